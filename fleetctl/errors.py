@@ -1,0 +1,88 @@
+"""The exception tree of fleetctl.
+
+Every error a user can cause derives from :class:`FleetError`. The CLI turns :class:`InputError`
+into one line on stderr and exit status 2; host-level errors become per-host results, never a crash
+of the whole run.
+"""
+
+from __future__ import annotations
+
+
+class FleetError(Exception):
+    """Base of every error fleetctl raises on purpose."""
+
+
+class InputError(FleetError):
+    """Bad user input: an inventory, a playbook or a command line (exit status 2).
+
+    Args:
+        message: what is wrong, in one line.
+        file: the file the input came from, if any.
+        line: 1-based line in ``file``, if known.
+        key: the key or dotted path inside the file (``all.children.gpu.hosts.n1.port``), if known.
+
+    ``str(err)`` is the one line the user sees: ``FILE:LINE: KEY: MESSAGE`` with absent parts left out.
+    """
+
+    def __init__(
+        self, message: str, *, file: str | None = None, line: int | None = None, key: str | None = None
+    ) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.key = key
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = ""
+        if self.file:
+            where = str(self.file) + (f":{self.line}" if self.line else "") + ": "
+        elif self.line:
+            where = f"line {self.line}: "
+        key = f"{self.key}: " if self.key else ""
+        return f"{where}{key}{self.message}"
+
+
+class InventoryError(InputError):
+    """An inventory file or host pattern is invalid."""
+
+
+class PlaybookError(InputError):
+    """A playbook is invalid (unknown action, missing argument, undefined variable...)."""
+
+
+class HostUnreachable(FleetError):
+    """A host could not be reached or logged in to.
+
+    Args:
+        host: the inventory host name.
+        cause: one line naming the cause (refused, timed out, auth failed, host key unknown/changed).
+    """
+
+    def __init__(self, host: str, cause: str) -> None:
+        self.host = host
+        self.cause = cause
+        super().__init__(f"{host}: unreachable: {cause}")
+
+
+class CommandTimeout(FleetError):
+    """A remote command ran past its deadline (seconds) and was stopped."""
+
+    def __init__(self, host: str, argv: list[str], timeout_s: float) -> None:
+        self.host = host
+        self.argv = argv
+        self.timeout_s = timeout_s
+        super().__init__(f"{host}: command timed out after {timeout_s:g} s: {argv[0] if argv else ''}")
+
+
+class TransferError(FleetError):
+    """A file transfer (SFTP put/get) failed; ``str`` names the host, path and cause."""
+
+
+class TaskFailed(FleetError):
+    """A task failed on a host; carries the host and the command's result when there is one."""
+
+    def __init__(self, host: str, message: str, result: object | None = None) -> None:
+        self.host = host
+        self.result = result
+        super().__init__(f"{host}: {message}")
