@@ -1,0 +1,764 @@
+#!/usr/bin/env python3
+"""Gather one host's build facts in one round trip and print them as one JSON object.
+
+fleetctl uploads this file and runs it ON the host (``python3 facts.py --workdir DIR [--venv DIR]
+[--cuda-home DIR]``). It needs only the standard library of any Python >= 3.8, prints exactly one
+JSON object on stdout (diagnostics go to stderr) and exits 0 whatever it finds: every probe is
+wrapped, and a missing tool yields ``null`` plus an error string instead of a crash.
+
+Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
+
+``script_version``  str, bumped when the shape changes.
+``gpus``            list of ``{index: int, name: str, compute_cap: "9.0" | null, memory_mib: int | null}``
+                    from ``nvidia-smi --query-gpu=index,name,compute_cap,memory.total,driver_version
+                    --format=csv,noheader,nounits`` (field meanings: ``nvidia-smi --help-query-gpu``),
+                    or from NVML through ctypes when nvidia-smi is missing or fails.
+``gpu_source``      ``"nvidia-smi"`` | ``"nvml"`` | null (no source answered).
+``gpu_error``       str | null: why no source answered (null when one did, even with no GPU).
+``gpu_probe_errors`` list of str: every failed source, including one a later source made up for.
+``driver_version``  str | null, e.g. ``"580.82.07"``.
+``cuda``            ``{home, nvcc, version: "13.0", archs: ["compute_75", ...], codes: ["sm_75", ...],
+                    cuobjdump, cuobjdump_source, cccl_include, source, requested_home, error}``;
+                    ``source`` is ``"cuda_home var"`` | ``"CUDA_HOME env"`` | ``"/usr/local/cuda"`` |
+                    ``"PATH"`` | null.
+``python``          ``{executable, venv, exists, version: "3.12.3", tag: "cp312", implementation,
+                    site_packages, prefix, in_venv, packages: {dist: version | null}, torch,
+                    torch_cuda, torch_file, torch_error, error}``; torch is imported in a subprocess
+                    of that interpreter, so a broken torch is reported, never fatal.
+``cmake``           ``{path, version: "3.28.3", error}``; ``ninja`` ``{path, version}``; ``uv`` ``{path}``.
+``cpu_count``       int: CPUs this process may run on (``os.sched_getaffinity``).
+``cpu_quota``       float | null: cgroup v2 ``cpu.max`` quota in CPUs, null when unlimited.
+``mem_total_mib``, ``mem_available_mib``  int | null from ``/proc/meminfo``.
+``mem_limit_mib``   int | null: cgroup v2 ``memory.max``, null when unlimited.
+``disk_free_mib``   int | null: free space for this user at ``--workdir`` (its nearest existing parent).
+``workdir``, ``hostname``, ``os`` (PRETTY_NAME of /etc/os-release), ``kernel``, ``machine``.
+``errors``          list of str: probe failures not reported elsewhere.
+``duration_s``      float: the script's own run time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+SCRIPT_VERSION = "1"
+
+#: Fields asked of nvidia-smi, in this order (see ``nvidia-smi --help-query-gpu``).
+GPU_QUERY_FIELDS = ("index", "name", "compute_cap", "memory.total", "driver_version")
+
+#: Default per-command timeout in seconds.
+TIMEOUT_S = 30.0
+#: Timeout for the interpreter probe, which imports torch (a cold import can take many seconds).
+PYTHON_PROBE_TIMEOUT_S = 60.0
+
+#: Distributions whose versions the interpreter probe reports (importlib.metadata, no import).
+PROBED_PACKAGES = (
+    "pip", "setuptools", "wheel", "scikit-build-core", "nanobind", "cmake", "ninja", "numpy",
+    "nvidia-cuda-cuobjdump", "triton",
+)
+
+MIB = 1024 * 1024
+_MARK = "@@FLEETCTL_FACTS@@ "
+
+
+def log(message: str) -> None:
+    """Write one diagnostic line to stderr (stdout carries only the JSON)."""
+    try:
+        sys.stderr.write("facts: " + message + "\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+# --------------------------------------------------------------------------------------------
+# Pure parsers (tests import this file by path and call these directly)
+# --------------------------------------------------------------------------------------------
+
+
+def _na(value: str):
+    """``None`` for nvidia-smi's placeholders (``[N/A]``, ``[Not Supported]``, ``N/A``, empty)."""
+    value = value.strip()
+    if not value or value.upper() == "N/A" or (value.startswith("[") and value.endswith("]")):
+        return None
+    return value
+
+
+def _to_int(value):
+    if value is None:
+        return None
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_nvidia_smi_csv(text: str, fields=GPU_QUERY_FIELDS):
+    """Parse ``nvidia-smi --query-gpu=... --format=csv,noheader,nounits`` output.
+
+    Args:
+        text: nvidia-smi's stdout; one line per GPU, fields separated by ``", "``.
+        fields: the ``--query-gpu`` field names, in the order asked. Must include ``name``;
+            ``index``, ``compute_cap``, ``memory.total`` (MiB with ``nounits``) and
+            ``driver_version`` are used when present.
+
+    Returns:
+        ``(gpus, driver_version)``: ``gpus`` a list of ``{"index": int, "name": str,
+        "compute_cap": "9.0" | None, "memory_mib": int | None}`` in output order;
+        ``driver_version`` the first non-placeholder driver version, or ``None``.
+        Placeholders such as ``[N/A]`` become ``None``; a GPU name that itself holds commas is
+        rejoined; blank lines are skipped.
+
+    Raises:
+        ValueError: a line has fewer fields than asked (not CSV of that query).
+    """
+    fields = list(fields)
+    gpus = []
+    driver = None
+    name_at = fields.index("name") if "name" in fields else None
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < len(fields):
+            raise ValueError("line %d: expected %d fields, got %d: %r" % (lineno, len(fields), len(parts), line))
+        if len(parts) > len(fields):
+            if name_at is None:
+                raise ValueError("line %d: expected %d fields, got %d: %r" % (lineno, len(fields), len(parts), line))
+            extra = len(parts) - len(fields)
+            parts = parts[:name_at] + [", ".join(parts[name_at:name_at + extra + 1])] + parts[name_at + extra + 1:]
+        row = dict(zip(fields, parts))
+        index = _to_int(_na(row.get("index", "")))
+        cap = _na(row.get("compute_cap", ""))
+        if cap is not None and not re.match(r"^\d+\.\d+$", cap):
+            cap = None
+        gpus.append({
+            "index": index if index is not None else len(gpus),
+            "name": _na(row.get("name", "")) or "",
+            "compute_cap": cap,
+            "memory_mib": _to_int(_na(row.get("memory.total", ""))),
+        })
+        if driver is None:
+            driver = _na(row.get("driver_version", ""))
+    return gpus, driver
+
+
+def parse_nvcc_version(text: str):
+    """``"13.0"`` from ``nvcc --version`` ("Cuda compilation tools, release 13.0, V13.0.88"), else None."""
+    m = re.search(r"release\s+(\d+\.\d+)", text)
+    if m:
+        return m.group(1)
+    m = re.search(r"\bV(\d+\.\d+)", text)
+    return m.group(1) if m else None
+
+
+def parse_word_list(text: str):
+    """Whitespace-separated words (``nvcc --list-gpu-arch`` / ``--list-gpu-code`` output), deduplicated in order."""
+    seen = []
+    for word in text.split():
+        if word not in seen:
+            seen.append(word)
+    return seen
+
+
+def parse_cmake_version(text: str):
+    """``"3.28.3"`` from ``cmake --version`` ("cmake version 3.28.3"), else None."""
+    m = re.search(r"version\s+(\d+(?:\.\d+)+\S*)", text)
+    return m.group(1) if m else None
+
+
+def parse_meminfo(text: str):
+    """``{"mem_total_mib", "mem_available_mib"}`` (int MiB or None) from ``/proc/meminfo`` (kB values)."""
+    values = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        words = rest.split()
+        if words and words[0].isdigit():
+            values[key.strip()] = int(words[0])
+    total = values.get("MemTotal")
+    avail = values.get("MemAvailable")
+    if avail is None and "MemFree" in values:
+        avail = values.get("MemFree", 0) + values.get("Buffers", 0) + values.get("Cached", 0)
+    return {
+        "mem_total_mib": total // 1024 if total is not None else None,
+        "mem_available_mib": avail // 1024 if avail is not None else None,
+    }
+
+
+def parse_os_release(text: str):
+    """PRETTY_NAME (quotes removed) from ``/etc/os-release``, else NAME VERSION, else None."""
+    values = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            values[key.strip()] = value
+    if values.get("PRETTY_NAME"):
+        return values["PRETTY_NAME"]
+    joined = " ".join(v for v in (values.get("NAME"), values.get("VERSION")) if v)
+    return joined or None
+
+
+def parse_cpu_max(text: str):
+    """CPUs allowed by a cgroup v2 ``cpu.max`` ("200000 100000" -> 2.0); None for "max" or junk."""
+    words = text.split()
+    if len(words) >= 1 and words[0] != "max":
+        try:
+            period = float(words[1]) if len(words) > 1 else 100000.0
+            return round(float(words[0]) / period, 2) if period > 0 else None
+        except ValueError:
+            return None
+    return None
+
+
+def parse_memory_max(text: str):
+    """MiB allowed by a cgroup v2 ``memory.max`` (bytes); None for "max" or junk."""
+    word = text.strip()
+    if word.isdigit():
+        return int(word) // MIB
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Probes (each returns data; none raises)
+# --------------------------------------------------------------------------------------------
+
+
+def run_command(argv, timeout_s=TIMEOUT_S, env=None):
+    """Run argv without a shell; return ``(rc, stdout, stderr, error)``; never raises.
+
+    ``rc`` is None and ``error`` a one-line message when the program is missing, cannot run or
+    passes ``timeout_s`` seconds (then it is killed and any partial output is returned).
+    """
+    try:
+        proc = subprocess.run(
+            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            timeout=timeout_s, env=env,
+        )
+        return proc.returncode, _decode(proc.stdout), _decode(proc.stderr), None
+    except subprocess.TimeoutExpired as exc:
+        return None, _decode(exc.output), _decode(exc.stderr), "%s: timed out after %g s" % (argv[0], timeout_s)
+    except OSError as exc:
+        return None, "", "", "%s: %s" % (argv[0], exc.strerror or exc)
+    except Exception as exc:  # pragma: no cover - defensive
+        return None, "", "", "%s: %s: %s" % (argv[0], type(exc).__name__, exc)
+
+
+def _decode(data):
+    if data is None:
+        return ""
+    if isinstance(data, str):
+        return data
+    return data.decode("utf-8", errors="replace")
+
+
+def _first_line(*texts):
+    for text in texts:
+        for line in (text or "").splitlines():
+            if line.strip():
+                return line.strip()
+    return ""
+
+
+def _is_exe(path):
+    return bool(path) and os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def probe_nvidia_smi():
+    """GPUs through nvidia-smi: ``(gpus, driver, error)``; ``gpus`` is None when it failed.
+
+    nvidia-smi with no GPU prints "No devices were found" and exits 6: that is an answer
+    (an empty list), not a failure.
+    """
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None, None, "nvidia-smi: not found on PATH"
+    rc, out, err, error = run_command(
+        [exe, "--query-gpu=" + ",".join(GPU_QUERY_FIELDS), "--format=csv,noheader,nounits"])
+    if error:
+        return None, None, error
+    if "No devices were found" in out + err:
+        return [], None, None
+    if rc != 0:
+        return None, None, "nvidia-smi: exit %s: %s" % (rc, _first_line(out, err) or "no output")
+    try:
+        gpus, driver = parse_nvidia_smi_csv(out)
+    except ValueError as exc:
+        return None, None, "nvidia-smi: unexpected output: %s" % exc
+    return gpus, driver, None
+
+
+def nvml_query():
+    """Query NVML through ctypes in THIS process; returns ``{"gpus", "driver_version"}``.
+
+    Calls (NVML API reference): nvmlInit_v2, nvmlSystemGetDriverVersion,
+    nvmlDeviceGetCount_v2, nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetName,
+    nvmlDeviceGetCudaComputeCapability, nvmlDeviceGetMemoryInfo (bytes), nvmlShutdown.
+
+    Raises:
+        OSError: libnvidia-ml.so.1 cannot be loaded.
+        RuntimeError: an NVML call returned an error (message from nvmlErrorString).
+    """
+    lib = ctypes.CDLL("libnvidia-ml.so.1")
+    c_uint, c_int, c_char_p, c_void_p = ctypes.c_uint, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p
+
+    class Memory(ctypes.Structure):
+        _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+    lib.nvmlErrorString.restype = c_char_p
+    lib.nvmlErrorString.argtypes = [c_int]
+
+    def check(name, ret):
+        if ret != 0:
+            msg = lib.nvmlErrorString(ret)
+            raise RuntimeError("%s: %s (%d)" % (name, msg.decode() if msg else "error", ret))
+
+    for name, args in (
+        ("nvmlInit_v2", []),
+        ("nvmlShutdown", []),
+        ("nvmlSystemGetDriverVersion", [c_char_p, c_uint]),
+        ("nvmlDeviceGetCount_v2", [ctypes.POINTER(c_uint)]),
+        ("nvmlDeviceGetHandleByIndex_v2", [c_uint, ctypes.POINTER(c_void_p)]),
+        ("nvmlDeviceGetName", [c_void_p, c_char_p, c_uint]),
+        ("nvmlDeviceGetCudaComputeCapability", [c_void_p, ctypes.POINTER(c_int), ctypes.POINTER(c_int)]),
+        ("nvmlDeviceGetMemoryInfo", [c_void_p, ctypes.POINTER(Memory)]),
+    ):
+        fn = getattr(lib, name)
+        fn.restype = c_int
+        fn.argtypes = args
+
+    check("nvmlInit_v2", lib.nvmlInit_v2())
+    try:
+        buf = ctypes.create_string_buffer(96)
+        check("nvmlSystemGetDriverVersion", lib.nvmlSystemGetDriverVersion(buf, 96))
+        driver = buf.value.decode("utf-8", "replace") or None
+        count = c_uint(0)
+        check("nvmlDeviceGetCount_v2", lib.nvmlDeviceGetCount_v2(ctypes.byref(count)))
+        gpus = []
+        for i in range(count.value):
+            handle = c_void_p()
+            check("nvmlDeviceGetHandleByIndex_v2", lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)))
+            name = ctypes.create_string_buffer(96)
+            check("nvmlDeviceGetName", lib.nvmlDeviceGetName(handle, name, 96))
+            major, minor = c_int(0), c_int(0)
+            ret = lib.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor))
+            cap = "%d.%d" % (major.value, minor.value) if ret == 0 else None
+            mem = Memory()
+            ret = lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem))
+            gpus.append({
+                "index": i,
+                "name": name.value.decode("utf-8", "replace"),
+                "compute_cap": cap,
+                "memory_mib": int(mem.total // MIB) if ret == 0 else None,
+            })
+        return {"gpus": gpus, "driver_version": driver}
+    finally:
+        try:
+            lib.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def probe_nvml():
+    """GPUs through NVML, queried in a child process (a wedged driver or a ctypes fault cannot
+    hang or kill the facts script): ``(gpus, driver, error)``; ``gpus`` is None when it failed."""
+    me = os.path.abspath(__file__)
+    rc, out, err, error = run_command([sys.executable, me, "--nvml-child"])
+    if error:
+        return None, None, "nvml: " + error
+    for line in out.splitlines():
+        if line.startswith(_MARK):
+            try:
+                data = json.loads(line[len(_MARK):])
+            except ValueError:
+                break
+            if data.get("error"):
+                return None, None, "nvml: " + data["error"]
+            return data.get("gpus") or [], data.get("driver_version"), None
+    return None, None, "nvml: probe exited %s: %s" % (rc, _first_line(err, out) or "no output")
+
+
+def nvml_child():
+    """Entry point of ``--nvml-child``: print one marked JSON line with the NVML answer."""
+    try:
+        data = nvml_query()
+    except Exception as exc:
+        data = {"error": "%s" % exc}
+    sys.stdout.write(_MARK + json.dumps(data) + "\n")
+    sys.stdout.flush()
+
+
+def gather_gpus(facts):
+    """Fill ``gpus``, ``gpu_source``, ``gpu_error``, ``gpu_probe_errors``, ``driver_version``."""
+    errors = []
+    facts.update({"gpus": [], "gpu_source": None, "gpu_error": None, "driver_version": None})
+    for source, probe in (("nvidia-smi", probe_nvidia_smi), ("nvml", probe_nvml)):
+        try:
+            gpus, driver, error = probe()
+        except Exception as exc:  # pragma: no cover - defensive
+            gpus, driver, error = None, None, "%s: %s: %s" % (source, type(exc).__name__, exc)
+        if gpus is not None:
+            facts.update({"gpus": gpus, "gpu_source": source, "driver_version": driver})
+            break
+        errors.append(error)
+        log(error)
+    facts["gpu_probe_errors"] = errors
+    if facts["gpu_source"] is None:
+        facts["gpu_error"] = "; ".join(errors) or "no GPU source answered"
+
+
+def _nvcc_home_candidates(cuda_home):
+    if cuda_home:
+        yield "cuda_home var", cuda_home
+    env_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if env_home:
+        yield "CUDA_HOME env", env_home
+    yield "/usr/local/cuda", "/usr/local/cuda"
+    which = shutil.which("nvcc")
+    if which:
+        yield "PATH", os.path.dirname(os.path.dirname(which))
+
+
+def find_cuobjdump(home, site_packages):
+    """``(path, source)`` of cuobjdump: ``<home>/bin``, then PATH, then the venv's pip-installed
+    copy (PyPI ``nvidia-cuda-cuobjdump`` puts it in ``site-packages/nvidia/*/bin``)."""
+    if home and _is_exe(os.path.join(home, "bin", "cuobjdump")):
+        return os.path.join(home, "bin", "cuobjdump"), "cuda home"
+    which = shutil.which("cuobjdump")
+    if which:
+        return which, "PATH"
+    if site_packages:
+        base = os.path.join(site_packages, "nvidia")
+        try:
+            subdirs = sorted(os.listdir(base))
+        except OSError:
+            subdirs = []
+        for sub in subdirs:
+            path = os.path.join(base, sub, "bin", "cuobjdump")
+            if _is_exe(path):
+                return path, "venv"
+    return None, None
+
+
+def probe_cuda(cuda_home):
+    """The CUDA toolkit as the ``cuda`` dict (see the module docstring).
+
+    Search order: ``--cuda-home`` (an error is recorded when it lacks ``bin/nvcc``, and the
+    search goes on), ``$CUDA_HOME``/``$CUDA_PATH``, ``/usr/local/cuda``, ``nvcc`` on PATH.
+    ``cuobjdump`` is filled in later by :func:`find_cuobjdump` (it may live in the venv).
+    """
+    cuda = {
+        "home": None, "nvcc": None, "version": None, "archs": None, "codes": None,
+        "cuobjdump": None, "cuobjdump_source": None, "cccl_include": None,
+        "source": None, "requested_home": cuda_home, "error": None,
+    }
+    errors = []
+    for source, home in _nvcc_home_candidates(cuda_home):
+        nvcc = os.path.join(home, "bin", "nvcc")
+        if _is_exe(nvcc):
+            cuda.update({"home": home, "nvcc": nvcc, "source": source})
+            break
+        if source == "cuda_home var":
+            errors.append("cuda_home %s has no executable bin/nvcc" % home)
+        elif source == "CUDA_HOME env":
+            errors.append("CUDA_HOME %s has no executable bin/nvcc" % home)
+    if cuda["nvcc"] is None:
+        looked = [home + "/bin" for _, home in _nvcc_home_candidates(cuda_home)] + ["PATH"]
+        errors.append("nvcc not found (looked in %s)" % ", ".join(looked))
+    else:
+        nvcc = cuda["nvcc"]
+        rc, out, err, error = run_command([nvcc, "--version"])
+        if error or rc != 0:
+            errors.append(error or "nvcc --version: exit %s: %s" % (rc, _first_line(err, out)))
+        else:
+            cuda["version"] = parse_nvcc_version(out)
+            if cuda["version"] is None:
+                errors.append("nvcc --version: no release number in %r" % _first_line(out))
+        for key, flag in (("archs", "--list-gpu-arch"), ("codes", "--list-gpu-code")):
+            rc, out, err, error = run_command([nvcc, flag])
+            if error or rc != 0:
+                errors.append(error or "nvcc %s: exit %s: %s" % (flag, rc, _first_line(err, out)))
+            else:
+                cuda[key] = parse_word_list(out)
+        cccl = os.path.join(cuda["home"], "include", "cccl")
+        cuda["cccl_include"] = cccl if os.path.isdir(cccl) else None
+    if errors:
+        cuda["error"] = "; ".join(errors)
+        log("cuda: " + cuda["error"])
+    return cuda
+
+
+# Runs in the probed interpreter (any Python >= 3.8); prints two marked JSON lines so that a torch
+# import that hangs past the timeout still leaves the interpreter facts behind.
+_PYTHON_PROBE = r"""
+import json, sys, sysconfig
+MARK = %(mark)r
+info = {
+    "version": "%%d.%%d.%%d" %% sys.version_info[:3],
+    "implementation": sys.implementation.name,
+    "tag": {"cpython": "cp", "pypy": "pp"}.get(sys.implementation.name, sys.implementation.name)
+           + "%%d%%d" %% sys.version_info[:2],
+    "site_packages": sysconfig.get_paths().get("purelib"),
+    "prefix": sys.prefix,
+    "in_venv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
+    "packages": {},
+}
+try:
+    from importlib import metadata
+    for dist in %(packages)r:
+        try:
+            info["packages"][dist] = metadata.version(dist)
+        except Exception:
+            info["packages"][dist] = None
+except Exception as exc:
+    info["packages_error"] = "%%s: %%s" %% (type(exc).__name__, exc)
+sys.stdout.write(MARK + json.dumps(info) + "\n")
+sys.stdout.flush()
+t = {"torch": None, "torch_cuda": None, "torch_file": None, "torch_error": None}
+try:
+    import torch
+    t["torch"] = str(torch.__version__)
+    t["torch_cuda"] = getattr(torch.version, "cuda", None)
+    t["torch_file"] = getattr(torch, "__file__", None)
+except BaseException as exc:
+    lines = str(exc).strip().splitlines()
+    t["torch_error"] = "%%s: %%s" %% (type(exc).__name__, lines[0] if lines else "")
+sys.stdout.write(MARK + json.dumps(t) + "\n")
+sys.stdout.flush()
+""" % {"mark": _MARK, "packages": PROBED_PACKAGES}
+
+
+def probe_python(venv):
+    """The interpreter builds will use, as the ``python`` dict (see the module docstring).
+
+    ``<venv>/bin/python3`` when ``venv`` is given, else the interpreter running this script.
+    One child process of that interpreter reports its version, tag, purelib, package versions
+    and the torch import (timeout ``PYTHON_PROBE_TIMEOUT_S`` seconds).
+    """
+    if venv:
+        exe = os.path.join(venv, "bin", "python3")
+        if not os.path.exists(exe) and os.path.exists(os.path.join(venv, "bin", "python")):
+            exe = os.path.join(venv, "bin", "python")
+    else:
+        exe = sys.executable
+    py = {
+        "executable": exe, "venv": venv, "exists": _is_exe(exe), "version": None, "tag": None,
+        "implementation": None, "site_packages": None, "prefix": None, "in_venv": None,
+        "packages": {}, "torch": None, "torch_cuda": None, "torch_file": None,
+        "torch_error": None, "error": None,
+    }
+    if not py["exists"]:
+        py["error"] = "%s: no such interpreter" % exe
+        py["torch_error"] = "interpreter missing"
+        log("python: " + py["error"])
+        return py
+    rc, out, err, error = run_command([exe, "-c", _PYTHON_PROBE], timeout_s=PYTHON_PROBE_TIMEOUT_S)
+    parts = []
+    for line in out.splitlines():
+        if line.startswith(_MARK):
+            try:
+                parts.append(json.loads(line[len(_MARK):]))
+            except ValueError:
+                pass
+    for part in parts:
+        py.update(part)
+    if not parts:
+        py["error"] = error or "probe exited %s: %s" % (rc, _first_line(err, out) or "no output")
+        py["torch_error"] = py["torch_error"] or "interpreter probe failed"
+    elif len(parts) == 1:
+        py["torch_error"] = "import torch: " + (error or "probe exited %s: %s" % (rc, _first_line(err) or "no output"))
+    if py["error"]:
+        log("python: " + py["error"])
+    if py["torch_error"]:
+        log("python: torch: " + py["torch_error"])
+    return py
+
+
+def probe_tool(name, venv, version_flag="--version", parse=parse_cmake_version):
+    """``{path, version, error}`` for a build tool: ``<venv>/bin/<name>`` first (pip's cmake or
+    ninja are what the build's PATH will find), then PATH."""
+    path = None
+    if venv and _is_exe(os.path.join(venv, "bin", name)):
+        path = os.path.join(venv, "bin", name)
+    else:
+        path = shutil.which(name)
+    tool = {"path": path, "version": None, "error": None}
+    if not path:
+        tool["error"] = "%s: not found" % name
+        return tool
+    rc, out, err, error = run_command([path, version_flag])
+    if error or rc != 0:
+        tool["error"] = error or "%s %s: exit %s: %s" % (name, version_flag, rc, _first_line(err, out))
+    else:
+        tool["version"] = parse(out)
+    return tool
+
+
+def find_uv():
+    """Path of uv: PATH, then the installer's usual places (~/.local/bin, ~/.cargo/bin)."""
+    which = shutil.which("uv")
+    if which:
+        return which
+    home = os.path.expanduser("~")
+    for path in (os.path.join(home, ".local", "bin", "uv"), os.path.join(home, ".cargo", "bin", "uv")):
+        if _is_exe(path):
+            return path
+    return None
+
+
+def _read(path):
+    with open(path, "r", errors="replace") as f:
+        return f.read()
+
+
+def disk_free_mib(path):
+    """``(MiB free to this user at path or its nearest existing parent, that parent)``."""
+    probe = os.path.abspath(os.path.expanduser(path or "."))
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    st = os.statvfs(probe)
+    return st.f_bavail * st.f_frsize // MIB, probe
+
+
+def gather_system(facts, workdir):
+    """CPU, memory, disk, names: fills the system keys; each failure goes to ``facts["errors"]``."""
+    errors = facts["errors"]
+
+    def attempt(label, fn):
+        try:
+            fn()
+        except Exception as exc:
+            errors.append("%s: %s: %s" % (label, type(exc).__name__, exc))
+
+    def cpus():
+        if hasattr(os, "sched_getaffinity"):
+            facts["cpu_count"] = len(os.sched_getaffinity(0))
+        else:
+            facts["cpu_count"] = os.cpu_count()
+
+    def quota():
+        if os.path.exists("/sys/fs/cgroup/cpu.max"):
+            facts["cpu_quota"] = parse_cpu_max(_read("/sys/fs/cgroup/cpu.max"))
+
+    def meminfo():
+        facts.update(parse_meminfo(_read("/proc/meminfo")))
+
+    def memlimit():
+        if os.path.exists("/sys/fs/cgroup/memory.max"):
+            facts["mem_limit_mib"] = parse_memory_max(_read("/sys/fs/cgroup/memory.max"))
+
+    def disk():
+        facts["disk_free_mib"], facts["disk_free_path"] = disk_free_mib(workdir)
+
+    def names():
+        facts["hostname"] = socket.gethostname()
+        facts["kernel"] = platform.release()
+        facts["machine"] = platform.machine()
+
+    def osname():
+        for path in ("/etc/os-release", "/usr/lib/os-release"):
+            if os.path.exists(path):
+                facts["os"] = parse_os_release(_read(path))
+                return
+        facts["os"] = platform.platform()
+
+    for key in ("cpu_count", "cpu_quota", "mem_total_mib", "mem_available_mib", "mem_limit_mib",
+                "disk_free_mib", "disk_free_path", "hostname", "os", "kernel", "machine"):
+        facts.setdefault(key, None)
+    for label, fn in (("cpu_count", cpus), ("cpu_quota", quota), ("meminfo", meminfo),
+                      ("mem_limit", memlimit), ("disk_free", disk), ("hostname", names), ("os", osname)):
+        attempt(label, fn)
+
+
+def gather(venv=None, cuda_home=None, workdir="."):
+    """Every fact as one dict (the JSON object this script prints); never raises.
+
+    The interpreter probe (slow: it imports torch) runs in a thread while the other probes run.
+    """
+    started = time.time()
+    facts = {"script_version": SCRIPT_VERSION, "workdir": workdir, "errors": []}
+    box = {}
+
+    def python_probe():
+        try:
+            box["python"] = probe_python(venv)
+        except Exception as exc:  # pragma: no cover - defensive
+            box["python"] = {"executable": None, "venv": venv, "exists": False, "version": None,
+                             "torch": None, "torch_cuda": None, "torch_error": None,
+                             "error": "%s: %s" % (type(exc).__name__, exc)}
+
+    thread = threading.Thread(target=python_probe, name="python-probe")
+    thread.daemon = True
+    thread.start()
+    try:
+        gather_gpus(facts)
+    except Exception as exc:  # pragma: no cover - defensive
+        facts.setdefault("gpus", [])
+        facts["gpu_error"] = "%s: %s" % (type(exc).__name__, exc)
+    try:
+        facts["cuda"] = probe_cuda(cuda_home)
+    except Exception as exc:  # pragma: no cover - defensive
+        facts["cuda"] = {"home": None, "nvcc": None, "version": None, "error": "%s: %s" % (type(exc).__name__, exc)}
+    for key, name, parse in (("cmake", "cmake", parse_cmake_version),
+                             ("ninja", "ninja", lambda text: _first_line(text) or None)):
+        try:
+            facts[key] = probe_tool(name, venv, parse=parse)
+        except Exception as exc:  # pragma: no cover - defensive
+            facts[key] = {"path": None, "version": None, "error": "%s: %s" % (type(exc).__name__, exc)}
+    try:
+        facts["uv"] = {"path": find_uv()}
+    except Exception as exc:  # pragma: no cover - defensive
+        facts["uv"] = {"path": None, "error": str(exc)}
+    gather_system(facts, workdir)
+    thread.join(PYTHON_PROBE_TIMEOUT_S + 15)
+    facts["python"] = box.get("python") or {
+        "executable": None, "venv": venv, "exists": None, "version": None, "torch": None,
+        "torch_cuda": None, "torch_error": None, "error": "interpreter probe did not finish"}
+    try:
+        path, source = find_cuobjdump(facts["cuda"].get("home"), facts["python"].get("site_packages"))
+        facts["cuda"]["cuobjdump"], facts["cuda"]["cuobjdump_source"] = path, source
+    except Exception as exc:  # pragma: no cover - defensive
+        facts["errors"].append("cuobjdump: %s: %s" % (type(exc).__name__, exc))
+    facts["duration_s"] = round(time.time() - started, 3)
+    return facts
+
+
+def main(argv=None):
+    """Parse arguments, gather, print one JSON object; always returns 0."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--venv", default=None, help="Python environment whose bin/python3 builds use")
+    parser.add_argument("--cuda-home", default=None, help="CUDA toolkit root to use (holds bin/nvcc)")
+    parser.add_argument("--workdir", default=".", help="remote working folder (for free disk space)")
+    parser.add_argument("--nvml-child", action="store_true", help=argparse.SUPPRESS)
+    args, unknown = parser.parse_known_args(argv)
+    if args.nvml_child:
+        nvml_child()
+        return 0
+    try:
+        facts = gather(venv=args.venv or None, cuda_home=args.cuda_home or None, workdir=args.workdir)
+    except BaseException as exc:  # pragma: no cover - defensive: still print an object
+        facts = {"script_version": SCRIPT_VERSION, "gpus": [], "errors": ["%s: %s" % (type(exc).__name__, exc)]}
+    if unknown:
+        facts.setdefault("errors", []).append("unknown arguments ignored: %s" % " ".join(unknown))
+    sys.stdout.write(json.dumps(facts, sort_keys=True) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
