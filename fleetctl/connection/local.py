@@ -1,0 +1,137 @@
+"""The local connection: runs commands on the controller itself through subprocess.
+
+Used for hosts with ``ansible_connection: local`` (the embedded default group ``local``). It obeys
+the same contract as the SSH connection: argv only (no shell), the environment added to the
+controller's, output streamed line by line as raw bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ..errors import CommandTimeout, TransferError
+from .base import CommandResult, Connection, LineCallback
+from .command import validate_env
+from .streams import pump_lines
+
+
+class LocalConnection(Connection):
+    """Runs on this machine. ``home`` is the controller user's home directory."""
+
+    def __init__(self, host: str = "localhost") -> None:
+        self.host = host
+        self.home = str(Path.home())
+
+    async def open(self) -> None:
+        """Nothing to connect; present for the interface."""
+
+    async def close(self) -> None:
+        """Nothing to close; present for the interface."""
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout_s: float | None = None,
+        on_line: LineCallback | None = None,
+        stdin: bytes | None = None,
+    ) -> CommandResult:
+        """Run ``argv`` in a new process group; see :meth:`Connection.run`.
+
+        On timeout the whole process group gets SIGTERM, then SIGKILL after 5 s.
+        """
+        argv = [str(a) for a in argv]
+        full_env = dict(os.environ)
+        if env:
+            validate_env(env)
+            full_env.update(env)
+        started = time.monotonic()
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=full_env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        out, err = bytearray(), bytearray()
+
+        async def feed() -> None:
+            if stdin is not None and proc.stdin is not None:
+                proc.stdin.write(stdin)
+                await proc.stdin.drain()
+                proc.stdin.close()
+
+        async def everything() -> int:
+            await asyncio.gather(
+                feed(),
+                pump_lines(proc.stdout, "stdout", out, on_line),
+                pump_lines(proc.stderr, "stderr", err, on_line),
+            )
+            return await proc.wait()
+
+        try:
+            rc = await asyncio.wait_for(everything(), timeout_s)
+        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+            await _kill_group(proc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            raise CommandTimeout(self.host, argv, timeout_s or 0) from None
+        sig = None
+        if rc < 0:
+            sig = signal.Signals(-rc).name.removeprefix("SIG")
+            rc = None
+        return CommandResult(argv=argv, rc=rc, stdout=bytes(out), stderr=bytes(err), signal=sig,
+                             duration_s=time.monotonic() - started)
+
+    async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
+        """Copy a file atomically (temp file + rename); parents are created."""
+        dest = Path(remote_path)
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+            os.close(fd)
+            try:
+                shutil.copyfile(local_path, tmp)
+                os.chmod(tmp, mode if mode is not None else 0o644)
+                os.replace(tmp, dest)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            raise TransferError(f"{self.host}: put {local_path} -> {remote_path}: {exc}") from None
+
+    async def get(self, remote_path: str, local_path: str) -> None:
+        """Copy a regular file back; symlinks are refused."""
+        src = Path(remote_path)
+        if src.is_symlink() or not src.is_file():
+            raise TransferError(f"{self.host}: get {remote_path}: not a regular file (symlinks are never followed)")
+        try:
+            Path(local_path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, local_path)
+        except OSError as exc:
+            raise TransferError(f"{self.host}: get {remote_path}: {exc}") from None
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the process group, then SIGKILL it if it is still there after 5 s."""
+    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            await asyncio.wait_for(proc.wait(), wait_s)
+            return
+        except asyncio.TimeoutError:
+            continue

@@ -1,0 +1,336 @@
+"""The SSH connection, on asyncssh: the only module of fleetctl that imports asyncssh.
+
+One SSH connection per host, reused for every command and transfer of a run; commands are exec
+channels multiplexed on it (at most ``max_sessions`` at once, below sshd's ``MaxSessions``, whose
+default is 10 per sshd_config(5)), files go over one SFTP session. What the inventory does not say
+(user, port, identity, HostName...) comes from the user's ``~/.ssh/config``, which asyncssh reads
+as OpenSSH's ssh(1) does.
+
+Host keys are checked against known_hosts (the inventory's ``known_hosts`` or OpenSSH's default
+``~/.ssh/known_hosts``). An unknown key is refused unless ``accept_new_host_keys`` is set
+(OpenSSH's ``StrictHostKeyChecking=accept-new``); a changed key is always refused, naming both
+fingerprints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import posixpath
+import secrets
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import asyncssh
+
+from ..errors import CommandTimeout, HostUnreachable, TransferError
+from .base import CommandResult, Connection, LineCallback
+from .command import remote_command_line
+from .streams import pump_lines
+
+
+class SSHConnection(Connection):
+    """An asyncssh client connection to one host.
+
+    Args:
+        host: inventory host name (used in messages, and as the ssh_config ``Host`` to match
+            when ``address`` is the same).
+        address: host name or IP to connect to.
+        port: TCP port; ``None`` lets ``~/.ssh/config`` (or 22) decide.
+        user: login name; ``None`` lets ``~/.ssh/config`` (or the local user) decide.
+        key_file: private key path; ``None`` uses ssh_config ``IdentityFile``/the defaults/agent.
+        known_hosts: known_hosts path; ``None`` means OpenSSH's default ``~/.ssh/known_hosts``.
+        accept_new_host_keys: record an unknown host key instead of refusing it.
+        connect_timeout_s: deadline for TCP connect plus SSH handshake and login, seconds.
+        keepalive_interval_s: seconds between keepalives, so long silent builds are not cut by
+            idle timeouts; the connection is declared dead after 3 unanswered ones.
+        max_sessions: most exec channels open at once on this connection.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        *,
+        address: str | None = None,
+        port: int | None = None,
+        user: str | None = None,
+        key_file: str | None = None,
+        known_hosts: str | None = None,
+        accept_new_host_keys: bool = False,
+        connect_timeout_s: float = 30.0,
+        keepalive_interval_s: float = 15.0,
+        max_sessions: int = 8,
+    ) -> None:
+        self.host = host
+        self.address = address or host
+        self.port = port
+        self.user = user
+        self.key_file = key_file
+        self.known_hosts = known_hosts or os.path.expanduser("~/.ssh/known_hosts")
+        self.accept_new_host_keys = accept_new_host_keys
+        self.connect_timeout_s = connect_timeout_s
+        self.keepalive_interval_s = keepalive_interval_s
+        self._channels = asyncio.Semaphore(max(1, max_sessions - 1))  # one is the SFTP session
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._sftp: asyncssh.SFTPClient | None = None
+        self._sftp_lock = asyncio.Lock()
+        self._open_lock = asyncio.Lock()
+
+    # -- connecting ---------------------------------------------------------------------------
+
+    def _options(self) -> dict:
+        opts: dict = {
+            "connect_timeout": self.connect_timeout_s,
+            "login_timeout": self.connect_timeout_s,
+            "keepalive_interval": self.keepalive_interval_s,
+            "keepalive_count_max": 3,
+            "known_hosts": self.known_hosts if os.path.exists(self.known_hosts) else None,
+        }
+        if opts["known_hosts"] is None:
+            # No file: every key is unknown. asyncssh treats known_hosts=None as "accept any",
+            # so give it an empty list of trusted keys instead.
+            opts["known_hosts"] = ([], [], [])
+        if self.port is not None:
+            opts["port"] = self.port
+        if self.user is not None:
+            opts["username"] = self.user
+        if self.key_file is not None:
+            opts["client_keys"] = [self.key_file]
+        return opts
+
+    async def open(self) -> None:
+        """Connect, check the host key, log in, and learn the home directory (one SFTP realpath).
+
+        Raises:
+            HostUnreachable: naming the cause.
+        """
+        async with self._open_lock:
+            if self._conn is not None:
+                return
+            try:
+                self._conn = await asyncssh.connect(self.address, **self._options())
+            except asyncssh.HostKeyNotVerifiable as exc:
+                await self._handle_host_key(exc)
+            except BaseException as exc:  # noqa: BLE001 - translated at the seam
+                if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
+                    raise
+                raise HostUnreachable(self.host, self._describe(exc)) from None
+            self.home = await self._realpath(".")
+
+    async def _handle_host_key(self, exc: Exception) -> None:
+        """Tell an unknown key from a changed one; accept an unknown one only when asked."""
+        try:
+            new_key = await asyncio.wait_for(
+                asyncssh.get_server_host_key(self.address, self.port or ()), self.connect_timeout_s
+            )
+        except Exception as fetch_exc:  # noqa: BLE001
+            raise HostUnreachable(self.host, f"host key not verifiable ({exc}); {fetch_exc}") from None
+        new_fp = new_key.get_fingerprint("sha256") if new_key else "?"
+        old = self._known_keys()
+        if old:
+            old_fps = ", ".join(k.get_fingerprint("sha256") for k in old)
+            raise HostUnreachable(
+                self.host,
+                f"host key changed: known_hosts {self.known_hosts} has {old_fps}, server offers "
+                f"{new_fp}; refusing (remove the old entry with ssh-keygen -R if the change is expected)",
+            ) from None
+        if not self.accept_new_host_keys or new_key is None:
+            raise HostUnreachable(
+                self.host,
+                f"host key unknown: {new_fp} is not in {self.known_hosts}; add it, or pass "
+                f"--accept-new-host-keys to record it",
+            ) from None
+        self._record_host_key(new_key)
+        try:
+            self._conn = await asyncssh.connect(self.address, **self._options())
+        except Exception as again:  # noqa: BLE001
+            raise HostUnreachable(self.host, self._describe(again)) from None
+
+    def _host_pattern(self) -> str:
+        if self.port in (None, 22):
+            return self.address
+        return f"[{self.address}]:{self.port}"
+
+    def _known_keys(self) -> list:
+        if not os.path.exists(self.known_hosts):
+            return []
+        try:
+            known = asyncssh.read_known_hosts(self.known_hosts)
+            addr = self.address
+            try:
+                addr = socket.gethostbyname(self.address)
+            except OSError:
+                pass
+            return list(known.match(self.address, addr, self.port or 22)[0])
+        except (OSError, ValueError):
+            return []
+
+    def _record_host_key(self, key: asyncssh.SSHKey) -> None:
+        path = Path(self.known_hosts)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        line = f"{self._host_pattern()} {key.export_public_key().decode().strip()}\n"
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+
+    def _describe(self, exc: BaseException) -> str:
+        where = f"{self.address}:{self.port or 22}"
+        if isinstance(exc, ConnectionRefusedError):
+            return f"connection refused by {where}"
+        if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+            return f"timed out after {self.connect_timeout_s:g} s connecting to {where} (no SSH banner or no route)"
+        if isinstance(exc, socket.gaierror):
+            return f"cannot resolve {self.address}: {exc.strerror}"
+        if isinstance(exc, asyncssh.PermissionDenied):
+            who = self.user or "the default user"
+            key = self.key_file or "default keys"
+            return f"authentication failed for {who} with {key}"
+        if isinstance(exc, asyncssh.DisconnectError):
+            return f"disconnected by {where}: {exc.reason}"
+        if isinstance(exc, OSError):
+            return f"{exc.strerror or exc} ({where})"
+        return f"{type(exc).__name__}: {exc}"
+
+    async def close(self) -> None:
+        """Close SFTP and the connection; safe to call twice."""
+        if self._sftp is not None:
+            self._sftp.exit()
+            self._sftp = None
+        if self._conn is not None:
+            self._conn.close()
+            try:
+                await asyncio.wait_for(self._conn.wait_closed(), 5)
+            except (asyncio.TimeoutError, OSError):
+                pass
+            self._conn = None
+
+    def _require(self) -> asyncssh.SSHClientConnection:
+        if self._conn is None:
+            raise HostUnreachable(self.host, "not connected")
+        return self._conn
+
+    # -- commands -----------------------------------------------------------------------------
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout_s: float | None = None,
+        on_line: LineCallback | None = None,
+        stdin: bytes | None = None,
+    ) -> CommandResult:
+        """See :meth:`Connection.run`. On timeout the remote process gets SIGTERM then SIGKILL
+        (SSH ``signal`` requests) and the channel is closed."""
+        argv = [str(a) for a in argv]
+        command = remote_command_line(argv, env=env, cwd=cwd)
+        conn = self._require()
+        async with self._channels:
+            started = time.monotonic()
+            try:
+                proc = await conn.create_process(command, encoding=None)
+            except asyncssh.ChannelOpenError as exc:
+                raise HostUnreachable(self.host, f"cannot open a channel: {exc.reason}") from None
+            except (OSError, asyncssh.Error) as exc:
+                raise HostUnreachable(self.host, self._describe(exc)) from None
+            out, err = bytearray(), bytearray()
+
+            async def everything() -> None:
+                if stdin is not None:
+                    proc.stdin.write(stdin)
+                proc.stdin.write_eof()
+                await asyncio.gather(
+                    pump_lines(proc.stdout, "stdout", out, on_line),
+                    pump_lines(proc.stderr, "stderr", err, on_line),
+                )
+                await proc.wait_closed()
+
+            try:
+                await asyncio.wait_for(everything(), timeout_s)
+            except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+                await _stop(proc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                raise CommandTimeout(self.host, argv, timeout_s or 0) from None
+            except (OSError, asyncssh.Error) as exc:
+                proc.close()
+                raise HostUnreachable(self.host, f"connection lost during {argv[0]}: {self._describe(exc)}") from None
+        sig = proc.exit_signal[0] if proc.exit_signal else None
+        rc = proc.exit_status
+        if rc is not None and rc < 0:
+            rc = None
+        if conn.is_closed() and rc is None and sig is None:
+            raise HostUnreachable(self.host, f"connection lost during {argv[0]}")
+        return CommandResult(argv=argv, rc=rc, stdout=bytes(out), stderr=bytes(err), signal=sig,
+                             duration_s=time.monotonic() - started)
+
+    # -- files --------------------------------------------------------------------------------
+
+    async def _sftp_client(self) -> asyncssh.SFTPClient:
+        async with self._sftp_lock:
+            if self._sftp is None:
+                try:
+                    self._sftp = await self._require().start_sftp_client()
+                except (OSError, asyncssh.Error) as exc:
+                    raise TransferError(
+                        f"{self.host}: cannot start SFTP: {exc} (a login rc file that prints text, "
+                        f"such as ~/.bashrc, breaks SFTP: make it print only for interactive shells)"
+                    ) from None
+            return self._sftp
+
+    async def _realpath(self, path: str) -> str:
+        sftp = await self._sftp_client()
+        try:
+            return await sftp.realpath(path)
+        except (OSError, asyncssh.Error) as exc:
+            raise TransferError(f"{self.host}: realpath {path}: {exc}") from None
+
+    async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
+        """Upload over SFTP to a temporary name, then rename into place (no partial file is ever
+        left under the final name; a failed upload removes its temporary file)."""
+        sftp = await self._sftp_client()
+        parent = posixpath.dirname(remote_path)
+        tmp = posixpath.join(parent, f".{posixpath.basename(remote_path)}.{secrets.token_hex(4)}.part")
+        try:
+            if parent:
+                await sftp.makedirs(parent, exist_ok=True)
+            await sftp.put(local_path, tmp)
+            await sftp.chmod(tmp, mode if mode is not None else 0o644)
+            await sftp.posix_rename(tmp, remote_path)
+        except (OSError, asyncssh.Error) as exc:
+            try:
+                await sftp.remove(tmp)
+            except (OSError, asyncssh.Error):
+                pass
+            reason = getattr(exc, "reason", None) or str(exc)
+            raise TransferError(f"{self.host}: upload {local_path} -> {remote_path}: {reason}") from None
+
+    async def get(self, remote_path: str, local_path: str) -> None:
+        """Download a regular file over SFTP; a symlink or special file is refused."""
+        sftp = await self._sftp_client()
+        try:
+            attrs = await sftp.lstat(remote_path)
+            if attrs.type != asyncssh.FILEXFER_TYPE_REGULAR:
+                raise TransferError(f"{self.host}: get {remote_path}: not a regular file (symlinks are never followed)")
+            Path(local_path).parent.mkdir(parents=True, exist_ok=True)
+            await sftp.get(remote_path, local_path)
+        except (OSError, asyncssh.Error) as exc:
+            reason = getattr(exc, "reason", None) or str(exc)
+            raise TransferError(f"{self.host}: get {remote_path}: {reason}") from None
+
+
+async def _stop(proc: asyncssh.SSHClientProcess) -> None:
+    """Ask the remote process to stop (TERM, then KILL), then close the channel."""
+    for sig in ("TERM", "KILL"):
+        try:
+            proc.send_signal(sig)
+        except (OSError, asyncssh.Error):
+            break
+        try:
+            await asyncio.wait_for(proc.wait_closed(), 3)
+            return
+        except asyncio.TimeoutError:
+            continue
+    proc.close()

@@ -1,0 +1,55 @@
+"""Shared fixtures: real sshd test hosts on loopback (see tests/support/sshd.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.support.sshd import SshdHost, SshdUnavailable, ensure_client_key, start_sshd
+
+
+@pytest.fixture(scope="session")
+def client_key(tmp_path_factory) -> Path:
+    return ensure_client_key(tmp_path_factory.mktemp("client"))
+
+
+class SshdFarm:
+    """Starts sshd test hosts on demand and stops them all at teardown."""
+
+    def __init__(self, root: Path, client_key: Path) -> None:
+        self.root = root
+        self.client_key = client_key
+        self.hosts: list[SshdHost] = []
+        root.mkdir(parents=True, exist_ok=True)
+        self.known_hosts = root / "known_hosts"
+        self.known_hosts.touch()
+
+    def start(self, name: str, **kwargs) -> SshdHost:
+        try:
+            host = start_sshd(name, self.root / name, self.client_key, **kwargs)
+        except SshdUnavailable as exc:
+            pytest.fail(f"sshd test host could not start: {exc}")
+        self.hosts.append(host)
+        with self.known_hosts.open("a") as fh:
+            fh.write(host.known_hosts_line + "\n")
+        return host
+
+    def stop_all(self) -> None:
+        for host in self.hosts:
+            host.stop()
+
+
+@pytest.fixture
+def sshd_farm(client_key):
+    # Not under pytest's tmp_path: that is private to root (0700), and sshd reads
+    # authorized_keys as the logging-in user, who may be a dedicated test user.
+    root = Path(tempfile.mkdtemp(prefix="fleetctl-sshd-"))
+    os.chmod(root, 0o755)
+    farm = SshdFarm(root, client_key)
+    yield farm
+    farm.stop_all()
+    shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,184 @@
+"""The SSH connection against real OpenSSH sshd test hosts on loopback (no mocks)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fleetctl.connection.ssh import SSHConnection
+from fleetctl.errors import CommandTimeout, HostUnreachable
+
+pytestmark = pytest.mark.sshd
+
+
+def connect(host, farm, **kw) -> SSHConnection:
+    return SSHConnection(host.name, address="127.0.0.1", port=host.port, user=host.user,
+                         key_file=str(host.client_key), known_hosts=str(farm.known_hosts), **kw)
+
+
+async def roundtrip(conn: SSHConnection, argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    res = await conn.run(["/usr/bin/printf", "%s\\0", "start", *argv], env=env)
+    assert res.rc == 0, res.stderr
+    got_argv = res.stdout.split(b"\0")[1:-1]
+    res_env = await conn.run(["/usr/bin/env", "-0"], env=env)
+    got_env = dict(item.split(b"=", 1) for item in res_env.stdout.split(b"\0") if b"=" in item)
+    return ([a.decode() for a in got_argv], {k.decode(): v.decode() for k, v in got_env.items()})
+
+
+# Arbitrary text the remote process must receive exactly: no NUL (impossible in argv/env) and no
+# lone surrogates (not encodable); everything else, quotes, $(), backticks, newlines, globs,
+# unicode and leading dashes included.
+hostile_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
+hostile_argv = st.lists(st.one_of(hostile_text, st.sampled_from(
+    ["'", '"', "$(id)", "`id`", "a\nb", "*", "~", "-n", "--help", "\\", "$HOME", ";ls", "!!", "%s", "é漢🚀"])),
+    min_size=0, max_size=8)
+env_name = st.from_regex(r"\AFLT_[A-Z0-9_]{1,8}\Z")
+hostile_env = st.dictionaries(env_name, hostile_text, max_size=4)
+
+
+@pytest.mark.parametrize("shell", ["bash", "dash", "zsh"])
+def test_argv_and_env_arrive_exactly_whatever_the_login_shell(sshd_farm, shell):
+    host = sshd_farm.start(f"q-{shell}", shell=shell)
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(batch=st.lists(st.tuples(hostile_argv, hostile_env), min_size=1, max_size=6))
+    def check(batch):
+        async def go():
+            async with connect(host, sshd_farm) as conn:
+                for argv, env in batch:
+                    got_argv, got_env = await roundtrip(conn, argv, env)
+                    assert got_argv == argv
+                    for k, v in env.items():
+                        assert got_env.get(k) == v, (k, v, got_env.get(k))
+        asyncio.run(go())
+
+    check()
+
+
+def test_env_travels_in_the_command_even_when_acceptenv_is_restricted(sshd_farm):
+    host = sshd_farm.start("acceptenv", accept_env="LANG LC_*")
+
+    async def go():
+        async with connect(host, sshd_farm) as conn:
+            env = {"CUDA_HOME": "/usr/local/cuda", "TORCH_CUDA_ARCH_LIST": "9.0a;12.0a", "LANG": "C.UTF-8"}
+            _, got = await roundtrip(conn, [], env)
+            return got, env
+    got, env = asyncio.run(go())
+    for k, v in env.items():
+        assert got[k] == v
+
+
+def test_megabytes_on_both_streams_arrive_whole_and_in_order(sshd_farm):
+    host = sshd_farm.start("stream")
+    script = (
+        "import sys\n"
+        "o, e = sys.stdout.buffer, sys.stderr.buffer\n"
+        "for i in range(10 * 1024):\n"
+        "    o.write(b'%07d ' % i + b'o' * 1015 + b'\\n')\n"
+        "    e.write(b'%07d ' % i + b'e' * 1015 + b'\\n')\n"
+        "    if i % 64 == 0: o.flush(); e.flush()\n"
+        "sys.exit(7)\n"
+    )
+
+    async def go():
+        lines = {"stdout": [], "stderr": []}
+        async with connect(host, sshd_farm) as conn:
+            res = await conn.run(["/usr/bin/python3", "-c", script],
+                                 on_line=lambda ln: lines[ln.stream].append(ln.data))
+        return res, lines
+    res, lines = asyncio.run(go())
+    assert res.rc == 7
+    for stream, ch in (("stdout", b"o"), ("stderr", b"e")):
+        data = res.stdout if stream == "stdout" else res.stderr
+        assert len(data) == 10 * 1024 * 1024
+        assert len(lines[stream]) == 10 * 1024
+        assert [int(ln[:7]) for ln in lines[stream]] == list(range(10 * 1024))
+        assert all(ln.endswith(ch * 1015 + b"\n") for ln in lines[stream])
+
+
+def test_invalid_utf8_is_kept_as_bytes_and_replaced_for_display(sshd_farm):
+    host = sshd_farm.start("bytes")
+
+    async def go():
+        seen = []
+        async with connect(host, sshd_farm) as conn:
+            res = await conn.run(["/usr/bin/printf", "ok \\377\\376 \\303\\251\\n"], on_line=seen.append)
+        return res, seen
+    res, seen = asyncio.run(go())
+    assert res.rc == 0
+    assert seen[0].data == b"ok \xff\xfe \xc3\xa9\n"
+    assert seen[0].text == "ok \ufffd\ufffd é"
+
+
+def test_sftp_put_get_and_timeout(sshd_farm, tmp_path):
+    host = sshd_farm.start("files")
+    src = tmp_path / "payload.bin"
+    src.write_bytes(bytes(range(256)) * 4096)
+
+    async def go():
+        async with connect(host, sshd_farm) as conn:
+            dest = f"{tmp_path}/remote/deep/payload.bin"
+            await conn.put(str(src), dest, mode=0o600)
+            await conn.get(dest, str(tmp_path / "back.bin"))
+            (tmp_path / "remote" / "link").symlink_to(src)
+            with pytest.raises(Exception, match="not a regular file"):
+                await conn.get(f"{tmp_path}/remote/link", str(tmp_path / "evil"))
+            with pytest.raises(CommandTimeout):
+                await conn.run(["sleep", "30"], timeout_s=0.5)
+            res = await conn.run(["true"])  # the connection survives a timed-out command
+            return res
+    res = asyncio.run(go())
+    assert res.rc == 0
+    assert (tmp_path / "back.bin").read_bytes() == src.read_bytes()
+    assert oct((tmp_path / "remote/deep/payload.bin").stat().st_mode & 0o777) == "0o600"
+    assert not list((tmp_path / "remote/deep").glob("*.part"))
+    assert not (tmp_path / "evil").exists()
+
+
+def test_unreachable_causes_are_named(sshd_farm, tmp_path):
+    host = sshd_farm.start("keys")
+
+    def open_error(**kw) -> str:
+        async def go():
+            conn = connect(host, sshd_farm)
+            for k, v in kw.items():
+                setattr(conn, k, v)
+            with pytest.raises(HostUnreachable) as info:
+                await conn.open()
+            await conn.close()
+            return str(info.value)
+        return asyncio.run(go())
+
+    from tests.support.sshd import free_port
+    assert "connection refused" in open_error(port=free_port())
+    other_key = tmp_path / "other"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other_key)], check=True)
+    assert "authentication failed" in open_error(key_file=str(other_key))
+    empty = tmp_path / "empty_known_hosts"
+    empty.write_text("")
+    assert "host key unknown" in open_error(known_hosts=str(empty))
+    changed = tmp_path / "changed_known_hosts"
+    other_host_pub = (tmp_path / "other.pub").read_text().split()[:2]
+    changed.write_text(f"[127.0.0.1]:{host.port} {' '.join(other_host_pub)}\n")
+    msg = open_error(known_hosts=str(changed))
+    assert "host key changed" in msg
+    old_fp = subprocess.run(["ssh-keygen", "-lf", str(tmp_path / "other.pub")], capture_output=True, text=True).stdout.split()[1]
+    new_fp = subprocess.run(["ssh-keygen", "-lf", str(host.host_key) + ".pub"], capture_output=True, text=True).stdout.split()[1]
+    assert old_fp in msg and new_fp in msg
+
+
+def test_accept_new_host_key_records_it(sshd_farm, tmp_path):
+    host = sshd_farm.start("acceptnew")
+    kh = tmp_path / "kh"
+
+    async def go():
+        conn = connect(host, sshd_farm, accept_new_host_keys=True)
+        conn.known_hosts = str(kh)
+        async with conn:
+            return await conn.run(["true"])
+    assert asyncio.run(go()).rc == 0
+    assert f"[127.0.0.1]:{host.port} ssh-ed25519 " in kh.read_text()
