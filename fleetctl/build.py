@@ -1,0 +1,440 @@
+"""Facts -> build environment: arch lists, job counts, CUDA environment, CMake defines.
+
+Pure functions, no I/O: each takes the facts dict the host's facts script printed
+(``playbooks/scripts/facts.py``) and returns data, so ``--dry-run`` and data-file tests need no
+host.
+
+Arch spellings used here:
+
+* compute capability, as nvidia-smi prints it: ``"9.0"``, ``"12.0"``
+* torch arch (``TORCH_CUDA_ARCH_LIST`` entry): ``"9.0a"``, ``"8.9"``
+* CUDA arch (``CMAKE_CUDA_ARCHITECTURES`` / ``CUDAARCHS`` entry): ``"90a"``, ``"89"``
+* nvcc virtual arch / real arch: ``"compute_90a"`` / ``"sm_90a"`` (what ``cuobjdump --list-elf``
+  shows in the built .so)
+
+Majors >= 9 are built for the arch-specific variant (``a`` suffix): the FP4/FP8 tensor-core
+instructions (wgmma, tcgen05, block-scaled MMA) exist only there, and SASS for ``sm_90a`` runs
+only on 9.0 GPUs, which is exactly the per-host build fleetctl does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .errors import FleetError
+
+#: PATH entries after the CUDA and venv bin folders: the usual system folders.
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+#: Arch list used when a host reports no GPU (a build host, or a broken driver).
+DEFAULT_FALLBACK_ARCHS = "9.0a;12.0a"
+
+#: MiB of memory one parallel CUDA compile job may take; nvcc on CUTLASS-heavy FP4 kernels
+#: peaks at 4-8 GiB per translation unit.
+DEFAULT_MEM_PER_JOB_MIB = 6144
+
+#: Minimum nvcc release for the arch-specific (``a``) variant of each compute capability
+#: (CUDA release notes: 9.0a in 12.0; 10.0a/10.1a/12.0a in 12.8; 10.3a/12.1a in 12.9;
+#: 11.0a in 13.0, where 10.1 was renamed 11.0).
+ARCH_SPECIFIC_MIN_CUDA: dict[str, tuple[int, int]] = {
+    "9.0": (12, 0),
+    "10.0": (12, 8),
+    "10.1": (12, 8),
+    "10.3": (12, 9),
+    "11.0": (13, 0),
+    "12.0": (12, 8),
+    "12.1": (12, 9),
+}
+
+_CAP_RE = re.compile(r"^(\d+)\.(\d+)$")
+_ARCH_RE = re.compile(r"^(\d+)\.(\d+)([af]?)$")
+_DEFINE_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-+:]*$")
+
+
+def _parse_cap(compute_cap: str) -> tuple[int, int]:
+    m = _CAP_RE.match(str(compute_cap).strip())
+    if not m:
+        raise ValueError(f"not a compute capability (want MAJOR.MINOR such as '9.0'): {compute_cap!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _parse_arch(arch: str) -> tuple[int, int, str]:
+    m = _ARCH_RE.match(str(arch).strip())
+    if not m:
+        raise ValueError(f"not a torch arch (want MAJOR.MINOR[a|f] such as '9.0a'): {arch!r}")
+    return int(m.group(1)), int(m.group(2)), m.group(3)
+
+
+def arch_for_compute_cap(compute_cap: str) -> str:
+    """The torch arch to build for a GPU of this compute capability.
+
+    Args:
+        compute_cap: ``"MAJOR.MINOR"`` as ``nvidia-smi --query-gpu=compute_cap`` prints it.
+
+    Returns:
+        ``"9.0a"``, ``"10.0a"``, ``"10.3a"``, ``"12.0a"``, ``"12.1a"`` for majors >= 9 (the
+        arch-specific variant); the capability itself below (``"8.9"``, ``"8.0"``).
+
+    Raises:
+        ValueError: ``compute_cap`` is not ``MAJOR.MINOR``.
+    """
+    major, minor = _parse_cap(compute_cap)
+    return f"{major}.{minor}a" if major >= 9 else f"{major}.{minor}"
+
+
+def cuda_arch(arch: str) -> str:
+    """The CMake/nvcc spelling of a torch arch: ``"9.0a"`` -> ``"90a"``, ``"12.0a"`` -> ``"120a"``,
+    ``"8.9"`` -> ``"89"``.
+
+    Raises:
+        ValueError: ``arch`` is not ``MAJOR.MINOR`` with an optional ``a``/``f`` suffix.
+    """
+    major, minor, suffix = _parse_arch(arch)
+    return f"{major}{minor}{suffix}"
+
+
+def _arch_key(arch: str) -> tuple[int, int, str]:
+    return _parse_arch(arch)
+
+
+def parse_arch_list(text: str | Sequence[str]) -> list[str]:
+    """Split an arch list (``"9.0a;12.0a"``, ``"9.0a 12.0a"``, ``"9.0a,12.0a"`` or a sequence)
+    into torch archs, deduplicated and sorted numerically. A bare compute capability ``"9.0"``
+    is kept as written (the caller asked for it).
+
+    Raises:
+        ValueError: an entry is not ``MAJOR.MINOR[a|f]``.
+    """
+    items = re.split(r"[;,\s]+", text) if isinstance(text, str) else list(text)
+    archs = {str(a).strip() for a in items if str(a).strip()}
+    for a in archs:
+        _parse_arch(a)
+    return sorted(archs, key=_arch_key)
+
+
+def _version_tuple(version: str | None) -> tuple[int, int] | None:
+    if not version:
+        return None
+    m = re.match(r"^(\d+)\.(\d+)", str(version))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def unsupported_archs(archs: Iterable[str], nvcc_archs: Sequence[str] | None,
+                      nvcc_version: str | None = None) -> list[str]:
+    """The target archs this nvcc cannot compile, as nvcc virtual archs (``"compute_120a"``).
+
+    nvcc 13.0's ``--list-gpu-arch`` prints only the base archs (``compute_90``, ``compute_120``...),
+    never the ``a`` variants, so an ``a`` target counts as known when its base arch is listed and
+    the nvcc release is at least :data:`ARCH_SPECIFIC_MIN_CUDA` for it (when the release is known).
+
+    Args:
+        archs: torch archs (``"9.0a"``).
+        nvcc_archs: ``facts["cuda"]["archs"]``; ``None`` (nvcc missing or not asked) -> ``[]``:
+            nothing can be checked, and :func:`build_plan` says so in its notes.
+        nvcc_version: ``facts["cuda"]["version"]`` (``"13.0"``), or None.
+    """
+    if nvcc_archs is None:
+        return []
+    listed = set(nvcc_archs)
+    release = _version_tuple(nvcc_version)
+    missing = []
+    for arch in archs:
+        major, minor, suffix = _parse_arch(arch)
+        virtual = f"compute_{major}{minor}{suffix}"
+        if virtual in listed:
+            continue
+        ok = f"compute_{major}{minor}" in listed
+        if ok and suffix:
+            need = ARCH_SPECIFIC_MIN_CUDA.get(f"{major}.{minor}") if suffix == "a" else (12, 9)
+            ok = need is None or release is None or release >= need
+        if not ok:
+            missing.append(virtual)
+    return missing
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def derive_max_jobs(facts: Mapping[str, Any], mem_per_job_mib: int = DEFAULT_MEM_PER_JOB_MIB) -> tuple[int, str]:
+    """Parallel compile jobs the host can take: ``min(cpus, memory // mem_per_job_mib)``, >= 1.
+
+    CPUs: ``cpu_count`` lowered to the cgroup quota ``cpu_quota`` (rounded up) when set.
+    Memory (MiB): ``mem_available_mib``, else ``mem_total_mib``, lowered to the cgroup limit
+    ``mem_limit_mib`` when set.
+
+    Returns:
+        ``(jobs, reason)``: the count and one line saying how it was derived.
+    """
+    if mem_per_job_mib <= 0:
+        raise ValueError(f"mem_per_job_mib must be > 0, got {mem_per_job_mib}")
+    cpus = _num(facts.get("cpu_count"))
+    quota = _num(facts.get("cpu_quota"))
+    if quota and quota > 0:
+        q = int(-(-quota // 1))
+        cpus = min(cpus, q) if cpus else q
+    mem = _num(facts.get("mem_available_mib"))
+    if mem is None:
+        mem = _num(facts.get("mem_total_mib"))
+    limit = _num(facts.get("mem_limit_mib"))
+    if limit and limit > 0:
+        mem = min(mem, limit) if mem is not None else limit
+    by_mem = int(mem // mem_per_job_mib) if mem is not None else None
+    candidates = [int(c) for c in (cpus, by_mem) if c is not None]
+    jobs = max(1, min(candidates)) if candidates else 1
+    reason = (f"max_jobs {jobs} = min(cpus {int(cpus) if cpus is not None else '?'}, "
+              f"memory {int(mem) if mem is not None else '?'} MiB // {mem_per_job_mib} MiB per job), at least 1")
+    return jobs, reason
+
+
+def build_plan(
+    raw_facts: Mapping[str, Any],
+    *,
+    fallback_archs: str | Sequence[str] = DEFAULT_FALLBACK_ARCHS,
+    mem_per_job_mib: int = DEFAULT_MEM_PER_JOB_MIB,
+    max_jobs: int | None = None,
+) -> dict[str, Any]:
+    """What to build for one host, from its facts.
+
+    Every GPU counts: a host with GPUs of different SMs gets the union of their archs
+    (``mixed_sm`` true), never just GPU 0's.
+
+    Args:
+        raw_facts: the facts script's JSON object (``gpus``, ``cuda``, ``cpu_count``,
+            ``mem_available_mib``...). Missing keys are tolerated.
+        fallback_archs: torch archs built when no GPU reports a compute capability
+            (``"9.0a;12.0a"``; ``;``, ``,`` or spaces separate).
+        mem_per_job_mib: MiB one CUDA compile job may take (4-8 GiB is common).
+        max_jobs: a fixed job count (the ``max_jobs`` host var); derived when ``None``.
+
+    Returns:
+        ``{"torch_cuda_arch_list": "9.0a;12.0a", "cuda_architectures": "90a;120a",
+        "archs": ["9.0a", "12.0a"], "sass": ["sm_90a", "sm_120a"], "compute_caps": ["9.0", "12.0"],
+        "targets": [{"compute_cap", "arch", "cuda_arch", "sass", "gpus": [index...], "names": [...]}],
+        "max_jobs": int, "nvcc_threads": 1, "mem_per_job_mib": int, "mixed_sm": bool,
+        "source": "gpus" | "fallback", "unsupported": ["compute_120a"], "archs_checked": bool,
+        "notes": [str]}``; archs sorted numerically and deduplicated.
+
+    Raises:
+        ValueError: ``fallback_archs`` holds an entry that is not an arch, or ``max_jobs`` < 1.
+    """
+    notes: list[str] = []
+    gpus = [g for g in (raw_facts.get("gpus") or []) if isinstance(g, Mapping)]
+    by_cap: dict[str, dict[str, Any]] = {}
+    for pos, gpu in enumerate(gpus):
+        index = gpu.get("index", pos)
+        cap = gpu.get("compute_cap")
+        try:
+            arch = arch_for_compute_cap(cap) if cap is not None else None
+        except ValueError:
+            arch = None
+        if arch is None:
+            notes.append(f"GPU {index} ({gpu.get('name') or 'unnamed'}): compute capability unknown ({cap!r}); not a target")
+            continue
+        cap = "%d.%d" % _parse_cap(cap)
+        target = by_cap.setdefault(cap, {"compute_cap": cap, "arch": arch, "cuda_arch": cuda_arch(arch),
+                                         "sass": "sm_" + cuda_arch(arch), "gpus": [], "names": []})
+        target["gpus"].append(index)
+        if gpu.get("name") and gpu["name"] not in target["names"]:
+            target["names"].append(gpu["name"])
+
+    if by_cap:
+        source = "gpus"
+        targets = sorted(by_cap.values(), key=lambda t: _parse_cap(t["compute_cap"]))
+        archs = parse_arch_list([t["arch"] for t in targets])
+    else:
+        source = "fallback"
+        targets = []
+        archs = parse_arch_list(fallback_archs)
+        if not archs:
+            raise ValueError("fallback_archs is empty")
+        why = "no GPU found" if not gpus else "no GPU reported a compute capability"
+        if raw_facts.get("gpu_error"):
+            why += f" ({raw_facts['gpu_error']})"
+        notes.append(f"{why}: building for fallback_archs {';'.join(archs)}")
+
+    mixed = len(by_cap) > 1
+    if mixed:
+        detail = ", ".join(f"{t['compute_cap']} on GPU {','.join(str(i) for i in t['gpus'])}" for t in targets)
+        notes.append(f"GPUs of different SMs ({detail}): building for all of {';'.join(archs)}")
+
+    cuda = raw_facts.get("cuda") or {}
+    nvcc_archs = cuda.get("archs")
+    unsupported = unsupported_archs(archs, nvcc_archs, cuda.get("version"))
+    archs_checked = nvcc_archs is not None
+    if not archs_checked:
+        notes.append("nvcc did not list its archs (missing or failed): target archs not checked")
+    if unsupported:
+        notes.append(f"nvcc {cuda.get('version') or '?'} at {cuda.get('nvcc') or '?'} lacks {', '.join(unsupported)}")
+
+    if max_jobs is not None:
+        if int(max_jobs) < 1:
+            raise ValueError(f"max_jobs must be >= 1, got {max_jobs}")
+        jobs = int(max_jobs)
+        notes.append(f"max_jobs {jobs} as configured")
+    else:
+        jobs, reason = derive_max_jobs(raw_facts, mem_per_job_mib)
+        notes.append(reason)
+
+    return {
+        "torch_cuda_arch_list": ";".join(archs),
+        "cuda_architectures": ";".join(cuda_arch(a) for a in archs),
+        "archs": archs,
+        "sass": ["sm_" + cuda_arch(a) for a in archs],
+        "compute_caps": [t["compute_cap"] for t in targets],
+        "targets": targets,
+        "max_jobs": jobs,
+        "nvcc_threads": 1,
+        "mem_per_job_mib": mem_per_job_mib,
+        "mixed_sm": mixed,
+        "source": source,
+        "unsupported": unsupported,
+        "archs_checked": archs_checked,
+        "notes": notes,
+    }
+
+
+def _plan(facts: Mapping[str, Any]) -> Mapping[str, Any]:
+    plan = facts.get("build")
+    return plan if isinstance(plan, Mapping) and plan.get("cuda_architectures") else build_plan(facts)
+
+
+def build_environment(
+    facts: Mapping[str, Any],
+    *,
+    venv: str | None,
+    overrides: Mapping[str, str | None] | None = None,
+) -> dict[str, str]:
+    """The environment every build step runs with: nothing left to the login shell's guesses.
+
+    Args:
+        facts: the host's facts; ``facts["build"]`` (from :func:`build_plan`) is used when
+            present, else a plan is derived with the defaults.
+        venv: the Python environment the build uses (the ``venv`` host var), or None.
+        overrides: variables that win over the derived ones (the ``env`` of a task or host);
+            a ``None`` value removes the variable.
+
+    Returns:
+        ``{name: value}`` with ``CUDA_HOME``, ``CUDA_PATH``, ``CUDACXX`` (``$CUDA_HOME/bin/nvcc``)
+        when the host has a CUDA toolkit; ``PATH`` (venv bin, CUDA bin, uv's folder, then
+        :data:`DEFAULT_PATH`); ``VIRTUAL_ENV`` when ``venv`` is set; ``TORCH_CUDA_ARCH_LIST``
+        (``"9.0a;12.0a"``), ``CMAKE_CUDA_ARCHITECTURES`` and ``CUDAARCHS`` (``"90a;120a"``; CMake
+        reads ``CUDAARCHS`` as the default of ``CMAKE_CUDA_ARCHITECTURES``), ``MAX_JOBS`` and
+        ``CMAKE_BUILD_PARALLEL_LEVEL`` (jobs), ``NVCC_THREADS`` (``"1"``: parallelism comes from
+        jobs, and memory was budgeted per job).
+        Without a CUDA toolkit the CUDA_* keys are absent; the build task's preflight must
+        check ``facts["cuda"]["nvcc"]``.
+    """
+    plan = _plan(facts)
+    cuda = facts.get("cuda") or {}
+    home = cuda.get("home")
+    path: list[str] = []
+    env: dict[str, str] = {}
+    if venv:
+        venv = venv.rstrip("/") or "/"
+        env["VIRTUAL_ENV"] = venv
+        path.append(f"{venv}/bin")
+    if home:
+        home = home.rstrip("/") or "/"
+        nvcc = cuda.get("nvcc") or f"{home}/bin/nvcc"
+        env.update({"CUDA_HOME": home, "CUDA_PATH": home, "CUDACXX": nvcc})
+        path.append(f"{home}/bin")
+    uv = (facts.get("uv") or {}).get("path")
+    if uv and "/" in uv:
+        path.append(uv.rsplit("/", 1)[0] or "/")
+    path.extend(DEFAULT_PATH.split(":"))
+    seen: list[str] = []
+    for entry in path:
+        if entry not in seen:
+            seen.append(entry)
+    env["PATH"] = ":".join(seen)
+    jobs = str(plan["max_jobs"])
+    env.update({
+        "TORCH_CUDA_ARCH_LIST": plan["torch_cuda_arch_list"],
+        "CMAKE_CUDA_ARCHITECTURES": plan["cuda_architectures"],
+        "CUDAARCHS": plan["cuda_architectures"],
+        "MAX_JOBS": jobs,
+        "CMAKE_BUILD_PARALLEL_LEVEL": jobs,
+        "NVCC_THREADS": str(plan.get("nvcc_threads") or 1),
+    })
+    for name, value in (overrides or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = str(value)
+    return env
+
+
+def cmake_defines(facts: Mapping[str, Any], extra: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """CMake ``-D`` definitions for a build on this host.
+
+    Returns:
+        ``{"CMAKE_POLICY_VERSION_MINIMUM": "3.5"`` (CMake 4 refuses fetched projects declaring
+        ``cmake_minimum_required`` < 3.5 without it), ``"CMAKE_CUDA_ARCHITECTURES": "90a;120a"``,
+        and, when the host has nvcc, ``"CMAKE_CUDA_COMPILER"`` (its path) and
+        ``"CUDAToolkit_ROOT"`` (the toolkit home, for ``find_package(CUDAToolkit)``)``}``,
+        then ``extra`` (which wins; bools become ``ON``/``OFF``, a ``None`` value removes the key).
+    """
+    plan = _plan(facts)
+    cuda = facts.get("cuda") or {}
+    defines = {
+        "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
+        "CMAKE_CUDA_ARCHITECTURES": plan["cuda_architectures"],
+    }
+    if cuda.get("nvcc"):
+        defines["CMAKE_CUDA_COMPILER"] = cuda["nvcc"]
+    if cuda.get("home"):
+        defines["CUDAToolkit_ROOT"] = cuda["home"]
+    for name, value in (extra or {}).items():
+        if value is None:
+            defines.pop(name, None)
+        elif isinstance(value, bool):
+            defines[name] = "ON" if value else "OFF"
+        else:
+            defines[name] = str(value)
+    return defines
+
+
+#: The config-settings flag each PEP 517 front end accepts (``-C`` works for all three):
+#: pip ``--config-settings``; uv (``uv build``, ``uv pip install``) and pypa/build
+#: ``--config-setting``.
+CONFIG_SETTINGS_FLAG = {"pip": "--config-settings", "uv": "--config-setting", "build": "--config-setting"}
+
+
+def config_settings_args(defines: Mapping[str, Any], *, frontend: str = "pip") -> list[str]:
+    """Render CMake defines as scikit-build-core config settings for a build front end.
+
+    scikit-build-core reads ``cmake.define.NAME=VALUE`` (a table of ``-D`` definitions,
+    additive to ``[tool.scikit-build.cmake.define]``); ``cmake.args`` would replace the
+    project's own args, so it is not used. A value holding ``;`` stays one CMake list.
+
+    Args:
+        defines: ``{NAME: VALUE}`` as :func:`cmake_defines` returns (bools become ``ON``/``OFF``).
+        frontend: ``"pip"`` (``--config-settings=cmake.define.NAME=VALUE``), ``"uv"`` or
+            ``"build"`` (``--config-setting=cmake.define.NAME=VALUE``).
+
+    Returns:
+        argv items, one per define, in ``defines`` order.
+
+    Raises:
+        FleetError: unknown ``frontend``, or a define name that is empty or holds ``=`` or spaces.
+    """
+    try:
+        flag = CONFIG_SETTINGS_FLAG[frontend]
+    except KeyError:
+        raise FleetError(f"unknown build front end {frontend!r} (want one of {', '.join(CONFIG_SETTINGS_FLAG)})") from None
+    args = []
+    for name, value in defines.items():
+        if not _DEFINE_NAME_RE.match(str(name)):
+            raise FleetError(f"invalid CMake define name {name!r}")
+        if isinstance(value, bool):
+            value = "ON" if value else "OFF"
+        args.append(f"{flag}=cmake.define.{name}={value}")
+    return args
