@@ -1,0 +1,128 @@
+"""Gather a host's facts in one round trip: upload the facts script, run it, parse its JSON.
+
+The script (``playbooks/scripts/facts.py``) runs on the host with the host's own ``python3``
+and probes GPUs (nvidia-smi, NVML), the CUDA toolkit, the build interpreter and its torch,
+cmake/ninja/uv, CPUs, memory and disk. This module adds what fleetctl derives from them:
+``build`` (:func:`fleetctl.build.build_plan`) and ``reachable``.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Sequence
+from typing import Any
+
+from .build import DEFAULT_FALLBACK_ARCHS, build_plan
+from .connection.base import Connection
+from .errors import FleetError, TaskFailed
+from .scripts import script_path
+
+#: Name of the facts script, locally (``playbooks/scripts/``) and in the remote workdir.
+FACTS_SCRIPT = "facts.py"
+
+
+def remote_workdir(workdir: str, home: str) -> str:
+    """The absolute remote workdir: ``~`` and ``~/x`` expand to the login home, a relative
+    path is taken under it, an absolute one is kept (normalised, POSIX)."""
+    if workdir in ("~", "") or workdir.startswith("~/"):
+        workdir = posixpath.join(home or ".", workdir[2:]) if workdir.startswith("~/") else (home or ".")
+    elif not workdir.startswith("/"):
+        workdir = posixpath.join(home or ".", workdir)
+    return posixpath.normpath(workdir)
+
+
+def facts_argv(python: str, script: str, *, workdir: str, venv: str | None = None,
+               cuda_home: str | None = None) -> list[str]:
+    """The argv that runs the uploaded facts script (pure; shown by ``--dry-run``)."""
+    argv = [python, script, "--workdir", workdir]
+    if venv:
+        argv += ["--venv", venv]
+    if cuda_home:
+        argv += ["--cuda-home", cuda_home]
+    return argv
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def parse_facts_output(host: str, rc: int | None, stdout: str, stderr: str) -> dict[str, Any]:
+    """Parse the script's stdout into the facts dict.
+
+    The JSON object is the last non-empty stdout line that parses (a login banner or a
+    stray print before it is ignored).
+
+    Raises:
+        TaskFailed: (a :class:`FleetError`) the script exited non-zero or printed no JSON object;
+            the message names the host, the exit status and the first stderr line
+            (``python3: command not found`` and the like).
+    """
+    for line in reversed(stdout.splitlines()):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            if rc not in (0, None):
+                break
+            return data
+    cause = _first_line(stderr) or _first_line(stdout) or "no output"
+    status = f"exit {rc}" if rc is not None else "killed by a signal"
+    raise TaskFailed(host, f"facts script printed no JSON object ({status}): {cause}")
+
+
+async def gather_facts(
+    conn: Connection,
+    *,
+    venv: str | None = None,
+    cuda_home: str | None = None,
+    workdir: str,
+    fallback_archs: str | Sequence[str] = DEFAULT_FALLBACK_ARCHS,
+    timeout_s: float = 120,
+    python: str = "python3",
+    max_jobs: int | None = None,
+) -> dict[str, Any]:
+    """Upload and run the facts script on ``conn``'s host; return its facts plus ``build``.
+
+    Args:
+        conn: an open connection (``conn.home`` known).
+        venv: the host's ``venv`` var: the interpreter builds use is ``<venv>/bin/python3``.
+        cuda_home: the host's ``cuda_home`` var (``--cuda-home``); searched first.
+        workdir: remote working folder (``~``, relative or absolute); the script goes to
+            ``<workdir>/facts.py`` and free disk space is measured there.
+        fallback_archs: torch archs to build when the host reports no GPU.
+        timeout_s: deadline in seconds for the script run.
+        python: the interpreter that runs the script (any Python >= 3.8 on the host).
+        max_jobs: fixed build job count (host var); derived from CPUs and memory when None.
+
+    Returns:
+        The script's JSON object (see ``playbooks/scripts/facts.py``) with ``reachable: True``
+        and ``build`` (see :func:`fleetctl.build.build_plan`) added.
+
+    Raises:
+        TaskFailed: the script could not run or printed no JSON (names host and first stderr line).
+        TransferError: the upload failed.
+        CommandTimeout: the script ran past ``timeout_s``.
+        HostUnreachable: the connection was lost.
+        FleetError: the local facts script is missing.
+    """
+    local = script_path(FACTS_SCRIPT)
+    workdir_abs = remote_workdir(workdir, conn.home)
+    remote = posixpath.join(workdir_abs, FACTS_SCRIPT)
+    await conn.put(str(local), remote, mode=0o644)
+    argv = facts_argv(python, remote, workdir=workdir_abs, venv=venv, cuda_home=cuda_home)
+    result = await conn.run(argv, timeout_s=timeout_s)
+    facts = parse_facts_output(conn.host, result.rc, result.stdout_text, result.stderr_text)
+    try:
+        facts["build"] = build_plan(facts, fallback_archs=fallback_archs, max_jobs=max_jobs)
+    except ValueError as exc:
+        raise FleetError(f"{conn.host}: cannot plan the build: {exc}") from None
+    facts["reachable"] = True
+    return facts
