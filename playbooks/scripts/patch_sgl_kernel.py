@@ -1,0 +1,782 @@
+#!/usr/bin/env python3
+"""Patch an sgl-kernel source tree so that it builds on the fleet's hosts.
+
+Usage::
+
+    python3 patch_sgl_kernel.py [--dry-run] [--check] SGL_KERNEL_DIR
+
+Runs on the target host: standard library only, any Python >= 3.8.
+
+SGL_KERNEL_DIR is either the sgl-kernel directory itself (the one holding ``CMakeLists.txt`` and
+``python/sgl_kernel/``) or the root of an sglang checkout, in either layout:
+
+* up to 2025: ``<root>/sgl-kernel/CMakeLists.txt`` and ``<root>/sgl-kernel/python/sgl_kernel/``
+* from 2026:  ``<root>/python/sglang/kernels/aot/CMakeLists.txt`` and
+  ``<root>/python/sglang/kernels/aot/python/sgl_kernel/``
+
+The patches, and the failure each one ends (see DESIGN.md, the failure-story table):
+
+``cmake-policy-guards``
+    Every ``cmake_policy(SET CMPxxxx NEW|OLD)`` in the top-level CMakeLists.txt that is not already
+    inside ``if(POLICY CMPxxxx)`` is wrapped in one. sgl-kernel sets policies that only newer CMakes
+    know (CMP0169 needs 3.30, CMP0177 needs 3.31; the set grew over the years), and
+    ``cmake_policy(SET CMP0177 NEW)`` is a fatal "policy is not known" error on CMake 3.28.
+    A guarded policy is simply skipped by a CMake that does not know it.
+
+``cuda13-cccl-include``
+    CUDA 13 moved CUB, Thrust and libcu++ from ``<toolkit>/include`` to ``<toolkit>/include/cccl``
+    (``/usr/local/cuda/targets/x86_64-linux/include/cccl``). nvcc adds that directory by itself, the
+    host C++ compiler does not, so host sources that reach ``<cuda/std/...>`` or ``<thrust/...>``
+    (through the CUTLASS headers) stop compiling. After the first top-level
+    ``include_directories(...)`` (or, failing that, ``set(INCLUDES ...)``) a block is added that,
+    when ``CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 13.0``, adds ``<dir>/cccl`` for each
+    CUDA include directory CMake knows (``CUDAToolkit_INCLUDE_DIRS``,
+    ``CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES``, ``${CUDA_TOOLKIT_ROOT_DIR}/include``) that has one.
+    Not needed when the CMakeLists already names a ``cccl`` include directory itself.
+
+``fa3-respect-option``
+    sgl-kernel's CMakeLists used to force FA3 on, e.g.
+    ``if ("${CUDA_VERSION}" VERSION_GREATER_EQUAL "12.4") set(SGL_KERNEL_ENABLE_FA3 ON) ...``,
+    overriding ``-DSGL_KERNEL_ENABLE_FA3=OFF``; FA3 is Hopper code and does not build for SM120.
+    Each such ``set(SGL_KERNEL_ENABLE_FA3 ON)`` is wrapped in
+    ``if (NOT FLEETCTL_SGL_KERNEL_FA3_EXPLICIT)``, and before the first statement naming the option
+    a block records whether the cache already held ``SGL_KERNEL_ENABLE_FA3`` at that point, i.e.
+    whether it was given on the command line (``option()`` has not run yet). So an explicit
+    ``-DSGL_KERNEL_ENABLE_FA3=ON|OFF`` wins and the CUDA-version default stays as it was otherwise.
+    (In a re-used build directory the cached value counts as explicit; wheel builds start fresh.)
+    Not needed where no forcing is present (later trees derive only the option's default) or where
+    the forcing already checks the option itself.
+
+``fa3-soft-import``
+    ``sgl_kernel/flash_attn.py`` did ``try: from sgl_kernel import flash_ops`` /
+    ``except: raise ImportError("Can not import FA3 ...")`` at import time, so a build without FA3
+    made ``import sgl_kernel.flash_attn`` (and everything importing it) fail. Every module-level
+    import of ``flash_ops`` in the Python package (bare, or in a try whose handler raises) becomes
+    ``try: <the import> / except ImportError: flash_ops = None; warnings.warn(...)``. Imports inside
+    functions are lazy and left alone; a try that already falls back is Not needed.
+
+Contract:
+
+* Each patch prints exactly one line: ``Applied: <name>``, ``Already applied: <name>`` or
+  ``Not needed: <name>`` (with --dry-run/--check, ``Would apply: <name>`` instead of ``Applied``).
+* A second run changes no byte: every patch recognises its own result (and equivalent upstream
+  fixes), and files are rewritten only when their content changes.
+* An anchor that is not found: a message naming the patch and the file goes to stderr, the exit
+  status is 1 and no file is touched. All new contents are computed in memory first; then every
+  changed file is written to a temporary file beside it (same mode) and moved over the original
+  with os.replace.
+* SGL_KERNEL_DIR in neither layout: exit status 2 with a message saying where it looked.
+* ``--dry-run``: print the status lines and a unified diff of what would change; write nothing.
+* ``--check``: write nothing; exit 1 if any patch would still apply, else 0 (for idempotence checks).
+* Exit 0 on success.
+"""
+
+from __future__ import print_function
+
+import argparse
+import ast
+import difflib
+import os
+import re
+import stat
+import sys
+import tempfile
+
+PROG = "patch_sgl_kernel"
+
+POLICY_GUARDS = "cmake-policy-guards"
+CCCL_INCLUDE = "cuda13-cccl-include"
+FA3_OPTION = "fa3-respect-option"
+FA3_IMPORT = "fa3-soft-import"
+PATCH_NAMES = (POLICY_GUARDS, CCCL_INCLUDE, FA3_OPTION, FA3_IMPORT)
+
+APPLIED = "Applied"
+ALREADY = "Already applied"
+NOT_NEEDED = "Not needed"
+WOULD_APPLY = "Would apply"
+
+EXIT_OK = 0
+EXIT_FAIL = 1
+EXIT_USAGE = 2
+
+# (description, path of the sgl-kernel dir relative to SGL_KERNEL_DIR)
+LAYOUTS = (
+    ("sglang repo root, sgl-kernel/ layout (up to 2025)", "sgl-kernel"),
+    ("sglang repo root, python/sglang/kernels/aot/ layout (2026 on)",
+     os.path.join("python", "sglang", "kernels", "aot")),
+)
+
+CCCL_MARKER = "fleetctl: cuda13-cccl-include"
+FA3_CAPTURE_MARKER = "fleetctl: fa3-respect-option"
+FA3_EXPLICIT_VAR = "FLEETCTL_SGL_KERNEL_FA3_EXPLICIT"
+FA3_IMPORT_MARKER = "fleetctl: fa3-soft-import"
+
+
+class AnchorMissing(Exception):
+    """A patch could not find the text it hooks onto; nothing may be written."""
+
+    def __init__(self, detail, path=None, patch=None):
+        Exception.__init__(self, detail)
+        self.detail = detail
+        self.path = path
+        self.patch = patch
+
+    def message(self):
+        return "anchor not found: patch %s, file %s: %s" % (self.patch, self.path, self.detail)
+
+
+class LayoutError(Exception):
+    """SGL_KERNEL_DIR is not an sgl-kernel tree in any known layout."""
+
+
+# --------------------------------------------------------------------------------------------
+# text helpers
+
+
+def split_lines(text):
+    """Split on '\\n' only, keeping line ends (str.splitlines also splits on \\f, \\x1c, ...)."""
+    if not text:
+        return []
+    parts = text.split("\n")
+    lines = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def newline_of(text):
+    return "\r\n" if "\r\n" in text else "\n"
+
+
+def body(line):
+    """The line without its line end."""
+    if line.endswith("\r\n"):
+        return line[:-2]
+    if line.endswith("\n"):
+        return line[:-1]
+    return line
+
+
+def indent_of(line):
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def indent_unit(indent):
+    return "\t" if "\t" in indent else "    "
+
+
+def insert_lines(lines, index, new_lines, nl):
+    """Insert new_lines before lines[index] (index == len(lines) appends)."""
+    if index > 0 and not lines[index - 1].endswith("\n"):
+        lines[index - 1] = lines[index - 1] + nl
+    lines[index:index] = [l + nl for l in new_lines]
+
+
+# --------------------------------------------------------------------------------------------
+# CMake scanning
+
+_CM_BLOCK_RE = re.compile(r"^[ \t]*(if|elseif|else|endif)[ \t]*\((.*)$", re.IGNORECASE)
+
+
+def cmake_code(line):
+    """The part of a CMake line before a comment ('#' outside a quoted argument)."""
+    out = []
+    in_quote = False
+    escaped = False
+    for ch in body(line):
+        if in_quote:
+            out.append(ch)
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_quote = False
+            continue
+        if ch == "#":
+            break
+        if ch == '"':
+            in_quote = True
+        out.append(ch)
+    return "".join(out)
+
+
+def cmake_if_frames(lines):
+    """For each line, the if() frames enclosing it: a tuple of (condition, opening line index).
+
+    The frames are those in force *at* the line (an if line is not inside its own frame)."""
+    stack = []
+    result = []
+    for i, line in enumerate(lines):
+        result.append(tuple(stack))
+        m = _CM_BLOCK_RE.match(cmake_code(line))
+        if not m:
+            continue
+        kw = m.group(1).lower()
+        cond = m.group(2)
+        if kw == "if":
+            stack.append((cond, i))
+        elif kw == "elseif" and stack:
+            stack[-1] = (cond, stack[-1][1])
+        elif kw == "else" and stack:
+            stack[-1] = ("", stack[-1][1])
+        elif kw == "endif" and stack:
+            stack.pop()
+    return result
+
+
+def cmake_statement_end(lines, start):
+    """Index of the line that closes the command opened on lines[start]; None if unbalanced."""
+    depth = 0
+    opened = False
+    for i in range(start, len(lines)):
+        code = cmake_code(lines[i])
+        in_quote = False
+        escaped = False
+        for ch in code:
+            if in_quote:
+                if escaped:
+                    escaped = False
+                elif ch == "\\":
+                    escaped = True
+                elif ch == '"':
+                    in_quote = False
+                continue
+            if ch == '"':
+                in_quote = True
+            elif ch == "(":
+                depth += 1
+                opened = True
+            elif ch == ")":
+                depth -= 1
+        if opened and depth <= 0:
+            return i
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# patch: cmake-policy-guards
+
+_POLICY_RE = re.compile(
+    r"^(?P<indent>[ \t]*)cmake_policy[ \t]*\([ \t]*SET[ \t]+(?P<num>CMP\d{4})[ \t]+(?:NEW|OLD)[ \t]*\)",
+    re.IGNORECASE,
+)
+
+
+def _policy_guarded(frames, num):
+    pattern = re.compile(r"\bPOLICY\s+" + re.escape(num) + r"\b", re.IGNORECASE)
+    for cond, _ in frames:
+        if pattern.search(cond):
+            return True
+    return False
+
+
+def patch_policy_guards(text):
+    """Return (new_text, status) with every unguarded cmake_policy(SET ...) wrapped."""
+    nl = newline_of(text)
+    lines = split_lines(text)
+    frames = cmake_if_frames(lines)
+    found = 0
+    out = []
+    for i, line in enumerate(lines):
+        m = _POLICY_RE.match(line)
+        if not m:
+            out.append(line)
+            continue
+        found += 1
+        num = m.group("num").upper()
+        if _policy_guarded(frames[i], num):
+            out.append(line)
+            continue
+        indent = m.group("indent")
+        unit = indent_unit(indent)
+        end = line[len(body(line)):] or nl
+        out.append("%sif(POLICY %s)%s" % (indent, num, nl))
+        out.append("%s%s%s%s" % (indent, unit, body(line)[len(indent):], nl))
+        out.append("%sendif()%s" % (indent, end))
+    new_text = "".join(out)
+    if new_text != text:
+        return new_text, APPLIED
+    return text, (ALREADY if found else NOT_NEEDED)
+
+
+# --------------------------------------------------------------------------------------------
+# patch: cuda13-cccl-include
+
+_INCLUDE_DIRS_RE = re.compile(r"^[ \t]*include_directories[ \t]*\(", re.IGNORECASE)
+_SET_INCLUDES_RE = re.compile(r"^[ \t]*set[ \t]*\([ \t]*INCLUDES\b", re.IGNORECASE)
+_CCCL_RE = re.compile(r"include[^\s/\\]*[/\\]cccl\b", re.IGNORECASE)
+
+CCCL_BLOCK = (
+    "# %s: CUDA 13 moved CUB/Thrust/libcu++ to <toolkit>/include/cccl;" % CCCL_MARKER,
+    "# nvcc finds them there by itself, the host compiler needs the directory named.",
+    "if (CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 13.0)",
+    "    set(_fleetctl_cuda_include_dirs ${CUDAToolkit_INCLUDE_DIRS} ${CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES})",
+    "    if (CUDA_TOOLKIT_ROOT_DIR)",
+    '        list(APPEND _fleetctl_cuda_include_dirs "${CUDA_TOOLKIT_ROOT_DIR}/include")',
+    "    endif()",
+    "    foreach (_fleetctl_cuda_include_dir IN LISTS _fleetctl_cuda_include_dirs)",
+    '        if (IS_DIRECTORY "${_fleetctl_cuda_include_dir}/cccl")',
+    '            include_directories("${_fleetctl_cuda_include_dir}/cccl")',
+    "        endif()",
+    "    endforeach()",
+    "endif()",
+)
+
+
+def patch_cccl_include(text):
+    nl = newline_of(text)
+    lines = split_lines(text)
+    if any(CCCL_MARKER in line for line in lines):
+        return text, ALREADY
+    if any(_CCCL_RE.search(cmake_code(line)) for line in lines):
+        return text, NOT_NEEDED  # the tree names the cccl directory itself
+    frames = cmake_if_frames(lines)
+    anchor = None
+    for pattern in (_INCLUDE_DIRS_RE, _SET_INCLUDES_RE):
+        for i, line in enumerate(lines):
+            if not frames[i] and pattern.match(line):
+                anchor = i
+                break
+        if anchor is not None:
+            break
+    if anchor is None:
+        raise AnchorMissing(
+            "no top-level include_directories(...) or set(INCLUDES ...) to add the cccl "
+            "include directory after")
+    end = cmake_statement_end(lines, anchor)
+    if end is None:
+        raise AnchorMissing("the include_directories( on line %d is never closed" % (anchor + 1))
+    indent = indent_of(lines[anchor])
+    block = [""] + [(indent + l) if l else l for l in CCCL_BLOCK]
+    insert_lines(lines, end + 1, block, nl)
+    return "".join(lines), APPLIED
+
+
+# --------------------------------------------------------------------------------------------
+# patch: fa3-respect-option
+
+_FA3_FORCE_RE = re.compile(
+    r"^(?P<indent>[ \t]*)set[ \t]*\([ \t]*SGL_KERNEL_ENABLE_FA3[ \t]+(?:ON|TRUE|YES|1)\b[^)]*\)",
+    re.IGNORECASE,
+)
+_FA3_DEFINE_RE = re.compile(
+    r"^[ \t]*(?:option|set)[ \t]*\([ \t]*SGL_KERNEL_ENABLE_FA3\b", re.IGNORECASE)
+_FA3_NAME_RE = re.compile(r"\bSGL_KERNEL_ENABLE_FA3\b")
+
+
+def patch_fa3_option(text):
+    nl = newline_of(text)
+    lines = split_lines(text)
+    frames = cmake_if_frames(lines)
+    ours = 0
+    to_wrap = []
+    for i, line in enumerate(lines):
+        if not _FA3_FORCE_RE.match(line):
+            continue
+        conds = [cond for cond, _ in frames[i]]
+        if any(FA3_EXPLICIT_VAR in cond for cond in conds):
+            ours += 1
+        elif any(_FA3_NAME_RE.search(cond) for cond in conds):
+            pass  # the tree already lets the option decide (upstream fix)
+        else:
+            to_wrap.append(i)
+    has_capture = any(FA3_CAPTURE_MARKER in line for line in lines)
+    if not to_wrap:
+        if ours and not has_capture:
+            raise AnchorMissing(
+                "set(SGL_KERNEL_ENABLE_FA3 ON) is wrapped but the block recording an explicit "
+                "-DSGL_KERNEL_ENABLE_FA3 (%s) is missing" % FA3_CAPTURE_MARKER)
+        return text, (ALREADY if ours else NOT_NEEDED)
+
+    # The capture must run before option() (or the first forcing) defines the variable: put it
+    # before the top-level statement holding the first option()/set() of SGL_KERNEL_ENABLE_FA3.
+    capture_at = None
+    if not has_capture:
+        for i, line in enumerate(lines):
+            if _FA3_DEFINE_RE.match(line):
+                capture_at = frames[i][0][1] if frames[i] else i
+                break
+        if capture_at is None:  # cannot happen: a forcing line matches _FA3_DEFINE_RE
+            raise AnchorMissing("no option()/set() of SGL_KERNEL_ENABLE_FA3")
+
+    for i in reversed(to_wrap):
+        line = lines[i]
+        indent = indent_of(line)
+        unit = indent_unit(indent)
+        end = line[len(body(line)):] or nl
+        lines[i:i + 1] = [
+            "%sif (NOT %s)%s" % (indent, FA3_EXPLICIT_VAR, nl),
+            "%s%s%s%s" % (indent, unit, body(line)[len(indent):], nl),
+            "%sendif()%s" % (indent, end),
+        ]
+    if capture_at is not None:
+        indent = indent_of(lines[capture_at])
+        unit = indent_unit(indent)
+        capture = [
+            "# %s: an explicit -DSGL_KERNEL_ENABLE_FA3=ON|OFF wins over the forced" % FA3_CAPTURE_MARKER,
+            "# default below; read it before option() puts the default into the cache.",
+            "if (DEFINED CACHE{SGL_KERNEL_ENABLE_FA3})",
+            unit + "set(%s ON)" % FA3_EXPLICIT_VAR,
+            "else()",
+            unit + "set(%s OFF)" % FA3_EXPLICIT_VAR,
+            "endif()",
+            "",
+        ]
+        insert_lines(lines, capture_at, [(indent + l) if l else l for l in capture], nl)
+    return "".join(lines), APPLIED
+
+
+# --------------------------------------------------------------------------------------------
+# patch: fa3-soft-import
+
+_PY_IMPORT_RE = re.compile(
+    r"^(?P<indent>[ \t]*)(?:"
+    r"from[ \t]+(?:sgl_kernel|\.)[ \t]+import[ \t]+flash_ops(?:[ \t]+as[ \t]+(?P<alias1>\w+))?"
+    r"|import[ \t]+sgl_kernel\.flash_ops(?:[ \t]+as[ \t]+(?P<alias2>\w+))?"
+    r")[ \t]*(?:#.*)?$"
+)
+_PY_IMPORT_MENTION_RE = re.compile(r"^[ \t]*(?:from|import)\b.*\bflash_ops\b")
+_PY_HEADER_RE = re.compile(r"^(?P<indent>[ \t]*)(?P<kw>[A-Za-z_]+)\b")
+_PY_EXCEPT_RE = re.compile(r"^(?P<indent>[ \t]*)except\b[^:]*:(?P<inline>.*)$")
+
+
+def _py_code_line(line):
+    s = body(line).strip()
+    return bool(s) and not s.startswith("#")
+
+
+def _py_indent_len(line):
+    return len(indent_of(body(line)).expandtabs(8))
+
+
+def _py_block_end(lines, start, header_indent):
+    """First index after lines[start] whose code indent is <= header_indent (or len(lines))."""
+    i = start + 1
+    while i < len(lines):
+        if _py_code_line(lines[i]) and _py_indent_len(lines[i]) <= header_indent:
+            return i
+        i += 1
+    return i
+
+
+def _py_enclosing_headers(lines, index):
+    """The header lines (keyword, line index) that enclose lines[index], innermost first."""
+    result = []
+    level = _py_indent_len(lines[index])
+    i = index - 1
+    while i >= 0 and level > 0:
+        if _py_code_line(lines[i]) and _py_indent_len(lines[i]) < level:
+            m = _PY_HEADER_RE.match(body(lines[i]))
+            kw = m.group("kw") if m else ""
+            if kw == "async":
+                kw = "def"
+            result.append((kw, i))
+            level = _py_indent_len(lines[i])
+        i -= 1
+    return result
+
+
+def _py_flash_ops_imports(text, lines):
+    """Indices of the lines that import flash_ops.
+
+    With a parse of the file (ast) only real import statements count, never a docstring example;
+    a file this Python cannot parse (newer syntax) falls back to matching lines."""
+    try:
+        tree = ast.parse(text)
+    except Exception:
+        return [i for i, line in enumerate(lines) if _PY_IMPORT_MENTION_RE.match(line)]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names = [a.name for a in node.names]
+            hit = "flash_ops" in names or (node.module or "").split(".")[-1] == "flash_ops"
+        elif isinstance(node, ast.Import):
+            hit = any(a.name.split(".")[-1] == "flash_ops" for a in node.names)
+        else:
+            continue
+        if hit:
+            found.add(node.lineno - 1)
+            end = getattr(node, "end_lineno", None)
+            if end is not None and end != node.lineno:
+                raise AnchorMissing("line %d imports flash_ops over several lines, a form this "
+                                    "patch does not know" % node.lineno)
+    return sorted(found)
+
+
+def _soft_import_block(indent, unit, import_stmt, name, nl):
+    b = indent + unit
+    return [
+        indent + "try:" + nl,
+        b + import_stmt + nl,
+        indent + "except ImportError:" + nl,
+        b + "# %s: sgl-kernel built without FA3 (-DSGL_KERNEL_ENABLE_FA3=OFF, e.g. for SM120)" % FA3_IMPORT_MARKER + nl,
+        b + "# has no flash_ops; leave it None instead of failing the whole import." + nl,
+        b + "import warnings as _fleetctl_warnings" + nl,
+        b + "%s = None" % name + nl,
+        b + "_fleetctl_warnings.warn(" + nl,
+        b + unit + '"sgl_kernel was built without FA3 (flash_ops); FA3 attention is unavailable",' + nl,
+        b + unit + "RuntimeWarning," + nl,
+        b + ")" + nl,
+    ]
+
+
+def patch_fa3_import(text):
+    """Return (new_text, status) for one Python file; status None if it never imports flash_ops."""
+    nl = newline_of(text)
+    lines = split_lines(text)
+    candidates = _py_flash_ops_imports(text, lines)
+    mentions = 0
+    soft = 0
+    ours = 0
+    edits = []  # (start, end, replacement lines)
+    for i in candidates:
+        line = lines[i]
+        mentions += 1
+        m = _PY_IMPORT_RE.match(body(line))
+        if not m:
+            raise AnchorMissing("line %d imports flash_ops in a form this patch does not know: %s"
+                                % (i + 1, body(line).strip()))
+        name = m.group("alias1") or m.group("alias2") or "flash_ops"
+        headers = _py_enclosing_headers(lines, i)
+        if any(kw in ("def", "lambda") for kw, _ in headers):
+            soft += 1  # imported lazily, inside a function: no ImportError at import time
+            continue
+        import_stmt = body(line).strip()
+        if headers and headers[0][0] == "try":
+            t = headers[0][1]
+            t_indent = _py_indent_len(lines[t])
+            try_end = _py_block_end(lines, t, t_indent)
+            others = [j for j in range(t + 1, try_end) if _py_code_line(lines[j]) and j != i]
+            if others:
+                raise AnchorMissing("the try: on line %d holds more than the flash_ops import"
+                                    % (t + 1))
+            # the handler clauses
+            handlers = []
+            j = try_end
+            while j < len(lines) and _py_indent_len(lines[j]) == t_indent:
+                mh = _PY_EXCEPT_RE.match(body(lines[j]))
+                if not mh:
+                    kw = _PY_HEADER_RE.match(body(lines[j]))
+                    if kw and kw.group("kw") in ("else", "finally"):
+                        raise AnchorMissing("the try: on line %d has an else/finally clause"
+                                            % (t + 1))
+                    break
+                k = _py_block_end(lines, j, t_indent)
+                handlers.append((j, k))
+                j = k
+            if not handlers:
+                raise AnchorMissing("the try: on line %d has no except clause" % (t + 1))
+            handler_text = "".join(lines[handlers[0][0]:handlers[-1][1]])
+            if FA3_IMPORT_MARKER in handler_text:
+                ours += 1
+                continue
+            if not re.search(r"\braise\b", handler_text):
+                soft += 1  # the tree already falls back by itself
+                continue
+            # keep trailing blank lines / comments of the last handler outside the rewrite
+            end = handlers[-1][1]
+            while end > handlers[-1][0] + 1 and not _py_code_line(lines[end - 1]):
+                end -= 1
+            indent = indent_of(body(lines[t]))
+            unit = indent_of(body(line))[len(indent):] or indent_unit(indent)
+            edits.append((t, end, _soft_import_block(indent, unit, import_stmt, name, nl)))
+        else:
+            indent = indent_of(body(line))
+            edits.append((i, i + 1, _soft_import_block(indent, indent_unit(indent),
+                                                          import_stmt, name, nl)))
+    if not mentions:
+        return text, None
+    if not edits:
+        return text, (ALREADY if ours else NOT_NEEDED)
+    for start, end, repl in reversed(edits):
+        if end == len(lines) and not lines[-1].endswith("\n"):
+            repl[-1] = body(repl[-1])
+        lines[start:end] = repl
+    new_text = "".join(lines)
+    _check_python(text, new_text)
+    return new_text, APPLIED
+
+
+def _check_python(old, new):
+    """Refuse to write a Python file that this interpreter parsed before and cannot parse now."""
+    try:
+        compile(old, "<original>", "exec", 0, True)
+    except Exception:  # newer syntax than this interpreter, or odd bytes: cannot judge
+        return
+    try:
+        compile(new, "<patched>", "exec", 0, True)
+    except SyntaxError as exc:
+        raise AnchorMissing("the rewritten import does not parse (%s); not writing it" % exc)
+
+
+# --------------------------------------------------------------------------------------------
+# the tree
+
+
+def _is_kernel_dir(path):
+    return (os.path.isfile(os.path.join(path, "CMakeLists.txt"))
+            and os.path.isdir(os.path.join(path, "python", "sgl_kernel")))
+
+
+def locate(root):
+    """Return the sgl-kernel directory for SGL_KERNEL_DIR (raises LayoutError)."""
+    if not os.path.isdir(root):
+        raise LayoutError("%s is not a directory" % root)
+    if _is_kernel_dir(root):
+        return os.path.abspath(root)
+    found = [os.path.join(root, rel) for _, rel in LAYOUTS if _is_kernel_dir(os.path.join(root, rel))]
+    if len(found) == 1:
+        return os.path.abspath(found[0])
+    if len(found) > 1:
+        raise LayoutError(
+            "%s holds an sgl-kernel tree in both layouts (%s); pass the one to patch"
+            % (root, ", ".join(found)))
+    looked = ["%s (the sgl-kernel dir itself)" % root]
+    looked += ["%s (%s)" % (os.path.join(root, rel), desc) for desc, rel in LAYOUTS]
+    raise LayoutError(
+        "no sgl-kernel source tree found: expected CMakeLists.txt and python/sgl_kernel/ in one of: "
+        + "; ".join(looked))
+
+
+def python_files(package_dir):
+    result = []
+    for dirpath, dirnames, filenames in os.walk(package_dir):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for fn in sorted(filenames):
+            if fn.endswith(".py"):
+                result.append(os.path.join(dirpath, fn))
+    return result
+
+
+def read_text(path):
+    with open(path, "rb") as fh:
+        return fh.read().decode("utf-8", "surrogateescape")
+
+
+def plan(kernel_dir):
+    """Compute every patch in memory.
+
+    Returns (statuses, changes, errors): statuses is a list of (patch, status), changes maps
+    path -> (old_text, new_text) for files whose text changes, errors is a list of AnchorMissing."""
+    statuses = []
+    changes = {}
+    errors = []
+
+    cmake_path = os.path.join(kernel_dir, "CMakeLists.txt")
+    cmake_old = read_text(cmake_path)
+    text = cmake_old
+    for name, func in ((POLICY_GUARDS, patch_policy_guards),
+                       (CCCL_INCLUDE, patch_cccl_include),
+                       (FA3_OPTION, patch_fa3_option)):
+        try:
+            text, status = func(text)
+        except AnchorMissing as exc:
+            exc.patch, exc.path = name, cmake_path
+            errors.append(exc)
+            continue
+        statuses.append((name, status))
+    if text != cmake_old:
+        changes[cmake_path] = (cmake_old, text)
+
+    package_dir = os.path.join(kernel_dir, "python", "sgl_kernel")
+    file_statuses = []
+    for path in python_files(package_dir):
+        old = read_text(path)
+        try:
+            new, status = patch_fa3_import(old)
+        except AnchorMissing as exc:
+            exc.patch, exc.path = FA3_IMPORT, path
+            errors.append(exc)
+            continue
+        if status is not None:
+            file_statuses.append(status)
+        if new != old:
+            changes[path] = (old, new)
+    if APPLIED in file_statuses:
+        statuses.append((FA3_IMPORT, APPLIED))
+    elif ALREADY in file_statuses:
+        statuses.append((FA3_IMPORT, ALREADY))
+    else:
+        statuses.append((FA3_IMPORT, NOT_NEEDED))
+    return statuses, changes, errors
+
+
+def write_all(changes):
+    """Write every changed file: temp files first, then os.replace each; all or nothing."""
+    staged = []
+    try:
+        for path in sorted(changes):
+            real = os.path.realpath(path)
+            mode = stat.S_IMODE(os.stat(real).st_mode)
+            fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".",
+                                       suffix=".fleetctl-tmp", dir=os.path.dirname(real))
+            staged.append((tmp, real))
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(changes[path][1].encode("utf-8", "surrogateescape"))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, mode)
+    except Exception:
+        for tmp, _ in staged:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        raise
+    for tmp, real in staged:
+        os.replace(tmp, real)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="patch_sgl_kernel.py",
+        description="Idempotently patch an sgl-kernel source tree (see the module docstring).")
+    parser.add_argument("sgl_kernel_dir", metavar="SGL_KERNEL_DIR",
+                        help="the sgl-kernel directory, or an sglang repo root (either layout)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print what would change, write nothing")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if any patch is not yet applied")
+    args = parser.parse_args(argv)
+
+    try:
+        kernel_dir = locate(args.sgl_kernel_dir)
+    except LayoutError as exc:
+        print("%s: error: %s" % (PROG, exc), file=sys.stderr)
+        return EXIT_USAGE
+
+    statuses, changes, errors = plan(kernel_dir)
+    if errors:
+        for exc in errors:
+            print("%s: error: %s" % (PROG, exc.message()), file=sys.stderr)
+        print("%s: nothing was changed" % PROG, file=sys.stderr)
+        return EXIT_FAIL
+
+    write = not (args.dry_run or args.check)
+    if write and changes:
+        try:
+            write_all(changes)
+        except (OSError, IOError) as exc:
+            print("%s: error: writing the patched files failed: %s" % (PROG, exc), file=sys.stderr)
+            return EXIT_FAIL
+
+    pending = False
+    for name, status in statuses:
+        if status == APPLIED and not write:
+            status = WOULD_APPLY
+            pending = True
+        print("%s: %s" % (status, name))
+    if args.dry_run:
+        for path in sorted(changes):
+            old, new = changes[path]
+            sys.stdout.writelines(difflib.unified_diff(
+                split_lines(old), split_lines(new), fromfile=path, tofile=path))
+    sys.stdout.flush()
+    if args.check and pending:
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
