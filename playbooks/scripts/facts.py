@@ -236,12 +236,15 @@ def parse_memory_max(text: str):
 # --------------------------------------------------------------------------------------------
 
 
-def run_command(argv, timeout_s=TIMEOUT_S, env=None):
+def run_command(argv, timeout_s=None, env=None):
     """Run argv without a shell; return ``(rc, stdout, stderr, error)``; never raises.
 
     ``rc`` is None and ``error`` a one-line message when the program is missing, cannot run or
-    passes ``timeout_s`` seconds (then it is killed and any partial output is returned).
+    passes ``timeout_s`` seconds (default :data:`TIMEOUT_S`; then it is killed and any partial
+    output is returned).
     """
+    if timeout_s is None:
+        timeout_s = TIMEOUT_S
     try:
         proc = subprocess.run(
             list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -738,14 +741,25 @@ def gather(venv=None, cuda_home=None, workdir="."):
     return facts
 
 
+def set_timeouts(probe_timeout_s):
+    """Set the per-command timeout (seconds); the interpreter probe gets twice that."""
+    global TIMEOUT_S, PYTHON_PROBE_TIMEOUT_S
+    if probe_timeout_s and probe_timeout_s > 0:
+        TIMEOUT_S = float(probe_timeout_s)
+        PYTHON_PROBE_TIMEOUT_S = 2 * float(probe_timeout_s)
+
+
 def main(argv=None):
     """Parse arguments, gather, print one JSON object; always returns 0."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--venv", default=None, help="Python environment whose bin/python3 builds use")
     parser.add_argument("--cuda-home", default=None, help="CUDA toolkit root to use (holds bin/nvcc)")
     parser.add_argument("--workdir", default=".", help="remote working folder (for free disk space)")
+    parser.add_argument("--probe-timeout-s", type=float, default=TIMEOUT_S,
+                        help="seconds each probe command may take (the torch import gets twice that)")
     parser.add_argument("--nvml-child", action="store_true", help=argparse.SUPPRESS)
     args, unknown = parser.parse_known_args(argv)
+    set_timeouts(args.probe_timeout_s)
     if args.nvml_child:
         nvml_child()
         return 0
