@@ -288,7 +288,12 @@ def _syntax_error(exc: yaml.YAMLError, text: str, file: str, error_cls: type[Inp
             "(a key at a level that was not opened, or a list item among keys)"
         )
     elif "'<stream end>'" in problem or "unexpected end of stream" in problem:
-        problem = f"unexpected end of file ({context or problem})"
+        if context and "quoted scalar" in context:
+            problem = "unexpected end of file: a quoted string is not closed"
+        elif context and "flow" in context:
+            problem = "unexpected end of file: a '[' or '{' is not closed"
+        else:
+            problem = f"unexpected end of file ({context or problem})"
     elif "'\\t'" in problem or "tab character" in problem:
         problem = "tab character; YAML allows only spaces for indentation and separation"
     elif problem.startswith("could not determine a constructor for the tag"):
