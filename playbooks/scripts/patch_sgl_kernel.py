@@ -39,11 +39,12 @@ The patches, and the failure each one ends (see DESIGN.md, the failure-story tab
     ``if ("${CUDA_VERSION}" VERSION_GREATER_EQUAL "12.4") set(SGL_KERNEL_ENABLE_FA3 ON) ...``,
     overriding ``-DSGL_KERNEL_ENABLE_FA3=OFF``; FA3 is Hopper code and does not build for SM120.
     Each such ``set(SGL_KERNEL_ENABLE_FA3 ON)`` is wrapped in
-    ``if (NOT FLEETCTL_SGL_KERNEL_FA3_EXPLICIT)``, and before the first statement naming the option
-    a block records whether the cache already held ``SGL_KERNEL_ENABLE_FA3`` at that point, i.e.
-    whether it was given on the command line (``option()`` has not run yet). So an explicit
-    ``-DSGL_KERNEL_ENABLE_FA3=ON|OFF`` wins and the CUDA-version default stays as it was otherwise.
-    (In a re-used build directory the cached value counts as explicit; wheel builds start fresh.)
+    ``if (NOT FLEETCTL_SGL_KERNEL_FA3_EXPLICIT)``. Before the first statement naming the option a
+    block records whether the cache already holds ``SGL_KERNEL_ENABLE_FA3`` there, i.e. whether it
+    was given on the command line (``option()`` has not run yet); after ``option()`` a defaulted
+    value is kept as a plain variable and its cache entry dropped, so that a re-configure of the
+    same build directory still tells "given" from "defaulted". So an explicit
+    ``-DSGL_KERNEL_ENABLE_FA3=ON|OFF`` wins, and without one the CUDA-version default is unchanged.
     Not needed where no forcing is present (later trees derive only the option's default) or where
     the forcing already checks the option itself.
 
@@ -107,7 +108,7 @@ LAYOUTS = (
 )
 
 CCCL_MARKER = "fleetctl: cuda13-cccl-include"
-FA3_CAPTURE_MARKER = "fleetctl: fa3-respect-option"
+FA3_MARKER = "fleetctl: fa3-respect-option"
 FA3_EXPLICIT_VAR = "FLEETCTL_SGL_KERNEL_FA3_EXPLICIT"
 FA3_IMPORT_MARKER = "fleetctl: fa3-soft-import"
 
@@ -363,6 +364,11 @@ _FA3_FORCE_RE = re.compile(
 _FA3_DEFINE_RE = re.compile(
     r"^[ \t]*(?:option|set)[ \t]*\([ \t]*SGL_KERNEL_ENABLE_FA3\b", re.IGNORECASE)
 _FA3_NAME_RE = re.compile(r"\bSGL_KERNEL_ENABLE_FA3\b")
+_FA3_OPTION_RE = re.compile(r"^[ \t]*option[ \t]*\([ \t]*SGL_KERNEL_ENABLE_FA3\b", re.IGNORECASE)
+_FA3_CAPTURE_RE = re.compile(
+    r"^[ \t]*set[ \t]*\([ \t]*" + FA3_EXPLICIT_VAR + r"[ \t]+ON[ \t]*\)", re.IGNORECASE)
+_FA3_FORGET_RE = re.compile(
+    r"^[ \t]*unset[ \t]*\([ \t]*SGL_KERNEL_ENABLE_FA3[ \t]+CACHE[ \t]*\)", re.IGNORECASE)
 
 
 def patch_fa3_option(text):
@@ -381,49 +387,73 @@ def patch_fa3_option(text):
             pass  # the tree already lets the option decide (upstream fix)
         else:
             to_wrap.append(i)
-    has_capture = any(FA3_CAPTURE_MARKER in line for line in lines)
-    if not to_wrap:
-        if ours and not has_capture:
-            raise AnchorMissing(
-                "set(SGL_KERNEL_ENABLE_FA3 ON) is wrapped but the block recording an explicit "
-                "-DSGL_KERNEL_ENABLE_FA3 (%s) is missing" % FA3_CAPTURE_MARKER)
-        return text, (ALREADY if ours else NOT_NEEDED)
+    if not to_wrap and not ours:
+        return text, NOT_NEEDED
 
-    # The capture must run before option() (or the first forcing) defines the variable: put it
-    # before the top-level statement holding the first option()/set() of SGL_KERNEL_ENABLE_FA3.
-    capture_at = None
+    has_capture = any(_FA3_CAPTURE_RE.match(line) for line in lines)
+    has_forget = any(_FA3_FORGET_RE.match(line) for line in lines)
+    option_at = None
+    for i, line in enumerate(lines):
+        if _FA3_OPTION_RE.match(line):
+            option_at = i
+            break
+    need_forget = option_at is not None and not has_forget
+    if not to_wrap and has_capture and not need_forget:
+        return text, ALREADY
+
+    edits = []  # (index, is_replacement, new lines without line ends)
+    for i in to_wrap:
+        line = lines[i]
+        indent = indent_of(line)
+        edits.append((i, 1, [
+            "%sif (NOT %s)" % (indent, FA3_EXPLICIT_VAR),
+            "%s%s%s" % (indent, indent_unit(indent), body(line)[len(indent):]),
+            "%sendif()" % indent,
+        ]))
     if not has_capture:
+        # It must run before option() (or the first forcing) defines the variable: before the
+        # top-level statement holding the first option()/set() of SGL_KERNEL_ENABLE_FA3.
+        capture_at = None
         for i, line in enumerate(lines):
             if _FA3_DEFINE_RE.match(line):
                 capture_at = frames[i][0][1] if frames[i] else i
                 break
-        if capture_at is None:  # cannot happen: a forcing line matches _FA3_DEFINE_RE
+        if capture_at is None:  # cannot happen: a forcing line is such a set()
             raise AnchorMissing("no option()/set() of SGL_KERNEL_ENABLE_FA3")
-
-    for i in reversed(to_wrap):
-        line = lines[i]
-        indent = indent_of(line)
-        unit = indent_unit(indent)
-        end = line[len(body(line)):] or nl
-        lines[i:i + 1] = [
-            "%sif (NOT %s)%s" % (indent, FA3_EXPLICIT_VAR, nl),
-            "%s%s%s%s" % (indent, unit, body(line)[len(indent):], nl),
-            "%sendif()%s" % (indent, end),
-        ]
-    if capture_at is not None:
         indent = indent_of(lines[capture_at])
         unit = indent_unit(indent)
-        capture = [
-            "# %s: an explicit -DSGL_KERNEL_ENABLE_FA3=ON|OFF wins over the forced" % FA3_CAPTURE_MARKER,
+        edits.append((capture_at, 0, [indent + l if l else l for l in (
+            "# %s: an explicit -DSGL_KERNEL_ENABLE_FA3=ON|OFF wins over the forced" % FA3_MARKER,
             "# default below; read it before option() puts the default into the cache.",
             "if (DEFINED CACHE{SGL_KERNEL_ENABLE_FA3})",
             unit + "set(%s ON)" % FA3_EXPLICIT_VAR,
             "else()",
             unit + "set(%s OFF)" % FA3_EXPLICIT_VAR,
             "endif()",
-            "",
-        ]
-        insert_lines(lines, capture_at, [(indent + l) if l else l for l in capture], nl)
+        )]))
+    if need_forget:
+        end = cmake_statement_end(lines, option_at)
+        if end is None:
+            raise AnchorMissing("the option(SGL_KERNEL_ENABLE_FA3 on line %d is never closed"
+                                % (option_at + 1))
+        indent = indent_of(lines[option_at])
+        unit = indent_unit(indent)
+        edits.append((end + 1, 0, [indent + l for l in (
+            "if (NOT %s)" % FA3_EXPLICIT_VAR,
+            unit + "# %s: not given on the command line; keep option()'s default as a" % FA3_MARKER,
+            unit + "# plain variable and drop the cache entry, so a re-configure still tells the two apart.",
+            unit + 'set(SGL_KERNEL_ENABLE_FA3 "${SGL_KERNEL_ENABLE_FA3}")',
+            unit + "unset(SGL_KERNEL_ENABLE_FA3 CACHE)",
+            "endif()",
+        )]))
+    # bottom-up, so earlier indices stay valid; at one index replace first, then insert before
+    for index, is_replacement, new_lines in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        if is_replacement:
+            old = lines[index]
+            end = old[len(body(old)):] or nl
+            lines[index:index + 1] = [l + nl for l in new_lines[:-1]] + [new_lines[-1] + end]
+        else:
+            insert_lines(lines, index, new_lines, nl)
     return "".join(lines), APPLIED
 
 
