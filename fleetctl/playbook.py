@@ -40,10 +40,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError, create_model
 
-from fleetctl import templating
+from fleetctl import templating, yamlload
 from fleetctl.actions import ACTIONS, COMMAND_ACTIONS, ActionArgs, _env_mapping, is_template
 from fleetctl.errors import PlaybookError
 
@@ -78,39 +77,38 @@ _JINJA_WORDS = frozenset(
     {"true", "false", "none", "True", "False", "None", "and", "or", "not", "in", "is", "if", "else"}
 )
 _MAX_YAML_NODES = 100_000
+_MAX_FILE_BYTES = 16 * 1024 * 1024
 _MAX_INCLUDE_DEPTH = 32
 
 Path_ = tuple  # a location inside a YAML document: keys and list indices
 
 
 # --------------------------------------------------------------------------------------------------
-# YAML with line numbers
-#
-# The document is composed into nodes with PyYAML's SafeLoader and converted here, recording the
-# 1-based line of every mapping key and list item (``lines[("tasks", 3, "copy", "dest")]``) and
-# rejecting duplicate keys. When ``fleetctl.yamlload`` offers the same (data + per-path lines),
-# ``_load_yaml`` is the one function to switch over.
+# YAML with line numbers (fleetctl.yamlload: duplicate keys, recursive aliases, one-line errors)
 # --------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class _Doc:
-    """One loaded YAML file: its data, the line of each path in it, and its bytes' SHA-256."""
+    """One loaded YAML file: its data (LineDict/LineList), its text and its bytes' SHA-256."""
 
     file: str
     data: Any
-    lines: dict[Path_, int]
     text: str
     sha256: str
 
     def line_of(self, path: Path_) -> int | None:
-        """The line of ``path``, or of its nearest ancestor that has one."""
-        path = tuple(path)
-        while path:
-            if path in self.lines:
-                return self.lines[path]
-            path = path[:-1]
-        return self.lines.get(())
+        """The line of ``path``, or of its deepest ancestor that exists."""
+        return yamlload.locate(self.data, list(path)) or 1
+
+    def has(self, path: Path_) -> bool:
+        """True when ``path`` exists in the document with a known line."""
+        node = self.data
+        for key in path:
+            if yamlload.where(node, key) is None:
+                return False
+            node = node[key]
+        return True
 
 
 def _load_yaml(path: Path, *, display: str, err_line: int | None = None, err_key: str | None = None,
@@ -118,6 +116,9 @@ def _load_yaml(path: Path, *, display: str, err_line: int | None = None, err_key
     """Read and parse one YAML file. Read errors name ``err_file:err_line`` when given (includes)."""
     where = {"file": err_file or display, "line": err_line, "key": err_key}
     try:
+        size = path.stat().st_size
+        if size > _MAX_FILE_BYTES:
+            raise PlaybookError(f"file is too large ({size} bytes; at most {_MAX_FILE_BYTES})", **where)
         raw = path.read_bytes()
     except FileNotFoundError:
         raise PlaybookError(f"file not found: {display}", **where) from None
@@ -129,107 +130,26 @@ def _load_yaml(path: Path, *, display: str, err_line: int | None = None, err_key
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise PlaybookError("not UTF-8 text", file=display, line=line) from None
-    data, lines = _compose(text, display)
-    return _Doc(display, data, lines, text, hashlib.sha256(raw).hexdigest())
+        raise PlaybookError("not valid UTF-8 text", file=display, line=line) from None
+    data = yamlload.load_yaml_text(text, display, error_cls=PlaybookError)
+    _check_size(data, display)
+    return _Doc(display, data, text, hashlib.sha256(raw).hexdigest())
 
 
-def _yaml_error(exc: yaml.YAMLError, text: str, file: str) -> PlaybookError:
-    line = None
-    if isinstance(exc, yaml.MarkedYAMLError):
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        problem = exc.problem or exc.context or "invalid YAML"
-        if exc.context and exc.problem:
-            problem = f"{exc.problem} ({exc.context})"
-    elif isinstance(exc, yaml.reader.ReaderError):
-        line = text[: exc.position].count("\n") + 1
-        problem = f"unacceptable character #x{exc.character:04x}" if isinstance(exc.character, int) else str(exc)
-    else:
-        problem = str(exc)
-    problem = " ".join(str(problem).split())
-    return PlaybookError(f"invalid YAML: {problem}", file=file, line=line)
-
-
-_MAP_TAG = "tag:yaml.org,2002:map"
-_SEQ_TAG = "tag:yaml.org,2002:seq"
-_MERGE_TAG = "tag:yaml.org,2002:merge"
-
-
-def _compose(text: str, file: str) -> tuple[Any, dict[Path_, int]]:
-    loader = yaml.SafeLoader(text)
-    lines: dict[Path_, int] = {(): 1}
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None, lines
-        budget = [_MAX_YAML_NODES]
-        return _convert(node, (), lines, loader, set(), budget, file), lines
-    except PlaybookError:
-        raise
-    except yaml.YAMLError as exc:
-        raise _yaml_error(exc, text, file) from None
-    except RecursionError:
-        raise PlaybookError("invalid YAML: nested too deeply", file=file) from None
-    finally:
-        loader.dispose()
-
-
-def _convert(node: yaml.Node, path: Path_, lines: dict, loader: yaml.SafeLoader, active: set[int],
-             budget: list[int], file: str) -> Any:
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise PlaybookError("YAML document too large (aliases expand too far)", file=file)
-    line = node.start_mark.line + 1
-    if isinstance(node, yaml.ScalarNode):
-        return loader.construct_object(node, deep=True)
-    if id(node) in active:
-        raise PlaybookError("recursive YAML alias", file=file, line=line)
-    active.add(id(node))
-    try:
-        if isinstance(node, yaml.SequenceNode):
-            if node.tag != _SEQ_TAG:
-                raise PlaybookError(f"unsupported YAML tag {node.tag!r}", file=file, line=line)
-            out_list = []
-            for i, item in enumerate(node.value):
-                lines[path + (i,)] = item.start_mark.line + 1
-                out_list.append(_convert(item, path + (i,), lines, loader, active, budget, file))
-            return out_list
-        if isinstance(node, yaml.MappingNode):
-            if node.tag != _MAP_TAG:
-                raise PlaybookError(f"unsupported YAML tag {node.tag!r}", file=file, line=line)
-            seen: set[Any] = set()
-            for key_node, _ in node.value:
-                if key_node.tag == _MERGE_TAG:
-                    continue
-                key = _key(key_node, loader, file)
-                if key in seen:
-                    raise PlaybookError(
-                        f"duplicate key {key!r}", file=file, line=key_node.start_mark.line + 1,
-                        key=_fmt_path(path + (key,)) if _printable(path + (key,)) else None,
-                    )
-                seen.add(key)
-            loader.flatten_mapping(node)  # merge keys (<<): merged entries first, own ones override
-            out: dict[Any, Any] = {}
-            for key_node, value_node in node.value:
-                key = _key(key_node, loader, file)
-                lines[path + (key,)] = key_node.start_mark.line + 1
-                out[key] = _convert(value_node, path + (key,), lines, loader, active, budget, file)
-            return out
-        raise PlaybookError("unsupported YAML node", file=file, line=line)  # pragma: no cover
-    finally:
-        active.discard(id(node))
-
-
-def _key(node: yaml.Node, loader: yaml.SafeLoader, file: str) -> Any:
-    if not isinstance(node, yaml.ScalarNode):
-        raise PlaybookError("mapping keys must be plain scalars", file=file, line=node.start_mark.line + 1)
-    key = loader.construct_object(node, deep=True)
-    try:
-        hash(key)
-    except TypeError:  # pragma: no cover - scalars are hashable
-        raise PlaybookError("unhashable mapping key", file=file, line=node.start_mark.line + 1) from None
-    return key
+def _check_size(data: Any, file: str) -> None:
+    """Refuse documents whose aliases expand past :data:`_MAX_YAML_NODES` values (alias bombs)."""
+    budget = _MAX_YAML_NODES
+    todo = [data]
+    while todo:
+        node = todo.pop()
+        budget -= 1
+        if budget < 0:
+            raise PlaybookError("YAML document too large (aliases expand too far)", file=file)
+        if isinstance(node, Mapping):
+            todo.extend(node.keys())
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -422,7 +342,7 @@ class Task:
                 yield ("env",) + path, var
 
     def _when_path(self, i: int) -> Path_:
-        if self._doc is not None and (self._path + ("when", i)) in self._doc.lines:
+        if self._doc is not None and self._doc.has(self._path + ("when", i)):
             return ("when", i)
         return ("when",)
 
@@ -689,7 +609,7 @@ class _Parser:
                     extra = f" (did you mean '{hint}'?)" if hint else (
                         f" (handlers: {', '.join(names)})" if names else " (the play has no handlers)"
                     )
-                    sub = ("notify", i) if (task._path + ("notify", i)) in task._doc.lines else ("notify",)
+                    sub = ("notify", i) if task._doc.has(task._path + ("notify", i)) else ("notify",)
                     raise task.error(f"unknown handler '{target}'{extra}", sub)
         tasks = [_reindex(t, i) for i, t in enumerate(tasks)]
         handlers = [_reindex(t, i) for i, t in enumerate(handlers)]
@@ -1008,6 +928,8 @@ class _Parser:
                 if not any(tuple(e["loc"][:n]) in templated for n in range(1, len(e["loc"]) + 1))
             ]
             if errors:
+                # An unknown key first: a misspelt argument also makes the real one "missing".
+                errors.sort(key=lambda e: e["type"] != "extra_forbidden")
                 sub, message = _validation_message(exc, raw, action, model, errors[0])
                 raise fail(message, (action,) + sub) from None
             fields = frozenset(e["loc"][0] for e in exc.errors() if e["loc"])
