@@ -172,6 +172,15 @@ def _fmt_path(path: Iterable[Any]) -> str:
     return out
 
 
+def _as_written(sub: Path_, action: str, shorthand: str | None) -> Path_:
+    """A location inside a task as the user wrote it: ``("debug", "msg")`` -> ``("debug",)``
+    when the task said ``debug: text``."""
+    sub = tuple(sub)
+    if shorthand is not None and len(sub) >= 2 and sub[0] == action and sub[1] == shorthand:
+        return (action,) + sub[2:]
+    return sub
+
+
 def _join_key(prefix: str, path: Iterable[Any]) -> str:
     tail = _fmt_path(path)
     if not tail:
@@ -302,7 +311,7 @@ class Task:
     index: int = 0
     _doc: _Doc | None = field(default=None, repr=False, compare=False)
     _path: Path_ = field(default=(), repr=False, compare=False)
-    _arg_path: Path_ = field(default=(), repr=False, compare=False)
+    _shorthand: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def display_name(self) -> str:
@@ -313,14 +322,11 @@ class Task:
         """Line of a location inside the task (``("copy", "dest")``), or the task's own line."""
         if self._doc is None:
             return self.line
-        sub = tuple(sub)
-        if sub and sub[0] == self.action:
-            return self._doc.line_of(self._arg_path + sub[1:])
-        return self._doc.line_of(self._path + sub)
+        return self._doc.line_of(self._path + _as_written(sub, self.action, self._shorthand))
 
     def key_of(self, sub: Path_) -> str:
         """The message key of a location inside the task: ``tasks[3] (build).copy.dest``."""
-        return _join_key(self.label, sub)
+        return _join_key(self.label, _as_written(sub, self.action, self._shorthand))
 
     def error(self, message: str, sub: Path_ = (), cls: type[PlaybookError] = PlaybookError) -> PlaybookError:
         """A PlaybookError naming this task's file, the line of ``sub`` and its key."""
@@ -744,7 +750,13 @@ class _Parser:
 
         spec = ACTIONS[action]
         raw = self._shorthand(action, item[action], fail)
-        args = self._validate_args(action, raw, fail)
+        # ``debug: text`` means ``debug: {msg: text}``: errors name the key as written.
+        shorthand = next(iter(raw)) if raw and raw is not item[action] else None
+
+        def args_fail(message: str, sub: Path_ = ()) -> PlaybookError:
+            return fail(message, _as_written(sub, action, shorthand))
+
+        args = self._validate_args(action, raw, args_fail)
 
         register = item.get("register")
         if "register" in item:
@@ -785,13 +797,11 @@ class _Parser:
                 except templating.RenderError as exc:
                     raise fail(exc.message, ("env", key)) from None
 
-        # Shorthand arguments (``command: [ls]``) have no lines of their own: use the action's.
-        arg_path = path + (action,) if raw is item[action] else path + (action, "<shorthand>")
         task = Task(
             name=name, action=action, args=args, raw_args=raw, when=when, register=register,
             timeout_s=timeout_s, retries=retries, delay_s=delay_s, ignore_errors=ignore_errors,
             tags=tags, notify=notify, env=env, become=become, file=doc.file, line=doc.line_of(path),
-            label=label, _doc=doc, _path=path, _arg_path=arg_path,
+            label=label, _doc=doc, _path=path, _shorthand=shorthand,
         )
         return [task]
 

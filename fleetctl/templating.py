@@ -131,7 +131,7 @@ def _fail_if_undefined(value: object) -> object:
 
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, jinja2.UndefinedError):
-        return f"undefined variable: {exc.message}"
+        return str(exc.message or "undefined variable")
     if isinstance(exc, jinja2.TemplateSyntaxError):
         return f"template syntax error: {exc.message}"
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
