@@ -1,0 +1,637 @@
+"""The facts script (playbooks/scripts/facts.py): its pure parsers on recorded output, and real runs.
+
+Real runs use a fake nvidia-smi on PATH, a fake libnvidia-ml.so.1, a fake and the real CUDA
+toolkit, a broken venv and the interpreter running these tests (torch installed).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import glob
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import venv as venv_mod
+from pathlib import Path
+
+import pytest
+
+from fleetctl.errors import FleetError, TaskFailed
+from fleetctl.facts import facts_argv, gather_facts, parse_facts_output, remote_workdir
+from fleetctl.scripts import script_path
+from tests.support.fake_gpu import (
+    B200,
+    H200,
+    RTX_PRO_6000,
+    write_failing_nvidia_smi,
+    write_fake_libnvml,
+    write_fake_nvidia_smi,
+)
+
+SCRIPT = Path(__file__).resolve().parent.parent / "playbooks" / "scripts" / "facts.py"
+REAL_NVCC = Path("/usr/local/cuda/bin/nvcc")
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("fleetctl_facts_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+fs = _load_script()
+
+# --------------------------------------------------------------------------------------------
+# Recorded outputs
+# --------------------------------------------------------------------------------------------
+
+SMI_H200 = "0, NVIDIA H200, 9.0, 143771, 580.82.07\n"
+SMI_8xH200 = "".join(f"{i}, NVIDIA H200, 9.0, 143771, 570.133.20\n" for i in range(8))
+SMI_B200 = "0, NVIDIA B200, 10.0, 183359, 580.82.07\n1, NVIDIA B200, 10.0, 183359, 580.82.07\n"
+SMI_RTX_PRO_6000 = "0, NVIDIA RTX PRO 6000 Blackwell Workstation Edition, 12.0, 97887, 580.95.05\n"
+SMI_MIXED = (
+    "0, NVIDIA H200, 9.0, 143771, 580.82.07\n"
+    "1, NVIDIA RTX PRO 6000 Blackwell Server Edition, 12.0, 97887, 580.82.07\n"
+)
+SMI_NA = "0, NVIDIA Graphics Device, [N/A], [N/A], 580.82.07\n1,  NVIDIA H200 ,9.0,143771,[N/A]\n"
+
+NVCC_13 = """nvcc: NVIDIA (R) Cuda compiler driver
+Copyright (c) 2005-2025 NVIDIA Corporation
+Built on Wed_Aug_20_01:58:59_PM_PDT_2025
+Cuda compilation tools, release 13.0, V13.0.88
+Build cuda_13.0.r13.0/compiler.36424714_0
+"""
+NVCC_12_8 = """nvcc: NVIDIA (R) Cuda compiler driver
+Copyright (c) 2005-2025 NVIDIA Corporation
+Built on Fri_Feb_21_20:23:50_PST_2025
+Cuda compilation tools, release 12.8, V12.8.93
+Build cuda_12.8.r12.8/compiler.35583870_0
+"""
+NVCC_13_ARCHS = ("compute_75\ncompute_80\ncompute_86\ncompute_87\ncompute_88\ncompute_89\ncompute_90\n"
+                 "compute_100\ncompute_110\ncompute_103\ncompute_120\ncompute_121\n")
+MEMINFO = """MemTotal:       24683520 kB
+MemFree:        23353344 kB
+MemAvailable:   24239104 kB
+Buffers:           12345 kB
+Cached:           987654 kB
+"""
+OS_RELEASE = '''PRETTY_NAME="Ubuntu 24.04.1 LTS"
+NAME="Ubuntu"
+VERSION_ID="24.04"
+'''
+
+
+def gpu(index, name, cap, mem):
+    return {"index": index, "name": name, "compute_cap": cap, "memory_mib": mem}
+
+
+@pytest.mark.parametrize(
+    "text, gpus, driver",
+    [
+        (SMI_H200, [gpu(0, "NVIDIA H200", "9.0", 143771)], "580.82.07"),
+        (SMI_B200, [gpu(0, "NVIDIA B200", "10.0", 183359), gpu(1, "NVIDIA B200", "10.0", 183359)], "580.82.07"),
+        (SMI_RTX_PRO_6000, [gpu(0, "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "12.0", 97887)], "580.95.05"),
+        (SMI_MIXED, [gpu(0, "NVIDIA H200", "9.0", 143771),
+                     gpu(1, "NVIDIA RTX PRO 6000 Blackwell Server Edition", "12.0", 97887)], "580.82.07"),
+        (SMI_NA, [gpu(0, "NVIDIA Graphics Device", None, None), gpu(1, "NVIDIA H200", "9.0", 143771)], "580.82.07"),
+        ("", [], None),
+        ("\n  \n", [], None),
+    ],
+    ids=["h200", "b200x2", "rtx-pro-6000", "mixed", "n/a", "empty", "blank"],
+)
+def test_parse_nvidia_smi_csv(text, gpus, driver):
+    assert fs.parse_nvidia_smi_csv(text) == (gpus, driver)
+
+
+def test_parse_nvidia_smi_eight_gpus():
+    gpus, driver = fs.parse_nvidia_smi_csv(SMI_8xH200)
+    assert [g["index"] for g in gpus] == list(range(8))
+    assert {g["compute_cap"] for g in gpus} == {"9.0"}
+    assert driver == "570.133.20"
+
+
+def test_parse_nvidia_smi_name_with_comma_and_other_field_order():
+    text = "NVIDIA Foo, Bar, 12.1, 3\n"
+    gpus, driver = fs.parse_nvidia_smi_csv(text, fields=("name", "compute_cap", "index"))
+    assert gpus == [gpu(3, "NVIDIA Foo, Bar", "12.1", None)]
+    assert driver is None
+
+
+def test_parse_nvidia_smi_rejects_short_lines():
+    with pytest.raises(ValueError, match="line 1"):
+        fs.parse_nvidia_smi_csv("No devices were found\n")
+
+
+def test_parse_nvidia_smi_bad_compute_cap_is_none():
+    gpus, _ = fs.parse_nvidia_smi_csv("0, X, 9, 1, d\n")
+    assert gpus[0]["compute_cap"] is None
+
+
+def test_small_parsers():
+    assert fs.parse_nvcc_version(NVCC_13) == "13.0"
+    assert fs.parse_nvcc_version(NVCC_12_8) == "12.8"
+    assert fs.parse_nvcc_version("garbage") is None
+    assert fs.parse_word_list(NVCC_13_ARCHS)[-2:] == ["compute_120", "compute_121"]
+    assert fs.parse_word_list("a b a\nc") == ["a", "b", "c"]
+    assert fs.parse_cmake_version("cmake version 3.28.3\n\nCMake suite maintained...") == "3.28.3"
+    assert fs.parse_cmake_version("cmake version 4.1.0-rc1") == "4.1.0-rc1"
+    assert fs.parse_meminfo(MEMINFO) == {"mem_total_mib": 24105, "mem_available_mib": 23671}
+    assert fs.parse_meminfo("MemTotal: 2048 kB\nMemFree: 1024 kB\nCached: 1024 kB\n") == {
+        "mem_total_mib": 2, "mem_available_mib": 2}
+    assert fs.parse_meminfo("") == {"mem_total_mib": None, "mem_available_mib": None}
+    assert fs.parse_os_release(OS_RELEASE) == "Ubuntu 24.04.1 LTS"
+    assert fs.parse_os_release('NAME=Foo\nVERSION="1"\n') == "Foo 1"
+    assert fs.parse_cpu_max("max 100000\n") is None
+    assert fs.parse_cpu_max("400000 100000\n") == 4.0
+    assert fs.parse_cpu_max("150000 100000") == 1.5
+    assert fs.parse_memory_max("max\n") is None
+    assert fs.parse_memory_max("8589934592\n") == 8192
+
+
+def test_script_is_python38_syntax_and_stdlib_only():
+    source = SCRIPT.read_text()
+    tree = ast.parse(source, feature_version=(3, 8))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    stdlib = set(sys.stdlib_module_names) | {"__future__"}
+    assert imported <= stdlib, imported - stdlib
+
+
+# --------------------------------------------------------------------------------------------
+# Real runs
+# --------------------------------------------------------------------------------------------
+
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def run_script(*args, path_dirs=(), python=sys.executable, env=None, timeout=120, venv=None):
+    """Run the facts script; return (parsed JSON, CompletedProcess). Asserts exit 0 and one JSON line.
+
+    ``venv`` adds ``--venv`` (the light venv keeps tests that do not look at torch fast).
+    """
+    if venv is not None:
+        args = (*args, "--venv", venv)
+    full_env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH")}
+    full_env["PATH"] = ":".join([str(d) for d in path_dirs] + [SYSTEM_PATH])
+    full_env.update(env or {})
+    proc = subprocess.run([python, str(SCRIPT), *map(str, args)], capture_output=True, text=True,
+                          env=full_env, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1, proc.stdout
+    return json.loads(lines[0]), proc
+
+
+@pytest.fixture(scope="session")
+def light_venv(tmp_path_factory):
+    """A venv without torch: the interpreter probe takes milliseconds instead of seconds."""
+    return _make_venv(tmp_path_factory.mktemp("light") / "venv", None)
+
+
+@pytest.fixture
+def smi_dir(tmp_path):
+    return tmp_path / "fakebin"
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [[H200], [B200, B200], [RTX_PRO_6000], [H200, RTX_PRO_6000]],
+    ids=["sm90", "sm100", "sm120", "mixed"],
+)
+def test_run_with_fake_nvidia_smi(tmp_path, smi_dir, rows, light_venv):
+    write_fake_nvidia_smi(smi_dir, rows, driver="580.82.07")
+    facts, _ = run_script("--workdir", tmp_path, path_dirs=[smi_dir], venv=light_venv)
+    assert facts["gpu_source"] == "nvidia-smi"
+    assert facts["gpu_error"] is None
+    assert facts["driver_version"] == "580.82.07"
+    assert facts["gpus"] == [gpu(i, name, cap, mem) for i, (cap, name, mem) in enumerate(rows)]
+
+
+def test_run_with_no_gpu(tmp_path, smi_dir, light_venv):
+    write_fake_nvidia_smi(smi_dir, [])
+    facts, _ = run_script("--workdir", tmp_path, path_dirs=[smi_dir], venv=light_venv)
+    assert facts["gpus"] == []
+    assert facts["gpu_source"] == "nvidia-smi"
+    assert facts["gpu_error"] is None
+
+
+def test_run_with_na_compute_cap(tmp_path, smi_dir, light_venv):
+    write_fake_nvidia_smi(smi_dir, [("[N/A]", "NVIDIA Graphics Device", 1024)])
+    facts, _ = run_script("--workdir", tmp_path, path_dirs=[smi_dir], venv=light_venv)
+    assert facts["gpus"] == [gpu(0, "NVIDIA Graphics Device", None, 1024)]
+
+
+def test_failing_nvidia_smi_falls_back_to_nvml(tmp_path, smi_dir, light_venv):
+    if not shutil.which("cc"):
+        pytest.skip("no C compiler for the fake NVML library")
+    write_failing_nvidia_smi(smi_dir)
+    lib = write_fake_libnvml(tmp_path / "lib", [H200, RTX_PRO_6000], driver="575.51.03")
+    facts, proc = run_script("--workdir", tmp_path, path_dirs=[smi_dir], env={"LD_LIBRARY_PATH": str(lib.parent)}, venv=light_venv)
+    assert facts["gpu_source"] == "nvml"
+    assert facts["gpu_error"] is None
+    assert facts["driver_version"] == "575.51.03"
+    assert facts["gpus"] == [gpu(0, "NVIDIA H200", "9.0", 143771),
+                             gpu(1, "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "12.0", 97887)]
+    assert facts["gpu_probe_errors"][0].startswith("nvidia-smi: exit 9: NVIDIA-SMI has failed")
+    assert "NVIDIA-SMI has failed" in proc.stderr
+
+
+def test_nvml_fallback_when_nvidia_smi_missing(tmp_path, light_venv):
+    if not shutil.which("cc"):
+        pytest.skip("no C compiler for the fake NVML library")
+    if shutil.which("nvidia-smi", path=SYSTEM_PATH):
+        pytest.skip("a real nvidia-smi is on the system PATH")
+    lib = write_fake_libnvml(tmp_path / "lib", [B200])
+    facts, _ = run_script("--workdir", tmp_path, env={"LD_LIBRARY_PATH": str(lib.parent)}, venv=light_venv)
+    assert facts["gpu_source"] == "nvml"
+    assert facts["gpus"] == [gpu(0, "NVIDIA B200", "10.0", 183359)]
+    assert facts["gpu_probe_errors"] == ["nvidia-smi: not found on PATH"]
+
+
+def test_every_gpu_source_failing_is_reported_not_fatal(tmp_path, smi_dir, light_venv):
+    if not shutil.which("cc"):
+        pytest.skip("no C compiler for the fake NVML library")
+    write_failing_nvidia_smi(smi_dir)
+    lib = write_fake_libnvml(tmp_path / "lib", [], init_rc=9)
+    facts, _ = run_script("--workdir", tmp_path, path_dirs=[smi_dir], env={"LD_LIBRARY_PATH": str(lib.parent)}, venv=light_venv)
+    assert facts["gpus"] == []
+    assert facts["gpu_source"] is None
+    assert "nvidia-smi: exit 9" in facts["gpu_error"]
+    assert "nvml: nvmlInit_v2: Driver Not Loaded (9)" in facts["gpu_error"]
+
+
+def write_fake_cuda(home: Path, version: str = "12.4", archs=("compute_50", "compute_80", "compute_90"),
+                    cuobjdump: bool = True) -> Path:
+    """A fake CUDA toolkit: ``bin/nvcc`` is a shell script printing nvcc-like output."""
+    bin_dir = home / "bin"
+    bin_dir.mkdir(parents=True)
+    codes = " ".join(a.replace("compute_", "sm_") for a in archs)
+    (bin_dir / "nvcc").write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        case "$1" in
+          --version) printf 'nvcc: NVIDIA (R) Cuda compiler driver\\nCuda compilation tools, release {version}, V{version}.99\\n' ;;
+          --list-gpu-arch) for a in {" ".join(archs)}; do echo $a; done ;;
+          --list-gpu-code) for a in {codes}; do echo $a; done ;;
+          *) echo "nvcc fatal   : No input files specified; use option --help for more information" >&2; exit 1 ;;
+        esac
+        """))
+    (bin_dir / "nvcc").chmod(0o755)
+    if cuobjdump:
+        (bin_dir / "cuobjdump").write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / "cuobjdump").chmod(0o755)
+    return home
+
+
+def test_fake_cuda_home(tmp_path, light_venv):
+    home = write_fake_cuda(tmp_path / "cuda-12.4")
+    facts, _ = run_script("--workdir", tmp_path, "--cuda-home", home, venv=light_venv)
+    cuda = facts["cuda"]
+    assert cuda == {
+        "home": str(home), "nvcc": str(home / "bin" / "nvcc"), "version": "12.4",
+        "archs": ["compute_50", "compute_80", "compute_90"], "codes": ["sm_50", "sm_80", "sm_90"],
+        "cuobjdump": str(home / "bin" / "cuobjdump"), "cuobjdump_source": "cuda home",
+        "cccl_include": None, "source": "cuda_home var", "requested_home": str(home), "error": None,
+    }
+
+
+def test_nvcc_on_path_when_no_cuda_home(tmp_path, light_venv):
+    if REAL_NVCC.exists():
+        pytest.skip("/usr/local/cuda exists and comes before PATH")
+    home = write_fake_cuda(tmp_path / "cuda")
+    facts, _ = run_script("--workdir", tmp_path, path_dirs=[home / "bin"], venv=light_venv)
+    assert facts["cuda"]["source"] == "PATH"
+    assert facts["cuda"]["home"] == str(home)
+
+
+def test_nvcc_search_order(tmp_path, monkeypatch):
+    home = write_fake_cuda(tmp_path / "cuda-on-path")
+    monkeypatch.setenv("PATH", str(home / "bin"))
+    monkeypatch.setenv("CUDA_HOME", "/opt/cuda-env")
+    assert list(fs._nvcc_home_candidates("/opt/cuda-var")) == [
+        ("cuda_home var", "/opt/cuda-var"),
+        ("CUDA_HOME env", "/opt/cuda-env"),
+        ("/usr/local/cuda", "/usr/local/cuda"),
+        ("PATH", str(home)),
+    ]
+
+
+def test_cuda_home_env_var_is_searched(tmp_path, light_venv):
+    home = write_fake_cuda(tmp_path / "cuda-env", version="12.9")
+    facts, _ = run_script("--workdir", tmp_path, env={"CUDA_HOME": str(home)}, venv=light_venv)
+    assert facts["cuda"]["source"] == "CUDA_HOME env"
+    assert facts["cuda"]["version"] == "12.9"
+
+
+def test_broken_nvcc_is_reported(tmp_path, light_venv):
+    home = tmp_path / "cuda"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "nvcc").write_text("#!/bin/sh\necho 'nvcc: cannot execute binary file' >&2\nexit 126\n")
+    (home / "bin" / "nvcc").chmod(0o755)
+    facts, _ = run_script("--workdir", tmp_path, "--cuda-home", home, venv=light_venv)
+    cuda = facts["cuda"]
+    assert cuda["nvcc"] == str(home / "bin" / "nvcc")
+    assert cuda["version"] is None and cuda["archs"] is None
+    assert "exit 126" in cuda["error"] and "cannot execute binary file" in cuda["error"]
+
+
+@pytest.mark.skipif(not REAL_NVCC.exists(), reason="no CUDA toolkit at /usr/local/cuda")
+def test_real_cuda_toolkit(tmp_path, light_venv):
+    facts, _ = run_script("--workdir", tmp_path, venv=light_venv)
+    cuda = facts["cuda"]
+    assert cuda["source"] == "/usr/local/cuda"
+    assert cuda["nvcc"] == "/usr/local/cuda/bin/nvcc"
+    assert cuda["error"] is None
+    assert cuda["version"] and cuda["version"].split(".")[0].isdigit()
+    assert "compute_90" in cuda["archs"] and "sm_90" in cuda["codes"]
+    if cuda["version"].startswith("13."):
+        # nvcc 13 lists base archs only (no compute_90a); 12.0 and 12.1 are there
+        assert {"compute_100", "compute_120", "compute_121"} <= set(cuda["archs"])
+        assert not any(a.endswith("a") for a in cuda["archs"])
+        assert cuda["cccl_include"] == "/usr/local/cuda/include/cccl"
+
+
+@pytest.mark.skipif(not REAL_NVCC.exists(), reason="no CUDA toolkit at /usr/local/cuda")
+def test_missing_cuda_home_is_reported_then_falls_back(tmp_path, light_venv):
+    facts, proc = run_script("--workdir", tmp_path, "--cuda-home", tmp_path / "no-cuda", venv=light_venv)
+    cuda = facts["cuda"]
+    assert cuda["error"] == f"cuda_home {tmp_path / 'no-cuda'} has no executable bin/nvcc"
+    assert cuda["requested_home"] == str(tmp_path / "no-cuda")
+    assert cuda["source"] == "/usr/local/cuda"
+    assert cuda["version"]
+    assert "no executable bin/nvcc" in proc.stderr
+
+
+def test_no_cuda_anywhere(tmp_path, monkeypatch):
+    # run the probe in-process with /usr/local/cuda and PATH pointing nowhere
+    monkeypatch.setattr(fs, "_nvcc_home_candidates", lambda home: iter([("cuda_home var", str(tmp_path / "x"))]))
+    cuda = fs.probe_cuda(str(tmp_path / "x"))
+    assert cuda["nvcc"] is None and cuda["home"] is None and cuda["source"] is None
+    assert "has no executable bin/nvcc" in cuda["error"] and "nvcc not found" in cuda["error"]
+
+
+def test_real_interpreter_and_torch(tmp_path):
+    torch = pytest.importorskip("torch")
+    prefix = Path(sys.executable).resolve().parent.parent
+    if not (prefix / "bin" / "python3").exists():
+        pytest.skip("the test interpreter has no bin/python3 next to it")
+    facts, _ = run_script("--workdir", tmp_path, "--venv", prefix)
+    py = facts["python"]
+    assert py["exists"] is True
+    assert py["executable"] == str(prefix / "bin" / "python3")
+    assert py["version"] == "%d.%d.%d" % sys.version_info[:3]
+    assert py["tag"] == "cp%d%d" % sys.version_info[:2]
+    assert py["torch"] == torch.__version__
+    assert py["torch_cuda"] == torch.version.cuda
+    assert py["torch_error"] is None
+    assert py["error"] is None
+    import sysconfig
+
+    assert os.path.realpath(py["site_packages"]) == os.path.realpath(sysconfig.get_paths()["purelib"])
+    assert "pip" in py["packages"]
+
+
+def test_default_interpreter_is_the_one_running_the_script(tmp_path):
+    facts, _ = run_script("--workdir", tmp_path)
+    assert facts["python"]["executable"] == sys.executable
+    assert facts["python"]["venv"] is None
+
+
+def _make_venv(path: Path, torch_init: str | None) -> Path:
+    venv_mod.EnvBuilder(with_pip=False, symlinks=True).create(path)
+    if torch_init is not None:
+        site = Path(glob.glob(str(path / "lib" / "python3*" / "site-packages"))[0])
+        (site / "torch").mkdir()
+        (site / "torch" / "__init__.py").write_text(torch_init)
+    return path
+
+
+def test_broken_torch_is_reported_not_fatal(tmp_path):
+    venv = _make_venv(tmp_path / "venv", "raise ImportError('libtorch_cuda.so: cannot open shared object file')\n")
+    facts, _ = run_script("--workdir", tmp_path, "--venv", venv)
+    py = facts["python"]
+    assert py["exists"] is True and py["in_venv"] is True
+    assert py["version"] == "%d.%d.%d" % sys.version_info[:3]
+    assert py["torch"] is None
+    assert py["torch_error"] == "ImportError: libtorch_cuda.so: cannot open shared object file"
+    assert py["site_packages"].startswith(str(venv))
+
+
+def test_torch_that_kills_the_interpreter(tmp_path):
+    venv = _make_venv(tmp_path / "venv", "import os\nos._exit(139)\n")
+    facts, _ = run_script("--workdir", tmp_path, "--venv", venv)
+    py = facts["python"]
+    assert py["version"] and py["torch"] is None
+    assert py["torch_error"] == "import torch: probe exited 139: no output"
+
+
+def test_torch_import_that_hangs_times_out(tmp_path):
+    venv = _make_venv(tmp_path / "venv", "import time\ntime.sleep(60)\n")
+    facts, _ = run_script("--workdir", tmp_path, "--venv", venv, "--probe-timeout-s", "1.5")
+    py = facts["python"]
+    assert py["version"] == "%d.%d.%d" % sys.version_info[:3]
+    assert py["torch"] is None
+    assert "timed out after 3 s" in py["torch_error"]
+    assert facts["duration_s"] < 30
+
+
+def test_venv_without_torch(tmp_path):
+    venv = _make_venv(tmp_path / "venv", None)
+    facts, _ = run_script("--workdir", tmp_path, "--venv", venv)
+    assert facts["python"]["torch"] is None
+    assert facts["python"]["torch_error"] == "ModuleNotFoundError: No module named 'torch'"
+
+
+def test_missing_venv_is_reported(tmp_path):
+    facts, proc = run_script("--workdir", tmp_path, "--venv", tmp_path / "nope")
+    py = facts["python"]
+    assert py["exists"] is False
+    assert py["executable"] == str(tmp_path / "nope" / "bin" / "python3")
+    assert py["error"] == f"{tmp_path / 'nope' / 'bin' / 'python3'}: no such interpreter"
+    assert py["version"] is None and py["torch"] is None
+
+
+def test_system_facts(tmp_path, light_venv):
+    facts, _ = run_script("--workdir", tmp_path / "not" / "yet", venv=light_venv)
+    assert facts["script_version"] == fs.SCRIPT_VERSION
+    assert facts["disk_free_path"] == str(tmp_path)
+    assert isinstance(facts["disk_free_mib"], int) and facts["disk_free_mib"] >= 0
+    assert facts["cpu_count"] == len(os.sched_getaffinity(0))
+    assert facts["mem_total_mib"] > 0 and 0 <= facts["mem_available_mib"] <= facts["mem_total_mib"]
+    assert facts["hostname"]
+    assert facts["errors"] == []
+    assert set(facts["cmake"]) == {"path", "version", "error"}
+    assert "path" in facts["ninja"] and "path" in facts["uv"]
+    if shutil.which("cmake", path=SYSTEM_PATH):
+        assert facts["cmake"]["version"]
+
+
+def test_venv_tools_come_first(tmp_path):
+    venv = _make_venv(tmp_path / "venv", None)
+    (venv / "bin" / "cmake").write_text("#!/bin/sh\necho 'cmake version 4.1.2'\n")
+    (venv / "bin" / "cmake").chmod(0o755)
+    facts, _ = run_script("--workdir", tmp_path, "--venv", venv)
+    assert facts["cmake"] == {"path": str(venv / "bin" / "cmake"), "version": "4.1.2", "error": None}
+
+
+def test_unknown_arguments_do_not_crash(tmp_path, light_venv):
+    facts, _ = run_script("--workdir", tmp_path, "--future-flag", "x", venv=light_venv)
+    assert facts["errors"] == ["unknown arguments ignored: --future-flag x"]
+
+
+def _python38():
+    """A working Python 3.8 interpreter (the oldest the script must run on), or None."""
+    candidates = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.8*/bin/python3")))
+    candidates += [p for p in (shutil.which("python3.8"),) if p]
+    for candidate in candidates:
+        try:
+            out = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"],
+                                 capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if out == "(3, 8)":
+            return candidate
+    return None
+
+
+PYTHON38 = _python38()
+
+
+@pytest.mark.skipif(PYTHON38 is None, reason="no Python 3.8 here")
+def test_runs_on_python38(tmp_path, smi_dir):
+    write_fake_nvidia_smi(smi_dir, [H200, RTX_PRO_6000])
+    facts, _ = run_script("--workdir", tmp_path, "--venv", Path(sys.executable).resolve().parent.parent,
+                          path_dirs=[smi_dir], python=PYTHON38)
+    assert [g["compute_cap"] for g in facts["gpus"]] == ["9.0", "12.0"]
+    assert facts["python"]["version"] == "%d.%d.%d" % sys.version_info[:3]
+
+
+# --------------------------------------------------------------------------------------------
+# fleetctl.facts: gather_facts over a test double of the connection seam
+# --------------------------------------------------------------------------------------------
+
+
+class SubprocessConnection:
+    """A minimal test double of fleetctl.connection.base.Connection: local subprocesses."""
+
+    def __init__(self, host: str, home: Path, path_dirs=(), env=None):
+        self.host = host
+        self.home = str(home)
+        self.path_dirs = list(path_dirs)
+        self.extra_env = dict(env or {})
+        self.puts: list[tuple[str, str, int | None]] = []
+        self.argvs: list[list[str]] = []
+
+    async def put(self, local_path, remote_path, *, mode=None):
+        self.puts.append((local_path, remote_path, mode))
+        Path(remote_path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(local_path, remote_path)
+        if mode is not None:
+            os.chmod(remote_path, mode)
+
+    async def run(self, argv, *, env=None, cwd=None, timeout_s=None, on_line=None, stdin=None):
+        from fleetctl.connection.base import CommandResult
+
+        self.argvs.append(list(argv))
+        full_env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+        full_env["PATH"] = ":".join([str(d) for d in self.path_dirs] + [SYSTEM_PATH])
+        full_env.update(self.extra_env)
+        full_env.update(env or {})
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=full_env, cwd=cwd)
+        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+        return CommandResult(list(argv), proc.returncode, out, err)
+
+
+def test_gather_facts_end_to_end(tmp_path, smi_dir):
+    write_fake_nvidia_smi(smi_dir, [H200, RTX_PRO_6000])
+    conn = SubprocessConnection("node01", tmp_path / "home", path_dirs=[smi_dir])
+    facts = asyncio.run(gather_facts(conn, workdir="fleetctl-work", python=sys.executable))
+    remote = str(tmp_path / "home" / "fleetctl-work" / "facts.py")
+    assert conn.puts == [(str(SCRIPT), remote, 0o644)]
+    assert conn.argvs == [[sys.executable, remote, "--workdir", str(tmp_path / "home" / "fleetctl-work")]]
+    assert facts["reachable"] is True
+    assert [g["compute_cap"] for g in facts["gpus"]] == ["9.0", "12.0"]
+    build = facts["build"]
+    assert build["torch_cuda_arch_list"] == "9.0a;12.0a"
+    assert build["cuda_architectures"] == "90a;120a"
+    assert build["mixed_sm"] is True and build["source"] == "gpus"
+    assert build["max_jobs"] >= 1
+    # the facts contract keys
+    for key in ("gpus", "driver_version", "cuda", "python", "cmake", "cpu_count", "mem_total_mib",
+                "disk_free_mib", "build"):
+        assert key in facts
+    for key in ("home", "nvcc", "version"):
+        assert key in facts["cuda"]
+    for key in ("executable", "version", "torch", "torch_cuda"):
+        assert key in facts["python"]
+
+
+def test_gather_facts_no_gpu_uses_fallback_and_passes_vars(tmp_path, smi_dir):
+    write_fake_nvidia_smi(smi_dir, [])
+    home = write_fake_cuda(tmp_path / "cuda")
+    conn = SubprocessConnection("node02", tmp_path / "home", path_dirs=[smi_dir])
+    facts = asyncio.run(gather_facts(conn, workdir="/" + str(tmp_path / "abs").lstrip("/"), cuda_home=str(home),
+                                     venv=str(tmp_path / "nope"), python=sys.executable, fallback_archs="10.0a"))
+    assert conn.argvs[0][2:] == ["--workdir", str(tmp_path / "abs"), "--venv", str(tmp_path / "nope"),
+                                 "--cuda-home", str(home)]
+    assert facts["build"]["source"] == "fallback"
+    assert facts["build"]["torch_cuda_arch_list"] == "10.0a"
+    assert facts["build"]["notes"][0] == "no GPU found: building for fallback_archs 10.0a"
+    # the fake nvcc 12.4 lists no compute_100
+    assert facts["build"]["unsupported"] == ["compute_100a"]
+    assert facts["python"]["exists"] is False
+
+
+def test_gather_facts_without_python_names_host_and_stderr(tmp_path):
+    fake_python = tmp_path / "python3"
+    fake_python.write_text("#!/bin/sh\necho 'bash: line 1: python3: command not found' >&2\nexit 127\n")
+    fake_python.chmod(0o755)
+    conn = SubprocessConnection("node03", tmp_path / "home")
+    with pytest.raises(TaskFailed) as info:
+        asyncio.run(gather_facts(conn, workdir="w", python=str(fake_python)))
+    assert str(info.value) == ("node03: facts script printed no JSON object (exit 127): "
+                               "bash: line 1: python3: command not found")
+    assert info.value.host == "node03"
+
+
+def test_parse_facts_output():
+    assert parse_facts_output("h", 0, 'banner\n{"gpus": []}\n', "") == {"gpus": []}
+    with pytest.raises(TaskFailed, match=r"^h: facts script printed no JSON object \(exit 127\): "
+                                         r"bash: line 1: python3: command not found$"):
+        parse_facts_output("h", 127, "", "bash: line 1: python3: command not found\nmore\n")
+    with pytest.raises(TaskFailed, match=r"\(exit 0\): \{not json$"):
+        parse_facts_output("h", 0, "{not json\n", "")
+    with pytest.raises(TaskFailed, match="killed by a signal"):
+        parse_facts_output("h", None, "", "")
+    with pytest.raises(TaskFailed, match=r"\(exit 1\): Traceback"):
+        parse_facts_output("h", 1, '{"partial": 1}\n', "Traceback (most recent call last):\n")
+
+
+def test_remote_workdir_and_argv():
+    assert remote_workdir("~", "/home/u") == "/home/u"
+    assert remote_workdir("~/fleetctl", "/home/u") == "/home/u/fleetctl"
+    assert remote_workdir("work/x/", "/home/u") == "/home/u/work/x"
+    assert remote_workdir("/opt/w/../w2", "/home/u") == "/opt/w2"
+    assert facts_argv("python3", "/w/facts.py", workdir="/w") == ["python3", "/w/facts.py", "--workdir", "/w"]
+    assert facts_argv("py", "s", workdir="w", venv="/v", cuda_home="/c") == [
+        "py", "s", "--workdir", "w", "--venv", "/v", "--cuda-home", "/c"]
+
+
+def test_script_path(monkeypatch, tmp_path):
+    assert script_path("facts.py") == SCRIPT
+    with pytest.raises(FleetError, match="host script nope.py not found in"):
+        script_path("nope.py")
+    with pytest.raises(FleetError, match="invalid script name"):
+        script_path("../facts.py")
+    (tmp_path / "facts.py").write_text("#")
+    monkeypatch.setenv("FLEETCTL_SCRIPTS_DIR", str(tmp_path))
+    assert script_path("facts.py") == tmp_path / "facts.py"
