@@ -557,7 +557,6 @@ def patch_fa3_import(text):
     lines = split_lines(text)
     candidates = _py_flash_ops_imports(text, lines)
     mentions = 0
-    soft = 0
     ours = 0
     edits = []  # (start, end, replacement lines)
     for i in candidates:
@@ -570,8 +569,7 @@ def patch_fa3_import(text):
         name = m.group("alias1") or m.group("alias2") or "flash_ops"
         headers = _py_enclosing_headers(lines, i)
         if any(kw in ("def", "lambda") for kw, _ in headers):
-            soft += 1  # imported lazily, inside a function: no ImportError at import time
-            continue
+            continue  # imported lazily, inside a function: no ImportError at import time
         import_stmt = body(line).strip()
         if headers and headers[0][0] == "try":
             t = headers[0][1]
@@ -602,8 +600,7 @@ def patch_fa3_import(text):
                 ours += 1
                 continue
             if not re.search(r"\braise\b", handler_text):
-                soft += 1  # the tree already falls back by itself
-                continue
+                continue  # the tree already falls back by itself
             # keep trailing blank lines / comments of the last handler outside the rewrite
             end = handlers[-1][1]
             while end > handlers[-1][0] + 1 and not _py_code_line(lines[end - 1]):
