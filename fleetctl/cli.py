@@ -1,0 +1,204 @@
+"""The command line (click): parse, call the engine, render. Nothing else here.
+
+Exit status (DESIGN.md): 0 every host succeeded; 1 one or more hosts failed or were unreachable
+(after all others finished); 2 bad usage or bad input (one line, no traceback); 130/143 when
+interrupted by SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .errors import InputError
+from .logsetup import configure_logging
+from .paths import resolve_default
+
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+def fail_input(message: str) -> "click.exceptions.Exit":
+    click.echo(f"fleetctl: error: {message}", err=True)
+    return click.exceptions.Exit(EXIT_BAD_INPUT)
+
+
+class Context:
+    def __init__(self, inventory: str, verbose: int) -> None:
+        self.inventory_path = inventory
+        self.verbose = verbose
+
+    def select(self, pattern: str, limit: str | None = None):
+        from .inventory import load_inventory
+
+        path = resolve_default(self.inventory_path)
+        if not path.exists():
+            raise InputError(f"inventory file not found (-i/--inventory or FLEETCTL_INVENTORY)", file=str(path))
+        inv = load_inventory(str(path))
+        return inv, inv.select(pattern, limit=limit)
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+def run_async(coro):
+    """Run the engine; Ctrl-C gives exit status 130 (the run record says interrupted)."""
+    try:
+        return asyncio.run(coro)
+    except KeyboardInterrupt:
+        click.echo("fleetctl: interrupted", err=True)
+        raise click.exceptions.Exit(130) from None
+
+
+class FleetGroup(click.Group):
+    """Turns InputError anywhere below into one line on stderr and exit status 2."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except InputError as exc:
+            raise fail_input(str(exc)) from None
+
+
+@click.group(cls=FleetGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-i", "--inventory", default="inventory.yaml", envvar="FLEETCTL_INVENTORY", show_default=True,
+              help="Ansible-format YAML inventory.")
+@click.option("-v", "--verbose", count=True, help="More diagnostics on stderr (-v info, -vv debug).")
+@click.version_option(__version__, prog_name="fleetctl")
+@click.pass_context
+def main(ctx: click.Context, inventory: str, verbose: int) -> None:
+    """Provision GPU hosts over SSH: facts, per-SM FP4 kernel builds, install, verify."""
+    configure_logging(verbose)
+    ctx.obj = Context(inventory, verbose)
+
+
+hosts_option = click.option("--hosts", "pattern", required=True,
+                            help="Host pattern: names, groups, a:b, a:&b, a:!b, node[01:16].")
+limit_option = click.option("--limit", default=None, help="Further limit the selected hosts (a pattern).")
+forks_option = click.option("--forks", default=50, show_default=True, type=click.IntRange(1, 10000),
+                            help="Hosts worked on at once.")
+json_option = click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+accept_option = click.option("--accept-new-host-keys", is_flag=True,
+                             help="Record unknown host keys in known_hosts (a changed key is still refused).")
+timeout_option = click.option("--connect-timeout", default=30.0, show_default=True, type=click.FloatRange(0.1),
+                              help="Seconds to connect and log in.")
+
+
+@main.command()
+@hosts_option
+@limit_option
+@forks_option
+@json_option
+@accept_option
+@timeout_option
+@pass_ctx
+def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool,
+          accept_new_host_keys: bool, connect_timeout: float) -> None:
+    """Gather and print facts: GPUs and SMs, CUDA, venv and torch, cores, memory, disk, build plan."""
+    from .adhoc import facts_on_hosts
+    from .render import facts_table, print_json
+    from .runrecord import RunRecord
+
+    _, hosts = obj.select(pattern, limit)
+    record = RunRecord("facts")
+    result = run_async(facts_on_hosts(hosts, record=record, forks=forks, connect_timeout_s=connect_timeout,
+                                      accept_new_host_keys=accept_new_host_keys))
+    bad = [h for h, f in result.items() if not f.get("reachable", True) or "error" in f]
+    record.finish("failed" if bad else "ok")
+    if as_json:
+        print_json(result)
+    else:
+        from rich.console import Console
+
+        Console().print(facts_table(result))
+        for h, f in result.items():
+            for note in (f.get("build") or {}).get("notes", []):
+                click.echo(f"{h}: {note}")
+    raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@hosts_option
+@limit_option
+@forks_option
+@json_option
+@accept_option
+@timeout_option
+@click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=click.FloatRange(0.1),
+              help="Seconds the command may run on each host.")
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+@pass_ctx
+def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool, accept_new_host_keys: bool,
+        connect_timeout: float, timeout_s: float, argv: tuple[str, ...]) -> None:
+    """Run ARGV exactly as given (no shell) on every host: fleetctl run --hosts all -- uname -r"""
+    from .adhoc import run_on_hosts
+    from .render import LinePrinter, print_json
+    from .runrecord import RunRecord
+
+    _, hosts = obj.select(pattern, limit)
+    printer = LinePrinter([h.name for h in hosts], stream=sys.stderr if as_json else sys.stdout)
+    record = RunRecord("run")
+    record.data["argv"] = list(argv)
+    result = run_async(run_on_hosts(hosts, list(argv), record=record, on_line=printer, forks=forks,
+                                    timeout_s=timeout_s, connect_timeout_s=connect_timeout,
+                                    accept_new_host_keys=accept_new_host_keys))
+    bad = [h for h, r in result.items() if r.get("unreachable") or r.get("rc") != 0]
+    record.finish("failed" if bad else "ok")
+    if as_json:
+        print_json(result)
+    else:
+        for h, r in result.items():
+            if r.get("unreachable"):
+                click.echo(f"{h}: UNREACHABLE: {r['error']}", err=True)
+            elif r.get("rc") != 0:
+                click.echo(f"{h}: FAILED: rc={r.get('rc')} {r.get('error', '')}".rstrip(), err=True)
+    raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
+
+
+@main.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def runs(ctx: click.Context, as_json: bool) -> None:
+    """List past runs (newest first); `fleetctl runs show RUN_ID` for one."""
+    if ctx.invoked_subcommand:
+        return
+    from .runrecord import list_runs
+
+    items = list_runs()
+    if as_json:
+        click.echo(json.dumps(items, indent=2))
+        return
+    for r in items:
+        hosts = r.get("hosts", {})
+        click.echo(f"{r.get('run_id')}  {r.get('kind', '?'):7} {r.get('status', '?'):12} {len(hosts)} hosts")
+
+
+@runs.command("show")
+@click.argument("run_id")
+def runs_show(run_id: str) -> None:
+    """Print one run's run.json."""
+    from .runrecord import load_run
+
+    try:
+        click.echo(json.dumps(load_run(run_id), indent=2))
+    except (OSError, ValueError) as exc:
+        raise fail_input(f"run {run_id}: {exc}") from None
+
+
+@main.command()
+@click.argument("run_id")
+@click.argument("host")
+def logs(run_id: str, host: str) -> None:
+    """Print the log of HOST in run RUN_ID (the exact bytes the host printed)."""
+    from .runrecord import host_log_path
+
+    path = host_log_path(run_id, host)
+    if not path.exists():
+        raise fail_input(f"{path}: no log for host {host} in run {run_id}")
+    sys.stdout.buffer.write(path.read_bytes())
+from . import cli_play  # noqa: E402,F401  (registers deploy and verify)

@@ -1,0 +1,213 @@
+"""Running a playbook over hosts: forks, per-host task sequence, retries, handlers, the run record.
+
+Each host runs its tasks in order on its own connection; at most ``forks`` hosts at once. A task
+failure stops that host (unless ``ignore_errors``), never the others. An unreachable host gets
+UNREACHABLE for every task. Everything a host prints goes to ``runs/<run_id>/logs/<host>.log`` as
+it arrives; ``run.json`` is rewritten after every task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import templating
+from .connection import OutputLine
+from .errors import CommandTimeout, FleetError, HostUnreachable, PlaybookError
+from .fanout import for_each_host
+from .inventory import Host
+from .playbook import Playbook, Task
+from .runrecord import RunRecord
+from .session import HostSession, gather_host_facts, open_session
+from .status import Status
+from .tasks import dispatch
+from .tasks.base import TaskContext, TaskResult
+
+
+@dataclass
+class PlayOptions:
+    """Knobs of one playbook run (seconds for every ``*_s``)."""
+
+    forks: int = 50
+    dry_run: bool = False
+    force: bool = False
+    tags: Sequence[str] = ()
+    skip_tags: Sequence[str] = ()
+    extra_vars: dict[str, Any] = field(default_factory=dict)
+    accept_new_host_keys: bool = False
+    connect_timeout_s: float = 30.0
+    facts_timeout_s: float = 180.0
+
+
+@dataclass
+class Listener:
+    """Live callbacks for a terminal (all optional)."""
+
+    on_line: Callable[[str, OutputLine], None] | None = None
+    on_task: Callable[[str, int, int, str], None] | None = None  # host, index (1-based), total, name
+    on_result: Callable[[str, str, TaskResult], None] | None = None  # host, task name, result
+    on_progress: Callable[[str, int, int], None] | None = None  # host, done, total (ninja [k/N])
+    on_note: Callable[[str, str], None] | None = None  # host, message
+
+
+def _context(session: HostSession, playbook: Playbook, opts: PlayOptions) -> dict[str, Any]:
+    base = {
+        **session.host.vars,
+        "facts": session.facts,
+        "host": session.host.name,
+        "workdir": session.workdir,
+        "run_id": session.run_id,
+        "run_dir": session.run_dir,
+        "playbook_dir": str(playbook.playbook_dir),
+        "venv": session.venv,
+        "python": session.python,
+    }
+    play_vars = templating.render_vars(playbook.vars, base)
+    return {**base, **play_vars, **opts.extra_vars, **session.registered}
+
+
+async def _run_task(ctx_vars: dict[str, Any], task: Task, session: HostSession, playbook: Playbook,
+                    record: RunRecord, opts: PlayOptions, listener: Listener) -> tuple[str, TaskResult]:
+    name = task.resolve_name(ctx_vars)
+    if not task.should_run(ctx_vars):
+        return name, TaskResult(Status.SKIPPED, msg="condition false")
+    args = task.resolve_args(ctx_vars)
+    env = task.resolve_env(ctx_vars)
+    attempts = task.retries + 1
+    result = TaskResult(Status.FAILED, msg="not run")
+    for attempt in range(attempts):
+        tctx = TaskContext(session=session, record=record, task_label=name, timeout_s=task.timeout_s, env=env,
+                           dry_run=opts.dry_run, on_line=listener.on_line, on_progress=listener.on_progress,
+                           playbook_dir=str(playbook.playbook_dir))
+        try:
+            result = await asyncio.wait_for(
+                dispatch(task.action, tctx, args, playbook.playbook_dir, force=opts.force), task.timeout_s + 30)
+        except (CommandTimeout, asyncio.TimeoutError):
+            result = TaskResult(Status.FAILED, msg=f"timed out after {task.timeout_s:g} s")
+        except HostUnreachable as exc:
+            result = TaskResult(Status.UNREACHABLE, msg=exc.cause)
+        except FleetError as exc:
+            result = TaskResult(Status.FAILED, msg=str(exc))
+        if tctx.planned:
+            result.data.setdefault("planned", tctx.planned)
+        if not result.status.is_failure or result.status is Status.UNREACHABLE or attempt + 1 == attempts:
+            break
+        record.event("task.retrying", host=session.host.name, task=name, attempt=attempt + 1, msg=result.msg)
+        await asyncio.sleep(task.delay_s)
+    return name, result
+
+
+async def _run_host(host: Host, playbook: Playbook, tasks: list[Task], record: RunRecord, opts: PlayOptions,
+                    listener: Listener) -> dict[str, Any]:
+    started = time.monotonic()
+    out: dict[str, Any] = {"status": "ok", "tasks": [], "started": dt.datetime.now(dt.timezone.utc).isoformat()}
+    record.data["hosts"][host.name] = out
+    log = record.log.bind(host=host.name)
+
+    def finish_task(name: str, res: TaskResult, t0: float, action: str) -> None:
+        entry = {"name": name, "action": action, "status": res.status.value, "rc": res.rc, "msg": res.msg,
+                 "start": dt.datetime.now(dt.timezone.utc).isoformat(), "duration_s": round(time.monotonic() - t0, 3),
+                 "data": {k: v for k, v in res.data.items() if k != "selfcheck"}}
+        out["tasks"].append(entry)
+        record.mark(host.name, f"{name}: {res.status.value.upper()} {res.msg}")
+        record.event("task.finished", host=host.name, task=name, status=res.status.value, rc=res.rc,
+                     duration_s=entry["duration_s"], msg=res.msg)
+        record.save()
+        if listener.on_result:
+            listener.on_result(host.name, name, res)
+
+    try:
+        session = await open_session(host, record.run_id, accept_new_host_keys=opts.accept_new_host_keys,
+                                     connect_timeout_s=opts.connect_timeout_s)
+    except HostUnreachable as exc:
+        for t in tasks:
+            finish_task(t.display_name, TaskResult(Status.UNREACHABLE, msg=exc.cause), time.monotonic(), t.action)
+        out.update(status="unreachable", error=exc.cause, duration_s=round(time.monotonic() - started, 3))
+        record.save()
+        return out
+    except FleetError as exc:
+        out.update(status="failed", error=str(exc), duration_s=round(time.monotonic() - started, 3))
+        record.save()
+        return out
+    try:
+        if playbook.gather_facts:
+            t0 = time.monotonic()
+            record.mark(host.name, "gather facts")
+            try:
+                facts = await gather_host_facts(session, timeout_s=opts.facts_timeout_s)
+                out["facts"] = facts
+                for note in (facts.get("build") or {}).get("notes", []):
+                    record.event("facts.note", host=host.name, note=note)
+                    if listener.on_note:
+                        listener.on_note(host.name, note)
+                finish_task("gather facts", TaskResult(Status.OK, msg=(facts.get("build") or {}).get(
+                    "torch_cuda_arch_list", "")), t0, "facts")
+            except HostUnreachable as exc:
+                finish_task("gather facts", TaskResult(Status.UNREACHABLE, msg=exc.cause), t0, "facts")
+                out.update(status="unreachable", error=exc.cause)
+                return out
+            except FleetError as exc:
+                finish_task("gather facts", TaskResult(Status.FAILED, msg=str(exc)), t0, "facts")
+                out.update(status="failed", error=str(exc))
+                return out
+        notified: list[str] = []
+        failed = False
+        for i, task in enumerate(tasks):
+            t0 = time.monotonic()
+            ctx_vars = _context(session, playbook, opts)
+            if listener.on_task:
+                listener.on_task(host.name, i + 1, len(tasks), task.resolve_name(ctx_vars))
+            record.mark(host.name, f"task {i + 1}/{len(tasks)}: {task.display_name}")
+            log.info("task.started", task=task.display_name, index=i + 1)
+            try:
+                name, res = await _run_task(ctx_vars, task, session, playbook, record, opts, listener)
+            except PlaybookError as exc:  # a template failed for this host
+                name, res = task.display_name, TaskResult(Status.FAILED, msg=str(exc))
+            if task.register:
+                session.registered[task.register] = res.as_registered()
+            finish_task(name, res, t0, task.action)
+            if res.status is Status.CHANGED:
+                notified.extend(n for n in task.notify if n not in notified)
+            if res.status is Status.UNREACHABLE:
+                out.update(status="unreachable", error=res.msg)
+                failed = True
+                break
+            if res.status is Status.FAILED and not task.ignore_errors:
+                out.update(status="failed", error=f"{name}: {res.msg}")
+                failed = True
+                break
+        if not failed:
+            for handler in playbook.handlers:
+                if handler.name in notified:
+                    t0 = time.monotonic()
+                    name, res = await _run_task(_context(session, playbook, opts), handler, session, playbook,
+                                                record, opts, listener)
+                    finish_task(f"handler: {name}", res, t0, handler.action)
+                    if res.status.is_failure and not handler.ignore_errors:
+                        out.update(status="failed", error=f"handler {name}: {res.msg}")
+                        break
+    finally:
+        await session.conn.close()
+        out["duration_s"] = round(time.monotonic() - started, 3)
+        record.save()
+    return out
+
+
+async def run_playbook(playbook: Playbook, hosts: Sequence[Host], *, record: RunRecord,
+                       opts: PlayOptions | None = None, listener: Listener | None = None) -> dict[str, dict[str, Any]]:
+    """Run ``playbook`` on ``hosts``. Returns per host ``{"status", "tasks": [...], "error"?, "facts"?}``.
+
+    Host status is ``ok``, ``changed`` is folded into ``ok``; ``failed`` or ``unreachable`` make
+    the run fail (exit 1).
+    """
+    opts = opts or PlayOptions()
+    listener = listener or Listener()
+    tasks = playbook.select_tags(opts.tags, opts.skip_tags)
+    record.data.update(playbook=str(playbook.path), playbook_sha256=playbook.sha256, dry_run=opts.dry_run,
+                       tasks=[t.display_name for t in tasks])
+    record.save()
+    return await for_each_host(hosts, lambda h: _run_host(h, playbook, tasks, record, opts, listener), forks=opts.forks)

@@ -1,0 +1,147 @@
+"""The run record: ``runs/<run_id>/`` with ``run.json``, ``events.jsonl`` and ``logs/<host>.log``.
+
+Written as the run goes (each event appended and flushed, ``run.json`` rewritten atomically after
+every task), so a crash or Ctrl-C loses nothing already seen. The runs folder is ``./runs`` unless
+``FLEETCTL_HOME`` says otherwise (``$FLEETCTL_HOME/runs``).
+
+Per-host logs hold every line the host printed, as the exact bytes, each prefixed with
+``out| `` or ``err| `` (and task boundaries as ``==> `` lines).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import secrets
+import threading
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from .connection.base import OutputLine
+
+
+def runs_root() -> Path:
+    """``$FLEETCTL_HOME/runs`` or ``./runs``."""
+    home = os.environ.get("FLEETCTL_HOME")
+    return Path(home) / "runs" if home else Path("runs")
+
+
+def new_run_id() -> str:
+    """A sortable, collision-free run id: UTC time plus 6 random hex digits (``20261129T153000Z-1a2b3c``)."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def _safe_name(host: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in host) or "_"
+
+
+class RunRecord:
+    """Writes one run's record. Thread-safe; every write is flushed at once.
+
+    Args:
+        kind: ``deploy``, ``facts``, ``run``, ``verify``.
+        root: the runs folder (default :func:`runs_root`).
+        run_id: given id or a new one.
+    """
+
+    def __init__(self, kind: str, *, root: Path | None = None, run_id: str | None = None) -> None:
+        self.run_id = run_id or new_run_id()
+        self.dir = (root or runs_root()) / self.run_id
+        (self.dir / "logs").mkdir(parents=True, exist_ok=False)
+        os.chmod(self.dir, 0o700)
+        self._lock = threading.Lock()
+        self._events = open(self.dir / "events.jsonl", "a", encoding="utf-8")
+        self._logs: dict[str, Any] = {}
+        self.log = structlog.wrap_logger(
+            structlog.PrintLogger(file=self._events),
+            processors=[
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+                structlog.processors.JSONRenderer(sort_keys=False, default=str),
+            ],
+        ).bind(run_id=self.run_id)
+        self.data: dict[str, Any] = {
+            "run_id": self.run_id,
+            "kind": kind,
+            "started": dt.datetime.now(dt.timezone.utc).isoformat(),
+            "finished": None,
+            "status": "running",
+            "hosts": {},
+        }
+        self.save()
+
+    def event(self, name: str, **data: Any) -> None:
+        """Append one structlog JSON line (``noun.verb_past`` names: ``task.finished``)."""
+        with self._lock:
+            self.log.info(name, **data)
+            self._events.flush()
+
+    def host_log(self, host: str):
+        fh = self._logs.get(host)
+        if fh is None:
+            fh = open(self.dir / "logs" / f"{_safe_name(host)}.log", "ab")
+            self._logs[host] = fh
+        return fh
+
+    def line(self, host: str, line: OutputLine) -> None:
+        """Append one output line to the host's log, as the exact bytes."""
+        with self._lock:
+            fh = self.host_log(host)
+            data = line.data if line.data.endswith(b"\n") else line.data + b"\n"
+            fh.write((b"out| " if line.stream == "stdout" else b"err| ") + data)
+            fh.flush()
+
+    def mark(self, host: str, text: str) -> None:
+        """Append a marker line (task start/end) to the host's log."""
+        with self._lock:
+            fh = self.host_log(host)
+            fh.write(b"==> " + text.encode("utf-8", "replace") + b"\n")
+            fh.flush()
+
+    def save(self) -> None:
+        """Rewrite run.json atomically (temp file + rename)."""
+        with self._lock:
+            tmp = self.dir / "run.json.tmp"
+            tmp.write_text(json.dumps(self.data, indent=2, default=str) + "\n", encoding="utf-8")
+            os.replace(tmp, self.dir / "run.json")
+
+    def finish(self, status: str) -> None:
+        """Record the end (``ok``, ``failed``, ``interrupted``) and close files."""
+        self.data["status"] = status
+        self.data["finished"] = dt.datetime.now(dt.timezone.utc).isoformat()
+        self.save()
+        self.event("run.finished", status=status)
+        with self._lock:
+            for fh in self._logs.values():
+                fh.close()
+            self._events.close()
+
+
+def list_runs(root: Path | None = None) -> list[dict]:
+    """Every run's ``run.json`` (newest first); unreadable ones are reported with an error key."""
+    root = root or runs_root()
+    out = []
+    if not root.exists():
+        return out
+    for path in sorted(root.iterdir(), reverse=True):
+        rj = path / "run.json"
+        if not rj.exists():
+            continue
+        try:
+            out.append(json.loads(rj.read_text()))
+        except (OSError, ValueError) as exc:
+            out.append({"run_id": path.name, "error": str(exc)})
+    return out
+
+
+def load_run(run_id: str, root: Path | None = None) -> dict:
+    """One run's ``run.json``. Raises FileNotFoundError naming the path."""
+    path = (root or runs_root()) / run_id / "run.json"
+    return json.loads(path.read_text())
+
+
+def host_log_path(run_id: str, host: str, root: Path | None = None) -> Path:
+    return (root or runs_root()) / run_id / "logs" / f"{_safe_name(host)}.log"

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Verify an installed package on the host (stdlib only around the package; Python 3.8+).
+
+usage: verify_package.py --package NAME --venv VENV [--symbols a,b] [--sm 9.0,12.0] [--smoke]
+                         [--fa3-fallback yes|no] [--strict-import-order]
+
+Run in a fresh interpreter from a neutral working folder (never the source tree), so the
+package is imported from the venv, not from a source checkout. Checks, in order:
+
+- ``torch``: torch imports (it is imported FIRST, as sgl-kernel-style extensions need);
+- ``import``: the package imports after torch;
+- ``import-order``: the package imports in a fresh interpreter WITHOUT torch imported first; when
+  it does not but does after torch, the fault is reported by name ("import-order: NAME imports only
+  after torch"), a failure only with ``--strict-import-order``;
+- ``location``: the package was imported from the venv's site-packages;
+- ``symbols``: every required attribute exists;
+- ``archs``: ``build_info()["cuda_archs"]`` covers every SM given with ``--sm`` (when the package
+  has ``build_info``);
+- ``fa3-fallback``: for sgl_kernel, ``sgl_kernel.flash_attn.flash_ops is None`` when expected;
+- ``smoke``: ``selfcheck(device)`` on the GPU when there is one, else on the CPU.
+
+Prints one line per check (``PASS name: detail`` / ``FAIL ...``) and, last, one JSON object.
+Exit 0 when every check passed, 1 otherwise.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import traceback
+
+RESULTS = []
+
+
+def check(name, ok, detail=""):
+    RESULTS.append({"name": name, "ok": bool(ok), "detail": str(detail)})
+    print("%s %s: %s" % ("PASS" if ok else "FAIL", name, detail), flush=True)
+    return ok
+
+
+def imports_alone(package):
+    """(ok, message) importing the package in a fresh interpreter without torch first."""
+    code = "import %s" % package
+    proc = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=300)
+    lines = proc.stdout.strip().splitlines()
+    return proc.returncode == 0, (lines[-1] if lines else "")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--package", required=True)
+    ap.add_argument("--venv", default=None)
+    ap.add_argument("--symbols", default="")
+    ap.add_argument("--sm", default="", help="compute capabilities of the host's GPUs, comma separated")
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--fa3-fallback", choices=["yes", "no"], default=None)
+    ap.add_argument("--strict-import-order", action="store_true")
+    args = ap.parse_args(argv)
+    summary = {"package": args.package, "python": sys.executable, "cwd": os.getcwd()}
+
+    try:
+        import torch
+
+        check("torch", True, "torch %s (cuda %s) from %s" % (torch.__version__, torch.version.cuda,
+                                                            os.path.dirname(torch.__file__)))
+    except Exception as exc:  # noqa: BLE001 - report any import failure
+        check("torch", False, "import torch failed: %r" % (exc,))
+        torch = None
+
+    try:
+        module = __import__(args.package, fromlist=["_"])
+        check("import", True, getattr(module, "__file__", "?"))
+    except Exception as exc:  # noqa: BLE001
+        check("import", False, "import %s after torch failed: %s" % (args.package, exc))
+        traceback.print_exc()
+        module = None
+
+    alone_ok, alone_msg = imports_alone(args.package)
+    if alone_ok:
+        check("import-order", True, "imports with or without torch first")
+    elif module is not None:
+        check("import-order", not args.strict_import_order,
+              "import-order: %s imports only after torch (%s)" % (args.package, alone_msg))
+    else:
+        check("import-order", False, alone_msg)
+
+    if module is not None:
+        path = os.path.realpath(getattr(module, "__file__", "") or "")
+        if args.venv:
+            venv = os.path.realpath(args.venv)
+            check("location", path.startswith(venv + os.sep) and "site-packages" in path,
+                  "%s (venv %s)" % (path, venv))
+        missing = [s for s in args.symbols.split(",") if s and not hasattr(module, s)]
+        check("symbols", not missing, "missing: %s" % ", ".join(missing) if missing else
+              "%d present" % len([s for s in args.symbols.split(",") if s]))
+
+        info = module.build_info() if hasattr(module, "build_info") else None
+        if info is not None:
+            summary["build_info"] = info
+        sms = [s for s in args.sm.split(",") if s]
+        if sms and info is not None:
+            have = set(info.get("cuda_archs") or [])
+            want = ["sm_%s" % s.replace(".", "") for s in sms]
+            lacking = [w for w in want if not any(h == w or h.startswith(w) for h in have)]
+            check("archs", not lacking, "compiled %s; host needs %s" % (sorted(have), want))
+
+        if args.fa3_fallback is not None:
+            try:
+                fa = __import__(args.package + ".flash_attn", fromlist=["_"])
+                is_none = getattr(fa, "flash_ops", "absent") is None
+                check("fa3-fallback", is_none == (args.fa3_fallback == "yes"),
+                      "flash_ops is %s" % ("None" if is_none else "present"))
+            except Exception as exc:  # noqa: BLE001
+                check("fa3-fallback", False, "import %s.flash_attn failed: %s" % (args.package, exc))
+
+        if args.smoke and hasattr(module, "selfcheck"):
+            device = "cuda" if (torch is not None and torch.cuda.is_available()) else "cpu"
+            try:
+                res = module.selfcheck(device=device)
+                summary["selfcheck"] = res
+                bad = [c for c in res.get("checks", []) if not c.get("ok")]
+                check("smoke", res.get("ok") and not bad, "%s: %d checks%s" % (
+                    device, len(res.get("checks", [])),
+                    "; failed: " + "; ".join("%s (%s)" % (c["name"], c.get("detail")) for c in bad) if bad else ""))
+            except Exception as exc:  # noqa: BLE001
+                traceback.print_exc()
+                check("smoke", False, "%s selfcheck raised %r" % (device, exc))
+
+    summary["checks"] = RESULTS
+    summary["ok"] = all(r["ok"] for r in RESULTS)
+    print(json.dumps(summary, default=str))
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
