@@ -323,8 +323,8 @@ def build_environment(
 
     Returns:
         ``{name: value}`` with ``CUDA_HOME``, ``CUDA_PATH``, ``CUDACXX`` (``$CUDA_HOME/bin/nvcc``)
-        when the host has a CUDA toolkit; ``PATH`` (venv bin, CUDA bin, uv's folder, then
-        :data:`DEFAULT_PATH`); ``VIRTUAL_ENV`` when ``venv`` is set; ``TORCH_CUDA_ARCH_LIST``
+        when the host has a CUDA toolkit; ``PATH`` (venv bin, CUDA bin, :data:`DEFAULT_PATH`,
+        then uv's folder when it is elsewhere, e.g. ``~/.local/bin``); ``VIRTUAL_ENV`` when ``venv`` is set; ``TORCH_CUDA_ARCH_LIST``
         (``"9.0a;12.0a"``), ``CMAKE_CUDA_ARCHITECTURES`` and ``CUDAARCHS`` (``"90a;120a"``; CMake
         reads ``CUDAARCHS`` as the default of ``CMAKE_CUDA_ARCHITECTURES``), ``MAX_JOBS`` and
         ``CMAKE_BUILD_PARALLEL_LEVEL`` (jobs), ``NVCC_THREADS`` (``"1"``: parallelism comes from
@@ -346,10 +346,10 @@ def build_environment(
         nvcc = cuda.get("nvcc") or f"{home}/bin/nvcc"
         env.update({"CUDA_HOME": home, "CUDA_PATH": home, "CUDACXX": nvcc})
         path.append(f"{home}/bin")
+    path.extend(DEFAULT_PATH.split(":"))
     uv = (facts.get("uv") or {}).get("path")
     if uv and "/" in uv:
         path.append(uv.rsplit("/", 1)[0] or "/")
-    path.extend(DEFAULT_PATH.split(":"))
     seen: list[str] = []
     for entry in path:
         if entry not in seen:
