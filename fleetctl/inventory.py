@@ -749,9 +749,9 @@ class _Builder:
 
     def _finish(self) -> Inventory:
         groups = self.groups
-        # Every group without 'all' above it becomes a child of 'all' (reconcile_inventory).
+        # Every group without a parent becomes a child of 'all' (InventoryData.reconcile_inventory).
         for name in list(groups):
-            if name != "all" and "all" not in self._ancestors(name):
+            if name != "all" and not groups[name].parents:
                 self._add_child("all", name, groups[name].line, name)
         # 'ungrouped' holds exactly the hosts in no group but 'all'.
         for host in self.hosts.values():

@@ -162,17 +162,6 @@ class _LineLoader(yaml.SafeLoader):
     # -- composing (positions of syntax problems, duplicates, recursion) -------------------------
 
     def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(AliasEvent):
-            event = self.peek_event()
-            if event.anchor in self.fleet_open_anchors:
-                raise self.fleet_error(
-                    f"YAML alias *{event.anchor} is used inside its own anchor &{event.anchor}"
-                    " (a recursive structure)",
-                    file=self.fleet_file,
-                    line=event.start_mark.line + 1,
-                    key=join_key(self.fleet_path) or None,
-                )
-            return super().compose_node(parent, index)
         pushed_key = False
         if isinstance(parent, MappingNode) and isinstance(index, ScalarNode):
             self.fleet_path.append(index.value)
@@ -180,15 +169,35 @@ class _LineLoader(yaml.SafeLoader):
         elif isinstance(parent, SequenceNode) and isinstance(index, int):
             self.fleet_path.append(index)
             pushed_key = True
-        event = self.peek_event()
-        anchor = event.anchor if isinstance(event, (MappingStartEvent, SequenceStartEvent)) else None
-        if anchor is not None:
-            self.fleet_open_anchors.append(anchor)
         try:
-            return super().compose_node(parent, index)
-        finally:
+            event = self.peek_event()
+            where_ = {
+                "file": self.fleet_file,
+                "line": event.start_mark.line + 1,
+                "key": join_key(self.fleet_path) or None,
+            }
+            if isinstance(event, AliasEvent):
+                if event.anchor in self.fleet_open_anchors:
+                    raise self.fleet_error(
+                        f"YAML alias *{event.anchor} is used inside its own anchor &{event.anchor}"
+                        " (a recursive structure)",
+                        **where_,
+                    )
+                return super().compose_node(parent, index)
+            if getattr(event, "tag", None) == "!vault":
+                raise self.fleet_error(
+                    "Ansible Vault values (!vault) are not supported; decrypt the value or keep it out of this file",
+                    **where_,
+                )
+            anchor = event.anchor if isinstance(event, (MappingStartEvent, SequenceStartEvent)) else None
             if anchor is not None:
-                self.fleet_open_anchors.pop()
+                self.fleet_open_anchors.append(anchor)
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                if anchor is not None:
+                    self.fleet_open_anchors.pop()
+        finally:
             if pushed_key:
                 self.fleet_path.pop()
 
@@ -283,13 +292,15 @@ def _syntax_error(exc: yaml.YAMLError, text: str, file: str, error_cls: type[Inp
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)
     context = getattr(exc, "context", None)
+    context_mark = getattr(exc, "context_mark", None)
     if problem.startswith("expected <block end>"):
         problem = "indentation does not line up with the lines above " + (
             "(a key at a level that was not opened, or a list item among keys)"
         )
     elif "'<stream end>'" in problem or "unexpected end of stream" in problem:
-        if context and "quoted scalar" in context:
-            problem = "unexpected end of file: a quoted string is not closed"
+        if context and "quoted scalar" in context and context_mark is not None:
+            problem = "unexpected end of file: the quoted string that starts here is not closed"
+            mark = context_mark
         elif context and "flow" in context:
             problem = "unexpected end of file: a '[' or '{' is not closed"
         else:
@@ -305,9 +316,10 @@ def _syntax_error(exc: yaml.YAMLError, text: str, file: str, error_cls: type[Inp
     problem = " ".join(problem.split())
     if mark is None:
         return error_cls(f"YAML syntax error: {problem}", file=file)
-    return error_cls(
-        f"YAML syntax error: {problem} (column {mark.column + 1})", file=file, line=mark.line + 1
-    )
+    last_line = max(1, len(text.splitlines()))
+    if mark.line + 1 > last_line:  # the end of the file: no column to show
+        return error_cls(f"YAML syntax error: {problem}", file=file, line=last_line)
+    return error_cls(f"YAML syntax error: {problem} (column {mark.column + 1})", file=file, line=mark.line + 1)
 
 
 def load_yaml_text(text: str, file: str, *, error_cls: type[InputError] = InputError) -> Any:

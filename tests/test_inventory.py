@@ -1,0 +1,478 @@
+"""Inventory loading: Ansible's YAML format, precedence, implicit groups, ranges, validation.
+
+Pure data tests: inventories under tests/data/inventories/ and files written to tmp_path.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fleetctl.errors import InputError, InventoryError, PlaybookError
+from fleetctl.hostpattern import PatternError
+from fleetctl.inventory import Host, load_inventory
+from fleetctl.yamlload import LineDict, LineList, join_key, load_yaml, load_yaml_text, locate, where
+
+DATA = Path(__file__).parent / "data" / "inventories"
+ERRORS = DATA / "errors"
+
+
+def write(tmp_path: Path, text: str, name: str = "inventory.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def names(hosts) -> list[str]:
+    return [h.name for h in hosts]
+
+
+# -- the example fleet: precedence, implicit groups, settings -----------------------------------
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    return load_inventory(DATA / "fleet.yaml")
+
+
+def test_hosts_in_inventory_order_with_ranges_expanded(fleet):
+    assert list(fleet.hosts) == ["bastion", "gpu01", "gpu02", "gpu03", "gpu04", "gpu05", "localhost"]
+
+
+def test_precedence_all_parent_child_host(fleet):
+    h = fleet.hosts
+    assert h["bastion"].vars["color"] == "all"  # only all
+    assert h["gpu01"].vars["color"] == "gpu-nodes"  # parent overrides all
+    assert h["gpu03"].vars["color"] == "h200"  # child overrides parent
+    assert h["gpu05"].vars["color"] == "host"  # host overrides every group
+    assert h["gpu03"].cuda_home == "/usr/local/cuda-13.0"
+    assert h["gpu01"].cuda_home is None
+
+
+def test_sibling_groups_later_in_ascii_order_win_and_conflict_is_recorded(fleet):
+    gpu02 = fleet.hosts["gpu02"]
+    assert gpu02.vars["zone"] == "b"  # rack-a and rack-b are both depth 1: 'rack-b' sorts last
+    assert gpu02.sources["zone"].group == "rack-b"
+    [conflict] = [c for c in fleet.conflicts if c.host == "gpu02"]
+    assert conflict.var == "zone"
+    assert conflict.winner.value == "b" and [o.value for o in conflict.others] == ["a"]
+    assert str(conflict) == (
+        f"{DATA / 'fleet.yaml'}:39: all.children.rack-b.vars.zone: host 'gpu02' gets zone = 'b' from "
+        "group 'rack-b', overriding 'a' from group 'rack-a' (line 33): groups of the same depth merge "
+        "in ASCII order of their names; the last one wins"
+    )
+    # Parent/child overrides are structure, not conflicts; so is a host var overriding a group.
+    assert {c.host for c in fleet.conflicts} == {"gpu02"}
+
+
+def test_groups_of_a_host_in_merge_order(fleet):
+    assert fleet.hosts["gpu03"].groups == ("all", "gpu-nodes", "h200")
+    assert fleet.hosts["gpu02"].groups == ("all", "gpu-nodes", "rack-a", "rack-b")
+    assert fleet.hosts["bastion"].groups == ("all", "ungrouped")
+
+
+def test_implicit_groups(fleet):
+    g = fleet.groups
+    assert g["all"].hosts == tuple(fleet.hosts)
+    assert g["ungrouped"].hosts == ("bastion",)
+    assert g["ungrouped"].parents == ("all",)
+    assert set(g["all"].children) == {"gpu-nodes", "rack-a", "rack-b", "local", "ungrouped"}
+    assert g["gpu-nodes"].hosts == ("gpu01", "gpu02", "gpu03", "gpu04", "gpu05")
+    assert g["gpu-nodes"].children == ("h200",)
+    assert g["h200"].parents == ("gpu-nodes",)
+    assert (g["all"].depth, g["gpu-nodes"].depth, g["h200"].depth) == (0, 1, 2)
+    assert g["gpu-nodes"].line == 11
+
+
+def test_settings_resolve_both_spellings(fleet):
+    gpu05 = fleet.hosts["gpu05"]
+    assert (gpu05.address, gpu05.port, gpu05.user) == ("10.0.0.5", 2222, "root")
+    gpu01 = fleet.hosts["gpu01"]
+    assert (gpu01.address, gpu01.port, gpu01.user) == ("gpu01", None, "ubuntu")
+    assert gpu01.venv == "/opt/venv" and gpu01.workdir == "/srv/fleet"
+    assert gpu01.connection == "ssh"
+    assert gpu01.key_file == str(DATA / "keys" / "id_test")  # relative to the inventory's folder
+    assert fleet.hosts["bastion"].key_file is None  # not said: ~/.ssh/config decides
+    local = fleet.hosts["localhost"]
+    assert local.connection == "local"
+    assert local.known_hosts == os.path.expanduser("~/.ssh/known_hosts")
+
+
+def test_host_spelling_replaces_group_spelling_of_same_setting(fleet):
+    # all says `user: ubuntu`, gpu05 says `ansible_user: root`: one setting, the host's wins.
+    gpu05 = fleet.hosts["gpu05"]
+    assert "user" not in gpu05.vars and gpu05.vars["ansible_user"] == "root"
+    assert gpu05.sources["ansible_user"].line == 21
+
+
+def test_vars_are_read_only(fleet):
+    with pytest.raises(TypeError):
+        fleet.hosts["gpu01"].vars["color"] = "x"  # type: ignore[index]
+
+
+def test_snapshot_is_json_ready(fleet):
+    import json
+
+    snap = json.loads(json.dumps(fleet.snapshot()))
+    assert snap["hosts"]["gpu03"]["groups"] == ["all", "gpu-nodes", "h200"]
+    assert snap["groups"]["h200"]["hosts"] == ["gpu03", "gpu04"]
+
+
+def test_host_built_by_hand_resolves_settings():
+    h = Host("n1", {"ansible_port": 2200, "key_file": "/k", "connection": "local"}, ("all",))
+    assert (h.address, h.port, h.key_file, h.connection, h.user) == ("n1", 2200, "/k", "local", None)
+    assert hash(h) == hash(Host("n1"))
+
+
+# -- other shapes Ansible accepts ---------------------------------------------------------------
+
+
+def test_top_level_groups_without_all():
+    inv = load_inventory(DATA / "toplevel.yaml")
+    assert list(inv.hosts) == ["web1", "web2", "dba", "dbb", "dbc"]
+    assert inv.groups["db"].parents == ("all",)
+    assert inv.groups["web"].parents == ("db",)  # 'web' is under 'db', so not directly under 'all'
+    assert inv.groups["web"].depth == 2
+    assert inv.groups["db"].hosts == ("web1", "web2", "dba", "dbb", "dbc")
+    assert inv.hosts["web1"].port == 5022  # inherited from parent group db
+    assert inv.groups["empty"].hosts == () and inv.groups["empty"].parents == ("all",)
+    assert inv.groups["ungrouped"].hosts == ()
+
+
+def test_group_priority_reorders_groups_of_one_depth():
+    inv = load_inventory(DATA / "priority.yaml")
+    assert inv.hosts["n1"].vars["role"] == "aaa"  # priority 10 beats ASCII order
+    assert inv.hosts["n1"].groups == ("all", "zzz", "aaa")
+    assert inv.groups["aaa"].priority == 10 and "ansible_group_priority" not in inv.groups["aaa"].vars
+    [c] = inv.conflicts
+    assert c.reason == "the group with the higher ansible_group_priority wins"
+
+
+def test_ranges_in_host_keys():
+    inv = load_inventory(DATA / "ranges.yaml")
+    hosts = list(inv.hosts)
+    assert hosts[:16] == [f"node{i:02d}" for i in range(1, 17)]
+    assert hosts[16:22] == ["nodea", "nodeb", "nodec", "noded", "nodee", "nodef"]
+    assert inv.hosts["noded"].user == "alpha"
+    assert hosts[22:28] == ["even0", "even2", "even4", "even6", "even8", "even10"]
+    assert hosts[28:32] == ["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]
+    assert inv.hosts["fe80::1"].port == 2200  # "[ipv6]:port", as Ansible's parse_address
+    assert inv.hosts["ssh-alt"].port == 2222  # "name:port"
+
+
+def test_host_listed_in_two_groups_merges_vars_later_wins(tmp_path):
+    path = write(
+        tmp_path,
+        "all:\n"
+        "  children:\n"
+        "    a:\n"
+        "      hosts:\n"
+        "        n1: {x: 1, keep: yes, opts: {a: 1}}\n"
+        "    b:\n"
+        "      hosts:\n"
+        "        n1: {x: 2, opts: {b: 2}}\n",
+    )
+    inv = load_inventory(path)
+    n1 = inv.hosts["n1"]
+    assert n1.vars["x"] == 2 and n1.vars["keep"] is True
+    assert n1.vars["opts"] == {"a": 1, "b": 2}  # a mapping set twice on one host merges (set_variable)
+    assert n1.groups == ("all", "a", "b")
+    x = [c for c in inv.conflicts if c.var == "x"]
+    assert len(x) == 1 and x[0].host == "n1" and x[0].others[0].line == 5 and x[0].winner.line == 8
+
+
+def test_group_declared_twice_adds_up(tmp_path):
+    path = write(
+        tmp_path,
+        "all:\n"
+        "  children:\n"
+        "    gpu:\n"
+        "      hosts: {n1: }\n"
+        "    rack:\n"
+        "      children:\n"
+        "        gpu:\n"
+        "          hosts: {n2: }\n"
+        "          vars: {v: 1}\n",
+    )
+    inv = load_inventory(path)
+    assert inv.groups["gpu"].hosts == ("n1", "n2")
+    assert inv.groups["gpu"].parents == ("all", "rack")
+    assert inv.groups["gpu"].depth == 2  # longest path from all
+    assert inv.hosts["n1"].vars["v"] == 1
+
+
+def test_string_sections_are_one_name_as_the_yaml_plugin_converts(tmp_path):
+    inv = load_inventory(write(tmp_path, "all:\n  children:\n    gpu:\n      hosts: n1\n"))
+    assert inv.groups["gpu"].hosts == ("n1",)
+
+
+def test_null_setting_means_not_said_and_overrides_group(tmp_path):
+    path = write(tmp_path, "all:\n  vars: {user: ubuntu}\n  hosts:\n    n1: {user: null}\n    n2:\n")
+    inv = load_inventory(path)
+    assert inv.hosts["n1"].user is None and inv.hosts["n2"].user == "ubuntu"
+
+
+def test_same_value_under_two_spellings_is_fine(tmp_path):
+    inv = load_inventory(write(tmp_path, "all:\n  hosts:\n    n1: {ansible_port: 22, port: 22}\n"))
+    assert inv.hosts["n1"].port == 22
+
+
+def test_yaml_merge_keys_may_be_overridden(tmp_path):
+    path = write(
+        tmp_path,
+        "all:\n"
+        "  vars:\n"
+        "    defaults: &d {port: 22, user: a}\n"
+        "  hosts:\n"
+        "    n1:\n"
+        "      <<: *d\n"
+        "      port: 2222\n",
+    )
+    n1 = load_inventory(path).hosts["n1"]
+    assert (n1.port, n1.user) == (2222, "a")
+
+
+def test_name_both_host_and_group_is_a_warning(tmp_path):
+    inv = load_inventory(write(tmp_path, "all:\n  children:\n    web:\n      hosts:\n        web:\n"))
+    assert inv.warnings == (f"{tmp_path / 'inventory.yaml'}:5: web: 'web' is both a host and a group; host patterns select the group",)
+
+
+def test_unsafe_tag_is_a_plain_string(tmp_path):
+    inv = load_inventory(write(tmp_path, "all:\n  hosts:\n    n1: {motd: !unsafe '{{ not templated }}'}\n"))
+    assert inv.hosts["n1"].vars["motd"] == "{{ not templated }}"
+
+
+# -- validation: each error is one exact line ---------------------------------------------------
+
+
+def _expected_errors() -> list[tuple[str, str]]:
+    rows = []
+    for line in (ERRORS / "expected.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, message = line.partition("\t")
+            rows.append((name, message))
+    return rows
+
+
+def test_every_error_file_has_an_expectation():
+    listed = {name for name, _ in _expected_errors()}
+    assert listed == {p.name for p in ERRORS.glob("*.yaml")}
+
+
+@pytest.mark.parametrize(("name", "expected"), _expected_errors(), ids=[n for n, _ in _expected_errors()])
+def test_validation_error_message(name, expected):
+    path = ERRORS / name
+    with pytest.raises(InventoryError) as info:
+        load_inventory(path)
+    message = str(info.value)
+    assert message == f"{path}:" + expected.replace("{dir}", str(ERRORS))
+    assert "\n" not in message
+    assert info.value.file == str(path) and info.value.line == int(expected.split(":")[0])
+
+
+def test_error_names_the_file_as_the_user_typed_it(tmp_path, monkeypatch):
+    write(tmp_path, "all:\n  hosts:\n    n1: {port: 0}\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InventoryError) as info:
+        load_inventory("inventory.yaml")
+    assert str(info.value) == (
+        "inventory.yaml:3: all.hosts.n1.port: port must be an integer from 1 to 65535, not 0 (a number)"
+    )
+
+
+def test_key_file_tilde_and_relative(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_fleet").write_text("")
+    monkeypatch.setenv("HOME", str(home))
+    (tmp_path / "inv").mkdir()
+    (tmp_path / "inv" / "k").write_text("")
+    path = write(
+        tmp_path / "inv",
+        "all:\n  hosts:\n    a: {key_file: ~/.ssh/id_fleet}\n    b: {ansible_ssh_private_key_file: k}\n"
+        "    c: {known_hosts: kh}\n",
+    )
+    inv = load_inventory(path)
+    assert inv.hosts["a"].key_file == str(home / ".ssh" / "id_fleet")
+    assert inv.hosts["b"].key_file == str(tmp_path / "inv" / "k")
+    assert inv.hosts["c"].known_hosts == str(tmp_path / "inv" / "kh")  # need not exist yet
+
+
+def test_key_file_that_is_a_directory(tmp_path):
+    (tmp_path / "keys").mkdir()
+    path = write(tmp_path, "all:\n  vars:\n    key_file: keys\n")
+    with pytest.raises(InventoryError, match=r"inventory.yaml:3: all.vars.key_file: key file 'keys' is a directory"):
+        load_inventory(path)
+
+
+def test_missing_file_and_directory(tmp_path):
+    with pytest.raises(InventoryError, match=r"nope.yaml: cannot read: No such file or directory$"):
+        load_inventory(tmp_path / "nope.yaml")
+    with pytest.raises(InventoryError, match=r": is a directory, not a YAML file$"):
+        load_inventory(tmp_path)
+
+
+def test_not_utf8(tmp_path):
+    path = tmp_path / "inventory.yaml"
+    path.write_bytes(b"all:\n  hosts:\n    n\xff1:\n")
+    with pytest.raises(InventoryError) as info:
+        load_inventory(path)
+    assert str(info.value) == f"{path}:3: not valid UTF-8 text"
+
+
+def test_tab_after_key_is_reported_on_its_line(tmp_path):
+    path = write(tmp_path, "all:\n  hosts:\n    n1:\n      port:\t22\n")
+    with pytest.raises(InventoryError) as info:
+        load_inventory(path)
+    assert str(info.value) == (
+        f"{path}:4: YAML syntax error: tab character; YAML allows only spaces for indentation and "
+        "separation (column 12)"
+    )
+
+
+# -- yamlload, reused by playbooks --------------------------------------------------------------
+
+
+def test_load_yaml_positions(tmp_path):
+    path = write(tmp_path, "a:\n  b: 1\n  c:\n    - x\n    - {d: 2}\n", "doc.yaml")
+    data = load_yaml(path)
+    assert isinstance(data, LineDict) and isinstance(data["a"]["c"], LineList)
+    assert data == {"a": {"b": 1, "c": ["x", {"d": 2}]}}
+    assert where(data, "a") == 1 and where(data["a"], "c") == 3
+    assert where(data["a"]["c"], 1) == 5 and where(data["a"]["c"], -1) == 5
+    assert where(data["a"]["c"], 9) is None and where({"plain": 1}, "plain") is None
+    assert locate(data, ["a", "c", 1, "d"]) == 5
+    assert locate(data, ["a", "missing", "deeper"]) == 1  # the deepest element that exists
+    assert join_key(["tasks", 0, "name"]) == "tasks[0].name"
+
+
+def test_load_yaml_error_class_parameter():
+    with pytest.raises(PlaybookError) as info:
+        load_yaml_text("tasks:\n  - name: a\n    name: b\n", "play.yaml", error_cls=PlaybookError)
+    assert str(info.value) == "play.yaml:3: tasks[0].name: duplicate key 'name' in one mapping (first on line 2)"
+    with pytest.raises(InputError) as info2:
+        load_yaml_text("a: [1,\n", "x.yaml")
+    assert type(info2.value) is InputError
+
+
+def test_duplicate_key_identity_is_the_constructed_key():
+    with pytest.raises(InputError, match=r"x.yaml:2: 0x1: duplicate key '0x1' in one mapping \(first on line 1\)"):
+        load_yaml_text("1: a\n0x1: b\n", "x.yaml")
+    assert load_yaml_text("1: a\n'1': b\n", "x.yaml") == {1: "a", "1": "b"}
+
+
+def test_more_than_one_document():
+    with pytest.raises(InputError) as info:
+        load_yaml_text("a: 1\n---\nb: 2\n", "x.yaml")
+    assert str(info.value) == (
+        "x.yaml:2: YAML syntax error: expected a single document in the stream, but found another document (column 1)"
+    )
+
+
+# -- property: any mutation of a valid file loads or fails with one InventoryError line ----------
+
+_VALID_TEXT = (DATA / "fleet.yaml").read_text()
+_SCALARS = [
+    "", "null", "~", "[]", "{}", "- x", "'x", '"', "1", "0", "-3", "70000", "true", "a:b", "node[1:0]",
+    "node[", "n[01:2]", "n[0:99999999]", "*", "&x", "!x", "!vault x", "{{ x }}", "&a", "*a", "<<: *a",
+    "[a, b]", "{a: 1}", "|", ">", "ansible_port", "hosts", "vars", "children", "all", "ungrouped", "#",
+    "\t", ": :", "? x", "2001-01-01", "1.5", "0x10", "keys/id_test", "/nonexistent", "ssh", "local",
+]
+
+
+@st.composite
+def mutated_inventory(draw) -> str:
+    lines = _VALID_TEXT.splitlines()
+    for _ in range(draw(st.integers(1, 4))):
+        if not lines:
+            lines = [""]
+        i = draw(st.integers(0, len(lines) - 1))
+        op = draw(st.sampled_from(["delete", "dup", "indent", "dedent", "tab", "scalar", "insert", "swap"]))
+        line = lines[i]
+        if op == "delete":
+            del lines[i]
+        elif op == "dup":
+            lines.insert(i, line)
+        elif op == "indent":
+            lines[i] = " " * draw(st.integers(1, 4)) + line
+        elif op == "dedent":
+            lines[i] = line[draw(st.integers(1, 4)) :]
+        elif op == "tab":
+            lines[i] = "\t" + line.lstrip(" ")
+        elif op == "scalar":
+            # replace the key or the value part of the line
+            key, sep, value = line.partition(":")
+            new = draw(st.sampled_from(_SCALARS))
+            if sep and draw(st.booleans()):
+                lines[i] = f"{key}: {new}"
+            else:
+                indent = len(line) - len(line.lstrip(" "))
+                lines[i] = " " * indent + new + (sep + value if sep else "")
+        elif op == "insert":
+            indent = " " * draw(st.integers(0, 8))
+            lines.insert(i, indent + draw(st.sampled_from(_SCALARS)) + draw(st.sampled_from(["", ":", ": 1"])))
+        else:
+            j = draw(st.integers(0, len(lines) - 1))
+            lines[i], lines[j] = lines[j], lines[i]
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated_inventory())
+def test_mutations_load_or_raise_one_inventory_error(text):
+    with tempfile.TemporaryDirectory() as tmp:
+        keys = Path(tmp) / "keys"
+        keys.mkdir()
+        (keys / "id_test").write_text("")
+        path = Path(tmp) / "inventory.yaml"
+        path.write_text(text)
+        try:
+            inv = load_inventory(path)
+        except InventoryError as exc:
+            message = str(exc)
+            assert "\n" not in message and message.startswith(str(path))
+            return
+        # What loads is usable: every setting resolves, every pattern error is an InventoryError.
+        for host in inv:
+            (host.address, host.port, host.user, host.key_file, host.connection)
+            (host.venv, host.cuda_home, host.workdir, host.known_hosts)
+            assert host.groups[0] == "all"
+            assert host.port is None or 1 <= host.port <= 65535
+        inv.snapshot()
+        try:
+            inv.select("all")
+        except PatternError as exc:
+            assert "selects no hosts" in str(exc)
+
+
+def test_mutation_strategy_reaches_both_outcomes():
+    """Guard against a strategy that only ever produces errors (or never does)."""
+    rng = random.Random(7)
+    outcomes = set()
+    lines = _VALID_TEXT.splitlines()
+    for _ in range(60):
+        mutated = list(lines)
+        del mutated[rng.randrange(len(mutated))]
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "keys").mkdir()
+            (Path(tmp) / "keys" / "id_test").write_text("")
+            path = Path(tmp) / "inventory.yaml"
+            path.write_text("\n".join(mutated) + "\n")
+            try:
+                load_inventory(path)
+                outcomes.add("ok")
+            except InventoryError:
+                outcomes.add("error")
+    assert outcomes == {"ok", "error"}
+
+
+def test_fleet_yaml_is_plain_yaml_too():
+    """The example inventory is valid for any YAML reader (no fleetctl-only syntax)."""
+    assert yaml.safe_load(_VALID_TEXT)["all"]["children"]["gpu-nodes"]["hosts"]["gpu05"]["ansible_port"] == 2222
