@@ -1,0 +1,227 @@
+// nanobind module fp4_kernels._C. Tensors arrive through DLPack (nb::ndarray), so the
+// extension never links against torch. Outputs are allocated by the Python layer.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "fp4_api.h"
+
+namespace nb = nanobind;
+using Arr = nb::ndarray<nb::c_contig>;
+
+#ifndef FP4_CUDA_ARCHS
+#define FP4_CUDA_ARCHS ""
+#endif
+#ifndef FP4_NVCC_VERSION
+#define FP4_NVCC_VERSION ""
+#endif
+
+namespace {
+
+constexpr int kCPU = 1;   // kDLCPU
+constexpr int kCUDA = 2;  // kDLCUDA
+
+[[noreturn]] void fail(const std::string& msg) { throw nb::value_error(msg.c_str()); }
+
+std::string shape_str(const Arr& a) {
+    std::ostringstream os;
+    os << "[";
+    for (size_t i = 0; i < a.ndim(); ++i) os << (i ? ", " : "") << a.shape(i);
+    os << "]";
+    return os.str();
+}
+
+fp4::DType float_dtype(const Arr& a, const char* name) {
+    const auto d = a.dtype();
+    if (d.lanes == 1 && d.code == (uint8_t)nb::dlpack::dtype_code::Float && d.bits == 32)
+        return fp4::DType::F32;
+    if (d.lanes == 1 && d.code == (uint8_t)nb::dlpack::dtype_code::Float && d.bits == 16)
+        return fp4::DType::F16;
+    if (d.lanes == 1 && d.code == (uint8_t)nb::dlpack::dtype_code::Bfloat && d.bits == 16)
+        return fp4::DType::BF16;
+    fail(std::string(name) + ": dtype must be float32, float16 or bfloat16");
+}
+
+void expect_u8(const Arr& a, const char* name) {
+    const auto d = a.dtype();
+    if (!(d.lanes == 1 && d.bits == 8 &&
+          (d.code == (uint8_t)nb::dlpack::dtype_code::UInt ||
+           d.code == (uint8_t)nb::dlpack::dtype_code::Int)))
+        fail(std::string(name) + ": expected a uint8 tensor");
+}
+
+void expect_f32(const Arr& a, const char* name) {
+    const auto d = a.dtype();
+    if (!(d.lanes == 1 && d.bits == 32 && d.code == (uint8_t)nb::dlpack::dtype_code::Float))
+        fail(std::string(name) + ": expected a float32 tensor");
+}
+
+void expect_shape(const Arr& a, const char* name, int64_t r, int64_t c) {
+    if (a.ndim() != 2 || (int64_t)a.shape(0) != r || (int64_t)a.shape(1) != c) {
+        std::ostringstream os;
+        os << name << ": expected shape [" << r << ", " << c << "], got " << shape_str(a);
+        fail(os.str());
+    }
+}
+
+// Every tensor must live on the same device as the first; returns (is_cuda, device id).
+std::pair<bool, int> same_device(std::initializer_list<std::pair<const Arr*, const char*>> as) {
+    const Arr& first = *as.begin()->first;
+    for (auto& p : as) {
+        const Arr& a = *p.first;
+        if (a.device_type() != kCPU && a.device_type() != kCUDA)
+            fail(std::string(p.second) + ": only CPU and CUDA tensors are supported");
+        if (a.device_type() != first.device_type() || a.device_id() != first.device_id())
+            fail(std::string(p.second) + ": all tensors must be on the same device");
+    }
+    const bool cuda = first.device_type() == kCUDA;
+    if (cuda && !fp4::cuda_compiled())
+        throw std::runtime_error(
+            "fp4_kernels was built without CUDA kernels (CPU-only build); CUDA tensors "
+            "cannot be processed. Rebuild with nvcc available and FP4_ENABLE_CUDA=ON.");
+    return {cuda, first.device_id()};
+}
+
+void quant(const Arr& x, const Arr& gs, const Arr& q, const Arr& s, bool swizzle,
+           uintptr_t stream) {
+    const fp4::DType dt = float_dtype(x, "x");
+    if (x.ndim() != 2) fail("x: expected a 2-D tensor [M, K], got " + shape_str(x));
+    const int64_t m = (int64_t)x.shape(0), k = (int64_t)x.shape(1);
+    if (k % 16) fail("x: K must be a multiple of 16, got " + std::to_string(k));
+    expect_f32(gs, "global_scale");
+    if (gs.size() != 1) fail("global_scale: expected one element");
+    expect_u8(q, "q");
+    expect_u8(s, "scale");
+    expect_shape(q, "q", m, k / 2);
+    if (swizzle) expect_shape(s, "scale", (m + 127) / 128 * 128, (k / 16 + 3) / 4 * 4);
+    else expect_shape(s, "scale", m, k / 16);
+    auto dev = same_device({{&x, "x"}, {&gs, "global_scale"}, {&q, "q"}, {&s, "scale"}});
+    fp4::QuantDesc d{(int64_t)(uintptr_t)x.data(), (int64_t)(uintptr_t)q.data(),
+                     (int64_t)(uintptr_t)s.data(), (int64_t)(uintptr_t)gs.data(),
+                     m, k, 0, swizzle ? 1 : 0};
+    if (m == 0 || k == 0) return;
+    if (dev.first) {
+        fp4::cuda_quant(d, dt, dev.second, stream);
+    } else {
+        nb::gil_scoped_release nogil;
+        fp4::cpu_quant(&d, 1, dt);
+    }
+}
+
+// table: int64 [n, 8] rows of QuantDesc (see fp4_api.h) on the tensors' device.
+void grouped_quant(const Arr& table, int64_t n, int64_t total, int dtype_code, int device_type,
+                   int device_id, uintptr_t stream) {
+    const auto d = table.dtype();
+    if (!(d.code == (uint8_t)nb::dlpack::dtype_code::Int && d.bits == 64))
+        fail("table: expected int64");
+    if (table.ndim() != 2 || (int64_t)table.shape(0) != n || table.shape(1) != 8)
+        fail("table: expected shape [n, 8]");
+    if (table.device_type() != device_type || table.device_id() != device_id)
+        fail("table: must be on the tensors' device");
+    if (dtype_code < 0 || dtype_code > 2) fail("dtype code must be 0, 1 or 2");
+    if (n == 0 || total == 0) return;
+    const auto* descs = static_cast<const fp4::QuantDesc*>(table.data());
+    if (device_type == kCUDA) {
+        auto dev = same_device({{&table, "table"}});
+        fp4::cuda_grouped_quant(descs, (int)n, total, (fp4::DType)dtype_code, dev.second, stream);
+    } else {
+        nb::gil_scoped_release nogil;
+        fp4::cpu_quant(descs, (int)n, (fp4::DType)dtype_code);
+    }
+}
+
+void dequant(const Arr& q, const Arr& s, const Arr& gs, const Arr& out, uintptr_t stream) {
+    const fp4::DType dt = float_dtype(out, "out");
+    if (out.ndim() != 2) fail("out: expected a 2-D tensor");
+    const int64_t m = (int64_t)out.shape(0), k = (int64_t)out.shape(1);
+    if (k % 16) fail("K must be a multiple of 16, got " + std::to_string(k));
+    expect_u8(q, "q");
+    expect_u8(s, "scale");
+    expect_f32(gs, "global_scale");
+    if (gs.size() != 1) fail("global_scale: expected one element");
+    expect_shape(q, "q", m, k / 2);
+    expect_shape(s, "scale", m, k / 16);
+    auto dev = same_device({{&q, "q"}, {&s, "scale"}, {&gs, "global_scale"}, {&out, "out"}});
+    if (m == 0 || k == 0) return;
+    auto* qp = static_cast<const uint8_t*>(q.data());
+    auto* sp = static_cast<const uint8_t*>(s.data());
+    auto* gp = static_cast<const float*>(gs.data());
+    if (dev.first) {
+        fp4::cuda_dequant(qp, sp, gp, out.data(), m, k, dt, dev.second, stream);
+    } else {
+        nb::gil_scoped_release nogil;
+        fp4::cpu_dequant(qp, sp, gp, out.data(), m, k, dt);
+    }
+}
+
+void mm(const Arr& aq, const Arr& bq, const Arr& as, const Arr& bs, const Arr& alpha,
+        const Arr& out, uintptr_t stream) {
+    const fp4::DType dt = float_dtype(out, "out");
+    expect_u8(aq, "a_q");
+    expect_u8(bq, "b_q");
+    expect_u8(as, "a_scale");
+    expect_u8(bs, "b_scale");
+    expect_f32(alpha, "alpha");
+    if (alpha.size() != 1) fail("alpha: expected one element");
+    if (aq.ndim() != 2 || bq.ndim() != 2) fail("a_q, b_q: expected 2-D tensors");
+    const int64_t m = (int64_t)aq.shape(0), n = (int64_t)bq.shape(0), k = 2 * (int64_t)aq.shape(1);
+    if (k % 16) fail("K must be a multiple of 16, got " + std::to_string(k));
+    expect_shape(bq, "b_q", n, k / 2);
+    expect_shape(as, "a_scale", m, k / 16);
+    expect_shape(bs, "b_scale", n, k / 16);
+    expect_shape(out, "out", m, n);
+    auto dev = same_device({{&aq, "a_q"}, {&bq, "b_q"}, {&as, "a_scale"}, {&bs, "b_scale"},
+                            {&alpha, "alpha"}, {&out, "out"}});
+    if (m == 0 || n == 0) return;
+    auto* a = static_cast<const uint8_t*>(aq.data());
+    auto* b = static_cast<const uint8_t*>(bq.data());
+    auto* sa = static_cast<const uint8_t*>(as.data());
+    auto* sb = static_cast<const uint8_t*>(bs.data());
+    auto* al = static_cast<const float*>(alpha.data());
+    if (dev.first) {
+        if (k % 64) fail("CUDA path: K must be a multiple of 64 (the Python layer pads)");
+        fp4::cuda_mm(a, b, sa, sb, al, out.data(), m, n, k, dt, dev.second, stream);
+    } else {
+        nb::gil_scoped_release nogil;
+        fp4::cpu_mm(a, b, sa, sb, al, out.data(), m, n, k, dt);
+    }
+}
+
+std::vector<std::string> split_archs(const std::string& s) {
+    std::vector<std::string> out;
+    std::string cur;
+    for (char c : s) {
+        if (c == ';' || c == ',' || c == ' ') {
+            if (!cur.empty()) out.push_back(cur);
+            cur.clear();
+        } else {
+            cur += c;
+        }
+    }
+    if (!cur.empty()) out.push_back(cur);
+    return out;
+}
+
+}  // namespace
+
+NB_MODULE(_C, m) {
+    m.doc() = "fp4_kernels compiled core (CPU + optional CUDA); use the fp4_kernels Python API.";
+    m.def("quant", &quant, nb::arg("x"), nb::arg("gs"), nb::arg("q"), nb::arg("s"),
+          nb::arg("swizzle"), nb::arg("stream"));
+    m.def("grouped_quant", &grouped_quant, nb::arg("table"), nb::arg("n"), nb::arg("total"),
+          nb::arg("dtype_code"), nb::arg("device_type"), nb::arg("device_id"), nb::arg("stream"));
+    m.def("dequant", &dequant, nb::arg("q"), nb::arg("s"), nb::arg("gs"), nb::arg("out"),
+          nb::arg("stream"));
+    m.def("mm", &mm, nb::arg("a_q"), nb::arg("b_q"), nb::arg("a_s"), nb::arg("b_s"),
+          nb::arg("alpha"), nb::arg("out"), nb::arg("stream"));
+    m.def("cuda_compiled", &fp4::cuda_compiled);
+    m.def("cuda_device_count", &fp4::cuda_device_count);
+    m.def("cuda_archs", []() { return split_archs(FP4_CUDA_ARCHS); });
+    m.def("nvcc_version", []() { return std::string(FP4_NVCC_VERSION); });
+}

@@ -1,0 +1,20 @@
+// Linked instead of the CUDA kernels in a CPU-only build.
+#include <stdexcept>
+
+#include "fp4_api.h"
+
+namespace fp4 {
+namespace {
+[[noreturn]] void no_cuda() {
+    throw std::runtime_error("fp4_kernels was built without CUDA kernels (CPU-only build)");
+}
+}  // namespace
+bool cuda_compiled() { return false; }
+int cuda_device_count() { return 0; }
+void cuda_quant(const QuantDesc&, DType, int, uintptr_t) { no_cuda(); }
+void cuda_grouped_quant(const QuantDesc*, int, int64_t, DType, int, uintptr_t) { no_cuda(); }
+void cuda_dequant(const uint8_t*, const uint8_t*, const float*, void*, int64_t, int64_t, DType,
+                  int, uintptr_t) { no_cuda(); }
+void cuda_mm(const uint8_t*, const uint8_t*, const uint8_t*, const uint8_t*, const float*, void*,
+             int64_t, int64_t, int64_t, DType, int, uintptr_t) { no_cuda(); }
+}  // namespace fp4

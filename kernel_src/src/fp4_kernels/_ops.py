@@ -1,0 +1,306 @@
+"""Public NVFP4 operations (torch tensors in and out; CPU and CUDA tensors).
+
+The arithmetic is defined once, in :mod:`fp4_kernels.reference` (and ``csrc/nvfp4_math.h``);
+these functions call the compiled kernels and give bit-identical results, except for the
+GEMM whose accuracy bound is stated in :func:`scaled_fp4_mm`.
+"""
+from __future__ import annotations
+
+from ._ext import load as _load
+
+_C = _load()
+
+_BLOCK = 16
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _dtype_code(torch, dtype, name):
+    codes = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+    if dtype not in codes:
+        raise TypeError("%s: dtype must be float32, float16 or bfloat16, got %s" % (name, dtype))
+    return codes[dtype]
+
+
+def _check_device(t, name):
+    if t.device.type not in ("cpu", "cuda"):
+        raise ValueError("%s: only CPU and CUDA tensors are supported, got %s" % (name, t.device))
+
+
+def _prep(torch, t, name, align=16):
+    """Detached, contiguous, ``align``-byte aligned version of ``t``."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError("%s: expected a torch.Tensor, got %s" % (name, type(t).__name__))
+    _check_device(t, name)
+    t = t.detach().contiguous()
+    if t.numel() and t.data_ptr() % align:
+        t = t.clone()
+    return t
+
+
+def _scalar(torch, v, device, name):
+    """One-element float32 tensor on ``device`` from a python number or a tensor."""
+    if isinstance(v, torch.Tensor):
+        if v.numel() != 1:
+            raise ValueError("%s: expected a scalar (one element), got shape %s"
+                             % (name, tuple(v.shape)))
+        if not v.is_floating_point():
+            raise TypeError("%s: expected a floating-point tensor, got %s" % (name, v.dtype))
+        return v.detach().reshape(1).to(device=device, dtype=torch.float32).contiguous()
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return torch.full((1,), float(v), dtype=torch.float32, device=device)
+    raise TypeError("%s: expected a float or a one-element tensor, got %s"
+                    % (name, type(v).__name__))
+
+
+def _stream(torch, device):
+    if device.type == "cuda":
+        return int(torch.cuda.current_stream(device).cuda_stream)
+    return 0
+
+
+def _round_up(x, m):
+    return (x + m - 1) // m * m
+
+
+def _scale_u8(torch, s, name):
+    if s.dtype == torch.float8_e4m3fn:
+        return s.view(torch.uint8)
+    if s.dtype == torch.uint8:
+        return s
+    raise TypeError("%s: expected float8_e4m3fn (or its uint8 bytes), got %s" % (name, s.dtype))
+
+
+def _check_x(torch, x, name="x"):
+    if not isinstance(x, torch.Tensor):
+        raise TypeError("%s: expected a torch.Tensor, got %s" % (name, type(x).__name__))
+    _dtype_code(torch, x.dtype, name)
+    if x.dim() != 2:
+        raise ValueError("%s: expected a 2-D tensor [M, K], got shape %s" % (name, tuple(x.shape)))
+    if x.shape[1] % _BLOCK:
+        raise ValueError("%s: K (last dim) must be a multiple of 16, got %d" % (name, x.shape[1]))
+
+
+def _alloc_scales(torch, m, k, swizzle, device):
+    kb = k // _BLOCK
+    if swizzle:
+        mp, kp = _round_up(m, 128), _round_up(kb, 4)
+        maker = torch.zeros if (mp, kp) != (m, kb) else torch.empty
+        return maker((mp, kp), dtype=torch.uint8, device=device)
+    return torch.empty((m, kb), dtype=torch.uint8, device=device)
+
+
+def scaled_fp4_quant(x, global_scale, *, swizzle=False):
+    """Quantize ``x`` to NVFP4.
+
+    Args:
+        x: ``[M, K]`` float16 / bfloat16 / float32 tensor on CPU or CUDA; K a multiple of 16.
+        global_scale: FP32 global scale (one-element tensor, any float dtype is converted
+            to float32, or a python float), commonly ``448 * 6 / amax(|x|)``.
+        swizzle: False: scales ``[M, K/16]`` row-major. True: the 128x4-tile swizzled
+            layout of CUTLASS-style FP4 GEMMs (vLLM / SGLang / FlashInfer), shape
+            ``[round_up(M, 128), round_up(K/16, 4)]``, padding zero; scale (m, kb) is at
+            flat offset ``((((m//128)*(Kp//4) + kb//4)*32 + m%32)*4 + (m%128)//32)*4 + kb%4``.
+
+    Returns:
+        ``(q, scale)``: q uint8 ``[M, K/2]`` (element 2i in the low nibble), scale
+        float8_e4m3fn as above. Both on x's device.
+
+    Rules (NVIDIA NVFP4; PTX ISA ``cvt.rn.satfinite.e2m1x2.f32``; OCP MX v1.0 for E2M1 /
+    E4M3), fp32 arithmetic, one rounding per step, see :mod:`fp4_kernels.reference`:
+    ``scale = e4m3_satfinite(gs * (amax / 6))``, ``q = e2m1(x * (gs / float(scale)))``,
+    round to nearest even, saturating at +-6 / +-448. All-zero block: scale 0, elements +0.
+    NaN in a block: scale 0x7F (E4M3 NaN), all its elements +0. +-Inf: scale 448 (for
+    finite positive gs) and the Inf encodes +-6. Tiny blocks may get subnormal E4M3
+    scales (m * 2^-9) or scale 0 (then every element encodes +0).
+
+    Raises:
+        TypeError: wrong tensor dtype or argument type. ValueError: wrong shape, K not a
+        multiple of 16, unsupported device. RuntimeError: CUDA tensor with a CPU-only
+        build, or a CUDA error (e.g. no kernel image for this GPU).
+    """
+    torch = _torch()
+    _check_x(torch, x)
+    x = _prep(torch, x, "x")
+    gs = _scalar(torch, global_scale, x.device, "global_scale")
+    m, k = x.shape
+    q = torch.empty((m, k // 2), dtype=torch.uint8, device=x.device)
+    s = _alloc_scales(torch, m, k, swizzle, x.device)
+    _C.quant(x, gs, q, s, bool(swizzle), _stream(torch, x.device))
+    return q, s.view(torch.float8_e4m3fn)
+
+
+def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle=False):
+    """Quantize a list of (expert) matrices with ONE kernel launch (MoE).
+
+    Args:
+        xs: sequence of E tensors ``[M_i, K_i]``, all the same dtype (float16 / bfloat16 /
+            float32) and device; each K_i a multiple of 16; M_i may be 0.
+        global_scales: E global scales: a 1-D tensor ``[E]`` or a sequence of floats /
+            one-element tensors.
+        swizzle: per-matrix swizzled scales, as in :func:`scaled_fp4_quant`.
+
+    Returns:
+        ``(qs, scales)``: two lists of E tensors, equal to ``scaled_fp4_quant(xs[i],
+        global_scales[i], swizzle=swizzle)``. Packed form: all ``qs`` are views into one
+        uint8 buffer and all ``scales`` into one float8_e4m3fn buffer, matrix after matrix
+        in order (``qs[0]._base`` is the packed buffer).
+
+    Raises:
+        TypeError / ValueError: as :func:`scaled_fp4_quant`, and when dtypes or devices of
+        the matrices differ or the number of scales is not E.
+    """
+    torch = _torch()
+    xs = list(xs)
+    if not xs:
+        return [], []
+    for i, x in enumerate(xs):
+        _check_x(torch, x, "xs[%d]" % i)
+        if x.dtype != xs[0].dtype or x.device != xs[0].device:
+            raise ValueError("xs[%d]: all matrices must share dtype and device" % i)
+    device, dtype = xs[0].device, xs[0].dtype
+    n = len(xs)
+    if isinstance(global_scales, torch.Tensor):
+        gs = global_scales.detach().reshape(-1).to(device=device, dtype=torch.float32).contiguous()
+    else:
+        gs = torch.cat([_scalar(torch, g, device, "global_scales[%d]" % i)
+                        for i, g in enumerate(global_scales)]) if len(global_scales) else None
+    if gs is None or gs.numel() != n:
+        raise ValueError("global_scales: expected %d scales" % n)
+    xs = [_prep(torch, x, "xs[%d]" % i) for i, x in enumerate(xs)]
+    q_sizes = [x.shape[0] * x.shape[1] // 2 for x in xs]
+    s_shapes = []
+    for x in xs:
+        m, kb = x.shape[0], x.shape[1] // _BLOCK
+        s_shapes.append((_round_up(m, 128), _round_up(kb, 4)) if swizzle else (m, kb))
+    q_all = torch.empty(sum(q_sizes), dtype=torch.uint8, device=device)
+    s_total = sum(a * b for a, b in s_shapes)
+    s_all = (torch.zeros if swizzle else torch.empty)(s_total, dtype=torch.uint8, device=device)
+    qs, ss, rows = [], [], []
+    qo = so = start = 0
+    for i, x in enumerate(xs):
+        m, k = x.shape
+        q = q_all[qo:qo + q_sizes[i]].view(m, k // 2)
+        sz = s_shapes[i][0] * s_shapes[i][1]
+        s = s_all[so:so + sz].view(*s_shapes[i])
+        qo += q_sizes[i]
+        so += sz
+        qs.append(q)
+        ss.append(s.view(torch.float8_e4m3fn))
+        x_ptr = x.data_ptr() if x.numel() else 0
+        rows.append([x_ptr, q.data_ptr(), s.data_ptr(), gs.data_ptr() + 4 * i, m, k, start,
+                     int(bool(swizzle))])
+        start += m * k // 8
+    table = torch.tensor(rows, dtype=torch.int64)
+    if device.type == "cuda":
+        table = table.pin_memory().to(device, non_blocking=True)
+    _C.grouped_quant(table, n, start, _dtype_code(torch, dtype, "xs"),
+                     2 if device.type == "cuda" else 1,
+                     device.index if device.type == "cuda" else 0, _stream(torch, device))
+    # keep the (possibly cloned) inputs and the table alive until the work is queued/done
+    del table, xs
+    return qs, ss
+
+
+def dequantize_fp4(q, scale, global_scale, dtype=None):
+    """Dequantize NVFP4 data: ``out = dtype(e2m1(q) * (float(scale) / global_scale))``.
+
+    Args:
+        q: uint8 ``[M, K/2]`` (element 2i in the low nibble).
+        scale: float8_e4m3fn (or its uint8 bytes) ``[M, K/16]``, row-major (unswizzled).
+        global_scale: the FP32 global scale used for quantization (tensor or float).
+        dtype: float32, float16 or bfloat16 (default bfloat16).
+
+    Returns:
+        ``[M, K]`` tensor of ``dtype`` on q's device. Per block ``f = float(scale) /
+        global_scale`` (fp32 division), then ``e2m1_value * f`` (fp32 multiply) rounded to
+        ``dtype`` (nearest even; beyond the dtype's range: +-inf). A NaN scale gives NaN
+        outputs (canonical quiet NaN; NaN bit patterns are not part of the contract).
+
+    Raises:
+        TypeError: wrong dtypes. ValueError: inconsistent shapes / devices.
+    """
+    torch = _torch()
+    dtype = torch.bfloat16 if dtype is None else dtype
+    _dtype_code(torch, dtype, "dtype")
+    q = _prep(torch, q, "q", 4)
+    scale = _prep(torch, scale, "scale", 1)
+    if q.dtype != torch.uint8 or q.dim() != 2:
+        raise TypeError("q: expected a 2-D uint8 tensor, got %s %s" % (q.dtype, tuple(q.shape)))
+    m, k = q.shape[0], 2 * q.shape[1]
+    if k % _BLOCK:
+        raise ValueError("q: K = 2 * q.shape[1] must be a multiple of 16, got %d" % k)
+    if tuple(scale.shape) != (m, k // _BLOCK):
+        raise ValueError("scale: expected shape %s (unswizzled), got %s"
+                         % ((m, k // _BLOCK), tuple(scale.shape)))
+    if scale.device != q.device:
+        raise ValueError("scale: must be on q's device")
+    gs = _scalar(torch, global_scale, q.device, "global_scale")
+    out = torch.empty((m, k), dtype=dtype, device=q.device)
+    _C.dequant(q, _scale_u8(torch, scale, "scale"), gs, out, _stream(torch, q.device))
+    return out
+
+
+def scaled_fp4_mm(a_q, b_q, a_scale, b_scale, alpha, out_dtype=None):
+    """NVFP4 GEMM: ``out[M, N] = alpha * A @ B^T``.
+
+    Args:
+        a_q: uint8 ``[M, K/2]``; b_q: uint8 ``[N, K/2]`` (both quantized along K).
+        a_scale: float8_e4m3fn ``[M, K/16]``; b_scale: ``[N, K/16]`` (unswizzled).
+        alpha: ``1 / (gs_a * gs_b)`` (tensor or float).
+        out_dtype: bfloat16 (default), float16 or float32.
+
+    Returns:
+        ``[M, N]`` tensor of ``out_dtype``. A and B are the values ``e2m1 * e4m3_scale``
+        (exact in fp32 and bf16); products are exact and summed in FP32 (CUDA: bf16
+        tensor-core MMA, m16n8k16, fp32 accumulate; CPU: sequential fp32 sums), then
+        multiplied by alpha in fp32 and rounded to ``out_dtype``.
+
+    Error bound (tested against a float64 computation, ``reference.scaled_fp4_mm``):
+        ``|out - ref| <= |alpha| * S * (K + 2) * 2**-22 + u * |ref| + tiny`` with
+        ``S = sum_k |A[i,k] * B[j,k]|``, ``u`` = 2**-8 (bf16), 2**-11 (fp16), 2**-24 (fp32)
+        and ``tiny`` the dtype's smallest subnormal; see
+        :func:`fp4_kernels.reference.scaled_fp4_mm_error_bound`. NaN scales give NaN.
+
+    Raises:
+        TypeError / ValueError: wrong dtypes, shapes, devices. RuntimeError: CUDA device
+        below compute capability 8.0, or a CUDA error.
+    """
+    torch = _torch()
+    out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
+    _dtype_code(torch, out_dtype, "out_dtype")
+    a_q = _prep(torch, a_q, "a_q")
+    b_q = _prep(torch, b_q, "b_q")
+    a_scale = _scale_u8(torch, _prep(torch, a_scale, "a_scale", 2), "a_scale")
+    b_scale = _scale_u8(torch, _prep(torch, b_scale, "b_scale", 2), "b_scale")
+    for t, name in ((a_q, "a_q"), (b_q, "b_q")):
+        if t.dtype != torch.uint8 or t.dim() != 2:
+            raise TypeError("%s: expected a 2-D uint8 tensor" % name)
+    m, n, k = a_q.shape[0], b_q.shape[0], 2 * a_q.shape[1]
+    if b_q.shape[1] * 2 != k:
+        raise ValueError("b_q: expected [N, %d], got %s" % (k // 2, tuple(b_q.shape)))
+    if k % _BLOCK:
+        raise ValueError("K must be a multiple of 16, got %d" % k)
+    if tuple(a_scale.shape) != (m, k // _BLOCK) or tuple(b_scale.shape) != (n, k // _BLOCK):
+        raise ValueError("scales: expected a_scale %s and b_scale %s (unswizzled), got %s and %s"
+                         % ((m, k // _BLOCK), (n, k // _BLOCK), tuple(a_scale.shape),
+                            tuple(b_scale.shape)))
+    dev = a_q.device
+    for t, name in ((b_q, "b_q"), (a_scale, "a_scale"), (b_scale, "b_scale")):
+        if t.device != dev:
+            raise ValueError("%s: must be on a_q's device (%s)" % (name, dev))
+    al = _scalar(torch, alpha, dev, "alpha")
+    if dev.type == "cuda" and k % 64:
+        # The CUDA kernel works on K tiles of 64: pad with zero codes and zero scales.
+        kp = _round_up(k, 64)
+        pad = torch.nn.functional.pad
+        a_q, b_q = pad(a_q, (0, (kp - k) // 2)), pad(b_q, (0, (kp - k) // 2))
+        a_scale = pad(a_scale, (0, (kp - k) // _BLOCK))
+        b_scale = pad(b_scale, (0, (kp - k) // _BLOCK))
+    out = torch.empty((m, n), dtype=out_dtype, device=dev)
+    _C.mm(a_q, b_q, a_scale, b_scale, al, out, _stream(torch, dev))
+    return out

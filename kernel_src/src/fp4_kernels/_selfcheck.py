@@ -1,0 +1,150 @@
+"""selfcheck(): every kernel against the torch reference on fresh random inputs."""
+from __future__ import annotations
+
+import random
+import traceback
+
+
+def _same_bytes(torch, a, b):
+    """Bitwise equality of two tensors of the same dtype (NaNs compared by position)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False, "shape/dtype %s %s vs %s %s" % (tuple(a.shape), a.dtype, tuple(b.shape), b.dtype)
+    a, b = a.cpu(), b.cpu()
+    if a.is_floating_point() and a.dtype not in (torch.float8_e4m3fn,):
+        na, nb = torch.isnan(a), torch.isnan(b)
+        if not torch.equal(na, nb):
+            return False, "NaN positions differ (%d vs %d NaNs)" % (int(na.sum()), int(nb.sum()))
+        a, b = a.masked_fill(na, 0), b.masked_fill(nb, 0)
+    ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32}[a.element_size()]
+    ia, ib = a.contiguous().view(ints), b.contiguous().view(ints)
+    diff = int((ia != ib).sum())
+    if diff:
+        idx = (ia != ib).nonzero()[0].tolist()
+        return False, "%d of %d elements differ, first at %s" % (diff, ia.numel(), idx)
+    return True, "%d elements identical" % ia.numel()
+
+
+def _inputs(torch, gen, m, k, dtype, device, edge=False):
+    x = torch.randn((m, k), generator=gen, dtype=torch.float32) * float(
+        torch.empty(()).uniform_(0.01, 100.0, generator=gen))
+    if edge:  # zeros, NaN, Inf, huge outlier, tiny (subnormal E4M3 scale) blocks
+        x[0, :16] = 0.0
+        x[0, 16:32] = -0.0
+        if k >= 64:
+            x[0, 37] = float("nan")
+            x[0, 50] = float("inf")
+        if m > 1:
+            x[1, :16] = x[1, :16] * 1e-6
+            x[1, 16:32] *= 1e-3
+            x[1, 20] = 3e4
+    return x.to(dtype).to(device)
+
+
+def selfcheck(device: str = "cpu", seed=None) -> dict:
+    """Run every fp4_kernels function against fp4_kernels.reference.
+
+    Args:
+        device: "cpu" or "cuda" (or "cuda:N").
+        seed: int seed for the random inputs; None draws a fresh one (reported).
+
+    Returns:
+        JSON-able ``{"ok": bool, "device": str, "seed": int, "build": build_info(),
+        "checks": [{"name", "ok", "detail"}, ...]}``. Quantization, grouped quantization
+        and dequantization must be bit-identical to the reference; the GEMM within
+        ``reference.scaled_fp4_mm_error_bound``. On CUDA the CPU and CUDA paths must also
+        produce identical bytes. Exceptions inside a check become a failed check.
+    """
+    import torch
+
+    import fp4_kernels as fk
+    from fp4_kernels import reference as ref
+
+    seed = random.SystemRandom().randrange(2 ** 31) if seed is None else int(seed)
+    gen = torch.Generator().manual_seed(seed)
+    dev = torch.device(device)
+    checks = []
+
+    def check(name, fn):
+        try:
+            ok, detail = fn()
+        except Exception as e:  # noqa: BLE001 - reported, not raised
+            ok, detail = False, "%s: %s | %s" % (type(e).__name__, e,
+                                                 traceback.format_exc(limit=3).replace("\n", " "))
+        checks.append({"name": name, "ok": bool(ok), "detail": str(detail)})
+
+    def both(*pairs):
+        details = []
+        for a, b in pairs:
+            ok, d = _same_bytes(torch, a, b)
+            if not ok:
+                return False, d
+            details.append(d)
+        return True, "; ".join(details)
+
+    shapes = [(1, 16), (37, 80), (130, 256)]
+    dtypes = [torch.float32, torch.float16, torch.bfloat16]
+    for dt in dtypes:
+        for (m, k) in shapes:
+            for edge in (False, True):
+                x = _inputs(torch, gen, m, k, dt, dev, edge)
+                gs = (448.0 * 6.0) / max(float(x.float().abs().nan_to_num(0, 0, 0).max()), 1e-12)
+                name = "quant %s %dx%d%s" % (str(dt).split(".")[-1], m, k, " edge" if edge else "")
+
+                def run(x=x, gs=gs):
+                    q, s = fk.scaled_fp4_quant(x, gs)
+                    rq, rs = ref.scaled_fp4_quant(x, gs)
+                    res = [(q, rq), (s.view(torch.uint8), rs.view(torch.uint8))]
+                    if dev.type == "cuda":
+                        cq, cs = fk.scaled_fp4_quant(x.cpu(), gs)
+                        res += [(q.cpu(), cq), (s.view(torch.uint8).cpu(), cs.view(torch.uint8))]
+                    return both(*res)
+                check(name, run)
+
+    x = _inputs(torch, gen, 200, 272, torch.bfloat16, dev, True)
+    check("quant swizzled 200x272", lambda: both(
+        (fk.scaled_fp4_quant(x, 3.5, swizzle=True)[1].view(torch.uint8),
+         ref.scaled_fp4_quant(x, 3.5, swizzle=True)[1].view(torch.uint8))))
+
+    xs = [_inputs(torch, gen, m, 128, torch.bfloat16, dev) for m in (5, 0, 64, 33)]
+    gss = torch.rand((4,), generator=gen).add_(0.5).to(dev)
+
+    def grouped():
+        qs, ss = fk.scaled_fp4_grouped_quant(xs, gss)
+        rq, rs = ref.scaled_fp4_grouped_quant(xs, gss)
+        pairs = [p for i in range(4) for p in ((qs[i], rq[i]), (ss[i].view(torch.uint8), rs[i].view(torch.uint8)))]
+        if dev.type == "cuda":
+            cq, cs = fk.scaled_fp4_grouped_quant([t.cpu() for t in xs], gss.cpu())
+            pairs += [(qs[i].cpu(), cq[i]) for i in range(4)]
+        return both(*pairs)
+    check("grouped quant 4 experts", grouped)
+
+    xq = _inputs(torch, gen, 67, 160, torch.float32, dev, True)
+    q, s = ref.scaled_fp4_quant(xq, 7.0)
+    for dt in dtypes:
+        def deq(dt=dt):
+            pairs = [(fk.dequantize_fp4(q, s, 7.0, dt), ref.dequantize_fp4(q, s, 7.0, dt))]
+            if dev.type == "cuda":
+                pairs.append((pairs[0][0].cpu(), fk.dequantize_fp4(q.cpu(), s.cpu(), 7.0, dt)))
+            return both(*pairs)
+        check("dequant %s 67x160" % str(dt).split(".")[-1], deq)
+
+    for dt in dtypes:
+        for (m, n, k) in ((70, 45, 96), (128, 128, 256)):
+            def mm(dt=dt, m=m, n=n, k=k):
+                a = torch.randn((m, k), generator=gen).to(dev)
+                b = torch.randn((n, k), generator=gen).to(dev)
+                ga = 448.0 * 6.0 / float(a.abs().max())
+                gb = 448.0 * 6.0 / float(b.abs().max())
+                aq, asc = fk.scaled_fp4_quant(a, ga)
+                bq, bsc = fk.scaled_fp4_quant(b, gb)
+                alpha = 1.0 / (ga * gb)
+                out = fk.scaled_fp4_mm(aq, bq, asc, bsc, alpha, dt)
+                exp = ref.scaled_fp4_mm(aq, bq, asc, bsc, alpha, torch.float64)
+                bound = ref.scaled_fp4_mm_error_bound(aq, bq, asc, bsc, alpha, dt)
+                err = (out.double() - exp).abs()
+                worst = float((err / bound).max())
+                return worst <= 1.0, "max |err|/bound = %.3g" % worst
+            check("mm %s %dx%dx%d" % (str(dt).split(".")[-1], m, n, k), mm)
+
+    return {"ok": all(c["ok"] for c in checks), "device": str(dev), "seed": seed,
+            "build": fk.build_info(), "checks": checks}
