@@ -34,6 +34,7 @@ async def run_on_hosts(
 
     async def one(host: Host) -> dict[str, Any]:
         record.event("host.started", host=host.name)
+        record.host_log(host.name)  # every host has a log, even a silent one
         conn = connection_for(host, accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout_s)
 
         def line(ln: OutputLine) -> None:

@@ -45,6 +45,7 @@ from pydantic import ValidationError, create_model
 from fleetctl import templating, yamlload
 from fleetctl.actions import ACTIONS, COMMAND_ACTIONS, ActionArgs, _env_mapping, is_template
 from fleetctl.errors import PlaybookError
+from fleetctl.templating import playbook_error
 
 __all__ = [
     "CONTROL_KEYS",
@@ -118,20 +119,23 @@ def _load_yaml(path: Path, *, display: str, err_line: int | None = None, err_key
     try:
         size = path.stat().st_size
         if size > _MAX_FILE_BYTES:
-            raise PlaybookError(f"file is too large ({size} bytes; at most {_MAX_FILE_BYTES})", **where)
+            raise playbook_error(f"file is too large ({size} bytes; at most {_MAX_FILE_BYTES})", **where)
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise PlaybookError(f"file not found: {display}", **where) from None
+        raise playbook_error(f"file not found: {display}", **where) from None
     except IsADirectoryError:
-        raise PlaybookError(f"is a folder, not a file: {display}", **where) from None
+        raise playbook_error(f"is a folder, not a file: {display}", **where) from None
     except OSError as exc:
-        raise PlaybookError(f"cannot read {display}: {exc.strerror or exc}", **where) from None
+        raise playbook_error(f"cannot read {display}: {exc.strerror or exc}", **where) from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise PlaybookError("not valid UTF-8 text", file=display, line=line) from None
-    data = yamlload.load_yaml_text(text, display, error_cls=PlaybookError)
+        raise playbook_error("not valid UTF-8 text", file=display, line=line) from None
+    try:
+        data = yamlload.load_yaml_text(text, display, error_cls=PlaybookError)
+    except PlaybookError as exc:  # keys quoted in its messages may hold newlines
+        raise playbook_error(exc.message, file=exc.file, line=exc.line, key=exc.key) from None
     _check_size(data, display)
     return _Doc(display, data, text, hashlib.sha256(raw).hexdigest())
 
@@ -144,7 +148,7 @@ def _check_size(data: Any, file: str) -> None:
         node = todo.pop()
         budget -= 1
         if budget < 0:
-            raise PlaybookError("YAML document too large (aliases expand too far)", file=file)
+            raise playbook_error("YAML document too large (aliases expand too far)", file=file)
         if isinstance(node, Mapping):
             todo.extend(node.keys())
             todo.extend(node.values())
@@ -330,7 +334,7 @@ class Task:
 
     def error(self, message: str, sub: Path_ = (), cls: type[PlaybookError] = PlaybookError) -> PlaybookError:
         """A PlaybookError naming this task's file, the line of ``sub`` and its key."""
-        return cls(message, file=self.file, line=self.line_of(sub), key=self.key_of(sub))
+        return playbook_error(message, file=self.file, line=self.line_of(sub), key=self.key_of(sub), cls=cls)
 
     def template_variables(self) -> Iterator[tuple[Path_, str]]:
         """(location inside the task, variable name) for every variable its templates use."""
@@ -551,7 +555,7 @@ class _Parser:
 
     def fail(self, message: str, path: Path_, *, key: str | None = None, doc: _Doc | None = None) -> PlaybookError:
         doc = doc or self.doc
-        return PlaybookError(message, file=doc.file, line=doc.line_of(path), key=key)
+        return playbook_error(message, file=doc.file, line=doc.line_of(path), key=key)
 
     def play_fail(self, message: str, sub: Path_) -> PlaybookError:
         return self.fail(message, self.root + tuple(sub), key=_fmt_path(sub) or None)
@@ -690,7 +694,7 @@ class _Parser:
     def _task(self, item: Any, path: Path_, label: str, section: str, doc: _Doc, *,
               stack: tuple[str, ...], outer: tuple[tuple[str, ...], frozenset[str]] | None) -> list[Task]:
         def fail(message: str, sub: Path_ = ()) -> PlaybookError:
-            return PlaybookError(message, file=doc.file, line=doc.line_of(path + tuple(sub)),
+            return playbook_error(message, file=doc.file, line=doc.line_of(path + tuple(sub)),
                                  key=_join_key(label, sub))
 
         if not isinstance(item, Mapping):
@@ -824,7 +828,7 @@ class _Parser:
                              err_line=doc.line_of(path + (action,)), err_key=_join_key(label, (action,)))
         data = sub_doc.data
         if data is not None and not isinstance(data, list):
-            raise PlaybookError(f"an included file must hold a list of tasks, got a {_typename(data)}",
+            raise playbook_error(f"an included file must hold a list of tasks, got a {_typename(data)}",
                                 file=sub_doc.file, line=1)
         return self._task_list(data, (), "tasks", sub_doc, stack=(*stack, real), outer=outer)
 

@@ -30,8 +30,10 @@ def runs_root() -> Path:
 
 
 def new_run_id() -> str:
-    """A sortable, collision-free run id: UTC time plus 6 random hex digits (``20261129T153000Z-1a2b3c``)."""
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+    """A sortable, collision-free run id: UTC time to the millisecond plus 6 random hex digits
+    (``20261129T153000.123Z-1a2b3c``)."""
+    now = dt.datetime.now(dt.timezone.utc)
+    return now.strftime("%Y%m%dT%H%M%S.") + f"{now.microsecond // 1000:03d}Z-" + secrets.token_hex(3)
 
 
 def _safe_name(host: str) -> str:

@@ -44,6 +44,8 @@ __all__ = [
     "is_template",
     "render",
     "render_string",
+    "one_line",
+    "playbook_error",
     "render_vars",
     "template_variables",
 ]
@@ -60,6 +62,19 @@ STANDARD_NAMES: frozenset[str] = frozenset(
 RESERVED_NAMES: frozenset[str] = frozenset({"facts", "host", "run_id", "run_dir", "playbook_dir"})
 
 
+def one_line(text: str) -> str:
+    """``text`` with control characters (newlines, tabs...) escaped, so a message stays one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def playbook_error(message: str, *, file: str | None = None, line: int | None = None, key: str | None = None,
+                   cls: type[PlaybookError] = PlaybookError) -> PlaybookError:
+    """A :class:`PlaybookError` (or ``cls``) whose message and key are one line each."""
+    return cls(one_line(message), file=file, line=line, key=one_line(key) if key else None)
+
+
 class RenderError(PlaybookError):
     """A template failed to render or evaluate for one host (undefined name, type error...).
 
@@ -69,7 +84,9 @@ class RenderError(PlaybookError):
 
     def __init__(self, message: str, *, path: tuple = (), **kwargs: Any) -> None:
         self.path = path
-        super().__init__(message, **kwargs)
+        if kwargs.get("key"):
+            kwargs["key"] = one_line(kwargs["key"])
+        super().__init__(one_line(message), **kwargs)
 
 
 def _version_test(value: object, other: object, op: str = ">=") -> bool:
@@ -371,7 +388,7 @@ def check_undefined(playbook: Playbook, known_names: Iterable[str] = ()) -> None
         deps[var] = set()
         for path, name in _value_variables(value, ("vars", var)):
             if name not in base:
-                raise PlaybookError(
+                raise playbook_error(
                     _undefined_message(name, base),
                     file=str(playbook.path),
                     line=playbook.line_of(path),
@@ -381,7 +398,7 @@ def check_undefined(playbook: Playbook, known_names: Iterable[str] = ()) -> None
                 deps[var].add(name)  # using its own name means the inventory var it overrides
     cycle = _find_cycle(deps)
     if cycle:
-        raise PlaybookError(
+        raise playbook_error(
             "play vars refer to each other in a cycle: " + " -> ".join(cycle),
             file=str(playbook.path),
             line=playbook.line_of(("vars", cycle[0])),
@@ -392,7 +409,7 @@ def check_undefined(playbook: Playbook, known_names: Iterable[str] = ()) -> None
     for task in list(playbook.tasks) + list(playbook.handlers):
         for sub, name in task.template_variables():
             if name not in known:
-                raise PlaybookError(
+                raise playbook_error(
                     _undefined_message(name, known),
                     file=task.file,
                     line=task.line_of(sub),

@@ -68,10 +68,17 @@ def sass_targets(plan: dict[str, Any]) -> list[str]:
             if a and not a.endswith("-virtual")]
 
 
-def preflight_problems(facts: dict[str, Any], plan: dict[str, Any], args: BuildWheelArgs, venv: str | None) -> list[str]:
-    """Everything that would make the build fail, found from facts alone (pure)."""
+def preflight_problems(facts: dict[str, Any], plan: dict[str, Any], args: BuildWheelArgs, venv: str | None,
+                       cuda_home: str | None = None) -> list[str]:
+    """Everything that would make the build fail, found from facts alone (pure).
+
+    ``cuda_home`` is the host var: when set, the toolkit found must be that one (a silent fallback
+    to another toolkit is how builds end up with the wrong nvcc).
+    """
     problems = []
     cuda = facts.get("cuda") or {}
+    if cuda_home and cuda.get("source") != "cuda_home var":
+        problems.append(f"cuda_home {cuda_home} has no bin/nvcc (fix the host var 'cuda_home')")
     if not venv:
         problems.append("no venv for this host: set the host var 'venv' (the build must not pick the system Python)")
     py = facts.get("python") or {}
@@ -126,7 +133,7 @@ async def run(ctx: TaskContext, args: BuildWheelArgs, *, force: bool = False) ->
     facts = ctx.facts
     plan = target_plan(facts, args)
     venv = ctx.session.venv
-    problems = preflight_problems(facts, plan, args, venv)
+    problems = preflight_problems(facts, plan, args, venv, ctx.session.host.cuda_home)
     if problems:
         return TaskResult(Status.FAILED, msg="preflight: " + "; ".join(problems), data={"preflight": problems})
     python = ctx.session.python

@@ -1,0 +1,37 @@
+"""Helpers for end-to-end tests: write an inventory for sshd test hosts and run the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_inventory(path: Path, groups: dict[str, dict[str, dict[str, Any]]], all_vars: dict | None = None) -> Path:
+    """Write an Ansible YAML inventory: ``{group: {host: vars}}``."""
+    doc = {"all": {"vars": all_vars or {}, "children": {g: {"hosts": hosts} for g, hosts in groups.items()}}}
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def fleetctl(*args: str, home: Path, timeout_s: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m fleetctl.cli ARGS`` (the real CLI) with FLEETCTL_HOME=home; never through a shell."""
+    full_env = {**os.environ, "FLEETCTL_HOME": str(home), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "fleetctl", *args], capture_output=True, text=True,
+                          timeout=timeout_s, env=full_env, cwd=REPO)
+
+
+def last_run(home: Path) -> Path:
+    runs = sorted((home / "runs").iterdir())
+    return runs[-1]
+
+
+def load_json(text: str) -> Any:
+    return json.loads(text)
