@@ -338,3 +338,29 @@ def test_config_settings_args():
     for bad in ("", "A=B", "A B"):
         with pytest.raises(FleetError, match="invalid CMake define name"):
             config_settings_args({bad: "1"})
+
+
+# Recorded on the GPU test host (one H200, Ubuntu 24.04, nvcc 13.0, torch 2.11 venv), trimmed.
+GPU_HOST_FACTS = {
+    "gpus": [{"compute_cap": "9.0", "index": 0, "memory_mib": 143771, "name": "NVIDIA H200"}],
+    "gpu_source": "nvidia-smi", "gpu_error": None, "driver_version": "580.159.04",
+    "cuda": {"archs": NVCC_13_0_ARCHS, "home": "/usr/local/cuda", "nvcc": "/usr/local/cuda/bin/nvcc",
+             "source": "CUDA_HOME env", "version": "13.0", "cuobjdump": "/usr/local/cuda/bin/cuobjdump",
+             "error": None},
+    "python": {"executable": "/opt/torch/.venv/bin/python3", "version": "3.12.3", "tag": "cp312",
+               "torch": "2.11.0+cu130", "torch_cuda": "13.0", "torch_error": None},
+    "cmake": {"path": "/opt/torch/.venv/bin/cmake", "version": "4.4.3", "error": None},
+    "uv": {"path": "/usr/local/bin/uv"},
+    "cpu_count": 16, "cpu_quota": None, "mem_total_mib": 128887, "mem_available_mib": 128276,
+    "mem_limit_mib": None, "disk_free_mib": 65518, "os": "Ubuntu 24.04.3 LTS",
+}
+
+
+def test_recorded_gpu_host():
+    plan = build_plan(GPU_HOST_FACTS)
+    assert (plan["torch_cuda_arch_list"], plan["cuda_architectures"], plan["sass"]) == ("9.0a", "90a", ["sm_90a"])
+    assert plan["max_jobs"] == 16 and plan["mixed_sm"] is False and plan["unsupported"] == []
+    env = build_environment({**GPU_HOST_FACTS, "build": plan}, venv="/opt/torch/.venv")
+    assert env["PATH"] == "/opt/torch/.venv/bin:/usr/local/cuda/bin:" + DEFAULT_PATH
+    assert env["CUDACXX"] == "/usr/local/cuda/bin/nvcc"
+    assert env["TORCH_CUDA_ARCH_LIST"] == "9.0a" and env["MAX_JOBS"] == "16"

@@ -50,7 +50,7 @@ fs = _load_script()
 # Recorded outputs
 # --------------------------------------------------------------------------------------------
 
-SMI_H200 = "0, NVIDIA H200, 9.0, 143771, 580.82.07\n"
+SMI_H200 = "0, NVIDIA H200, 9.0, 143771, 580.159.04\n"  # recorded on the GPU test host
 SMI_8xH200 = "".join(f"{i}, NVIDIA H200, 9.0, 143771, 570.133.20\n" for i in range(8))
 SMI_B200 = "0, NVIDIA B200, 10.0, 183359, 580.82.07\n1, NVIDIA B200, 10.0, 183359, 580.82.07\n"
 SMI_RTX_PRO_6000 = "0, NVIDIA RTX PRO 6000 Blackwell Workstation Edition, 12.0, 97887, 580.95.05\n"
@@ -93,7 +93,7 @@ def gpu(index, name, cap, mem):
 @pytest.mark.parametrize(
     "text, gpus, driver",
     [
-        (SMI_H200, [gpu(0, "NVIDIA H200", "9.0", 143771)], "580.82.07"),
+        (SMI_H200, [gpu(0, "NVIDIA H200", "9.0", 143771)], "580.159.04"),
         (SMI_B200, [gpu(0, "NVIDIA B200", "10.0", 183359), gpu(1, "NVIDIA B200", "10.0", 183359)], "580.82.07"),
         (SMI_RTX_PRO_6000, [gpu(0, "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "12.0", 97887)], "580.95.05"),
         (SMI_MIXED, [gpu(0, "NVIDIA H200", "9.0", 143771),
