@@ -32,7 +32,9 @@ Following "Patterns: targeting hosts and groups"
   Ansible), a group name (its hosts, children's included), a host name, a glob with ``*`` or ``?``
   (``fnmatch``, case-sensitive, against group and host names), ``GROUP[I]`` / ``GROUP[I:J]`` /
   ``GROUP[I:]`` (Ansible's subscripts: hosts of GROUP by position, inclusive, ``[-1]`` the last),
-  or a node set (``node[01:16]``, ``node[01-16,20]``) whose every name must be a host or group;
+  or a node set (``node[01:16]``, ``node[01-16,20]``) whose every name must be a host or group.
+  Brackets after a *group* name are Ansible's subscript; after anything else, a node set; in a
+  term with ``*`` or ``?`` they are fnmatch character classes;
 - ``--limit`` (Ansible's ``--limit``/subset) is another pattern intersected with the result;
   ``@FILE`` in a limit reads one pattern per line from FILE, as Ansible's ``--limit @retry_file``.
 

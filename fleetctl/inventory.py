@@ -75,7 +75,15 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from fleetctl.errors import InventoryError
-from fleetctl.hostpattern import HostIndex, NodesetError, _split_top, expand_name, select_hosts
+from fleetctl.hostpattern import (
+    HostIndex,
+    NodesetError,
+    _split_top,
+    expand_name,
+    expand_nodeset,
+    fold_hosts,
+    select_hosts,
+)
 from fleetctl.yamlload import load_yaml, where
 
 __all__ = [
@@ -86,6 +94,8 @@ __all__ = [
     "VarSource",
     "VarConflict",
     "load_inventory",
+    "expand_nodeset",
+    "fold_hosts",
 ]
 
 SETTINGS: Mapping[str, tuple[str, ...]] = MappingProxyType(
@@ -748,6 +758,8 @@ class _Builder:
     # -- finishing ------------------------------------------------------------------------------
 
     def _finish(self) -> Inventory:
+        """Ansible's ``reconcile_inventory`` ("Default groups"), then merge vars per host
+        ("How variables are merged")."""
         groups = self.groups
         # Every group without a parent becomes a child of 'all' (InventoryData.reconcile_inventory).
         for name in list(groups):
