@@ -62,7 +62,7 @@ __device__ __forceinline__ void store2(void* out, int64_t M, int64_t N, int64_t 
 }
 
 template <DType DT>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     mm_kernel(const uint8_t* __restrict__ aq, const uint8_t* __restrict__ bq,
               const uint8_t* __restrict__ as, const uint8_t* __restrict__ bs,
               const float* __restrict__ alpha_p, void* __restrict__ out, int64_t M, int64_t N,
