@@ -268,7 +268,7 @@ def _existing_prefix(raw: Any, loc: tuple) -> Path_:
 # --------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Task:
     """One validated task (or handler).
 
@@ -413,7 +413,7 @@ class Task:
             return self.name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Playbook:
     """A loaded, validated playbook (one play).
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import secrets
 import threading
@@ -57,8 +58,10 @@ class RunRecord:
         self._lock = threading.Lock()
         self._events = open(self.dir / "events.jsonl", "a", encoding="utf-8")
         self._logs: dict[str, Any] = {}
+        # Its own wrapper class: the run record keeps every event, whatever level stderr shows.
         self.log = structlog.wrap_logger(
             structlog.PrintLogger(file=self._events),
+            wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
             processors=[
                 structlog.processors.add_log_level,
                 structlog.processors.TimeStamper(fmt="iso", utc=True),

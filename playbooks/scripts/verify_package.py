@@ -101,7 +101,7 @@ def main(argv=None):
             summary["build_info"] = info
         sms = [s for s in args.sm.split(",") if s]
         if sms and info is not None:
-            have = set(info.get("cuda_archs") or [])
+            have = set(info.get("cuda_archs") or info.get("archs") or [])
             want = ["sm_%s" % s.replace(".", "") for s in sms]
             lacking = [w for w in want if not any(h == w or h.startswith(w) for h in have)]
             check("archs", not lacking, "compiled %s; host needs %s" % (sorted(have), want))

@@ -1,0 +1,154 @@
+"""``fleetctl deploy`` end to end: real sshd test hosts, real nvcc builds, real pip installs into real venvs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.fake_gpu import H200, RTX_PRO_6000, write_fake_nvidia_smi
+from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+
+pytestmark = pytest.mark.sshd
+
+
+def make_host_venv(path: Path) -> str:
+    """A real venv for one test host. torch and the build requirements come from the controller's
+    environment through a .pth file (so each host venv costs seconds, not a torch install); what
+    fleetctl installs lands in the host venv's own site-packages, which comes first on sys.path."""
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    purelib = subprocess.run([str(path / "bin" / "python3"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    Path(purelib, "_controller_site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return str(path)
+
+
+def host_entry(farm, host, tmp_path: Path, **extra) -> dict:
+    return {**host.inventory_vars(farm.known_hosts), "workdir": str(tmp_path / "work" / host.name), **extra}
+
+
+def test_deploy_builds_each_host_for_its_own_sm_installs_and_verifies(sshd_farm, tmp_path):
+    hosts = {}
+    for name, gpu in (("sm90", H200), ("sm120", RTX_PRO_6000)):
+        h = sshd_farm.start(name)
+        write_fake_nvidia_smi(h.bin_dir, [gpu])
+        hosts[name] = host_entry(sshd_farm, h, tmp_path, venv=make_host_venv(tmp_path / f"venv-{name}"))
+    inv = write_inventory(tmp_path / "inv.yaml", {"gpu-nodes": hosts})
+
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", home=tmp_path, timeout_s=1500)
+    assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-3000:]
+    # live output, prefixed by host, as it arrived
+    assert "sm90  | " in res.stdout and "sm120 | " in res.stdout
+    run_dir = last_run(tmp_path)
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "ok"
+    for name, arch, sass in (("sm90", "9.0a", ["sm_90a"]), ("sm120", "12.0a", ["sm_120a"])):
+        tasks = {t["action"]: t for t in record["hosts"][name]["tasks"]}
+        assert tasks["build_wheel"]["status"] == "changed"
+        assert tasks["build_wheel"]["data"]["archs"] == arch
+        assert tasks["build_wheel"]["data"]["sass"] == sass  # exactly the host's SM, nothing else
+        assert tasks["pip_install"]["status"] == "changed"
+        assert tasks["verify"]["status"] == "ok"
+        torch_before = tasks["pip_install"]["data"]["torch_before"]
+        assert torch_before == tasks["pip_install"]["data"]["torch_after"]
+        log = (run_dir / "logs" / f"{name}.log").read_bytes()
+        assert b"*** Created fp4_kernels" in log or b"Successfully built" in log
+        assert b"PASS smoke" in log
+        site = Path(hosts[name]["venv"], "lib", f"python{sys.version_info.major}.{sys.version_info.minor}", "site-packages")
+        assert (site / "fp4_kernels" / "__init__.py").exists()
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert any(e["event"] == "task.finished" and e["host"] == "sm120" for e in events)
+
+    # Second deploy, nothing changed: nothing is rebuilt or reinstalled, and it says so.
+    started = time.monotonic()
+    again = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", home=tmp_path, timeout_s=600)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert time.monotonic() - started < 120
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    for name in hosts:
+        tasks = {t["action"]: t for t in record["hosts"][name]["tasks"]}
+        assert tasks["copy"]["status"] == "ok"
+        assert tasks["build_wheel"]["status"] == "ok" and "unchanged" in tasks["build_wheel"]["msg"]
+        assert tasks["pip_install"]["status"] == "ok" and "already installed" in tasks["pip_install"]["msg"]
+        assert tasks["verify"]["status"] == "ok"
+
+
+PREFLIGHT_PLAY = """\
+name: preflight only
+hosts: all
+tasks:
+  - name: upload
+    copy: {{src: {src}, dest: "{{{{ workdir }}}}/src"}}
+  - name: build
+    build_wheel:
+      src: "{{{{ workdir }}}}/src"
+      out_dir: "{{{{ workdir }}}}/wheels"
+      min_free_disk_mib: {disk}
+"""
+
+
+def test_preflight_fails_in_seconds_with_the_cause(sshd_farm, tmp_path):
+    venv = make_host_venv(tmp_path / "venv")
+    cases = {
+        "badvenv": ({"venv": str(tmp_path / "no-such-venv")}, [H200], "does not exist"),
+        "nonvcc": ({"venv": venv, "cuda_home": str(tmp_path / "no-cuda")}, [H200], "has no bin/nvcc"),
+        "oldarch": ({"venv": venv}, [("7.7", "Imaginary GPU", 1024)], "does not support compute_77"),
+    }
+    hosts = {}
+    for name, (extra, gpus, _) in cases.items():
+        h = sshd_farm.start(name)
+        write_fake_nvidia_smi(h.bin_dir, gpus)
+        hosts[name] = host_entry(sshd_farm, h, tmp_path, **extra)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": hosts})
+    play = tmp_path / "preflight.yaml"
+    play.write_text(PREFLIGHT_PLAY.format(src=REPO / "kernel_src", disk=1))
+    started = time.monotonic()
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
+    assert res.returncode == 1
+    assert time.monotonic() - started < 90  # seconds, not a build
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    for name, (_, _, expected) in cases.items():
+        build = [t for t in record["hosts"][name]["tasks"] if t["action"] == "build_wheel"][0]
+        assert build["status"] == "failed" and "preflight" in build["msg"] and expected in build["msg"], build
+
+    # a full disk: the workdir's file system has less room than the build needs
+    ok = {"ok": host_entry(sshd_farm, sshd_farm.start("ok"), tmp_path, venv=venv)}
+    write_fake_nvidia_smi(sshd_farm.hosts[-1].bin_dir, [H200])
+    inv2 = write_inventory(tmp_path / "inv2.yaml", {"g": ok})
+    play.write_text(PREFLIGHT_PLAY.format(src=REPO / "kernel_src", disk=10**9))
+    res = fleetctl("-i", str(inv2), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
+    assert res.returncode == 1
+    assert "MiB free" in res.stdout and "needs 1000000000 MiB" in res.stdout
+
+
+def test_twenty_mib_of_warnings_stream_without_stalling(sshd_farm, tmp_path):
+    h = sshd_farm.start("chatty")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"chatty": host_entry(sshd_farm, h, tmp_path)}})
+    play = tmp_path / "chatty.yaml"
+    script = ("import sys\n"
+              "line = b'warning: #177-D: variable declared but never referenced ' + b'x' * 1000 + b'\\n'\n"
+              "for i in range(20 * 1024):\n"
+              "    sys.stderr.buffer.write(line)\n"
+              "    if i % 4096 == 0: print(f'[{i // 4096 + 1}/5] compiling', flush=True)\n")
+    play.write_text(textwrap.dedent(f"""\
+        name: warnings
+        hosts: all
+        gather_facts: false
+        tasks:
+          - name: noisy build
+            command:
+              argv: [/usr/bin/python3, -c, {json.dumps(script)}]
+        """))
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path, timeout_s=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    log = (last_run(tmp_path) / "logs" / "chatty.log").read_bytes()
+    assert log.count(b"err| warning: #177-D") == 20 * 1024
+    assert b"out| [5/5] compiling" in log
+    assert os.path.getsize(last_run(tmp_path) / "logs" / "chatty.log") > 20 * 1024 * 1024
