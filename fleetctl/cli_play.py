@@ -73,10 +73,12 @@ def summary_table(results: dict[str, dict[str, Any]], run_id: str) -> Table:
 
 def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str | None, forks: int, dry_run: bool,
               as_json: bool, tags: str | None, skip_tags: str | None, force: bool, extra: tuple[str, ...],
-              accept_new_host_keys: bool, connect_timeout: float, kind: str) -> None:
-    from .play import Listener, PlayOptions, run_playbook
+              accept_new_host_keys: bool, connect_timeout: float, kind: str, serial: str | None = None,
+              max_fail_percentage: float | None = None, retry_failed: str | None = None) -> None:
+    from .lock import HostLocks, HostsLocked
+    from .play import Listener, PlayOptions, failed_hosts, run_playbook
     from .playbook import load_playbook
-    from .runrecord import RunRecord
+    from .runrecord import RunRecord, retry_hosts, write_retry_set
 
     path = resolve_default(playbook_path)
     if not path.exists():
@@ -85,7 +87,20 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
     pattern = pattern or playbook.hosts
     if not pattern:
         raise InputError("no hosts: give --hosts or set 'hosts' in the playbook", file=str(path))
+    if retry_failed is not None:
+        try:
+            from_run, names = retry_hosts(None if retry_failed == "last" else retry_failed)
+        except (OSError, ValueError, KeyError) as exc:
+            raise InputError(f"--retry-failed: no retry set to read ({exc})") from None
+        if not names:
+            click.echo(f"run {from_run} left no failed host: nothing to retry", err=True)
+            raise click.exceptions.Exit(0)
+        limit = ",".join(names) if not limit else f"{limit}:&{','.join(names)}"
     inv, hosts = obj.select(pattern, limit)
+    serial_items = _split(serial)
+    for item in serial_items:
+        if not (item.rstrip("%").isdigit() and int(item.rstrip("%")) > 0):
+            raise InputError(f"--serial: want sizes like 1,10%,100%, got {item!r}")
     extra_vars: dict[str, Any] = {}
     for item in extra:
         name, sep, value = item.partition("=")
@@ -96,6 +111,18 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
     playbook.check_undefined(known | set(extra_vars))
 
     record = RunRecord(kind)
+    locks = HostLocks([h.name for h in hosts], record.run_id)
+    if not dry_run:
+        try:
+            locks.acquire()
+        except HostsLocked as exc:
+            record.finish("refused")
+            click.echo(f"fleetctl: {exc}", err=True)
+            raise click.exceptions.Exit(EXIT_FAILED) from None
+        for host, prev in locks.stale:
+            click.echo(f"fleetctl: warning: {host}: taking over the stale lock of run {prev.get('run_id')} "
+                       f"(pid {prev.get('pid')} is gone)", err=True)
+            record.event("lock.stale_taken_over", host=host, previous=prev)
     record.data["inventory"] = {"path": str(inv.path), "hosts": {h.name: dict(h.vars) for h in hosts}}
     record.data["pattern"] = pattern
     stream = sys.stderr if as_json else sys.stdout
@@ -103,15 +130,23 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
     listener = Listener(on_line=live.line, on_task=live.task, on_result=live.result, on_note=live.note)
     opts = PlayOptions(forks=forks, dry_run=dry_run, force=force, tags=tuple(_split(tags)),
                        skip_tags=tuple(_split(skip_tags)), extra_vars=extra_vars,
-                       accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout)
+                       accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout,
+                       serial=serial_items, max_fail_percentage=max_fail_percentage)
     live.console.print(f"run {record.run_id}: {playbook.name} on {len(hosts)} host(s); record in {record.dir}")
     try:
         results = run_async(run_playbook(playbook, hosts, record=record, opts=opts, listener=listener))
     except BaseException:
         record.finish("interrupted")
         raise
-    bad = [h for h, r in results.items() if r.get("status") in ("failed", "unreachable")]
+    finally:
+        locks.release()
+    bad = failed_hosts(results)
+    record.data["failed_hosts"] = bad
+    if not dry_run:
+        write_retry_set(record.run_id, bad)
     record.finish("failed" if bad else "ok")
+    if record.data.get("stopped"):
+        live.console.print(Text(f"stopped: {record.data['stopped']}", style="bold red"))
     if dry_run:
         for host, r in results.items():
             live.console.print(Text(f"--- {host}: planned commands", style="bold"))
@@ -142,6 +177,11 @@ def play_options(fn):
         click.option("--force", is_flag=True, help="Rebuild and reinstall even when nothing changed."),
         click.option("-e", "--extra-var", "extra", multiple=True, help="NAME=VALUE, overrides play vars."),
         accept_option, timeout_option,
+        click.option("--serial", default=None, help="Rolling batches: sizes or percentages, e.g. 1,10%,100%."),
+        click.option("--max-fail-percentage", type=click.FloatRange(0, 100), default=None,
+                     help="Stop starting batches once more than this percent of a batch failed."),
+        click.option("--retry-failed", is_flag=False, flag_value="last", default=None, metavar="[RUN_ID]",
+                     help="Only the hosts that failed in RUN_ID (default: the last run)."),
     ]):
         fn = opt(fn)
     return fn

@@ -41,6 +41,8 @@ class PlayOptions:
     accept_new_host_keys: bool = False
     connect_timeout_s: float = 30.0
     facts_timeout_s: float = 180.0
+    serial: Sequence[int | str] = ()
+    max_fail_percentage: float | None = None
 
 
 @dataclass
@@ -197,17 +199,67 @@ async def _run_host(host: Host, playbook: Playbook, tasks: list[Task], record: R
     return out
 
 
+def batches(hosts: Sequence[Host], serial: Sequence[int | str]) -> list[list[Host]]:
+    """Split hosts into rolling batches, Ansible's ``serial``: sizes as ints or ``"10%"`` of all
+    hosts (at least 1); the last size repeats until every host is in a batch. Empty: one batch."""
+    if not serial:
+        return [list(hosts)] if hosts else []
+    sizes = []
+    for item in serial:
+        text = str(item).strip()
+        size = int(len(hosts) * float(text[:-1]) / 100) if text.endswith("%") else int(text)
+        sizes.append(max(1, size))
+    out, i, k = [], 0, 0
+    while i < len(hosts):
+        size = sizes[min(k, len(sizes) - 1)]
+        out.append(list(hosts[i:i + size]))
+        i += size
+        k += 1
+    return out
+
+
+def failed_hosts(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Hosts whose status is failed, unreachable or not started."""
+    return [h for h, r in results.items() if r.get("status") in ("failed", "unreachable", "not started")]
+
+
 async def run_playbook(playbook: Playbook, hosts: Sequence[Host], *, record: RunRecord,
                        opts: PlayOptions | None = None, listener: Listener | None = None) -> dict[str, dict[str, Any]]:
-    """Run ``playbook`` on ``hosts``. Returns per host ``{"status", "tasks": [...], "error"?, "facts"?}``.
+    """Run ``playbook`` on ``hosts`` in rolling batches (``opts.serial``, else the play's ``serial``).
 
-    Host status is ``ok``, ``changed`` is folded into ``ok``; ``failed`` or ``unreachable`` make
-    the run fail (exit 1).
+    Returns per host ``{"status", "tasks": [...], "error"?, "facts"?}``; status ``ok``, ``failed``,
+    ``unreachable``, or ``not started`` when an earlier batch exceeded ``max_fail_percentage``
+    (Ansible's rule: more than N percent of a batch failed), in which case the remaining batches
+    do not start and ``run.json``'s ``stopped`` says why.
     """
     opts = opts or PlayOptions()
     listener = listener or Listener()
     tasks = playbook.select_tags(opts.tags, opts.skip_tags)
+    serial = list(opts.serial) or ([playbook.serial] if playbook.serial else [])
+    max_fail = opts.max_fail_percentage if opts.max_fail_percentage is not None else playbook.max_fail_percentage
+    plan = batches(hosts, serial)
     record.data.update(playbook=str(playbook.path), playbook_sha256=playbook.sha256, dry_run=opts.dry_run,
-                       tasks=[t.display_name for t in tasks])
+                       tasks=[t.display_name for t in tasks], batches=[[h.name for h in b] for b in plan])
     record.save()
-    return await for_each_host(hosts, lambda h: _run_host(h, playbook, tasks, record, opts, listener), forks=opts.forks)
+    results: dict[str, dict[str, Any]] = {}
+    for n, batch in enumerate(plan):
+        record.event("batch.started", batch=n + 1, of=len(plan), hosts=[h.name for h in batch])
+        got = await for_each_host(batch, lambda h: _run_host(h, playbook, tasks, record, opts, listener),
+                                  forks=opts.forks)
+        results.update(got)
+        bad = len(failed_hosts(got))
+        # Ansible: past max_fail_percentage, or (without one) when every host of a batch failed.
+        exceeded = bad * 100.0 / len(batch) > max_fail if max_fail is not None else bad == len(batch)
+        if n + 1 < len(plan) and exceeded:
+            limit = f"more than max_fail_percentage {max_fail:g}%" if max_fail is not None else "every host"
+            reason = (f"batch {n + 1} of {len(plan)}: {bad} of {len(batch)} hosts failed ({limit}); "
+                      f"{sum(len(b) for b in plan[n + 1:])} hosts not started")
+            record.data["stopped"] = reason
+            record.event("run.stopped", reason=reason)
+            for later in plan[n + 1:]:
+                for h in later:
+                    results[h.name] = {"status": "not started", "tasks": [], "error": reason}
+                    record.data["hosts"][h.name] = results[h.name]
+            record.save()
+            break
+    return results

@@ -150,3 +150,27 @@ def load_run(run_id: str, root: Path | None = None) -> dict:
 
 def host_log_path(run_id: str, host: str, root: Path | None = None) -> Path:
     return (root or runs_root()) / run_id / "logs" / f"{_safe_name(host)}.log"
+
+
+def write_retry_set(run_id: str, failed: list[str], root: Path | None = None) -> Path:
+    """Record the hosts to retry (``runs/.retry.json``), replaced by every run."""
+    root = root or runs_root()
+    path = root / ".retry.json"
+    tmp = root / ".retry.json.tmp"
+    tmp.write_text(json.dumps({"run_id": run_id, "failed_hosts": failed}, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def retry_hosts(run_id: str | None = None, root: Path | None = None) -> tuple[str, list[str]]:
+    """``(run_id, failed hosts)`` of a given run, or of the retry set the last run left.
+
+    Raises:
+        FileNotFoundError: no such run, or no run has written a retry set yet.
+    """
+    root = root or runs_root()
+    if run_id:
+        data = load_run(run_id, root)
+        return run_id, list(data.get("failed_hosts", []))
+    data = json.loads((root / ".retry.json").read_text())
+    return data["run_id"], list(data["failed_hosts"])

@@ -303,15 +303,6 @@ def test_fake_cuda_home(tmp_path, light_venv):
     }
 
 
-def test_nvcc_on_path_when_no_cuda_home(tmp_path, light_venv):
-    if REAL_NVCC.exists():
-        pytest.skip("/usr/local/cuda exists and comes before PATH")
-    home = write_fake_cuda(tmp_path / "cuda")
-    facts, _ = run_script("--workdir", tmp_path, path_dirs=[home / "bin"], venv=light_venv)
-    assert facts["cuda"]["source"] == "PATH"
-    assert facts["cuda"]["home"] == str(home)
-
-
 def test_nvcc_search_order(tmp_path, monkeypatch):
     home = write_fake_cuda(tmp_path / "cuda-on-path")
     monkeypatch.setenv("PATH", str(home / "bin"))

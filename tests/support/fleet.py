@@ -29,7 +29,7 @@ def fleetctl(*args: str, home: Path, timeout_s: float = 900, env: dict | None = 
 
 
 def last_run(home: Path) -> Path:
-    runs = sorted((home / "runs").iterdir())
+    runs = sorted(p for p in (home / "runs").iterdir() if p.is_dir())
     return runs[-1]
 
 
