@@ -16,7 +16,7 @@ struct QuantDesc {
     int64_t gs;       // const float* one fp32 global scale
     int64_t m;        // rows
     int64_t k;        // columns (multiple of 16)
-    int64_t start;    // first "half-block" (8 elements) of this matrix in the launch
+    int64_t start;    // first 16-element block of this matrix in the (grouped) launch
     int64_t swizzle;  // 0: row-major scales, 1: swizzled scales
 };
 static_assert(sizeof(QuantDesc) == 64, "QuantDesc is exchanged as int64[8]");
@@ -32,9 +32,9 @@ void cpu_mm(const uint8_t* aq, const uint8_t* bq, const uint8_t* as, const uint8
 bool cuda_compiled();
 int cuda_device_count();
 void cuda_quant(const QuantDesc& d, DType dt, int device, uintptr_t stream);
-// descs_dev points to DEVICE memory holding n QuantDesc (same dtype); total_half_blocks is
-// sum(M*K/8) and each desc's start is the prefix sum. One kernel launch.
-void cuda_grouped_quant(const QuantDesc* descs_dev, int n, int64_t total_half_blocks, DType dt,
+// descs_dev points to DEVICE memory holding n QuantDesc (same dtype); total_blocks is
+// sum(M*K/16) and each desc's start is the prefix sum. One kernel launch.
+void cuda_grouped_quant(const QuantDesc* descs_dev, int n, int64_t total_blocks, DType dt,
                         int device, uintptr_t stream);
 void cuda_dequant(const uint8_t* q, const uint8_t* s, const float* gs, void* out, int64_t m,
                   int64_t k, DType out_dt, int device, uintptr_t stream);

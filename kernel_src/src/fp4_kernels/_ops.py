@@ -148,7 +148,8 @@ def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle=False):
         ``(qs, scales)``: two lists of E tensors, equal to ``scaled_fp4_quant(xs[i],
         global_scales[i], swizzle=swizzle)``. Packed form: all ``qs`` are views into one
         uint8 buffer and all ``scales`` into one float8_e4m3fn buffer, matrix after matrix
-        in order (``qs[0]._base`` is the packed buffer).
+        in order (when all K_i are equal the buffers are ``[sum M_i, K/2]`` and
+        ``[sum rows_i, K/16 or Kp]``, and ``qs`` / ``scales`` are ``torch.split`` of them).
 
     Raises:
         TypeError / ValueError: as :func:`scaled_fp4_quant`, and when dtypes or devices of
@@ -171,38 +172,46 @@ def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle=False):
                         for i, g in enumerate(global_scales)]) if len(global_scales) else None
     if gs is None or gs.numel() != n:
         raise ValueError("global_scales: expected %d scales" % n)
-    xs = [_prep(torch, x, "xs[%d]" % i) for i, x in enumerate(xs)]
-    q_sizes = [x.shape[0] * x.shape[1] // 2 for x in xs]
-    s_shapes = []
-    for x in xs:
-        m, kb = x.shape[0], x.shape[1] // _BLOCK
-        s_shapes.append((_round_up(m, 128), _round_up(kb, 4)) if swizzle else (m, kb))
+    # inputs are only read through the pointer table: keep them as they are when possible
+    xs = [x if (x.is_contiguous() and x.data_ptr() % 16 == 0) else _prep(torch, x, "xs[%d]" % i)
+          for i, x in enumerate(xs)]
+    ms = [x.shape[0] for x in xs]
+    ks = [x.shape[1] for x in xs]
+    swz = int(bool(swizzle))
+    if swizzle:
+        srows = [_round_up(m, 128) for m in ms]
+        scols = [_round_up(k // _BLOCK, 4) for k in ks]
+    else:
+        srows, scols = ms, [k // _BLOCK for k in ks]
+    q_sizes = [m * k // 2 for m, k in zip(ms, ks)]
+    s_sizes = [r * c for r, c in zip(srows, scols)]
     q_all = torch.empty(sum(q_sizes), dtype=torch.uint8, device=device)
-    s_total = sum(a * b for a, b in s_shapes)
-    s_all = (torch.zeros if swizzle else torch.empty)(s_total, dtype=torch.uint8, device=device)
-    qs, ss, rows = [], [], []
-    qo = so = start = 0
+    s_all = (torch.zeros if swizzle else torch.empty)(sum(s_sizes), dtype=torch.uint8, device=device)
+    if len(set(ks)) == 1:  # the common MoE case: split 2-D buffers in one call each
+        qs = list(torch.split(q_all.view(sum(ms), ks[0] // 2), ms))
+        ss = list(torch.split(s_all.view(torch.float8_e4m3fn).view(sum(srows), scols[0]), srows))
+    else:
+        qs, ss, qo, so = [], [], 0, 0
+        for m, k, r, c in zip(ms, ks, srows, scols):
+            qs.append(q_all[qo:qo + m * k // 2].view(m, k // 2))
+            ss.append(s_all[so:so + r * c].view(r, c).view(torch.float8_e4m3fn))
+            qo += m * k // 2
+            so += r * c
+    q_ptr, s_ptr, gs_ptr = q_all.data_ptr(), s_all.data_ptr(), gs.data_ptr()
+    rows, start, qo, so = [], 0, 0, 0
     for i, x in enumerate(xs):
-        m, k = x.shape
-        q = q_all[qo:qo + q_sizes[i]].view(m, k // 2)
-        sz = s_shapes[i][0] * s_shapes[i][1]
-        s = s_all[so:so + sz].view(*s_shapes[i])
+        m, k = ms[i], ks[i]
+        rows.append([x.data_ptr() if m else 0, q_ptr + qo, s_ptr + so, gs_ptr + 4 * i, m, k,
+                     start, swz])
         qo += q_sizes[i]
-        so += sz
-        qs.append(q)
-        ss.append(s.view(torch.float8_e4m3fn))
-        x_ptr = x.data_ptr() if x.numel() else 0
-        rows.append([x_ptr, q.data_ptr(), s.data_ptr(), gs.data_ptr() + 4 * i, m, k, start,
-                     int(bool(swizzle))])
-        start += m * k // 8
+        so += s_sizes[i]
+        start += m * k // _BLOCK
     table = torch.tensor(rows, dtype=torch.int64)
     if device.type == "cuda":
         table = table.pin_memory().to(device, non_blocking=True)
     _C.grouped_quant(table, n, start, _dtype_code(torch, dtype, "xs"),
                      2 if device.type == "cuda" else 1,
                      device.index if device.type == "cuda" else 0, _stream(torch, device))
-    # keep the (possibly cloned) inputs and the table alive until the work is queued/done
-    del table, xs
     return qs, ss
 
 

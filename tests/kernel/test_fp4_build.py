@@ -1,0 +1,157 @@
+"""Build-system tests: real nvcc, real CMake, real cuobjdump."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from fp4_helpers import KERNEL_SRC, build_env, cuda_home, find_cuobjdump, pip_wheel
+
+pytestmark = pytest.mark.build
+
+
+def _cuobjdump_archs(so) -> set:
+    out = subprocess.run([find_cuobjdump(), "--list-elf", str(so)], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, universal_newlines=True)
+    assert out.returncode == 0, out.stdout
+    import re
+    return set(re.findall(r"\bsm_(\d+[af]?)\b", out.stdout))
+
+
+def test_sass_holds_both_archs(fp4_build):
+    assert _cuobjdump_archs(fp4_build.so) >= {"90a", "120a"}
+    assert "SASS check ok" in fp4_build.log
+    assert 'will compile sm_90a sm_120a' in fp4_build.log
+    # keep the CUDA compile of both archs well under 5 minutes on 2 cores
+    assert fp4_build.seconds < 300, fp4_build.seconds
+
+
+def test_build_info(fk, fp4_build):
+    info = fk.build_info()
+    assert info["cuda"] is True
+    assert info["archs"] == ["sm_90a", "sm_120a"]
+    assert info["nvcc_version"] and info["nvcc_version"][0].isdigit()
+    assert os.path.samefile(info["extension"], fp4_build.so)
+    assert isinstance(info["cuda_device_count"], int)
+    import json
+    json.dumps(info)
+
+
+def test_wheel_metadata_declares_no_torch(fp4_build):
+    with zipfile.ZipFile(fp4_build.wheel) as z:
+        meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        text = z.read(meta).decode()
+        names = z.namelist()
+    requires = [l for l in text.splitlines() if l.startswith("Requires-Dist")]
+    assert requires == [], requires
+    assert "Requires-Python: >=3.8" in text
+    assert any(n.startswith("fp4_kernels/_C") for n in names)
+    assert "fp4_kernels/reference.py" in names
+
+
+def test_selfcheck_cpu(fk):
+    r = fk.selfcheck("cpu", seed=42)
+    bad = [c for c in r["checks"] if not c["ok"]]
+    assert r["ok"] and not bad, bad
+    assert len(r["checks"]) >= 20
+    import json
+    json.loads(json.dumps(r))
+
+
+def test_unknown_arch_fails_at_configure(tmp_path):
+    res = pip_wheel(tmp_path / "w", build_env(TORCH_CUDA_ARCH_LIST="7.7"))
+    text = " ".join(res.stdout.split())  # CMake wraps long error messages
+    assert res.returncode != 0
+    assert "'7.7' (sm_77)" in text and "does not know sm_77" in text, res.stdout[-3000:]
+    assert "CMake Error" in text
+    assert not list(tmp_path.glob("w/*.whl"))
+
+
+def _configure(tmp_path, env, *defines):
+    import nanobind
+    cmd = [shutil.which("cmake") or "cmake", "-S", str(KERNEL_SRC), "-B", str(tmp_path / "b"),
+           "-G", "Ninja", "-DPython_EXECUTABLE=" + sys.executable,
+           "-Dnanobind_ROOT=" + nanobind.cmake_dir(), "-DCMAKE_POLICY_VERSION_MINIMUM=3.5",
+           *defines]
+    return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=600)
+
+
+def test_arch_sources_and_syntax(tmp_path):
+    # CMAKE_CUDA_ARCHITECTURES wins over TORCH_CUDA_ARCH_LIST
+    r = _configure(tmp_path / "a", build_env(TORCH_CUDA_ARCH_LIST="12.0a"),
+                   "-DCMAKE_CUDA_ARCHITECTURES=90a;89-virtual")
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert "will compile sm_90a compute_90a compute_89" in r.stdout  # "90a" = SASS + PTX (CMake)
+    # torch syntax: spaces, +PTX
+    r = _configure(tmp_path / "b", build_env(TORCH_CUDA_ARCH_LIST="8.9+PTX 9.0a"))
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert "will compile sm_89 compute_89 sm_90a" in r.stdout
+    # bad suffix is named
+    r = _configure(tmp_path / "c", build_env(TORCH_CUDA_ARCH_LIST="8.0a"))
+    assert r.returncode != 0 and "'8.0a'" in " ".join(r.stdout.split())
+
+
+def test_no_arch_anywhere_is_fatal(tmp_path):
+    env = build_env()
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
+                                  if not os.path.isfile(os.path.join(p, "nvidia-smi")))
+    r = _configure(tmp_path, env)
+    assert r.returncode != 0
+    assert "no CUDA arch to build for" in " ".join(r.stdout.split())
+
+
+def test_cpu_only_when_nvcc_missing(tmp_path):
+    env = build_env()
+    env["PATH"] = "/usr/bin:/bin"
+    env.pop("CUDA_HOME", None)
+    r = _configure(tmp_path, env, "-DFP4_ENABLE_CUDA=OFF")
+    assert r.returncode == 0 and "CPU path only" in r.stdout
+    r = _configure(tmp_path / "x", env, "-DCMAKE_CUDA_COMPILER=/nonexistent/nvcc",
+                   "-DFP4_REQUIRE_CUDA=ON")
+    assert r.returncode != 0 and "nvcc not found" in " ".join(r.stdout.split())
+
+
+def test_sass_check_names_missing_arch(fp4_build):
+    script = KERNEL_SRC / "cmake" / "check_sass.py"
+    ok = subprocess.run([sys.executable, str(script), "--so", str(fp4_build.so), "--archs",
+                         "90a,120a", "--cuobjdump", find_cuobjdump()], stdout=subprocess.PIPE,
+                        universal_newlines=True)
+    assert ok.returncode == 0, ok.stdout
+    bad = subprocess.run([sys.executable, str(script), "--so", str(fp4_build.so), "--archs",
+                          "90a,100a", "--cuobjdump", find_cuobjdump()], stdout=subprocess.PIPE,
+                         universal_newlines=True)
+    assert bad.returncode == 1 and "lacks SASS for sm_100a" in bad.stdout, bad.stdout
+
+
+def test_import_before_and_after_torch(fp4_build):
+    env = dict(os.environ, PYTHONPATH=str(fp4_build.site))
+    for code in ("import fp4_kernels, torch; q, s = fp4_kernels.scaled_fp4_quant(torch.ones(2, 32), 1.0); "
+                 "assert 'torch' in __import__('sys').modules; print(int(q[0, 0]))",
+                 "import torch, fp4_kernels; print(int(fp4_kernels.scaled_fp4_quant(torch.ones(2, 32), 1.0)[0][0, 0]))",
+                 "import sys, fp4_kernels; assert 'torch' not in sys.modules; print(fp4_kernels.build_info()['cuda'])"):
+        r = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, universal_newlines=True, cwd="/")
+        assert r.returncode == 0, r.stdout
+    # 1.0 * gs / (e4m3(gs * 1/6)) -> 6.0 -> code 7 in both nibbles
+    assert r.stdout.strip() == "True"
+
+
+def test_broken_extension_error_names_file(fp4_build, tmp_path):
+    pkg = tmp_path / "fp4_kernels"
+    shutil.copytree(fp4_build.site / "fp4_kernels", pkg)
+    so = next(pkg.glob("_C*.so"))
+    so.write_bytes(b"this is not an ELF file")
+    r = subprocess.run([sys.executable, "-c", "import fp4_kernels"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True,
+                       env=dict(os.environ, PYTHONPATH=str(tmp_path)), cwd="/")
+    assert r.returncode != 0
+    assert "cannot load the compiled extension" in r.stdout and str(so) in r.stdout, r.stdout
+
+
+def test_cuda_home_is_real():
+    assert os.path.isfile(os.path.join(cuda_home(), "bin", "nvcc"))
