@@ -44,6 +44,16 @@ __device__ __forceinline__ uint32_t e2m1_code_fast(float v) {
     return m | ((f2u(v) >> 28) & 8u);
 }
 
+__device__ __forceinline__ float max_nan(float a, float b) {
+#if __CUDA_ARCH__ >= 800
+    float d;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+    return d;
+#else
+    return (a != a || b != b) ? __int_as_float(0x7FFFFFFF) : fmaxf(a, b);
+#endif
+}
+
 // Clear the sign of every zero-magnitude nibble (-0 -> +0) in 8 packed codes.
 __device__ __forceinline__ uint32_t canon_zero(uint32_t w) {
     const uint32_t z = w & 0x77777777u;
@@ -131,13 +141,12 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t t = first + u * kThreads;
         if (t >= total) break;
         const int64_t b = t - d[u].start;  // block index inside its matrix
+        // NaN-propagating max: a NaN anywhere makes amax NaN, and a block holding a NaN
+        // gets scale 0x7F whatever its other values are, so amax is not needed then.
         float amax = 0.0f;
-        bool has_nan = false;
 #pragma unroll
-        for (int i = 0; i < 16; ++i) {
-            amax = fmaxf(amax, fabsf(v[u][i]));  // fmaxf ignores NaN
-            has_nan |= v[u][i] != v[u][i];
-        }
+        for (int i = 0; i < 16; ++i) amax = max_nan(amax, fabsf(v[u][i]));
+        const bool has_nan = amax != amax;
         float rs;
         const uint8_t sb = block_scale(amax, has_nan, __ldg(reinterpret_cast<const float*>(d[u].gs)), &rs);
         uint2 packed = make_uint2(0u, 0u);  // rs == 0: every element encodes +0

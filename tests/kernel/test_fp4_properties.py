@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from fp4_helpers import same_bytes
 
 floats = st.floats(allow_nan=True, allow_infinity=True, width=32)
-finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, width=32)
-gscales = st.one_of(st.floats(min_value=1e-6, max_value=1e6, width=32),
+finite = st.floats(min_value=-(2.0 ** 20), max_value=2.0 ** 20, allow_nan=False, width=32)
+gscales = st.one_of(st.floats(min_value=2.0 ** -20, max_value=2.0 ** 20, width=32),
                     st.sampled_from([1.0, 448.0 * 6.0, 2.0 ** -20]))
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

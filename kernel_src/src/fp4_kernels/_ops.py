@@ -13,10 +13,24 @@ _C = _load()
 _BLOCK = 16
 
 
+_to_dlpack = None
+
+
 def _torch():
     import torch
 
     return torch
+
+
+def _dl(t):
+    """DLPack capsule of a tensor (torch.utils.dlpack.to_dlpack: no Python-level
+    ``__dlpack__`` stream handling; the kernels run on the stream passed explicitly)."""
+    global _to_dlpack
+    if _to_dlpack is None:
+        from torch.utils.dlpack import to_dlpack
+
+        _to_dlpack = to_dlpack
+    return _to_dlpack(t)
 
 
 def _dtype_code(torch, dtype, name):
@@ -45,6 +59,9 @@ def _prep(torch, t, name, align=16):
 def _scalar(torch, v, device, name):
     """One-element float32 tensor on ``device`` from a python number or a tensor."""
     if isinstance(v, torch.Tensor):
+        if (v.dtype == torch.float32 and v.device == device and v.dim() <= 1 and v.numel() == 1
+                and not v.requires_grad):
+            return v.reshape(1)
         if v.numel() != 1:
             raise ValueError("%s: expected a scalar (one element), got shape %s"
                              % (name, tuple(v.shape)))
@@ -130,7 +147,7 @@ def scaled_fp4_quant(x, global_scale, *, swizzle=False):
     m, k = x.shape
     q = torch.empty((m, k // 2), dtype=torch.uint8, device=x.device)
     s = _alloc_scales(torch, m, k, swizzle, x.device)
-    _C.quant(x, gs, q, s, bool(swizzle), _stream(torch, x.device))
+    _C.quant(_dl(x), _dl(gs), _dl(q), _dl(s), bool(swizzle), _stream(torch, x.device))
     return q, s.view(torch.float8_e4m3fn)
 
 
@@ -209,7 +226,7 @@ def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle=False):
     table = torch.tensor(rows, dtype=torch.int64)
     if device.type == "cuda":
         table = table.pin_memory().to(device, non_blocking=True)
-    _C.grouped_quant(table, n, start, _dtype_code(torch, dtype, "xs"),
+    _C.grouped_quant(_dl(table), n, start, _dtype_code(torch, dtype, "xs"),
                      2 if device.type == "cuda" else 1,
                      device.index if device.type == "cuda" else 0, _stream(torch, device))
     return qs, ss
@@ -250,7 +267,8 @@ def dequantize_fp4(q, scale, global_scale, dtype=None):
         raise ValueError("scale: must be on q's device")
     gs = _scalar(torch, global_scale, q.device, "global_scale")
     out = torch.empty((m, k), dtype=dtype, device=q.device)
-    _C.dequant(q, _scale_u8(torch, scale, "scale"), gs, out, _stream(torch, q.device))
+    _C.dequant(_dl(q), _dl(_scale_u8(torch, scale, "scale")), _dl(gs), _dl(out),
+               _stream(torch, q.device))
     return out
 
 
@@ -311,5 +329,5 @@ def scaled_fp4_mm(a_q, b_q, a_scale, b_scale, alpha, out_dtype=None):
         a_scale = pad(a_scale, (0, (kp - k) // _BLOCK))
         b_scale = pad(b_scale, (0, (kp - k) // _BLOCK))
     out = torch.empty((m, n), dtype=out_dtype, device=dev)
-    _C.mm(a_q, b_q, a_scale, b_scale, al, out, _stream(torch, dev))
+    _C.mm(_dl(a_q), _dl(b_q), _dl(a_scale), _dl(b_scale), _dl(al), _dl(out), _stream(torch, dev))
     return out
