@@ -33,14 +33,17 @@ class Context:
         self.inventory_path = inventory
         self.verbose = verbose
 
-    def select(self, pattern: str, limit: str | None = None):
+    def select(self, pattern: str, limit: str | None = None, *, venv: bool = True):
+        """Load the inventory, select hosts and check them (conflicts, key modes, local venvs)."""
         from .inventory import load_inventory
 
         path = resolve_default(self.inventory_path)
         if not path.exists():
             raise InputError(f"inventory file not found (-i/--inventory or FLEETCTL_INVENTORY)", file=str(path))
         inv = load_inventory(str(path))
-        return inv, inv.select(pattern, limit=limit)
+        hosts = inv.select(pattern, limit=limit)
+        inv.check_hosts(hosts, venv=venv)
+        return inv, hosts
 
 
 pass_ctx = click.make_pass_decorator(Context)
@@ -55,14 +58,31 @@ def run_async(coro):
         raise click.exceptions.Exit(130) from None
 
 
+def usage_exit(exc: click.UsageError) -> Exception:
+    """A click usage error (unknown option, missing --hosts, --forks 0...) as one line, exit 2."""
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        return exc  # plain `fleetctl`: click prints the help
+    words = exc.ctx.command_path.split()[1:] if exc.ctx is not None else []
+    message = " ".join(exc.format_message().splitlines())
+    return fail_input(f"{' '.join(words)}: {message}" if words else message)
+
+
 class FleetGroup(click.Group):
-    """Turns InputError anywhere below into one line on stderr and exit status 2."""
+    """Turns InputError and click usage errors anywhere below into one line on stderr, exit 2."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as exc:
+            raise usage_exit(exc) from None
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except InputError as exc:
             raise fail_input(str(exc)) from None
+        except click.UsageError as exc:
+            raise usage_exit(exc) from None
 
 
 @click.group(cls=FleetGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -140,7 +160,7 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     from .render import LinePrinter, print_json
     from .runrecord import RunRecord
 
-    _, hosts = obj.select(pattern, limit)
+    _, hosts = obj.select(pattern, limit, venv=False)  # `run` may be what creates the venv
     printer = LinePrinter([h.name for h in hosts], stream=sys.stderr if as_json else sys.stdout)
     record = RunRecord("run")
     record.data["argv"] = list(argv)

@@ -38,7 +38,8 @@ Rules, each as Ansible has it (section names refer to the inventory guide above)
   the *same* group or host is merged one level, as Ansible's ``set_variable`` does.
   Whenever this order, not the structure, decides between different values (two groups neither of
   which is the other's ancestor; a host listed twice), the decision is recorded in
-  :attr:`Inventory.conflicts` so that a later check can warn.
+  :attr:`Inventory.conflicts`; :meth:`Inventory.check_hosts` (run by the CLI on the hosts a
+  command selects) refuses it unless ``ansible_group_priority`` decided or the host sets the var.
 - Connection vars ("Connecting to hosts: behavioral inventory parameters") and their short forms
   name one setting each; whichever spelling the most specific level uses wins:
 
@@ -68,7 +69,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -152,7 +153,8 @@ class VarSource:
 class VarConflict:
     """A variable whose value Ansible's merge order, not the inventory's structure, decided.
 
-    Recorded (never raised) so that a later check can warn. ``str()`` is one line
+    Recorded at load time (never raised there); :meth:`Inventory.check_hosts` refuses the ones
+    that decide a selected host's value. ``str()`` is one line
     ``FILE:LINE: KEY: MESSAGE`` pointing at the winning value.
 
     Attributes:
@@ -162,6 +164,9 @@ class VarConflict:
         host: the host concerned, or None when ``group`` is.
         group: the group concerned when a group defined twice set different values.
         reason: why the winner won, in words.
+        decided_by: ``"order"`` (a host listed, or a group declared, twice: the later value),
+            ``"depth"`` (the deeper of two unrelated groups), ``"name"`` (groups of one depth, in
+            ASCII order) or ``"priority"`` (``ansible_group_priority``: the user's explicit choice).
     """
 
     var: str
@@ -170,6 +175,7 @@ class VarConflict:
     host: str | None = None
     group: str | None = None
     reason: str = ""
+    decided_by: str = "order"
 
     @property
     def message(self) -> str:
@@ -364,6 +370,37 @@ class Inventory:
         assert self._index is not None
         return [self.hosts[name] for name in select_hosts(pattern, self._index, limit=limit)]
 
+    def check_hosts(self, hosts: Iterable[Host], *, venv: bool = True) -> None:
+        """Refuse, before anything connects, settings of the chosen hosts that cannot work.
+
+        - A conflict (:attr:`conflicts`) that decides one of these hosts' values, unless
+          ``ansible_group_priority`` decided it: two unrelated groups of a host, a host listed
+          twice or a group declared twice, setting one var to different values. Set the var on
+          the host itself (or give one group a higher priority) to decide.
+        - For an ssh host, a ``key_file`` that group or others may access (OpenSSH refuses such a
+          key: "UNPROTECTED PRIVATE KEY FILE"), when it is ours or readable by everyone.
+        - With ``venv``, for a local host, a ``venv`` var that is not a Python environment
+          (no ``bin/python3``). For an ssh host that is a remote preflight, not input.
+
+        Raises:
+            InventoryError: the first problem, one line naming the file, the line and the key.
+        """
+        chosen = {h.name: h for h in hosts}
+        for c in self.conflicts:
+            if c.decided_by == "priority" or not _conflict_differs(c):
+                continue
+            for h in chosen.values():
+                if (c.host == h.name or (c.host is None and c.group in h.groups)) and h.sources.get(
+                    c.winner.name
+                ) == c.winner:
+                    raise InventoryError(_conflict_message(c), file=c.winner.file, line=c.winner.line,
+                                         key=c.winner.key)
+        for h in chosen.values():
+            if h.connection == "ssh":
+                _check_key_file(h)
+            elif venv:
+                _check_local_venv(h)
+
     def get(self, name: str) -> Host | None:
         """The host called ``name``, or None."""
         return self.hosts.get(name)
@@ -399,6 +436,93 @@ def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
+
+
+def _shown(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _conflict_differs(c: VarConflict) -> bool:
+    """False when the 'conflict' is a mapping merged one level that overrides no key."""
+    w = c.winner.value
+    for o in c.others:
+        if not (isinstance(w, Mapping) and isinstance(o.value, Mapping)):
+            return True
+        if any(k not in w or not _same(w[k], v) for k, v in o.value.items()):
+            return True
+    return False
+
+
+def _conflict_message(c: VarConflict) -> str:
+    def one(src: VarSource) -> str:
+        return f"{src.name} = {_shown(src.value)} (line {src.line})" if src.line else f"{src.name} = {_shown(src.value)}"
+
+    values = " and ".join(one(s) for s in (*c.others, c.winner))
+    if c.decided_by == "order":
+        if c.host is not None:
+            return f"host {c.host!r} is listed more than once with different values: {values}; keep one"
+        return f"group {c.group!r} is declared more than once with different values: {values}; keep one"
+    groups = ", ".join(repr(s.group) for s in c.others) + f" and {c.winner.group!r}"
+    why = "the deeper group" if c.decided_by == "depth" else "the group last in ASCII order"
+    return (
+        f"host {c.host!r} is in groups {groups}, neither inside the other, that set {c.var} differently: "
+        f"{values}; only Ansible's merge order would pick {why}; set {c.var} in the host's own vars "
+        f"or give one group a higher ansible_group_priority"
+    )
+
+
+def _var_source(host: Host, setting: str) -> VarSource | None:
+    for alias in SETTINGS[setting]:
+        if alias in host.vars:
+            return host.sources.get(alias)
+    return None
+
+
+def _source_error(host: Host, setting: str, message: str) -> InventoryError:
+    src = _var_source(host, setting)
+    if src is None:
+        return InventoryError(f"host {host.name!r}: {message}")
+    return InventoryError(message, file=src.file, line=src.line, key=src.key)
+
+
+def _check_key_file(host: Host) -> None:
+    path = host.key_file
+    if path is None:
+        return
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # checked at load time; a race or an unreadable folder is the SSH layer's to report
+    mode = st.st_mode & 0o777
+    if mode & 0o077 and (st.st_uid == os.getuid() or mode & 0o004):
+        src = _var_source(host, "key_file")
+        shown = repr(src.value) if src is not None else repr(path)
+        raise _source_error(
+            host, "key_file",
+            f"key file {shown} has mode {mode:04o}: a private key must not be accessible by group or "
+            f"others (OpenSSH refuses it: UNPROTECTED PRIVATE KEY FILE); chmod 600 {path}",
+        )
+
+
+def _check_local_venv(host: Host) -> None:
+    venv = host.venv
+    if host.connection != "local" or venv is None:
+        return
+    root = os.path.abspath(os.path.expanduser(venv))
+    python = os.path.join(root, "bin", "python3")
+    if not os.path.exists(root):
+        problem = f"venv {venv!r} of local host {host.name!r} does not exist ({root})"
+    elif not os.path.isdir(root):
+        problem = f"venv {venv!r} of local host {host.name!r} is not a folder ({root})"
+    elif not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        problem = (
+            f"venv {venv!r} of local host {host.name!r} is not a Python environment: {python} is missing "
+            f"(create one with: python3 -m venv {root})"
+        )
+    else:
+        return
+    raise _source_error(host, "venv", problem)
 
 
 def _resolve_path(value: str, base_dir: str | None) -> str:
@@ -905,7 +1029,16 @@ class _Builder:
                 reason = "the group with the higher ansible_group_priority wins"
             else:
                 reason = "groups of the same depth merge in ASCII order of their names; the last one wins"
-            self.conflicts.append(VarConflict(var=var, winner=winner, others=losers, host=host.name, reason=reason))
+            # The user decided only when priority alone ranks the winner above every loser.
+            ranks = [order[s.group][:2] for s in losers]  # type: ignore[index]
+            if all(d == w_depth and p != w_prio for d, p in ranks):
+                decided_by = "priority"
+            elif any(d != w_depth for d, _ in ranks):
+                decided_by = "depth"
+            else:
+                decided_by = "name"
+            self.conflicts.append(VarConflict(var=var, winner=winner, others=losers, host=host.name, reason=reason,
+                                              decided_by=decided_by))
 
 
 def load_inventory(path: str | os.PathLike[str]) -> Inventory:
