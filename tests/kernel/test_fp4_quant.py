@@ -49,7 +49,7 @@ def _edge_matrix(dtype):
     r = [1.0] * 64; r[3] = float("nan"); rows.append(r)            # NaN in block 0
     r = [0.5] * 64; r[20] = float("inf"); r[40] = float("-inf"); rows.append(r)   # +-Inf
     r = [1e30 if i % 2 else -1e30 for i in range(64)]; rows.append(r)          # beyond saturation
-    r = [1e-7 * (i + 1) for i in range(64)]; rows.append(r)        # tiny: subnormal E4M3 / 0 scale
+    r = [2e-4 * (i + 1) for i in range(64)]; rows.append(r)        # tiny: subnormal E4M3 / 0 scale
     r = [0.01 * ((i * 7) % 5 - 2) for i in range(64)]
     for b in range(4):
         r[b * 16 + 5] = 1000.0                                      # one huge outlier per block
