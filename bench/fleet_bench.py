@@ -160,6 +160,13 @@ def sshd_cpu_s(hosts: list[SshdHost]) -> float:
     return ticks / CLK
 
 
+def busy_cpu_s() -> float:
+    """Machine-wide busy CPU seconds so far (/proc/stat: all but idle and iowait)."""
+    with open("/proc/stat") as fh:
+        f = [int(x) for x in fh.readline().split()[1:]]
+    return (sum(f[:8]) - f[3] - f[4]) / CLK
+
+
 def wait_sessions_closed(hosts: list[SshdHost], timeout_s: float = 5.0) -> None:
     """Until no sshd listener has a session child left (so its CPU is counted), or timeout."""
     listeners = {h.proc.pid for h in hosts if h.proc}
@@ -199,7 +206,7 @@ class Bench:
         env = {**os.environ, **tool.env, **(tool.fresh_env() if tool.fresh_env else {})}
         out_path, err_path = self.root / "last.out", self.root / "last.err"
         wait_sessions_closed(self.hosts)
-        cpu0 = sshd_cpu_s(self.hosts)
+        cpu0, busy0, load0 = sshd_cpu_s(self.hosts), busy_cpu_s(), os.getloadavg()[0]
         poller = TreePoller(self.sshd_pids, self.poll_s) if self.poll_s > 0 else None
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             t0 = time.perf_counter()
@@ -213,6 +220,7 @@ class Bench:
             poller.sample()  # daemons the tool left behind are still alive here
             poller.stop_ev.set()
             poller.join()
+        busy = busy_cpu_s() - busy0
         left = self.reap_leftovers()
         wait_sessions_closed(self.hosts)
         remote = sshd_cpu_s(self.hosts) - cpu0
@@ -227,6 +235,9 @@ class Bench:
             "proc_peak_mib": round(ru.ru_maxrss / 1024, 1),
             "ctl_cpu_s": round(ru.ru_utime + ru.ru_stime, 3),
             "remote_cpu_s": round(remote, 3),
+            "machine_busy_cpu_s": round(busy, 3),
+            "other_cpu_s": round(busy - (ru.ru_utime + ru.ru_stime) - remote, 3),
+            "load1_before": round(load0, 2),
             "rc": proc.returncode,
             "ok": error is None,
         }
@@ -239,6 +250,13 @@ class Bench:
     def reap_leftovers(self) -> int:
         """Terminate and reap what the tool left running (ssh ControlPersist masters)."""
         pids = [p for p in descendants(os.getpid(), process_table(), self.sshd_pids)]
+        if pids and self.verbose:
+            for p in pids:
+                try:
+                    print("   leftover", p, open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ")[:120],
+                          file=sys.stderr)
+                except OSError:
+                    pass
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGTERM)
@@ -281,13 +299,14 @@ def check_fleetctl_run(expected: int):
     return check
 
 
-def check_fleetctl_facts(expected: int):
+def check_fleetctl_facts(expected: int, torch: bool = False):
     def check(rc: int, out: str, err: str) -> str | None:
         try:
             doc = json.loads(out)
         except ValueError:
             return f"rc={rc}, no JSON; stderr: {_tail(err)}"
-        good = sum(1 for f in doc.values() if f.get("reachable") and f.get("cpu_count") and "error" not in f)
+        good = sum(1 for f in doc.values() if f.get("reachable") and f.get("cpu_count") and "error" not in f
+                   and (not torch or (f.get("python") or {}).get("torch")))
         if rc != 0 or good != expected:
             bad = {h: f.get("error") for h, f in doc.items() if "error" in f or not f.get("reachable")}
             return f"rc={rc}, {good}/{expected} ok; failures: {json.dumps(dict(list(bad.items())[:5]))}"
@@ -307,26 +326,38 @@ def check_pyinfra(expected: int):
 
 # -- fleet setup --------------------------------------------------------------------------------
 
-def start_fleet(root: Path, count: int, maxstartups: str) -> tuple[list[SshdHost], Path, Path]:
+def start_fleet(root: Path, count: int, maxstartups: str, login_env: str = "clean") -> tuple[list[SshdHost], Path, Path]:
+    """``count`` sshd test hosts. ``login_env="clean"`` gives each session its own empty HOME
+    (sshd ``SetEnv HOME=...``), so the login shell reads no rc file: this machine's root
+    ``~/.bashrc`` runs ``pyenv init`` (about 0.2 CPU-s per session, racy under 50 concurrent logins)
+    and puts a torch-carrying python3 first on PATH. ``"user"`` keeps the real home and rc files."""
     key = ensure_client_key(root / "client")
     extra = "" if maxstartups == "default" else f"MaxStartups {maxstartups}"
     hosts = []
     for i in range(count):
         name = f"h{i + 1:02d}"
-        hosts.append(start_sshd(name, root / "hosts" / name, key, extra_config=extra))
+        env = None
+        if login_env == "clean":
+            home = root / "hosts" / name / "home"
+            home.mkdir(parents=True, exist_ok=True)
+            env = {"HOME": str(home)}
+        hosts.append(start_sshd(name, root / "hosts" / name, key, env=env, extra_config=extra))
     kh = root / "known_hosts"
     kh.write_text("".join(h.known_hosts_line + "\n" for h in hosts))
     return hosts, key, kh
 
 
 def write_inventories(root: Path, hosts: list[SshdHost], key: Path, kh: Path, n: int, tag: str = "") -> dict[str, Path]:
-    """fleetctl YAML, Ansible INI, pyinfra Python and floor JSON inventories for the first n hosts."""
+    """fleetctl YAML (plain, and with ``venv`` = fleetctl's own torch-carrying venv), Ansible INI,
+    pyinfra Python and floor JSON inventories for the first n hosts."""
     sel = hosts[:n]
     names = [h.name for h in sel] if not tag else [f"{tag}{i + 1:02d}" for i in range(n)]
     d = root / f"inv{tag}{n}"
     d.mkdir(parents=True, exist_ok=True)
     fleet = {"all": {"children": {"bench": {"hosts": {nm: h.inventory_vars(kh) for nm, h in zip(names, sel)}}}}}
     (d / "fleet.yaml").write_text(yaml.safe_dump(fleet, sort_keys=False))
+    fleet["all"]["vars"] = {"venv": str(VENV)}
+    (d / "fleet_torch.yaml").write_text(yaml.safe_dump(fleet, sort_keys=False))
     ini = ["[bench]"] + [f"{nm} ansible_host=127.0.0.1 ansible_port={h.port}" for nm, h in zip(names, sel)]
     ini += ["", "[bench:vars]", f"ansible_user={sel[0].user}", f"ansible_ssh_private_key_file={key}",
             f"ansible_ssh_common_args='-o UserKnownHostsFile={kh} -o StrictHostKeyChecking=yes'",
@@ -340,7 +371,7 @@ def write_inventories(root: Path, hosts: list[SshdHost], key: Path, kh: Path, n:
     floor = [{"name": nm, "host": "127.0.0.1", "port": h.port, "user": h.user, "key": str(key),
               "known_hosts": str(kh)} for nm, h in zip(names, sel)]
     (d / "hosts.json").write_text(json.dumps(floor, indent=1))
-    return {"fleet": d / "fleet.yaml", "ini": d / "ansible.ini", "pyinfra": d / "pyinfra_inventory.py",
+    return {"fleet": d / "fleet.yaml", "fleet_torch": d / "fleet_torch.yaml", "ini": d / "ansible.ini", "pyinfra": d / "pyinfra_inventory.py",
             "floor": d / "hosts.json", "dir": d}
 
 
@@ -389,9 +420,12 @@ def run_tools(root: Path, invs: dict[str, Path], n: int, peers: Path) -> list[To
 
 def facts_tools(root: Path, invs: dict[str, Path], n: int, peers: Path) -> list[Tool]:
     aenv, afresh = ansible_env(root, n)
+    fl_env = {"FLEETCTL_HOME": str(root / "fleetctl-home")}
     tools = [Tool("fleetctl facts", [str(FLEETCTL), "-i", str(invs["fleet"]), "facts", "--hosts", "bench", "--json",
-                                     "--forks", str(n)], check_fleetctl_facts(n),
-                  env={"FLEETCTL_HOME": str(root / "fleetctl-home")})]
+                                     "--forks", str(n)], check_fleetctl_facts(n), env=fl_env),
+             Tool("fleetctl facts +torch", [str(FLEETCTL), "-i", str(invs["fleet_torch"]), "facts", "--hosts", "bench",
+                                            "--json", "--forks", str(n)], check_fleetctl_facts(n, torch=True),
+                  env=fl_env)]
     if (peers / "bin" / "ansible").exists():
         tools.append(Tool("ansible -m setup", [str(peers / "bin" / "ansible"), "-i", str(invs["ini"]), "bench",
                                                "-m", "setup", "-f", str(n)],
@@ -426,7 +460,7 @@ def push_tools(root: Path, invs: dict[str, Path], hosts: list[SshdHost], key: Pa
     playbook.write_text(yaml.safe_dump({
         "name": "push one wheel", "hosts": "bench", "gather_facts": False,
         "tasks": [{"name": "copy the wheel", "copy": {"src": str(payload),
-                                                       "dest": f"{dest}/{{{{ inventory_hostname }}}}/{payload.name}"}}],
+                                                       "dest": f"{dest}/{{{{ host }}}}/{payload.name}"}}],
     }, sort_keys=False))
     loop = root / "scp_loop.sh"
     par = root / "scp_parallel.sh"
@@ -476,7 +510,7 @@ def run_scenario(bench: Bench, label: str, tools: list[Tool], repeats: int, cwd:
         summary[t.name] = {
             "ok_runs": len(good), "runs": len(runs[t.name]),
             **{k: median([x[k] for x in good]) for k in ("wall_s", "tree_peak_mib", "proc_peak_mib", "ctl_cpu_s",
-                                                           "remote_cpu_s")},
+                                                           "remote_cpu_s", "other_cpu_s")},
             "wall_min_s": min((x["wall_s"] for x in good), default=None),
             "wall_max_s": max((x["wall_s"] for x in good), default=None),
         }
@@ -490,7 +524,10 @@ def startups_probe(root: Path, n: int, log) -> dict:
     key = ensure_client_key(root / "client")
     for setting in ("default", "100"):
         extra = "" if setting == "default" else f"MaxStartups {setting}"
-        h = start_sshd(f"one-{setting}", root / "hosts" / f"one-{setting}", key, extra_config=extra)
+        home = root / "hosts" / f"one-{setting}" / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        h = start_sshd(f"one-{setting}", root / "hosts" / f"one-{setting}", key, env={"HOME": str(home)},
+                       extra_config=extra)
         kh = root / f"known_hosts-one-{setting}"
         kh.write_text(h.known_hosts_line + "\n")
         try:
@@ -624,7 +661,10 @@ def main() -> int:
     ap.add_argument("--peers-venv", default="/tmp/fleet-bench-peers",
                     help="venv holding ansible-core and pyinfra (missing tools are skipped)")
     ap.add_argument("--maxstartups", default="100", help="sshd MaxStartups for the test hosts, or 'default'")
+    ap.add_argument("--login-env", choices=("clean", "user"), default="clean",
+                    help="clean: each test host's sessions get an empty HOME (no rc files); user: the real one")
     ap.add_argument("--poll-ms", type=float, default=50, help="RSS polling interval; 0 turns tree polling off")
+    ap.add_argument("-v", "--verbose", action="store_true", help="name the processes a tool left behind")
     ap.add_argument("--json-out", default="", help="results file (default: <workdir>/results.json)")
     ap.add_argument("--workdir", default="", help="scratch folder (default: a new one under /tmp)")
     args = ap.parse_args()
@@ -644,8 +684,9 @@ def main() -> int:
     results: dict = {"started": dt.datetime.now(dt.timezone.utc).isoformat(), "args": vars(args),
                      "versions": versions(peers), "scenarios": []}
     log(f"workdir {root}; starting {need} sshd test hosts (MaxStartups {args.maxstartups})")
-    hosts, key, kh = start_fleet(root, need, args.maxstartups) if need else ([], None, None)
-    bench = Bench(root=root, hosts=hosts, poll_s=args.poll_ms / 1000, sshd_pids={h.proc.pid for h in hosts})
+    hosts, key, kh = start_fleet(root, need, args.maxstartups, args.login_env) if need else ([], None, None)
+    bench = Bench(root=root, hosts=hosts, poll_s=args.poll_ms / 1000, sshd_pids={h.proc.pid for h in hosts},
+                  verbose=args.verbose)
     filt = [s.strip() for s in args.tools.split(",") if s.strip()]
 
     def pick(tools: list[Tool]) -> list[Tool]:
