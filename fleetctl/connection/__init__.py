@@ -14,7 +14,11 @@ __all__ = ["CommandResult", "Connection", "LineCallback", "OutputLine", "LocalCo
 
 
 def connection_for(host: "Host", *, accept_new_host_keys: bool = False, connect_timeout_s: float = 30.0) -> Connection:
-    """Return an unopened connection for an inventory host: local or SSH by its ``connection`` var."""
+    """Return an unopened connection for an inventory host: local or SSH by its ``connection`` var.
+
+    The host var ``keepalive_interval`` (seconds, default 15) sets SSH keepalives; three
+    unanswered ones declare the connection dead.
+    """
     if host.connection == "local":
         return LocalConnection(host.name)
     from .ssh import SSHConnection
@@ -28,4 +32,5 @@ def connection_for(host: "Host", *, accept_new_host_keys: bool = False, connect_
         known_hosts=host.known_hosts,
         accept_new_host_keys=accept_new_host_keys,
         connect_timeout_s=connect_timeout_s,
+        keepalive_interval_s=float(host.vars.get("keepalive_interval", 15.0)),
     )

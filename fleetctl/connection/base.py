@@ -116,6 +116,7 @@ class Connection(abc.ABC):
         timeout_s: float | None = None,
         on_line: LineCallback | None = None,
         stdin: bytes | None = None,
+        become: bool = False,
     ) -> CommandResult:
         """Run ``argv`` on the host and wait for it.
 
@@ -130,8 +131,10 @@ class Connection(abc.ABC):
             cwd: working directory on the host; the login directory when ``None``.
             timeout_s: deadline in seconds; the remote process is stopped when it passes.
             on_line: called for every output line as it arrives.
-            stdin: bytes written to the process's stdin, then EOF; stdin is closed at once
-                when ``None``.
+            stdin: bytes written to the process's stdin, then EOF; the process reads
+                /dev/null when ``None``.
+            become: run through ``sudo -n`` (never prompts: fails at once when sudo wants a
+                password or a tty), the environment set inside sudo.
 
         Returns:
             The :class:`CommandResult`; a non-zero exit is data, not an exception.

@@ -2,22 +2,54 @@
 
 OpenSSH sends a command as a single string that the remote user's login shell parses (OpenSSH
 session.c runs ``$SHELL -c COMMAND``), so every argv element is quoted exactly once with
-:func:`shlex.join` (POSIX shell quoting, understood by sh, dash, bash and zsh). The environment
-travels inside the command through ``env NAME=VALUE ...``: the SSH ``env`` request is dropped by
-most sshd configurations (``AcceptEnv`` in sshd_config(5)), so it is never used.
+:func:`shlex.join` (POSIX shell quoting, understood by sh, dash, bash, zsh and ksh). The
+environment travels inside the command through ``env NAME=VALUE ...``: the SSH ``env`` request is
+dropped by most sshd configurations (``AcceptEnv`` in sshd_config(5)), so it is never used.
+
+Login shells that do not parse POSIX quoting the same way (fish treats ``\\`` inside single quotes
+specially, tcsh/csh break on quoted newlines and ``!``) get the same POSIX command line wrapped as
+``/bin/sh -c 'eval "$(echo BASE64 | base64 -d)"'``: one single-quoted word holding only characters
+that every shell passes through literally, so ``/bin/sh`` parses the real command.
+
+Supervision: remote commands run under a small fixed ``/bin/sh`` script (:data:`SUPERVISOR`) that
+starts the command in its own session (``setsid``) with stdin from /dev/null, and watches the SSH
+channel's stdin. When the channel closes (the controller timed the command out, was interrupted,
+or the connection dropped), the watcher sees EOF and stops the command's whole process group
+(TERM, then KILL after 5 s), so a build never keeps running unobserved.
 """
 
 from __future__ import annotations
 
+import base64
+import posixpath
 import re
 import shlex
 from collections.abc import Mapping, Sequence
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+#: Login shells known to parse POSIX quoting as sh does.
+POSIX_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ksh93", "ash", "busybox", "yash", "posh",
+                          "rbash", "lksh", "oksh", "loksh"})
+
 # `cd` needs a shell; this fixed script gets the directory and the argv as positional
 # parameters, so nothing user-supplied is ever parsed by it.
 _CD_SCRIPT = 'cd -- "$1" || exit 125; shift; exec "$@"'
+
+#: Runs "$@" in its own session and stops that session's process group when stdin (the SSH
+#: channel) reaches EOF. Fixed text: the argv arrives as positional parameters.
+SUPERVISOR = (
+    # fd 3 keeps the channel's stdin: a background job's own stdin is /dev/null (POSIX, no job control)
+    'exec 3<&0; '
+    'if command -v setsid >/dev/null 2>&1; then setsid "$@" </dev/null 3<&- & else "$@" </dev/null 3<&- & fi; '
+    'child=$!; '
+    '( cat >/dev/null; kill -TERM -"$child" "$child" 2>/dev/null; sleep 5; '
+    'kill -KILL -"$child" "$child" 2>/dev/null ) <&3 >/dev/null 2>&1 3<&- & '
+    'watcher=$!; exec 3<&-; '
+    'wait "$child"; rc=$?; '
+    'kill "$watcher" 2>/dev/null; '
+    'exit "$rc"'
+)
 
 
 def validate_env(env: Mapping[str, str]) -> None:
@@ -36,12 +68,20 @@ def validate_env(env: Mapping[str, str]) -> None:
 
 
 def wrap_argv(
-    argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    supervise: bool = False,
+    become: bool = False,
 ) -> list[str]:
     """Return the argv that, run by any POSIX ``exec``, runs ``argv`` with ``env`` in ``cwd``.
 
     ``/usr/bin/env NAME=VALUE... ARGV`` sets the variables (``env`` looks the program up on the
     new PATH); a ``/bin/sh -c`` with a fixed script changes directory first when ``cwd`` is given.
+    ``become`` runs it all under ``sudo -n`` (never prompts: a sudo that wants a password fails at
+    once) with the variables set *inside* sudo, so sudo's ``secure_path`` and ``env_reset`` cannot
+    drop them. ``supervise`` adds :data:`SUPERVISOR` around everything.
 
     Raises:
         ValueError: empty argv, a NUL byte in an argument, or a bad environment name.
@@ -58,11 +98,26 @@ def wrap_argv(
         out = ["env", *(f"{k}={v}" for k, v in env.items()), *out]
     if cwd:
         out = ["/bin/sh", "-c", _CD_SCRIPT, "fleetctl-cd", cwd, *out]
+    if become:
+        out = ["sudo", "-n", "--", *out]
+    if supervise:
+        out = ["/bin/sh", "-c", SUPERVISOR, "fleetctl-run", *out]
     return out
 
 
 def remote_command_line(
-    argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    supervise: bool = False,
+    become: bool = False,
+    login_shell: str | None = None,
 ) -> str:
-    """The single string sent over SSH: :func:`wrap_argv` quoted once by :func:`shlex.join`."""
-    return shlex.join(wrap_argv(argv, env=env, cwd=cwd))
+    """The single string sent over SSH: :func:`wrap_argv` quoted once by :func:`shlex.join`,
+    wrapped for ``/bin/sh`` when the login shell is not a POSIX shell (see the module docstring)."""
+    line = shlex.join(wrap_argv(argv, env=env, cwd=cwd, supervise=supervise, become=become))
+    if login_shell and posixpath.basename(login_shell) not in POSIX_SHELLS:
+        encoded = base64.b64encode(line.encode("utf-8")).decode("ascii")
+        return f"/bin/sh -c 'eval \"$(echo {encoded} | base64 -d)\"'"
+    return line

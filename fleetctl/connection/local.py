@@ -44,6 +44,7 @@ class LocalConnection(Connection):
         timeout_s: float | None = None,
         on_line: LineCallback | None = None,
         stdin: bytes | None = None,
+        become: bool = False,
     ) -> CommandResult:
         """Run ``argv`` in a new process group; see :meth:`Connection.run`.
 
@@ -54,6 +55,8 @@ class LocalConnection(Connection):
         if env:
             validate_env(env)
             full_env.update(env)
+        if become:
+            argv = ["sudo", "-n", "--", "env", *(f"{k}={v}" for k, v in (env or {}).items()), *argv]
         started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
             *argv,

@@ -77,6 +77,7 @@ class SSHConnection(Connection):
         self._sftp: asyncssh.SFTPClient | None = None
         self._sftp_lock = asyncio.Lock()
         self._open_lock = asyncio.Lock()
+        self.login_shell = ""
 
     # -- connecting ---------------------------------------------------------------------------
 
@@ -113,11 +114,28 @@ class SSHConnection(Connection):
                 self._conn = await asyncssh.connect(self.address, **self._options())
             except asyncssh.HostKeyNotVerifiable as exc:
                 await self._handle_host_key(exc)
+            except (asyncio.TimeoutError, TimeoutError):
+                raise HostUnreachable(self.host, await self._diagnose_timeout()) from None
             except BaseException as exc:  # noqa: BLE001 - translated at the seam
                 if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
                     raise
                 raise HostUnreachable(self.host, self._describe(exc)) from None
-            self.home = await self._realpath(".")
+            self.login_shell = await self._login_shell()
+            try:
+                self.home = await self._realpath(".")
+            except TransferError:
+                # SFTP broken (an rc file printing text): ask the shell, keep its last line.
+                res = await self.run(["pwd"], timeout_s=self.connect_timeout_s, supervise=False)
+                self.home = (res.stdout_text.strip().splitlines() or ["."])[-1]
+
+    async def _login_shell(self) -> str:
+        """The remote user's login shell (``$SHELL``), which will parse our command lines."""
+        try:
+            res = await asyncio.wait_for(self._require().run('echo "$SHELL"', encoding=None), self.connect_timeout_s)
+        except (OSError, asyncssh.Error, asyncio.TimeoutError):
+            return ""
+        lines = res.stdout.decode("utf-8", "replace").strip().splitlines() if res.stdout else []
+        return lines[-1].strip() if lines else ""
 
     async def _handle_host_key(self, exc: Exception) -> None:
         """Tell an unknown key from a changed one; accept an unknown one only when asked."""
@@ -147,6 +165,20 @@ class SSHConnection(Connection):
             self._conn = await asyncssh.connect(self.address, **self._options())
         except Exception as again:  # noqa: BLE001
             raise HostUnreachable(self.host, self._describe(again)) from None
+
+    async def _diagnose_timeout(self) -> str:
+        """Tell "no TCP connection" (packets dropped, no route) from "TCP up but no SSH banner"."""
+        where = f"{self.address}:{self.port or 22}"
+        probe_s = min(5.0, self.connect_timeout_s)
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(self.address, self.port or 22), probe_s)
+        except (asyncio.TimeoutError, TimeoutError):
+            return f"timed out after {self.connect_timeout_s:g} s: no TCP connection to {where} (packets dropped or no route)"
+        except OSError as exc:
+            return f"timed out after {self.connect_timeout_s:g} s connecting to {where}; now: {exc.strerror or exc}"
+        writer.close()
+        return (f"timed out after {self.connect_timeout_s:g} s: {where} accepts TCP but sent no SSH banner "
+                f"(a hung sshd or not an SSH server)")
 
     def _host_pattern(self) -> str:
         if self.port in (None, 22):
@@ -221,11 +253,20 @@ class SSHConnection(Connection):
         timeout_s: float | None = None,
         on_line: LineCallback | None = None,
         stdin: bytes | None = None,
+        become: bool = False,
+        supervise: bool = True,
     ) -> CommandResult:
-        """See :meth:`Connection.run`. On timeout the remote process gets SIGTERM then SIGKILL
-        (SSH ``signal`` requests) and the channel is closed."""
+        """See :meth:`Connection.run`.
+
+        Without ``stdin`` the command runs under the supervisor script (see
+        :mod:`fleetctl.connection.command`): the channel's stdin stays open, and when it closes
+        (timeout, Ctrl-C, a dropped connection) the command's process group is stopped on the
+        host. On timeout the channel is signalled (TERM, then KILL) and closed.
+        """
         argv = [str(a) for a in argv]
-        command = remote_command_line(argv, env=env, cwd=cwd)
+        supervise = supervise and stdin is None
+        command = remote_command_line(argv, env=env, cwd=cwd, supervise=supervise, become=become,
+                                      login_shell=self.login_shell)
         conn = self._require()
         async with self._channels:
             started = time.monotonic()
@@ -240,7 +281,8 @@ class SSHConnection(Connection):
             async def everything() -> None:
                 if stdin is not None:
                     proc.stdin.write(stdin)
-                proc.stdin.write_eof()
+                if not supervise:
+                    proc.stdin.write_eof()  # a supervised command's stdin is its lifeline
                 await asyncio.gather(
                     pump_lines(proc.stdout, "stdout", out, on_line),
                     pump_lines(proc.stderr, "stderr", err, on_line),
@@ -289,8 +331,16 @@ class SSHConnection(Connection):
 
     async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
         """Upload over SFTP to a temporary name, then rename into place (no partial file is ever
-        left under the final name; a failed upload removes its temporary file)."""
-        sftp = await self._sftp_client()
+        left under the final name; a failed upload removes its temporary file).
+
+        When SFTP cannot start (a login rc file that prints text corrupts the SFTP stream), the
+        file goes through an exec channel's stdin instead (``cat``), which such output cannot
+        corrupt.
+        """
+        try:
+            sftp = await self._sftp_client()
+        except TransferError as exc:
+            return await self._put_by_cat(local_path, remote_path, mode, exc)
         parent = posixpath.dirname(remote_path)
         tmp = posixpath.join(parent, f".{posixpath.basename(remote_path)}.{secrets.token_hex(4)}.part")
         try:
@@ -305,7 +355,18 @@ class SSHConnection(Connection):
             except (OSError, asyncssh.Error):
                 pass
             reason = getattr(exc, "reason", None) or str(exc)
+            if getattr(exc, "code", None) == asyncssh.FX_FAILURE or "space" in reason.lower():
+                reason += " (is the host's disk full? the partial file was removed)"
             raise TransferError(f"{self.host}: upload {local_path} -> {remote_path}: {reason}") from None
+
+    async def _put_by_cat(self, local_path: str, remote_path: str, mode: int | None, why: Exception) -> None:
+        data = Path(local_path).read_bytes()
+        script = ('umask 077; d=$(dirname -- "$1"); mkdir -p -- "$d" && cat > "$1.part" && '
+                  'chmod "$2" "$1.part" && mv -f -- "$1.part" "$1" || { rc=$?; rm -f -- "$1.part"; exit $rc; }')
+        res = await self.run(["/bin/sh", "-c", script, "fleetctl-put", remote_path, f"{mode or 0o644:o}"], stdin=data,
+                             timeout_s=600)
+        if res.rc != 0:
+            raise TransferError(f"{why}; upload through the shell failed too: {res.stderr_text.strip()[-300:]}")
 
     async def get(self, remote_path: str, local_path: str) -> None:
         """Download a regular file over SFTP; a symlink or special file is refused."""
