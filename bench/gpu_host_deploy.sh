@@ -21,8 +21,9 @@ state=/tmp/gpuhost-sshd
 sed -n 's/^known_hosts line: //p' "$OUT/sshd.txt" > "$state/known_hosts"
 
 echo "== install fleetctl (controller venv, offline wheels)"
-python3 -m venv /tmp/ctl
-/tmp/ctl/bin/pip install -q --no-index --find-links .whl -e . || exit 1
+python3 -m venv /tmp/ctl 2>/dev/null || python3 -m venv --without-pip /tmp/ctl
+if [ -x /tmp/ctl/bin/pip ]; then /tmp/ctl/bin/pip install -q --no-index --find-links .whl -e . || exit 1
+else python3 -m pip --python /tmp/ctl/bin/python3 install -q --no-index --find-links .whl -e . || exit 1; fi
 
 cat > /tmp/gpu-inventory.yaml <<INV
 all:
