@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -49,22 +50,42 @@ class Context:
 pass_ctx = click.make_pass_decorator(Context)
 
 
+class Terminated(Exception):
+    """SIGTERM arrived: the run was cancelled (exit status 143)."""
+
+
 def run_async(coro):
-    """Run the engine; Ctrl-C gives exit status 130 (the run record says interrupted)."""
+    """Run the engine. SIGINT (Ctrl-C) exits 130, SIGTERM 143: both cancel the run, which stops
+    the remote commands (their channels close, see fleetctl.connection.command) and marks the
+    run record interrupted before exiting."""
+    terminated = False
+
+    async def main():
+        nonlocal terminated
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+
+        def on_term() -> None:
+            nonlocal terminated
+            terminated = True
+            task.cancel()
+
+        loop.add_signal_handler(signal.SIGTERM, on_term)
+        try:
+            return await coro
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+
     try:
-        return asyncio.run(coro)
+        return asyncio.run(main())
     except KeyboardInterrupt:
-        click.echo("fleetctl: interrupted", err=True)
+        click.echo("fleetctl: interrupted (SIGINT)", err=True)
         raise click.exceptions.Exit(130) from None
-
-
-def usage_exit(exc: click.UsageError) -> Exception:
-    """A click usage error (unknown option, missing --hosts, --forks 0...) as one line, exit 2."""
-    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
-        return exc  # plain `fleetctl`: click prints the help
-    words = exc.ctx.command_path.split()[1:] if exc.ctx is not None else []
-    message = " ".join(exc.format_message().splitlines())
-    return fail_input(f"{' '.join(words)}: {message}" if words else message)
+    except asyncio.CancelledError:
+        if terminated:
+            click.echo("fleetctl: terminated (SIGTERM)", err=True)
+            raise click.exceptions.Exit(143) from None
+        raise
 
 
 class FleetGroup(click.Group):

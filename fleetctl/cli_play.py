@@ -90,6 +90,11 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
     if retry_failed is not None:
         try:
             from_run, names = retry_hosts(None if retry_failed == "last" else retry_failed)
+        except FileNotFoundError:
+            from .runrecord import runs_root
+
+            what = "no run has left a retry set" if retry_failed == "last" else f"no run {retry_failed!r}"
+            raise InputError(f"--retry-failed: {what} in {runs_root()}") from None
         except (OSError, ValueError, KeyError) as exc:
             raise InputError(f"--retry-failed: no retry set to read ({exc})") from None
         if not names:
@@ -136,6 +141,8 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
     try:
         results = run_async(run_playbook(playbook, hosts, record=record, opts=opts, listener=listener))
     except BaseException:
+        record.data["failed_hosts"] = sorted(h for h, r in record.data["hosts"].items()
+                                             if r.get("status") != "ok")
         record.finish("interrupted")
         raise
     finally:

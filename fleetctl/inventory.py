@@ -463,11 +463,13 @@ def _conflict_message(c: VarConflict) -> str:
         if c.host is not None:
             return f"host {c.host!r} is listed more than once with different values: {values}; keep one"
         return f"group {c.group!r} is declared more than once with different values: {values}; keep one"
+    names = {s.name for s in (*c.others, c.winner)}
+    var = names.pop() if len(names) == 1 else c.var  # the name as written, or the setting's
     groups = ", ".join(repr(s.group) for s in c.others) + f" and {c.winner.group!r}"
     why = "the deeper group" if c.decided_by == "depth" else "the group last in ASCII order"
     return (
-        f"host {c.host!r} is in groups {groups}, neither inside the other, that set {c.var} differently: "
-        f"{values}; only Ansible's merge order would pick {why}; set {c.var} in the host's own vars "
+        f"host {c.host!r} is in groups {groups}, neither inside the other, that set {var} differently: "
+        f"{values}; only Ansible's merge order would pick {why}; set {var} in the host's own vars "
         f"or give one group a higher ansible_group_priority"
     )
 
@@ -511,10 +513,11 @@ def _check_local_venv(host: Host) -> None:
         return
     root = os.path.abspath(os.path.expanduser(venv))
     python = os.path.join(root, "bin", "python3")
+    shown = f"venv {venv!r}" + ("" if root == venv else f" ({root})")
     if not os.path.exists(root):
-        problem = f"venv {venv!r} of local host {host.name!r} does not exist ({root})"
+        problem = f"{shown} of local host {host.name!r} does not exist"
     elif not os.path.isdir(root):
-        problem = f"venv {venv!r} of local host {host.name!r} is not a folder ({root})"
+        problem = f"{shown} of local host {host.name!r} is not a folder"
     elif not (os.path.isfile(python) and os.access(python, os.X_OK)):
         problem = (
             f"venv {venv!r} of local host {host.name!r} is not a Python environment: {python} is missing "

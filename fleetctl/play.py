@@ -83,7 +83,7 @@ async def _run_task(ctx_vars: dict[str, Any], task: Task, session: HostSession, 
     result = TaskResult(Status.FAILED, msg="not run")
     for attempt in range(attempts):
         tctx = TaskContext(session=session, record=record, task_label=name, timeout_s=task.timeout_s, env=env,
-                           dry_run=opts.dry_run, on_line=listener.on_line, on_progress=listener.on_progress,
+                           become=task.become, dry_run=opts.dry_run, on_line=listener.on_line, on_progress=listener.on_progress,
                            playbook_dir=str(playbook.playbook_dir))
         try:
             result = await asyncio.wait_for(
@@ -192,6 +192,11 @@ async def _run_host(host: Host, playbook: Playbook, tasks: list[Task], record: R
                     if res.status.is_failure and not handler.ignore_errors:
                         out.update(status="failed", error=f"handler {name}: {res.msg}")
                         break
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        out.update(status="interrupted", error="run interrupted")
+        record.mark(host.name, "run interrupted")
+        record.event("host.interrupted", host=host.name)
+        raise
     finally:
         await session.conn.close()
         out["duration_s"] = round(time.monotonic() - started, 3)

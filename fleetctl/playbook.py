@@ -116,17 +116,18 @@ def _load_yaml(path: Path, *, display: str, err_line: int | None = None, err_key
                err_file: str | None = None) -> _Doc:
     """Read and parse one YAML file. Read errors name ``err_file:err_line`` when given (includes)."""
     where = {"file": err_file or display, "line": err_line, "key": err_key}
+    named = "" if where["file"] == display else f": {display}"  # an include names the included file
     try:
         size = path.stat().st_size
         if size > _MAX_FILE_BYTES:
             raise playbook_error(f"file is too large ({size} bytes; at most {_MAX_FILE_BYTES})", **where)
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise playbook_error(f"file not found: {display}", **where) from None
+        raise playbook_error(f"file not found{named}", **where) from None
     except IsADirectoryError:
-        raise playbook_error(f"is a folder, not a file: {display}", **where) from None
+        raise playbook_error(f"is a folder, not a file{named}", **where) from None
     except OSError as exc:
-        raise playbook_error(f"cannot read {display}: {exc.strerror or exc}", **where) from None
+        raise playbook_error(f"cannot read{named}: {exc.strerror or exc}", **where) from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

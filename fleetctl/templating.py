@@ -362,7 +362,19 @@ def _value_variables(value: Any, path: tuple = ()) -> Iterable[tuple[tuple, str]
             yield from _value_variables(item, path + (i,))
 
 
+#: Ansible's magic variables and the fleetctl names that hold the same thing.
+_ANSIBLE_NAMES = {
+    "inventory_hostname": "host",
+    "inventory_hostname_short": "host",
+    "ansible_facts": "facts",
+    "ansible_python_interpreter": "python",
+}
+
+
 def _undefined_message(name: str, known: Iterable[str]) -> str:
+    known = set(known)
+    if _ANSIBLE_NAMES.get(name) in known:
+        return f"undefined variable '{name}' (fleetctl calls it '{_ANSIBLE_NAMES[name]}')"
     close = get_close_matches(name, sorted(known), n=1, cutoff=0.75)
     hint = f" (did you mean '{close[0]}'?)" if close else ""
     return f"undefined variable '{name}'{hint}"

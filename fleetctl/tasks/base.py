@@ -57,6 +57,7 @@ class TaskContext:
         task_label: the task's display name, for log markers.
         timeout_s: the task's deadline in seconds; commands get what is left of it.
         env: the task's ``env`` (rendered), added to every command it runs.
+        become: run the task's commands through ``sudo -n`` (see :meth:`Connection.run`).
         dry_run: record commands instead of running them.
         on_line: live display of output lines.
         on_progress: ``(host, done, total)`` for ninja's ``[k/N]`` lines.
@@ -68,6 +69,7 @@ class TaskContext:
     task_label: str
     timeout_s: float
     env: dict[str, str] = field(default_factory=dict)
+    become: bool = False
     dry_run: bool = False
     on_line: Callable[[str, OutputLine], None] | None = None
     on_progress: Callable[[str, int, int], None] | None = None
@@ -100,14 +102,14 @@ class TaskContext:
         """
         full_env = {**self.env, **(env or {})}
         if self.dry_run and mutating:
-            self.planned.append({"argv": list(argv), "env": full_env, "cwd": cwd})
+            self.planned.append({"argv": list(argv), "env": full_env, "cwd": cwd, "become": self.become})
             return CommandResult(argv=list(argv), rc=0)
         self.record.event("command.started", host=self.host, argv=list(argv), cwd=cwd)
         saved = self.on_line
         if quiet:
             self.on_line = None
         try:
-            res = await self.session.conn.run(argv, env=full_env or None, cwd=cwd,
+            res = await self.session.conn.run(argv, env=full_env or None, cwd=cwd, become=self.become,
                                               timeout_s=timeout_s or self.timeout_s, on_line=self._line)
         finally:
             self.on_line = saved
