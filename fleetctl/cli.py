@@ -182,8 +182,15 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     from .runrecord import RunRecord
 
     _, hosts = obj.select(pattern, limit, venv=False)  # `run` may be what creates the venv
-    printer = LinePrinter([h.name for h in hosts], stream=sys.stderr if as_json else sys.stdout)
+    from .redact import unwrap
+
     record = RunRecord("run")
+    record.redactor.add(set().union(*(unwrap(h.vars)[1] for h in hosts)))
+    raw_printer = LinePrinter([h.name for h in hosts], stream=sys.stderr if as_json else sys.stdout)
+
+    def printer(host, line):
+        raw_printer(host, type(line)(line.stream, record.redactor.bytes(line.data)))
+
     record.data["argv"] = list(argv)
     result = run_async(run_on_hosts(hosts, list(argv), record=record, on_line=printer, forks=forks,
                                     timeout_s=timeout_s, connect_timeout_s=connect_timeout,
@@ -191,7 +198,7 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     bad = [h for h, r in result.items() if r.get("unreachable") or r.get("rc") != 0]
     record.finish("failed" if bad else "ok")
     if as_json:
-        print_json(result)
+        print_json(record.redactor.obj(result))
     else:
         for h, r in result.items():
             if r.get("unreachable"):

@@ -132,7 +132,12 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
     record.data["pattern"] = pattern
     stream = sys.stderr if as_json else sys.stdout
     live = LiveOutput([h.name for h in hosts], stream)
-    listener = Listener(on_line=live.line, on_task=live.task, on_result=live.result, on_note=live.note)
+    red = record.redactor
+    listener = Listener(
+        on_line=lambda h, ln: live.line(h, type(ln)(ln.stream, red.bytes(ln.data))),
+        on_task=lambda h, i, n, name: live.task(h, i, n, red.text(name)),
+        on_result=lambda h, name, res: live.result(h, red.text(name), _redacted_result(res, red)),
+        on_note=live.note)
     opts = PlayOptions(forks=forks, dry_run=dry_run, force=force, tags=tuple(_split(tags)),
                        skip_tags=tuple(_split(skip_tags)), extra_vars=extra_vars,
                        accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout,
@@ -159,14 +164,20 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
             live.console.print(Text(f"--- {host}: planned commands", style="bold"))
             for t in r.get("tasks", []):
                 for p in t.get("data", {}).get("planned", []):
-                    live.console.print(f"  [{t['name']}] " + json.dumps(p), markup=False, highlight=False)
+                    live.console.print(f"  [{t['name']}] " + json.dumps(red.obj(p)), markup=False, highlight=False)
     if as_json:
         from .render import print_json
 
-        print_json({"run_id": record.run_id, "status": "failed" if bad else "ok", "hosts": results})
+        print_json(red.obj({"run_id": record.run_id, "status": "failed" if bad else "ok", "hosts": results}))
     else:
-        live.console.print(summary_table(results, record.run_id))
+        live.console.print(summary_table(red.obj(results), record.run_id))
     raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
+
+
+def _redacted_result(res, red):
+    from dataclasses import replace
+
+    return replace(res, msg=red.text(res.msg))
 
 
 def _split(text: str | None) -> list[str]:

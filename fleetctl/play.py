@@ -21,6 +21,7 @@ from .errors import CommandTimeout, FleetError, HostUnreachable, PlaybookError
 from .fanout import for_each_host
 from .inventory import Host
 from .playbook import Playbook, Task
+from .redact import is_marked, unwrap
 from .runrecord import RunRecord
 from .session import HostSession, gather_host_facts, open_session
 from .status import Status
@@ -56,9 +57,15 @@ class Listener:
     on_note: Callable[[str, str], None] | None = None  # host, message
 
 
-def _context(session: HostSession, playbook: Playbook, opts: PlayOptions) -> dict[str, Any]:
+def _context(session: HostSession, playbook: Playbook, opts: PlayOptions, record: RunRecord) -> dict[str, Any]:
+    """The template context of one host: inventory vars < play vars < extra vars < registered
+    results, plus fleetctl's standard names. Secret values found on the way join the record's
+    redactor before anything is rendered or run."""
+    host_vars, host_secrets = unwrap(session.host.vars)
+    extra, extra_secrets = unwrap(opts.extra_vars)
+    record.redactor.add(host_secrets | extra_secrets)
     base = {
-        **session.host.vars,
+        **host_vars,
         "facts": session.facts,
         "host": session.host.name,
         "workdir": session.workdir,
@@ -68,8 +75,12 @@ def _context(session: HostSession, playbook: Playbook, opts: PlayOptions) -> dic
         "venv": session.venv,
         "python": session.python,
     }
-    play_vars = templating.render_vars(playbook.vars, base)
-    return {**base, **play_vars, **opts.extra_vars, **session.registered}
+    raw_play_vars, _ = unwrap(playbook.vars)
+    play_vars = templating.render_vars(raw_play_vars, base)
+    _, play_secrets = unwrap({k: ({"value": play_vars[k], "secret": True} if is_marked(v) else play_vars[k])
+                              for k, v in playbook.vars.items()})
+    record.redactor.add(play_secrets)
+    return {**base, **play_vars, **extra, **session.registered}
 
 
 async def _run_task(ctx_vars: dict[str, Any], task: Task, session: HostSession, playbook: Playbook,
@@ -160,7 +171,7 @@ async def _run_host(host: Host, playbook: Playbook, tasks: list[Task], record: R
         failed = False
         for i, task in enumerate(tasks):
             t0 = time.monotonic()
-            ctx_vars = _context(session, playbook, opts)
+            ctx_vars = _context(session, playbook, opts, record)
             if listener.on_task:
                 listener.on_task(host.name, i + 1, len(tasks), task.resolve_name(ctx_vars))
             record.mark(host.name, f"task {i + 1}/{len(tasks)}: {task.display_name}")
@@ -186,7 +197,7 @@ async def _run_host(host: Host, playbook: Playbook, tasks: list[Task], record: R
             for handler in playbook.handlers:
                 if handler.name in notified:
                     t0 = time.monotonic()
-                    name, res = await _run_task(_context(session, playbook, opts), handler, session, playbook,
+                    name, res = await _run_task(_context(session, playbook, opts, record), handler, session, playbook,
                                                 record, opts, listener)
                     finish_task(f"handler: {name}", res, t0, handler.action)
                     if res.status.is_failure and not handler.ignore_errors:

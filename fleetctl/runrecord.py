@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from .connection.base import OutputLine
+from .redact import Redactor
 
 
 def runs_root() -> Path:
@@ -56,6 +57,8 @@ class RunRecord:
         (self.dir / "logs").mkdir(parents=True, exist_ok=False)
         os.chmod(self.dir, 0o700)
         self._lock = threading.Lock()
+        #: Secrets found so far (see fleetctl.redact); everything written passes through it.
+        self.redactor = Redactor()
         self._events = open(self.dir / "events.jsonl", "a", encoding="utf-8")
         self._logs: dict[str, Any] = {}
         # Its own wrapper class: the run record keeps every event, whatever level stderr shows.
@@ -81,7 +84,7 @@ class RunRecord:
     def event(self, name: str, **data: Any) -> None:
         """Append one structlog JSON line (``noun.verb_past`` names: ``task.finished``)."""
         with self._lock:
-            self.log.info(name, **data)
+            self.log.info(name, **self.redactor.obj(data))
             self._events.flush()
 
     def host_log(self, host: str):
@@ -95,7 +98,8 @@ class RunRecord:
         """Append one output line to the host's log, as the exact bytes."""
         with self._lock:
             fh = self.host_log(host)
-            data = line.data if line.data.endswith(b"\n") else line.data + b"\n"
+            data = self.redactor.bytes(line.data)
+            data = data if data.endswith(b"\n") else data + b"\n"
             fh.write((b"out| " if line.stream == "stdout" else b"err| ") + data)
             fh.flush()
 
@@ -103,14 +107,14 @@ class RunRecord:
         """Append a marker line (task start/end) to the host's log."""
         with self._lock:
             fh = self.host_log(host)
-            fh.write(b"==> " + text.encode("utf-8", "replace") + b"\n")
+            fh.write(b"==> " + self.redactor.text(text).encode("utf-8", "replace") + b"\n")
             fh.flush()
 
     def save(self) -> None:
         """Rewrite run.json atomically (temp file + rename)."""
         with self._lock:
             tmp = self.dir / "run.json.tmp"
-            tmp.write_text(json.dumps(self.data, indent=2, default=str) + "\n", encoding="utf-8")
+            tmp.write_text(json.dumps(self.redactor.obj(self.data), indent=2, default=str) + "\n", encoding="utf-8")
             os.replace(tmp, self.dir / "run.json")
 
     def finish(self, status: str) -> None:

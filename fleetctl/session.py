@@ -65,7 +65,9 @@ class HostSession:
             base = posixpath.join(self.conn.home, base)
         self.workdir = base
         self.run_dir = posixpath.join(base, "runs", self.run_id)
-        res = await self.conn.run(["mkdir", "-p", "-m", "0700", self.run_dir], timeout_s=60)
+        # umask 077 so that the parents mkdir -p creates are private too, not only the last one
+        res = await self.conn.run(["/bin/sh", "-c", 'umask 077 && mkdir -p -- "$1"', "fleetctl-mkdir", self.run_dir],
+                                  timeout_s=60)
         if res.rc != 0:
             from .errors import TaskFailed
 

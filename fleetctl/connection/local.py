@@ -101,7 +101,7 @@ class LocalConnection(Connection):
         """Copy a file atomically (temp file + rename); parents are created."""
         dest = Path(remote_path)
         try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
             os.close(fd)
             try:

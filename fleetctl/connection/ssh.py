@@ -344,8 +344,8 @@ class SSHConnection(Connection):
         parent = posixpath.dirname(remote_path)
         tmp = posixpath.join(parent, f".{posixpath.basename(remote_path)}.{secrets.token_hex(4)}.part")
         try:
-            if parent:
-                await sftp.makedirs(parent, exist_ok=True)
+            if parent:  # folders fleetctl creates are private to the user
+                await sftp.makedirs(parent, attrs=asyncssh.SFTPAttrs(permissions=0o700), exist_ok=True)
             await sftp.put(local_path, tmp)
             await sftp.chmod(tmp, mode if mode is not None else 0o644)
             await sftp.posix_rename(tmp, remote_path)
