@@ -25,6 +25,9 @@ EXIT_BAD_INPUT = 2
 
 
 def fail_input(message: str) -> "click.exceptions.Exit":
+    """Print ``fleetctl: error: MESSAGE`` (control characters escaped: one line) and return Exit(2)."""
+    if not message.isprintable():
+        message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
     click.echo(f"fleetctl: error: {message}", err=True)
     return click.exceptions.Exit(EXIT_BAD_INPUT)
 
@@ -86,6 +89,15 @@ def run_async(coro):
             click.echo("fleetctl: terminated (SIGTERM)", err=True)
             raise click.exceptions.Exit(143) from None
         raise
+
+
+def usage_exit(exc: click.UsageError) -> Exception:
+    """A click usage error (unknown option, missing --hosts, --forks 0...) as one line, exit 2."""
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        return exc  # plain `fleetctl`: click prints the help
+    words = exc.ctx.command_path.split()[1:] if exc.ctx is not None else []
+    message = " ".join(exc.format_message().splitlines())
+    return fail_input(f"{' '.join(words)}: {message}" if words else message)
 
 
 class FleetGroup(click.Group):
