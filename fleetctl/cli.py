@@ -24,6 +24,16 @@ EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 
 
+class FiniteFloatRange(click.FloatRange):
+    """click.FloatRange that also refuses nan and inf (nan passes every range check)."""
+
+    def convert(self, value, param, ctx):
+        rv = super().convert(value, param, ctx)
+        if rv != rv or rv in (float("inf"), float("-inf")):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
+
+
 def fail_input(message: str) -> "click.exceptions.Exit":
     """Print ``fleetctl: error: MESSAGE`` (control characters escaped: one line) and return Exit(2)."""
     if not message.isprintable():
@@ -138,7 +148,7 @@ forks_option = click.option("--forks", default=50, show_default=True, type=click
 json_option = click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 accept_option = click.option("--accept-new-host-keys", is_flag=True,
                              help="Record unknown host keys in known_hosts (a changed key is still refused).")
-timeout_option = click.option("--connect-timeout", default=30.0, show_default=True, type=click.FloatRange(0.1),
+timeout_option = click.option("--connect-timeout", default=30.0, show_default=True, type=FiniteFloatRange(0.1),
                               help="Seconds to connect and log in.")
 
 
@@ -182,7 +192,7 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
 @json_option
 @accept_option
 @timeout_option
-@click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=click.FloatRange(0.1),
+@click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=FiniteFloatRange(0.1),
               help="Seconds the command may run on each host.")
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @pass_ctx

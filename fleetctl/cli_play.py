@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
@@ -11,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .cli import EXIT_FAILED, Context, fail_input, forks_option, json_option, accept_option, limit_option, main, \
+from .cli import EXIT_FAILED, Context, FiniteFloatRange, fail_input, forks_option, json_option, accept_option, limit_option, main, \
     pass_ctx, run_async, timeout_option
 from .errors import InputError
 from .paths import resolve_default
@@ -104,8 +105,9 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
     inv, hosts = obj.select(pattern, limit)
     serial_items = _split(serial)
     for item in serial_items:
-        if not (item.rstrip("%").isdigit() and int(item.rstrip("%")) > 0):
-            raise InputError(f"--serial: want sizes like 1,10%,100%, got {item!r}")
+        m = re.fullmatch(r"([0-9]+)(%?)", item)
+        if not (m and int(m[1]) > 0 and (not m[2] or int(m[1]) <= 100)):
+            raise InputError(f"--serial: want host counts or percentages up to 100%, like 1,10%,100%; got {item!r}")
     extra_vars: dict[str, Any] = {}
     for item in extra:
         name, sep, value = item.partition("=")
@@ -196,7 +198,7 @@ def play_options(fn):
         click.option("-e", "--extra-var", "extra", multiple=True, help="NAME=VALUE, overrides play vars."),
         accept_option, timeout_option,
         click.option("--serial", default=None, help="Rolling batches: sizes or percentages, e.g. 1,10%,100%."),
-        click.option("--max-fail-percentage", type=click.FloatRange(0, 100), default=None,
+        click.option("--max-fail-percentage", type=FiniteFloatRange(0, 100), default=None,
                      help="Stop starting batches once more than this percent of a batch failed."),
         click.option("--retry-failed", is_flag=False, flag_value="last", default=None, metavar="[RUN_ID]",
                      help="Only the hosts that failed in RUN_ID (default: the last run)."),

@@ -175,7 +175,7 @@ def test_error_attributes(tmp_path):
 
 def test_missing_file(tmp_path):
     err = error_of(tmp_path / "nope.yaml")
-    assert str(err) == f"{tmp_path / 'nope.yaml'}: file not found: {tmp_path / 'nope.yaml'}"
+    assert str(err) == f"{tmp_path / 'nope.yaml'}: file not found"
 
 
 def test_undefined_check_is_opt_in(tmp_path):
