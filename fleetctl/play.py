@@ -75,10 +75,11 @@ def _context(session: HostSession, playbook: Playbook, opts: PlayOptions, record
         "venv": session.venv,
         "python": session.python,
     }
-    raw_play_vars, _ = unwrap(playbook.vars)
-    play_vars = templating.render_vars(raw_play_vars, base)
+    # -e extra vars win over play vars (Ansible's precedence) and play-var templates see them.
+    raw_play_vars = {k: v for k, v in unwrap(playbook.vars)[0].items() if k not in extra}
+    play_vars = templating.render_vars(raw_play_vars, {**base, **extra})
     _, play_secrets = unwrap({k: ({"value": play_vars[k], "secret": True} if is_marked(v) else play_vars[k])
-                              for k, v in playbook.vars.items()})
+                              for k, v in playbook.vars.items() if k in play_vars})
     record.redactor.add(play_secrets)
     return {**base, **play_vars, **extra, **session.registered}
 
