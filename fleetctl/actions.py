@@ -240,6 +240,8 @@ class BuildWheelArgs(ActionArgs):
         min_free_disk_mib: free disk space (MiB) required in ``out_dir``'s file system.
         check_sass: after the build, require the host's SM in the built extension's SASS.
         tool: ``"uv"``, ``"pip"``, or ``"auto"`` (uv when the host has it).
+        build: ``"once"`` builds one wheel per arch class (hosts that would build the same
+            wheel) on one member and pushes it to the others; ``"each"`` builds on every host.
     """
 
     src: str
@@ -254,6 +256,7 @@ class BuildWheelArgs(ActionArgs):
     min_free_disk_mib: int = Field(default=2048, ge=0)
     check_sass: bool = True
     tool: Literal["auto", "uv", "pip"] = "auto"
+    build: Literal["once", "each"] = "once"
 
     @field_validator("src", "out_dir")
     @classmethod

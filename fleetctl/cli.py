@@ -11,7 +11,6 @@ import asyncio
 import json
 import signal
 import sys
-from pathlib import Path
 
 import click
 
@@ -53,7 +52,7 @@ class Context:
 
         path = resolve_default(self.inventory_path)
         if not path.exists():
-            raise InputError(f"inventory file not found (-i/--inventory or FLEETCTL_INVENTORY)", file=str(path))
+            raise InputError("inventory file not found (-i/--inventory or FLEETCTL_INVENTORY)", file=str(path))
         inv = load_inventory(str(path))
         hosts = inv.select(pattern, limit=limit)
         inv.check_hosts(hosts, venv=venv)
@@ -74,7 +73,6 @@ def run_async(coro):
     terminated = False
 
     async def main():
-        nonlocal terminated
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
 
@@ -272,3 +270,4 @@ def logs(run_id: str, host: str) -> None:
         raise fail_input(f"{path}: no log for host {host} in run {run_id}")
     sys.stdout.buffer.write(path.read_bytes())
 from . import cli_play  # noqa: E402,F401  (registers deploy and verify)
+from . import cli_schedule  # noqa: E402,F401  (registers schedule)

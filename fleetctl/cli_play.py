@@ -75,7 +75,8 @@ def summary_table(results: dict[str, dict[str, Any]], run_id: str) -> Table:
 def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str | None, forks: int, dry_run: bool,
               as_json: bool, tags: str | None, skip_tags: str | None, force: bool, extra: tuple[str, ...],
               accept_new_host_keys: bool, connect_timeout: float, kind: str, serial: str | None = None,
-              max_fail_percentage: float | None = None, retry_failed: str | None = None) -> None:
+              max_fail_percentage: float | None = None, retry_failed: str | None = None,
+              build: str | None = None) -> None:
     from .lock import HostLocks, HostsLocked
     from .play import Listener, PlayOptions, failed_hosts, run_playbook
     from .playbook import load_playbook
@@ -143,7 +144,7 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
     opts = PlayOptions(forks=forks, dry_run=dry_run, force=force, tags=tuple(_split(tags)),
                        skip_tags=tuple(_split(skip_tags)), extra_vars=extra_vars,
                        accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout,
-                       serial=serial_items, max_fail_percentage=max_fail_percentage)
+                       serial=serial_items, max_fail_percentage=max_fail_percentage, build=build)
     live.console.print(f"run {record.run_id}: {playbook.name} on {len(hosts)} host(s); record in {record.dir}")
     try:
         results = run_async(run_playbook(playbook, hosts, record=record, opts=opts, listener=listener))
@@ -173,7 +174,38 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
         print_json(red.obj({"run_id": record.run_id, "status": "failed" if bad else "ok", "hosts": results}))
     else:
         live.console.print(summary_table(red.obj(results), record.run_id))
+        classes = build_classes(results)
+        if classes:
+            live.console.print("build classes:")
+            for line in classes:
+                live.console.print(f"  {line}", markup=False, highlight=False)
     raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
+
+
+def build_classes(results: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per arch class, hosts folded the way ClusterShell prints node sets:
+    ``gpu[01-12] sm_120a cu13.0 torch2.12 cp312 (built on gpu01)``."""
+    from .inventory import fold_hosts
+
+    classes: dict[str, dict[str, Any]] = {}
+    for host, r in results.items():
+        for t in r.get("tasks", []):
+            data = t.get("data") or {}
+            if t.get("action") != "build_wheel" or not data.get("key"):
+                continue
+            c = classes.setdefault(data["key"], {"hosts": [], "data": data, "builder": None})
+            c["hosts"].append(host)
+            if not data.get("pushed_from") and not data.get("reused"):
+                c["builder"] = host
+    lines = []
+    for c in classes.values():
+        d = c["data"]
+        inputs = d.get("inputs") or {}
+        torch = ".".join(str(inputs.get("torch") or "?").split("+")[0].split(".")[:2])
+        sass = " ".join(d.get("sass") or [f"arch {d.get('archs')}"])
+        how = f"built on {c['builder']}" if c["builder"] else "reused"
+        lines.append(f"{fold_hosts(c['hosts'])} {sass} cu{inputs.get('cuda')} torch{torch} {inputs.get('python')} ({how})")
+    return lines
 
 
 def _redacted_result(res, red):
@@ -200,6 +232,8 @@ def play_options(fn):
         click.option("--serial", default=None, help="Rolling batches: sizes or percentages, e.g. 1,10%,100%."),
         click.option("--max-fail-percentage", type=FiniteFloatRange(0, 100), default=None,
                      help="Stop starting batches once more than this percent of a batch failed."),
+        click.option("--build", type=click.Choice(["once", "each"]), default=None,
+                     help="once: one build per arch class, pushed to the others (default); each: every host builds."),
         click.option("--retry-failed", is_flag=False, flag_value="last", default=None, metavar="[RUN_ID]",
                      help="Only the hosts that failed in RUN_ID (default: the last run)."),
     ]):

@@ -44,6 +44,8 @@ class PlayOptions:
     facts_timeout_s: float = 180.0
     serial: Sequence[int | str] = ()
     max_fail_percentage: float | None = None
+    build: str | None = None  # "each" forces a build on every host; None: what each task says
+    coordinator: Any = None  # set by run_playbook
 
 
 @dataclass
@@ -90,13 +92,15 @@ async def _run_task(ctx_vars: dict[str, Any], task: Task, session: HostSession, 
     if not task.should_run(ctx_vars):
         return name, TaskResult(Status.SKIPPED, msg="condition false")
     args = task.resolve_args(ctx_vars)
+    if task.action == "build_wheel" and opts.build == "each":
+        args = args.model_copy(update={"build": "each"})
     env = task.resolve_env(ctx_vars)
     attempts = task.retries + 1
     result = TaskResult(Status.FAILED, msg="not run")
     for attempt in range(attempts):
         tctx = TaskContext(session=session, record=record, task_label=name, timeout_s=task.timeout_s, env=env,
                            become=task.become, dry_run=opts.dry_run, on_line=listener.on_line, on_progress=listener.on_progress,
-                           playbook_dir=str(playbook.playbook_dir))
+                           playbook_dir=str(playbook.playbook_dir), coordinator=opts.coordinator)
         try:
             result = await asyncio.wait_for(
                 dispatch(task.action, tctx, args, playbook.playbook_dir, force=opts.force), task.timeout_s + 30)
@@ -120,7 +124,6 @@ async def _run_host(host: Host, playbook: Playbook, tasks: list[Task], record: R
     started = time.monotonic()
     out: dict[str, Any] = {"status": "ok", "tasks": [], "started": dt.datetime.now(dt.timezone.utc).isoformat()}
     record.data["hosts"][host.name] = out
-    log = record.log.bind(host=host.name)
 
     def finish_task(name: str, res: TaskResult, t0: float, action: str) -> None:
         entry = {"name": name, "action": action, "status": res.status.value, "rc": res.rc, "msg": res.msg,
@@ -134,6 +137,20 @@ async def _run_host(host: Host, playbook: Playbook, tasks: list[Task], record: R
         if listener.on_result:
             listener.on_result(host.name, name, res)
 
+    coord = opts.coordinator
+    if coord is not None:
+        await coord.host_started(host.name)
+    try:
+        return await _run_host_body(host, playbook, tasks, record, opts, listener, out, started, finish_task)
+    finally:
+        if coord is not None:
+            await coord.host_done(host.name)
+
+
+async def _run_host_body(host: Host, playbook: Playbook, tasks: list[Task], record: RunRecord, opts: PlayOptions,
+                         listener: Listener, out: dict[str, Any], started: float, finish_task) -> dict[str, Any]:
+    """Connect, gather facts, run the tasks and notified handlers on one host."""
+    log = record.log.bind(host=host.name)
     try:
         session = await open_session(host, record.run_id, accept_new_host_keys=opts.accept_new_host_keys,
                                      connect_timeout_s=opts.connect_timeout_s)
@@ -184,6 +201,8 @@ async def _run_host(host: Host, playbook: Playbook, tasks: list[Task], record: R
             if task.register:
                 session.registered[task.register] = res.as_registered()
             finish_task(name, res, t0, task.action)
+            if task.action == "build_wheel" and opts.coordinator is not None:
+                await opts.coordinator.host_done(host.name)
             if res.status is Status.CHANGED:
                 notified.extend(n for n in task.notify if n not in notified)
             if res.status is Status.UNREACHABLE:
@@ -251,6 +270,13 @@ async def run_playbook(playbook: Playbook, hosts: Sequence[Host], *, record: Run
     """
     opts = opts or PlayOptions()
     listener = listener or Listener()
+    if opts.coordinator is None:
+        from .buildclass import BuildCoordinator
+
+        opts.coordinator = BuildCoordinator()
+    # Hosts named by a build_host var start first, so that they claim their class's build.
+    builders = {str(h.vars.get("build_host")) for h in hosts if h.vars.get("build_host")}
+    hosts = sorted(hosts, key=lambda h: h.name not in builders)
     tasks = playbook.select_tags(opts.tags, opts.skip_tags)
     serial = list(opts.serial) or ([playbook.serial] if playbook.serial else [])
     max_fail = opts.max_fail_percentage if opts.max_fail_percentage is not None else playbook.max_fail_percentage

@@ -152,3 +152,27 @@ def test_twenty_mib_of_warnings_stream_without_stalling(sshd_farm, tmp_path):
     assert log.count(b"err| warning: #177-D") == 20 * 1024
     assert b"out| [5/5] compiling" in log
     assert os.path.getsize(last_run(tmp_path) / "logs" / "chatty.log") > 20 * 1024 * 1024
+
+
+def test_a_class_of_three_hosts_builds_once_and_all_three_verify(sshd_farm, tmp_path):
+    hosts = {}
+    for i in (1, 2, 3):
+        h = sshd_farm.start(f"gpu0{i}")
+        write_fake_nvidia_smi(h.bin_dir, [H200])
+        hosts[f"gpu0{i}"] = host_entry(sshd_farm, h, tmp_path, venv=make_host_venv(tmp_path / f"venv{i}"),
+                                       build_host="gpu02")
+    inv = write_inventory(tmp_path / "inv.yaml", {"gpu-nodes": hosts})
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", home=tmp_path, timeout_s=1500,
+                   env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert res.returncode == 0, res.stdout[-5000:]
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    builds = {h: [t for t in r["tasks"] if t["action"] == "build_wheel"][0] for h, r in record["hosts"].items()}
+    built_here = [h for h, t in builds.items() if not t["data"].get("pushed_from")]
+    assert built_here == ["gpu02"]  # the build_host built; the others got the wheel pushed
+    assert {t["data"].get("pushed_from") for h, t in builds.items() if h != "gpu02"} == {"gpu02"}
+    assert len({t["data"]["sha256"] for t in builds.values()}) == 1
+    for h, r in record["hosts"].items():
+        assert [t["status"] for t in r["tasks"] if t["action"] == "verify"] == ["ok"], h
+    assert "gpu[01-03] sm_90a cu13.0" in res.stdout and "(built on gpu02)" in res.stdout
+    assert list((tmp_path / "cache" / "fleetctl" / "wheels").glob("*/fp4_kernels-*.whl"))
+    assert res.stdout.count("*** Created fp4_kernels") == 1  # scikit-build-core ran once

@@ -75,6 +75,7 @@ class TaskContext:
     on_progress: Callable[[str, int, int], None] | None = None
     playbook_dir: str = "."
     planned: list[dict[str, Any]] = field(default_factory=list)
+    coordinator: Any = None  # fleetctl.buildclass.BuildCoordinator of the run, for build: once
 
     @property
     def host(self) -> str:

@@ -29,11 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from ..actions import BuildWheelArgs
+from ..buildclass import BuiltWheel, ClassBuildFailed, cache_root, wait_for_wheel
 from ..build import build_environment, cmake_defines, config_settings_args, cuda_arch, parse_arch_list, unsupported_archs
 from ..errors import FleetError
 from ..scripts import script_path
 from ..status import Status
 from .base import TaskContext, TaskResult, first_error_line
+
+_WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+-]+\.whl$")
 
 KILLED = re.compile(r"\bKilled\b|out of memory|Cannot allocate memory|signal 9|std::bad_alloc", re.I)
 
@@ -117,14 +120,25 @@ def build_argv(tool: str, python: str, uv: str | None, src: str, dest: str, defi
     return [*argv, *config_settings_args(defines, frontend="pip"), src]
 
 
-def build_key(tree_hash: str, plan: dict[str, Any], defines: dict[str, str], facts: dict[str, Any], tool: str) -> str:
-    """SHA-256 over everything that decides the wheel's bytes (hex, first 16 digits used in paths)."""
+def build_inputs(tree_hash: str, plan: dict[str, Any], defines: dict[str, str], facts: dict[str, Any],
+                 host: str | None = None) -> dict[str, Any]:
+    """Everything that decides the wheel's bytes: hosts with equal inputs form one arch class.
+
+    A host whose GPUs mix SMs is its own class (``host`` is part of its inputs).
+    """
     py = facts.get("python") or {}
     material = {
         "tree": tree_hash, "archs": plan.get("torch_cuda_arch_list"), "defines": defines,
         "cuda": (facts.get("cuda") or {}).get("version"), "torch": py.get("torch"),
-        "torch_cuda": py.get("torch_cuda"), "python": py.get("tag") or py.get("version"), "tool": tool,
+        "torch_cuda": py.get("torch_cuda"), "python": py.get("tag") or py.get("version"),
     }
+    if plan.get("mixed_sm") and host:
+        material["mixed_sm_host"] = host
+    return material
+
+
+def build_key(material: dict[str, Any]) -> str:
+    """SHA-256 (hex) of :func:`build_inputs`; its first 16 digits name folders and cache entries."""
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
@@ -156,7 +170,8 @@ async def run(ctx: TaskContext, args: BuildWheelArgs, *, force: bool = False) ->
                          mutating=False, timeout_s=300)
     if tree.rc != 0:
         return TaskResult(Status.FAILED, rc=tree.rc, msg=f"source tree {args.src}: {first_error_line(tree)}")
-    key = build_key(tree.stdout_text.split()[0], plan, defines, facts, tool)
+    inputs = build_inputs(tree.stdout_text.split()[0], plan, defines, facts, ctx.host)
+    key = build_key(inputs)
     dest = posixpath.join(args.out_dir, key[:16])
     stamp = posixpath.join(dest, ".fleetctl-build.json")
     if not force and not ctx.dry_run:
@@ -167,11 +182,43 @@ async def run(ctx: TaskContext, args: BuildWheelArgs, *, force: bool = False) ->
                 check = await ctx.run(["test", "-f", data["wheel"]], quiet=True, mutating=False)
                 if check.rc == 0:
                     data["reused"] = True
+                    await _offer_to_class(ctx, args, key, data)
                     return TaskResult(Status.OK, msg=f"unchanged inputs: reusing {posixpath.basename(data['wheel'])}",
                                       data=data)
             except (ValueError, KeyError):
                 pass
 
+    coord = ctx.coordinator if args.build == "once" and not ctx.dry_run else None
+    if coord is None:
+        return await _build_here(ctx, args, plan, facts, venv, python, uv, tool, defines, key, inputs, dest, stamp)
+    try:
+        role, built = await wait_for_wheel(coord, key, ctx.host, ctx.session.host.vars.get("build_host"))
+    except ClassBuildFailed as exc:
+        return TaskResult(Status.FAILED, msg=f"the build of this arch class failed on its builder: {exc}",
+                          data={"key": key})
+    if role == "push":
+        return await _push(ctx, built, dest, stamp, key)
+    try:
+        res = await _build_here(ctx, args, plan, facts, venv, python, uv, tool, defines, key, inputs, dest, stamp)
+    except BaseException as exc:  # unreachable, interrupted: another member takes over the build
+        await coord.fail(key, f"{ctx.host}: {exc}", retryable=True)
+        raise
+    if res.status is Status.FAILED:
+        await coord.fail(key, f"{ctx.host}: {res.msg}", retryable=False)
+        return res
+    try:
+        built = await _fetch_to_cache(ctx, res.data["wheel"], res.data["sha256"], key, res.data)
+    except FleetError as exc:
+        await coord.fail(key, f"{ctx.host}: cannot fetch the wheel: {exc}", retryable=True)
+        return TaskResult(Status.FAILED, msg=f"built, but cannot fetch the wheel for the class: {exc}", data=res.data)
+    await coord.publish(key, built)
+    return res
+
+
+async def _build_here(ctx: TaskContext, args: BuildWheelArgs, plan: dict[str, Any], facts: dict[str, Any],
+                      venv: str | None, python: str, uv: str | None, tool: str, defines: dict[str, str], key: str,
+                      inputs: dict[str, Any], dest: str, stamp: str) -> TaskResult:
+    """Build on this host, check the SASS, write the stamp."""
     jobs = int(plan.get("max_jobs") or 1)
     await ctx.run(["rm", "-rf", dest])
     await ctx.run(["mkdir", "-p", "-m", "0700", dest])
@@ -202,7 +249,7 @@ async def run(ctx: TaskContext, args: BuildWheelArgs, *, force: bool = False) ->
     wheel = wheels[0]
     digest = (await ctx.run(["sha256sum", wheel], quiet=True, mutating=False)).stdout_text.split()[0]
     data: dict[str, Any] = {"wheel": wheel, "sha256": digest, "key": key, "tool": tool, "max_jobs": jobs,
-                            "archs": plan.get("torch_cuda_arch_list"), "reused": False}
+                            "archs": plan.get("torch_cuda_arch_list"), "reused": False, "inputs": inputs}
     if args.check_sass and (facts.get("cuda") or {}).get("nvcc"):
         targets = sass_targets(plan)
         found_archs, where, err = await _sass_archs(ctx, wheel, digest)
@@ -215,6 +262,62 @@ async def run(ctx: TaskContext, args: BuildWheelArgs, *, force: bool = False) ->
                               f"{', '.join(missing)} (holds {', '.join(found_archs) or 'no SASS'})", data=data)
     await _write_stamp(ctx, stamp, data)
     return TaskResult(Status.CHANGED, msg=f"built {posixpath.basename(wheel)} for {data['archs']}", data=data)
+
+
+
+
+async def _offer_to_class(ctx: TaskContext, args: BuildWheelArgs, key: str, data: dict[str, Any]) -> None:
+    """A member that already holds this class's wheel serves it to the others (no build at all)."""
+    coord = ctx.coordinator if args.build == "once" and not ctx.dry_run else None
+    if coord is None:
+        return
+    role, _, _ = await coord.claim(key, ctx.host)
+    if role != "build":
+        return
+    try:
+        built = await _fetch_to_cache(ctx, data["wheel"], data["sha256"], key, data)
+    except (FleetError, KeyError) as exc:
+        await coord.fail(key, f"{ctx.host}: {exc}", retryable=True)
+        return
+    await coord.publish(key, built)
+
+
+async def _fetch_to_cache(ctx: TaskContext, wheel: str, digest: str, key: str, data: dict[str, Any]) -> BuiltWheel:
+    """Fetch the built wheel into ``~/.cache/fleetctl/wheels/<key>/`` (checked by sha256)."""
+    name = posixpath.basename(wheel)
+    if not _WHEEL_NAME.match(name):
+        raise FleetError(f"refusing to fetch {wheel!r}: not a wheel file name")
+    local = cache_root() / key[:16] / name
+    if not (local.exists() and _sha256(local) == digest):
+        local.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        await ctx.session.conn.get(wheel, str(local))
+        if _sha256(local) != digest:
+            local.unlink(missing_ok=True)
+            raise FleetError(f"fetched {name} does not match its sha256 {digest[:12]}")
+    return BuiltWheel(local=local, name=name, sha256=digest, builder=ctx.host,
+                      data={k: v for k, v in data.items() if k in ("archs", "sass", "key", "inputs", "max_jobs")})
+
+
+async def _push(ctx: TaskContext, built: BuiltWheel, dest: str, stamp: str, key: str) -> TaskResult:
+    """Upload the class's wheel from the controller cache instead of building it here."""
+    wheel = posixpath.join(dest, built.name)
+    try:
+        await ctx.put(str(built.local), wheel, mode=0o644)
+    except FleetError as exc:
+        return TaskResult(Status.FAILED, msg=f"cannot push {built.name}: {exc}")
+    data = {**built.data, "wheel": wheel, "sha256": built.sha256, "key": key, "reused": False,
+            "pushed_from": built.builder}
+    await _write_stamp(ctx, stamp, data)
+    return TaskResult(Status.CHANGED, msg=f"pushed {built.name} (built once for this arch class on {built.builder})",
+                      data=data)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 async def _write_stamp(ctx: TaskContext, stamp: str, data: dict[str, Any]) -> None:
@@ -244,8 +347,10 @@ async def _sass_archs(ctx: TaskContext, wheel: str, digest: str) -> tuple[list[s
             pass
     # No usable cuobjdump on the host: fetch the wheel into the controller's content-addressed
     # cache and check it here (the controller can carry PyPI's nvidia-cuda-cuobjdump).
-    cache = Path.home() / ".cache" / "fleetctl" / "wheels" / digest
-    local = cache / posixpath.basename(wheel)
+    name = posixpath.basename(wheel)
+    if not _WHEEL_NAME.match(name):
+        return [], "controller", f"refusing to fetch {wheel!r}: not a wheel file name"
+    local = cache_root() / "sass-check" / digest[:16] / name
     if not local.exists():
         try:
             await ctx.session.conn.get(wheel, str(local))

@@ -1,0 +1,280 @@
+"""``fleetctl schedule``: install the unattended deploy (the nightly rebuild) as a systemd timer + service
+(systemd.timer(5), systemd.service(5)) or as a crontab(5) line. What is written is rendered by
+:mod:`fleetctl.schedule`; this module validates the options, writes the files and runs ``systemctl`` or
+``crontab``.
+
+Exit status: 0 installed (or printed); 1 the units are written but systemctl is missing or failed, or
+crontab is missing or failed (the message says what to run); 2 bad input.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from . import schedule as sch
+from .cli import EXIT_FAILED, Context, main, pass_ctx
+from .errors import InputError
+from .paths import resolve_default
+
+SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
+
+
+def user_unit_dir() -> Path:
+    """Where systemd's user manager reads the user's own units: ``$XDG_CONFIG_HOME/systemd/user`` or
+    ``~/.config/systemd/user`` (systemd.unit(5), "User Unit Search Path")."""
+    xdg = os.environ.get("XDG_CONFIG_HOME", "")
+    base = Path(xdg) if xdg.startswith("/") else Path.home() / ".config"
+    return base / "systemd" / "user"
+
+
+def fleetctl_command(argv0: str | None = None, executable: str | None = None) -> tuple[str, ...]:
+    """How the job runs fleetctl: this ``fleetctl`` script (``sys.argv[0]`` resolved) when that is what
+    runs, else ``sys.executable -m fleetctl`` (the interpreter's path kept as is: a venv's python3 is a
+    symlink that must stay the venv's)."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    executable = sys.executable if executable is None else executable
+    p = Path(argv0)
+    if argv0 and p.name.startswith("fleetctl") and p.suffix != ".py" and p.is_file() and os.access(p, os.X_OK):
+        return (str(p.resolve()),)
+    return (os.path.abspath(executable), "-m", "fleetctl")
+
+
+def _write(path: Path, text: str) -> str:
+    """Write atomically (temporary file + rename), mode 0644; returns ``wrote``/``updated``/``unchanged``."""
+    old = path.read_text() if path.exists() else None
+    if old == text:
+        return "unchanged"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.fleetctl-tmp")
+    tmp.write_text(text)
+    tmp.chmod(0o644)
+    os.replace(tmp, path)
+    return "wrote" if old is None else "updated"
+
+
+def _tail(text: str) -> str:
+    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
+    return " / ".join(lines[-3:]) or "no message"
+
+
+def install_systemd(units: dict[Path, str], name: str, *, system: bool, systemctl: str | None,
+                    out=print, err=None) -> int:
+    """Write the unit files, then ``systemctl [--user] daemon-reload`` and ``enable --now NAME.timer``.
+
+    Args:
+        units: path -> content.
+        systemctl: the systemctl executable, or None when there is none.
+        out, err: where messages go (callables taking one line).
+
+    Returns:
+        0 enabled; 1 systemctl missing or failed (the unit files stay written; err says what to run).
+    """
+    err = err or (lambda line: print(line, file=sys.stderr))
+    for path, text in units.items():
+        out(f"{_write(path, text)} {path}")
+    scope = [] if system else ["--user"]
+    steps = [[*scope, "daemon-reload"], [*scope, "enable", "--now", f"{name}.timer"]]
+    howto = " && ".join(shlex.join(["systemctl", *s]) for s in steps)
+    if not systemctl:
+        err("fleetctl: error: systemctl not found: the unit files are written but the timer is not enabled; "
+            f"on a machine run by systemd, enable it with: {howto}  (or schedule with --cron)")
+        return EXIT_FAILED
+    for step in steps:
+        try:
+            res = subprocess.run([systemctl, *step], capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            res = subprocess.CompletedProcess([systemctl, *step], 1, "", str(exc))
+        if res.returncode != 0:
+            err(f"fleetctl: error: `{shlex.join(['systemctl', *step])}` failed (exit {res.returncode}): "
+                f"{_tail(res.stderr or res.stdout)}")
+            err(f"fleetctl: the unit files are written but the timer is not enabled; enable it with: {howto}"
+                + ("" if system else "  (a --user manager needs a login session or lingering: "
+                                     "loginctl enable-linger)"))
+            return EXIT_FAILED
+    return 0
+
+
+def read_crontab(crontab: str) -> str:
+    """The current user's crontab (``crontab -l``); empty when there is none yet.
+
+    Raises:
+        RuntimeError: crontab -l failed for another reason than "no crontab" (so nothing is overwritten).
+    """
+    res = subprocess.run([crontab, "-l"], capture_output=True, text=True, timeout=60)
+    if res.returncode == 0:
+        return res.stdout
+    if "no crontab" in (res.stderr + res.stdout).lower():
+        return ""
+    raise RuntimeError(f"`crontab -l` failed (exit {res.returncode}): {_tail(res.stderr or res.stdout)}")
+
+
+def install_cron(line: str, name: str, *, crontab: str | None, out=print, err=None) -> int:
+    """Put ``line`` into the current user's crontab (``crontab -l`` then ``crontab -``), replacing our
+    earlier line for ``name`` (crontab(5); see :func:`fleetctl.schedule.merge_crontab`).
+
+    Returns:
+        0 installed or already there; 1 crontab missing or failed (the crontab is left as it was).
+    """
+    err = err or (lambda text: print(text, file=sys.stderr))
+    if not crontab:
+        err("fleetctl: error: crontab not found (Debian/Ubuntu: apt-get install cron); add this line with "
+            f"`crontab -e`:\n{line}")
+        return EXIT_FAILED
+    try:
+        current = read_crontab(crontab)
+        text, action = sch.merge_crontab(current, line, name)
+        if action != "unchanged":
+            res = subprocess.run([crontab, "-"], input=text, capture_output=True, text=True, timeout=60)
+            if res.returncode != 0:
+                raise RuntimeError(f"`crontab -` failed (exit {res.returncode}): {_tail(res.stderr or res.stdout)}")
+    except (OSError, subprocess.TimeoutExpired, RuntimeError) as exc:
+        err(f"fleetctl: error: {exc}; the crontab is unchanged")
+        return EXIT_FAILED
+    out(f"crontab: {action} {sch.marker(name)}")
+    return 0
+
+
+def _abs(path: str | Path) -> str:
+    """Absolute, normalized, symlinks kept (a job that names /srv/fleet/current/... follows that link)."""
+    return os.path.abspath(os.path.expanduser(str(path)))
+
+
+@main.command()
+@click.option("--playbook", "playbook_path", default="playbooks/nightly.yaml", show_default=True,
+              help="The playbook the job deploys.")
+@click.option("--hosts", "pattern", default=None, help="Host pattern (default: the playbook's hosts).")
+@click.option("--at", "at", required=True, metavar="HH:MM", help="Time of day, 24-hour clock, local time.")
+@click.option("--user/--system", "user_units", default=True, show_default=True,
+              help="User units in ~/.config/systemd/user, or system units in /etc/systemd/system.")
+@click.option("--cron", is_flag=True, help="A line in the current user's crontab instead of systemd units.")
+@click.option("--print", "print_only", is_flag=True,
+              help="Only print what would be written (unit files or the cron line); touch nothing.")
+@click.option("--name", default=None, help="Unit name / crontab marker [default: fleetctl-<playbook stem>].")
+@click.option("-e", "--extra-var", "extra", multiple=True, metavar="NAME=VALUE",
+              help="Passed to deploy as -e (written in the unit or crontab in clear).")
+@click.option("--on-failure", "on_failure", multiple=True, metavar="UNIT",
+              help="OnFailure=: a unit systemd starts when the run fails (alerting), e.g. notify@%n.service.")
+@click.option("--timeout", default=sch.DEFAULT_TIMEOUT, show_default=True, metavar="SPAN",
+              help="TimeoutStartSec=: stop a run that takes longer (systemd.time(7): 90min, 6h, infinity).")
+@click.option("--randomized-delay", default="0", show_default=True, metavar="SPAN",
+              help="RandomizedDelaySec=: start up to this much later, at random.")
+@click.option("--nice", type=click.IntRange(-20, 19), default=None, help="Nice= of the run (-20..19).")
+@click.option("--idle-io", is_flag=True, help="IOSchedulingClass=idle (with --cron: ionice -c 3).")
+@pass_ctx
+def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, user_units: bool, cron: bool,
+             print_only: bool, name: str | None, extra: tuple[str, ...], on_failure: tuple[str, ...],
+             timeout: str, randomized_delay: str, nice: int | None, idle_io: bool) -> None:
+    """Run a deploy unattended every day at HH:MM (a systemd timer, or cron).
+
+    \b
+    The job: FLEETCTL -i INVENTORY deploy --hosts PATTERN --playbook PLAYBOOK --json,
+    every path absolute, in the current folder, with FLEETCTL_HOME set (default: the
+    current folder). Its exit status (0 ok, 1 a host failed, 2 bad input), the JSON
+    summary and $FLEETCTL_HOME/runs/<run_id>/run.json are what an alert reads;
+    --on-failure UNIT makes systemd start UNIT when the run fails.
+
+    \b
+    systemd (default): writes NAME.service (Type=oneshot) and NAME.timer
+    (OnCalendar=*-*-* HH:MM:00, Persistent=true), then runs systemctl [--user]
+    daemon-reload and systemctl [--user] enable --now NAME.timer.
+    --cron: one line in the current user's crontab, marked # fleetctl:NAME and
+    replaced on the next schedule of the same NAME; output goes to
+    $FLEETCTL_HOME/cron.log.
+
+    \b
+    Example:
+      fleetctl schedule --playbook playbooks/nightly.yaml --hosts gpu-nodes --at 02:30
+    """
+    hour, minute = sch.parse_at(at)
+    name = sch.check_name(name if name is not None else sch.default_name(playbook_path))
+    for item in extra:
+        sch.check_extra_var(item)
+    for unit in on_failure:
+        sch.check_on_failure(unit)
+    sch.parse_timespan(timeout, "--timeout")
+    if sch.parse_timespan(randomized_delay, "--randomized-delay") is None:
+        raise InputError("--randomized-delay: infinity makes no sense for a daily run")
+    if cron and not user_units:
+        raise InputError("--system: --cron writes the current user's crontab; leave out --system (or --cron)")
+    if cron and on_failure:
+        raise InputError("--on-failure: names a systemd unit, which cron cannot start; leave out --cron "
+                         "(or alert on the exit status in cron.log or on the run record)")
+
+    # What the job will run must load now, not fail at HH:MM.
+    from .playbook import load_playbook
+
+    playbook = resolve_default(playbook_path)
+    if not playbook.is_file():
+        raise InputError("--playbook: playbook file not found", file=str(playbook))
+    pb = load_playbook(str(playbook))
+    pattern = pattern or pb.hosts
+    if not pattern:
+        raise InputError("--hosts: none given and the playbook sets no 'hosts'", file=str(playbook))
+    inventory = resolve_default(obj.inventory_path)
+    if not inventory.is_file():
+        raise InputError("inventory file not found (-i/--inventory or FLEETCTL_INVENTORY)", file=str(inventory))
+    _, hosts = obj.select(pattern)
+    known = set.intersection(*(set(h.vars) for h in hosts)) if hosts else set()
+    pb.check_undefined(known | {item.partition("=")[0] for item in extra})
+
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    job = sch.Job(
+        name=name, hour=hour, minute=minute, fleetctl=fleetctl_command(),
+        inventory=_abs(inventory), playbook=_abs(playbook), pattern=pattern,
+        workdir=_abs(Path.cwd()), home=_abs(os.environ.get("FLEETCTL_HOME") or Path.cwd()),
+        extra_vars=extra, timeout=timeout, randomized_delay=randomized_delay, on_failure=on_failure,
+        nice=nice, idle_io=idle_io, system=not user_units, user=user)
+
+    def err(line: str) -> None:
+        click.echo(line, err=True)
+
+    if cron:
+        line = sch.cron_line(job)
+        if len(line.encode()) > 999:
+            err(f"fleetctl: warning: the cron line is {len(line.encode())} bytes; some crons (Debian's) cut "
+                "commands at 1000: use shorter paths or systemd units")
+        if print_only:
+            click.echo(line)
+            err(f"(--print: would put this line into {user}'s crontab with crontab -l / crontab -)")
+            return
+        Path(job.home).mkdir(parents=True, exist_ok=True)  # cron.log goes there
+        rc = install_cron(line, name, crontab=shutil.which("crontab"), out=click.echo, err=err)
+        if rc == 0:
+            click.echo(f"{name}: every day at {job.at} (cron): deploy {job.playbook} to {job.pattern}; "
+                       f"output in {job.home.rstrip('/')}/cron.log, run records in {job.home.rstrip('/')}/runs")
+        raise click.exceptions.Exit(rc)
+
+    unit_dir = SYSTEM_UNIT_DIR if job.system else user_unit_dir()
+    units = {unit_dir / f"{name}.service": sch.render_service(job),
+             unit_dir / f"{name}.timer": sch.render_timer(job)}
+    scope = "" if job.system else " --user"
+    if print_only:
+        for i, (path, text) in enumerate(units.items()):
+            click.echo(("\n" if i else "") + f"# {path}\n" + text, nl=False)
+        err(f"(--print: would write these files, then run: systemctl{scope} daemon-reload && "
+            f"systemctl{scope} enable --now {name}.timer)")
+        return
+    try:
+        rc = install_systemd(units, name, system=job.system, systemctl=shutil.which("systemctl"),
+                             out=click.echo, err=err)
+    except OSError as exc:
+        err(f"fleetctl: error: cannot write the unit files: {exc}"
+            + (" (system units need root; or leave out --system for user units)" if job.system else ""))
+        raise click.exceptions.Exit(EXIT_FAILED) from None
+    if rc == 0:
+        click.echo(f"enabled {name}.timer: every day at {job.at} (OnCalendar={sch.on_calendar(hour, minute)}); "
+                   f"deploys {job.playbook} to {job.pattern}")
+        click.echo(f"  run now: systemctl{scope} start {name}.service; logs: journalctl{scope} -u {name}.service; "
+                   f"run records: {job.home.rstrip('/')}/runs")
+        if not job.system and not Path("/var/lib/systemd/linger", user).exists():
+            err(f"fleetctl: note: user timers run only while {user} is logged in; to run at {job.at} "
+                f"regardless: loginctl enable-linger {user}")
+    raise click.exceptions.Exit(rc)
