@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import subprocess
 
 import pytest
@@ -182,3 +184,35 @@ def test_accept_new_host_key_records_it(sshd_farm, tmp_path):
             return await conn.run(["true"])
     assert asyncio.run(go()).rc == 0
     assert f"[127.0.0.1]:{host.port} ssh-ed25519 " in kh.read_text()
+
+
+def test_maxstartups_drops_are_retried_and_every_host_succeeds(sshd_farm, tmp_path):
+    """12 inventory hosts on one sshd with MaxStartups 3:30:10: handshakes past 3 pending get
+    dropped at random; fleetctl's gate and backoff bring every host through."""
+    from tests.support.fleet import fleetctl, write_inventory
+
+    host = sshd_farm.start("crowded", extra_config="MaxStartups 3:30:10")
+    hosts = {f"n{i:02d}": host.inventory_vars(sshd_farm.known_hosts) for i in range(1, 13)}
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": hosts})
+    res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--json", "--", "echo", "ok", home=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert all(r["stdout"] == "ok\n" for r in json.loads(res.stdout).values())
+
+
+def test_maxsessions_2_with_parallel_uploads_and_commands(sshd_farm, tmp_path):
+    host = sshd_farm.start("sessions", extra_config="MaxSessions 2")
+    files = []
+    for i in range(6):
+        f = tmp_path / f"f{i}"
+        f.write_bytes(os.urandom(200_000))
+        files.append(f)
+
+    async def go():
+        async with connect(host, sshd_farm) as conn:
+            uploads = [conn.put(str(f), f"{tmp_path}/up/{f.name}") for f in files]
+            commands = [conn.run(["sh", "-c", f"sleep 0.3; echo {i}"]) for i in range(8)]
+            return await asyncio.gather(*uploads, *commands)
+    results = asyncio.run(go())
+    assert [r.stdout for r in results[6:]] == [f"{i}\n".encode() for i in range(8)]
+    for f in files:
+        assert (tmp_path / "up" / f.name).read_bytes() == f.read_bytes()

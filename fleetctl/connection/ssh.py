@@ -20,15 +20,72 @@ import posixpath
 import secrets
 import socket
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import asyncssh
+from tenacity import (AsyncRetrying, retry_if_exception, retry_if_exception_type, stop_after_attempt,
+                      wait_exponential_jitter)
 
 from ..errors import CommandTimeout, HostUnreachable, TransferError
 from .base import CommandResult, Connection, LineCallback
 from .command import remote_command_line
 from .streams import pump_lines
+
+#: Simultaneous SSH handshakes per controller. sshd's MaxStartups (default 10:30:100, sshd_config(5))
+#: starts dropping unauthenticated connections past 10 pending; staying below avoids most drops,
+#: and the rest are retried with backoff (see :func:`_is_handshake_drop`).
+MAX_HANDSHAKES = int(os.environ.get("FLEETCTL_MAX_HANDSHAKES", "8"))
+HANDSHAKE_ATTEMPTS = 6
+CHANNEL_ATTEMPTS = 12
+_gates: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = weakref.WeakKeyDictionary()
+
+
+def _handshake_gate() -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()
+    gate = _gates.get(loop)
+    if gate is None:
+        gate = _gates[loop] = asyncio.Semaphore(MAX_HANDSHAKES)
+    return gate
+
+
+def _is_handshake_drop(exc: BaseException) -> bool:
+    """A connection closed by the server before the handshake finished: what sshd does to
+    connections past MaxStartups. Only these are retried; refusals, timeouts, authentication
+    and host key failures are final."""
+    if isinstance(exc, (asyncssh.ConnectionLost, ConnectionResetError, BrokenPipeError, asyncio.IncompleteReadError)):
+        return True
+    return isinstance(exc, asyncssh.DisconnectError) and "closed" in str(exc.reason).lower()
+
+
+class _ChannelLimit:
+    """How many exec channels may be open at once on one connection. Starts below sshd's default
+    MaxSessions (10); when the server refuses a channel (a lower MaxSessions), the limit drops to
+    what is open now and the request waits for a free channel instead of failing."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self.in_use = 0
+        self._cond = asyncio.Condition()
+
+    async def acquire(self) -> None:
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.in_use < self.limit)
+            self.in_use += 1
+
+    async def release(self) -> None:
+        async with self._cond:
+            self.in_use -= 1
+            self._cond.notify_all()
+
+    async def refused(self) -> None:
+        """The server refused our channel while ``in_use`` (ours included) were open: lower the
+        limit to the others that are open (at least 1) and give our slot back."""
+        async with self._cond:
+            self.in_use -= 1
+            self.limit = max(1, min(self.limit, self.in_use))
+            self._cond.notify_all()
 
 
 class SSHConnection(Connection):
@@ -72,7 +129,7 @@ class SSHConnection(Connection):
         self.accept_new_host_keys = accept_new_host_keys
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_interval_s = keepalive_interval_s
-        self._channels = asyncio.Semaphore(max(1, max_sessions - 1))  # one is the SFTP session
+        self._channels = _ChannelLimit(max_sessions - 1)  # one session is SFTP
         self._conn: asyncssh.SSHClientConnection | None = None
         self._sftp: asyncssh.SFTPClient | None = None
         self._sftp_lock = asyncio.Lock()
@@ -111,7 +168,7 @@ class SSHConnection(Connection):
             if self._conn is not None:
                 return
             try:
-                self._conn = await asyncssh.connect(self.address, **self._options())
+                self._conn = await self._connect()
             except asyncssh.HostKeyNotVerifiable as exc:
                 await self._handle_host_key(exc)
             except (asyncio.TimeoutError, TimeoutError):
@@ -162,9 +219,20 @@ class SSHConnection(Connection):
             ) from None
         self._record_host_key(new_key)
         try:
-            self._conn = await asyncssh.connect(self.address, **self._options())
+            self._conn = await self._connect()
         except Exception as again:  # noqa: BLE001
             raise HostUnreachable(self.host, self._describe(again)) from None
+
+    async def _connect(self) -> asyncssh.SSHClientConnection:
+        """asyncssh.connect under the handshake gate, retried with jittered exponential backoff
+        (tenacity) only when the server dropped the handshake."""
+        async for attempt in AsyncRetrying(retry=retry_if_exception(_is_handshake_drop),
+                                           stop=stop_after_attempt(HANDSHAKE_ATTEMPTS),
+                                           wait=wait_exponential_jitter(multiplier=0.2, max=5.0), reraise=True):
+            with attempt:
+                async with _handshake_gate():
+                    return await asyncssh.connect(self.address, **self._options())
+        raise AssertionError("unreachable")
 
     async def _diagnose_timeout(self) -> str:
         """Tell "no TCP connection" (packets dropped, no route) from "TCP up but no SSH banner"."""
@@ -268,14 +336,28 @@ class SSHConnection(Connection):
         command = remote_command_line(argv, env=env, cwd=cwd, supervise=supervise, become=become,
                                       login_shell=self.login_shell)
         conn = self._require()
-        async with self._channels:
-            started = time.monotonic()
-            try:
-                proc = await conn.create_process(command, encoding=None)
-            except asyncssh.ChannelOpenError as exc:
-                raise HostUnreachable(self.host, f"cannot open a channel: {exc.reason}") from None
-            except (OSError, asyncssh.Error) as exc:
-                raise HostUnreachable(self.host, self._describe(exc)) from None
+        try:
+            # A refused channel (over the server's MaxSessions, or a just-closed channel the server
+            # has not reaped yet) waits for a free one: tenacity backs off between attempts.
+            async for attempt in AsyncRetrying(retry=retry_if_exception_type(asyncssh.ChannelOpenError),
+                                               stop=stop_after_attempt(CHANNEL_ATTEMPTS),
+                                               wait=wait_exponential_jitter(multiplier=0.05, max=2.0), reraise=True):
+                with attempt:
+                    await self._channels.acquire()
+                    started = time.monotonic()
+                    try:
+                        proc = await conn.create_process(command, encoding=None)
+                    except asyncssh.ChannelOpenError:
+                        await self._channels.refused()
+                        raise
+                    except BaseException:
+                        await self._channels.release()
+                        raise
+        except asyncssh.ChannelOpenError as exc:
+            raise HostUnreachable(self.host, f"cannot open a channel: {exc.reason}") from None
+        except (OSError, asyncssh.Error) as exc:
+            raise HostUnreachable(self.host, self._describe(exc)) from None
+        try:
             out, err = bytearray(), bytearray()
 
             async def everything() -> None:
@@ -299,6 +381,8 @@ class SSHConnection(Connection):
             except (OSError, asyncssh.Error) as exc:
                 proc.close()
                 raise HostUnreachable(self.host, f"connection lost during {argv[0]}: {self._describe(exc)}") from None
+        finally:
+            await self._channels.release()
         sig = proc.exit_signal[0] if proc.exit_signal else None
         rc = proc.exit_status
         if rc is not None and rc < 0:
