@@ -46,8 +46,9 @@ class Context:
         self.inventory_path = inventory
         self.verbose = verbose
 
-    def select(self, pattern: str, limit: str | None = None, *, venv: bool = True):
-        """Load the inventory, select hosts and check them (conflicts, key modes, local venvs)."""
+    def select(self, pattern: str, limit: str | None = None, *, venv: bool = True, forks: int = 50):
+        """Load the inventory, select hosts and check them (conflicts, key modes, local venvs),
+        and make sure the open-file limit fits the run (fleetctl.fdlimit)."""
         from .inventory import load_inventory
 
         path = resolve_default(self.inventory_path)
@@ -56,14 +57,13 @@ class Context:
         inv = load_inventory(str(path))
         hosts = inv.select(pattern, limit=limit)
         inv.check_hosts(hosts, venv=venv)
+        from .fdlimit import ensure_fd_budget
+
+        ensure_fd_budget(len(hosts), forks)
         return inv, hosts
 
 
 pass_ctx = click.make_pass_decorator(Context)
-
-
-class Terminated(Exception):
-    """SIGTERM arrived: the run was cancelled (exit status 143)."""
 
 
 def run_async(coro):
@@ -165,7 +165,7 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     from .render import facts_table, print_json
     from .runrecord import RunRecord
 
-    _, hosts = obj.select(pattern, limit)
+    _, hosts = obj.select(pattern, limit, forks=forks)
     record = RunRecord("facts")
     result = run_async(facts_on_hosts(hosts, record=record, forks=forks, connect_timeout_s=connect_timeout,
                                       accept_new_host_keys=accept_new_host_keys))
@@ -201,7 +201,7 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     from .render import LinePrinter, print_json
     from .runrecord import RunRecord
 
-    _, hosts = obj.select(pattern, limit, venv=False)  # `run` may be what creates the venv
+    _, hosts = obj.select(pattern, limit, venv=False, forks=forks)  # `run` may be what creates the venv
     from .redact import unwrap
 
     record = RunRecord("run")

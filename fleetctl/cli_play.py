@@ -76,7 +76,7 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
               as_json: bool, tags: str | None, skip_tags: str | None, force: bool, extra: tuple[str, ...],
               accept_new_host_keys: bool, connect_timeout: float, kind: str, serial: str | None = None,
               max_fail_percentage: float | None = None, retry_failed: str | None = None,
-              build: str | None = None) -> None:
+              build: str | None = None, phase_timeout: tuple[str, ...] = ()) -> None:
     from .lock import HostLocks, HostsLocked
     from .play import Listener, PlayOptions, failed_hosts, run_playbook
     from .playbook import load_playbook
@@ -103,7 +103,8 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
             click.echo(f"run {from_run} left no failed host: nothing to retry", err=True)
             raise click.exceptions.Exit(0)
         limit = ",".join(names) if not limit else f"{limit}:&{','.join(names)}"
-    inv, hosts = obj.select(pattern, limit)
+    inv, hosts = obj.select(pattern, limit, forks=forks)
+    phase_timeouts = _phase_timeouts(phase_timeout)
     serial_items = _split(serial)
     for item in serial_items:
         m = re.fullmatch(r"([0-9]+)(%?)", item)
@@ -144,7 +145,8 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
     opts = PlayOptions(forks=forks, dry_run=dry_run, force=force, tags=tuple(_split(tags)),
                        skip_tags=tuple(_split(skip_tags)), extra_vars=extra_vars,
                        accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout,
-                       serial=serial_items, max_fail_percentage=max_fail_percentage, build=build)
+                       serial=serial_items, max_fail_percentage=max_fail_percentage, build=build,
+                       phase_timeouts=phase_timeouts)
     live.console.print(f"run {record.run_id}: {playbook.name} on {len(hosts)} host(s); record in {record.dir}")
     try:
         results = run_async(run_playbook(playbook, hosts, record=record, opts=opts, listener=listener))
@@ -214,6 +216,27 @@ def _redacted_result(res, red):
     return replace(res, msg=red.text(res.msg))
 
 
+def _phase_timeouts(items: tuple[str, ...]) -> dict[str, float]:
+    """``--phase-timeout build=3600`` (repeatable) -> ``{"build": 3600.0}``; bad input is InputError."""
+    import math
+
+    from .play import PHASES
+
+    out: dict[str, float] = {}
+    for item in items:
+        phase, sep, value = item.partition("=")
+        if not sep or phase not in PHASES:
+            raise InputError(f"--phase-timeout: want PHASE=SECONDS with PHASE one of {', '.join(PHASES)}, got {item!r}")
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = float("nan")
+        if not math.isfinite(seconds) or seconds <= 0:
+            raise InputError(f"--phase-timeout {phase}: want a positive number of seconds, got {value!r}")
+        out[phase] = seconds
+    return out
+
+
 def _split(text: str | None) -> list[str]:
     return [t.strip() for t in (text or "").split(",") if t.strip()]
 
@@ -232,6 +255,8 @@ def play_options(fn):
         click.option("--serial", default=None, help="Rolling batches: sizes or percentages, e.g. 1,10%,100%."),
         click.option("--max-fail-percentage", type=FiniteFloatRange(0, 100), default=None,
                      help="Stop starting batches once more than this percent of a batch failed."),
+        click.option("--phase-timeout", multiple=True, metavar="PHASE=SECONDS",
+                     help="Deadline for a phase: connect, facts, upload, build, install, verify, command."),
         click.option("--build", type=click.Choice(["once", "each"]), default=None,
                      help="once: one build per arch class, pushed to the others (default); each: every host builds."),
         click.option("--retry-failed", is_flag=False, flag_value="last", default=None, metavar="[RUN_ID]",

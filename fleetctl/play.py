@@ -45,7 +45,23 @@ class PlayOptions:
     serial: Sequence[int | str] = ()
     max_fail_percentage: float | None = None
     build: str | None = None  # "each" forces a build on every host; None: what each task says
+    #: Deadline overrides in seconds by phase: upload, build, install, verify, command (see PHASES).
+    phase_timeouts: dict[str, float] = field(default_factory=dict)
     coordinator: Any = None  # set by run_playbook
+
+
+#: Phases a deadline can be set for with ``--phase-timeout PHASE=SECONDS``, and their actions.
+#: ``connect`` and ``facts`` are the connection and facts deadlines.
+PHASES = {"connect": (), "facts": (), "upload": ("copy",), "build": ("build_wheel",), "install": ("pip_install",),
+          "verify": ("verify",), "command": ("command", "shell", "script")}
+
+
+def task_timeout_s(task: Task, opts: "PlayOptions") -> float:
+    """The task's deadline: a ``--phase-timeout`` for its phase wins over the playbook's value."""
+    for phase, actions in PHASES.items():
+        if task.action in actions and phase in opts.phase_timeouts:
+            return opts.phase_timeouts[phase]
+    return task.timeout_s
 
 
 @dataclass
@@ -96,16 +112,17 @@ async def _run_task(ctx_vars: dict[str, Any], task: Task, session: HostSession, 
         args = args.model_copy(update={"build": "each"})
     env = task.resolve_env(ctx_vars)
     attempts = task.retries + 1
+    timeout_s = task_timeout_s(task, opts)
     result = TaskResult(Status.FAILED, msg="not run")
     for attempt in range(attempts):
-        tctx = TaskContext(session=session, record=record, task_label=name, timeout_s=task.timeout_s, env=env,
+        tctx = TaskContext(session=session, record=record, task_label=name, timeout_s=timeout_s, env=env,
                            become=task.become, dry_run=opts.dry_run, on_line=listener.on_line, on_progress=listener.on_progress,
                            playbook_dir=str(playbook.playbook_dir), coordinator=opts.coordinator)
         try:
             result = await asyncio.wait_for(
-                dispatch(task.action, tctx, args, playbook.playbook_dir, force=opts.force), task.timeout_s + 30)
+                dispatch(task.action, tctx, args, playbook.playbook_dir, force=opts.force), timeout_s + 30)
         except (CommandTimeout, asyncio.TimeoutError):
-            result = TaskResult(Status.FAILED, msg=f"timed out after {task.timeout_s:g} s")
+            result = TaskResult(Status.FAILED, msg=f"timed out after {timeout_s:g} s")
         except HostUnreachable as exc:
             result = TaskResult(Status.UNREACHABLE, msg=exc.cause)
         except FleetError as exc:
@@ -153,7 +170,7 @@ async def _run_host_body(host: Host, playbook: Playbook, tasks: list[Task], reco
     log = record.log.bind(host=host.name)
     try:
         session = await open_session(host, record.run_id, accept_new_host_keys=opts.accept_new_host_keys,
-                                     connect_timeout_s=opts.connect_timeout_s)
+                                     connect_timeout_s=opts.phase_timeouts.get("connect", opts.connect_timeout_s))
     except HostUnreachable as exc:
         for t in tasks:
             finish_task(t.display_name, TaskResult(Status.UNREACHABLE, msg=exc.cause), time.monotonic(), t.action)
@@ -169,7 +186,7 @@ async def _run_host_body(host: Host, playbook: Playbook, tasks: list[Task], reco
             t0 = time.monotonic()
             record.mark(host.name, "gather facts")
             try:
-                facts = await gather_host_facts(session, timeout_s=opts.facts_timeout_s)
+                facts = await gather_host_facts(session, timeout_s=opts.phase_timeouts.get("facts", opts.facts_timeout_s))
                 out["facts"] = facts
                 for note in (facts.get("build") or {}).get("notes", []):
                     record.event("facts.note", host=host.name, note=note)
