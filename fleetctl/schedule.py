@@ -26,7 +26,7 @@ Unit file quoting differs from the shell's, so :func:`systemd_quote` implements 
 - systemd.service(5) "Command lines": ``$FOO`` and ``${FOO}`` are environment substitutions in the
   arguments (not in the executable path), so a literal ``$`` in an argument is ``$$``; a lone ``;``
   separates commands (quoted, it is an argument); the executable path may hold spaces, no control
-  characters.
+  characters (nor, systemd 252 shows, quotes or backslashes).
 - systemd.exec(5) ``Environment=``: assignments are unquoted like the above, with specifiers, without
   ``$`` substitution. ``WorkingDirectory=`` is not unquoted at all: only ``%`` is escaped.
 
@@ -112,7 +112,7 @@ _UNITS: list[tuple[str, int]] = [  # systemd.time(7) "Parsing time spans"; order
     ("years", 31557600 * 10**6), ("year", 31557600 * 10**6), ("y", 31557600 * 10**6),
     ("usec", 1), ("us", 1), ("\u03bcs", 1), ("\u00b5s", 1),
 ]
-_SPAN_PART = re.compile(r"\s*([0-9]*)(?:\.([0-9]+))?\s*(" + "|".join(re.escape(u) for u, _ in _UNITS) + r")?")
+_SPAN_PART = re.compile(r"\s*([0-9]*)(?:\.([0-9]+))?(?:\s*(" + "|".join(re.escape(u) for u, _ in _UNITS) + r"))?")
 
 
 def parse_timespan(text: str, option: str) -> int | None:
@@ -128,6 +128,8 @@ def parse_timespan(text: str, option: str) -> int | None:
         m = _SPAN_PART.match(s, pos)
         if not m or m.end() == pos or not (m[1] or m[2]):
             break
+        if not m[3] and m.end() < len(s) and not s[m.end()].isspace():
+            break  # a number without a unit ends the text or is followed by a space ("1.5.2h" is refused)
         whole, frac, unit = m[1] or "0", m[2] or "", m[3] or "s"
         mult = table[unit]
         total += int(whole) * mult + (int(frac) * mult // 10 ** len(frac) if frac else 0)
@@ -184,13 +186,15 @@ def systemd_quote(word: str, *, dollar: bool = True, what: str = "argument") -> 
 
 
 def systemd_exec(argv: list[str]) -> str:
-    """The value of ``ExecStart=``: argv[0] an absolute path, no control characters nor ``$`` in it (the
-    executable path is not ``$``-substituted, but argv[0] as the program sees it is), every argument
-    through :func:`systemd_quote`."""
+    """The value of ``ExecStart=``: every argument through :func:`systemd_quote`; argv[0] an absolute path
+    that systemd accepts as an executable: no control characters, quotes or backslashes (systemd
+    refuses them: "Executable name contains special characters"), no ``$`` (the executable path is
+    not ``$``-substituted, but argv[0] as the program sees it is)."""
     exe = argv[0]
-    if not exe.startswith("/") or re.search(r"[\x00-\x1f\x7f$]", exe):
+    if not exe.startswith("/") or re.search(r"[\x00-\x1f\x7f$\"'\\]", exe):
         raise InputError(f"the fleetctl executable {exe!r} must be an absolute path without control "
-                         "characters or '$' to be run by systemd (systemd.service(5))")
+                         "characters, quotes, backslashes or '$' for systemd to run it (systemd.service(5)); "
+                         "install fleetctl elsewhere or use --cron")
     return " ".join([systemd_quote(exe, dollar=False, what="executable")]
                     + [systemd_quote(a) for a in argv[1:]])
 
@@ -281,7 +285,7 @@ def render_service(job: Job) -> str:
         f"# goes to the journal, its run record to {_text(job.home)}/runs/<run_id>/run.json.",
         "# Alerting: OnFailure= starts the given units when this run fails (fleetctl schedule --on-failure UNIT).",
         "[Unit]",
-        f"Description={_text(f'fleetctl {job.name}: deploy {PurePosixPath(job.playbook).name} to {job.pattern}')}",
+        f"Description={_text(f'{job.name}: fleetctl deploy of {PurePosixPath(job.playbook).name} to {job.pattern}')}",
         "Documentation=man:systemd.service(5) man:systemd.timer(5)",
     ]
     if job.on_failure:
@@ -316,7 +320,7 @@ def render_timer(job: Job) -> str:
     return "\n".join([
         "# Written by `fleetctl schedule`; run it again to change this unit, do not edit it by hand.",
         "[Unit]",
-        f"Description={_text(f'fleetctl {job.name}: every day at {job.at}')}",
+        f"Description={_text(f'{job.name}: fleetctl deploy every day at {job.at}')}",
         "Documentation=man:systemd.timer(5)",
         "",
         "[Timer]",
