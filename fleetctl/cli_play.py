@@ -76,7 +76,7 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
               as_json: bool, tags: str | None, skip_tags: str | None, force: bool, extra: tuple[str, ...],
               accept_new_host_keys: bool, connect_timeout: float, kind: str, serial: str | None = None,
               max_fail_percentage: float | None = None, retry_failed: str | None = None,
-              build: str | None = None, phase_timeout: tuple[str, ...] = ()) -> None:
+              build: str | None = None, phase_timeout: tuple[str, ...] = (), plan: bool = False) -> None:
     from .lock import HostLocks, HostsLocked
     from .play import Listener, PlayOptions, failed_hosts, run_playbook
     from .playbook import load_playbook
@@ -119,6 +119,9 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
     known = set.intersection(*(set(h.vars) for h in hosts)) if hosts else set()
     playbook.check_undefined(known | set(extra_vars))
 
+    if plan:
+        return _print_plan(playbook, hosts, kind, as_json, PlayOptions(
+            forks=forks, extra_vars=extra_vars, connect_timeout_s=connect_timeout))
     record = RunRecord(kind)
     locks = HostLocks([h.name for h in hosts], record.run_id)
     if not dry_run:
@@ -176,6 +179,9 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
         print_json(red.obj({"run_id": record.run_id, "status": "failed" if bad else "ok", "hosts": results}))
     else:
         live.console.print(summary_table(red.obj(results), record.run_id))
+        changed = [t for r in results.values() for t in r.get("tasks", []) if t["status"] == "changed"]
+        if not bad and not changed and not dry_run:
+            live.console.print("nothing changed: every host was already up to date")
         classes = build_classes(results)
         if classes:
             live.console.print("build classes:")
@@ -214,6 +220,38 @@ def _redacted_result(res, red):
     from dataclasses import replace
 
     return replace(res, msg=red.text(res.msg))
+
+
+def _print_plan(playbook, hosts, kind: str, as_json: bool, opts) -> None:
+    """Print per host build / push / reinstall / skip and which inputs changed; exit 0 (1 if a host
+    could not be planned)."""
+    from .plan import plan_hosts
+    from .runrecord import RunRecord
+
+    record = RunRecord(f"{kind}-plan")
+    results = run_async(plan_hosts(playbook, hosts, record=record, opts=opts))
+    bad = [h for h, r in results.items() if r.get("status") != "ok"]
+    record.data["hosts"] = results
+    record.finish("failed" if bad else "ok")
+    if as_json:
+        from .render import print_json
+
+        print_json(record.redactor.obj(results))
+    else:
+        console = Console(highlight=False)
+        table = Table(title=f"plan: {playbook.name}")
+        for col in ("host", "task", "action", "arch list", "class", "changed inputs"):
+            table.add_column(col)
+        for host, r in results.items():
+            if r.get("status") != "ok":
+                table.add_row(host, "", Text(r.get("status", "?"), style="red"), "", "", r.get("error", ""))
+            for b in r.get("builds", []):
+                table.add_row(host, b["task"], Text(b["action"], style={"skip": "green", "push": "cyan"}.get(
+                    b["action"], "yellow")), str(b.get("archs", "")), b.get("key", ""), ", ".join(b["changed"]))
+        console.print(table)
+        if results and all(b["action"] == "skip" for r in results.values() for b in r.get("builds", [])) and not bad:
+            console.print("nothing changed: a deploy would rebuild and reinstall nothing (--force overrides)")
+    raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
 
 
 def _phase_timeouts(items: tuple[str, ...]) -> dict[str, float]:
@@ -255,6 +293,7 @@ def play_options(fn):
         click.option("--serial", default=None, help="Rolling batches: sizes or percentages, e.g. 1,10%,100%."),
         click.option("--max-fail-percentage", type=FiniteFloatRange(0, 100), default=None,
                      help="Stop starting batches once more than this percent of a batch failed."),
+        click.option("--plan", is_flag=True, help="Show per host build / push / reinstall / skip and which inputs changed."),
         click.option("--phase-timeout", multiple=True, metavar="PHASE=SECONDS",
                      help="Deadline for a phase: connect, facts, upload, build, install, verify, command."),
         click.option("--build", type=click.Choice(["once", "each"]), default=None,

@@ -154,7 +154,20 @@ def test_twenty_mib_of_warnings_stream_without_stalling(sshd_farm, tmp_path):
     assert os.path.getsize(last_run(tmp_path) / "logs" / "chatty.log") > 20 * 1024 * 1024
 
 
+def plan_of(inv, play, home) -> dict:
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", "--playbook", str(play), "--plan", "--json",
+                   home=home)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    return {h: [(b["action"], b["changed"]) for b in r["builds"]] for h, r in json.loads(res.stdout).items()}
+
+
 def test_a_class_of_three_hosts_builds_once_and_all_three_verify(sshd_farm, tmp_path):
+    import shutil
+
+    src = tmp_path / "kernel_src"
+    shutil.copytree(REPO / "kernel_src", src, ignore=shutil.ignore_patterns("build", "__pycache__", "*.so"))
+    play = tmp_path / "fp4.yaml"
+    play.write_text((REPO / "playbooks" / "fp4-kernels.yaml").read_text().replace("src: ../kernel_src", f"src: {src}"))
     hosts = {}
     for i in (1, 2, 3):
         h = sshd_farm.start(f"gpu0{i}")
@@ -162,8 +175,11 @@ def test_a_class_of_three_hosts_builds_once_and_all_three_verify(sshd_farm, tmp_
         hosts[f"gpu0{i}"] = host_entry(sshd_farm, h, tmp_path, venv=make_host_venv(tmp_path / f"venv{i}"),
                                        build_host="gpu02")
     inv = write_inventory(tmp_path / "inv.yaml", {"gpu-nodes": hosts})
-    res = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", home=tmp_path, timeout_s=1500,
-                   env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    before = plan_of(inv, play, tmp_path)
+    assert sorted(a for (a, _), in before.values()) == ["build", "push", "push"]
+    assert all(c == ["nothing installed"] for (_, c), in before.values())
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", "--playbook", str(play), home=tmp_path,
+                   timeout_s=1500, env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert res.returncode == 0, res.stdout[-5000:]
     record = json.loads((last_run(tmp_path) / "run.json").read_text())
     builds = {h: [t for t in r["tasks"] if t["action"] == "build_wheel"][0] for h, r in record["hosts"].items()}
@@ -176,3 +192,9 @@ def test_a_class_of_three_hosts_builds_once_and_all_three_verify(sshd_farm, tmp_
     assert "gpu[01-03] sm_90a cu13.0" in res.stdout and "(built on gpu02)" in res.stdout
     assert list((tmp_path / "cache" / "fleetctl" / "wheels").glob("*/fp4_kernels-*.whl"))
     assert res.stdout.count("*** Created fp4_kernels") == 1  # scikit-build-core ran once
+    assert {a for (a, _), in plan_of(inv, play, tmp_path).values()} == {"skip"}
+    with open(src / "src" / "fp4_kernels" / "__init__.py", "a") as fh:
+        fh.write("# a change\n")
+    after = plan_of(inv, play, tmp_path)
+    assert sorted(a for (a, _), in after.values()) == ["build", "push", "push"]
+    assert all(c == ["tree"] for (_, c), in after.values())

@@ -365,3 +365,13 @@ async def _sass_archs(ctx: TaskContext, wheel: str, digest: str) -> tuple[list[s
         return [], "controller", f"no cuobjdump on the host or the controller ({out['error']}); " \
                                  "install nvidia-cuda-cuobjdump from PyPI on the controller"
     return out["archs"], "on the controller", None
+
+
+def local_tree_hash(files: list[tuple[Path, str]]) -> str:
+    """The hash :data:`_TREE_HASH` computes on the host, computed on the controller over the files
+    a ``copy`` task uploads (``(local path, relative path)`` pairs): sha256 of ``sha256sum``'s
+    output for the paths sorted bytewise (``LC_ALL=C sort``)."""
+    lines = []
+    for path, rel in sorted(files, key=lambda item: ("./" + item[1]).encode()):
+        lines.append(f"{_sha256(path)}  ./{rel}\n")
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
