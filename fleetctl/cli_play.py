@@ -54,21 +54,92 @@ class LiveOutput:
         self.console.print(text)
 
 
-def summary_table(results: dict[str, dict[str, Any]], run_id: str) -> Table:
-    """Host, status per task, duration, and the first error line of each failure."""
+FOLD_THRESHOLD = 8
+_ERRORISH = re.compile(r"error|fatal|failed|warning|killed|traceback|not found|unsupported", re.I)
+MAX_FOLDED_LINES = 200
+
+
+class FoldedOutput:
+    """Output for many hosts: one progress row per host (task i/n, ninja's [k/N]) while the run
+    goes, then identical error-like lines, notes and failures printed once each with the folded
+    host set, ClusterShell style (``gpu[03,07-09]: nvcc fatal : ...``). Per-host logs stay
+    complete in the run record either way."""
+
+    def __init__(self, hosts: list[str], stream) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn
+
+        self.console = Console(file=stream, highlight=False, soft_wrap=True)
+        self.progress = Progress(TextColumn("{task.fields[host]}", style="cyan"), BarColumn(),
+                                 TextColumn("{task.description}"), console=self.console, transient=False)
+        self.rows = {h: self.progress.add_task("waiting", host=h, total=None) for h in hosts}
+        self.lines: dict[str, list[str]] = {}
+        self.notes: dict[str, list[str]] = {}
+        self.failures: dict[str, list[str]] = {}
+        self.progress.start()
+
+    def line(self, host: str, line) -> None:
+        text = line.text.strip()
+        if text and _ERRORISH.search(text) and (text in self.lines or len(self.lines) < MAX_FOLDED_LINES):
+            self.lines.setdefault(text, [])
+            if host not in self.lines[text]:
+                self.lines[text].append(host)
+
+    def task(self, host: str, index: int, total: int, name: str) -> None:
+        self.progress.update(self.rows[host], description=f"task {index}/{total} {name}", total=total,
+                             completed=index - 1)
+
+    def ninja(self, host: str, done: int, total: int) -> None:
+        row = self.progress.tasks[self.rows[host]]
+        base = row.description.split(" [", 1)[0]
+        self.progress.update(self.rows[host], description=f"{base} [{done}/{total}]")
+
+    def result(self, host: str, name: str, res) -> None:
+        if res.status.is_failure:
+            self.failures.setdefault(f"{res.status.value.upper()} {name}: {res.msg}", []).append(host)
+            self.progress.update(self.rows[host], description=f"{res.status.value} at {name}")
+
+    def note(self, host: str, message: str) -> None:
+        self.notes.setdefault(message, []).append(host)
+
+    def finish(self) -> None:
+        from .inventory import fold_hosts
+
+        self.progress.stop()
+        for title, groups in (("notes", self.notes), ("error and warning lines", self.lines),
+                              ("failures", self.failures)):
+            if groups:
+                self.console.print(Text(title + ":", style="bold"))
+                for text, hosts in groups.items():
+                    self.console.print(f"{fold_hosts(hosts)}: {text}", markup=False)
+
+
+def summary_table(results: dict[str, dict[str, Any]], run_id: str, *, fold: bool = False) -> Table:
+    """Host, status per task, duration, and the first error line of each failure. With ``fold``,
+    hosts with the same statuses and error share one row under their folded host set."""
+    from .inventory import fold_hosts
+
     table = Table(title=f"run {run_id}")
-    table.add_column("host", style="cyan")
+    table.add_column("hosts" if fold else "host", style="cyan")
     table.add_column("status")
     table.add_column("tasks")
     table.add_column("duration s", justify="right")
     table.add_column("first error")
+    rows: dict[tuple, list[tuple[str, float]]] = {}
     for host, r in results.items():
+        marks = "".join(t["status"][0].upper() for t in r.get("tasks", []))
+        key = (r.get("status", "?"), marks, (r.get("error") or "")[:160]) if fold else (host,)
+        rows.setdefault(key, []).append((host, float(r.get("duration_s", 0) or 0)))
+    for key, members in rows.items():
+        host = members[0][0]
+        r = results[host]
         marks = Text()
         for t in r.get("tasks", []):
             marks.append(t["status"][0].upper(), style=STYLE.get(t["status"], ""))
         status = r.get("status", "?")
-        table.add_row(host, Text(status, style=STYLE.get(status, "")), marks, f"{r.get('duration_s', 0):.1f}",
-                      (r.get("error") or "")[:160])
+        durations = [d for _, d in members]
+        dur = f"{durations[0]:.1f}" if len(durations) == 1 else f"{min(durations):.1f}-{max(durations):.1f}"
+        table.add_row(fold_hosts([h for h, _ in members]) if fold else host, Text(status, style=STYLE.get(status, "")),
+                      marks, dur, (r.get("error") or "")[:160])
     return table
 
 
@@ -76,7 +147,8 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
               as_json: bool, tags: str | None, skip_tags: str | None, force: bool, extra: tuple[str, ...],
               accept_new_host_keys: bool, connect_timeout: float, kind: str, serial: str | None = None,
               max_fail_percentage: float | None = None, retry_failed: str | None = None,
-              build: str | None = None, phase_timeout: tuple[str, ...] = (), plan: bool = False) -> None:
+              build: str | None = None, phase_timeout: tuple[str, ...] = (), plan: bool = False,
+              output: str = "auto") -> None:
     from .lock import HostLocks, HostsLocked
     from .play import Listener, PlayOptions, failed_hosts, run_playbook
     from .playbook import load_playbook
@@ -138,13 +210,14 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
     record.data["inventory"] = {"path": str(inv.path), "hosts": {h.name: dict(h.vars) for h in hosts}}
     record.data["pattern"] = pattern
     stream = sys.stderr if as_json else sys.stdout
-    live = LiveOutput([h.name for h in hosts], stream)
+    folded = output == "folded" or (output == "auto" and len(hosts) > FOLD_THRESHOLD)
+    live = FoldedOutput([h.name for h in hosts], stream) if folded else LiveOutput([h.name for h in hosts], stream)
     red = record.redactor
     listener = Listener(
         on_line=lambda h, ln: live.line(h, type(ln)(ln.stream, red.bytes(ln.data))),
         on_task=lambda h, i, n, name: live.task(h, i, n, red.text(name)),
         on_result=lambda h, name, res: live.result(h, red.text(name), _redacted_result(res, red)),
-        on_note=live.note)
+        on_note=live.note, on_progress=getattr(live, "ninja", None))
     opts = PlayOptions(forks=forks, dry_run=dry_run, force=force, tags=tuple(_split(tags)),
                        skip_tags=tuple(_split(skip_tags)), extra_vars=extra_vars,
                        accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout,
@@ -160,6 +233,8 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
         raise
     finally:
         locks.release()
+        if folded:
+            live.finish()
     bad = failed_hosts(results)
     record.data["failed_hosts"] = bad
     if not dry_run:
@@ -178,7 +253,7 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
 
         print_json(red.obj({"run_id": record.run_id, "status": "failed" if bad else "ok", "hosts": results}))
     else:
-        live.console.print(summary_table(red.obj(results), record.run_id))
+        live.console.print(summary_table(red.obj(results), record.run_id, fold=folded))
         changed = [t for r in results.values() for t in r.get("tasks", []) if t["status"] == "changed"]
         if not bad and not changed and not dry_run:
             live.console.print("nothing changed: every host was already up to date")
@@ -293,6 +368,9 @@ def play_options(fn):
         click.option("--serial", default=None, help="Rolling batches: sizes or percentages, e.g. 1,10%,100%."),
         click.option("--max-fail-percentage", type=FiniteFloatRange(0, 100), default=None,
                      help="Stop starting batches once more than this percent of a batch failed."),
+        click.option("--output", type=click.Choice(["auto", "lines", "folded"]), default="auto", show_default=True,
+                     help=f"lines: every host line as it arrives; folded: a progress row per host, then identical "
+                          f"lines folded by host set; auto: folded above {FOLD_THRESHOLD} hosts."),
         click.option("--plan", is_flag=True, help="Show per host build / push / reinstall / skip and which inputs changed."),
         click.option("--phase-timeout", multiple=True, metavar="PHASE=SECONDS",
                      help="Deadline for a phase: connect, facts, upload, build, install, verify, command."),
