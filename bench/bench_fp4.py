@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""Benchmark fp4_kernels on a CUDA GPU (run by hand, e.g. on an H200).
+"""Benchmark fp4_kernels on a CUDA GPU (run by hand or by bench/run_on_gpu.sh, e.g. on an H200).
 
-Measures, with CUDA events (median of timed repetitions after warm-up, inputs larger than
-L2 and rotated among several buffers):
+Measures, with CUDA events (median of timed samples after warm-up; each sample times
+``inner`` back-to-back calls, inputs larger than L2 and rotated among several buffers):
   * a device-to-device copy (the bandwidth ceiling, bytes read + written);
+  * the host-side cost of one call of each function (tiny tensors, wall clock);
   * scaled_fp4_quant and dequantize_fp4 for bf16 M x K = 8192^2 and 16384^2: achieved
-    bandwidth, fraction of the copy bandwidth, speedup vs fp4_kernels.reference;
+    bandwidth, fraction of the copy bandwidth, speedup vs fp4_kernels.reference, and the
+    GPU-only time of the same calls replayed from a CUDA graph;
   * scaled_fp4_grouped_quant for 64 experts;
-  * scaled_fp4_mm for 8192^3: TFLOP/s vs torch bf16 matmul and vs dequantize + bf16 matmul.
-Prints a table and writes JSON to --out.
+  * scaled_fp4_mm for 8192^3 (impl cublas / mma) vs torch bf16 matmul and vs dequantize +
+    bf16 matmul, plus skinny shapes that decide the impl dispatch.
+``--quant-variants`` / ``--dequant-variants`` also time internal kernel variants (tuning;
+each is first checked bit for bit against the CPU path). Prints a table and writes JSON.
 
 Usage: python bench/bench_fp4.py --out bench_fp4.json [--quick] [--iters 30]
 """
@@ -25,7 +29,7 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description="fp4_kernels benchmark (CUDA)")
     ap.add_argument("--out", required=True, help="path of the JSON results file")
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--iters", type=int, default=30, help="timed repetitions per case")
+    ap.add_argument("--iters", type=int, default=30, help="timed samples per case")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="small shapes (smoke test)")
     ap.add_argument("--no-reference", action="store_true", help="skip timing the torch reference")
@@ -33,6 +37,10 @@ def parse_args(argv=None):
     ap.add_argument("--expert-rows", type=int, default=1024)
     ap.add_argument("--expert-k", type=int, default=4096)
     ap.add_argument("--gemm", type=int, default=8192, help="M = N = K of the GEMM case")
+    ap.add_argument("--skinny", default="16,128,1024",
+                    help="M values of the skinny GEMM cases (N = K = --gemm); '' for none")
+    ap.add_argument("--quant-variants", default="", help="e.g. 9,0,1,2,3,4 (internal)")
+    ap.add_argument("--dequant-variants", default="", help="e.g. 0,1 (internal)")
     return ap.parse_args(argv)
 
 
@@ -59,9 +67,103 @@ def bench(torch, fn, bufs, iters, warmup, inner=10):
     return statistics.median(times)
 
 
+def bench_graph(torch, fn, bufs, iters, inner=10):
+    """Median GPU milliseconds per call of ``inner`` calls captured in one CUDA graph."""
+    for b in bufs[:2]:
+        fn(b)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn(bufs[0])
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(g):
+        for i in range(inner):
+            fn(bufs[i % len(bufs)])
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / inner)
+    del g
+    return statistics.median(times)
+
+
+def host_us(torch, fn, n=300):
+    """Wall-clock microseconds per call for a GPU-trivial call (host-side cost)."""
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / n * 1e6
+
+
 def n_buffers(bytes_per_buf, l2_bytes):
     """How many buffers to rotate so that together they exceed 3 x L2 (at least 2)."""
     return max(2, min(8, int(3 * l2_bytes // max(bytes_per_buf, 1)) + 1))
+
+
+def _same(torch, a, b):
+    a, b = a.cpu().contiguous(), b.cpu().contiguous()
+    if a.dtype == torch.float8_e4m3fn:
+        a, b = a.view(torch.uint8), b.view(torch.uint8)
+    return a.shape == b.shape and torch.equal(a, b)
+
+
+def verify_quant(torch, fk, gen, dev):
+    """Bit-exact check of the CUDA quantize path against the CPU path (current variant)."""
+    bad = []
+    for dt, (m, k) in ((torch.bfloat16, (1031, 2064)), (torch.float16, (257, 528)),
+                       (torch.float32, (129, 272))):
+        x = torch.randn((m, k), generator=gen) * (10.0 ** (torch.rand((m, k // 16, 1), generator=gen)
+                                                            * 8 - 4)).repeat_interleave(16, 1).reshape(m, k)
+        x[0, :16] = 0.0
+        x[0, 16:32] = -0.0
+        x[0, 37] = float("nan")
+        x[0, 50] = float("inf")
+        x[0, 70] = float("-inf")
+        x[1, :16] *= 1e-30
+        x[2, 16:32] = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0] * 2) * (1 - 2 * (torch.arange(16) % 2))
+        x = x.to(dt)
+        for gs in (448.0 * 6.0 / 5.0, 1.0, 2.0 ** -20, 3e38, -2.0, float("nan"), float("inf"), 0.0):
+            for swz in (False, True):
+                q, s = fk.scaled_fp4_quant(x.to(dev), gs, swizzle=swz)
+                cq, cs = fk.scaled_fp4_quant(x, gs, swizzle=swz)
+                if not (_same(torch, q, cq) and _same(torch, s, cs)):
+                    bad.append("%s %dx%d gs=%g swizzle=%s" % (dt, m, k, gs, swz))
+    xs = [torch.randn((mm, 256), generator=gen).to(torch.bfloat16) for mm in (5, 0, 300, 1, 64)]
+    gss = torch.rand((5,), generator=gen) + 0.5
+    for swz in (False, True):
+        qs, ss = fk.scaled_fp4_grouped_quant([x.to(dev) for x in xs], gss.to(dev), swizzle=swz)
+        cq, cs = fk.scaled_fp4_grouped_quant(xs, gss, swizzle=swz)
+        for i in range(len(xs)):
+            if not (_same(torch, qs[i], cq[i]) and _same(torch, ss[i], cs[i])):
+                bad.append("grouped[%d] swizzle=%s" % (i, swz))
+    return bad
+
+
+def verify_dequant(torch, fk, gen, dev):
+    bad = []
+    q = torch.randint(0, 256, (515, 64), generator=gen, dtype=torch.uint8)
+    s = torch.randint(0, 256, (515, 8), generator=gen, dtype=torch.uint8)
+    for dt in (torch.bfloat16, torch.float16, torch.float32):
+        for gs in (1.0, 0.37, 1e6):
+            a = fk.dequantize_fp4(q.to(dev), s.to(dev), gs, dt).cpu()
+            b = fk.dequantize_fp4(q, s, gs, dt)
+            na, nb = torch.isnan(a), torch.isnan(b)
+            if not (torch.equal(na, nb) and torch.equal(a.masked_fill(na, 0), b.masked_fill(nb, 0))):
+                bad.append("%s gs=%g" % (dt, gs))
+    return bad
 
 
 def main(argv=None):
@@ -69,18 +171,42 @@ def main(argv=None):
     import torch
 
     import fp4_kernels as fk
+    from fp4_kernels import _ops
     from fp4_kernels import reference as ref
 
     if not torch.cuda.is_available():
         print("bench_fp4: no CUDA device; nothing to measure", file=sys.stderr)
         return 2
     dev = torch.device(args.device)
+    torch.cuda.set_device(dev)
     props = torch.cuda.get_device_properties(dev)
     l2 = getattr(props, "L2_cache_size", 64 << 20)
     it, wu = args.iters, args.warmup
+    gen = torch.Generator().manual_seed(20261129)
     results = {"device": props.name, "sm": "%d.%d" % (props.major, props.minor),
-               "build": fk.build_info(), "torch": torch.__version__, "cases": []}
+               "sms": props.multi_processor_count, "build": fk.build_info(),
+               "torch": torch.__version__, "cases": [], "checks": {}}
     rows = []
+
+    def row(name, ms, gbs=None, frac=None, ref_ms=None, notes=""):
+        rows.append((name, ms, gbs, frac, ref_ms, notes))
+
+    def set_variant(kind, v):
+        fk._C.set_variant(kind, int(v))
+
+    results["errors"] = []
+
+    def guard(name, fn, *a):
+        """Run one section; an exception is recorded and printed, the benchmark goes on."""
+        try:
+            return fn(*a)
+        except Exception as e:  # noqa: BLE001
+            import traceback
+            msg = "%s: %s: %s" % (name, type(e).__name__, e)
+            results["errors"].append(msg + " | " + traceback.format_exc(limit=4).replace("\n", " "))
+            print("ERROR", msg, flush=True)
+            torch.cuda.synchronize()
+            return None
 
     # ---- copy ceiling
     n = (1 << 28) if not args.quick else (1 << 24)  # elements of bf16 (512 MiB)
@@ -89,8 +215,50 @@ def main(argv=None):
     ms = bench(torch, lambda s: dst.copy_(s), src, it, wu)
     copy_gbs = 2 * n * 2 / ms / 1e6
     results["copy_GBps"] = copy_gbs
-    rows.append(("d2d copy %d MiB" % (n * 2 >> 20), ms, copy_gbs, 1.0, None, ""))
+    row("d2d copy %d MiB" % (n * 2 >> 20), ms, copy_gbs, 1.0)
     del src, dst
+
+    # ---- host-side cost per call (GPU work negligible)
+    xt = torch.randn(128, 128, device=dev, dtype=torch.bfloat16)
+    gst = torch.tensor(3.0, device=dev)
+    qt, st = fk.scaled_fp4_quant(xt, gst)
+    gxt = [torch.randn(16, 128, device=dev, dtype=torch.bfloat16) for _ in range(args.experts)]
+    ggt = torch.ones(args.experts, device=dev)
+    host = {
+        "quant": guard("host quant", host_us, torch, lambda: fk.scaled_fp4_quant(xt, gst)),
+        "dequant": guard("host dequant", host_us, torch, lambda: fk.dequantize_fp4(qt, st, gst)),
+        "grouped_quant_%d" % args.experts: guard("host grouped", host_us, torch,
+                                                 lambda: fk.scaled_fp4_grouped_quant(gxt, ggt), 50),
+        "mm_cublas": guard("host mm cublas", host_us, torch,
+                           lambda: fk.scaled_fp4_mm(qt, qt, st, st, gst, impl="cublas")),
+        "mm_mma": guard("host mm mma", host_us, torch,
+                        lambda: fk.scaled_fp4_mm(qt, qt, st, st, gst, impl="mma")),
+        "torch_empty_x2": host_us(torch, lambda: (torch.empty(128, 64, dtype=torch.uint8, device=dev),
+                                                  torch.empty(128, 8, dtype=torch.uint8, device=dev))),
+    }
+    results["host_us_per_call"] = host
+    results["cublas"] = {"lib": _ops._cublas_lib, "why_not": _ops._cublas_why}
+    del xt, gxt
+
+    qvars = [int(v) for v in args.quant_variants.split(",") if v.strip()] or [None]
+    dvars = [int(v) for v in args.dequant_variants.split(",") if v.strip()] or [None]
+
+    # ---- correctness of every variant (bit for bit against the CPU path)
+    for v in qvars:
+        if v is not None:
+            set_variant(0, v)
+        bad = guard("verify quant %s" % v, verify_quant, torch, fk, gen, dev)
+        results["checks"]["quant_variant_%s" % v] = bad
+        print("quant variant %s: %s" % (v, "bit-exact" if bad == [] else "MISMATCH / ERROR %s" % (bad or [])[:4]),
+              flush=True)
+    for v in dvars:
+        if v is not None:
+            set_variant(1, v)
+        bad = guard("verify dequant %s" % v, verify_dequant, torch, fk, gen, dev)
+        results["checks"]["dequant_variant_%s" % v] = bad
+        print("dequant variant %s: %s" % (v, "bit-exact" if bad == [] else "MISMATCH / ERROR %s" % (bad or [])[:4]),
+              flush=True)
+    qdef, ddef = qvars[-1], dvars[-1]   # the last listed variant is the one left active
 
     shapes = [(8192, 8192), (16384, 16384)] if not args.quick else [(1024, 1024), (2048, 4096)]
     for (m, k) in shapes:
@@ -99,26 +267,52 @@ def main(argv=None):
         xs = [torch.randn(m, k, device=dev, dtype=torch.bfloat16) for _ in range(nb)]
         gs = torch.tensor(448.0 * 6.0 / 5.0, device=dev)
         moved = x_bytes + m * k // 2 + m * k // 16
-        ms = bench(torch, lambda x: fk.scaled_fp4_quant(x, gs), xs, it, wu)
-        ref_ms = None
-        if not args.no_reference:
-            ref_ms = bench(torch, lambda x: ref.scaled_fp4_quant(x, gs), xs[:2], max(3, it // 5), 1, inner=2)
-        case = {"name": "scaled_fp4_quant", "shape": [m, k], "ms": ms, "GBps": moved / ms / 1e6,
-                "frac_copy": moved / ms / 1e6 / copy_gbs, "ref_ms": ref_ms}
-        results["cases"].append(case)
-        rows.append(("quant bf16 %dx%d" % (m, k), ms, case["GBps"], case["frac_copy"], ref_ms, ""))
+        for v in qvars:
+            if v is not None:
+                set_variant(0, v)
+            ms = guard("quant v%s" % v, bench, torch, lambda x: fk.scaled_fp4_quant(x, gs), xs, it, wu)
+            if ms is None:
+                continue
+            gms = guard("graph quant", bench_graph, torch, lambda x: fk.scaled_fp4_quant(x, gs), xs,
+                        max(5, it // 3)) or float("nan")
+            ref_ms = None
+            if not args.no_reference and v == qdef:
+                ref_ms = bench(torch, lambda x: ref.scaled_fp4_quant(x, gs), xs[:2], max(3, it // 5), 1, inner=2)
+            case = {"name": "scaled_fp4_quant", "variant": v, "shape": [m, k], "ms": ms,
+                    "GBps": moved / ms / 1e6, "frac_copy": moved / ms / 1e6 / copy_gbs,
+                    "graph_ms": gms, "graph_frac_copy": moved / gms / 1e6 / copy_gbs, "ref_ms": ref_ms}
+            results["cases"].append(case)
+            row("quant bf16 %dx%d%s" % (m, k, "" if v is None else " v%d" % v), ms, case["GBps"],
+                case["frac_copy"], ref_ms, "graph %.1f%%" % (100 * case["graph_frac_copy"]))
+        if qdef is not None:
+            set_variant(0, qdef)
 
+        if qdef is not None:
+            set_variant(0, qdef)
         qs = [fk.scaled_fp4_quant(x, gs) for x in xs]
         del xs
-        ms = bench(torch, lambda qs_: fk.dequantize_fp4(qs_[0], qs_[1], gs, torch.bfloat16), qs, it, wu)
-        ref_ms = None
-        if not args.no_reference:
-            ref_ms = bench(torch, lambda qs_: ref.dequantize_fp4(qs_[0], qs_[1], gs, torch.bfloat16),
-                           qs[:2], max(3, it // 5), 1, inner=2)
-        case = {"name": "dequantize_fp4", "shape": [m, k], "ms": ms, "GBps": moved / ms / 1e6,
-                "frac_copy": moved / ms / 1e6 / copy_gbs, "ref_ms": ref_ms}
-        results["cases"].append(case)
-        rows.append(("dequant bf16 %dx%d" % (m, k), ms, case["GBps"], case["frac_copy"], ref_ms, ""))
+        for v in dvars:
+            if v is not None:
+                set_variant(1, v)
+            ms = guard("dequant v%s" % v, bench, torch,
+                       lambda qs_: fk.dequantize_fp4(qs_[0], qs_[1], gs, torch.bfloat16), qs, it, wu)
+            if ms is None:
+                continue
+            gms = guard("graph dequant", bench_graph, torch,
+                        lambda qs_: fk.dequantize_fp4(qs_[0], qs_[1], gs, torch.bfloat16), qs,
+                        max(5, it // 3)) or float("nan")
+            ref_ms = None
+            if not args.no_reference and v == ddef:
+                ref_ms = bench(torch, lambda qs_: ref.dequantize_fp4(qs_[0], qs_[1], gs, torch.bfloat16),
+                               qs[:2], max(3, it // 5), 1, inner=2)
+            case = {"name": "dequantize_fp4", "variant": v, "shape": [m, k], "ms": ms,
+                    "GBps": moved / ms / 1e6, "frac_copy": moved / ms / 1e6 / copy_gbs,
+                    "graph_ms": gms, "graph_frac_copy": moved / gms / 1e6 / copy_gbs, "ref_ms": ref_ms}
+            results["cases"].append(case)
+            row("dequant bf16 %dx%d%s" % (m, k, "" if v is None else " v%d" % v), ms, case["GBps"],
+                case["frac_copy"], ref_ms, "graph %.1f%%" % (100 * case["graph_frac_copy"]))
+        if ddef is not None:
+            set_variant(1, ddef)
         del qs
         torch.cuda.empty_cache()
 
@@ -131,47 +325,97 @@ def main(argv=None):
     groups = [[torch.randn(em, ek, device=dev, dtype=torch.bfloat16) for _ in range(e)] for _ in range(nb)]
     ggs = torch.full((e,), 448.0 * 6.0 / 5.0, device=dev)
     moved = e * (em * ek * 2 + em * ek // 2 + em * ek // 16)
-    ms = bench(torch, lambda g: fk.scaled_fp4_grouped_quant(g, ggs), groups, it, wu)
-    ref_ms = None
-    if not args.no_reference:
-        ref_ms = bench(torch, lambda g: ref.scaled_fp4_grouped_quant(g, ggs), groups[:2], max(3, it // 5), 1, inner=2)
-    case = {"name": "scaled_fp4_grouped_quant", "experts": e, "shape": [em, ek], "ms": ms,
-            "GBps": moved / ms / 1e6, "frac_copy": moved / ms / 1e6 / copy_gbs, "ref_ms": ref_ms}
-    results["cases"].append(case)
-    rows.append(("grouped quant %dx[%dx%d]" % (e, em, ek), ms, case["GBps"], case["frac_copy"], ref_ms, ""))
+    for v in qvars:
+        if v == 9:
+            continue  # the legacy variant has no grouped launch
+        if v is not None:
+            set_variant(0, v)
+        ms = guard("grouped v%s" % v, bench, torch, lambda g: fk.scaled_fp4_grouped_quant(g, ggs),
+                   groups, it, wu)
+        if ms is None:
+            continue
+        gms = guard("graph grouped", bench_graph, torch, lambda g: fk.scaled_fp4_grouped_quant(g, ggs),
+                    groups, max(5, it // 3)) or float("nan")
+        ref_ms = None
+        if not args.no_reference and v == qdef:
+            ref_ms = bench(torch, lambda g: ref.scaled_fp4_grouped_quant(g, ggs), groups[:2], 3, 1, inner=1)
+        case = {"name": "scaled_fp4_grouped_quant", "variant": v, "experts": e, "shape": [em, ek],
+                "ms": ms, "GBps": moved / ms / 1e6, "frac_copy": moved / ms / 1e6 / copy_gbs,
+                "graph_ms": gms, "graph_frac_copy": moved / gms / 1e6 / copy_gbs, "ref_ms": ref_ms}
+        results["cases"].append(case)
+        row("grouped quant %dx[%dx%d]%s" % (e, em, ek, "" if v is None else " v%d" % v), ms,
+            case["GBps"], case["frac_copy"], ref_ms, "graph %.1f%%" % (100 * case["graph_frac_copy"]))
+    if qdef is not None:
+        set_variant(0, qdef)
     del groups
     torch.cuda.empty_cache()
 
     # ---- GEMM
     g = args.gemm if not args.quick else 1024
-    a = torch.randn(g, g, device=dev, dtype=torch.bfloat16)
-    b = torch.randn(g, g, device=dev, dtype=torch.bfloat16)
-    ga = 448.0 * 6.0 / float(a.abs().max())
-    gb = 448.0 * 6.0 / float(b.abs().max())
-    aq, asc = fk.scaled_fp4_quant(a, ga)
-    bq, bsc = fk.scaled_fp4_quant(b, gb)
-    alpha = torch.tensor(1.0 / (ga * gb), device=dev)
-    flops = 2.0 * g * g * g
-    ms = bench(torch, lambda _: fk.scaled_fp4_mm(aq, bq, asc, bsc, alpha, torch.bfloat16), [0], it, wu)
-    bf_ms = bench(torch, lambda _: a @ b.T, [0], it, wu)
-    deq_ms = bench(torch, lambda _: fk.dequantize_fp4(aq, asc, ga, torch.bfloat16)
-                   @ fk.dequantize_fp4(bq, bsc, gb, torch.bfloat16).T, [0], it, wu)
-    out = fk.scaled_fp4_mm(aq, bq, asc, bsc, alpha, torch.float32)
-    exp = (fk.dequantize_fp4(aq, asc, ga, torch.float32) @ fk.dequantize_fp4(bq, bsc, gb, torch.float32).T)
-    rel = float((out - exp).norm() / exp.norm())
-    case = {"name": "scaled_fp4_mm", "shape": [g, g, g], "ms": ms, "TFLOPs": flops / ms / 1e9,
-            "bf16_matmul_TFLOPs": flops / bf_ms / 1e9, "dequant_plus_bf16_TFLOPs": flops / deq_ms / 1e9,
-            "rel_err_vs_fp32_dequant_matmul": rel}
-    results["cases"].append(case)
-    rows.append(("fp4 mm %d^3" % g, ms, None, None, None,
-                 "%.0f TFLOP/s | bf16 mm %.0f | deq+bf16 %.0f | rel.err %.1e"
-                 % (case["TFLOPs"], case["bf16_matmul_TFLOPs"], case["dequant_plus_bf16_TFLOPs"], rel)))
+    git = max(5, it // 3)
 
-    print("%-34s %10s %10s %8s %10s  %s" % ("case", "ms", "GB/s", "vs copy", "ref x", "notes"))
+    def gemm_case(m, full):
+        a = torch.randn(m, g, device=dev, dtype=torch.bfloat16)
+        b = torch.randn(g, g, device=dev, dtype=torch.bfloat16)
+        ga = 448.0 * 6.0 / float(a.abs().max())
+        gb = 448.0 * 6.0 / float(b.abs().max())
+        aq, asc = fk.scaled_fp4_quant(a, ga)
+        bq, bsc = fk.scaled_fp4_quant(b, gb)
+        alpha = torch.tensor(1.0 / (ga * gb), device=dev)
+        flops = 2.0 * m * g * g
+        t = {}
+        t["default"] = bench(torch, lambda _: fk.scaled_fp4_mm(aq, bq, asc, bsc, alpha, torch.bfloat16), [0], git, wu)
+        t["cublas"] = bench(torch, lambda _: fk.scaled_fp4_mm(aq, bq, asc, bsc, alpha, torch.bfloat16,
+                                                             impl="cublas"), [0], git, wu)
+        t["mma"] = bench(torch, lambda _: fk.scaled_fp4_mm(aq, bq, asc, bsc, alpha, torch.bfloat16, impl="mma"),
+                         [0], git, 2, inner=3)
+        t["bf16_matmul"] = bench(torch, lambda _: a @ b.T, [0], git, wu)
+        t["dequant_plus_bf16"] = bench(torch, lambda _: fk.dequantize_fp4(aq, asc, ga, torch.bfloat16)
+                                       @ fk.dequantize_fp4(bq, bsc, gb, torch.bfloat16).T, [0], git, wu)
+        if full:
+            t["cublas_float_alpha"] = bench(torch, lambda _: fk.scaled_fp4_mm(aq, bq, asc, bsc, float(alpha),
+                                                                             torch.bfloat16, impl="cublas"),
+                                            [0], git, wu)
+            t["default_again"] = bench(torch, lambda _: fk.scaled_fp4_mm(aq, bq, asc, bsc, alpha,
+                                                                        torch.bfloat16), [0], git, wu)
+        errs = {}
+        exp = (fk.dequantize_fp4(aq, asc, ga, torch.float32).double()
+               @ fk.dequantize_fp4(bq, bsc, gb, torch.float32).double().T)
+        for impl in ("cublas", "mma"):
+            out = fk.scaled_fp4_mm(aq, bq, asc, bsc, alpha, torch.float32, impl=impl).double()
+            errs[impl] = float((out - exp).norm() / exp.norm())
+            if full:  # the documented bound, element-wise, on a row slab
+                sl = slice(0, 256)
+                bound = ref.scaled_fp4_mm_error_bound(aq[sl], bq, asc[sl], bsc, float(alpha),
+                                                      torch.bfloat16)
+                o16 = fk.scaled_fp4_mm(aq[sl], bq, asc[sl], bsc, alpha, torch.bfloat16, impl=impl)
+                e16 = ref.scaled_fp4_mm(aq[sl], bq, asc[sl], bsc, float(alpha), torch.float64)
+                errs[impl + "_worst_err_over_bound_bf16"] = float(((o16.double() - e16).abs() / bound).max())
+        case = {"name": "scaled_fp4_mm", "shape": [m, g, g], "ms": t,
+                "TFLOPs": {k_: flops / v / 1e9 for k_, v in t.items()}, "rel_err_vs_fp64": errs}
+        results["cases"].append(case)
+        tf = case["TFLOPs"]
+        row("fp4 mm %dx%dx%d" % (m, g, g), t["default"], None, None, None,
+            "%.0f TFLOP/s (cublas %.0f, mma %.0f) | bf16 mm %.0f | deq+bf16 %.0f%s"
+            % (tf["default"], tf["cublas"], tf["mma"], tf["bf16_matmul"], tf["dequant_plus_bf16"],
+               " | float alpha %.0f, again %.0f" % (tf["cublas_float_alpha"], tf["default_again"]) if full else ""))
+        del a, b
+        torch.cuda.empty_cache()
+
+    guard("gemm %d" % g, gemm_case, g, True)
+    for m in [int(v) for v in args.skinny.split(",") if v.strip()]:
+        if not args.quick:
+            guard("gemm skinny %d" % m, gemm_case, m, False)
+
+    print("%-36s %10s %10s %8s %10s  %s" % ("case", "ms", "GB/s", "vs copy", "ref x", "notes"))
     for name, ms_, gbs, frac, rms, notes in rows:
-        print("%-34s %10.4f %10s %8s %10s  %s" % (
+        print("%-36s %10.4f %10s %8s %10s  %s" % (
             name, ms_, "%.0f" % gbs if gbs else "", "%.1f%%" % (100 * frac) if frac else "",
             "%.1fx" % (rms / ms_) if rms else "", notes))
+    print("host us/call: " + ", ".join("%s %s" % (k_, "%.1f" % v_ if v_ else "-") for k_, v_ in host.items()))
+    for e_ in results["errors"]:
+        print("ERROR", e_[:300])
+    print("cublas: %s" % (results["cublas"]["lib"] or "unavailable: " + results["cublas"]["why_not"]))
     results["timestamp"] = time.time()
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)

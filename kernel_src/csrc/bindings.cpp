@@ -114,7 +114,8 @@ void quant(const Arr& x, const Arr& gs, const Arr& q, const Arr& s, bool swizzle
     }
 }
 
-// table: int64 [n, 8] rows of QuantDesc (see fp4_api.h) on the tensors' device.
+// table: int64 [n, 8] rows of QuantDesc (see fp4_api.h), a CPU tensor; the pointers inside
+// are of device `device_type` / `device_id`.
 void grouped_quant(const Arr& table, int64_t n, int64_t total, int dtype_code, int device_type,
                    int device_id, uintptr_t stream) {
     const auto d = table.dtype();
@@ -122,18 +123,96 @@ void grouped_quant(const Arr& table, int64_t n, int64_t total, int dtype_code, i
         fail("table: expected int64");
     if (table.ndim() != 2 || (int64_t)table.shape(0) != n || table.shape(1) != 8)
         fail("table: expected shape [n, 8]");
-    if (table.device_type() != device_type || table.device_id() != device_id)
-        fail("table: must be on the tensors' device");
+    if (table.device_type() != kCPU) fail("table: must be a CPU tensor");
     if (dtype_code < 0 || dtype_code > 2) fail("dtype code must be 0, 1 or 2");
     if (n == 0 || total == 0) return;
     const auto* descs = static_cast<const fp4::QuantDesc*>(table.data());
     if (device_type == kCUDA) {
-        auto dev = same_device({{&table, "table"}});
-        fp4::cuda_grouped_quant(descs, (int)n, total, (fp4::DType)dtype_code, dev.second, stream);
+        if (!fp4::cuda_compiled())
+            throw std::runtime_error("fp4_kernels was built without CUDA kernels (CPU-only build)");
+        fp4::cuda_grouped_quant_host(descs, (int)n, (fp4::DType)dtype_code, device_id, stream);
     } else {
         nb::gil_scoped_release nogil;
         fp4::cpu_quant(descs, (int)n, (fp4::DType)dtype_code);
     }
+}
+
+// ---- lean CUDA entry points: raw device pointers, validated by the Python layer ----------
+void need_cuda() {
+    if (!fp4::cuda_compiled())
+        throw std::runtime_error(
+            "fp4_kernels was built without CUDA kernels (CPU-only build); CUDA tensors "
+            "cannot be processed. Rebuild with nvcc available and FP4_ENABLE_CUDA=ON.");
+}
+
+fp4::DType dtype_of(int code) {
+    if (code < 0 || code > 2) fail("dtype code must be 0, 1 or 2");
+    return (fp4::DType)code;
+}
+
+void quant_cuda(uintptr_t x, uintptr_t gs, uintptr_t q, uintptr_t s, int64_t m, int64_t k,
+                int dtype_code, bool swizzle, int device, uintptr_t stream) {
+    need_cuda();
+    const fp4::DType dt = dtype_of(dtype_code);
+    if (m <= 0 || k <= 0) return;
+    fp4::QuantDesc d{(int64_t)x, (int64_t)q, (int64_t)s, (int64_t)gs, m, k, 0, swizzle ? 1 : 0};
+    fp4::cuda_quant(d, dt, device, stream);
+}
+
+// Matrix i reads xs[i] ([ms[i], ks[i]]) and writes its codes and scales back to back into
+// the packed buffers at q_base / s_base (offsets: prefix sums of m*k/2 and of the scale
+// matrix sizes, unswizzled [m, k/16] or swizzled [round_up(m,128), round_up(k/16,4)]);
+// its global scale is the float at gs_base + 4 * i.
+void grouped_quant_cuda(const std::vector<int64_t>& xs, const std::vector<int64_t>& ms,
+                        const std::vector<int64_t>& ks, uintptr_t q_base, uintptr_t s_base,
+                        uintptr_t gs_base, int dtype_code, bool swizzle, int device,
+                        uintptr_t stream) {
+    need_cuda();
+    const fp4::DType dt = dtype_of(dtype_code);
+    const size_t n = xs.size();
+    if (ms.size() != n || ks.size() != n) fail("xs, ms, ks: lengths differ");
+    std::vector<fp4::QuantDesc> descs(n);
+    int64_t qo = 0, so = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const int64_t m = ms[i], k = ks[i], kb = k / 16;
+        if (m < 0 || k < 0 || k % 16) fail("grouped quant: bad shape");
+        descs[i] = fp4::QuantDesc{xs[i], (int64_t)q_base + qo, (int64_t)s_base + so,
+                                  (int64_t)gs_base + 4 * (int64_t)i, m, k, 0, swizzle ? 1 : 0};
+        qo += m * k / 2;
+        so += swizzle ? (m + 127) / 128 * 128 * ((kb + 3) / 4 * 4) : m * kb;
+    }
+    if (n) fp4::cuda_grouped_quant_host(descs.data(), (int)n, dt, device, stream);
+}
+
+void dequant_cuda(uintptr_t q, uintptr_t s, uintptr_t gs, uintptr_t out, int64_t m, int64_t k,
+                  int dtype_code, int device, uintptr_t stream) {
+    need_cuda();
+    const fp4::DType dt = dtype_of(dtype_code);
+    if (m <= 0 || k <= 0) return;
+    fp4::cuda_dequant(reinterpret_cast<const uint8_t*>(q), reinterpret_cast<const uint8_t*>(s),
+                      reinterpret_cast<const float*>(gs), reinterpret_cast<void*>(out), m, k, dt,
+                      device, stream);
+}
+
+void dequant_pair_cuda(uintptr_t aq, uintptr_t as, uintptr_t bq, uintptr_t bs, uintptr_t out,
+                       int64_t m, int64_t n, int64_t k, int dtype_code, int device,
+                       uintptr_t stream) {
+    need_cuda();
+    const fp4::DType dt = dtype_of(dtype_code);
+    if (m + n <= 0 || k <= 0) return;
+    fp4::cuda_dequant_pair(reinterpret_cast<const uint8_t*>(aq), reinterpret_cast<const uint8_t*>(as),
+                           reinterpret_cast<const uint8_t*>(bq), reinterpret_cast<const uint8_t*>(bs),
+                           reinterpret_cast<void*>(out), m, n, k, dt, device, stream);
+}
+
+void cublas_gemm(uintptr_t handle, int64_t m, int64_t n, int64_t k, uintptr_t a, uintptr_t b,
+                 int ab_dtype_code, uintptr_t out, int out_dtype_code, uintptr_t alpha,
+                 uintptr_t zero) {
+    need_cuda();
+    fp4::cublas_gemm_nt(handle, m, n, k, reinterpret_cast<const void*>(a),
+                        reinterpret_cast<const void*>(b), dtype_of(ab_dtype_code),
+                        reinterpret_cast<void*>(out), dtype_of(out_dtype_code),
+                        reinterpret_cast<const float*>(alpha), reinterpret_cast<const float*>(zero));
 }
 
 void dequant(const Arr& q, const Arr& s, const Arr& gs, const Arr& out, uintptr_t stream) {
@@ -220,6 +299,22 @@ NB_MODULE(_C, m) {
           nb::arg("stream"));
     m.def("mm", &mm, nb::arg("a_q"), nb::arg("b_q"), nb::arg("a_s"), nb::arg("b_s"),
           nb::arg("alpha"), nb::arg("out"), nb::arg("stream"));
+    m.def("quant_cuda", &quant_cuda, nb::arg("x"), nb::arg("gs"), nb::arg("q"), nb::arg("s"),
+          nb::arg("m"), nb::arg("k"), nb::arg("dtype_code"), nb::arg("swizzle"),
+          nb::arg("device"), nb::arg("stream"));
+    m.def("grouped_quant_cuda", &grouped_quant_cuda, nb::arg("xs"), nb::arg("ms"), nb::arg("ks"),
+          nb::arg("q_base"), nb::arg("s_base"), nb::arg("gs_base"), nb::arg("dtype_code"),
+          nb::arg("swizzle"), nb::arg("device"), nb::arg("stream"));
+    m.def("dequant_cuda", &dequant_cuda, nb::arg("q"), nb::arg("s"), nb::arg("gs"), nb::arg("out"),
+          nb::arg("m"), nb::arg("k"), nb::arg("dtype_code"), nb::arg("device"), nb::arg("stream"));
+    m.def("dequant_pair_cuda", &dequant_pair_cuda, nb::arg("a_q"), nb::arg("a_s"), nb::arg("b_q"),
+          nb::arg("b_s"), nb::arg("out"), nb::arg("m"), nb::arg("n"), nb::arg("k"),
+          nb::arg("dtype_code"), nb::arg("device"), nb::arg("stream"));
+    m.def("cublas_load", &fp4::cublas_load, nb::arg("lib"));
+    m.def("cublas_gemm", &cublas_gemm, nb::arg("handle"), nb::arg("m"), nb::arg("n"), nb::arg("k"),
+          nb::arg("a"), nb::arg("b"), nb::arg("ab_dtype_code"), nb::arg("out"),
+          nb::arg("out_dtype_code"), nb::arg("alpha"), nb::arg("zero"));
+    m.def("set_variant", &fp4::cuda_set_variant, nb::arg("kind"), nb::arg("value"));
     m.def("cuda_compiled", &fp4::cuda_compiled);
     m.def("cuda_device_count", &fp4::cuda_device_count);
     m.def("cuda_archs", []() { return split_archs(FP4_CUDA_ARCHS); });

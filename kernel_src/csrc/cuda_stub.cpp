@@ -12,9 +12,12 @@ namespace {
 bool cuda_compiled() { return false; }
 int cuda_device_count() { return 0; }
 void cuda_quant(const QuantDesc&, DType, int, uintptr_t) { no_cuda(); }
-void cuda_grouped_quant(const QuantDesc*, int, int64_t, DType, int, uintptr_t) { no_cuda(); }
+void cuda_grouped_quant_host(const QuantDesc*, int, DType, int, uintptr_t) { no_cuda(); }
 void cuda_dequant(const uint8_t*, const uint8_t*, const float*, void*, int64_t, int64_t, DType,
                   int, uintptr_t) { no_cuda(); }
+void cuda_dequant_pair(const uint8_t*, const uint8_t*, const uint8_t*, const uint8_t*, void*,
+                       int64_t, int64_t, int64_t, DType, int, uintptr_t) { no_cuda(); }
+void cuda_set_variant(int, int) {}
 void cuda_mm(const uint8_t*, const uint8_t*, const uint8_t*, const uint8_t*, const float*, void*,
              int64_t, int64_t, int64_t, DType, int, uintptr_t) { no_cuda(); }
 }  // namespace fp4

@@ -2,6 +2,7 @@
 // All tensors are dense row-major; validation happens in bindings.cpp.
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace fp4 {
 
@@ -32,15 +33,32 @@ void cpu_mm(const uint8_t* aq, const uint8_t* bq, const uint8_t* as, const uint8
 bool cuda_compiled();
 int cuda_device_count();
 void cuda_quant(const QuantDesc& d, DType dt, int device, uintptr_t stream);
-// descs_dev points to DEVICE memory holding n QuantDesc (same dtype); total_blocks is
-// sum(M*K/16) and each desc's start is the prefix sum. One kernel launch.
-void cuda_grouped_quant(const QuantDesc* descs_dev, int n, int64_t total_blocks, DType dt,
-                        int device, uintptr_t stream);
+// descs: HOST array of n QuantDesc (device pointers inside, same dtype and swizzle); one
+// kernel launch per 256 matrices, the descriptors travel as kernel parameters.
+void cuda_grouped_quant_host(const QuantDesc* descs, int n, DType dt, int device,
+                             uintptr_t stream);
+// gs may be null: global scale 1.
 void cuda_dequant(const uint8_t* q, const uint8_t* s, const float* gs, void* out, int64_t m,
                   int64_t k, DType out_dt, int device, uintptr_t stream);
+// A [m, k] and B [n, k] (global scale 1) into out = [m + n, k] of out_dt, one launch.
+void cuda_dequant_pair(const uint8_t* aq, const uint8_t* as, const uint8_t* bq,
+                       const uint8_t* bs, void* out, int64_t m, int64_t n, int64_t k,
+                       DType out_dt, int device, uintptr_t stream);
 // k must be a multiple of 64 and the scale row stride k/16 (padding done in Python).
 void cuda_mm(const uint8_t* aq, const uint8_t* bq, const uint8_t* as, const uint8_t* bs,
              const float* alpha, void* out, int64_t m, int64_t n, int64_t k, DType out_dt,
              int device, uintptr_t stream);
+// Tuning knobs for the benchmark: kind 0 = quantize kernel variant, 1 = dequantize.
+void cuda_set_variant(int kind, int value);
+
+// ---- cuBLAS through the library torch already loaded (cublas_gemm.cpp) ----
+// Loads cublasGemmEx & co. from `lib` (a path; dlopen). Returns "" on success, else why not.
+std::string cublas_load(const std::string& lib);
+// out[m, n] (row-major, out_dt) = alpha * A[m, k] . B[n, k]^T with A, B of ab_dt (bf16 or
+// fp16), fp32 accumulation (CUBLAS_COMPUTE_32F, no reduced-precision reductions) and alpha /
+// beta = 0 read from DEVICE memory; runs on the stream already set on `handle`.
+void cublas_gemm_nt(uintptr_t handle, int64_t m, int64_t n, int64_t k, const void* a,
+                    const void* b, DType ab_dt, void* out, DType out_dt, const float* alpha_dev,
+                    const float* zero_dev);
 
 }  // namespace fp4

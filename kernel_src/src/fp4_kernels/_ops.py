@@ -74,10 +74,21 @@ def _scalar(torch, v, device, name):
                     % (name, type(v).__name__))
 
 
+_raw_stream = None
+
+
 def _stream(torch, device):
-    if device.type == "cuda":
-        return int(torch.cuda.current_stream(device).cuda_stream)
-    return 0
+    """The current CUDA stream of ``device`` as an int (0 for CPU)."""
+    global _raw_stream
+    if device.type != "cuda":
+        return 0
+    if _raw_stream is None:
+        # torch._C._cuda_getCurrentRawStream: one C call (what Triton uses); the public API
+        # builds a Stream object per call.
+        _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+            lambda idx: torch.cuda.current_stream(idx).cuda_stream)
+    return int(_raw_stream(device.index if device.index is not None else
+                           torch.cuda.current_device()))
 
 
 def _round_up(x, m):
@@ -147,7 +158,13 @@ def scaled_fp4_quant(x, global_scale, *, swizzle=False):
     m, k = x.shape
     q = torch.empty((m, k // 2), dtype=torch.uint8, device=x.device)
     s = _alloc_scales(torch, m, k, swizzle, x.device)
-    _C.quant(_dl(x), _dl(gs), _dl(q), _dl(s), bool(swizzle), _stream(torch, x.device))
+    if x.device.type == "cuda":
+        if m and k:
+            _C.quant_cuda(x.data_ptr(), gs.data_ptr(), q.data_ptr(), s.data_ptr(), m, k,
+                          _dtype_code(torch, x.dtype, "x"), bool(swizzle), x.device.index,
+                          _stream(torch, x.device))
+    else:
+        _C.quant(_dl(x), _dl(gs), _dl(q), _dl(s), bool(swizzle), 0)
     return q, s.view(torch.float8_e4m3fn)
 
 
@@ -176,11 +193,24 @@ def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle=False):
     xs = list(xs)
     if not xs:
         return [], []
+    # one pass over the matrices: validation and everything the launch needs
+    x0 = xs[0]
+    _check_x(torch, x0, "xs[0]")
+    device, dtype = x0.device, x0.dtype
+    _check_device(x0, "xs[0]")
+    ms, ks = [], []
     for i, x in enumerate(xs):
-        _check_x(torch, x, "xs[%d]" % i)
-        if x.dtype != xs[0].dtype or x.device != xs[0].device:
+        if not isinstance(x, torch.Tensor) or x.dtype != dtype or x.device != device:
+            _check_x(torch, x, "xs[%d]" % i)
             raise ValueError("xs[%d]: all matrices must share dtype and device" % i)
-    device, dtype = xs[0].device, xs[0].dtype
+        shp = x.shape
+        if len(shp) != 2 or shp[1] % _BLOCK:
+            _check_x(torch, x, "xs[%d]" % i)
+        # inputs are only read through their pointers: keep them as they are when possible
+        if not x.is_contiguous() or x.data_ptr() % 16:
+            xs[i] = _prep(torch, x, "xs[%d]" % i)
+        ms.append(shp[0])
+        ks.append(shp[1])
     n = len(xs)
     if isinstance(global_scales, torch.Tensor):
         gs = global_scales.detach().reshape(-1).to(device=device, dtype=torch.float32).contiguous()
@@ -189,46 +219,48 @@ def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle=False):
                         for i, g in enumerate(global_scales)]) if len(global_scales) else None
     if gs is None or gs.numel() != n:
         raise ValueError("global_scales: expected %d scales" % n)
-    # inputs are only read through the pointer table: keep them as they are when possible
-    xs = [x if (x.is_contiguous() and x.data_ptr() % 16 == 0) else _prep(torch, x, "xs[%d]" % i)
-          for i, x in enumerate(xs)]
-    ms = [x.shape[0] for x in xs]
-    ks = [x.shape[1] for x in xs]
-    swz = int(bool(swizzle))
+    same_k = ks.count(ks[0]) == n
     if swizzle:
         srows = [_round_up(m, 128) for m in ms]
         scols = [_round_up(k // _BLOCK, 4) for k in ks]
     else:
         srows, scols = ms, [k // _BLOCK for k in ks]
-    q_sizes = [m * k // 2 for m, k in zip(ms, ks)]
-    s_sizes = [r * c for r, c in zip(srows, scols)]
-    q_all = torch.empty(sum(q_sizes), dtype=torch.uint8, device=device)
-    s_all = (torch.zeros if swizzle else torch.empty)(sum(s_sizes), dtype=torch.uint8, device=device)
-    if len(set(ks)) == 1:  # the common MoE case: split 2-D buffers in one call each
-        qs = list(torch.split(q_all.view(sum(ms), ks[0] // 2), ms))
-        ss = list(torch.split(s_all.view(torch.float8_e4m3fn).view(sum(srows), scols[0]), srows))
+    if same_k:  # the common MoE case
+        rows_total, srows_total = sum(ms), sum(srows)
+        q_all = torch.empty((rows_total, ks[0] // 2), dtype=torch.uint8, device=device)
+        s_all = (torch.zeros if swizzle else torch.empty)(
+            (srows_total, scols[0]), dtype=torch.uint8, device=device)
     else:
-        qs, ss, qo, so = [], [], 0, 0
-        for m, k, r, c in zip(ms, ks, srows, scols):
-            qs.append(q_all[qo:qo + m * k // 2].view(m, k // 2))
-            ss.append(s_all[so:so + r * c].view(r, c).view(torch.float8_e4m3fn))
-            qo += m * k // 2
-            so += r * c
-    q_ptr, s_ptr, gs_ptr = q_all.data_ptr(), s_all.data_ptr(), gs.data_ptr()
-    rows, start, qo, so = [], 0, 0, 0
-    for i, x in enumerate(xs):
-        m, k = ms[i], ks[i]
-        rows.append([x.data_ptr() if m else 0, q_ptr + qo, s_ptr + so, gs_ptr + 4 * i, m, k,
-                     start, swz])
-        qo += q_sizes[i]
-        so += s_sizes[i]
-        start += m * k // _BLOCK
-    table = torch.tensor(rows, dtype=torch.int64)
+        q_all = torch.empty(sum(m * k // 2 for m, k in zip(ms, ks)), dtype=torch.uint8,
+                            device=device)
+        s_all = (torch.zeros if swizzle else torch.empty)(
+            sum(r * c for r, c in zip(srows, scols)), dtype=torch.uint8, device=device)
+    code = _dtype_code(torch, dtype, "xs")
     if device.type == "cuda":
-        table = table.pin_memory().to(device, non_blocking=True)
-    _C.grouped_quant(_dl(table), n, start, _dtype_code(torch, dtype, "xs"),
-                     2 if device.type == "cuda" else 1,
-                     device.index if device.type == "cuda" else 0, _stream(torch, device))
+        _C.grouped_quant_cuda([x.data_ptr() for x in xs], ms, ks, q_all.data_ptr(),
+                              s_all.data_ptr(), gs.data_ptr(), code, bool(swizzle), device.index,
+                              _stream(torch, device))
+    else:
+        q_ptr, s_ptr, gs_ptr = q_all.data_ptr(), s_all.data_ptr(), gs.data_ptr()
+        rows, start, qo, so = [], 0, 0, 0
+        for i, x in enumerate(xs):
+            m, k = ms[i], ks[i]
+            rows.append([x.data_ptr() if m else 0, q_ptr + qo, s_ptr + so, gs_ptr + 4 * i, m, k,
+                         start, int(bool(swizzle))])
+            qo += m * k // 2
+            so += srows[i] * scols[i]
+            start += m * k // _BLOCK
+        table = torch.tensor(rows, dtype=torch.int64)
+        _C.grouped_quant(_dl(table), n, start, code, 1, 0, 0)
+    s_all = s_all.view(torch.float8_e4m3fn)
+    if same_k:
+        return list(q_all.split(ms)), list(s_all.split(srows))
+    qs, ss, qo, so = [], [], 0, 0
+    for m, k, r, c in zip(ms, ks, srows, scols):
+        qs.append(q_all[qo:qo + m * k // 2].view(m, k // 2))
+        ss.append(s_all[so:so + r * c].view(r, c))
+        qo += m * k // 2
+        so += r * c
     return qs, ss
 
 
@@ -267,12 +299,100 @@ def dequantize_fp4(q, scale, global_scale, dtype=None):
         raise ValueError("scale: must be on q's device")
     gs = _scalar(torch, global_scale, q.device, "global_scale")
     out = torch.empty((m, k), dtype=dtype, device=q.device)
-    _C.dequant(_dl(q), _dl(_scale_u8(torch, scale, "scale")), _dl(gs), _dl(out),
-               _stream(torch, q.device))
+    scale = _scale_u8(torch, scale, "scale")
+    if q.device.type == "cuda":
+        _C.dequant_cuda(q.data_ptr(), scale.data_ptr(), gs.data_ptr(), out.data_ptr(), m, k,
+                        _dtype_code(torch, dtype, "dtype"), q.device.index,
+                        _stream(torch, q.device))
+    else:
+        _C.dequant(_dl(q), _dl(scale), _dl(gs), _dl(out), 0)
     return out
 
 
-def scaled_fp4_mm(a_q, b_q, a_scale, b_scale, alpha, out_dtype=None):
+_cublas_lib = None   # None: not looked up yet; "": unavailable (see _cublas_why)
+_cublas_why = ""
+_zeros = {}
+
+
+def _cublas(torch):
+    """Path of the cuBLAS library torch loaded, once its entry points are resolved in _C;
+    "" when unavailable (non-Linux, not found, FP4_KERNELS_NO_CUBLAS=1)."""
+    global _cublas_lib, _cublas_why
+    if _cublas_lib is None:
+        import os
+
+        _cublas_lib = ""
+        if os.environ.get("FP4_KERNELS_NO_CUBLAS", "") not in ("", "0"):
+            _cublas_why = "disabled by FP4_KERNELS_NO_CUBLAS"
+            return _cublas_lib
+        try:
+            torch.cuda.current_blas_handle()  # loads cuBLAS and creates this thread's handle
+            path = ""
+            with open("/proc/self/maps") as f:
+                for line in f:
+                    p = line.rsplit(None, 1)[-1]
+                    b = os.path.basename(p)
+                    if b.startswith("libcublas.so"):
+                        path = p
+                        break
+            if not path:
+                _cublas_why = "libcublas.so not mapped in this process"
+            else:
+                err = _C.cublas_load(path)
+                if err:
+                    _cublas_why = err
+                else:
+                    _cublas_lib = path
+        except Exception as e:  # noqa: BLE001 - any failure means: use the fallback
+            _cublas_why = "%s: %s" % (type(e).__name__, e)
+    return _cublas_lib
+
+
+def _zero(torch, device):
+    z = _zeros.get(device)
+    if z is None:
+        z = _zeros[device] = torch.zeros(1, dtype=torch.float32, device=device)
+    return z
+
+
+def _mm_cuda_cublas(torch, a_q, b_q, a_scale, b_scale, al, out_dtype, m, n, k, dev):
+    """Dequantize A and B (global scale 1, exact in bf16 / fp16) in one launch, then one
+    cuBLAS GEMM (fp32 accumulation) whose epilogue applies the device-resident alpha."""
+    ab = torch.float16 if out_dtype == torch.float16 else torch.bfloat16
+    ab_code = _dtype_code(torch, ab, "ab")
+    buf = torch.empty((m + n, k), dtype=ab, device=dev)
+    _C.dequant_pair_cuda(a_q.data_ptr(), a_scale.data_ptr(), b_q.data_ptr(), b_scale.data_ptr(),
+                         buf.data_ptr(), m, n, k, ab_code, dev.index, _stream(torch, dev))
+    if _cublas(torch):
+        out = torch.empty((m, n), dtype=out_dtype, device=dev)
+        _C.cublas_gemm(torch.cuda.current_blas_handle(), m, n, k, buf.data_ptr(),
+                       buf.data_ptr() + m * k * buf.element_size(), ab_code, out.data_ptr(),
+                       _dtype_code(torch, out_dtype, "out_dtype"), al.data_ptr(),
+                       _zero(torch, dev).data_ptr())
+        return out
+    # fallback: fp32 product, then alpha and the rounding to out_dtype in one pass
+    a16, b16 = buf[:m], buf[m:]
+    try:
+        c = torch.mm(a16, b16.t(), out_dtype=torch.float32)
+    except TypeError:  # torch < 2.8: fp32 GEMM on the (exactly representable) values
+        c = torch.mm(a16.float(), b16.float().t())
+    if out_dtype == torch.float32:
+        return c.mul_(al)
+    out = torch.empty((m, n), dtype=out_dtype, device=dev)
+    return torch.mul(c, al, out=out)
+
+
+# Shapes where the fused mma.sync kernel beats dequantize + cuBLAS (measured on an H200,
+# bench/NOTES.md): it reads 0.56 bytes per operand element instead of writing and reading
+# 2 bytes more, which pays when the GEMM itself is memory-bound (few rows on one side).
+MMA_MAX_ROWS = 0
+
+
+def _pick_impl(m, n, k):
+    return "mma" if min(m, n) <= MMA_MAX_ROWS else "cublas"
+
+
+def scaled_fp4_mm(a_q, b_q, a_scale, b_scale, alpha, out_dtype=None, *, impl=None):
     """NVFP4 GEMM: ``out[M, N] = alpha * A @ B^T``.
 
     Args:
@@ -280,12 +400,20 @@ def scaled_fp4_mm(a_q, b_q, a_scale, b_scale, alpha, out_dtype=None):
         a_scale: float8_e4m3fn ``[M, K/16]``; b_scale: ``[N, K/16]`` (unswizzled).
         alpha: ``1 / (gs_a * gs_b)`` (tensor or float).
         out_dtype: bfloat16 (default), float16 or float32.
+        impl: CUDA only: ``"cublas"`` (dequantize A and B to bf16 -- fp16 for fp16 output --
+            with global scale 1 in one launch, then cuBLAS ``cublasGemmEx`` with fp32
+            accumulation, reduced-precision reductions disallowed, and alpha read from
+            device memory in its epilogue), ``"mma"`` (the fused kernel: packed FP4 tiles
+            dequantized in shared memory, ``mma.sync`` m16n8k16 bf16, fp32 accumulate), or
+            None: ``"mma"`` when ``min(M, N) <= MMA_MAX_ROWS`` or K == 0, else ``"cublas"``.
+            Ignored on CPU.
 
     Returns:
         ``[M, N]`` tensor of ``out_dtype``. A and B are the values ``e2m1 * e4m3_scale``
-        (exact in fp32 and bf16); products are exact and summed in FP32 (CUDA: bf16
-        tensor-core MMA, m16n8k16, fp32 accumulate; CPU: sequential fp32 sums), then
-        multiplied by alpha in fp32 and rounded to ``out_dtype``.
+        (exact in fp32, bf16 and fp16: at most 6 significant bits, magnitudes in
+        [2^-10, 2688]); products are exact and summed in FP32 (CUDA: tensor cores, fp32
+        accumulate; CPU: sequential fp32 sums), then multiplied by alpha in fp32 and rounded
+        once to ``out_dtype``.
 
     Error bound (tested against a float64 computation, ``reference.scaled_fp4_mm``):
         ``|out - ref| <= |alpha| * S * (K + 2) * 2**-22 + u * |ref| + tiny`` with
@@ -321,6 +449,14 @@ def scaled_fp4_mm(a_q, b_q, a_scale, b_scale, alpha, out_dtype=None):
         if t.device != dev:
             raise ValueError("%s: must be on a_q's device (%s)" % (name, dev))
     al = _scalar(torch, alpha, dev, "alpha")
+    if dev.type == "cuda":
+        if impl is None:
+            impl = "mma" if k == 0 else _pick_impl(m, n, k)
+        if impl not in ("cublas", "mma"):
+            raise ValueError("impl: expected None, 'cublas' or 'mma', got %r" % (impl,))
+        if impl == "cublas" and m and n and k:
+            return _mm_cuda_cublas(torch, a_q, b_q, a_scale, b_scale, al, out_dtype, m, n, k,
+                                   dev)
     if dev.type == "cuda" and k % 64:
         # The CUDA kernel works on K tiles of 64: pad with zero codes and zero scales.
         kp = _round_up(k, 64)

@@ -128,23 +128,26 @@ def selfcheck(device: str = "cpu", seed=None) -> dict:
             return both(*pairs)
         check("dequant %s 67x160" % str(dt).split(".")[-1], deq)
 
+    impls = (None, "mma", "cublas") if dev.type == "cuda" else (None,)
     for dt in dtypes:
-        for (m, n, k) in ((70, 45, 96), (128, 128, 256)):
-            def mm(dt=dt, m=m, n=n, k=k):
-                a = torch.randn((m, k), generator=gen).to(dev)
-                b = torch.randn((n, k), generator=gen).to(dev)
-                ga = 448.0 * 6.0 / float(a.abs().max())
-                gb = 448.0 * 6.0 / float(b.abs().max())
-                aq, asc = fk.scaled_fp4_quant(a, ga)
-                bq, bsc = fk.scaled_fp4_quant(b, gb)
-                alpha = 1.0 / (ga * gb)
-                out = fk.scaled_fp4_mm(aq, bq, asc, bsc, alpha, dt)
-                exp = ref.scaled_fp4_mm(aq, bq, asc, bsc, alpha, torch.float64)
-                bound = ref.scaled_fp4_mm_error_bound(aq, bq, asc, bsc, alpha, dt)
-                err = (out.double() - exp).abs()
-                worst = float((err / bound).max())
-                return worst <= 1.0, "max |err|/bound = %.3g" % worst
-            check("mm %s %dx%dx%d" % (str(dt).split(".")[-1], m, n, k), mm)
+        for (m, n, k) in ((70, 45, 96), (128, 128, 256), (1, 40, 16)):
+            for impl in impls:
+                def mm(dt=dt, m=m, n=n, k=k, impl=impl):
+                    a = torch.randn((m, k), generator=gen).to(dev)
+                    b = torch.randn((n, k), generator=gen).to(dev)
+                    ga = 448.0 * 6.0 / float(a.abs().max())
+                    gb = 448.0 * 6.0 / float(b.abs().max())
+                    aq, asc = fk.scaled_fp4_quant(a, ga)
+                    bq, bsc = fk.scaled_fp4_quant(b, gb)
+                    alpha = torch.tensor(1.0 / (ga * gb), device=dev) if impl else 1.0 / (ga * gb)
+                    out = fk.scaled_fp4_mm(aq, bq, asc, bsc, alpha, dt, impl=impl)
+                    exp = ref.scaled_fp4_mm(aq, bq, asc, bsc, alpha, torch.float64)
+                    bound = ref.scaled_fp4_mm_error_bound(aq, bq, asc, bsc, alpha, dt)
+                    err = (out.double() - exp).abs()
+                    worst = float((err / bound).max())
+                    return worst <= 1.0, "max |err|/bound = %.3g" % worst
+                check("mm %s %dx%dx%d%s" % (str(dt).split(".")[-1], m, n, k,
+                                            " impl=%s" % impl if impl else ""), mm)
 
     return {"ok": all(c["ok"] for c in checks), "device": str(dev), "seed": seed,
             "build": fk.build_info(), "checks": checks}
