@@ -11,8 +11,10 @@ Measures, with CUDA events (median of timed samples after warm-up; each sample t
   * scaled_fp4_grouped_quant for 64 experts;
   * scaled_fp4_mm for 8192^3 (impl cublas / mma) vs torch bf16 matmul and vs dequantize +
     bf16 matmul, plus skinny shapes that decide the impl dispatch.
-``--quant-variants`` / ``--dequant-variants`` also time internal kernel variants (tuning;
-each is first checked bit for bit against the CPU path). Prints a table and writes JSON.
+Before timing, the CUDA quantize / dequantize paths are checked bit for bit against the CPU
+path (edge values, special global scales, swizzle, grouped). GEMM variants are timed
+interleaved (one sample of each in turn) so that clock / power drift hits all alike.
+Prints a table and writes JSON.
 
 Usage: python bench/bench_fp4.py --out bench_fp4.json [--quick] [--iters 30]
 """
@@ -39,8 +41,6 @@ def parse_args(argv=None):
     ap.add_argument("--gemm", type=int, default=8192, help="M = N = K of the GEMM case")
     ap.add_argument("--skinny", default="16,128,1024",
                     help="M values of the skinny GEMM cases (N = K = --gemm); '' for none")
-    ap.add_argument("--quant-variants", default="", help="e.g. 9,0,1,2,3,4 (internal)")
-    ap.add_argument("--dequant-variants", default="", help="e.g. 0,1 (internal)")
     return ap.parse_args(argv)
 
 
@@ -65,6 +65,25 @@ def bench(torch, fn, bufs, iters, warmup, inner=10):
         e.synchronize()
         times.append(s.elapsed_time(e) / inner)
     return statistics.median(times)
+
+
+def bench_interleaved(torch, fns, iters, warmup, inner=3):
+    """Median milliseconds per call of each fn in ``fns`` (name -> fn()), sampled in turn."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    torch.cuda.synchronize()
+    times = {k: [] for k in fns}
+    for _ in range(iters):
+        for name, fn in fns.items():
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            for _ in range(inner):
+                fn()
+            e.record()
+            e.synchronize()
+            times[name].append(s.elapsed_time(e) / inner)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def bench_graph(torch, fn, bufs, iters, inner=10):
@@ -121,7 +140,7 @@ def _same(torch, a, b):
 
 
 def verify_quant(torch, fk, gen, dev):
-    """Bit-exact check of the CUDA quantize path against the CPU path (current variant)."""
+    """Bit-exact check of the CUDA quantize path against the CPU path."""
     bad = []
     for dt, (m, k) in ((torch.bfloat16, (1031, 2064)), (torch.float16, (257, 528)),
                        (torch.float32, (129, 272))):
@@ -178,6 +197,8 @@ def main(argv=None):
         print("bench_fp4: no CUDA device; nothing to measure", file=sys.stderr)
         return 2
     dev = torch.device(args.device)
+    if dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
     torch.cuda.set_device(dev)
     props = torch.cuda.get_device_properties(dev)
     l2 = getattr(props, "L2_cache_size", 64 << 20)
@@ -190,9 +211,6 @@ def main(argv=None):
 
     def row(name, ms, gbs=None, frac=None, ref_ms=None, notes=""):
         rows.append((name, ms, gbs, frac, ref_ms, notes))
-
-    def set_variant(kind, v):
-        fk._C.set_variant(kind, int(v))
 
     results["errors"] = []
 
@@ -240,25 +258,12 @@ def main(argv=None):
     results["cublas"] = {"lib": _ops._cublas_lib, "why_not": _ops._cublas_why}
     del xt, gxt
 
-    qvars = [int(v) for v in args.quant_variants.split(",") if v.strip()] or [None]
-    dvars = [int(v) for v in args.dequant_variants.split(",") if v.strip()] or [None]
-
-    # ---- correctness of every variant (bit for bit against the CPU path)
-    for v in qvars:
-        if v is not None:
-            set_variant(0, v)
-        bad = guard("verify quant %s" % v, verify_quant, torch, fk, gen, dev)
-        results["checks"]["quant_variant_%s" % v] = bad
-        print("quant variant %s: %s" % (v, "bit-exact" if bad == [] else "MISMATCH / ERROR %s" % (bad or [])[:4]),
+    # ---- correctness (bit for bit against the CPU path)
+    for name, fn in (("quant", verify_quant), ("dequant", verify_dequant)):
+        bad = guard("verify " + name, fn, torch, fk, gen, dev)
+        results["checks"][name] = bad
+        print("%s: %s" % (name, "bit-exact" if bad == [] else "MISMATCH / ERROR %s" % (bad or [])[:4]),
               flush=True)
-    for v in dvars:
-        if v is not None:
-            set_variant(1, v)
-        bad = guard("verify dequant %s" % v, verify_dequant, torch, fk, gen, dev)
-        results["checks"]["dequant_variant_%s" % v] = bad
-        print("dequant variant %s: %s" % (v, "bit-exact" if bad == [] else "MISMATCH / ERROR %s" % (bad or [])[:4]),
-              flush=True)
-    qdef, ddef = qvars[-1], dvars[-1]   # the last listed variant is the one left active
 
     shapes = [(8192, 8192), (16384, 16384)] if not args.quick else [(1024, 1024), (2048, 4096)]
     for (m, k) in shapes:
@@ -267,52 +272,37 @@ def main(argv=None):
         xs = [torch.randn(m, k, device=dev, dtype=torch.bfloat16) for _ in range(nb)]
         gs = torch.tensor(448.0 * 6.0 / 5.0, device=dev)
         moved = x_bytes + m * k // 2 + m * k // 16
-        for v in qvars:
-            if v is not None:
-                set_variant(0, v)
-            ms = guard("quant v%s" % v, bench, torch, lambda x: fk.scaled_fp4_quant(x, gs), xs, it, wu)
-            if ms is None:
-                continue
+        ms = guard("quant", bench, torch, lambda x: fk.scaled_fp4_quant(x, gs), xs, it, wu)
+        if ms is not None:
             gms = guard("graph quant", bench_graph, torch, lambda x: fk.scaled_fp4_quant(x, gs), xs,
                         max(5, it // 3)) or float("nan")
             ref_ms = None
-            if not args.no_reference and v == qdef:
+            if not args.no_reference:
                 ref_ms = bench(torch, lambda x: ref.scaled_fp4_quant(x, gs), xs[:2], max(3, it // 5), 1, inner=2)
-            case = {"name": "scaled_fp4_quant", "variant": v, "shape": [m, k], "ms": ms,
+            case = {"name": "scaled_fp4_quant", "shape": [m, k], "ms": ms,
                     "GBps": moved / ms / 1e6, "frac_copy": moved / ms / 1e6 / copy_gbs,
                     "graph_ms": gms, "graph_frac_copy": moved / gms / 1e6 / copy_gbs, "ref_ms": ref_ms}
             results["cases"].append(case)
-            row("quant bf16 %dx%d%s" % (m, k, "" if v is None else " v%d" % v), ms, case["GBps"],
-                case["frac_copy"], ref_ms, "graph %.1f%%" % (100 * case["graph_frac_copy"]))
-        if qdef is not None:
-            set_variant(0, qdef)
-
-        if qdef is not None:
-            set_variant(0, qdef)
+            row("quant bf16 %dx%d" % (m, k), ms, case["GBps"], case["frac_copy"], ref_ms,
+                "graph %.1f%%" % (100 * case["graph_frac_copy"]))
         qs = [fk.scaled_fp4_quant(x, gs) for x in xs]
         del xs
-        for v in dvars:
-            if v is not None:
-                set_variant(1, v)
-            ms = guard("dequant v%s" % v, bench, torch,
-                       lambda qs_: fk.dequantize_fp4(qs_[0], qs_[1], gs, torch.bfloat16), qs, it, wu)
-            if ms is None:
-                continue
+        ms = guard("dequant", bench, torch,
+                   lambda qs_: fk.dequantize_fp4(qs_[0], qs_[1], gs, torch.bfloat16), qs, it, wu)
+        if ms is not None:
             gms = guard("graph dequant", bench_graph, torch,
                         lambda qs_: fk.dequantize_fp4(qs_[0], qs_[1], gs, torch.bfloat16), qs,
                         max(5, it // 3)) or float("nan")
             ref_ms = None
-            if not args.no_reference and v == ddef:
+            if not args.no_reference:
                 ref_ms = bench(torch, lambda qs_: ref.dequantize_fp4(qs_[0], qs_[1], gs, torch.bfloat16),
                                qs[:2], max(3, it // 5), 1, inner=2)
-            case = {"name": "dequantize_fp4", "variant": v, "shape": [m, k], "ms": ms,
+            case = {"name": "dequantize_fp4", "shape": [m, k], "ms": ms,
                     "GBps": moved / ms / 1e6, "frac_copy": moved / ms / 1e6 / copy_gbs,
                     "graph_ms": gms, "graph_frac_copy": moved / gms / 1e6 / copy_gbs, "ref_ms": ref_ms}
             results["cases"].append(case)
-            row("dequant bf16 %dx%d%s" % (m, k, "" if v is None else " v%d" % v), ms, case["GBps"],
-                case["frac_copy"], ref_ms, "graph %.1f%%" % (100 * case["graph_frac_copy"]))
-        if ddef is not None:
-            set_variant(1, ddef)
+            row("dequant bf16 %dx%d" % (m, k), ms, case["GBps"], case["frac_copy"], ref_ms,
+                "graph %.1f%%" % (100 * case["graph_frac_copy"]))
         del qs
         torch.cuda.empty_cache()
 
@@ -325,28 +315,19 @@ def main(argv=None):
     groups = [[torch.randn(em, ek, device=dev, dtype=torch.bfloat16) for _ in range(e)] for _ in range(nb)]
     ggs = torch.full((e,), 448.0 * 6.0 / 5.0, device=dev)
     moved = e * (em * ek * 2 + em * ek // 2 + em * ek // 16)
-    for v in qvars:
-        if v == 9:
-            continue  # the legacy variant has no grouped launch
-        if v is not None:
-            set_variant(0, v)
-        ms = guard("grouped v%s" % v, bench, torch, lambda g: fk.scaled_fp4_grouped_quant(g, ggs),
-                   groups, it, wu)
-        if ms is None:
-            continue
+    ms = guard("grouped", bench, torch, lambda g: fk.scaled_fp4_grouped_quant(g, ggs), groups, it, wu)
+    if ms is not None:
         gms = guard("graph grouped", bench_graph, torch, lambda g: fk.scaled_fp4_grouped_quant(g, ggs),
                     groups, max(5, it // 3)) or float("nan")
         ref_ms = None
-        if not args.no_reference and v == qdef:
+        if not args.no_reference:
             ref_ms = bench(torch, lambda g: ref.scaled_fp4_grouped_quant(g, ggs), groups[:2], 3, 1, inner=1)
-        case = {"name": "scaled_fp4_grouped_quant", "variant": v, "experts": e, "shape": [em, ek],
+        case = {"name": "scaled_fp4_grouped_quant", "experts": e, "shape": [em, ek],
                 "ms": ms, "GBps": moved / ms / 1e6, "frac_copy": moved / ms / 1e6 / copy_gbs,
                 "graph_ms": gms, "graph_frac_copy": moved / gms / 1e6 / copy_gbs, "ref_ms": ref_ms}
         results["cases"].append(case)
-        row("grouped quant %dx[%dx%d]%s" % (e, em, ek, "" if v is None else " v%d" % v), ms,
-            case["GBps"], case["frac_copy"], ref_ms, "graph %.1f%%" % (100 * case["graph_frac_copy"]))
-    if qdef is not None:
-        set_variant(0, qdef)
+        row("grouped quant %dx[%dx%d]" % (e, em, ek), ms, case["GBps"], case["frac_copy"], ref_ms,
+            "graph %.1f%%" % (100 * case["graph_frac_copy"]))
     del groups
     torch.cuda.empty_cache()
 
@@ -363,21 +344,27 @@ def main(argv=None):
         bq, bsc = fk.scaled_fp4_quant(b, gb)
         alpha = torch.tensor(1.0 / (ga * gb), device=dev)
         flops = 2.0 * m * g * g
-        t = {}
-        t["default"] = bench(torch, lambda _: fk.scaled_fp4_mm(aq, bq, asc, bsc, alpha, torch.bfloat16), [0], git, wu)
-        t["cublas"] = bench(torch, lambda _: fk.scaled_fp4_mm(aq, bq, asc, bsc, alpha, torch.bfloat16,
-                                                             impl="cublas"), [0], git, wu)
-        t["mma"] = bench(torch, lambda _: fk.scaled_fp4_mm(aq, bq, asc, bsc, alpha, torch.bfloat16, impl="mma"),
-                         [0], git, 2, inner=3)
-        t["bf16_matmul"] = bench(torch, lambda _: a @ b.T, [0], git, wu)
-        t["dequant_plus_bf16"] = bench(torch, lambda _: fk.dequantize_fp4(aq, asc, ga, torch.bfloat16)
-                                       @ fk.dequantize_fp4(bq, bsc, gb, torch.bfloat16).T, [0], git, wu)
+        fns = {
+            "default": lambda: fk.scaled_fp4_mm(aq, bq, asc, bsc, alpha, torch.bfloat16),
+            "mma": lambda: fk.scaled_fp4_mm(aq, bq, asc, bsc, alpha, torch.bfloat16, impl="mma"),
+            "bf16_matmul": lambda: a @ b.T,
+            "dequant_plus_bf16": lambda: (fk.dequantize_fp4(aq, asc, ga, torch.bfloat16)
+                                          @ fk.dequantize_fp4(bq, bsc, gb, torch.bfloat16).T),
+        }
         if full:
-            t["cublas_float_alpha"] = bench(torch, lambda _: fk.scaled_fp4_mm(aq, bq, asc, bsc, float(alpha),
-                                                                             torch.bfloat16, impl="cublas"),
-                                            [0], git, wu)
-            t["default_again"] = bench(torch, lambda _: fk.scaled_fp4_mm(aq, bq, asc, bsc, alpha,
-                                                                        torch.bfloat16), [0], git, wu)
+            fal = float(alpha)
+            fns["float_alpha"] = lambda: fk.scaled_fp4_mm(aq, bq, asc, bsc, fal, torch.bfloat16)
+            try:  # torch.mm(..., out_dtype=float32) exists from torch 2.8 on
+                torch.mm(a[:16], b[:16].T, out_dtype=torch.float32)
+                has_out_dtype = True
+            except (TypeError, RuntimeError):
+                has_out_dtype = False
+        if full and has_out_dtype:
+            fns["fp32_out_then_scale"] = lambda: torch.mul(
+                torch.mm(fk.dequantize_fp4(aq, asc, 1.0, torch.bfloat16),
+                         fk.dequantize_fp4(bq, bsc, 1.0, torch.bfloat16).T, out_dtype=torch.float32),
+                alpha).to(torch.bfloat16)
+        t = guard("gemm timing", bench_interleaved, torch, fns, git, 2) or {}
         errs = {}
         exp = (fk.dequantize_fp4(aq, asc, ga, torch.float32).double()
                @ fk.dequantize_fp4(bq, bsc, gb, torch.float32).double().T)
@@ -396,9 +383,11 @@ def main(argv=None):
         results["cases"].append(case)
         tf = case["TFLOPs"]
         row("fp4 mm %dx%dx%d" % (m, g, g), t["default"], None, None, None,
-            "%.0f TFLOP/s (cublas %.0f, mma %.0f) | bf16 mm %.0f | deq+bf16 %.0f%s"
-            % (tf["default"], tf["cublas"], tf["mma"], tf["bf16_matmul"], tf["dequant_plus_bf16"],
-               " | float alpha %.0f, again %.0f" % (tf["cublas_float_alpha"], tf["default_again"]) if full else ""))
+            "%.0f TFLOP/s (mma %.0f) | bf16 mm %.0f | deq+bf16 %.0f%s"
+            % (tf["default"], tf["mma"], tf["bf16_matmul"], tf["dequant_plus_bf16"],
+               " | float alpha %.0f, fp32-out+scale %s" % (
+                   tf["float_alpha"], "%.0f" % tf["fp32_out_then_scale"] if "fp32_out_then_scale" in tf else "-")
+               if full else ""))
         del a, b
         torch.cuda.empty_cache()
 

@@ -314,7 +314,6 @@ NB_MODULE(_C, m) {
     m.def("cublas_gemm", &cublas_gemm, nb::arg("handle"), nb::arg("m"), nb::arg("n"), nb::arg("k"),
           nb::arg("a"), nb::arg("b"), nb::arg("ab_dtype_code"), nb::arg("out"),
           nb::arg("out_dtype_code"), nb::arg("alpha"), nb::arg("zero"));
-    m.def("set_variant", &fp4::cuda_set_variant, nb::arg("kind"), nb::arg("value"));
     m.def("cuda_compiled", &fp4::cuda_compiled);
     m.def("cuda_device_count", &fp4::cuda_device_count);
     m.def("cuda_archs", []() { return split_archs(FP4_CUDA_ARCHS); });

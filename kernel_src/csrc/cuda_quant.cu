@@ -1,16 +1,17 @@
 // CUDA quantize / grouped quantize / dequantize kernels (memory-bound).
 //
 // Quantize: one thread owns one 16-element block at a time; a CTA owns "chunks" of
-// U * 256 consecutive blocks of one matrix (chunks never straddle two matrices of a grouped
-// launch) and walks a contiguous range of chunks, loading the next chunk's input while it
-// encodes the current one. The matrices' descriptors travel in the kernel's parameter space
-// (no host->device table copy). The arithmetic is quant_fast.h: E2M1 codes by saturating
+// 2 * 256 consecutive blocks of one matrix (chunks never straddle two matrices of a grouped
+// launch). The grid is persistent (resident CTAs x SMs) and each CTA walks a contiguous range
+// of chunks. The matrices' descriptors travel in the kernel's parameter space (under 4 KB; no
+// host->device table copy). The arithmetic is quant_fast.h: E2M1 codes by saturating
 // FMA-pipe roundings, amax/6 by one FMA correction, the E4M3 scale by the SM89+ hardware
 // conversion and rs = gs / float(scale) from a 256-entry shared-memory table built per CTA;
-// results are bit-identical to nvfp4_math.h (tests/kernel, selfcheck('cuda')).
+// results are bit-identical to nvfp4_math.h (tests/kernel, selfcheck('cuda')). bench/NOTES.md
+// has the variants that were measured (one chunk per CTA, prefetching, 1 or 4 blocks per
+// thread) and why this one stayed.
 #include <algorithm>
 #include <cstdint>
-#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <unordered_map>
@@ -42,12 +43,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr float kFltMax = 3.40282346638528859812e38f;
-
-// ---- tuning knobs (set from Python by the benchmark; defaults are the measured best) ----
-int g_quant_variant = 2;    // 0: one chunk per CTA (U=2); 1: persistent U=2 no prefetch;
-                            // 2: persistent U=2 + prefetch; 3: persistent U=1 + prefetch;
-                            // 4: persistent U=4 + prefetch
-int g_dequant_variant = 1;  // 0: one chunk per CTA; 1: persistent grid-stride
 
 __device__ __forceinline__ float max_nan(float a, float b) {
 #if __CUDA_ARCH__ >= 800
@@ -193,19 +188,26 @@ __device__ __forceinline__ uint2 quant_block(const Raw<DT>& r, float gs, const f
     return packed;
 }
 
-// Matrices of one launch; chunk0[e] = first chunk of matrix e, chunk0[n] = all chunks.
+// Matrices of one launch, compact so that the parameters stay under 4 KB (larger kernel
+// parameter blocks, allowed since CUDA 12.1, were measured to serialize back-to-back launches:
+// bench/NOTES.md). Matrix e reads x[e], writes its codes at q_base + 8 * bstart[e] and its
+// scales at s_base + soff[e]; its global scale is the float at gs_base + 4 * e.
+// chunk0[e] = first chunk of matrix e, chunk0[n] = all chunks.
 template <int MAXG>
 struct QuantArgs {
     int32_t n;
     int32_t swizzle;
+    int64_t q_base, s_base, gs_base;
     int32_t chunk0[MAXG + 1];
-    int32_t kb[MAXG];       // K / 16
-    int64_t blocks[MAXG];   // M * K / 16
-    int64_t x[MAXG], q[MAXG], s[MAXG], gs[MAXG];
+    int32_t kb[MAXG];          // K / 16
+    int64_t x[MAXG];
+    int64_t bstart[MAXG + 1];  // first block of matrix e; bstart[n] = all blocks
+    int64_t soff[MAXG];
 };
-constexpr int kMaxGroup = 256;  // matrices per grouped launch (parameter space: ~12.3 KB)
+constexpr int kMaxGroup = 96;  // matrices per grouped launch
+static_assert(sizeof(QuantArgs<kMaxGroup>) <= 4096, "keep kernel parameters under 4 KB");
 
-template <DType DT, int MAXG, int U, bool PREFETCH>
+template <DType DT, int MAXG, int U>
 __global__ void __launch_bounds__(kThreads)
     quant_kernel(const __grid_constant__ QuantArgs<MAXG> A) {
     constexpr int64_t kChunk = (int64_t)U * kThreads;
@@ -225,215 +227,109 @@ __global__ void __launch_bounds__(kThreads)
         }
         e = lo;
     }
-    auto issue = [&](int c, int ee, Raw<DT>(&dst)[U]) {
-        const int64_t b0 = (int64_t)(c - A.chunk0[ee]) * kChunk + tid;
-        const void* x = reinterpret_cast<const void*>(A.x[ee]);
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-            if (b0 + u * kThreads < A.blocks[ee]) load_raw<DT>(dst[u], x, b0 + u * kThreads);
-    };
-
-    Raw<DT> nxt[U];
-    if constexpr (PREFETCH) issue(c_begin, e, nxt);
     int cur = -1;
     float gs = 0.0f;
     for (int c = c_begin; c < c_end; ++c) {
         while (c >= A.chunk0[e + 1]) ++e;
+        const int64_t first = A.bstart[e], blocks = A.bstart[e + 1] - first;
+        const int64_t b0 = (int64_t)(c - A.chunk0[e]) * kChunk + tid;
+        const void* x = reinterpret_cast<const void*>(A.x[e]);
         Raw<DT> raw[U];
-        if constexpr (PREFETCH) {
 #pragma unroll
-            for (int u = 0; u < U; ++u) raw[u] = nxt[u];
-            if (c + 1 < c_end) {
-                int en = e;
-                while (c + 1 >= A.chunk0[en + 1]) ++en;
-                issue(c + 1, en, nxt);
-            }
-        } else {
-            issue(c, e, raw);
-        }
+        for (int u = 0; u < U; ++u)
+            if (b0 + u * kThreads < blocks) load_raw<DT>(raw[u], x, b0 + u * kThreads);
         if (e != cur) {  // new matrix: its rs table (uniform branch)
             __syncthreads();
-            gs = __ldg(reinterpret_cast<const float*>(A.gs[e]));
+            gs = __ldg(reinterpret_cast<const float*>(A.gs_base) + e);
             tab[tid] = fast::rs_for_scale((uint32_t)tid, gs);
             __syncthreads();
             cur = e;
         }
-        const int64_t b0 = (int64_t)(c - A.chunk0[e]) * kChunk + tid;
+        uint2* q = reinterpret_cast<uint2*>(A.q_base) + first;
+        uint8_t* sc = reinterpret_cast<uint8_t*>(A.s_base) + A.soff[e];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int64_t b = b0 + u * kThreads;
-            if (b >= A.blocks[e]) break;
+            if (b >= blocks) break;
             uint32_t sb;
             const uint2 packed = quant_block<DT>(raw[u], gs, tab, sb);
-            __stcs(reinterpret_cast<uint2*>(A.q[e]) + b, packed);
+            __stcs(q + b, packed);
             int64_t off = b;
             if (A.swizzle) {
                 const int64_t kb_n = A.kb[e];
                 off = swizzled_offset(b / kb_n, b % kb_n, (kb_n + 3) / 4 * 4);
             }
-            reinterpret_cast<uint8_t*>(A.s[e])[off] = (uint8_t)sb;
+            sc[off] = (uint8_t)sb;
         }
     }
 }
-
-// ---- the previous kernel (commit 790b420), kept for A/B timing only (variant 9) ----------
-namespace legacy {
-__device__ __forceinline__ uint32_t e2m1_code_fast(float v) {
-    const float a = fminf(fabsf(v), 6.0f);
-    const bool lt2 = a < 2.0f, lt4 = a < 4.0f;
-    const float mult = lt2 ? 2.0f : (lt4 ? 1.0f : 0.5f);
-    const uint32_t base = lt2 ? 0u : (lt4 ? 2u : 4u);
-    const uint32_t m = (f2u(__fmaf_rn(a, mult, 12582912.0f)) & 7u) + base;
-    return m | ((f2u(v) >> 28) & 8u);
-}
-__device__ __forceinline__ uint32_t canon_zero(uint32_t w) {
-    const uint32_t z = w & 0x77777777u;
-    return w & (0x77777777u | ((z + 0x77777777u) & 0x88888888u));
-}
-template <DType DT>
-__global__ void __launch_bounds__(kThreads) quant_kernel(QuantDesc d, int64_t total) {
-    constexpr int kU = 2;
-    const int64_t first = (int64_t)blockIdx.x * kThreads * kU + threadIdx.x;
-    Raw<DT> raw[kU];
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-        const int64_t t = first + u * kThreads;
-        if (t < total) load_raw<DT>(raw[u], reinterpret_cast<const void*>(d.x), t);
-    }
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-        const int64_t b = first + u * kThreads;
-        if (b >= total) break;
-        float v[16];
-        unpack<DT>(raw[u], v);
-        float amax = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 16; ++i) amax = max_nan(amax, fabsf(v[i]));
-        const bool has_nan = amax != amax;
-        float rs;
-        const uint8_t sb = block_scale(amax, has_nan, __ldg(reinterpret_cast<const float*>(d.gs)), &rs);
-        uint2 packed = make_uint2(0u, 0u);
-        if (rs != 0.0f) {
-            float p[16];
-#pragma unroll
-            for (int i = 0; i < 16; ++i) p[i] = mul_rn(v[i], rs);
-            if (rs <= kFltMax) {
-#pragma unroll
-                for (int i = 0; i < 8; ++i) {
-                    packed.x |= e2m1_code_fast(p[i]) << (4 * i);
-                    packed.y |= e2m1_code_fast(p[8 + i]) << (4 * i);
-                }
-                packed.x = canon_zero(packed.x);
-                packed.y = canon_zero(packed.y);
-            } else {
-#pragma unroll
-                for (int i = 0; i < 8; ++i) {
-                    packed.x |= float_to_e2m1(p[i]) << (4 * i);
-                    packed.y |= float_to_e2m1(p[8 + i]) << (4 * i);
-                }
-            }
-        }
-        reinterpret_cast<uint2*>(d.q)[b] = packed;
-        int64_t off = b;
-        if (d.swizzle) {
-            const int64_t kb_n = d.k >> 4;
-            off = swizzled_offset(b / kb_n, b % kb_n, (kb_n + 3) / 4 * 4);
-        }
-        reinterpret_cast<uint8_t*>(d.s)[off] = sb;
-    }
-}
-template <DType DT>
-void launch(const QuantDesc& d, cudaStream_t st) {
-    const int64_t total = d.m * d.k / 16, per = (int64_t)kThreads * 2;
-    const int64_t g = (total + per - 1) / per;
-    if (g > 0) quant_kernel<DT><<<(unsigned)g, kThreads, 0, st>>>(d, total);
-}
-}  // namespace legacy
 
 // ---- dequantize -------------------------------------------------------------------------
-// Up to two matrices per launch (the GEMM dequantizes A and B together); gs == 0 means a
-// global scale of exactly 1.
-struct DequantArgs {
-    int64_t q[2], s[2], out[2], gs[2];
-    int64_t blocks0;  // blocks of matrix 0; matrix 1 follows
-    int64_t total;    // all blocks
-};
+// One thread per 16-element block, two blocks per thread (strided by the CTA size), one CTA
+// per 512 blocks: the kernel of commit b40205f, unchanged (75% / 85% of copy on an H200).
+// A persistent grid-stride version with both GEMM operands in one launch measured slower
+// (46% / 52%; bench/NOTES.md), so the GEMM path launches this kernel once per operand.
+constexpr int kDeqUnroll = 2;
 
 // byte -> the two E2M1 values it holds (low nibble first), as floats.
 __device__ __forceinline__ float2 lut_entry(int byte) {
     return make_float2(e2m1_to_float(byte & 15), e2m1_to_float(byte >> 4));
 }
 
+// gsp == nullptr: global scale 1.
 template <DType DT>
-__device__ __forceinline__ void dequant_block(const float2* lut, uint2 codes, uint8_t sb, float gs,
-                                              void* out, int64_t b) {
-    const float f = div_rn(e4m3_to_float(sb), gs);
-    float v[16];
-    const uint32_t w[2] = {codes.x, codes.y};
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-        const float2 e = lut[(w[i >> 2] >> (8 * (i & 3))) & 0xFFu];
-        v[2 * i] = mul_rn(e.x, f);
-        v[2 * i + 1] = mul_rn(e.y, f);
-    }
-    if constexpr (DT == DType::F32) {
-        float4* p = reinterpret_cast<float4*>(out) + 4 * b;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) __stcs(p + i, make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]));
-    } else {
-        uint32_t o[8];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            // hardware RNE conversions (NaN bit patterns may differ from the CPU path;
-            // NaN positions do not)
-            if constexpr (DT == DType::BF16) {
-                const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-                o[i] = *reinterpret_cast<const uint32_t*>(&h);
-            } else {
-                const __half2 h = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
-                o[i] = *reinterpret_cast<const uint32_t*>(&h);
-            }
-        }
-        uint4* p = reinterpret_cast<uint4*>(out) + 2 * b;
-        __stcs(p, make_uint4(o[0], o[1], o[2], o[3]));
-        __stcs(p + 1, make_uint4(o[4], o[5], o[6], o[7]));
-    }
-}
-
-constexpr int kDeqUnroll = 2;
-
-// Grid-stride over groups of kDeqUnroll * 256 blocks; the loads of a group are issued before
-// its stores.
-template <DType DT>
-__global__ void __launch_bounds__(kThreads) dequant_kernel(const __grid_constant__ DequantArgs A) {
+__global__ void __launch_bounds__(kThreads)
+    dequant_kernel(const uint8_t* __restrict__ q, const uint8_t* __restrict__ s,
+                   const float* __restrict__ gsp, void* __restrict__ out, int64_t total) {
     __shared__ float2 lut[256];
     lut[threadIdx.x] = lut_entry(threadIdx.x);
-    const float gs0 = A.gs[0] ? __ldg(reinterpret_cast<const float*>(A.gs[0])) : 1.0f;
-    const float gs1 = A.gs[1] ? __ldg(reinterpret_cast<const float*>(A.gs[1])) : 1.0f;
-    __syncthreads();
-    const int64_t stride = (int64_t)gridDim.x * kThreads * kDeqUnroll;
-    for (int64_t first = (int64_t)blockIdx.x * kThreads * kDeqUnroll + threadIdx.x; first < A.total;
-         first += stride) {
-        uint2 codes[kDeqUnroll];
-        uint8_t sb[kDeqUnroll];
+    const int64_t first = (int64_t)blockIdx.x * kThreads * kDeqUnroll + threadIdx.x;
+    uint2 codes[kDeqUnroll];
+    uint8_t sb[kDeqUnroll];
 #pragma unroll
-        for (int u = 0; u < kDeqUnroll; ++u) {
-            const int64_t t = first + u * kThreads;
-            if (t < A.total) {
-                const int part = t >= A.blocks0;
-                const int64_t b = part ? t - A.blocks0 : t;
-                codes[u] = __ldg(reinterpret_cast<const uint2*>(A.q[part]) + b);
-                sb[u] = __ldg(reinterpret_cast<const uint8_t*>(A.s[part]) + b);
-            }
+    for (int u = 0; u < kDeqUnroll; ++u) {
+        const int64_t t = first + u * kThreads;
+        if (t < total) {
+            codes[u] = __ldg(reinterpret_cast<const uint2*>(q) + t);
+            sb[u] = __ldg(s + t);
         }
+    }
+    const float gs = gsp ? __ldg(gsp) : 1.0f;
+    __syncthreads();
 #pragma unroll
-        for (int u = 0; u < kDeqUnroll; ++u) {
-            const int64_t t = first + u * kThreads;
-            if (t >= A.total) break;
-            const int part = t >= A.blocks0;
-            const int64_t b = part ? t - A.blocks0 : t;
-            dequant_block<DT>(lut, codes[u], sb[u], part ? gs1 : gs0,
-                              reinterpret_cast<void*>(A.out[part]), b);
+    for (int u = 0; u < kDeqUnroll; ++u) {
+        const int64_t t = first + u * kThreads;
+        if (t >= total) break;
+        const float f = div_rn(e4m3_to_float(sb[u]), gs);
+        float v[16];
+        const uint32_t w[2] = {codes[u].x, codes[u].y};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const float2 e = lut[(w[i >> 2] >> (8 * (i & 3))) & 0xFFu];
+            v[2 * i] = mul_rn(e.x, f);
+            v[2 * i + 1] = mul_rn(e.y, f);
+        }
+        if constexpr (DT == DType::F32) {
+            float4* p = reinterpret_cast<float4*>(out) + 4 * t;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) __stcs(p + i, make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]));
+        } else {
+            uint32_t o[8];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                // hardware RNE conversions (NaN bit patterns may differ from the CPU path;
+                // NaN positions do not)
+                if constexpr (DT == DType::BF16) {
+                    const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+                    o[i] = *reinterpret_cast<const uint32_t*>(&h);
+                } else {
+                    const __half2 h = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+                    o[i] = *reinterpret_cast<const uint32_t*>(&h);
+                }
+            }
+            uint4* p = reinterpret_cast<uint4*>(out) + 2 * t;
+            __stcs(p, make_uint4(o[0], o[1], o[2], o[3]));
+            __stcs(p + 1, make_uint4(o[4], o[5], o[6], o[7]));
         }
     }
 }
@@ -470,64 +366,46 @@ int ctas_per_sm(const void* func, int device) {
     return m[device];
 }
 
-template <DType DT, int MAXG, int U, bool PREFETCH>
-void launch_quant_t(QuantArgs<MAXG>& a, const int64_t* blocks, int device, bool persistent,
-                    cudaStream_t st) {
-    constexpr int64_t kChunk = (int64_t)U * kThreads;
-    int64_t c = 0;
-    for (int i = 0; i < a.n; ++i) {
-        a.chunk0[i] = (int32_t)c;
-        c += (blocks[i] + kChunk - 1) / kChunk;
-        if (c > 0x7FFFFFFF) throw std::runtime_error("fp4_kernels: tensor too large");
-    }
-    a.chunk0[a.n] = (int32_t)c;
-    if (c == 0) return;
-    auto kern = quant_kernel<DT, MAXG, U, PREFETCH>;
-    int64_t grid = c;
-    if (persistent)
-        grid = std::min<int64_t>(c, (int64_t)sm_count(device) *
-                                        ctas_per_sm(reinterpret_cast<const void*>(kern), device));
+constexpr int kQuantU = 2;  // blocks per thread per chunk
+
+template <DType DT, int MAXG>
+void launch_quant_t(const QuantArgs<MAXG>& a, int device, cudaStream_t st) {
+    const int total = a.chunk0[a.n];
+    if (total == 0) return;
+    auto kern = quant_kernel<DT, MAXG, kQuantU>;
+    const int64_t grid = std::min<int64_t>(
+        total, (int64_t)sm_count(device) * ctas_per_sm(reinterpret_cast<const void*>(kern), device));
     kern<<<(unsigned)grid, kThreads, 0, st>>>(a);
 }
 
-template <DType DT, int MAXG>
-void launch_quant_v(QuantArgs<MAXG>& a, const int64_t* blocks, int device, cudaStream_t st) {
-    switch (g_quant_variant) {
-        case 0: launch_quant_t<DT, MAXG, 2, false>(a, blocks, device, false, st); break;
-        case 1: launch_quant_t<DT, MAXG, 2, false>(a, blocks, device, true, st); break;
-        case 3: launch_quant_t<DT, MAXG, 1, true>(a, blocks, device, true, st); break;
-        case 4: launch_quant_t<DT, MAXG, 4, true>(a, blocks, device, true, st); break;
-        default: launch_quant_t<DT, MAXG, 2, true>(a, blocks, device, true, st); break;
-    }
-}
-
+// Fills chunk0 from bstart (blocks per chunk: kQuantU * kThreads) and launches.
 template <int MAXG>
-void launch_quant(QuantArgs<MAXG>& a, const int64_t* blocks, DType dt, int device,
-                  cudaStream_t st) {
+void launch_quant(QuantArgs<MAXG>& a, DType dt, int device, cudaStream_t st) {
+    constexpr int64_t kChunk = (int64_t)kQuantU * kThreads;
+    int64_t c = 0;
+    for (int i = 0; i < a.n; ++i) {
+        a.chunk0[i] = (int32_t)c;
+        c += (a.bstart[i + 1] - a.bstart[i] + kChunk - 1) / kChunk;
+        if (c > 0x7FFFFFFF) throw std::runtime_error("fp4_kernels: tensor too large");
+    }
+    a.chunk0[a.n] = (int32_t)c;
     switch (dt) {
-        case DType::F32: launch_quant_v<DType::F32, MAXG>(a, blocks, device, st); break;
-        case DType::F16: launch_quant_v<DType::F16, MAXG>(a, blocks, device, st); break;
-        case DType::BF16: launch_quant_v<DType::BF16, MAXG>(a, blocks, device, st); break;
+        case DType::F32: launch_quant_t<DType::F32, MAXG>(a, device, st); break;
+        case DType::F16: launch_quant_t<DType::F16, MAXG>(a, device, st); break;
+        case DType::BF16: launch_quant_t<DType::BF16, MAXG>(a, device, st); break;
     }
 }
 
-template <DType DT>
-void launch_dequant_t(const DequantArgs& a, int device, cudaStream_t st) {
+void launch_dequant(const uint8_t* q, const uint8_t* s, const float* gs, void* out, int64_t total,
+                    DType dt, cudaStream_t st) {
     const int64_t per_cta = (int64_t)kThreads * kDeqUnroll;
-    int64_t grid = (a.total + per_cta - 1) / per_cta;
-    auto kern = dequant_kernel<DT>;
-    if (g_dequant_variant != 0)
-        grid = std::min<int64_t>(grid, (int64_t)sm_count(device) *
-                                           ctas_per_sm(reinterpret_cast<const void*>(kern), device));
+    const int64_t grid = (total + per_cta - 1) / per_cta;
     if (grid > 0x7FFFFFFF) throw std::runtime_error("fp4_kernels: tensor too large");
-    if (grid > 0) kern<<<(unsigned)grid, kThreads, 0, st>>>(a);
-}
-
-void launch_dequant(const DequantArgs& a, DType dt, int device, cudaStream_t st) {
+    if (grid == 0) return;
     switch (dt) {
-        case DType::F32: launch_dequant_t<DType::F32>(a, device, st); break;
-        case DType::F16: launch_dequant_t<DType::F16>(a, device, st); break;
-        case DType::BF16: launch_dequant_t<DType::BF16>(a, device, st); break;
+        case DType::F32: dequant_kernel<DType::F32><<<(unsigned)grid, kThreads, 0, st>>>(q, s, gs, out, total); break;
+        case DType::F16: dequant_kernel<DType::F16><<<(unsigned)grid, kThreads, 0, st>>>(q, s, gs, out, total); break;
+        case DType::BF16: dequant_kernel<DType::BF16><<<(unsigned)grid, kThreads, 0, st>>>(q, s, gs, out, total); break;
     }
 }
 
@@ -544,57 +422,53 @@ int cuda_device_count() {
     return n;
 }
 
-void cuda_set_variant(int kind, int value) {
-    if (kind == 0) g_quant_variant = value;
-    else g_dequant_variant = value;
-}
-
 void cuda_quant(const QuantDesc& d, DType dt, int device, uintptr_t stream) {
     DeviceGuard guard(device);
+    if (d.k / 16 > 0x7FFFFFFF) throw std::runtime_error("fp4_kernels: K too large");
     QuantArgs<1> a{};
     a.n = 1;
     a.swizzle = (int32_t)d.swizzle;
+    a.q_base = d.q;
+    a.s_base = d.s;
+    a.gs_base = d.gs;
     a.kb[0] = (int32_t)(d.k / 16);
-    a.blocks[0] = d.m * d.k / 16;
     a.x[0] = d.x;
-    a.q[0] = d.q;
-    a.s[0] = d.s;
-    a.gs[0] = d.gs;
-    if (d.k / 16 > 0x7FFFFFFF) throw std::runtime_error("fp4_kernels: K too large");
-    if (g_quant_variant == 9) {
-        auto st = reinterpret_cast<cudaStream_t>(stream);
-        switch (dt) {
-            case DType::F32: legacy::launch<DType::F32>(d, st); break;
-            case DType::F16: legacy::launch<DType::F16>(d, st); break;
-            case DType::BF16: legacy::launch<DType::BF16>(d, st); break;
-        }
-        launch_check("scaled_fp4_quant kernel", device);
-        return;
-    }
-    launch_quant<1>(a, a.blocks, dt, device, reinterpret_cast<cudaStream_t>(stream));
+    a.bstart[0] = 0;
+    a.bstart[1] = d.m * d.k / 16;
+    a.soff[0] = 0;
+    launch_quant<1>(a, dt, device, reinterpret_cast<cudaStream_t>(stream));
     launch_check("scaled_fp4_quant kernel", device);
 }
 
+// descs[i].q / .s / .gs must be the packed layout that grouped_quant_cuda (bindings.cpp)
+// builds: codes back to back from descs[0].q, scales back to back from descs[0].s, global
+// scales consecutive floats from descs[0].gs.
 void cuda_grouped_quant_host(const QuantDesc* descs, int n, DType dt, int device, uintptr_t stream) {
     DeviceGuard guard(device);
     auto st = reinterpret_cast<cudaStream_t>(stream);
-    auto a = std::make_unique<QuantArgs<kMaxGroup>>();
+    QuantArgs<kMaxGroup> a;
     for (int base = 0; base < n; base += kMaxGroup) {
         const int cnt = std::min(kMaxGroup, n - base);
-        *a = QuantArgs<kMaxGroup>{};
-        a->n = cnt;
-        a->swizzle = (int32_t)(cnt ? descs[base].swizzle : 0);
+        a = QuantArgs<kMaxGroup>{};
+        a.n = cnt;
+        a.swizzle = (int32_t)descs[base].swizzle;
+        a.q_base = descs[base].q;
+        a.s_base = descs[base].s;
+        a.gs_base = descs[base].gs;
+        int64_t b = 0;
         for (int i = 0; i < cnt; ++i) {
             const QuantDesc& d = descs[base + i];
             if (d.k / 16 > 0x7FFFFFFF) throw std::runtime_error("fp4_kernels: K too large");
-            a->kb[i] = (int32_t)(d.k / 16);
-            a->blocks[i] = d.m * d.k / 16;
-            a->x[i] = d.x;
-            a->q[i] = d.q;
-            a->s[i] = d.s;
-            a->gs[i] = d.gs;
+            if (d.q != a.q_base + 8 * b || d.gs != a.gs_base + 4 * i)
+                throw std::runtime_error("fp4_kernels: grouped quant: outputs not packed");
+            a.kb[i] = (int32_t)(d.k / 16);
+            a.x[i] = d.x;
+            a.bstart[i] = b;
+            a.soff[i] = d.s - a.s_base;
+            b += d.m * d.k / 16;
         }
-        launch_quant<kMaxGroup>(*a, a->blocks, dt, device, st);
+        a.bstart[cnt] = b;
+        launch_quant<kMaxGroup>(a, dt, device, st);
         launch_check("scaled_fp4_grouped_quant kernel", device);
     }
 }
@@ -602,13 +476,7 @@ void cuda_grouped_quant_host(const QuantDesc* descs, int n, DType dt, int device
 void cuda_dequant(const uint8_t* q, const uint8_t* s, const float* gs, void* out, int64_t m,
                   int64_t k, DType dt, int device, uintptr_t stream) {
     DeviceGuard guard(device);
-    DequantArgs a{};
-    a.q[0] = a.q[1] = (int64_t)(uintptr_t)q;
-    a.s[0] = a.s[1] = (int64_t)(uintptr_t)s;
-    a.out[0] = a.out[1] = (int64_t)(uintptr_t)out;
-    a.gs[0] = a.gs[1] = (int64_t)(uintptr_t)gs;
-    a.blocks0 = a.total = m * k / 16;
-    launch_dequant(a, dt, device, reinterpret_cast<cudaStream_t>(stream));
+    launch_dequant(q, s, gs, out, m * k / 16, dt, reinterpret_cast<cudaStream_t>(stream));
     launch_check("dequantize_fp4 kernel", device);
 }
 
@@ -616,18 +484,10 @@ void cuda_dequant_pair(const uint8_t* aq, const uint8_t* as, const uint8_t* bq, 
                        void* out, int64_t m, int64_t n, int64_t k, DType dt, int device,
                        uintptr_t stream) {
     DeviceGuard guard(device);
-    DequantArgs a{};
-    a.q[0] = (int64_t)(uintptr_t)aq;
-    a.s[0] = (int64_t)(uintptr_t)as;
-    a.q[1] = (int64_t)(uintptr_t)bq;
-    a.s[1] = (int64_t)(uintptr_t)bs;
+    auto st = reinterpret_cast<cudaStream_t>(stream);
     const int64_t elem = dt == DType::F32 ? 4 : 2;
-    a.out[0] = (int64_t)(uintptr_t)out;
-    a.out[1] = (int64_t)(uintptr_t)out + m * k * elem;
-    a.gs[0] = a.gs[1] = 0;  // global scale 1
-    a.blocks0 = m * k / 16;
-    a.total = (m + n) * k / 16;
-    launch_dequant(a, dt, device, reinterpret_cast<cudaStream_t>(stream));
+    launch_dequant(aq, as, nullptr, out, m * k / 16, dt, st);
+    launch_dequant(bq, bs, nullptr, static_cast<char*>(out) + m * k * elem, n * k / 16, dt, st);
     launch_check("dequantize (GEMM operands) kernel", device);
 }
 

@@ -17,7 +17,6 @@ void cuda_dequant(const uint8_t*, const uint8_t*, const float*, void*, int64_t, 
                   int, uintptr_t) { no_cuda(); }
 void cuda_dequant_pair(const uint8_t*, const uint8_t*, const uint8_t*, const uint8_t*, void*,
                        int64_t, int64_t, int64_t, DType, int, uintptr_t) { no_cuda(); }
-void cuda_set_variant(int, int) {}
 void cuda_mm(const uint8_t*, const uint8_t*, const uint8_t*, const uint8_t*, const float*, void*,
              int64_t, int64_t, int64_t, DType, int, uintptr_t) { no_cuda(); }
 }  // namespace fp4

@@ -48,8 +48,6 @@ void cuda_dequant_pair(const uint8_t* aq, const uint8_t* as, const uint8_t* bq,
 void cuda_mm(const uint8_t* aq, const uint8_t* bq, const uint8_t* as, const uint8_t* bs,
              const float* alpha, void* out, int64_t m, int64_t n, int64_t k, DType out_dt,
              int device, uintptr_t stream);
-// Tuning knobs for the benchmark: kind 0 = quantize kernel variant, 1 = dequantize.
-void cuda_set_variant(int kind, int value);
 
 // ---- cuBLAS through the library torch already loaded (cublas_gemm.cpp) ----
 // Loads cublasGemmEx & co. from `lib` (a path; dlopen). Returns "" on success, else why not.

@@ -72,3 +72,24 @@ def test_mm_shape_errors(fk):
         fk.scaled_fp4_mm(q, torch.zeros(4, 16, dtype=torch.uint8), s, s, 1.0)
     with pytest.raises(ValueError):
         fk.scaled_fp4_mm(q, q, s, torch.zeros(4, 2, dtype=torch.uint8), 1.0)
+
+
+def test_dequantized_operands_exact_in_bf16_and_fp16(fk, ref):
+    """The CUDA GEMM path multiplies e2m1 * e4m3 values rounded to bf16 (fp16 for fp16 output):
+    every such product (16 codes x 254 finite scale bytes) must be exactly representable."""
+    codes = torch.arange(16, dtype=torch.uint8)
+    sbytes = torch.tensor([b for b in range(256) if b not in (0x7F, 0xFF)], dtype=torch.uint8)
+    vals = ref.e2m1_decode(codes).double()[:, None] * \
+        sbytes.view(torch.float8_e4m3fn).double()[None, :]
+    for dt in (torch.bfloat16, torch.float16):
+        assert torch.equal(vals.to(dt).double(), vals), dt
+    nz = vals[vals != 0].abs()
+    assert float(nz.min()) == 2.0 ** -10 and float(nz.max()) == 6 * 448
+    # and the dequantize kernel with global scale 1 produces exactly these values
+    q = (codes[:, None] | (codes[:, None] << 4)).repeat(1, 8)           # [16, 8]: K = 16
+    for sb in (0x01, 0x38, 0x7E, 0xB3):
+        s = torch.full((16, 1), sb, dtype=torch.uint8).view(torch.float8_e4m3fn)
+        for dt in (torch.bfloat16, torch.float16):
+            out = fk.dequantize_fp4(q, s, 1.0, dt).double()
+            exact = ref.dequantize_unscaled(q, s).double()
+            assert torch.equal(out, exact), (sb, dt)
