@@ -8,7 +8,6 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -67,10 +66,10 @@ def test_deploy_builds_each_host_for_its_own_sm_installs_and_verifies(sshd_farm,
     assert any(e["event"] == "task.finished" and e["host"] == "sm120" for e in events)
 
     # Second deploy, nothing changed: nothing is rebuilt or reinstalled, and it says so.
-    started = time.monotonic()
     again = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", home=tmp_path, timeout_s=600)
     assert again.returncode == 0, again.stdout[-3000:]
-    assert time.monotonic() - started < 120
+    assert "*** Created fp4_kernels" not in again.stdout  # no compiler ran
+    assert "nothing changed: every host was already up to date" in again.stdout
     record = json.loads((last_run(tmp_path) / "run.json").read_text())
     for name in hosts:
         tasks = {t["action"]: t for t in record["hosts"][name]["tasks"]}
@@ -109,10 +108,9 @@ def test_preflight_fails_in_seconds_with_the_cause(sshd_farm, tmp_path):
     inv = write_inventory(tmp_path / "inv.yaml", {"g": hosts})
     play = tmp_path / "preflight.yaml"
     play.write_text(PREFLIGHT_PLAY.format(src=REPO / "kernel_src", disk=1))
-    started = time.monotonic()
     res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
     assert res.returncode == 1
-    assert time.monotonic() - started < 90  # seconds, not a build
+    assert "*** Created" not in res.stdout and "Build files have been written" not in res.stdout  # no build began
     record = json.loads((last_run(tmp_path) / "run.json").read_text())
     for name, (_, _, expected) in cases.items():
         build = [t for t in record["hosts"][name]["tasks"] if t["action"] == "build_wheel"][0]

@@ -130,7 +130,7 @@ def test_no_banner_and_dropped_packets_fail_within_the_deadline_with_their_cause
     assert out["good"]["stdout"] == "hi\n"
     assert "sent no SSH banner" in out["nobanner"]["error"]
     assert "no TCP connection" in out["blackhole"]["error"]
-    assert elapsed < 20
+    assert elapsed < 60  # two 3 s deadlines, plus a loaded machine's slack
 
 
 def test_dropped_connection_stops_the_remote_build_and_a_rerun_is_clean(sshd_farm, tmp_path):
@@ -194,7 +194,7 @@ def test_sshd_that_stops_answering_mid_build_is_detected_by_keepalives(sshd_farm
             except ProcessLookupError:
                 pass
     assert proc.returncode == 1
-    assert elapsed < 30
+    assert elapsed < 60  # keepalives every 1 s, 3 missed; generous for a loaded machine
     record = json.loads((last_run(tmp_path) / "run.json").read_text())
     assert record["hosts"]["frozen"]["status"] == "unreachable"
     assert record["hosts"]["fine"]["status"] == "ok"
