@@ -57,7 +57,16 @@ class Context:
         inv = load_inventory(str(path))
         hosts = inv.select(pattern, limit=limit)
         inv.check_hosts(hosts, venv=venv)
+        from .build import parse_arch_list
         from .fdlimit import ensure_fd_budget
+
+        for host in hosts:
+            if "fallback_archs" in host.vars:
+                try:
+                    parse_arch_list(str(host.vars["fallback_archs"]))
+                except ValueError as exc:
+                    raise InputError(str(exc), file=str(path),
+                                     key=f"{host.name}.fallback_archs") from None
 
         ensure_fd_budget(len(hosts), forks)
         return inv, hosts
@@ -163,12 +172,12 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     """Gather and print facts: GPUs and SMs, CUDA, venv and torch, cores, memory, disk, build plan."""
     from .adhoc import facts_on_hosts
     from .render import facts_table, print_json
-    from .runrecord import RunRecord
+    from .runrecord import guarded, open_record
 
     _, hosts = obj.select(pattern, limit, forks=forks)
-    record = RunRecord("facts")
-    result = run_async(facts_on_hosts(hosts, record=record, forks=forks, connect_timeout_s=connect_timeout,
-                                      accept_new_host_keys=accept_new_host_keys))
+    record = open_record("facts")
+    result = guarded(record, lambda: run_async(facts_on_hosts(
+        hosts, record=record, forks=forks, connect_timeout_s=connect_timeout, accept_new_host_keys=accept_new_host_keys)))
     bad = [h for h, f in result.items() if not f.get("reachable", True) or "error" in f]
     record.finish("failed" if bad else "ok")
     if as_json:
@@ -199,12 +208,12 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     """Run ARGV exactly as given (no shell) on every host: fleetctl run --hosts all -- uname -r"""
     from .adhoc import run_on_hosts
     from .render import LinePrinter, print_json
-    from .runrecord import RunRecord
+    from .runrecord import guarded, open_record
 
     _, hosts = obj.select(pattern, limit, venv=False, forks=forks)  # `run` may be what creates the venv
     from .redact import unwrap
 
-    record = RunRecord("run")
+    record = open_record("run")
     record.redactor.add(set().union(*(unwrap(h.vars)[1] for h in hosts)))
     raw_printer = LinePrinter([h.name for h in hosts], stream=sys.stderr if as_json else sys.stdout)
 
@@ -212,9 +221,9 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
         raw_printer(host, type(line)(line.stream, record.redactor.bytes(line.data)))
 
     record.data["argv"] = list(argv)
-    result = run_async(run_on_hosts(hosts, list(argv), record=record, on_line=printer, forks=forks,
+    result = guarded(record, lambda: run_async(run_on_hosts(hosts, list(argv), record=record, on_line=printer, forks=forks,
                                     timeout_s=timeout_s, connect_timeout_s=connect_timeout,
-                                    accept_new_host_keys=accept_new_host_keys))
+                                    accept_new_host_keys=accept_new_host_keys)))
     bad = [h for h, r in result.items() if r.get("unreachable") or r.get("rc") != 0]
     record.finish("failed" if bad else "ok")
     if as_json:
@@ -223,8 +232,10 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
         for h, r in result.items():
             if r.get("unreachable"):
                 click.echo(f"{h}: UNREACHABLE: {r['error']}", err=True)
+            elif r.get("error"):
+                click.echo(f"{h}: FAILED: {r['error']}", err=True)
             elif r.get("rc") != 0:
-                click.echo(f"{h}: FAILED: rc={r.get('rc')} {r.get('error', '')}".rstrip(), err=True)
+                click.echo(f"{h}: FAILED: rc={r.get('rc')}", err=True)
     raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
 
 
@@ -250,8 +261,10 @@ def runs(ctx: click.Context, as_json: bool) -> None:
 @click.argument("run_id")
 def runs_show(run_id: str) -> None:
     """Print one run's run.json."""
-    from .runrecord import load_run
+    from .runrecord import load_run, runs_root, valid_run_id
 
+    if not valid_run_id(run_id) or not (runs_root() / run_id / "run.json").exists():
+        raise fail_input(f"no run {run_id!r} in {runs_root()} (fleetctl runs lists them)")
     try:
         click.echo(json.dumps(load_run(run_id), indent=2))
     except (OSError, ValueError) as exc:
@@ -263,8 +276,10 @@ def runs_show(run_id: str) -> None:
 @click.argument("host")
 def logs(run_id: str, host: str) -> None:
     """Print the log of HOST in run RUN_ID (the exact bytes the host printed)."""
-    from .runrecord import host_log_path
+    from .runrecord import host_log_path, runs_root, valid_run_id
 
+    if not valid_run_id(run_id) or not (runs_root() / run_id).is_dir():
+        raise fail_input(f"no run {run_id!r} in {runs_root()} (fleetctl runs lists them)")
     path = host_log_path(run_id, host)
     if not path.exists():
         raise fail_input(f"{path}: no log for host {host} in run {run_id}")

@@ -152,7 +152,7 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
     from .lock import HostLocks, HostsLocked
     from .play import Listener, PlayOptions, failed_hosts, run_playbook
     from .playbook import load_playbook
-    from .runrecord import RunRecord, retry_hosts, write_retry_set
+    from .runrecord import open_record, retry_hosts, write_retry_set
 
     path = resolve_default(playbook_path)
     if not path.exists():
@@ -194,7 +194,7 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
     if plan:
         return _print_plan(playbook, hosts, kind, as_json, PlayOptions(
             forks=forks, extra_vars=extra_vars, connect_timeout_s=connect_timeout))
-    record = RunRecord(kind)
+    record = open_record(kind)
     locks = HostLocks([h.name for h in hosts], record.run_id)
     if not dry_run:
         try:
@@ -257,7 +257,7 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
         changed = [t for r in results.values() for t in r.get("tasks", []) if t["status"] == "changed"]
         if not bad and not changed and not dry_run:
             live.console.print("nothing changed: every host was already up to date")
-        classes = build_classes(results)
+        classes = [] if dry_run else build_classes(results)
         if classes:
             live.console.print("build classes:")
             for line in classes:
@@ -301,10 +301,10 @@ def _print_plan(playbook, hosts, kind: str, as_json: bool, opts) -> None:
     """Print per host build / push / reinstall / skip and which inputs changed; exit 0 (1 if a host
     could not be planned)."""
     from .plan import plan_hosts
-    from .runrecord import RunRecord
+    from .runrecord import guarded, open_record
 
-    record = RunRecord(f"{kind}-plan")
-    results = run_async(plan_hosts(playbook, hosts, record=record, opts=opts))
+    record = open_record(f"{kind}-plan")
+    results = guarded(record, lambda: run_async(plan_hosts(playbook, hosts, record=record, opts=opts)))
     bad = [h for h, r in results.items() if r.get("status") != "ok"]
     record.data["hosts"] = results
     record.finish("failed" if bad else "ok")

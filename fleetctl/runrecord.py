@@ -129,6 +129,35 @@ class RunRecord:
             self._events.close()
 
 
+def open_record(kind: str, *, root: Path | None = None) -> RunRecord:
+    """A new :class:`RunRecord`, or an InputError naming the runs folder when it cannot be written
+    (``FLEETCTL_HOME`` pointing at a file, a read-only place...)."""
+    from .errors import InputError
+
+    root = root or runs_root()
+    try:
+        return RunRecord(kind, root=root)
+    except OSError as exc:
+        raise InputError(f"cannot write run records in {root}: {exc.strerror or exc} (set FLEETCTL_HOME to a "
+                         f"writable folder)", key="FLEETCTL_HOME") from None
+
+
+def guarded(record: RunRecord, run):
+    """Call ``run()``; whatever escapes it (Ctrl-C, SIGTERM, a bug) first marks the record
+    ``interrupted`` so that no run stays ``running`` forever."""
+    try:
+        return run()
+    except BaseException:
+        if record.data.get("status") == "running":
+            record.finish("interrupted")
+        raise
+
+
+def valid_run_id(run_id: str) -> bool:
+    """Run ids are folder names fleetctl made: no path separators, no dot-dot."""
+    return bool(run_id) and "/" not in run_id and run_id not in (".", "..") and not run_id.startswith(".")
+
+
 def list_runs(root: Path | None = None) -> list[dict]:
     """Every run's ``run.json`` (newest first); unreadable ones are reported with an error key."""
     root = root or runs_root()

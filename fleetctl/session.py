@@ -104,5 +104,10 @@ async def gather_host_facts(session: HostSession, *, timeout_s: float = 180.0) -
         fallback_archs=str(v.get("fallback_archs", "9.0a;12.0a")),
         timeout_s=timeout_s,
     )
+    cuda = facts.get("cuda") or {}
+    if session.host.cuda_home and cuda.get("source") != "cuda_home var":
+        notes = facts.setdefault("build", {}).setdefault("notes", [])
+        notes.insert(0, f"cuda_home {session.host.cuda_home} has no bin/nvcc; found {cuda.get('home') or 'no toolkit'} "
+                        f"instead (builds refuse this until cuda_home is fixed)")
     session.facts = facts
     return facts

@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -140,7 +141,7 @@ def test_dropped_connection_stops_the_remote_build_and_a_rerun_is_clean(sshd_far
     play = tmp_path / "long.yaml"
     play.write_text("name: long build\nhosts: all\ngather_facts: false\ntasks:\n"
                     f"  - name: build\n    command: {{argv: [sh, -c, 'echo started; exec sleep 600 # {marker}']}}\n")
-    proc = subprocess.Popen(["python3", "-m", "fleetctl", "-i", str(inv), "deploy", "--hosts", "g", "--playbook",
+    proc = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "deploy", "--hosts", "g", "--playbook",
                              str(play)], cwd=Path(__file__).resolve().parents[1],
                             env={**os.environ, "FLEETCTL_HOME": str(tmp_path)}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -174,7 +175,7 @@ def test_sshd_that_stops_answering_mid_build_is_detected_by_keepalives(sshd_farm
     play = tmp_path / "long.yaml"
     play.write_text("name: long\nhosts: all\ngather_facts: false\ntasks:\n"
                     "  - name: build\n    command: {argv: [sh, -c, 'echo started; sleep 4; echo done']}\n")
-    proc = subprocess.Popen(["python3", "-m", "fleetctl", "-i", str(inv), "deploy", "--hosts", "g", "--playbook",
+    proc = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "deploy", "--hosts", "g", "--playbook",
                              str(play)], cwd=Path(__file__).resolve().parents[1],
                             env={**os.environ, "FLEETCTL_HOME": str(tmp_path)}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import CommandTimeout, TransferError
-from .base import CommandResult, Connection, LineCallback
+from .base import CommandResult, Connection, LineCallback, OutputLine
 from .command import validate_env
 from .streams import pump_lines
 
@@ -58,15 +58,24 @@ class LocalConnection(Connection):
         if become:
             argv = ["sudo", "-n", "--", "env", *(f"{k}={v}" for k, v in (env or {}).items()), *argv]
         started = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=full_env,
-            cwd=cwd,
-            start_new_session=True,
-        )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=full_env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            # What a shell reports: 127 for a missing program, 126 for one that cannot run.
+            rc = 127 if isinstance(exc, FileNotFoundError) else 126
+            where = f" (in {cwd})" if cwd and isinstance(exc, FileNotFoundError) and exc.filename == cwd else ""
+            message = f"{argv[0]}: {exc.strerror or exc}{where}\n".encode()
+            if on_line:
+                on_line(OutputLine("stderr", message))
+            return CommandResult(argv=argv, rc=rc, stderr=message, duration_s=time.monotonic() - started)
         out, err = bytearray(), bytearray()
 
         async def feed() -> None:

@@ -168,9 +168,11 @@ async def run(ctx: TaskContext, args: BuildWheelArgs, *, force: bool = False) ->
     defines = cmake_defines({**facts, "build": plan}, args.cmake_defines)
     tree = await ctx.run(["/bin/sh", "-c", _TREE_HASH, "fleetctl-tree-hash", args.src], quiet=True,
                          mutating=False, timeout_s=300)
-    if tree.rc != 0:
+    if tree.rc != 0 and not ctx.dry_run:
         return TaskResult(Status.FAILED, rc=tree.rc, msg=f"source tree {args.src}: {first_error_line(tree)}")
-    inputs = build_inputs(tree.stdout_text.split()[0], plan, defines, facts, ctx.host)
+    # in a dry run the sources may not be uploaded yet: plan with an unknown tree
+    tree_hash = tree.stdout_text.split()[0] if tree.rc == 0 and tree.stdout_text.split() else "not-uploaded-yet"
+    inputs = build_inputs(tree_hash, plan, defines, facts, ctx.host)
     key = build_key(inputs)
     dest = posixpath.join(args.out_dir, key[:16])
     stamp = posixpath.join(dest, ".fleetctl-build.json")

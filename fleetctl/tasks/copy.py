@@ -75,5 +75,6 @@ async def run(ctx: TaskContext, args: CopyArgs, playbook_dir: Path) -> TaskResul
     ctx.record.event("copy.finished", host=ctx.host, files=len(files), uploaded=len(todo))
     data = {"files": len(files), "uploaded": len(todo), "dest": args.dest}
     if todo:
-        return TaskResult(Status.CHANGED, msg=f"uploaded {len(todo)} of {len(files)} files", data=data)
+        verb = "would upload" if ctx.dry_run else "uploaded"
+        return TaskResult(Status.CHANGED, msg=f"{verb} {len(todo)} of {len(files)} files", data=data)
     return TaskResult(Status.OK, msg=f"{len(files)} files unchanged", data=data)

@@ -58,6 +58,11 @@ async def run(ctx: TaskContext, args: PipInstallArgs, *, force: bool = False) ->
         wheel = matches[0]
     if not ctx.session.venv:
         return TaskResult(Status.FAILED, msg="no venv for this host: set the host var 'venv'")
+    if ctx.dry_run:  # the wheel may not exist yet: plan the install command only
+        uv = (ctx.facts.get("uv") or {}).get("path")
+        tool = "uv" if (args.tool == "uv" or (args.tool == "auto" and uv)) else "pip"
+        await ctx.run(install_argv(tool, ctx.session.python, uv, wheel, args))
+        return TaskResult(Status.CHANGED, msg=f"dry run: would install {posixpath.basename(wheel)} ({tool})")
     dist = dist_name(wheel)
     keep_dir = posixpath.join(ctx.session.workdir, "installed")
     record_path = posixpath.join(keep_dir, f"{dist}.json")
