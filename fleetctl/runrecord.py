@@ -16,6 +16,7 @@ import logging
 import os
 import secrets
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,9 @@ import structlog
 
 from .connection.base import OutputLine
 from .redact import Redactor
+
+
+SAVE_INTERVAL_S = 0.5
 
 
 def runs_root() -> Path:
@@ -59,6 +63,8 @@ class RunRecord:
         self._lock = threading.Lock()
         #: Secrets found so far (see fleetctl.redact); everything written passes through it.
         self.redactor = Redactor()
+        self._saved_at = 0.0
+        self._dirty = False
         self._events = open(self.dir / "events.jsonl", "a", encoding="utf-8")
         self._logs: dict[str, Any] = {}
         # Its own wrapper class: the run record keeps every event, whatever level stderr shows.
@@ -79,7 +85,7 @@ class RunRecord:
             "status": "running",
             "hosts": {},
         }
-        self.save()
+        self.save(force=True)
 
     def event(self, name: str, **data: Any) -> None:
         """Append one structlog JSON line (``noun.verb_past`` names: ``task.finished``)."""
@@ -110,8 +116,16 @@ class RunRecord:
             fh.write(b"==> " + self.redactor.text(text).encode("utf-8", "replace") + b"\n")
             fh.flush()
 
-    def save(self) -> None:
-        """Rewrite run.json atomically (temp file + rename)."""
+    def save(self, *, force: bool = False) -> None:
+        """Rewrite run.json atomically (temp file + rename), at most every :data:`SAVE_INTERVAL_S`
+        seconds unless ``force`` (events.jsonl records every step as it happens anyway, and a
+        rewrite per host grows with the square of the fleet)."""
+        now = time.monotonic()
+        if not force and now - self._saved_at < SAVE_INTERVAL_S:
+            self._dirty = True
+            return
+        self._saved_at = now
+        self._dirty = False
         with self._lock:
             tmp = self.dir / "run.json.tmp"
             tmp.write_text(json.dumps(self.redactor.obj(self.data), indent=2, default=str) + "\n", encoding="utf-8")
@@ -121,7 +135,7 @@ class RunRecord:
         """Record the end (``ok``, ``failed``, ``interrupted``) and close files."""
         self.data["status"] = status
         self.data["finished"] = dt.datetime.now(dt.timezone.utc).isoformat()
-        self.save()
+        self.save(force=True)
         self.event("run.finished", status=status)
         with self._lock:
             for fh in self._logs.values():

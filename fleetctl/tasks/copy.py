@@ -36,7 +36,21 @@ def local_files(src: Path) -> list[tuple[Path, str]]:
     return out
 
 
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
 def sha256_file(path: Path) -> str:
+    """SHA-256 (hex) of a local file, computed once per run for a given size and mtime (every host
+    of a copy compares against the same local files)."""
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    digest = _DIGESTS.get(key)
+    if digest is None:
+        digest = _DIGESTS[key] = _hash(path)
+    return digest
+
+
+def _hash(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -60,7 +74,8 @@ async def run(ctx: TaskContext, args: CopyArgs, playbook_dir: Path) -> TaskResul
         for line in remote.stdout_text.splitlines():
             digest, _, name = line.partition("  ")
             have[name] = digest
-    todo = [(p, dest_of[rel]) for p, rel in files if have.get(dest_of[rel]) != sha256_file(p)]
+    digests = await asyncio.to_thread(lambda: [sha256_file(p) for p, _ in files])  # off the event loop
+    todo = [(p, dest_of[rel]) for (p, rel), digest in zip(files, digests) if have.get(dest_of[rel]) != digest]
     gate = asyncio.Semaphore(PARALLEL_UPLOADS)
 
     async def one(path: Path, dest: str) -> None:
