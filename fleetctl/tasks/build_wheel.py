@@ -35,6 +35,7 @@ from ..errors import FleetError
 from ..scripts import script_path
 from ..status import Status
 from .base import TaskContext, TaskResult, first_error_line
+from .copy import sha256_of
 
 _WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+-]+\.whl$")
 
@@ -290,10 +291,10 @@ async def _fetch_to_cache(ctx: TaskContext, wheel: str, digest: str, key: str, d
     if not _WHEEL_NAME.match(name):
         raise FleetError(f"refusing to fetch {wheel!r}: not a wheel file name")
     local = cache_root() / key[:16] / name
-    if not (local.exists() and _sha256(local) == digest):
+    if not (local.exists() and sha256_of(local) == digest):
         local.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         await ctx.session.conn.get(wheel, str(local))
-        if _sha256(local) != digest:
+        if sha256_of(local) != digest:
             local.unlink(missing_ok=True)
             raise FleetError(f"fetched {name} does not match its sha256 {digest[:12]}")
     return BuiltWheel(local=local, name=name, sha256=digest, builder=ctx.host,
@@ -312,14 +313,6 @@ async def _push(ctx: TaskContext, built: BuiltWheel, dest: str, stamp: str, key:
     await _write_stamp(ctx, stamp, data)
     return TaskResult(Status.CHANGED, msg=f"pushed {built.name} (built once for this arch class on {built.builder})",
                       data=data)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 async def _write_stamp(ctx: TaskContext, stamp: str, data: dict[str, Any]) -> None:
@@ -375,5 +368,5 @@ def local_tree_hash(files: list[tuple[Path, str]]) -> str:
     output for the paths sorted bytewise (``LC_ALL=C sort``)."""
     lines = []
     for path, rel in sorted(files, key=lambda item: ("./" + item[1]).encode()):
-        lines.append(f"{_sha256(path)}  ./{rel}\n")
+        lines.append(f"{sha256_of(path)}  ./{rel}\n")
     return hashlib.sha256("".join(lines).encode()).hexdigest()

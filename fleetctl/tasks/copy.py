@@ -46,11 +46,12 @@ def sha256_file(path: Path) -> str:
     key = (str(path), st.st_size, st.st_mtime_ns)
     digest = _DIGESTS.get(key)
     if digest is None:
-        digest = _DIGESTS[key] = _hash(path)
+        digest = _DIGESTS[key] = sha256_of(path)
     return digest
 
 
-def _hash(path: Path) -> str:
+def sha256_of(path: Path) -> str:
+    """SHA-256 (hex) of a local file's bytes, read in 1 MiB pieces."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
