@@ -232,7 +232,7 @@ def test_run_with_na_compute_cap(tmp_path, smi_dir, light_venv):
 
 def test_failing_nvidia_smi_falls_back_to_nvml(tmp_path, smi_dir, light_venv):
     if not shutil.which("cc"):
-        pytest.skip("no C compiler for the fake NVML library")
+        pytest.fail("no C compiler for the fake NVML library")
     write_failing_nvidia_smi(smi_dir)
     lib = write_fake_libnvml(tmp_path / "lib", [H200, RTX_PRO_6000], driver="575.51.03")
     facts, proc = run_script("--workdir", tmp_path, path_dirs=[smi_dir], env={"LD_LIBRARY_PATH": str(lib.parent)}, venv=light_venv)
@@ -247,9 +247,9 @@ def test_failing_nvidia_smi_falls_back_to_nvml(tmp_path, smi_dir, light_venv):
 
 def test_nvml_fallback_when_nvidia_smi_missing(tmp_path, light_venv):
     if not shutil.which("cc"):
-        pytest.skip("no C compiler for the fake NVML library")
+        pytest.fail("no C compiler for the fake NVML library")
     if shutil.which("nvidia-smi", path=SYSTEM_PATH):
-        pytest.skip("a real nvidia-smi is on the system PATH")
+        pytest.fail("a real nvidia-smi is on the system PATH")
     lib = write_fake_libnvml(tmp_path / "lib", [B200])
     facts, _ = run_script("--workdir", tmp_path, env={"LD_LIBRARY_PATH": str(lib.parent)}, venv=light_venv)
     assert facts["gpu_source"] == "nvml"
@@ -259,7 +259,7 @@ def test_nvml_fallback_when_nvidia_smi_missing(tmp_path, light_venv):
 
 def test_every_gpu_source_failing_is_reported_not_fatal(tmp_path, smi_dir, light_venv):
     if not shutil.which("cc"):
-        pytest.skip("no C compiler for the fake NVML library")
+        pytest.fail("no C compiler for the fake NVML library")
     write_failing_nvidia_smi(smi_dir)
     lib = write_fake_libnvml(tmp_path / "lib", [], init_rc=9)
     facts, _ = run_script("--workdir", tmp_path, path_dirs=[smi_dir], env={"LD_LIBRARY_PATH": str(lib.parent)}, venv=light_venv)
