@@ -16,40 +16,31 @@ from .cli import EXIT_FAILED, Context, FiniteFloatRange, fail_input, forks_optio
     pass_ctx, run_async, timeout_option
 from .errors import InputError
 from .paths import resolve_default
+from .render import LinePrinter
 from .status import Status
 
 STYLE = {"ok": "green", "changed": "yellow", "failed": "bold red", "skipped": "dim", "unreachable": "bold magenta"}
 
 
-class LiveOutput:
-    """Prints every host line as it arrives (``host | line``), task starts and results (to ``stream``)."""
+class LiveOutput(LinePrinter):
+    """Prints every host line as it arrives (``host | line``, see :class:`LinePrinter`), task
+    starts and results (to ``stream``)."""
 
-    def __init__(self, hosts: list[str], stream) -> None:
-        self.width = max((len(h) for h in hosts), default=4)
-        self.console = Console(file=stream, highlight=False, soft_wrap=True)
-        self.last_progress: dict[str, tuple[int, int]] = {}
-
-    def _prefix(self, host: str) -> Text:
-        return Text(f"{host:<{self.width}} | ", style="bold cyan")
-
-    def line(self, host: str, line) -> None:
-        text = self._prefix(host)
-        text.append(line.text, style="dim" if line.stream == "stderr" else "")
-        self.console.print(text, markup=False)
+    line = LinePrinter.__call__
 
     def task(self, host: str, index: int, total: int, name: str) -> None:
-        text = self._prefix(host)
+        text = self.prefix(host)
         text.append(f"[task {index}/{total}] {name}", style="bold")
         self.console.print(text)
 
     def result(self, host: str, name: str, res) -> None:
-        text = self._prefix(host)
+        text = self.prefix(host)
         text.append(f"{res.status.value.upper():11}", style=STYLE.get(res.status.value, ""))
         text.append(f" {name}" + (f": {res.msg}" if res.msg else ""))
         self.console.print(text)
 
     def note(self, host: str, message: str) -> None:
-        text = self._prefix(host)
+        text = self.prefix(host)
         text.append(f"note: {message}", style="yellow")
         self.console.print(text)
 

@@ -16,7 +16,6 @@ host's facts, the task's defines) and compared with what the host holds:
 from __future__ import annotations
 
 import json
-import posixpath
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,11 +28,12 @@ from .playbook import Playbook
 from .runrecord import RunRecord
 from .session import gather_host_facts, open_session
 from .tasks.base import TaskContext
-from .tasks.build_wheel import build_inputs, build_key, local_tree_hash, target_plan
+from .tasks.build_wheel import STAMP_NAME, build_inputs, build_key, local_tree_hash, target_plan
+from .tasks.pip_install import installed_dir
 from .tasks.copy import local_files
 from .build import cmake_defines
 
-_STAMPS = ('for f in "$1"/*/.fleetctl-build.json; do [ -f "$f" ] && { cat "$f"; echo; }; done; '
+_STAMPS = (f'for f in "$1"/*/{STAMP_NAME}; do [ -f "$f" ] && {{ cat "$f"; echo; }}; done; '
            'for f in "$2"/*.json; do [ -f "$f" ] && { printf "INSTALLED "; cat "$f"; echo; }; done; true')
 
 
@@ -74,7 +74,7 @@ async def plan_host(host: Host, playbook: Playbook, record: RunRecord, opts) -> 
             key = build_key(inputs)
             tctx = TaskContext(session=session, record=record, task_label="plan", timeout_s=120)
             res = await tctx.run(["/bin/sh", "-c", _STAMPS, "fleetctl-plan", args.out_dir,
-                                  posixpath.join(session.workdir, "installed")], quiet=True, mutating=False)
+                                  installed_dir(session.workdir)], quiet=True, mutating=False)
             stamps, installed = [], []
             for line in res.stdout_text.splitlines():
                 try:

@@ -25,9 +25,12 @@ class LinePrinter:
         self.width = max((len(h) for h in hosts), default=0)
         self.console = Console(file=self.stream, highlight=False, soft_wrap=True)
 
+    def prefix(self, host: str) -> Text:
+        """``host | `` padded to the widest host name."""
+        return Text(f"{host:<{self.width}} | ", style="bold cyan")
+
     def __call__(self, host: str, line: OutputLine) -> None:
-        prefix = f"{host:<{self.width}} | "
-        text = Text(prefix, style="bold cyan")
+        text = self.prefix(host)
         text.append(line.text, style="dim" if line.stream == "stderr" else "")
         self.console.print(text, markup=False)
 

@@ -6,7 +6,10 @@ display through the context, and the result carries the status.
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,6 +127,21 @@ class TaskContext:
             self.planned.append({"upload": local, "to": remote})
             return
         await self.session.conn.put(local, remote, mode=mode)
+
+    async def put_json(self, remote: str, data: Any) -> None:
+        """Write a small JSON document (stamps, install records) to the host, mode 0600."""
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+            json.dump(data, fh)
+        try:
+            await self.put(fh.name, remote, mode=0o600)
+        finally:
+            os.unlink(fh.name)
+
+    def build_tool(self, requested: str) -> tuple[str, str | None]:
+        """``("uv", path)`` when ``requested`` is ``uv``, or ``auto`` and the host has uv; else
+        ``("pip", path-or-None)``. The path is uv's, from facts."""
+        uv = (self.facts.get("uv") or {}).get("path")
+        return ("uv" if requested == "uv" or (requested == "auto" and uv) else "pip"), uv
 
 
 def first_error_line(res: CommandResult) -> str:

@@ -37,6 +37,9 @@ from ..status import Status
 from .base import TaskContext, TaskResult, first_error_line
 from .copy import sha256_of
 
+#: The stamp a build leaves next to its wheel (``<out_dir>/<key16>/``): the task data, inputs included.
+STAMP_NAME = ".fleetctl-build.json"
+
 _WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+-]+\.whl$")
 
 KILLED = re.compile(r"\bKilled\b|out of memory|Cannot allocate memory|signal 9|std::bad_alloc", re.I)
@@ -164,8 +167,7 @@ async def run(ctx: TaskContext, args: BuildWheelArgs, *, force: bool = False) ->
         return TaskResult(Status.FAILED, msg=f"preflight: build requirements missing in {venv}: "
                           f"{', '.join(info['missing'])} (pip install them into the venv, or set no_build_isolation: false)")
 
-    uv = (facts.get("uv") or {}).get("path")
-    tool = "uv" if (args.tool == "uv" or (args.tool == "auto" and uv)) else "pip"
+    tool, uv = ctx.build_tool(args.tool)
     defines = cmake_defines({**facts, "build": plan}, args.cmake_defines)
     tree = await ctx.run(["/bin/sh", "-c", _TREE_HASH, "fleetctl-tree-hash", args.src], quiet=True,
                          mutating=False, timeout_s=300)
@@ -176,7 +178,7 @@ async def run(ctx: TaskContext, args: BuildWheelArgs, *, force: bool = False) ->
     inputs = build_inputs(tree_hash, plan, defines, facts, ctx.host)
     key = build_key(inputs)
     dest = posixpath.join(args.out_dir, key[:16])
-    stamp = posixpath.join(dest, ".fleetctl-build.json")
+    stamp = posixpath.join(dest, STAMP_NAME)
     if not force and not ctx.dry_run:
         old = await ctx.run(["cat", stamp], quiet=True, mutating=False)
         if old.rc == 0:
@@ -263,7 +265,7 @@ async def _build_here(ctx: TaskContext, args: BuildWheelArgs, plan: dict[str, An
         if missing:
             return TaskResult(Status.FAILED, msg=f"SASS check ({where}): {posixpath.basename(wheel)} lacks "
                               f"{', '.join(missing)} (holds {', '.join(found_archs) or 'no SASS'})", data=data)
-    await _write_stamp(ctx, stamp, data)
+    await ctx.put_json(stamp, data)
     return TaskResult(Status.CHANGED, msg=f"built {posixpath.basename(wheel)} for {data['archs']}", data=data)
 
 
@@ -310,20 +312,9 @@ async def _push(ctx: TaskContext, built: BuiltWheel, dest: str, stamp: str, key:
         return TaskResult(Status.FAILED, msg=f"cannot push {built.name}: {exc}")
     data = {**built.data, "wheel": wheel, "sha256": built.sha256, "key": key, "reused": False,
             "pushed_from": built.builder}
-    await _write_stamp(ctx, stamp, data)
+    await ctx.put_json(stamp, data)
     return TaskResult(Status.CHANGED, msg=f"pushed {built.name} (built once for this arch class on {built.builder})",
                       data=data)
-
-
-async def _write_stamp(ctx: TaskContext, stamp: str, data: dict[str, Any]) -> None:
-    import tempfile
-
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
-        json.dump(data, fh)
-    try:
-        await ctx.put(fh.name, stamp, mode=0o600)
-    finally:
-        Path(fh.name).unlink(missing_ok=True)
 
 
 async def _sass_archs(ctx: TaskContext, wheel: str, digest: str) -> tuple[list[str], str, str | None]:

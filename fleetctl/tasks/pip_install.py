@@ -26,6 +26,11 @@ _TORCH = (
 )
 
 
+def installed_dir(workdir: str) -> str:
+    """Where install records (``<dist>.json``: sha256, kept wheel, previous) and kept wheels live."""
+    return posixpath.join(workdir, "installed")
+
+
 def dist_name(wheel: str) -> str:
     """The distribution name of a wheel file (``fp4_kernels-0.1.0-cp312-...whl`` -> ``fp4_kernels``)."""
     return posixpath.basename(wheel).split("-")[0]
@@ -58,13 +63,12 @@ async def run(ctx: TaskContext, args: PipInstallArgs, *, force: bool = False) ->
         wheel = matches[0]
     if not ctx.session.venv:
         return TaskResult(Status.FAILED, msg="no venv for this host: set the host var 'venv'")
+    tool, uv = ctx.build_tool(args.tool)
     if ctx.dry_run:  # the wheel may not exist yet: plan the install command only
-        uv = (ctx.facts.get("uv") or {}).get("path")
-        tool = "uv" if (args.tool == "uv" or (args.tool == "auto" and uv)) else "pip"
         await ctx.run(install_argv(tool, ctx.session.python, uv, wheel, args))
         return TaskResult(Status.CHANGED, msg=f"dry run: would install {posixpath.basename(wheel)} ({tool})")
     dist = dist_name(wheel)
-    keep_dir = posixpath.join(ctx.session.workdir, "installed")
+    keep_dir = installed_dir(ctx.session.workdir)
     record_path = posixpath.join(keep_dir, f"{dist}.json")
     digest_res = await ctx.run(["sha256sum", wheel], quiet=True, mutating=False)
     if digest_res.rc != 0:
@@ -86,8 +90,6 @@ async def run(ctx: TaskContext, args: PipInstallArgs, *, force: bool = False) ->
                               data={"wheel": previous.get("kept"), "sha256": digest, "skipped": True})
 
     before = await torch_state(ctx)
-    uv = (ctx.facts.get("uv") or {}).get("path")
-    tool = "uv" if (args.tool == "uv" or (args.tool == "auto" and uv)) else "pip"
     res = await ctx.run(install_argv(tool, python, uv, wheel, args))
     if res.rc != 0:
         return TaskResult(Status.FAILED, rc=res.rc, msg=f"install failed ({tool}): {first_error_line(res)}")
@@ -102,8 +104,7 @@ async def run(ctx: TaskContext, args: PipInstallArgs, *, force: bool = False) ->
         await ctx.run(["mkdir", "-p", "-m", "0700", keep_dir], quiet=True)
         await ctx.run(["cp", "-f", wheel, kept], quiet=True)
         rec = {"dist": dist, "sha256": digest, "kept": kept, "previous": (previous or {}).get("kept")}
-        await ctx.run(["/bin/sh", "-c", 'umask 077; printf "%s\\n" "$1" > "$2"', "sh", json.dumps(rec), record_path],
-                      quiet=True)
+        await ctx.put_json(record_path, rec)
         data["kept"] = kept
     version = re.sub(r"\.whl$", "", posixpath.basename(wheel))
     return TaskResult(Status.CHANGED, msg=f"installed {version} ({tool}); torch {after.get('torch')} unchanged",
