@@ -51,7 +51,6 @@ class BuildCoordinator:
         self._started: set[str] = set()
         self._done: set[str] = set()
         self._changed = asyncio.Condition()
-        self.members: dict[str, list[str]] = {}
 
     async def host_started(self, host: str) -> None:
         async with self._changed:
@@ -67,9 +66,6 @@ class BuildCoordinator:
     async def claim(self, key: str, host: str, preferred: str | None = None) -> tuple[str, asyncio.Future | None, str]:
         """``("build", None, host)`` when ``host`` builds ``key``; ``("wait", future, builder)`` otherwise."""
         async with self._changed:
-            self.members.setdefault(key, [])
-            if host not in self.members[key]:
-                self.members[key].append(host)
             if preferred and preferred != host and preferred in self._started:
                 await self._changed.wait_for(lambda: key in self._futures or preferred in self._done)
             if key in self._futures:

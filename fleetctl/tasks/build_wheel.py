@@ -35,7 +35,7 @@ from ..errors import FleetError
 from ..scripts import script_path
 from ..status import Status
 from .base import TaskContext, TaskResult, first_error_line
-from .copy import sha256_of
+from .copy import sha256_file, sha256_of
 
 #: The stamp a build leaves next to its wheel (``<out_dir>/<key16>/``): the task data, inputs included.
 STAMP_NAME = ".fleetctl-build.json"
@@ -359,5 +359,5 @@ def local_tree_hash(files: list[tuple[Path, str]]) -> str:
     output for the paths sorted bytewise (``LC_ALL=C sort``)."""
     lines = []
     for path, rel in sorted(files, key=lambda item: ("./" + item[1]).encode()):
-        lines.append(f"{sha256_of(path)}  ./{rel}\n")
+        lines.append(f"{sha256_file(path)}  ./{rel}\n")  # cached: every host hashes the same files
     return hashlib.sha256("".join(lines).encode()).hexdigest()
