@@ -147,3 +147,31 @@ async def _kill_group(proc: asyncio.subprocess.Process) -> None:
             return
         except asyncio.TimeoutError:
             continue
+
+
+# -- the connection kind ------------------------------------------------------------------------
+
+from .registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRef, KindScope  # noqa: E402
+
+
+class LocalSettings(ConnectionSettings):
+    """A local host reads no connection vars (Ansible's ``ansible_connection: local``)."""
+
+
+class _LocalScope(KindScope):
+    def connection(self, host: HostRef) -> LocalConnection:
+        return LocalConnection(host.name)
+
+
+class _LocalKind(ConnectionKind):
+    """The controller itself, through subprocess."""
+
+    name = "local"
+    settings_model = LocalSettings
+
+    def scope(self, options: ConnectOptions) -> KindScope:
+        return _LocalScope()
+
+
+SETTINGS = LocalSettings
+KIND = _LocalKind()

@@ -484,3 +484,61 @@ async def _stop(proc: asyncssh.SSHClientProcess) -> None:
         except asyncio.TimeoutError:
             continue
     proc.close()
+
+
+# -- the connection kind ------------------------------------------------------------------------
+
+from pydantic import AliasChoices, Field  # noqa: E402
+
+from .registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRef, KindScope  # noqa: E402
+
+
+class SSHSettings(ConnectionSettings):
+    """The host vars an SSH host reads (Ansible's names; ``None``: the inventory does not say, and
+    ``~/.ssh/config`` or OpenSSH's default decides).
+
+    Attributes:
+        address: where to connect (``ansible_host``, legacy ``ansible_ssh_host``).
+        port: TCP port (``ansible_port``, legacy ``ansible_ssh_port``); a numeric string is accepted.
+        user: login name (``ansible_user``, legacy ``ansible_ssh_user``).
+        private_key_file: private key path (``ansible_ssh_private_key_file``,
+            ``ansible_private_key_file``), resolved by the inventory against its own folder.
+        known_hosts: fleetctl's ``known_hosts`` var: a known_hosts file to check keys against.
+        keepalive_interval_s: fleetctl's ``keepalive_interval`` var, seconds between keepalives.
+    """
+
+    address: str | None = Field(default=None, validation_alias=AliasChoices("ansible_host", "ansible_ssh_host"))
+    port: int | None = Field(default=None, ge=1, le=65535,
+                             validation_alias=AliasChoices("ansible_port", "ansible_ssh_port"))
+    user: str | None = Field(default=None, validation_alias=AliasChoices("ansible_user", "ansible_ssh_user"))
+    private_key_file: str | None = Field(
+        default=None, validation_alias=AliasChoices("ansible_ssh_private_key_file", "ansible_private_key_file"))
+    known_hosts: str | None = Field(default=None, validation_alias=AliasChoices("known_hosts"))
+    keepalive_interval_s: float = Field(default=15.0, gt=0, validation_alias=AliasChoices("keepalive_interval"))
+
+
+class _SSHScope(KindScope):
+    def __init__(self, options: ConnectOptions) -> None:
+        self.options = options
+
+    def connection(self, host: HostRef) -> SSHConnection:
+        s = host.settings
+        assert isinstance(s, SSHSettings)
+        return SSHConnection(
+            host.name, address=s.address or host.name, port=s.port, user=s.user, key_file=s.private_key_file,
+            known_hosts=s.known_hosts, accept_new_host_keys=self.options.accept_new_host_keys,
+            connect_timeout_s=self.options.connect_timeout_s, keepalive_interval_s=s.keepalive_interval_s)
+
+
+class _SSHKind(ConnectionKind):
+    """OpenSSH-compatible hosts over asyncssh (``ansible_connection: ssh``, the default)."""
+
+    name = "ssh"
+    settings_model = SSHSettings
+
+    def scope(self, options: ConnectOptions) -> KindScope:
+        return _SSHScope(options)
+
+
+SETTINGS = SSHSettings
+KIND = _SSHKind()
