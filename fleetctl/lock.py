@@ -1,6 +1,6 @@
 """Per-host deploy locks on the controller, so two runs never work on the same host at once.
 
-One lock file per inventory host under ``$FLEETCTL_HOME/locks`` (or ``./locks``), held with
+One lock file per inventory host under the user's state folder (``<state_root>/locks``), held with
 ``fcntl.flock`` for the whole run: the kernel drops the lock when the holding process dies, so a
 crashed run can never leave a host locked forever. The file also records the holder (run id, pid,
 start time); finding a record whose pid is gone means the previous run died, and is reported as a
@@ -32,8 +32,10 @@ class HostsLocked(FleetError):
 
 
 def locks_dir() -> Path:
-    home = os.environ.get("FLEETCTL_HOME")
-    return (Path(home) if home else Path(".")) / "locks"
+    """``<state_root>/locks``: per user, wherever fleetctl is started from."""
+    from .paths import state_root
+
+    return state_root() / "locks"
 
 
 def _pid_alive(pid: int) -> bool:

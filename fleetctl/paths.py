@@ -17,3 +17,25 @@ def resolve_default(path: str | Path) -> Path:
         return p
     alt = REPO_ROOT / p
     return alt if alt.exists() else p
+
+
+def state_root() -> Path:
+    """Where run records, the retry set and controller-side locks live: the user's, not the
+    working directory's. ``$FLEETCTL_HOME`` when set, else ``$XDG_STATE_HOME/fleetctl``, else
+    ``~/.local/state/fleetctl`` (XDG Base Directory Specification)."""
+    import os
+
+    home = os.environ.get("FLEETCTL_HOME")
+    if home:
+        return Path(home)
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "fleetctl"
+
+
+def cache_root() -> Path:
+    """The controller's wheel cache: ``$XDG_CACHE_HOME/fleetctl`` (default ``~/.cache/fleetctl``);
+    wheels live under ``wheels/<key16>/``."""
+    import os
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "fleetctl"

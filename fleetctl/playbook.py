@@ -17,7 +17,7 @@ A playbook file is YAML holding one play: a mapping (or a one-element list of it
       - name: report
         debug: {msg: "{{ build }}"}
 
-A task has exactly one action key (:data:`fleetctl.actions.ACTIONS`) with its arguments, an
+A task has exactly one action key (:data:`fleetctl.tasks.ACTIONS`) with its arguments, an
 optional ``name``, and controls: ``when``, ``register``, ``timeout``, ``retries``, ``delay``,
 ``ignore_errors``, ``tags``, ``notify``, ``env``, ``become``. ``include_tasks: FILE`` (or
 ``import_tasks``) inlines a list of tasks from another file at load time.
@@ -43,7 +43,8 @@ from typing import Any
 from pydantic import ValidationError, create_model
 
 from fleetctl import templating, yamlload
-from fleetctl.actions import ACTIONS, COMMAND_ACTIONS, ActionArgs, _env_mapping, is_template
+from fleetctl.tasks import ACTIONS
+from fleetctl.tasks.argtypes import ActionArgs, env_mapping, is_template
 from fleetctl.errors import PlaybookError
 from fleetctl.templating import playbook_error
 
@@ -382,7 +383,7 @@ class Task:
             rendered = templating.render(self.raw_args, context)
         except templating.RenderError as exc:
             raise self.error(exc.message, (self.action,) + exc.path, templating.RenderError) from exc
-        model = ACTIONS[self.action].model
+        model = ACTIONS[self.action].args
         try:
             return model.model_validate(rendered)
         except ValidationError as exc:
@@ -787,10 +788,10 @@ class _Parser:
 
         env: dict[str, str] = {}
         if "env" in item:
-            if action not in COMMAND_ACTIONS:
+            if not ACTIONS[action].runs_commands:
                 raise fail(f"action '{action}' runs no command, so it takes no env", ("env",))
             try:
-                checked = _env_mapping(item["env"])
+                checked = env_mapping(item["env"])
             except ValueError as exc:
                 raise fail(str(exc), ("env",)) from None
             if not isinstance(checked, dict):
@@ -928,7 +929,7 @@ class _Parser:
 
     @staticmethod
     def _validate_args(action: str, raw: dict[str, Any], fail) -> ActionArgs:
-        model = ACTIONS[action].model
+        model = ACTIONS[action].args
         for path, text in _strings(raw):
             try:
                 templating.check_template(text)

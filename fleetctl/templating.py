@@ -24,7 +24,7 @@ import jinja2.meta
 from jinja2 import nodes
 from jinja2.sandbox import SandboxedEnvironment
 
-from fleetctl.actions import is_template
+from fleetctl.tasks.argtypes import is_template
 from fleetctl.errors import PlaybookError
 
 if TYPE_CHECKING:  # pragma: no cover

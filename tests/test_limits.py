@@ -7,7 +7,8 @@ import sys
 
 
 from fleetctl.fdlimit import needed_fds
-from fleetctl.play import PlayOptions, task_timeout_s
+from fleetctl.engine.deadlines import Deadlines
+from fleetctl.tasks import ACTIONS
 from fleetctl.playbook import load_playbook
 
 
@@ -36,8 +37,12 @@ def test_phase_timeout_overrides_the_playbook(tmp_path):
     play.write_text("name: p\nhosts: all\ntasks:\n  - name: b\n    build_wheel: {src: /s, out_dir: /o}\n"
                     "  - name: c\n    command: {argv: ['true']}\n    timeout: 7\n")
     pb = load_playbook(play)
-    assert task_timeout_s(pb.tasks[0], PlayOptions()) == 7200
-    assert task_timeout_s(pb.tasks[1], PlayOptions()) == 7
-    opts = PlayOptions(phase_timeouts={"build": 60.0, "command": 3.0})
-    assert task_timeout_s(pb.tasks[0], opts) == 60
-    assert task_timeout_s(pb.tasks[1], opts) == 3
+
+    def deadline(task, d: Deadlines) -> float:
+        return d.for_phase(ACTIONS[task.action].phase, task.timeout_s)
+
+    assert deadline(pb.tasks[0], Deadlines()) == 7200
+    assert deadline(pb.tasks[1], Deadlines()) == 7
+    opts = Deadlines(overrides={"build": 60.0, "command": 3.0})
+    assert deadline(pb.tasks[0], opts) == 60
+    assert deadline(pb.tasks[1], opts) == 3

@@ -19,15 +19,14 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from fleetctl import templating
-from fleetctl.actions import (
-    ACTIONS,
-    COMMAND_ACTIONS,
-    BuildWheelArgs,
-    CommandArgs,
-    CopyArgs,
-    ScriptArgs,
-    VerifyArgs,
-)
+from fleetctl.tasks import ACTIONS
+from fleetctl.tasks.build_wheel import BuildWheelArgs
+from fleetctl.tasks.command import CommandArgs
+from fleetctl.tasks.copy import CopyArgs
+from fleetctl.tasks.script import ScriptArgs
+from fleetctl.tasks.verify import VerifyArgs
+
+COMMAND_ACTIONS = {name for name, a in ACTIONS.items() if a.runs_commands}
 from fleetctl.errors import PlaybookError
 from fleetctl.playbook import Playbook, load_playbook
 from fleetctl.templating import RenderError, check_undefined, evaluate_when, render, render_vars
@@ -141,7 +140,7 @@ def test_every_action_has_a_finite_default_timeout(tmp_path):
                 "pip_install": 900, "verify": 600}
     for action, timeout_s in expected.items():
         assert ACTIONS[action].timeout_s == timeout_s
-        model, default = ACTIONS[action]  # (args model, default timeout_s)
+        model, default = ACTIONS[action].args, ACTIONS[action].timeout_s
         assert default == timeout_s and model.model_config["extra"] == "forbid"
     assert COMMAND_ACTIONS == {"script", "command", "shell", "build_wheel", "pip_install", "verify"}
     pb = load_playbook(write(tmp_path, "tasks:\n  - fail: {msg: stop}\n  - debug:\n"))

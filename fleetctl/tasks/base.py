@@ -1,25 +1,34 @@
-"""What a task executor gets (:class:`TaskContext`) and returns (:class:`TaskResult`).
+"""The planner contract: what an action declares, what a planner sees, and what it returns.
 
-Task executors never print: every line a command prints goes to the run record and to the live
-display through the context, and the result carries the status.
+An action is one module of :mod:`fleetctl.tasks` holding an :class:`Action`: its name, its
+arguments model (pydantic, see :mod:`fleetctl.tasks.argtypes`), its phase (for deadlines and the
+report's timeline), its default deadline in seconds, and its planner.
+
+A planner is a generator function ``plan(args, host) -> Generator[Step, Any, TaskResult]``. It
+reads the arguments and the :class:`HostView` (facts, settings, what earlier tasks left on the
+host), yields :mod:`~fleetctl.tasks.steps` (probes, commands, uploads) receiving each outcome, and
+returns the :class:`TaskResult`. It never performs I/O, prints or reads the clock: the engine does
+all of that, or simulates it in a dry run (see :mod:`fleetctl.tasks.steps`).
 """
 
 from __future__ import annotations
 
-import json
-import os
+import posixpath
 import re
-import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from ..connection import CommandResult, OutputLine
-from ..runrecord import RunRecord
-from ..session import HostSession
-from ..status import Status
+from pydantic import BaseModel
 
-_NINJA = re.compile(rb"^\[(\d+)/(\d+)\]")
+from ..connection.base import CommandResult
+from ..status import Status
+from .steps import Step
+
+#: Phases, in the order a deploy goes through them: the deadline a ``--phase-timeout PHASE=S``
+#: sets, and the report's timeline bars. ``connect`` and ``facts`` belong to the engine.
+PHASES: tuple[str, ...] = ("connect", "facts", "upload", "build", "install", "verify", "command")
 
 
 @dataclass
@@ -28,9 +37,17 @@ class TaskResult:
 
     Attributes:
         status: OK / CHANGED / FAILED / SKIPPED / UNREACHABLE.
-        msg: one line for the summary (the first error line of a failure).
+        msg: one line for the summary (for a failure: its cause, e.g. the compiler's first error).
         rc: the exit status of the decisive command, if any.
-        data: action-specific results (``wheel``, ``archs``...), visible to later tasks via ``register``.
+        data: action-specific results (``wheel``, ``archs``...), visible to later tasks via
+            ``register``; ``data["decision"]`` is what ``--plan`` shows for the task.
+        stdout, stderr: the decisive command's output (``register``), possibly cut (see
+            :attr:`CommandResult.truncated`).
+        files: remote path -> sha256 (hex) of what the task left there; ``None`` when a file will
+            exist but its content is not known yet (a dry run's build). Later tasks' planners see
+            them in :attr:`HostView.files` instead of probing.
+        trees: remote folder -> the tree hash of the files the task put there (see
+            :func:`fleetctl.build.keys.tree_hash`).
     """
 
     status: Status
@@ -39,6 +56,8 @@ class TaskResult:
     data: dict[str, Any] = field(default_factory=dict)
     stdout: str = ""
     stderr: str = ""
+    files: dict[str, str | None] = field(default_factory=dict)
+    trees: dict[str, str] = field(default_factory=dict)
 
     def as_registered(self) -> dict[str, Any]:
         """The value ``register:`` stores: status, rc, msg, stdout, stderr, data, and the flags
@@ -50,104 +69,115 @@ class TaskResult:
         }
 
 
-@dataclass
-class TaskContext:
-    """A running task's view of its host.
+@dataclass(frozen=True)
+class HostView:
+    """What a planner knows about its host. Read-only; the engine builds a new one per task.
 
     Attributes:
-        session: the host session (connection, folders, facts, registered results).
-        record: the run record (lines and events are written there).
-        task_label: the task's display name, for log markers.
-        timeout_s: the task's deadline in seconds; commands get what is left of it.
-        env: the task's ``env`` (rendered), added to every command it runs.
-        become: run the task's commands through ``sudo -n`` (see :meth:`Connection.run`).
-        dry_run: record commands instead of running them.
-        on_line: live display of output lines.
-        on_progress: ``(host, done, total)`` for ninja's ``[k/N]`` lines.
-        playbook_dir: local folder the playbook's relative paths resolve against.
+        name: the inventory host name.
+        facts: the host's facts (see DESIGN.md's facts contract; ``build`` holds the build plan).
+        venv: the Python environment builds and installs use, or ``None``.
+        python: its interpreter (``<venv>/bin/python3``; ``python3`` without a venv).
+        cuda_home: the ``cuda_home`` host var, or ``None`` (then facts found the toolkit).
+        build_host: the ``build_host`` host var: the member that builds for its arch class.
+        workdir: the host's absolute fleetctl folder.
+        run_dir: this run's folder on the host (``<workdir>/runs/<run_id>``).
+        playbook_dir: the controller folder relative local paths resolve against.
+        project_root: the fleetctl checkout (default scripts live under ``playbooks/scripts``).
+        files: remote path -> sha256 known from earlier tasks of this run (``None``: will exist).
+        trees: remote folder -> tree hash of what an earlier ``copy`` put there.
+        force: ``--force``: rebuild and reinstall even when nothing changed.
+        build_each: ``--build each``: every host builds its own wheel.
+        env: the task's rendered ``env`` (added to every command the engine runs for it).
     """
 
-    session: HostSession
-    record: RunRecord
-    task_label: str
+    name: str
+    facts: Mapping[str, Any]
+    venv: str | None
+    python: str
+    workdir: str
+    run_dir: str
+    playbook_dir: Path
+    project_root: Path
+    cuda_home: str | None = None
+    build_host: str | None = None
+    files: Mapping[str, str | None] = field(default_factory=dict)
+    trees: Mapping[str, str] = field(default_factory=dict)
+    force: bool = False
+    build_each: bool = False
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def local_path(self, path: str) -> Path:
+        """A playbook path on the controller: absolute, or relative to the playbook's folder."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.playbook_dir / p).resolve()
+
+    def remote_script(self, name: str) -> str:
+        """Where a helper script goes on the host: ``<run_dir>/scripts/<name>``."""
+        return posixpath.join(self.run_dir, "scripts", name)
+
+    @property
+    def gpu_caps(self) -> list[str]:
+        """The compute capabilities of the host's GPUs, sorted and unique (``["9.0"]``)."""
+        return sorted({str(g["compute_cap"]) for g in self.facts.get("gpus") or [] if g.get("compute_cap")})
+
+
+Plan = Generator[Step, Any, TaskResult]
+Planner = Callable[[Any, HostView], Plan]
+
+
+@dataclass(frozen=True)
+class Action:
+    """One action a playbook task can name.
+
+    Attributes:
+        name: the task key (``copy``, ``build_wheel``...).
+        args: the arguments model (unknown keys refused with a did-you-mean by the playbook parser).
+        phase: one of :data:`PHASES`.
+        timeout_s: the default deadline in seconds (a task's ``timeout`` or ``--phase-timeout`` wins).
+        plan: the planner.
+        runs_commands: the action runs commands on the host, so the task controls ``env`` and
+            ``become`` apply to it.
+    """
+
+    name: str
+    args: type[BaseModel]
+    phase: str
     timeout_s: float
-    env: dict[str, str] = field(default_factory=dict)
-    become: bool = False
-    dry_run: bool = False
-    on_line: Callable[[str, OutputLine], None] | None = None
-    on_progress: Callable[[str, int, int], None] | None = None
-    playbook_dir: str = "."
-    planned: list[dict[str, Any]] = field(default_factory=list)
-    coordinator: Any = None  # fleetctl.buildclass.BuildCoordinator of the run, for build: once
-
-    @property
-    def host(self) -> str:
-        return self.session.host.name
-
-    @property
-    def facts(self) -> dict[str, Any]:
-        return self.session.facts
-
-    def _line(self, line: OutputLine) -> None:
-        self.record.line(self.host, line)
-        if self.on_line:
-            self.on_line(self.host, line)
-        if self.on_progress:
-            m = _NINJA.match(line.data)
-            if m:
-                self.on_progress(self.host, int(m.group(1)), int(m.group(2)))
-
-    async def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
-                  timeout_s: float | None = None, quiet: bool = False, mutating: bool = True) -> CommandResult:
-        """Run a command on the host with the task's env added, streaming its lines.
-
-        ``quiet`` keeps lines out of the live display (they still go to the host log).
-        ``mutating=False`` marks a read-only probe, which runs even in dry-run mode.
-        """
-        full_env = {**self.env, **(env or {})}
-        if self.dry_run and mutating:
-            self.planned.append({"argv": list(argv), "env": full_env, "cwd": cwd, "become": self.become})
-            return CommandResult(argv=list(argv), rc=0)
-        self.record.event("command.started", host=self.host, argv=list(argv), cwd=cwd)
-        saved = self.on_line
-        if quiet:
-            self.on_line = None
-        try:
-            res = await self.session.conn.run(argv, env=full_env or None, cwd=cwd, become=self.become,
-                                              timeout_s=timeout_s or self.timeout_s, on_line=self._line)
-        finally:
-            self.on_line = saved
-        self.record.event("command.finished", host=self.host, argv0=argv[0], rc=res.rc, signal=res.signal,
-                          duration_s=round(res.duration_s, 3))
-        return res
-
-    async def put(self, local: str, remote: str, *, mode: int | None = None) -> None:
-        """Upload a file (recorded, not done, in dry-run mode)."""
-        if self.dry_run:
-            self.planned.append({"upload": local, "to": remote})
-            return
-        await self.session.conn.put(local, remote, mode=mode)
-
-    async def put_json(self, remote: str, data: Any) -> None:
-        """Write a small JSON document (stamps, install records) to the host, mode 0600."""
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
-            json.dump(data, fh)
-        try:
-            await self.put(fh.name, remote, mode=0o600)
-        finally:
-            os.unlink(fh.name)
-
-    def build_tool(self, requested: str) -> tuple[str, str | None]:
-        """``("uv", path)`` when ``requested`` is ``uv``, or ``auto`` and the host has uv; else
-        ``("pip", path-or-None)``. The path is uv's, from facts."""
-        uv = (self.facts.get("uv") or {}).get("path")
-        return ("uv" if requested == "uv" or (requested == "auto" and uv) else "pip"), uv
+    plan: Planner
+    runs_commands: bool = True
 
 
 def first_error_line(res: CommandResult) -> str:
-    """The most telling line of a failed command: the last ``error``-looking line, else the last line."""
-    text = (res.stderr_text + "\n" + res.stdout_text).strip().splitlines()
-    for line in reversed(text):
+    """The most telling line of a failed command, for the one-line summary.
+
+    A compiler's own diagnostic (``file.cu(13): error: ...``, ``file.cpp:3:5: error: ...``,
+    ``nvcc fatal : ...``, ``CMake Error at ...``) wins over the front end's wrap-up (pip's ``Failed
+    to build``): the first such line is the cause, the rest follow from it. Otherwise the last
+    ``error``-looking line, else the last line.
+    """
+    lines = [ln.strip() for ln in (res.stderr_text + "\n" + res.stdout_text).splitlines() if ln.strip()]
+    for line in lines:
+        if _COMPILER_ERROR.search(line):
+            return line[:300]
+    for line in reversed(lines):
         if re.search(r"error|fatal|failed|not found|killed|Traceback", line, re.I):
-            return line.strip()[:300]
-    return text[-1].strip()[:300] if text else f"exit status {res.rc}"
+            return line[:300]
+    return lines[-1][:300] if lines else f"exit status {res.rc}"
+
+
+_COMPILER_ERROR = re.compile(
+    r"^\S+?(\(\d+\)|:\d+(:\d+)?): (fatal )?error\b"       # nvcc/EDG file(13): error, gcc file:3:5: error
+    r"|\bnvcc fatal\s*:|^CMake Error\b|^ld(\.\w+)?: .*error|^error: command '.*' failed"
+    r"|^ERROR: Could not find a version|^ModuleNotFoundError: ")
+
+
+def result_of(res: CommandResult, *, ok_status: Status = Status.CHANGED, what: str = "") -> TaskResult:
+    """A command's :class:`TaskResult`: ``ok_status`` on exit 0, else FAILED naming the exit
+    status (or signal) and :func:`first_error_line`."""
+    if res.rc == 0:
+        return TaskResult(ok_status, rc=0, stdout=res.stdout_text, stderr=res.stderr_text)
+    code = f"rc={res.rc}" if res.rc is not None else f"signal {res.signal or '?'}"
+    prefix = f"{what}: " if what else ""
+    return TaskResult(Status.FAILED, msg=f"{prefix}{code}: {first_error_line(res)}", rc=res.rc,
+                      stdout=res.stdout_text, stderr=res.stderr_text)

@@ -1,363 +1,316 @@
 """``build_wheel``: build a source tree on the host into a wheel for exactly the host's SM.
 
 The environment is derived from facts and set explicitly (CUDA_HOME, CUDACXX, PATH, VIRTUAL_ENV,
-TORCH_CUDA_ARCH_LIST, CMAKE_CUDA_ARCHITECTURES, MAX_JOBS...; see :func:`fleetctl.build.build_environment`)
-so nothing depends on what the login shell happens to set. Steps:
+TORCH_CUDA_ARCH_LIST, CMAKE_CUDA_ARCHITECTURES, MAX_JOBS...; :func:`fleetctl.build.build_environment`)
+so nothing depends on what the login shell happens to set. The planner:
 
-1. preflight (seconds, not an hour): nvcc exists and knows every target arch, the venv's python
-   exists and is the interpreter that will run, the build requirements import there, cmake is new
-   enough, the disk has room;
-2. skip when a wheel for exactly these inputs (source tree hash, archs, defines, toolchain, torch,
-   Python tag) was already built on this host (``--force`` rebuilds);
-3. build with ``uv build --wheel --python VENV_PYTHON`` when uv is on the host, else
-   ``VENV_PYTHON -m pip wheel --no-deps``; a compiler killed for memory (exit 137, "Killed") is
-   reported with the MAX_JOBS in use and retried once with half;
-4. after the build, the wheel's extension SASS (``cuobjdump --list-elf``) must hold every target
-   arch, else FAILED naming the missing one. cuobjdump comes from the host's ``$CUDA_HOME/bin``;
-   a host without it has the wheel fetched and checked on the controller.
+1. preflight from facts alone (:func:`preflight_problems`), then one probe of the venv's python:
+   every problem fails the task before anything is uploaded or compiled, in ``--plan`` too;
+2. the build key (:func:`fleetctl.tasks.build_keys.build_key`: source tree, archs, defines,
+   toolchain, torch, Python tag) and the host's stamps: a wheel for exactly these inputs is reused;
+3. the arch class's role (:class:`~fleetctl.tasks.steps.ClassRole`): build here, receive the
+   class's wheel (push), or hand the wheel this host already holds to the others (serve);
+4. build with ``uv build --wheel --python VENV_PYTHON`` (uv on the host) or ``VENV_PYTHON -m pip
+   wheel --no-deps``; a compiler killed for memory (exit 137, "Killed") is retried once with half
+   the jobs;
+5. the wheel's extension SASS (``cuobjdump --list-elf``) must hold every target arch, checked on
+   the host with its cuobjdump, else on the controller (the wheel fetched into the cache).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import posixpath
-import re
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
-from ..actions import BuildWheelArgs
-from ..buildclass import BuiltWheel, ClassBuildFailed, cache_root, wait_for_wheel
-from ..build import build_environment, cmake_defines, config_settings_args, cuda_arch, parse_arch_list, unsupported_archs
-from ..errors import FleetError
+from pydantic import Field, field_validator
+
+from ..build import build_environment, cmake_defines
 from ..scripts import script_path
 from ..status import Status
-from .base import TaskContext, TaskResult, first_error_line
-from .copy import sha256_file, sha256_of
+from .argtypes import ActionArgs, ARCH_TOKEN, CMAKE_NAME, VERSION_RE, env_mapping, is_template, non_empty, scalar_to_str
+from .base import Action, HostView, Plan, TaskResult, first_error_line
+from .build_keys import (STAMP_NAME, build_argv, build_inputs, build_key, changed_inputs, is_killed, parse_stamps,
+                         preflight_problems, python_probe, sass_targets, stamps_probe, target_plan, wheel_sass_local)
+from .copy import REMOTE_TREE_HASH
+from .steps import ClassRole, Emit, Fail, Fetch, Get, Local, Publish, Put, Run, probe
 
-#: The stamp a build leaves next to its wheel (``<out_dir>/<key16>/``): the task data, inputs included.
-STAMP_NAME = ".fleetctl-build.json"
+import re
 
-_WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+-]+\.whl$")
-
-KILLED = re.compile(r"\bKilled\b|out of memory|Cannot allocate memory|signal 9|std::bad_alloc", re.I)
-
-_PROBE = (
-    "import importlib.util, json, sys\n"
-    "print(json.dumps({'executable': sys.executable, 'prefix': sys.prefix,"
-    " 'missing': [m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]}))\n"
-)
-
-_TREE_HASH = 'cd "$1" && find . -type f ! -path "./build/*" ! -path "*/__pycache__/*" ! -name "*.pyc" | LC_ALL=C sort | xargs -d "\\n" sha256sum | sha256sum'
+from ..connection.base import CommandResult
 
 
-def _version(text: str | None) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", text or "")[:3])
+class BuildWheelArgs(ActionArgs):
+    """``build_wheel``: build a wheel from a remote source tree for the host's own SM.
 
-
-def target_plan(facts: dict[str, Any], args: BuildWheelArgs) -> dict[str, Any]:
-    """The build plan from facts, with the task's ``archs``/``max_jobs`` overrides applied."""
-    plan = dict(facts.get("build") or {})
-    if args.archs:
-        archs = parse_arch_list(args.archs.replace("+PTX", ""))
-        plan["torch_cuda_arch_list"] = ";".join(archs)
-        plan["cuda_architectures"] = ";".join(cuda_arch(a) for a in archs)
-    if args.max_jobs:
-        plan["max_jobs"] = args.max_jobs
-    return plan
-
-
-def sass_targets(plan: dict[str, Any]) -> list[str]:
-    """``["sm_90a", "sm_120a"]`` for ``cuda_architectures`` ``"90a;120a"`` (``-virtual`` entries skipped)."""
-    return [f"sm_{a.split('-')[0]}" for a in str(plan.get("cuda_architectures", "")).split(";")
-            if a and not a.endswith("-virtual")]
-
-
-def preflight_problems(facts: dict[str, Any], plan: dict[str, Any], args: BuildWheelArgs, venv: str | None,
-                       cuda_home: str | None = None) -> list[str]:
-    """Everything that would make the build fail, found from facts alone (pure).
-
-    ``cuda_home`` is the host var: when set, the toolkit found must be that one (a silent fallback
-    to another toolkit is how builds end up with the wrong nvcc).
+    Attributes:
+        src: remote source folder (holds ``pyproject.toml``).
+        out_dir: remote folder the wheel is written to (one sub-folder per build key).
+        no_build_isolation: build in the venv itself (torch, scikit-build-core, nanobind there).
+        cmake_defines: extra ``-D`` defines, NAME -> value; YAML booleans become ``ON``/``OFF``.
+        env: environment overrides for the build (over the computed CUDA/venv environment).
+        max_jobs: parallel compile jobs; ``None`` derives it from the host's cores and memory.
+        archs: arch list override in ``TORCH_CUDA_ARCH_LIST`` form (``"9.0a;12.0a"``); ``None``
+            means the host's own GPUs.
+        required_build_packages: import names that must be importable in the venv before building.
+        min_cmake: lowest CMake version accepted (a string: ``"3.18"``).
+        min_free_disk_mib: free disk space (MiB) required in the workdir's file system.
+        check_sass: after the build, require every target arch in the built extension's SASS.
+        tool: ``"uv"``, ``"pip"``, or ``"auto"`` (uv when the host has it).
+        build: ``"once"`` builds one wheel per arch class (hosts that would build the same
+            wheel) on one member and pushes it to the others; ``"each"`` builds on every host.
     """
-    problems = []
-    cuda = facts.get("cuda") or {}
-    if cuda_home and cuda.get("source") != "cuda_home var":
-        problems.append(f"cuda_home {cuda_home} has no bin/nvcc (fix the host var 'cuda_home')")
-    if not venv:
-        problems.append("no venv for this host: set the host var 'venv' (the build must not pick the system Python)")
-    py = facts.get("python") or {}
-    if venv and not py.get("exists", True):
-        problems.append(f"venv python {posixpath.join(venv, 'bin', 'python3')} does not exist (venv var: {venv})")
-    if not cuda.get("nvcc"):
-        problems.append(f"nvcc not found (looked in the cuda_home var, /usr/local/cuda and PATH)"
-                        f"{': ' + cuda['error'] if cuda.get('error') else ''}; set the host var 'cuda_home'")
-    else:
-        archs = plan.get("torch_cuda_arch_list", "").split(";")
-        missing = unsupported_archs([a for a in archs if a], cuda.get("archs"), cuda.get("version"))
-        if missing:
-            problems.append(f"nvcc {cuda.get('version')} at {cuda['nvcc']} does not support {', '.join(missing)} "
-                            f"(arch list {plan.get('torch_cuda_arch_list')})")
-    cmake = facts.get("cmake") or {}
-    if cmake.get("version") and _version(cmake["version"]) < _version(args.min_cmake):
-        problems.append(f"cmake {cmake['version']} at {cmake.get('path')} is older than {args.min_cmake}")
-    free = facts.get("disk_free_mib")
-    if isinstance(free, (int, float)) and free < args.min_free_disk_mib:
-        problems.append(f"only {free} MiB free at {facts.get('workdir') or 'the workdir'}; "
-                        f"the build needs {args.min_free_disk_mib} MiB")
-    return problems
+
+    src: str
+    out_dir: str
+    no_build_isolation: bool = True
+    cmake_defines: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    max_jobs: int | None = Field(default=None, ge=1)
+    archs: str | None = None
+    required_build_packages: list[str] = Field(default_factory=lambda: ["scikit_build_core", "nanobind"])
+    min_cmake: str = "3.18"
+    min_free_disk_mib: int = Field(default=2048, ge=0)
+    check_sass: bool = True
+    tool: Literal["auto", "uv", "pip"] = "auto"
+    build: Literal["once", "each"] = "once"
+
+    @field_validator("src", "out_dir")
+    @classmethod
+    def _paths(cls, v: str, info) -> str:
+        return non_empty(v, info.field_name)
+
+    @field_validator("cmake_defines", mode="before")
+    @classmethod
+    def _defines(cls, v: object) -> object:
+        if v is None:
+            return {}
+        if not isinstance(v, Mapping):
+            return v
+        out: dict[object, object] = {}
+        for key, val in v.items():
+            if not isinstance(key, str) or not (CMAKE_NAME.match(key) or is_template(key)):
+                raise ValueError(f"invalid CMake variable name {key!r}")
+            if isinstance(val, bool):
+                val = "ON" if val else "OFF"
+            out[key] = scalar_to_str(val, f"cmake_defines.{key}")
+        return out
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, v: object) -> object:
+        return env_mapping(v)
+
+    @field_validator("archs", mode="before")
+    @classmethod
+    def _archs(cls, v: object) -> object:
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            raise ValueError(f"archs must be a string such as '9.0a;12.0a' (quote it), got {v!r}")
+        if isinstance(v, str) and not is_template(v):
+            parts = [p for p in re.split(r"[;\s]+", v.strip()) if p]
+            if not parts or not all(ARCH_TOKEN.match(p) for p in parts):
+                raise ValueError(f"archs must look like '9.0a;12.0a', got {v!r}")
+        return v
+
+    @field_validator("min_cmake", mode="before")
+    @classmethod
+    def _min_cmake(cls, v: object) -> object:
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            raise ValueError(f"min_cmake must be a quoted version string such as '3.18', got {v!r}")
+        if isinstance(v, str) and not is_template(v) and not VERSION_RE.match(v.strip()):
+            raise ValueError(f"min_cmake must be a version such as '3.18', got {v!r}")
+        return v
+
+    @field_validator("required_build_packages", mode="before")
+    @classmethod
+    def _packages(cls, v: object) -> object:
+        if isinstance(v, str) and not is_template(v):
+            raise ValueError("required_build_packages must be a list of import names")
+        return v
 
 
-def build_argv(tool: str, python: str, uv: str | None, src: str, dest: str, defines: dict[str, str],
-               no_build_isolation: bool) -> list[str]:
-    """The build command for ``uv`` or ``pip`` (config settings carry the CMake defines)."""
-    if tool == "uv":
-        argv = [uv or "uv", "build", "--wheel", "--python", python, "--out-dir", dest]
-        if no_build_isolation:
-            argv.append("--no-build-isolation")
-        return [*argv, *config_settings_args(defines, frontend="uv"), src]
-    argv = [python, "-m", "pip", "wheel", "--no-deps", "-v", "--wheel-dir", dest]
-    if no_build_isolation:
-        argv.append("--no-build-isolation")
-    return [*argv, *config_settings_args(defines, frontend="pip"), src]
+def _fail(msg: str, decision: dict[str, Any], **data: Any) -> TaskResult:
+    return TaskResult(Status.FAILED, msg=msg, data={**data, "decision": {**decision, "action": "fail"}})
 
 
-def build_inputs(tree_hash: str, plan: dict[str, Any], defines: dict[str, str], facts: dict[str, Any],
-                 host: str | None = None) -> dict[str, Any]:
-    """Everything that decides the wheel's bytes: hosts with equal inputs form one arch class.
-
-    A host whose GPUs mix SMs is its own class (``host`` is part of its inputs).
-    """
-    py = facts.get("python") or {}
-    material = {
-        "tree": tree_hash, "archs": plan.get("torch_cuda_arch_list"), "defines": defines,
-        "cuda": (facts.get("cuda") or {}).get("version"), "torch": py.get("torch"),
-        "torch_cuda": py.get("torch_cuda"), "python": py.get("tag") or py.get("version"),
-    }
-    if plan.get("mixed_sm") and host:
-        material["mixed_sm_host"] = host
-    return material
-
-
-def build_key(material: dict[str, Any]) -> str:
-    """SHA-256 (hex) of :func:`build_inputs`; its first 16 digits name folders and cache entries."""
-    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
-
-
-async def run(ctx: TaskContext, args: BuildWheelArgs, *, force: bool = False) -> TaskResult:
-    """Preflight, build (or reuse), check SASS. ``data`` holds ``wheel``, ``sha256``, ``archs``, ``max_jobs``."""
-    facts = ctx.facts
-    plan = target_plan(facts, args)
-    venv = ctx.session.venv
-    problems = preflight_problems(facts, plan, args, venv, ctx.session.host.cuda_home)
+def plan(args: BuildWheelArgs, host: HostView) -> Plan:
+    """Preflight, decide (reuse / build / push / serve), then build or receive the class's wheel."""
+    facts = host.facts
+    target = target_plan(facts, args)
+    decision: dict[str, Any] = {"archs": target.get("torch_cuda_arch_list")}
+    problems = preflight_problems(facts, target, args, host.venv, host.cuda_home)
     if problems:
-        return TaskResult(Status.FAILED, msg="preflight: " + "; ".join(problems), data={"preflight": problems})
-    python = ctx.session.python
-    probe = await ctx.run([python, "-c", _PROBE, *args.required_build_packages], quiet=True, mutating=False,
-                          timeout_s=120)
-    if probe.rc != 0:
-        return TaskResult(Status.FAILED, rc=probe.rc, msg=f"preflight: venv python {python} does not run: "
-                          f"{first_error_line(probe)}")
-    info = json.loads(probe.stdout_text.strip().splitlines()[-1])
+        return _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
+    info_res = yield python_probe(host.python, args.required_build_packages)
+    try:
+        info = json.loads(info_res.stdout_text.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return _fail(f"preflight: venv python {host.python} does not run: {first_error_line(info_res)}", decision)
+    venv = host.venv
     if venv and posixpath.realpath(info["prefix"]) != posixpath.realpath(venv) and info["prefix"] != venv.rstrip("/"):
-        return TaskResult(Status.FAILED, msg=f"preflight: {python} runs in {info['prefix']}, not the venv {venv}")
+        return _fail(f"preflight: {host.python} runs in {info['prefix']}, not the venv {venv}", decision)
     if args.no_build_isolation and info["missing"]:
-        return TaskResult(Status.FAILED, msg=f"preflight: build requirements missing in {venv}: "
-                          f"{', '.join(info['missing'])} (pip install them into the venv, or set no_build_isolation: false)")
+        return _fail(f"preflight: build requirements missing in {venv}: {', '.join(info['missing'])} "
+                     f"(install them into the venv: {host.python} -m pip install {' '.join(info['missing'])})",
+                     decision)
 
-    tool, uv = ctx.build_tool(args.tool)
-    defines = cmake_defines({**facts, "build": plan}, args.cmake_defines)
-    tree = await ctx.run(["/bin/sh", "-c", _TREE_HASH, "fleetctl-tree-hash", args.src], quiet=True,
-                         mutating=False, timeout_s=300)
-    if tree.rc != 0 and not ctx.dry_run:
-        return TaskResult(Status.FAILED, rc=tree.rc, msg=f"source tree {args.src}: {first_error_line(tree)}")
-    # in a dry run the sources may not be uploaded yet: plan with an unknown tree
-    tree_hash = tree.stdout_text.split()[0] if tree.rc == 0 and tree.stdout_text.split() else "not-uploaded-yet"
-    inputs = build_inputs(tree_hash, plan, defines, facts, ctx.host)
+    defines = cmake_defines({**facts, "build": target}, args.cmake_defines)
+    src = args.src.rstrip("/") or "/"
+    tree = host.trees.get(src)
+    if tree is None:
+        res = yield probe(["/bin/sh", "-c", REMOTE_TREE_HASH, "fleetctl-tree-hash", src], f"hash the sources in {src}",
+                          timeout_s=300)
+        if res.rc != 0 or not res.stdout_text.split():
+            return _fail(f"source tree {src}: {first_error_line(res)}", decision)
+        tree = res.stdout_text.split()[0]
+    inputs = build_inputs(tree, target, defines, facts, host.name)
     key = build_key(inputs)
     dest = posixpath.join(args.out_dir, key[:16])
-    stamp = posixpath.join(dest, STAMP_NAME)
-    if not force and not ctx.dry_run:
-        old = await ctx.run(["cat", stamp], quiet=True, mutating=False)
-        if old.rc == 0:
-            try:
-                data = json.loads(old.stdout_text)
-                check = await ctx.run(["test", "-f", data["wheel"]], quiet=True, mutating=False)
-                if check.rc == 0:
-                    data["reused"] = True
-                    await _offer_to_class(ctx, args, key, data)
-                    return TaskResult(Status.OK, msg=f"unchanged inputs: reusing {posixpath.basename(data['wheel'])}",
-                                      data=data)
-            except (ValueError, KeyError):
-                pass
-
-    coord = ctx.coordinator if args.build == "once" and not ctx.dry_run else None
-    if coord is None:
-        return await _build_here(ctx, args, plan, facts, venv, python, uv, tool, defines, key, inputs, dest, stamp)
-    try:
-        role, built = await wait_for_wheel(coord, key, ctx.host, ctx.session.host.vars.get("build_host"))
-    except ClassBuildFailed as exc:
-        return TaskResult(Status.FAILED, msg=f"the build of this arch class failed on its builder: {exc}",
-                          data={"key": key})
+    stamp_path = posixpath.join(dest, STAMP_NAME)
+    listing = yield stamps_probe(args.out_dir, posixpath.join(host.workdir, "installed"))
+    stamps, installed = parse_stamps(listing.stdout_text)
+    mine = next((s for s in stamps if s.get("key") == key), None)
+    installed_shas = {i.get("sha256") for i in installed}
+    decision.update(key=key[:16], installed=bool(mine and mine.get("sha256") in installed_shas),
+                    changed=changed_inputs(inputs, stamps, installed_shas))
+    holds = bool(mine) and not host.force
+    once = args.build == "once" and not host.build_each
+    role = yield ClassRole(key=key, holds=holds, once=once, reason="who builds this arch class")
+    if role in ("reuse", "serve"):
+        data = {**mine, "reused": True, "decision": {**decision, "action": role}}
+        if role == "serve":
+            err = yield Publish(key=key, wheel=mine["wheel"], sha256=mine["sha256"], data=mine,
+                                reason="hand this host's wheel to the rest of its arch class")
+            if err is not None:
+                yield Emit(name="class.serve_failed", data={"key": key[:16], "error": str(err)})
+        return TaskResult(Status.OK, msg=f"unchanged inputs: reusing {posixpath.basename(mine['wheel'])}", data=data,
+                          files={mine["wheel"]: mine["sha256"]})
     if role == "push":
-        return await _push(ctx, built, dest, stamp, key)
-    try:
-        res = await _build_here(ctx, args, plan, facts, venv, python, uv, tool, defines, key, inputs, dest, stamp)
-    except BaseException as exc:  # unreachable, interrupted: another member takes over the build
-        await coord.fail(key, f"{ctx.host}: {exc}", retryable=True)
-        raise
-    if res.status is Status.FAILED:
-        await coord.fail(key, f"{ctx.host}: {res.msg}", retryable=False)
-        return res
-    try:
-        built = await _fetch_to_cache(ctx, res.data["wheel"], res.data["sha256"], key, res.data)
-    except FleetError as exc:
-        await coord.fail(key, f"{ctx.host}: cannot fetch the wheel: {exc}", retryable=True)
-        return TaskResult(Status.FAILED, msg=f"built, but cannot fetch the wheel for the class: {exc}", data=res.data)
-    await coord.publish(key, built)
-    return res
+        got = yield Fetch(key=key, dest=dest, reason="one member of the arch class builds; this host receives it")
+        if got == "build":  # the builder became unreachable: this host builds instead
+            role = "build"
+        elif isinstance(got, BaseException):
+            return _fail(f"the build of this arch class failed on its builder: {got}", {**decision, "action": "push"})
+        else:
+            data = {**dict(got.data), "wheel": got.remote, "sha256": got.sha256, "key": key, "reused": False,
+                    "pushed_from": got.builder, "decision": {**decision, "action": "push"}}
+            err = yield Put(data=_stamp_bytes(data), remote=stamp_path, mode=0o600, reason="the build stamp")
+            if err is not None:
+                return _fail(f"cannot write the build stamp: {err}", decision)
+            return TaskResult(Status.CHANGED, data=data, files={got.remote: got.sha256 or None},
+                              msg=f"pushed {got.name} (built once for this arch class on {got.builder})")
+    decision["action"] = "build"
+    result = yield from _build_here(args, host, target, inputs, key, dest, stamp_path, defines, decision, once)
+    return result
 
 
-async def _build_here(ctx: TaskContext, args: BuildWheelArgs, plan: dict[str, Any], facts: dict[str, Any],
-                      venv: str | None, python: str, uv: str | None, tool: str, defines: dict[str, str], key: str,
-                      inputs: dict[str, Any], dest: str, stamp: str) -> TaskResult:
-    """Build on this host, check the SASS, write the stamp."""
-    jobs = int(plan.get("max_jobs") or 1)
-    await ctx.run(["rm", "-rf", dest])
-    await ctx.run(["mkdir", "-p", "-m", "0700", dest])
+def _stamp_bytes(data: dict[str, Any]) -> bytes:
+    return json.dumps({k: v for k, v in data.items() if k != "decision"}, sort_keys=True).encode()
+
+
+def _build_here(args: BuildWheelArgs, host: HostView, target: dict[str, Any], inputs: dict[str, Any], key: str,
+                dest: str, stamp_path: str, defines: dict[str, str], decision: dict[str, Any], once: bool) -> Plan:
+    """Build on this host, check the SASS, write the stamp, publish to the class."""
+    facts = host.facts
+    uv = (facts.get("uv") or {}).get("path")
+    tool = "uv" if args.tool == "uv" or (args.tool == "auto" and uv) else "pip"
+    jobs = int(target.get("max_jobs") or 1)
+    yield Run(argv=("rm", "-rf", dest), quiet=True, reason="a fresh folder for this build key")
+    yield Run(argv=("mkdir", "-p", "-m", "0700", dest), quiet=True)
+    res: CommandResult | None = None
     for attempt in range(2):
-        plan["max_jobs"] = jobs
-        env = build_environment({**facts, "build": plan}, venv=venv, overrides=args.env)
-        argv = build_argv(tool, python, uv, args.src, dest, defines, args.no_build_isolation)
-        ctx.record.event("build.started", host=ctx.host, tool=tool, archs=plan.get("torch_cuda_arch_list"),
-                         max_jobs=jobs, attempt=attempt + 1)
-        res = await ctx.run(argv, env=env, cwd=args.src)
+        env = build_environment({**facts, "build": {**target, "max_jobs": jobs}}, venv=host.venv, overrides=args.env)
+        argv = build_argv(tool, host.python, uv, args.src, dest, defines, args.no_build_isolation)
+        yield Emit(name="build.started", data={"tool": tool, "archs": target.get("torch_cuda_arch_list"),
+                                               "max_jobs": jobs, "attempt": attempt + 1})
+        res = yield Run(argv=tuple(argv), env=env, cwd=args.src,
+                        reason=f"build for {target.get('torch_cuda_arch_list')} with MAX_JOBS={jobs}")
         if res.rc == 0:
             break
-        killed = res.rc == 137 or res.signal == "KILL" or bool(KILLED.search(res.stderr_text[-20000:] + res.stdout_text[-20000:]))
+        killed = is_killed(res)
         if killed and jobs > 1 and attempt == 0:
-            ctx.record.event("build.oom_retry", host=ctx.host, max_jobs=jobs, next_max_jobs=max(1, jobs // 2))
+            yield Emit(name="build.oom_retry", data={"max_jobs": jobs, "next_max_jobs": max(1, jobs // 2)})
             jobs = max(1, jobs // 2)
             continue
         why = f"compiler killed (likely out of memory) with MAX_JOBS={jobs}" if killed else first_error_line(res)
-        return TaskResult(Status.FAILED, rc=res.rc, msg=f"build failed ({tool}): {why}",
-                          data={"max_jobs": jobs, "tool": tool})
-    if ctx.dry_run:
-        return TaskResult(Status.CHANGED, msg="dry run", data={"wheel": posixpath.join(dest, "<wheel>"), "key": key})
-
-    found = await ctx.run(["find", dest, "-maxdepth", "1", "-name", "*.whl"], quiet=True, mutating=False)
-    wheels = sorted(found.stdout_text.split())
+        msg = f"build failed ({tool}): {why}"
+        if once:
+            yield Fail(key=key, message=f"{host.name}: {msg}")
+        return TaskResult(Status.FAILED, rc=res.rc, msg=msg, data={"max_jobs": jobs, "tool": tool, "key": key,
+                                                                   "decision": decision})
+    wheel_name = "<built wheel>"
+    found = yield Run(argv=("/bin/sh", "-c", 'for f in "$1"/*.whl; do [ -f "$f" ] && sha256sum "$f"; done; true',
+                            "fleetctl-wheels", dest), mutating=False, after_change=True, quiet=True,
+                      assume=CommandResult(argv=[], rc=0, stdout=f"-  {posixpath.join(dest, wheel_name)}\n".encode()),
+                      reason="the wheel the build wrote")
+    wheels = [ln.split("  ", 1) for ln in found.stdout_text.splitlines() if "  " in ln]
     if len(wheels) != 1:
-        return TaskResult(Status.FAILED, msg=f"build produced {len(wheels)} wheels in {dest}, expected 1")
-    wheel = wheels[0]
-    digest = (await ctx.run(["sha256sum", wheel], quiet=True, mutating=False)).stdout_text.split()[0]
+        msg = f"build produced {len(wheels)} wheels in {dest}, expected 1"
+        if once:
+            yield Fail(key=key, message=f"{host.name}: {msg}")
+        return _fail(msg, decision)
+    digest, wheel = wheels[0][0], wheels[0][1]
+    digest = None if digest == "-" else digest
     data: dict[str, Any] = {"wheel": wheel, "sha256": digest, "key": key, "tool": tool, "max_jobs": jobs,
-                            "archs": plan.get("torch_cuda_arch_list"), "reused": False, "inputs": inputs}
+                            "archs": target.get("torch_cuda_arch_list"), "reused": False, "inputs": inputs,
+                            "decision": decision}
     if args.check_sass and (facts.get("cuda") or {}).get("nvcc"):
-        targets = sass_targets(plan)
-        found_archs, where, err = await _sass_archs(ctx, wheel, digest)
-        data["sass"] = found_archs
-        if err:
-            return TaskResult(Status.FAILED, msg=f"SASS check: {err}", data=data)
-        missing = [t for t in targets if t not in found_archs]
-        if missing:
-            return TaskResult(Status.FAILED, msg=f"SASS check ({where}): {posixpath.basename(wheel)} lacks "
-                              f"{', '.join(missing)} (holds {', '.join(found_archs) or 'no SASS'})", data=data)
-    await ctx.put_json(stamp, data)
-    return TaskResult(Status.CHANGED, msg=f"built {posixpath.basename(wheel)} for {data['archs']}", data=data)
+        targets = sass_targets(target)
+        archs, where, err = yield from _sass_archs(host, wheel, digest, targets)
+        data["sass"] = archs
+        missing = [t for t in targets if t not in archs]
+        msg = f"SASS check: {err}" if err else (
+            f"SASS check ({where}): {posixpath.basename(wheel)} lacks {', '.join(missing)} "
+            f"(holds {', '.join(archs) or 'no SASS'})" if missing else "")
+        if msg:
+            if once:
+                yield Fail(key=key, message=f"{host.name}: {msg}")
+            return TaskResult(Status.FAILED, msg=msg, data=data)
+    err = yield Put(data=_stamp_bytes(data), remote=stamp_path, mode=0o600, reason="the build stamp")
+    if err is not None:
+        return TaskResult(Status.FAILED, msg=f"cannot write the build stamp: {err}", data=data)
+    if once:
+        err = yield Publish(key=key, wheel=wheel, sha256=digest or "", data=data,
+                            reason="fetch the wheel into the controller's cache for the rest of the class")
+        if err is not None:
+            return TaskResult(Status.FAILED, msg=f"built, but cannot fetch the wheel for the class: {err}", data=data)
+    return TaskResult(Status.CHANGED, msg=f"built {posixpath.basename(wheel)} for {data['archs']}", data=data,
+                      files={wheel: digest})
 
 
-
-
-async def _offer_to_class(ctx: TaskContext, args: BuildWheelArgs, key: str, data: dict[str, Any]) -> None:
-    """A member that already holds this class's wheel serves it to the others (no build at all)."""
-    coord = ctx.coordinator if args.build == "once" and not ctx.dry_run else None
-    if coord is None:
-        return
-    role, _, _ = await coord.claim(key, ctx.host)
-    if role != "build":
-        return
-    try:
-        built = await _fetch_to_cache(ctx, data["wheel"], data["sha256"], key, data)
-    except (FleetError, KeyError) as exc:
-        await coord.fail(key, f"{ctx.host}: {exc}", retryable=True)
-        return
-    await coord.publish(key, built)
-
-
-async def _fetch_to_cache(ctx: TaskContext, wheel: str, digest: str, key: str, data: dict[str, Any]) -> BuiltWheel:
-    """Fetch the built wheel into ``~/.cache/fleetctl/wheels/<key>/`` (checked by sha256)."""
-    name = posixpath.basename(wheel)
-    if not _WHEEL_NAME.match(name):
-        raise FleetError(f"refusing to fetch {wheel!r}: not a wheel file name")
-    local = cache_root() / key[:16] / name
-    if not (local.exists() and sha256_of(local) == digest):
-        local.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        await ctx.session.conn.get(wheel, str(local))
-        if sha256_of(local) != digest:
-            local.unlink(missing_ok=True)
-            raise FleetError(f"fetched {name} does not match its sha256 {digest[:12]}")
-    return BuiltWheel(local=local, name=name, sha256=digest, builder=ctx.host,
-                      data={k: v for k, v in data.items() if k in ("archs", "sass", "key", "inputs", "max_jobs")})
-
-
-async def _push(ctx: TaskContext, built: BuiltWheel, dest: str, stamp: str, key: str) -> TaskResult:
-    """Upload the class's wheel from the controller cache instead of building it here."""
-    wheel = posixpath.join(dest, built.name)
-    try:
-        await ctx.put(str(built.local), wheel, mode=0o644)
-    except FleetError as exc:
-        return TaskResult(Status.FAILED, msg=f"cannot push {built.name}: {exc}")
-    data = {**built.data, "wheel": wheel, "sha256": built.sha256, "key": key, "reused": False,
-            "pushed_from": built.builder}
-    await ctx.put_json(stamp, data)
-    return TaskResult(Status.CHANGED, msg=f"pushed {built.name} (built once for this arch class on {built.builder})",
-                      data=data)
-
-
-async def _sass_archs(ctx: TaskContext, wheel: str, digest: str) -> tuple[list[str], str, str | None]:
-    """(archs, where checked, error). On the host with its cuobjdump, else on the controller."""
+def _sass_archs(host: HostView, wheel: str, digest: str | None, targets: list[str]):
+    """``(archs, where, error)``: on the host with its cuobjdump, else on the controller."""
     local_script = script_path("wheel_sass.py")
-    cuobjdump = (ctx.facts.get("cuda") or {}).get("cuobjdump")
+    assume_json = json.dumps({"archs": targets, "error": None}).encode()
+    cuobjdump = (host.facts.get("cuda") or {}).get("cuobjdump")
     if cuobjdump:
-        remote_script = posixpath.join(ctx.session.run_dir, "scripts", "wheel_sass.py")
-        await ctx.put(str(local_script), remote_script, mode=0o600)
-        res = await ctx.run([ctx.session.python, remote_script, wheel, cuobjdump], quiet=True, mutating=False)
+        remote_script = host.remote_script("wheel_sass.py")
+        yield Put(local=str(local_script), remote=remote_script, mode=0o600, reason="the SASS check script")
+        res = yield Run(argv=(host.python, remote_script, wheel, cuobjdump), mutating=False, after_change=True,
+                        quiet=True, assume=CommandResult(argv=[], rc=0, stdout=assume_json),
+                        reason="list the SASS in the wheel (cuobjdump --list-elf)")
         try:
             out = json.loads(res.stdout_text.strip().splitlines()[-1])
             if not out.get("error"):
                 return out["archs"], "on the host", None
         except (ValueError, IndexError):
             pass
-    # No usable cuobjdump on the host: fetch the wheel into the controller's content-addressed
-    # cache and check it here (the controller can carry PyPI's nvidia-cuda-cuobjdump).
+    from ..paths import cache_root
+
     name = posixpath.basename(wheel)
-    if not _WHEEL_NAME.match(name):
-        return [], "controller", f"refusing to fetch {wheel!r}: not a wheel file name"
-    local = cache_root() / "sass-check" / digest[:16] / name
-    if not local.exists():
-        try:
-            await ctx.session.conn.get(wheel, str(local))
-        except FleetError as exc:
-            return [], "controller", f"cannot fetch the wheel to check it: {exc}"
-    proc = subprocess.run([sys.executable, str(local_script), str(local)], capture_output=True, text=True, timeout=300)
-    try:
-        out = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return [], "controller", f"wheel_sass.py failed: {proc.stderr.strip()[-300:]}"
+    local = cache_root() / "sass-check" / (digest or "unknown")[:16] / name
+    err = yield Get(remote=wheel, local=str(local), after_change=True, reason="check the SASS on the controller")
+    if err is not None:
+        return [], "on the controller", f"cannot fetch the wheel to check it: {err}"
+    out = yield Local(fn=wheel_sass_local, args=(str(local_script), str(local)), after_change=True,
+                      assume={"archs": targets, "error": None}, reason="cuobjdump on the controller")
+    if isinstance(out, BaseException):
+        return [], "on the controller", str(out)
     if out.get("error"):
-        return [], "controller", f"no cuobjdump on the host or the controller ({out['error']}); " \
-                                 "install nvidia-cuda-cuobjdump from PyPI on the controller"
+        return [], "on the controller", (f"no cuobjdump on the host or the controller ({out['error']}); "
+                                         "install nvidia-cuda-cuobjdump from PyPI on the controller")
     return out["archs"], "on the controller", None
 
 
-def local_tree_hash(files: list[tuple[Path, str]]) -> str:
-    """The hash :data:`_TREE_HASH` computes on the host, computed on the controller over the files
-    a ``copy`` task uploads (``(local path, relative path)`` pairs): sha256 of ``sha256sum``'s
-    output for the paths sorted bytewise (``LC_ALL=C sort``)."""
-    lines = []
-    for path, rel in sorted(files, key=lambda item: ("./" + item[1]).encode()):
-        lines.append(f"{sha256_file(path)}  ./{rel}\n")  # cached: every host hashes the same files
-    return hashlib.sha256("".join(lines).encode()).hexdigest()
+ACTION = Action(name="build_wheel", args=BuildWheelArgs, phase="build", timeout_s=7200.0, plan=plan)

@@ -1,48 +1,51 @@
-"""``command`` (an argv, no shell), ``shell`` (an explicit string through a named shell) and
-``script`` (a local script uploaded as a file, then run by an interpreter)."""
+"""``command``: run one argv on the host exactly as given, without a shell (Ansible's ``command``)."""
 
 from __future__ import annotations
 
-import posixpath
-from pathlib import Path
+from pydantic import Field, field_validator
 
-from ..actions import CommandArgs, ScriptArgs, ShellArgs
-from ..errors import TransferError
 from ..status import Status
-from .base import TaskContext, TaskResult, first_error_line
+from .argtypes import ActionArgs, argv_list, is_template
+from .base import Action, HostView, Plan, TaskResult, result_of
+from .steps import Run, probe
 
 
-def _result(res) -> TaskResult:
-    status = Status.CHANGED if res.rc == 0 else Status.FAILED
-    msg = "" if res.rc == 0 else f"rc={res.rc if res.rc is not None else res.signal}: {first_error_line(res)}"
-    return TaskResult(status, msg=msg, rc=res.rc, stdout=res.stdout_text, stderr=res.stderr_text)
+class CommandArgs(ActionArgs):
+    """``command``: run one argv on the host, without a shell.
+
+    Attributes:
+        argv: the program and its arguments, a non-empty list (numbers become strings). A plain
+            string is an error: use a list, or the ``shell`` action.
+        cwd: remote working folder; ``None`` means the login folder.
+        creates: remote path; when it exists the task is skipped (Ansible's ``creates``).
+    """
+
+    argv: list[str] = Field(min_length=1)
+    cwd: str | None = None
+    creates: str | None = None
+
+    @field_validator("argv", mode="before")
+    @classmethod
+    def _argv(cls, v: object) -> object:
+        if isinstance(v, str) and not is_template(v):
+            raise ValueError(
+                "argv must be a list of strings, not a string (write [prog, arg, ...], "
+                "or use the shell action)"
+            )
+        return argv_list(v, "argv")
 
 
-async def run_command(ctx: TaskContext, args: CommandArgs) -> TaskResult:
-    """Run the argv exactly; SKIPPED when ``creates`` already exists on the host."""
+def plan(args: CommandArgs, host: HostView) -> Plan:
+    """Run the argv; SKIPPED when ``creates`` already exists on the host."""
     if args.creates:
-        probe = await ctx.run(["test", "-e", args.creates], quiet=True, mutating=False)
-        if probe.rc == 0:
-            return TaskResult(Status.SKIPPED, msg=f"{args.creates} exists")
-    return _result(await ctx.run(args.argv, cwd=args.cwd))
+        found = yield probe(["test", "-e", args.creates], f"skip when {args.creates} exists")
+        if found.rc == 0:
+            return TaskResult(Status.SKIPPED, msg=f"{args.creates} exists",
+                              data={"decision": {"action": "skip", "why": f"{args.creates} exists"}})
+    res = yield Run(argv=tuple(args.argv), cwd=args.cwd)
+    out = result_of(res)
+    out.data["decision"] = {"action": "run"}
+    return out
 
 
-async def run_shell(ctx: TaskContext, args: ShellArgs) -> TaskResult:
-    """Run ``executable -c cmd`` (the string is the user's own shell code, passed as one argv element)."""
-    return _result(await ctx.run([args.executable, "-c", args.cmd], cwd=args.cwd))
-
-
-async def run_script(ctx: TaskContext, args: ScriptArgs, playbook_dir: Path) -> TaskResult:
-    """Upload the script into the run folder and run it with the interpreter (default: the venv python)."""
-    src = Path(args.src)
-    if not src.is_absolute():
-        src = (playbook_dir / src).resolve()
-    if not src.is_file():
-        return TaskResult(Status.FAILED, msg=f"script: local file {src} does not exist")
-    remote = posixpath.join(ctx.session.run_dir, "scripts", src.name)
-    try:
-        await ctx.put(str(src), remote, mode=0o700)
-    except TransferError as exc:
-        return TaskResult(Status.FAILED, msg=str(exc))
-    interpreter = args.interpreter or ctx.session.python
-    return _result(await ctx.run([interpreter, remote, *args.args], env=args.env))
+ACTION = Action(name="command", args=CommandArgs, phase="command", timeout_s=600.0, plan=plan)

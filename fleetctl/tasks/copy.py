@@ -1,24 +1,75 @@
-"""``copy``: a local file or folder tree to the host over SFTP, checked by SHA-256.
+"""``copy``: a local file or folder tree to the host (SFTP), checked by SHA-256.
 
-Files whose remote SHA-256 already matches are skipped, so re-deploying unchanged sources uploads
-nothing. Build outputs and caches (``build/``, ``__pycache__``, ``.git``, ``*.pyc``) are never sent.
+Files whose remote SHA-256 already matches are not sent again, so re-deploying unchanged sources
+uploads nothing. Build outputs and caches (``build/``, ``__pycache__``, ``.git``, ``dist``,
+``*.egg-info``, ``*.pyc``, ``*.so``, ``*.whl``) and symlinks are never sent.
+
+The task declares what the destination holds afterwards (:attr:`TaskResult.trees` and ``files``),
+so a later ``build_wheel`` of that folder computes its build key from the controller's files,
+identically in ``--plan``, ``--dry-run`` and a deploy.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import posixpath
+import re
 from pathlib import Path
 
-from ..actions import CopyArgs
-from ..errors import TransferError
-from ..status import Status
-from .base import TaskContext, TaskResult
+from pydantic import field_validator
 
-SKIP_DIRS = {"build", "__pycache__", ".git", "dist", ".pytest_cache", ".hypothesis"}
+from ..status import Status
+from .argtypes import ActionArgs, is_template, non_empty
+from .base import Action, HostView, Plan, TaskResult
+from .steps import Local, PutFiles, probe
+
+SKIP_DIRS = frozenset({"build", "__pycache__", ".git", "dist", ".pytest_cache", ".hypothesis"})
 SKIP_SUFFIXES = (".pyc", ".so", ".whl")
-PARALLEL_UPLOADS = 4
+
+#: The same selection as :func:`local_files`, on the host (``find`` primaries, POSIX).
+REMOTE_TREE_HASH = (
+    'cd "$1" && find . \\( -type d \\( -name build -o -name __pycache__ -o -name .git -o -name dist '
+    '-o -name .pytest_cache -o -name .hypothesis -o -name "*.egg-info" \\) -prune \\) -o '
+    '\\( -type f ! -name "*.pyc" ! -name "*.so" ! -name "*.whl" -print \\) '
+    '| LC_ALL=C sort | while IFS= read -r f; do sha256sum "$f"; done | sha256sum'
+)
+
+
+class CopyArgs(ActionArgs):
+    """``copy``: upload a local file or folder to the host (SFTP).
+
+    Attributes:
+        src: local path, file or folder; relative paths are relative to the playbook file's folder.
+        dest: remote path. A folder ``src`` is copied as a folder to ``dest``.
+        mode: permission bits for the uploaded file(s): an int (YAML ``0644`` is octal) or an octal
+            string (``"0755"``); ``None``: 0755 for executable files, else 0644.
+    """
+
+    src: str
+    dest: str
+    mode: int | None = None
+
+    @field_validator("src", "dest")
+    @classmethod
+    def _paths(cls, v: str, info) -> str:
+        return non_empty(v, info.field_name)
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode(cls, v: object) -> object:
+        if is_template(v):
+            return v
+        if isinstance(v, bool):
+            raise ValueError("mode must be an octal number such as '0644'")
+        if isinstance(v, str):
+            text = v.strip()
+            text = text[2:] if text.lower().startswith("0o") else text
+            if not re.fullmatch(r"[0-7]{1,4}", text):
+                raise ValueError(f"mode must be an octal number such as '0644', got {v!r}")
+            v = int(text, 8)
+        if isinstance(v, int) and not 0 <= v <= 0o7777:
+            raise ValueError(f"mode must be between 0 and 07777, got {v!r}")
+        return v
 
 
 def local_files(src: Path) -> list[tuple[Path, str]]:
@@ -39,17 +90,6 @@ def local_files(src: Path) -> list[tuple[Path, str]]:
 _DIGESTS: dict[tuple[str, int, int], str] = {}
 
 
-def sha256_file(path: Path) -> str:
-    """SHA-256 (hex) of a local file, computed once per run for a given size and mtime (every host
-    of a copy compares against the same local files)."""
-    st = path.stat()
-    key = (str(path), st.st_size, st.st_mtime_ns)
-    digest = _DIGESTS.get(key)
-    if digest is None:
-        digest = _DIGESTS[key] = sha256_of(path)
-    return digest
-
-
 def sha256_of(path: Path) -> str:
     """SHA-256 (hex) of a local file's bytes, read in 1 MiB pieces."""
     h = hashlib.sha256()
@@ -59,38 +99,64 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
-async def run(ctx: TaskContext, args: CopyArgs, playbook_dir: Path) -> TaskResult:
-    """Upload what differs. Returns CHANGED with the uploaded count, OK when nothing differed."""
-    src = Path(args.src)
-    if not src.is_absolute():
-        src = (playbook_dir / src).resolve()
+def sha256_file(path: Path) -> str:
+    """:func:`sha256_of`, computed once per process for a given path, size and mtime (every host of
+    a copy compares against the same local files)."""
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    digest = _DIGESTS.get(key)
+    if digest is None:
+        digest = _DIGESTS[key] = sha256_of(path)
+    return digest
+
+
+def tree_hash(entries: list[tuple[str, str]]) -> str:
+    """The hash :data:`REMOTE_TREE_HASH` computes on the host, from ``(relative path, sha256)``
+    pairs: sha256 (hex) of ``sha256sum``'s lines for the paths sorted bytewise (``LC_ALL=C``)."""
+    lines = [f"{digest}  ./{rel}\n" for rel, digest in sorted(entries, key=lambda e: ("./" + e[0]).encode())]
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
+def local_manifest(src: Path) -> list[tuple[str, str, str, bool]]:
+    """``(local path, relative path, sha256, executable)`` for every file :func:`local_files`
+    selects (run off the event loop by the engine).
+
+    Raises:
+        FileNotFoundError: ``src`` does not exist.
+    """
     if not src.exists():
-        return TaskResult(Status.FAILED, msg=f"copy: local source {src} does not exist")
-    files = local_files(src)
-    dest_of = {rel: (args.dest if src.is_file() else posixpath.join(args.dest, rel)) for _, rel in files}
-    remote = await ctx.run(["sha256sum", "--", *dest_of.values()], quiet=True, mutating=False, timeout_s=120) \
-        if files else None
+        raise FileNotFoundError(f"local source {src} does not exist")
+    return [(str(p), rel, sha256_file(p), bool(p.stat().st_mode & 0o100)) for p, rel in local_files(src)]
+
+
+def plan(args: CopyArgs, host: HostView) -> Plan:
+    """Hash the local files, compare with the host's, upload what differs."""
+    src = host.local_path(args.src)
+    manifest = yield Local(fn=local_manifest, args=(src,), reason=f"hash the files of {src}")
+    if isinstance(manifest, BaseException):
+        return TaskResult(Status.FAILED, msg=f"copy: {manifest}")
+    single = src.is_file()
+    dest_of = {rel: (args.dest if single else posixpath.join(args.dest, rel)) for _, rel, _, _ in manifest}
     have: dict[str, str] = {}
-    if remote is not None:
+    if manifest:
+        remote = yield probe(["sha256sum", "--", *dest_of.values()], f"compare with the files in {args.dest}")
         for line in remote.stdout_text.splitlines():
             digest, _, name = line.partition("  ")
             have[name] = digest
-    digests = await asyncio.to_thread(lambda: [sha256_file(p) for p, _ in files])  # off the event loop
-    todo = [(p, dest_of[rel]) for (p, rel), digest in zip(files, digests) if have.get(dest_of[rel]) != digest]
-    gate = asyncio.Semaphore(PARALLEL_UPLOADS)
-
-    async def one(path: Path, dest: str) -> None:
-        async with gate:
-            mode = args.mode if args.mode is not None else (0o755 if path.stat().st_mode & 0o100 else 0o644)
-            await ctx.put(str(path), dest, mode=mode)
-
-    try:
-        await asyncio.gather(*(one(p, d) for p, d in todo))
-    except TransferError as exc:
-        return TaskResult(Status.FAILED, msg=str(exc))
-    ctx.record.event("copy.finished", host=ctx.host, files=len(files), uploaded=len(todo))
-    data = {"files": len(files), "uploaded": len(todo), "dest": args.dest}
+    todo = [(local, dest_of[rel], args.mode if args.mode is not None else (0o755 if exe else 0o644))
+            for local, rel, digest, exe in manifest if have.get(dest_of[rel]) != digest]
+    files = {dest_of[rel]: digest for _, rel, digest, _ in manifest}
+    trees = {} if single else {args.dest.rstrip("/") or "/": tree_hash([(rel, d) for _, rel, d, _ in manifest])}
+    data = {"files": len(manifest), "uploaded": len(todo), "dest": args.dest,
+            "decision": {"action": "upload" if todo else "unchanged", "files": len(todo)}}
     if todo:
-        verb = "would upload" if ctx.dry_run else "uploaded"
-        return TaskResult(Status.CHANGED, msg=f"{verb} {len(todo)} of {len(files)} files", data=data)
-    return TaskResult(Status.OK, msg=f"{len(files)} files unchanged", data=data)
+        errors = yield PutFiles(files=tuple(todo), reason=f"{len(todo)} of {len(manifest)} files differ")
+        failed = [e for e in (errors or []) if e is not None]
+        if failed:
+            return TaskResult(Status.FAILED, msg=str(failed[0]), data=data)
+        return TaskResult(Status.CHANGED, msg=f"uploaded {len(todo)} of {len(manifest)} files", data=data,
+                          files=files, trees=trees)
+    return TaskResult(Status.OK, msg=f"{len(manifest)} files unchanged", data=data, files=files, trees=trees)
+
+
+ACTION = Action(name="copy", args=CopyArgs, phase="upload", timeout_s=300.0, plan=plan, runs_commands=False)

@@ -1,29 +1,96 @@
 """``pip_install``: install a wheel into the host's venv with ``--force-reinstall --no-deps``.
 
-torch's version and CUDA build are read before and after: if the install changed torch, the task
-FAILS (a kernel wheel must never drag in another torch). The installed wheel is kept under
-``<workdir>/installed/`` with a record of the one it replaced, so a failed verify can roll back;
-installing the same wheel (same SHA-256) again is skipped unless ``--force``.
+The decision reads the host's real installed state, not only fleetctl's own record: the package's
+dist-info in the venv (its ``RECORD``, hashed) must still be the one fleetctl installed, so a
+package uninstalled or replaced by hand is installed again. torch's version and CUDA build are read
+(from ``torch/version.py``, without importing torch) before and after: if the install changed
+torch, the task FAILS (a kernel wheel must never drag in another torch). The installed wheel is
+kept under ``<workdir>/installed/`` with a record of the one it replaced, so a failed verify can
+roll back; installing the same wheel (same SHA-256) again is skipped unless ``--force``.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import posixpath
 import re
+from typing import Any, Literal
 
-from ..actions import PipInstallArgs
+from pydantic import field_validator
+
+from ..connection.base import CommandResult
 from ..status import Status
-from .base import TaskContext, TaskResult, first_error_line
+from .argtypes import ActionArgs, non_empty
+from .base import Action, HostView, Plan, TaskResult, first_error_line
+from .steps import Put, Run, probe
 
-_TORCH = (
-    "import json\n"
-    "try:\n"
-    "    import torch\n"
-    "    print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda}))\n"
-    "except Exception as exc:\n"
-    "    print(json.dumps({'torch': None, 'cuda': None, 'error': repr(exc)}))\n"
-)
+#: Reads fleetctl's install record, the installed distribution (version, location, a digest of its
+#: RECORD without the installer's own files) and torch's version and CUDA build without importing
+#: torch. stdlib only, Python 3.8+. argv: DIST RECORD_PATH.
+STATE_SCRIPT = r'''
+import ast, hashlib, json, os, sys
+import importlib.util
+try:
+    import importlib.metadata as md
+except ImportError:
+    md = None
+out = {"record": None, "dist": None, "torch": None, "cuda": None}
+try:
+    with open(sys.argv[2]) as fh:
+        out["record"] = json.load(fh)
+except (OSError, ValueError):
+    pass
+if md is not None:
+    try:
+        d = md.distribution(sys.argv[1])
+        skip = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD")
+        lines = sorted(l for l in (d.read_text("RECORD") or "").splitlines()
+                       if l and not l.split(",")[0].endswith(skip) and "__pycache__" not in l)
+        out["dist"] = {"version": d.version, "location": str(d.locate_file("")),
+                       "record_sha256": hashlib.sha256("\n".join(lines).encode()).hexdigest()}
+    except Exception:
+        pass
+spec = importlib.util.find_spec("torch")
+if spec is not None and spec.origin:
+    try:
+        with open(os.path.join(os.path.dirname(spec.origin), "version.py")) as fh:
+            tree = ast.parse(fh.read())
+        for node in tree.body:
+            target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+            name = getattr(target, "id", None)
+            if name in ("__version__", "cuda") and getattr(node, "value", None) is not None:
+                out["torch" if name == "__version__" else "cuda"] = ast.literal_eval(node.value)
+    except (OSError, SyntaxError, ValueError):
+        pass
+print(json.dumps(out))
+'''
+
+_MISSING = object()
+
+
+class PipInstallArgs(ActionArgs):
+    """``pip_install``: install a wheel into the host's venv.
+
+    Attributes:
+        wheel: remote wheel path, or a glob (``"{{ out_dir }}/fp4_kernels-*.whl"``) that must match
+            exactly one file.
+        force_reinstall: reinstall even when the same version is installed.
+        no_deps: do not install dependencies.
+        keep_previous: keep the previously installed wheel so that a failed verify can roll back.
+        tool: ``"uv"``, ``"pip"``, or ``"auto"`` (uv when the host has it).
+    """
+
+    wheel: str
+    force_reinstall: bool = True
+    no_deps: bool = True
+    keep_previous: bool = True
+    tool: Literal["auto", "uv", "pip"] = "auto"
+
+    @field_validator("wheel")
+    @classmethod
+    def _wheel(cls, v: str) -> str:
+        return non_empty(v, "wheel")
 
 
 def installed_dir(workdir: str) -> str:
@@ -37,75 +104,91 @@ def dist_name(wheel: str) -> str:
 
 
 def install_argv(tool: str, python: str, uv: str | None, wheel: str, args: PipInstallArgs) -> list[str]:
+    """``uv pip install --python PY`` or ``PY -m pip install``, with the task's flags."""
     flags = (["--force-reinstall"] if args.force_reinstall else []) + (["--no-deps"] if args.no_deps else [])
     if tool == "uv":
         return [uv or "uv", "pip", "install", "--python", python, *flags, wheel]
     return [python, "-m", "pip", "install", "--no-input", *flags, wheel]
 
 
-async def torch_state(ctx: TaskContext) -> dict:
-    res = await ctx.run([ctx.session.python, "-c", _TORCH], quiet=True, mutating=False, timeout_s=300)
+def parse_state(res: CommandResult) -> dict[str, Any]:
+    """:data:`STATE_SCRIPT`'s JSON, or ``{"error": first line}`` when it did not run."""
     try:
         return json.loads(res.stdout_text.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        return {"torch": None, "cuda": None, "error": first_error_line(res)}
+        return {"record": None, "dist": None, "torch": None, "cuda": None, "error": first_error_line(res)}
 
 
-async def run(ctx: TaskContext, args: PipInstallArgs, *, force: bool = False) -> TaskResult:
-    """Install; CHANGED on install, OK when this exact wheel is already installed, FAILED if torch moved."""
+def plan(args: PipInstallArgs, host: HostView) -> Plan:
+    """Install unless this exact wheel is what the venv holds; FAILED if torch moved."""
     wheel = args.wheel
     if any(c in wheel for c in "*?["):
-        found = await ctx.run(["/bin/sh", "-c", 'for f in $1; do [ -e "$f" ] && echo "$f"; done', "sh", wheel],
-                              quiet=True, mutating=False)
-        matches = found.stdout_text.split()
-        if len(matches) != 1:
-            return TaskResult(Status.FAILED, msg=f"wheel pattern {wheel} matches {len(matches)} files, expected 1")
-        wheel = matches[0]
-    if not ctx.session.venv:
+        known = [p for p in host.files if fnmatch.fnmatchcase(p, wheel)]
+        if len(known) == 1:
+            wheel = known[0]
+        else:
+            found = yield probe(["/bin/sh", "-c", 'for f in $1; do [ -e "$f" ] && echo "$f"; done', "sh", wheel],
+                                f"the wheel matching {wheel}")
+            matches = found.stdout_text.split()
+            if len(matches) != 1:
+                return TaskResult(Status.FAILED, msg=f"wheel pattern {wheel} matches {len(matches)} files, expected 1")
+            wheel = matches[0]
+    if not host.venv:
         return TaskResult(Status.FAILED, msg="no venv for this host: set the host var 'venv'")
-    tool, uv = ctx.build_tool(args.tool)
-    if ctx.dry_run:  # the wheel may not exist yet: plan the install command only
-        await ctx.run(install_argv(tool, ctx.session.python, uv, wheel, args))
-        return TaskResult(Status.CHANGED, msg=f"dry run: would install {posixpath.basename(wheel)} ({tool})")
+    uv = (host.facts.get("uv") or {}).get("path")
+    tool = "uv" if args.tool == "uv" or (args.tool == "auto" and uv) else "pip"
     dist = dist_name(wheel)
-    keep_dir = installed_dir(ctx.session.workdir)
-    record_path = posixpath.join(keep_dir, f"{dist}.json")
-    digest_res = await ctx.run(["sha256sum", wheel], quiet=True, mutating=False)
-    if digest_res.rc != 0:
-        return TaskResult(Status.FAILED, msg=f"wheel {wheel}: {first_error_line(digest_res)}")
-    digest = digest_res.stdout_text.split()[0] if digest_res.stdout_text else ""
-    old = await ctx.run(["cat", record_path], quiet=True, mutating=False)
-    previous = None
-    if old.rc == 0:
-        try:
-            previous = json.loads(old.stdout_text)
-        except ValueError:
-            previous = None
-    python = ctx.session.python
-    if previous and previous.get("sha256") == digest and not force and not ctx.dry_run:
-        present = await ctx.run([python, "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"],
-                                quiet=True, mutating=False)
-        if present.rc == 0:
-            return TaskResult(Status.OK, msg=f"{posixpath.basename(wheel)} already installed (same sha256)",
-                              data={"wheel": previous.get("kept"), "sha256": digest, "skipped": True})
-
-    before = await torch_state(ctx)
-    res = await ctx.run(install_argv(tool, python, uv, wheel, args))
+    record_path = posixpath.join(installed_dir(host.workdir), f"{dist}.json")
+    digest = host.files.get(wheel, _MISSING)
+    if digest is _MISSING:
+        res = yield probe(["sha256sum", wheel], f"the sha256 of {posixpath.basename(wheel)}")
+        if res.rc != 0:
+            return TaskResult(Status.FAILED, msg=f"wheel {wheel}: {first_error_line(res)}")
+        digest = res.stdout_text.split()[0]
+    state_res = yield probe([host.python, "-c", STATE_SCRIPT, dist, record_path],
+                            f"what {host.venv} holds now (dist-info, torch)", timeout_s=300)
+    before = parse_state(state_res)
+    previous = before.get("record") or None
+    held = before.get("dist") or {}
+    same = (previous is not None and digest is not None and previous.get("sha256") == digest
+            and held.get("record_sha256") and held.get("record_sha256") == previous.get("record_sha256"))
+    if same and not host.force:
+        return TaskResult(Status.OK, msg=f"{posixpath.basename(wheel)} already installed (same sha256)",
+                          data={"wheel": previous.get("kept"), "sha256": digest, "skipped": True,
+                                "decision": {"action": "skip"}})
+    why = ("forced" if same else "nothing installed" if not held else
+           "installed package differs from the wheel" if previous and previous.get("sha256") == digest else
+           "a new wheel")
+    decision = {"action": "install", "why": why}
+    res = yield Run(argv=tuple(install_argv(tool, host.python, uv, wheel, args)),
+                    reason=f"install {posixpath.basename(wheel)} ({why})")
     if res.rc != 0:
-        return TaskResult(Status.FAILED, rc=res.rc, msg=f"install failed ({tool}): {first_error_line(res)}")
-    after = await torch_state(ctx) if not ctx.dry_run else before
-    data = {"wheel": wheel, "sha256": digest, "tool": tool, "torch_before": before, "torch_after": after,
-            "previous": previous}
+        return TaskResult(Status.FAILED, rc=res.rc, msg=f"install failed ({tool}): {first_error_line(res)}",
+                          data={"decision": decision})
+    assume = {**before, "dist": {**held, "record_sha256": None}}
+    after_res = yield Run(argv=(host.python, "-c", STATE_SCRIPT, dist, record_path), mutating=False,
+                          after_change=True, quiet=True, timeout_s=300, reason="torch unchanged?",
+                          assume=CommandResult(argv=[], rc=0, stdout=json.dumps(assume).encode()))
+    after = parse_state(after_res)
+    data: dict[str, Any] = {"wheel": wheel, "sha256": digest, "tool": tool, "previous": previous, "decision": decision,
+                            "torch_before": {"torch": before.get("torch"), "cuda": before.get("cuda")},
+                            "torch_after": {"torch": after.get("torch"), "cuda": after.get("cuda")}}
     if (before.get("torch"), before.get("cuda")) != (after.get("torch"), after.get("cuda")):
-        return TaskResult(Status.FAILED, msg=f"the install changed torch: {before.get('torch')} (cu {before.get('cuda')})"
-                          f" -> {after.get('torch')} (cu {after.get('cuda')})", data=data)
-    if args.keep_previous and not ctx.dry_run:
+        return TaskResult(Status.FAILED, data=data,
+                          msg=f"the install changed torch: {before.get('torch')} (cu {before.get('cuda')}) -> "
+                              f"{after.get('torch')} (cu {after.get('cuda')})")
+    if args.keep_previous:
+        keep_dir = installed_dir(host.workdir)
         kept = posixpath.join(keep_dir, posixpath.basename(wheel))
-        await ctx.run(["mkdir", "-p", "-m", "0700", keep_dir], quiet=True)
-        await ctx.run(["cp", "-f", wheel, kept], quiet=True)
-        rec = {"dist": dist, "sha256": digest, "kept": kept, "previous": (previous or {}).get("kept")}
-        await ctx.put_json(record_path, rec)
+        yield Run(argv=("mkdir", "-p", "-m", "0700", keep_dir), quiet=True)
+        yield Run(argv=("cp", "-f", wheel, kept), quiet=True, reason="keep the wheel for a rollback")
+        rec = {"dist": dist, "sha256": digest, "kept": kept, "previous": (previous or {}).get("kept"),
+               "record_sha256": (after.get("dist") or {}).get("record_sha256")}
+        yield Put(data=json.dumps(rec).encode(), remote=record_path, mode=0o600, reason="the install record")
         data["kept"] = kept
     version = re.sub(r"\.whl$", "", posixpath.basename(wheel))
-    return TaskResult(Status.CHANGED, msg=f"installed {version} ({tool}); torch {after.get('torch')} unchanged",
-                      data=data)
+    return TaskResult(Status.CHANGED, data=data,
+                      msg=f"installed {version} ({tool}); torch {after.get('torch')} unchanged")
+
+
+ACTION = Action(name="pip_install", args=PipInstallArgs, phase="install", timeout_s=900.0, plan=plan)

@@ -1,23 +1,66 @@
 """``verify``: run the verification script in a fresh interpreter from a neutral folder.
 
 The script (``playbooks/scripts/verify_package.py`` unless the task names another) is uploaded into
-the run folder and run there with the venv's python, so the package is imported from the venv's
-site-packages, never from the source tree. See the script's docstring for the checks.
+the run's folder and run there with the venv's python, so the package is imported from the venv's
+site-packages, never from the source tree. See the script's docstring for the checks. Verify reads
+and changes nothing on the host besides its own script, so it runs in a deploy, never in a dry run
+(there is nothing installed yet to check).
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
+import re
 from pathlib import Path
 
-from ..actions import DEFAULT_VERIFY_SCRIPT, VerifyArgs
-from ..paths import REPO_ROOT
+from pydantic import Field, field_validator
+
+from ..connection.base import CommandResult
 from ..status import Status
-from .base import TaskContext, TaskResult, first_error_line
+from .argtypes import ActionArgs, is_template
+from .base import Action, HostView, Plan, TaskResult, first_error_line
+from .steps import Put, Run
+
+#: The verification script used when ``verify.script`` is not given, relative to the fleetctl
+#: project root (the folder holding ``playbooks/``).
+DEFAULT_VERIFY_SCRIPT = "playbooks/scripts/verify_package.py"
+
+
+class VerifyArgs(ActionArgs):
+    """``verify``: import an installed package on the host and check it.
+
+    Attributes:
+        package: import name (``fp4_kernels``); torch is imported first.
+        symbols: attribute names the package must have.
+        script: local verification script; ``None`` means :data:`DEFAULT_VERIFY_SCRIPT`.
+        smoke: run the numeric smoke test on the GPU against the reference.
+        fa3_fallback: when set, require that the FA3 fallback is (True) or is not (False) active.
+    """
+
+    package: str
+    symbols: list[str] = Field(default_factory=list)
+    script: str | None = None
+    smoke: bool = True
+    fa3_fallback: bool | None = None
+
+    @field_validator("package")
+    @classmethod
+    def _package(cls, v: str) -> str:
+        if not is_template(v) and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", v):
+            raise ValueError(f"package must be an import name such as 'fp4_kernels', got {v!r}")
+        return v
+
+    @field_validator("symbols", mode="before")
+    @classmethod
+    def _symbols(cls, v: object) -> object:
+        if isinstance(v, str) and not is_template(v):
+            raise ValueError("symbols must be a list of names")
+        return v
 
 
 def verify_argv(python: str, script: str, args: VerifyArgs, venv: str | None, sms: list[str]) -> list[str]:
+    """The verification script's command line (pure)."""
     argv = [python, script, "--package", args.package]
     if venv:
         argv += ["--venv", venv]
@@ -32,34 +75,44 @@ def verify_argv(python: str, script: str, args: VerifyArgs, venv: str | None, sm
     return argv
 
 
-async def run(ctx: TaskContext, args: VerifyArgs, playbook_dir: Path) -> TaskResult:
-    """OK when every check passed; FAILED naming the failed checks."""
-    local = Path(args.script) if args.script else REPO_ROOT / DEFAULT_VERIFY_SCRIPT
-    if not local.is_absolute():
-        local = (playbook_dir / local).resolve()
-    neutral = posixpath.join(ctx.session.run_dir, "verify")
-    remote = posixpath.join(neutral, local.name)
-    await ctx.put(str(local), remote, mode=0o600)
-    sms = sorted({g["compute_cap"] for g in ctx.facts.get("gpus") or [] if g.get("compute_cap")})
-    res = await ctx.run(verify_argv(ctx.session.python, remote, args, ctx.session.venv, sms), cwd=neutral)
-    if ctx.dry_run:
-        return TaskResult(Status.OK, msg="dry run")
-    summary: dict = {}
+def summary_of(res: CommandResult) -> dict:
+    """The script's last stdout line that is a JSON object, or ``{}``."""
     for line in reversed(res.stdout_text.strip().splitlines()):
         if line.startswith("{"):
             try:
-                summary = json.loads(line)
-                break
+                return json.loads(line)
             except ValueError:
                 continue
+    return {}
+
+
+def plan(args: VerifyArgs, host: HostView) -> Plan:
+    """Upload the script, run it from ``<run_dir>/verify``; OK when every check passed."""
+    local = Path(args.script) if args.script else host.project_root / DEFAULT_VERIFY_SCRIPT
+    if not local.is_absolute():
+        local = host.local_path(str(local))
+    neutral = posixpath.join(host.run_dir, "verify")
+    remote = posixpath.join(neutral, local.name)
+    err = yield Put(local=str(local), remote=remote, mode=0o600, reason="the verification script")
+    if err is not None:
+        return TaskResult(Status.FAILED, msg=f"verify: {err}")
+    ok_summary = {"ok": True, "checks": [], "simulated": True}
+    res = yield Run(argv=tuple(verify_argv(host.python, remote, args, host.venv, host.gpu_caps)), cwd=neutral, quiet=True,
+                    mutating=False, after_change=True, reason="import and check the installed package",
+                    assume=CommandResult(argv=[], rc=0, stdout=json.dumps(ok_summary).encode()))
+    summary = summary_of(res)
     failed = [c for c in summary.get("checks", []) if not c.get("ok")]
     if res.rc != 0 or not summary.get("ok"):
         why = "; ".join(f"{c['name']}: {c['detail']}" for c in failed) or first_error_line(res)
         return TaskResult(Status.FAILED, rc=res.rc, msg=f"verify {args.package}: {why}", data=summary,
                           stdout=res.stdout_text, stderr=res.stderr_text)
-    device = "cpu"
-    if summary.get("selfcheck"):
-        device = summary["selfcheck"].get("device", device)
+    if summary.get("simulated"):
+        return TaskResult(Status.OK, msg="verify after the install", data={"decision": {"action": "verify"}})
+    device = (summary.get("selfcheck") or {}).get("device", "cpu")
     notes = [c["detail"] for c in summary.get("checks", []) if c["name"] == "import-order" and "only after" in c["detail"]]
-    return TaskResult(Status.OK, msg=f"{args.package} verified ({len(summary.get('checks', []))} checks, smoke on {device})"
-                      + (f"; {notes[0]}" if notes else ""), data=summary)
+    return TaskResult(Status.OK, data={**summary, "decision": {"action": "verify"}},
+                      msg=f"{args.package} verified ({len(summary.get('checks', []))} checks, smoke on {device})"
+                      + (f"; {notes[0]}" if notes else ""))
+
+
+ACTION = Action(name="verify", args=VerifyArgs, phase="verify", timeout_s=600.0, plan=plan)

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import click
 
-from . import schedule as sch
-from .cli import EXIT_FAILED, Context, main, pass_ctx
-from .errors import InputError
-from .paths import resolve_default
+from .. import schedule as sch
+from .app import EXIT_FAILED, Context, main, pass_ctx
+from ..errors import InputError
+from ..paths import resolve_default
 
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
 
@@ -209,7 +209,7 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
                          "(or alert on the exit status in cron.log or on the run record)")
 
     # What the job will run must load now, not fail at HH:MM.
-    from .playbook import load_playbook
+    from ..playbook import load_playbook
 
     playbook = resolve_default(playbook_path)
     if not playbook.is_file():

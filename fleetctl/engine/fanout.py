@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from .inventory import Host
+from typing import Any as Host
 
 T = TypeVar("T")
 

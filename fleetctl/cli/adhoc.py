@@ -1,0 +1,147 @@
+"""``fleetctl facts`` and ``fleetctl run``: ad-hoc work on hosts, no playbook."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, diagnostics, forks_option,
+                  hosts_option, json_option, limit_option, main, pass_ctx, run_async, timeout_option)
+
+
+def _record(kind: str, obj: Context, extra=()):
+    """A new run model with its record and the -v observer."""
+    from ..engine.model import RunModel
+    from ..engine.observer import Observers
+    from ..reporting.record import RunRecord
+
+    run = RunModel(kind=kind, command=command_line(), **_who())
+    record = RunRecord(run)
+    return run, record, Observers(run, [record, diagnostics(obj), *extra])
+
+
+def _who() -> dict[str, str]:
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "?"
+    return {"user": user, "controller": socket.gethostname()}
+
+
+def finish(run, observers, status: str) -> None:
+    """Close the run: status, end time, observers flushed."""
+    from ..engine.model import utc_now
+
+    run.status, run.finished = status, utc_now()
+    observers.emit("run.finished", status=status)
+    observers.close()
+
+
+def guarded(run, observers, fn):
+    """Call ``fn()``; whatever escapes it (Ctrl-C, SIGTERM, a bug) first marks the run
+    ``interrupted`` so that no run stays ``running`` forever."""
+    try:
+        return fn()
+    except BaseException:
+        if run.status == "running":
+            finish(run, observers, "interrupted")
+        raise
+
+
+@main.command()
+@hosts_option
+@limit_option
+@forks_option
+@json_option
+@accept_option
+@timeout_option
+@pass_ctx
+def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool,
+          accept_new_host_keys: bool, connect_timeout: float) -> None:
+    """Gather and print facts: GPUs and SMs, CUDA, venv and torch, cores, memory, disk, build plan."""
+    from ..engine.adhoc import facts_on_hosts
+    from ..reporting.tables import facts_table
+    from ..reporting.terminal import print_json
+
+    _, hosts = obj.select(pattern, limit, forks=forks)
+    run, record, observers = _record("facts", obj)
+    run.pattern = pattern
+    guarded(run, observers, lambda: run_async(facts_on_hosts(
+        hosts, run=run, observers=observers, forks=forks, connect_timeout_s=connect_timeout,
+        accept_new_host_keys=accept_new_host_keys)))
+    result = {}
+    for name, out in run.hosts.items():
+        if out.facts is not None:
+            result[name] = out.facts
+        else:
+            result[name] = {"reachable": bool(out.reachable), "error": out.error}
+    bad = run.failed_hosts
+    finish(run, observers, "failed" if bad else "ok")
+    if as_json:
+        print_json(run.redactor.obj(result))
+    else:
+        from rich.console import Console
+
+        Console().print(facts_table(result))
+        for h, f in result.items():
+            for note in (f.get("build") or {}).get("notes", []):
+                click.echo(f"{h}: {note}")
+    raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
+
+
+@main.command(context_settings={"allow_interspersed_args": False})
+@hosts_option
+@limit_option
+@forks_option
+@json_option
+@accept_option
+@timeout_option
+@click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=FiniteFloatRange(0.1),
+              help="Seconds the command may run on each host.")
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+@pass_ctx
+def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool, accept_new_host_keys: bool,
+        connect_timeout: float, timeout_s: float, argv: tuple[str, ...]) -> None:
+    """Run ARGV exactly as given (no shell) on every host: fleetctl run --hosts all -- uname -r"""
+    from ..engine.adhoc import run_on_hosts
+    from ..redact import unwrap
+    from ..reporting.terminal import LiveOutput, print_json
+
+    _, hosts = obj.select(pattern, limit, venv=False, forks=forks)  # `run` may be what creates the venv
+    printer = LiveOutput([h.name for h in hosts], stream=sys.stderr if as_json else sys.stdout)
+    run_, record, observers = _record("run", obj, extra=[_LinesOnly(printer)])
+    run_.pattern = pattern
+    run_.redactor.add(set().union(*(unwrap(h.vars)[1] for h in hosts)))
+    guarded(run_, observers, lambda: run_async(run_on_hosts(
+        hosts, list(argv), run=run_, observers=observers, forks=forks, timeout_s=timeout_s,
+        connect_timeout_s=connect_timeout, accept_new_host_keys=accept_new_host_keys)))
+    bad = run_.failed_hosts
+    finish(run_, observers, "failed" if bad else "ok")
+    if as_json:
+        doc = {}
+        for h, o in run_.hosts.items():
+            doc[h] = ({"unreachable": True, "error": o.error} if o.status == "unreachable" else
+                      {"rc": o.rc, **({"signal": o.signal} if o.signal else {}),
+                       **({"error": o.error} if o.error and o.rc is None else {})})
+        print_json(run_.redactor.obj(doc))
+    else:
+        for h, o in run_.hosts.items():
+            if o.status == "unreachable":
+                click.echo(f"{h}: UNREACHABLE: {o.error}", err=True)
+            elif o.status != "ok":
+                click.echo(f"{h}: FAILED: {o.error}", err=True)
+    raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
+
+
+class _LinesOnly:
+    """Only the output lines of a LiveOutput (``fleetctl run`` prints no task events)."""
+
+    def __init__(self, printer) -> None:
+        self.printer = printer
+
+    def line(self, run, host, line, shown=True) -> None:
+        self.printer.line(run, host, line, shown)

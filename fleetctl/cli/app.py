@@ -1,0 +1,181 @@
+"""The command-line core (click): the ``fleetctl`` group, its shared options, and how errors exit.
+
+Exit status (DESIGN.md): 0 every host succeeded; 1 one or more hosts failed or were unreachable
+(after all others finished); 2 bad usage or bad input (one line naming the file, key or option, no
+traceback); 130/143 when interrupted by SIGINT/SIGTERM.
+
+Before ``--`` every token is fleetctl's: an option fleetctl does not know is exit 2 with click's
+did-you-mean, never passed on to the hosts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from typing import Any
+
+import click
+
+from .. import __version__
+from ..errors import InputError
+from ..paths import resolve_default
+
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click.FloatRange that also refuses nan and inf (nan passes every range check)."""
+
+    def convert(self, value, param, ctx):
+        rv = super().convert(value, param, ctx)
+        if rv != rv or rv in (float("inf"), float("-inf")):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
+
+
+def fail_input(message: str) -> "click.exceptions.Exit":
+    """Print ``fleetctl: error: MESSAGE`` (control characters escaped: one line) and return Exit(2)."""
+    if not message.isprintable():
+        message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    click.echo(f"fleetctl: error: {message}", err=True)
+    return click.exceptions.Exit(EXIT_BAD_INPUT)
+
+
+class Context:
+    """What every command gets: the inventory sources (``-i``, repeatable) and the verbosity."""
+
+    def __init__(self, inventory: tuple[str, ...] | str, verbose: int) -> None:
+        self.inventory_sources = (inventory,) if isinstance(inventory, str) else tuple(inventory)
+        self.verbose = verbose
+
+    @property
+    def inventory_path(self) -> str:
+        return self.inventory_sources[-1] if self.inventory_sources else "inventory.yaml"
+
+    def select(self, pattern: str, limit: str | None = None, *, venv: bool = True, forks: int = 50):
+        """Load the inventory, select hosts and check them (conflicts, key modes, local venvs),
+        and make sure the open-file limit fits the run (fleetctl.fdlimit)."""
+        from ..build import parse_arch_list
+        from ..fdlimit import ensure_fd_budget
+        from ..inventory import load_inventory
+
+        path = resolve_default(self.inventory_path)
+        if not path.exists():
+            raise InputError("inventory file not found (-i/--inventory or FLEETCTL_INVENTORY)", file=str(path))
+        inv = load_inventory(str(path))
+        hosts = inv.select(pattern, limit=limit)
+        inv.check_hosts(hosts, venv=venv)
+        for host in hosts:
+            if "fallback_archs" in host.vars:
+                try:
+                    parse_arch_list(str(host.vars["fallback_archs"]))
+                except ValueError as exc:
+                    raise InputError(str(exc), file=str(path), key=f"{host.name}.fallback_archs") from None
+        ensure_fd_budget(len(hosts), forks)
+        return inv, hosts
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+def run_async(coro):
+    """Run the engine. SIGINT (Ctrl-C) exits 130, SIGTERM 143: both cancel the run, which stops
+    the remote commands (their channels close, see fleetctl.connection.command) and marks the
+    run record interrupted before exiting."""
+    terminated = False
+
+    async def main():
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+
+        def on_term() -> None:
+            nonlocal terminated
+            terminated = True
+            task.cancel()
+
+        loop.add_signal_handler(signal.SIGTERM, on_term)
+        try:
+            return await coro
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        click.echo("fleetctl: interrupted (SIGINT)", err=True)
+        raise click.exceptions.Exit(130) from None
+    except asyncio.CancelledError:
+        if terminated:
+            click.echo("fleetctl: terminated (SIGTERM)", err=True)
+            raise click.exceptions.Exit(143) from None
+        raise
+
+
+def usage_exit(exc: click.UsageError) -> Exception:
+    """A click usage error (unknown option, missing --hosts, --forks 0...) as one line, exit 2."""
+    if isinstance(exc, click.exceptions.NoArgsIsHelpError):
+        return exc  # plain `fleetctl`: click prints the help
+    words = exc.ctx.command_path.split()[1:] if exc.ctx is not None else []
+    message = " ".join(exc.format_message().splitlines())
+    return fail_input(f"{' '.join(words)}: {message}" if words else message)
+
+
+class FleetGroup(click.Group):
+    """Turns InputError and click usage errors anywhere below into one line on stderr, exit 2."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as exc:
+            raise usage_exit(exc) from None
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except InputError as exc:
+            raise fail_input(str(exc)) from None
+        except click.UsageError as exc:
+            raise usage_exit(exc) from None
+
+
+@click.group(cls=FleetGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-i", "--inventory", "inventory", multiple=True, envvar="FLEETCTL_INVENTORY",
+              help="Inventory source (Ansible YAML; repeatable, later sources add to earlier ones). "
+                   "[default: inventory.yaml]")
+@click.option("-v", "--verbose", count=True, help="Diagnostics on stderr: -v each host's tasks, -vv every command.")
+@click.version_option(__version__, prog_name="fleetctl")
+@click.pass_context
+def main(ctx: click.Context, inventory: tuple[str, ...], verbose: int) -> None:
+    """Provision GPU hosts over SSH: facts, per-SM FP4 kernel builds, install, verify."""
+    from ..logsetup import configure_logging
+
+    configure_logging(verbose)
+    ctx.obj = Context(inventory or ("inventory.yaml",), verbose)
+
+
+hosts_option = click.option("--hosts", "pattern", required=True,
+                            help="Host pattern: names, groups, a:b, a:&b, a:!b, node[01:16].")
+limit_option = click.option("--limit", default=None, help="Further limit the selected hosts (a pattern).")
+forks_option = click.option("--forks", default=50, show_default=True, type=click.IntRange(1, 10000),
+                            help="Hosts worked on at once.")
+json_option = click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+accept_option = click.option("--accept-new-host-keys", is_flag=True,
+                             help="Record host keys of hosts that have none (a changed key is still refused).")
+timeout_option = click.option("--connect-timeout", default=30.0, show_default=True, type=FiniteFloatRange(0.1),
+                              help="Seconds to connect and log in.")
+
+
+def command_line() -> list[str]:
+    """The command line as typed (``sys.argv`` with the program name shortened)."""
+    return ["fleetctl", *sys.argv[1:]]
+
+
+def diagnostics(obj: Context) -> Any:
+    """The -v/-vv observer, or None."""
+    if obj.verbose <= 0:
+        return None
+    from ..reporting.diagnostics import Diagnostics
+
+    return Diagnostics(obj.verbose)

@@ -1,0 +1,70 @@
+"""``fleetctl runs`` and ``fleetctl logs``: past runs, from the user's run records."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from .app import fail_input, main
+
+
+@main.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: every run's summary.")
+@click.pass_context
+def runs(ctx: click.Context, as_json: bool) -> None:
+    """List past runs (newest first); `fleetctl runs show RUN_ID` for one."""
+    if ctx.invoked_subcommand:
+        return
+    from ..reporting.history import list_runs, runs_root
+
+    items = list_runs()
+    if as_json:
+        click.echo(json.dumps([_summary(r) for r in items], indent=2))
+        return
+    if not items:
+        click.echo(f"no runs yet in {runs_root()}")
+        return
+    for r in items:
+        s = _summary(r)
+        click.echo(f"{s['run_id']}  {s['what']:16} {s['status']:12} {s['hosts']} hosts  {s['failed']} failed")
+
+
+def _summary(r: dict) -> dict:
+    kind = r.get("kind", "?")
+    mode = r.get("mode", "apply")
+    hosts = r.get("hosts", {})
+    return {"run_id": r.get("run_id"), "kind": kind, "mode": mode,
+            "what": kind if mode == "apply" else f"{kind} ({mode})", "status": r.get("status", "?"),
+            "started": r.get("started"), "finished": r.get("finished"), "hosts": len(hosts),
+            "failed": len(r.get("failed_hosts") or []), "playbook": r.get("playbook"), "pattern": r.get("pattern")}
+
+
+@runs.command("show")
+@click.argument("run_id")
+def runs_show(run_id: str) -> None:
+    """Print one run's run.json."""
+    from ..reporting.history import load_run, runs_root, valid_run_id
+
+    if not valid_run_id(run_id) or not (runs_root() / run_id / "run.json").exists():
+        raise fail_input(f"no run {run_id!r} in {runs_root()} (fleetctl runs lists them)")
+    try:
+        click.echo(json.dumps(load_run(run_id), indent=2))
+    except (OSError, ValueError) as exc:
+        raise fail_input(f"run {run_id}: {exc}") from None
+
+
+@main.command()
+@click.argument("run_id")
+@click.argument("host")
+def logs(run_id: str, host: str) -> None:
+    """Print the log of HOST in run RUN_ID (the exact bytes the host printed)."""
+    from ..reporting.history import host_log_path, runs_root, valid_run_id
+
+    if not valid_run_id(run_id) or not (runs_root() / run_id).is_dir():
+        raise fail_input(f"no run {run_id!r} in {runs_root()} (fleetctl runs lists them)")
+    path = host_log_path(run_id, host)
+    if not path.exists():
+        raise fail_input(f"{path}: no log for host {host} in run {run_id}")
+    sys.stdout.buffer.write(path.read_bytes())

@@ -1,0 +1,128 @@
+"""Ad-hoc work across hosts: ``fleetctl run`` (one argv each) and ``fleetctl facts``.
+
+Both go straight to the connection: one connection and one command per host, no playbook, no
+planning pass, so ``run`` stays close to the floor of a bare SSH client. Outcomes land in the run
+model and reach the observers as for a playbook run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ..connection.base import OutputLine
+from ..connection.registry import ConnectOptions, load_kind
+from ..errors import CommandTimeout, FleetError, HostUnreachable
+from .fanout import for_each_host
+from .model import RunModel
+from .observer import Observers
+from .session import HostSession, host_ref
+
+
+async def _scopes(stack, hosts: Sequence[Any], options: ConnectOptions) -> dict[str, Any]:
+    scopes = {}
+    for kind in dict.fromkeys(h.connection for h in hosts):
+        scopes[kind] = await stack.enter_async_context(load_kind(kind).scope(options))
+    return scopes
+
+
+async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunModel, observers: Observers,
+                       forks: int = 50, timeout_s: float = 600.0, connect_timeout_s: float = 30.0,
+                       accept_new_host_keys: bool = False) -> RunModel:
+    """Run ``argv`` exactly as given on every host, concurrently (``forks`` at once).
+
+    Each host's outcome: ``rc`` (and ``signal``), or ``status: unreachable`` with ``error``; its
+    output goes line by line to the observers (and so to its log).
+    """
+    import contextlib
+
+    options = ConnectOptions(accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout_s,
+                             run_id=run.run_id)
+    run.argv = list(argv)
+    async with contextlib.AsyncExitStack() as stack:
+        scopes = await _scopes(stack, hosts, options)
+        unavailable: dict[str, str] = {}
+        for kind, scope in scopes.items():
+            unavailable.update(await scope.prepare([host_ref(h) for h in hosts if h.connection == kind]))
+
+        async def one(host: Any) -> None:
+            out = run.host(host.name)
+            t0 = time.monotonic()
+            observers.emit("host.started", host.name)
+            conn = None
+            try:
+                if host.name in unavailable:
+                    raise HostUnreachable(host.name, unavailable[host.name])
+                conn = scopes[host.connection].connection(host_ref(host))
+                await conn.open()
+
+                def line(ln: OutputLine) -> None:
+                    observers.line(host.name, ln, True)
+
+                res = await conn.run(list(argv), timeout_s=timeout_s, on_line=line)
+                out.rc, out.signal = res.rc, res.signal
+                out.status = "ok" if res.rc == 0 else "failed"
+                if res.rc != 0:
+                    out.error = f"rc={res.rc}" if res.rc is not None else f"signal {res.signal or '?'}"
+            except HostUnreachable as exc:
+                out.status, out.error, out.reachable = "unreachable", exc.cause, False
+            except (CommandTimeout, FleetError) as exc:
+                out.status, out.error = "failed", str(exc)
+            finally:
+                if conn is not None:
+                    await conn.close()
+            out.duration_s = round(time.monotonic() - t0, 3)
+            observers.emit("host.finished", host.name, status=out.status, rc=out.rc, error=out.error,
+                           duration_s=out.duration_s)
+
+        await for_each_host(hosts, one, forks=forks)
+    run.failed_hosts = [h for h, o in run.hosts.items() if o.status != "ok"]
+    return run
+
+
+async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Observers, forks: int = 50,
+                         timeout_s: float = 180.0, connect_timeout_s: float = 30.0,
+                         accept_new_host_keys: bool = False) -> RunModel:
+    """Gather facts on every host (one upload and one command each); each host's outcome holds
+    ``facts`` or ``reachable: false`` with ``error``."""
+    import contextlib
+
+    from .runner import connect
+
+    options = ConnectOptions(accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout_s,
+                             run_id=run.run_id)
+    async with contextlib.AsyncExitStack() as stack:
+        scopes = await _scopes(stack, hosts, options)
+        unavailable: dict[str, str] = {}
+        for kind, scope in scopes.items():
+            unavailable.update(await scope.prepare([host_ref(h) for h in hosts if h.connection == kind]))
+
+        async def one(host: Any) -> None:
+            out = run.host(host.name)
+            t0 = time.monotonic()
+            observers.emit("host.started", host.name)
+            session: HostSession | None = None
+            try:
+                session = await connect(host, scopes[host.connection], run, timeout_s=connect_timeout_s,
+                                        unavailable=unavailable)
+                facts = await session.gather_facts(timeout_s=timeout_s)
+                out.facts, out.status, out.reachable = facts, "ok", True
+                for note in (facts.get("build") or {}).get("notes", []):
+                    observers.emit("note.added", host.name, message=note)
+                observers.emit("facts.gathered", host.name, gpus=len(facts.get("gpus") or []),
+                               arch_list=(facts.get("build") or {}).get("torch_cuda_arch_list"))
+            except HostUnreachable as exc:
+                out.status, out.error, out.reachable = "unreachable", exc.cause, False
+            except FleetError as exc:
+                out.status, out.error = "failed", str(exc)
+                out.reachable = session is not None
+            finally:
+                if session is not None:
+                    await session.conn.close()
+            out.duration_s = round(time.monotonic() - t0, 3)
+            observers.emit("host.finished", host.name, status=out.status, error=out.error, duration_s=out.duration_s)
+
+        await for_each_host(hosts, one, forks=forks)
+    run.failed_hosts = [h for h, o in run.hosts.items() if o.status != "ok"]
+    return run

@@ -1,0 +1,235 @@
+"""Arch classes: build once per class of hosts that would build the same wheel, push it to the rest.
+
+Hosts whose build inputs are identical (see :func:`fleetctl.tasks.build_keys.build_inputs`) form
+one class, named by its build key. Who does what is decided from the whole batch's plan, before
+anything is built, so that ``--plan``, ``--dry-run`` and the deploy agree:
+
+- a wheel for the key already in the controller's cache (an earlier batch or run built it):
+  every member lacking it gets it pushed (``push``); members holding it ``reuse`` it;
+- else a member already holding the wheel ``serve``\\ s it (fetched into the cache, pushed to the
+  others);
+- else one member builds (``build``): the one named by the class's ``build_host`` var when it is
+  a member, else the first member in inventory order; the others ``push``.
+
+A builder that becomes unreachable, or ends without publishing, hands the build to the next member
+still waiting; a build that fails fails its whole class (the others would fail the same way) with
+the builder's error. The cache is content-addressed: ``<cache_root>/wheels/<key16>/`` holds the
+wheel and ``record.json`` (its sha256, builder, archs and SASS).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import FleetError
+from ..paths import cache_root
+
+_WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+-]+\.whl$")
+
+
+class ClassBuildFailed(FleetError):
+    """The class's builder failed; the message is the builder's error."""
+
+
+@dataclass(frozen=True)
+class BuiltWheel:
+    """A class's wheel in the controller cache: ``local`` path, file ``name``, ``sha256``, the
+    ``builder`` host, and the builder's build record ``data`` (archs, SASS, inputs)."""
+
+    local: Path
+    name: str
+    sha256: str
+    builder: str
+    data: dict = field(default_factory=dict)
+
+
+def wheels_root() -> Path:
+    """``<cache_root>/wheels``."""
+    return cache_root() / "wheels"
+
+
+def cached_wheel(key: str) -> BuiltWheel | None:
+    """The cache's wheel for ``key``, when its record and file are there and agree in size."""
+    folder = wheels_root() / key[:16]
+    try:
+        rec = json.loads((folder / "record.json").read_text())
+        local = folder / rec["name"]
+        if rec.get("key") == key and local.is_file() and local.stat().st_size == rec.get("size"):
+            return BuiltWheel(local=local, name=rec["name"], sha256=rec["sha256"], builder=rec.get("builder", "?"),
+                              data=rec.get("data") or {})
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def store_wheel(key: str, tmp: Path, name: str, sha256: str, builder: str, data: dict) -> BuiltWheel:
+    """Move a fetched (and checked) wheel into the cache and write its record, atomically."""
+    if not _WHEEL_NAME.match(name):
+        raise FleetError(f"refusing to cache {name!r}: not a wheel file name")
+    folder = wheels_root() / key[:16]
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    local = folder / name
+    os.replace(tmp, local)
+    keep = {k: v for k, v in data.items() if k in ("archs", "sass", "key", "inputs", "max_jobs", "tool")}
+    rec = {"key": key, "name": name, "sha256": sha256, "size": local.stat().st_size, "builder": builder, "data": keep}
+    part = folder / "record.json.part"
+    part.write_text(json.dumps(rec, indent=2) + "\n")
+    os.replace(part, folder / "record.json")
+    return BuiltWheel(local=local, name=name, sha256=sha256, builder=builder, data=keep)
+
+
+@dataclass
+class _Request:
+    key: str
+    holds: bool
+    build_host: str | None
+
+
+class ClassCoordinator:
+    """One per run: collects each host's class request while the batch is planned, assigns roles,
+    then hands the built wheel from builder to members while the batch is applied.
+
+    Args:
+        order: every host of the run, in inventory order (ties are broken by it).
+    """
+
+    def __init__(self, order: list[str]) -> None:
+        self.order = {h: i for i, h in enumerate(order)}
+        self.requests: dict[str, _Request] = {}
+        self.answered: dict[str, str] = {}
+        self.assigned: dict[str, tuple[str, str]] = {}
+        self._wheels: dict[str, asyncio.Future] = {}
+        self._builder: dict[str, str] = {}
+        self._waiting: dict[str, list[str]] = {}
+        self._takeover: dict[str, asyncio.Future] = {}
+        self._lock = asyncio.Lock()
+
+    # -- planning -----------------------------------------------------------------------------
+
+    def role(self, host: str, key: str, holds: bool, once: bool, build_host: str | None) -> str:
+        """The role of ``host`` for class ``key`` (see the module docstring). Before the batch's
+        roles are assigned the answer is provisional; :meth:`assign` says which answers changed."""
+        if not once:
+            return "reuse" if holds else "build"
+        self.requests[host] = _Request(key, holds, build_host)
+        got = self.assigned.get(host)
+        if got is not None and got[0] == key:
+            answer = got[1]
+        elif cached_wheel(key) is not None:
+            answer = "reuse" if holds else "push"
+        else:
+            answer = "serve" if holds else "build"
+        self.answered[host] = answer
+        return answer
+
+    def assign(self, hosts: list[str]) -> set[str]:
+        """Assign roles for the requests of ``hosts`` (one batch); return the hosts whose answer
+        during planning differs from their role (they are planned again)."""
+        by_key: dict[str, list[str]] = {}
+        for h in sorted((h for h in hosts if h in self.requests), key=lambda h: self.order.get(h, 1 << 30)):
+            by_key.setdefault(self.requests[h].key, []).append(h)
+        for key, members in by_key.items():
+            holders = [h for h in members if self.requests[h].holds]
+            lacking = [h for h in members if not self.requests[h].holds]
+            if cached_wheel(key) is not None or key in self._wheels and self._wheels[key].done():
+                roles = {h: "reuse" for h in holders} | {h: "push" for h in lacking}
+            elif holders:
+                roles = {h: "reuse" for h in holders} | {h: "push" for h in lacking}
+                if lacking:
+                    roles[holders[0]] = "serve"
+                    self._builder[key] = holders[0]
+            else:
+                wanted = next((self.requests[h].build_host for h in members if self.requests[h].build_host), None)
+                builder = wanted if wanted in members else members[0]
+                roles = {h: "push" for h in members} | {builder: "build"}
+                self._builder[key] = builder
+            for h, r in roles.items():
+                self.assigned[h] = (key, r)
+        return {h for h in hosts if h in self.assigned and self.answered.get(h) != self.assigned[h][1]}
+
+    # -- applying -----------------------------------------------------------------------------
+
+    def _future(self, key: str) -> asyncio.Future:
+        fut = self._wheels.get(key)
+        if fut is None:
+            fut = self._wheels[key] = asyncio.get_running_loop().create_future()
+        return fut
+
+    async def publish(self, key: str, wheel: BuiltWheel) -> None:
+        """The class's wheel is in the cache: release every member waiting for it."""
+        async with self._lock:
+            fut = self._future(key)
+            if not fut.done():
+                fut.set_result(wheel)
+
+    async def fail(self, key: str, message: str, *, retryable: bool, host: str | None = None) -> None:
+        """The builder failed. ``retryable`` (it became unreachable or ended early): the next member
+        waiting builds instead; otherwise every member fails with ``message``."""
+        async with self._lock:
+            fut = self._future(key)
+            if fut.done():
+                return
+            if retryable:
+                if host is not None and self._builder.get(key) not in (None, host):
+                    return
+                self._builder.pop(key, None)
+                waiting = self._waiting.get(key) or []
+                if waiting:
+                    nxt = min(waiting, key=lambda h: self.order.get(h, 1 << 30))
+                    self._builder[key] = nxt
+                    take = self._takeover.pop(nxt, None)
+                    if take is not None and not take.done():
+                        take.set_result("build")
+                return
+            fut.set_exception(ClassBuildFailed(message))
+            fut.exception()  # retrieved: nobody may be waiting
+
+    async def host_done(self, host: str) -> None:
+        """``host`` finished its run: if it was to build or serve a class that it never published,
+        the next waiting member takes over."""
+        for key, builder in list(self._builder.items()):
+            if builder == host and not self._future(key).done():
+                await self.fail(key, f"{host} ended before building", retryable=True, host=host)
+
+    async def wait(self, host: str, key: str) -> BuiltWheel | str:
+        """Wait for the class's wheel (a :class:`BuiltWheel`), or ``"build"`` when this host must
+        build it instead (the builder went away).
+
+        Raises:
+            ClassBuildFailed: the builder's build failed.
+        """
+        cached = cached_wheel(key)
+        if cached is not None:
+            return cached
+        async with self._lock:
+            fut = self._future(key)
+            if not fut.done() and key not in self._builder:
+                self._builder[key] = host
+                return "build"
+            take = self._takeover[host] = asyncio.get_running_loop().create_future()
+            self._waiting.setdefault(key, []).append(host)
+        try:
+            done, _ = await asyncio.wait({fut, take}, return_when=asyncio.FIRST_COMPLETED)
+            if fut in done:
+                return fut.result()
+            return "build"
+        finally:
+            async with self._lock:
+                self._waiting.get(key, []).remove(host) if host in self._waiting.get(key, []) else None
+                self._takeover.pop(host, None)
+
+
+def copy_into_cache(src: Path, key: str, name: str, sha256: str, builder: str, data: dict[str, Any]) -> BuiltWheel:
+    """Cache a wheel that is already on the controller (a local host built it)."""
+    folder = wheels_root() / key[:16]
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = folder / f".{name}.part"
+    shutil.copyfile(src, tmp)
+    return store_wheel(key, tmp, name, sha256, builder, data)

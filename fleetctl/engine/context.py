@@ -1,0 +1,46 @@
+"""The template context of one host: what ``{{ ... }}`` in a playbook can name.
+
+Ansible's precedence, lowest first: inventory vars < play vars < extra vars (``-e``) < registered
+results, plus fleetctl's standard names (``facts``, ``host``, ``workdir``, ``run_id``, ``run_dir``,
+``playbook_dir``, ``venv``, ``python``). Secret values found on the way (``{value, secret: true}``
+markers, secret-looking names) join the run's redactor before anything is rendered or run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .. import templating
+from ..redact import Redactor, is_marked, unwrap
+from .session import HostSession
+
+
+def host_context(session: HostSession, playbook: Any, extra_vars: Mapping[str, Any],
+                 redactor: Redactor) -> dict[str, Any]:
+    """The context for ``session``'s host in ``playbook``, with ``extra_vars`` (``-e``).
+
+    Raises:
+        RenderError: a play var's template fails for this host.
+    """
+    host_vars, host_secrets = unwrap(session.host.vars)
+    extra, extra_secrets = unwrap(dict(extra_vars))
+    redactor.add(host_secrets | extra_secrets)
+    base = {
+        **host_vars,
+        "facts": session.facts,
+        "host": session.host.name,
+        "workdir": session.workdir,
+        "run_id": session.run_id,
+        "run_dir": session.run_dir,
+        "playbook_dir": str(playbook.playbook_dir),
+        "venv": session.venv,
+        "python": session.python,
+    }
+    # -e extra vars win over play vars (Ansible's precedence) and play-var templates see them.
+    raw_play_vars = {k: v for k, v in unwrap(playbook.vars)[0].items() if k not in extra}
+    play_vars = templating.render_vars(raw_play_vars, {**base, **extra})
+    _, play_secrets = unwrap({k: ({"value": play_vars[k], "secret": True} if is_marked(v) else play_vars[k])
+                              for k, v in playbook.vars.items() if k in play_vars})
+    redactor.add(play_secrets)
+    return {**base, **play_vars, **extra, **session.registered}

@@ -1,0 +1,77 @@
+"""Deadlines: one per phase, seconds, honoured by every step of every task in that phase.
+
+A task's deadline is, in order of precedence: ``--phase-timeout PHASE=S`` for its action's phase,
+the task's own ``timeout``, the action's default (:attr:`fleetctl.tasks.base.Action.timeout_s`).
+``connect`` and ``facts`` are the engine's own phases. A deadline covers the whole task (all its
+steps, retries excluded: each attempt gets a fresh one); a step gets what is left of it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..errors import CommandTimeout
+from ..tasks.base import PHASES
+
+#: Default deadlines of the engine's own phases, seconds.
+CONNECT_TIMEOUT_S = 30.0
+FACTS_TIMEOUT_S = 180.0
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """Per-phase deadline overrides (``--phase-timeout``), seconds.
+
+    Attributes:
+        overrides: phase -> seconds; phases not named use the task's or the default.
+        connect_s: deadline for reaching and logging in to a host.
+        facts_s: deadline for gathering facts.
+    """
+
+    overrides: Mapping[str, float] = field(default_factory=dict)
+    connect_s: float = CONNECT_TIMEOUT_S
+    facts_s: float = FACTS_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        unknown = set(self.overrides) - set(PHASES)
+        if unknown:
+            raise ValueError(f"unknown phase {sorted(unknown)[0]!r}; phases: {', '.join(PHASES)}")
+
+    def for_phase(self, phase: str, task_timeout_s: float) -> float:
+        """Seconds a task of ``phase`` whose own timeout is ``task_timeout_s`` may take."""
+        return float(self.overrides.get(phase, task_timeout_s))
+
+    @property
+    def connect(self) -> float:
+        return float(self.overrides.get("connect", self.connect_s))
+
+    @property
+    def facts(self) -> float:
+        return float(self.overrides.get("facts", self.facts_s))
+
+
+class Clock:
+    """One running deadline: ``remaining()`` seconds, or CommandTimeout once it has passed."""
+
+    def __init__(self, host: str, seconds: float) -> None:
+        self.host = host
+        self.seconds = seconds
+        self._end = time.monotonic() + seconds
+
+    def remaining(self, argv: list[str] | None = None) -> float:
+        """Seconds left (> 0).
+
+        Raises:
+            CommandTimeout: the deadline has passed.
+        """
+        left = self._end - time.monotonic()
+        if left <= 0:
+            raise CommandTimeout(self.host, list(argv or ["(task)"]), self.seconds)
+        return left
+
+    def cap(self, step_timeout_s: float | None, argv: list[str] | None = None) -> float:
+        """A step's timeout: its own, capped at what is left of the deadline."""
+        left = self.remaining(argv)
+        return min(step_timeout_s, left) if step_timeout_s else left

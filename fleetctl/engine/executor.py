@@ -1,0 +1,251 @@
+"""Driving a planner: executing (or, in a dry run, simulating) its steps on one host.
+
+:func:`drive` sends each step's outcome back into the planner generator until it returns its
+:class:`~fleetctl.tasks.base.TaskResult`. :class:`StepRunner` does one step:
+
+- read-only steps (probes) run in every mode; their results are kept per host and reused until
+  the host is first changed (a deploy's planning pass and its apply pass ask the same questions);
+- in a dry run, a mutating step, and a read-only step marked ``after_change``, is recorded as
+  planned (shown by ``--dry-run``) and answered with its simulated outcome;
+- local work (hashing, a controller-side SASS check) runs in a worker thread, never on the event
+  loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import posixpath
+import secrets
+import tempfile
+import time
+from collections.abc import Generator
+from typing import Any
+
+from ..connection.base import CommandResult, OutputLine
+from ..errors import FleetError, TransferError
+from ..tasks import steps as S
+from ..tasks.base import TaskResult
+from .classes import ClassBuildFailed, ClassCoordinator, store_wheel, wheels_root
+from .deadlines import Clock
+from .observer import Observers
+from .session import HostSession
+
+#: Uploads in flight at once for one :class:`~fleetctl.tasks.steps.PutFiles`.
+PARALLEL_UPLOADS = 4
+
+
+class StepRunner:
+    """Runs the steps of one task on one host.
+
+    Args:
+        session: the host's session (connection, folders, probe cache).
+        observers: where output lines and events go.
+        apply: execute mutating steps (a deploy); ``False`` simulates them (dry run, plan, and
+            tasks outside ``--tags``).
+        clock: the task's deadline.
+        classes: the run's arch-class coordinator.
+        task: the task's display name (for events).
+        env: the task's rendered ``env``, added to every command.
+        become: run commands through ``sudo -n``.
+    """
+
+    def __init__(self, session: HostSession, observers: Observers, *, apply: bool, clock: Clock,
+                 classes: ClassCoordinator, task: str = "", env: dict[str, str] | None = None,
+                 become: bool = False) -> None:
+        self.session = session
+        self.observers = observers
+        self.apply = apply
+        self.clock = clock
+        self.classes = classes
+        self.task = task
+        self.env = dict(env or {})
+        self.become = become
+        self.planned: list[dict[str, Any]] = []
+        #: a command was simulated (dry run): later probes of this host may see a stale state
+        self.simulated_command = False
+        self.changed = False
+
+    @property
+    def host(self) -> str:
+        return self.session.name
+
+    async def run(self, step: S.Step) -> Any:
+        """Execute or simulate ``step``; return what the planner receives."""
+        if not self.apply and (step.mutating or step.after_change):
+            return self._simulate(step)
+        if step.mutating:
+            self.session.probes.clear()
+            self.changed = True
+        handler = getattr(self, f"_do_{type(step).__name__.lower()}")
+        return await handler(step)
+
+    def _simulate(self, step: S.Step) -> Any:
+        desc = step.describe()
+        if isinstance(step, S.Run):
+            env = {**self.env, **step.env}
+            if env:
+                desc["env"] = env
+            if self.become:
+                desc["become"] = True
+            if step.mutating:
+                self.simulated_command = True
+        if isinstance(step, (S.Run, S.Put, S.PutFiles, S.Fetch, S.Publish, S.Get)) or step.mutating:
+            self.planned.append(desc)
+            self.observers.emit("step.planned", self.host, task=self.task, step=desc)
+        if isinstance(step, S.PutFiles):
+            return [None] * len(step.files)
+        if isinstance(step, S.ClassRole):
+            return self._do_classrole_sync(step)
+        return step.simulated
+
+    # -- commands -----------------------------------------------------------------------------
+
+    async def _do_run(self, step: S.Run) -> CommandResult:
+        env = {**self.env, **step.env}
+        key = (tuple(step.argv), tuple(sorted(env.items())), step.cwd, self.become)
+        if not step.mutating and not step.after_change and step.stdin is None and key in self.session.probes:
+            return self.session.probes[key]
+        argv = [str(a) for a in step.argv]
+        timeout_s = self.clock.cap(step.timeout_s, argv)
+        self.observers.emit("command.started", self.host, task=self.task, argv=argv, cwd=step.cwd,
+                            probe=not step.mutating)
+        shown = not step.quiet
+
+        def on_line(line: OutputLine) -> None:
+            self.observers.line(self.host, line, shown)
+
+        res = await self.session.conn.run(argv, env=env or None, cwd=step.cwd, timeout_s=timeout_s, on_line=on_line,
+                                          stdin=step.stdin, become=self.become)
+        self.observers.emit("command.finished", self.host, task=self.task, argv0=argv[0], rc=res.rc,
+                            signal=res.signal, duration_s=round(res.duration_s, 3))
+        if not step.mutating and not step.after_change and step.stdin is None:
+            self.session.probes[key] = res
+        return res
+
+    # -- files --------------------------------------------------------------------------------
+
+    async def _do_put(self, step: S.Put) -> TransferError | None:
+        try:
+            self.clock.remaining()
+            if step.data is not None:
+                fd, tmp = tempfile.mkstemp(prefix="fleetctl-put-")
+                try:
+                    with os.fdopen(fd, "wb") as fh:
+                        fh.write(step.data)
+                    await self.session.conn.put(tmp, step.remote, mode=step.mode)
+                finally:
+                    os.unlink(tmp)
+            else:
+                if not os.path.isfile(str(step.local)):
+                    return TransferError(f"local file {step.local} does not exist")
+                await self.session.conn.put(str(step.local), step.remote, mode=step.mode)
+        except TransferError as exc:
+            return exc
+        return None
+
+    async def _do_putfiles(self, step: S.PutFiles) -> list[TransferError | None]:
+        gate = asyncio.Semaphore(PARALLEL_UPLOADS)
+
+        async def one(local: str, remote: str, mode: int | None) -> TransferError | None:
+            async with gate:
+                return await self._do_put(S.Put(local=local, remote=remote, mode=mode))
+
+        return list(await asyncio.gather(*(one(*f) for f in step.files)))
+
+    async def _do_get(self, step: S.Get) -> TransferError | None:
+        try:
+            await self.session.conn.get(step.remote, step.local)
+        except TransferError as exc:
+            return exc
+        return None
+
+    async def _do_local(self, step: S.Local) -> Any:
+        try:
+            return await asyncio.to_thread(step.fn, *step.args)
+        except Exception as exc:  # noqa: BLE001 - handed to the planner as data
+            return exc
+
+    # -- arch classes -------------------------------------------------------------------------
+
+    def _do_classrole_sync(self, step: S.ClassRole) -> str:
+        return self.classes.role(self.host, step.key, step.holds, step.once,
+                                 self.session.host.vars.get("build_host"))
+
+    async def _do_classrole(self, step: S.ClassRole) -> str:
+        return self._do_classrole_sync(step)
+
+    async def _do_publish(self, step: S.Publish) -> FleetError | None:
+        name = posixpath.basename(step.wheel)
+        folder = wheels_root() / step.key[:16]
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp = folder / f".{name}.{secrets.token_hex(4)}.part"
+            await self.session.conn.get(step.wheel, str(tmp))
+            from ..tasks.copy import sha256_of
+
+            digest = await asyncio.to_thread(sha256_of, tmp)
+            if step.sha256 and digest != step.sha256:
+                tmp.unlink(missing_ok=True)
+                raise FleetError(f"fetched {name} does not match its sha256 {step.sha256[:12]}")
+            built = await asyncio.to_thread(store_wheel, step.key, tmp, name, digest, self.host, dict(step.data))
+        except (FleetError, OSError) as exc:
+            await self.classes.fail(step.key, f"{self.host}: cannot fetch the wheel: {exc}", retryable=True,
+                                    host=self.host)
+            return exc if isinstance(exc, FleetError) else FleetError(str(exc))
+        await self.classes.publish(step.key, built)
+        self.observers.emit("class.published", self.host, key=step.key[:16], wheel=name, sha256=digest)
+        return None
+
+    async def _do_fail(self, step: S.Fail) -> None:
+        await self.classes.fail(step.key, step.message, retryable=step.retryable, host=self.host)
+
+    async def _do_fetch(self, step: S.Fetch) -> Any:
+        try:
+            got = await self.classes.wait(self.host, step.key)
+        except ClassBuildFailed as exc:
+            return exc
+        if got == "build":
+            self.observers.emit("class.builder_changed", self.host, key=step.key[:16])
+            return "build"
+        remote = posixpath.join(step.dest, got.name)
+        try:
+            await self.session.conn.run(["mkdir", "-p", "-m", "0700", step.dest], timeout_s=self.clock.cap(60))
+            await self.session.conn.put(str(got.local), remote, mode=0o644)
+        except TransferError as exc:
+            return exc
+        return S.ClassWheel(name=got.name, sha256=got.sha256, builder=got.builder, remote=remote, data=got.data)
+
+    # -- notices ------------------------------------------------------------------------------
+
+    async def _do_note(self, step: S.Note) -> None:
+        self.observers.emit("note.added", self.host, message=step.message)
+
+    async def _do_emit(self, step: S.Emit) -> None:
+        self.observers.emit(step.name, self.host, task=self.task, **dict(step.data))
+
+
+async def drive(plan: Generator[S.Step, Any, TaskResult], runner: StepRunner) -> TaskResult:
+    """Run ``plan`` to its end through ``runner``; return its result.
+
+    Raises:
+        HostUnreachable, CommandTimeout: from a step (the generator is closed first).
+    """
+    try:
+        step = next(plan)
+        while True:
+            try:
+                outcome = await runner.run(step)
+            except BaseException:
+                plan.close()
+                raise
+            step = plan.send(outcome)
+    except StopIteration as stop:
+        result = stop.value
+        if not isinstance(result, TaskResult):
+            raise TypeError(f"a planner returned {result!r}, not a TaskResult") from None
+        return result
+
+
+def monotonic() -> float:
+    return time.monotonic()

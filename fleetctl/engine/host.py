@@ -1,0 +1,182 @@
+"""One pass over one host's tasks: planning (every step simulated but the probes) or applying.
+
+A deploy passes over each host twice with the same planners: first planning (what ``--plan`` and
+``--dry-run`` show, and where the arch classes are settled), then applying. A failure found while
+planning before any command would have run (a preflight: wrong ``cuda_home``, no venv, an arch
+nvcc lacks) stops the host before anything is uploaded or built. Tasks left out by ``--tags`` are
+planned, never applied, so that what they register (``build.data.wheel``) is known to the tasks
+that run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import templating
+from ..errors import CommandTimeout, FleetError, HostUnreachable, PlaybookError
+from ..paths import REPO_ROOT
+from ..status import Status
+from ..tasks import ACTIONS
+from ..tasks.base import HostView, TaskResult
+from .classes import ClassCoordinator
+from .context import host_context
+from .deadlines import Clock, Deadlines
+from .executor import StepRunner, drive
+from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
+from .observer import Observers
+from .session import HostSession
+
+
+@dataclass
+class PassOptions:
+    """What one pass needs to know of the run (seconds for every ``*_s``)."""
+
+    extra_vars: dict[str, Any] = field(default_factory=dict)
+    deadlines: Deadlines = field(default_factory=Deadlines)
+    force: bool = False
+    build_each: bool = False
+
+
+@dataclass
+class HostPass:
+    """A pass's outcome: the tasks' outcomes, the host's status and error, and, for a planning
+    pass, the failure it found before any command would have run (``blocking``)."""
+
+    outcomes: list[TaskOutcome] = field(default_factory=list)
+    status: str = "ok"
+    error: str | None = None
+    blocking: TaskOutcome | None = None
+
+
+def _view(session: HostSession, playbook: Any, opts: PassOptions, env: dict[str, str]) -> HostView:
+    return HostView(
+        name=session.name, facts=session.facts, venv=session.venv, python=session.python, workdir=session.workdir,
+        run_dir=session.run_dir, playbook_dir=playbook.playbook_dir, project_root=REPO_ROOT,
+        cuda_home=session.host.cuda_home, build_host=session.host.vars.get("build_host"),
+        files=dict(session.files), trees=dict(session.trees), force=opts.force, build_each=opts.build_each, env=env)
+
+
+async def _run_task(task: Any, session: HostSession, playbook: Any, *, apply: bool, run: RunModel,
+                    observers: Observers, classes: ClassCoordinator, opts: PassOptions,
+                    ctx_vars: dict[str, Any], name: str) -> tuple[TaskResult, list[dict], bool]:
+    """``(result, planned steps, a command was simulated)`` for one task on one host."""
+    if not task.should_run(ctx_vars):
+        return TaskResult(Status.SKIPPED, msg="condition false"), [], False
+    args = task.resolve_args(ctx_vars)
+    env = task.resolve_env(ctx_vars)
+    action = ACTIONS[task.action]
+    attempts = task.retries + 1 if apply else 1
+    seconds = opts.deadlines.for_phase(action.phase, task.timeout_s)
+    result = TaskResult(Status.FAILED, msg="not run")
+    runner = None
+    for attempt in range(attempts):
+        clock = Clock(session.name, seconds)
+        runner = StepRunner(session, observers, apply=apply, clock=clock, classes=classes, task=name, env=env,
+                            become=task.become)
+        view = _view(session, playbook, opts, env)
+        try:
+            result = await asyncio.wait_for(drive(action.plan(args, view), runner), seconds + 30)
+        except (CommandTimeout, asyncio.TimeoutError):
+            result = TaskResult(Status.FAILED, msg=f"timed out after {seconds:g} s")
+        except HostUnreachable as exc:
+            result = TaskResult(Status.UNREACHABLE, msg=exc.cause)
+        except FleetError as exc:
+            result = TaskResult(Status.FAILED, msg=str(exc))
+        if not result.status.is_failure or result.status is Status.UNREACHABLE or attempt + 1 == attempts:
+            break
+        observers.emit("task.retrying", session.name, task=name, attempt=attempt + 1, msg=result.msg)
+        await asyncio.sleep(task.delay_s)
+    return result, (runner.planned if runner else []), bool(runner and runner.simulated_command)
+
+
+async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], selected: set[int], *, apply: bool,
+                   run: RunModel, observers: Observers, classes: ClassCoordinator, opts: PassOptions) -> HostPass:
+    """Pass over ``tasks`` (and the notified handlers) on one host.
+
+    Args:
+        tasks: the play's tasks, all of them (those outside ``--tags`` are planned, not applied).
+        selected: ``id()`` of the tasks ``--tags``/``--skip-tags`` select.
+        apply: apply the selected tasks; ``False`` plans every task.
+    """
+    out = HostPass()
+    notified: list[str] = []
+    simulated_before = False
+    total = len(tasks)
+
+    async def one(task: Any, index: int, label: str | None = None) -> TaskResult:
+        nonlocal simulated_before
+        t0 = time.monotonic()
+        start_iso = utc_now()
+        start_s = run.elapsed_s()
+        is_selected = id(task) in selected or label is not None
+        try:
+            ctx_vars = host_context(session, playbook, opts.extra_vars, run.redactor)
+            try:
+                name = task.resolve_name(ctx_vars)
+            except PlaybookError:
+                name = task.display_name
+            if label:
+                name = f"{label}: {name}"
+            observers.emit("task.started", session.name, task=name, index=index, total=total, action=task.action,
+                           phase=ACTIONS[task.action].phase, selected=is_selected)
+            result, planned, simulated = await _run_task(
+                task, session, playbook, apply=apply and is_selected, run=run, observers=observers, classes=classes,
+                opts=opts, ctx_vars=ctx_vars, name=name)
+        except (PlaybookError, templating.RenderError) as exc:  # a template failed for this host
+            name, result, planned, simulated = task.display_name, TaskResult(Status.FAILED, msg=str(exc)), [], False
+        if task.register:
+            session.registered[task.register] = result.as_registered()
+        if not result.status.is_failure:
+            session.files.update(result.files)
+            session.trees.update(result.trees)
+        status = result.status
+        msg = result.msg
+        if not is_selected and status is not Status.SKIPPED and not status.is_failure:
+            msg = "not selected by --tags/--skip-tags" + (f" (planned: {msg})" if msg else "")
+            status = Status.SKIPPED
+        outcome = TaskOutcome(name=name, action=task.action, phase=ACTIONS[task.action].phase, status=status.value,
+                              rc=result.rc, msg=msg, start=start_iso, duration_s=round(time.monotonic() - t0, 3),
+                              data={k: v for k, v in result.data.items() if k != "selfcheck"}, planned=planned,
+                              selected=is_selected)
+        out.outcomes.append(outcome)
+        observers.emit("task.finished", session.name, task=name, action=task.action, phase=outcome.phase,
+                       status=outcome.status, rc=result.rc, duration_s=outcome.duration_s, msg=msg,
+                       start_s=round(start_s, 3))
+        if result.status.is_failure and not task.ignore_errors and not simulated_before and not simulated:
+            out.blocking = out.blocking or outcome
+        simulated_before = simulated_before or simulated
+        return result
+
+    for i, task in enumerate(tasks):
+        res = await one(task, i + 1)
+        if res.status is Status.CHANGED:
+            notified.extend(n for n in task.notify if n not in notified)
+        if res.status is Status.UNREACHABLE:
+            out.status, out.error = "unreachable", res.msg
+            return out
+        if res.status is Status.FAILED and not task.ignore_errors:
+            out.status, out.error = "failed", f"{out.outcomes[-1].name}: {res.msg}"
+            return out
+    for handler in playbook.handlers:
+        if handler.name in notified:
+            res = await one(handler, len(tasks), label="handler")
+            if res.status.is_failure and not handler.ignore_errors:
+                out.status, out.error = "failed", f"{out.outcomes[-1].name}: {res.msg}"
+                break
+    return out
+
+
+def phase_spans(run: RunModel, outcomes: list[TaskOutcome], first: list[PhaseSpan]) -> list[PhaseSpan]:
+    """The host's timeline: ``first`` (connect, facts), then one bar per task, in run-relative
+    seconds (tasks' ``start`` ISO times converted)."""
+    import datetime as dt
+
+    t0 = dt.datetime.fromisoformat(run.started)
+    spans = list(first)
+    for o in outcomes:
+        start = (dt.datetime.fromisoformat(o.start) - t0).total_seconds()
+        spans.append(PhaseSpan(phase=o.phase, start_s=round(start, 3), duration_s=o.duration_s, status=o.status))
+    return spans

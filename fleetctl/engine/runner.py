@@ -1,0 +1,341 @@
+"""Running a playbook over hosts: rolling batches, forks, the planning and applying passes.
+
+For each batch (``--serial``, Ansible's ``serial``):
+
+1. every host is reached (its connection kind's run scope first: e.g. one Slurm allocation),
+   its run folder made, its facts gathered, and its tasks **planned** (probes only; see
+   :mod:`fleetctl.engine.host`), at most ``forks`` hosts at once;
+2. the arch classes are settled from the whole batch's plan (:mod:`fleetctl.engine.classes`);
+   hosts whose class role changed are planned again from their cached probes;
+3. ``--plan`` and ``--dry-run`` stop here and report the plan; a deploy **applies** it, host by
+   host (forks at once). A host whose plan failed before any command would have run is failed
+   with that cause, untouched.
+
+One host's failure never stops the others; a batch with more than ``max_fail_percentage`` percent
+failed hosts (Ansible's rule; without it, a batch where every host failed) stops the batches after
+it. Everything is told to the observers; nothing here prints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..connection.registry import ConnectOptions, load_kind
+from ..errors import FleetError, HostUnreachable
+from ..status import Status
+from .classes import ClassCoordinator
+from .deadlines import Deadlines
+from .fanout import for_each_host
+from .host import HostPass, PassOptions, phase_spans, run_pass
+from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
+from .observer import Observers
+from .session import HostSession, host_ref
+
+
+@dataclass
+class PlayOptions:
+    """Knobs of one playbook run.
+
+    Attributes:
+        forks: hosts worked on at once (Ansible's forks).
+        mode: ``apply`` (a deploy), ``dry-run`` or ``plan``.
+        force: rebuild and reinstall even when nothing changed.
+        tags, skip_tags: Ansible's ``--tags``/``--skip-tags``.
+        extra_vars: ``-e NAME=VALUE``.
+        accept_new_host_keys: record host keys of hosts that have none.
+        deadlines: per-phase deadlines (seconds).
+        serial: rolling batch sizes (ints or ``"10%"``).
+        max_fail_percentage: stop starting batches past this percentage of failed hosts.
+        build_each: every host builds its own wheel (``--build each``).
+        on_connected: called with each host's session once it is connected, before anything else
+            (a deploy takes its host lock there); raising :class:`FleetError` fails the host.
+    """
+
+    forks: int = 50
+    mode: str = "apply"
+    force: bool = False
+    tags: Sequence[str] = ()
+    skip_tags: Sequence[str] = ()
+    extra_vars: dict[str, Any] = field(default_factory=dict)
+    accept_new_host_keys: bool = False
+    deadlines: Deadlines = field(default_factory=Deadlines)
+    serial: Sequence[int | str] = ()
+    max_fail_percentage: float | None = None
+    build_each: bool = False
+    on_connected: Callable[[HostSession], Any] | None = None
+
+
+def batches(hosts: Sequence[Any], serial: Sequence[int | str]) -> list[list[Any]]:
+    """Split hosts into rolling batches, Ansible's ``serial``: sizes as ints or ``"10%"`` of all
+    hosts (at least 1); the last size repeats until every host is in a batch. Empty: one batch."""
+    if not serial:
+        return [list(hosts)] if hosts else []
+    sizes = []
+    for item in serial:
+        text = str(item).strip()
+        size = int(len(hosts) * float(text[:-1]) / 100) if text.endswith("%") else int(text)
+        sizes.append(max(1, size))
+    out, i, k = [], 0, 0
+    while i < len(hosts):
+        size = sizes[min(k, len(sizes) - 1)]
+        out.append(list(hosts[i:i + size]))
+        i += size
+        k += 1
+    return out
+
+
+FAILED_STATES = ("failed", "unreachable", "not started", "interrupted")
+
+
+class _Muted:
+    """Observers for a deploy's planning pass: probes' lines still reach the host log, but the
+    plan's task and step events stay out of the terminal (the apply pass reports the tasks)."""
+
+    DROP = frozenset({"task.started", "task.finished", "step.planned", "task.retrying"})
+
+    def __init__(self, inner: Observers) -> None:
+        self.inner = inner
+
+    def emit(self, name: str, host: str | None = None, **data: Any) -> None:
+        if name not in self.DROP:
+            self.inner.emit(name, host, **data)
+
+    def line(self, host: str, line: Any, shown: bool = True) -> None:
+        self.inner.line(host, line, False)
+
+
+async def run_playbook(playbook: Any, hosts: Sequence[Any], *, run: RunModel, observers: Observers,
+                       opts: PlayOptions | None = None) -> RunModel:
+    """Run ``playbook`` on ``hosts``; fill in and return ``run`` (its ``status`` is left to the caller).
+
+    Raises:
+        asyncio.CancelledError / KeyboardInterrupt: after marking the hosts in progress interrupted.
+    """
+    opts = opts or PlayOptions()
+    tasks = list(playbook.tasks)
+    selected = {id(t) for t in playbook.select_tags(opts.tags, opts.skip_tags)}
+    plan = batches(hosts, list(opts.serial) or ([playbook.serial] if playbook.serial else []))
+    max_fail = opts.max_fail_percentage if opts.max_fail_percentage is not None else playbook.max_fail_percentage
+    run.playbook, run.playbook_sha256 = str(playbook.path), playbook.sha256
+    run.tasks = [t.display_name for t in tasks if id(t) in selected]
+    run.batches = [[h.name for h in b] for b in plan]
+    classes = ClassCoordinator([h.name for h in hosts])
+    pass_opts = PassOptions(extra_vars=dict(opts.extra_vars), deadlines=opts.deadlines, force=opts.force,
+                            build_each=opts.build_each)
+    observers.emit("run.started", kind=run.kind, mode=run.mode, hosts=len(hosts), tasks=run.tasks,
+                   batches=run.batches)
+    async with contextlib.AsyncExitStack() as stack:
+        scopes = await _enter_scopes(stack, hosts, opts, run)
+        for n, batch in enumerate(plan):
+            observers.emit("batch.started", batch=n + 1, of=len(plan), hosts=[h.name for h in batch])
+            await _run_batch(batch, playbook, tasks, selected, scopes, run=run, observers=observers, opts=opts,
+                             pass_opts=pass_opts, classes=classes)
+            bad = sum(1 for h in batch if run.hosts[h.name].status in FAILED_STATES)
+            exceeded = bad * 100.0 / len(batch) > max_fail if max_fail is not None else bad == len(batch)
+            if n + 1 < len(plan) and exceeded:
+                limit = f"more than max_fail_percentage {max_fail:g}%" if max_fail is not None else "every host"
+                reason = (f"batch {n + 1} of {len(plan)}: {bad} of {len(batch)} hosts failed ({limit}); "
+                          f"{sum(len(b) for b in plan[n + 1:])} hosts not started")
+                run.stopped = reason
+                observers.emit("run.stopped", reason=reason)
+                for later in plan[n + 1:]:
+                    for h in later:
+                        out = run.host(h.name)
+                        out.status, out.error = "not started", reason
+                break
+    run.failed_hosts = [h for h, o in run.hosts.items() if o.status in FAILED_STATES]
+    return run
+
+
+async def _enter_scopes(stack: contextlib.AsyncExitStack, hosts: Sequence[Any], opts: PlayOptions,
+                        run: RunModel) -> dict[str, Any]:
+    """One run scope per connection kind in use, entered on ``stack`` (released at the end, on
+    failure and on Ctrl-C)."""
+    scopes: dict[str, Any] = {}
+    options = ConnectOptions(accept_new_host_keys=opts.accept_new_host_keys,
+                             connect_timeout_s=opts.deadlines.connect, run_id=run.run_id)
+    for kind in dict.fromkeys(h.connection for h in hosts):
+        scopes[kind] = await stack.enter_async_context(load_kind(kind).scope(options))
+    return scopes
+
+
+async def connect(host: Any, scope: Any, run: RunModel, *, timeout_s: float,
+                  unavailable: dict[str, str] | None = None) -> HostSession:
+    """Open ``host``'s connection and make its run folder.
+
+    Raises:
+        HostUnreachable: naming the cause.
+        FleetError: the run folder could not be made.
+    """
+    if unavailable and host.name in unavailable:
+        raise HostUnreachable(host.name, unavailable[host.name])
+    conn = scope.connection(host_ref(host))
+    await conn.open()
+    session = HostSession(host=host, conn=conn, run_id=run.run_id)
+    try:
+        await session.prepare(timeout_s=timeout_s)
+    except BaseException:
+        await conn.close()
+        raise
+    return session
+
+
+async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected: set[int], scopes: dict[str, Any],
+                     *, run: RunModel, observers: Observers, opts: PlayOptions, pass_opts: PassOptions,
+                     classes: ClassCoordinator) -> None:
+    apply = opts.mode == "apply"
+    sessions: dict[str, HostSession] = {}
+    plans: dict[str, HostPass] = {}
+    first: dict[str, list[PhaseSpan]] = {}
+    unavailable: dict[str, str] = {}
+    for kind, scope in scopes.items():
+        members = [host_ref(h) for h in batch if h.connection == kind]
+        if members:
+            unavailable.update(await scope.prepare(members))
+    planning_observers: Any = _Muted(observers) if apply else observers
+
+    async def plan_one(host: Any) -> None:
+        out = run.host(host.name)
+        out.status, out.started = "running", utc_now()
+        t0 = time.monotonic()
+        observers.emit("host.started", host.name)
+        spans = first.setdefault(host.name, [])
+        c0 = run.elapsed_s()
+        try:
+            session = await connect(host, scopes[host.connection], run, timeout_s=opts.deadlines.connect,
+                                    unavailable=unavailable)
+        except (HostUnreachable, FleetError) as exc:
+            cause = exc.cause if isinstance(exc, HostUnreachable) else str(exc)
+            status = "unreachable" if isinstance(exc, HostUnreachable) else "failed"
+            spans.append(PhaseSpan(phase="connect", start_s=round(c0, 3), duration_s=round(run.elapsed_s() - c0, 3),
+                                   status=status))
+            for t in tasks:
+                if id(t) in selected:
+                    out.tasks.append(TaskOutcome(name=t.display_name, action=t.action, status=status, msg=cause))
+            out.status, out.error = status, cause
+            out.duration_s = round(time.monotonic() - t0, 3)
+            observers.emit("host.finished", host.name, status=status, error=cause, duration_s=out.duration_s)
+            return
+        spans.append(PhaseSpan(phase="connect", start_s=round(c0, 3), duration_s=round(run.elapsed_s() - c0, 3),
+                               status="ok"))
+        sessions[host.name] = session
+        try:
+            if opts.on_connected is not None and apply:
+                await opts.on_connected(session)
+            if playbook.gather_facts:
+                await _gather(session, run, observers, opts, spans)
+            plans[host.name] = await _plan(session, playbook, tasks, selected, run, planning_observers, classes,
+                                           pass_opts)
+        except HostUnreachable as exc:
+            _end_early(run, observers, host.name, "unreachable", exc.cause, t0)
+        except FleetError as exc:
+            _end_early(run, observers, host.name, "failed", str(exc), t0)
+
+    try:
+        await for_each_host(batch, plan_one, forks=opts.forks)
+        for h in classes.assign([h.name for h in batch if h.name in plans]):
+            plans[h] = await _plan(sessions[h], playbook, tasks, selected, run, planning_observers, classes, pass_opts)
+        if not apply:
+            for h, p in plans.items():
+                _finish(run, observers, h, p, first.get(h, []))
+            return
+
+        async def apply_one(host: Any) -> None:
+            p = plans.get(host.name)
+            session = sessions.get(host.name)
+            if p is None or session is None:
+                return
+            t0 = time.monotonic()
+            try:
+                if p.blocking is not None:
+                    b = p.blocking
+                    observers.emit("host.refused", host.name, task=b.name, msg=b.msg)
+                    result = HostPass(outcomes=[b.model_copy(update={"msg": f"{b.msg} (found while planning: "
+                                                                            f"nothing was uploaded or run)"})],
+                                      status=b.status if b.status == "unreachable" else "failed",
+                                      error=f"{b.name}: {b.msg}")
+                    observers.emit("task.finished", host.name, task=b.name, action=b.action, phase=b.phase,
+                                   status=b.status, rc=b.rc, duration_s=0.0, msg=result.outcomes[0].msg,
+                                   start_s=round(run.elapsed_s(), 3))
+                else:
+                    result = await run_pass(session, playbook, tasks, selected, apply=True, run=run,
+                                            observers=observers, classes=classes, opts=pass_opts)
+                _finish(run, observers, host.name, result, first.get(host.name, []), started=t0)
+            finally:
+                await classes.host_done(host.name)
+
+        await for_each_host(batch, apply_one, forks=opts.forks)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        for h in batch:
+            out = run.host(h.name)
+            if out.status == "running":
+                out.status, out.error = "interrupted", "run interrupted"
+                observers.emit("host.interrupted", h.name)
+        raise
+    finally:
+        await asyncio.gather(*(s.conn.close() for s in sessions.values()), return_exceptions=True)
+
+
+async def _gather(session: HostSession, run: RunModel, observers: Any, opts: PlayOptions,
+                  spans: list[PhaseSpan]) -> None:
+    """Gather facts into ``session``; record them on the host and tell the observers."""
+    f0 = run.elapsed_s()
+    t0 = time.monotonic()
+    out = run.host(session.name)
+    try:
+        facts = await session.gather_facts(timeout_s=opts.deadlines.facts)
+    except BaseException as exc:
+        status = "unreachable" if isinstance(exc, HostUnreachable) else "failed"
+        spans.append(PhaseSpan(phase="facts", start_s=round(f0, 3), duration_s=round(run.elapsed_s() - f0, 3),
+                               status=status))
+        out.tasks.append(TaskOutcome(name="gather facts", action="facts", phase="facts", status=status,
+                                     msg=getattr(exc, "cause", None) or str(exc)))
+        raise
+    out.facts = facts
+    build = facts.get("build") or {}
+    for note in build.get("notes", []):
+        observers.emit("note.added", session.name, message=note)
+    spans.append(PhaseSpan(phase="facts", start_s=round(f0, 3), duration_s=round(run.elapsed_s() - f0, 3), status="ok"))
+    out.tasks.append(TaskOutcome(name="gather facts", action="facts", phase="facts", status=Status.OK.value,
+                                 msg=build.get("torch_cuda_arch_list", ""), duration_s=round(time.monotonic() - t0, 3)))
+    observers.emit("facts.gathered", session.name, gpus=len(facts.get("gpus") or []),
+                   arch_list=build.get("torch_cuda_arch_list"))
+
+
+async def _plan(session: HostSession, playbook: Any, tasks: list[Any], selected: set[int], run: RunModel,
+                observers: Any, classes: ClassCoordinator, opts: PassOptions) -> HostPass:
+    """A planning pass; the session's registered results and declared files are reset after it
+    (the probe cache is kept for the apply pass)."""
+    try:
+        return await run_pass(session, playbook, tasks, selected, apply=False, run=run, observers=observers,
+                              classes=classes, opts=opts)
+    finally:
+        session.registered.clear()
+        session.files.clear()
+        session.trees.clear()
+
+
+def _end_early(run: RunModel, observers: Observers, host: str, status: str, error: str, t0: float) -> None:
+    out = run.host(host)
+    out.status, out.error = status, error
+    out.duration_s = round(time.monotonic() - t0, 3)
+    observers.emit("host.finished", host, status=status, error=error, duration_s=out.duration_s)
+
+
+def _finish(run: RunModel, observers: Observers, host: str, result: HostPass, spans: list[PhaseSpan],
+            started: float | None = None) -> None:
+    out = run.host(host)
+    out.tasks = [t for t in out.tasks if t.action == "facts"] + result.outcomes
+    out.status, out.error = result.status, result.error
+    out.phases = phase_spans(run, result.outcomes, spans)
+    if out.started:
+        import datetime as dt
+
+        out.duration_s = round((dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(out.started))
+                               .total_seconds(), 3)
+    observers.emit("host.finished", host, status=out.status, error=out.error, duration_s=out.duration_s)

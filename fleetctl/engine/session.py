@@ -1,0 +1,132 @@
+"""A host session: one open connection plus the host's remote folders and what the run learnt of it.
+
+Remote paths never collide between hosts or between concurrent runs, even when hosts share a
+home folder over NFS: the working folder is per inventory host (``~/.fleetctl/<host>`` unless the
+``workdir`` var says otherwise) and every run gets its own sub-folder ``runs/<run_id>``, created
+private to the user (0700).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..connection.base import Connection
+from ..connection.registry import HostRef
+from ..errors import TaskFailed
+
+
+def default_venv(host: Any) -> str | None:
+    """The host's ``venv`` var; for a local host without one, the controller's own venv if any."""
+    if host.venv:
+        return host.venv
+    if host.connection == "local" and sys.prefix != sys.base_prefix:
+        return sys.prefix
+    return None
+
+
+def host_ref(host: Any) -> HostRef:
+    """The host as its connection kind sees it (name + typed settings)."""
+    ref = getattr(host, "ref", None)
+    if ref is not None:
+        return ref
+    from ..connection.registry import load_kind
+
+    kind = load_kind(host.connection)
+    if host.connection == "ssh":
+        settings = kind.settings_model(address=host.address, port=host.port, user=host.user,
+                                       private_key_file=host.key_file, known_hosts=host.known_hosts,
+                                       keepalive_interval_s=float(host.vars.get("keepalive_interval", 15.0)))
+    else:
+        settings = kind.settings_model.model_validate(dict(host.vars))
+    return HostRef(host.name, settings)
+
+
+@dataclass
+class HostSession:
+    """Everything fleetctl knows about one host during one run.
+
+    Attributes:
+        host: the inventory host.
+        conn: its open connection.
+        run_id: this run's id.
+        workdir: absolute remote working folder (per host).
+        run_dir: absolute remote folder for this run (``<workdir>/runs/<run_id>``).
+        facts: gathered facts (empty until gathered).
+        registered: results registered by tasks (``register:``).
+        files: remote path -> sha256 of what this run's tasks left there (see ``TaskResult.files``).
+        trees: remote folder -> tree hash of what this run's ``copy`` tasks put there.
+        probes: read-only command results, reused until the host is first changed.
+    """
+
+    host: Any
+    conn: Connection
+    run_id: str
+    workdir: str = ""
+    run_dir: str = ""
+    facts: dict[str, Any] = field(default_factory=dict)
+    registered: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, str | None] = field(default_factory=dict)
+    trees: dict[str, str] = field(default_factory=dict)
+    probes: dict[tuple, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.host.name
+
+    @property
+    def venv(self) -> str | None:
+        return default_venv(self.host)
+
+    @property
+    def python(self) -> str:
+        """The interpreter builds and installs use: ``<venv>/bin/python3`` (``python3`` without a venv)."""
+        venv = self.venv
+        return posixpath.join(venv, "bin", "python3") if venv else "python3"
+
+    async def prepare(self, timeout_s: float = 60.0) -> None:
+        """Resolve the folders and create ``run_dir`` (mode 0700, parents private too).
+
+        Raises:
+            TaskFailed: the folder cannot be created (a missing home folder gets a hint).
+        """
+        base = self.host.workdir or posixpath.join(self.conn.home or "~", ".fleetctl", self.host.name)
+        if not posixpath.isabs(base):
+            base = posixpath.join(self.conn.home, base)
+        self.workdir = base
+        self.run_dir = posixpath.join(base, "runs", self.run_id)
+        res = await self.conn.run(["/bin/sh", "-c", 'umask 077 && mkdir -p -- "$1"', "fleetctl-mkdir", self.run_dir],
+                                  timeout_s=timeout_s)
+        if res.rc != 0:
+            hint = ""
+            if not self.host.workdir:
+                hint = " (is the login user's home folder missing? set the host var 'workdir' to a writable folder)"
+            raise TaskFailed(self.host.name, f"cannot create {self.run_dir}: {res.stderr_text.strip()}{hint}", res)
+
+    async def gather_facts(self, *, timeout_s: float = 180.0) -> dict[str, Any]:
+        """Gather the host's facts (one upload, one command), store and return them.
+
+        The ``fallback_archs`` var (default ``9.0a;12.0a``) is the arch list when no GPU is found.
+
+        Raises:
+            TaskFailed, TransferError, CommandTimeout, HostUnreachable: see
+            :func:`fleetctl.facts.gather_facts`.
+        """
+        from ..facts import gather_facts
+
+        v = self.host.vars
+        max_jobs = v.get("max_jobs")
+        facts = await gather_facts(
+            self.conn, venv=self.venv, cuda_home=self.host.cuda_home, workdir=self.run_dir,
+            fallback_archs=str(v.get("fallback_archs", "9.0a;12.0a")), timeout_s=timeout_s,
+            max_jobs=int(max_jobs) if max_jobs is not None else None,
+        )
+        cuda = facts.get("cuda") or {}
+        if self.host.cuda_home and cuda.get("source") != "cuda_home var":
+            notes = facts.setdefault("build", {}).setdefault("notes", [])
+            notes.insert(0, f"cuda_home {self.host.cuda_home} has no bin/nvcc; found {cuda.get('home') or 'no toolkit'} "
+                            f"instead (builds refuse this until cuda_home is fixed)")
+        self.facts = facts
+        return facts

@@ -1,0 +1,87 @@
+"""Past runs on disk: listing them, reading one, its host logs, and the retry set.
+
+Run records live in ``<state_root>/runs/<run_id>/`` (:func:`fleetctl.paths.state_root`:
+``$FLEETCTL_HOME``, else ``$XDG_STATE_HOME/fleetctl``), so ``fleetctl runs`` lists every run of the
+user wherever it was started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ..paths import state_root
+
+
+def runs_root() -> Path:
+    """``<state_root>/runs``."""
+    return state_root() / "runs"
+
+
+def safe_name(host: str) -> str:
+    """A host name as a file name: anything but letters, digits and ``-_.[]`` becomes ``_``."""
+    return "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in host) or "_"
+
+
+def valid_run_id(run_id: str) -> bool:
+    """Run ids are folder names fleetctl made: no path separators, no dot-dot."""
+    return bool(run_id) and "/" not in run_id and run_id not in (".", "..") and not run_id.startswith(".")
+
+
+def list_runs(root: Path | None = None) -> list[dict]:
+    """Every run's ``run.json`` (newest first); unreadable ones are reported with an error key."""
+    root = root or runs_root()
+    out = []
+    if not root.exists():
+        return out
+    for path in sorted(root.iterdir(), reverse=True):
+        rj = path / "run.json"
+        if not rj.exists():
+            continue
+        try:
+            out.append(json.loads(rj.read_text()))
+        except (OSError, ValueError) as exc:
+            out.append({"run_id": path.name, "error": str(exc)})
+    return out
+
+
+def load_run(run_id: str, root: Path | None = None) -> dict:
+    """One run's ``run.json``.
+
+    Raises:
+        FileNotFoundError: no such run (names the path).
+        ValueError: the file is not JSON.
+    """
+    path = (root or runs_root()) / run_id / "run.json"
+    return json.loads(path.read_text())
+
+
+def host_log_path(run_id: str, host: str, root: Path | None = None) -> Path:
+    """``<runs>/<run_id>/logs/<host>.log``."""
+    return (root or runs_root()) / run_id / "logs" / f"{safe_name(host)}.log"
+
+
+def write_retry_set(run_id: str, failed: list[str], root: Path | None = None) -> Path:
+    """Record the hosts to retry (``<runs>/.retry.json``), replaced by every deploy."""
+    root = root or runs_root()
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = root / ".retry.json"
+    tmp = root / ".retry.json.tmp"
+    tmp.write_text(json.dumps({"run_id": run_id, "failed_hosts": failed}, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def retry_hosts(run_id: str | None = None, root: Path | None = None) -> tuple[str, list[str]]:
+    """``(run_id, failed hosts)`` of a given run, or of the retry set the last deploy left.
+
+    Raises:
+        FileNotFoundError: no such run, or no deploy has written a retry set yet.
+    """
+    root = root or runs_root()
+    if run_id:
+        data = load_run(run_id, root)
+        return run_id, list(data.get("failed_hosts", []))
+    data = json.loads((root / ".retry.json").read_text())
+    return data["run_id"], list(data["failed_hosts"])

@@ -1,0 +1,60 @@
+"""``script``: a local script uploaded as a file into the run's folder, then run by an interpreter
+(never typed through a remote shell, whose quoting broke the seeds' inline patches)."""
+
+from __future__ import annotations
+
+import posixpath
+
+from pydantic import Field, field_validator
+
+from ..status import Status
+from .argtypes import ActionArgs, argv_list, env_mapping, non_empty
+from .base import Action, HostView, Plan, TaskResult, result_of
+from .steps import Put, Run
+
+
+class ScriptArgs(ActionArgs):
+    """``script``: upload a local script and run it on the host.
+
+    Attributes:
+        src: local script path, relative to the playbook file's folder.
+        args: arguments passed after the script path (numbers become strings).
+        interpreter: program that runs the script; ``None`` means the host's venv Python.
+        env: extra environment variables for the script (over the task's ``env``).
+    """
+
+    src: str
+    args: list[str] = Field(default_factory=list)
+    interpreter: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("src")
+    @classmethod
+    def _src(cls, v: str) -> str:
+        return non_empty(v, "src")
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _args(cls, v: object) -> object:
+        return argv_list(v, "args")
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, v: object) -> object:
+        return env_mapping(v)
+
+
+def plan(args: ScriptArgs, host: HostView) -> Plan:
+    """Upload the script (mode 0700) into ``<run_dir>/scripts/`` and run it."""
+    src = host.local_path(args.src)
+    remote = host.remote_script(posixpath.basename(str(src)))
+    err = yield Put(local=str(src), remote=remote, mode=0o700, reason="the script travels as a file")
+    if err is not None:
+        return TaskResult(Status.FAILED, msg=f"script: {err}")
+    res = yield Run(argv=(args.interpreter or host.python, remote, *args.args), env=args.env)
+    out = result_of(res)
+    out.data["decision"] = {"action": "run"}
+    return out
+
+
+ACTION = Action(name="script", args=ScriptArgs, phase="command", timeout_s=600.0, plan=plan)
