@@ -116,7 +116,7 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     run_, record, observers = _record("run", obj, extra=[_LinesOnly(printer)])
     run_.pattern = pattern
     run_.redactor.add(set().union(*(unwrap(h.vars)[1] for h in hosts)))
-    guarded(run_, observers, lambda: run_async(run_on_hosts(
+    outputs = guarded(run_, observers, lambda: run_async(run_on_hosts(
         hosts, list(argv), run=run_, observers=observers, forks=forks, timeout_s=timeout_s,
         connect_timeout_s=connect_timeout, accept_new_host_keys=accept_new_host_keys)))
     bad = run_.failed_hosts
@@ -124,8 +124,9 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     if as_json:
         doc = {}
         for h, o in run_.hosts.items():
+            out, err = outputs.get(h, ("", ""))
             doc[h] = ({"unreachable": True, "error": o.error} if o.status == "unreachable" else
-                      {"rc": o.rc, **({"signal": o.signal} if o.signal else {}),
+                      {"rc": o.rc, "stdout": out, "stderr": err, **({"signal": o.signal} if o.signal else {}),
                        **({"error": o.error} if o.error and o.rc is None else {})})
         print_json(run_.redactor.obj(doc))
     else:

@@ -29,17 +29,21 @@ async def _scopes(stack, hosts: Sequence[Any], options: ConnectOptions) -> dict[
 
 async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunModel, observers: Observers,
                        forks: int = 50, timeout_s: float = 600.0, connect_timeout_s: float = 30.0,
-                       accept_new_host_keys: bool = False) -> RunModel:
+                       accept_new_host_keys: bool = False) -> dict[str, tuple[str, str]]:
     """Run ``argv`` exactly as given on every host, concurrently (``forks`` at once).
 
     Each host's outcome: ``rc`` (and ``signal``), or ``status: unreachable`` with ``error``; its
     output goes line by line to the observers (and so to its log).
+
+    Returns:
+        host -> ``(stdout, stderr)`` as the connection kept them (for ``--json``).
     """
     import contextlib
 
     options = ConnectOptions(accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout_s,
                              run_id=run.run_id)
     run.argv = list(argv)
+    outputs: dict[str, tuple[str, str]] = {}
     async with contextlib.AsyncExitStack() as stack:
         scopes = await _scopes(stack, hosts, options)
         unavailable: dict[str, str] = {}
@@ -62,6 +66,7 @@ async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunMod
 
                 res = await conn.run(list(argv), timeout_s=timeout_s, on_line=line)
                 out.rc, out.signal = res.rc, res.signal
+                outputs[host.name] = (res.stdout_text, res.stderr_text)
                 out.status = "ok" if res.rc == 0 else "failed"
                 if res.rc != 0:
                     out.error = f"rc={res.rc}" if res.rc is not None else f"signal {res.signal or '?'}"
@@ -78,7 +83,7 @@ async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunMod
 
         await for_each_host(hosts, one, forks=forks)
     run.failed_hosts = [h for h, o in run.hosts.items() if o.status != "ok"]
-    return run
+    return outputs
 
 
 async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Observers, forks: int = 50,

@@ -215,7 +215,8 @@ class Fetch(Step):
 
     @property
     def simulated(self) -> "ClassWheel":
-        return ClassWheel(name="<class wheel>", sha256="", builder="<builder>", remote="", data={})
+        name = "<class wheel>"
+        return ClassWheel(name=name, sha256="", builder="<builder>", remote=f"{self.dest.rstrip('/')}/{name}", data={})
 
     def describe(self) -> dict[str, Any]:
         return {"push": f"class {self.key[:16]} wheel", "to": self.dest, "reason": self.reason}

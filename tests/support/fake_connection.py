@@ -1,0 +1,234 @@
+"""A test double of fleetctl's own ``Connection`` seam (never of asyncssh), and a connection kind for it.
+
+A :class:`FakeHost` is an in-memory host: a file system (path -> bytes) and a command handler.
+:class:`FakeConnection` implements the ``Connection`` contract on it and records every command and
+transfer, so engine tests can assert what ran where, in which order, and what did not run. The kind
+is registered by the ``fake_kind`` fixture as one line in ``fleetctl.connection.registry.KINDS``
+(as a new real kind would be) for hosts with ``ansible_connection: fake``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleetctl.connection.base import CommandResult, Connection, LineCallback, OutputLine
+from fleetctl.connection.registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRef, KindScope
+from fleetctl.errors import HostUnreachable, TransferError
+
+Handler = Callable[["FakeHost", list[str], dict[str, str], "str | None"], "tuple[int, str, str] | None"]
+
+H200_FACTS: dict[str, Any] = {
+    "gpus": [{"index": 0, "name": "NVIDIA H200", "compute_cap": "9.0", "memory_mib": 143771}],
+    "driver_version": "580.95",
+    "cuda": {"home": "/usr/local/cuda", "nvcc": "/usr/local/cuda/bin/nvcc", "version": "13.0",
+             "source": "/usr/local/cuda", "archs": ["compute_90", "compute_100", "compute_120"]},
+    "python": {"executable": "/venv/bin/python3", "exists": True, "prefix": "/venv", "tag": "cp312",
+               "version": "3.12.3", "torch": "2.11.0+cu130", "torch_cuda": "13.0"},
+    "cmake": {"version": "3.28.3", "path": "/usr/bin/cmake"},
+    "cpu_count": 16, "mem_total_mib": 128000, "mem_available_mib": 120000, "disk_free_mib": 500000,
+}
+
+
+@dataclass
+class FakeHost:
+    """An in-memory host.
+
+    Attributes:
+        name: its name.
+        files: remote path -> bytes.
+        facts: what its facts script prints (a JSON object).
+        handlers: tried in order for every command; the first returning ``(rc, stdout, stderr)`` wins.
+        log: every command (argv) and transfer, in order: ``("run", argv)``, ``("put", path)``,
+            ``("get", path)``.
+        unreachable: connecting fails with this cause.
+        drop_after: the connection is lost at the command whose argv contains this string.
+        delay_s: each command takes this long (seconds).
+    """
+
+    name: str
+    files: dict[str, bytes] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=lambda: json.loads(json.dumps(H200_FACTS)))
+    handlers: list[Handler] = field(default_factory=list)
+    log: list[tuple[str, Any]] = field(default_factory=list)
+    unreachable: str | None = None
+    drop_after: str | None = None
+    delay_s: float = 0.0
+
+    def commands(self) -> list[list[str]]:
+        return [a for kind, a in self.log if kind == "run"]
+
+    def ran(self, word: str) -> list[list[str]]:
+        """Commands whose argv holds ``word`` (as an element or inside one)."""
+        return [a for a in self.commands() if any(word in x for x in a)]
+
+
+def _default(host: FakeHost, argv: list[str], env: dict[str, str], cwd: str | None) -> tuple[int, str, str]:
+    joined = " ".join(argv)
+    if argv[0] == "/bin/sh" and "mkdir -p" in joined:
+        return 0, "", ""
+    if any(a.endswith("facts.py") for a in argv):
+        return 0, json.dumps(host.facts) + "\n", ""
+    if argv[:1] == ["sha256sum"]:
+        import hashlib
+
+        out, err, rc = [], [], 0
+        for p in argv[1:]:
+            if p == "--":
+                continue
+            if p in host.files:
+                out.append(f"{hashlib.sha256(host.files[p]).hexdigest()}  {p}")
+            else:
+                err.append(f"sha256sum: {p}: No such file or directory")
+                rc = 1
+        return rc, "\n".join(out) + ("\n" if out else ""), "\n".join(err)
+    if argv[0] in ("rm", "mkdir", "cp", "true", "echo", "test"):
+        if argv[0] == "test":
+            return (0 if argv[-1] in host.files else 1), "", ""
+        if argv[0] == "echo":
+            return 0, " ".join(argv[1:]) + "\n", ""
+        return 0, "", ""
+    if argv[0] == "/bin/sh" and argv[1] == "-c":
+        return 0, "", ""  # probes of stamps, wheels, trees: nothing there
+    return 0, "", ""
+
+
+class FakeConnection(Connection):
+    """``Connection`` on a :class:`FakeHost`."""
+
+    def __init__(self, host: FakeHost) -> None:
+        self.fake = host
+        self.host = host.name
+        self.home = f"/home/{host.name}"
+        self.opened = False
+
+    async def open(self) -> None:
+        if self.fake.unreachable:
+            raise HostUnreachable(self.host, self.fake.unreachable)
+        self.opened = True
+
+    async def close(self) -> None:
+        self.opened = False
+
+    async def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+                  timeout_s: float | None = None, on_line: LineCallback | None = None, stdin: bytes | None = None,
+                  become: bool = False) -> CommandResult:
+        argv = [str(a) for a in argv]
+        self.fake.log.append(("run", argv))
+        if self.fake.drop_after and any(self.fake.drop_after in a for a in argv):
+            raise HostUnreachable(self.host, f"connection lost during {argv[0]}")
+        t0 = time.monotonic()
+        if self.fake.delay_s:
+            await asyncio.sleep(self.fake.delay_s)
+        for handler in [*self.fake.handlers, _default]:
+            got = handler(self.fake, argv, dict(env or {}), cwd)
+            if got is not None:
+                break
+        rc, out, err = got
+        for stream, text in (("stdout", out), ("stderr", err)):
+            for line in text.splitlines(keepends=True):
+                if on_line:
+                    on_line(OutputLine(stream, line.encode()))
+        return CommandResult(argv=argv, rc=rc, stdout=out.encode(), stderr=err.encode(),
+                             duration_s=time.monotonic() - t0)
+
+    async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
+        self.fake.log.append(("put", remote_path))
+        try:
+            self.fake.files[remote_path] = Path(local_path).read_bytes()
+        except OSError as exc:
+            raise TransferError(f"{self.host}: upload {local_path}: {exc}") from None
+
+    async def get(self, remote_path: str, local_path: str) -> None:
+        self.fake.log.append(("get", remote_path))
+        if remote_path not in self.fake.files:
+            raise TransferError(f"{self.host}: get {remote_path}: no such file")
+        Path(local_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(local_path).write_bytes(self.fake.files[remote_path])
+
+
+class FakeSettings(ConnectionSettings):
+    """A fake host reads no vars."""
+
+
+#: host name -> FakeHost, filled by the tests.
+HOSTS: dict[str, FakeHost] = {}
+
+
+class _Scope(KindScope):
+    def connection(self, host: HostRef) -> FakeConnection:
+        return FakeConnection(HOSTS[host.name])
+
+
+class _FakeKind(ConnectionKind):
+    name = "fake"
+    settings_model = FakeSettings
+
+    def scope(self, options: ConnectOptions) -> KindScope:
+        return _Scope()
+
+
+SETTINGS = FakeSettings
+KIND = _FakeKind()
+
+
+def shell(argv: list[str]) -> str:
+    return shlex.join(argv)
+
+
+def python_packaging(host: FakeHost, argv: list[str], env: dict[str, str], cwd: str | None):
+    """Emulates what build_wheel and pip_install ask of a host: the venv probe, stamps, the build
+    (writes a wheel whose bytes name the arch list), the wheel listing, pip install (records the
+    dist in ``host.files['<venv>/installed/<dist>']``) and the install-state probe."""
+    import hashlib
+    import posixpath
+
+    from fleetctl.tasks.build_keys import STAMP_NAME
+    from fleetctl.tasks.pip_install import STATE_SCRIPT
+
+    if len(argv) > 2 and argv[1] == "-c" and "'missing'" in argv[2]:
+        missing = [m for m in argv[3:] if m in host.facts.get("missing_modules", [])]
+        return 0, json.dumps({"executable": argv[0], "prefix": posixpath.dirname(posixpath.dirname(argv[0])),
+                              "missing": missing}) + "\n", ""
+    if len(argv) > 3 and argv[0] == "/bin/sh" and argv[3] == "fleetctl-stamps":
+        out_dir, inst = argv[4], argv[5]
+        lines = []
+        for path, data in sorted(host.files.items()):
+            if path.startswith(out_dir + "/") and path.endswith("/" + STAMP_NAME):
+                stamp = json.loads(data)
+                if stamp.get("wheel") in host.files:
+                    lines.append(json.dumps(stamp))
+        for path, data in sorted(host.files.items()):
+            if posixpath.dirname(path) == inst and path.endswith(".json"):
+                lines.append("INSTALLED " + data.decode())
+        return 0, "".join(line + "\n" for line in lines), ""
+    if len(argv) > 3 and argv[0] == "/bin/sh" and argv[3] == "fleetctl-wheels":
+        dest = argv[4]
+        out = [f"{hashlib.sha256(d).hexdigest()}  {p}" for p, d in sorted(host.files.items())
+               if posixpath.dirname(p) == dest and p.endswith(".whl")]
+        return 0, "".join(x + "\n" for x in out), ""
+    if "wheel" in argv and "--wheel-dir" in argv:
+        dest = argv[argv.index("--wheel-dir") + 1]
+        name = "toy-0.1-py3-none-any.whl"
+        host.files[posixpath.join(dest, name)] = f"toy for {env.get('TORCH_CUDA_ARCH_LIST')}".encode()
+        return 0, f"Successfully built toy\n", ""
+    if "install" in argv and "pip" in argv:
+        wheel = argv[-1]
+        if wheel not in host.files:
+            return 1, "", f"ERROR: {wheel} does not exist\n"
+        host.files[f"/venv-state/{posixpath.basename(wheel).split('-')[0]}"] = hashlib.sha256(host.files[wheel]).hexdigest().encode()
+        return 0, "Successfully installed toy\n", ""
+    if len(argv) > 3 and argv[1] == "-c" and argv[2] == STATE_SCRIPT:
+        dist, rec_path = argv[3], argv[4]
+        rec = json.loads(host.files[rec_path]) if rec_path in host.files else None
+        held = host.files.get(f"/venv-state/{dist}")
+        state = {"record": rec, "dist": {"version": "0.1", "record_sha256": held.decode()} if held else None,
+                 "torch": host.facts["python"]["torch"], "cuda": host.facts["python"]["torch_cuda"]}
+        return 0, json.dumps(state) + "\n", ""
+    return None

@@ -1,0 +1,204 @@
+"""The engine against a test double of fleetctl's own Connection (tests/support/fake_connection.py).
+
+What is checked here is the engine's own behaviour: passes, forks, arch classes, preflight stops,
+tags, the probe cache, and that ``--plan``, ``--dry-run`` and a deploy agree. Transports are tested
+against real sshd elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from fleetctl.connection import registry
+from fleetctl.engine.model import RunModel
+from fleetctl.engine.observer import Observers
+from fleetctl.engine.runner import PlayOptions, run_playbook
+from fleetctl.playbook import load_playbook
+from tests.support import fake_connection as fake
+
+TOY = """
+name: toy
+hosts: all
+vars:
+  src_dir: "{{ workdir }}/src/toy"
+tasks:
+  - name: upload
+    copy: {src: toy, dest: "{{ src_dir }}"}
+    tags: [build]
+  - name: build
+    build_wheel: {src: "{{ src_dir }}", out_dir: "{{ workdir }}/wheels", check_sass: false,
+                  required_build_packages: [setuptools], tool: pip}
+    register: build
+    tags: [build]
+  - name: install
+    pip_install: {wheel: "{{ build.data.wheel }}"}
+    tags: [install]
+"""
+
+
+@pytest.fixture
+def fake_kind(monkeypatch, tmp_path):
+    """The fake connection kind: one line in the registry, as a real kind."""
+    monkeypatch.setitem(registry.KINDS, "fake", "tests.support.fake_connection:KIND")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    fake.HOSTS.clear()
+    yield fake.HOSTS
+    fake.HOSTS.clear()
+
+
+def pip_installs(name: str) -> list[list[str]]:
+    return [a for a in fake.HOSTS[name].commands() if a[1:4] == ["-m", "pip", "install"]]
+
+
+def make_hosts(names, **vars_):
+    out = []
+    for name in names:
+        fake.HOSTS[name] = fake.FakeHost(name, handlers=[fake.python_packaging])
+        v = {"ansible_connection": "fake", "venv": "/venv", "workdir": f"/w/{name}", **vars_.get(name, {})}
+        out.append(SimpleNamespace(name=name, vars=v, connection="fake", venv="/venv", cuda_home=v.get("cuda_home"),
+                                   workdir=v["workdir"]))
+    return out
+
+
+def playbook(tmp_path: Path, text: str = TOY):
+    (tmp_path / "toy").mkdir(exist_ok=True)
+    (tmp_path / "toy" / "pyproject.toml").write_text("[project]\nname = 'toy'\nversion = '0.1'\n")
+    path = tmp_path / "play.yaml"
+    path.write_text(textwrap.dedent(text))
+    return load_playbook(str(path))
+
+
+class Events:
+    def __init__(self):
+        self.events = []
+
+    def event(self, run, ev):
+        self.events.append(ev)
+
+
+def run(pb, hosts, **opts):
+    model = RunModel(kind="deploy", mode=opts.get("mode", "apply"))
+    ev = Events()
+    asyncio.run(run_playbook(pb, hosts, run=model, observers=Observers(model, [ev]), opts=PlayOptions(**opts)))
+    return model, ev
+
+
+def actions(model) -> dict[str, str]:
+    """host -> the build task's decided action."""
+    out = {}
+    for h, o in model.hosts.items():
+        b = [t for t in o.tasks if t.action == "build_wheel"]
+        out[h] = (b[0].data.get("decision") or {}).get("action") if b else o.status
+    return out
+
+
+def test_a_class_builds_once_and_the_wheel_reaches_every_member(fake_kind, tmp_path):
+    hosts = make_hosts(["n1", "n2", "n3"])
+    model, _ = run(playbook(tmp_path), hosts)
+    assert {h: o.status for h, o in model.hosts.items()} == {"n1": "ok", "n2": "ok", "n3": "ok"}
+    builds = {h: len(fake.HOSTS[h].ran("--wheel-dir")) for h in fake.HOSTS}
+    assert builds == {"n1": 1, "n2": 0, "n3": 0}
+    assert actions(model) == {"n1": "build", "n2": "push", "n3": "push"}
+    for h in ("n2", "n3"):
+        assert any(p.endswith("toy-0.1-py3-none-any.whl") for k, p in fake.HOSTS[h].log if k == "put")
+        assert fake.HOSTS[h].files.get("/venv-state/toy")
+
+
+def test_build_host_var_picks_the_builder(fake_kind, tmp_path):
+    hosts = make_hosts(["n1", "n2"], n1={"build_host": "n2"}, n2={"build_host": "n2"})
+    model, _ = run(playbook(tmp_path), hosts)
+    assert actions(model) == {"n1": "push", "n2": "build"}
+
+
+def test_a_builder_lost_mid_build_hands_the_build_to_the_next_member(fake_kind, tmp_path):
+    hosts = make_hosts(["n1", "n2", "n3"])
+    fake.HOSTS["n1"].drop_after = "--wheel-dir"
+    model, ev = run(playbook(tmp_path), hosts)
+    assert model.hosts["n1"].status == "unreachable"
+    assert model.hosts["n2"].status == model.hosts["n3"].status == "ok"
+    assert [h for h in ("n2", "n3") if fake.HOSTS[h].ran("--wheel-dir")] == ["n2"]
+    assert any(e.name == "class.builder_changed" and e.host == "n2" for e in ev.events)
+
+
+def test_an_unreachable_host_never_stops_the_others(fake_kind, tmp_path):
+    hosts = make_hosts(["n1", "n2"])
+    fake.HOSTS["n1"].unreachable = "connection refused by n1:22"
+    model, _ = run(playbook(tmp_path), hosts)
+    assert model.hosts["n1"].status == "unreachable" and "refused" in model.hosts["n1"].error
+    assert {t.status for t in model.hosts["n1"].tasks} == {"unreachable"}
+    assert model.hosts["n2"].status == "ok"
+    assert fake.HOSTS["n2"].ran("--wheel-dir")
+
+
+def test_a_preflight_failure_stops_the_host_before_anything_is_uploaded(fake_kind, tmp_path):
+    hosts = make_hosts(["bad", "good"], bad={"cuda_home": "/opt/cuda-12.9"})
+    model, _ = run(playbook(tmp_path), hosts)
+    bad = model.hosts["bad"]
+    assert bad.status == "failed" and "cuda_home /opt/cuda-12.9 has no bin/nvcc" in bad.error
+    assert not [p for k, p in fake.HOSTS["bad"].log if k == "put" and "/src/" in p]
+    assert not fake.HOSTS["bad"].ran("--wheel-dir")
+    assert model.hosts["good"].status == "ok"
+
+
+def test_a_dry_run_changes_nothing_and_lists_every_step(fake_kind, tmp_path):
+    hosts = make_hosts(["n1"])
+    model, ev = run(playbook(tmp_path), hosts, mode="dry-run")
+    log = fake.HOSTS["n1"].log
+    assert not [p for k, p in log if k == "put" and "/src/" in p]
+    assert not fake.HOSTS["n1"].ran("--wheel-dir") and not pip_installs("n1")
+    planned = [s for t in model.hosts["n1"].tasks for s in t.planned]
+    assert any("--wheel-dir" in s.get("argv", []) for s in planned)
+    assert any(s.get("argv", [])[:4] == ["/venv/bin/python3", "-m", "pip", "install"] for s in planned)
+    assert any(e.name == "step.planned" for e in ev.events)
+
+
+def test_a_deploy_that_changes_nothing_asks_each_question_once(fake_kind, tmp_path):
+    hosts = make_hosts(["n1"])
+    pb = playbook(tmp_path)
+    run(pb, hosts)
+    fake.HOSTS["n1"].log.clear()
+    model, _ = run(pb, hosts)
+    assert [t.status for t in model.hosts["n1"].tasks] == ["ok", "ok", "ok", "ok"]
+    cmds = [json.dumps(a) for a in fake.HOSTS["n1"].commands() if "facts.py" not in " ".join(a)
+            and "fleetctl-mkdir" not in a]
+    assert len(cmds) == len(set(cmds)), "a probe ran twice: the planning pass's answers were not reused"
+    assert not fake.HOSTS["n1"].ran("--wheel-dir") and not pip_installs("n1")
+
+
+def test_tasks_outside_tags_are_planned_so_install_finds_the_built_wheel(fake_kind, tmp_path):
+    hosts = make_hosts(["n1"])
+    pb = playbook(tmp_path)
+    run(pb, hosts, tags=("build",))
+    assert not fake.HOSTS["n1"].files.get("/venv-state/toy")
+    fake.HOSTS["n1"].log.clear()
+    model, _ = run(pb, hosts, tags=("install",))
+    assert model.hosts["n1"].status == "ok", model.hosts["n1"].error
+    tasks = {t.name: t for t in model.hosts["n1"].tasks}
+    assert tasks["build"].status == "skipped" and not tasks["build"].selected
+    assert tasks["install"].status == "changed"
+    assert not fake.HOSTS["n1"].ran("--wheel-dir")
+    assert fake.HOSTS["n1"].files.get("/venv-state/toy")
+
+
+def test_plan_dry_run_and_deploy_agree_on_a_mixed_fleet(fake_kind, tmp_path):
+    pb = playbook(tmp_path)
+    hosts = make_hosts(["uptodate", "fresh", "oldsrc", "newtorch", "badcuda"],
+                       badcuda={"cuda_home": "/nowhere"})
+    by = {h.name: h for h in hosts}
+    run(pb, [by["oldsrc"]])                      # oldsrc: built from the old sources
+    (tmp_path / "toy" / "mod.py").write_text("x = 2\n")
+    run(pb, [by["uptodate"]])                    # uptodate: built from the new ones
+    fake.HOSTS["newtorch"].facts["python"]["torch"] = "2.12.0+cu130"
+    plan, _ = run(pb, hosts, mode="plan")
+    dry, _ = run(pb, hosts, mode="dry-run")
+    real, _ = run(pb, hosts)
+    expected = {"uptodate": "reuse", "fresh": "push", "oldsrc": "push", "newtorch": "build", "badcuda": "fail"}
+    assert actions(plan) == actions(dry) == actions(real) == expected
+    assert real.hosts["badcuda"].status == "failed"
+    assert sorted(h for h in fake.HOSTS if fake.HOSTS[h].ran("--wheel-dir")) == ["newtorch", "oldsrc", "uptodate"]
