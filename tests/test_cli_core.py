@@ -1,0 +1,97 @@
+"""The command line's own rules, through the real CLI on the local connection (no SSH needed):
+unknown options before ``--``, per-command help, tags, ``-v``, and that dry runs and plans are
+recorded as such."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from tests.support.fleet import fleetctl, last_run
+
+PLAY = """
+name: tagged
+hosts: all
+tasks:
+  - name: first
+    command: {argv: [echo, one]}
+    register: build
+    tags: [build]
+  - name: second
+    command: {argv: [echo, "{{ build.stdout | default('no build') }}"]}
+    tags: [install]
+"""
+
+
+def write(tmp_path):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"all:\n  hosts:\n    me:\n      ansible_connection: local\n      workdir: {tmp_path}/work\n")
+    play = tmp_path / "play.yaml"
+    play.write_text(textwrap.dedent(PLAY))
+    return inv, play
+
+
+def test_an_unknown_option_before_the_double_dash_is_refused_not_run(tmp_path):
+    inv, _ = write(tmp_path)
+    res = fleetctl("-i", str(inv), "run", "--hosts", "me", "--forsk", "10", "--", "touch", str(tmp_path / "ran"),
+                   home=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.count("\n") == 1 and "--forsk" in res.stderr and "--forks" in res.stderr
+    assert not (tmp_path / "ran").exists()
+    ok = fleetctl("-i", str(inv), "run", "--hosts", "me", "--", "sh", "-c", "echo --forsk", home=tmp_path)
+    assert ok.returncode == 0 and "me | --forsk" in ok.stdout
+
+
+def test_verify_help_lists_only_what_verify_uses():
+    res = fleetctl("verify", "--help", home=None or __import__("pathlib").Path("/tmp"))
+    assert res.returncode == 0
+    for absent in ("--build", "--plan", "--force", "--serial", "--retry-failed", "--tags"):
+        assert absent not in res.stdout, absent
+    for present in ("--hosts", "--playbook", "--json", "--dry-run"):
+        assert present in res.stdout, present
+
+
+def test_a_tag_no_task_has_is_refused_with_a_did_you_mean(tmp_path):
+    inv, play = write(tmp_path)
+    res = fleetctl("-i", str(inv), "deploy", "--playbook", str(play), "--hosts", "me", "--tags", "instal",
+                   home=tmp_path)
+    assert res.returncode == 2
+    assert "no task has the tag 'instal'" in res.stderr and "did you mean 'install'" in res.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_tags_run_only_their_tasks_and_the_others_are_planned(tmp_path):
+    inv, play = write(tmp_path)
+    res = fleetctl("-i", str(inv), "deploy", "--playbook", str(play), "--hosts", "me", "--tags", "install", "--json",
+                   home=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    tasks = {t["name"]: t for t in json.loads(res.stdout)["hosts"]["me"]["tasks"]}
+    assert tasks["first"]["status"] == "skipped" and tasks["first"]["selected"] is False
+    assert tasks["second"]["status"] == "changed"
+    log = (last_run(tmp_path) / "logs" / "me.log").read_bytes()
+    assert b"out| one" not in log  # the build-tagged command was planned, never run
+
+
+def test_verbose_adds_diagnostics_on_stderr(tmp_path):
+    inv, play = write(tmp_path)
+    quiet = fleetctl("-i", str(inv), "deploy", "--playbook", str(play), "--hosts", "me", home=tmp_path)
+    loud = fleetctl("-i", str(inv), "-v", "deploy", "--playbook", str(play), "--hosts", "me", home=tmp_path)
+    louder = fleetctl("-i", str(inv), "-vv", "deploy", "--playbook", str(play), "--hosts", "me", home=tmp_path)
+    assert quiet.returncode == loud.returncode == louder.returncode == 0
+    assert "task.finished" not in quiet.stderr
+    assert "task.finished" in loud.stderr and "command.started" not in loud.stderr
+    assert "command.started" in louder.stderr
+
+
+def test_dry_runs_and_plans_are_listed_as_such(tmp_path):
+    inv, play = write(tmp_path)
+    assert fleetctl("-i", str(inv), "deploy", "--playbook", str(play), "--hosts", "me", "--dry-run",
+                    home=tmp_path).returncode == 0
+    assert fleetctl("-i", str(inv), "deploy", "--playbook", str(play), "--hosts", "me", "--plan",
+                    home=tmp_path).returncode == 0
+    assert fleetctl("-i", str(inv), "deploy", "--playbook", str(play), "--hosts", "me", home=tmp_path).returncode == 0
+    runs = json.loads(fleetctl("runs", "--json", home=tmp_path).stdout)
+    assert [r["mode"] for r in runs] == ["apply", "plan", "dry-run"]
+    listing = fleetctl("runs", home=tmp_path).stdout
+    assert "deploy (dry-run)" in listing and "deploy (plan)" in listing
+    assert "no runs yet" in fleetctl("runs", home=tmp_path / "empty").stdout
