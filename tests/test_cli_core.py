@@ -95,3 +95,25 @@ def test_dry_runs_and_plans_are_listed_as_such(tmp_path):
     listing = fleetctl("runs", home=tmp_path).stdout
     assert "deploy (dry-run)" in listing and "deploy (plan)" in listing
     assert "no runs yet" in fleetctl("runs", home=tmp_path / "empty").stdout
+
+
+def test_the_published_schemas_are_current_and_real_records_follow_them(tmp_path):
+    import jsonschema
+
+    from fleetctl.reporting.schema import events_schema, run_schema
+    from tests.support.fleet import REPO
+
+    docs = REPO / "docs" / "schema"
+    assert json.loads((docs / "run.schema.json").read_text()) == json.loads(json.dumps(run_schema())), \
+        "docs/schema is stale: python -m fleetctl.reporting.schema docs/schema"
+    assert json.loads((docs / "events.schema.json").read_text()) == json.loads(json.dumps(events_schema()))
+    inv, play = write(tmp_path)
+    assert fleetctl("-i", str(inv), "deploy", "--playbook", str(play), "--hosts", "me", home=tmp_path).returncode == 0
+    run_dir = last_run(tmp_path)
+    jsonschema.validate(json.loads((run_dir / "run.json").read_text()), run_schema())
+    names = set()
+    for line in (run_dir / "events.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        jsonschema.validate(event, events_schema())
+        names.add(event["event"])
+    assert {"run.started", "host.started", "task.started", "task.finished", "command.started", "run.finished"} <= names

@@ -177,7 +177,7 @@ def test_a_class_of_three_hosts_builds_once_and_all_three_verify(sshd_farm, tmp_
     assert sorted(a for (a, _), in before.values()) == ["build", "push", "push"]
     assert all(c == ["nothing installed"] for (_, c), in before.values())
     res = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", "--playbook", str(play), home=tmp_path,
-                   timeout_s=1500, env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+                   timeout_s=1500)
     assert res.returncode == 0, res.stdout[-5000:]
     record = json.loads((last_run(tmp_path) / "run.json").read_text())
     builds = {h: [t for t in r["tasks"] if t["action"] == "build_wheel"][0] for h, r in record["hosts"].items()}
