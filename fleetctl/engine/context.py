@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import templating
+from ..playbook import templating
 from ..redact import Redactor, is_marked, unwrap
 from .session import HostSession
 

@@ -42,11 +42,12 @@ from typing import Any
 
 from pydantic import ValidationError, create_model
 
-from fleetctl import templating, yamlload
+from fleetctl import yamlload
 from fleetctl.tasks import ACTIONS
 from fleetctl.tasks.argtypes import ActionArgs, env_mapping, is_template
 from fleetctl.errors import PlaybookError
-from fleetctl.templating import playbook_error
+from fleetctl.playbook import templating
+from fleetctl.playbook.templating import playbook_error
 
 __all__ = [
     "CONTROL_KEYS",
