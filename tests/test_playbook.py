@@ -29,7 +29,7 @@ from fleetctl.tasks.verify import VerifyArgs
 COMMAND_ACTIONS = {name for name, a in ACTIONS.items() if a.runs_commands}
 from fleetctl.errors import PlaybookError
 from fleetctl.playbook import Playbook, load_playbook
-from fleetctl.playbook.templating import RenderError, check_undefined, evaluate_when, render, render_vars
+from fleetctl.playbook import RenderError, check_undefined, evaluate_when, render, render_vars
 
 DATA = Path(__file__).parent / "data" / "playbooks"
 ERROR_FILES = sorted((DATA / "errors").glob("*.yaml"))
