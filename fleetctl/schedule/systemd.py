@@ -46,7 +46,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from .errors import InputError
+from ..errors import InputError
 
 DEFAULT_TIMEOUT = "6h"
 KILL_AFTER_S = 90  # systemd's default TimeoutStopSec: SIGKILL this long after the SIGTERM of a timeout
