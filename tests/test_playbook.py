@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from fleetctl import templating
+from fleetctl.playbook import templating
 from fleetctl.tasks import ACTIONS
 from fleetctl.tasks.build_wheel import BuildWheelArgs
 from fleetctl.tasks.command import CommandArgs
@@ -29,7 +29,7 @@ from fleetctl.tasks.verify import VerifyArgs
 COMMAND_ACTIONS = {name for name, a in ACTIONS.items() if a.runs_commands}
 from fleetctl.errors import PlaybookError
 from fleetctl.playbook import Playbook, load_playbook
-from fleetctl.templating import RenderError, check_undefined, evaluate_when, render, render_vars
+from fleetctl.playbook import RenderError, check_undefined, evaluate_when, render, render_vars
 
 DATA = Path(__file__).parent / "data" / "playbooks"
 ERROR_FILES = sorted((DATA / "errors").glob("*.yaml"))

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetctl import cli_schedule
+from fleetctl.cli import schedule as cli_schedule
 from fleetctl import schedule as sch
 from fleetctl.errors import InputError
 

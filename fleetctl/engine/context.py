@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import templating
+from ..playbook.variables import render_vars
 from ..redact import Redactor, is_marked, unwrap
 from .session import HostSession
 
@@ -39,7 +39,7 @@ def host_context(session: HostSession, playbook: Any, extra_vars: Mapping[str, A
     }
     # -e extra vars win over play vars (Ansible's precedence) and play-var templates see them.
     raw_play_vars = {k: v for k, v in unwrap(playbook.vars)[0].items() if k not in extra}
-    play_vars = templating.render_vars(raw_play_vars, {**base, **extra})
+    play_vars = render_vars(raw_play_vars, {**base, **extra})
     _, play_secrets = unwrap({k: ({"value": play_vars[k], "secret": True} if is_marked(v) else play_vars[k])
                               for k, v in playbook.vars.items() if k in play_vars})
     redactor.add(play_secrets)

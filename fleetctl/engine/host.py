@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import templating
+from ..playbook import templating
 from ..errors import CommandTimeout, FleetError, HostUnreachable, PlaybookError
 from ..paths import REPO_ROOT
 from ..status import Status

@@ -1,0 +1,24 @@
+"""``fleetctl schedule``, the pure part: render a systemd timer + service, or a crontab line, that run
+``fleetctl deploy`` unattended (the nightly rebuild of DESIGN.md). Nothing here touches a file or runs
+a program; :mod:`fleetctl.cli.schedule` writes and enables what this renders.
+
+What the scheduled job is: ``FLEETCTL -i INVENTORY deploy --hosts PATTERN --playbook PLAYBOOK --json``
+(every path absolute) in the folder ``fleetctl schedule`` ran in, with ``FLEETCTL_HOME`` set, so that
+the run record (``$FLEETCTL_HOME/runs/<run_id>/run.json``), the JSON summary on stdout and the exit
+status (0 ok, 1 a host failed, 2 bad input) are what an alert reads.
+
+The package: :mod:`.job` (the options, validated, and :class:`Job`), :mod:`.systemd` (the timer and
+service units, systemd's quoting) and :mod:`.crontab` (the crontab line, merged into a crontab).
+"""
+
+from .crontab import cron_line, marker, merge_crontab
+from .job import (
+    DEFAULT_TIMEOUT, KILL_AFTER_S, NAME_RE, ON_FAILURE_RE, UNIT_TYPES, Job, check_extra_var, check_name,
+    check_on_failure, default_name, parse_at, parse_timespan,
+)
+from .systemd import on_calendar, render_service, render_timer, systemd_exec, systemd_path, systemd_quote
+
+__all__ = ["DEFAULT_TIMEOUT", "KILL_AFTER_S", "NAME_RE", "ON_FAILURE_RE", "UNIT_TYPES",
+           "Job", "check_extra_var", "check_name", "check_on_failure", "cron_line", "default_name",
+           "marker", "merge_crontab", "on_calendar", "parse_at", "parse_timespan", "render_service",
+           "render_timer", "systemd_exec", "systemd_path", "systemd_quote"]

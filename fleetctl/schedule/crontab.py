@@ -1,0 +1,83 @@
+"""The crontab line of a :class:`~.job.Job`, and merging it into a user's crontab.
+
+cron (crontab(5)): ``M H * * * COMMAND``. cron hands COMMAND to ``/bin/sh`` (unless the crontab sets
+SHELL), so every word is quoted with :func:`shlex.quote`; then crontab(5)'s own rule applies: an
+unescaped ``%`` ends the command (the rest becomes its stdin), so each ``%`` is written ``\\%`` (cron drops
+the backslash). crontab(5) also says a comment cannot share a line with a command: our marker
+``# fleetctl:NAME`` is therefore part of the command, where /bin/sh reads it as a comment, and it lets
+:func:`merge_crontab` find and replace our line among the user's others.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+
+from ..errors import InputError
+from .job import KILL_AFTER_S, Job, check_utf8, parse_timespan
+
+__all__ = ["cron_line", "marker", "merge_crontab"]
+
+
+def marker(name: str) -> str:
+    """The comment that ends our crontab line: ``# fleetctl:NAME``."""
+    return f"# fleetctl:{name}"
+
+
+def cron_line(job: Job) -> str:
+    """One crontab(5) line: ``M H * * * cd DIR && FLEETCTL_HOME=HOME [timeout ...] [nice ...] FLEETCTL
+    -i ... deploy ... --json >> HOME/cron.log 2>&1 # fleetctl:NAME``; words quoted for /bin/sh with
+    shlex.quote, then each ``%`` escaped as ``\\%`` for cron. The timeout, randomized delay, nice and
+    idle-I/O options become ``timeout``, ``sleep``, ``nice`` and ``ionice`` (coreutils, util-linux)."""
+    if job.on_failure:
+        raise InputError("--on-failure: names a systemd unit; cron has none to start (alert on the exit "
+                         "status in cron.log or on the run record instead)")
+    words = [*job.argv()]
+    for w in [job.workdir, job.home, *words]:
+        check_utf8(w, "cron line")
+        if re.search(r"[\n\r]", w):
+            raise InputError(f"--cron: {w!r} holds a line break, which a crontab line cannot")
+    q = shlex.quote
+    wrap: list[str] = []
+    if job.idle_io:
+        wrap += ["ionice", "-c", "3"]
+    if job.nice is not None:
+        wrap += ["nice", "-n", str(job.nice)]
+    timeout_us = parse_timespan(job.timeout, "--timeout")
+    if timeout_us:
+        wrap = ["timeout", f"--kill-after={KILL_AFTER_S}s", f"{math.ceil(timeout_us / 10**6)}s", *wrap]
+    delay_us = parse_timespan(job.randomized_delay, "--randomized-delay")
+    if delay_us is None:
+        raise InputError("--randomized-delay: infinity makes no sense for a daily run")
+    sleep = f'sleep "$(shuf -i 0-{delay_us // 10**6} -n 1)" && ' if delay_us >= 10**6 else ""
+    command = (f"cd {q(job.workdir)} && {sleep}FLEETCTL_HOME={q(job.home)} "
+               + " ".join(q(w) for w in wrap + words)
+               + f" >> {q(job.home.rstrip('/') + '/cron.log')} 2>&1 {marker(job.name)}")
+    return f"{job.minute} {job.hour} * * * " + command.replace("%", "\\%")
+
+
+def merge_crontab(current: str, line: str, name: str) -> tuple[str, str]:
+    """The crontab with ``line`` in place of our line for ``name`` (the first line ending in
+    ``# fleetctl:NAME``; further ones are dropped), or appended. Every other line is kept as it was.
+
+    Returns:
+        (new crontab text, ending in a newline as crontab(5) needs; what happened: ``added``,
+        ``replaced`` or ``unchanged``).
+    """
+    tail = " " + marker(name)
+    out: list[str] = []
+    action = "added"
+    for old in current.splitlines():
+        if old.rstrip().endswith(tail):
+            if action == "added":
+                action = "unchanged" if old == line else "replaced"
+                out.append(line)
+            continue
+        out.append(old)
+    if action == "added":
+        out.append(line)
+    text = "\n".join(out) + "\n"
+    if action == "unchanged" and text != (current if current.endswith("\n") else current + "\n"):
+        action = "replaced"  # a duplicate of our line was dropped
+    return text, action
