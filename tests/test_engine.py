@@ -119,6 +119,7 @@ def test_build_host_var_picks_the_builder(fake_kind, tmp_path):
 def test_a_builder_lost_mid_build_hands_the_build_to_the_next_member(fake_kind, tmp_path):
     hosts = make_hosts(["n1", "n2", "n3"])
     fake.HOSTS["n1"].drop_after = "--wheel-dir"
+    fake.HOSTS["n2"].delay_s = 0.05  # n3 waits first; n2 (next in inventory order) still takes over
     model, ev = run(playbook(tmp_path), hosts)
     assert model.hosts["n1"].status == "unreachable"
     assert model.hosts["n2"].status == model.hosts["n3"].status == "ok"

@@ -109,6 +109,7 @@ class ClassCoordinator:
         self._builder: dict[str, str] = {}
         self._waiting: dict[str, list[str]] = {}
         self._takeover: dict[str, asyncio.Future] = {}
+        self._gone: set[str] = set()
         self._lock = asyncio.Lock()
 
     # -- planning -----------------------------------------------------------------------------
@@ -179,10 +180,16 @@ class ClassCoordinator:
             if retryable:
                 if host is not None and self._builder.get(key) not in (None, host):
                     return
+                if host is not None:
+                    self._gone.add(host)
                 self._builder.pop(key, None)
-                waiting = self._waiting.get(key) or []
-                if waiting:
-                    nxt = min(waiting, key=lambda h: self.order.get(h, 1 << 30))
+                # The next member in inventory order that is still running builds, whether it is
+                # already waiting or not: the same host whatever the timing.
+                members = sorted((h for h, (k, _) in self.assigned.items() if k == key and h not in self._gone),
+                                 key=lambda h: self.order.get(h, 1 << 30))
+                nxt = next(iter(members), None) or min(self._waiting.get(key) or [None],
+                                                       key=lambda h: self.order.get(h, 1 << 30) if h else 0)
+                if nxt is not None:
                     self._builder[key] = nxt
                     take = self._takeover.pop(nxt, None)
                     if take is not None and not take.done():
@@ -194,6 +201,7 @@ class ClassCoordinator:
     async def host_done(self, host: str) -> None:
         """``host`` finished its run: if it was to build or serve a class that it never published,
         the next waiting member takes over."""
+        self._gone.add(host)
         for key, builder in list(self._builder.items()):
             if builder == host and not self._future(key).done():
                 await self.fail(key, f"{host} ended before building", retryable=True, host=host)
@@ -210,7 +218,7 @@ class ClassCoordinator:
             return cached
         async with self._lock:
             fut = self._future(key)
-            if not fut.done() and key not in self._builder:
+            if not fut.done() and self._builder.get(key, host) == host:
                 self._builder[key] = host
                 return "build"
             take = self._takeover[host] = asyncio.get_running_loop().create_future()
