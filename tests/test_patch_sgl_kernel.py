@@ -25,7 +25,8 @@ from tests.support import sgl_fixture as fx
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "playbooks" / "scripts" / "patch_sgl_kernel.py"
-NAMES = ("cmake-policy-guards", "cuda13-cccl-include", "fa3-respect-option", "fa3-soft-import")
+NAMES = ("cmake-policy-guards", "cuda13-cccl-include", "fa3-respect-option", "compile-threads-option",
+         "fa3-soft-import")
 
 
 def run_patch(*args, python=None):
@@ -80,6 +81,7 @@ def test_applies_in_each_layout(tmp_path, layout, fa3, expected_fa3):
         "cmake-policy-guards": "Applied",
         "cuda13-cccl-include": "Applied",
         "fa3-respect-option": expected_fa3,
+        "compile-threads-option": "Applied",
         "fa3-soft-import": "Applied",
     }
     cm = (kdir / "CMakeLists.txt").read_text()
