@@ -1028,6 +1028,8 @@ def plan(kernel_dir):
         try:
             text, status = func(text)
         except AnchorMissing as exc:
+            if exc.line and text != cmake_old:
+                exc = _on_original(func, cmake_old, exc)
             exc.patch, exc.path = name, cmake_path
             errors.append(exc)
             continue
@@ -1056,6 +1058,22 @@ def plan(kernel_dir):
     else:
         statuses.append((FA3_IMPORT, NOT_NEEDED))
     return statuses, changes, errors
+
+
+def _on_original(func, original, exc):
+    """The error with its line counted in the file as it is on disk (earlier patches in the chain
+    may have inserted lines above it)."""
+    try:
+        func(original)
+    except AnchorMissing as orig:
+        if orig.construct == exc.construct:
+            return orig
+    for i, line in enumerate(split_lines(original)):
+        if body(line).strip() == exc.construct:
+            exc.line = i + 1
+            return exc
+    exc.line = None
+    return exc
 
 
 def write_all(changes):
