@@ -122,9 +122,9 @@ def sgl_kernel_recipe(
     """
     if mem_per_process_mib < 1:
         raise ValueError(f"mem_per_process_mib must be >= 1, got {mem_per_process_mib}")
-    fa3_choice = _flag(fa3, "fa3")
-    jobs_choice = _count(max_jobs, "max_jobs")
-    threads_choice = _count(compile_threads, "compile_threads")
+    fa3_choice = _flag(fa3, "fa3 (the sgl_kernel_fa3 var)")
+    jobs_choice = _count(max_jobs, "max_jobs (the sgl_kernel_max_jobs var)")
+    threads_choice = _count(compile_threads, "compile_threads (the sgl_kernel_compile_threads var)")
     plan = facts.get("build")
     if not (isinstance(plan, Mapping) and plan.get("archs")):
         plan = build_plan(facts)
