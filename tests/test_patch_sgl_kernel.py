@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support import sgl_fixture as fx
-from tests.support.sgl_checks import find_cmake
+from tests.support.sgl_checks import Prober, find_cmake
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "playbooks" / "scripts" / "patch_sgl_kernel.py"
@@ -849,3 +849,19 @@ def test_fixed_threads_become_a_cache_option_with_the_same_default():
     assert psk.patch_compile_threads(new) == (new, "Already applied")
     upstream = 'set(SGL_KERNEL_COMPILE_THREADS 32 CACHE STRING "x")\nset(F "--threads=${SGL_KERNEL_COMPILE_THREADS}")\n'
     assert psk.patch_compile_threads(upstream) == (upstream, "Not needed")
+
+
+def test_cache_force_of_fa3_is_refused_and_a_cache_default_is_not_a_forcing(tmp_path):
+    text = ('option(SGL_KERNEL_ENABLE_FA3 "FA3" OFF)\nif (CUDA_VERSION VERSION_GREATER_EQUAL 12.4)\n'
+            '    set(SGL_KERNEL_ENABLE_FA3 ON CACHE BOOL "" FORCE)\nendif()\n'
+            'if (SGL_KERNEL_ENABLE_FA3)\n    Python_add_library(flash_ops MODULE f.cc)\nendif()\n')
+    with pytest.raises(psk.AnchorMissing, match="CACHE ... FORCE") as info:
+        psk.patch_fa3_option(text)
+    assert info.value.line == 3
+    # a plain cache default is not a forcing: the command line wins over it (real cmake)
+    default = text.replace(' FORCE)', ')')
+    assert psk.patch_fa3_option(default) == (default, "Not needed")
+    prober = Prober(tmp_path)
+    src = prober.project(default)
+    assert "FA3_MODULE" not in prober.configure(src, "off", "12.8", SGL_KERNEL_ENABLE_FA3="OFF")[1]
+    assert prober.configure(src, "on", "12.0", SGL_KERNEL_ENABLE_FA3="ON")[1].get("FA3_MODULE") == "built"

@@ -494,6 +494,9 @@ def _fa3_sets(lines, frames):
             raise refuse("a set() of %s spanning lines" % opened.group("var"), lines, i)
         args = m.group("args").split()
         var = m.group("var")
+        if "CACHE" in args and "FORCE" in args:
+            raise refuse("a set(%s ... CACHE ... FORCE): it overwrites the command line's value in "
+                         "the cache, in a way this patch does not undo" % var, lines, i)
         if "CACHE" in args:
             continue  # a cache definition: a -D on the command line wins, like option()
         value = args[0] if len(args) == 1 else None
