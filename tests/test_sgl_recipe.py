@@ -142,3 +142,24 @@ def test_low_memory_host_never_oversubscribes():
     r = sgl_kernel_recipe(facts([RTX_PRO_6000], 128, 32))
     assert r["process_budget"] == 5 and r["nvcc_processes"] <= 5
     assert (r["max_jobs"], r["compile_threads"]) == (1, 4)
+
+
+def test_hosts_differing_only_in_memory_share_one_arch_class():
+    """nvcc's thread count changes how fast the wheel builds, not its bytes: two SM120 hosts with
+    different memory get different threads but one build key, so one builds and the other gets
+    the wheel pushed."""
+    from fleetctl.build import cmake_defines
+    from fleetctl.tasks.build_wheel import build_inputs, build_key
+
+    keys, threads = set(), set()
+    for mem in (16, 192):
+        f = facts([RTX_PRO_6000], 64, mem)
+        r = sgl_kernel_recipe(f)
+        threads.add(r["defines"]["SGL_KERNEL_COMPILE_THREADS"])
+        defines = cmake_defines(f, r["defines"])
+        keys.add(build_key(build_inputs("tree", f["build"], defines, f, "host")))
+    assert len(threads) == 2 and len(keys) == 1
+    # FA3 on or off is a different wheel
+    f = facts([RTX_PRO_6000], 64, 64)
+    on = cmake_defines(f, sgl_kernel_recipe(f, fa3=True)["defines"])
+    assert build_key(build_inputs("tree", f["build"], on, f, "host")) not in keys

@@ -30,7 +30,8 @@ from typing import Any
 
 from ..actions import BuildWheelArgs
 from ..buildclass import BuiltWheel, ClassBuildFailed, cache_root, wait_for_wheel
-from ..build import build_environment, cmake_defines, config_settings_args, cuda_arch, parse_arch_list, unsupported_archs
+from ..build import (build_environment, cmake_defines, config_settings_args, cuda_arch, parse_arch_list,
+                     unsupported_archs, wheel_defines)
 from ..errors import FleetError
 from ..scripts import script_path
 from ..status import Status
@@ -132,7 +133,7 @@ def build_inputs(tree_hash: str, plan: dict[str, Any], defines: dict[str, str], 
     """
     py = facts.get("python") or {}
     material = {
-        "tree": tree_hash, "archs": plan.get("torch_cuda_arch_list"), "defines": defines,
+        "tree": tree_hash, "archs": plan.get("torch_cuda_arch_list"), "defines": wheel_defines(defines),
         "cuda": (facts.get("cuda") or {}).get("version"), "torch": py.get("torch"),
         "torch_cuda": py.get("torch_cuda"), "python": py.get("tag") or py.get("version"),
     }
