@@ -402,6 +402,17 @@ def cmake_defines(facts: Mapping[str, Any], extra: Mapping[str, Any] | None = No
     return defines
 
 
+#: CMake defines that set how fast a build runs, never what it produces: left out of the inputs
+#: that decide a wheel (its arch class), so hosts that differ only in memory share one build.
+#: ``SGL_KERNEL_COMPILE_THREADS`` is nvcc's ``--threads`` in sgl-kernel (fleetctl/sgl_recipe.py).
+PARALLELISM_DEFINES = frozenset({"SGL_KERNEL_COMPILE_THREADS"})
+
+
+def wheel_defines(defines: Mapping[str, str]) -> dict[str, str]:
+    """The defines that decide a wheel's bytes: ``defines`` without :data:`PARALLELISM_DEFINES`."""
+    return {k: v for k, v in defines.items() if k not in PARALLELISM_DEFINES}
+
+
 #: The config-settings flag each PEP 517 front end accepts (``-C`` works for all three):
 #: pip ``--config-settings``; uv (``uv build``, ``uv pip install``) and pypa/build
 #: ``--config-setting``.
