@@ -41,7 +41,8 @@ def test_sgl_kernel_play_patches_idempotently_and_plans_the_blackwell_build(sshd
 
     plan = fleetctl(*args, "--tags", "build", "--dry-run", home=tmp_path)
     assert plan.returncode == 0, plan.stdout[-3000:]
-    build_lines = [ln for ln in plan.stdout.splitlines() if "[Build sgl-kernel" in ln and '"argv"' in ln]
+    build_lines = [ln for ln in plan.stdout.splitlines() if "[Build sgl-kernel" in ln and '"argv"' in ln
+                   and "--no-build-isolation" in ln]
     assert build_lines, plan.stdout[-3000:]
     planned = json.loads(build_lines[-1].split("] ", 1)[1])
     argv = " ".join(planned["argv"])
@@ -108,7 +109,7 @@ def test_dry_run_shows_each_hosts_recipe_sm90_and_sm120(sshd_farm, tmp_path):
         recipe = tasks["sgl-kernel build recipe"]["msg"]
         assert f"TORCH_CUDA_ARCH_LIST={arch}" in recipe and f"SGL_KERNEL_ENABLE_FA3={fa3}" in recipe
         assert "SGL_KERNEL_ENABLE_FP4=ON" in recipe and "ENABLE_BELOW_SM90=OFF" in recipe
-        build = tasks[f"Build sgl-kernel for {arch}"]["data"]["planned"][-1]
+        build = [p for p in tasks[f"Build sgl-kernel for {arch}"]["planned"] if "--no-build-isolation" in p.get("argv", [])][0]
         argv = " ".join(build["argv"])
         for define in ("SGL_KERNEL_ENABLE_FP4=ON", f"SGL_KERNEL_ENABLE_FA3={fa3}", "ENABLE_BELOW_SM90=OFF",
                        f"CMAKE_CUDA_ARCHITECTURES={cuda_arch}", "CMAKE_POLICY_VERSION_MINIMUM=3.5"):
@@ -119,7 +120,8 @@ def test_dry_run_shows_each_hosts_recipe_sm90_and_sm120(sshd_farm, tmp_path):
         assert env["TORCH_CUDA_ARCH_LIST"] == arch and env["CMAKE_POLICY_VERSION_MINIMUM"] == "3.5"
         assert env["MAX_JOBS"] == env["CMAKE_BUILD_PARALLEL_LEVEL"]
         assert f"MAX_JOBS={env['MAX_JOBS']}" in recipe and f"SGL_KERNEL_COMPILE_THREADS={threads}" in recipe
-        verify = tasks["Verify sgl-kernel (torch first, NVFP4 symbols, FA3 fallback where FA3 is off)"]["data"]["planned"][-1]
+        verify = [p for p in tasks["Verify sgl-kernel (torch first, NVFP4 symbols, FA3 fallback where FA3 is off)"]["planned"]
+                  if "--fa3-fallback" in p.get("argv", [])][0]
         assert verify["argv"][verify["argv"].index("--fa3-fallback") + 1] == fallback
         assert verify["argv"][verify["argv"].index("--symbols") + 1] == \
             "cutlass_scaled_fp4_mm,scaled_fp4_quant,scaled_fp4_grouped_quant"
