@@ -33,6 +33,13 @@ class FiniteFloatRange(click.FloatRange):
         return rv
 
 
+class InventorySources(click.ParamType):
+    """``-i`` values; FLEETCTL_INVENTORY may list several, comma-separated (as ANSIBLE_INVENTORY)."""
+
+    name = "source"
+    envvar_list_splitter = ","
+
+
 def fail_input(message: str) -> "click.exceptions.Exit":
     """Print ``fleetctl: error: MESSAGE`` (control characters escaped: one line) and return Exit(2)."""
     if not message.isprintable():
@@ -42,8 +49,9 @@ def fail_input(message: str) -> "click.exceptions.Exit":
 
 
 class Context:
-    def __init__(self, inventory: str, verbose: int) -> None:
-        self.inventory_path = inventory
+    def __init__(self, inventory: tuple[str, ...], verbose: int) -> None:
+        self.inventory_paths = tuple(inventory) or ("inventory.yaml",)
+        self.inventory_path = self.inventory_paths[0]
         self.verbose = verbose
 
     def select(self, pattern: str, limit: str | None = None, *, venv: bool = True, forks: int = 50):
@@ -51,10 +59,8 @@ class Context:
         and make sure the open-file limit fits the run (fleetctl.fdlimit)."""
         from .inventory import load_inventory
 
-        path = resolve_default(self.inventory_path)
-        if not path.exists():
-            raise InputError("inventory file not found (-i/--inventory or FLEETCTL_INVENTORY)", file=str(path))
-        inv = load_inventory(str(path))
+        inv = load_inventory([str(resolve_default(p)) for p in self.inventory_paths])
+        path = inv.source
         hosts = inv.select(pattern, limit=limit)
         inv.check_hosts(hosts, venv=venv)
         from .build import parse_arch_list
@@ -136,12 +142,13 @@ class FleetGroup(click.Group):
 
 
 @click.group(cls=FleetGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-i", "--inventory", default="inventory.yaml", envvar="FLEETCTL_INVENTORY", show_default=True,
-              help="Ansible-format YAML inventory.")
+@click.option("-i", "--inventory", multiple=True, default=["inventory.yaml"], envvar="FLEETCTL_INVENTORY",
+              type=InventorySources(), show_default=True,
+              help="Inventory source (Ansible YAML/INI file, folder, script, slurm:); repeat to add more.")
 @click.option("-v", "--verbose", count=True, help="More diagnostics on stderr (-v info, -vv debug).")
 @click.version_option(__version__, prog_name="fleetctl")
 @click.pass_context
-def main(ctx: click.Context, inventory: str, verbose: int) -> None:
+def main(ctx: click.Context, inventory: tuple[str, ...], verbose: int) -> None:
     """Provision GPU hosts over SSH: facts, per-SM FP4 kernel builds, install, verify."""
     configure_logging(verbose)
     ctx.obj = Context(inventory, verbose)
@@ -286,3 +293,4 @@ def logs(run_id: str, host: str) -> None:
     sys.stdout.buffer.write(path.read_bytes())
 from . import cli_play  # noqa: E402,F401  (registers deploy and verify)
 from . import cli_schedule  # noqa: E402,F401  (registers schedule)
+from . import cli_inventory  # noqa: E402,F401  (registers inventory and hosts)
