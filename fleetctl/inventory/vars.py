@@ -50,9 +50,9 @@ class VarSource:
             return self.file
         return f"group {self.group!r}" if self.group is not None else "host vars"
 
-    def where(self) -> str:
-        """``(line 5)`` or ``(group_vars/gpu.yml:5)``, for messages."""
-        if self.level == "vars_file":
+    def where(self, relative_to: str | None = None) -> str:
+        """``(line 5)`` in the file ``relative_to``, else ``(group_vars/gpu.yml:5)``, for messages."""
+        if self.file != relative_to:
             return f"({self.file}:{self.line})" if self.line else f"({self.file})"
         return f"(line {self.line})" if self.line else ""
 
@@ -90,7 +90,8 @@ class VarConflict:
     @property
     def message(self) -> str:
         """The refusal, as :meth:`Inventory.check_hosts` prints it."""
-        values = " and ".join(f"{s.name} = {shown(s.value)} {s.where()}".rstrip() for s in (*self.others, self.winner))
+        here = self.winner.file
+        values = " and ".join(f"{s.name} = {shown(s.value)} {s.where(here)}".rstrip() for s in (*self.others, self.winner))
         if self.decided_by == "order":
             if self.host is not None:
                 return f"host {self.host!r} is listed more than once with different values: {values}; keep one"

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetctl.errors import InventoryError
-from fleetctl.yamlload import load_yaml
+from fleetctl.yamlload import load_yaml, where
 
 from ..address import split_port
 from ..data import InventoryBuilder
@@ -77,6 +77,11 @@ class _Plan:
     steps: list[tuple[str, Any, str]] = field(default_factory=list)  # (kind, payload, file)
     vars_folder: str | None = None
     delegate: str | None = None  # why the source goes to ansible-inventory
+    where: dict[str, Any] = field(default_factory=dict)  # file, line, key of that reason
+
+    def hand_over(self, why: str, file: str, line: int | None = None, key: str | None = None) -> None:
+        if self.delegate is None:
+            self.delegate, self.where = why, {"file": file, "line": line, "key": key}
 
 
 def _is_script(path: str) -> bool:
@@ -116,7 +121,7 @@ def _plan_file(plan: _Plan, path: str) -> None:
         plan.steps.append(("script", run_script(path, "--list"), path))
         return
     if ext == ".toml":
-        plan.delegate = plan.delegate or "a TOML inventory"
+        plan.hand_over("a TOML inventory", path)
         return
     if ext == ".ini":
         plan.steps.append(("ini", _read_text(path), path))
@@ -125,16 +130,16 @@ def _plan_file(plan: _Plan, path: str) -> None:
         data = load_yaml(path, error_cls=InventoryError)
     except InventoryError as exc:
         if getattr(exc, "vault", False):
-            plan.delegate = plan.delegate or "Ansible Vault content"
+            plan.hand_over("Ansible Vault content", path, exc.line, exc.key)
             return
         if ext in (".yaml", ".yml", ".json") or not _looks_like_ini(_read_text(path)):
             raise
         plan.steps.append(("ini", _read_text(path), path))
         return
     if isinstance(data, str) and data.startswith("$ANSIBLE_VAULT"):
-        plan.delegate = plan.delegate or "a vault-encrypted inventory"
+        plan.hand_over("a vault-encrypted inventory", path, 1)
     elif isinstance(data, dict) and "plugin" in data:
-        plan.delegate = plan.delegate or "an inventory plugin configuration"
+        plan.hand_over("an inventory plugin configuration", path, where(data, "plugin"), "plugin")
     elif is_list_json(data):
         plan.steps.append(("json", data, path))
     elif ext in (".yaml", ".yml", ".json") or isinstance(data, dict) or not _looks_like_ini(_read_text(path)):
@@ -158,20 +163,20 @@ def _plan_folder(plan: _Plan, folder: str) -> None:
             _plan_file(plan, path)
 
 
-def _vars_folder_vaulted(folder: str) -> bool:
+def _vars_folder_vaulted(folder: str) -> str | None:
     for sub in ("group_vars", "host_vars"):
         for root, _dirs, files in os.walk(os.path.join(folder, sub)):
             for name in files:
                 path = os.path.join(root, name)
                 if is_vaulted(path):
-                    return True
+                    return path
                 try:
                     with open(path, "rb") as fh:
                         if _VAULT_TAG.search(fh.read()):
-                            return True
+                            return path
                 except OSError:
                     continue
-    return False
+    return None
 
 
 def _plan(spec: str) -> _Plan:
@@ -187,14 +192,15 @@ def _plan(spec: str) -> _Plan:
             raise InventoryError("the folder holds no inventory file", file=spec)
     elif os.path.exists(spec):
         _plan_file(plan, spec)
-        plan.vars_folder = os.path.dirname(spec) or "."
+        plan.vars_folder = os.path.dirname(spec)  # "" for a file in the current folder: paths stay as typed
     elif "," in spec:
         plan.steps.append(("hosts", [h.strip() for h in spec.split(",") if h.strip()], spec))
         return plan
     else:
         raise InventoryError(NOT_FOUND, file=spec)
-    if plan.vars_folder is not None and plan.delegate is None and _vars_folder_vaulted(plan.vars_folder):
-        plan.delegate = "Ansible Vault content in group_vars/ or host_vars/"
+    vaulted = _vars_folder_vaulted(plan.vars_folder) if plan.vars_folder is not None else None
+    if vaulted is not None:
+        plan.hand_over("Ansible Vault content", vaulted)
     return plan
 
 
@@ -211,7 +217,7 @@ def add_source(builder: InventoryBuilder, spec: str) -> str | None:
     """
     plan = _plan(spec)
     if plan.delegate is not None:
-        ingest_with_ansible(builder, spec, plan.delegate)
+        ingest_with_ansible(builder, spec, plan.delegate, **plan.where)
         return None
     for kind, payload, file in plan.steps:
         if kind == "yaml":

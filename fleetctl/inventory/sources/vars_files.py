@@ -94,6 +94,7 @@ def read_vars_folder(folder: str, groups: Iterable[str], hosts: Iterable[str]) -
         InventoryError: a file that is not YAML, or not a mapping (one line naming it).
     """
     result = VarsFiles(folder)
+    base_dir = os.path.abspath(folder or ".")
     vaulted: list[str] = []
     warnings: list[str] = []
     for sub, names, target, is_group in (("group_vars", list(groups), result.groups, True),
@@ -113,7 +114,7 @@ def read_vars_folder(folder: str, groups: Iterable[str], hosts: Iterable[str]) -
                     vaulted.append(file)
                     continue
                 try:
-                    more, more_sources = _read_file(file, name, group=is_group, base_dir=folder)
+                    more, more_sources = _read_file(file, name, group=is_group, base_dir=base_dir)
                 except InventoryError as exc:
                     if not getattr(exc, "vault", False):
                         raise
