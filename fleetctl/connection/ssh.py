@@ -168,6 +168,10 @@ class SSHConnection(Connection):
         async with self._open_lock:
             if self._conn is not None:
                 return
+            if self.key_file is not None and not os.path.isfile(self.key_file):
+                # the inventory names a key this controller lacks: this host fails, the others run
+                why = "is a folder, not a key" if os.path.isdir(self.key_file) else "does not exist on this controller"
+                raise HostUnreachable(self.host, f"private key {self.key_file} {why}")
             try:
                 self._conn = await self._connect()
             except asyncssh.HostKeyNotVerifiable as exc:
