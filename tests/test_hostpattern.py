@@ -239,6 +239,8 @@ def test_host_objects_come_back(fleet):
         ("127.0.0.1", None, "pattern '127.0.0.1' matches no host or group in {inv}; fleetctl has no implicit "
                             "localhost: list it in the inventory with ansible_connection: local"),
         ("gpu[01", None, "pattern 'gpu[01' has unbalanced brackets"),
+        ("gpu-nodes[:2]", None, "pattern 'gpu-nodes[:2]' names hosts not in {inv}: gpu-nodes[0-2]; Ansible's patterns "
+                                "guide shows gpu-nodes[:2], but ansible-core selects nothing for it: write gpu-nodes[0:2]"),
         ("h200:&local", None, "pattern 'h200:&local' selects no hosts in {inv}"),
         ("nomatch*", None, "pattern 'nomatch*' selects no hosts in {inv}"),
         ("h200", "local", "pattern 'h200' with limit 'local' selects no hosts in {inv}"),

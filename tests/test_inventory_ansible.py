@@ -55,6 +55,7 @@ REFUSALS = (
     "matches no host or group",  # Ansible ignores a term that names nothing and selects the rest
     "is a group, so Ansible reads",  # GROUP[1-2]: the removed x-y subscript
     "before it starts",  # GROUP[2:0]: Ansible's end-0 quirk picks one host
+    "is out of range",  # GROUP[5:] past the end: Ansible selects nothing for the term, fleetctl says so
     "no implicit localhost",  # Ansible makes up a local 'localhost' that no inventory lists
     "names hosts not in",  # a node set naming missing hosts: Ansible ignores the term, selects the rest
 )
@@ -365,8 +366,8 @@ def generated(draw):
     hosts = draw(st.lists(st.sampled_from(_HOST_NAMES), min_size=1, max_size=7, unique=True))
     children = {g: draw(st.lists(st.sampled_from(groups[i + 1:]), unique=True)) if i + 1 < len(groups) else []
                 for i, g in enumerate(groups)}
-    listings = {g: draw(st.lists(st.tuples(st.sampled_from(hosts), _vars(ini)), max_size=4,
-                                 unique_by=lambda t: t[0])) for g in ["all", *groups]}
+    listings = {g: draw(st.lists(st.tuples(st.sampled_from(hosts), _vars(ini)), min_size=int(g == "all"),
+                                 max_size=6, unique_by=lambda t: t[0])) for g in ["all", *groups]}
     gvars = {g: draw(_vars(ini)) for g in ["all", *groups]}
     for g in groups:
         if draw(st.integers(0, 4)) == 0:
@@ -444,14 +445,15 @@ def _write_generated(root: Path, case) -> list[str]:
 @st.composite
 def patterns(draw, groups: list[str], hosts: list[str]):
     term = st.one_of(
-        st.sampled_from(["all", "ungrouped", "nope", *groups, *hosts]),
+        st.sampled_from(["all", "ungrouped", *groups, *hosts]),
+        st.sampled_from(["all", "nope", *groups, *hosts]),
         st.sampled_from(["n*", "*a*", "g*", "?1", "*.com", "10.*", "[nr]*"]),
         st.sampled_from(["~n[12]", "~(web|db).*", "~.*1$", "~[A-Z]"]),
         st.builds(lambda g, s: g + s, st.sampled_from(["all", *groups]),
                   st.sampled_from(["[0]", "[-1]", "[1]", "[0:1]", "[1:]", "[2:0]", "[0:2]", "[1-2]", "[9]"])),
         st.sampled_from(["n[1-3]", "n[1:3]", "gpu[01-02]", "n[1,10]", "gpu0[1-2]"]),
     )
-    terms = draw(st.lists(st.tuples(st.sampled_from(["", "", "&", "!"]), term), min_size=1, max_size=4))
+    terms = draw(st.lists(st.tuples(st.sampled_from(["", "", "", "&", "!"]), term), min_size=1, max_size=4))
     sep = draw(st.sampled_from([",", ":"]))
     if sep == ":" and any("," in t or ":" in t for _, t in terms):
         sep = ","
@@ -511,13 +513,15 @@ def test_host_key_ranges_expand_as_ansible(key):
 
 _cs_range = st.lists(st.one_of(
     st.builds(str, st.integers(0, 30)),
-    st.builds(lambda a, b, pad: f"{a:0{pad}d}-{b:0{pad}d}", st.integers(0, 15), st.integers(0, 30), st.sampled_from([1, 2, 3])),
-    st.builds(lambda a, b, s: f"{a}-{b}/{s}", st.integers(0, 10), st.integers(0, 30), st.integers(1, 4)),
-    st.sampled_from(["01-1", "1-01", "5-1", "a", ""]),
+    st.builds(lambda a, b, pad: f"{min(a, b):0{pad}d}-{max(a, b):0{pad}d}", st.integers(0, 15), st.integers(0, 30),
+              st.sampled_from([1, 2, 3])),
+    st.builds(lambda a, b, s: f"{min(a, b)}-{max(a, b)}/{s}", st.integers(0, 10), st.integers(0, 30), st.integers(1, 4)),
 ), min_size=1, max_size=3).map(",".join)
+_cs_bad_range = st.sampled_from(["01-1", "1-01", "5-1", "a", "", "1,,2", "009-10"])
+_cs_range = st.integers(0, 15).flatmap(lambda i, good=_cs_range: _cs_bad_range if i == 0 else good)
 _cs_name = st.builds(lambda pre, r, mid, r2, suf: f"{pre}[{r}]{mid}{'[' + r2 + ']' if r2 else ''}{suf}",
                      st.sampled_from(["n", "gpu", "rack-", "10.0.0."]), _cs_range,
-                     st.sampled_from(["", "-ib", "."]), st.one_of(st.just(""), _cs_range),
+                     st.sampled_from(["-ib", ".", "x"]), st.one_of(st.just(""), _cs_range),
                      st.sampled_from(["", ".dc1.example.com", "x"]))
 _cs_nodeset = st.lists(st.tuples(st.sampled_from([",", ",", "!", "&", "^"]), _cs_name), min_size=1, max_size=3).map(
     lambda items: "".join((op if i else "") + name for i, (op, name) in enumerate(items)))

@@ -21,6 +21,7 @@ host``. Where this order rather than the structure decides between different val
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Iterable
 from pathlib import Path
 from types import MappingProxyType
@@ -172,10 +173,10 @@ def _typed(name: str, merged: dict[str, Any], sources: dict[str, VarSource], cac
 
     raw = merged.get("ansible_connection")
     kind = kind_of(raw, KINDS)
-    names = set(_OWN) | (set(aliases_of(load_kind(kind).settings_model)) if kind else set())
+    names = _read_by(kind, load_kind(kind).settings_model if kind else None)
     conn_src = sources.get("ansible_connection")
     key = (repr(raw), (conn_src.file, conn_src.line) if conn_src else None,
-           tuple((k, repr(merged[k]), sources[k].base_dir) for k in sorted(names) if k in merged))
+           tuple((k, repr(merged[k]), sources[k].base_dir) for k in names if k in merged))
     hit = cache.get(key)
     if hit is None:
         hit = cache[key] = typed_settings(name, merged, sources)
@@ -183,6 +184,12 @@ def _typed(name: str, merged: dict[str, Any], sources: dict[str, VarSource], cac
 
 
 _OWN = frozenset(aliases_of(HostSettings))
+
+
+@functools.lru_cache(maxsize=None)
+def _read_by(kind: str | None, model: Any) -> tuple[str, ...]:
+    """The var names the typed settings of a host of ``kind`` read, sorted."""
+    return tuple(sorted(_OWN | (set(aliases_of(model)) if model is not None else set())))
 
 
 def finish(b: InventoryBuilder, vars_files: list[VarsFiles], *, source: str, sources: tuple[str, ...]) -> Inventory:

@@ -41,7 +41,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fleetctl.errors import InventoryError
@@ -199,6 +199,9 @@ def _match_term(body: str, what: str, index: HostIndex, comma_split: bool) -> li
                 f" {','.join(body.split(':'))!r} to select each")
     elif body in _LOCALHOST:
         hint = "; fleetctl has no implicit localhost: list it in the inventory with ansible_connection: local"
+    elif (m := re.fullmatch(r"(?P<base>.+)\[:(?P<end>[0-9]+)\]", body)) and m.group("base") in index.groups:
+        hint = (f"; Ansible's patterns guide shows {body}, but ansible-core selects nothing for it: write "
+                f"{m.group('base')}[0:{m.group('end')}]")
     if "[" in body or "]" in body:
         return _nodeset(body, what, index, hint)
     raise index.fail(f"{what} {body!r} matches no host or group in {index.source}{hint or _suggest(body, index)}",
@@ -272,8 +275,3 @@ def select_hosts(pattern: str | Sequence[str], index: HostIndex, *, limit: str |
         raise index.fail(f"pattern {text!r}{with_limit} selects no hosts in {index.source}", text)
     return names
 
-
-def hosts_in_order(names: Iterable[str], index: HostIndex) -> list[str]:
-    """``names`` each once, in the order they entered the inventory."""
-    wanted = set(names)
-    return [h for h in index.hosts if h in wanted]

@@ -19,8 +19,10 @@ read as its value.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
@@ -78,8 +80,9 @@ class HostSettings(BaseModel):
     keepalive_interval_s: float = Field(default=15.0, gt=0, validation_alias="keepalive_interval")
 
 
-def aliases_of(model: type[BaseModel]) -> dict[str, str]:
-    """Var name -> field name, for every var a settings model reads, in precedence order."""
+@functools.lru_cache(maxsize=None)
+def aliases_of(model: type[BaseModel]) -> Mapping[str, str]:
+    """Var name -> field name, for every var a settings model reads, in precedence order (read-only)."""
     out: dict[str, str] = {}
     for fname, info in model.model_fields.items():
         alias = info.validation_alias
@@ -87,7 +90,7 @@ def aliases_of(model: type[BaseModel]) -> dict[str, str]:
         for name in names:
             if isinstance(name, str):
                 out.setdefault(name, fname)
-    return out
+    return MappingProxyType(out)
 
 
 def kind_of(value: Any, kinds: Mapping[str, str]) -> str | None:
