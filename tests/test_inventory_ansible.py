@@ -362,11 +362,11 @@ def generated(draw):
     vars), group vars and priorities, as YAML or INI, maybe split over two sources, maybe with
     group_vars/ and host_vars/."""
     ini = draw(st.booleans())
-    groups = draw(st.lists(st.sampled_from(_GROUP_NAMES), min_size=1, max_size=5, unique=True))
-    hosts = draw(st.lists(st.sampled_from(_HOST_NAMES), min_size=1, max_size=7, unique=True))
+    groups = draw(st.lists(st.sampled_from(_GROUP_NAMES), min_size=2, max_size=6, unique=True))
+    hosts = draw(st.lists(st.sampled_from(_HOST_NAMES), min_size=3, max_size=9, unique=True))
     children = {g: draw(st.lists(st.sampled_from(groups[i + 1:]), unique=True)) if i + 1 < len(groups) else []
                 for i, g in enumerate(groups)}
-    listings = {g: draw(st.lists(st.tuples(st.sampled_from(hosts), _vars(ini)), min_size=int(g == "all"),
+    listings = {g: draw(st.lists(st.tuples(st.sampled_from(hosts), _vars(ini)), min_size=1 + int(g == "all"),
                                  max_size=6, unique_by=lambda t: t[0])) for g in ["all", *groups]}
     gvars = {g: draw(_vars(ini)) for g in ["all", *groups]}
     for g in groups:
@@ -453,7 +453,9 @@ def patterns(draw, groups: list[str], hosts: list[str]):
                   st.sampled_from(["[0]", "[-1]", "[1]", "[0:1]", "[1:]", "[2:0]", "[0:2]", "[1-2]", "[9]"])),
         st.sampled_from(["n[1-3]", "n[1:3]", "gpu[01-02]", "n[1,10]", "gpu0[1-2]"]),
     )
-    terms = draw(st.lists(st.tuples(st.sampled_from(["", "", "", "&", "!"]), term), min_size=1, max_size=4))
+    terms = draw(st.lists(st.tuples(st.sampled_from(["", "", "", "", "&", "!"]), term), min_size=1, max_size=4))
+    if all(op for op, _ in terms) and draw(st.booleans()):
+        terms.insert(0, ("", "all"))
     sep = draw(st.sampled_from([",", ":"]))
     if sep == ":" and any("," in t or ":" in t for _, t in terms):
         sep = ","
@@ -476,7 +478,7 @@ def test_generated_inventories_and_patterns(data):
         inv, ans = compare_inventory(sources)
         for _ in range(6):
             pattern = data.draw(patterns(list(inv.groups), list(inv.hosts)))
-            limit = data.draw(st.one_of(st.none(), patterns(list(inv.groups), list(inv.hosts))))
+            limit = data.draw(st.sampled_from([None, None, None, "all"]) | patterns(list(inv.groups), list(inv.hosts)))
             compare_pattern(inv, ans, pattern, limit)
 
 
