@@ -22,8 +22,9 @@ caller's error class (``InventoryError``, ``PlaybookError``, ... any :class:`~fl
 - a key repeated in one mapping is an error (PyYAML silently keeps the last one); keys brought in by
   a YAML merge (``<<: *defaults``) may still be overridden, as YAML intends;
 - a recursive alias (an anchor used inside itself) is an error, so the result is always finite;
-- ``!vault`` (Ansible Vault) values are rejected by name; ``!unsafe`` (Ansible's marker for
-  "do not template") loads as a plain string.
+- ``!vault`` (Ansible Vault) values are rejected by name (the error's ``vault`` attribute is
+  True, so the inventory can hand such a file to ``ansible-inventory``); ``!unsafe`` (Ansible's
+  marker for "do not template") loads as a plain string.
 
 Syntax errors (including tab characters, which YAML does not allow for indentation) become one
 line: ``FILE:LINE: YAML syntax error: PROBLEM (column N)``. No traceback, no YAML internals.
@@ -149,6 +150,16 @@ def join_key(parts: Sequence[Any]) -> str:
     return out
 
 
+def _vault_error(error_cls: type[InputError], **where_: Any) -> InputError:
+    """The error for an Ansible Vault value; ``vault`` is set on it, so that a caller able to hand
+    the file to Ansible (the inventory, through ``ansible-inventory``) can tell it apart."""
+    err = error_cls(
+        "Ansible Vault values (!vault) are not supported; decrypt the value or keep it out of this file", **where_
+    )
+    err.vault = True  # type: ignore[attr-defined]
+    return err
+
+
 class _LineLoader(yaml.SafeLoader):
     """SafeLoader that records positions, refuses duplicate keys and recursive aliases."""
 
@@ -185,10 +196,7 @@ class _LineLoader(yaml.SafeLoader):
                     )
                 return super().compose_node(parent, index)
             if getattr(event, "tag", None) == "!vault":
-                raise self.fleet_error(
-                    "Ansible Vault values (!vault) are not supported; decrypt the value or keep it out of this file",
-                    **where_,
-                )
+                raise _vault_error(self.fleet_error, **where_)
             anchor = event.anchor if isinstance(event, (MappingStartEvent, SequenceStartEvent)) else None
             if anchor is not None:
                 self.fleet_open_anchors.append(anchor)
@@ -259,12 +267,7 @@ class _LineLoader(yaml.SafeLoader):
             data.item_lines.append(item.start_mark.line + 1)
 
     def construct_vault(self, node: Any) -> Any:
-        raise self.fleet_error(
-            "Ansible Vault values (!vault) are not supported; decrypt the value or keep it out of this file",
-            file=self.fleet_file,
-            line=node.start_mark.line + 1,
-            key=None,
-        )
+        raise _vault_error(self.fleet_error, file=self.fleet_file, line=node.start_mark.line + 1, key=None)
 
     def construct_unsafe(self, node: Any) -> Any:
         if isinstance(node, ScalarNode):

@@ -5,7 +5,8 @@ Two halves:
 - The corpus ``tests/data/bad/<case>/``: each folder holds broken inventories, playbooks or a
   broken command line, and ``case.json`` with the ``argv`` to run and the one stderr line expected
   (``stderr`` exact, or ``stderr_re`` a regular expression; ``{dir}`` is the case folder,
-  ``{home}`` is FLEETCTL_HOME; ``chmod`` sets modes git cannot keep). Every case runs through the
+  ``{home}`` is FLEETCTL_HOME; ``chmod`` sets modes git cannot keep; ``env`` adds environment
+  variables). Every case runs through the
   real CLI (``python -m fleetctl`` in a subprocess, in a copy of the folder) and must exit 2 with
   exactly that one line on stderr, nothing on stdout, no traceback, no run record and nothing
   written in the (local) hosts' home: bad input is refused before any host is touched.
@@ -54,7 +55,8 @@ def _run_case(case: Path, root: Path) -> dict:
         os.chmod(work / name, int(mode, 8))
     home, user_home = root / "fleetctl-home", root / "user-home"
     user_home.mkdir()
-    res = subprocess.run([sys.executable, "-m", "fleetctl", *meta["argv"]], cwd=work, env=_env(home, user_home),
+    res = subprocess.run([sys.executable, "-m", "fleetctl", *meta["argv"]], cwd=work,
+                         env={**_env(home, user_home), **meta.get("env", {})},
                          capture_output=True, text=True, timeout=120)
     return {
         "meta": meta, "rc": res.returncode, "stdout": res.stdout, "stderr": res.stderr,
@@ -317,7 +319,7 @@ all:
         other:
     ssh:
       hosts:
-        far: {{ansible_host: 127.0.0.1, ansible_port: 1, key_file: {key}, known_hosts: {known_hosts}}}
+        far: {{ansible_host: 127.0.0.1, ansible_port: 1, ansible_ssh_private_key_file: {key}, known_hosts: {known_hosts}}}
 """
 
 

@@ -11,7 +11,6 @@ import asyncio
 import json
 import textwrap
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -57,12 +56,14 @@ def pip_installs(name: str) -> list[list[str]]:
 
 
 def make_hosts(names, **vars_):
+    """Real inventory hosts whose ``ansible_connection`` is the fake kind."""
+    from fleetctl.inventory import Host
+
     out = []
     for name in names:
         fake.HOSTS[name] = fake.FakeHost(name, handlers=[fake.python_packaging])
         v = {"ansible_connection": "fake", "venv": "/venv", "workdir": f"/w/{name}", **vars_.get(name, {})}
-        out.append(SimpleNamespace(name=name, vars=v, connection="fake", venv="/venv", cuda_home=v.get("cuda_home"),
-                                   workdir=v["workdir"]))
+        out.append(Host(name, v))
     return out
 
 

@@ -1,4 +1,6 @@
-"""Host patterns (Ansible and ClusterShell forms), node sets and folding."""
+"""Host patterns (Ansible's selection and order, ClusterShell node sets where Ansible selects
+nothing), node sets and folding. The same behaviour against ansible-core and ClusterShell
+themselves: tests/test_inventory_ansible.py."""
 
 from __future__ import annotations
 
@@ -12,15 +14,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetctl.errors import InventoryError
-from fleetctl.hostpattern import (
+from fleetctl.inventory import (
     HostIndex,
     PatternError,
     expand_nodeset,
     fold_hosts,
+    load_inventory,
     select_hosts,
     split_pattern,
 )
-from fleetctl.inventory import load_inventory
 
 DATA = Path(__file__).parent / "data" / "inventories"
 FLEET = DATA / "fleet.yaml"
@@ -51,6 +53,13 @@ def sel(inv, pattern, limit=None) -> list[str]:
         ("gpu[08-10]", ["gpu08", "gpu09", "gpu10"]),
         ("r[1-2]n[1:2]", ["r1n1", "r1n2", "r2n1", "r2n2"]),  # several brackets, both syntaxes
         ("a,b[1-2],a", ["a", "b1", "b2"]),  # comma list, duplicates dropped
+        ("gpu[01-02].dc1.example.com", ["gpu01.dc1.example.com", "gpu02.dc1.example.com"]),  # suffix
+        ("n[1-2]-ib[0-1]", ["n1-ib0", "n1-ib1", "n2-ib0", "n2-ib1"]),  # several numbers
+        ("n[9,09-10]", ["n9", "n09", "n10"]),  # mixed padding
+        ("n[1-5]!n[2-3]", ["n1", "n4", "n5"]),  # ClusterShell's operators, left to right
+        ("n[1-5]&n[3-9],x", ["n3", "n4", "n5", "x"]),
+        ("n[1-3]^n[2-4]", ["n1", "n4"]),
+        ("cpu[1:2],gpu1", ["cpu1", "cpu2", "gpu1"]),
         ("plain", ["plain"]),
     ],
 )
@@ -67,10 +76,12 @@ def test_expand_nodeset(nodeset, expected):
         ("n[c:a]", "range [c:a] begins after it ends"),
         ("n[1:a]", "range [1:a] must be numbers or single letters"),
         ("n[1:2:3:4]", "range [1:2:3:4] must be [begin:end] or [begin:end:step]"),
-        ("n[5-1]", "range [5-1]: '5-1' begins after it ends"),
-        ("n[1,,2]", "range [1,,2] has an empty element"),
-        ("n[a-c]", "range [a-c]: 'a-c' is not N, N-M or N-M/STEP"),
+        ("n[5-1]", "range '5-1' begins after it ends"),
+        ("node[01-1]", "range '01-1' has begin and end zero-padded to different widths (ClusterShell refuses this)"),
+        ("n[1,,2]", "a range has an empty element"),
+        ("n[a-c]", "range 'a-c' is not N, N-M or N-M/STEP"),
         ("n[]", "empty brackets []"),
+        ("a!", "missing node set operand with '!' operator"),
         ("n[1", "'n[1' has '[' without ']'"),
         ("n1]", "'n1]' has ']' without '['"),
         ("n[0:200000]", "range [0:200000] expands to more than 100000 names"),
@@ -92,7 +103,10 @@ def test_expand_nodeset_errors(nodeset, why):
         (["b", "a", "x1"], "a,b,x1"),
         (["r1-n01", "r1-n02", "r2-n01"], "r1-n[01-02],r2-n01"),
         (["10.0.0.1", "10.0.0.2", "10.0.0.3"], "10.0.0.[1-3]"),
-        (["n01", "n001", "n002"], "n01,n[001-002]"),
+        (["n01", "n001", "n002"], "n[01,001-002]"),  # mixed padding in one range set
+        (["n1-ib0", "n1-ib1", "n2-ib0", "n2-ib1"], "n[1-2]-ib[0-1]"),  # several numbers
+        (["gpu01.dc1.example.com", "gpu02.dc1.example.com"], "gpu[01-02].dc1.example.com"),
+        (["gpu01", "a[1]", "x,y"], "gpu01,a[1],x,y"),  # names no node set can hold: listed as they are
         ([], ""),
     ],
 )
@@ -100,7 +114,7 @@ def test_fold_hosts(names, folded):
     assert fold_hosts(names) == folded
 
 
-_host_names = st.from_regex(r"[a-c]{1,2}(-?[0-9]{1,3}){0,2}[a-b]?", fullmatch=True)
+_host_names = st.from_regex(r"[a-c]{1,2}(-?[0-9]{1,3}){0,2}[a-b.]?", fullmatch=True)
 
 
 @given(st.lists(_host_names, max_size=30))
@@ -112,12 +126,17 @@ def test_fold_then_expand_gives_the_same_set(names):
 # -- splitting ----------------------------------------------------------------------------------
 
 
-def test_split_pattern_keeps_brackets_and_operators():
-    assert split_pattern("a:b,c:&d:!e") == ["a", "b", "c", "&d", "!e"]
-    assert split_pattern("node[01:16]:!node[03-05,07]") == ["node[01:16]", "!node[03-05,07]"]
-    assert split_pattern(" a , ,b: ") == ["a", "b"]
-    assert split_pattern("fe80::1,x", exact=["fe80::1"]) == ["fe80::1", "x"]
-    assert split_pattern("~gpu0[1-3]:x") == ["~gpu0[1-3]:x"]  # a regex term keeps its colons
+def test_split_pattern_as_ansible_splits():
+    assert split_pattern("a:b:&d:!e") == ["a", "b", "&d", "!e"]
+    assert split_pattern("a:b,c:&d:!e") == ["a:b", "c:&d:!e"]  # a ',' makes ',' the only separator
+    assert split_pattern("node[01:16]:!node[03-05]") == ["node[01:16]", "!node[03-05]"]
+    assert split_pattern("node[01:16],!node[03-05,07]") == ["node[01:16]", "!node[03-05,07]"]  # brackets stay whole
+    assert split_pattern(" a , ,b ") == ["a", "b"]
+    assert split_pattern("a b") == ["a", "b"]
+    assert split_pattern("fe80::1") == ["fe80::1"]  # one address: not split
+    assert split_pattern("web01:2222") == ["web01:2222"]  # host:port, as Ansible reads it
+    assert split_pattern("fe80::1,x") == ["fe80::1", "x"]
+    assert split_pattern("~gpu0[1-3]:x") == ["~gpu0[1-3]", "x"]
 
 
 # -- selection on the example fleet -------------------------------------------------------------
@@ -132,9 +151,10 @@ def test_split_pattern_keeps_brackets_and_operators():
         ("all", ["bastion", "gpu01", "gpu02", "gpu03", "gpu04", "gpu05", "localhost"]),
         ("ungrouped", ["bastion"]),
         ("gpu03", ["gpu03"]),
-        # union, both separators; result in inventory order, not pattern order
-        ("localhost:h200", ["gpu03", "gpu04", "localhost"]),
-        ("localhost,h200", ["gpu03", "gpu04", "localhost"]),
+        # union, both separators; Ansible's order: each term's hosts in turn, each host once
+        ("localhost:h200", ["localhost", "gpu03", "gpu04"]),
+        ("localhost,h200", ["localhost", "gpu03", "gpu04"]),
+        ("h200:gpu-nodes", ["gpu03", "gpu04", "gpu01", "gpu02", "gpu05"]),
         # intersection
         ("gpu-nodes:&rack-b", ["gpu02", "gpu05"]),
         ("rack-a,&rack-b", ["gpu02"]),
@@ -145,29 +165,33 @@ def test_split_pattern_keeps_brackets_and_operators():
         ("!h200:gpu-nodes", ["gpu01", "gpu02", "gpu05"]),
         ("&rack-a:rack-b:h200", ["gpu02"]),
         ("rack-a:!gpu02:rack-b", ["gpu01", "gpu05"]),
+        ("rack-b:rack-a", ["gpu02", "gpu05", "gpu01"]),
         ("rack-a:&gpu-nodes:!gpu01:rack-b", ["gpu02", "gpu05"]),
         # only & and ! terms start from all
         ("!gpu-nodes", ["bastion", "localhost"]),
         ("&rack-a", ["gpu01", "gpu02"]),
-        # globs match groups and hosts
+        # globs match groups (all their hosts, groups in creation order), then hosts
         ("gpu0*", ["gpu01", "gpu02", "gpu03", "gpu04", "gpu05"]),
         ("rack-?", ["gpu01", "gpu02", "gpu05"]),
         ("*", ["bastion", "gpu01", "gpu02", "gpu03", "gpu04", "gpu05", "localhost"]),
         ("gpu*:!gpu0[1-3]", ["gpu04", "gpu05"]),
-        # regex (re.match, like Ansible)
+        ("*[0]", ["bastion"]),  # a subscript applies to what the glob matched
+        # regex (re.match, like Ansible): groups first, then hosts
         ("~gpu0[15]", ["gpu01", "gpu05"]),
-        ("~(bastion|local)", ["bastion", "localhost"]),
+        ("~(bastion|local)", ["localhost", "bastion"]),
         # Ansible ranges and ClusterShell node sets of host names
         ("gpu[01:03]", ["gpu01", "gpu02", "gpu03"]),
         ("gpu[01-02,05]", ["gpu01", "gpu02", "gpu05"]),
         ("gpu[01:05]:!gpu[02-04]", ["gpu01", "gpu05"]),
-        # Ansible subscripts on a group: by position, inclusive
+        ("gpu[01-05]!gpu[02-04]", ["gpu01", "gpu05"]),  # ClusterShell's own difference
+        # Ansible subscripts: by position, inclusive, in the group's order
         ("gpu-nodes[0]", ["gpu01"]),
         ("gpu-nodes[-1]", ["gpu05"]),
         ("gpu-nodes[1:2]", ["gpu02", "gpu03"]),
         ("gpu-nodes[3:]", ["gpu04", "gpu05"]),
+        ("all[0]", ["bastion"]),
         # a list of patterns is a union
-        (["h200", "bastion"], ["bastion", "gpu03", "gpu04"]),
+        (["h200", "bastion"], ["gpu03", "gpu04", "bastion"]),
     ],
 )
 def test_select(fleet, pattern, expected):
@@ -201,12 +225,27 @@ def test_host_objects_come_back(fleet):
         ("zzzzzz", None, "pattern 'zzzzzz' matches no host or group in {inv}"),
         ("all", "lokal", "limit 'lokal' matches no host or group in {inv}; did you mean 'local'?"),
         ("gpu[01:09]", None, "pattern 'gpu[01:09]' names hosts not in {inv}: gpu[06-09]"),
-        ("gpu[1:a]", None, "pattern 'gpu[1:a]' is not a valid host range: range [1:a] must be numbers or single letters"),
+        ("gpu[1:a]", None, "pattern 'gpu[1:a]' matches no host or group, and is not a valid node set: "
+                           "range [1:a] must be numbers or single letters"),
+        ("gpu-nodes[1-2]", None, "pattern 'gpu-nodes[1-2]': 'gpu-nodes' is a group, so Ansible reads [1-2] as "
+                                 "positions in it (a removed form), not as host names; write gpu-nodes[1:2] for "
+                                 "positions, or name the hosts"),
+        ("gpu-nodes[3:1]", None, "pattern 'gpu-nodes[3:1]': the subscript ends (1) before it starts (3)"),
+        ("h200:gpu01,bastion", None, "pattern 'h200:gpu01' matches no host or group in {inv}; a pattern with ',' "
+                                     "is split at ',' only (Ansible's rule), so this ':' is part of a name: separate "
+                                     "every term with ','"),
+        ("gpu01:22", None, "pattern 'gpu01:22' matches no host or group in {inv}; Ansible reads 'gpu01:22' as one "
+                           "host address (host:port or IPv6), not as terms: write 'gpu01,22' to select each"),
+        ("127.0.0.1", None, "pattern '127.0.0.1' matches no host or group in {inv}; fleetctl has no implicit "
+                            "localhost: list it in the inventory with ansible_connection: local"),
+        ("gpu[01", None, "pattern 'gpu[01' has unbalanced brackets"),
+        ("gpu-nodes[:2]", None, "pattern 'gpu-nodes[:2]' names hosts not in {inv}: gpu-nodes[0-2]; Ansible's patterns "
+                                "guide shows gpu-nodes[:2], but ansible-core selects nothing for it: write gpu-nodes[0:2]"),
         ("h200:&local", None, "pattern 'h200:&local' selects no hosts in {inv}"),
         ("nomatch*", None, "pattern 'nomatch*' selects no hosts in {inv}"),
         ("h200", "local", "pattern 'h200' with limit 'local' selects no hosts in {inv}"),
-        ("gpu-nodes[5]", None, "pattern 'gpu-nodes[5]': index 5 is out of range; group 'gpu-nodes' has 5 hosts"),
-        ("gpu-nodes[7:]", None, "pattern 'gpu-nodes[7:]': start 7 is out of range; group 'gpu-nodes' has 5 hosts"),
+        ("gpu-nodes[5]", None, "pattern 'gpu-nodes[5]': index 5 is out of range; 'gpu-nodes' has 5 hosts"),
+        ("gpu-nodes[7:]", None, "pattern 'gpu-nodes[7:]': start 7 is out of range; 'gpu-nodes' has 5 hosts"),
         ("~gpu(", None, "pattern '~gpu(' is not a valid regular expression: missing ), unterminated subpattern at position 3"),
         ("", None, "pattern '' is empty"),
         ("h200:!", None, "pattern 'h200:!' has '&' or '!' with nothing after it"),
@@ -235,10 +274,10 @@ def test_ipv6_host_in_pattern(tmp_path):
     assert sel(inv, "fe80::1,ssh-alt") == ["fe80::1", "ssh-alt"]
 
 
-def test_group_named_like_a_host_wins_in_patterns(tmp_path):
-    (tmp_path / "i.yaml").write_text("all:\n  hosts: {web: , db: }\n  children:\n    web:\n      hosts: {db: }\n")
-    inv = load_inventory(tmp_path / "i.yaml")
-    assert sel(inv, "web") == ["db"]
+def test_limit_file_lines_are_terms(fleet, tmp_path):
+    retry = tmp_path / "retry"
+    retry.write_text("gpu05\nh200\n")
+    assert sel(fleet, "all", limit=f"@{retry}") == ["gpu03", "gpu04", "gpu05"]  # the pattern's order kept
 
 
 # -- property: patterns equal a set-algebra model ---------------------------------------------
@@ -340,10 +379,11 @@ def _model(terms, hosts, groups, members) -> set[str]:
 def test_patterns_equal_set_algebra(data):
     hosts, groups, direct, children = data.draw(inventories())
     terms = data.draw(pattern_terms(hosts, groups))
-    seps = [data.draw(st.sampled_from([":", ","])) for _ in terms]
-    pattern = "".join((sep if i else "") + op + name for i, ((op, name), sep) in enumerate(zip(terms, seps)))
+    # one separator per pattern: Ansible splits a pattern holding a ',' at ',' only
+    sep = "," if any("," in name for _, name in terms) else data.draw(st.sampled_from([":", ","]))
+    pattern = sep.join(op + name for op, name in terms)
     members = _members(groups, direct, children)
-    expected = [h for h in hosts if h in _model(terms, hosts, groups, members)]
+    expected = sorted(_model(terms, hosts, groups, members))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "inventory.yaml"
         _write_inventory(path, hosts, groups, direct, children)
@@ -351,7 +391,8 @@ def test_patterns_equal_set_algebra(data):
     for g in groups:
         assert set(inv.groups[g].hosts) == members[g]
     if expected:
-        assert [h.name for h in inv.select(pattern)] == expected
+        got = [h.name for h in inv.select(pattern)]
+        assert sorted(got) == expected and len(set(got)) == len(got)
     else:
         with pytest.raises(PatternError, match="selects no hosts"):
             inv.select(pattern)
@@ -373,7 +414,7 @@ def test_limit_is_an_intersection(data):
 
     both = set(plain(pattern)) & set(plain(limit))
     if both:
-        assert select_hosts(pattern, index, limit=limit) == [h for h in hosts if h in both]
+        assert select_hosts(pattern, index, limit=limit) == [h for h in plain(pattern) if h in both]
     else:
         with pytest.raises(PatternError):
             select_hosts(pattern, index, limit=limit)

@@ -1,6 +1,9 @@
-"""Inventory loading: Ansible's YAML format, precedence, implicit groups, ranges, validation.
+"""Inventory loading: Ansible's YAML format, precedence, implicit groups, ranges, typed settings,
+validation.
 
-Pure data tests: inventories under tests/data/inventories/ and files written to tmp_path.
+Pure data tests: inventories under tests/data/inventories/ and files written to tmp_path. The
+behaviour is checked against ansible-core itself in tests/test_inventory_ansible.py; other sources
+(INI, folders, group_vars/, scripts) through the CLI in tests/test_inventory_cli.py.
 """
 
 from __future__ import annotations
@@ -16,12 +19,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetctl.errors import InputError, InventoryError, PlaybookError
-from fleetctl.hostpattern import PatternError
-from fleetctl.inventory import Host, load_inventory
+from fleetctl.connection.registry import HostRef
+from fleetctl.inventory import Host, HostSettings, PatternError, load_inventory
 from fleetctl.yamlload import LineDict, LineList, join_key, load_yaml, load_yaml_text, locate, where
 
 DATA = Path(__file__).parent / "data" / "inventories"
 ERRORS = DATA / "errors"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_ansible_delegation():
+    """These tests read what fleetctl reads itself; handing sources to ansible-inventory is tested
+    in tests/test_inventory_cli.py."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FLEETCTL_ANSIBLE_INVENTORY", "")
+        yield
 
 
 def write(tmp_path: Path, text: str, name: str = "inventory.yaml") -> Path:
@@ -63,10 +75,12 @@ def test_sibling_groups_later_in_ascii_order_win_and_conflict_is_recorded(fleet)
     [conflict] = [c for c in fleet.conflicts if c.host == "gpu02"]
     assert conflict.var == "zone"
     assert conflict.winner.value == "b" and [o.value for o in conflict.others] == ["a"]
+    assert conflict.reason == "groups of the same depth merge in ASCII order of their names; the last one wins"
     assert str(conflict) == (
-        f"{DATA / 'fleet.yaml'}:39: all.children.rack-b.vars.zone: host 'gpu02' gets zone = 'b' from "
-        "group 'rack-b', overriding 'a' from group 'rack-a' (line 33): groups of the same depth merge "
-        "in ASCII order of their names; the last one wins"
+        f"{DATA / 'fleet.yaml'}:39: all.children.rack-b.vars.zone: host 'gpu02' is in groups 'rack-a' and "
+        "'rack-b', neither inside the other, that set zone differently: zone = 'a' (line 33) and zone = 'b' "
+        "(line 39); only Ansible's merge order would pick the group last in ASCII order; set zone in the "
+        "host's own vars or give one group a higher ansible_group_priority"
     )
     # Parent/child overrides are structure, not conflicts; so is a host var overriding a group.
     assert {c.host for c in fleet.conflicts} == {"gpu02"}
@@ -91,7 +105,7 @@ def test_implicit_groups(fleet):
     assert g["gpu-nodes"].line == 11
 
 
-def test_settings_resolve_both_spellings(fleet):
+def test_connection_settings_are_typed_from_ansible_names(fleet):
     gpu05 = fleet.hosts["gpu05"]
     assert (gpu05.address, gpu05.port, gpu05.user) == ("10.0.0.5", 2222, "root")
     gpu01 = fleet.hosts["gpu01"]
@@ -101,14 +115,23 @@ def test_settings_resolve_both_spellings(fleet):
     assert gpu01.key_file == str(DATA / "keys" / "id_test")  # relative to the inventory's folder
     assert fleet.hosts["bastion"].key_file is None  # not said: ~/.ssh/config decides
     local = fleet.hosts["localhost"]
-    assert local.connection == "local"
+    assert local.connection == "local" and local.connection_settings is not None
     assert local.known_hosts == os.path.expanduser("~/.ssh/known_hosts")
 
 
-def test_host_spelling_replaces_group_spelling_of_same_setting(fleet):
-    # all says `user: ubuntu`, gpu05 says `ansible_user: root`: one setting, the host's wins.
+def test_typed_models_and_host_ref(fleet):
     gpu05 = fleet.hosts["gpu05"]
-    assert "user" not in gpu05.vars and gpu05.vars["ansible_user"] == "root"
+    assert isinstance(gpu05.settings, HostSettings) and gpu05.settings.keepalive_interval_s == 15.0
+    ref = gpu05.ref
+    assert isinstance(ref, HostRef) and ref.name == "gpu05" and ref.settings is gpu05.connection_settings
+    assert (ref.settings.address, ref.settings.port, ref.settings.user) == ("10.0.0.5", 2222, "root")
+    assert fleet.hosts["gpu01"].connection_settings.private_key_file == str(DATA / "keys" / "id_test")
+
+
+def test_host_var_replaces_group_var(fleet):
+    # all says `ansible_user: ubuntu`, gpu05 says `ansible_user: root`: the host's wins.
+    gpu05 = fleet.hosts["gpu05"]
+    assert gpu05.vars["ansible_user"] == "root"
     assert gpu05.sources["ansible_user"].line == 21
 
 
@@ -126,9 +149,13 @@ def test_snapshot_is_json_ready(fleet):
 
 
 def test_host_built_by_hand_resolves_settings():
-    h = Host("n1", {"ansible_port": 2200, "key_file": "/k", "connection": "local"}, ("all",))
-    assert (h.address, h.port, h.key_file, h.connection, h.user) == ("n1", 2200, "/k", "local", None)
+    h = Host("n1", {"ansible_port": "2200", "key_file": "/k", "connection": "local", "user": "x"}, ("all",))
+    # plain key_file, connection and user are ordinary variables, as in Ansible
+    assert (h.address, h.port, h.key_file, h.connection, h.user) == ("n1", 2200, None, "ssh", None)
     assert hash(h) == hash(Host("n1"))
+    local = Host("box", {"ansible_connection": "local", "venv": "/v", "max_jobs": "4"})
+    assert local.connection == "local" and local.port is None and local.settings.max_jobs == 4
+    assert local.ref.name == "box"
 
 
 # -- other shapes Ansible accepts ---------------------------------------------------------------
@@ -140,7 +167,7 @@ def test_top_level_groups_without_all():
     assert inv.groups["db"].parents == ("all",)
     assert inv.groups["web"].parents == ("db",)  # 'web' is under 'db', so not directly under 'all'
     assert inv.groups["web"].depth == 2
-    assert inv.groups["db"].hosts == ("web1", "web2", "dba", "dbb", "dbc")
+    assert inv.groups["db"].hosts == ("dba", "dbb", "dbc", "web1", "web2")  # own hosts first, then children's
     assert inv.hosts["web1"].port == 5022  # inherited from parent group db
     assert inv.groups["empty"].hosts == () and inv.groups["empty"].parents == ("all",)
     assert inv.groups["ungrouped"].hosts == ()
@@ -182,7 +209,7 @@ def test_host_listed_in_two_groups_merges_vars_later_wins(tmp_path):
     inv = load_inventory(path)
     n1 = inv.hosts["n1"]
     assert n1.vars["x"] == 2 and n1.vars["keep"] is True
-    assert n1.vars["opts"] == {"a": 1, "b": 2}  # a mapping set twice on one host merges (set_variable)
+    assert n1.vars["opts"] == {"b": 2}  # a mapping set twice is replaced (hash_behaviour=replace)
     assert n1.groups == ("all", "a", "b")
     x = [c for c in inv.conflicts if c.var == "x"]
     assert len(x) == 1 and x[0].host == "n1" and x[0].others[0].line == 5 and x[0].winner.line == 8
@@ -214,14 +241,59 @@ def test_string_sections_are_one_name_as_the_yaml_plugin_converts(tmp_path):
 
 
 def test_null_setting_means_not_said_and_overrides_group(tmp_path):
-    path = write(tmp_path, "all:\n  vars: {user: ubuntu}\n  hosts:\n    n1: {user: null}\n    n2:\n")
+    path = write(tmp_path, "all:\n  vars: {ansible_user: ubuntu}\n  hosts:\n    n1: {ansible_user: null}\n    n2:\n")
     inv = load_inventory(path)
     assert inv.hosts["n1"].user is None and inv.hosts["n2"].user == "ubuntu"
 
 
-def test_same_value_under_two_spellings_is_fine(tmp_path):
-    inv = load_inventory(write(tmp_path, "all:\n  hosts:\n    n1: {ansible_port: 22, port: 22}\n"))
-    assert inv.hosts["n1"].port == 22
+def test_plain_names_are_ordinary_variables(tmp_path):
+    # An application's `port: 8080` must not become the SSH port (Ansible: ordinary variables).
+    path = write(tmp_path, "all:\n  hosts:\n    n1: {port: 8080, user: app, host: db, connection: local, "
+                           "key_file: /nope}\n")
+    n1 = load_inventory(path).hosts["n1"]
+    assert (n1.port, n1.user, n1.address, n1.connection, n1.key_file) == (None, None, "n1", "ssh", None)
+    assert n1.vars["port"] == 8080 and n1.vars["user"] == "app"
+
+
+def test_port_as_a_string_works(tmp_path):
+    inv = load_inventory(write(tmp_path, "all:\n  hosts:\n    n1: {ansible_port: '2222'}\n"))
+    assert inv.hosts["n1"].port == 2222 and inv.hosts["n1"].vars["ansible_port"] == "2222"
+
+
+def test_legacy_ssh_names_win_wherever_set_and_differences_are_refused(tmp_path):
+    # ansible-core: MAGIC_VARIABLE_MAPPING['remote_user'] = ('ansible_ssh_user', 'ansible_user')
+    path = write(tmp_path, "all:\n  vars: {ansible_ssh_user: legacy}\n  hosts:\n    n1: {ansible_user: modern}\n"
+                           "    n2: {ansible_user: legacy}\n")
+    inv = load_inventory(path)
+    assert inv.hosts["n1"].user == "legacy" and inv.hosts["n2"].user == "legacy"
+    [c] = [c for c in inv.conflicts if c.decided_by == "alias"]
+    assert c.host == "n1" and c.winner.name == "ansible_ssh_user"
+    with pytest.raises(InventoryError) as info:
+        inv.check_hosts(inv.select("n1"))
+    assert str(info.value) == (
+        f"{path}:2: all.vars.ansible_ssh_user: host 'n1' has ansible_user = 'modern' (line 4) and "
+        "ansible_ssh_user = 'legacy' (line 2): Ansible uses ansible_ssh_user wherever it is set (the legacy "
+        "name wins); keep one")
+    inv.check_hosts(inv.select("n2"))  # same value under both names: nothing to decide
+
+
+def test_unknown_connection_fails_only_the_hosts_that_use_it(tmp_path):
+    path = write(tmp_path, "all:\n  hosts:\n    win1: {ansible_connection: winrm, ansible_winrm_transport: ntlm}\n"
+                           "    box: {ansible_connection: local}\n")
+    inv = load_inventory(path)
+    inv.check_hosts(inv.select("box"))
+    assert inv.hosts["win1"].connection == "winrm" and inv.hosts["win1"].connection_settings is None
+    with pytest.raises(InventoryError) as info:
+        inv.check_hosts(inv.select("win1"))
+    assert str(info.value) == (
+        f"{path}:3: all.hosts.win1.ansible_connection: connection 'winrm' is not one fleetctl has (local, ssh)")
+    with pytest.raises(InventoryError):
+        inv.hosts["win1"].ref
+
+
+def test_smart_connection_is_ssh(tmp_path):
+    inv = load_inventory(write(tmp_path, "all:\n  hosts:\n    n1: {ansible_connection: smart, ansible_port: 22}\n"))
+    assert inv.hosts["n1"].connection == "ssh" and inv.hosts["n1"].port == 22
 
 
 def test_yaml_merge_keys_may_be_overridden(tmp_path):
@@ -229,19 +301,19 @@ def test_yaml_merge_keys_may_be_overridden(tmp_path):
         tmp_path,
         "all:\n"
         "  vars:\n"
-        "    defaults: &d {port: 22, user: a}\n"
+        "    defaults: &d {ansible_port: 22, ansible_user: a}\n"
         "  hosts:\n"
         "    n1:\n"
         "      <<: *d\n"
-        "      port: 2222\n",
+        "      ansible_port: 2222\n",
     )
     n1 = load_inventory(path).hosts["n1"]
     assert (n1.port, n1.user) == (2222, "a")
 
 
-def test_name_both_host_and_group_is_a_warning(tmp_path):
-    inv = load_inventory(write(tmp_path, "all:\n  children:\n    web:\n      hosts:\n        web:\n"))
-    assert inv.warnings == (f"{tmp_path / 'inventory.yaml'}:5: web: 'web' is both a host and a group; host patterns select the group",)
+def test_name_both_host_and_group_is_refused(tmp_path):
+    with pytest.raises(InventoryError, match=r"inventory.yaml:5: web: 'web' is both a host and a group; "):
+        load_inventory(write(tmp_path, "all:\n  children:\n    web:\n      hosts:\n        web:\n"))
 
 
 def test_unsafe_tag_is_a_plain_string(tmp_path):
@@ -263,7 +335,7 @@ def _expected_errors() -> list[tuple[str, str]]:
 
 def test_every_error_file_has_an_expectation():
     listed = {name for name, _ in _expected_errors()}
-    assert listed == {p.name for p in ERRORS.glob("*.yaml")}
+    assert listed == {p.name for p in [*ERRORS.glob("*.yaml"), *ERRORS.glob("*.ini")]}
 
 
 @pytest.mark.parametrize(("name", "expected"), _expected_errors(), ids=[n for n, _ in _expected_errors()])
@@ -278,12 +350,12 @@ def test_validation_error_message(name, expected):
 
 
 def test_error_names_the_file_as_the_user_typed_it(tmp_path, monkeypatch):
-    write(tmp_path, "all:\n  hosts:\n    n1: {port: 0}\n")
+    write(tmp_path, "all:\n  hosts:\n    n1: {ansible_port: 0}\n")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(InventoryError) as info:
         load_inventory("inventory.yaml")
     assert str(info.value) == (
-        "inventory.yaml:3: all.hosts.n1.port: port must be an integer from 1 to 65535, not 0 (a number)"
+        "inventory.yaml:3: all.hosts.n1.ansible_port: must be an integer from 1 to 65535, not 0 (a number)"
     )
 
 
@@ -296,7 +368,7 @@ def test_key_file_tilde_and_relative(tmp_path, monkeypatch):
     (tmp_path / "inv" / "k").write_text("")
     path = write(
         tmp_path / "inv",
-        "all:\n  hosts:\n    a: {key_file: ~/.ssh/id_fleet}\n    b: {ansible_ssh_private_key_file: k}\n"
+        "all:\n  hosts:\n    a: {ansible_private_key_file: ~/.ssh/id_fleet}\n    b: {ansible_ssh_private_key_file: k}\n"
         "    c: {known_hosts: kh}\n",
     )
     inv = load_inventory(path)
@@ -305,17 +377,20 @@ def test_key_file_tilde_and_relative(tmp_path, monkeypatch):
     assert inv.hosts["c"].known_hosts == str(tmp_path / "inv" / "kh")  # need not exist yet
 
 
-def test_key_file_that_is_a_directory(tmp_path):
+def test_missing_key_file_is_not_an_inventory_error(tmp_path):
+    # A key that is not on this controller fails its host when it connects; the others run.
     (tmp_path / "keys").mkdir()
-    path = write(tmp_path, "all:\n  vars:\n    key_file: keys\n")
-    with pytest.raises(InventoryError, match=r"inventory.yaml:3: all.vars.key_file: key file 'keys' is a directory"):
-        load_inventory(path)
+    path = write(tmp_path, "all:\n  hosts:\n    a: {ansible_ssh_private_key_file: keys/gone}\n"
+                           "    b: {ansible_ssh_private_key_file: keys}\n    c:\n")
+    inv = load_inventory(path)
+    assert inv.hosts["a"].key_file == str(tmp_path / "keys" / "gone")
+    inv.check_hosts(inv.select("all"))
 
 
 def test_missing_file_and_directory(tmp_path):
-    with pytest.raises(InventoryError, match=r"nope.yaml: cannot read: No such file or directory$"):
+    with pytest.raises(InventoryError, match=r"nope.yaml: inventory file not found \(-i/--inventory or FLEETCTL_INVENTORY\)$"):
         load_inventory(tmp_path / "nope.yaml")
-    with pytest.raises(InventoryError, match=r": is a directory, not a YAML file$"):
+    with pytest.raises(InventoryError, match=r": the folder holds no inventory file$"):
         load_inventory(tmp_path)
 
 

@@ -43,16 +43,22 @@ def fail_input(message: str) -> "click.exceptions.Exit":
     return click.exceptions.Exit(EXIT_BAD_INPUT)
 
 
+class InventorySources(click.ParamType):
+    """``-i`` values; FLEETCTL_INVENTORY may list several, comma-separated (as ANSIBLE_INVENTORY)."""
+
+    name = "source"
+    envvar_list_splitter = ","
+
+
 class Context:
-    """What every command gets: the inventory sources (``-i``, repeatable) and the verbosity."""
+    """What every command gets: the inventory sources (``-i``, repeatable, later ones adding to
+    earlier ones) and the verbosity."""
 
     def __init__(self, inventory: tuple[str, ...] | str, verbose: int) -> None:
-        self.inventory_sources = (inventory,) if isinstance(inventory, str) else tuple(inventory)
+        inventory = (inventory,) if isinstance(inventory, str) else tuple(inventory)
+        self.inventory_paths = inventory or ("inventory.yaml",)
+        self.inventory_path = self.inventory_paths[0]
         self.verbose = verbose
-
-    @property
-    def inventory_path(self) -> str:
-        return self.inventory_sources[-1] if self.inventory_sources else "inventory.yaml"
 
     def select(self, pattern: str, limit: str | None = None, *, venv: bool = True, forks: int = 50):
         """Load the inventory, select hosts and check them (conflicts, key modes, local venvs),
@@ -61,10 +67,10 @@ class Context:
         from ..fdlimit import ensure_fd_budget
         from ..inventory import load_inventory
 
-        path = resolve_default(self.inventory_path)
-        if not path.exists():
-            raise InputError("inventory file not found (-i/--inventory or FLEETCTL_INVENTORY)", file=str(path))
-        inv = load_inventory(str(path))
+        inv = load_inventory([str(resolve_default(p)) for p in self.inventory_paths])
+        path = inv.source
+        for warning in inv.warnings:
+            click.echo(f"fleetctl: warning: {warning}", err=True)
         hosts = inv.select(pattern, limit=limit)
         inv.check_hosts(hosts, venv=venv)
         for host in hosts:
@@ -141,9 +147,9 @@ class FleetGroup(click.Group):
 
 
 @click.group(cls=FleetGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-i", "--inventory", "inventory", multiple=True, envvar="FLEETCTL_INVENTORY",
-              help="Inventory source (Ansible YAML; repeatable, later sources add to earlier ones). "
-                   "[default: inventory.yaml]")
+@click.option("-i", "--inventory", "inventory", multiple=True, default=["inventory.yaml"], envvar="FLEETCTL_INVENTORY",
+              type=InventorySources(), show_default=True,
+              help="Inventory source (Ansible YAML/INI file, folder, script, slurm:); repeat to add more.")
 @click.option("-v", "--verbose", count=True, help="Diagnostics on stderr: -v each host's tasks, -vv every command.")
 @click.version_option(__version__, prog_name="fleetctl")
 @click.pass_context
@@ -152,7 +158,7 @@ def main(ctx: click.Context, inventory: tuple[str, ...], verbose: int) -> None:
     from ..logsetup import configure_logging
 
     configure_logging(verbose)
-    ctx.obj = Context(inventory or ("inventory.yaml",), verbose)
+    ctx.obj = Context(inventory, verbose)
 
 
 hosts_option = click.option("--hosts", "pattern", required=True,

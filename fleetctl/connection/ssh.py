@@ -168,6 +168,10 @@ class SSHConnection(Connection):
         async with self._open_lock:
             if self._conn is not None:
                 return
+            if self.key_file is not None and not os.path.isfile(self.key_file):
+                # the inventory names a key this controller lacks: this host fails, the others run
+                why = "is a folder, not a key" if os.path.isdir(self.key_file) else "does not exist on this controller"
+                raise HostUnreachable(self.host, f"private key {self.key_file} {why}")
             try:
                 self._conn = await self._connect()
             except asyncssh.HostKeyNotVerifiable as exc:
@@ -495,22 +499,24 @@ from .registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRe
 
 class SSHSettings(ConnectionSettings):
     """The host vars an SSH host reads (Ansible's names; ``None``: the inventory does not say, and
-    ``~/.ssh/config`` or OpenSSH's default decides).
+    ``~/.ssh/config`` or OpenSSH's default decides). Aliases are in ansible-core's precedence: the
+    legacy ``ansible_ssh_*`` name wins wherever it is set (``MAGIC_VARIABLE_MAPPING``; checked
+    against ansible-core by tests/test_inventory_ansible.py).
 
     Attributes:
-        address: where to connect (``ansible_host``, legacy ``ansible_ssh_host``).
-        port: TCP port (``ansible_port``, legacy ``ansible_ssh_port``); a numeric string is accepted.
-        user: login name (``ansible_user``, legacy ``ansible_ssh_user``).
+        address: where to connect (legacy ``ansible_ssh_host``, then ``ansible_host``).
+        port: TCP port (legacy ``ansible_ssh_port``, then ``ansible_port``); a numeric string is accepted.
+        user: login name (legacy ``ansible_ssh_user``, then ``ansible_user``).
         private_key_file: private key path (``ansible_ssh_private_key_file``,
             ``ansible_private_key_file``), resolved by the inventory against its own folder.
         known_hosts: fleetctl's ``known_hosts`` var: a known_hosts file to check keys against.
         keepalive_interval_s: fleetctl's ``keepalive_interval`` var, seconds between keepalives.
     """
 
-    address: str | None = Field(default=None, validation_alias=AliasChoices("ansible_host", "ansible_ssh_host"))
+    address: str | None = Field(default=None, validation_alias=AliasChoices("ansible_ssh_host", "ansible_host"))
     port: int | None = Field(default=None, ge=1, le=65535,
-                             validation_alias=AliasChoices("ansible_port", "ansible_ssh_port"))
-    user: str | None = Field(default=None, validation_alias=AliasChoices("ansible_user", "ansible_ssh_user"))
+                             validation_alias=AliasChoices("ansible_ssh_port", "ansible_port"))
+    user: str | None = Field(default=None, validation_alias=AliasChoices("ansible_ssh_user", "ansible_user"))
     private_key_file: str | None = Field(
         default=None, validation_alias=AliasChoices("ansible_ssh_private_key_file", "ansible_private_key_file"))
     known_hosts: str | None = Field(default=None, validation_alias=AliasChoices("known_hosts"))

@@ -55,7 +55,7 @@ def _view(session: HostSession, playbook: Any, opts: PassOptions, env: dict[str,
     return HostView(
         name=session.name, facts=session.facts, venv=session.venv, python=session.python, workdir=session.workdir,
         run_dir=session.run_dir, playbook_dir=playbook.playbook_dir, project_root=REPO_ROOT,
-        cuda_home=session.host.cuda_home, build_host=session.host.vars.get("build_host"),
+        cuda_home=session.host.settings.cuda_home, build_host=session.host.settings.build_host,
         files=dict(session.files), trees=dict(session.trees), force=opts.force, build_each=opts.build_each, env=env)
 
 

@@ -28,20 +28,12 @@ def default_venv(host: Any) -> str | None:
 
 
 def host_ref(host: Any) -> HostRef:
-    """The host as its connection kind sees it (name + typed settings)."""
-    ref = getattr(host, "ref", None)
-    if ref is not None:
-        return ref
-    from ..connection.registry import load_kind
+    """The host as its connection kind sees it (name + typed settings).
 
-    kind = load_kind(host.connection)
-    if host.connection == "ssh":
-        settings = kind.settings_model(address=host.address, port=host.port, user=host.user,
-                                       private_key_file=host.key_file, known_hosts=host.known_hosts,
-                                       keepalive_interval_s=float(host.vars.get("keepalive_interval", 15.0)))
-    else:
-        settings = kind.settings_model.model_validate(dict(host.vars))
-    return HostRef(host.name, settings)
+    Raises:
+        InventoryError: the host's connection kind is unknown (see ``Host.problem``).
+    """
+    return host.ref
 
 
 @dataclass
@@ -116,12 +108,10 @@ class HostSession:
         """
         from ..facts import gather_facts
 
-        v = self.host.vars
-        max_jobs = v.get("max_jobs")
+        settings = self.host.settings
         facts = await gather_facts(
-            self.conn, venv=self.venv, cuda_home=self.host.cuda_home, workdir=self.run_dir,
-            fallback_archs=str(v.get("fallback_archs", "9.0a;12.0a")), timeout_s=timeout_s,
-            max_jobs=int(max_jobs) if max_jobs is not None else None,
+            self.conn, venv=self.venv, cuda_home=settings.cuda_home, workdir=self.run_dir,
+            fallback_archs=settings.fallback_archs, timeout_s=timeout_s, max_jobs=settings.max_jobs,
         )
         facts.update(self.conn.extra_facts())
         cuda = facts.get("cuda") or {}

@@ -1,0 +1,80 @@
+"""``fleetctl inventory`` and ``fleetctl hosts``: look at an inventory before anything runs.
+
+``fleetctl inventory --list | --graph [GROUP] | --host HOST`` print what ``ansible-inventory``
+prints for the same sources (its JSON and graph formats), so a user can compare the two, and a
+script can read fleetctl's view of any source. ``fleetctl hosts PATTERN`` prints what
+``ansible PATTERN --list-hosts`` prints: the selection a ``--hosts PATTERN`` would work on, in
+order. Secrets (``{value: ..., secret: true}`` and secret-looking names) are masked.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .app import Context, json_option, limit_option, main, pass_ctx
+from ..errors import InputError
+from ..paths import resolve_default
+
+
+def _load(obj: Context):
+    from ..inventory import load_inventory
+
+    inv = load_inventory([str(resolve_default(p)) for p in obj.inventory_paths])
+    for warning in inv.warnings:
+        click.echo(f"fleetctl: warning: {warning}", err=True)
+    return inv
+
+
+def _redactor(hosts):
+    from ..redact import Redactor, unwrap
+
+    return Redactor(set().union(*(unwrap(h.vars)[1] for h in hosts)))
+
+
+@main.command("inventory")
+@click.option("--list", "as_list", is_flag=True, help="Every group and host's vars, as ansible-inventory --list.")
+@click.option("--graph", "as_graph", is_flag=True, help="The group tree from GROUP (default all), as --graph.")
+@click.option("--host", "host", metavar="HOST", default=None, help="One host's merged vars, as --host.")
+@click.option("--vars", "show_vars", is_flag=True, help="With --graph: show vars too.")
+@limit_option
+@click.argument("group", required=False)
+@pass_ctx
+def inventory_command(obj: Context, as_list: bool, as_graph: bool, host: str | None, show_vars: bool,
+                      limit: str | None, group: str | None) -> None:
+    """Show the inventory as ansible-inventory does: --list, --graph [GROUP] or --host HOST."""
+    from ..inventory import render
+
+    if sum((as_list, as_graph, host is not None)) != 1:
+        raise InputError("inventory: give exactly one of --list, --graph [GROUP] or --host HOST")
+    if group is not None and not as_graph:
+        raise InputError(f"inventory: a GROUP ({group!r}) goes with --graph only")
+    inv = _load(obj)
+    redact = _redactor(inv)
+    if as_list:
+        click.echo(render.dumps(redact.obj(render.list_json(inv, limit=limit))))
+    elif as_graph:
+        click.echo(redact.text(render.graph(inv, group or "all", show_vars=show_vars)))
+    else:
+        click.echo(render.dumps(redact.obj(render.host_vars(inv, host))))
+
+
+@main.command("hosts")
+@click.argument("pattern")
+@limit_option
+@json_option
+@click.option("--fold", is_flag=True, help="One line: the hosts as a ClusterShell node set (gpu[01-16]).")
+@pass_ctx
+def hosts_command(obj: Context, pattern: str, limit: str | None, as_json: bool, fold: bool) -> None:
+    """List the hosts PATTERN selects, in order, as ansible PATTERN --list-hosts does."""
+    from ..inventory import fold_hosts, render
+
+    inv = _load(obj)
+    names = [h.name for h in inv.select(pattern, limit=limit)]
+    if as_json:
+        click.echo(json.dumps(names))
+    elif fold:
+        click.echo(fold_hosts(names))
+    else:
+        click.echo(render.list_hosts(names))

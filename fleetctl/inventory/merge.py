@@ -1,0 +1,234 @@
+"""Each host's vars, merged in Ansible's order, and the frozen :class:`~fleetctl.inventory.Inventory`.
+
+The order is ansible-core's ``VariableManager.get_vars`` with its default ``VARIABLE_PRECEDENCE``
+("Understanding variable precedence",
+https://docs.ansible.com/ansible/latest/playbook_guide/playbooks_variables.html#understanding-variable-precedence),
+lowest first, each level replacing earlier values whole:
+
+1. the inventory vars of ``all``, then of each other group of the host, sorted by depth (longest
+   path from ``all``), then ``ansible_group_priority`` (default 1), then name
+   (``ansible.inventory.helpers.sort_groups``);
+2. ``group_vars/all`` of each source folder, in ``-i`` order;
+3. ``group_vars/GROUP`` of each source folder (outer loop) for each group in that order (inner);
+4. the host's inventory vars;
+5. ``host_vars/HOST`` of each source folder.
+
+So a ``group_vars/all.yml`` beats a child group's inventory vars, and ``all < parent < child <
+host``. Where this order rather than the structure decides between different values, a
+:class:`~fleetctl.inventory.vars.VarConflict` is recorded (and refused for selected hosts).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from collections.abc import Iterable
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from fleetctl.errors import InventoryError
+
+from .data import InventoryBuilder, VarsFiles
+from .model import Group, Host, Inventory
+from .settings import HostSettings, aliases_of, name_problem, typed_settings
+from .vars import VarConflict, VarSource, same
+
+__all__ = ["finish"]
+
+
+class _Context:
+    def __init__(self, b: InventoryBuilder) -> None:
+        self.b = b
+        self.depth = b.depths()
+        self.ancestors = {name: b.ancestors(name) for name in b.groups}
+        self.key = {name: (self.depth[name], g.priority, name) for name, g in b.groups.items()}
+
+    def structural(self, loser: VarSource, winner: VarSource) -> str | None:
+        """None when the structure (or a later source) explains why ``winner`` beats ``loser``;
+        else how Ansible's order decided: ``vars_file``, ``depth``, ``name`` or ``priority``."""
+        crossed = loser.level == "inventory" and winner.level == "vars_file"
+        if winner.group is None:
+            return "vars_file" if loser.group is None and crossed else None
+        if loser.group is None:  # pragma: no cover - host vars always come after group vars
+            return None
+        if loser.group == winner.group:
+            return "vars_file" if crossed else None
+        if loser.group in self.ancestors[winner.group]:
+            return None
+        if winner.group in self.ancestors[loser.group] or loser.level != winner.level:
+            return "vars_file"
+        w_depth, w_prio, _ = self.key[winner.group]
+        l_depth, l_prio, _ = self.key[loser.group]
+        if w_depth != l_depth:
+            return "depth"
+        return "priority" if w_prio != l_prio else "name"
+
+
+_REASONS = {
+    "vars_file": "group_vars/ and host_vars/ files rank above every inventory var",
+    "depth": "the deeper group wins (Ansible merges groups by depth)",
+    "priority": "the group with the higher ansible_group_priority wins",
+    "name": "groups of the same depth merge in ASCII order of their names; the last one wins",
+}
+
+
+def _layers(ctx: _Context, name: str, ordered: list[str], files: list[VarsFiles]) -> Iterable[VarSource]:
+    b = ctx.b
+    for g in ordered:
+        yield from b.groups[g].sources.values()
+    for vf in files:
+        yield from vf.groups.get("all", ({}, {}))[1].values()
+    for vf in files:
+        for g in ordered:
+            if g != "all":
+                yield from vf.groups.get(g, ({}, {}))[1].values()
+    yield from b.hosts[name].sources.values()
+    for vf in files:
+        yield from vf.hosts.get(name, ({}, {}))[1].values()
+
+
+def _merge_host(ctx: _Context, name: str, files: list[VarsFiles]
+                ) -> tuple[dict[str, Any], dict[str, VarSource], tuple[str, ...], list[VarConflict]]:
+    b = ctx.b
+    draft = b.hosts[name]
+    member = {"all", *draft.groups}
+    for g in draft.groups:
+        member |= ctx.ancestors[g]
+    ordered = sorted(member, key=ctx.key.__getitem__)
+    merged: dict[str, Any] = {}
+    sources: dict[str, VarSource] = {}
+    definers: dict[str, list[VarSource]] = {}
+    for src in _layers(ctx, name, ordered, files):
+        merged[src.name] = src.value
+        sources[src.name] = src
+        definers.setdefault(src.name, []).append(src)
+    conflicts: list[VarConflict] = []
+    for var, found in definers.items():
+        winner = found[-1]
+        decided = [(ctx.structural(s, winner), s) for s in found[:-1] if not same(s.value, winner.value)]
+        losers = [(how, s) for how, s in decided if how is not None]
+        if not losers:
+            continue
+        hows = {how for how, _ in losers}
+        how = next(h for h in ("vars_file", "depth", "name", "priority") if h in hows)
+        conflicts.append(VarConflict(var=var, winner=winner, others=tuple(s for _, s in losers), host=name,
+                                     reason=_REASONS[how], decided_by=how))
+    return merged, sources, tuple(ordered), conflicts
+
+
+def _alias_conflicts(host: Host) -> list[VarConflict]:
+    """Legacy and modern spellings of one connection setting with different values."""
+    if host.connection_settings is None:
+        return []
+    by_field: dict[str, list[str]] = {}
+    for var, fname in aliases_of(type(host.connection_settings)).items():
+        if host.vars.get(var) is not None and var in host.sources:
+            by_field.setdefault(fname, []).append(var)
+    out = []
+    for names in by_field.values():
+        first = host.sources[names[0]]
+        others = tuple(host.sources[n] for n in names[1:] if not same(host.vars[n], first.value))
+        if others:
+            out.append(VarConflict(var=names[0], winner=first, others=others, host=host.name, decided_by="alias",
+                                   reason="Ansible uses the legacy ansible_ssh_* name wherever it is set"))
+    return out
+
+
+def _check_names(b: InventoryBuilder, files: list[VarsFiles], hosts: dict[str, Host]) -> None:
+    from fleetctl.connection.registry import load_kind
+
+    own = set(aliases_of(HostSettings))
+    known_ansible: set[str] = set()
+    for kind in {h.kind for h in hosts.values() if h.connection_settings is not None}:
+        for var in aliases_of(load_kind(kind).settings_model):
+            (known_ansible if var.startswith("ansible_") else own).add(var)
+    defined = list(b.defined)
+    for vf in files:
+        for _values, sources in (*vf.groups.values(), *vf.hosts.values()):
+            defined.extend(sources.values())
+    for src in defined:
+        problem = name_problem(src.name, frozenset(own), frozenset(known_ansible))
+        if problem:
+            raise InventoryError(problem, file=src.file, line=src.line, key=src.key)
+
+
+def _check_build_hosts(hosts: dict[str, Host]) -> None:
+    for h in hosts.values():
+        target = h.settings.build_host
+        if target is not None and target not in hosts:
+            src = h.sources.get("build_host")
+            close = difflib.get_close_matches(target, list(hosts), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise InventoryError(f"build_host {target!r} is not a host in the inventory{hint}",
+                                 file=src.file if src else None, line=src.line if src else None,
+                                 key=src.key if src else f"{h.name}.build_host")
+
+
+def _typed(name: str, merged: dict[str, Any], sources: dict[str, VarSource], cache: dict[Any, Any]) -> Any:
+    """:func:`typed_settings`, computed once per distinct set of the values the models read."""
+    from fleetctl.connection.registry import KINDS, load_kind
+
+    from .settings import kind_of
+
+    raw = merged.get("ansible_connection")
+    kind = kind_of(raw, KINDS)
+    names = _read_by(kind, load_kind(kind).settings_model if kind else None)
+    conn_src = sources.get("ansible_connection")
+    key = (repr(raw), (conn_src.file, conn_src.line) if conn_src else None,
+           tuple((k, repr(merged[k]), sources[k].base_dir) for k in names if k in merged))
+    hit = cache.get(key)
+    if hit is None:
+        hit = cache[key] = typed_settings(name, merged, sources)
+    return hit
+
+
+_OWN = frozenset(aliases_of(HostSettings))
+
+
+@functools.lru_cache(maxsize=None)
+def _read_by(kind: str | None, model: Any) -> tuple[str, ...]:
+    """The var names the typed settings of a host of ``kind`` read, sorted."""
+    return tuple(sorted(_OWN | (set(aliases_of(model)) if model is not None else set())))
+
+
+def finish(b: InventoryBuilder, vars_files: list[VarsFiles], *, source: str, sources: tuple[str, ...]) -> Inventory:
+    """Merge every host's vars, type its settings, and freeze the inventory.
+
+    Raises:
+        InventoryError: a name that is both a host and a group, a var name that is a typo of an
+            Ansible or fleetctl name, a setting of the wrong type or form, a ``build_host`` that
+            names no host.
+    """
+    for name, draft in b.hosts.items():
+        if name in b.groups:
+            raise InventoryError(
+                f"{name!r} is both a host and a group; Ansible confuses the two (the host's vars go to the "
+                f"group, and '{name}' selects the host where '!{name}' selects the group): rename one",
+                file=draft.file, line=draft.line, key=name)
+    ctx = _Context(b)
+    conflicts = list(b.conflicts)
+    hosts: dict[str, Host] = {}
+    cache: dict[Any, Any] = {}
+    members: dict[str, list[str]] = {}
+    for name, draft in b.hosts.items():
+        merged, sources_, groups, found = _merge_host(ctx, name, vars_files)
+        conflicts.extend(found)
+        settings, kind, conn, problem = _typed(name, merged, sources_, cache)
+        hosts[name] = host = Host(name=name, vars=MappingProxyType(merged), groups=groups,
+                                  sources=MappingProxyType(sources_), line=draft.line, file=draft.file,
+                                  settings=settings, kind=kind, connection_settings=conn, problem=problem)
+        conflicts.extend(_alias_conflicts(host))
+    _check_names(b, vars_files, hosts)
+    _check_build_hosts(hosts)
+    for name in b.groups:
+        members[name] = b.members(name)
+    groups = {
+        name: Group(name=name, hosts=tuple(members[name]), children=tuple(g.children),
+                    vars=MappingProxyType(dict(g.vars)), parents=tuple(g.parents), direct_hosts=tuple(g.hosts),
+                    depth=ctx.depth[name], priority=g.priority, line=g.line, file=g.file)
+        for name, g in b.groups.items()
+    }
+    return Inventory(path=Path(sources[0]) if sources else Path("."), hosts=MappingProxyType(hosts),
+                     groups=MappingProxyType(groups), conflicts=tuple(conflicts), warnings=tuple(b.warnings),
+                     source=source, sources=sources, vars_files=tuple(vars_files))

@@ -1,0 +1,351 @@
+"""The loaded inventory: :class:`Host`, :class:`Group`, :class:`Inventory` (read-only).
+
+Built by :func:`fleetctl.inventory.load_inventory`; a :class:`Host` can also be made by hand
+(``Host("n1", {"ansible_port": 2200})``, its settings validated from its vars).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from fleetctl.connection.registry import ConnectionSettings, HostRef
+from fleetctl.errors import InventoryError
+
+from .patterns import HostIndex, select_hosts
+from .settings import HostSettings, aliases_of, typed_settings
+from .vars import VarConflict, VarSource
+
+__all__ = ["Host", "Group", "Inventory"]
+
+
+@dataclass(frozen=True)
+class Host:
+    """One inventory host with its merged vars and typed settings.
+
+    Attributes:
+        name: the inventory name (``inventory_hostname``).
+        vars: merged vars exactly as Ansible merges them (``ansible-inventory --host``), read-only.
+        groups: every group the host belongs to, ancestors, ``all`` and ``ungrouped`` included, in
+            Ansible's merge order (lowest precedence first, so ``groups[0] == "all"``).
+        sources: var name -> where its value was set.
+        line: the line where the host was first listed (None for sources without lines).
+        file: the file that first listed the host.
+        settings: fleetctl's own settings (:class:`~fleetctl.inventory.settings.HostSettings`),
+            validated once from ``vars``.
+        kind: the connection kind (``ansible_connection``; ``ssh`` when not said), or the unknown
+            name as written when no registered kind has it (see ``problem``).
+        connection_settings: the kind's ``SETTINGS`` model validated from ``vars`` (address, port,
+            user, key...), or None when the kind is unknown.
+        problem: why the host cannot be connected to (an unknown connection kind), raised by
+            :attr:`ref` and by :meth:`Inventory.check_hosts` when the host is selected.
+    """
+
+    name: str
+    vars: Mapping[str, Any] = field(default_factory=dict)
+    groups: tuple[str, ...] = ("all",)
+    sources: Mapping[str, VarSource] = field(default_factory=dict, compare=False, repr=False)
+    line: int | None = field(default=None, compare=False, repr=False)
+    file: str | None = field(default=None, compare=False, repr=False)
+    settings: HostSettings = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    kind: str = field(default="", compare=False, repr=False)
+    connection_settings: ConnectionSettings | None = field(default=None, compare=False, repr=False)
+    problem: InventoryError | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.settings is None:
+            settings, kind, conn, problem = typed_settings(self.name, self.vars, self.sources)
+            object.__setattr__(self, "settings", settings)
+            object.__setattr__(self, "kind", kind)
+            object.__setattr__(self, "connection_settings", conn)
+            object.__setattr__(self, "problem", problem)
+        if not isinstance(self.vars, MappingProxyType):
+            object.__setattr__(self, "vars", MappingProxyType(dict(self.vars)))
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    @property
+    def ref(self) -> HostRef:
+        """The host as a connection kind sees it: its name and typed connection settings.
+
+        Raises:
+            InventoryError: the host's ``ansible_connection`` names no registered kind.
+        """
+        if self.connection_settings is None:
+            raise self.problem or InventoryError(f"host {self.name!r} has no connection settings")
+        return HostRef(self.name, self.connection_settings)
+
+    def _conn(self, attr: str) -> Any:
+        return getattr(self.connection_settings, attr, None)
+
+    @property
+    def address(self) -> str:
+        """Where to connect (``ansible_ssh_host``/``ansible_host``); the inventory name when not said."""
+        return self._conn("address") or self.name
+
+    @property
+    def port(self) -> int | None:
+        """SSH port (``ansible_ssh_port``/``ansible_port``), or None for ssh_config's (normally 22)."""
+        return self._conn("port")
+
+    @property
+    def user(self) -> str | None:
+        """Login user (``ansible_ssh_user``/``ansible_user``), or None for ssh_config's / the local user."""
+        return self._conn("user")
+
+    @property
+    def key_file(self) -> str | None:
+        """Private key (``ansible_ssh_private_key_file``/``ansible_private_key_file``): absolute."""
+        return self._conn("private_key_file")
+
+    @property
+    def connection(self) -> str:
+        """The connection kind: ``"ssh"`` (the default), ``"local"``, ``"slurm"``..."""
+        return self.kind
+
+    @property
+    def venv(self) -> str | None:
+        """The Python environment builds and installs use, on the host (its ``bin/python3``)."""
+        return self.settings.venv
+
+    @property
+    def cuda_home(self) -> str | None:
+        """The CUDA toolkit folder on the host, or None to detect it."""
+        return self.settings.cuda_home
+
+    @property
+    def workdir(self) -> str | None:
+        """The working folder on the host, or None for fleetctl's default."""
+        return self.settings.workdir
+
+    @property
+    def known_hosts(self) -> str | None:
+        """A known_hosts file on the controller (absolute), or None for OpenSSH's default."""
+        return self.settings.known_hosts
+
+    def source_of(self, field_name: str) -> VarSource | None:
+        """Where the var that set a connection setting field (``private_key_file``) came from."""
+        if self.connection_settings is None:
+            return None
+        for var, fname in aliases_of(type(self.connection_settings)).items():
+            if fname == field_name and self.vars.get(var) is not None:
+                return self.sources.get(var)
+        return None
+
+
+@dataclass(frozen=True)
+class Group:
+    """One inventory group.
+
+    Attributes:
+        name: the group name.
+        hosts: every host in the group, its descendants' included, in Ansible's ``get_hosts``
+            order: the group's own hosts in the order they joined it, then its children's, level by
+            level (what ``GROUP[0]`` picks).
+        children: direct child groups, in the order they were added.
+        vars: the group's own inventory vars (not inherited, no ``group_vars/`` files), read-only.
+        parents: direct parent groups (``all`` for a group declared at the top).
+        direct_hosts: hosts listed directly in this group, in the order they joined it.
+        depth: longest path from ``all`` (``all`` is 0); the first key of merge order.
+        priority: ``ansible_group_priority`` (default 1); the second key of merge order.
+        line: the line where the group was first declared (None for implicit groups).
+        file: the file that first declared the group.
+    """
+
+    name: str
+    hosts: tuple[str, ...] = ()
+    children: tuple[str, ...] = ()
+    vars: Mapping[str, Any] = field(default_factory=dict)
+    parents: tuple[str, ...] = ()
+    direct_hosts: tuple[str, ...] = ()
+    depth: int = 0
+    priority: int = 1
+    line: int | None = field(default=None, compare=False)
+    file: str | None = field(default=None, compare=False)
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """A loaded inventory (one or more sources merged, as Ansible merges several ``-i``).
+
+    Attributes:
+        path: the first source, as a path.
+        hosts: host name -> :class:`Host`, in the order hosts entered the inventory.
+        groups: group name -> :class:`Group`, in the order groups were created (``all`` and
+            ``ungrouped`` first).
+        conflicts: values decided by merge order rather than structure (see :class:`VarConflict`).
+        warnings: one-line notes on things Ansible accepts but that are likely mistakes (a
+            ``group_vars/`` file that matches no group).
+        source: how messages name the inventory (its sources as given, comma-separated).
+        sources: every source as given (``-i``).
+        vars_files: the ``group_vars/`` and ``host_vars/`` read, one entry per source folder.
+    """
+
+    path: Path
+    hosts: Mapping[str, Host]
+    groups: Mapping[str, Group]
+    conflicts: tuple[VarConflict, ...] = ()
+    warnings: tuple[str, ...] = ()
+    source: str = field(default="", compare=False)
+    sources: tuple[str, ...] = field(default=(), compare=False)
+    vars_files: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    _index: HostIndex | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.source:
+            object.__setattr__(self, "source", str(self.path))
+        if not self.sources:
+            object.__setattr__(self, "sources", (self.source,))
+        index = HostIndex(hosts=tuple(self.hosts), groups={n: g.hosts for n, g in self.groups.items()},
+                          source=self.source)
+        object.__setattr__(self, "_index", index)
+
+    @property
+    def index(self) -> HostIndex:
+        """What host patterns are matched against."""
+        assert self._index is not None
+        return self._index
+
+    def select(self, pattern: str | Sequence[str], limit: str | None = None) -> list[Host]:
+        """Hosts a host pattern selects, in Ansible's order (see :mod:`fleetctl.inventory.patterns`).
+
+        Args:
+            pattern: Ansible host pattern (``gpu-nodes``, ``a:b``, ``a,b``, ``a:&b``, ``a:!b``,
+                ``gpu*``, ``~regex``, ``group[0]``, ``group[1:3]``), or a node set
+                (``node[01-16]``) where Ansible would match nothing.
+            limit: another pattern whose hosts filter the result (``--limit``); ``@FILE`` reads
+                one term per line from FILE.
+
+        Returns:
+            The selected hosts, at least one, each once.
+
+        Raises:
+            fleetctl.inventory.PatternError: (an :class:`InventoryError`) a term names no host or
+                group (with a did-you-mean), a range/regex/subscript is malformed, or nothing is
+                selected.
+        """
+        return [self.hosts[name] for name in select_hosts(pattern, self.index, limit=limit)]
+
+    def check_hosts(self, hosts: Iterable[Host], *, venv: bool = True) -> None:
+        """Refuse, before anything connects, settings of the chosen hosts that cannot work.
+
+        - A host whose ``ansible_connection`` names no connection kind fleetctl has.
+        - A conflict (:attr:`conflicts`) that decides one of these hosts' values, unless
+          ``ansible_group_priority`` decided it.
+        - A private key that group or others may access (OpenSSH refuses it: "UNPROTECTED PRIVATE
+          KEY FILE"), when it is ours or readable by everyone. A key that does not exist on this
+          controller is not refused here: that host fails when it connects, the others run.
+        - With ``venv``, for a local host, a ``venv`` var that is not a Python environment (no
+          ``bin/python3``). For a remote host that is a remote preflight, not input.
+
+        Raises:
+            InventoryError: the first problem, one line naming the file, the line and the key.
+        """
+        chosen = {h.name: h for h in hosts}
+        for h in chosen.values():
+            if h.problem is not None:
+                raise h.problem
+        for c in self.conflicts:
+            if c.decided_by == "priority":
+                continue
+            for h in chosen.values():
+                if (c.host == h.name or (c.host is None and c.group in h.groups)) and \
+                        h.sources.get(c.winner.name) == c.winner:
+                    raise c.error()
+        for h in chosen.values():
+            _check_key_file(h)
+            if venv and h.kind == "local":
+                _check_local_venv(h)
+
+    def get(self, name: str) -> Host | None:
+        """The host called ``name``, or None."""
+        return self.hosts.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.hosts
+
+    def __iter__(self) -> Iterator[Host]:
+        return iter(self.hosts.values())
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-ready copy for run records: sources, every host's vars and groups, every group."""
+        return {
+            "path": self.source,
+            "sources": list(self.sources),
+            "hosts": {h.name: {"vars": jsonable(dict(h.vars)), "groups": list(h.groups)} for h in self},
+            "groups": {
+                g.name: {"hosts": list(g.hosts), "children": list(g.children), "vars": jsonable(dict(g.vars))}
+                for g in self.groups.values()
+            },
+        }
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with every mapping key a string and every leaf a JSON scalar (others as ``str``)."""
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def _source_error(host: Host, src: VarSource | None, message: str) -> InventoryError:
+    if src is None:
+        return InventoryError(f"host {host.name!r}: {message}")
+    return InventoryError(message, file=src.file, line=src.line, key=src.key)
+
+
+def _check_key_file(host: Host) -> None:
+    path = host.key_file
+    if path is None:
+        return
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # missing here: the host fails when it connects, naming the key; the others run
+    if not stat.S_ISREG(st.st_mode):
+        return  # not a key: the SSH layer says so when it connects
+    mode = st.st_mode & 0o777
+    if mode & 0o077 and (st.st_uid == os.getuid() or mode & 0o004):
+        src = host.source_of("private_key_file")
+        shown = repr(src.value) if src is not None else repr(path)
+        raise _source_error(
+            host, src,
+            f"key file {shown} has mode {mode:04o}: a private key must not be accessible by group or "
+            f"others (OpenSSH refuses it: UNPROTECTED PRIVATE KEY FILE); chmod 600 {path}",
+        )
+
+
+def _check_local_venv(host: Host) -> None:
+    venv = host.venv
+    if venv is None:
+        return
+    root = os.path.abspath(os.path.expanduser(venv))
+    python = os.path.join(root, "bin", "python3")
+    shown = f"venv {venv!r}" + ("" if root == venv else f" ({root})")
+    if not os.path.exists(root):
+        problem = f"{shown} of local host {host.name!r} does not exist"
+    elif not os.path.isdir(root):
+        problem = f"{shown} of local host {host.name!r} is not a folder"
+    elif not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        problem = (
+            f"venv {venv!r} of local host {host.name!r} is not a Python environment: {python} is missing "
+            f"(create one with: python3 -m venv {root})"
+        )
+    else:
+        return
+    raise _source_error(host, host.sources.get("venv"), problem)

@@ -1,0 +1,259 @@
+"""Typed host settings: fleetctl's own (:class:`HostSettings`) and a connection kind's, each validated
+once per host from its merged vars, with errors naming the file, line and var that set the value.
+
+Only Ansible's names are connection settings. A host's ``ansible_connection`` (default ``ssh``;
+Ansible's ``smart`` means ``ssh``) picks its kind in :data:`fleetctl.connection.registry.KINDS`, and
+that kind's ``SETTINGS`` model reads the vars named by its fields' aliases, in their precedence
+order: the first alias set (to anything but null) wins, wherever it was set. For SSH the legacy
+``ansible_ssh_*`` names come first, as ansible-core has it (``MAGIC_VARIABLE_MAPPING`` and the ssh
+plugin's option vars: a group's ``ansible_ssh_user`` beats a host's ``ansible_user``). Plain
+``user``, ``port``, ``host``, ``key_file`` and ``connection`` are ordinary variables.
+
+Before a model sees them, values are checked the way people mistype them: a boolean where a number
+belongs (YAML's ``yes``), a template (``{{ ... }}``, not rendered in inventories), an empty string,
+whitespace in a user or address. Paths on the controller (:data:`PATH_VARS`) expand ``~`` and
+resolve against the folder of the file that set them. A ``{value: ..., secret: true}`` marker is
+read as its value.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+
+from fleetctl.errors import InventoryError
+from fleetctl.redact import is_marked
+
+from .ansible_names import ANSIBLE_NAMES, is_ansible_name
+from .vars import VarSource, describe
+
+__all__ = [
+    "HostSettings",
+    "PATH_VARS",
+    "aliases_of",
+    "kind_of",
+    "kind_problem",
+    "name_problem",
+    "typed_settings",
+    "validate_settings",
+]
+
+PATH_VARS = frozenset({"ansible_ssh_private_key_file", "ansible_private_key_file", "known_hosts"})
+"""Vars holding a path on the controller: ``~`` expanded, relative ones resolved against the folder
+of the inventory file that set them (Ansible leaves them to ssh, relative to the current folder)."""
+
+_NO_WHITESPACE = frozenset({"ansible_host", "ansible_ssh_host", "ansible_user", "ansible_ssh_user"})
+_KIND_ALIASES = {"smart": "ssh"}
+
+
+class HostSettings(BaseModel):
+    """fleetctl's own host vars, typed. ``None``: not said (fleetctl's default applies).
+
+    Attributes:
+        venv: the Python environment builds and installs use, on the host (its ``bin/python3``).
+        cuda_home: the CUDA toolkit folder on the host, or None to detect it.
+        workdir: the working folder on the host, or None for ``~/.fleetctl/<host>``.
+        known_hosts: a known_hosts file on the controller (absolute; ``~`` expanded, relative to
+            the inventory file's folder), or None for OpenSSH's ``~/.ssh/known_hosts``.
+        fallback_archs: the arch list built when the host has no GPU (``"9.0a;12.0a"``).
+        build_host: the inventory host that builds for this host's arch class, or None to pick one.
+        max_jobs: parallel compile jobs, or None to derive them from cores and memory.
+        keepalive_interval_s: seconds between SSH keepalives (var ``keepalive_interval``); three
+            unanswered ones declare the connection dead.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    venv: str | None = Field(default=None, validation_alias="venv")
+    cuda_home: str | None = Field(default=None, validation_alias="cuda_home")
+    workdir: str | None = Field(default=None, validation_alias="workdir")
+    known_hosts: str | None = Field(default=None, validation_alias="known_hosts")
+    fallback_archs: str = Field(default="9.0a;12.0a", validation_alias="fallback_archs")
+    build_host: str | None = Field(default=None, validation_alias="build_host")
+    max_jobs: int | None = Field(default=None, ge=1, validation_alias="max_jobs")
+    keepalive_interval_s: float = Field(default=15.0, gt=0, validation_alias="keepalive_interval")
+
+
+@functools.lru_cache(maxsize=None)
+def aliases_of(model: type[BaseModel]) -> Mapping[str, str]:
+    """Var name -> field name, for every var a settings model reads, in precedence order (read-only)."""
+    out: dict[str, str] = {}
+    for fname, info in model.model_fields.items():
+        alias = info.validation_alias
+        names = alias.choices if isinstance(alias, AliasChoices) else [alias or info.alias or fname]
+        for name in names:
+            if isinstance(name, str):
+                out.setdefault(name, fname)
+    return MappingProxyType(out)
+
+
+def kind_of(value: Any, kinds: Mapping[str, str]) -> str | None:
+    """The registered kind an ``ansible_connection`` value names (None: not said means ``ssh``)."""
+    if value is None:
+        return "ssh"
+    if not isinstance(value, str):
+        return None
+    value = _KIND_ALIASES.get(value, value)
+    return value if value in kinds else None
+
+
+def kind_problem(value: Any, kinds: Mapping[str, str]) -> str:
+    """Why an ``ansible_connection`` value names no registered kind, with a did-you-mean."""
+    known = ", ".join(sorted(kinds))
+    if not isinstance(value, str):
+        return f"ansible_connection must be a connection name ({known}), not {describe(value)}"
+    close = difflib.get_close_matches(value, list(kinds), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"connection {value!r} is not one fleetctl has ({known}){hint}"
+
+
+def _damerau1(a: str, b: str) -> bool:
+    """True when ``a`` and ``b`` differ by one insertion, deletion, substitution or swap."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+                                  and a[diff[1]] == b[diff[0]])
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+
+
+def _normal(name: str) -> str:
+    return name.lower().replace("_", "").replace("-", "")
+
+
+def name_problem(name: Any, own: frozenset[str], known_ansible: frozenset[str] = frozenset()) -> str | None:
+    """Why a var name is refused, or None.
+
+    - a name that is not a string;
+    - an ``ansible_*`` name that neither Ansible (:mod:`~fleetctl.inventory.ansible_names`) nor a
+      connection kind knows: Ansible would silently ignore the misspelt setting;
+    - a near-miss of one of fleetctl's own names (``own``): the same letters with other case or
+      ``_``/``-``, or (for names of 6 characters or more) one typo away (``cuda_hom``).
+    """
+    if not isinstance(name, str):
+        return f"a variable name must be a string, not {describe(name)}"
+    if name in own or name in known_ansible:
+        return None
+    if name.startswith("ansible_"):
+        if is_ansible_name(name):
+            return None
+        known = sorted(ANSIBLE_NAMES | known_ansible)
+        close = difflib.get_close_matches(name[8:], [k[8:] for k in known], n=1, cutoff=0.7)
+        hint = f"did you mean 'ansible_{close[0]}'?" if close else "variables of your own must not start with 'ansible_'"
+        return f"unknown Ansible variable {name!r}; {hint}"
+    for candidate in sorted(own):
+        if _normal(name) == _normal(candidate) or (len(candidate) >= 6 and _damerau1(name, candidate)):
+            return f"unknown variable {name!r} looks like fleetctl's {candidate!r}; did you mean {candidate!r}?"
+    return None
+
+
+def _expectation(info: Any) -> str:
+    """``an integer from 1 to 65535``: what a field accepts, from its annotation and constraints."""
+    text = repr(info.annotation)
+    kind = "an integer" if "int" in text else "a number" if "float" in text else "a string"
+    bounds = {attr: getattr(m, attr) for m in info.metadata for attr in ("ge", "le", "gt", "lt") if hasattr(m, attr)}
+    if "ge" in bounds and "le" in bounds:
+        return f"{kind} from {bounds['ge']:g} to {bounds['le']:g}"
+    if "ge" in bounds:
+        return f"{kind} of at least {bounds['ge']:g}"
+    if "gt" in bounds:
+        return f"{kind} greater than {bounds['gt']:g}"
+    return kind
+
+
+def _value_for(name: str, value: Any, src: VarSource | None) -> Any:
+    if is_marked(value):
+        value = value["value"]
+    if name in PATH_VARS and isinstance(value, str) and value.strip() and "{{" not in value:
+        base = src.base_dir if src is not None and src.base_dir else os.getcwd()
+        value = os.path.normpath(os.path.join(base, os.path.expanduser(value)))
+    return value
+
+
+def _error(message: str, src: VarSource | None, name: str, host: str) -> InventoryError:
+    if src is None:
+        return InventoryError(f"host {host!r}: {name}: {message}")
+    return InventoryError(message, file=src.file, line=src.line, key=src.key)
+
+
+def validate_settings(model: type[BaseModel], variables: Mapping[str, Any], sources: Mapping[str, VarSource],
+                      *, host: str, what: str) -> BaseModel:
+    """``model`` validated from a host's merged vars.
+
+    Args:
+        model: a settings model (:class:`HostSettings`, or a connection kind's ``SETTINGS``).
+        variables: the host's merged vars; only the model's aliases are read, null means not said.
+        sources: var name -> where its value was set (for the error and for resolving paths).
+        host: the host name, for errors about values with no recorded source.
+        what: ``"connection settings"`` or ``"fleetctl's host settings"``, for messages.
+
+    Raises:
+        InventoryError: one line ``FILE:LINE: KEY: must be ..., not ...`` at the var that set the
+            first wrong value.
+    """
+    aliases = aliases_of(model)
+    data: dict[str, Any] = {}
+    taken: set[str] = set()
+    for name, fname in aliases.items():
+        value = variables.get(name)
+        if value is None or fname in taken:
+            continue
+        taken.add(fname)
+        src = sources.get(name)
+        value = _value_for(name, value, src)
+        info = model.model_fields[fname]
+        expected = _expectation(info)
+        if isinstance(value, bool) and expected != "a string":
+            raise _error(f"must be {expected}, not {describe(value)}", src, name, host)
+        if isinstance(value, str):
+            if "{{" in value or "{%" in value:
+                raise _error(f"templated values ('{{{{ ... }}}}') are not supported in inventory {what}", src, name,
+                             host)
+            if not value.strip():
+                raise _error("must not be empty", src, name, host)
+            if name in _NO_WHITESPACE and any(c.isspace() for c in value):
+                raise _error(f"must not contain whitespace, got {value!r}", src, name, host)
+        data[name] = value
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = str(first["loc"][0]) if first["loc"] else "?"
+        info = model.model_fields.get(aliases.get(name, name))
+        expected = _expectation(info) if info is not None else first["msg"].lower()
+        raise _error(f"must be {expected}, not {describe(variables.get(name))}", sources.get(name), name,
+                     host) from None
+
+
+def typed_settings(host: str, variables: Mapping[str, Any], sources: Mapping[str, VarSource]
+                   ) -> tuple[HostSettings, str, BaseModel | None, InventoryError | None]:
+    """A host's typed settings from its merged vars.
+
+    Returns:
+        ``(settings, kind, connection_settings, problem)``: fleetctl's own settings; the
+        connection kind's name (as written when unknown); the kind's ``SETTINGS`` instance, or None
+        with ``problem`` saying why when ``ansible_connection`` names no registered kind (raised
+        only if the host is used: an inventory may hold hosts for tools other than fleetctl).
+
+    Raises:
+        InventoryError: a value of the wrong type or form, at the var that set it.
+    """
+    from fleetctl.connection.registry import KINDS, load_kind
+
+    settings = validate_settings(HostSettings, variables, sources, host=host, what="fleetctl's host settings")
+    raw = variables.get("ansible_connection")
+    kind = kind_of(raw, KINDS)
+    if kind is None:
+        src = sources.get("ansible_connection")
+        return settings, str(raw), None, _error(kind_problem(raw, KINDS), src, "ansible_connection", host)
+    model = load_kind(kind).settings_model
+    conn = validate_settings(model, variables, sources, host=host, what="connection settings")
+    return settings, kind, conn, None  # type: ignore[return-value]

@@ -1,0 +1,3 @@
+#!/bin/sh
+echo 'cannot reach the CMDB' >&2
+exit 3

@@ -1,0 +1,233 @@
+"""Inventory sources and the look-before-you-run commands through the real CLI.
+
+INI, inventory folders, ``group_vars/``/``host_vars/``, dynamic inventory scripts, several ``-i``,
+``ansible-inventory`` for what only Ansible reads (a plugin configuration, Ansible Vault), and
+``fleetctl inventory``/``fleetctl hosts`` -- each run as ``python -m fleetctl`` in a subprocess with
+its own HOME (nothing in the real ``~``), local hosts really running commands where it matters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fleetctl.inventory import SCHEMES, load_inventory
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def fleet(tmp: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("FLEETCTL_", "ANSIBLE_"))}
+    full.update(HOME=str(tmp), FLEETCTL_HOME=str(tmp / "fleetctl-home"), **(env or {}))
+    return subprocess.run([sys.executable, "-m", "fleetctl", *args], cwd=tmp, env=full, capture_output=True,
+                          text=True, timeout=300)
+
+
+def write(tmp: Path, name: str, text: str, mode: int | None = None) -> Path:
+    path = tmp / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    if mode is not None:
+        path.chmod(mode)
+    return path
+
+
+INI = """\
+# an INI inventory, as ansible-inventory reads it
+box ansible_connection=local
+
+[gpu]
+gpu[01:03] ansible_user=root
+gpu04:2222 max_jobs=4
+
+[gpu:vars]
+venv=/opt/venv
+cuda_home=/usr/local/cuda-13.0
+
+[fleet:children]
+gpu
+"""
+
+
+def test_ini_inventory_hosts_and_list(tmp_path):
+    write(tmp_path, "hosts.ini", INI)
+    res = fleet(tmp_path, "-i", "hosts.ini", "hosts", "fleet[1:2]:box")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "  hosts (3):\n    gpu02\n    gpu03\n    box\n"
+    res = fleet(tmp_path, "-i", "hosts.ini", "inventory", "--list")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["gpu"]["hosts"] == ["gpu01", "gpu02", "gpu03", "gpu04"]
+    assert data["fleet"] == {"children": ["gpu"]}
+    assert data["_meta"]["hostvars"]["gpu04"] == {"ansible_port": 2222, "cuda_home": "/usr/local/cuda-13.0",
+                                                  "max_jobs": 4, "venv": "/opt/venv"}
+    res = fleet(tmp_path, "-i", "hosts.ini", "run", "--hosts", "box", "--json", "--", "echo", "from-ini")
+    assert res.returncode == 0 and json.loads(res.stdout)["box"]["stdout"] == "from-ini\n", res.stderr
+
+
+def test_group_vars_host_vars_and_graph(tmp_path):
+    write(tmp_path, "inv/inventory.yaml", "all:\n  children:\n    gpu:\n      vars: {venv: /opt/inv}\n"
+                                          "      hosts:\n        g1:\n        g2:\n")
+    write(tmp_path, "inv/group_vars/all.yml", "workdir: /srv/fleet\n")
+    write(tmp_path, "inv/group_vars/gpu/main.yml", "cuda_home: /usr/local/cuda-13.0\nmax_jobs: 8\n")
+    write(tmp_path, "inv/host_vars/g2.yaml", "max_jobs: 2\n")
+    write(tmp_path, "inv/group_vars/gpus.yml", "typo: true\n")  # no such group: a warning
+    res = fleet(tmp_path, "-i", "inv/inventory.yaml", "inventory", "--host", "g2")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout) == {"cuda_home": "/usr/local/cuda-13.0", "max_jobs": 2, "venv": "/opt/inv",
+                                      "workdir": "/srv/fleet"}
+    assert res.stderr == ("fleetctl: warning: inv/group_vars/gpus.yml: matches no group in the inventory, so its "
+                          "vars are not used; did you mean 'gpu'?\n")
+    res = fleet(tmp_path, "-i", "inv/inventory.yaml", "inventory", "--graph", "gpu", "--vars")
+    assert res.stdout.splitlines() == [
+        "@gpu:", "  |--g1", "  |  |--{cuda_home = /usr/local/cuda-13.0}", "  |  |--{max_jobs = 8}",
+        "  |  |--{venv = /opt/inv}", "  |  |--{workdir = /srv/fleet}", "  |--g2",
+        "  |  |--{cuda_home = /usr/local/cuda-13.0}", "  |  |--{max_jobs = 2}", "  |  |--{venv = /opt/inv}",
+        "  |  |--{workdir = /srv/fleet}", "  |--{cuda_home = /usr/local/cuda-13.0}", "  |--{max_jobs = 8}",
+        "  |--{venv = /opt/inv}"]
+
+
+def test_inventory_folder_of_yaml_ini_and_script(tmp_path):
+    write(tmp_path, "inv/10-base.yaml", "all:\n  children:\n    local:\n      hosts:\n"
+                                        "        box: {ansible_connection: local}\n")
+    write(tmp_path, "inv/20-more.ini", "[local:vars]\ngreeting=hello\n[extra]\nbox\n")
+    write(tmp_path, "inv/30-script.py", "#!/usr/bin/env python3\nimport json, sys\n"
+                                        "print(json.dumps({'scripted': ['box'], '_meta': {'hostvars': {'box': {'x': 1}}}}))\n",
+          mode=0o755)
+    write(tmp_path, "inv/README.md", "skipped, as Ansible skips it\n")
+    res = fleet(tmp_path, "-i", "inv", "inventory", "--host", "box")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout) == {"ansible_connection": "local", "greeting": "hello", "x": 1}
+    res = fleet(tmp_path, "-i", "inv", "hosts", "scripted:&extra", "--json")
+    assert json.loads(res.stdout) == ["box"]
+
+
+def test_dynamic_script_without_meta_is_asked_per_host(tmp_path):
+    write(tmp_path, "dyn.py", """\
+#!/usr/bin/env python3
+import json, sys
+if sys.argv[1] == "--list":
+    print(json.dumps({"local": {"hosts": ["box"], "vars": {"ansible_connection": "local"}},
+                      "gpu": ["g1", "g2"]}))
+else:
+    print(json.dumps({"box": {"tag": "from --host"}}.get(sys.argv[2], {})))
+""", mode=0o755)
+    res = fleet(tmp_path, "-i", "dyn.py", "inventory", "--list")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["gpu"] == {"hosts": ["g1", "g2"]} and data["_meta"]["hostvars"]["box"] == {
+        "ansible_connection": "local", "tag": "from --host"}
+    res = fleet(tmp_path, "-i", "dyn.py", "run", "--hosts", "local", "--json", "--", "echo", "scripted")
+    assert res.returncode == 0 and json.loads(res.stdout)["box"]["stdout"] == "scripted\n", res.stderr
+
+
+def test_several_sources_and_the_environment_variable(tmp_path):
+    write(tmp_path, "base.yaml", "all:\n  vars: {color: base}\n  hosts:\n    box: {ansible_connection: local}\n")
+    write(tmp_path, "over.ini", "[all:vars]\ncolor=over\n[extra]\nbox\nnew ansible_connection=local\n")
+    res = fleet(tmp_path, "-i", "base.yaml", "-i", "over.ini", "inventory", "--host", "box")
+    assert json.loads(res.stdout)["color"] == "over", res.stderr
+    res = fleet(tmp_path, "hosts", "extra", env={"FLEETCTL_INVENTORY": "base.yaml,over.ini"})
+    assert res.stdout == "  hosts (2):\n    box\n    new\n", res.stderr
+    res = fleet(tmp_path, "-i", "over.ini", "-i", "base.yaml", "inventory", "--host", "box")
+    assert json.loads(res.stdout)["color"] == "base"
+
+
+def test_hosts_json_fold_limit_and_secrets(tmp_path):
+    write(tmp_path, "inventory.yaml", "all:\n  vars:\n    api_token: abc123secret\n    db: {value: s3cr3tpass, secret: true}\n"
+                                      "  hosts:\n    gpu[01:12].dc1:\n    other:\n")
+    res = fleet(tmp_path, "hosts", "gpu*", "--fold")
+    assert res.stdout == "gpu[01-12].dc1\n", res.stderr
+    res = fleet(tmp_path, "hosts", "all", "--limit", "gpu0[1-3].dc1", "--json")
+    assert json.loads(res.stdout) == ["gpu01.dc1", "gpu02.dc1", "gpu03.dc1"]
+    res = fleet(tmp_path, "inventory", "--host", "other")
+    assert "abc123secret" not in res.stdout and "s3cr3tpass" not in res.stdout
+    assert json.loads(res.stdout) == {"api_token": "********", "db": "********"}
+
+
+def test_missing_key_fails_only_its_host(tmp_path):
+    write(tmp_path, "inventory.yaml", "all:\n  hosts:\n    box: {ansible_connection: local}\n"
+                                      "    far: {ansible_host: 127.0.0.1, ansible_port: 1, "
+                                      "ansible_ssh_private_key_file: keys/gone}\n")
+    res = fleet(tmp_path, "run", "--hosts", "all", "--json", "--", "true")
+    assert res.returncode == 1, res.stderr
+    out = json.loads(res.stdout)
+    assert out["box"]["rc"] == 0
+    assert out["far"] == {"unreachable": True,
+                          "error": f"private key {tmp_path / 'keys' / 'gone'} does not exist on this controller"}
+
+
+def test_hosts_of_other_connection_kinds_do_not_stop_the_others(tmp_path):
+    write(tmp_path, "inventory.yaml", "all:\n  hosts:\n    box: {ansible_connection: local}\n"
+                                      "    win1: {ansible_connection: winrm, ansible_winrm_transport: ntlm}\n")
+    assert fleet(tmp_path, "run", "--hosts", "box", "--", "true").returncode == 0
+    res = fleet(tmp_path, "run", "--hosts", "all", "--", "true")
+    assert res.returncode == 2 and res.stderr == (
+        "fleetctl: error: inventory.yaml:4: all.hosts.win1.ansible_connection: connection 'winrm' is not one "
+        "fleetctl has (local, ssh)\n")
+
+
+# -- what only Ansible reads ----------------------------------------------------------------------
+
+ANSIBLE = {"FLEETCTL_ANSIBLE_INVENTORY": str(VENV_BIN / "ansible-inventory")}
+
+
+def test_plugin_configuration_through_ansible_inventory(tmp_path):
+    write(tmp_path, "gen.yml", "plugin: ansible.builtin.generator\nhosts:\n  name: \"{{ role }}-{{ env }}\"\n"
+                               "  parents:\n    - name: \"{{ env }}\"\nlayers:\n  role: [web, db]\n  env: [dev, prod]\n")
+    res = fleet(tmp_path, "-i", "gen.yml", "hosts", "prod", env=ANSIBLE)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "  hosts (2):\n    web-prod\n    db-prod\n"  # as `ansible prod --list-hosts`
+    res = fleet(tmp_path, "-i", "gen.yml", "hosts", "prod", env={"FLEETCTL_ANSIBLE_INVENTORY": ""})
+    assert res.returncode == 2 and res.stderr == (
+        "fleetctl: error: gen.yml:1: plugin: an inventory plugin configuration needs Ansible to read it, and "
+        "ansible-core is not installed (pip install ansible-core)\n")
+
+
+def test_vaulted_values_are_decrypted_and_kept_secret(tmp_path, monkeypatch):
+    (tmp_path / "vault-pass").write_text("fleet-vault-pass\n")
+    env = {**ANSIBLE, "ANSIBLE_VAULT_PASSWORD_FILE": str(tmp_path / "vault-pass")}
+    enc = subprocess.run([str(VENV_BIN / "ansible-vault"), "encrypt_string", "--name", "db_password", "hunter2hunter2"],
+                         capture_output=True, text=True, env={**os.environ, "HOME": str(tmp_path), **env}, timeout=120)
+    assert enc.returncode == 0, enc.stderr
+    body = "\n".join("    " + ln for ln in enc.stdout.strip().splitlines())
+    write(tmp_path, "inventory.yaml", f"all:\n  vars:\n{body}\n  hosts:\n    box: {{ansible_connection: local}}\n")
+    res = fleet(tmp_path, "inventory", "--host", "box", env=env)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout) == {"ansible_connection": "local", "db_password": "********"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert load_inventory(tmp_path / "inventory.yaml").hosts["box"].vars["db_password"] == {
+        "value": "hunter2hunter2", "secret": True}
+    res = fleet(tmp_path, "inventory", "--host", "box", env=ANSIBLE)  # no vault password
+    assert res.returncode == 2 and "give Ansible the vault password" in res.stderr, res.stderr
+
+
+# -- the scheme registry (-i slurm: will be one line in SCHEMES) ------------------------------------
+
+def fake_partition(argument: str) -> dict:
+    """A stand-in scheme source: ``--list`` JSON for the partition named."""
+    return {argument: {"hosts": [f"{argument}-n1", f"{argument}-n2"], "vars": {"ansible_connection": "local"}},
+            "_meta": {"hostvars": {f"{argument}-n1": {"slot": 1}}}}
+
+
+def test_scheme_sources_enter_through_list_json(monkeypatch, tmp_path):
+    monkeypatch.setitem(SCHEMES, "fake", f"{__name__}:fake_partition")
+    write(tmp_path, "base.yaml", "all:\n  vars: {color: base}\n  children:\n    gpu:\n      vars: {color: gpu}\n")
+    inv = load_inventory([str(tmp_path / "base.yaml"), "fake:gpu"])
+    assert inv.groups["gpu"].hosts == ("gpu-n1", "gpu-n2")
+    assert inv.hosts["gpu-n1"].vars == {"color": "gpu", "ansible_connection": "local", "slot": 1}
+    assert inv.hosts["gpu-n1"].connection == "local"
+
+
+@pytest.mark.parametrize("args", [["inventory", "--list", "--graph"], ["inventory", "--list", "gpu"]])
+def test_inventory_command_usage(tmp_path, args):
+    write(tmp_path, "inventory.yaml", "all:\n  hosts:\n    box:\n")
+    res = fleet(tmp_path, *args)
+    assert res.returncode == 2 and res.stderr.startswith("fleetctl: error: inventory: ") and \
+        len(res.stderr.splitlines()) == 1, res.stderr
