@@ -228,7 +228,11 @@ class SlurmScope(KindScope):
                 m.allocation = alloc
             await self._probe(alloc, group)
 
-        await asyncio.gather(*(one(req, group) for (req, _), group in groups.items()))
+        # Idle nodes first: Slurm starts a job at submission only when no pending job of higher
+        # priority waits in the partition, so a request for busy nodes, queued first, would hold
+        # the idle ones back until the next scheduling cycle.
+        await asyncio.gather(*(one(req, group) for (req, kind), group in groups.items() if kind == "idle"))
+        await asyncio.gather(*(one(req, group) for (req, kind), group in groups.items() if kind != "idle"))
 
     async def _probe(self, alloc: Allocation, group: list[_Member]) -> None:
         """One step on every node of ``alloc``: learns each node's $HOME; a node that does not

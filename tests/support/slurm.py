@@ -378,3 +378,43 @@ def stop_leftovers() -> None:
             continue
         stop_cluster(owner.parent)
         shutil.rmtree(owner.parent, ignore_errors=True)
+
+
+# -- pytest fixtures and helpers ----------------------------------------------------------------
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster_session():
+    """One test cluster for the session (started in about half a second)."""
+    try:
+        cluster = start_cluster()
+    except SlurmUnavailable as exc:
+        pytest.fail(f"Slurm test cluster could not start: {exc}")
+    yield cluster
+    cluster.stop()
+    shutil.rmtree(cluster.root, ignore_errors=True)
+
+
+@pytest.fixture
+def slurm_cluster(slurm_cluster_session):
+    """The session's cluster, clean for this test: no job, every node idle afterwards."""
+    slurm_cluster_session.reset()
+    yield slurm_cluster_session
+    slurm_cluster_session.reset()
+
+
+def counting_launcher(cluster: SlurmCluster, log: Path) -> str:
+    """A ``slurm_launcher`` that appends each Slurm tool's name to ``log`` (one line per call),
+    then runs it on ``cluster``: how tests count sallocs, sruns and sbcasts."""
+    script = log.with_suffix(".sh")
+    script.write_text(f'#!/bin/sh\nprintf "%s\\n" "$1" >> "{log}"\nexec {cluster.launcher_text} "$@"\n')
+    script.chmod(0o755)
+    log.touch()
+    return str(script)
+
+
+def tool_calls(log: Path) -> list[str]:
+    """The tool names a :func:`counting_launcher` logged, in order."""
+    return log.read_text().split()
