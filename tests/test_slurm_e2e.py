@@ -20,6 +20,7 @@ import pytest
 
 from fleetctl.connection.registry import ConnectOptions, HostRef, load_kind
 from fleetctl.connection.slurm import SlurmScope, SlurmSettings, broadcast
+from fleetctl.connection.slurm_transfer import STRIPE_BYTES
 from fleetctl.errors import CommandTimeout, HostUnreachable, TransferError
 from fleetctl.inventory_slurm import load_slurm_inventory
 from fleetctl.slurm_facts import FactsTarget, fetch_slurm_view, gather_facts_slurm
@@ -117,6 +118,8 @@ def test_timeout_stops_the_step(slurm_cluster):
 def test_put_get_round_trip_on_the_nodes_own_disk(slurm_cluster, tmp_path):
     payload = tmp_path / "payload.bin"
     payload.write_bytes(os.urandom(3 * 1024 * 1024 + 17) + b"\n\x00\xff")
+    big = tmp_path / "big.bin"  # above STRIPE_BYTES: comes back in byte ranges at once
+    big.write_bytes(os.urandom(2 * STRIPE_BYTES + 12345))
     dest = slurm_cluster.local / "deep" / "er" / "payload.bin"
 
     async def main():
@@ -124,6 +127,8 @@ def test_put_get_round_trip_on_the_nodes_own_disk(slurm_cluster, tmp_path):
             n1, n3 = [await opened(sc, r) for r in refs(slurm_cluster, ["n1", "n3"])]
             await n1.put(str(payload), str(dest), mode=0o600)
             await n1.get(str(dest), str(tmp_path / "back" / "payload.bin"))
+            await n1.put(str(big), str(slurm_cluster.local / "big.bin"))
+            await n1.get(str(slurm_cluster.local / "big.bin"), str(tmp_path / "back" / "big.bin"))
             (slurm_cluster.node_disk("n1") / "link").symlink_to(dest)
             with pytest.raises(TransferError) as link_err:
                 await n1.get(str(slurm_cluster.local / "link"), str(tmp_path / "link"))
@@ -133,6 +138,8 @@ def test_put_get_round_trip_on_the_nodes_own_disk(slurm_cluster, tmp_path):
 
     link_err, n3_err = asyncio.run(main())
     assert (tmp_path / "back" / "payload.bin").read_bytes() == payload.read_bytes()
+    assert (tmp_path / "back" / "big.bin").read_bytes() == big.read_bytes()
+    assert sorted(p.name for p in (tmp_path / "back").iterdir()) == ["big.bin", "payload.bin"]  # no temp left
     on_n1 = slurm_cluster.node_disk("n1") / "deep" / "er" / "payload.bin"
     assert on_n1.read_bytes() == payload.read_bytes() and (on_n1.stat().st_mode & 0o777) == 0o600
     assert [p.name for p in on_n1.parent.iterdir()] == ["payload.bin"]  # no temporary file left

@@ -34,10 +34,8 @@ import itertools
 import os
 import posixpath
 import secrets
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from pydantic import AliasChoices, Field, field_validator
 
@@ -46,33 +44,13 @@ from .base import CommandResult, Connection, LineCallback
 from .command import wrap_argv
 from .registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRef, KindScope
 from .slurm_alloc import Allocation, AllocationError, AllocationRequest, allocate
-from .slurm_client import SlurmClient, SlurmError, last_line, parse_launcher, stop_process
+from .slurm_client import SlurmClient, SlurmError, last_line, parse_launcher
 from .slurm_nodes import SlurmNode, hostlist, query_nodes
 from .slurm_step import run_step, step_argv, step_name
+from .slurm_transfer import download, upload
 
 #: Allocation requests in flight at once (slurmctld serialises them anyway).
 MAX_SALLOCS = 16
-
-#: Fixed script of the upload helper step (one task per node). Arguments: DEST TMP MODE SIZE.
-#: It creates DEST's folder, says "ready NODE JOB.STEP", waits for one line on stdin (srun sends
-#: stdin to every task): "commit" checks that sbcast left SIZE bytes at TMP, sets MODE and renames
-#: TMP to DEST (no partial file ever has the final name); anything else (EOF) removes TMP.
-_UPLOAD_HELPER = r'''set -f
-n=$SLURMD_NODENAME
-if ! err=$(umask 077 && mkdir -p -- "$(dirname -- "$1")" 2>&1); then printf 'fail %s %s\n' "$n" "$(echo $err)"; exit 1; fi
-printf 'ready %s %s.%s\n' "$n" "$SLURM_JOB_ID" "$SLURM_STEP_ID"
-IFS= read -r cmd
-if [ "$cmd" != commit ]; then rm -f -- "$2"; printf 'aborted %s\n' "$n"; exit 1; fi
-size=$(wc -c < "$2" 2>/dev/null) || size=no
-size=$(echo $size)
-if [ "$size" != "$4" ]; then rm -f -- "$2"; printf 'fail %s sbcast left %s bytes, expected %s\n' "$n" "$size" "$4"; exit 1; fi
-if err=$(chmod "$3" "$2" 2>&1 && mv -f -- "$2" "$1" 2>&1); then printf 'done %s\n' "$n"; exit 0; fi
-rm -f -- "$2"; printf 'fail %s %s\n' "$n" "$(echo $err)"; exit 1
-'''
-
-#: Fixed script of a download step. Argument: PATH. A symlink or special file is refused.
-_DOWNLOAD = ('if [ -L "$1" ] || [ ! -f "$1" ]; then '
-             'echo "$1: not a regular file (symlinks are never followed)" >&2; exit 3; fi; exec cat -- "$1"')
 
 #: Fixed script of the probe step: each node says its name and home.
 _PROBE = 'printf "%s\\t%s\\n" "$SLURMD_NODENAME" "$HOME"'
@@ -212,13 +190,22 @@ class SlurmScope(KindScope):
             key = (request, "idle") if m.info.idle else (request, m.node)
             groups.setdefault(key, []).append(m)
         gate = asyncio.Semaphore(MAX_SALLOCS)
+        # one deadline for the whole preparation: requests queued behind the gate get what is left
+        # of it, so a thousand busy nodes still fail within the deadline, not a thousand times it
+        loop = asyncio.get_running_loop()
+        deadline_s = self.options.connect_timeout_s
+        deadline_at = loop.time() + deadline_s
 
         async def one(request: AllocationRequest, group: list[_Member]) -> None:
             nodes = sorted({m.node for m in group})
             async with gate:
                 try:
-                    alloc = await allocate(client, request, nodes, job_name=self.job_name(),
-                                           deadline_s=self.options.connect_timeout_s)
+                    left_s = deadline_at - loop.time()
+                    if left_s < 1.0:
+                        raise AllocationError(f"allocation of {hostlist(nodes)} not granted within {deadline_s:g} s "
+                                              f"(not requested: the deadline passed while other requests waited)")
+                    alloc = await allocate(client, request, nodes, job_name=self.job_name(), deadline_s=left_s,
+                                           run_deadline_s=deadline_s)
                 except SlurmError as exc:
                     for m in group:
                         m.error = str(exc)
@@ -320,14 +307,9 @@ class SlurmScope(KindScope):
     async def _broadcast_job(self, alloc: Allocation, local_path: str, dest: str, size: int,
                              group: list[_Member], mode: int | None, timeout_s: float) -> dict[str, str | None]:
         nodes = sorted({m.node for m in group})
-        tmp = posixpath.join(posixpath.dirname(dest), f".{posixpath.basename(dest)}.{secrets.token_hex(4)}.part")
-        helper = step_argv(alloc.job_id, hostlist(nodes),
-                           ["/bin/sh", "-c", _UPLOAD_HELPER, "fleetctl-put", dest, tmp, f"{mode or 0o644:o}",
-                            str(size)], tasks=len(nodes), node_count=len(nodes), name=step_name())
-        status: dict[str, str | None] = {}
         try:
-            status = await asyncio.wait_for(
-                self._upload(alloc, helper, local_path, tmp, nodes), timeout_s)
+            status = await asyncio.wait_for(upload(alloc.client, alloc.job_id, nodes, local_path, dest, size=size,
+                                                   mode=mode), timeout_s)
         except asyncio.TimeoutError:
             status = {n: f"upload did not finish within {timeout_s:g} s" for n in nodes}
         except SlurmError as exc:
@@ -337,56 +319,6 @@ class SlurmScope(KindScope):
             why = status.get(m.node, "no answer from the upload step")
             out[m.ref.name] = None if why is None else f"upload {local_path} -> {dest} on node {m.node}: {why}"
         return out
-
-    async def _upload(self, alloc: Allocation, helper: list[str], local_path: str, tmp: str,
-                      nodes: list[str]) -> dict[str, str | None]:
-        client = alloc.client
-        proc = await client.spawn(helper, stdin=True)
-        assert proc.stdout is not None and proc.stdin is not None
-        status: dict[str, str | None] = {}
-        ready: set[str] = set()
-        step = ""
-        try:
-            while len(ready) + len(status) < len(nodes):
-                line = (await proc.stdout.readline()).decode("utf-8", "replace")
-                if not line:
-                    break
-                word, _, rest = line.strip().partition(" ")
-                node, _, detail = rest.partition(" ")
-                if word == "ready":
-                    ready.add(node)
-                    step = detail
-                elif word == "fail":
-                    status[node] = detail
-            sbcast_error = None
-            if ready and step:
-                # no deadline of its own: the caller's (broadcast's timeout_s) stops it
-                res = await client.call(["sbcast", "--force", f"--jobid={step}", local_path, tmp],
-                                        timeout_s=None, check=False)
-                if res.rc != 0:
-                    sbcast_error = f"sbcast failed: {last_line(res.stderr_text) or f'exit {res.rc}'}"
-            proc.stdin.write(b"commit\n" if ready else b"abort\n")
-            await proc.stdin.drain()
-            proc.stdin.close()
-            rest_out, err = await proc.communicate()
-        except BaseException:
-            try:
-                proc.stdin.close()  # the helper removes its temporary file at EOF
-            except OSError:
-                pass
-            await asyncio.shield(stop_process(proc, grace_s=3.0))
-            raise
-        for line in rest_out.decode("utf-8", "replace").splitlines():
-            word, _, rest = line.strip().partition(" ")
-            node, _, detail = rest.partition(" ")
-            if word == "done":
-                status[node] = None
-            elif word == "fail":
-                status[node] = f"{detail}" + (f" ({sbcast_error})" if sbcast_error else "")
-        cause = last_line(err.decode("utf-8", "replace"))
-        for n in nodes:
-            status.setdefault(n, sbcast_error or f"upload step did not run: {cause or 'no answer'}")
-        return status
 
 
 def _resolve(path: str, home: str) -> str:
@@ -474,29 +406,16 @@ class SlurmConnection(Connection):
             raise TransferError(f"{self.host}: {why}")
 
     async def get(self, remote_path: str, local_path: str) -> None:
-        """Download a regular file over a step's stdout (a symlink is refused), written to a
+        """Download a regular file over job steps' stdout (a symlink is refused; a large file in
+        byte ranges at once, see :mod:`~fleetctl.connection.slurm_transfer`), written to a
         temporary file beside ``local_path`` and renamed into place.
 
         Raises:
             TransferError: naming the host, the path and the cause.
         """
         m = self._require()
-        dest = Path(local_path)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-        try:
-            with os.fdopen(fd, "wb") as sink:
-                res = await run_step(m.client, self.host, m.allocation.job_id, m.node,  # type: ignore[union-attr]
-                                     ["/bin/sh", "-c", _DOWNLOAD, "fleetctl-get", _resolve(remote_path, m.home)],
-                                     chdir=m.home or "/", stdout_file=sink)
-            if res.rc != 0:
-                cause = last_line(res.stderr_text) or f"exit {res.rc}"
-                raise TransferError(f"{self.host}: get {remote_path}: {cause}")
-            os.replace(tmp, dest)
-        except HostUnreachable as exc:
-            raise TransferError(f"{self.host}: get {remote_path}: {exc.cause}") from None
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        await download(m.client, self.host, m.allocation.job_id, m.node,  # type: ignore[union-attr]
+                       _resolve(remote_path, m.home), local_path, chdir=m.home or "/")
 
 
 class _SlurmKind(ConnectionKind):

@@ -148,7 +148,7 @@ class Allocation:
 
 
 async def allocate(client: SlurmClient, request: AllocationRequest, nodes: Sequence[str], *, job_name: str,
-                   deadline_s: float) -> Allocation:
+                   deadline_s: float, run_deadline_s: float | None = None) -> Allocation:
     """Allocate ``nodes`` with ``salloc --no-shell`` and return the granted :class:`Allocation`.
 
     Args:
@@ -157,6 +157,8 @@ async def allocate(client: SlurmClient, request: AllocationRequest, nodes: Seque
         nodes: node names; all are granted together or none.
         job_name: the job's name (``squeue -n``); the run id makes it findable.
         deadline_s: seconds to wait for the grant (queue wait included).
+        run_deadline_s: the run's whole deadline, named in messages when ``deadline_s`` is what
+            is left of it (default ``deadline_s``).
 
     Raises:
         AllocationError: refused (Slurm's message), or not granted within ``deadline_s`` (the job
@@ -165,6 +167,7 @@ async def allocate(client: SlurmClient, request: AllocationRequest, nodes: Seque
         asyncio.CancelledError: cancelled while waiting; the request was withdrawn first.
     """
     argv = request.salloc_argv(nodes, job_name=job_name, deadline_s=deadline_s)
+    shown_s = deadline_s if run_deadline_s is None else run_deadline_s
     proc = await client.spawn(argv)
     try:
         _, err_bytes = await asyncio.wait_for(proc.communicate(), deadline_s + 10.0)
@@ -172,7 +175,7 @@ async def allocate(client: SlurmClient, request: AllocationRequest, nodes: Seque
         await asyncio.shield(_withdraw(client, proc, job_name))
         if isinstance(exc, asyncio.CancelledError):
             raise
-        raise AllocationError(f"allocation of {hostlist(nodes)} not granted within {deadline_s:g} s "
+        raise AllocationError(f"allocation of {hostlist(nodes)} not granted within {shown_s:g} s "
                               f"(salloc did not answer; the request was withdrawn)") from None
     err = err_bytes.decode("utf-8", "replace")
     granted = _GRANTED.search(err)
@@ -189,7 +192,7 @@ async def allocate(client: SlurmClient, request: AllocationRequest, nodes: Seque
         await client.call(["scancel", pending.group(1)], check=False)
     cause = last_line(err) or f"salloc exited {proc.returncode}"
     if "timed out" in cause.lower() and pending:
-        raise AllocationError(f"allocation of {hostlist(nodes)} not granted within {deadline_s:g} s "
+        raise AllocationError(f"allocation of {hostlist(nodes)} not granted within {shown_s:g} s "
                               f"(queued and waiting for resources; the request was withdrawn)")
     raise AllocationError(f"allocation of {hostlist(nodes)} refused: {cause.removeprefix('salloc: error: ')}")
 

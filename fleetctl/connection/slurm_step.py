@@ -50,7 +50,7 @@ def step_name() -> str:
 
 
 def step_argv(job_id: str, nodes: str, argv: Sequence[str], *, chdir: str = "/", name: str = "fleetctl",
-              tasks: int = 1, node_count: int = 1) -> list[str]:
+              tasks: int = 1, node_count: int = 1, unbuffered: bool = False) -> list[str]:
     """The srun argv that runs ``argv`` as a step of job ``job_id`` (pure).
 
     Args:
@@ -58,11 +58,14 @@ def step_argv(job_id: str, nodes: str, argv: Sequence[str], *, chdir: str = "/",
         chdir: the task's working directory (srun's ``--chdir``; srun's default would be the
             controller's own directory, which need not exist on the node).
         tasks, node_count: ``1, 1`` for a command on one host; ``N, N`` for one task per node.
+        unbuffered: srun's ``--unbuffered`` (no line buffering: binary downloads, ~20% faster).
     """
     out = ["srun", f"--jobid={job_id}", f"--nodelist={nodes}", f"--nodes={node_count}", f"--ntasks={tasks}",
            "--overlap", "--quiet", f"--job-name={name}", f"--chdir={chdir}"]
     if tasks > 1:
         out.append("--ntasks-per-node=1")
+    if unbuffered:
+        out.append("--unbuffered")
     return [*out, "--", *argv]
 
 
@@ -129,7 +132,7 @@ async def _drain_to_file(reader: asyncio.StreamReader, sink: IO[bytes]) -> None:
 async def run_step(client: SlurmClient, host: str, job_id: str, node: str, argv: Sequence[str], *,
                    chdir: str = "/", timeout_s: float | None = None, on_line: LineCallback | None = None,
                    stdin: bytes | None = None, stdout_file: IO[bytes] | None = None,
-                   display_argv: Sequence[str] | None = None) -> CommandResult:
+                   display_argv: Sequence[str] | None = None, unbuffered: bool = False) -> CommandResult:
     """Run ``argv`` as a one-task step on ``node`` and wait for it.
 
     Args:
@@ -144,6 +147,7 @@ async def run_step(client: SlurmClient, host: str, job_id: str, node: str, argv:
         stdin: bytes for the task's stdin, then EOF (``None``: /dev/null).
         stdout_file: a binary file that receives stdout as it comes (downloads), instead of memory.
         display_argv: the argv reported in the result and errors (default ``argv``).
+        unbuffered: srun ``--unbuffered`` (see :func:`step_argv`).
 
     Returns:
         The :class:`CommandResult` (a non-zero exit is data).
@@ -157,7 +161,8 @@ async def run_step(client: SlurmClient, host: str, job_id: str, node: str, argv:
     name = step_name()
     started = time.monotonic()
     try:
-        proc = await client.spawn(step_argv(job_id, node, argv, chdir=chdir, name=name), stdin=stdin is not None)
+        proc = await client.spawn(step_argv(job_id, node, argv, chdir=chdir, name=name, unbuffered=unbuffered),
+                                  stdin=stdin is not None)
     except SlurmError as exc:
         raise HostUnreachable(host, str(exc)) from None
     out = bytearray()
