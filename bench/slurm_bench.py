@@ -334,7 +334,8 @@ class Bench:
                  "get": "srun cat > file"}
         out: dict = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                      "host": {"cpus": os.cpu_count(), "kernel": os.uname().release},
-                     "slurm": subprocess.run(["srun", "--version"], capture_output=True, text=True).stdout.strip(),
+                     "slurm": subprocess.run([*self.cluster.launcher, "srun", "--version"], capture_output=True,
+                                             text=True).stdout.strip(),
                      "args": vars(self.args), "scenarios": {}}
         for scenario, tools in self.results.items():
             peer = peers.get(scenario) or next(t for t in tools if t.startswith("srun"))

@@ -223,6 +223,27 @@ def test_allocation_not_granted_in_time_fails_only_those_hosts(slurm_cluster):
     assert [j[1] for j in slurm_cluster.jobs()] == ["someone-else"]
 
 
+def test_cancel_while_the_allocation_waits_withdraws_it(slurm_cluster):
+    slurm_cluster.client("salloc", "--no-shell", "--exclusive", "-w", "n1", "-J", "someone-else")
+
+    async def main():
+        async with scope(deadline_s=120, run_id="wait") as sc:
+            task = asyncio.ensure_future(sc.prepare(refs(slurm_cluster, ["n1"])))
+            deadline = time.monotonic() + 30
+            while not [j for j in slurm_cluster.jobs() if j[1].startswith("fleetctl-wait-")]:
+                assert time.monotonic() < deadline and not task.done()
+                await asyncio.sleep(0.05)
+            started = time.monotonic()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return time.monotonic() - started
+
+    took = asyncio.run(main())
+    assert took < 15
+    assert [j[1] for j in slurm_cluster.jobs()] == ["someone-else"]
+
+
 CTRL_C_SCRIPT = textwrap.dedent("""\
     import asyncio, sys
     from fleetctl.connection.registry import ConnectOptions, HostRef, load_kind

@@ -186,6 +186,9 @@ async def allocate(client: SlurmClient, request: AllocationRequest, nodes: Seque
             alloc.lifeline = await Lifeline.start(client, alloc.job_id)
         except OSError:
             pass  # no /bin/sh: the job is still released by the scope
+        except BaseException:  # cancelled between the grant and the caller: nobody else knows the job
+            await asyncio.shield(alloc.release())
+            raise
         return alloc
     pending = _PENDING.search(err)
     if pending:  # salloc withdraws its own pending job; make sure of it
