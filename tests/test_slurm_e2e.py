@@ -201,6 +201,21 @@ def test_drained_node_is_unreachable_with_its_reason_while_others_run(slurm_clus
     assert [r.stdout for r in ok] == [b"n1\n", b"n3\n"]
 
 
+def test_a_node_whose_slurmd_died_is_unreachable_and_the_others_run(slurm_cluster):
+    slurm_cluster.kill_slurmd("n2")  # slurmctld still thinks n2 is idle: it learns only at launch
+
+    async def main():
+        async with scope() as sc:
+            errors = await sc.prepare(refs(slurm_cluster))
+            ok = [await (await opened(sc, r)).run(["hostname"]) for r in refs(slurm_cluster, ["n1", "n3"])]
+            return errors, ok
+
+    errors, ok = asyncio.run(main())
+    assert list(errors) == ["n2"] and "no job step starts on Slurm node n2" in errors["n2"]
+    assert "Communication connection failure" in errors["n2"]
+    assert [r.stdout for r in ok] == [b"n1\n", b"n3\n"]
+
+
 def test_allocation_not_granted_in_time_fails_only_those_hosts(slurm_cluster):
     # someone else holds n1 whole; n3 is free
     blocker = slurm_cluster.client("salloc", "--no-shell", "--exclusive", "-w", "n1", "-J", "someone-else")
@@ -355,7 +370,7 @@ def test_facts_over_slurm_two_arch_classes_and_a_drained_node(slurm_cluster, tmp
 
     async def main():
         async with scope() as sc:
-            targets = [FactsTarget(host=r, workdir=str(slurm_cluster.local / "fleetctl"), cuda_home="/usr/local/cuda")
+            targets = [FactsTarget(host=r, workdir="~/.fleetctl", cuda_home="/usr/local/cuda")
                        for r in refs(slurm_cluster, launcher=launcher)]
             return await gather_facts_slurm(sc, targets)
 
@@ -370,6 +385,10 @@ def test_facts_over_slurm_two_arch_classes_and_a_drained_node(slurm_cluster, tmp
     assert n2["slurm"]["state"] == "drained" and n2["slurm"]["reason"] == "maintenance: NVLink"
     calls = tool_calls(log)
     assert calls.count("sinfo") == 1 and calls.count("sbcast") == 2  # the script: one sbcast per allocation
+    # "~" is each node's own home (on its own disk)
+    assert n1["workdir"] == str(slurm_cluster.local / "home" / ".fleetctl")
+    for node, there in (("n1", True), ("n2", False), ("n3", True)):
+        assert (slurm_cluster.node_disk(node) / "home" / ".fleetctl" / "facts.py").exists() is there
 
 
 def test_fetch_slurm_view(slurm_cluster):

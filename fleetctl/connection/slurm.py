@@ -33,6 +33,7 @@ import asyncio
 import itertools
 import os
 import posixpath
+import re
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -51,6 +52,9 @@ from .slurm_transfer import download, upload
 
 #: Allocation requests in flight at once (slurmctld serialises them anyway).
 MAX_SALLOCS = 16
+
+#: srun's line naming a node where a step's launch failed (srun/launch.c).
+_LAUNCH_FAILED = re.compile(r"Task launch for \S+ failed on node (\S+): ([^\n]*)")
 
 #: Fixed script of the probe step: each node says its name and home.
 _PROBE = 'printf "%s\\t%s\\n" "$SLURMD_NODENAME" "$HOME"'
@@ -222,27 +226,45 @@ class SlurmScope(KindScope):
         await asyncio.gather(*(one(req, group) for (req, kind), group in groups.items() if kind != "idle"))
 
     async def _probe(self, alloc: Allocation, group: list[_Member]) -> None:
-        """One step on every node of ``alloc``: learns each node's $HOME; a node that does not
-        answer is unreachable with srun's message."""
+        """One step on every node of ``alloc`` learns each node's $HOME. A launch that fails on one
+        node ends the whole step (srun), so nodes that did not answer are asked again one by one;
+        a node that still does not answer is unreachable with srun's message."""
         nodes = sorted({m.node for m in group})
+        homes, cause = await self._probe_nodes(alloc, nodes)
+        causes = {m.group(1): m.group(2) for m in _LAUNCH_FAILED.finditer(cause)}
+        missing = [n for n in nodes if n not in homes and n not in causes]
+        if missing and len(nodes) > 1:
+            gate = asyncio.Semaphore(MAX_SALLOCS)
+
+            async def alone(node: str) -> tuple[dict[str, str], str]:
+                async with gate:
+                    return await self._probe_nodes(alloc, [node])
+
+            for node, (found, why) in zip(missing, await asyncio.gather(*(alone(n) for n in missing))):
+                homes.update(found)
+                if node not in found:
+                    causes[node] = why
+        for m in group:
+            if m.node in homes:
+                m.home = homes[m.node] or "/"
+            else:
+                m.error = f"no job step starts on Slurm node {m.node} (job {alloc.job_id}): " \
+                          f"{causes.get(m.node, cause)}"
+
+    async def _probe_nodes(self, alloc: Allocation, nodes: list[str]) -> tuple[dict[str, str], str]:
         argv = step_argv(alloc.job_id, hostlist(nodes), ["/bin/sh", "-c", _PROBE], tasks=len(nodes),
                          node_count=len(nodes), name=step_name())
         try:
             res = await alloc.client.call(argv, timeout_s=max(30.0, self.options.connect_timeout_s), check=False)
         except SlurmError as exc:
-            res = None
-            cause = str(exc)
+            return {}, str(exc)
         homes: dict[str, str] = {}
-        if res is not None:
-            for line in res.stdout_text.splitlines():
-                node, _, home = line.partition("\t")
+        for line in res.stdout_text.splitlines():
+            node, sep, home = line.partition("\t")
+            if sep and node.strip() in nodes:
                 homes[node.strip()] = home.strip()
-            cause = last_line(res.stderr_text) or f"srun exited {res.rc}"
-        for m in group:
-            if m.node in homes:
-                m.home = homes[m.node] or "/"
-            else:
-                m.error = f"no job step starts on Slurm node {m.node} (job {alloc.job_id}): {cause}"
+        failed = "\n".join(m.group(0) for m in _LAUNCH_FAILED.finditer(res.stderr_text))
+        return homes, failed or last_line(res.stderr_text) or f"srun exited {res.rc}"
 
     # -- connections ----------------------------------------------------------------------------
 

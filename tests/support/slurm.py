@@ -13,7 +13,9 @@ namespace names and folder.
 The nodes get fake GPUs: ``<root>/local/bin/nvidia-smi`` on each node's private disk (see
 :mod:`tests.support.fake_gpu`), put first on every task's PATH by the cluster's ``TaskProlog``
 (Slurm's per-task hook: a line ``export NAME=VALUE`` it prints sets that variable for the task,
-see slurm.conf(5) and Slurm's prolog/epilog guide), the way a site puts its tools on PATH.
+see slurm.conf(5) and Slurm's prolog/epilog guide), the way a site puts its tools on PATH. The
+same hook gives every task ``HOME=<root>/local/home``: a home on the node's own disk, so tests never
+touch the real ``~`` and ``~`` names a different folder on each node.
 
 The client tools are reached through :attr:`SlurmCluster.launcher`
 (``nsenter --net=/run/netns/<ns>-ctl env SLURM_CONF=<root>/slurm.conf``): exactly the command prefix
@@ -133,11 +135,43 @@ class SlurmCluster:
         self.client("scontrol", "update", f"nodename={node}", "state=resume", check=False)
 
     def reset(self) -> None:
-        """Between tests: cancel every job, resume every node, wait until all are idle."""
+        """Between tests: restart a stopped slurmd, cancel every job, resume every node, wait until
+        all are idle."""
+        for node in self.nodes:
+            if self.slurmd_pid(node) is None:
+                self.start_slurmd(node)
         self.client("scancel", "--user", "root", check=False)
         for node in self.nodes:
             self.resume(node)
-        wait_idle(self, timeout_s=30)
+        wait_idle(self, timeout_s=60)
+
+    def slurmd_pid(self, node: str) -> int | None:
+        """The pid of ``node``'s running slurmd, or ``None``."""
+        try:
+            pid = int((self.root / "run" / node / "slurmd.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if Path(f"/proc/{pid}").exists() and _state(pid) not in ("Z", "") else None
+
+    def start_slurmd(self, node: str) -> None:
+        """Start ``node``'s slurmd in the node's network namespace, with its own hostname (UTS
+        namespace) and its private disk bound onto ``<root>/local`` (mount namespace)."""
+        env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        subprocess.run(["nsenter", f"--net=/run/netns/{self.ns}-{node}", "unshare", "--uts", "--mount",
+                        "--propagation", "private", "--", "sh", "-c",
+                        'hostname "$1" && mount --bind "$2" "$3" && exec slurmd -f "$4" -N "$1"',
+                        "node", node, str(self.node_disk(node)), str(self.local), str(self.conf)],
+                       check=True, env=env, capture_output=True)
+
+    def kill_slurmd(self, node: str) -> None:
+        """SIGKILL ``node``'s slurmd (a node whose daemon died); :meth:`reset` starts it again."""
+        pid = self.slurmd_pid(node)
+        if pid is None:
+            return
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while self.slurmd_pid(node) is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def stop(self) -> None:
         if not self._stopped:
@@ -231,10 +265,13 @@ def start_cluster(root: Path | None = None, nodes: tuple[NodeSpec, ...] = DEFAUL
     for n in nodes:
         (root / "run" / n.name).mkdir(parents=True, exist_ok=True)
         write_fake_nvidia_smi(root / "nodes" / n.name / "local" / "bin", list(n.gpus))
+        (root / "nodes" / n.name / "local" / "home").mkdir(exist_ok=True)
     (root / "slurm.conf").write_text(_slurm_conf(root, nodes, partition))
     (root / "gres.conf").write_text(_gres_conf(nodes))
     prolog = root / "taskprolog"
-    prolog.write_text(f'#!/bin/sh\necho "export PATH={root}/local/bin:$PATH"\n')
+    # PATH: the node's fake nvidia-smi first; HOME: a home on the node's own disk, so that nothing
+    # a test runs touches the real ~ (and "~" means a different folder on every node)
+    prolog.write_text(f'#!/bin/sh\necho "export PATH={root}/local/bin:$PATH"\necho "export HOME={root}/local/home"\n')
     prolog.chmod(0o755)
     cluster = SlurmCluster(root=root, ns=ns, nodes={n.name: n for n in nodes}, partition=partition)
     conf = str(root / "slurm.conf")
@@ -260,11 +297,7 @@ def start_cluster(root: Path | None = None, nodes: tuple[NodeSpec, ...] = DEFAUL
                         "sh", "-c", 'hostname ctl && exec slurmctld -f "$1" -i', "ctl", conf],
                        check=True, env=env, capture_output=True)
         for n in nodes:
-            subprocess.run(["nsenter", f"--net=/run/netns/{ns}-{n.name}", "unshare", "--uts", "--mount",
-                            "--propagation", "private", "--", "sh", "-c",
-                            'hostname "$1" && mount --bind "$2" "$3" && exec slurmd -f "$4" -N "$1"',
-                            "node", n.name, str(root / "nodes" / n.name / "local"), str(root / "local"), conf],
-                           check=True, env=env, capture_output=True)
+            cluster.start_slurmd(n.name)
         wait_idle(cluster, timeout_s=timeout_s)
     except (subprocess.CalledProcessError, SlurmUnavailable) as exc:
         stop_cluster(root)
