@@ -24,7 +24,7 @@ from fleetctl.connection.slurm_transfer import STRIPE_BYTES
 from fleetctl.errors import CommandTimeout, HostUnreachable, TransferError
 from fleetctl.inventory_slurm import load_slurm_inventory
 from fleetctl.slurm_facts import FactsTarget, fetch_slurm_view, gather_facts_slurm
-from tests.support.slurm import counting_launcher, slurm_cluster, slurm_cluster_session, tool_calls  # noqa: F401
+from tests.support.slurm import FakeLoginNode, counting_launcher, slurm_cluster, slurm_cluster_session, tool_calls  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTILE = ["a b", "$(touch /tmp/pwned)", "'\"", "", "x\ny", "*", "-n", "\\", ";|&", "ünï\u00e9", "--"]
@@ -160,6 +160,41 @@ def test_a_step_failing_on_one_node_leaves_the_others(slurm_cluster):
     r1, r2, r3 = asyncio.run(main())
     assert (r1.rc, r1.stdout) == (0, b"9.0\n") and (r3.rc, r3.stdout) == (0, b"12.0\n")
     assert (r2.rc, r2.stderr) == (4, b"n2 is broken\n")
+
+
+def test_through_an_ssh_launcher_argv_is_exact_and_files_are_staged(slurm_cluster, tmp_path):
+    # the login node does not see the controller's tmp_path: sbcast must read a staged copy there
+    login = FakeLoginNode(slurm_cluster, tmp_path / "login", hidden=[tmp_path])
+    wheel = tmp_path / "w.whl"
+    wheel.write_bytes(os.urandom(1024 * 1024))
+    try:
+        seen = subprocess.run([str(login.script), "login01", "test", "-e", str(wheel)])
+        assert seen.returncode == 1  # hidden there
+
+        async def main():
+            async with scope() as sc:
+                rs = refs(slurm_cluster, ["n1", "n2"], launcher=login.launcher)
+                assert await sc.prepare(rs) == {}
+                conn = await opened(sc, rs[0])
+                res = await conn.run(["python3", "-c", "import json,sys; print(json.dumps(sys.argv[1:]))", *HOSTILE])
+                sent = await sc.broadcast(str(wheel), str(slurm_cluster.local / "w.whl"), ["n1", "n2"])
+                await conn.get(str(slurm_cluster.local / "w.whl"), str(tmp_path / "back.whl"))
+                with pytest.raises(CommandTimeout):
+                    await conn.run(["sleep", "300"], timeout_s=1)
+                steps = slurm_cluster.client("squeue", "-h", "-s", "-o", "%j").stdout.split()
+                return res, sent, steps
+
+        res, sent, steps = asyncio.run(main())
+    finally:
+        login.stop()
+    assert res.rc == 0 and json.loads(res.stdout) == HOSTILE
+    assert sent == {"n1": None, "n2": None}
+    for node in ("n1", "n2"):
+        assert (slurm_cluster.node_disk(node) / "w.whl").read_bytes() == wheel.read_bytes()
+    assert (tmp_path / "back.whl").read_bytes() == wheel.read_bytes()
+    assert [s for s in steps if s.startswith("fleetctl")] == []
+    assert list(Path("/tmp").glob("fleetctl-sbcast.*")) == []  # the staged copy is gone
+    assert slurm_cluster.jobs() == []
 
 
 # -- allocation lifecycle ---------------------------------------------------------------------

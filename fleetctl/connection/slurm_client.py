@@ -32,6 +32,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import IO
 
 from ..errors import FleetError
 from .base import CommandResult
@@ -115,9 +116,10 @@ class SlurmClient:
         """The launcher for messages (``"ssh login01"``, or ``"this machine"``)."""
         return shlex.join(self.launcher) if self.launcher else "this machine"
 
-    async def spawn(self, argv: Sequence[str], *, stdin: bool = False) -> asyncio.subprocess.Process:
+    async def spawn(self, argv: Sequence[str], *, stdin: bool | IO[bytes] = False) -> asyncio.subprocess.Process:
         """Start a tool in its own session (a Ctrl-C at the terminal reaches fleetctl, which then
-        stops it deliberately), stdout and stderr piped, stdin piped or /dev/null.
+        stops it deliberately), stdout and stderr piped, stdin piped (``True``), read from an open
+        file, or /dev/null.
 
         Raises:
             SlurmError: the launcher or the tool is not installed on this machine.
@@ -125,7 +127,8 @@ class SlurmClient:
         full = self.command(argv)
         try:
             return await asyncio.create_subprocess_exec(
-                *full, stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+                *full, stdin=(asyncio.subprocess.PIPE if stdin is True else
+                              asyncio.subprocess.DEVNULL if stdin is False else stdin),
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=client_env(),
                 start_new_session=True)
         except OSError as exc:
@@ -133,13 +136,14 @@ class SlurmClient:
                              f"install slurm-client or set slurm_launcher)") from None
 
     async def call(self, argv: Sequence[str], *, timeout_s: float | None = 60.0, stdin: bytes | None = None,
-                   check: bool = True) -> CommandResult:
+                   check: bool = True, stdin_file: IO[bytes] | None = None) -> CommandResult:
         """Run a tool to completion and return its output.
 
         Args:
             argv: the tool and its arguments (``["sinfo", "-h", ...]``).
             timeout_s: deadline in seconds (``None``: none); the tool is stopped when it passes.
             stdin: bytes for its stdin (``None``: /dev/null).
+            stdin_file: an open binary file to read stdin from instead (a large file, streamed).
             check: raise :class:`SlurmError` on a non-zero exit.
 
         Raises:
@@ -147,7 +151,7 @@ class SlurmClient:
                 naming the tool and its last stderr line.
         """
         started = time.monotonic()
-        proc = await self.spawn(argv, stdin=stdin is not None)
+        proc = await self.spawn(argv, stdin=stdin_file if stdin_file is not None else stdin is not None)
         try:
             out, err = await asyncio.wait_for(proc.communicate(stdin), timeout_s)
         except (asyncio.TimeoutError, asyncio.CancelledError) as exc:

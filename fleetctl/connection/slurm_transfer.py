@@ -97,10 +97,7 @@ async def upload(client: SlurmClient, job_id: str, nodes: Sequence[str], local_p
                 status[node] = detail
         sbcast_error = None
         if ready and step:
-            res = await client.call(["sbcast", "--force", f"--jobid={step}", local_path, tmp], timeout_s=None,
-                                    check=False)
-            if res.rc != 0:
-                sbcast_error = f"sbcast failed: {last_line(res.stderr_text) or f'exit {res.rc}'}"
+            sbcast_error = await _sbcast(client, step, local_path, tmp)
         proc.stdin.write(b"commit\n" if ready else b"abort\n")
         await proc.stdin.drain()
         proc.stdin.close()
@@ -122,6 +119,36 @@ async def upload(client: SlurmClient, job_id: str, nodes: Sequence[str], local_p
     for n in nodes:
         status.setdefault(n, sbcast_error or f"upload step did not run: {cause or 'no answer'}")
     return status
+
+
+#: Copies stdin to a new private file on the launcher's side and prints its path.
+_STAGE = 'umask 077; t=$(mktemp "${TMPDIR:-/tmp}/fleetctl-sbcast.XXXXXX") && cat > "$t" && printf "%s\\n" "$t"'
+
+
+async def _sbcast(client: SlurmClient, step: str, local_path: str, tmp: str) -> str | None:
+    """Run sbcast for the file; ``None`` when it succeeded, else why not.
+
+    sbcast reads its SOURCE where it runs. Behind a remote-shell launcher (``ssh login01``) that is
+    another machine, so the file is first streamed there once (a private temporary file, removed
+    afterwards) and sbcast sends that: one copy over SSH to the login node, not one per node.
+    """
+    source = local_path
+    staged = None
+    try:
+        if client.remote_shell:
+            with open(local_path, "rb") as fh:
+                res = await client.call(["/bin/sh", "-c", _STAGE], stdin_file=fh, timeout_s=None, check=False)
+            staged = res.stdout_text.strip().splitlines()[-1] if res.rc == 0 and res.stdout.strip() else None
+            if staged is None:
+                return f"cannot stage the file for sbcast ({client.describe()}): {last_line(res.stderr_text)}"
+            source = staged
+        res = await client.call(["sbcast", "--force", f"--jobid={step}", source, tmp], timeout_s=None, check=False)
+        if res.rc != 0:
+            return f"sbcast failed: {last_line(res.stderr_text) or f'exit {res.rc}'}"
+        return None
+    finally:
+        if staged:
+            await asyncio.shield(client.call(["rm", "-f", "--", staged], timeout_s=60, check=False))
 
 
 def _words(line: bytes) -> tuple[str, str, str]:

@@ -451,3 +451,42 @@ def counting_launcher(cluster: SlurmCluster, log: Path) -> str:
 def tool_calls(log: Path) -> list[str]:
     """The tool names a :func:`counting_launcher` logged, in order."""
     return log.read_text().split()
+
+
+class FakeLoginNode:
+    """A stand-in for ``ssh login01`` in front of the cluster: a script named ``ssh`` that, like
+    ssh(1) and sshd, joins its arguments after the host name with spaces and hands the line to a
+    shell, there inside the cluster's client namespace and a mount namespace of its own in which
+    the ``hidden`` folders are empty (the controller's files are not on the login node).
+
+    The mount namespace is held by one ``sleep`` process of ours; :meth:`stop` ends it.
+    """
+
+    def __init__(self, cluster: SlurmCluster, folder: Path, hidden: list[Path]) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        mounts = " && ".join(f"mount -t tmpfs fleetctl-hidden {shlex_quote(str(h))}" for h in hidden) or "true"
+        self.holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                                        f"{mounts} && echo ready && exec sleep 3600"],
+                                       stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        assert self.holder.stdout is not None and self.holder.stdout.readline().strip() == b"ready"
+        self.script = folder / "ssh"
+        self.script.write_text(
+            "#!/bin/sh\n# fake ssh to a login node (tests/support/slurm.py FakeLoginNode)\nshift\n"
+            f"exec nsenter --mount=/proc/{self.holder.pid}/ns/mnt --net=/run/netns/{cluster.ns}-ctl "
+            f"env SLURM_CONF={shlex_quote(str(cluster.conf))} /bin/sh -c \"$*\"\n")
+        self.script.chmod(0o755)
+
+    @property
+    def launcher(self) -> str:
+        return f"{self.script} login01"
+
+    def stop(self) -> None:
+        if self.holder.poll() is None:
+            self.holder.kill()
+            self.holder.wait()
+
+
+def shlex_quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
