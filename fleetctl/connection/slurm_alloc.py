@@ -116,33 +116,42 @@ class Allocation:
     job_name: str
     lifeline: Lifeline | None = None
     released: bool = False
+    cancelled: bool = False
 
     async def release(self, *, timeout_s: float = 30.0) -> None:
         """Cancel the job and wait (at most ``timeout_s`` seconds) until ``squeue`` lists it
-        neither pending nor running. Safe to call twice; never raises for Slurm's answers (a job
-        already gone is released)."""
+        neither pending nor running; ``scancel`` is repeated while it fails (slurmctld busy).
+        Safe to call twice; never raises. The lifeline stays armed unless the job is known to be
+        cancelled or gone, so a release that could not reach Slurm is retried when fleetctl exits."""
         if self.released:
             return
         self.released = True
+        gone = False
+        deadline = time.monotonic() + timeout_s
         try:
-            await self.client.call(["scancel", self.job_id], timeout_s=timeout_s, check=False)
-            deadline = time.monotonic() + timeout_s
-            while time.monotonic() < deadline:
+            while True:
+                if not self.cancelled:
+                    res = await self.client.call(["scancel", self.job_id], timeout_s=timeout_s, check=False)
+                    self.cancelled = res.rc == 0
                 res = await self.client.call(["squeue", "-h", "-j", self.job_id, "-t", "PD,R,CF,S", "-o", "%i"],
                                              timeout_s=timeout_s, check=False)
-                if res.rc != 0 or not res.stdout.strip():
+                if (res.rc != 0 and "Invalid job id" in res.stderr_text) or (res.rc == 0 and not res.stdout.strip()):
+                    gone = True
+                    break
+                if time.monotonic() > deadline:
                     break
                 await asyncio.sleep(0.1)
         except SlurmError:
             pass
-        if self.lifeline is not None:
+        if self.lifeline is not None and (gone or self.cancelled):
             await self.lifeline.disarm()
 
     def release_now(self) -> None:
-        """Blocking last resort when the event loop is being torn down: ``scancel`` at once."""
-        if self.released:
+        """Blocking last resort when the event loop is being torn down: ``scancel`` at once
+        (unless a scancel already went through)."""
+        if self.cancelled:
             return
-        self.released = True
+        self.released = self.cancelled = True
         subprocess.run(self.client.command(["scancel", self.job_id]), env=client_env(), capture_output=True,
                        timeout=30, check=False)
 
