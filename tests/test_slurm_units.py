@@ -161,6 +161,8 @@ def test_launcher_words_and_settings():
     s = SlurmSettings.model_validate({"ansible_host": "gpu01", "slurm_time": 30, "slurm_launcher": "ssh login01",
                                       "slurm_exclusive": "false", "port": 8080})
     assert (s.node, s.time, s.launcher, s.exclusive) == ("gpu01", "30", ("ssh", "login01"), False)
+    both = SlurmSettings.model_validate({"ansible_host": "10.0.0.5", "slurm_node": "gpu01"})
+    assert both.node == "gpu01"  # ansible_host may hold the SSH address of the same machine
     assert SlurmSettings.model_validate({"slurm_launcher": ["nsenter", "--net=/x y"]}).launcher == ("nsenter",
                                                                                                       "--net=/x y")
     with pytest.raises(ValueError):

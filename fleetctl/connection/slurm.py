@@ -21,8 +21,8 @@ A run's :class:`SlurmScope`:
 4. Leaving the scope releases every allocation: at the end, on failure and on Ctrl-C/cancel; a
    lifeline process releases it even when fleetctl is killed outright.
 
-Host vars (:class:`SlurmSettings`): ``ansible_host`` (the Slurm node name; default the inventory
-name), ``slurm_partition``, ``slurm_account``, ``slurm_qos``, ``slurm_time``,
+Host vars (:class:`SlurmSettings`): ``slurm_node`` or ``ansible_host`` (the Slurm node name;
+default the inventory name), ``slurm_partition``, ``slurm_account``, ``slurm_qos``, ``slurm_time``,
 ``slurm_reservation``, ``slurm_exclusive`` (default true: whole nodes, so builds get every CPU) and
 ``slurm_launcher`` (a command prefix for the client tools: ``ssh login01``, ``nsenter --net=...``).
 """
@@ -64,7 +64,8 @@ class SlurmSettings(ConnectionSettings):
     """The host vars a Slurm host reads.
 
     Attributes:
-        node: the Slurm node name (``ansible_host``); ``None``: the inventory name.
+        node: the Slurm node name (``slurm_node``, else ``ansible_host``: set ``slurm_node`` when
+            ``ansible_host`` holds an address for SSH); ``None``: the inventory name.
         partition, account, qos: ``slurm_partition``, ``slurm_account``, ``slurm_qos``.
         time: ``slurm_time``, the allocation's time limit in Slurm's formats (``30``: minutes,
             ``"2:00:00"``, ``"1-0"``); ``None``: the partition's default.
@@ -74,7 +75,8 @@ class SlurmSettings(ConnectionSettings):
             POSIX sh words) or a list; ``()``: the tools are on this machine.
     """
 
-    node: str | None = Field(default=None, validation_alias=AliasChoices("ansible_host", "ansible_ssh_host"))
+    node: str | None = Field(default=None,
+                             validation_alias=AliasChoices("slurm_node", "ansible_host", "ansible_ssh_host"))
     partition: str | None = Field(default=None, validation_alias=AliasChoices("slurm_partition"))
     account: str | None = Field(default=None, validation_alias=AliasChoices("slurm_account"))
     qos: str | None = Field(default=None, validation_alias=AliasChoices("slurm_qos"))
@@ -305,10 +307,10 @@ class SlurmScope(KindScope):
         """
         try:
             size = os.stat(local_path).st_size
-            if not os.path.isfile(local_path):
-                raise IsADirectoryError(local_path)
         except OSError as exc:
             raise TransferError(f"upload {local_path}: {exc.strerror or exc}") from None
+        if not os.path.isfile(local_path):
+            raise TransferError(f"upload {local_path}: not a regular file")
         results: dict[str, str | None] = {}
         jobs: dict[tuple[int, str], list[_Member]] = {}
         for h in hosts:
