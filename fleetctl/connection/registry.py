@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 KINDS: dict[str, str] = {
     "ssh": "fleetctl.connection.ssh:KIND",
     "local": "fleetctl.connection.local:KIND",
+    "slurm": "fleetctl.connection.slurm:KIND",
 }
 
 #: The kind of a host whose inventory does not say (Ansible's default, ``ansible_connection: ssh``).

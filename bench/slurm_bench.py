@@ -1,0 +1,379 @@
+#!/usr/bin/env python3
+"""Slurm benchmark: fleetctl's Slurm connection against plain srun/sbcast and against SSH.
+
+Run by hand as root, not by CI (docs/slurm.md has the numbers and what they mean at scale):
+
+    .venv/bin/python bench/slurm_bench.py --repeats 7 --json-out bench/results/slurm_bench.json
+
+A real Slurm 22.05 cluster of three nodes (``tests/support/slurm.py``, each slurmd in its own
+namespaces, all three with the same GRES so that one allocation holds them) and three loopback
+OpenSSH sshd test hosts (``tests/support/sshd.py``) on the same machine. Node disks and SSH
+destinations are on tmpfs (``/dev/shm``), so disk speed is out of the comparison.
+
+Scenarios (``--only``):
+
+``run``     ``uname -r`` on the 3 nodes.
+            cold: everything a ``fleetctl run`` needs: fleetctl = scope + sinfo + salloc + probe step
+            + one step per host + release; ``srun -N3`` = allocation, one 3-node step, release in
+            one command; SSH = connect + log in + run + close, 3 hosts at once.
+            warm: the allocation (connection) is already held: fleetctl = 3 ``SlurmConnection.run``
+            at once (one single-node step each); ``srun --jobid`` one 3-node step; 3 single-node
+            ``srun --jobid`` at once; SSH = 3 ``SSHConnection.run`` on open connections.
+``fanout``  a ``--mib`` MiB file of random bytes (a wheel does not compress) to the 3 nodes:
+            fleetctl ``broadcast`` (helper step + ONE sbcast + size check and rename on each node);
+            plain ``sbcast --jobid=J`` (job-wide); fleetctl ``put`` per host, 3 at once (3 sbcasts);
+            ``SSHConnection.put`` per host, 3 at once (3 SFTP uploads from the controller).
+            Then downloads of the same file from one node (how a class's wheel comes back once):
+            fleetctl ``get`` (a step's stdout) against ``srun cat > file`` and SFTP.
+``steps``   step throughput: ``--steps`` one-node ``true`` steps, ``--concurrency`` at once, through
+            ``SlurmConnection.run`` and through bare ``srun --jobid``; and the peak RSS of one
+            srun client process.
+
+Method: one untimed warm-up round, then ``--repeats`` rounds, the tools of a scenario interleaved
+in a rotating order; medians are reported with ratios against the plain-Slurm peer. Every run is
+checked (right output from every node, the file's bytes on every node).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Awaitable, Callable
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from fleetctl.connection.registry import ConnectOptions, HostRef, load_kind  # noqa: E402
+from fleetctl.connection.slurm import SlurmSettings  # noqa: E402
+from fleetctl.connection.ssh import SSHConnection  # noqa: E402
+from tests.support.fake_gpu import H200  # noqa: E402
+from tests.support.slurm import NodeSpec, start_cluster  # noqa: E402
+from tests.support.sshd import ensure_client_key, start_sshd  # noqa: E402
+
+NODES = tuple(NodeSpec(f"n{i}", f"10.200.0.1{i}", "h200", ("sm_90", "h200"), (H200,)) for i in (1, 2, 3))
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.root = Path(args.root)
+        self.results: dict[str, dict[str, list[float]]] = {}
+
+    # -- setup ----------------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root.mkdir(parents=True)
+        self.cluster = start_cluster(self.root / "slurm", nodes=NODES)
+        key = ensure_client_key(self.root / "client")
+        # each SSH host gets an empty HOME (sshd SetEnv), as in fleet_bench.py: root's real rc files
+        # here run `pyenv init`, ~0.15 CPU-s per login shell, which is not what is measured
+        self.sshd = []
+        for i in (1, 2, 3):
+            home = self.root / f"h{i}" / "home"
+            home.mkdir(parents=True)
+            self.sshd.append(start_sshd(f"h{i}", self.root / f"h{i}", key, env={"HOME": str(home)}))
+        self.known_hosts = self.root / "known_hosts"
+        self.known_hosts.write_text("".join(h.known_hosts_line + "\n" for h in self.sshd))
+        self.payload = self.root / "payload.bin"
+        with open(self.payload, "wb") as fh:
+            fh.write(os.urandom(self.args.mib * 1024 * 1024))
+        self.refs = [HostRef(n.name, SlurmSettings.model_validate({"slurm_launcher": self.cluster.launcher_text}))
+                     for n in NODES]
+        self.hostlist = "n[1-3]"
+
+    def teardown(self) -> None:
+        for h in getattr(self, "sshd", []):
+            h.stop()
+        if hasattr(self, "cluster"):
+            self.cluster.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def scope(self):
+        return load_kind("slurm").scope(ConnectOptions(run_id="bench", connect_timeout_s=30))
+
+    def ssh_conn(self, h) -> SSHConnection:
+        return SSHConnection(h.name, address="127.0.0.1", port=h.port, user=h.user, key_file=str(h.client_key),
+                             known_hosts=str(self.known_hosts))
+
+    async def srun(self, *argv: str) -> bytes:
+        proc = await asyncio.create_subprocess_exec(*self.cluster.launcher, *argv, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL)
+        out, err = await proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"{argv[0]} failed: {err.decode()}")
+        return out
+
+    # -- measuring ------------------------------------------------------------------------------
+
+    async def rounds(self, scenario: str, tools: dict[str, Callable[[], Awaitable[None]]]) -> None:
+        names = list(tools)
+        for name in names:  # warm-up, untimed
+            await tools[name]()
+        for r in range(self.args.repeats):
+            order = names[r % len(names):] + names[:r % len(names)]
+            for name in order:
+                started = time.perf_counter()
+                await tools[name]()
+                self.results.setdefault(scenario, {}).setdefault(name, []).append(time.perf_counter() - started)
+
+    async def cold_scenario(self) -> None:
+        uname = os.uname().release.encode()
+
+        async def fleetctl_cold():
+            async with self.scope() as sc:
+                errors = await sc.prepare(self.refs)
+                assert not errors, errors
+                cs = [sc.connection(r) for r in self.refs]
+                for c in cs:
+                    await c.open()
+                res = await asyncio.gather(*(c.run(["uname", "-r"]) for c in cs))
+                assert all(r.stdout.strip() == uname for r in res)
+
+        async def srun_cold():
+            out = await self.srun("srun", "-N3", f"--nodelist={self.hostlist}", "--exclusive", "--gres=gpu:h200:1",
+                                  "uname", "-r")
+            assert out.split() == [uname] * 3
+
+        async def ssh_cold():
+            async def one(h):
+                c = self.ssh_conn(h)
+                await c.open()
+                try:
+                    r = await c.run(["uname", "-r"])
+                    assert r.stdout.strip() == uname
+                finally:
+                    await c.close()
+            await asyncio.gather(*(one(h) for h in self.sshd))
+
+        await self.rounds("run_cold", {"fleetctl slurm": fleetctl_cold, "srun -N3": srun_cold,
+                                       "fleetctl ssh (connection)": ssh_cold})
+
+    async def warm_scenario(self, alloc_scope) -> None:
+        uname = os.uname().release.encode()
+        conns = [alloc_scope.connection(r) for r in self.refs]
+        for c in conns:
+            await c.open()
+        job = alloc_scope.allocations[0].job_id
+        ssh_open = [self.ssh_conn(h) for h in self.sshd]
+        for c in ssh_open:
+            await c.open()
+
+        async def fleetctl_warm():
+            res = await asyncio.gather(*(c.run(["uname", "-r"]) for c in conns))
+            assert all(r.stdout.strip() == uname for r in res)
+
+        async def srun_warm_one_step():
+            out = await self.srun("srun", f"--jobid={job}", "-N3", f"--nodelist={self.hostlist}", "--overlap",
+                                  "--quiet", "uname", "-r")
+            assert out.split() == [uname] * 3
+
+        async def srun_warm_three_steps():
+            outs = await asyncio.gather(*(self.srun("srun", f"--jobid={job}", "-N1", "-n1", f"--nodelist={n}",
+                                                    "--overlap", "--quiet", "uname", "-r") for n in ("n1", "n2", "n3")))
+            assert all(o.strip() == uname for o in outs)
+
+        async def ssh_warm():
+            res = await asyncio.gather(*(c.run(["uname", "-r"]) for c in ssh_open))
+            assert all(r.stdout.strip() == uname for r in res)
+
+        await self.rounds("run_warm", {"fleetctl slurm": fleetctl_warm, "srun --jobid, 1 step": srun_warm_one_step,
+                                       "srun --jobid, 3 steps": srun_warm_three_steps,
+                                       "fleetctl ssh (connection)": ssh_warm})
+        for c in ssh_open:
+            await c.close()
+
+    async def fanout_scenario(self, alloc_scope) -> None:
+        job = alloc_scope.allocations[0].job_id
+        data = self.payload.read_bytes()
+        dest_node = self.cluster.local / "bench" / "wheel.whl"
+        conns = [alloc_scope.connection(r) for r in self.refs]
+        for c in conns:
+            await c.open()
+        ssh_open = [self.ssh_conn(h) for h in self.sshd]
+        for c in ssh_open:
+            await c.open()
+
+        def check_nodes(path_on_node: Path) -> None:
+            rel = path_on_node.relative_to(self.cluster.local)
+            for n in NODES:
+                got = self.cluster.node_disk(n.name) / rel
+                assert got.stat().st_size == len(data) and got.read_bytes() == data, n.name
+                got.unlink()
+
+        async def fleetctl_broadcast():
+            res = await alloc_scope.broadcast(str(self.payload), str(dest_node), [r.name for r in self.refs])
+            assert all(v is None for v in res.values()), res
+            check_nodes(dest_node)
+
+        async def plain_sbcast():
+            for n in NODES:  # sbcast does not create folders
+                (self.cluster.node_disk(n.name) / "bench").mkdir(exist_ok=True)
+            await self.srun("sbcast", "--force", f"--jobid={job}", str(self.payload), str(dest_node))
+            check_nodes(dest_node)
+
+        async def fleetctl_put_each():
+            await asyncio.gather(*(c.put(str(self.payload), str(dest_node)) for c in conns))
+            check_nodes(dest_node)
+
+        async def ssh_put_each():
+            dests = [self.root / h.name / "push" / "wheel.whl" for h in self.sshd]
+            await asyncio.gather(*(c.put(str(self.payload), str(d)) for c, d in zip(ssh_open, dests)))
+            for d in dests:
+                assert d.stat().st_size == len(data)
+                d.unlink()
+
+        # downloads (a class's wheel comes back to the controller once): one node, the same file
+        src_node = self.cluster.local / "bench" / "src.bin"
+        res = await alloc_scope.broadcast(str(self.payload), str(src_node), ["n1"])
+        assert res == {"n1": None}, res
+        src_ssh = self.root / "h1" / "src.bin"
+        shutil.copyfile(self.payload, src_ssh)
+        back = self.root / "back.bin"
+
+        async def fleetctl_get():
+            await conns[0].get(str(src_node), str(back))
+            assert back.stat().st_size == len(data)
+            back.unlink()
+
+        async def srun_cat():
+            with open(back, "wb") as fh:
+                proc = await asyncio.create_subprocess_exec(
+                    *self.cluster.launcher, "srun", f"--jobid={job}", "-N1", "-n1", "--nodelist=n1", "--overlap",
+                    "--quiet", "cat", str(src_node), stdout=fh, stdin=asyncio.subprocess.DEVNULL)
+                assert await proc.wait() == 0
+            assert back.stat().st_size == len(data)
+            back.unlink()
+
+        async def ssh_get():
+            await ssh_open[0].get(str(src_ssh), str(back))
+            assert back.stat().st_size == len(data)
+            back.unlink()
+
+        await self.rounds("get", {"fleetctl get (step stdout)": fleetctl_get, "srun cat > file": srun_cat,
+                                  "fleetctl ssh get (SFTP)": ssh_get})
+
+        await self.rounds("fanout", {"fleetctl broadcast (1 sbcast)": fleetctl_broadcast,
+                                     "sbcast --jobid": plain_sbcast,
+                                     "fleetctl put per host (3 sbcasts)": fleetctl_put_each,
+                                     "fleetctl ssh put per host (SFTP)": ssh_put_each})
+        for c in ssh_open:
+            await c.close()
+
+    async def steps_scenario(self, alloc_scope) -> None:
+        job = alloc_scope.allocations[0].job_id
+        conns = [alloc_scope.connection(r) for r in self.refs]
+        for c in conns:
+            await c.open()
+        n, k = self.args.steps, self.args.concurrency
+
+        async def via(fn):
+            gate = asyncio.Semaphore(k)
+
+            async def one(i):
+                async with gate:
+                    await fn(i)
+            await asyncio.gather(*(one(i) for i in range(n)))
+
+        async def fleetctl_steps():
+            async def one(i):
+                r = await conns[i % 3].run(["true"])
+                assert r.rc == 0
+            await via(one)
+
+        async def srun_steps():
+            await via(lambda i: self.srun("srun", f"--jobid={job}", "-N1", "-n1", f"--nodelist=n{i % 3 + 1}",
+                                          "--overlap", "--quiet", "true"))
+
+        await self.rounds("steps", {f"fleetctl {n} steps, {k} at once": fleetctl_steps,
+                                    f"srun {n} steps, {k} at once": srun_steps})
+        # peak RSS of one srun client (a step that lives 1 s)
+        proc = subprocess.Popen([*self.cluster.launcher, "srun", f"--jobid={job}", "-N1", "-n1", "--nodelist=n1",
+                                 "--overlap", "--quiet", "sleep", "1"])
+        peak = 0
+        while proc.poll() is None:
+            try:
+                for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        peak = max(peak, int(line.split()[1]))
+            except OSError:
+                pass
+            time.sleep(0.02)
+        self.srun_rss_mib = peak / 1024
+
+    async def main(self) -> dict:
+        only = set(self.args.only.split(","))
+        if "run" in only:
+            await self.cold_scenario()  # nothing held: each tool allocates for itself
+        async with self.scope() as alloc_scope:
+            errors = await alloc_scope.prepare(self.refs)
+            assert not errors and len(alloc_scope.allocations) == 1, errors
+            if "run" in only:
+                await self.warm_scenario(alloc_scope)
+            if "fanout" in only:
+                await self.fanout_scenario(alloc_scope)
+            if "steps" in only:
+                await self.steps_scenario(alloc_scope)
+        return self.report()
+
+    def report(self) -> dict:
+        peers = {"run_cold": "srun -N3", "run_warm": "srun --jobid, 3 steps", "fanout": "sbcast --jobid",
+                 "get": "srun cat > file"}
+        out: dict = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                     "host": {"cpus": os.cpu_count(), "kernel": os.uname().release},
+                     "slurm": subprocess.run([*self.cluster.launcher, "srun", "--version"], capture_output=True,
+                                             text=True).stdout.strip(),
+                     "args": vars(self.args), "scenarios": {}}
+        for scenario, tools in self.results.items():
+            peer = peers.get(scenario) or next(t for t in tools if t.startswith("srun"))
+            base = median(tools[peer])
+            rows = {}
+            print(f"\n{scenario}  (median of {self.args.repeats}, ratio to '{peer}')")
+            for name, xs in tools.items():
+                m = median(xs)
+                rows[name] = {"median_s": round(m, 4), "min_s": round(min(xs), 4), "max_s": round(max(xs), 4),
+                              "ratio": round(m / base, 2), "runs_s": [round(x, 4) for x in xs]}
+                print(f"  {name:40s} {m * 1000:9.1f} ms   x{m / base:5.2f}")
+            out["scenarios"][scenario] = {"peer": peer, "tools": rows}
+        if hasattr(self, "srun_rss_mib"):
+            out["srun_client_peak_rss_mib"] = round(self.srun_rss_mib, 1)
+            print(f"\none srun client process: peak RSS {self.srun_rss_mib:.1f} MiB")
+        return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--mib", type=int, default=50)
+    p.add_argument("--steps", type=int, default=90)
+    p.add_argument("--concurrency", type=int, default=30)
+    p.add_argument("--only", default="run,fanout,steps")
+    p.add_argument("--root", default="/dev/shm/fleetctl-slurm-bench")
+    p.add_argument("--json-out")
+    args = p.parse_args()
+    bench = Bench(args)
+    try:
+        bench.setup()
+        result = asyncio.run(bench.main())
+    finally:
+        bench.teardown()
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,458 @@
+"""The Slurm connection kind: hosts are nodes of one allocation per run, commands are job steps.
+
+For clusters whose nodes refuse SSH unless you hold a job there (pam_slurm_adopt), and because
+Slurm is the engine such a site already trusts to start work on a thousand nodes at once.
+
+A run's :class:`SlurmScope`:
+
+1. ``prepare(hosts)`` asks ``sinfo`` once about every node; a drained, down or non-responding node
+   is unreachable with Slurm's own reason, and one Slurm does not know is named as such. The
+   others are allocated with ``salloc --no-shell`` (:mod:`~fleetctl.connection.slurm_alloc`): one
+   job for the idle nodes that share the same request (partition, account, QOS, time, reservation,
+   GRES), one job each for nodes busy with other work, so a busy node never holds up idle ones.
+   An allocation not granted within the run's connect deadline fails its hosts only. One probe step
+   per allocation then learns each node's ``$HOME`` and proves that steps start there.
+2. ``connection(host)`` hands out a :class:`SlurmConnection`: ``run`` is a job step on the node
+   (:mod:`~fleetctl.connection.slurm_step`), ``put`` an ``sbcast`` to the node's local disk,
+   ``get`` a step that writes the file to its stdout.
+3. :meth:`SlurmScope.broadcast` sends one file to many nodes with **one** ``sbcast`` per
+   allocation (Slurm's tree fan-out from slurmd to slurmd, not one copy per node from the
+   controller): how an arch class's wheel reaches its members.
+4. Leaving the scope releases every allocation: at the end, on failure and on Ctrl-C/cancel; a
+   lifeline process releases it even when fleetctl is killed outright.
+
+Host vars (:class:`SlurmSettings`): ``slurm_node`` or ``ansible_host`` (the Slurm node name;
+default the inventory name), ``slurm_partition``, ``slurm_account``, ``slurm_qos``, ``slurm_time``,
+``slurm_reservation``, ``slurm_exclusive`` (default true: whole nodes, so builds get every CPU) and
+``slurm_launcher`` (a command prefix for the client tools: ``ssh login01``, ``nsenter --net=...``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import posixpath
+import re
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pydantic import AliasChoices, Field, field_validator
+
+from ..errors import HostUnreachable, TransferError
+from .base import CommandResult, Connection, LineCallback
+from .command import wrap_argv
+from .registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRef, KindScope
+from .slurm_alloc import Allocation, AllocationError, AllocationRequest, allocate
+from .slurm_client import SlurmClient, SlurmError, last_line, parse_launcher
+from .slurm_nodes import SlurmNode, hostlist, query_nodes
+from .slurm_step import run_step, step_argv, step_name
+from .slurm_transfer import download, upload
+
+#: Allocation requests in flight at once (slurmctld serialises them anyway).
+MAX_SALLOCS = 16
+
+#: srun's line naming a node where a step's launch failed (srun/launch.c).
+_LAUNCH_FAILED = re.compile(r"Task launch for \S+ failed on node (\S+): ([^\n]*)")
+
+#: Fixed script of the probe step: each node says its name and home.
+_PROBE = 'printf "%s\\t%s\\n" "$SLURMD_NODENAME" "$HOME"'
+
+
+class SlurmSettings(ConnectionSettings):
+    """The host vars a Slurm host reads.
+
+    Attributes:
+        node: the Slurm node name (``slurm_node``, else ``ansible_host``: set ``slurm_node`` when
+            ``ansible_host`` holds an address for SSH); ``None``: the inventory name.
+        partition, account, qos: ``slurm_partition``, ``slurm_account``, ``slurm_qos``.
+        time: ``slurm_time``, the allocation's time limit in Slurm's formats (``30``: minutes,
+            ``"2:00:00"``, ``"1-0"``); ``None``: the partition's default.
+        reservation: ``slurm_reservation`` (a maintenance reservation holding drained-for-work nodes).
+        exclusive: ``slurm_exclusive``, whole nodes (default true).
+        launcher: ``slurm_launcher``, a command prefix for the client tools, as a string (split as
+            POSIX sh words) or a list; ``()``: the tools are on this machine.
+    """
+
+    node: str | None = Field(default=None,
+                             validation_alias=AliasChoices("slurm_node", "ansible_host", "ansible_ssh_host"))
+    partition: str | None = Field(default=None, validation_alias=AliasChoices("slurm_partition"))
+    account: str | None = Field(default=None, validation_alias=AliasChoices("slurm_account"))
+    qos: str | None = Field(default=None, validation_alias=AliasChoices("slurm_qos"))
+    time: str | None = Field(default=None, validation_alias=AliasChoices("slurm_time"))
+    reservation: str | None = Field(default=None, validation_alias=AliasChoices("slurm_reservation"))
+    exclusive: bool = Field(default=True, validation_alias=AliasChoices("slurm_exclusive"))
+    launcher: tuple[str, ...] = Field(default=(), validation_alias=AliasChoices("slurm_launcher"))
+
+    @field_validator("time", mode="before")
+    @classmethod
+    def _time_text(cls, value: object) -> object:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("launcher", mode="before")
+    @classmethod
+    def _launcher_words(cls, value: object) -> object:
+        if value is None or isinstance(value, (str, list, tuple)):
+            try:
+                return parse_launcher(value)  # type: ignore[arg-type]
+            except ValueError as exc:
+                raise ValueError(f"cannot split the command prefix: {exc}") from None
+        return value
+
+
+@dataclass
+class _Member:
+    """One host of the scope: its node, and what prepare found."""
+
+    ref: HostRef
+    node: str
+    client: SlurmClient
+    info: SlurmNode | None = None
+    allocation: Allocation | None = None
+    home: str = ""
+    error: str | None = None
+
+
+class SlurmScope(KindScope):
+    """One run's Slurm allocations and the hosts on them (see the module docstring)."""
+
+    def __init__(self, options: ConnectOptions) -> None:
+        self.options = options
+        self.members: dict[str, _Member] = {}
+        self.allocations: list[Allocation] = []
+        self._names = itertools.count(1)
+        self._token = secrets.token_hex(3)
+        self._lock = asyncio.Lock()
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.release()
+
+    async def release(self, hosts: Sequence[str] | None = None) -> None:
+        """Release the allocations (all, or those whose every host is in ``hosts``: a finished
+        batch). Never raises; when cancelled meanwhile, cancels the jobs synchronously first."""
+        done = set(hosts) if hosts is not None else None
+        chosen = [a for a in self.allocations if not a.released and (
+            done is None or all(m.ref.name in done for m in self.members.values() if m.allocation is a))]
+        if not chosen:
+            return
+        try:
+            await asyncio.shield(asyncio.gather(*(a.release() for a in chosen), return_exceptions=True))
+        except asyncio.CancelledError:
+            for alloc in chosen:
+                alloc.release_now()
+            raise
+
+    def job_name(self) -> str:
+        run = self.options.run_id or "run"
+        return f"fleetctl-{run}-{self._token}-{next(self._names)}"
+
+    # -- prepare --------------------------------------------------------------------------------
+
+    async def prepare(self, hosts: Sequence[HostRef]) -> dict[str, str]:
+        """Find drained/down nodes, allocate the rest, probe them. See :meth:`KindScope.prepare`.
+
+        Returns:
+            host name -> why it cannot be reached (Slurm's reason for a drained node, an
+            allocation refused or not granted in time, a node where no step starts).
+        """
+        async with self._lock:
+            fresh: list[_Member] = []
+            for ref in hosts:
+                if ref.name in self.members:
+                    continue
+                s = ref.settings
+                assert isinstance(s, SlurmSettings), f"{ref.name}: not Slurm settings"
+                member = _Member(ref=ref, node=s.node or ref.name, client=SlurmClient(s.launcher))
+                self.members[ref.name] = member
+                fresh.append(member)
+            by_client: dict[SlurmClient, list[_Member]] = {}
+            for m in fresh:
+                by_client.setdefault(m.client, []).append(m)
+            await asyncio.gather(*(self._prepare_cluster(c, ms) for c, ms in by_client.items()))
+            return {h.name: self.members[h.name].error for h in hosts if self.members[h.name].error}
+
+    async def _prepare_cluster(self, client: SlurmClient, members: list[_Member]) -> None:
+        try:
+            known = await query_nodes(client, {m.node for m in members}, timeout_s=self.options.connect_timeout_s)
+        except SlurmError as exc:
+            for m in members:
+                m.error = f"cannot ask Slurm about node {m.node}: {exc}"
+            return
+        groups: dict[tuple, list[_Member]] = {}
+        for m in members:
+            m.info = known.get(m.node)
+            if m.info is None:
+                m.error = f"Slurm does not know node {m.node} (sinfo lists no such node; launcher: {client.describe()})"
+                continue
+            if m.info.unavailable:
+                m.error = m.info.unavailable
+                continue
+            s: SlurmSettings = m.ref.settings  # type: ignore[assignment]
+            request = AllocationRequest(partition=s.partition, account=s.account, qos=s.qos, time=s.time,
+                                        reservation=s.reservation, exclusive=s.exclusive, gres=m.info.gres)
+            key = (request, "idle") if m.info.idle else (request, m.node)
+            groups.setdefault(key, []).append(m)
+        gate = asyncio.Semaphore(MAX_SALLOCS)
+        # one deadline for the whole preparation: requests queued behind the gate get what is left
+        # of it, so a thousand busy nodes still fail within the deadline, not a thousand times it
+        loop = asyncio.get_running_loop()
+        deadline_s = self.options.connect_timeout_s
+        deadline_at = loop.time() + deadline_s
+
+        async def one(request: AllocationRequest, group: list[_Member]) -> None:
+            nodes = sorted({m.node for m in group})
+            async with gate:
+                try:
+                    left_s = deadline_at - loop.time()
+                    if left_s < 1.0:
+                        raise AllocationError(f"allocation of {hostlist(nodes)} not granted within {deadline_s:g} s "
+                                              f"(not requested: the deadline passed while other requests waited)")
+                    alloc = await allocate(client, request, nodes, job_name=self.job_name(), deadline_s=left_s,
+                                           run_deadline_s=deadline_s)
+                except SlurmError as exc:
+                    for m in group:
+                        m.error = str(exc)
+                    return
+            self.allocations.append(alloc)
+            for m in group:
+                m.allocation = alloc
+            await self._probe(alloc, group)
+
+        # Idle nodes first: Slurm starts a job at submission only when no pending job of higher
+        # priority waits in the partition, so a request for busy nodes, queued first, would hold
+        # the idle ones back until the next scheduling cycle.
+        await asyncio.gather(*(one(req, group) for (req, kind), group in groups.items() if kind == "idle"))
+        await asyncio.gather(*(one(req, group) for (req, kind), group in groups.items() if kind != "idle"))
+
+    async def _probe(self, alloc: Allocation, group: list[_Member]) -> None:
+        """One step on every node of ``alloc`` learns each node's $HOME. A launch that fails on one
+        node ends the whole step (srun), so nodes that did not answer are asked again one by one;
+        a node that still does not answer is unreachable with srun's message."""
+        nodes = sorted({m.node for m in group})
+        homes, cause = await self._probe_nodes(alloc, nodes)
+        causes = {m.group(1): m.group(2) for m in _LAUNCH_FAILED.finditer(cause)}
+        missing = [n for n in nodes if n not in homes and n not in causes]
+        if missing and len(nodes) > 1:
+            gate = asyncio.Semaphore(MAX_SALLOCS)
+
+            async def alone(node: str) -> tuple[dict[str, str], str]:
+                async with gate:
+                    return await self._probe_nodes(alloc, [node])
+
+            for node, (found, why) in zip(missing, await asyncio.gather(*(alone(n) for n in missing))):
+                homes.update(found)
+                if node not in found:
+                    causes[node] = why
+        for m in group:
+            if m.node in homes:
+                m.home = homes[m.node] or "/"
+            else:
+                m.error = f"no job step starts on Slurm node {m.node} (job {alloc.job_id}): " \
+                          f"{causes.get(m.node, cause)}"
+
+    async def _probe_nodes(self, alloc: Allocation, nodes: list[str]) -> tuple[dict[str, str], str]:
+        argv = step_argv(alloc.job_id, hostlist(nodes), ["/bin/sh", "-c", _PROBE], tasks=len(nodes),
+                         node_count=len(nodes), name=step_name())
+        try:
+            res = await alloc.client.call(argv, timeout_s=max(30.0, self.options.connect_timeout_s), check=False)
+        except SlurmError as exc:
+            return {}, str(exc)
+        homes: dict[str, str] = {}
+        for line in res.stdout_text.splitlines():
+            node, sep, home = line.partition("\t")
+            if sep and node.strip() in nodes:
+                homes[node.strip()] = home.strip()
+        failed = "\n".join(m.group(0) for m in _LAUNCH_FAILED.finditer(res.stderr_text))
+        return homes, failed or last_line(res.stderr_text) or f"srun exited {res.rc}"
+
+    # -- connections ----------------------------------------------------------------------------
+
+    def connection(self, host: HostRef) -> "SlurmConnection":
+        return SlurmConnection(host, self)
+
+    async def _member(self, host: HostRef) -> _Member:
+        if host.name not in self.members:
+            await self.prepare([host])
+        m = self.members[host.name]
+        if m.error:
+            raise HostUnreachable(host.name, m.error)
+        return m
+
+    # -- fan-out --------------------------------------------------------------------------------
+
+    async def broadcast(self, local_path: str, remote_path: str, hosts: Sequence[str | HostRef], *,
+                        mode: int | None = None, timeout_s: float = 600.0) -> dict[str, str | None]:
+        """Send one local file to ``remote_path`` on many hosts: one ``sbcast`` per allocation.
+
+        ``remote_path`` is absolute, or relative to / ``~``-prefixed for each node's home. On each
+        node the file first lands beside its destination under a temporary name, is checked for its
+        full size, gets ``mode`` (default 0644) and is renamed into place; parent folders are
+        created (0700). A node where any of it fails reports why; the others are not affected.
+
+        Args:
+            local_path: the file on the controller.
+            remote_path: its path on every node.
+            hosts: inventory host names (or refs) already prepared in this scope.
+            mode: permission bits of the result.
+            timeout_s: deadline for the whole fan-out, seconds.
+
+        Returns:
+            host name -> ``None`` when the file is in place there, else the reason (one line).
+
+        Raises:
+            TransferError: ``local_path`` cannot be read.
+        """
+        try:
+            size = os.stat(local_path).st_size
+        except OSError as exc:
+            raise TransferError(f"upload {local_path}: {exc.strerror or exc}") from None
+        if not os.path.isfile(local_path):
+            raise TransferError(f"upload {local_path}: not a regular file")
+        results: dict[str, str | None] = {}
+        jobs: dict[tuple[int, str], list[_Member]] = {}
+        for h in hosts:
+            name = h.name if isinstance(h, HostRef) else h
+            m = self.members.get(name)
+            if m is None or m.error or m.allocation is None:
+                results[name] = (m.error if m and m.error else f"{name}: not prepared in this Slurm scope")
+                continue
+            dest = _resolve(remote_path, m.home)
+            jobs.setdefault((id(m.allocation), dest), []).append(m)
+        outcomes = await asyncio.gather(*(
+            self._broadcast_job(group[0].allocation, local_path, dest, size, group, mode, timeout_s)  # type: ignore[arg-type]
+            for (_, dest), group in jobs.items()))
+        for outcome in outcomes:
+            results.update(outcome)
+        return results
+
+    async def _broadcast_job(self, alloc: Allocation, local_path: str, dest: str, size: int,
+                             group: list[_Member], mode: int | None, timeout_s: float) -> dict[str, str | None]:
+        nodes = sorted({m.node for m in group})
+        try:
+            status = await asyncio.wait_for(upload(alloc.client, alloc.job_id, nodes, local_path, dest, size=size,
+                                                   mode=mode), timeout_s)
+        except asyncio.TimeoutError:
+            status = {n: f"upload did not finish within {timeout_s:g} s" for n in nodes}
+        except SlurmError as exc:
+            status = {n: str(exc) for n in nodes}
+        out: dict[str, str | None] = {}
+        for m in group:
+            why = status.get(m.node, "no answer from the upload step")
+            out[m.ref.name] = None if why is None else f"upload {local_path} -> {dest} on node {m.node}: {why}"
+        return out
+
+
+def _resolve(path: str, home: str) -> str:
+    if path == "~" or path.startswith("~/"):
+        return posixpath.normpath(posixpath.join(home or "/", path[2:]))
+    if not path.startswith("/"):
+        return posixpath.normpath(posixpath.join(home or "/", path))
+    return posixpath.normpath(path)
+
+
+async def broadcast(scope: SlurmScope, local_path: str, remote_path: str, hosts: Sequence[str | HostRef], *,
+                    mode: int | None = None, timeout_s: float = 600.0) -> dict[str, str | None]:
+    """:meth:`SlurmScope.broadcast` as a function (the engine's fan-out of a class's wheel)."""
+    return await scope.broadcast(local_path, remote_path, hosts, mode=mode, timeout_s=timeout_s)
+
+
+class SlurmConnection(Connection):
+    """One host of a :class:`SlurmScope`: its commands are job steps of the scope's allocation.
+
+    Attributes:
+        node: the Slurm node name.
+        home: the node's ``$HOME`` as the probe step saw it (after :meth:`open`).
+    """
+
+    def __init__(self, host: HostRef, scope: SlurmScope) -> None:
+        self.host = host.name
+        self.ref = host
+        self.scope = scope
+        settings = host.settings
+        assert isinstance(settings, SlurmSettings)
+        self.node = settings.node or host.name
+        self._member: _Member | None = None
+
+    @property
+    def slurm_node(self) -> SlurmNode | None:
+        """What sinfo said about the node (for facts: :func:`fleetctl.slurm_facts.slurm_view`)."""
+        m = self.scope.members.get(self.host)
+        return m.info if m else None
+
+    async def open(self) -> None:
+        """Join the scope's allocation (preparing this host now when the scope has not yet).
+
+        Raises:
+            HostUnreachable: the node is drained/down (Slurm's reason), unknown, not allocated in
+                time, or no step starts on it.
+        """
+        self._member = await self.scope._member(self.ref)
+        self.home = self._member.home
+
+    async def close(self) -> None:
+        """Nothing to close: the allocation belongs to the scope."""
+
+    def _require(self) -> _Member:
+        if self._member is None:
+            raise HostUnreachable(self.host, "not opened")
+        return self._member
+
+    async def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+                  timeout_s: float | None = None, on_line: LineCallback | None = None, stdin: bytes | None = None,
+                  become: bool = False) -> CommandResult:
+        """Run ``argv`` as a job step on the node; see :meth:`Connection.run`.
+
+        ``env`` is applied with ``env NAME=VALUE`` and ``cwd`` with a fixed ``/bin/sh`` script that
+        gets the directory as an argument (exit 125 when it is missing), exactly as over SSH
+        (:func:`~fleetctl.connection.command.wrap_argv`); no shell ever parses the argv. The step
+        starts in the node's home. On timeout the step is cancelled (Slurm kills its processes).
+        """
+        m = self._require()
+        argv = [str(a) for a in argv]
+        wrapped = wrap_argv(argv, env=env, cwd=cwd, become=become)
+        return await run_step(m.client, self.host, m.allocation.job_id, m.node, wrapped,  # type: ignore[union-attr]
+                              chdir=m.home or "/", timeout_s=timeout_s, on_line=on_line, stdin=stdin,
+                              display_argv=argv)
+
+    async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
+        """Upload with ``sbcast`` to the node's own disk (temporary name, size check, rename).
+
+        Raises:
+            TransferError: naming the host, the path and the cause.
+        """
+        self._require()
+        result = await self.scope.broadcast(local_path, remote_path, [self.host], mode=mode)
+        why = result.get(self.host)
+        if why is not None:
+            raise TransferError(f"{self.host}: {why}")
+
+    async def get(self, remote_path: str, local_path: str) -> None:
+        """Download a regular file over job steps' stdout (a symlink is refused; a large file in
+        byte ranges at once, see :mod:`~fleetctl.connection.slurm_transfer`), written to a
+        temporary file beside ``local_path`` and renamed into place.
+
+        Raises:
+            TransferError: naming the host, the path and the cause.
+        """
+        m = self._require()
+        await download(m.client, self.host, m.allocation.job_id, m.node,  # type: ignore[union-attr]
+                       _resolve(remote_path, m.home), local_path, chdir=m.home or "/")
+
+
+class _SlurmKind(ConnectionKind):
+    """Nodes of a Slurm cluster, reached as job steps of one allocation per run."""
+
+    name = "slurm"
+    settings_model = SlurmSettings
+
+    def scope(self, options: ConnectOptions) -> SlurmScope:
+        return SlurmScope(options)
+
+
+SETTINGS = SlurmSettings
+KIND = _SlurmKind()
+
+__all__ = ["SETTINGS", "KIND", "SlurmSettings", "SlurmScope", "SlurmConnection", "broadcast", "AllocationError"]

@@ -1,0 +1,197 @@
+"""Pure parts of the Slurm support: sinfo parsing, the slurm: inventory, argv building, srun's notices."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fleetctl.connection.registry import KINDS, load_kind
+from fleetctl.connection.slurm import SlurmSettings
+from fleetctl.connection.slurm_alloc import AllocationRequest
+from fleetctl.connection.slurm_client import SlurmClient, client_env, parse_launcher
+from fleetctl.connection.slurm_nodes import gres_type, parse_sinfo, sinfo_argv, split_gres
+from fleetctl.connection.slurm_step import StepOutcome, step_argv
+from fleetctl.errors import InventoryError
+from fleetctl.inventory_slurm import inventory_from_sinfo, load_slurm_inventory, parse_spec
+
+# Recorded from Slurm 22.05 (the test cluster plus a larger site's shapes): sinfo -N -h -o SINFO_FORMAT.
+SINFO = """\
+n1|gpu*|idle|2|1000|sm_90,h200|sm_90,h200|gpu:h200:1|10.200.0.11|Unknown|Unknown|none
+n2|gpu*|drained|2|1000|sm_90,h200|sm_90,h200|gpu:h200:1|10.200.0.12|2026-12-01T03:50:03|root|bad gpu: Xid 79 | see ticket 12
+n3|gpu*|mixed|2|1000|sm_120,rtx5090|sm_120,rtx5090|gpu:rtx5090:1|10.200.0.13|Unknown|Unknown|none
+n3|debug|mixed|2|1000|sm_120,rtx5090|sm_120,rtx5090|gpu:rtx5090:1|10.200.0.13|Unknown|Unknown|none
+b01|blackwell|down*|224|2063000|sm_100,b200,ib|sm_100,b200|gpu:b200:8(S:0-1),nic:1|b01-ib|2026-11-30T22:10:00|slurm|Not responding
+b02|blackwell|idle+drain|224|2063000|sm_100,b200,debug|sm_100,b200|gpu:b200:8(S:0-1)|b02|2026-11-30T22:11:00|alice|reboot to fix NVLink
+c01|cpu|idle~|64|257000|(null)|(null)|(null)|c01|Unknown|Unknown|none
+slurm_load_partitions: warning: not a node line
+"""
+
+
+def test_parse_sinfo_folds_partitions_and_keeps_reasons():
+    nodes = parse_sinfo(SINFO)
+    assert list(nodes) == ["n1", "n2", "n3", "b01", "b02", "c01"]
+    n1, n2, n3 = nodes["n1"], nodes["n2"], nodes["n3"]
+    assert n1.partitions == ("gpu",) and n1.default_partition == "gpu"
+    assert n1.features == ("sm_90", "h200") and n1.gres == ("gpu:h200:1",)
+    assert (n1.cpus, n1.memory_mib, n1.address) == (2, 1000, "10.200.0.11")
+    assert n1.reason is None and n1.unavailable is None and n1.idle
+    # the reason is free text, '|' included: it is the last field
+    assert n2.reason == "bad gpu: Xid 79 | see ticket 12"
+    assert n2.unavailable == ("Slurm node n2 is drained: bad gpu: Xid 79 | see ticket 12 "
+                              "(by root, 2026-12-01T03:50:03)")
+    assert n3.partitions == ("gpu", "debug") and n3.default_partition == "gpu"
+    assert n3.unavailable is None and not n3.idle
+    b01, b02, c01 = nodes["b01"], nodes["b02"], nodes["c01"]
+    assert b01.gres == ("gpu:b200:8", "nic:1") and not b01.responding
+    assert b01.unavailable.startswith("Slurm node b01 is down*: Not responding")
+    assert b02.states == ("idle", "drain") and "reboot to fix NVLink" in b02.unavailable
+    assert c01.features == () and c01.gres == () and c01.base_state == "idle"
+
+
+def test_node_view_is_json_ready():
+    view = parse_sinfo(SINFO)["n2"].view()
+    assert view["state"] == "drained" and view["available"] is False
+    assert view["reason_user"] == "root" and view["gres"] == ["gpu:h200:1"]
+    assert view["cpus"] == 2 and view["memory_mib"] == 1000 and view["partitions"] == ["gpu"]
+
+
+@pytest.mark.parametrize("gres, expected", [("gpu:h200:8", "gpu_h200"), ("gpu:8", None), ("gpu", None),
+                                            ("gpu:a100_3g.20gb:2", "gpu_a100_3g.20gb"), ("nic:ib", "nic_ib")])
+def test_gres_type(gres, expected):
+    assert gres_type(gres) == expected
+
+
+def test_split_gres_drops_socket_bindings():
+    assert split_gres("gpu:h100:4(S:0),gpu:a100:2(S:1)") == ("gpu:h100:4", "gpu:a100:2")
+    assert split_gres("(null)") == ()
+
+
+def test_sinfo_argv():
+    assert sinfo_argv(partition="gpu", nodes="n[1-3]")[-4:] == ["-p", "gpu", "-n", "n[1-3]"]
+
+
+def test_inventory_groups_by_partition_feature_and_gres():
+    inv = inventory_from_sinfo(SINFO, launcher="ssh login01")
+    assert inv["all"]["vars"] == {"ansible_connection": "slurm", "slurm_launcher": "ssh login01"}
+    assert inv["slurm"]["hosts"] == ["n1", "n2", "n3", "b01", "b02", "c01"]
+    assert inv["gpu"]["hosts"] == ["n1", "n2", "n3"]
+    assert inv["debug"]["hosts"] == ["n3"]
+    assert inv["sm_90"]["hosts"] == ["n1", "n2"] and inv["h200"]["hosts"] == ["n1", "n2"]
+    assert inv["sm_120"]["hosts"] == ["n3"] and inv["sm_100"]["hosts"] == ["b01", "b02"]
+    assert inv["gpu_h200"]["hosts"] == ["n1", "n2"] and inv["gpu_b200"]["hosts"] == ["b01", "b02"]
+    assert "nic" not in inv  # an untyped GRES makes no group
+    # a feature named like a partition does not merge into it
+    assert inv["feature_debug"]["hosts"] == ["b02"] and inv["debug"]["hosts"] == ["n3"]
+    # nodes outside the default partition are told where to allocate
+    hv = inv["_meta"]["hostvars"]
+    assert hv["n1"] == {} and hv["b01"] == {"slurm_partition": "blackwell"} and hv["c01"] == {"slurm_partition": "cpu"}
+    assert set(inv["slurm"]["children"]) == set(inv) - {"_meta", "all", "slurm", "ungrouped"}
+
+
+def test_inventory_of_one_partition_sets_it_for_all():
+    inv = inventory_from_sinfo(SINFO, partition="blackwell")
+    assert inv["all"]["vars"]["slurm_partition"] == "blackwell"
+    assert inv["_meta"]["hostvars"]["b01"] == {}
+
+
+def test_group_names_never_break_host_patterns():
+    text = "x1|p:1|idle|1|1|a&b,c!d|a&b|gpu:t[1]:1|x1|Unknown|Unknown|none\n"
+    inv = inventory_from_sinfo(text)
+    assert {"p_1", "a_b", "c_d", "gpu_t_1_"} <= set(inv)
+
+
+@pytest.mark.parametrize("spec, partition", [("slurm:", None), ("slurm:gpu", "gpu")])
+def test_parse_spec(spec, partition):
+    assert parse_spec(spec) == partition
+
+
+@pytest.mark.parametrize("spec", ["slurm", "ssh:gpu", "slurm:a,b", "slurm:a b"])
+def test_parse_spec_rejects(spec):
+    with pytest.raises(InventoryError) as err:
+        parse_spec(spec)
+    assert spec in str(err.value)
+
+
+def test_missing_sinfo_is_one_line(tmp_path):
+    with pytest.raises(InventoryError) as err:
+        load_slurm_inventory("slurm:", env={"FLEETCTL_SLURM_LAUNCHER": str(tmp_path / "no-such-launcher"),
+                                            "PATH": "/usr/bin:/bin"})
+    assert "slurm:" in str(err.value) and "not found" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_salloc_argv():
+    req = AllocationRequest(partition="gpu", account="ops", qos="high", time="30", exclusive=True,
+                            gres=("gpu:h200:8",))
+    argv = req.salloc_argv(["gpu01", "gpu02", "gpu03", "gpu07"], job_name="fleetctl-r1", deadline_s=2.5)
+    assert argv == ["salloc", "--no-shell", "--job-name=fleetctl-r1", "--nodelist=gpu[01-03,07]", "--nodes=4",
+                    "--immediate=3", "--partition=gpu", "--account=ops", "--qos=high", "--time=30", "--exclusive",
+                    "--gres=gpu:h200:8"]
+    assert "--exclusive" not in AllocationRequest(exclusive=False).salloc_argv(["a"], job_name="j", deadline_s=1)
+
+
+def test_step_argv_ends_options_before_the_command():
+    argv = step_argv("7", "n1", ["-rf", "x"], chdir="/home/a")
+    assert argv[:2] == ["srun", "--jobid=7"] and "--overlap" in argv and "--chdir=/home/a" in argv
+    assert argv[-3:] == ["--", "-rf", "x"]
+
+
+@pytest.mark.parametrize("rc, notices, execve, expected", [
+    (3, [b"srun: error: n1: task 0: Exited with exit code 3\n"], None, (3, None)),
+    (137, [b"srun: error: n1: task 0: Killed\n"], None, (None, "KILL")),
+    (139, [b"srun: error: n1: task 0: Segmentation fault\n"], None, (None, "SEGV")),
+    (137, [b"srun: error: n1: task 0: Exited with exit code 137\n"], None, (137, None)),
+    (2, [b"srun: error: n1: task 0: Exited with exit code 2\n"], "No such file or directory", (127, None)),
+    (2, [b"srun: error: n1: task 0: Exited with exit code 2\n"], "Permission denied", (126, None)),
+    (0, [], None, (0, None)),
+])
+def test_step_outcome(rc, notices, execve, expected):
+    outcome = StepOutcome.interpret(rc, notices, execve)
+    assert (outcome.rc, outcome.signal) == expected
+
+
+def test_step_that_never_ran_is_no_outcome():
+    assert StepOutcome.interpret(1, [], None) is None
+
+
+def test_launcher_words_and_settings():
+    assert parse_launcher("ssh -p 2222 'login 01'") == ("ssh", "-p", "2222", "login 01")
+    s = SlurmSettings.model_validate({"ansible_host": "gpu01", "slurm_time": 30, "slurm_launcher": "ssh login01",
+                                      "slurm_exclusive": "false", "port": 8080})
+    assert (s.node, s.time, s.launcher, s.exclusive) == ("gpu01", "30", ("ssh", "login01"), False)
+    both = SlurmSettings.model_validate({"ansible_host": "10.0.0.5", "slurm_node": "gpu01"})
+    assert both.node == "gpu01"  # ansible_host may hold the SSH address of the same machine
+    assert SlurmSettings.model_validate({"slurm_launcher": ["nsenter", "--net=/x y"]}).launcher == ("nsenter",
+                                                                                                      "--net=/x y")
+    with pytest.raises(ValueError):
+        SlurmSettings.model_validate({"slurm_launcher": "ssh 'unbalanced"})
+
+
+def test_kind_is_registered():
+    assert KINDS["slurm"] == "fleetctl.connection.slurm:KIND"
+    kind = load_kind("slurm")
+    assert kind.name == "slurm" and kind.settings_model is SlurmSettings
+
+
+def test_exec_launcher_appends_argv():
+    client = SlurmClient(("nsenter", "--net=/run/netns/x"))
+    assert client.command(["srun", "a b"]) == ["nsenter", "--net=/run/netns/x", "srun", "a b"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                        max_size=12), min_size=1, max_size=5))
+def test_ssh_launcher_command_line_survives_a_shell(args):
+    # ssh(1) hands its joined arguments to the remote login shell: here a local /bin/sh plays it
+    client = SlurmClient(("ssh", "login01"))
+    line = client.command(["printf", "%s\\0", *args])[-1]
+    out = subprocess.run(["/bin/sh", "-c", line], capture_output=True, check=True).stdout
+    assert out.split(b"\0")[:-1] == [a.encode() for a in args]
+
+
+def test_client_env_drops_job_context_and_controller_venv():
+    env = client_env({"SLURM_CONF": "/etc/slurm/slurm.conf", "SLURM_JOB_ID": "5", "SLURM_NTASKS": "8",
+                      "SALLOC_ACCOUNT": "ops", "VIRTUAL_ENV": "/ctl/.venv", "PYTHONPATH": "/ctl", "HOME": "/h"})
+    assert env == {"SLURM_CONF": "/etc/slurm/slurm.conf", "SALLOC_ACCOUNT": "ops", "HOME": "/h"}
