@@ -22,8 +22,8 @@ from fleetctl.connection.registry import ConnectOptions, HostRef, load_kind
 from fleetctl.connection.slurm import SlurmScope, SlurmSettings, broadcast
 from fleetctl.connection.slurm_transfer import STRIPE_BYTES
 from fleetctl.errors import CommandTimeout, HostUnreachable, TransferError
-from fleetctl.inventory_slurm import load_slurm_inventory
-from fleetctl.slurm_facts import FactsTarget, fetch_slurm_view, gather_facts_slurm
+from fleetctl.inventory.sources.slurm import load_slurm_inventory
+from fleetctl.connection.slurm_facts import fetch_slurm_view
 from tests.support.slurm import FakeLoginNode, counting_launcher, slurm_cluster, slurm_cluster_session, tool_calls  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ from fleetctl.connection.slurm_client import SlurmClient, client_env, parse_laun
 from fleetctl.connection.slurm_nodes import gres_type, parse_sinfo, sinfo_argv, split_gres
 from fleetctl.connection.slurm_step import StepOutcome, step_argv
 from fleetctl.errors import InventoryError
-from fleetctl.inventory_slurm import inventory_from_sinfo, load_slurm_inventory, parse_spec
+from fleetctl.inventory.sources.slurm import inventory_from_sinfo, load_slurm_inventory, parse_spec
 
 # Recorded from Slurm 22.05 (the test cluster plus a larger site's shapes): sinfo -N -h -o SINFO_FORMAT.
 SINFO = """\

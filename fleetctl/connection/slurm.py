@@ -37,6 +37,7 @@ import re
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import AliasChoices, Field, field_validator
 
@@ -115,6 +116,8 @@ class _Member:
 
 
 class SlurmScope(KindScope):
+    can_broadcast = True
+
     """One run's Slurm allocations and the hosts on them (see the module docstring)."""
 
     def __init__(self, options: ConnectOptions) -> None:
@@ -381,6 +384,11 @@ class SlurmConnection(Connection):
         """What sinfo said about the node (for facts: :func:`fleetctl.slurm_facts.slurm_view`)."""
         m = self.scope.members.get(self.host)
         return m.info if m else None
+
+    def extra_facts(self) -> dict[str, Any]:
+        """Slurm's view of the node (state, reason, features, GRES, CPUs, memory) as ``slurm``."""
+        node = self.slurm_node
+        return {"slurm": node.view()} if node is not None else {}
 
     async def open(self) -> None:
         """Join the scope's allocation (preparing this host now when the scope has not yet).

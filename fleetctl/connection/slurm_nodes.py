@@ -194,9 +194,9 @@ def parse_sinfo(text: str) -> dict[str, SlurmNode]:
 def hostlist(names: Iterable[str]) -> str:
     """Node names as one Slurm hostlist for ``-w``/``-n`` (``n[1-3],gpu07``): folded, so ten
     thousand nodes stay far below the kernel's 128 KiB limit for one argument."""
-    from ..hostpattern import fold_hosts  # a pure helper; Slurm's hostlist syntax is ClusterShell's
+    from ClusterShell.NodeSet import NodeSet  # Slurm's hostlist syntax is ClusterShell's
 
-    return fold_hosts(names)
+    return str(NodeSet.fromlist(list(names))) if names else ""
 
 
 async def query_nodes(client: "SlurmClient", names: Iterable[str] | None = None, *,

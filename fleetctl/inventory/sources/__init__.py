@@ -45,7 +45,9 @@ from .yaml_inventory import ingest_yaml, is_list_json
 
 __all__ = ["SCHEMES", "scheme_function", "add_source", "NOT_FOUND"]
 
-SCHEMES: dict[str, str] = {}
+SCHEMES: dict[str, str] = {
+    "slurm": "fleetctl.inventory.sources.slurm:list_json",
+}
 """Inventory sources named by a scheme: ``-i SCHEME:ARGUMENT`` -> ``"module:function"``.
 
 The function is called as ``function(argument: str) -> dict`` and returns Ansible ``--list`` JSON

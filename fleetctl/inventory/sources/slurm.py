@@ -29,9 +29,9 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from .connection.slurm_client import LAUNCHER_ENV, SlurmClient, client_env, last_line, parse_launcher
-from .connection.slurm_nodes import gres_type, parse_sinfo, sinfo_argv
-from .errors import InventoryError
+from ...connection.slurm_client import LAUNCHER_ENV, SlurmClient, client_env, last_line, parse_launcher
+from ...connection.slurm_nodes import gres_type, parse_sinfo, sinfo_argv
+from ...errors import InventoryError
 
 #: The source scheme: ``-i slurm:`` / ``-i slurm:PARTITION``.
 SCHEME = "slurm"
@@ -148,3 +148,9 @@ def load_slurm_inventory(spec: str, *, env: Mapping[str, str] | None = None,
         what = f"partition {partition}" if partition else "the cluster"
         raise InventoryError(f"sinfo lists no node in {what}", file=spec)
     return inventory
+
+
+def list_json(argument: str) -> dict[str, Any]:
+    """The ``slurm:`` scheme's function for :data:`fleetctl.inventory.sources.SCHEMES`:
+    ``-i slurm:`` (argument ``""``) or ``-i slurm:PARTITION``."""
+    return load_slurm_inventory(f"slurm:{argument}")
