@@ -11,6 +11,7 @@ written by both runs is parsed back with prometheus_client's parser.
 
 from __future__ import annotations
 
+import html
 import html.parser
 import json
 import os
@@ -200,7 +201,7 @@ def check_self_contained(page: Path, tmp: Path) -> DomRows:
     """The page asks for nothing: a CSP forbidding fetches, no external URL in the HTML, no
     request in Chromium's net log; hostile host output stays text."""
     text = page.read_text()
-    assert "default-src 'none'" in text
+    assert "default-src 'none'" in html.unescape(text)
     assert not re.findall(r"(?:src|href)\s*=\s*[\"']?(?!#)[a-z]+:", text, re.I)
     net = tmp / f"{page.stem}.netlog.json"
     dom = dump_dom(page, net_log=net)

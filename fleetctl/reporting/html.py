@@ -48,6 +48,14 @@ def secs(value: float | None) -> str:
     return f"{int(v // 3600)} h {int(v % 3600 // 60):02d} min"
 
 
+def num(value: float | None) -> str:
+    """Seconds as a bare number for table cells: ``0.42``, ``12.3``, ``2400``."""
+    if value is None:
+        return ""
+    v = float(value)
+    return f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:.0f}"
+
+
 def size(value: int) -> str:
     """Bytes as ``512 B``, ``3.4 KiB``, ``21.0 MiB``."""
     v = float(value)
@@ -72,7 +80,7 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("fleetctl.reporting", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(
-        secs=secs, size=size, when=when, safe_name=safe_name,
+        secs=secs, num=num, size=size, when=when, safe_name=safe_name,
         short=lambda s: str(s or "")[:12],
         cls=lambda s: re.sub(r"[^a-z0-9]+", "-", str(s).lower()).strip("-") or "x",
     )

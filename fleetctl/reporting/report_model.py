@@ -118,11 +118,16 @@ class ArchClass:
 
 @dataclass
 class Tail:
+    """A log tail shared by ``hosts`` (identical once each host's own name is taken out; for hosts
+    that succeeded, also once numbers are: ``numbers_differ`` says the shown one is the first
+    host's and the others' numbers (times, sizes) differ)."""
+
     id: int
     hosts: list[str]
     folded: str
     lines: list[str]
     cut: bool
+    numbers_differ: bool = False
 
 
 @dataclass
@@ -248,6 +253,7 @@ def _bars(host: dict[str, Any], run_start: dt.datetime | None, kind: str) -> lis
                 duration_s=max(0.0, float(s.get("duration_s") or 0)), status=str(s.get("status"))) for s in spans]
 
 
+_DIGITS = re.compile(r"\d+")
 _SEVERITY = {"failed": 5, "unreachable": 4, "interrupted": 3, "changed": 2, "ok": 1, "skipped": 0}
 
 
@@ -399,7 +405,7 @@ def _causes(rows: list[HostRow], hostvars: dict[str, dict[str, Any]], logs: dict
         key = (r.status, text)
         groups.setdefault(key, []).append(r)
         if errors.get(key) is None and first:
-            errors[key] = without_identity(first, tokens)
+            errors[key] = first  # as the host printed it (the cause folds; this line is evidence)
     order = sorted(groups.items(), key=lambda kv: (HOST_STATUS_ORDER.index(kv[0][0]) if kv[0][0] in HOST_STATUS_ORDER
                                                    else 99, -len(kv[1]), kv[0][1]))
     out = []
@@ -443,8 +449,8 @@ def _classes(rows: list[HostRow], hosts: dict[str, dict[str, Any]]) -> list[Arch
     out = []
     for i, (key, c) in enumerate(found.items(), 1):
         roles = c["roles"]
-        builders = [h for h, r in roles.items() if r in ("build", "serve")]
-        builders += [p for p in (c.get("pushed_from") or {}).values() if p and p not in builders]
+        builders = list(dict.fromkeys([h for h, r in roles.items() if r in ("build", "serve")]
+                                      + [p for p in (c.get("pushed_from") or {}).values() if p]))
         if not builders:
             builders = [h for h, r in roles.items() if r == "fail"][:1]
         for h in c["hosts"]:
@@ -469,6 +475,8 @@ def _tails(rows: list[HostRow], hostvars: dict[str, dict[str, Any]], logs: dict[
             continue
         tokens = identity_tokens(r.name, hostvars.get(r.name) or {})
         key = tuple(without_identity(line, tokens) for line in log.tail)
+        if r.status == "ok":  # tails of hosts that succeeded fold when they differ only in numbers
+            key = ("ok",) + tuple(_DIGITS.sub("#", line) for line in key)
         groups.setdefault(key, []).append(r.name)
         cut[key] = cut.get(key, False) or log.tail_cut
     out = []
@@ -476,8 +484,13 @@ def _tails(rows: list[HostRow], hostvars: dict[str, dict[str, Any]], logs: dict[
     for i, (key, names) in enumerate(groups.items(), 1):
         for n in names:
             by_name[n].tail_id = i
-        lines = logs[names[0]].tail if len(names) == 1 else list(key)  # one host's tail: as it is
-        out.append(Tail(id=i, hosts=names, folded=_fold(names), lines=list(lines), cut=cut[key]))
+        first = logs[names[0]].tail
+        # one host's tail as it is; a shared one with <host> for each host's name, numbers of the first
+        lines = first if len(names) == 1 else [without_identity(x, identity_tokens(names[0], hostvars.get(
+            names[0]) or {})) for x in first]
+        out.append(Tail(id=i, hosts=names, folded=_fold(names), lines=list(lines), cut=cut[key],
+                        numbers_differ=key[:1] == ("ok",) and len(names) > 1 and len(
+                            {tuple(logs[n].tail) for n in names[:50]}) > 1))
     return out
 
 
