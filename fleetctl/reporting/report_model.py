@@ -27,12 +27,15 @@ import json
 import math
 import re
 import statistics
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .history import safe_name
 from .logscan import LogInfo, scan_log
+from .report_types import ArchClass, Bar, Cause, Folded, HostRow, PhaseStat, Report, Tail
+
+__all__ = ["ArchClass", "Bar", "Cause", "Folded", "HostRow", "PhaseStat", "Report", "Tail", "load_report",
+           "summarise"]
 
 PHASE_ORDER = ("connect", "facts", "upload", "build", "install", "verify", "command")
 HOST_STATUS_ORDER = ("failed", "unreachable", "interrupted", "not started", "running", "ok")
@@ -54,134 +57,6 @@ NOTABLE_EVENTS = {
 _EXIT = {"ok": (0, "every host succeeded"), "failed": (1, "one or more hosts failed or were unreachable"),
          "refused": (1, "refused: another run holds a host's lock"),
          "interrupted": (130, "interrupted (SIGINT 130 / SIGTERM 143)"), "running": (None, "still running")}
-
-
-@dataclass
-class Bar:
-    """One phase bar: seconds after the run started, and its place on the axis in percent."""
-
-    phase: str
-    start_s: float
-    duration_s: float
-    status: str
-    x_pct: float = 0.0
-    w_pct: float = 0.0
-
-
-@dataclass
-class HostRow:
-    name: str
-    status: str
-    error: str | None
-    duration_s: float
-    bars: list[Bar]
-    phases: dict[str, tuple[float, str]]  # phase -> (seconds, worst status)
-    rc: int | None = None
-    cause_id: int | None = None
-    class_id: int | None = None
-    role: str | None = None
-    built_on: str | None = None
-    wheel_sha256: str | None = None
-    tail_id: int | None = None
-    log_rel: str = ""
-    log_size_bytes: int = 0
-    changed: bool = False
-
-
-@dataclass
-class Cause:
-    id: int
-    status: str
-    text: str
-    hosts: list[str]
-    folded: str
-    first_error: str | None
-    example_host: str
-    example_tail: list[str]
-
-
-@dataclass
-class ArchClass:
-    id: int
-    key: str
-    archs: str
-    sass: str
-    hosts: list[str]
-    folded: str
-    built_on: list[str]
-    pushed: str
-    reused: str
-    failed: str
-    wheel: str
-    sha256: str
-
-
-@dataclass
-class Tail:
-    """A log tail shared by ``hosts`` (identical once each host's own name is taken out; for hosts
-    that succeeded, also once numbers are: ``numbers_differ`` says the shown one is the first
-    host's and the others' numbers (times, sizes) differ)."""
-
-    id: int
-    hosts: list[str]
-    folded: str
-    lines: list[str]
-    cut: bool
-    numbers_differ: bool = False
-
-
-@dataclass
-class Folded:
-    text: str
-    hosts: list[str]
-    folded: str
-
-
-@dataclass
-class PhaseStat:
-    phase: str
-    hosts: int
-    min_s: float
-    median_s: float
-    p95_s: float
-    max_s: float
-
-
-@dataclass
-class Report:
-    run_id: str
-    kind: str
-    mode: str
-    status: str
-    exit_status: int | None
-    exit_meaning: str
-    command: str
-    playbook: str | None
-    playbook_sha256: str | None
-    pattern: str | None
-    user: str
-    controller: str
-    started: str
-    finished: str | None
-    duration_s: float | None
-    record_dir: str
-    stopped: str | None
-    host_counts: list[tuple[str, int]]
-    task_counts: list[tuple[str, int]]
-    hosts: list[HostRow]
-    causes: list[Cause]
-    classes: list[ArchClass]
-    tails: list[Tail]
-    notes: list[Folded]
-    events: list[Folded]
-    phases: list[str]
-    phase_stats: list[PhaseStat]
-    timeline: list[HostRow]
-    timeline_note: str
-    axis_s: float
-    ticks: list[tuple[float, str]]
-    anchors: dict[str, str] = field(default_factory=dict)  # host -> its row's element id
-    fleetctl_version: str = ""
 
 
 def _fold(names: list[str]) -> str:
@@ -210,10 +85,26 @@ def identity_tokens(host: str, hostvars: dict[str, Any]) -> list[str]:
     return sorted({t for t in tokens if t}, key=len, reverse=True)
 
 
+def _word_char(c: str) -> bool:
+    return c.isalnum() or c in "_-"
+
+
 def without_identity(text: str, tokens: list[str]) -> str:
-    """``text`` with each token (a whole word: not inside a longer name) replaced by ``<host>``."""
+    """``text`` with each token (longest first) replaced by ``<host>`` where it stands as a whole
+    name: not inside a longer name (``gpu1`` in ``gpu10``) or a dotted one (``10.0.0.1`` in
+    ``10.0.0.12``). Plain string search: this runs for every line of every tail."""
     for tok in tokens:
-        text = re.sub(rf"(?<![\w.-]){re.escape(tok)}(?![\w-]|\.\w)", "<host>", text)
+        if tok not in text:
+            continue
+        out, i = [], 0
+        while (j := text.find(tok, i)) >= 0:
+            before = text[j - 1] if j else ""
+            after, after2 = text[j + len(tok):j + len(tok) + 1], text[j + len(tok) + 1:j + len(tok) + 2]
+            whole = not (before and (_word_char(before) or before == ".")) and not (
+                after and (_word_char(after) or after == "." and after2 and _word_char(after2)))
+            out.append(text[i:j] + ("<host>" if whole else tok))
+            i = j + len(tok)
+        text = "".join(out) + text[i:]
     return text
 
 
