@@ -162,7 +162,7 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
     else:
         from ..reporting.tables import build_classes, print_summary
 
-        print_summary(console, results, run.run_id, fold=folded)
+        print_summary(console, results, run.run_id, fold=folded, causes_below=not folded)
         changed = [t for r in results.values() for t in r.get("tasks", []) if t["status"] == "changed"]
         if not bad and not changed and not dry_run:
             console.print("nothing changed: every host was already up to date")

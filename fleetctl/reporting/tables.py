@@ -105,10 +105,12 @@ def folded_notes(facts: dict[str, dict[str, Any]], *, verbose: bool = False) -> 
     return [f"{fold_hosts(hosts)}: {note}" for note, hosts in groups.items()]
 
 
-def print_summary(console: Console, results: dict[str, dict[str, Any]], run_id: str, *, fold: bool = False) -> None:
+def print_summary(console: Console, results: dict[str, dict[str, Any]], run_id: str, *, fold: bool = False,
+                  causes_below: bool = True) -> None:
     """The end of a run: host, status, tasks (one letter per task status), duration; with ``fold``
     hosts with the same statuses and error share one row under their folded host set. Then each
-    failure's whole cause on lines of its own (folded by host set), never squeezed into a column."""
+    failure's whole cause on lines of its own (folded by host set), never squeezed into a column
+    (``causes_below=False`` when the folded terminal output has listed them already)."""
     from ..inventory import fold_hosts
 
     groups: dict[tuple, list[tuple[str, float]]] = {}
@@ -134,7 +136,7 @@ def print_summary(console: Console, results: dict[str, dict[str, Any]], run_id: 
             causes.setdefault((status, r["error"]), []).extend(names)
     print_table(console, f"run {run_id}", [("hosts" if fold else "host", True, "left"), ("status", True, "left"),
                                            ("tasks", True, "left"), ("duration s", True, "right")], rows)
-    for (status, error), names in causes.items():
+    for (status, error), names in (causes.items() if causes_below else ()):
         console.print(Text(f"{fold_hosts(names)}: ", style="bold cyan").append(
             f"{status.upper()}: {error}", style=STYLE.get(status, "")), soft_wrap=True)
 
