@@ -526,8 +526,11 @@ def test_cli_print_units_verify_and_really_run(tmp_path, scope):
     assert ("User" in svc) == (scope == "--system")
     argv = read_exec(svc["ExecStart"][0])
     home = str(tmp_path / "runs home %$'\"")
+    vars_file = f"{home}/schedule/fleetctl-pb.vars.yaml"
     assert argv == [sys.executable, "-m", "fleetctl", "-i", str(d / "inv.yaml"), "deploy", "--hosts", "here",
-                    "--playbook", str(d / "pb.yaml"), "-e", "greeting=a b %s $HOME \"q\" \\", "--json"]
+                    "--playbook", str(d / "pb.yaml"), "-e", f"@{vars_file}", "--json"]
+    assert "a b %s" not in res.stdout  # -e values never go into a unit file
+    assert f"would write {vars_file}, mode 0600" in res.stderr and not Path(vars_file).exists()
     assert unquote_words(specifiers(svc["Environment"][0])) == [f"FLEETCTL_HOME={home}"]
     assert specifiers(svc["WorkingDirectory"][0]) == str(d)
 
@@ -547,6 +550,14 @@ def test_cli_print_units_verify_and_really_run(tmp_path, scope):
 
     # what systemd would run, run: a real deploy whose record lands in FLEETCTL_HOME
     if scope == "--user":
+        fake_bin(tmp_path / "bin", "systemctl", FAKE_SYSTEMCTL)  # install: the vars file is written
+        installed = fleet(tmp_path, "-i", "inv.yaml", "schedule", "--playbook", "pb.yaml", "--hosts", "here", "--at",
+                          "02:30", "-e", "greeting=a b %s $HOME \"q\" \\", "--on-failure", "notify@%n.service",
+                          cwd=d, env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
+                                      "FAKE_SYSTEMCTL_LOG": str(tmp_path / "systemctl.log")})
+        assert installed.returncode == 0, installed.stderr
+        assert oct(Path(vars_file).stat().st_mode & 0o777) == "0o600"
+        assert oct(Path(vars_file).parent.stat().st_mode & 0o777) == "0o700"
         run = subprocess.run(argv, cwd=specifiers(svc["WorkingDirectory"][0]), capture_output=True, text=True,
                              timeout=300, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
                                                "FLEETCTL_HOME": home})
@@ -568,8 +579,15 @@ def test_cli_print_cron_line_really_deploys_through_sh(tmp_path):
     assert "\n" not in line and line.startswith("5 7 * * * cd ") and line.endswith(" --json >> " + shlex.quote(
         str(tmp_path / "runs home %$'\"") + "/cron.log").replace("%", "\\%") + " 2>&1 # fleetctl:nightly")
     assert "crontab" in res.stderr and not (tmp_path / "home").exists()
+    assert "50" not in line.split("deploy", 1)[1].split("--json")[0]  # the -e value is not in the line
     home = tmp_path / "runs home %$'\""
-    home.mkdir()
+    # install it (a fake crontab), which writes the vars file the line names
+    fake_bin(tmp_path / "bin", "crontab", FAKE_CRONTAB)
+    installed = fleet(tmp_path, "-i", "inv.yaml", "schedule", "--playbook", "pb.yaml", "--at", "7:05", "--cron",
+                      "--name", "nightly", "-e", "greeting=50% off $(id) `id`", cwd=d,
+                      env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "FAKE_CRONTAB_FILE": str(tmp_path / "tab")})
+    assert installed.returncode == 0, installed.stderr
+    assert (tmp_path / "tab").read_text() == line + "\n"
     cmd, stdin = cron_sh_command(line)
     run = subprocess.run(["/bin/sh", "-c", cmd], input=stdin, capture_output=True, text=True, timeout=300,
                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SHELL": "/bin/sh"})

@@ -64,7 +64,6 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
           accept_new_host_keys: bool, connect_timeout: float) -> None:
     """Gather and print facts: GPUs and SMs, CUDA, venv and torch, cores, memory, disk, build plan."""
     from ..engine.adhoc import facts_on_hosts
-    from ..reporting.tables import facts_table
     from ..reporting.terminal import print_json
 
     _, hosts = obj.select(pattern, limit, forks=forks)
@@ -86,10 +85,12 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     else:
         from rich.console import Console
 
-        Console().print(facts_table(result))
-        for h, f in result.items():
-            for note in (f.get("build") or {}).get("notes", []):
-                click.echo(f"{h}: {note}")
+        from ..reporting.tables import folded_notes, print_facts
+
+        console = Console(highlight=False)
+        print_facts(console, result)
+        for line in folded_notes(result, verbose=obj.verbose > 0):
+            console.print(line, markup=False, soft_wrap=True)
     raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
 
 
@@ -102,18 +103,23 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
 @timeout_option
 @click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=FiniteFloatRange(0.1),
               help="Seconds the command may run on each host.")
+@click.option("--metrics-file", default=None, metavar="PATH",
+              help="At the end, write Prometheus metrics to PATH (*.prom, node_exporter's textfile collector).")
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @pass_ctx
 def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool, accept_new_host_keys: bool,
-        connect_timeout: float, timeout_s: float, argv: tuple[str, ...]) -> None:
+        connect_timeout: float, timeout_s: float, metrics_file: str | None, argv: tuple[str, ...]) -> None:
     """Run ARGV exactly as given (no shell) on every host: fleetctl run --hosts all -- uname -r"""
     from ..engine.adhoc import run_on_hosts
     from ..redact import unwrap
     from ..reporting.terminal import LiveOutput, print_json
 
+    from .play import metrics_observer
+
     _, hosts = obj.select(pattern, limit, venv=False, forks=forks)  # `run` may be what creates the venv
+    metrics = metrics_observer(metrics_file)
     printer = LiveOutput([h.name for h in hosts], stream=sys.stderr if as_json else sys.stdout)
-    run_, record, observers = _record("run", obj, extra=[_LinesOnly(printer)])
+    run_, record, observers = _record("run", obj, extra=[_LinesOnly(printer), metrics])
     run_.pattern = pattern
     run_.redactor.add(set().union(*(unwrap(h.vars)[1] for h in hosts)))
     outputs = guarded(run_, observers, lambda: run_async(run_on_hosts(
@@ -135,6 +141,8 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
                 click.echo(f"{h}: UNREACHABLE: {o.error}", err=True)
             elif o.status != "ok":
                 click.echo(f"{h}: FAILED: {o.error}", err=True)
+        if bad:
+            click.echo(f"every line a host printed: fleetctl logs {run_.run_id} {bad[0]}", err=True)
     raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
 
 

@@ -79,7 +79,8 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
               skip_tags: str | None = None, force: bool = False, extra: tuple[str, ...] = (),
               accept_new_host_keys: bool = False, connect_timeout: float = 30.0, serial: str | None = None,
               max_fail_percentage: float | None = None, retry_failed: str | None = None, build: str | None = None,
-              phase_timeout: tuple[str, ...] = (), plan: bool = False, output: str = "auto") -> None:
+              phase_timeout: tuple[str, ...] = (), plan: bool = False, output: str = "auto",
+              metrics_file: str | None = None) -> None:
     from ..engine.deadlines import Deadlines
     from ..engine.runner import PlayOptions, run_playbook
     from ..playbook import load_playbook
@@ -102,21 +103,20 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
         m = re.fullmatch(r"([0-9]+)(%?)", item)
         if not (m and int(m[1]) > 0 and (not m[2] or int(m[1]) <= 100)):
             raise InputError(f"--serial: want host counts or percentages up to 100%, like 1,10%,100%; got {item!r}")
-    extra_vars: dict[str, Any] = {}
-    for item in extra:
-        name, sep, value = item.partition("=")
-        if not sep or not name.isidentifier():
-            raise InputError(f"-e/--extra-var wants NAME=VALUE, got {item!r}")
-        extra_vars[name] = value
+    from .extravars import parse_extra_vars
+
+    extra_vars = parse_extra_vars(extra)
     known = set.intersection(*(set(h.vars) for h in hosts)) if hosts else set()
     playbook.check_undefined(known | set(extra_vars))
     deadlines = Deadlines(overrides=_phase_timeouts(phase_timeout), connect_s=connect_timeout)
     mode = "plan" if plan else "dry-run" if dry_run else "apply"
 
+    metrics = metrics_observer(metrics_file, mode)
+
     stream = sys.stderr if as_json or plan else sys.stdout
     folded = output == "folded" or (output == "auto" and len(hosts) > FOLD_THRESHOLD)
-    live = _terminal(hosts, stream, folded) if not plan else None
-    run, record, observers = _record(kind, obj, extra=[live])
+    live = _terminal(hosts, stream, folded, obj.verbose) if not plan else None
+    run, record, observers = _record(kind, obj, extra=[live, metrics])
     run.mode, run.pattern = mode, pattern
     run.inventory = {"path": str(inv.path), "hosts": {h.name: dict(h.vars) for h in hosts}}
     locks = None
@@ -160,9 +160,9 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
 
         print_json({"run_id": run.run_id, "mode": mode, "status": "failed" if bad else "ok", "hosts": results})
     else:
-        from ..reporting.tables import build_classes, summary_table
+        from ..reporting.tables import build_classes, print_summary
 
-        console.print(summary_table(results, run.run_id, fold=folded))
+        print_summary(console, results, run.run_id, fold=folded, causes_below=not folded)
         changed = [t for r in results.values() for t in r.get("tasks", []) if t["status"] == "changed"]
         if not bad and not changed and not dry_run:
             console.print("nothing changed: every host was already up to date")
@@ -172,17 +172,42 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
             for line in classes:
                 console.print(f"  {line}", markup=False, highlight=False)
         if bad:
-            console.print(f"details: fleetctl logs {run.run_id} HOST   (every line each host printed)",
-                          markup=False, highlight=False)
+            failed_pointer(console, run.run_id, bad)
     raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
 
 
-def _terminal(hosts, stream, folded: bool):
+def failed_pointer(console, run_id: str, bad: list[str]) -> None:
+    """The end of a failed run: where every line of a failed host is, and the report."""
+    console.print(f"every line a host printed: fleetctl logs {run_id} {bad[0]}", markup=False, highlight=False)
+    console.print(f"the run as one HTML page: fleetctl report {run_id} --html report.html", markup=False,
+                  highlight=False)
+
+
+def metrics_observer(path: str | None, mode: str = "apply"):
+    """The ``--metrics-file`` observer, or None; bad input (a dry run, a missing folder) is exit 2."""
+    if not path:
+        return None
+    from pathlib import Path
+
+    from ..reporting.metrics import MetricsFile
+
+    if mode != "apply":
+        raise InputError(f"--metrics-file: a {mode} changes nothing; metrics describe applied runs")
+    p = Path(path)
+    if not p.parent.is_dir():
+        raise InputError(f"--metrics-file: folder {p.parent} does not exist")
+    if p.suffix != ".prom":
+        click.echo(f"fleetctl: warning: --metrics-file {p}: node_exporter's textfile collector reads only "
+                   "*.prom files", err=True)
+    return MetricsFile(p)
+
+
+def _terminal(hosts, stream, folded: bool, verbose: int = 0):
     from ..inventory import fold_hosts
     from ..reporting.terminal import FoldedOutput, LiveOutput
 
     names = [h.name for h in hosts]
-    return FoldedOutput(names, stream, fold_hosts) if folded else LiveOutput(names, stream)
+    return FoldedOutput(names, stream, fold_hosts, verbose) if folded else LiveOutput(names, stream, verbose)
 
 
 def _take_locks(hosts, run, observers):
@@ -208,7 +233,7 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
     host would fail (a preflight problem) or could not be planned."""
     from rich.console import Console
 
-    from ..reporting.tables import plan_rows, plan_table
+    from ..reporting.tables import plan_rows, print_plan_table
     from ..reporting.terminal import print_json
 
     rows = plan_rows(results)
@@ -217,7 +242,7 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
         print_json(rows)
     else:
         console = Console(highlight=False)
-        console.print(plan_table(f"plan: {playbook.name}", rows))
+        print_plan_table(console, f"plan: {playbook.name}", rows)
         if rows and not bad and all(b["action"] == "skip" for r in rows.values() for b in r.get("builds", [])):
             console.print("nothing changed: a deploy would rebuild and reinstall nothing (--force overrides)")
     raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
@@ -226,7 +251,11 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
 _common = [
     click.option("--hosts", "pattern", default=None, help="Host pattern (default: the playbook's hosts)."),
     limit_option, forks_option, json_option,
-    click.option("-e", "--extra-var", "extra", multiple=True, help="NAME=VALUE, overrides play vars."),
+    click.option("-e", "--extra-var", "extra", multiple=True, metavar="NAME=VALUE|@FILE",
+                 help="Overrides play vars; @FILE reads a YAML mapping of them (keep secrets there, mode 0600)."),
+    click.option("--metrics-file", default=None, metavar="PATH",
+                 help="At the end, write Prometheus metrics to PATH (*.prom, node_exporter's textfile "
+                      "collector), atomically."),
     accept_option, timeout_option,
     click.option("--output", type=click.Choice(["auto", "lines", "folded"]), default="auto", show_default=True,
                  help=f"lines: every host line as it arrives; folded: a progress row per host, then identical "

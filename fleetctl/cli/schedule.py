@@ -20,6 +20,7 @@ from pathlib import Path
 import click
 
 from .. import schedule as sch
+from ..schedule import varsfile
 from .app import EXIT_FAILED, Context, main, pass_ctx
 from ..errors import InputError
 from ..paths import resolve_default
@@ -142,6 +143,34 @@ def install_cron(line: str, name: str, *, crontab: str | None, out=print, err=No
     return 0
 
 
+def _check_vars_files(files: list[str]) -> dict[str, dict]:
+    """``-e @FILE`` items: each must load; one holding secrets must be private to its owner (the
+    job reads it every night). Returns ``{absolute path: its vars}``."""
+    from .extravars import load_vars_file, private_to_owner
+
+    out: dict[str, dict] = {}
+    for f in files:
+        path = _abs(f)
+        doc = load_vars_file(path)
+        if varsfile.has_secrets(doc) and not private_to_owner(Path(path)):
+            raise InputError(f"-e @{f}: holds secrets but others may read it; chmod 600 {shlex.quote(path)}",
+                             file=path)
+        out[path] = doc
+    return out
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable only by its owner (mode 0600, folder 0700), atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path.parent, 0o700)
+    tmp = path.with_name(f".{path.name}.fleetctl-tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
 def _abs(path: str | Path) -> str:
     """Absolute, normalized, symlinks kept (a job that names /srv/fleet/current/... follows that link)."""
     return os.path.abspath(os.path.expanduser(str(path)))
@@ -158,8 +187,12 @@ def _abs(path: str | Path) -> str:
 @click.option("--print", "print_only", is_flag=True,
               help="Only print what would be written (unit files or the cron line); touch nothing.")
 @click.option("--name", default=None, help="Unit name / crontab marker [default: fleetctl-<playbook stem>].")
-@click.option("-e", "--extra-var", "extra", multiple=True, metavar="NAME=VALUE",
-              help="Passed to deploy as -e (written in the unit or crontab in clear).")
+@click.option("-e", "--extra-var", "extra", multiple=True, metavar="NAME=VALUE|@FILE",
+              help="Passed to deploy as -e, through a file only you can read (mode 0600), never in the "
+                   "unit or crontab; @FILE is passed on (it must be mode 0600 if it holds secrets).")
+@click.option("--metrics-file", default=None, metavar="PATH",
+              help="The job writes Prometheus metrics to PATH (*.prom in node_exporter's textfile "
+                   "directory), with fleetctl_last_success_timestamp_seconds for alerting.")
 @click.option("--on-failure", "on_failure", multiple=True, metavar="UNIT",
               help="OnFailure=: a unit systemd starts when the run fails (alerting), e.g. notify@%n.service.")
 @click.option("--timeout", default=sch.DEFAULT_TIMEOUT, show_default=True, metavar="SPAN",
@@ -170,8 +203,9 @@ def _abs(path: str | Path) -> str:
 @click.option("--idle-io", is_flag=True, help="IOSchedulingClass=idle (with --cron: ionice -c 3).")
 @pass_ctx
 def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, user_units: bool, cron: bool,
-             print_only: bool, name: str | None, extra: tuple[str, ...], on_failure: tuple[str, ...],
-             timeout: str, randomized_delay: str, nice: int | None, idle_io: bool) -> None:
+             print_only: bool, name: str | None, extra: tuple[str, ...], metrics_file: str | None,
+             on_failure: tuple[str, ...], timeout: str, randomized_delay: str, nice: int | None,
+             idle_io: bool) -> None:
     """Run a deploy unattended every day at HH:MM (a systemd timer, or cron).
 
     \b
@@ -223,18 +257,36 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
         raise InputError("inventory file not found (-i/--inventory or FLEETCTL_INVENTORY)", file=str(inventory))
     _, hosts = obj.select(pattern)
     known = set.intersection(*(set(h.vars) for h in hosts)) if hosts else set()
-    pb.check_undefined(known | {item.partition("=")[0] for item in extra})
+    pairs, files = varsfile.split_items(extra)
+    given = _check_vars_files(files)
+    pb.check_undefined(known | set(pairs) | {k for doc in given.values() for k in doc})
+    metrics = None
+    if metrics_file:
+        metrics = _abs(metrics_file)
+        if not Path(metrics).parent.is_dir():
+            raise InputError(f"--metrics-file: folder {Path(metrics).parent} does not exist")
 
     user = pwd.getpwuid(os.geteuid()).pw_name
+    home = _abs(os.environ.get("FLEETCTL_HOME") or Path.cwd())
+    vars_path = varsfile.vars_file_path(home, name) if pairs else None
     job = sch.Job(
         name=name, hour=hour, minute=minute, fleetctl=fleetctl_command(),
         inventory=_abs(inventory), playbook=_abs(playbook), pattern=pattern,
-        workdir=_abs(Path.cwd()), home=_abs(os.environ.get("FLEETCTL_HOME") or Path.cwd()),
-        extra_vars=extra, timeout=timeout, randomized_delay=randomized_delay, on_failure=on_failure,
-        nice=nice, idle_io=idle_io, system=not user_units, user=user)
+        workdir=_abs(Path.cwd()), home=home,
+        extra_vars=tuple([f"@{p}" for p in given] + ([f"@{vars_path}"] if vars_path else [])), timeout=timeout,
+        randomized_delay=randomized_delay, on_failure=on_failure, nice=nice, idle_io=idle_io,
+        system=not user_units, user=user, metrics_file=metrics)
 
     def err(line: str) -> None:
         click.echo(line, err=True)
+
+    if vars_path:
+        if print_only:
+            err(f"(--print: would write {vars_path}, mode 0600, with: {varsfile.masked(pairs)})")
+        else:
+            _write_private(Path(vars_path), varsfile.vars_file_text(pairs, name))
+            click.echo(f"wrote {vars_path} (mode 0600): the -e values, kept out of the "
+                       f"{'crontab' if cron else 'unit files'}")
 
     if cron:
         line = sch.cron_line(job)

@@ -1,67 +1,144 @@
-"""Tables for the terminal (rich): facts, the run summary, the plan, arch classes."""
+"""Tables for the terminal (rich): facts, the run summary, the plan, arch classes.
+
+A table never cuts what identifies a host or its problem: identifying columns do not wrap, the
+others wrap, and a table that would not fit the console (80 columns when piped) is printed as a
+list instead (:func:`print_table`); long causes go on lines of their own under the table.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .terminal import STYLE
+from .terminal import STYLE, fold_note, is_detail_note
 
 
-def facts_table(facts: dict[str, dict[str, Any]]) -> Table:
-    """One row per host: GPUs and SMs, arch list, CUDA, Python/torch, cores, memory, disk."""
-    table = Table(title="facts", show_lines=False)
-    for col in ("host", "gpus", "arch list", "cuda", "python / torch", "cores", "mem GiB", "disk free GiB", "max jobs"):
-        table.add_column(col)
+#: Narrowest a wrapping column may get (its words longer than this are folded, not cut).
+MIN_WRAP_WIDTH = 12
+
+
+def min_width(columns: list[tuple[str, bool, str]], rows: list[list[Any]]) -> int:
+    """Columns needed by a table of ``rows`` with no cell cut: identifying columns their widest
+    cell (or header word), wrapping ones their longest word up to :data:`MIN_WRAP_WIDTH`; plus the
+    border and one space of padding each side of each column (rich's default box)."""
+    from rich.cells import cell_len
+
+    total = 1
+    for i, (name, ident, _) in enumerate(columns):
+        cells = [str(r[i]) for r in rows if i < len(r)]
+        if ident:
+            need = max([cell_len(c) for c in cells] + [max(cell_len(w) for w in name.split())])
+        else:
+            need = min(MIN_WRAP_WIDTH, max([cell_len(w) for c in cells for w in c.split()] + [1]))
+        total += need + 3
+    return total
+
+
+def print_table(console: Console, title: str, columns: list[tuple[str, bool, str]], rows: list[list[Any]]) -> None:
+    """Print ``rows`` as a table when it fits the console's width (80 columns when piped), else as
+    a list: each row's first cell on a line of its own, then ``  column: value`` lines. Columns are
+    ``(name, identifies, justify)``: a column that identifies a host or its problem (host names,
+    arch lists, versions) is never wrapped or cut; the others wrap, never losing text."""
+    table = Table(title=title)
+    for name, ident, justify in columns:
+        table.add_column(name, no_wrap=ident, overflow="fold", justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(*row)
+    if min_width(columns, rows) <= console.width:
+        console.print(table)
+        return
+    console.print(Text(title, style="bold"))
+    for row in rows:
+        head = row[0] if isinstance(row[0], Text) else Text(str(row[0]), style="bold cyan")
+        console.print(head, soft_wrap=True)
+        for (name, _, _), cell in zip(columns[1:], row[1:]):
+            if str(cell):
+                console.print(Text(f"  {name}: ").append(cell if isinstance(cell, Text) else Text(str(cell))),
+                              soft_wrap=True)
+
+
+def print_facts(console: Console, facts: dict[str, dict[str, Any]]) -> None:
+    """One row per reachable host (GPUs and SMs, arch list, CUDA, Python/torch, cores, memory,
+    disk, max jobs); then one line per host that could not be reached or read, with its cause."""
+    rows, bad = [], []
     for host, f in facts.items():
         if not f.get("reachable", True) or "error" in f and "gpus" not in f:
-            table.add_row(host, Text(f"UNREACHABLE: {f.get('error')}", style="red"), "", "", "", "", "", "", "")
+            bad.append((host, f))
             continue
         gpus = f.get("gpus") or []
         gpu_s = ", ".join(f"{g.get('name')} ({g.get('compute_cap')})" for g in gpus) or "none"
         build = f.get("build") or {}
         cuda = f.get("cuda") or {}
         py = f.get("python") or {}
-        table.add_row(
+        rows.append([
             host, gpu_s, str(build.get("torch_cuda_arch_list", "")),
-            f"{cuda.get('version') or '-'} {cuda.get('home') or ''}",
+            f"{cuda.get('version') or '-'} {cuda.get('home') or ''}".strip(),
             f"{py.get('version') or '-'} / torch {py.get('torch') or '-'} (cu {py.get('torch_cuda') or '-'})",
             str(f.get("cpu_count", "")), f"{(f.get('mem_total_mib') or 0) / 1024:.0f}",
             f"{(f.get('disk_free_mib') or 0) / 1024:.0f}", str(build.get("max_jobs", "")),
-        )
-    return table
+        ])
+    if rows:
+        cols = [("host", True, "left"), ("gpus", False, "left"), ("arch list", True, "left"),
+                ("cuda", False, "left"), ("python / torch", True, "left"), ("cores", True, "right"),
+                ("mem GiB", True, "right"), ("disk free GiB", True, "right"), ("max jobs", True, "right")]
+        print_table(console, "facts", cols, rows)
+    for host, f in bad:
+        state = "UNREACHABLE" if not f.get("reachable", True) else "FAILED"
+        console.print(Text(f"{host}: ", style="bold cyan").append(f"{state}: {f.get('error')}",
+                                                                 style=STYLE["unreachable"]), soft_wrap=True)
 
 
-def summary_table(results: dict[str, dict[str, Any]], run_id: str, *, fold: bool = False) -> Table:
-    """Host, status per task, duration, and the first error line of each failure. With ``fold``,
-    hosts with the same statuses and error share one row under their folded host set."""
+def folded_notes(facts: dict[str, dict[str, Any]], *, verbose: bool = False) -> list[str]:
+    """The facts' build notes, each once with its folded host set (``gpu[01-16]: no GPU found...``).
+    The ``max_jobs`` derivation is a detail (the table shows max jobs): shown with ``-v`` only."""
     from ..inventory import fold_hosts
 
-    table = Table(title=f"run {run_id}")
-    table.add_column("hosts" if fold else "host", style="cyan")
-    table.add_column("status")
-    table.add_column("tasks")
-    table.add_column("duration s", justify="right")
-    table.add_column("first error")
-    rows: dict[tuple, list[tuple[str, float]]] = {}
+    groups: dict[str, list[str]] = {}
+    for host, f in facts.items():
+        for note in (f.get("build") or {}).get("notes", []):
+            if is_detail_note(note) and not verbose:
+                continue
+            groups.setdefault(fold_note(note), []).append(host)
+    return [f"{fold_hosts(hosts)}: {note}" for note, hosts in groups.items()]
+
+
+def print_summary(console: Console, results: dict[str, dict[str, Any]], run_id: str, *, fold: bool = False,
+                  causes_below: bool = True) -> None:
+    """The end of a run: host, status, tasks (one letter per task status), duration; with ``fold``
+    hosts with the same statuses and error share one row under their folded host set. Then each
+    failure's whole cause on lines of its own (folded by host set), never squeezed into a column
+    (``causes_below=False`` when the folded terminal output has listed them already)."""
+    from ..inventory import fold_hosts
+
+    groups: dict[tuple, list[tuple[str, float]]] = {}
     for host, r in results.items():
         marks = "".join(t["status"][0].upper() for t in r.get("tasks", []))
-        key = (r.get("status", "?"), marks, (r.get("error") or "")[:160]) if fold else (host,)
-        rows.setdefault(key, []).append((host, float(r.get("duration_s", 0) or 0)))
-    for key, members in rows.items():
-        host = members[0][0]
-        r = results[host]
-        marks = Text()
-        for t in r.get("tasks", []):
-            marks.append(t["status"][0].upper(), style=STYLE.get(t["status"], ""))
+        key = (r.get("status", "?"), marks if r.get("status") != "unreachable" else "", r.get("error") or "") \
+            if fold else (host,)
+        groups.setdefault(key, []).append((host, float(r.get("duration_s", 0) or 0)))
+    rows = []
+    causes: dict[tuple[str, str], list[str]] = {}
+    for members in groups.values():
+        names = [h for h, _ in members]
+        r = results[names[0]]
         status = r.get("status", "?")
+        marks = Text()
+        if status != "unreachable":  # an unreachable host ran no task: no row of U's
+            for t in r.get("tasks", []):
+                marks.append(t["status"][0].upper(), style=STYLE.get(t["status"], ""))
         durations = [d for _, d in members]
         dur = f"{durations[0]:.1f}" if len(durations) == 1 else f"{min(durations):.1f}-{max(durations):.1f}"
-        table.add_row(fold_hosts([h for h, _ in members]) if fold else host, Text(status, style=STYLE.get(status, "")),
-                      marks, dur, (r.get("error") or "")[:160])
-    return table
+        rows.append([fold_hosts(names) if fold else names[0], Text(status, style=STYLE.get(status, "")), marks, dur])
+        if r.get("error"):
+            causes.setdefault((status, r["error"]), []).extend(names)
+    print_table(console, f"run {run_id}", [("hosts" if fold else "host", True, "left"), ("status", True, "left"),
+                                           ("tasks", True, "left"), ("duration s", True, "right")], rows)
+    for (status, error), names in (causes.items() if causes_below else ()):
+        console.print(Text(f"{fold_hosts(names)}: ", style="bold cyan").append(
+            f"{status.upper()}: {error}", style=STYLE.get(status, "")), soft_wrap=True)
 
 
 def build_classes(results: dict[str, dict[str, Any]]) -> list[str]:
@@ -128,21 +205,21 @@ def plan_rows(hosts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def plan_table(title: str, rows: dict[str, dict[str, Any]]) -> Table:
+def print_plan_table(console: Console, title: str, rows: dict[str, dict[str, Any]]) -> None:
     """``--plan``'s table: host, task, action, arch list, class, changed inputs or the failure."""
-    table = Table(title=title)
-    for col in ("host", "task", "action", "arch list", "class", "changed inputs / cause"):
-        table.add_column(col, overflow="fold")
+    out = []
     for host, r in rows.items():
         if r.get("status") != "ok":
-            table.add_row(host, "", Text(str(r.get("status", "?")), style="red"), "", "", r.get("error", ""))
+            out.append([host, "", Text(str(r.get("status", "?")), style="red"), "", "", r.get("error", "")])
             continue
         for b in r.get("builds", []):
             style = {"skip": "green", "push": "cyan", "fail": "red"}.get(b["action"], "yellow")
-            table.add_row(host, b["task"], Text(b["action"], style=style), str(b.get("archs") or ""),
-                          b.get("key", ""), ", ".join(b["changed"]))
+            out.append([host, b["task"], Text(b["action"], style=style), str(b.get("archs") or ""),
+                        b.get("key", ""), ", ".join(b["changed"])])
         if not r.get("builds"):
             for t in r.get("tasks", []):
                 d = t.get("decision") or {}
-                table.add_row(host, t["task"], Text(str(d.get("action") or t["status"])), "", "", t.get("msg", ""))
-    return table
+                out.append([host, t["task"], Text(str(d.get("action") or t["status"])), "", "", t.get("msg", "")])
+    cols = [("host", True, "left"), ("task", False, "left"), ("action", True, "left"), ("arch list", True, "left"),
+            ("class", True, "left"), ("changed inputs / cause", False, "left")]
+    print_table(console, title, cols, out)

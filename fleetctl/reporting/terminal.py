@@ -44,9 +44,24 @@ def print_json(doc: Any) -> None:
 STYLE = {"ok": "green", "changed": "yellow", "failed": "bold red", "skipped": "dim", "unreachable": "bold magenta"}
 
 
+def is_detail_note(message: str) -> bool:
+    """A note that explains rather than warns (how ``max_jobs`` was derived): shown with ``-v``,
+    always kept in the run record and the report."""
+    return message.startswith("max_jobs ")
+
+
+def fold_note(message: str) -> str:
+    """A note as it folds across hosts: per-host figures (free memory) left out."""
+    return re.sub(r"memory \d+ MiB", "memory \u2026 MiB", message)
+
+
 class LiveOutput(LinePrinter):
     """An observer printing every shown host line as it arrives (``host | line``), each task's
-    start and result, and notes, to ``stream``."""
+    start and result, and notes, to ``stream``. Detail notes only with ``verbose``."""
+
+    def __init__(self, hosts: list[str], stream: TextIO | None = None, verbose: int = 0) -> None:
+        super().__init__(hosts, stream)
+        self.verbose = verbose
 
     def line(self, run, host: str, line: OutputLine, shown: bool = True) -> None:
         if shown:
@@ -65,17 +80,14 @@ class LiveOutput(LinePrinter):
             msg = run.redactor.text(str(d.get("msg") or ""))
             text.append(f" {run.redactor.text(str(d.get('task')))}" + (f": {msg}" if msg else ""))
             self.console.print(text)
-        elif event.name == "note.added":
+        elif event.name == "note.added" and (self.verbose or not is_detail_note(str(d.get("message")))):
             text = self.prefix(event.host)
             text.append(f"note: {run.redactor.text(str(d.get('message')))}", style="yellow")
             self.console.print(text)
-        elif event.name == "host.finished" and d.get("status") in ("unreachable",) and not self._tasks_seen(event.host):
+        elif event.name == "host.finished" and d.get("status") == "unreachable":
             text = self.prefix(event.host)
-            text.append(f"UNREACHABLE {d.get('error')}", style=STYLE["unreachable"])
+            text.append(f"UNREACHABLE {run.redactor.text(str(d.get('error')))}", style=STYLE["unreachable"])
             self.console.print(text)
-
-    def _tasks_seen(self, host: str) -> bool:
-        return False
 
 
 FOLD_THRESHOLD = 8
@@ -90,10 +102,11 @@ class FoldedOutput:
     folded host set, ClusterShell style (``gpu[03,07-09]: nvcc fatal : ...``). Per-host logs stay
     complete in the run record either way."""
 
-    def __init__(self, hosts: list[str], stream, fold) -> None:
+    def __init__(self, hosts: list[str], stream, fold, verbose: int = 0) -> None:
         from rich.progress import BarColumn, Progress, TextColumn
 
         self.fold = fold
+        self.verbose = verbose
         self.console = Console(file=stream, highlight=False, soft_wrap=True)
         self.progress = Progress(TextColumn("{task.fields[host]}", style="cyan"), BarColumn(),
                                  TextColumn("{task.description}"), console=self.console, transient=False)
@@ -135,7 +148,9 @@ class FoldedOutput:
             if d.get("status") == "unreachable" and not any(host in hs for hs in self.failures.values()):
                 self.failures.setdefault(f"UNREACHABLE: {d.get('error')}", []).append(host)
         elif event.name == "note.added":
-            self.notes.setdefault(run.redactor.text(str(d.get("message"))), []).append(host)
+            message = run.redactor.text(str(d.get("message")))
+            if self.verbose or not is_detail_note(message):
+                self.notes.setdefault(fold_note(message), []).append(host)
 
     def close(self, run) -> None:
         self.progress.stop()

@@ -60,10 +60,12 @@ def check_on_failure(unit: str) -> str:
 
 
 def check_extra_var(item: str) -> str:
-    """``-e NAME=VALUE``, the same rule as ``fleetctl deploy -e``."""
+    """``-e NAME=VALUE`` or ``-e @FILE``, the same rule as ``fleetctl deploy -e``."""
+    if item.startswith("@") and len(item) > 1:
+        return item
     name, sep, _ = item.partition("=")
     if not sep or not name.isidentifier():
-        raise InputError(f"-e/--extra-var wants NAME=VALUE, got {item!r}")
+        raise InputError(f"-e/--extra-var wants NAME=VALUE or @FILE, got {item!r}")
     return item
 
 
@@ -131,7 +133,9 @@ class Job:
         pattern: the ``--hosts`` pattern.
         workdir: absolute folder the job runs in (WorkingDirectory=, ``cd``).
         home: absolute FLEETCTL_HOME: the runs folder is ``home/runs``, cron's log ``home/cron.log``.
-        extra_vars: ``NAME=VALUE`` items passed as ``-e``.
+        extra_vars: items passed as ``-e`` (``fleetctl schedule`` gives only ``@FILE`` items: values
+            stay out of unit files and crontab lines, see :mod:`.varsfile`).
+        metrics_file: absolute path passed as ``--metrics-file`` (Prometheus textfile), or None.
         timeout: time span text (systemd.time(7)), validated; ``infinity`` or ``0``: none.
         randomized_delay: time span text for RandomizedDelaySec= (``0``: none).
         on_failure: units for OnFailure=.
@@ -158,12 +162,15 @@ class Job:
     idle_io: bool = False
     system: bool = False
     user: str | None = None
+    metrics_file: str | None = None
 
     def argv(self) -> list[str]:
-        """The deploy command, unattended: ``fleetctl -i INV deploy --hosts P --playbook PB [-e ...] --json``."""
+        """The deploy command, unattended: ``fleetctl -i INV deploy --hosts P --playbook PB [-e ...]
+        [--metrics-file PATH] --json``."""
         extra = [a for item in self.extra_vars for a in ("-e", item)]
+        metrics = ["--metrics-file", self.metrics_file] if self.metrics_file else []
         return [*self.fleetctl, "-i", self.inventory, "deploy", "--hosts", self.pattern,
-                "--playbook", self.playbook, *extra, "--json"]
+                "--playbook", self.playbook, *extra, *metrics, "--json"]
 
     @property
     def at(self) -> str:

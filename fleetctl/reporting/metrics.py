@@ -1,0 +1,178 @@
+"""Prometheus metrics of a run, for node_exporter's textfile collector (``--metrics-file PATH``).
+
+An observer: at the end of the run (:meth:`MetricsFile.close`) it writes the run's metrics in the
+Prometheus text format with ``prometheus_client`` (a fresh ``CollectorRegistry``,
+``write_to_textfile``: a temporary file in the same folder renamed over PATH, so the collector
+never reads half a file). node_exporter reads only files ending in ``.prom``
+(``--collector.textfile.directory``).
+
+Every series carries ``playbook`` (the playbook's file stem, e.g. ``nightly``; ``run`` for
+``fleetctl run``) so that several scheduled jobs can write files side by side:
+
+==========================================================  =========================================
+``fleetctl_run_info{run_id,kind,mode,status}``              1, naming the run the file describes
+``fleetctl_run_success``                                    1 when every host succeeded, else 0
+``fleetctl_run_timestamp_seconds``                          when the run ended (Unix time)
+``fleetctl_run_duration_seconds``                           how long it took
+``fleetctl_run_hosts{status}``                              hosts per status
+``fleetctl_last_success_timestamp_seconds``                 when the last successful run ended; kept
+                                                            from the previous file when this run
+                                                            failed; 0: none yet
+``fleetctl_host_success{host}``                             1 the host succeeded, else 0
+``fleetctl_host_status{host,status}``                       1 for the host's status, 0 for the others
+``fleetctl_host_duration_seconds{host}``                    the host's time
+``fleetctl_host_phase_duration_seconds{host,phase}``        seconds per phase (connect, facts, upload,
+                                                            build, install, verify, command)
+``fleetctl_host_build_info{host,class,archs,role,built_on}`` 1: the host's arch class and its role
+                                                            (build, push, reuse, serve, fail)
+``fleetctl_host_wheel_info{host,wheel,sha256}``             1: the wheel installed on the host
+``fleetctl_host_last_success_timestamp_seconds{host}``      when the host last succeeded; kept
+==========================================================  =========================================
+
+One alert rule for "no successful nightly in 26 h"::
+
+    time() - fleetctl_last_success_timestamp_seconds{playbook="nightly"} > 26 * 3600
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from pathlib import Path, PurePath
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge, Info, write_to_textfile
+from prometheus_client.parser import text_string_to_metric_families
+
+HOST_STATES = ("ok", "failed", "unreachable", "not started", "interrupted")
+
+
+def _epoch(iso: str | None) -> float | None:
+    try:
+        return dt.datetime.fromisoformat(iso).timestamp() if iso else None
+    except ValueError:
+        return None
+
+
+def job_label(run: dict[str, Any]) -> str:
+    """The ``playbook`` label: the playbook's file stem, or the run's kind (``run``, ``facts``)."""
+    return PurePath(run["playbook"]).stem if run.get("playbook") else str(run.get("kind") or "run")
+
+
+def previous_successes(path: Path, playbook: str) -> tuple[float | None, dict[str, float]]:
+    """From an earlier metrics file: ``(last success of the run, {host: last success})`` for
+    ``playbook``; ``(None, {})`` when there is no readable file (a damaged one is ignored)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None, {}
+    run_last: float | None = None
+    hosts: dict[str, float] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.labels.get("playbook") != playbook or not s.value:
+                    continue
+                if s.name == "fleetctl_last_success_timestamp_seconds":
+                    run_last = s.value
+                elif s.name == "fleetctl_host_last_success_timestamp_seconds" and "host" in s.labels:
+                    hosts[s.labels["host"]] = s.value
+    except ValueError:
+        return None, {}
+    return run_last, hosts
+
+
+def registry_for(run: dict[str, Any], previous: tuple[float | None, dict[str, float]] = (None, {})) -> CollectorRegistry:
+    """The metrics of ``run`` (``run.json`` as a dict), with the last-success times carried over
+    from ``previous`` (:func:`previous_successes`) where this run does not renew them (pure)."""
+    reg = CollectorRegistry(auto_describe=True)
+    pb = job_label(run)
+    hosts: dict[str, dict[str, Any]] = run.get("hosts") or {}
+    ended = _epoch(run.get("finished")) or _epoch(run.get("started")) or 0.0
+    started = _epoch(run.get("started"))
+    applied = (run.get("mode") or "apply") == "apply"
+    success = run.get("status") == "ok" and applied
+
+    Info("fleetctl_run", "The run this file describes.", ["playbook"], registry=reg).labels(pb).info(
+        {"run_id": str(run.get("run_id", "")), "kind": str(run.get("kind", "")), "mode": str(run.get("mode", "")),
+         "status": str(run.get("status", ""))})
+    g = Gauge("fleetctl_run_success", "1 when every host of the run succeeded, else 0.", ["playbook"], registry=reg)
+    g.labels(pb).set(1 if success else 0)
+    Gauge("fleetctl_run_timestamp_seconds", "When the run ended (Unix time).", ["playbook"],
+          registry=reg).labels(pb).set(ended)
+    Gauge("fleetctl_run_duration_seconds", "How long the run took.", ["playbook"],
+          registry=reg).labels(pb).set(max(0.0, ended - started) if started else 0.0)
+    counts = Gauge("fleetctl_run_hosts", "Hosts of the run per status.", ["playbook", "status"], registry=reg)
+    for state in HOST_STATES:
+        counts.labels(pb, state).set(sum(1 for h in hosts.values() if h.get("status") == state))
+    last_run, last_hosts = previous
+    Gauge("fleetctl_last_success_timestamp_seconds",
+          "When the last successful run ended (Unix time; kept across failed runs; 0: none yet).",
+          ["playbook"], registry=reg).labels(pb).set(ended if success else (last_run or 0.0))
+
+    ok = Gauge("fleetctl_host_success", "1 when the host succeeded in this run, else 0.", ["playbook", "host"],
+               registry=reg)
+    status = Gauge("fleetctl_host_status", "1 for the host's status in this run, 0 for the others.",
+                   ["playbook", "host", "status"], registry=reg)
+    took = Gauge("fleetctl_host_duration_seconds", "The host's time in this run.", ["playbook", "host"], registry=reg)
+    phase = Gauge("fleetctl_host_phase_duration_seconds", "The host's seconds per phase in this run.",
+                  ["playbook", "host", "phase"], registry=reg)
+    build = Info("fleetctl_host_build", "The host's arch class and its role in it (build, push, reuse, serve, "
+                 "fail).", ["playbook", "host"], registry=reg)
+    wheel = Info("fleetctl_host_wheel", "The wheel installed on the host.", ["playbook", "host"], registry=reg)
+    host_last = Gauge("fleetctl_host_last_success_timestamp_seconds",
+                      "When the host last succeeded (Unix time; kept across failed runs).", ["playbook", "host"],
+                      registry=reg)
+    for name, h in hosts.items():
+        st = str(h.get("status") or "?")
+        ok.labels(pb, name).set(1 if st == "ok" else 0)
+        for state in dict.fromkeys((*HOST_STATES, st)):
+            status.labels(pb, name, state).set(1 if state == st else 0)
+        took.labels(pb, name).set(float(h.get("duration_s") or 0))
+        per_phase: dict[str, float] = {}
+        for span in h.get("phases") or []:
+            per_phase[str(span.get("phase"))] = per_phase.get(str(span.get("phase")), 0.0) + float(
+                span.get("duration_s") or 0)
+        for p, seconds in per_phase.items():
+            phase.labels(pb, name, p).set(round(seconds, 3))
+        for t in h.get("tasks") or []:
+            data = t.get("data") or {}
+            decision = data.get("decision") or {}
+            key = str(data.get("key") or decision.get("key") or "")[:16]
+            if t.get("action") == "build_wheel" and key and t.get("status") != "skipped":
+                role = "fail" if t.get("status") in ("failed", "unreachable") else str(decision.get("action") or "build")
+                build.labels(pb, name).info({"class": key, "archs": str(data.get("archs") or decision.get("archs") or ""),
+                                             "role": role, "built_on": str(data.get("pushed_from") or
+                                                                           (name if role == "build" else ""))})
+            if t.get("action") == "pip_install" and t.get("status") in ("ok", "changed") and data.get("sha256"):
+                wheel.labels(pb, name).info({"wheel": PurePath(str(data.get("wheel") or "")).name,
+                                             "sha256": str(data["sha256"])})
+        last = ended if st == "ok" and applied else last_hosts.get(name)
+        if last:
+            host_last.labels(pb, name).set(last)
+    return reg
+
+
+def write_metrics(run: dict[str, Any], path: Path) -> None:
+    """Write ``run``'s metrics to ``path`` atomically, carrying the last-success times over from
+    the file already there.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    previous = previous_successes(path, job_label(run))
+    write_to_textfile(str(path), registry_for(run, previous))
+
+
+class MetricsFile:
+    """An observer writing ``path`` when the run ends (see the module docstring)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+
+    def close(self, run: Any) -> None:
+        try:
+            write_metrics(run.as_json(), self.path)
+        except OSError as exc:
+            print(f"fleetctl: warning: --metrics-file {self.path}: cannot write: {exc.strerror or exc}",
+                  file=sys.stderr)

@@ -1,0 +1,71 @@
+"""``fleetctl schedule`` keeps -e values out of unit files and crontab lines, and passes --metrics-file."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import yaml
+
+from tests.test_schedule import FAKE_CRONTAB, FAKE_SYSTEMCTL, fake_bin, fleet, fleet_dir
+
+TOKEN = "hf_Sup3rS3cretT0ken"
+
+
+def test_a_token_never_lands_in_the_units_and_its_file_is_private(tmp_path):
+    d = fleet_dir(tmp_path)
+    fake_bin(tmp_path / "bin", "systemctl", FAKE_SYSTEMCTL)
+    prom = tmp_path / "textfile"
+    prom.mkdir()
+    res = fleet(tmp_path, "-i", "inv.yaml", "schedule", "--playbook", "pb.yaml", "--at", "02:30", "--name", "nightly",
+                "-e", f"hf_token={TOKEN}", "-e", "greeting=hello", "--metrics-file", str(prom / "nightly.prom"),
+                cwd=d, env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "FAKE_SYSTEMCTL_LOG": str(tmp_path / "log")})
+    assert res.returncode == 0, res.stderr
+    assert TOKEN not in res.stdout + res.stderr
+    units = tmp_path / "home/.config/systemd/user"
+    service = (units / "nightly.service").read_text()
+    assert TOKEN not in service and "hello" not in service
+    assert f"--metrics-file {prom / 'nightly.prom'}" in service
+    vars_file = Path(str(tmp_path / "runs home %$'\"") + "/schedule/nightly.vars.yaml")
+    assert "/schedule/nightly.vars.yaml" in service
+    assert stat.S_IMODE(vars_file.stat().st_mode) == 0o600
+    doc = yaml.safe_load(vars_file.read_text())
+    assert doc == {"hf_token": {"value": TOKEN, "secret": True}, "greeting": "hello"}
+
+
+def test_cron_line_holds_no_value_and_print_masks_it(tmp_path):
+    d = fleet_dir(tmp_path)
+    res = fleet(tmp_path, "-i", "inv.yaml", "schedule", "--playbook", "pb.yaml", "--at", "02:30", "--cron", "--print",
+                "-e", f"api_key={TOKEN}", cwd=d)
+    assert res.returncode == 0, res.stderr
+    assert TOKEN not in res.stdout + res.stderr and "api_key=********" in res.stderr
+    fake_bin(tmp_path / "bin", "crontab", FAKE_CRONTAB)
+    res = fleet(tmp_path, "-i", "inv.yaml", "schedule", "--playbook", "pb.yaml", "--at", "02:30", "--cron",
+                "-e", f"api_key={TOKEN}", cwd=d,
+                env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "FAKE_CRONTAB_FILE": str(tmp_path / "tab")})
+    assert res.returncode == 0, res.stderr
+    assert TOKEN not in (tmp_path / "tab").read_text()
+
+
+def test_a_vars_file_holding_secrets_must_be_private(tmp_path):
+    d = fleet_dir(tmp_path)
+    given = tmp_path / "secrets.yaml"
+    given.write_text(f"hf_token: {TOKEN}\n")
+    os.chmod(given, 0o644)
+    args = ["-i", "inv.yaml", "schedule", "--playbook", "pb.yaml", "--at", "02:30", "--print", "-e", f"@{given}"]
+    res = fleet(tmp_path, *args, cwd=d)
+    assert res.returncode == 2
+    assert res.stderr.startswith("fleetctl: error: ") and "chmod 600" in res.stderr and str(given) in res.stderr
+    os.chmod(given, 0o600)
+    res = fleet(tmp_path, *args, cwd=d)
+    assert res.returncode == 0, res.stderr
+    assert f"@{given}" in res.stdout and TOKEN not in res.stdout
+    # a file without secrets may be readable by others
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("greeting: hi\n")
+    os.chmod(plain, 0o644)
+    assert fleet(tmp_path, *args[:-1], f"@{plain}", cwd=d).returncode == 0
+    # a missing file is one line, exit 2
+    res = fleet(tmp_path, *args[:-1], f"@{tmp_path / 'nope.yaml'}", cwd=d)
+    assert res.returncode == 2 and "extra vars file not found" in res.stderr
