@@ -220,9 +220,10 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             status = "unreachable" if isinstance(exc, HostUnreachable) else "failed"
             spans.append(PhaseSpan(phase="connect", start_s=round(c0, 3), duration_s=round(run.elapsed_s() - c0, 3),
                                    status=status))
-            for t in tasks:
-                if id(t) in selected:
-                    out.tasks.append(TaskOutcome(name=t.display_name, action=t.action, status=status, msg=cause))
+            # one outcome, the cause once: no task ran, and none is listed as if it had
+            out.tasks.append(TaskOutcome(name="connect", action="connect", phase="connect", status=status, msg=cause,
+                                         start=out.started, duration_s=spans[-1].duration_s))
+            out.phases = list(spans)
             out.status, out.error = status, cause
             out.duration_s = round(time.monotonic() - t0, 3)
             observers.emit("host.finished", host.name, status=status, error=cause, duration_s=out.duration_s)
@@ -238,9 +239,9 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             plans[host.name] = await _plan(session, playbook, tasks, selected, run, planning_observers, classes,
                                            pass_opts)
         except HostUnreachable as exc:
-            _end_early(run, observers, host.name, "unreachable", exc.cause, t0)
+            _end_early(run, observers, host.name, "unreachable", exc.cause, t0, spans)
         except FleetError as exc:
-            _end_early(run, observers, host.name, "failed", str(exc), t0)
+            _end_early(run, observers, host.name, "failed", str(exc), t0, spans)
 
     try:
         await for_each_host(batch, plan_one, forks=opts.forks)
@@ -292,6 +293,7 @@ async def _gather(session: HostSession, run: RunModel, observers: Any, opts: Pla
     """Gather facts into ``session``; record them on the host and tell the observers."""
     f0 = run.elapsed_s()
     t0 = time.monotonic()
+    started = utc_now()
     out = run.host(session.name)
     try:
         facts = await session.gather_facts(timeout_s=opts.deadlines.facts)
@@ -300,7 +302,9 @@ async def _gather(session: HostSession, run: RunModel, observers: Any, opts: Pla
         spans.append(PhaseSpan(phase="facts", start_s=round(f0, 3), duration_s=round(run.elapsed_s() - f0, 3),
                                status=status))
         out.tasks.append(TaskOutcome(name="gather facts", action="facts", phase="facts", status=status,
-                                     msg=getattr(exc, "cause", None) or str(exc)))
+                                     msg=getattr(exc, "cause", None) or str(exc), start=started,
+                                     duration_s=round(time.monotonic() - t0, 3)))
+        out.phases = list(spans)
         raise
     out.facts = facts
     build = facts.get("build") or {}
@@ -308,7 +312,8 @@ async def _gather(session: HostSession, run: RunModel, observers: Any, opts: Pla
         observers.emit("note.added", session.name, message=note)
     spans.append(PhaseSpan(phase="facts", start_s=round(f0, 3), duration_s=round(run.elapsed_s() - f0, 3), status="ok"))
     out.tasks.append(TaskOutcome(name="gather facts", action="facts", phase="facts", status=Status.OK.value,
-                                 msg=build.get("torch_cuda_arch_list", ""), duration_s=round(time.monotonic() - t0, 3)))
+                                 msg=build.get("torch_cuda_arch_list", ""), start=started,
+                                 duration_s=round(time.monotonic() - t0, 3)))
     observers.emit("facts.gathered", session.name, gpus=len(facts.get("gpus") or []),
                    arch_list=build.get("torch_cuda_arch_list"))
 
@@ -326,9 +331,11 @@ async def _plan(session: HostSession, playbook: Any, tasks: list[Any], selected:
         session.trees.clear()
 
 
-def _end_early(run: RunModel, observers: Observers, host: str, status: str, error: str, t0: float) -> None:
+def _end_early(run: RunModel, observers: Observers, host: str, status: str, error: str, t0: float,
+               spans: list[PhaseSpan]) -> None:
     out = run.host(host)
     out.status, out.error = status, error
+    out.phases = list(spans)
     out.duration_s = round(time.monotonic() - t0, 3)
     observers.emit("host.finished", host, status=status, error=error, duration_s=out.duration_s)
 
