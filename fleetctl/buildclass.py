@@ -5,7 +5,7 @@ toolkit version, torch version and its CUDA build, Python tag; see
 :func:`fleetctl.tasks.build_wheel.build_key`) form one class. The first member to reach its
 ``build_wheel`` task builds (or the member named by the ``build_host`` var, when that host is in the
 run and has started); the wheel is fetched into the controller's content-addressed cache
-(``~/.cache/fleetctl/wheels/<key>/``) and pushed from there to the other members, which install it
+(``<cache>/wheels/<key>/``, :func:`cache_root`) and pushed from there to the other members, which install it
 as if they had built it. A host whose GPUs mix SMs is its own class. A builder that becomes
 unreachable hands the build to the next member; a build that fails fails its whole class (the
 others would fail the same way) with the builder's error.
@@ -19,11 +19,11 @@ from pathlib import Path
 
 
 def cache_root() -> Path:
-    """``~/.cache/fleetctl/wheels`` (``$XDG_CACHE_HOME`` honoured)."""
-    import os
+    """``<cache>/wheels``: ``$FLEETCTL_HOME/cache/wheels``, else ``$XDG_CACHE_HOME/fleetctl/wheels``,
+    else ``~/.cache/fleetctl/wheels`` (:func:`fleetctl.paths.cache_dir`)."""
+    from .paths import cache_dir
 
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "fleetctl" / "wheels"
+    return cache_dir() / "wheels"
 
 
 @dataclass(frozen=True)

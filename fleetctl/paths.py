@@ -1,7 +1,26 @@
-"""Where fleetctl finds its own files: the checkout it runs from (README installs with ``pip install -e .``)."""
+"""Where fleetctl finds and keeps its own files.
+
+Two kinds of place:
+
+- the checkout it runs from (README installs with ``pip install -e .``): default playbooks and
+  the embedded inventory (:func:`resolve_default`);
+- the user's own folders, never the working directory, so that a run started from any folder (a
+  person in their checkout, the nightly timer in ``/srv/fleet``) sees the same run records, retry
+  set and controller-side locks:
+
+  - state (run records, the retry set, controller-side locks): ``$FLEETCTL_HOME`` when set, else
+    ``$XDG_STATE_HOME/fleetctl``, else ``~/.local/state/fleetctl`` (the XDG Base Directory
+    specification's place for state that persists between runs but is not worth backing up);
+  - cache (the wheel cache of arch classes): ``$FLEETCTL_HOME/cache`` when ``FLEETCTL_HOME`` is
+    set (one folder holds everything fleetctl keeps), else ``$XDG_CACHE_HOME/fleetctl``, else
+    ``~/.cache/fleetctl``.
+
+Relative or empty ``XDG_*`` values are ignored, as the XDG specification says.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -17,3 +36,36 @@ def resolve_default(path: str | Path) -> Path:
         return p
     alt = REPO_ROOT / p
     return alt if alt.exists() else p
+
+
+def _xdg(name: str, default: str) -> Path:
+    value = os.environ.get(name, "")
+    if value and os.path.isabs(value):
+        return Path(value)
+    return Path(os.path.expanduser("~")) / default
+
+
+def state_dir() -> Path:
+    """The user's fleetctl state folder (see the module docstring); not created here."""
+    home = os.environ.get("FLEETCTL_HOME")
+    if home:
+        return Path(home).expanduser()
+    return _xdg("XDG_STATE_HOME", ".local/state") / "fleetctl"
+
+
+def cache_dir() -> Path:
+    """The user's fleetctl cache folder (see the module docstring); not created here."""
+    home = os.environ.get("FLEETCTL_HOME")
+    if home:
+        return Path(home).expanduser() / "cache"
+    return _xdg("XDG_CACHE_HOME", ".cache") / "fleetctl"
+
+
+def runs_dir() -> Path:
+    """``<state>/runs``: one folder per run (``run.json``, ``events.jsonl``, ``logs/``) and the retry set."""
+    return state_dir() / "runs"
+
+
+def locks_dir() -> Path:
+    """``<state>/locks``: the controller-side per-host deploy locks of this user."""
+    return state_dir() / "locks"

@@ -1,8 +1,10 @@
 """The run record: ``runs/<run_id>/`` with ``run.json``, ``events.jsonl`` and ``logs/<host>.log``.
 
 Written as the run goes (each event appended and flushed, ``run.json`` rewritten atomically after
-every task), so a crash or Ctrl-C loses nothing already seen. The runs folder is ``./runs`` unless
-``FLEETCTL_HOME`` says otherwise (``$FLEETCTL_HOME/runs``).
+every task), so a crash or Ctrl-C loses nothing already seen. The runs folder is the user's, not the
+working directory's (:func:`fleetctl.paths.runs_dir`: ``$FLEETCTL_HOME/runs``, else
+``$XDG_STATE_HOME/fleetctl/runs``, else ``~/.local/state/fleetctl/runs``), so ``fleetctl runs``
+lists every run of the user wherever it was started.
 
 Per-host logs hold every line the host printed, as the exact bytes, each prefixed with
 ``out| `` or ``err| `` (and task boundaries as ``==> `` lines).
@@ -30,9 +32,10 @@ SAVE_INTERVAL_S = 0.5
 
 
 def runs_root() -> Path:
-    """``$FLEETCTL_HOME/runs`` or ``./runs``."""
-    home = os.environ.get("FLEETCTL_HOME")
-    return Path(home) / "runs" if home else Path("runs")
+    """The user's runs folder (:func:`fleetctl.paths.runs_dir`)."""
+    from .paths import runs_dir
+
+    return runs_dir()
 
 
 def new_run_id() -> str:
@@ -202,6 +205,7 @@ def host_log_path(run_id: str, host: str, root: Path | None = None) -> Path:
 def write_retry_set(run_id: str, failed: list[str], root: Path | None = None) -> Path:
     """Record the hosts to retry (``runs/.retry.json``), replaced by every run."""
     root = root or runs_root()
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = root / ".retry.json"
     tmp = root / ".retry.json.tmp"
     tmp.write_text(json.dumps({"run_id": run_id, "failed_hosts": failed}, indent=2) + "\n", encoding="utf-8")
