@@ -17,7 +17,8 @@ def connection_for(host: "Host", *, accept_new_host_keys: bool = False, connect_
     """Return an unopened connection for an inventory host: local or SSH by its ``connection`` var.
 
     The host var ``keepalive_interval`` (seconds, default 15) sets SSH keepalives; three
-    unanswered ones declare the connection dead.
+    unanswered ones declare the connection dead. The host var ``ssh_config`` names an ssh_config
+    file read instead of ``~/.ssh/config`` and ``/etc/ssh/ssh_config`` (``ssh -F``).
     """
     if host.connection == "local":
         return LocalConnection(host.name)
@@ -33,4 +34,5 @@ def connection_for(host: "Host", *, accept_new_host_keys: bool = False, connect_
         accept_new_host_keys=accept_new_host_keys,
         connect_timeout_s=connect_timeout_s,
         keepalive_interval_s=float(host.vars.get("keepalive_interval", 15.0)),
+        ssh_config=str(host.vars["ssh_config"]) if host.vars.get("ssh_config") else None,
     )
