@@ -48,6 +48,9 @@ async def run_on_hosts(
             out = {"rc": res.rc, "stdout": res.stdout_text, "stderr": res.stderr_text}
             if res.signal:
                 out["signal"] = res.signal
+            if res.truncated:  # memory stays bounded: only the tail is kept; the log has every byte
+                out["output_truncated"] = {**res.truncated, "kept": "the last bytes of each stream, whole lines",
+                                           "log": str(record.dir / "logs" / f"{host.name}.log")}
         except HostUnreachable as exc:
             out = {"unreachable": True, "error": exc.cause}
         except CommandTimeout as exc:
@@ -56,8 +59,10 @@ async def run_on_hosts(
             out = {"rc": None, "stdout": "", "stderr": "", "error": str(exc)}
         finally:
             await conn.close()
+        if conn.stats:  # handshake retries (MaxStartups drops), jump hosts, recorded host keys
+            out["connection"] = dict(conn.stats)
         record.event("host.finished", host=host.name, rc=out.get("rc"), unreachable=out.get("unreachable", False),
-                     error=out.get("error"))
+                     error=out.get("error"), connection=out.get("connection"))
         record.data["hosts"][host.name] = {k: v for k, v in out.items() if k not in ("stdout", "stderr")}
         record.save()
         return out
@@ -87,7 +92,7 @@ async def facts_on_hosts(
                                          connect_timeout_s=connect_timeout_s)
         except HostUnreachable as exc:
             out = {"reachable": False, "error": exc.cause}
-            record.event("facts.failed", host=host.name, error=exc.cause)
+            record.event("facts.failed", host=host.name, error=exc.cause, connection=exc.stats or None)
             record.data["hosts"][host.name] = out
             return out
         except FleetError as exc:

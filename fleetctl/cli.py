@@ -213,17 +213,23 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     _, hosts = obj.select(pattern, limit, venv=False, forks=forks)  # `run` may be what creates the venv
     from .redact import unwrap
 
+    from .livevalve import LiveValve
+
     record = open_record("run")
     record.redactor.add(set().union(*(unwrap(h.vars)[1] for h in hosts)))
     raw_printer = LinePrinter([h.name for h in hosts], stream=sys.stderr if as_json else sys.stdout)
+    valve = LiveValve(log_hint=lambda h: f"fleetctl logs {record.run_id} {h}")  # printing never slows a host
 
     def printer(host, line):
         raw_printer(host, type(line)(line.stream, record.redactor.bytes(line.data)))
 
     record.data["argv"] = list(argv)
-    result = guarded(record, lambda: run_async(run_on_hosts(hosts, list(argv), record=record, on_line=printer, forks=forks,
-                                    timeout_s=timeout_s, connect_timeout_s=connect_timeout,
-                                    accept_new_host_keys=accept_new_host_keys)))
+    try:
+        result = guarded(record, lambda: run_async(run_on_hosts(
+            hosts, list(argv), record=record, on_line=valve.wrap_line(printer), forks=forks, timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout, accept_new_host_keys=accept_new_host_keys)))
+    finally:
+        valve.close()
     bad = [h for h, r in result.items() if r.get("unreachable") or r.get("rc") != 0]
     record.finish("failed" if bad else "ok")
     if as_json:

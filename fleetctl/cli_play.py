@@ -204,16 +204,20 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
     folded = output == "folded" or (output == "auto" and len(hosts) > FOLD_THRESHOLD)
     live = FoldedOutput([h.name for h in hosts], stream) if folded else LiveOutput([h.name for h in hosts], stream)
     red = record.redactor
+    # Live lines go through a valve: printing never slows the hosts down (the log keeps every byte).
+    from .livevalve import LiveValve
+
+    valve = LiveValve(log_hint=lambda h: f"fleetctl logs {record.run_id} {h}")
     listener = Listener(
-        on_line=lambda h, ln: live.line(h, type(ln)(ln.stream, red.bytes(ln.data))),
-        on_task=lambda h, i, n, name: live.task(h, i, n, red.text(name)),
-        on_result=lambda h, name, res: live.result(h, red.text(name), _redacted_result(res, red)),
-        on_note=live.note, on_progress=getattr(live, "ninja", None))
+        on_line=valve.wrap_line(lambda h, ln: live.line(h, type(ln)(ln.stream, red.bytes(ln.data)))),
+        on_task=valve.wrap(lambda h, i, n, name: live.task(h, i, n, red.text(name))),
+        on_result=valve.wrap(lambda h, name, res: live.result(h, red.text(name), _redacted_result(res, red))),
+        on_note=valve.wrap(live.note), on_progress=valve.wrap(live.ninja) if hasattr(live, "ninja") else None)
     opts = PlayOptions(forks=forks, dry_run=dry_run, force=force, tags=tuple(_split(tags)),
                        skip_tags=tuple(_split(skip_tags)), extra_vars=extra_vars,
                        accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout,
                        serial=serial_items, max_fail_percentage=max_fail_percentage, build=build,
-                       phase_timeouts=phase_timeouts)
+                       phase_timeouts=phase_timeouts, lock_hosts=not dry_run)
     live.console.print(f"run {record.run_id}: {playbook.name} on {len(hosts)} host(s); record in {record.dir}")
     try:
         results = run_async(run_playbook(playbook, hosts, record=record, opts=opts, listener=listener))
@@ -223,6 +227,7 @@ def _run_play(obj: Context, playbook_path: str, pattern: str | None, limit: str 
         record.finish("interrupted")
         raise
     finally:
+        valve.close()
         locks.release()
         if folded:
             live.finish()

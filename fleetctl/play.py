@@ -48,6 +48,8 @@ class PlayOptions:
     #: Deadline overrides in seconds by phase: upload, build, install, verify, command (see PHASES).
     phase_timeouts: dict[str, float] = field(default_factory=dict)
     coordinator: Any = None  # set by run_playbook
+    #: Hold the deploy lock on each host for its run (fleetctl.hostlock); off for dry runs.
+    lock_hosts: bool = False
 
 
 #: Phases a deadline can be set for with ``--phase-timeout PHASE=SECONDS``, and their actions.
@@ -172,8 +174,10 @@ async def _run_host_body(host: Host, playbook: Playbook, tasks: list[Task], reco
         session = await open_session(host, record.run_id, accept_new_host_keys=opts.accept_new_host_keys,
                                      connect_timeout_s=opts.phase_timeouts.get("connect", opts.connect_timeout_s))
     except HostUnreachable as exc:
-        for t in tasks:
-            finish_task(t.display_name, TaskResult(Status.UNREACHABLE, msg=exc.cause), time.monotonic(), t.action)
+        _record_connection(record, host.name, out, exc.stats, error=exc.cause)
+        for i, t in enumerate(tasks):  # the cause once (it can be long: host key fingerprints)
+            finish_task(t.display_name, TaskResult(Status.UNREACHABLE, msg=exc.cause if i == 0 else "not run: host "
+                        "unreachable"), time.monotonic(), t.action)
         out.update(status="unreachable", error=exc.cause, duration_s=round(time.monotonic() - started, 3))
         record.save()
         return out
@@ -181,7 +185,13 @@ async def _run_host_body(host: Host, playbook: Playbook, tasks: list[Task], reco
         out.update(status="failed", error=str(exc), duration_s=round(time.monotonic() - started, 3))
         record.save()
         return out
+    _record_connection(record, host.name, out, session.conn.stats)
+    host_lock = None
     try:
+        if opts.lock_hosts:
+            host_lock = await _take_host_lock(session, record, listener, out)
+            if host_lock is None:
+                return out
         if playbook.gather_facts:
             t0 = time.monotonic()
             record.mark(host.name, "gather facts")
@@ -246,10 +256,45 @@ async def _run_host_body(host: Host, playbook: Playbook, tasks: list[Task], reco
         record.event("host.interrupted", host=host.name)
         raise
     finally:
+        if host_lock is not None:
+            await host_lock.release()
         await session.conn.close()
         out["duration_s"] = round(time.monotonic() - started, 3)
         record.save()
     return out
+
+
+def _record_connection(record: RunRecord, host: str, out: dict[str, Any], stats, error: str | None = None) -> None:
+    """What reaching the host took (handshake retries after MaxStartups drops, jump hosts,
+    recorded host keys) into the host's run record entry and an event."""
+    if stats:
+        out["connection"] = dict(stats)
+        record.event("connection.opened" if error is None else "connection.failed", host=host, **dict(stats))
+
+
+async def _take_host_lock(session: HostSession, record: RunRecord, listener: "Listener", out: dict[str, Any]):
+    """The deploy lock on the host (fleetctl.hostlock), or None after recording why not."""
+    from .hostlock import HostLockBusy, HostLockError, acquire_host_lock, lock_path
+
+    path = lock_path(session.conn, session.workdir, session.host.vars.get("deploy_lock"))
+    try:
+        lock = await acquire_host_lock(session.conn, path, run_id=record.run_id)
+    except (HostLockBusy, HostLockError) as exc:
+        record.event("lock.refused", host=session.host.name, path=path, error=str(exc))
+        out.update(status="failed", error=str(exc))
+        return None
+    except HostUnreachable as exc:
+        out.update(status="unreachable", error=f"deploy lock: {exc.cause}")
+        return None
+    record.event("lock.acquired", host=session.host.name, path=path)
+    if lock.stale:
+        prev = lock.stale
+        note = (f"warning: taking over the stale deploy lock of run {prev.get('run_id')} (controller "
+                f"{prev.get('controller')}, pid {prev.get('pid')}, started {prev.get('started')}): that run is gone")
+        record.event("lock.stale_taken_over", host=session.host.name, path=path, previous=prev)
+        if listener.on_note:
+            listener.on_note(session.host.name, note)
+    return lock
 
 
 def batches(hosts: Sequence[Host], serial: Sequence[int | str]) -> list[list[Host]]:

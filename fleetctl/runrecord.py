@@ -7,7 +7,9 @@ working directory's (:func:`fleetctl.paths.runs_dir`: ``$FLEETCTL_HOME/runs``, e
 lists every run of the user wherever it was started.
 
 Per-host logs hold every line the host printed, as the exact bytes, each prefixed with
-``out| `` or ``err| `` (and task boundaries as ``==> `` lines).
+``out| `` or ``err| `` (and task boundaries as ``==> `` lines). A line longer than 1 MiB arrives in
+pieces (:mod:`fleetctl.connection.streams`); its continuation pieces are marked ``out+ `` /
+``err+ `` (the newline before such a piece was added by fleetctl, not printed by the host).
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ class RunRecord:
         self._dirty = False
         self._events = open(self.dir / "events.jsonl", "a", encoding="utf-8")
         self._logs: dict[str, Any] = {}
+        self._continues: set[tuple[str, str]] = set()  # (host, stream) whose last piece was partial
         # Its own wrapper class: the run record keeps every event, whatever level stderr shows.
         self.log = structlog.wrap_logger(
             structlog.PrintLogger(file=self._events),
@@ -109,7 +112,13 @@ class RunRecord:
             fh = self.host_log(host)
             data = self.redactor.bytes(line.data)
             data = data if data.endswith(b"\n") else data + b"\n"
-            fh.write((b"out| " if line.stream == "stdout" else b"err| ") + data)
+            key = (host, line.stream)
+            mark = b"+ " if key in self._continues else b"| "
+            if getattr(line, "partial", False):
+                self._continues.add(key)
+            else:
+                self._continues.discard(key)
+            fh.write((b"out" if line.stream == "stdout" else b"err") + mark + data)
             fh.flush()
 
     def mark(self, host: str, text: str) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .connection import Connection, connection_for
+from .errors import HostUnreachable
 from .inventory import Host
 
 
@@ -71,14 +72,22 @@ class HostSession:
         if res.rc != 0:
             from .errors import TaskFailed
 
-            raise TaskFailed(self.host.name, f"cannot create {self.run_dir}: {res.stderr_text.strip()}", res)
+            hint = ""
+            if not self.host.workdir and getattr(self.conn, "home_missing", False):
+                hint = (f" (the home folder {self.conn.home} of the login user does not exist on the host: set the "
+                        f"workdir var to a folder the user can write, e.g. workdir: /tmp/fleetctl)")
+            raise TaskFailed(self.host.name, f"cannot create {self.run_dir}: {res.stderr_text.strip()}{hint}", res)
 
 
 async def open_session(host: Host, run_id: str, *, accept_new_host_keys: bool = False,
                        connect_timeout_s: float = 30.0) -> HostSession:
     """Connect to ``host`` and prepare its folders. Raises HostUnreachable or TaskFailed."""
     conn = connection_for(host, accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout_s)
-    await conn.open()
+    try:
+        await conn.open()
+    except HostUnreachable as exc:
+        exc.stats = dict(conn.stats)  # handshake retries and the like, for the run record
+        raise
     session = HostSession(host=host, conn=conn, run_id=run_id)
     try:
         await session.prepare()

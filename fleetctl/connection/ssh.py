@@ -319,7 +319,7 @@ class SSHConnection(Connection):
             try:
                 await asyncio.wait_for(everything(), timeout_s)
             except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
-                await _stop(proc)
+                await _stop(proc, supervised=supervise)
                 if isinstance(exc, asyncio.CancelledError):
                     raise
                 raise CommandTimeout(self.host, argv, timeout_s or 0) from None
@@ -463,8 +463,17 @@ class _NoSFTP(TransferError):
     """The SFTP session could not start (``put`` then goes through an exec channel)."""
 
 
-async def _stop(proc: asyncssh.SSHClientProcess) -> None:
-    """Ask the remote process to stop (TERM, then KILL), then close the channel."""
+async def _stop(proc: asyncssh.SSHClientProcess, *, supervised: bool = False) -> None:
+    """Stop the remote process, then close the channel. A supervised command's stdin is closed
+    first: its supervisor stops the whole process group (TERM, then KILL after 5 s) and exits.
+    Otherwise, or if that does not end it, the process is signalled (TERM, then KILL)."""
+    if supervised:
+        try:
+            proc.stdin.write_eof()
+            await asyncio.wait_for(proc.wait_closed(), 8)
+            return
+        except (OSError, asyncssh.Error, asyncio.TimeoutError):
+            pass
     for sig in ("TERM", "KILL"):
         try:
             proc.send_signal(sig)
