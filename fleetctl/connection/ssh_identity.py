@@ -81,14 +81,25 @@ def _unprotected(path: str) -> str | None:
     return None
 
 
-def _public_half(path: str) -> asyncssh.SSHKey | None:
+def _public_half(path: str) -> tuple[asyncssh.SSHKey | None, bool]:
+    """The public key of identity ``path`` (``path.pub`` beside it, or ``path`` itself when it is
+    a public key, as ``IdentityFile`` may name one to pick an agent key), and whether ``path``
+    itself is the public key."""
     for candidate in (path + ".pub", path + "-cert.pub"):
         try:
-            key = asyncssh.read_public_key(candidate)
-            return key
+            return asyncssh.read_public_key(candidate), False
         except (OSError, asyncssh.KeyImportError):
             continue
-    return None
+    try:
+        key = asyncssh.read_public_key(path)  # also reads the public half an OpenSSH private key file holds
+    except (OSError, asyncssh.KeyImportError):
+        return None, False
+    try:
+        with open(path, "rb") as fh:
+            private = b"PRIVATE KEY" in fh.read(4096)
+    except OSError:
+        private = False
+    return key, not private
 
 
 async def _agent_keys(target: SSHTarget) -> tuple["asyncssh.SSHAgentClient | None", list, str | None]:
@@ -116,7 +127,7 @@ async def load_identities(target: SSHTarget) -> Identities:
         out.offered.append(label)
 
     def named(path: str) -> None:
-        pub = _public_half(path)
+        pub, is_public = _public_half(path)
         if pub is not None and pub.public_data in used:
             return
         if pub is not None and pub.public_data in by_blob:
@@ -126,6 +137,12 @@ async def load_identities(target: SSHTarget) -> Identities:
         if not os.path.exists(path):
             if target.identities_named:
                 out.problems.append(f"{path} does not exist")
+            return
+        if is_public:
+            if target.identities_named:
+                extra = f"; {agent_problem}" if agent_problem else ""
+                out.problems.append(f"{path} is a public key and its identity is not in ssh-agent{extra}: ssh-add "
+                                    f"its private key")
             return
         bad = _unprotected(path)
         if bad:
