@@ -14,6 +14,10 @@ from .session import open_session
 
 LineSink = Callable[[str, OutputLine], None]
 
+#: Bytes of each stream ``fleetctl run`` keeps per host for its summary and ``--json`` (the last
+#: ones, whole lines); the host's log in the run record keeps every byte.
+RUN_CAPTURE_BYTES = 1024 * 1024
+
 
 async def run_on_hosts(
     hosts: Sequence[Host],
@@ -29,7 +33,9 @@ async def run_on_hosts(
     """Run ``argv`` exactly as given on every host, concurrently.
 
     Returns per host ``{"rc": int|None, "stdout": str, "stderr": str}`` (plus ``"error"`` on a
-    timeout) or ``{"unreachable": True, "error": str}``.
+    timeout; ``"output_truncated"`` when a stream printed more than :data:`RUN_CAPTURE_BYTES`
+    and only its tail is kept; ``"connection"`` with handshake retries and the like) or
+    ``{"unreachable": True, "error": str}``.
     """
 
     async def one(host: Host) -> dict[str, Any]:
@@ -44,7 +50,7 @@ async def run_on_hosts(
 
         try:
             await conn.open()
-            res = await conn.run(argv, timeout_s=timeout_s, on_line=line)
+            res = await conn.run(argv, timeout_s=timeout_s, on_line=line, capture_bytes=RUN_CAPTURE_BYTES)
             out = {"rc": res.rc, "stdout": res.stdout_text, "stderr": res.stderr_text}
             if res.signal:
                 out["signal"] = res.signal

@@ -46,6 +46,8 @@ from .errors import FleetError
 ACQUIRE_TIMEOUT_S = 60.0
 
 # Fixed text; the path and the record arrive as positional parameters. Exit 75 (EX_TEMPFAIL): held.
+# After LOCKED nothing more is written to the channel: once the connection is gone, a write (the
+# shell's own "Terminated" report) would kill the script by SIGPIPE before its trap clears the record.
 LOCK_SCRIPT = r'''f=$1; rec=$2
 command -v flock >/dev/null 2>&1 || { echo "NOFLOCK"; exit 127; }
 umask 077
@@ -56,6 +58,7 @@ printf 'PREVIOUS '; head -c 4096 -- "$f"; echo
 printf '%s %s\n' "$$" "$rec" > "$f"
 trap ': > "$f"; exit 0' TERM HUP INT
 echo "LOCKED $$"
+exec >/dev/null 2>&1
 while :; do sleep 3600 9>&- & wait $!; done
 '''
 

@@ -46,8 +46,8 @@ class OutputTail:
     def append(self, data: bytes) -> None:
         self.total += len(data)
         self._buf += data
-        # trim in batches (at twice the limit) so that appending stays O(1) amortized
-        if self.limit is not None and len(self._buf) > 2 * self.limit:
+        # trim in batches (at 1.5 times the limit) so that appending stays O(1) amortized
+        if self.limit is not None and len(self._buf) > self.limit + max(self.limit // 2, 64 * 1024):
             cut = len(self._buf) - self.limit
             del self._buf[:cut]
             self.dropped += cut

@@ -60,6 +60,21 @@ def ensure_client_key(folder: Path) -> Path:
     return key
 
 
+def ensure_homeless_user() -> str:
+    """A local user ``fltest-nohome`` whose home folder does not exist (needs root)."""
+    name = "fltest-nohome"
+    try:
+        pwd.getpwnam(name)
+        return name
+    except KeyError:
+        pass
+    if os.geteuid() != 0:
+        raise SshdUnavailable(f"creating test user {name} needs root")
+    subprocess.run(["useradd", "-M", "-d", f"/nonexistent/{name}", "-p", "*", "-s", "/bin/sh", name], check=True,
+                   capture_output=True)
+    return name
+
+
 def ensure_user(shell: str) -> str:
     """A local user whose login shell is ``shell`` (``bash``, ``dash``, ``zsh``...); returns its name.
 
@@ -157,6 +172,7 @@ def start_sshd(
     timeout_s: float = 15.0,
     home: Path | None = None,
     hosts_entries: dict[str, str] | None = None,
+    login_user: str | None = None,
 ) -> SshdHost:
     """Start one sshd test host on a free loopback port and wait until it sends its banner.
 
@@ -172,6 +188,7 @@ def start_sshd(
             for dedicated users.
         hosts_entries: ``{name: address}``: run sshd in its own mount namespace with an /etc/hosts
             of only these entries (needs root and ``unshare``).
+        login_user: log in as this existing user (its own home, as the password database says).
 
     Raises:
         SshdUnavailable: sshd missing, or it did not answer within ``timeout_s`` seconds.
@@ -183,7 +200,7 @@ def start_sshd(
     bin_dir = root / "bin"
     bin_dir.mkdir(exist_ok=True)
     os.chmod(bin_dir, 0o755)
-    user = ensure_user(shell) if shell else pwd.getpwuid(os.getuid()).pw_name
+    user = login_user or (ensure_user(shell) if shell else pwd.getpwuid(os.getuid()).pw_name)
     key = root / "ssh_host_ed25519_key"
     if not key.exists():
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
@@ -193,7 +210,7 @@ def start_sshd(
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)
     port = free_port()
     setenv = {"PATH": f"{bin_dir}:{BASE_PATH}", "FLEETCTL_TEST_HOST": name}
-    if not shell:
+    if not shell and not login_user:
         home = home or root / "home"
         home.mkdir(parents=True, exist_ok=True)
         os.chmod(home, 0o755)
