@@ -6,7 +6,9 @@
 HOSTS.json is a list of ``{"name", "host", "port", "user", "key", "known_hosts"}``. Each host gets
 ``asyncssh.connect(..., connect_timeout=S)`` at once (no gate, no retry), then the command; with
 ``--out`` its stdout is streamed, chunk by chunk, into FILE (the floor for "keep every byte,
-memory flat"). Prints one JSON object: ``{name: {"ok": bool, "done_s": seconds since start}}``.
+memory flat"). Prints one JSON object: ``{name: {"ok": bool, "done_s": seconds since start,
+"done_at": UNIX time}}`` (``done_at`` lets the benchmark count from the process's spawn, imports
+included, as it does for the other tools).
 Host keys are checked against ``known_hosts``.
 """
 
@@ -43,7 +45,7 @@ async def one(h: dict, command: str, timeout_s: float, out_path: str | None, t0:
                 ok = proc.exit_status == 0
     except (OSError, asyncssh.Error, asyncio.TimeoutError):
         ok = False
-    return h["name"], {"ok": ok, "done_s": round(time.monotonic() - t0, 3)}
+    return h["name"], {"ok": ok, "done_s": round(time.monotonic() - t0, 3), "done_at": time.time()}
 
 
 async def main() -> int:

@@ -288,7 +288,10 @@ async def _login_direct(target: SSHTarget, opts: RouteOptions, label: str, tunne
     elif target.proxy_command:
         key = ("proxy", target.proxy_command, target.host, target.port)
     else:
-        infos = await _resolve(target.host, target.port)
+        try:
+            infos = await _resolve(target.host, target.port)
+        except LoginFailed as exc:
+            raise LoginFailed(label + str(exc)) from None
         key = ("tcp", infos[0][4][0], target.port)
     dest = _destination(key)
     async for attempt in AsyncRetrying(retry=retry_if_exception(lambda e: isinstance(e, _Dropped)),
@@ -332,6 +335,7 @@ class _SharedJump:
         self.users = 0
         self.lock = asyncio.Lock()
         self.release_route: Callable[[], None] | None = None
+        self.failure: tuple[str, float] | None = None  # so hosts behind a dead bastion fail at once
 
 
 async def _jump(target: SSHTarget, opts: RouteOptions, stats: LoginStats):
@@ -344,6 +348,8 @@ async def _jump(target: SSHTarget, opts: RouteOptions, stats: LoginStats):
         shared = jumps[key] = _SharedJump()
     async with shared.lock:
         if shared.conn is None or shared.conn.is_closed():
+            if shared.failure and time.monotonic() - shared.failure[1] < opts.timeout_s:
+                raise LoginFailed(shared.failure[0])
             tunnel = None
             conns = []
             try:
@@ -352,10 +358,13 @@ async def _jump(target: SSHTarget, opts: RouteOptions, stats: LoginStats):
                     conn = await _login_direct(hop, opts, label, tunnel, stats)
                     conns.append(conn)
                     tunnel = conn
-            except BaseException:
+            except BaseException as exc:
                 for c in reversed(conns):
                     c.close()
+                if isinstance(exc, LoginFailed):
+                    shared.failure = (str(exc), time.monotonic())
                 raise
+            shared.failure = None
             shared.conn = tunnel
 
             def close_chain(conns=conns) -> None:
