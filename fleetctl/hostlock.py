@@ -2,7 +2,7 @@
 a person) never deploy to one host at once.
 
 A small POSIX sh script takes ``flock(1)`` (util-linux; flock(2) underneath) on a lock file in the
-host's fleetctl folder (:func:`lock_path`) and then waits. It runs as a supervised remote process
+host's fleetctl working folder (:func:`lock_path`) and then waits. It runs as a supervised remote process
 (:mod:`fleetctl.connection.command`) on a companion connection
 (:meth:`Connection.open_companion`, so it never takes a session the deploy needs: a host with
 ``MaxSessions 1`` still gets its deploy done) for the whole run:
@@ -117,13 +117,19 @@ class HostLock:
 
 
 def lock_path(conn: Connection, workdir: str | None = None, override: str | None = None) -> str:
-    """The lock file: ``override`` (the ``deploy_lock`` host var: a file shared by every user that
-    deploys to the host), else ``~/.fleetctl/deploy.lock`` of the login user (one per remote user,
-    whatever the inventory calls the host), else, when that home folder does not exist,
-    ``<workdir>/deploy.lock``."""
+    """The lock file: ``override`` (the ``deploy_lock`` host var), else ``<workdir>/deploy.lock``.
+
+    The host's working folder is per inventory host (``~/.fleetctl/<host>`` by default), so the
+    lock is too: hosts that share a home folder over NFS never share a lock (flock on NFS is
+    cluster-wide), several inventory names for one machine in one run do not block each other,
+    and every deploy of that inventory host, from any folder or controller, meets the same lock.
+    When different inventories name one machine differently (or several users deploy into one
+    shared venv), set ``deploy_lock`` to one path for all of them (e.g. ``/var/lock/fleetctl.lock``,
+    or a file beside the shared venv). Without a workdir, ``~/.fleetctl/deploy.lock``.
+    """
     if override:
         return override
-    if (getattr(conn, "home_missing", False) or not conn.home) and workdir:
+    if workdir:
         return posixpath.join(workdir, "deploy.lock")
     return posixpath.join(conn.home or ".", ".fleetctl", "deploy.lock")
 

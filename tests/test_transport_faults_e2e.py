@@ -243,7 +243,7 @@ def test_two_deploys_from_two_folders_never_run_on_one_host_at_once(sshd_farm, t
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"shared": host.inventory_vars(sshd_farm.known_hosts)}})
     play = tmp_path / "slow.yaml"
     play.write_text(SLOW.replace("ORDER", str(order)))
-    lock_file = host.home / ".fleetctl" / "deploy.lock"
+    lock_file = host.home / ".fleetctl" / "shared" / "deploy.lock"  # in the host's default workdir
     folders = {n: tmp_path / n for n in ("a", "b", "c")}
     for f in folders.values():
         f.mkdir()
