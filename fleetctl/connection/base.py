@@ -98,8 +98,9 @@ class CommandResult:
 class Connection(abc.ABC):
     """One open connection to one host, reused for every command and transfer of a run.
 
-    Implementations: :class:`fleetctl.connection.ssh.SSHConnection` (asyncssh; the only module that
-    imports asyncssh) and :class:`fleetctl.connection.local.LocalConnection` (subprocess).
+    Implementations: :class:`fleetctl.connection.ssh.SSHConnection` (asyncssh, imported only by
+    ``ssh.py`` and its ``ssh_*`` helpers) and :class:`fleetctl.connection.local.LocalConnection`
+    (subprocess).
     Connections are async context managers; :meth:`open` is idempotent.
 
     Attributes:
