@@ -19,8 +19,8 @@ from pathlib import Path
 
 
 def cache_root() -> Path:
-    """``<cache>/wheels``: ``$FLEETCTL_HOME/cache/wheels``, else ``$XDG_CACHE_HOME/fleetctl/wheels``,
-    else ``~/.cache/fleetctl/wheels`` (:func:`fleetctl.paths.cache_dir`)."""
+    """``<cache>/wheels``: ``$XDG_CACHE_HOME/fleetctl/wheels``, else ``~/.cache/fleetctl/wheels``
+    (:func:`fleetctl.paths.cache_dir`)."""
     from .paths import cache_dir
 
     return cache_dir() / "wheels"

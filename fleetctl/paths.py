@@ -11,9 +11,8 @@ Two kinds of place:
   - state (run records, the retry set, controller-side locks): ``$FLEETCTL_HOME`` when set, else
     ``$XDG_STATE_HOME/fleetctl``, else ``~/.local/state/fleetctl`` (the XDG Base Directory
     specification's place for state that persists between runs but is not worth backing up);
-  - cache (the wheel cache of arch classes): ``$FLEETCTL_HOME/cache`` when ``FLEETCTL_HOME`` is
-    set (one folder holds everything fleetctl keeps), else ``$XDG_CACHE_HOME/fleetctl``, else
-    ``~/.cache/fleetctl``.
+  - cache (the wheel cache of arch classes): ``$XDG_CACHE_HOME/fleetctl``, else
+    ``~/.cache/fleetctl`` (DESIGN.md: ``FLEETCTL_HOME`` moves state, not the cache).
 
 Relative or empty ``XDG_*`` values are ignored, as the XDG specification says.
 """
@@ -55,9 +54,6 @@ def state_dir() -> Path:
 
 def cache_dir() -> Path:
     """The user's fleetctl cache folder (see the module docstring); not created here."""
-    home = os.environ.get("FLEETCTL_HOME")
-    if home:
-        return Path(home).expanduser() / "cache"
     return _xdg("XDG_CACHE_HOME", ".cache") / "fleetctl"
 
 
