@@ -262,10 +262,12 @@ class HostKeyPolicy:
         return True
 
     def _changed_message(self, new_fp: str) -> str:
+        # The verdict and what it may mean come first, the fingerprints after: a summary that
+        # shows only a message's beginning never repeats them.
         old = list(dict.fromkeys(f"{k.key.get_algorithm()} {k.fingerprint}" for k in self.known))
         where = list(dict.fromkeys(f"{k.file}:{k.line}" for k in self.known))
         files = list(dict.fromkeys(k.file for k in self.known))
-        return (f"{self.label}host key changed for {self.name}: known_hosts ({', '.join(where)}) has "
-                f"{', '.join(old)}, the host now offers {new_fp}; refusing to connect (someone may be "
-                f"intercepting the connection, or the host was reinstalled). If the change is expected, remove "
-                f"the old key: {_remove_command(self.name, files)}")
+        return (f"{self.label}host key changed for {self.name}: refusing to connect. Someone may be intercepting "
+                f"the connection (man-in-the-middle), or the host was reinstalled or got new host keys. "
+                f"known_hosts has {', '.join(old)} ({', '.join(where)}); the host now offers {new_fp}. If the "
+                f"change is expected, remove the old key: {_remove_command(self.name, files)}")
