@@ -57,11 +57,15 @@ class HostUnreachable(FleetError):
     Args:
         host: the inventory host name.
         cause: one line naming the cause (refused, timed out, auth failed, host key unknown/changed).
+
+    Attributes:
+        stats: what the attempt took (``handshake_retries``...), for the run record; may be empty.
     """
 
     def __init__(self, host: str, cause: str) -> None:
         self.host = host
         self.cause = cause
+        self.stats: dict = {}
         super().__init__(f"{host}: unreachable: {cause}")
 
 

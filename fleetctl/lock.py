@@ -1,6 +1,8 @@
 """Per-host deploy locks on the controller, so two runs never work on the same host at once.
 
-One lock file per inventory host under the user's state folder (``<state_root>/locks``), held with
+One lock file per inventory host in the user's state folder (:func:`fleetctl.paths.locks_dir`:
+``$FLEETCTL_HOME/locks``, else ``$XDG_STATE_HOME/fleetctl/locks``), never the working directory, so
+two runs of one user started from two folders exclude each other. Each is held with
 ``fcntl.flock`` for the whole run: the kernel drops the lock when the holding process dies, so a
 crashed run can never leave a host locked forever. The file also records the holder (run id, pid,
 start time); finding a record whose pid is gone means the previous run died, and is reported as a
@@ -32,10 +34,10 @@ class HostsLocked(FleetError):
 
 
 def locks_dir() -> Path:
-    """``<state_root>/locks``: per user, wherever fleetctl is started from."""
-    from .paths import state_root
+    """The user's controller-side locks folder (see :mod:`fleetctl.paths`)."""
+    from .paths import locks_dir as user_locks_dir
 
-    return state_root() / "locks"
+    return user_locks_dir()
 
 
 def _pid_alive(pid: int) -> bool:

@@ -1,7 +1,25 @@
-"""Where fleetctl finds its own files: the checkout it runs from (README installs with ``pip install -e .``)."""
+"""Where fleetctl finds and keeps its own files.
+
+Two kinds of place:
+
+- the checkout it runs from (README installs with ``pip install -e .``): default playbooks and
+  the embedded inventory (:func:`resolve_default`);
+- the user's own folders, never the working directory, so that a run started from any folder (a
+  person in their checkout, the nightly timer in ``/srv/fleet``) sees the same run records, retry
+  set and controller-side locks:
+
+  - state (run records, the retry set, controller-side locks): ``$FLEETCTL_HOME`` when set, else
+    ``$XDG_STATE_HOME/fleetctl``, else ``~/.local/state/fleetctl`` (the XDG Base Directory
+    specification's place for state that persists between runs but is not worth backing up);
+  - cache (the wheel cache of arch classes): ``$XDG_CACHE_HOME/fleetctl``, else
+    ``~/.cache/fleetctl`` (DESIGN.md: ``FLEETCTL_HOME`` moves state, not the cache).
+
+Relative or empty ``XDG_*`` values are ignored, as the XDG specification says.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -19,23 +37,31 @@ def resolve_default(path: str | Path) -> Path:
     return alt if alt.exists() else p
 
 
-def state_root() -> Path:
-    """Where run records, the retry set and controller-side locks live: the user's, not the
-    working directory's. ``$FLEETCTL_HOME`` when set, else ``$XDG_STATE_HOME/fleetctl``, else
-    ``~/.local/state/fleetctl`` (XDG Base Directory Specification)."""
-    import os
+def _xdg(name: str, default: str) -> Path:
+    value = os.environ.get(name, "")
+    if value and os.path.isabs(value):
+        return Path(value)
+    return Path(os.path.expanduser("~")) / default
 
+
+def state_dir() -> Path:
+    """The user's fleetctl state folder (see the module docstring); not created here."""
     home = os.environ.get("FLEETCTL_HOME")
     if home:
-        return Path(home)
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "fleetctl"
+        return Path(home).expanduser()
+    return _xdg("XDG_STATE_HOME", ".local/state") / "fleetctl"
 
 
-def cache_root() -> Path:
-    """The controller's wheel cache: ``$XDG_CACHE_HOME/fleetctl`` (default ``~/.cache/fleetctl``);
-    wheels live under ``wheels/<key16>/``."""
-    import os
+def cache_dir() -> Path:
+    """The user's fleetctl cache folder (see the module docstring); not created here."""
+    return _xdg("XDG_CACHE_HOME", ".cache") / "fleetctl"
 
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "fleetctl"
+
+def runs_dir() -> Path:
+    """``<state>/runs``: one folder per run (``run.json``, ``events.jsonl``, ``logs/``) and the retry set."""
+    return state_dir() / "runs"
+
+
+def locks_dir() -> Path:
+    """``<state>/locks``: the controller-side per-host deploy locks of this user."""
+    return state_dir() / "locks"

@@ -1,4 +1,14 @@
-"""Shared fixtures: real sshd test hosts on loopback (see tests/support/sshd.py)."""
+"""Shared fixtures: real sshd test hosts on loopback (see tests/support/sshd.py), and a hermetic
+controller environment.
+
+Hermetic: before any test runs, HOME, the XDG folders and FLEETCTL_HOME point into one temporary
+folder for the whole session, and SSH_AUTH_SOCK is unset, so nothing a test runs (fleetctl in
+process or as a subprocess, pip, torch, ssh) reads or writes the real ``~`` (``~/.ssh``,
+``~/.cache``, ``~/.local/state``, ``~/.fleetctl``) or talks to the user's ssh-agent. Tests that
+want their own state folder pass ``FLEETCTL_HOME`` explicitly (``tests.support.fleet.fleetctl``
+does). The sshd test hosts that log in as the current user get their own HOME too (see
+:func:`tests.support.sshd.start_sshd`).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.hermetic import SESSION_ROOT, hermetic_environment
 from tests.support.sshd import SshdHost, SshdUnavailable, ensure_client_key, start_sshd
+
+hermetic_environment()
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    shutil.rmtree(SESSION_ROOT, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -32,6 +32,7 @@ from tests.support.fake_gpu import (
     write_fake_libnvml,
     write_fake_nvidia_smi,
 )
+from tests.support.hermetic import REAL_HOME
 
 SCRIPT = Path(__file__).resolve().parent.parent / "playbooks" / "scripts" / "facts.py"
 REAL_NVCC = Path("/usr/local/cuda/bin/nvcc")
@@ -478,7 +479,7 @@ def test_unknown_arguments_do_not_crash(tmp_path, light_venv):
 
 def _python38():
     """A working Python 3.8 interpreter (the oldest the script must run on), or None."""
-    candidates = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.8*/bin/python3")))
+    candidates = sorted(glob.glob(os.path.join(REAL_HOME, ".pyenv/versions/3.8*/bin/python3")))
     candidates += [p for p in (shutil.which("python3.8"),) if p]
     for candidate in candidates:
         try:

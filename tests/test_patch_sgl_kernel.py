@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from tests.support import sgl_fixture as fx
 from tests.support.sgl_checks import Prober, find_cmake
+from tests.support.hermetic import REAL_HOME
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "playbooks" / "scripts" / "patch_sgl_kernel.py"
@@ -475,7 +476,7 @@ def test_check_reports_pending_and_writes_nothing(tmp_path):
 
 def _python38():
     candidates = [shutil.which("python3.8")]
-    candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.8*/bin/python3.8")))
+    candidates += sorted(glob.glob(os.path.join(REAL_HOME, ".pyenv/versions/3.8*/bin/python3.8")))
     for c in candidates:
         if not c:
             continue

@@ -89,11 +89,16 @@ def test_megabytes_on_both_streams_arrive_whole_and_in_order(sshd_farm):
     async def go():
         lines = {"stdout": [], "stderr": []}
         async with connect(host, sshd_farm) as conn:
-            res = await conn.run(["/usr/bin/python3", "-c", script],
+            res = await conn.run(["/usr/bin/python3", "-c", script], capture_bytes=None,
                                  on_line=lambda ln: lines[ln.stream].append(ln.data))
-        return res, lines
-    res, lines = asyncio.run(go())
-    assert res.rc == 7
+            tail = await conn.run(["/usr/bin/python3", "-c", script], capture_bytes=1024 * 1024)
+        return res, lines, tail
+    res, lines, tail = asyncio.run(go())
+    assert res.rc == 7 and tail.rc == 7
+    # a bounded capture keeps the last whole lines and says how much it dropped
+    assert len(tail.stdout) <= 1024 * 1024 and tail.stdout.endswith(b"o" * 1015 + b"\n")
+    assert tail.stdout_dropped + len(tail.stdout) == 10 * 1024 * 1024
+    assert tail.stdout.startswith(b"%07d " % (10 * 1024 - len(tail.stdout) // 1024))
     for stream, ch in (("stdout", b"o"), ("stderr", b"e")):
         data = res.stdout if stream == "stdout" else res.stderr
         assert len(data) == 10 * 1024 * 1024
@@ -183,7 +188,11 @@ def test_accept_new_host_key_records_it(sshd_farm, tmp_path):
         async with conn:
             return await conn.run(["true"])
     assert asyncio.run(go()).rc == 0
-    assert f"[127.0.0.1]:{host.port} ssh-ed25519 " in kh.read_text()
+    # recorded as OpenSSH records it (hashed when ssh_config says HashKnownHosts, as Debian's
+    # /etc/ssh/ssh_config does): OpenSSH's own lookup finds it under [127.0.0.1]:PORT
+    found = subprocess.run(["ssh-keygen", "-F", f"[127.0.0.1]:{host.port}", "-f", str(kh)], capture_output=True,
+                           text=True)
+    assert found.returncode == 0 and "ssh-ed25519" in found.stdout, found
 
 
 def test_maxstartups_drops_are_retried_and_every_host_succeeds(sshd_farm, tmp_path):

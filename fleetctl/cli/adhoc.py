@@ -112,14 +112,18 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     """Run ARGV exactly as given (no shell) on every host: fleetctl run --hosts all -- uname -r"""
     from ..engine.adhoc import run_on_hosts
     from ..redact import unwrap
+    from ..reporting.history import safe_name
     from ..reporting.terminal import LiveOutput, print_json
 
     from .play import metrics_observer
 
     _, hosts = obj.select(pattern, limit, venv=False, forks=forks)  # `run` may be what creates the venv
     metrics = metrics_observer(metrics_file)
+    from ..reporting.livevalve import LiveValve, ValvedObserver
+
     printer = LiveOutput([h.name for h in hosts], stream=sys.stderr if as_json else sys.stdout)
-    run_, record, observers = _record("run", obj, extra=[_LinesOnly(printer), metrics])
+    live = ValvedObserver(_LinesOnly(printer), LiveValve(log_hint=lambda h: f"fleetctl logs RUN {h}"))
+    run_, record, observers = _record("run", obj, extra=[live, metrics])
     run_.pattern = pattern
     run_.redactor.add(set().union(*(unwrap(h.vars)[1] for h in hosts)))
     outputs = guarded(run_, observers, lambda: run_async(run_on_hosts(
@@ -134,6 +138,11 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
             doc[h] = ({"unreachable": True, "error": o.error} if o.status == "unreachable" else
                       {"rc": o.rc, "stdout": out, "stderr": err, **({"signal": o.signal} if o.signal else {}),
                        **({"error": o.error} if o.error and o.rc is None else {})})
+            if o.output_truncated:  # memory stays bounded: only the tail is kept; the log has every byte
+                doc[h]["output_truncated"] = {**o.output_truncated,
+                                              "log": str(record.dir / "logs" / f"{safe_name(h)}.log")}
+            if o.connection:
+                doc[h]["connection"] = o.connection
         print_json(run_.redactor.obj(doc))
     else:
         for h, o in run_.hosts.items():

@@ -10,9 +10,13 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Literal
 
 Stream = Literal["stdout", "stderr"]
+
+#: Bytes of each stream a CommandResult keeps by default (the last ones): 4 MiB.
+CAPTURE_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -23,10 +27,13 @@ class OutputLine:
         stream: ``"stdout"`` or ``"stderr"``.
         data: the exact bytes, including the trailing ``b"\\n"`` when there was one (the last line
             of a stream may lack it).
+        partial: True when the line goes on in the next :class:`OutputLine` of the same stream (a
+            line longer than 1 MiB arrives in pieces; see :mod:`fleetctl.connection.streams`).
     """
 
     stream: Stream
     data: bytes
+    partial: bool = False
 
     @property
     def text(self) -> str:
@@ -46,9 +53,12 @@ class CommandResult:
         rc: exit status; ``None`` when the process was killed by a signal or the channel closed
             without one.
         signal: the signal name when the process died of one (``"KILL"``), else ``None``.
-        stdout: all stdout bytes, in order.
-        stderr: all stderr bytes, in order.
+        stdout: the stdout bytes, in order: all of them, or the last ``capture_bytes`` (see
+            :meth:`Connection.run`; the host's log keeps every byte).
+        stderr: the stderr bytes, likewise.
         duration_s: wall time in seconds.
+        stdout_dropped: bytes of stdout not kept (dropped from the front, whole lines).
+        stderr_dropped: bytes of stderr not kept.
     """
 
     argv: list[str]
@@ -58,6 +68,16 @@ class CommandResult:
     signal: str | None = None
     duration_s: float = 0.0
     extra: dict = field(default_factory=dict)
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
+
+    @property
+    def truncated(self) -> dict | None:
+        """``{"stdout_dropped_bytes": N, "stderr_dropped_bytes": M}`` when output was dropped to keep
+        memory bounded, else ``None`` (for ``--json`` and the run record to say so)."""
+        if not (self.stdout_dropped or self.stderr_dropped):
+            return None
+        return {"stdout_dropped_bytes": self.stdout_dropped, "stderr_dropped_bytes": self.stderr_dropped}
 
     @property
     def ok(self) -> bool:
@@ -78,17 +98,22 @@ class CommandResult:
 class Connection(abc.ABC):
     """One open connection to one host, reused for every command and transfer of a run.
 
-    Implementations: :class:`fleetctl.connection.ssh.SSHConnection` (asyncssh; the only module that
-    imports asyncssh) and :class:`fleetctl.connection.local.LocalConnection` (subprocess).
+    Implementations: :class:`fleetctl.connection.ssh.SSHConnection` (asyncssh, imported only by
+    ``ssh.py`` and its ``ssh_*`` helpers) and :class:`fleetctl.connection.local.LocalConnection`
+    (subprocess).
     Connections are async context managers; :meth:`open` is idempotent.
 
     Attributes:
         host: the inventory host name, for messages.
         home: the remote user's home directory (absolute), known after :meth:`open`.
+        stats: what reaching the host took, for the run record (``handshake_retries``,
+            ``channel_retries``, ``tcp_connect_s``, ``login_s``...); empty when there is nothing
+            to say. Implementations fill what applies.
     """
 
     host: str
     home: str = ""
+    stats: Mapping[str, object] = MappingProxyType({})
 
     async def __aenter__(self) -> "Connection":
         await self.open()
@@ -117,6 +142,7 @@ class Connection(abc.ABC):
         on_line: LineCallback | None = None,
         stdin: bytes | None = None,
         become: bool = False,
+        capture_bytes: int | None = CAPTURE_BYTES,
     ) -> CommandResult:
         """Run ``argv`` on the host and wait for it.
 
@@ -135,6 +161,10 @@ class Connection(abc.ABC):
                 /dev/null when ``None``.
             become: run through ``sudo -n`` (never prompts: fails at once when sudo wants a
                 password or a tty), the environment set inside sudo.
+            capture_bytes: bytes of each stream kept in the result: the last ones (default
+                4 MiB), whole lines; ``None`` keeps everything. Every byte still reaches
+                ``on_line``, so memory stays flat whatever the command prints; the result's
+                ``stdout_dropped``/``stderr_dropped`` say how much was not kept.
 
         Returns:
             The :class:`CommandResult`; a non-zero exit is data, not an exception.
@@ -168,3 +198,14 @@ class Connection(abc.ABC):
         """What the connection itself knows about the host, merged into its facts (Slurm's view of
         a node: state, features, GRES). Default: nothing."""
         return {}
+
+    async def open_companion(self) -> "Connection":
+        """A second, open connection to the same host for a process that lives as long as the
+        run (the deploy lock, :mod:`fleetctl.hostlock`), so that it never takes one of this
+        connection's sessions (a host with ``MaxSessions 1`` has just one). Close it when done.
+        The default is this connection itself, for transports without a session limit.
+
+        Raises:
+            HostUnreachable: as :meth:`open`.
+        """
+        return self

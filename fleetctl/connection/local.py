@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import CommandTimeout, TransferError
-from .base import CommandResult, Connection, LineCallback, OutputLine
+from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback, OutputLine
 from .command import validate_env
-from .streams import pump_lines
+from .streams import OutputTail, pump_lines
 
 
 class LocalConnection(Connection):
@@ -45,6 +45,7 @@ class LocalConnection(Connection):
         on_line: LineCallback | None = None,
         stdin: bytes | None = None,
         become: bool = False,
+        capture_bytes: int | None = CAPTURE_BYTES,
     ) -> CommandResult:
         """Run ``argv`` in a new process group; see :meth:`Connection.run`.
 
@@ -76,7 +77,7 @@ class LocalConnection(Connection):
             if on_line:
                 on_line(OutputLine("stderr", message))
             return CommandResult(argv=argv, rc=rc, stderr=message, duration_s=time.monotonic() - started)
-        out, err = bytearray(), bytearray()
+        out, err = OutputTail(capture_bytes), OutputTail(capture_bytes)
 
         async def feed() -> None:
             if stdin is not None and proc.stdin is not None:
@@ -103,8 +104,11 @@ class LocalConnection(Connection):
         if rc < 0:
             sig = signal.Signals(-rc).name.removeprefix("SIG")
             rc = None
-        return CommandResult(argv=argv, rc=rc, stdout=bytes(out), stderr=bytes(err), signal=sig,
-                             duration_s=time.monotonic() - started)
+        stdout, stdout_dropped = out.result()
+        stderr, stderr_dropped = err.result()
+        return CommandResult(argv=argv, rc=rc, stdout=stdout, stderr=stderr, signal=sig,
+                             duration_s=time.monotonic() - started, stdout_dropped=stdout_dropped,
+                             stderr_dropped=stderr_dropped)
 
     async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
         """Copy a file atomically (temp file + rename); parents are created."""

@@ -410,8 +410,11 @@ class SlurmConnection(Connection):
 
     async def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
                   timeout_s: float | None = None, on_line: LineCallback | None = None, stdin: bytes | None = None,
-                  become: bool = False) -> CommandResult:
+                  become: bool = False, capture_bytes: int | None = None) -> CommandResult:
         """Run ``argv`` as a job step on the node; see :meth:`Connection.run`.
+
+        ``capture_bytes``: the result keeps the last ``capture_bytes`` of each stream (whole lines
+        where possible); every line still reaches ``on_line``.
 
         ``env`` is applied with ``env NAME=VALUE`` and ``cwd`` with a fixed ``/bin/sh`` script that
         gets the directory as an argument (exit 125 when it is missing), exactly as over SSH
@@ -421,9 +424,19 @@ class SlurmConnection(Connection):
         m = self._require()
         argv = [str(a) for a in argv]
         wrapped = wrap_argv(argv, env=env, cwd=cwd, become=become)
-        return await run_step(m.client, self.host, m.allocation.job_id, m.node, wrapped,  # type: ignore[union-attr]
-                              chdir=m.home or "/", timeout_s=timeout_s, on_line=on_line, stdin=stdin,
-                              display_argv=argv)
+        res = await run_step(m.client, self.host, m.allocation.job_id, m.node, wrapped,  # type: ignore[union-attr]
+                             chdir=m.home or "/", timeout_s=timeout_s, on_line=on_line, stdin=stdin,
+                             display_argv=argv)
+        if capture_bytes is not None:
+            for name in ("stdout", "stderr"):
+                data = getattr(res, name)
+                if len(data) > capture_bytes:
+                    tail = data[-capture_bytes:]
+                    nl = tail.find(b"\n")
+                    tail = tail[nl + 1:] if 0 <= nl < len(tail) - 1 else tail
+                    setattr(res, name, tail)
+                    setattr(res, f"{name}_dropped", len(data) - len(tail))
+        return res
 
     async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
         """Upload with ``sbcast`` to the node's own disk (temporary name, size check, rename).

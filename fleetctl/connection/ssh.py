@@ -1,110 +1,115 @@
-"""The SSH connection, on asyncssh: the only module of fleetctl that imports asyncssh.
+"""The SSH connection, on asyncssh. asyncssh is imported only by this module and its helpers
+``ssh_target`` (ssh_config), ``ssh_hostkeys`` (known_hosts), ``ssh_identity`` (keys and agent) and
+``ssh_route`` (TCP, gates, jump hosts, login).
 
 One SSH connection per host, reused for every command and transfer of a run; commands are exec
-channels multiplexed on it (at most ``max_sessions`` at once, below sshd's ``MaxSessions``, whose
-default is 10 per sshd_config(5)), files go over one SFTP session. What the inventory does not say
-(user, port, identity, HostName...) comes from the user's ``~/.ssh/config``, which asyncssh reads
-as OpenSSH's ssh(1) does.
+channels multiplexed on it and files go over one SFTP session. The host is reached exactly as
+ssh(1) would after ``~/.ssh/config`` (aliases, ``HostName``, ``Port``, ``User``, ``ProxyJump``,
+``IdentityFile``, ``IdentitiesOnly``...; see :mod:`fleetctl.connection.ssh_target`), its host key
+checked and recorded as OpenSSH does (:mod:`fleetctl.connection.ssh_hostkeys`: an unknown key is
+refused unless ``accept_new_host_keys``, a changed one always), keys offered inventory key first
+(:mod:`fleetctl.connection.ssh_identity`).
 
-Host keys are checked against known_hosts (the inventory's ``known_hosts`` or OpenSSH's default
-``~/.ssh/known_hosts``). An unknown key is refused unless ``accept_new_host_keys`` is set
-(OpenSSH's ``StrictHostKeyChecking=accept-new``); a changed key is always refused, naming both
-fingerprints.
+Sessions: exec channels and the SFTP session together stay within the server's ``MaxSessions``
+(sshd_config(5), default 10). The limit starts at ``max_sessions``; when the server refuses a
+channel, it drops to what is open, the request waits for a free session, and an idle SFTP
+session is closed to make room (it reopens when a transfer needs it), so a host with
+``MaxSessions 1`` runs a whole deploy, one session at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
+import contextlib
 import posixpath
 import secrets
-import socket
 import time
-import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 import asyncssh
-from tenacity import (AsyncRetrying, retry_if_exception, retry_if_exception_type, stop_after_attempt,
-                      wait_exponential_jitter)
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from ..errors import CommandTimeout, HostUnreachable, TransferError
-from .base import CommandResult, Connection, LineCallback
+from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback
 from .command import remote_command_line
-from .streams import pump_lines
+from .ssh_route import MAX_HANDSHAKES, LoginFailed, LoginStats, RouteOptions, login
+from .ssh_target import SSHConfigError, SSHTarget, resolve_target
+from .streams import OutputTail, pump_lines
 
-#: Simultaneous SSH handshakes per controller. sshd's MaxStartups (default 10:30:100, sshd_config(5))
-#: starts dropping unauthenticated connections past 10 pending; staying below avoids most drops,
-#: and the rest are retried with backoff (see :func:`_is_handshake_drop`).
-MAX_HANDSHAKES = int(os.environ.get("FLEETCTL_MAX_HANDSHAKES", "8"))
-HANDSHAKE_ATTEMPTS = 6
+__all__ = ["SSHConnection", "SSHSettings", "SETTINGS", "KIND", "MAX_HANDSHAKES"]
+
 CHANNEL_ATTEMPTS = 12
 UPLOAD_REQUESTS = 4
-_gates: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = weakref.WeakKeyDictionary()
+#: sshd's default MaxSessions (sshd_config(5)).
+DEFAULT_MAX_SESSIONS = 10
+_NO_HOME = "Could not chdir to home directory"
 
 
-def _handshake_gate() -> asyncio.Semaphore:
-    loop = asyncio.get_running_loop()
-    gate = _gates.get(loop)
-    if gate is None:
-        gate = _gates[loop] = asyncio.Semaphore(MAX_HANDSHAKES)
-    return gate
+class _Sessions:
+    """Sessions open on one connection (exec channels and the SFTP session), at most ``limit``.
 
-
-def _is_handshake_drop(exc: BaseException) -> bool:
-    """A connection closed by the server before the handshake finished: what sshd does to
-    connections past MaxStartups. Only these are retried; refusals, timeouts, authentication
-    and host key failures are final."""
-    if isinstance(exc, (asyncssh.ConnectionLost, ConnectionResetError, BrokenPipeError, asyncio.IncompleteReadError)):
-        return True
-    return isinstance(exc, asyncssh.DisconnectError) and "closed" in str(exc.reason).lower()
-
-
-class _ChannelLimit:
-    """How many exec channels may be open at once on one connection. Starts below sshd's default
-    MaxSessions (10); when the server refuses a channel (a lower MaxSessions), the limit drops to
-    what is open now and the request waits for a free channel instead of failing."""
+    ``make_room`` (called with the condition held) may free an idle session and return True.
+    """
 
     def __init__(self, limit: int) -> None:
         self.limit = max(1, limit)
         self.in_use = 0
-        self._cond = asyncio.Condition()
+        self.cond = asyncio.Condition()
 
-    async def acquire(self) -> None:
-        async with self._cond:
-            await self._cond.wait_for(lambda: self.in_use < self.limit)
+    async def acquire(self, make_room: Callable[[], Awaitable[bool]] | None = None) -> None:
+        async with self.cond:
+            while self.in_use >= self.limit:
+                if make_room is not None and await make_room():
+                    continue
+                await self.cond.wait()
             self.in_use += 1
 
     async def release(self) -> None:
-        async with self._cond:
+        async with self.cond:
             self.in_use -= 1
-            self._cond.notify_all()
+            self.cond.notify_all()
 
     async def refused(self) -> None:
-        """The server refused our channel while ``in_use`` (ours included) were open: lower the
-        limit to the others that are open (at least 1) and give our slot back."""
-        async with self._cond:
+        """The server refused a session while ``in_use`` (ours included) were open: the limit
+        drops to the others (at least 1) and our slot is given back."""
+        async with self.cond:
             self.in_use -= 1
             self.limit = max(1, min(self.limit, self.in_use))
-            self._cond.notify_all()
+            self.cond.notify_all()
+
+    async def wake(self) -> None:
+        async with self.cond:
+            self.cond.notify_all()
 
 
 class SSHConnection(Connection):
     """An asyncssh client connection to one host.
 
     Args:
-        host: inventory host name (used in messages, and as the ssh_config ``Host`` to match
-            when ``address`` is the same).
-        address: host name or IP to connect to.
-        port: TCP port; ``None`` lets ``~/.ssh/config`` (or 22) decide.
-        user: login name; ``None`` lets ``~/.ssh/config`` (or the local user) decide.
-        key_file: private key path; ``None`` uses ssh_config ``IdentityFile``/the defaults/agent.
-        known_hosts: known_hosts path; ``None`` means OpenSSH's default ``~/.ssh/known_hosts``.
-        accept_new_host_keys: record an unknown host key instead of refusing it.
-        connect_timeout_s: deadline for TCP connect plus SSH handshake and login, seconds.
+        host: inventory host name (for messages).
+        address: the name or address to connect to, as given to ssh (``ansible_host``, else the
+            inventory name): ssh_config ``Host`` patterns match it.
+        port: TCP port; ``None`` lets ssh_config (or 22) decide.
+        user: login name; ``None`` lets ssh_config (or the local user) decide.
+        key_file: private key offered first (``ssh -i``); ``None`` uses ``IdentityFile``, the
+            agent and the default keys.
+        known_hosts: known_hosts file replacing ssh_config's ``UserKnownHostsFile``; ``None``
+            uses ssh_config's (default ``~/.ssh/known_hosts``).
+        accept_new_host_keys: record the key of a host that has none recorded (a changed key is
+            refused regardless).
+        connect_timeout_s: deadline for the TCP connect, and again for the SSH login, seconds.
         keepalive_interval_s: seconds between keepalives, so long silent builds are not cut by
             idle timeouts; the connection is declared dead after 3 unanswered ones.
-        max_sessions: most exec channels open at once on this connection.
+        max_sessions: most sessions (exec channels plus SFTP) open at once at first.
+        ssh_config: read only this ssh_config file (``ssh -F``) instead of ``~/.ssh/config`` and
+            ``/etc/ssh/ssh_config``.
+
+    Attributes:
+        stats: after :meth:`open`: ``handshake_retries`` (drops before login, as past sshd's
+            MaxStartups), ``tcp_connect_s``, ``login_s``, ``recorded_host_keys``, ``route`` (jump
+            hosts), and ``channel_retries`` once a channel had to wait.
+        home_missing: the login user's home folder does not exist on the host.
     """
 
     def __init__(
@@ -119,51 +124,54 @@ class SSHConnection(Connection):
         accept_new_host_keys: bool = False,
         connect_timeout_s: float = 30.0,
         keepalive_interval_s: float = 15.0,
-        max_sessions: int = 8,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        ssh_config: str | None = None,
     ) -> None:
         self.host = host
         self.address = address or host
         self.port = port
         self.user = user
         self.key_file = key_file
-        self.known_hosts = known_hosts or os.path.expanduser("~/.ssh/known_hosts")
+        self.known_hosts = known_hosts
         self.accept_new_host_keys = accept_new_host_keys
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_interval_s = keepalive_interval_s
-        self._channels = _ChannelLimit(max_sessions - 1)  # one session is SFTP
+        self.max_sessions = max_sessions
+        self.ssh_config = ssh_config
+        self.stats: dict = {}
+        self.home_missing = False
+        self.login_shell = ""
+        self._sessions = _Sessions(max_sessions)
         self._conn: asyncssh.SSHClientConnection | None = None
+        self._release_route: Callable[[], None] | None = None
         self._sftp: asyncssh.SFTPClient | None = None
+        self._sftp_users = 0
         self._sftp_lock = asyncio.Lock()
         self._open_lock = asyncio.Lock()
-        self.login_shell = ""
+        self._target: SSHTarget | None = None
 
     # -- connecting ---------------------------------------------------------------------------
 
-    def _options(self) -> dict:
-        opts: dict = {
-            "connect_timeout": self.connect_timeout_s,
-            "login_timeout": self.connect_timeout_s,
-            "keepalive_interval": self.keepalive_interval_s,
-            "keepalive_count_max": 3,
-            "known_hosts": self.known_hosts if os.path.exists(self.known_hosts) else None,
-        }
-        if opts["known_hosts"] is None:
-            # No file: every key is unknown. asyncssh treats known_hosts=None as "accept any",
-            # so give it an empty list of trusted keys instead.
-            opts["known_hosts"] = ([], [], [])
-        if self.port is not None:
-            opts["port"] = self.port
-        if self.user is not None:
-            opts["username"] = self.user
-        if self.key_file is not None:
-            opts["client_keys"] = [self.key_file]
-        return opts
-
-    async def open(self) -> None:
-        """Connect, check the host key, log in, and learn the home directory (one SFTP realpath).
+    def target(self) -> SSHTarget:
+        """Where and how ssh would connect (ssh_config applied; cached).
 
         Raises:
-            HostUnreachable: naming the cause.
+            HostUnreachable: an ssh_config file is unreadable or invalid.
+        """
+        if self._target is None:
+            try:
+                self._target = resolve_target(self.address, port=self.port, user=self.user, key_file=self.key_file,
+                                              known_hosts=self.known_hosts, config_file=self.ssh_config)
+            except SSHConfigError as exc:
+                raise HostUnreachable(self.host, str(exc)) from None
+        return self._target
+
+    async def open(self) -> None:
+        """Connect (through jump hosts), check the host key, log in, and learn the login shell
+        and home folder (one command).
+
+        Raises:
+            HostUnreachable: naming the cause in one line.
         """
         async with self._open_lock:
             if self._conn is not None:
@@ -172,135 +180,54 @@ class SSHConnection(Connection):
                 # the inventory names a key this controller lacks: this host fails, the others run
                 why = "is a folder, not a key" if os.path.isdir(self.key_file) else "does not exist on this controller"
                 raise HostUnreachable(self.host, f"private key {self.key_file} {why}")
+            target = self.target()
+            login_stats = LoginStats()
+            opts = RouteOptions(accept_new=self.accept_new_host_keys, timeout_s=self.connect_timeout_s,
+                                keepalive_interval_s=self.keepalive_interval_s)
             try:
-                self._conn = await self._connect()
-            except asyncssh.HostKeyNotVerifiable as exc:
-                await self._handle_host_key(exc)
-            except (asyncio.TimeoutError, TimeoutError):
-                raise HostUnreachable(self.host, await self._diagnose_timeout()) from None
-            except BaseException as exc:  # noqa: BLE001 - translated at the seam
-                if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
-                    raise
-                raise HostUnreachable(self.host, self._describe(exc)) from None
+                self._conn, self._release_route = await login(target, opts, stats=login_stats)
+            except LoginFailed as exc:
+                self.stats.update(login_stats.as_dict())
+                raise HostUnreachable(self.host, str(exc)) from None
+            self.stats.update(login_stats.as_dict())
             self.login_shell, self.home = await self._login_shell_and_home()
             if not self.home.startswith("/"):
                 self.home = await self._realpath(".")
+
+    async def open_companion(self) -> "SSHConnection":
+        """A second connection to the same host with the same settings (see
+        :meth:`Connection.open_companion`); it shares this one's jump host connections."""
+        other = SSHConnection(self.host, address=self.address, port=self.port, user=self.user,
+                              key_file=self.key_file, known_hosts=self.known_hosts,
+                              accept_new_host_keys=self.accept_new_host_keys,
+                              connect_timeout_s=self.connect_timeout_s, keepalive_interval_s=self.keepalive_interval_s,
+                              max_sessions=self.max_sessions, ssh_config=self.ssh_config)
+        other._target = self._target
+        await other.open()
+        return other
 
     async def _login_shell_and_home(self) -> tuple[str, str]:
         """The remote login shell (``$SHELL``, which will parse our command lines) and home folder,
         in one round trip and no SFTP session (``run`` never needs one). This one command is
         written so that sh, bash, zsh, fish and tcsh all parse it the same way; banner lines a
         login rc file prints come first and are skipped."""
+        await self._sessions.acquire()
         try:
             res = await asyncio.wait_for(self._require().run('echo "$SHELL"; echo "$HOME"', encoding=None),
                                          self.connect_timeout_s)
         except (OSError, asyncssh.Error, asyncio.TimeoutError):
             return "", ""
+        finally:
+            await self._sessions.release()
+        if res.stderr and _NO_HOME.encode() in res.stderr:
+            self.home_missing = True
         lines = res.stdout.decode("utf-8", "replace").strip().splitlines() if res.stdout else []
         if len(lines) < 2:
             return (lines[-1].strip() if lines else ""), ""
         return lines[-2].strip(), lines[-1].strip()
 
-    async def _handle_host_key(self, exc: Exception) -> None:
-        """Tell an unknown key from a changed one; accept an unknown one only when asked."""
-        try:
-            new_key = await asyncio.wait_for(
-                asyncssh.get_server_host_key(self.address, self.port or ()), self.connect_timeout_s
-            )
-        except Exception as fetch_exc:  # noqa: BLE001
-            raise HostUnreachable(self.host, f"host key not verifiable ({exc}); {fetch_exc}") from None
-        new_fp = new_key.get_fingerprint("sha256") if new_key else "?"
-        old = self._known_keys()
-        if old:
-            old_fps = ", ".join(k.get_fingerprint("sha256") for k in old)
-            raise HostUnreachable(
-                self.host,
-                f"host key changed: known_hosts {self.known_hosts} has {old_fps}, server offers "
-                f"{new_fp}; refusing (remove the old entry with ssh-keygen -R if the change is expected)",
-            ) from None
-        if not self.accept_new_host_keys or new_key is None:
-            raise HostUnreachable(
-                self.host,
-                f"host key unknown: {new_fp} is not in {self.known_hosts}; add it, or pass "
-                f"--accept-new-host-keys to record it",
-            ) from None
-        self._record_host_key(new_key)
-        try:
-            self._conn = await self._connect()
-        except Exception as again:  # noqa: BLE001
-            raise HostUnreachable(self.host, self._describe(again)) from None
-
-    async def _connect(self) -> asyncssh.SSHClientConnection:
-        """asyncssh.connect under the handshake gate, retried with jittered exponential backoff
-        (tenacity) only when the server dropped the handshake."""
-        async for attempt in AsyncRetrying(retry=retry_if_exception(_is_handshake_drop),
-                                           stop=stop_after_attempt(HANDSHAKE_ATTEMPTS),
-                                           wait=wait_exponential_jitter(multiplier=0.2, max=5.0), reraise=True):
-            with attempt:
-                async with _handshake_gate():
-                    return await asyncssh.connect(self.address, **self._options())
-        raise AssertionError("unreachable")
-
-    async def _diagnose_timeout(self) -> str:
-        """Tell "no TCP connection" (packets dropped, no route) from "TCP up but no SSH banner"."""
-        where = f"{self.address}:{self.port or 22}"
-        probe_s = min(5.0, self.connect_timeout_s)
-        try:
-            _, writer = await asyncio.wait_for(asyncio.open_connection(self.address, self.port or 22), probe_s)
-        except (asyncio.TimeoutError, TimeoutError):
-            return f"timed out after {self.connect_timeout_s:g} s: no TCP connection to {where} (packets dropped or no route)"
-        except OSError as exc:
-            return f"timed out after {self.connect_timeout_s:g} s connecting to {where}; now: {exc.strerror or exc}"
-        writer.close()
-        return (f"timed out after {self.connect_timeout_s:g} s: {where} accepts TCP but sent no SSH banner "
-                f"(a hung sshd or not an SSH server)")
-
-    def _host_pattern(self) -> str:
-        if self.port in (None, 22):
-            return self.address
-        return f"[{self.address}]:{self.port}"
-
-    def _known_keys(self) -> list:
-        if not os.path.exists(self.known_hosts):
-            return []
-        try:
-            known = asyncssh.read_known_hosts(self.known_hosts)
-            addr = self.address
-            try:
-                addr = socket.gethostbyname(self.address)
-            except OSError:
-                pass
-            return list(known.match(self.address, addr, self.port or 22)[0])
-        except (OSError, ValueError):
-            return []
-
-    def _record_host_key(self, key: asyncssh.SSHKey) -> None:
-        path = Path(self.known_hosts)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        line = f"{self._host_pattern()} {key.export_public_key().decode().strip()}\n"
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(line)
-
-    def _describe(self, exc: BaseException) -> str:
-        where = f"{self.address}:{self.port or 22}"
-        if isinstance(exc, ConnectionRefusedError):
-            return f"connection refused by {where}"
-        if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
-            return f"timed out after {self.connect_timeout_s:g} s connecting to {where} (no SSH banner or no route)"
-        if isinstance(exc, socket.gaierror):
-            return f"cannot resolve {self.address}: {exc.strerror}"
-        if isinstance(exc, asyncssh.PermissionDenied):
-            who = self.user or "the default user"
-            key = self.key_file or "default keys"
-            return f"authentication failed for {who} with {key}"
-        if isinstance(exc, asyncssh.DisconnectError):
-            return f"disconnected by {where}: {exc.reason}"
-        if isinstance(exc, OSError):
-            return f"{exc.strerror or exc} ({where})"
-        return f"{type(exc).__name__}: {exc}"
-
     async def close(self) -> None:
-        """Close SFTP and the connection; safe to call twice."""
+        """Close SFTP and the connection (and let go of shared jump hosts); safe to call twice."""
         if self._sftp is not None:
             self._sftp.exit()
             self._sftp = None
@@ -311,11 +238,26 @@ class SSHConnection(Connection):
             except (asyncio.TimeoutError, OSError):
                 pass
             self._conn = None
+        if self._release_route is not None:
+            self._release_route()
+            self._release_route = None
 
     def _require(self) -> asyncssh.SSHClientConnection:
         if self._conn is None:
             raise HostUnreachable(self.host, "not connected")
         return self._conn
+
+    def _describe(self, exc: BaseException) -> str:
+        if isinstance(exc, asyncssh.DisconnectError):
+            return f"disconnected: {exc.reason}"
+        if isinstance(exc, asyncssh.ConnectionLost):
+            return "connection lost"
+        if isinstance(exc, OSError):
+            return exc.strerror or str(exc)
+        return f"{type(exc).__name__}: {exc}"
+
+    def _count(self, name: str) -> None:
+        self.stats[name] = self.stats.get(name, 0) + 1
 
     # -- commands -----------------------------------------------------------------------------
 
@@ -329,6 +271,7 @@ class SSHConnection(Connection):
         on_line: LineCallback | None = None,
         stdin: bytes | None = None,
         become: bool = False,
+        capture_bytes: int | None = CAPTURE_BYTES,
         supervise: bool = True,
     ) -> CommandResult:
         """See :meth:`Connection.run`.
@@ -345,43 +288,42 @@ class SSHConnection(Connection):
         conn = self._require()
         try:
             # A refused channel (over the server's MaxSessions, or a just-closed channel the server
-            # has not reaped yet) waits for a free one: tenacity backs off between attempts.
+            # has not reaped yet) waits for a free session: tenacity backs off between attempts.
             async for attempt in AsyncRetrying(retry=retry_if_exception_type(asyncssh.ChannelOpenError),
                                                stop=stop_after_attempt(CHANNEL_ATTEMPTS),
                                                wait=wait_exponential_jitter(multiplier=0.05, max=2.0), reraise=True):
                 with attempt:
-                    await self._channels.acquire()
+                    if attempt.retry_state.attempt_number > 1:
+                        self._count("channel_retries")
+                    await self._sessions.acquire(self._close_idle_sftp)
                     started = time.monotonic()
                     try:
                         proc = await conn.create_process(command, encoding=None)
                     except asyncssh.ChannelOpenError:
-                        await self._channels.refused()
+                        await self._sessions.refused()
                         raise
                     except BaseException:
-                        await self._channels.release()
+                        await self._sessions.release()
                         raise
         except asyncssh.ChannelOpenError as exc:
-            raise HostUnreachable(self.host, f"cannot open a channel: {exc.reason}") from None
+            raise HostUnreachable(self.host, f"cannot open a session (MaxSessions?): {exc.reason}") from None
         except (OSError, asyncssh.Error) as exc:
             raise HostUnreachable(self.host, self._describe(exc)) from None
+        out, err = OutputTail(capture_bytes), OutputTail(capture_bytes)
         try:
-            out, err = bytearray(), bytearray()
-
             async def everything() -> None:
                 if stdin is not None:
                     proc.stdin.write(stdin)
                 if not supervise:
                     proc.stdin.write_eof()  # a supervised command's stdin is its lifeline
-                await asyncio.gather(
-                    pump_lines(proc.stdout, "stdout", out, on_line),
-                    pump_lines(proc.stderr, "stderr", err, on_line),
-                )
+                await asyncio.gather(pump_lines(proc.stdout, "stdout", out, on_line),
+                                     pump_lines(proc.stderr, "stderr", err, on_line))
                 await proc.wait_closed()
 
             try:
                 await asyncio.wait_for(everything(), timeout_s)
             except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
-                await _stop(proc)
+                await _stop(proc, supervised=supervise)
                 if isinstance(exc, asyncio.CancelledError):
                     raise
                 raise CommandTimeout(self.host, argv, timeout_s or 0) from None
@@ -389,36 +331,78 @@ class SSHConnection(Connection):
                 proc.close()
                 raise HostUnreachable(self.host, f"connection lost during {argv[0]}: {self._describe(exc)}") from None
         finally:
-            await self._channels.release()
+            await self._sessions.release()
         sig = proc.exit_signal[0] if proc.exit_signal else None
         rc = proc.exit_status
         if rc is not None and rc < 0:
             rc = None
         if conn.is_closed() and rc is None and sig is None:
             raise HostUnreachable(self.host, f"connection lost during {argv[0]}")
-        return CommandResult(argv=argv, rc=rc, stdout=bytes(out), stderr=bytes(err), signal=sig,
-                             duration_s=time.monotonic() - started)
+        stdout, stdout_dropped = out.result()
+        stderr, stderr_dropped = err.result()
+        return CommandResult(argv=argv, rc=rc, stdout=stdout, stderr=stderr, signal=sig,
+                             duration_s=time.monotonic() - started, stdout_dropped=stdout_dropped,
+                             stderr_dropped=stderr_dropped)
 
     # -- files --------------------------------------------------------------------------------
 
-    async def _sftp_client(self) -> asyncssh.SFTPClient:
-        async with self._sftp_lock:
-            if self._sftp is None:
-                try:
-                    self._sftp = await self._require().start_sftp_client()
-                except (OSError, asyncssh.Error) as exc:
-                    raise TransferError(
-                        f"{self.host}: cannot start SFTP: {exc} (a login rc file that prints text, "
-                        f"such as ~/.bashrc, breaks SFTP: make it print only for interactive shells)"
-                    ) from None
-            return self._sftp
+    async def _close_idle_sftp(self) -> bool:
+        """Close the SFTP session when nobody uses it, freeing its session (called with the
+        sessions condition held). True when a session was freed."""
+        if self._sftp is None or self._sftp_users or self._sftp_lock.locked():
+            return False
+        sftp, self._sftp = self._sftp, None
+        sftp.exit()
+        with contextlib.suppress(OSError, asyncssh.Error, asyncio.TimeoutError):
+            await asyncio.wait_for(sftp.wait_closed(), 5)
+        self._sessions.in_use -= 1
+        return True
+
+    @contextlib.asynccontextmanager
+    async def _sftp_session(self):
+        """The SFTP session, opened (within the session limit) when needed; it stays open
+        while unused, until a command needs its session."""
+        self._sftp_users += 1
+        try:
+            async with self._sftp_lock:
+                if self._sftp is None:
+                    self._sftp = await self._start_sftp()
+            yield self._sftp
+        finally:
+            self._sftp_users -= 1
+            if not self._sftp_users:
+                await self._sessions.wake()
+
+    async def _start_sftp(self) -> asyncssh.SFTPClient:
+        conn = self._require()
+        try:
+            async for attempt in AsyncRetrying(retry=retry_if_exception_type(asyncssh.ChannelOpenError),
+                                               stop=stop_after_attempt(CHANNEL_ATTEMPTS),
+                                               wait=wait_exponential_jitter(multiplier=0.05, max=2.0), reraise=True):
+                with attempt:
+                    if attempt.retry_state.attempt_number > 1:
+                        self._count("channel_retries")
+                    await self._sessions.acquire()
+                    try:
+                        return await conn.start_sftp_client()
+                    except asyncssh.ChannelOpenError:
+                        await self._sessions.refused()
+                        raise
+                    except BaseException:
+                        await self._sessions.release()
+                        raise
+        except (OSError, asyncssh.Error) as exc:
+            raise _NoSFTP(
+                f"{self.host}: cannot start SFTP: {exc} (a login rc file that prints text, such as ~/.bashrc, "
+                f"breaks SFTP: make it print only for interactive shells)") from None
+        raise AssertionError("unreachable")
 
     async def _realpath(self, path: str) -> str:
-        sftp = await self._sftp_client()
-        try:
-            return await sftp.realpath(path)
-        except (OSError, asyncssh.Error) as exc:
-            raise TransferError(f"{self.host}: realpath {path}: {exc}") from None
+        async with self._sftp_session() as sftp:
+            try:
+                return await sftp.realpath(path)
+            except (OSError, asyncssh.Error) as exc:
+                raise TransferError(f"{self.host}: realpath {path}: {exc}") from None
 
     async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
         """Upload over SFTP to a temporary name, then rename into place (no partial file is ever
@@ -429,9 +413,12 @@ class SSHConnection(Connection):
         corrupt.
         """
         try:
-            sftp = await self._sftp_client()
-        except TransferError as exc:
-            return await self._put_by_cat(local_path, remote_path, mode, exc)
+            async with self._sftp_session() as sftp:
+                await self._put_sftp(sftp, local_path, remote_path, mode)
+        except _NoSFTP as exc:
+            await self._put_by_cat(local_path, remote_path, mode, exc)
+
+    async def _put_sftp(self, sftp, local_path: str, remote_path: str, mode: int | None) -> None:
         parent = posixpath.dirname(remote_path)
         tmp = posixpath.join(parent, f".{posixpath.basename(remote_path)}.{secrets.token_hex(4)}.part")
         try:
@@ -463,20 +450,34 @@ class SSHConnection(Connection):
 
     async def get(self, remote_path: str, local_path: str) -> None:
         """Download a regular file over SFTP; a symlink or special file is refused."""
-        sftp = await self._sftp_client()
+        async with self._sftp_session() as sftp:
+            try:
+                attrs = await sftp.lstat(remote_path)
+                if attrs.type != asyncssh.FILEXFER_TYPE_REGULAR:
+                    raise TransferError(f"{self.host}: get {remote_path}: not a regular file (symlinks are never "
+                                        f"followed)")
+                Path(local_path).parent.mkdir(parents=True, exist_ok=True)
+                await sftp.get(remote_path, local_path)
+            except (OSError, asyncssh.Error) as exc:
+                reason = getattr(exc, "reason", None) or str(exc)
+                raise TransferError(f"{self.host}: get {remote_path}: {reason}") from None
+
+
+class _NoSFTP(TransferError):
+    """The SFTP session could not start (``put`` then goes through an exec channel)."""
+
+
+async def _stop(proc: asyncssh.SSHClientProcess, *, supervised: bool = False) -> None:
+    """Stop the remote process, then close the channel. A supervised command's stdin is closed
+    first: its supervisor stops the whole process group (TERM, then KILL after 5 s) and exits.
+    Otherwise, or if that does not end it, the process is signalled (TERM, then KILL)."""
+    if supervised:
         try:
-            attrs = await sftp.lstat(remote_path)
-            if attrs.type != asyncssh.FILEXFER_TYPE_REGULAR:
-                raise TransferError(f"{self.host}: get {remote_path}: not a regular file (symlinks are never followed)")
-            Path(local_path).parent.mkdir(parents=True, exist_ok=True)
-            await sftp.get(remote_path, local_path)
-        except (OSError, asyncssh.Error) as exc:
-            reason = getattr(exc, "reason", None) or str(exc)
-            raise TransferError(f"{self.host}: get {remote_path}: {reason}") from None
-
-
-async def _stop(proc: asyncssh.SSHClientProcess) -> None:
-    """Ask the remote process to stop (TERM, then KILL), then close the channel."""
+            proc.stdin.write_eof()
+            await asyncio.wait_for(proc.wait_closed(), 8)
+            return
+        except (OSError, asyncssh.Error, asyncio.TimeoutError):
+            pass
     for sig in ("TERM", "KILL"):
         try:
             proc.send_signal(sig)
@@ -508,9 +509,13 @@ class SSHSettings(ConnectionSettings):
         port: TCP port (legacy ``ansible_ssh_port``, then ``ansible_port``); a numeric string is accepted.
         user: login name (legacy ``ansible_ssh_user``, then ``ansible_user``).
         private_key_file: private key path (``ansible_ssh_private_key_file``,
-            ``ansible_private_key_file``), resolved by the inventory against its own folder.
-        known_hosts: fleetctl's ``known_hosts`` var: a known_hosts file to check keys against.
+            ``ansible_private_key_file``), resolved by the inventory against its own folder;
+            offered before every ``IdentityFile``.
+        known_hosts: fleetctl's ``known_hosts`` var: a known_hosts file replacing ssh_config's
+            ``UserKnownHostsFile`` (new keys are recorded there).
         keepalive_interval_s: fleetctl's ``keepalive_interval`` var, seconds between keepalives.
+        ssh_config: fleetctl's ``ssh_config`` var: read this ssh_config file instead of
+            ``~/.ssh/config`` and ``/etc/ssh/ssh_config`` (as ``ssh -F``).
     """
 
     address: str | None = Field(default=None, validation_alias=AliasChoices("ansible_ssh_host", "ansible_host"))
@@ -521,6 +526,7 @@ class SSHSettings(ConnectionSettings):
         default=None, validation_alias=AliasChoices("ansible_ssh_private_key_file", "ansible_private_key_file"))
     known_hosts: str | None = Field(default=None, validation_alias=AliasChoices("known_hosts"))
     keepalive_interval_s: float = Field(default=15.0, gt=0, validation_alias=AliasChoices("keepalive_interval"))
+    ssh_config: str | None = Field(default=None, validation_alias=AliasChoices("ssh_config"))
 
 
 class _SSHScope(KindScope):
@@ -533,7 +539,8 @@ class _SSHScope(KindScope):
         return SSHConnection(
             host.name, address=s.address or host.name, port=s.port, user=s.user, key_file=s.private_key_file,
             known_hosts=s.known_hosts, accept_new_host_keys=self.options.accept_new_host_keys,
-            connect_timeout_s=self.options.connect_timeout_s, keepalive_interval_s=s.keepalive_interval_s)
+            connect_timeout_s=self.options.connect_timeout_s, keepalive_interval_s=s.keepalive_interval_s,
+            ssh_config=s.ssh_config)
 
 
 class _SSHKind(ConnectionKind):

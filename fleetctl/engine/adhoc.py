@@ -19,6 +19,10 @@ from .model import RunModel
 from .observer import Observers
 from .session import HostSession, host_ref
 
+#: Bytes of each stream ``fleetctl run`` keeps per host for its summary and ``--json`` (the last
+#: ones, whole lines); the host's log in the run record keeps every byte.
+RUN_CAPTURE_BYTES = 1024 * 1024
+
 
 async def _scopes(stack, hosts: Sequence[Any], options: ConnectOptions) -> dict[str, Any]:
     scopes = {}
@@ -64,9 +68,11 @@ async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunMod
                 def line(ln: OutputLine) -> None:
                     observers.line(host.name, ln, True)
 
-                res = await conn.run(list(argv), timeout_s=timeout_s, on_line=line)
+                res = await conn.run(list(argv), timeout_s=timeout_s, on_line=line, capture_bytes=RUN_CAPTURE_BYTES)
                 out.rc, out.signal = res.rc, res.signal
                 outputs[host.name] = (res.stdout_text, res.stderr_text)
+                if res.truncated:  # memory stays bounded: only the tail is kept; the log has every byte
+                    out.output_truncated = {**res.truncated, "kept": "the last bytes of each stream, whole lines"}
                 out.status = "ok" if res.rc == 0 else "failed"
                 if res.rc != 0:
                     out.error = f"rc={res.rc}" if res.rc is not None else f"signal {res.signal or '?'}"
@@ -76,6 +82,8 @@ async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunMod
                 out.status, out.error = "failed", str(exc)
             finally:
                 if conn is not None:
+                    if getattr(conn, "stats", None):  # handshake retries, jump hosts, recorded keys
+                        out.connection = dict(conn.stats)
                     await conn.close()
             out.duration_s = round(time.monotonic() - t0, 3)
             observers.emit("host.finished", host.name, status=out.status, rc=out.rc, error=out.error,

@@ -13,7 +13,7 @@ anything is built, so that ``--plan``, ``--dry-run`` and the deploy agree:
 
 A builder that becomes unreachable, or ends without publishing, hands the build to the next member
 still waiting; a build that fails fails its whole class (the others would fail the same way) with
-the builder's error. The cache is content-addressed: ``<cache_root>/wheels/<key16>/`` holds the
+the builder's error. The cache is content-addressed: ``<cache_dir>/wheels/<key16>/`` holds the
 wheel and ``record.json`` (its sha256, builder, archs and SASS).
 """
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FleetError
-from ..paths import cache_root
+from ..paths import cache_dir
 
 _WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+-]+\.whl$")
 
@@ -51,8 +51,8 @@ class BuiltWheel:
 
 
 def wheels_root() -> Path:
-    """``<cache_root>/wheels``."""
-    return cache_root() / "wheels"
+    """``<cache_dir>/wheels``."""
+    return cache_dir() / "wheels"
 
 
 def cached_wheel(key: str) -> BuiltWheel | None:

@@ -99,7 +99,9 @@ class HostOutcome(_Model):
         rc, signal: the exit status / signal of ``fleetctl run``'s command.
         stdout_tail, stderr_tail: the end of ``fleetctl run``'s output kept in memory (the log
             holds every byte); ``output_truncated`` says the whole did not fit.
-        environment: the environment (venv) the host runs after the run, where known.
+        connection: what reaching the host took (handshake retries, jump hosts, keys recorded).
+        output_truncated: ``fleetctl run``: how much of each stream was left out of memory (the
+            log holds every byte).
     """
 
     status: HostStatus = "running"
@@ -112,6 +114,8 @@ class HostOutcome(_Model):
     reachable: bool | None = None
     rc: int | None = None
     signal: str | None = None
+    connection: dict[str, Any] | None = None
+    output_truncated: dict[str, Any] | None = None
 
 
 class RunModel(_Model):

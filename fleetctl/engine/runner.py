@@ -34,7 +34,7 @@ from .fanout import for_each_host
 from .host import HostPass, PassOptions, phase_spans, run_pass
 from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
 from .observer import Observers
-from .session import HostSession, host_ref
+from .session import HostSession, close_session, host_ref
 
 
 @dataclass
@@ -52,8 +52,10 @@ class PlayOptions:
         serial: rolling batch sizes (ints or ``"10%"``).
         max_fail_percentage: stop starting batches past this percentage of failed hosts.
         build_each: every host builds its own wheel (``--build each``).
-        on_connected: called with each host's session once it is connected, before anything else
-            (a deploy takes its host lock there); raising :class:`FleetError` fails the host.
+        on_connected: awaited with each host's session once it is connected, before anything else
+            (a deploy takes its host lock there); it may return an async callable, awaited when
+            the host's connection closes (the lock's release); raising :class:`FleetError` fails
+            the host.
     """
 
     forks: int = 50
@@ -181,7 +183,11 @@ async def connect(host: Any, scope: Any, run: RunModel, *, timeout_s: float,
     if unavailable and host.name in unavailable:
         raise HostUnreachable(host.name, unavailable[host.name])
     conn = scope.connection(host_ref(host))
-    await conn.open()
+    try:
+        await conn.open()
+    except HostUnreachable as exc:
+        exc.stats = dict(getattr(conn, "stats", {}) or {})
+        raise
     session = HostSession(host=host, conn=conn, run_id=run.run_id)
     try:
         await session.prepare(timeout_s=timeout_s)
@@ -218,6 +224,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         except (HostUnreachable, FleetError) as exc:
             cause = exc.cause if isinstance(exc, HostUnreachable) else str(exc)
             status = "unreachable" if isinstance(exc, HostUnreachable) else "failed"
+            _record_connection(run, observers, host.name, getattr(exc, "stats", None), failed=True)
             spans.append(PhaseSpan(phase="connect", start_s=round(c0, 3), duration_s=round(run.elapsed_s() - c0, 3),
                                    status=status))
             # one outcome, the cause once: no task ran, and none is listed as if it had
@@ -230,10 +237,13 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             return
         spans.append(PhaseSpan(phase="connect", start_s=round(c0, 3), duration_s=round(run.elapsed_s() - c0, 3),
                                status="ok"))
+        _record_connection(run, observers, host.name, getattr(session.conn, "stats", None))
         sessions[host.name] = session
         try:
             if opts.on_connected is not None and apply:
-                await opts.on_connected(session)
+                release = await opts.on_connected(session)
+                if release is not None:
+                    session.cleanups.append(release)
             if playbook.gather_facts:
                 await _gather(session, run, observers, opts, spans)
             plans[host.name] = await _plan(session, playbook, tasks, selected, run, planning_observers, classes,
@@ -285,7 +295,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                 observers.emit("host.interrupted", h.name)
         raise
     finally:
-        await asyncio.gather(*(s.conn.close() for s in sessions.values()), return_exceptions=True)
+        await asyncio.gather(*(close_session(s) for s in sessions.values()), return_exceptions=True)
 
 
 async def _gather(session: HostSession, run: RunModel, observers: Any, opts: PlayOptions,
@@ -329,6 +339,15 @@ async def _plan(session: HostSession, playbook: Any, tasks: list[Any], selected:
         session.registered.clear()
         session.files.clear()
         session.trees.clear()
+
+
+def _record_connection(run: RunModel, observers: Observers, host: str, stats: dict | None, *,
+                       failed: bool = False) -> None:
+    """What reaching the host took (handshake retries after MaxStartups drops, jump hosts, recorded
+    host keys) into the host's outcome (``connection``) and an event."""
+    if stats:
+        run.host(host).connection = dict(stats)
+        observers.emit("connection.failed" if failed else "connection.opened", host, **dict(stats))
 
 
 def _end_early(run: RunModel, observers: Observers, host: str, status: str, error: str, t0: float,

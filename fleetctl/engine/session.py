@@ -63,6 +63,8 @@ class HostSession:
     files: dict[str, str | None] = field(default_factory=dict)
     trees: dict[str, str] = field(default_factory=dict)
     probes: dict[tuple, Any] = field(default_factory=dict)
+    #: async callables run before the connection closes (the deploy lock's release)
+    cleanups: list[Any] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -93,7 +95,7 @@ class HostSession:
                                   timeout_s=timeout_s)
         if res.rc != 0:
             hint = ""
-            if not self.host.workdir:
+            if getattr(self.conn, "home_missing", False) or not self.host.workdir:
                 hint = " (is the login user's home folder missing? set the host var 'workdir' to a writable folder)"
             raise TaskFailed(self.host.name, f"cannot create {self.run_dir}: {res.stderr_text.strip()}{hint}", res)
 
@@ -121,3 +123,14 @@ class HostSession:
                             f"instead (builds refuse this until cuda_home is fixed)")
         self.facts = facts
         return facts
+
+
+async def close_session(session: HostSession) -> None:
+    """Run the session's cleanups (never raising), then close its connection."""
+    for fn in reversed(session.cleanups):
+        try:
+            await fn()
+        except Exception:  # noqa: BLE001 - closing must go on
+            pass
+    session.cleanups.clear()
+    await session.conn.close()

@@ -66,6 +66,8 @@ class HostSettings(BaseModel):
         max_jobs: parallel compile jobs, or None to derive them from cores and memory.
         keepalive_interval_s: seconds between SSH keepalives (var ``keepalive_interval``); three
             unanswered ones declare the connection dead.
+        deploy_lock: the deploy lock file on the host (default ``<workdir>/deploy.lock``); one path
+            for every inventory that names the machine differently.
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -78,6 +80,7 @@ class HostSettings(BaseModel):
     build_host: str | None = Field(default=None, validation_alias="build_host")
     max_jobs: int | None = Field(default=None, ge=1, validation_alias="max_jobs")
     keepalive_interval_s: float = Field(default=15.0, gt=0, validation_alias="keepalive_interval")
+    deploy_lock: str | None = Field(default=None, validation_alias="deploy_lock")
 
 
 @functools.lru_cache(maxsize=None)

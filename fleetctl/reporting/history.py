@@ -1,6 +1,6 @@
 """Past runs on disk: listing them, reading one, its host logs, and the retry set.
 
-Run records live in ``<state_root>/runs/<run_id>/`` (:func:`fleetctl.paths.state_root`:
+Run records live in ``<state_dir>/runs/<run_id>/`` (:func:`fleetctl.paths.state_dir`:
 ``$FLEETCTL_HOME``, else ``$XDG_STATE_HOME/fleetctl``), so ``fleetctl runs`` lists every run of the
 user wherever it was started.
 """
@@ -11,12 +11,12 @@ import json
 import os
 from pathlib import Path
 
-from ..paths import state_root
+from ..paths import state_dir
 
 
 def runs_root() -> Path:
-    """``<state_root>/runs``."""
-    return state_root() / "runs"
+    """``<state_dir>/runs``."""
+    return state_dir() / "runs"
 
 
 def safe_name(host: str) -> str:

@@ -2,8 +2,8 @@
 
 Written as the run goes (each event appended and flushed, ``run.json`` rewritten atomically at most
 every :data:`SAVE_INTERVAL_S` seconds and at every host's end), so a crash or Ctrl-C loses nothing
-already seen. The runs folder belongs to the user: ``<state_root>/runs`` (see
-:func:`fleetctl.paths.state_root`), wherever fleetctl is started from.
+already seen. The runs folder belongs to the user: ``<state_dir>/runs`` (see
+:func:`fleetctl.paths.state_dir`), wherever fleetctl is started from.
 
 Per-host logs hold every line the host printed, as the exact bytes, each prefixed with ``out| ``
 or ``err| `` (and task boundaries as ``==> `` lines). Schemas: ``docs/schema/``.
@@ -57,6 +57,7 @@ class RunRecord:
         self._lock = threading.Lock()
         self._saved_at = 0.0
         self._logs: dict[str, Any] = {}
+        self._continues: set[tuple[str, str]] = set()  # (host, stream) whose last piece was partial
         # Its own logger: the record keeps every event, whatever level stderr shows.
         self.log = structlog.wrap_logger(
             structlog.PrintLogger(file=self._events),
@@ -95,9 +96,17 @@ class RunRecord:
         """Append one output line to the host's log, as the exact bytes (secrets redacted)."""
         data = run.redactor.bytes(line.data)
         data = data if data.endswith(b"\n") else data + b"\n"
+        # a line longer than 1 MiB arrives in pieces: the pieces after the first are marked
+        # ``out+``/``err+`` (the newline before such a piece was added here, not printed by the host)
+        key = (host, line.stream)
         with self._lock:
             fh = self.host_log(host)
-            fh.write((b"out| " if line.stream == "stdout" else b"err| ") + data)
+            mark = b"+ " if key in self._continues else b"| "
+            if getattr(line, "partial", False):
+                self._continues.add(key)
+            else:
+                self._continues.discard(key)
+            fh.write((b"out" if line.stream == "stdout" else b"err") + mark + data)
             fh.flush()
 
     def close(self, run: RunModel) -> None:

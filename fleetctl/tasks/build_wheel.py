@@ -296,10 +296,10 @@ def _sass_archs(host: HostView, wheel: str, digest: str | None, targets: list[st
                 return out["archs"], "on the host", None
         except (ValueError, IndexError):
             pass
-    from ..paths import cache_root
+    from ..paths import cache_dir
 
     name = posixpath.basename(wheel)
-    local = cache_root() / "sass-check" / (digest or "unknown")[:16] / name
+    local = cache_dir() / "sass-check" / (digest or "unknown")[:16] / name
     err = yield Get(remote=wheel, local=str(local), after_change=True, reason="check the SASS on the controller")
     if err is not None:
         return [], "on the controller", f"cannot fetch the wheel to check it: {err}"

@@ -2,9 +2,18 @@
 
 Each :class:`SshdHost` is one ``sshd -D`` process with its own port, host key, sshd_config,
 authorized_keys, log and ``bin/`` folder put first on the session's PATH (``SetEnv``), where a
-test can drop a fake ``nvidia-smi``. Test hosts log in as the current user by default (so they
-share a home folder, as hosts on NFS do) or as a dedicated user per login shell (bash, dash,
-zsh...), created on first use (needs root, which CI has).
+test can drop a fake ``nvidia-smi``. Test hosts log in as the current user by default or as a
+dedicated user per login shell (bash, dash, zsh...), created on first use (needs root, which CI
+has).
+
+A host that logs in as the current user gets its own empty HOME (``<root>/home``, through
+``SetEnv HOME=...``), so nothing a test does on it writes into the real home folder (as root:
+``/root``), and the real one's login rc files (pyenv init...) do not run. Hosts that share a
+``home`` argument share a home folder, as hosts on NFS do. Dedicated test users keep their own
+home folders (tests write their rc files there on purpose).
+
+``hosts_entries`` starts sshd in a private mount namespace (``unshare -m``) whose /etc/hosts holds
+only those names: a jump host that resolves names the controller cannot.
 """
 
 from __future__ import annotations
@@ -51,6 +60,21 @@ def ensure_client_key(folder: Path) -> Path:
     return key
 
 
+def ensure_homeless_user() -> str:
+    """A local user ``fltest-nohome`` whose home folder does not exist (needs root)."""
+    name = "fltest-nohome"
+    try:
+        pwd.getpwnam(name)
+        return name
+    except KeyError:
+        pass
+    if os.geteuid() != 0:
+        raise SshdUnavailable(f"creating test user {name} needs root")
+    subprocess.run(["useradd", "-M", "-d", f"/nonexistent/{name}", "-p", "*", "-s", "/bin/sh", name], check=True,
+                   capture_output=True)
+    return name
+
+
 def ensure_user(shell: str) -> str:
     """A local user whose login shell is ``shell`` (``bash``, ``dash``, ``zsh``...); returns its name.
 
@@ -85,6 +109,8 @@ class SshdHost:
     client_key: Path
     bin_dir: Path
     proc: subprocess.Popen | None = None
+    home: Path | None = None
+    argv: list[str] = field(default_factory=list)
     host_key: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -124,6 +150,15 @@ class SshdHost:
         if self.proc:
             self.proc.send_signal(19)
 
+    def change_host_key(self, timeout_s: float = 15.0) -> None:
+        """Stop, generate a new host key, and start again on the same port (a reinstalled host)."""
+        self.stop()
+        for path in (self.host_key, Path(str(self.host_key) + ".pub")):
+            path.unlink(missing_ok=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.host_key)], check=True)
+        self.proc = _spawn(self.argv)
+        _wait_for_banner(self, timeout_s)
+
 
 def start_sshd(
     name: str,
@@ -135,6 +170,9 @@ def start_sshd(
     accept_env: str | None = None,
     extra_config: str = "",
     timeout_s: float = 15.0,
+    home: Path | None = None,
+    hosts_entries: dict[str, str] | None = None,
+    login_user: str | None = None,
 ) -> SshdHost:
     """Start one sshd test host on a free loopback port and wait until it sends its banner.
 
@@ -146,6 +184,11 @@ def start_sshd(
         env: extra ``SetEnv`` variables for every session (PATH is always set, ``bin/`` first).
         accept_env: an ``AcceptEnv`` line value (e.g. ``"LANG LC_*"``).
         extra_config: more sshd_config lines (``MaxSessions 2``...).
+        home: HOME for a host logging in as the current user (default ``<root>/home``); ignored
+            for dedicated users.
+        hosts_entries: ``{name: address}``: run sshd in its own mount namespace with an /etc/hosts
+            of only these entries (needs root and ``unshare``).
+        login_user: log in as this existing user (its own home, as the password database says).
 
     Raises:
         SshdUnavailable: sshd missing, or it did not answer within ``timeout_s`` seconds.
@@ -157,7 +200,7 @@ def start_sshd(
     bin_dir = root / "bin"
     bin_dir.mkdir(exist_ok=True)
     os.chmod(bin_dir, 0o755)
-    user = ensure_user(shell) if shell else pwd.getpwuid(os.getuid()).pw_name
+    user = login_user or (ensure_user(shell) if shell else pwd.getpwuid(os.getuid()).pw_name)
     key = root / "ssh_host_ed25519_key"
     if not key.exists():
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
@@ -166,7 +209,15 @@ def start_sshd(
     os.chmod(auth, 0o644)
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)
     port = free_port()
-    setenv = {"PATH": f"{bin_dir}:{BASE_PATH}", "FLEETCTL_TEST_HOST": name, **(env or {})}
+    setenv = {"PATH": f"{bin_dir}:{BASE_PATH}", "FLEETCTL_TEST_HOST": name}
+    if not shell and not login_user:
+        home = home or root / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        os.chmod(home, 0o755)
+        setenv["HOME"] = str(home)
+    else:
+        home = Path(pwd.getpwnam(user).pw_dir)
+    setenv.update(env or {})
     setenv_line = " ".join(f'"{k}={v}"' for k, v in setenv.items())
     config = f"""\
 Port {port}
@@ -188,19 +239,41 @@ LogLevel VERBOSE
 """
     (root / "sshd_config").write_text(config)
     log = root / "sshd.log"
-    proc = subprocess.Popen([SSHD, "-D", "-f", str(root / "sshd_config"), "-E", str(log)],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    host = SshdHost(name=name, root=root, port=port, user=user, client_key=client_key, bin_dir=bin_dir, proc=proc)
+    argv = [SSHD, "-D", "-f", str(root / "sshd_config"), "-E", str(log)]
+    if hosts_entries is not None:
+        hosts_file = root / "etc-hosts"
+        hosts_file.write_text("".join(f"{addr} {n}\n" for n, addr in hosts_entries.items()))
+        if shutil.which("unshare") is None:
+            raise SshdUnavailable("unshare not found: install util-linux")
+        # a private mount namespace: the bind mount is seen by this sshd and its sessions only
+        argv = ["unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
+                'mount --bind "$1" /etc/hosts && shift && exec "$@"', "sshd-ns", str(hosts_file), *argv]
+    host = SshdHost(name=name, root=root, port=port, user=user, client_key=client_key, bin_dir=bin_dir,
+                    proc=_spawn(argv), home=home, argv=argv)
+    _wait_for_banner(host, timeout_s)
+    return host
+
+
+def _spawn(argv: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _wait_for_banner(host: SshdHost, timeout_s: float) -> None:
+    """Poll until the host sends its SSH banner. Raises SshdUnavailable if it exits or stays silent."""
+    proc = host.proc
+    assert proc is not None
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-            raise SshdUnavailable(f"sshd for {name} exited with {proc.returncode}: {err.strip()} {host.log.strip()}")
+            raise SshdUnavailable(f"sshd for {host.name} exited with {proc.returncode}: {err.strip()} "
+                                  f"{host.log.strip()}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            with socket.create_connection(("127.0.0.1", host.port), timeout=1) as sock:
                 if sock.recv(64).startswith(b"SSH-"):
-                    return host
+                    return
         except OSError:
-            time.sleep(0.02)  # poll for readiness: the listener is not up yet
+            pass
+        time.sleep(0.02)  # poll for readiness: the listener is not up yet
     host.stop()
-    raise SshdUnavailable(f"sshd for {name} did not answer on port {port} within {timeout_s:g} s")
+    raise SshdUnavailable(f"sshd for {host.name} did not answer on port {host.port} within {timeout_s:g} s")

@@ -1,0 +1,385 @@
+"""Reaching and logging in to an SSH host: TCP connect, per-sshd gates, jump hosts, host keys, keys.
+
+:func:`login` turns an :class:`~fleetctl.connection.ssh_target.SSHTarget` into an authenticated
+:class:`asyncssh.SSHClientConnection`, the way ssh(1) would, and raises :class:`LoginFailed`
+with one line naming the cause otherwise.
+
+Unreachable hosts never delay reachable ones:
+
+- There is no fleet-wide handshake gate. sshd's ``MaxStartups`` (default ``10:30:100``,
+  sshd_config(5)) limits the unauthenticated connections of ONE sshd, so the gate is per
+  destination (the address and port connected to, or the jump route and target): at most
+  :data:`MAX_HANDSHAKES` connections to one sshd are between TCP connect and login at once. A
+  dead destination holds only its own gate, never another host's.
+- A TCP connect that failed (timed out, refused, no route) is remembered for its destination for
+  one connect timeout, so other inventory names for the same dead address fail at once with the
+  same cause instead of queueing behind it.
+- A handshake the server closes before login (what sshd does past ``MaxStartups``) is retried
+  with jittered exponential backoff (tenacity), outside the gate; each retry is counted in
+  :attr:`LoginStats.handshake_retries` and the final failure names ``MaxStartups``.
+
+Jump hosts (``ProxyJump``) are connected with the same rules (their own ssh_config, host key
+check and keys) and shared: every host behind one bastion in a run uses one connection to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import socket
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import asyncssh
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from .ssh_hostkeys import HostKeyPolicy
+from .ssh_identity import Identities, load_identities
+from .ssh_target import SSHTarget, resolve_jump
+
+#: Connections to ONE sshd between TCP connect and login at once (below MaxStartups' default 10).
+MAX_HANDSHAKES = int(os.environ.get("FLEETCTL_MAX_HANDSHAKES", "8"))
+HANDSHAKE_ATTEMPTS = 6
+
+
+class LoginFailed(Exception):
+    """A host could not be reached or logged in to; ``str`` is one line naming the cause."""
+
+
+class _Dropped(Exception):
+    """The server closed the connection before login (retried)."""
+
+
+@dataclass
+class LoginStats:
+    """What reaching one host took: ``handshake_retries`` (drops before login, MaxStartups),
+    ``tcp_connect_s`` and ``login_s`` (seconds), ``recorded_host_keys`` (names whose key was
+    newly recorded), ``route`` (jump hosts used)."""
+
+    handshake_retries: int = 0
+    tcp_connect_s: float = 0.0
+    login_s: float = 0.0
+    recorded_host_keys: list[str] = field(default_factory=list)
+    route: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if v not in (0, 0.0, [], None)}
+
+
+# -- per event loop state: destination gates, failure memos, shared jump connections ------------
+
+class _Destination:
+    def __init__(self) -> None:
+        self.gate = asyncio.Semaphore(MAX_HANDSHAKES)
+        self.failure: tuple[str, float] | None = None
+
+
+_state: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = weakref.WeakKeyDictionary()
+
+
+def _loop_state() -> dict:
+    loop = asyncio.get_running_loop()
+    st = _state.get(loop)
+    if st is None:
+        st = _state[loop] = {"dest": {}, "jumps": {}}
+    return st
+
+
+def _destination(key: tuple) -> _Destination:
+    dests = _loop_state()["dest"]
+    d = dests.get(key)
+    if d is None:
+        d = dests[key] = _Destination()
+    return d
+
+
+# -- TCP ----------------------------------------------------------------------------------------
+
+async def _resolve(host: str, port: int) -> list[tuple]:
+    """getaddrinfo: IP literals without a resolver round trip; names in the loop's executor."""
+    try:
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+    except socket.gaierror:
+        pass
+    try:
+        return await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise LoginFailed(f"cannot resolve {host}: {exc.strerror}") from None
+
+
+async def _tcp_connect(infos: list[tuple], where: str, timeout_s: float) -> socket.socket:
+    """Connect to the first address that answers, within ``timeout_s`` seconds in all."""
+    loop = asyncio.get_running_loop()
+    deadline = time.monotonic() + timeout_s
+    errors = []
+    for family, type_, proto, _, addr in infos:
+        sock = socket.socket(family, type_, proto)
+        sock.setblocking(False)
+        try:
+            await asyncio.wait_for(loop.sock_connect(sock, addr), max(0.01, deadline - time.monotonic()))
+            return sock
+        except (asyncio.TimeoutError, TimeoutError):
+            sock.close()
+            errors.append("timeout")
+            break
+        except OSError as exc:
+            sock.close()
+            errors.append(exc)
+        except BaseException:
+            sock.close()
+            raise
+    last = errors[-1] if errors else None
+    if last == "timeout":
+        raise LoginFailed(f"timed out after {timeout_s:g} s: no TCP connection to {where} (packets dropped: "
+                          f"the host is down, a firewall drops them, or there is no route)")
+    if isinstance(last, ConnectionRefusedError):
+        raise LoginFailed(f"connection refused by {where} (no sshd listening on that port)")
+    if isinstance(last, OSError) and last.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+        raise LoginFailed(f"no route to {where} ({last.strerror})")
+    raise LoginFailed(f"cannot connect to {where}: {getattr(last, 'strerror', None) or last}")
+
+
+# -- asyncssh client hooks ----------------------------------------------------------------------
+
+class _Client(asyncssh.SSHClient):
+    def __init__(self, policy: HostKeyPolicy) -> None:
+        self.policy = policy
+        self.conn: asyncssh.SSHClientConnection | None = None
+        self.key_checked = False
+
+    def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
+        self.conn = conn
+
+    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        self.key_checked = True
+        return self.policy.verify(key)
+
+    def public_key_auth_requested(self):  # every offered key was refused: nothing more to try
+        return None
+
+    def password_auth_requested(self):  # never prompt (ssh's BatchMode)
+        return None
+
+    def kbdint_auth_requested(self):
+        return None
+
+
+def _is_drop(exc: BaseException) -> bool:
+    """A connection closed by the server before the handshake finished: what sshd does to
+    connections past MaxStartups. Refusals, timeouts, authentication and host key failures are final."""
+    if isinstance(exc, (asyncssh.ConnectionLost, ConnectionResetError, BrokenPipeError,
+                        asyncio.IncompleteReadError)):
+        return True
+    return isinstance(exc, asyncssh.DisconnectError) and not isinstance(
+        exc, (asyncssh.PermissionDenied, asyncssh.HostKeyNotVerifiable)) and "closed" in str(exc.reason).lower()
+
+
+@dataclass
+class RouteOptions:
+    """Run-wide login options: ``accept_new`` host keys, ``timeout_s`` for TCP connect and for
+    login (each, seconds), ``keepalive_interval_s`` (3 unanswered keepalives drop the connection)."""
+
+    accept_new: bool = False
+    timeout_s: float = 30.0
+    keepalive_interval_s: float = 15.0
+
+
+async def _handshake(target: SSHTarget, opts: RouteOptions, label: str, *, sock=None, tunnel=None,
+                     peer_ip: str | None = None) -> tuple[asyncssh.SSHClientConnection, HostKeyPolicy]:
+    """One SSH handshake and login over ``sock`` or ``tunnel`` (or the target's ProxyCommand)."""
+    policy = HostKeyPolicy(target, accept_new=opts.accept_new, peer_ip=peer_ip, label=label)
+    ids = await load_identities(target)
+    client = _Client(policy)
+    kwargs: dict = {}
+    if sock is not None:
+        kwargs["sock"] = sock
+    try:
+        conn = await asyncssh.connect(
+            target.name, target.port, tunnel=tunnel, config=list(target.config_paths), username=target.user,
+            known_hosts=policy.known_hosts, client_factory=lambda: client,
+            client_keys=ids.keys or None, agent_path=None, agent_forwarding=False, passphrase=None,
+            connect_timeout=opts.timeout_s, login_timeout=opts.timeout_s,
+            keepalive_interval=opts.keepalive_interval_s, keepalive_count_max=3,
+            gss_auth=False, gss_kex=False, password_auth=False, kbdint_auth=False, request_pty=False, **kwargs)
+    except BaseException as exc:
+        if sock is not None:
+            sock.close()
+        raise _translate(exc, target, opts, policy, ids, client, label) from None
+    finally:
+        ids.close()
+    refusal = policy.after_login(conn.get_server_host_key())
+    if refusal:
+        conn.close()
+        raise LoginFailed(refusal)
+    return conn, policy
+
+
+def _translate(exc: BaseException, target: SSHTarget, opts: RouteOptions, policy: HostKeyPolicy,
+               ids: Identities, client: _Client, label: str) -> BaseException:
+    if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
+        return exc
+    if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+        return LoginFailed(policy.describe_failure(exc))
+    if isinstance(exc, asyncssh.PermissionDenied):
+        return LoginFailed(label + ids.explain_denied(target))
+    if _is_drop(exc):
+        return _Dropped(str(exc))
+    where = f"{target.host}:{target.port}"
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        conn = client.conn
+        if conn is None or not conn.get_extra_info("server_version"):
+            return LoginFailed(f"{label}timed out after {opts.timeout_s:g} s: {where} accepts TCP but sent no SSH "
+                               f"banner (a hung sshd, or not an SSH server)")
+        return LoginFailed(f"{label}timed out after {opts.timeout_s:g} s: {where} did not finish the SSH "
+                           f"{'login' if client.key_checked else 'handshake'}")
+    if isinstance(exc, asyncssh.ChannelOpenError):
+        return LoginFailed(f"{label}the jump host could not open a connection to {where}: {exc.reason}")
+    if isinstance(exc, asyncssh.DisconnectError):
+        return LoginFailed(f"{label}disconnected by {where}: {exc.reason}")
+    if isinstance(exc, ConnectionRefusedError):
+        return LoginFailed(f"{label}connection refused by {where}")
+    if isinstance(exc, OSError):
+        return LoginFailed(f"{label}{exc.strerror or exc} ({where})")
+    if isinstance(exc, (LoginFailed,)):
+        return exc
+    return LoginFailed(f"{label}{type(exc).__name__}: {exc}")
+
+
+# -- the route: jumps, gates, retries -----------------------------------------------------------
+
+async def login(target: SSHTarget, opts: RouteOptions, *, label: str = "",
+                stats: LoginStats | None = None) -> tuple[asyncssh.SSHClientConnection, Callable[[], None]]:
+    """Reach ``target`` (through its jump hosts), check its host key and log in.
+
+    Returns:
+        ``(connection, release)``: call ``release()`` after closing the connection (it lets go
+        of the shared jump connections the route holds).
+
+    Raises:
+        LoginFailed: one line naming the cause (prefixed ``jump host X:`` for a jump host).
+    """
+    stats = stats if stats is not None else LoginStats()
+    tunnel = None
+    releases: list[Callable[[], None]] = []
+    if target.proxy_jump:
+        tunnel, release = await _jump(target, opts, stats)
+        releases.append(release)
+
+    def release_all() -> None:
+        for r in releases:
+            r()
+
+    try:
+        conn = await _login_direct(target, opts, label, tunnel, stats)
+    except BaseException:
+        release_all()
+        raise
+    return conn, release_all
+
+
+async def _login_direct(target: SSHTarget, opts: RouteOptions, label: str, tunnel, stats: LoginStats):
+    where = f"{target.host}:{target.port}"
+    infos: list[tuple] = []
+    if tunnel is not None:
+        key: tuple = ("via", id(tunnel), target.host, target.port)
+    elif target.proxy_command:
+        key = ("proxy", target.proxy_command, target.host, target.port)
+    else:
+        try:
+            infos = await _resolve(target.host, target.port)
+        except LoginFailed as exc:
+            raise LoginFailed(label + str(exc)) from None
+        key = ("tcp", infos[0][4][0], target.port)
+    dest = _destination(key)
+    async for attempt in AsyncRetrying(retry=retry_if_exception(lambda e: isinstance(e, _Dropped)),
+                                       stop=stop_after_attempt(HANDSHAKE_ATTEMPTS),
+                                       wait=wait_exponential_jitter(multiplier=0.2, max=5.0), reraise=True):
+        with attempt:
+            if attempt.retry_state.attempt_number > 1:
+                stats.handshake_retries += 1
+            try:
+                async with dest.gate:
+                    if dest.failure and time.monotonic() - dest.failure[1] < opts.timeout_s:
+                        raise LoginFailed(label + dest.failure[0])
+                    sock, peer_ip = None, None
+                    if infos:
+                        t0 = time.monotonic()
+                        try:
+                            sock = await _tcp_connect(infos, where, opts.timeout_s)
+                        except LoginFailed as exc:
+                            dest.failure = (str(exc), time.monotonic())
+                            raise LoginFailed(label + str(exc)) from None
+                        stats.tcp_connect_s = round(time.monotonic() - t0, 3)
+                        peer_ip = sock.getpeername()[0]
+                    t0 = time.monotonic()
+                    conn, policy = await _handshake(target, opts, label, sock=sock, tunnel=tunnel, peer_ip=peer_ip)
+                    stats.login_s = round(time.monotonic() - t0, 3)
+                    stats.recorded_host_keys += policy.recorded
+                    return conn
+            except _Dropped as exc:
+                if attempt.retry_state.attempt_number >= HANDSHAKE_ATTEMPTS:
+                    raise LoginFailed(
+                        f"{label}{where} closed the connection before login {HANDSHAKE_ATTEMPTS} times ({exc}): "
+                        f"most likely sshd's MaxStartups (too many unauthenticated connections at once, "
+                        f"default 10:30:100); raise it on the host, or lower --forks") from None
+                raise
+    raise AssertionError("unreachable")
+
+
+class _SharedJump:
+    def __init__(self) -> None:
+        self.conn: asyncssh.SSHClientConnection | None = None
+        self.users = 0
+        self.lock = asyncio.Lock()
+        self.release_route: Callable[[], None] | None = None
+        self.failure: tuple[str, float] | None = None  # so hosts behind a dead bastion fail at once
+
+
+async def _jump(target: SSHTarget, opts: RouteOptions, stats: LoginStats):
+    """The (shared) connection to the last jump host of ``target``'s ProxyJump chain."""
+    hops = [resolve_jump(spec, target) for spec in target.proxy_jump]
+    key = (tuple(h.where for h in hops), tuple(hops[0].user_known_hosts), opts.accept_new, target.config_file)
+    jumps = _loop_state()["jumps"]
+    shared = jumps.get(key)
+    if shared is None:
+        shared = jumps[key] = _SharedJump()
+    async with shared.lock:
+        if shared.conn is None or shared.conn.is_closed():
+            if shared.failure and time.monotonic() - shared.failure[1] < opts.timeout_s:
+                raise LoginFailed(shared.failure[0])
+            tunnel = None
+            conns = []
+            try:
+                for spec, hop in zip(target.proxy_jump, hops):
+                    label = f"jump host {spec}: "
+                    conn = await _login_direct(hop, opts, label, tunnel, stats)
+                    conns.append(conn)
+                    tunnel = conn
+            except BaseException as exc:
+                for c in reversed(conns):
+                    c.close()
+                if isinstance(exc, LoginFailed):
+                    shared.failure = (str(exc), time.monotonic())
+                raise
+            shared.failure = None
+            shared.conn = tunnel
+
+            def close_chain(conns=conns) -> None:
+                for c in reversed(conns):
+                    c.close()
+
+            shared.release_route = close_chain
+        shared.users += 1
+    stats.route = list(target.proxy_jump)
+
+    def release() -> None:
+        shared.users -= 1
+        if shared.users <= 0 and shared.release_route is not None:
+            shared.release_route()
+            shared.conn = None
+            shared.release_route = None
+
+    return shared.conn, release

@@ -1,0 +1,256 @@
+"""The deploy lock ON the host, so two controllers (two folders, two people, the nightly timer and
+a person) never deploy to one host at once.
+
+A small POSIX sh script takes ``flock(1)`` (util-linux; flock(2) underneath) on a lock file in the
+host's fleetctl working folder (:func:`lock_path`) and then waits. It runs as a supervised remote process
+(:mod:`fleetctl.connection.command`) on a companion connection
+(:meth:`Connection.open_companion`, so it never takes a session the deploy needs: a host with
+``MaxSessions 1`` still gets its deploy done) for the whole run:
+
+- released on purpose (:meth:`HostLock.release`): the channel closes, the supervisor stops the
+  script, whose trap clears the holder record;
+- the controller dies or the connection drops: sshd closes the session, the supervisor stops the
+  script the same way; the kernel drops the flock whatever happens to the process;
+- the script itself is killed (``kill -9``, OOM, reboot): the lock is free but the holder record
+  stays, and the next run takes it over with a warning naming the dead run (:attr:`HostLock.stale`);
+- a run of THIS controller machine whose process is gone but whose lock process still runs on the
+  host (the network went away before sshd noticed): taken over with a warning too, after
+  stopping that lock process.
+
+The lock file holds one line, ``REMOTE_PID JSON``: the lock process's id on the host and the holder
+record (``run_id``, ``controller`` host name, ``pid``, ``user``, ``started``).
+
+Usage (engine-independent)::
+
+    lock = await acquire_host_lock(session.conn, lock_path(conn, workdir), run_id=run_id)
+    try: ... the run ...
+    finally: await lock.release()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import getpass
+import json
+import os
+import posixpath
+import socket
+from dataclasses import dataclass, field
+
+from ..connection.base import Connection, OutputLine
+from ..errors import FleetError
+
+#: Seconds to wait for the lock script to answer.
+ACQUIRE_TIMEOUT_S = 60.0
+
+# Fixed text; the path and the record arrive as positional parameters. Exit 75 (EX_TEMPFAIL): held.
+# After LOCKED nothing more is written to the channel: once the connection is gone, a write (the
+# shell's own "Terminated" report) would kill the script by SIGPIPE before its trap clears the record.
+LOCK_SCRIPT = r'''f=$1; rec=$2
+command -v flock >/dev/null 2>&1 || { echo "NOFLOCK"; exit 127; }
+umask 077
+mkdir -p -- "$(dirname -- "$f")" || exit 3
+exec 9<>"$f" || exit 3
+if ! flock -n 9; then printf 'BUSY '; head -c 4096 -- "$f"; echo; exit 75; fi
+printf 'PREVIOUS '; head -c 4096 -- "$f"; echo
+printf '%s %s\n' "$$" "$rec" > "$f"
+trap ': > "$f"; exit 0' TERM HUP INT
+echo "LOCKED $$"
+exec >/dev/null 2>&1
+while :; do sleep 3600 9>&- & wait $!; done
+'''
+
+
+class HostLockBusy(FleetError):
+    """Another run holds the host's deploy lock; ``holder`` is its record (``run_id``,
+    ``controller``, ``pid``, ``user``, ``started``, ``remote_pid``)."""
+
+    def __init__(self, host: str, path: str, holder: dict) -> None:
+        self.host = host
+        self.path = path
+        self.holder = holder
+        who = (f"run {holder.get('run_id', '?')} (controller {holder.get('controller', '?')}, pid {holder.get('pid', '?')}"
+               f", user {holder.get('user', '?')}, started {holder.get('started', '?')})")
+        hint = "wait for it to finish"
+        if holder.get("remote_pid"):
+            hint += (f"; if that run is dead, stop its lock process on the host (kill -TERM -- "
+                     f"-{holder['remote_pid']}) or wait until sshd drops its connection")
+        super().__init__(f"{host}: deploy lock {path} is held by {who}: {hint}")
+
+
+class HostLockError(FleetError):
+    """The lock could not be taken for another reason (no flock, unwritable folder...)."""
+
+
+@dataclass
+class HostLock:
+    """A held deploy lock.
+
+    Attributes:
+        host: the inventory host name.
+        path: the lock file on the host.
+        holder: the record written (this run's).
+        stale: the record of a dead run whose lock was taken over, or ``None``.
+    """
+
+    host: str
+    path: str
+    holder: dict
+    stale: dict | None = None
+    _task: asyncio.Task | None = field(default=None, repr=False)
+    _conn: Connection | None = field(default=None, repr=False)
+    _owner: Connection | None = field(default=None, repr=False)
+
+    async def release(self) -> None:
+        """Stop the lock process (its trap clears the record; the flock goes with it) and close
+        the companion connection. Safe to call twice."""
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        conn, self._conn = self._conn, None
+        if conn is not None and conn is not self._owner:
+            await conn.close()
+
+
+def lock_path(conn: Connection, workdir: str | None = None, override: str | None = None) -> str:
+    """The lock file: ``override`` (the ``deploy_lock`` host var), else ``<workdir>/deploy.lock``.
+
+    The host's working folder is per inventory host (``~/.fleetctl/<host>`` by default), so the
+    lock is too: hosts that share a home folder over NFS never share a lock (flock on NFS is
+    cluster-wide), several inventory names for one machine in one run do not block each other,
+    and every deploy of that inventory host, from any folder or controller, meets the same lock.
+    When different inventories name one machine differently (or several users deploy into one
+    shared venv), set ``deploy_lock`` to one path for all of them (e.g. ``/var/lock/fleetctl.lock``,
+    or a file beside the shared venv). Without a workdir, ``~/.fleetctl/deploy.lock``.
+    """
+    if override:
+        return override
+    if workdir:
+        return posixpath.join(workdir, "deploy.lock")
+    return posixpath.join(conn.home or ".", ".fleetctl", "deploy.lock")
+
+
+def _record(run_id: str) -> dict:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return {"run_id": run_id, "controller": socket.gethostname(), "pid": os.getpid(), "user": user,
+            "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+
+
+def _parse(text: str) -> dict:
+    """``REMOTE_PID JSON`` (or bare JSON from an older writer) -> the record; ``{}`` if empty."""
+    text = text.strip()
+    if not text:
+        return {}
+    pid, _, rest = text.partition(" ")
+    try:
+        if pid.isdigit():
+            return {**json.loads(rest), "remote_pid": int(pid)}
+        return json.loads(text)
+    except ValueError:
+        return {"raw": text[:200]}
+
+
+def _controller_gone(holder: dict) -> bool:
+    """The holder ran on this machine and its process is gone."""
+    if holder.get("controller") != socket.gethostname() or not str(holder.get("pid", "")).isdigit():
+        return False
+    try:
+        os.kill(int(holder["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+async def _try(conn: Connection, host: str, path: str, record: dict, timeout_s: float) -> HostLock:
+    lines: list[str] = []
+    locked = asyncio.get_running_loop().create_future()
+
+    def on_line(line: OutputLine) -> None:
+        text = line.text
+        lines.append(text)
+        if text.startswith("LOCKED") and not locked.done():
+            locked.set_result(text)
+
+    task = asyncio.create_task(conn.run(["/bin/sh", "-c", LOCK_SCRIPT, "fleetctl-lock", path, json.dumps(record)],
+                                        on_line=on_line, timeout_s=None, capture_bytes=64 * 1024))
+    done, _ = await asyncio.wait({locked, task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    if locked in done:
+        previous = next((_parse(t[len("PREVIOUS "):]) for t in lines if t.startswith("PREVIOUS ")), {})
+        return HostLock(host, path, record, stale=previous or None, _task=task)
+    locked.cancel()
+    if task not in done:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        raise HostLockError(f"{host}: the deploy lock {path} did not answer within {timeout_s:g} s")
+    res = task.result()  # HostUnreachable propagates
+    if res.rc == 75:
+        busy = next((t[len("BUSY "):] for t in lines if t.startswith("BUSY ")), "")
+        raise HostLockBusy(host, path, _parse(busy))
+    if res.rc == 127 and any("NOFLOCK" in t for t in lines):
+        raise HostLockError(f"{host}: flock(1) is not installed on the host, so the deploy lock cannot be taken "
+                            f"(install util-linux)")
+    raise HostLockError(f"{host}: cannot take the deploy lock {path}: exit {res.rc}: "
+                        f"{res.stderr_text.strip()[-300:] or res.stdout_text.strip()[-300:]}")
+
+
+async def _take_over(conn: Connection, host: str, path: str, record: dict, timeout_s: float,
+                     holder: dict) -> HostLock:
+    """Take the lock once the stopped lock process has let go of it (polled, up to 10 s)."""
+    for _ in range(50):
+        try:
+            lock = await _try(conn, host, path, record, timeout_s)
+        except HostLockBusy as busy:
+            if busy.holder.get("remote_pid") != holder.get("remote_pid"):
+                raise
+            await asyncio.sleep(0.2)  # the stopped process is still exiting
+            continue
+        lock.stale = holder
+        return lock
+    raise HostLockBusy(host, path, holder)
+
+
+async def acquire_host_lock(conn: Connection, path: str, *, run_id: str,
+                            timeout_s: float = ACQUIRE_TIMEOUT_S) -> HostLock:
+    """Take the deploy lock of ``conn``'s host, held until :meth:`HostLock.release`.
+
+    Args:
+        conn: an open connection to the host (the lock runs on its companion connection).
+        path: the lock file on the host (:func:`lock_path`).
+        run_id: this run's id, recorded for whoever finds the lock held.
+        timeout_s: seconds to wait for the lock script to answer (not for the lock: a held lock
+            is refused at once).
+
+    Raises:
+        HostLockBusy: another live run holds it (naming that run).
+        HostLockError: flock missing, folder not writable, no answer.
+        HostUnreachable: the companion connection could not be opened.
+    """
+    lock_conn = await conn.open_companion()
+    record = _record(run_id)
+    try:
+        try:
+            lock = await _try(lock_conn, conn.host, path, record, timeout_s)
+        except HostLockBusy as busy:
+            holder = busy.holder
+            if not (holder.get("remote_pid") and _controller_gone(holder)):
+                raise
+            # a run of this machine died but its lock process lives on: stop it, take over
+            await lock_conn.run(["kill", "-TERM", "--", f"-{holder['remote_pid']}"], timeout_s=30)
+            lock = await _take_over(lock_conn, conn.host, path, record, timeout_s, holder)
+    except BaseException:
+        if lock_conn is not conn:
+            await lock_conn.close()
+        raise
+    lock._conn = lock_conn
+    lock._owner = conn
+    return lock

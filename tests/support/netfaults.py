@@ -1,0 +1,66 @@
+"""Network faults made real on loopback, for transport tests.
+
+- :class:`BlackHole`: a port whose SYNs the kernel drops: a listener with a full accept queue that
+  never accepts (Linux drops a SYN to a listener whose accept queue is full; ``tcp_conn_request``),
+  so a connect times out exactly as to a host that is down or behind a firewall that drops. Needs
+  no privileges and no packet filter.
+- :class:`DropServer`: accepts TCP connections and closes each at once, before any SSH banner:
+  what sshd does to connections past ``MaxStartups``.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+
+class BlackHole:
+    """A loopback port whose SYNs are dropped (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(0)
+        self.port = self.sock.getsockname()[1]
+        self.fillers = []
+        # backlog 0 holds one completed connection: this one fills it, for good
+        filler = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        self.fillers.append(filler)
+        probe = socket.socket()
+        probe.settimeout(0.2)
+        try:  # prove it: a further connect must not complete
+            probe.connect(("127.0.0.1", self.port))
+            raise RuntimeError("BlackHole: the accept queue is not full; SYNs are not being dropped")
+        except (socket.timeout, TimeoutError):
+            pass
+        finally:
+            probe.close()
+
+    def close(self) -> None:
+        for s in self.fillers:
+            s.close()
+        self.sock.close()
+
+
+class DropServer:
+    """Accepts and immediately closes every connection (counted in :attr:`accepted`)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()

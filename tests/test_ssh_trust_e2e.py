@@ -1,0 +1,222 @@
+"""Host keys and keys as OpenSSH uses them, each against the fault made real on real sshd test hosts.
+
+- a host behind a jump host that resolves names the controller cannot (the jump sshd runs in its
+  own mount namespace with its own /etc/hosts), reached through an ssh_config alias: its key is
+  checked and recorded under the name ssh uses, and real OpenSSH ``ssh`` accepts what fleetctl
+  recorded;
+- a host key that changes between two runs, directly and behind the jump host: refused whatever
+  the flags, old and new fingerprints once each, and the exact ``ssh-keygen -R``;
+- a passphrase-protected key whose identity is in a real ssh-agent;
+- an agent holding 7 other keys against ``MaxAuthTries 3`` (real ``ssh`` fails there).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import subprocess
+
+import pytest
+
+from tests.support.agent import Agent, fingerprint, keygen
+from tests.support.fleet import fleetctl, last_run, write_inventory
+
+pytestmark = pytest.mark.sshd
+
+
+def openssh(cfg, host: str, *argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Real OpenSSH ssh with only the given ssh_config (never the real ~/.ssh), batch mode."""
+    return subprocess.run(["ssh", "-F", str(cfg), "-o", "BatchMode=yes", host, *argv], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+
+
+def keygen_find(name: str, kh) -> bool:
+    """OpenSSH's own lookup (ssh-keygen -F), hashed entries included."""
+    return subprocess.run(["ssh-keygen", "-F", name, "-f", str(kh)], capture_output=True).returncode == 0
+
+
+@pytest.fixture
+def jump_route(sshd_farm, tmp_path):
+    """gpu-alias -> HostName gpu-behind (only the jump host can resolve it) via ProxyJump bastion."""
+    behind = sshd_farm.start("behind")
+    jump = sshd_farm.start("jump", hosts_entries={"gpu-behind": "127.0.0.1", "localhost": "127.0.0.1"})
+    kh = tmp_path / "known_hosts"
+    kh.write_text(jump.known_hosts_line + "\n")  # the bastion is known; the host behind it is not
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"""\
+Host gpu-alias
+  HostName gpu-behind
+  Port {behind.port}
+  ProxyJump bastion
+Host bastion
+  HostName 127.0.0.1
+  Port {jump.port}
+Host *
+  User {behind.user}
+  IdentityFile {sshd_farm.client_key}
+  IdentitiesOnly yes
+  UserKnownHostsFile {kh}
+  GlobalKnownHostsFile /dev/null
+  HashKnownHosts yes
+  StrictHostKeyChecking yes
+""")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"gpu-alias": {"ssh_config": str(cfg)}}})
+    return behind, jump, kh, cfg, inv
+
+
+def test_host_behind_a_jump_host_is_checked_under_the_name_ssh_uses(jump_route, tmp_path):
+    behind, jump, kh, cfg, inv = jump_route
+    with pytest.raises(socket.gaierror):  # the fault is real: only the jump host resolves it
+        socket.getaddrinfo("gpu-behind", behind.port)
+    name = f"[gpu-behind]:{behind.port}"
+
+    res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--json", "--", "echo", "hi", home=tmp_path)
+    assert res.returncode == 1
+    error = json.loads(res.stdout)["gpu-alias"]["error"]
+    assert f"host key unknown for {name}" in error and fingerprint(behind.host_key.with_suffix(".pub")) in error
+
+    res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--json", "--accept-new-host-keys", "--", "echo", "hi",
+                   home=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = json.loads(res.stdout)["gpu-alias"]
+    assert out["stdout"] == "hi\n"
+    assert out["connection"]["route"] == ["bastion"]
+    assert out["connection"]["recorded_host_keys"] == [name]
+    # recorded where OpenSSH looks (HashKnownHosts: hashed), never under the alias
+    assert keygen_find(name, kh) and not keygen_find("gpu-alias", kh) and not keygen_find("gpu-behind", kh)
+    assert all(line.startswith("|1|") for line in kh.read_text().splitlines()[1:])
+    # and real ssh, with StrictHostKeyChecking yes, trusts exactly what fleetctl recorded
+    ssh = openssh(cfg, "gpu-alias", "echo", "from-openssh")
+    assert ssh.returncode == 0 and ssh.stdout == "from-openssh\n", ssh.stderr
+    # a second run needs no flag
+    again = fleetctl("-i", str(inv), "run", "--hosts", "g", "--json", "--", "echo", "again", home=tmp_path)
+    assert again.returncode == 0 and json.loads(again.stdout)["gpu-alias"]["stdout"] == "again\n"
+
+
+def _count(text: str, needle: str) -> int:
+    return text.count(needle)
+
+
+def test_a_changed_host_key_is_refused_whatever_the_flags(jump_route, sshd_farm, tmp_path):
+    behind, jump, kh, cfg, inv = jump_route
+    direct = sshd_farm.start("direct")
+    dkh = tmp_path / "direct_known_hosts"
+    dkh.write_text(direct.known_hosts_line + "\n")
+    inv2 = write_inventory(tmp_path / "inv2.yaml", {"d": {"direct": direct.inventory_vars(dkh)}})
+    assert fleetctl("-i", str(inv), "run", "--hosts", "g", "--accept-new-host-keys", "--", "true",
+                    home=tmp_path).returncode == 0
+    assert fleetctl("-i", str(inv2), "run", "--hosts", "d", "--", "true", home=tmp_path).returncode == 0
+
+    cases = [(behind, inv, "g", f"[gpu-behind]:{behind.port}", kh), (direct, inv2, "d", f"[127.0.0.1]:{direct.port}", dkh)]
+    for host, inventory, pattern, name, known in cases:
+        old_fp = fingerprint(host.host_key.with_suffix(".pub"))
+        host.change_host_key()  # reinstalled between two runs: same name, same port, new key
+        new_fp = fingerprint(host.host_key.with_suffix(".pub"))
+        before = known.read_text()
+        for cmd in (["run", "--hosts", pattern, "--accept-new-host-keys", "--", "true"],
+                    ["deploy", "--hosts", pattern, "--accept-new-host-keys", "--playbook", str(_play(tmp_path))]):
+            res = fleetctl("-i", str(inventory), *cmd, home=tmp_path)
+            shown = res.stdout + res.stderr
+            assert res.returncode == 1, shown
+            assert f"host key changed for {name}" in shown
+            assert _count(shown, old_fp) == 1 and _count(shown, new_fp) == 1, shown
+            assert _count(shown, f"ssh-keygen -R {shlex.quote(name)} -f {known}") == 1, shown
+            assert known.read_text() == before  # nothing recorded
+        record = json.loads((last_run(tmp_path) / "run.json").read_text())
+        assert all(r["status"] == "unreachable" for r in record["hosts"].values())
+        # doing what the message says lets the new key be recorded (and only then)
+        subprocess.run(["ssh-keygen", "-R", name, "-f", str(known)], check=True, capture_output=True)
+        res = fleetctl("-i", str(inventory), "run", "--hosts", pattern, "--accept-new-host-keys", "--", "true",
+                       home=tmp_path)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert keygen_find(name, known)
+
+    # the jump host's own key changing is refused too, and named as the jump host's
+    old_fp = fingerprint(jump.host_key.with_suffix(".pub"))
+    jump.change_host_key()
+    res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--json", "--accept-new-host-keys", "--", "true",
+                   home=tmp_path)
+    error = json.loads(res.stdout)["gpu-alias"]["error"]
+    assert res.returncode == 1
+    assert error.startswith(f"jump host bastion: host key changed for [127.0.0.1]:{jump.port}")
+    assert _count(error, old_fp) == 1 and _count(error, fingerprint(jump.host_key.with_suffix(".pub"))) == 1
+
+
+def _play(tmp_path):
+    p = tmp_path / "noop.yaml"
+    p.write_text("name: noop\nhosts: all\ngather_facts: false\ntasks:\n"
+                 "  - name: one\n    command: {argv: ['true']}\n  - name: two\n    command: {argv: ['true']}\n")
+    return p
+
+
+def test_passphrase_protected_key_works_when_its_identity_is_in_ssh_agent(sshd_farm, tmp_path):
+    host = sshd_farm.start("agent-enc")
+    enc = keygen(tmp_path / "enc_key", passphrase="correct horse")
+    with open(host.root / "authorized_keys", "a") as fh:
+        fh.write(enc.with_suffix(".pub").read_text())
+    hv = {**host.inventory_vars(sshd_farm.known_hosts), "ansible_ssh_private_key_file": str(enc)}
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h": hv}})
+    agent = Agent(tmp_path / "agent")
+    try:
+        # not in the agent: one line saying why and what to do
+        res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--json", "--", "echo", "ok", home=tmp_path,
+                       env=agent.env)
+        assert res.returncode == 1
+        error = json.loads(res.stdout)["h"]["error"]
+        assert "\n" not in error
+        assert f"{enc} is passphrase-protected and its identity is not in ssh-agent" in error
+        assert f"ssh-add {enc}" in error
+        agent.add(enc, passphrase="correct horse")
+        res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--json", "--", "echo", "ok", home=tmp_path,
+                       env=agent.env)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert json.loads(res.stdout)["h"]["stdout"] == "ok\n"
+    finally:
+        agent.stop()
+
+
+def test_agent_with_many_keys_never_exhausts_max_auth_tries(sshd_farm, tmp_path):
+    host = sshd_farm.start("authtries", extra_config="MaxAuthTries 3")
+    agent = Agent(tmp_path / "agent")
+    try:
+        for i in range(7):
+            agent.add(keygen(tmp_path / f"other{i}"))
+        assert len(agent.listed()) == 7
+        kh = sshd_farm.known_hosts
+        # the fault is real: OpenSSH offers the agent's keys before -i's and is cut off
+        ssh = subprocess.run(["ssh", "-F", "/dev/null", "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={kh}",
+                              "-i", str(sshd_farm.client_key), "-p", str(host.port), f"{host.user}@127.0.0.1", "true"],
+                             capture_output=True, text=True, env={**os.environ, **agent.env}, timeout=60)
+        assert ssh.returncode == 255 and "Too many authentication failures" in ssh.stderr, ssh.stderr
+        # fleetctl offers the inventory's key first
+        inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h": host.inventory_vars(kh)}})
+        res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--json", "--", "echo", "ok", home=tmp_path,
+                       env=agent.env)
+        assert res.returncode == 0, res.stdout + res.stderr
+        # IdentitiesOnly with the right key IN the agent (8th, after the others): only it is offered
+        right = tmp_path / "right"
+        right.write_bytes(sshd_farm.client_key.read_bytes())
+        right.chmod(0o600)
+        right.with_suffix(".pub").write_bytes(sshd_farm.client_key.with_suffix(".pub").read_bytes())
+        agent.add(right)
+        cfg = tmp_path / "ssh_config"
+        cfg.write_text(f"Host h8\n  HostName 127.0.0.1\n  Port {host.port}\n  User {host.user}\n"
+                       f"  IdentityFile {right}.pub\n  IdentitiesOnly yes\n  UserKnownHostsFile {kh}\n")
+        inv = write_inventory(tmp_path / "inv8.yaml", {"g": {"h8": {"ssh_config": str(cfg)}}})
+        failed_before = host.log.count("Failed publickey")
+        res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--json", "--", "echo", "ok", home=tmp_path,
+                       env=agent.env)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert host.log.count("Failed publickey") == failed_before  # no other key was tried
+        # a key file others can read (and not in the agent) is skipped with the reason and the fix
+        loose = keygen(tmp_path / "loose")
+        loose.chmod(0o644)
+        cfg.write_text(f"Host h8\n  HostName 127.0.0.1\n  Port {host.port}\n  User {host.user}\n"
+                       f"  IdentityFile {loose}\n  IdentitiesOnly yes\n  UserKnownHostsFile {kh}\n")
+        res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--json", "--", "true", home=tmp_path, env=agent.env)
+        error = json.loads(res.stdout)["h8"]["error"]
+        assert res.returncode == 1 and f"chmod 600 {loose}" in error and "\n" not in error
+    finally:
+        agent.stop()

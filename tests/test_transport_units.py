@@ -1,0 +1,146 @@
+"""Pure pieces of the transport: ssh_config resolution, OpenSSH known_hosts names and hashing (checked
+with OpenSSH's own ssh-keygen), bounded output capture, and the live display valve."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+
+import asyncssh
+import pytest
+
+from fleetctl.connection.base import OutputLine
+from fleetctl.connection.ssh_hostkeys import HostKeyPolicy, append_known_host, hashed_name
+from fleetctl.connection.ssh_target import host_port_name, resolve_target, split_jump
+from fleetctl.connection.streams import OutputTail, pump_lines
+from fleetctl.livevalve import LiveValve
+from tests.support.agent import keygen
+
+
+def test_inventory_settings_win_over_ssh_config_as_the_command_line_does(tmp_path):
+    cfg = tmp_path / "config"
+    cfg.write_text("Host gpu*\n  HostName %h.cluster\n  Port 2200\n  User ops\n  IdentityFile ~/k_cfg\n"
+                   "  ProxyJump alice@bastion:2222,b2\n  UserKnownHostsFile ~/kh_cfg\n  HashKnownHosts yes\n"
+                   "  CheckHostIP yes\n  IdentityAgent none\n")
+    t = resolve_target("gpu01", config_file=str(cfg))
+    assert (t.host, t.port, t.user, t.host_key_name) == ("gpu01.cluster", 2200, "ops", "[gpu01.cluster]:2200")
+    assert t.proxy_jump == ("alice@bastion:2222", "b2") and t.hash_known_hosts and t.check_host_ip
+    assert t.agent_path is None and t.identity_files[0].endswith("/k_cfg")
+    t = resolve_target("gpu01", port=22, user="root", key_file="/k_inv", known_hosts="/kh_inv", config_file=str(cfg))
+    assert (t.port, t.user, t.host_key_name) == (22, "root", "gpu01.cluster")
+    assert t.identity_files[0] == "/k_inv" and t.user_known_hosts == ("/kh_inv",)
+    assert resolve_target("other", config_file=str(cfg)).host == "other"
+
+
+def test_jump_specs_parse_like_ssh():
+    assert split_jump("alice@[::1]:2222") == ("alice", "::1", 2222)
+    assert split_jump("bastion") == (None, "bastion", None)
+    assert split_jump("ssh://u@h:5") == ("u", "h", 5)
+    assert host_port_name("h", 22) == "h" and host_port_name("h", 2222) == "[h]:2222"
+
+
+def test_recorded_entries_are_found_by_openssh(tmp_path):
+    key = asyncssh.read_public_key(str(keygen(tmp_path / "hostkey")) + ".pub")
+    kh = tmp_path / "known_hosts"
+    kh.write_text("# a comment line without a newline at the end")
+    append_known_host(str(kh), ["[gpu-behind]:2222"], key, hashed=True)
+    append_known_host(str(kh), ["plain", "10.0.0.7"], key, hashed=False)
+    for name in ("[gpu-behind]:2222", "plain", "10.0.0.7"):
+        assert subprocess.run(["ssh-keygen", "-F", name, "-f", str(kh)], capture_output=True).returncode == 0, name
+    assert subprocess.run(["ssh-keygen", "-F", "gpu-behind", "-f", str(kh)], capture_output=True).returncode == 1
+    assert hashed_name("x", b"\0" * 20) == hashed_name("x", b"\0" * 20) != hashed_name("y", b"\0" * 20)
+
+
+def test_a_key_recorded_without_port_counts_only_when_the_port_has_none(tmp_path):
+    """OpenSSH's "checking without port identifier": a match is accepted, a mismatch is NEW."""
+    k1 = asyncssh.read_public_key(str(keygen(tmp_path / "k1")) + ".pub")
+    k2 = asyncssh.read_public_key(str(keygen(tmp_path / "k2")) + ".pub")
+    kh = tmp_path / "kh"
+    append_known_host(str(kh), ["h"], k1, hashed=False)
+    empty = tmp_path / "empty_config"
+    empty.write_text("")
+    target = resolve_target("h", port=2222, known_hosts=str(kh), config_file=str(empty))
+    policy = HostKeyPolicy(target)
+    assert policy.known_hosts("h", "", 2222)[0] == [k1]  # trusted through the port-less entry
+    assert policy.verify(k2) is False and "unknown" in policy.refusal  # not CHANGED: the port has none
+    append_known_host(str(kh), ["[h]:2222"], k1, hashed=True)
+    policy = HostKeyPolicy(target)
+    assert policy.verify(k2) is False and "host key changed for [h]:2222" in policy.refusal
+    assert policy.refusal.count(k1.get_fingerprint()) == 1 and policy.refusal.count(k2.get_fingerprint()) == 1
+    assert f"ssh-keygen -R '[h]:2222' -f {kh}" in policy.refusal
+    accepting = HostKeyPolicy(target, accept_new=True)
+    assert accepting.verify(k2) is False  # accept-new never replaces a key
+
+
+def test_output_tail_keeps_the_last_whole_lines():
+    tail = OutputTail(100)
+    for i in range(1000):
+        tail.append(b"line %04d\n" % i)
+    kept, dropped = tail.result()
+    assert len(kept) <= 100 and kept.endswith(b"line 0999\n") and kept.startswith(b"line ")
+    assert dropped + len(kept) == 10 * 1000
+    everything = OutputTail(None)
+    everything.append(b"a" * 10_000)
+    assert everything.result() == (b"a" * 10_000, 0)
+
+
+def test_a_long_line_arrives_in_marked_pieces():
+    import asyncio
+
+    class Reader:
+        def __init__(self, data: bytes) -> None:
+            self.data = data
+
+        async def read(self, n: int) -> bytes:
+            chunk, self.data = self.data[:n], self.data[n:]
+            return chunk
+
+    lines: list[OutputLine] = []
+    big = b"L" * (3 * 1024 * 1024) + b"\n"
+    asyncio.run(pump_lines(Reader(b"a\n" + big + b"b"), "stdout", OutputTail(), lines.append))
+    assert lines[0].data == b"a\n" and lines[-1].data == b"b" and not lines[-1].partial
+    pieces = lines[1:-1]
+    assert b"".join(p.data for p in pieces) == big
+    assert all(p.partial for p in pieces[:-1]) and not pieces[-1].partial
+
+
+def test_the_valve_drops_display_lines_never_messages_and_keeps_order():
+    gate = threading.Event()
+    shown: list[tuple] = []
+
+    def printer(host, line):
+        gate.wait()  # a terminal that cannot keep up
+        shown.append(("line", host, line.data))
+
+    valve = LiveValve(max_queued_lines=10, lines_per_s=0)
+    on_line = valve.wrap_line(printer)
+    note = valve.wrap(lambda host, text: shown.append(("note", host, text)))
+    for i in range(100):
+        on_line("h1", OutputLine("stdout", b"%d\n" % i))
+    note("h1", "task done")
+    gate.set()
+    valve.close()
+    kinds = [s[0] for s in shown]
+    assert kinds.count("note") == 1 and valve.dropped_total > 0
+    marker = [s for s in shown if s[0] == "line" and b"not shown here" in s[2]]
+    assert len(marker) == 1 and b"%d line(s)" % valve.dropped_total in marker[0][2]
+    numbers = [int(s[2]) for s in shown if s[0] == "line" and s[2].strip().isdigit()]
+    assert numbers == sorted(numbers) and numbers[0] == 0 and len(numbers) + valve.dropped_total == 100
+    assert kinds[-1] == "note" and shown[-2] == marker[0]  # the marker, then the note, in order
+
+
+def test_the_valve_shortens_long_lines_for_display():
+    shown = []
+    valve = LiveValve(max_line_bytes=16)
+    valve.wrap_line(lambda host, line: shown.append(line.data))("h", OutputLine("stdout", b"x" * 100 + b"\n"))
+    valve.close()
+    assert shown == [b"x" * 16 + b" ... (85 more bytes of this line in the log)\n"]
+
+
+@pytest.mark.parametrize("name", ["gpu01", "[gpu01]:2222"])
+def test_hashed_names_match_openssh(tmp_path, name):
+    key = asyncssh.read_public_key(str(keygen(tmp_path / "k")) + ".pub")
+    kh = tmp_path / "kh"
+    append_known_host(str(kh), [name], key, hashed=True)
+    assert kh.read_text().startswith("|1|")
+    assert subprocess.run(["ssh-keygen", "-F", name, "-f", str(kh)], capture_output=True).returncode == 0
