@@ -61,7 +61,7 @@ async def main() -> int:
     opts = ap.parse_args(argv[:cut])
     remote_argv = argv[cut + 1:]
     if opts.import_fleetctl:
-        import fleetctl.adhoc, fleetctl.cli, fleetctl.connection.ssh, fleetctl.render, fleetctl.runrecord  # noqa: F401,E401
+        import fleetctl.cli, fleetctl.connection.ssh, fleetctl.engine.adhoc, fleetctl.reporting.record  # noqa: F401,E401
     if opts.supervise:
         from fleetctl.connection.command import remote_command_line
         command = remote_command_line(remote_argv)

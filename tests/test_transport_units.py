@@ -13,7 +13,7 @@ from fleetctl.connection.base import OutputLine
 from fleetctl.connection.ssh_hostkeys import HostKeyPolicy, append_known_host, hashed_name
 from fleetctl.connection.ssh_target import host_port_name, resolve_target, split_jump
 from fleetctl.connection.streams import OutputTail, pump_lines
-from fleetctl.livevalve import LiveValve
+from fleetctl.reporting.livevalve import LiveValve
 from tests.support.agent import keygen
 
 

@@ -20,6 +20,7 @@ session is closed to make room (it reopens when a transfer needs it), so a host 
 from __future__ import annotations
 
 import asyncio
+import os
 import contextlib
 import posixpath
 import secrets

@@ -95,8 +95,11 @@ class HostSession:
                                   timeout_s=timeout_s)
         if res.rc != 0:
             hint = ""
-            if getattr(self.conn, "home_missing", False) or not self.host.workdir:
-                hint = " (is the login user's home folder missing? set the host var 'workdir' to a writable folder)"
+            if not self.host.workdir and getattr(self.conn, "home_missing", False):
+                hint = (f" (the home folder {self.conn.home} of the login user does not exist on the host: set the "
+                        f"workdir var to a folder the user can write, e.g. workdir: /tmp/fleetctl)")
+            elif not self.host.workdir:
+                hint = " (set the host var 'workdir' to a folder the login user can write)"
             raise TaskFailed(self.host.name, f"cannot create {self.run_dir}: {res.stderr_text.strip()}{hint}", res)
 
     async def gather_facts(self, *, timeout_s: float = 180.0) -> dict[str, Any]:

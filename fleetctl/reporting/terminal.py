@@ -41,6 +41,13 @@ def print_json(doc: Any) -> None:
     sys.stdout.flush()
 
 
+def first_sentence(text: str) -> str:
+    """``text`` up to its first sentence end (``". "``), for a live line; the rest is said once,
+    in the summary."""
+    head, sep, _ = text.partition(". ")
+    return head + ("." if sep else "")
+
+
 STYLE = {"ok": "green", "changed": "yellow", "failed": "bold red", "skipped": "dim", "unreachable": "bold magenta"}
 
 
@@ -86,7 +93,9 @@ class LiveOutput(LinePrinter):
             self.console.print(text)
         elif event.name == "host.finished" and d.get("status") == "unreachable":
             text = self.prefix(event.host)
-            text.append(f"UNREACHABLE {run.redactor.text(str(d.get('error')))}", style=STYLE["unreachable"])
+            # the first sentence live; the whole cause (fingerprints, the fix) once, in the summary
+            text.append(f"UNREACHABLE {first_sentence(run.redactor.text(str(d.get('error'))))}",
+                        style=STYLE["unreachable"])
             self.console.print(text)
 
 
