@@ -396,35 +396,8 @@ def test_broadcast_failing_on_one_node_reports_it_and_finishes_the_others(slurm_
     assert (slurm_cluster.node_disk("n1") / "dst" / "f").read_bytes() == b"data\n"
 
 
-# -- facts and inventory --------------------------------------------------------------------------
-
-def test_facts_over_slurm_two_arch_classes_and_a_drained_node(slurm_cluster, tmp_path):
-    slurm_cluster.drain("n2", "maintenance: NVLink")
-    log = tmp_path / "calls"
-    launcher = counting_launcher(slurm_cluster, log)
-
-    async def main():
-        async with scope() as sc:
-            targets = [FactsTarget(host=r, workdir="~/.fleetctl", cuda_home="/usr/local/cuda")
-                       for r in refs(slurm_cluster, launcher=launcher)]
-            return await gather_facts_slurm(sc, targets)
-
-    facts = asyncio.run(main())
-    n1, n2, n3 = facts["n1"], facts["n2"], facts["n3"]
-    assert n1["reachable"] and n3["reachable"]
-    assert [g["compute_cap"] for g in n1["gpus"]] == ["9.0"] and [g["compute_cap"] for g in n3["gpus"]] == ["12.0"]
-    assert n1["build"]["cuda_architectures"] != n3["build"]["cuda_architectures"]
-    assert n1["slurm"]["features"] == ["sm_90", "h200"] and n3["slurm"]["gres"] == ["gpu:rtxpro6000:1"]
-    assert n1["slurm"]["cpus"] == 2 and n1["slurm"]["memory_mib"] == 1000
-    assert n2["reachable"] is False and "maintenance: NVLink" in n2["error"]
-    assert n2["slurm"]["state"] == "drained" and n2["slurm"]["reason"] == "maintenance: NVLink"
-    calls = tool_calls(log)
-    assert calls.count("sinfo") == 1 and calls.count("sbcast") == 2  # the script: one sbcast per allocation
-    # "~" is each node's own home (on its own disk)
-    assert n1["workdir"] == str(slurm_cluster.local / "home" / ".fleetctl")
-    for node, there in (("n1", True), ("n2", False), ("n3", True)):
-        assert (slurm_cluster.node_disk(node) / "home" / ".fleetctl" / "facts.py").exists() is there
-
+# -- Slurm's view and the inventory source ------------------------------------------------------------
+# (facts over Slurm go through the engine: tests/test_slurm_cli_e2e.py)
 
 def test_fetch_slurm_view(slurm_cluster):
     view = asyncio.run(fetch_slurm_view(slurm_cluster.launcher_text, ["n1", "n3", "nosuch"]))

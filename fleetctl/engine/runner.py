@@ -34,7 +34,7 @@ from .fanout import for_each_host
 from .host import HostPass, PassOptions, phase_spans, run_pass
 from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
 from .observer import Observers
-from .session import HostSession, host_ref
+from .session import HostSession, host_ref, unreachable_facts
 
 
 @dataclass
@@ -224,6 +224,8 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                 if id(t) in selected:
                     out.tasks.append(TaskOutcome(name=t.display_name, action=t.action, status=status, msg=cause))
             out.status, out.error = status, cause
+            if status == "unreachable":
+                out.facts = unreachable_facts(scopes[host.connection], host, cause)
             out.duration_s = round(time.monotonic() - t0, 3)
             observers.emit("host.finished", host.name, status=status, error=cause, duration_s=out.duration_s)
             return
