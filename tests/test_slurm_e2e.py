@@ -217,6 +217,31 @@ def test_allocation_is_released_at_the_end_and_steps_overlap(slurm_cluster):
     assert slurm_cluster.jobs() == []
 
 
+def test_large_requests_are_cut_into_jobs_of_at_most_max_nodes(slurm_cluster, tmp_path, monkeypatch):
+    import fleetctl.connection.slurm as slurm_kind
+
+    monkeypatch.setattr(slurm_kind, "MAX_NODES_PER_JOB", 1)  # as 256 is for a fleet: n1 and n2 apart
+    log = tmp_path / "calls"
+    launcher = counting_launcher(slurm_cluster, log)
+    src = tmp_path / "f"
+    src.write_bytes(b"x" * 1000)
+
+    async def main():
+        async with scope() as sc:
+            errors = await sc.prepare(refs(slurm_cluster, launcher=launcher))
+            jobs = sorted(a.nodes for a in sc.allocations)
+            out = [await (await opened(sc, r)).run(["hostname"]) for r in refs(slurm_cluster, launcher=launcher)]
+            before = tool_calls(log).count("sbcast")
+            sent = await sc.broadcast(str(src), str(slurm_cluster.local / "f"), ["n1", "n2"])
+            return errors, jobs, out, tool_calls(log).count("sbcast") - before, sent
+
+    errors, jobs, out, sbcasts, sent = asyncio.run(main())
+    assert errors == {} and jobs == [("n1",), ("n2",), ("n3",)]
+    assert [r.stdout for r in out] == [b"n1\n", b"n2\n", b"n3\n"]
+    assert sent == {"n1": None, "n2": None} and sbcasts == 2  # one sbcast per job
+    assert slurm_cluster.jobs() == []
+
+
 def test_drained_node_is_unreachable_with_its_reason_while_others_run(slurm_cluster):
     slurm_cluster.drain("n2", "GPU fell off the bus (Xid 79)")
 
