@@ -12,6 +12,12 @@ destinations are on tmpfs (``/dev/shm``), so disk speed is out of the comparison
 
 Scenarios (``--only``):
 
+``cli``     through the real CLI, cold, a fresh ``python -m fleetctl`` each time (hermetic home):
+            ``fleetctl -i slurm: run --hosts all --json -- uname -r`` against ``srun -N3 uname -r``
+            and ``fleetctl -i ssh.yaml run ...`` (the 3 sshd hosts); a one-task ``copy`` playbook
+            of the ``--mib`` file (``deploy --playbook push.yaml``, ``gather_facts: false``) over
+            Slurm and over SSH against ``salloc -N3 sbcast FILE DEST`` (allocate, one sbcast,
+            release). The copies are removed, untimed, before every call.
 ``run``     ``uname -r`` on the 3 nodes.
             cold: everything a ``fleetctl run`` needs: fleetctl = scope + sinfo + salloc + probe step
             + one step per host + release; ``srun -N3`` = allocation, one 3-node step, release in
