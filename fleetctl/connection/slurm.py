@@ -124,9 +124,9 @@ class _Member:
 
 
 class SlurmScope(KindScope):
-    can_broadcast = True
-
     """One run's Slurm allocations and the hosts on them (see the module docstring)."""
+
+    can_broadcast = True
 
     def __init__(self, options: ConnectOptions) -> None:
         self.options = options
