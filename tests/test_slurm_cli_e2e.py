@@ -143,6 +143,24 @@ def test_playbook_step_failing_on_one_node_the_others_finish(slurm_cluster, tmp_
     assert slurm_cluster.jobs() == []
 
 
+def test_rolling_batches_hold_only_the_batch_being_worked_on(slurm_cluster, tmp_path):
+    log = tmp_path / "slurm-calls"
+    launcher = counting_launcher(slurm_cluster, log)
+    play = tmp_path / "steps.yaml"
+    play.write_text(STEPS_PLAY.format(local=slurm_cluster.local))
+    res = cli("-i", "slurm:", "deploy", "--hosts", "n1:n3", "--serial", "1", "--playbook", str(play),
+              home=tmp_path, launcher=launcher)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert record(tmp_path)["batches"] == [["n1"], ["n3"]]
+    # each batch is allocated when it starts and released when it ends, before the next one
+    lifecycle = [c[0] for c in launcher_calls(log) if c[0] in ("salloc", "scancel")]
+    assert lifecycle == ["salloc", "scancel", "salloc", "scancel"]
+    allocated = [c for c in launcher_calls(log) if c[0] == "salloc"]
+    assert ["--nodelist=n1" in c for c in allocated] == [True, False]
+    assert ["--nodelist=n3" in c for c in allocated] == [False, True]
+    assert slurm_cluster.jobs() == []
+
+
 # -- interrupting a run ---------------------------------------------------------------------------
 
 LONG_PLAY = """\
