@@ -12,6 +12,12 @@ destinations are on tmpfs (``/dev/shm``), so disk speed is out of the comparison
 
 Scenarios (``--only``):
 
+``cli``     through the real CLI, cold, a fresh ``python -m fleetctl`` each time (hermetic home):
+            ``fleetctl -i slurm: run --hosts all --json -- uname -r`` against ``srun -N3 uname -r``
+            and ``fleetctl -i ssh.yaml run ...`` (the 3 sshd hosts); a one-task ``copy`` playbook
+            of the ``--mib`` file (``deploy --playbook push.yaml``, ``gather_facts: false``) over
+            Slurm and over SSH against ``salloc -N3 sbcast FILE DEST`` (allocate, one sbcast,
+            release). The copies are removed, untimed, before every call.
 ``run``     ``uname -r`` on the 3 nodes.
             cold: everything a ``fleetctl run`` needs: fleetctl = scope + sinfo + salloc + probe step
             + one step per host + release; ``srun -N3`` = allocation, one 3-node step, release in
@@ -119,13 +125,20 @@ class Bench:
 
     # -- measuring ------------------------------------------------------------------------------
 
-    async def rounds(self, scenario: str, tools: dict[str, Callable[[], Awaitable[None]]]) -> None:
+    async def rounds(self, scenario: str, tools: dict[str, Callable[[], Awaitable[None]]],
+                     pre: Callable[[], None] | None = None) -> None:
+        """One untimed warm-up round, then ``--repeats`` rounds in a rotating order; ``pre`` runs
+        untimed before every call (removing what the last call left, so each call does the work)."""
         names = list(tools)
         for name in names:  # warm-up, untimed
+            if pre:
+                pre()
             await tools[name]()
         for r in range(self.args.repeats):
             order = names[r % len(names):] + names[:r % len(names)]
             for name in order:
+                if pre:
+                    pre()
                 started = time.perf_counter()
                 await tools[name]()
                 self.results.setdefault(scenario, {}).setdefault(name, []).append(time.perf_counter() - started)
@@ -314,8 +327,110 @@ class Bench:
             time.sleep(0.02)
         self.srun_rss_mib = peak / 1024
 
+    # -- through the real CLI -------------------------------------------------------------------
+
+    async def spawn(self, argv: list[str], env: dict[str, str] | None = None) -> tuple[int, bytes, bytes]:
+        proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+                                                    env=env, cwd=REPO)
+        out, err = await proc.communicate()
+        return proc.returncode, out, err
+
+    def cli_setup(self) -> None:
+        """Inventories for the CLI scenarios: ``-i slurm:`` (plus a site file) and a YAML inventory
+        of the 3 sshd hosts; a hermetic controller home (records, cache, HOME, XDG) under the root."""
+        home = self.root / "fleet-home"
+        for sub in ("home", "state", "config", "cache"):
+            (home / sub).mkdir(parents=True, exist_ok=True)
+        self.cli_env = {**os.environ, "FLEETCTL_HOME": str(home), "XDG_CACHE_HOME": str(home / "cache"),
+                        "XDG_STATE_HOME": str(home / "state"), "XDG_CONFIG_HOME": str(home / "config"),
+                        "HOME": str(home / "home"), "FLEETCTL_SLURM_LAUNCHER": self.cluster.launcher_text}
+        self.slurm_dest = self.cluster.local / "cli" / "wheel.whl"  # node-local: one path, 3 disks
+        self.site = self.root / "site.yaml"
+        self.site.write_text(json.dumps({"all": {"vars": {"push_dest": str(self.slurm_dest),
+                                                          "workdir": str(self.cluster.local / "work")}}}))
+        hosts = {}
+        for h in self.sshd:
+            hosts[h.name] = {**h.inventory_vars(self.known_hosts), "push_dest": str(self.root / h.name / "cli" / "wheel.whl"),
+                             "workdir": str(self.root / h.name / "work")}
+        self.ssh_inv = self.root / "ssh.yaml"
+        self.ssh_inv.write_text(json.dumps({"all": {"hosts": hosts}}))
+        self.push_play = self.root / "push.yaml"
+        self.push_play.write_text(json.dumps({
+            "name": "push one wheel", "hosts": "all", "gather_facts": False,
+            "tasks": [{"name": "copy the wheel", "copy": {"src": str(self.payload), "dest": "{{ push_dest }}"}}]}))
+
+    def fleetctl_argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "fleetctl", *args]
+
+    async def cli_scenario(self) -> None:
+        """``fleetctl run`` and a 50 MiB ``copy`` through the real CLI, cold: Python's start,
+        the inventory (``-i slurm:`` is one sinfo), the allocation, the steps, the release and the
+        run record are all in the time, as a user waits for them."""
+        self.cli_setup()
+        uname = os.uname().release
+
+        def check_run(rc: int, out: bytes, err: bytes) -> None:
+            assert rc == 0, err.decode()[-2000:]
+            doc = json.loads(out)
+            assert len(doc) == 3 and all(v["stdout"].strip() == uname for v in doc.values()), doc
+
+        async def fleetctl_slurm_run():
+            check_run(*await self.spawn(self.fleetctl_argv("-i", "slurm:", "run", "--hosts", "all", "--json", "--",
+                                                           "uname", "-r"), self.cli_env))
+
+        async def fleetctl_ssh_run():
+            check_run(*await self.spawn(self.fleetctl_argv("-i", str(self.ssh_inv), "run", "--hosts", "all", "--json",
+                                                           "--", "uname", "-r"), self.cli_env))
+
+        async def srun_cold():
+            out = await self.srun("srun", "-N3", f"--nodelist={self.hostlist}", "--exclusive", "--gres=gpu:h200:1",
+                                  "uname", "-r")
+            assert out.split() == [uname.encode()] * 3
+
+        await self.rounds("cli_run", {"fleetctl -i slurm: run": fleetctl_slurm_run, "srun -N3": srun_cold,
+                                      "fleetctl -i ssh.yaml run": fleetctl_ssh_run})
+
+        size = self.payload.stat().st_size
+        slurm_files = [self.cluster.node_disk(n.name) / self.slurm_dest.relative_to(self.cluster.local) for n in NODES]
+        ssh_files = [self.root / h.name / "cli" / "wheel.whl" for h in self.sshd]
+
+        def clean() -> None:  # copy skips a file already in place: every call must send it
+            for f in slurm_files + ssh_files:
+                f.unlink(missing_ok=True)
+                f.parent.mkdir(parents=True, exist_ok=True)  # plain sbcast does not create folders
+
+        def landed(files: list[Path]) -> None:
+            assert all(f.stat().st_size == size for f in files), [f for f in files if not f.exists()]
+
+        async def fleetctl_slurm_copy():
+            rc, out, err = await self.spawn(self.fleetctl_argv("-i", "slurm:", "-i", str(self.site), "deploy", "--hosts",
+                                                               "all", "--playbook", str(self.push_play), "--json"),
+                                            self.cli_env)
+            assert rc == 0, err.decode()[-2000:]
+            landed(slurm_files)
+
+        async def fleetctl_ssh_copy():
+            rc, out, err = await self.spawn(self.fleetctl_argv("-i", str(self.ssh_inv), "deploy", "--hosts", "all",
+                                                               "--playbook", str(self.push_play), "--json"),
+                                            self.cli_env)
+            assert rc == 0, err.decode()[-2000:]
+            landed(ssh_files)
+
+        async def salloc_sbcast():
+            # allocate, one sbcast to the 3 nodes, release: salloc runs sbcast inside the allocation
+            await self.srun("salloc", "-N3", f"--nodelist={self.hostlist}", "--exclusive", "--gres=gpu:h200:1",
+                            "sbcast", "--force", str(self.payload), str(self.slurm_dest))
+            landed(slurm_files)
+
+        await self.rounds("cli_copy", {"fleetctl -i slurm: deploy copy": fleetctl_slurm_copy,
+                                       "salloc -N3 sbcast": salloc_sbcast,
+                                       "fleetctl -i ssh.yaml deploy copy": fleetctl_ssh_copy}, pre=clean)
+
     async def main(self) -> dict:
         only = set(self.args.only.split(","))
+        if "cli" in only:
+            await self.cli_scenario()
         if "run" in only:
             await self.cold_scenario()  # nothing held: each tool allocates for itself
         async with self.scope() as alloc_scope:
@@ -331,7 +446,7 @@ class Bench:
 
     def report(self) -> dict:
         peers = {"run_cold": "srun -N3", "run_warm": "srun --jobid, 3 steps", "fanout": "sbcast --jobid",
-                 "get": "srun cat > file"}
+                 "get": "srun cat > file", "cli_run": "srun -N3", "cli_copy": "salloc -N3 sbcast"}
         out: dict = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                      "host": {"cpus": os.cpu_count(), "kernel": os.uname().release},
                      "slurm": subprocess.run([*self.cluster.launcher, "srun", "--version"], capture_output=True,
@@ -360,7 +475,7 @@ def main() -> int:
     p.add_argument("--mib", type=int, default=50)
     p.add_argument("--steps", type=int, default=90)
     p.add_argument("--concurrency", type=int, default=30)
-    p.add_argument("--only", default="run,fanout,steps")
+    p.add_argument("--only", default="cli,run,fanout,steps")
     p.add_argument("--root", default="/dev/shm/fleetctl-slurm-bench")
     p.add_argument("--json-out")
     args = p.parse_args()

@@ -217,6 +217,31 @@ def test_allocation_is_released_at_the_end_and_steps_overlap(slurm_cluster):
     assert slurm_cluster.jobs() == []
 
 
+def test_large_requests_are_cut_into_jobs_of_at_most_max_nodes(slurm_cluster, tmp_path, monkeypatch):
+    import fleetctl.connection.slurm as slurm_kind
+
+    monkeypatch.setattr(slurm_kind, "MAX_NODES_PER_JOB", 1)  # as 256 is for a fleet: n1 and n2 apart
+    log = tmp_path / "calls"
+    launcher = counting_launcher(slurm_cluster, log)
+    src = tmp_path / "f"
+    src.write_bytes(b"x" * 1000)
+
+    async def main():
+        async with scope() as sc:
+            errors = await sc.prepare(refs(slurm_cluster, launcher=launcher))
+            jobs = sorted(a.nodes for a in sc.allocations)
+            out = [await (await opened(sc, r)).run(["hostname"]) for r in refs(slurm_cluster, launcher=launcher)]
+            before = tool_calls(log).count("sbcast")
+            sent = await sc.broadcast(str(src), str(slurm_cluster.local / "f"), ["n1", "n2"])
+            return errors, jobs, out, tool_calls(log).count("sbcast") - before, sent
+
+    errors, jobs, out, sbcasts, sent = asyncio.run(main())
+    assert errors == {} and jobs == [("n1",), ("n2",), ("n3",)]
+    assert [r.stdout for r in out] == [b"n1\n", b"n2\n", b"n3\n"]
+    assert sent == {"n1": None, "n2": None} and sbcasts == 2  # one sbcast per job
+    assert slurm_cluster.jobs() == []
+
+
 def test_drained_node_is_unreachable_with_its_reason_while_others_run(slurm_cluster):
     slurm_cluster.drain("n2", "GPU fell off the bus (Xid 79)")
 
@@ -396,35 +421,8 @@ def test_broadcast_failing_on_one_node_reports_it_and_finishes_the_others(slurm_
     assert (slurm_cluster.node_disk("n1") / "dst" / "f").read_bytes() == b"data\n"
 
 
-# -- facts and inventory --------------------------------------------------------------------------
-
-def test_facts_over_slurm_two_arch_classes_and_a_drained_node(slurm_cluster, tmp_path):
-    slurm_cluster.drain("n2", "maintenance: NVLink")
-    log = tmp_path / "calls"
-    launcher = counting_launcher(slurm_cluster, log)
-
-    async def main():
-        async with scope() as sc:
-            targets = [FactsTarget(host=r, workdir="~/.fleetctl", cuda_home="/usr/local/cuda")
-                       for r in refs(slurm_cluster, launcher=launcher)]
-            return await gather_facts_slurm(sc, targets)
-
-    facts = asyncio.run(main())
-    n1, n2, n3 = facts["n1"], facts["n2"], facts["n3"]
-    assert n1["reachable"] and n3["reachable"]
-    assert [g["compute_cap"] for g in n1["gpus"]] == ["9.0"] and [g["compute_cap"] for g in n3["gpus"]] == ["12.0"]
-    assert n1["build"]["cuda_architectures"] != n3["build"]["cuda_architectures"]
-    assert n1["slurm"]["features"] == ["sm_90", "h200"] and n3["slurm"]["gres"] == ["gpu:rtxpro6000:1"]
-    assert n1["slurm"]["cpus"] == 2 and n1["slurm"]["memory_mib"] == 1000
-    assert n2["reachable"] is False and "maintenance: NVLink" in n2["error"]
-    assert n2["slurm"]["state"] == "drained" and n2["slurm"]["reason"] == "maintenance: NVLink"
-    calls = tool_calls(log)
-    assert calls.count("sinfo") == 1 and calls.count("sbcast") == 2  # the script: one sbcast per allocation
-    # "~" is each node's own home (on its own disk)
-    assert n1["workdir"] == str(slurm_cluster.local / "home" / ".fleetctl")
-    for node, there in (("n1", True), ("n2", False), ("n3", True)):
-        assert (slurm_cluster.node_disk(node) / "home" / ".fleetctl" / "facts.py").exists() is there
-
+# -- Slurm's view and the inventory source ------------------------------------------------------------
+# (facts over Slurm go through the engine: tests/test_slurm_cli_e2e.py)
 
 def test_fetch_slurm_view(slurm_cluster):
     view = asyncio.run(fetch_slurm_view(slurm_cluster.launcher_text, ["n1", "n3", "nosuch"]))

@@ -9,7 +9,8 @@ A run's :class:`SlurmScope`:
    is unreachable with Slurm's own reason, and one Slurm does not know is named as such. The
    others are allocated with ``salloc --no-shell`` (:mod:`~fleetctl.connection.slurm_alloc`): one
    job for the idle nodes that share the same request (partition, account, QOS, time, reservation,
-   GRES), one job each for nodes busy with other work, so a busy node never holds up idle ones.
+   GRES; at most :data:`MAX_NODES_PER_JOB` nodes a job, so no job runs out of steps), one job each
+   for nodes busy with other work, so a busy node never holds up idle ones.
    An allocation not granted within the run's connect deadline fails its hosts only. One probe step
    per allocation then learns each node's ``$HOME`` and proves that steps start there.
 2. ``connection(host)`` hands out a :class:`SlurmConnection`: ``run`` is a job step on the node
@@ -53,6 +54,13 @@ from .slurm_transfer import download, upload
 
 #: Allocation requests in flight at once (slurmctld serialises them anyway).
 MAX_SALLOCS = 16
+
+#: Most nodes in one job. Every command, probe and upload of a host is a job step, and Slurm caps
+#: the steps one job may start (``MaxStepCount``, default 40,000; slurm.conf(5)). A first deploy of
+#: kernel_src measured ~45 steps a host (docs/slurm.md), so 1,000 nodes in one job would run out
+#: part-way; 256 nodes a job stay under a quarter of the default. More jobs cost one ``salloc`` and,
+#: for a class's wheel, one ``sbcast`` each (sbcast's tree fan-out is per job).
+MAX_NODES_PER_JOB = 256
 
 #: srun's line naming a node where a step's launch failed (srun/launch.c).
 _LAUNCH_FAILED = re.compile(r"Task launch for \S+ failed on node (\S+): ([^\n]*)")
@@ -116,9 +124,9 @@ class _Member:
 
 
 class SlurmScope(KindScope):
-    can_broadcast = True
-
     """One run's Slurm allocations and the hosts on them (see the module docstring)."""
+
+    can_broadcast = True
 
     def __init__(self, options: ConnectOptions) -> None:
         self.options = options
@@ -226,8 +234,9 @@ class SlurmScope(KindScope):
 
         # Idle nodes first: Slurm starts a job at submission only when no pending job of higher
         # priority waits in the partition, so a request for busy nodes, queued first, would hold
-        # the idle ones back until the next scheduling cycle.
-        await asyncio.gather(*(one(req, group) for (req, kind), group in groups.items() if kind == "idle"))
+        # the idle ones back until the next scheduling cycle. At most MAX_NODES_PER_JOB a job.
+        await asyncio.gather(*(one(req, part) for (req, kind), group in groups.items() if kind == "idle"
+                               for part in _chunks(group, MAX_NODES_PER_JOB)))
         await asyncio.gather(*(one(req, group) for (req, kind), group in groups.items() if kind != "idle"))
 
     async def _probe(self, alloc: Allocation, group: list[_Member]) -> None:
@@ -346,6 +355,13 @@ class SlurmScope(KindScope):
             why = status.get(m.node, "no answer from the upload step")
             out[m.ref.name] = None if why is None else f"upload {local_path} -> {dest} on node {m.node}: {why}"
         return out
+
+
+def _chunks(members: list[_Member], size: int) -> list[list[_Member]]:
+    """``members`` in node-name order, cut into parts of at most ``size`` (at least 1)."""
+    ordered = sorted(members, key=lambda m: m.node)
+    size = max(1, size)
+    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
 
 
 def _resolve(path: str, home: str) -> str:

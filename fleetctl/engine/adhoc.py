@@ -17,7 +17,7 @@ from ..errors import CommandTimeout, FleetError, HostUnreachable
 from .fanout import for_each_host
 from .model import RunModel
 from .observer import Observers
-from .session import HostSession, host_ref
+from .session import HostSession, host_ref, unreachable_facts
 
 #: Bytes of each stream ``fleetctl run`` keeps per host for its summary and ``--json`` (the last
 #: ones, whole lines); the host's log in the run record keeps every byte.
@@ -127,6 +127,7 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
                                arch_list=(facts.get("build") or {}).get("torch_cuda_arch_list"))
             except HostUnreachable as exc:
                 out.status, out.error, out.reachable = "unreachable", exc.cause, False
+                out.facts = unreachable_facts(scopes[host.connection], host, exc.cause)
             except FleetError as exc:
                 out.status, out.error = "failed", str(exc)
                 out.reachable = session is not None

@@ -34,6 +34,11 @@ from .session import HostSession
 #: Uploads in flight at once for one :class:`~fleetctl.tasks.steps.PutFiles`.
 PARALLEL_UPLOADS = 4
 
+#: Moves a broadcast wheel from its staging path ($1, ``<staging>/<run>/<key16>/<name>``) to the
+#: member's wheel folder ($2), then removes the two staging folders if nothing else is left in them
+#: (so runs leave no empty folders behind in the nodes' /tmp). Exit status: mv's.
+_UNSTAGE = 'mv -f -- "$1" "$2" || exit; rmdir -- "${1%/*}" "${1%/*/*}" 2>/dev/null; exit 0'
+
 
 class StepRunner:
     """Runs the steps of one task on one host.
@@ -213,7 +218,8 @@ class StepRunner:
             staged = await broadcast_once(self.classes, self.host, step.key, got)
             moved = None
             if staged is not None:
-                moved = await self.session.conn.run(["mv", "-f", staged, remote], timeout_s=self.clock.cap(60))
+                moved = await self.session.conn.run(["/bin/sh", "-c", _UNSTAGE, "fleetctl-unstage", staged, remote],
+                                                    timeout_s=self.clock.cap(60))
             if moved is None or moved.rc != 0:
                 await self.session.conn.put(str(got.local), remote, mode=0o644)
         except TransferError as exc:

@@ -34,7 +34,7 @@ from .fanout import for_each_host
 from .host import HostPass, PassOptions, phase_spans, run_pass
 from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
 from .observer import Observers
-from .session import HostSession, close_session, host_ref
+from .session import HostSession, close_session, host_ref, unreachable_facts
 
 
 @dataclass
@@ -232,6 +232,8 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                                          start=out.started, duration_s=spans[-1].duration_s))
             out.phases = list(spans)
             out.status, out.error = status, cause
+            if status == "unreachable":
+                out.facts = unreachable_facts(scopes[host.connection], host, cause)
             out.duration_s = round(time.monotonic() - t0, 3)
             observers.emit("host.finished", host.name, status=status, error=cause, duration_s=out.duration_s)
             return

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..connection.base import Connection
 from ..connection.registry import HostRef
-from ..errors import TaskFailed
+from ..errors import FleetError, TaskFailed
 
 
 def default_venv(host: Any) -> str | None:
@@ -34,6 +34,18 @@ def host_ref(host: Any) -> HostRef:
         InventoryError: the host's connection kind is unknown (see ``Host.problem``).
     """
     return host.ref
+
+
+def unreachable_facts(scope: Any, host: Any, cause: str) -> dict[str, Any]:
+    """The facts of a host that could not be reached: ``reachable: false``, the ``error`` naming
+    the cause, and what its connection kind knows of it without reaching it (for a drained Slurm
+    node, Slurm's view under ``slurm``: state, reason, who drained it and when)."""
+    facts: dict[str, Any] = {"reachable": False, "error": cause}
+    try:
+        facts.update(scope.connection(host_ref(host)).extra_facts())
+    except (FleetError, ValueError):  # a host whose settings cannot even make a connection
+        pass
+    return facts
 
 
 @dataclass

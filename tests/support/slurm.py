@@ -439,18 +439,27 @@ def slurm_cluster(slurm_cluster_session):
 
 
 def counting_launcher(cluster: SlurmCluster, log: Path) -> str:
-    """A ``slurm_launcher`` that appends each Slurm tool's name to ``log`` (one line per call),
-    then runs it on ``cluster``: how tests count sallocs, sruns and sbcasts."""
+    """A ``slurm_launcher`` that appends each Slurm tool call to ``log`` (one line per call: the
+    arguments joined by tabs, newlines inside them turned to spaces), then runs it on ``cluster``:
+    how tests count sallocs, sruns and sbcasts, and see what each sbcast sent."""
     script = log.with_suffix(".sh")
-    script.write_text(f'#!/bin/sh\nprintf "%s\\n" "$1" >> "{log}"\nexec {cluster.launcher_text} "$@"\n')
+    script.write_text("#!/bin/sh\n"
+                      "line=$(printf '%s\\t' \"$@\" | tr '\\n' ' ')\n"
+                      f'printf "%s\\n" "$line" >> {shlex_quote(str(log))}\n'
+                      f'exec {cluster.launcher_text} "$@"\n')
     script.chmod(0o755)
     log.touch()
     return str(script)
 
 
+def launcher_calls(log: Path) -> list[list[str]]:
+    """The calls a :func:`counting_launcher` logged, in order, each as its argv."""
+    return [line.rstrip("\t").split("\t") for line in log.read_text().splitlines() if line]
+
+
 def tool_calls(log: Path) -> list[str]:
     """The tool names a :func:`counting_launcher` logged, in order."""
-    return log.read_text().split()
+    return [call[0] for call in launcher_calls(log)]
 
 
 class FakeLoginNode:

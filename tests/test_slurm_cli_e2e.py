@@ -1,0 +1,308 @@
+"""Slurm end to end through the real CLI (``python -m fleetctl``): the ``slurm:`` inventory source,
+``facts``, ``run``, a playbook, Ctrl-C, and the main deploy of kernel_src, against the project's own
+test cluster (tests/support/slurm.py): nodes n1, n2 (H200, SM 9.0) and n3 (RTX PRO 6000, SM 12.0),
+each with its own private local disk at ``cluster.local``, reached through ``slurm_launcher``
+(``$FLEETCTL_SLURM_LAUNCHER`` for the ``slurm:`` source). No mocks: real slurmctld/slurmd, real
+srun/sbcast, real nvcc builds, real pip installs into a real venv on each node's own disk.
+
+Hermetic: the run records, the wheel cache, HOME and XDG folders of the controller are under
+``tmp_path``; the nodes' HOME is on their own disks (the cluster's TaskProlog).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.fleet import REPO, fleetctl, last_run
+from tests.support.slurm import counting_launcher, launcher_calls, slurm_cluster, slurm_cluster_session  # noqa: F401
+
+HOSTILE = ["a b", "$(touch /tmp/pwned-slurm)", "'\"", "", "x\ny", "*", "-n", "\\", ";|&", "ünï\u00e9", "--",
+           "${HOME}", "`id`"]
+
+
+def hermetic_env(home: Path, launcher: str) -> dict[str, str]:
+    """The controller's environment for one CLI call: the launcher for the ``slurm:`` source, and
+    HOME/XDG folders under the test's own folder (nothing in the real ``~``)."""
+    for sub in ("home", "state", "config"):
+        (home / sub).mkdir(exist_ok=True)
+    return {"FLEETCTL_SLURM_LAUNCHER": launcher, "HOME": str(home / "home"),
+            "XDG_STATE_HOME": str(home / "state"), "XDG_CONFIG_HOME": str(home / "config")}
+
+
+def cli(*args: str, home: Path, launcher: str, timeout_s: float = 600, **env: str) -> subprocess.CompletedProcess:
+    return fleetctl(*args, home=home, env={**hermetic_env(home, launcher), **env}, timeout_s=timeout_s)
+
+
+def record(home: Path) -> dict:
+    return json.loads((last_run(home) / "run.json").read_text())
+
+
+def write_yaml(path: Path, doc: dict) -> Path:
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+# -- facts and run ------------------------------------------------------------------------------
+
+def test_facts_over_slurm_each_node_its_own_and_a_drained_node_with_its_reason(slurm_cluster, tmp_path):
+    slurm_cluster.drain("n2", "GPU fell off the bus (Xid 79)")
+    res = cli("-i", "slurm:", "facts", "--hosts", "all", "--json", home=tmp_path,
+              launcher=slurm_cluster.launcher_text)
+    assert res.returncode == 1, res.stderr[-3000:]  # one host unreachable: exit 1, the others finished
+    facts = json.loads(res.stdout)  # stdout holds exactly one JSON document
+    assert sorted(facts) == ["n1", "n2", "n3"]
+    n1, n2, n3 = facts["n1"], facts["n2"], facts["n3"]
+    # each node's own facts, gathered there by the facts script as a job step
+    assert n1["reachable"] and n3["reachable"]
+    assert (n1["hostname"], n3["hostname"]) == ("n1", "n3")
+    assert [g["compute_cap"] for g in n1["gpus"]] == ["9.0"] and n1["gpus"][0]["name"] == "NVIDIA H200"
+    assert [g["compute_cap"] for g in n3["gpus"]] == ["12.0"]
+    assert (n1["build"]["cuda_architectures"], n3["build"]["cuda_architectures"]) == ("90a", "120a")
+    assert n1["workdir"].startswith(str(slurm_cluster.local / "home" / ".fleetctl" / "n1"))  # the node's own ~
+    for node in ("n1", "n3"):
+        assert (slurm_cluster.node_disk(node) / "home" / ".fleetctl" / node).is_dir()
+    assert not (slurm_cluster.node_disk("n2") / "home" / ".fleetctl").exists()  # nothing ran on n2
+    # plus Slurm's view of the node
+    assert n1["slurm"]["state"] == "idle" and n1["slurm"]["features"] == ["sm_90", "h200"]
+    assert n3["slurm"]["gres"] == ["gpu:rtxpro6000:1"] and n3["slurm"]["partitions"] == ["gpu"]
+    assert (n1["slurm"]["cpus"], n1["slurm"]["memory_mib"]) == (2, 1000)
+    # the drained node: unreachable, with Slurm's reason, who drained it, and Slurm's view
+    assert n2["reachable"] is False
+    assert "drained" in n2["error"] and "GPU fell off the bus (Xid 79)" in n2["error"] and "root" in n2["error"]
+    assert n2["slurm"]["state"] == "drained" and n2["slurm"]["reason"] == "GPU fell off the bus (Xid 79)"
+    assert "gpus" not in n2
+    rec = record(tmp_path)
+    assert rec["hosts"]["n2"]["status"] == "unreachable" and rec["status"] == "failed"
+    assert slurm_cluster.jobs() == []  # released
+
+    # the human-readable table says the same, with the reason
+    table = cli("-i", "slurm:", "facts", "--hosts", "sm_90", home=tmp_path, launcher=slurm_cluster.launcher_text,
+                COLUMNS="250")
+    assert table.returncode == 1
+    assert "n1" in table.stdout and "UNREACHABLE" in table.stdout and "Xid" in table.stdout
+
+
+def test_run_hostile_argv_exact_and_a_step_failing_on_one_node(slurm_cluster, tmp_path):
+    script = ("import json, os, sys; print(json.dumps([sys.argv[1:], os.uname().nodename])); "
+              "sys.exit(4 if os.uname().nodename == 'n2' else 0)")
+    res = cli("-i", "slurm:", "run", "--hosts", "all", "--json", "--", "python3", "-c", script, *HOSTILE,
+              home=tmp_path, launcher=slurm_cluster.launcher_text)
+    assert res.returncode == 1, res.stderr[-3000:]
+    doc = json.loads(res.stdout)
+    for node in ("n1", "n2", "n3"):
+        assert json.loads(doc[node]["stdout"]) == [HOSTILE, node]  # every argument arrived exactly
+    assert (doc["n1"]["rc"], doc["n2"]["rc"], doc["n3"]["rc"]) == (0, 4, 0)  # n2 failed; the others did not
+    assert not Path("/tmp/pwned-slurm").exists()
+    rec = record(tmp_path)
+    assert rec["argv"] == ["python3", "-c", script, *HOSTILE]
+    assert {h: o["status"] for h, o in rec["hosts"].items()} == {"n1": "ok", "n2": "failed", "n3": "ok"}
+    assert b"n1" in (last_run(tmp_path) / "logs" / "n1.log").read_bytes()
+    assert slurm_cluster.jobs() == []
+
+
+STEPS_PLAY = """\
+name: a step that fails on one node
+hosts: all
+gather_facts: false
+tasks:
+  - name: check the node
+    command:
+      argv: [/bin/sh, -c, 'echo "on $SLURMD_NODENAME"; [ "$SLURMD_NODENAME" != n2 ] || {{ echo "n2: ECC errors" >&2; exit 3; }}']
+  - name: after the check
+    command:
+      argv: [/bin/sh, -c, 'echo "done > {local}/done"; echo done > {local}/done']
+"""
+
+
+def test_playbook_step_failing_on_one_node_the_others_finish(slurm_cluster, tmp_path):
+    play = tmp_path / "steps.yaml"
+    play.write_text(STEPS_PLAY.format(local=slurm_cluster.local))
+    res = cli("-i", "slurm:", "deploy", "--hosts", "all", "--playbook", str(play), home=tmp_path,
+              launcher=slurm_cluster.launcher_text)
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-2000:]
+    rec = record(tmp_path)
+    hosts = rec["hosts"]
+    assert {h: o["status"] for h, o in hosts.items()} == {"n1": "ok", "n2": "failed", "n3": "ok"}
+    assert [t["status"] for t in hosts["n1"]["tasks"]] == ["changed", "changed"]
+    assert [(t["status"], t["rc"]) for t in hosts["n2"]["tasks"]] == [("failed", 3)]
+    assert "n2: ECC errors" in (last_run(tmp_path) / "logs" / "n2.log").read_text()
+    for node, ran in (("n1", True), ("n2", False), ("n3", True)):  # each node's own disk
+        assert (slurm_cluster.node_disk(node) / "done").exists() is ran
+    assert "n3 | on n3" in res.stdout
+    assert slurm_cluster.jobs() == []
+
+
+def test_rolling_batches_hold_only_the_batch_being_worked_on(slurm_cluster, tmp_path):
+    log = tmp_path / "slurm-calls"
+    launcher = counting_launcher(slurm_cluster, log)
+    play = tmp_path / "steps.yaml"
+    play.write_text(STEPS_PLAY.format(local=slurm_cluster.local))
+    res = cli("-i", "slurm:", "deploy", "--hosts", "n1:n3", "--serial", "1", "--playbook", str(play),
+              home=tmp_path, launcher=launcher)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert record(tmp_path)["batches"] == [["n1"], ["n3"]]
+    # each batch is allocated when it starts and released when it ends, before the next one
+    lifecycle = [c[0] for c in launcher_calls(log) if c[0] in ("salloc", "scancel")]
+    assert lifecycle == ["salloc", "scancel", "salloc", "scancel"]
+    allocated = [c for c in launcher_calls(log) if c[0] == "salloc"]
+    assert ["--nodelist=n1" in c for c in allocated] == [True, False]
+    assert ["--nodelist=n3" in c for c in allocated] == [False, True]
+    assert slurm_cluster.jobs() == []
+
+
+# -- interrupting a run ---------------------------------------------------------------------------
+
+LONG_PLAY = """\
+name: a long step
+hosts: all
+gather_facts: false
+tasks:
+  - name: wait
+    command:
+      argv: [/bin/sh, -c, 'echo $$ > {local}/step.pid; echo started; exec sleep 300']
+"""
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_sigterm_releases_the_allocation(slurm_cluster, tmp_path, sig, code):
+    play = tmp_path / "long.yaml"
+    play.write_text(LONG_PLAY.format(local=slurm_cluster.local))
+    env = {**os.environ, "FLEETCTL_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+           **hermetic_env(tmp_path, slurm_cluster.launcher_text)}
+    proc = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", "slurm:", "deploy", "--hosts", "all",
+                             "--playbook", str(play)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=REPO)
+    try:
+        started = set()
+        while len(started) < 3:  # the step runs on every node (its line came back live)
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()[-3000:]
+            if line.rstrip().endswith("| started"):
+                started.add(line.split("|")[0].strip())
+        assert len(slurm_cluster.jobs()) == 2  # one job per GRES type: the H200s, the RTX PRO
+        pids = {n: int((slurm_cluster.node_disk(n) / "step.pid").read_text()) for n in ("n1", "n2", "n3")}
+        assert all(Path(f"/proc/{p}").exists() for p in pids.values())
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read()
+    assert proc.returncode == code, err[-3000:]
+    # released before fleetctl exited: nothing of it pending or running
+    assert slurm_cluster.jobs() == [], err[-3000:]
+    rec = record(tmp_path)
+    assert rec["status"] == "interrupted"
+    assert {o["status"] for o in rec["hosts"].values()} == {"interrupted"}
+    # and Slurm has stopped the steps' processes on the nodes
+    deadline = time.monotonic() + 30
+    while any(Path(f"/proc/{p}").exists() for p in pids.values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(Path(f"/proc/{p}").exists() for p in pids.values()), "a step's process outlived the run"
+
+
+# -- the main deploy --------------------------------------------------------------------------------
+
+def make_node_venvs(cluster, home: Path, launcher: str) -> str:
+    """A real venv on each node's own disk (``cluster.local/venv``), made through ``fleetctl run``;
+    torch, scikit-build-core and nanobind come from the controller's environment through a .pth
+    file (as tests/test_deploy_e2e.py's make_host_venv), so each costs seconds, not a torch install.
+    What fleetctl installs lands in the node venv's own site-packages."""
+    venv = str(cluster.local / "venv")
+    made = cli("-i", "slurm:", "run", "--hosts", "all", "--", sys.executable, "-m", "venv", venv, home=home,
+               launcher=launcher)
+    assert made.returncode == 0, made.stdout[-2000:] + made.stderr[-2000:]
+    pth = ("import sys, sysconfig; "
+           "open(sysconfig.get_paths()['purelib'] + '/_controller_site.pth', 'w').write(sys.argv[1] + '\\n')")
+    linked = cli("-i", "slurm:", "run", "--hosts", "all", "--", f"{venv}/bin/python3", "-c", pth,
+                 sysconfig.get_paths()["purelib"], home=home, launcher=launcher)
+    assert linked.returncode == 0, linked.stdout[-2000:] + linked.stderr[-2000:]
+    return venv
+
+
+def plan_actions(res: subprocess.CompletedProcess) -> dict[str, str]:
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return {h: [b["action"] for b in r["builds"]][0] for h, r in json.loads(res.stdout).items()}
+
+
+def decisions(hosts: dict) -> dict[str, str]:
+    """build_wheel's decision per host in a run record (or a --dry-run --json document)."""
+    return {h: [t for t in o["tasks"] if t["action"] == "build_wheel"][0]["data"]["decision"]["action"]
+            for h, o in hosts.items()}
+
+
+def test_deploy_kernel_src_over_slurm_once_per_arch_class(slurm_cluster, tmp_path):
+    log = tmp_path / "slurm-calls"
+    launcher = counting_launcher(slurm_cluster, log)
+    venv = make_node_venvs(slurm_cluster, tmp_path, launcher)
+    site = write_yaml(tmp_path / "site.yaml", {"all": {"vars": {"venv": venv,
+                                                                "workdir": str(slurm_cluster.local / "work")}}})
+    inv = ["-i", "slurm:", "-i", str(site)]  # the nodes from sinfo, the vars from the site file
+
+    # --plan and --dry-run first: one build per class (n1 for the H200s, n3 alone), n2 receives
+    plan = plan_actions(cli(*inv, "deploy", "--hosts", "all", "--plan", "--json", home=tmp_path,
+                            launcher=launcher))
+    assert plan == {"n1": "build", "n2": "push", "n3": "build"}
+    dry = cli(*inv, "deploy", "--hosts", "all", "--dry-run", "--json", home=tmp_path, launcher=launcher)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert decisions(json.loads(dry.stdout)["hosts"]) == {"n1": "build", "n2": "push", "n3": "build"}
+    assert not (slurm_cluster.node_disk("n1") / "work" / "wheels").exists()  # nothing was built or installed
+
+    before = len(launcher_calls(log))
+    res = cli(*inv, "deploy", "--hosts", "all", home=tmp_path, launcher=launcher, timeout_s=1800)
+    assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-3000:]
+    calls = launcher_calls(log)[before:]
+    rec = record(tmp_path)
+    assert rec["status"] == "ok"
+    # the deploy did what the plan said
+    assert decisions(rec["hosts"]) == {"n1": "build", "n2": "push", "n3": "build"}
+    builds = {h: [t for t in o["tasks"] if t["action"] == "build_wheel"][0] for h, o in rec["hosts"].items()}
+    assert res.stdout.count("*** Created fp4_kernels") == 2  # scikit-build-core ran once per class
+    assert builds["n2"]["data"]["pushed_from"] == "n1" and builds["n2"]["data"]["sha256"] == builds["n1"]["data"]["sha256"]
+    assert builds["n1"]["data"]["sass"] == builds["n2"]["data"]["sass"] == ["sm_90a"]  # exactly the class's SM
+    assert builds["n3"]["data"]["sass"] == ["sm_120a"]
+    assert "n[1-2] sm_90a cu13.0" in res.stdout and "(built on n1)" in res.stdout and "(built on n3)" in res.stdout
+    # the H200 class's wheel reached n2 with ONE sbcast, from the controller's cache; n3's class
+    # has no other member, so its wheel went nowhere
+    wheel_sbcasts = [c for c in calls if c[0] == "sbcast" and c[-2].endswith(".whl")]
+    key16 = builds["n1"]["data"]["key"][:16]
+    assert len(wheel_sbcasts) == 1, wheel_sbcasts
+    assert f"/wheels/{key16}/" in wheel_sbcasts[0][-2]
+    assert [c[0] for c in calls].count("salloc") == 2  # one job per GRES type, for the whole run
+    # installed and verified on every node, into the node's own venv on its own disk
+    for node in ("n1", "n2", "n3"):
+        tasks = {t["action"]: t for t in rec["hosts"][node]["tasks"]}
+        assert tasks["pip_install"]["status"] == "changed", node
+        assert tasks["verify"]["status"] == "ok", node
+        installed = list((slurm_cluster.node_disk(node) / "venv" / "lib").glob("python3*/site-packages/fp4_kernels"))
+        assert len(installed) == 1 and (installed[0] / "__init__.py").exists(), node
+        assert b"PASS smoke" in (last_run(tmp_path) / "logs" / f"{node}.log").read_bytes()
+        assert list((slurm_cluster.node_disk(node) / "work" / "wheels").glob("*/fp4_kernels-*.whl")), node
+    assert not list(Path("/tmp").glob(f"fleetctl-{rec['run_id']}"))  # the wheel's staging folder is gone
+    assert slurm_cluster.jobs() == []
+
+    # again, nothing changed: nothing is built, sent or installed, and it says so
+    before = len(launcher_calls(log))
+    again = cli(*inv, "deploy", "--hosts", "all", home=tmp_path, launcher=launcher, timeout_s=900)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "*** Created fp4_kernels" not in again.stdout
+    assert "nothing changed: every host was already up to date" in again.stdout
+    assert not [c for c in launcher_calls(log)[before:] if c[0] == "sbcast" and c[-2].endswith(".whl")]
+    rec = record(tmp_path)
+    for node in ("n1", "n2", "n3"):
+        tasks = {t["action"]: t for t in rec["hosts"][node]["tasks"]}
+        assert tasks["build_wheel"]["status"] == "ok" and tasks["pip_install"]["status"] == "ok", node
+        assert tasks["verify"]["status"] == "ok", node
+    assert slurm_cluster.jobs() == []
