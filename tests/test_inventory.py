@@ -286,7 +286,7 @@ def test_unknown_connection_fails_only_the_hosts_that_use_it(tmp_path):
     with pytest.raises(InventoryError) as info:
         inv.check_hosts(inv.select("win1"))
     assert str(info.value) == (
-        f"{path}:3: all.hosts.win1.ansible_connection: connection 'winrm' is not one fleetctl has (local, ssh)")
+        f"{path}:3: all.hosts.win1.ansible_connection: connection 'winrm' is not one fleetctl has (local, slurm, ssh)")
     with pytest.raises(InventoryError):
         inv.hosts["win1"].ref
 

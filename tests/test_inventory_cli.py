@@ -168,7 +168,7 @@ def test_hosts_of_other_connection_kinds_do_not_stop_the_others(tmp_path):
     res = fleet(tmp_path, "run", "--hosts", "all", "--", "true")
     assert res.returncode == 2 and res.stderr == (
         "fleetctl: error: inventory.yaml:4: all.hosts.win1.ansible_connection: connection 'winrm' is not one "
-        "fleetctl has (local, ssh)\n")
+        "fleetctl has (local, slurm, ssh)\n")
 
 
 # -- what only Ansible reads ----------------------------------------------------------------------

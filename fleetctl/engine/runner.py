@@ -209,7 +209,10 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         members = [host_ref(h) for h in batch if h.connection == kind]
         if members:
             unavailable.update(await scope.prepare(members))
-    planning_observers: Any = _Muted(observers) if apply else observers
+    # The first planning pass is never shown: a host's class role is only settled once the whole
+    # batch is planned. A dry run or plan then shows each host's final plan once (re-planned from
+    # its cached probes: no round trip); a deploy shows what it applies.
+    planning_observers: Any = _Muted(observers)
 
     async def plan_one(host: Any) -> None:
         out = run.host(host.name)
@@ -257,8 +260,11 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
 
     try:
         await for_each_host(batch, plan_one, forks=opts.forks)
-        for h in classes.assign([h.name for h in batch if h.name in plans]):
-            plans[h] = await _plan(sessions[h], playbook, tasks, selected, run, planning_observers, classes, pass_opts)
+        changed = classes.assign([h.name for h in batch if h.name in plans])
+        again = changed if apply else [h.name for h in batch if h.name in plans]
+        for h in again:
+            plans[h] = await _plan(sessions[h], playbook, tasks, selected, run,
+                                   planning_observers if apply else observers, classes, pass_opts)
         if not apply:
             for h, p in plans.items():
                 _finish(run, observers, h, p, first.get(h, []))

@@ -47,7 +47,11 @@ EVENTS: dict[str, tuple[dict[str, Any], str]] = {
     "class.builder_changed": ({"key": S}, "the class's builder went away: this host builds instead"),
     "class.serve_failed": ({"task": S, "key": S, "error": S}, "a host holding the class's wheel could not hand it on"),
     "debug.message": ({"task": S, "msg": {}}, "a debug task's message"),
-    "lock.stale_taken_over": ({"previous": O}, "the lock of a dead run was taken over"),
+    "lock.stale_taken_over": ({"previous": O, "path": S}, "the lock of a dead run was taken over"),
+    "lock.acquired": ({"path": S}, "the deploy lock on the host is held for this run"),
+    "lock.refused": ({"path": S, "error": S}, "another live run holds the host's deploy lock"),
+    "connection.opened": ({}, "what reaching the host took (handshake retries, jump hosts, keys recorded)"),
+    "connection.failed": ({}, "what the failed attempt to reach the host took"),
 }
 
 
