@@ -111,7 +111,7 @@ class Connection(abc.ABC):
         self,
         argv: Sequence[str],
         *,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str | None] | None = None,
         cwd: str | None = None,
         timeout_s: float | None = None,
         on_line: LineCallback | None = None,
@@ -127,7 +127,9 @@ class Connection(abc.ABC):
 
         Args:
             argv: program and arguments, exactly as the remote process must receive them.
-            env: variables added to (or replacing those of) the login environment.
+            env: variables added to (or replacing those of) the login environment; a ``None``
+                value unsets that variable (``env -u NAME``), e.g. a ``VIRTUAL_ENV`` the login
+                shell exports.
             cwd: working directory on the host; the login directory when ``None``.
             timeout_s: deadline in seconds; the remote process is stopped when it passes.
             on_line: called for every output line as it arrives.
