@@ -318,6 +318,7 @@ async def _plan(session: HostSession, playbook: Any, tasks: list[Any], selected:
         session.registered.clear()
         session.files.clear()
         session.trees.clear()
+        session.sources.clear()
 
 
 def _end_early(run: RunModel, observers: Observers, host: str, status: str, error: str, t0: float) -> None:

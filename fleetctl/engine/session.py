@@ -58,6 +58,7 @@ class HostSession:
         registered: results registered by tasks (``register:``).
         files: remote path -> sha256 of what this run's tasks left there (see ``TaskResult.files``).
         trees: remote folder -> tree hash of what this run's ``copy`` tasks put there.
+        sources: remote folder -> the controller folder this run's ``copy`` tasks put there.
         probes: read-only command results, reused until the host is first changed.
     """
 
@@ -70,6 +71,7 @@ class HostSession:
     registered: dict[str, Any] = field(default_factory=dict)
     files: dict[str, str | None] = field(default_factory=dict)
     trees: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
     probes: dict[tuple, Any] = field(default_factory=dict)
 
     @property
