@@ -30,7 +30,9 @@ def make_host_venv(path: Path) -> str:
 
 
 def host_entry(farm, host, tmp_path: Path, **extra) -> dict:
-    return {**host.inventory_vars(farm.known_hosts), "workdir": str(tmp_path / "work" / host.name), **extra}
+    # the test hosts' GPUs are a fake nvidia-smi and the controller's torch is a CPU build: verify on the CPU
+    return {**host.inventory_vars(farm.known_hosts), "workdir": str(tmp_path / "work" / host.name),
+            "verify_device": "cpu", **extra}
 
 
 def test_deploy_builds_each_host_for_its_own_sm_installs_and_verifies(sshd_farm, tmp_path):

@@ -283,40 +283,90 @@ case("build_wheel", "the-newest-toolkit-that-builds-the-arch-is-used", args=BW, 
         {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}}, {"expect": {"type": "Fail"}, "answer": None}],
      result={"status": "failed", "msg": "k.cu(1): error: boom"})
 # pip_install
-STATE = lambda rec, dist, torch="2.11.0+cu130": {"rc": 0, "stdout": json.dumps({"record": rec, "dist": dist, "torch": torch, "cuda": "13.0"})}
+DISTS = {"torch": "2.11.0+cu130", "numpy": "2.1.0", "fp4-kernels": "0.1.0"}
+def STATE(rec, dist, torch="2.11.0+cu130", dists=None, stamp=None):
+    return {"rc": 0, "stdout": json.dumps({"record": rec, "dist": dist, "torch": torch, "cuda": "13.0",
+                                           "dists": dists or {**DISTS, "torch": torch}, "stamp": stamp})}
 REC = {"sha256": SHA, "kept": "/w/installed/w.whl", "record_sha256": "r" * 64}
 PI = {"wheel": WHEEL}
 HP = {"facts": FACTS90, "files": {WHEEL: SHA}}
+STATE_ARGV = ["/venv/bin/python3", "-c", __import__("fleetctl.tasks.pip_install", fromlist=["_"]).STATE_SCRIPT,
+              "fp4_kernels", "/w/installed/fp4_kernels.json", f"{DEST}/.fleetctl-build.json"]
+CLEAN_ENV = {"PYTHONPATH": None, "PYTHONHOME": None, "VIRTUAL_ENV": None, "CONDA_PREFIX": None, "CONDA_DEFAULT_ENV": None}
 case("pip_install", "same-wheel-installed-is-skipped", args=PI, host=HP,
-     steps=[{"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, {"version": "0.1.0", "record_sha256": "r" * 64})}],
+     steps=[{"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV, "env": CLEAN_ENV, "cwd": "/"},
+             "answer": STATE(REC, {"version": "0.1.0", "record_sha256": "r" * 64})}],
      result={"status": "ok", "decision": {"action": "skip"}})
 INSTALL_ARGV = ["/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall", "--no-deps", WHEEL]
+CHECK = {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-m", "pip", "check"], "mutating": False},
+         "answer": {"rc": 0, "stdout": "No broken requirements found.\n"}}
 case("pip_install", "uninstalled-by-hand-is-installed-again", args=PI, host=HP,
-     steps=[{"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, None)},
-            {"expect": {"type": "Run", "argv": INSTALL_ARGV}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, {"record_sha256": "s" * 64})},
+     steps=[{"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, None)}, CHECK,
+            {"expect": {"type": "Run", "argv": INSTALL_ARGV, "env": CLEAN_ENV, "cwd": "/"}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, {"record_sha256": "s" * 64})}, CHECK,
             {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", "/w/installed"]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run"}, "answer": {"rc": 0}},
             {"expect": {"type": "Put", "remote": "/w/installed/fp4_kernels.json"}, "answer": None}],
-     result={"status": "changed", "decision": {"action": "install", "why": "nothing installed"}})
-case("pip_install", "an-install-that-moves-torch-fails", args={**PI, "keep_previous": False}, host=HP,
-     steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None)},
+     result={"status": "changed", "msg": "torch 2.11.0+cu130 unchanged", "decision": {"action": "install", "why": "nothing installed"}})
+case("pip_install", "other-packages-the-install-changed-and-pip-check-problems-are-reported", args={**PI, "keep_previous": False},
+     host=HP,
+     steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None)}, CHECK,
             {"expect": {"type": "Run", "argv": INSTALL_ARGV}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run"}, "answer": STATE(None, {"record_sha256": "x"}, torch="2.12.0+cu130")}],
-     result={"status": "failed", "msg": "the install changed torch: 2.11.0+cu130 (cu 13.0) -> 2.12.0+cu130"})
+            {"expect": {"type": "Run"}, "answer": STATE(None, {"record_sha256": "x"}, dists={**DISTS, "numpy": "1.26.4", "einops": "0.8.0"})},
+            {"expect": {"type": "Run", "mutating": False},
+             "answer": {"rc": 1, "stdout": "fp4-kernels 0.1.0 requires einops<0.8, but you have einops 0.8.0.\n"}},
+            {"expect": {"type": "Note"}, "answer": None}, {"expect": {"type": "Note"}, "answer": None}],
+     result={"status": "changed", "msg": "the install also changed other packages: added einops 0.8.0, numpy 2.1.0 -> 1.26.4; pip check: "
+                                         "fp4-kernels 0.1.0 requires einops<0.8, but you have einops 0.8.0."})
+case("pip_install", "an-install-that-moves-torch-fails-and-rolls-back", args=PI, host=HP,
+     steps=[{"expect": {"type": "Run"}, "answer": STATE(REC, {"record_sha256": "q" * 64, "version": "0.0.9"})}, CHECK,
+            {"expect": {"type": "Run", "argv": INSTALL_ARGV}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run"}, "answer": STATE(REC, {"record_sha256": "x"}, torch="2.12.0+cu130")}, CHECK,
+            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall",
+                                                "--no-deps", "/w/installed/w.whl"]}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall",
+                                                "--no-deps", "torch==2.11.0+cu130"]},
+             "answer": {"rc": 1, "stderr": "ERROR: Could not find a version that satisfies the requirement torch==2.11.0+cu130\n"}}],
+     result={"status": "failed", "msg": "the install changed torch: 2.11.0+cu130 (cu 13.0) -> 2.12.0+cu130 (cu 13.0); rolled "
+                                        "back: reinstalled w.whl; torch 2.11.0+cu130 could not be reinstalled"})
+case("pip_install", "dependencies-allowed-torch-is-pinned", args={**PI, "no_deps": False, "keep_previous": False}, host=HP,
+     steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None)}, CHECK,
+            {"expect": {"type": "Put", "remote": "/w/runs/r1/install-constraints.txt"}, "answer": None},
+            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall",
+                                                "--constraint", "/w/runs/r1/install-constraints.txt", WHEEL]},
+             "answer": {"rc": 1, "stderr": "ERROR: Cannot install fp4_kernels because these package versions have conflicting dependencies.\n"
+                                           "The conflict is caused by: The user requested (constraint) torch==2.11.0+cu130\n"}}],
+     result={"status": "failed", "msg": "fleetctl never lets an install move torch"})
+STAMP_OLD_TORCH = {"build_record": {"torch": [{"torch": "2.10.0+cu130", "torch_cuda": "13.0", "torch_file": "/venv/x"}]}}
+case("pip_install", "a-wheel-built-against-another-torch-is-refused-before-installing", args=PI, host=HP,
+     steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None, stamp=STAMP_OLD_TORCH)}],
+     result={"status": "failed", "msg": "torch drift: fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl was built against torch "
+                                        "2.10.0+cu130 (CUDA 13.0, recorded inside the build), but /venv runs torch 2.11.0+cu130"})
 case("pip_install", "unknown-wheel-is-hashed-on-the-host", args=PI, host={"facts": FACTS90},
      steps=[{"expect": {"type": "Run", "argv": ["sha256sum", WHEEL]}, "answer": {"rc": 1, "stderr": f"sha256sum: {WHEEL}: No such file or directory"}}],
      result={"status": "failed", "msg": "No such file or directory"})
 # verify
-case("verify", "all-checks-pass", args={"package": "fp4_kernels", "symbols": ["a"]}, host={"facts": FACTS90},
+VERIFY_ARGV = ["/venv/bin/python3", "-I", "/w/runs/r1/verify/verify_package.py", "--package", "fp4_kernels", "--device", "cuda",
+               "--venv", "/venv", "--symbols", "a", "--sm", "9.0", "--smoke"]
+case("verify", "all-checks-pass-isolated-from-the-login-environment-on-the-gpu", args={"package": "fp4_kernels", "symbols": ["a"]},
+     host={"facts": FACTS90},
      steps=[{"expect": {"type": "Put", "remote": "/w/runs/r1/verify/verify_package.py"}, "answer": None},
-            {"expect": {"type": "Run", "cwd": "/w/runs/r1/verify", "mutating": False,
-                        "argv": ["/venv/bin/python3", "/w/runs/r1/verify/verify_package.py", "--package", "fp4_kernels",
-                                 "--venv", "/venv", "--symbols", "a", "--sm", "9.0", "--smoke"]},
-             "answer": {"rc": 0, "stdout": "PASS torch: ok\n" + json.dumps({"ok": True, "checks": [{"name": "torch", "ok": True, "detail": "ok"}], "selfcheck": {"device": "cuda"}})}}],
+            {"expect": {"type": "Run", "cwd": "/", "mutating": False, "argv": VERIFY_ARGV, "env": CLEAN_ENV},
+             "answer": {"rc": 0, "stdout": "PASS torch: ok\n" + json.dumps({"ok": True, "device": "cuda", "checks": [{"name": "torch", "ok": True, "detail": "ok"}], "selfcheck": {"device": "cuda"}})}}],
      result={"status": "ok", "msg": "smoke on cuda"})
+case("verify", "a-host-without-gpus-verifies-on-the-cpu", args={"package": "tiny"}, host={"facts": {**FACTS90, "gpus": []}},
+     steps=[{"expect": {"type": "Put"}, "answer": None},
+            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-I", "/w/runs/r1/verify/verify_package.py", "--package", "tiny",
+                                                "--device", "cpu", "--venv", "/venv", "--smoke"]},
+             "answer": {"rc": 0, "stdout": json.dumps({"ok": True, "device": "cpu", "checks": []})}}],
+     result={"status": "ok", "msg": "on cpu"})
+case("verify", "a-cpu-torch-on-a-gpu-host-fails", args={"package": "fp4_kernels"}, host={"facts": FACTS90},
+     steps=[{"expect": {"type": "Put"}, "answer": None},
+            {"expect": {"type": "Run"}, "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "checks": [
+                {"name": "cuda", "ok": False, "detail": "torch 2.13.0+cpu (CUDA None: a CPU-only build) cannot see the host's GPUs"}]})}}],
+     result={"status": "failed", "msg": "cuda: torch 2.13.0+cpu (CUDA None: a CPU-only build) cannot see the host's GPUs"})
 case("verify", "a-failed-check-is-named", args={"package": "sgl_kernel"}, host={"facts": FACTS90},
      steps=[{"expect": {"type": "Put"}, "answer": None},
-            {"expect": {"type": "Run"}, "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "checks": [{"name": "import", "ok": False, "detail": "libtorch.so: cannot open"}]})}}],
-     result={"status": "failed", "msg": "import: libtorch.so: cannot open"})
+            {"expect": {"type": "Run"}, "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "checks": [{"name": "import-order", "ok": False, "detail": "sgl_kernel imports only after torch (libc10.so: cannot open)"}]})}}],
+     result={"status": "failed", "msg": "import-order: sgl_kernel imports only after torch"})
 print("ok", K[:16])
