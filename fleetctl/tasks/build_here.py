@@ -26,7 +26,7 @@ from typing import Any
 
 from ..build import build_environment
 from ..connection.base import CommandResult
-from ..cudacompat import uncovered_gpus
+from ..cudacompat import how_covered, uncovered_gpus
 from ..scripts import script_path
 from ..status import Status
 from .base import HostView, Plan, TaskResult, first_error_line
@@ -170,6 +170,9 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
                f"{'; PTX ' + ', '.join(ptx) if ptx else ''})" if uncovered else "")
         if msg:
             return (yield from fail(msg, data))
+        data["coverage"] = {f"GPU {g.get('index', i)} ({g.get('name')}, {g.get('compute_cap')})":
+                            how_covered(str(g.get("compute_cap")), archs, ptx)
+                            for i, g in enumerate(facts.get("gpus") or []) if g.get("compute_cap")}
     err = yield Put(data=stamp_bytes(data), remote=posixpath.join(dest, STAMP_NAME), mode=0o600, reason="the build stamp")
     if err is not None:
         return TaskResult(Status.FAILED, msg=f"cannot write the build stamp: {err}", data={**data, "decision": decision})

@@ -238,6 +238,9 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
            "installed package differs from the wheel" if previous and previous.get("sha256") == digest else
            "a new wheel")
     decision = {"action": "install", "why": why}
+    # pip unpacks (and may build) in TMPDIR: the run's private folder, not a login /tmp that may be
+    # small, full or noexec
+    env = {**CLEAN_PYTHON_ENV, "TMPDIR": host.run_dir}
     check_before = yield probe(check_argv(tool, host.python, uv), "pip check before the install", env=CLEAN_PYTHON_ENV,
                                cwd="/")
     constraint = None
@@ -247,7 +250,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                         reason="dependencies may be installed, torch may not move")
         if err is not None:
             return TaskResult(Status.FAILED, msg=f"cannot write the install constraints: {err}")
-    res = yield Run(argv=tuple(install_argv(tool, host.python, uv, wheel, args, constraint)), env=CLEAN_PYTHON_ENV,
+    res = yield Run(argv=tuple(install_argv(tool, host.python, uv, wheel, args, constraint)), env=env,
                     cwd="/", reason=f"install {posixpath.basename(wheel)} ({why})")
     if res.rc != 0:
         hint = " (the install needs another torch than the venv's; fleetctl never lets an install move torch)" if (
@@ -271,7 +274,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                             "other_changes": others, "pip_check": new_problems,
                             "pip_check_before": sorted(old_problems)}
     if (before.get("torch"), before.get("cuda")) != (after.get("torch"), after.get("cuda")):
-        result = yield from _roll_back(args, host, tool, uv, dist, previous, before, after, data)
+        result = yield from _roll_back(args, host, tool, uv, dist, previous, before, after, data, env)
         return result
     if args.keep_previous:
         keep_dir = installed_dir(host.workdir)
@@ -296,27 +299,27 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
 
 
 def _roll_back(args: PipInstallArgs, host: HostView, tool: str, uv: str | None, dist: str, previous: dict | None,
-               before: dict[str, Any], after: dict[str, Any], data: dict[str, Any]) -> Plan:
+               before: dict[str, Any], after: dict[str, Any], data: dict[str, Any], env: dict[str, Any]) -> Plan:
     """The install moved torch: put the previous wheel back (or remove the new package), then the
     previous torch; FAILED either way, saying what was restored."""
     done, left = [], []
     kept = (previous or {}).get("kept")
     if kept:
         back = PipInstallArgs(wheel=kept, force_reinstall=True, no_deps=True, tool=args.tool)
-        res = yield Run(argv=tuple(install_argv(tool, host.python, uv, kept, back)), env=CLEAN_PYTHON_ENV, cwd="/",
+        res = yield Run(argv=tuple(install_argv(tool, host.python, uv, kept, back)), env=env, cwd="/",
                         reason="roll back to the previous wheel")
         (done if res.rc == 0 else left).append(f"reinstalled {posixpath.basename(kept)}" if res.rc == 0
                                                 else f"reinstalling {kept} failed: {first_error_line(res)}")
     else:
         argv = ([uv or "uv", "pip", "uninstall", "--python", host.python, dist] if tool == "uv"
                 else [host.python, "-m", "pip", "uninstall", "-y", dist])
-        res = yield Run(argv=tuple(argv), env=CLEAN_PYTHON_ENV, cwd="/", reason="roll back: nothing was installed before")
+        res = yield Run(argv=tuple(argv), env=env, cwd="/", reason="roll back: nothing was installed before")
         (done if res.rc == 0 else left).append(f"removed {dist}" if res.rc == 0
                                                 else f"removing {dist} failed: {first_error_line(res)}")
     old = before.get("torch")
     if old:
         pin = PipInstallArgs(wheel=f"torch=={old}", force_reinstall=True, no_deps=True, tool=args.tool)
-        res = yield Run(argv=tuple(install_argv(tool, host.python, uv, f"torch=={old}", pin)), env=CLEAN_PYTHON_ENV,
+        res = yield Run(argv=tuple(install_argv(tool, host.python, uv, f"torch=={old}", pin)), env=env,
                         cwd="/", reason=f"roll back torch to {old}")
         if res.rc == 0:
             done.append(f"reinstalled torch {old}")

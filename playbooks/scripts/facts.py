@@ -654,6 +654,8 @@ def probe_cuda(cuda_home):
         nvcc = os.path.join(home, "bin", "nvcc")
         if _is_exe(nvcc):
             real = os.path.realpath(nvcc)
+            if found and source == "PATH" and not os.path.isfile(os.path.join(home, "include", "cuda_runtime.h")):
+                continue  # an nvcc wrapper script on PATH (/usr/local/bin/nvcc), not a toolkit folder
             if real not in seen:
                 seen.add(real)
                 found.append(probe_toolkit(home, source))

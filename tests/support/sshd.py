@@ -135,6 +135,7 @@ def start_sshd(
     accept_env: str | None = None,
     extra_config: str = "",
     timeout_s: float = 15.0,
+    wrap: list[str] | None = None,
 ) -> SshdHost:
     """Start one sshd test host on a free loopback port and wait until it sends its banner.
 
@@ -146,6 +147,8 @@ def start_sshd(
         env: extra ``SetEnv`` variables for every session (PATH is always set, ``bin/`` first).
         accept_env: an ``AcceptEnv`` line value (e.g. ``"LANG LC_*"``).
         extra_config: more sshd_config lines (``MaxSessions 2``...).
+        wrap: a command prefix that ends by exec'ing its arguments (``unshare --mount ...``): sshd,
+            and so every session, runs inside it.
 
     Raises:
         SshdUnavailable: sshd missing, or it did not answer within ``timeout_s`` seconds.
@@ -188,7 +191,7 @@ LogLevel VERBOSE
 """
     (root / "sshd_config").write_text(config)
     log = root / "sshd.log"
-    proc = subprocess.Popen([SSHD, "-D", "-f", str(root / "sshd_config"), "-E", str(log)],
+    proc = subprocess.Popen([*(wrap or []), SSHD, "-D", "-f", str(root / "sshd_config"), "-E", str(log)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     host = SshdHost(name=name, root=root, port=port, user=user, client_key=client_key, bin_dir=bin_dir, proc=proc)
     deadline = time.monotonic() + timeout_s

@@ -302,7 +302,7 @@ CHECK = {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-m", "pip", "c
          "answer": {"rc": 0, "stdout": "No broken requirements found.\n"}}
 case("pip_install", "uninstalled-by-hand-is-installed-again", args=PI, host=HP,
      steps=[{"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, None)}, CHECK,
-            {"expect": {"type": "Run", "argv": INSTALL_ARGV, "env": CLEAN_ENV, "cwd": "/"}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "argv": INSTALL_ARGV, "env": {**CLEAN_ENV, "TMPDIR": "/w/runs/r1"}, "cwd": "/"}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, {"record_sha256": "s" * 64})}, CHECK,
             {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", "/w/installed"]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run"}, "answer": {"rc": 0}},
