@@ -313,6 +313,10 @@ def build_plan(
     if unsupported:
         notes.append(f"nvcc {cuda.get('version') or '?'} at {cuda.get('nvcc') or '?'} lacks {', '.join(unsupported)}")
 
+    if cuda.get("source") == "interactive login PATH":
+        notes.append(f"nvcc is only on the interactive login PATH (~/.profile or ~/.bashrc after its "
+                     f"non-interactive guard): using {cuda.get('home')} explicitly; set the host var cuda_home "
+                     f"to {cuda.get('home')} to say so")
     stray = stray_env(raw_facts)
     if stray:
         notes.append("the login environment sets " + ", ".join(f"{k}={v}" for k, v in stray.items())
