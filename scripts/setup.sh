@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up a development/controller environment in ./.venv: fleetctl with its test tools, and what
 # the embedded default (`fleetctl deploy --hosts local`) needs in the same venv to build and
-# verify kernel_src: torch, scikit-build-core, nanobind, and PyPI's cuobjdump for the SASS check.
+# verify kernel_src: torch, scikit-build-core, nanobind, and PyPI's cuobjdump for the SASS check;
+# and CMake 4 for the build tests.
 #
 # TORCH_SPEC picks torch (default torch==2.13.0; on a GPU machine use the build matching its CUDA).
 set -euo pipefail
@@ -13,4 +14,6 @@ TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 .venv/bin/python3 -m pip install -q "$TORCH_SPEC" numpy "scikit-build-core>=0.10" "nanobind>=2.0" \
     nvidia-cuda-cuobjdump
 .venv/bin/python3 -m pip install -q -e '.[test]'
+# CMake 4 for the build tests (tests/test_build_kinds_e2e.py), beside the system's CMake, not on PATH
+[ -x .venv/opt/cmake4/cmake/data/bin/cmake ] || .venv/bin/python3 -m pip install -q --target .venv/opt/cmake4 "cmake>=4,<5"
 echo "ready: .venv/bin/fleetctl ($(.venv/bin/fleetctl --version))"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import posixpath
 import re
 import subprocess
 import sys
@@ -29,10 +28,6 @@ KILLED = re.compile(r"\bKilled\b|out of memory|Cannot allocate memory|signal 9|s
 _STAMPS = (f'for f in "$1"/*/{STAMP_NAME}; do [ -f "$f" ] || continue; w=$(sed -n \'s/.*"wheel": "\\([^"]*\\)".*/\\1/p\' "$f"); '
            '[ -n "$w" ] && [ -f "$w" ] && { cat "$f"; echo; }; done; '
            'for f in "$2"/*.json; do [ -f "$f" ] && { printf "INSTALLED "; cat "$f"; echo; }; done; true')
-
-
-def _version(text: str | None) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", text or "")[:3])
 
 
 def target_plan(facts: Mapping[str, Any], args: Any) -> dict[str, Any]:

@@ -50,6 +50,11 @@ case("command", "failure-names-the-first-error", args={"argv": ["make"]},
      steps=[{"expect": {"type": "Run", "argv": ["make"]},
              "answer": {"rc": 2, "stderr": "cuda_quant.cu(13): error: expected an expression\nmake: *** [all] Error 2\n"}}],
      result={"status": "failed", "msg": "rc=2: cuda_quant.cu(13): error: expected an expression"})
+case("command", "a-cmake-error-is-named-with-its-message", args={"argv": ["cmake", "-S", ".", "-B", "b"]},
+     steps=[{"expect": {"type": "Run"}, "answer": {"rc": 1, "stdout": "-- Configuring incomplete\n", "stderr":
+             "CMake Error at deps/olddep/CMakeLists.txt:1 (cmake_minimum_required):\n  Compatibility with CMake < 3.5 has been removed from CMake.\n\n  Update the VERSION argument\n"}}],
+     result={"status": "failed", "msg": "rc=1: CMake Error at deps/olddep/CMakeLists.txt:1 (cmake_minimum_required): "
+                                        "Compatibility with CMake < 3.5 has been removed from CMake."})
 case("shell", "runs-through-the-named-shell", args={"cmd": "echo $HOME | wc -c", "executable": "/bin/bash"},
      steps=[{"expect": {"type": "Run", "argv": ["/bin/bash", "-c", "echo $HOME | wc -c"]}, "answer": {"rc": 0}}],
      result={"status": "changed"})
