@@ -19,10 +19,11 @@ pytestmark = pytest.mark.sshd
 
 
 def make_host_venv(path: Path) -> str:
-    """A real venv for one test host. torch and the build requirements come from the controller's
-    environment through a .pth file (so each host venv costs seconds, not a torch install); what
+    """A real venv for one test host. torch, pip, setuptools and the build requirements come from the
+    controller's environment through a .pth file (so each host venv costs seconds, not a torch
+    install; no ensurepip copies of an older pip and setuptools shadow the controller's); what
     fleetctl installs lands in the host venv's own site-packages, which comes first on sys.path."""
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
     purelib = subprocess.run([str(path / "bin" / "python3"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()
     Path(purelib, "_controller_site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
