@@ -584,6 +584,18 @@ def test_gather_facts_no_gpu_uses_fallback_and_passes_vars(tmp_path, smi_dir):
     assert facts["python"]["exists"] is False
 
 
+def test_gather_facts_picks_the_newest_toolkit_that_builds_the_hosts_archs(tmp_path, smi_dir):
+    write_fake_nvidia_smi(smi_dir, [RTX_PRO_6000])
+    old = write_fake_cuda(tmp_path / "cuda-12.4", archs=("compute_80", "compute_90"))  # knows no compute_120
+    conn = SubprocessConnection("node03", tmp_path / "home", path_dirs=[smi_dir], env={"CUDA_HOME": str(old)})
+    facts = asyncio.run(gather_facts(conn, workdir="w", python=sys.executable))
+    assert facts["cuda"]["home"].startswith("/usr/local/cuda") and facts["cuda"]["version"].startswith("13.")  # CI's toolkit
+    assert facts["build"]["unsupported"] == []
+    assert facts["build"]["notes"][0].startswith(f"nvcc 12.4 at {old}/bin/nvcc cannot build 12.0a: using nvcc")
+    pinned = asyncio.run(gather_facts(conn, workdir="w", python=sys.executable, cuda_home=str(old)))
+    assert pinned["cuda"]["home"] == str(old) and pinned["build"]["unsupported"] == ["compute_120a"]
+
+
 def test_gather_facts_without_python_names_host_and_stderr(tmp_path):
     fake_python = tmp_path / "python3"
     fake_python.write_text("#!/bin/sh\necho 'bash: line 1: python3: command not found' >&2\nexit 127\n")

@@ -42,7 +42,7 @@ from .build_keys import (STAMP_NAME, build_inputs, build_key, changed_inputs, pa
 from .build_meta import META_PROBE, BuildMeta, meta_from_texts, parse_probe, read_local_texts
 from .build_preflight import facts_problems, probe_problems, requirement_list, venv_probe
 from .copy import REMOTE_TREE_HASH
-from .steps import ClassRole, Emit, Fetch, Local, Note, Publish, Put, probe
+from .steps import ClassRole, Emit, Fetch, Local, Publish, Put, probe
 
 
 class BuildWheelArgs(ActionArgs):
@@ -166,9 +166,9 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     target = target_plan(host.facts, args)
     tokens = plan_tokens(target)
     facts, switched = with_toolkit_for(host.facts, tokens, pinned=bool(host.cuda_home))
-    if switched:
-        yield Note(message=switched)
     decision: dict[str, Any] = {"archs": target.get("torch_cuda_arch_list")}
+    if switched:  # the task's archs need another of the host's toolkits than facts chose
+        decision["toolkit"] = switched
     problems = facts_problems(facts, tokens, args, host.venv, host.cuda_home)
     if problems:
         return _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
