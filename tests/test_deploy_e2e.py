@@ -101,7 +101,7 @@ def test_preflight_fails_in_seconds_with_the_cause(sshd_farm, tmp_path):
     cases = {
         "badvenv": ({"venv": str(tmp_path / "no-such-venv")}, [H200], "does not exist"),
         "nonvcc": ({"venv": venv, "cuda_home": str(tmp_path / "no-cuda")}, [H200], "has no bin/nvcc"),
-        "oldarch": ({"venv": venv}, [("7.7", "Imaginary GPU", 1024)], "does not support compute_77"),
+        "oldarch": ({"venv": venv}, [("7.7", "Imaginary GPU", 1024)], "rejects compute_77"),
     }
     hosts = {}
     for name, (extra, gpus, _) in cases.items():
