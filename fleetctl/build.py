@@ -36,9 +36,10 @@ DEFAULT_FALLBACK_ARCHS = "9.0a;12.0a"
 DEFAULT_MEM_PER_JOB_MIB = 6144
 
 #: Memory kept free when deriving MAX_JOBS: the larger of this many MiB and
-#: :data:`MEM_HEADROOM_FRACTION` of what is available (the linker, pip, the shell, page cache).
+#: :data:`MEM_HEADROOM_FRACTION` of what is available (the linker, pip and the backend, the shell,
+#: some page cache), so that the last job does not meet the OOM killer or the cgroup limit.
 MEM_HEADROOM_MIB = 1024
-MEM_HEADROOM_FRACTION = 0.10
+MEM_HEADROOM_FRACTION = 0.05
 
 #: Variables of the login environment that point tools at another Python environment: every
 #: step runs with those the host's login environment sets unset (CMake's FindPython and uv follow
@@ -455,6 +456,17 @@ def cmake_defines(facts: Mapping[str, Any], extra: Mapping[str, Any] | None = No
         else:
             defines[name] = str(value)
     return defines
+
+
+#: CMake defines that set how fast a build runs, never what it produces: left out of the inputs
+#: that decide a wheel (its arch class), so hosts that differ only in memory share one build.
+#: ``SGL_KERNEL_COMPILE_THREADS`` is nvcc's ``--threads`` in sgl-kernel (fleetctl/sgl_recipe.py).
+PARALLELISM_DEFINES = frozenset({"SGL_KERNEL_COMPILE_THREADS"})
+
+
+def wheel_defines(defines: Mapping[str, str]) -> dict[str, str]:
+    """The defines that decide a wheel's bytes: ``defines`` without :data:`PARALLELISM_DEFINES`."""
+    return {k: v for k, v in defines.items() if k not in PARALLELISM_DEFINES}
 
 
 #: The config-settings flag each PEP 517 front end accepts (``-C`` works for all three):

@@ -14,6 +14,8 @@ TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 .venv/bin/python3 -m pip install -q "$TORCH_SPEC" numpy "scikit-build-core>=0.10" "nanobind>=2.0" \
     nvidia-cuda-cuobjdump
 .venv/bin/python3 -m pip install -q -e '.[test]'
+# The sgl-kernel patch tests configure with a real cmake: PyPI's when the machine has none.
+command -v cmake >/dev/null || [ -x .venv/bin/cmake ] || .venv/bin/python3 -m pip install -q cmake
 # CMake 4 for the build tests (tests/test_build_kinds_e2e.py), beside the system's CMake, not on PATH
 [ -x .venv/opt/cmake4/cmake/data/bin/cmake ] || .venv/bin/python3 -m pip install -q --target .venv/opt/cmake4 "cmake>=4,<5"
 echo "ready: .venv/bin/fleetctl ($(.venv/bin/fleetctl --version))"

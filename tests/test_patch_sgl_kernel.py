@@ -22,10 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support import sgl_fixture as fx
+from tests.support.sgl_checks import Prober, find_cmake
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "playbooks" / "scripts" / "patch_sgl_kernel.py"
-NAMES = ("cmake-policy-guards", "cuda13-cccl-include", "fa3-respect-option", "fa3-soft-import")
+NAMES = ("cmake-policy-guards", "cuda13-cccl-include", "fa3-respect-option", "compile-threads-option",
+         "fa3-soft-import")
 
 
 def run_patch(*args, python=None):
@@ -80,6 +82,7 @@ def test_applies_in_each_layout(tmp_path, layout, fa3, expected_fa3):
         "cmake-policy-guards": "Applied",
         "cuda13-cccl-include": "Applied",
         "fa3-respect-option": expected_fa3,
+        "compile-threads-option": "Applied",
         "fa3-soft-import": "Applied",
     }
     cm = (kdir / "CMakeLists.txt").read_text()
@@ -515,7 +518,7 @@ def test_runs_under_python38(tmp_path):
 # real CMake
 
 
-CMAKE = shutil.which("cmake")
+CMAKE = find_cmake()  # PATH, else PyPI's cmake beside this interpreter (scripts/setup.sh); never skipped
 
 
 def _cmake(*args, cwd=None):
@@ -559,7 +562,6 @@ def _configure(src, build, *defines):
     return res, (m.group(1) if m else None)
 
 
-@pytest.mark.skipif(CMAKE is None, reason="cmake not installed")
 def test_patched_cmakelists_configure_with_real_cmake(tmp_path):
     """No CUDA needed: the CUDA facts CMake would find are passed in as cache values."""
     src = tmp_path / "sgl-kernel"
@@ -635,9 +637,10 @@ int host_thrust_version() { return THRUST_VERSION; }
 """
 
 
-@pytest.mark.skipif(CMAKE is None or _nvcc() is None, reason="needs cmake and nvcc")
 def test_real_cuda_toolkit_builds_host_source_after_patch(tmp_path):
     nvcc = _nvcc()
+    if nvcc is None:
+        pytest.fail("no nvcc on PATH or at /usr/local/cuda (CI has CUDA 13 there)")
     ver = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
     if not re.search(r"release 1[3-9]\.", ver):
         pytest.fail("the cccl move needs CUDA >= 13; nvcc here: %s" % ver.strip().splitlines()[-1:])
@@ -766,3 +769,99 @@ def test_whole_tree_plan_is_idempotent(tmp_path_factory, policies, fa3, flash_im
         assert s2 == ("Already applied" if s1 == "Applied" else s1), name
     cm = (kdir / "CMakeLists.txt").read_text()
     assert guarded_policy_count(cm) == len(policies)
+
+
+# --------------------------------------------------------------------------------------------
+# constructs the patches do not know: refused with file, line and construct, nothing changed
+
+
+def _refused(tmp_path, cmake_text, patch, construct):
+    kdir = fx.write_tree(tmp_path)
+    (kdir / "CMakeLists.txt").write_text(cmake_text)
+    before = fx.tree_digest(tmp_path)
+    res = run_patch(tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert res.stdout == ""
+    line = cmake_text.splitlines().index(construct) + 1
+    assert "patch %s, file %s:%d: " % (patch, kdir / "CMakeLists.txt", line) in res.stderr, res.stderr
+    assert res.stderr.splitlines()[0].endswith(": " + construct.strip()), res.stderr
+    assert "nothing was changed" in res.stderr
+    assert fx.tree_digest(tmp_path) == before
+    return res.stderr
+
+
+def test_fa3_module_under_an_unknown_switch_is_refused(tmp_path):
+    text = fx.cmakelists().replace("if (SGL_KERNEL_ENABLE_FA3)\n", "if (WITH_HOPPER_ATTENTION)\n")
+    err = _refused(tmp_path, text, "fa3-respect-option", "if (WITH_HOPPER_ATTENTION)")
+    assert "switch this patch does not know" in err
+
+
+def test_fa3_module_built_unconditionally_is_refused(tmp_path):
+    text = fx.cmakelists(fa3=fx.FA3_NONE) + 'Python_add_library(flash_ops MODULE WITH_SOABI "csrc/flash_extension.cc")\n'
+    _refused(tmp_path, text, "fa3-respect-option", 'Python_add_library(flash_ops MODULE WITH_SOABI "csrc/flash_extension.cc")')
+
+
+def test_fa3_switch_set_to_a_computed_value_is_refused(tmp_path):
+    text = fx.cmakelists(fa3=fx.FA3_FORCED).replace("    set(SGL_KERNEL_ENABLE_FA3 ON)\n",
+                                                    "    set(SGL_KERNEL_ENABLE_FA3 ${HOPPER_FOUND})\n")
+    err = _refused(tmp_path, text, "fa3-respect-option", "    set(SGL_KERNEL_ENABLE_FA3 ${HOPPER_FOUND})")
+    assert "computed value" in err
+
+
+def test_build_fa3_variable_is_overridden_by_an_explicit_define():
+    text = ("project(x)\nset(BUILD_FA3, OFF)\nif (CUDA_VERSION VERSION_GREATER_EQUAL 12.4)\n    set(BUILD_FA3 ON)\n"
+            "endif()\n\n# FA3\nif (BUILD_FA3)\n    Python_add_library(flash_ops MODULE f.cc)\nendif()\n")
+    new, status = psk.patch_fa3_option(text)
+    assert status == "Applied"
+    block = ("if (DEFINED CACHE{SGL_KERNEL_ENABLE_FA3})\n    set(BUILD_FA3 \"$CACHE{SGL_KERNEL_ENABLE_FA3}\")\n"
+             "endif()\n# FA3\nif (BUILD_FA3)\n")
+    assert block in new
+    assert new.index("set(BUILD_FA3 ON)") < new.index(block)  # the forcing runs first, the define last
+    assert psk.patch_fa3_option(new) == (new, "Already applied")
+
+
+def test_forcing_after_the_override_is_refused_not_reported_done():
+    text = ("project(x)\nif (DEFINED CACHE{SGL_KERNEL_ENABLE_FA3})\n    set(BUILD_FA3 \"$CACHE{SGL_KERNEL_ENABLE_FA3}\")\n"
+            "endif()\nset(BUILD_FA3 ON)\nif (BUILD_FA3)\n    Python_add_library(flash_ops MODULE f.cc)\nendif()\n")
+    with pytest.raises(psk.AnchorMissing, match="FA3 would stay forced") as info:
+        psk.patch_fa3_option(text)
+    assert info.value.line == 5 and info.value.construct == "set(BUILD_FA3 ON)"
+
+
+def test_multi_line_policy_setting_is_refused(tmp_path):
+    text = fx.cmakelists().replace("cmake_policy(SET CMP0177 NEW)\n", "cmake_policy(SET CMP0177\n    NEW)\n")
+    _refused(tmp_path, text, "cmake-policy-guards", "cmake_policy(SET CMP0177")
+
+
+def test_threads_from_an_unknown_variable_is_refused(tmp_path):
+    text = fx.cmakelists().replace('"--threads=32"', '"--threads=${MY_THREADS}"')
+    _refused(tmp_path, text, "compile-threads-option", '    "--threads=${MY_THREADS}"')
+
+
+def test_fixed_threads_become_a_cache_option_with_the_same_default():
+    text = ('project(x)\nset(FLAGS\n    "-O3"\n    "--threads=16"  # nvcc\n)\n'
+            'list(APPEND FLAGS "--threads=16")\n# "--threads=8" in a comment stays\n')
+    new, status = psk.patch_compile_threads(text)
+    assert status == "Applied"
+    assert new.count("--threads=${SGL_KERNEL_COMPILE_THREADS}") == 2
+    assert '# "--threads=8" in a comment stays' in new
+    assert new.index('set(SGL_KERNEL_COMPILE_THREADS 16 CACHE STRING') < new.index("set(FLAGS")
+    assert psk.patch_compile_threads(new) == (new, "Already applied")
+    upstream = 'set(SGL_KERNEL_COMPILE_THREADS 32 CACHE STRING "x")\nset(F "--threads=${SGL_KERNEL_COMPILE_THREADS}")\n'
+    assert psk.patch_compile_threads(upstream) == (upstream, "Not needed")
+
+
+def test_cache_force_of_fa3_is_refused_and_a_cache_default_is_not_a_forcing(tmp_path):
+    text = ('option(SGL_KERNEL_ENABLE_FA3 "FA3" OFF)\nif (CUDA_VERSION VERSION_GREATER_EQUAL 12.4)\n'
+            '    set(SGL_KERNEL_ENABLE_FA3 ON CACHE BOOL "" FORCE)\nendif()\n'
+            'if (SGL_KERNEL_ENABLE_FA3)\n    Python_add_library(flash_ops MODULE f.cc)\nendif()\n')
+    with pytest.raises(psk.AnchorMissing, match="CACHE ... FORCE") as info:
+        psk.patch_fa3_option(text)
+    assert info.value.line == 3
+    # a plain cache default is not a forcing: the command line wins over it (real cmake)
+    default = text.replace(' FORCE)', ')')
+    assert psk.patch_fa3_option(default) == (default, "Not needed")
+    prober = Prober(tmp_path)
+    src = prober.project(default)
+    assert "FA3_MODULE" not in prober.configure(src, "off", "12.8", SGL_KERNEL_ENABLE_FA3="OFF")[1]
+    assert prober.configure(src, "on", "12.0", SGL_KERNEL_ENABLE_FA3="ON")[1].get("FA3_MODULE") == "built"

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.support.fake_gpu import RTX_PRO_6000, write_fake_nvidia_smi
+from tests.support.fake_gpu import H200, RTX_PRO_6000, write_fake_nvidia_smi
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
 from tests.support.sgl_fixture import NEW_ROOT, OLD_ROOT, tree_digest, write_tree
 from tests.test_deploy_e2e import make_host_venv
@@ -41,15 +41,18 @@ def test_sgl_kernel_play_patches_idempotently_and_plans_the_blackwell_build(sshd
 
     plan = fleetctl(*args, "--tags", "build", "--dry-run", home=tmp_path)
     assert plan.returncode == 0, plan.stdout[-3000:]
-    build_lines = [ln for ln in plan.stdout.splitlines() if "[Build sgl-kernel" in ln and '"--wheel-dir"' in ln]
+    build_lines = [ln for ln in plan.stdout.splitlines() if "[Build sgl-kernel" in ln and '"argv"' in ln
+                   and "--no-build-isolation" in ln]
     assert build_lines, plan.stdout[-3000:]
     planned = json.loads(build_lines[-1].split("] ", 1)[1])  # the build command itself
     argv = " ".join(planned["argv"])
     for define in ("SGL_KERNEL_ENABLE_FP4=ON", "SGL_KERNEL_ENABLE_FA3=OFF", "ENABLE_BELOW_SM90=OFF",
                    "CMAKE_CUDA_ARCHITECTURES=120a", "CMAKE_POLICY_VERSION_MINIMUM=3.5"):
         assert f"cmake.define.{define}" in argv, define
+    assert "--no-build-isolation" in planned["argv"]
     env = planned["env"]
     assert env["TORCH_CUDA_ARCH_LIST"] == "12.0a" and env["CUDACXX"].endswith("/bin/nvcc")
+    assert env["CMAKE_POLICY_VERSION_MINIMUM"] == "3.5"
     assert env["PATH"].split(":")[0].endswith("/bin") and env["VIRTUAL_ENV"]
     assert tree_digest(kdir) == patched  # --dry-run touched nothing
 
@@ -71,3 +74,54 @@ def test_nightly_play_plans_every_stage_in_order(sshd_farm, tmp_path):
                             "torch==2.12.0.dev20261128"]
     assert argvs[0][0].endswith("/bin/python3")
     assert argvs[2] == ["git", "-C", str(tmp_path / "sglang"), "pull", "--ff-only"]
+
+
+def _planned_builds(stdout: str) -> dict[str, dict]:
+    """host -> the planned build command, from the dry run's "--- HOST: planned commands" blocks."""
+    out, host = {}, None
+    for ln in stdout.splitlines():
+        if ln.startswith("--- ") and ln.endswith(": planned commands"):
+            host = ln[4:-len(": planned commands")]
+        elif host and ln.startswith("  [Build sgl-kernel") and '"argv"' in ln:
+            out[host] = json.loads(ln.split("] ", 1)[1])
+    return out
+
+
+def test_dry_run_shows_each_hosts_recipe_sm90_and_sm120(sshd_farm, tmp_path):
+    """One dry run over an H200 (SM90) and an RTX PRO 6000 (SM120) host: each gets its own recipe
+    (arch list, FA3 on/off, jobs x threads from its memory) in the planned build, the recipe task's
+    message and the run record; verify expects the FA3 fallback only where FA3 is off."""
+    hosts = {}
+    for name, gpu in (("h200", H200), ("rtx6000", RTX_PRO_6000)):
+        h = sshd_farm.start(name)
+        write_fake_nvidia_smi(h.bin_dir, [gpu])
+        hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / name),
+                       "venv": make_host_venv(tmp_path / f"venv-{name}")}
+    kdir = write_tree(tmp_path / "sglang", layout=NEW_ROOT)
+    inv = write_inventory(tmp_path / "inv.yaml", {"gpu-nodes": hosts})
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", "--playbook", str(REPO / "playbooks" / "sgl-kernel.yaml"),
+                   "-e", f"sgl_kernel_dir={kdir}", "--dry-run", "--json", home=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    doc = json.loads(res.stdout)
+    want = {"h200": ("9.0a", "90a", "ON", "no"), "rtx6000": ("12.0a", "120a", "OFF", "yes")}
+    for host, (arch, cuda_arch, fa3, fallback) in want.items():
+        tasks = {t["name"]: t for t in doc["hosts"][host]["tasks"]}
+        recipe = tasks["sgl-kernel build recipe"]["msg"]
+        assert f"TORCH_CUDA_ARCH_LIST={arch}" in recipe and f"SGL_KERNEL_ENABLE_FA3={fa3}" in recipe
+        assert "SGL_KERNEL_ENABLE_FP4=ON" in recipe and "ENABLE_BELOW_SM90=OFF" in recipe
+        build = [p for p in tasks[f"Build sgl-kernel for {arch}"]["planned"] if "--no-build-isolation" in p.get("argv", [])][0]
+        argv = " ".join(build["argv"])
+        for define in ("SGL_KERNEL_ENABLE_FP4=ON", f"SGL_KERNEL_ENABLE_FA3={fa3}", "ENABLE_BELOW_SM90=OFF",
+                       f"CMAKE_CUDA_ARCHITECTURES={cuda_arch}", "CMAKE_POLICY_VERSION_MINIMUM=3.5"):
+            assert f"cmake.define.{define}" in argv, (host, define)
+        assert build["argv"][0] == hosts[host]["venv"] + "/bin/python3" and "--no-build-isolation" in build["argv"]
+        threads = int(argv.split("cmake.define.SGL_KERNEL_COMPILE_THREADS=")[1].split()[0])
+        env = build["env"]
+        assert env["TORCH_CUDA_ARCH_LIST"] == arch and env["CMAKE_POLICY_VERSION_MINIMUM"] == "3.5"
+        assert env["MAX_JOBS"] == env["CMAKE_BUILD_PARALLEL_LEVEL"]
+        assert f"MAX_JOBS={env['MAX_JOBS']}" in recipe and f"SGL_KERNEL_COMPILE_THREADS={threads}" in recipe
+        verify = [p for p in tasks["Verify sgl-kernel (torch first, NVFP4 symbols, FA3 fallback where FA3 is off)"]["planned"]
+                  if "--fa3-fallback" in p.get("argv", [])][0]
+        assert verify["argv"][verify["argv"].index("--fa3-fallback") + 1] == fallback
+        assert verify["argv"][verify["argv"].index("--symbols") + 1] == \
+            "cutlass_scaled_fp4_mm,scaled_fp4_quant,scaled_fp4_grouped_quant"

@@ -165,3 +165,8 @@ class Connection(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None:
         """Close the connection; safe to call twice."""
+
+    def extra_facts(self) -> dict:
+        """What the connection itself knows about the host, merged into its facts (Slurm's view of
+        a node: state, features, GRES). Default: nothing."""
+        return {}

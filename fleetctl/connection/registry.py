@@ -96,6 +96,24 @@ class KindScope(abc.ABC):
     def connection(self, host: HostRef) -> "Connection":
         """An unopened connection to ``host``."""
 
+    async def release(self, hosts: Sequence[str]) -> None:
+        """``hosts`` (inventory names) are done for this run (their batch ended): give back what
+        the scope holds for them only (a Slurm allocation's nodes). Default: nothing."""
+        return None
+
+    #: The scope can send one local file to many of its hosts at once (Slurm's ``sbcast``):
+    #: see :meth:`broadcast`.
+    can_broadcast: bool = False
+
+    async def broadcast(self, local_path: str, remote_path: str, hosts: Sequence[str], *,
+                        mode: int = 0o644, timeout_s: float = 600.0) -> dict[str, str | None]:
+        """Put ``local_path`` at ``remote_path`` (the same path) on every host of ``hosts``.
+
+        Returns:
+            host -> ``None`` (in place) or why not (one line).
+        """
+        raise NotImplementedError
+
 
 class ConnectionKind(abc.ABC):
     """One connection kind: its name, its settings model, and its run scope."""

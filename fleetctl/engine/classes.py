@@ -111,6 +111,10 @@ class ClassCoordinator:
         self._takeover: dict[str, asyncio.Future] = {}
         self._gone: set[str] = set()
         self._lock = asyncio.Lock()
+        #: host -> its connection kind's run scope (set by the runner), for one-to-many fan-out
+        self.scope_of: dict[str, Any] = {}
+        self.run_id = "run"
+        self._fanouts: dict[tuple[str, int], asyncio.Task] = {}
 
     # -- planning -----------------------------------------------------------------------------
 
@@ -232,6 +236,39 @@ class ClassCoordinator:
             async with self._lock:
                 self._waiting.get(key, []).remove(host) if host in self._waiting.get(key, []) else None
                 self._takeover.pop(host, None)
+
+
+def staging_path(run_id: str, key: str, name: str) -> str:
+    """Where a broadcast puts a class's wheel on each member (node-local), before the member
+    moves it into its own wheel folder."""
+    return f"/tmp/fleetctl-{run_id}/{key[:16]}/{name}"
+
+
+async def _fan_out(coord: "ClassCoordinator", scope: Any, key: str, wheel: BuiltWheel) -> dict[str, str | None]:
+    members = sorted((h for h, (k, r) in coord.assigned.items()
+                      if k == key and r == "push" and coord.scope_of.get(h) is scope and h not in coord._gone),
+                     key=lambda h: coord.order.get(h, 1 << 30))
+    return await scope.broadcast(str(wheel.local), staging_path(coord.run_id, key, wheel.name), members)
+
+
+async def broadcast_once(coord: "ClassCoordinator", host: str, key: str, wheel: BuiltWheel) -> str | None:
+    """For a member whose connection kind can send one file to many hosts at once (Slurm's
+    sbcast): the class's wheel goes out once to every member of that kind; returns where it landed
+    on ``host``, or ``None`` when ``host`` must be sent the wheel on its own."""
+    scope = coord.scope_of.get(host)
+    if scope is None or not getattr(scope, "can_broadcast", False):
+        return None
+    slot = (key, id(scope))
+    task = coord._fanouts.get(slot)
+    if task is None:
+        task = coord._fanouts[slot] = asyncio.ensure_future(_fan_out(coord, scope, key, wheel))
+    try:
+        results = await asyncio.shield(task)
+    except Exception:  # noqa: BLE001 - the member falls back to its own upload
+        return None
+    if host in results and results[host] is None:
+        return staging_path(coord.run_id, key, wheel.name)
+    return None
 
 
 def copy_into_cache(src: Path, key: str, name: str, sha256: str, builder: str, data: dict[str, Any]) -> BuiltWheel:

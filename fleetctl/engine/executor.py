@@ -27,7 +27,7 @@ from ..connection.base import CommandResult, OutputLine
 from ..errors import FleetError, TransferError
 from ..tasks import steps as S
 from ..tasks.base import TaskResult
-from .classes import ClassBuildFailed, ClassCoordinator, store_wheel, wheels_root
+from .classes import ClassBuildFailed, ClassCoordinator, broadcast_once, store_wheel, wheels_root
 from .deadlines import Clock
 from .observer import Observers
 from .session import HostSession
@@ -215,7 +215,12 @@ class StepRunner:
         remote = posixpath.join(step.dest, got.name)
         try:
             await self.session.conn.run(["mkdir", "-p", "-m", "0700", step.dest], timeout_s=self.clock.cap(60))
-            await self.session.conn.put(str(got.local), remote, mode=0o644)
+            staged = await broadcast_once(self.classes, self.host, step.key, got)
+            moved = None
+            if staged is not None:
+                moved = await self.session.conn.run(["mv", "-f", staged, remote], timeout_s=self.clock.cap(60))
+            if moved is None or moved.rc != 0:
+                await self.session.conn.put(str(got.local), remote, mode=0o644)
         except TransferError as exc:
             return exc
         return S.ClassWheel(name=got.name, sha256=got.sha256, builder=got.builder, remote=remote, data=got.data)

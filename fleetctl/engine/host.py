@@ -135,8 +135,10 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
             session.sources.update(result.sources)
         status = result.status
         msg = result.msg
-        if not is_selected and status is not Status.SKIPPED and not status.is_failure:
-            msg = "not selected by --tags/--skip-tags" + (f" (planned: {msg})" if msg else "")
+        if not is_selected and status is not Status.SKIPPED:
+            # planned only, so that what it registers is known; it never fails the host
+            verb = "would fail" if status.is_failure else "planned"
+            msg = "not selected by --tags/--skip-tags" + (f" ({verb}: {msg})" if msg else "")
             status = Status.SKIPPED
         outcome = TaskOutcome(name=name, action=task.action, phase=ACTIONS[task.action].phase, status=status.value,
                               rc=result.rc, msg=msg, start=start_iso, duration_s=round(time.monotonic() - t0, 3),
@@ -146,10 +148,11 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
         observers.emit("task.finished", session.name, task=name, action=task.action, phase=outcome.phase,
                        status=outcome.status, rc=result.rc, duration_s=outcome.duration_s, msg=msg,
                        start_s=round(start_s, 3))
-        if result.status.is_failure and not task.ignore_errors and not simulated_before and not simulated:
+        if (is_selected and result.status.is_failure and not task.ignore_errors and not simulated_before
+                and not simulated):
             out.blocking = out.blocking or outcome
         simulated_before = simulated_before or simulated
-        return result
+        return result if is_selected else TaskResult(status, msg=msg, data=result.data)
 
     for i, task in enumerate(tasks):
         res = await one(task, i + 1)

@@ -131,10 +131,16 @@ async def run_playbook(playbook: Any, hosts: Sequence[Any], *, run: RunModel, ob
                    batches=run.batches)
     async with contextlib.AsyncExitStack() as stack:
         scopes = await _enter_scopes(stack, hosts, opts, run)
+        classes.scope_of = {h.name: scopes[h.connection] for h in hosts}
+        classes.run_id = run.run_id
         for n, batch in enumerate(plan):
             observers.emit("batch.started", batch=n + 1, of=len(plan), hosts=[h.name for h in batch])
-            await _run_batch(batch, playbook, tasks, selected, scopes, run=run, observers=observers, opts=opts,
-                             pass_opts=pass_opts, classes=classes)
+            try:
+                await _run_batch(batch, playbook, tasks, selected, scopes, run=run, observers=observers, opts=opts,
+                                 pass_opts=pass_opts, classes=classes)
+            finally:
+                for kind, scope in scopes.items():
+                    await scope.release([h.name for h in batch if h.connection == kind])
             bad = sum(1 for h in batch if run.hosts[h.name].status in FAILED_STATES)
             exceeded = bad * 100.0 / len(batch) > max_fail if max_fail is not None else bad == len(batch)
             if n + 1 < len(plan) and exceeded:

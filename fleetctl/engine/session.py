@@ -125,6 +125,7 @@ class HostSession:
             fallback_archs=str(v.get("fallback_archs", "9.0a;12.0a")), timeout_s=timeout_s,
             max_jobs=int(max_jobs) if max_jobs is not None else None,
         )
+        facts.update(self.conn.extra_facts())
         cuda = facts.get("cuda") or {}
         if self.host.cuda_home and cuda.get("source") != "cuda_home var":
             notes = facts.setdefault("build", {}).setdefault("notes", [])

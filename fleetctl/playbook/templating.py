@@ -25,6 +25,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from fleetctl.tasks.argtypes import is_template
 from fleetctl.errors import PlaybookError
+from fleetctl.sgl_recipe import sgl_kernel_recipe
 
 from .messages import one_line
 
@@ -97,6 +98,8 @@ def environment() -> SandboxedEnvironment:
     env.filters["basename"] = os.path.basename
     env.filters["dirname"] = os.path.dirname
     env.filters["to_json"] = lambda v: json.dumps(v, sort_keys=True)
+    # build recipes of the payloads fleetctl deploys (pure functions of facts)
+    env.globals["sgl_kernel_recipe"] = sgl_kernel_recipe
     return env
 
 

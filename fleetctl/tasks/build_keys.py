@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..build import config_settings_args
+from ..build import config_settings_args, wheel_defines
 from ..connection.base import CommandResult
 from ..cudacompat import ArchToken, parse_tokens
 from .steps import Run, probe
@@ -88,7 +88,7 @@ def build_inputs(tree_hash: str, plan: Mapping[str, Any], defines: Mapping[str, 
     """
     py = facts.get("python") or {}
     material = {
-        "tree": tree_hash, "archs": plan.get("torch_cuda_arch_list"), "defines": dict(defines),
+        "tree": tree_hash, "archs": plan.get("torch_cuda_arch_list"), "defines": wheel_defines(defines),
         "cuda": (facts.get("cuda") or {}).get("version"), "torch": py.get("torch"),
         "torch_cuda": py.get("torch_cuda"), "python": py.get("tag") or py.get("version"),
     }

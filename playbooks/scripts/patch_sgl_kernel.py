@@ -35,18 +35,39 @@ The patches, and the failure each one ends (see DESIGN.md, the failure-story tab
     Not needed when the CMakeLists already names a ``cccl`` include directory itself.
 
 ``fa3-respect-option``
-    sgl-kernel's CMakeLists used to force FA3 on, e.g.
-    ``if ("${CUDA_VERSION}" VERSION_GREATER_EQUAL "12.4") set(SGL_KERNEL_ENABLE_FA3 ON) ...``,
-    overriding ``-DSGL_KERNEL_ENABLE_FA3=OFF``; FA3 is Hopper code and does not build for SM120.
-    Each such ``set(SGL_KERNEL_ENABLE_FA3 ON)`` is wrapped in
-    ``if (NOT FLEETCTL_SGL_KERNEL_FA3_EXPLICIT)``. Before the first statement naming the option a
-    block records whether the cache already holds ``SGL_KERNEL_ENABLE_FA3`` there, i.e. whether it
-    was given on the command line (``option()`` has not run yet); after ``option()`` a defaulted
-    value is kept as a plain variable and its cache entry dropped, so that a re-configure of the
-    same build directory still tells "given" from "defaulted". So an explicit
-    ``-DSGL_KERNEL_ENABLE_FA3=ON|OFF`` wins, and without one the CUDA-version default is unchanged.
-    Not needed where no forcing is present (later trees derive only the option's default) or where
-    the forcing already checks the option itself.
+    FA3 (Hopper-only code; it does not build for SM120) must follow an explicit
+    ``-DSGL_KERNEL_ENABLE_FA3=ON|OFF``. Which variable switches FA3 is read from the tree: the
+    ``flash_ops`` module is built inside an ``if()`` naming it. sgl-kernel has had, since its first
+    CMake build (2025-03-27):
+
+    * no FA3 at all (until 2025-03-31): Not needed;
+    * FA3's sources compiled into ``common_ops`` and registered from C++, with no switch
+      (2025-03-31 .. 2025-04-04): refused (exit 1, file, line and construct named): turning FA3 off
+      there needs C++ changes this script does not make;
+    * ``BUILD_FA3``, a plain variable forced ``ON`` for CUDA >= 12.4, no option at all
+      (2025-04-04 .. 2025-04-13): just before the block that builds ``flash_ops``, a given
+      ``-DSGL_KERNEL_ENABLE_FA3`` sets ``BUILD_FA3``;
+    * ``option(SGL_KERNEL_ENABLE_FA3 ... OFF)`` then ``set(SGL_KERNEL_ENABLE_FA3 ON)`` for CUDA
+      >= 12.4 (2025-04-13 .. 2026-06-17), overriding the command line: each such ``set(... ON)``
+      is wrapped in ``if (NOT FLEETCTL_SGL_KERNEL_FA3_EXPLICIT)``. Before the first statement
+      naming the option a block records whether the cache already holds ``SGL_KERNEL_ENABLE_FA3``
+      there, i.e. whether it was given on the command line (``option()`` has not run yet); after
+      ``option()`` a defaulted value is kept as a plain variable and its cache entry dropped, so
+      that a re-configure of the same build directory still tells "given" from "defaulted";
+    * the CUDA version picking only ``option()``'s default (2026-06-17 on, both layouts): Not
+      needed.
+
+    Without a ``-D`` the tree's own default is unchanged. A switch this patch does not know, a
+    ``set()`` of the switch to a computed value, or a forcing that would survive patching is
+    refused: "Not needed" is never said while a forced-on FA3 remains.
+
+``compile-threads-option``
+    From 2025-04-12 to 2025-09-07 sgl-kernel passed a fixed ``--threads=16``/``32`` to every
+    nvcc; with MAX_JOBS parallel jobs that is jobs x 32 compiler processes (the "128 threads of
+    nvcc exhausted memory" story). The literal becomes ``--threads=${SGL_KERNEL_COMPILE_THREADS}``
+    with a cache option of the same default (the name later sgl-kernel uses), so that the build
+    recipe's ``-DSGL_KERNEL_COMPILE_THREADS=N`` takes effect in every revision. Not needed where
+    the tree has no ``--threads`` or already reads ``SGL_KERNEL_COMPILE_THREADS``.
 
 ``fa3-soft-import``
     ``sgl_kernel/flash_attn.py`` did ``try: from sgl_kernel import flash_ops`` /
@@ -62,7 +83,8 @@ Contract:
   ``Not needed: <name>`` (with --dry-run/--check, ``Would apply: <name>`` instead of ``Applied``).
 * A second run changes no byte: every patch recognises its own result (and equivalent upstream
   fixes), and files are rewritten only when their content changes.
-* An anchor that is not found: a message naming the patch and the file goes to stderr, the exit
+* An anchor that is not found, or a construct a patch does not know: a message naming the patch
+  and the file (with the line and the construct, for a construct) goes to stderr, the exit
   status is 1 and no file is touched. All new contents are computed in memory first; then every
   changed file is written to a temporary file beside it (same mode) and moved over the original
   with os.replace.
@@ -88,8 +110,9 @@ PROG = "patch_sgl_kernel"
 POLICY_GUARDS = "cmake-policy-guards"
 CCCL_INCLUDE = "cuda13-cccl-include"
 FA3_OPTION = "fa3-respect-option"
+COMPILE_THREADS = "compile-threads-option"
 FA3_IMPORT = "fa3-soft-import"
-PATCH_NAMES = (POLICY_GUARDS, CCCL_INCLUDE, FA3_OPTION, FA3_IMPORT)
+PATCH_NAMES = (POLICY_GUARDS, CCCL_INCLUDE, FA3_OPTION, COMPILE_THREADS, FA3_IMPORT)
 
 APPLIED = "Applied"
 ALREADY = "Already applied"
@@ -111,19 +134,37 @@ CCCL_MARKER = "fleetctl: cuda13-cccl-include"
 FA3_MARKER = "fleetctl: fa3-respect-option"
 FA3_EXPLICIT_VAR = "FLEETCTL_SGL_KERNEL_FA3_EXPLICIT"
 FA3_IMPORT_MARKER = "fleetctl: fa3-soft-import"
+THREADS_MARKER = "fleetctl: compile-threads-option"
 
 
 class AnchorMissing(Exception):
-    """A patch could not find the text it hooks onto; nothing may be written."""
+    """A patch cannot be made safely: its anchor is missing, or the tree holds a construct the
+    patch does not know (then ``line`` is the 1-based line and ``construct`` the text found there).
+    Nothing may be written."""
 
-    def __init__(self, detail, path=None, patch=None):
+    def __init__(self, detail, path=None, patch=None, line=None, construct=None):
         Exception.__init__(self, detail)
         self.detail = detail
         self.path = path
         self.patch = patch
+        self.line = line
+        self.construct = construct
 
     def message(self):
-        return "anchor not found: patch %s, file %s: %s" % (self.patch, self.path, self.detail)
+        where = "%s:%d" % (self.path, self.line) if self.line else str(self.path)
+        text = "patch %s, file %s: %s" % (self.patch, where, self.detail)
+        if self.construct:
+            text += ": %s" % self.construct
+        if self.line:
+            return "unknown or unsupported construct: " + text
+        return "anchor not found: " + text
+
+
+def refuse(detail, lines=None, index=None):
+    """An :class:`AnchorMissing` for the construct on ``lines[index]`` (0-based)."""
+    if lines is None or index is None:
+        return AnchorMissing(detail)
+    return AnchorMissing(detail, line=index + 1, construct=body(lines[index]).strip())
 
 
 class LayoutError(Exception):
@@ -264,6 +305,9 @@ _POLICY_RE = re.compile(
 )
 
 
+_POLICY_ANY_RE = re.compile(r"^[ \t]*cmake_policy[ \t]*\(", re.IGNORECASE)
+
+
 def _policy_guarded(frames, num):
     pattern = re.compile(r"\bPOLICY\s+" + re.escape(num) + r"\b", re.IGNORECASE)
     for cond, _ in frames:
@@ -281,9 +325,16 @@ def patch_policy_guards(text):
     out = []
     for i, line in enumerate(lines):
         m = _POLICY_RE.match(line)
+        code = cmake_code(line)
         if not m:
+            if _POLICY_ANY_RE.match(code) and (re.search(r"\bSET\b", code, re.IGNORECASE)
+                                               or cmake_statement_end(lines, i) != i):
+                raise refuse("a cmake_policy(SET ...) in a form this patch does not know (want "
+                             "one line: cmake_policy(SET CMPnnnn NEW|OLD))", lines, i)
             out.append(line)
             continue
+        if code[m.end():].strip():
+            raise refuse("more than one command on a cmake_policy(SET ...) line", lines, i)
         found += 1
         num = m.group("num").upper()
         if _policy_guarded(frames[i], num):
@@ -356,45 +407,181 @@ def patch_cccl_include(text):
 
 # --------------------------------------------------------------------------------------------
 # patch: fa3-respect-option
+#
+# Which variable switches FA3 is read from the tree itself: the flash_ops target (FA3's own
+# extension module) is built inside an if() whose condition names that variable. Two switches
+# have existed: SGL_KERNEL_ENABLE_FA3 (an option(), 2025-04-13 on) and BUILD_FA3 (a plain
+# variable with no option at all, 2025-04-04 .. 2025-04-13). Before 2025-04-04 FA3's sources were
+# compiled into common_ops and registered from C++ with no switch at all: that is refused.
 
-_FA3_FORCE_RE = re.compile(
-    r"^(?P<indent>[ \t]*)set[ \t]*\([ \t]*SGL_KERNEL_ENABLE_FA3[ \t]+(?:ON|TRUE|YES|1)\b[^)]*\)",
-    re.IGNORECASE,
-)
+FA3_OPTION_VAR = "SGL_KERNEL_ENABLE_FA3"
+FA3_KNOWN_VARS = (FA3_OPTION_VAR, "BUILD_FA3")
+_FA3_VAR_ALT = "|".join(FA3_KNOWN_VARS)
+
+_FA3_SET_RE = re.compile(
+    r"^(?P<indent>[ \t]*)(?i:set)[ \t]*\([ \t]*(?P<var>" + _FA3_VAR_ALT + r")(?=[ \t)])(?P<args>[^)]*)\)")
+_FA3_SET_OPEN_RE = re.compile(
+    r"^[ \t]*(?i:set)[ \t]*\([ \t]*(?P<var>" + _FA3_VAR_ALT + r")(?=[ \t)]|$)")
+_FA3_LITERAL_RE = re.compile(r'^"?(ON|OFF|TRUE|FALSE|YES|NO|Y|N|1|0)"?$', re.IGNORECASE)
 _FA3_DEFINE_RE = re.compile(
-    r"^[ \t]*(?:option|set)[ \t]*\([ \t]*SGL_KERNEL_ENABLE_FA3\b", re.IGNORECASE)
-_FA3_NAME_RE = re.compile(r"\bSGL_KERNEL_ENABLE_FA3\b")
-_FA3_OPTION_RE = re.compile(r"^[ \t]*option[ \t]*\([ \t]*SGL_KERNEL_ENABLE_FA3\b", re.IGNORECASE)
+    r"^[ \t]*(?i:option|set)[ \t]*\([ \t]*SGL_KERNEL_ENABLE_FA3(?=[ \t)]|$)")
+_FA3_OPTION_RE = re.compile(r"^[ \t]*(?i:option)[ \t]*\([ \t]*SGL_KERNEL_ENABLE_FA3(?=[ \t)]|$)")
 _FA3_CAPTURE_RE = re.compile(
-    r"^[ \t]*set[ \t]*\([ \t]*" + FA3_EXPLICIT_VAR + r"[ \t]+ON[ \t]*\)", re.IGNORECASE)
+    r"^[ \t]*(?i:set)[ \t]*\([ \t]*" + FA3_EXPLICIT_VAR + r"[ \t]+ON[ \t]*\)")
 _FA3_FORGET_RE = re.compile(
-    r"^[ \t]*unset[ \t]*\([ \t]*SGL_KERNEL_ENABLE_FA3[ \t]+CACHE[ \t]*\)", re.IGNORECASE)
+    r"^[ \t]*(?i:unset)[ \t]*\([ \t]*SGL_KERNEL_ENABLE_FA3[ \t]+CACHE[ \t]*\)")
+_FA3_FORGET_VALUE = '"${SGL_KERNEL_ENABLE_FA3}"'
+_FA3_OVERRIDE_VALUE = '"$CACHE{SGL_KERNEL_ENABLE_FA3}"'
+_FA3_TARGET_RE = re.compile(
+    r"^[ \t]*(?i:python_add_library|add_library|pybind11_add_module|nanobind_add_module)"
+    r"[ \t]*\([ \t]*flash_ops(?=[ \t)]|$)")
+_FA3_SOURCES_RE = re.compile(r"\$\{FA3_GEN_SRCS\}|flash-attention_SOURCE_DIR\}/hopper/flash_(?:api|fwd)")
+_CM_TOKEN_RE = re.compile(r'"[^"]*"|[^\s()]+')
 
 
-def patch_fa3_option(text):
-    nl = newline_of(text)
-    lines = split_lines(text)
-    frames = cmake_if_frames(lines)
-    ours = 0
-    to_wrap = []
+def _cond_tokens(cond):
+    return _CM_TOKEN_RE.findall(cond.rstrip().rstrip(")"))
+
+
+def _cond_names(cond, name):
+    """True if ``name`` appears in the if() condition (as a word)."""
+    return re.search(r"\b%s\b" % re.escape(name), cond) is not None
+
+
+def _gating_vars(cond):
+    """The known FA3 variables that must be true for the block under ``cond`` to run.
+
+    Only a plain conjunction counts (``VAR`` or ``... AND VAR``): under OR, NOT or an else()
+    branch, turning the variable off would not keep the block from running."""
+    tokens = _cond_tokens(cond)
+    if not tokens or any(t.upper() == "OR" for t in tokens):
+        return set()
+    found = set()
+    for k, tok in enumerate(tokens):
+        if tok in FA3_KNOWN_VARS and not (k and tokens[k - 1].upper() == "NOT"):
+            found.add(tok)
+    return found
+
+
+def _top_level_index(frames, i):
+    """Index of the top-level statement holding line i (its outermost if(), or the line)."""
+    return frames[i][0][1] if frames[i] else i
+
+
+class _Fa3Tree(object):
+    """What the CMakeLists does with FA3: ``kind`` is ``absent``, ``option`` (the
+    SGL_KERNEL_ENABLE_FA3 switch) or ``variable`` (another known switch, ``var``);
+    ``consumer`` is the line of the first if() that builds FA3 under the switch."""
+
+    def __init__(self, kind, var=None, consumer=None):
+        self.kind = kind
+        self.var = var
+        self.consumer = consumer
+
+
+def _fa3_sets(lines, frames):
+    """Every set() of a known FA3 variable: (index, var, value, frames).
+
+    Raises AnchorMissing for a form whose effect on an explicit -D... this patch cannot judge."""
+    found = []
     for i, line in enumerate(lines):
-        if not _FA3_FORCE_RE.match(line):
+        code = cmake_code(line)
+        opened = _FA3_SET_OPEN_RE.match(code)
+        if not opened:
             continue
-        conds = [cond for cond, _ in frames[i]]
-        if any(FA3_EXPLICIT_VAR in cond for cond in conds):
-            ours += 1
-        elif any(_FA3_NAME_RE.search(cond) for cond in conds):
-            pass  # the tree already lets the option decide (upstream fix)
-        else:
-            to_wrap.append(i)
+        m = _FA3_SET_RE.match(code)
+        if not m:
+            raise refuse("a set() of %s spanning lines" % opened.group("var"), lines, i)
+        args = m.group("args").split()
+        var = m.group("var")
+        if "CACHE" in args and "FORCE" in args:
+            raise refuse("a set(%s ... CACHE ... FORCE): it overwrites the command line's value in "
+                         "the cache, in a way this patch does not undo" % var, lines, i)
+        if "CACHE" in args:
+            continue  # a cache definition: a -D on the command line wins, like option()
+        value = args[0] if len(args) == 1 else None
+        conds = " ".join(c for c, _ in frames[i])
+        ours = ((value == _FA3_FORGET_VALUE and var == FA3_OPTION_VAR and FA3_EXPLICIT_VAR in conds)
+                or (value == _FA3_OVERRIDE_VALUE and var != FA3_OPTION_VAR))
+        if ours:
+            continue
+        if value is None or not _FA3_LITERAL_RE.match(value):
+            raise refuse("a set() of %s to a computed value, which would override "
+                         "-DSGL_KERNEL_ENABLE_FA3 in a way this patch does not know" % var, lines, i)
+        found.append((i, var, value.strip('"').upper(), frames[i]))
+    return found
+
+
+def _fa3_tree(lines, frames):
+    """Classify the FA3 switch of a CMakeLists (see :class:`_Fa3Tree`); refuse what is unknown."""
+    targets = [i for i, line in enumerate(lines) if _FA3_TARGET_RE.match(cmake_code(line))]
+    gates = {}
+    for i in targets:
+        gate = set()
+        for cond, at in frames[i]:
+            for var in _gating_vars(cond):
+                gate.add(var)
+                gates.setdefault(var, at)
+        if gate:
+            continue
+        if not frames[i]:
+            raise refuse("FA3's module flash_ops is built unconditionally, with no switch that "
+                         "-DSGL_KERNEL_ENABLE_FA3=OFF could turn off", lines, i)
+        raise refuse("FA3's module flash_ops is built under an if() whose switch this patch does "
+                     "not know (line %d)" % (frames[i][-1][1] + 1), lines, frames[i][-1][1])
+    if not targets:
+        for i, line in enumerate(lines):
+            if not _FA3_SOURCES_RE.search(cmake_code(line)):
+                continue
+            gate = set()
+            for cond, at in frames[i]:
+                for var in _gating_vars(cond):
+                    gate.add(var)
+                    gates.setdefault(var, at)
+            if not gate:
+                raise refuse(
+                    "FA3's sources are compiled into another module with no switch (FA3 is then "
+                    "registered from C++ sources); -DSGL_KERNEL_ENABLE_FA3=OFF cannot be honoured "
+                    "without changing them, which this script does not do (sgl-kernel has a "
+                    "switch from 2025-04-04, commit b8b6008f4, on)", lines, i)
+        if not gates:
+            # no FA3 module: a bare switch consumed by an if() (or nothing at all)
+            for i, line in enumerate(lines):
+                m = _CM_BLOCK_RE.match(cmake_code(line))
+                if m and m.group(1).lower() == "if":
+                    for var in _gating_vars(m.group(2)):
+                        gates.setdefault(var, i)
+    if FA3_OPTION_VAR in gates:
+        return _Fa3Tree("option", FA3_OPTION_VAR, gates[FA3_OPTION_VAR])
+    if gates:
+        var = sorted(gates, key=lambda v: gates[v])[0]
+        return _Fa3Tree("variable", var, gates[var])
+    return _Fa3Tree("absent")
+
+
+def _option_forcings_left(lines, frames, sets):
+    """Indices of literal set()s of SGL_KERNEL_ENABLE_FA3 that an explicit -D would not beat."""
+    left = []
+    for i, var, _value, fr in sets:
+        if var != FA3_OPTION_VAR:
+            continue
+        conds = [cond for cond, _ in fr]
+        if any(FA3_EXPLICIT_VAR in c or _cond_names(c, FA3_OPTION_VAR) for c in conds):
+            continue
+        left.append(i)
+    return left
+
+
+def _patch_fa3_via_option(text, lines, frames, sets, nl):
+    ours = sum(1 for line in lines if _FA3_CAPTURE_RE.match(cmake_code(line)))
+    to_wrap = _option_forcings_left(lines, frames, sets)
     if not to_wrap and not ours:
         return text, NOT_NEEDED
-
-    has_capture = any(_FA3_CAPTURE_RE.match(line) for line in lines)
-    has_forget = any(_FA3_FORGET_RE.match(line) for line in lines)
+    has_capture = bool(ours)
+    has_forget = any(_FA3_FORGET_RE.match(cmake_code(line)) for line in lines)
     option_at = None
     for i, line in enumerate(lines):
-        if _FA3_OPTION_RE.match(line):
+        if _FA3_OPTION_RE.match(cmake_code(line)):
             option_at = i
             break
     need_forget = option_at is not None and not has_forget
@@ -415,8 +602,8 @@ def patch_fa3_option(text):
         # top-level statement holding the first option()/set() of SGL_KERNEL_ENABLE_FA3.
         capture_at = None
         for i, line in enumerate(lines):
-            if _FA3_DEFINE_RE.match(line):
-                capture_at = frames[i][0][1] if frames[i] else i
+            if _FA3_DEFINE_RE.match(cmake_code(line)):
+                capture_at = _top_level_index(frames, i)
                 break
         if capture_at is None:  # cannot happen: a forcing line is such a set()
             raise AnchorMissing("no option()/set() of SGL_KERNEL_ENABLE_FA3")
@@ -434,19 +621,71 @@ def patch_fa3_option(text):
     if need_forget:
         end = cmake_statement_end(lines, option_at)
         if end is None:
-            raise AnchorMissing("the option(SGL_KERNEL_ENABLE_FA3 on line %d is never closed"
-                                % (option_at + 1))
+            raise refuse("an option(SGL_KERNEL_ENABLE_FA3 that is never closed", lines, option_at)
         indent = indent_of(lines[option_at])
         unit = indent_unit(indent)
         edits.append((end + 1, 0, [indent + l for l in (
             "if (NOT %s)" % FA3_EXPLICIT_VAR,
             unit + "# %s: not given on the command line; keep option()'s default as a" % FA3_MARKER,
             unit + "# plain variable and drop the cache entry, so a re-configure still tells the two apart.",
-            unit + 'set(SGL_KERNEL_ENABLE_FA3 "${SGL_KERNEL_ENABLE_FA3}")',
+            unit + "set(SGL_KERNEL_ENABLE_FA3 %s)" % _FA3_FORGET_VALUE,
             unit + "unset(SGL_KERNEL_ENABLE_FA3 CACHE)",
             "endif()",
         )]))
-    # bottom-up, so earlier indices stay valid; at one index replace first, then insert before
+    _apply_line_edits(lines, edits, nl)
+    return "".join(lines), APPLIED
+
+
+def _override_at(lines, var):
+    pattern = re.compile(r"^[ \t]*(?i:set)[ \t]*\([ \t]*%s[ \t]+%s[ \t]*\)"
+                         % (re.escape(var), re.escape(_FA3_OVERRIDE_VALUE)))
+    for i, line in enumerate(lines):
+        if pattern.match(cmake_code(line)):
+            return i
+    return None
+
+
+def _patch_fa3_via_variable(text, lines, frames, tree, nl):
+    """FA3 switched by a plain variable (BUILD_FA3) that the tree forces, with no option():
+    just before the block that builds FA3, an explicit -DSGL_KERNEL_ENABLE_FA3 decides it."""
+    insert_at = _top_level_index(frames, tree.consumer)
+    done = _override_at(lines, tree.var)
+    if done is not None and done < insert_at:
+        return text, ALREADY
+    while insert_at > 0 and body(lines[insert_at - 1]).lstrip().startswith("#"):
+        insert_at -= 1  # above the comment that introduces the FA3 block
+    indent = indent_of(lines[insert_at])
+    unit = indent_unit(indent)
+    block = [indent + l for l in (
+        "# %s: this revision switches FA3 with %s, forced on for newer CUDA, and" % (FA3_MARKER, tree.var),
+        "# has no SGL_KERNEL_ENABLE_FA3 option; an explicit -DSGL_KERNEL_ENABLE_FA3=ON|OFF decides.",
+        "if (DEFINED CACHE{SGL_KERNEL_ENABLE_FA3})",
+        unit + "set(%s %s)" % (tree.var, _FA3_OVERRIDE_VALUE),
+        "endif()",
+    )]
+    insert_lines(lines, insert_at, block, nl)
+    return "".join(lines), APPLIED
+
+
+def _forced_fa3_left(text):
+    """Lines (0-based) where FA3 stays forced whatever -DSGL_KERNEL_ENABLE_FA3 says; [] if none."""
+    lines = split_lines(text)
+    frames = cmake_if_frames(lines)
+    tree = _fa3_tree(lines, frames)
+    sets = _fa3_sets(lines, frames)
+    if tree.kind == "option":
+        return _option_forcings_left(lines, frames, sets)
+    if tree.kind == "variable":
+        start = _top_level_index(frames, tree.consumer)
+        override = _override_at(lines, tree.var)
+        if override is None or override > start:
+            return [start]
+        return [i for i, var, _v, _f in sets if var == tree.var and override < i < start]
+    return []
+
+
+def _apply_line_edits(lines, edits, nl):
+    """Apply (index, is_replacement, new lines) edits bottom-up; at one index replace first."""
     for index, is_replacement, new_lines in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
         if is_replacement:
             old = lines[index]
@@ -454,6 +693,98 @@ def patch_fa3_option(text):
             lines[index:index + 1] = [l + nl for l in new_lines[:-1]] + [new_lines[-1] + end]
         else:
             insert_lines(lines, index, new_lines, nl)
+
+
+def patch_fa3_option(text):
+    """Return (new_text, status): FA3 obeys an explicit -DSGL_KERNEL_ENABLE_FA3=ON|OFF.
+
+    Raises AnchorMissing (with line and construct) for an FA3 construct this patch does not know,
+    and whenever a forced FA3 would remain after patching: "Not needed" is never said then."""
+    nl = newline_of(text)
+    lines = split_lines(text)
+    frames = cmake_if_frames(lines)
+    tree = _fa3_tree(lines, frames)
+    sets = _fa3_sets(lines, frames)
+    if tree.kind == "variable":
+        new_text, status = _patch_fa3_via_variable(text, lines, frames, tree, nl)
+    elif tree.kind == "option" or _option_forcings_left(lines, frames, sets):
+        new_text, status = _patch_fa3_via_option(text, lines, frames, sets, nl)
+    else:
+        new_text, status = text, NOT_NEEDED
+    left = _forced_fa3_left(new_text)
+    if left:
+        new_lines = split_lines(new_text)
+        raise refuse("FA3 would stay forced whatever -DSGL_KERNEL_ENABLE_FA3 says", new_lines, left[0])
+    return new_text, status
+
+
+# --------------------------------------------------------------------------------------------
+# patch: compile-threads-option
+
+THREADS_VAR = "SGL_KERNEL_COMPILE_THREADS"
+_THREADS_ANY_RE = re.compile(r"(?<![\w-])--threads(?![\w-])(?P<sep>=?)(?P<value>[^\s\")]*)")
+_THREADS_CACHE_RE = re.compile(
+    r"^[ \t]*(?i:set)[ \t]*\([ \t]*" + THREADS_VAR + r"[ \t][^)]*\bCACHE\b")
+
+
+def cmake_statement_start(lines, index):
+    """Index of the line on which the command holding lines[index] starts."""
+    start = index
+    depth = 0
+    for i in range(index + 1):
+        code = cmake_code(lines[i])
+        if depth <= 0 and code.strip():
+            start = i
+            depth = 0
+        in_quote = escaped = False
+        for ch in code:
+            if in_quote:
+                if escaped:
+                    escaped = False
+                elif ch == "\\":
+                    escaped = True
+                elif ch == '"':
+                    in_quote = False
+            elif ch == '"':
+                in_quote = True
+            elif ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+    return start
+
+
+def patch_compile_threads(text):
+    """Return (new_text, status): nvcc's ``--threads`` follows -DSGL_KERNEL_COMPILE_THREADS=N.
+
+    Raises AnchorMissing (line and construct) for a ``--threads`` this patch cannot judge."""
+    nl = newline_of(text)
+    lines = split_lines(text)
+    frames = cmake_if_frames(lines)
+    literal = []
+    for i, line in enumerate(lines):
+        for m in _THREADS_ANY_RE.finditer(cmake_code(line)):
+            value = m.group("value")
+            if m.group("sep") and value.isdigit():
+                literal.append((i, value))
+            elif not (m.group("sep") and value == "${%s}" % THREADS_VAR):
+                raise refuse("nvcc --threads given in a form this patch does not know "
+                             "(want --threads=N or --threads=${%s})" % THREADS_VAR, lines, i)
+    if not literal:
+        return text, (ALREADY if any(THREADS_MARKER in line for line in lines) else NOT_NEEDED)
+    for i, _value in literal:
+        code = cmake_code(lines[i])
+        new_code = re.sub(r"--threads=\d+", "--threads=${%s}" % THREADS_VAR, code)
+        lines[i] = new_code + lines[i][len(code):]
+    if not any(_THREADS_CACHE_RE.match(cmake_code(line)) for line in lines):
+        first, value = literal[0]
+        at = _top_level_index(frames, cmake_statement_start(lines, first))
+        indent = indent_of(lines[at])
+        insert_lines(lines, at, [indent + l for l in (
+            "# %s: nvcc ran with a fixed --threads=%s here; as a cache option (same" % (THREADS_MARKER, value),
+            "# default) the build can choose it with -D%s=N (jobs x threads = nvcc processes)." % THREADS_VAR,
+            'set(%s %s CACHE STRING "nvcc threads per CUDA compile job")' % (THREADS_VAR, value),
+        )], nl)
     return "".join(lines), APPLIED
 
 
@@ -695,10 +1026,13 @@ def plan(kernel_dir):
     text = cmake_old
     for name, func in ((POLICY_GUARDS, patch_policy_guards),
                        (CCCL_INCLUDE, patch_cccl_include),
-                       (FA3_OPTION, patch_fa3_option)):
+                       (FA3_OPTION, patch_fa3_option),
+                       (COMPILE_THREADS, patch_compile_threads)):
         try:
             text, status = func(text)
         except AnchorMissing as exc:
+            if exc.line and text != cmake_old:
+                exc = _on_original(func, cmake_old, exc)
             exc.patch, exc.path = name, cmake_path
             errors.append(exc)
             continue
@@ -727,6 +1061,22 @@ def plan(kernel_dir):
     else:
         statuses.append((FA3_IMPORT, NOT_NEEDED))
     return statuses, changes, errors
+
+
+def _on_original(func, original, exc):
+    """The error with its line counted in the file as it is on disk (earlier patches in the chain
+    may have inserted lines above it)."""
+    try:
+        func(original)
+    except AnchorMissing as orig:
+        if orig.construct == exc.construct:
+            return orig
+    for i, line in enumerate(split_lines(original)):
+        if body(line).strip() == exc.construct:
+            exc.line = i + 1
+            return exc
+    exc.line = None
+    return exc
 
 
 def write_all(changes):

@@ -131,9 +131,13 @@ def main(argv=None):
         if args.fa3_fallback is not None:
             try:
                 fa = __import__(args.package + ".flash_attn", fromlist=["_"])
-                is_none = getattr(fa, "flash_ops", "absent") is None
-                check("fa3-fallback", is_none == (args.fa3_fallback == "yes"),
-                      "flash_ops is %s" % ("None" if is_none else "present"))
+                missing = object()
+                fo = getattr(fa, "flash_ops", missing)
+                state = "None (built without FA3)" if fo is None else (
+                    "absent from flash_attn" if fo is missing else "present (FA3 built)")
+                want = "None" if args.fa3_fallback == "yes" else "present"
+                check("fa3-fallback", (fo is None) if args.fa3_fallback == "yes" else (fo is not None and fo is not missing),
+                      "flash_attn.flash_ops is %s; expected %s" % (state, want))
             except Exception as exc:  # noqa: BLE001
                 check("fa3-fallback", False, "import %s.flash_attn failed: %s" % (args.package, exc))
 

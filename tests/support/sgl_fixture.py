@@ -75,6 +75,7 @@ set(SGL_KERNEL_CUDA_FLAGS
     "-DNDEBUG"
     "-O3"
     "--expt-relaxed-constexpr"
+    "--threads=32"
 )
 {fa3_default}
 option(SGL_KERNEL_ENABLE_FP8   "Enable FP8"   ON)
