@@ -69,7 +69,8 @@ class BuildWheelArgs(ActionArgs):
         min_free_disk_mib: free disk space (MiB) required in the workdir's file system (the build's
             TMPDIR is there too).
         min_free_mem_mib: memory (MiB) the build must have, after the cgroup's limit and usage.
-        check_sass: after the build, require every target arch in the built extension's SASS.
+        check_sass: after the build, require every target arch in the built extension's SASS, every
+            ``+PTX`` arch's PTX, and code that runs on every GPU of the host.
         tool: ``"uv"``, ``"pip"``, or ``"auto"`` (uv when the host has it).
         build: ``"once"`` builds one wheel per arch class (hosts that would build the same
             wheel) on one member and pushes it to the others; ``"each"`` builds on every host.
