@@ -35,6 +35,21 @@ DEFAULT_FALLBACK_ARCHS = "9.0a;12.0a"
 #: peaks at 4-8 GiB per translation unit.
 DEFAULT_MEM_PER_JOB_MIB = 6144
 
+#: Memory kept free when deriving MAX_JOBS: the larger of this many MiB and
+#: :data:`MEM_HEADROOM_FRACTION` of what is available (the linker, pip and the backend, the shell,
+#: some page cache), so that the last job does not meet the OOM killer or the cgroup limit.
+MEM_HEADROOM_MIB = 1024
+MEM_HEADROOM_FRACTION = 0.05
+
+#: Variables of the login environment that point tools at another Python environment: every
+#: step runs with those the host's login environment sets unset (CMake's FindPython and uv follow
+#: ``VIRTUAL_ENV``/``CONDA_PREFIX``; ``PYTHONHOME`` breaks every interpreter but the one it names).
+STRAY_ENV = ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONHOME")
+
+#: ``cmake_minimum_required`` floor CMake 4 needs for projects (and their FetchContent and
+#: ExternalProject dependencies) that still declare < 3.5.
+CMAKE_POLICY_VERSION_MINIMUM = "3.5"
+
 #: Minimum nvcc release for the arch-specific (``a``) variant of each compute capability
 #: (CUDA release notes: 9.0a in 12.0; 10.0a/10.1a/12.0a in 12.8; 10.3a/12.1a in 12.9;
 #: 11.0a in 13.0, where 10.1 was renamed 11.0).
@@ -163,12 +178,38 @@ def _num(value: Any) -> float | None:
         return None
 
 
+def stray_env(facts: Mapping[str, Any]) -> dict[str, str]:
+    """The :data:`STRAY_ENV` variables the host's login environment sets (``facts["login_env"]``)."""
+    login = facts.get("login_env") or {}
+    return {k: login[k] for k in STRAY_ENV if login.get(k)}
+
+
+def available_memory_mib(facts: Mapping[str, Any]) -> tuple[float | None, str]:
+    """``(MiB a build may use, where that number comes from)``: the host's ``mem_available_mib``
+    (else ``mem_total_mib``), lowered to what the cgroup still allows (``mem_limit_mib`` minus the
+    cgroup's usage without page cache, cgroup v1 or v2) when that is less."""
+    mem = _num(facts.get("mem_available_mib"))
+    source = "available"
+    if mem is None:
+        mem, source = _num(facts.get("mem_total_mib")), "total"
+    limit = _num(facts.get("mem_limit_mib"))
+    if limit and limit > 0:
+        cg = facts.get("cgroup") or {}
+        used = _num(cg.get("memory_used_mib")) or 0.0
+        free = max(0.0, limit - used)
+        if mem is None or free < mem:
+            mem = free
+            source = (f"cgroup v{cg.get('version') or '?'} limit {int(limit)} MiB, {int(used)} MiB used"
+                      + (f" ({facts['mem_limit_source']})" if facts.get("mem_limit_source") else ""))
+    return mem, source
+
+
 def derive_max_jobs(facts: Mapping[str, Any], mem_per_job_mib: int = DEFAULT_MEM_PER_JOB_MIB) -> tuple[int, str]:
-    """Parallel compile jobs the host can take: ``min(cpus, memory // mem_per_job_mib)``, >= 1.
+    """Parallel compile jobs the host can take: ``min(cpus, (memory - headroom) // mem_per_job_mib)``, >= 1.
 
     CPUs: ``cpu_count`` lowered to the cgroup quota ``cpu_quota`` (rounded up) when set.
-    Memory (MiB): ``mem_available_mib``, else ``mem_total_mib``, lowered to the cgroup limit
-    ``mem_limit_mib`` when set.
+    Memory (MiB): :func:`available_memory_mib` (the cgroup v1/v2 limit counts), minus the headroom
+    ``max(MEM_HEADROOM_MIB, MEM_HEADROOM_FRACTION * memory)``.
 
     Returns:
         ``(jobs, reason)``: the count and one line saying how it was derived.
@@ -180,17 +221,16 @@ def derive_max_jobs(facts: Mapping[str, Any], mem_per_job_mib: int = DEFAULT_MEM
     if quota and quota > 0:
         q = int(-(-quota // 1))
         cpus = min(cpus, q) if cpus else q
-    mem = _num(facts.get("mem_available_mib"))
-    if mem is None:
-        mem = _num(facts.get("mem_total_mib"))
-    limit = _num(facts.get("mem_limit_mib"))
-    if limit and limit > 0:
-        mem = min(mem, limit) if mem is not None else limit
-    by_mem = int(mem // mem_per_job_mib) if mem is not None else None
+    mem, source = available_memory_mib(facts)
+    usable = None
+    if mem is not None:
+        usable = max(0.0, mem - max(MEM_HEADROOM_MIB, MEM_HEADROOM_FRACTION * mem))
+    by_mem = int(usable // mem_per_job_mib) if usable is not None else None
     candidates = [int(c) for c in (cpus, by_mem) if c is not None]
     jobs = max(1, min(candidates)) if candidates else 1
+    mem_text = f"{int(usable)} MiB usable of {int(mem)} MiB {source}" if mem is not None else "memory ?"
     reason = (f"max_jobs {jobs} = min(cpus {int(cpus) if cpus is not None else '?'}, "
-              f"memory {int(mem) if mem is not None else '?'} MiB // {mem_per_job_mib} MiB per job), at least 1")
+              f"{mem_text} // {mem_per_job_mib} MiB per job), at least 1")
     return jobs, reason
 
 
@@ -274,6 +314,19 @@ def build_plan(
     if unsupported:
         notes.append(f"nvcc {cuda.get('version') or '?'} at {cuda.get('nvcc') or '?'} lacks {', '.join(unsupported)}")
 
+    if cuda.get("source") == "interactive login PATH":
+        notes.append(f"nvcc is only on the interactive login PATH (~/.profile or ~/.bashrc after its "
+                     f"non-interactive guard): using {cuda.get('home')} explicitly; set the host var cuda_home "
+                     f"to {cuda.get('home')} to say so")
+    stray = stray_env(raw_facts)
+    if stray:
+        notes.append("the login environment sets " + ", ".join(f"{k}={v}" for k, v in stray.items())
+                     + ": every step runs with them unset")
+    tmp = raw_facts.get("tmp") or {}
+    if tmp.get("noexec") or not tmp.get("writable", True):
+        notes.append(f"TMPDIR {tmp.get('path')} is {'noexec' if tmp.get('noexec') else 'not writable'}: "
+                     "builds use a folder in the workdir instead")
+
     if max_jobs is not None:
         if int(max_jobs) < 1:
             raise ValueError(f"max_jobs must be >= 1, got {max_jobs}")
@@ -328,7 +381,9 @@ def build_environment(
         (``"9.0a;12.0a"``), ``CMAKE_CUDA_ARCHITECTURES`` and ``CUDAARCHS`` (``"90a;120a"``; CMake
         reads ``CUDAARCHS`` as the default of ``CMAKE_CUDA_ARCHITECTURES``), ``MAX_JOBS`` and
         ``CMAKE_BUILD_PARALLEL_LEVEL`` (jobs), ``NVCC_THREADS`` (``"1"``: parallelism comes from
-        jobs, and memory was budgeted per job).
+        jobs, and memory was budgeted per job), ``CMAKE_POLICY_VERSION_MINIMUM`` (``"3.5"``: the
+        environment variable, so that the CMake runs of FetchContent and ExternalProject
+        dependencies get it too, not only the top-level project's cache).
         Without a CUDA toolkit the CUDA_* keys are absent; the build task's preflight must
         check ``facts["cuda"]["nvcc"]``.
     """
@@ -363,6 +418,7 @@ def build_environment(
         "MAX_JOBS": jobs,
         "CMAKE_BUILD_PARALLEL_LEVEL": jobs,
         "NVCC_THREADS": str(plan.get("nvcc_threads") or 1),
+        "CMAKE_POLICY_VERSION_MINIMUM": CMAKE_POLICY_VERSION_MINIMUM,
     })
     for name, value in (overrides or {}).items():
         if value is None:
@@ -385,7 +441,7 @@ def cmake_defines(facts: Mapping[str, Any], extra: Mapping[str, Any] | None = No
     plan = _plan(facts)
     cuda = facts.get("cuda") or {}
     defines = {
-        "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
+        "CMAKE_POLICY_VERSION_MINIMUM": CMAKE_POLICY_VERSION_MINIMUM,
         "CMAKE_CUDA_ARCHITECTURES": plan["cuda_architectures"],
     }
     if cuda.get("nvcc"):

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .build import DEFAULT_FALLBACK_ARCHS, build_plan
+from .cudacompat import parse_tokens, with_toolkit_for
 from .connection.base import Connection
 from .errors import FleetError, TaskFailed
 from .scripts import script_path
@@ -104,7 +105,9 @@ async def gather_facts(
 
     Returns:
         The script's JSON object (see ``playbooks/scripts/facts.py``) with ``reachable: True``
-        and ``build`` (see :func:`fleetctl.build.build_plan`) added.
+        and ``build`` (see :func:`fleetctl.build.build_plan`) added. When the toolkit found first
+        cannot compile the host's archs and another one of the host's toolkits can (the newest
+        such), ``cuda`` describes that one and a build note says so (unless ``cuda_home`` pins it).
 
     Raises:
         TaskFailed: the script could not run or printed no JSON (names host and first stderr line).
@@ -122,6 +125,12 @@ async def gather_facts(
     facts = parse_facts_output(conn.host, result.rc, result.stdout_text, result.stderr_text)
     try:
         facts["build"] = build_plan(facts, fallback_archs=fallback_archs, max_jobs=max_jobs)
+        switched, note = with_toolkit_for(facts, parse_tokens(facts["build"]["torch_cuda_arch_list"]),
+                                          pinned=bool(cuda_home))
+        if note:
+            facts = dict(switched)
+            facts["build"] = build_plan(facts, fallback_archs=fallback_archs, max_jobs=max_jobs)
+            facts["build"]["notes"].insert(0, note)
     except ValueError as exc:
         raise FleetError(f"{conn.host}: cannot plan the build: {exc}") from None
     facts["reachable"] = True

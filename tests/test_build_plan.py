@@ -204,12 +204,15 @@ def test_a_variant_needs_new_enough_nvcc():
 
 
 @pytest.mark.parametrize("facts, jobs", [
-    ({"cpu_count": 128, "mem_available_mib": 64 * 1024}, 10),           # memory-bound
+    ({"cpu_count": 128, "mem_available_mib": 64 * 1024}, 10),           # memory-bound, 5 % kept free
     ({"cpu_count": 2, "mem_available_mib": 23671}, 2),                   # CPU-bound
     ({"cpu_count": 64, "mem_available_mib": 4000}, 1),                   # at least 1
     ({"cpu_count": 64, "mem_total_mib": 2 * 1024 * 1024}, 64),           # total when available unknown
     ({"cpu_count": 64, "cpu_quota": 3.5, "mem_available_mib": 10 ** 6}, 4),   # cgroup CPU quota, rounded up
     ({"cpu_count": 64, "mem_available_mib": 10 ** 6, "mem_limit_mib": 16384}, 2),  # cgroup memory limit
+    ({"cpu_count": 64, "mem_available_mib": 10 ** 6, "mem_limit_mib": 16384,       # what the cgroup's
+      "cgroup": {"version": 1, "memory_used_mib": 8192}}, 1),                     # processes already use
+    ({"cpu_count": 64, "mem_available_mib": 7000}, 1),                   # 1024 MiB kept free at least
     ({"mem_available_mib": 30000}, 4),                                   # CPUs unknown
     ({"cpu_count": 8}, 8),                                               # memory unknown
     ({}, 1),
@@ -221,10 +224,14 @@ def test_max_jobs(facts, jobs):
 
 def test_max_jobs_reason_and_override():
     jobs, reason = derive_max_jobs({"cpu_count": 128, "mem_available_mib": 65536})
-    assert reason == "max_jobs 10 = min(cpus 128, memory 65536 MiB // 6144 MiB per job), at least 1"
+    assert reason == "max_jobs 10 = min(cpus 128, 62259 MiB usable of 65536 MiB available // 6144 MiB per job), at least 1"
+    _, reason = derive_max_jobs({"cpu_count": 8, "mem_available_mib": 65536, "mem_limit_mib": 4096,
+                                 "cgroup": {"version": 2, "memory_used_mib": 96},
+                                 "mem_limit_source": "cgroup v2 /sys/fs/cgroup/a/memory.max"})
+    assert "of 4000 MiB cgroup v2 limit 4096 MiB, 96 MiB used (cgroup v2 /sys/fs/cgroup/a/memory.max)" in reason
     plan = build_plan({"cpu_count": 128, "mem_available_mib": 65536}, max_jobs=3)
     assert plan["max_jobs"] == 3 and "max_jobs 3 as configured" in plan["notes"]
-    assert build_plan({"cpu_count": 128, "mem_available_mib": 65536}, mem_per_job_mib=4096)["max_jobs"] == 16
+    assert build_plan({"cpu_count": 128, "mem_available_mib": 65536}, mem_per_job_mib=4096)["max_jobs"] == 15
     with pytest.raises(ValueError):
         build_plan({}, max_jobs=0)
     with pytest.raises(ValueError):
@@ -251,7 +258,7 @@ def test_plan_properties(gpu_caps, cpus, mem):
     assert plan["cuda_architectures"].split(";") == [cuda_arch(a) for a in archs]
     assert plan["mixed_sm"] is (len(set(gpu_caps)) > 1)
     assert 1 <= plan["max_jobs"] <= cpus
-    assert plan["max_jobs"] == max(1, min(cpus, mem // 6144))
+    assert plan["max_jobs"] == max(1, min(cpus, int(max(0, mem - max(1024, mem * 0.05)) // 6144)))
     assert sorted(i for t in plan["targets"] for i in t["gpus"]) == list(range(len(gpu_caps)))
     assert plan["unsupported"] == []  # nvcc 13 knows every one of these
 
@@ -275,6 +282,7 @@ def test_build_environment_from_facts():
         "MAX_JOBS": "2",
         "CMAKE_BUILD_PARALLEL_LEVEL": "2",
         "NVCC_THREADS": "1",
+        "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
     }
 
 

@@ -19,10 +19,11 @@ pytestmark = pytest.mark.sshd
 
 
 def make_host_venv(path: Path) -> str:
-    """A real venv for one test host. torch and the build requirements come from the controller's
-    environment through a .pth file (so each host venv costs seconds, not a torch install); what
+    """A real venv for one test host. torch, pip, setuptools and the build requirements come from the
+    controller's environment through a .pth file (so each host venv costs seconds, not a torch
+    install; no ensurepip copies of an older pip and setuptools shadow the controller's); what
     fleetctl installs lands in the host venv's own site-packages, which comes first on sys.path."""
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
     purelib = subprocess.run([str(path / "bin" / "python3"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()
     Path(purelib, "_controller_site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
@@ -30,7 +31,9 @@ def make_host_venv(path: Path) -> str:
 
 
 def host_entry(farm, host, tmp_path: Path, **extra) -> dict:
-    return {**host.inventory_vars(farm.known_hosts), "workdir": str(tmp_path / "work" / host.name), **extra}
+    # the test hosts' GPUs are a fake nvidia-smi and the controller's torch is a CPU build: verify on the CPU
+    return {**host.inventory_vars(farm.known_hosts), "workdir": str(tmp_path / "work" / host.name),
+            "verify_device": "cpu", **extra}
 
 
 def test_deploy_builds_each_host_for_its_own_sm_installs_and_verifies(sshd_farm, tmp_path):
@@ -98,7 +101,7 @@ def test_preflight_fails_in_seconds_with_the_cause(sshd_farm, tmp_path):
     cases = {
         "badvenv": ({"venv": str(tmp_path / "no-such-venv")}, [H200], "does not exist"),
         "nonvcc": ({"venv": venv, "cuda_home": str(tmp_path / "no-cuda")}, [H200], "has no bin/nvcc"),
-        "oldarch": ({"venv": venv}, [("7.7", "Imaginary GPU", 1024)], "does not support compute_77"),
+        "oldarch": ({"venv": venv}, [("7.7", "Imaginary GPU", 1024)], "rejects compute_77"),
     }
     hosts = {}
     for name, (extra, gpus, _) in cases.items():

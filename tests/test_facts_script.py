@@ -296,12 +296,15 @@ def test_fake_cuda_home(tmp_path, light_venv):
     home = write_fake_cuda(tmp_path / "cuda-12.4")
     facts, _ = run_script("--workdir", tmp_path, "--cuda-home", home, venv=light_venv)
     cuda = facts["cuda"]
+    toolkits = cuda.pop("toolkits")
     assert cuda == {
-        "home": str(home), "nvcc": str(home / "bin" / "nvcc"), "version": "12.4",
-        "archs": ["compute_50", "compute_80", "compute_90"], "codes": ["sm_50", "sm_80", "sm_90"],
+        "home": str(home), "nvcc": str(home / "bin" / "nvcc"), "nvcc_realpath": str(home / "bin" / "nvcc"),
+        "version": "12.4", "archs": ["compute_50", "compute_80", "compute_90"], "codes": ["sm_50", "sm_80", "sm_90"],
         "cuobjdump": str(home / "bin" / "cuobjdump"), "cuobjdump_source": "cuda home",
         "cccl_include": None, "source": "cuda_home var", "requested_home": str(home), "error": None,
     }
+    assert toolkits[0] == {"home": str(home), "nvcc": str(home / "bin" / "nvcc"), "nvcc_realpath": str(home / "bin" / "nvcc"),
+                           "version": "12.4", "archs": ["compute_50", "compute_80", "compute_90"], "source": "cuda_home var"}
 
 
 def test_nvcc_search_order(tmp_path, monkeypatch):
@@ -313,7 +316,7 @@ def test_nvcc_search_order(tmp_path, monkeypatch):
         ("CUDA_HOME env", "/opt/cuda-env"),
         ("/usr/local/cuda", "/usr/local/cuda"),
         ("PATH", str(home)),
-    ]
+    ] + [("/usr/local/cuda-*", h) for h in fs.versioned_toolkits()]
 
 
 def test_cuda_home_env_var_is_searched(tmp_path, light_venv):
@@ -365,6 +368,7 @@ def test_missing_cuda_home_is_reported_then_falls_back(tmp_path, light_venv):
 def test_no_cuda_anywhere(tmp_path, monkeypatch):
     # run the probe in-process with /usr/local/cuda and PATH pointing nowhere
     monkeypatch.setattr(fs, "_nvcc_home_candidates", lambda home: iter([("cuda_home var", str(tmp_path / "x"))]))
+    monkeypatch.setattr(fs, "login_path_nvcc", lambda: (None, "no nvcc on the interactive login PATH of bash either"))
     cuda = fs.probe_cuda(str(tmp_path / "x"))
     assert cuda["nvcc"] is None and cuda["home"] is None and cuda["source"] is None
     assert "has no executable bin/nvcc" in cuda["error"] and "nvcc not found" in cuda["error"]
@@ -581,6 +585,18 @@ def test_gather_facts_no_gpu_uses_fallback_and_passes_vars(tmp_path, smi_dir):
     assert facts["python"]["exists"] is False
 
 
+def test_gather_facts_picks_the_newest_toolkit_that_builds_the_hosts_archs(tmp_path, smi_dir):
+    write_fake_nvidia_smi(smi_dir, [RTX_PRO_6000])
+    old = write_fake_cuda(tmp_path / "cuda-12.4", archs=("compute_80", "compute_90"))  # knows no compute_120
+    conn = SubprocessConnection("node03", tmp_path / "home", path_dirs=[smi_dir], env={"CUDA_HOME": str(old)})
+    facts = asyncio.run(gather_facts(conn, workdir="w", python=sys.executable))
+    assert facts["cuda"]["home"].startswith("/usr/local/cuda") and facts["cuda"]["version"].startswith("13.")  # CI's toolkit
+    assert facts["build"]["unsupported"] == []
+    assert facts["build"]["notes"][0].startswith(f"nvcc 12.4 at {old}/bin/nvcc cannot build 12.0a: using nvcc")
+    pinned = asyncio.run(gather_facts(conn, workdir="w", python=sys.executable, cuda_home=str(old)))
+    assert pinned["cuda"]["home"] == str(old) and pinned["build"]["unsupported"] == ["compute_120a"]
+
+
 def test_gather_facts_without_python_names_host_and_stderr(tmp_path):
     fake_python = tmp_path / "python3"
     fake_python.write_text("#!/bin/sh\necho 'bash: line 1: python3: command not found' >&2\nexit 127\n")
@@ -625,3 +641,94 @@ def test_script_path(monkeypatch, tmp_path):
     (tmp_path / "facts.py").write_text("#")
     monkeypatch.setenv("FLEETCTL_SCRIPTS_DIR", str(tmp_path))
     assert script_path("facts.py") == tmp_path / "facts.py"
+
+
+def test_toolkit_only_on_the_interactive_login_path_is_found(tmp_path, monkeypatch):
+    home = write_fake_cuda(tmp_path / "opt-cuda", version="12.9")
+    shell = tmp_path / "bin" / "bash"  # stands in for `bash -l -i -c CMD`: what ~/.bashrc would add
+    shell.parent.mkdir()
+    shell.write_text(f"#!/bin/sh\necho Welcome!\necho '@@FLEETCTL_PATH@@/usr/bin:{home}/bin@@FLEETCTL_PATH@@'\n")
+    shell.chmod(0o755)
+    monkeypatch.setenv("SHELL", str(shell))
+    monkeypatch.setattr(fs, "_nvcc_home_candidates", lambda h: iter([("/usr/local/cuda", str(tmp_path / "none"))]))
+    cuda = fs.probe_cuda(None)
+    assert cuda["home"] == str(home) and cuda["source"] == "interactive login PATH" and cuda["version"] == "12.9"
+    assert fs.parse_login_path("motd\n@@FLEETCTL_PATH@@/a:/b@@FLEETCTL_PATH@@\nbye") == "/a:/b"
+    monkeypatch.setenv("SHELL", "/bin/tcsh")
+    assert fs.login_path_nvcc() == (None, "login shell /bin/tcsh not asked")
+
+
+def test_versioned_toolkits_newest_first(tmp_path):
+    for name in ("cuda-12.9", "cuda-13.0", "cuda-12.10", "cuda-11.8"):
+        (tmp_path / name).mkdir()
+    got = [Path(p).name for p in fs.versioned_toolkits(str(tmp_path / "cuda-*"))]
+    assert got == ["cuda-13.0", "cuda-12.10", "cuda-12.9", "cuda-11.8"]
+
+
+MOUNTINFO_V1 = """\
+30 24 0:26 / /sys/fs/cgroup ro,nosuid,nodev,noexec - tmpfs tmpfs ro,mode=755
+31 30 0:27 / /sys/fs/cgroup/unified rw,nosuid,nodev,noexec,relatime - cgroup2 cgroup2 rw,nsdelegate
+35 30 0:31 / /sys/fs/cgroup/memory rw,nosuid,nodev,noexec,relatime - cgroup cgroup rw,memory
+36 30 0:32 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid,nodev,noexec,relatime - cgroup cgroup rw,cpu,cpuacct
+"""
+MOUNTINFO_V2_CONTAINER = "1093 1083 0:29 /kubepods/pod1/ctr /sys/fs/cgroup ro,nosuid - cgroup2 cgroup rw\n"
+
+
+def test_cgroup_parsers():
+    assert fs.parse_proc_cgroup("12:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n0::/\n") == {
+        "v2": "/", "v1": {"memory": "/docker/abc", "cpu": "/docker/abc", "cpuacct": "/docker/abc"}}
+    mounts = fs.parse_mountinfo_cgroups(MOUNTINFO_V1)
+    assert mounts["v2"] == ("/", "/sys/fs/cgroup/unified")
+    assert mounts["v1"] == {"memory": ("/", "/sys/fs/cgroup/memory"), "cpu": ("/", "/sys/fs/cgroup/cpu,cpuacct")}
+    assert fs.cgroup_dir(mounts["v1"]["memory"], "/docker/abc") == "/sys/fs/cgroup/memory/docker/abc"
+    inner = fs.parse_mountinfo_cgroups(MOUNTINFO_V2_CONTAINER)["v2"]
+    assert fs.cgroup_dir(inner, "/kubepods/pod1/ctr") == "/sys/fs/cgroup"  # a container sees its cgroup as /
+    assert fs.parse_memory_max("9223372036854771712\n") is None  # cgroup v1's "unlimited"
+    assert fs.parse_memory_max("536870912") == 512
+    assert fs.parse_cfs_quota("-1", "100000") is None and fs.parse_cfs_quota("150000", "100000") == 1.5
+    assert fs.parse_memory_stat_inactive_file("anon 5\ninactive_file 1048576\n", 2) == 1048576
+    assert fs.parse_memory_stat_inactive_file("cache 9\ntotal_inactive_file 2097152\n", 1) == 2097152
+
+
+def _cgroup_tree(root: Path, version: int, limits: dict, usage: int) -> tuple[Path, Path]:
+    """A recorded cgroup file tree (what the kernel shows) and its /proc files."""
+    if version == 2:
+        mount = root / "sys" / "fs" / "cgroup"
+        (mount / "a" / "b").mkdir(parents=True)
+        (mount / "cgroup.controllers").write_text("cpu memory pids\n")
+        for rel, text in limits.items():
+            (mount / rel).write_text(text)
+        (mount / "a" / "b" / "memory.current").write_text(str(usage))
+        (mount / "a" / "b" / "memory.stat").write_text("inactive_file 0\n")
+        proc, info = "0::/a/b\n", f"31 30 0:27 / {mount} rw - cgroup2 cgroup2 rw\n"
+    else:
+        mount = root / "memory"
+        (mount / "a" / "b").mkdir(parents=True)
+        for rel, text in limits.items():
+            (mount / rel).write_text(text)
+        (mount / "a" / "b" / "memory.usage_in_bytes").write_text(str(usage))
+        proc, info = "4:memory:/a/b\n", f"35 30 0:31 / {mount} rw - cgroup cgroup rw,memory\n"
+    (root / "cgroup").write_text(proc)
+    (root / "mountinfo").write_text(info)
+    return root / "cgroup", root / "mountinfo"
+
+
+@pytest.mark.parametrize("version,limits", [
+    (2, {"a/memory.max": "1073741824\n", "a/b/memory.max": "max\n", "a/b/cpu.max": "200000 100000\n"}),
+    (1, {"a/memory.limit_in_bytes": "1073741824\n", "a/b/memory.limit_in_bytes": "9223372036854771712\n"}),
+])
+def test_the_lowest_limit_up_the_tree_applies(tmp_path, version, limits):
+    proc, info = _cgroup_tree(tmp_path, version, limits, usage=256 * 1024 * 1024)
+    cg = fs.probe_cgroup(str(proc), str(info))
+    assert cg["version"] == version and cg["memory_limit_mib"] == 1024 and cg["memory_used_mib"] == 256
+    assert cg["memory_limit_file"].endswith("/a/" + ("memory.max" if version == 2 else "memory.limit_in_bytes"))
+    assert cg["cpu_quota"] == (2.0 if version == 2 else None)
+
+
+def test_tmp_workdir_and_login_env_facts(tmp_path, light_venv):
+    facts, _ = run_script("--workdir", tmp_path, venv=light_venv,
+                          env={"TMPDIR": str(tmp_path), "VIRTUAL_ENV": "/stray/venv", "CONDA_PREFIX": "/opt/conda"})
+    assert facts["tmp"]["path"] == str(tmp_path) and facts["tmp"]["noexec"] is False and facts["tmp"]["writable"]
+    assert facts["workdir_fs"]["path"] == str(tmp_path) and facts["workdir_fs"]["free_mib"] > 0
+    assert facts["login_env"] == {"VIRTUAL_ENV": "/stray/venv", "CONDA_PREFIX": "/opt/conda", "TMPDIR": str(tmp_path)}
+    assert facts["python"]["prefix"] == str(light_venv)  # the probe did not run in the stray environment

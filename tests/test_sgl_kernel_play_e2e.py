@@ -44,7 +44,7 @@ def test_sgl_kernel_play_patches_idempotently_and_plans_the_blackwell_build(sshd
     build_lines = [ln for ln in plan.stdout.splitlines() if "[Build sgl-kernel" in ln and '"argv"' in ln
                    and "--no-build-isolation" in ln]
     assert build_lines, plan.stdout[-3000:]
-    planned = json.loads(build_lines[-1].split("] ", 1)[1])
+    planned = json.loads(build_lines[-1].split("] ", 1)[1])  # the build command itself
     argv = " ".join(planned["argv"])
     for define in ("SGL_KERNEL_ENABLE_FP4=ON", "SGL_KERNEL_ENABLE_FA3=OFF", "ENABLE_BELOW_SM90=OFF",
                    "CMAKE_CUDA_ARCHITECTURES=120a", "CMAKE_POLICY_VERSION_MINIMUM=3.5"):

@@ -136,7 +136,7 @@ class Connection(abc.ABC):
         self,
         argv: Sequence[str],
         *,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str | None] | None = None,
         cwd: str | None = None,
         timeout_s: float | None = None,
         on_line: LineCallback | None = None,
@@ -153,7 +153,9 @@ class Connection(abc.ABC):
 
         Args:
             argv: program and arguments, exactly as the remote process must receive them.
-            env: variables added to (or replacing those of) the login environment.
+            env: variables added to (or replacing those of) the login environment; a ``None``
+                value unsets that variable (``env -u NAME``), e.g. a ``VIRTUAL_ENV`` the login
+                shell exports.
             cwd: working directory on the host; the login directory when ``None``.
             timeout_s: deadline in seconds; the remote process is stopped when it passes.
             on_line: called for every output line as it arrives.
@@ -201,7 +203,7 @@ class Connection(abc.ABC):
 
     async def open_companion(self) -> "Connection":
         """A second, open connection to the same host for a process that lives as long as the
-        run (the deploy lock, :mod:`fleetctl.hostlock`), so that it never takes one of this
+        run (the deploy lock, :mod:`fleetctl.engine.hostlock`), so that it never takes one of this
         connection's sessions (a host with ``MaxSessions 1`` has just one). Close it when done.
         The default is this connection itself, for transports without a session limit.
 

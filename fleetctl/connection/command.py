@@ -16,6 +16,10 @@ starts the command in its own session (``setsid``) with stdin from /dev/null, an
 channel's stdin. When the channel closes (the controller timed the command out, was interrupted,
 or the connection dropped), the watcher sees EOF and stops the command's whole process group
 (TERM, then KILL after 5 s), so a build never keeps running unobserved.
+
+Unsetting: an environment value of ``None`` removes that variable from the command's environment
+(``env -u NAME``, understood by GNU coreutils, BSD and busybox ``env``), so a variable the login
+shell exports (a stray ``VIRTUAL_ENV`` or ``CONDA_PREFIX``) never reaches the command.
 """
 
 from __future__ import annotations
@@ -52,8 +56,9 @@ SUPERVISOR = (
 )
 
 
-def validate_env(env: Mapping[str, str]) -> None:
-    """Check that every name is a POSIX environment variable name and every value a string.
+def validate_env(env: Mapping[str, str | None]) -> None:
+    """Check that every name is a POSIX environment variable name and every value a string, or
+    ``None`` (the variable is unset).
 
     Raises:
         ValueError: naming the offending variable.
@@ -61,24 +66,34 @@ def validate_env(env: Mapping[str, str]) -> None:
     for name, value in env.items():
         if not isinstance(name, str) or not _ENV_NAME.match(name):
             raise ValueError(f"invalid environment variable name {name!r}")
+        if value is None:
+            continue
         if not isinstance(value, str):
             raise ValueError(f"environment variable {name}: value must be a string, got {type(value).__name__}")
         if "\x00" in value:
             raise ValueError(f"environment variable {name}: value contains a NUL byte")
 
 
+def env_argv(env: Mapping[str, str | None]) -> list[str]:
+    """``["env", "-u", "GONE", "NAME=VALUE", ...]``: the ``env`` prefix that unsets the names whose
+    value is ``None`` and sets the others (in ``env``'s order; unsets first)."""
+    validate_env(env)
+    unset = [a for k, v in env.items() if v is None for a in ("-u", k)]
+    return ["env", *unset, *(f"{k}={v}" for k, v in env.items() if v is not None)]
+
+
 def wrap_argv(
     argv: Sequence[str],
     *,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str | None] | None = None,
     cwd: str | None = None,
     supervise: bool = False,
     become: bool = False,
 ) -> list[str]:
     """Return the argv that, run by any POSIX ``exec``, runs ``argv`` with ``env`` in ``cwd``.
 
-    ``/usr/bin/env NAME=VALUE... ARGV`` sets the variables (``env`` looks the program up on the
-    new PATH); a ``/bin/sh -c`` with a fixed script changes directory first when ``cwd`` is given.
+    ``/usr/bin/env [-u GONE]... NAME=VALUE... ARGV`` sets the variables (a ``None`` value unsets
+    one; ``env`` looks the program up on the new PATH); a ``/bin/sh -c`` with a fixed script changes directory first when ``cwd`` is given.
     ``become`` runs it all under ``sudo -n`` (never prompts: a sudo that wants a password fails at
     once) with the variables set *inside* sudo, so sudo's ``secure_path`` and ``env_reset`` cannot
     drop them. ``supervise`` adds :data:`SUPERVISOR` around everything.
@@ -94,8 +109,7 @@ def wrap_argv(
             raise ValueError("argument contains a NUL byte")
     out = list(argv)
     if env:
-        validate_env(env)
-        out = ["env", *(f"{k}={v}" for k, v in env.items()), *out]
+        out = [*env_argv(env), *out]
     if cwd:
         out = ["/bin/sh", "-c", _CD_SCRIPT, "fleetctl-cd", cwd, *out]
     if become:
@@ -108,7 +122,7 @@ def wrap_argv(
 def remote_command_line(
     argv: Sequence[str],
     *,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str | None] | None = None,
     cwd: str | None = None,
     supervise: bool = False,
     become: bool = False,

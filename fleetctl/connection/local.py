@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import CommandTimeout, TransferError
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback, OutputLine
-from .command import validate_env
+from .command import env_argv, validate_env
 from .streams import OutputTail, pump_lines
 
 
@@ -39,7 +39,7 @@ class LocalConnection(Connection):
         self,
         argv: Sequence[str],
         *,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str | None] | None = None,
         cwd: str | None = None,
         timeout_s: float | None = None,
         on_line: LineCallback | None = None,
@@ -47,7 +47,8 @@ class LocalConnection(Connection):
         become: bool = False,
         capture_bytes: int | None = CAPTURE_BYTES,
     ) -> CommandResult:
-        """Run ``argv`` in a new process group; see :meth:`Connection.run`.
+        """Run ``argv`` in a new process group; see :meth:`Connection.run` (a ``None`` value in
+        ``env`` removes that variable from the controller's environment for the command).
 
         On timeout the whole process group gets SIGTERM, then SIGKILL after 5 s.
         """
@@ -55,9 +56,13 @@ class LocalConnection(Connection):
         full_env = dict(os.environ)
         if env:
             validate_env(env)
-            full_env.update(env)
+            for name, value in env.items():
+                if value is None:
+                    full_env.pop(name, None)
+                else:
+                    full_env[name] = value
         if become:
-            argv = ["sudo", "-n", "--", "env", *(f"{k}={v}" for k, v in (env or {}).items()), *argv]
+            argv = ["sudo", "-n", "--", *env_argv(env or {}), *argv]
         started = time.monotonic()
         try:
             proc = await asyncio.create_subprocess_exec(

@@ -22,6 +22,7 @@ import time
 from collections.abc import Generator
 from typing import Any
 
+from ..build import stray_env
 from ..connection.base import CommandResult, OutputLine
 from ..errors import FleetError, TransferError
 from ..tasks import steps as S
@@ -51,7 +52,8 @@ class StepRunner:
         clock: the task's deadline.
         classes: the run's arch-class coordinator.
         task: the task's display name (for events).
-        env: the task's rendered ``env``, added to every command.
+        env: the task's rendered ``env``, added to every command, over the unsetting (``None``) of
+            :data:`fleetctl.build.STRAY_ENV` variables the host's login environment sets.
         become: run commands through ``sudo -n``.
     """
 
@@ -64,7 +66,9 @@ class StepRunner:
         self.clock = clock
         self.classes = classes
         self.task = task
-        self.env = dict(env or {})
+        # what the host's login environment sets that points at another Python environment is
+        # unset for every command (facts["login_env"]); the task's and the step's env come on top
+        self.env = {**{name: None for name in stray_env(session.facts)}, **dict(env or {})}
         self.become = become
         self.planned: list[dict[str, Any]] = []
         #: a command was simulated (dry run): later probes of this host may see a stale state

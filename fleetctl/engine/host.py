@@ -56,7 +56,8 @@ def _view(session: HostSession, playbook: Any, opts: PassOptions, env: dict[str,
         name=session.name, facts=session.facts, venv=session.venv, python=session.python, workdir=session.workdir,
         run_dir=session.run_dir, playbook_dir=playbook.playbook_dir, project_root=REPO_ROOT,
         cuda_home=session.host.settings.cuda_home, build_host=session.host.settings.build_host,
-        files=dict(session.files), trees=dict(session.trees), force=opts.force, build_each=opts.build_each, env=env)
+        files=dict(session.files), trees=dict(session.trees), sources=dict(session.sources), force=opts.force,
+        build_each=opts.build_each, env=env)
 
 
 async def _run_task(task: Any, session: HostSession, playbook: Any, *, apply: bool, run: RunModel,
@@ -132,6 +133,7 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
         if not result.status.is_failure:
             session.files.update(result.files)
             session.trees.update(result.trees)
+            session.sources.update(result.sources)
         status = result.status
         msg = result.msg
         if not is_selected and status is not Status.SKIPPED:

@@ -347,6 +347,7 @@ async def _plan(session: HostSession, playbook: Any, tasks: list[Any], selected:
         session.registered.clear()
         session.files.clear()
         session.trees.clear()
+        session.sources.clear()
 
 
 def _record_connection(run: RunModel, observers: Observers, host: str, stats: dict | None, *,

@@ -62,6 +62,7 @@ class HostSession:
         registered: results registered by tasks (``register:``).
         files: remote path -> sha256 of what this run's tasks left there (see ``TaskResult.files``).
         trees: remote folder -> tree hash of what this run's ``copy`` tasks put there.
+        sources: remote folder -> the controller folder this run's ``copy`` tasks put there.
         probes: read-only command results, reused until the host is first changed.
     """
 
@@ -74,6 +75,7 @@ class HostSession:
     registered: dict[str, Any] = field(default_factory=dict)
     files: dict[str, str | None] = field(default_factory=dict)
     trees: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
     probes: dict[tuple, Any] = field(default_factory=dict)
     #: async callables run before the connection closes (the deploy lock's release)
     cleanups: list[Any] = field(default_factory=list)

@@ -48,6 +48,8 @@ class TaskResult:
             them in :attr:`HostView.files` instead of probing.
         trees: remote folder -> the tree hash of the files the task put there (see
             :func:`fleetctl.build.keys.tree_hash`).
+        sources: remote folder -> the controller folder the task copied there, so a later task
+            can read the tree's own files (a build's ``pyproject.toml``) before it is uploaded.
     """
 
     status: Status
@@ -58,6 +60,7 @@ class TaskResult:
     stderr: str = ""
     files: dict[str, str | None] = field(default_factory=dict)
     trees: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
 
     def as_registered(self) -> dict[str, Any]:
         """The value ``register:`` stores: status, rc, msg, stdout, stderr, data, and the flags
@@ -86,6 +89,7 @@ class HostView:
         project_root: the fleetctl checkout (default scripts live under ``playbooks/scripts``).
         files: remote path -> sha256 known from earlier tasks of this run (``None``: will exist).
         trees: remote folder -> tree hash of what an earlier ``copy`` put there.
+        sources: remote folder -> the controller folder an earlier ``copy`` put there.
         force: ``--force``: rebuild and reinstall even when nothing changed.
         build_each: ``--build each``: every host builds its own wheel.
         env: the task's rendered ``env`` (added to every command the engine runs for it).
@@ -103,6 +107,7 @@ class HostView:
     build_host: str | None = None
     files: Mapping[str, str | None] = field(default_factory=dict)
     trees: Mapping[str, str] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict)
     force: bool = False
     build_each: bool = False
     env: Mapping[str, str] = field(default_factory=dict)
@@ -152,13 +157,21 @@ def first_error_line(res: CommandResult) -> str:
     """The most telling line of a failed command, for the one-line summary.
 
     A compiler's own diagnostic (``file.cu(13): error: ...``, ``file.cpp:3:5: error: ...``,
-    ``nvcc fatal : ...``, ``CMake Error at ...``) wins over the front end's wrap-up (pip's ``Failed
-    to build``): the first such line is the cause, the rest follow from it. Otherwise the last
-    ``error``-looking line, else the last line.
+    ``nvcc fatal : ...``, ``CMake Error at ...`` with its indented message) wins over the front
+    end's wrap-up (pip's ``Failed to build``): the first such line is the cause, the rest follow
+    from it. Otherwise the last ``error``-looking line, else the last line.
     """
-    lines = [ln.strip() for ln in (res.stderr_text + "\n" + res.stdout_text).splitlines() if ln.strip()]
-    for line in lines:
+    raw = (res.stderr_text + "\n" + res.stdout_text).splitlines()
+    lines = [ln.strip() for ln in raw if ln.strip()]
+    for i, line in enumerate(raw):
+        line = line.strip()
         if _COMPILER_ERROR.search(line):
+            if line.startswith("CMake Error") and line.endswith(":"):  # its message follows, indented
+                indent = len(raw[i]) - len(raw[i].lstrip())
+                for more in raw[i + 1:]:
+                    if not more.strip() or len(more) - len(more.lstrip()) <= indent:
+                        break
+                    line += " " + more.strip()
             return line[:300]
     for line in reversed(lines):
         if re.search(r"error|fatal|failed|not found|killed|Traceback", line, re.I):

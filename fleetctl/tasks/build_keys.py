@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import posixpath
 import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..build import config_settings_args, cuda_arch, parse_arch_list, unsupported_archs, wheel_defines
+from ..build import config_settings_args, wheel_defines
 from ..connection.base import CommandResult
+from ..cudacompat import ArchToken, parse_tokens
 from .steps import Run, probe
 
 #: The stamp a build leaves next to its wheel (``<out_dir>/<key16>/``).
@@ -25,32 +25,33 @@ STAMP_NAME = ".fleetctl-build.json"
 
 KILLED = re.compile(r"\bKilled\b|out of memory|Cannot allocate memory|signal 9|std::bad_alloc", re.I)
 
-_PYTHON_PROBE = (
-    "import importlib.util, json, sys\n"
-    "print(json.dumps({'executable': sys.executable, 'prefix': sys.prefix,"
-    " 'missing': [m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]}))\n"
-)
-
 _STAMPS = (f'for f in "$1"/*/{STAMP_NAME}; do [ -f "$f" ] || continue; w=$(sed -n \'s/.*"wheel": "\\([^"]*\\)".*/\\1/p\' "$f"); '
            '[ -n "$w" ] && [ -f "$w" ] && { cat "$f"; echo; }; done; '
            'for f in "$2"/*.json; do [ -f "$f" ] && { printf "INSTALLED "; cat "$f"; echo; }; done; true')
 
 
-def _version(text: str | None) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", text or "")[:3])
-
-
 def target_plan(facts: Mapping[str, Any], args: Any) -> dict[str, Any]:
     """The build plan from facts (:func:`fleetctl.build.build_plan`), with the task's ``archs`` and
-    ``max_jobs`` overrides applied."""
+    ``max_jobs`` overrides applied. ``+PTX`` is kept: ``"8.0+PTX;9.0a"`` stays in
+    ``torch_cuda_arch_list`` (torch embeds ``compute_80`` PTX beside the SASS) and becomes
+    ``"80;90a"`` in ``cuda_architectures`` (CMake's plain number means SASS and PTX).
+
+    Raises:
+        ValueError: ``archs`` holds an entry that is not an arch.
+    """
     plan = dict(facts.get("build") or {})
     if args.archs:
-        archs = parse_arch_list(args.archs.replace("+PTX", ""))
-        plan["torch_cuda_arch_list"] = ";".join(archs)
-        plan["cuda_architectures"] = ";".join(cuda_arch(a) for a in archs)
+        tokens = sorted(parse_tokens(args.archs), key=lambda t: (t.major, t.minor, t.suffix, t.ptx))
+        plan["torch_cuda_arch_list"] = ";".join(t.text for t in tokens)
+        plan["cuda_architectures"] = ";".join(f"{t.major}{t.minor}{t.suffix}" for t in tokens)
     if args.max_jobs:
         plan["max_jobs"] = args.max_jobs
     return plan
+
+
+def plan_tokens(plan: Mapping[str, Any]) -> list[ArchToken]:
+    """The arch tokens of a plan's ``torch_cuda_arch_list``."""
+    return parse_tokens(str(plan.get("torch_cuda_arch_list") or ""))
 
 
 def sass_targets(plan: Mapping[str, Any]) -> list[str]:
@@ -59,44 +60,15 @@ def sass_targets(plan: Mapping[str, Any]) -> list[str]:
             if a and not a.endswith("-virtual")]
 
 
-def preflight_problems(facts: Mapping[str, Any], plan: Mapping[str, Any], args: Any, venv: str | None,
-                       cuda_home: str | None = None) -> list[str]:
-    """Everything that would make the build fail, found from facts alone.
-
-    ``cuda_home`` is the host var: when set, the toolkit found must be that one (a silent fallback
-    to another toolkit is how builds end up with the wrong nvcc).
-    """
-    problems = []
-    cuda = facts.get("cuda") or {}
-    if cuda_home and cuda.get("source") != "cuda_home var":
-        problems.append(f"cuda_home {cuda_home} has no bin/nvcc (fix the host var 'cuda_home')")
-    if not venv:
-        problems.append("no venv for this host: set the host var 'venv' (the build must not pick the system Python)")
-    py = facts.get("python") or {}
-    if venv and not py.get("exists", True):
-        problems.append(f"venv python {posixpath.join(venv, 'bin', 'python3')} does not exist (venv var: {venv})")
-    if not cuda.get("nvcc"):
-        problems.append(f"nvcc not found (looked in the cuda_home var, /usr/local/cuda and PATH)"
-                        f"{': ' + cuda['error'] if cuda.get('error') else ''}; set the host var 'cuda_home'")
-    else:
-        archs = str(plan.get("torch_cuda_arch_list", "")).split(";")
-        missing = unsupported_archs([a for a in archs if a], cuda.get("archs"), cuda.get("version"))
-        if missing:
-            problems.append(f"nvcc {cuda.get('version')} at {cuda['nvcc']} does not support {', '.join(missing)} "
-                            f"(arch list {plan.get('torch_cuda_arch_list')})")
-    cmake = facts.get("cmake") or {}
-    if cmake.get("version") and _version(cmake["version"]) < _version(args.min_cmake):
-        problems.append(f"cmake {cmake['version']} at {cmake.get('path')} is older than {args.min_cmake}")
-    free = facts.get("disk_free_mib")
-    if isinstance(free, (int, float)) and free < args.min_free_disk_mib:
-        problems.append(f"only {free} MiB free at {facts.get('workdir') or 'the workdir'}; "
-                        f"the build needs {args.min_free_disk_mib} MiB")
-    return problems
+def ptx_targets(plan: Mapping[str, Any]) -> list[str]:
+    """The PTX a plan's ``+PTX`` tokens require in the wheel (``["compute_80"]``)."""
+    return [t.virtual for t in plan_tokens(plan) if t.ptx]
 
 
 def build_argv(tool: str, python: str, uv: str | None, src: str, dest: str, defines: Mapping[str, str],
                no_build_isolation: bool) -> list[str]:
-    """The build command for ``uv`` or ``pip`` (config settings carry the CMake defines)."""
+    """The build command for ``uv`` or ``pip`` (config settings carry the CMake defines; ``{}``
+    passes none, for a backend that is not CMake's)."""
     if tool == "uv":
         argv = [uv or "uv", "build", "--wheel", "--python", python, "--out-dir", dest]
         if no_build_isolation:
@@ -146,11 +118,6 @@ def is_killed(res: CommandResult) -> bool:
     """The compiler died of memory: exit 137, SIGKILL, or "Killed"/"out of memory" in the output."""
     return (res.rc == 137 or res.signal == "KILL"
             or bool(KILLED.search(res.stderr_text[-20000:] + res.stdout_text[-20000:])))
-
-
-def python_probe(python: str, packages: Sequence[str]) -> Run:
-    """Which interpreter ``python`` is (prefix) and which of ``packages`` it cannot import."""
-    return probe([python, "-c", _PYTHON_PROBE, *packages], f"check {python} and the build requirements")
 
 
 def stamps_probe(out_dir: str, installed_dir: str) -> Run:

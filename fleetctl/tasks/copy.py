@@ -147,6 +147,7 @@ def plan(args: CopyArgs, host: HostView) -> Plan:
             for local, rel, digest, exe in manifest if have.get(dest_of[rel]) != digest]
     files = {dest_of[rel]: digest for _, rel, digest, _ in manifest}
     trees = {} if single else {args.dest.rstrip("/") or "/": tree_hash([(rel, d) for _, rel, d, _ in manifest])}
+    sources = {} if single else {args.dest.rstrip("/") or "/": str(src)}
     data = {"files": len(manifest), "uploaded": len(todo), "dest": args.dest,
             "decision": {"action": "upload" if todo else "unchanged", "files": len(todo)}}
     if todo:
@@ -155,8 +156,9 @@ def plan(args: CopyArgs, host: HostView) -> Plan:
         if failed:
             return TaskResult(Status.FAILED, msg=str(failed[0]), data=data)
         return TaskResult(Status.CHANGED, msg=f"uploaded {len(todo)} of {len(manifest)} files", data=data,
-                          files=files, trees=trees)
-    return TaskResult(Status.OK, msg=f"{len(manifest)} files unchanged", data=data, files=files, trees=trees)
+                          files=files, trees=trees, sources=sources)
+    return TaskResult(Status.OK, msg=f"{len(manifest)} files unchanged", data=data, files=files, trees=trees,
+                      sources=sources)
 
 
 ACTION = Action(name="copy", args=CopyArgs, phase="upload", timeout_s=300.0, plan=plan, runs_commands=False)

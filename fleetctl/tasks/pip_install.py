@@ -2,11 +2,22 @@
 
 The decision reads the host's real installed state, not only fleetctl's own record: the package's
 dist-info in the venv (its ``RECORD``, hashed) must still be the one fleetctl installed, so a
-package uninstalled or replaced by hand is installed again. torch's version and CUDA build are read
-(from ``torch/version.py``, without importing torch) before and after: if the install changed
-torch, the task FAILS (a kernel wheel must never drag in another torch). The installed wheel is
-kept under ``<workdir>/installed/`` with a record of the one it replaced, so a failed verify can
-roll back; installing the same wheel (same SHA-256) again is skipped unless ``--force``.
+package uninstalled or replaced by hand is installed again. Installing the same wheel (same
+SHA-256) again is skipped unless ``--force``.
+
+torch is guarded three ways:
+
+- before installing, the torch the wheel was built against (its build stamp, recorded inside the
+  build) must be the venv's torch, read from ``torch/version.py`` without importing torch: a wheel
+  built before torch was upgraded fails here, naming both;
+- with dependencies allowed (``no_deps: false``) the install is constrained to the venv's torch;
+- if torch changed anyway, the task FAILS and rolls back: the previous wheel (kept under
+  ``<workdir>/installed/``) is reinstalled, or the new package removed, and the previous torch
+  version reinstalled (or the exact command to do it is named).
+
+Every other distribution's version is compared before and after (added, changed, removed are
+reported), and ``pip check`` problems the install brought are reported too. Every command runs
+from ``/`` with ``PYTHONPATH``, ``VIRTUAL_ENV`` and ``CONDA_PREFIX`` unset.
 """
 
 from __future__ import annotations
@@ -23,24 +34,34 @@ from ..connection.base import CommandResult
 from ..status import Status
 from .argtypes import ActionArgs, non_empty
 from .base import Action, HostView, Plan, TaskResult, first_error_line
-from .steps import Put, Run, probe
+from .build_keys import STAMP_NAME
+from .build_preflight import CLEAN_PYTHON_ENV
+from .steps import Note, Put, Run, probe
 
 #: Reads fleetctl's install record, the installed distribution (version, location, a digest of its
-#: RECORD without the installer's own files) and torch's version and CUDA build without importing
-#: torch. stdlib only, Python 3.8+. argv: DIST RECORD_PATH.
+#: RECORD without the installer's own files), torch's version and CUDA build without importing
+#: torch, every distribution's version (``dists``, names normalised) and the wheel's build stamp
+#: (``stamp``). stdlib only, Python 3.8+. argv: DIST RECORD_PATH [STAMP_PATH].
 STATE_SCRIPT = r'''
-import ast, hashlib, json, os, sys
+import ast, hashlib, json, os, re, sys
 import importlib.util
 try:
     import importlib.metadata as md
 except ImportError:
     md = None
-out = {"record": None, "dist": None, "torch": None, "cuda": None}
-try:
-    with open(sys.argv[2]) as fh:
-        out["record"] = json.load(fh)
-except (OSError, ValueError):
-    pass
+out = {"record": None, "dist": None, "torch": None, "cuda": None, "dists": {}, "stamp": None}
+for key, path in (("record", sys.argv[2]), ("stamp", sys.argv[3] if len(sys.argv) > 3 else "")):
+    try:
+        with open(path) as fh:
+            out[key] = json.load(fh)
+    except (OSError, ValueError):
+        pass
+if md is not None:
+    for d in md.distributions():
+        try:
+            out["dists"][re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower()] = d.version
+        except Exception:
+            pass
 if md is not None:
     try:
         d = md.distribution(sys.argv[1])
@@ -103,12 +124,27 @@ def dist_name(wheel: str) -> str:
     return posixpath.basename(wheel).split("-")[0]
 
 
-def install_argv(tool: str, python: str, uv: str | None, wheel: str, args: PipInstallArgs) -> list[str]:
-    """``uv pip install --python PY`` or ``PY -m pip install``, with the task's flags."""
+def install_argv(tool: str, python: str, uv: str | None, wheel: str, args: PipInstallArgs,
+                 constraint: str | None = None) -> list[str]:
+    """``uv pip install --python PY`` or ``PY -m pip install``, with the task's flags (and a
+    constraints file pinning torch when dependencies may be installed)."""
     flags = (["--force-reinstall"] if args.force_reinstall else []) + (["--no-deps"] if args.no_deps else [])
+    if constraint:
+        flags += ["--constraint", constraint]
     if tool == "uv":
         return [uv or "uv", "pip", "install", "--python", python, *flags, wheel]
     return [python, "-m", "pip", "install", "--no-input", *flags, wheel]
+
+
+def check_argv(tool: str, python: str, uv: str | None) -> list[str]:
+    """``pip check`` for the venv."""
+    return [uv or "uv", "pip", "check", "--python", python] if tool == "uv" else [python, "-m", "pip", "check"]
+
+
+def check_problems(res: CommandResult) -> list[str]:
+    """``pip check``'s complaints (one line each; "No broken requirements found." is none)."""
+    return [ln.strip() for ln in res.stdout_text.splitlines()
+            if ln.strip() and "no broken requirements" not in ln.lower() and not ln.startswith("Checked ")]
 
 
 def parse_state(res: CommandResult) -> dict[str, Any]:
@@ -116,11 +152,44 @@ def parse_state(res: CommandResult) -> dict[str, Any]:
     try:
         return json.loads(res.stdout_text.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        return {"record": None, "dist": None, "torch": None, "cuda": None, "error": first_error_line(res)}
+        return {"record": None, "dist": None, "torch": None, "cuda": None, "dists": {}, "stamp": None,
+                "error": first_error_line(res)}
+
+
+def built_against(stamp: dict[str, Any] | None) -> tuple[str | None, str | None, str] | None:
+    """``(torch, torch_cuda, how known)`` of the torch a wheel was built against, from its build
+    stamp: what the build imported (recorded inside it), else the torch its build inputs named."""
+    if not stamp:
+        return None
+    seen = ((stamp.get("build_record") or {}).get("torch") or [])
+    if seen:
+        return seen[0].get("torch"), seen[0].get("torch_cuda"), "recorded inside the build"
+    inputs = stamp.get("inputs") or {}
+    if "torch" in inputs:
+        return inputs.get("torch"), inputs.get("torch_cuda"), "the build's facts"
+    return None
+
+
+def dist_changes(before: dict[str, str], after: dict[str, str], own: str) -> list[str]:
+    """``["numpy 1.26.4 -> 2.1.0", "added foo 1.0", "removed bar 2.0"]``: every distribution but
+    ``own`` (normalised name) whose version the install changed."""
+    out = []
+    for name in sorted(set(before) | set(after)):
+        if name == own:
+            continue
+        old, new = before.get(name), after.get(name)
+        if old != new:
+            out.append(f"added {name} {new}" if old is None else f"removed {name} {old}" if new is None
+                       else f"{name} {old} -> {new}")
+    return out
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def plan(args: PipInstallArgs, host: HostView) -> Plan:
-    """Install unless this exact wheel is what the venv holds; FAILED if torch moved."""
+    """Install unless this exact wheel is what the venv holds; FAILED (and rolled back) if torch moved."""
     wheel = args.wheel
     if any(c in wheel for c in "*?["):
         known = [p for p in host.files if fnmatch.fnmatchcase(p, wheel)]
@@ -139,17 +208,26 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     tool = "uv" if args.tool == "uv" or (args.tool == "auto" and uv) else "pip"
     dist = dist_name(wheel)
     record_path = posixpath.join(installed_dir(host.workdir), f"{dist}.json")
+    stamp_path = posixpath.join(posixpath.dirname(wheel), STAMP_NAME)
     digest = host.files.get(wheel, _MISSING)
     if digest is _MISSING:
         res = yield probe(["sha256sum", wheel], f"the sha256 of {posixpath.basename(wheel)}")
         if res.rc != 0:
             return TaskResult(Status.FAILED, msg=f"wheel {wheel}: {first_error_line(res)}")
         digest = res.stdout_text.split()[0]
-    state_res = yield probe([host.python, "-c", STATE_SCRIPT, dist, record_path],
-                            f"what {host.venv} holds now (dist-info, torch)", timeout_s=300)
+    state_argv = (host.python, "-c", STATE_SCRIPT, dist, record_path, stamp_path)
+    state_res = yield probe(state_argv, f"what {host.venv} holds now (dist-info, torch, every distribution)",
+                            timeout_s=300, env=CLEAN_PYTHON_ENV, cwd="/")
     before = parse_state(state_res)
     previous = before.get("record") or None
     held = before.get("dist") or {}
+    built = built_against(before.get("stamp"))
+    if built and before.get("torch") and (built[0], built[1]) != (before.get("torch"), before.get("cuda")):
+        return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}},
+                          msg=f"torch drift: {posixpath.basename(wheel)} was built against torch {built[0]} (CUDA "
+                              f"{built[1]}, {built[2]}), but {host.venv} runs torch {before.get('torch')} (CUDA "
+                              f"{before.get('cuda')}): rebuild it for this torch (run its build_wheel task again); "
+                              "nothing was installed")
     same = (previous is not None and digest is not None and previous.get("sha256") == digest
             and held.get("record_sha256") and held.get("record_sha256") == previous.get("record_sha256"))
     if same and not host.force:
@@ -160,23 +238,44 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
            "installed package differs from the wheel" if previous and previous.get("sha256") == digest else
            "a new wheel")
     decision = {"action": "install", "why": why}
-    res = yield Run(argv=tuple(install_argv(tool, host.python, uv, wheel, args)),
-                    reason=f"install {posixpath.basename(wheel)} ({why})")
+    # pip unpacks (and may build) in TMPDIR: the run's private folder, not a login /tmp that may be
+    # small, full or noexec
+    env = {**CLEAN_PYTHON_ENV, "TMPDIR": host.run_dir}
+    check_before = yield probe(check_argv(tool, host.python, uv), "pip check before the install", env=CLEAN_PYTHON_ENV,
+                               cwd="/")
+    constraint = None
+    if not args.no_deps and before.get("torch"):
+        constraint = posixpath.join(host.run_dir, "install-constraints.txt")
+        err = yield Put(data=f"torch=={before['torch']}\n".encode(), remote=constraint, mode=0o600,
+                        reason="dependencies may be installed, torch may not move")
+        if err is not None:
+            return TaskResult(Status.FAILED, msg=f"cannot write the install constraints: {err}")
+    res = yield Run(argv=tuple(install_argv(tool, host.python, uv, wheel, args, constraint)), env=env,
+                    cwd="/", reason=f"install {posixpath.basename(wheel)} ({why})")
     if res.rc != 0:
-        return TaskResult(Status.FAILED, rc=res.rc, msg=f"install failed ({tool}): {first_error_line(res)}",
+        hint = " (the install needs another torch than the venv's; fleetctl never lets an install move torch)" if (
+            constraint and "torch" in (res.stdout_text + res.stderr_text).lower() and "conflict" in
+            (res.stdout_text + res.stderr_text).lower()) else ""
+        return TaskResult(Status.FAILED, rc=res.rc, msg=f"install failed ({tool}): {first_error_line(res)}{hint}",
                           data={"decision": decision})
     assume = {**before, "dist": {**held, "record_sha256": None}}
-    after_res = yield Run(argv=(host.python, "-c", STATE_SCRIPT, dist, record_path), mutating=False,
-                          after_change=True, quiet=True, timeout_s=300, reason="torch unchanged?",
+    after_res = yield Run(argv=state_argv, mutating=False, after_change=True, quiet=True, timeout_s=300,
+                          env=CLEAN_PYTHON_ENV, cwd="/", reason="torch and the other distributions unchanged?",
                           assume=CommandResult(argv=[], rc=0, stdout=json.dumps(assume).encode()))
     after = parse_state(after_res)
+    check_after = yield Run(argv=tuple(check_argv(tool, host.python, uv)), mutating=False, after_change=True, quiet=True,
+                            env=CLEAN_PYTHON_ENV, cwd="/", reason="pip check after the install")
+    old_problems = set(check_problems(check_before))
+    new_problems = [p for p in check_problems(check_after) if p not in old_problems]
+    others = dist_changes(before.get("dists") or {}, after.get("dists") or {}, _norm(dist))
     data: dict[str, Any] = {"wheel": wheel, "sha256": digest, "tool": tool, "previous": previous, "decision": decision,
                             "torch_before": {"torch": before.get("torch"), "cuda": before.get("cuda")},
-                            "torch_after": {"torch": after.get("torch"), "cuda": after.get("cuda")}}
+                            "torch_after": {"torch": after.get("torch"), "cuda": after.get("cuda")},
+                            "other_changes": others, "pip_check": new_problems,
+                            "pip_check_before": sorted(old_problems)}
     if (before.get("torch"), before.get("cuda")) != (after.get("torch"), after.get("cuda")):
-        return TaskResult(Status.FAILED, data=data,
-                          msg=f"the install changed torch: {before.get('torch')} (cu {before.get('cuda')}) -> "
-                              f"{after.get('torch')} (cu {after.get('cuda')})")
+        result = yield from _roll_back(args, host, tool, uv, dist, previous, before, after, data, env)
+        return result
     if args.keep_previous:
         keep_dir = installed_dir(host.workdir)
         kept = posixpath.join(keep_dir, posixpath.basename(wheel))
@@ -187,8 +286,51 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         yield Put(data=json.dumps(rec).encode(), remote=record_path, mode=0o600, reason="the install record")
         data["kept"] = kept
     version = re.sub(r"\.whl$", "", posixpath.basename(wheel))
+    notes = []
+    if others:
+        notes.append(f"the install also changed other packages: {', '.join(others)}")
+    if new_problems:
+        notes.append(f"pip check: {'; '.join(new_problems)}")
+    for note in notes:
+        yield Note(message=note)
     return TaskResult(Status.CHANGED, data=data,
-                      msg=f"installed {version} ({tool}); torch {after.get('torch')} unchanged")
+                      msg=f"installed {version} ({tool}); torch {after.get('torch')} unchanged"
+                          + "".join(f"; {n}" for n in notes))
+
+
+def _roll_back(args: PipInstallArgs, host: HostView, tool: str, uv: str | None, dist: str, previous: dict | None,
+               before: dict[str, Any], after: dict[str, Any], data: dict[str, Any], env: dict[str, Any]) -> Plan:
+    """The install moved torch: put the previous wheel back (or remove the new package), then the
+    previous torch; FAILED either way, saying what was restored."""
+    done, left = [], []
+    kept = (previous or {}).get("kept")
+    if kept:
+        back = PipInstallArgs(wheel=kept, force_reinstall=True, no_deps=True, tool=args.tool)
+        res = yield Run(argv=tuple(install_argv(tool, host.python, uv, kept, back)), env=env, cwd="/",
+                        reason="roll back to the previous wheel")
+        (done if res.rc == 0 else left).append(f"reinstalled {posixpath.basename(kept)}" if res.rc == 0
+                                                else f"reinstalling {kept} failed: {first_error_line(res)}")
+    else:
+        argv = ([uv or "uv", "pip", "uninstall", "--python", host.python, dist] if tool == "uv"
+                else [host.python, "-m", "pip", "uninstall", "-y", dist])
+        res = yield Run(argv=tuple(argv), env=env, cwd="/", reason="roll back: nothing was installed before")
+        (done if res.rc == 0 else left).append(f"removed {dist}" if res.rc == 0
+                                                else f"removing {dist} failed: {first_error_line(res)}")
+    old = before.get("torch")
+    if old:
+        pin = PipInstallArgs(wheel=f"torch=={old}", force_reinstall=True, no_deps=True, tool=args.tool)
+        res = yield Run(argv=tuple(install_argv(tool, host.python, uv, f"torch=={old}", pin)), env=env,
+                        cwd="/", reason=f"roll back torch to {old}")
+        if res.rc == 0:
+            done.append(f"reinstalled torch {old}")
+        else:
+            left.append(f"torch {old} could not be reinstalled ({first_error_line(res)}): restore it with "
+                        f"{host.python} -m pip install --force-reinstall --no-deps torch=={old} (from the index it "
+                        "came from)")
+    data["rolled_back"] = done
+    msg = (f"the install changed torch: {before.get('torch')} (cu {before.get('cuda')}) -> {after.get('torch')} "
+           f"(cu {after.get('cuda')}); rolled back: {', '.join(done) or 'nothing'}" + "".join(f"; {x}" for x in left))
+    return TaskResult(Status.FAILED, data=data, msg=msg)
 
 
 ACTION = Action(name="pip_install", args=PipInstallArgs, phase="install", timeout_s=900.0, plan=plan)

@@ -1,10 +1,12 @@
-"""``verify``: run the verification script in a fresh interpreter from a neutral folder.
+"""``verify``: run the verification script isolated from the login environment.
 
 The script (``playbooks/scripts/verify_package.py`` unless the task names another) is uploaded into
-the run's folder and run there with the venv's python, so the package is imported from the venv's
-site-packages, never from the source tree. See the script's docstring for the checks. Verify reads
-and changes nothing on the host besides its own script, so it runs in a deploy, never in a dry run
-(there is nothing installed yet to check).
+the run's folder and run with ``VENV_PYTHON -I`` (no PYTHONPATH, no user site-packages, not the
+script's folder on sys.path) from ``/`` with VIRTUAL_ENV, CONDA_PREFIX, PYTHONPATH and PYTHONHOME
+unset, so the package is imported from the venv's site-packages, never from a source tree. On a
+host whose facts list GPUs it runs on the GPU (``--device cuda``) and fails if torch cannot see it.
+See the script's docstring for the checks. Verify reads and changes nothing on the host besides its
+own script, so it runs in a deploy, never in a dry run (there is nothing installed yet to check).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..connection.base import CommandResult
 from ..status import Status
 from .argtypes import ActionArgs, is_template
 from .base import Action, HostView, Plan, TaskResult, first_error_line
+from .build_preflight import CLEAN_PYTHON_ENV
 from .steps import Put, Run
 
 #: The verification script used when ``verify.script`` is not given, relative to the fleetctl
@@ -34,7 +37,9 @@ class VerifyArgs(ActionArgs):
         package: import name (``fp4_kernels``); torch is imported first.
         symbols: attribute names the package must have.
         script: local verification script; ``None`` means :data:`DEFAULT_VERIFY_SCRIPT`.
-        smoke: run the numeric smoke test on the GPU against the reference.
+        smoke: run the numeric smoke test against the reference.
+        device: ``"auto"`` (the GPU when the host's facts list GPUs, else the CPU), ``"cuda"`` or
+            ``"cpu"`` (a host whose GPUs torch is not meant to use, e.g. a build host).
         fa3_fallback: when set, require that the FA3 fallback is (True) or is not (False) active.
     """
 
@@ -42,7 +47,15 @@ class VerifyArgs(ActionArgs):
     symbols: list[str] = Field(default_factory=list)
     script: str | None = None
     smoke: bool = True
+    device: str = "auto"
     fa3_fallback: bool | None = None
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str) -> str:
+        if not is_template(v) and v not in ("auto", "cuda", "cpu"):
+            raise ValueError(f"device must be auto, cuda or cpu, got {v!r}")
+        return v
 
     @field_validator("package")
     @classmethod
@@ -60,8 +73,9 @@ class VerifyArgs(ActionArgs):
 
 
 def verify_argv(python: str, script: str, args: VerifyArgs, venv: str | None, sms: list[str]) -> list[str]:
-    """The verification script's command line (pure)."""
-    argv = [python, script, "--package", args.package]
+    """The verification script's command line (pure): ``python -I`` (isolated mode)."""
+    device = args.device if args.device != "auto" else ("cuda" if sms else "cpu")
+    argv = [python, "-I", script, "--package", args.package, "--device", device]
     if venv:
         argv += ["--venv", venv]
     if args.symbols:
@@ -97,8 +111,9 @@ def plan(args: VerifyArgs, host: HostView) -> Plan:
     if err is not None:
         return TaskResult(Status.FAILED, msg=f"verify: {err}")
     ok_summary = {"ok": True, "checks": [], "simulated": True}
-    res = yield Run(argv=tuple(verify_argv(host.python, remote, args, host.venv, host.gpu_caps)), cwd=neutral, quiet=True,
-                    mutating=False, after_change=True, reason="import and check the installed package",
+    res = yield Run(argv=tuple(verify_argv(host.python, remote, args, host.venv, host.gpu_caps)), cwd="/", quiet=True,
+                    env=CLEAN_PYTHON_ENV, mutating=False, after_change=True,
+                    reason="import and check the installed package, isolated from the login environment",
                     assume=CommandResult(argv=[], rc=0, stdout=json.dumps(ok_summary).encode()))
     summary = summary_of(res)
     failed = [c for c in summary.get("checks", []) if not c.get("ok")]
@@ -108,11 +123,10 @@ def plan(args: VerifyArgs, host: HostView) -> Plan:
                           stdout=res.stdout_text, stderr=res.stderr_text)
     if summary.get("simulated"):
         return TaskResult(Status.OK, msg="verify after the install", data={"decision": {"action": "verify"}})
-    device = (summary.get("selfcheck") or {}).get("device", "cpu")
-    notes = [c["detail"] for c in summary.get("checks", []) if c["name"] == "import-order" and "only after" in c["detail"]]
+    smoke = (summary.get("selfcheck") or {}).get("device")
     return TaskResult(Status.OK, data={**summary, "decision": {"action": "verify"}},
-                      msg=f"{args.package} verified ({len(summary.get('checks', []))} checks, smoke on {device})"
-                      + (f"; {notes[0]}" if notes else ""))
+                      msg=f"{args.package} verified ({len(summary.get('checks', []))} checks"
+                          f"{', smoke on ' + smoke if smoke else ''}{', on ' + summary['device'] if summary.get('device') else ''})")
 
 
 ACTION = Action(name="verify", args=VerifyArgs, phase="verify", timeout_s=600.0, plan=plan)

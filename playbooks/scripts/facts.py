@@ -17,20 +17,34 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
 ``gpu_error``       str | null: why no source answered (null when one did, even with no GPU).
 ``gpu_probe_errors`` list of str: every failed source, including one a later source made up for.
 ``driver_version``  str | null, e.g. ``"580.82.07"``.
-``cuda``            ``{home, nvcc, version: "13.0", archs: ["compute_75", ...], codes: ["sm_75", ...],
-                    cuobjdump, cuobjdump_source, cccl_include, source, requested_home, error}``;
-                    ``source`` is ``"cuda_home var"`` | ``"CUDA_HOME env"`` | ``"/usr/local/cuda"`` |
-                    ``"PATH"`` | null.
+``cuda``            ``{home, nvcc, nvcc_realpath, version: "13.0", archs: ["compute_75", ...],
+                    codes: ["sm_75", ...], cuobjdump, cuobjdump_source, cccl_include, source,
+                    requested_home, toolkits, error}``; ``source`` is ``"cuda_home var"`` |
+                    ``"CUDA_HOME env"`` | ``"/usr/local/cuda"`` | ``"PATH"`` | ``"/usr/local/cuda-*"`` |
+                    ``"interactive login PATH"`` | null. ``toolkits``: every distinct toolkit found,
+                    in search order, as ``{home, nvcc, nvcc_realpath, version, archs, source}``.
 ``python``          ``{executable, venv, exists, version: "3.12.3", tag: "cp312", implementation,
                     site_packages, prefix, in_venv, packages: {dist: version | null}, torch,
                     torch_cuda, torch_file, torch_error, error}``; torch is imported in a subprocess
                     of that interpreter, so a broken torch is reported, never fatal.
 ``cmake``           ``{path, version: "3.28.3", error}``; ``ninja`` ``{path, version}``; ``uv`` ``{path}``.
 ``cpu_count``       int: CPUs this process may run on (``os.sched_getaffinity``).
-``cpu_quota``       float | null: cgroup v2 ``cpu.max`` quota in CPUs, null when unlimited.
+``cpu_quota``       float | null: the cgroup's CPU quota in CPUs (v2 ``cpu.max``, v1
+                    ``cpu.cfs_quota_us / cpu.cfs_period_us``), null when unlimited.
 ``mem_total_mib``, ``mem_available_mib``  int | null from ``/proc/meminfo``.
-``mem_limit_mib``   int | null: cgroup v2 ``memory.max``, null when unlimited.
+``mem_limit_mib``   int | null: the lowest cgroup memory limit on the way to the root (v2
+                    ``memory.max``, v1 ``memory.limit_in_bytes``), null when unlimited.
+``cgroup``          ``{version: 1 | 2 | null, memory_dir, memory_limit_mib, memory_used_mib,
+                    cpu_quota}``: where the limits were read (``memory_used_mib``: usage minus the
+                    reclaimable page cache); ``mem_limit_source`` names the file, e.g.
+                    ``"cgroup v1 /sys/fs/cgroup/memory/x/memory.limit_in_bytes"``.
 ``disk_free_mib``   int | null: free space for this user at ``--workdir`` (its nearest existing parent).
+``workdir_fs``, ``tmp`` ``{path, free_mib, noexec, readonly, writable}`` of the workdir's file system
+                    and of the login environment's temporary folder (``$TMPDIR``, else ``/tmp``),
+                    where nvcc writes its intermediates; ``noexec`` from ``statvfs`` ``ST_NOEXEC``.
+``login_env``       ``{NAME: value}`` for the variables of :data:`LOGIN_ENV_NAMES` the login
+                    environment sets (a stray ``VIRTUAL_ENV``, ``CONDA_PREFIX``, ``PYTHONPATH``,
+                    ``TMPDIR``...). The probes of this script run without the stray ones.
 ``workdir``, ``hostname``, ``os`` (PRETTY_NAME of /etc/os-release), ``kernel``, ``machine``.
 ``errors``          list of str: probe failures not reported elsewhere.
 ``duration_s``      float: the script's own run time.
@@ -51,7 +65,7 @@ import sys
 import threading
 import time
 
-SCRIPT_VERSION = "1"
+SCRIPT_VERSION = "2"
 
 #: Fields asked of nvidia-smi, in this order (see ``nvidia-smi --help-query-gpu``).
 GPU_QUERY_FIELDS = ("index", "name", "compute_cap", "memory.total", "driver_version")
@@ -69,6 +83,15 @@ PROBED_PACKAGES = (
 
 MIB = 1024 * 1024
 _MARK = "@@FLEETCTL_FACTS@@ "
+
+#: Login-environment variables reported in ``login_env``.
+LOGIN_ENV_NAMES = ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "PYTHONHOME", "TMPDIR")
+#: Of those, the ones that would make a probe see another Python environment: removed for probes.
+STRAY_ENV_NAMES = ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "PYTHONHOME")
+#: Versioned toolkits searched after PATH (the newest first), as NVIDIA's installers lay them out.
+CUDA_VERSIONED_GLOB = "/usr/local/cuda-*"
+#: A cgroup v1 memory limit at or above this many bytes means "no limit" (the kernel's PAGE_COUNTER_MAX).
+_V1_UNLIMITED = 1 << 62
 
 
 def log(message: str) -> None:
@@ -224,11 +247,80 @@ def parse_cpu_max(text: str):
 
 
 def parse_memory_max(text: str):
-    """MiB allowed by a cgroup v2 ``memory.max`` (bytes); None for "max" or junk."""
+    """MiB allowed by a cgroup v2 ``memory.max`` or v1 ``memory.limit_in_bytes`` (bytes); None for
+    "max", v1's "unlimited" (>= 2**62 bytes) or junk."""
     word = text.strip()
-    if word.isdigit():
+    if word.isdigit() and int(word) < _V1_UNLIMITED:
         return int(word) // MIB
     return None
+
+
+def parse_cfs_quota(quota_text: str, period_text: str):
+    """CPUs allowed by cgroup v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` ("200000", "100000"
+    -> 2.0); None for -1 (unlimited) or junk."""
+    try:
+        quota, period = int(quota_text.strip()), int(period_text.strip())
+    except ValueError:
+        return None
+    return round(quota / float(period), 2) if quota > 0 and period > 0 else None
+
+
+def parse_proc_cgroup(text: str):
+    """``{"v2": "/path" | None, "v1": {controller: "/path"}}`` from ``/proc/self/cgroup``
+    ("0::/user.slice/x" for v2; "4:memory:/docker/abc" or "3:cpu,cpuacct:/x" for v1)."""
+    out = {"v2": None, "v1": {}}
+    for line in text.splitlines():
+        parts = line.strip().split(":", 2)
+        if len(parts) != 3:
+            continue
+        hier, controllers, path = parts
+        if hier == "0" and controllers == "":
+            out["v2"] = path
+        else:
+            for name in controllers.split(","):
+                if name:
+                    out["v1"][name] = path
+    return out
+
+
+def parse_mountinfo_cgroups(text: str):
+    """Cgroup mounts from ``/proc/self/mountinfo`` (proc(5)): ``{"v2": (root, mount point) | None,
+    "v1": {controller: (root, mount point)}}``; ``root`` is the cgroup path mounted there."""
+    out = {"v2": None, "v1": {}}
+    for line in text.splitlines():
+        left, sep, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if not sep or len(fields) < 5 or len(tail) < 3:
+            continue
+        root, mount = fields[3].replace("\\040", " "), fields[4].replace("\\040", " ")
+        if tail[0] == "cgroup2" and out["v2"] is None:
+            out["v2"] = (root, mount)
+        elif tail[0] == "cgroup":
+            for opt in tail[2].split(","):
+                if opt in ("memory", "cpu") and opt not in out["v1"]:
+                    out["v1"][opt] = (root, mount)
+    return out
+
+
+def cgroup_dir(mount, cgroup_path):
+    """The folder of ``cgroup_path`` under a cgroup file system mounted as ``(root, mount point)``:
+    the path is taken relative to the mounted root (a container sees its own cgroup as ``/``)."""
+    root, point = mount
+    rel = cgroup_path
+    if root not in ("/", "") and (cgroup_path == root or cgroup_path.startswith(root.rstrip("/") + "/")):
+        rel = cgroup_path[len(root.rstrip("/")):]
+    return os.path.normpath(point + "/" + rel.lstrip("/"))
+
+
+def parse_memory_stat_inactive_file(text: str, version: int):
+    """Bytes of reclaimable page cache from ``memory.stat`` (v2 ``inactive_file``, v1
+    ``total_inactive_file``), 0 when absent."""
+    key = "inactive_file" if version == 2 else "total_inactive_file"
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) == 2 and words[0] == key and words[1].isdigit():
+            return int(words[1])
+    return 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -422,6 +514,23 @@ def gather_gpus(facts):
         facts["gpu_error"] = "; ".join(errors) or "no GPU source answered"
 
 
+def versioned_toolkits(pattern=None):
+    """The ``/usr/local/cuda-*`` folders (:data:`CUDA_VERSIONED_GLOB`), newest version first."""
+    import glob
+
+    def key(path):
+        return tuple(int(n) for n in re.findall(r"\d+", os.path.basename(path)))
+
+    return sorted(glob.glob(pattern or CUDA_VERSIONED_GLOB), key=key, reverse=True)
+
+
+def _home_of(nvcc):
+    """The toolkit folder of an nvcc found on a PATH: ``<home>/bin/nvcc``, following a symlink
+    such as ``/usr/local/bin/nvcc -> /usr/local/cuda-13.0/bin/nvcc`` to the toolkit it belongs to."""
+    path = os.path.realpath(nvcc) if os.path.islink(nvcc) else os.path.abspath(nvcc)
+    return os.path.dirname(os.path.dirname(path))
+
+
 def _nvcc_home_candidates(cuda_home):
     if cuda_home:
         yield "cuda_home var", cuda_home
@@ -431,7 +540,53 @@ def _nvcc_home_candidates(cuda_home):
     yield "/usr/local/cuda", "/usr/local/cuda"
     which = shutil.which("nvcc")
     if which:
-        yield "PATH", os.path.dirname(os.path.dirname(which))
+        yield "PATH", _home_of(which)
+    for home in versioned_toolkits():
+        yield "/usr/local/cuda-*", home
+
+
+_PATH_MARK = "@@FLEETCTL_PATH@@"
+
+
+def parse_login_path(text):
+    """The PATH an interactive login shell printed between :data:`_PATH_MARK` markers, else ''
+    (whatever ~/.profile or ~/.bashrc echo around it is ignored)."""
+    m = re.search(re.escape(_PATH_MARK) + r"(.*?)" + re.escape(_PATH_MARK), text)
+    return m.group(1) if m else ""
+
+
+def login_path_nvcc():
+    """nvcc on the PATH of the user's *interactive login* shell: ``(home, detail)``.
+
+    ``ssh host cmd`` runs a non-interactive shell, so a toolkit added to PATH in ``~/.profile``
+    (login shells only) or in ``~/.bashrc`` after its "not interactive: return" guard is invisible
+    to it, though a terminal session finds it. POSIX-style shells and fish are asked; ``home`` is
+    None when that PATH has no nvcc either (``detail`` says why).
+    """
+    shell = os.environ.get("SHELL") or ""
+    if not shell:
+        try:
+            import pwd
+
+            shell = pwd.getpwuid(os.getuid()).pw_shell
+        except (ImportError, KeyError):
+            shell = ""
+    name = os.path.basename(shell)
+    show = 'printf "\\n%s%%s%s\\n" ' % (_PATH_MARK, _PATH_MARK)
+    if name in ("bash", "zsh", "ksh", "mksh", "sh", "dash", "ash", "yash"):
+        argv = [shell, "-l", "-i", "-c", show + '"$PATH"']
+    elif name == "fish":
+        argv = [shell, "-l", "-i", "-c", show + "(string join : $PATH)"]
+    else:
+        return None, "login shell %s not asked" % (shell or "unknown")
+    rc, out, err, error = run_command(argv, timeout_s=min(TIMEOUT_S, 20.0), env=clean_env())
+    path = parse_login_path(out)
+    if not path:
+        return None, "%s -l -i printed no PATH (%s)" % (name, error or "exit %s" % rc)
+    for folder in path.split(":"):
+        if folder and _is_exe(os.path.join(folder, "nvcc")):
+            return _home_of(os.path.join(folder, "nvcc")), "found by %s -l -i" % name
+    return None, "no nvcc on the interactive login PATH of %s either" % name
 
 
 def find_cuobjdump(home, site_packages):
@@ -455,48 +610,74 @@ def find_cuobjdump(home, site_packages):
     return None, None
 
 
+def probe_toolkit(home, source):
+    """One toolkit: ``{home, nvcc, nvcc_realpath, version, archs, codes, source, errors}``
+    (``nvcc --version``, ``--list-gpu-arch``, ``--list-gpu-code``)."""
+    nvcc = os.path.join(home, "bin", "nvcc")
+    tk = {"home": home, "nvcc": nvcc, "nvcc_realpath": os.path.realpath(nvcc), "version": None, "archs": None,
+          "codes": None, "source": source, "errors": []}
+    rc, out, err, error = run_command([nvcc, "--version"])
+    if error or rc != 0:
+        tk["errors"].append(error or "nvcc --version: exit %s: %s" % (rc, _first_line(err, out)))
+    else:
+        tk["version"] = parse_nvcc_version(out)
+        if tk["version"] is None:
+            tk["errors"].append("nvcc --version: no release number in %r" % _first_line(out))
+    for key, flag in (("archs", "--list-gpu-arch"), ("codes", "--list-gpu-code")):
+        rc, out, err, error = run_command([nvcc, flag])
+        if error or rc != 0:
+            tk["errors"].append(error or "nvcc %s: exit %s: %s" % (flag, rc, _first_line(err, out)))
+        else:
+            tk[key] = parse_word_list(out)
+    return tk
+
+
 def probe_cuda(cuda_home):
     """The CUDA toolkit as the ``cuda`` dict (see the module docstring).
 
     Search order: ``--cuda-home`` (an error is recorded when it lacks ``bin/nvcc``, and the
-    search goes on), ``$CUDA_HOME``/``$CUDA_PATH``, ``/usr/local/cuda``, ``nvcc`` on PATH.
-    ``cuobjdump`` is filled in later by :func:`find_cuobjdump` (it may live in the venv).
+    search goes on), ``$CUDA_HOME``/``$CUDA_PATH``, ``/usr/local/cuda``, ``nvcc`` on PATH, then
+    ``/usr/local/cuda-*`` (newest first); when none has nvcc, the interactive login shell's PATH
+    (:func:`login_path_nvcc`). Every distinct toolkit found (by nvcc's real path) is probed and
+    listed in ``toolkits``; the first is the one described. ``cuobjdump`` is filled in later by
+    :func:`find_cuobjdump` (it may live in the venv).
     """
     cuda = {
-        "home": None, "nvcc": None, "version": None, "archs": None, "codes": None,
+        "home": None, "nvcc": None, "nvcc_realpath": None, "version": None, "archs": None, "codes": None,
         "cuobjdump": None, "cuobjdump_source": None, "cccl_include": None,
-        "source": None, "requested_home": cuda_home, "error": None,
+        "source": None, "requested_home": cuda_home, "toolkits": [], "error": None,
     }
     errors = []
-    for source, home in _nvcc_home_candidates(cuda_home):
+    found, seen = [], set()
+    candidates = list(_nvcc_home_candidates(cuda_home))
+    for source, home in candidates:
         nvcc = os.path.join(home, "bin", "nvcc")
         if _is_exe(nvcc):
-            cuda.update({"home": home, "nvcc": nvcc, "source": source})
-            break
-        if source == "cuda_home var":
+            real = os.path.realpath(nvcc)
+            if found and source == "PATH" and not os.path.isfile(os.path.join(home, "include", "cuda_runtime.h")):
+                continue  # an nvcc wrapper script on PATH (/usr/local/bin/nvcc), not a toolkit folder
+            if real not in seen:
+                seen.add(real)
+                found.append(probe_toolkit(home, source))
+        elif source == "cuda_home var":
             errors.append("cuda_home %s has no executable bin/nvcc" % home)
         elif source == "CUDA_HOME env":
             errors.append("CUDA_HOME %s has no executable bin/nvcc" % home)
-    if cuda["nvcc"] is None:
-        looked = [home + "/bin" for _, home in _nvcc_home_candidates(cuda_home)] + ["PATH"]
-        errors.append("nvcc not found (looked in %s)" % ", ".join(looked))
-    else:
-        nvcc = cuda["nvcc"]
-        rc, out, err, error = run_command([nvcc, "--version"])
-        if error or rc != 0:
-            errors.append(error or "nvcc --version: exit %s: %s" % (rc, _first_line(err, out)))
+    if not found:
+        home, detail = login_path_nvcc()
+        if home:
+            found.append(probe_toolkit(home, "interactive login PATH"))
+            log("cuda: nvcc only on the interactive login PATH: %s" % home)
         else:
-            cuda["version"] = parse_nvcc_version(out)
-            if cuda["version"] is None:
-                errors.append("nvcc --version: no release number in %r" % _first_line(out))
-        for key, flag in (("archs", "--list-gpu-arch"), ("codes", "--list-gpu-code")):
-            rc, out, err, error = run_command([nvcc, flag])
-            if error or rc != 0:
-                errors.append(error or "nvcc %s: exit %s: %s" % (flag, rc, _first_line(err, out)))
-            else:
-                cuda[key] = parse_word_list(out)
-        cccl = os.path.join(cuda["home"], "include", "cccl")
+            looked = [h + "/bin" for _, h in candidates] + ["PATH", detail]
+            errors.append("nvcc not found (looked in %s)" % ", ".join(looked))
+    if found:
+        first = found[0]
+        cuda.update({k: first[k] for k in ("home", "nvcc", "nvcc_realpath", "version", "archs", "codes", "source")})
+        errors.extend(first["errors"])
+        cccl = os.path.join(first["home"], "include", "cccl")
         cuda["cccl_include"] = cccl if os.path.isdir(cccl) else None
+    cuda["toolkits"] = [{k: v for k, v in tk.items() if k not in ("errors", "codes")} for tk in found]
     if errors:
         cuda["error"] = "; ".join(errors)
         log("cuda: " + cuda["error"])
@@ -567,7 +748,7 @@ def probe_python(venv):
         py["torch_error"] = "interpreter missing"
         log("python: " + py["error"])
         return py
-    rc, out, err, error = run_command([exe, "-c", _PYTHON_PROBE], timeout_s=PYTHON_PROBE_TIMEOUT_S)
+    rc, out, err, error = run_command([exe, "-c", _PYTHON_PROBE], timeout_s=PYTHON_PROBE_TIMEOUT_S, env=clean_env())
     parts = []
     for line in out.splitlines():
         if line.startswith(_MARK):
@@ -638,6 +819,95 @@ def disk_free_mib(path):
     return st.f_bavail * st.f_frsize // MIB, probe
 
 
+def clean_env():
+    """This process's environment without :data:`STRAY_ENV_NAMES` (for the probes)."""
+    return {k: v for k, v in os.environ.items() if k not in STRAY_ENV_NAMES}
+
+
+def login_env():
+    """The :data:`LOGIN_ENV_NAMES` the login environment sets, with their values."""
+    return {name: os.environ[name] for name in LOGIN_ENV_NAMES if os.environ.get(name)}
+
+
+def fs_info(path):
+    """``{path, free_mib, noexec, readonly, writable}`` of the file system holding ``path`` (or its
+    nearest existing parent, which ``path`` then names)."""
+    probe = os.path.abspath(os.path.expanduser(path or "."))
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    st = os.statvfs(probe)
+    return {"path": probe, "free_mib": st.f_bavail * st.f_frsize // MIB,
+            "noexec": bool(st.f_flag & getattr(os, "ST_NOEXEC", 8)),
+            "readonly": bool(st.f_flag & getattr(os, "ST_RDONLY", 1)),
+            "writable": os.access(probe, os.W_OK | os.X_OK)}
+
+
+def probe_cgroup(proc_cgroup="/proc/self/cgroup", mountinfo="/proc/self/mountinfo"):
+    """This process's cgroup limits (v2, else v1): ``{version, memory_dir, memory_limit_mib,
+    memory_used_mib, cpu_quota, memory_limit_file}``. Every ancestor's limit applies, so the lowest
+    limit from the process's cgroup up to the mounted root is reported."""
+    out = {"version": None, "memory_dir": None, "memory_limit_mib": None, "memory_used_mib": None,
+           "cpu_quota": None, "memory_limit_file": None}
+    paths = parse_proc_cgroup(_read(proc_cgroup))
+    mounts = parse_mountinfo_cgroups(_read(mountinfo))
+
+    def lowest(mount, path, name, parse):
+        best, where = None, None
+        folder = cgroup_dir(mount, path)
+        while True:
+            try:
+                value = parse(_read(os.path.join(folder, name)))
+            except (OSError, ValueError):
+                value = None
+            if value is not None and (best is None or value < best):
+                best, where = value, os.path.join(folder, name)
+            if folder == mount[1] or len(folder) <= len(mount[1]):
+                return best, where
+            folder = os.path.dirname(folder)
+
+    v2_controllers = ""
+    if paths["v2"] is not None and mounts["v2"]:
+        try:  # a hybrid host mounts an empty v2 tree beside the v1 controllers
+            v2_controllers = _read(os.path.join(mounts["v2"][1], "cgroup.controllers"))
+        except OSError:
+            v2_controllers = ""
+    if "memory" in v2_controllers.split():
+        out["version"] = 2
+        mem, cpu = mounts["v2"], mounts["v2"]
+        mem_path = cpu_path = paths["v2"]
+        limit_name, usage_name = "memory.max", "memory.current"
+        out["cpu_quota"], _ = lowest(cpu, cpu_path, "cpu.max", parse_cpu_max)
+    elif "memory" in paths["v1"] and "memory" in mounts["v1"]:
+        out["version"] = 1
+        mem, mem_path = mounts["v1"]["memory"], paths["v1"]["memory"]
+        limit_name, usage_name = "memory.limit_in_bytes", "memory.usage_in_bytes"
+        if "cpu" in paths["v1"] and "cpu" in mounts["v1"]:
+            folder = cgroup_dir(mounts["v1"]["cpu"], paths["v1"]["cpu"])
+            try:
+                out["cpu_quota"] = parse_cfs_quota(_read(os.path.join(folder, "cpu.cfs_quota_us")),
+                                                   _read(os.path.join(folder, "cpu.cfs_period_us")))
+            except OSError:
+                pass
+    else:
+        return out
+    folder = cgroup_dir(mem, mem_path)
+    out["memory_dir"] = folder
+    out["memory_limit_mib"], out["memory_limit_file"] = lowest(mem, mem_path, limit_name, parse_memory_max)
+    try:
+        used = int(_read(os.path.join(folder, usage_name)).strip())
+        try:
+            used -= parse_memory_stat_inactive_file(_read(os.path.join(folder, "memory.stat")), out["version"])
+        except OSError:
+            pass
+        out["memory_used_mib"] = max(0, used) // MIB
+    except (OSError, ValueError):
+        pass
+    return out
+
+
 def gather_system(facts, workdir):
     """CPU, memory, disk, names: fills the system keys; each failure goes to ``facts["errors"]``."""
     errors = facts["errors"]
@@ -654,19 +924,24 @@ def gather_system(facts, workdir):
         else:
             facts["cpu_count"] = os.cpu_count()
 
-    def quota():
-        if os.path.exists("/sys/fs/cgroup/cpu.max"):
-            facts["cpu_quota"] = parse_cpu_max(_read("/sys/fs/cgroup/cpu.max"))
+    def cgroup():
+        cg = probe_cgroup()
+        facts["cgroup"] = cg
+        facts["cpu_quota"] = cg["cpu_quota"]
+        facts["mem_limit_mib"] = cg["memory_limit_mib"]
+        if cg["memory_limit_file"]:
+            facts["mem_limit_source"] = "cgroup v%s %s" % (cg["version"], cg["memory_limit_file"])
 
     def meminfo():
         facts.update(parse_meminfo(_read("/proc/meminfo")))
 
-    def memlimit():
-        if os.path.exists("/sys/fs/cgroup/memory.max"):
-            facts["mem_limit_mib"] = parse_memory_max(_read("/sys/fs/cgroup/memory.max"))
-
     def disk():
         facts["disk_free_mib"], facts["disk_free_path"] = disk_free_mib(workdir)
+        facts["workdir_fs"] = fs_info(workdir)
+
+    def tmp():
+        facts["tmp"] = fs_info(os.environ.get("TMPDIR") or "/tmp")
+        facts["login_env"] = login_env()
 
     def names():
         facts["hostname"] = socket.gethostname()
@@ -680,11 +955,13 @@ def gather_system(facts, workdir):
                 return
         facts["os"] = platform.platform()
 
-    for key in ("cpu_count", "cpu_quota", "mem_total_mib", "mem_available_mib", "mem_limit_mib",
-                "disk_free_mib", "disk_free_path", "hostname", "os", "kernel", "machine"):
+    for key in ("cpu_count", "cpu_quota", "mem_total_mib", "mem_available_mib", "mem_limit_mib", "mem_limit_source",
+                "cgroup", "disk_free_mib", "disk_free_path", "workdir_fs", "tmp", "hostname", "os", "kernel",
+                "machine"):
         facts.setdefault(key, None)
-    for label, fn in (("cpu_count", cpus), ("cpu_quota", quota), ("meminfo", meminfo),
-                      ("mem_limit", memlimit), ("disk_free", disk), ("hostname", names), ("os", osname)):
+    facts.setdefault("login_env", {})
+    for label, fn in (("cpu_count", cpus), ("cgroup", cgroup), ("meminfo", meminfo),
+                      ("disk_free", disk), ("tmp", tmp), ("hostname", names), ("os", osname)):
         attempt(label, fn)
 
 

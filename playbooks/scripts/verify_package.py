@@ -1,23 +1,27 @@
 #!/usr/bin/env python3
 """Verify an installed package on the host (stdlib only around the package; Python 3.8+).
 
-usage: verify_package.py --package NAME --venv VENV [--symbols a,b] [--sm 9.0,12.0] [--smoke]
-                         [--fa3-fallback yes|no] [--strict-import-order]
+usage: python -I verify_package.py --package NAME --venv VENV [--symbols a,b] [--sm 9.0,12.0]
+                                    [--smoke] [--device cuda|cpu] [--fa3-fallback yes|no]
 
-Run in a fresh interpreter from a neutral working folder (never the source tree), so the
-package is imported from the venv, not from a source checkout. Checks, in order:
+fleetctl runs it isolated from the login environment (``python -I``: no PYTHONPATH, no user
+site-packages, not the script's folder on sys.path; cwd ``/``; VIRTUAL_ENV and CONDA_PREFIX unset),
+so the package is imported from the venv, never from a source checkout. Checks, in order:
 
-- ``torch``: torch imports (it is imported FIRST, as sgl-kernel-style extensions need);
-- ``import``: the package imports after torch;
+- ``torch``: torch imports (it is imported FIRST, as sgl-kernel-style extensions need); a venv
+  without torch passes (``torch not installed``) and the package is verified without it;
+- ``cuda`` (``--device cuda``, the host's facts list GPUs): torch sees a GPU; a CPU-only torch, or
+  one that cannot reach the driver, FAILS here instead of passing its smoke test on the CPU;
+- ``import``: the package imports (after torch);
 - ``import-order``: the package imports in a fresh interpreter WITHOUT torch imported first; when
-  it does not but does after torch, the fault is reported by name ("import-order: NAME imports only
-  after torch"), a failure only with ``--strict-import-order``;
+  it does only after torch, that FAILS by name ("import-order: NAME imports only after torch"):
+  a user's ``import NAME`` would fail the same way;
 - ``location``: the package was imported from the venv's site-packages;
 - ``symbols``: every required attribute exists;
 - ``archs``: ``build_info()["cuda_archs"]`` covers every SM given with ``--sm`` (when the package
   has ``build_info``);
 - ``fa3-fallback``: for sgl_kernel, ``sgl_kernel.flash_attn.flash_ops is None`` when expected;
-- ``smoke``: ``selfcheck(device)`` on the GPU when there is one, else on the CPU.
+- ``smoke``: ``selfcheck(device)`` on the ``--device`` (the GPU on a host with GPUs).
 
 Prints one line per check (``PASS name: detail`` / ``FAIL ...``) and, last, one JSON object.
 Exit 0 when every check passed, 1 otherwise.
@@ -40,10 +44,10 @@ def check(name, ok, detail=""):
 
 
 def imports_alone(package):
-    """(ok, message) importing the package in a fresh interpreter without torch first."""
+    """(ok, message) importing the package in a fresh isolated interpreter without torch first."""
     code = "import %s" % package
-    proc = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-I", "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=300, cwd="/")
     lines = proc.stdout.strip().splitlines()
     return proc.returncode == 0, (lines[-1] if lines else "")
 
@@ -55,25 +59,43 @@ def main(argv=None):
     ap.add_argument("--symbols", default="")
     ap.add_argument("--sm", default="", help="compute capabilities of the host's GPUs, comma separated")
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cpu",
+                    help="where the package must work: cuda on a host whose facts list GPUs")
     ap.add_argument("--fa3-fallback", choices=["yes", "no"], default=None)
-    ap.add_argument("--strict-import-order", action="store_true")
+    ap.add_argument("--strict-import-order", action="store_true", help=argparse.SUPPRESS)  # always strict now
     args = ap.parse_args(argv)
-    summary = {"package": args.package, "python": sys.executable, "cwd": os.getcwd()}
+    summary = {"package": args.package, "python": sys.executable, "cwd": os.getcwd(),
+               "isolated": bool(getattr(sys.flags, "isolated", 0)), "device": args.device}
 
+    torch = None
     try:
         import torch
 
         check("torch", True, "torch %s (cuda %s) from %s" % (torch.__version__, torch.version.cuda,
                                                             os.path.dirname(torch.__file__)))
+    except ImportError as exc:
+        if getattr(exc, "name", None) == "torch":
+            check("torch", True, "torch not installed: verifying %s without torch" % args.package)
+        else:
+            check("torch", False, "import torch failed: %r" % (exc,))
+        torch = None
     except Exception as exc:  # noqa: BLE001 - report any import failure
         check("torch", False, "import torch failed: %r" % (exc,))
         torch = None
 
+    if args.device == "cuda" and torch is not None:
+        seen = torch.cuda.is_available()
+        check("cuda", seen, "torch sees %d GPU(s): %s" % (torch.cuda.device_count(), torch.cuda.get_device_name(0))
+              if seen else "torch %s (CUDA %s%s) cannot see the host's GPUs: install a CUDA build of torch that "
+              "matches the driver, or fix the driver" % (torch.__version__, torch.version.cuda,
+                                                         ": a CPU-only build" if torch.version.cuda is None else ""))
+
+    after = " after torch" if torch is not None else ""
     try:
         module = __import__(args.package, fromlist=["_"])
         check("import", True, getattr(module, "__file__", "?"))
     except Exception as exc:  # noqa: BLE001
-        check("import", False, "import %s after torch failed: %s" % (args.package, exc))
+        check("import", False, "import %s%s failed: %s" % (args.package, after, exc))
         traceback.print_exc()
         module = None
 
@@ -81,8 +103,8 @@ def main(argv=None):
     if alone_ok:
         check("import-order", True, "imports with or without torch first")
     elif module is not None:
-        check("import-order", not args.strict_import_order,
-              "import-order: %s imports only after torch (%s)" % (args.package, alone_msg))
+        check("import-order", False, "%s imports only after torch (%s): make %s import torch first"
+              % (args.package, alone_msg, args.package.split(".")[0]))
     else:
         check("import-order", False, alone_msg)
 
@@ -119,8 +141,9 @@ def main(argv=None):
             except Exception as exc:  # noqa: BLE001
                 check("fa3-fallback", False, "import %s.flash_attn failed: %s" % (args.package, exc))
 
-        if args.smoke and hasattr(module, "selfcheck"):
-            device = "cuda" if (torch is not None and torch.cuda.is_available()) else "cpu"
+        cuda_ok = torch is not None and torch.cuda.is_available()
+        if args.smoke and hasattr(module, "selfcheck") and (args.device == "cpu" or cuda_ok):
+            device = "cuda" if args.device == "cuda" else "cpu"
             try:
                 res = module.selfcheck(device=device)
                 summary["selfcheck"] = res

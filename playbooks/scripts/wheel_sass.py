@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""List the SASS archs embedded in a wheel's compiled extensions (stdlib only, Python 3.8+).
+"""List the SASS and PTX embedded in a wheel's compiled extensions (stdlib only, Python 3.8+).
 
 usage: wheel_sass.py WHEEL [CUOBJDUMP]
 
-Extracts every ``.so`` of the wheel into a temporary folder and runs ``cuobjdump --list-elf`` on
-it (cuobjdump lists one ``*.sm_XX[a|f].cubin`` ELF per compiled SASS arch). Prints one JSON object:
-``{"archs": ["sm_90a", ...], "files": {"fp4_kernels/_C...so": ["sm_90a"]}, "error": null}``.
+Extracts every ``.so`` of the wheel into a temporary folder and runs ``cuobjdump --list-elf`` (one
+``*.sm_XX[a|f].cubin`` ELF per compiled SASS arch) and ``cuobjdump --list-ptx`` (one
+``*.sm_XX[a|f].ptx`` per embedded PTX, i.e. virtual arch ``compute_XX``) on it. Prints one JSON
+object: ``{"archs": ["sm_90a", ...], "ptx": ["compute_80", ...], "files": {"fp4_kernels/_C...so":
+["sm_90a"]}, "error": null}``.
 Runs on the host, or on the controller when the host has no cuobjdump. Exit 0 unless the wheel
 cannot be read or cuobjdump cannot run (exit 3, with ``error``).
 """
@@ -49,12 +51,13 @@ def main(argv):
         return 2
     wheel = argv[1]
     tool = find_cuobjdump(argv[2] if len(argv) > 2 else None)
-    out = {"archs": [], "files": {}, "cuobjdump": tool, "error": None}
+    out = {"archs": [], "ptx": [], "files": {}, "cuobjdump": tool, "error": None}
     if tool is None:
         out["error"] = "cuobjdump not found"
         print(json.dumps(out))
         return 3
     tmp = tempfile.mkdtemp(prefix="fleetctl-sass-")
+    ptx = set()
     try:
         with zipfile.ZipFile(wheel) as zf:
             names = [n for n in zf.namelist() if n.endswith(".so") or ".so." in n]
@@ -66,7 +69,11 @@ def main(argv):
                                      stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
                 archs = sorted(set(ARCH.findall(res.stdout)))
                 out["files"][name] = archs
+                res = subprocess.run([tool, "--list-ptx", target], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
+                ptx.update(a.replace("sm_", "compute_") for a in ARCH.findall(res.stdout))
         out["archs"] = sorted({a for v in out["files"].values() for a in v})
+        out["ptx"] = sorted(ptx)
     except (OSError, zipfile.BadZipFile, subprocess.SubprocessError) as exc:
         out["error"] = "%s: %s" % (type(exc).__name__, exc)
         print(json.dumps(out))

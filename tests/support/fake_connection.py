@@ -190,12 +190,17 @@ def python_packaging(host: FakeHost, argv: list[str], env: dict[str, str], cwd: 
     import posixpath
 
     from fleetctl.tasks.build_keys import STAMP_NAME
+    from fleetctl.tasks.build_preflight import VENV_PROBE
     from fleetctl.tasks.pip_install import STATE_SCRIPT
 
-    if len(argv) > 2 and argv[1] == "-c" and "'missing'" in argv[2]:
-        missing = [m for m in argv[3:] if m in host.facts.get("missing_modules", [])]
+    if len(argv) > 3 and argv[1] == "-c" and argv[2] == VENV_PROBE:
+        asked = json.loads(argv[3])
+        gone = host.facts.get("missing_modules", [])
+        reqs = {r: {"name": r, "installed": None if r in gone else "1.0", "ok": r not in gone}
+                for r in asked["requirements"]}
         return 0, json.dumps({"executable": argv[0], "prefix": posixpath.dirname(posixpath.dirname(argv[0])),
-                              "missing": missing}) + "\n", ""
+                              "missing": [m for m in asked["imports"] if m in gone], "requirements": reqs,
+                              "setuptools": "80.0", "torch_archs": None, "tmp": None}) + "\n", ""
     if len(argv) > 3 and argv[0] == "/bin/sh" and argv[3] == "fleetctl-stamps":
         out_dir, inst = argv[4], argv[5]
         lines = []

@@ -173,6 +173,7 @@ def start_sshd(
     home: Path | None = None,
     hosts_entries: dict[str, str] | None = None,
     login_user: str | None = None,
+    wrap: list[str] | None = None,
 ) -> SshdHost:
     """Start one sshd test host on a free loopback port and wait until it sends its banner.
 
@@ -189,6 +190,8 @@ def start_sshd(
         hosts_entries: ``{name: address}``: run sshd in its own mount namespace with an /etc/hosts
             of only these entries (needs root and ``unshare``).
         login_user: log in as this existing user (its own home, as the password database says).
+        wrap: a command prefix that ends by exec'ing its arguments (``unshare --mount ...``): sshd,
+            and so every session, runs inside it.
 
     Raises:
         SshdUnavailable: sshd missing, or it did not answer within ``timeout_s`` seconds.
@@ -239,7 +242,7 @@ LogLevel VERBOSE
 """
     (root / "sshd_config").write_text(config)
     log = root / "sshd.log"
-    argv = [SSHD, "-D", "-f", str(root / "sshd_config"), "-E", str(log)]
+    argv = [*(wrap or []), SSHD, "-D", "-f", str(root / "sshd_config"), "-E", str(log)]
     if hosts_entries is not None:
         hosts_file = root / "etc-hosts"
         hosts_file.write_text("".join(f"{addr} {n}\n" for n, addr in hosts_entries.items()))

@@ -14,13 +14,14 @@ BUILD90 = {"torch_cuda_arch_list": "9.0a", "cuda_architectures": "90a", "max_job
 FACTS90 = {"gpus": [{"index": 0, "name": "NVIDIA H200", "compute_cap": "9.0", "memory_mib": 143771}],
            "cuda": CUDA, "python": PY, "build": BUILD90, "cmake": {"version": "3.28.3", "path": "/usr/bin/cmake"},
            "disk_free_mib": 200000}
-PYINFO = {"rc": 0, "stdout": json.dumps({"executable": "/venv/bin/python3", "prefix": "/venv", "missing": []}) + "\n"}
 TREE = "t" * 64
 BW = {"src": "/w/src/k", "out_dir": "/w/wheels"}
 def key_for(facts, tree=TREE, archs="9.0a", defines=None):
     from fleetctl.build import cmake_defines
     from fleetctl.tasks.build_keys import build_inputs, build_key
     plan = dict(facts["build"])
+    if archs != "9.0a":
+        plan.update(torch_cuda_arch_list=archs, cuda_architectures=";".join(a.split("+")[0].replace(".", "") for a in archs.split(";")))
     d = cmake_defines({**facts, "build": plan}, defines or {})
     return build_key(build_inputs(tree, plan, d, facts, "h1"))
 def inputs_for(facts, tree=TREE):
@@ -49,6 +50,11 @@ case("command", "failure-names-the-first-error", args={"argv": ["make"]},
      steps=[{"expect": {"type": "Run", "argv": ["make"]},
              "answer": {"rc": 2, "stderr": "cuda_quant.cu(13): error: expected an expression\nmake: *** [all] Error 2\n"}}],
      result={"status": "failed", "msg": "rc=2: cuda_quant.cu(13): error: expected an expression"})
+case("command", "a-cmake-error-is-named-with-its-message", args={"argv": ["cmake", "-S", ".", "-B", "b"]},
+     steps=[{"expect": {"type": "Run"}, "answer": {"rc": 1, "stdout": "-- Configuring incomplete\n", "stderr":
+             "CMake Error at deps/olddep/CMakeLists.txt:1 (cmake_minimum_required):\n  Compatibility with CMake < 3.5 has been removed from CMake.\n\n  Update the VERSION argument\n"}}],
+     result={"status": "failed", "msg": "rc=1: CMake Error at deps/olddep/CMakeLists.txt:1 (cmake_minimum_required): "
+                                        "Compatibility with CMake < 3.5 has been removed from CMake."})
 case("shell", "runs-through-the-named-shell", args={"cmd": "echo $HOME | wc -c", "executable": "/bin/bash"},
      steps=[{"expect": {"type": "Run", "argv": ["/bin/bash", "-c", "echo $HOME | wc -c"]}, "answer": {"rc": 0}}],
      result={"status": "changed"})
@@ -78,25 +84,77 @@ case("copy", "missing-local-source-fails", args={"src": "nope", "dest": "/w/x"},
      result={"status": "failed", "msg": "does not exist"})
 # build_wheel
 H90 = {"facts": FACTS90, "trees": {"/w/src/k": TREE}}
+SKB = {"pyproject.toml": '[build-system]\nrequires = ["scikit-build-core>=0.10", "nanobind>=2.0"]\nbuild-backend = "scikit_build_core.build"\n',
+       "CMakeLists.txt": "cmake_minimum_required(VERSION 3.18)\nproject(k LANGUAGES CXX CUDA)\n"}
+TEXT = {"pyproject.toml": '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n',
+        "setup.py": "from torch.utils.cpp_extension import BuildExtension, CUDAExtension\n"}
+def meta_out(files):
+    return {"rc": 0, "stdout": "".join(f"@@FLEETCTL_FILE@@ {n}\n{t}\n" for n, t in files.items())}
+def venv_out(requirements=None, torch_archs=None, missing=(), tmp=None, setuptools="80.0"):
+    reqs = {r: {"name": r.split(">")[0].split("=")[0], "installed": "1.0", "ok": True} for r in (requirements or [])}
+    for r, v in (requirements or {}).items() if isinstance(requirements, dict) else ():
+        reqs[r] = v
+    return {"rc": 0, "stdout": json.dumps({"executable": "/venv/bin/python3", "prefix": "/venv", "missing": list(missing),
+                                           "requirements": reqs, "setuptools": setuptools, "torch_archs": torch_archs,
+                                           "torch_archs_error": None, "tmp": tmp}) + "\n"}
+META_SKB = {"expect": {"type": "Run", "mutating": False}, "answer": meta_out(SKB)}
+META_TEXT = {"expect": {"type": "Run", "mutating": False}, "answer": meta_out(TEXT)}
+PYINFO = venv_out(["scikit-build-core>=0.10", "nanobind>=2.0"])
 case("build_wheel", "preflight-wrong-cuda-home-fails-before-any-step", args=BW,
      host={**H90, "cuda_home": "/opt/cuda-12.9"}, steps=[],
      result={"status": "failed", "msg": "cuda_home /opt/cuda-12.9 has no bin/nvcc", "decision": {"action": "fail"}})
 case("build_wheel", "preflight-no-venv", args=BW, host={**H90, "venv": None, "python": "python3"}, steps=[],
      result={"status": "failed", "msg": "no venv for this host"})
-case("build_wheel", "preflight-nvcc-lacks-the-arch", args={**BW, "archs": "11.0a"}, host=H90, steps=[],
-     result={"status": "failed", "msg": "does not support compute_110a"})
-case("build_wheel", "preflight-missing-build-requirements", args=BW, host=H90,
-     steps=[{"expect": {"type": "Run", "mutating": False},
-             "answer": {"rc": 0, "stdout": json.dumps({"executable": "/venv/bin/python3", "prefix": "/venv", "missing": ["nanobind"]})}}],
-     result={"status": "failed", "msg": "build requirements missing in /venv: nanobind"})
+case("build_wheel", "preflight-nvcc-rejects-an-arch-token", args={**BW, "archs": "7.0;9.0a"}, host=H90, steps=[],
+     result={"status": "failed", "msg": "nvcc 13.0 at /usr/local/cuda/bin/nvcc rejects compute_70 (arch list 7.0;9.0a"})
+case("build_wheel", "preflight-driver-older-than-the-toolkit", args=BW,
+     host={**H90, "facts": {**FACTS90, "driver_version": "535.104.05"}}, steps=[],
+     result={"status": "failed", "msg": "driver 535.104.05 is older than nvcc 13.0 at /usr/local/cuda/bin/nvcc needs "
+                                        "(CUDA 13.x needs driver >= 580.65.06): install driver >= 580"})
+case("build_wheel", "preflight-archs-that-run-on-no-gpu-of-the-host", args={**BW, "archs": "8.0"}, host=H90, steps=[],
+     result={"status": "failed", "msg": "arch list 8.0 runs on none of GPU 0 (NVIDIA H200, 9.0)"})
+case("build_wheel", "preflight-workdir-on-a-noexec-file-system", args=BW,
+     host={**H90, "facts": {**FACTS90, "workdir_fs": {"path": "/mnt/work", "free_mib": 9000, "noexec": True, "readonly": False}}},
+     steps=[], result={"status": "failed", "msg": "the workdir's file system (/mnt/work) is mounted noexec"})
+case("build_wheel", "preflight-memory-under-the-cgroup-limit", args=BW,
+     host={**H90, "facts": {**FACTS90, "mem_available_mib": 20000, "mem_limit_mib": 512,
+                            "cgroup": {"version": 1, "memory_used_mib": 12},
+                            "mem_limit_source": "cgroup v1 /sys/fs/cgroup/memory/ci/memory.limit_in_bytes"}},
+     steps=[], result={"status": "failed", "msg": "only 500 MiB of memory for the build (cgroup v1 limit 512 MiB, 12 MiB used"})
+H120 = {**H90, "facts": {**FACTS90, "gpus": [{"index": 0, "name": "NVIDIA RTX PRO 6000", "compute_cap": "12.0"}]}}
+case("build_wheel", "preflight-torch-rejects-an-arch-token", args={**BW, "archs": "12.0f"}, host=H120,
+     steps=[META_TEXT,
+            {"expect": {"type": "Run", "mutating": False, "cwd": "/"},
+             "answer": venv_out(["setuptools>=64", "packaging", "ninja", "wheel"],
+                                torch_archs={"12.0f": {"ok": False, "error": "Unknown CUDA arch (12.0f) or GPU not supported"}})}],
+     result={"status": "failed", "msg": "arch 12.0f: torch 2.11.0+cu130's torch.utils.cpp_extension rejects it "
+                                        "(Unknown CUDA arch (12.0f) or GPU not supported)"})
+case("build_wheel", "preflight-build-tools-of-a-torch-extension-are-checked", args=BW, host=H90,
+     steps=[META_TEXT,
+            {"expect": {"type": "Run"}, "answer": venv_out({"setuptools>=64": {"name": "setuptools", "installed": "59.6.0", "ok": False},
+                                                            "packaging": {"name": "packaging", "installed": "24.0", "ok": True},
+                                                            "ninja": {"name": "ninja", "installed": None, "ok": False},
+                                                            "wheel": {"name": "wheel", "installed": None, "ok": False}},
+                                                           torch_archs={"9.0a": {"ok": True, "flags": []}}, setuptools="59.6.0")}],
+     result={"status": "failed", "msg": "build requirements missing in /venv: setuptools>=64 (have 59.6.0), ninja, wheel "
+                                        "(the package's own [build-system] requires and the torch extension build tools); "
+                                        "install them into the venv: /venv/bin/python3 -m pip install"})
+case("build_wheel", "preflight-isolated-torch-extension-that-cannot-import-torch", args={**BW, "no_build_isolation": False},
+     host=H90, steps=[META_TEXT, {"expect": {"type": "Run"}, "answer": venv_out(torch_archs={"9.0a": {"ok": True}})}],
+     result={"status": "failed", "msg": "an isolated build cannot import torch (ModuleNotFoundError: No module named "
+                                        "'torch'): the package's [build-system] requires lacks torch"})
+case("build_wheel", "preflight-requirements-are-the-packages-own", args=BW, host=H90,
+     steps=[META_SKB, {"expect": {"type": "Run"}, "answer": venv_out({"scikit-build-core>=0.10": {"name": "scikit-build-core", "installed": "0.9.0", "ok": False},
+                                                                      "nanobind>=2.0": {"name": "nanobind", "installed": "2.1.0", "ok": True}})}],
+     result={"status": "failed", "msg": "build requirements missing in /venv: scikit-build-core>=0.10 (have 0.9.0)"})
 STAMPS_OK = {"rc": 0, "stdout": json.dumps(STAMP) + "\nINSTALLED " + json.dumps({"sha256": SHA}) + "\n"}
 case("build_wheel", "same-inputs-reuse-the-wheel", args=BW, host=H90,
-     steps=[{"expect": {"type": "Run", "mutating": False}, "answer": PYINFO},
+     steps=[META_SKB, {"expect": {"type": "Run", "mutating": False}, "answer": PYINFO},
             {"expect": {"type": "Run", "mutating": False}, "answer": STAMPS_OK},
             {"expect": {"type": "ClassRole", "key": K, "holds": True, "once": True}, "answer": "reuse"}],
      result={"status": "ok", "decision": {"action": "reuse", "installed": True, "changed": []}})
 case("build_wheel", "another-member-builds-this-host-receives", args=BW, host=H90,
-     steps=[{"expect": {"type": "Run"}, "answer": PYINFO},
+     steps=[META_SKB, {"expect": {"type": "Run"}, "answer": PYINFO},
             {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}},
             {"expect": {"type": "ClassRole", "holds": False}, "answer": "push"},
             {"expect": {"type": "Fetch", "key": K, "dest": DEST},
@@ -104,34 +162,52 @@ case("build_wheel", "another-member-builds-this-host-receives", args=BW, host=H9
             {"expect": {"type": "Put", "remote": f"{DEST}/.fleetctl-build.json"}, "answer": None}],
      result={"status": "changed", "msg": "built once for this arch class on h0",
              "decision": {"action": "push", "changed": ["nothing installed"]}})
-BUILD_STEPS = [{"expect": {"type": "Run"}, "answer": PYINFO},
-               {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}},
-               {"expect": {"type": "ClassRole"}, "answer": "build"},
-               {"expect": {"type": "Run", "argv": ["rm", "-rf", DEST]}, "answer": {"rc": 0}},
-               {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", DEST]}, "answer": {"rc": 0}},
-               {"expect": {"type": "Emit", "name": "build.started"}, "answer": None}]
+TMP = f"/w/tmp/{K[:16]}"
+HOOKS = "/w/runs/r1/scripts/build_hook"
+def build_steps(meta=META_SKB, info=PYINFO, dest=DEST, tmp=TMP):
+    return [meta, {"expect": {"type": "Run"}, "answer": info},
+            {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}},
+            {"expect": {"type": "ClassRole"}, "answer": "build"},
+            {"expect": {"type": "Run", "argv": ["rm", "-rf", dest, tmp]}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", dest, tmp]}, "answer": {"rc": 0}},
+            {"expect": {"type": "PutFiles"}, "answer": None},
+            {"expect": {"type": "Run", "argv": ["/bin/sh", "-c", CLEAN, "fleetctl-clean", "/w/src/k"]}, "answer": {"rc": 0}},
+            {"expect": {"type": "Emit", "name": "build.started"}, "answer": None}]
+from fleetctl.tasks.build_here import CLEAN_LEFTOVERS as CLEAN
+BUILD_STEPS = build_steps()
+HOOK_DEFINES = [f"--config-settings=cmake.define.CMAKE_PROJECT_INCLUDE={HOOKS}/fleetctl_record.cmake",
+                "--config-settings=cmake.define.FLEETCTL_EXPECT_CUDA_COMPILER=/usr/local/cuda/bin/nvcc"]
 BUILD_ARGV = ["/venv/bin/python3", "-m", "pip", "wheel", "--no-deps", "-v", "--wheel-dir", DEST, "--no-build-isolation",
               "--config-settings=cmake.define.CMAKE_POLICY_VERSION_MINIMUM=3.5",
               "--config-settings=cmake.define.CMAKE_CUDA_ARCHITECTURES=90a",
               "--config-settings=cmake.define.CMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc",
-              "--config-settings=cmake.define.CUDAToolkit_ROOT=/usr/local/cuda", "/w/src/k"]
-ENV = {"VIRTUAL_ENV": "/venv", "CUDA_HOME": "/usr/local/cuda", "CUDA_PATH": "/usr/local/cuda",
-       "CUDACXX": "/usr/local/cuda/bin/nvcc",
+              "--config-settings=cmake.define.CUDAToolkit_ROOT=/usr/local/cuda", *HOOK_DEFINES, "/w/src/k"]
+ENV = {"PYTHONPATH": HOOKS, "PYTHONHOME": None, "VIRTUAL_ENV": "/venv", "CONDA_PREFIX": None, "CONDA_DEFAULT_ENV": None,
+       "CUDA_HOME": "/usr/local/cuda", "CUDA_PATH": "/usr/local/cuda", "CUDACXX": "/usr/local/cuda/bin/nvcc",
        "PATH": "/venv/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
        "TORCH_CUDA_ARCH_LIST": "9.0a", "CMAKE_CUDA_ARCHITECTURES": "90a", "CUDAARCHS": "90a",
-       "MAX_JOBS": "8", "CMAKE_BUILD_PARALLEL_LEVEL": "8", "NVCC_THREADS": "1"}
+       "MAX_JOBS": "8", "CMAKE_BUILD_PARALLEL_LEVEL": "8", "NVCC_THREADS": "1", "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
+       "TMPDIR": TMP, "FLEETCTL_BUILD_RECORD": f"{DEST}/.fleetctl-build-record.jsonl"}
+RECORD_OK = "\n".join(json.dumps(x) for x in [
+    {"kind": "cmake", "path": "/usr/bin/cmake", "version": "4.1.2", "policy_version_minimum": "3.5"},
+    {"kind": "cuda_compiler", "path": "/usr/local/cuda/bin/nvcc", "realpath": "/usr/local/cuda-13.0/bin/nvcc", "id": "NVIDIA", "version": "13.0.88"}])
+def after_build(record=RECORD_OK):
+    return [{"expect": {"type": "Run", "argv": ["/bin/sh", "-c", CLEAN, "fleetctl-clean", "/w/src/k"]}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "argv": ["rm", "-rf", TMP]}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": record}}]
 AFTER = [{"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": f"{SHA}  {WHEEL}\n"}},
          {"expect": {"type": "Put", "remote": "/w/runs/r1/scripts/wheel_sass.py"}, "answer": None}]
 case("build_wheel", "builds-for-exactly-the-host-sm", args=BW, host=H90,
-     steps=BUILD_STEPS + [{"expect": {"type": "Run", "argv": BUILD_ARGV, "env": ENV, "cwd": "/w/src/k"}, "answer": {"rc": 0}}] + AFTER + [
+     steps=BUILD_STEPS + [{"expect": {"type": "Run", "argv": BUILD_ARGV, "env": ENV, "cwd": "/w/src/k"}, "answer": {"rc": 0}}]
+     + after_build() + AFTER + [
          {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "/w/runs/r1/scripts/wheel_sass.py", WHEEL, "/usr/local/cuda/bin/cuobjdump"]},
-          "answer": {"rc": 0, "stdout": json.dumps({"archs": ["sm_90a"], "error": None})}},
+          "answer": {"rc": 0, "stdout": json.dumps({"archs": ["sm_90a"], "ptx": ["compute_90a"], "error": None})}},
          {"expect": {"type": "Put", "remote": f"{DEST}/.fleetctl-build.json"}, "answer": None},
          {"expect": {"type": "Publish", "key": K, "wheel": WHEEL}, "answer": None}],
      result={"status": "changed", "msg": "built fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl for 9.0a",
              "decision": {"action": "build"}})
 case("build_wheel", "sass-missing-fails-the-class", args=BW, host=H90,
-     steps=BUILD_STEPS + [{"expect": {"type": "Run", "argv": BUILD_ARGV}, "answer": {"rc": 0}}] + AFTER + [
+     steps=BUILD_STEPS + [{"expect": {"type": "Run", "argv": BUILD_ARGV}, "answer": {"rc": 0}}] + after_build() + AFTER + [
          {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": json.dumps({"archs": ["sm_80"], "error": None})}},
          {"expect": {"type": "Fail", "key": K}, "answer": None}],
      result={"status": "failed", "msg": "lacks sm_90a (holds sm_80)"})
@@ -141,51 +217,160 @@ case("build_wheel", "compiler-killed-for-memory-retries-with-half-the-jobs", arg
          {"expect": {"type": "Run", "env": ENV}, "answer": {"rc": 1, "stderr": "nvcc error   : 'cicc' died due to signal 9 (Kill signal)\nKilled\n"}},
          {"expect": {"type": "Emit", "name": "build.oom_retry"}, "answer": None},
          {"expect": {"type": "Emit", "name": "build.started"}, "answer": None},
-         {"expect": {"type": "Run", "env": ENV4}, "answer": {"rc": 137, "stderr": "Killed\n"}},
+         {"expect": {"type": "Run", "env": ENV4}, "answer": {"rc": 137, "stderr": "Killed\n"}}] + after_build("") + [
          {"expect": {"type": "Fail"}, "answer": None}],
-     result={"status": "failed", "msg": "compiler killed (likely out of memory) with MAX_JOBS=4"})
+     result={"status": "failed", "msg": "compiler killed (likely out of memory) with MAX_JOBS=4 (full log: fleetctl logs r1 h1)"})
 case("build_wheel", "compile-error-is-the-summary", args=BW, host=H90,
      steps=BUILD_STEPS + [
          {"expect": {"type": "Run", "argv": BUILD_ARGV},
           "answer": {"rc": 1, "stdout": "[1/4] Building CUDA object\n/w/src/k/csrc/cuda_quant.cu(13): error: expected an expression\n1 error detected\nninja: build stopped\n",
-                     "stderr": "ERROR: Failed to build installable wheels for some pyproject.toml based projects (fp4_kernels)\n"}},
-         {"expect": {"type": "Fail"}, "answer": None}],
-     result={"status": "failed", "msg": "cuda_quant.cu(13): error: expected an expression"})
+                     "stderr": "ERROR: Failed to build installable wheels for some pyproject.toml based projects (fp4_kernels)\n"}}]
+     + after_build() + [{"expect": {"type": "Fail"}, "answer": None}],
+     result={"status": "failed", "msg": "build failed (pip): /w/src/k/csrc/cuda_quant.cu(13): error: expected an expression "
+                                        "(full log: fleetctl logs r1 h1)"})
+case("build_wheel", "the-cuda-compiler-cmake-used-is-not-the-one-asked-for", args=BW, host=H90,
+     steps=BUILD_STEPS + [
+         {"expect": {"type": "Run", "argv": BUILD_ARGV},
+          "answer": {"rc": 1, "stdout": "-- The CUDA compiler identification is NVIDIA 12.0.140\nCMake Error at /w/runs/r1/scripts/build_hook/fleetctl_record.cmake:34 (message):\n  fleetctl: CMake uses the CUDA compiler /usr/bin/nvcc\n"}}]
+     + after_build(json.dumps({"kind": "cuda_compiler", "path": "/usr/bin/nvcc", "realpath": "/usr/bin/nvcc", "version": "12.0.140"}))
+     + [{"expect": {"type": "Fail"}, "answer": None}],
+     result={"status": "failed", "msg": "build failed (pip): the build used the CUDA compiler /usr/bin/nvcc (12.0.140), not "
+                                        "/usr/local/cuda/bin/nvcc (13.0) that fleetctl asked for"})
+case("build_wheel", "torch-drift-read-inside-the-build-fails-naming-both", args=BW, host=H90,
+     steps=BUILD_STEPS + [{"expect": {"type": "Run", "argv": BUILD_ARGV}, "answer": {"rc": 0}}]
+     + after_build(RECORD_OK + "\n" + json.dumps({"kind": "torch", "torch": "2.12.0+cu130", "torch_cuda": "13.0",
+                                                  "torch_file": "/tmp/pip-build-env-x/lib/python3.12/site-packages/torch/__init__.py"}))
+     + [{"expect": {"type": "Fail"}, "answer": None}],
+     result={"status": "failed", "msg": "torch drift: the build compiled against torch 2.12.0+cu130 (CUDA 13.0) from "
+                                        "/tmp/pip-build-env-x/lib/python3.12/site-packages/torch/__init__.py, but the venv "
+                                        "runs torch 2.11.0+cu130 (CUDA 13.0)"})
+def ptx_case(name, archs, sass_answer, result):
+    k = key_for(FACTS90, archs=archs)
+    dest, tmp = f"/w/wheels/{k[:16]}", f"/w/tmp/{k[:16]}"
+    cuda_archs = ";".join(a.split("+")[0].replace(".", "") for a in archs.split(";"))
+    env = {**ENV, "TORCH_CUDA_ARCH_LIST": archs, "CMAKE_CUDA_ARCHITECTURES": cuda_archs, "CUDAARCHS": cuda_archs,
+           "TMPDIR": tmp, "FLEETCTL_BUILD_RECORD": f"{dest}/.fleetctl-build-record.jsonl"}
+    tail = [{"expect": {"type": "Put", "remote": f"{dest}/.fleetctl-build.json"}, "answer": None},
+            {"expect": {"type": "Publish"}, "answer": None}] if result["status"] == "changed" else [
+            {"expect": {"type": "Fail"}, "answer": None}]
+    case("build_wheel", name, args={**BW, "archs": archs}, host=H90,
+         steps=build_steps(dest=dest, tmp=tmp) + [
+             {"expect": {"type": "Run", "env": env}, "answer": {"rc": 0}},
+             {"expect": {"type": "Run"}, "answer": {"rc": 0}}, {"expect": {"type": "Run"}, "answer": {"rc": 0}},
+             {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": RECORD_OK}},
+             {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": f"{SHA}  {dest}/k.whl\n"}},
+             {"expect": {"type": "Put"}, "answer": None},
+             {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": json.dumps(sass_answer)}}] + tail,
+         result=result)
+ptx_case("ptx-covers-a-gpu-its-sass-does-not-run-on", "8.0+PTX",
+         {"archs": ["sm_80"], "ptx": ["compute_80"], "error": None}, {"status": "changed", "msg": "for 8.0+PTX"})
+ptx_case("ptx-dropped-by-the-build-fails-loudly", "8.0+PTX;9.0a", {"archs": ["sm_80", "sm_90a"], "ptx": [], "error": None},
+         {"status": "failed", "msg": "lacks the compute_80 PTX that +PTX asked for (holds no PTX): the build dropped it"})
+CUDA124 = {**CUDA, "version": "12.4", "archs": ["compute_80", "compute_90"], "nvcc_realpath": "/usr/local/cuda-12.4/bin/nvcc",
+           "toolkits": [{"home": "/usr/local/cuda", "nvcc": "/usr/local/cuda/bin/nvcc", "version": "12.4", "archs": ["compute_80", "compute_90"], "source": "/usr/local/cuda"},
+                        {"home": "/usr/local/cuda-12.9", "nvcc": "/usr/local/cuda-12.9/bin/nvcc", "version": "12.9", "archs": ["compute_90", "compute_120"], "source": "/usr/local/cuda-*"},
+                        {"home": "/usr/local/cuda-13.0", "nvcc": "/usr/local/cuda-13.0/bin/nvcc", "version": "13.0", "archs": ["compute_90", "compute_120"], "source": "/usr/local/cuda-*"}]}
+FACTS120 = {**FACTS90, "gpus": [{"index": 0, "name": "NVIDIA RTX PRO 6000", "compute_cap": "12.0"}], "cuda": CUDA124,
+            "build": {**BUILD90, "torch_cuda_arch_list": "12.0a", "cuda_architectures": "120a"}}
+def _switched():
+    from fleetctl.cudacompat import parse_tokens, with_toolkit_for
+    return with_toolkit_for(FACTS120, parse_tokens("12.0a"))[0]
+K120 = key_for(_switched())
+ENV120 = {**ENV, "CUDA_HOME": "/usr/local/cuda-13.0", "CUDA_PATH": "/usr/local/cuda-13.0", "CUDACXX": "/usr/local/cuda-13.0/bin/nvcc",
+          "PATH": "/venv/bin:/usr/local/cuda-13.0/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+          "TORCH_CUDA_ARCH_LIST": "12.0a", "CMAKE_CUDA_ARCHITECTURES": "120a", "CUDAARCHS": "120a",
+          "TMPDIR": f"/w/tmp/{K120[:16]}", "FLEETCTL_BUILD_RECORD": f"/w/wheels/{K120[:16]}/.fleetctl-build-record.jsonl"}
+case("build_wheel", "the-newest-toolkit-that-builds-the-arch-is-used", args=BW, host={"facts": FACTS120, "trees": {"/w/src/k": TREE}},
+     steps=build_steps(dest=f"/w/wheels/{K120[:16]}", tmp=f"/w/tmp/{K120[:16]}")
+     + [{"expect": {"type": "Run", "env": ENV120}, "answer": {"rc": 1, "stdout": "k.cu(1): error: boom\n"}},
+        {"expect": {"type": "Run"}, "answer": {"rc": 0}}, {"expect": {"type": "Run"}, "answer": {"rc": 0}},
+        {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}}, {"expect": {"type": "Fail"}, "answer": None}],
+     result={"status": "failed", "msg": "k.cu(1): error: boom"})
 # pip_install
-STATE = lambda rec, dist, torch="2.11.0+cu130": {"rc": 0, "stdout": json.dumps({"record": rec, "dist": dist, "torch": torch, "cuda": "13.0"})}
+DISTS = {"torch": "2.11.0+cu130", "numpy": "2.1.0", "fp4-kernels": "0.1.0"}
+def STATE(rec, dist, torch="2.11.0+cu130", dists=None, stamp=None):
+    return {"rc": 0, "stdout": json.dumps({"record": rec, "dist": dist, "torch": torch, "cuda": "13.0",
+                                           "dists": dists or {**DISTS, "torch": torch}, "stamp": stamp})}
 REC = {"sha256": SHA, "kept": "/w/installed/w.whl", "record_sha256": "r" * 64}
 PI = {"wheel": WHEEL}
 HP = {"facts": FACTS90, "files": {WHEEL: SHA}}
+STATE_ARGV = ["/venv/bin/python3", "-c", __import__("fleetctl.tasks.pip_install", fromlist=["_"]).STATE_SCRIPT,
+              "fp4_kernels", "/w/installed/fp4_kernels.json", f"{DEST}/.fleetctl-build.json"]
+CLEAN_ENV = {"PYTHONPATH": None, "PYTHONHOME": None, "VIRTUAL_ENV": None, "CONDA_PREFIX": None, "CONDA_DEFAULT_ENV": None}
 case("pip_install", "same-wheel-installed-is-skipped", args=PI, host=HP,
-     steps=[{"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, {"version": "0.1.0", "record_sha256": "r" * 64})}],
+     steps=[{"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV, "env": CLEAN_ENV, "cwd": "/"},
+             "answer": STATE(REC, {"version": "0.1.0", "record_sha256": "r" * 64})}],
      result={"status": "ok", "decision": {"action": "skip"}})
 INSTALL_ARGV = ["/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall", "--no-deps", WHEEL]
+CHECK = {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-m", "pip", "check"], "mutating": False},
+         "answer": {"rc": 0, "stdout": "No broken requirements found.\n"}}
 case("pip_install", "uninstalled-by-hand-is-installed-again", args=PI, host=HP,
-     steps=[{"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, None)},
-            {"expect": {"type": "Run", "argv": INSTALL_ARGV}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, {"record_sha256": "s" * 64})},
+     steps=[{"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, None)}, CHECK,
+            {"expect": {"type": "Run", "argv": INSTALL_ARGV, "env": {**CLEAN_ENV, "TMPDIR": "/w/runs/r1"}, "cwd": "/"}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, {"record_sha256": "s" * 64})}, CHECK,
             {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", "/w/installed"]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run"}, "answer": {"rc": 0}},
             {"expect": {"type": "Put", "remote": "/w/installed/fp4_kernels.json"}, "answer": None}],
-     result={"status": "changed", "decision": {"action": "install", "why": "nothing installed"}})
-case("pip_install", "an-install-that-moves-torch-fails", args={**PI, "keep_previous": False}, host=HP,
-     steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None)},
+     result={"status": "changed", "msg": "torch 2.11.0+cu130 unchanged", "decision": {"action": "install", "why": "nothing installed"}})
+case("pip_install", "other-packages-the-install-changed-and-pip-check-problems-are-reported", args={**PI, "keep_previous": False},
+     host=HP,
+     steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None)}, CHECK,
             {"expect": {"type": "Run", "argv": INSTALL_ARGV}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run"}, "answer": STATE(None, {"record_sha256": "x"}, torch="2.12.0+cu130")}],
-     result={"status": "failed", "msg": "the install changed torch: 2.11.0+cu130 (cu 13.0) -> 2.12.0+cu130"})
+            {"expect": {"type": "Run"}, "answer": STATE(None, {"record_sha256": "x"}, dists={**DISTS, "numpy": "1.26.4", "einops": "0.8.0"})},
+            {"expect": {"type": "Run", "mutating": False},
+             "answer": {"rc": 1, "stdout": "fp4-kernels 0.1.0 requires einops<0.8, but you have einops 0.8.0.\n"}},
+            {"expect": {"type": "Note"}, "answer": None}, {"expect": {"type": "Note"}, "answer": None}],
+     result={"status": "changed", "msg": "the install also changed other packages: added einops 0.8.0, numpy 2.1.0 -> 1.26.4; pip check: "
+                                         "fp4-kernels 0.1.0 requires einops<0.8, but you have einops 0.8.0."})
+case("pip_install", "an-install-that-moves-torch-fails-and-rolls-back", args=PI, host=HP,
+     steps=[{"expect": {"type": "Run"}, "answer": STATE(REC, {"record_sha256": "q" * 64, "version": "0.0.9"})}, CHECK,
+            {"expect": {"type": "Run", "argv": INSTALL_ARGV}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run"}, "answer": STATE(REC, {"record_sha256": "x"}, torch="2.12.0+cu130")}, CHECK,
+            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall",
+                                                "--no-deps", "/w/installed/w.whl"]}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall",
+                                                "--no-deps", "torch==2.11.0+cu130"]},
+             "answer": {"rc": 1, "stderr": "ERROR: Could not find a version that satisfies the requirement torch==2.11.0+cu130\n"}}],
+     result={"status": "failed", "msg": "the install changed torch: 2.11.0+cu130 (cu 13.0) -> 2.12.0+cu130 (cu 13.0); rolled "
+                                        "back: reinstalled w.whl; torch 2.11.0+cu130 could not be reinstalled"})
+case("pip_install", "dependencies-allowed-torch-is-pinned", args={**PI, "no_deps": False, "keep_previous": False}, host=HP,
+     steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None)}, CHECK,
+            {"expect": {"type": "Put", "remote": "/w/runs/r1/install-constraints.txt"}, "answer": None},
+            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall",
+                                                "--constraint", "/w/runs/r1/install-constraints.txt", WHEEL]},
+             "answer": {"rc": 1, "stderr": "ERROR: Cannot install fp4_kernels because these package versions have conflicting dependencies.\n"
+                                           "The conflict is caused by: The user requested (constraint) torch==2.11.0+cu130\n"}}],
+     result={"status": "failed", "msg": "fleetctl never lets an install move torch"})
+STAMP_OLD_TORCH = {"build_record": {"torch": [{"torch": "2.10.0+cu130", "torch_cuda": "13.0", "torch_file": "/venv/x"}]}}
+case("pip_install", "a-wheel-built-against-another-torch-is-refused-before-installing", args=PI, host=HP,
+     steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None, stamp=STAMP_OLD_TORCH)}],
+     result={"status": "failed", "msg": "torch drift: fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl was built against torch "
+                                        "2.10.0+cu130 (CUDA 13.0, recorded inside the build), but /venv runs torch 2.11.0+cu130"})
 case("pip_install", "unknown-wheel-is-hashed-on-the-host", args=PI, host={"facts": FACTS90},
      steps=[{"expect": {"type": "Run", "argv": ["sha256sum", WHEEL]}, "answer": {"rc": 1, "stderr": f"sha256sum: {WHEEL}: No such file or directory"}}],
      result={"status": "failed", "msg": "No such file or directory"})
 # verify
-case("verify", "all-checks-pass", args={"package": "fp4_kernels", "symbols": ["a"]}, host={"facts": FACTS90},
+VERIFY_ARGV = ["/venv/bin/python3", "-I", "/w/runs/r1/verify/verify_package.py", "--package", "fp4_kernels", "--device", "cuda",
+               "--venv", "/venv", "--symbols", "a", "--sm", "9.0", "--smoke"]
+case("verify", "all-checks-pass-isolated-from-the-login-environment-on-the-gpu", args={"package": "fp4_kernels", "symbols": ["a"]},
+     host={"facts": FACTS90},
      steps=[{"expect": {"type": "Put", "remote": "/w/runs/r1/verify/verify_package.py"}, "answer": None},
-            {"expect": {"type": "Run", "cwd": "/w/runs/r1/verify", "mutating": False,
-                        "argv": ["/venv/bin/python3", "/w/runs/r1/verify/verify_package.py", "--package", "fp4_kernels",
-                                 "--venv", "/venv", "--symbols", "a", "--sm", "9.0", "--smoke"]},
-             "answer": {"rc": 0, "stdout": "PASS torch: ok\n" + json.dumps({"ok": True, "checks": [{"name": "torch", "ok": True, "detail": "ok"}], "selfcheck": {"device": "cuda"}})}}],
+            {"expect": {"type": "Run", "cwd": "/", "mutating": False, "argv": VERIFY_ARGV, "env": CLEAN_ENV},
+             "answer": {"rc": 0, "stdout": "PASS torch: ok\n" + json.dumps({"ok": True, "device": "cuda", "checks": [{"name": "torch", "ok": True, "detail": "ok"}], "selfcheck": {"device": "cuda"}})}}],
      result={"status": "ok", "msg": "smoke on cuda"})
+case("verify", "a-host-without-gpus-verifies-on-the-cpu", args={"package": "tiny"}, host={"facts": {**FACTS90, "gpus": []}},
+     steps=[{"expect": {"type": "Put"}, "answer": None},
+            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-I", "/w/runs/r1/verify/verify_package.py", "--package", "tiny",
+                                                "--device", "cpu", "--venv", "/venv", "--smoke"]},
+             "answer": {"rc": 0, "stdout": json.dumps({"ok": True, "device": "cpu", "checks": []})}}],
+     result={"status": "ok", "msg": "on cpu"})
+case("verify", "a-cpu-torch-on-a-gpu-host-fails", args={"package": "fp4_kernels"}, host={"facts": FACTS90},
+     steps=[{"expect": {"type": "Put"}, "answer": None},
+            {"expect": {"type": "Run"}, "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "checks": [
+                {"name": "cuda", "ok": False, "detail": "torch 2.13.0+cpu (CUDA None: a CPU-only build) cannot see the host's GPUs"}]})}}],
+     result={"status": "failed", "msg": "cuda: torch 2.13.0+cpu (CUDA None: a CPU-only build) cannot see the host's GPUs"})
 case("verify", "a-failed-check-is-named", args={"package": "sgl_kernel"}, host={"facts": FACTS90},
      steps=[{"expect": {"type": "Put"}, "answer": None},
-            {"expect": {"type": "Run"}, "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "checks": [{"name": "import", "ok": False, "detail": "libtorch.so: cannot open"}]})}}],
-     result={"status": "failed", "msg": "import: libtorch.so: cannot open"})
+            {"expect": {"type": "Run"}, "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "checks": [{"name": "import-order", "ok": False, "detail": "sgl_kernel imports only after torch (libc10.so: cannot open)"}]})}}],
+     result={"status": "failed", "msg": "import-order: sgl_kernel imports only after torch"})
 print("ok", K[:16])

@@ -1,0 +1,220 @@
+"""``build_wheel`` on the member that builds: run the build, read what it used, check the wheel.
+
+1. A fresh folder for the build key, a private TMPDIR in the workdir (``<workdir>/tmp/<key16>``:
+   nvcc's intermediates, scikit-build-core's build tree and pip's isolated environments live
+   there, never in a login TMPDIR that may be noexec, full or small), and fleetctl's build hooks
+   (:mod:`~fleetctl.tasks.build_record`) on the build's PYTHONPATH and ``CMAKE_PROJECT_INCLUDE``.
+2. Build leftovers in the source tree (``build/``, ``*.egg-info``, ``_skbuild/``, ``.eggs/``,
+   ``dist/``) are removed before (a tree a ``copy`` of this run manages never holds any, so they
+   are stale) and after the build, whatever its outcome.
+3. ``uv build --wheel --python VENV_PYTHON`` (uv on the host) or ``VENV_PYTHON -m pip wheel
+   --no-deps``; a compiler killed for memory (exit 137, "Killed") is retried once with half the
+   jobs. A failed build's summary is the compiler's own first error, then where the full log is.
+4. What the build used (the torch it compiled against, the cmake, the CUDA compiler) is checked
+   against what fleetctl asked for: another torch or another compiler fails the task.
+5. The wheel's SASS and PTX (``cuobjdump --list-elf`` / ``--list-ptx``) must hold every target
+   arch and every ``+PTX`` virtual arch, and run on every GPU of the host; checked with the host's
+   cuobjdump, else on the controller (the wheel fetched into the cache).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Mapping
+from typing import Any
+
+from ..build import build_environment
+from ..connection.base import CommandResult
+from ..cudacompat import how_covered, uncovered_gpus
+from ..scripts import script_path
+from ..status import Status
+from .base import HostView, Plan, TaskResult, first_error_line
+from .build_keys import STAMP_NAME, build_argv, is_killed, ptx_targets, sass_targets, wheel_sass_local
+from .build_meta import BuildMeta
+from .build_preflight import CLEAN_PYTHON_ENV, missing_tools
+from .build_record import HOOK_FILES, RECORD_NAME, compiler_mismatch, parse_record, torch_drift
+from .steps import Emit, Fail, Get, Local, Publish, Put, PutFiles, Run, probe
+
+#: Prints the build leftovers present in the tree ``$1`` (one name a line).
+LIST_LEFTOVERS = ('cd "$1" 2>/dev/null || exit 0; for p in build _skbuild .eggs dist *.egg-info; do '
+                  '[ -e "$p" ] && echo "$p"; done; true')
+#: Removes the build leftovers in ``$1`` except those named in ``$2...`` (present before the build).
+CLEAN_LEFTOVERS = ('cd "$1" 2>/dev/null || exit 0; shift; for p in build _skbuild .eggs dist *.egg-info; do '
+                   '[ -e "$p" ] || continue; keep=; for k in "$@"; do [ "$k" = "$p" ] && keep=1; done; '
+                   '[ -n "$keep" ] || { rm -rf -- "$p" && echo "fleetctl: removed $p from the source tree"; }; done; true')
+
+
+def stamp_bytes(data: Mapping[str, Any]) -> bytes:
+    return json.dumps({k: v for k, v in data.items() if k != "decision"}, sort_keys=True).encode()
+
+
+def _build_env(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapping[str, Any], jobs: int, tmp: str,
+               hook_dir: str, record: str, constraint: str | None) -> dict[str, str | None]:
+    env: dict[str, str | None] = {**CLEAN_PYTHON_ENV}
+    env.update(build_environment({**facts, "build": {**target, "max_jobs": jobs}}, venv=host.venv))
+    env.update({"TMPDIR": tmp, "PYTHONPATH": hook_dir, "FLEETCTL_BUILD_RECORD": record})
+    if constraint:
+        env.update({"PIP_BUILD_CONSTRAINT": constraint, "PIP_CONSTRAINT": constraint, "UV_BUILD_CONSTRAINT": constraint})
+    env.update({k: v for k, v in (args.env or {}).items()})
+    return env
+
+
+def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapping[str, Any], inputs: dict[str, Any],
+               key: str, dest: str, defines: dict[str, str], decision: dict[str, Any], once: bool, meta: BuildMeta,
+               info: Mapping[str, Any]) -> Plan:
+    """Build on this host, check what it used and the wheel, write the stamp, publish to the class."""
+    uv = (facts.get("uv") or {}).get("path")
+    tool = "uv" if args.tool == "uv" or (args.tool == "auto" and uv) else "pip"
+    jobs = int(target.get("max_jobs") or 1)
+    logs = f"full log: fleetctl logs {posixpath.basename(host.run_dir)} {host.name}"
+    src = args.src.rstrip("/") or "/"
+    tmp = posixpath.join(host.workdir, "tmp", key[:16])
+    record_path = posixpath.join(dest, RECORD_NAME)
+    hook_dir = posixpath.join(host.run_dir, "scripts", "build_hook")
+    cuda = facts.get("cuda") or {}
+    isolated = not args.no_build_isolation
+    py = facts.get("python") or {}
+
+    def fail(msg: str, data: dict[str, Any] | None = None, rc: int | None = None) -> Plan:
+        if once:
+            yield Fail(key=key, message=f"{host.name}: {msg}")
+        return TaskResult(Status.FAILED, rc=rc, msg=msg, data={**(data or {}), "decision": decision})
+
+    yield Run(argv=("rm", "-rf", dest, tmp), quiet=True, reason="a fresh folder and TMPDIR for this build key")
+    yield Run(argv=("mkdir", "-p", "-m", "0700", dest, tmp), quiet=True)
+    hooks = tuple((str(script_path(local)), posixpath.join(hook_dir, name), 0o644) for local, name in HOOK_FILES.items())
+    errors = yield PutFiles(files=hooks, reason="fleetctl's build hooks (what the build used, read inside it)")
+    if any(e is not None for e in errors or []):
+        return (yield from fail(f"cannot upload the build hooks: {next(e for e in errors if e is not None)}"))
+    keep: list[str] = []
+    if src not in host.trees:  # not this run's copy: leave what was there before alone
+        res = yield probe(["/bin/sh", "-c", LIST_LEFTOVERS, "fleetctl-leftovers", src], "build leftovers already there")
+        keep = res.stdout_text.split()
+    yield Run(argv=("/bin/sh", "-c", CLEAN_LEFTOVERS, "fleetctl-clean", src, *keep), quiet=True,
+              reason="no stale build leftovers in the source tree")
+    tools = missing_tools(info, facts, host.venv)
+    if tools and args.install_build_requirements:
+        res = yield Run(argv=(host.python, "-m", "pip", "install", "--no-input", *tools), env=CLEAN_PYTHON_ENV, cwd="/",
+                        reason=f"install the missing build requirements {', '.join(tools)}")
+        if res.rc != 0:
+            return (yield from fail(f"installing the build requirements {' '.join(tools)} failed: {first_error_line(res)}"))
+    constraint = None
+    if isolated and py.get("torch"):
+        constraint = posixpath.join(dest, "build-constraints.txt")
+        err = yield Put(data=f"torch=={py['torch']}\n".encode(), remote=constraint, mode=0o600,
+                        reason="an isolated build gets the venv's torch or fails to resolve, never another")
+        if err is not None:
+            return (yield from fail(f"cannot write the build constraints: {err}"))
+    hook_defines = {}
+    if (meta.cmake or not meta.found) and "CMAKE_PROJECT_INCLUDE" not in defines:
+        hook_defines = {"CMAKE_PROJECT_INCLUDE": posixpath.join(hook_dir, "fleetctl_record.cmake")}
+        if cuda.get("nvcc"):
+            hook_defines["FLEETCTL_EXPECT_CUDA_COMPILER"] = cuda["nvcc"]
+    argv_defines = {**defines, **hook_defines} if (meta.cmake or not meta.found) else {}
+    res = CommandResult(argv=[], rc=None)
+    for attempt in range(2):
+        env = _build_env(args, host, facts, target, jobs, tmp, hook_dir, record_path, constraint)
+        argv = build_argv(tool, host.python, uv, src, dest, argv_defines, args.no_build_isolation)
+        yield Emit(name="build.started", data={"tool": tool, "archs": target.get("torch_cuda_arch_list"),
+                                               "max_jobs": jobs, "attempt": attempt + 1})
+        res = yield Run(argv=tuple(argv), env=env, cwd=src,
+                        reason=f"build for {target.get('torch_cuda_arch_list')} with MAX_JOBS={jobs}")
+        if res.rc == 0 or not (is_killed(res) and jobs > 1 and attempt == 0):
+            break
+        yield Emit(name="build.oom_retry", data={"max_jobs": jobs, "next_max_jobs": max(1, jobs // 2)})
+        jobs = max(1, jobs // 2)
+    yield Run(argv=("/bin/sh", "-c", CLEAN_LEFTOVERS, "fleetctl-clean", src, *keep), quiet=True,
+              reason="leave no build leftovers in the source tree")
+    yield Run(argv=("rm", "-rf", tmp), quiet=True, reason="the build's TMPDIR")
+    rec = yield Run(argv=("/bin/sh", "-c", 'cat "$1" 2>/dev/null; true', "fleetctl-record", record_path),
+                    mutating=False, after_change=True, quiet=True, reason="what the build used (its record)")
+    record = parse_record(rec.stdout_text, res.stdout_text + "\n" + res.stderr_text)
+    data: dict[str, Any] = {"max_jobs": jobs, "tool": tool, "key": key, "build_record": record,
+                            "tmpdir": tmp, "build_meta": meta.as_dict()}
+    mismatch = compiler_mismatch(record, cuda)
+    if res.rc != 0:
+        why = mismatch or (f"compiler killed (likely out of memory) with MAX_JOBS={jobs}" if is_killed(res)
+                           else first_error_line(res))
+        return (yield from fail(f"build failed ({tool}): {why} ({logs})", data, rc=res.rc))
+    drift = torch_drift(record, py)
+    if mismatch or drift:
+        return (yield from fail("; ".join(m for m in (mismatch, drift) if m) + f" ({logs})", data))
+
+    wheel_name = "<built wheel>"
+    found = yield Run(argv=("/bin/sh", "-c", 'for f in "$1"/*.whl; do [ -f "$f" ] && sha256sum "$f"; done; true',
+                            "fleetctl-wheels", dest), mutating=False, after_change=True, quiet=True,
+                      assume=CommandResult(argv=[], rc=0, stdout=f"-  {posixpath.join(dest, wheel_name)}\n".encode()),
+                      reason="the wheel the build wrote")
+    wheels = [ln.split("  ", 1) for ln in found.stdout_text.splitlines() if "  " in ln]
+    if len(wheels) != 1:
+        return (yield from fail(f"build produced {len(wheels)} wheels in {dest}, expected 1", data))
+    digest, wheel = wheels[0][0], wheels[0][1]
+    digest = None if digest == "-" else digest
+    data.update({"wheel": wheel, "sha256": digest, "archs": target.get("torch_cuda_arch_list"), "reused": False,
+                 "inputs": inputs})
+    if args.check_sass and cuda.get("nvcc"):
+        targets, ptx_wanted = sass_targets(target), ptx_targets(target)
+        archs, ptx, where, err = yield from _sass_archs(host, wheel, digest, targets, ptx_wanted)
+        data.update(sass=archs, ptx=ptx)
+        missing = [t for t in targets if t not in archs]
+        missing_ptx = [p for p in ptx_wanted if p not in ptx]
+        uncovered = uncovered_gpus(facts.get("gpus") or [], archs, ptx)
+        name = posixpath.basename(wheel)
+        msg = (f"SASS check: {err}" if err else
+               f"SASS check ({where}): {name} lacks {', '.join(missing)} (holds {', '.join(archs) or 'no SASS'})"
+               if missing else
+               f"PTX check ({where}): {name} lacks the {', '.join(missing_ptx)} PTX that +PTX asked for (holds "
+               f"{', '.join(ptx) or 'no PTX'}): the build dropped it" if missing_ptx else
+               f"SASS check ({where}): {name} runs on none of {', '.join(uncovered)} (holds {', '.join(archs)}"
+               f"{'; PTX ' + ', '.join(ptx) if ptx else ''})" if uncovered else "")
+        if msg:
+            return (yield from fail(msg, data))
+        data["coverage"] = {f"GPU {g.get('index', i)} ({g.get('name')}, {g.get('compute_cap')})":
+                            how_covered(str(g.get("compute_cap")), archs, ptx)
+                            for i, g in enumerate(facts.get("gpus") or []) if g.get("compute_cap")}
+    err = yield Put(data=stamp_bytes(data), remote=posixpath.join(dest, STAMP_NAME), mode=0o600, reason="the build stamp")
+    if err is not None:
+        return TaskResult(Status.FAILED, msg=f"cannot write the build stamp: {err}", data={**data, "decision": decision})
+    if once:
+        err = yield Publish(key=key, wheel=wheel, sha256=digest or "", data=data,
+                            reason="fetch the wheel into the controller's cache for the rest of the class")
+        if err is not None:
+            return TaskResult(Status.FAILED, msg=f"built, but cannot fetch the wheel for the class: {err}",
+                              data={**data, "decision": decision})
+    return TaskResult(Status.CHANGED, msg=f"built {posixpath.basename(wheel)} for {data['archs']}",
+                      data={**data, "decision": decision}, files={wheel: digest})
+
+
+def _sass_archs(host: HostView, wheel: str, digest: str | None, targets: list[str], ptx: list[str]):
+    """``(sass, ptx, where, error)``: on the host with its cuobjdump, else on the controller."""
+    local_script = script_path("wheel_sass.py")
+    assume = {"archs": targets, "ptx": ptx, "error": None}
+    cuobjdump = (host.facts.get("cuda") or {}).get("cuobjdump")
+    if cuobjdump:
+        remote_script = host.remote_script("wheel_sass.py")
+        yield Put(local=str(local_script), remote=remote_script, mode=0o600, reason="the SASS check script")
+        res = yield Run(argv=(host.python, remote_script, wheel, cuobjdump), mutating=False, after_change=True,
+                        quiet=True, assume=CommandResult(argv=[], rc=0, stdout=json.dumps(assume).encode()),
+                        reason="list the SASS and PTX in the wheel (cuobjdump --list-elf, --list-ptx)")
+        try:
+            out = json.loads(res.stdout_text.strip().splitlines()[-1])
+            if not out.get("error"):
+                return out["archs"], out.get("ptx") or [], "on the host", None
+        except (ValueError, IndexError):
+            pass
+    from ..paths import cache_dir
+
+    name = posixpath.basename(wheel)
+    local = cache_dir() / "sass-check" / (digest or "unknown")[:16] / name
+    err = yield Get(remote=wheel, local=str(local), after_change=True, reason="check the SASS on the controller")
+    if err is not None:
+        return [], [], "on the controller", f"cannot fetch the wheel to check it: {err}"
+    out = yield Local(fn=wheel_sass_local, args=(str(local_script), str(local)), after_change=True,
+                      assume=assume, reason="cuobjdump on the controller")
+    if isinstance(out, BaseException):
+        return [], [], "on the controller", str(out)
+    if out.get("error"):
+        return [], [], "on the controller", (f"no cuobjdump on the host or the controller ({out['error']}); "
+                                             "install nvidia-cuda-cuobjdump from PyPI on the controller")
+    return out["archs"], out.get("ptx") or [], "on the controller", None

@@ -1,0 +1,123 @@
+"""What a source tree says about its own build: the package's build requirements, its backend,
+and whether it is a torch extension or a CMake project.
+
+Read from the tree's top-level ``pyproject.toml`` (PEP 518 ``[build-system]``), ``setup.py`` and
+``CMakeLists.txt``: on the controller when a ``copy`` task of the run uploads the tree (so the
+answer is known before anything is uploaded), else on the host (:data:`META_PROBE`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+try:  # Python 3.11+
+    import tomllib
+except ImportError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+#: The files read, at the tree's top level.
+META_FILES = ("pyproject.toml", "setup.py", "CMakeLists.txt")
+
+#: PEP 517's fallback when a tree has no ``[build-system]`` table: setuptools' legacy backend.
+LEGACY_REQUIRES = ("setuptools>=40.8.0",)
+
+#: What building a torch C++/CUDA extension with ``torch.utils.cpp_extension`` needs in the venv
+#: besides torch (its ``BuildExtension`` imports setuptools and packaging and drives ninja;
+#: ``wheel`` only for setuptools < 70.1, which has no ``bdist_wheel`` of its own).
+TORCH_EXTENSION_TOOLS = ("setuptools", "packaging", "ninja")
+
+#: Prints each of :data:`META_FILES` under ``$1`` between marker lines (absent files print nothing).
+META_PROBE = ('for f in pyproject.toml setup.py CMakeLists.txt; do [ -f "$1/$f" ] || continue; '
+              'printf "@@FLEETCTL_FILE@@ %s\\n" "$f"; head -c 262144 "$1/$f"; printf "\\n"; done; true')
+
+_TORCH_EXT = re.compile(r"torch\.utils\.cpp_extension|\bCUDAExtension\b|\bCppExtension\b|\bBuildExtension\b")
+_CMAKE_TORCH = re.compile(r"find_package\s*\(\s*Torch\b", re.I)
+
+
+@dataclass(frozen=True)
+class BuildMeta:
+    """A source tree's build, as its own files declare it.
+
+    Attributes:
+        found: a ``pyproject.toml`` or ``setup.py`` was there (else nothing is known).
+        where: ``"controller"`` or ``"host"``: where the files were read.
+        requires: ``[build-system] requires`` (PEP 508 strings), or :data:`LEGACY_REQUIRES`.
+        backend: ``build-backend`` (``"scikit_build_core.build"``), or ``None``.
+        torch_extension: builds against torch (``torch.utils.cpp_extension`` in setup.py, or
+            ``find_package(Torch)`` in CMakeLists.txt): torch is imported by the build.
+        cmake: configured with CMake (scikit-build-core, or a top-level CMakeLists.txt).
+        torch_required: torch is among ``requires`` (an isolated build installs its own torch).
+        error: why ``pyproject.toml`` could not be read, if it could not.
+    """
+
+    found: bool = False
+    where: str = ""
+    requires: tuple[str, ...] = ()
+    backend: str | None = None
+    torch_extension: bool = False
+    cmake: bool = False
+    torch_required: bool = False
+    error: str | None = None
+    files: tuple[str, ...] = field(default=())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"found": self.found, "where": self.where, "requires": list(self.requires), "backend": self.backend,
+                "torch_extension": self.torch_extension, "cmake": self.cmake, "torch_required": self.torch_required,
+                "error": self.error}
+
+
+def requirement_name(req: str) -> str:
+    """The distribution name of a PEP 508 requirement, normalised (``"scikit-build-core>=0.10"``
+    -> ``"scikit-build-core"``, ``"Torch[x]"`` -> ``"torch"``)."""
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req)
+    return re.sub(r"[-_.]+", "-", m.group(1)).lower() if m else req.strip().lower()
+
+
+def meta_from_texts(texts: Mapping[str, str], where: str) -> BuildMeta:
+    """A :class:`BuildMeta` from the files' texts (``{"pyproject.toml": "...", ...}``; absent keys:
+    absent files)."""
+    pyproject, setup_py, cmakelists = (texts.get(name) for name in META_FILES)
+    if pyproject is None and setup_py is None:
+        return BuildMeta(found=False, where=where, files=tuple(texts))
+    requires: tuple[str, ...] = LEGACY_REQUIRES
+    backend, error = None, None
+    if pyproject is not None:
+        try:
+            table = tomllib.loads(pyproject).get("build-system") or {}
+            if isinstance(table.get("requires"), list):
+                requires = tuple(str(r) for r in table["requires"])
+            backend = table.get("build-backend")
+        except (tomllib.TOMLDecodeError, AttributeError) as exc:
+            error = f"pyproject.toml: {exc}"
+    torch_ext = bool(setup_py and _TORCH_EXT.search(setup_py)) or bool(cmakelists and _CMAKE_TORCH.search(cmakelists))
+    cmake = (backend or "").startswith("scikit_build_core") or cmakelists is not None
+    return BuildMeta(found=True, where=where, requires=requires, backend=backend, torch_extension=torch_ext,
+                     cmake=cmake, torch_required=any(requirement_name(r) == "torch" for r in requires), error=error,
+                     files=tuple(texts))
+
+
+def read_local_texts(folder: str) -> dict[str, str]:
+    """The :data:`META_FILES` of a controller folder (run by the engine in a worker thread)."""
+    out = {}
+    for name in META_FILES:
+        path = Path(folder) / name
+        if path.is_file():
+            out[name] = path.read_text(errors="replace")[:262144]
+    return out
+
+
+def parse_probe(text: str) -> dict[str, str]:
+    """:data:`META_PROBE`'s output -> ``{file name: text}``."""
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("@@FLEETCTL_FILE@@ "):
+            current = line.split(" ", 1)[1].strip()
+            out[current] = []
+        elif current is not None:
+            out[current].append(line)
+    return {k: "\n".join(v) for k, v in out.items()}

@@ -1,0 +1,252 @@
+"""``build_wheel``'s preflight: everything that would make a build fail or come out wrong, found
+before anything is uploaded or compiled. Pure functions of facts, the source tree's build
+metadata (:mod:`~fleetctl.tasks.build_meta`) and the venv probe's answer (:data:`VENV_PROBE`).
+
+Each problem is one line: the cause and the fix. The task joins them into its message, so a
+failed preflight reads ``preflight: driver 535.104.05 is older than ... (install driver >= 580 ...)``
+next to the host's name.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..build import DEFAULT_PATH, available_memory_mib, unsupported_archs
+from ..cudacompat import ArchToken, driver_problem, predicted_binaries, uncovered_gpus
+from .build_meta import TORCH_EXTENSION_TOOLS, BuildMeta, requirement_name
+from .steps import Run, probe
+
+#: Runs in the venv's python (any 3.8+) with one JSON argument ``{"imports", "requirements",
+#: "tokens", "tmp"}``; prints one JSON object: the interpreter (``executable``, ``prefix``), the
+#: import names it lacks (``missing``), each requirement's installed version and whether it
+#: satisfies the specifier (``requirements``, via pip's vendored ``packaging`` when present),
+#: ``setuptools``' version, what ``torch.utils.cpp_extension._get_cuda_arch_flags`` makes of each
+#: arch token (``torch_archs``: ``{token: {"ok", "flags" | "error"}}``, only when tokens are
+#: given) and the file system of a ``tmp`` folder (``{path, free_mib, noexec, writable}``).
+VENV_PROBE = r'''
+import importlib.util, json, os, sys
+a = json.loads(sys.argv[1])
+out = {"executable": sys.executable, "prefix": sys.prefix, "missing": [], "requirements": {}, "setuptools": None,
+       "torch_archs": None, "torch_archs_error": None, "tmp": None}
+out["missing"] = [m for m in a.get("imports", []) if importlib.util.find_spec(m) is None]
+try:
+    from importlib import metadata as md
+except ImportError:
+    md = None
+try:
+    from pip._vendor.packaging.requirements import Requirement
+except Exception:
+    Requirement = None
+def version_of(name):
+    try:
+        return md.version(name) if md else None
+    except Exception:
+        return None
+out["setuptools"] = version_of("setuptools")
+for req in a.get("requirements", []):
+    name, spec, applies = req.split(";")[0].split("[")[0].strip(), None, True
+    if Requirement is not None:
+        try:
+            r = Requirement(req)
+            name, spec = r.name, r.specifier
+            applies = r.marker is None or r.marker.evaluate()
+        except Exception:
+            pass
+    for sep in "<>=!~ (":
+        name = name.split(sep)[0]
+    have = version_of(name)
+    ok = have is not None and (spec is None or not str(spec) or spec.contains(have, prereleases=True))
+    out["requirements"][req] = {"name": name, "installed": have, "ok": ok or not applies}
+if a.get("tokens") is not None:
+    try:
+        import torch.utils.cpp_extension as ce
+        res = {}
+        for tok in a["tokens"]:
+            os.environ["TORCH_CUDA_ARCH_LIST"] = tok
+            try:
+                res[tok] = {"ok": True, "flags": ce._get_cuda_arch_flags()}
+            except Exception as exc:
+                res[tok] = {"ok": False, "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
+        out["torch_archs"] = res
+    except Exception as exc:
+        out["torch_archs_error"] = "%s: %s" % (type(exc).__name__, exc)
+if a.get("tmp"):
+    p = os.path.abspath(a["tmp"])
+    while not os.path.exists(p) and os.path.dirname(p) != p:
+        p = os.path.dirname(p)
+    st = os.statvfs(p)
+    out["tmp"] = {"path": p, "free_mib": st.f_bavail * st.f_frsize // 1048576, "noexec": bool(st.f_flag & 8),
+                  "writable": os.access(p, os.W_OK | os.X_OK)}
+print(json.dumps(out))
+'''
+
+#: Unset for every command that runs the venv's python: a login environment's PYTHONPATH (a source
+#: checkout) or another environment's markers must not change what it imports.
+CLEAN_PYTHON_ENV: dict[str, str | None] = {"PYTHONPATH": None, "PYTHONHOME": None, "VIRTUAL_ENV": None,
+                                           "CONDA_PREFIX": None, "CONDA_DEFAULT_ENV": None}
+
+_SETUPTOOLS_OWN_BDIST_WHEEL = (70, 1)
+
+
+def _version(text: str | None) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", text or "")[:3])
+
+
+def venv_probe(python: str, imports: Sequence[str], requirements: Sequence[str], tokens: Sequence[str] | None,
+               tmp: str | None) -> Run:
+    """The read-only probe of the venv's python (cwd ``/``: nothing in a source folder can shadow
+    what the venv holds)."""
+    import json
+
+    arg = json.dumps({"imports": list(imports), "requirements": list(requirements), "tokens": tokens, "tmp": tmp},
+                     sort_keys=True)
+    return probe([python, "-c", VENV_PROBE, arg], f"check {python}, the build requirements and the arch list",
+                 env=CLEAN_PYTHON_ENV, cwd="/")
+
+
+def facts_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: Any, venv: str | None,
+                   cuda_home: str | None = None) -> list[str]:
+    """Problems found from facts alone (see the module docstring).
+
+    ``cuda_home`` is the host var: when set, the toolkit found must be that one (a silent fallback
+    to another toolkit is how builds end up with the wrong nvcc).
+    """
+    problems = []
+    cuda = facts.get("cuda") or {}
+    if cuda_home and cuda.get("source") != "cuda_home var":
+        problems.append(f"cuda_home {cuda_home} has no bin/nvcc (fix the host var 'cuda_home')")
+    if not venv:
+        problems.append("no venv for this host: set the host var 'venv' (the build must not pick the system Python)")
+    py = facts.get("python") or {}
+    if venv and not py.get("exists", True):
+        problems.append(f"venv python {posixpath.join(venv, 'bin', 'python3')} does not exist (venv var: {venv})")
+    arch_list = ";".join(t.text for t in tokens)
+    if not cuda.get("nvcc"):
+        problems.append(f"nvcc not found (looked in the cuda_home var, $CUDA_HOME, /usr/local/cuda, PATH, "
+                        f"/usr/local/cuda-* and the interactive login PATH){': ' + cuda['error'] if cuda.get('error') else ''}; "
+                        "set the host var 'cuda_home'")
+    else:
+        missing = unsupported_archs([t.arch for t in tokens], cuda.get("archs"), cuda.get("version"))
+        if missing:
+            others = [f"{tk.get('version')} at {tk.get('home')}" for tk in cuda.get("toolkits") or []
+                      if tk.get("nvcc") != cuda.get("nvcc")]
+            problems.append(f"nvcc {cuda.get('version')} at {cuda['nvcc']} rejects {', '.join(missing)} "
+                            f"(arch list {arch_list}; its --list-gpu-arch: {' '.join(cuda.get('archs') or [])})"
+                            + (f"; no other toolkit here does either ({', '.join(others)})" if others else "")
+                            + ": use archs this nvcc knows, or a newer toolkit (host var cuda_home)")
+        drv = driver_problem(facts.get("driver_version"), cuda.get("version"), f"nvcc {cuda.get('version')} at {cuda['nvcc']}")
+        if drv and facts.get("gpus"):
+            problems.append(drv)
+    drv = driver_problem(facts.get("driver_version"), py.get("torch_cuda"),
+                         f"the venv's torch {py.get('torch')} (built for CUDA {py.get('torch_cuda')})")
+    if drv and facts.get("gpus") and (not cuda.get("version") or
+                                      _version(py.get("torch_cuda"))[:1] != _version(cuda.get("version"))[:1]):
+        problems.append(drv)
+    sass, ptx = predicted_binaries(tokens)
+    uncovered = uncovered_gpus(facts.get("gpus") or [], sass, ptx)
+    if uncovered:
+        problems.append(f"arch list {arch_list} runs on none of {', '.join(uncovered)} (SASS runs only on its own "
+                        "major version, arch-specific 'a' SASS only on exactly its GPU): add the GPU's own arch, "
+                        "or an older arch with +PTX")
+    cmake = facts.get("cmake") or {}
+    if cmake.get("version") and _version(cmake["version"]) < _version(args.min_cmake):
+        problems.append(f"cmake {cmake['version']} at {cmake.get('path')} is older than {args.min_cmake}")
+    free = facts.get("disk_free_mib")
+    if isinstance(free, (int, float)) and free < args.min_free_disk_mib:
+        problems.append(f"only {free} MiB free at {facts.get('disk_free_path') or facts.get('workdir') or 'the workdir'}; "
+                        f"the build needs {args.min_free_disk_mib} MiB (min_free_disk_mib): free space there, or set the "
+                        "host var workdir to a larger file system")
+    wfs = facts.get("workdir_fs") or {}
+    if "TMPDIR" not in (args.env or {}) and (wfs.get("noexec") or wfs.get("readonly")):
+        problems.append(f"the workdir's file system ({wfs.get('path')}) is mounted "
+                        f"{'noexec' if wfs.get('noexec') else 'read-only'}: builds run the programs they make there "
+                        "(TMPDIR is put in the workdir); set the host var workdir to a folder on an exec, "
+                        "writable file system")
+    mem, source = available_memory_mib(facts)
+    if mem is not None and mem < args.min_free_mem_mib:
+        problems.append(f"only {int(mem)} MiB of memory for the build ({source}); it needs {args.min_free_mem_mib} MiB "
+                        "(min_free_mem_mib): raise the memory limit, free memory, or let another member build "
+                        "(build_host)")
+    return problems
+
+
+def requirement_list(meta: BuildMeta, args: Any, isolated: bool) -> list[str]:
+    """What the venv must hold before a non-isolated build: the package's own ``[build-system]
+    requires`` and, for a torch extension, :data:`~fleetctl.tasks.build_meta.TORCH_EXTENSION_TOOLS`
+    and ``wheel`` (which :func:`missing_tools` excuses when setuptools builds wheels itself)."""
+    if isolated or not meta.found:
+        return []
+    reqs = list(meta.requires)
+    if meta.torch_extension:
+        have = {requirement_name(r) for r in reqs}
+        reqs += [t for t in (*TORCH_EXTENSION_TOOLS, "wheel") if t not in have]
+    return reqs
+
+
+def probe_problems(info: Mapping[str, Any], meta: BuildMeta, facts: Mapping[str, Any], args: Any,
+                   venv: str | None, python: str, isolated: bool) -> list[str]:
+    """Problems found from the venv probe's answer (see :data:`VENV_PROBE`) and the tree's metadata."""
+    problems = []
+    py = facts.get("python") or {}
+    if venv and posixpath.realpath(info["prefix"]) != posixpath.realpath(venv) and info["prefix"] != venv.rstrip("/"):
+        problems.append(f"{python} runs in {info['prefix']}, not the venv {venv}")
+    if info.get("missing"):
+        problems.append(f"build requirements missing in {venv}: {', '.join(info['missing'])} "
+                        f"(install them into the venv: {python} -m pip install {' '.join(info['missing'])})")
+    if isolated and meta.torch_extension and not meta.torch_required:
+        problems.append("an isolated build cannot import torch (ModuleNotFoundError: No module named 'torch'): "
+                        "the package's [build-system] requires lacks torch, and it builds against torch; build in the "
+                        "venv with its own torch: no_build_isolation: true (the default)")
+    tools = missing_tools(info, facts, venv)
+    needs_torch = not isolated and (meta.torch_extension or meta.torch_required)
+    if needs_torch and not py.get("torch"):
+        problems.append(f"torch does not import in {venv} ({py.get('torch_error') or 'not installed'}): the build "
+                        "compiles against the venv's torch; install the torch build for this host's CUDA into the venv "
+                        "(not an isolated build: that would compile against another torch)")
+    if tools and not args.install_build_requirements:
+        reqs = info.get("requirements") or {}
+        what = ", ".join(f"{m} (have {reqs[m]['installed']})" if reqs.get(m, {}).get("installed") else m for m in tools)
+        problems.append(f"build requirements missing in {venv}: {what} (the package's own [build-system] requires"
+                        f"{' and the torch extension build tools' if meta.torch_extension else ''}); install them into "
+                        f"the venv: {python} -m pip install {' '.join(shlex.quote(t) for t in tools)} "
+                        "(or set install_build_requirements: true)")
+    if info.get("torch_archs_error") and meta.torch_extension and py.get("torch"):
+        problems.append(f"cannot ask torch which archs it accepts ({info['torch_archs_error']}): the build imports "
+                        "torch.utils.cpp_extension too, so it would fail the same way")
+    for tok, res in (info.get("torch_archs") or {}).items():
+        if not res.get("ok"):
+            problems.append(f"arch {tok}: torch {py.get('torch')}'s torch.utils.cpp_extension rejects it "
+                            f"({res.get('error')}); use an arch name this torch knows (such as "
+                            f"{tok.split('+')[0].rstrip('af')}a for an arch-specific build)")
+    tmp = info.get("tmp")
+    if tmp and (tmp.get("noexec") or not tmp.get("writable")):
+        problems.append(f"TMPDIR {tmp['path']} (the task's env) is {'noexec' if tmp.get('noexec') else 'not writable'}: "
+                        "nvcc and the build run programs from there; drop TMPDIR from the task's env (fleetctl then "
+                        "uses a folder in the workdir)")
+    elif tmp and tmp.get("free_mib", 1 << 30) < args.min_free_disk_mib:
+        problems.append(f"only {tmp['free_mib']} MiB free in TMPDIR {tmp['path']} (the task's env); the build needs "
+                        f"{args.min_free_disk_mib} MiB: drop TMPDIR from the task's env (fleetctl then uses the workdir)")
+    return problems
+
+
+def missing_tools(info: Mapping[str, Any], facts: Mapping[str, Any], venv: str | None) -> list[str]:
+    """The requirements the venv lacks, torch aside (fleetctl never installs torch): what
+    ``install_build_requirements`` installs. ``wheel`` counts only for setuptools < 70.1 (newer
+    setuptools builds wheels itself); ``ninja`` not when a ninja is on the build's PATH."""
+    out = []
+    ninja = (facts.get("ninja") or {}).get("path")
+    build_path = [f"{venv}/bin" if venv else "", *DEFAULT_PATH.split(":")]
+    for req, v in (info.get("requirements") or {}).items():
+        name = requirement_name(req)
+        if v.get("ok") or name == "torch":
+            continue
+        if name == "wheel" and _version(info.get("setuptools")) >= _SETUPTOOLS_OWN_BDIST_WHEEL:
+            continue
+        if name == "ninja" and ninja and posixpath.dirname(ninja) in build_path:
+            continue
+        out.append(req)
+    return out

@@ -1,0 +1,1 @@
+#define EXTDEP_VALUE 3

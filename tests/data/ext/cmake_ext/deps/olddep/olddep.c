@@ -1,0 +1,3 @@
+#include "olddep.h"
+
+int olddep_value(void) { return 4; }

@@ -1,0 +1,1 @@
+int olddep_value(void);
