@@ -111,8 +111,9 @@ def fleet(tmp_path_factory, client_key):
                           ("gpu05", RTX_PRO_6000)):
             h = farm.start(name)
             write_fake_nvidia_smi(h.bin_dir, [gpu])
+            # fake GPUs (a script named nvidia-smi): verify on the CPU, not on them
             hosts[name] = {**h.inventory_vars(farm.known_hosts), "workdir": str(tmp / "work" / name),
-                           "venv": make_host_venv(tmp / f"venv-{name}")}
+                           "venv": make_host_venv(tmp / f"venv-{name}"), "verify_device": "cpu"}
         for name in ("gpu06", "gpu07"):  # nothing listens there
             hosts[name] = {"ansible_host": "127.0.0.1", "ansible_port": free_port(), "venv": str(tmp / "none"),
                            "ansible_ssh_private_key_file": str(client_key), "known_hosts": str(farm.known_hosts)}

@@ -247,7 +247,8 @@ def test_deploy_kernel_src_over_slurm_once_per_arch_class(slurm_cluster, tmp_pat
     log = tmp_path / "slurm-calls"
     launcher = counting_launcher(slurm_cluster, log)
     venv = make_node_venvs(slurm_cluster, tmp_path, launcher)
-    site = write_yaml(tmp_path / "site.yaml", {"all": {"vars": {"venv": venv,
+    # the nodes' GPUs are fake (a script named nvidia-smi): verify on the CPU (verify_device), not on them
+    site = write_yaml(tmp_path / "site.yaml", {"all": {"vars": {"venv": venv, "verify_device": "cpu",
                                                                 "workdir": str(slurm_cluster.local / "work")}}})
     inv = ["-i", "slurm:", "-i", str(site)]  # the nodes from sinfo, the vars from the site file
 

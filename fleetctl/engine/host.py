@@ -56,6 +56,7 @@ def _view(session: HostSession, playbook: Any, opts: PassOptions, env: dict[str,
         name=session.name, facts=session.facts, venv=session.venv, python=session.python, workdir=session.workdir,
         run_dir=session.run_dir, playbook_dir=playbook.playbook_dir, project_root=REPO_ROOT,
         cuda_home=session.host.settings.cuda_home, build_host=session.host.settings.build_host,
+        verify_device=session.host.settings.verify_device,
         files=dict(session.files), trees=dict(session.trees), sources=dict(session.sources), force=opts.force,
         build_each=opts.build_each, env=env)
 

@@ -23,7 +23,7 @@ import functools
 import os
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
@@ -68,6 +68,8 @@ class HostSettings(BaseModel):
             unanswered ones declare the connection dead.
         deploy_lock: the deploy lock file on the host (default ``<workdir>/deploy.lock``); one path
             for every inventory that names the machine differently.
+        verify_device: where ``verify`` must work when its task does not say: ``auto`` (the GPU when
+            the host's facts list GPUs), ``cuda`` or ``cpu`` (hosts whose GPUs are not for torch).
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -81,6 +83,7 @@ class HostSettings(BaseModel):
     max_jobs: int | None = Field(default=None, ge=1, validation_alias="max_jobs")
     keepalive_interval_s: float = Field(default=15.0, gt=0, validation_alias="keepalive_interval")
     deploy_lock: str | None = Field(default=None, validation_alias="deploy_lock")
+    verify_device: Literal["auto", "cuda", "cpu"] = Field(default="auto", validation_alias="verify_device")
 
 
 @functools.lru_cache(maxsize=None)

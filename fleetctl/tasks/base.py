@@ -105,6 +105,7 @@ class HostView:
     project_root: Path
     cuda_home: str | None = None
     build_host: str | None = None
+    verify_device: str = "auto"
     files: Mapping[str, str | None] = field(default_factory=dict)
     trees: Mapping[str, str] = field(default_factory=dict)
     sources: Mapping[str, str] = field(default_factory=dict)

@@ -72,9 +72,11 @@ class VerifyArgs(ActionArgs):
         return v
 
 
-def verify_argv(python: str, script: str, args: VerifyArgs, venv: str | None, sms: list[str]) -> list[str]:
+def verify_argv(python: str, script: str, args: VerifyArgs, venv: str | None, sms: list[str],
+                host_device: str = "auto") -> list[str]:
     """The verification script's command line (pure): ``python -I`` (isolated mode)."""
-    device = args.device if args.device != "auto" else ("cuda" if sms else "cpu")
+    device = args.device if args.device != "auto" else host_device if host_device != "auto" else (
+        "cuda" if sms else "cpu")
     argv = [python, "-I", script, "--package", args.package, "--device", device]
     if venv:
         argv += ["--venv", venv]
@@ -111,7 +113,7 @@ def plan(args: VerifyArgs, host: HostView) -> Plan:
     if err is not None:
         return TaskResult(Status.FAILED, msg=f"verify: {err}")
     ok_summary = {"ok": True, "checks": [], "simulated": True}
-    res = yield Run(argv=tuple(verify_argv(host.python, remote, args, host.venv, host.gpu_caps)), cwd="/", quiet=True,
+    res = yield Run(argv=tuple(verify_argv(host.python, remote, args, host.venv, host.gpu_caps, host.verify_device)), cwd="/", quiet=True,
                     env=CLEAN_PYTHON_ENV, mutating=False, after_change=True,
                     reason="import and check the installed package, isolated from the login environment",
                     assume=CommandResult(argv=[], rc=0, stdout=json.dumps(ok_summary).encode()))
