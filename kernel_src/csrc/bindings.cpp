@@ -3,6 +3,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <sstream>
@@ -272,6 +273,86 @@ void mm(const Arr& aq, const Arr& bq, const Arr& as, const Arr& bs, const Arr& a
     }
 }
 
+// ---- fused skinny / grouped GEMM: raw pointers, validated by the Python layer (_gemm.py) ----
+fp4::SkinnyProblem skinny_problem(int a_kind, uintptr_t a, uintptr_t a_scale, uintptr_t b_q,
+                                  uintptr_t b_scale, uintptr_t alpha, bool alpha_per_expert,
+                                  float alpha_value, uintptr_t offsets, bool offsets_int64, uintptr_t out,
+                                  int out_dtype_code, int64_t t, int64_t n, int64_t k, int e,
+                                  int tm, int kw, int split, bool no_omma) {
+    if (a_kind < 0 || a_kind > 2) fail("a_kind must be 0 (NVFP4), 1 (bf16) or 2 (fp16)");
+    if (t < 0 || n < 0 || k < 0 || k % 16 || e < 1) fail("skinny mm: bad shape");
+    if (!(tm == 0 || tm == 8 || tm == 16 || tm == 32 || tm == 64)) fail("tm must be 0, 8, 16, 32 or 64");
+    fp4::SkinnyProblem p;
+    p.a_kind = a_kind;
+    p.a = reinterpret_cast<const void*>(a);
+    p.a_scale = reinterpret_cast<const uint8_t*>(a_scale);
+    p.b_q = reinterpret_cast<const uint8_t*>(b_q);
+    p.b_scale = reinterpret_cast<const uint8_t*>(b_scale);
+    p.alpha = reinterpret_cast<const float*>(alpha);
+    p.alpha_per_expert = alpha_per_expert;
+    p.alpha_value = alpha_value;
+    p.offsets = reinterpret_cast<const void*>(offsets);
+    p.offsets_int64 = offsets_int64;
+    p.out = reinterpret_cast<void*>(out);
+    p.out_dt = dtype_of(out_dtype_code);
+    p.t = t;
+    p.n = n;
+    p.k = k;
+    p.e = e;
+    p.tm = tm;
+    p.kw = kw;
+    p.split = split;
+    p.no_omma = no_omma;
+    return p;
+}
+
+void skinny_mm_cuda(int a_kind, uintptr_t a, uintptr_t a_scale, uintptr_t b_q, uintptr_t b_scale,
+                    uintptr_t alpha, bool alpha_per_expert, float alpha_value, uintptr_t offsets,
+                    bool offsets_int64, uintptr_t out, int out_dtype_code, int64_t t, int64_t n,
+                    int64_t k, int e, int tm, int kw, int split, bool no_omma, int device,
+                    uintptr_t stream) {
+    need_cuda();
+    const fp4::SkinnyProblem p = skinny_problem(a_kind, a, a_scale, b_q, b_scale, alpha,
+                                                alpha_per_expert, alpha_value, offsets,
+                                                offsets_int64, out, out_dtype_code, t, n, k, e, tm,
+                                                kw, split, no_omma);
+    if (t == 0 || n == 0) return;
+    fp4::cuda_skinny_mm(p, device, stream);
+}
+
+// The launch configuration the CUDA path would use: (tm, kw, split, row groups, omma).
+std::tuple<int, int, int, int, bool> skinny_plan_cuda(int a_kind, int64_t t, int64_t n, int64_t k,
+                                                      int e, bool grouped, int tm, int kw,
+                                                      int split, bool no_omma, int device) {
+    need_cuda();
+    fp4::SkinnyProblem p;
+    p.a_kind = a_kind;
+    p.t = t;
+    p.n = n;
+    p.k = k;
+    p.e = e;
+    p.offsets = grouped ? reinterpret_cast<const void*>(uintptr_t(16)) : nullptr;
+    p.tm = tm;
+    p.kw = kw;
+    p.split = split;
+    p.no_omma = no_omma;
+    const fp4::SkinnyPlan pl = fp4::skinny_plan(p, device);
+    return {pl.tm, pl.kw, pl.split, pl.groups, pl.omma};
+}
+
+void skinny_mm_cpu(int a_kind, uintptr_t a, uintptr_t a_scale, uintptr_t b_q, uintptr_t b_scale,
+                   uintptr_t alpha, bool alpha_per_expert, float alpha_value, uintptr_t offsets,
+                   bool offsets_int64, uintptr_t out, int out_dtype_code, int64_t t, int64_t n,
+                   int64_t k, int e) {
+    const fp4::SkinnyProblem p = skinny_problem(a_kind, a, a_scale, b_q, b_scale, alpha,
+                                                alpha_per_expert, alpha_value, offsets,
+                                                offsets_int64, out, out_dtype_code, t, n, k, e, 0,
+                                                0, 0, false);
+    if (t == 0 || n == 0) return;
+    nb::gil_scoped_release nogil;
+    fp4::cpu_skinny_mm(p);
+}
+
 std::vector<std::string> split_archs(const std::string& s) {
     std::vector<std::string> out;
     std::string cur;
@@ -310,6 +391,18 @@ NB_MODULE(_C, m) {
     m.def("dequant_pair_cuda", &dequant_pair_cuda, nb::arg("a_q"), nb::arg("a_s"), nb::arg("b_q"),
           nb::arg("b_s"), nb::arg("out"), nb::arg("m"), nb::arg("n"), nb::arg("k"),
           nb::arg("dtype_code"), nb::arg("device"), nb::arg("stream"));
+    m.def("skinny_mm_cuda", &skinny_mm_cuda, nb::arg("a_kind"), nb::arg("a"), nb::arg("a_scale"),
+          nb::arg("b_q"), nb::arg("b_scale"), nb::arg("alpha"), nb::arg("alpha_per_expert"),
+          nb::arg("alpha_value"), nb::arg("offsets"), nb::arg("offsets_int64"), nb::arg("out"), nb::arg("out_dtype_code"),
+          nb::arg("t"), nb::arg("n"), nb::arg("k"), nb::arg("e"), nb::arg("tm"), nb::arg("kw"),
+          nb::arg("split"), nb::arg("no_omma"), nb::arg("device"), nb::arg("stream"));
+    m.def("skinny_plan_cuda", &skinny_plan_cuda, nb::arg("a_kind"), nb::arg("t"), nb::arg("n"),
+          nb::arg("k"), nb::arg("e"), nb::arg("grouped"), nb::arg("tm"), nb::arg("kw"),
+          nb::arg("split"), nb::arg("no_omma"), nb::arg("device"));
+    m.def("skinny_mm_cpu", &skinny_mm_cpu, nb::arg("a_kind"), nb::arg("a"), nb::arg("a_scale"),
+          nb::arg("b_q"), nb::arg("b_scale"), nb::arg("alpha"), nb::arg("alpha_per_expert"),
+          nb::arg("alpha_value"), nb::arg("offsets"), nb::arg("offsets_int64"), nb::arg("out"), nb::arg("out_dtype_code"),
+          nb::arg("t"), nb::arg("n"), nb::arg("k"), nb::arg("e"));
     m.def("cublas_load", &fp4::cublas_load, nb::arg("lib"));
     m.def("cublas_gemm", &cublas_gemm, nb::arg("handle"), nb::arg("m"), nb::arg("n"), nb::arg("k"),
           nb::arg("a"), nb::arg("b"), nb::arg("ab_dtype_code"), nb::arg("out"),

@@ -19,4 +19,6 @@ void cuda_dequant_pair(const uint8_t*, const uint8_t*, const uint8_t*, const uin
                        int64_t, int64_t, int64_t, DType, int, uintptr_t) { no_cuda(); }
 void cuda_mm(const uint8_t*, const uint8_t*, const uint8_t*, const uint8_t*, const float*, void*,
              int64_t, int64_t, int64_t, DType, int, uintptr_t) { no_cuda(); }
+SkinnyPlan skinny_plan(const SkinnyProblem&, int) { no_cuda(); }
+void cuda_skinny_mm(const SkinnyProblem&, int, uintptr_t) { no_cuda(); }
 }  // namespace fp4
