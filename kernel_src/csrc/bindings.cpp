@@ -185,6 +185,146 @@ void grouped_quant_cuda(const std::vector<int64_t>& xs, const std::vector<int64_
     if (n) fp4::cuda_grouped_quant_host(descs.data(), (int)n, dt, device, stream);
 }
 
+// Stacked experts (scaled_fp4_grouped_quant with expert_offsets): x [t, k], rows of expert e
+// are [offsets[e], offsets[e+1]). CUDA: offsets in device memory, read by the kernel. CPU:
+// host offsets, checked by the Python layer.
+void experts_quant(uintptr_t x, uintptr_t gs, uintptr_t offsets, bool off64, uintptr_t q,
+                   uintptr_t s, int64_t t, int64_t k, int e, int dtype_code, int device_type,
+                   int device, uintptr_t stream) {
+    const fp4::DType dt = dtype_of(dtype_code);
+    if (t <= 0 || k <= 0 || e <= 0) return;
+    if (k % 16) fail("experts quant: K must be a multiple of 16");
+    if (device_type == kCUDA) {
+        need_cuda();
+        fp4::cuda_experts_quant(reinterpret_cast<const void*>(x), reinterpret_cast<const float*>(gs),
+                                reinterpret_cast<const void*>(offsets), off64,
+                                reinterpret_cast<uint8_t*>(q), reinterpret_cast<uint8_t*>(s), t, k, e,
+                                dt, device, stream);
+        return;
+    }
+    const int64_t esize = dt == fp4::DType::F32 ? 4 : 2;
+    std::vector<fp4::QuantDesc> descs;
+    for (int i = 0; i < e; ++i) {
+        const int64_t lo = off64 ? reinterpret_cast<const int64_t*>(offsets)[i]
+                                 : reinterpret_cast<const int32_t*>(offsets)[i];
+        const int64_t hi = off64 ? reinterpret_cast<const int64_t*>(offsets)[i + 1]
+                                 : reinterpret_cast<const int32_t*>(offsets)[i + 1];
+        if (lo < 0 || hi > t || hi < lo) fail("expert_offsets: must rise from 0 to the number of rows");
+        if (hi == lo) continue;
+        descs.push_back(fp4::QuantDesc{(int64_t)x + lo * k * esize, (int64_t)q + lo * (k / 2),
+                                       (int64_t)s + lo * (k / 16), (int64_t)gs + 4 * i, hi - lo, k,
+                                       0, 0});
+    }
+    nb::gil_scoped_release nogil;
+    fp4::cpu_quant(descs.data(), (int)descs.size(), dt);
+}
+
+// ---- list form of the grouped quantize: descriptors built here, not in Python ----------------
+// Reads data_ptr(), shape, dtype, get_device() and is_contiguous() of each tensor of `xs` with
+// one C-API call each (no Python frames), asks `alloc(q_shape, s_shape, zero_scales)` for the two
+// packed output buffers (2-D when all K are equal, else flat), launches, and returns
+// (q_all, s_all, rows, scale_rows).
+// Returns None (the caller takes the general path) when a matrix is not contiguous or not
+// 16-byte aligned. Raises ValueError naming xs[i] for a bad dtype, device or shape.
+PyObject* attr_name(const char* s) {
+    PyObject* o = PyUnicode_InternFromString(s);
+    if (!o) throw nb::python_error();
+    return o;
+}
+
+nb::object grouped_quant_list(nb::handle xs, nb::handle dtype, int dtype_code, int device,
+                              bool swizzle, uintptr_t gs, uintptr_t stream, nb::handle alloc) {
+    static PyObject* s_data_ptr = attr_name("data_ptr");
+    static PyObject* s_shape = attr_name("shape");
+    static PyObject* s_dtype = attr_name("dtype");
+    static PyObject* s_get_device = attr_name("get_device");
+    static PyObject* s_contig = attr_name("is_contiguous");
+    const fp4::DType dt = dtype_of(dtype_code);
+    nb::object seq = nb::steal(PySequence_Fast(xs.ptr(), "xs: expected a sequence of tensors"));
+    if (!seq.is_valid()) throw nb::python_error();
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.ptr());
+    PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
+    std::vector<int64_t> ptr(n), ms(n), ks(n);
+    auto call = [](PyObject* o, PyObject* name) {
+        nb::object r = nb::steal(PyObject_CallMethodObjArgs(o, name, nullptr));
+        if (!r.is_valid()) throw nb::python_error();
+        return r;
+    };
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* x = items[i];
+        const std::string who = "xs[" + std::to_string(i) + "]";
+        nb::object d = nb::steal(PyObject_GetAttr(x, s_dtype));
+        if (!d.is_valid()) {
+            PyErr_Clear();
+            throw nb::type_error((who + ": expected a torch.Tensor").c_str());
+        }
+        if (d.ptr() != dtype.ptr()) fail(who + ": all matrices must share dtype and device");
+        const long dev = PyLong_AsLong(call(x, s_get_device).ptr());
+        if (dev != device) fail(who + ": all matrices must share dtype and device");
+        nb::object shp = nb::steal(PyObject_GetAttr(x, s_shape));
+        if (!shp.is_valid()) throw nb::python_error();
+        if (PyTuple_Check(shp.ptr()) == 0 || PyTuple_GET_SIZE(shp.ptr()) != 2)
+            fail(who + ": expected a 2-D tensor [M, K]");
+        ms[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shp.ptr(), 0));
+        ks[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shp.ptr(), 1));
+        if (ks[i] % 16) fail(who + ": K (last dim) must be a multiple of 16, got " + std::to_string(ks[i]));
+        if (!PyObject_IsTrue(call(x, s_contig).ptr())) return nb::none();
+        ptr[i] = PyLong_AsLongLong(call(x, s_data_ptr).ptr());
+        if ((ptr[i] & 15) && ms[i] && ks[i]) return nb::none();
+    }
+    bool same_k = n > 0;
+    int64_t q_numel = 0, s_rows = 0, s_numel = 0;
+    std::vector<int64_t> srows(n);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        same_k = same_k && ks[i] == ks[0];
+        const int64_t kb = ks[i] / 16;
+        srows[i] = swizzle ? (ms[i] + 127) / 128 * 128 : ms[i];
+        const int64_t scols = swizzle ? (kb + 3) / 4 * 4 : kb;
+        q_numel += ms[i] * ks[i] / 2;
+        s_rows += srows[i];
+        s_numel += srows[i] * scols;
+    }
+    nb::object q_shape, sc_shape;
+    if (same_k) {
+        int64_t rows = 0;
+        for (Py_ssize_t i = 0; i < n; ++i) rows += ms[i];
+        q_shape = nb::make_tuple(rows, ks[0] / 2);
+        sc_shape = nb::make_tuple(s_rows, swizzle ? (ks[0] / 16 + 3) / 4 * 4 : ks[0] / 16);
+    } else {
+        q_shape = nb::make_tuple(q_numel);
+        sc_shape = nb::make_tuple(s_numel);
+    }
+    nb::object bufs = alloc(q_shape, sc_shape, swizzle);
+    nb::object q_all = bufs[0], s_all = bufs[1];
+    const int64_t q_base = PyLong_AsLongLong(call(q_all.ptr(), s_data_ptr).ptr());
+    const int64_t s_base = PyLong_AsLongLong(call(s_all.ptr(), s_data_ptr).ptr());
+    std::vector<fp4::QuantDesc> descs(n);
+    int64_t qo = 0, so = 0, start = 0;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        const int64_t kb = ks[i] / 16;
+        descs[i] = fp4::QuantDesc{ms[i] ? ptr[i] : 0, q_base + qo, s_base + so, (int64_t)gs + 4 * i,
+                                  ms[i], ks[i], start, swizzle ? 1 : 0};
+        qo += ms[i] * ks[i] / 2;
+        so += srows[i] * (swizzle ? (kb + 3) / 4 * 4 : kb);
+        start += ms[i] * kb;
+    }
+    if (n && start) {
+        if (device >= 0) {
+            need_cuda();
+            fp4::cuda_grouped_quant_host(descs.data(), (int)n, dt, device, stream);
+        } else {
+            nb::gil_scoped_release nogil;
+            fp4::cpu_quant(descs.data(), (int)n, dt);
+        }
+    }
+    nb::list rows, sr;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        rows.append(ms[i]);
+        sr.append(srows[i]);
+    }
+    return nb::make_tuple(q_all, s_all, rows, sr);
+}
+
 void dequant_cuda(uintptr_t q, uintptr_t s, uintptr_t gs, uintptr_t out, int64_t m, int64_t k,
                   int dtype_code, int device, uintptr_t stream) {
     need_cuda();
@@ -386,6 +526,12 @@ NB_MODULE(_C, m) {
     m.def("grouped_quant_cuda", &grouped_quant_cuda, nb::arg("xs"), nb::arg("ms"), nb::arg("ks"),
           nb::arg("q_base"), nb::arg("s_base"), nb::arg("gs_base"), nb::arg("dtype_code"),
           nb::arg("swizzle"), nb::arg("device"), nb::arg("stream"));
+    m.def("experts_quant", &experts_quant, nb::arg("x"), nb::arg("gs"), nb::arg("offsets"),
+          nb::arg("off64"), nb::arg("q"), nb::arg("s"), nb::arg("t"), nb::arg("k"), nb::arg("e"),
+          nb::arg("dtype_code"), nb::arg("device_type"), nb::arg("device"), nb::arg("stream"));
+    m.def("grouped_quant_list", &grouped_quant_list, nb::arg("xs"), nb::arg("dtype"),
+          nb::arg("dtype_code"), nb::arg("device"), nb::arg("swizzle"), nb::arg("gs"),
+          nb::arg("stream"), nb::arg("alloc"));
     m.def("dequant_cuda", &dequant_cuda, nb::arg("q"), nb::arg("s"), nb::arg("gs"), nb::arg("out"),
           nb::arg("m"), nb::arg("k"), nb::arg("dtype_code"), nb::arg("device"), nb::arg("stream"));
     m.def("dequant_pair_cuda", &dequant_pair_cuda, nb::arg("a_q"), nb::arg("a_s"), nb::arg("b_q"),

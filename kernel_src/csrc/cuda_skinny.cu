@@ -544,19 +544,16 @@ __global__ void __launch_bounds__(kSkThreads, (MT >= 4 ? 1 : 2))
 }
 
 // ---- the SM120 kernel: block-scaled FP4 tensor-core MMA (W4A4) ---------------------------
+#if FP4_HAS_OMMA
 __device__ __forceinline__ void mma_omma(float c[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                          uint32_t a3, uint32_t b0, uint32_t b1, uint32_t sfa,
                                          uint32_t sfb) {
-#if FP4_HAS_OMMA
     asm("mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1."
         "f32.ue4m3 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3}, %10, {%11,%12}, %13, "
         "{%14,%15};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(sfa), "h"((uint16_t)0),
           "h"((uint16_t)0), "r"(sfb), "h"((uint16_t)0), "h"((uint16_t)0));
-#else
-    (void)c; (void)a0; (void)a1; (void)a2; (void)a3; (void)b0; (void)b1; (void)sfa; (void)sfb;
-#endif
 }
 
 // The hardware scales are unsigned (UE4M3): a negative scale byte is applied as its magnitude
@@ -564,6 +561,7 @@ __device__ __forceinline__ void mma_omma(float c[4], uint32_t a0, uint32_t a1, u
 __device__ __forceinline__ uint32_t neg_mask(uint32_t scale_word, int block) {
     return ((scale_word >> (8 * block + 7)) & 1u) * 0x88888888u;
 }
+#endif
 
 template <int MT>
 __global__ void __launch_bounds__(kSkThreads, 2) skinny_omma_kernel(const __grid_constant__ SkArgs p) {

@@ -13,6 +13,8 @@ bool cuda_compiled() { return false; }
 int cuda_device_count() { return 0; }
 void cuda_quant(const QuantDesc&, DType, int, uintptr_t) { no_cuda(); }
 void cuda_grouped_quant_host(const QuantDesc*, int, DType, int, uintptr_t) { no_cuda(); }
+void cuda_experts_quant(const void*, const float*, const void*, bool, uint8_t*, uint8_t*, int64_t,
+                        int64_t, int, DType, int, uintptr_t) { no_cuda(); }
 void cuda_dequant(const uint8_t*, const uint8_t*, const float*, void*, int64_t, int64_t, DType,
                   int, uintptr_t) { no_cuda(); }
 void cuda_dequant_pair(const uint8_t*, const uint8_t*, const uint8_t*, const uint8_t*, void*,

@@ -37,6 +37,11 @@ void cuda_quant(const QuantDesc& d, DType dt, int device, uintptr_t stream);
 // kernel launch per 256 matrices, the descriptors travel as kernel parameters.
 void cuda_grouped_quant_host(const QuantDesc* descs, int n, DType dt, int device,
                              uintptr_t stream);
+// Stacked experts: x [t, k] of dt, rows [offsets[e], offsets[e+1]) quantized with gs[e]
+// (offsets: DEVICE int32 / int64 [e+1], covering [0, t]); q [t, k/2], s [t, k/16] unswizzled.
+void cuda_experts_quant(const void* x, const float* gs, const void* offsets, bool off64, uint8_t* q,
+                        uint8_t* s, int64_t t, int64_t k, int e, DType dt, int device,
+                        uintptr_t stream);
 // gs may be null: global scale 1.
 void cuda_dequant(const uint8_t* q, const uint8_t* s, const float* gs, void* out, int64_t m,
                   int64_t k, DType out_dt, int device, uintptr_t stream);

@@ -168,37 +168,131 @@ def scaled_fp4_quant(x, global_scale, *, swizzle=False):
     return q, s.view(torch.float8_e4m3fn)
 
 
-def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle=False):
+def _gs_vector(torch, global_scales, device, n):
+    """E float32 global scales on ``device`` (a [E] tensor is used in place when it already is)."""
+    if isinstance(global_scales, torch.Tensor):
+        g = global_scales
+        if not (g.dtype == torch.float32 and g.device == device and g.dim() == 1 and g.is_contiguous()):
+            g = g.detach().reshape(-1).to(device=device, dtype=torch.float32).contiguous()
+    else:
+        g = torch.cat([_scalar(torch, v, device, "global_scales[%d]" % i)
+                       for i, v in enumerate(global_scales)]) if len(global_scales) else None
+    if g is None or g.numel() != n:
+        raise ValueError("global_scales: expected %d scales" % n)
+    return g
+
+
+def _experts_quant(torch, x, global_scales, expert_offsets, swizzle):
+    """Stacked form: x [T, K], rows offsets[e]:offsets[e+1] with global_scales[e]."""
+    if swizzle:
+        raise ValueError("swizzle=True is not supported with expert_offsets (pad each expert "
+                         "to 128 rows and use the list form)")
+    if not isinstance(x, torch.Tensor):
+        raise TypeError("xs: with expert_offsets, expected one [T, K] tensor, got %s" % type(x).__name__)
+    _check_x(torch, x, "xs")
+    x = x if (x.is_contiguous() and not x.data_ptr() & 15) else _prep(torch, x, "xs")
+    off = expert_offsets
+    if not isinstance(off, torch.Tensor) or off.dtype not in (torch.int32, torch.int64) or off.dim() != 1:
+        raise TypeError("expert_offsets: expected a 1-D int32 or int64 tensor [E + 1]")
+    if off.device != x.device:
+        raise ValueError("expert_offsets: must be on xs's device (%s), got %s" % (x.device, off.device))
+    off = off if off.is_contiguous() else off.contiguous()
+    e = off.numel() - 1
+    if e < 1:
+        raise ValueError("expert_offsets: expected E + 1 >= 2 values")
+    t, k = x.shape
+    if x.device.type == "cpu":
+        v = off.tolist()
+        if v[0] != 0 or v[-1] != t or any(b < a for a, b in zip(v, v[1:])):
+            raise ValueError("expert_offsets: must rise from 0 to the number of rows (%d)" % t)
+    gs = _gs_vector(torch, global_scales, x.device, e)
+    q = torch.empty((t, k // 2), dtype=torch.uint8, device=x.device)
+    s = torch.empty((t, k // _BLOCK), dtype=torch.uint8, device=x.device)
+    cuda = x.device.type == "cuda"
+    _C.experts_quant(x.data_ptr(), gs.data_ptr(), off.data_ptr(), off.dtype == torch.int64,
+                     q.data_ptr(), s.data_ptr(), t, k, e, _dtype_code(torch, x.dtype, "xs"),
+                     2 if cuda else 1, x.device.index if cuda else -1, _stream(torch, x.device))
+    return q, s.view(torch.float8_e4m3fn)
+
+
+def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle=False, expert_offsets=None, packed=False):
     """Quantize a list of (expert) matrices with ONE kernel launch (MoE).
 
     Args:
         xs: sequence of E tensors ``[M_i, K_i]``, all the same dtype (float16 / bfloat16 /
-            float32) and device; each K_i a multiple of 16; M_i may be 0.
+            float32) and device; each K_i a multiple of 16; M_i may be 0. With
+            ``expert_offsets``: ONE tensor ``[T, K]`` holding all experts' rows, sorted by
+            expert.
         global_scales: E global scales: a 1-D tensor ``[E]`` or a sequence of floats /
             one-element tensors.
-        swizzle: per-matrix swizzled scales, as in :func:`scaled_fp4_quant`.
+        swizzle: per-matrix swizzled scales, as in :func:`scaled_fp4_quant` (list form only).
+        expert_offsets: int32 / int64 tensor ``[E + 1]`` on xs's device: rows
+            ``offsets[e]:offsets[e+1]`` of xs belong to expert e and use ``global_scales[e]``.
+            Must rise from 0 to T (checked on CPU; on CUDA the kernel reads them from device
+            memory, unchecked, so the call never synchronizes).
+        packed: list form only: return the two packed buffers instead of per-matrix views.
 
     Returns:
-        ``(qs, scales)``: two lists of E tensors, equal to ``scaled_fp4_quant(xs[i],
-        global_scales[i], swizzle=swizzle)``. Packed form: all ``qs`` are views into one
-        uint8 buffer and all ``scales`` into one float8_e4m3fn buffer, matrix after matrix
-        in order (when all K_i are equal the buffers are ``[sum M_i, K/2]`` and
-        ``[sum rows_i, K/16 or Kp]``, and ``qs`` / ``scales`` are ``torch.split`` of them).
+        List form: ``(qs, scales)``, two lists of E tensors equal to ``scaled_fp4_quant(xs[i],
+        global_scales[i], swizzle=swizzle)``, views into one uint8 buffer and one
+        float8_e4m3fn buffer, matrix after matrix (when all K_i are equal the buffers are
+        ``[sum M_i, K/2]`` and ``[sum rows_i, K/16 or Kp]``); with ``packed=True`` those two
+        buffers. With ``expert_offsets``: ``(q [T, K/2], scale [T, K/16])``, row i quantized
+        with its expert's global scale -- the operands of :func:`scaled_fp4_grouped_mm`.
+
+    Host cost: the stacked form is O(1) per call (no per-expert Python work); the list form
+    reads each tensor's pointer, shape, dtype and device in C++ (bindings.cpp); returning E
+    views per output costs about a microsecond each (``packed=True`` avoids it).
 
     Raises:
         TypeError / ValueError: as :func:`scaled_fp4_quant`, and when dtypes or devices of
         the matrices differ or the number of scales is not E.
     """
     torch = _torch()
+    if expert_offsets is not None:
+        return _experts_quant(torch, xs, global_scales, expert_offsets, swizzle)
     xs = list(xs)
     if not xs:
         return [], []
-    # one pass over the matrices: validation and everything the launch needs (this loop and
-    # the views returned below are most of the host time of a call: keep them lean)
     x0 = xs[0]
     _check_x(torch, x0, "xs[0]")
     device, dtype = x0.device, x0.dtype
     _check_device(x0, "xs[0]")
+    gs = _gs_vector(torch, global_scales, device, len(xs))
+    cuda = device.type == "cuda"
+    zeros = torch.zeros
+
+    def alloc(q_shape, s_shape, zero_scales):
+        return (torch.empty(q_shape, dtype=torch.uint8, device=device),
+                (zeros if zero_scales else torch.empty)(s_shape, dtype=torch.uint8, device=device))
+
+    r = _C.grouped_quant_list(xs, dtype, _dtype_code(torch, dtype, "xs"),
+                              device.index if cuda else -1, bool(swizzle), gs.data_ptr(),
+                              _stream(torch, device), alloc)
+    if r is not None:
+        q_all, s_all, ms, srows = r
+        s_all = s_all.view(torch.float8_e4m3fn)
+        if packed:
+            return q_all, s_all
+        if q_all.dim() == 2:  # split_with_sizes: half the host time of Tensor.split(list)
+            return (list(torch.split_with_sizes(q_all, ms)),
+                    list(torch.split_with_sizes(s_all, srows)))
+        qs, ss, qo, so = [], [], 0, 0
+        for x, m, rr in zip(xs, ms, srows):
+            kk = x.shape[1]
+            c = (kk // _BLOCK + 3) // 4 * 4 if swizzle else kk // _BLOCK
+            qs.append(q_all[qo:qo + m * kk // 2].view(m, kk // 2))
+            ss.append(s_all[so:so + rr * c].view(rr, c))
+            qo += m * kk // 2
+            so += rr * c
+        return qs, ss
+    return _grouped_quant_general(torch, xs, gs, swizzle, packed)
+
+
+def _grouped_quant_general(torch, xs, gs, swizzle, packed):
+    """List form when some matrix is not contiguous or not 16-byte aligned (copies those)."""
+    x0 = xs[0]
+    device, dtype = x0.device, x0.dtype
     ms, ks, ptrs = [], [], []
     for i, x in enumerate(xs):
         if not isinstance(x, torch.Tensor) or x.dtype is not dtype or x.device != device:
@@ -216,13 +310,6 @@ def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle=False):
         ks.append(shp[1])
         ptrs.append(p)
     n = len(xs)
-    if isinstance(global_scales, torch.Tensor):
-        gs = global_scales.detach().reshape(-1).to(device=device, dtype=torch.float32).contiguous()
-    else:
-        gs = torch.cat([_scalar(torch, g, device, "global_scales[%d]" % i)
-                        for i, g in enumerate(global_scales)]) if len(global_scales) else None
-    if gs is None or gs.numel() != n:
-        raise ValueError("global_scales: expected %d scales" % n)
     same_k = ks.count(ks[0]) == n
     if swizzle:
         srows = [_round_up(m, 128) for m in ms]
@@ -257,7 +344,9 @@ def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle=False):
         table = torch.tensor(rows, dtype=torch.int64)
         _C.grouped_quant(_dl(table), n, start, code, 1, 0, 0)
     s_all = s_all.view(torch.float8_e4m3fn)
-    if same_k:  # split_with_sizes: half the host time of Tensor.split(list)
+    if packed:
+        return q_all, s_all
+    if same_k:
         return (list(torch.split_with_sizes(q_all, ms)),
                 list(torch.split_with_sizes(s_all, srows)))
     qs, ss, qo, so = [], [], 0, 0
