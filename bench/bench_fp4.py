@@ -423,10 +423,12 @@ def main(argv=None):
                                  max(7, it // 2)) or []
         for c in results["fused"]:
             row("fused %dx%d M=%d" % (c["n"], c["k"], c["m"]), c["ms"]["fp4"], c["GBps"], c["frac_copy"], None,
-                "bf16 %.4f -> %.2fx | w4a16 %.4f %.2fx | old path %.4f%s" % (
+                "bf16 %.4f -> %.2fx | w4a16 %.4f %.2fx | old %.4f%s" % (
                     c["ms"]["bf16"], c["bf16_over_fp4"], c["ms"]["w4a16"], c["bf16_over_w4a16"],
-                    c["ms"]["fp4_cublas"], " | graph %.1f%%" % (100 * c["graph_frac_copy"])
-                    if "graph_frac_copy" in c else ""))
+                    c["ms"]["fp4_cublas"], " || graph bf16 %.4f fp4 %.4f %.2fx %.0f%% w4a16 %.2fx" % (
+                        c["graph_ms"]["bf16"], c["graph_ms"]["fp4"], c["graph_bf16_over_fp4"],
+                        100 * c["graph_frac_copy"], c["graph_bf16_over_w4a16"])
+                    if "graph_ms" in c else ""))
         results["fused_grouped"] = guard("grouped cases", sk.grouped_cases, torch, fk, dev, copy_gbs,
                                          max(7, it // 2), args.experts) or []
         for c in results["fused_grouped"]:

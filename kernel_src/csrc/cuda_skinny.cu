@@ -58,7 +58,7 @@ namespace cg = cooperative_groups;
 
 constexpr int kSkThreads = 256;   // 8 warps
 constexpr int kWR = 2;            // 16-row weight tiles per warp
-constexpr int kNS = 3;            // cp.async pipeline stages
+constexpr int kMaxNS = 4;         // cp.async pipeline stages: 4, or 3 where shared memory is short
 constexpr int kWqBytes = 16384;   // weight codes per stage: R rows x 64 * KW bytes (R * KW = 256)
 constexpr int kWsBytes = 2048;    // weight scales per stage: R rows x 8 * KW bytes
 constexpr int kAOff = kWqBytes + kWsBytes;
@@ -85,6 +85,7 @@ struct SkArgs {
     int split;             // CTAs per cluster along K (non-grouped)
     int groups;            // row groups: ceil(N / R)
     int stage_bytes;
+    int ns;                // pipeline stages (3 or 4)
     int x_off;             // FP4 activations decoded (fp16) here
     int prefix_off;        // grouped: int prefix[E + 1] here
     float fix;             // power of two undoing the decode scaling
@@ -348,22 +349,24 @@ __device__ __forceinline__ void k_loop(const SkArgs& p, const Tile& tl, uint8_t*
         a_src += a_kstep;
         a_chunk += a_cstep;
     };
-    const int nk = tl.kb1 - tl.kb0;
-#pragma unroll
-    for (int s = 0; s < kNS - 1; ++s) {
+    const int nk = tl.kb1 - tl.kb0, ns = p.ns;
+    for (int s = 0; s < ns - 1; ++s) {
         if (s < nk) issue(s);
         cp_commit();
     }
+    int buf = 0, nbuf = ns - 1;  // stage consumed now, stage refilled now
     for (int i = 0; i < nk; ++i) {
-        cp_wait<kNS - 2>();
+        if (ns == 4) cp_wait<2>(); else cp_wait<1>();
         __syncthreads();  // stage i complete for every thread; compute(i - 1) done everywhere
-        if (i + kNS - 1 < nk) issue((i + kNS - 1) % kNS);
+        if (i + ns - 1 < nk) issue(nbuf);
         cp_commit();
         if constexpr (TRANSFORM) {
-            transform(i % kNS);
+            transform(buf);
             __syncthreads();
         }
-        compute(i % kNS);
+        compute(buf);
+        buf = buf + 1 == ns ? 0 : buf + 1;
+        nbuf = nbuf + 1 == ns ? 0 : nbuf + 1;
     }
     cp_wait<0>();
     __syncthreads();
@@ -724,51 +727,82 @@ const void* kernel_for(int akind, int mt, bool omma) {
 #undef FP4_SK_CASE
 }
 
-int tm_for(int64_t rows_per_tile_hint) {
-    return rows_per_tile_hint <= 8 ? 8 : rows_per_tile_hint <= 16 ? 16 : rows_per_tile_hint <= 32 ? 32 : 64;
+// Shared memory of one CTA for a plan (stages, decoded FP4 activations, reduction buffer, and
+// the grouped prefix table).
+int plan_smem(const SkinnyProblem& pr, const SkinnyPlan& pl, int* stage_bytes, int* x_off, int* prefix_off) {
+    const int araw = pr.a_kind == kAFp4 ? pl.tm * 72 * pl.kw : pl.tm * 256 * pl.kw;
+    const int stage = kAOff + araw;
+    const int xbytes = (pr.a_kind == kAFp4 && !pl.omma) ? pl.tm * 256 * pl.kw : 0;
+    int smem = std::max(pl.ns * stage + xbytes, pl.tm * 1024);
+    smem = (smem + 15) / 16 * 16;
+    if (stage_bytes) *stage_bytes = stage;
+    if (x_off) *x_off = pl.ns * stage;
+    if (prefix_off) *prefix_off = smem;
+    if (pr.offsets != nullptr) smem += (pr.e + 1) * 4;
+    return smem;
 }
 
 }  // namespace
 
+// Launch configuration. The token tile is 8 / 16 / 32 / 64 rows by M (bench/NOTES.md: 32-row
+// tiles beat 64-row ones up to M = 64). Then the K-warps per CTA (KW) and the cluster split
+// along K are chosen so that the grid fills the resident CTA slots (SMs x CTAs per SM, from
+// the occupancy API) in ONE wave as fully as possible: a second, partial wave or a wave that
+// leaves SMs idle is what the measurements punish most. Ties: fewer splits, then fewer
+// K-warps (more rows per CTA, less reduction). Pipeline depth: 4 stages unless that halves
+// the CTAs per SM, else 3.
 SkinnyPlan skinny_plan(const SkinnyProblem& pr, int device) {
     const DevInfo d = dev_info(device);
-    SkinnyPlan pl;
-    pl.omma = pr.a_kind == kAFp4 && d.cc >= 120 && d.cc < 130 && !pr.no_omma;
     const bool grouped = pr.offsets != nullptr;
+    SkinnyPlan best;
+    best.omma = pr.a_kind == kAFp4 && d.cc >= 120 && d.cc < 130 && !pr.no_omma;
     const int64_t hint = grouped ? (pr.t + std::max(pr.e, 1) - 1) / std::max(pr.e, 1) : pr.t;
-    pl.tm = pr.tm > 0 ? pr.tm : tm_for(hint);
-    const int64_t nkb128 = (pr.k + 127) / 128;
-    const int64_t tblocks = grouped ? 1 : (pr.t + pl.tm - 1) / pl.tm;
-    const int target = 2 * d.sms;
-    if (pr.kw > 0) {
-        pl.kw = pr.kw;
-    } else {  // fewest K-warps (most rows per CTA) whose CTAs, split up to 8 ways, fill the GPU
-        pl.kw = 1;
-        for (int kw = 1; kw <= 8; kw *= 2) {
-            if (pl.tm * kw > 64 || kw > nkb128) break;
-            pl.kw = kw;
-            const int64_t groups = (pr.n + (256 / kw) - 1) / (256 / kw);
-            const int64_t cap = grouped ? groups * std::max(pr.e, 1) : groups * tblocks * 8;
-            if (cap >= target) break;
+    const int tm = pr.tm > 0 ? pr.tm : hint <= 8 ? 8 : hint <= 16 ? 16 : hint <= 64 ? 32 : 64;
+    const int64_t nkb128 = std::max<int64_t>(1, (pr.k + 127) / 128);
+    const int64_t tblocks = grouped ? 1 : (pr.t + tm - 1) / tm;
+    double best_score = -1.0;
+    for (int kw = 1; kw <= 8; kw *= 2) {
+        if (pr.kw > 0 && kw != pr.kw) continue;
+        if (tm * kw > 64 || (pr.kw == 0 && kw > nkb128 && kw > 1)) continue;
+        SkinnyPlan pl = best;
+        pl.tm = tm;
+        pl.kw = kw;
+        pl.ns = kMaxNS;
+        const void* func = kernel_for(pr.a_kind, tm / 8, pl.omma);
+        int smem = plan_smem(pr, pl, nullptr, nullptr, nullptr);
+        if (tm <= 16 && 2 * smem > 227 * 1024) {  // keep two CTAs per SM
+            pl.ns = 3;
+            smem = plan_smem(pr, pl, nullptr, nullptr, nullptr);
+        }
+        if (smem > d.max_smem) continue;
+        allow_smem(func, device, smem);
+        const int64_t slots = (int64_t)d.sms * resident_ctas(func, device, smem);
+        const int64_t groups = (pr.n + (256 / kw) - 1) / (256 / kw);
+        const int64_t nkb = (pr.k + 128 * kw - 1) / (128 * kw);
+        const int max_split = grouped || d.cc < 90 ? 1 : (int)std::min<int64_t>(8, nkb);
+        for (int split = 1; split <= max_split; ++split) {
+            if (pr.split > 0 && split != pr.split) continue;
+            const int64_t ctas = grouped ? std::min<int64_t>(slots, groups * std::max(pr.e, 1))
+                                         : groups * tblocks * split;
+            const int64_t waves = (ctas + slots - 1) / slots;
+            const double fill = (double)ctas / (double)(waves * slots);
+            const double score = fill - 0.01 * (split - 1) - 0.001 * kw;
+            if (score > best_score) {
+                best_score = score;
+                pl.split = split;
+                pl.groups = (int)groups;
+                pl.tblocks = tblocks;
+                pl.slots = slots;
+                best = pl;
+            }
         }
     }
-    if (pl.tm * pl.kw > 64 || (pl.kw & (pl.kw - 1)) || pl.kw > 8)
-        throw std::runtime_error("fp4_kernels: skinny GEMM: kw must be 1, 2, 4 or 8 with tm * kw <= 64");
-    const int64_t groups = (pr.n + (256 / pl.kw) - 1) / (256 / pl.kw);
-    const int64_t nkb = (pr.k + 128 * pl.kw - 1) / (128 * pl.kw);
-    if (grouped || d.cc < 90) {
-        pl.split = 1;
-    } else if (pr.split > 0) {
-        pl.split = pr.split;
-    } else {
-        const int64_t base = groups * tblocks;
-        pl.split = (int)std::min<int64_t>({8, std::max<int64_t>(1, (target + base - 1) / base), nkb});
-    }
-    if (pl.split < 1 || pl.split > 8 || pl.split > nkb)
-        throw std::runtime_error("fp4_kernels: skinny GEMM: split must be 1..8 and at most the k-blocks");
-    pl.groups = (int)groups;
-    pl.tblocks = tblocks;
-    return pl;
+    if (best_score < 0)
+        throw std::runtime_error("fp4_kernels: skinny GEMM: no launch configuration fits (tm " +
+                                 std::to_string(tm) + ", kw " + std::to_string(pr.kw) + ", split " +
+                                 std::to_string(pr.split) + "; kw must be 1, 2, 4 or 8 with tm * kw "
+                                 "<= 64, split 1..8 and at most the k-blocks)");
+    return best;
 }
 
 void cuda_skinny_mm(const SkinnyProblem& pr, int device, uintptr_t stream) {
@@ -805,14 +839,8 @@ void cuda_skinny_mm(const SkinnyProblem& pr, int device, uintptr_t stream) {
     a.lkw = lkw;
     a.split = pl.split;
     a.groups = pl.groups;
-    const int araw = pr.a_kind == kAFp4 ? pl.tm * 72 * pl.kw : pl.tm * 256 * pl.kw;
-    a.stage_bytes = kAOff + araw;
-    a.x_off = kNS * a.stage_bytes;
-    const int xbytes = (pr.a_kind == kAFp4 && !pl.omma) ? pl.tm * 256 * pl.kw : 0;
-    int smem = std::max(a.x_off + xbytes, pl.tm * 1024);
-    smem = (smem + 15) / 16 * 16;
-    a.prefix_off = smem;
-    if (grouped) smem += (pr.e + 1) * 4;
+    a.ns = pl.ns;
+    const int smem = plan_smem(pr, pl, &a.stage_bytes, &a.x_off, &a.prefix_off);
     a.fix = pl.omma ? 1.0f : pr.a_kind == kAFp4 ? 16384.0f : 128.0f;
     if (smem > d.max_smem)
         throw std::runtime_error("fp4_kernels: skinny GEMM needs " + std::to_string(smem) +
@@ -830,8 +858,7 @@ void cuda_skinny_mm(const SkinnyProblem& pr, int device, uintptr_t stream) {
     cfg.numAttrs = 0;
     if (grouped) {
         const int64_t bound = ((pr.t + pl.tm - 1) / pl.tm + pr.e) * (int64_t)pl.groups;
-        const int64_t resident = (int64_t)d.sms * resident_ctas(func, device, smem);
-        cfg.gridDim = dim3((unsigned)std::max<int64_t>(1, std::min(bound, resident)));
+        cfg.gridDim = dim3((unsigned)std::max<int64_t>(1, std::min(bound, pl.slots)));
     } else {
         if (pl.groups > 65535 || pl.tblocks > 65535)
             throw std::runtime_error("fp4_kernels: skinny GEMM: N or M too large for one launch");

@@ -80,8 +80,8 @@ struct SkinnyProblem {
     bool no_omma = false;           // SM120: use the decode + HMMA kernel instead of OMMA
 };
 struct SkinnyPlan {
-    int tm = 8, kw = 1, split = 1, groups = 1;
-    int64_t tblocks = 1;
+    int tm = 8, kw = 1, split = 1, groups = 1, ns = 4;
+    int64_t tblocks = 1, slots = 1;
     bool omma = false;
 };
 SkinnyPlan skinny_plan(const SkinnyProblem& p, int device);

@@ -9,7 +9,7 @@ CUDA paths (bench/NOTES.md has the measurements behind the choices):
   * "cublas": dequantize both operands to bf16 / fp16 (exact) and call cuBLAS; the big-shape
     path.
   * "mma": the older fused kernel that dequantizes 128x128 tiles in shared memory.
-The default picks "fused" for M <= FUSED_MAX_ROWS (and K % 128 == 0), else "cublas".
+The default picks "fused" for M <= _gemm_fast.FUSED_MAX_ROWS (and K % 128 == 0), else "cublas".
 
 The host side of every call is a few attribute reads, one output allocation and one call into
 the extension (no DLPack, no detach / contiguous copies on the fast path).
@@ -17,14 +17,13 @@ the extension (no DLPack, no detach / contiguous copies on the fast path).
 from __future__ import annotations
 
 from ._ext import load as _load
+from . import _gemm_fast
+from ._gemm_fast import _fast_grouped, _fast_w4a4, _fast_w4a16
 from ._ops import _dl, _dtype_code, _round_up, _scalar, _stream, _torch
 
 _C = _load()
 _BLOCK = 16
 
-# Rows of the activation side up to which the fused kernel beats dequantize + cuBLAS on an H200
-# (bench/NOTES.md, "v4 fused"); above it the big-shape path stays.
-FUSED_MAX_ROWS = 256
 
 _cublas_lib = None   # None: not looked up yet; "": unavailable (see _cublas_why)
 _cublas_why = ""
@@ -226,7 +225,7 @@ def scaled_fp4_mm(a_q, b_q, a_scale, b_scale, alpha, out_dtype=None, *, impl=Non
             needs K % 128 == 0 and 16-byte aligned operands), ``"cublas"`` (dequantize A and B
             to bf16 -- fp16 for fp16 output -- with global scale 1, then cuBLAS with fp32
             accumulation and alpha in its epilogue), ``"mma"`` (the older tile-dequantizing
-            kernel), or None: ``"fused"`` when ``M <= FUSED_MAX_ROWS`` and it applies, else
+            kernel), or None: ``"fused"`` when ``M <= _gemm_fast.FUSED_MAX_ROWS`` and it applies, else
             ``"cublas"`` (K == 0: ``"mma"``). Ignored on CPU.
 
     Returns:
@@ -246,6 +245,10 @@ def scaled_fp4_mm(a_q, b_q, a_scale, b_scale, alpha, out_dtype=None, *, impl=Non
         TypeError / ValueError: wrong dtypes, shapes, devices. RuntimeError: CUDA device
         below compute capability 8.0, or a CUDA error.
     """
+    if impl is None or impl == "fused":
+        out = _fast_w4a4(a_q, b_q, a_scale, b_scale, alpha, out_dtype)
+        if out is not None:
+            return out
     torch = _torch()
     out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
     _dtype_code(torch, out_dtype, "out_dtype")
@@ -263,7 +266,7 @@ def scaled_fp4_mm(a_q, b_q, a_scale, b_scale, alpha, out_dtype=None, *, impl=Non
     if dev.type == "cuda":
         if impl is None:
             impl = ("mma" if k == 0 else
-                    "fused" if m <= FUSED_MAX_ROWS and _fused_ok(k, a_q, b_q, a_scale, b_scale)
+                    "fused" if m <= _gemm_fast.FUSED_MAX_ROWS and _fused_ok(k, a_q, b_q, a_scale, b_scale)
                     else "cublas")
         if impl not in ("fused", "cublas", "mma"):
             raise ValueError("impl: expected None, 'fused', 'cublas' or 'mma', got %r" % (impl,))
@@ -309,6 +312,9 @@ def scaled_fp4_w4a16_mm(a, b_q, b_scale, alpha, out_dtype=None):
     Raises:
         TypeError / ValueError: wrong dtypes, shapes, devices.
     """
+    out = _fast_w4a16(a, b_q, b_scale, alpha, out_dtype)
+    if out is not None:
+        return out
     torch = _torch()
     a = _acts(torch, a)
     out_dtype = a.dtype if out_dtype is None else out_dtype
@@ -373,6 +379,9 @@ def scaled_fp4_grouped_mm(a_q, a_scale, b_q, b_scale, alpha, expert_offsets, out
         row group) tiles, host cost independent of E (needs K % 128 == 0; else one call per
         expert after reading the offsets).
     """
+    out = _fast_grouped(a_q, a_scale, b_q, b_scale, alpha, expert_offsets, out_dtype)
+    if out is not None:
+        return out
     torch = _torch()
     out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
     _dtype_code(torch, out_dtype, "out_dtype")
@@ -400,6 +409,9 @@ def scaled_fp4_w4a16_grouped_mm(a, b_q, b_scale, alpha, expert_offsets, out_dtyp
     ``b_scale [E, N, K/16]``; alpha and expert_offsets as in :func:`scaled_fp4_grouped_mm`.
     Returns ``[T, N]`` of out_dtype (default a's dtype), rows as
     :func:`scaled_fp4_w4a16_mm` with the expert's weights."""
+    out = _fast_grouped(a, None, b_q, b_scale, alpha, expert_offsets, out_dtype)
+    if out is not None:
+        return out
     torch = _torch()
     a = _acts(torch, a)
     out_dtype = a.dtype if out_dtype is None else out_dtype
