@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -355,18 +356,33 @@ __device__ __forceinline__ void k_loop(const SkArgs& p, const Tile& tl, uint8_t*
         cp_commit();
     }
     int buf = 0, nbuf = ns - 1;  // stage consumed now, stage refilled now
-    for (int i = 0; i < nk; ++i) {
+    if constexpr (TRANSFORM) {
+        // FP4 activations are decoded one k-block ahead into a double buffer X[2], so one
+        // barrier per k-block covers both "stage i + 1 landed" and "X[i & 1] complete".
         if (ns == 4) cp_wait<2>(); else cp_wait<1>();
-        __syncthreads();  // stage i complete for every thread; compute(i - 1) done everywhere
-        if (i + ns - 1 < nk) issue(nbuf);
-        cp_commit();
-        if constexpr (TRANSFORM) {
-            transform(buf);
-            __syncthreads();
+        __syncthreads();
+        if (nk > 0) transform(0, 0);
+        for (int i = 0; i < nk; ++i) {
+            if (ns == 4) cp_wait<1>(); else cp_wait<0>();  // stage i + 1 landed (own copies)
+            __syncthreads();  // ... for every thread; X[i & 1] complete; compute(i - 1) done
+            if (i + ns - 1 < nk) issue(nbuf);
+            cp_commit();
+            const int nb = buf + 1 == ns ? 0 : buf + 1;
+            if (i + 1 < nk) transform(nb, (i + 1) & 1);
+            compute(buf, i & 1);
+            buf = nb;
+            nbuf = nbuf + 1 == ns ? 0 : nbuf + 1;
         }
-        compute(buf);
-        buf = buf + 1 == ns ? 0 : buf + 1;
-        nbuf = nbuf + 1 == ns ? 0 : nbuf + 1;
+    } else {
+        for (int i = 0; i < nk; ++i) {
+            if (ns == 4) cp_wait<2>(); else cp_wait<1>();
+            __syncthreads();  // stage i complete for every thread; compute(i - 1) done everywhere
+            if (i + ns - 1 < nk) issue(nbuf);
+            cp_commit();
+            compute(buf, 0);
+            buf = buf + 1 == ns ? 0 : buf + 1;
+            nbuf = nbuf + 1 == ns ? 0 : nbuf + 1;
+        }
     }
     cp_wait<0>();
     __syncthreads();
@@ -431,7 +447,7 @@ __device__ __forceinline__ void epilogue(const SkArgs& p, const Tile& tl, uint8_
 
 // ---- the HMMA kernel (SM80+, used on SM90 / SM100 and for W4A16 everywhere) -----------------
 template <int AK, int MT>
-__global__ void __launch_bounds__(kSkThreads, (MT >= 4 ? 1 : 2))
+__global__ void __launch_bounds__(kSkThreads, (MT >= 4 ? 1 : MT == 2 ? 2 : 3))
     skinny_kernel(const __grid_constant__ SkArgs p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     __trap();
@@ -443,10 +459,9 @@ __global__ void __launch_bounds__(kSkThreads, (MT >= 4 ? 1 : 2))
     const int g = lane >> 2, t = lane & 3, lkw = p.lkw, KW = 1 << lkw;
     const int kwi = warp & (KW - 1), rw = warp >> lkw;
     const int nkb = (int)((p.K + 128 * KW - 1) / (128 * KW));
-    uint8_t* X = smem + p.x_off;
-
-    auto transform = [&](int buf) {  // FP4 activations of stage buf -> fp16 (permuted) in X
+    auto transform = [&](int buf, int xb) {  // FP4 activations of stage buf -> fp16 in X[xb]
         const uint8_t* st = smem + buf * p.stage_bytes + kAOff;
+        uint8_t* X = smem + p.x_off + xb * (TM * (256 << lkw));
         for (int pc = tid; pc < TM * 4 * KW; pc += kSkThreads) {
             const int tok = pc >> (2 + lkw), c = pc & ((4 << lkw) - 1);
             const uint4 w = *reinterpret_cast<const uint4*>(st + tok * (64 << lkw) +
@@ -467,9 +482,9 @@ __global__ void __launch_bounds__(kSkThreads, (MT >= 4 ? 1 : 2))
     };
 
     float acc[kWR][MT][4];
-    auto compute = [&](int buf) {
+    auto compute = [&](int buf, int xb) {
         const uint8_t* st = smem + buf * p.stage_bytes;
-        const uint8_t* bsrc = AK == kAFp4 ? X : st + kAOff;
+        const uint8_t* bsrc = AK == kAFp4 ? smem + p.x_off + xb * (TM * (256 << lkw)) : st + kAOff;
         uint4 wv[kWR][2];
         uint32_t sc[kWR][2][2];
 #pragma unroll
@@ -582,7 +597,7 @@ __global__ void __launch_bounds__(kSkThreads, 2) skinny_omma_kernel(const __grid
     // (8 nibbles), reg 1 = row g + 8, regs 2 / 3 the same at k + 32; B reg 0 = column g, k 8t..,
     // reg 1 at k + 32. Scales: the thread with t == 0 gives row g's four 16-element block scales,
     // t == 1 row g + 8's; every thread of a quad gives column g's. k is not permuted here.
-    auto compute = [&](int buf) {
+    auto compute = [&](int buf, int) {
         const uint8_t* st = smem + buf * p.stage_bytes;
         const uint8_t* araw = st + kAOff;
 #pragma unroll
@@ -622,7 +637,7 @@ __global__ void __launch_bounds__(kSkThreads, 2) skinny_omma_kernel(const __grid
             }
         }
     };
-    auto none = [](int) {};
+    auto none = [](int, int) {};
     auto run = [&](const Tile& tl) {
 #pragma unroll
         for (int r = 0; r < kWR; ++r)
@@ -732,7 +747,7 @@ const void* kernel_for(int akind, int mt, bool omma) {
 int plan_smem(const SkinnyProblem& pr, const SkinnyPlan& pl, int* stage_bytes, int* x_off, int* prefix_off) {
     const int araw = pr.a_kind == kAFp4 ? pl.tm * 72 * pl.kw : pl.tm * 256 * pl.kw;
     const int stage = kAOff + araw;
-    const int xbytes = (pr.a_kind == kAFp4 && !pl.omma) ? pl.tm * 256 * pl.kw : 0;
+    const int xbytes = (pr.a_kind == kAFp4 && !pl.omma) ? 2 * pl.tm * 256 * pl.kw : 0;
     int smem = std::max(pl.ns * stage + xbytes, pl.tm * 1024);
     smem = (smem + 15) / 16 * 16;
     if (stage_bytes) *stage_bytes = stage;
@@ -744,13 +759,17 @@ int plan_smem(const SkinnyProblem& pr, const SkinnyPlan& pl, int* stage_bytes, i
 
 }  // namespace
 
-// Launch configuration. The token tile is 8 / 16 / 32 / 64 rows by M (bench/NOTES.md: 32-row
-// tiles beat 64-row ones up to M = 64). Then the K-warps per CTA (KW) and the cluster split
-// along K are chosen so that the grid fills the resident CTA slots (SMs x CTAs per SM, from
-// the occupancy API) in ONE wave as fully as possible: a second, partial wave or a wave that
-// leaves SMs idle is what the measurements punish most. Ties: fewer splits, then fewer
-// K-warps (more rows per CTA, less reduction). Pipeline depth: 4 stages unless that halves
-// the CTAs per SM, else 3.
+// Launch configuration. The token tile is 8 / 16 / 32 / 64 rows by M (32-row tiles beat 64-row
+// ones up to M = 64: bench/NOTES.md). For each number of K-warps per CTA (KW), pipeline depth
+// (4 or 3 stages: whichever keeps more CTAs resident) and cluster split along K, a small cost
+// model estimates the time, and the cheapest wins:
+//   waves * (F + max(bytes per SM / (B * e), MACs per SM / C)) + S * (split - 1)
+// with the CTAs spread over the SMs as the hardware does (ceil(CTAs / SMs) per SM, at most the
+// resident count from the occupancy API), F = 6 us of fixed cost per CTA (pipeline fill, the
+// reduction epilogue, launch), B = 30 GB/s and C = 2.5e12 MAC/s per SM, e = 0.85 when an SM
+// holds a single CTA (fewer warps to hide latency), S = 1.5 us per extra CTA of a cluster. The constants are fitted to the launch-configuration sweep on an H200
+// (bench/NOTES.md, "v2 plan"); what matters is that a second wave, or CTAs too small to pay
+// their fixed cost, lose.
 SkinnyPlan skinny_plan(const SkinnyProblem& pr, int device) {
     const DevInfo d = dev_info(device);
     const bool grouped = pr.offsets != nullptr;
@@ -760,50 +779,101 @@ SkinnyPlan skinny_plan(const SkinnyProblem& pr, int device) {
     const int tm = pr.tm > 0 ? pr.tm : hint <= 8 ? 8 : hint <= 16 ? 16 : hint <= 64 ? 32 : 64;
     const int64_t nkb128 = std::max<int64_t>(1, (pr.k + 127) / 128);
     const int64_t tblocks = grouped ? 1 : (pr.t + tm - 1) / tm;
-    double best_score = -1.0;
+    const double act_b = pr.a_kind == kAFp4 ? 0.5625 : 2.0;  // activation bytes per element
+    double best_cost = 0.0;
+    bool found = false;
     for (int kw = 1; kw <= 8; kw *= 2) {
         if (pr.kw > 0 && kw != pr.kw) continue;
         if (tm * kw > 64 || (pr.kw == 0 && kw > nkb128 && kw > 1)) continue;
-        SkinnyPlan pl = best;
-        pl.tm = tm;
-        pl.kw = kw;
-        pl.ns = kMaxNS;
-        const void* func = kernel_for(pr.a_kind, tm / 8, pl.omma);
-        int smem = plan_smem(pr, pl, nullptr, nullptr, nullptr);
-        if (tm <= 16 && 2 * smem > 227 * 1024) {  // keep two CTAs per SM
-            pl.ns = 3;
-            smem = plan_smem(pr, pl, nullptr, nullptr, nullptr);
-        }
-        if (smem > d.max_smem) continue;
-        allow_smem(func, device, smem);
-        const int64_t slots = (int64_t)d.sms * resident_ctas(func, device, smem);
-        const int64_t groups = (pr.n + (256 / kw) - 1) / (256 / kw);
-        const int64_t nkb = (pr.k + 128 * kw - 1) / (128 * kw);
-        const int max_split = grouped || d.cc < 90 ? 1 : (int)std::min<int64_t>(8, nkb);
-        for (int split = 1; split <= max_split; ++split) {
-            if (pr.split > 0 && split != pr.split) continue;
-            const int64_t ctas = grouped ? std::min<int64_t>(slots, groups * std::max(pr.e, 1))
-                                         : groups * tblocks * split;
-            const int64_t waves = (ctas + slots - 1) / slots;
-            const double fill = (double)ctas / (double)(waves * slots);
-            const double score = fill - 0.01 * (split - 1) - 0.001 * kw;
-            if (score > best_score) {
-                best_score = score;
-                pl.split = split;
-                pl.groups = (int)groups;
-                pl.tblocks = tblocks;
-                pl.slots = slots;
-                best = pl;
+        const void* func = kernel_for(pr.a_kind, tm / 8, best.omma);
+        for (int ns = kMaxNS; ns >= 3; --ns) {
+            SkinnyPlan pl = best;
+            pl.tm = tm;
+            pl.kw = kw;
+            pl.ns = ns;
+            const int smem = plan_smem(pr, pl, nullptr, nullptr, nullptr);
+            if (smem > d.max_smem) continue;
+            allow_smem(func, device, smem);
+            const int per_sm = resident_ctas(func, device, smem);
+            const int64_t slots = (int64_t)d.sms * per_sm;
+            const int64_t rows = 256 / kw;
+            const int64_t groups = (pr.n + rows - 1) / rows;
+            const int64_t nkb = (pr.k + 128 * kw - 1) / (128 * kw);
+            const int max_split = grouped || d.cc < 90 ? 1 : (int)std::min<int64_t>(8, nkb);
+            for (int split = 1; split <= max_split; ++split) {
+                if (pr.split > 0 && split != pr.split) continue;
+                const int64_t ctas = grouped ? std::min<int64_t>(slots, groups * std::max(pr.e, 1))
+                                             : groups * tblocks * split;
+                const int64_t waves = (ctas + slots - 1) / slots;
+                const int64_t on_sm = std::min<int64_t>(per_sm, (std::min(ctas, slots) + d.sms - 1) / d.sms);
+                const double kc = (double)pr.k / split;  // K elements per CTA
+                const double bytes = (double)rows * kc * 0.5625 + (double)tm * kc * act_b;
+                const double macs = (double)rows * kc * tm;
+                const double eff = on_sm == 1 ? 0.85 : 1.0;
+                const double t = (double)waves * (6e-6 + std::max((double)on_sm * bytes / (30e9 * eff),
+                                                                  (double)on_sm * macs / 2.5e12)) +
+                                 1.5e-6 * (split - 1);
+                const double cost = t + 1e-9 * kw + 1e-10 * (kMaxNS - ns);  // ties: fewer K-warps, deeper
+                if (!found || cost < best_cost) {
+                    found = true;
+                    best_cost = cost;
+                    pl.split = split;
+                    pl.groups = (int)groups;
+                    pl.tblocks = tblocks;
+                    pl.slots = slots;
+                    best = pl;
+                }
             }
         }
     }
-    if (best_score < 0)
+    if (!found)
         throw std::runtime_error("fp4_kernels: skinny GEMM: no launch configuration fits (tm " +
                                  std::to_string(tm) + ", kw " + std::to_string(pr.kw) + ", split " +
                                  std::to_string(pr.split) + "; kw must be 1, 2, 4 or 8 with tm * kw "
                                  "<= 64, split 1..8 and at most the k-blocks)");
     return best;
 }
+
+namespace {
+// Plans by problem shape (the planner queries occupancy and loops over configurations; a call
+// must cost about a microsecond of host time, so each shape is planned once).
+struct PlanKey {
+    int64_t t, n, k;
+    int e, a_kind, tm, kw, split, device;
+    bool grouped, no_omma;
+    bool operator==(const PlanKey& o) const {
+        return t == o.t && n == o.n && k == o.k && e == o.e && a_kind == o.a_kind && tm == o.tm &&
+               kw == o.kw && split == o.split && device == o.device && grouped == o.grouped &&
+               no_omma == o.no_omma;
+    }
+};
+struct PlanKeyHash {
+    size_t operator()(const PlanKey& p) const {
+        size_t h = std::hash<int64_t>()(p.t) * 1000003u ^ std::hash<int64_t>()(p.n) * 10007u ^
+                   std::hash<int64_t>()(p.k);
+        h ^= (size_t)(((p.e * 31 + p.a_kind) * 131 + p.tm) * 17 + p.kw) * 2654435761u;
+        h ^= (size_t)((p.split * 64 + p.device) * 4 + p.grouped * 2 + p.no_omma) * 40503u;
+        return h;
+    }
+};
+
+SkinnyPlan cached_plan(const SkinnyProblem& pr, int device) {
+    static std::mutex mu;
+    static std::unordered_map<PlanKey, SkinnyPlan, PlanKeyHash> cache;
+    const PlanKey key{pr.t, pr.n, pr.k, pr.e, pr.a_kind, pr.tm, pr.kw, pr.split, device,
+                      pr.offsets != nullptr, pr.no_omma};
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        auto it = cache.find(key);
+        if (it != cache.end()) return it->second;
+    }
+    const SkinnyPlan pl = skinny_plan(pr, device);
+    std::lock_guard<std::mutex> lock(mu);
+    if (cache.size() > 4096) cache.clear();
+    cache[key] = pl;
+    return pl;
+}
+}  // namespace
 
 void cuda_skinny_mm(const SkinnyProblem& pr, int device, uintptr_t stream) {
     DeviceGuard guard(device);
@@ -813,7 +883,7 @@ void cuda_skinny_mm(const SkinnyProblem& pr, int device, uintptr_t stream) {
     if (pr.k <= 0 || pr.k % 128)
         throw std::runtime_error("fp4_kernels: the fused FP4 GEMM needs K a positive multiple of 128");
     if (pr.n <= 0 || pr.t <= 0) return;
-    const SkinnyPlan pl = skinny_plan(pr, device);
+    const SkinnyPlan pl = cached_plan(pr, device);
     const bool grouped = pr.offsets != nullptr;
     const int mt = pl.tm / 8, lkw = pl.kw == 1 ? 0 : pl.kw == 2 ? 1 : pl.kw == 4 ? 2 : 3;
 
@@ -848,7 +918,7 @@ void cuda_skinny_mm(const SkinnyProblem& pr, int device, uintptr_t stream) {
                                  std::to_string(d.max_smem));
 
     const void* func = kernel_for(pr.a_kind, mt, pl.omma);
-    allow_smem(func, device, smem);
+    allow_smem(func, device, smem);  // done by the planner already: a map lookup
     auto st = reinterpret_cast<cudaStream_t>(stream);
     cudaLaunchConfig_t cfg{};
     cudaLaunchAttribute attr[1];

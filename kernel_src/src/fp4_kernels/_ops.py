@@ -172,7 +172,7 @@ def _gs_vector(torch, global_scales, device, n):
     """E float32 global scales on ``device`` (a [E] tensor is used in place when it already is)."""
     if isinstance(global_scales, torch.Tensor):
         g = global_scales
-        if not (g.dtype == torch.float32 and g.device == device and g.dim() == 1 and g.is_contiguous()):
+        if not (g.dtype is torch.float32 and g.dim() == 1 and g.is_contiguous() and g.device == device):
             g = g.detach().reshape(-1).to(device=device, dtype=torch.float32).contiguous()
     else:
         g = torch.cat([_scalar(torch, v, device, "global_scales[%d]" % i)
@@ -189,30 +189,34 @@ def _experts_quant(torch, x, global_scales, expert_offsets, swizzle):
                          "to 128 rows and use the list form)")
     if not isinstance(x, torch.Tensor):
         raise TypeError("xs: with expert_offsets, expected one [T, K] tensor, got %s" % type(x).__name__)
-    _check_x(torch, x, "xs")
-    x = x if (x.is_contiguous() and not x.data_ptr() & 15) else _prep(torch, x, "xs")
+    if x.dim() != 2 or x.shape[1] % _BLOCK or x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        _check_x(torch, x, "xs")
+    if not x.is_contiguous() or x.data_ptr() & 15:
+        x = _prep(torch, x, "xs")
     off = expert_offsets
     if not isinstance(off, torch.Tensor) or off.dtype not in (torch.int32, torch.int64) or off.dim() != 1:
         raise TypeError("expert_offsets: expected a 1-D int32 or int64 tensor [E + 1]")
-    if off.device != x.device:
-        raise ValueError("expert_offsets: must be on xs's device (%s), got %s" % (x.device, off.device))
-    off = off if off.is_contiguous() else off.contiguous()
+    dev = x.device
+    cuda = dev.type == "cuda"
+    if off.get_device() != x.get_device():
+        raise ValueError("expert_offsets: must be on xs's device (%s), got %s" % (dev, off.device))
+    if not off.is_contiguous():
+        off = off.contiguous()
     e = off.numel() - 1
     if e < 1:
         raise ValueError("expert_offsets: expected E + 1 >= 2 values")
     t, k = x.shape
-    if x.device.type == "cpu":
+    if not cuda:
         v = off.tolist()
         if v[0] != 0 or v[-1] != t or any(b < a for a, b in zip(v, v[1:])):
             raise ValueError("expert_offsets: must rise from 0 to the number of rows (%d)" % t)
-    gs = _gs_vector(torch, global_scales, x.device, e)
-    q = torch.empty((t, k // 2), dtype=torch.uint8, device=x.device)
-    s = torch.empty((t, k // _BLOCK), dtype=torch.uint8, device=x.device)
-    cuda = x.device.type == "cuda"
+    gs = _gs_vector(torch, global_scales, dev, e)
+    q = torch.empty((t, k // 2), dtype=torch.uint8, device=dev)
+    s = torch.empty((t, k // _BLOCK), dtype=torch.float8_e4m3fn, device=dev)
     _C.experts_quant(x.data_ptr(), gs.data_ptr(), off.data_ptr(), off.dtype == torch.int64,
                      q.data_ptr(), s.data_ptr(), t, k, e, _dtype_code(torch, x.dtype, "xs"),
-                     2 if cuda else 1, x.device.index if cuda else -1, _stream(torch, x.device))
-    return q, s.view(torch.float8_e4m3fn)
+                     2 if cuda else 1, dev.index if cuda else -1, _stream(torch, dev))
+    return q, s
 
 
 def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle=False, expert_offsets=None, packed=False):
