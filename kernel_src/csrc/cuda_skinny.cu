@@ -766,8 +766,11 @@ int plan_smem(const SkinnyProblem& pr, const SkinnyPlan& pl, int* stage_bytes, i
 //   waves * (F + max(bytes per SM / (B * e), MACs per SM / C)) + S * (split - 1)
 // with the CTAs spread over the SMs as the hardware does (ceil(CTAs / SMs) per SM, at most the
 // resident count from the occupancy API), F = 6 us of fixed cost per CTA (pipeline fill, the
-// reduction epilogue, launch), B = 30 GB/s and C = 2.5e12 MAC/s per SM, e = 0.85 when an SM
-// holds a single CTA (fewer warps to hide latency), S = 1.5 us per extra CTA of a cluster. The constants are fitted to the launch-configuration sweep on an H200
+// reduction epilogue, launch), B = 30 GB/s of weight bytes (the activations come from L2)
+// and C = 2.5e12 MAC/s per SM, e = 0.6 / 0.8 / 1 for
+// 1 / 2 / 3+ resident CTAs per SM (warps to hide latency: the kernel is latency-bound, see
+// bench/NOTES.md), S = 1.5 us per extra CTA of a cluster. Grouped (persistent) launches: every
+// tile pays 2 us of fixed cost and the bytes of all tiles spread over the SMs. The constants are fitted to the launch-configuration sweep on an H200
 // (bench/NOTES.md, "v2 plan"); what matters is that a second wave, or CTAs too small to pay
 // their fixed cost, lose.
 SkinnyPlan skinny_plan(const SkinnyProblem& pr, int device) {
@@ -800,19 +803,27 @@ SkinnyPlan skinny_plan(const SkinnyProblem& pr, int device) {
             const int64_t groups = (pr.n + rows - 1) / rows;
             const int64_t nkb = (pr.k + 128 * kw - 1) / (128 * kw);
             const int max_split = grouped || d.cc < 90 ? 1 : (int)std::min<int64_t>(8, nkb);
+            const double eff = per_sm >= 3 ? 1.0 : per_sm == 2 ? 0.8 : 0.6;  // warps to hide latency
             for (int split = 1; split <= max_split; ++split) {
                 if (pr.split > 0 && split != pr.split) continue;
-                const int64_t ctas = grouped ? std::min<int64_t>(slots, groups * std::max(pr.e, 1))
-                                             : groups * tblocks * split;
-                const int64_t waves = (ctas + slots - 1) / slots;
-                const int64_t on_sm = std::min<int64_t>(per_sm, (std::min(ctas, slots) + d.sms - 1) / d.sms);
-                const double kc = (double)pr.k / split;  // K elements per CTA
-                const double bytes = (double)rows * kc * 0.5625 + (double)tm * kc * act_b;
-                const double macs = (double)rows * kc * tm;
-                const double eff = on_sm == 1 ? 0.85 : 1.0;
-                const double t = (double)waves * (6e-6 + std::max((double)on_sm * bytes / (30e9 * eff),
-                                                                  (double)on_sm * macs / 2.5e12)) +
-                                 1.5e-6 * (split - 1);
+                double t;
+                int64_t ctas;
+                if (grouped) {  // persistent: every tile pays the fixed cost, work spreads over the SMs
+                    const double tiles = (double)groups * ((double)pr.t / tm + std::max(pr.e, 1));
+                    const double bytes = tiles * rows * (double)pr.k * 0.5625 + tiles * tm * (double)pr.k * act_b;
+                    ctas = slots;
+                    t = 2e-6 * tiles / slots + bytes / d.sms / (30e9 * eff);
+                } else {
+                    ctas = groups * tblocks * split;
+                    const int64_t waves = (ctas + slots - 1) / slots;
+                    const int64_t on_sm = std::min<int64_t>(per_sm, (std::min(ctas, slots) + d.sms - 1) / d.sms);
+                    const double kc = (double)pr.k / split;  // K elements per CTA
+                    const double bytes = (double)rows * kc * 0.5625;  // weights (activations: L2)
+                    const double macs = (double)rows * kc * tm;
+                    t = (double)waves * (6e-6 + std::max((double)on_sm * bytes / (30e9 * eff),
+                                                         (double)on_sm * macs / 2.5e12)) +
+                        1.5e-6 * (split - 1);
+                }
                 const double cost = t + 1e-9 * kw + 1e-10 * (kMaxNS - ns);  // ties: fewer K-warps, deeper
                 if (!found || cost < best_cost) {
                     found = true;
@@ -823,6 +834,7 @@ SkinnyPlan skinny_plan(const SkinnyProblem& pr, int device) {
                     pl.slots = slots;
                     best = pl;
                 }
+                (void)ctas;
             }
         }
     }
