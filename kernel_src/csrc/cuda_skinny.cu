@@ -803,7 +803,6 @@ SkinnyPlan skinny_plan(const SkinnyProblem& pr, int device) {
             const int64_t groups = (pr.n + rows - 1) / rows;
             const int64_t nkb = (pr.k + 128 * kw - 1) / (128 * kw);
             const int max_split = grouped || d.cc < 90 ? 1 : (int)std::min<int64_t>(8, nkb);
-            const double eff = per_sm >= 3 ? 1.0 : per_sm == 2 ? 0.8 : 0.6;  // warps to hide latency
             for (int split = 1; split <= max_split; ++split) {
                 if (pr.split > 0 && split != pr.split) continue;
                 double t;
@@ -812,11 +811,13 @@ SkinnyPlan skinny_plan(const SkinnyProblem& pr, int device) {
                     const double tiles = (double)groups * ((double)pr.t / tm + std::max(pr.e, 1));
                     const double bytes = tiles * rows * (double)pr.k * 0.5625 + tiles * tm * (double)pr.k * act_b;
                     ctas = slots;
+                    const double eff = per_sm >= 3 ? 1.0 : per_sm == 2 ? 0.8 : 0.6;  // warps per SM
                     t = 2e-6 * tiles / slots + bytes / d.sms / (30e9 * eff);
                 } else {
                     ctas = groups * tblocks * split;
                     const int64_t waves = (ctas + slots - 1) / slots;
                     const int64_t on_sm = std::min<int64_t>(per_sm, (std::min(ctas, slots) + d.sms - 1) / d.sms);
+                    const double eff = on_sm >= 3 ? 1.0 : on_sm == 2 ? 0.8 : 0.6;  // warps per SM
                     const double kc = (double)pr.k / split;  // K elements per CTA
                     const double bytes = (double)rows * kc * 0.5625;  // weights (activations: L2)
                     const double macs = (double)rows * kc * tm;
