@@ -10,7 +10,7 @@ _C = _load()
 
 # Rows of the activation side up to which the fused kernel beats dequantize + cuBLAS on an H200
 # (bench/NOTES.md, "v4 fused"); above it the big-shape path stays.
-FUSED_MAX_ROWS = 256
+FUSED_MAX_ROWS = 128
 
 # ---- the lean CUDA fast path: ~20 attribute reads, one allocation, one call into _C ---------
 _fast = None  # (torch, Tensor, uint8, float8_e4m3fn, float32, {out dtype: code}, raw stream fn)
@@ -25,6 +25,36 @@ def _fast_init():
     _fast = (torch, torch.Tensor, torch.uint8, torch.float8_e4m3fn, torch.float32,
              {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}, raw)
     return _fast
+
+
+def fast_experts_quant(x, global_scales, offsets):
+    """scaled_fp4_grouped_quant(x, gs, expert_offsets=offsets) on CUDA with no conversions
+    (x bf16 / fp16 / fp32 [T, K] contiguous and 16-byte aligned, gs float32 [E] and offsets
+    int32 / int64 [E + 1] contiguous on x's device), or None."""
+    torch, tensor, u8, f8, f32, codes, raw = _fast or _fast_init()
+    try:
+        code = codes.get(x.dtype)
+        t, k = x.shape
+        e = global_scales.shape[0]
+        od = offsets.dtype
+        if (code is None or k & 15 or not t or not k or global_scales.dtype is not f32
+                or (od is not torch.int32 and od is not torch.int64) or offsets.shape != (e + 1,)):
+            return None
+        dev = x.get_device()
+        if dev < 0 or global_scales.get_device() != dev or offsets.get_device() != dev:
+            return None
+        if not (x.is_contiguous() and global_scales.is_contiguous() and offsets.is_contiguous()):
+            return None
+        px = x.data_ptr()
+        if px & 15:
+            return None
+    except (AttributeError, ValueError, TypeError):
+        return None
+    q = torch.empty((t, k >> 1), dtype=u8, device=dev)
+    s = torch.empty((t, k >> 4), dtype=f8, device=dev)
+    _C.experts_quant(px, global_scales.data_ptr(), offsets.data_ptr(), od is torch.int64, q.data_ptr(),
+                     s.data_ptr(), t, k, e, code, 2, dev, raw(dev))
+    return q, s
 
 
 def _fast_alpha(alpha, dev, f32, tensor):

@@ -7,6 +7,7 @@ GEMM whose accuracy bound is stated in :func:`scaled_fp4_mm`.
 from __future__ import annotations
 
 from ._ext import load as _load
+from ._gemm_fast import fast_experts_quant
 
 _C = _load()
 
@@ -252,9 +253,13 @@ def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle=False, expert_offsets
         TypeError / ValueError: as :func:`scaled_fp4_quant`, and when dtypes or devices of
         the matrices differ or the number of scales is not E.
     """
-    torch = _torch()
     if expert_offsets is not None:
-        return _experts_quant(torch, xs, global_scales, expert_offsets, swizzle)
+        if not swizzle:
+            r = fast_experts_quant(xs, global_scales, expert_offsets)
+            if r is not None:
+                return r
+        return _experts_quant(_torch(), xs, global_scales, expert_offsets, swizzle)
+    torch = _torch()
     xs = list(xs)
     if not xs:
         return [], []
