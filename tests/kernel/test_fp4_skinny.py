@@ -129,19 +129,25 @@ def test_stacked_grouped_quant_equals_per_expert(fk, ref):
             rq, rs = ref.scaled_fp4_quant(x[lo:hi], gss[e])
             same_bytes(q[lo:hi], rq)
             same_bytes(s[lo:hi].view(torch.uint8), rs.view(torch.uint8))
+        rq, rs = ref.scaled_fp4_grouped_quant(x, gss, expert_offsets=off)
+        same_bytes(q, rq)
+        same_bytes(s.view(torch.uint8), rs.view(torch.uint8))
     with pytest.raises(ValueError, match="expert_offsets"):
         fk.scaled_fp4_grouped_quant(x, gss, expert_offsets=torch.tensor([0, 5, 3, 600, 600, 600]))
     with pytest.raises(ValueError, match="swizzle"):
         fk.scaled_fp4_grouped_quant(x, gss, expert_offsets=off, swizzle=True)
 
 
-def test_grouped_quant_list_packed_and_general_path(fk):
+def test_grouped_quant_list_packed_and_general_path(fk, ref):
     g = torch.Generator().manual_seed(3)
     xs = [torch.randn(m, 64, generator=g).to(torch.bfloat16) for m in (5, 0, 130, 1)]
     gss = [1.0, 2.0, 0.5, 3.0]
     qa, sa = fk.scaled_fp4_grouped_quant(xs, gss, packed=True)
     qs, ss = fk.scaled_fp4_grouped_quant(xs, gss)
     assert torch.equal(qa, torch.cat(qs)) and torch.equal(sa.view(torch.uint8), torch.cat(ss).view(torch.uint8))
+    rqa, rsa = ref.scaled_fp4_grouped_quant(xs, gss, packed=True)
+    same_bytes(qa, rqa)
+    same_bytes(sa.view(torch.uint8), rsa.view(torch.uint8))
     # a non-contiguous matrix takes the general path and gives the same bytes
     nc = torch.randn(64, 5, generator=g).to(torch.bfloat16).t()
     xs2 = [xs[0], nc]

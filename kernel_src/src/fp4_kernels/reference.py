@@ -116,16 +116,36 @@ def scaled_fp4_quant(x: torch.Tensor, global_scale, *, swizzle: bool = False):
     return q.contiguous(), scale.contiguous()
 
 
-def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle: bool = False):
-    """Reference of :func:`fp4_kernels.scaled_fp4_grouped_quant`: per-matrix quantization."""
-    xs = list(xs)
+def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle: bool = False, expert_offsets=None,
+                             packed: bool = False):
+    """Reference of :func:`fp4_kernels.scaled_fp4_grouped_quant`: per-matrix quantization.
+
+    With ``expert_offsets``: ``xs`` is one [T, K] tensor; rows offsets[e]:offsets[e+1] use
+    global_scales[e]; returns ``(q [T, K/2], scale [T, K/16])``. ``packed``: the list form's
+    results concatenated (flat when the K differ).
+    """
     if isinstance(global_scales, torch.Tensor):
         global_scales = list(global_scales.reshape(-1))
+    if expert_offsets is not None:
+        if swizzle:
+            raise ValueError("swizzle=True is not supported with expert_offsets")
+        x = xs
+        rows = _expert_rows(expert_offsets, x.shape[0])
+        parts = [scaled_fp4_quant(x[lo:hi], g) for (lo, hi), g in zip(rows, global_scales)]
+        q = torch.cat([p[0] for p in parts]) if parts else x.new_zeros((0, x.shape[1] // 2), dtype=torch.uint8)
+        s = torch.cat([p[1].view(torch.uint8) for p in parts]).view(torch.float8_e4m3fn)
+        return q, s
+    xs = list(xs)
     qs, ss = [], []
     for x, g in zip(xs, global_scales):
         q, s = scaled_fp4_quant(x, g, swizzle=swizzle)
         qs.append(q)
         ss.append(s)
+    if packed:
+        if len({q.shape[1] for q in qs}) <= 1:
+            return torch.cat(qs), torch.cat([s.view(torch.uint8) for s in ss]).view(torch.float8_e4m3fn)
+        return (torch.cat([q.reshape(-1) for q in qs]),
+                torch.cat([s.view(torch.uint8).reshape(-1) for s in ss]).view(torch.float8_e4m3fn))
     return qs, ss
 
 
