@@ -155,21 +155,7 @@ __global__ void __launch_bounds__(kSkThreads, (MT >= 4 ? 1 : MT == 2 ? 2 : 3))
         epilogue<MT>(p, tl, smem, acc);
     };
 
-    if (p.offsets == nullptr) {
-        Tile tl;
-        tl.e = 0;
-        tl.tok0 = (int64_t)blockIdx.z * TM;
-        tl.mval = (int)(p.T - tl.tok0 < TM ? p.T - tl.tok0 : (int64_t)TM);
-        tl.row0 = (int64_t)blockIdx.y * (256 >> lkw);
-        tl.kb0 = (int)((int64_t)blockIdx.x * nkb / p.split);
-        tl.kb1 = (int)((int64_t)(blockIdx.x + 1) * nkb / p.split);
-        run(tl);
-    } else {
-        int* prefix = reinterpret_cast<int*>(smem + p.prefix_off);
-        build_prefix(p, TM, prefix);
-        const int total = prefix[p.E];
-        for (int tile = blockIdx.x; tile < total; tile += gridDim.x) run(grouped_tile(p, prefix, tile, TM, nkb));
-    }
+    for_each_tile<TM>(p, smem, nkb, run);
 #endif
 }
 
@@ -260,21 +246,7 @@ __global__ void __launch_bounds__(kSkThreads, 2) skinny_omma_kernel(const __grid
         k_loop<kAFp4, TM, false>(p, tl, smem, compute, none);
         epilogue<MT>(p, tl, smem, acc);
     };
-    if (p.offsets == nullptr) {
-        Tile tl;
-        tl.e = 0;
-        tl.tok0 = (int64_t)blockIdx.z * TM;
-        tl.mval = (int)(p.T - tl.tok0 < TM ? p.T - tl.tok0 : (int64_t)TM);
-        tl.row0 = (int64_t)blockIdx.y * (256 >> lkw);
-        tl.kb0 = (int)((int64_t)blockIdx.x * nkb / p.split);
-        tl.kb1 = (int)((int64_t)(blockIdx.x + 1) * nkb / p.split);
-        run(tl);
-    } else {
-        int* prefix = reinterpret_cast<int*>(smem + p.prefix_off);
-        build_prefix(p, TM, prefix);
-        const int total = prefix[p.E];
-        for (int tile = blockIdx.x; tile < total; tile += gridDim.x) run(grouped_tile(p, prefix, tile, TM, nkb));
-    }
+    for_each_tile<TM>(p, smem, nkb, run);
 #endif
 }
 

@@ -218,6 +218,34 @@ __device__ __forceinline__ Tile grouped_tile(const SkArgs& p, const int* prefix,
     return tl;
 }
 
+// Runs `run(tile)` for this CTA's tile (non-grouped: from blockIdx; grouped: every tile of the
+// persistent loop). One call site, so the kernel body is instantiated once.
+template <int TM, class Run>
+__device__ __forceinline__ void for_each_tile(const SkArgs& p, uint8_t* smem, int nkb, Run&& run) {
+    const bool grouped = p.offsets != nullptr;
+    int* prefix = reinterpret_cast<int*>(smem + p.prefix_off);
+    int total = 1, tile = blockIdx.x;
+    if (grouped) {
+        build_prefix(p, TM, prefix);
+        total = prefix[p.E];
+    }
+    for (; tile < total || !grouped; tile += gridDim.x) {
+        Tile tl;
+        if (grouped) {
+            tl = grouped_tile(p, prefix, tile, TM, nkb);
+        } else {
+            tl.e = 0;
+            tl.tok0 = (int64_t)blockIdx.z * TM;
+            tl.mval = (int)(p.T - tl.tok0 < TM ? p.T - tl.tok0 : (int64_t)TM);
+            tl.row0 = (int64_t)blockIdx.y * (256 >> p.lkw);
+            tl.kb0 = (int)((int64_t)blockIdx.x * nkb / p.split);
+            tl.kb1 = (int)((int64_t)(blockIdx.x + 1) * nkb / p.split);
+        }
+        run(tl);
+        if (!grouped) break;
+    }
+}
+
 // The pipelined k loop of one tile, shared by the HMMA and OMMA kernels. `compute(buf)` consumes
 // stage `buf`; for FP4 activations on the HMMA path `transform(buf)` first decodes them into X.
 template <int AK, int TM, bool TRANSFORM, class Compute, class Transform>
