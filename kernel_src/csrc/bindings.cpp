@@ -493,6 +493,64 @@ void skinny_mm_cpu(int a_kind, uintptr_t a, uintptr_t a_scale, uintptr_t b_q, ui
     fp4::cpu_skinny_mm(p);
 }
 
+// ---- fused W4A16 GEMM on prepacked weights (cuda_pk.cu): raw pointers, validated by _gemm.py ----
+fp4::PkProblem pk_problem(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uintptr_t alpha,
+                          float alpha_value, uintptr_t out, int out_dtype_code, int64_t t, int64_t n,
+                          int64_t k, int nt, int u, int rt, int split, int un) {
+    if (a_kind != 1 && a_kind != 2) fail("prepacked mm: a_kind must be 1 (bf16) or 2 (fp16)");
+    if (t < 0 || n < 0 || k <= 0 || k % 16 || nt < 0 || u < 0) fail("prepacked mm: bad shape");
+    if (!(rt == 0 || rt == 1 || rt == 2 || rt == 4 || rt == 8)) fail("rt must be 0, 1, 2, 4 or 8");
+    if (split < 0 || split > 8) fail("split must be 0..8");
+    if (un < 0 || un > 2) fail("un must be 0, 1 or 2");
+    fp4::PkProblem p;
+    p.a_kind = a_kind;
+    p.a = reinterpret_cast<const void*>(a);
+    p.lda = lda;
+    p.w = reinterpret_cast<const uint8_t*>(w);
+    p.alpha = reinterpret_cast<const float*>(alpha);
+    p.alpha_value = alpha_value;
+    p.out = reinterpret_cast<void*>(out);
+    p.out_dt = dtype_of(out_dtype_code);
+    p.t = t;
+    p.n = n;
+    p.k = k;
+    p.nt = nt;
+    p.u = u;
+    p.rt = rt;
+    p.split = split;
+    p.un = un;
+    return p;
+}
+
+void pk_mm_cuda(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uintptr_t alpha, float alpha_value,
+                uintptr_t out, int out_dtype_code, int64_t t, int64_t n, int64_t k, int nt, int u, int rt,
+                int split, int un, int device, uintptr_t stream) {
+    need_cuda();
+    const fp4::PkProblem p = pk_problem(a_kind, a, lda, w, alpha, alpha_value, out, out_dtype_code, t, n,
+                                        k, nt, u, rt, split, un);
+    if (t == 0 || n == 0) return;
+    fp4::cuda_pk_mm(p, device, stream);
+}
+
+void pk_dequant_cuda(uintptr_t w, uintptr_t out, int64_t n, int64_t k, int nt, int u, int dtype_code, int device,
+                     uintptr_t stream) {
+    need_cuda();
+    if (n < 0 || k <= 0 || k % 16 || nt < 0 || u < 0) fail("prepacked dequantize: bad shape");
+    fp4::cuda_pk_dequant(reinterpret_cast<const uint8_t*>(w), reinterpret_cast<void*>(out), n, k, nt, u,
+                         dtype_of(dtype_code), device, stream);
+}
+
+// The launch configuration of the prepacked GEMM: (tokens per tile, rt, split, un).
+std::tuple<int, int, int, int> pk_plan_cuda(int a_kind, int64_t t, int64_t n, int64_t k, int rt, int split,
+                                            int un, int device) {
+    need_cuda();
+    const int64_t nt = (n + 15) / 16, u = (k + 127) / 128;
+    const fp4::PkProblem p = pk_problem(a_kind, 0, k, 0, 0, 1.0f, 0, 2, t, n, k, (int)nt, (int)u, rt,
+                                        split, un);
+    const fp4::PkPlan pl = fp4::pk_plan(p, device);
+    return {8 * pl.mt, pl.rt, pl.split, pl.un};
+}
+
 std::vector<std::string> split_archs(const std::string& s) {
     std::vector<std::string> out;
     std::string cur;
@@ -549,6 +607,14 @@ NB_MODULE(_C, m) {
           nb::arg("b_q"), nb::arg("b_scale"), nb::arg("alpha"), nb::arg("alpha_per_expert"),
           nb::arg("alpha_value"), nb::arg("offsets"), nb::arg("offsets_int64"), nb::arg("out"), nb::arg("out_dtype_code"),
           nb::arg("t"), nb::arg("n"), nb::arg("k"), nb::arg("e"));
+    m.def("pk_mm_cuda", &pk_mm_cuda, nb::arg("a_kind"), nb::arg("a"), nb::arg("lda"), nb::arg("w"),
+          nb::arg("alpha"), nb::arg("alpha_value"), nb::arg("out"), nb::arg("out_dtype_code"), nb::arg("t"),
+          nb::arg("n"), nb::arg("k"), nb::arg("nt"), nb::arg("u"), nb::arg("rt"), nb::arg("split"),
+          nb::arg("un"), nb::arg("device"), nb::arg("stream"));
+    m.def("pk_dequant_cuda", &pk_dequant_cuda, nb::arg("w"), nb::arg("out"), nb::arg("n"), nb::arg("k"),
+          nb::arg("nt"), nb::arg("u"), nb::arg("dtype_code"), nb::arg("device"), nb::arg("stream"));
+    m.def("pk_plan_cuda", &pk_plan_cuda, nb::arg("a_kind"), nb::arg("t"), nb::arg("n"), nb::arg("k"),
+          nb::arg("rt"), nb::arg("split"), nb::arg("un"), nb::arg("device"));
     m.def("cublas_load", &fp4::cublas_load, nb::arg("lib"));
     m.def("cublas_gemm", &cublas_gemm, nb::arg("handle"), nb::arg("m"), nb::arg("n"), nb::arg("k"),
           nb::arg("a"), nb::arg("b"), nb::arg("ab_dtype_code"), nb::arg("out"),

@@ -23,4 +23,7 @@ void cuda_mm(const uint8_t*, const uint8_t*, const uint8_t*, const uint8_t*, con
              int64_t, int64_t, int64_t, DType, int, uintptr_t) { no_cuda(); }
 SkinnyPlan skinny_plan(const SkinnyProblem&, int) { no_cuda(); }
 void cuda_skinny_mm(const SkinnyProblem&, int, uintptr_t) { no_cuda(); }
+PkPlan pk_plan(const PkProblem&, int) { no_cuda(); }
+void cuda_pk_mm(const PkProblem&, int, uintptr_t) { no_cuda(); }
+void cuda_pk_dequant(const uint8_t*, void*, int64_t, int64_t, int, int, DType, int, uintptr_t) { no_cuda(); }
 }  // namespace fp4

@@ -87,6 +87,33 @@ struct SkinnyPlan {
 SkinnyPlan skinny_plan(const SkinnyProblem& p, int device);
 void cuda_skinny_mm(const SkinnyProblem& p, int device, uintptr_t stream);
 
+// ---- fused W4A16 GEMM on prepacked weights (cuda_pk.cu, layout in pk_layout.h) ----
+// out[m, n] (row-major [T, N], out_dt) = alpha * sum_k a[m, k] * B[n, k], a bf16 / fp16
+// (a_kind 1 / 2) [T, K] with row stride lda elements, B the NVFP4 weight prepacked into
+// units of 16 rows x 128 k (nt row tiles, u units per row tile, u * 128 >= k). Pointers 16-byte
+// aligned; lda a multiple of 8.
+struct PkProblem {
+    int a_kind = 1;
+    const void* a = nullptr;
+    int64_t lda = 0;
+    const uint8_t* w = nullptr;
+    const float* alpha = nullptr;  // device memory; null: alpha_value
+    float alpha_value = 1.0f;
+    void* out = nullptr;
+    DType out_dt = DType::BF16;
+    int64_t t = 0, n = 0, k = 0;
+    int nt = 0, u = 0;
+    int rt = 0, split = 0, un = 0;  // 0: chosen by shape (tuning knobs for the benchmark)
+};
+struct PkPlan {
+    int mt = 1, rt = 1, split = 1, un = 1;
+};
+PkPlan pk_plan(const PkProblem& p, int device);
+void cuda_pk_mm(const PkProblem& p, int device, uintptr_t stream);
+// Prepacked weight (nt x u units) -> dense [n, k] bf16 / fp16 values e2m1 * scale (exact).
+void cuda_pk_dequant(const uint8_t* w, void* out, int64_t n, int64_t k, int nt, int u, DType out_dt,
+                     int device, uintptr_t stream);
+
 // ---- CPU versions of the W4A16 and grouped GEMMs (cpu_kernels.cpp) ----
 // The same problem with HOST pointers (offsets a host array, alpha host floats). Products are
 // exact in fp32 and summed in increasing k in fp32, then alpha * sum is rounded once.

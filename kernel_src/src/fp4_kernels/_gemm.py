@@ -11,6 +11,12 @@ CUDA paths (bench/NOTES.md has the measurements behind the choices):
   * "mma": the older fused kernel that dequantizes 128x128 tiles in shared memory.
 The default picks "fused" for M <= _gemm_fast.FUSED_MAX_ROWS (and K % 128 == 0), else "cublas".
 
+Prepacked weights (fp4_kernels.prepack_fp4_weight -> PackedFP4Weight, passed as b_q with
+b_scale=None): cuda_pk.cu's kernel for M <= _gemm_fast.PK_MAX_ROWS (W4A4: after an exact
+dequantization of the FP4 activations to bf16), else the weight is dequantized exactly from
+the packed layout and cuBLAS runs. On CPU the weight is unpacked (bit-exact inverse) and the CPU
+path runs, so results there are identical to the unpacked weight's.
+
 The host side of every call is a few attribute reads, one output allocation and one call into
 the extension (no DLPack, no detach / contiguous copies on the fast path).
 """
@@ -18,7 +24,8 @@ from __future__ import annotations
 
 from ._ext import load as _load
 from . import _gemm_fast
-from ._gemm_fast import _fast_grouped, _fast_w4a4, _fast_w4a16
+from ._gemm_fast import _fast_grouped, _fast_pk_w4a4, _fast_pk_w4a16, _fast_w4a4, _fast_w4a16
+from ._prepack import PackedFP4Weight
 from ._ops import _dl, _dtype_code, _round_up, _scalar, _stream, _torch
 
 _C = _load()
@@ -217,7 +224,8 @@ def scaled_fp4_mm(a_q, b_q, a_scale, b_scale, alpha, out_dtype=None, *, impl=Non
     """NVFP4 GEMM: ``out[M, N] = alpha * A @ B^T``.
 
     Args:
-        a_q: uint8 ``[M, K/2]``; b_q: uint8 ``[N, K/2]`` (both quantized along K).
+        a_q: uint8 ``[M, K/2]``; b_q: uint8 ``[N, K/2]`` (both quantized along K), or a
+            :class:`~fp4_kernels.PackedFP4Weight` (then ``b_scale`` must be None).
         a_scale: float8_e4m3fn ``[M, K/16]``; b_scale: ``[N, K/16]`` (unswizzled).
         alpha: ``1 / (gs_a * gs_b)`` (tensor or float).
         out_dtype: bfloat16 (default), float16 or float32.
@@ -245,6 +253,12 @@ def scaled_fp4_mm(a_q, b_q, a_scale, b_scale, alpha, out_dtype=None, *, impl=Non
         TypeError / ValueError: wrong dtypes, shapes, devices. RuntimeError: CUDA device
         below compute capability 8.0, or a CUDA error.
     """
+    if type(b_q) is PackedFP4Weight:
+        if (impl is None or impl == "fused") and b_scale is None:
+            out = _fast_pk_w4a4(a_q, a_scale, b_q, alpha, out_dtype)
+            if out is not None:
+                return out
+        return _packed_w4a4(_torch(), a_q, a_scale, b_q, b_scale, alpha, out_dtype, impl)
     if impl is None or impl == "fused":
         out = _fast_w4a4(a_q, b_q, a_scale, b_scale, alpha, out_dtype)
         if out is not None:
@@ -298,7 +312,9 @@ def scaled_fp4_w4a16_mm(a, b_q, b_scale, alpha, out_dtype=None):
     Args:
         a: bfloat16 or float16 ``[M, K]`` (K a multiple of 16).
         b_q: uint8 ``[N, K/2]``; b_scale: float8_e4m3fn ``[N, K/16]`` (unswizzled): the weights
-            ``B = e2m1 * e4m3_scale`` (no global scale).
+            ``B = e2m1 * e4m3_scale`` (no global scale). Or b_q a
+            :class:`~fp4_kernels.PackedFP4Weight` and b_scale None (CUDA: the prepacked kernel
+            for M <= ``_gemm_fast.PK_MAX_ROWS``).
         alpha: float or one-element tensor, typically ``1 / gs_b``.
         out_dtype: float32, float16 or bfloat16 (default: a's dtype).
 
@@ -312,6 +328,12 @@ def scaled_fp4_w4a16_mm(a, b_q, b_scale, alpha, out_dtype=None):
     Raises:
         TypeError / ValueError: wrong dtypes, shapes, devices.
     """
+    if type(b_q) is PackedFP4Weight:
+        if b_scale is None:
+            out = _fast_pk_w4a16(a, b_q, alpha, out_dtype)
+            if out is not None:
+                return out
+        return _packed_w4a16(_torch(), a, b_q, b_scale, alpha, out_dtype)
     out = _fast_w4a16(a, b_q, b_scale, alpha, out_dtype)
     if out is not None:
         return out
@@ -336,6 +358,93 @@ def scaled_fp4_w4a16_mm(a, b_q, b_scale, alpha, out_dtype=None):
                         _dtype_code(torch, a.dtype, "a"), dev.index, _stream(torch, dev))
         return _gemm_16(torch, a, b16, _scalar(torch, alpha, dev, "alpha"), out_dtype, m, n, k, dev)
     return _run_fused(torch, akind, a, None, b_q, b_scale, alpha, None, out_dtype, m, n, k, 1, dev)
+
+
+# ---- prepacked weights ---------------------------------------------------------------------------
+def _check_packed(torch, pw, b_scale, k, dev):
+    if b_scale is not None:
+        raise ValueError("b_scale: must be None when b_q is a PackedFP4Weight (its scales are inside it)")
+    if pw.k != k:
+        raise ValueError("b_q: the prepacked weight is [%d, %d]; the activations have K = %d" % (pw.n, pw.k, k))
+    if pw.device != dev:
+        raise ValueError("b_q: the prepacked weight must be on the activations' device (%s), got %s"
+                         % (dev, pw.device))
+    if not pw.data.is_contiguous():
+        pw = PackedFP4Weight(pw.data.contiguous(), pw.n, pw.k)
+    return pw
+
+
+def _run_pk(torch, akind, a, pw, alpha, out_dtype, m, n, k, dev, rt=0, split=0, un=0):
+    """The prepacked kernel: a bf16 / fp16 [m, k] contiguous and 16-byte aligned."""
+    ap, _per, aval, _keep = _alpha_arg(torch, alpha, dev, "alpha")
+    out = torch.empty((m, n), dtype=out_dtype, device=dev)
+    data = pw.data
+    _C.pk_mm_cuda(akind, a.data_ptr(), k, data.data_ptr(), ap, aval, out.data_ptr(),
+                  _dtype_code(torch, out_dtype, "out_dtype"), m, n, k, data.shape[0], data.shape[1],
+                  rt, split, un, dev.index, _stream(torch, dev))
+    return out
+
+
+def _pk_dense(torch, pw, dtype, dev):
+    """The prepacked weight as dense bf16 / fp16 values e2m1 * scale (exact), [N, K]."""
+    out = torch.empty((pw.n, pw.k), dtype=dtype, device=dev)
+    _C.pk_dequant_cuda(pw.data.data_ptr(), out.data_ptr(), pw.n, pw.k, pw.data.shape[0], pw.data.shape[1],
+                       _dtype_code(torch, dtype, "dtype"), dev.index, _stream(torch, dev))
+    return out
+
+
+def _packed_w4a16(torch, a, pw, b_scale, alpha, out_dtype):
+    a = _acts(torch, a)
+    out_dtype = a.dtype if out_dtype is None else out_dtype
+    _dtype_code(torch, out_dtype, "out_dtype")
+    m, k = a.shape
+    dev = a.device
+    pw = _check_packed(torch, pw, b_scale, k, dev)
+    if dev.type != "cuda":
+        b_q, b_s = pw.unpack()
+        return scaled_fp4_w4a16_mm(a, b_q, b_s, alpha, out_dtype)
+    n = pw.n
+    if not (m and n):
+        return torch.zeros((m, n), dtype=out_dtype, device=dev)
+    if a.data_ptr() & 15:
+        a = a.clone()
+    if m <= _gemm_fast.PK_MAX_ROWS:
+        return _run_pk(torch, _AK_BF16 if a.dtype == torch.bfloat16 else _AK_F16, a, pw, alpha, out_dtype,
+                       m, n, k, dev)
+    return _gemm_16(torch, a, _pk_dense(torch, pw, a.dtype, dev), _scalar(torch, alpha, dev, "alpha"),
+                    out_dtype, m, n, k, dev)
+
+
+def _packed_w4a4(torch, a_q, a_scale, pw, b_scale, alpha, out_dtype, impl):
+    out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
+    _dtype_code(torch, out_dtype, "out_dtype")
+    if not isinstance(pw, PackedFP4Weight):
+        raise TypeError("b_q: expected a uint8 tensor or a PackedFP4Weight")
+    a_q = _codes(torch, a_q, "a_q", 1)
+    m, k = a_q.shape[0], 2 * a_q.shape[1]
+    a_scale = _scales(torch, a_scale, "a_scale", (m, k // _BLOCK))
+    dev = a_q.device
+    _same_device(dev, a_scale=a_scale)
+    pw = _check_packed(torch, pw, b_scale, k, dev)
+    if impl not in (None, "fused", "cublas", "mma"):
+        raise ValueError("impl: expected None, 'fused', 'cublas' or 'mma', got %r" % (impl,))
+    if dev.type != "cuda" or impl == "mma":
+        b_q, b_s = pw.unpack()
+        return scaled_fp4_mm(a_q, b_q, a_scale, b_s, alpha, out_dtype, impl=impl)
+    n = pw.n
+    if not (m and n):
+        return torch.zeros((m, n), dtype=out_dtype, device=dev)
+    if a_q.data_ptr() & 15:
+        a_q = a_q.clone()
+    pk = impl == "fused" or (impl is None and m <= _gemm_fast.PK_MAX_ROWS)
+    ab = torch.bfloat16 if pk or out_dtype != torch.float16 else torch.float16
+    a16 = torch.empty((m, k), dtype=ab, device=dev)
+    _C.dequant_cuda(a_q.data_ptr(), a_scale.data_ptr(), 0, a16.data_ptr(), m, k, _dtype_code(torch, ab, "ab"),
+                    dev.index, _stream(torch, dev))
+    if pk:
+        return _run_pk(torch, _AK_BF16, a16, pw, alpha, out_dtype, m, n, k, dev)
+    return _gemm_16(torch, a16, _pk_dense(torch, pw, ab, dev), _scalar(torch, alpha, dev, "alpha"),
+                    out_dtype, m, n, k, dev)
 
 
 def _grouped_b(torch, b_q, b_scale, k):
@@ -429,6 +538,11 @@ def scaled_fp4_w4a16_grouped_mm(a, b_q, b_scale, alpha, expert_offsets, out_dtyp
             lambda lo, hi: (a[lo:hi],), off, alpha, e, out)
     return _run_fused(torch, akind, a, None, b_q, b_scale, alpha, off, out_dtype, t, n, k, e, dev,
                       n_experts=e)
+
+
+def _pk_plan(kind, t, n, k, rt=0, split=0, un=0, device=0):
+    """The CUDA launch configuration (tokens per tile, rt, split, un) of the prepacked kernel."""
+    return _C.pk_plan_cuda({"bf16": _AK_BF16, "f16": _AK_F16}[kind], t, n, k, rt, split, un, device)
 
 
 def _fused_plan(kind, t, n, k, experts=1, grouped=False, tm=0, kw=0, split=0, no_omma=False, device=0):

@@ -11,6 +11,9 @@ _C = _load()
 # Rows of the activation side up to which the fused kernel beats dequantize + cuBLAS on an H200
 # (bench/NOTES.md, "v4 fused"); above it the big-shape path stays.
 FUSED_MAX_ROWS = 128
+# The same for prepacked weights (the kernel of csrc/cuda_pk.cu; bench/NOTES.md, "v8"): above it,
+# the prepacked weight is dequantized (exactly) and cuBLAS runs.
+PK_MAX_ROWS = 128
 
 # ---- the lean CUDA fast path: ~20 attribute reads, one allocation, one call into _C ---------
 _fast = None  # (torch, Tensor, uint8, float8_e4m3fn, float32, {out dtype: code}, raw stream fn)
@@ -191,3 +194,79 @@ def _fast_grouped(a, a_scale, b_q, b_scale, alpha, offsets, out_dtype):
     return out
 
 
+
+
+def _fast_pk_checks(a, pw, m, k, dev, tensor):
+    """Common checks of the prepacked fast paths: shapes, device, alignment."""
+    data = pw.data
+    if k != pw.k or not m or not pw.n or m > PK_MAX_ROWS or dev < 0 or data.get_device() != dev:
+        return None
+    if not a.is_contiguous():
+        return None
+    pa = a.data_ptr()
+    if pa & 15 or data.data_ptr() & 15:
+        return None
+    return pa, data
+
+
+def _fast_pk_w4a16(a, pw, alpha, out_dtype):
+    """scaled_fp4_w4a16_mm with a PackedFP4Weight on CUDA, no conversions, or None."""
+    torch, tensor, u8, f8, f32, codes, raw = _fast or _fast_init()
+    try:
+        adt = a.dtype
+        akind = 1 if adt is torch.bfloat16 else 2 if adt is torch.float16 else 0
+        if not akind:
+            return None
+        m, k = a.shape
+        dev = a.get_device()
+        chk = _fast_pk_checks(a, pw, m, k, dev, tensor)
+        if chk is None:
+            return None
+        pa, data = chk
+        al = _fast_alpha(alpha, dev, f32, tensor)
+        out_dtype = adt if out_dtype is None else out_dtype
+        code = codes.get(out_dtype)
+        if al is None or code is None:
+            return None
+    except (AttributeError, ValueError, TypeError):
+        return None
+    n = pw.n
+    out = torch.empty((m, n), dtype=out_dtype, device=dev)
+    _C.pk_mm_cuda(akind, pa, k, data.data_ptr(), al[0], al[1], out.data_ptr(), code, m, n, k,
+                  data.shape[0], data.shape[1], 0, 0, 0, dev, raw(dev))
+    return out
+
+
+def _fast_pk_w4a4(a_q, a_scale, pw, alpha, out_dtype):
+    """scaled_fp4_mm with a PackedFP4Weight on CUDA: the FP4 activations are dequantized exactly
+    to bf16 (global scale 1: e2m1 * scale has at most 6 significant bits), then the prepacked
+    W4A16 kernel runs with alpha. None when a check fails."""
+    torch, tensor, u8, f8, f32, codes, raw = _fast or _fast_init()
+    try:
+        sa = a_scale.dtype
+        if a_q.dtype is not u8 or (sa is not f8 and sa is not u8):
+            return None
+        m, kh = a_q.shape
+        k = 2 * kh
+        if a_scale.shape != (m, k >> 4):
+            return None
+        dev = a_q.get_device()
+        chk = _fast_pk_checks(a_q, pw, m, k, dev, tensor)
+        if chk is None or a_scale.get_device() != dev or not a_scale.is_contiguous():
+            return None
+        pa, data = chk
+        al = _fast_alpha(alpha, dev, f32, tensor)
+        out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
+        code = codes.get(out_dtype)
+        if al is None or code is None:
+            return None
+    except (AttributeError, ValueError, TypeError):
+        return None
+    n = pw.n
+    stream = raw(dev)
+    a16 = torch.empty((m, k), dtype=torch.bfloat16, device=dev)
+    _C.dequant_cuda(pa, a_scale.data_ptr(), 0, a16.data_ptr(), m, k, 2, dev, stream)
+    out = torch.empty((m, n), dtype=out_dtype, device=dev)
+    _C.pk_mm_cuda(1, a16.data_ptr(), k, data.data_ptr(), al[0], al[1], out.data_ptr(), code, m, n, k,
+                  data.shape[0], data.shape[1], 0, 0, 0, dev, stream)
+    return out

@@ -167,8 +167,19 @@ def dequantize_fp4(q: torch.Tensor, scale: torch.Tensor, global_scale, dtype=tor
     return (vals * f.unsqueeze(-1)).reshape(m, k).to(dtype)
 
 
+def _weights(b_q, b_scale):
+    """(b_q, b_scale), unpacking a PackedFP4Weight (exact inverse of the prepack)."""
+    if type(b_q).__name__ == "PackedFP4Weight":
+        if b_scale is not None:
+            raise ValueError("b_scale: must be None when b_q is a PackedFP4Weight")
+        return b_q.unpack()
+    return b_q, b_scale
+
+
 def scaled_fp4_mm(a_q, b_q, a_scale, b_scale, alpha, out_dtype=torch.bfloat16):
-    """Reference of :func:`fp4_kernels.scaled_fp4_mm`, accumulated in float64."""
+    """Reference of :func:`fp4_kernels.scaled_fp4_mm`, accumulated in float64 (b_q may be a
+    PackedFP4Weight with b_scale None)."""
+    b_q, b_scale = _weights(b_q, b_scale)
     a = dequantize_unscaled(a_q, a_scale).to(torch.float64)
     b = dequantize_unscaled(b_q, b_scale).to(torch.float64)
     al = float(alpha) if not isinstance(alpha, torch.Tensor) else alpha.detach().to(
@@ -187,6 +198,7 @@ def scaled_fp4_mm_error_bound(a_q, b_q, a_scale, b_scale, alpha, out_dtype=torch
     accumulation error of K exact products (with a 2x margin for tensor-core accumulation
     order), plus one rounding to the output dtype.
     """
+    b_q, b_scale = _weights(b_q, b_scale)
     a = dequantize_unscaled(a_q, a_scale).to(torch.float64)
     b = dequantize_unscaled(b_q, b_scale).to(torch.float64)
     k = a.shape[1]
@@ -204,6 +216,7 @@ def _alpha64(alpha, device):
 
 def scaled_fp4_w4a16_mm(a, b_q, b_scale, alpha, out_dtype=None):
     """Reference of :func:`fp4_kernels.scaled_fp4_w4a16_mm` (bf16 / fp16 a), in float64."""
+    b_q, b_scale = _weights(b_q, b_scale)
     b = dequantize_unscaled(b_q, b_scale).to(torch.float64)
     out = (a.detach().to(torch.float64) @ b.T) * _alpha64(alpha, a.device)
     return out.to(a.dtype if out_dtype is None else out_dtype)
@@ -212,6 +225,7 @@ def scaled_fp4_w4a16_mm(a, b_q, b_scale, alpha, out_dtype=None):
 def scaled_fp4_w4a16_mm_error_bound(a, b_q, b_scale, alpha, out_dtype=None):
     """Bound of |kernel - reference| for scaled_fp4_w4a16_mm, float64 [M, N]: the form of
     :func:`scaled_fp4_mm_error_bound` with ``S = |a| @ |B|^T`` (products a * B are exact in fp32)."""
+    b_q, b_scale = _weights(b_q, b_scale)
     out_dtype = a.dtype if out_dtype is None else out_dtype
     a64 = a.detach().to(torch.float64)
     b = dequantize_unscaled(b_q, b_scale).to(torch.float64)
