@@ -152,6 +152,44 @@ def verify(torch, fk, ref, dev):
                                 torch.device(dev), tm=tm, kw=kw, split=split).cpu()
                             check("cfg %s %dx%dx%d tm%d kw%d s%d" % (kind, m, n, k, tm, kw, split), out,
                                   exact if kind == "fp4" else e16, b32 if kind == "fp4" else b16)
+    # prepacked weights: default dispatch (pk kernel up to PK_MAX_ROWS, dequantize + cuBLAS above),
+    # every launch configuration on a few shapes, W4A4 through the pk kernel, NaN scales
+    for (m, n, k) in [(1, 40, 128), (5, 300, 1024), (16, 257, 4096), (33, 130, 512), (64, 512, 2048),
+                      (130, 72, 256), (200, 1000, 384), (3, 70, 1040)]:
+        a = torch.randn(m, k, generator=g) * 2
+        b = torch.randn(n, k, generator=g)
+        aq, asc, ga = q(a)
+        bq, bsc, gb = q(b)
+        al = 1.0 / (ga * gb)
+        pw = fk.prepack_fp4_weight(bq, bsc).to(dev)
+        exact = ref.scaled_fp4_mm(aq, bq, asc, bsc, al, torch.float64)
+        for dt in (torch.bfloat16, torch.float32):
+            out = fk.scaled_fp4_mm(aq.to(dev), pw, asc.to(dev), None, torch.tensor(al, device=dev), dt).cpu()
+            check("pk w4a4 %dx%dx%d %s" % (m, n, k, dt), out, exact,
+                  ref.scaled_fp4_mm_error_bound(aq, bq, asc, bsc, al, dt))
+        for adt in (torch.bfloat16, torch.float16):
+            a16 = a.to(adt)
+            ex16 = ref.scaled_fp4_w4a16_mm(a16, bq, bsc, 1.0 / gb, torch.float64)
+            for odt in (None, torch.float32):
+                out = fk.scaled_fp4_w4a16_mm(a16.to(dev), pw, None, 1.0 / gb, odt).cpu()
+                check("pk w4a16 %dx%dx%d %s out %s" % (m, n, k, adt, odt), out, ex16,
+                      ref.scaled_fp4_w4a16_mm_error_bound(a16, bq, bsc, 1.0 / gb, odt))
+            if (m, n, k) in ((5, 300, 1024), (16, 257, 4096), (33, 130, 512), (3, 70, 1040)):
+                b32 = ref.scaled_fp4_w4a16_mm_error_bound(a16, bq, bsc, 1.0 / gb, torch.float32)
+                for rt in (1, 2, 4, 8):
+                    for split in (1, 2, 3, 8):
+                        for un in (1, 2):
+                            out = _gemm._run_pk(torch, 1 if adt == torch.bfloat16 else 2, a16.to(dev), pw, 1.0 / gb,
+                                                torch.float32, m, n, k, torch.device(dev), rt=rt, split=split,
+                                                un=un).cpu()
+                            check("pk cfg %s %dx%dx%d rt%d s%d un%d" % (adt, m, n, k, rt, split, un), out, ex16, b32)
+    bq = torch.full((20, 64), 0x31, dtype=torch.uint8)
+    bsc = torch.full((20, 8), 0x30, dtype=torch.uint8)
+    bsc[3, 2] = 0x7F
+    a16 = torch.randn(3, 128, generator=g).to(torch.bfloat16)
+    out = fk.scaled_fp4_w4a16_mm(a16.to(dev), fk.prepack_fp4_weight(bq, bsc).to(dev), None, 1.0, torch.float32).cpu()
+    exact = ref.scaled_fp4_w4a16_mm(a16, bq, bsc, 1.0, torch.float64)
+    check("pk nan weight scale", out, exact, ref.scaled_fp4_w4a16_mm_error_bound(a16, bq, bsc, 1.0, torch.float32))
     # NaN scale, Inf / NaN activations
     aq = torch.full((3, 64), 0x22, dtype=torch.uint8)
     asc = torch.tensor([[0x38] * 8, [0x7F] + [0x38] * 7, [0x38] * 8], dtype=torch.uint8)
@@ -205,6 +243,7 @@ def host_costs(torch, fk, dev, host_us, experts=64):
     gs = torch.tensor(3.0, device=dev)
     aq, asc = fk.scaled_fp4_quant(a, gs)
     bq, bsc = fk.scaled_fp4_quant(torch.randn(64, k, device=dev, dtype=torch.bfloat16), gs)
+    pw = fk.prepack_fp4_weight(bq, bsc)
     bqe = bq[None].repeat(experts, 1, 1).contiguous()
     bse = bsc.view(torch.uint8)[None].repeat(experts, 1, 1).contiguous()
     off = torch.zeros(experts + 1, dtype=torch.int32, device=dev)
@@ -216,6 +255,8 @@ def host_costs(torch, fk, dev, host_us, experts=64):
     ggs = torch.ones(experts, device=dev)
     return {
         "mm_fused": host_us(torch, lambda: fk.scaled_fp4_mm(aq, bq, asc, bsc, gs, impl="fused")),
+        "mm_prepacked": host_us(torch, lambda: fk.scaled_fp4_mm(aq, pw, asc, None, gs)),
+        "w4a16_prepacked": host_us(torch, lambda: fk.scaled_fp4_w4a16_mm(a, pw, None, gs)),
         "mm_fused_float_alpha": host_us(torch, lambda: fk.scaled_fp4_mm(aq, bq, asc, bsc, 0.5, impl="fused")),
         "w4a16": host_us(torch, lambda: fk.scaled_fp4_w4a16_mm(a, bq, bsc, gs)),
         "grouped_mm_%d" % experts: host_us(torch, lambda: fk.scaled_fp4_grouped_mm(aq, asc, bqe, bse, al, off)),
@@ -239,6 +280,8 @@ def dense_cases(torch, fk, dev, copy_gbs, l2, shapes, ms, iters, graph=True):
         fp4, bf, gw = _weights(torch, fk, n, k, n_copies(fp4_bytes, l2), dev, 100 + si,
                                n_copies(2 * n * k, l2))
         rf, rb = Rot(fp4), Rot(bf)
+        pk0 = fk.prepack_fp4_weight(*fp4[0])
+        rp = Rot([pk0] + [fk.PackedFP4Weight(pk0.data.clone(), n, k) for _ in range(len(fp4) - 1)])
         for m in ms:
             a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
             ga = 448.0 * 6.0 / float(a.float().abs().max())
@@ -261,12 +304,21 @@ def dense_cases(torch, fk, dev, copy_gbs, l2, shapes, ms, iters, graph=True):
                 w, s = rf.next()
                 return fk.scaled_fp4_mm(aq, w, asc, s, alpha, impl="cublas")
 
-            fns = {"bf16": f_bf16, "fp4": f_fp4, "w4a16": f_w4a16, "fp4_cublas": f_old}
+            def f_fp4_pk():
+                return fk.scaled_fp4_mm(aq, rp.next(), asc, None, alpha)
+
+            def f_w4a16_pk():
+                return fk.scaled_fp4_w4a16_mm(a, rp.next(), None, inv)
+
+            fns = {"bf16": f_bf16, "fp4": f_fp4, "w4a16": f_w4a16, "fp4_cublas": f_old,
+                   "fp4_pk": f_fp4_pk, "w4a16_pk": f_w4a16_pk}
             t = _interleaved(torch, fns, iters)
             case = {"n": n, "k": k, "m": m, "ms": t,
                     "impl": "fused" if (m <= fk._gemm_fast.FUSED_MAX_ROWS and k % 128 == 0) else "cublas"}
             if case["impl"] == "fused":
                 case["plan"] = list(fk._gemm._fused_plan("fp4", m, n, k, device=dev.index))
+            if m <= fk._gemm_fast.PK_MAX_ROWS:
+                case["pk_plan"] = list(fk._gemm._pk_plan("bf16", m, n, k, device=dev.index))
             moved = fp4_bytes + m * (k // 2 + k // 16) + m * n * 2
             moved16 = fp4_bytes + m * k * 2 + m * n * 2
             case["GBps"] = moved / t["fp4"] / 1e6
@@ -276,12 +328,22 @@ def dense_cases(torch, fk, dev, copy_gbs, l2, shapes, ms, iters, graph=True):
             case["bf16_over_w4a16"] = t["bf16"] / t["w4a16"]
             case["cublas_path_over_fp4"] = t["fp4_cublas"] / t["fp4"]
             case["TFLOPs_fp4"] = 2.0 * m * n * k / t["fp4"] / 1e9
+            case["frac_copy_pk"] = moved / t["fp4_pk"] / 1e6 / copy_gbs
+            case["frac_copy_w4a16_pk"] = moved16 / t["w4a16_pk"] / 1e6 / copy_gbs
             if graph:
-                case["graph_ms"] = {"bf16": _graph_ms(torch, f_bf16), "fp4": _graph_ms(torch, f_fp4),
-                                    "w4a16": _graph_ms(torch, f_w4a16), "fp4_cublas": _graph_ms(torch, f_old)}
-                case["graph_frac_copy"] = moved / case["graph_ms"]["fp4"] / 1e6 / copy_gbs
-                case["graph_bf16_over_fp4"] = case["graph_ms"]["bf16"] / case["graph_ms"]["fp4"]
-                case["graph_bf16_over_w4a16"] = case["graph_ms"]["bf16"] / case["graph_ms"]["w4a16"]
+                case["graph_ms"] = {k_: _graph_ms(torch, f_) for k_, f_ in fns.items()}
+                gm = case["graph_ms"]
+                case["graph_frac_copy"] = moved / gm["fp4"] / 1e6 / copy_gbs
+                case["graph_bf16_over_fp4"] = gm["bf16"] / gm["fp4"]
+                case["graph_bf16_over_w4a16"] = gm["bf16"] / gm["w4a16"]
+                case["graph_frac_copy_pk"] = moved / gm["fp4_pk"] / 1e6 / copy_gbs
+                case["graph_frac_copy_w4a16_pk"] = moved16 / gm["w4a16_pk"] / 1e6 / copy_gbs
+                print("   pk %5dx%5d M=%4d  graph: bf16 %.4f | W4A4 pk %.4f (%.2fx, %.0f%%) old %.4f | "
+                      "W4A16 pk %.4f (%.2fx, %.0f%%) old %.4f | back to back: W4A4 pk %.4f W4A16 pk %.4f  plan %s" % (
+                          n, k, m, gm["bf16"], gm["fp4_pk"], gm["bf16"] / gm["fp4_pk"],
+                          100 * case["graph_frac_copy_pk"], gm["fp4"], gm["w4a16_pk"],
+                          gm["bf16"] / gm["w4a16_pk"], 100 * case["graph_frac_copy_w4a16_pk"], gm["w4a16"],
+                          t["fp4_pk"], t["w4a16_pk"], case.get("pk_plan")), flush=True)
             res.append(case)
             print("skinny %5dx%5d M=%4d  bf16 %.4f  fp4 %.4f (%.2fx, %.0f%% of copy)  w4a16 %.4f (%.2fx)  "
                   "old %.4f%s" % (n, k, m, t["bf16"], t["fp4"], case["bf16_over_fp4"],
@@ -293,9 +355,48 @@ def dense_cases(torch, fk, dev, copy_gbs, l2, shapes, ms, iters, graph=True):
                                       case["graph_ms"]["w4a16"], case["graph_bf16_over_w4a16"],
                                       case["graph_ms"]["fp4_cublas"]) if "graph_ms" in case else ""),
                   flush=True)
-        del fp4, bf, rf, rb
+        del fp4, bf, rf, rb, rp, pk0
         torch.cuda.empty_cache()
     return res
+
+
+def sweep_pk(torch, fk, dev, l2, shapes, ms, iters):
+    """GPU time (graph replay) of every launch configuration (rt, split, un) of the prepacked W4A16
+    kernel; the best per (shape, M) next to the plan's choice."""
+    from fp4_kernels import _gemm
+
+    out = []
+    for si, (n, k) in enumerate(shapes):
+        fp4_bytes = n * k // 2 + n * k // 16
+        fp4, _, gw = _weights(torch, fk, n, k, 1, dev, 300 + si, 1)
+        pk0 = fk.prepack_fp4_weight(*fp4[0])
+        rp = Rot([pk0] + [fk.PackedFP4Weight(pk0.data.clone(), n, k)
+                          for _ in range(n_copies(fp4_bytes, l2) - 1)])
+        for m in ms:
+            a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+            auto = tuple(_gemm._pk_plan("bf16", m, n, k, device=dev.index)[1:])
+            cfgs = {}
+            for rt in (1, 2, 4, 8):
+                for split in (1, 2, 4, 8):
+                    if split * (8 // rt) > 2 * pk0.u:
+                        continue
+                    for un in ((1, 2) if m <= 16 else (1,)):
+                        def f(rt=rt, split=split, un=un):
+                            return _gemm._run_pk(torch, 1, a, rp.next(), 1.0, torch.bfloat16, m, n, k, dev,
+                                                 rt=rt, split=split, un=un)
+                        cfgs[(rt, split, un)] = f
+            t = {c: _graph_ms(torch, f, iters=max(5, iters // 2)) for c, f in cfgs.items()}
+            best = min(t, key=t.get)
+            out.append({"n": n, "k": k, "m": m, "best": list(best), "best_ms": t[best], "auto": list(auto),
+                        "auto_ms": t.get(auto), "all": {"%d/%d/%d" % c: v for c, v in t.items()}})
+            top = sorted(t, key=t.get)[:4]
+            print("sweep pk %5dx%5d M=%4d best rt/split/un %s %.4f ms (%.0f%% of copy); auto %s %s; next %s" % (
+                n, k, m, best, t[best], 100 * fp4_bytes / t[best] / 1e6 / 4180.0, auto,
+                "%.4f" % t[auto] if auto in t else "-",
+                ", ".join("%s %.4f" % (c, t[c]) for c in top[1:])), flush=True)
+        del fp4, rp, pk0
+        torch.cuda.empty_cache()
+    return out
 
 
 def sweep(torch, fk, dev, l2, shapes, ms, iters):

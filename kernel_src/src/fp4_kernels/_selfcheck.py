@@ -177,6 +177,29 @@ def selfcheck(device: str = "cpu", seed=None) -> dict:
             return ok and ok16, "w4a4 %s; w4a16 %s" % (d, d16)
         check("fused mm %dx%dx%d (w4a4, w4a16)" % (m, n, k), fused)
 
+    # prepacked weights (CUDA: the kernel of cuda_pk.cu for small M, dequantize + cuBLAS for M = 150)
+    for (m, n, k) in ((1, 72, 256), (19, 300, 1040), (150, 40, 256)):
+        def packed(m=m, n=n, k=k):
+            a, aq, asc, ga = qz((m, k))
+            _, bq, bsc, gb = qz((n, k))
+            pw = fk.prepack_fp4_weight(bq, bsc)
+            rq, rs = pw.unpack()
+            same, d0 = both((rq, bq), (rs.view(torch.uint8), bsc.view(torch.uint8)))
+            al = 1.0 / (ga * gb)
+            out = fk.scaled_fp4_mm(aq, pw, asc, None, al, torch.bfloat16)
+            ok, d = within(out, ref.scaled_fp4_mm(aq, bq, asc, bsc, al, torch.float64),
+                           ref.scaled_fp4_mm_error_bound(aq, bq, asc, bsc, al, torch.bfloat16))
+            details = ["unpack %s" % d0, "w4a4 %s" % d]
+            for adt in (torch.bfloat16, torch.float16):
+                a16 = a.to(adt).to(dev)
+                out16 = fk.scaled_fp4_w4a16_mm(a16, pw, None, 1.0 / gb, torch.float32)
+                ok16, d16 = within(out16, ref.scaled_fp4_w4a16_mm(a16, bq, bsc, 1.0 / gb, torch.float64),
+                                   ref.scaled_fp4_w4a16_mm_error_bound(a16, bq, bsc, 1.0 / gb, torch.float32))
+                ok = ok and ok16
+                details.append("w4a16 %s %s" % (str(adt).split(".")[-1], d16))
+            return same and ok, "; ".join(details)
+        check("prepacked mm %dx%dx%d (w4a4, w4a16 bf16 / fp16)" % (m, n, k), packed)
+
     def grouped():
         e, n, k, sizes = 4, 96, 256, [2, 0, 21, 5]
         off = torch.tensor([0, 2, 2, 23, 28], dtype=torch.int32, device=dev)
