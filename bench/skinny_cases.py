@@ -178,7 +178,7 @@ def verify(torch, fk, ref, dev):
                 b32 = ref.scaled_fp4_w4a16_mm_error_bound(a16, bq, bsc, 1.0 / gb, torch.float32)
                 for rt in (1, 2, 4, 8):
                     for split in (1, 2, 3, 8):
-                        for un in (1, 2):
+                        for un in ((1, 2) if m <= 16 else (1,)):
                             out = _gemm._run_pk(torch, 1 if adt == torch.bfloat16 else 2, a16.to(dev), pw, 1.0 / gb,
                                                 torch.float32, m, n, k, torch.device(dev), rt=rt, split=split,
                                                 un=un).cpu()
@@ -310,8 +310,16 @@ def dense_cases(torch, fk, dev, copy_gbs, l2, shapes, ms, iters, graph=True):
             def f_w4a16_pk():
                 return fk.scaled_fp4_w4a16_mm(a, rp.next(), None, inv)
 
+            def f_fp4_pk_cublas():
+                return fk.scaled_fp4_mm(aq, rp.next(), asc, None, alpha, impl="cublas")
+
+            def f_fp4_pk_kernel():
+                return fk.scaled_fp4_mm(aq, rp.next(), asc, None, alpha, impl="fused")
+
             fns = {"bf16": f_bf16, "fp4": f_fp4, "w4a16": f_w4a16, "fp4_cublas": f_old,
-                   "fp4_pk": f_fp4_pk, "w4a16_pk": f_w4a16_pk}
+                   "fp4_pk": f_fp4_pk, "w4a16_pk": f_w4a16_pk, "fp4_pk_cublas": f_fp4_pk_cublas}
+            if m <= 128:
+                fns["fp4_pk_kernel"] = f_fp4_pk_kernel
             t = _interleaved(torch, fns, iters)
             case = {"n": n, "k": k, "m": m, "ms": t,
                     "impl": "fused" if (m <= fk._gemm_fast.FUSED_MAX_ROWS and k % 128 == 0) else "cublas"}
@@ -344,6 +352,9 @@ def dense_cases(torch, fk, dev, copy_gbs, l2, shapes, ms, iters, graph=True):
                           100 * case["graph_frac_copy_pk"], gm["fp4"], gm["w4a16_pk"],
                           gm["bf16"] / gm["w4a16_pk"], 100 * case["graph_frac_copy_w4a16_pk"], gm["w4a16"],
                           t["fp4_pk"], t["w4a16_pk"], case.get("pk_plan")), flush=True)
+                print("   pk %5dx%5d M=%4d  graph: W4A4 pk kernel %s | W4A4 pk dequantize + cuBLAS %.4f" % (
+                    n, k, m, "%.4f" % gm["fp4_pk_kernel"] if "fp4_pk_kernel" in gm else "-", gm["fp4_pk_cublas"]),
+                    flush=True)
             res.append(case)
             print("skinny %5dx%5d M=%4d  bf16 %.4f  fp4 %.4f (%.2fx, %.0f%% of copy)  w4a16 %.4f (%.2fx)  "
                   "old %.4f%s" % (n, k, m, t["bf16"], t["fp4"], case["bf16_over_fp4"],
@@ -376,21 +387,26 @@ def sweep_pk(torch, fk, dev, l2, shapes, ms, iters):
             a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
             auto = tuple(_gemm._pk_plan("bf16", m, n, k, device=dev.index)[1:])
             cfgs = {}
+
+            def add(rt, split, un, pf):
+                def f():
+                    return _gemm._run_pk(torch, 1, a, rp.next(), 1.0, torch.bfloat16, m, n, k, dev,
+                                         rt=rt, split=split, un=un, pf=pf)
+                cfgs[(rt, split, un, pf)] = f
             for rt in (1, 2, 4, 8):
                 for split in (1, 2, 4, 8):
                     if split * (8 // rt) > 2 * pk0.u:
                         continue
                     for un in ((1, 2) if m <= 16 else (1,)):
-                        def f(rt=rt, split=split, un=un):
-                            return _gemm._run_pk(torch, 1, a, rp.next(), 1.0, torch.bfloat16, m, n, k, dev,
-                                                 rt=rt, split=split, un=un)
-                        cfgs[(rt, split, un)] = f
+                        add(rt, split, un, auto[3])
+            for pf in (0, 1, 2, 4, 8):  # L2 prefetch distance at the plan's configuration
+                add(auto[0], auto[1], auto[2], pf)
             t = {c: _graph_ms(torch, f, iters=max(5, iters // 2)) for c, f in cfgs.items()}
             best = min(t, key=t.get)
             out.append({"n": n, "k": k, "m": m, "best": list(best), "best_ms": t[best], "auto": list(auto),
-                        "auto_ms": t.get(auto), "all": {"%d/%d/%d" % c: v for c, v in t.items()}})
+                        "auto_ms": t.get(auto), "all": {"%d/%d/%d/%d" % c: v for c, v in t.items()}})
             top = sorted(t, key=t.get)[:4]
-            print("sweep pk %5dx%5d M=%4d best rt/split/un %s %.4f ms (%.0f%% of copy); auto %s %s; next %s" % (
+            print("sweep pk %5dx%5d M=%4d best rt/split/un/pf %s %.4f ms (%.0f%% of copy); auto %s %s; next %s" % (
                 n, k, m, best, t[best], 100 * fp4_bytes / t[best] / 1e6 / 4180.0, auto,
                 "%.4f" % t[auto] if auto in t else "-",
                 ", ".join("%s %.4f" % (c, t[c]) for c in top[1:])), flush=True)

@@ -233,7 +233,7 @@ def _fast_pk_w4a16(a, pw, alpha, out_dtype):
     n = pw.n
     out = torch.empty((m, n), dtype=out_dtype, device=dev)
     _C.pk_mm_cuda(akind, pa, k, data.data_ptr(), al[0], al[1], out.data_ptr(), code, m, n, k,
-                  data.shape[0], data.shape[1], 0, 0, 0, dev, raw(dev))
+                  data.shape[0], data.shape[1], 0, 0, 0, -1, dev, raw(dev))
     return out
 
 
@@ -268,5 +268,5 @@ def _fast_pk_w4a4(a_q, a_scale, pw, alpha, out_dtype):
     _C.dequant_cuda(pa, a_scale.data_ptr(), 0, a16.data_ptr(), m, k, 2, dev, stream)
     out = torch.empty((m, n), dtype=out_dtype, device=dev)
     _C.pk_mm_cuda(1, a16.data_ptr(), k, data.data_ptr(), al[0], al[1], out.data_ptr(), code, m, n, k,
-                  data.shape[0], data.shape[1], 0, 0, 0, dev, stream)
+                  data.shape[0], data.shape[1], 0, 0, 0, -1, dev, stream)
     return out
