@@ -176,7 +176,9 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
 
     if (rt < p.Nt && u1 > u0) {
         // Running pointers: this lane's code piece and scale word of the current unit, and the
-        // activations (token tok0 + 8 nt + g, k = kb + 32 i + 8 t ...) of the current unit.
+        // activations (token tok0 + 8 nt + g, k = kb + 32 c + 8 t ...) of the current unit. Lane t
+        // takes the unit's k-chunks c in the order c = i ^ 2 (t & 1) (i = 0..3): first the two
+        // whose scales its own word holds, then the partner lane's (pk_layout.h).
         const uint8_t* wp = p.w + ((int64_t)rt * p.U + u0) * kPkUnitBytes + lane * 16;
         const uint8_t* sp = p.w + ((int64_t)rt * p.U + u0) * kPkUnitBytes + kPkCodeBytes + lane * 4;
         const int64_t astep = 8 * p.lda;
@@ -185,8 +187,10 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
 #pragma unroll
         for (int nt = 0; nt < MT; ++nt) aok |= (uint32_t)(tok0 + nt * 8 + g < p.T) << nt;
         int kleft = (int)(p.K - (int64_t)u0 * kPkUnitK) - 8 * t;  // k of this lane's first chunk, to K
+        const int dk = 64 * (t & 1);  // chunk i ^ 2 (t & 1) = i + 2 (t & 1) for i < 2, i - 2 (t & 1) after
         auto load_act = [&](int nt, int i) -> uint4 {
-            if (((aok >> nt) & 1u) && 32 * i < kleft) return ldg_act128(ap + nt * astep + 32 * i);
+            const int off = 32 * i + (i < 2 ? dk : -dk);
+            if (((aok >> nt) & 1u) && off < kleft) return ldg_act128(ap + nt * astep + off);
             return make_uint4(0u, 0u, 0u, 0u);
         };
         // One unit (8 k-steps of 16 k for this warp's 16 rows) from its codes and scale word.
@@ -198,12 +202,11 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
 #pragma unroll
                     for (int i = 0; i < 4; ++i) av[nt][i] = load_act(nt, i);
             }
-            // this lane's word: the scale pairs of chunks i = 2 (t & 1) and 2 (t & 1) + 1; the partner
-            // lane (t ^ 1) holds the other two (converted there, exchanged here)
+            // this lane's word: the scale pairs of its steps 0..3 (chunks i = 0, 1); the partner lane
+            // (t ^ 1) holds those of steps 4..7, converted there and exchanged here
             const uint32_t own0 = pk_scale_pair<BF16>(sw), own1 = pk_scale_pair<BF16>(sw >> 16);
             const uint32_t par0 = __shfl_xor_sync(0xFFFFFFFFu, own0, 1);
             const uint32_t par1 = __shfl_xor_sync(0xFFFFFFFFu, own1, 1);
-            const bool hi_own = (t & 1) != 0;
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 uint4 avc[MT > 2 ? MT : 1];
@@ -222,7 +225,7 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
 #pragma unroll
                         for (int j = 0; j < 4; ++j) r[j] = pk_to_f16(r[j]);
                     }
-                    const uint32_t sc = (i < 2) != hi_own ? ((i & 1) ? own1 : own0) : ((i & 1) ? par1 : par0);
+                    const uint32_t sc = i < 2 ? ((i & 1) ? own1 : own0) : ((i & 1) ? par1 : par0);
                     const uint32_t A0 = pk_mul<BF16, false>(r[0], sc), A1 = pk_mul<BF16, true>(r[1], sc);
                     const uint32_t A2 = pk_mul<BF16, false>(r[2], sc), A3 = pk_mul<BF16, true>(r[3], sc);
 #pragma unroll
@@ -337,8 +340,8 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
 
 // Prepacked weight -> dense [N, K] bf16 / fp16 values e2m1 * scale (global scale 1, exact: at
 // most 6 significant bits, magnitudes in [2^-10, 2688]), for the dequantize + cuBLAS path of
-// large M. One warp per unit; lane (g, t) writes k = 128 u + 32 i + 8 t .. + 7 (i = 0..3) of rows
-// g and g + 8: one 16-byte store per row and chunk, the 4 lanes of a row 64 contiguous bytes.
+// large M. One warp per unit; lane (g, t) writes k = 128 u + 32 c + 8 t .. + 7 (chunks c = 0..3) of
+// rows g and g + 8: one 16-byte store per row and chunk, the 4 lanes of a row 64 contiguous bytes.
 template <bool BF16OUT>
 __global__ void __launch_bounds__(256) pk_dequant_kernel(const uint8_t* __restrict__ w, void* __restrict__ out,
                                                          int64_t N, int64_t K, int U, int Nt) {
@@ -351,11 +354,10 @@ __global__ void __launch_bounds__(256) pk_dequant_kernel(const uint8_t* __restri
     const uint32_t sw = ldg_stream32(q + kPkCodeBytes + lane * 4);
     const uint32_t own0 = pk_scale_pair<true>(sw), own1 = pk_scale_pair<true>(sw >> 16);
     const uint32_t par0 = __shfl_xor_sync(0xFFFFFFFFu, own0, 1), par1 = __shfl_xor_sync(0xFFFFFFFFu, own1, 1);
-    const bool hi_own = (t & 1) != 0;
     const int64_t row0 = (int64_t)rt * 16 + g, kb = (int64_t)u * kPkUnitK + 8 * t;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const uint32_t sc = (i < 2) != hi_own ? ((i & 1) ? own1 : own0) : ((i & 1) ? par1 : par0);
+    for (int i = 0; i < 4; ++i) {  // the lane's i-th chunk is chunk i ^ 2 (t & 1) of the unit
+        const uint32_t sc = i < 2 ? ((i & 1) ? own1 : own0) : ((i & 1) ? par1 : par0);
         uint32_t A[2][4];  // steps 2 i, 2 i + 1
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -369,7 +371,7 @@ __global__ void __launch_bounds__(256) pk_dequant_kernel(const uint8_t* __restri
             A[h][2] = pk_mul<true, false>(r[2], sc);
             A[h][3] = pk_mul<true, true>(r[3], sc);
         }
-        const int64_t k0 = kb + 32 * i;
+        const int64_t k0 = kb + 32 * (i ^ (2 * (t & 1)));
         if (k0 >= K) continue;
 #pragma unroll
         for (int h8 = 0; h8 < 2; ++h8) {  // row g: A0 (k0, k1), A2 (k2, k3); row g + 8: A1, A3
@@ -461,8 +463,9 @@ int pk_resident(const void* func, int device, int smem) {
 // weight bytes per SM (4 TB/s over 132 SMs), e = min(1, resident warps / 16) for 8-token tiles
 // (latency: the register loads plus the L2 prefetch keep ~2 units per warp in flight) and 1 for
 // larger tiles (bound by L1, which serves the activations), F = 1.5 us per CTA (first loads,
-// reduction), S = 0.7 us (cluster barrier and the DSMEM reduction). The L2 prefetch distance is
-// pf units (default 4). bench/NOTES.md ("v8", "v9") has the sweeps behind the constants.
+// reduction), S = 0.7 us (cluster barrier and the DSMEM reduction). An L2 bulk prefetch pf units
+// ahead is available as a knob (default 0: it measured no better, bench/NOTES.md "v9").
+// bench/NOTES.md ("v8", "v9", "v10") has the sweeps behind the constants.
 PkPlan pk_plan(const PkProblem& pr, int device) {
     const PkDev d = pk_dev(device);
     PkPlan best;
@@ -500,7 +503,7 @@ PkPlan pk_plan(const PkProblem& pr, int device) {
                     best.rt = rt;
                     best.split = split;
                     best.un = un;
-                    best.pf = pr.pf >= 0 ? pr.pf : 4;
+                    best.pf = pr.pf >= 0 ? pr.pf : 0;
                 }
             }
         }

@@ -10,9 +10,11 @@
 //   bytes [1024, 1152): 32 lanes x 4 E4M3 scale bytes: (row g, block b0), (row g + 8, block b0),
 //     (row g, block b0 + 2), (row g + 8, block b0 + 2) with b0 = 4 (t & 1) + (t >> 1), blocks
 //     counted inside the unit (lanes t and t ^ 1 together hold the 4 blocks both need).
-// K-step s of lane (g, t) covers k0..k3 = 32 (s / 2) + 8 t + 4 (s % 2) + 0..3 (inside the unit),
-// so the 4 lanes of a quad read 64 contiguous activation bytes per 16-byte load (two steps), and
-// its word holds the mma.m16n8k16 A fragment of that step:
+// K-step s of lane (g, t) covers k0..k3 = 32 c + 8 t + 4 (s % 2) + 0..3 (inside the unit), chunk
+// c = (s / 2) ^ 2 (t & 1): the 4 lanes of a quad read 64 contiguous activation bytes per 16-byte
+// load (two steps), and each lane meets the chunks whose scales its own word holds first (steps
+// 0..3) and its partner's (t ^ 1, exchanged by a shuffle) last. The word holds the mma.m16n8k16 A
+// fragment of that step:
 //   a0 = (row g: k0, k1), a1 = (row g+8: k0, k1), a2 = (row g: k2, k3), a3 = (row g+8: k2, k3)
 // (first element in the low half); b0 = activations k0, k1 and b1 = k2, k3 of token g.
 //

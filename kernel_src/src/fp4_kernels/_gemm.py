@@ -323,7 +323,8 @@ def scaled_fp4_w4a16_mm(a, b_q, b_scale, alpha, out_dtype=None):
         times 6); sums in fp32, then ``alpha * sum`` rounded once. Error bound:
         :func:`fp4_kernels.reference.scaled_fp4_w4a16_mm_error_bound` (the form of
         :func:`scaled_fp4_mm`'s with ``S = |a| @ |B|^T``). CUDA: the fused kernel when K is a
-        multiple of 128 (else B is dequantized exactly to a's dtype and cuBLAS runs).
+        multiple of 128 and M <= ``_gemm_fast.FUSED_MAX_ROWS`` (else B is dequantized exactly to
+        a's dtype and cuBLAS runs).
 
     Raises:
         TypeError / ValueError: wrong dtypes, shapes, devices.
@@ -350,7 +351,7 @@ def scaled_fp4_w4a16_mm(a, b_q, b_scale, alpha, out_dtype=None):
     dev = a.device
     _same_device(dev, b_q=b_q, b_scale=b_scale)
     akind = _AK_BF16 if a.dtype == torch.bfloat16 else _AK_F16
-    if dev.type == "cuda" and not _fused_ok(k, a, b_q, b_scale):
+    if dev.type == "cuda" and (m > _gemm_fast.FUSED_MAX_ROWS or not _fused_ok(k, a, b_q, b_scale)):
         if not (m and n and k):
             return torch.zeros((m, n), dtype=out_dtype, device=dev)
         b16 = torch.empty((n, k), dtype=a.dtype, device=dev)

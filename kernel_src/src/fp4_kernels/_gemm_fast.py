@@ -120,7 +120,8 @@ def _fast_w4a16(a, b_q, b_scale, alpha, out_dtype):
             return None
         m, k = a.shape
         n, kh = b_q.shape
-        if 2 * kh != k or not k or k & 127 or not m or not n or b_scale.shape != (n, k >> 4):
+        if (2 * kh != k or not k or k & 127 or not m or not n or m > FUSED_MAX_ROWS
+                or b_scale.shape != (n, k >> 4)):
             return None
         dev = a.get_device()
         if dev < 0 or b_q.get_device() != dev or b_scale.get_device() != dev:
