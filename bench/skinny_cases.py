@@ -388,25 +388,23 @@ def sweep_pk(torch, fk, dev, l2, shapes, ms, iters):
             auto = tuple(_gemm._pk_plan("bf16", m, n, k, device=dev.index)[1:])
             cfgs = {}
 
-            def add(rt, split, un, pf):
+            def add(rt, split, un):
                 def f():
                     return _gemm._run_pk(torch, 1, a, rp.next(), 1.0, torch.bfloat16, m, n, k, dev,
-                                         rt=rt, split=split, un=un, pf=pf)
-                cfgs[(rt, split, un, pf)] = f
+                                         rt=rt, split=split, un=un)
+                cfgs[(rt, split, un)] = f
             for rt in (1, 2, 4, 8):
                 for split in (1, 2, 4, 8):
                     if split * (8 // rt) > 2 * pk0.u:
                         continue
                     for un in ((1, 2) if m <= 16 else (1,)):
-                        add(rt, split, un, auto[3])
-            for pf in (0, 1, 2, 4, 8):  # L2 prefetch distance at the plan's configuration
-                add(auto[0], auto[1], auto[2], pf)
+                        add(rt, split, un)
             t = {c: _graph_ms(torch, f, iters=max(5, iters // 2)) for c, f in cfgs.items()}
             best = min(t, key=t.get)
             out.append({"n": n, "k": k, "m": m, "best": list(best), "best_ms": t[best], "auto": list(auto),
-                        "auto_ms": t.get(auto), "all": {"%d/%d/%d/%d" % c: v for c, v in t.items()}})
+                        "auto_ms": t.get(auto), "all": {"%d/%d/%d" % c: v for c, v in t.items()}})
             top = sorted(t, key=t.get)[:4]
-            print("sweep pk %5dx%5d M=%4d best rt/split/un/pf %s %.4f ms (%.0f%% of copy); auto %s %s; next %s" % (
+            print("sweep pk %5dx%5d M=%4d best rt/split/un %s %.4f ms (%.0f%% of copy); auto %s %s; next %s" % (
                 n, k, m, best, t[best], 100 * fp4_bytes / t[best] / 1e6 / 4180.0, auto,
                 "%.4f" % t[auto] if auto in t else "-",
                 ", ".join("%s %.4f" % (c, t[c]) for c in top[1:])), flush=True)

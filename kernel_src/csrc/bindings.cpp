@@ -496,9 +496,8 @@ void skinny_mm_cpu(int a_kind, uintptr_t a, uintptr_t a_scale, uintptr_t b_q, ui
 // ---- fused W4A16 GEMM on prepacked weights (cuda_pk.cu): raw pointers, validated by _gemm.py ----
 fp4::PkProblem pk_problem(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uintptr_t alpha,
                           float alpha_value, uintptr_t out, int out_dtype_code, int64_t t, int64_t n,
-                          int64_t k, int nt, int u, int rt, int split, int un, int pf) {
+                          int64_t k, int nt, int u, int rt, int split, int un) {
     if (a_kind != 1 && a_kind != 2) fail("prepacked mm: a_kind must be 1 (bf16) or 2 (fp16)");
-    if (pf < -1 || pf > 64) fail("pf must be -1 (default) or 0..64");
     if (t < 0 || n < 0 || k <= 0 || k % 16 || nt < 0 || u < 0) fail("prepacked mm: bad shape");
     if (!(rt == 0 || rt == 1 || rt == 2 || rt == 4 || rt == 8)) fail("rt must be 0, 1, 2, 4 or 8");
     if (split < 0 || split > 8) fail("split must be 0..8");
@@ -520,16 +519,15 @@ fp4::PkProblem pk_problem(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uin
     p.rt = rt;
     p.split = split;
     p.un = un;
-    p.pf = pf;
     return p;
 }
 
 void pk_mm_cuda(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uintptr_t alpha, float alpha_value,
                 uintptr_t out, int out_dtype_code, int64_t t, int64_t n, int64_t k, int nt, int u, int rt,
-                int split, int un, int pf, int device, uintptr_t stream) {
+                int split, int un, int device, uintptr_t stream) {
     need_cuda();
     const fp4::PkProblem p = pk_problem(a_kind, a, lda, w, alpha, alpha_value, out, out_dtype_code, t, n,
-                                        k, nt, u, rt, split, un, pf);
+                                        k, nt, u, rt, split, un);
     if (t == 0 || n == 0) return;
     fp4::cuda_pk_mm(p, device, stream);
 }
@@ -542,15 +540,15 @@ void pk_dequant_cuda(uintptr_t w, uintptr_t out, int64_t n, int64_t k, int nt, i
                          dtype_of(dtype_code), device, stream);
 }
 
-// The launch configuration of the prepacked GEMM: (tokens per tile, rt, split, un, pf).
-std::tuple<int, int, int, int, int> pk_plan_cuda(int a_kind, int64_t t, int64_t n, int64_t k, int rt, int split,
-                                                 int un, int device) {
+// The launch configuration of the prepacked GEMM: (tokens per tile, rt, split, un).
+std::tuple<int, int, int, int> pk_plan_cuda(int a_kind, int64_t t, int64_t n, int64_t k, int rt, int split,
+                                            int un, int device) {
     need_cuda();
     const int64_t nt = (n + 15) / 16, u = (k + 127) / 128;
     const fp4::PkProblem p = pk_problem(a_kind, 0, k, 0, 0, 1.0f, 0, 2, t, n, k, (int)nt, (int)u, rt,
-                                        split, un, -1);
+                                        split, un);
     const fp4::PkPlan pl = fp4::pk_plan(p, device);
-    return {8 * pl.mt, pl.rt, pl.split, pl.un, pl.pf};
+    return {8 * pl.mt, pl.rt, pl.split, pl.un};
 }
 
 std::vector<std::string> split_archs(const std::string& s) {
@@ -612,7 +610,7 @@ NB_MODULE(_C, m) {
     m.def("pk_mm_cuda", &pk_mm_cuda, nb::arg("a_kind"), nb::arg("a"), nb::arg("lda"), nb::arg("w"),
           nb::arg("alpha"), nb::arg("alpha_value"), nb::arg("out"), nb::arg("out_dtype_code"), nb::arg("t"),
           nb::arg("n"), nb::arg("k"), nb::arg("nt"), nb::arg("u"), nb::arg("rt"), nb::arg("split"),
-          nb::arg("un"), nb::arg("pf"), nb::arg("device"), nb::arg("stream"));
+          nb::arg("un"), nb::arg("device"), nb::arg("stream"));
     m.def("pk_dequant_cuda", &pk_dequant_cuda, nb::arg("w"), nb::arg("out"), nb::arg("n"), nb::arg("k"),
           nb::arg("nt"), nb::arg("u"), nb::arg("dtype_code"), nb::arg("device"), nb::arg("stream"));
     m.def("pk_plan_cuda", &pk_plan_cuda, nb::arg("a_kind"), nb::arg("t"), nb::arg("n"), nb::arg("k"),

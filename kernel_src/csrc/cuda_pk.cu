@@ -56,7 +56,6 @@ struct PkArgs {
     int U, Nt;
     int lrt;    // log2(row tiles per CTA)
     int split;  // CTAs per cluster along K
-    int pf;     // units ahead prefetched into L2 (0: none)
     float fix;  // power of two undoing the decode scaling
 };
 
@@ -141,10 +140,10 @@ __device__ __forceinline__ void pk_store(void* out, int dt, int64_t off, float v
     else reinterpret_cast<__nv_bfloat16*>(out)[off] = __float2bfloat16_rn(v);
 }
 
-// Resident CTAs per SM the kernel is compiled for (registers per thread: 64 for 8 tokens and one
-// unit per load, else up to 128; no spills). More tokens run as several 32-token tiles.
+// Resident CTAs per SM the kernel is compiled for (registers per thread: 64 / 80 for 8 tokens,
+// 80 / 128 for 16, 128 for 32; no spills). More tokens run as several 32-token tiles.
 constexpr int pk_min_blocks(int mt, int un) {
-    return mt == 1 && un == 1 ? 4 : 2;
+    return mt == 1 ? (un == 1 ? 4 : 3) : mt == 2 ? (un == 1 ? 3 : 2) : 2;
 }
 
 template <int AK, int MT, int UN>
@@ -176,21 +175,17 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
 
     if (rt < p.Nt && u1 > u0) {
         // Running pointers: this lane's code piece and scale word of the current unit, and the
-        // activations (token tok0 + 8 nt + g, k = kb + 32 c + 8 t ...) of the current unit. Lane t
-        // takes the unit's k-chunks c in the order c = i ^ 2 (t & 1) (i = 0..3): first the two
-        // whose scales its own word holds, then the partner lane's (pk_layout.h).
+        // activations (token tok0 + 8 nt + g, k = kb + 32 t ...) of the current unit.
         const uint8_t* wp = p.w + ((int64_t)rt * p.U + u0) * kPkUnitBytes + lane * 16;
         const uint8_t* sp = p.w + ((int64_t)rt * p.U + u0) * kPkUnitBytes + kPkCodeBytes + lane * 4;
         const int64_t astep = 8 * p.lda;
-        const uint16_t* ap = static_cast<const uint16_t*>(p.a) + (tok0 + g) * p.lda + (int64_t)u0 * kPkUnitK + 8 * t;
+        const uint16_t* ap = static_cast<const uint16_t*>(p.a) + (tok0 + g) * p.lda + (int64_t)u0 * kPkUnitK + 32 * t;
         uint32_t aok = 0;  // bit nt: token tok0 + 8 nt + g exists
 #pragma unroll
         for (int nt = 0; nt < MT; ++nt) aok |= (uint32_t)(tok0 + nt * 8 + g < p.T) << nt;
-        int kleft = (int)(p.K - (int64_t)u0 * kPkUnitK) - 8 * t;  // k of this lane's first chunk, to K
-        const int dk = 64 * (t & 1);  // chunk i ^ 2 (t & 1) = i + 2 (t & 1) for i < 2, i - 2 (t & 1) after
+        int kleft = (int)(p.K - (int64_t)u0 * kPkUnitK) - 32 * t;  // valid k of this lane in the unit
         auto load_act = [&](int nt, int i) -> uint4 {
-            const int off = 32 * i + (i < 2 ? dk : -dk);
-            if (((aok >> nt) & 1u) && off < kleft) return ldg_act128(ap + nt * astep + off);
+            if (((aok >> nt) & 1u) && 8 * i < kleft) return ldg_act128(ap + nt * astep + 8 * i);
             return make_uint4(0u, 0u, 0u, 0u);
         };
         // One unit (8 k-steps of 16 k for this warp's 16 rows) from its codes and scale word.
@@ -202,11 +197,7 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
 #pragma unroll
                     for (int i = 0; i < 4; ++i) av[nt][i] = load_act(nt, i);
             }
-            // this lane's word: the scale pairs of its steps 0..3 (chunks i = 0, 1); the partner lane
-            // (t ^ 1) holds those of steps 4..7, converted there and exchanged here
-            const uint32_t own0 = pk_scale_pair<BF16>(sw), own1 = pk_scale_pair<BF16>(sw >> 16);
-            const uint32_t par0 = __shfl_xor_sync(0xFFFFFFFFu, own0, 1);
-            const uint32_t par1 = __shfl_xor_sync(0xFFFFFFFFu, own1, 1);
+            const uint32_t sc0 = pk_scale_pair<BF16>(sw), sc1 = pk_scale_pair<BF16>(sw >> 16);
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 uint4 avc[MT > 2 ? MT : 1];
@@ -225,7 +216,7 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
 #pragma unroll
                         for (int j = 0; j < 4; ++j) r[j] = pk_to_f16(r[j]);
                     }
-                    const uint32_t sc = i < 2 ? ((i & 1) ? own1 : own0) : ((i & 1) ? par1 : par0);
+                    const uint32_t sc = s < 4 ? sc0 : sc1;
                     const uint32_t A0 = pk_mul<BF16, false>(r[0], sc), A1 = pk_mul<BF16, true>(r[1], sc);
                     const uint32_t A2 = pk_mul<BF16, false>(r[2], sc), A3 = pk_mul<BF16, true>(r[3], sc);
 #pragma unroll
@@ -246,13 +237,6 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
         };
         // loads units u .. u + UN - 1 (those below u1) at wp / sp, then advances them
         auto load = [&](Buf& b, int u) {
-#if __CUDA_ARCH__ >= 900
-            // the unit pf ahead into L2 (one bulk prefetch by lane 0): the register loads of that
-            // unit later wait for L2, not HBM
-            if (p.pf > 0 && lane == 0 && u + p.pf < u1)
-                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(wp + (int64_t)p.pf * kPkUnitBytes),
-                             "r"(UN * kPkUnitBytes));
-#endif
 #pragma unroll
             for (int j = 0; j < UN; ++j) {
                 if (u + j < u1) {
@@ -340,61 +324,55 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
 
 // Prepacked weight -> dense [N, K] bf16 / fp16 values e2m1 * scale (global scale 1, exact: at
 // most 6 significant bits, magnitudes in [2^-10, 2688]), for the dequantize + cuBLAS path of
-// large M. One warp per unit; lane (g, t) writes k = 128 u + 32 c + 8 t .. + 7 (chunks c = 0..3) of
-// rows g and g + 8: one 16-byte store per row and chunk, the 4 lanes of a row 64 contiguous bytes.
+// large M. One warp per unit; lane (g, t) writes k = 128 u + 32 t .. + 31 of rows g and g + 8 as
+// four 16-byte stores per row (whole 32-byte sectors).
 template <bool BF16OUT>
 __global__ void __launch_bounds__(256) pk_dequant_kernel(const uint8_t* __restrict__ w, void* __restrict__ out,
                                                          int64_t N, int64_t K, int U, int Nt) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t unit = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (unit >= (int64_t)Nt * U) return;  // warp-uniform
+    if (unit >= (int64_t)Nt * U) return;
     const int rt = (int)(unit / U), u = (int)(unit - (int64_t)rt * U);
     const uint8_t* q = w + unit * kPkUnitBytes;
     const uint4 c0 = ldg_stream128(q + lane * 16), c1 = ldg_stream128(q + 512 + lane * 16);
     const uint32_t sw = ldg_stream32(q + kPkCodeBytes + lane * 4);
-    const uint32_t own0 = pk_scale_pair<true>(sw), own1 = pk_scale_pair<true>(sw >> 16);
-    const uint32_t par0 = __shfl_xor_sync(0xFFFFFFFFu, own0, 1), par1 = __shfl_xor_sync(0xFFFFFFFFu, own1, 1);
-    const int64_t row0 = (int64_t)rt * 16 + g, kb = (int64_t)u * kPkUnitK + 8 * t;
+    const uint32_t sc0 = pk_scale_pair<true>(sw), sc1 = pk_scale_pair<true>(sw >> 16);
+    const int64_t row0 = (int64_t)rt * 16 + g, kb = (int64_t)u * kPkUnitK + 32 * t;
+    uint32_t o[2][16];  // rows g, g + 8: 32 values each as 16 packed pairs
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {  // the lane's i-th chunk is chunk i ^ 2 (t & 1) of the unit
-        const uint32_t sc = i < 2 ? ((i & 1) ? own1 : own0) : ((i & 1) ? par1 : par0);
-        uint32_t A[2][4];  // steps 2 i, 2 i + 1
+    for (int s = 0; s < 8; ++s) {
+        const uint4& cw = s < 4 ? c0 : c1;
+        const uint32_t wd = (s & 3) == 0 ? cw.x : (s & 3) == 1 ? cw.y : (s & 3) == 2 ? cw.z : cw.w;
+        uint32_t r[4];
+        pk_decode(wd, r);
+        const uint32_t sc = s < 4 ? sc0 : sc1;
+        const uint32_t A[4] = {pk_mul<true, false>(r[0], sc), pk_mul<true, true>(r[1], sc),
+                               pk_mul<true, false>(r[2], sc), pk_mul<true, true>(r[3], sc)};
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int s = 2 * i + h;
-            const uint4& cw = s < 4 ? c0 : c1;
-            const uint32_t wd = (s & 3) == 0 ? cw.x : (s & 3) == 1 ? cw.y : (s & 3) == 2 ? cw.z : cw.w;
-            uint32_t r[4];
-            pk_decode(wd, r);
-            A[h][0] = pk_mul<true, false>(r[0], sc);
-            A[h][1] = pk_mul<true, true>(r[1], sc);
-            A[h][2] = pk_mul<true, false>(r[2], sc);
-            A[h][3] = pk_mul<true, true>(r[3], sc);
-        }
-        const int64_t k0 = kb + 32 * (i ^ (2 * (t & 1)));
-        if (k0 >= K) continue;
+        for (int h8 = 0; h8 < 2; ++h8)  // row g: A0 (k0, k1), A2 (k2, k3); row g + 8: A1, A3
 #pragma unroll
-        for (int h8 = 0; h8 < 2; ++h8) {  // row g: A0 (k0, k1), A2 (k2, k3); row g + 8: A1, A3
-            const int64_t row = row0 + 8 * h8;
-            if (row >= N) continue;
-            float v[8];
-#pragma unroll
-            for (int e = 0; e < 8; ++e) {
-                const uint32_t x = A[e >> 2][h8 + 2 * ((e >> 1) & 1)];
-                v[e] = __uint_as_float(((e & 1) ? (x & 0xFFFF0000u) : (x << 16))) * 128.0f;  // exact
-            }
-            uint32_t o[4];
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
+            for (int pr = 0; pr < 2; ++pr) {
+                const uint32_t x = A[h8 + 2 * pr];
+                const float lo = __uint_as_float(x << 16) * 128.0f, hi = __uint_as_float(x & 0xFFFF0000u) * 128.0f;
                 if constexpr (BF16OUT) {
-                    const __nv_bfloat162 b = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
-                    o[e] = *reinterpret_cast<const uint32_t*>(&b);
+                    const __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);  // exact
+                    o[h8][2 * s + pr] = *reinterpret_cast<const uint32_t*>(&b);
                 } else {
-                    const __half2 b = __floats2half2_rn(v[2 * e], v[2 * e + 1]);
-                    o[e] = *reinterpret_cast<const uint32_t*>(&b);
+                    const __half2 b = __floats2half2_rn(lo, hi);  // exact
+                    o[h8][2 * s + pr] = *reinterpret_cast<const uint32_t*>(&b);
                 }
             }
-            *reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + row * K + k0) = make_uint4(o[0], o[1], o[2], o[3]);
+    }
+#pragma unroll
+    for (int h8 = 0; h8 < 2; ++h8) {
+        const int64_t row = row0 + 8 * h8;
+        if (row >= N) continue;
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const int64_t k0 = kb + 8 * c;
+            if (k0 < K)
+                *reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + row * K + k0) =
+                    make_uint4(o[h8][4 * c], o[h8][4 * c + 1], o[h8][4 * c + 2], o[h8][4 * c + 3]);
         }
     }
 }
@@ -461,11 +439,9 @@ int pk_resident(const void* func, int device, int smem) {
 // split the CTA's k range), cluster split along K (1..8) and units per load (1 or 2), the time is
 // estimated as waves * (F + bytes on the busiest SM / (B * e)) + S (split > 1): B = 30 GB/s of
 // weight bytes per SM (4 TB/s over 132 SMs), e = min(1, resident warps / 16) for 8-token tiles
-// (latency: the register loads plus the L2 prefetch keep ~2 units per warp in flight) and 1 for
-// larger tiles (bound by L1, which serves the activations), F = 1.5 us per CTA (first loads,
-// reduction), S = 0.7 us (cluster barrier and the DSMEM reduction). An L2 bulk prefetch pf units
-// ahead is available as a knob (default 0: it measured no better, bench/NOTES.md "v9").
-// bench/NOTES.md ("v8", "v9", "v10") has the sweeps behind the constants.
+// (latency: the loads of one warp cover ~1 KB in flight) and 1 for larger tiles (bound by L1,
+// which serves the activations), F = 1.5 us per CTA (first loads, reduction), S = 0.7 us (cluster
+// barrier and the DSMEM reduction). bench/NOTES.md ("v8" .. "v10") has the sweeps behind it.
 PkPlan pk_plan(const PkProblem& pr, int device) {
     const PkDev d = pk_dev(device);
     PkPlan best;
@@ -490,7 +466,8 @@ PkPlan pk_plan(const PkProblem& pr, int device) {
                 const int64_t ctas = (pr.nt + rt - 1) / rt * split * tz;
                 const int64_t waves = (ctas + slots - 1) / slots;
                 const int64_t on_sm = std::min<int64_t>(occ, (std::min(ctas, slots) + d.sms - 1) / d.sms);
-                // 8 tokens: latency-bound below 16 resident warps; more tokens: L1 (activations)
+                // 8 tokens: latency-bound below 16 resident warps; more tokens: bound by L1, which
+                // serves the activations (bench/NOTES.md, "v8" / "v9" sweeps)
                 const double eff = best.mt > 1 ? 1.0 : std::min(1.0, (double)on_sm * 8.0 / 16.0);
                 const double units_cta = std::ceil((double)pr.u / split);
                 const double bytes = (double)rt * units_cta * kPkUnitBytes;
@@ -503,7 +480,6 @@ PkPlan pk_plan(const PkProblem& pr, int device) {
                     best.rt = rt;
                     best.split = split;
                     best.un = un;
-                    best.pf = pr.pf >= 0 ? pr.pf : 0;
                 }
             }
         }
@@ -518,17 +494,17 @@ PkPlan pk_plan(const PkProblem& pr, int device) {
 namespace {
 struct PkKey {
     int64_t t, n, k;
-    int a_kind, rt, split, un, pf, device;
+    int a_kind, rt, split, un, device;
     bool operator==(const PkKey& o) const {
         return t == o.t && n == o.n && k == o.k && a_kind == o.a_kind && rt == o.rt && split == o.split &&
-               un == o.un && pf == o.pf && device == o.device;
+               un == o.un && device == o.device;
     }
 };
 struct PkKeyHash {
     size_t operator()(const PkKey& p) const {
         size_t h = std::hash<int64_t>()(p.t) * 1000003u ^ std::hash<int64_t>()(p.n) * 10007u ^
                    std::hash<int64_t>()(p.k);
-        h ^= (size_t)(((((p.a_kind * 16 + p.rt) * 16 + p.split) * 4 + p.un) * 128 + (p.pf + 1)) * 64 + p.device) * 2654435761u;
+        h ^= (size_t)((((p.a_kind * 16 + p.rt) * 16 + p.split) * 4 + p.un) * 64 + p.device) * 2654435761u;
         return h;
     }
 };
@@ -536,7 +512,7 @@ struct PkKeyHash {
 PkPlan pk_cached_plan(const PkProblem& pr, int device) {
     static std::mutex mu;
     static std::unordered_map<PkKey, PkPlan, PkKeyHash> cache;
-    const PkKey key{pr.t, pr.n, pr.k, pr.a_kind, pr.rt, pr.split, pr.un, pr.pf, device};
+    const PkKey key{pr.t, pr.n, pr.k, pr.a_kind, pr.rt, pr.split, pr.un, device};
     {
         std::lock_guard<std::mutex> lock(mu);
         auto it = cache.find(key);
@@ -577,7 +553,6 @@ void cuda_pk_mm(const PkProblem& pr, int device, uintptr_t stream) {
     a.Nt = pr.nt;
     a.lrt = pl.rt == 1 ? 0 : pl.rt == 2 ? 1 : pl.rt == 4 ? 2 : 3;
     a.split = pl.split;
-    a.pf = pl.pf;
     a.fix = 128.0f;
     const int64_t tz = (pr.t + 8 * pl.mt - 1) / (8 * pl.mt);
     const int64_t gy = (pr.nt + pl.rt - 1) / pl.rt;

@@ -104,10 +104,9 @@ struct PkProblem {
     int64_t t = 0, n = 0, k = 0;
     int nt = 0, u = 0;
     int rt = 0, split = 0, un = 0;  // 0: chosen by shape (tuning knobs for the benchmark)
-    int pf = -1;                    // units prefetched into L2 ahead (0: none); -1: default (0)
 };
 struct PkPlan {
-    int mt = 1, rt = 1, split = 1, un = 1, pf = 0;
+    int mt = 1, rt = 1, split = 1, un = 1;
 };
 PkPlan pk_plan(const PkProblem& p, int device);
 void cuda_pk_mm(const PkProblem& p, int device, uintptr_t stream);

@@ -7,16 +7,13 @@
 // 1152 bytes at offset (rt * U + u) * 1152:
 //   bytes [0, 1024): 2 x 32 lanes x 16 bytes of codes; lane L = 4 g + t, 16-byte piece h holds
 //     the 32-bit words of mma k-steps s = 4 h .. 4 h + 3 (word s at byte 4 (s - 4 h));
-//   bytes [1024, 1152): 32 lanes x 4 E4M3 scale bytes: (row g, block b0), (row g + 8, block b0),
-//     (row g, block b0 + 2), (row g + 8, block b0 + 2) with b0 = 4 (t & 1) + (t >> 1), blocks
-//     counted inside the unit (lanes t and t ^ 1 together hold the 4 blocks both need).
-// K-step s of lane (g, t) covers k0..k3 = 32 c + 8 t + 4 (s % 2) + 0..3 (inside the unit), chunk
-// c = (s / 2) ^ 2 (t & 1): the 4 lanes of a quad read 64 contiguous activation bytes per 16-byte
-// load (two steps), and each lane meets the chunks whose scales its own word holds first (steps
-// 0..3) and its partner's (t ^ 1, exchanged by a shuffle) last. The word holds the mma.m16n8k16 A
-// fragment of that step:
+//   bytes [1024, 1152): 32 lanes x 4 E4M3 scale bytes: (row g, block 2t), (row g + 8, block 2t),
+//     (row g, block 2t + 1), (row g + 8, block 2t + 1), blocks counted inside the unit.
+// Lane (g, t) owns k = 128 u + 32 t .. 128 u + 32 t + 31 of rows g and g + 8; k-step s covers
+// k0..k3 = 32 t + 4 s + 0..3, and its word holds the mma.m16n8k16 A fragment of that step:
 //   a0 = (row g: k0, k1), a1 = (row g+8: k0, k1), a2 = (row g: k2, k3), a3 = (row g+8: k2, k3)
-// (first element in the low half); b0 = activations k0, k1 and b1 = k2, k3 of token g.
+// (first element in the low half). So one 16-byte load gives four k-steps of fragments and the
+// activations of a step are the 4 consecutive elements k0..k3 (b0 = k0, k1; b1 = k2, k3).
 //
 // Decode: pk_decode turns a word into the four registers with each E2M1 code placed as a bf16
 // bit pattern: magnitude bits (e1 e0 m) at bits 8 7 6, sign at bit 15 (and +16 for the high

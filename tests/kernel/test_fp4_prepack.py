@@ -41,9 +41,8 @@ def test_prepack_roundtrip_is_exact(fk, nk):
 
 
 def test_layout_places_the_promised_codes(fk):
-    """Every lane's word of every k-step decodes to a0..a3 = rows g / g + 8, k = 32 c + 8 t + 4 (s % 2) +
-    0..3 with chunk c = (s / 2) ^ 2 (t & 1); the scale word holds rows g, g + 8 of blocks b0 and b0 + 2,
-    b0 = 4 (t & 1) + t / 2."""
+    """Every lane's word of every k-step decodes to a0..a3 = rows g / g + 8, k = 32 t + 4 s + 0..3;
+    the scale word holds (g, 2t), (g+8, 2t), (g, 2t+1), (g+8, 2t+1)."""
     from fp4_kernels import _prepack as pp
 
     g = torch.Generator().manual_seed(7)
@@ -61,20 +60,13 @@ def test_layout_places_the_promised_codes(fk):
                     for j, r in enumerate(regs):
                         row = 16 * rt + gg + 8 * (j & 1)
                         for h in range(2):
-                            chunk = (s >> 1) ^ (2 * (t & 1))
-                            kk = 128 * u + 32 * chunk + 8 * t + 4 * (s & 1) + 2 * (j >> 1) + h
+                            kk = 128 * u + 32 * t + 4 * s + 2 * (j >> 1) + h
                             c = ((r >> (6 + 16 * h)) & 7) | (((r >> (15 + 16 * h)) & 1) << 3)
                             assert c == int(codes[row, kk]), (rt, u, lane, s, j, h)
                 sw = d[1024 + 4 * lane:1028 + 4 * lane]
-                r0, b0 = 16 * rt + gg, 8 * u + 4 * (t & 1) + (t >> 1)
-                assert sw == [int(bs[r0, b0]), int(bs[r0 + 8, b0]), int(bs[r0, b0 + 2]), int(bs[r0 + 8, b0 + 2])]
-                # and the block of each step is the one the kernel multiplies it with: steps 0..3 the
-                # lane's own pairs (blocks b0, b0 + 2), steps 4..7 the partner's (t ^ 1)
-                for s in range(8):
-                    i = s >> 1
-                    chunk = i ^ (2 * (t & 1))
-                    own_b0 = 4 * ((t if i < 2 else t ^ 1) & 1) + (t >> 1)
-                    assert (32 * chunk + 8 * t) // 16 == own_b0 + 2 * (i & 1), (t, s)
+                r0 = 16 * rt + gg
+                assert sw == [int(bs[r0, 8 * u + 2 * t]), int(bs[r0 + 8, 8 * u + 2 * t]),
+                              int(bs[r0, 8 * u + 2 * t + 1]), int(bs[r0 + 8, 8 * u + 2 * t + 1])]
 
 
 def test_python_decode_model_matches_the_header(tmp_path, fk):

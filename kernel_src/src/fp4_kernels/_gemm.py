@@ -375,14 +375,14 @@ def _check_packed(torch, pw, b_scale, k, dev):
     return pw
 
 
-def _run_pk(torch, akind, a, pw, alpha, out_dtype, m, n, k, dev, rt=0, split=0, un=0, pf=-1):
+def _run_pk(torch, akind, a, pw, alpha, out_dtype, m, n, k, dev, rt=0, split=0, un=0):
     """The prepacked kernel: a bf16 / fp16 [m, k] contiguous and 16-byte aligned."""
     ap, _per, aval, _keep = _alpha_arg(torch, alpha, dev, "alpha")
     out = torch.empty((m, n), dtype=out_dtype, device=dev)
     data = pw.data
     _C.pk_mm_cuda(akind, a.data_ptr(), k, data.data_ptr(), ap, aval, out.data_ptr(),
                   _dtype_code(torch, out_dtype, "out_dtype"), m, n, k, data.shape[0], data.shape[1],
-                  rt, split, un, pf, dev.index, _stream(torch, dev))
+                  rt, split, un, dev.index, _stream(torch, dev))
     return out
 
 
@@ -542,7 +542,7 @@ def scaled_fp4_w4a16_grouped_mm(a, b_q, b_scale, alpha, expert_offsets, out_dtyp
 
 
 def _pk_plan(kind, t, n, k, rt=0, split=0, un=0, device=0):
-    """The CUDA launch configuration (tokens per tile, rt, split, un, pf) of the prepacked kernel."""
+    """The CUDA launch configuration (tokens per tile, rt, split, un) of the prepacked kernel."""
     return _C.pk_plan_cuda({"bf16": _AK_BF16, "f16": _AK_F16}[kind], t, n, k, rt, split, un, device)
 
 

@@ -13,7 +13,7 @@ _C = _load()
 FUSED_MAX_ROWS = 128
 # The same for prepacked weights (the kernel of csrc/cuda_pk.cu; bench/NOTES.md, "v8"): above it,
 # the prepacked weight is dequantized (exactly) and cuBLAS runs.
-PK_MAX_ROWS = 128
+PK_MAX_ROWS = 64
 
 # ---- the lean CUDA fast path: ~20 attribute reads, one allocation, one call into _C ---------
 _fast = None  # (torch, Tensor, uint8, float8_e4m3fn, float32, {out dtype: code}, raw stream fn)
@@ -234,7 +234,7 @@ def _fast_pk_w4a16(a, pw, alpha, out_dtype):
     n = pw.n
     out = torch.empty((m, n), dtype=out_dtype, device=dev)
     _C.pk_mm_cuda(akind, pa, k, data.data_ptr(), al[0], al[1], out.data_ptr(), code, m, n, k,
-                  data.shape[0], data.shape[1], 0, 0, 0, -1, dev, raw(dev))
+                  data.shape[0], data.shape[1], 0, 0, 0, dev, raw(dev))
     return out
 
 
@@ -269,5 +269,5 @@ def _fast_pk_w4a4(a_q, a_scale, pw, alpha, out_dtype):
     _C.dequant_cuda(pa, a_scale.data_ptr(), 0, a16.data_ptr(), m, k, 2, dev, stream)
     out = torch.empty((m, n), dtype=out_dtype, device=dev)
     _C.pk_mm_cuda(1, a16.data_ptr(), k, data.data_ptr(), al[0], al[1], out.data_ptr(), code, m, n, k,
-                  data.shape[0], data.shape[1], 0, 0, 0, -1, dev, stream)
+                  data.shape[0], data.shape[1], 0, 0, 0, dev, stream)
     return out

@@ -17,15 +17,6 @@ UNIT_K = 128
 UNIT_BYTES = 1152
 CODE_BYTES = 1024
 _M32 = 0xFFFFFFFF
-# Lane t of a quad holds the scale pairs of k-chunks i = 2 (t & 1) and 2 (t & 1) + 1 of its k
-# (k = 32 i + 8 t ..), i.e. of the blocks 2 i + (t >> 1) inside the unit (the partner lane t ^ 1
-# has the other two; the kernel exchanges the converted pairs with one shuffle each)
-_SCALE_BLOCKS = [0, 2, 4, 6, 1, 3, 5, 7]
-# Lane t's step pair i (steps 2 i, 2 i + 1) is k-chunk i ^ 2 (t & 1): its own scale pairs first,
-# the partner's second (an involution: the same reordering unpacks).
-def _lane_chunks(torch, c):
-    """c[.., t, j, ...] (dims 4, 5) -> [.., t, i, ...] = c[.., t, i ^ 2 (t & 1), ...]."""
-    return torch.stack([c[:, :, :, :, t, [i ^ (2 * (t & 1)) for i in range(4)]] for t in range(4)], dim=4)
 _TMASK = 0x81C081C0  # bf16 placement: magnitude bits 6..8, sign bit 15 (and +16)
 
 
@@ -182,10 +173,8 @@ def prepack_fp4_weight(b_q, b_scale):
     codes[:n, 1:k:2] = b_q >> 4
     scales = torch.zeros((npad, kpad // 16), dtype=torch.uint8, device=dev)
     scales[:n, :k // 16] = b_scale
-    # c[rt, h8, g, u, t, s, i]: row 16 rt + 8 h8 + g, k = 128 u + 32 c + 8 t + 4 (s % 2) + i with
-    # chunk c = (s // 2) ^ 2 (t & 1)
-    c = codes.view(nt, 2, 8, u, 4, 4, 2, 4).permute(0, 1, 2, 3, 5, 4, 6, 7)  # [.., t, chunk, h, i]
-    c = _lane_chunks(torch, c).reshape(nt, 2, 8, u, 4, 8, 4).to(torch.int64)
+    # codes[rt, h8, g, u, t, s, i]: row 16 rt + 8 h8 + g, k = 128 u + 32 t + 4 s + i
+    c = codes.view(nt, 2, 8, u, 4, 8, 4).to(torch.int64)
     v = torch.zeros((nt, 8, u, 4, 8), dtype=torch.int64, device=dev)
     for h8 in range(2):
         for i in range(4):
@@ -196,8 +185,8 @@ def prepack_fp4_weight(b_q, b_scale):
     # [rt, g, u, t, s] -> [rt, u, h, g, t, q] with s = 4 h + q, then little-endian bytes
     w = w.view(nt, 8, u, 4, 2, 4).permute(0, 2, 4, 1, 3, 5)
     wb = torch.stack([((w >> (8 * b)) & 0xFF) for b in range(4)], dim=-1).to(torch.uint8)
-    # lane t's scale word: blocks (inside the unit) _SCALE_BLOCKS[2 t], [2 t + 1], rows g, g + 8 each
-    sb = scales.view(nt, 2, 8, u, 8)[..., _SCALE_BLOCKS].view(nt, 2, 8, u, 4, 2).permute(0, 3, 2, 4, 5, 1)
+    # scales[rt, h8, g, u, t, b]: block 8 u + 2 t + b -> [rt, u, g, t, b, h8]
+    sb = scales.view(nt, 2, 8, u, 4, 2).permute(0, 3, 2, 4, 5, 1)
     data = torch.cat([wb.reshape(nt, u, CODE_BYTES), sb.reshape(nt, u, UNIT_BYTES - CODE_BYTES)], dim=-1)
     return PackedFP4Weight(data.contiguous(), n, k)
 
@@ -218,12 +207,8 @@ def unpack(pw):
             j, h = h8 + 2 * (i >> 1), i & 1
             r = regs[j]
             c[:, h8, :, :, :, :, i] = ((r >> (6 + 16 * h)) & 7) | (((r >> (15 + 16 * h)) & 1) << 3)
-    c = c.to(torch.uint8).view(nt, 2, 8, u, 4, 4, 2, 4)  # [.., t, step pair, h, i]
-    codes = _lane_chunks(torch, c).permute(0, 1, 2, 3, 5, 4, 6, 7)  # the same map is its own inverse
-    codes = codes.reshape(nt * 16, u * UNIT_K)[:pw.n, :pw.k]
+    codes = c.to(torch.uint8).view(nt * 16, u * UNIT_K)[:pw.n, :pw.k]
     b_q = (codes[:, 0::2] | (codes[:, 1::2] << 4)).contiguous()
-    sb = data[:, :, CODE_BYTES:].reshape(nt, u, 8, 4, 2, 2).permute(0, 5, 2, 1, 3, 4)  # [rt, h8, g, u, t, j]
-    blocks = torch.empty((nt, 2, 8, u, 8), dtype=torch.uint8, device=data.device)
-    blocks[..., _SCALE_BLOCKS] = sb.reshape(nt, 2, 8, u, 8)
-    b_scale = blocks.reshape(nt * 16, u * 8)[:pw.n, :pw.k // 16].contiguous().view(torch.float8_e4m3fn)
+    sb = data[:, :, CODE_BYTES:].reshape(nt, u, 8, 4, 2, 2).permute(0, 5, 2, 1, 3, 4)  # [rt, h8, g, u, t, b]
+    b_scale = sb.reshape(nt * 16, u * 8)[:pw.n, :pw.k // 16].contiguous().view(torch.float8_e4m3fn)
     return b_q, b_scale
