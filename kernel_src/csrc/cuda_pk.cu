@@ -324,21 +324,24 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
 
 // Prepacked weight -> dense [N, K] bf16 / fp16 values e2m1 * scale (global scale 1, exact: at
 // most 6 significant bits, magnitudes in [2^-10, 2688]), for the dequantize + cuBLAS path of
-// large M. One warp per unit; lane (g, t) writes k = 128 u + 32 t .. + 31 of rows g and g + 8 as
-// four 16-byte stores per row (whole 32-byte sectors).
+// large M. One warp per unit: lane (g, t) decodes k = 32 t .. 32 t + 31 of rows g and g + 8 into
+// the warp's 16 x 128 tile in shared memory (rows padded to 272 bytes), then every store
+// instruction writes two whole 256-byte rows (16 lanes x 16 bytes each): full sectors only.
+constexpr int kPkDeqRow = 272;  // bytes per staged row (256 + 16: spreads the rows over the banks)
+
 template <bool BF16OUT>
 __global__ void __launch_bounds__(256) pk_dequant_kernel(const uint8_t* __restrict__ w, void* __restrict__ out,
                                                          int64_t N, int64_t K, int U, int Nt) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int64_t unit = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (unit >= (int64_t)Nt * U) return;
+    __shared__ __align__(16) uint8_t tile[8][16 * kPkDeqRow];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int64_t unit = (int64_t)blockIdx.x * 8 + warp;
+    if (unit >= (int64_t)Nt * U) return;  // warp-uniform; no block-wide barrier below
     const int rt = (int)(unit / U), u = (int)(unit - (int64_t)rt * U);
     const uint8_t* q = w + unit * kPkUnitBytes;
     const uint4 c0 = ldg_stream128(q + lane * 16), c1 = ldg_stream128(q + 512 + lane * 16);
     const uint32_t sw = ldg_stream32(q + kPkCodeBytes + lane * 4);
     const uint32_t sc0 = pk_scale_pair<true>(sw), sc1 = pk_scale_pair<true>(sw >> 16);
-    const int64_t row0 = (int64_t)rt * 16 + g, kb = (int64_t)u * kPkUnitK + 32 * t;
-    uint32_t o[2][16];  // rows g, g + 8: 32 values each as 16 packed pairs
+    uint8_t* my = tile[warp];
 #pragma unroll
     for (int s = 0; s < 8; ++s) {
         const uint4& cw = s < 4 ? c0 : c1;
@@ -349,31 +352,31 @@ __global__ void __launch_bounds__(256) pk_dequant_kernel(const uint8_t* __restri
         const uint32_t A[4] = {pk_mul<true, false>(r[0], sc), pk_mul<true, true>(r[1], sc),
                                pk_mul<true, false>(r[2], sc), pk_mul<true, true>(r[3], sc)};
 #pragma unroll
-        for (int h8 = 0; h8 < 2; ++h8)  // row g: A0 (k0, k1), A2 (k2, k3); row g + 8: A1, A3
+        for (int h8 = 0; h8 < 2; ++h8) {  // row g: A0 (k0, k1), A2 (k2, k3); row g + 8: A1, A3
+            uint32_t o[2];
 #pragma unroll
             for (int pr = 0; pr < 2; ++pr) {
                 const uint32_t x = A[h8 + 2 * pr];
                 const float lo = __uint_as_float(x << 16) * 128.0f, hi = __uint_as_float(x & 0xFFFF0000u) * 128.0f;
                 if constexpr (BF16OUT) {
                     const __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);  // exact
-                    o[h8][2 * s + pr] = *reinterpret_cast<const uint32_t*>(&b);
+                    o[pr] = *reinterpret_cast<const uint32_t*>(&b);
                 } else {
                     const __half2 b = __floats2half2_rn(lo, hi);  // exact
-                    o[h8][2 * s + pr] = *reinterpret_cast<const uint32_t*>(&b);
+                    o[pr] = *reinterpret_cast<const uint32_t*>(&b);
                 }
             }
-    }
-#pragma unroll
-    for (int h8 = 0; h8 < 2; ++h8) {
-        const int64_t row = row0 + 8 * h8;
-        if (row >= N) continue;
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            const int64_t k0 = kb + 8 * c;
-            if (k0 < K)
-                *reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + row * K + k0) =
-                    make_uint4(o[h8][4 * c], o[h8][4 * c + 1], o[h8][4 * c + 2], o[h8][4 * c + 3]);
+            *reinterpret_cast<uint2*>(my + (g + 8 * h8) * kPkDeqRow + 64 * t + 8 * s) = make_uint2(o[0], o[1]);
         }
+    }
+    __syncwarp();
+    const int64_t kb = (int64_t)u * kPkUnitK + 8 * (lane & 15);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        const int rl = 2 * j + (lane >> 4);
+        const int64_t row = (int64_t)rt * 16 + rl;
+        const uint4 v = *reinterpret_cast<const uint4*>(my + rl * kPkDeqRow + 16 * (lane & 15));
+        if (row < N && kb < K) *reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + row * K + kb) = v;
     }
 }
 
