@@ -35,12 +35,24 @@ def parse_args(argv=None):
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="small shapes (smoke test)")
     ap.add_argument("--no-reference", action="store_true", help="skip timing the torch reference")
-    ap.add_argument("--experts", type=int, default=64)
     ap.add_argument("--expert-rows", type=int, default=1024)
     ap.add_argument("--expert-k", type=int, default=4096)
     ap.add_argument("--gemm", type=int, default=8192, help="M = N = K of the GEMM case")
     ap.add_argument("--skinny", default="16,128,1024",
                     help="M values of the skinny GEMM cases (N = K = --gemm); '' for none")
+    ap.add_argument("--fused-shapes", default="8192x8192,4096x14336,14336x4096,7168x2048,2048x7168",
+                    help="N x K weight shapes of the fused-GEMM table ('' for none)")
+    ap.add_argument("--fused-m", default="1,16,64,128,256,1024",
+                    help="M (tokens) values of the fused-GEMM table")
+    ap.add_argument("--sweep-m", default="1,16,64,128",
+                    help="M values of the launch-configuration sweep ('' for none)")
+    ap.add_argument("--experts", type=int, default=64)
+    ap.add_argument("--no-verify-fused", action="store_true")
+    ap.add_argument("--only-skinny", action="store_true",
+                    help="copy ceiling, host costs, fused-GEMM checks, the fused table and the sweeps only")
+    ap.add_argument("--sweep-pk-m", default="1,16,64,128",
+                    help="M values of the prepacked-kernel launch sweep ('' for none)")
+    ap.add_argument("--no-sweep", action="store_true", help="skip the old kernel's launch sweep")
     return ap.parse_args(argv)
 
 
@@ -190,8 +202,11 @@ def main(argv=None):
     import torch
 
     import fp4_kernels as fk
-    from fp4_kernels import _ops
+    from fp4_kernels import _gemm
     from fp4_kernels import reference as ref
+
+    sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(__file__)))
+    import skinny_cases as sk
 
     if not torch.cuda.is_available():
         print("bench_fp4: no CUDA device; nothing to measure", file=sys.stderr)
@@ -254,8 +269,9 @@ def main(argv=None):
         "torch_empty_x2": host_us(torch, lambda: (torch.empty(128, 64, dtype=torch.uint8, device=dev),
                                                   torch.empty(128, 8, dtype=torch.uint8, device=dev))),
     }
+    host.update(guard("host fused", sk.host_costs, torch, fk, dev, host_us, args.experts) or {})
     results["host_us_per_call"] = host
-    results["cublas"] = {"lib": _ops._cublas_lib, "why_not": _ops._cublas_why}
+    results["cublas"] = {"lib": _gemm._cublas_lib, "why_not": _gemm._cublas_why}
     del xt, gxt
 
     # ---- correctness (bit for bit against the CPU path)
@@ -264,7 +280,22 @@ def main(argv=None):
         results["checks"][name] = bad
         print("%s: %s" % (name, "bit-exact" if bad == [] else "MISMATCH / ERROR %s" % (bad or [])[:4]),
               flush=True)
+    if not args.no_verify_fused:
+        r = guard("verify fused", sk.verify, torch, fk, ref, dev)
+        if r is not None:
+            results["checks"]["fused"] = {"failures": r[0], "worst_err_over_bound": r[1]}
+            print("fused GEMMs: %s (worst |err| / bound %.3g)" % (
+                "all within bound" if not r[0] else "FAILURES %s" % r[0][:6], r[1]), flush=True)
+    if not args.only_skinny:
+        results["rounding_vs_rcp_formula"] = guard("rounding compare", sk.rounding_compare, torch, fk, dev)
+        guard("big shapes", big_shapes, torch, fk, ref, args, dev, l2, it, wu, results, row, guard, copy_gbs)
+    skinny_tables(torch, fk, sk, args, dev, l2, it, results, row, guard, copy_gbs)
+    report(args, rows, host, results)
+    return 0
 
+
+def big_shapes(torch, fk, ref, args, dev, l2, it, wu, results, row, guard, copy_gbs):
+    """quant / dequant / grouped quant at 8192^2 and 16384^2, the 8192^3 GEMM and its skinny rows."""
     shapes = [(8192, 8192), (16384, 16384)] if not args.quick else [(1024, 1024), (2048, 4096)]
     for (m, k) in shapes:
         x_bytes = m * k * 2
@@ -396,6 +427,50 @@ def main(argv=None):
         if not args.quick:
             guard("gemm skinny %d" % m, gemm_case, m, False)
 
+
+def skinny_tables(torch, fk, sk, args, dev, l2, it, results, row, guard, copy_gbs):
+    """The fused-GEMM table (old fused kernel, prepacked kernel, cuBLAS path, torch bf16), the MoE
+    cases and the launch sweeps."""
+    shapes = [tuple(int(v) for v in s_.split("x")) for s_ in args.fused_shapes.split(",") if s_.strip()]
+    fms = [int(v) for v in args.fused_m.split(",") if v.strip()]
+    if args.quick:
+        shapes, fms = [(1024, 2048)], [1, 16]
+    if shapes:
+        results["fused"] = guard("fused cases", sk.dense_cases, torch, fk, dev, copy_gbs, l2, shapes, fms,
+                                 max(7, it // 2)) or []
+        for c in results["fused"]:
+            if "graph_ms" in c:
+                gm = c["graph_ms"]
+                row("prepacked %dx%d M=%d" % (c["n"], c["k"], c["m"]), c["ms"]["w4a16_pk"], None,
+                    c["frac_copy_w4a16_pk"], None,
+                    "graph: bf16 %.4f | W4A16 pk %.4f (%.2fx, %.0f%%) | W4A4 pk %.4f (%.2fx, %.0f%%) | old W4A4 %.4f "
+                    "W4A16 %.4f | back to back: bf16 %.4f W4A4 pk %.4f W4A16 pk %.4f" % (
+                        gm["bf16"], gm["w4a16_pk"], gm["bf16"] / gm["w4a16_pk"], 100 * c["graph_frac_copy_w4a16_pk"],
+                        gm["fp4_pk"], gm["bf16"] / gm["fp4_pk"], 100 * c["graph_frac_copy_pk"], gm["fp4"],
+                        gm["w4a16"], c["ms"]["bf16"], c["ms"]["fp4_pk"], c["ms"]["w4a16_pk"]))
+            row("fused %dx%d M=%d" % (c["n"], c["k"], c["m"]), c["ms"]["fp4"], c["GBps"], c["frac_copy"], None,
+                "bf16 %.4f -> %.2fx | w4a16 %.4f %.2fx | old %.4f%s" % (
+                    c["ms"]["bf16"], c["bf16_over_fp4"], c["ms"]["w4a16"], c["bf16_over_w4a16"],
+                    c["ms"]["fp4_cublas"], " || graph bf16 %.4f fp4 %.4f %.2fx %.0f%% w4a16 %.2fx" % (
+                        c["graph_ms"]["bf16"], c["graph_ms"]["fp4"], c["graph_bf16_over_fp4"],
+                        100 * c["graph_frac_copy"], c["graph_bf16_over_w4a16"])
+                    if "graph_ms" in c else ""))
+        results["fused_grouped"] = guard("grouped cases", sk.grouped_cases, torch, fk, dev, copy_gbs,
+                                         max(7, it // 2), args.experts) or []
+        for c in results["fused_grouped"]:
+            row("grouped %dx[%dx%d] %d tok/e" % (c["experts"], c["n"], c["k"], c["tokens_per_expert"]),
+                c["ms"]["fp4"], c["GBps"], c["frac_copy"], None,
+                "w4a16 %.4f%s" % (c["ms"]["w4a16"], " | bf16 _grouped_mm %.4f (%.2fx)" % (
+                    c["ms"]["bf16_grouped_mm"], c["bf16_over_fp4"]) if "bf16_grouped_mm" in c["ms"] else ""))
+    pms = [int(v) for v in args.sweep_pk_m.split(",") if v.strip()]
+    if shapes and pms and not args.quick:
+        results["pk_sweep"] = guard("sweep pk", sk.sweep_pk, torch, fk, dev, l2, shapes, pms, max(7, it // 2))
+    sms = [int(v) for v in args.sweep_m.split(",") if v.strip()]
+    if shapes and sms and not args.quick and not args.no_sweep:
+        results["fused_sweep"] = guard("sweep", sk.sweep, torch, fk, dev, l2, shapes, sms, max(7, it // 2))
+
+
+def report(args, rows, host, results):
     print("%-36s %10s %10s %8s %10s  %s" % ("case", "ms", "GB/s", "vs copy", "ref x", "notes"))
     for name, ms_, gbs, frac, rms, notes in rows:
         print("%-36s %10.4f %10s %8s %10s  %s" % (
@@ -409,7 +484,6 @@ def main(argv=None):
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
     print("wrote", args.out)
-    return 0
 
 
 if __name__ == "__main__":

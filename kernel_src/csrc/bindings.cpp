@@ -3,6 +3,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <sstream>
@@ -184,6 +185,146 @@ void grouped_quant_cuda(const std::vector<int64_t>& xs, const std::vector<int64_
     if (n) fp4::cuda_grouped_quant_host(descs.data(), (int)n, dt, device, stream);
 }
 
+// Stacked experts (scaled_fp4_grouped_quant with expert_offsets): x [t, k], rows of expert e
+// are [offsets[e], offsets[e+1]). CUDA: offsets in device memory, read by the kernel. CPU:
+// host offsets, checked by the Python layer.
+void experts_quant(uintptr_t x, uintptr_t gs, uintptr_t offsets, bool off64, uintptr_t q,
+                   uintptr_t s, int64_t t, int64_t k, int e, int dtype_code, int device_type,
+                   int device, uintptr_t stream) {
+    const fp4::DType dt = dtype_of(dtype_code);
+    if (t <= 0 || k <= 0 || e <= 0) return;
+    if (k % 16) fail("experts quant: K must be a multiple of 16");
+    if (device_type == kCUDA) {
+        need_cuda();
+        fp4::cuda_experts_quant(reinterpret_cast<const void*>(x), reinterpret_cast<const float*>(gs),
+                                reinterpret_cast<const void*>(offsets), off64,
+                                reinterpret_cast<uint8_t*>(q), reinterpret_cast<uint8_t*>(s), t, k, e,
+                                dt, device, stream);
+        return;
+    }
+    const int64_t esize = dt == fp4::DType::F32 ? 4 : 2;
+    std::vector<fp4::QuantDesc> descs;
+    for (int i = 0; i < e; ++i) {
+        const int64_t lo = off64 ? reinterpret_cast<const int64_t*>(offsets)[i]
+                                 : reinterpret_cast<const int32_t*>(offsets)[i];
+        const int64_t hi = off64 ? reinterpret_cast<const int64_t*>(offsets)[i + 1]
+                                 : reinterpret_cast<const int32_t*>(offsets)[i + 1];
+        if (lo < 0 || hi > t || hi < lo) fail("expert_offsets: must rise from 0 to the number of rows");
+        if (hi == lo) continue;
+        descs.push_back(fp4::QuantDesc{(int64_t)x + lo * k * esize, (int64_t)q + lo * (k / 2),
+                                       (int64_t)s + lo * (k / 16), (int64_t)gs + 4 * i, hi - lo, k,
+                                       0, 0});
+    }
+    nb::gil_scoped_release nogil;
+    fp4::cpu_quant(descs.data(), (int)descs.size(), dt);
+}
+
+// ---- list form of the grouped quantize: descriptors built here, not in Python ----------------
+// Reads data_ptr(), shape, dtype, get_device() and is_contiguous() of each tensor of `xs` with
+// one C-API call each (no Python frames), asks `alloc(q_shape, s_shape, zero_scales)` for the two
+// packed output buffers (2-D when all K are equal, else flat), launches, and returns
+// (q_all, s_all, rows, scale_rows).
+// Returns None (the caller takes the general path) when a matrix is not contiguous or not
+// 16-byte aligned. Raises ValueError naming xs[i] for a bad dtype, device or shape.
+PyObject* attr_name(const char* s) {
+    PyObject* o = PyUnicode_InternFromString(s);
+    if (!o) throw nb::python_error();
+    return o;
+}
+
+nb::object grouped_quant_list(nb::handle xs, nb::handle dtype, int dtype_code, int device,
+                              bool swizzle, uintptr_t gs, uintptr_t stream, nb::handle alloc) {
+    static PyObject* s_data_ptr = attr_name("data_ptr");
+    static PyObject* s_shape = attr_name("shape");
+    static PyObject* s_dtype = attr_name("dtype");
+    static PyObject* s_get_device = attr_name("get_device");
+    static PyObject* s_contig = attr_name("is_contiguous");
+    const fp4::DType dt = dtype_of(dtype_code);
+    nb::object seq = nb::steal(PySequence_Fast(xs.ptr(), "xs: expected a sequence of tensors"));
+    if (!seq.is_valid()) throw nb::python_error();
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.ptr());
+    PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
+    std::vector<int64_t> ptr(n), ms(n), ks(n);
+    auto call = [](PyObject* o, PyObject* name) {
+        nb::object r = nb::steal(PyObject_CallMethodObjArgs(o, name, nullptr));
+        if (!r.is_valid()) throw nb::python_error();
+        return r;
+    };
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* x = items[i];
+        const std::string who = "xs[" + std::to_string(i) + "]";
+        nb::object d = nb::steal(PyObject_GetAttr(x, s_dtype));
+        if (!d.is_valid()) {
+            PyErr_Clear();
+            throw nb::type_error((who + ": expected a torch.Tensor").c_str());
+        }
+        if (d.ptr() != dtype.ptr()) fail(who + ": all matrices must share dtype and device");
+        const long dev = PyLong_AsLong(call(x, s_get_device).ptr());
+        if (dev != device) fail(who + ": all matrices must share dtype and device");
+        nb::object shp = nb::steal(PyObject_GetAttr(x, s_shape));
+        if (!shp.is_valid()) throw nb::python_error();
+        if (PyTuple_Check(shp.ptr()) == 0 || PyTuple_GET_SIZE(shp.ptr()) != 2)
+            fail(who + ": expected a 2-D tensor [M, K]");
+        ms[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shp.ptr(), 0));
+        ks[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shp.ptr(), 1));
+        if (ks[i] % 16) fail(who + ": K (last dim) must be a multiple of 16, got " + std::to_string(ks[i]));
+        if (!PyObject_IsTrue(call(x, s_contig).ptr())) return nb::none();
+        ptr[i] = PyLong_AsLongLong(call(x, s_data_ptr).ptr());
+        if ((ptr[i] & 15) && ms[i] && ks[i]) return nb::none();
+    }
+    bool same_k = n > 0;
+    int64_t q_numel = 0, s_rows = 0, s_numel = 0;
+    std::vector<int64_t> srows(n);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        same_k = same_k && ks[i] == ks[0];
+        const int64_t kb = ks[i] / 16;
+        srows[i] = swizzle ? (ms[i] + 127) / 128 * 128 : ms[i];
+        const int64_t scols = swizzle ? (kb + 3) / 4 * 4 : kb;
+        q_numel += ms[i] * ks[i] / 2;
+        s_rows += srows[i];
+        s_numel += srows[i] * scols;
+    }
+    nb::object q_shape, sc_shape;
+    if (same_k) {
+        int64_t rows = 0;
+        for (Py_ssize_t i = 0; i < n; ++i) rows += ms[i];
+        q_shape = nb::make_tuple(rows, ks[0] / 2);
+        sc_shape = nb::make_tuple(s_rows, swizzle ? (ks[0] / 16 + 3) / 4 * 4 : ks[0] / 16);
+    } else {
+        q_shape = nb::make_tuple(q_numel);
+        sc_shape = nb::make_tuple(s_numel);
+    }
+    nb::object bufs = alloc(q_shape, sc_shape, swizzle);
+    nb::object q_all = bufs[0], s_all = bufs[1];
+    const int64_t q_base = PyLong_AsLongLong(call(q_all.ptr(), s_data_ptr).ptr());
+    const int64_t s_base = PyLong_AsLongLong(call(s_all.ptr(), s_data_ptr).ptr());
+    std::vector<fp4::QuantDesc> descs(n);
+    int64_t qo = 0, so = 0, start = 0;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        const int64_t kb = ks[i] / 16;
+        descs[i] = fp4::QuantDesc{ms[i] ? ptr[i] : 0, q_base + qo, s_base + so, (int64_t)gs + 4 * i,
+                                  ms[i], ks[i], start, swizzle ? 1 : 0};
+        qo += ms[i] * ks[i] / 2;
+        so += srows[i] * (swizzle ? (kb + 3) / 4 * 4 : kb);
+        start += ms[i] * kb;
+    }
+    if (n && start) {
+        if (device >= 0) {
+            need_cuda();
+            fp4::cuda_grouped_quant_host(descs.data(), (int)n, dt, device, stream);
+        } else {
+            nb::gil_scoped_release nogil;
+            fp4::cpu_quant(descs.data(), (int)n, dt);
+        }
+    }
+    nb::list rows, sr;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        rows.append(ms[i]);
+        sr.append(srows[i]);
+    }
+    return nb::make_tuple(q_all, s_all, rows, sr);
+}
+
 void dequant_cuda(uintptr_t q, uintptr_t s, uintptr_t gs, uintptr_t out, int64_t m, int64_t k,
                   int dtype_code, int device, uintptr_t stream) {
     need_cuda();
@@ -272,6 +413,144 @@ void mm(const Arr& aq, const Arr& bq, const Arr& as, const Arr& bs, const Arr& a
     }
 }
 
+// ---- fused skinny / grouped GEMM: raw pointers, validated by the Python layer (_gemm.py) ----
+fp4::SkinnyProblem skinny_problem(int a_kind, uintptr_t a, uintptr_t a_scale, uintptr_t b_q,
+                                  uintptr_t b_scale, uintptr_t alpha, bool alpha_per_expert,
+                                  float alpha_value, uintptr_t offsets, bool offsets_int64, uintptr_t out,
+                                  int out_dtype_code, int64_t t, int64_t n, int64_t k, int e,
+                                  int tm, int kw, int split, bool no_omma) {
+    if (a_kind < 0 || a_kind > 2) fail("a_kind must be 0 (NVFP4), 1 (bf16) or 2 (fp16)");
+    if (t < 0 || n < 0 || k < 0 || k % 16 || e < 1) fail("skinny mm: bad shape");
+    if (!(tm == 0 || tm == 8 || tm == 16 || tm == 32 || tm == 64)) fail("tm must be 0, 8, 16, 32 or 64");
+    fp4::SkinnyProblem p;
+    p.a_kind = a_kind;
+    p.a = reinterpret_cast<const void*>(a);
+    p.a_scale = reinterpret_cast<const uint8_t*>(a_scale);
+    p.b_q = reinterpret_cast<const uint8_t*>(b_q);
+    p.b_scale = reinterpret_cast<const uint8_t*>(b_scale);
+    p.alpha = reinterpret_cast<const float*>(alpha);
+    p.alpha_per_expert = alpha_per_expert;
+    p.alpha_value = alpha_value;
+    p.offsets = reinterpret_cast<const void*>(offsets);
+    p.offsets_int64 = offsets_int64;
+    p.out = reinterpret_cast<void*>(out);
+    p.out_dt = dtype_of(out_dtype_code);
+    p.t = t;
+    p.n = n;
+    p.k = k;
+    p.e = e;
+    p.tm = tm;
+    p.kw = kw;
+    p.split = split;
+    p.no_omma = no_omma;
+    return p;
+}
+
+void skinny_mm_cuda(int a_kind, uintptr_t a, uintptr_t a_scale, uintptr_t b_q, uintptr_t b_scale,
+                    uintptr_t alpha, bool alpha_per_expert, float alpha_value, uintptr_t offsets,
+                    bool offsets_int64, uintptr_t out, int out_dtype_code, int64_t t, int64_t n,
+                    int64_t k, int e, int tm, int kw, int split, bool no_omma, int device,
+                    uintptr_t stream) {
+    need_cuda();
+    const fp4::SkinnyProblem p = skinny_problem(a_kind, a, a_scale, b_q, b_scale, alpha,
+                                                alpha_per_expert, alpha_value, offsets,
+                                                offsets_int64, out, out_dtype_code, t, n, k, e, tm,
+                                                kw, split, no_omma);
+    if (t == 0 || n == 0) return;
+    fp4::cuda_skinny_mm(p, device, stream);
+}
+
+// The launch configuration the CUDA path would use: (tm, kw, split, row groups, omma).
+std::tuple<int, int, int, int, bool> skinny_plan_cuda(int a_kind, int64_t t, int64_t n, int64_t k,
+                                                      int e, bool grouped, int tm, int kw,
+                                                      int split, bool no_omma, int device) {
+    need_cuda();
+    fp4::SkinnyProblem p;
+    p.a_kind = a_kind;
+    p.t = t;
+    p.n = n;
+    p.k = k;
+    p.e = e;
+    p.offsets = grouped ? reinterpret_cast<const void*>(uintptr_t(16)) : nullptr;
+    p.tm = tm;
+    p.kw = kw;
+    p.split = split;
+    p.no_omma = no_omma;
+    const fp4::SkinnyPlan pl = fp4::skinny_plan(p, device);
+    return {pl.tm, pl.kw, pl.split, pl.groups, pl.omma};
+}
+
+void skinny_mm_cpu(int a_kind, uintptr_t a, uintptr_t a_scale, uintptr_t b_q, uintptr_t b_scale,
+                   uintptr_t alpha, bool alpha_per_expert, float alpha_value, uintptr_t offsets,
+                   bool offsets_int64, uintptr_t out, int out_dtype_code, int64_t t, int64_t n,
+                   int64_t k, int e) {
+    const fp4::SkinnyProblem p = skinny_problem(a_kind, a, a_scale, b_q, b_scale, alpha,
+                                                alpha_per_expert, alpha_value, offsets,
+                                                offsets_int64, out, out_dtype_code, t, n, k, e, 0,
+                                                0, 0, false);
+    if (t == 0 || n == 0) return;
+    nb::gil_scoped_release nogil;
+    fp4::cpu_skinny_mm(p);
+}
+
+// ---- fused W4A16 GEMM on prepacked weights (cuda_pk.cu): raw pointers, validated by _gemm.py ----
+fp4::PkProblem pk_problem(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uintptr_t alpha,
+                          float alpha_value, uintptr_t out, int out_dtype_code, int64_t t, int64_t n,
+                          int64_t k, int nt, int u, int rt, int split, int un) {
+    if (a_kind != 1 && a_kind != 2) fail("prepacked mm: a_kind must be 1 (bf16) or 2 (fp16)");
+    if (t < 0 || n < 0 || k <= 0 || k % 16 || nt < 0 || u < 0) fail("prepacked mm: bad shape");
+    if (!(rt == 0 || rt == 1 || rt == 2 || rt == 4 || rt == 8)) fail("rt must be 0, 1, 2, 4 or 8");
+    if (split < 0 || split > 8) fail("split must be 0..8");
+    if (un < 0 || un > 2) fail("un must be 0, 1 or 2");
+    fp4::PkProblem p;
+    p.a_kind = a_kind;
+    p.a = reinterpret_cast<const void*>(a);
+    p.lda = lda;
+    p.w = reinterpret_cast<const uint8_t*>(w);
+    p.alpha = reinterpret_cast<const float*>(alpha);
+    p.alpha_value = alpha_value;
+    p.out = reinterpret_cast<void*>(out);
+    p.out_dt = dtype_of(out_dtype_code);
+    p.t = t;
+    p.n = n;
+    p.k = k;
+    p.nt = nt;
+    p.u = u;
+    p.rt = rt;
+    p.split = split;
+    p.un = un;
+    return p;
+}
+
+void pk_mm_cuda(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uintptr_t alpha, float alpha_value,
+                uintptr_t out, int out_dtype_code, int64_t t, int64_t n, int64_t k, int nt, int u, int rt,
+                int split, int un, int device, uintptr_t stream) {
+    need_cuda();
+    const fp4::PkProblem p = pk_problem(a_kind, a, lda, w, alpha, alpha_value, out, out_dtype_code, t, n,
+                                        k, nt, u, rt, split, un);
+    if (t == 0 || n == 0) return;
+    fp4::cuda_pk_mm(p, device, stream);
+}
+
+void pk_dequant_cuda(uintptr_t w, uintptr_t out, int64_t n, int64_t k, int nt, int u, int dtype_code, int device,
+                     uintptr_t stream) {
+    need_cuda();
+    if (n < 0 || k <= 0 || k % 16 || nt < 0 || u < 0) fail("prepacked dequantize: bad shape");
+    fp4::cuda_pk_dequant(reinterpret_cast<const uint8_t*>(w), reinterpret_cast<void*>(out), n, k, nt, u,
+                         dtype_of(dtype_code), device, stream);
+}
+
+// The launch configuration of the prepacked GEMM: (tokens per tile, rt, split, un).
+std::tuple<int, int, int, int> pk_plan_cuda(int a_kind, int64_t t, int64_t n, int64_t k, int rt, int split,
+                                            int un, int device) {
+    need_cuda();
+    const int64_t nt = (n + 15) / 16, u = (k + 127) / 128;
+    const fp4::PkProblem p = pk_problem(a_kind, 0, k, 0, 0, 1.0f, 0, 2, t, n, k, (int)nt, (int)u, rt,
+                                        split, un);
+    const fp4::PkPlan pl = fp4::pk_plan(p, device);
+    return {8 * pl.mt, pl.rt, pl.split, pl.un};
+}
+
 std::vector<std::string> split_archs(const std::string& s) {
     std::vector<std::string> out;
     std::string cur;
@@ -305,11 +584,37 @@ NB_MODULE(_C, m) {
     m.def("grouped_quant_cuda", &grouped_quant_cuda, nb::arg("xs"), nb::arg("ms"), nb::arg("ks"),
           nb::arg("q_base"), nb::arg("s_base"), nb::arg("gs_base"), nb::arg("dtype_code"),
           nb::arg("swizzle"), nb::arg("device"), nb::arg("stream"));
+    m.def("experts_quant", &experts_quant, nb::arg("x"), nb::arg("gs"), nb::arg("offsets"),
+          nb::arg("off64"), nb::arg("q"), nb::arg("s"), nb::arg("t"), nb::arg("k"), nb::arg("e"),
+          nb::arg("dtype_code"), nb::arg("device_type"), nb::arg("device"), nb::arg("stream"));
+    m.def("grouped_quant_list", &grouped_quant_list, nb::arg("xs"), nb::arg("dtype"),
+          nb::arg("dtype_code"), nb::arg("device"), nb::arg("swizzle"), nb::arg("gs"),
+          nb::arg("stream"), nb::arg("alloc"));
     m.def("dequant_cuda", &dequant_cuda, nb::arg("q"), nb::arg("s"), nb::arg("gs"), nb::arg("out"),
           nb::arg("m"), nb::arg("k"), nb::arg("dtype_code"), nb::arg("device"), nb::arg("stream"));
     m.def("dequant_pair_cuda", &dequant_pair_cuda, nb::arg("a_q"), nb::arg("a_s"), nb::arg("b_q"),
           nb::arg("b_s"), nb::arg("out"), nb::arg("m"), nb::arg("n"), nb::arg("k"),
           nb::arg("dtype_code"), nb::arg("device"), nb::arg("stream"));
+    m.def("skinny_mm_cuda", &skinny_mm_cuda, nb::arg("a_kind"), nb::arg("a"), nb::arg("a_scale"),
+          nb::arg("b_q"), nb::arg("b_scale"), nb::arg("alpha"), nb::arg("alpha_per_expert"),
+          nb::arg("alpha_value"), nb::arg("offsets"), nb::arg("offsets_int64"), nb::arg("out"), nb::arg("out_dtype_code"),
+          nb::arg("t"), nb::arg("n"), nb::arg("k"), nb::arg("e"), nb::arg("tm"), nb::arg("kw"),
+          nb::arg("split"), nb::arg("no_omma"), nb::arg("device"), nb::arg("stream"));
+    m.def("skinny_plan_cuda", &skinny_plan_cuda, nb::arg("a_kind"), nb::arg("t"), nb::arg("n"),
+          nb::arg("k"), nb::arg("e"), nb::arg("grouped"), nb::arg("tm"), nb::arg("kw"),
+          nb::arg("split"), nb::arg("no_omma"), nb::arg("device"));
+    m.def("skinny_mm_cpu", &skinny_mm_cpu, nb::arg("a_kind"), nb::arg("a"), nb::arg("a_scale"),
+          nb::arg("b_q"), nb::arg("b_scale"), nb::arg("alpha"), nb::arg("alpha_per_expert"),
+          nb::arg("alpha_value"), nb::arg("offsets"), nb::arg("offsets_int64"), nb::arg("out"), nb::arg("out_dtype_code"),
+          nb::arg("t"), nb::arg("n"), nb::arg("k"), nb::arg("e"));
+    m.def("pk_mm_cuda", &pk_mm_cuda, nb::arg("a_kind"), nb::arg("a"), nb::arg("lda"), nb::arg("w"),
+          nb::arg("alpha"), nb::arg("alpha_value"), nb::arg("out"), nb::arg("out_dtype_code"), nb::arg("t"),
+          nb::arg("n"), nb::arg("k"), nb::arg("nt"), nb::arg("u"), nb::arg("rt"), nb::arg("split"),
+          nb::arg("un"), nb::arg("device"), nb::arg("stream"));
+    m.def("pk_dequant_cuda", &pk_dequant_cuda, nb::arg("w"), nb::arg("out"), nb::arg("n"), nb::arg("k"),
+          nb::arg("nt"), nb::arg("u"), nb::arg("dtype_code"), nb::arg("device"), nb::arg("stream"));
+    m.def("pk_plan_cuda", &pk_plan_cuda, nb::arg("a_kind"), nb::arg("t"), nb::arg("n"), nb::arg("k"),
+          nb::arg("rt"), nb::arg("split"), nb::arg("un"), nb::arg("device"));
     m.def("cublas_load", &fp4::cublas_load, nb::arg("lib"));
     m.def("cublas_gemm", &cublas_gemm, nb::arg("handle"), nb::arg("m"), nb::arg("n"), nb::arg("k"),
           nb::arg("a"), nb::arg("b"), nb::arg("ab_dtype_code"), nb::arg("out"),

@@ -123,4 +123,62 @@ void cpu_mm(const uint8_t* aq, const uint8_t* bq, const uint8_t* as, const uint8
     });
 }
 
+// Fused-GEMM problem (see fp4_api.h) on the CPU: out[m, n] = alpha_e * sum_k A[m,k] * B_e[n,k]
+// with A either NVFP4 (e2m1 * e4m3, exact in fp32) or bf16 / fp16 values, B_e = e2m1 * e4m3;
+// every product is exact in fp32 and the sum runs in increasing k in fp32.
+void cpu_skinny_mm(const SkinnyProblem& p) {
+    const int64_t K = p.k, N = p.n, T = p.t, kb_n = K / 16;
+    const bool grouped = p.offsets != nullptr;
+    const int E = grouped ? p.e : 1;
+    auto offset = [&](int i) -> int64_t {
+        if (!grouped) return i == 0 ? 0 : T;
+        const int64_t v = p.offsets_int64 ? static_cast<const int64_t*>(p.offsets)[i]
+                                          : (int64_t) static_cast<const int32_t*>(p.offsets)[i];
+        return std::min<int64_t>(std::max<int64_t>(v, 0), T);
+    };
+    // activations as fp32, row by row
+    std::vector<float> a((size_t)(T * K));
+    parallel_rows(T, K, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+            for (int64_t c = 0; c < K; ++c) {
+                const int64_t e = r * K + c;
+                float v;
+                if (p.a_kind == 0) {
+                    const uint8_t* q = static_cast<const uint8_t*>(p.a);
+                    const uint32_t code = (q[e >> 1] >> ((e & 1) * 4)) & 0xFu;
+                    v = e2m1_to_float(code) * e4m3_to_float(p.a_scale[r * kb_n + c / 16]);
+                } else {
+                    v = load_elem(p.a, e, p.a_kind == 1 ? DType::BF16 : DType::F16);
+                }
+                a[(size_t)e] = v;
+            }
+    });
+    for (int ex = 0; ex < E; ++ex) {
+        const int64_t lo = offset(ex), hi = std::max(lo, offset(ex + 1));
+        if (hi <= lo) continue;
+        const uint8_t* bq = p.b_q + (int64_t)ex * N * (K / 2);
+        const uint8_t* bs = p.b_scale + (int64_t)ex * N * kb_n;
+        const float alpha = p.alpha ? p.alpha[grouped && p.alpha_per_expert ? ex : 0] : p.alpha_value;
+        std::vector<float> b((size_t)(N * K));
+        parallel_rows(N, K, [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r)
+                for (int64_t c = 0; c < K; ++c) {
+                    const int64_t e = r * K + c;
+                    const uint32_t code = (bq[e >> 1] >> ((e & 1) * 4)) & 0xFu;
+                    b[(size_t)e] = e2m1_to_float(code) * e4m3_to_float(bs[r * kb_n + c / 16]);
+                }
+        });
+        parallel_rows(hi - lo, N * K, [&](int64_t r0, int64_t r1) {
+            for (int64_t i = lo + r0; i < lo + r1; ++i)
+                for (int64_t j = 0; j < N; ++j) {
+                    const float* ar = a.data() + i * K;
+                    const float* br = b.data() + j * K;
+                    float acc = 0.0f;
+                    for (int64_t c = 0; c < K; ++c) acc += ar[c] * br[c];
+                    store_elem(p.out, i * N + j, mul_rn(acc, alpha), p.out_dt);
+                }
+        });
+    }
+}
+
 }  // namespace fp4

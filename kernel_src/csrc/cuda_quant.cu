@@ -143,7 +143,7 @@ __device__ __forceinline__ uint32_t encode8(const float* v, float rs, const Raw<
 }
 
 // Quantize one block: packed codes and the scale byte. tab[b] = rs for scale byte b.
-template <DType DT>
+template <DType DT, bool kTable = true>
 __device__ __forceinline__ uint2 quant_block(const Raw<DT>& r, float gs, const float* tab,
                                              uint32_t& sb_out) {
     float v[16];
@@ -171,7 +171,7 @@ __device__ __forceinline__ uint2 quant_block(const Raw<DT>& r, float gs, const f
     const float s = mul_rn(gs, fast::div6(amax));
     const uint32_t sb = is_nan(s) ? 0x7Fu : e4m3_satfinite(s);
     sb_out = sb;
-    const float rs = tab[sb];
+    const float rs = kTable ? tab[sb] : fast::rs_for_scale(sb, gs);  // same value either way
     uint2 packed = make_uint2(0u, 0u);
     if (rs != 0.0f) {
         if (rs <= kFltMax) {
@@ -260,6 +260,85 @@ __global__ void __launch_bounds__(kThreads)
                 off = swizzled_offset(b / kb_n, b % kb_n, (kb_n + 3) / 4 * 4);
             }
             sc[off] = (uint8_t)sb;
+        }
+    }
+}
+
+// ---- stacked experts: one [T, K] matrix, rows offsets[e]..offsets[e+1] use gs[e] ----------
+// The expert offsets live in device memory (no host synchronization). A chunk of blocks that
+// lies in one expert uses the per-CTA rs table like quant_kernel; a chunk that straddles an
+// expert boundary computes rs = gs / scale per block (the same value, by division).
+struct ExpertsArgs {
+    const void* x;
+    uint8_t* q;
+    uint8_t* s;
+    const float* gs;
+    const void* offsets;
+    int off64;
+    int E;
+    int64_t T, kb;  // rows, 16-element blocks per row
+    int nchunks;
+};
+
+__device__ __forceinline__ int64_t expert_off(const ExpertsArgs& A, int i) {
+    return A.off64 ? __ldg(reinterpret_cast<const long long*>(A.offsets) + i)
+                   : (int64_t)__ldg(reinterpret_cast<const int*>(A.offsets) + i);
+}
+// Largest e in [0, E) with offsets[e] <= row.
+__device__ __forceinline__ int expert_of(const ExpertsArgs& A, int64_t row) {
+    int lo = 0, hi = A.E - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (expert_off(A, mid) <= row) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+template <DType DT, int U>
+__global__ void __launch_bounds__(kThreads) experts_quant_kernel(const __grid_constant__ ExpertsArgs A) {
+    constexpr int64_t kChunk = (int64_t)U * kThreads;
+    __shared__ float tab[256];
+    const int tid = threadIdx.x;
+    const int c_begin = (int)((int64_t)blockIdx.x * A.nchunks / gridDim.x);
+    const int c_end = (int)((int64_t)(blockIdx.x + 1) * A.nchunks / gridDim.x);
+    const int64_t blocks = A.T * A.kb;
+    int cur = -1;
+    float gs = 0.0f;
+    for (int c = c_begin; c < c_end; ++c) {
+        const int64_t b0 = (int64_t)c * kChunk;
+        Raw<DT> raw[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+            if (b0 + tid + u * kThreads < blocks) load_raw<DT>(raw[u], A.x, b0 + tid + u * kThreads);
+        const int e0 = expert_of(A, b0 / A.kb);
+        const int e1 = expert_of(A, (min(blocks, b0 + kChunk) - 1) / A.kb);
+        uint2* q = reinterpret_cast<uint2*>(A.q);
+        if (e0 == e1) {  // uniform branch
+            if (e0 != cur) {
+                __syncthreads();
+                gs = __ldg(A.gs + e0);
+                tab[tid] = fast::rs_for_scale((uint32_t)tid, gs);
+                __syncthreads();
+                cur = e0;
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int64_t b = b0 + tid + u * kThreads;
+                if (b >= blocks) break;
+                uint32_t sb;
+                __stcs(q + b, quant_block<DT>(raw[u], gs, tab, sb));
+                A.s[b] = (uint8_t)sb;
+            }
+        } else {
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int64_t b = b0 + tid + u * kThreads;
+                if (b >= blocks) break;
+                const float g = __ldg(A.gs + expert_of(A, b / A.kb));
+                uint32_t sb;
+                __stcs(q + b, quant_block<DT, false>(raw[u], g, tab, sb));
+                A.s[b] = (uint8_t)sb;
+            }
         }
     }
 }
@@ -471,6 +550,30 @@ void cuda_grouped_quant_host(const QuantDesc* descs, int n, DType dt, int device
         launch_quant<kMaxGroup>(a, dt, device, st);
         launch_check("scaled_fp4_grouped_quant kernel", device);
     }
+}
+
+void cuda_experts_quant(const void* x, const float* gs, const void* offsets, bool off64, uint8_t* q,
+                        uint8_t* s, int64_t t, int64_t k, int e, DType dt, int device,
+                        uintptr_t stream) {
+    DeviceGuard guard(device);
+    if (t <= 0 || k <= 0 || e <= 0) return;
+    ExpertsArgs a{x, q, s, gs, offsets, off64 ? 1 : 0, e, t, k / 16, 0};
+    constexpr int64_t kChunk = (int64_t)kQuantU * kThreads;
+    const int64_t chunks = (t * (k / 16) + kChunk - 1) / kChunk;
+    if (chunks > 0x7FFFFFFF) throw std::runtime_error("fp4_kernels: tensor too large");
+    a.nchunks = (int)chunks;
+    auto st = reinterpret_cast<cudaStream_t>(stream);
+    auto run = [&](auto kern) {
+        const int64_t grid = std::min<int64_t>(
+            chunks, (int64_t)sm_count(device) * ctas_per_sm(reinterpret_cast<const void*>(kern), device));
+        kern<<<(unsigned)grid, kThreads, 0, st>>>(a);
+    };
+    switch (dt) {
+        case DType::F32: run(experts_quant_kernel<DType::F32, kQuantU>); break;
+        case DType::F16: run(experts_quant_kernel<DType::F16, kQuantU>); break;
+        case DType::BF16: run(experts_quant_kernel<DType::BF16, kQuantU>); break;
+    }
+    launch_check("scaled_fp4_grouped_quant (expert offsets) kernel", device);
 }
 
 void cuda_dequant(const uint8_t* q, const uint8_t* s, const float* gs, void* out, int64_t m,

@@ -13,10 +13,17 @@ bool cuda_compiled() { return false; }
 int cuda_device_count() { return 0; }
 void cuda_quant(const QuantDesc&, DType, int, uintptr_t) { no_cuda(); }
 void cuda_grouped_quant_host(const QuantDesc*, int, DType, int, uintptr_t) { no_cuda(); }
+void cuda_experts_quant(const void*, const float*, const void*, bool, uint8_t*, uint8_t*, int64_t,
+                        int64_t, int, DType, int, uintptr_t) { no_cuda(); }
 void cuda_dequant(const uint8_t*, const uint8_t*, const float*, void*, int64_t, int64_t, DType,
                   int, uintptr_t) { no_cuda(); }
 void cuda_dequant_pair(const uint8_t*, const uint8_t*, const uint8_t*, const uint8_t*, void*,
                        int64_t, int64_t, int64_t, DType, int, uintptr_t) { no_cuda(); }
 void cuda_mm(const uint8_t*, const uint8_t*, const uint8_t*, const uint8_t*, const float*, void*,
              int64_t, int64_t, int64_t, DType, int, uintptr_t) { no_cuda(); }
+SkinnyPlan skinny_plan(const SkinnyProblem&, int) { no_cuda(); }
+void cuda_skinny_mm(const SkinnyProblem&, int, uintptr_t) { no_cuda(); }
+PkPlan pk_plan(const PkProblem&, int) { no_cuda(); }
+void cuda_pk_mm(const PkProblem&, int, uintptr_t) { no_cuda(); }
+void cuda_pk_dequant(const uint8_t*, void*, int64_t, int64_t, int, int, DType, int, uintptr_t) { no_cuda(); }
 }  // namespace fp4

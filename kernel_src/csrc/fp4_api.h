@@ -37,6 +37,11 @@ void cuda_quant(const QuantDesc& d, DType dt, int device, uintptr_t stream);
 // kernel launch per 256 matrices, the descriptors travel as kernel parameters.
 void cuda_grouped_quant_host(const QuantDesc* descs, int n, DType dt, int device,
                              uintptr_t stream);
+// Stacked experts: x [t, k] of dt, rows [offsets[e], offsets[e+1]) quantized with gs[e]
+// (offsets: DEVICE int32 / int64 [e+1], covering [0, t]); q [t, k/2], s [t, k/16] unswizzled.
+void cuda_experts_quant(const void* x, const float* gs, const void* offsets, bool off64, uint8_t* q,
+                        uint8_t* s, int64_t t, int64_t k, int e, DType dt, int device,
+                        uintptr_t stream);
 // gs may be null: global scale 1.
 void cuda_dequant(const uint8_t* q, const uint8_t* s, const float* gs, void* out, int64_t m,
                   int64_t k, DType out_dt, int device, uintptr_t stream);
@@ -48,6 +53,71 @@ void cuda_dequant_pair(const uint8_t* aq, const uint8_t* as, const uint8_t* bq,
 void cuda_mm(const uint8_t* aq, const uint8_t* bq, const uint8_t* as, const uint8_t* bs,
              const float* alpha, void* out, int64_t m, int64_t n, int64_t k, DType out_dt,
              int device, uintptr_t stream);
+
+// ---- fused skinny / grouped GEMM (cuda_skinny.cu) ----
+// out[m, n] (row-major [T, N], out_dt) = alpha[e] * sum_k A[m, k] * B_e[n, k], with B_e the
+// NVFP4 weights of expert e ([N, K/2] codes + [N, K/16] E4M3 scales, experts back to back) and
+// A either NVFP4 (a_kind 0: [T, K/2] codes + [T, K/16] scales) or bf16 / fp16 (a_kind 1 / 2:
+// [T, K]). Non-grouped (offsets == null): E = 1, rows m = 0..T-1. Grouped: rows
+// [offsets[e], offsets[e+1]) of A and out belong to expert e (offsets: DEVICE int32 / int64
+// [E+1], clamped to [0, T]). K must be a positive multiple of 128; pointers 16-byte aligned.
+struct SkinnyProblem {
+    int a_kind = 0;
+    const void* a = nullptr;
+    const uint8_t* a_scale = nullptr;
+    const uint8_t* b_q = nullptr;
+    const uint8_t* b_scale = nullptr;
+    const float* alpha = nullptr;  // device memory (host for the CPU path); null: alpha_value
+    bool alpha_per_expert = false;
+    float alpha_value = 1.0f;
+    const void* offsets = nullptr;
+    bool offsets_int64 = false;
+    void* out = nullptr;
+    DType out_dt = DType::BF16;
+    int64_t t = 0, n = 0, k = 0;
+    int e = 1;
+    int tm = 0, kw = 0, split = 0;  // 0: chosen by shape (tuning knobs for the benchmark)
+    bool no_omma = false;           // SM120: use the decode + HMMA kernel instead of OMMA
+};
+struct SkinnyPlan {
+    int tm = 8, kw = 1, split = 1, groups = 1, ns = 4;
+    int64_t tblocks = 1, slots = 1;
+    bool omma = false;
+};
+SkinnyPlan skinny_plan(const SkinnyProblem& p, int device);
+void cuda_skinny_mm(const SkinnyProblem& p, int device, uintptr_t stream);
+
+// ---- fused W4A16 GEMM on prepacked weights (cuda_pk.cu, layout in pk_layout.h) ----
+// out[m, n] (row-major [T, N], out_dt) = alpha * sum_k a[m, k] * B[n, k], a bf16 / fp16
+// (a_kind 1 / 2) [T, K] with row stride lda elements, B the NVFP4 weight prepacked into
+// units of 16 rows x 128 k (nt row tiles, u units per row tile, u * 128 >= k). Pointers 16-byte
+// aligned; lda a multiple of 8.
+struct PkProblem {
+    int a_kind = 1;
+    const void* a = nullptr;
+    int64_t lda = 0;
+    const uint8_t* w = nullptr;
+    const float* alpha = nullptr;  // device memory; null: alpha_value
+    float alpha_value = 1.0f;
+    void* out = nullptr;
+    DType out_dt = DType::BF16;
+    int64_t t = 0, n = 0, k = 0;
+    int nt = 0, u = 0;
+    int rt = 0, split = 0, un = 0;  // 0: chosen by shape (tuning knobs for the benchmark)
+};
+struct PkPlan {
+    int mt = 1, rt = 1, split = 1, un = 1;
+};
+PkPlan pk_plan(const PkProblem& p, int device);
+void cuda_pk_mm(const PkProblem& p, int device, uintptr_t stream);
+// Prepacked weight (nt x u units) -> dense [n, k] bf16 / fp16 values e2m1 * scale (exact).
+void cuda_pk_dequant(const uint8_t* w, void* out, int64_t n, int64_t k, int nt, int u, DType out_dt,
+                     int device, uintptr_t stream);
+
+// ---- CPU versions of the W4A16 and grouped GEMMs (cpu_kernels.cpp) ----
+// The same problem with HOST pointers (offsets a host array, alpha host floats). Products are
+// exact in fp32 and summed in increasing k in fp32, then alpha * sum is rounded once.
+void cpu_skinny_mm(const SkinnyProblem& p);
 
 // ---- cuBLAS through the library torch already loaded (cublas_gemm.cpp) ----
 // Loads cublasGemmEx & co. from `lib` (a path; dlopen). Returns "" on success, else why not.

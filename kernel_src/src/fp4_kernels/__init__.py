@@ -8,6 +8,9 @@ caller (commonly ``448 * 6 / amax(|x|)``). The exact arithmetic is documented in
 
 Public API:
     scaled_fp4_quant, scaled_fp4_grouped_quant, dequantize_fp4, scaled_fp4_mm,
+    scaled_fp4_w4a16_mm (bf16 / fp16 activations, NVFP4 weights), scaled_fp4_grouped_mm and
+    scaled_fp4_w4a16_grouped_mm (MoE: one launch for all experts), prepack_fp4_weight /
+    PackedFP4Weight (weights reordered once for the fused skinny kernel),
     reference (module), build_info(), selfcheck().
 
 torch is imported lazily (the compiled extension does not link against it), so importing
@@ -19,12 +22,18 @@ from ._ext import load as _load
 
 _C = _load()
 
+from ._gemm import (  # noqa: E402
+    scaled_fp4_grouped_mm,
+    scaled_fp4_mm,
+    scaled_fp4_w4a16_grouped_mm,
+    scaled_fp4_w4a16_mm,
+)
 from ._ops import (  # noqa: E402
     dequantize_fp4,
     scaled_fp4_grouped_quant,
-    scaled_fp4_mm,
     scaled_fp4_quant,
 )
+from ._prepack import PackedFP4Weight, prepack_fp4_weight  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = [
@@ -32,6 +41,11 @@ __all__ = [
     "scaled_fp4_grouped_quant",
     "dequantize_fp4",
     "scaled_fp4_mm",
+    "scaled_fp4_w4a16_mm",
+    "scaled_fp4_grouped_mm",
+    "scaled_fp4_w4a16_grouped_mm",
+    "prepack_fp4_weight",
+    "PackedFP4Weight",
     "reference",
     "build_info",
     "selfcheck",

@@ -7,6 +7,7 @@ GEMM whose accuracy bound is stated in :func:`scaled_fp4_mm`.
 from __future__ import annotations
 
 from ._ext import load as _load
+from ._gemm_fast import fast_experts_quant
 
 _C = _load()
 
@@ -168,37 +169,139 @@ def scaled_fp4_quant(x, global_scale, *, swizzle=False):
     return q, s.view(torch.float8_e4m3fn)
 
 
-def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle=False):
+def _gs_vector(torch, global_scales, device, n):
+    """E float32 global scales on ``device`` (a [E] tensor is used in place when it already is)."""
+    if isinstance(global_scales, torch.Tensor):
+        g = global_scales
+        if not (g.dtype is torch.float32 and g.dim() == 1 and g.is_contiguous() and g.device == device):
+            g = g.detach().reshape(-1).to(device=device, dtype=torch.float32).contiguous()
+    else:
+        g = torch.cat([_scalar(torch, v, device, "global_scales[%d]" % i)
+                       for i, v in enumerate(global_scales)]) if len(global_scales) else None
+    if g is None or g.numel() != n:
+        raise ValueError("global_scales: expected %d scales" % n)
+    return g
+
+
+def _experts_quant(torch, x, global_scales, expert_offsets, swizzle):
+    """Stacked form: x [T, K], rows offsets[e]:offsets[e+1] with global_scales[e]."""
+    if swizzle:
+        raise ValueError("swizzle=True is not supported with expert_offsets (pad each expert "
+                         "to 128 rows and use the list form)")
+    if not isinstance(x, torch.Tensor):
+        raise TypeError("xs: with expert_offsets, expected one [T, K] tensor, got %s" % type(x).__name__)
+    if x.dim() != 2 or x.shape[1] % _BLOCK or x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        _check_x(torch, x, "xs")
+    if not x.is_contiguous() or x.data_ptr() & 15:
+        x = _prep(torch, x, "xs")
+    off = expert_offsets
+    if not isinstance(off, torch.Tensor) or off.dtype not in (torch.int32, torch.int64) or off.dim() != 1:
+        raise TypeError("expert_offsets: expected a 1-D int32 or int64 tensor [E + 1]")
+    dev = x.device
+    cuda = dev.type == "cuda"
+    if off.get_device() != x.get_device():
+        raise ValueError("expert_offsets: must be on xs's device (%s), got %s" % (dev, off.device))
+    if not off.is_contiguous():
+        off = off.contiguous()
+    e = off.numel() - 1
+    if e < 1:
+        raise ValueError("expert_offsets: expected E + 1 >= 2 values")
+    t, k = x.shape
+    if not cuda:
+        v = off.tolist()
+        if v[0] != 0 or v[-1] != t or any(b < a for a, b in zip(v, v[1:])):
+            raise ValueError("expert_offsets: must rise from 0 to the number of rows (%d)" % t)
+    gs = _gs_vector(torch, global_scales, dev, e)
+    q = torch.empty((t, k // 2), dtype=torch.uint8, device=dev)
+    s = torch.empty((t, k // _BLOCK), dtype=torch.float8_e4m3fn, device=dev)
+    _C.experts_quant(x.data_ptr(), gs.data_ptr(), off.data_ptr(), off.dtype == torch.int64,
+                     q.data_ptr(), s.data_ptr(), t, k, e, _dtype_code(torch, x.dtype, "xs"),
+                     2 if cuda else 1, dev.index if cuda else -1, _stream(torch, dev))
+    return q, s
+
+
+def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle=False, expert_offsets=None, packed=False):
     """Quantize a list of (expert) matrices with ONE kernel launch (MoE).
 
     Args:
         xs: sequence of E tensors ``[M_i, K_i]``, all the same dtype (float16 / bfloat16 /
-            float32) and device; each K_i a multiple of 16; M_i may be 0.
+            float32) and device; each K_i a multiple of 16; M_i may be 0. With
+            ``expert_offsets``: ONE tensor ``[T, K]`` holding all experts' rows, sorted by
+            expert.
         global_scales: E global scales: a 1-D tensor ``[E]`` or a sequence of floats /
             one-element tensors.
-        swizzle: per-matrix swizzled scales, as in :func:`scaled_fp4_quant`.
+        swizzle: per-matrix swizzled scales, as in :func:`scaled_fp4_quant` (list form only).
+        expert_offsets: int32 / int64 tensor ``[E + 1]`` on xs's device: rows
+            ``offsets[e]:offsets[e+1]`` of xs belong to expert e and use ``global_scales[e]``.
+            Must rise from 0 to T (checked on CPU; on CUDA the kernel reads them from device
+            memory, unchecked, so the call never synchronizes).
+        packed: list form only: return the two packed buffers instead of per-matrix views.
 
     Returns:
-        ``(qs, scales)``: two lists of E tensors, equal to ``scaled_fp4_quant(xs[i],
-        global_scales[i], swizzle=swizzle)``. Packed form: all ``qs`` are views into one
-        uint8 buffer and all ``scales`` into one float8_e4m3fn buffer, matrix after matrix
-        in order (when all K_i are equal the buffers are ``[sum M_i, K/2]`` and
-        ``[sum rows_i, K/16 or Kp]``, and ``qs`` / ``scales`` are ``torch.split`` of them).
+        List form: ``(qs, scales)``, two lists of E tensors equal to ``scaled_fp4_quant(xs[i],
+        global_scales[i], swizzle=swizzle)``, views into one uint8 buffer and one
+        float8_e4m3fn buffer, matrix after matrix (when all K_i are equal the buffers are
+        ``[sum M_i, K/2]`` and ``[sum rows_i, K/16 or Kp]``); with ``packed=True`` those two
+        buffers. With ``expert_offsets``: ``(q [T, K/2], scale [T, K/16])``, row i quantized
+        with its expert's global scale -- the operands of :func:`scaled_fp4_grouped_mm`.
+
+    Host cost: the stacked form is O(1) per call (no per-expert Python work); the list form
+    reads each tensor's pointer, shape, dtype and device in C++ (bindings.cpp); returning E
+    views per output costs about a microsecond each (``packed=True`` avoids it).
 
     Raises:
         TypeError / ValueError: as :func:`scaled_fp4_quant`, and when dtypes or devices of
         the matrices differ or the number of scales is not E.
     """
+    if expert_offsets is not None:
+        if not swizzle:
+            r = fast_experts_quant(xs, global_scales, expert_offsets)
+            if r is not None:
+                return r
+        return _experts_quant(_torch(), xs, global_scales, expert_offsets, swizzle)
     torch = _torch()
     xs = list(xs)
     if not xs:
         return [], []
-    # one pass over the matrices: validation and everything the launch needs (this loop and
-    # the views returned below are most of the host time of a call: keep them lean)
     x0 = xs[0]
     _check_x(torch, x0, "xs[0]")
     device, dtype = x0.device, x0.dtype
     _check_device(x0, "xs[0]")
+    gs = _gs_vector(torch, global_scales, device, len(xs))
+    cuda = device.type == "cuda"
+    zeros = torch.zeros
+
+    def alloc(q_shape, s_shape, zero_scales):
+        return (torch.empty(q_shape, dtype=torch.uint8, device=device),
+                (zeros if zero_scales else torch.empty)(s_shape, dtype=torch.uint8, device=device))
+
+    r = _C.grouped_quant_list(xs, dtype, _dtype_code(torch, dtype, "xs"),
+                              device.index if cuda else -1, bool(swizzle), gs.data_ptr(),
+                              _stream(torch, device), alloc)
+    if r is not None:
+        q_all, s_all, ms, srows = r
+        s_all = s_all.view(torch.float8_e4m3fn)
+        if packed:
+            return q_all, s_all
+        if q_all.dim() == 2:  # split_with_sizes: half the host time of Tensor.split(list)
+            return (list(torch.split_with_sizes(q_all, ms)),
+                    list(torch.split_with_sizes(s_all, srows)))
+        qs, ss, qo, so = [], [], 0, 0
+        for x, m, rr in zip(xs, ms, srows):
+            kk = x.shape[1]
+            c = (kk // _BLOCK + 3) // 4 * 4 if swizzle else kk // _BLOCK
+            qs.append(q_all[qo:qo + m * kk // 2].view(m, kk // 2))
+            ss.append(s_all[so:so + rr * c].view(rr, c))
+            qo += m * kk // 2
+            so += rr * c
+        return qs, ss
+    return _grouped_quant_general(torch, xs, gs, swizzle, packed)
+
+
+def _grouped_quant_general(torch, xs, gs, swizzle, packed):
+    """List form when some matrix is not contiguous or not 16-byte aligned (copies those)."""
+    x0 = xs[0]
+    device, dtype = x0.device, x0.dtype
     ms, ks, ptrs = [], [], []
     for i, x in enumerate(xs):
         if not isinstance(x, torch.Tensor) or x.dtype is not dtype or x.device != device:
@@ -216,13 +319,6 @@ def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle=False):
         ks.append(shp[1])
         ptrs.append(p)
     n = len(xs)
-    if isinstance(global_scales, torch.Tensor):
-        gs = global_scales.detach().reshape(-1).to(device=device, dtype=torch.float32).contiguous()
-    else:
-        gs = torch.cat([_scalar(torch, g, device, "global_scales[%d]" % i)
-                        for i, g in enumerate(global_scales)]) if len(global_scales) else None
-    if gs is None or gs.numel() != n:
-        raise ValueError("global_scales: expected %d scales" % n)
     same_k = ks.count(ks[0]) == n
     if swizzle:
         srows = [_round_up(m, 128) for m in ms]
@@ -257,7 +353,9 @@ def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle=False):
         table = torch.tensor(rows, dtype=torch.int64)
         _C.grouped_quant(_dl(table), n, start, code, 1, 0, 0)
     s_all = s_all.view(torch.float8_e4m3fn)
-    if same_k:  # split_with_sizes: half the host time of Tensor.split(list)
+    if packed:
+        return q_all, s_all
+    if same_k:
         return (list(torch.split_with_sizes(q_all, ms)),
                 list(torch.split_with_sizes(s_all, srows)))
     qs, ss, qo, so = [], [], 0, 0
@@ -311,164 +409,4 @@ def dequantize_fp4(q, scale, global_scale, dtype=None):
                         _stream(torch, q.device))
     else:
         _C.dequant(_dl(q), _dl(scale), _dl(gs), _dl(out), 0)
-    return out
-
-
-_cublas_lib = None   # None: not looked up yet; "": unavailable (see _cublas_why)
-_cublas_why = ""
-_zeros = {}
-
-
-def _cublas(torch):
-    """Path of the cuBLAS library torch loaded, once its entry points are resolved in _C;
-    "" when unavailable (non-Linux, not found, FP4_KERNELS_NO_CUBLAS=1)."""
-    global _cublas_lib, _cublas_why
-    if _cublas_lib is None:
-        import os
-
-        _cublas_lib = ""
-        if os.environ.get("FP4_KERNELS_NO_CUBLAS", "") not in ("", "0"):
-            _cublas_why = "disabled by FP4_KERNELS_NO_CUBLAS"
-            return _cublas_lib
-        try:
-            torch.cuda.current_blas_handle()  # loads cuBLAS and creates this thread's handle
-            path = ""
-            with open("/proc/self/maps") as f:
-                for line in f:
-                    p = line.rsplit(None, 1)[-1]
-                    b = os.path.basename(p)
-                    if b.startswith("libcublas.so"):
-                        path = p
-                        break
-            if not path:
-                _cublas_why = "libcublas.so not mapped in this process"
-            else:
-                err = _C.cublas_load(path)
-                if err:
-                    _cublas_why = err
-                else:
-                    _cublas_lib = path
-        except Exception as e:  # noqa: BLE001 - any failure means: use the fallback
-            _cublas_why = "%s: %s" % (type(e).__name__, e)
-    return _cublas_lib
-
-
-def _zero(torch, device):
-    z = _zeros.get(device)
-    if z is None:
-        z = _zeros[device] = torch.zeros(1, dtype=torch.float32, device=device)
-    return z
-
-
-def _mm_cuda_cublas(torch, a_q, b_q, a_scale, b_scale, al, out_dtype, m, n, k, dev):
-    """Dequantize A and B (global scale 1, exact in bf16 / fp16) in one launch, then one
-    cuBLAS GEMM (fp32 accumulation) whose epilogue applies the device-resident alpha."""
-    ab = torch.float16 if out_dtype == torch.float16 else torch.bfloat16
-    ab_code = _dtype_code(torch, ab, "ab")
-    buf = torch.empty((m + n, k), dtype=ab, device=dev)
-    _C.dequant_pair_cuda(a_q.data_ptr(), a_scale.data_ptr(), b_q.data_ptr(), b_scale.data_ptr(),
-                         buf.data_ptr(), m, n, k, ab_code, dev.index, _stream(torch, dev))
-    if _cublas(torch):
-        out = torch.empty((m, n), dtype=out_dtype, device=dev)
-        _C.cublas_gemm(torch.cuda.current_blas_handle(), m, n, k, buf.data_ptr(),
-                       buf.data_ptr() + m * k * buf.element_size(), ab_code, out.data_ptr(),
-                       _dtype_code(torch, out_dtype, "out_dtype"), al.data_ptr(),
-                       _zero(torch, dev).data_ptr())
-        return out
-    # fallback: fp32 product, then alpha and the rounding to out_dtype in one pass
-    a16, b16 = buf[:m], buf[m:]
-    try:
-        c = torch.mm(a16, b16.t(), out_dtype=torch.float32)
-    except TypeError:  # torch < 2.8: fp32 GEMM on the (exactly representable) values
-        c = torch.mm(a16.float(), b16.float().t())
-    if out_dtype == torch.float32:
-        return c.mul_(al)
-    out = torch.empty((m, n), dtype=out_dtype, device=dev)
-    return torch.mul(c, al, out=out)
-
-
-# Shapes where the fused mma.sync kernel beats dequantize + cuBLAS (measured on an H200,
-# bench/NOTES.md): it reads 0.56 bytes per operand element instead of writing and reading
-# 2 bytes more, which pays when the GEMM itself is memory-bound (few rows on one side).
-MMA_MAX_ROWS = 0
-
-
-def _pick_impl(m, n, k):
-    return "mma" if min(m, n) <= MMA_MAX_ROWS else "cublas"
-
-
-def scaled_fp4_mm(a_q, b_q, a_scale, b_scale, alpha, out_dtype=None, *, impl=None):
-    """NVFP4 GEMM: ``out[M, N] = alpha * A @ B^T``.
-
-    Args:
-        a_q: uint8 ``[M, K/2]``; b_q: uint8 ``[N, K/2]`` (both quantized along K).
-        a_scale: float8_e4m3fn ``[M, K/16]``; b_scale: ``[N, K/16]`` (unswizzled).
-        alpha: ``1 / (gs_a * gs_b)`` (tensor or float).
-        out_dtype: bfloat16 (default), float16 or float32.
-        impl: CUDA only: ``"cublas"`` (dequantize A and B to bf16 -- fp16 for fp16 output --
-            with global scale 1 in one launch, then cuBLAS ``cublasGemmEx`` with fp32
-            accumulation, reduced-precision reductions disallowed, and alpha read from
-            device memory in its epilogue), ``"mma"`` (the fused kernel: packed FP4 tiles
-            dequantized in shared memory, ``mma.sync`` m16n8k16 bf16, fp32 accumulate), or
-            None: ``"mma"`` when ``min(M, N) <= MMA_MAX_ROWS`` or K == 0, else ``"cublas"``.
-            Ignored on CPU.
-
-    Returns:
-        ``[M, N]`` tensor of ``out_dtype``. A and B are the values ``e2m1 * e4m3_scale``
-        (exact in fp32, bf16 and fp16: at most 6 significant bits, magnitudes in
-        [2^-10, 2688]); products are exact and summed in FP32 (CUDA: tensor cores, fp32
-        accumulate; CPU: sequential fp32 sums), then multiplied by alpha in fp32 and rounded
-        once to ``out_dtype``.
-
-    Error bound (tested against a float64 computation, ``reference.scaled_fp4_mm``):
-        ``|out - ref| <= |alpha| * S * (K + 2) * 2**-22 + u * |ref| + tiny`` with
-        ``S = sum_k |A[i,k] * B[j,k]|``, ``u`` = 2**-8 (bf16), 2**-11 (fp16), 2**-24 (fp32)
-        and ``tiny`` the dtype's smallest subnormal; see
-        :func:`fp4_kernels.reference.scaled_fp4_mm_error_bound`. NaN scales give NaN.
-
-    Raises:
-        TypeError / ValueError: wrong dtypes, shapes, devices. RuntimeError: CUDA device
-        below compute capability 8.0, or a CUDA error.
-    """
-    torch = _torch()
-    out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
-    _dtype_code(torch, out_dtype, "out_dtype")
-    a_q = _prep(torch, a_q, "a_q")
-    b_q = _prep(torch, b_q, "b_q")
-    a_scale = _scale_u8(torch, _prep(torch, a_scale, "a_scale", 2), "a_scale")
-    b_scale = _scale_u8(torch, _prep(torch, b_scale, "b_scale", 2), "b_scale")
-    for t, name in ((a_q, "a_q"), (b_q, "b_q")):
-        if t.dtype != torch.uint8 or t.dim() != 2:
-            raise TypeError("%s: expected a 2-D uint8 tensor" % name)
-    m, n, k = a_q.shape[0], b_q.shape[0], 2 * a_q.shape[1]
-    if b_q.shape[1] * 2 != k:
-        raise ValueError("b_q: expected [N, %d], got %s" % (k // 2, tuple(b_q.shape)))
-    if k % _BLOCK:
-        raise ValueError("K must be a multiple of 16, got %d" % k)
-    if tuple(a_scale.shape) != (m, k // _BLOCK) or tuple(b_scale.shape) != (n, k // _BLOCK):
-        raise ValueError("scales: expected a_scale %s and b_scale %s (unswizzled), got %s and %s"
-                         % ((m, k // _BLOCK), (n, k // _BLOCK), tuple(a_scale.shape),
-                            tuple(b_scale.shape)))
-    dev = a_q.device
-    for t, name in ((b_q, "b_q"), (a_scale, "a_scale"), (b_scale, "b_scale")):
-        if t.device != dev:
-            raise ValueError("%s: must be on a_q's device (%s)" % (name, dev))
-    al = _scalar(torch, alpha, dev, "alpha")
-    if dev.type == "cuda":
-        if impl is None:
-            impl = "mma" if k == 0 else _pick_impl(m, n, k)
-        if impl not in ("cublas", "mma"):
-            raise ValueError("impl: expected None, 'cublas' or 'mma', got %r" % (impl,))
-        if impl == "cublas" and m and n and k:
-            return _mm_cuda_cublas(torch, a_q, b_q, a_scale, b_scale, al, out_dtype, m, n, k,
-                                   dev)
-    if dev.type == "cuda" and k % 64:
-        # The CUDA kernel works on K tiles of 64: pad with zero codes and zero scales.
-        kp = _round_up(k, 64)
-        pad = torch.nn.functional.pad
-        a_q, b_q = pad(a_q, (0, (kp - k) // 2)), pad(b_q, (0, (kp - k) // 2))
-        a_scale = pad(a_scale, (0, (kp - k) // _BLOCK))
-        b_scale = pad(b_scale, (0, (kp - k) // _BLOCK))
-    out = torch.empty((m, n), dtype=out_dtype, device=dev)
-    _C.mm(_dl(a_q), _dl(b_q), _dl(a_scale), _dl(b_scale), _dl(al), _dl(out), _stream(torch, dev))
     return out

@@ -149,5 +149,79 @@ def selfcheck(device: str = "cpu", seed=None) -> dict:
                 check("mm %s %dx%dx%d%s" % (str(dt).split(".")[-1], m, n, k,
                                             " impl=%s" % impl if impl else ""), mm)
 
+    # the fused GEMMs (CUDA: FP4 read directly; K = 256 / 384 takes the fused kernel) and the
+    # grouped forms, within the documented bound
+    def within(out, exp, bound):
+        worst = float(((out.double().cpu() - exp.cpu()).abs() / bound.cpu()).max()) if out.numel() else 0.0
+        return worst <= 1.0, "max |err|/bound = %.3g" % worst
+
+    def qz(shape):
+        x = torch.randn(shape, generator=gen)
+        gs = 448.0 * 6.0 / float(x.abs().max())
+        q, s = fk.scaled_fp4_quant(x.to(dev), gs)
+        return x, q, s, gs
+
+    for (m, n, k) in ((1, 72, 256), (19, 300, 384), (130, 40, 256)):
+        def fused(m=m, n=n, k=k):
+            a, aq, asc, ga = qz((m, k))
+            _, bq, bsc, gb = qz((n, k))
+            al = 1.0 / (ga * gb)
+            impl = "fused" if dev.type == "cuda" else None
+            out = fk.scaled_fp4_mm(aq, bq, asc, bsc, al, torch.bfloat16, impl=impl)
+            ok, d = within(out, ref.scaled_fp4_mm(aq, bq, asc, bsc, al, torch.float64),
+                           ref.scaled_fp4_mm_error_bound(aq, bq, asc, bsc, al, torch.bfloat16))
+            a16 = a.to(torch.bfloat16).to(dev)
+            out16 = fk.scaled_fp4_w4a16_mm(a16, bq, bsc, 1.0 / gb)
+            ok16, d16 = within(out16, ref.scaled_fp4_w4a16_mm(a16, bq, bsc, 1.0 / gb, torch.float64),
+                               ref.scaled_fp4_w4a16_mm_error_bound(a16, bq, bsc, 1.0 / gb))
+            return ok and ok16, "w4a4 %s; w4a16 %s" % (d, d16)
+        check("fused mm %dx%dx%d (w4a4, w4a16)" % (m, n, k), fused)
+
+    # prepacked weights (CUDA: the kernel of cuda_pk.cu for small M, dequantize + cuBLAS for M = 150)
+    for (m, n, k) in ((1, 72, 256), (19, 300, 1040), (150, 40, 256)):
+        def packed(m=m, n=n, k=k):
+            a, aq, asc, ga = qz((m, k))
+            _, bq, bsc, gb = qz((n, k))
+            pw = fk.prepack_fp4_weight(bq, bsc)
+            rq, rs = pw.unpack()
+            same, d0 = both((rq, bq), (rs.view(torch.uint8), bsc.view(torch.uint8)))
+            al = 1.0 / (ga * gb)
+            out = fk.scaled_fp4_mm(aq, pw, asc, None, al, torch.bfloat16)
+            ok, d = within(out, ref.scaled_fp4_mm(aq, bq, asc, bsc, al, torch.float64),
+                           ref.scaled_fp4_mm_error_bound(aq, bq, asc, bsc, al, torch.bfloat16))
+            details = ["unpack %s" % d0, "w4a4 %s" % d]
+            for adt in (torch.bfloat16, torch.float16):
+                a16 = a.to(adt).to(dev)
+                out16 = fk.scaled_fp4_w4a16_mm(a16, pw, None, 1.0 / gb, torch.float32)
+                ok16, d16 = within(out16, ref.scaled_fp4_w4a16_mm(a16, bq, bsc, 1.0 / gb, torch.float64),
+                                   ref.scaled_fp4_w4a16_mm_error_bound(a16, bq, bsc, 1.0 / gb, torch.float32))
+                ok = ok and ok16
+                details.append("w4a16 %s %s" % (str(adt).split(".")[-1], d16))
+            return same and ok, "; ".join(details)
+        check("prepacked mm %dx%dx%d (w4a4, w4a16 bf16 / fp16)" % (m, n, k), packed)
+
+    def grouped():
+        e, n, k, sizes = 4, 96, 256, [2, 0, 21, 5]
+        off = torch.tensor([0, 2, 2, 23, 28], dtype=torch.int32, device=dev)
+        a, aq, asc, ga = qz((sum(sizes), k))
+        bs = [qz((n, k)) for _ in range(e)]
+        bq = torch.stack([b[1] for b in bs])
+        bsc = torch.stack([b[2] for b in bs])
+        al = torch.tensor([1.0 / (ga * b[3]) for b in bs], device=dev)
+        out = fk.scaled_fp4_grouped_mm(aq, asc, bq, bsc, al, off)
+        ok, d = within(out, ref.scaled_fp4_grouped_mm(aq, asc, bq, bsc, al, off, torch.float64),
+                       ref.grouped_mm_error_bound(aq, bq, bsc, al, off, torch.bfloat16, a_scale=asc))
+        a16 = a.to(torch.bfloat16).to(dev)
+        out16 = fk.scaled_fp4_w4a16_grouped_mm(a16, bq, bsc, al, off)
+        ok16, d16 = within(out16, ref.scaled_fp4_w4a16_grouped_mm(a16, bq, bsc, al, off, torch.float64),
+                           ref.grouped_mm_error_bound(a16, bq, bsc, al, off, torch.bfloat16))
+        q1, s1 = fk.scaled_fp4_grouped_quant(a16, al * 1e3, expert_offsets=off)
+        rq = [ref.scaled_fp4_quant(a16[lo:hi], float(al[i]) * 1e3) for i, (lo, hi) in
+              enumerate(zip(off.tolist()[:-1], off.tolist()[1:]))]
+        okq, dq = both((q1, torch.cat([r[0] for r in rq])),
+                       (s1.view(torch.uint8), torch.cat([r[1] for r in rq]).view(torch.uint8)))
+        return ok and ok16 and okq, "w4a4 %s; w4a16 %s; stacked quant %s" % (d, d16, dq)
+    check("grouped mm 4 experts + stacked quant", grouped)
+
     return {"ok": all(c["ok"] for c in checks), "device": str(dev), "seed": seed,
             "build": fk.build_info(), "checks": checks}

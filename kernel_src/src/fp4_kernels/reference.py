@@ -30,6 +30,9 @@ Arithmetic (every step one IEEE binary32 operation, round to nearest even):
   dequantize:   f = sf / gs ; out = to_dtype(e2m1_value(code) * f)
   GEMM:         out = to_dtype(alpha * sum_k A[i,k] * B[j,k]) with A, B = e2m1 * sf
                 (no global scales); here computed in float64.
+  W4A16 GEMM:   the same with A the bf16 / fp16 activation values.
+  grouped GEMM: rows offsets[e]:offsets[e+1] of A use expert e's B and alpha[e]; offsets
+                must rise from 0 to the number of rows.
 """
 from __future__ import annotations
 
@@ -113,16 +116,36 @@ def scaled_fp4_quant(x: torch.Tensor, global_scale, *, swizzle: bool = False):
     return q.contiguous(), scale.contiguous()
 
 
-def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle: bool = False):
-    """Reference of :func:`fp4_kernels.scaled_fp4_grouped_quant`: per-matrix quantization."""
-    xs = list(xs)
+def scaled_fp4_grouped_quant(xs, global_scales, *, swizzle: bool = False, expert_offsets=None,
+                             packed: bool = False):
+    """Reference of :func:`fp4_kernels.scaled_fp4_grouped_quant`: per-matrix quantization.
+
+    With ``expert_offsets``: ``xs`` is one [T, K] tensor; rows offsets[e]:offsets[e+1] use
+    global_scales[e]; returns ``(q [T, K/2], scale [T, K/16])``. ``packed``: the list form's
+    results concatenated (flat when the K differ).
+    """
     if isinstance(global_scales, torch.Tensor):
         global_scales = list(global_scales.reshape(-1))
+    if expert_offsets is not None:
+        if swizzle:
+            raise ValueError("swizzle=True is not supported with expert_offsets")
+        x = xs
+        rows = _expert_rows(expert_offsets, x.shape[0])
+        parts = [scaled_fp4_quant(x[lo:hi], g) for (lo, hi), g in zip(rows, global_scales)]
+        q = torch.cat([p[0] for p in parts]) if parts else x.new_zeros((0, x.shape[1] // 2), dtype=torch.uint8)
+        s = torch.cat([p[1].view(torch.uint8) for p in parts]).view(torch.float8_e4m3fn)
+        return q, s
+    xs = list(xs)
     qs, ss = [], []
     for x, g in zip(xs, global_scales):
         q, s = scaled_fp4_quant(x, g, swizzle=swizzle)
         qs.append(q)
         ss.append(s)
+    if packed:
+        if len({q.shape[1] for q in qs}) <= 1:
+            return torch.cat(qs), torch.cat([s.view(torch.uint8) for s in ss]).view(torch.float8_e4m3fn)
+        return (torch.cat([q.reshape(-1) for q in qs]),
+                torch.cat([s.view(torch.uint8).reshape(-1) for s in ss]).view(torch.float8_e4m3fn))
     return qs, ss
 
 
@@ -144,8 +167,19 @@ def dequantize_fp4(q: torch.Tensor, scale: torch.Tensor, global_scale, dtype=tor
     return (vals * f.unsqueeze(-1)).reshape(m, k).to(dtype)
 
 
+def _weights(b_q, b_scale):
+    """(b_q, b_scale), unpacking a PackedFP4Weight (exact inverse of the prepack)."""
+    if type(b_q).__name__ == "PackedFP4Weight":
+        if b_scale is not None:
+            raise ValueError("b_scale: must be None when b_q is a PackedFP4Weight")
+        return b_q.unpack()
+    return b_q, b_scale
+
+
 def scaled_fp4_mm(a_q, b_q, a_scale, b_scale, alpha, out_dtype=torch.bfloat16):
-    """Reference of :func:`fp4_kernels.scaled_fp4_mm`, accumulated in float64."""
+    """Reference of :func:`fp4_kernels.scaled_fp4_mm`, accumulated in float64 (b_q may be a
+    PackedFP4Weight with b_scale None)."""
+    b_q, b_scale = _weights(b_q, b_scale)
     a = dequantize_unscaled(a_q, a_scale).to(torch.float64)
     b = dequantize_unscaled(b_q, b_scale).to(torch.float64)
     al = float(alpha) if not isinstance(alpha, torch.Tensor) else alpha.detach().to(
@@ -164,6 +198,7 @@ def scaled_fp4_mm_error_bound(a_q, b_q, a_scale, b_scale, alpha, out_dtype=torch
     accumulation error of K exact products (with a 2x margin for tensor-core accumulation
     order), plus one rounding to the output dtype.
     """
+    b_q, b_scale = _weights(b_q, b_scale)
     a = dequantize_unscaled(a_q, a_scale).to(torch.float64)
     b = dequantize_unscaled(b_q, b_scale).to(torch.float64)
     k = a.shape[1]
@@ -171,3 +206,80 @@ def scaled_fp4_mm_error_bound(a_q, b_q, a_scale, b_scale, alpha, out_dtype=torch
     ref = (a @ b.T) * (float(alpha))
     s = a.abs() @ b.abs().T
     return al * s * (k + 2) * 2.0 ** -22 + _UNIT_ROUNDOFF[out_dtype] * ref.abs() + _TINY[out_dtype]
+
+
+def _alpha64(alpha, device):
+    if isinstance(alpha, torch.Tensor):
+        return alpha.detach().to(device=device, dtype=torch.float64).reshape(())
+    return float(alpha)
+
+
+def scaled_fp4_w4a16_mm(a, b_q, b_scale, alpha, out_dtype=None):
+    """Reference of :func:`fp4_kernels.scaled_fp4_w4a16_mm` (bf16 / fp16 a), in float64."""
+    b_q, b_scale = _weights(b_q, b_scale)
+    b = dequantize_unscaled(b_q, b_scale).to(torch.float64)
+    out = (a.detach().to(torch.float64) @ b.T) * _alpha64(alpha, a.device)
+    return out.to(a.dtype if out_dtype is None else out_dtype)
+
+
+def scaled_fp4_w4a16_mm_error_bound(a, b_q, b_scale, alpha, out_dtype=None):
+    """Bound of |kernel - reference| for scaled_fp4_w4a16_mm, float64 [M, N]: the form of
+    :func:`scaled_fp4_mm_error_bound` with ``S = |a| @ |B|^T`` (products a * B are exact in fp32)."""
+    b_q, b_scale = _weights(b_q, b_scale)
+    out_dtype = a.dtype if out_dtype is None else out_dtype
+    a64 = a.detach().to(torch.float64)
+    b = dequantize_unscaled(b_q, b_scale).to(torch.float64)
+    al = abs(float(alpha))
+    ref = (a64 @ b.T) * float(alpha)
+    s = a64.abs() @ b.abs().T
+    return al * s * (a64.shape[1] + 2) * 2.0 ** -22 + _UNIT_ROUNDOFF[out_dtype] * ref.abs() + _TINY[out_dtype]
+
+
+def _expert_rows(expert_offsets, rows):
+    v = [int(x) for x in expert_offsets.reshape(-1).tolist()]
+    if len(v) < 2 or v[0] != 0 or v[-1] != rows or any(b < a for a, b in zip(v, v[1:])):
+        raise ValueError("expert_offsets: must rise from 0 to the number of rows (%d), got %s" % (rows, v))
+    return list(zip(v[:-1], v[1:]))
+
+
+def _alpha_e(alpha, e):
+    if isinstance(alpha, torch.Tensor) and alpha.numel() > 1:
+        return alpha.reshape(-1)[e]
+    return alpha
+
+
+def scaled_fp4_grouped_mm(a_q, a_scale, b_q, b_scale, alpha, expert_offsets, out_dtype=torch.bfloat16):
+    """Reference of :func:`fp4_kernels.scaled_fp4_grouped_mm`: one float64 GEMM per expert."""
+    t, n = a_q.shape[0], b_q.shape[1]
+    out = torch.zeros((t, n), dtype=out_dtype, device=a_q.device)
+    for e, (lo, hi) in enumerate(_expert_rows(expert_offsets, t)):
+        if hi > lo:
+            out[lo:hi] = scaled_fp4_mm(a_q[lo:hi], b_q[e], a_scale[lo:hi], b_scale[e],
+                                       _alpha_e(alpha, e), out_dtype)
+    return out
+
+
+def scaled_fp4_w4a16_grouped_mm(a, b_q, b_scale, alpha, expert_offsets, out_dtype=None):
+    """Reference of :func:`fp4_kernels.scaled_fp4_w4a16_grouped_mm`."""
+    out_dtype = a.dtype if out_dtype is None else out_dtype
+    t, n = a.shape[0], b_q.shape[1]
+    out = torch.zeros((t, n), dtype=out_dtype, device=a.device)
+    for e, (lo, hi) in enumerate(_expert_rows(expert_offsets, t)):
+        if hi > lo:
+            out[lo:hi] = scaled_fp4_w4a16_mm(a[lo:hi], b_q[e], b_scale[e], _alpha_e(alpha, e), out_dtype)
+    return out
+
+
+def grouped_mm_error_bound(a, b_q, b_scale, alpha, expert_offsets, out_dtype, a_scale=None):
+    """Per-row bound for the grouped GEMMs: the W4A4 (``a`` = codes with ``a_scale``) or the
+    W4A16 (``a`` = 16-bit values) bound of each row's expert, float64 [T, N]."""
+    t, n = a.shape[0], b_q.shape[1]
+    out = torch.zeros((t, n), dtype=torch.float64, device=a.device)
+    for e, (lo, hi) in enumerate(_expert_rows(expert_offsets, t)):
+        if hi > lo:
+            al = float(_alpha_e(alpha, e))
+            if a_scale is not None:
+                out[lo:hi] = scaled_fp4_mm_error_bound(a[lo:hi], b_q[e], a_scale[lo:hi], b_scale[e], al, out_dtype)
+            else:
+                out[lo:hi] = scaled_fp4_w4a16_mm_error_bound(a[lo:hi], b_q[e], b_scale[e], al, out_dtype)
+    return out
