@@ -306,3 +306,74 @@ def test_deploy_kernel_src_over_slurm_once_per_arch_class(slurm_cluster, tmp_pat
         assert tasks["build_wheel"]["status"] == "ok" and tasks["pip_install"]["status"] == "ok", node
         assert tasks["verify"]["status"] == "ok", node
     assert slurm_cluster.jobs() == []
+
+
+# -- uploads: one sbcast per file for all the nodes that ask for it -------------------------------
+
+COPY_PLAY = """\
+name: copy trees to every node
+hosts: all
+gather_facts: false
+tasks:
+  - name: the same tree to the same node-local path on every node
+    copy: {{src: {src}, dest: {local}/tree}}
+  - name: the same tree to a path of each node's own
+    copy: {{src: {src}, dest: "{local}/per/{{{{ host }}}}"}}
+  - name: a tree whose destination n2 cannot create
+    copy: {{src: {src}, dest: {local}/blocked/tree}}
+"""
+
+
+def make_tree(root: Path) -> dict[str, bytes]:
+    """A small source tree: text, an empty file, a binary file above the size the coalescer
+    hashes, an executable script in a deeper folder. Returns relative path -> bytes."""
+    files = {"README.txt": b"kernels for every SM\n", "empty": b"", "sub/blob.bin": os.urandom(300 * 1024 + 7),
+             "sub/deeper/run.sh": b"#!/bin/sh\necho hi\n", "sub/k.cu": b"__global__ void k() {}\n" * 50}
+    for rel, data in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    (root / "sub/deeper/run.sh").chmod(0o755)
+    return files
+
+
+def test_copy_to_three_nodes_is_one_sbcast_per_file(slurm_cluster, tmp_path):
+    log = tmp_path / "slurm-calls"
+    launcher = counting_launcher(slurm_cluster, log)
+    src = tmp_path / "src"
+    files = make_tree(src)
+    (slurm_cluster.node_disk("n2") / "blocked").write_text("a file where n2's folder would go")
+    play = tmp_path / "copy.yaml"
+    play.write_text(COPY_PLAY.format(src=src, local=slurm_cluster.local))
+    res = cli("-i", "slurm:", "deploy", "--hosts", "all", "--playbook", str(play), home=tmp_path,
+              launcher=launcher)
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]  # n2 failed its last task
+    rec = record(tmp_path)
+    hosts = rec["hosts"]
+    assert {h: o["status"] for h, o in hosts.items()} == {"n1": "ok", "n2": "failed", "n3": "ok"}
+    assert [t["status"] for t in hosts["n2"]["tasks"]] == ["changed", "changed", "failed"]
+    assert "blocked" in hosts["n2"]["tasks"][2]["msg"] and "n2" in hosts["n2"]["tasks"][2]["msg"]
+    sbcasts = [c for c in launcher_calls(log) if c[0] == "sbcast"]
+    local = str(slurm_cluster.local)
+    by_folder: dict[str, int] = {}
+    for call in sbcasts:  # sbcast --force --jobid=J.S SOURCE TMP, TMP beside the destination
+        folder = os.path.dirname(call[-1])[len(local) + 1:]
+        top = folder.split("/")[0] if not folder.startswith("per/") else "/".join(folder.split("/")[:2])
+        by_folder[top] = by_folder.get(top, 0) + 1
+    n = len(files)
+    # the same tree to the same path: one sbcast per file for the three nodes; to a path of each
+    # node's own: one per file per node; n2 refusing a folder does not cost the others a thing
+    assert by_folder == {"tree": n, "per/n1": n, "per/n2": n, "per/n3": n, "blocked": n}, by_folder
+    # each node has the exact bytes (and modes) on its own disk
+    for node in ("n1", "n2", "n3"):
+        disk = slurm_cluster.node_disk(node)
+        for rel, data in files.items():
+            for where in ("tree", f"per/{node}") + (("blocked/tree",) if node != "n2" else ()):
+                got = disk / where / rel
+                assert got.read_bytes() == data, (node, where, rel)
+                assert got.stat().st_mode & 0o777 == (0o755 if rel.endswith(".sh") else 0o644), (node, rel)
+        assert sorted(p.name for p in (disk / "per").iterdir()) == [node]  # only its own
+        leftovers = [p for p in disk.rglob("*.part")]
+        assert leftovers == [], leftovers
+    assert (slurm_cluster.node_disk("n2") / "blocked").is_file()
+    assert slurm_cluster.jobs() == []
