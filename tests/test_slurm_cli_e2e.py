@@ -25,7 +25,8 @@ import pytest
 import yaml
 
 from tests.support.fleet import REPO, fleetctl, last_run
-from tests.support.slurm import counting_launcher, launcher_calls, slurm_cluster, slurm_cluster_session  # noqa: F401
+from tests.support.slurm import (counting_launcher, launcher_calls, slurm_cluster,  # noqa: F401
+                                 slurm_cluster_session, slurm_uniform_cluster, slurm_uniform_cluster_session)
 
 HOSTILE = ["a b", "$(touch /tmp/pwned-slurm)", "'\"", "", "x\ny", "*", "-n", "\\", ";|&", "ünï\u00e9", "--",
            "${HOME}", "`id`"]
@@ -337,43 +338,55 @@ def make_tree(root: Path) -> dict[str, bytes]:
     return files
 
 
-def test_copy_to_three_nodes_is_one_sbcast_per_file(slurm_cluster, tmp_path):
+def test_copy_to_three_nodes_is_one_sbcast_per_file(slurm_uniform_cluster, tmp_path):
+    # three nodes of one kind: one job holds them (tests/support/slurm.py UNIFORM_NODES)
+    cluster = slurm_uniform_cluster
     log = tmp_path / "slurm-calls"
-    launcher = counting_launcher(slurm_cluster, log)
+    launcher = counting_launcher(cluster, log)
     src = tmp_path / "src"
     files = make_tree(src)
-    (slurm_cluster.node_disk("n2") / "blocked").write_text("a file where n2's folder would go")
+    (cluster.node_disk("n2") / "blocked").write_text("a file where n2's folder would go")
     play = tmp_path / "copy.yaml"
-    play.write_text(COPY_PLAY.format(src=src, local=slurm_cluster.local))
+    play.write_text(COPY_PLAY.format(src=src, local=cluster.local))
     res = cli("-i", "slurm:", "deploy", "--hosts", "all", "--playbook", str(play), home=tmp_path,
               launcher=launcher)
     assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]  # n2 failed its last task
     rec = record(tmp_path)
     hosts = rec["hosts"]
     assert {h: o["status"] for h, o in hosts.items()} == {"n1": "ok", "n2": "failed", "n3": "ok"}
+    assert [t["status"] for t in hosts["n1"]["tasks"]] == ["changed", "changed", "changed"]
     assert [t["status"] for t in hosts["n2"]["tasks"]] == ["changed", "changed", "failed"]
-    assert "blocked" in hosts["n2"]["tasks"][2]["msg"] and "n2" in hosts["n2"]["tasks"][2]["msg"]
-    sbcasts = [c for c in launcher_calls(log) if c[0] == "sbcast"]
-    local = str(slurm_cluster.local)
-    by_folder: dict[str, int] = {}
-    for call in sbcasts:  # sbcast --force --jobid=J.S SOURCE TMP, TMP beside the destination
-        folder = os.path.dirname(call[-1])[len(local) + 1:]
-        top = folder.split("/")[0] if not folder.startswith("per/") else "/".join(folder.split("/")[:2])
-        by_folder[top] = by_folder.get(top, 0) + 1
+    why = hosts["n2"]["tasks"][2]["msg"]
+    assert why.startswith("n2: upload ") and "on node n2" in why and "blocked" in why and "Not a directory" in why
+    calls = launcher_calls(log)
+    assert [c[0] for c in calls].count("salloc") == 1  # one job for the three nodes
+    local = str(cluster.local)
+    per_dest: dict[str, int] = {}
+    for call in (c for c in calls if c[0] == "sbcast"):  # sbcast --force --jobid=J.S SOURCE TMP
+        folder = os.path.dirname(call[-1])[len(local) + 1:]  # TMP lies beside the destination
+        top = "/".join(folder.split("/")[:2]) if folder.startswith("per/") else folder.split("/")[0]
+        per_dest[top] = per_dest.get(top, 0) + 1
     n = len(files)
-    # the same tree to the same path: one sbcast per file for the three nodes; to a path of each
-    # node's own: one per file per node; n2 refusing a folder does not cost the others a thing
-    assert by_folder == {"tree": n, "per/n1": n, "per/n2": n, "per/n3": n, "blocked": n}, by_folder
-    # each node has the exact bytes (and modes) on its own disk
+    # the same tree to the same path: ONE sbcast per file for the three nodes (it was one per file
+    # per node); to a path of each node's own: one per file per node, as they must; n2 refusing a
+    # folder costs the others nothing and still shares the sbcast of n1 and n3
+    assert per_dest == {"tree": n, "per/n1": n, "per/n2": n, "per/n3": n, "blocked": n}, per_dest
+    # each node has the exact bytes, with the modes, on its own disk, and nothing of the others'
     for node in ("n1", "n2", "n3"):
-        disk = slurm_cluster.node_disk(node)
+        disk = cluster.node_disk(node)
         for rel, data in files.items():
             for where in ("tree", f"per/{node}") + (("blocked/tree",) if node != "n2" else ()):
                 got = disk / where / rel
                 assert got.read_bytes() == data, (node, where, rel)
                 assert got.stat().st_mode & 0o777 == (0o755 if rel.endswith(".sh") else 0o644), (node, rel)
-        assert sorted(p.name for p in (disk / "per").iterdir()) == [node]  # only its own
-        leftovers = [p for p in disk.rglob("*.part")]
-        assert leftovers == [], leftovers
-    assert (slurm_cluster.node_disk("n2") / "blocked").is_file()
-    assert slurm_cluster.jobs() == []
+        assert sorted(p.name for p in (disk / "per").iterdir()) == [node]
+        assert [p for p in disk.rglob("*.part")] == []  # no temporary file left behind
+    assert (cluster.node_disk("n2") / "blocked").read_text() == "a file where n2's folder would go"
+    assert cluster.jobs() == []
+
+    # again, nothing changed: every file is known by its sha256 on every node; nothing is sent
+    before = len(launcher_calls(log))
+    again = cli("-i", "slurm:", "deploy", "--hosts", "n1,n3", "--playbook", str(play), home=tmp_path,
+                launcher=launcher)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert [c[0] for c in launcher_calls(log)[before:]].count("sbcast") == 0

@@ -64,13 +64,17 @@ DOWNLOAD_RANGE = 'exec dd if="$1" bs=1M skip="$2" count="$3" iflag=skip_bytes,co
 
 
 async def upload(client: SlurmClient, job_id: str, nodes: Sequence[str], local_path: str, dest: str, *,
-                 size: int, mode: int | None = None) -> dict[str, str | None]:
+                 size: int, mode: int | None = None) -> tuple[dict[str, str | None], set[str]]:
     """Put ``local_path`` at ``dest`` on every node of ``nodes`` (all in job ``job_id``) with one
     sbcast (see the module docstring). No deadline of its own: cancel the task to stop it (the
     helper then removes its temporary files).
 
     Returns:
-        node -> ``None`` when the file is in place there, else why not (one line).
+        ``(status, own)``: node -> ``None`` when the file is in place there, else why not (one
+        line); ``own`` holds the nodes whose answer is their own (the file is in place, or the
+        node's helper failed by itself: its folder, size check, mode or rename). A node not in
+        ``own`` failed with the group (the step did not start on every node, which srun makes
+        all or nothing, or sbcast failed): alone, it may well succeed.
 
     Raises:
         SlurmError: the helper step could not be started.
@@ -109,16 +113,20 @@ async def upload(client: SlurmClient, job_id: str, nodes: Sequence[str], local_p
             pass
         await asyncio.shield(stop_process(proc, grace_s=3.0))
         raise
+    own = set(status)  # failed before sbcast: the folder could not be made
     for line in rest.splitlines():
         word, node, detail = _words(line)
         if word == "done":
             status[node] = None
+            own.add(node)
         elif word == "fail":
             status[node] = detail + (f" ({sbcast_error})" if sbcast_error else "")
+            if not sbcast_error:
+                own.add(node)
     cause = last_line(err.decode("utf-8", "replace"))
     for n in nodes:
         status.setdefault(n, sbcast_error or f"upload step did not run: {cause or 'no answer'}")
-    return status
+    return status, own & set(nodes)
 
 
 #: Copies stdin to a new private file on the launcher's side and prints its path.
