@@ -36,7 +36,6 @@ import asyncio
 import itertools
 import os
 import posixpath
-import re
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from .slurm_alloc import Allocation, AllocationError, AllocationRequest, allocat
 from .slurm_client import SlurmClient, SlurmError, last_line, parse_launcher
 from .slurm_fanout import PutCoalescer, send
 from .slurm_nodes import SlurmNode, hostlist, query_nodes
+from .slurm_step import LAUNCH_FAILED as _LAUNCH_FAILED
 from .slurm_step import run_step, step_argv, step_name
 from .slurm_transfer import download
 
@@ -64,9 +64,6 @@ MAX_SALLOCS = 16
 #: part-way; 256 nodes a job stay under a quarter of the default. More jobs cost one ``salloc`` and,
 #: for a class's wheel, one ``sbcast`` each (sbcast's tree fan-out is per job).
 MAX_NODES_PER_JOB = 256
-
-#: srun's line naming a node where a step's launch failed (srun/launch.c).
-_LAUNCH_FAILED = re.compile(r"Task launch for \S+ failed on node (\S+): ([^\n]*)")
 
 #: Fixed script of the probe step: each node says its name and home.
 _PROBE = 'printf "%s\\t%s\\n" "$SLURMD_NODENAME" "$HOME"'

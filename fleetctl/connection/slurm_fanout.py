@@ -79,7 +79,8 @@ RETRY_AT_ONCE = 16
 # -- one file to a group of nodes -----------------------------------------------------------------
 
 async def send(alloc: Allocation, local_path: str, dest: str, size: int, nodes: Sequence[str], *,
-               mode: int | None = None, timeout_s: float = 600.0) -> dict[str, str | None]:
+               mode: int | None = None, timeout_s: float = 600.0,
+               on_node: Callable[[str, str | None], None] | None = None) -> dict[str, str | None]:
     """Put ``local_path`` (``size`` bytes) at ``dest`` on ``nodes`` of ``alloc``: one sbcast for
     all, then each node the group failed as a group (its step did not start, sbcast failed) alone.
 
@@ -91,6 +92,9 @@ async def send(alloc: Allocation, local_path: str, dest: str, size: int, nodes: 
         nodes: Slurm node names.
         mode: permission bits of the result (default 0644).
         timeout_s: deadline for all of it, seconds.
+        on_node: called with ``(node, answer)`` as soon as a node's answer is final (a node that
+            is tried again alone answers later than the others: a node whose slurmd died takes
+            srun ~10 s to give up on, ``MessageTimeout``).
 
     Returns:
         node -> ``None`` when the file is in place there, else why not (one line).
@@ -99,15 +103,21 @@ async def send(alloc: Allocation, local_path: str, dest: str, size: int, nodes: 
     deadline = time.monotonic() + timeout_s
     status, own = await _attempt(alloc, local_path, dest, size, nodes, mode, timeout_s)
     again = [n for n in nodes if status.get(n) is not None and n not in own] if len(nodes) > 1 else []
+    if on_node is not None:
+        for n in nodes:
+            if n not in again:
+                on_node(n, status.get(n))
     if again:
         gate = asyncio.Semaphore(RETRY_AT_ONCE)
 
         async def alone(node: str) -> dict[str, str | None]:
             async with gate:
                 left_s = deadline - time.monotonic()
-                if left_s <= 0:
-                    return {node: status[node]}
-                return (await _attempt(alloc, local_path, dest, size, [node], mode, left_s))[0]
+                result = {node: status[node]} if left_s <= 0 else \
+                    (await _attempt(alloc, local_path, dest, size, [node], mode, left_s))[0]
+                if on_node is not None:
+                    on_node(node, result.get(node, status[node]))
+                return result
 
         for node, result in zip(again, await asyncio.gather(*(alone(n) for n in again))):
             status[node] = result.get(node, status[node])
@@ -121,7 +131,7 @@ async def _attempt(alloc: Allocation, local_path: str, dest: str, size: int, nod
                                              mode=mode), timeout_s)
     except asyncio.TimeoutError:
         return {n: f"upload did not finish within {timeout_s:g} s" for n in nodes}, set(nodes)
-    except SlurmError as exc:
+    except (SlurmError, OSError) as exc:
         return {n: str(exc) for n in nodes}, set()
 
 
@@ -155,6 +165,7 @@ class _Batch:
     data: bytes | None  # a small file's bytes, as hashed
     opened: float
     waiters: list[_Waiter] = field(default_factory=list)
+    gone: set[str] = field(default_factory=set)  # hosts whose put here was cancelled: not waited for
     timers: list[asyncio.TimerHandle] = field(default_factory=list)
     task: asyncio.Task | None = None
 
@@ -254,6 +265,7 @@ class PutCoalescer:
         act = self._act(waiter.host)
         if waiter.state == "waiting":
             act.waiting -= 1
+            batch.gone.add(waiter.host)
         elif waiter.state == "sending":
             act.sending.remove(batch)
         waiter.state = "done"
@@ -288,7 +300,7 @@ class PutCoalescer:
             return
         now = time.monotonic()
         asked = {w.host for w in batch.waiters if w.state == "waiting"}
-        missing = [h for h in self._peers(batch.alloc) if h not in asked]
+        missing = [h for h in self._peers(batch.alloc) if h not in asked and h not in batch.gone]
         age = now - batch.opened
         if missing and age < WINDOW_S - 1e-3:
             if age < SETTLE_S - 1e-3 or any(self._may_ask(h, asked, now) for h in missing):
@@ -323,8 +335,13 @@ class PutCoalescer:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(batch.data)
                 source = private
+            def answer(node: str, why: str | None) -> None:
+                for w in waiters:
+                    if w.node == node and not w.future.done():
+                        w.future.set_result(why)
+
             status = await self._sender(batch.alloc, source, batch.dest, batch.size, nodes, mode=batch.mode,
-                                        timeout_s=self._timeout_s)
+                                        timeout_s=self._timeout_s, on_node=answer)
         except Exception as exc:  # noqa: BLE001 - every waiting put gets an answer, never a hang
             status = {n: f"upload failed: {exc}" for n in nodes}
         finally:
