@@ -248,7 +248,9 @@ def test_deploy_kernel_src_over_slurm_once_per_arch_class(slurm_cluster, tmp_pat
     log = tmp_path / "slurm-calls"
     launcher = counting_launcher(slurm_cluster, log)
     venv = make_node_venvs(slurm_cluster, tmp_path, launcher)
-    site = write_yaml(tmp_path / "site.yaml", {"all": {"vars": {"venv": venv,
+    # verify_device cpu: the nodes' GPUs are fake (nvidia-smi only) and torch is a CPU build; the
+    # verification otherwise runs on the GPU the facts list, and fails there (as it must)
+    site = write_yaml(tmp_path / "site.yaml", {"all": {"vars": {"venv": venv, "verify_device": "cpu",
                                                                 "workdir": str(slurm_cluster.local / "work")}}})
     inv = ["-i", "slurm:", "-i", str(site)]  # the nodes from sinfo, the vars from the site file
 
@@ -282,6 +284,12 @@ def test_deploy_kernel_src_over_slurm_once_per_arch_class(slurm_cluster, tmp_pat
     assert len(wheel_sbcasts) == 1, wheel_sbcasts
     assert f"/wheels/{key16}/" in wheel_sbcasts[0][-2]
     assert [c[0] for c in calls].count("salloc") == 2  # one job per GRES type, for the whole run
+    # kernel_src's files went out once per file per job: n1 and n2 (one job) shared each sbcast
+    src_dir = str(slurm_cluster.local / "work" / "src" / "kernel_src")
+    src_sbcasts = [c for c in calls if c[0] == "sbcast" and c[-1].startswith(src_dir + "/")]
+    copied = {h: [t for t in o["tasks"] if t["action"] == "copy"][0]["data"]["uploaded"] for h, o in rec["hosts"].items()}
+    assert len(set(copied.values())) == 1 and copied["n1"] >= 10, copied  # every node got every file
+    assert len(src_sbcasts) == 2 * copied["n1"], (copied, len(src_sbcasts))  # was 3 per file
     # installed and verified on every node, into the node's own venv on its own disk
     for node in ("n1", "n2", "n3"):
         tasks = {t["action"]: t for t in rec["hosts"][node]["tasks"]}

@@ -58,11 +58,13 @@ from .slurm_transfer import download
 #: Allocation requests in flight at once (slurmctld serialises them anyway).
 MAX_SALLOCS = 16
 
-#: Most nodes in one job. Every command, probe and upload of a host is a job step, and Slurm caps
-#: the steps one job may start (``MaxStepCount``, default 40,000; slurm.conf(5)). A first deploy of
-#: kernel_src measured ~45 steps a host (docs/slurm.md), so 1,000 nodes in one job would run out
-#: part-way; 256 nodes a job stay under a quarter of the default. More jobs cost one ``salloc`` and,
-#: for a class's wheel, one ``sbcast`` each (sbcast's tree fan-out is per job).
+#: Most nodes in one job. Every command, probe and upload of a host is a job step (uploads of the
+#: same file by the job's hosts together are one), and Slurm caps the steps one job may start
+#: (``MaxStepCount``, default 40,000; slurm.conf(5)). A first deploy of kernel_src measured 24-33
+#: steps a host with its uploads shared, up to 54 with none shared (docs/slurm.md), so 1,000 nodes
+#: in one job could run out part-way; 256 nodes a job stay at a third of the default at worst.
+#: More jobs cost one ``salloc`` each and, for each file sent to many nodes, one ``sbcast`` each
+#: (sbcast's tree fan-out is per job).
 MAX_NODES_PER_JOB = 256
 
 #: Fixed script of the probe step: each node says its name and home.
