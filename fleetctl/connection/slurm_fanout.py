@@ -6,7 +6,8 @@ Two ways in:
   (:func:`~fleetctl.connection.slurm_transfer.upload`: a helper step on exactly those nodes,
   ``sbcast --jobid=JOB.STEP``, a size check and an atomic rename on each). srun starts a step on
   all of its nodes or on none, and an sbcast that loses one node fails, so when the group failed
-  as a group, every node it failed is tried again alone: a bad node fails only itself.
+  as a group, a node srun names as the one where the step could not start fails alone at once,
+  and every other node it failed is tried again alone: a bad node fails only itself.
 - :class:`PutCoalescer` turns ``put`` calls of *different hosts* into one :func:`send`: the engine
   uploads per host (a ``copy`` task's files, the facts script, helper scripts), and without this a
   copy of 20 files to 3 nodes costs 60 helper steps and 60 sbcasts instead of 20 and 20. Puts
@@ -25,11 +26,13 @@ Two ways in:
 **When a batch goes.** A put waits in its batch until one of these holds (seconds, monotonic):
 
 1. every live host of the allocation has asked for it: at once (a one-host allocation never waits);
-2. :data:`SETTLE_S` after the batch opened, no host that has not asked *may still ask soon*: it is
-   not sending a put of its own, and it is either waiting in another batch (then every call it
-   made waits on a batch, so it makes no new one before that batch goes) or has started or
-   finished nothing for :data:`RECENT_S` (it is in a build, waiting for a class's wheel, done or
-   failed);
+2. :data:`SETTLE_S` after the batch opened, no host that has not asked *may still ask soon*. One
+   may when its last upload went out in one batch with a host that asked (their answers came
+   together, so its next put comes now), or when it has nothing in the coalescer and started or
+   finished a step less than :data:`RECENT_S` ago (a probe, a moment between two steps). One
+   does not when its puts wait in or are on their way in batches of their own (every call it made
+   waits on those), when it started or finished nothing for :data:`RECENT_S` (in a build, waiting
+   for a class's wheel, done or failed), or when its put in this very batch was cancelled;
 3. :data:`WINDOW_S` after the batch opened, whatever else holds.
 
 So a lone put costs at most :data:`SETTLE_S` more when the other hosts are busy elsewhere (building,
