@@ -397,4 +397,6 @@ def test_copy_to_three_nodes_is_one_sbcast_per_file(slurm_uniform_cluster, tmp_p
     again = cli("-i", "slurm:", "deploy", "--hosts", "n1,n3", "--playbook", str(play), home=tmp_path,
                 launcher=launcher)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert {h: [t["status"] for t in o["tasks"]] for h, o in record(tmp_path)["hosts"].items()} == \
+        {"n1": ["ok", "ok", "ok"], "n3": ["ok", "ok", "ok"]}
     assert [c[0] for c in launcher_calls(log)[before:]].count("sbcast") == 0
