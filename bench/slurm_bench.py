@@ -27,10 +27,19 @@ Scenarios (``--only``):
             ``srun --jobid`` at once; SSH = 3 ``SSHConnection.run`` on open connections.
 ``fanout``  a ``--mib`` MiB file of random bytes (a wheel does not compress) to the 3 nodes:
             fleetctl ``broadcast`` (helper step + ONE sbcast + size check and rename on each node);
-            plain ``sbcast --jobid=J`` (job-wide); fleetctl ``put`` per host, 3 at once (3 sbcasts);
+            plain ``sbcast --jobid=J`` (job-wide); fleetctl ``put`` per host, 3 at once (since the
+            put coalescer: one sbcast for the three; before it, 3 sbcasts);
             ``SSHConnection.put`` per host, 3 at once (3 SFTP uploads from the controller).
             Then downloads of the same file from one node (how a class's wheel comes back once):
             fleetctl ``get`` (a step's stdout) against ``srun cat > file`` and SFTP.
+``tree``    a ``copy`` task's uploads: kernel_src's files to the 3 nodes, each host putting its files
+            4 at once as the engine does (``PARALLEL_UPLOADS``): ``put`` (coalesced: one helper step
+            and one sbcast per file for the three hosts) against the same puts as one sbcast per
+            host each (``broadcast`` to that host alone: what ``put`` did before the coalescer) and
+            one ``broadcast`` per file (the floor: no waiting, nothing to match). Then a lone
+            ``put`` of a small file by n1, with n2 and n3 idle for a second, and while n2 and n3
+            run short steps (``true``, one after another: the coalescer waits up to ``WINDOW_S``
+            for them), each against ``broadcast`` to n1 alone in the same situation.
 ``steps``   step throughput: ``--steps`` one-node ``true`` steps, ``--concurrency`` at once, through
             ``SlurmConnection.run`` and through bare ``srun --jobid``; and the peak RSS of one
             srun client process.
@@ -128,7 +137,8 @@ class Bench:
     async def rounds(self, scenario: str, tools: dict[str, Callable[[], Awaitable[None]]],
                      pre: Callable[[], None] | None = None) -> None:
         """One untimed warm-up round, then ``--repeats`` rounds in a rotating order; ``pre`` runs
-        untimed before every call (removing what the last call left, so each call does the work)."""
+        untimed before every call (removing what the last call left, so each call does the work).
+        A tool that returns a number has timed itself (seconds): that is recorded instead."""
         names = list(tools)
         for name in names:  # warm-up, untimed
             if pre:
@@ -140,8 +150,9 @@ class Bench:
                 if pre:
                     pre()
                 started = time.perf_counter()
-                await tools[name]()
-                self.results.setdefault(scenario, {}).setdefault(name, []).append(time.perf_counter() - started)
+                own = await tools[name]()
+                took = own if isinstance(own, float) else time.perf_counter() - started
+                self.results.setdefault(scenario, {}).setdefault(name, []).append(took)
 
     async def cold_scenario(self) -> None:
         uname = os.uname().release.encode()
@@ -281,10 +292,110 @@ class Bench:
 
         await self.rounds("fanout", {"fleetctl broadcast (1 sbcast)": fleetctl_broadcast,
                                      "sbcast --jobid": plain_sbcast,
-                                     "fleetctl put per host (3 sbcasts)": fleetctl_put_each,
+                                     "fleetctl put per host (coalesced)": fleetctl_put_each,
                                      "fleetctl ssh put per host (SFTP)": ssh_put_each})
         for c in ssh_open:
             await c.close()
+
+    async def tree_scenario(self, alloc_scope) -> None:
+        from fleetctl.connection import slurm_fanout
+
+        src = REPO / "kernel_src"
+        files = [(str(p), p.relative_to(src).as_posix()) for p in sorted(src.rglob("*")) if p.is_file()]
+        conns = [alloc_scope.connection(r) for r in self.refs]
+        for c in conns:
+            await c.open()
+        dest = self.cluster.local / "tree"
+
+        def clean() -> None:
+            for n in NODES:
+                shutil.rmtree(self.cluster.node_disk(n.name) / "tree", ignore_errors=True)
+
+        def check() -> None:
+            for n in NODES:
+                for local, rel in files:
+                    got = self.cluster.node_disk(n.name) / "tree" / rel
+                    assert got.read_bytes() == Path(local).read_bytes(), (n.name, rel)
+
+        async def each_host(put_one) -> None:
+            async def host(i: int) -> None:
+                gate = asyncio.Semaphore(4)  # engine/executor.py PARALLEL_UPLOADS
+
+                async def one(local: str, rel: str) -> None:
+                    async with gate:
+                        await put_one(i, local, str(dest / rel))
+
+                await asyncio.gather(*(one(local, rel) for local, rel in files))
+
+            await asyncio.gather(*(host(i) for i in range(len(conns))))
+
+        async def put_coalesced():
+            await each_host(lambda i, local, remote: conns[i].put(local, remote))
+            check()
+
+        async def sbcast_per_host():
+            async def one(i, local, remote):
+                res = await alloc_scope.broadcast(local, remote, [self.refs[i].name])
+                assert all(v is None for v in res.values()), res
+            await each_host(one)
+            check()
+
+        async def broadcast_per_file():
+            gate = asyncio.Semaphore(4)
+
+            async def one(local, rel):
+                async with gate:
+                    res = await alloc_scope.broadcast(local, str(dest / rel), [r.name for r in self.refs])
+                    assert all(v is None for v in res.values()), res
+            await asyncio.gather(*(one(local, rel) for local, rel in files))
+            check()
+
+        fan = alloc_scope.fanout
+        sends, puts = fan.sends, fan.puts
+        await self.rounds("tree", {"fleetctl put per host, coalesced": put_coalesced,
+                                   "fleetctl put per host, 1 sbcast each (before)": sbcast_per_host,
+                                   "fleetctl broadcast per file (floor)": broadcast_per_file}, pre=clean)
+        rounds = self.args.repeats + 1
+        self.tree_counts = {"files": len(files), "puts_per_round": (fan.puts - puts) / rounds,
+                            "sbcasts_per_round": (fan.sends - sends) / rounds}
+        print(f"tree: {len(files)} files x 3 hosts: {self.tree_counts['puts_per_round']:.0f} puts "
+              f"-> {self.tree_counts['sbcasts_per_round']:.1f} sbcasts a round (before: one each)")
+
+        small = REPO / "playbooks" / "scripts" / "facts.py"
+        lone = self.cluster.local / "lone" / "facts.py"
+
+        async def stepping(stop: asyncio.Event) -> None:
+            async def loop(c):
+                while not stop.is_set():
+                    await c.run(["true"])
+            await asyncio.gather(*(loop(c) for c in conns[1:]))
+
+        async def with_steps(fn) -> float:
+            """``fn``'s own time while n2 and n3 run steps (starting and stopping them untimed)."""
+            stop = asyncio.Event()
+            bg = asyncio.ensure_future(stepping(stop))
+            await conns[1].run(["true"])  # the others are stepping before n1 asks
+            started = time.perf_counter()
+            await fn()
+            took = time.perf_counter() - started
+            stop.set()
+            await bg
+            return took
+
+        async def lone_put():
+            await conns[0].put(str(small), str(lone))
+
+        async def lone_broadcast():
+            res = await alloc_scope.broadcast(str(small), str(lone), ["n1"])
+            assert res == {"n1": None}, res
+
+        def idle() -> None:  # untimed: every host idle for longer than the coalescer looks back
+            time.sleep(slurm_fanout.RECENT_S + 0.1)
+
+        await self.rounds("lone_put", {"put, n2 and n3 idle": lone_put, "broadcast to n1, n2 and n3 idle": lone_broadcast,
+                                       "put, n2 and n3 stepping": lambda: with_steps(lone_put),
+                                       "broadcast to n1, n2 and n3 stepping": lambda: with_steps(lone_broadcast)},
+                          pre=idle)
 
     async def steps_scenario(self, alloc_scope) -> None:
         job = alloc_scope.allocations[0].job_id
@@ -440,13 +551,17 @@ class Bench:
                 await self.warm_scenario(alloc_scope)
             if "fanout" in only:
                 await self.fanout_scenario(alloc_scope)
+            if "tree" in only:
+                await self.tree_scenario(alloc_scope)
             if "steps" in only:
                 await self.steps_scenario(alloc_scope)
         return self.report()
 
     def report(self) -> dict:
         peers = {"run_cold": "srun -N3", "run_warm": "srun --jobid, 3 steps", "fanout": "sbcast --jobid",
-                 "get": "srun cat > file", "cli_run": "srun -N3", "cli_copy": "salloc -N3 sbcast"}
+                 "get": "srun cat > file", "cli_run": "srun -N3", "cli_copy": "salloc -N3 sbcast",
+                 "tree": "fleetctl put per host, 1 sbcast each (before)",
+                 "lone_put": "broadcast to n1, n2 and n3 idle"}
         out: dict = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                      "host": {"cpus": os.cpu_count(), "kernel": os.uname().release},
                      "slurm": subprocess.run([*self.cluster.launcher, "srun", "--version"], capture_output=True,
@@ -463,6 +578,8 @@ class Bench:
                               "ratio": round(m / base, 2), "runs_s": [round(x, 4) for x in xs]}
                 print(f"  {name:40s} {m * 1000:9.1f} ms   x{m / base:5.2f}")
             out["scenarios"][scenario] = {"peer": peer, "tools": rows}
+        if hasattr(self, "tree_counts"):
+            out["tree_counts"] = self.tree_counts
         if hasattr(self, "srun_rss_mib"):
             out["srun_client_peak_rss_mib"] = round(self.srun_rss_mib, 1)
             print(f"\none srun client process: peak RSS {self.srun_rss_mib:.1f} MiB")
@@ -475,7 +592,7 @@ def main() -> int:
     p.add_argument("--mib", type=int, default=50)
     p.add_argument("--steps", type=int, default=90)
     p.add_argument("--concurrency", type=int, default=30)
-    p.add_argument("--only", default="cli,run,fanout,steps")
+    p.add_argument("--only", default="cli,run,fanout,tree,steps")
     p.add_argument("--root", default="/dev/shm/fleetctl-slurm-bench")
     p.add_argument("--json-out")
     args = p.parse_args()

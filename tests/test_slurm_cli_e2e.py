@@ -25,7 +25,8 @@ import pytest
 import yaml
 
 from tests.support.fleet import REPO, fleetctl, last_run
-from tests.support.slurm import counting_launcher, launcher_calls, slurm_cluster, slurm_cluster_session  # noqa: F401
+from tests.support.slurm import (counting_launcher, launcher_calls, slurm_cluster,  # noqa: F401
+                                 slurm_cluster_session, slurm_uniform_cluster, slurm_uniform_cluster_session)
 
 HOSTILE = ["a b", "$(touch /tmp/pwned-slurm)", "'\"", "", "x\ny", "*", "-n", "\\", ";|&", "ünï\u00e9", "--",
            "${HOME}", "`id`"]
@@ -247,7 +248,8 @@ def test_deploy_kernel_src_over_slurm_once_per_arch_class(slurm_cluster, tmp_pat
     log = tmp_path / "slurm-calls"
     launcher = counting_launcher(slurm_cluster, log)
     venv = make_node_venvs(slurm_cluster, tmp_path, launcher)
-    # the nodes' GPUs are fake (a script named nvidia-smi): verify on the CPU (verify_device), not on them
+    # verify_device cpu: the nodes' GPUs are fake (nvidia-smi only) and torch is a CPU build; the
+    # verification otherwise runs on the GPU the facts list, and fails there (as it must)
     site = write_yaml(tmp_path / "site.yaml", {"all": {"vars": {"venv": venv, "verify_device": "cpu",
                                                                 "workdir": str(slurm_cluster.local / "work")}}})
     inv = ["-i", "slurm:", "-i", str(site)]  # the nodes from sinfo, the vars from the site file
@@ -282,6 +284,12 @@ def test_deploy_kernel_src_over_slurm_once_per_arch_class(slurm_cluster, tmp_pat
     assert len(wheel_sbcasts) == 1, wheel_sbcasts
     assert f"/wheels/{key16}/" in wheel_sbcasts[0][-2]
     assert [c[0] for c in calls].count("salloc") == 2  # one job per GRES type, for the whole run
+    # kernel_src's files went out once per file per job: n1 and n2 (one job) shared each sbcast
+    src_dir = str(slurm_cluster.local / "work" / "src" / "kernel_src")
+    src_sbcasts = [c for c in calls if c[0] == "sbcast" and c[-1].startswith(src_dir + "/")]
+    copied = {h: [t for t in o["tasks"] if t["action"] == "copy"][0]["data"]["uploaded"] for h, o in rec["hosts"].items()}
+    assert len(set(copied.values())) == 1 and copied["n1"] >= 10, copied  # every node got every file
+    assert len(src_sbcasts) == 2 * copied["n1"], (copied, len(src_sbcasts))  # was 3 per file
     # installed and verified on every node, into the node's own venv on its own disk
     for node in ("n1", "n2", "n3"):
         tasks = {t["action"]: t for t in rec["hosts"][node]["tasks"]}
@@ -307,3 +315,88 @@ def test_deploy_kernel_src_over_slurm_once_per_arch_class(slurm_cluster, tmp_pat
         assert tasks["build_wheel"]["status"] == "ok" and tasks["pip_install"]["status"] == "ok", node
         assert tasks["verify"]["status"] == "ok", node
     assert slurm_cluster.jobs() == []
+
+
+# -- uploads: one sbcast per file for all the nodes that ask for it -------------------------------
+
+COPY_PLAY = """\
+name: copy trees to every node
+hosts: all
+gather_facts: false
+tasks:
+  - name: the same tree to the same node-local path on every node
+    copy: {{src: {src}, dest: {local}/tree}}
+  - name: the same tree to a path of each node's own
+    copy: {{src: {src}, dest: "{local}/per/{{{{ host }}}}"}}
+  - name: a tree whose destination n2 cannot create
+    copy: {{src: {src}, dest: {local}/blocked/tree}}
+"""
+
+
+def make_tree(root: Path) -> dict[str, bytes]:
+    """A small source tree: text, an empty file, a binary file above the size the coalescer
+    hashes, an executable script in a deeper folder. Returns relative path -> bytes."""
+    files = {"README.txt": b"kernels for every SM\n", "empty": b"", "sub/blob.bin": os.urandom(300 * 1024 + 7),
+             "sub/deeper/run.sh": b"#!/bin/sh\necho hi\n", "sub/k.cu": b"__global__ void k() {}\n" * 50}
+    for rel, data in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    (root / "sub/deeper/run.sh").chmod(0o755)
+    return files
+
+
+def test_copy_to_three_nodes_is_one_sbcast_per_file(slurm_uniform_cluster, tmp_path):
+    # three nodes of one kind: one job holds them (tests/support/slurm.py UNIFORM_NODES)
+    cluster = slurm_uniform_cluster
+    log = tmp_path / "slurm-calls"
+    launcher = counting_launcher(cluster, log)
+    src = tmp_path / "src"
+    files = make_tree(src)
+    (cluster.node_disk("n2") / "blocked").write_text("a file where n2's folder would go")
+    play = tmp_path / "copy.yaml"
+    play.write_text(COPY_PLAY.format(src=src, local=cluster.local))
+    res = cli("-i", "slurm:", "deploy", "--hosts", "all", "--playbook", str(play), home=tmp_path,
+              launcher=launcher)
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]  # n2 failed its last task
+    rec = record(tmp_path)
+    hosts = rec["hosts"]
+    assert {h: o["status"] for h, o in hosts.items()} == {"n1": "ok", "n2": "failed", "n3": "ok"}
+    assert [t["status"] for t in hosts["n1"]["tasks"]] == ["changed", "changed", "changed"]
+    assert [t["status"] for t in hosts["n2"]["tasks"]] == ["changed", "changed", "failed"]
+    why = hosts["n2"]["tasks"][2]["msg"]
+    assert why.startswith("n2: upload ") and "on node n2" in why and "blocked" in why and "Not a directory" in why
+    calls = launcher_calls(log)
+    assert [c[0] for c in calls].count("salloc") == 1  # one job for the three nodes
+    local = str(cluster.local)
+    per_dest: dict[str, int] = {}
+    for call in (c for c in calls if c[0] == "sbcast"):  # sbcast --force --jobid=J.S SOURCE TMP
+        folder = os.path.dirname(call[-1])[len(local) + 1:]  # TMP lies beside the destination
+        top = "/".join(folder.split("/")[:2]) if folder.startswith("per/") else folder.split("/")[0]
+        per_dest[top] = per_dest.get(top, 0) + 1
+    n = len(files)
+    # the same tree to the same path: ONE sbcast per file for the three nodes (it was one per file
+    # per node); to a path of each node's own: one per file per node, as they must; n2 refusing a
+    # folder costs the others nothing and still shares the sbcast of n1 and n3
+    assert per_dest == {"tree": n, "per/n1": n, "per/n2": n, "per/n3": n, "blocked": n}, per_dest
+    # each node has the exact bytes, with the modes, on its own disk, and nothing of the others'
+    for node in ("n1", "n2", "n3"):
+        disk = cluster.node_disk(node)
+        for rel, data in files.items():
+            for where in ("tree", f"per/{node}") + (("blocked/tree",) if node != "n2" else ()):
+                got = disk / where / rel
+                assert got.read_bytes() == data, (node, where, rel)
+                assert got.stat().st_mode & 0o777 == (0o755 if rel.endswith(".sh") else 0o644), (node, rel)
+        assert sorted(p.name for p in (disk / "per").iterdir()) == [node]
+        assert [p for p in disk.rglob("*.part")] == []  # no temporary file left behind
+    assert (cluster.node_disk("n2") / "blocked").read_text() == "a file where n2's folder would go"
+    assert cluster.jobs() == []
+
+    # again, nothing changed: every file is known by its sha256 on every node; nothing is sent
+    before = len(launcher_calls(log))
+    again = cli("-i", "slurm:", "deploy", "--hosts", "n1,n3", "--playbook", str(play), home=tmp_path,
+                launcher=launcher)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert {h: [t["status"] for t in o["tasks"]] for h, o in record(tmp_path)["hosts"].items()} == \
+        {"n1": ["ok", "ok", "ok"], "n3": ["ok", "ok", "ok"]}
+    assert [c[0] for c in launcher_calls(log)[before:]].count("sbcast") == 0

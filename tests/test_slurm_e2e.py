@@ -24,7 +24,8 @@ from fleetctl.connection.slurm_transfer import STRIPE_BYTES
 from fleetctl.errors import CommandTimeout, HostUnreachable, TransferError
 from fleetctl.inventory.sources.slurm import load_slurm_inventory
 from fleetctl.connection.slurm_facts import fetch_slurm_view
-from tests.support.slurm import FakeLoginNode, counting_launcher, slurm_cluster, slurm_cluster_session, tool_calls  # noqa: F401
+from tests.support.slurm import (FakeLoginNode, counting_launcher, slurm_cluster, slurm_cluster_session,  # noqa: F401
+                                 slurm_uniform_cluster, slurm_uniform_cluster_session, tool_calls)
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTILE = ["a b", "$(touch /tmp/pwned)", "'\"", "", "x\ny", "*", "-n", "\\", ";|&", "ünï\u00e9", "--"]
@@ -419,6 +420,52 @@ def test_broadcast_failing_on_one_node_reports_it_and_finishes_the_others(slurm_
     assert "n2" in result["n2"] and "dst" in result["n2"]
     assert "not prepared" in result["nX"]
     assert (slurm_cluster.node_disk("n1") / "dst" / "f").read_bytes() == b"data\n"
+
+
+def test_puts_of_many_hosts_share_one_sbcast_and_a_lost_node_fails_only_itself(slurm_uniform_cluster, tmp_path):
+    cluster = slurm_uniform_cluster  # n1..n3 in one job
+    log = tmp_path / "calls"
+    launcher = counting_launcher(cluster, log)
+    a = tmp_path / "a.cu"
+    a.write_bytes(b"// kernel A\n" * 100)
+    b = tmp_path / "b.cu"
+    b.write_bytes(b"// kernel B\n" * 100)
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(2 * 1024 * 1024 + 3))
+    dest = str(cluster.local / "src" / "k.cu")
+
+    async def main():
+        async with scope() as sc:
+            rs = refs(cluster, launcher=launcher)
+            assert await sc.prepare(rs) == {}
+            n1, n2, n3 = [await opened(sc, r) for r in rs]
+            # the same bytes to the same path from n1 and n3 share an sbcast; n2's other bytes
+            # for that same path never do
+            before = tool_calls(log).count("sbcast")
+            await asyncio.gather(n1.put(str(a), dest), n2.put(str(b), dest), n3.put(str(a), dest))
+            mixed = tool_calls(log).count("sbcast") - before
+            # n2's slurmd dies: the three nodes' helper step cannot start (srun starts a step on
+            # all of its nodes or on none), so each node is tried again alone
+            cluster.kill_slurmd("n2")
+            before = tool_calls(log).count("sbcast")
+            lost = await asyncio.gather(*(c.put(str(big), str(cluster.local / "big.bin"), mode=0o600)
+                                          for c in (n1, n2, n3)), return_exceptions=True)
+            return mixed, lost, tool_calls(log).count("sbcast") - before, (sc.fanout.sends, sc.fanout.puts)
+
+    mixed, lost, after_loss, counted = asyncio.run(main())
+    assert mixed == 2 and counted == (3, 6)
+    for node, data in (("n1", a), ("n2", b), ("n3", a)):
+        assert (cluster.node_disk(node) / "src" / "k.cu").read_bytes() == data.read_bytes(), node
+    assert lost[0] is None and lost[2] is None
+    assert isinstance(lost[1], TransferError) and str(lost[1]).startswith("n2: upload ")
+    assert "no job step starts on node n2: Communication connection failure" in str(lost[1])  # srun named it
+    for node in ("n1", "n3"):
+        got = cluster.node_disk(node) / "big.bin"
+        assert got.read_bytes() == big.read_bytes() and got.stat().st_mode & 0o777 == 0o600
+    assert not (cluster.node_disk("n2") / "big.bin").exists()
+    # the group's attempt (an sbcast only if its step started before srun learnt of n2), then n1 and n3 alone
+    assert after_loss in (2, 3)
+    assert cluster.jobs() == []
 
 
 # -- Slurm's view and the inventory source ------------------------------------------------------------

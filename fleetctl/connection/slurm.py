@@ -15,7 +15,9 @@ A run's :class:`SlurmScope`:
    per allocation then learns each node's ``$HOME`` and proves that steps start there.
 2. ``connection(host)`` hands out a :class:`SlurmConnection`: ``run`` is a job step on the node
    (:mod:`~fleetctl.connection.slurm_step`), ``put`` an ``sbcast`` to the node's local disk,
-   ``get`` a step that writes the file to its stdout.
+   ``get`` a step that writes the file to its stdout. Puts of the same bytes to the same path
+   from several hosts of one allocation at about the same time (a ``copy`` task on every host)
+   go out as **one** ``sbcast`` for all of them (:mod:`~fleetctl.connection.slurm_fanout`).
 3. :meth:`SlurmScope.broadcast` sends one file to many nodes with **one** ``sbcast`` per
    allocation (Slurm's tree fan-out from slurmd to slurmd, not one copy per node from the
    controller): how an arch class's wheel reaches its members.
@@ -34,7 +36,6 @@ import asyncio
 import itertools
 import os
 import posixpath
-import re
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -48,22 +49,23 @@ from .command import wrap_argv
 from .registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRef, KindScope
 from .slurm_alloc import Allocation, AllocationError, AllocationRequest, allocate
 from .slurm_client import SlurmClient, SlurmError, last_line, parse_launcher
+from .slurm_fanout import PutCoalescer, send
 from .slurm_nodes import SlurmNode, hostlist, query_nodes
+from .slurm_step import LAUNCH_FAILED as _LAUNCH_FAILED
 from .slurm_step import run_step, step_argv, step_name
-from .slurm_transfer import download, upload
+from .slurm_transfer import download
 
 #: Allocation requests in flight at once (slurmctld serialises them anyway).
 MAX_SALLOCS = 16
 
-#: Most nodes in one job. Every command, probe and upload of a host is a job step, and Slurm caps
-#: the steps one job may start (``MaxStepCount``, default 40,000; slurm.conf(5)). A first deploy of
-#: kernel_src measured ~45 steps a host (docs/slurm.md), so 1,000 nodes in one job would run out
-#: part-way; 256 nodes a job stay under a quarter of the default. More jobs cost one ``salloc`` and,
-#: for a class's wheel, one ``sbcast`` each (sbcast's tree fan-out is per job).
+#: Most nodes in one job. Every command, probe and upload of a host is a job step (uploads of the
+#: same file by the job's hosts together are one), and Slurm caps the steps one job may start
+#: (``MaxStepCount``, default 40,000; slurm.conf(5)). A first deploy of kernel_src measured 24-33
+#: steps a host with its uploads shared, up to 54 with none shared (docs/slurm.md), so 1,000 nodes
+#: in one job could run out part-way; 256 nodes a job stay at a third of the default at worst.
+#: More jobs cost one ``salloc`` each and, for each file sent to many nodes, one ``sbcast`` each
+#: (sbcast's tree fan-out is per job).
 MAX_NODES_PER_JOB = 256
-
-#: srun's line naming a node where a step's launch failed (srun/launch.c).
-_LAUNCH_FAILED = re.compile(r"Task launch for \S+ failed on node (\S+): ([^\n]*)")
 
 #: Fixed script of the probe step: each node says its name and home.
 _PROBE = 'printf "%s\\t%s\\n" "$SLURMD_NODENAME" "$HOME"'
@@ -135,11 +137,16 @@ class SlurmScope(KindScope):
         self._names = itertools.count(1)
         self._token = secrets.token_hex(3)
         self._lock = asyncio.Lock()
+        #: puts of several hosts -> one sbcast (see :mod:`~fleetctl.connection.slurm_fanout`)
+        self.fanout = PutCoalescer(self._live_hosts)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.release()
+        try:
+            await self.fanout.close()
+        finally:
+            await self.release()
 
     async def release(self, hosts: Sequence[str] | None = None) -> None:
         """Release the allocations (all, or those whose every host is in ``hosts``: a finished
@@ -285,6 +292,10 @@ class SlurmScope(KindScope):
     def connection(self, host: HostRef) -> "SlurmConnection":
         return SlurmConnection(host, self)
 
+    def _live_hosts(self, alloc: Allocation) -> list[str]:
+        """The inventory names of the reachable hosts on ``alloc``."""
+        return [m.ref.name for m in self.members.values() if m.allocation is alloc and not m.error]
+
     async def _member(self, host: HostRef) -> _Member:
         if host.name not in self.members:
             await self.prepare([host])
@@ -302,7 +313,8 @@ class SlurmScope(KindScope):
         ``remote_path`` is absolute, or relative to / ``~``-prefixed for each node's home. On each
         node the file first lands beside its destination under a temporary name, is checked for its
         full size, gets ``mode`` (default 0644) and is renamed into place; parent folders are
-        created (0700). A node where any of it fails reports why; the others are not affected.
+        created (0700). A node where any of it fails reports why; the others are not affected
+        (when the group failed as a group, each node is tried again alone).
 
         Args:
             local_path: the file on the controller.
@@ -342,14 +354,7 @@ class SlurmScope(KindScope):
 
     async def _broadcast_job(self, alloc: Allocation, local_path: str, dest: str, size: int,
                              group: list[_Member], mode: int | None, timeout_s: float) -> dict[str, str | None]:
-        nodes = sorted({m.node for m in group})
-        try:
-            status = await asyncio.wait_for(upload(alloc.client, alloc.job_id, nodes, local_path, dest, size=size,
-                                                   mode=mode), timeout_s)
-        except asyncio.TimeoutError:
-            status = {n: f"upload did not finish within {timeout_s:g} s" for n in nodes}
-        except SlurmError as exc:
-            status = {n: str(exc) for n in nodes}
+        status = await send(alloc, local_path, dest, size, [m.node for m in group], mode=mode, timeout_s=timeout_s)
         out: dict[str, str | None] = {}
         for m in group:
             why = status.get(m.node, "no answer from the upload step")
@@ -440,9 +445,10 @@ class SlurmConnection(Connection):
         m = self._require()
         argv = [str(a) for a in argv]
         wrapped = wrap_argv(argv, env=env, cwd=cwd, become=become)
-        res = await run_step(m.client, self.host, m.allocation.job_id, m.node, wrapped,  # type: ignore[union-attr]
-                             chdir=m.home or "/", timeout_s=timeout_s, on_line=on_line, stdin=stdin,
-                             display_argv=argv)
+        with self.scope.fanout.busy(self.host):
+            res = await run_step(m.client, self.host, m.allocation.job_id, m.node, wrapped,  # type: ignore[union-attr]
+                                 chdir=m.home or "/", timeout_s=timeout_s, on_line=on_line, stdin=stdin,
+                                 display_argv=argv)
         if capture_bytes is not None:
             for name in ("stdout", "stderr"):
                 data = getattr(res, name)
@@ -457,14 +463,22 @@ class SlurmConnection(Connection):
     async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
         """Upload with ``sbcast`` to the node's own disk (temporary name, size check, rename).
 
+        Other hosts of the allocation putting the same bytes to the same path with the same mode
+        at about the same time share the sbcast (:class:`~fleetctl.connection.slurm_fanout.PutCoalescer`);
+        the answer is still this node's own.
+
         Raises:
             TransferError: naming the host, the path and the cause.
         """
-        self._require()
-        result = await self.scope.broadcast(local_path, remote_path, [self.host], mode=mode)
-        why = result.get(self.host)
+        m = self._require()
+        dest = _resolve(remote_path, m.home)
+        try:
+            why = await self.scope.fanout.put(self.host, m.node, m.allocation, local_path, dest,  # type: ignore[arg-type]
+                                              mode=0o644 if mode is None else mode)
+        except TransferError as exc:
+            raise TransferError(f"{self.host}: {exc}") from None
         if why is not None:
-            raise TransferError(f"{self.host}: {why}")
+            raise TransferError(f"{self.host}: upload {local_path} -> {dest} on node {m.node}: {why}")
 
     async def get(self, remote_path: str, local_path: str) -> None:
         """Download a regular file over job steps' stdout (a symlink is refused; a large file in
@@ -475,8 +489,9 @@ class SlurmConnection(Connection):
             TransferError: naming the host, the path and the cause.
         """
         m = self._require()
-        await download(m.client, self.host, m.allocation.job_id, m.node,  # type: ignore[union-attr]
-                       _resolve(remote_path, m.home), local_path, chdir=m.home or "/")
+        with self.scope.fanout.busy(self.host):
+            await download(m.client, self.host, m.allocation.job_id, m.node,  # type: ignore[union-attr]
+                           _resolve(remote_path, m.home), local_path, chdir=m.home or "/")
 
 
 class _SlurmKind(ConnectionKind):

@@ -36,6 +36,10 @@ from .base import CommandResult, LineCallback, OutputLine
 from .slurm_client import SlurmClient, SlurmError, last_line, stop_process
 from .streams import CHUNK_BYTES, pump_lines
 
+#: srun's line naming a node where a step's launch failed (srun/launch.c); the step then ends on
+#: every node (srun starts a step on all of its nodes or on none).
+LAUNCH_FAILED = re.compile(r"Task launch for \S+ failed on node (\S+): ([^\n]*)")
+
 _NOTICE = re.compile(rb"^srun: error: (?P<node>\S+): task (?P<task>\d+): (?P<status>[^\r\n]*)\r?\n?$")
 _EXITED = re.compile(r"^Exited with exit code (\d+)$")
 _EXECVE = re.compile(rb"^slurmstepd(?:-\S+)?: error: execve\(\): .*: (?P<err>No such file or directory|"

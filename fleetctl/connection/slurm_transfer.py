@@ -30,7 +30,7 @@ from ..errors import HostUnreachable, TransferError
 from .base import CommandResult
 from .slurm_client import SlurmClient, SlurmError, last_line, stop_process
 from .slurm_nodes import hostlist
-from .slurm_step import run_step, step_argv, step_name
+from .slurm_step import LAUNCH_FAILED, run_step, step_argv, step_name
 
 #: A download larger than this (bytes) is fetched in stripes.
 STRIPE_BYTES = 8 * 1024 * 1024
@@ -64,13 +64,18 @@ DOWNLOAD_RANGE = 'exec dd if="$1" bs=1M skip="$2" count="$3" iflag=skip_bytes,co
 
 
 async def upload(client: SlurmClient, job_id: str, nodes: Sequence[str], local_path: str, dest: str, *,
-                 size: int, mode: int | None = None) -> dict[str, str | None]:
+                 size: int, mode: int | None = None) -> tuple[dict[str, str | None], set[str]]:
     """Put ``local_path`` at ``dest`` on every node of ``nodes`` (all in job ``job_id``) with one
     sbcast (see the module docstring). No deadline of its own: cancel the task to stop it (the
     helper then removes its temporary files).
 
     Returns:
-        node -> ``None`` when the file is in place there, else why not (one line).
+        ``(status, own)``: node -> ``None`` when the file is in place there, else why not (one
+        line); ``own`` holds the nodes whose answer is their own (the file is in place, the
+        node's helper failed by itself: its folder, size check, mode or rename, or srun named it
+        as the node where the step could not start). A node not in ``own`` failed with the group
+        (srun starts a step on all of its nodes or on none; sbcast failed): alone, it may well
+        succeed.
 
     Raises:
         SlurmError: the helper step could not be started.
@@ -98,9 +103,12 @@ async def upload(client: SlurmClient, job_id: str, nodes: Sequence[str], local_p
         sbcast_error = None
         if ready and step:
             sbcast_error = await _sbcast(client, step, local_path, tmp)
-        proc.stdin.write(b"commit\n" if ready else b"abort\n")
-        await proc.stdin.drain()
-        proc.stdin.close()
+        try:
+            proc.stdin.write(b"commit\n" if ready else b"abort\n")
+            await proc.stdin.drain()
+            proc.stdin.close()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # srun already ended (the step did not start everywhere): its stderr says why
         rest, err = await proc.communicate()
     except BaseException:
         try:
@@ -109,16 +117,25 @@ async def upload(client: SlurmClient, job_id: str, nodes: Sequence[str], local_p
             pass
         await asyncio.shield(stop_process(proc, grace_s=3.0))
         raise
+    own = set(status)  # failed before sbcast: the folder could not be made
     for line in rest.splitlines():
         word, node, detail = _words(line)
         if word == "done":
             status[node] = None
+            own.add(node)
         elif word == "fail":
             status[node] = detail + (f" ({sbcast_error})" if sbcast_error else "")
-    cause = last_line(err.decode("utf-8", "replace"))
+            if not sbcast_error:
+                own.add(node)
+    text = err.decode("utf-8", "replace")
+    cause = last_line(text)
+    for m in LAUNCH_FAILED.finditer(text):  # this node's own fault: no step starts there
+        if m.group(1) in nodes and m.group(1) not in status:
+            status[m.group(1)] = f"no job step starts on node {m.group(1)}: {m.group(2).strip()}"
+            own.add(m.group(1))
     for n in nodes:
         status.setdefault(n, sbcast_error or f"upload step did not run: {cause or 'no answer'}")
-    return status
+    return status, own & set(nodes)
 
 
 #: Copies stdin to a new private file on the launcher's side and prints its path.

@@ -70,6 +70,10 @@ DEFAULT_NODES = (
     NodeSpec("n3", "10.200.0.13", "rtxpro6000", ("sm_120", "rtxpro6000"), (RTX_PRO_6000,)),
 )
 
+#: Three nodes of one kind (n1..n3, all H200s): one job holds them all, as it holds a partition of
+#: identical GPU nodes on a real cluster (DEFAULT_NODES are two jobs: a job asks one GRES list).
+UNIFORM_NODES = tuple(NodeSpec(f"n{i}", f"10.200.0.1{i}", "h200", ("sm_90", "h200"), (H200,)) for i in (1, 2, 3))
+
 
 @dataclass
 class SlurmCluster:
@@ -418,16 +422,20 @@ def stop_leftovers() -> None:
 import pytest  # noqa: E402
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster_session():
-    """One test cluster for the session (started in about half a second)."""
+def _session_cluster(nodes: tuple[NodeSpec, ...]):
     try:
-        cluster = start_cluster()
+        cluster = start_cluster(nodes=nodes)
     except SlurmUnavailable as exc:
         pytest.fail(f"Slurm test cluster could not start: {exc}")
     yield cluster
     cluster.stop()
     shutil.rmtree(cluster.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster_session():
+    """One test cluster for the session (started in about half a second): DEFAULT_NODES."""
+    yield from _session_cluster(DEFAULT_NODES)
 
 
 @pytest.fixture
@@ -436,6 +444,21 @@ def slurm_cluster(slurm_cluster_session):
     slurm_cluster_session.reset()
     yield slurm_cluster_session
     slurm_cluster_session.reset()
+
+
+@pytest.fixture(scope="session")
+def slurm_uniform_cluster_session():
+    """A second cluster for the session, of UNIFORM_NODES (one job holds all three nodes); it runs
+    beside the first (own namespaces, own folder), started only by the tests that ask for it."""
+    yield from _session_cluster(UNIFORM_NODES)
+
+
+@pytest.fixture
+def slurm_uniform_cluster(slurm_uniform_cluster_session):
+    """The uniform cluster, clean for this test (as :func:`slurm_cluster`)."""
+    slurm_uniform_cluster_session.reset()
+    yield slurm_uniform_cluster_session
+    slurm_uniform_cluster_session.reset()
 
 
 def counting_launcher(cluster: SlurmCluster, log: Path) -> str:
