@@ -102,6 +102,12 @@ class HostOutcome(_Model):
         connection: what reaching the host took (handshake retries, jump hosts, keys recorded).
         output_truncated: ``fleetctl run``: how much of each stream was left out of memory (the
             log holds every byte).
+        environment: the host's Python environment when the play stages or switches it
+            (``venv_stage``, ``venv_switch``; see docs/staged.md): ``state`` (``live``: switched or
+            already live; ``staged``; ``not switched``: a stage failed, with ``failed_stage``,
+            ``failed_task``, ``failed_msg``), ``live`` (``version``, ``path``, ``live_since``,
+            ``torch``, ``torch_cuda``, ``kernels``: dist -> ``{version, files_sha256,
+            wheel_sha256}``), ``staged``, ``previous``, ``removed``, ``disk``.
     """
 
     status: HostStatus = "running"
@@ -116,6 +122,7 @@ class HostOutcome(_Model):
     signal: str | None = None
     connection: dict[str, Any] | None = None
     output_truncated: dict[str, Any] | None = None
+    environment: dict[str, Any] | None = None
 
 
 class RunModel(_Model):
