@@ -312,7 +312,7 @@ def status(args) -> dict:
         kept = [k for k in numbers(folder, index)
                 if index["versions"].get(str(k), {}).get("state") in ("live", "was-live")
                 or os.path.realpath(version_path(folder, k)) == os.path.realpath(live)]
-        top = max(kept) if kept else 0
+        top = max(kept + [index.get("last_version", 0)]) if kept else index.get("last_version", 0)
         if lkind == "dir":
             top = out["adopt_as"] = top + 1
         out["next"] = top + 1
@@ -469,10 +469,12 @@ def stage(args) -> dict:
             removed.append(n)
     nums = numbers(folder, index)
     adopt = info["kind"] == "dir"
-    top = max(nums) if nums else 0
+    # numbers are never reused: a failed stage's number stays its own in the run records
+    top = max(nums + [index.get("last_version", 0)])
     if adopt:
         top += 1  # reserved for the live folder, adopted at the switch
     n = top + 1
+    index["last_version"] = n
     dest = version_path(folder, n)
     cfg = read_cfg(src)
     base = base_interpreter(src)
