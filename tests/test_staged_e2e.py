@@ -90,7 +90,11 @@ def torch_wheel(folder: Path, version: str, breaks: bool = False) -> Path:
     """A stand-in torch wheel whose header declares ``stagedk_scale`` (renamed when ``breaks``)."""
     name = "stagedk_scale_v2" if breaks else "stagedk_scale"
     header = f"#pragma once\n__device__ inline float {name}(float x) {{ return 2.0f * x; }}  // torch {version}\n"
-    return write_wheel(folder, "torch", version, {**fake_torch_files(version), "torch/include/stagedk_api.h": header})
+    files = {**fake_torch_files(version), "torch/include/stagedk_api.h": header,
+             # imports like torch for verify: torch.version.cuda, torch.cuda.is_available() (no GPU)
+             "torch/__init__.py": f"from . import cuda, version\nfrom .version import __version__  # stand-in torch {version}\n",
+             "torch/cuda/__init__.py": "def is_available():\n    return False\n\n\ndef device_count():\n    return 0\n"}
+    return write_wheel(folder, "torch", version, files)
 
 
 def freeze(venv: str) -> str:
@@ -178,7 +182,7 @@ def test_staged_deploys_nightlies_and_rollbacks(sshd_farm, tmp_path):
     nightly("2.1.0")
     assert Path(os.path.realpath(venv)).name == "v3"
     got = imports(venv)
-    assert got == {**got, "torch": "2.1.0", "built": "2.1.0"} and "/v3/" in got["file"]
+    assert got == {**got, "torch": "2.1.0", "built": "2.1.0"} and "/v3/" in os.path.realpath(got["file"])
     rec = host_record(tmp_path)
     tasks = {t["action"]: t for t in rec["tasks"]}
     assert "torch 2.0.0 (CUDA None) -> 2.1.0" in tasks["venv_upgrade"]["msg"]

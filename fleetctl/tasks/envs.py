@@ -44,10 +44,11 @@ def installed_dir(workdir: str) -> str:
 
 
 def upload(host: HostView) -> Plan:
-    """Upload the host script; returns its remote path, or an error message (``str`` starting
-    with ``"!"``)."""
+    """Upload the host script into the run's folder (read-only for the host, so in a dry run too);
+    returns its remote path, or an error message (``str`` starting with ``"!"``)."""
     remote = host.remote_script(ENVS_SCRIPT)
-    err = yield Put(local=str(script_path(ENVS_SCRIPT)), remote=remote, mode=0o600,
+    # into the run's own folder, as the facts script: a dry run needs it for its read-only status
+    err = yield Put(local=str(script_path(ENVS_SCRIPT)), remote=remote, mode=0o600, mutating=False,
                     reason="the staged-environment script travels as a file")
     if err is not None:
         return f"!{err}"
@@ -132,3 +133,12 @@ def live_env(status: Mapping[str, Any]) -> dict[str, Any]:
     env["path"] = status.get("live")
     env["target"] = status.get("target")
     return env
+
+
+def staged_environment(live: Mapping[str, Any], staged: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[str, Any]:
+    """The run record's ``environment`` while a version is staged: the live one as it is, and the
+    staged one (``version``, ``path``, the torch its facts report)."""
+    py = facts.get("python") or {}
+    return {"state": "staged", "live": dict(live),
+            "staged": {"version": staged.get("version"), "path": staged.get("path"), "torch": py.get("torch"),
+                       "torch_cuda": py.get("torch_cuda")}}

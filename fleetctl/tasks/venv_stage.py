@@ -18,7 +18,7 @@ from typing import Literal
 from ..status import Status
 from .argtypes import ActionArgs
 from .base import Action, HostView, Plan, TaskResult
-from .envs import STAGED_FACT, answer, live_env, moved_facts, script_argv, simulated, status_probe, upload, venv_facts, versions_dir
+from .envs import STAGED_FACT, answer, live_env, staged_environment, moved_facts, script_argv, simulated, status_probe, upload, venv_facts, versions_dir
 from .build_preflight import CLEAN_PYTHON_ENV
 from .steps import Note, Run
 
@@ -85,7 +85,7 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
     argv = ["--venv", live, "--versions", folder, "--run-id", posixpath.basename(host.run_dir)]
     if uv and args.tool != "venv":
         argv += ["--uv", uv]
-    res = yield Run(argv=script_argv(remote, "stage", *argv), env=CLEAN_PYTHON_ENV, cwd="/", timeout_s=None,
+    res = yield Run(argv=script_argv(remote, "stage", *argv), env=CLEAN_PYTHON_ENV, cwd="/", timeout_s=None, quiet=True,
                     reason=f"make v{n} beside the live venv: a new venv at its final path, the live one's files "
                            "hard-linked, its pip freeze checked",
                     assume=simulated({"version": n, "path": dest, "versions_dir": folder, "live": live,
@@ -101,22 +101,18 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
     if out.get("simulated"):
         # v{n} does not exist while planning: the tasks after this one are planned (their probes
         # asked) against the live venv, which v{n} reproduces file for file; a deploy runs them in v{n}
-        yield Note(message=f"dry run: the tasks after the stage are planned against the live venv {live}, which "
-                           f"v{n} ({dest}) reproduces; a deploy runs them in v{n} and leaves {live} untouched until "
-                           "the switch")
         return TaskResult(Status.CHANGED, data={"decision": decision, "path": dest, "version": n},
                           facts={STAGED_FACT: {**staged, "simulated": True}},
-                          msg=f"would stage v{n} at {dest} ({decision['tool']}, the live venv's files hard-linked)")
+                          msg=f"would stage v{n} at {dest} ({decision['tool']}, the live venv's files hard-linked); "
+                              f"the tasks after it are planned against {live}, which v{n} reproduces, and run in v{n}")
     assumed = moved_facts(host.facts, tuple(p for p in (live, st.get("target")) if p), dest)
     facts, err = yield from venv_facts(host, dest, assumed)
     if err:
         return TaskResult(Status.FAILED, msg=f"stage v{n}: {err}", data={"decision": decision})
-    facts[STAGED_FACT] = staged
+    environment = staged_environment(live_env(st), staged, facts)
+    facts[STAGED_FACT] = {**staged, "live_env": environment["live"]}
     data = {k: v for k, v in out.items() if k != "ok"}
     data["decision"] = {**decision, "version": n}
-    environment = {"state": "staged", "live": live_env(st),
-                   "staged": {"version": n, "path": dest, "torch": (facts.get("python") or {}).get("torch"),
-                              "torch_cuda": (facts.get("python") or {}).get("torch_cuda")}}
     linked = out.get("linked_files")
     how = f"{linked} files hard-linked" if linked is not None else "files hard-linked"
     if out.get("copied_files"):

@@ -78,7 +78,7 @@ def plan(args: VenvSwitchArgs, host: HostView) -> Plan:
                 "keep": args.keep}
     argv = ["--venv", path, "--to", to, "--keep", str(args.keep), "--why", args.why,
             "--run-id", host.run_dir.rstrip("/").rsplit("/", 1)[-1], "--installed", installed_dir(host.workdir)]
-    res = yield Run(argv=script_argv(remote, "switch", *argv), env=CLEAN_PYTHON_ENV, cwd="/",
+    res = yield Run(argv=script_argv(remote, "switch", *argv), env=CLEAN_PYTHON_ENV, cwd="/", quiet=True,
                     reason=f"make {'the staged version' if to == 'staged' else to} live: a new symlink renamed over "
                            f"{st.get('live')}; keep the last {args.keep}",
                     assume=simulated({"changed": True, "from": current, "to": target or to, "live": st.get("live"),

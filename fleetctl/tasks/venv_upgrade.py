@@ -21,7 +21,7 @@ from ..status import Status
 from .argtypes import ActionArgs, argv_list
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_preflight import CLEAN_PYTHON_ENV
-from .envs import venv_facts
+from .envs import STAGED_FACT, staged_environment, venv_facts
 from .pip_install import STATE_SCRIPT, dist_changes, parse_state
 from .steps import Run, probe
 
@@ -102,21 +102,24 @@ def plan(args: VenvUpgradeArgs, host: HostView) -> Plan:
                                                          if k in host.facts})
     if err:
         return TaskResult(Status.FAILED, msg=err)
-    moved = [c for c in changes if c.startswith("torch ")]
-    others = [c for c in changes if not c.startswith("torch ")]
+    torch_moved = (before.get("torch"), before.get("cuda")) != (after.get("torch"), after.get("cuda"))
+    moved = [f"torch {before.get('torch')} (CUDA {before.get('cuda')}) -> {after.get('torch')} "
+             f"(CUDA {after.get('cuda')})"] if torch_moved else []
+    others = [c for c in changes if not c.startswith(("torch ", "added torch ", "removed torch "))]
     data = {"tool": tool, "changes": changes, "decision": {"action": "upgrade", "packages": names},
             "torch_before": {"torch": before.get("torch"), "cuda": before.get("cuda")},
             "torch_after": {"torch": after.get("torch"), "cuda": after.get("cuda")}}
+    environment = None
+    staged = host.facts.get(STAGED_FACT) or {}
+    if staged and not staged.get("simulated"):
+        environment = staged_environment(staged.get("live_env") or {}, staged, facts)
     if after.get("simulated"):
         return TaskResult(Status.CHANGED, data=data, facts=facts, msg=f"would upgrade {', '.join(names)}")
-    if not changes:
-        return TaskResult(Status.OK, data=data, facts=facts,
+    if not changes and not torch_moved:
+        return TaskResult(Status.OK, data=data, facts=facts, environment=environment,
                           msg=f"{', '.join(names)}: already the newest allowed in {host.venv}")
-    if moved:
-        moved = [f"torch {before.get('torch')} (CUDA {before.get('cuda')}) -> {after.get('torch')} "
-                 f"(CUDA {after.get('cuda')})"]
     text = "; ".join(moved + others[:6]) + (f" and {len(others) - 6} more" if len(others) > 6 else "")
-    return TaskResult(Status.CHANGED, data=data, facts=facts, msg=f"{text} ({tool})")
+    return TaskResult(Status.CHANGED, data=data, facts=facts, environment=environment, msg=f"{text} ({tool})")
 
 
 ACTION = Action(name="venv_upgrade", args=VenvUpgradeArgs, phase="install", timeout_s=3600.0, plan=plan)
