@@ -201,6 +201,15 @@ def test_staged_deploys_nightlies_and_rollbacks(sshd_farm, tmp_path):
     assert env["state"] == "not switched" and env["failed_stage"] == "build" and env["failed_action"] == "build_wheel"
     assert env["live"]["version"] == 3 and env["staged"]["version"] == 4 and env["staged"]["torch"] == "2.2.0"
     assert verify()["status"] == "ok"
+    # the report and the metrics say which environment runs and which stage failed
+    bad_run = sorted(p for p in (tmp_path / "runs").iterdir() if p.is_dir())[-2]
+    run("report", bad_run.name, "--html", str(tmp_path / "bad.html"))
+    page = (tmp_path / "bad.html").read_text()
+    assert "v3 since" in page and "staged v4 failed at build" in page and "torch 2.1.0" in page
+    from fleetctl.reporting.metrics import registry_for
+    from prometheus_client import generate_latest
+    text = generate_latest(registry_for(json.loads((bad_run / "run.json").read_text()))).decode()
+    assert 'fleetctl_host_environment_info{' in text and 'failed_stage="build"' in text and 'version="3"' in text
 
     # 4. two good nightlies in a row: the failed stage is cleared, 3 environments kept at most
     nightly("2.3.0")
