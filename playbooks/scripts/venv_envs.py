@@ -496,7 +496,7 @@ def stage(args) -> dict:
     linker = Linker([src, os.path.abspath(live)], dest)
     for entry in sorted(os.listdir(src)):
         path = os.path.join(src, entry)
-        if entry in ("pyvenv.cfg", "bin"):
+        if entry in ("pyvenv.cfg", "bin", ".lock"):  # the venv tool's own; uv's lock file is per venv
             continue
         if os.path.islink(path):
             if not os.path.lexists(os.path.join(dest, entry)):
