@@ -20,7 +20,7 @@ from ..redact import Redactor
 #: Bumped when a field changes meaning or goes away (adding an optional field keeps the version).
 SCHEMA_VERSION = 1
 
-RunKind = Literal["deploy", "verify", "facts", "run", "schedule"]
+RunKind = Literal["deploy", "verify", "facts", "run", "schedule", "rollback"]
 RunMode = Literal["apply", "dry-run", "plan"]
 HostStatus = Literal["running", "ok", "failed", "unreachable", "not started", "interrupted"]
 
@@ -131,7 +131,7 @@ class RunModel(_Model):
     Attributes:
         schema_version: :data:`SCHEMA_VERSION`.
         run_id: ``20261129T153000.123Z-1a2b3c``.
-        kind: ``deploy``, ``verify``, ``facts``, ``run``.
+        kind: ``deploy``, ``verify``, ``facts``, ``run``, ``rollback``.
         mode: ``apply`` (a real run), ``dry-run`` or ``plan``.
         command: the command line as typed (argv, secrets redacted).
         user, controller: who ran it, on which machine.
