@@ -210,6 +210,9 @@ def test_staged_deploys_nightlies_and_rollbacks(sshd_farm, tmp_path):
     from prometheus_client import generate_latest
     text = generate_latest(registry_for(json.loads((bad_run / "run.json").read_text()))).decode()
     assert 'fleetctl_host_environment_info{' in text and 'failed_stage="build"' in text and 'version="3"' in text
+    verify_run = sorted(p for p in (tmp_path / "runs").iterdir() if p.is_dir())[-1]
+    run("report", verify_run.name, "--html", str(tmp_path / "verify.html"))
+    assert "v3 since" in (tmp_path / "verify.html").read_text()  # a verify run names it too (from facts)
 
     # 4. two good nightlies in a row: the failed stage is cleared, 3 environments kept at most
     nightly("2.3.0")

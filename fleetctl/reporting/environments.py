@@ -21,6 +21,20 @@ def contents(env: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def from_facts(facts: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The environment a host runs as its facts saw it (``facts["environments"]``: a venv that is a
+    symlink to a staged version), for runs whose tasks did not stage or switch (verify, an
+    in-place deploy); ``None`` for a venv that is not staged."""
+    envs = (facts or {}).get("environments") or {}
+    n = envs.get("live_version")
+    if n is None:
+        return None
+    v = (envs.get("versions") or {}).get(str(n)) or {}
+    return {"state": "live", "live": {"version": n, "live_since": v.get("live_since"), "torch": v.get("torch"),
+                                      "torch_cuda": v.get("torch_cuda")},
+            "disk": envs.get("disk"), "from_facts": True}
+
+
 def environment_line(env: dict[str, Any] | None) -> str | None:
     """One line: which environment the host runs, since when, what it holds; and, after a failed
     stage, which stage failed (the live one untouched)."""

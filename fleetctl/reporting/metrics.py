@@ -48,7 +48,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Gauge, Info, write_to_textfile
 from prometheus_client.parser import text_string_to_metric_families
 
-from .environments import metric_labels
+from .environments import from_facts, metric_labels
 
 HOST_STATES = ("ok", "failed", "unreachable", "not started", "interrupted")
 
@@ -158,9 +158,10 @@ def registry_for(run: dict[str, Any], previous: tuple[float | None, dict[str, fl
             if t.get("action") == "pip_install" and t.get("status") in ("ok", "changed") and data.get("sha256"):
                 wheel.labels(pb, name).info({"wheel": PurePath(str(data.get("wheel") or "")).name,
                                              "sha256": str(data["sha256"])})
-        if h.get("environment"):
-            environment.labels(pb, name).info(metric_labels(h["environment"]))
-            disk = (h["environment"].get("disk") or {}).get("total_mib")
+        env = h.get("environment") or from_facts(h.get("facts"))
+        if env:
+            environment.labels(pb, name).info(metric_labels(env))
+            disk = (env.get("disk") or {}).get("total_mib")
             if disk is not None:
                 env_disk.labels(pb, name).set(float(disk))
         last = ended if st == "ok" and applied else last_hosts.get(name)
