@@ -237,6 +237,7 @@ def test_staged_deploys_nightlies_and_rollbacks(sshd_farm, tmp_path):
     res = run("rollback", "--hosts", "gpus", "--to", "1", ok=False)
     assert "no environment v1" in res.stdout + res.stderr
     # facts show the environments and their disk use
+    assert f"gpu01: environments in {folder}: live {oldest}" in run("facts", "--hosts", "gpus").stdout
     facts = json.loads(run("facts", "--hosts", "gpus", "--json").stdout)["gpu01"]
     assert facts["environments"]["live_version"] == int(oldest[1:])
     assert set(facts["environments"]["disk"]["versions"]) == {v[1:] for v in versions(folder)}

@@ -85,6 +85,17 @@ def print_facts(console: Console, facts: dict[str, dict[str, Any]]) -> None:
                 ("cuda", False, "left"), ("python / torch", True, "left"), ("cores", True, "right"),
                 ("mem GiB", True, "right"), ("disk free GiB", True, "right"), ("max jobs", True, "right")]
         print_table(console, "facts", cols, rows)
+    for host, f in facts.items():
+        envs = f.get("environments") or {}
+        if envs.get("versions"):
+            disk = envs.get("disk") or {}
+            sizes = disk.get("versions") or {}
+            kept = ", ".join(f"v{k} ({v.get('state')}, torch {v.get('torch') or '?'}, own "
+                             f"{(sizes.get(k) or {}).get('own_mib', '?')} MiB)"
+                             for k, v in sorted(envs["versions"].items(), key=lambda kv: int(kv[0])))
+            console.print(f"{host}: environments in {envs.get('versions_dir')}: live v{envs.get('live_version')}; "
+                          f"{kept}; {disk.get('total_mib', '?')} MiB together (measured {disk.get('measured', '?')})",
+                          markup=False, highlight=False, soft_wrap=True)
     for host, f in bad:
         state = "UNREACHABLE" if not f.get("reachable", True) else "FAILED"
         console.print(Text(f"{host}: ", style="bold cyan").append(f"{state}: {f.get('error')}",
