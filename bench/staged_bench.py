@@ -1,11 +1,13 @@
 """Staged nightly vs in-place nightly, through the real CLI, on a real venv with torch.
 
-Two identical venvs are made with torch (the wheel pip finds: ``scripts/setup.sh``'s torch) and
+Three identical venvs are made with torch (the wheel pip finds: ``scripts/setup.sh``'s torch) and
 its dependencies. Each "nightly" is the part of ``playbooks/nightly.yaml`` that differs between
-the two modes: torch reinstalled from its wheel (the nightly's upgrade: every torch file written
+the modes: torch reinstalled from its wheel (the nightly's upgrade: every torch file written
 anew), in place (``-e staged=false``) or staged (``venv_stage`` + the reinstall in the stage +
-``venv_switch``). The kernels' build, install and verify cost the same in both modes and are left
-out. Runs alternate between the modes (the machine is shared and noisy); medians are reported.
+``venv_switch``), and a third mode: ``--staged`` for a deploy that changes no torch (stage and
+switch only). The kernels' build, install and verify cost the same in every mode and are left out.
+Besides each run's wall time (CLI start to exit), each task's time is read from its run record.
+Runs alternate between the modes (the machine is shared and noisy); medians are reported.
 
 Disk: ``du`` counting each inode once (hard links shared between versions count once), of the
 live venv (in place) and of the live venv's versions folder (staged), after each nightly.
@@ -33,6 +35,7 @@ name: nightly (the part staging changes)
 hosts: all
 vars:
   staged: true
+  upgrade: true
 tasks:
   - name: Stage the next environment
     venv_stage: {}
@@ -40,6 +43,7 @@ tasks:
   - name: Update torch to the nightly (reinstalled from its wheel)
     command:
       argv: ["{{ python }}", -m, pip, install, -q, --no-input, --force-reinstall, --no-deps, "%(wheel)s"]
+    when: upgrade | bool
     timeout: 3600
   - name: Switch to the verified environment
     venv_switch: {to: staged}
@@ -58,16 +62,22 @@ def make_venv(path: Path, wheel: str) -> None:
     subprocess.run([str(path / "bin" / "python3"), "-m", "pip", "install", "-q", wheel], check=True)
 
 
-def nightly(inv: Path, play: Path, home: Path, staged: bool) -> float:
+def nightly(inv: Path, play: Path, home: Path, staged: bool, upgrade: bool = True) -> dict:
+    """One run through the CLI: its wall seconds and each task's seconds from its run record."""
     env = {**os.environ, "FLEETCTL_HOME": str(home / "state"), "XDG_CACHE_HOME": str(home / "cache")}
     t0 = time.monotonic()
     res = subprocess.run([str(REPO / ".venv" / "bin" / "fleetctl"), "-i", str(inv), "deploy", "--hosts", "all",
-                          "--playbook", str(play), "-e", f"staged={'true' if staged else 'false'}"],
+                          "--playbook", str(play), "-e", f"staged={'true' if staged else 'false'}",
+                          "-e", f"upgrade={'true' if upgrade else 'false'}"],
                          capture_output=True, text=True, env=env)
     took = time.monotonic() - t0
     if res.returncode != 0:
         raise SystemExit(f"nightly failed:\n{res.stdout[-3000:]}\n{res.stderr[-2000:]}")
-    return round(took, 2)
+    run_dir = sorted(p for p in (home / "state" / "runs").iterdir() if p.is_dir())[-1]
+    host = json.loads((run_dir / "run.json").read_text())["hosts"]["bench"]
+    tasks = {t["action"]: t["duration_s"] for t in host["tasks"] if t["status"] != "skipped"}
+    return {"wall_s": round(took, 2), "stage_s": tasks.get("venv_stage", 0.0), "upgrade_s": tasks.get("command", 0.0),
+            "switch_s": tasks.get("venv_switch", 0.0)}
 
 
 def main() -> None:
@@ -81,7 +91,8 @@ def main() -> None:
         raise SystemExit("no torch wheel: give --wheel PATH")
     root = Path(tempfile.mkdtemp(prefix="fleetctl-staged-bench-"))
     try:
-        venvs = {"in_place": root / "inplace" / "venv", "staged": root / "staged" / "venv"}
+        modes = ("in_place", "staged", "staged_no_upgrade")
+        venvs = {m: root / m / "venv" for m in modes}
         for mode, venv in venvs.items():
             venv.parent.mkdir(parents=True)
             make_venv(venv, wheel)
@@ -93,29 +104,29 @@ def main() -> None:
             invs[mode].write_text(json.dumps({"all": {"hosts": {"bench": {
                 "ansible_connection": "local", "venv": str(venv), "workdir": str(venv.parent / "work")}}}}))
         base = du_mib(venvs["in_place"])
-        times: dict[str, list[float]] = {"in_place": [], "staged": []}
-        disk: dict[str, list[float]] = {"in_place": [], "staged": []}
+        runs: dict[str, list[dict]] = {m: [] for m in modes}
+        disk: dict[str, list[float]] = {m: [] for m in modes}
         for _ in range(args.rounds):
-            for mode in ("in_place", "staged"):
-                times[mode].append(nightly(invs[mode], play, root, mode == "staged"))
-                if mode == "staged":
-                    folder = Path(os.path.realpath(venvs[mode])).parent
-                    disk[mode].append(du_mib(folder))
-                else:
+            for mode in modes:
+                runs[mode].append(nightly(invs[mode], play, root, mode != "in_place", mode != "staged_no_upgrade"))
+                if mode == "in_place":
                     disk[mode].append(du_mib(venvs[mode]))
+                else:
+                    disk[mode].append(du_mib(Path(os.path.realpath(venvs[mode])).parent))
+        med = {m: {k: statistics.median(r[k] for r in runs[m]) for k in runs[m][0]} for m in modes}
         index = json.loads((Path(os.path.realpath(venvs["staged"])).parent / "envs.json").read_text())
-        stage_s = [v.get("seconds") for v in index["versions"].values() if v.get("seconds") is not None]
+        quiet = json.loads((Path(os.path.realpath(venvs["staged_no_upgrade"])).parent / "envs.json").read_text())
         result = {
-            "torch_wheel": Path(wheel).name, "venv_mib": base, "rounds": args.rounds,
-            "seconds": {m: t for m, t in times.items()},
-            "median_s": {m: statistics.median(t) for m, t in times.items()},
-            "extra_s_median": round(statistics.median(times["staged"]) - statistics.median(times["in_place"]), 2),
-            "stage_script_s": stage_s,
+            "torch_wheel": Path(wheel).name, "venv_mib": base, "rounds": args.rounds, "runs": runs, "median": med,
+            "extra_s": {"staged_nightly_wall": round(med["staged"]["wall_s"] - med["in_place"]["wall_s"], 2),
+                        "stage_plus_switch": round(med["staged"]["stage_s"] + med["staged"]["switch_s"], 2),
+                        "staged_deploy_without_upgrade": round(med["staged_no_upgrade"]["stage_s"]
+                                                               + med["staged_no_upgrade"]["switch_s"], 2)},
             "disk_mib_after_each": disk,
             "versions_kept": sorted(index["versions"]),
             "linked_files": [v.get("linked_files") for v in index["versions"].values() if v.get("linked_files")],
             "copied_mib": [v.get("copied_mib") for v in index["versions"].values() if v.get("copied_mib") is not None],
-            "disk_by_version": index.get("disk"),
+            "disk_by_version": index.get("disk"), "disk_by_version_without_upgrade": quiet.get("disk"),
         }
         text = json.dumps(result, indent=1)
         print(text)

@@ -162,6 +162,8 @@ def test_staged_deploys_nightlies_and_rollbacks(sshd_farm, tmp_path):
     # --plan and --dry-run show the stage and the switch; nothing changes
     plan = run("deploy", "--hosts", "gpus", "--playbook", str(tmp_path / "deploy.yaml"), "--staged", "--dry-run")
     assert "venv_envs.py" in plan.stdout and '"stage"' in plan.stdout and '"switch"' in plan.stdout
+    plan = run("deploy", "--hosts", "gpus", "--playbook", str(tmp_path / "deploy.yaml"), "--staged", "--plan")
+    assert "stage v2" in plan.stdout and "switch live folder -> v2" in plan.stdout and "build" in plan.stdout
     assert Path(venv).is_dir() and not Path(venv).is_symlink() and not (work / "envs").exists()
 
     # 1. a --staged deploy: the real venv folder is adopted as v1 (moved, not copied), v2 goes live

@@ -216,6 +216,18 @@ def plan_rows(hosts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
+#: The staged-environment actions, shown in ``--plan`` beside the builds.
+ENV_ACTIONS = ("venv_stage", "venv_upgrade", "venv_switch")
+
+
+def _env_row(host: str, t: dict[str, Any]) -> list[Any]:
+    d = t.get("decision") or {}
+    what = {"stage": f"stage v{d.get('version')}", "switch": f"switch {d.get('from')} -> {d.get('to')}"}.get(
+        str(d.get("action")), str(d.get("action") or t.get("status")))
+    return [host, t["task"], Text(what, style="red" if d.get("action") == "fail" else "magenta"), "", "",
+            t.get("msg", "")]
+
+
 def print_plan_table(console: Console, title: str, rows: dict[str, dict[str, Any]]) -> None:
     """``--plan``'s table: host, task, action, arch list, class, changed inputs or the failure."""
     out = []
@@ -223,10 +235,17 @@ def print_plan_table(console: Console, title: str, rows: dict[str, dict[str, Any
         if r.get("status") != "ok":
             out.append([host, "", Text(str(r.get("status", "?")), style="red"), "", "", r.get("error", "")])
             continue
+        envs = [t for t in r.get("tasks", []) if t.get("action") in ENV_ACTIONS and t.get("status") != "skipped"]
+        if r.get("builds"):  # staged environments (docs/staged.md): the stage first, the switch last
+            for t in (t for t in envs if t["action"] != "venv_switch"):
+                out.append(_env_row(host, t))
         for b in r.get("builds", []):
             style = {"skip": "green", "push": "cyan", "fail": "red"}.get(b["action"], "yellow")
             out.append([host, b["task"], Text(b["action"], style=style), str(b.get("archs") or ""),
                         b.get("key", ""), ", ".join(b["changed"])])
+        if r.get("builds"):
+            for t in (t for t in envs if t["action"] == "venv_switch"):
+                out.append(_env_row(host, t))
         if not r.get("builds"):
             for t in r.get("tasks", []):
                 d = t.get("decision") or {}
