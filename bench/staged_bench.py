@@ -13,6 +13,7 @@ Disk: ``du`` counting each inode once (hard links shared between versions count 
 live venv (in place) and of the live venv's versions folder (staged), after each nightly.
 
     .venv/bin/python bench/staged_bench.py --rounds 3 --out bench/results/staged.json
+    .venv/bin/python bench/staged_bench.py --script-only 5 --out bench/results/staged_script.json
 """
 
 from __future__ import annotations
@@ -80,15 +81,50 @@ def nightly(inv: Path, play: Path, home: Path, staged: bool, upgrade: bool = Tru
             "switch_s": tasks.get("venv_switch", 0.0)}
 
 
+def script_only(wheel: str, reps: int) -> dict:
+    """The host script alone on a torch venv (no CLI, no connection, no facts): ``stage`` then
+    ``switch`` ``reps`` times, each timed; what the stage and the switch cost by themselves."""
+    root = Path(tempfile.mkdtemp(prefix="fleetctl-staged-script-"))
+    try:
+        live = root / "venv"
+        make_venv(live, wheel)
+        script = REPO / "playbooks" / "scripts" / "venv_envs.py"
+        folder = root / "envs"
+        stage_s, switch_s = [], []
+        for i in range(reps):
+            t0 = time.monotonic()
+            out = json.loads(subprocess.run([sys.executable, str(script), "stage", "--venv", str(live), "--versions",
+                                             str(folder)], capture_output=True, text=True, check=True).stdout)
+            stage_s.append(round(time.monotonic() - t0, 3))
+            t0 = time.monotonic()
+            subprocess.run([sys.executable, str(script), "switch", "--venv", out["path"], "--to", "staged"],
+                           capture_output=True, text=True, check=True)
+            switch_s.append(round(time.monotonic() - t0, 3))
+        return {"torch_wheel": Path(wheel).name, "venv_mib": du_mib(live), "files_linked": out["linked_files"],
+                "stage_s": stage_s, "switch_s": switch_s, "median_stage_s": statistics.median(stage_s),
+                "median_switch_s": statistics.median(switch_s), "versions_mib": du_mib(folder),
+                "note": "the first switch adopts the live folder (its freeze read too); each switch measures disk use"}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--wheel", default=None, help="the torch wheel (default: the one in /opt/wheels or pip's cache)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--script-only", type=int, default=0, metavar="REPS",
+                    help="time the host script's stage and switch alone, REPS times")
     args = ap.parse_args()
     wheel = args.wheel or next((str(p) for p in sorted(Path("/opt/wheels").glob("torch-*.whl"))), None)
     if not wheel:
         raise SystemExit("no torch wheel: give --wheel PATH")
+    if args.script_only:
+        text = json.dumps(script_only(wheel, args.script_only), indent=1)
+        print(text)
+        if args.out:
+            Path(args.out).write_text(text + "\n")
+        return
     root = Path(tempfile.mkdtemp(prefix="fleetctl-staged-bench-"))
     try:
         modes = ("in_place", "staged", "staged_no_upgrade")
