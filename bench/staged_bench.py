@@ -88,6 +88,7 @@ def script_only(wheel: str, reps: int) -> dict:
     try:
         live = root / "venv"
         make_venv(live, wheel)
+        venv_mib = du_mib(live)
         script = REPO / "playbooks" / "scripts" / "venv_envs.py"
         folder = root / "envs"
         stage_s, switch_s = [], []
@@ -100,7 +101,7 @@ def script_only(wheel: str, reps: int) -> dict:
             subprocess.run([sys.executable, str(script), "switch", "--venv", out["path"], "--to", "staged"],
                            capture_output=True, text=True, check=True)
             switch_s.append(round(time.monotonic() - t0, 3))
-        return {"torch_wheel": Path(wheel).name, "venv_mib": du_mib(live), "files_linked": out["linked_files"],
+        return {"torch_wheel": Path(wheel).name, "venv_mib": venv_mib, "files_linked": out["linked_files"],
                 "stage_s": stage_s, "switch_s": switch_s, "median_stage_s": statistics.median(stage_s),
                 "median_switch_s": statistics.median(switch_s), "versions_mib": du_mib(folder),
                 "note": "the first switch adopts the live folder (its freeze read too); each switch measures disk use"}

@@ -222,7 +222,11 @@ ENV_ACTIONS = ("venv_stage", "venv_upgrade", "venv_switch")
 
 def _env_row(host: str, t: dict[str, Any]) -> list[Any]:
     d = t.get("decision") or {}
-    what = {"stage": f"stage v{d.get('version')}", "switch": f"switch {d.get('from')} -> {d.get('to')}"}.get(
+
+    def v(x: Any) -> str:
+        return f"v{x}" if isinstance(x, int) else str(x)
+
+    what = {"stage": f"stage v{d.get('version')}", "switch": f"switch {v(d.get('from'))} -> {v(d.get('to'))}"}.get(
         str(d.get("action")), str(d.get("action") or t.get("status")))
     return [host, t["task"], Text(what, style="red" if d.get("action") == "fail" else "magenta"), "", "",
             t.get("msg", "")]
