@@ -137,12 +137,13 @@ def test_include_cycle_is_an_error():
 
 def test_every_action_has_a_finite_default_timeout(tmp_path):
     expected = {"command": 600, "shell": 600, "script": 600, "copy": 300, "build_wheel": 7200,
-                "pip_install": 900, "verify": 600}
+                "pip_install": 900, "verify": 600, "venv_stage": 1800, "venv_upgrade": 3600, "venv_switch": 600}
     for action, timeout_s in expected.items():
         assert ACTIONS[action].timeout_s == timeout_s
         model, default = ACTIONS[action].args, ACTIONS[action].timeout_s
         assert default == timeout_s and model.model_config["extra"] == "forbid"
-    assert COMMAND_ACTIONS == {"script", "command", "shell", "build_wheel", "pip_install", "verify"}
+    assert COMMAND_ACTIONS == {"script", "command", "shell", "build_wheel", "pip_install", "verify", "venv_stage",
+                               "venv_upgrade", "venv_switch"}
     pb = load_playbook(write(tmp_path, "tasks:\n  - fail: {msg: stop}\n  - debug:\n"))
     assert [t.timeout_s for t in pb.tasks] == [60, 60]
     assert pb.tasks[1].args.msg == ""

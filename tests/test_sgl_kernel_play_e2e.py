@@ -70,10 +70,13 @@ def test_nightly_play_plans_every_stage_in_order(sshd_farm, tmp_path):
     assert res.returncode == 0, res.stdout[-3000:]
     planned = [json.loads(ln.split("] ", 1)[1]) for ln in res.stdout.splitlines() if ln.startswith("  [")]
     argvs = [p["argv"] for p in planned if "argv" in p]
-    assert argvs[0][1:] == ["-m", "pip", "install", "--pre", "--upgrade", "--no-index", "--find-links", "/srv/wheels",
-                            "torch==2.12.0.dev20261128"]
-    assert argvs[0][0].endswith("/bin/python3")
-    assert argvs[2] == ["git", "-C", str(tmp_path / "sglang"), "pull", "--ff-only"]
+    # staged (docs/staged.md): the next environment first, the torch upgrade in it, the switch last
+    assert argvs[0][0] == "python3" and argvs[0][1].endswith("/venv_envs.py") and argvs[0][2] == "stage"
+    assert argvs[1][1:] == ["-m", "pip", "install", "--no-input", "--pre", "--upgrade", "--no-index", "--find-links",
+                            "/srv/wheels", "torch==2.12.0.dev20261128"]
+    assert argvs[1][0].endswith("/bin/python3")
+    assert argvs.index(["git", "-C", str(tmp_path / "sglang"), "pull", "--ff-only"]) > 1
+    assert [a[2] for a in argvs if a[0] == "python3" and a[1].endswith("/venv_envs.py")] == ["stage", "switch"]
 
 
 def _planned_builds(stdout: str) -> dict[str, dict]:

@@ -80,7 +80,7 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
               accept_new_host_keys: bool = False, connect_timeout: float = 30.0, serial: str | None = None,
               max_fail_percentage: float | None = None, retry_failed: str | None = None, build: str | None = None,
               phase_timeout: tuple[str, ...] = (), plan: bool = False, output: str = "auto",
-              metrics_file: str | None = None) -> None:
+              metrics_file: str | None = None, staged: bool = False) -> None:
     from ..engine.deadlines import Deadlines
     from ..engine.runner import PlayOptions, run_playbook
     from ..playbook import load_playbook
@@ -89,6 +89,11 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
     if not path.exists():
         raise InputError("playbook file not found", file=str(path))
     playbook = load_playbook(str(path))
+    if staged:
+        from ..playbook.staged import staged_playbook
+
+        playbook = staged_playbook(playbook)
+        extra = (*extra, "staged=true")
     pattern = pattern or playbook.hosts
     if not pattern:
         raise InputError("no hosts: give --hosts or set 'hosts' in the playbook", file=str(path))
@@ -309,6 +314,9 @@ _deploy_only = [
                  help="once: one build per arch class, pushed to the others (default); each: every host builds."),
     click.option("--retry-failed", is_flag=False, flag_value="last", default=None, metavar="[RUN_ID]",
                  help="Only the hosts that failed in RUN_ID (default: the last run)."),
+    click.option("--staged", is_flag=True,
+                 help="Run the play in a new version of each host's venv, made beside the live one; switch to it "
+                      "only when every task passed (docs/staged.md). Default: install in place."),
 ]
 
 

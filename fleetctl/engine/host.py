@@ -42,13 +42,15 @@ class PassOptions:
 
 @dataclass
 class HostPass:
-    """A pass's outcome: the tasks' outcomes, the host's status and error, and, for a planning
-    pass, the failure it found before any command would have run (``blocking``)."""
+    """A pass's outcome: the tasks' outcomes, the host's status and error, for a planning pass
+    the failure it found before any command would have run (``blocking``), and the host's Python
+    environment as the last task reporting one left it (``environment``; see ``venv_stage``)."""
 
     outcomes: list[TaskOutcome] = field(default_factory=list)
     status: str = "ok"
     error: str | None = None
     blocking: TaskOutcome | None = None
+    environment: dict[str, Any] | None = None
 
 
 def _view(session: HostSession, playbook: Any, opts: PassOptions, env: dict[str, str]) -> HostView:
@@ -104,6 +106,7 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
         apply: apply the selected tasks; ``False`` plans every task.
     """
     out = HostPass()
+    session.reset_venv()
     notified: list[str] = []
     simulated_before = False
     total = len(tasks)
@@ -135,6 +138,10 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
             session.files.update(result.files)
             session.trees.update(result.trees)
             session.sources.update(result.sources)
+            if result.venv or result.facts:
+                session.use_venv(result.venv, result.facts)
+        if result.environment is not None and is_selected:
+            out.environment = result.environment
         status = result.status
         msg = result.msg
         if not is_selected and status is not Status.SKIPPED:
@@ -160,11 +167,16 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
         res = await one(task, i + 1)
         if res.status is Status.CHANGED:
             notified.extend(n for n in task.notify if n not in notified)
-        if res.status is Status.UNREACHABLE:
-            out.status, out.error = "unreachable", res.msg
-            return out
-        if res.status is Status.FAILED and not task.ignore_errors:
-            out.status, out.error = "failed", f"{out.outcomes[-1].name}: {res.msg}"
+        if res.status is Status.UNREACHABLE or (res.status is Status.FAILED and not task.ignore_errors):
+            if res.status is Status.UNREACHABLE:
+                out.status, out.error = "unreachable", res.msg
+            else:
+                out.status, out.error = "failed", f"{out.outcomes[-1].name}: {res.msg}"
+            if out.environment and out.environment.get("state") == "staged":
+                # the staged version was never switched to: the live one is as it was
+                last = out.outcomes[-1]
+                out.environment = {**out.environment, "state": "not switched", "failed_stage": last.phase,
+                                   "failed_task": last.name, "failed_action": last.action, "failed_msg": res.msg}
             return out
     for handler in playbook.handlers:
         if handler.name in notified:

@@ -20,7 +20,7 @@ from ..redact import Redactor
 #: Bumped when a field changes meaning or goes away (adding an optional field keeps the version).
 SCHEMA_VERSION = 1
 
-RunKind = Literal["deploy", "verify", "facts", "run", "schedule"]
+RunKind = Literal["deploy", "verify", "facts", "run", "schedule", "rollback"]
 RunMode = Literal["apply", "dry-run", "plan"]
 HostStatus = Literal["running", "ok", "failed", "unreachable", "not started", "interrupted"]
 
@@ -102,6 +102,12 @@ class HostOutcome(_Model):
         connection: what reaching the host took (handshake retries, jump hosts, keys recorded).
         output_truncated: ``fleetctl run``: how much of each stream was left out of memory (the
             log holds every byte).
+        environment: the host's Python environment when the play stages or switches it
+            (``venv_stage``, ``venv_switch``; see docs/staged.md): ``state`` (``live``: switched or
+            already live; ``staged``; ``not switched``: a stage failed, with ``failed_stage``,
+            ``failed_task``, ``failed_msg``), ``live`` (``version``, ``path``, ``live_since``,
+            ``torch``, ``torch_cuda``, ``kernels``: dist -> ``{version, files_sha256,
+            wheel_sha256}``), ``staged``, ``previous``, ``removed``, ``disk``.
     """
 
     status: HostStatus = "running"
@@ -116,6 +122,7 @@ class HostOutcome(_Model):
     signal: str | None = None
     connection: dict[str, Any] | None = None
     output_truncated: dict[str, Any] | None = None
+    environment: dict[str, Any] | None = None
 
 
 class RunModel(_Model):
@@ -124,7 +131,7 @@ class RunModel(_Model):
     Attributes:
         schema_version: :data:`SCHEMA_VERSION`.
         run_id: ``20261129T153000.123Z-1a2b3c``.
-        kind: ``deploy``, ``verify``, ``facts``, ``run``.
+        kind: ``deploy``, ``verify``, ``facts``, ``run``, ``rollback``.
         mode: ``apply`` (a real run), ``dry-run`` or ``plan``.
         command: the command line as typed (argv, secrets redacted).
         user, controller: who ran it, on which machine.

@@ -373,6 +373,8 @@ def _finish(run: RunModel, observers: Observers, host: str, result: HostPass, sp
     out = run.host(host)
     out.tasks = [t for t in out.tasks if t.action == "facts"] + result.outcomes
     out.status, out.error = result.status, result.error
+    if result.environment is not None and run.mode == "apply":
+        out.environment = result.environment
     out.phases = phase_spans(run, result.outcomes, spans)
     if out.started:
         import datetime as dt

@@ -79,6 +79,26 @@ class HostSession:
     probes: dict[tuple, Any] = field(default_factory=dict)
     #: async callables run before the connection closes (the deploy lock's release)
     cleanups: list[Any] = field(default_factory=list)
+    #: the venv this pass's later tasks use instead of the inventory's (a staged version, see
+    #: ``TaskResult.venv``), and the gathered facts while later tasks see replaced keys
+    venv_in_use: str | None = None
+    gathered_facts: dict[str, Any] | None = None
+
+    def use_venv(self, venv: str | None, facts: dict[str, Any]) -> None:
+        """From now on in this pass, tasks use ``venv`` (when given) and see ``facts``' keys
+        replaced (a key set to ``None`` is removed); the recorded facts stay as gathered."""
+        if self.gathered_facts is None:
+            self.gathered_facts = self.facts
+        if venv:
+            self.venv_in_use = venv
+        merged = {**self.facts, **facts}
+        self.facts = {k: v for k, v in merged.items() if v is not None}
+
+    def reset_venv(self) -> None:
+        """Back to the inventory's venv and the gathered facts (each pass starts there)."""
+        if self.gathered_facts is not None:
+            self.facts = self.gathered_facts
+        self.gathered_facts = self.venv_in_use = None
 
     @property
     def name(self) -> str:
@@ -86,7 +106,7 @@ class HostSession:
 
     @property
     def venv(self) -> str | None:
-        return default_venv(self.host)
+        return self.venv_in_use or default_venv(self.host)
 
     @property
     def python(self) -> str:

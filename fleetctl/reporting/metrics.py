@@ -26,6 +26,10 @@ Every series carries ``playbook`` (the playbook's file stem, e.g. ``nightly``; `
 ``fleetctl_host_build_info{host,class,archs,role,built_on}`` 1: the host's arch class and its role
                                                             (build, push, reuse, serve, fail)
 ``fleetctl_host_wheel_info{host,wheel,sha256}``             1: the wheel installed on the host
+``fleetctl_host_environment_info{host,version,state,...}``  1: the environment the host runs (staged
+                                                            environments: version, torch, torch_cuda,
+                                                            kernels' sha256, live_since, failed_stage)
+``fleetctl_host_environments_disk_mib{host}``               disk the kept environments use together
 ``fleetctl_host_last_success_timestamp_seconds{host}``      when the host last succeeded; kept
 ==========================================================  =========================================
 
@@ -43,6 +47,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, Info, write_to_textfile
 from prometheus_client.parser import text_string_to_metric_families
+
+from .environments import from_facts, metric_labels
 
 HOST_STATES = ("ok", "failed", "unreachable", "not started", "interrupted")
 
@@ -120,6 +126,11 @@ def registry_for(run: dict[str, Any], previous: tuple[float | None, dict[str, fl
     build = Info("fleetctl_host_build", "The host's arch class and its role in it (build, push, reuse, serve, "
                  "fail).", ["playbook", "host"], registry=reg)
     wheel = Info("fleetctl_host_wheel", "The wheel installed on the host.", ["playbook", "host"], registry=reg)
+    environment = Info("fleetctl_host_environment", "The Python environment the host runs (staged environments: "
+                       "version, state, torch, kernels' sha256, since when; failed_stage after a failed stage).",
+                       ["playbook", "host"], registry=reg)
+    env_disk = Gauge("fleetctl_host_environments_disk_mib", "Disk the host's kept environments use together (MiB, "
+                     "shared files once).", ["playbook", "host"], registry=reg)
     host_last = Gauge("fleetctl_host_last_success_timestamp_seconds",
                       "When the host last succeeded (Unix time; kept across failed runs).", ["playbook", "host"],
                       registry=reg)
@@ -147,6 +158,12 @@ def registry_for(run: dict[str, Any], previous: tuple[float | None, dict[str, fl
             if t.get("action") == "pip_install" and t.get("status") in ("ok", "changed") and data.get("sha256"):
                 wheel.labels(pb, name).info({"wheel": PurePath(str(data.get("wheel") or "")).name,
                                              "sha256": str(data["sha256"])})
+        env = h.get("environment") or from_facts(h.get("facts"))
+        if env:
+            environment.labels(pb, name).info(metric_labels(env))
+            disk = (env.get("disk") or {}).get("total_mib")
+            if disk is not None:
+                env_disk.labels(pb, name).set(float(disk))
         last = ended if st == "ok" and applied else last_hosts.get(name)
         if last:
             host_last.labels(pb, name).set(last)

@@ -30,6 +30,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from .environments import environment_line, from_facts
 from .history import safe_name
 from .logscan import LogInfo, scan_log
 from .report_types import ArchClass, Bar, Cause, Folded, HostRow, PhaseStat, Report, Tail
@@ -221,6 +222,7 @@ def summarise(run: dict[str, Any], logs: dict[str, LogInfo], events: list[dict[s
         row = HostRow(name=name, status=str(h.get("status", "?")), error=h.get("error"),
                       duration_s=float(h.get("duration_s") or 0), bars=bars, phases=phases, rc=h.get("rc"),
                       log_rel=f"logs/{safe_name(name)}.log", log_size_bytes=log.size_bytes if log else 0)
+        row.environment = environment_line(h.get("environment") or from_facts(h.get("facts")))
         if row.status == "not started" and not row.error:
             row.error = run.get("stopped")
         reached = row.status != "unreachable"

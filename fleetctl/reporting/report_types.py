@@ -37,6 +37,7 @@ class HostRow:
     log_rel: str = ""
     log_size_bytes: int = 0
     changed: bool = False
+    environment: str | None = None  # the Python environment it runs (staged environments)
 
 
 @dataclass

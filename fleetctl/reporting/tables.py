@@ -85,6 +85,17 @@ def print_facts(console: Console, facts: dict[str, dict[str, Any]]) -> None:
                 ("cuda", False, "left"), ("python / torch", True, "left"), ("cores", True, "right"),
                 ("mem GiB", True, "right"), ("disk free GiB", True, "right"), ("max jobs", True, "right")]
         print_table(console, "facts", cols, rows)
+    for host, f in facts.items():
+        envs = f.get("environments") or {}
+        if envs.get("versions"):
+            disk = envs.get("disk") or {}
+            sizes = disk.get("versions") or {}
+            kept = ", ".join(f"v{k} ({v.get('state')}, torch {v.get('torch') or '?'}, own "
+                             f"{(sizes.get(k) or {}).get('own_mib', '?')} MiB)"
+                             for k, v in sorted(envs["versions"].items(), key=lambda kv: int(kv[0])))
+            console.print(f"{host}: environments in {envs.get('versions_dir')}: live v{envs.get('live_version')}; "
+                          f"{kept}; {disk.get('total_mib', '?')} MiB together (measured {disk.get('measured', '?')})",
+                          markup=False, highlight=False, soft_wrap=True)
     for host, f in bad:
         state = "UNREACHABLE" if not f.get("reachable", True) else "FAILED"
         console.print(Text(f"{host}: ", style="bold cyan").append(f"{state}: {f.get('error')}",
@@ -205,6 +216,22 @@ def plan_rows(hosts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
+#: The staged-environment actions, shown in ``--plan`` beside the builds.
+ENV_ACTIONS = ("venv_stage", "venv_upgrade", "venv_switch")
+
+
+def _env_row(host: str, t: dict[str, Any]) -> list[Any]:
+    d = t.get("decision") or {}
+
+    def v(x: Any) -> str:
+        return f"v{x}" if isinstance(x, int) else str(x)
+
+    what = {"stage": f"stage v{d.get('version')}", "switch": f"switch {v(d.get('from'))} -> {v(d.get('to'))}"}.get(
+        str(d.get("action")), str(d.get("action") or t.get("status")))
+    return [host, t["task"], Text(what, style="red" if d.get("action") == "fail" else "magenta"), "", "",
+            t.get("msg", "")]
+
+
 def print_plan_table(console: Console, title: str, rows: dict[str, dict[str, Any]]) -> None:
     """``--plan``'s table: host, task, action, arch list, class, changed inputs or the failure."""
     out = []
@@ -212,10 +239,17 @@ def print_plan_table(console: Console, title: str, rows: dict[str, dict[str, Any
         if r.get("status") != "ok":
             out.append([host, "", Text(str(r.get("status", "?")), style="red"), "", "", r.get("error", "")])
             continue
+        envs = [t for t in r.get("tasks", []) if t.get("action") in ENV_ACTIONS and t.get("status") != "skipped"]
+        if r.get("builds"):  # staged environments (docs/staged.md): the stage first, the switch last
+            for t in (t for t in envs if t["action"] != "venv_switch"):
+                out.append(_env_row(host, t))
         for b in r.get("builds", []):
             style = {"skip": "green", "push": "cyan", "fail": "red"}.get(b["action"], "yellow")
             out.append([host, b["task"], Text(b["action"], style=style), str(b.get("archs") or ""),
                         b.get("key", ""), ", ".join(b["changed"])])
+        if r.get("builds"):
+            for t in (t for t in envs if t["action"] == "venv_switch"):
+                out.append(_env_row(host, t))
         if not r.get("builds"):
             for t in r.get("tasks", []):
                 d = t.get("decision") or {}

@@ -6,12 +6,14 @@ line here.
 
 from __future__ import annotations
 
-from . import build_wheel, command, copy, debug, fail, pip_install, script, shell, verify
+from . import (build_wheel, command, copy, debug, fail, pip_install, script, shell, venv_stage, venv_switch,
+               venv_upgrade, verify)
 from .base import Action
 
 #: action name -> its declaration.
 ACTIONS: dict[str, Action] = {m.ACTION.name: m.ACTION for m in (
-    copy, script, command, shell, build_wheel, pip_install, verify, fail, debug,
+    copy, script, command, shell, build_wheel, pip_install, verify, fail, debug, venv_stage, venv_upgrade,
+    venv_switch,
 )}
 
 __all__ = ["ACTIONS", "Action"]

@@ -50,6 +50,12 @@ class TaskResult:
             :func:`fleetctl.build.keys.tree_hash`).
         sources: remote folder -> the controller folder the task copied there, so a later task
             can read the tree's own files (a build's ``pyproject.toml``) before it is uploaded.
+        venv: the venv the host's later tasks of this play use instead (``venv_stage``: the
+            staged version; ``venv_switch``: the live path again); ``None``: unchanged.
+        facts: facts keys replaced for the host's later tasks of this play (``python`` after a
+            stage or an upgrade changed the venv); the gathered facts in the record stay as gathered.
+        environment: the host's Python environment as this task leaves it (``venv_stage``,
+            ``venv_switch``): the run record's per-host ``environment``.
     """
 
     status: Status
@@ -61,6 +67,9 @@ class TaskResult:
     files: dict[str, str | None] = field(default_factory=dict)
     trees: dict[str, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
+    venv: str | None = None
+    facts: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] | None = None
 
     def as_registered(self) -> dict[str, Any]:
         """The value ``register:`` stores: status, rc, msg, stdout, stderr, data, and the flags

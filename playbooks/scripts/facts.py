@@ -45,6 +45,10 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
 ``login_env``       ``{NAME: value}`` for the variables of :data:`LOGIN_ENV_NAMES` the login
                     environment sets (a stray ``VIRTUAL_ENV``, ``CONDA_PREFIX``, ``PYTHONPATH``,
                     ``TMPDIR``...). The probes of this script run without the stray ones.
+``environments``    null, or, when ``--venv`` is a symlink into a versions folder fleetctl manages
+                    (docs/staged.md): ``{versions_dir, live_version, versions: {N: {state, created,
+                    live_since, torch, torch_cuda}}, disk: {total_mib, versions: {N: {size_mib,
+                    own_mib}}, measured}}``, read from the folder's ``envs.json`` (no walk).
 ``workdir``, ``hostname``, ``os`` (PRETTY_NAME of /etc/os-release), ``kernel``, ``machine``.
 ``errors``          list of str: probe failures not reported elsewhere.
 ``duration_s``      float: the script's own run time.
@@ -965,6 +969,25 @@ def gather_system(facts, workdir):
         attempt(label, fn)
 
 
+def probe_environments(venv):
+    """The staged environments behind ``venv`` (see the ``environments`` key), or None."""
+    if not venv or not os.path.islink(venv):
+        return None
+    target = os.path.realpath(venv)
+    folder = os.path.dirname(target)
+    try:
+        with open(os.path.join(folder, "envs.json")) as fh:
+            index = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    match = re.match(r"^v([0-9]+)$", os.path.basename(target))
+    keys = ("state", "created", "live_since", "torch", "torch_cuda", "adopted")
+    return {"versions_dir": folder, "live_version": int(match.group(1)) if match else None,
+            "versions": {k: {f: v.get(f) for f in keys if v.get(f) is not None}
+                         for k, v in (index.get("versions") or {}).items()},
+            "disk": index.get("disk")}
+
+
 def gather(venv=None, cuda_home=None, workdir="."):
     """Every fact as one dict (the JSON object this script prints); never raises.
 
@@ -1004,6 +1027,10 @@ def gather(venv=None, cuda_home=None, workdir="."):
         facts["uv"] = {"path": find_uv()}
     except Exception as exc:  # pragma: no cover - defensive
         facts["uv"] = {"path": None, "error": str(exc)}
+    try:
+        facts["environments"] = probe_environments(venv)
+    except Exception as exc:  # pragma: no cover - defensive
+        facts["environments"] = {"error": "%s: %s" % (type(exc).__name__, exc)}
     gather_system(facts, workdir)
     thread.join(PYTHON_PROBE_TIMEOUT_S + 15)
     facts["python"] = box.get("python") or {

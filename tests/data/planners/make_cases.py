@@ -373,4 +373,94 @@ case("verify", "a-failed-check-is-named", args={"package": "sgl_kernel"}, host={
      steps=[{"expect": {"type": "Put"}, "answer": None},
             {"expect": {"type": "Run"}, "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "checks": [{"name": "import-order", "ok": False, "detail": "sgl_kernel imports only after torch (libc10.so: cannot open)"}]})}}],
      result={"status": "failed", "msg": "import-order: sgl_kernel imports only after torch"})
+
+# venv_stage / venv_upgrade / venv_switch (staged environments, docs/staged.md)
+from fleetctl.tasks.envs import versions_dir as _vdir
+VD = _vdir("/w", "/venv")
+SCRIPT = "/w/runs/r1/scripts/venv_envs.py"
+FACTS_UV = {**FACTS90, "uv": {"path": "/usr/local/bin/uv"}}
+def ENVS(**d):
+    return {"rc": 0, "stdout": json.dumps({"ok": True, **d}) + "\n"}
+STATUS_DIR = ENVS(kind="dir", live="/venv", live_kind="dir", target="/venv", versions_dir=VD, versions={}, next=2,
+                  adopt_as=1, same_fs=True, others_reach_live=True, others_reach_versions=True, staged_version=None,
+                  environment={"torch": "2.11.0+cu130", "torch_cuda": "13.0", "kernels": {}, "version": None})
+UPLOAD = {"expect": {"type": "Put", "remote": SCRIPT, "mutating": False}, "answer": None}
+STATUS_RUN = {"expect": {"type": "Run", "mutating": False, "argv": ["python3", SCRIPT, "status", "--venv", "/venv", "--versions", VD,
+                                                                   "--installed", "/w/installed"], "cwd": "/"}}
+PY_V2 = {**PY, "executable": f"{VD}/v2/bin/python3", "prefix": f"{VD}/v2"}
+FACTS_RUN = [{"expect": {"type": "Put", "remote": "/w/runs/r1/scripts/facts.py"}, "answer": None},
+             {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": json.dumps({"python": PY_V2, "cmake": {"version": "3.28.3"}}) + "\n"}}]
+case("venv_stage", "stages-the-next-version-beside-a-real-venv-with-uv", host={"facts": FACTS_UV},
+     steps=[UPLOAD, {**STATUS_RUN, "answer": STATUS_DIR}, {"expect": {"type": "Note"}, "answer": None},
+            {"expect": {"type": "Run", "mutating": True, "argv": ["python3", SCRIPT, "stage", "--venv", "/venv", "--versions", VD,
+                                                                 "--run-id", "r1", "--uv", "/usr/local/bin/uv"]},
+             "answer": ENVS(version=2, path=f"{VD}/v2", made_with="uv venv", linked_files=812, copied_files=0, packages=41, seconds=1.2)},
+            *FACTS_RUN],
+     result={"status": "changed", "msg": "staged v2 at", "decision": {"action": "stage", "version": 2, "tool": "uv venv"}})
+case("venv_stage", "another-file-system-fails-before-anything-changes", host={"facts": FACTS90},
+     steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(**{**json.loads(STATUS_DIR["stdout"]), "same_fs": False})}],
+     result={"status": "failed", "msg": "on another file system", "decision": {"action": "fail"}})
+case("venv_stage", "a-symlink-fleetctl-did-not-make-is-refused", host={"facts": FACTS90},
+     steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(kind="symlink", live="/venv", target="/opt/other", unmanaged_link=True,
+                                                  versions_dir=None, next=None, staged_version=None)}],
+     result={"status": "failed", "msg": "a symlink to /opt/other that fleetctl did not make"})
+case("venv_stage", "the-stage-script-refusal-is-the-message", host={"facts": FACTS90},
+     steps=[UPLOAD, {**STATUS_RUN, "answer": STATUS_DIR}, {"expect": {"type": "Note"}, "answer": None},
+            {"expect": {"type": "Run", "mutating": True},
+             "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "error": "the staged venv /w/envs/v2 does not reproduce the live one's pip freeze: numpy 2.1.0 -> None"}) + "\n"}}],
+     result={"status": "failed", "msg": "stage: the staged venv /w/envs/v2 does not reproduce the live one's pip freeze"})
+case("venv_stage", "no-venv-fails", host={"venv": None, "python": "python3"}, steps=[],
+     result={"status": "failed", "msg": "no venv for this host"})
+
+STAGED = {"version": 3, "path": f"{VD}/v3", "live": "/venv", "live_version": 2, "versions_dir": VD}
+SWITCHED = ENVS(changed=True, **{"from": 2}, to=3, live="/venv", path=f"{VD}/v3", removed=[1], how="symlink replaced",
+                environment={"version": 3, "torch": "2.12.0+cu130", "torch_cuda": "13.0", "live_since": "2026-12-01T02:41:00+00:00",
+                             "kernels": {"sgl_kernel": {"version": "0.3.9", "files_sha256": "f" * 64, "wheel_sha256": "a" * 64}}})
+case("venv_switch", "switches-to-the-version-this-run-staged", host={"facts": {**FACTS90, "staged_env": STAGED}, "venv": f"{VD}/v3"},
+     steps=[UPLOAD,
+            {"expect": {"type": "Run", "mutating": True, "argv": ["python3", SCRIPT, "switch", "--venv", f"{VD}/v3", "--to", "staged",
+                                                                 "--keep", "3", "--why", "deploy", "--run-id", "r1", "--installed", "/w/installed"]},
+             "answer": SWITCHED}],
+     result={"status": "changed", "msg": "/venv: v2 -> v3 (torch 2.12.0+cu130); removed v1", "decision": {"action": "switch", "from": 2, "to": 3}})
+case("venv_switch", "nothing-staged-fails-without-a-step", host={"facts": FACTS90}, steps=[],
+     result={"status": "failed", "msg": "nothing staged"})
+case("venv_switch", "rollback-to-the-previous-environment", args={"to": "previous", "why": "rollback"}, host={"facts": FACTS90},
+     steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(kind="symlink", live="/venv", live_version=3, versions_dir=VD,
+                                                  versions={"2": {"state": "was-live"}, "3": {"state": "live"}}, staged_version=None)},
+            {"expect": {"type": "Run", "mutating": True, "argv": ["python3", SCRIPT, "switch", "--venv", "/venv", "--to", "previous",
+                                                                 "--keep", "3", "--why", "rollback", "--run-id", "r1", "--installed", "/w/installed"]},
+             "answer": ENVS(changed=True, **{"from": 3}, to=2, live="/venv", removed=[], environment={"version": 2, "torch": "2.11.0+cu130"})}],
+     result={"status": "changed", "msg": "/venv: v3 -> v2 (torch 2.11.0+cu130)", "decision": {"action": "switch", "from": 3}})
+case("venv_switch", "a-pruned-version-is-refused-naming-what-is-kept", args={"to": "1", "why": "rollback"}, host={"facts": FACTS90},
+     steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(kind="symlink", live="/venv", live_version=3, versions_dir=VD,
+                                                  versions={"2": {}, "3": {}}, staged_version=None)},
+            {"expect": {"type": "Run", "mutating": True},
+             "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "error": "no environment v1 in /w/envs (there: v2 (was-live), v3 (live))"}) + "\n"}}],
+     result={"status": "failed", "msg": "switch: no environment v1 in /w/envs (there: v2 (was-live), v3 (live))"})
+
+UP = {"packages": ["torch==2.12.0.dev20261128"], "pre": True, "pip_args": ["--no-index", "--find-links", "/wheels"]}
+def UPSTATE(torch, dists):
+    return {"rc": 0, "stdout": json.dumps({"record": None, "dist": None, "torch": torch, "cuda": "13.0", "dists": dists, "stamp": None}) + "\n"}
+UP_STATE_ARGV = ["/venv/bin/python3", "-c", STATE_ARGV[2], "torch", "/nonexistent", ""]
+case("venv_upgrade", "upgrades-torch-and-rereads-the-venv-facts", args=UP, host={"facts": FACTS_UV},
+     steps=[{"expect": {"type": "Run", "mutating": False, "argv": UP_STATE_ARGV}, "answer": UPSTATE("2.11.0+cu130", {"pip": "25.2", "torch": "2.11.0+cu130"})},
+            {"expect": {"type": "Run", "mutating": True, "argv": ["/venv/bin/python3", "-m", "pip", "install", "--no-input", "--pre", "--upgrade",
+                                                                 "--no-index", "--find-links", "/wheels", "torch==2.12.0.dev20261128"]},
+             "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "mutating": False}, "answer": UPSTATE("2.12.0.dev20261128", {"pip": "25.2", "torch": "2.12.0.dev20261128", "triton": "3.6.0"})},
+            *FACTS_RUN],
+     result={"status": "changed", "msg": "torch 2.11.0+cu130 (CUDA 13.0) -> 2.12.0.dev20261128 (CUDA 13.0); added triton 3.6.0 (pip)",
+             "decision": {"action": "upgrade", "packages": ["torch"]}})
+case("venv_upgrade", "uv-where-the-venv-has-no-pip", args={**UP, "no_deps": True}, host={"facts": FACTS_UV},
+     steps=[{"expect": {"type": "Run", "mutating": False}, "answer": UPSTATE("2.11.0+cu130", {"torch": "2.11.0+cu130"})},
+            {"expect": {"type": "Run", "argv": ["/usr/local/bin/uv", "pip", "install", "--python", "/venv/bin/python3", "--prerelease", "allow",
+                                                "--upgrade", "--no-deps", "--no-index", "--find-links", "/wheels", "torch==2.12.0.dev20261128"]},
+             "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "mutating": False}, "answer": UPSTATE("2.11.0+cu130", {"torch": "2.11.0+cu130"})}, *FACTS_RUN],
+     result={"status": "ok", "msg": "torch: already the newest allowed in /venv"})
+case("venv_upgrade", "an-index-without-the-nightly-names-pip-s-error", args=UP, host={"facts": FACTS90},
+     steps=[{"expect": {"type": "Run", "mutating": False}, "answer": UPSTATE("2.11.0+cu130", {"pip": "25.2", "torch": "2.11.0+cu130"})},
+            {"expect": {"type": "Run", "mutating": True},
+             "answer": {"rc": 1, "stderr": "ERROR: Could not find a version that satisfies the requirement torch==2.12.0.dev20261128 (from versions: 2.11.0)\nERROR: No matching distribution found for torch==2.12.0.dev20261128\n"}}],
+     result={"status": "failed", "msg": "pip install torch==2.12.0.dev20261128: ERROR: Could not find a version"})
 print("ok", K[:16])

@@ -1,0 +1,144 @@
+"""The pure parts shared by the staged-environment actions (``venv_stage``, ``venv_upgrade``,
+``venv_switch``): where a venv's versions live, the host script's steps and answers, and how the
+python facts of another venv are read (see ``docs/staged.md`` for the layout on the host).
+
+The host side is ``playbooks/scripts/venv_envs.py`` (stdlib only); these helpers only build its
+command lines and read its one JSON line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+from collections.abc import Mapping
+from typing import Any
+
+from ..connection.base import CommandResult
+from ..scripts import script_path
+from .base import HostView, Plan, first_error_line
+from .build_preflight import CLEAN_PYTHON_ENV
+from .steps import Put, Run, probe
+
+#: The host script (``playbooks/scripts/``).
+ENVS_SCRIPT = "venv_envs.py"
+#: The facts script, run again for the venv a stage made or an upgrade changed.
+FACTS_SCRIPT = "facts.py"
+#: The facts keys that describe the venv (re-read for a staged or upgraded venv).
+VENV_FACT_KEYS = ("python", "cmake", "ninja")
+#: The facts key a ``venv_stage`` leaves for the tasks after it: ``{version, path, live,
+#: live_version, versions_dir}`` of the version it staged (``venv_switch`` reads it).
+STAGED_FACT = "staged_env"
+
+
+def versions_dir(workdir: str, venv: str) -> str:
+    """The default versions folder of ``venv``: ``<workdir>/envs/<basename>-<sha256(path)[:8]>``
+    (a host may stage several venvs; the hash keeps equal basenames apart)."""
+    name = posixpath.basename(venv.rstrip("/")) or "venv"
+    return posixpath.join(workdir, "envs", f"{name}-{hashlib.sha256(venv.encode()).hexdigest()[:8]}")
+
+
+def installed_dir(workdir: str) -> str:
+    """Where ``pip_install`` keeps its install records (their sha256 name the kernels' wheels)."""
+    return posixpath.join(workdir, "installed")
+
+
+def upload(host: HostView) -> Plan:
+    """Upload the host script into the run's folder (read-only for the host, so in a dry run too);
+    returns its remote path, or an error message (``str`` starting with ``"!"``)."""
+    remote = host.remote_script(ENVS_SCRIPT)
+    # into the run's own folder, as the facts script: a dry run needs it for its read-only status
+    err = yield Put(local=str(script_path(ENVS_SCRIPT)), remote=remote, mode=0o600, mutating=False,
+                    reason="the staged-environment script travels as a file")
+    if err is not None:
+        return f"!{err}"
+    return remote
+
+
+def script_argv(remote: str, command: str, *args: str) -> tuple[str, ...]:
+    """``python3 venv_envs.py COMMAND ARGS...`` (the host's own python3, as the facts script)."""
+    return ("python3", remote, command, *args)
+
+
+def status_probe(remote: str, venv: str, versions: str, workdir: str) -> Run:
+    """The read-only ``status`` of ``venv`` (see the host script)."""
+    return probe(script_argv(remote, "status", "--venv", venv, "--versions", versions,
+                             "--installed", installed_dir(workdir)),
+                 f"what {venv} is: a real folder, a staged environment, its versions", env=CLEAN_PYTHON_ENV, cwd="/")
+
+
+def answer(res: CommandResult) -> dict[str, Any]:
+    """The script's JSON line, or ``{"ok": False, "error": ...}`` naming why there is none."""
+    for line in reversed(res.stdout_text.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                out = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(out, dict):
+                return out
+    return {"ok": False, "error": f"{ENVS_SCRIPT} did not answer (rc={res.rc}): {first_error_line(res)}"}
+
+
+def simulated(data: Mapping[str, Any]) -> CommandResult:
+    """What a dry run answers a simulated script command with."""
+    return CommandResult(argv=[], rc=0, stdout=(json.dumps({"ok": True, **data}) + "\n").encode())
+
+
+def moved_facts(facts: Mapping[str, Any], old: tuple[str, ...], new: str) -> dict[str, Any]:
+    """The venv facts (:data:`VENV_FACT_KEYS`) with every path under one of ``old`` moved under
+    ``new``: the facts of an exact copy of the venv (what a dry run assumes of a stage)."""
+    def move(value: Any) -> Any:
+        if isinstance(value, str):
+            for prefix in old:
+                if prefix and (value == prefix or value.startswith(prefix.rstrip("/") + "/")):
+                    return new + value[len(prefix.rstrip("/")):]
+            return value
+        if isinstance(value, dict):
+            return {k: move(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [move(v) for v in value]
+        return value
+
+    return {k: move(facts[k]) for k in VENV_FACT_KEYS if k in facts}
+
+
+def venv_facts(host: HostView, venv: str, assume: Mapping[str, Any]) -> Plan:
+    """Read the venv facts of ``venv`` with the facts script (uploaded again: one file), after the
+    task changed it; returns ``(facts, error)``. A dry run answers ``assume``."""
+    from ..facts import facts_argv
+
+    remote = host.remote_script(FACTS_SCRIPT)
+    err = yield Put(local=str(script_path(FACTS_SCRIPT)), remote=remote, mode=0o600, reason="the facts script")
+    if err is not None:
+        return {}, f"cannot upload the facts script: {err}"
+    res = yield Run(argv=tuple(facts_argv("python3", remote, workdir=host.run_dir, venv=venv,
+                                          cuda_home=host.cuda_home)),
+                    mutating=False, after_change=True, quiet=True, timeout_s=300, cwd="/",
+                    reason=f"the facts of {venv} (python, torch, its CUDA build) for the tasks after this one",
+                    assume=CommandResult(argv=[], rc=0, stdout=(json.dumps(dict(assume)) + "\n").encode()))
+    for line in reversed(res.stdout_text.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                got = json.loads(line)
+            except ValueError:
+                continue
+            return {k: got[k] for k in VENV_FACT_KEYS if k in got}, None
+    return {}, f"the facts script printed nothing for {venv}: {first_error_line(res)}"
+
+
+def live_env(status: Mapping[str, Any]) -> dict[str, Any]:
+    """The live environment as the ``status`` answer describes it (for the run record)."""
+    env = dict(status.get("environment") or {})
+    env["path"] = status.get("live")
+    env["target"] = status.get("target")
+    return env
+
+
+def staged_environment(live: Mapping[str, Any], staged: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[str, Any]:
+    """The run record's ``environment`` while a version is staged: the live one as it is, and the
+    staged one (``version``, ``path``, the torch its facts report)."""
+    py = facts.get("python") or {}
+    return {"state": "staged", "live": dict(live),
+            "staged": {"version": staged.get("version"), "path": staged.get("path"), "torch": py.get("torch"),
+                       "torch_cuda": py.get("torch_cuda")}}

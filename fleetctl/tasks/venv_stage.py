@@ -1,0 +1,125 @@
+"""``venv_stage``: make the next version of the host's venv beside the live one, and point the
+play's later tasks at it.
+
+The new version is a venv made at its final path ``<versions>/vN`` (``uv venv`` where the host has
+uv, else the base interpreter's ``-m venv``) whose files are hard links to the live venv's, console
+scripts rewritten for their new interpreter; it must reproduce the live venv's ``pip freeze``
+exactly (see ``playbooks/scripts/venv_envs.py``). The live venv is only read. From this task on,
+the host's ``venv`` and ``python`` (templates, builds, installs, verify) are the staged version's,
+and its python facts (torch, its CUDA build) are re-read from it; ``venv_switch`` makes it live.
+A stage left by a failed run is removed by the next stage (never the live one).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Literal
+
+from ..status import Status
+from .argtypes import ActionArgs
+from .base import Action, HostView, Plan, TaskResult
+from .envs import STAGED_FACT, answer, live_env, staged_environment, moved_facts, script_argv, simulated, status_probe, upload, venv_facts, versions_dir
+from .build_preflight import CLEAN_PYTHON_ENV
+from .steps import Note, Run
+
+
+class VenvStageArgs(ActionArgs):
+    """``venv_stage``: stage the next version of the host's venv.
+
+    Attributes:
+        versions_dir: the folder holding the versions (must be on the venv's file system: hard
+            links and the adoption of the live folder are renames, not copies); empty or ``None``:
+            ``<workdir>/envs/<venv name>-<hash>``. Once the venv is a symlink to a version, the
+            folder it points into is used.
+        tool: ``auto`` (``uv venv`` where the host has uv), ``uv`` or ``venv`` (``python -m venv``).
+    """
+
+    versions_dir: str | None = None
+    tool: Literal["auto", "uv", "venv"] = "auto"
+
+
+def plan(args: VenvStageArgs, host: HostView) -> Plan:
+    """Status, checks, stage, then the staged venv's facts; CHANGED with the new venv."""
+    if not host.venv:
+        return TaskResult(Status.FAILED, msg="no venv for this host: set the host var 'venv'",
+                          data={"decision": {"action": "fail"}})
+    folder = args.versions_dir or versions_dir(host.workdir, host.venv)
+    remote = yield from upload(host)
+    if remote.startswith("!"):
+        return TaskResult(Status.FAILED, msg=f"venv_stage: {remote[1:]}")
+    st = answer((yield status_probe(remote, host.venv, folder, host.workdir)))
+    if not st.get("ok"):
+        return TaskResult(Status.FAILED, msg=f"venv_stage: {st.get('error')}", data={"decision": {"action": "fail"}})
+    if host.facts.get(STAGED_FACT) or st.get("staged_version") is not None:
+        return TaskResult(Status.OK, msg=f"{host.venv} is already a staged version",
+                          data={"decision": {"action": "skip", "why": "already staged"}})
+    live = st.get("live") or host.venv
+    problem = None
+    if st.get("kind") == "missing":
+        problem = f"venv {live} does not exist"
+    elif st.get("unmanaged_link"):
+        problem = (f"venv {live} is a symlink to {st.get('target')} that fleetctl did not make: set the venv var to "
+                   "the real folder, or make it one")
+    elif st.get("kind") != "dir" and st.get("kind") != "symlink":
+        problem = f"venv {live} is not a folder"
+    elif st.get("same_fs") is False:
+        problem = (f"the versions folder {st.get('versions_dir')} is on another file system than {live}: a stage "
+                   "would copy every file instead of linking it; set versions_dir (venv_stage) or the host var "
+                   "venv_versions_dir to a folder on the venv's file system")
+    uv = (host.facts.get("uv") or {}).get("path")
+    if args.tool == "uv" and not uv:
+        problem = "tool: uv, but the host has no uv (facts: uv.path)"
+    folder = st.get("versions_dir") or folder
+    n = st.get("next")
+    decision = {"action": "stage", "version": n, "from": st.get("live_version") or "live folder",
+                "versions_dir": folder, "tool": "uv venv" if uv and args.tool != "venv" else "python -m venv"}
+    if problem:
+        return TaskResult(Status.FAILED, msg=f"preflight: {problem}", data={"decision": {**decision, "action": "fail"}})
+    if st.get("adopt_as"):
+        yield Note(message=f"{live} is a real folder: the switch adopts it as v{st['adopt_as']} (moved into "
+                           f"{folder}, not copied) and puts a symlink in its place")
+    if st.get("others_reach_live") and not st.get("others_reach_versions"):
+        yield Note(message=f"other users can reach {live} but not {folder} (a private folder on the way): once "
+                           "switched, they cannot run the venv; set versions_dir to a folder they can reach")
+    dest = posixpath.join(folder, f"v{n}")
+    argv = ["--venv", live, "--versions", folder, "--run-id", posixpath.basename(host.run_dir)]
+    if uv and args.tool != "venv":
+        argv += ["--uv", uv]
+    res = yield Run(argv=script_argv(remote, "stage", *argv), env=CLEAN_PYTHON_ENV, cwd="/", timeout_s=None, quiet=True,
+                    reason=f"make v{n} beside the live venv: a new venv at its final path, the live one's files "
+                           "hard-linked, its pip freeze checked",
+                    assume=simulated({"version": n, "path": dest, "versions_dir": folder, "live": live,
+                                      "live_version": st.get("live_version"), "adopt_as": st.get("adopt_as"),
+                                      "simulated": True}))
+    out = answer(res)
+    if not out.get("ok"):
+        return TaskResult(Status.FAILED, rc=res.rc, msg=f"stage: {out.get('error')}",
+                          data={"decision": {**decision, "action": "fail"}})
+    dest = out.get("path") or dest
+    n = out.get("version", n)
+    staged = {"version": n, "path": dest, "live": live, "live_version": st.get("live_version"), "versions_dir": folder}
+    if out.get("simulated"):
+        # v{n} does not exist while planning: the tasks after this one are planned (their probes
+        # asked) against the live venv, which v{n} reproduces file for file; a deploy runs them in v{n}
+        return TaskResult(Status.CHANGED, data={"decision": decision, "path": dest, "version": n},
+                          facts={STAGED_FACT: {**staged, "simulated": True}},
+                          msg=f"would stage v{n} at {dest} ({decision['tool']}, the live venv's files hard-linked); "
+                              f"the tasks after it are planned against {live}, which v{n} reproduces, and run in v{n}")
+    assumed = moved_facts(host.facts, tuple(p for p in (live, st.get("target")) if p), dest)
+    facts, err = yield from venv_facts(host, dest, assumed)
+    if err:
+        return TaskResult(Status.FAILED, msg=f"stage v{n}: {err}", data={"decision": decision})
+    environment = staged_environment(live_env(st), staged, facts)
+    facts[STAGED_FACT] = {**staged, "live_env": environment["live"]}
+    data = {k: v for k, v in out.items() if k != "ok"}
+    data["decision"] = {**decision, "version": n}
+    linked = out.get("linked_files")
+    how = f"{linked} files hard-linked" if linked is not None else "files hard-linked"
+    if out.get("copied_files"):
+        how += f", {out['copied_files']} copied ({out.get('copied_mib')} MiB)"
+    return TaskResult(Status.CHANGED, data=data, venv=dest, facts=facts, environment=environment,
+                      msg=f"staged v{n} at {dest} ({out.get('made_with', decision['tool'])}, {how}, "
+                          f"{out.get('packages', '?')} packages as live, {out.get('seconds', 0)} s); the live venv is untouched")
+
+
+ACTION = Action(name="venv_stage", args=VenvStageArgs, phase="install", timeout_s=1800.0, plan=plan)

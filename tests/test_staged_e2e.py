@@ -1,0 +1,245 @@
+"""Staged environments end to end (docs/staged.md): real sshd test hosts, real venvs, real pip
+installs from a local wheel folder standing in for the nightly index, real nvcc compiles.
+
+The "torch" builds are small stand-in packages written by the test (as tests/test_build_kinds_e2e.py
+does): each ships ``torch/include/stagedk_api.h``, the header the kernel package
+(``tests/data/staged_kernels``) compiles against. torch 2.2.0's header renamed the function the
+kernel calls: that nightly breaks the kernel build. One host goes through, in order: a ``--staged``
+deploy (the live venv folder adopted as v1), a good nightly, a bad one (the live venv unchanged), two
+good ones in a row (3 environments kept), rollbacks, and verify after each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.fake_gpu import H200, write_fake_nvidia_smi
+from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+from tests.support.tiny_ext import fake_torch_files, site_packages, write_wheel
+from tests.test_deploy_e2e import make_host_venv
+
+pytestmark = pytest.mark.sshd
+
+KERNELS = REPO / "tests" / "data" / "staged_kernels"
+
+#: What playbooks/nightly.yaml does, with the tiny kernel package instead of sgl-kernel.
+NIGHTLY = """\
+name: toy nightly
+hosts: all
+vars:
+  staged: true
+  torch_spec: torch
+  src_dir: "{{ workdir }}/src/stagedk"
+tasks:
+  - name: Stage the next environment
+    venv_stage: {}
+    when: staged | bool
+  - name: Update torch to the nightly
+    venv_upgrade: {packages: ["{{ torch_spec }}"], pre: true, pip_args: [--no-index, --find-links, "{{ wheel_folder }}"]}
+  - name: Upload the kernel sources
+    copy: {src: "%(src)s", dest: "{{ src_dir }}"}
+  - name: Build the kernels
+    build_wheel: {src: "{{ src_dir }}", out_dir: "{{ workdir }}/wheels", check_sass: false, tool: pip,
+                  min_free_disk_mib: 1}
+    register: build
+  - name: Install the kernels
+    pip_install: {wheel: "{{ build.data.wheel }}", tool: pip}
+  - name: Verify the kernels
+    verify: {package: stagedk, symbols: [hello, build_info], smoke: false, device: cpu}
+  - name: Switch to the verified environment
+    venv_switch: {to: staged}
+    when: staged | bool
+""" % {"src": KERNELS}
+
+#: A plain deploy of the kernels (no torch change): run with --staged.
+DEPLOY = """\
+name: toy deploy
+hosts: all
+vars:
+  src_dir: "{{ workdir }}/src/stagedk"
+tasks:
+  - name: Upload the kernel sources
+    copy: {src: "%(src)s", dest: "{{ src_dir }}"}
+  - name: Build the kernels
+    build_wheel: {src: "{{ src_dir }}", out_dir: "{{ workdir }}/wheels", check_sass: false, tool: pip,
+                  min_free_disk_mib: 1}
+    register: build
+  - name: Install the kernels
+    pip_install: {wheel: "{{ build.data.wheel }}", tool: pip}
+  - name: Verify the kernels
+    verify: {package: stagedk, symbols: [hello, build_info], smoke: false, device: cpu}
+""" % {"src": KERNELS}
+
+VERIFY = """\
+name: verify
+hosts: all
+tasks:
+  - name: Verify the kernels
+    verify: {package: stagedk, symbols: [hello, build_info], smoke: false, device: cpu}
+"""
+
+
+def torch_wheel(folder: Path, version: str, breaks: bool = False) -> Path:
+    """A stand-in torch wheel whose header declares ``stagedk_scale`` (renamed when ``breaks``)."""
+    name = "stagedk_scale_v2" if breaks else "stagedk_scale"
+    header = f"#pragma once\n__device__ inline float {name}(float x) {{ return 2.0f * x; }}  // torch {version}\n"
+    files = {**fake_torch_files(version), "torch/include/stagedk_api.h": header,
+             # imports like torch for verify: torch.version.cuda, torch.cuda.is_available() (no GPU)
+             "torch/__init__.py": f"from . import cuda, version\nfrom .version import __version__  # stand-in torch {version}\n",
+             "torch/cuda/__init__.py": "def is_available():\n    return False\n\n\ndef device_count():\n    return 0\n"}
+    return write_wheel(folder, "torch", version, files)
+
+
+def freeze(venv: str) -> str:
+    """``pip freeze`` of the venv (the controller's pip, run by the venv's interpreter)."""
+    return subprocess.run([f"{venv}/bin/python3", "-m", "pip", "freeze", "--local"], check=True, capture_output=True,
+                          text=True, env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
+                          cwd="/").stdout
+
+
+def kernel_sha(venv: str) -> str:
+    """sha256 over the installed kernel package's files, as they are on disk."""
+    h = hashlib.sha256()
+    root = site_packages(venv)
+    for path in sorted(list((root / "stagedk").rglob("*.py")) + list(root.glob("stagedk-*.dist-info/*"))):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def imports(venv: str) -> dict:
+    """torch's version and the kernels' build info, imported by the venv users run."""
+    out = subprocess.run([f"{venv}/bin/python3", "-c", "import json, torch, stagedk; "
+                          "print(json.dumps({'torch': torch.__version__, 'built': stagedk.build_info()['torch'], "
+                          "'file': stagedk.__file__}))"], check=True, capture_output=True, text=True, cwd="/")
+    return json.loads(out.stdout)
+
+
+def host_record(home: Path, host: str = "gpu01") -> dict:
+    return json.loads((last_run(home) / "run.json").read_text())["hosts"][host]
+
+
+def versions(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.is_dir())
+
+
+def test_staged_deploys_nightlies_and_rollbacks(sshd_farm, tmp_path):
+    h = sshd_farm.start("gpu01")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = make_host_venv(tmp_path / "serve")
+    wheels = tmp_path / "index"
+    for v in ("2.0.0", "2.1.0", "2.3.0", "2.4.0"):
+        torch_wheel(wheels / v, v)
+    torch_wheel(wheels / "2.2.0", "2.2.0", breaks=True)
+    subprocess.run([f"{venv}/bin/python3", "-m", "pip", "install", "-q", "--no-index", "--find-links",
+                    str(wheels / "2.0.0"), "torch==2.0.0"], check=True, cwd="/")
+    work = tmp_path / "work"
+    inv = write_inventory(tmp_path / "inv.yaml", {"gpus": {"gpu01": {
+        **h.inventory_vars(sshd_farm.known_hosts), "workdir": str(work), "venv": venv}}})
+    (tmp_path / "nightly.yaml").write_text(NIGHTLY)
+    (tmp_path / "deploy.yaml").write_text(DEPLOY)
+    (tmp_path / "verify.yaml").write_text(VERIFY)
+
+    def run(*args: str, ok: bool = True):
+        res = fleetctl("-i", str(inv), *args, home=tmp_path, timeout_s=900)
+        assert (res.returncode == 0) == ok, res.stdout[-6000:] + res.stderr[-3000:]
+        return res
+
+    def nightly(version: str, ok: bool = True):
+        return run("deploy", "--hosts", "gpus", "--playbook", str(tmp_path / "nightly.yaml"),
+                   "-e", f"wheel_folder={wheels / version}", "-e", f"torch_spec=torch=={version}", ok=ok)
+
+    def verify():
+        run("verify", "--hosts", "gpus", "--playbook", str(tmp_path / "verify.yaml"))
+        return host_record(tmp_path)["tasks"][-1]
+
+    # --plan and --dry-run show the stage and the switch; nothing changes
+    plan = run("deploy", "--hosts", "gpus", "--playbook", str(tmp_path / "deploy.yaml"), "--staged", "--dry-run")
+    assert "venv_envs.py" in plan.stdout and '"stage"' in plan.stdout and '"switch"' in plan.stdout
+    plan = run("deploy", "--hosts", "gpus", "--playbook", str(tmp_path / "deploy.yaml"), "--staged", "--plan")
+    assert "stage v2" in plan.stdout and "switch live folder -> v2" in plan.stdout and "build" in plan.stdout
+    assert Path(venv).is_dir() and not Path(venv).is_symlink() and not (work / "envs").exists()
+
+    # 1. a --staged deploy: the real venv folder is adopted as v1 (moved, not copied), v2 goes live
+    inode = os.stat(venv).st_ino
+    run("deploy", "--hosts", "gpus", "--playbook", str(tmp_path / "deploy.yaml"), "--staged")
+    assert Path(venv).is_symlink()
+    folder = Path(os.path.realpath(venv)).parent
+    assert folder.parent == work / "envs" and Path(os.path.realpath(venv)).name == "v2"
+    assert os.stat(folder / "v1").st_ino == inode  # the old folder itself, renamed
+    env = host_record(tmp_path)["environment"]
+    assert env["state"] == "live" and env["live"]["version"] == 2 and env["live"]["torch"] == "2.0.0"
+    assert env["live"]["kernels"]["stagedk"]["wheel_sha256"]  # the installed wheel, named by its sha256
+    assert env["live"]["live_since"]
+    assert imports(venv)["built"] == "2.0.0"
+    assert verify()["status"] == "ok"
+
+    # 2. a good nightly: torch moves in v3, the kernels are built against it there, verified, switched
+    nightly("2.1.0")
+    assert Path(os.path.realpath(venv)).name == "v3"
+    got = imports(venv)
+    assert got == {**got, "torch": "2.1.0", "built": "2.1.0"} and "/v3/" in os.path.realpath(got["file"])
+    rec = host_record(tmp_path)
+    tasks = {t["action"]: t for t in rec["tasks"]}
+    assert "torch 2.0.0 (CUDA None) -> 2.1.0" in tasks["venv_upgrade"]["msg"]
+    assert rec["environment"]["live"]["torch"] == "2.1.0" and rec["environment"]["previous"] == 2
+    assert verify()["status"] == "ok"
+
+    # 3. a bad nightly (its torch breaks the kernel build): the live venv is untouched
+    before = (freeze(venv), kernel_sha(venv), os.path.realpath(venv))
+    res = nightly("2.2.0", ok=False)
+    assert "stagedk_scale" in res.stdout + res.stderr  # the compiler's own error is the summary
+    assert (freeze(venv), kernel_sha(venv), os.path.realpath(venv)) == before
+    assert imports(venv)["torch"] == "2.1.0"
+    rec = host_record(tmp_path)
+    assert rec["status"] == "failed"
+    env = rec["environment"]
+    assert env["state"] == "not switched" and env["failed_stage"] == "build" and env["failed_action"] == "build_wheel"
+    assert env["live"]["version"] == 3 and env["staged"]["version"] == 4 and env["staged"]["torch"] == "2.2.0"
+    assert verify()["status"] == "ok"
+    # the report and the metrics say which environment runs and which stage failed
+    bad_run = sorted(p for p in (tmp_path / "runs").iterdir() if p.is_dir())[-2]
+    run("report", bad_run.name, "--html", str(tmp_path / "bad.html"))
+    page = (tmp_path / "bad.html").read_text()
+    assert "v3 since" in page and "staged v4 failed at build" in page and "torch 2.1.0" in page
+    from fleetctl.reporting.metrics import registry_for
+    from prometheus_client import generate_latest
+    text = generate_latest(registry_for(json.loads((bad_run / "run.json").read_text()))).decode()
+    assert 'fleetctl_host_environment_info{' in text and 'failed_stage="build"' in text and 'version="3"' in text
+    verify_run = sorted(p for p in (tmp_path / "runs").iterdir() if p.is_dir())[-1]
+    run("report", verify_run.name, "--html", str(tmp_path / "verify.html"))
+    assert "v3 since" in (tmp_path / "verify.html").read_text()  # a verify run names it too (from facts)
+
+    # 4. two good nightlies in a row: the failed stage is cleared, 3 environments kept at most
+    nightly("2.3.0")
+    assert versions(folder) == ["v2", "v3", "v5"]  # v4 (the failed stage) cleared, v1 the oldest pruned
+    nightly("2.4.0")
+    assert versions(folder) == ["v3", "v5", "v6"] and Path(os.path.realpath(venv)).name == "v6"
+    assert imports(venv)["torch"] == "2.4.0"
+    index = json.loads((folder / "envs.json").read_text())
+    assert [h["why"] for h in index["history"]][-2:] == ["deploy", "deploy"]
+
+    # 5. rollback: back to the environment live before (torch 2.3.0), verify passes there
+    live_before = Path(os.path.realpath(venv)).name
+    run("rollback", "--hosts", "gpus")
+    assert imports(venv) == {**imports(venv), "torch": "2.3.0", "built": "2.3.0"}
+    rec = host_record(tmp_path)
+    assert rec["environment"]["live"]["torch"] == "2.3.0" and f"v{rec['environment']['previous']}" == live_before
+    assert verify()["status"] == "ok"
+    # --to N, and a version that was pruned is refused, naming what is there
+    oldest = versions(folder)[0]
+    run("rollback", "--hosts", "gpus", "--to", oldest[1:])
+    assert Path(os.path.realpath(venv)).name == oldest
+    res = run("rollback", "--hosts", "gpus", "--to", "1", ok=False)
+    assert "no environment v1" in res.stdout + res.stderr
+    # facts show the environments and their disk use
+    assert f"gpu01: environments in {folder}: live {oldest}" in run("facts", "--hosts", "gpus").stdout
+    facts = json.loads(run("facts", "--hosts", "gpus", "--json").stdout)["gpu01"]
+    assert facts["environments"]["live_version"] == int(oldest[1:])
+    assert set(facts["environments"]["disk"]["versions"]) == {v[1:] for v in versions(folder)}
