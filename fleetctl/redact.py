@@ -22,6 +22,7 @@ MASK = "********"
 MIN_SECRET_CHARS = 4
 _SECRET_NAME = re.compile(r"pass(word|wd)|token|secret|api_?key|private_?key|credential|auth", re.I)
 _NOT_SECRET = re.compile(r"(_file|_path|_dir)$", re.I)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def is_secret_name(name: object) -> bool:
@@ -91,8 +92,9 @@ class Redactor:
         if isinstance(value, (list, tuple)):
             return [self.obj(v) for v in value]
         if isinstance(value, str):
-            name, sep, _ = value.partition("=")
-            if sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) and is_secret_name(name):
-                return f"{name}={MASK}"
+            if "=" in value:
+                name = value.partition("=")[0]
+                if _ENV_NAME.fullmatch(name) and is_secret_name(name):
+                    return f"{name}={MASK}"
             return self.text(value)
         return value

@@ -6,7 +6,6 @@ lines as they are, stderr lines dimmed when the stream is a terminal.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from typing import Any, TextIO
@@ -15,6 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..connection.base import OutputLine
+from .lines import print_json  # noqa: F401  (re-exported: the CLI's one JSON document)
 
 
 class LinePrinter:
@@ -33,12 +33,6 @@ class LinePrinter:
         text = self.prefix(host)
         text.append(line.text, style="dim" if line.stream == "stderr" else "")
         self.console.print(text, markup=False)
-
-
-def print_json(doc: Any) -> None:
-    """Exactly one JSON document on stdout."""
-    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
-    sys.stdout.flush()
 
 
 def first_sentence(text: str) -> str:
