@@ -95,6 +95,8 @@ class StepRunner:
                 desc["become"] = True
             if step.mutating:
                 self.simulated_command = True
+        if step.mutating:
+            self.session.simulated = True
         if isinstance(step, (S.Run, S.Put, S.PutFiles, S.Fetch, S.Publish, S.Get)) or step.mutating:
             self.planned.append(desc)
             self.observers.emit("step.planned", self.host, task=self.task, step=desc)
@@ -111,7 +113,7 @@ class StepRunner:
         key = probe_key(step.argv, env, step.cwd, self.become)
         cacheable = not step.mutating and not step.after_change and step.stdin is None
         if cacheable:
-            if not self.session.changed:
+            if not self.session.simulated:  # after a simulated change, a question may be about a fiction
                 self.session.asked.setdefault(key, step.timeout_s)
             if key in self.session.probes:
                 return self.session.probes[key]

@@ -61,9 +61,11 @@ class HostSession:
         prefetched: read-only command results the run's first command got on the host (see
             :mod:`fleetctl.engine.session_start`), keyed as :attr:`probes`; each is reported (its
             lines to the log) when a planner first asks it, then kept in :attr:`probes`.
-        asked: the probes' keys asked before the host was first changed, in order, with their
-            deadlines (seconds): what the next run's first command answers ahead.
+        asked: the probes' keys asked this run, in order, with their deadlines (seconds), but
+            those asked after a simulated change of the same pass: what the next run's first
+            command answers ahead.
         changed: a step changed the host (the probe caches were cleared).
+        simulated: a step that would change the host was simulated in the current pass.
     """
 
     host: Any
@@ -79,6 +81,7 @@ class HostSession:
     prefetched: dict[tuple, Any] = field(default_factory=dict)
     asked: dict[tuple, float | None] = field(default_factory=dict)
     changed: bool = False
+    simulated: bool = False
     #: async callables run before the connection closes (the deploy lock's release)
     cleanups: list[Any] = field(default_factory=list)
 

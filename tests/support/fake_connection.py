@@ -50,6 +50,8 @@ class FakeHost:
         unreachable: connecting fails with this cause.
         drop_after: the connection is lost at the command whose argv contains this string.
         delay_s: each command takes this long (seconds).
+        execs: every command the engine itself started on the host (argv), in order; the probes
+            the run's first command runs for it are in ``log`` only.
     """
 
     name: str
@@ -60,6 +62,7 @@ class FakeHost:
     unreachable: str | None = None
     drop_after: str | None = None
     delay_s: float = 0.0
+    execs: list[list[str]] = field(default_factory=list)
 
     def commands(self) -> list[list[str]]:
         return [a for kind, a in self.log if kind == "run"]
@@ -126,6 +129,7 @@ class FakeConnection(Connection):
                   become: bool = False, capture_bytes: int | None = None, hold_stdin: bool = False) -> CommandResult:
         argv = [str(a) for a in argv]
         self.fake.log.append(("run", argv))
+        self.fake.execs.append(argv)
         if argv[:2] == ["python3", "-c"] and stdin is not None:
             return await self._session_start(argv, stdin, on_line, hold_stdin)
         if self.fake.drop_after and any(self.fake.drop_after in a for a in argv):
