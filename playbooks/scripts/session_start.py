@@ -20,7 +20,9 @@ before it. Standard library only, any Python >= 3.8. In order:
 It prints ONE line, ``@@FLEETCTL_SESSION@@ JSON`` (login banners before it are ignored), then:
 holding the deploy lock it waits until its stdin reaches EOF (the controller released it, or
 the connection is gone: sshd closes the channel either way), clears the lock record and exits 0;
-SIGTERM, SIGHUP and SIGINT do the same. Without the lock it exits 0 at once.
+SIGTERM, SIGHUP and SIGINT do the same. It does so as ``/bin/sh`` (:data:`HOLD`, exec'd in this
+process, so the recorded pid stays right), so a held lock costs a shell, not an interpreter.
+Without the lock it exits 0 at once.
 """
 
 import base64
@@ -195,11 +197,18 @@ def main():
         t.join()
     out["probes"] = answers
     out["duration_s"] = round(time.time() - started, 3)
-    return finish(out, fd)
+    return finish(out, fd, (out.get("lock") or {}).get("path"))
 
 
-def finish(out, fd):
-    """Print the one result line; holding the lock, wait for stdin's EOF, then clear the record."""
+#: What holds the lock after the result line, in this process (exec keeps the pid the record
+#: names): ``sh`` waiting for its stdin's EOF, then clearing the record; TERM, HUP and INT too.
+#: The lock stays held by fd 9 (flock belongs to the open file, shared across exec). A Python
+#: process would keep ten times the memory for the whole run on every host.
+HOLD = 'f=$1; trap \': > "$f"; exit 0\' TERM HUP INT; while read -r _; do :; done; : > "$f"'
+
+
+def finish(out, fd, path=None):
+    """Print the one result line; holding the lock, become the holder (:data:`HOLD`)."""
     sys.stdout.write(MARK + json.dumps(out) + "\n")
     sys.stdout.flush()
     if fd is None:
@@ -207,6 +216,14 @@ def finish(out, fd):
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # nothing more reaches the channel: a write to a closed one must not kill us
     os.dup2(devnull, 2)
+    os.dup2(fd, 9)
+    os.set_inheritable(9, True)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+    try:
+        os.execv("/bin/sh", ["sh", "-c", HOLD, "fleetctl-lock", path])
+    except OSError:  # no /bin/sh: hold the lock from here
+        pass
     try:
         while os.read(0, 65536):
             pass
