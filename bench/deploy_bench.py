@@ -10,7 +10,7 @@ Run by hand, not by CI (bench/README.md has the exact commands and the numbers m
 The playbook is the toy CUDA package of the end-to-end tests (``tests/data/toy_kernels``: one
 real nvcc compile per arch, seconds) in fp4-kernels.yaml's shape: copy the sources, build_wheel
 (once per arch class), pip_install, verify. Every host is its own OpenSSH sshd on 127.0.0.1
-(``tests/support/sshd.py``) with a fake ``nvidia-smi`` (an H200, or an RTX PRO 6000 for the
+(``tests/support/sshd.py``) with a fake ``nvidia-smi`` (an H200, or a B200 for the
 second class) and its own real venv (torch through a .pth file, as tests/test_deploy_e2e.py).
 
 Scenarios (``--only``):
@@ -20,7 +20,7 @@ Scenarios (``--only``):
               deploy --skip-tags verify`` (nothing changes), and on the smallest size the same
               deploy with verify (its cost is the difference: it imports torch by design); with
               ``--before REV`` the same deploys and run of that fleetctl too.
-``classes``   8 hosts, 4 per arch class (SM 9.0 and 12.0), from nothing (host folders, the
+``classes``   8 hosts, 4 per arch class (SM 9.0 and 10.0), from nothing (host folders, the
               controller's wheel cache and probe memory wiped before each run): a deploy (one
               build per class, the wheel pushed to the others) against ``--build each``; the
               number of builds each made is checked (2 and 8).
@@ -49,7 +49,7 @@ sys.path.insert(0, str(REPO))
 import fleet_bench as fb  # noqa: E402
 import yaml  # noqa: E402
 
-from tests.support.fake_gpu import H200, RTX_PRO_6000, write_fake_nvidia_smi  # noqa: E402
+from tests.support.fake_gpu import B200, H200, write_fake_nvidia_smi  # noqa: E402
 from tests.support.sshd import ensure_client_key, start_sshd  # noqa: E402
 
 TOY = REPO / "tests" / "data" / "toy_kernels"
@@ -257,7 +257,7 @@ def main() -> int:
                                        with_verify=(n == sizes[0]))
                 results["scenarios"].append(fb.run_scenario(bench, f"nochange@{n}", tools, args.repeats, root, log))
         if "classes" in only:
-            inv = inventory(root, hosts, kh, 8, "classes", gpus=lambda i: [H200] if i < 4 else [RTX_PRO_6000])
+            inv = inventory(root, hosts, kh, 8, "classes", gpus=lambda i: [H200] if i < 4 else [B200])
             results["scenarios"].append(fb.run_scenario(bench, "classes@8", classes_tools(root, inv, hosts, envs["now"]),
                                                         args.repeats, root, log))
     finally:

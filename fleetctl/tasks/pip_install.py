@@ -27,30 +27,59 @@ from .steps import Put, Run, probe
 
 #: Reads fleetctl's install record, the installed distribution (version, location, a digest of its
 #: RECORD without the installer's own files) and torch's version and CUDA build without importing
-#: torch. stdlib only, Python 3.8+. argv: DIST RECORD_PATH.
+#: torch. stdlib only, Python 3.8+. argv: DIST RECORD_PATH. The distribution is found as
+#: ``importlib.metadata.distribution(DIST)`` finds it (the first ``.dist-info``/``.egg-info`` of that
+#: normalized name along sys.path) without importing importlib.metadata, whose import is most of
+#: this probe's time; tests/test_planners.py checks both agree.
 STATE_SCRIPT = r'''
-import ast, hashlib, json, os, sys
+import ast, hashlib, json, os, re, sys
 import importlib.util
-try:
-    import importlib.metadata as md
-except ImportError:
-    md = None
 out = {"record": None, "dist": None, "torch": None, "cuda": None}
 try:
     with open(sys.argv[2]) as fh:
         out["record"] = json.load(fh)
 except (OSError, ValueError):
     pass
-if md is not None:
+
+
+def norm(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def find_dist(name):
+    for entry in sys.path:
+        folder = entry or "."
+        try:
+            listing = os.listdir(folder)
+        except OSError:
+            continue
+        for item in listing:
+            if item.endswith((".dist-info", ".egg-info")) and norm(item.rsplit(".", 1)[0].split("-")[0]) == norm(name):
+                return folder, os.path.join(folder, item)
+    return None, None
+
+
+def read(path):
     try:
-        d = md.distribution(sys.argv[1])
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+try:
+    location, info = find_dist(sys.argv[1])
+    if info is not None:
+        meta = read(os.path.join(info, "METADATA" if info.endswith(".dist-info") else "PKG-INFO")) or ""
+        version = next((l.split(":", 1)[1].strip() for l in meta.split("\n\n")[0].splitlines()
+                        if l.lower().startswith("version:")), None)
         skip = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD")
-        lines = sorted(l for l in (d.read_text("RECORD") or "").splitlines()
+        lines = sorted(l for l in (read(os.path.join(info, "RECORD")) or "").splitlines()
                        if l and not l.split(",")[0].endswith(skip) and "__pycache__" not in l)
-        out["dist"] = {"version": d.version, "location": str(d.locate_file("")),
+        out["dist"] = {"version": version, "location": location,
                        "record_sha256": hashlib.sha256("\n".join(lines).encode()).hexdigest()}
-    except Exception:
-        pass
+except Exception:
+    pass
 spec = importlib.util.find_spec("torch")
 if spec is not None and spec.origin:
     try:

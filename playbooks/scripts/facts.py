@@ -521,17 +521,63 @@ info = {
     "packages": {},
 }
 try:
-    from importlib import metadata
-    for dist in %(packages)r:
-        try:
-            info["packages"][dist] = metadata.version(dist)
-        except Exception:
-            info["packages"][dist] = None
+    info["packages"] = dist_versions(%(packages)r)
 except Exception as exc:
     info["packages_error"] = "%%s: %%s" %% (type(exc).__name__, exc)
 sys.stdout.write(MARK + json.dumps(info) + "\n")
 sys.stdout.flush()
 """ % {"mark": _MARK, "packages": PROBED_PACKAGES}
+
+# Installed distributions' versions as importlib.metadata.version() gives them (the first
+# ``NAME-*.dist-info`` / ``.egg-info`` along sys.path, names compared normalized as PEP 503 says, the
+# ``Version`` header of its METADATA / PKG-INFO), without importing importlib.metadata: that import
+# (email, zipfile, csv...) is most of the interpreter probe's time. tests/test_facts_script.py
+# compares the two on a real venv.
+DIST_VERSIONS = r"""
+import os, re, sys
+
+
+def _norm(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _version_header(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if not line.strip():
+                    return None
+                if line.lower().startswith("version:"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return None
+
+
+def dist_versions(names, path=None):
+    want = {}
+    for n in names:
+        want.setdefault(_norm(n), []).append(n)
+    found = {}
+    for entry in sys.path if path is None else path:
+        folder = entry or "."
+        try:
+            listing = os.listdir(folder)
+        except OSError:
+            continue
+        for item in listing:
+            if not item.endswith((".dist-info", ".egg-info")):
+                continue
+            key = _norm(item.rsplit(".", 1)[0].split("-")[0])
+            if key not in want or key in found:
+                continue
+            full = os.path.join(folder, item)
+            if os.path.isdir(full):
+                full = os.path.join(full, "METADATA" if item.endswith(".dist-info") else "PKG-INFO")
+            found[key] = _version_header(full)
+    return {n: found.get(_norm(n)) for n in names}
+"""
+_PYTHON_PROBE = _PYTHON_PROBE.replace("MARK = ", DIST_VERSIONS + "\nMARK = ", 1)
 
 # torch's facts, read WITHOUT importing torch (an import costs seconds of CPU on every host):
 # torch.__version__ and torch.version.cuda are the literals of torch/version.py (torch imports them
