@@ -342,20 +342,24 @@ class SSHConnection(Connection):
             return await (await self._second()).run(argv, env=env, cwd=cwd, timeout_s=timeout_s, on_line=on_line,
                                                      stdin=stdin, become=become, capture_bytes=capture_bytes,
                                                      supervise=supervise)
+        # the stdin bytes are let go of once written (a command that lives for the run would
+        # otherwise keep them: the first command's script and job, on every host of a deploy)
+        box = [stdin] if stdin is not None else []
+        del stdin
         try:
-            return await self._run(argv, env=env, cwd=cwd, timeout_s=timeout_s, on_line=on_line, stdin=stdin,
+            return await self._run(argv, env=env, cwd=cwd, timeout_s=timeout_s, on_line=on_line, stdin=box,
                                    become=become, capture_bytes=capture_bytes, supervise=supervise,
                                    hold_stdin=hold_stdin)
         except _UseOverflow:
             return await (await self._second()).run(argv, env=env, cwd=cwd, timeout_s=timeout_s, on_line=on_line,
-                                                     stdin=stdin, become=become, capture_bytes=capture_bytes,
-                                                     supervise=supervise)
+                                                     stdin=box[0] if box else None, become=become,
+                                                     capture_bytes=capture_bytes, supervise=supervise)
 
     async def _run(self, argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | None,
-                   timeout_s: float | None, on_line: LineCallback | None, stdin: bytes | None, become: bool,
+                   timeout_s: float | None, on_line: LineCallback | None, stdin: list[bytes], become: bool,
                    capture_bytes: int | None, supervise: bool, hold_stdin: bool) -> CommandResult:
         argv = [str(a) for a in argv]
-        supervise = supervise and stdin is None and not hold_stdin
+        supervise = supervise and not stdin and not hold_stdin
         command = remote_command_line(argv, env=env, cwd=cwd, supervise=supervise, become=become,
                                       login_shell=self.login_shell)
         conn = self._require()
@@ -388,8 +392,8 @@ class SSHConnection(Connection):
             self._pinned += 1
         try:
             async def everything() -> None:
-                if stdin is not None:
-                    proc.stdin.write(stdin)
+                if stdin:
+                    proc.stdin.write(stdin.pop())
                 if not supervise and not hold_stdin:
                     proc.stdin.write_eof()  # a supervised command's stdin is its lifeline
                 await asyncio.gather(pump_lines(proc.stdout, "stdout", out, on_line),

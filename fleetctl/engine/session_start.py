@@ -24,7 +24,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import json
+import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,8 +40,8 @@ from .session import HostSession
 
 #: What ``python3 -c`` runs: read a length-prefixed script from stdin and run it as ``__main__``.
 #: One line without backslash or ``!``, so that every login shell passes it through alike.
-BOOT = ("import sys;r=sys.stdin.buffer;n=int(r.readline());"
-        "exec(compile(r.read(n),'fleetctl-session-start','exec'),{'__name__':'__main__'})")
+BOOT = ("import sys,zlib;r=sys.stdin.buffer;n=int(r.readline());"
+        "exec(compile(zlib.decompress(r.read(n)),'fleetctl-session-start','exec'),{'__name__':'__main__'})")
 MARK = "@@FLEETCTL_SESSION@@ "
 #: Bytes of stdout or stderr a probe may print and still be answered ahead.
 PROBE_LIMIT_BYTES = 4 * 1024 * 1024
@@ -77,27 +79,39 @@ class Started:
 
 def _job(session: HostSession, *, facts: bool, lock: bool, remembered: list[list]) -> dict[str, Any]:
     job: dict[str, Any] = {"workdir": session.base_workdir(), "run_id": session.run_id,
-                           "probes": wanted(remembered), "probe_limit_bytes": PROBE_LIMIT_BYTES}
+                           "probes": wanted(remembered), "probe_limit_bytes": PROBE_LIMIT_BYTES, "facts": facts}
     if lock:
         job["lock"] = {"path": session.host.settings.deploy_lock or "", "record": json.dumps(_record(session.run_id))}
     if facts:
-        from ..facts import FACTS_SCRIPT
-
         settings = session.host.settings
         argv = []
         if session.venv:
             argv += ["--venv", session.venv]
         if settings.cuda_home:
             argv += ["--cuda-home", settings.cuda_home]
-        job["facts_source"] = script_path(FACTS_SCRIPT).read_text()
         job["facts_argv"] = argv
     return job
 
 
+@functools.lru_cache(maxsize=8)
+def _compressed(name: str, mtime_ns: int) -> bytes:
+    """A host script's text, zlib-compressed (read and compressed once per process and version)."""
+    return zlib.compress(script_path(name).read_bytes(), 6)
+
+
+def _script(name: str) -> bytes:
+    return _compressed(name, script_path(name).stat().st_mtime_ns)
+
+
 def _stdin(job: dict[str, Any]) -> bytes:
-    src = script_path("session_start.py").read_bytes()
+    """What the command reads: the script (compressed; :data:`BOOT` runs it), the facts script
+    (compressed, empty without facts), the job (JSON); each block after a line holding its size."""
+    from ..facts import FACTS_SCRIPT
+
+    src = _script("session_start.py")
+    facts = _script(FACTS_SCRIPT) if job.get("facts") else b""
     data = json.dumps(job).encode()
-    return b"%d\n" % len(src) + src + b"%d\n" % len(data) + data
+    return b"".join((b"%d\n" % len(src), src, b"%d\n" % len(facts), facts, b"%d\n" % len(data), data))
 
 
 async def _exec(session: HostSession, job: dict[str, Any], *, hold: bool,
@@ -110,26 +124,29 @@ async def _exec(session: HostSession, job: dict[str, Any], *, hold: bool,
         res = await conn.run(argv, stdin=stdin, timeout_s=timeout_s)
         return _result(res.stdout_text), res, None
     got: asyncio.Future = asyncio.get_running_loop().create_future()
+    box: list[asyncio.Future] = [got]  # emptied once read: the holder lives for the run, its result need not
     pieces: list[bytes] = []
 
     def on_line(line: OutputLine) -> None:
-        if line.stream != "stdout":
+        if line.stream != "stdout" or not box:
             return
         pieces.append(line.data)
         if line.partial:
             return
         text = b"".join(pieces).decode("utf-8", "replace")
         pieces.clear()
-        if text.startswith(MARK) and not got.done():
-            got.set_result(text)
+        if text.startswith(MARK) and not box[0].done():
+            box[0].set_result(text)
 
     task = asyncio.ensure_future(conn.run(argv, stdin=stdin, on_line=on_line, hold_stdin=True, timeout_s=None,
-                                          capture_bytes=256 * 1024))
+                                          capture_bytes=16 * 1024))
+    del stdin
     try:
         done, _ = await asyncio.wait({got, task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
     except BaseException:
         task.cancel()
         raise
+    box.clear()
     if got in done:
         return _result(got.result()), None, task
     got.cancel()

@@ -1,8 +1,8 @@
 """The first command of a host's run, in ONE exec: folders, login shell, deploy lock, facts, probes.
 
 fleetctl starts it as ``python3 -c BOOT`` (:data:`fleetctl.engine.session_start.BOOT`) and sends
-this file's text and then a job on stdin, so nothing is uploaded first and no other command runs
-before it. Standard library only, any Python >= 3.8. In order:
+this file's text, ``facts.py``'s (both zlib-compressed) and a job (JSON) on stdin, each block
+after a line holding its size, so nothing is uploaded first and no other command runs before it. Standard library only, any Python >= 3.8. In order:
 
 1. ``login``: ``$SHELL`` and ``$HOME`` (which parse and anchor every later command line);
 2. ``run_dir``: the run's folder ``<workdir>/runs/<run_id>`` is created private to the user
@@ -10,8 +10,8 @@ before it. Standard library only, any Python >= 3.8. In order:
 3. ``lock`` (a deploy): the deploy lock file is taken with ``flock(2)`` without waiting, exactly
    as :data:`fleetctl.engine.hostlock.LOCK_SCRIPT` does it (same file format: one line
    ``PID JSON``; a held lock is reported with its holder's record and nothing else is done);
-4. ``facts``: ``facts.py`` (sent in the job, written into the run folder so that its NVML child
-   can run it again by path) runs in this process through its own ``main(ARGV)``;
+4. ``facts``: ``facts.py`` (written into the run folder, so that its NVML child can run it again
+   by path) runs in this process through its own ``main(ARGV)``;
 5. ``probes``: read-only commands the planners asked last time (argv, env, cwd), run beside the
    facts, each with its own deadline; an answer is the exit status, the signal and every byte of
    stdout and stderr, or nothing at all when the command could not start, ran past its deadline
@@ -34,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 
 MARK = "@@FLEETCTL_SESSION@@ "
 WORKDIR = "\x00W"
@@ -42,7 +43,7 @@ WORKDIR = "\x00W"
 def read_block(stream):
     """One length-prefixed block of stdin: a line holding the byte count, then the bytes."""
     n = int(stream.readline().strip() or 0)
-    return stream.read(n)
+    return stream.read(n) if n else b""
 
 
 def resolve(path, home):
@@ -135,6 +136,7 @@ def run_facts(source, path, argv):
 
 def main():
     stdin = sys.stdin.buffer
+    facts_source = read_block(stdin)
     job = json.loads(read_block(stdin).decode("utf-8"))
     started = time.time()
     try:
@@ -187,9 +189,10 @@ def main():
                for k in range(lanes)] if probes else []
     for t in threads:
         t.start()
-    if job.get("facts_source") is not None:
+    if job.get("facts"):
         try:
-            out["facts_stdout"] = run_facts(job["facts_source"], os.path.join(run_dir, "facts.py"),
+            out["facts_stdout"] = run_facts(zlib.decompress(facts_source).decode("utf-8"),
+                                            os.path.join(run_dir, "facts.py"),
                                             ["--workdir", run_dir] + list(job.get("facts_argv") or []))
         except BaseException as exc:  # noqa: BLE001 - reported, never fatal
             out["facts_error"] = "%s: %s" % (type(exc).__name__, exc)

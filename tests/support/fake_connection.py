@@ -163,10 +163,13 @@ class FakeConnection(Connection):
 
         if self.fake.drop_after and any(self.fake.drop_after in a for a in ["session_start", *argv]):
             raise HostUnreachable(self.host, "connection lost during python3")
-        n, _, rest = stdin.partition(b"\n")
-        rest = rest[int(n):]
-        m, _, rest = rest.partition(b"\n")
-        job = json.loads(rest[:int(m)])
+        blocks = []
+        rest = stdin
+        for _ in range(3):  # the script, the facts script, the job
+            n, _, rest = rest.partition(b"\n")
+            blocks.append(rest[:int(n)])
+            rest = rest[int(n):]
+        job = json.loads(blocks[2])
         home = f"/home/{self.fake.name}"
         base = job["workdir"]
         workdir = base if base.startswith("/") else posixpath.normpath(posixpath.join(home, base))
@@ -193,7 +196,7 @@ class FakeConnection(Connection):
             answers.append({"rc": rc, "signal": None, "out": base64.b64encode(o.encode()).decode(),
                             "err": base64.b64encode(e.encode()).decode(), "s": 0.0})
         out["probes"] = answers
-        if job.get("facts_source") is not None:
+        if job.get("facts"):
             out["facts_stdout"] = json.dumps(self.fake.facts) + "\n"
         res = self._finish(out, on_line)
         if hold and lock_path is not None:
