@@ -55,6 +55,8 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._lock = threading.Lock()
+        #: bumped whenever a secret is added (what was redacted before may need it again)
+        self.version = 0
         self._values: set[str] = set()
         self._text_re: re.Pattern[str] | None = None
         self._bytes_re: re.Pattern[bytes] | None = None
@@ -66,6 +68,7 @@ class Redactor:
             if not new:
                 return
             self._values |= new
+            self.version += 1
             ordered = sorted(self._values, key=len, reverse=True)
             self._text_re = re.compile("|".join(re.escape(v) for v in ordered))
             self._bytes_re = re.compile(b"|".join(re.escape(v.encode("utf-8")) for v in ordered))

@@ -49,6 +49,7 @@ _SAVE_NOW = frozenset({"run.finished", "run.stopped", "batch.started"})
 LOG_BUFFER_BYTES = 8 * 1024
 
 _OPEN: "weakref.WeakSet[RunRecord]" = weakref.WeakSet()
+_HOSTS_MARK = "\x00fleetctl-hosts"
 
 
 @atexit.register
@@ -87,6 +88,8 @@ class RunRecord:
         self._logs: dict[str, Any] = {}
         self._dirty: set[Any] = set()
         self._closed = threading.Event()
+        self._finished: set[str] = set()  # hosts whose outcome is final (their run.json part is kept)
+        self._hosts_text: dict[str, tuple[tuple, str]] = {}
         self._continues: set[tuple[str, str]] = set()  # (host, stream) whose last piece was partial
         self.save(force=True)
         _OPEN.add(self)
@@ -114,6 +117,8 @@ class RunRecord:
                 self.mark(event.host, f"{data.get('task')}: {str(data.get('status')).upper()} {data.get('msg') or ''}")
             elif event.name == "host.started":
                 self.host_log(event.host)  # every host has a log, even a silent one
+            elif event.name == "host.finished":
+                self._finished.add(event.host)
         self.save(force=event.name in _SAVE_NOW)
 
     def line(self, run: RunModel, host: str, line: OutputLine, shown: bool = True) -> None:
@@ -160,6 +165,26 @@ class RunRecord:
             except (OSError, ValueError):  # a full disk: the next turn (or close) tries again
                 pass
 
+    def _text(self) -> str:
+        """run.json's text: ``json.dumps(run.as_json(), indent=2)``, with each finished host's part
+        serialized once (a rewrite costs the hosts that changed, not all of them)."""
+        run = self.run
+        head = run.head_json()
+        head["hosts"] = _HOSTS_MARK
+        parts = []
+        for name, out in list(run.hosts.items()):
+            key = (out.status, out.error, out.duration_s, len(out.tasks), len(out.phases), id(out.facts),
+                   id(out.connection), id(out.output_truncated), out.rc, out.reachable, run.redactor.version)
+            cached = self._hosts_text.get(name)
+            if cached is None or cached[0] != key or name not in self._finished:
+                body = json.dumps(run.host_json(name), indent=2, default=str).replace("\n", "\n    ")
+                cached = (key, f"    {json.dumps(name)}: {body}")
+                if name in self._finished:
+                    self._hosts_text[name] = cached
+            parts.append(cached[1])
+        hosts = "{\n" + ",\n".join(parts) + "\n  }" if parts else "{}"
+        return json.dumps(head, indent=2, default=str).replace(json.dumps(_HOSTS_MARK), hosts, 1) + "\n"
+
     # -- files --------------------------------------------------------------------------------
 
     def host_log(self, host: str):
@@ -183,10 +208,10 @@ class RunRecord:
         now = time.monotonic()
         if not force and now - self._saved_at < max(SAVE_INTERVAL_S, self._save_cost_s / SAVE_SHARE):
             return
-        doc = self.run.as_json()
+        text = self._text()
         with self._lock:
             tmp = self.dir / "run.json.tmp"
-            tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+            tmp.write_text(text, encoding="utf-8")
             os.replace(tmp, self.dir / "run.json")
         self._saved_at = time.monotonic()
         self._save_cost_s = self._saved_at - now

@@ -60,6 +60,9 @@ class LiveOutput(LinePrinter):
     """An observer printing every shown host line as it arrives (``host | line``), each task's
     start and result, and notes, to ``stream``. Detail notes only with ``verbose``."""
 
+    #: The events it prints (the live valve queues no other).
+    EVENTS = frozenset({"task.started", "task.finished", "note.added", "host.finished"})
+
     def __init__(self, hosts: list[str], stream: TextIO | None = None, verbose: int = 0) -> None:
         super().__init__(hosts, stream)
         self.verbose = verbose
@@ -138,6 +141,9 @@ class FoldedOutput:
     set, ClusterShell style (``gpu[03,07-09]: nvcc fatal : ...``). Every event costs O(1) and the
     board's refresh O(LIVE_ROWS), whatever the number of hosts. Per-host logs stay complete in the
     run record either way."""
+
+    #: The events it shows (the live valve queues no other).
+    EVENTS = frozenset({"host.started", "task.started", "task.finished", "host.finished", "note.added"})
 
     def __init__(self, hosts: list[str], stream, fold, verbose: int = 0) -> None:
         from rich.live import Live
