@@ -266,7 +266,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             return
 
         async def apply_one(host: Any) -> None:
-            p = plans.get(host.name)
+            p = plans.pop(host.name, None)
             session = sessions.get(host.name)
             if p is None or session is None:
                 return
@@ -288,6 +288,11 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                 _finish(run, observers, host.name, result, first.get(host.name, []), started=t0)
             finally:
                 await classes.host_done(host.name)
+                # the host is done: its answers are not needed any more (its connection, and the
+                # deploy lock in it, stay until the batch ends)
+                session.probes.clear()
+                session.prefetched.clear()
+                session.registered.clear()
 
         await for_each_host(batch, apply_one, forks=opts.forks)
     except (asyncio.CancelledError, KeyboardInterrupt):

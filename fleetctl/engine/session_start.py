@@ -139,7 +139,7 @@ async def _exec(session: HostSession, job: dict[str, Any], *, hold: bool,
             box[0].set_result(text)
 
     task = asyncio.ensure_future(conn.run(argv, stdin=stdin, on_line=on_line, hold_stdin=True, timeout_s=None,
-                                          capture_bytes=16 * 1024))
+                                          capture_bytes=2048))
     del stdin
     try:
         done, _ = await asyncio.wait({got, task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)

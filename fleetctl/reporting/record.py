@@ -119,6 +119,7 @@ class RunRecord:
                 self.host_log(event.host)  # every host has a log, even a silent one
             elif event.name == "host.finished":
                 self._finished.add(event.host)
+                self._close_log(event.host)  # a finished host's buffer is let go of (reopened if it says more)
         self.save(force=event.name in _SAVE_NOW)
 
     def line(self, run: RunModel, host: str, line: OutputLine, shown: bool = True) -> None:
@@ -193,6 +194,13 @@ class RunRecord:
             fh = open(self.dir / "logs" / f"{safe_name(host)}.log", "ab", buffering=LOG_BUFFER_BYTES)
             self._logs[host] = fh
         return fh
+
+    def _close_log(self, host: str) -> None:
+        with self._lock:
+            fh = self._logs.pop(host, None)
+            if fh is not None:
+                self._dirty.discard(fh)
+                fh.close()
 
     def mark(self, host: str, text: str) -> None:
         """Append a marker line (task start/end) to the host's log."""
