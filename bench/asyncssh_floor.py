@@ -17,6 +17,7 @@ The options add, one at a time, what ``fleetctl run`` does beyond the floor, so 
 ``--import-fleetctl``  import the modules ``fleetctl run`` imports (click, rich, structlog, pydantic...)
 ``--known-hosts-once`` parse known_hosts once and share it (asyncssh re-reads the file per connection)
 ``--stdin FILE``       send FILE as the command's stdin (a facts floor: ``-- python3 - --workdir /tmp``)
+``--parallel N``       at most N hosts at once (fleetctl's ``--forks``); default: every host at once
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ async def main() -> int:
     ap.add_argument("--import-fleetctl", action="store_true")
     ap.add_argument("--known-hosts-once", action="store_true")
     ap.add_argument("--stdin", default=None)
+    ap.add_argument("--parallel", type=int, default=0)
     opts = ap.parse_args(argv[:cut])
     remote_argv = argv[cut + 1:]
     if opts.import_fleetctl:
@@ -72,7 +74,13 @@ async def main() -> int:
     known_hosts = hosts[0]["known_hosts"]
     if opts.known_hosts_once:
         known_hosts = asyncssh.read_known_hosts(known_hosts)
-    results = await asyncio.gather(*(one(h, command, known_hosts, opts) for h in hosts))
+    gate = asyncio.Semaphore(opts.parallel or len(hosts) or 1)
+
+    async def gated(h: dict):
+        async with gate:
+            return await one(h, command, known_hosts, opts)
+
+    results = await asyncio.gather(*(gated(h) for h in hosts))
     bad = 0
     for name, rc, out in results:
         for line in out.splitlines():

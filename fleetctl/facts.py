@@ -123,6 +123,18 @@ async def gather_facts(
     argv = facts_argv(python, remote, workdir=workdir_abs, venv=venv, cuda_home=cuda_home)
     result = await conn.run(argv, timeout_s=timeout_s)
     facts = parse_facts_output(conn.host, result.rc, result.stdout_text, result.stderr_text)
+    return complete_facts(conn.host, facts, fallback_archs=fallback_archs, max_jobs=max_jobs)
+
+
+def complete_facts(host: str, facts: dict[str, Any], *,
+                   fallback_archs: str | Sequence[str] = DEFAULT_FALLBACK_ARCHS,
+                   max_jobs: int | None = None) -> dict[str, Any]:
+    """The script's facts with ``build`` (:func:`fleetctl.build.build_plan`) and ``reachable``
+    added (in place; returned).
+
+    Raises:
+        FleetError: the build cannot be planned from these facts.
+    """
     try:
         facts["build"] = build_plan(facts, fallback_archs=fallback_archs, max_jobs=max_jobs)
         switched, note = with_toolkit_for(facts, parse_tokens(facts["build"]["torch_cuda_arch_list"]),
@@ -132,6 +144,6 @@ async def gather_facts(
             facts["build"] = build_plan(facts, fallback_archs=fallback_archs, max_jobs=max_jobs)
             facts["build"]["notes"].insert(0, note)
     except ValueError as exc:
-        raise FleetError(f"{conn.host}: cannot plan the build: {exc}") from None
+        raise FleetError(f"{host}: cannot plan the build: {exc}") from None
     facts["reachable"] = True
     return facts

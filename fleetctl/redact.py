@@ -22,6 +22,7 @@ MASK = "********"
 MIN_SECRET_CHARS = 4
 _SECRET_NAME = re.compile(r"pass(word|wd)|token|secret|api_?key|private_?key|credential|auth", re.I)
 _NOT_SECRET = re.compile(r"(_file|_path|_dir)$", re.I)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def is_secret_name(name: object) -> bool:
@@ -54,6 +55,8 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._lock = threading.Lock()
+        #: bumped whenever a secret is added (what was redacted before may need it again)
+        self.version = 0
         self._values: set[str] = set()
         self._text_re: re.Pattern[str] | None = None
         self._bytes_re: re.Pattern[bytes] | None = None
@@ -65,6 +68,7 @@ class Redactor:
             if not new:
                 return
             self._values |= new
+            self.version += 1
             ordered = sorted(self._values, key=len, reverse=True)
             self._text_re = re.compile("|".join(re.escape(v) for v in ordered))
             self._bytes_re = re.compile(b"|".join(re.escape(v.encode("utf-8")) for v in ordered))
@@ -91,8 +95,9 @@ class Redactor:
         if isinstance(value, (list, tuple)):
             return [self.obj(v) for v in value]
         if isinstance(value, str):
-            name, sep, _ = value.partition("=")
-            if sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) and is_secret_name(name):
-                return f"{name}={MASK}"
+            if "=" in value:
+                name = value.partition("=")[0]
+                if _ENV_NAME.fullmatch(name) and is_secret_name(name):
+                    return f"{name}={MASK}"
             return self.text(value)
         return value

@@ -68,7 +68,9 @@ def test_deploy_builds_each_host_for_its_own_sm_installs_and_verifies(sshd_farm,
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert any(e["event"] == "task.finished" and e["host"] == "sm120" for e in events)
 
-    # Second deploy, nothing changed: nothing is rebuilt or reinstalled, and it says so.
+    # Second deploy, nothing changed: nothing is rebuilt or reinstalled, and it says so; facts, the
+    # deploy lock, the stamps and the install state take ONE command per host (verify one more).
+    sessions = {name: _sessions(sshd_farm, name) for name in hosts}
     again = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", home=tmp_path, timeout_s=600)
     assert again.returncode == 0, again.stdout[-3000:]
     assert "*** Created fp4_kernels" not in again.stdout  # no compiler ran
@@ -80,6 +82,28 @@ def test_deploy_builds_each_host_for_its_own_sm_installs_and_verifies(sshd_farm,
         assert tasks["build_wheel"]["status"] == "ok" and "unchanged" in tasks["build_wheel"]["msg"]
         assert tasks["pip_install"]["status"] == "ok" and "already installed" in tasks["pip_install"]["msg"]
         assert tasks["verify"]["status"] == "ok"
+        assert _sessions(sshd_farm, name) - sessions[name] == 2, name  # the first command and verify's
+
+    # The package uninstalled by hand: the next deploy reads the venv, not only its own stamp,
+    # and installs it again (verify would otherwise fail the host, or pass on another copy).
+    venv_py = Path(hosts["sm90"]["venv"]) / "bin" / "python3"
+    subprocess.run([str(venv_py), "-m", "pip", "uninstall", "-y", "fp4_kernels"], check=True, capture_output=True)
+    third = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", home=tmp_path, timeout_s=600)
+    assert third.returncode == 0, third.stdout[-3000:]
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    tasks = {t["action"]: t for t in record["hosts"]["sm90"]["tasks"]}
+    assert tasks["build_wheel"]["status"] == "ok"  # the wheel it holds is reused, not rebuilt
+    assert tasks["pip_install"]["status"] == "changed"
+    assert tasks["pip_install"]["data"]["decision"] == {"action": "install", "why": "nothing installed"}
+    assert tasks["verify"]["status"] == "ok"
+    other = {t["action"]: t for t in record["hosts"]["sm120"]["tasks"]}
+    assert other["pip_install"]["status"] == "ok"
+
+
+def _sessions(farm, name: str) -> int:
+    """Exec sessions the host's sshd has started so far (its log says each at LogLevel VERBOSE)."""
+    host = next(h for h in farm.hosts if h.name == name)
+    return host.log.count("Starting session: command")
 
 
 PREFLIGHT_PLAY = """\

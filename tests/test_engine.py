@@ -205,3 +205,69 @@ def test_plan_dry_run_and_deploy_agree_on_a_mixed_fleet(fake_kind, tmp_path):
     assert actions(plan) == actions(dry) == actions(real) == expected
     assert real.hosts["badcuda"].status == "failed"
     assert sorted(h for h in fake.HOSTS if fake.HOSTS[h].ran("--wheel-dir")) == ["newtorch", "oldsrc", "uptodate"]
+
+
+def test_a_deploy_that_changes_nothing_is_one_command_per_host(fake_kind, tmp_path):
+    """Facts, the deploy lock, the stamps and install state the planners ask: all in the host's first
+    command (the probes asked last time are answered ahead, keyed as the planners ask them)."""
+    hosts = make_hosts(["n1", "n2"])
+    pb = playbook(tmp_path)
+    first, _ = run(pb, hosts, host_lock=True)
+    assert all(o.status == "ok" for o in first.hosts.values())
+    for h in fake.HOSTS.values():
+        h.execs.clear()
+        h.log.clear()
+    model, ev = run(pb, hosts, host_lock=True)
+    for name, h in fake.HOSTS.items():
+        assert [t.status for t in model.hosts[name].tasks] == ["ok", "ok", "ok", "ok"]
+        assert len(h.execs) == 1 and h.execs[0][:2] == ["python3", "-c"], h.execs  # the first command only
+        # ... and the probes it answered ran there, each once
+        probes = [json.dumps(a) for k, a in h.log if k == "run" and a[:2] != ["python3", "-c"]]
+        assert probes and len(probes) == len(set(probes))
+        assert h.files[f"/w/{name}/deploy.lock"] == b""  # released at the end
+    answered = [e for e in ev.events if e.name == "probes.answered_ahead"]
+    assert sorted(e.host for e in answered) == ["n1", "n2"] and all(e.data["count"] >= 3 for e in answered)
+
+
+def test_answers_ahead_are_read_in_this_run_so_a_package_removed_by_hand_is_reinstalled(fake_kind, tmp_path):
+    hosts = make_hosts(["n1"])
+    pb = playbook(tmp_path)
+    run(pb, hosts)
+    del fake.HOSTS["n1"].files["/venv-state/toy"]  # pip uninstall by hand
+    model, _ = run(pb, hosts)
+    tasks = {t.name: t for t in model.hosts["n1"].tasks}
+    assert tasks["install"].status == "changed" and tasks["install"].data["decision"]["why"] == "nothing installed"
+    assert fake.HOSTS["n1"].files.get("/venv-state/toy")
+    again, _ = run(pb, hosts)  # and then it is in place again
+    assert {t.name: t.status for t in again.hosts["n1"].tasks}["install"] == "ok"
+
+
+def test_a_prediction_that_misses_only_costs_a_question(fake_kind, tmp_path):
+    hosts = make_hosts(["n1"])
+    pb = playbook(tmp_path)
+    run(pb, hosts)
+    (tmp_path / "toy" / "new.py").write_text("x = 1\n")  # the copy task now lists another file
+    fake.HOSTS["n1"].execs.clear()
+    model, _ = run(pb, hosts, mode="plan")
+    tasks = {t.name: t for t in model.hosts["n1"].tasks}
+    assert tasks["upload"].data["decision"] == {"action": "upload", "files": 1}
+    execs = fake.HOSTS["n1"].execs
+    assert [a[0] for a in execs[:2]] == ["python3", "sha256sum"]  # the new listing: asked on its own
+    assert not [a for a in execs if "fleetctl-stamps" in a]  # the stamps were answered ahead all the same
+
+
+def test_eight_hosts_of_two_arch_classes_build_exactly_twice(fake_kind, tmp_path):
+    names = [f"g{i}" for i in range(1, 9)]
+    hosts = make_hosts(names)
+    for name in names[4:]:  # half the fleet is SM 12.0
+        fake.HOSTS[name].facts["gpus"] = [{"index": 0, "name": "NVIDIA RTX PRO 6000 Blackwell", "compute_cap": "12.0",
+                                           "memory_mib": 97887}]
+    model, _ = run(playbook(tmp_path), hosts)
+    assert all(o.status == "ok" for o in model.hosts.values()), {h: o.error for h, o in model.hosts.items()}
+    builders = sorted(h for h in names if fake.HOSTS[h].ran("--wheel-dir"))
+    assert builders == ["g1", "g5"]  # one build per class, by the first member
+    assert actions(model) == {**{h: "push" for h in names}, "g1": "build", "g5": "build"}
+    archs = {h: [t for t in o.tasks if t.action == "build_wheel"][0].data["archs"] for h, o in model.hosts.items()}
+    assert {archs[h] for h in names[:4]} == {"9.0a"} and {archs[h] for h in names[4:]} == {"12.0a"}
+    each, _ = run(playbook(tmp_path, TOY.replace("tool: pip}", "tool: pip, build: each}")), hosts, force=True)
+    assert sum(len(fake.HOSTS[h].ran("--wheel-dir")) for h in names) == 2 + 8  # --build each: every host

@@ -399,42 +399,99 @@ def test_default_interpreter_is_the_one_running_the_script(tmp_path):
     assert facts["python"]["venv"] is None
 
 
-def _make_venv(path: Path, torch_init: str | None) -> Path:
+def _make_venv(path: Path, torch_init: str | None, version: str | None = None) -> Path:
+    """A venv whose ``torch`` package is ``__init__.py`` = ``torch_init`` and, with ``version``,
+    the files torch's facts are read from (``version.py``, ``lib/libc10.so``,
+    ``lib/libtorch_python.so``: the libraries copied from the controller's real torch)."""
     venv_mod.EnvBuilder(with_pip=False, symlinks=True).create(path)
     if torch_init is not None:
         site = Path(glob.glob(str(path / "lib" / "python3*" / "site-packages"))[0])
         (site / "torch").mkdir()
         (site / "torch" / "__init__.py").write_text(torch_init)
+        if version is not None:
+            (site / "torch" / "version.py").write_text(
+                f"from typing import Optional\n__version__ = {version!r}\ncuda: Optional[str] = None\n")
+            real = Path(importlib.util.find_spec("torch").origin).parent / "lib"
+            (site / "torch" / "lib").mkdir()
+            for name in ("libc10.so", "libtorch_python.so"):
+                shutil.copyfile(real / name, site / "torch" / "lib" / name)
     return path
 
 
-def test_broken_torch_is_reported_not_fatal(tmp_path):
-    venv = _make_venv(tmp_path / "venv", "raise ImportError('libtorch_cuda.so: cannot open shared object file')\n")
+def test_torch_is_read_from_its_files_never_imported(tmp_path):
+    pytest.importorskip("torch")
+    # importing this torch would kill the interpreter: the facts never import it
+    venv = _make_venv(tmp_path / "venv", "import os\nos._exit(139)\n", version="2.99.0+cu130")
     facts, _ = run_script("--workdir", tmp_path, "--venv", venv)
     py = facts["python"]
     assert py["exists"] is True and py["in_venv"] is True
-    assert py["version"] == "%d.%d.%d" % sys.version_info[:3]
-    assert py["torch"] is None
-    assert py["torch_error"] == "ImportError: libtorch_cuda.so: cannot open shared object file"
+    assert py["torch"] == "2.99.0+cu130" and py["torch_error"] is None
+    assert py["torch_cxx11_abi"] is True and py["torch_arch_list"] == []
     assert py["site_packages"].startswith(str(venv))
 
 
-def test_torch_that_kills_the_interpreter(tmp_path):
-    venv = _make_venv(tmp_path / "venv", "import os\nos._exit(139)\n")
-    facts, _ = run_script("--workdir", tmp_path, "--venv", venv)
-    py = facts["python"]
-    assert py["version"] and py["torch"] is None
-    assert py["torch_error"] == "import torch: probe exited 139: no output"
-
-
-def test_torch_import_that_hangs_times_out(tmp_path):
-    venv = _make_venv(tmp_path / "venv", "import time\ntime.sleep(60)\n")
+def test_torch_whose_import_hangs_costs_nothing(tmp_path):
+    pytest.importorskip("torch")
+    venv = _make_venv(tmp_path / "venv", "import time\ntime.sleep(60)\n", version="2.99.0")
     facts, _ = run_script("--workdir", tmp_path, "--venv", venv, "--probe-timeout-s", "1.5")
+    assert facts["python"]["torch"] == "2.99.0" and facts["python"]["torch_error"] is None
+    assert facts["duration_s"] < 30
+
+
+def test_an_incomplete_torch_is_reported_not_fatal(tmp_path):
+    venv = _make_venv(tmp_path / "venv", "raise ImportError('libtorch_cuda.so: cannot open shared object file')\n")
+    facts, _ = run_script("--workdir", tmp_path, "--venv", venv)
     py = facts["python"]
     assert py["version"] == "%d.%d.%d" % sys.version_info[:3]
     assert py["torch"] is None
-    assert "timed out after 3 s" in py["torch_error"]
-    assert facts["duration_s"] < 30
+    assert py["torch_error"].startswith("torch at ") and "version.py, lib/libc10.so" in py["torch_error"]
+
+
+def test_torch_facts_equal_what_import_torch_says():
+    """The reader against the controller's real torch: every value equals ``import torch``'s."""
+    pytest.importorskip("torch")
+    ns: dict = {}
+    exec(fs.TORCH_READER, ns)
+    read = ns["read_torch"]()
+    code = ("import json, torch; print(json.dumps({'torch': str(torch.__version__), 'cuda': torch.version.cuda, "
+            "'abi': bool(torch._C._GLIBCXX_USE_CXX11_ABI), 'archs': torch.cuda.get_arch_list(), "
+            "'flags': getattr(torch._C, '_cuda_getArchFlags', lambda: None)(), 'file': torch.__file__}))")
+    said = json.loads(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                                     text=True).stdout)
+    assert read["torch_error"] is None
+    assert read["torch"] == said["torch"]
+    assert read["torch_cuda"] == said["cuda"]
+    assert read["torch_cxx11_abi"] is said["abi"]
+    # the compiled arch flags: what torch.cuda.get_arch_list() returns on a host with a GPU
+    assert read["torch_arch_list"] == (said["flags"].split() if said["flags"] else [])
+    if said["archs"]:
+        assert read["torch_arch_list"] == said["archs"]
+    assert os.path.realpath(read["torch_file"]) == os.path.realpath(said["file"])
+
+
+def test_elf_reader_finds_the_abi_and_arch_flags_of_real_shared_objects(tmp_path):
+    """The reader on a torch-shaped folder whose libraries are built here with each C++ ABI and hold
+    an arch flags string compiled as torch/csrc/cuda/Module.cpp does (``C10_STRINGIZE``)."""
+    src = tmp_path / "m.cpp"
+    src.write_text('#include <string>\n#define S_(x) #x\n#define S(x) S_(x)\n'
+                   'extern "C" const char* flags() { static const char* f = S(CUDA_ARCH_FLAGS); return f; }\n'
+                   'std::string twice(const std::string& s) { return s + s; }\n')
+    for abi in (0, 1):
+        torch_dir = tmp_path / f"abi{abi}" / "torch"
+        (torch_dir / "lib").mkdir(parents=True)
+        (torch_dir / "__init__.py").write_text("raise SystemExit('never imported')\n")
+        (torch_dir / "version.py").write_text("__version__ = '2.99.0+cu130'\ncuda = '13.0'\nhip = None\n")
+        lib = torch_dir / "lib" / "libc10.so"
+        subprocess.run(["g++", "-shared", "-fPIC", "-O1", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+                        "-DCUDA_ARCH_FLAGS=sm_80 sm_90 sm_90a compute_90", "-o", str(lib), str(src)], check=True)
+        shutil.copyfile(lib, torch_dir / "lib" / "libtorch_python.so")
+        code = fs.TORCH_READER + "\nimport json\nprint(json.dumps(read_torch()))\n"
+        out = subprocess.run([sys.executable, "-S", "-c", code], check=True, capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": str(torch_dir.parent)}).stdout
+        read = json.loads(out)
+        assert read["torch"] == "2.99.0+cu130" and read["torch_cuda"] == "13.0" and read["torch_error"] is None
+        assert read["torch_cxx11_abi"] is bool(abi)
+        assert read["torch_arch_list"] == ["sm_80", "sm_90", "sm_90a", "compute_90"]
 
 
 def test_venv_without_torch(tmp_path):

@@ -7,7 +7,8 @@ import sys
 import click
 
 from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, diagnostics, forks_option,
-                  hosts_option, json_option, limit_option, main, pass_ctx, run_async, timeout_option)
+                  hosts_option, json_option, limit_option, main, metrics_observer, pass_ctx, run_async,
+                  timeout_option)
 
 
 def _record(kind: str, obj: Context, extra=()):
@@ -64,7 +65,7 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
           accept_new_host_keys: bool, connect_timeout: float) -> None:
     """Gather and print facts: GPUs and SMs, CUDA, venv and torch, cores, memory, disk, build plan."""
     from ..engine.adhoc import facts_on_hosts
-    from ..reporting.terminal import print_json
+    from ..reporting.lines import print_json
 
     _, hosts = obj.select(pattern, limit, forks=forks)
     run, record, observers = _record("facts", obj)
@@ -113,15 +114,13 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     from ..engine.adhoc import run_on_hosts
     from ..redact import unwrap
     from ..reporting.history import safe_name
-    from ..reporting.terminal import LiveOutput, print_json
-
-    from .play import metrics_observer
+    from ..reporting.lines import HostLines, print_json
 
     _, hosts = obj.select(pattern, limit, venv=False, forks=forks)  # `run` may be what creates the venv
     metrics = metrics_observer(metrics_file)
     from ..reporting.livevalve import LiveValve, ValvedObserver
 
-    printer = LiveOutput([h.name for h in hosts], stream=sys.stderr if as_json else sys.stdout)
+    printer = HostLines([h.name for h in hosts], stream=sys.stderr if as_json else sys.stdout)
     live = ValvedObserver(_LinesOnly(printer), LiveValve(log_hint=lambda h: f"fleetctl logs RUN {h}"))
     run_, record, observers = _record("run", obj, extra=[live, metrics])
     run_.pattern = pattern

@@ -128,8 +128,33 @@ def usage_exit(exc: click.UsageError) -> Exception:
     return fail_input(f"{' '.join(words)}: {message}" if words else message)
 
 
+#: command name -> the module of :mod:`fleetctl.cli` that defines it: a command's module (and
+#: what it imports) is loaded only when that command runs, or for ``--help``.
+COMMAND_MODULES = {"facts": "adhoc", "run": "adhoc", "inventory": "inventory", "hosts": "inventory",
+                   "deploy": "play", "verify": "play", "report": "report", "rollback": "rollback", "runs": "runs",
+                   "logs": "runs", "schedule": "schedule"}
+
+
 class FleetGroup(click.Group):
-    """Turns InputError and click usage errors anywhere below into one line on stderr, exit 2."""
+    """Turns InputError and click usage errors anywhere below into one line on stderr, exit 2;
+    loads each command's module on first use (:data:`COMMAND_MODULES`)."""
+
+    def get_command(self, ctx, cmd_name):
+        module = COMMAND_MODULES.get(cmd_name)
+        if module is None:  # unknown: every command is loaded, so the error can suggest the nearest
+            self.list_commands(ctx)
+        elif cmd_name not in self.commands:
+            import importlib
+
+            importlib.import_module(f"{__package__}.{module}")
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx):
+        import importlib
+
+        for module in sorted(set(COMMAND_MODULES.values())):
+            importlib.import_module(f"{__package__}.{module}")
+        return super().list_commands(ctx)
 
     def make_context(self, info_name, args, parent=None, **extra):
         try:
@@ -155,9 +180,6 @@ class FleetGroup(click.Group):
 @click.pass_context
 def main(ctx: click.Context, inventory: tuple[str, ...], verbose: int) -> None:
     """Provision GPU hosts over SSH: facts, per-SM FP4 kernel builds, install, verify."""
-    from ..logsetup import configure_logging
-
-    configure_logging(verbose)
     ctx.obj = Context(inventory, verbose)
 
 
@@ -182,6 +204,27 @@ def diagnostics(obj: Context) -> Any:
     """The -v/-vv observer, or None."""
     if obj.verbose <= 0:
         return None
+    from ..logsetup import configure_logging
     from ..reporting.diagnostics import Diagnostics
 
+    configure_logging(obj.verbose)
     return Diagnostics(obj.verbose)
+
+
+def metrics_observer(path: str | None, mode: str = "apply"):
+    """The ``--metrics-file`` observer, or None; bad input (a dry run, a missing folder) is exit 2."""
+    if not path:
+        return None
+    from pathlib import Path
+
+    from ..reporting.metrics import MetricsFile
+
+    if mode != "apply":
+        raise InputError(f"--metrics-file: a {mode} changes nothing; metrics describe applied runs")
+    p = Path(path)
+    if not p.parent.is_dir():
+        raise InputError(f"--metrics-file: folder {p.parent} does not exist")
+    if p.suffix != ".prom":
+        click.echo(f"fleetctl: warning: --metrics-file {p}: node_exporter's textfile collector reads only "
+                   "*.prom files", err=True)
+    return MetricsFile(p)

@@ -17,7 +17,7 @@ from ..errors import InputError
 from ..paths import resolve_default
 from .adhoc import _record, finish
 from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, forks_option, json_option, limit_option,
-                  main, pass_ctx, run_async, timeout_option)
+                  main, metrics_observer, pass_ctx, run_async, timeout_option)
 
 #: Above this many hosts the terminal folds output by host set (``--output auto``).
 FOLD_THRESHOLD = 8
@@ -127,8 +127,8 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
     locks = None
     if mode == "apply":
         locks = _take_locks(hosts, run, observers)
-    opts = PlayOptions(on_connected=_host_lock(run, observers) if mode == "apply" else None,
-                       forks=forks, mode=mode, force=force, tags=tuple(tag_list), skip_tags=tuple(skip_list),
+    opts = PlayOptions(host_lock=mode == "apply", forks=forks, mode=mode, force=force, tags=tuple(tag_list),
+                       skip_tags=tuple(skip_list),
                        extra_vars=extra_vars, accept_new_host_keys=accept_new_host_keys, deadlines=deadlines,
                        serial=serial_items, max_fail_percentage=max_fail_percentage, build_each=build == "each")
     if live is not None:
@@ -189,25 +189,6 @@ def failed_pointer(console, run_id: str, bad: list[str]) -> None:
                   highlight=False)
 
 
-def metrics_observer(path: str | None, mode: str = "apply"):
-    """The ``--metrics-file`` observer, or None; bad input (a dry run, a missing folder) is exit 2."""
-    if not path:
-        return None
-    from pathlib import Path
-
-    from ..reporting.metrics import MetricsFile
-
-    if mode != "apply":
-        raise InputError(f"--metrics-file: a {mode} changes nothing; metrics describe applied runs")
-    p = Path(path)
-    if not p.parent.is_dir():
-        raise InputError(f"--metrics-file: folder {p.parent} does not exist")
-    if p.suffix != ".prom":
-        click.echo(f"fleetctl: warning: --metrics-file {p}: node_exporter's textfile collector reads only "
-                   "*.prom files", err=True)
-    return MetricsFile(p)
-
-
 def _terminal(hosts, stream, folded: bool, verbose: int = 0):
     from ..inventory import fold_hosts
     from ..reporting.terminal import FoldedOutput, LiveOutput
@@ -219,32 +200,6 @@ def _terminal(hosts, stream, folded: bool, verbose: int = 0):
     # printing goes through a valve: a chatty build is never slowed by the terminal (the log keeps
     # every byte)
     return ValvedObserver(inner, LiveValve(log_hint=lambda h: f"fleetctl logs RUN {h}"))
-
-
-def _host_lock(run, observers):
-    """The deploy lock on each host (fleetctl.engine.hostlock), taken once it is connected: another
-    deploy of that host, from any folder or controller, is refused naming the holder."""
-    from ..engine.hostlock import HostLockBusy, HostLockError, acquire_host_lock, lock_path
-    from ..errors import FleetError
-
-    async def take(session):
-        path = lock_path(session.conn, session.workdir, session.host.settings.deploy_lock)
-        try:
-            lock = await acquire_host_lock(session.conn, path, run_id=run.run_id)
-        except (HostLockBusy, HostLockError) as exc:
-            observers.emit("lock.refused", session.name, path=path, error=str(exc))
-            raise FleetError(str(exc)) from None
-        observers.emit("lock.acquired", session.name, path=path)
-        if lock.stale:
-            prev = lock.stale
-            observers.emit("note.added", session.name,
-                           message=f"warning: taking over the stale deploy lock of run {prev.get('run_id')} (controller "
-                                   f"{prev.get('controller')}, pid {prev.get('pid')}, started {prev.get('started')}): "
-                                   f"that run is gone")
-            observers.emit("lock.stale_taken_over", session.name, path=path, previous=prev)
-        return lock.release
-
-    return take
 
 
 def _take_locks(hosts, run, observers):

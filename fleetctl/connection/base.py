@@ -114,6 +114,9 @@ class Connection(abc.ABC):
     host: str
     home: str = ""
     stats: Mapping[str, object] = MappingProxyType({})
+    #: :meth:`run` accepts ``hold_stdin=True`` (a command that lives as long as the run and ends
+    #: when its stdin closes, such as the deploy lock in fleetctl's first command of a host).
+    holds_stdin: bool = False
 
     async def __aenter__(self) -> "Connection":
         await self.open()
@@ -143,6 +146,7 @@ class Connection(abc.ABC):
         stdin: bytes | None = None,
         become: bool = False,
         capture_bytes: int | None = CAPTURE_BYTES,
+        hold_stdin: bool = False,
     ) -> CommandResult:
         """Run ``argv`` on the host and wait for it.
 
@@ -167,6 +171,11 @@ class Connection(abc.ABC):
                 4 MiB), whole lines; ``None`` keeps everything. Every byte still reaches
                 ``on_line``, so memory stays flat whatever the command prints; the result's
                 ``stdout_dropped``/``stderr_dropped`` say how much was not kept.
+            hold_stdin: (only where :attr:`holds_stdin`) after ``stdin``, keep the command's
+                stdin open until this call is cancelled; then it is closed, and the command
+                gets 8 s to exit before it is signalled. Such a command holds its session for
+                the whole run: a transport with a session limit sends the other commands over
+                a second connection when the host allows no other session.
 
         Returns:
             The :class:`CommandResult`; a non-zero exit is data, not an exception.
@@ -195,6 +204,16 @@ class Connection(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None:
         """Close the connection; safe to call twice."""
+
+    def learn_login(self, shell: str, home: str, *, home_missing: bool = False) -> None:
+        """What a command of this run found out about the login: the shell (``$SHELL``) and
+        the home folder (absolute). Default: the home folder is kept when none is known."""
+        if home.startswith("/") and not self.home:
+            self.home = home
+
+    async def login_info(self) -> tuple[str, str]:
+        """``(login shell or "", home folder)``; a transport may ask the host (one command)."""
+        return getattr(self, "login_shell", ""), self.home
 
     def extra_facts(self) -> dict:
         """What the connection itself knows about the host, merged into its facts (Slurm's view of

@@ -11,6 +11,12 @@ specially, tcsh/csh break on quoted newlines and ``!``) get the same POSIX comma
 ``/bin/sh -c 'eval "$(echo BASE64 | base64 -d)"'``: one single-quoted word holding only characters
 that every shell passes through literally, so ``/bin/sh`` parses the real command.
 
+The login shell need not be known first (that would cost a round trip before the first command):
+a line without newline, carriage return, backslash or ``!`` (outside the fixed supervisor text)
+is parsed the same by sh, bash, dash, zsh, ksh, fish, csh and tcsh, so it is sent as it is (see
+:func:`is_portable`; tests/test_shells_sudo_signals_e2e.py runs hostile argv through each of them),
+and any other line goes wrapped as above while the shell is unknown.
+
 Supervision: remote commands run under a small fixed ``/bin/sh`` script (:data:`SUPERVISOR`) that
 starts the command in its own session (``setsid``) with stdin from /dev/null, and watches the SSH
 channel's stdin. When the channel closes (the controller timed the command out, was interrupted,
@@ -119,6 +125,19 @@ def wrap_argv(
     return out
 
 
+#: Characters some login shell treats specially even inside single quotes: newlines (csh, tcsh),
+#: ``!`` (csh/tcsh history), ``\\`` (fish's ``\\\\`` and ``\\'`` escapes).
+_NOT_PORTABLE = re.compile(r"[\n\r\\!]")
+
+
+def is_portable(line: str) -> bool:
+    """True when every login shell fleetctl knows (POSIX shells, fish, csh, tcsh) parses the POSIX
+    command ``line`` as sh does, so it needs no wrapping whatever ``$SHELL`` is: no newline,
+    carriage return, backslash or ``!`` outside the fixed :data:`SUPERVISOR` text (whose ``$!``
+    every one of them leaves alone)."""
+    return not _NOT_PORTABLE.search(line.replace(SUPERVISOR, ""))
+
+
 def remote_command_line(
     argv: Sequence[str],
     *,
@@ -129,9 +148,11 @@ def remote_command_line(
     login_shell: str | None = None,
 ) -> str:
     """The single string sent over SSH: :func:`wrap_argv` quoted once by :func:`shlex.join`,
-    wrapped for ``/bin/sh`` when the login shell is not a POSIX shell (see the module docstring)."""
+    wrapped for ``/bin/sh`` when the login shell is not a POSIX shell, or is not known yet
+    (``None`` or ``""``) and the line is not :func:`is_portable` (see the module docstring)."""
     line = shlex.join(wrap_argv(argv, env=env, cwd=cwd, supervise=supervise, become=become))
-    if login_shell and posixpath.basename(login_shell) not in POSIX_SHELLS:
-        encoded = base64.b64encode(line.encode("utf-8")).decode("ascii")
-        return f"/bin/sh -c 'eval \"$(echo {encoded} | base64 -d)\"'"
-    return line
+    posix = bool(login_shell) and posixpath.basename(login_shell) in POSIX_SHELLS
+    if posix or (not login_shell and is_portable(line)):
+        return line
+    encoded = base64.b64encode(line.encode("utf-8")).decode("ascii")
+    return f"/bin/sh -c 'eval \"$(echo {encoded} | base64 -d)\"'"

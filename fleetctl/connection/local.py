@@ -25,6 +25,8 @@ from .streams import OutputTail, pump_lines
 class LocalConnection(Connection):
     """Runs on this machine. ``home`` is the controller user's home directory."""
 
+    holds_stdin = True
+
     def __init__(self, host: str = "localhost") -> None:
         self.host = host
         self.home = str(Path.home())
@@ -46,11 +48,13 @@ class LocalConnection(Connection):
         stdin: bytes | None = None,
         become: bool = False,
         capture_bytes: int | None = CAPTURE_BYTES,
+        hold_stdin: bool = False,
     ) -> CommandResult:
         """Run ``argv`` in a new process group; see :meth:`Connection.run` (a ``None`` value in
         ``env`` removes that variable from the controller's environment for the command).
 
-        On timeout the whole process group gets SIGTERM, then SIGKILL after 5 s.
+        On timeout the whole process group gets SIGTERM, then SIGKILL after 5 s. With
+        ``hold_stdin``, a cancelled call first closes the command's stdin and gives it 8 s.
         """
         argv = [str(a) for a in argv]
         full_env = dict(os.environ)
@@ -88,7 +92,8 @@ class LocalConnection(Connection):
             if stdin is not None and proc.stdin is not None:
                 proc.stdin.write(stdin)
                 await proc.stdin.drain()
-                proc.stdin.close()
+                if not hold_stdin:
+                    proc.stdin.close()
 
         async def everything() -> int:
             await asyncio.gather(
@@ -101,7 +106,14 @@ class LocalConnection(Connection):
         try:
             rc = await asyncio.wait_for(everything(), timeout_s)
         except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
-            await _kill_group(proc)
+            if hold_stdin and proc.stdin is not None and isinstance(exc, asyncio.CancelledError):
+                proc.stdin.close()
+                try:
+                    await asyncio.wait_for(proc.wait(), 8)
+                except asyncio.TimeoutError:
+                    pass
+            if proc.returncode is None:
+                await _kill_group(proc)
             if isinstance(exc, asyncio.CancelledError):
                 raise
             raise CommandTimeout(self.host, argv, timeout_s or 0) from None

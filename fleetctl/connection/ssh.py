@@ -14,7 +14,15 @@ Sessions: exec channels and the SFTP session together stay within the server's `
 (sshd_config(5), default 10). The limit starts at ``max_sessions``; when the server refuses a
 channel, it drops to what is open, the request waits for a free session, and an idle SFTP
 session is closed to make room (it reopens when a transfer needs it), so a host with
-``MaxSessions 1`` runs a whole deploy, one session at a time.
+``MaxSessions 1`` runs a whole deploy, one session at a time. A command that holds its session for
+the whole run (``hold_stdin``: the deploy lock) is *pinned*: when the host allows no session
+beside the pinned ones, the other commands and transfers go over one second connection to the
+host (opened then, closed with this one).
+
+No command runs at login: the login shell and home folder are learnt from the run's first
+command (:meth:`SSHConnection.learn_login`), and until then command lines are written so that
+every login shell parses them alike (:func:`~fleetctl.connection.command.is_portable`), so
+``fleetctl run`` costs one exec per host.
 """
 
 from __future__ import annotations
@@ -29,11 +37,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 import asyncssh
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from ..errors import CommandTimeout, HostUnreachable, TransferError
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback
 from .command import remote_command_line
+from .retry import retrying
 from .ssh_route import MAX_HANDSHAKES, LoginFailed, LoginStats, RouteOptions, login
 from .ssh_target import SSHConfigError, SSHTarget, resolve_target
 from .streams import OutputTail, pump_lines
@@ -82,6 +90,14 @@ class _Sessions:
     async def wake(self) -> None:
         async with self.cond:
             self.cond.notify_all()
+
+
+def _refused(exc: BaseException) -> bool:
+    return isinstance(exc, asyncssh.ChannelOpenError)
+
+
+class _UseOverflow(Exception):
+    """Every session the host allows is pinned: this request goes over the second connection."""
 
 
 class SSHConnection(Connection):
@@ -150,6 +166,11 @@ class SSHConnection(Connection):
         self._sftp_lock = asyncio.Lock()
         self._open_lock = asyncio.Lock()
         self._target: SSHTarget | None = None
+        self._pinned = 0
+        self._overflow: SSHConnection | None = None
+        self._overflow_lock = asyncio.Lock()
+
+    holds_stdin = True
 
     # -- connecting ---------------------------------------------------------------------------
 
@@ -168,8 +189,8 @@ class SSHConnection(Connection):
         return self._target
 
     async def open(self) -> None:
-        """Connect (through jump hosts), check the host key, log in, and learn the login shell
-        and home folder (one command).
+        """Connect (through jump hosts), check the host key and log in. No command runs: the
+        first command is the first exec (see :meth:`learn_login` and :meth:`login_info`).
 
         Raises:
             HostUnreachable: naming the cause in one line.
@@ -191,9 +212,25 @@ class SSHConnection(Connection):
                 self.stats.update(login_stats.as_dict())
                 raise HostUnreachable(self.host, str(exc)) from None
             self.stats.update(login_stats.as_dict())
-            self.login_shell, self.home = await self._login_shell_and_home()
-            if not self.home.startswith("/"):
+
+    def learn_login(self, shell: str, home: str, *, home_missing: bool = False) -> None:
+        """What an earlier command of this run found out: the login shell (``$SHELL``, which parses
+        the command lines) and the home folder. Until then command lines are written so that any
+        login shell parses them alike (:func:`fleetctl.connection.command.is_portable`)."""
+        if shell:
+            self.login_shell = shell
+        if home.startswith("/"):
+            self.home = home
+        self.home_missing = self.home_missing or home_missing
+
+    async def login_info(self) -> tuple[str, str]:
+        """``(login shell, home folder)``, asking the host (one command) unless already known."""
+        if not self.home:
+            shell, home = await self._login_shell_and_home()
+            self.learn_login(shell, home)
+            if not self.home:
                 self.home = await self._realpath(".")
+        return self.login_shell, self.home
 
     async def open_companion(self) -> "SSHConnection":
         """A second connection to the same host with the same settings (see
@@ -204,8 +241,21 @@ class SSHConnection(Connection):
                               connect_timeout_s=self.connect_timeout_s, keepalive_interval_s=self.keepalive_interval_s,
                               max_sessions=self.max_sessions, ssh_config=self.ssh_config)
         other._target = self._target
+        other.login_shell, other.home, other.home_missing = self.login_shell, self.home, self.home_missing
         await other.open()
         return other
+
+    def _saturated(self) -> bool:
+        """Every session the host allows is held by a pinned command."""
+        return bool(self._pinned) and self._sessions.limit <= self._pinned
+
+    async def _second(self) -> "SSHConnection":
+        """The second connection for requests that find every session pinned (opened once)."""
+        async with self._overflow_lock:
+            if self._overflow is None:
+                self._overflow = await self.open_companion()
+                self._count("overflow_connections")
+            return self._overflow
 
     async def _login_shell_and_home(self) -> tuple[str, str]:
         """The remote login shell (``$SHELL``, which will parse our command lines) and home folder,
@@ -221,7 +271,7 @@ class SSHConnection(Connection):
         finally:
             await self._sessions.release()
         if res.stderr and _NO_HOME.encode() in res.stderr:
-            self.home_missing = True
+            self.home_missing = True  # sshd's own message (session.c do_child)
         lines = res.stdout.decode("utf-8", "replace").strip().splitlines() if res.stdout else []
         if len(lines) < 2:
             return (lines[-1].strip() if lines else ""), ""
@@ -229,6 +279,9 @@ class SSHConnection(Connection):
 
     async def close(self) -> None:
         """Close SFTP and the connection (and let go of shared jump hosts); safe to call twice."""
+        if self._overflow is not None:
+            other, self._overflow = self._overflow, None
+            await other.close()
         if self._sftp is not None:
             self._sftp.exit()
             self._sftp = None
@@ -274,48 +327,74 @@ class SSHConnection(Connection):
         become: bool = False,
         capture_bytes: int | None = CAPTURE_BYTES,
         supervise: bool = True,
+        hold_stdin: bool = False,
     ) -> CommandResult:
         """See :meth:`Connection.run`.
 
         Without ``stdin`` the command runs under the supervisor script (see
         :mod:`fleetctl.connection.command`): the channel's stdin stays open, and when it closes
         (timeout, Ctrl-C, a dropped connection) the command's process group is stopped on the
-        host. On timeout the channel is signalled (TERM, then KILL) and closed.
+        host. On timeout the channel is signalled (TERM, then KILL) and closed. With
+        ``hold_stdin`` the command itself watches its stdin (it gets ``stdin``, and EOF only when
+        this call is cancelled) and its session is pinned (see the module docstring).
         """
+        if not hold_stdin and self._saturated():
+            return await (await self._second()).run(argv, env=env, cwd=cwd, timeout_s=timeout_s, on_line=on_line,
+                                                     stdin=stdin, become=become, capture_bytes=capture_bytes,
+                                                     supervise=supervise)
+        # the stdin bytes are let go of once written (a command that lives for the run would
+        # otherwise keep them: the first command's script and job, on every host of a deploy)
+        box = [stdin] if stdin is not None else []
+        del stdin
+        try:
+            return await self._run(argv, env=env, cwd=cwd, timeout_s=timeout_s, on_line=on_line, stdin=box,
+                                   become=become, capture_bytes=capture_bytes, supervise=supervise,
+                                   hold_stdin=hold_stdin)
+        except _UseOverflow:
+            return await (await self._second()).run(argv, env=env, cwd=cwd, timeout_s=timeout_s, on_line=on_line,
+                                                     stdin=box[0] if box else None, become=become,
+                                                     capture_bytes=capture_bytes, supervise=supervise)
+
+    async def _run(self, argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | None,
+                   timeout_s: float | None, on_line: LineCallback | None, stdin: list[bytes], become: bool,
+                   capture_bytes: int | None, supervise: bool, hold_stdin: bool) -> CommandResult:
         argv = [str(a) for a in argv]
-        supervise = supervise and stdin is None
+        supervise = supervise and not stdin and not hold_stdin
         command = remote_command_line(argv, env=env, cwd=cwd, supervise=supervise, become=become,
                                       login_shell=self.login_shell)
         conn = self._require()
+        async def open_channel(attempt: int) -> tuple[asyncssh.SSHClientProcess, float]:
+            if attempt > 1:
+                self._count("channel_retries")
+            await self._sessions.acquire(self._close_idle_sftp)
+            try:
+                return await conn.create_process(command, encoding=None), time.monotonic()
+            except asyncssh.ChannelOpenError:
+                await self._sessions.refused()
+                if not hold_stdin and self._saturated():
+                    raise _UseOverflow() from None
+                raise
+            except BaseException:
+                await self._sessions.release()
+                raise
+
         try:
             # A refused channel (over the server's MaxSessions, or a just-closed channel the server
-            # has not reaped yet) waits for a free session: tenacity backs off between attempts.
-            async for attempt in AsyncRetrying(retry=retry_if_exception_type(asyncssh.ChannelOpenError),
-                                               stop=stop_after_attempt(CHANNEL_ATTEMPTS),
-                                               wait=wait_exponential_jitter(multiplier=0.05, max=2.0), reraise=True):
-                with attempt:
-                    if attempt.retry_state.attempt_number > 1:
-                        self._count("channel_retries")
-                    await self._sessions.acquire(self._close_idle_sftp)
-                    started = time.monotonic()
-                    try:
-                        proc = await conn.create_process(command, encoding=None)
-                    except asyncssh.ChannelOpenError:
-                        await self._sessions.refused()
-                        raise
-                    except BaseException:
-                        await self._sessions.release()
-                        raise
+            # has not reaped yet) waits for a free session, backing off between attempts.
+            proc, started = await retrying(open_channel, retryable=_refused, attempts=CHANNEL_ATTEMPTS,
+                                           initial_s=0.05, max_s=2.0)
         except asyncssh.ChannelOpenError as exc:
             raise HostUnreachable(self.host, f"cannot open a session (MaxSessions?): {exc.reason}") from None
         except (OSError, asyncssh.Error) as exc:
             raise HostUnreachable(self.host, self._describe(exc)) from None
         out, err = OutputTail(capture_bytes), OutputTail(capture_bytes)
+        if hold_stdin:
+            self._pinned += 1
         try:
             async def everything() -> None:
-                if stdin is not None:
-                    proc.stdin.write(stdin)
-                if not supervise:
+                if stdin:
+                    proc.stdin.write(stdin.pop())
+                if not supervise and not hold_stdin:
                     proc.stdin.write_eof()  # a supervised command's stdin is its lifeline
                 await asyncio.gather(pump_lines(proc.stdout, "stdout", out, on_line),
                                      pump_lines(proc.stderr, "stderr", err, on_line))
@@ -324,7 +403,7 @@ class SSHConnection(Connection):
             try:
                 await asyncio.wait_for(everything(), timeout_s)
             except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
-                await _stop(proc, supervised=supervise)
+                await _stop(proc, supervised=supervise or hold_stdin)
                 if isinstance(exc, asyncio.CancelledError):
                     raise
                 raise CommandTimeout(self.host, argv, timeout_s or 0) from None
@@ -332,6 +411,8 @@ class SSHConnection(Connection):
                 proc.close()
                 raise HostUnreachable(self.host, f"connection lost during {argv[0]}: {self._describe(exc)}") from None
         finally:
+            if hold_stdin:
+                self._pinned -= 1
             await self._sessions.release()
         sig = proc.exit_signal[0] if proc.exit_signal else None
         rc = proc.exit_status
@@ -376,27 +457,28 @@ class SSHConnection(Connection):
 
     async def _start_sftp(self) -> asyncssh.SFTPClient:
         conn = self._require()
+
+        async def start(attempt: int) -> asyncssh.SFTPClient:
+            if attempt > 1:
+                self._count("channel_retries")
+            await self._sessions.acquire()
+            try:
+                return await conn.start_sftp_client()
+            except asyncssh.ChannelOpenError:
+                await self._sessions.refused()
+                if self._saturated():
+                    raise _UseOverflow() from None
+                raise
+            except BaseException:
+                await self._sessions.release()
+                raise
+
         try:
-            async for attempt in AsyncRetrying(retry=retry_if_exception_type(asyncssh.ChannelOpenError),
-                                               stop=stop_after_attempt(CHANNEL_ATTEMPTS),
-                                               wait=wait_exponential_jitter(multiplier=0.05, max=2.0), reraise=True):
-                with attempt:
-                    if attempt.retry_state.attempt_number > 1:
-                        self._count("channel_retries")
-                    await self._sessions.acquire()
-                    try:
-                        return await conn.start_sftp_client()
-                    except asyncssh.ChannelOpenError:
-                        await self._sessions.refused()
-                        raise
-                    except BaseException:
-                        await self._sessions.release()
-                        raise
+            return await retrying(start, retryable=_refused, attempts=CHANNEL_ATTEMPTS, initial_s=0.05, max_s=2.0)
         except (OSError, asyncssh.Error) as exc:
             raise _NoSFTP(
                 f"{self.host}: cannot start SFTP: {exc} (a login rc file that prints text, such as ~/.bashrc, "
                 f"breaks SFTP: make it print only for interactive shells)") from None
-        raise AssertionError("unreachable")
 
     async def _realpath(self, path: str) -> str:
         async with self._sftp_session() as sftp:
@@ -413,9 +495,13 @@ class SSHConnection(Connection):
         file goes through an exec channel's stdin instead (``cat``), which such output cannot
         corrupt.
         """
+        if self._saturated() and self._sftp is None:
+            return await (await self._second()).put(local_path, remote_path, mode=mode)
         try:
             async with self._sftp_session() as sftp:
                 await self._put_sftp(sftp, local_path, remote_path, mode)
+        except _UseOverflow:
+            await (await self._second()).put(local_path, remote_path, mode=mode)
         except _NoSFTP as exc:
             await self._put_by_cat(local_path, remote_path, mode, exc)
 
@@ -451,6 +537,14 @@ class SSHConnection(Connection):
 
     async def get(self, remote_path: str, local_path: str) -> None:
         """Download a regular file over SFTP; a symlink or special file is refused."""
+        if self._saturated() and self._sftp is None:
+            return await (await self._second()).get(remote_path, local_path)
+        try:
+            await self._get(remote_path, local_path)
+        except _UseOverflow:
+            await (await self._second()).get(remote_path, local_path)
+
+    async def _get(self, remote_path: str, local_path: str) -> None:
         async with self._sftp_session() as sftp:
             try:
                 attrs = await sftp.lstat(remote_path)

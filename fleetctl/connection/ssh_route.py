@@ -15,7 +15,7 @@ Unreachable hosts never delay reachable ones:
   one connect timeout, so other inventory names for the same dead address fail at once with the
   same cause instead of queueing behind it.
 - A handshake the server closes before login (what sshd does past ``MaxStartups``) is retried
-  with jittered exponential backoff (tenacity), outside the gate; each retry is counted in
+  with jittered exponential backoff (tenacity, see :mod:`fleetctl.connection.retry`), outside the gate; each retry is counted in
   :attr:`LoginStats.handshake_retries` and the final failure names ``MaxStartups``.
 
 Jump hosts (``ProxyJump``) are connected with the same rules (their own ssh_config, host key
@@ -34,8 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import asyncssh
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from .retry import retrying
 from .ssh_hostkeys import HostKeyPolicy
 from .ssh_identity import Identities, load_identities
 from .ssh_target import SSHTarget, resolve_jump
@@ -294,39 +294,39 @@ async def _login_direct(target: SSHTarget, opts: RouteOptions, label: str, tunne
             raise LoginFailed(label + str(exc)) from None
         key = ("tcp", infos[0][4][0], target.port)
     dest = _destination(key)
-    async for attempt in AsyncRetrying(retry=retry_if_exception(lambda e: isinstance(e, _Dropped)),
-                                       stop=stop_after_attempt(HANDSHAKE_ATTEMPTS),
-                                       wait=wait_exponential_jitter(multiplier=0.2, max=5.0), reraise=True):
-        with attempt:
-            if attempt.retry_state.attempt_number > 1:
-                stats.handshake_retries += 1
-            try:
-                async with dest.gate:
-                    if dest.failure and time.monotonic() - dest.failure[1] < opts.timeout_s:
-                        raise LoginFailed(label + dest.failure[0])
-                    sock, peer_ip = None, None
-                    if infos:
-                        t0 = time.monotonic()
-                        try:
-                            sock = await _tcp_connect(infos, where, opts.timeout_s)
-                        except LoginFailed as exc:
-                            dest.failure = (str(exc), time.monotonic())
-                            raise LoginFailed(label + str(exc)) from None
-                        stats.tcp_connect_s = round(time.monotonic() - t0, 3)
-                        peer_ip = sock.getpeername()[0]
+
+    async def attempt(n: int):
+        if n > 1:
+            stats.handshake_retries += 1
+        try:
+            async with dest.gate:
+                if dest.failure and time.monotonic() - dest.failure[1] < opts.timeout_s:
+                    raise LoginFailed(label + dest.failure[0])
+                sock, peer_ip = None, None
+                if infos:
                     t0 = time.monotonic()
-                    conn, policy = await _handshake(target, opts, label, sock=sock, tunnel=tunnel, peer_ip=peer_ip)
-                    stats.login_s = round(time.monotonic() - t0, 3)
-                    stats.recorded_host_keys += policy.recorded
-                    return conn
-            except _Dropped as exc:
-                if attempt.retry_state.attempt_number >= HANDSHAKE_ATTEMPTS:
-                    raise LoginFailed(
-                        f"{label}{where} closed the connection before login {HANDSHAKE_ATTEMPTS} times ({exc}): "
-                        f"most likely sshd's MaxStartups (too many unauthenticated connections at once, "
-                        f"default 10:30:100); raise it on the host, or lower --forks") from None
-                raise
-    raise AssertionError("unreachable")
+                    try:
+                        sock = await _tcp_connect(infos, where, opts.timeout_s)
+                    except LoginFailed as exc:
+                        dest.failure = (str(exc), time.monotonic())
+                        raise LoginFailed(label + str(exc)) from None
+                    stats.tcp_connect_s = round(time.monotonic() - t0, 3)
+                    peer_ip = sock.getpeername()[0]
+                t0 = time.monotonic()
+                conn, policy = await _handshake(target, opts, label, sock=sock, tunnel=tunnel, peer_ip=peer_ip)
+                stats.login_s = round(time.monotonic() - t0, 3)
+                stats.recorded_host_keys += policy.recorded
+                return conn
+        except _Dropped as exc:
+            if n >= HANDSHAKE_ATTEMPTS:
+                raise LoginFailed(
+                    f"{label}{where} closed the connection before login {HANDSHAKE_ATTEMPTS} times ({exc}): "
+                    f"most likely sshd's MaxStartups (too many unauthenticated connections at once, "
+                    f"default 10:30:100); raise it on the host, or lower --forks") from None
+            raise
+
+    return await retrying(attempt, retryable=lambda e: isinstance(e, _Dropped), attempts=HANDSHAKE_ATTEMPTS,
+                          initial_s=0.2, max_s=5.0)
 
 
 class _SharedJump:

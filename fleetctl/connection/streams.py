@@ -46,8 +46,10 @@ class OutputTail:
     def append(self, data: bytes) -> None:
         self.total += len(data)
         self._buf += data
-        # trim in batches (at 1.5 times the limit) so that appending stays O(1) amortized
-        if self.limit is not None and len(self._buf) > self.limit + max(self.limit // 2, 64 * 1024):
+        # trim in batches (past the limit plus a slack of half the limit, 4 times a small one, at
+        # most 64 KiB) so that appending stays O(1) amortized and a small limit stays small
+        if self.limit is not None and len(self._buf) > self.limit + max(self.limit // 2,
+                                                                        min(64 * 1024, 4 * self.limit)):
             cut = len(self._buf) - self.limit
             del self._buf[:cut]
             self.dropped += cut

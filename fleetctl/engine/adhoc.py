@@ -97,11 +97,12 @@ async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunMod
 async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Observers, forks: int = 50,
                          timeout_s: float = 180.0, connect_timeout_s: float = 30.0,
                          accept_new_host_keys: bool = False) -> RunModel:
-    """Gather facts on every host (one upload and one command each); each host's outcome holds
-    ``facts`` or ``reachable: false`` with ``error``."""
+    """Gather facts on every host (one command each: see :mod:`fleetctl.engine.session_start`);
+    each host's outcome holds ``facts`` or ``reachable: false`` with ``error``."""
     import contextlib
 
     from .runner import connect
+    from .session_start import legacy_start, start_host
 
     options = ConnectOptions(accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout_s,
                              run_id=run.run_id)
@@ -118,8 +119,13 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
             session: HostSession | None = None
             try:
                 session = await connect(host, scopes[host.connection], run, timeout_s=connect_timeout_s,
-                                        unavailable=unavailable)
-                facts = await session.gather_facts(timeout_s=timeout_s)
+                                        unavailable=unavailable, prepare=False)
+                if session.conn.holds_stdin:
+                    started = await start_host(session, facts=True, lock=False, remembered=[], timeout_s=timeout_s)
+                else:
+                    started = await legacy_start(session, facts=True, lock=False, timeout_s=timeout_s,
+                                                 connect_timeout_s=connect_timeout_s)
+                facts = started.facts
                 out.facts, out.status, out.reachable = facts, "ok", True
                 for note in (facts.get("build") or {}).get("notes", []):
                     observers.emit("note.added", host.name, message=note)

@@ -5,6 +5,9 @@
 
 - read-only steps (probes) run in every mode; their results are kept per host and reused until
   the host is first changed (a deploy's planning pass and its apply pass ask the same questions);
+  a probe the run's first command already answered on the host (:attr:`HostSession.prefetched`,
+  see :mod:`fleetctl.engine.session_start`) is taken from there, its lines reported then, as if
+  it had just run;
 - in a dry run, a mutating step, and a read-only step marked ``after_change``, is recorded as
   planned (shown by ``--dry-run``) and answered with its simulated outcome;
 - local work (hashing, a controller-side SASS check) runs in a worker thread, never on the event
@@ -85,6 +88,8 @@ class StepRunner:
             return self._simulate(step)
         if step.mutating:
             self.session.probes.clear()
+            self.session.prefetched.clear()
+            self.session.changed = True
             self.changed = True
         handler = getattr(self, f"_do_{type(step).__name__.lower()}")
         return await handler(step)
@@ -99,6 +104,8 @@ class StepRunner:
                 desc["become"] = True
             if step.mutating:
                 self.simulated_command = True
+        if step.mutating:
+            self.session.simulated = True
         if isinstance(step, (S.Run, S.Put, S.PutFiles, S.Fetch, S.Publish, S.Get)) or step.mutating:
             self.planned.append(desc)
             self.observers.emit("step.planned", self.host, task=self.task, step=desc)
@@ -112,9 +119,18 @@ class StepRunner:
 
     async def _do_run(self, step: S.Run) -> CommandResult:
         env = {**self.env, **step.env}
-        key = (tuple(step.argv), tuple(sorted(env.items())), step.cwd, self.become)
-        if not step.mutating and not step.after_change and step.stdin is None and key in self.session.probes:
-            return self.session.probes[key]
+        key = probe_key(step.argv, env, step.cwd, self.become)
+        cacheable = not step.mutating and not step.after_change and step.stdin is None
+        if cacheable:
+            if not self.session.simulated:  # after a simulated change, a question may be about a fiction
+                self.session.asked.setdefault(key, step.timeout_s)
+            if key in self.session.probes:
+                return self.session.probes[key]
+            early = self.session.prefetched.pop(key, None)
+            if early is not None:
+                self.session.probes[key] = early
+                self._replay(early, step)
+                return early
         argv = [str(a) for a in step.argv]
         timeout_s = self.clock.cap(step.timeout_s, argv)
         self.observers.emit("command.started", self.host, task=self.task, argv=argv, cwd=step.cwd,
@@ -131,6 +147,18 @@ class StepRunner:
         if not step.mutating and not step.after_change and step.stdin is None:
             self.session.probes[key] = res
         return res
+
+    def _replay(self, res: CommandResult, step: S.Run) -> None:
+        """Report a probe answered ahead by the run's first command as if it had run now."""
+        argv = [str(a) for a in step.argv]
+        self.observers.emit("command.started", self.host, task=self.task, argv=argv, cwd=step.cwd, probe=True,
+                            prefetched=True)
+        shown = not step.quiet
+        for stream, data in (("stdout", res.stdout), ("stderr", res.stderr)):
+            for line in data.splitlines(keepends=True):
+                self.observers.line(self.host, OutputLine(stream, line), shown)
+        self.observers.emit("command.finished", self.host, task=self.task, argv0=argv[0], rc=res.rc,
+                            signal=res.signal, duration_s=round(res.duration_s, 3))
 
     # -- files --------------------------------------------------------------------------------
 
@@ -237,6 +265,12 @@ class StepRunner:
 
     async def _do_emit(self, step: S.Emit) -> None:
         self.observers.emit(step.name, self.host, task=self.task, **dict(step.data))
+
+
+def probe_key(argv: Any, env: dict[str, str], cwd: str | None, become: bool) -> tuple:
+    """How a read-only command is known in a host's probe caches: argv, environment (sorted),
+    working folder and ``become`` (the same command with other settings is another question)."""
+    return (tuple(argv), tuple(sorted(env.items())), cwd, become)
 
 
 async def drive(plan: Generator[S.Step, Any, TaskResult], runner: StepRunner) -> TaskResult:

@@ -109,6 +109,7 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
     session.reset_venv()
     notified: list[str] = []
     simulated_before = False
+    session.simulated = False
     total = len(tasks)
 
     async def one(task: Any, index: int, label: str | None = None) -> TaskResult:

@@ -190,10 +190,20 @@ class RunModel(_Model):
 
     def as_json(self) -> dict[str, Any]:
         """The run as ``run.json`` holds it (None fields of hosts left out), secrets redacted."""
-        doc = self.model_dump(mode="json", exclude_none=False)
-        for name, host in doc["hosts"].items():
-            doc["hosts"][name] = {k: v for k, v in host.items() if v is not None and v != [] or k == "tasks"}
+        doc = self.head_json()
+        doc["hosts"] = {name: self.host_json(name) for name in self.hosts}
+        return doc
+
+    def head_json(self) -> dict[str, Any]:
+        """:meth:`as_json` without the hosts (``hosts`` is ``{}``), secrets redacted."""
+        doc = self.model_dump(mode="json", exclude_none=False, exclude={"hosts"})
+        doc = {k: doc[k] if k != "hosts" else {} for k in type(self).model_fields if k in doc or k == "hosts"}
         return self.redactor.obj(doc)
+
+    def host_json(self, name: str) -> dict[str, Any]:
+        """One host of :meth:`as_json`, secrets redacted."""
+        host = self.hosts[name].model_dump(mode="json", exclude_none=False)
+        return self.redactor.obj({k: v for k, v in host.items() if v is not None and v != [] or k == "tasks"})
 
 
 class Event(BaseModel):

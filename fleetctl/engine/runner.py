@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,8 +33,11 @@ from .deadlines import Deadlines
 from .fanout import for_each_host
 from .host import HostPass, PassOptions, phase_spans, run_pass
 from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
+from .hostlock import HostLockBusy, HostLockError
 from .observer import Observers
+from .probeplan import ProbeMemory
 from .session import HostSession, close_session, host_ref, unreachable_facts
+from .session_start import legacy_start, start_host
 
 
 @dataclass
@@ -52,10 +55,10 @@ class PlayOptions:
         serial: rolling batch sizes (ints or ``"10%"``).
         max_fail_percentage: stop starting batches past this percentage of failed hosts.
         build_each: every host builds its own wheel (``--build each``).
-        on_connected: awaited with each host's session once it is connected, before anything else
-            (a deploy takes its host lock there); it may return an async callable, awaited when
-            the host's connection closes (the lock's release); raising :class:`FleetError` fails
-            the host.
+        host_lock: take the deploy lock on each host (:mod:`fleetctl.engine.hostlock`) in the
+            host's first command, held until its connection closes; a deploy does.
+        remember_probes: answer the probes each host's planners asked last time in the host's
+            first command (:mod:`fleetctl.engine.probeplan`).
     """
 
     forks: int = 50
@@ -69,7 +72,8 @@ class PlayOptions:
     serial: Sequence[int | str] = ()
     max_fail_percentage: float | None = None
     build_each: bool = False
-    on_connected: Callable[[HostSession], Any] | None = None
+    host_lock: bool = False
+    remember_probes: bool = True
 
 
 def batches(hosts: Sequence[Any], serial: Sequence[int | str]) -> list[list[Any]]:
@@ -173,8 +177,8 @@ async def _enter_scopes(stack: contextlib.AsyncExitStack, hosts: Sequence[Any], 
 
 
 async def connect(host: Any, scope: Any, run: RunModel, *, timeout_s: float,
-                  unavailable: dict[str, str] | None = None) -> HostSession:
-    """Open ``host``'s connection and make its run folder.
+                  unavailable: dict[str, str] | None = None, prepare: bool = True) -> HostSession:
+    """Open ``host``'s connection and (``prepare``) make its run folder.
 
     Raises:
         HostUnreachable: naming the cause.
@@ -189,6 +193,8 @@ async def connect(host: Any, scope: Any, run: RunModel, *, timeout_s: float,
         exc.stats = dict(getattr(conn, "stats", {}) or {})
         raise
     session = HostSession(host=host, conn=conn, run_id=run.run_id)
+    if not prepare:
+        return session
     try:
         await session.prepare(timeout_s=timeout_s)
     except BaseException:
@@ -213,6 +219,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     # batch is planned. A dry run or plan then shows each host's final plan once (re-planned from
     # its cached probes: no round trip); a deploy shows what it applies.
     planning_observers: Any = _Muted(observers)
+    memory = ProbeMemory(playbook.path) if opts.remember_probes else None
 
     async def plan_one(host: Any) -> None:
         out = run.host(host.name)
@@ -223,7 +230,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         c0 = run.elapsed_s()
         try:
             session = await connect(host, scopes[host.connection], run, timeout_s=opts.deadlines.connect,
-                                    unavailable=unavailable)
+                                    unavailable=unavailable, prepare=False)
         except (HostUnreachable, FleetError) as exc:
             cause = exc.cause if isinstance(exc, HostUnreachable) else str(exc)
             status = "unreachable" if isinstance(exc, HostUnreachable) else "failed"
@@ -245,12 +252,8 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         _record_connection(run, observers, host.name, getattr(session.conn, "stats", None))
         sessions[host.name] = session
         try:
-            if opts.on_connected is not None and apply:
-                release = await opts.on_connected(session)
-                if release is not None:
-                    session.cleanups.append(release)
-            if playbook.gather_facts:
-                await _gather(session, run, observers, opts, spans)
+            await _start(session, run, observers, opts, spans, facts=playbook.gather_facts, lock=apply and opts.host_lock,
+                         remembered=memory.entries(host.name) if memory is not None else [])
             plans[host.name] = await _plan(session, playbook, tasks, selected, run, planning_observers, classes,
                                            pass_opts)
         except HostUnreachable as exc:
@@ -271,7 +274,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             return
 
         async def apply_one(host: Any) -> None:
-            p = plans.get(host.name)
+            p = plans.pop(host.name, None)
             session = sessions.get(host.name)
             if p is None or session is None:
                 return
@@ -293,6 +296,11 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                 _finish(run, observers, host.name, result, first.get(host.name, []), started=t0)
             finally:
                 await classes.host_done(host.name)
+                # the host is done: its answers are not needed any more (its connection, and the
+                # deploy lock in it, stay until the batch ends)
+                session.probes.clear()
+                session.prefetched.clear()
+                session.registered.clear()
 
         await for_each_host(batch, apply_one, forks=opts.forks)
     except (asyncio.CancelledError, KeyboardInterrupt):
@@ -303,36 +311,63 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                 observers.emit("host.interrupted", h.name)
         raise
     finally:
+        if memory is not None:
+            memory.remember({h: (s.workdir, s.run_id, s.asked) for h, s in sessions.items() if s.workdir})
         await asyncio.gather(*(close_session(s) for s in sessions.values()), return_exceptions=True)
 
 
-async def _gather(session: HostSession, run: RunModel, observers: Any, opts: PlayOptions,
-                  spans: list[PhaseSpan]) -> None:
-    """Gather facts into ``session``; record them on the host and tell the observers."""
+async def _start(session: HostSession, run: RunModel, observers: Any, opts: PlayOptions, spans: list[PhaseSpan], *,
+                 facts: bool, lock: bool, remembered: list[list]) -> None:
+    """The host's first command (:mod:`fleetctl.engine.session_start`): run folder, deploy lock,
+    facts and the probes answered ahead; facts recorded on the host, lock events told."""
     f0 = run.elapsed_s()
     t0 = time.monotonic()
-    started = utc_now()
+    started_at = utc_now()
     out = run.host(session.name)
     try:
-        facts = await session.gather_facts(timeout_s=opts.deadlines.facts)
+        if session.conn.holds_stdin:
+            started = await start_host(session, facts=facts, lock=lock, remembered=remembered,
+                                       timeout_s=opts.deadlines.facts)
+        else:
+            started = await legacy_start(session, facts=facts, lock=lock, timeout_s=opts.deadlines.facts,
+                                         connect_timeout_s=opts.deadlines.connect)
+    except (HostLockBusy, HostLockError) as exc:
+        observers.emit("lock.refused", session.name, path=getattr(exc, "path", None), error=str(exc))
+        raise FleetError(str(exc)) from None
     except BaseException as exc:
-        status = "unreachable" if isinstance(exc, HostUnreachable) else "failed"
-        spans.append(PhaseSpan(phase="facts", start_s=round(f0, 3), duration_s=round(run.elapsed_s() - f0, 3),
-                               status=status))
-        out.tasks.append(TaskOutcome(name="gather facts", action="facts", phase="facts", status=status,
-                                     msg=getattr(exc, "cause", None) or str(exc), start=started,
-                                     duration_s=round(time.monotonic() - t0, 3)))
-        out.phases = list(spans)
+        if facts:
+            status = "unreachable" if isinstance(exc, HostUnreachable) else "failed"
+            spans.append(PhaseSpan(phase="facts", start_s=round(f0, 3), duration_s=round(run.elapsed_s() - f0, 3),
+                                   status=status))
+            out.tasks.append(TaskOutcome(name="gather facts", action="facts", phase="facts", status=status,
+                                         msg=getattr(exc, "cause", None) or str(exc), start=started_at,
+                                         duration_s=round(time.monotonic() - t0, 3)))
+            out.phases = list(spans)
         raise
-    out.facts = facts
-    build = facts.get("build") or {}
+    if started.lock_path is not None:
+        session.cleanups.append(started.release)
+        observers.emit("lock.acquired", session.name, path=started.lock_path)
+        if started.stale:
+            prev = started.stale
+            observers.emit("note.added", session.name,
+                           message=f"warning: taking over the stale deploy lock of run {prev.get('run_id')} (controller "
+                                   f"{prev.get('controller')}, pid {prev.get('pid')}, started {prev.get('started')}): "
+                                   f"that run is gone")
+            observers.emit("lock.stale_taken_over", session.name, path=started.lock_path, previous=prev)
+    if started.answered:
+        observers.emit("probes.answered_ahead", session.name, count=started.answered, of=len(remembered))
+    if not facts:
+        return
+    facts_ = started.facts
+    out.facts = facts_
+    build = facts_.get("build") or {}
     for note in build.get("notes", []):
         observers.emit("note.added", session.name, message=note)
     spans.append(PhaseSpan(phase="facts", start_s=round(f0, 3), duration_s=round(run.elapsed_s() - f0, 3), status="ok"))
     out.tasks.append(TaskOutcome(name="gather facts", action="facts", phase="facts", status=Status.OK.value,
-                                 msg=build.get("torch_cuda_arch_list", ""), start=started,
+                                 msg=build.get("torch_cuda_arch_list", ""), start=started_at,
                                  duration_s=round(time.monotonic() - t0, 3)))
-    observers.emit("facts.gathered", session.name, gpus=len(facts.get("gpus") or []),
+    observers.emit("facts.gathered", session.name, gpus=len(facts_.get("gpus") or []),
                    arch_list=build.get("torch_cuda_arch_list"))
 
 

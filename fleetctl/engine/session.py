@@ -18,6 +18,13 @@ from ..connection.registry import HostRef
 from ..errors import FleetError, TaskFailed
 
 
+#: Prints the login shell and home folder, then creates ``$1/$2`` (``$1`` relative to the home
+#: folder unless absolute) private to the user. Fixed text: the paths are positional parameters
+#: (and no backslash or ``!``, so any login shell parses it alike).
+_PREPARE = ('umask 077; echo "FLEETCTL_SHELL $SHELL"; echo "FLEETCTL_HOME $HOME"; '
+            'case $1 in /*) ;; *) cd || exit 3 ;; esac; mkdir -p -- "$1/$2" && echo FLEETCTL_READY')
+
+
 def default_venv(host: Any) -> str | None:
     """The host's ``venv`` var; for a local host without one, the controller's own venv if any."""
     if host.venv:
@@ -64,6 +71,14 @@ class HostSession:
         trees: remote folder -> tree hash of what this run's ``copy`` tasks put there.
         sources: remote folder -> the controller folder this run's ``copy`` tasks put there.
         probes: read-only command results, reused until the host is first changed.
+        prefetched: read-only command results the run's first command got on the host (see
+            :mod:`fleetctl.engine.session_start`), keyed as :attr:`probes`; each is reported (its
+            lines to the log) when a planner first asks it, then kept in :attr:`probes`.
+        asked: the probes' keys asked this run, in order, with their deadlines (seconds), but
+            those asked after a simulated change of the same pass: what the next run's first
+            command answers ahead.
+        changed: a step changed the host (the probe caches were cleared).
+        simulated: a step that would change the host was simulated in the current pass.
     """
 
     host: Any
@@ -77,6 +92,10 @@ class HostSession:
     trees: dict[str, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     probes: dict[tuple, Any] = field(default_factory=dict)
+    prefetched: dict[tuple, Any] = field(default_factory=dict)
+    asked: dict[tuple, float | None] = field(default_factory=dict)
+    changed: bool = False
+    simulated: bool = False
     #: async callables run before the connection closes (the deploy lock's release)
     cleanups: list[Any] = field(default_factory=list)
     #: the venv this pass's later tasks use instead of the inventory's (a staged version, see
@@ -114,27 +133,55 @@ class HostSession:
         venv = self.venv
         return posixpath.join(venv, "bin", "python3") if venv else "python3"
 
+    def base_workdir(self) -> str:
+        """The workdir as the inventory gives it: absolute, or relative to the home folder
+        (``~/x`` and ``x`` alike); ``.fleetctl/<host>`` by default."""
+        base = self.host.workdir or posixpath.join(".fleetctl", self.host.name)
+        if base == "~":
+            return "."
+        return base[2:] if base.startswith("~/") else base
+
+    def set_folders(self, workdir: str) -> None:
+        """``workdir`` (absolute) and this run's folder under it."""
+        self.workdir = workdir
+        self.run_dir = posixpath.join(workdir, "runs", self.run_id)
+
+    def folder_error(self, what: str) -> TaskFailed:
+        """The run folder could not be made: ``what`` plus a hint (a missing home folder named)."""
+        hint = ""
+        if not self.host.workdir and getattr(self.conn, "home_missing", False):
+            hint = (f" (the home folder {self.conn.home} of the login user does not exist on the host: set the "
+                    f"workdir var to a folder the user can write, e.g. workdir: /tmp/fleetctl)")
+        elif not self.host.workdir:
+            hint = " (set the host var 'workdir' to a folder the login user can write)"
+        return TaskFailed(self.host.name, f"{what}{hint}")
+
     async def prepare(self, timeout_s: float = 60.0) -> None:
-        """Resolve the folders and create ``run_dir`` (mode 0700, parents private too).
+        """Resolve the folders and create ``run_dir`` (mode 0700, parents private too), learning
+        the login shell and home folder in the same command.
 
         Raises:
             TaskFailed: the folder cannot be created (a missing home folder gets a hint).
         """
-        base = self.host.workdir or posixpath.join(self.conn.home or "~", ".fleetctl", self.host.name)
-        if not posixpath.isabs(base):
-            base = posixpath.join(self.conn.home, base)
-        self.workdir = base
-        self.run_dir = posixpath.join(base, "runs", self.run_id)
-        res = await self.conn.run(["/bin/sh", "-c", 'umask 077 && mkdir -p -- "$1"', "fleetctl-mkdir", self.run_dir],
-                                  timeout_s=timeout_s)
-        if res.rc != 0:
-            hint = ""
-            if not self.host.workdir and getattr(self.conn, "home_missing", False):
-                hint = (f" (the home folder {self.conn.home} of the login user does not exist on the host: set the "
-                        f"workdir var to a folder the user can write, e.g. workdir: /tmp/fleetctl)")
-            elif not self.host.workdir:
-                hint = " (set the host var 'workdir' to a folder the login user can write)"
-            raise TaskFailed(self.host.name, f"cannot create {self.run_dir}: {res.stderr_text.strip()}{hint}", res)
+        base = self.base_workdir()
+        if posixpath.isabs(base) and self.conn.home:
+            self.set_folders(base)
+            res = await self.conn.run(["/bin/sh", "-c", 'umask 077 && mkdir -p -- "$1"', "fleetctl-mkdir",
+                                       self.run_dir], timeout_s=timeout_s)
+            if res.rc != 0:
+                raise self.folder_error(f"cannot create {self.run_dir}: {res.stderr_text.strip()}")
+            return
+        res = await self.conn.run(["/bin/sh", "-c", _PREPARE, "fleetctl-mkdir", base,
+                                   posixpath.join("runs", self.run_id)], timeout_s=timeout_s)
+        marks = dict(line.partition(" ")[::2] for line in res.stdout_text.splitlines()
+                     if line.startswith(("FLEETCTL_SHELL ", "FLEETCTL_HOME ", "FLEETCTL_READY")))
+        home = marks.get("FLEETCTL_HOME", "")
+        self.conn.learn_login(marks.get("FLEETCTL_SHELL", ""), home,
+                              home_missing=b"Could not chdir to home directory" in res.stderr)
+        self.set_folders(posixpath.normpath(base if posixpath.isabs(base) else posixpath.join(home or "~", base)))
+        if res.rc != 0 or "FLEETCTL_READY" not in marks:
+            why = res.stderr_text.strip().splitlines()[-1] if res.stderr.strip() else f"exit {res.rc}"
+            raise self.folder_error(f"cannot create {self.run_dir}: {why}")
 
     async def gather_facts(self, *, timeout_s: float = 180.0) -> dict[str, Any]:
         """Gather the host's facts (one upload, one command), store and return them.
@@ -152,6 +199,11 @@ class HostSession:
             self.conn, venv=self.venv, cuda_home=settings.cuda_home, workdir=self.run_dir,
             fallback_archs=settings.fallback_archs, timeout_s=timeout_s, max_jobs=settings.max_jobs,
         )
+        return self.finish_facts(facts)
+
+    def finish_facts(self, facts: dict[str, Any]) -> dict[str, Any]:
+        """Facts as the run keeps them: the connection's own view added, a ``cuda_home`` var the
+        host does not honour noted; stored and returned."""
         facts.update(self.conn.extra_facts())
         cuda = facts.get("cuda") or {}
         if self.host.cuda_home and cuda.get("source") != "cuda_home var":

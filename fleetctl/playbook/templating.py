@@ -137,6 +137,19 @@ def _native_expression(text: str) -> str | None:
     return m.group("expr")
 
 
+@lru_cache(maxsize=4096)
+def _compiled_expression(expr: str) -> Any:
+    """``expr`` compiled once per process (every host renders the same task arguments: compiling
+    them per host was most of a large deploy's planning time)."""
+    return environment().compile_expression(expr, undefined_to_none=False)
+
+
+@lru_cache(maxsize=4096)
+def _compiled_template(text: str) -> jinja2.Template:
+    """``text`` compiled once per process (see :func:`_compiled_expression`)."""
+    return environment().from_string(text)
+
+
 def render_string(text: str, context: Mapping[str, Any]) -> Any:
     """Render one string. Exactly one ``{{ expr }}`` returns the native value; other text a string.
 
@@ -145,13 +158,11 @@ def render_string(text: str, context: Mapping[str, Any]) -> Any:
     """
     if not is_template(text):
         return text
-    env = environment()
     try:
         expr = _native_expression(text)
         if expr is not None:
-            fn = env.compile_expression(expr, undefined_to_none=False)
-            return _fail_if_undefined(fn(**context))
-        return env.from_string(text).render(**context)
+            return _fail_if_undefined(_compiled_expression(expr)(**context))
+        return _compiled_template(text).render(**context)
     except RenderError:
         raise
     except Exception as exc:  # jinja and the expression's own errors (TypeError, ZeroDivision...)
@@ -208,8 +219,7 @@ def evaluate_when(expr: str | bool, context: Mapping[str, Any]) -> bool:
         return expr
     text = _check_expression_text(expr)
     try:
-        fn = environment().compile_expression(text, undefined_to_none=False)
-        return bool(_fail_if_undefined(fn(**context)))
+        return bool(_fail_if_undefined(_compiled_expression(text)(**context)))
     except RenderError:
         raise
     except Exception as exc:

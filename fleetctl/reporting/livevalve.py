@@ -58,6 +58,7 @@ class LiveValve:
         self._marker_printer: dict[str, Callable] = {}
         self._cond = threading.Condition()
         self._closing = False
+        self._idle = False
         self._thread = threading.Thread(target=self._drain, name="fleetctl-live", daemon=True)
         self._thread.start()
 
@@ -89,14 +90,16 @@ class LiveValve:
                                   + f" ... ({extra} more bytes of this line in the log)\n".encode())
             self._queue.append((True, printer, (host, line)))
             self._queued_lines += 1
-            self._cond.notify()
+            if self._idle:
+                self._cond.notify()
 
     def call(self, fn: Callable[..., Any], *args: Any) -> None:
         with self._cond:
             for host in list(self._dropped):
                 self._flush_marker(host)
             self._queue.append((False, fn, args))
-            self._cond.notify()
+            if self._idle:
+                self._cond.notify()
 
     def _flush_marker(self, host: str) -> None:
         n = self._dropped.pop(host, 0)
@@ -111,7 +114,9 @@ class LiveValve:
         while True:
             with self._cond:
                 while not self._queue and not self._closing:
+                    self._idle = True  # producers wake the thread only when it sleeps on an empty queue
                     self._cond.wait()
+                    self._idle = False
                 if not self._queue and self._closing:
                     return
                 is_line, fn, args = self._queue.popleft()
@@ -156,7 +161,8 @@ class ValvedObserver:
             self.valve.line(lambda h, ln: self.inner.line(run, h, ln, True), host, line)
 
     def event(self, run: Any, event: Any) -> None:
-        if hasattr(self.inner, "event"):
+        wanted = getattr(self.inner, "EVENTS", None)  # the events the terminal shows: the rest never queue
+        if hasattr(self.inner, "event") and (wanted is None or event.name in wanted):
             self.valve.call(self.inner.event, run, event)
 
     def close(self, run: Any) -> None:

@@ -36,7 +36,8 @@ EVENTS: dict[str, tuple[dict[str, Any], str]] = {
     "task.finished": ({"task": S, "action": S, "phase": S, "status": S, "rc": [I, "null"], "duration_s": N,
                        "msg": S, "start_s": N}, "a task ended"),
     "task.retrying": ({"task": S, "attempt": I, "msg": S}, "a task failed and is tried again"),
-    "command.started": ({"task": S, "argv": A, "cwd": [S, "null"], "probe": B}, "a command started on the host"),
+    "command.started": ({"task": S, "argv": A, "cwd": [S, "null"], "probe": B, "prefetched": B},
+                        "a command started on the host (prefetched: a probe the host's first command answered ahead)"),
     "command.finished": ({"task": S, "argv0": S, "rc": [I, "null"], "signal": [S, "null"], "duration_s": N},
                          "a command ended"),
     "step.planned": ({"task": S, "step": O}, "a dry run recorded a step instead of doing it"),
@@ -49,9 +50,11 @@ EVENTS: dict[str, tuple[dict[str, Any], str]] = {
     "debug.message": ({"task": S, "msg": {}}, "a debug task's message"),
     "lock.stale_taken_over": ({"previous": O, "path": S}, "the lock of a dead run was taken over"),
     "lock.acquired": ({"path": S}, "the deploy lock on the host is held for this run"),
-    "lock.refused": ({"path": S, "error": S}, "another live run holds the host's deploy lock"),
+    "lock.refused": ({"path": [S, "null"], "error": S}, "the host's deploy lock is held by another run or cannot be taken"),
     "connection.opened": ({}, "what reaching the host took (handshake retries, jump hosts, keys recorded)"),
     "connection.failed": ({}, "what the failed attempt to reach the host took"),
+    "probes.answered_ahead": ({"count": I, "of": I},
+                              "the host's first command answered probes its planners asked last time"),
 }
 
 

@@ -6,7 +6,6 @@ lines as they are, stderr lines dimmed when the stream is a terminal.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from typing import Any, TextIO
@@ -15,6 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..connection.base import OutputLine
+from .lines import print_json  # noqa: F401  (re-exported: the CLI's one JSON document)
 
 
 class LinePrinter:
@@ -33,12 +33,6 @@ class LinePrinter:
         text = self.prefix(host)
         text.append(line.text, style="dim" if line.stream == "stderr" else "")
         self.console.print(text, markup=False)
-
-
-def print_json(doc: Any) -> None:
-    """Exactly one JSON document on stdout."""
-    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
-    sys.stdout.flush()
 
 
 def first_sentence(text: str) -> str:
@@ -65,6 +59,9 @@ def fold_note(message: str) -> str:
 class LiveOutput(LinePrinter):
     """An observer printing every shown host line as it arrives (``host | line``), each task's
     start and result, and notes, to ``stream``. Detail notes only with ``verbose``."""
+
+    #: The events it prints (the live valve queues no other).
+    EVENTS = frozenset({"task.started", "task.finished", "note.added", "host.finished"})
 
     def __init__(self, hosts: list[str], stream: TextIO | None = None, verbose: int = 0) -> None:
         super().__init__(hosts, stream)
@@ -105,67 +102,111 @@ _NINJA = re.compile(rb"^\[(\d+)/(\d+)\]")
 MAX_FOLDED_LINES = 200
 
 
+#: Rows of hosts still working that the live display of many hosts shows (the longest running).
+LIVE_ROWS = 12
+
+
+class _Board:
+    """What the live display of many hosts shows: one line of counts, then at most
+    :data:`LIVE_ROWS` hosts still working (longest running first). Rendering it costs the same
+    for 10 hosts or 10,000: rich calls :meth:`__rich__` on every refresh (10 a second)."""
+
+    def __init__(self, hosts: list[str]) -> None:
+        self.total = len(hosts)
+        self.width = max((len(h) for h in hosts), default=0)
+        self.started: dict[str, str] = {}  # host -> what it is doing, in start order (dicts keep it)
+        self.done: dict[str, int] = {}
+
+    def __rich__(self) -> Text:
+        text = Text()
+        finished = sum(self.done.values())
+        text.append(f"{finished}/{self.total} hosts done", style="bold")
+        for status, n in sorted(self.done.items()):
+            text.append(f"  {n} {status}", style=STYLE.get(status, ""))
+        working = len(self.started)
+        if working:
+            text.append(f"  {working} working", style="cyan")
+        for host, what in list(self.started.items())[:LIVE_ROWS]:
+            text.append(f"\n{host:<{self.width}} ", style="cyan")
+            text.append(what)
+        if working > LIVE_ROWS:
+            text.append(f"\n... and {working - LIVE_ROWS} more", style="dim")
+        return text
+
+
 class FoldedOutput:
-    """An observer for many hosts: one progress row per host (task i/n, ninja's [k/N]) while the
-    run goes, then identical error-like lines, notes and failures printed once each with the
-    folded host set, ClusterShell style (``gpu[03,07-09]: nvcc fatal : ...``). Per-host logs stay
-    complete in the run record either way."""
+    """An observer for many hosts: a live board while the run goes (counts per status, and the
+    hosts still working with their task i/n and ninja's [k/N], at most :data:`LIVE_ROWS` of them),
+    then identical error-like lines, notes and failures printed once each with the folded host
+    set, ClusterShell style (``gpu[03,07-09]: nvcc fatal : ...``). Every event costs O(1) and the
+    board's refresh O(LIVE_ROWS), whatever the number of hosts. Per-host logs stay complete in the
+    run record either way."""
+
+    #: The events it shows (the live valve queues no other).
+    EVENTS = frozenset({"host.started", "task.started", "task.finished", "host.finished", "note.added"})
 
     def __init__(self, hosts: list[str], stream, fold, verbose: int = 0) -> None:
-        from rich.progress import BarColumn, Progress, TextColumn
+        from rich.live import Live
 
         self.fold = fold
         self.verbose = verbose
         self.console = Console(file=stream, highlight=False, soft_wrap=True)
-        self.progress = Progress(TextColumn("{task.fields[host]}", style="cyan"), BarColumn(),
-                                 TextColumn("{task.description}"), console=self.console, transient=False)
-        self.rows = {h: self.progress.add_task("waiting", host=h, total=None) for h in hosts}
-        self.lines: dict[str, list[str]] = {}
+        self.board = _Board(hosts)
+        self.hosts = set(hosts)
+        self.finished: set[str] = set()
+        self.failed: set[str] = set()
+        self.lines: dict[str, dict[str, None]] = {}  # text -> hosts (an ordered set)
         self.notes: dict[str, list[str]] = {}
         self.failures: dict[str, list[str]] = {}
-        self.progress.start()
+        self.live = Live(self.board, console=self.console, transient=False, refresh_per_second=4,
+                         auto_refresh=self.console.is_terminal)
+        self.live.start()
 
     def line(self, run, host: str, line: OutputLine, shown: bool = True) -> None:
         if not shown:
             return
         m = _NINJA.match(line.data)
-        if m and host in self.rows:
-            row = self.progress.tasks[self.rows[host]]
-            base = row.description.split(" [", 1)[0]
-            self.progress.update(self.rows[host], description=f"{base} [{int(m.group(1))}/{int(m.group(2))}]")
+        if m and host in self.board.started:
+            base = self.board.started[host].split(" [", 1)[0]
+            self.board.started[host] = f"{base} [{int(m.group(1))}/{int(m.group(2))}]"
         text = run.redactor.text(line.text.strip())
         if text and _ERRORISH.search(text) and (text in self.lines or len(self.lines) < MAX_FOLDED_LINES):
-            self.lines.setdefault(text, [])
-            if host not in self.lines[text]:
-                self.lines[text].append(host)
+            self.lines.setdefault(text, {})[host] = None
 
     def event(self, run, event) -> None:
         d, host = event.data, event.host
-        if host not in self.rows:
+        if host not in self.hosts:
             return
-        if event.name == "task.started":
-            self.progress.update(self.rows[host], description=f"task {d.get('index')}/{d.get('total')} "
-                                 f"{run.redactor.text(str(d.get('task')))}", total=d.get("total"),
-                                 completed=int(d.get("index") or 1) - 1)
+        if event.name == "host.started":
+            self.board.started[host] = "connecting"
+        elif event.name == "task.started" and host in self.board.started:
+            self.board.started[host] = f"task {d.get('index')}/{d.get('total')} {run.redactor.text(str(d.get('task')))}"
         elif event.name == "task.finished" and d.get("status") in ("failed", "unreachable"):
             name = run.redactor.text(str(d.get("task")))
             self.failures.setdefault(f"{str(d.get('status')).upper()} {name}: {run.redactor.text(str(d.get('msg')))}",
                                      []).append(host)
-            self.progress.update(self.rows[host], description=f"{d.get('status')} at {name}")
+            self.failed.add(host)
         elif event.name == "host.finished":
-            self.progress.update(self.rows[host], description=str(d.get("status")))
-            if d.get("status") == "unreachable" and not any(host in hs for hs in self.failures.values()):
+            status = str(d.get("status"))
+            self.board.started.pop(host, None)
+            if host not in self.finished:
+                self.finished.add(host)
+                self.board.done[status] = self.board.done.get(status, 0) + 1
+            if status == "unreachable" and host not in self.failed:
                 self.failures.setdefault(f"UNREACHABLE: {d.get('error')}", []).append(host)
+                self.failed.add(host)
         elif event.name == "note.added":
             message = run.redactor.text(str(d.get("message")))
             if self.verbose or not is_detail_note(message):
                 self.notes.setdefault(fold_note(message), []).append(host)
 
     def close(self, run) -> None:
-        self.progress.stop()
+        self.live.stop()
+        if not self.console.is_terminal:
+            self.console.print()  # rich leaves the last board without its newline there
         for title, groups in (("notes", self.notes), ("error and warning lines", self.lines),
                               ("failures", self.failures)):
             if groups:
                 self.console.print(Text(title + ":", style="bold"))
                 for text, hosts in groups.items():
-                    self.console.print(f"{self.fold(hosts)}: {text}", markup=False)
+                    self.console.print(f"{self.fold(list(hosts))}: {text}", markup=False)

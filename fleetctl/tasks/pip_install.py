@@ -41,14 +41,13 @@ from .steps import Note, Put, Run, probe
 #: Reads fleetctl's install record, the installed distribution (version, location, a digest of its
 #: RECORD without the installer's own files), torch's version and CUDA build without importing
 #: torch, every distribution's version (``dists``, names normalised) and the wheel's build stamp
-#: (``stamp``). stdlib only, Python 3.8+. argv: DIST RECORD_PATH [STAMP_PATH].
+#: (``stamp``). stdlib only, Python 3.8+. argv: DIST RECORD_PATH [STAMP_PATH]. A distribution is
+#: found as ``importlib.metadata.distribution(DIST)`` finds it (the first ``.dist-info``/``.egg-info``
+#: of that normalized name along sys.path) without importing importlib.metadata, whose import is
+#: most of this probe's time; tests/test_planners.py checks both agree.
 STATE_SCRIPT = r'''
 import ast, hashlib, json, os, re, sys
 import importlib.util
-try:
-    import importlib.metadata as md
-except ImportError:
-    md = None
 out = {"record": None, "dist": None, "torch": None, "cuda": None, "dists": {}, "stamp": None}
 for key, path in (("record", sys.argv[2]), ("stamp", sys.argv[3] if len(sys.argv) > 3 else "")):
     try:
@@ -56,22 +55,54 @@ for key, path in (("record", sys.argv[2]), ("stamp", sys.argv[3] if len(sys.argv
             out[key] = json.load(fh)
     except (OSError, ValueError):
         pass
-if md is not None:
-    for d in md.distributions():
-        try:
-            out["dists"][re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower()] = d.version
-        except Exception:
-            pass
-if md is not None:
+
+
+def norm(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read(path):
     try:
-        d = md.distribution(sys.argv[1])
-        skip = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD")
-        lines = sorted(l for l in (d.read_text("RECORD") or "").splitlines()
-                       if l and not l.split(",")[0].endswith(skip) and "__pycache__" not in l)
-        out["dist"] = {"version": d.version, "location": str(d.locate_file("")),
-                       "record_sha256": hashlib.sha256("\n".join(lines).encode()).hexdigest()}
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def meta_version(info):
+    meta = read(os.path.join(info, "METADATA" if info.endswith(".dist-info") else "PKG-INFO")) or ""
+    return next((l.split(":", 1)[1].strip() for l in meta.split("\n\n")[0].splitlines()
+                 if l.lower().startswith("version:")), None)
+
+
+found = {}
+for entry in sys.path:
+    folder = entry or "."
+    try:
+        listing = sorted(os.listdir(folder))
+    except OSError:
+        continue
+    for item in listing:
+        if item.endswith((".dist-info", ".egg-info")):
+            name = norm(item.rsplit(".", 1)[0].split("-")[0])
+            if name not in found:
+                found[name] = (folder, os.path.join(folder, item))
+for name, (folder, info) in found.items():
+    try:
+        out["dists"][name] = meta_version(info)
     except Exception:
         pass
+try:
+    location, info = found.get(norm(sys.argv[1]), (None, None))
+    if info is not None:
+        version = out["dists"].get(norm(sys.argv[1]))
+        skip = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD")
+        lines = sorted(l for l in (read(os.path.join(info, "RECORD")) or "").splitlines()
+                       if l and not l.split(",")[0].endswith(skip) and "__pycache__" not in l)
+        out["dist"] = {"version": version, "location": location,
+                       "record_sha256": hashlib.sha256("\n".join(lines).encode()).hexdigest()}
+except Exception:
+    pass
 spec = importlib.util.find_spec("torch")
 if spec is not None and spec.origin:
     try:

@@ -25,8 +25,10 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     in search order, as ``{home, nvcc, nvcc_realpath, version, archs, source}``.
 ``python``          ``{executable, venv, exists, version: "3.12.3", tag: "cp312", implementation,
                     site_packages, prefix, in_venv, packages: {dist: version | null}, torch,
-                    torch_cuda, torch_file, torch_error, error}``; torch is imported in a subprocess
-                    of that interpreter, so a broken torch is reported, never fatal.
+                    torch_cuda, torch_cxx11_abi, torch_arch_list, torch_file, torch_error, error}``
+                    from a subprocess of that interpreter; torch is NOT imported (seconds of CPU):
+                    its version, CUDA build, C++ ABI flag and arch list are read from its files
+                    (:data:`TORCH_READER`), so a broken torch is reported, never fatal.
 ``cmake``           ``{path, version: "3.28.3", error}``; ``ninja`` ``{path, version}``; ``uv`` ``{path}``.
 ``cpu_count``       int: CPUs this process may run on (``os.sched_getaffinity``).
 ``cpu_quota``       float | null: the cgroup's CPU quota in CPUs (v2 ``cpu.max``, v1
@@ -704,28 +706,170 @@ info = {
     "packages": {},
 }
 try:
-    from importlib import metadata
-    for dist in %(packages)r:
-        try:
-            info["packages"][dist] = metadata.version(dist)
-        except Exception:
-            info["packages"][dist] = None
+    info["packages"] = dist_versions(%(packages)r)
 except Exception as exc:
     info["packages_error"] = "%%s: %%s" %% (type(exc).__name__, exc)
 sys.stdout.write(MARK + json.dumps(info) + "\n")
 sys.stdout.flush()
-t = {"torch": None, "torch_cuda": None, "torch_file": None, "torch_error": None}
+""" % {"mark": _MARK, "packages": PROBED_PACKAGES}
+
+# Installed distributions' versions as importlib.metadata.version() gives them (the first
+# ``NAME-*.dist-info`` / ``.egg-info`` along sys.path, names compared normalized as PEP 503 says, the
+# ``Version`` header of its METADATA / PKG-INFO), without importing importlib.metadata: that import
+# (email, zipfile, csv...) is most of the interpreter probe's time. tests/test_facts_script.py
+# compares the two on a real venv.
+DIST_VERSIONS = r"""
+import os, re, sys
+
+
+def _norm(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _version_header(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if not line.strip():
+                    return None
+                if line.lower().startswith("version:"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return None
+
+
+def dist_versions(names, path=None):
+    want = {}
+    for n in names:
+        want.setdefault(_norm(n), []).append(n)
+    found = {}
+    for entry in sys.path if path is None else path:
+        folder = entry or "."
+        try:
+            listing = os.listdir(folder)
+        except OSError:
+            continue
+        for item in listing:
+            if not item.endswith((".dist-info", ".egg-info")):
+                continue
+            key = _norm(item.rsplit(".", 1)[0].split("-")[0])
+            if key not in want or key in found:
+                continue
+            full = os.path.join(folder, item)
+            if os.path.isdir(full):
+                full = os.path.join(full, "METADATA" if item.endswith(".dist-info") else "PKG-INFO")
+            found[key] = _version_header(full)
+    return {n: found.get(_norm(n)) for n in names}
+"""
+_PYTHON_PROBE = _PYTHON_PROBE.replace("MARK = ", DIST_VERSIONS + "\nMARK = ", 1)
+
+# torch's facts, read WITHOUT importing torch (an import costs seconds of CPU on every host):
+# torch.__version__ and torch.version.cuda are the literals of torch/version.py (torch imports them
+# from there); torch._C._GLIBCXX_USE_CXX11_ABI is how torch's C++ was compiled, which the C++
+# mangling of libc10.so's exported names shows (std::string is std::__cxx11::basic_string only
+# with the new ABI); torch.cuda.get_arch_list() on a GPU host is the CUDA_ARCH_FLAGS string
+# compiled into libtorch_python.so (torch/csrc/cuda/Module.cpp), empty for a CPU build.
+# tests/test_facts_script.py checks each against `import torch`. Any Python >= 3.8, stdlib only.
+TORCH_READER = r"""
+import ast, os, re, struct
+
+
+def _elf_sections(path, wanted):
+    # {name: bytes} of the ELF sections named in wanted (ELF32/64, either byte order)
+    out = {}
+    with open(path, "rb") as f:
+        ident = f.read(16)
+        if ident[:4] != b"\x7fELF":
+            return out
+        is64, end = ident[4] == 2, "<" if ident[5] == 1 else ">"
+        f.seek(0)
+        head = f.read(64 if is64 else 52)
+        if is64:
+            shoff, = struct.unpack_from(end + "Q", head, 0x28)
+            shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", head, 0x3A)
+        else:
+            shoff, = struct.unpack_from(end + "I", head, 0x20)
+            shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", head, 0x2E)
+        f.seek(shoff)
+        table = f.read(shentsize * shnum)
+        hdrs = []
+        for i in range(shnum):
+            if is64:
+                name, _, _, _, off, size = struct.unpack_from(end + "IIQQQQ", table, i * shentsize)
+            else:
+                name, _, _, _, off, size = struct.unpack_from(end + "IIIIII", table, i * shentsize)
+            hdrs.append((name, off, size))
+        _, stroff, strsize = hdrs[shstrndx]
+        f.seek(stroff)
+        names = f.read(strsize)
+        for name, off, size in hdrs:
+            label = names[name:names.index(b"\0", name)].decode("ascii", "replace")
+            if label in wanted:
+                f.seek(off)
+                out[label] = f.read(size)
+    return out
+
+
+def _version_literals(path):
+    found = {}
+    with open(path) as fh:
+        tree = ast.parse(fh.read())
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        name = getattr(target, "id", None)
+        if name and getattr(node, "value", None) is not None:
+            try:
+                found[name] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
+    return found
+
+
+_ARCHS = re.compile(rb"(?<![\x21-\x7e])((?:sm|compute)_[0-9]+[a-z]?(?: (?:sm|compute)_[0-9]+[a-z]?)*)\0")
+
+
+def read_torch():
+    import importlib.util
+
+    t = {"torch": None, "torch_cuda": None, "torch_file": None, "torch_error": None,
+         "torch_cxx11_abi": None, "torch_arch_list": None}
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        t["torch_error"] = "ModuleNotFoundError: No module named 'torch'"
+        return t
+    root = os.path.dirname(spec.origin)
+    t["torch_file"] = spec.origin
+    lib = os.path.join(root, "lib")
+    missing = [p for p in ("version.py", os.path.join("lib", "libc10.so"), os.path.join("lib", "libtorch_python.so"))
+               if not os.path.exists(os.path.join(root, p))]
+    if missing:
+        t["torch_error"] = "torch at %s is incomplete: %s missing" % (root, ", ".join(missing))
+        return t
+    v = _version_literals(os.path.join(root, "version.py"))
+    t["torch"], t["torch_cuda"] = v.get("__version__"), v.get("cuda")
+    dynstr = _elf_sections(os.path.join(lib, "libc10.so"), (".dynstr",)).get(".dynstr", b"")
+    if b"St7__cxx11" in dynstr:
+        t["torch_cxx11_abi"] = True
+    elif re.search(rb"(?:RKSs|NSs|Ss[A-Z0-9_E])", dynstr):
+        t["torch_cxx11_abi"] = False
+    if not t["torch_cuda"] and not v.get("hip"):
+        t["torch_arch_list"] = []
+    else:
+        rodata = _elf_sections(os.path.join(lib, "libtorch_python.so"), (".rodata",)).get(".rodata", b"")
+        found = sorted((m.group(1) for m in _ARCHS.finditer(rodata)), key=len)
+        t["torch_arch_list"] = found[-1].decode("ascii").split() if found else None
+    return t
+"""
+
+_PYTHON_PROBE += TORCH_READER + r"""
 try:
-    import torch
-    t["torch"] = str(torch.__version__)
-    t["torch_cuda"] = getattr(torch.version, "cuda", None)
-    t["torch_file"] = getattr(torch, "__file__", None)
+    t = read_torch()
 except BaseException as exc:
-    lines = str(exc).strip().splitlines()
-    t["torch_error"] = "%%s: %%s" %% (type(exc).__name__, lines[0] if lines else "")
+    t = {"torch_error": "cannot read torch's files: %s: %s" % (type(exc).__name__, exc)}
 sys.stdout.write(MARK + json.dumps(t) + "\n")
 sys.stdout.flush()
-""" % {"mark": _MARK, "packages": PROBED_PACKAGES}
+"""
 
 
 def probe_python(venv):
@@ -733,7 +877,7 @@ def probe_python(venv):
 
     ``<venv>/bin/python3`` when ``venv`` is given, else the interpreter running this script.
     One child process of that interpreter reports its version, tag, purelib, package versions
-    and the torch import (timeout ``PYTHON_PROBE_TIMEOUT_S`` seconds).
+    and torch's facts read from its files (timeout ``PYTHON_PROBE_TIMEOUT_S`` seconds).
     """
     if venv:
         exe = os.path.join(venv, "bin", "python3")
@@ -745,7 +889,7 @@ def probe_python(venv):
         "executable": exe, "venv": venv, "exists": _is_exe(exe), "version": None, "tag": None,
         "implementation": None, "site_packages": None, "prefix": None, "in_venv": None,
         "packages": {}, "torch": None, "torch_cuda": None, "torch_file": None,
-        "torch_error": None, "error": None,
+        "torch_error": None, "torch_cxx11_abi": None, "torch_arch_list": None, "error": None,
     }
     if not py["exists"]:
         py["error"] = "%s: no such interpreter" % exe
@@ -766,7 +910,7 @@ def probe_python(venv):
         py["error"] = error or "probe exited %s: %s" % (rc, _first_line(err, out) or "no output")
         py["torch_error"] = py["torch_error"] or "interpreter probe failed"
     elif len(parts) == 1:
-        py["torch_error"] = "import torch: " + (error or "probe exited %s: %s" % (rc, _first_line(err) or "no output"))
+        py["torch_error"] = "reading torch: " + (error or "probe exited %s: %s" % (rc, _first_line(err) or "no output"))
     if py["error"]:
         log("python: " + py["error"])
     if py["torch_error"]:

@@ -43,12 +43,23 @@ def check(name, ok, detail=""):
     return ok
 
 
-def imports_alone(package):
-    """(ok, message) importing the package in a fresh isolated interpreter without torch first."""
-    code = "import %s" % package
-    proc = subprocess.run([sys.executable, "-I", "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=300, cwd="/")
-    lines = proc.stdout.strip().splitlines()
+def start_import_alone(package):
+    """Start importing the package in a fresh isolated interpreter (``-I``, cwd ``/``: no source
+    tree or PYTHONPATH can stand in for the installed package) without torch first; it runs while
+    this one imports torch (each is seconds of one core on a GPU host)."""
+    return subprocess.Popen([sys.executable, "-I", "-c", "import %s" % package], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, universal_newlines=True, cwd="/")
+
+
+def imports_alone(proc):
+    """(ok, message) of :func:`start_import_alone`'s interpreter."""
+    try:
+        out, _ = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        return False, "import without torch first did not finish in 300 s"
+    lines = out.strip().splitlines()
     return proc.returncode == 0, (lines[-1] if lines else "")
 
 
@@ -66,6 +77,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     summary = {"package": args.package, "python": sys.executable, "cwd": os.getcwd(),
                "isolated": bool(getattr(sys.flags, "isolated", 0)), "device": args.device}
+    alone = start_import_alone(args.package)
 
     torch = None
     try:
@@ -99,7 +111,7 @@ def main(argv=None):
         traceback.print_exc()
         module = None
 
-    alone_ok, alone_msg = imports_alone(args.package)
+    alone_ok, alone_msg = imports_alone(alone)
     if alone_ok:
         check("import-order", True, "imports with or without torch first")
     elif module is not None:

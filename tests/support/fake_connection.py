@@ -50,6 +50,8 @@ class FakeHost:
         unreachable: connecting fails with this cause.
         drop_after: the connection is lost at the command whose argv contains this string.
         delay_s: each command takes this long (seconds).
+        execs: every command the engine itself started on the host (argv), in order; the probes
+            the run's first command runs for it are in ``log`` only.
     """
 
     name: str
@@ -60,6 +62,7 @@ class FakeHost:
     unreachable: str | None = None
     drop_after: str | None = None
     delay_s: float = 0.0
+    execs: list[list[str]] = field(default_factory=list)
 
     def commands(self) -> list[list[str]]:
         return [a for kind, a in self.log if kind == "run"]
@@ -100,7 +103,12 @@ def _default(host: FakeHost, argv: list[str], env: dict[str, str], cwd: str | No
 
 
 class FakeConnection(Connection):
-    """``Connection`` on a :class:`FakeHost`."""
+    """``Connection`` on a :class:`FakeHost`. The run's first command (``python3 -c BOOT`` with
+    ``playbooks/scripts/session_start.py`` and its job on stdin) is played by
+    :meth:`_session_start`: folders, the deploy lock (``host.files``), facts and every probe of
+    the job through the host's handlers, each logged as a command, as the real script runs them."""
+
+    holds_stdin = True
 
     def __init__(self, host: FakeHost) -> None:
         self.fake = host
@@ -118,9 +126,12 @@ class FakeConnection(Connection):
 
     async def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
                   timeout_s: float | None = None, on_line: LineCallback | None = None, stdin: bytes | None = None,
-                  become: bool = False) -> CommandResult:
+                  become: bool = False, capture_bytes: int | None = None, hold_stdin: bool = False) -> CommandResult:
         argv = [str(a) for a in argv]
         self.fake.log.append(("run", argv))
+        self.fake.execs.append(argv)
+        if argv[:2] == ["python3", "-c"] and stdin is not None:
+            return await self._session_start(argv, stdin, on_line, hold_stdin)
         if self.fake.drop_after and any(self.fake.drop_after in a for a in argv):
             raise HostUnreachable(self.host, f"connection lost during {argv[0]}")
         t0 = time.monotonic()
@@ -137,6 +148,70 @@ class FakeConnection(Connection):
                     on_line(OutputLine(stream, line.encode()))
         return CommandResult(argv=argv, rc=rc, stdout=out.encode(), stderr=err.encode(),
                              duration_s=time.monotonic() - t0)
+
+    def _answer(self, argv: list[str], env: dict[str, str], cwd: str | None) -> tuple[int, str, str]:
+        for handler in [*self.fake.handlers, _default]:
+            got = handler(self.fake, argv, env, cwd)
+            if got is not None:
+                return got
+        raise AssertionError("unreachable")
+
+    async def _session_start(self, argv: list[str], stdin: bytes, on_line: LineCallback | None,
+                             hold: bool) -> CommandResult:
+        import base64
+        import posixpath
+
+        if self.fake.drop_after and any(self.fake.drop_after in a for a in ["session_start", *argv]):
+            raise HostUnreachable(self.host, "connection lost during python3")
+        blocks = []
+        rest = stdin
+        for _ in range(3):  # the script, the facts script, the job
+            n, _, rest = rest.partition(b"\n")
+            blocks.append(rest[:int(n)])
+            rest = rest[int(n):]
+        job = json.loads(blocks[2])
+        home = f"/home/{self.fake.name}"
+        base = job["workdir"]
+        workdir = base if base.startswith("/") else posixpath.normpath(posixpath.join(home, base))
+        run_dir = posixpath.join(workdir, "runs", job["run_id"])
+        out: dict[str, Any] = {"login": {"shell": "/bin/bash", "home": home, "home_missing": False},
+                               "workdir": workdir, "run_dir": run_dir}
+        lock_path = None
+        if job.get("lock"):
+            lock_path = job["lock"]["path"] or posixpath.join(workdir, "deploy.lock")
+            held = self.fake.files.get(lock_path, b"")
+            if held.strip() and self.fake.name in _HELD:
+                out["lock"] = {"path": lock_path, "busy": held.decode()}
+                return self._finish(out, on_line)
+            self.fake.files[lock_path] = f"4242 {job['lock']['record']}\n".encode()
+            _HELD.add(self.fake.name)
+            out["lock"] = {"path": lock_path, "locked": 4242, "previous": held.decode()}
+        answers = []
+        for probe in job.get("probes") or []:
+            fill = lambda v: v.replace("\x00W", workdir) if isinstance(v, str) else v  # noqa: E731
+            pargv = [fill(a) for a in probe["argv"]]
+            self.fake.log.append(("run", pargv))
+            rc, o, e = self._answer(pargv, {k: fill(v) for k, v in (probe.get("env") or {}).items()},
+                                    fill(probe.get("cwd")))
+            answers.append({"rc": rc, "signal": None, "out": base64.b64encode(o.encode()).decode(),
+                            "err": base64.b64encode(e.encode()).decode(), "s": 0.0})
+        out["probes"] = answers
+        if job.get("facts"):
+            out["facts_stdout"] = json.dumps(self.fake.facts) + "\n"
+        res = self._finish(out, on_line)
+        if hold and lock_path is not None:
+            try:
+                await asyncio.Event().wait()
+            finally:
+                self.fake.files[lock_path] = b""
+                _HELD.discard(self.fake.name)
+        return res
+
+    def _finish(self, out: dict[str, Any], on_line: LineCallback | None) -> CommandResult:
+        line = ("@@FLEETCTL_SESSION@@ " + json.dumps(out) + "\n").encode()
+        if on_line:
+            on_line(OutputLine("stdout", line))
+        return CommandResult(argv=["python3"], rc=0, stdout=line)
 
     async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
         self.fake.log.append(("put", remote_path))
@@ -159,6 +234,8 @@ class FakeSettings(ConnectionSettings):
 
 #: host name -> FakeHost, filled by the tests.
 HOSTS: dict[str, FakeHost] = {}
+#: hosts whose deploy lock a running fake first command holds.
+_HELD: set[str] = set()
 
 
 class _Scope(KindScope):

@@ -1,0 +1,292 @@
+"""A host's first command of a run: folders, login shell, deploy lock, facts and probes in ONE exec.
+
+A fleet tool's cost is round trips and interpreter starts. Before this, a deploy spent one
+command on the login shell, one on the run folder, an SFTP session and upload for the facts
+script, one command for it, a second connection and command for the deploy lock, and one command
+per planner probe. Here it is one exec of ``python3 -c BOOT`` whose stdin carries
+``playbooks/scripts/session_start.py`` and a job (see that script for what it does and in which
+order); nothing is uploaded first, and on a deploy the same process then holds the deploy lock
+until the run lets go of it (:class:`Started.release`), as the lock script of
+:mod:`fleetctl.engine.hostlock` would (same lock file and record, so old and new controllers
+exclude each other).
+
+The probes answered ahead are the ones the host's planners asked last time
+(:mod:`fleetctl.engine.probeplan`); their answers go into :attr:`HostSession.prefetched`, keyed as
+the step runner keys probes, so planners stay pure and unchanged: they ask as always, and the
+engine answers from what the host said a moment ago, in this run, after the lock was taken.
+
+Connections whose commands cannot keep their stdin open (:attr:`Connection.holds_stdin` false:
+Slurm job steps) keep the older sequence (:func:`legacy_start`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import functools
+import json
+import zlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..connection.base import CommandResult, OutputLine
+from ..errors import HostUnreachable, TaskFailed
+from ..scripts import script_path
+from .hostlock import HostLockBusy, HostLockError, _controller_gone, _parse, _record
+from .probeplan import concrete, wanted
+from .session import HostSession
+
+#: What ``python3 -c`` runs: read a length-prefixed script from stdin and run it as ``__main__``.
+#: One line without backslash or ``!``, so that every login shell passes it through alike.
+BOOT = ("import sys,zlib;r=sys.stdin.buffer;n=int(r.readline());"
+        "exec(compile(zlib.decompress(r.read(n)),'fleetctl-session-start','exec'),{'__name__':'__main__'})")
+MARK = "@@FLEETCTL_SESSION@@ "
+#: Bytes of stdout or stderr a probe may print and still be answered ahead.
+PROBE_LIMIT_BYTES = 4 * 1024 * 1024
+#: Tries to take over a stale lock whose holder was stopped (0.2 s apart).
+TAKEOVER_TRIES = 50
+
+
+@dataclass
+class Started:
+    """What the first command found.
+
+    Attributes:
+        facts: the facts (empty when not gathered).
+        lock_path: the deploy lock file (absolute), when one was taken.
+        stale: the record of a dead run whose lock was taken over, or ``None``.
+        answered: probes answered ahead (count).
+        duration_s: the command's own run time on the host (seconds).
+    """
+
+    facts: dict[str, Any] = field(default_factory=dict)
+    lock_path: str | None = None
+    stale: dict | None = None
+    answered: int = 0
+    duration_s: float = 0.0
+    _holder: asyncio.Task | None = None
+
+    async def release(self) -> None:
+        """Let go of the deploy lock: the holder's stdin closes, it clears the record and exits."""
+        task, self._holder = self._holder, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+def _job(session: HostSession, *, facts: bool, lock: bool, remembered: list[list]) -> dict[str, Any]:
+    job: dict[str, Any] = {"workdir": session.base_workdir(), "run_id": session.run_id,
+                           "probes": wanted(remembered), "probe_limit_bytes": PROBE_LIMIT_BYTES, "facts": facts}
+    if lock:
+        job["lock"] = {"path": session.host.settings.deploy_lock or "", "record": json.dumps(_record(session.run_id))}
+    if facts:
+        settings = session.host.settings
+        argv = []
+        if session.venv:
+            argv += ["--venv", session.venv]
+        if settings.cuda_home:
+            argv += ["--cuda-home", settings.cuda_home]
+        job["facts_argv"] = argv
+    return job
+
+
+@functools.lru_cache(maxsize=8)
+def _compressed(name: str, mtime_ns: int) -> bytes:
+    """A host script's text, zlib-compressed (read and compressed once per process and version)."""
+    return zlib.compress(script_path(name).read_bytes(), 6)
+
+
+def _script(name: str) -> bytes:
+    return _compressed(name, script_path(name).stat().st_mtime_ns)
+
+
+def _stdin(job: dict[str, Any]) -> bytes:
+    """What the command reads: the script (compressed; :data:`BOOT` runs it), the facts script
+    (compressed, empty without facts), the job (JSON); each block after a line holding its size."""
+    from ..facts import FACTS_SCRIPT
+
+    src = _script("session_start.py")
+    facts = _script(FACTS_SCRIPT) if job.get("facts") else b""
+    data = json.dumps(job).encode()
+    return b"".join((b"%d\n" % len(src), src, b"%d\n" % len(facts), facts, b"%d\n" % len(data), data))
+
+
+async def _exec(session: HostSession, job: dict[str, Any], *, hold: bool,
+                timeout_s: float) -> tuple[dict | None, CommandResult | None, asyncio.Task | None]:
+    """Run the first command; ``(result, finished command, holder task)``."""
+    conn = session.conn
+    argv = ["python3", "-c", BOOT]
+    stdin = _stdin(job)
+    if not hold:
+        res = await conn.run(argv, stdin=stdin, timeout_s=timeout_s)
+        return _result(res.stdout_text), res, None
+    got: asyncio.Future = asyncio.get_running_loop().create_future()
+    box: list[asyncio.Future] = [got]  # emptied once read: the holder lives for the run, its result need not
+    pieces: list[bytes] = []
+
+    def on_line(line: OutputLine) -> None:
+        if line.stream != "stdout" or not box:
+            return
+        pieces.append(line.data)
+        if line.partial:
+            return
+        text = b"".join(pieces).decode("utf-8", "replace")
+        pieces.clear()
+        if text.startswith(MARK) and not box[0].done():
+            box[0].set_result(text)
+
+    task = asyncio.ensure_future(conn.run(argv, stdin=stdin, on_line=on_line, hold_stdin=True, timeout_s=None,
+                                          capture_bytes=2048))
+    del stdin
+    try:
+        done, _ = await asyncio.wait({got, task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        task.cancel()
+        raise
+    box.clear()
+    if got in done:
+        return _result(got.result()), None, task
+    got.cancel()
+    if task not in done:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        raise TaskFailed(session.name, f"the run's first command did not answer within {timeout_s:g} s")
+    res = task.result()  # HostUnreachable propagates
+    return _result(res.stdout_text), res, None
+
+
+def _result(stdout: str) -> dict | None:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(MARK):
+            try:
+                return json.loads(line[len(MARK):])
+            except ValueError:
+                return None
+    return None
+
+
+def _no_result(session: HostSession, res: CommandResult | None, facts: bool) -> TaskFailed:
+    """The command ended without its result line: what it said instead (``python3: not found``)."""
+    rc = res.rc if res is not None else None
+    text = (res.stderr_text + "\n" + res.stdout_text) if res is not None else ""
+    cause = next((ln.strip() for ln in text.splitlines() if ln.strip()), "no output")
+    status = f"exit {rc}" if rc is not None else "killed by a signal"
+    what = "facts script" if facts else "the run's first command"
+    return TaskFailed(session.name, f"{what} printed no JSON object ({status}): {cause}")
+
+
+async def start_host(session: HostSession, *, facts: bool, lock: bool, remembered: list[list],
+                     timeout_s: float, on_stale: Callable[[dict], Awaitable[None] | None] | None = None) -> Started:
+    """The first command of ``session``'s host (see the module docstring).
+
+    Args:
+        facts: gather facts (``session.facts`` is set).
+        lock: take the deploy lock (held until :meth:`Started.release`).
+        remembered: probes to answer ahead (:meth:`fleetctl.engine.probeplan.ProbeMemory.entries`).
+        timeout_s: seconds for the command to answer (seconds).
+
+    Raises:
+        HostUnreachable: the connection was lost.
+        TaskFailed: the command could not run (no python3...), the run folder cannot be made.
+        HostLockBusy, HostLockError: the deploy lock is held by a live run, or cannot be taken.
+        FleetError: the facts cannot plan a build.
+    """
+    hold = lock and session.conn.holds_stdin
+    job = _job(session, facts=facts, lock=hold, remembered=remembered)
+    stale_taken: dict | None = None
+    for attempt in range(TAKEOVER_TRIES):
+        out, res, holder = await _exec(session, job, hold=hold, timeout_s=timeout_s)
+        if out is None:
+            raise _no_result(session, res, facts)
+        login = out.get("login") or {}
+        session.conn.learn_login(login.get("shell", ""), login.get("home", ""),
+                                 home_missing=bool(login.get("home_missing")))
+        if out.get("workdir"):
+            session.set_folders(out["workdir"])
+        if out.get("error"):
+            raise session.folder_error(out["error"])
+        state = out.get("lock") or {}
+        if hold and "busy" in state:
+            holder_rec = _parse(state["busy"])
+            if stale_taken is None and holder_rec.get("remote_pid") and _controller_gone(holder_rec):
+                # a run of this machine died but its lock process lives on: stop it, take over
+                await session.conn.run(["kill", "-TERM", "--", f"-{holder_rec['remote_pid']}"], timeout_s=30)
+                stale_taken = holder_rec
+            if stale_taken is not None and holder_rec.get("remote_pid") == stale_taken.get("remote_pid"):
+                await asyncio.sleep(0.2)  # the stopped process is still exiting
+                continue
+            raise HostLockBusy(session.name, state.get("path", "?"), holder_rec)
+        if hold and "locked" not in state:
+            raise HostLockError(f"{session.name}: cannot take the deploy lock {state.get('path', '?')}: "
+                                f"{state.get('error', 'no answer')}")
+        break
+    else:
+        raise HostLockBusy(session.name, "?", stale_taken or {})
+    started = Started(_holder=holder, duration_s=float(out.get("duration_s") or 0.0))
+    try:
+        if hold:
+            started.lock_path = state["path"]
+            previous = _parse(state.get("previous", ""))
+            started.stale = stale_taken or previous or None
+        _take_answers(session, remembered, out.get("probes") or [], out.get("workdir", ""), started)
+        if facts:
+            started.facts = _facts(session, out)
+    except BaseException:
+        await started.release()
+        raise
+    return started
+
+
+def _take_answers(session: HostSession, remembered: list[list], answers: list, workdir: str, started: Started) -> None:
+    for entry, ans in zip(remembered, answers):
+        if not ans:
+            continue
+        key, _ = concrete(entry, workdir)
+        session.prefetched[key] = CommandResult(
+            argv=list(key[0]), rc=ans.get("rc"), signal=ans.get("signal"), stdout=base64.b64decode(ans.get("out", "")),
+            stderr=base64.b64decode(ans.get("err", "")), duration_s=float(ans.get("s") or 0.0))
+        started.answered += 1
+
+
+def _facts(session: HostSession, out: dict) -> dict[str, Any]:
+    from ..facts import complete_facts, parse_facts_output
+
+    if out.get("facts_error"):
+        raise TaskFailed(session.name, f"facts script failed: {out['facts_error']}")
+    facts = parse_facts_output(session.name, 0, out.get("facts_stdout", ""), "")
+    settings = session.host.settings
+    complete_facts(session.name, facts, fallback_archs=settings.fallback_archs, max_jobs=settings.max_jobs)
+    return session.finish_facts(facts)
+
+
+async def legacy_start(session: HostSession, *, facts: bool, lock: bool, timeout_s: float,
+                       connect_timeout_s: float) -> Started:
+    """The older sequence, for connections that cannot hold a command's stdin open: the run
+    folder, the facts script (uploaded), and the deploy lock on a companion connection."""
+    from .hostlock import acquire_host_lock, lock_path
+
+    await session.prepare(timeout_s=connect_timeout_s)
+    started = Started()
+    if lock:
+        path = lock_path(session.conn, session.workdir, session.host.settings.deploy_lock)
+        held = await acquire_host_lock(session.conn, path, run_id=session.run_id)
+        started.lock_path, started.stale = path, held.stale
+
+        async def release() -> None:
+            await held.release()
+
+        started.release = release  # type: ignore[method-assign]
+    if facts:
+        try:
+            started.facts = await session.gather_facts(timeout_s=timeout_s)
+        except BaseException:
+            await started.release()
+            raise
+    return started
+
+
+__all__ = ["BOOT", "Started", "start_host", "legacy_start", "HostUnreachable"]

@@ -1,0 +1,251 @@
+"""The first command of a host's run, in ONE exec: folders, login shell, deploy lock, facts, probes.
+
+fleetctl starts it as ``python3 -c BOOT`` (:data:`fleetctl.engine.session_start.BOOT`) and sends
+this file's text, ``facts.py``'s (both zlib-compressed) and a job (JSON) on stdin, each block
+after a line holding its size, so nothing is uploaded first and no other command runs before it. Standard library only, any Python >= 3.8. In order:
+
+1. ``login``: ``$SHELL`` and ``$HOME`` (which parse and anchor every later command line);
+2. ``run_dir``: the run's folder ``<workdir>/runs/<run_id>`` is created private to the user
+   (``umask 077``, parents too), the workdir taken relative to the home folder unless absolute;
+3. ``lock`` (a deploy): the deploy lock file is taken with ``flock(2)`` without waiting, exactly
+   as :data:`fleetctl.engine.hostlock.LOCK_SCRIPT` does it (same file format: one line
+   ``PID JSON``; a held lock is reported with its holder's record and nothing else is done);
+4. ``facts``: ``facts.py`` runs in this process through its own ``main(ARGV)``, imported from
+   ``<workdir>/scripts/facts-<sha>.py`` (see :func:`run_facts`);
+5. ``probes``: read-only commands the planners asked last time (argv, env, cwd), run beside the
+   facts, each with its own deadline; an answer is the exit status, the signal and every byte of
+   stdout and stderr, or nothing at all when the command could not start, ran past its deadline
+   or printed more than the job allows (the engine then runs it itself, as always).
+
+It prints ONE line, ``@@FLEETCTL_SESSION@@ JSON`` (login banners before it are ignored), then:
+holding the deploy lock it waits until its stdin reaches EOF (the controller released it, or
+the connection is gone: sshd closes the channel either way), clears the lock record and exits 0;
+SIGTERM, SIGHUP and SIGINT do the same. It does so as ``/bin/sh`` (:data:`HOLD`, exec'd in this
+process, so the recorded pid stays right), so a held lock costs a shell, not an interpreter.
+Without the lock it exits 0 at once.
+"""
+
+import base64
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import zlib
+
+MARK = "@@FLEETCTL_SESSION@@ "
+WORKDIR = "\x00W"
+
+
+def read_block(stream):
+    """One length-prefixed block of stdin: a line holding the byte count, then the bytes."""
+    n = int(stream.readline().strip() or 0)
+    return stream.read(n) if n else b""
+
+
+def resolve(path, home):
+    """``path`` absolute as it is, ``~``/``~/x``/``x`` under ``home``."""
+    if path in ("~", ""):
+        return home
+    if path.startswith("~/"):
+        path = path[2:]
+    return path if path.startswith("/") else os.path.join(home, path)
+
+
+def take_lock(path, record):
+    """``(fd, info)``: the lock held (``fd``) and ``{"path", "locked": pid, "previous": text}``, or
+    ``(None, {"path", "busy": text})`` when another process holds it."""
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+        os.close(fd)
+        return None, {"path": path, "busy": text}
+    previous = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, ("%d %s\n" % (os.getpid(), record)).encode("utf-8"), 0)
+    return fd, {"path": path, "locked": os.getpid(), "previous": previous}
+
+
+def fill(probe, workdir):
+    """A remembered probe with the workdir token (NUL W) replaced by this host's workdir."""
+    def sub(value):
+        return value.replace(WORKDIR, workdir.rstrip("/")) if isinstance(value, str) else value
+
+    return {"argv": [sub(a) for a in probe["argv"]], "env": {k: sub(v) for k, v in (probe.get("env") or {}).items()},
+            "cwd": sub(probe.get("cwd")), "timeout_s": probe.get("timeout_s")}
+
+
+def run_probe(probe, limit):
+    """Run one probe; its answer, or ``None`` when it must be asked again by the engine."""
+    env = dict(os.environ)
+    env.update(probe.get("env") or {})
+    cwd = probe.get("cwd")
+    if cwd and not os.path.isdir(cwd):
+        return None
+    started = time.time()
+    try:
+        proc = subprocess.Popen(probe["argv"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env, cwd=cwd or None, start_new_session=True)
+    except (OSError, ValueError):
+        return None
+    try:
+        out, err = proc.communicate(timeout=probe.get("timeout_s") or 120)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.communicate()
+        return None
+    if len(out) > limit or len(err) > limit:
+        return None
+    rc, sig = proc.returncode, None
+    if rc < 0:
+        try:
+            sig = signal.Signals(-rc).name[3:]
+        except ValueError:
+            sig = str(-rc)
+        rc = None
+    return {"rc": rc, "signal": sig, "out": base64.b64encode(out).decode("ascii"),
+            "err": base64.b64encode(err).decode("ascii"), "s": round(time.time() - started, 4)}
+
+
+def run_facts(source, folder, argv):
+    """Run ``facts.py``'s ``main(argv)`` in this process; its stdout as text.
+
+    The script is kept as ``<folder>/facts-<sha256 of it, 16 digits>.py`` and imported from there,
+    so Python's own bytecode cache (``__pycache__``, checked against the file's size and mtime)
+    spares every later run the compile (a fifth of the facts' CPU); its NVML child runs it again
+    by that path.
+    """
+    import hashlib
+    import importlib.util
+    import io
+
+    path = os.path.join(folder, "facts-%s.py" % hashlib.sha256(source).hexdigest()[:16])
+    if not os.path.exists(path):
+        os.makedirs(folder, exist_ok=True)
+        tmp = "%s.%d.part" % (path, os.getpid())
+        with open(tmp, "wb") as fh:
+            fh.write(source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location("fleetctl_facts", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    saved, sys.stdout = sys.stdout, io.StringIO()
+    try:
+        module.main(argv)
+        return sys.stdout.getvalue()
+    finally:
+        sys.stdout = saved
+
+
+def main():
+    stdin = sys.stdin.buffer
+    facts_source = read_block(stdin)
+    job = json.loads(read_block(stdin).decode("utf-8"))
+    started = time.time()
+    try:
+        os.setsid()  # its own process group: a stale holder is stopped with kill -TERM -- -PID
+    except OSError:
+        pass
+    home = os.environ.get("HOME", "")
+    out = {"login": {"shell": os.environ.get("SHELL", ""), "home": home,
+                     "home_missing": not (home and os.path.isdir(home))}}
+    os.umask(0o077)
+    workdir = resolve(job["workdir"], home)
+    run_dir = os.path.join(workdir, "runs", job["run_id"])
+    out["workdir"], out["run_dir"] = workdir, run_dir
+    try:
+        os.makedirs(run_dir, exist_ok=True)
+    except OSError as exc:
+        out["error"] = "cannot create %s: %s" % (run_dir, exc.strerror or exc)
+        return finish(out, None)
+    fd = None
+    if job.get("lock"):
+        try:
+            where = job["lock"].get("path")  # the deploy_lock var (home-relative), else in the workdir
+            path = resolve(where, home) if where else os.path.join(workdir, "deploy.lock")
+            fd, out["lock"] = take_lock(path, job["lock"]["record"])
+        except OSError as exc:
+            out["lock"] = {"path": job["lock"]["path"], "error": "%s" % (exc.strerror or exc)}
+            return finish(out, None)
+        if fd is None:
+            return finish(out, None)
+    if fd is not None:
+        def release(*_):
+            os.ftruncate(fd, 0)
+            os._exit(0)
+
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, release)
+    probes = [fill(p, workdir) for p in job.get("probes") or []]
+    answers = [None] * len(probes)
+    limit = int(job.get("probe_limit_bytes") or 4 << 20)
+
+    def worker(indexes):
+        for i in indexes:
+            try:
+                answers[i] = run_probe(probes[i], limit)
+            except Exception:  # noqa: BLE001 - unanswered: the engine asks it itself
+                answers[i] = None
+
+    lanes = max(1, min(4, len(probes)))
+    threads = [threading.Thread(target=worker, args=(range(k, len(probes), lanes),), daemon=True)
+               for k in range(lanes)] if probes else []
+    for t in threads:
+        t.start()
+    if job.get("facts"):
+        try:
+            out["facts_stdout"] = run_facts(zlib.decompress(facts_source), os.path.join(workdir, "scripts"),
+                                            ["--workdir", run_dir] + list(job.get("facts_argv") or []))
+        except BaseException as exc:  # noqa: BLE001 - reported, never fatal
+            out["facts_error"] = "%s: %s" % (type(exc).__name__, exc)
+    for t in threads:
+        t.join()
+    out["probes"] = answers
+    out["duration_s"] = round(time.time() - started, 3)
+    return finish(out, fd, (out.get("lock") or {}).get("path"))
+
+
+#: What holds the lock after the result line, in this process (exec keeps the pid the record
+#: names): ``sh`` waiting for its stdin's EOF, then clearing the record; TERM, HUP and INT too.
+#: The lock stays held by fd 9 (flock belongs to the open file, shared across exec). A Python
+#: process would keep ten times the memory for the whole run on every host.
+HOLD = 'f=$1; trap \': > "$f"; exit 0\' TERM HUP INT; while read -r _; do :; done; : > "$f"'
+
+
+def finish(out, fd, path=None):
+    """Print the one result line; holding the lock, become the holder (:data:`HOLD`)."""
+    sys.stdout.write(MARK + json.dumps(out) + "\n")
+    sys.stdout.flush()
+    if fd is None:
+        return 0
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # nothing more reaches the channel: a write to a closed one must not kill us
+    os.dup2(devnull, 2)
+    os.dup2(fd, 9)
+    os.set_inheritable(9, True)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+    try:
+        os.execv("/bin/sh", ["sh", "-c", HOLD, "fleetctl-lock", path])
+    except OSError:  # no /bin/sh: hold the lock from here
+        pass
+    try:
+        while os.read(0, 65536):
+            pass
+    finally:
+        os.ftruncate(fd, 0)
+    return 0
+
+
+sys.exit(main())

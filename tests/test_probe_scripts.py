@@ -1,0 +1,65 @@
+"""Read-only probe scripts that avoid an expensive import say exactly what the import would say.
+
+The install-state probe (pip_install's STATE_SCRIPT) and the facts script's package versions find
+distributions the way ``importlib.metadata`` does without importing it (its import is most of
+their run time on every host of every deploy); here both are run on the controller's real venv
+and compared with ``importlib.metadata`` itself.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from fleetctl.tasks.pip_install import STATE_SCRIPT
+
+REPO = Path(__file__).resolve().parents[1]
+DISTS = ["pip", "torch", "numpy", "fleetctl", "scikit-build-core", "scikit_build_core", "PyYAML", "no-such-dist"]
+
+#: What STATE_SCRIPT said of a distribution when it used importlib.metadata (the reference).
+REFERENCE = r'''
+import hashlib, json, sys
+import importlib.metadata as md
+out = {}
+for name in sys.argv[1:]:
+    try:
+        d = md.distribution(name)
+        skip = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD")
+        lines = sorted(l for l in (d.read_text("RECORD") or "").splitlines()
+                       if l and not l.split(",")[0].endswith(skip) and "__pycache__" not in l)
+        out[name] = {"version": d.version, "location": str(d.locate_file("")),
+                     "record_sha256": hashlib.sha256("\n".join(lines).encode()).hexdigest()}
+    except Exception:
+        out[name] = None
+print(json.dumps(out))
+'''
+
+
+def test_install_state_finds_each_distribution_as_importlib_metadata_does(tmp_path):
+    expected = json.loads(subprocess.run([sys.executable, "-c", REFERENCE, *DISTS], check=True, capture_output=True,
+                                         text=True).stdout)
+    assert expected["pip"] and expected["torch"] and expected["no-such-dist"] is None
+    for name in DISTS:
+        got = json.loads(subprocess.run([sys.executable, "-c", STATE_SCRIPT, name, str(tmp_path / "none.json")],
+                                        check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+        assert got["dist"] == expected[name], name
+        assert got["record"] is None
+
+
+def test_facts_package_versions_equal_importlib_metadata():
+    spec = importlib.util.spec_from_file_location("facts_script", REPO / "playbooks" / "scripts" / "facts.py")
+    facts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(facts)
+    ns: dict = {}
+    exec(facts.DIST_VERSIONS, ns)
+    names = [*facts.PROBED_PACKAGES, *DISTS]
+    code = ("import json, sys\nimport importlib.metadata as md\nout = {}\nfor n in sys.argv[1:]:\n"
+            "    try:\n        out[n] = md.version(n)\n    except Exception:\n        out[n] = None\n"
+            "print(json.dumps(out))\n")
+    expected = json.loads(subprocess.run([sys.executable, "-c", code, *names], check=True, capture_output=True,
+                                         text=True).stdout)
+    assert ns["dist_versions"](names) == expected
+    assert expected["torch"] and expected["pip"]
