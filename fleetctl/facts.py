@@ -123,14 +123,16 @@ async def gather_facts(
     argv = facts_argv(python, remote, workdir=workdir_abs, venv=venv, cuda_home=cuda_home)
     result = await conn.run(argv, timeout_s=timeout_s)
     facts = parse_facts_output(conn.host, result.rc, result.stdout_text, result.stderr_text)
-    return complete_facts(conn.host, facts, fallback_archs=fallback_archs, max_jobs=max_jobs)
+    return complete_facts(conn.host, facts, fallback_archs=fallback_archs, max_jobs=max_jobs, cuda_home=cuda_home)
 
 
 def complete_facts(host: str, facts: dict[str, Any], *,
                    fallback_archs: str | Sequence[str] = DEFAULT_FALLBACK_ARCHS,
-                   max_jobs: int | None = None) -> dict[str, Any]:
+                   max_jobs: int | None = None, cuda_home: str | None = None) -> dict[str, Any]:
     """The script's facts with ``build`` (:func:`fleetctl.build.build_plan`) and ``reachable``
-    added (in place; returned).
+    added. When the toolkit found first cannot compile the host's archs and another of the host's
+    toolkits can, the returned facts (a new dict) describe that one, with a build note, unless
+    ``cuda_home`` (the host var) pins the toolkit. Use the returned dict, not ``facts``.
 
     Raises:
         FleetError: the build cannot be planned from these facts.

@@ -259,7 +259,8 @@ def _facts(session: HostSession, out: dict) -> dict[str, Any]:
         raise TaskFailed(session.name, f"facts script failed: {out['facts_error']}")
     facts = parse_facts_output(session.name, 0, out.get("facts_stdout", ""), "")
     settings = session.host.settings
-    complete_facts(session.name, facts, fallback_archs=settings.fallback_archs, max_jobs=settings.max_jobs)
+    facts = complete_facts(session.name, facts, fallback_archs=settings.fallback_archs, max_jobs=settings.max_jobs,
+                           cuda_home=settings.cuda_home)
     return session.finish_facts(facts)
 
 
