@@ -54,6 +54,30 @@ start=$(date +%s); fl deploy --hosts gpu-nodes; echo "rc=$? wall_s=$(( $(date +%
 fl runs
 tar czf "$OUT/runs.tgz" -C /tmp/fh runs
 
+# Issue 19: the no-change deploy against `fleetctl run` on this host, and verify's own cost
+# (NOCHANGE_REPEATS rounds, interleaved; medians). SKIP_KERNEL_BENCH=1 stops after this.
+reps=${NOCHANGE_REPEATS:-5}
+echo "== no-change deploy vs run, $reps rounds"
+timed() { local t0=$EPOCHREALTIME; "$@" >/dev/null 2>&1; local rc=$?; echo "$t0 $EPOCHREALTIME rc=$rc"; }
+for i in $(seq "$reps"); do
+  echo "run $(timed fl run --hosts gpu-nodes -- true)"
+  echo "deploy_noverify $(timed fl deploy --hosts gpu-nodes --skip-tags verify)"
+  echo "deploy $(timed fl deploy --hosts gpu-nodes)"
+  echo "verify $(timed fl verify --hosts gpu-nodes)"
+done | tee "$OUT/nochange.txt"
+python3 - "$OUT/nochange.txt" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    name, t0, t1, rc = line.split()
+    rows.setdefault(name, []).append(float(t1) - float(t0))
+run = statistics.median(rows["run"])
+for name, v in rows.items():
+    print(f"{name:16s} median {statistics.median(v):6.2f} s  min {min(v):6.2f}  max {max(v):6.2f}  "
+          f"vs run {statistics.median(v) / run:5.2f}x")
+PY
+[ "${SKIP_KERNEL_BENCH:-0}" = 1 ] && exit 0
+
 echo "== benchmark"
 cd /tmp && PYTHONUNBUFFERED=1 /opt/torch/.venv/bin/python3 "$OLDPWD/bench/bench_fp4.py" --out "$OUT/bench.json" \
   | tee "$OUT/bench.txt"
