@@ -100,6 +100,24 @@ def selfcheck(device: str = "cpu", seed=None) -> dict:
                     return both(*res)
                 check(name, run)
 
+    # A block whose scale lies on an E4M3 tie: with gs = 34.516853..., RN(31.984375 / 6) * gs =
+    # 183.99998 gives scale 176 (byte 0x73), while 31.984375 * RN(1 / 6) * gs = 184.00002 would give
+    # 192: only a correctly rounded amax / 6 (as the definition says) finds 176. Seen on an H200
+    # when the reference divided by a Python 6.0 on the GPU (a reciprocal multiplication there).
+    tie = torch.tensor([[19.96875, -0.7724609375, 2.740234375, 8.6796875, -21.796875, -8.71875, -1.9921875,
+                         -31.984375, 6.0859375, -13.34375, -1.7724609375, 8.4453125, -30.640625, 7.7578125,
+                         7.27734375, -9.9765625]], dtype=torch.float16).to(dev)
+
+    def scale_tie():
+        gs = 34.51685393258427
+        q, s = fk.scaled_fp4_quant(tie, gs)
+        rq, rs = ref.scaled_fp4_quant(tie, gs)
+        got = int(s.view(torch.uint8).reshape(-1)[0])
+        if got != 0x73:
+            return False, "scale byte %#x, want 0x73 (176): amax / 6 not correctly rounded" % got
+        return both((q, rq), (s.view(torch.uint8), rs.view(torch.uint8)))
+    check("quant scale on an E4M3 tie", scale_tie)
+
     x = _inputs(torch, gen, 200, 272, torch.bfloat16, dev, True)
     check("quant swizzled 200x272", lambda: both(
         (fk.scaled_fp4_quant(x, 3.5, swizzle=True)[1].view(torch.uint8),

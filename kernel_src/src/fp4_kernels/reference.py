@@ -104,7 +104,11 @@ def scaled_fp4_quant(x: torch.Tensor, global_scale, *, swizzle: bool = False):
     gs = _gs(global_scale, x.device)
     xf = x.detach().to(torch.float32).reshape(m, k // BLOCK, BLOCK)
     amax = xf.abs().amax(dim=-1)
-    s = gs * (amax / 6.0)
+    # amax / 6 divided by a tensor, never by a Python number: on CUDA, PyTorch divides by a CPU
+    # scalar as a multiplication by its reciprocal (aten/src/ATen/native/cuda/BinaryDivTrueKernel.cu,
+    # "may lose one bit of precision"), which is not RN(amax / 6) and, where gs * amax / 6 sits on
+    # an E4M3 tie, picks the other scale (selfcheck's "quant scale on an E4M3 tie" block)
+    s = gs * torch.div(amax, torch.full_like(amax, 6.0))
     sb = e4m3_encode(s)
     sf = sb.view(torch.float8_e4m3fn).to(torch.float32)
     rs = torch.where((sf == 0) | torch.isnan(sf), torch.zeros_like(sf), gs / sf)
