@@ -447,6 +447,18 @@ def test_an_incomplete_torch_is_reported_not_fatal(tmp_path):
     assert py["torch_error"].startswith("torch at ") and "version.py, lib/libc10.so" in py["torch_error"]
 
 
+def test_a_torch_without_its_shared_objects_still_has_a_version(tmp_path):
+    """version.py decides the version; only the ABI and the arch list need libc10.so and
+    libtorch_python.so (a stand-in torch, as the staged tests install, has neither)."""
+    venv = _make_venv(tmp_path / "venv", "from .version import __version__\n")
+    site = Path(glob.glob(str(venv / "lib" / "python3*" / "site-packages"))[0])
+    (site / "torch" / "version.py").write_text("__version__ = '2.3.0'\ncuda = '13.0'\n")
+    facts, _ = run_script("--workdir", tmp_path, "--venv", venv)
+    py = facts["python"]
+    assert (py["torch"], py["torch_cuda"], py["torch_error"]) == ("2.3.0", "13.0", None)
+    assert py["torch_cxx11_abi"] is None and py["torch_arch_list"] is None
+
+
 def test_torch_facts_equal_what_import_torch_says():
     """The reader against the controller's real torch: every value equals ``import torch``'s."""
     pytest.importorskip("torch")

@@ -843,19 +843,23 @@ def read_torch():
     lib = os.path.join(root, "lib")
     missing = [p for p in ("version.py", os.path.join("lib", "libc10.so"), os.path.join("lib", "libtorch_python.so"))
                if not os.path.exists(os.path.join(root, p))]
-    if missing:
+    if "version.py" in missing:  # without it `import torch` fails too
         t["torch_error"] = "torch at %s is incomplete: %s missing" % (root, ", ".join(missing))
         return t
+    # version.py alone decides the version (a torch without its shared objects, such as a
+    # stand-in, has no ABI or arch list to read: those stay None)
     v = _version_literals(os.path.join(root, "version.py"))
     t["torch"], t["torch_cuda"] = v.get("__version__"), v.get("cuda")
-    dynstr = _elf_sections(os.path.join(lib, "libc10.so"), (".dynstr",)).get(".dynstr", b"")
+    dynstr = b""
+    if os.path.join("lib", "libc10.so") not in missing:
+        dynstr = _elf_sections(os.path.join(lib, "libc10.so"), (".dynstr",)).get(".dynstr", b"")
     if b"St7__cxx11" in dynstr:
         t["torch_cxx11_abi"] = True
     elif re.search(rb"(?:RKSs|NSs|Ss[A-Z0-9_E])", dynstr):
         t["torch_cxx11_abi"] = False
     if not t["torch_cuda"] and not v.get("hip"):
         t["torch_arch_list"] = []
-    else:
+    elif os.path.join("lib", "libtorch_python.so") not in missing:
         rodata = _elf_sections(os.path.join(lib, "libtorch_python.so"), (".rodata",)).get(".rodata", b"")
         found = sorted((m.group(1) for m in _ARCHS.finditer(rodata)), key=len)
         t["torch_arch_list"] = found[-1].decode("ascii").split() if found else None
