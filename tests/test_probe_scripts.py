@@ -63,3 +63,25 @@ def test_facts_package_versions_equal_importlib_metadata():
                                          text=True).stdout)
     assert ns["dist_versions"](names) == expected
     assert expected["torch"] and expected["pip"]
+
+
+def test_a_probe_answered_ahead_unsets_what_its_step_unsets(tmp_path):
+    """The run's first command runs remembered probes with the step's environment: a value of
+    ``None`` unsets the variable (as :meth:`fleetctl.connection.base.Connection.run` does), as the
+    build and install probes ask for PYTHONPATH, VIRTUAL_ENV and the conda variables. It once made
+    every such probe go unanswered (a TypeError in the host script), costing a command each."""
+    import base64
+    import os
+
+    from fleetctl.engine.session_start import BOOT, MARK, _stdin
+
+    probe = {"argv": ["/bin/sh", "-c", 'echo "x=${FLT_X-unset} y=$FLT_Y"'], "env": {"FLT_X": None, "FLT_Y": "y"},
+             "cwd": None, "timeout_s": 30}
+    job = {"workdir": str(tmp_path / "w"), "run_id": "r1", "probes": [probe], "probe_limit_bytes": 1 << 20,
+           "facts": False}
+    res = subprocess.run([sys.executable, "-c", BOOT], input=_stdin(job), capture_output=True, check=True,
+                         env={**os.environ, "FLT_X": "set"}, cwd=tmp_path)
+    line = next(ln for ln in res.stdout.decode().splitlines() if ln.startswith(MARK))
+    answer = json.loads(line[len(MARK):])["probes"][0]
+    assert answer is not None and answer["rc"] == 0
+    assert base64.b64decode(answer["out"]) == b"x=unset y=y\n"

@@ -86,7 +86,11 @@ def fill(probe, workdir):
 def run_probe(probe, limit):
     """Run one probe; its answer, or ``None`` when it must be asked again by the engine."""
     env = dict(os.environ)
-    env.update(probe.get("env") or {})
+    for key, value in (probe.get("env") or {}).items():
+        if value is None:  # the step unsets it (fleetctl's Connection: env None = unset)
+            env.pop(key, None)
+        else:
+            env[key] = value
     cwd = probe.get("cwd")
     if cwd and not os.path.isdir(cwd):
         return None
