@@ -505,7 +505,7 @@ def facts_tools(root: Path, invs: dict[str, Path], n: int, peers: Path) -> list[
     tools.append(Tool("asyncssh facts floor", [str(VENV_PY), str(REPO / "bench" / "asyncssh_floor.py"), str(invs["floor"]),
                                                "--stdin", str(REPO / "playbooks" / "scripts" / "facts.py"), "--",
                                                "python3", "-", "--workdir", "/tmp"],
-                      check_count(n, '"script_version": "1"'), env=fleet_env(root)))
+                      check_count(n, '"script_version": '), env=fleet_env(root)))
     if (peers / "bin" / "ansible").exists():
         tools.append(Tool("ansible -m setup", [str(peers / "bin" / "ansible"), "-i", str(invs["ini"]), "bench",
                                                "-m", "setup", "-f", str(n)],
