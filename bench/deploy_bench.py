@@ -106,7 +106,8 @@ def inventory(root: Path, hosts: list, kh: Path, n: int, tag: str, gpus=lambda i
     entries = {}
     for i, h in enumerate(hosts[:n]):
         write_fake_nvidia_smi(h.bin_dir, gpus(i))
-        entries[h.name] = {**h.inventory_vars(kh), "venv": make_venv(root / "venvs" / h.name)}
+        entries[h.name] = {**h.inventory_vars(kh), "venv": make_venv(root / "venvs" / h.name),
+                         "verify_device": "cpu"}  # fake GPUs, a CPU torch: verify on the CPU
     doc = {"all": {"children": {"bench": {"hosts": entries}}}}
     path = root / f"inv-{tag}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
