@@ -69,6 +69,8 @@ class PlayOptions:
             host's first command, held until its connection closes; a deploy does.
         remember_probes: answer the probes each host's planners asked last time in the host's
             first command (:mod:`fleetctl.engine.probeplan`).
+        refused: host -> why it fails at once, never connected (its machine's controller-side
+            lock is held by another run: :mod:`fleetctl.lock`); the other hosts run.
     """
 
     forks: int = 50
@@ -84,6 +86,7 @@ class PlayOptions:
     build_each: bool = False
     host_lock: bool = False
     remember_probes: bool = True
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 def batches(hosts: Sequence[Any], serial: Sequence[int | str]) -> list[list[Any]]:
@@ -106,6 +109,10 @@ def batches(hosts: Sequence[Any], serial: Sequence[int | str]) -> list[list[Any]
 
 
 FAILED_STATES = ("failed", "unreachable", "not started", "interrupted")
+
+
+class _Refused(FleetError):
+    """The host is not worked on at all (``PlayOptions.refused``): its machine is another run's."""
 
 
 class _Muted:
@@ -222,7 +229,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     first: dict[str, list[PhaseSpan]] = {}
     unavailable: dict[str, str] = {}
     for kind, scope in scopes.items():
-        members = [host_ref(h) for h in batch if h.connection == kind]
+        members = [host_ref(h) for h in batch if h.connection == kind and h.name not in opts.refused]
         if members:
             unavailable.update(await scope.prepare(members))
     # The first planning pass is never shown: a host's class role is only settled once the batch
@@ -263,16 +270,19 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         c0 = run.elapsed_s()
         leave(host.name)  # connecting: nobody waits for it
         try:
+            if host.name in opts.refused:
+                raise _Refused(opts.refused[host.name])
             session = await connect(host, scopes[host.connection], run, timeout_s=opts.deadlines.connect,
                                     unavailable=unavailable, prepare=False)
         except (HostUnreachable, FleetError) as exc:
             cause = exc.cause if isinstance(exc, HostUnreachable) else str(exc)
             status = "unreachable" if isinstance(exc, HostUnreachable) else "failed"
+            step = ("controller lock", "lock") if isinstance(exc, _Refused) else ("connect", "connect")
             _record_connection(run, observers, host.name, getattr(exc, "stats", None), failed=True)
             spans.append(PhaseSpan(phase="connect", start_s=round(c0, 3), duration_s=round(run.elapsed_s() - c0, 3),
                                    status=status))
             # one outcome, the cause once: no task ran, and none is listed as if it had
-            out.tasks.append(TaskOutcome(name="connect", action="connect", phase="connect", status=status, msg=cause,
+            out.tasks.append(TaskOutcome(name=step[0], action=step[1], phase="connect", status=status, msg=cause,
                                          start=out.started, duration_s=spans[-1].duration_s))
             out.phases = list(spans)
             out.status, out.error = status, cause
