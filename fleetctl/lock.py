@@ -72,9 +72,8 @@ def _pid_alive(pid: int) -> bool:
 
 def refused_reason(holder: dict, machine: str) -> str:
     """One line: who holds ``machine``'s lock."""
-    return (f"locked by run {holder.get('run_id')} (pid {holder.get('pid')}, started {holder.get('started')}) "
-            f"of this user on this controller, deploying to the same machine ({machine}); run it again when "
-            f"that run has finished")
+    return (f"locked by run {holder.get('run_id')} (pid {holder.get('pid')}, started {holder.get('started')}), "
+            f"deploying to the same machine ({machine}); wait for it to finish")
 
 
 class HostLocks:
