@@ -252,7 +252,8 @@ hosts: all
 gather_facts: false
 tasks:
   - name: work
-    command: {argv: [sh, -c, 'echo "start {{ run_id }}" >> "$1"; sleep 5; echo "end {{ run_id }}" >> "$1"', sh, ORDER]}
+    command: {argv: [sh, -c, 'echo "start {{ run_id }}" >> "$1"; n=0; while [ ! -e "$2" ] && [ $n -lt 1200 ]; do
+                     sleep 0.1; n=$((n+1)); done; echo "end {{ run_id }}" >> "$1"', sh, ORDER, GO]}
 """
 
 
@@ -268,7 +269,8 @@ def test_two_deploys_from_two_folders_never_run_on_one_host_at_once(sshd_farm, t
     order = host.home / "order.log"
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"shared": host.inventory_vars(sshd_farm.known_hosts)}})
     play = tmp_path / "slow.yaml"
-    play.write_text(SLOW.replace("ORDER", str(order)))
+    go = tmp_path / "go"  # the first run holds the host until the others are done (however slow they start)
+    play.write_text(SLOW.replace("ORDER", str(order)).replace("GO", str(go)))
     lock_file = host.home / ".fleetctl" / "shared" / "deploy.lock"  # in the host's default workdir
     folders = {n: tmp_path / n for n in ("a", "b", "c")}
     for f in folders.values():
@@ -281,6 +283,7 @@ def test_two_deploys_from_two_folders_never_run_on_one_host_at_once(sshd_farm, t
     same_user_elsewhere = _start(inv, play, folders["c"], state_a)
     out_b, _ = other_controller.communicate(timeout=300)
     out_c, err_c = same_user_elsewhere.communicate(timeout=300)
+    go.touch()
     out_a, err_a = first.communicate(timeout=300)
     assert first.returncode == 0, err_a[-2000:]
     run_a = json.loads(out_a)["run_id"]
@@ -310,10 +313,12 @@ def test_two_deploys_from_two_folders_never_run_on_one_host_at_once(sshd_farm, t
     assert (tmp_path / "xdg-state" / "fleetctl" / "runs" / ids[0] / "run.json").is_file()
 
     # a controller killed mid-run: the host's lock process goes with its connection
+    go.unlink()
     killed = _start(inv, play, folders["a"], state_a)
     assert wait_for(lambda: lock_file.exists() and lock_file.read_text().strip())
     killed.kill()
     killed.communicate(timeout=60)
+    go.touch()  # the orphaned task on the host ends too
     assert wait_for(lambda: lock_file.read_text() == "")
     # a lock left by a run whose lock process died (kill -9, reboot) is taken over with a warning
     lock_file.write_text('4242 {"run_id": "dead-run", "controller": "elsewhere", "pid": 1, "started": "then"}\n')
