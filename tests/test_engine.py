@@ -271,3 +271,76 @@ def test_eight_hosts_of_two_arch_classes_build_exactly_twice(fake_kind, tmp_path
     assert {archs[h] for h in names[:4]} == {"9.0a"} and {archs[h] for h in names[4:]} == {"12.0a"}
     each, _ = run(playbook(tmp_path, TOY.replace("tool: pip}", "tool: pip, build: each}")), hosts, force=True)
     assert sum(len(fake.HOSTS[h].ran("--wheel-dir")) for h in names) == 2 + 8  # --build each: every host
+
+
+class _SlowConnects(Events):
+    """Events, and connects that hang (an sshd that never sends its banner) until every host in
+    ``first`` has finished: they end only then, or after a long safety wait (so a regression fails
+    on the order below instead of hanging)."""
+
+    def __init__(self, first: set[str]):
+        super().__init__()
+        self.first, self.done = set(first), set()
+        self.release = asyncio.Event()
+
+    def event(self, run, ev):
+        super().event(run, ev)
+        if ev.name == "host.finished" and ev.host in self.first:
+            self.done.add(ev.host)
+            if self.done == self.first:
+                self.release.set()
+
+    def hang(self, name: str, *, then_unreachable: str | None = None):
+        async def wait():
+            try:
+                await asyncio.wait_for(self.release.wait(), 15)
+            except asyncio.TimeoutError:
+                pass
+            self.events.append(type("Mark", (), {"name": "connect.ended", "host": name})())
+            fake.HOSTS[name].unreachable = then_unreachable
+        fake.HOSTS[name].connect_wait = wait
+
+
+def _run_with(pb, hosts, ev, **opts):
+    model = RunModel(kind="deploy", mode=opts.get("mode", "apply"))
+    asyncio.run(run_playbook(pb, hosts, run=model, observers=Observers(model, [ev]), opts=PlayOptions(**opts)))
+    return model
+
+
+def test_hosts_still_connecting_delay_no_one_and_join_their_class_when_they_arrive(fake_kind, tmp_path):
+    """n1 would build its class (first in inventory order) and n3 is alone in its class, but both
+    hang in connect: n2 must not wait for them. n2 builds and finishes; then n1 arrives late and
+    gets n2's wheel, and n3 builds its own class's wheel."""
+    hosts = make_hosts(["n1", "n2", "n3"])
+    fake.HOSTS["n3"].facts["gpus"] = [{"index": 0, "name": "NVIDIA RTX PRO 6000 Blackwell", "compute_cap": "12.0",
+                                       "memory_mib": 97887}]
+    ev = _SlowConnects({"n2"})
+    ev.hang("n1")
+    ev.hang("n3")
+    model = _run_with(playbook(tmp_path), hosts, ev, host_lock=True)
+    assert {h: o.status for h, o in model.hosts.items()} == {"n1": "ok", "n2": "ok", "n3": "ok"}
+    order = [(e.name, e.host) for e in ev.events]
+    n2_done = order.index(("host.finished", "n2"))
+    assert ("task.finished", "n2") in order[:n2_done]  # n2 applied its tasks ...
+    assert n2_done < order.index(("connect.ended", "n1")) < order.index(("task.started", "n1"))
+    assert n2_done < order.index(("connect.ended", "n3"))  # ... before the slow connects ended
+    assert actions(model) == {"n1": "push", "n2": "build", "n3": "build"}
+    assert sorted(h for h in fake.HOSTS if fake.HOSTS[h].ran("--wheel-dir")) == ["n2", "n3"]
+    assert fake.HOSTS["n1"].files.get("/venv-state/toy")
+
+
+def test_a_host_hung_in_connect_is_reported_unreachable_and_plans_show_each_host_once(fake_kind, tmp_path):
+    pb = playbook(tmp_path)
+    hosts = make_hosts(["dead", "n2", "n3"])
+    for mode in ("plan", "dry-run", "apply"):
+        ev = _SlowConnects({"n2", "n3"})
+        ev.hang("dead", then_unreachable="connection to dead:22 timed out")
+        model = _run_with(pb, hosts, ev, mode=mode)
+        assert {h: o.status for h, o in model.hosts.items()} == {"dead": "unreachable", "n2": "ok", "n3": "ok"}, mode
+        assert model.hosts["dead"].error == "connection to dead:22 timed out"
+        order = [(e.name, e.host) for e in ev.events]
+        assert order.index(("host.finished", "n3")) < order.index(("connect.ended", "dead")), mode
+        assert actions(model) == {"dead": "unreachable", "n2": "build", "n3": "push"}, mode
+        if mode != "apply":  # each host's final plan, shown once
+            shown = [(e.host, e.data["task"]) for e in ev.events if e.name == "task.finished"]
+            assert sorted(shown) == sorted((h, t) for h in ("n2", "n3") for t in ("upload", "build", "install")), mode

@@ -119,9 +119,11 @@ def test_two_deploys_on_the_same_hosts_never_interleave(sshd_farm, tmp_path):
                               "--playbook", str(slow)], cwd=REPO, env={**__import__("os").environ, **env},
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
-    lock = tmp_path / "locks" / "n1.lock"
-    while time.monotonic() < deadline and not (lock.exists() and lock.read_text().strip()):
-        time.sleep(0.05)  # poll until the first run holds its lock
+    held = []
+    while time.monotonic() < deadline and not held:
+        time.sleep(0.05)  # poll until the first run holds its lock (one file per machine)
+        held = [p for p in (tmp_path / "locks").glob("*.lock") if p.read_text().strip()]
+    lock = held[0]
     second = fleetctl("-i", str(inv), "deploy", "--hosts", "nodes", "--playbook", str(slow), home=tmp_path)
     out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err

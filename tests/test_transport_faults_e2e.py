@@ -1,6 +1,7 @@
 """Transport faults made real on loopback, one test per kind (no timed assertions: speed lives in bench/).
 
 - SYN-blackholed ports listed before live hosts: the live hosts finish before any dead one gives up;
+- a port that accepts but never sends a banner: a deploy's good host runs its tasks before it gives up;
 - a host printing 200 MiB: the controller's peak RSS, measured by the kernel (wait4), stays under
   100 MiB; the log holds every byte; a 3 MiB line is kept whole with its splits marked; --json says
   what was not kept;
@@ -24,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
-from tests.support.netfaults import BlackHole, DropServer
+from tests.support.netfaults import BlackHole, DropServer, SilentServer
 from tests.support.sshd import ensure_homeless_user
 
 pytestmark = pytest.mark.sshd
@@ -65,6 +66,31 @@ def test_dead_hosts_listed_first_never_delay_the_live_ones(sshd_farm, tmp_path):
     finished = [e["host"] for e in events(last_run(tmp_path)) if e["event"] == "host.finished"]
     # every live host was done before the first dead one gave up: no dead host held a slot they needed
     assert max(finished.index(f"live{i}") for i in range(4)) < min(finished.index(f"dead{i:02d}") for i in range(16))
+
+
+
+def test_a_host_that_never_sends_a_banner_delays_no_other_host_of_a_deploy(sshd_farm, tmp_path):
+    """The good host's first task starts before the hung host is declared unreachable (deploy,
+    not only ``run``: the arch classes are not settled over hosts still connecting)."""
+    hung = SilentServer()
+    try:
+        good = sshd_farm.start("good")
+        hosts = {"hung": {"ansible_host": "127.0.0.1", "ansible_port": hung.port,
+                          "known_hosts": str(sshd_farm.known_hosts)},
+                 "good": good.inventory_vars(sshd_farm.known_hosts)}
+        inv = write_inventory(tmp_path / "inv.yaml", {"g": hosts})
+        play = tmp_path / "play.yaml"
+        play.write_text("name: t\nhosts: all\ntasks:\n  - name: t\n    command: {argv: [echo, up]}\n")
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--json",
+                       "--connect-timeout", "15", home=tmp_path)
+    finally:
+        hung.close()
+    out = json.loads(res.stdout)
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert out["hosts"]["good"]["status"] == "ok" and out["hosts"]["hung"]["status"] == "unreachable"
+    evs = [(e["event"], e.get("host")) for e in events(last_run(tmp_path))]
+    assert evs.index(("facts.gathered", "good")) < evs.index(("task.started", "good"))
+    assert evs.index(("task.finished", "good")) < evs.index(("host.finished", "hung"))
 
 
 # 200 MiB of 1000-byte lines on stdout, a 3 MiB line without a newline in it halfway, a little stderr.
@@ -226,7 +252,8 @@ hosts: all
 gather_facts: false
 tasks:
   - name: work
-    command: {argv: [sh, -c, 'echo "start {{ run_id }}" >> "$1"; sleep 5; echo "end {{ run_id }}" >> "$1"', sh, ORDER]}
+    command: {argv: [sh, -c, 'echo "start {{ run_id }}" >> "$1"; n=0; while [ ! -e "$2" ] && [ $n -lt 1200 ]; do
+                     sleep 0.1; n=$((n+1)); done; echo "end {{ run_id }}" >> "$1"', sh, ORDER, GO]}
 """
 
 
@@ -242,7 +269,8 @@ def test_two_deploys_from_two_folders_never_run_on_one_host_at_once(sshd_farm, t
     order = host.home / "order.log"
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"shared": host.inventory_vars(sshd_farm.known_hosts)}})
     play = tmp_path / "slow.yaml"
-    play.write_text(SLOW.replace("ORDER", str(order)))
+    go = tmp_path / "go"  # the first run holds the host until the others are done (however slow they start)
+    play.write_text(SLOW.replace("ORDER", str(order)).replace("GO", str(go)))
     lock_file = host.home / ".fleetctl" / "shared" / "deploy.lock"  # in the host's default workdir
     folders = {n: tmp_path / n for n in ("a", "b", "c")}
     for f in folders.values():
@@ -255,6 +283,7 @@ def test_two_deploys_from_two_folders_never_run_on_one_host_at_once(sshd_farm, t
     same_user_elsewhere = _start(inv, play, folders["c"], state_a)
     out_b, _ = other_controller.communicate(timeout=300)
     out_c, err_c = same_user_elsewhere.communicate(timeout=300)
+    go.touch()
     out_a, err_a = first.communicate(timeout=300)
     assert first.returncode == 0, err_a[-2000:]
     run_a = json.loads(out_a)["run_id"]
@@ -284,10 +313,12 @@ def test_two_deploys_from_two_folders_never_run_on_one_host_at_once(sshd_farm, t
     assert (tmp_path / "xdg-state" / "fleetctl" / "runs" / ids[0] / "run.json").is_file()
 
     # a controller killed mid-run: the host's lock process goes with its connection
+    go.unlink()
     killed = _start(inv, play, folders["a"], state_a)
     assert wait_for(lambda: lock_file.exists() and lock_file.read_text().strip())
     killed.kill()
     killed.communicate(timeout=60)
+    go.touch()  # the orphaned task on the host ends too
     assert wait_for(lambda: lock_file.read_text() == "")
     # a lock left by a run whose lock process died (kill -9, reboot) is taken over with a warning
     lock_file.write_text('4242 {"run_id": "dead-run", "controller": "elsewhere", "pid": 1, "started": "then"}\n')
@@ -296,3 +327,66 @@ def test_two_deploys_from_two_folders_never_run_on_one_host_at_once(sshd_farm, t
     assert "taking over the stale deploy lock of run dead-run" in res.stdout
     assert any(e["event"] == "lock.stale_taken_over" and e["previous"]["run_id"] == "dead-run"
                for e in events(last_run(tmp_path / "state-d")))
+
+
+HOLD = """\
+name: hold
+hosts: all
+gather_facts: false
+tasks:
+  - name: hold
+    command: {argv: [sh, -c, 'n=0; while [ ! -e "$1" ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done', sh, GO]}
+"""
+
+
+def test_a_machine_locked_by_another_run_fails_alone_and_the_lock_is_per_machine(sshd_farm, tmp_path):
+    """The controller-side lock: keyed by the machine the connection reaches, not the inventory
+    name; a locked host fails at once naming the holder, the other hosts run, --json still gives
+    one document; lock files go with their run."""
+    a, b = sshd_farm.start("machine-a"), sshd_farm.start("machine-b")
+    go = tmp_path / "go"
+    hold = tmp_path / "hold.yaml"
+    hold.write_text(HOLD.replace("GO", str(go)))
+    quick = tmp_path / "quick.yaml"
+    quick.write_text("name: q\nhosts: all\ngather_facts: false\ntasks:\n  - name: t\n    command: {argv: ['true']}\n")
+    kh = sshd_farm.known_hosts
+    first_inv = write_inventory(tmp_path / "first.yaml", {"g": {"s1": a.inventory_vars(kh)}})
+    other_names = write_inventory(tmp_path / "other.yaml", {"g": {"alias-of-a": a.inventory_vars(kh),
+                                                                  "other": b.inventory_vars(kh)}})
+    same_name = write_inventory(tmp_path / "same-name.yaml", {"g": {"s1": b.inventory_vars(kh)}})
+    locks = tmp_path / "locks"
+    env = {**os.environ, "FLEETCTL_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    first = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(first_inv), "deploy", "--hosts", "g",
+                              "--playbook", str(hold), "--json"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: locks.is_dir() and any(p.read_text().strip() for p in locks.glob("*.lock")))
+        run_a = json.loads(next(p for p in locks.glob("*.lock") if p.read_text().strip()).read_text())["run_id"]
+        second = fleetctl("-i", str(other_names), "deploy", "--hosts", "g", "--playbook", str(quick), "--json",
+                          home=tmp_path)
+        third = fleetctl("-i", str(same_name), "deploy", "--hosts", "g", "--playbook", str(quick), "--json",
+                         home=tmp_path)
+        assert first.poll() is None  # both ran while the first run held machine A
+    finally:
+        go.touch()
+        out_a, err_a = first.communicate(timeout=300)
+    assert first.returncode == 0, err_a[-2000:]
+    assert json.loads(out_a)["run_id"] == run_a
+
+    assert second.returncode == 1, second.stderr[-2000:]
+    doc = json.loads(second.stdout)  # exactly one JSON document
+    hosts = doc["hosts"]
+    assert hosts["other"]["status"] == "ok"
+    assert hosts["alias-of-a"]["status"] == "failed"
+    reason = hosts["alias-of-a"]["error"]
+    assert f"locked by run {run_a}" in reason and "\n" not in reason and f"127.0.0.1:{a.port}" in reason
+    assert [t["name"] for t in hosts["alias-of-a"]["tasks"]] == ["controller lock"]
+    assert f"alias-of-a locked by run {run_a}" in second.stderr
+    record = json.loads((tmp_path / "runs" / doc["run_id"] / "run.json").read_text())
+    assert record["hosts"]["alias-of-a"]["status"] == "failed" and record["hosts"]["other"]["status"] == "ok"
+    refused = [e for e in events(tmp_path / "runs" / doc["run_id"]) if e["event"] == "lock.refused"]
+    assert [e["host"] for e in refused] == ["alias-of-a"]
+
+    assert third.returncode == 0, third.stderr[-2000:]  # another machine that is also called s1
+    assert json.loads(third.stdout)["hosts"]["s1"]["status"] == "ok"
+    assert list(locks.glob("*.lock")) == []  # every run removed its lock files

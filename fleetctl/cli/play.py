@@ -130,7 +130,8 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
     opts = PlayOptions(host_lock=mode == "apply", forks=forks, mode=mode, force=force, tags=tuple(tag_list),
                        skip_tags=tuple(skip_list),
                        extra_vars=extra_vars, accept_new_host_keys=accept_new_host_keys, deadlines=deadlines,
-                       serial=serial_items, max_fail_percentage=max_fail_percentage, build_each=build == "each")
+                       serial=serial_items, max_fail_percentage=max_fail_percentage, build_each=build == "each",
+                       refused=dict(locks.refused) if locks is not None else {})
     if live is not None:
         live.console.print(f"run {run.run_id}: {playbook.name} on {len(hosts)} host(s)"
                            f"{' (dry run: nothing is changed)' if dry_run else ''}; record in {record.dir}")
@@ -203,16 +204,15 @@ def _terminal(hosts, stream, folded: bool, verbose: int = 0):
 
 
 def _take_locks(hosts, run, observers):
-    """The controller-side lock of every host (per user), or exit 1 naming the holder."""
-    from ..lock import HostLocks, HostsLocked
+    """The controller-side lock of every host's machine (per user, :mod:`fleetctl.lock`). A host
+    whose machine another live run holds fails at once, naming that run (see ``PlayOptions.refused``);
+    the others run."""
+    from ..lock import HostLocks, machine_of
 
-    locks = HostLocks([h.name for h in hosts], run.run_id)
-    try:
-        locks.acquire()
-    except HostsLocked as exc:
-        finish(run, observers, "refused")
-        click.echo(f"fleetctl: {exc}", err=True)
-        raise click.exceptions.Exit(EXIT_FAILED) from None
+    locks = HostLocks({h.name: machine_of(h) for h in hosts}, run.run_id).acquire()
+    for host, reason in locks.refused.items():
+        click.echo(f"fleetctl: {host} {reason}; {host} fails, the other hosts run", err=True)
+        observers.emit("lock.refused", host, path=str(locks.paths[host]), error=reason)
     for host, prev in locks.stale:
         click.echo(f"fleetctl: warning: {host}: taking over the stale lock of run {prev.get('run_id')} "
                    f"(pid {prev.get('pid')} is gone)", err=True)

@@ -193,6 +193,12 @@ class _LocalKind(ConnectionKind):
     def scope(self, options: ConnectOptions) -> KindScope:
         return _LocalScope()
 
+    def machine(self, host: HostRef) -> str:
+        """``local:<this controller's host name>``: every local host is this machine."""
+        import socket
+
+        return f"local:{socket.gethostname()}"
+
 
 SETTINGS = LocalSettings
 KIND = _LocalKind()

@@ -126,6 +126,13 @@ class ConnectionKind(abc.ABC):
     def scope(self, options: ConnectOptions) -> KindScope:
         """A new run scope for this kind (not entered yet)."""
 
+    def machine(self, host: HostRef) -> str:
+        """The machine ``host``'s connection will reach, as one string (no connection is made):
+        two inventory names for one machine give one answer, one name for two machines (two
+        inventories) two. Keys the controller-side deploy lock (:mod:`fleetctl.lock`). Default:
+        the kind and the inventory name."""
+        return f"{self.name}:{host.name}"
+
 
 def kind_names() -> list[str]:
     """The registered kind names, sorted (for messages: ``expected one of ...``)."""

@@ -503,6 +503,14 @@ class _SlurmKind(ConnectionKind):
     def scope(self, options: ConnectOptions) -> SlurmScope:
         return SlurmScope(options)
 
+    def machine(self, host: HostRef) -> str:
+        """``slurm:<node>``, and the launcher when the client tools run elsewhere (another
+        cluster's node of the same name is another machine)."""
+        s = host.settings
+        assert isinstance(s, SlurmSettings)
+        node = s.node or host.name
+        return f"slurm:{node}" + (f" via {' '.join(s.launcher)}" if s.launcher else "")
+
 
 SETTINGS = SlurmSettings
 KIND = _SlurmKind()

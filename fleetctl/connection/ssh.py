@@ -647,6 +647,19 @@ class _SSHKind(ConnectionKind):
     def scope(self, options: ConnectOptions) -> KindScope:
         return _SSHScope(options)
 
+    def machine(self, host: HostRef) -> str:
+        """``ssh:user@address:port`` where ssh would connect (ssh_config's ``HostName``,
+        ``Port``, ``User`` applied, the inventory's over them), and the route when it goes through
+        jump hosts or a ``ProxyCommand`` (``localhost`` behind two bastions is two machines)."""
+        s = host.settings
+        assert isinstance(s, SSHSettings)
+        try:
+            t = resolve_target(s.address or host.name, port=s.port, user=s.user, config_file=s.ssh_config)
+        except SSHConfigError:  # the host fails to connect anyway; its name is all there is
+            return f"ssh:{host.name}"
+        route = "".join(f" via {j}" for j in t.proxy_jump) + (f" via ({t.proxy_command})" if t.proxy_command else "")
+        return f"ssh:{t.user}@{t.host.lower()}:{t.port}{route}"
+
 
 SETTINGS = SSHSettings
 KIND = _SSHKind()

@@ -11,6 +11,11 @@ anything is built, so that ``--plan``, ``--dry-run`` and the deploy agree:
 - else one member builds (``build``): the one named by the class's ``build_host`` var when it is
   a member, else the first member in inventory order; the others ``push``.
 
+Roles are assigned to the hosts of a batch that planned in time together; a host that connects
+late is assigned on its own when it has planned (see :mod:`fleetctl.engine.runner`): it gets the
+wheel when its class has one (cached, published, or being built or served by a member assigned
+before), else it builds (or serves) it itself.
+
 A builder that becomes unreachable, or ends without publishing, hands the build to the next member
 still waiting; a build that fails fails its whole class (the others would fail the same way) with
 the builder's error. The cache is content-addressed: ``<cache_dir>/wheels/<key16>/`` holds the
@@ -135,15 +140,22 @@ class ClassCoordinator:
         return answer
 
     def assign(self, hosts: list[str]) -> set[str]:
-        """Assign roles for the requests of ``hosts`` (one batch); return the hosts whose answer
-        during planning differs from their role (they are planned again)."""
+        """Assign roles for the requests of ``hosts`` (one batch, or the part of it that planned
+        in time, or one host that connected late); return the hosts whose answer during planning
+        differs from their role (they are planned again). A class already given a builder or
+        server that is still at work is not given another: its wheel reaches these hosts too."""
         by_key: dict[str, list[str]] = {}
         for h in sorted((h for h in hosts if h in self.requests), key=lambda h: self.order.get(h, 1 << 30)):
             by_key.setdefault(self.requests[h].key, []).append(h)
         for key, members in by_key.items():
             holders = [h for h in members if self.requests[h].holds]
             lacking = [h for h in members if not self.requests[h].holds]
+            building = self._builder.get(key)
             if cached_wheel(key) is not None or key in self._wheels and self._wheels[key].done():
+                roles = {h: "reuse" for h in holders} | {h: "push" for h in lacking}
+            elif building is not None and building not in members and building not in self._gone:
+                # a host that connected late (see fleetctl.engine.runner) or a later batch: a member
+                # assigned before builds or serves the wheel, and it reaches this host as well
                 roles = {h: "reuse" for h in holders} | {h: "push" for h in lacking}
             elif holders:
                 roles = {h: "reuse" for h in holders} | {h: "push" for h in lacking}

@@ -5,11 +5,22 @@ For each batch (``--serial``, Ansible's ``serial``):
 1. every host is reached (its connection kind's run scope first: e.g. one Slurm allocation),
    its run folder made, its facts gathered, and its tasks **planned** (probes only; see
    :mod:`fleetctl.engine.host`), at most ``forks`` hosts at once;
-2. the arch classes are settled from the whole batch's plan (:mod:`fleetctl.engine.classes`);
-   hosts whose class role changed are planned again from their cached probes;
+2. the arch classes are settled from the batch's plan (:mod:`fleetctl.engine.classes`); hosts
+   whose class role changed are planned again from their cached probes;
 3. ``--plan`` and ``--dry-run`` stop here and report the plan; a deploy **applies** it, host by
    host (forks at once). A host whose plan failed before any command would have run is failed
    with that cause, untouched.
+
+Dead hosts delay no one: the classes are settled once no host of the batch is still waiting for a
+fork or past its connect but not yet planned, and at least one host has planned. A host still
+*connecting* then (a dead address waiting for its connect timeout, an sshd that never sends its
+banner) is not waited for: anyone that could have got through connect, facts and planning in that
+time is not a connect away. Such a late host, if it gets through at all, joins on its own when it
+has planned: its class role is assigned alone (:meth:`ClassCoordinator.assign`: a class whose
+wheel is built, published or under way gives it the wheel; a class with no member left builds on
+it), it is planned again if that role differs, then shown (``--dry-run``) or applied. So a fast
+fleet (every host past connect before the first has planned) is settled from the whole batch, as
+``--plan`` settles it; an unreachable host is simply reported unreachable when its connect fails.
 
 One host's failure never stops the others; a batch with more than ``max_fail_percentage`` percent
 failed hosts (Ansible's rule; without it, a batch where every host failed) stops the batches after
@@ -30,7 +41,6 @@ from ..errors import FleetError, HostUnreachable
 from ..status import Status
 from .classes import ClassCoordinator
 from .deadlines import Deadlines
-from .fanout import for_each_host
 from .host import HostPass, PassOptions, phase_spans, run_pass
 from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
 from .hostlock import HostLockBusy, HostLockError
@@ -59,6 +69,8 @@ class PlayOptions:
             host's first command, held until its connection closes; a deploy does.
         remember_probes: answer the probes each host's planners asked last time in the host's
             first command (:mod:`fleetctl.engine.probeplan`).
+        refused: host -> why it fails at once, never connected (its machine's controller-side
+            lock is held by another run: :mod:`fleetctl.lock`); the other hosts run.
     """
 
     forks: int = 50
@@ -74,6 +86,7 @@ class PlayOptions:
     build_each: bool = False
     host_lock: bool = False
     remember_probes: bool = True
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 def batches(hosts: Sequence[Any], serial: Sequence[int | str]) -> list[list[Any]]:
@@ -96,6 +109,10 @@ def batches(hosts: Sequence[Any], serial: Sequence[int | str]) -> list[list[Any]
 
 
 FAILED_STATES = ("failed", "unreachable", "not started", "interrupted")
+
+
+class _Refused(FleetError):
+    """The host is not worked on at all (``PlayOptions.refused``): its machine is another run's."""
 
 
 class _Muted:
@@ -212,14 +229,37 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     first: dict[str, list[PhaseSpan]] = {}
     unavailable: dict[str, str] = {}
     for kind, scope in scopes.items():
-        members = [host_ref(h) for h in batch if h.connection == kind]
+        members = [host_ref(h) for h in batch if h.connection == kind and h.name not in opts.refused]
         if members:
             unavailable.update(await scope.prepare(members))
-    # The first planning pass is never shown: a host's class role is only settled once the whole
-    # batch is planned. A dry run or plan then shows each host's final plan once (re-planned from
-    # its cached probes: no round trip); a deploy shows what it applies.
+    # The first planning pass is never shown: a host's class role is only settled once the batch
+    # (but hosts still connecting, see the module docstring) is planned. A dry run or plan then
+    # shows each host's final plan once (re-planned from its cached probes: no round trip); a
+    # deploy shows what it applies.
     planning_observers: Any = _Muted(observers)
     memory = ProbeMemory(playbook.path) if opts.remember_probes else None
+    # Hosts the settling of the classes waits for: those not started (waiting for a fork) and
+    # those past connect that have not planned yet. A host leaves it while it connects and when
+    # it has planned (or ended); the early group is settled when it is empty and someone planned.
+    waiting = {h.name for h in batch}
+    early: set[str] = set()
+    settling: asyncio.Future | None = None
+    triggered = asyncio.Event()
+
+    async def settle(names: list[str]) -> None:
+        changed = classes.assign(names)
+        for h in names:
+            if h in changed or not apply:
+                plans[h] = await _plan(sessions[h], playbook, tasks, selected, run,
+                                       planning_observers if apply else observers, classes, pass_opts)
+
+    def leave(name: str) -> None:
+        nonlocal settling
+        waiting.discard(name)
+        if settling is None and plans and not waiting:
+            early.update(plans)
+            settling = asyncio.ensure_future(settle([h.name for h in batch if h.name in plans]))
+            triggered.set()
 
     async def plan_one(host: Any) -> None:
         out = run.host(host.name)
@@ -228,17 +268,21 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         observers.emit("host.started", host.name)
         spans = first.setdefault(host.name, [])
         c0 = run.elapsed_s()
+        leave(host.name)  # connecting: nobody waits for it
         try:
+            if host.name in opts.refused:
+                raise _Refused(opts.refused[host.name])
             session = await connect(host, scopes[host.connection], run, timeout_s=opts.deadlines.connect,
                                     unavailable=unavailable, prepare=False)
         except (HostUnreachable, FleetError) as exc:
             cause = exc.cause if isinstance(exc, HostUnreachable) else str(exc)
             status = "unreachable" if isinstance(exc, HostUnreachable) else "failed"
+            step = ("controller lock", "lock") if isinstance(exc, _Refused) else ("connect", "connect")
             _record_connection(run, observers, host.name, getattr(exc, "stats", None), failed=True)
             spans.append(PhaseSpan(phase="connect", start_s=round(c0, 3), duration_s=round(run.elapsed_s() - c0, 3),
                                    status=status))
             # one outcome, the cause once: no task ran, and none is listed as if it had
-            out.tasks.append(TaskOutcome(name="connect", action="connect", phase="connect", status=status, msg=cause,
+            out.tasks.append(TaskOutcome(name=step[0], action=step[1], phase="connect", status=status, msg=cause,
                                          start=out.started, duration_s=spans[-1].duration_s))
             out.phases = list(spans)
             out.status, out.error = status, cause
@@ -247,6 +291,8 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             out.duration_s = round(time.monotonic() - t0, 3)
             observers.emit("host.finished", host.name, status=status, error=cause, duration_s=out.duration_s)
             return
+        if settling is None:
+            waiting.add(host.name)  # through connect in time: the classes wait for its plan
         spans.append(PhaseSpan(phase="connect", start_s=round(c0, 3), duration_s=round(run.elapsed_s() - c0, 3),
                                status="ok"))
         _record_connection(run, observers, host.name, getattr(session.conn, "stats", None))
@@ -261,48 +307,65 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         except FleetError as exc:
             _end_early(run, observers, host.name, "failed", str(exc), t0, spans)
 
-    try:
-        await for_each_host(batch, plan_one, forks=opts.forks)
-        changed = classes.assign([h.name for h in batch if h.name in plans])
-        again = changed if apply else [h.name for h in batch if h.name in plans]
-        for h in again:
-            plans[h] = await _plan(sessions[h], playbook, tasks, selected, run,
-                                   planning_observers if apply else observers, classes, pass_opts)
-        if not apply:
-            for h, p in plans.items():
-                _finish(run, observers, h, p, first.get(h, []))
+    async def apply_one(host: Any) -> None:
+        p = plans.pop(host.name, None)
+        session = sessions.get(host.name)
+        if p is None or session is None:
             return
+        t0 = time.monotonic()
+        try:
+            if p.blocking is not None:
+                b = p.blocking
+                observers.emit("host.refused", host.name, task=b.name, msg=b.msg)
+                result = HostPass(outcomes=[b.model_copy(update={"msg": f"{b.msg} (found while planning: "
+                                                                        f"nothing was uploaded or run)"})],
+                                  status=b.status if b.status == "unreachable" else "failed",
+                                  error=f"{b.name}: {b.msg}")
+                observers.emit("task.finished", host.name, task=b.name, action=b.action, phase=b.phase,
+                               status=b.status, rc=b.rc, duration_s=0.0, msg=result.outcomes[0].msg,
+                               start_s=round(run.elapsed_s(), 3))
+            else:
+                result = await run_pass(session, playbook, tasks, selected, apply=True, run=run,
+                                        observers=observers, classes=classes, opts=pass_opts)
+            _finish(run, observers, host.name, result, first.get(host.name, []), started=t0)
+        finally:
+            await classes.host_done(host.name)
+            # the host is done: its answers are not needed any more (its connection, and the
+            # deploy lock in it, stay until the batch ends)
+            session.probes.clear()
+            session.prefetched.clear()
+            session.registered.clear()
 
-        async def apply_one(host: Any) -> None:
-            p = plans.pop(host.name, None)
-            session = sessions.get(host.name)
-            if p is None or session is None:
-                return
-            t0 = time.monotonic()
-            try:
-                if p.blocking is not None:
-                    b = p.blocking
-                    observers.emit("host.refused", host.name, task=b.name, msg=b.msg)
-                    result = HostPass(outcomes=[b.model_copy(update={"msg": f"{b.msg} (found while planning: "
-                                                                            f"nothing was uploaded or run)"})],
-                                      status=b.status if b.status == "unreachable" else "failed",
-                                      error=f"{b.name}: {b.msg}")
-                    observers.emit("task.finished", host.name, task=b.name, action=b.action, phase=b.phase,
-                                   status=b.status, rc=b.rc, duration_s=0.0, msg=result.outcomes[0].msg,
-                                   start_s=round(run.elapsed_s(), 3))
-                else:
-                    result = await run_pass(session, playbook, tasks, selected, apply=True, run=run,
-                                            observers=observers, classes=classes, opts=pass_opts)
-                _finish(run, observers, host.name, result, first.get(host.name, []), started=t0)
-            finally:
-                await classes.host_done(host.name)
-                # the host is done: its answers are not needed any more (its connection, and the
-                # deploy lock in it, stay until the batch ends)
-                session.probes.clear()
-                session.prefetched.clear()
-                session.registered.clear()
+    gate = asyncio.Semaphore(max(1, opts.forks))  # forks: hosts being connected, planned or applied
 
-        await for_each_host(batch, apply_one, forks=opts.forks)
+    async def one(host: Any) -> None:
+        try:
+            async with gate:
+                await plan_one(host)
+        finally:
+            leave(host.name)
+        name = host.name
+        if name not in plans:
+            return
+        if settling is None or name in early:  # planned in time: settled with the early group
+            await triggered.wait()
+            assert settling is not None
+            await asyncio.shield(settling)
+        else:  # late: it joins the classes on its own
+            if classes.assign([name]) or not apply:
+                plans[name] = await _plan(sessions[name], playbook, tasks, selected, run,
+                                          planning_observers if apply else observers, classes, pass_opts)
+        if not apply:
+            _finish(run, observers, name, plans.pop(name), first.get(name, []))
+            return
+        async with gate:
+            await apply_one(host)
+
+    try:
+        results = await asyncio.gather(*(one(h) for h in batch), return_exceptions=True)
+        for res in results:  # one host's bug is re-raised only after every other host has finished
+            if isinstance(res, BaseException):
+                raise res
     except (asyncio.CancelledError, KeyboardInterrupt):
         for h in batch:
             out = run.host(h.name)
@@ -311,6 +374,8 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                 observers.emit("host.interrupted", h.name)
         raise
     finally:
+        if settling is not None and not settling.done():
+            settling.cancel()
         if memory is not None:
             memory.remember({h: (s.workdir, s.run_id, s.asked) for h, s in sessions.items() if s.workdir})
         await asyncio.gather(*(close_session(s) for s in sessions.values()), return_exceptions=True)

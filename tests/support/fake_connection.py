@@ -13,7 +13,7 @@ import asyncio
 import json
 import shlex
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,8 @@ class FakeHost:
         unreachable: connecting fails with this cause.
         drop_after: the connection is lost at the command whose argv contains this string.
         delay_s: each command takes this long (seconds).
+        connect_wait: awaited when the host is connected (a host whose connect hangs: an sshd
+            that never sends its banner), before ``unreachable`` is looked at.
         execs: every command the engine itself started on the host (argv), in order; the probes
             the run's first command runs for it are in ``log`` only.
     """
@@ -62,6 +64,7 @@ class FakeHost:
     unreachable: str | None = None
     drop_after: str | None = None
     delay_s: float = 0.0
+    connect_wait: Callable[[], Awaitable[None]] | None = None
     execs: list[list[str]] = field(default_factory=list)
 
     def commands(self) -> list[list[str]]:
@@ -117,6 +120,8 @@ class FakeConnection(Connection):
         self.opened = False
 
     async def open(self) -> None:
+        if self.fake.connect_wait is not None:
+            await self.fake.connect_wait()
         if self.fake.unreachable:
             raise HostUnreachable(self.host, self.fake.unreachable)
         self.opened = True

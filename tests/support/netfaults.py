@@ -6,6 +6,7 @@
   no privileges and no packet filter.
 - :class:`DropServer`: accepts TCP connections and closes each at once, before any SSH banner:
   what sshd does to connections past ``MaxStartups``.
+- :class:`SilentServer`: accepts TCP connections and never sends a banner: a hung sshd.
 """
 
 from __future__ import annotations
@@ -64,3 +65,29 @@ class DropServer:
 
     def close(self) -> None:
         self.sock.close()
+
+
+class SilentServer:
+    """Accepts TCP connections and holds them open without ever sending an SSH banner: a hung
+    sshd (or a host whose sshd is wedged), so a connect waits for its whole connect timeout."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for c in self.held:
+            c.close()
