@@ -551,3 +551,41 @@ def test_mutation_strategy_reaches_both_outcomes():
 def test_fleet_yaml_is_plain_yaml_too():
     """The example inventory is valid for any YAML reader (no fleetctl-only syntax)."""
     assert yaml.safe_load(_VALID_TEXT)["all"]["children"]["gpu-nodes"]["hosts"]["gpu05"]["ansible_port"] == 2222
+
+
+# -- the registry of fleetctl's own vars ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("typo", "meant"), [
+    ("ssh_confg", "ssh_config"), ("venv_version_dir", "venv_versions_dir"), ("slurm_partiton", "slurm_partition"),
+    ("venv_kep", "venv_keep"), ("verify_devise", "verify_device"), ("Deploy_Lock", "deploy_lock"),
+])
+def test_misspelt_own_var_is_refused_whatever_kind_the_hosts_use(tmp_path, typo, meant):
+    """A local-only inventory still refuses a typo of an ssh, slurm or template var."""
+    path = write(tmp_path, f"all:\n  hosts:\n    box:\n      ansible_connection: local\n      {typo}: x\n")
+    with pytest.raises(InventoryError) as info:
+        load_inventory(path)
+    assert str(info.value) == (f"{path}:5: all.hosts.box.{typo}: unknown variable {typo!r} looks like fleetctl's "
+                               f"{meant!r}; did you mean {meant!r}?")
+
+
+def test_every_var_fleetctl_reads_is_in_the_registry():
+    """HostSettings, every connection kind's own (non-Ansible) vars, and every var the templates
+    fleetctl ships read with a default: all in OWN_VARS, and nothing else is."""
+    import re
+
+    from fleetctl.connection.registry import KINDS, load_kind
+    from fleetctl.inventory.own_vars import OWN_VARS
+    from fleetctl.inventory.settings import aliases_of
+
+    read = set(aliases_of(HostSettings))
+    for kind in KINDS:
+        read |= {v for v in aliases_of(load_kind(kind).settings_model) if not v.startswith("ansible_")}
+    repo = Path(__file__).resolve().parents[1]
+    template_var = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\|\s*default\(")
+    files = [*repo.joinpath("playbooks").rglob("*.y*ml"), *repo.joinpath("fleetctl").rglob("*.py")]
+    templated = {m.group(1) for f in files for m in template_var.finditer(f.read_text())}
+    assert {"venv_versions_dir", "venv_keep", "verify_device"} <= templated
+    read |= templated
+    assert read - set(OWN_VARS) == set(), "vars fleetctl reads but the registry lacks"
+    assert set(OWN_VARS) - read == set(), "registry entries nothing reads"
