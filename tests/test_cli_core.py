@@ -117,3 +117,43 @@ def test_the_published_schemas_are_current_and_real_records_follow_them(tmp_path
         jsonschema.validate(event, events_schema())
         names.add(event["event"])
     assert {"run.started", "host.started", "task.started", "task.finished", "command.started", "run.finished"} <= names
+
+
+def test_retry_set_is_kept_per_inventory_and_playbook(tmp_path):
+    """A failed deploy on inventory A, then a successful run of another play (inventory B, or A's
+    verify-like playbook): ``--retry-failed`` on A's play still retries A's failed host, and only
+    a run of that play replaces its retry set (as Ansible keeps one .retry file per playbook)."""
+    flag = tmp_path / "fixed"
+    inv_a, inv_b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    inv_a.write_text(f"all:\n  hosts:\n    a1: {{ansible_connection: local, workdir: {tmp_path}/wa1}}\n"
+                     f"    a2: {{ansible_connection: local, workdir: {tmp_path}/wa2}}\n")
+    inv_b.write_text(f"all:\n  hosts:\n    b1: {{ansible_connection: local, workdir: {tmp_path}/wb1}}\n")
+    deploy = tmp_path / "deploy.yaml"
+    deploy.write_text("name: deploy\nhosts: all\ngather_facts: false\ntasks:\n  - name: needs the fix on a2\n"
+                      "    command: {argv: [sh, -c, 'test \"$0\" != a2 || test -e \"$1\"', "
+                      "'{{ host }}', " + json.dumps(str(flag)) + "]}\n")
+    check = tmp_path / "check.yaml"
+    check.write_text("name: check\nhosts: all\ngather_facts: false\ntasks:\n  - name: ok\n"
+                     "    command: {argv: ['true']}\n")
+
+    first = fleetctl("-i", str(inv_a), "deploy", "--hosts", "all", "--playbook", str(deploy), home=tmp_path)
+    assert first.returncode == 1, first.stderr
+    assert json.loads((last_run(tmp_path) / "run.json").read_text())["failed_hosts"] == ["a2"]
+    other_inv = fleetctl("-i", str(inv_b), "deploy", "--hosts", "all", "--playbook", str(deploy), home=tmp_path)
+    assert other_inv.returncode == 0, other_inv.stderr
+    other_play = fleetctl("-i", str(inv_a), "deploy", "--hosts", "all", "--playbook", str(check), home=tmp_path)
+    assert other_play.returncode == 0, other_play.stderr
+
+    flag.touch()
+    retry = fleetctl("-i", str(inv_a), "deploy", "--hosts", "all", "--playbook", str(deploy), "--retry-failed",
+                     home=tmp_path)
+    assert retry.returncode == 0, retry.stderr
+    assert sorted(json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]) == ["a2"]
+    again = fleetctl("-i", str(inv_a), "deploy", "--hosts", "all", "--playbook", str(deploy), "--retry-failed",
+                     home=tmp_path)
+    assert again.returncode == 0 and "nothing to retry" in again.stderr
+    # a play never run has no retry set
+    never = fleetctl("-i", str(inv_b), "deploy", "--hosts", "all", "--playbook", str(check), "--retry-failed",
+                     home=tmp_path)
+    assert never.returncode == 2 and never.stderr.count("\n") == 1
+    assert f"no run of {check} on this inventory has left a retry set" in never.stderr

@@ -58,13 +58,19 @@ def _phase_timeouts(items: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
-def _retry_limit(retry_failed: str, limit: str | None) -> str:
+def _play_sources(obj: Context, path: Path) -> tuple[list[str], str]:
+    """The play's identity for its retry set: inventory sources as resolved, and the playbook."""
+    return [str(resolve_default(p)) for p in obj.inventory_paths], str(path)
+
+
+def _retry_limit(retry_failed: str, limit: str | None, key: str, playbook: str) -> str:
     from ..reporting.history import retry_hosts, runs_root
 
     try:
-        from_run, names = retry_hosts(None if retry_failed == "last" else retry_failed)
+        from_run, names = retry_hosts(None if retry_failed == "last" else retry_failed, key=key)
     except FileNotFoundError:
-        what = "no run has left a retry set" if retry_failed == "last" else f"no run {retry_failed!r}"
+        what = (f"no run of {playbook} on this inventory has left a retry set" if retry_failed == "last"
+                else f"no run {retry_failed!r}")
         raise InputError(f"--retry-failed: {what} in {runs_root()}") from None
     except (OSError, ValueError, KeyError) as exc:
         raise InputError(f"--retry-failed: no retry set to read ({exc})") from None
@@ -100,8 +106,12 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
     tag_list, skip_list = _split(tags), _split(skip_tags)
     _check_tags(playbook, "--tags", tag_list)
     _check_tags(playbook, "--skip-tags", skip_list)
+    from ..reporting.history import play_key
+
+    play_inventory, play_file = _play_sources(obj, path)
+    key = play_key(play_inventory, play_file)
     if retry_failed is not None:
-        limit = _retry_limit(retry_failed, limit)
+        limit = _retry_limit(retry_failed, limit, key, play_file)
     inv, hosts = obj.select(pattern, limit, forks=forks)
     serial_items = _split(serial)
     for item in serial_items:
@@ -147,7 +157,7 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
     if mode == "apply":
         from ..reporting.history import write_retry_set
 
-        write_retry_set(run.run_id, bad)
+        write_retry_set(run.run_id, bad, key=key, inventory=play_inventory, playbook=play_file)
     finish(run, observers, "failed" if bad else "ok")
     results = run.as_json()["hosts"]
     if plan:
