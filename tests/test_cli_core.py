@@ -157,3 +157,50 @@ def test_retry_set_is_kept_per_inventory_and_playbook(tmp_path):
                      home=tmp_path)
     assert never.returncode == 2 and never.stderr.count("\n") == 1
     assert f"no run of {check} on this inventory has left a retry set" in never.stderr
+
+
+def test_a_run_whose_controller_was_sigkilled_is_shown_interrupted(tmp_path):
+    """A real controller killed with SIGKILL cannot finish its record: while it lives the run is
+    'running'; once its process is gone from this machine, listings and the report say
+    'interrupted (controller gone)' (the record itself is left as it was)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.support.fleet import REPO
+
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"all:\n  hosts:\n    me: {{ansible_connection: local, workdir: {tmp_path}/work}}\n")
+    started = tmp_path / "started"
+    play = tmp_path / "slow.yaml"
+    play.write_text("name: slow\nhosts: all\ngather_facts: false\ntasks:\n  - name: wait\n"
+                    f"    command: {{argv: [sh, -c, 'touch {started}; exec sleep 600']}}\n")
+    env = {**os.environ, "FLEETCTL_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "deploy", "--hosts", "me",
+                             "--playbook", str(play)], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists():  # the controller is in its task: the record says running
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        alive = json.loads(fleetctl("runs", "--json", home=tmp_path).stdout)
+        assert [r["status"] for r in alive] == ["running"]
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the controller and its sleep
+        proc.wait()
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    assert record["status"] == "running" and record["controller_pid"] == proc.pid
+    listed = json.loads(fleetctl("runs", "--json", home=tmp_path).stdout)
+    assert [r["status"] for r in listed] == ["interrupted (controller gone)"]
+    assert "interrupted (controller gone)" in fleetctl("runs", home=tmp_path).stdout
+    html = tmp_path / "r.html"
+    rep = fleetctl("report", record["run_id"], "--html", str(html), home=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    assert "interrupted (controller gone)" in html.read_text()
+    # a record from another machine is shown as recorded
+    from fleetctl.reporting.history import shown_status
+
+    assert shown_status({**record, "controller": "elsewhere.invalid"}) == "running"

@@ -32,11 +32,13 @@ def runs(ctx: click.Context, as_json: bool) -> None:
 
 
 def _summary(r: dict) -> dict:
+    from ..reporting.history import shown_status
+
     kind = r.get("kind", "?")
     mode = r.get("mode", "apply")
     hosts = r.get("hosts", {})
     return {"run_id": r.get("run_id"), "kind": kind, "mode": mode,
-            "what": kind if mode == "apply" else f"{kind} ({mode})", "status": r.get("status", "?"),
+            "what": kind if mode == "apply" else f"{kind} ({mode})", "status": shown_status(r),
             "started": r.get("started"), "finished": r.get("finished"), "hosts": len(hosts),
             "failed": len(r.get("failed_hosts") or []), "playbook": r.get("playbook"), "pattern": r.get("pattern")}
 

@@ -46,6 +46,54 @@ def list_runs(root: Path | None = None) -> list[dict]:
     return out
 
 
+GONE = "interrupted (controller gone)"
+
+
+def process_start(pid: int) -> int | None:
+    """A process's start time (clock ticks since boot, field 22 of ``/proc/PID/stat``), or None
+    when there is no such process or no ``/proc``. Told apart from a later process that got the
+    same pid."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) "; comm may hold spaces
+    if fields[0] == "Z":  # a zombie: dead, not yet reaped
+        return None
+    return int(fields[19])
+
+
+def _alive(pid: int, start: int | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process of that pid
+        pass
+    if not Path("/proc/self/stat").exists():
+        return True
+    now = process_start(pid)
+    return now is not None and (start is None or now == start)
+
+
+def shown_status(record: dict) -> str:
+    """A run's status as listings show it: the recorded one, but a record still ``running`` whose
+    controller process (``controller_pid`` on ``controller``, this machine) is gone is shown as
+    ``interrupted (controller gone)``: it was killed (SIGKILL, a crash) before it could say so.
+    Runs of another machine, or recorded before the pid was, are shown as recorded. Nothing is
+    rewritten."""
+    import socket
+
+    status = str(record.get("status", "?"))
+    pid = record.get("controller_pid")
+    if status != "running" or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return status
+    if record.get("controller") != socket.gethostname():
+        return status
+    start = record.get("controller_start")
+    return status if _alive(pid, start if isinstance(start, int) else None) else GONE
+
+
 def load_run(run_id: str, root: Path | None = None) -> dict:
     """One run's ``run.json``.
 
