@@ -204,3 +204,34 @@ def test_a_run_whose_controller_was_sigkilled_is_shown_interrupted(tmp_path):
     from fleetctl.reporting.history import shown_status
 
     assert shown_status({**record, "controller": "elsewhere.invalid"}) == "running"
+
+
+def test_logs_of_an_unreachable_host_print_its_reason(tmp_path):
+    """The summary points at ``fleetctl logs RUN HOST``; for a host never reached that prints the
+    cause from run.json, not nothing."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: connection refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"all:\n  hosts:\n    gone: {{ansible_host: 127.0.0.1, ansible_port: {port}}}\n")
+    res = fleetctl("-i", str(inv), "run", "--hosts", "gone", "--", "true", home=tmp_path)
+    assert res.returncode == 1, res.stderr
+    run_id = last_run(tmp_path).name
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    assert record["hosts"]["gone"]["status"] == "unreachable"
+    logs = fleetctl("logs", run_id, "gone", home=tmp_path)
+    assert logs.returncode == 0, logs.stderr
+    assert logs.stdout == f"gone: unreachable: {record['hosts']['gone']['error']}\n"
+    assert record["hosts"]["gone"]["error"]
+
+
+def test_verify_that_changes_nothing_says_verified(tmp_path):
+    inv, _ = write(tmp_path)
+    play = tmp_path / "check.yaml"
+    play.write_text("name: check\nhosts: all\ngather_facts: false\ntasks: []\n")
+    res = fleetctl("-i", str(inv), "verify", "--playbook", str(play), "--hosts", "me", home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "verified: every host passed, nothing changed" in res.stdout
+    assert "already up to date" not in res.stdout

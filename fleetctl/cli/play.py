@@ -91,6 +91,9 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
     from ..engine.runner import PlayOptions, run_playbook
     from ..playbook import load_playbook
 
+    if plan and dry_run:
+        raise InputError("--plan and --dry-run: give one (--plan prints each host's decisions; --dry-run runs the "
+                         "play's probes and prints the commands it would run)")
     path = resolve_default(playbook_path)
     if not path.exists():
         raise InputError("playbook file not found", file=str(path))
@@ -181,7 +184,8 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
         print_summary(console, results, run.run_id, fold=folded, causes_below=not folded)
         changed = [t for r in results.values() for t in r.get("tasks", []) if t["status"] == "changed"]
         if not bad and not changed and not dry_run:
-            console.print("nothing changed: every host was already up to date")
+            console.print("verified: every host passed, nothing changed" if kind == "verify"
+                          else "nothing changed: every host was already up to date")
         classes = [] if dry_run else build_classes(results)
         if classes:
             console.print("build classes:")
