@@ -52,6 +52,20 @@ def state_dir() -> Path:
     return _xdg("XDG_STATE_HOME", ".local/state") / "fleetctl"
 
 
+def state_env() -> dict[str, str]:
+    """The environment variables that chose :func:`state_dir`, as the user set them (made absolute):
+    ``FLEETCTL_HOME`` when set, else an absolute ``XDG_STATE_HOME``; empty when the default
+    (``~/.local/state/fleetctl``) applies. What a job started elsewhere (a timer, cron) must carry
+    to keep its runs where this user's interactive runs are, and nothing more."""
+    home = os.environ.get("FLEETCTL_HOME")
+    if home:
+        return {"FLEETCTL_HOME": os.path.abspath(os.path.expanduser(home))}
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return {"XDG_STATE_HOME": xdg}
+    return {}
+
+
 def cache_dir() -> Path:
     """The user's fleetctl cache folder (see the module docstring); not created here."""
     return _xdg("XDG_CACHE_HOME", ".cache") / "fleetctl"

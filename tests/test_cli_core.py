@@ -117,3 +117,121 @@ def test_the_published_schemas_are_current_and_real_records_follow_them(tmp_path
         jsonschema.validate(event, events_schema())
         names.add(event["event"])
     assert {"run.started", "host.started", "task.started", "task.finished", "command.started", "run.finished"} <= names
+
+
+def test_retry_set_is_kept_per_inventory_and_playbook(tmp_path):
+    """A failed deploy on inventory A, then a successful run of another play (inventory B, or A's
+    verify-like playbook): ``--retry-failed`` on A's play still retries A's failed host, and only
+    a run of that play replaces its retry set (as Ansible keeps one .retry file per playbook)."""
+    flag = tmp_path / "fixed"
+    inv_a, inv_b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    inv_a.write_text(f"all:\n  hosts:\n    a1: {{ansible_connection: local, workdir: {tmp_path}/wa1}}\n"
+                     f"    a2: {{ansible_connection: local, workdir: {tmp_path}/wa2}}\n")
+    inv_b.write_text(f"all:\n  hosts:\n    b1: {{ansible_connection: local, workdir: {tmp_path}/wb1}}\n")
+    deploy = tmp_path / "deploy.yaml"
+    deploy.write_text("name: deploy\nhosts: all\ngather_facts: false\ntasks:\n  - name: needs the fix on a2\n"
+                      "    command: {argv: [sh, -c, 'test \"$0\" != a2 || test -e \"$1\"', "
+                      "'{{ host }}', " + json.dumps(str(flag)) + "]}\n")
+    check = tmp_path / "check.yaml"
+    check.write_text("name: check\nhosts: all\ngather_facts: false\ntasks:\n  - name: ok\n"
+                     "    command: {argv: ['true']}\n")
+
+    first = fleetctl("-i", str(inv_a), "deploy", "--hosts", "all", "--playbook", str(deploy), home=tmp_path)
+    assert first.returncode == 1, first.stderr
+    assert json.loads((last_run(tmp_path) / "run.json").read_text())["failed_hosts"] == ["a2"]
+    other_inv = fleetctl("-i", str(inv_b), "deploy", "--hosts", "all", "--playbook", str(deploy), home=tmp_path)
+    assert other_inv.returncode == 0, other_inv.stderr
+    other_play = fleetctl("-i", str(inv_a), "deploy", "--hosts", "all", "--playbook", str(check), home=tmp_path)
+    assert other_play.returncode == 0, other_play.stderr
+
+    flag.touch()
+    retry = fleetctl("-i", str(inv_a), "deploy", "--hosts", "all", "--playbook", str(deploy), "--retry-failed",
+                     home=tmp_path)
+    assert retry.returncode == 0, retry.stderr
+    assert sorted(json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]) == ["a2"]
+    again = fleetctl("-i", str(inv_a), "deploy", "--hosts", "all", "--playbook", str(deploy), "--retry-failed",
+                     home=tmp_path)
+    assert again.returncode == 0 and "nothing to retry" in again.stderr
+    # a play never run has no retry set
+    never = fleetctl("-i", str(inv_b), "deploy", "--hosts", "all", "--playbook", str(check), "--retry-failed",
+                     home=tmp_path)
+    assert never.returncode == 2 and never.stderr.count("\n") == 1
+    assert f"no run of {check} on this inventory has left a retry set" in never.stderr
+
+
+def test_a_run_whose_controller_was_sigkilled_is_shown_interrupted(tmp_path):
+    """A real controller killed with SIGKILL cannot finish its record: while it lives the run is
+    'running'; once its process is gone from this machine, listings and the report say
+    'interrupted (controller gone)' (the record itself is left as it was)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.support.fleet import REPO
+
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"all:\n  hosts:\n    me: {{ansible_connection: local, workdir: {tmp_path}/work}}\n")
+    started = tmp_path / "started"
+    play = tmp_path / "slow.yaml"
+    play.write_text("name: slow\nhosts: all\ngather_facts: false\ntasks:\n  - name: wait\n"
+                    f"    command: {{argv: [sh, -c, 'touch {started}; exec sleep 600']}}\n")
+    env = {**os.environ, "FLEETCTL_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "deploy", "--hosts", "me",
+                             "--playbook", str(play)], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists():  # the controller is in its task: the record says running
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        alive = json.loads(fleetctl("runs", "--json", home=tmp_path).stdout)
+        assert [r["status"] for r in alive] == ["running"]
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the controller and its sleep
+        proc.wait()
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    assert record["status"] == "running" and record["controller_pid"] == proc.pid
+    listed = json.loads(fleetctl("runs", "--json", home=tmp_path).stdout)
+    assert [r["status"] for r in listed] == ["interrupted (controller gone)"]
+    assert "interrupted (controller gone)" in fleetctl("runs", home=tmp_path).stdout
+    html = tmp_path / "r.html"
+    rep = fleetctl("report", record["run_id"], "--html", str(html), home=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    assert "interrupted (controller gone)" in html.read_text()
+    # a record from another machine is shown as recorded
+    from fleetctl.reporting.history import shown_status
+
+    assert shown_status({**record, "controller": "elsewhere.invalid"}) == "running"
+
+
+def test_logs_of_an_unreachable_host_print_its_reason(tmp_path):
+    """The summary points at ``fleetctl logs RUN HOST``; for a host never reached that prints the
+    cause from run.json, not nothing."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: connection refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"all:\n  hosts:\n    gone: {{ansible_host: 127.0.0.1, ansible_port: {port}}}\n")
+    res = fleetctl("-i", str(inv), "run", "--hosts", "gone", "--", "true", home=tmp_path)
+    assert res.returncode == 1, res.stderr
+    run_id = last_run(tmp_path).name
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    assert record["hosts"]["gone"]["status"] == "unreachable"
+    logs = fleetctl("logs", run_id, "gone", home=tmp_path)
+    assert logs.returncode == 0, logs.stderr
+    assert logs.stdout == f"gone: unreachable: {record['hosts']['gone']['error']}\n"
+    assert record["hosts"]["gone"]["error"]
+
+
+def test_verify_that_changes_nothing_says_verified(tmp_path):
+    inv, _ = write(tmp_path)
+    play = tmp_path / "check.yaml"
+    play.write_text("name: check\nhosts: all\ngather_facts: false\ntasks: []\n")
+    res = fleetctl("-i", str(inv), "verify", "--playbook", str(play), "--hosts", "me", home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "verified: every host passed, nothing changed" in res.stdout
+    assert "already up to date" not in res.stdout

@@ -551,3 +551,120 @@ def test_mutation_strategy_reaches_both_outcomes():
 def test_fleet_yaml_is_plain_yaml_too():
     """The example inventory is valid for any YAML reader (no fleetctl-only syntax)."""
     assert yaml.safe_load(_VALID_TEXT)["all"]["children"]["gpu-nodes"]["hosts"]["gpu05"]["ansible_port"] == 2222
+
+
+# -- the registry of fleetctl's own vars ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("typo", "meant"), [
+    ("ssh_confg", "ssh_config"), ("venv_version_dir", "venv_versions_dir"), ("slurm_partiton", "slurm_partition"),
+    ("venv_kep", "venv_keep"), ("verify_devise", "verify_device"), ("Deploy_Lock", "deploy_lock"),
+])
+def test_misspelt_own_var_is_refused_whatever_kind_the_hosts_use(tmp_path, typo, meant):
+    """A local-only inventory still refuses a typo of an ssh, slurm or template var."""
+    path = write(tmp_path, f"all:\n  hosts:\n    box:\n      ansible_connection: local\n      {typo}: x\n")
+    with pytest.raises(InventoryError) as info:
+        load_inventory(path)
+    assert str(info.value) == (f"{path}:5: all.hosts.box.{typo}: unknown variable {typo!r} looks like fleetctl's "
+                               f"{meant!r}; did you mean {meant!r}?")
+
+
+def test_every_var_fleetctl_reads_is_in_the_registry():
+    """HostSettings, every connection kind's own (non-Ansible) vars, and every var the templates
+    fleetctl ships read with a default: all in OWN_VARS, and nothing else is."""
+    import re
+
+    from fleetctl.connection.registry import KINDS, load_kind
+    from fleetctl.inventory.own_vars import OWN_VARS
+    from fleetctl.inventory.settings import aliases_of
+
+    read = set(aliases_of(HostSettings))
+    for kind in KINDS:
+        read |= {v for v in aliases_of(load_kind(kind).settings_model) if not v.startswith("ansible_")}
+    repo = Path(__file__).resolve().parents[1]
+    template_var = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\|\s*default\(")
+    files = [*repo.joinpath("playbooks").rglob("*.y*ml"), *repo.joinpath("fleetctl").rglob("*.py")]
+    templated = {m.group(1) for f in files for m in template_var.finditer(f.read_text())}
+    assert {"venv_versions_dir", "venv_keep", "verify_device"} <= templated
+    read |= templated
+    assert read - set(OWN_VARS) == set(), "vars fleetctl reads but the registry lacks"
+    assert set(OWN_VARS) - read == set(), "registry entries nothing reads"
+
+
+# -- Ansible's connection and privilege vars: honoured, refused or ignored -----------------------
+
+
+def test_unhonoured_connection_var_is_refused_for_selected_hosts_only(tmp_path):
+    path = write(tmp_path, "all:\n  hosts:\n"
+                           "    s1: {ansible_host: 10.0.0.1, ansible_ssh_extra_args: '-o ProxyJump=bastion'}\n"
+                           "    s2: {ansible_host: 10.0.0.2}\n")
+    inv = load_inventory(path)
+    inv.check_hosts(inv.select("s2"))  # an inventory may hold hosts fleetctl is not asked about
+    with pytest.raises(InventoryError) as info:
+        inv.check_hosts(inv.select("all"))
+    assert str(info.value).startswith(
+        f"{path}:3: all.hosts.s1.ansible_ssh_extra_args: host 's1' sets ansible_ssh_extra_args = "
+        "'-o ProxyJump=bastion', which fleetctl does not honour: ")
+    assert "~/.ssh/config" in str(info.value) and "ssh_config" in str(info.value)
+
+
+@pytest.mark.parametrize("var", ["ansible_password", "ansible_ssh_pass", "ansible_become_pass"])
+def test_passwords_are_refused_or_ignored_without_being_shown(tmp_path, var):
+    path = write(tmp_path, f"all:\n  hosts:\n    s1: {{{var}: hunter2}}\n")
+    inv = load_inventory(path)
+    if var == "ansible_become_pass":  # without ansible_become, Ansible does not use it either
+        inv.check_hosts(inv.select("s1"))
+        return
+    with pytest.raises(InventoryError) as info:
+        inv.check_hosts(inv.select("s1"))
+    assert "hunter2" not in str(info.value) and "keys only" in str(info.value)
+
+
+@pytest.mark.parametrize(("value", "refused"), [(True, True), ("yes", True), ("True", True), (1, True),
+                                                 (False, False), ("no", False), ("false", False)])
+def test_become_is_refused_when_on(tmp_path, value, refused):
+    path = write(tmp_path, f"all:\n  vars:\n    ansible_become_user: svc\n  hosts:\n"
+                           f"    s1: {{ansible_become: {value!r}}}\n".replace("'", '"'))
+    inv = load_inventory(path)
+    if not refused:
+        inv.check_hosts(inv.select("s1"))
+        return
+    with pytest.raises(InventoryError, match=r"^.*:5: all\.hosts\.s1\.ansible_become: host 's1' sets "
+                                             r"ansible_become \(to run as 'svc'\), which fleetctl does not honour"):
+        inv.check_hosts(inv.select("s1"))
+
+
+def test_harmless_ansible_vars_and_ssh_options_of_other_kinds_pass(tmp_path):
+    """Common vars of real inventories do not break them; ssh options mean nothing to a local host
+    (nor to Ansible's local connection)."""
+    path = write(tmp_path, "all:\n  vars:\n    ansible_python_interpreter: /usr/bin/python3\n"
+                           "    ansible_ssh_pipelining: true\n    ansible_shell_type: sh\n"
+                           "    ansible_host_key_checking: false\n    ansible_ssh_common_args: ''\n"
+                           "  hosts:\n    s1: {ansible_host: 10.0.0.1}\n"
+                           "    box: {ansible_connection: local, ansible_ssh_common_args: '-o ProxyJump=b'}\n")
+    inv = load_inventory(path)
+    inv.check_hosts(inv.select("all"), venv=False)
+
+
+def test_every_ansible_connection_var_has_a_decision_and_the_docs_list_it():
+    """Each of Ansible's connection and become vars is honoured (a kind's model reads it), refused
+    or ignored; every refused or ignored name is one Ansible knows; docs/inventory.md names each."""
+    from fleetctl.connection.registry import KINDS, load_kind
+    from fleetctl.inventory.ansible_names import ANSIBLE_NAMES
+    from fleetctl.inventory.ansible_support import IGNORED, REFUSED
+    from fleetctl.inventory.settings import aliases_of
+
+    honoured = {"ansible_connection"}
+    for kind in KINDS:
+        honoured |= {v for v in aliases_of(load_kind(kind).settings_model) if v.startswith("ansible_")}
+    assert not (set(REFUSED) & set(IGNORED)) and not (honoured & (set(REFUSED) | set(IGNORED)))
+    assert (set(REFUSED) | set(IGNORED)) <= ANSIBLE_NAMES
+    connection_vars = {n for n in ANSIBLE_NAMES if n.startswith(("ansible_ssh_", "ansible_become", "ansible_scp_",
+                                                                 "ansible_sftp_", "ansible_shell_"))}
+    connection_vars |= {"ansible_password", "ansible_host", "ansible_port", "ansible_user", "ansible_pipelining",
+                        "ansible_private_key_file", "ansible_private_key", "ansible_python_interpreter",
+                        "ansible_timeout", "ansible_remote_tmp", "ansible_host_key_checking"}
+    undecided = connection_vars - honoured - set(REFUSED) - set(IGNORED)
+    assert undecided == set()
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "inventory.md").read_text()
+    assert [n for n in sorted(set(REFUSED) | set(IGNORED)) if f"`{n}`" not in doc] == []

@@ -273,7 +273,8 @@ def test_timespan_infinity():
 def job(tmp_path: Path, **kw) -> sch.Job:
     base = dict(name="fleetctl-nightly", hour=2, minute=30, fleetctl=("/opt/fleet ctl/bin/fleetctl",),
                 inventory="/srv/fleet/inventory.yaml", playbook="/srv/fleet/playbooks/nightly.yaml",
-                pattern="gpu-nodes:!gpu03", workdir="/srv/fleet", home="/var/lib/fleet 100%")
+                pattern="gpu-nodes:!gpu03", workdir="/srv/fleet", home="/var/lib/fleet 100%",
+                env=(("FLEETCTL_HOME", "/var/lib/fleet 100%"),))
     base.update(kw)
     return sch.Job(**base)
 
@@ -354,7 +355,8 @@ def test_cron_line_runs_through_sh_as_written(tmp_path):
                     "json.dump({'argv': sys.argv[1:], 'cwd': os.getcwd(), 'home': os.environ['FLEETCTL_HOME']},"
                     " sys.stdout)\n")
     fake.chmod(0o755)
-    j = job(tmp_path, fleetctl=(str(fake),), workdir=str(weird), home=str(weird), inventory=str(weird / "i%.yaml"),
+    j = job(tmp_path, fleetctl=(str(fake),), workdir=str(weird), home=str(weird), env=(("FLEETCTL_HOME", str(weird)),),
+            inventory=str(weird / "i%.yaml"),
             pattern="a:&b:!c", extra_vars=("x=$(touch /tmp/pwned) ; `id` 'q' %s %%",), nice=3, idle_io=True,
             randomized_delay="0")
     cmd, stdin = cron_sh_command(sch.cron_line(j))
@@ -692,3 +694,50 @@ def test_help_lists_the_command():
                          cwd=REPO)
     assert re.search(r"^\s+schedule\s", res.stdout, re.M), res.stdout
     assert shutil.which("systemd-analyze"), "systemd-analyze is needed (Debian package systemd; .ci/run installs it)"
+
+
+def test_without_fleetctl_home_the_job_uses_the_default_state_folder_and_runs_lists_its_runs(tmp_path):
+    """FLEETCTL_HOME is carried only when the user set it: otherwise the unit and the cron line set
+    no FLEETCTL_HOME (never the current folder), cron.log is in the state folder, and the job's run
+    lands where interactive runs are, so ``fleetctl runs`` from any folder lists it."""
+    d = fleet_dir(tmp_path)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("XDG_CONFIG_HOME", "FLEETCTL_INVENTORY", "FLEETCTL_HOME", "XDG_STATE_HOME")}
+    env["HOME"] = str(tmp_path / "home")
+    state = tmp_path / "home/.local/state/fleetctl"
+
+    def cli(*args, cwd=d, **more):
+        return subprocess.run([sys.executable, "-m", "fleetctl", *args], capture_output=True, text=True,
+                              timeout=300, env={**env, **more}, cwd=cwd)
+
+    units = split_printed(cli("-i", "inv.yaml", "schedule", "--playbook", "pb.yaml", "--at", "02:30",
+                              "--print").stdout)
+    svc = unit_settings(units[str(tmp_path / "home/.config/systemd/user/fleetctl-pb.service")])
+    assert "Environment" not in svc
+    res = cli("-i", "inv.yaml", "schedule", "--playbook", "pb.yaml", "--at", "7:05", "--cron", "--print",
+              "--name", "nightly")
+    assert res.returncode == 0, res.stderr
+    line = res.stdout.rstrip("\n")
+    assert "FLEETCTL_HOME" not in line and str(d) not in line.split(">>", 1)[1]
+    assert line.endswith(" >> " + shlex.quote(str(state / "cron.log")) + " 2>&1 # fleetctl:nightly")
+    state.mkdir(parents=True)  # schedule (not --print) makes it
+    cmd, stdin = cron_sh_command(line)
+    run = subprocess.run(["/bin/sh", "-c", cmd], input=stdin, capture_output=True, text=True, timeout=300,
+                         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "SHELL": "/bin/sh"})
+    assert run.returncode == 0, run.stderr
+    log = (state / "cron.log").read_text()
+    run_id = json.loads(log[log.index("{\n"):log.rindex("}") + 1])["run_id"]
+    assert not (d / "runs").exists()
+    assert (state / "runs" / run_id / "run.json").is_file()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    listed = cli("runs", "--json", cwd=elsewhere)
+    assert listed.returncode == 0, listed.stderr
+    assert run_id in listed.stdout
+
+    # with XDG_STATE_HOME set, that is what the job carries (its runs go where this user's go)
+    xdg = tmp_path / "xdg-state"
+    res = cli("-i", "inv.yaml", "schedule", "--playbook", "pb.yaml", "--at", "7:05", "--cron", "--print",
+              "--name", "nightly", XDG_STATE_HOME=str(xdg))
+    assert f"XDG_STATE_HOME={shlex.quote(str(xdg))} " in res.stdout and "FLEETCTL_HOME" not in res.stdout
+    assert shlex.quote(str(xdg / "fleetctl/cron.log")) in res.stdout

@@ -22,15 +22,19 @@ def _record(kind: str, obj: Context, extra=()):
     return run, record, Observers(run, [record, diagnostics(obj), *extra])
 
 
-def _who() -> dict[str, str]:
+def _who() -> dict[str, object]:
     import getpass
+    import os
     import socket
+
+    from ..reporting.history import process_start
 
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
         user = "?"
-    return {"user": user, "controller": socket.gethostname()}
+    return {"user": user, "controller": socket.gethostname(), "controller_pid": os.getpid(),
+            "controller_start": process_start(os.getpid())}
 
 
 def finish(run, observers, status: str) -> None:

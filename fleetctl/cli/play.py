@@ -58,13 +58,19 @@ def _phase_timeouts(items: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
-def _retry_limit(retry_failed: str, limit: str | None) -> str:
+def _play_sources(obj: Context, path: Path) -> tuple[list[str], str]:
+    """The play's identity for its retry set: inventory sources as resolved, and the playbook."""
+    return [str(resolve_default(p)) for p in obj.inventory_paths], str(path)
+
+
+def _retry_limit(retry_failed: str, limit: str | None, key: str, playbook: str) -> str:
     from ..reporting.history import retry_hosts, runs_root
 
     try:
-        from_run, names = retry_hosts(None if retry_failed == "last" else retry_failed)
+        from_run, names = retry_hosts(None if retry_failed == "last" else retry_failed, key=key)
     except FileNotFoundError:
-        what = "no run has left a retry set" if retry_failed == "last" else f"no run {retry_failed!r}"
+        what = (f"no run of {playbook} on this inventory has left a retry set" if retry_failed == "last"
+                else f"no run {retry_failed!r}")
         raise InputError(f"--retry-failed: {what} in {runs_root()}") from None
     except (OSError, ValueError, KeyError) as exc:
         raise InputError(f"--retry-failed: no retry set to read ({exc})") from None
@@ -85,6 +91,9 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
     from ..engine.runner import PlayOptions, run_playbook
     from ..playbook import load_playbook
 
+    if plan and dry_run:
+        raise InputError("--plan and --dry-run: give one (--plan prints each host's decisions; --dry-run runs the "
+                         "play's probes and prints the commands it would run)")
     path = resolve_default(playbook_path)
     if not path.exists():
         raise InputError("playbook file not found", file=str(path))
@@ -100,8 +109,12 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
     tag_list, skip_list = _split(tags), _split(skip_tags)
     _check_tags(playbook, "--tags", tag_list)
     _check_tags(playbook, "--skip-tags", skip_list)
+    from ..reporting.history import play_key
+
+    play_inventory, play_file = _play_sources(obj, path)
+    key = play_key(play_inventory, play_file)
     if retry_failed is not None:
-        limit = _retry_limit(retry_failed, limit)
+        limit = _retry_limit(retry_failed, limit, key, play_file)
     inv, hosts = obj.select(pattern, limit, forks=forks)
     serial_items = _split(serial)
     for item in serial_items:
@@ -148,7 +161,7 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
     if mode == "apply":
         from ..reporting.history import write_retry_set
 
-        write_retry_set(run.run_id, bad)
+        write_retry_set(run.run_id, bad, key=key, inventory=play_inventory, playbook=play_file)
     finish(run, observers, "failed" if bad else "ok")
     results = run.as_json()["hosts"]
     if plan:
@@ -172,7 +185,8 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
         print_summary(console, results, run.run_id, fold=folded, causes_below=not folded)
         changed = [t for r in results.values() for t in r.get("tasks", []) if t["status"] == "changed"]
         if not bad and not changed and not dry_run:
-            console.print("nothing changed: every host was already up to date")
+            console.print("verified: every host passed, nothing changed" if kind == "verify"
+                          else "nothing changed: every host was already up to date")
         classes = [] if dry_run else build_classes(results)
         if classes:
             console.print("build classes:")

@@ -32,11 +32,13 @@ def runs(ctx: click.Context, as_json: bool) -> None:
 
 
 def _summary(r: dict) -> dict:
+    from ..reporting.history import shown_status
+
     kind = r.get("kind", "?")
     mode = r.get("mode", "apply")
     hosts = r.get("hosts", {})
     return {"run_id": r.get("run_id"), "kind": kind, "mode": mode,
-            "what": kind if mode == "apply" else f"{kind} ({mode})", "status": r.get("status", "?"),
+            "what": kind if mode == "apply" else f"{kind} ({mode})", "status": shown_status(r),
             "started": r.get("started"), "finished": r.get("finished"), "hosts": len(hosts),
             "failed": len(r.get("failed_hosts") or []), "playbook": r.get("playbook"), "pattern": r.get("pattern")}
 
@@ -65,6 +67,27 @@ def logs(run_id: str, host: str) -> None:
     if not valid_run_id(run_id) or not (runs_root() / run_id).is_dir():
         raise fail_input(f"no run {run_id!r} in {runs_root()} (fleetctl runs lists them)")
     path = host_log_path(run_id, host)
+    data = path.read_bytes() if path.exists() else b""
+    if not data:
+        # A host that was never reached printed nothing: its reason is in run.json.
+        reason = _host_reason(run_id, host)
+        if reason is not None:
+            click.echo(reason)
+            return
     if not path.exists():
         raise fail_input(f"{path}: no log for host {host} in run {run_id}")
-    sys.stdout.buffer.write(path.read_bytes())
+    sys.stdout.buffer.write(data)
+
+
+def _host_reason(run_id: str, host: str) -> str | None:
+    """``HOST: unreachable: CAUSE`` for a host of the run that printed nothing, from run.json."""
+    from ..reporting.history import load_run
+
+    try:
+        h = (load_run(run_id).get("hosts") or {}).get(host)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(h, dict) or h.get("status") in (None, "ok", "changed"):
+        return None
+    error = h.get("error") or next((t.get("msg") for t in h.get("tasks") or [] if t.get("msg")), None)
+    return f"{host}: {h.get('status')}" + (f": {error}" if error else " (it printed nothing)")

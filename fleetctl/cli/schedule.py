@@ -23,7 +23,7 @@ from .. import schedule as sch
 from ..schedule import varsfile
 from .app import EXIT_FAILED, Context, main, pass_ctx
 from ..errors import InputError
-from ..paths import resolve_default
+from ..paths import resolve_default, state_dir, state_env
 
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
 
@@ -210,9 +210,10 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
 
     \b
     The job: FLEETCTL -i INVENTORY deploy --hosts PATTERN --playbook PLAYBOOK --json,
-    every path absolute, in the current folder, with FLEETCTL_HOME set (default: the
-    current folder). Its exit status (0 ok, 1 a host failed, 2 bad input), the JSON
-    summary and $FLEETCTL_HOME/runs/<run_id>/run.json are what an alert reads;
+    every path absolute, in the current folder. Its runs go to the state folder interactive
+    runs use ($FLEETCTL_HOME, carried only when set; else ~/.local/state/fleetctl), so
+    fleetctl runs lists them. Its exit status (0 ok, 1 a host failed, 2 bad input), the JSON
+    summary and STATE/runs/<run_id>/run.json are what an alert reads;
     --on-failure UNIT makes systemd start UNIT when the run fails.
 
     \b
@@ -221,7 +222,7 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     daemon-reload and systemctl [--user] enable --now NAME.timer.
     --cron: one line in the current user's crontab, marked # fleetctl:NAME and
     replaced on the next schedule of the same NAME; output goes to
-    $FLEETCTL_HOME/cron.log.
+    STATE/cron.log.
 
     \b
     Example:
@@ -267,12 +268,14 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
             raise InputError(f"--metrics-file: folder {Path(metrics).parent} does not exist")
 
     user = pwd.getpwuid(os.geteuid()).pw_name
-    home = _abs(os.environ.get("FLEETCTL_HOME") or Path.cwd())
+    # The job's runs go where this user's interactive runs go (fleetctl runs lists them): the state
+    # folder, with FLEETCTL_HOME (or XDG_STATE_HOME) carried only when the user set it.
+    home = _abs(state_dir())
     vars_path = varsfile.vars_file_path(home, name) if pairs else None
     job = sch.Job(
         name=name, hour=hour, minute=minute, fleetctl=fleetctl_command(),
         inventory=_abs(inventory), playbook=_abs(playbook), pattern=pattern,
-        workdir=_abs(Path.cwd()), home=home,
+        workdir=_abs(Path.cwd()), home=home, env=tuple(state_env().items()),
         extra_vars=tuple([f"@{p}" for p in given] + ([f"@{vars_path}"] if vars_path else [])), timeout=timeout,
         randomized_delay=randomized_delay, on_failure=on_failure, nice=nice, idle_io=idle_io,
         system=not user_units, user=user, metrics_file=metrics)

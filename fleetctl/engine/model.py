@@ -135,6 +135,10 @@ class RunModel(_Model):
         mode: ``apply`` (a real run), ``dry-run`` or ``plan``.
         command: the command line as typed (argv, secrets redacted).
         user, controller: who ran it, on which machine.
+        controller_pid, controller_start: the controller's process id and its start time (Linux
+            clock ticks since boot, ``/proc/PID/stat``; None elsewhere): a record still ``running``
+            whose process is gone from this machine was killed (SIGKILL, a crash) and is shown as
+            ``interrupted (controller gone)`` (:func:`fleetctl.reporting.history.shown_status`).
         playbook, playbook_sha256: the playbook file and the SHA-256 of its bytes.
         pattern: the host pattern.
         argv: ``fleetctl run``'s command.
@@ -155,6 +159,8 @@ class RunModel(_Model):
     command: list[str] = Field(default_factory=list)
     user: str = ""
     controller: str = ""
+    controller_pid: int | None = None
+    controller_start: int | None = None
     playbook: str | None = None
     playbook_sha256: str | None = None
     pattern: str | None = None

@@ -31,6 +31,7 @@ from fleetctl.errors import InventoryError
 
 from .data import InventoryBuilder, VarsFiles
 from .model import Group, Host, Inventory
+from .own_vars import own_var_names
 from .settings import HostSettings, aliases_of, name_problem, typed_settings
 from .vars import VarConflict, VarSource, same
 
@@ -138,7 +139,7 @@ def _alias_conflicts(host: Host) -> list[VarConflict]:
 def _check_names(b: InventoryBuilder, files: list[VarsFiles], hosts: dict[str, Host]) -> None:
     from fleetctl.connection.registry import load_kind
 
-    own = set(aliases_of(HostSettings))
+    own = set(own_var_names())  # every var fleetctl reads, whatever kinds the hosts use
     known_ansible: set[str] = set()
     for kind in {h.kind for h in hosts.values() if h.connection_settings is not None}:
         for var in aliases_of(load_kind(kind).settings_model):

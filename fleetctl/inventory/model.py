@@ -17,9 +17,11 @@ from typing import Any
 from fleetctl.connection.registry import ConnectionSettings, HostRef
 from fleetctl.errors import InventoryError
 
+from .ansible_support import unsupported
 from .patterns import HostIndex, select_hosts
 from .settings import HostSettings, aliases_of, typed_settings
 from .vars import VarConflict, VarSource
+from .vars import shown as shown_value
 
 __all__ = ["Host", "Group", "Inventory"]
 
@@ -241,6 +243,10 @@ class Inventory:
         - A host whose ``ansible_connection`` names no connection kind fleetctl has.
         - A conflict (:attr:`conflicts`) that decides one of these hosts' values, unless
           ``ansible_group_priority`` decided it.
+        - An Ansible connection or privilege var fleetctl does not honour, in effect
+          (:data:`fleetctl.inventory.ansible_support.REFUSED`: ``ansible_ssh_common_args``,
+          ``ansible_become: true``, a password...): ignoring it would connect another way or run
+          as another user.
         - A private key that group or others may access (OpenSSH refuses it: "UNPROTECTED PRIVATE
           KEY FILE"), when it is ours or readable by everyone. A key that does not exist on this
           controller is not refused here: that host fails when it connects, the others run.
@@ -262,6 +268,7 @@ class Inventory:
                         h.sources.get(c.winner.name) == c.winner:
                     raise c.error()
         for h in chosen.values():
+            _check_ansible_vars(h)
             _check_key_file(h)
             if venv and h.kind == "local":
                 _check_local_venv(h)
@@ -307,6 +314,24 @@ def _source_error(host: Host, src: VarSource | None, message: str) -> InventoryE
     if src is None:
         return InventoryError(f"host {host.name!r}: {message}")
     return InventoryError(message, file=src.file, line=src.line, key=src.key)
+
+
+def _check_ansible_vars(host: Host) -> None:
+    found = unsupported(host.kind, host.vars)
+    if found is None:
+        return
+    var, advice = found
+    src = host.sources.get(var)
+    value = host.vars[var]
+    if var == "ansible_become":
+        who = host.vars.get("ansible_become_user") or "root"
+        shown = f"ansible_become (to run as {who!r})"
+    elif var in ("ansible_password", "ansible_ssh_pass", "ansible_ssh_password", "ansible_private_key",
+                 "ansible_ssh_private_key", "ansible_private_key_passphrase", "ansible_ssh_private_key_passphrase"):
+        shown = var
+    else:
+        shown = f"{var} = {shown_value(value)}"
+    raise _source_error(host, src, f"host {host.name!r} sets {shown}, which fleetctl does not honour: {advice}")
 
 
 def _check_key_file(host: Host) -> None:

@@ -46,6 +46,54 @@ def list_runs(root: Path | None = None) -> list[dict]:
     return out
 
 
+GONE = "interrupted (controller gone)"
+
+
+def process_start(pid: int) -> int | None:
+    """A process's start time (clock ticks since boot, field 22 of ``/proc/PID/stat``), or None
+    when there is no such process or no ``/proc``. Told apart from a later process that got the
+    same pid."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) "; comm may hold spaces
+    if fields[0] == "Z":  # a zombie: dead, not yet reaped
+        return None
+    return int(fields[19])
+
+
+def _alive(pid: int, start: int | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process of that pid
+        pass
+    if not Path("/proc/self/stat").exists():
+        return True
+    now = process_start(pid)
+    return now is not None and (start is None or now == start)
+
+
+def shown_status(record: dict) -> str:
+    """A run's status as listings show it: the recorded one, but a record still ``running`` whose
+    controller process (``controller_pid`` on ``controller``, this machine) is gone is shown as
+    ``interrupted (controller gone)``: it was killed (SIGKILL, a crash) before it could say so.
+    Runs of another machine, or recorded before the pid was, are shown as recorded. Nothing is
+    rewritten."""
+    import socket
+
+    status = str(record.get("status", "?"))
+    pid = record.get("controller_pid")
+    if status != "running" or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return status
+    if record.get("controller") != socket.gethostname():
+        return status
+    start = record.get("controller_start")
+    return status if _alive(pid, start if isinstance(start, int) else None) else GONE
+
+
 def load_run(run_id: str, root: Path | None = None) -> dict:
     """One run's ``run.json``.
 
@@ -62,26 +110,50 @@ def host_log_path(run_id: str, host: str, root: Path | None = None) -> Path:
     return (root or runs_root()) / run_id / "logs" / f"{safe_name(host)}.log"
 
 
-def write_retry_set(run_id: str, failed: list[str], root: Path | None = None) -> Path:
-    """Record the hosts to retry (``<runs>/.retry.json``), replaced by every deploy."""
+def play_key(inventory: list[str], playbook: str) -> str:
+    """The retry set's key for a play: its inventory sources (in ``-i`` order) and its playbook, each
+    made absolute when it is a path (``slurm:`` stays as given)."""
+    import hashlib
+
+    def norm(p: str) -> str:
+        return os.path.abspath(os.path.expanduser(p)) if os.path.exists(os.path.expanduser(p)) else p
+
+    doc = json.dumps({"inventory": [norm(p) for p in inventory], "playbook": norm(playbook)}, sort_keys=True)
+    return hashlib.sha256(doc.encode()).hexdigest()[:16]
+
+
+def retry_path(key: str, root: Path | None = None) -> Path:
+    """``<runs>/.retry-<key>.json``: one retry set per play (see :func:`play_key`)."""
+    return (root or runs_root()) / f".retry-{key}.json"
+
+
+def write_retry_set(run_id: str, failed: list[str], root: Path | None = None, *, key: str,
+                    inventory: list[str] = (), playbook: str = "") -> Path:  # type: ignore[assignment]
+    """Record the hosts to retry for one play (inventory sources + playbook, as Ansible keeps one
+    ``.retry`` file per playbook): replaced only by the next run of that same play."""
     root = root or runs_root()
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = root / ".retry.json"
-    tmp = root / ".retry.json.tmp"
-    tmp.write_text(json.dumps({"run_id": run_id, "failed_hosts": failed}, indent=2) + "\n", encoding="utf-8")
+    path = retry_path(key, root)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    doc = {"run_id": run_id, "failed_hosts": failed, "inventory": list(inventory), "playbook": playbook}
+    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return path
 
 
-def retry_hosts(run_id: str | None = None, root: Path | None = None) -> tuple[str, list[str]]:
-    """``(run_id, failed hosts)`` of a given run, or of the retry set the last deploy left.
+def retry_hosts(run_id: str | None = None, root: Path | None = None, *, key: str | None = None
+                ) -> tuple[str, list[str]]:
+    """``(run_id, failed hosts)`` of a given run, or of the retry set the last run of the play
+    ``key`` left.
 
     Raises:
-        FileNotFoundError: no such run, or no deploy has written a retry set yet.
+        FileNotFoundError: no such run, or no run of that play has written a retry set yet.
     """
     root = root or runs_root()
     if run_id:
         data = load_run(run_id, root)
         return run_id, list(data.get("failed_hosts", []))
-    data = json.loads((root / ".retry.json").read_text())
+    if key is None:
+        raise FileNotFoundError("no play given")
+    data = json.loads(retry_path(key, root).read_text())
     return data["run_id"], list(data["failed_hosts"])

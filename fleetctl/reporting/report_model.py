@@ -57,7 +57,9 @@ NOTABLE_EVENTS = {
 }
 _EXIT = {"ok": (0, "every host succeeded"), "failed": (1, "one or more hosts failed or were unreachable"),
          "refused": (1, "refused: another run holds a host's lock"),
-         "interrupted": (130, "interrupted (SIGINT 130 / SIGTERM 143)"), "running": (None, "still running")}
+         "interrupted": (130, "interrupted (SIGINT 130 / SIGTERM 143)"), "running": (None, "still running"),
+         "interrupted (controller gone)": (None, "the controller process is gone (killed, e.g. by SIGKILL or "
+                                                 "a crash) without finishing the record")}
 
 
 def _fold(names: list[str]) -> str:
@@ -263,7 +265,9 @@ def summarise(run: dict[str, Any], logs: dict[str, LogInfo], events: list[dict[s
         vals = sorted(r.phases[p][0] for r in rows if p in r.phases)
         p95 = vals[min(len(vals) - 1, math.ceil(0.95 * len(vals)) - 1)]
         stats.append(PhaseStat(p, len(vals), vals[0], statistics.median(vals), p95, vals[-1]))
-    status = str(run.get("status", "?"))
+    from .history import shown_status
+
+    status = shown_status(run)
     code, meaning = _EXIT.get(status, (None, status))
     counts: dict[str, int] = {}
     for r in rows:

@@ -26,15 +26,16 @@ def marker(name: str) -> str:
 
 
 def cron_line(job: Job) -> str:
-    """One crontab(5) line: ``M H * * * cd DIR && FLEETCTL_HOME=HOME [timeout ...] [nice ...] FLEETCTL
-    -i ... deploy ... --json >> HOME/cron.log 2>&1 # fleetctl:NAME``; words quoted for /bin/sh with
+    """One crontab(5) line: ``M H * * * cd DIR && [FLEETCTL_HOME=HOME] [timeout ...] [nice ...] FLEETCTL
+    -i ... deploy ... --json >> STATE/cron.log 2>&1 # fleetctl:NAME`` (``FLEETCTL_HOME`` only when the
+    user set it, see ``Job.env``); words quoted for /bin/sh with
     shlex.quote, then each ``%`` escaped as ``\\%`` for cron. The timeout, randomized delay, nice and
     idle-I/O options become ``timeout``, ``sleep``, ``nice`` and ``ionice`` (coreutils, util-linux)."""
     if job.on_failure:
         raise InputError("--on-failure: names a systemd unit; cron has none to start (alert on the exit "
                          "status in cron.log or on the run record instead)")
     words = [*job.argv()]
-    for w in [job.workdir, job.home, *words]:
+    for w in [job.workdir, job.home, *(v for _, v in job.env), *words]:
         check_utf8(w, "cron line")
         if re.search(r"[\n\r]", w):
             raise InputError(f"--cron: {w!r} holds a line break, which a crontab line cannot")
@@ -51,7 +52,8 @@ def cron_line(job: Job) -> str:
     if delay_us is None:
         raise InputError("--randomized-delay: infinity makes no sense for a daily run")
     sleep = f'sleep "$(shuf -i 0-{delay_us // 10**6} -n 1)" && ' if delay_us >= 10**6 else ""
-    command = (f"cd {q(job.workdir)} && {sleep}FLEETCTL_HOME={q(job.home)} "
+    env = "".join(f"{k}={q(v)} " for k, v in job.env)
+    command = (f"cd {q(job.workdir)} && {sleep}{env}"
                + " ".join(q(w) for w in wrap + words)
                + f" >> {q(job.home.rstrip('/') + '/cron.log')} 2>&1 {marker(job.name)}")
     return f"{job.minute} {job.hour} * * * " + command.replace("%", "\\%")

@@ -132,7 +132,10 @@ class Job:
         inventory, playbook: absolute paths.
         pattern: the ``--hosts`` pattern.
         workdir: absolute folder the job runs in (WorkingDirectory=, ``cd``).
-        home: absolute FLEETCTL_HOME: the runs folder is ``home/runs``, cron's log ``home/cron.log``.
+        home: the absolute state folder the job's runs will use (:func:`fleetctl.paths.state_dir`):
+            run records in ``home/runs``, cron's log ``home/cron.log``.
+        env: the environment the job carries to find that folder (:func:`fleetctl.paths.state_env`):
+            ``FLEETCTL_HOME`` only when the user set it; empty for the default state folder.
         extra_vars: items passed as ``-e`` (``fleetctl schedule`` gives only ``@FILE`` items: values
             stay out of unit files and crontab lines, see :mod:`.varsfile`).
         metrics_file: absolute path passed as ``--metrics-file`` (Prometheus textfile), or None.
@@ -154,6 +157,7 @@ class Job:
     pattern: str
     workdir: str
     home: str
+    env: tuple[tuple[str, str], ...] = ()
     extra_vars: tuple[str, ...] = ()
     timeout: str = DEFAULT_TIMEOUT
     randomized_delay: str = "0"

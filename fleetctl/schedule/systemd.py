@@ -136,7 +136,7 @@ def render_service(job: Job) -> str:
         lines.append(f"User={job.user}")
     lines += [
         f"WorkingDirectory={systemd_path(job.workdir, 'working directory')}",
-        "Environment=" + systemd_quote(f"FLEETCTL_HOME={job.home}", dollar=False, what="FLEETCTL_HOME"),
+        *("Environment=" + systemd_quote(f"{k}={v}", dollar=False, what=k) for k, v in job.env),
         "ExecStart=" + systemd_exec(job.argv()),
         f"TimeoutStartSec={'infinity' if not timeout_us else job.timeout.strip()}",
     ]

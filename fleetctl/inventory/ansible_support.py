@@ -1,0 +1,111 @@
+"""What fleetctl does with each of Ansible's connection and privilege variables: honoured, refused,
+or ignored (harmless). docs/inventory.md ("Ansible's connection variables") lists the same.
+
+Honoured: the names the connection kinds' ``SETTINGS`` models read (``ansible_host``,
+``ansible_port``, ``ansible_user``, ``ansible_ssh_private_key_file``... and the legacy
+``ansible_ssh_*`` forms), and ``ansible_connection``.
+
+Refused (:data:`REFUSED`): a var that would change where, how or as whom commands run. Ignoring it
+would connect somewhere else (``ansible_ssh_common_args: -o ProxyJump=bastion`` bypassing the
+bastion) or run as another user (``ansible_become``). A selected host that sets one is refused
+before anything connects (:func:`unsupported`), naming the var and what to do instead. Ansible's
+defaults (``ansible_become: false``, an empty ``ansible_ssh_extra_args``) are not refused.
+
+Ignored (:data:`IGNORED`): vars that tune how Ansible itself works (pipelining, the module
+interpreter, control sockets, transfer method...) and have no counterpart in what fleetctl does, or
+where fleetctl is stricter (host keys are always checked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["IGNORED", "REFUSED", "unsupported"]
+
+_SSH_OPTIONS = ("fleetctl speaks SSH itself (asyncssh) and passes no ssh command-line options: put ProxyJump "
+                "and other ssh options in ~/.ssh/config, or in a file the host var ssh_config names (as ssh -F)")
+_SSH_PROGRAM = ("fleetctl speaks SSH itself (asyncssh) and runs no ssh, scp or sftp program: configure the "
+                "connection in ~/.ssh/config, or in a file the host var ssh_config names")
+_PASSWORD = ("fleetctl logs in with keys only, never a password: name a key with ansible_ssh_private_key_file, "
+             "or load it into ssh-agent (ssh-add)")
+_KEY_TEXT = ("fleetctl reads private keys from files: write the key to a file (mode 0600) and name it with "
+             "ansible_ssh_private_key_file; a passphrase-protected key works once ssh-add'ed")
+_BECOME = ("fleetctl has no host-wide privilege escalation and would run every command as the login user: log "
+           "in as the user the commands must run as (ansible_user), or mark the playbook tasks that need root "
+           "'become: true' (sudo -n)")
+
+#: var -> (the connection kinds it matters to, None for every kind; why refused and what to do instead)
+REFUSED: Mapping[str, tuple[frozenset[str] | None, str]] = MappingProxyType({
+    **{name: (frozenset({"ssh"}), _SSH_OPTIONS) for name in (
+        "ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_ssh_args", "ansible_scp_extra_args",
+        "ansible_sftp_extra_args")},
+    **{name: (frozenset({"ssh"}), _SSH_PROGRAM) for name in (
+        "ansible_ssh_executable", "ansible_scp_executable", "ansible_sftp_executable")},
+    **{name: (frozenset({"ssh"}), _PASSWORD) for name in (
+        "ansible_password", "ansible_ssh_pass", "ansible_ssh_password")},
+    **{name: (frozenset({"ssh"}), _KEY_TEXT) for name in (
+        "ansible_private_key", "ansible_ssh_private_key", "ansible_private_key_passphrase",
+        "ansible_ssh_private_key_passphrase")},
+    "ansible_ssh_pkcs11_provider": (frozenset({"ssh"}), "fleetctl does not load PKCS#11 providers: add the "
+                                                        "token's keys to ssh-agent (ssh-add -s PROVIDER)"),
+    "ansible_become": (None, _BECOME),
+})
+
+#: var -> why ignoring it is harmless (for docs and tests)
+IGNORED: Mapping[str, str] = MappingProxyType({
+    "ansible_python_interpreter": "fleetctl runs its host scripts with python3 from PATH and builds and installs "
+                                  "with the venv var's bin/python3 (set venv to choose the environment)",
+    "ansible_become_user": "Ansible uses it only with become on; ansible_become: true is refused",
+    "ansible_become_method": "as ansible_become_user",
+    "ansible_become_password": "as ansible_become_user",
+    "ansible_become_pass": "as ansible_become_user",
+    "ansible_become_exe": "as ansible_become_user",
+    "ansible_become_flags": "as ansible_become_user",
+    "ansible_ssh_pipelining": "a speed-up of Ansible's module transfer; fleetctl sends no modules",
+    "ansible_pipelining": "as ansible_ssh_pipelining",
+    "ansible_shell_type": "fleetctl quotes each command so that every common login shell (sh, bash, zsh, fish, "
+                          "csh) reads it the same",
+    "ansible_shell_executable": "fleetctl runs argv, not shell snippets",
+    "ansible_remote_tmp": "fleetctl works in the workdir var's folder (default ~/.fleetctl/<host>)",
+    "ansible_host_key_checking": "fleetctl always checks host keys; --accept-new-host-keys records new ones",
+    "ansible_ssh_host_key_checking": "as ansible_host_key_checking",
+    "ansible_timeout": "fleetctl's --connect-timeout sets the connect deadline",
+    "ansible_ssh_timeout": "as ansible_timeout",
+    "ansible_ssh_retries": "fleetctl retries dropped handshakes itself",
+    "ansible_ssh_transfer_method": "fleetctl transfers files over SFTP",
+    "ansible_sftp_batch_mode": "as ansible_ssh_transfer_method",
+    "ansible_control_path": "fleetctl shares one connection per host (and per jump host) itself",
+    "ansible_control_path_dir": "as ansible_control_path",
+    "ansible_ssh_use_tty": "fleetctl runs commands without a tty",
+    "ansible_ssh_verbosity": "only changes ssh's own logging",
+    "ansible_shell_allow_world_readable_temp": "as ansible_remote_tmp",
+    "ansible_sshpass_prompt": "passwords are refused (ansible_password)",
+    "ansible_ssh_password_mechanism": "as ansible_sshpass_prompt",
+})
+
+_TRUE = {"yes", "on", "1", "true", "y", "t"}
+
+
+def _in_effect(name: str, value: Any) -> bool:
+    """Whether a value changes what Ansible does (its defaults, empty and false, do not)."""
+    if value is None or value == "" or value == [] or value is False:
+        return False
+    if name == "ansible_become":
+        if isinstance(value, str):
+            return value.strip().lower() in _TRUE
+        return bool(value)
+    return True
+
+
+def unsupported(kind: str, variables: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first refused var in effect for a host of connection ``kind``: ``(var, message)``."""
+    for name, (kinds, advice) in REFUSED.items():
+        if (kinds is None or kind in kinds) and name in variables:
+            value = variables[name]
+            if isinstance(value, Mapping) and "value" in value:  # {value: ..., secret: true}
+                value = value["value"]
+            if _in_effect(name, value):
+                return name, advice
+    return None
