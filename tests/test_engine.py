@@ -271,3 +271,96 @@ def test_eight_hosts_of_two_arch_classes_build_exactly_twice(fake_kind, tmp_path
     assert {archs[h] for h in names[:4]} == {"9.0a"} and {archs[h] for h in names[4:]} == {"12.0a"}
     each, _ = run(playbook(tmp_path, TOY.replace("tool: pip}", "tool: pip, build: each}")), hosts, force=True)
     assert sum(len(fake.HOSTS[h].ran("--wheel-dir")) for h in names) == 2 + 8  # --build each: every host
+
+
+def envs_script(host, argv, env, cwd):
+    """The host side of the staged-environment actions (``venv_envs.py status|stage|switch``) on a
+    fake host: versions are numbers in ``host.files['/envs.json']`` (live, last made)."""
+    if len(argv) < 3 or not argv[1].endswith("venv_envs.py"):
+        return None
+    state = json.loads(host.files.get("/envs.json", b'{"live": 1, "last": 1}'))
+    opt = {argv[i]: argv[i + 1] for i in range(3, len(argv) - 1) if argv[i].startswith("--")}
+    vd = "/w/envs/serve"
+    env_of = lambda v: {"version": v, "torch": host.facts["python"]["torch"], "kernels": {}}  # noqa: E731
+    if argv[2] == "status":
+        out = {"kind": "symlink", "live": "/venv", "live_kind": "symlink", "target": f"{vd}/v{state['live']}",
+               "live_version": state["live"], "versions_dir": vd, "next": state["last"] + 1, "same_fs": True,
+               "versions": {str(v): {} for v in range(1, state["last"] + 1)}, "staged_version": None,
+               "environment": env_of(state["live"])}
+    elif argv[2] == "stage":
+        state["last"] += 1
+        out = {"version": state["last"], "path": f"{vd}/v{state['last']}", "linked_files": 10, "packages": 3}
+    elif argv[2] == "switch":
+        new = int(opt["--venv"].rsplit("/v", 1)[1])
+        out = {"changed": True, "from": state["live"], "to": new, "live": "/venv", "removed": [],
+               "environment": env_of(new)}
+        state["live"] = new
+    else:
+        return 1, "", f"unknown {argv[2]}\n"
+    host.files["/envs.json"] = json.dumps(state).encode()
+    return 0, json.dumps({"ok": True, **out}) + "\n", ""
+
+
+def staged_hosts(names):
+    hosts = make_hosts(names)
+    for name in names:
+        fake.HOSTS[name].handlers.insert(0, envs_script)
+    return hosts
+
+
+def env_tasks(model, host="n1") -> dict[str, tuple[str, str, str]]:
+    """venv_stage / venv_switch -> (status, decided action, msg) on ``host``."""
+    return {t.action: (t.status, (t.data.get("decision") or {}).get("action"), t.msg)
+            for t in model.hosts[host].tasks if t.action in ("venv_stage", "venv_switch")}
+
+
+def test_a_staged_deploy_with_nothing_to_change_keeps_the_live_venv(fake_kind, tmp_path):
+    """--staged over a host where nothing would change: no new version, no switch, in --plan,
+    --dry-run and the deploy alike; once something changes, the deploy stages again."""
+    from fleetctl.playbook.staged import staged_playbook
+
+    pb = staged_playbook(playbook(tmp_path))
+    hosts = staged_hosts(["n1"])
+    first, _ = run(pb, hosts)
+    assert first.hosts["n1"].status == "ok", first.hosts["n1"].error
+    assert env_tasks(first)["venv_stage"][:2] == ("changed", "stage")
+    assert json.loads(fake.HOSTS["n1"].files["/envs.json"]) == {"live": 2, "last": 2}
+
+    keep = ("ok", "skip", "nothing to change: the live venv stays v2")
+    plan, _ = run(pb, hosts, mode="plan")
+    dry, _ = run(pb, hosts, mode="dry-run")
+    fake.HOSTS["n1"].log.clear()
+    again, _ = run(pb, hosts)
+    for model in (plan, dry, again):
+        assert model.hosts["n1"].status == "ok", model.hosts["n1"].error
+        assert env_tasks(model) == {"venv_stage": keep, "venv_switch": keep}
+        assert all(t.status == "ok" for t in model.hosts["n1"].tasks), [(t.name, t.status) for t in model.hosts["n1"].tasks]
+    assert not [t.planned for t in dry.hosts["n1"].tasks if t.action.startswith("venv_") and t.planned]
+    assert not fake.HOSTS["n1"].ran("stage") and not fake.HOSTS["n1"].ran("switch")
+    assert json.loads(fake.HOSTS["n1"].files["/envs.json"]) == {"live": 2, "last": 2}
+    env = again.hosts["n1"].environment
+    assert env["state"] == "live" and env["switched"] is False and env["live"]["version"] == 2
+
+    # the sources change: the build and install would change the venv, so it is staged again
+    (tmp_path / "toy" / "mod.py").write_text("x = 3\n")
+    plan, _ = run(pb, hosts, mode="plan")
+    assert env_tasks(plan)["venv_stage"][:2] == ("changed", "stage")
+    assert env_tasks(plan)["venv_switch"][:2] == ("changed", "switch")
+    real, _ = run(pb, hosts)
+    assert env_tasks(real)["venv_switch"][:2] == ("changed", "switch")
+    assert json.loads(fake.HOSTS["n1"].files["/envs.json"]) == {"live": 3, "last": 3}
+
+
+def test_a_play_that_always_changes_something_still_stages(fake_kind, tmp_path):
+    pb = playbook(tmp_path, TOY.replace("tasks:\n", "tasks:\n  - name: stage\n    venv_stage: {}\n"
+                                                   "  - name: upgrade\n    command: {argv: [echo, upgraded]}\n", 1)
+                  + "  - name: switch\n    venv_switch: {to: staged}\n")
+    hosts = staged_hosts(["n1"])
+    run(pb, hosts)
+    plan, _ = run(pb, hosts, mode="plan")
+    real, _ = run(pb, hosts)
+    for model in (plan, real):
+        assert "venv_switch" in env_tasks(model), [(t.name, t.status, t.msg) for t in model.hosts["n1"].tasks]
+        assert env_tasks(model)["venv_stage"][:2] == ("changed", "stage")
+        assert env_tasks(model)["venv_switch"][:2] == ("changed", "switch")
+    assert json.loads(fake.HOSTS["n1"].files["/envs.json"]) == {"live": 3, "last": 3}

@@ -102,6 +102,10 @@ class HostView:
         force: ``--force``: rebuild and reinstall even when nothing changed.
         build_each: ``--build each``: every host builds its own wheel.
         env: the task's rendered ``env`` (added to every command the engine runs for it).
+        keep_live: the engine planned this host's whole pass and found that no task between the
+            play's ``venv_stage`` and its ``venv_switch`` changes anything: the stage makes no new
+            version and the switch keeps the live one (see
+            :func:`fleetctl.engine.host.nothing_to_stage`).
     """
 
     name: str
@@ -121,6 +125,7 @@ class HostView:
     force: bool = False
     build_each: bool = False
     env: Mapping[str, str] = field(default_factory=dict)
+    keep_live: bool = False
 
     def local_path(self, path: str) -> Path:
         """A playbook path on the controller: absolute, or relative to the playbook's folder."""

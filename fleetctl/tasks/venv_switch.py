@@ -58,6 +58,12 @@ def plan(args: VenvSwitchArgs, host: HostView) -> Plan:
         return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}},
                           msg=f"nothing staged: {host.venv} is the live venv (a venv_stage task must run before "
                               "venv_switch in the same play)")
+    if to == "staged" and staged.get("kept"):
+        # the stage kept the live venv: nothing after it changed the host (venv_stage.keep)
+        return TaskResult(Status.OK, msg=staged.get("msg") or "nothing to change: the live venv stays live",
+                          facts={STAGED_FACT: None},
+                          data={"decision": {"action": "skip", "why": "nothing to change",
+                                             "version": staged.get("live_version")}})
     remote = yield from upload(host)
     if remote.startswith("!"):
         return TaskResult(Status.FAILED, msg=f"venv_switch: {remote[1:]}")
