@@ -364,3 +364,48 @@ def test_a_play_that_always_changes_something_still_stages(fake_kind, tmp_path):
         assert env_tasks(model)["venv_stage"][:2] == ("changed", "stage")
         assert env_tasks(model)["venv_switch"][:2] == ("changed", "switch")
     assert json.loads(fake.HOSTS["n1"].files["/envs.json"]) == {"live": 3, "last": 3}
+
+
+def test_force_rebuilds_even_when_the_controller_cache_holds_the_class_wheel(fake_kind, tmp_path):
+    """--force is for a wheel the operator suspects: the builder builds again (not the cache's wheel,
+    not its own stamp's), the new wheel replaces the cached one and reaches every member."""
+    from fleetctl.engine.classes import wheels_root
+    from fleetctl.reporting.tables import plan_rows
+
+    pb = playbook(tmp_path)
+    hosts = make_hosts(["n1", "n2"])
+    run(pb, hosts)
+    assert {h: len(fake.HOSTS[h].ran("--wheel-dir")) for h in fake.HOSTS} == {"n1": 1, "n2": 0}
+    # the cached wheel goes bad (its record still agrees with it)
+    (record,) = wheels_root().glob("*/record.json")
+    rec = json.loads(record.read_text())
+    bad = record.parent / rec["name"]
+    bad.write_bytes(b"a bad wheel")
+    record.write_text(json.dumps({**rec, "size": bad.stat().st_size, "sha256": "0" * 64}))
+
+    unforced, _ = run(pb, hosts, mode="plan")
+    assert actions(unforced) == {"n1": "reuse", "n2": "reuse"}
+    plan, _ = run(pb, hosts, mode="plan", force=True)
+    dry, _ = run(pb, hosts, mode="dry-run", force=True)
+    assert actions(plan) == actions(dry) == {"n1": "build", "n2": "push"}
+    rows = plan_rows(plan.as_json()["hosts"])
+    assert [b["action"] for b in rows["n1"]["builds"]] == ["build (forced)"]
+    assert "(forced: --force" in [t.msg for t in dry.hosts["n1"].tasks if t.action == "build_wheel"][0]
+    assert {h: len(fake.HOSTS[h].ran("--wheel-dir")) for h in fake.HOSTS} == {"n1": 1, "n2": 0}
+
+    real, _ = run(pb, hosts, force=True)
+    assert all(o.status == "ok" for o in real.hosts.values()), {h: o.error for h, o in real.hosts.items()}
+    assert actions(real) == {"n1": "build", "n2": "push"}
+    assert {h: len(fake.HOSTS[h].ran("--wheel-dir")) for h in fake.HOSTS} == {"n1": 2, "n2": 0}
+    fresh = fake.HOSTS["n1"].files[[p for p in fake.HOSTS["n1"].files if p.endswith(".whl")][0]]
+    assert bad.read_bytes() == fresh and json.loads(record.read_text())["sha256"] != "0" * 64
+    n2_wheel = [p for p in fake.HOSTS["n2"].files if p.endswith(".whl")][0]
+    assert fake.HOSTS["n2"].files[n2_wheel] == fresh
+    assert len(pip_installs("n1")) == len(pip_installs("n2")) == 2  # reinstalled on both
+
+    # a single host whose class wheel is cached: --force builds there too (it used to push the cache's)
+    solo = make_hosts(["n3"])
+    plan, _ = run(pb, solo, mode="plan")
+    assert actions(plan) == {"n3": "push"}
+    plan, _ = run(pb, solo, mode="plan", force=True)
+    assert actions(plan) == {"n3": "build"}
