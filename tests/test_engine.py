@@ -409,3 +409,15 @@ def test_force_rebuilds_even_when_the_controller_cache_holds_the_class_wheel(fak
     assert actions(plan) == {"n3": "push"}
     plan, _ = run(pb, solo, mode="plan", force=True)
     assert actions(plan) == {"n3": "build"}
+
+
+def test_install_alone_on_a_fresh_host_says_to_build_first(fake_kind, tmp_path):
+    hosts = make_hosts(["n1"])
+    pb = playbook(tmp_path)
+    for mode in ("plan", "apply"):
+        model, _ = run(pb, hosts, tags=("install",), mode=mode)
+        o = model.hosts["n1"]
+        assert o.status == "failed"
+        assert [t.msg for t in o.tasks if t.name == "install"] == [
+            "no wheel was built on this host yet: run with --tags build first, or without --tags"]
+    assert not pip_installs("n1") and not fake.HOSTS["n1"].ran("--wheel-dir")

@@ -143,6 +143,10 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
     session.simulated = False
     total = len(tasks)
 
+    #: register name -> the task left out by --tags whose registered result is not on the host
+    #: (planned as a change or a failure): a selected task naming it would use a fiction
+    unapplied: dict[str, str] = {}
+
     async def one(task: Any, index: int, label: str | None = None) -> TaskResult:
         nonlocal simulated_before
         t0 = time.monotonic()
@@ -159,13 +163,24 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
                 name = f"{label}: {name}"
             observers.emit("task.started", session.name, task=name, index=index, total=total, action=task.action,
                            phase=ACTIONS[task.action].phase, selected=is_selected)
-            result, planned, simulated = await _run_task(
-                task, session, playbook, apply=apply and is_selected, run=run, observers=observers, classes=classes,
-                opts=opts, ctx_vars=ctx_vars, name=name)
+            missing = _names_unapplied(task, unapplied) if is_selected else None
+            if missing is not None:
+                hint = ACTIONS[task.action].unapplied_hint or (
+                    f"'{missing}' comes from '{unapplied[missing]}', which --tags/--skip-tags left out and which "
+                    f"has not made it on this host yet: run with its tags first, or without --tags")
+                result, planned, simulated = TaskResult(Status.FAILED, msg=hint), [], False
+            else:
+                result, planned, simulated = await _run_task(
+                    task, session, playbook, apply=apply and is_selected, run=run, observers=observers,
+                    classes=classes, opts=opts, ctx_vars=ctx_vars, name=name)
         except (PlaybookError, templating.RenderError) as exc:  # a template failed for this host
             name, result, planned, simulated = task.display_name, TaskResult(Status.FAILED, msg=str(exc)), [], False
         if task.register:
             session.registered[task.register] = result.as_registered()
+            if not is_selected and (result.status is Status.CHANGED or result.status.is_failure):
+                unapplied[task.register] = name
+            else:
+                unapplied.pop(task.register, None)
         if not result.status.is_failure:
             session.files.update(result.files)
             session.trees.update(result.trees)
@@ -217,6 +232,20 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
                 out.status, out.error = "failed", f"{out.outcomes[-1].name}: {res.msg}"
                 break
     return out
+
+
+def _names_unapplied(task: Any, unapplied: dict[str, str]) -> str | None:
+    """The first register name in ``unapplied`` that ``task``'s arguments use in a template."""
+    if not unapplied:
+        return None
+    import json
+    import re
+
+    text = json.dumps(task.raw_args, default=str)
+    for name in unapplied:
+        if re.search(r"\{[{%][^}]*\b" + re.escape(name) + r"\b", text):
+            return name
+    return None
 
 
 def phase_spans(run: RunModel, outcomes: list[TaskOutcome], first: list[PhaseSpan]) -> list[PhaseSpan]:

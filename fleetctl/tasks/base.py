@@ -158,6 +158,9 @@ class Action:
         plan: the planner.
         runs_commands: the action runs commands on the host, so the task controls ``env`` and
             ``become`` apply to it.
+        unapplied_hint: what a task of this action says when its arguments name what a task left
+            out by ``--tags``/``--skip-tags`` registers and that task has not made it on the host
+            (it would change the host, or fail): one line naming the fix.
     """
 
     name: str
@@ -166,6 +169,7 @@ class Action:
     timeout_s: float
     plan: Planner
     runs_commands: bool = True
+    unapplied_hint: str = ""
 
 
 def first_error_line(res: CommandResult) -> str:
