@@ -442,7 +442,15 @@ case("venv_switch", "rollback-to-the-previous-environment", args={"to": "previou
             {"expect": {"type": "Run", "mutating": True, "argv": ["python3", SCRIPT, "switch", "--venv", "/venv", "--to", "previous",
                                                                  "--keep", "3", "--why", "rollback", "--run-id", "r1", "--installed", "/w/installed"]},
              "answer": ENVS(changed=True, **{"from": 3}, to=2, live="/venv", removed=[], environment={"version": 2, "torch": "2.11.0+cu130"})}],
-     result={"status": "changed", "msg": "/venv: v3 -> v2 (torch 2.11.0+cu130)", "decision": {"action": "switch", "from": 3}})
+     result={"status": "changed", "msg": "/venv: v3 -> v2 (torch 2.11.0+cu130)", "decision": {"action": "switch", "from": 3, "to": 2}})
+case("venv_switch", "previous-is-named-by-its-version-before-the-switch", args={"to": "previous", "why": "rollback"},
+     host={"facts": FACTS90},
+     steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(kind="symlink", live="/venv", live_version=3, versions_dir=VD, staged_version=None,
+                                                  versions={"1": {"state": "was-live"}, "2": {"state": "was-live"}, "3": {"state": "live"}},
+                                                  history=[{"from": 2, "to": 1, "why": "rollback"}, {"from": 1, "to": 3, "why": "deploy"}])},
+            # what a dry run answers: the switch script did not run, so the version is the planner's
+            {"expect": {"type": "Run", "mutating": True}, "answer": ENVS(changed=True, **{"from": 3}, live="/venv", removed=[], environment={})}],
+     result={"status": "changed", "msg": "/venv: v3 -> v1", "decision": {"action": "switch", "from": 3, "to": 1}})
 case("venv_switch", "a-pruned-version-is-refused-naming-what-is-kept", args={"to": "1", "why": "rollback"}, host={"facts": FACTS90},
      steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(kind="symlink", live="/venv", live_version=3, versions_dir=VD,
                                                   versions={"2": {}, "3": {}}, staged_version=None)},
