@@ -344,3 +344,153 @@ def test_a_host_hung_in_connect_is_reported_unreachable_and_plans_show_each_host
         if mode != "apply":  # each host's final plan, shown once
             shown = [(e.host, e.data["task"]) for e in ev.events if e.name == "task.finished"]
             assert sorted(shown) == sorted((h, t) for h in ("n2", "n3") for t in ("upload", "build", "install")), mode
+
+
+def envs_script(host, argv, env, cwd):
+    """The host side of the staged-environment actions (``venv_envs.py status|stage|switch``) on a
+    fake host: versions are numbers in ``host.files['/envs.json']`` (live, last made)."""
+    if len(argv) < 3 or not argv[1].endswith("venv_envs.py"):
+        return None
+    state = json.loads(host.files.get("/envs.json", b'{"live": 1, "last": 1}'))
+    opt = {argv[i]: argv[i + 1] for i in range(3, len(argv) - 1) if argv[i].startswith("--")}
+    vd = "/w/envs/serve"
+    env_of = lambda v: {"version": v, "torch": host.facts["python"]["torch"], "kernels": {}}  # noqa: E731
+    if argv[2] == "status":
+        out = {"kind": "symlink", "live": "/venv", "live_kind": "symlink", "target": f"{vd}/v{state['live']}",
+               "live_version": state["live"], "versions_dir": vd, "next": state["last"] + 1, "same_fs": True,
+               "versions": {str(v): {} for v in range(1, state["last"] + 1)}, "staged_version": None,
+               "environment": env_of(state["live"])}
+    elif argv[2] == "stage":
+        state["last"] += 1
+        out = {"version": state["last"], "path": f"{vd}/v{state['last']}", "linked_files": 10, "packages": 3}
+    elif argv[2] == "switch":
+        new = int(opt["--venv"].rsplit("/v", 1)[1])
+        out = {"changed": True, "from": state["live"], "to": new, "live": "/venv", "removed": [],
+               "environment": env_of(new)}
+        state["live"] = new
+    else:
+        return 1, "", f"unknown {argv[2]}\n"
+    host.files["/envs.json"] = json.dumps(state).encode()
+    return 0, json.dumps({"ok": True, **out}) + "\n", ""
+
+
+def staged_hosts(names):
+    hosts = make_hosts(names)
+    for name in names:
+        fake.HOSTS[name].handlers.insert(0, envs_script)
+    return hosts
+
+
+def env_tasks(model, host="n1") -> dict[str, tuple[str, str, str]]:
+    """venv_stage / venv_switch -> (status, decided action, msg) on ``host``."""
+    return {t.action: (t.status, (t.data.get("decision") or {}).get("action"), t.msg)
+            for t in model.hosts[host].tasks if t.action in ("venv_stage", "venv_switch")}
+
+
+def test_a_staged_deploy_with_nothing_to_change_keeps_the_live_venv(fake_kind, tmp_path):
+    """--staged over a host where nothing would change: no new version, no switch, in --plan,
+    --dry-run and the deploy alike; once something changes, the deploy stages again."""
+    from fleetctl.playbook.staged import staged_playbook
+
+    pb = staged_playbook(playbook(tmp_path))
+    hosts = staged_hosts(["n1"])
+    first, _ = run(pb, hosts)
+    assert first.hosts["n1"].status == "ok", first.hosts["n1"].error
+    assert env_tasks(first)["venv_stage"][:2] == ("changed", "stage")
+    assert json.loads(fake.HOSTS["n1"].files["/envs.json"]) == {"live": 2, "last": 2}
+
+    keep = ("ok", "skip", "nothing to change: the live venv stays v2")
+    plan, _ = run(pb, hosts, mode="plan")
+    dry, _ = run(pb, hosts, mode="dry-run")
+    fake.HOSTS["n1"].log.clear()
+    again, _ = run(pb, hosts)
+    for model in (plan, dry, again):
+        assert model.hosts["n1"].status == "ok", model.hosts["n1"].error
+        assert env_tasks(model) == {"venv_stage": keep, "venv_switch": keep}
+        assert all(t.status == "ok" for t in model.hosts["n1"].tasks), [(t.name, t.status) for t in model.hosts["n1"].tasks]
+    assert not [t.planned for t in dry.hosts["n1"].tasks if t.action.startswith("venv_") and t.planned]
+    assert not fake.HOSTS["n1"].ran("stage") and not fake.HOSTS["n1"].ran("switch")
+    assert json.loads(fake.HOSTS["n1"].files["/envs.json"]) == {"live": 2, "last": 2}
+    env = again.hosts["n1"].environment
+    assert env["state"] == "live" and env["switched"] is False and env["live"]["version"] == 2
+
+    # the sources change: the build and install would change the venv, so it is staged again
+    (tmp_path / "toy" / "mod.py").write_text("x = 3\n")
+    plan, _ = run(pb, hosts, mode="plan")
+    assert env_tasks(plan)["venv_stage"][:2] == ("changed", "stage")
+    assert env_tasks(plan)["venv_switch"][:2] == ("changed", "switch")
+    real, _ = run(pb, hosts)
+    assert env_tasks(real)["venv_switch"][:2] == ("changed", "switch")
+    assert json.loads(fake.HOSTS["n1"].files["/envs.json"]) == {"live": 3, "last": 3}
+
+
+def test_a_play_that_always_changes_something_still_stages(fake_kind, tmp_path):
+    pb = playbook(tmp_path, TOY.replace("tasks:\n", "tasks:\n  - name: stage\n    venv_stage: {}\n"
+                                                   "  - name: upgrade\n    command: {argv: [echo, upgraded]}\n", 1)
+                  + "  - name: switch\n    venv_switch: {to: staged}\n")
+    hosts = staged_hosts(["n1"])
+    run(pb, hosts)
+    plan, _ = run(pb, hosts, mode="plan")
+    real, _ = run(pb, hosts)
+    for model in (plan, real):
+        assert "venv_switch" in env_tasks(model), [(t.name, t.status, t.msg) for t in model.hosts["n1"].tasks]
+        assert env_tasks(model)["venv_stage"][:2] == ("changed", "stage")
+        assert env_tasks(model)["venv_switch"][:2] == ("changed", "switch")
+    assert json.loads(fake.HOSTS["n1"].files["/envs.json"]) == {"live": 3, "last": 3}
+
+
+def test_force_rebuilds_even_when_the_controller_cache_holds_the_class_wheel(fake_kind, tmp_path):
+    """--force is for a wheel the operator suspects: the builder builds again (not the cache's wheel,
+    not its own stamp's), the new wheel replaces the cached one and reaches every member."""
+    from fleetctl.engine.classes import wheels_root
+    from fleetctl.reporting.tables import plan_rows
+
+    pb = playbook(tmp_path)
+    hosts = make_hosts(["n1", "n2"])
+    run(pb, hosts)
+    assert {h: len(fake.HOSTS[h].ran("--wheel-dir")) for h in fake.HOSTS} == {"n1": 1, "n2": 0}
+    # the cached wheel goes bad (its record still agrees with it)
+    (record,) = wheels_root().glob("*/record.json")
+    rec = json.loads(record.read_text())
+    bad = record.parent / rec["name"]
+    bad.write_bytes(b"a bad wheel")
+    record.write_text(json.dumps({**rec, "size": bad.stat().st_size, "sha256": "0" * 64}))
+
+    unforced, _ = run(pb, hosts, mode="plan")
+    assert actions(unforced) == {"n1": "reuse", "n2": "reuse"}
+    plan, _ = run(pb, hosts, mode="plan", force=True)
+    dry, _ = run(pb, hosts, mode="dry-run", force=True)
+    assert actions(plan) == actions(dry) == {"n1": "build", "n2": "push"}
+    rows = plan_rows(plan.as_json()["hosts"])
+    assert [b["action"] for b in rows["n1"]["builds"]] == ["build (forced)"]
+    assert "(forced: --force" in [t.msg for t in dry.hosts["n1"].tasks if t.action == "build_wheel"][0]
+    assert {h: len(fake.HOSTS[h].ran("--wheel-dir")) for h in fake.HOSTS} == {"n1": 1, "n2": 0}
+
+    real, _ = run(pb, hosts, force=True)
+    assert all(o.status == "ok" for o in real.hosts.values()), {h: o.error for h, o in real.hosts.items()}
+    assert actions(real) == {"n1": "build", "n2": "push"}
+    assert {h: len(fake.HOSTS[h].ran("--wheel-dir")) for h in fake.HOSTS} == {"n1": 2, "n2": 0}
+    fresh = fake.HOSTS["n1"].files[[p for p in fake.HOSTS["n1"].files if p.endswith(".whl")][0]]
+    assert bad.read_bytes() == fresh and json.loads(record.read_text())["sha256"] != "0" * 64
+    n2_wheel = [p for p in fake.HOSTS["n2"].files if p.endswith(".whl")][0]
+    assert fake.HOSTS["n2"].files[n2_wheel] == fresh
+    assert len(pip_installs("n1")) == len(pip_installs("n2")) == 2  # reinstalled on both
+
+    # a single host whose class wheel is cached: --force builds there too (it used to push the cache's)
+    solo = make_hosts(["n3"])
+    plan, _ = run(pb, solo, mode="plan")
+    assert actions(plan) == {"n3": "push"}
+    plan, _ = run(pb, solo, mode="plan", force=True)
+    assert actions(plan) == {"n3": "build"}
+
+
+def test_install_alone_on_a_fresh_host_says_to_build_first(fake_kind, tmp_path):
+    hosts = make_hosts(["n1"])
+    pb = playbook(tmp_path)
+    for mode in ("plan", "apply"):
+        model, _ = run(pb, hosts, tags=("install",), mode=mode)
+        o = model.hosts["n1"]
+        assert o.status == "failed"
+        assert [t.msg for t in o.tasks if t.name == "install"] == [
+            "no wheel was built on this host yet: run with --tags build first, or without --tags"]
+    assert not pip_installs("n1") and not fake.HOSTS["n1"].ran("--wheel-dir")

@@ -180,6 +180,22 @@ def test_staged_deploys_nightlies_and_rollbacks(sshd_farm, tmp_path):
     assert imports(venv)["built"] == "2.0.0"
     assert verify()["status"] == "ok"
 
+    # 1b. the same --staged deploy again, nothing changed: no new version, v2 stays live (no switch
+    # to restart for), in --plan and the deploy alike
+    plan = json.loads(run("deploy", "--hosts", "gpus", "--playbook", str(tmp_path / "deploy.yaml"), "--staged",
+                          "--plan", "--json").stdout)["gpu01"]
+    envs = {t["action"]: (t["status"], t["decision"]["action"], t["msg"]) for t in plan["tasks"]
+            if t["action"].startswith("venv_")}
+    keep = ("ok", "skip", "nothing to change: the live venv stays v2")
+    assert envs == {"venv_stage": keep, "venv_switch": keep} and [b["action"] for b in plan["builds"]] == ["skip"]
+    run("deploy", "--hosts", "gpus", "--playbook", str(tmp_path / "deploy.yaml"), "--staged")
+    assert versions(folder) == ["v1", "v2"] and Path(os.path.realpath(venv)).name == "v2"
+    rec = host_record(tmp_path)
+    assert rec["environment"]["state"] == "live" and not rec["environment"]["switched"]
+    assert rec["environment"]["live"]["version"] == 2
+    assert {t["action"]: t["msg"] for t in rec["tasks"]}["venv_switch"] == "nothing to change: the live venv stays v2"
+    assert all(t["status"] == "ok" for t in rec["tasks"])
+
     # 2. a good nightly: torch moves in v3, the kernels are built against it there, verified, switched
     nightly("2.1.0")
     assert Path(os.path.realpath(venv)).name == "v3"

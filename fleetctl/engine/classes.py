@@ -6,6 +6,9 @@ anything is built, so that ``--plan``, ``--dry-run`` and the deploy agree:
 
 - a wheel for the key already in the controller's cache (an earlier batch or run built it):
   every member lacking it gets it pushed (``push``); members holding it ``reuse`` it;
+- with ``--force`` (a class asked with ``force``), no wheel built before this run counts, not the
+  cache's and not a member's: the builder builds, its wheel replaces the cached one (same key) and
+  is pushed to every other member; a later batch of the same run reuses the wheel built in it;
 - else a member already holding the wheel ``serve``\\ s it (fetched into the cache, pushed to the
   others);
 - else one member builds (``build``): the one named by the class's ``build_host`` var when it is
@@ -120,19 +123,37 @@ class ClassCoordinator:
         self.scope_of: dict[str, Any] = {}
         self.run_id = "run"
         self._fanouts: dict[tuple[str, int], asyncio.Task] = {}
+        #: classes asked with ``--force``: only a wheel built in this run counts for them
+        self.forced: set[str] = set()
+
+    def _cached(self, key: str) -> BuiltWheel | None:
+        """The class's wheel that members may be given: the cache's, or for a forced class only
+        one published in this run."""
+        if key in self.forced:
+            fut = self._wheels.get(key)
+            if fut is not None and fut.done() and not fut.cancelled() and fut.exception() is None:
+                return fut.result()
+            return None
+        return cached_wheel(key)
 
     # -- planning -----------------------------------------------------------------------------
 
-    def role(self, host: str, key: str, holds: bool, once: bool, build_host: str | None) -> str:
+    def role(self, host: str, key: str, holds: bool, once: bool, build_host: str | None, *,
+             force: bool = False) -> str:
         """The role of ``host`` for class ``key`` (see the module docstring). Before the batch's
-        roles are assigned the answer is provisional; :meth:`assign` says which answers changed."""
+        roles are assigned the answer is provisional; :meth:`assign` says which answers changed.
+        ``force``: nothing built before this run is reused (``holds`` is then ``False``)."""
+        if force:
+            holds = False
         if not once:
             return "reuse" if holds else "build"
+        if force:
+            self.forced.add(key)
         self.requests[host] = _Request(key, holds, build_host)
         got = self.assigned.get(host)
         if got is not None and got[0] == key:
             answer = got[1]
-        elif cached_wheel(key) is not None:
+        elif self._cached(key) is not None:
             answer = "reuse" if holds else "push"
         else:
             answer = "serve" if holds else "build"
@@ -151,7 +172,7 @@ class ClassCoordinator:
             holders = [h for h in members if self.requests[h].holds]
             lacking = [h for h in members if not self.requests[h].holds]
             building = self._builder.get(key)
-            if cached_wheel(key) is not None or key in self._wheels and self._wheels[key].done():
+            if self._cached(key) is not None or key in self._wheels and self._wheels[key].done():
                 roles = {h: "reuse" for h in holders} | {h: "push" for h in lacking}
             elif building is not None and building not in members and building not in self._gone:
                 # a host that connected late (see fleetctl.engine.runner) or a later batch: a member
@@ -229,7 +250,7 @@ class ClassCoordinator:
         Raises:
             ClassBuildFailed: the builder's build failed.
         """
-        cached = cached_wheel(key)
+        cached = self._cached(key)
         if cached is not None:
             return cached
         async with self._lock:

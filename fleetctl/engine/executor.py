@@ -206,7 +206,8 @@ class StepRunner:
     # -- arch classes -------------------------------------------------------------------------
 
     def _do_classrole_sync(self, step: S.ClassRole) -> str:
-        return self.classes.role(self.host, step.key, step.holds, step.once, self.session.host.settings.build_host)
+        return self.classes.role(self.host, step.key, step.holds, step.once, self.session.host.settings.build_host,
+                                 force=step.force)
 
     async def _do_classrole(self, step: S.ClassRole) -> str:
         return self._do_classrole_sync(step)

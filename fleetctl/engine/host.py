@@ -60,7 +60,38 @@ def _view(session: HostSession, playbook: Any, opts: PassOptions, env: dict[str,
         cuda_home=session.host.settings.cuda_home, build_host=session.host.settings.build_host,
         verify_device=session.host.settings.verify_device,
         files=dict(session.files), trees=dict(session.trees), sources=dict(session.sources), force=opts.force,
-        build_each=opts.build_each, env=env)
+        build_each=opts.build_each, env=env, keep_live=session.keep_live)
+
+
+def nothing_to_stage(outcomes: list[TaskOutcome]) -> bool:
+    """Whether a planned pass stages a venv version that nothing would change: its selected
+    ``venv_stage`` stages (or, planned with :attr:`HostSession.keep_live`, keeps the live venv),
+    a selected ``venv_switch`` follows it, and every task between them plans no change (``ok`` or
+    ``skipped``; a failure is left to fail where it does).
+
+    Why here, in the engine, and not in the stage's planner: only the engine knows the host's whole
+    planned pass; a planner sees its own task. The planning pass already plans the tasks after the
+    stage against the live venv, which the staged version reproduces file for file
+    (docs/staged.md), so its verdict holds for the staged version too. The runner plans the host
+    again with :attr:`HostSession.keep_live` set (``venv_stage`` then makes no version and
+    ``venv_switch`` keeps the live one: both ``ok``, "nothing to change: the live venv stays vN")
+    and applies that plan, so ``--plan``, ``--dry-run`` and the deploy agree. A play whose tasks
+    always change something (the nightly's ``venv_upgrade``) still stages.
+    """
+    stage = next((i for i, o in enumerate(outcomes) if o.action == "venv_stage" and o.selected), None)
+    if stage is None:
+        return False
+    s = outcomes[stage]
+    decided = (s.data.get("decision") or {})
+    staging = s.status == Status.CHANGED.value and decided.get("action") == "stage"
+    kept = s.status == Status.OK.value and decided.get("action") == "skip" and decided.get("why") == "nothing to change"
+    if not (staging or kept):
+        return False
+    switch = next((i for i in range(stage + 1, len(outcomes))
+                   if outcomes[i].action == "venv_switch" and outcomes[i].selected), None)
+    if switch is None or outcomes[switch].status not in (Status.CHANGED.value, Status.OK.value):
+        return False
+    return all(o.status in (Status.OK.value, Status.SKIPPED.value) for o in outcomes[stage + 1:switch])
 
 
 async def _run_task(task: Any, session: HostSession, playbook: Any, *, apply: bool, run: RunModel,
@@ -112,6 +143,10 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
     session.simulated = False
     total = len(tasks)
 
+    #: register name -> the task left out by --tags whose registered result is not on the host
+    #: (planned as a change or a failure): a selected task naming it would use a fiction
+    unapplied: dict[str, str] = {}
+
     async def one(task: Any, index: int, label: str | None = None) -> TaskResult:
         nonlocal simulated_before
         t0 = time.monotonic()
@@ -128,13 +163,24 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
                 name = f"{label}: {name}"
             observers.emit("task.started", session.name, task=name, index=index, total=total, action=task.action,
                            phase=ACTIONS[task.action].phase, selected=is_selected)
-            result, planned, simulated = await _run_task(
-                task, session, playbook, apply=apply and is_selected, run=run, observers=observers, classes=classes,
-                opts=opts, ctx_vars=ctx_vars, name=name)
+            missing = _names_unapplied(task, unapplied) if is_selected else None
+            if missing is not None:
+                hint = ACTIONS[task.action].unapplied_hint or (
+                    f"'{missing}' comes from '{unapplied[missing]}', which --tags/--skip-tags left out and which "
+                    f"has not made it on this host yet: run with its tags first, or without --tags")
+                result, planned, simulated = TaskResult(Status.FAILED, msg=hint), [], False
+            else:
+                result, planned, simulated = await _run_task(
+                    task, session, playbook, apply=apply and is_selected, run=run, observers=observers,
+                    classes=classes, opts=opts, ctx_vars=ctx_vars, name=name)
         except (PlaybookError, templating.RenderError) as exc:  # a template failed for this host
             name, result, planned, simulated = task.display_name, TaskResult(Status.FAILED, msg=str(exc)), [], False
         if task.register:
             session.registered[task.register] = result.as_registered()
+            if not is_selected and (result.status is Status.CHANGED or result.status.is_failure):
+                unapplied[task.register] = name
+            else:
+                unapplied.pop(task.register, None)
         if not result.status.is_failure:
             session.files.update(result.files)
             session.trees.update(result.trees)
@@ -186,6 +232,20 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
                 out.status, out.error = "failed", f"{out.outcomes[-1].name}: {res.msg}"
                 break
     return out
+
+
+def _names_unapplied(task: Any, unapplied: dict[str, str]) -> str | None:
+    """The first register name in ``unapplied`` that ``task``'s arguments use in a template."""
+    if not unapplied:
+        return None
+    import json
+    import re
+
+    text = json.dumps(task.raw_args, default=str)
+    for name in unapplied:
+        if re.search(r"\{[{%][^}]*\b" + re.escape(name) + r"\b", text):
+            return name
+    return None
 
 
 def phase_spans(run: RunModel, outcomes: list[TaskOutcome], first: list[PhaseSpan]) -> list[PhaseSpan]:

@@ -41,7 +41,7 @@ from ..errors import FleetError, HostUnreachable
 from ..status import Status
 from .classes import ClassCoordinator
 from .deadlines import Deadlines
-from .host import HostPass, PassOptions, phase_spans, run_pass
+from .host import HostPass, PassOptions, nothing_to_stage, phase_spans, run_pass
 from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
 from .hostlock import HostLockBusy, HostLockError
 from .observer import Observers
@@ -439,15 +439,32 @@ async def _start(session: HostSession, run: RunModel, observers: Any, opts: Play
 async def _plan(session: HostSession, playbook: Any, tasks: list[Any], selected: set[int], run: RunModel,
                 observers: Any, classes: ClassCoordinator, opts: PassOptions) -> HostPass:
     """A planning pass; the session's registered results and declared files are reset after it
-    (the probe cache is kept for the apply pass)."""
-    try:
-        return await run_pass(session, playbook, tasks, selected, apply=False, run=run, observers=observers,
-                              classes=classes, opts=opts)
-    finally:
-        session.registered.clear()
-        session.files.clear()
-        session.trees.clear()
-        session.sources.clear()
+    (the probe cache is kept for the apply pass).
+
+    When the pass stages a venv version that nothing between the stage and the switch would
+    change, or was planned keeping the live venv and something now changes, the host is planned
+    again with :attr:`HostSession.keep_live` turned (from the probes already answered); that plan
+    is the one shown and applied (see :func:`fleetctl.engine.host.nothing_to_stage`). Staging is
+    the safe side: a verdict that does not hold on its own plan falls back to it."""
+    async def once() -> HostPass:
+        try:
+            return await run_pass(session, playbook, tasks, selected, apply=False, run=run, observers=observers,
+                                  classes=classes, opts=opts)
+        finally:
+            session.registered.clear()
+            session.files.clear()
+            session.trees.clear()
+            session.sources.clear()
+
+    planned = await once()
+    keep = nothing_to_stage(planned.outcomes)
+    if keep != session.keep_live:
+        session.keep_live = keep
+        planned = await once()
+        if session.keep_live and not nothing_to_stage(planned.outcomes):
+            session.keep_live = False
+            planned = await once()
+    return planned
 
 
 def _record_connection(run: RunModel, observers: Observers, host: str, stats: dict | None, *,

@@ -102,6 +102,10 @@ class HostSession:
     #: ``TaskResult.venv``), and the gathered facts while later tasks see replaced keys
     venv_in_use: str | None = None
     gathered_facts: dict[str, Any] | None = None
+    #: the host's planned pass changes nothing between its venv_stage and venv_switch: the stage
+    #: and the switch keep the live venv (set by the planning passes, see
+    #: :func:`fleetctl.engine.host.nothing_to_stage`; the apply pass uses the same verdict)
+    keep_live: bool = False
 
     def use_venv(self, venv: str | None, facts: dict[str, Any]) -> None:
         """From now on in this pass, tasks use ``venv`` (when given) and see ``facts``' keys

@@ -209,6 +209,8 @@ def plan_rows(hosts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 action = "fail"
             else:
                 action = role or "build"
+                if action == "build" and d.get("forced"):
+                    action = "build (forced)"
             builds.append({"task": t["name"], "key": d.get("key", ""), "action": action,
                            "changed": d.get("changed", []), "archs": d.get("archs"), "msg": t.get("msg", "")})
         row["builds"] = builds

@@ -102,6 +102,10 @@ class HostView:
         force: ``--force``: rebuild and reinstall even when nothing changed.
         build_each: ``--build each``: every host builds its own wheel.
         env: the task's rendered ``env`` (added to every command the engine runs for it).
+        keep_live: the engine planned this host's whole pass and found that no task between the
+            play's ``venv_stage`` and its ``venv_switch`` changes anything: the stage makes no new
+            version and the switch keeps the live one (see
+            :func:`fleetctl.engine.host.nothing_to_stage`).
     """
 
     name: str
@@ -121,6 +125,7 @@ class HostView:
     force: bool = False
     build_each: bool = False
     env: Mapping[str, str] = field(default_factory=dict)
+    keep_live: bool = False
 
     def local_path(self, path: str) -> Path:
         """A playbook path on the controller: absolute, or relative to the playbook's folder."""
@@ -153,6 +158,9 @@ class Action:
         plan: the planner.
         runs_commands: the action runs commands on the host, so the task controls ``env`` and
             ``become`` apply to it.
+        unapplied_hint: what a task of this action says when its arguments name what a task left
+            out by ``--tags``/``--skip-tags`` registers and that task has not made it on the host
+            (it would change the host, or fail): one line naming the fix.
     """
 
     name: str
@@ -161,6 +169,7 @@ class Action:
     timeout_s: float
     plan: Planner
     runs_commands: bool = True
+    unapplied_hint: str = ""
 
 
 def first_error_line(res: CommandResult) -> str:

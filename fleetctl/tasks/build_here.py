@@ -182,7 +182,8 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
         if err is not None:
             return TaskResult(Status.FAILED, msg=f"built, but cannot fetch the wheel for the class: {err}",
                               data={**data, "decision": decision})
-    return TaskResult(Status.CHANGED, msg=f"built {posixpath.basename(wheel)} for {data['archs']}",
+    forced = " (forced: --force, no earlier wheel reused)" if decision.get("forced") else ""
+    return TaskResult(Status.CHANGED, msg=f"built {posixpath.basename(wheel)} for {data['archs']}{forced}",
                       data={**data, "decision": decision}, files={wheel: digest})
 
 

@@ -206,9 +206,13 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     installed_shas = {i.get("sha256") for i in installed}
     decision.update(key=key[:16], installed=bool(mine and mine.get("sha256") in installed_shas),
                     changed=changed_inputs(inputs, stamps, installed_shas))
+    # --force: no wheel built before this run is reused, neither this host's (its stamp) nor the
+    # controller's cache: the class's builder builds, the new wheel replaces the cached one
     holds = bool(mine) and not host.force
     once = args.build == "once" and not host.build_each
-    role = yield ClassRole(key=key, holds=holds, once=once, reason="who builds this arch class")
+    if host.force:
+        decision["forced"] = True
+    role = yield ClassRole(key=key, holds=holds, once=once, force=host.force, reason="who builds this arch class")
     if role in ("reuse", "serve"):
         data = {**mine, "reused": True, "decision": {**decision, "action": role}}
         if role == "serve":

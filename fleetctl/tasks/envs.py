@@ -127,6 +127,19 @@ def venv_facts(host: HostView, venv: str, assume: Mapping[str, Any]) -> Plan:
     return {}, f"the facts script printed nothing for {venv}: {first_error_line(res)}"
 
 
+def previous_version(status: Mapping[str, Any]) -> int | None:
+    """The version ``switch --to previous`` picks, from the ``status`` answer (as the host script
+    does): the one the switch history says was live before the live one, else the newest other
+    version that was live; ``None`` when there is none (the switch then refuses)."""
+    current = status.get("live_version")
+    for h in reversed(status.get("history") or []):
+        if h.get("to") == current and h.get("from") is not None:
+            return h["from"]
+    older = [int(k) for k, v in (status.get("versions") or {}).items()
+             if (v or {}).get("state") == "was-live" and int(k) != current]
+    return max(older) if older else None
+
+
 def live_env(status: Mapping[str, Any]) -> dict[str, Any]:
     """The live environment as the ``status`` answer describes it (for the run record)."""
     env = dict(status.get("environment") or {})

@@ -364,4 +364,8 @@ def _roll_back(args: PipInstallArgs, host: HostView, tool: str, uv: str | None, 
     return TaskResult(Status.FAILED, data=data, msg=msg)
 
 
-ACTION = Action(name="pip_install", args=PipInstallArgs, phase="install", timeout_s=900.0, plan=plan)
+#: A wheel named by a build that --tags left out and that has not built it on this host yet.
+NO_WHEEL_YET = "no wheel was built on this host yet: run with --tags build first, or without --tags"
+
+ACTION = Action(name="pip_install", args=PipInstallArgs, phase="install", timeout_s=900.0, plan=plan,
+                unapplied_hint=NO_WHEEL_YET)

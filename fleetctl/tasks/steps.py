@@ -168,11 +168,14 @@ class ClassRole(Step):
         key: the build key (sha256 hex of the build inputs).
         holds: this host already has a wheel for ``key`` (its stamp and file exist).
         once: ``False`` (``build: each``) makes every host its own builder.
+        force: ``--force``: the class's wheel is built anew; none built before this run (the
+            controller's cache, a member's stamp) is reused.
     """
 
     key: str = ""
     holds: bool = False
     once: bool = True
+    force: bool = False
     mutating: bool = False
 
     def describe(self) -> dict[str, Any]:

@@ -75,6 +75,8 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
                 "versions_dir": folder, "tool": "uv venv" if uv and args.tool != "venv" else "python -m venv"}
     if problem:
         return TaskResult(Status.FAILED, msg=f"preflight: {problem}", data={"decision": {**decision, "action": "fail"}})
+    if host.keep_live:
+        return keep(st, live)
     if st.get("adopt_as"):
         yield Note(message=f"{live} is a real folder: the switch adopts it as v{st['adopt_as']} (moved into "
                            f"{folder}, not copied) and puts a symlink in its place")
@@ -120,6 +122,23 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
     return TaskResult(Status.CHANGED, data=data, venv=dest, facts=facts, environment=environment,
                       msg=f"staged v{n} at {dest} ({out.get('made_with', decision['tool'])}, {how}, "
                           f"{out.get('packages', '?')} packages as live, {out.get('seconds', 0)} s); the live venv is untouched")
+
+
+def keep(st: dict, live: str) -> TaskResult:
+    """The stage when nothing after it would change the host (:attr:`HostView.keep_live`, decided
+    by the engine from the host's planned pass): no new version, the live one stays live. A
+    version made only to be switched to would differ from the live one in nothing but its number,
+    yet the switch would still mean restarting the serving stack, and each such run would push an
+    older version (the adopted v1 first) out of the kept ones. ``venv_switch`` reads the marker
+    this leaves in :data:`STAGED_FACT` and keeps the live version too."""
+    version = st.get("live_version")
+    where = f"v{version}" if version is not None else f"the live folder {live} (not staged yet)"
+    msg = f"nothing to change: the live venv stays {where}"
+    environment = {"state": "live", "switched": False, "live": live_env(st), "previous": None, "removed": []}
+    return TaskResult(Status.OK, msg=msg,
+                      data={"decision": {"action": "skip", "why": "nothing to change", "version": version}},
+                      facts={STAGED_FACT: {"kept": True, "live": live, "live_version": version, "msg": msg}},
+                      environment=environment)
 
 
 ACTION = Action(name="venv_stage", args=VenvStageArgs, phase="install", timeout_s=1800.0, plan=plan)

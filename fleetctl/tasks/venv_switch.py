@@ -20,7 +20,8 @@ from ..status import Status
 from .argtypes import ActionArgs, is_template
 from .base import Action, HostView, Plan, TaskResult
 from .build_preflight import CLEAN_PYTHON_ENV
-from .envs import STAGED_FACT, answer, installed_dir, live_env, script_argv, simulated, status_probe, upload, versions_dir
+from .envs import (STAGED_FACT, answer, installed_dir, live_env, previous_version, script_argv, simulated, status_probe,
+                   upload, versions_dir)
 from .steps import Run
 
 
@@ -58,6 +59,12 @@ def plan(args: VenvSwitchArgs, host: HostView) -> Plan:
         return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}},
                           msg=f"nothing staged: {host.venv} is the live venv (a venv_stage task must run before "
                               "venv_switch in the same play)")
+    if to == "staged" and staged.get("kept"):
+        # the stage kept the live venv: nothing after it changed the host (venv_stage.keep)
+        return TaskResult(Status.OK, msg=staged.get("msg") or "nothing to change: the live venv stays live",
+                          facts={STAGED_FACT: None},
+                          data={"decision": {"action": "skip", "why": "nothing to change",
+                                             "version": staged.get("live_version")}})
     remote = yield from upload(host)
     if remote.startswith("!"):
         return TaskResult(Status.FAILED, msg=f"venv_switch: {remote[1:]}")
@@ -72,7 +79,11 @@ def plan(args: VenvSwitchArgs, host: HostView) -> Plan:
             return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}},
                               msg=f"{host.venv} has no staged environments to switch between (deploy with --staged "
                                   "first)")
-        path, target = host.venv, (None if to == "previous" else int(to.lstrip("v")))
+        # the version "previous" picks is named in --plan and --dry-run, not the word
+        path, target = host.venv, (previous_version(st) if to == "previous" else int(to.lstrip("v")))
+        if to == "previous" and target is None:
+            return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}},
+                              msg=f"no previous environment of {host.venv} to go back to (the switch history names none)")
     current = st.get("live_version")
     decision = {"action": "switch", "from": current if current is not None else "live folder", "to": target or to,
                 "keep": args.keep}
@@ -96,12 +107,12 @@ def plan(args: VenvSwitchArgs, host: HostView) -> Plan:
     facts = {STAGED_FACT: None}
     if not out.get("changed"):
         return TaskResult(Status.OK, data=data, environment=environment, venv=live, facts=facts,
-                          msg=f"v{out.get('to')} is already the live environment")
+                          msg=f"v{data['decision']['to']} is already the live environment")
     removed = out.get("removed") or []
     torch = f" (torch {env.get('torch')})" if env.get("torch") else ""
     src = f"v{out.get('from')}" if out.get("from") is not None else "the live folder"
     return TaskResult(Status.CHANGED, data=data, environment=environment, venv=live, facts=facts,
-                      msg=f"{live}: {src} -> v{out.get('to')}{torch}"
+                      msg=f"{live}: {src} -> v{data['decision']['to']}{torch}"
                           + (f"; adopted the old folder as v{out['adopted']}" if out.get("adopted") else "")
                           + (f"; removed {', '.join(f'v{k}' for k in removed)}" if removed else ""))
 

@@ -409,6 +409,14 @@ case("venv_stage", "the-stage-script-refusal-is-the-message", host={"facts": FAC
             {"expect": {"type": "Run", "mutating": True},
              "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "error": "the staged venv /w/envs/v2 does not reproduce the live one's pip freeze: numpy 2.1.0 -> None"}) + "\n"}}],
      result={"status": "failed", "msg": "stage: the staged venv /w/envs/v2 does not reproduce the live one's pip freeze"})
+STATUS_LINK = ENVS(kind="symlink", live="/venv", live_kind="symlink", target=f"{VD}/v2", live_version=2, versions_dir=VD,
+                   versions={"1": {"state": "was-live"}, "2": {"state": "live"}}, next=3, adopt_as=None, same_fs=True,
+                   others_reach_live=True, others_reach_versions=True, staged_version=None,
+                   environment={"torch": "2.11.0+cu130", "torch_cuda": "13.0", "kernels": {}, "version": 2})
+case("venv_stage", "nothing-to-change-keeps-the-live-venv", host={"facts": FACTS90, "keep_live": True},
+     steps=[UPLOAD, {**STATUS_RUN, "answer": STATUS_LINK}],
+     result={"status": "ok", "msg": "nothing to change: the live venv stays v2",
+             "decision": {"action": "skip", "why": "nothing to change", "version": 2}})
 case("venv_stage", "no-venv-fails", host={"venv": None, "python": "python3"}, steps=[],
      result={"status": "failed", "msg": "no venv for this host"})
 
@@ -422,6 +430,10 @@ case("venv_switch", "switches-to-the-version-this-run-staged", host={"facts": {*
                                                                  "--keep", "3", "--why", "deploy", "--run-id", "r1", "--installed", "/w/installed"]},
              "answer": SWITCHED}],
      result={"status": "changed", "msg": "/venv: v2 -> v3 (torch 2.12.0+cu130); removed v1", "decision": {"action": "switch", "from": 2, "to": 3}})
+case("venv_switch", "a-kept-live-venv-is-not-switched",
+     host={"facts": {**FACTS90, "staged_env": {"kept": True, "live": "/venv", "live_version": 2,
+                                               "msg": "nothing to change: the live venv stays v2"}}},
+     steps=[], result={"status": "ok", "msg": "nothing to change: the live venv stays v2", "decision": {"action": "skip"}})
 case("venv_switch", "nothing-staged-fails-without-a-step", host={"facts": FACTS90}, steps=[],
      result={"status": "failed", "msg": "nothing staged"})
 case("venv_switch", "rollback-to-the-previous-environment", args={"to": "previous", "why": "rollback"}, host={"facts": FACTS90},
@@ -430,7 +442,15 @@ case("venv_switch", "rollback-to-the-previous-environment", args={"to": "previou
             {"expect": {"type": "Run", "mutating": True, "argv": ["python3", SCRIPT, "switch", "--venv", "/venv", "--to", "previous",
                                                                  "--keep", "3", "--why", "rollback", "--run-id", "r1", "--installed", "/w/installed"]},
              "answer": ENVS(changed=True, **{"from": 3}, to=2, live="/venv", removed=[], environment={"version": 2, "torch": "2.11.0+cu130"})}],
-     result={"status": "changed", "msg": "/venv: v3 -> v2 (torch 2.11.0+cu130)", "decision": {"action": "switch", "from": 3}})
+     result={"status": "changed", "msg": "/venv: v3 -> v2 (torch 2.11.0+cu130)", "decision": {"action": "switch", "from": 3, "to": 2}})
+case("venv_switch", "previous-is-named-by-its-version-before-the-switch", args={"to": "previous", "why": "rollback"},
+     host={"facts": FACTS90},
+     steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(kind="symlink", live="/venv", live_version=3, versions_dir=VD, staged_version=None,
+                                                  versions={"1": {"state": "was-live"}, "2": {"state": "was-live"}, "3": {"state": "live"}},
+                                                  history=[{"from": 2, "to": 1, "why": "rollback"}, {"from": 1, "to": 3, "why": "deploy"}])},
+            # what a dry run answers: the switch script did not run, so the version is the planner's
+            {"expect": {"type": "Run", "mutating": True}, "answer": ENVS(changed=True, **{"from": 3}, live="/venv", removed=[], environment={})}],
+     result={"status": "changed", "msg": "/venv: v3 -> v1", "decision": {"action": "switch", "from": 3, "to": 1}})
 case("venv_switch", "a-pruned-version-is-refused-naming-what-is-kept", args={"to": "1", "why": "rollback"}, host={"facts": FACTS90},
      steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(kind="symlink", live="/venv", live_version=3, versions_dir=VD,
                                                   versions={"2": {}, "3": {}}, staged_version=None)},
