@@ -163,11 +163,11 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
                 name = f"{label}: {name}"
             observers.emit("task.started", session.name, task=name, index=index, total=total, action=task.action,
                            phase=ACTIONS[task.action].phase, selected=is_selected)
-            missing = _names_unapplied(task, unapplied) if is_selected else None
+            # only actions that say what a missing result means (pip_install: no wheel built yet)
+            # refuse: elsewhere a template may handle the absence itself (``| default(...)``)
+            hint = ACTIONS[task.action].unapplied_hint
+            missing = _names_unapplied(task, unapplied) if is_selected and hint else None
             if missing is not None:
-                hint = ACTIONS[task.action].unapplied_hint or (
-                    f"'{missing}' comes from '{unapplied[missing]}', which --tags/--skip-tags left out and which "
-                    f"has not made it on this host yet: run with its tags first, or without --tags")
                 result, planned, simulated = TaskResult(Status.FAILED, msg=hint), [], False
             else:
                 result, planned, simulated = await _run_task(
