@@ -303,7 +303,9 @@ def build_plan(
         if not archs:
             raise ValueError("fallback_archs is empty")
         why = "no GPU found" if not gpus else "no GPU reported a compute capability"
-        if raw_facts.get("gpu_error"):
+        if not gpus and (raw_facts.get("gpu_stack") or {}).get("status") == "none":
+            why += " (no NVIDIA driver: a build host)"
+        elif raw_facts.get("gpu_error"):
             why += f" ({raw_facts['gpu_error']})"
         notes.append(f"{why}: building for fallback_archs {';'.join(archs)}")
 

@@ -175,7 +175,8 @@ def write_fake_libnvml(
     It implements the NVML calls the facts script makes (nvmlInit_v2, nvmlShutdown,
     nvmlErrorString, nvmlSystemGetDriverVersion, nvmlDeviceGetCount_v2,
     nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetName, nvmlDeviceGetCudaComputeCapability,
-    nvmlDeviceGetMemoryInfo) with the signatures of nvml.h, answering with ``gpus``
+    nvmlDeviceGetMemoryInfo, nvmlDeviceGetUUID, nvmlDeviceGetPciInfo_v3) with the signatures of
+    nvml.h, answering with ``gpus`` (UUIDs and bus ids as :func:`fake_uuid`, :func:`fake_bus_id`)
     (``(compute_cap, name, memory_mib)``; memory reported in bytes).
 
     Args:
@@ -203,6 +204,7 @@ def write_fake_libnvml(
     names = ", ".join(c_str(name) for _, name, _ in gpus) or '""'
     mems = ", ".join(f"{int(mem)}ULL * 1048576ULL" for _, _, mem in gpus) or "0"
     source = f"""
+#include <stdio.h>
 #include <string.h>
 typedef struct {{ unsigned long long total, free, used; }} nvmlMemory_t;
 static const char *names[{pad}] = {{{names}}};
@@ -229,6 +231,14 @@ int nvmlDeviceGetName(void *h, char *buf, unsigned int len) {{
 }}
 int nvmlDeviceGetCudaComputeCapability(void *h, int *major, int *minor) {{
   *major = majors[idx(h)]; *minor = minors[idx(h)]; return 0;
+}}
+typedef struct {{ char busIdLegacy[16]; unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32]; }} nvmlPciInfo_t;
+int nvmlDeviceGetUUID(void *h, char *buf, unsigned int len) {{
+  snprintf(buf, len, "GPU-00000000-0000-0000-0000-%012d", idx(h)); return 0;
+}}
+int nvmlDeviceGetPciInfo_v3(void *h, nvmlPciInfo_t *p) {{
+  memset(p, 0, sizeof *p); snprintf(p->busId, sizeof p->busId, "00000000:%02X:00.0", 0x17 + idx(h)); return 0;
 }}
 int nvmlDeviceGetMemoryInfo(void *h, nvmlMemory_t *m) {{
   m->total = mems[idx(h)]; m->free = m->total; m->used = 0; return 0;
