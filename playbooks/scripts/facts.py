@@ -521,9 +521,9 @@ def smi_failure(rc, text, timeout_s=None, loaded=None):
                 % timeout_s, "a GPU that has fallen off the bus (Xid 79) needs a GPU reset or a reboot of the host")
     if rc == 18 or "version mismatch" in text:
         lib = re.search(r"NVML library version:\s*(\S+)", text)
-        versions = ""
-        if loaded or lib:
-            versions = " (kernel module %s, NVML library %s)" % (loaded or "?", lib.group(1) if lib else "?")
+        known = [w for w in ("kernel module %s" % loaded if loaded else None,
+                             "NVML library %s" % lib.group(1) if lib else None) if w]
+        versions = " (%s)" % ", ".join(known) if known else ""
         return ("nvidia-smi: exit %s: %s%s" % (rc, first, versions),
                 "the driver was updated without a reboot: reboot the host, or reload the nvidia kernel modules "
                 "(rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia; modprobe nvidia)")
