@@ -131,6 +131,10 @@ def test_hanging_nvidia_smi_is_bounded_named_and_not_started_twice(sshd_farm, tm
         assert "nvidia-smi did not answer in 2 s: a GPU may have fallen off the bus; see dmesg for Xid" \
             in json.dumps(doc["offbus"])
         assert doc["good"]["gpu_stack"]["status"] == "ok"
+        # the other facts came back while nvidia-smi hung (kept with the refused host)
+        assert doc["offbus"]["reachable"] is True and doc["offbus"]["status"] == "failed"
+        assert doc["offbus"]["python"]["version"] and doc["offbus"]["cpu_count"] >= 1
+        assert doc["offbus"]["cuda"]["version"]
         stuck = frozen.pids()
         assert len(stuck) == 1 and starts.read_text().split() == [str(stuck[0])]
         # the killed one is still there (SIGKILL pending in the kernel): the next run names it, starts none

@@ -80,7 +80,7 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     result = {}
     for name, out in run.hosts.items():
         if out.facts is not None and out.status == "failed":  # gathered, then refused (a broken GPU stack)
-            result[name] = {**out.facts, "status": "failed", "error": out.error}
+            result[name] = {**out.facts, "reachable": True, "status": "failed", "error": out.error}
         elif out.facts is not None:
             result[name] = out.facts
         else:

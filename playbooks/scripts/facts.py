@@ -21,7 +21,7 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     still-stuck nvidia-smi), with what failed and the fix. ``gpu_stuck_probes``:
                     ``[{pid, age_s, state}]`` of an earlier stuck nvidia-smi (then none is started).
 ``gpu_source``      ``"nvidia-smi"`` | ``"nvml"`` | null (no source answered).
-``gpu_error``       str | null: why no source answered (null when one did, even with no GPU).
+``gpu_error``       str | null: why no source listed a GPU (null when one did).
 ``gpu_probe_errors`` list of str: every failed source, including one a later source made up for.
 ``driver_version``  str | null, e.g. ``"580.82.07"``.
 ``cuda``            ``{home, nvcc, nvcc_realpath, version: "13.0", archs: ["compute_75", ...],
