@@ -88,6 +88,15 @@ def test_cuda_visible_devices_of_the_login_environment_is_a_warning_naming_it_an
                         "00000000:3B:00.0)"]
 
 
+def test_a_mig_enabled_gpu_is_verified_through_its_instances():
+    mig = [dict(FACTS_GPUS[0], mig_mode="Enabled"), FACTS_GPUS[1]]
+    instances = [{"ordinal": 0, "name": "NVIDIA H200 MIG 1g.18gb", "uuid": "MIG-1234", "pci_bus_id": None},
+                 {"ordinal": 1, "name": "NVIDIA H200", "uuid": FACTS_GPUS[1]["uuid"], "pci_bus_id": None}]
+    checks, warnings, _ = vp.verify_devices(mig, instances, {}, lambda n: (True, "ok"))
+    assert [c["ok"] for c in checks] == [True]
+    assert warnings[0].startswith("MIG is enabled on GPU 0 (NVIDIA H200, GPU-aaaaaaaa")
+
+
 def test_no_gpu_seen_at_all_fails():
     checks, _, _ = vp.verify_devices([], [], {}, lambda n: (True, "ok"))
     assert checks == [{"name": "gpu", "ok": False, "detail": "torch sees no GPU"}]

@@ -79,12 +79,13 @@ def verify_argv(python: str, script: str, args: VerifyArgs, venv: str | None, sm
     """The verification script's command line (pure): ``python -I`` (isolated mode).
 
     ``gpus``: the host's facts' GPUs; on the GPU (``--device cuda``) each one is verified
-    (``--gpus``: JSON of their ``index``, ``name``, ``uuid``, ``pci_bus_id``)."""
+    (``--gpus``: JSON of their ``index``, ``name``, ``uuid``, ``pci_bus_id``, ``mig_mode``)."""
     device = args.device if args.device != "auto" else host_device if host_device != "auto" else (
         "cuda" if sms else "cpu")
     argv = [python, "-I", script, "--package", args.package, "--device", device]
     if device == "cuda" and gpus:
-        argv += ["--gpus", json.dumps([{k: g.get(k) for k in ("index", "name", "uuid", "pci_bus_id")} for g in gpus],
+        argv += ["--gpus", json.dumps([{k: g.get(k) for k in ("index", "name", "uuid", "pci_bus_id", "mig_mode")}
+                                       for g in gpus],
                                       separators=(",", ":"))]
     if venv:
         argv += ["--venv", venv]

@@ -115,7 +115,7 @@ def match_devices(expected, seen, env):
         one line naming the variable and both counts when one does. Matched by UUID when both
         sides have one, else by bus id, else (no visibility variable) by position.
     """
-    if not expected:
+    if not expected or (all(str(g.get("mig_mode") or "").lower() == "enabled" for g in expected) and seen):
         return [(dict(d, index=d["ordinal"]), d["ordinal"]) for d in seen], [], []
     hiding = [(name, env[name]) for name in VISIBILITY_VARS if env.get(name) not in (None, "")]
     by_uuid = {_norm_uuid(d.get("uuid")): d["ordinal"] for d in seen if d.get("uuid")}
@@ -133,6 +133,11 @@ def match_devices(expected, seen, env):
         used.add(ordinal)
         pairs.append((gpu, ordinal))
     warnings, missing = [], []
+    mig = [g for g in unseen if str(g.get("mig_mode") or "").lower() == "enabled"]
+    if mig:  # CUDA lists a MIG-enabled GPU's instances (MIG-... UUIDs), never the GPU itself
+        warnings.append("MIG is enabled on %s: CUDA sees its MIG instances, not the GPU: not verified as a whole"
+                        % "; ".join(describe_gpu(g) for g in mig))
+        unseen = [g for g in unseen if g not in mig]
     if unseen and hiding:
         warnings.append("%s in the login environment: torch sees %d of the %d GPUs nvidia-smi lists; not verified: %s"
                         % (", ".join("%s=%s" % kv for kv in hiding), len(seen), len(expected),

@@ -351,7 +351,7 @@ case("pip_install", "unknown-wheel-is-hashed-on-the-host", args=PI, host={"facts
      result={"status": "failed", "msg": "No such file or directory"})
 # verify
 VERIFY_ARGV = ["/venv/bin/python3", "-I", "/w/runs/r1/verify/verify_package.py", "--package", "fp4_kernels", "--device", "cuda",
-               "--gpus", '[{"index":0,"name":"NVIDIA H200","uuid":null,"pci_bus_id":null}]',
+               "--gpus", '[{"index":0,"name":"NVIDIA H200","uuid":null,"pci_bus_id":null,"mig_mode":null}]',
                "--venv", "/venv", "--symbols", "a", "--sm", "9.0", "--smoke"]
 GPUS2 = [{"index": 0, "name": "NVIDIA H200", "compute_cap": "9.0", "memory_mib": 143771, "uuid": "GPU-a", "pci_bus_id": "00000000:18:00.0"},
          {"index": 1, "name": "NVIDIA RTX PRO 6000", "compute_cap": "12.0", "memory_mib": 97887, "uuid": "GPU-b", "pci_bus_id": "00000000:2A:00.0"}]
@@ -360,8 +360,8 @@ case("verify", "every-gpu-of-the-host-is-verified-and-a-failing-one-named", args
      steps=[{"expect": {"type": "Put"}, "answer": None},
             {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-I", "/w/runs/r1/verify/verify_package.py", "--package", "fp4_kernels",
                                                 "--device", "cuda", "--gpus",
-                                                '[{"index":0,"name":"NVIDIA H200","uuid":"GPU-a","pci_bus_id":"00000000:18:00.0"},'
-                                                '{"index":1,"name":"NVIDIA RTX PRO 6000","uuid":"GPU-b","pci_bus_id":"00000000:2A:00.0"}]',
+                                                '[{"index":0,"name":"NVIDIA H200","uuid":"GPU-a","pci_bus_id":"00000000:18:00.0","mig_mode":null},'
+                                                '{"index":1,"name":"NVIDIA RTX PRO 6000","uuid":"GPU-b","pci_bus_id":"00000000:2A:00.0","mig_mode":null}]',
                                                 "--venv", "/venv", "--sm", "12.0,9.0", "--smoke"]},
              "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "device": "cuda", "checks": [
                  {"name": "gpu 0", "ok": True, "detail": "GPU 0 (NVIDIA H200, GPU-a, bus 00000000:18:00.0) as cuda:0: 40 checks"},
