@@ -166,5 +166,7 @@ def complete_facts(host: str, facts: dict[str, Any], *,
             facts["build"]["notes"].insert(0, note)
     except ValueError as exc:
         raise FleetError(f"{host}: cannot plan the build: {exc}") from None
+    for warning in (facts.get("gpu_stack") or {}).get("warnings") or []:
+        facts["build"]["notes"].append(f"warning: {warning}")
     facts["reachable"] = True
     return facts

@@ -916,3 +916,12 @@ def test_smi_failure_names_the_loaded_and_library_versions():
     assert "reboot the host" in fix and "modprobe nvidia" in fix
     reason, _ = fs.smi_failure(None, "", timeout_s=5)
     assert reason == "nvidia-smi did not answer in 5 s: a GPU may have fallen off the bus; see dmesg for Xid"
+
+
+def test_more_device_files_than_gpus_listed_is_a_warning():
+    smi = {"gpus": [{"index": 0}], "missing": False, "error": None, "rc": 0, "hung": False}
+    stack = fs.gpu_stack(smi, None, None, ["/proc/driver/nvidia/version", "/dev/nvidia0", "/dev/nvidia1",
+                                           "/dev/nvidiactl", "/dev/nvidia-uvm"], [])
+    assert stack["status"] == "ok"
+    assert stack["warnings"] == ["2 GPU device files (/dev/nvidia0, /dev/nvidia1) but 1 GPU(s) listed: a GPU may be "
+                                 "missing; see dmesg for Xid"]

@@ -704,6 +704,7 @@ def nvml_child():
 def gpu_stack(smi, nvml_gpus, nvml_error, traces, stuck, loaded=None, timeout_s=None):
     """Which case a host is (pure): ``{"status", "reason", "fix", "traces"}``.
 
+    ``warnings``: e.g. more ``/dev/nvidiaN`` files than GPUs listed (a GPU may be missing).
     ``status``: ``"ok"`` (a source listed the GPUs), ``"none"`` (no NVIDIA driver at all: no
     nvidia-smi, no ``/proc/driver/nvidia``, no ``/dev/nvidia*``, NVML not answering: a build
     host, the only case ``fallback_archs`` is for), ``"broken"`` (an NVIDIA stack is installed
@@ -716,7 +717,12 @@ def gpu_stack(smi, nvml_gpus, nvml_error, traces, stuck, loaded=None, timeout_s=
         stuck: :func:`stuck_gpu_probes`.
         loaded: the loaded kernel module's version (for the mismatch's message).
     """
-    out = {"status": "ok", "reason": None, "fix": None, "traces": list(traces)}
+    out = {"status": "ok", "reason": None, "fix": None, "traces": list(traces), "warnings": []}
+    listed = (smi or {}).get("gpus") or nvml_gpus or []
+    files = [t for t in traces if re.match(r"^/dev/nvidia\d+$", t)]
+    if listed and len(files) > len(listed):
+        out["warnings"].append("%d GPU device files (%s) but %d GPU(s) listed: a GPU may be missing; see dmesg for Xid"
+                               % (len(files), ", ".join(files), len(listed)))
     if stuck:
         p = stuck[0]
         out.update(status="broken",
