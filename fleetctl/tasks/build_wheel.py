@@ -41,6 +41,8 @@ from .build_keys import (STAMP_NAME, build_inputs, build_key, changed_inputs, pa
                          target_plan)
 from .build_meta import META_PROBE, BuildMeta, meta_from_texts, parse_probe, read_local_texts
 from .build_preflight import facts_problems, probe_problems, requirement_list, venv_probe
+from .build_space import build_paths, space_probe, space_problems
+from .build_toolchain import host_compiler_preflight
 from .copy import REMOTE_TREE_HASH
 from .steps import ClassRole, Emit, Fetch, Local, Publish, Put, probe
 
@@ -170,7 +172,10 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     decision: dict[str, Any] = {"archs": target.get("torch_cuda_arch_list")}
     if switched:  # the task's archs need another of the host's toolkits than facts chose
         decision["toolkit"] = switched
-    problems = facts_problems(facts, tokens, args, host.venv, host.cuda_home)
+    facts, cxx_problems, cxx_note = host_compiler_preflight(facts, args)
+    if cxx_note:  # nvcc refuses its default host compiler: another one the host has is used
+        decision["host_compiler"] = cxx_note
+    problems = facts_problems(facts, tokens, args, host.venv, host.cuda_home) + cxx_problems
     if problems:
         return _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
     src = args.src.rstrip("/") or "/"
@@ -187,6 +192,11 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     problems = probe_problems(info, meta, facts, args, host.venv, host.python, isolated)
     if problems:
         return _fail("preflight: " + "; ".join(problems), decision, preflight=problems, build_meta=meta.as_dict())
+    if args.min_free_disk_mib:  # statvfs ignores quotas: really allocate the space the build needs
+        space = yield space_probe(host.python, build_paths(host.workdir, args.out_dir), args.min_free_disk_mib)
+        problems = space_problems(space.stdout_text, args.min_free_disk_mib)
+        if problems:
+            return _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
 
     defines = cmake_defines({**facts, "build": target}, args.cmake_defines)
     tree = host.trees.get(src)
