@@ -173,6 +173,7 @@ def test_a_real_quota_is_named_with_the_path_though_statvfs_shows_space(sshd_far
     build = tasks_of(tmp_path, "quota")["build_wheel"]
     assert "preflight: Disk quota exceeded (EDQUOT) writing 100 MiB in " in build["msg"], build["msg"]
     assert "statvfs shows" in build["msg"] and "found while planning" in build["msg"]
+    assert build["msg"].count("Disk quota exceeded") == 1 and f"(for {work}/tmp, {work}/wheels;" in build["msg"]
     assert not list(work.rglob(".fleetctl-space-probe-*"))  # the probe file is gone
     # 2. an upload that meets the quota: SFTP says only "Failure"; the cause is named with the path
     big = tmp_path / "big.bin"

@@ -29,6 +29,10 @@ for want in a["paths"]:
     d = os.path.abspath(want)
     while not os.path.isdir(d) and os.path.dirname(d) != d:
         d = os.path.dirname(d)
+    done = [r for r in out.values() if r["dir"] == d]
+    if done:  # one folder, one probe
+        out[want] = done[0]
+        continue
     res = {"dir": d, "ok": True, "errno": None, "error": None, "free_mib": None}
     try:
         st = os.statvfs(d)
@@ -77,9 +81,13 @@ def space_problems(stdout: str, mib: int) -> list[str]:
         return []
     problems = []
     by_errno = {f.errno: f for f in FAULTS}
+    by_dir: dict[str, list[str]] = {}
     for want, res in answer.items():
-        if res.get("ok", True):
+        by_dir.setdefault(str(res.get("dir")), []).append(want)
+    for want, res in answer.items():
+        if res.get("ok", True) or by_dir.get(str(res.get("dir")), [want])[0] != want:
             continue
+        want = ", ".join(by_dir.get(str(res.get("dir")), [want]))
         fault = by_errno.get(res.get("errno"))
         free = res.get("free_mib")
         seen = f"statvfs shows {free} MiB free there" if free is not None else "statvfs unreadable"
