@@ -49,7 +49,7 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     (``g++-N``, ``clang++[-N]``, gcc-toolset), each ``{path, realpath, name, kind: "gnu" |
                     "clang", major, minor, version, banner, error}`` from its predefined macros (``-dM -E``).
                     Each toolkit (``cuda``, ``cuda.toolkits[]``) has ``host_compiler_max`` ``{gnu, clang,
-                    source}``: the newest majors its ``crt/host_config.h`` accepts, or null.
+                    source}``: the newest majors its ``crt/host_config.h`` accepts (absent when unread).
 ``login_env``       ``{NAME: value}`` for the variables of :data:`LOGIN_ENV_NAMES` the login
                     environment sets (a stray ``VIRTUAL_ENV``, ``CONDA_PREFIX``, ``PYTHONPATH``,
                     ``TMPDIR``...). The probes of this script run without the stray ones.
@@ -1301,8 +1301,9 @@ def gather(venv=None, cuda_home=None, workdir="."):
         facts["environments"] = {"error": "%s: %s" % (type(exc).__name__, exc)}
     try:
         for tk in [facts["cuda"]] + list(facts["cuda"].get("toolkits") or []):
-            if tk.get("home"):
-                tk["host_compiler_max"] = host_compiler_max(tk["home"])
+            bounds = host_compiler_max(tk["home"]) if tk.get("home") else None
+            if bounds:  # only where the toolkit's header was read
+                tk["host_compiler_max"] = bounds
         facts["host_compilers"] = probe_host_compilers(venv, facts["cuda"].get("home"))
     except Exception as exc:  # pragma: no cover - defensive
         facts["host_compilers"] = {"default": None, "candidates": [], "error": "%s: %s" % (type(exc).__name__, exc)}
