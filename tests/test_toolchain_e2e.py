@@ -72,6 +72,9 @@ def test_a_too_new_default_gcc_is_replaced_by_an_installed_one_nvcc_accepts(sshd
             "using gcc 12.2 (/usr/bin/g++-12)")
     plan = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--plan", "--json", home=tmp_path)
     assert note in plan.stdout, plan.stdout[-3000:]
+    dry = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--dry-run", "--json", home=tmp_path)
+    steps = json.dumps(json.loads(dry.stdout))
+    assert note in steps and '"CUDAHOSTCXX": "/usr/bin/g++-12"' in steps, steps[-3000:]  # --plan, --dry-run agree
     res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
     build = tasks_of(tmp_path, "newgcc")["build_wheel"]
@@ -194,3 +197,33 @@ def test_a_real_quota_is_named_with_the_path_though_statvfs_shows_space(sshd_far
     tasks = tasks_of(tmp_path, "quota")
     failed = [t for t in tasks.values() if t["status"] == "failed"][0]
     assert "Disk quota exceeded (EDQUOT) writing " + str(work) in failed["msg"], failed["msg"]
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A folder bind-mounted read-only (``mount --bind``, then ``remount,bind,ro``)."""
+    src, ro = tmp_path / "ro-src", tmp_path / "ro"
+    src.mkdir()
+    ro.mkdir()
+    subprocess.run(["mount", "--bind", str(src), str(ro)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], check=True)
+        yield ro
+    finally:
+        subprocess.run(["umount", "-l", str(ro)], check=False)
+
+
+def test_an_upload_to_a_read_only_file_system_is_named_with_the_path(sshd_farm, tmp_path, read_only_folder):
+    h = sshd_farm.start("rofs")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"rofs": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                 "workdir": str(tmp_path / "work")}}})
+    small = tmp_path / "small.bin"
+    small.write_bytes(b"x" * 4096)
+    up = tmp_path / "up.yaml"
+    up.write_text(f"name: up\nhosts: all\ngather_facts: false\ntasks:\n"
+                  f"  - name: upload\n    copy: {{src: {small}, dest: '{read_only_folder}/sub/small.bin'}}\n")
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(up), home=tmp_path)
+    assert res.returncode == 1
+    error = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["rofs"]["error"]
+    assert f"Read-only file system (EROFS) writing {read_only_folder}/sub" in error, error
+    assert "remount it read-write" in error
