@@ -18,6 +18,7 @@ table, and the ``host_config.h`` of each release) gives it.
 Facts (``playbooks/scripts/facts.py``, ``host_compilers``)::
 
     {"default": COMPILER | null,    # what nvcc runs without -ccbin: gcc on the build's PATH
+     "default_cxx": COMPILER | null,  # g++ there (a refused one is replaced too)
      "candidates": [COMPILER...],   # g++-N, clang++-N, clang++, gcc-toolset/devtoolset g++
      "search_path": [dir...]}
     COMPILER = {"path", "realpath", "name", "kind": "gnu" | "clang" | null, "major", "minor",
@@ -197,6 +198,7 @@ def choose(facts: Mapping[str, Any], env: Mapping[str, Any] | None = None,
     info = facts.get("host_compilers") or {}
     cuda = facts.get("cuda") or {}
     default = info.get("default")
+    cxx = info.get("default_cxx")
     cands = [c for c in info.get("candidates") or [] if isinstance(c, Mapping)]
     found = nvcc_bounds(cuda) if cuda.get("nvcc") else None
     if not found:
@@ -215,10 +217,14 @@ def choose(facts: Mapping[str, Any], env: Mapping[str, Any] | None = None,
                             f"accepts {accepts} ({source}): name a supported compiler, or drop it and let fleetctl "
                             "pick one")
         return base
+    if cxx and (not default or not rejection(default, bounds)) and rejection(cxx, bounds):
+        default = cxx  # gcc passes but the default g++ (what -ccbin-less C++ builds run) does not
     if not default or not rejection(default, bounds):
         base.compiler = default
         return base
     why = rejection(default, bounds)
+    if cxx and cxx is not default and all(c.get("realpath") != cxx.get("realpath") or not c.get("realpath") for c in cands):
+        cands = [*cands, cxx]
     ok = [c for c in cands if c.get("kind") in bounds and not rejection(c, bounds) and c.get("path") != default.get("path")]
     ok.sort(key=lambda c: (c.get("kind") == default.get("kind"), c.get("major") or 0, c.get("minor") or 0), reverse=True)
     if ok:

@@ -161,3 +161,18 @@ def test_the_space_probe_really_allocates_and_names_the_errno(tmp_path):
     assert problem.startswith("Disk quota exceeded (EDQUOT) writing 2048 MiB in /w (for /w/tmp; statvfs shows 9000 MiB "
                               "free there; min_free_disk_mib)"), problem
     assert space_problems("not json", 2048) == []
+
+
+def test_a_refused_default_gxx_is_replaced_too_and_facts_fall_back_to_what_a_compiler_says(tmp_path):
+    g12, g16 = _c("/usr/bin/gcc", "gnu", 12, 2), _c("/v/bin/g++", "gnu", 16, 1)
+    f = _facts(g12, _c("/usr/bin/g++-12", "gnu", 12, 2))
+    f["host_compilers"]["default_cxx"] = g16
+    pick = hc.choose(f)
+    assert pick.chosen and pick.compiler["path"] == "/usr/bin/g++-12" and "/v/bin/g++" in pick.note
+    # a compiler whose macros cannot be read is known by -dumpfullversion
+    odd = tmp_path / "g++-99"
+    odd.write_text("#!/bin/sh\ncase \"$1\" in -dumpfullversion) echo 99.1.0;; --version) echo 'g++ (odd) 99.1.0';; "
+                   "*) exit 1;; esac\n")
+    odd.chmod(0o755)
+    got = facts_script.probe_compiler(str(odd))
+    assert (got["kind"], got["major"], got["minor"], got["version"]) == ("gnu", 99, 1, "99.1") and got["error"]

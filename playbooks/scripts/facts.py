@@ -44,8 +44,8 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
 ``workdir_fs``, ``tmp`` ``{path, free_mib, noexec, readonly, writable}`` of the workdir's file system
                     and of the login environment's temporary folder (``$TMPDIR``, else ``/tmp``),
                     where nvcc writes its intermediates; ``noexec`` from ``statvfs`` ``ST_NOEXEC``.
-``host_compilers``  ``{default, candidates, search_path}``: ``default`` is the compiler nvcc runs without
-                    ``-ccbin`` (``gcc`` on the build's PATH), ``candidates`` the other C++ compilers found
+``host_compilers``  ``{default, default_cxx, candidates, search_path}``: ``default`` is the compiler nvcc runs
+                    without ``-ccbin`` (``gcc`` on the build's PATH), ``default_cxx`` the ``g++`` there, ``candidates`` the other C++ compilers found
                     (``g++-N``, ``clang++[-N]``, gcc-toolset), each ``{path, realpath, name, kind: "gnu" |
                     "clang", major, minor, version, banner, error}`` from its predefined macros (``-dM -E``).
                     Each toolkit (``cuda``, ``cuda.toolkits[]``) has ``host_compiler_max`` ``{gnu, clang,
@@ -1217,6 +1217,13 @@ def probe_compiler(path):
     rc, out, err, error = run_command([path, "--version"])
     if not error and rc == 0:
         comp["banner"] = _first_line(out)
+    if comp["major"] is None:  # no macros: what it says of itself
+        rc, out, err, error = run_command([path, "-dumpfullversion", "-dumpversion"])
+        m = re.match(r"^(\d+)(?:\.(\d+))?", out.strip()) if not error and rc == 0 else None
+        if m:
+            name = comp["name"] + " " + (comp["banner"] or "")
+            comp.update(kind="clang" if "clang" in name else "gnu", major=int(m.group(1)), minor=int(m.group(2) or 0))
+            comp["version"] = "%s.%s" % (comp["major"], comp["minor"])
     return comp
 
 
@@ -1228,15 +1235,19 @@ def probe_host_compilers(venv, cuda_home):
 
     search = [d for d in ([os.path.join(venv, "bin")] if venv else []) +
               ([os.path.join(cuda_home, "bin")] if cuda_home else []) + BUILD_SYSTEM_PATH.split(":")]
-    out = {"default": None, "candidates": [], "search_path": search}
-    default = None
-    for d in search:
-        p = os.path.join(d, "gcc")
-        if _is_exe(p):
-            default = p
-            break
+    out = {"default": None, "default_cxx": None, "candidates": [], "search_path": search}
+
+    def first(name):
+        for d in search:
+            if _is_exe(os.path.join(d, name)):
+                return os.path.join(d, name)
+        return None
+
+    default, cxx = first("gcc"), first("g++")
     if default:
         out["default"] = probe_compiler(default)
+    if cxx:  # the C++ compiler a build without CXX runs (torch's cpp_extension, CMake after c++)
+        out["default_cxx"] = probe_compiler(cxx)
     paths = []
     for d in search + [d for d in os.environ.get("PATH", "").split(":") if d and d not in search]:
         try:
@@ -1246,7 +1257,7 @@ def probe_host_compilers(venv, cuda_home):
         paths += [os.path.join(d, n) for n in names if _VERSIONED_CXX.match(n) and n != "g++"]
     for pattern in TOOLSET_GLOBS:
         paths += sorted(glob.glob(pattern))
-    seen = set([os.path.realpath(default)] if default else [])
+    seen = set([os.path.realpath(default)] if default else [])  # g++-12 stays listed when g++ is it
     for p in paths:
         real = os.path.realpath(p)
         if real in seen or not _is_exe(p) or len(out["candidates"]) >= MAX_HOST_COMPILERS:
