@@ -65,6 +65,7 @@ def test_a_too_new_default_gcc_is_replaced_by_an_installed_one_nvcc_accepts(sshd
     assert facts["host_compilers"]["default"]["path"] == str(gcc)
     assert facts["host_compilers"]["default"]["version"] == "16.1"
     assert facts["cuda"]["host_compiler_max"]["gnu"] == 15
+    assert any(n.startswith("host compiler: nvcc's default gcc 16.1") for n in facts["build"]["notes"])  # fleetctl facts says it
     play = tmp_path / "build.yaml"
     play.write_text(BUILD_PLAY.format(src=cmake_ext(tmp_path / "cmake_ext"), package="tiny_cmake_ext"))
     note = (f"host compiler: nvcc's default gcc 16.1 ({gcc}) is refused by nvcc 13.0 at /usr/local/cuda/bin/nvcc "
