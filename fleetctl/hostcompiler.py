@@ -286,6 +286,7 @@ def rejected_in_output(text: str, facts: Mapping[str, Any]) -> str | None:
     cuda = facts.get("cuda") or {}
     used = (facts.get("host_compilers") or {}).get("used") or {}
     who = f" {label(used)}" if used.get("path") else ""
+    said = re.split(r"\s+\.\s|\.?\s+The nvcc flag", m.group(2).strip())[0].strip()
     return (f"nvcc {cuda.get('version') or ''} refused the host compiler{who}: \"unsupported {m.group(1)} version! "
-            f"{m.group(2).strip()}\" (crt/host_config.h): install a supported g++ (fleetctl then uses it), set "
+            f"{said}\" (crt/host_config.h): install a supported g++ (fleetctl then uses it), set "
             "CUDAHOSTCXX in the task's env, or use a newer CUDA toolkit (host var cuda_home)").replace("nvcc  ", "nvcc ")
