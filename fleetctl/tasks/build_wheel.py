@@ -6,7 +6,8 @@ TORCH_CUDA_ARCH_LIST, CMAKE_CUDA_ARCHITECTURES, MAX_JOBS, CMAKE_POLICY_VERSION_M
 set. The planner:
 
 1. picks the toolkit (the newest of the host's toolkits that compiles the arch list, unless the
-   ``cuda_home`` host var pins one) and runs the preflight (:mod:`~fleetctl.tasks.build_preflight`):
+   ``cuda_home`` host var pins one) and the host compiler that toolkit's nvcc accepts
+   (:mod:`~fleetctl.tasks.build_toolchain`), and runs the preflight (:mod:`~fleetctl.tasks.build_preflight`):
    from facts (driver vs toolkit, archs nvcc rejects, GPUs the archs would not cover, disk,
    memory, the workdir's file system), from the tree's own ``pyproject.toml``/``setup.py``
    (:mod:`~fleetctl.tasks.build_meta`) and from one probe of the venv's python (its build
@@ -69,7 +70,9 @@ class BuildWheelArgs(ActionArgs):
             before building, instead of failing the preflight.
         min_cmake: lowest CMake version accepted (a string: ``"3.18"``).
         min_free_disk_mib: free disk space (MiB) required in the workdir's file system (the build's
-            TMPDIR is there too).
+            TMPDIR is there too): checked against ``statvfs`` and then really allocated (a probe
+            file, removed at once) where the build writes, so a quota ``statvfs`` does not show
+            fails the preflight too (:mod:`~fleetctl.tasks.build_space`); ``0`` checks nothing.
         min_free_mem_mib: memory (MiB) the build must have, after the cgroup's limit and usage.
         check_sass: after the build, require every target arch in the built extension's SASS, every
             ``+PTX`` arch's PTX, and code that runs on every GPU of the host.
