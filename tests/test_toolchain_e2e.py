@@ -228,3 +228,25 @@ def test_an_upload_to_a_read_only_file_system_is_named_with_the_path(sshd_farm, 
     error = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["rofs"]["error"]
     assert f"Read-only file system (EROFS) writing {read_only_folder}/sub" in error, error
     assert "remount it read-write" in error
+
+
+def test_a_disk_that_fills_during_the_build_is_named_with_the_path(sshd_farm, tmp_path):
+    """ENOSPC in the build itself (the preflight told to check nothing): a 4 MiB tmpfs workdir
+    holds the sources but not the build tree."""
+    from tests.support.tiny_ext import tmpfs
+
+    with tmpfs(tmp_path / "small", "4m") as small:
+        h = sshd_farm.start("fills")
+        write_fake_nvidia_smi(h.bin_dir, [H200])
+        work = small / "work"
+        inv = write_inventory(tmp_path / "inv.yaml", {"g": {"fills": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                      "workdir": str(work), "verify_device": "cpu",
+                                                                      "venv": tool_venv(tmp_path / "venv")}}})
+        play = tmp_path / "build.yaml"
+        play.write_text(BUILD_PLAY.format(src=cmake_ext(tmp_path / "cmake_ext"), package="tiny_cmake_ext")
+                        .replace("max_jobs: 1", "max_jobs: 1\n      min_free_disk_mib: 0"))
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
+        assert res.returncode == 1
+        failed = [t for t in tasks_of(tmp_path, "fills").values() if t["status"] == "failed"][0]
+        assert f"No space left on device (ENOSPC) writing {work}" in failed["msg"], failed["msg"]
+        assert "df -i" in failed["msg"]
