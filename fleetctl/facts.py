@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .build import DEFAULT_FALLBACK_ARCHS, build_plan
-from .hostcompiler import choose as choose_host_compiler
 from .cudacompat import parse_tokens, with_toolkit_for
+from .hostcompiler import choose as choose_host_compiler
 from .connection.base import Connection
 from .errors import FleetError, TaskFailed
 from .scripts import script_path
