@@ -83,6 +83,7 @@ def test_a_too_new_default_gcc_is_replaced_by_an_installed_one_nvcc_accepts(sshd
     used = build["data"]["host_compiler"]
     assert (used["path"], used["chosen"], used["version"]) == ("/usr/bin/g++-12", True, "12.2")
     assert used["nvcc_accepts"]["gnu"] == 15
+    assert build["data"]["build_record"]["cuda_compiler"]["host_compiler"] == "/usr/bin/g++-12"  # read inside CMake
     assert tasks_of(tmp_path, "newgcc")["verify"]["status"] == "ok"
     log = (last_run(tmp_path) / "logs" / "newgcc.log").read_text()
     assert "unsupported GNU version" not in log and "Building CUDA object" in log
