@@ -15,6 +15,7 @@ from typing import Any
 
 from .build import DEFAULT_FALLBACK_ARCHS, build_plan
 from .cudacompat import parse_tokens, with_toolkit_for
+from .hostcompiler import choose as choose_host_compiler
 from .connection.base import Connection
 from .errors import FleetError, TaskFailed
 from .gpustack import check_gpu_stack
@@ -164,6 +165,9 @@ def complete_facts(host: str, facts: dict[str, Any], *,
             facts = dict(switched)
             facts["build"] = build_plan(facts, fallback_archs=fallback_archs, max_jobs=max_jobs)
             facts["build"]["notes"].insert(0, note)
+        cxx = choose_host_compiler(facts)  # what nvcc will compile host code with (fleetctl/hostcompiler.py)
+        if cxx.note or cxx.problem:
+            facts["build"]["notes"].append(cxx.note or cxx.problem)
     except ValueError as exc:
         raise FleetError(f"{host}: cannot plan the build: {exc}") from None
     for warning in (facts.get("gpu_stack") or {}).get("warnings") or []:

@@ -39,6 +39,7 @@ from pathlib import Path
 import asyncssh
 
 from ..errors import CommandTimeout, HostUnreachable, TransferError
+from ..storagefaults import name_write_error
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback
 from .command import remote_command_line
 from .retry import retrying
@@ -502,7 +503,7 @@ class SSHConnection(Connection):
                 await self._put_sftp(sftp, local_path, remote_path, mode)
         except _UseOverflow:
             await (await self._second()).put(local_path, remote_path, mode=mode)
-        except _NoSFTP as exc:
+        except (_NoSFTP, _SFTPWriteFailed) as exc:
             await self._put_by_cat(local_path, remote_path, mode, exc)
 
     async def _put_sftp(self, sftp, local_path: str, remote_path: str, mode: int | None) -> None:
@@ -522,9 +523,13 @@ class SSHConnection(Connection):
             except (OSError, asyncssh.Error):
                 pass
             reason = getattr(exc, "reason", None) or str(exc)
-            if getattr(exc, "code", None) == asyncssh.FX_FAILURE or "space" in reason.lower():
-                reason += " (is the host's disk full? the partial file was removed)"
-            raise TransferError(f"{self.host}: upload {local_path} -> {remote_path}: {reason}") from None
+            if getattr(exc, "code", None) == asyncssh.FX_FAILURE:
+                # sftp-server says only "Failure" for EDQUOT, ENOSPC, EROFS, EIO (the errno is lost):
+                # the upload is retried through the shell, whose cat names the real error
+                raise _SFTPWriteFailed(f"{self.host}: upload {local_path} -> {remote_path}: SFTP: {reason}") from None
+            named = name_write_error(reason, remote_path)
+            raise TransferError(f"{self.host}: upload {local_path} -> {remote_path}: {named or reason}"
+                                + (" (the partial file was removed)" if named else "")) from None
 
     async def _put_by_cat(self, local_path: str, remote_path: str, mode: int | None, why: Exception) -> None:
         data = Path(local_path).read_bytes()
@@ -533,7 +538,12 @@ class SSHConnection(Connection):
         res = await self.run(["/bin/sh", "-c", script, "fleetctl-put", remote_path, f"{mode or 0o644:o}"], stdin=data,
                              timeout_s=600)
         if res.rc != 0:
-            raise TransferError(f"{why}; upload through the shell failed too: {res.stderr_text.strip()[-300:]}")
+            err = res.stderr_text.strip()[-300:]
+            named = name_write_error(err, remote_path)
+            if named:  # the disk, its quota or its mount, named with the path (no partial file is left)
+                raise TransferError(f"{self.host}: upload {local_path} -> {remote_path}: {named} (the partial file "
+                                    "was removed)")
+            raise TransferError(f"{why}; upload through the shell failed too: {err}")
 
     async def get(self, remote_path: str, local_path: str) -> None:
         """Download a regular file over SFTP; a symlink or special file is refused."""
@@ -560,6 +570,11 @@ class SSHConnection(Connection):
 
 class _NoSFTP(TransferError):
     """The SFTP session could not start (``put`` then goes through an exec channel)."""
+
+
+class _SFTPWriteFailed(TransferError):
+    """An SFTP upload failed with ``SSH_FX_FAILURE``, which hides the errno (``put`` then goes
+    through an exec channel, whose error names it)."""
 
 
 async def _stop(proc: asyncssh.SSHClientProcess, *, supervised: bool = False) -> None:

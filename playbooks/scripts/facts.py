@@ -51,6 +51,12 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
 ``workdir_fs``, ``tmp`` ``{path, free_mib, noexec, readonly, writable}`` of the workdir's file system
                     and of the login environment's temporary folder (``$TMPDIR``, else ``/tmp``),
                     where nvcc writes its intermediates; ``noexec`` from ``statvfs`` ``ST_NOEXEC``.
+``host_compilers``  ``{default, default_cxx, candidates, search_path}``: ``default`` is the compiler nvcc runs
+                    without ``-ccbin`` (``gcc`` on the build's PATH), ``default_cxx`` the ``g++`` there, ``candidates`` the other C++ compilers found
+                    (``g++-N``, ``clang++[-N]``, gcc-toolset), each ``{path, realpath, name, kind: "gnu" |
+                    "clang", major, minor, version, banner, error}`` from its predefined macros (``-dM -E``).
+                    Each toolkit (``cuda``, ``cuda.toolkits[]``) has ``host_compiler_max`` ``{gnu, clang,
+                    source}``: the newest majors its ``crt/host_config.h`` accepts (absent when unread).
 ``login_env``       ``{NAME: value}`` for the variables of :data:`LOGIN_ENV_NAMES` the login
                     environment sets (a stray ``VIRTUAL_ENV``, ``CONDA_PREFIX``, ``PYTHONPATH``,
                     ``TMPDIR``...). The probes of this script run without the stray ones.
@@ -1407,6 +1413,131 @@ def probe_environments(venv):
             "disk": index.get("disk")}
 
 
+# -- host compilers (what nvcc compiles host code with, and the newest its toolkit accepts) ---------
+
+#: The build's PATH after the venv's and the toolkit's bin folders (fleetctl.build.DEFAULT_PATH):
+#: nvcc runs ``gcc`` from there unless told otherwise (``-ccbin``, ``NVCC_CCBIN``).
+BUILD_SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+#: Where RHEL-family hosts keep other GCC releases (``gcc-toolset-N``, older ``devtoolset-N``).
+TOOLSET_GLOBS = ("/opt/rh/gcc-toolset-*/root/usr/bin/g++", "/opt/rh/devtoolset-*/root/usr/bin/g++")
+
+#: At most this many versioned compilers are asked for their version (each ``-dM -E`` ~20 ms).
+MAX_HOST_COMPILERS = 16
+
+_GNU_BOUND = re.compile(r"#\s*if\s+__GNUC__\s*>\s*(\d+)")
+_CLANG_BOUND = re.compile(r"\(__clang_major__\s*>=\s*(\d+)\)")
+_VERSIONED_CXX = re.compile(r"^(g\+\+|clang\+\+)(-[0-9][0-9.]*)?$")
+
+
+def parse_host_config(text):
+    """``{"gnu": 15, "clang": 20}`` from a toolkit's ``crt/host_config.h``: the newest host compiler
+    majors its ``#if __GNUC__ > N`` / ``(__clang_major__ >= N)`` checks let through (the plain
+    clang check, after ``defined(__clang__) && !defined(__ibmxl_vrm__)``)."""
+    out = {}
+    m = _GNU_BOUND.search(text)
+    if m:
+        out["gnu"] = int(m.group(1))
+    plain = text.find("defined(__clang__) && !defined(__ibmxl_vrm__)")
+    m = _CLANG_BOUND.search(text, plain if plain >= 0 else 0)
+    if m:
+        out["clang"] = int(m.group(1)) - 1
+    return out
+
+
+def host_compiler_max(home):
+    """``{gnu, clang, source}`` read from ``<home>/include/crt/host_config.h`` (or
+    ``<home>/targets/<machine>-linux/include/crt/host_config.h``), or None when no header reads."""
+    machine = {"aarch64": "sbsa"}.get(platform.machine(), platform.machine())
+    for path in (os.path.join(home, "include", "crt", "host_config.h"),
+                 os.path.join(home, "targets", "%s-linux" % machine, "include", "crt", "host_config.h")):
+        try:
+            bounds = parse_host_config(_read(path))
+        except OSError:
+            continue
+        if bounds:
+            bounds["source"] = path
+            return bounds
+    return None
+
+
+def parse_compiler_macros(text):
+    """``{kind: "gnu" | "clang" | None, major, minor}`` from ``CXX -dM -E -x c++ /dev/null``."""
+    macros = dict(m.groups() for m in re.finditer(r"^#define (\w+) (.*)$", text, re.M))
+    if "__clang__" in macros:
+        kind, major, minor = "clang", macros.get("__clang_major__"), macros.get("__clang_minor__")
+    elif "__GNUC__" in macros:
+        kind, major, minor = "gnu", macros.get("__GNUC__"), macros.get("__GNUC_MINOR__")
+    else:
+        return {"kind": None, "major": None, "minor": None}
+    return {"kind": kind, "major": _to_int(major), "minor": _to_int(minor)}
+
+
+def probe_compiler(path):
+    """One compiler as ``{path, realpath, name, kind, major, minor, version, banner, error}``: its
+    predefined macros (what nvcc's host_config.h tests) and the first line of ``--version``."""
+    comp = {"path": path, "realpath": os.path.realpath(path), "name": os.path.basename(path), "kind": None,
+            "major": None, "minor": None, "version": None, "banner": None, "error": None}
+    rc, out, err, error = run_command([path, "-dM", "-E", "-x", "c++", os.devnull])
+    if error or rc != 0:
+        comp["error"] = error or "%s -dM -E: exit %s: %s" % (path, rc, _first_line(err, out))
+    else:
+        comp.update(parse_compiler_macros(out))
+        if comp["major"] is not None:
+            comp["version"] = "%s.%s" % (comp["major"], comp["minor"] or 0)
+    rc, out, err, error = run_command([path, "--version"])
+    if not error and rc == 0:
+        comp["banner"] = _first_line(out)
+    if comp["major"] is None:  # no macros: what it says of itself
+        rc, out, err, error = run_command([path, "-dumpfullversion", "-dumpversion"])
+        m = re.match(r"^(\d+)(?:\.(\d+))?", out.strip()) if not error and rc == 0 else None
+        if m:
+            name = comp["name"] + " " + (comp["banner"] or "")
+            comp.update(kind="clang" if "clang" in name else "gnu", major=int(m.group(1)), minor=int(m.group(2) or 0))
+            comp["version"] = "%s.%s" % (comp["major"], comp["minor"])
+    return comp
+
+
+def probe_host_compilers(venv, cuda_home):
+    """The ``host_compilers`` key: nvcc's default (``gcc`` on the build's PATH: the venv's bin, the
+    toolkit's bin, :data:`BUILD_SYSTEM_PATH`) and the other C++ compilers present (``g++-N``,
+    ``clang++[-N]`` on that PATH and the login PATH, :data:`TOOLSET_GLOBS`)."""
+    import glob
+
+    search = [d for d in ([os.path.join(venv, "bin")] if venv else []) +
+              ([os.path.join(cuda_home, "bin")] if cuda_home else []) + BUILD_SYSTEM_PATH.split(":")]
+    out = {"default": None, "default_cxx": None, "candidates": [], "search_path": search}
+
+    def first(name):
+        for d in search:
+            if _is_exe(os.path.join(d, name)):
+                return os.path.join(d, name)
+        return None
+
+    default, cxx = first("gcc"), first("g++")
+    if default:
+        out["default"] = probe_compiler(default)
+    if cxx:  # the C++ compiler a build without CXX runs (torch's cpp_extension, CMake after c++)
+        out["default_cxx"] = probe_compiler(cxx)
+    paths = []
+    for d in search + [d for d in os.environ.get("PATH", "").split(":") if d and d not in search]:
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            continue
+        paths += [os.path.join(d, n) for n in names if _VERSIONED_CXX.match(n) and n != "g++"]
+    for pattern in TOOLSET_GLOBS:
+        paths += sorted(glob.glob(pattern))
+    seen = set([os.path.realpath(default)] if default else [])  # g++-12 stays listed when g++ is it
+    for p in paths:
+        real = os.path.realpath(p)
+        if real in seen or not _is_exe(p) or len(out["candidates"]) >= MAX_HOST_COMPILERS:
+            continue
+        seen.add(real)
+        out["candidates"].append(probe_compiler(p))
+    return out
+
+
 def gather(venv=None, cuda_home=None, workdir="."):
     """Every fact as one dict (the JSON object this script prints); never raises.
 
@@ -1450,6 +1581,14 @@ def gather(venv=None, cuda_home=None, workdir="."):
         facts["environments"] = probe_environments(venv)
     except Exception as exc:  # pragma: no cover - defensive
         facts["environments"] = {"error": "%s: %s" % (type(exc).__name__, exc)}
+    try:
+        for tk in [facts["cuda"]] + list(facts["cuda"].get("toolkits") or []):
+            bounds = host_compiler_max(tk["home"]) if tk.get("home") else None
+            if bounds:  # only where the toolkit's header was read
+                tk["host_compiler_max"] = bounds
+        facts["host_compilers"] = probe_host_compilers(venv, facts["cuda"].get("home"))
+    except Exception as exc:  # pragma: no cover - defensive
+        facts["host_compilers"] = {"default": None, "candidates": [], "error": "%s: %s" % (type(exc).__name__, exc)}
     gather_system(facts, workdir)
     thread.join(PYTHON_PROBE_TIMEOUT_S + 15)
     facts["python"] = box.get("python") or {
