@@ -1,0 +1,41 @@
+"""Smaller things an operator trips over (issue 24), through the real CLI on the local connection:
+``--retry-failed`` without ``--hosts``, ``--plan`` wrapping, host names said once, key-file faults
+per host, and which commands talk about fallback archs."""
+
+from __future__ import annotations
+
+import json
+
+from tests.support.fleet import fleetctl, last_run
+
+
+def _two_local_hosts(tmp_path, flag):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("all:\n  children:\n    mine:\n      hosts:\n"
+                   f"        a1: {{ansible_connection: local, workdir: {tmp_path}/wa1}}\n"
+                   f"        a2: {{ansible_connection: local, workdir: {tmp_path}/wa2}}\n")
+    play = tmp_path / "play.yaml"
+    # the playbook's own `hosts` names a group this inventory lacks, as fp4-kernels.yaml's gpu-nodes may
+    play.write_text("name: deploy\nhosts: gpu-nodes\ngather_facts: false\ntasks:\n  - name: needs the fix on a2\n"
+                    "    command: {argv: [sh, -c, 'test \"$0\" != a2 || test -e \"$1\"', "
+                    "'{{ host }}', " + json.dumps(str(flag)) + "]}\n")
+    return inv, play
+
+
+def test_retry_failed_without_hosts_takes_the_failed_runs_hosts(tmp_path):
+    flag = tmp_path / "fixed"
+    inv, play = _two_local_hosts(tmp_path, flag)
+    first = fleetctl("-i", str(inv), "deploy", "--hosts", "mine", "--playbook", str(play), home=tmp_path)
+    assert first.returncode == 1, first.stdout + first.stderr
+    first_id = last_run(tmp_path).name
+    flag.touch()
+    retry = fleetctl("-i", str(inv), "deploy", "--playbook", str(play), "--retry-failed", home=tmp_path)
+    assert retry.returncode == 0, retry.stdout + retry.stderr
+    assert sorted(json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]) == ["a2"]
+    # a named run too, and --hosts still narrows it
+    by_id = fleetctl("-i", str(inv), "deploy", "--playbook", str(play), "--retry-failed", first_id, home=tmp_path)
+    assert by_id.returncode == 0, by_id.stdout + by_id.stderr
+    assert sorted(json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]) == ["a2"]
+    narrowed = fleetctl("-i", str(inv), "deploy", "--hosts", "a1", "--playbook", str(play), "--retry-failed",
+                        first_id, home=tmp_path)
+    assert narrowed.returncode == 2 and "selects no hosts" in narrowed.stderr, narrowed.stderr
