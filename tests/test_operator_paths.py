@@ -39,3 +39,19 @@ def test_retry_failed_without_hosts_takes_the_failed_runs_hosts(tmp_path):
     narrowed = fleetctl("-i", str(inv), "deploy", "--hosts", "a1", "--playbook", str(play), "--retry-failed",
                         first_id, home=tmp_path)
     assert narrowed.returncode == 2 and "selects no hosts" in narrowed.stderr, narrowed.stderr
+
+
+def test_folded_output_lists_diagnostics_not_compile_lines_of_a_file_named_error(tmp_path):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("all:\n  children:\n    gpus:\n      hosts:\n        gpu[01:09]:\n"
+                   "          ansible_connection: local\n")
+    play = tmp_path / "play.yaml"
+    play.write_text("name: folded\nhosts: all\ngather_facts: false\ntasks:\n  - name: build\n"
+                    "    command: {argv: [sh, -c, 'echo \"[1/2] Building CXX object CMakeFiles/x.dir/src/error.cpp.o\"; "
+                    "echo \"/src/error.cpp:3:1: warning: unused variable y\" >&2; echo \"copying errors.py -> build\"']}\n")
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "gpus", "--playbook", str(play), "--output", "folded",
+                   home=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    listed = res.stdout.split("error and warning lines:", 1)[1]
+    assert "gpu[01-09]: /src/error.cpp:3:1: warning: unused variable y" in listed
+    assert "Building CXX object" not in listed and "copying errors.py" not in listed
