@@ -55,3 +55,44 @@ def test_folded_output_lists_diagnostics_not_compile_lines_of_a_file_named_error
     listed = res.stdout.split("error and warning lines:", 1)[1]
     assert "gpu[01-09]: /src/error.cpp:3:1: warning: unused variable y" in listed
     assert "Building CXX object" not in listed and "copying errors.py" not in listed
+
+
+def test_a_loose_or_missing_key_file_fails_only_its_host_naming_the_file_and_the_fix(sshd_farm, tmp_path):
+    import shutil
+
+    from tests.support.fleet import write_inventory
+
+    host = sshd_farm.start("keys")
+    loose = tmp_path / "loose_key"
+    shutil.copyfile(sshd_farm.client_key, loose)
+    loose.chmod(0o644)
+    good = host.inventory_vars(sshd_farm.known_hosts)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {
+        "good": good,
+        "loose": {**good, "ansible_ssh_private_key_file": str(loose)},
+        "missing": {**good, "ansible_ssh_private_key_file": str(tmp_path / "no_such_key")}}})
+    for argv in (("run", "--hosts", "g", "--json", "--", "echo", "ran"), ("facts", "--hosts", "g", "--json")):
+        res = fleetctl("-i", str(inv), *argv, home=tmp_path)
+        assert res.returncode == 1, res.stdout + res.stderr  # not 2: the command ran for the good host
+        doc = json.loads(res.stdout)
+        doc = doc.get("hosts", doc)
+        assert doc["good"].get("status", "ok") == "ok" or doc["good"].get("reachable", True)
+        loose_error = doc["loose"]["error"]
+        assert f"{loose} has mode 0644" in loose_error and f"chmod 600 {loose}" in loose_error, loose_error
+        assert "no_such_key does not exist" in doc["missing"]["error"]
+        assert not loose_error.startswith("loose:")
+
+
+def test_a_hosts_error_names_the_host_once(tmp_path):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"all:\n  hosts:\n    h3: {{ansible_connection: local, workdir: {tmp_path}/w}}\n")
+    (tmp_path / "f.txt").write_text("x\n")
+    play = tmp_path / "copy.yaml"
+    play.write_text("name: c\nhosts: all\ngather_facts: false\ntasks:\n  - name: put it\n"
+                    f"    copy: {{src: {tmp_path}/f.txt, dest: /proc/nope/f.txt}}\n")
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "h3", "--playbook", str(play), home=tmp_path)
+    assert res.returncode == 1
+    assert "h3: FAILED: put it: put " in res.stdout, res.stdout
+    assert "h3: FAILED: put it: h3:" not in res.stdout
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    assert record["hosts"]["h3"]["error"].count("h3:") == 0, record["hosts"]["h3"]["error"]

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..connection.registry import ConnectOptions, load_kind
-from ..errors import FleetError, HostUnreachable
+from ..errors import FleetError, HostUnreachable, host_message
 from ..status import Status
 from .classes import ClassCoordinator
 from .deadlines import Deadlines
@@ -275,7 +275,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             session = await connect(host, scopes[host.connection], run, timeout_s=opts.deadlines.connect,
                                     unavailable=unavailable, prepare=False)
         except (HostUnreachable, FleetError) as exc:
-            cause = exc.cause if isinstance(exc, HostUnreachable) else str(exc)
+            cause = exc.cause if isinstance(exc, HostUnreachable) else host_message(host.name, exc)
             status = "unreachable" if isinstance(exc, HostUnreachable) else "failed"
             step = ("controller lock", "lock") if isinstance(exc, _Refused) else ("connect", "connect")
             _record_connection(run, observers, host.name, getattr(exc, "stats", None), failed=True)
@@ -305,7 +305,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         except HostUnreachable as exc:
             _end_early(run, observers, host.name, "unreachable", exc.cause, t0, spans)
         except FleetError as exc:
-            _end_early(run, observers, host.name, "failed", str(exc), t0, spans)
+            _end_early(run, observers, host.name, "failed", host_message(host.name, exc), t0, spans)
 
     async def apply_one(host: Any) -> None:
         p = plans.pop(host.name, None)
@@ -405,7 +405,7 @@ async def _start(session: HostSession, run: RunModel, observers: Any, opts: Play
             spans.append(PhaseSpan(phase="facts", start_s=round(f0, 3), duration_s=round(run.elapsed_s() - f0, 3),
                                    status=status))
             out.tasks.append(TaskOutcome(name="gather facts", action="facts", phase="facts", status=status,
-                                         msg=getattr(exc, "cause", None) or str(exc), start=started_at,
+                                         msg=getattr(exc, "cause", None) or host_message(session.name, exc), start=started_at,
                                          duration_s=round(time.monotonic() - t0, 3)))
             out.phases = list(spans)
         raise
