@@ -96,3 +96,24 @@ def test_a_hosts_error_names_the_host_once(tmp_path):
     assert "h3: FAILED: put it: h3:" not in res.stdout
     record = json.loads((last_run(tmp_path) / "run.json").read_text())
     assert record["hosts"]["h3"]["error"].count("h3:") == 0, record["hosts"]["h3"]["error"]
+
+
+def test_only_a_build_says_it_builds_for_fallback_archs(tmp_path):
+    """verify and rollback gather the same facts, but only a play that builds tells the build
+    plan's notes ("no GPU found ...: building for fallback_archs ...")."""
+    import os
+
+    from tests.support.fake_gpu import write_failing_nvidia_smi
+    from tests.support.fleet import REPO
+
+    write_failing_nvidia_smi(tmp_path / "bin")
+    env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"all:\n  hosts:\n    me: {{ansible_connection: local, workdir: {tmp_path}/w, "
+                   f"venv: {REPO / '.venv'}}}\n")
+    for argv in (("verify", "--hosts", "me"), ("rollback", "--hosts", "me")):
+        res = fleetctl("-i", str(inv), *argv, home=tmp_path, env=env)
+        assert "fallback_archs" not in res.stdout + res.stderr, (argv, res.stdout + res.stderr)
+        assert "Traceback" not in res.stderr
+    dry = fleetctl("-i", str(inv), "deploy", "--hosts", "me", "--dry-run", home=tmp_path, env=env)
+    assert "no GPU found" in dry.stdout and "building for fallback_archs 9.0a;12.0a" in dry.stdout, dry.stdout
