@@ -117,3 +117,40 @@ def test_only_a_build_says_it_builds_for_fallback_archs(tmp_path):
         assert "Traceback" not in res.stderr
     dry = fleetctl("-i", str(inv), "deploy", "--hosts", "me", "--dry-run", home=tmp_path, env=env)
     assert "no GPU found" in dry.stdout and "building for fallback_archs 9.0a;12.0a" in dry.stdout, dry.stdout
+
+
+def _plan_lines(width: int, terminal: bool) -> list[str]:
+    import io
+
+    from rich.console import Console
+
+    from fleetctl.reporting.tables import plan_rows, print_plan_table
+
+    results = {
+        "h1": {"status": "unreachable", "error": "connection refused by 127.0.0.1:1 (no sshd listening on that port)"},
+        "h3": {"status": "failed", "error": "Build sgl-kernel: source tree /tmp/x/w3/sglang/python/sglang/kernels/aot "
+               "is not a folder on the host (build_wheel src)",
+               "tasks": [{"name": "Build sgl-kernel", "action": "build_wheel", "status": "failed", "msg":
+               "source tree /tmp/x/w3/sglang/python/sglang/kernels/aot is not a folder on the host (build_wheel src)",
+               "decision": {"action": "fail"}}]},
+    }
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, force_terminal=terminal, color_system=None, highlight=False)
+    print_plan_table(console, "plan: p", plan_rows(results))
+    return buf.getvalue().splitlines()
+
+
+def test_plan_wraps_at_word_boundaries_never_inside_a_word():
+    words = set("connection refused by 127.0.0.1:1 (no sshd listening on that port) source tree "
+                "/tmp/x/w3/sglang/python/sglang/kernels/aot is not a folder on the host (build_wheel src)".split())
+    for width in (60, 80, 100, 120, 160):
+        lines = _plan_lines(width, terminal=True)
+        assert all(len(line) <= width for line in lines), (width, lines)
+        shown = {w for line in lines for w in line.replace("│", " ").replace("┃", " ").split()}
+        assert "connectio" not in shown and "/tmp/x/w3/sglang/python/sglang/ke" not in shown, (width, lines)
+        text = " ".join(lines)
+        assert "/tmp/x/w3/sglang/python/sglang/kernels/aot" in text and "connection" in text, (width, lines)
+        headers = set("host task action arch list class changed inputs / cause plan: p".split())
+        assert not {w for w in shown - words - headers if any(o.startswith(w) for o in words)}, (width, lines)
+    piped = _plan_lines(80, terminal=False)  # piped: each field whole on one line, for grep
+    assert any(line.endswith("connection refused by 127.0.0.1:1 (no sshd listening on that port)") for line in piped)

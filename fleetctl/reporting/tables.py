@@ -16,14 +16,12 @@ from rich.text import Text
 from .terminal import STYLE, fold_note, is_detail_note
 
 
-#: Narrowest a wrapping column may get (its words longer than this are folded, not cut).
-MIN_WRAP_WIDTH = 12
 
 
 def min_width(columns: list[tuple[str, bool, str]], rows: list[list[Any]]) -> int:
-    """Columns needed by a table of ``rows`` with no cell cut: identifying columns their widest
-    cell (or header word), wrapping ones their longest word up to :data:`MIN_WRAP_WIDTH`; plus the
-    border and one space of padding each side of each column (rich's default box)."""
+    """Columns needed by a table of ``rows`` with no cell cut and no word broken: identifying
+    columns their widest cell (or header word), wrapping ones their longest word; plus the border
+    and one space of padding each side of each column (rich's default box)."""
     from rich.cells import cell_len
 
     total = 1
@@ -32,7 +30,7 @@ def min_width(columns: list[tuple[str, bool, str]], rows: list[list[Any]]) -> in
         if ident:
             need = max([cell_len(c) for c in cells] + [max(cell_len(w) for w in name.split())])
         else:
-            need = min(MIN_WRAP_WIDTH, max([cell_len(w) for c in cells for w in c.split()] + [1]))
+            need = max([cell_len(w) for c in cells for w in c.split()] + [1])
         total += need + 3
     return total
 
@@ -54,10 +52,19 @@ def print_table(console: Console, title: str, columns: list[tuple[str, bool, str
     for row in rows:
         head = row[0] if isinstance(row[0], Text) else Text(str(row[0]), style="bold cyan")
         console.print(head, soft_wrap=True)
-        for (name, _, _), cell in zip(columns[1:], row[1:]):
-            if str(cell):
-                console.print(Text(f"  {name}: ").append(cell if isinstance(cell, Text) else Text(str(cell))),
-                              soft_wrap=True)
+        fields = [(name, cell if isinstance(cell, Text) else Text(str(cell)))
+                  for (name, _, _), cell in zip(columns[1:], row[1:]) if str(cell)]
+        if not console.is_terminal:  # piped: one whole line per field, as grep wants it
+            for name, cell in fields:
+                console.print(Text(f"  {name}: ").append(cell), soft_wrap=True)
+            continue
+        # a terminal: each field wrapped at word boundaries, continuation lines indented (a
+        # terminal's own wrapping would cut words: "connectio" / "n refused"); only a word wider
+        # than the screen is folded
+        for name, cell in fields:
+            lines = Text(f"{name}: ").append(cell).wrap(console, max(20, console.width - 4), overflow="fold")
+            for i, line in enumerate(lines):
+                console.print(Text("  " if i == 0 else "    ").append(line), soft_wrap=True)
 
 
 def print_facts(console: Console, facts: dict[str, dict[str, Any]]) -> None:

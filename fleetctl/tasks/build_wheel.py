@@ -42,6 +42,11 @@ from .build_keys import (STAMP_NAME, build_inputs, build_key, changed_inputs, pa
 from .build_meta import META_PROBE, BuildMeta, meta_from_texts, parse_probe, read_local_texts
 from .build_preflight import facts_problems, probe_problems, requirement_list, venv_probe
 from .copy import REMOTE_TREE_HASH
+
+#: The tree hash's exit status when its folder is not there (sysexits.h EX_NOINPUT), told apart
+#: from a hash that failed: checked in the same command, so nothing is printed into the log.
+MISSING_TREE_RC = 66
+_MISSING_TREE = f'[ -d "$1" ] || exit {MISSING_TREE_RC}; '
 from .steps import ClassRole, Emit, Fetch, Local, Publish, Put, probe
 
 
@@ -191,8 +196,10 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     defines = cmake_defines({**facts, "build": target}, args.cmake_defines)
     tree = host.trees.get(src)
     if tree is None:
-        res = yield probe(["/bin/sh", "-c", REMOTE_TREE_HASH, "fleetctl-tree-hash", src], f"hash the sources in {src}",
-                          timeout_s=300)
+        res = yield probe(["/bin/sh", "-c", _MISSING_TREE + REMOTE_TREE_HASH, "fleetctl-tree-hash", src],
+                          f"hash the sources in {src}", timeout_s=300)
+        if res.rc == MISSING_TREE_RC:
+            return _fail(f"source tree {src} is not a folder on the host (build_wheel src): nothing to build", decision)
         if res.rc != 0 or not res.stdout_text.split():
             return _fail(f"source tree {src}: {first_error_line(res)}", decision)
         tree = res.stdout_text.split()[0]
