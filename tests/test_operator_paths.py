@@ -154,3 +154,22 @@ def test_plan_wraps_at_word_boundaries_never_inside_a_word():
         assert not {w for w in shown - words - headers if any(o.startswith(w) for o in words)}, (width, lines)
     piped = _plan_lines(80, terminal=False)  # piped: each field whole on one line, for grep
     assert any(line.endswith("connection refused by 127.0.0.1:1 (no sshd listening on that port)") for line in piped)
+
+
+def test_a_no_op_deploy_says_reused_whatever_the_connection():
+    """The same decision in the same words: a class whose members all reuse their wheel is
+    '(reused)', also when a member's wheel was pushed to it by an earlier run (as sbcast does
+    for a Slurm class)."""
+    from fleetctl.reporting.tables import build_classes
+
+    def task(pushed_from=None, reused=True, status="ok"):
+        data = {"key": "k" * 64, "reused": reused, "inputs": {"cuda": "13.0", "torch": "2.11.0", "python": "cp312"},
+                "sass": ["sm_90a"], "decision": {"action": "reuse" if reused else "push"}}
+        if pushed_from:
+            data["wheel_from" if reused else "pushed_from"] = pushed_from
+        return {"tasks": [{"action": "build_wheel", "status": status, "data": data}]}
+
+    assert build_classes({"n1": task(), "n2": task("n1")}) == ["n[1-2] sm_90a cu13.0 torch2.11 cp312 (reused)"]
+    pushed = build_classes({"n1": task(reused=False, status="changed"), "n2": task("n1", reused=False,
+                                                                                   status="changed")})
+    assert pushed == ["n[1-2] sm_90a cu13.0 torch2.11 cp312 (built on n1)"]

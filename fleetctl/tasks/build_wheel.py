@@ -221,7 +221,12 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         decision["forced"] = True
     role = yield ClassRole(key=key, holds=holds, once=once, force=host.force, reason="who builds this arch class")
     if role in ("reuse", "serve"):
-        data = {**mine, "reused": True, "decision": {**decision, "action": role}}
+        # the stamp's pushed_from says where the wheel came from in the run that pushed it; in this
+        # run nothing is pushed: every report says "reused", over SSH or Slurm alike
+        data = {**{k: v for k, v in mine.items() if k != "pushed_from"}, "reused": True,
+                "decision": {**decision, "action": role}}
+        if mine.get("pushed_from"):
+            data["wheel_from"] = mine["pushed_from"]
         if role == "serve":
             err = yield Publish(key=key, wheel=mine["wheel"], sha256=mine["sha256"], data=mine,
                                 reason="hand this host's wheel to the rest of its arch class")
