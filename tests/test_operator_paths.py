@@ -173,3 +173,23 @@ def test_a_no_op_deploy_says_reused_whatever_the_connection():
     pushed = build_classes({"n1": task(reused=False, status="changed"), "n2": task("n1", reused=False,
                                                                                    status="changed")})
     assert pushed == ["n[1-2] sm_90a cu13.0 torch2.11 cp312 (built on n1)"]
+
+
+def test_a_staged_deploy_tells_each_note_once(tmp_path):
+    import subprocess
+    import sys
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"all:\n  hosts:\n    me: {{ansible_connection: local, workdir: {tmp_path}/w, venv: {venv}}}\n")
+    play = tmp_path / "play.yaml"
+    play.write_text("name: e\nhosts: all\ngather_facts: false\ntasks:\n  - name: hi\n    command: {argv: [echo, hi]}\n")
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "me", "--playbook", str(play), "--staged", home=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    notes = [line for line in res.stdout.splitlines() if line.startswith("me | note: ")]
+    assert notes and any("adopts it as v1" in n for n in notes), res.stdout
+    assert len(notes) == len(set(notes)), notes
+    events = [json.loads(line) for line in (last_run(tmp_path) / "events.jsonl").read_text().splitlines()]
+    told = [e["message"] for e in events if e["event"] == "note.added"]
+    assert len(told) == len(set(told)), told

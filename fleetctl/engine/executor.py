@@ -262,6 +262,9 @@ class StepRunner:
     # -- notices ------------------------------------------------------------------------------
 
     async def _do_note(self, step: S.Note) -> None:
+        if step.message in self.session.told:  # said in an earlier pass of this run
+            return
+        self.session.told.add(step.message)
         self.observers.emit("note.added", self.host, message=step.message)
 
     async def _do_emit(self, step: S.Emit) -> None:
