@@ -193,3 +193,25 @@ def test_a_staged_deploy_tells_each_note_once(tmp_path):
     events = [json.loads(line) for line in (last_run(tmp_path) / "events.jsonl").read_text().splitlines()]
     told = [e["message"] for e in events if e["event"] == "note.added"]
     assert len(told) == len(set(told)), told
+
+
+def test_a_first_copy_prints_no_probe_errors_into_the_host_log(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(30):
+        (src / f"f{i}.py").write_text(f"x = {i}\n")
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"all:\n  hosts:\n    me: {{ansible_connection: local, workdir: {tmp_path}/w}}\n")
+    play = tmp_path / "play.yaml"
+    play.write_text("name: c\nhosts: all\ngather_facts: false\ntasks:\n  - name: sources\n"
+                    f"    copy: {{src: {src}, dest: {tmp_path}/dest}}\n")
+    first = fleetctl("-i", str(inv), "deploy", "--hosts", "me", "--playbook", str(play), home=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    log = (last_run(tmp_path) / "logs" / "me.log").read_text()
+    assert "No such file" not in log and "sha256sum:" not in log, log
+    (src / "f3.py").write_text("x = 'changed'\n")
+    (tmp_path / "dest" / "f7.py").unlink()
+    again = fleetctl("-i", str(inv), "deploy", "--hosts", "me", "--playbook", str(play), "--json", home=tmp_path)
+    task = json.loads(again.stdout)["hosts"]["me"]["tasks"][0]
+    assert task["msg"] == "uploaded 2 of 30 files", task  # the hashes of the files there still count
+    assert "No such file" not in (last_run(tmp_path) / "logs" / "me.log").read_text()
