@@ -17,6 +17,9 @@ def _record(kind: str, obj: Context, extra=()):
     from ..engine.observer import Observers
     from ..reporting.record import RunRecord
 
+    from ..retention import policy_from_env
+
+    policy_from_env()  # a bad FLEETCTL_KEEP_RUNS/DAYS is refused (exit 2) before anything runs
     run = RunModel(kind=kind, command=command_line(), **_who())
     record = RunRecord(run)
     return run, record, Observers(run, [record, diagnostics(obj), *extra])
@@ -38,12 +41,24 @@ def _who() -> dict[str, object]:
 
 
 def finish(run, observers, status: str) -> None:
-    """Close the run: status, end time, observers flushed."""
+    """Close the run: status, end time, observers flushed; then the run records past the
+    retention policy are pruned (:mod:`fleetctl.reporting.prune`; never this run, never one in
+    progress; a record that cannot be removed is said on stderr, the run's status stands)."""
     from ..engine.model import utc_now
+    from ..errors import InputError
+    from ..reporting.prune import prune_runs
+    from ..retention import policy_from_env
 
     run.status, run.finished = status, utc_now()
     observers.emit("run.finished", status=status)
     observers.close()
+    try:
+        pruned = prune_runs(policy_from_env())
+    except (InputError, OSError) as exc:
+        click.echo(f"fleetctl: warning: run records not pruned: {exc}", err=True)
+        return
+    for error in pruned.errors:
+        click.echo(f"fleetctl: warning: cannot prune the run record {error}", err=True)
 
 
 def guarded(run, observers, fn):

@@ -34,6 +34,8 @@ OWN_VARS: Mapping[str, str] = MappingProxyType({
     "keepalive_interval": "seconds between SSH keepalives",
     "deploy_lock": "the deploy lock file on the host",
     "verify_device": "where verify works: auto, cuda or cpu",
+    "keep_runs": "how many per-run folders a deploy keeps on the host",
+    "keep_days": "for how many days a deploy keeps per-run folders on the host",
     # ssh kind (fleetctl/connection/ssh.py SSHSettings)
     "ssh_config": "the ssh_config file read instead of ~/.ssh/config (ssh -F)",
     # slurm kind (fleetctl/connection/slurm.py SlurmSettings)

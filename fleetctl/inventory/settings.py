@@ -70,6 +70,9 @@ class HostSettings(BaseModel):
             for every inventory that names the machine differently.
         verify_device: where ``verify`` must work when its task does not say: ``auto`` (the GPU when
             the host's facts list GPUs), ``cuda`` or ``cpu`` (hosts whose GPUs are not for torch).
+        keep_runs, keep_days: how many of fleetctl's per-run folders a deploy keeps on the host,
+            and for how many days (:mod:`fleetctl.retention`), or None for the controller's
+            ``FLEETCTL_KEEP_RUNS``/``FLEETCTL_KEEP_DAYS`` (50, 30).
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -84,6 +87,8 @@ class HostSettings(BaseModel):
     keepalive_interval_s: float = Field(default=15.0, gt=0, validation_alias="keepalive_interval")
     deploy_lock: str | None = Field(default=None, validation_alias="deploy_lock")
     verify_device: Literal["auto", "cuda", "cpu"] = Field(default="auto", validation_alias="verify_device")
+    keep_runs: int | None = Field(default=None, ge=1, validation_alias="keep_runs")
+    keep_days: float | None = Field(default=None, gt=0, allow_inf_nan=False, validation_alias="keep_days")
 
 
 @functools.lru_cache(maxsize=None)
