@@ -81,6 +81,17 @@ def test_a_loose_or_missing_key_file_fails_only_its_host_naming_the_file_and_the
         assert f"{loose} has mode 0644" in loose_error and f"chmod 600 {loose}" in loose_error, loose_error
         assert "no_such_key does not exist" in doc["missing"]["error"]
         assert not loose_error.startswith("loose:")
+    # --plan, --dry-run and a deploy agree: the same two hosts fail, for the same causes
+    play = tmp_path / "play.yaml"
+    play.write_text("name: t\nhosts: all\ngather_facts: false\ntasks:\n  - name: t\n    command: {argv: ['true']}\n")
+    for mode in ("--plan", "--dry-run", None):
+        argv = ["-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--json"] + ([mode] if mode else [])
+        res = fleetctl(*argv, home=tmp_path)
+        assert res.returncode == 1, (mode, res.stdout + res.stderr)
+        doc = json.loads(res.stdout)
+        hosts = doc.get("hosts", doc)
+        assert hosts["good"]["status"] == "ok", (mode, hosts["good"])
+        assert "chmod 600" in hosts["loose"]["error"] and "does not exist" in hosts["missing"]["error"], (mode, hosts)
 
 
 def test_a_hosts_error_names_the_host_once(tmp_path):
