@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -32,9 +33,13 @@ def pytest_configure(config) -> None:
 
 def pytest_sessionfinish(session, exitstatus) -> None:
     from tests.support import leftovers
-    from tests.support.slurm import STATE_ROOT
+    from tests.support.slurm import STATE_ROOT, stop_leftovers
 
     leftovers.remove_session_users()
+    try:
+        stop_leftovers()  # clusters of killed sessions (this session's own are stopped by their fixtures)
+    except (OSError, subprocess.SubprocessError):
+        pass
     leftovers.remove_tagged_tmp_entries()
     shutil.rmtree(SESSION_ROOT, ignore_errors=True)
     try:
