@@ -15,7 +15,8 @@ file named ``error.cpp`` or ``warning_utils.cu``, a define ``-Werror=...``, a te
 - ninja ``FAILED: ``, make ``make: *** [...] Error N``;
 - Python and pip: ``Traceback (most recent call last):``, ``NameError: ...``,
   ``FILE:LINE: UserWarning: ...``, pip's ``ERROR: `` / ``WARNING: `` and setuptools' ``error: ``;
-- the kernel's OOM kill as a shell reports it: ``Killed``.
+- the kernel's OOM kill as a shell reports it: ``Killed``; a shell's ``sh: 1: nvcc: not found``;
+  a tool's ``PROG: FILE: No such file or directory`` (the C library's strerror text).
 
 Lines are matched after their leading and trailing white space is removed.
 """
@@ -32,10 +33,14 @@ ERROR = re.compile("|".join((
     rf"{_LOC}(?:fatal |catastrophic )?error\b",
     rf"{_TOOL}(?:fatal )?error:",
     r"^nvcc (?:fatal|error)\s*:", r"^ptxas (?:fatal|error)\s*:", r"\bcicc\b.*\bdied\b|\bdied due to signal \d+",
-    r"^CMake Error\b", r"\bundefined reference to\b", r"^(?:\S*/)?ld(?:\.\w+)?: ",
+    r"^CMake Error\b", r"\bundefined reference to\b", r"^(?:\S*/)?ld(?:\.\w+)?: (?!warning)",
     r"^FAILED: ", r"\*\*\* \[.*\] Error \d+", r"^g?make(?:\[\d+\])?: \*\*\*",
     r"^Traceback \(most recent call last\):", r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception): ",
     r"^ERROR: ", r"^error: ", r"^Killed$", r"^#error\b",
+    # a shell's or a tool's own failure: "sh: 1: nvcc: not found", "bash: line 1: x: command not
+    # found", "cat: /x: No such file or directory", "cp: cannot stat 'x': Permission denied"
+    r"^[\w./-]+: (?:line \d+: |\d+: )?\S[^:]*: (?:command )?not found$",
+    r"^[\w./-]+: .*: (?:No such file or directory|Permission denied)$",
 )))
 
 #: Lines that are a warning.

@@ -27,6 +27,9 @@ ERRORS = [
     "  error: subprocess-exited-with-error",
     "nvcc error   : 'cicc' died due to signal 9 (Kill signal)",
     "Killed",
+    "sh: 1: nvcc: not found",
+    "bash: line 1: cmake: command not found",
+    "cat: /w/src/k/pyproject.toml: No such file or directory",
 ]
 WARNINGS = [
     "csrc/warnings.cu(12): warning #177-D: variable \"x\" was declared but never referenced",
@@ -36,6 +39,7 @@ WARNINGS = [
     "/venv/lib/python3.12/site-packages/torch/utils/cpp_extension.py:41: UserWarning: no CUDA runtime",
     "WARNING: Running pip as the 'root' user",
     "warning: variable set but not used",
+    "/usr/bin/ld: warning: libcudart.so.12, needed by x.so, not found",
 ]
 NOT = [
     "[3/12] Building CUDA object CMakeFiles/fp4.dir/csrc/error.cu.o",
@@ -45,6 +49,7 @@ NOT = [
     "test_fatal_path PASSED",
     "  adding 'fp4_kernels/errors.py'",
     "Successfully installed fp4-kernels-0.1.0",
+    "-- Looking for pthread_create in pthreads - not found",
 ]
 
 
