@@ -125,6 +125,10 @@ def test_a_deploy_prunes_the_run_folders_on_the_host(tmp_path):
     for name in [*old, *recent]:
         os.utime(host_runs / name, (now - 7200, now - 7200))
     (host_runs / "not-a-run").mkdir()
+    stale_tmp, live_tmp = work / "tmp" / "0123456789abcdef", work / "tmp" / "fedcba9876543210"
+    (stale_tmp / "nvcc").mkdir(parents=True)
+    live_tmp.mkdir()
+    os.utime(stale_tmp, (now - 7200, now - 7200))  # a killed build's TMPDIR
     inv = tmp_path / "inv.yaml"
     inv.write_text(f"all:\n  hosts:\n    me: {{ansible_connection: local, workdir: {work}, keep_runs: 4}}\n")
     play = tmp_path / "play.yaml"
@@ -140,3 +144,4 @@ def test_a_deploy_prunes_the_run_folders_on_the_host(tmp_path):
     assert not any(n in left for n in old)  # past the policy
     kept_recent = sorted(recent)[-2:]  # 4 runs: this deploy, the `run` before it, the 2 newest of these
     assert {n for n in left if n in recent} == set(kept_recent)
+    assert not stale_tmp.exists() and live_tmp.exists()

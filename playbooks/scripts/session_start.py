@@ -15,7 +15,9 @@ after a line holding its size, so nothing is uploaded first and no other command
 5. ``prune`` (a deploy, under its lock): the per-run folders ``<workdir>/runs/<run_id>`` past the
    retention policy (:mod:`fleetctl.retention`: the newest ``keep_runs`` kept, none older than
    ``keep_days`` days) are removed, never this run's nor one changed within the last hour (a
-   ``verify`` or ``run`` takes no lock and may be using it); their names are reported;
+   ``verify`` or ``run`` takes no lock and may be using it); so are the build folders of
+   ``<workdir>/tmp/`` (a build's TMPDIR, left by a build that was killed) not changed within the
+   last hour: under the deploy lock no build of this workdir runs; their names are reported;
 6. ``probes``: read-only commands the planners asked last time (argv, env, cwd), run beside the
    facts, each with its own deadline; an answer is the exit status, the signal and every byte of
    stdout and stderr, or nothing at all when the command could not start, ran past its deadline
@@ -102,6 +104,27 @@ def prune_runs(runs_dir, current, keep_runs, keep_days, now):
         if not os.path.isdir(path) or os.path.islink(path) or now - st.st_mtime < BUSY_S:
             continue
         if i >= keep_runs or now - started > keep_days * 86400:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(name)
+    return removed
+
+
+def prune_tmp(tmp_dir, now):
+    """Remove the build folders of ``tmp_dir`` not changed within :data:`BUSY_S`; their names."""
+    import shutil
+
+    removed = []
+    try:
+        names = sorted(os.listdir(tmp_dir))
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(tmp_dir, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if os.path.isdir(path) and not os.path.islink(path) and now - st.st_mtime >= BUSY_S:
             shutil.rmtree(path, ignore_errors=True)
             removed.append(name)
     return removed
@@ -228,6 +251,7 @@ def main():
         policy = job["prune"]
         out["pruned"] = prune_runs(os.path.join(workdir, "runs"), job["run_id"], int(policy["keep_runs"]),
                                    float(policy["keep_days"]), time.time())
+        out["pruned_tmp"] = prune_tmp(os.path.join(workdir, "tmp"), time.time())
     probes = [fill(p, workdir) for p in job.get("probes") or []]
     answers = [None] * len(probes)
     limit = int(job.get("probe_limit_bytes") or 4 << 20)
