@@ -226,3 +226,25 @@ def test_a_first_copy_prints_no_probe_errors_into_the_host_log(tmp_path):
     task = json.loads(again.stdout)["hosts"]["me"]["tasks"][0]
     assert task["msg"] == "uploaded 2 of 30 files", task  # the hashes of the files there still count
     assert "No such file" not in (last_run(tmp_path) / "logs" / "me.log").read_text()
+
+
+def test_a_deploys_causes_wrap_at_word_boundaries_on_a_terminal():
+    import io
+
+    from rich.console import Console
+
+    from fleetctl.reporting.tables import print_summary
+
+    error = "connection refused by 127.0.0.1:1 (no sshd listening on that port)"
+    results = {"h1": {"status": "unreachable", "error": error, "duration_s": 0.1, "tasks": []}}
+    for terminal in (True, False):
+        buf = io.StringIO()
+        console = Console(file=buf, width=60, force_terminal=terminal, color_system=None, soft_wrap=True)
+        print_summary(console, results, "r1", fold=False, causes_below=True)
+        lines = buf.getvalue().splitlines()
+        cause = [line for line in lines if "UNREACHABLE" in line or line.startswith("    ")]
+        if terminal:
+            assert all(len(line) <= 60 for line in lines), lines
+            assert " ".join(part.strip() for part in cause) == f"h1: UNREACHABLE: {error}", cause
+        else:
+            assert cause == [f"h1: UNREACHABLE: {error}"], lines

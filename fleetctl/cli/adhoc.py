@@ -163,11 +163,16 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
                 doc[h]["connection"] = o.connection
         print_json(run_.redactor.obj(doc))
     else:
+        from rich.console import Console
+        from rich.text import Text
+
+        from ..reporting.tables import print_long
+
+        err = Console(file=sys.stderr, highlight=False)
         for h, o in run_.hosts.items():
-            if o.status == "unreachable":
-                click.echo(f"{h}: UNREACHABLE: {o.error}", err=True)
-            elif o.status != "ok":
-                click.echo(f"{h}: FAILED: {o.error}", err=True)
+            if o.status != "ok":  # a terminal wraps them at words (print_long), a pipe gets whole lines
+                state = "UNREACHABLE" if o.status == "unreachable" else "FAILED"
+                print_long(err, Text(f"{h}: {state}: {o.error}"), indent=0)
         if bad:
             click.echo(f"every line a host printed: fleetctl logs {run_.run_id} {bad[0]}", err=True)
     raise click.exceptions.Exit(EXIT_FAILED if bad else 0)

@@ -35,6 +35,21 @@ def min_width(columns: list[tuple[str, bool, str]], rows: list[list[Any]]) -> in
     return total
 
 
+def print_long(console: Console, text: Text | str, *, indent: int = 2, continuation: int = 4) -> None:
+    """One long line: piped, whole (as grep wants it); on a terminal, wrapped at word boundaries
+    to its width with the continuation lines indented (a terminal's own wrapping cuts words:
+    ``connectio`` / ``n refused``); only a word wider than the screen is folded."""
+    text = text if isinstance(text, Text) else Text(text)
+    lead = Text(" " * indent)
+    if not console.is_terminal:
+        console.print(lead + text, soft_wrap=True)
+        return
+    width = max(20, console.width - continuation)
+    lines = text.wrap(console, width, overflow="fold")
+    for i, line in enumerate(lines):
+        console.print(Text(" " * (indent if i == 0 else continuation)).append(line), soft_wrap=True)
+
+
 def print_table(console: Console, title: str, columns: list[tuple[str, bool, str]], rows: list[list[Any]]) -> None:
     """Print ``rows`` as a table when it fits the console's width (80 columns when piped), else as
     a list: each row's first cell on a line of its own, then ``  column: value`` lines. Columns are
@@ -52,19 +67,9 @@ def print_table(console: Console, title: str, columns: list[tuple[str, bool, str
     for row in rows:
         head = row[0] if isinstance(row[0], Text) else Text(str(row[0]), style="bold cyan")
         console.print(head, soft_wrap=True)
-        fields = [(name, cell if isinstance(cell, Text) else Text(str(cell)))
-                  for (name, _, _), cell in zip(columns[1:], row[1:]) if str(cell)]
-        if not console.is_terminal:  # piped: one whole line per field, as grep wants it
-            for name, cell in fields:
-                console.print(Text(f"  {name}: ").append(cell), soft_wrap=True)
-            continue
-        # a terminal: each field wrapped at word boundaries, continuation lines indented (a
-        # terminal's own wrapping would cut words: "connectio" / "n refused"); only a word wider
-        # than the screen is folded
-        for name, cell in fields:
-            lines = Text(f"{name}: ").append(cell).wrap(console, max(20, console.width - 4), overflow="fold")
-            for i, line in enumerate(lines):
-                console.print(Text("  " if i == 0 else "    ").append(line), soft_wrap=True)
+        for (name, _, _), cell in zip(columns[1:], row[1:]):
+            if str(cell):
+                print_long(console, Text(f"{name}: ").append(cell if isinstance(cell, Text) else Text(str(cell))))
 
 
 def print_facts(console: Console, facts: dict[str, dict[str, Any]]) -> None:
@@ -100,13 +105,13 @@ def print_facts(console: Console, facts: dict[str, dict[str, Any]]) -> None:
             kept = ", ".join(f"v{k} ({v.get('state')}, torch {v.get('torch') or '?'}, own "
                              f"{(sizes.get(k) or {}).get('own_mib', '?')} MiB)"
                              for k, v in sorted(envs["versions"].items(), key=lambda kv: int(kv[0])))
-            console.print(f"{host}: environments in {envs.get('versions_dir')}: live v{envs.get('live_version')}; "
-                          f"{kept}; {disk.get('total_mib', '?')} MiB together (measured {disk.get('measured', '?')})",
-                          markup=False, highlight=False, soft_wrap=True)
+            print_long(console, f"{host}: environments in {envs.get('versions_dir')}: live v{envs.get('live_version')}; "
+                       f"{kept}; {disk.get('total_mib', '?')} MiB together (measured {disk.get('measured', '?')})",
+                       indent=0)
     for host, f in bad:
         state = "UNREACHABLE" if not f.get("reachable", True) else "FAILED"
-        console.print(Text(f"{host}: ", style="bold cyan").append(f"{state}: {f.get('error')}",
-                                                                 style=STYLE["unreachable"]), soft_wrap=True)
+        print_long(console, Text(f"{host}: ", style="bold cyan").append(f"{state}: {f.get('error')}",
+                                                                       style=STYLE["unreachable"]), indent=0)
 
 
 def folded_notes(facts: dict[str, dict[str, Any]], *, verbose: bool = False) -> list[str]:
@@ -155,8 +160,8 @@ def print_summary(console: Console, results: dict[str, dict[str, Any]], run_id: 
     print_table(console, f"run {run_id}", [("hosts" if fold else "host", True, "left"), ("status", True, "left"),
                                            ("tasks", True, "left"), ("duration s", True, "right")], rows)
     for (status, error), names in (causes.items() if causes_below else ()):
-        console.print(Text(f"{fold_hosts(names)}: ", style="bold cyan").append(
-            f"{status.upper()}: {error}", style=STYLE.get(status, "")), soft_wrap=True)
+        print_long(console, Text(f"{fold_hosts(names)}: ", style="bold cyan").append(
+            f"{status.upper()}: {error}", style=STYLE.get(status, "")), indent=0)
 
 
 def build_classes(results: dict[str, dict[str, Any]]) -> list[str]:
