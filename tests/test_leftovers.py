@@ -16,9 +16,16 @@ from tests.support.hermetic import SESSION_ROOT
 
 
 def _sleeper(name: str) -> subprocess.Popen:
+    import time
+
     entry = pwd.getpwnam(name)
-    return subprocess.Popen(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups",
+    proc = subprocess.Popen(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups",
                              "sleep", "600"])
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{proc.pid}").stat().st_uid != entry.pw_uid:  # poll: it runs as the user now
+        assert time.monotonic() < deadline, "setpriv did not switch to the test user"
+        time.sleep(0.02)
+    return proc
 
 
 def test_a_session_user_is_listed_then_removed_with_its_processes_and_home():
@@ -28,7 +35,7 @@ def test_a_session_user_is_listed_then_removed_with_its_processes_and_home():
     try:
         left = leftovers.leftovers(SESSION_ROOT)
         assert f"user {name} (home /home/{name})" in left and f"home folder /home/{name}" in left
-        leftovers.remove_session_users()
+        leftovers.remove_user(name)
         assert proc.wait(10) != 0  # its process was stopped first
         assert name not in {e.pw_name for e in pwd.getpwall()}
         assert not Path(f"/home/{name}").exists()
@@ -39,6 +46,7 @@ def test_a_session_user_is_listed_then_removed_with_its_processes_and_home():
 
 
 def test_users_of_a_gone_session_are_removed_and_a_live_sessions_are_kept():
+    """(This session's own users go too: ensure_user makes them again when a later test asks.)"""
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(gone.stdout)
     live = subprocess.Popen(["sleep", "600"])  # stands for another session still running
