@@ -248,3 +248,19 @@ def test_a_deploys_causes_wrap_at_word_boundaries_on_a_terminal():
             assert " ".join(part.strip() for part in cause) == f"h1: UNREACHABLE: {error}", cause
         else:
             assert cause == [f"h1: UNREACHABLE: {error}"], lines
+
+
+def test_a_missing_sgl_kernel_checkout_is_named_by_its_var_and_path(tmp_path):
+    from tests.support.fleet import REPO
+
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"all:\n  hosts:\n    me: {{ansible_connection: local, workdir: {tmp_path}/w, "
+                   f"venv: {REPO / '.venv'}}}\n")
+    missing = tmp_path / "w" / "sglang" / "python" / "sglang" / "kernels" / "aot"
+    for extra in ((), ("--tags", "build")):
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "me", "--playbook", str(REPO / "playbooks" / "sgl-kernel.yaml"),
+                       *extra, home=tmp_path)
+        assert res.returncode == 1, res.stdout + res.stderr
+        line = [ln for ln in res.stdout.splitlines() if ln.startswith("me: FAILED")]
+        assert line and f"sgl_kernel_dir: no sgl-kernel checkout at {missing}" in line[0], res.stdout
+        assert "-e sgl_kernel_dir=PATH" in line[0] and "can't cd" not in res.stdout
