@@ -90,3 +90,14 @@ class TaskFailed(FleetError):
         self.host = host
         self.result = result
         super().__init__(f"{host}: {message}")
+
+
+def host_message(host: str, error: BaseException | str) -> str:
+    """An error as one host's message: ``str(error)`` without the leading ``"HOST: "`` that the
+    errors raised below the engine carry (:class:`TransferError`, lock and facts errors), since
+    every report already names the host (``h1: FAILED: put it: ...``, not ``h1: ... h1: ...``)."""
+    text = str(error)
+    prefix = f"{host}: "
+    while host and text.startswith(prefix):
+        text = text[len(prefix):]
+    return text

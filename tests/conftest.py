@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -25,8 +26,32 @@ from tests.support.sshd import SshdHost, SshdUnavailable, ensure_client_key, sta
 hermetic_environment()
 
 
+def pytest_configure(config) -> None:
+    if not config.option.basetemp:  # pytest's tmp_path folders inside the session root, not /tmp/pytest-of-USER
+        config.option.basetemp = str(SESSION_ROOT / "pytest")
+
+
 def pytest_sessionfinish(session, exitstatus) -> None:
+    from tests.support import leftovers
+    from tests.support.slurm import STATE_ROOT, stop_leftovers
+
+    leftovers.remove_session_users()
+    try:
+        stop_leftovers()  # clusters of killed sessions (this session's own are stopped by their fixtures)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    leftovers.remove_tagged_tmp_entries()
     shutil.rmtree(SESSION_ROOT, ignore_errors=True)
+    try:
+        STATE_ROOT.rmdir()  # the shared Slurm test folder, when no cluster of any session is in it
+    except OSError:
+        pass
+    left = leftovers.leftovers(SESSION_ROOT, (STATE_ROOT,))
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("the test session left behind: " + "; ".join(left), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

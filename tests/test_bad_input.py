@@ -336,6 +336,6 @@ def test_conflicts_the_user_decided_and_protected_keys_pass(sandbox):
     assert res.exit_code == 2 and "host 'other' is in groups 'gpu' and 'rack2'" in res.stderr, res.stderr
     res = _invoke(root, ["-i", str(inv), "run", "--hosts", "far", "--connect-timeout", "2", "--json", "--", "true"])
     assert res.exit_code == 1 and json.loads(res.stdout)["far"]["unreachable"], res.output  # checked, then tried
-    key.chmod(0o604)
-    res = _invoke(root, ["-i", str(inv), "run", "--hosts", "far", "--", "true"])
-    assert res.exit_code == 2 and "has mode 0604" in res.stderr, res.stderr
+    key.chmod(0o604)  # a loose key fails only its host, as a missing one does (tests/test_operator_paths.py)
+    res = _invoke(root, ["-i", str(inv), "run", "--hosts", "far", "--connect-timeout", "2", "--json", "--", "true"])
+    assert res.exit_code == 1, res.output

@@ -95,6 +95,8 @@ def test_planner_case(path: Path) -> None:
         assert want["msg"] in result.msg, result.msg
     for key, value in want.get("decision", {}).items():
         assert result.data.get("decision", {}).get(key) == value, result.data.get("decision")
+    for key, value in want.get("data", {}).items():  # null: the key must be absent
+        assert result.data.get(key) == value, (key, result.data)
 
 
 def test_every_action_has_a_case() -> None:

@@ -164,3 +164,17 @@ def test_summary_puts_causes_on_lines_of_their_own():
     out = buf.getvalue()
     assert "a-very-long-host-name-number-0001" in out and "\u2026" not in out
     assert "gpu02: UNREACHABLE: connection refused" in out and "UUUU" not in out
+
+
+def test_ticks_are_at_a_clocks_nice_steps_and_read_as_people_read_time():
+    """No ``0.833333 min``: steps of 30 s, 1, 5, 15 min, 1 h...; a unit only where the ticks are
+    whole or half units of it (issue 24)."""
+    assert [label for _, label in nice_ticks(130)] == ["0 s", "30 s", "1 min", "1.5 min", "2 min"]
+    assert [label for _, label in nice_ticks(50)] == ["0 s", "10 s", "20 s", "30 s", "40 s", "50 s"]
+    assert [label for _, label in nice_ticks(9000)] == ["0 min", "30 min", "1 h", "1.5 h", "2 h", "2.5 h"]
+    for axis in (0.7, 3, 59, 61, 100, 130, 200, 333, 400, 1000, 4000, 9000, 50000, 400000):
+        ticks = nice_ticks(axis)
+        assert 3 <= len(ticks) <= 7 and ticks[0][0] == 0.0 and ticks[-1][0] <= 100.0, (axis, ticks)
+        for _, label in ticks:
+            number = label.split()[0]
+            assert len(number.split(".")[-1]) <= 1 if "." in number else True, (axis, label)

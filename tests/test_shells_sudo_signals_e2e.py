@@ -76,8 +76,8 @@ def test_become_fails_at_once_when_sudo_wants_a_password_and_keeps_env(sshd_farm
     os.chmod(SUDOERS, 0o440)
     try:
         inv = write_inventory(tmp_path / "inv.yaml", {"g": {
-            "pw": {**pw.inventory_vars(sshd_farm.known_hosts), "workdir": f"/tmp/fltest-{pw.user}"},
-            "ok": {**ok.inventory_vars(sshd_farm.known_hosts), "workdir": f"/tmp/fltest-{ok.user}"}}})
+            "pw": {**pw.inventory_vars(sshd_farm.known_hosts), "workdir": f"/tmp/fltest-work-{pw.user}"},
+            "ok": {**ok.inventory_vars(sshd_farm.known_hosts), "workdir": f"/tmp/fltest-work-{ok.user}"}}})
         play = tmp_path / "become.yaml"
         play.write_text("name: become\nhosts: all\ngather_facts: false\ntasks:\n"
                         "  - name: as root\n    become: true\n    env: {FLT_MARK: kept, PATH: /opt/fleet/bin:/usr/bin:/bin}\n"

@@ -308,6 +308,7 @@ def test_deploy_kernel_src_over_slurm_once_per_arch_class(slurm_cluster, tmp_pat
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "*** Created fp4_kernels" not in again.stdout
     assert "nothing changed: every host was already up to date" in again.stdout
+    assert "(reused)" in again.stdout and "(built on" not in again.stdout  # as SSH says it
     assert not [c for c in launcher_calls(log)[before:] if c[0] == "sbcast" and c[-2].endswith(".whl")]
     rec = record(tmp_path)
     for node in ("n1", "n2", "n3"):

@@ -17,6 +17,9 @@ def _record(kind: str, obj: Context, extra=()):
     from ..engine.observer import Observers
     from ..reporting.record import RunRecord
 
+    from ..retention import policy_from_env
+
+    policy_from_env()  # a bad FLEETCTL_KEEP_RUNS/DAYS is refused (exit 2) before anything runs
     run = RunModel(kind=kind, command=command_line(), **_who())
     record = RunRecord(run)
     return run, record, Observers(run, [record, diagnostics(obj), *extra])
@@ -38,12 +41,24 @@ def _who() -> dict[str, object]:
 
 
 def finish(run, observers, status: str) -> None:
-    """Close the run: status, end time, observers flushed."""
+    """Close the run: status, end time, observers flushed; then the run records past the
+    retention policy are pruned (:mod:`fleetctl.reporting.prune`; never this run, never one in
+    progress; a record that cannot be removed is said on stderr, the run's status stands)."""
     from ..engine.model import utc_now
+    from ..errors import InputError
+    from ..reporting.prune import prune_runs
+    from ..retention import policy_from_env
 
     run.status, run.finished = status, utc_now()
     observers.emit("run.finished", status=status)
     observers.close()
+    try:
+        pruned = prune_runs(policy_from_env())
+    except (InputError, OSError) as exc:
+        click.echo(f"fleetctl: warning: run records not pruned: {exc}", err=True)
+        return
+    for error in pruned.errors:
+        click.echo(f"fleetctl: warning: cannot prune the run record {error}", err=True)
 
 
 def guarded(run, observers, fn):
@@ -150,11 +165,16 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
                 doc[h]["connection"] = o.connection
         print_json(run_.redactor.obj(doc))
     else:
+        from rich.console import Console
+        from rich.text import Text
+
+        from ..reporting.tables import print_long
+
+        err = Console(file=sys.stderr, highlight=False)
         for h, o in run_.hosts.items():
-            if o.status == "unreachable":
-                click.echo(f"{h}: UNREACHABLE: {o.error}", err=True)
-            elif o.status != "ok":
-                click.echo(f"{h}: FAILED: {o.error}", err=True)
+            if o.status != "ok":  # a terminal wraps them at words (print_long), a pipe gets whole lines
+                state = "UNREACHABLE" if o.status == "unreachable" else "FAILED"
+                print_long(err, Text(f"{h}: {state}: {o.error}"), indent=0)
         if bad:
             click.echo(f"every line a host printed: fleetctl logs {run_.run_id} {bad[0]}", err=True)
     raise click.exceptions.Exit(EXIT_FAILED if bad else 0)

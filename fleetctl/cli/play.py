@@ -63,7 +63,13 @@ def _play_sources(obj: Context, path: Path) -> tuple[list[str], str]:
     return [str(resolve_default(p)) for p in obj.inventory_paths], str(path)
 
 
-def _retry_limit(retry_failed: str, limit: str | None, key: str, playbook: str) -> str:
+def _retry_names(retry_failed: str, key: str, playbook: str) -> list[str]:
+    """The hosts ``--retry-failed`` selects: those the run (given, or the play's last) left failed.
+
+    Raises:
+        InputError: no such run, or no retry set of this play.
+        click.exceptions.Exit: (0) the run left no failed host.
+    """
     from ..reporting.history import retry_hosts, runs_root
 
     try:
@@ -77,7 +83,7 @@ def _retry_limit(retry_failed: str, limit: str | None, key: str, playbook: str) 
     if not names:
         click.echo(f"run {from_run} left no failed host: nothing to retry", err=True)
         raise click.exceptions.Exit(0)
-    return ",".join(names) if not limit else f"{limit}:&{','.join(names)}"
+    return names
 
 
 def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | None = None, limit: str | None = None,
@@ -103,18 +109,24 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
 
         playbook = staged_playbook(playbook)
         extra = (*extra, "staged=true")
+    from ..reporting.history import play_key
+
+    play_inventory, play_file = _play_sources(obj, path)
+    key = play_key(play_inventory, play_file)
+    if retry_failed is not None:
+        # The failed run's hosts: within --hosts when given, else they are the selection (the
+        # playbook's own `hosts` may not name them: that run may have had --hosts).
+        names = ",".join(_retry_names(retry_failed, key, play_file))
+        if pattern:
+            limit = names if not limit else f"{limit}:&{names}"
+        else:
+            pattern = names
     pattern = pattern or playbook.hosts
     if not pattern:
         raise InputError("no hosts: give --hosts or set 'hosts' in the playbook", file=str(path))
     tag_list, skip_list = _split(tags), _split(skip_tags)
     _check_tags(playbook, "--tags", tag_list)
     _check_tags(playbook, "--skip-tags", skip_list)
-    from ..reporting.history import play_key
-
-    play_inventory, play_file = _play_sources(obj, path)
-    key = play_key(play_inventory, play_file)
-    if retry_failed is not None:
-        limit = _retry_limit(retry_failed, limit, key, play_file)
     inv, hosts = obj.select(pattern, limit, forks=forks)
     serial_items = _split(serial)
     for item in serial_items:

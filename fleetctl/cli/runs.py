@@ -43,6 +43,40 @@ def _summary(r: dict) -> dict:
             "failed": len(r.get("failed_hosts") or []), "playbook": r.get("playbook"), "pattern": r.get("pattern")}
 
 
+@runs.command("prune")
+@click.option("--keep", "keep", default=None, metavar="N",
+              help="Keep the newest N runs (default: FLEETCTL_KEEP_RUNS, else 50).")
+@click.option("--older-than", "older_than", default=None, metavar="DAYS",
+              help="Remove runs older than DAYS days (default: FLEETCTL_KEEP_DAYS, else 30).")
+@click.option("--dry-run", is_flag=True, help="Say which runs would be removed; remove nothing.")
+def runs_prune(keep: str | None, older_than: str | None, dry_run: bool) -> None:
+    """Remove past run records beyond the newest N runs or older than DAYS days; never a run in
+    progress, nor the newest successful run of each play (fleetctl/retention.py). Every run
+    prunes this way when it ends."""
+    from dataclasses import replace
+
+    from ..reporting.history import runs_root
+    from ..reporting.prune import prune_runs
+    from ..retention import check_keep_days, check_keep_runs, policy_from_env
+
+    policy = policy_from_env()
+    if keep is not None:
+        policy = replace(policy, keep_runs=check_keep_runs(keep, "--keep"))
+    if older_than is not None:
+        policy = replace(policy, keep_days=check_keep_days(older_than, "--older-than"))
+    result = prune_runs(policy, dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    for run_id in result.removed:
+        click.echo(f"{verb} {run_id}")
+    for error in result.errors:
+        click.echo(f"fleetctl: warning: cannot remove {error}", err=True)
+    click.echo(f"{verb} {len(result.removed)} run(s), kept {result.kept} in {runs_root()} "
+               f"(the newest {policy.keep_runs}, none older than {policy.keep_days:g} days, "
+               f"runs in progress and each play's last success)")
+    if result.errors:
+        raise click.exceptions.Exit(1)
+
+
 @runs.command("show")
 @click.argument("run_id")
 def runs_show(run_id: str) -> None:

@@ -69,15 +69,18 @@ class Identities:
         return text
 
 
-def _unprotected(path: str) -> str | None:
-    """OpenSSH's ``sshkey_perm_ok``: a private key of ours that others can read is refused."""
+def unprotected_key(path: str) -> str | None:
+    """OpenSSH's ``sshkey_perm_ok`` (authfile.c): a private key file of ours that group or others
+    may read is refused (``UNPROTECTED PRIVATE KEY FILE``). The problem in one line naming the
+    file, its mode and the fix, or None."""
     try:
         st = os.stat(path)
     except OSError:
         return None
     if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
         mode = oct(stat.S_IMODE(st.st_mode))[2:]
-        return f"{path} can be read by others (mode {mode}), and ssh refuses such keys: chmod 600 {path}"
+        return (f"{path} has mode {int(mode, 8):04o}: ssh refuses a private key that group or others can read "
+                f"(UNPROTECTED PRIVATE KEY FILE): chmod 600 {path}")
     return None
 
 
@@ -144,7 +147,7 @@ async def load_identities(target: SSHTarget) -> Identities:
                 out.problems.append(f"{path} is a public key and its identity is not in ssh-agent{extra}: ssh-add "
                                     f"its private key")
             return
-        bad = _unprotected(path)
+        bad = unprotected_key(path)
         if bad:
             out.problems.append(bad)
             return

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..connection.base import OutputLine
 from ..connection.registry import ConnectOptions, load_kind
-from ..errors import CommandTimeout, FleetError, HostUnreachable
+from ..errors import CommandTimeout, FleetError, HostUnreachable, host_message
 from .fanout import for_each_host
 from .model import RunModel
 from .observer import Observers
@@ -79,7 +79,7 @@ async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunMod
             except HostUnreachable as exc:
                 out.status, out.error, out.reachable = "unreachable", exc.cause, False
             except (CommandTimeout, FleetError) as exc:
-                out.status, out.error = "failed", str(exc)
+                out.status, out.error = "failed", host_message(host.name, exc)
             finally:
                 if conn is not None:
                     if getattr(conn, "stats", None):  # handshake retries, jump hosts, recorded keys
@@ -135,7 +135,7 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
                 out.status, out.error, out.reachable = "unreachable", exc.cause, False
                 out.facts = unreachable_facts(scopes[host.connection], host, exc.cause)
             except FleetError as exc:
-                out.status, out.error = "failed", str(exc)
+                out.status, out.error = "failed", host_message(host.name, exc)
                 out.reachable = session is not None
                 if isinstance(getattr(exc, "facts", None), dict):  # gathered, then refused (a broken GPU stack)
                     out.facts = exc.facts  # type: ignore[attr-defined]

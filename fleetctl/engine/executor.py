@@ -27,7 +27,7 @@ from typing import Any
 
 from ..build import stray_env
 from ..connection.base import CommandResult, OutputLine
-from ..errors import FleetError, TransferError
+from ..errors import FleetError, TransferError, host_message
 from ..tasks import steps as S
 from ..tasks.base import TaskResult
 from .classes import ClassBuildFailed, ClassCoordinator, broadcast_once, store_wheel, wheels_root
@@ -178,7 +178,7 @@ class StepRunner:
                     return TransferError(f"local file {step.local} does not exist")
                 await self.session.conn.put(str(step.local), step.remote, mode=step.mode)
         except TransferError as exc:
-            return exc
+            return TransferError(host_message(self.host, exc))
         return None
 
     async def _do_putfiles(self, step: S.PutFiles) -> list[TransferError | None]:
@@ -194,7 +194,7 @@ class StepRunner:
         try:
             await self.session.conn.get(step.remote, step.local)
         except TransferError as exc:
-            return exc
+            return TransferError(host_message(self.host, exc))
         return None
 
     async def _do_local(self, step: S.Local) -> Any:
@@ -256,12 +256,15 @@ class StepRunner:
             if moved is None or moved.rc != 0:
                 await self.session.conn.put(str(got.local), remote, mode=0o644)
         except TransferError as exc:
-            return exc
+            return TransferError(host_message(self.host, exc))
         return S.ClassWheel(name=got.name, sha256=got.sha256, builder=got.builder, remote=remote, data=got.data)
 
     # -- notices ------------------------------------------------------------------------------
 
     async def _do_note(self, step: S.Note) -> None:
+        if step.message in self.session.told:  # said in an earlier pass of this run
+            return
+        self.session.told.add(step.message)
         self.observers.emit("note.added", self.host, message=step.message)
 
     async def _do_emit(self, step: S.Emit) -> None:

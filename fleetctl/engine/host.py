@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..playbook import templating
-from ..errors import CommandTimeout, FleetError, HostUnreachable, PlaybookError
+from ..errors import CommandTimeout, FleetError, HostUnreachable, PlaybookError, host_message
 from ..paths import REPO_ROOT
 from ..status import Status
 from ..tasks import ACTIONS
@@ -119,7 +119,7 @@ async def _run_task(task: Any, session: HostSession, playbook: Any, *, apply: bo
         except HostUnreachable as exc:
             result = TaskResult(Status.UNREACHABLE, msg=exc.cause)
         except FleetError as exc:
-            result = TaskResult(Status.FAILED, msg=str(exc))
+            result = TaskResult(Status.FAILED, msg=host_message(session.name, exc))
         if not result.status.is_failure or result.status is Status.UNREACHABLE or attempt + 1 == attempts:
             break
         observers.emit("task.retrying", session.name, task=name, attempt=attempt + 1, msg=result.msg)

@@ -37,8 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..connection.registry import ConnectOptions, load_kind
-from ..errors import FleetError, HostUnreachable
+from ..errors import FleetError, HostUnreachable, host_message
 from ..status import Status
+from ..tasks import ACTIONS
 from .classes import ClassCoordinator
 from .deadlines import Deadlines
 from .host import HostPass, PassOptions, nothing_to_stage, phase_spans, run_pass
@@ -238,6 +239,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     # deploy shows what it applies.
     planning_observers: Any = _Muted(observers)
     memory = ProbeMemory(playbook.path) if opts.remember_probes else None
+    builds = any(ACTIONS[t.action].phase == "build" for t in tasks if t.action in ACTIONS)
     # Hosts the settling of the classes waits for: those not started (waiting for a fork) and
     # those past connect that have not planned yet. A host leaves it while it connects and when
     # it has planned (or ended); the early group is settled when it is empty and someone planned.
@@ -275,7 +277,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             session = await connect(host, scopes[host.connection], run, timeout_s=opts.deadlines.connect,
                                     unavailable=unavailable, prepare=False)
         except (HostUnreachable, FleetError) as exc:
-            cause = exc.cause if isinstance(exc, HostUnreachable) else str(exc)
+            cause = exc.cause if isinstance(exc, HostUnreachable) else host_message(host.name, exc)
             status = "unreachable" if isinstance(exc, HostUnreachable) else "failed"
             step = ("controller lock", "lock") if isinstance(exc, _Refused) else ("connect", "connect")
             _record_connection(run, observers, host.name, getattr(exc, "stats", None), failed=True)
@@ -299,13 +301,14 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         sessions[host.name] = session
         try:
             await _start(session, run, observers, opts, spans, facts=playbook.gather_facts, lock=apply and opts.host_lock,
-                         remembered=memory.entries(host.name) if memory is not None else [])
+                         remembered=memory.entries(host.name) if memory is not None else [],
+                         build_notes=builds)
             plans[host.name] = await _plan(session, playbook, tasks, selected, run, planning_observers, classes,
                                            pass_opts)
         except HostUnreachable as exc:
             _end_early(run, observers, host.name, "unreachable", exc.cause, t0, spans)
         except FleetError as exc:
-            _end_early(run, observers, host.name, "failed", str(exc), t0, spans)
+            _end_early(run, observers, host.name, "failed", host_message(host.name, exc), t0, spans)
 
     async def apply_one(host: Any) -> None:
         p = plans.pop(host.name, None)
@@ -382,9 +385,11 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
 
 
 async def _start(session: HostSession, run: RunModel, observers: Any, opts: PlayOptions, spans: list[PhaseSpan], *,
-                 facts: bool, lock: bool, remembered: list[list]) -> None:
+                 facts: bool, lock: bool, remembered: list[list], build_notes: bool = True) -> None:
     """The host's first command (:mod:`fleetctl.engine.session_start`): run folder, deploy lock,
-    facts and the probes answered ahead; facts recorded on the host, lock events told."""
+    facts and the probes answered ahead; facts recorded on the host, lock events told. The build
+    plan's notes ("no GPU found: building for fallback_archs ...") are told only with
+    ``build_notes`` (the play builds); the facts keep them either way."""
     f0 = run.elapsed_s()
     t0 = time.monotonic()
     started_at = utc_now()
@@ -405,7 +410,7 @@ async def _start(session: HostSession, run: RunModel, observers: Any, opts: Play
             spans.append(PhaseSpan(phase="facts", start_s=round(f0, 3), duration_s=round(run.elapsed_s() - f0, 3),
                                    status=status))
             out.tasks.append(TaskOutcome(name="gather facts", action="facts", phase="facts", status=status,
-                                         msg=getattr(exc, "cause", None) or str(exc), start=started_at,
+                                         msg=getattr(exc, "cause", None) or host_message(session.name, exc), start=started_at,
                                          duration_s=round(time.monotonic() - t0, 3)))
             out.phases = list(spans)
             if isinstance(getattr(exc, "facts", None), dict):  # gathered, then refused (a broken GPU stack)
@@ -428,7 +433,7 @@ async def _start(session: HostSession, run: RunModel, observers: Any, opts: Play
     facts_ = started.facts
     out.facts = facts_
     build = facts_.get("build") or {}
-    for note in build.get("notes", []):
+    for note in build.get("notes", []) if build_notes else []:
         observers.emit("note.added", session.name, message=note)
     spans.append(PhaseSpan(phase="facts", start_s=round(f0, 3), duration_s=round(run.elapsed_s() - f0, 3), status="ok"))
     out.tasks.append(TaskOutcome(name="gather facts", action="facts", phase="facts", status=Status.OK.value,

@@ -78,6 +78,8 @@ class HostSession:
             those asked after a simulated change of the same pass: what the next run's first
             command answers ahead.
         changed: a step changed the host (the probe caches were cleared).
+        told: the notes told for this host this run: a note its planner gives in the planning
+            pass and again in the apply pass (or the dry run's shown pass) is told once.
         simulated: a step that would change the host was simulated in the current pass.
     """
 
@@ -96,6 +98,7 @@ class HostSession:
     asked: dict[tuple, float | None] = field(default_factory=dict)
     changed: bool = False
     simulated: bool = False
+    told: set[str] = field(default_factory=set)
     #: async callables run before the connection closes (the deploy lock's release)
     cleanups: list[Any] = field(default_factory=list)
     #: the venv this pass's later tasks use instead of the inventory's (a staged version, see

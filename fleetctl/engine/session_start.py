@@ -33,6 +33,7 @@ from typing import Any
 
 from ..connection.base import CommandResult, OutputLine
 from ..errors import HostUnreachable, TaskFailed
+from ..retention import RetentionPolicy, policy_from_env
 from ..scripts import script_path
 from .hostlock import HostLockBusy, HostLockError, _controller_gone, _parse, _record
 from .probeplan import concrete, wanted
@@ -77,11 +78,20 @@ class Started:
                 await task
 
 
+def host_policy(settings: Any) -> RetentionPolicy:
+    """The retention policy for a host's run folders: its ``keep_runs``/``keep_days`` vars, else
+    the controller's (:func:`fleetctl.retention.policy_from_env`)."""
+    policy = policy_from_env()
+    return RetentionPolicy(keep_runs=settings.keep_runs or policy.keep_runs,
+                           keep_days=settings.keep_days or policy.keep_days)
+
+
 def _job(session: HostSession, *, facts: bool, lock: bool, remembered: list[list]) -> dict[str, Any]:
     job: dict[str, Any] = {"workdir": session.base_workdir(), "run_id": session.run_id,
                            "probes": wanted(remembered), "probe_limit_bytes": PROBE_LIMIT_BYTES, "facts": facts}
     if lock:
         job["lock"] = {"path": session.host.settings.deploy_lock or "", "record": json.dumps(_record(session.run_id))}
+        job["prune"] = host_policy(session.host.settings).as_job()  # under the lock: one deploy prunes at a time
     if facts:
         from ..facts import facts_options
 

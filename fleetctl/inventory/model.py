@@ -7,7 +7,6 @@ Built by :func:`fleetctl.inventory.load_inventory`; a :class:`Host` can also be 
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -269,7 +268,6 @@ class Inventory:
                     raise c.error()
         for h in chosen.values():
             _check_ansible_vars(h)
-            _check_key_file(h)
             if venv and h.kind == "local":
                 _check_local_venv(h)
 
@@ -332,27 +330,6 @@ def _check_ansible_vars(host: Host) -> None:
     else:
         shown = f"{var} = {shown_value(value)}"
     raise _source_error(host, src, f"host {host.name!r} sets {shown}, which fleetctl does not honour: {advice}")
-
-
-def _check_key_file(host: Host) -> None:
-    path = host.key_file
-    if path is None:
-        return
-    try:
-        st = os.stat(path)
-    except OSError:
-        return  # missing here: the host fails when it connects, naming the key; the others run
-    if not stat.S_ISREG(st.st_mode):
-        return  # not a key: the SSH layer says so when it connects
-    mode = st.st_mode & 0o777
-    if mode & 0o077 and (st.st_uid == os.getuid() or mode & 0o004):
-        src = host.source_of("private_key_file")
-        shown = repr(src.value) if src is not None else repr(path)
-        raise _source_error(
-            host, src,
-            f"key file {shown} has mode {mode:04o}: a private key must not be accessible by group or "
-            f"others (OpenSSH refuses it: UNPROTECTED PRIVATE KEY FILE); chmod 600 {path}",
-        )
 
 
 def _check_local_venv(host: Host) -> None:

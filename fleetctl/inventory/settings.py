@@ -73,6 +73,9 @@ class HostSettings(BaseModel):
             default 30): a GPU that has fallen off the bus blocks it in the kernel for good.
         verify_device: where ``verify`` must work when its task does not say: ``auto`` (the GPU when
             the host's facts list GPUs), ``cuda`` or ``cpu`` (hosts whose GPUs are not for torch).
+        keep_runs, keep_days: how many of fleetctl's per-run folders a deploy keeps on the host,
+            and for how many days (:mod:`fleetctl.retention`), or None for the controller's
+            ``FLEETCTL_KEEP_RUNS``/``FLEETCTL_KEEP_DAYS`` (50, 30).
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -88,6 +91,8 @@ class HostSettings(BaseModel):
     deploy_lock: str | None = Field(default=None, validation_alias="deploy_lock")
     verify_device: Literal["auto", "cuda", "cpu"] = Field(default="auto", validation_alias="verify_device")
     gpu_probe_timeout_s: float = Field(default=30.0, gt=0, le=3600, validation_alias="gpu_probe_timeout_s")
+    keep_runs: int | None = Field(default=None, ge=1, validation_alias="keep_runs")
+    keep_days: float | None = Field(default=None, gt=0, allow_inf_nan=False, validation_alias="keep_days")
 
 
 @functools.lru_cache(maxsize=None)

@@ -13,20 +13,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..diagnostic import is_error
+
 #: Bytes read from the end of a log for its tail.
 TAIL_READ_BYTES = 64 * 1024
 #: Characters kept of one line (a minified-JSON line or a 1,000-character warning is cut there).
 LINE_CHARS = 240
 
-#: What a compiler, a linker or a build system prints first when it fails: GCC/Clang
-#: (``file.c:3:1: error: ...``, ``fatal error:``), nvcc (``file.cu(3): error: ...``,
-#: ``nvcc fatal   : ...``, ``#error directive``), ld (``undefined reference``), CMake
-#: (``CMake Error at ...``), ninja/make (``FAILED:``, ``*** [...] Error 1``) and Python (``Error:`` lines).
-COMPILER_ERROR = re.compile(
-    r"(\berror\b\s*:|\bfatal error\b|nvcc fatal|\bcicc\b.*died|CMake Error|undefined reference to|"
-    r"^FAILED: |\*\*\* \[.*\] Error \d+|^\w*Error: )",
-    re.IGNORECASE,
-)
 _MARK = re.compile(rb"^(out|err)\| ")
 
 
@@ -85,7 +78,8 @@ def read_tail(path: Path, lines: int) -> tuple[list[str], bool, int]:
 
 
 def first_error_line(path: Path) -> str | None:
-    """The first line that looks like a compiler or build error (:data:`COMPILER_ERROR`) printed
+    """The first line that is a compiler or build error in its tool's syntax
+    (:data:`fleetctl.diagnostic.ERROR`: not a line naming a file ``error.cpp``) printed
     by the last task in the log (after its last ``==> task`` marker), or None."""
     first: str | None = None
     try:
@@ -96,7 +90,7 @@ def first_error_line(path: Path) -> str | None:
                     continue
                 if first is None and not raw.startswith(b"==> "):
                     text = _text(raw)
-                    if COMPILER_ERROR.search(text):
+                    if is_error(text):
                         first = text.strip()
     except OSError:
         return None

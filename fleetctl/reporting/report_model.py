@@ -111,25 +111,41 @@ def without_identity(text: str, tokens: list[str]) -> str:
     return text
 
 
+#: Tick steps, seconds: 1/2/5 below a second, then the steps a clock has (15 s, 30 s, 1, 2, 5,
+#: 10, 15, 30 min, 1, 2, 3, 6, 12 h), then whole days.
+TICK_STEPS_S = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800,
+                21600, 43200, 86400)
+
+
+def tick_label(t: float, step: float) -> str:
+    """One tick's label: seconds, minutes or hours as a person reads them (``50 s``, ``1 min``,
+    ``1.5 min``, ``2 h``): a unit is used only where the ticks are whole or half units of it."""
+    if t == 0:  # in the unit of the first step: "0 s", "0 min"
+        return "0 " + tick_label(step, step).split()[-1]
+    if t < 60 or step < 30:
+        return f"{t:g} s"
+    if t < 3600 or step < 1800:
+        return f"{t / 60:g} min"
+    if t < 86400 * 2 or step < 43200:
+        return f"{t / 3600:g} h"
+    return f"{t / 86400:g} d"
+
+
 def nice_ticks(axis_s: float, most: int = 6) -> list[tuple[float, str]]:
-    """Tick marks for an axis of ``axis_s`` seconds: ``[(percent, label)]`` at 1/2/5 x 10^k
-    seconds (minutes or hours in the labels past 120 s / 2 h)."""
+    """Tick marks for an axis of ``axis_s`` seconds: ``[(percent, label)]``, at most ``most``
+    steps of a clock's nice sizes (:data:`TICK_STEPS_S`), labelled by :func:`tick_label`."""
     if axis_s <= 0:
         return [(0.0, "0 s")]
     raw = axis_s / most
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    step = next((s for s in TICK_STEPS_S if s >= raw), None)
+    if step is None:
+        step = 86400 * math.ceil(raw / 86400)
     out = []
-    t = 0.0
-    while t <= axis_s + 1e-9:
-        if axis_s >= 7200:
-            label = f"{t / 3600:g} h"
-        elif axis_s >= 120:
-            label = f"{t / 60:g} min"
-        else:
-            label = f"{t:g} s"
-        out.append((round(100.0 * t / axis_s, 3), label))
-        t = round(t + step, 9)
+    k = 0
+    while k * step <= axis_s + 1e-9:
+        t = round(k * step, 9)
+        out.append((round(100.0 * t / axis_s, 3), tick_label(t, step)))
+        k += 1
     return out
 
 

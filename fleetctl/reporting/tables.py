@@ -16,14 +16,12 @@ from rich.text import Text
 from .terminal import STYLE, fold_note, is_detail_note
 
 
-#: Narrowest a wrapping column may get (its words longer than this are folded, not cut).
-MIN_WRAP_WIDTH = 12
 
 
 def min_width(columns: list[tuple[str, bool, str]], rows: list[list[Any]]) -> int:
-    """Columns needed by a table of ``rows`` with no cell cut: identifying columns their widest
-    cell (or header word), wrapping ones their longest word up to :data:`MIN_WRAP_WIDTH`; plus the
-    border and one space of padding each side of each column (rich's default box)."""
+    """Columns needed by a table of ``rows`` with no cell cut and no word broken: identifying
+    columns their widest cell (or header word), wrapping ones their longest word; plus the border
+    and one space of padding each side of each column (rich's default box)."""
     from rich.cells import cell_len
 
     total = 1
@@ -32,9 +30,24 @@ def min_width(columns: list[tuple[str, bool, str]], rows: list[list[Any]]) -> in
         if ident:
             need = max([cell_len(c) for c in cells] + [max(cell_len(w) for w in name.split())])
         else:
-            need = min(MIN_WRAP_WIDTH, max([cell_len(w) for c in cells for w in c.split()] + [1]))
+            need = max([cell_len(w) for c in cells for w in c.split()] + [1])
         total += need + 3
     return total
+
+
+def print_long(console: Console, text: Text | str, *, indent: int = 2, continuation: int = 4) -> None:
+    """One long line: piped, whole (as grep wants it); on a terminal, wrapped at word boundaries
+    to its width with the continuation lines indented (a terminal's own wrapping cuts words:
+    ``connectio`` / ``n refused``); only a word wider than the screen is folded."""
+    text = text if isinstance(text, Text) else Text(text)
+    lead = Text(" " * indent)
+    if not console.is_terminal:
+        console.print(lead + text, soft_wrap=True)
+        return
+    width = max(20, console.width - continuation)
+    lines = text.wrap(console, width, overflow="fold")
+    for i, line in enumerate(lines):
+        console.print(Text(" " * (indent if i == 0 else continuation)).append(line), soft_wrap=True)
 
 
 def print_table(console: Console, title: str, columns: list[tuple[str, bool, str]], rows: list[list[Any]]) -> None:
@@ -56,8 +69,7 @@ def print_table(console: Console, title: str, columns: list[tuple[str, bool, str
         console.print(head, soft_wrap=True)
         for (name, _, _), cell in zip(columns[1:], row[1:]):
             if str(cell):
-                console.print(Text(f"  {name}: ").append(cell if isinstance(cell, Text) else Text(str(cell))),
-                              soft_wrap=True)
+                print_long(console, Text(f"{name}: ").append(cell if isinstance(cell, Text) else Text(str(cell))))
 
 
 def print_facts(console: Console, facts: dict[str, dict[str, Any]]) -> None:
@@ -93,13 +105,13 @@ def print_facts(console: Console, facts: dict[str, dict[str, Any]]) -> None:
             kept = ", ".join(f"v{k} ({v.get('state')}, torch {v.get('torch') or '?'}, own "
                              f"{(sizes.get(k) or {}).get('own_mib', '?')} MiB)"
                              for k, v in sorted(envs["versions"].items(), key=lambda kv: int(kv[0])))
-            console.print(f"{host}: environments in {envs.get('versions_dir')}: live v{envs.get('live_version')}; "
-                          f"{kept}; {disk.get('total_mib', '?')} MiB together (measured {disk.get('measured', '?')})",
-                          markup=False, highlight=False, soft_wrap=True)
+            print_long(console, f"{host}: environments in {envs.get('versions_dir')}: live v{envs.get('live_version')}; "
+                       f"{kept}; {disk.get('total_mib', '?')} MiB together (measured {disk.get('measured', '?')})",
+                       indent=0)
     for host, f in bad:
         state = "UNREACHABLE" if not f.get("reachable", True) else "FAILED"
-        console.print(Text(f"{host}: ", style="bold cyan").append(f"{state}: {f.get('error')}",
-                                                                 style=STYLE["unreachable"]), soft_wrap=True)
+        print_long(console, Text(f"{host}: ", style="bold cyan").append(f"{state}: {f.get('error')}",
+                                                                       style=STYLE["unreachable"]), indent=0)
 
 
 def folded_notes(facts: dict[str, dict[str, Any]], *, verbose: bool = False) -> list[str]:
@@ -148,8 +160,8 @@ def print_summary(console: Console, results: dict[str, dict[str, Any]], run_id: 
     print_table(console, f"run {run_id}", [("hosts" if fold else "host", True, "left"), ("status", True, "left"),
                                            ("tasks", True, "left"), ("duration s", True, "right")], rows)
     for (status, error), names in (causes.items() if causes_below else ()):
-        console.print(Text(f"{fold_hosts(names)}: ", style="bold cyan").append(
-            f"{status.upper()}: {error}", style=STYLE.get(status, "")), soft_wrap=True)
+        print_long(console, Text(f"{fold_hosts(names)}: ", style="bold cyan").append(
+            f"{status.upper()}: {error}", style=STYLE.get(status, "")), indent=0)
 
 
 def build_classes(results: dict[str, dict[str, Any]]) -> list[str]:

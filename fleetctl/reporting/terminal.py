@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..connection.base import OutputLine
+from ..diagnostic import is_diagnostic
 from .lines import print_json  # noqa: F401  (re-exported: the CLI's one JSON document)
 
 
@@ -97,7 +98,6 @@ class LiveOutput(LinePrinter):
 
 
 FOLD_THRESHOLD = 8
-_ERRORISH = re.compile(r"error|fatal|failed|warning|killed|traceback|not found|unsupported", re.I)
 _NINJA = re.compile(rb"^\[(\d+)/(\d+)\]")
 MAX_FOLDED_LINES = 200
 
@@ -170,7 +170,7 @@ class FoldedOutput:
             base = self.board.started[host].split(" [", 1)[0]
             self.board.started[host] = f"{base} [{int(m.group(1))}/{int(m.group(2))}]"
         text = run.redactor.text(line.text.strip())
-        if text and _ERRORISH.search(text) and (text in self.lines or len(self.lines) < MAX_FOLDED_LINES):
+        if text and is_diagnostic(text) and (text in self.lines or len(self.lines) < MAX_FOLDED_LINES):
             self.lines.setdefault(text, {})[host] = None
 
     def event(self, run, event) -> None:

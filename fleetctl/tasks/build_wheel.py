@@ -45,6 +45,11 @@ from .build_preflight import facts_problems, probe_problems, requirement_list, v
 from .build_space import build_paths, space_probe, space_problems
 from .build_toolchain import host_compiler_preflight
 from .copy import REMOTE_TREE_HASH
+
+#: The tree hash's exit status when its folder is not there (sysexits.h EX_NOINPUT), told apart
+#: from a hash that failed: checked in the same command, so nothing is printed into the log.
+MISSING_TREE_RC = 66
+_MISSING_TREE = f'[ -d "$1" ] || exit {MISSING_TREE_RC}; '
 from .steps import ClassRole, Emit, Fetch, Local, Publish, Put, probe
 
 
@@ -204,8 +209,10 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     defines = cmake_defines({**facts, "build": target}, args.cmake_defines)
     tree = host.trees.get(src)
     if tree is None:
-        res = yield probe(["/bin/sh", "-c", REMOTE_TREE_HASH, "fleetctl-tree-hash", src], f"hash the sources in {src}",
-                          timeout_s=300)
+        res = yield probe(["/bin/sh", "-c", _MISSING_TREE + REMOTE_TREE_HASH, "fleetctl-tree-hash", src],
+                          f"hash the sources in {src}", timeout_s=300)
+        if res.rc == MISSING_TREE_RC:
+            return _fail(f"source tree {src} is not a folder on the host (build_wheel src): nothing to build", decision)
         if res.rc != 0 or not res.stdout_text.split():
             return _fail(f"source tree {src}: {first_error_line(res)}", decision)
         tree = res.stdout_text.split()[0]
@@ -227,7 +234,12 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         decision["forced"] = True
     role = yield ClassRole(key=key, holds=holds, once=once, force=host.force, reason="who builds this arch class")
     if role in ("reuse", "serve"):
-        data = {**mine, "reused": True, "decision": {**decision, "action": role}}
+        # the stamp's pushed_from says where the wheel came from in the run that pushed it; in this
+        # run nothing is pushed: every report says "reused", over SSH or Slurm alike
+        data = {**{k: v for k, v in mine.items() if k != "pushed_from"}, "reused": True,
+                "decision": {**decision, "action": role}}
+        if mine.get("pushed_from"):
+            data["wheel_from"] = mine["pushed_from"]
         if role == "serve":
             err = yield Publish(key=key, wheel=mine["wheel"], sha256=mine["sha256"], data=mine,
                                 reason="hand this host's wheel to the rest of its arch class")

@@ -129,6 +129,13 @@ def local_manifest(src: Path) -> list[tuple[str, str, str, bool]]:
     return [(str(p), rel, sha256_file(p), bool(p.stat().st_mode & 0o100)) for p, rel in local_files(src)]
 
 
+#: ``sha256sum`` of those of its arguments that are files (``FILE...`` as ``$@``): a file not there
+#: yet (a first deploy) is left out in the same command, so no ``No such file`` line reaches the
+#: host log; one ``sha256sum`` for all of them; exit 0 unless one that exists cannot be read.
+HASH_PRESENT = ('n=$#; while [ "$n" -gt 0 ]; do f=$1; shift; n=$((n-1)); '
+                '[ -f "$f" ] && set -- "$@" "$f"; done; [ "$#" -eq 0 ] || exec sha256sum -- "$@"')
+
+
 def plan(args: CopyArgs, host: HostView) -> Plan:
     """Hash the local files, compare with the host's, upload what differs."""
     src = host.local_path(args.src)
@@ -139,7 +146,8 @@ def plan(args: CopyArgs, host: HostView) -> Plan:
     dest_of = {rel: (args.dest if single else posixpath.join(args.dest, rel)) for _, rel, _, _ in manifest}
     have: dict[str, str] = {}
     if manifest:
-        remote = yield probe(["sha256sum", "--", *dest_of.values()], f"compare with the files in {args.dest}")
+        remote = yield probe(["/bin/sh", "-c", HASH_PRESENT, "fleetctl-hash", *dest_of.values()],
+                             f"compare with the files in {args.dest}")
         for line in remote.stdout_text.splitlines():
             digest, _, name = line.partition("  ")
             have[name] = digest

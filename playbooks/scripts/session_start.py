@@ -12,7 +12,13 @@ after a line holding its size, so nothing is uploaded first and no other command
    ``PID JSON``; a held lock is reported with its holder's record and nothing else is done);
 4. ``facts``: ``facts.py`` runs in this process through its own ``main(ARGV)``, imported from
    ``<workdir>/scripts/facts-<sha>.py`` (see :func:`run_facts`);
-5. ``probes``: read-only commands the planners asked last time (argv, env, cwd), run beside the
+5. ``prune`` (a deploy, under its lock): the per-run folders ``<workdir>/runs/<run_id>`` past the
+   retention policy (:mod:`fleetctl.retention`: the newest ``keep_runs`` kept, none older than
+   ``keep_days`` days) are removed, never this run's nor one changed within the last hour (a
+   ``verify`` or ``run`` takes no lock and may be using it); so are the build folders of
+   ``<workdir>/tmp/`` (a build's TMPDIR, left by a build that was killed) not changed within the
+   last hour: under the deploy lock no build of this workdir runs; their names are reported;
+6. ``probes``: read-only commands the planners asked last time (argv, env, cwd), run beside the
    facts, each with its own deadline; an answer is the exit status, the signal and every byte of
    stdout and stderr, or nothing at all when the command could not start, ran past its deadline
    or printed more than the job allows (the engine then runs it itself, as always).
@@ -72,6 +78,56 @@ def take_lock(path, record):
     os.ftruncate(fd, 0)
     os.pwrite(fd, ("%d %s\n" % (os.getpid(), record)).encode("utf-8"), 0)
     return fd, {"path": path, "locked": os.getpid(), "previous": previous}
+
+
+RUN_ID = "%Y%m%dT%H%M%S"
+BUSY_S = 3600
+
+
+def prune_runs(runs_dir, current, keep_runs, keep_days, now):
+    """Remove run folders of ``runs_dir`` past the policy (see the module docstring); their names."""
+    import calendar
+    import shutil
+
+    try:
+        names = sorted((n for n in os.listdir(runs_dir) if n != current and not n.startswith(".")), reverse=True)
+    except OSError:
+        return []
+    removed = []
+    for i, name in enumerate(names, start=1):  # this run is the newest, kept: the others from 1
+        path = os.path.join(runs_dir, name)
+        try:
+            st = os.lstat(path)
+            started = calendar.timegm(time.strptime(name.split(".", 1)[0], RUN_ID))
+        except (OSError, ValueError):
+            continue  # not a run folder fleetctl made
+        if not os.path.isdir(path) or os.path.islink(path) or now - st.st_mtime < BUSY_S:
+            continue
+        if i >= keep_runs or now - started > keep_days * 86400:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(name)
+    return removed
+
+
+def prune_tmp(tmp_dir, now):
+    """Remove the build folders of ``tmp_dir`` not changed within :data:`BUSY_S`; their names."""
+    import shutil
+
+    removed = []
+    try:
+        names = sorted(os.listdir(tmp_dir))
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(tmp_dir, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if os.path.isdir(path) and not os.path.islink(path) and now - st.st_mtime >= BUSY_S:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(name)
+    return removed
 
 
 def fill(probe, workdir):
@@ -191,6 +247,11 @@ def main():
 
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signal.signal(sig, release)
+    if fd is not None and job.get("prune"):
+        policy = job["prune"]
+        out["pruned"] = prune_runs(os.path.join(workdir, "runs"), job["run_id"], int(policy["keep_runs"]),
+                                   float(policy["keep_days"]), time.time())
+        out["pruned_tmp"] = prune_tmp(os.path.join(workdir, "tmp"), time.time())
     probes = [fill(p, workdir) for p in job.get("probes") or []]
     answers = [None] * len(probes)
     limit = int(job.get("probe_limit_bytes") or 4 << 20)

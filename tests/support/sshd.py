@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .leftovers import create_user, session_user
+
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 SFTP_SERVER_CANDIDATES = ("/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server",
                           "/usr/libexec/sftp-server")
@@ -61,8 +63,9 @@ def ensure_client_key(folder: Path) -> Path:
 
 
 def ensure_homeless_user() -> str:
-    """A local user ``fltest-nohome`` whose home folder does not exist (needs root)."""
-    name = "fltest-nohome"
+    """This session's local user ``fltest-nohome-<tag>`` whose home folder does not exist (needs
+    root; removed at the session's end, see :mod:`tests.support.leftovers`)."""
+    name = session_user("nohome")
     try:
         pwd.getpwnam(name)
         return name
@@ -70,20 +73,21 @@ def ensure_homeless_user() -> str:
         pass
     if os.geteuid() != 0:
         raise SshdUnavailable(f"creating test user {name} needs root")
-    subprocess.run(["useradd", "-M", "-d", f"/nonexistent/{name}", "-p", "*", "-s", "/bin/sh", name], check=True,
-                   capture_output=True)
+    create_user(name, "-M", "-d", f"/nonexistent/{name}", "-p", "*", "-s", "/bin/sh")
     return name
 
 
 def ensure_user(shell: str) -> str:
     """A local user whose login shell is ``shell`` (``bash``, ``dash``, ``zsh``...); returns its name.
 
-    The current user is returned for ``shell=None``. Creating a user needs root.
+    The user is this session's ``fltest-<shell>-<tag>``, removed with its home folder at the
+    session's end (:mod:`tests.support.leftovers`): sessions running side by side never share
+    one. Creating a user needs root.
     """
     path = shutil.which(shell)
     if path is None:
         raise SshdUnavailable(f"login shell {shell} is not installed (apt-get install {shell})")
-    name = f"fltest-{Path(shell).name}"
+    name = session_user(Path(shell).name)
     try:
         entry = pwd.getpwnam(name)
         if entry.pw_shell != path:
@@ -94,7 +98,7 @@ def ensure_user(shell: str) -> str:
     if os.geteuid() != 0:
         raise SshdUnavailable(f"creating test user {name} needs root")
     # '*' rather than useradd's default '!': sshd without PAM refuses a locked ('!') account.
-    subprocess.run(["useradd", "-m", "-p", "*", "-s", path, name], check=True, capture_output=True)
+    create_user(name, "-m", "-p", "*", "-s", path)
     return name
 
 

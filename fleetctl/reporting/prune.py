@@ -1,0 +1,81 @@
+"""Pruning run records on the controller (``<state>/runs/<run_id>/``) by the retention policy
+(:mod:`fleetctl.retention`): at the end of every run, and with ``fleetctl runs prune``.
+
+Only folders fleetctl made are touched: names that are run ids (:func:`fleetctl.retention.run_time`
+reads them); the retry sets (``.retry-*.json``) and anything else in the folder stay. A record that
+cannot be read counts as in progress while its folder changed within the last hour (a run that has
+not written its ``run.json`` yet), else as a failed run of no known play.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..retention import RetentionPolicy, RunEntry, run_time, runs_to_prune
+from .history import runs_root, shown_status
+
+#: Seconds a record folder without a readable run.json is taken for a run still starting.
+YOUNG_S = 3600.0
+
+
+@dataclass
+class PruneResult:
+    """What a prune removed (or, dry, would remove): run ids oldest first, and how many it kept."""
+
+    removed: list[str] = field(default_factory=list)
+    kept: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def _entry(folder: Path, now_s: float) -> RunEntry:
+    started = run_time(folder.name)
+    try:
+        record = json.loads((folder / "run.json").read_text())
+    except (OSError, ValueError):
+        try:
+            young = now_s - folder.stat().st_mtime < YOUNG_S
+        except OSError:
+            young = False
+        return RunEntry(run_id=folder.name, started=started, in_progress=young)
+    status = shown_status(record)
+    play = (record.get("kind"), record.get("playbook"), (record.get("inventory") or {}).get("path"))
+    return RunEntry(run_id=folder.name, started=started, in_progress=status == "running",
+                    succeeded=status == "ok" and record.get("mode", "apply") == "apply", play=play)
+
+
+def prune_runs(policy: RetentionPolicy, *, root: Path | None = None, dry_run: bool = False,
+               now: datetime | None = None) -> PruneResult:
+    """Remove the run records ``policy`` does not keep (none with ``dry_run``).
+
+    Args:
+        policy: how many runs and days to keep.
+        root: the runs folder (default :func:`fleetctl.reporting.history.runs_root`).
+        dry_run: only say what would be removed.
+        now: the time ages are measured from (default: now, UTC).
+
+    Returns:
+        :class:`PruneResult`; a folder that cannot be removed is named in ``errors``, never raised.
+    """
+    root = root or runs_root()
+    out = PruneResult()
+    if not root.is_dir():
+        return out
+    now = now or datetime.now(timezone.utc)
+    now_s = time.time()
+    folders = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and run_time(p.name) is not None]
+    doomed = runs_to_prune([_entry(p, now_s) for p in folders], policy, now)
+    out.kept = len(folders) - len(doomed)
+    for run_id in doomed:
+        if not dry_run:
+            try:
+                shutil.rmtree(root / run_id)
+            except OSError as exc:
+                out.errors.append(f"{root / run_id}: {exc.strerror or exc}")
+                continue
+        out.removed.append(run_id)
+    return out

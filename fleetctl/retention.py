@@ -1,0 +1,123 @@
+"""How many past runs are kept: the policy, and which runs it removes (pure).
+
+A run is kept while it is one of the newest ``keep_runs`` runs and not older than ``keep_days``
+days; the others are pruned, except a run still in progress and, per play (its kind, playbook and
+inventory), the newest run that succeeded (a deploy's last good state is never lost to a burst of
+failed retries). The same policy prunes the run records on the controller
+(:mod:`fleetctl.reporting.prune`, at the end of every run and with ``fleetctl runs prune``) and the
+per-run folders fleetctl leaves on a host (``<workdir>/runs/<run_id>``, pruned by the first command
+of a deploy: ``playbooks/scripts/session_start.py``; there a folder changed within the last hour is
+kept too, since ``verify`` and ``run`` take no deploy lock and may be using it).
+
+Defaults: ``FLEETCTL_KEEP_RUNS`` (50) and ``FLEETCTL_KEEP_DAYS`` (30) in the controller's
+environment; per host, the host vars ``keep_runs`` and ``keep_days`` win for its folders.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from .errors import InputError
+
+DEFAULT_KEEP_RUNS = 50
+DEFAULT_KEEP_DAYS = 30.0
+RUN_ID_TIME = "%Y%m%dT%H%M%S.%fZ"
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """Keep at most ``keep_runs`` runs (>= 1), none older than ``keep_days`` days (> 0)."""
+
+    keep_runs: int = DEFAULT_KEEP_RUNS
+    keep_days: float = DEFAULT_KEEP_DAYS
+
+    def as_job(self) -> dict[str, float]:
+        """The policy as the host script reads it (JSON)."""
+        return {"keep_runs": self.keep_runs, "keep_days": self.keep_days}
+
+
+def check_keep_runs(value: object, what: str) -> int:
+    """``value`` as a run count >= 1.
+
+    Raises:
+        InputError: naming ``what`` (the variable or option) and the value.
+    """
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        n = 0
+    if n < 1 or str(value).strip() != str(n):
+        raise InputError(f"{what}: want a whole number of runs >= 1, got {value!r}")
+    return n
+
+
+def check_keep_days(value: object, what: str) -> float:
+    """``value`` as a positive, finite number of days.
+
+    Raises:
+        InputError: naming ``what`` and the value.
+    """
+    try:
+        days = float(str(value).strip())
+    except ValueError:
+        days = -1.0
+    if not math.isfinite(days) or days <= 0:
+        raise InputError(f"{what}: want a positive number of days, got {value!r}")
+    return days
+
+
+def policy_from_env(environ: Mapping[str, str] | None = None) -> RetentionPolicy:
+    """The policy the controller's environment sets (``FLEETCTL_KEEP_RUNS``, ``FLEETCTL_KEEP_DAYS``).
+
+    Raises:
+        InputError: a variable that is not a valid count or number of days (exit 2, naming it).
+    """
+    env = os.environ if environ is None else environ
+    runs = env.get("FLEETCTL_KEEP_RUNS", "").strip()
+    days = env.get("FLEETCTL_KEEP_DAYS", "").strip()
+    return RetentionPolicy(keep_runs=check_keep_runs(runs, "FLEETCTL_KEEP_RUNS") if runs else DEFAULT_KEEP_RUNS,
+                           keep_days=check_keep_days(days, "FLEETCTL_KEEP_DAYS") if days else DEFAULT_KEEP_DAYS)
+
+
+def run_time(run_id: str) -> datetime | None:
+    """When a run started, read from its id (``20261201T224422.962Z-e1a0cd``), or None."""
+    try:
+        return datetime.strptime(run_id.split("-", 1)[0], RUN_ID_TIME).replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """What the policy knows of one run: its id, start, whether it is in progress or succeeded,
+    and its play (``(kind, playbook, inventory)``; None when unknown)."""
+
+    run_id: str
+    started: datetime | None
+    in_progress: bool = False
+    succeeded: bool = False
+    play: tuple | None = None
+
+
+def runs_to_prune(runs: Sequence[RunEntry], policy: RetentionPolicy, now: datetime) -> list[str]:
+    """The ids of ``runs`` the policy removes, oldest first (see the module docstring). A run whose
+    start is unknown counts as new (it is never removed for its age)."""
+    newest_first = sorted(runs, key=lambda r: r.run_id, reverse=True)
+    last_good: set[str] = set()
+    seen_plays: set[tuple] = set()
+    for r in newest_first:
+        if r.succeeded and r.play is not None and r.play not in seen_plays:
+            seen_plays.add(r.play)
+            last_good.add(r.run_id)
+    out = []
+    for i, r in enumerate(newest_first):
+        if r.in_progress or r.run_id in last_good:
+            continue
+        too_old = r.started is not None and (now - r.started).total_seconds() > policy.keep_days * 86400
+        if i >= policy.keep_runs or too_old:
+            out.append(r.run_id)
+    return sorted(out)

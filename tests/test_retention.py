@@ -1,0 +1,147 @@
+"""Pruning past runs (issue 24): the policy as data (fleetctl/retention.py), the run records on the
+controller (``fleetctl runs prune``, and at the end of every run), and the per-run folders a deploy
+prunes on the host (playbooks/scripts/session_start.py), through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from fleetctl.retention import RetentionPolicy, RunEntry, policy_from_env, run_time, runs_to_prune
+from fleetctl.errors import InputError
+from tests.support.fleet import fleetctl, last_run
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def rid(t: datetime, n: int = 0) -> str:
+    return t.strftime("%Y%m%dT%H%M%S.") + f"{t.microsecond // 1000:03d}Z-{n:06x}"
+
+
+def entry(hours_ago: float, **kw) -> RunEntry:
+    t = NOW - timedelta(hours=hours_ago)
+    return RunEntry(run_id=rid(t, int(hours_ago * 1000)), started=t, **kw)
+
+
+def test_the_policy_keeps_the_newest_n_and_none_older_than_d_days():
+    runs = [entry(h) for h in range(10)]
+    gone = runs_to_prune(runs, RetentionPolicy(keep_runs=4, keep_days=30), NOW)
+    assert gone == sorted(r.run_id for r in runs[4:])
+    old = [entry(24 * 40), entry(1)]
+    assert runs_to_prune(old, RetentionPolicy(keep_runs=50, keep_days=30), NOW) == [old[0].run_id]
+    assert run_time(rid(NOW)) == NOW
+
+
+def test_never_a_run_in_progress_nor_the_last_success_of_each_play():
+    play_a, play_b = ("deploy", "a.yaml", "inv"), ("deploy", "b.yaml", "inv")
+    runs = [entry(0, play=play_a), entry(1, play=play_a, succeeded=True), entry(2, play=play_a, succeeded=True),
+            entry(3, play=play_b, succeeded=True), entry(24 * 90, in_progress=True), entry(4, play=play_b)]
+    gone = runs_to_prune(runs, RetentionPolicy(keep_runs=1, keep_days=30), NOW)
+    # kept: the newest; a's newest success (not the older one); b's only success; the one in progress
+    assert gone == sorted([runs[2].run_id, runs[5].run_id])
+    unknown = RunEntry(run_id="x", started=None)
+    assert runs_to_prune([entry(0), unknown], RetentionPolicy(keep_runs=5, keep_days=1), NOW) == []
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"FLEETCTL_KEEP_RUNS": "0"}, "FLEETCTL_KEEP_RUNS: want a whole number of runs >= 1, got '0'"),
+    ({"FLEETCTL_KEEP_RUNS": "ten"}, "FLEETCTL_KEEP_RUNS"),
+    ({"FLEETCTL_KEEP_DAYS": "nan"}, "FLEETCTL_KEEP_DAYS: want a positive number of days, got 'nan'"),
+])
+def test_bad_settings_name_the_variable(env, message):
+    with pytest.raises(InputError, match=message.replace("(", r"\(")):
+        policy_from_env(env)
+    assert policy_from_env({}) == RetentionPolicy(50, 30.0)
+
+
+def _record(runs: Path, run_id: str, *, status: str = "failed", playbook: str = "p.yaml", **extra) -> None:
+    folder = runs / run_id
+    (folder / "logs").mkdir(parents=True)
+    doc = {"run_id": run_id, "kind": "deploy", "mode": "apply", "status": status, "playbook": playbook,
+           "inventory": {"path": "inv.yaml"}, "hosts": {}, **extra}
+    (folder / "run.json").write_text(json.dumps(doc))
+    (folder / "logs" / "h.log").write_text("out| x\n")
+
+
+def test_runs_prune_on_the_controller_keeps_what_it_must(tmp_path):
+    runs = tmp_path / "runs"
+    now = datetime.now(timezone.utc)
+    ids = [rid(now - timedelta(minutes=100 - i), i) for i in range(60)]
+    for run_id in ids:
+        _record(runs, run_id)
+    _record(runs, rid(now - timedelta(days=60), 900), status="ok", playbook="only-good.yaml")  # a play's last success
+    live = rid(now - timedelta(days=61), 901)  # in progress: its controller (this test) is alive
+    _record(runs, live, status="running", controller=socket.gethostname(), controller_pid=os.getpid())
+    old_good = rid(now - timedelta(days=62), 902)
+    _record(runs, old_good, status="ok")  # p.yaml succeeded later? no: this is p.yaml's last success too
+    (runs / ".retry-abc.json").write_text("{}")
+    dry = fleetctl("runs", "prune", "--keep", "10", "--dry-run", home=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.count("would remove ") == 51 and len(list(runs.iterdir())) == 64
+    res = fleetctl("runs", "prune", "--keep", "10", home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    left = sorted(p.name for p in runs.iterdir())
+    assert left == sorted([*ids[-10:], rid(now - timedelta(days=60), 900), live, old_good, ".retry-abc.json"])
+    assert "removed 50 run(s), kept 13" in res.stdout
+    assert fleetctl("runs", "prune", "--keep", "0", home=tmp_path).returncode == 2
+    # by age: runs older than a day go (but the protected ones)
+    res = fleetctl("runs", "prune", "--older-than", "1", home=tmp_path)
+    assert sorted(p.name for p in runs.iterdir()) == sorted([*ids[-10:], rid(now - timedelta(days=60), 900), live,
+                                                             old_good, ".retry-abc.json"])
+
+
+def test_every_run_prunes_the_records_when_it_ends(tmp_path):
+    runs = tmp_path / "runs"
+    now = datetime.now(timezone.utc)
+    for i in range(8):
+        _record(runs, rid(now - timedelta(hours=9 - i), i))
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"all:\n  hosts:\n    me: {{ansible_connection: local, workdir: {tmp_path}/w}}\n")
+    res = fleetctl("-i", str(inv), "run", "--hosts", "me", "--", "true", home=tmp_path,
+                   env={"FLEETCTL_KEEP_RUNS": "3"})
+    assert res.returncode == 0, res.stderr
+    names = sorted(p.name for p in runs.iterdir() if p.is_dir())
+    assert len(names) == 3 and names[-1] == last_run(tmp_path).name  # this run and the two before it
+    bad = fleetctl("-i", str(inv), "run", "--hosts", "me", "--", "true", home=tmp_path,
+                   env={"FLEETCTL_KEEP_DAYS": "-1"})
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "FLEETCTL_KEEP_DAYS" in bad.stderr
+
+
+def test_a_deploy_prunes_the_run_folders_on_the_host(tmp_path):
+    work = tmp_path / "w"
+    host_runs = work / "runs"
+    now = time.time()
+    old = [rid(datetime.fromtimestamp(now - 86400 * (40 + i), timezone.utc), i) for i in range(3)]
+    recent = [rid(datetime.fromtimestamp(now - 7200 - 60 * i, timezone.utc), 100 + i) for i in range(6)]
+    busy = rid(datetime.fromtimestamp(now - 86400 * 50, timezone.utc), 200)  # changed a minute ago: in use
+    for name in [*old, *recent, busy]:
+        (host_runs / name / "scripts").mkdir(parents=True)
+    for name in [*old, *recent]:
+        os.utime(host_runs / name, (now - 7200, now - 7200))
+    (host_runs / "not-a-run").mkdir()
+    stale_tmp, live_tmp = work / "tmp" / "0123456789abcdef", work / "tmp" / "fedcba9876543210"
+    (stale_tmp / "nvcc").mkdir(parents=True)
+    live_tmp.mkdir()
+    os.utime(stale_tmp, (now - 7200, now - 7200))  # a killed build's TMPDIR
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"all:\n  hosts:\n    me: {{ansible_connection: local, workdir: {work}, keep_runs: 4}}\n")
+    play = tmp_path / "play.yaml"
+    play.write_text("name: t\nhosts: all\ngather_facts: false\ntasks:\n  - name: t\n    command: {argv: ['true']}\n")
+    # verify-like runs (no deploy lock) prune nothing on the host
+    assert fleetctl("-i", str(inv), "run", "--hosts", "me", "--", "true", home=tmp_path).returncode == 0
+    assert all((host_runs / n).exists() for n in old)
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "me", "--playbook", str(play), home=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    this = last_run(tmp_path).name
+    left = {p.name for p in host_runs.iterdir()}
+    assert this in left and busy in left and "not-a-run" in left
+    assert not any(n in left for n in old)  # past the policy
+    kept_recent = sorted(recent)[-2:]  # 4 runs: this deploy, the `run` before it, the 2 newest of these
+    assert {n for n in left if n in recent} == set(kept_recent)
+    assert not stale_tmp.exists() and live_tmp.exists()
