@@ -18,6 +18,7 @@ from typing import Any
 from ..build import config_settings_args, wheel_defines
 from ..connection.base import CommandResult
 from ..cudacompat import ArchToken, parse_tokens
+from ..wheeltags import platform_inputs
 from .steps import Run, probe
 
 #: The stamp a build leaves next to its wheel (``<out_dir>/<key16>/``).
@@ -84,7 +85,9 @@ def build_inputs(tree_hash: str, plan: Mapping[str, Any], defines: Mapping[str, 
                  host: str | None = None) -> dict[str, Any]:
     """Everything that decides the wheel's bytes: hosts with equal inputs form one arch class.
 
-    A host whose GPUs mix SMs is its own class (``host`` is part of its inputs).
+    A host whose GPUs mix SMs is its own class (``host`` is part of its inputs). The platform
+    (``platform``: ``"linux_aarch64"``, ``libc``: ``"glibc 2.39"``, :func:`fleetctl.wheeltags.platform_inputs`)
+    is part of them: an x86_64 wheel never goes to an aarch64 host of the same SM, CUDA and torch.
     """
     py = facts.get("python") or {}
     material = {
@@ -92,6 +95,7 @@ def build_inputs(tree_hash: str, plan: Mapping[str, Any], defines: Mapping[str, 
         "cuda": (facts.get("cuda") or {}).get("version"), "torch": py.get("torch"),
         "torch_cuda": py.get("torch_cuda"), "python": py.get("tag") or py.get("version"),
     }
+    material.update(platform_inputs(facts))  # the wheel's platform tag and the libc it needs
     if plan.get("mixed_sm") and host:
         material["mixed_sm_host"] = host
     return material

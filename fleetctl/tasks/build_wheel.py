@@ -34,6 +34,7 @@ import re
 from ..build import cmake_defines
 from ..cudacompat import with_toolkit_for
 from ..status import Status
+from ..wheeltags import platform_label
 from .argtypes import ActionArgs, ARCH_TOKEN, CMAKE_NAME, VERSION_RE, env_mapping, is_template, non_empty, scalar_to_str
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_here import build_here, stamp_bytes
@@ -167,7 +168,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     target = target_plan(host.facts, args)
     tokens = plan_tokens(target)
     facts, switched = with_toolkit_for(host.facts, tokens, pinned=bool(host.cuda_home))
-    decision: dict[str, Any] = {"archs": target.get("torch_cuda_arch_list")}
+    decision: dict[str, Any] = {"archs": target.get("torch_cuda_arch_list"), "platform": platform_label(host.facts)}
     if switched:  # the task's archs need another of the host's toolkits than facts chose
         decision["toolkit"] = switched
     problems = facts_problems(facts, tokens, args, host.venv, host.cuda_home)
