@@ -22,6 +22,13 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .errors import FleetError
+
+
+class PlatformMismatch(FleetError):
+    """A wheel was about to go to a host whose platform its tag (or its build's libc) does not fit;
+    the message is :func:`refusal`'s one line."""
+
 #: manylinux's legacy names and the glibc they stand for (PEP 513, 571, 599), by arch.
 _LEGACY = {
     (2, 17): ("manylinux2014", ("x86_64", "i686", "aarch64", "armv7l", "ppc64", "ppc64le", "s390x")),

@@ -30,6 +30,7 @@ from ..connection.base import CommandResult, OutputLine
 from ..errors import FleetError, TransferError
 from ..tasks import steps as S
 from ..tasks.base import TaskResult
+from ..wheeltags import PlatformMismatch, refusal
 from .classes import ClassBuildFailed, ClassCoordinator, broadcast_once, store_wheel, wheels_root
 from .deadlines import Clock
 from .observer import Observers
@@ -246,6 +247,11 @@ class StepRunner:
             self.observers.emit("class.builder_changed", self.host, key=step.key[:16])
             return "build"
         remote = posixpath.join(step.dest, got.name)
+        if step.platform is not None:  # defence in depth: never send a wheel pip there would refuse
+            why = refusal(self.host, got.name, {"python": {"platform": step.platform}}, (got.data or {}).get("inputs"))
+            if why is not None:
+                self.observers.emit("class.push_refused", self.host, key=step.key[:16], wheel=got.name, error=why)
+                return PlatformMismatch(why)
         try:
             await self.session.conn.run(["mkdir", "-p", "-m", "0700", step.dest], timeout_s=self.clock.cap(60))
             staged = await broadcast_once(self.classes, self.host, step.key, got)

@@ -34,7 +34,7 @@ import re
 from ..build import cmake_defines
 from ..cudacompat import with_toolkit_for
 from ..status import Status
-from ..wheeltags import platform_label
+from ..wheeltags import PlatformMismatch, platform_label
 from .argtypes import ActionArgs, ARCH_TOKEN, CMAKE_NAME, VERSION_RE, env_mapping, is_template, non_empty, scalar_to_str
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_here import build_here, stamp_bytes
@@ -224,9 +224,12 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         return TaskResult(Status.OK, msg=f"unchanged inputs: reusing {posixpath.basename(mine['wheel'])}", data=data,
                           files={mine["wheel"]: mine["sha256"]})
     if role == "push":
-        got = yield Fetch(key=key, dest=dest, reason="one member of the arch class builds; this host receives it")
+        got = yield Fetch(key=key, dest=dest, platform=(facts.get("python") or {}).get("platform"),
+                          reason="one member of the arch class builds; this host receives it")
         if got == "build":  # the builder became unreachable: this host builds instead
             role = "build"
+        elif isinstance(got, PlatformMismatch):
+            return _fail(str(got), {**decision, "action": "push"})
         elif isinstance(got, BaseException):
             return _fail(f"the build of this arch class failed on its builder: {got}", {**decision, "action": "push"})
         else:

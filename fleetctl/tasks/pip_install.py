@@ -32,6 +32,7 @@ from pydantic import field_validator
 
 from ..connection.base import CommandResult
 from ..status import Status
+from ..wheeltags import refusal
 from .argtypes import ActionArgs, non_empty
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_keys import STAMP_NAME
@@ -259,6 +260,11 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                               f"{built[1]}, {built[2]}), but {host.venv} runs torch {before.get('torch')} (CUDA "
                               f"{before.get('cuda')}): rebuild it for this torch (run its build_wheel task again); "
                               "nothing was installed")
+    # defence in depth: a wheel whose tag (or build libc) pip on this host would refuse, or that
+    # would not load, is never installed, whatever put it here
+    misfit = refusal(host.name, wheel, host.facts, (before.get("stamp") or {}).get("inputs"))
+    if misfit is not None:
+        return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}}, msg=f"{misfit}; nothing was installed")
     same = (previous is not None and digest is not None and previous.get("sha256") == digest
             and held.get("record_sha256") and held.get("record_sha256") == previous.get("record_sha256"))
     if same and not host.force:

@@ -211,10 +211,17 @@ class Fail(Step):
 @dataclass(frozen=True)
 class Fetch(Step):
     """Wait for the class's wheel ``key`` and upload it into the remote folder ``dest``; yields a
-    :class:`ClassWheel` or the error (an instance: the builder failed, the upload failed)."""
+    :class:`ClassWheel` or the error (an instance: the builder failed, the upload failed, or the
+    wheel does not fit the host's platform: :func:`fleetctl.wheeltags.refusal` of ``platform``,
+    checked before anything is sent, whatever made the keys equal).
+
+    Attributes:
+        platform: the host's ``facts["python"]["platform"]`` (``None``: not checked).
+    """
 
     key: str = ""
     dest: str = ""
+    platform: Mapping[str, Any] | None = None
 
     @property
     def simulated(self) -> "ClassWheel":
