@@ -38,6 +38,7 @@ from typing import Any
 
 from ..errors import FleetError
 from ..paths import cache_dir
+from .targets import InstallTargets
 
 _WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+-]+\.whl$")
 
@@ -125,6 +126,8 @@ class ClassCoordinator:
         self._fanouts: dict[tuple[str, int], asyncio.Task] = {}
         #: classes asked with ``--force``: only a wheel built in this run counts for them
         self.forced: set[str] = set()
+        #: the folders hosts build and install in, to find two hosts sharing one
+        self.targets = InstallTargets(self.order)
 
     def _cached(self, key: str) -> BuiltWheel | None:
         """The class's wheel that members may be given: the cache's, or for a forced class only
@@ -190,7 +193,8 @@ class ClassCoordinator:
                 self._builder[key] = builder
             for h, r in roles.items():
                 self.assigned[h] = (key, r)
-        return {h for h in hosts if h in self.assigned and self.answered.get(h) != self.assigned[h][1]}
+        return ({h for h in hosts if h in self.assigned and self.answered.get(h) != self.assigned[h][1]}
+                | self.targets.changed(hosts))
 
     # -- applying -----------------------------------------------------------------------------
 

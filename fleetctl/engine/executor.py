@@ -213,6 +213,9 @@ class StepRunner:
     async def _do_classrole(self, step: S.ClassRole) -> str:
         return self._do_classrole_sync(step)
 
+    async def _do_targetclaim(self, step: S.TargetClaim) -> tuple:
+        return self.classes.targets.claim(self.host, step.ids)
+
     async def _do_publish(self, step: S.Publish) -> FleetError | None:
         name = posixpath.basename(step.wheel)
         folder = wheels_root() / step.key[:16]

@@ -95,7 +95,8 @@ def build_inputs(tree_hash: str, plan: Mapping[str, Any], defines: Mapping[str, 
         "cuda": (facts.get("cuda") or {}).get("version"), "torch": py.get("torch"),
         "torch_cuda": py.get("torch_cuda"), "python": py.get("tag") or py.get("version"),
     }
-    material.update(platform_inputs(facts))  # the wheel's platform tag and the libc it needs
+    # the wheel's platform tag and the libc it needs (left out when the host did not say)
+    material.update({k: v for k, v in platform_inputs(facts).items() if v is not None})
     if plan.get("mixed_sm") and host:
         material["mixed_sm_host"] = host
     return material

@@ -43,7 +43,8 @@ from .build_keys import (STAMP_NAME, build_inputs, build_key, changed_inputs, pa
 from .build_meta import META_PROBE, BuildMeta, meta_from_texts, parse_probe, read_local_texts
 from .build_preflight import facts_problems, probe_problems, requirement_list, venv_probe
 from .copy import REMOTE_TREE_HASH
-from .steps import ClassRole, Emit, Fetch, Local, Publish, Put, probe
+from .install_target import shared_message, target_ids
+from .steps import ClassRole, Emit, Fetch, Local, Publish, Put, TargetClaim, probe
 
 
 class BuildWheelArgs(ActionArgs):
@@ -171,6 +172,10 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     decision: dict[str, Any] = {"archs": target.get("torch_cuda_arch_list"), "platform": platform_label(host.facts)}
     if switched:  # the task's archs need another of the host's toolkits than facts chose
         decision["toolkit"] = switched
+    ids = target_ids(host.facts)
+    shared = (yield TargetClaim(ids=ids, reason="does another host build or install in these folders?")) if ids else ()
+    if shared:
+        return _fail(shared_message(host.name, shared), decision, shared=[list(s) for s in shared])
     problems = facts_problems(facts, tokens, args, host.venv, host.cuda_home)
     if problems:
         return _fail("preflight: " + "; ".join(problems), decision, preflight=problems)

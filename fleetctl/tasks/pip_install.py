@@ -37,7 +37,8 @@ from .argtypes import ActionArgs, non_empty
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_keys import STAMP_NAME
 from .build_preflight import CLEAN_PYTHON_ENV
-from .steps import Note, Put, Run, probe
+from .install_target import shared_message, target_ids
+from .steps import Note, Put, Run, TargetClaim, probe
 
 #: Reads fleetctl's install record, the installed distribution (version, location, a digest of its
 #: RECORD without the installer's own files), torch's version and CUDA build without importing
@@ -236,6 +237,10 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
             wheel = matches[0]
     if not host.venv:
         return TaskResult(Status.FAILED, msg="no venv for this host: set the host var 'venv'")
+    ids = target_ids(host.facts, ("venv",))
+    shared = (yield TargetClaim(ids=ids, reason="does another host install into this venv?")) if ids else ()
+    if shared:
+        return TaskResult(Status.FAILED, msg=shared_message(host.name, shared), data={"decision": {"action": "fail"}})
     uv = (host.facts.get("uv") or {}).get("path")
     tool = "uv" if args.tool == "uv" or (args.tool == "auto" and uv) else "pip"
     dist = dist_name(wheel)

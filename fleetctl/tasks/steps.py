@@ -183,6 +183,23 @@ class ClassRole(Step):
 
 
 @dataclass(frozen=True)
+class TargetClaim(Step):
+    """Tell the run's coordinator which folders this host builds or installs in (see
+    :mod:`fleetctl.engine.targets`); yields the ones another host of the run claimed too, as
+    ``((kind, real path, (other hosts...)), ...)`` (empty: none is shared).
+
+    Attributes:
+        ids: kind -> ``(id, real path)``, from :func:`fleetctl.tasks.install_target.target_ids`.
+    """
+
+    ids: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    mutating: bool = False
+
+    def describe(self) -> dict[str, Any]:
+        return {"claim": {k: p for k, (_, p) in self.ids.items()}, "reason": self.reason}
+
+
+@dataclass(frozen=True)
 class Publish(Step):
     """This host built (or holds) the class's wheel at ``wheel``: fetch it into the controller's
     wheel cache (checked against ``sha256``) and hand it to the class; yields ``None`` or the

@@ -1,0 +1,40 @@
+"""Install targets as planners see them: the folders a host builds or installs in, by their id.
+
+Pure helpers for :class:`~fleetctl.tasks.steps.TargetClaim` (the engine's side is
+:mod:`fleetctl.engine.targets`, which says why hosts sharing a folder are refused).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+#: ``(kind, real path, other hosts)``: one shared folder of a host.
+Shared = tuple[str, str, tuple[str, ...]]
+
+
+def shared_message(host: str, shared: tuple[Shared, ...]) -> str:
+    """One line for a host whose folders other hosts share, e.g. ``gpu01 and gpu02 share the venv
+    /nfs/v (one /nfs/v/.fleetctl-id): one venv holds one wheel, ...``."""
+    parts, fixes = [], []
+    for kind, path, others in shared:
+        names = ", ".join((host, *others[:-1])) + f" and {others[-1]}"
+        parts.append(f"{names} share the {kind} {path} (one {path.rstrip('/')}/.fleetctl-id)")
+    kinds = {k for k, _, _ in shared}
+    if "venv" in kinds:
+        fixes.append("one venv holds one wheel, so each host's install would replace the others' SM: give each host "
+                     "its own venv, or deploy to one of them with build_wheel archs covering all their GPUs")
+    if "workdir" in kinds:
+        fixes.append("their builds would overwrite each other's files: give each host its own workdir "
+                     "(e.g. /shared/fleetctl/{{ inventory_hostname }})")
+    return "; ".join(parts) + ": " + "; ".join(fixes)
+
+
+def target_ids(facts: Mapping[str, object], kinds: tuple[str, ...] = ("venv", "workdir")) -> dict[str, tuple[str, str]]:
+    """``{kind: (id, real path)}`` from ``facts["targets"]`` for the kinds that have an id."""
+    targets = facts.get("targets") or {}
+    out = {}
+    for kind in kinds:
+        t = targets.get(kind) if isinstance(targets, Mapping) else None
+        if isinstance(t, Mapping) and t.get("id") and t.get("path"):
+            out[kind] = (str(t["id"]), str(t["path"]))
+    return out
