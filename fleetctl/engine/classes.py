@@ -168,6 +168,8 @@ class ClassCoordinator:
         in time, or one host that connected late); return the hosts whose answer during planning
         differs from their role (they are planned again). A class already given a builder or
         server that is still at work is not given another: its wheel reaches these hosts too."""
+        for h in self.targets.refused(hosts):  # refused for a shared folder: in no class
+            self.requests.pop(h, None)
         by_key: dict[str, list[str]] = {}
         for h in sorted((h for h in hosts if h in self.requests), key=lambda h: self.order.get(h, 1 << 30)):
             by_key.setdefault(self.requests[h].key, []).append(h)

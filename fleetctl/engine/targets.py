@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-#: ``(kind, real path, other hosts)``: one shared folder of a host.
+#: ``(kind, real path, every host claiming it, in inventory order)``: one shared folder.
 Shared = tuple[str, str, tuple[str, ...]]
 
 
@@ -35,28 +35,44 @@ class InstallTargets:
     def __init__(self, order: Mapping[str, int]) -> None:
         self.order = order
         self.claims: dict[str, dict[str, tuple[str, str]]] = {}
-        self.answered: dict[str, tuple[Shared, ...]] = {}
+        #: every answer each host was given while planning (one task's may differ from another's)
+        self.answered: dict[str, set[tuple[Shared, ...]]] = {}
+        #: the answers settled with the batch's classes; a deploy applies these
+        self.settled: dict[str, tuple[Shared, ...]] = {}
 
     def _answer(self, host: str) -> tuple[Shared, ...]:
         out = []
         for kind, (ident, path) in sorted(self.claims.get(host, {}).items()):
-            others = sorted((h for h, ids in self.claims.items() if h != host
-                             and any(i == ident for i, _ in ids.values())),
-                            key=lambda h: self.order.get(h, 1 << 30))
-            if others:
-                out.append((kind, path, tuple(others)))
+            sharing = sorted((h for h, ids in self.claims.items() if any(i == ident for i, _ in ids.values())),
+                             key=lambda h: self.order.get(h, 1 << 30))
+            if len(sharing) > 1:
+                out.append((kind, path, tuple(sharing)))
         return tuple(out)
 
     def claim(self, host: str, ids: Mapping[str, tuple[str, str]]) -> tuple[Shared, ...]:
         """Record that ``host`` builds or installs in the folders ``ids`` (kind -> ``(id, real
         path)``, e.g. ``{"venv": ("9f1c...", "/nfs/rack1/venv")}``) and return the ones another
-        host of the run claimed too (empty: none)."""
+        host of the run claimed too, each with every host claiming it (empty: none)."""
+        if host in self.settled:  # the batch's answer, as its arch classes are
+            return self.settled[host]
         mine = self.claims.setdefault(host, {})
         mine.update({k: (str(i), str(p)) for k, (i, p) in ids.items() if i})
-        self.answered[host] = self._answer(host)
-        return self.answered[host]
+        answer = self._answer(host)
+        self.answered.setdefault(host, set()).add(answer)
+        return answer
 
     def changed(self, hosts: list[str]) -> set[str]:
-        """The hosts of ``hosts`` whose answer differs now that every claim of them is in."""
-        return {h for h in hosts if h in self.answered and self._answer(h) != self.answered[h]}
+        """The hosts of ``hosts`` whose answer differs now that every claim of them is in; their
+        answers are settled from here on (a host that connects later does not change them)."""
+        out = set()
+        for h in hosts:
+            if h in self.answered and h not in self.settled:
+                self.settled[h] = self._answer(h)
+                if self.answered[h] != {self.settled[h]}:
+                    out.add(h)
+        return out
 
+    def refused(self, hosts: list[str]) -> set[str]:
+        """The hosts of ``hosts`` that share a folder with another host of the run (their planners
+        refuse them, so they take no part in an arch class)."""
+        return {h for h in hosts if self._answer(h)}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-#: ``(kind, real path, other hosts)``: one shared folder of a host.
+#: ``(kind, real path, every host claiming it, in inventory order)``: one shared folder.
 Shared = tuple[str, str, tuple[str, ...]]
 
 
@@ -16,8 +16,8 @@ def shared_message(host: str, shared: tuple[Shared, ...]) -> str:
     """One line for a host whose folders other hosts share, e.g. ``gpu01 and gpu02 share the venv
     /nfs/v (one /nfs/v/.fleetctl-id): one venv holds one wheel, ...``."""
     parts, fixes = [], []
-    for kind, path, others in shared:
-        names = ", ".join((host, *others[:-1])) + f" and {others[-1]}"
+    for kind, path, hosts in shared:
+        names = ", ".join(hosts[:-1]) + f" and {hosts[-1]}"
         parts.append(f"{names} share the {kind} {path} (one {path.rstrip('/')}/.fleetctl-id)")
     kinds = {k for k, _, _ in shared}
     if "venv" in kinds:

@@ -186,7 +186,7 @@ class ClassRole(Step):
 class TargetClaim(Step):
     """Tell the run's coordinator which folders this host builds or installs in (see
     :mod:`fleetctl.engine.targets`); yields the ones another host of the run claimed too, as
-    ``((kind, real path, (other hosts...)), ...)`` (empty: none is shared).
+    ``((kind, real path, (every host claiming it...)), ...)`` (empty: none is shared).
 
     Attributes:
         ids: kind -> ``(id, real path)``, from :func:`fleetctl.tasks.install_target.target_ids`.
