@@ -98,8 +98,8 @@ def test_an_aarch64_host_builds_its_own_class_and_no_x86_wheel_reaches_it(sshd_f
     assert planned == dried == done == expected, (planned, dried, done)
     # --plan's class lines name the platform
     classes = [line.strip() for line in plan_text.stdout.splitlines() if " (build on " in line]
-    assert any("x86[a-b]" in c and "linux_x86_64 glibc" in c and "(build on x86a)" in c for c in classes), plan_text.stdout
-    assert any("arm[A-B]" in c and "linux_aarch64 glibc" in c and "(build on armA)" in c for c in classes), plan_text.stdout
+    assert any("x86a,x86b" in c and "linux_x86_64 glibc" in c and "(build on x86a)" in c for c in classes), plan_text.stdout
+    assert any("armA,armB" in c and "linux_aarch64 glibc" in c and "(build on armA)" in c for c in classes), plan_text.stdout
     # two builds, each class's own wheel: nothing x86 on the aarch64 hosts, nor the reverse
     wheels = {h: [t for t in r["tasks"] if t["action"] == "build_wheel"][0]["data"]["wheel"]
               for h, r in record["hosts"].items()}
@@ -143,7 +143,9 @@ def test_two_hosts_sharing_one_venv_are_refused_alike_in_plan_dry_run_and_deploy
         assert line in record["hosts"][h]["error"], record["hosts"][h]["error"]
         assert not (tmp_path / "work" / h / "src").exists()  # refused while planning: nothing uploaded
     assert record["hosts"]["solo"]["status"] == "ok"
-    assert "rackA and rackB share the venv" in plan_text.stdout.replace("\n", " ") or "rackA" in plan_text.stdout
+    for h in ("rackA", "rackB"):  # --plan and --dry-run give the same one line
+        assert line in json.loads(plan.stdout)[h]["error"]
+        assert line in json.loads(dry.stdout)["hosts"][h]["error"]
     installed = subprocess.run([f"{shared}/bin/python3", "-c", "import toyfp4"], capture_output=True)
     assert installed.returncode != 0  # neither host installed into the shared venv
     solo = subprocess.run([f"{hosts['solo']['venv']}/bin/python3", "-c", "import toyfp4"], capture_output=True)
