@@ -25,7 +25,7 @@ import textwrap
 import pytest
 
 from fleetctl.reporting.tables import plan_rows
-from tests.support.fake_gpu import H200, write_fake_nvidia_smi
+from tests.support.fake_gpu import H200, B200, write_fake_nvidia_smi
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
 from tests.test_agreement_e2e import _plan_hosts
 from tests.test_deploy_e2e import make_host_venv
@@ -40,7 +40,8 @@ tasks:
     copy: {{src: {src}, dest: "{{{{ workdir }}}}/src/toy"}}
   - name: Build the toy wheel
     build_wheel: {{src: "{{{{ workdir }}}}/src/toy", out_dir: "{{{{ workdir }}}}/wheels", required_build_packages: [],
-                  check_sass: false, tool: pip, min_free_disk_mib: 1, env: {{TOY_PLATFORM_WHEEL: "1"}}}}
+                  check_sass: false, tool: pip, min_free_disk_mib: 1, env: {{TOY_PLATFORM_WHEEL: "1"}},
+                  archs: "{{{{ archs | default(none) }}}}"}}
     register: build
   - name: Install the toy wheel
     pip_install: {{wheel: "{{{{ build.data.wheel }}}}"}}
@@ -122,9 +123,9 @@ def test_two_hosts_sharing_one_venv_are_refused_alike_in_plan_dry_run_and_deploy
     play = _setup(tmp_path)
     shared = make_host_venv(tmp_path / "nfs" / "rack1-venv")  # one folder both hosts see as their venv
     hosts = {}
-    for name in ("rackA", "rackB", "solo"):
+    for name, gpu in (("rackA", H200), ("rackB", B200), ("solo", H200)):
         h = sshd_farm.start(name)
-        write_fake_nvidia_smi(h.bin_dir, [H200])
+        write_fake_nvidia_smi(h.bin_dir, [gpu])
         hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / name),
                        "venv": shared if name != "solo" else make_host_venv(tmp_path / "venv-solo")}
     inv = write_inventory(tmp_path / "inv.yaml", {"fleet": hosts})
@@ -137,7 +138,8 @@ def test_two_hosts_sharing_one_venv_are_refused_alike_in_plan_dry_run_and_deploy
     done = _actions(record["hosts"])
     assert planned == dried == done == expected, (planned, dried, done)
     line = (f"rackA and rackB share the venv {shared} (one {shared}/.fleetctl-id): one venv holds one wheel, so each "
-            "host's install would replace the others' SM")
+            "host's install would replace the others' SM: give each host its own venv, or deploy once to one of them "
+            "for all their GPUs (--hosts rackA -e archs='9.0a;10.0a')")
     for h in ("rackA", "rackB"):
         assert record["hosts"][h]["status"] == "failed"
         assert line in record["hosts"][h]["error"], record["hosts"][h]["error"]
@@ -150,3 +152,10 @@ def test_two_hosts_sharing_one_venv_are_refused_alike_in_plan_dry_run_and_deploy
     assert installed.returncode != 0  # neither host installed into the shared venv
     solo = subprocess.run([f"{hosts['solo']['venv']}/bin/python3", "-c", "import toyfp4"], capture_output=True)
     assert solo.returncode == 0
+    # the way out the line names: one deploy, from one of them, for both SMs
+    once = fleetctl("-i", str(inv), "deploy", "--hosts", "rackA", "--playbook", str(play), "-e", "archs=9.0a;10.0a",
+                    home=tmp_path, timeout_s=900)
+    assert once.returncode == 0, once.stdout[-2000:] + once.stderr[-2000:]
+    info = subprocess.run([f"{shared}/bin/python3", "-c", "import toyfp4; print(toyfp4.build_info()['archs'])"],
+                          capture_output=True, text=True)
+    assert info.stdout.strip() == "['sm_90a', 'sm_100a']", info

@@ -21,8 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-#: ``(kind, real path, every host claiming it, in inventory order)``: one shared folder.
-Shared = tuple[str, str, tuple[str, ...]]
+from ..build import parse_arch_list
+
+#: ``(kind, real path, every host claiming it in inventory order, the union of their arch lists
+#: such as "9.0a;12.0a" ("" when one is unknown))``: one shared folder.
+Shared = tuple[str, str, tuple[str, ...], str]
 
 
 class InstallTargets:
@@ -35,6 +38,7 @@ class InstallTargets:
     def __init__(self, order: Mapping[str, int]) -> None:
         self.order = order
         self.claims: dict[str, dict[str, tuple[str, str]]] = {}
+        self.archs: dict[str, str] = {}
         #: every answer each host was given while planning (one task's may differ from another's)
         self.answered: dict[str, set[tuple[Shared, ...]]] = {}
         #: the answers settled with the batch's classes; a deploy applies these
@@ -46,15 +50,23 @@ class InstallTargets:
             sharing = sorted((h for h, ids in self.claims.items() if any(i == ident for i, _ in ids.values())),
                              key=lambda h: self.order.get(h, 1 << 30))
             if len(sharing) > 1:
-                out.append((kind, path, tuple(sharing)))
+                out.append((kind, path, tuple(sharing), self._union(sharing)))
         return tuple(out)
 
-    def claim(self, host: str, ids: Mapping[str, tuple[str, str]]) -> tuple[Shared, ...]:
+    def _union(self, hosts: list[str]) -> str:
+        try:
+            return ";".join(parse_arch_list(";".join(self.archs[h] for h in hosts)))
+        except (KeyError, ValueError):
+            return ""
+
+    def claim(self, host: str, ids: Mapping[str, tuple[str, str]], archs: str | None = None) -> tuple[Shared, ...]:
         """Record that ``host`` builds or installs in the folders ``ids`` (kind -> ``(id, real
-        path)``, e.g. ``{"venv": ("9f1c...", "/nfs/rack1/venv")}``) and return the ones another
-        host of the run claimed too, each with every host claiming it (empty: none)."""
+        path)``, e.g. ``{"venv": ("9f1c...", "/nfs/rack1/venv")}``), building for ``archs``
+        (``"9.0a"``), and return the ones another host of the run claimed too (empty: none)."""
         if host in self.settled:  # the batch's answer, as its arch classes are
             return self.settled[host]
+        if archs:
+            self.archs[host] = archs
         mine = self.claims.setdefault(host, {})
         mine.update({k: (str(i), str(p)) for k, (i, p) in ids.items() if i})
         answer = self._answer(host)

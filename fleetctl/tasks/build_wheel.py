@@ -173,7 +173,8 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     if switched:  # the task's archs need another of the host's toolkits than facts chose
         decision["toolkit"] = switched
     ids = target_ids(host.facts)
-    shared = (yield TargetClaim(ids=ids, reason="does another host build or install in these folders?")) if ids else ()
+    shared = (yield TargetClaim(ids=ids, archs=target.get("torch_cuda_arch_list"),
+                                reason="does another host build or install in these folders?")) if ids else ()
     if shared:
         return _fail(shared_message(host.name, shared), decision, shared=[list(s) for s in shared])
     problems = facts_problems(facts, tokens, args, host.venv, host.cuda_home)

@@ -8,21 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-#: ``(kind, real path, every host claiming it, in inventory order)``: one shared folder.
-Shared = tuple[str, str, tuple[str, ...]]
+#: ``(kind, real path, every host claiming it in inventory order, the union of their arch lists)``.
+Shared = tuple[str, str, tuple[str, ...], str]
 
 
 def shared_message(host: str, shared: tuple[Shared, ...]) -> str:
     """One line for a host whose folders other hosts share, e.g. ``gpu01 and gpu02 share the venv
     /nfs/v (one /nfs/v/.fleetctl-id): one venv holds one wheel, ...``."""
     parts, fixes = [], []
-    for kind, path, hosts in shared:
+    for kind, path, hosts, _ in shared:
         names = ", ".join(hosts[:-1]) + f" and {hosts[-1]}"
         parts.append(f"{names} share the {kind} {path} (one {path.rstrip('/')}/.fleetctl-id)")
-    kinds = {k for k, _, _ in shared}
-    if "venv" in kinds:
+    kinds = {s[0] for s in shared}
+    venv = next((s for s in shared if s[0] == "venv"), None)
+    if venv is not None:
+        union = f" -e archs='{venv[3]}'" if venv[3] else " -e archs=... (every SM of theirs)"
         fixes.append("one venv holds one wheel, so each host's install would replace the others' SM: give each host "
-                     "its own venv, or deploy to one of them with build_wheel archs covering all their GPUs")
+                     f"its own venv, or deploy once to one of them for all their GPUs (--hosts {venv[2][0]}{union})")
     if "workdir" in kinds:
         fixes.append("their builds would overwrite each other's files: give each host its own workdir "
                      "(e.g. /shared/fleetctl/{{ inventory_hostname }})")

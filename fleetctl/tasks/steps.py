@@ -186,13 +186,16 @@ class ClassRole(Step):
 class TargetClaim(Step):
     """Tell the run's coordinator which folders this host builds or installs in (see
     :mod:`fleetctl.engine.targets`); yields the ones another host of the run claimed too, as
-    ``((kind, real path, (every host claiming it...)), ...)`` (empty: none is shared).
+    ``((kind, real path, (every host claiming it...), union of their arch lists), ...)`` (empty:
+    none is shared).
 
     Attributes:
         ids: kind -> ``(id, real path)``, from :func:`fleetctl.tasks.install_target.target_ids`.
+        archs: the arch list this host builds for (``"9.0a"``), for the union the message names.
     """
 
     ids: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    archs: str | None = None
     mutating: bool = False
 
     def describe(self) -> dict[str, Any]:
