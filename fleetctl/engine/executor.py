@@ -214,7 +214,7 @@ class StepRunner:
         return self._do_classrole_sync(step)
 
     async def _do_targetclaim(self, step: S.TargetClaim) -> tuple:
-        return self.classes.targets.claim(self.host, step.ids, step.archs)
+        return self.classes.targets.claim(self.host, step.ids, step.archs, tuple(step.writes))
 
     async def _do_publish(self, step: S.Publish) -> FleetError | None:
         name = posixpath.basename(step.wheel)

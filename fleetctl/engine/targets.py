@@ -39,6 +39,8 @@ class InstallTargets:
         self.order = order
         self.claims: dict[str, dict[str, tuple[str, str]]] = {}
         self.archs: dict[str, str] = {}
+        #: host -> the ids of the folders it writes (a build's workdir, an install's venv)
+        self.writes: dict[str, set[str]] = {}
         #: every answer each host was given while planning (one task's may differ from another's)
         self.answered: dict[str, set[tuple[Shared, ...]]] = {}
         #: the answers settled with the batch's classes; a deploy applies these
@@ -49,7 +51,8 @@ class InstallTargets:
         for kind, (ident, path) in sorted(self.claims.get(host, {}).items()):
             sharing = sorted((h for h, ids in self.claims.items() if any(i == ident for i, _ in ids.values())),
                              key=lambda h: self.order.get(h, 1 << 30))
-            if len(sharing) > 1:
+            # only a folder one of them writes is a problem: builds may all read one venv
+            if len(sharing) > 1 and any(ident in self.writes.get(h, ()) for h in sharing):
                 out.append((kind, path, tuple(sharing), self._union(sharing)))
         return tuple(out)
 
@@ -59,16 +62,19 @@ class InstallTargets:
         except (KeyError, ValueError):
             return ""
 
-    def claim(self, host: str, ids: Mapping[str, tuple[str, str]], archs: str | None = None) -> tuple[Shared, ...]:
+    def claim(self, host: str, ids: Mapping[str, tuple[str, str]], archs: str | None = None,
+              writes: tuple[str, ...] = ()) -> tuple[Shared, ...]:
         """Record that ``host`` builds or installs in the folders ``ids`` (kind -> ``(id, real
-        path)``, e.g. ``{"venv": ("9f1c...", "/nfs/rack1/venv")}``), building for ``archs``
-        (``"9.0a"``), and return the ones another host of the run claimed too (empty: none)."""
+        path)``, e.g. ``{"venv": ("9f1c...", "/nfs/rack1/venv")}``), of which it writes the kinds
+        ``writes``, building for ``archs`` (``"9.0a"``); return the folders another host of the
+        run claimed too, when one of those hosts writes them (empty: none)."""
         if host in self.settled:  # the batch's answer, as its arch classes are
             return self.settled[host]
         if archs:
             self.archs[host] = archs
         mine = self.claims.setdefault(host, {})
         mine.update({k: (str(i), str(p)) for k, (i, p) in ids.items() if i})
+        self.writes.setdefault(host, set()).update(str(ids[k][0]) for k in writes if k in ids and ids[k][0])
         answer = self._answer(host)
         self.answered.setdefault(host, set()).add(answer)
         return answer

@@ -173,7 +173,10 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     if switched:  # the task's archs need another of the host's toolkits than facts chose
         decision["toolkit"] = switched
     ids = target_ids(host.facts)
-    shared = (yield TargetClaim(ids=ids, archs=target.get("torch_cuda_arch_list"),
+    # the build writes the workdir (and the venv when it installs build requirements); a later
+    # pip_install of any host writes the venv: known when the batch's claims are settled
+    writes = ("workdir", "venv") if args.install_build_requirements else ("workdir",)
+    shared = (yield TargetClaim(ids=ids, archs=target.get("torch_cuda_arch_list"), writes=writes,
                                 reason="does another host build or install in these folders?")) if ids else ()
     if shared:
         return _fail(shared_message(host.name, shared), decision, shared=[list(s) for s in shared])

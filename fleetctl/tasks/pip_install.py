@@ -238,7 +238,8 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     if not host.venv:
         return TaskResult(Status.FAILED, msg="no venv for this host: set the host var 'venv'")
     ids = target_ids(host.facts, ("venv",))
-    shared = (yield TargetClaim(ids=ids, archs=(host.facts.get("build") or {}).get("torch_cuda_arch_list"),
+    archs = (host.facts.get("build") or {}).get("torch_cuda_arch_list")
+    shared = (yield TargetClaim(ids=ids, archs=archs, writes=("venv",),
                                 reason="does another host install into this venv?")) if ids else ()
     if shared:
         return TaskResult(Status.FAILED, msg=shared_message(host.name, shared), data={"decision": {"action": "fail"}})

@@ -192,10 +192,13 @@ class TargetClaim(Step):
     Attributes:
         ids: kind -> ``(id, real path)``, from :func:`fleetctl.tasks.install_target.target_ids`.
         archs: the arch list this host builds for (``"9.0a"``), for the union the message names.
+        writes: the kinds of ``ids`` this task writes (``("workdir",)``); a folder several hosts
+            only read (one venv their builds use) is not a problem.
     """
 
     ids: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     archs: str | None = None
+    writes: tuple[str, ...] = ()
     mutating: bool = False
 
     def describe(self) -> dict[str, Any]:
