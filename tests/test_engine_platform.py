@@ -119,3 +119,12 @@ def test_a_later_batch_sharing_an_earlier_hosts_venv_is_refused_and_the_earlier_
     assert real.hosts["n1"].status == "ok" and pip_installs("n1")
     assert real.hosts["n2"].status == "failed" and not pip_installs("n2")
     assert "n1 and n2 share the venv /nfs/rack1/venv" in real.hosts["n2"].error
+
+
+def test_builds_that_only_read_one_venv_are_not_refused(fake_kind, tmp_path):
+    build_only = TOY.split("  - name: install")[0]
+    pb = playbook(tmp_path, build_only)
+    hosts = shared_hosts(["n1", "n2"], shared={"n1", "n2"})
+    real, _ = run(pb, hosts)
+    assert all(o.status == "ok" for o in real.hosts.values()), {h: o.error for h, o in real.hosts.items()}
+    assert actions(real) == {"n1": "build", "n2": "push"}
