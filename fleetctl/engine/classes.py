@@ -38,6 +38,7 @@ from typing import Any
 
 from ..errors import FleetError
 from ..paths import cache_dir
+from ..wheeltags import refusal
 from .targets import InstallTargets
 
 _WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+-]+\.whl$")
@@ -128,6 +129,8 @@ class ClassCoordinator:
         self.forced: set[str] = set()
         #: the folders hosts build and install in, to find two hosts sharing one
         self.targets = InstallTargets(self.order)
+        #: host -> its interpreter's platform facts: a one-to-many send skips a member it does not fit
+        self.platforms: dict[str, Any] = {}
 
     def _cached(self, key: str) -> BuiltWheel | None:
         """The class's wheel that members may be given: the cache's, or for a forced class only
@@ -285,7 +288,9 @@ def staging_path(run_id: str, key: str, name: str) -> str:
 
 async def _fan_out(coord: "ClassCoordinator", scope: Any, key: str, wheel: BuiltWheel) -> dict[str, str | None]:
     members = sorted((h for h, (k, r) in coord.assigned.items()
-                      if k == key and r == "push" and coord.scope_of.get(h) is scope and h not in coord._gone),
+                      if k == key and r == "push" and coord.scope_of.get(h) is scope and h not in coord._gone
+                      and refusal(h, wheel.name, {"python": {"platform": coord.platforms.get(h)}},
+                                  wheel.data.get("inputs")) is None),
                      key=lambda h: coord.order.get(h, 1 << 30))
     return await scope.broadcast(str(wheel.local), staging_path(coord.run_id, key, wheel.name), members)
 

@@ -207,6 +207,7 @@ class StepRunner:
     # -- arch classes -------------------------------------------------------------------------
 
     def _do_classrole_sync(self, step: S.ClassRole) -> str:
+        self.classes.platforms[self.host] = (self.session.facts.get("python") or {}).get("platform")
         return self.classes.role(self.host, step.key, step.holds, step.once, self.session.host.settings.build_host,
                                  force=step.force)
 
