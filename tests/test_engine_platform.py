@@ -128,3 +128,30 @@ def test_builds_that_only_read_one_venv_are_not_refused(fake_kind, tmp_path):
     real, _ = run(pb, hosts)
     assert all(o.status == "ok" for o in real.hosts.values()), {h: o.error for h, o in real.hosts.items()}
     assert actions(real) == {"n1": "build", "n2": "push"}
+
+
+def test_a_one_to_many_send_leaves_out_a_member_the_wheel_does_not_fit(tmp_path):
+    import asyncio
+
+    from fleetctl.engine.classes import BuiltWheel, ClassCoordinator, broadcast_once
+
+    class Scope:  # a run scope of a kind that sends one file to many hosts (Slurm's sbcast)
+        can_broadcast = True
+
+        def __init__(self):
+            self.sent = []
+
+        async def broadcast(self, local, remote, members):
+            self.sent.append(list(members))
+            return {m: None for m in members}
+
+    key = "k" * 64
+    coord, scope = ClassCoordinator(["x1", "x2", "a1"]), Scope()
+    for h in ("x2", "a1"):
+        coord.assigned[h] = (key, "push")
+        coord.scope_of[h] = scope
+    coord.platforms.update(x2=X86, a1=ARM)
+    wheel = BuiltWheel(local=tmp_path / "w.whl", name="toy-0.1-cp312-cp312-linux_x86_64.whl", sha256="0",
+                       builder="x1", data={})
+    assert asyncio.run(broadcast_once(coord, "x2", key, wheel)) is not None
+    assert scope.sent == [["x2"]]
