@@ -155,3 +155,28 @@ def test_a_one_to_many_send_leaves_out_a_member_the_wheel_does_not_fit(tmp_path)
                        builder="x1", data={})
     assert asyncio.run(broadcast_once(coord, "x2", key, wheel)) is not None
     assert scope.sent == [["x2"]]
+
+
+def test_another_runs_host_sharing_the_venv_may_not_take_its_sm_away(fake_kind, tmp_path):
+    import json
+
+    pb = playbook(tmp_path)
+    (n1,) = shared_hosts(["n1"], shared={"n1"})
+    first, _ = run(pb, [n1])
+    assert first.hosts["n1"].status == "ok"
+    mark = json.loads(fake.HOSTS["n1"].files["/nfs/rack1/venv/.fleetctl-install.json"])
+    assert mark == {"host": "n1", "archs": "9.0a", "wheel": "toy-0.1-py3-none-any.whl"}
+    # another run, another host of the rack: its facts read the record from the shared folder
+    (n2,) = shared_hosts(["n2"], shared={"n2"})
+    fake.HOSTS["n2"].facts["targets"]["venv"]["installed"] = mark
+    fake.HOSTS["n2"].facts["gpus"][0]["compute_cap"] = "10.0"
+    fake.HOSTS["n2"].facts["cuda"]["archs"].append("compute_100")
+    second, _ = run(pb, [n2])
+    assert second.hosts["n2"].status == "failed" and not pip_installs("n2")
+    assert ("/venv holds n1's install for 9.0a (toy-0.1-py3-none-any.whl): this wheel for 10.0a would take 9.0a away "
+            "from n1, which shares the venv; deploy once for all their GPUs (--hosts n2 -e archs='9.0a;10.0a')"
+            in second.hosts["n2"].error), second.hosts["n2"].error
+    # a wheel that keeps n1's SM is fine
+    fake.HOSTS["n2"].facts["targets"]["venv"]["installed"] = {**mark, "archs": "10.0a"}
+    third, _ = run(pb, [n2])
+    assert third.hosts["n2"].status == "ok" and pip_installs("n2")

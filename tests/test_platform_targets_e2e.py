@@ -159,3 +159,12 @@ def test_two_hosts_sharing_one_venv_are_refused_alike_in_plan_dry_run_and_deploy
     info = subprocess.run([f"{shared}/bin/python3", "-c", "import toyfp4; print(toyfp4.build_info()['archs'])"],
                           capture_output=True, text=True)
     assert info.stdout.strip() == "['sm_90a', 'sm_100a']", info
+    # another run for rackB alone (its own SM only) would take rackA's SM out of the venv: refused
+    alone = fleetctl("-i", str(inv), "deploy", "--hosts", "rackB", "--playbook", str(play), home=tmp_path, timeout_s=900)
+    assert alone.returncode == 1
+    error = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["rackB"]["error"]
+    assert (f"{shared} holds rackA's install for 9.0a;10.0a (toyfp4-0.1.0-py3-none-linux_x86_64.whl): this wheel for "
+            "10.0a would take 9.0a away from rackA, which shares the venv") in error, error
+    again = subprocess.run([f"{shared}/bin/python3", "-c", "import toyfp4; print(toyfp4.build_info()['archs'])"],
+                           capture_output=True, text=True)
+    assert again.stdout.strip() == "['sm_90a', 'sm_100a']", again

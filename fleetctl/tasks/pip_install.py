@@ -37,7 +37,7 @@ from .argtypes import ActionArgs, non_empty
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_keys import STAMP_NAME
 from .build_preflight import CLEAN_PYTHON_ENV
-from .install_target import shared_message, target_ids
+from .install_target import INSTALL_RECORD, dropped_by, shared_message, target_ids
 from .steps import Note, Put, Run, TargetClaim, probe
 
 #: Reads fleetctl's install record, the installed distribution (version, location, a digest of its
@@ -272,6 +272,10 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     misfit = refusal(host.name, wheel, host.facts, (before.get("stamp") or {}).get("inputs"))
     if misfit is not None:
         return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}}, msg=f"{misfit}; nothing was installed")
+    new_archs = ((before.get("stamp") or {}).get("inputs") or {}).get("archs")
+    lost = dropped_by(host.name, host.venv, host.facts, new_archs) if ids else None
+    if lost is not None:  # another run's host installed into this shared venv
+        return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}}, msg=f"{lost}; nothing was installed")
     same = (previous is not None and digest is not None and previous.get("sha256") == digest
             and held.get("record_sha256") and held.get("record_sha256") == previous.get("record_sha256"))
     if same and not host.force:
@@ -329,6 +333,10 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                "record_sha256": (after.get("dist") or {}).get("record_sha256")}
         yield Put(data=json.dumps(rec).encode(), remote=record_path, mode=0o600, reason="the install record")
         data["kept"] = kept
+    if ids:  # who installed last: a host of another run sharing this venv reads it in its facts
+        mark = {"host": host.name, "archs": new_archs, "wheel": posixpath.basename(wheel)}
+        yield Put(data=json.dumps(mark).encode(), remote=posixpath.join(ids["venv"][1], INSTALL_RECORD), mode=0o644,
+                  reason="who installed into this venv, for hosts of other runs sharing it")
     version = re.sub(r"\.whl$", "", posixpath.basename(wheel))
     notes = []
     if others:

@@ -52,9 +52,10 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     live_since, torch, torch_cuda}}, disk: {total_mib, versions: {N: {size_mib,
                     own_mib}}, measured}}``, read from the folder's ``envs.json`` (no walk).
 ``workdir``, ``hostname``, ``os`` (PRETTY_NAME of /etc/os-release), ``kernel``, ``machine``.
-``targets``         ``{venv: {path, id, error}, workdir: {...}}``: the real path of each folder this
-                    host builds or installs in and its id (:func:`target_id`): equal ids on two
-                    hosts mean one shared folder.
+``targets``         ``{venv: {path, id, error, installed}, workdir: {...}}``: the real path of each
+                    folder this host builds or installs in and its id (:func:`target_id`): equal ids
+                    on two hosts mean one shared folder; ``installed`` is fleetctl's last install
+                    there (``{host, archs, wheel}``, :data:`TARGET_INSTALL_NAME`), or null.
 ``python.platform`` ``{machine, sysconfig, libc: "glibc" | "musl" | null, libc_version, interp,
                     host_platform_env}`` of the venv's interpreter (:data:`PLATFORM_READER`).
 ``errors``          list of str: probe failures not reported elsewhere.
@@ -1211,6 +1212,8 @@ def probe_environments(venv):
 
 #: The identity file of an install target (the venv, the workdir): a random id, written once.
 TARGET_ID_NAME = ".fleetctl-id"
+#: What fleetctl's last install into a venv was: ``{host, archs, wheel}`` (written by pip_install).
+TARGET_INSTALL_NAME = ".fleetctl-install.json"
 
 
 def target_id(folder):
@@ -1220,11 +1223,16 @@ def target_id(folder):
     does not say so across machines, a file both read does. The id is written to a unique
     temporary name and hard-linked into place (atomic on NFS too), so two hosts writing at once
     agree on one id. A folder that does not exist or cannot be written gives ``id`` null."""
-    out = {"path": None, "id": None, "error": None}
+    out = {"path": None, "id": None, "error": None, "installed": None}
     if not folder:
         return out
     path = os.path.realpath(os.path.expanduser(folder))
     out["path"] = path
+    try:  # who installed into it last (pip_install writes it): another run's host may share it
+        with open(os.path.join(path, TARGET_INSTALL_NAME)) as fh:
+            out["installed"] = json.load(fh)
+    except (OSError, ValueError):
+        pass
     final = os.path.join(path, TARGET_ID_NAME)
     try:
         with open(final) as fh:

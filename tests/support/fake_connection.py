@@ -319,6 +319,7 @@ def python_packaging(host: FakeHost, argv: list[str], env: dict[str, str], cwd: 
         rec = json.loads(host.files[rec_path]) if rec_path in host.files else None
         held = host.files.get(f"/venv-state/{dist}")
         state = {"record": rec, "dist": {"version": "0.1", "record_sha256": held.decode()} if held else None,
-                 "torch": host.facts["python"]["torch"], "cuda": host.facts["python"]["torch_cuda"]}
+                 "torch": host.facts["python"]["torch"], "cuda": host.facts["python"]["torch_cuda"],
+                 "stamp": json.loads(host.files[argv[5]]) if len(argv) > 5 and argv[5] in host.files else None}
         return 0, json.dumps(state) + "\n", ""
     return None
