@@ -56,8 +56,9 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     folder this host builds or installs in and its id (:func:`target_id`): equal ids
                     on two hosts mean one shared folder; ``installed`` is fleetctl's last install
                     there (``{host, archs, wheel}``, :data:`TARGET_INSTALL_NAME`), or null.
-``python.platform`` ``{machine, sysconfig, libc: "glibc" | "musl" | null, libc_version, interp,
-                    host_platform_env}`` of the venv's interpreter (:data:`PLATFORM_READER`).
+``python.platform`` ``{machine, sysconfig: "linux-aarch64", libc: "glibc" | "musl" | null,
+                    libc_version: "2.39", interp, host_platform_env, bits: 64}`` of the venv's
+                    interpreter (:data:`PLATFORM_READER`): what pip there accepts is decided by it.
 ``errors``          list of str: probe failures not reported elsewhere.
 ``duration_s``      float: the script's own run time.
 """
