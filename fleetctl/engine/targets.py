@@ -11,10 +11,14 @@ the batch's classes are settled) names the hosts whose answer changed, so that t
 again. A host of a later batch (``--serial``) or one that connected late sees the claims of those
 before it, so ``--plan``, ``--dry-run`` and a deploy agree.
 
-The hosts sharing a folder are refused, not installed one after the other: one venv holds one
+The hosts sharing a folder one of them writes (an install's venv, a build's workdir; builds that
+only read one venv are fine) are refused, not installed one after the other: one venv holds one
 wheel, so each host's install would replace the others' (only the last host's SM would be left),
 and two builds in one workdir overwrite each other's files. A lock does not help: the later
-install still replaces the earlier one (docs/reliability.md, "Install targets").
+install still replaces the earlier one. Hosts of different runs are kept apart by the record of
+the last install in the venv (``pip_install``, :func:`fleetctl.tasks.install_target.dropped_by`).
+README ("Where fleetctl keeps things") says why this refuses rather than builds once for the
+union of the hosts' SMs; docs/reliability.md lists the cases and their tests.
 """
 
 from __future__ import annotations
