@@ -251,7 +251,7 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
     host would fail (a preflight problem) or could not be planned."""
     from rich.console import Console
 
-    from ..reporting.tables import plan_rows, print_plan_table
+    from ..reporting.tables import plan_classes, plan_rows, print_plan_table
     from ..reporting.terminal import print_json
 
     rows = plan_rows(results)
@@ -261,6 +261,11 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
     else:
         console = Console(highlight=False)
         print_plan_table(console, f"plan: {playbook.name}", rows)
+        classes = plan_classes(rows)
+        if classes:
+            console.print("build classes:")
+            for line in classes:
+                console.print(f"  {line}", markup=False, highlight=False)
         if rows and not bad and all(b["action"] == "skip" for r in rows.values() for b in r.get("builds", [])):
             console.print("nothing changed: a deploy would rebuild and reinstall nothing (--force overrides)")
     raise click.exceptions.Exit(EXIT_FAILED if bad else 0)

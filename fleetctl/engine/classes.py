@@ -38,6 +38,8 @@ from typing import Any
 
 from ..errors import FleetError
 from ..paths import cache_dir
+from ..wheeltags import refusal
+from .targets import InstallTargets
 
 _WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+-]+\.whl$")
 
@@ -125,6 +127,10 @@ class ClassCoordinator:
         self._fanouts: dict[tuple[str, int], asyncio.Task] = {}
         #: classes asked with ``--force``: only a wheel built in this run counts for them
         self.forced: set[str] = set()
+        #: the folders hosts build and install in, to find two hosts sharing one
+        self.targets = InstallTargets(self.order)
+        #: host -> its interpreter's platform facts: a one-to-many send skips a member it does not fit
+        self.platforms: dict[str, Any] = {}
 
     def _cached(self, key: str) -> BuiltWheel | None:
         """The class's wheel that members may be given: the cache's, or for a forced class only
@@ -165,6 +171,8 @@ class ClassCoordinator:
         in time, or one host that connected late); return the hosts whose answer during planning
         differs from their role (they are planned again). A class already given a builder or
         server that is still at work is not given another: its wheel reaches these hosts too."""
+        for h in self.targets.refused(hosts):  # refused for a shared folder: in no class
+            self.requests.pop(h, None)
         by_key: dict[str, list[str]] = {}
         for h in sorted((h for h in hosts if h in self.requests), key=lambda h: self.order.get(h, 1 << 30)):
             by_key.setdefault(self.requests[h].key, []).append(h)
@@ -190,7 +198,8 @@ class ClassCoordinator:
                 self._builder[key] = builder
             for h, r in roles.items():
                 self.assigned[h] = (key, r)
-        return {h for h in hosts if h in self.assigned and self.answered.get(h) != self.assigned[h][1]}
+        return ({h for h in hosts if h in self.assigned and self.answered.get(h) != self.assigned[h][1]}
+                | self.targets.changed(hosts))
 
     # -- applying -----------------------------------------------------------------------------
 
@@ -279,7 +288,9 @@ def staging_path(run_id: str, key: str, name: str) -> str:
 
 async def _fan_out(coord: "ClassCoordinator", scope: Any, key: str, wheel: BuiltWheel) -> dict[str, str | None]:
     members = sorted((h for h, (k, r) in coord.assigned.items()
-                      if k == key and r == "push" and coord.scope_of.get(h) is scope and h not in coord._gone),
+                      if k == key and r == "push" and coord.scope_of.get(h) is scope and h not in coord._gone
+                      and refusal(h, wheel.name, {"python": {"platform": coord.platforms.get(h)}},
+                                  wheel.data.get("inputs")) is None),
                      key=lambda h: coord.order.get(h, 1 << 30))
     return await scope.broadcast(str(wheel.local), staging_path(coord.run_id, key, wheel.name), members)
 

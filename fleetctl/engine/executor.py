@@ -30,6 +30,7 @@ from ..connection.base import CommandResult, OutputLine
 from ..errors import FleetError, TransferError, host_message
 from ..tasks import steps as S
 from ..tasks.base import TaskResult
+from ..wheeltags import PlatformMismatch, refusal
 from .classes import ClassBuildFailed, ClassCoordinator, broadcast_once, store_wheel, wheels_root
 from .deadlines import Clock
 from .observer import Observers
@@ -206,11 +207,15 @@ class StepRunner:
     # -- arch classes -------------------------------------------------------------------------
 
     def _do_classrole_sync(self, step: S.ClassRole) -> str:
+        self.classes.platforms[self.host] = (self.session.facts.get("python") or {}).get("platform")
         return self.classes.role(self.host, step.key, step.holds, step.once, self.session.host.settings.build_host,
                                  force=step.force)
 
     async def _do_classrole(self, step: S.ClassRole) -> str:
         return self._do_classrole_sync(step)
+
+    async def _do_targetclaim(self, step: S.TargetClaim) -> tuple:
+        return self.classes.targets.claim(self.host, step.ids, step.archs, tuple(step.writes))
 
     async def _do_publish(self, step: S.Publish) -> FleetError | None:
         name = posixpath.basename(step.wheel)
@@ -246,6 +251,11 @@ class StepRunner:
             self.observers.emit("class.builder_changed", self.host, key=step.key[:16])
             return "build"
         remote = posixpath.join(step.dest, got.name)
+        if step.platform is not None:  # defence in depth: never send a wheel pip there would refuse
+            why = refusal(self.host, got.name, {"python": {"platform": step.platform}}, (got.data or {}).get("inputs"))
+            if why is not None:
+                self.observers.emit("class.push_refused", self.host, key=step.key[:16], wheel=got.name, error=why)
+                return PlatformMismatch(why)
         try:
             await self.session.conn.run(["mkdir", "-p", "-m", "0700", step.dest], timeout_s=self.clock.cap(60))
             staged = await broadcast_once(self.classes, self.host, step.key, got)

@@ -188,7 +188,33 @@ def build_classes(results: dict[str, dict[str, Any]]) -> list[str]:
         torch = ".".join(str(inputs.get("torch") or "?").split("+")[0].split(".")[:2])
         sass = " ".join(d.get("sass") or [f"arch {d.get('archs')}"])
         how = f"built on {c['builder']}" if c["builder"] else "reused"
-        lines.append(f"{fold_hosts(c['hosts'])} {sass} cu{inputs.get('cuda')} torch{torch} {inputs.get('python')} ({how})")
+        plat = " ".join(str(x) for x in (inputs.get("platform"), inputs.get("libc")) if x)
+        lines.append(f"{fold_hosts(c['hosts'])} {sass} cu{inputs.get('cuda')} torch{torch} {inputs.get('python')}"
+                     f"{' ' + plat if plat else ''} ({how})")
+    return lines
+
+
+def plan_classes(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """``--plan``'s arch classes, one line each, from :func:`plan_rows`: the class key, its hosts
+    (folded), arch list and platform, and who builds: ``3f2a... gpu[01-04] 9.0a linux_aarch64 glibc
+    2.39 (build on gpu01)``."""
+    from ..inventory import fold_hosts
+
+    classes: dict[str, dict[str, Any]] = {}
+    for host, r in rows.items():
+        for b in r.get("builds", []):
+            if not b.get("key") or b["action"] == "fail":
+                continue
+            c = classes.setdefault(b["key"], {"hosts": [], "b": b, "builder": None})
+            c["hosts"].append(host)
+            if b["action"].startswith("build"):
+                c["builder"] = host
+    lines = []
+    for key, c in classes.items():
+        b = c["b"]
+        how = f"build on {c['builder']}" if c["builder"] else "no build"
+        lines.append(f"{key} {fold_hosts(c['hosts'])} {b.get('archs') or '?'} {b.get('platform') or 'platform unknown'}"
+                     f" ({how})")
     return lines
 
 
@@ -224,7 +250,8 @@ def plan_rows(hosts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 if action == "build" and d.get("forced"):
                     action = "build (forced)"
             builds.append({"task": t["name"], "key": d.get("key", ""), "action": action,
-                           "changed": d.get("changed", []), "archs": d.get("archs"), "msg": t.get("msg", "")})
+                           "changed": d.get("changed", []), "archs": d.get("archs"), "msg": t.get("msg", ""),
+                           "platform": d.get("platform")})
         row["builds"] = builds
         out[host] = row
     return out

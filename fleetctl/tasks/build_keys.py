@@ -19,6 +19,7 @@ from ..build import config_settings_args, wheel_defines
 from ..connection.base import CommandResult
 from ..cudacompat import ArchToken, parse_tokens
 from ..hostcompiler import key_material as host_compiler_key
+from ..wheeltags import platform_inputs
 from .steps import Run, probe
 
 #: The stamp a build leaves next to its wheel (``<out_dir>/<key16>/``).
@@ -85,7 +86,9 @@ def build_inputs(tree_hash: str, plan: Mapping[str, Any], defines: Mapping[str, 
                  host: str | None = None) -> dict[str, Any]:
     """Everything that decides the wheel's bytes: hosts with equal inputs form one arch class.
 
-    A host whose GPUs mix SMs is its own class (``host`` is part of its inputs).
+    A host whose GPUs mix SMs is its own class (``host`` is part of its inputs). The platform
+    (``platform``: ``"linux_aarch64"``, ``libc``: ``"glibc 2.39"``, :func:`fleetctl.wheeltags.platform_inputs`)
+    is part of them: an x86_64 wheel never goes to an aarch64 host of the same SM, CUDA and torch.
     """
     py = facts.get("python") or {}
     material = {
@@ -94,6 +97,8 @@ def build_inputs(tree_hash: str, plan: Mapping[str, Any], defines: Mapping[str, 
         "torch_cuda": py.get("torch_cuda"), "python": py.get("tag") or py.get("version"),
     }
     material.update(host_compiler_key(facts))
+    # the wheel's platform tag and the libc it needs (left out when the host did not say)
+    material.update({k: v for k, v in platform_inputs(facts).items() if v is not None})
     if plan.get("mixed_sm") and host:
         material["mixed_sm_host"] = host
     return material

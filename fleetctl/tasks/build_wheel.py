@@ -35,6 +35,7 @@ import re
 from ..build import cmake_defines
 from ..cudacompat import with_toolkit_for
 from ..status import Status
+from ..wheeltags import PlatformMismatch, platform_label
 from .argtypes import ActionArgs, ARCH_TOKEN, CMAKE_NAME, VERSION_RE, env_mapping, is_template, non_empty, scalar_to_str
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_here import build_here, stamp_bytes
@@ -45,12 +46,13 @@ from .build_preflight import facts_problems, probe_problems, requirement_list, v
 from .build_space import build_paths, space_probe, space_problems
 from .build_toolchain import host_compiler_preflight
 from .copy import REMOTE_TREE_HASH
+from .install_target import shared_message, target_ids
+from .steps import ClassRole, Emit, Fetch, Local, Publish, Put, TargetClaim, probe
 
 #: The tree hash's exit status when its folder is not there (sysexits.h EX_NOINPUT), told apart
 #: from a hash that failed: checked in the same command, so nothing is printed into the log.
 MISSING_TREE_RC = 66
 _MISSING_TREE = f'[ -d "$1" ] || exit {MISSING_TREE_RC}; '
-from .steps import ClassRole, Emit, Fetch, Local, Publish, Put, probe
 
 
 class BuildWheelArgs(ActionArgs):
@@ -177,9 +179,17 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     target = target_plan(host.facts, args)
     tokens = plan_tokens(target)
     facts, switched = with_toolkit_for(host.facts, tokens, pinned=bool(host.cuda_home))
-    decision: dict[str, Any] = {"archs": target.get("torch_cuda_arch_list")}
+    decision: dict[str, Any] = {"archs": target.get("torch_cuda_arch_list"), "platform": platform_label(host.facts)}
     if switched:  # the task's archs need another of the host's toolkits than facts chose
         decision["toolkit"] = switched
+    ids = target_ids(host.facts)
+    # the build writes the workdir (and the venv when it installs build requirements); a later
+    # pip_install of any host writes the venv: known when the batch's claims are settled
+    writes = ("workdir", "venv") if args.install_build_requirements else ("workdir",)
+    shared = (yield TargetClaim(ids=ids, archs=target.get("torch_cuda_arch_list"), writes=writes,
+                                reason="does another host build or install in these folders?")) if ids else ()
+    if shared:
+        return _fail(shared_message(host.name, shared), decision, shared=[list(s) for s in shared])
     facts, cxx_problems, cxx_note = host_compiler_preflight(facts, args)
     if cxx_note:  # nvcc refuses its default host compiler: another one the host has is used
         decision["host_compiler"] = cxx_note
@@ -248,9 +258,12 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         return TaskResult(Status.OK, msg=f"unchanged inputs: reusing {posixpath.basename(mine['wheel'])}", data=data,
                           files={mine["wheel"]: mine["sha256"]})
     if role == "push":
-        got = yield Fetch(key=key, dest=dest, reason="one member of the arch class builds; this host receives it")
+        got = yield Fetch(key=key, dest=dest, platform=(facts.get("python") or {}).get("platform"),
+                          reason="one member of the arch class builds; this host receives it")
         if got == "build":  # the builder became unreachable: this host builds instead
             role = "build"
+        elif isinstance(got, PlatformMismatch):
+            return _fail(str(got), {**decision, "action": "push"})
         elif isinstance(got, BaseException):
             return _fail(f"the build of this arch class failed on its builder: {got}", {**decision, "action": "push"})
         else:

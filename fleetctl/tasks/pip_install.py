@@ -32,11 +32,13 @@ from pydantic import field_validator
 
 from ..connection.base import CommandResult
 from ..status import Status
+from ..wheeltags import refusal
 from .argtypes import ActionArgs, non_empty
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_keys import STAMP_NAME
 from .build_preflight import CLEAN_PYTHON_ENV
-from .steps import Note, Put, Run, probe
+from .install_target import INSTALL_RECORD, dropped_by, shared_message, target_ids
+from .steps import Note, Put, Run, TargetClaim, probe
 
 #: Reads fleetctl's install record, the installed distribution (version, location, a digest of its
 #: RECORD without the installer's own files), torch's version and CUDA build without importing
@@ -235,6 +237,12 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
             wheel = matches[0]
     if not host.venv:
         return TaskResult(Status.FAILED, msg="no venv for this host: set the host var 'venv'")
+    ids = target_ids(host.facts, ("venv",))
+    archs = (host.facts.get("build") or {}).get("torch_cuda_arch_list")
+    shared = (yield TargetClaim(ids=ids, archs=archs, writes=("venv",),
+                                reason="does another host install into this venv?")) if ids else ()
+    if shared:
+        return TaskResult(Status.FAILED, msg=shared_message(host.name, shared), data={"decision": {"action": "fail"}})
     uv = (host.facts.get("uv") or {}).get("path")
     tool = "uv" if args.tool == "uv" or (args.tool == "auto" and uv) else "pip"
     dist = dist_name(wheel)
@@ -259,6 +267,15 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                               f"{built[1]}, {built[2]}), but {host.venv} runs torch {before.get('torch')} (CUDA "
                               f"{before.get('cuda')}): rebuild it for this torch (run its build_wheel task again); "
                               "nothing was installed")
+    # defence in depth: a wheel whose tag (or build libc) pip on this host would refuse, or that
+    # would not load, is never installed, whatever put it here
+    misfit = refusal(host.name, wheel, host.facts, (before.get("stamp") or {}).get("inputs"))
+    if misfit is not None:
+        return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}}, msg=f"{misfit}; nothing was installed")
+    new_archs = ((before.get("stamp") or {}).get("inputs") or {}).get("archs")
+    lost = dropped_by(host.name, host.venv, host.facts, new_archs) if ids else None
+    if lost is not None:  # another run's host installed into this shared venv
+        return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}}, msg=f"{lost}; nothing was installed")
     same = (previous is not None and digest is not None and previous.get("sha256") == digest
             and held.get("record_sha256") and held.get("record_sha256") == previous.get("record_sha256"))
     if same and not host.force:
@@ -316,6 +333,10 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                "record_sha256": (after.get("dist") or {}).get("record_sha256")}
         yield Put(data=json.dumps(rec).encode(), remote=record_path, mode=0o600, reason="the install record")
         data["kept"] = kept
+    if ids:  # who installed last: a host of another run sharing this venv reads it in its facts
+        mark = {"host": host.name, "archs": new_archs, "wheel": posixpath.basename(wheel)}
+        yield Put(data=json.dumps(mark).encode(), remote=posixpath.join(ids["venv"][1], INSTALL_RECORD), mode=0o644,
+                  reason="who installed into this venv, for hosts of other runs sharing it")
     version = re.sub(r"\.whl$", "", posixpath.basename(wheel))
     notes = []
     if others:

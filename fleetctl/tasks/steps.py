@@ -183,6 +183,29 @@ class ClassRole(Step):
 
 
 @dataclass(frozen=True)
+class TargetClaim(Step):
+    """Tell the run's coordinator which folders this host builds or installs in (see
+    :mod:`fleetctl.engine.targets`); yields the ones another host of the run claimed too, as
+    ``((kind, real path, (every host claiming it...), union of their arch lists), ...)`` (empty:
+    none is shared).
+
+    Attributes:
+        ids: kind -> ``(id, real path)``, from :func:`fleetctl.tasks.install_target.target_ids`.
+        archs: the arch list this host builds for (``"9.0a"``), for the union the message names.
+        writes: the kinds of ``ids`` this task writes (``("workdir",)``); a folder several hosts
+            only read (one venv their builds use) is not a problem.
+    """
+
+    ids: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    archs: str | None = None
+    writes: tuple[str, ...] = ()
+    mutating: bool = False
+
+    def describe(self) -> dict[str, Any]:
+        return {"claim": {k: p for k, (_, p) in self.ids.items()}, "reason": self.reason}
+
+
+@dataclass(frozen=True)
 class Publish(Step):
     """This host built (or holds) the class's wheel at ``wheel``: fetch it into the controller's
     wheel cache (checked against ``sha256``) and hand it to the class; yields ``None`` or the
@@ -211,10 +234,17 @@ class Fail(Step):
 @dataclass(frozen=True)
 class Fetch(Step):
     """Wait for the class's wheel ``key`` and upload it into the remote folder ``dest``; yields a
-    :class:`ClassWheel` or the error (an instance: the builder failed, the upload failed)."""
+    :class:`ClassWheel` or the error (an instance: the builder failed, the upload failed, or the
+    wheel does not fit the host's platform: :func:`fleetctl.wheeltags.refusal` of ``platform``,
+    checked before anything is sent, whatever made the keys equal).
+
+    Attributes:
+        platform: the host's ``facts["python"]["platform"]`` (``None``: not checked).
+    """
 
     key: str = ""
     dest: str = ""
+    platform: Mapping[str, Any] | None = None
 
     @property
     def simulated(self) -> "ClassWheel":

@@ -65,6 +65,13 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     live_since, torch, torch_cuda}}, disk: {total_mib, versions: {N: {size_mib,
                     own_mib}}, measured}}``, read from the folder's ``envs.json`` (no walk).
 ``workdir``, ``hostname``, ``os`` (PRETTY_NAME of /etc/os-release), ``kernel``, ``machine``.
+``targets``         ``{venv: {path, id, error, installed}, workdir: {...}}``: the real path of each
+                    folder this host builds or installs in and its id (:func:`target_id`): equal ids
+                    on two hosts mean one shared folder; ``installed`` is fleetctl's last install
+                    there (``{host, archs, wheel}``, :data:`TARGET_INSTALL_NAME`), or null.
+``python.platform`` ``{machine, sysconfig: "linux-aarch64", libc: "glibc" | "musl" | null,
+                    libc_version: "2.39", interp, host_platform_env, bits: 64}`` of the venv's
+                    interpreter (:data:`PLATFORM_READER`): what pip there accepts is decided by it.
 ``errors``          list of str: probe failures not reported elsewhere.
 ``duration_s``      float: the script's own run time.
 """
@@ -983,6 +990,10 @@ info = {
     "packages": {},
 }
 try:
+    info["platform"] = platform_facts()
+except Exception as exc:
+    info["platform"] = {"error": "%%s: %%s" %% (type(exc).__name__, exc)}
+try:
     info["packages"] = dist_versions(%(packages)r)
 except Exception as exc:
     info["packages_error"] = "%%s: %%s" %% (type(exc).__name__, exc)
@@ -1040,6 +1051,70 @@ def dist_versions(names, path=None):
     return {n: found.get(_norm(n)) for n in names}
 """
 _PYTHON_PROBE = _PYTHON_PROBE.replace("MARK = ", DIST_VERSIONS + "\nMARK = ", 1)
+
+# The interpreter's platform, as pip on it decides which wheels fit (PEP 425 / PEP 600 / PEP 656,
+# packaging.tags): ``sysconfig.get_platform()`` (which honours CPython's ``_PYTHON_HOST_PLATFORM``,
+# as pip does), ``platform.machine()``, and the C library the interpreter runs on: glibc from
+# ``os.confstr("CS_GNU_LIBC_VERSION")`` (else ``platform.libc_ver()``), musl from the ELF
+# interpreter (PT_INTERP) of ``sys.executable`` and its "Version" line, as packaging._musllinux
+# reads it. Any Python >= 3.8, stdlib only.
+PLATFORM_READER = r"""
+import os, platform, struct, subprocess, sysconfig
+
+
+def _elf_interp(path):
+    with open(path, "rb") as f:
+        ident = f.read(16)
+        if ident[:4] != b"\x7fELF":
+            return None
+        is64, end = ident[4] == 2, "<" if ident[5] == 1 else ">"
+        f.seek(0)
+        head = f.read(64 if is64 else 52)
+        fmt = end + ("QQ" if is64 else "II")
+        phoff, = struct.unpack_from(end + ("Q" if is64 else "I"), head, 0x20 if is64 else 0x1C)
+        phentsize, phnum = struct.unpack_from(end + "HH", head, 0x36 if is64 else 0x2A)
+        for i in range(phnum):
+            f.seek(phoff + i * phentsize)
+            ph = f.read(phentsize)
+            if struct.unpack_from(end + "I", ph, 0)[0] != 3:  # PT_INTERP
+                continue
+            off, _ = struct.unpack_from(fmt, ph, 8 if is64 else 4)
+            size, = struct.unpack_from(end + ("Q" if is64 else "I"), ph, 32 if is64 else 16)
+            f.seek(off)
+            return f.read(size).rstrip(b"\0").decode("ascii", "replace")
+    return None
+
+
+def platform_facts():
+    out = {"machine": platform.machine(), "sysconfig": sysconfig.get_platform(), "libc": None,
+           "libc_version": None, "interp": None, "host_platform_env": os.environ.get("_PYTHON_HOST_PLATFORM"),
+           "bits": struct.calcsize("P") * 8}
+    try:
+        glibc = os.confstr("CS_GNU_LIBC_VERSION")
+    except (AttributeError, ValueError, OSError):
+        glibc = None
+    if glibc and glibc.split()[0] == "glibc":
+        out["libc"], out["libc_version"] = "glibc", glibc.split()[1]
+    try:
+        out["interp"] = _elf_interp(os.path.realpath(sys.executable))
+    except (OSError, struct.error):
+        pass
+    if out["libc"] is None and out["interp"] and "musl" in out["interp"]:
+        out["libc"] = "musl"
+        try:
+            p = subprocess.run([out["interp"]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=10)
+            for line in p.stderr.decode("utf-8", "replace").splitlines():
+                if line.startswith("Version "):
+                    out["libc_version"] = line.split()[1]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    if out["libc"] is None:
+        name, version = platform.libc_ver()
+        if name == "glibc" and version:
+            out["libc"], out["libc_version"] = "glibc", version
+    return out
+"""
+_PYTHON_PROBE = _PYTHON_PROBE.replace("MARK = ", PLATFORM_READER + "\nMARK = ", 1)
 
 # torch's facts, read WITHOUT importing torch (an import costs seconds of CPU on every host):
 # torch.__version__ and torch.version.cuda are the literals of torch/version.py (torch imports them
@@ -1535,6 +1610,53 @@ def probe_host_compilers(venv, cuda_home):
             continue
         seen.add(real)
         out["candidates"].append(probe_compiler(p))
+#: The identity file of an install target (the venv, the workdir): a random id, written once.
+TARGET_ID_NAME = ".fleetctl-id"
+#: What fleetctl's last install into a venv was: ``{host, archs, wheel}`` (written by pip_install).
+TARGET_INSTALL_NAME = ".fleetctl-install.json"
+
+
+def target_id(folder):
+    """``{path, id, error}`` of a folder builds or installs write to: ``path`` its real path and
+    ``id`` the random id in ``<folder>/.fleetctl-id``, written when absent. Two inventory hosts
+    that report one id share the folder (an NFS home, one venv for a rack): an inode number alone
+    does not say so across machines, a file both read does. The id is written to a unique
+    temporary name and hard-linked into place (atomic on NFS too), so two hosts writing at once
+    agree on one id. A folder that does not exist or cannot be written gives ``id`` null."""
+    out = {"path": None, "id": None, "error": None, "installed": None}
+    if not folder:
+        return out
+    path = os.path.realpath(os.path.expanduser(folder))
+    out["path"] = path
+    try:  # who installed into it last (pip_install writes it): another run's host may share it
+        with open(os.path.join(path, TARGET_INSTALL_NAME)) as fh:
+            out["installed"] = json.load(fh)
+    except (OSError, ValueError):
+        pass
+    final = os.path.join(path, TARGET_ID_NAME)
+    try:
+        with open(final) as fh:
+            out["id"] = fh.read().strip() or None
+    except OSError:
+        pass
+    if out["id"] is None and os.path.isdir(path):
+        tmp = "%s.%s.%d" % (final, socket.gethostname(), os.getpid())
+        try:
+            with open(tmp, "w") as fh:
+                fh.write(os.urandom(16).hex() + "\n")
+            try:
+                os.link(tmp, final)
+            except FileExistsError:
+                pass
+            with open(final) as fh:
+                out["id"] = fh.read().strip() or None
+        except OSError as exc:
+            out["error"] = "%s: %s" % (final, exc.strerror or exc)
+        finally:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
     return out
 
 
@@ -1590,6 +1712,10 @@ def gather(venv=None, cuda_home=None, workdir="."):
     except Exception as exc:  # pragma: no cover - defensive
         facts["host_compilers"] = {"default": None, "candidates": [], "error": "%s: %s" % (type(exc).__name__, exc)}
     gather_system(facts, workdir)
+    try:
+        facts["targets"] = {"venv": target_id(venv), "workdir": target_id(workdir)}
+    except Exception as exc:  # pragma: no cover - defensive
+        facts["errors"].append("targets: %s: %s" % (type(exc).__name__, exc))
     thread.join(PYTHON_PROBE_TIMEOUT_S + 15)
     facts["python"] = box.get("python") or {
         "executable": None, "venv": venv, "exists": None, "version": None, "torch": None,

@@ -303,7 +303,10 @@ def python_packaging(host: FakeHost, argv: list[str], env: dict[str, str], cwd: 
         return 0, "".join(x + "\n" for x in out), ""
     if "wheel" in argv and "--wheel-dir" in argv:
         dest = argv[argv.index("--wheel-dir") + 1]
-        name = "toy-0.1-py3-none-any.whl"
+        # a host whose facts name its interpreter's platform builds a platform wheel, as
+        # scikit-build-core and setuptools tag one from sysconfig.get_platform()
+        plat = ((host.facts.get("python") or {}).get("platform") or {}).get("sysconfig")
+        name = f"toy-0.1-cp312-cp312-{plat.replace('-', '_')}.whl" if plat else "toy-0.1-py3-none-any.whl"
         host.files[posixpath.join(dest, name)] = f"toy for {env.get('TORCH_CUDA_ARCH_LIST')}".encode()
         return 0, f"Successfully built toy\n", ""
     if "install" in argv and "pip" in argv:
@@ -317,6 +320,7 @@ def python_packaging(host: FakeHost, argv: list[str], env: dict[str, str], cwd: 
         rec = json.loads(host.files[rec_path]) if rec_path in host.files else None
         held = host.files.get(f"/venv-state/{dist}")
         state = {"record": rec, "dist": {"version": "0.1", "record_sha256": held.decode()} if held else None,
-                 "torch": host.facts["python"]["torch"], "cuda": host.facts["python"]["torch_cuda"]}
+                 "torch": host.facts["python"]["torch"], "cuda": host.facts["python"]["torch_cuda"],
+                 "stamp": json.loads(host.files[argv[5]]) if len(argv) > 5 and argv[5] in host.files else None}
         return 0, json.dumps(state) + "\n", ""
     return None

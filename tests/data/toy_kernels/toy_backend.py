@@ -1,9 +1,14 @@
-"""A minimal PEP 517 build backend: nvcc -cubin of toy.cu for each arch, then a pure-Python wheel."""
+"""A minimal PEP 517 build backend: nvcc -cubin of toy.cu for each arch, then a pure-Python wheel.
+
+With ``TOY_PLATFORM_WHEEL=1`` in the build's environment the wheel is a platform wheel instead,
+tagged as setuptools and scikit-build-core tag one: ``sysconfig.get_platform()`` (which honours
+CPython's ``_PYTHON_HOST_PLATFORM``), ``py3-none-linux_x86_64``."""
 
 import base64
 import hashlib
 import os
 import subprocess
+import sysconfig
 import zipfile
 
 NAME, VERSION = "toyfp4", "0.1.0"
@@ -30,10 +35,13 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     init = ("def hello():\n    return 'hello from toyfp4'\n\n\n"
             "def build_info():\n    return {'archs': %r}\n" % (sms,))
     dist = "%s-%s.dist-info" % (NAME, VERSION)
+    tag, pure = "py3-none-any", "true"
+    if os.environ.get("TOY_PLATFORM_WHEEL") == "1":
+        tag, pure = "py3-none-" + sysconfig.get_platform().replace("-", "_").replace(".", "_"), "false"
     files = {
         NAME + "/__init__.py": init,
         dist + "/METADATA": "Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (NAME, VERSION),
-        dist + "/WHEEL": "Wheel-Version: 1.0\nGenerator: toy_backend\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        dist + "/WHEEL": "Wheel-Version: 1.0\nGenerator: toy_backend\nRoot-Is-Purelib: %s\nTag: %s\n" % (pure, tag),
     }
     record = []
     for path, text in files.items():
@@ -41,7 +49,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         record.append("%s,sha256=%s,%d" % (path, digest, len(text.encode())))
     record.append(dist + "/RECORD,,")
     files[dist + "/RECORD"] = "\n".join(record) + "\n"
-    name = "%s-%s-py3-none-any.whl" % (NAME, VERSION)
+    name = "%s-%s-%s.whl" % (NAME, VERSION, tag)
     with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as zf:
         for path, text in files.items():
             zi = zipfile.ZipInfo(path, date_time=(2020, 1, 1, 0, 0, 0))

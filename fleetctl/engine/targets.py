@@ -1,0 +1,100 @@
+"""Install targets: two inventory hosts that build or install into one folder (a venv or a workdir
+on a shared file system: an NFS home, one venv for a rack) are found before anything is built.
+
+Each host's facts carry an id per folder (``facts["targets"]``, a random id the facts script keeps
+in ``<folder>/.fleetctl-id``: the same file read on two machines is the same folder, which inode
+numbers cannot tell across NFS clients). Planners claim their folders with a
+:class:`~fleetctl.tasks.steps.TargetClaim`; the answer names every other host of the run that
+claimed the same id. It works like the arch classes (:mod:`fleetctl.engine.classes`): answers given
+while the batch is still planning are provisional, and :meth:`InstallTargets.changed` (called when
+the batch's classes are settled) names the hosts whose answer changed, so that they are planned
+again. A host of a later batch (``--serial``) or one that connected late sees the claims of those
+before it, so ``--plan``, ``--dry-run`` and a deploy agree.
+
+The hosts sharing a folder one of them writes (an install's venv, a build's workdir; builds that
+only read one venv are fine) are refused, not installed one after the other: one venv holds one
+wheel, so each host's install would replace the others' (only the last host's SM would be left),
+and two builds in one workdir overwrite each other's files. A lock does not help: the later
+install still replaces the earlier one. Hosts of different runs are kept apart by the record of
+the last install in the venv (``pip_install``, :func:`fleetctl.tasks.install_target.dropped_by`).
+README ("Where fleetctl keeps things") says why this refuses rather than builds once for the
+union of the hosts' SMs; docs/reliability.md lists the cases and their tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..build import parse_arch_list
+
+#: ``(kind, real path, every host claiming it in inventory order, the union of their arch lists
+#: such as "9.0a;12.0a" ("" when one is unknown))``: one shared folder.
+Shared = tuple[str, str, tuple[str, ...], str]
+
+
+class InstallTargets:
+    """The claims of one run.
+
+    Args:
+        order: host -> its place in inventory order (other hosts are named in that order).
+    """
+
+    def __init__(self, order: Mapping[str, int]) -> None:
+        self.order = order
+        self.claims: dict[str, dict[str, tuple[str, str]]] = {}
+        self.archs: dict[str, str] = {}
+        #: host -> the ids of the folders it writes (a build's workdir, an install's venv)
+        self.writes: dict[str, set[str]] = {}
+        #: every answer each host was given while planning (one task's may differ from another's)
+        self.answered: dict[str, set[tuple[Shared, ...]]] = {}
+        #: the answers settled with the batch's classes; a deploy applies these
+        self.settled: dict[str, tuple[Shared, ...]] = {}
+
+    def _answer(self, host: str) -> tuple[Shared, ...]:
+        out = []
+        for kind, (ident, path) in sorted(self.claims.get(host, {}).items()):
+            sharing = sorted((h for h, ids in self.claims.items() if any(i == ident for i, _ in ids.values())),
+                             key=lambda h: self.order.get(h, 1 << 30))
+            # only a folder one of them writes is a problem: builds may all read one venv
+            if len(sharing) > 1 and any(ident in self.writes.get(h, ()) for h in sharing):
+                out.append((kind, path, tuple(sharing), self._union(sharing)))
+        return tuple(out)
+
+    def _union(self, hosts: list[str]) -> str:
+        try:
+            return ";".join(parse_arch_list(";".join(self.archs[h] for h in hosts)))
+        except (KeyError, ValueError):
+            return ""
+
+    def claim(self, host: str, ids: Mapping[str, tuple[str, str]], archs: str | None = None,
+              writes: tuple[str, ...] = ()) -> tuple[Shared, ...]:
+        """Record that ``host`` builds or installs in the folders ``ids`` (kind -> ``(id, real
+        path)``, e.g. ``{"venv": ("9f1c...", "/nfs/rack1/venv")}``), of which it writes the kinds
+        ``writes``, building for ``archs`` (``"9.0a"``); return the folders another host of the
+        run claimed too, when one of those hosts writes them (empty: none)."""
+        if host in self.settled:  # the batch's answer, as its arch classes are
+            return self.settled[host]
+        if archs:
+            self.archs[host] = archs
+        mine = self.claims.setdefault(host, {})
+        mine.update({k: (str(i), str(p)) for k, (i, p) in ids.items() if i})
+        self.writes.setdefault(host, set()).update(str(ids[k][0]) for k in writes if k in ids and ids[k][0])
+        answer = self._answer(host)
+        self.answered.setdefault(host, set()).add(answer)
+        return answer
+
+    def changed(self, hosts: list[str]) -> set[str]:
+        """The hosts of ``hosts`` whose answer differs now that every claim of them is in; their
+        answers are settled from here on (a host that connects later does not change them)."""
+        out = set()
+        for h in hosts:
+            if h in self.answered and h not in self.settled:
+                self.settled[h] = self._answer(h)
+                if self.answered[h] != {self.settled[h]}:
+                    out.add(h)
+        return out
+
+    def refused(self, hosts: list[str]) -> set[str]:
+        """The hosts of ``hosts`` that share a folder with another host of the run (their planners
+        refuse them, so they take no part in an arch class)."""
+        return {h for h in hosts if self._answer(h)}

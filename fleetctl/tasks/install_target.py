@@ -1,0 +1,75 @@
+"""Install targets as planners see them: the folders a host builds or installs in, by their id.
+
+Pure helpers for :class:`~fleetctl.tasks.steps.TargetClaim` (the engine's side is
+:mod:`fleetctl.engine.targets`, which says why hosts sharing a folder are refused).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..build import parse_arch_list
+
+#: ``(kind, real path, every host claiming it in inventory order, the union of their arch lists)``.
+Shared = tuple[str, str, tuple[str, ...], str]
+
+
+def shared_message(host: str, shared: tuple[Shared, ...]) -> str:
+    """One line for a host whose folders other hosts share, e.g. ``gpu01 and gpu02 share the venv
+    /nfs/v (one /nfs/v/.fleetctl-id): one venv holds one wheel, ...``."""
+    parts, fixes = [], []
+    for kind, path, hosts, _ in shared:
+        names = ", ".join(hosts[:-1]) + f" and {hosts[-1]}"
+        parts.append(f"{names} share the {kind} {path} (one {path.rstrip('/')}/.fleetctl-id)")
+    kinds = {s[0] for s in shared}
+    venv = next((s for s in shared if s[0] == "venv"), None)
+    if venv is not None:
+        union = f" -e archs='{venv[3]}'" if venv[3] else " -e archs=... (every SM of theirs)"
+        fixes.append("one venv holds one wheel, so each host's install would replace the others' SM: give each host "
+                     f"its own venv, or deploy once to one of them for all their GPUs (--hosts {venv[2][0]}{union})")
+    if "workdir" in kinds:
+        fixes.append("their builds would overwrite each other's files: give each host its own workdir "
+                     "(e.g. /shared/fleetctl/{{ inventory_hostname }})")
+    return "; ".join(parts) + ": " + "; ".join(fixes)
+
+
+def target_ids(facts: Mapping[str, object], kinds: tuple[str, ...] = ("venv", "workdir")) -> dict[str, tuple[str, str]]:
+    """``{kind: (id, real path)}`` from ``facts["targets"]`` for the kinds that have an id."""
+    targets = facts.get("targets") or {}
+    out = {}
+    for kind in kinds:
+        t = targets.get(kind) if isinstance(targets, Mapping) else None
+        if isinstance(t, Mapping) and t.get("id") and t.get("path"):
+            out[kind] = (str(t["id"]), str(t["path"]))
+    return out
+
+
+#: The record of fleetctl's last install into a venv (``{host, archs, wheel}``), which facts read.
+INSTALL_RECORD = ".fleetctl-install.json"
+
+
+def dropped_by(host: str, venv: str, facts: Mapping[str, object], archs: str | None) -> str | None:
+    """Why installing a wheel for ``archs`` (``"10.0a"``) into ``venv`` must not happen (one
+    line), or ``None``: the venv holds another inventory host's install (a run of its own, another
+    controller: one run refuses hosts sharing a venv itself) whose archs the new wheel lacks, so
+    the install would take that host's SM away."""
+    targets = facts.get("targets") or {}
+    rec = ((targets.get("venv") or {}) if isinstance(targets, Mapping) else {}).get("installed") or {}
+    if not isinstance(rec, Mapping) or not archs or not rec.get("host") or rec.get("host") == host:
+        return None
+    old, new = _archs(rec.get("archs")), _archs(archs)
+    lost = [a for a in old if a not in new]
+    if not lost:
+        return None
+    try:
+        union = ";".join(parse_arch_list(old + new))
+    except ValueError:  # a +PTX token: keep them as written
+        union = ";".join(dict.fromkeys(old + new))
+    return (f"{venv} holds {rec['host']}'s install for {';'.join(old)} ({rec.get('wheel') or 'its wheel'}): this "
+            f"wheel for {';'.join(new)} would take {';'.join(lost)} away from {rec['host']}, which shares the venv; "
+            f"deploy once for all their GPUs (--hosts {host} -e archs='{union}'), or give each host its own venv")
+
+
+def _archs(value: object) -> list[str]:
+    text = ";".join(value) if isinstance(value, (list, tuple)) else str(value or "")
+    return [a for a in (x.strip() for x in text.replace(",", ";").replace(" ", ";").split(";")) if a]

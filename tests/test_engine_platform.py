@@ -1,0 +1,182 @@
+"""The engine over the fake connection (tests/support/fake_connection.py) for issue 23: the platform
+is part of the build class, a wheel whose tag does not fit is never pushed or installed, and hosts
+sharing one venv or workdir are refused alike in --plan, --dry-run and a deploy."""
+
+from __future__ import annotations
+
+from tests.support import fake_connection as fake
+from tests.test_engine import TOY, actions, fake_kind, make_hosts, pip_installs, playbook, run  # noqa: F401
+
+
+X86 = {"machine": "x86_64", "sysconfig": "linux-x86_64", "libc": "glibc", "libc_version": "2.36", "bits": 64}
+ARM = {"machine": "aarch64", "sysconfig": "linux-aarch64", "libc": "glibc", "libc_version": "2.36", "bits": 64}
+
+
+def platform_hosts(**plats):
+    hosts = make_hosts(list(plats))
+    for name, plat in plats.items():
+        fake.HOSTS[name].facts["python"]["platform"] = dict(plat)
+    return hosts
+
+
+def wheels_put(name):
+    return [p for k, p in fake.HOSTS[name].log if k == "put" and p.endswith(".whl")]
+
+
+def test_hosts_of_another_platform_build_their_own_class_and_plan_says_so(fake_kind, tmp_path):
+    from fleetctl.reporting.tables import plan_classes, plan_rows
+
+    pb = playbook(tmp_path)
+    hosts = platform_hosts(x1=X86, a1=ARM, x2=X86, a2=ARM)
+    plan, _ = run(pb, hosts, mode="plan")
+    dry, _ = run(pb, hosts, mode="dry-run")
+    real, _ = run(pb, hosts)
+    expected = {"x1": "build", "a1": "build", "x2": "push", "a2": "push"}
+    assert actions(plan) == actions(dry) == actions(real) == expected
+    assert all(o.status == "ok" for o in real.hosts.values())
+    assert sorted(h for h in fake.HOSTS if fake.HOSTS[h].ran("--wheel-dir")) == ["a1", "x1"]
+    assert all(p.endswith("linux_aarch64.whl") for p in wheels_put("a2")) and wheels_put("a2")
+    assert all(p.endswith("linux_x86_64.whl") for p in wheels_put("x2")) and wheels_put("x2")
+    lines = plan_classes(plan_rows({h: o.model_dump() for h, o in plan.hosts.items()}))
+    assert len(lines) == 2
+    assert any("x[1-2]" in line and "linux_x86_64 glibc 2.36 (build on x1)" in line for line in lines), lines
+    assert any("a[1-2]" in line and "linux_aarch64 glibc 2.36 (build on a1)" in line for line in lines), lines
+
+
+def test_another_libc_is_another_class(fake_kind, tmp_path):
+    pb = playbook(tmp_path)
+    hosts = platform_hosts(g1=X86, g2={**X86, "libc_version": "2.31"}, m1={**X86, "libc": "musl", "libc_version": "1.2.4"})
+    real, _ = run(pb, hosts)
+    assert actions(real) == {"g1": "build", "g2": "build", "m1": "build"}
+
+
+def test_a_wheel_whose_tag_does_not_fit_is_never_pushed_even_when_the_keys_are_equal(fake_kind, tmp_path, monkeypatch):
+    from fleetctl.tasks import build_keys
+
+    monkeypatch.setattr(build_keys, "platform_inputs", lambda facts: {})  # something made the keys equal
+    pb = playbook(tmp_path)
+    hosts = platform_hosts(x1=X86, a1=ARM)
+    real, _ = run(pb, hosts)
+    assert actions(real) == {"x1": "build", "a1": "fail"}
+    assert real.hosts["x1"].status == "ok" and real.hosts["a1"].status == "failed"
+    assert real.hosts["a1"].error == ("build: a1: refusing toy-0.1-cp312-cp312-linux_x86_64.whl: its platform tag "
+                                      "linux_x86_64 does not fit the host's platform linux_aarch64 glibc 2.36")
+    assert not wheels_put("a1") and not pip_installs("a1")
+
+
+def test_pip_install_refuses_a_wheel_the_host_cannot_load(fake_kind, tmp_path):
+    text = TOY.replace('pip_install: {wheel: "{{ build.data.wheel }}"}', 'pip_install: {wheel: "/w/x86/toy-0.1-cp312-cp312-linux_x86_64.whl"}')
+    pb = playbook(tmp_path, text)
+    hosts = platform_hosts(a1=ARM)
+    fake.HOSTS["a1"].files["/w/x86/toy-0.1-cp312-cp312-linux_x86_64.whl"] = b"x86 toy"
+    real, _ = run(pb, hosts)
+    install = [t for t in real.hosts["a1"].tasks if t.action == "pip_install"][0]
+    assert install.status == "failed"
+    assert install.msg.startswith("a1: refusing toy-0.1-cp312-cp312-linux_x86_64.whl: its platform tag linux_x86_64 "
+                                  "does not fit the host's platform linux_aarch64 glibc 2.36")
+    assert not pip_installs("a1")
+
+
+def shared_hosts(names, shared, kind="venv", path="/nfs/rack1/venv"):
+    hosts = make_hosts(names)
+    for name in names:
+        ident = "f" * 32 if name in shared else name * 8
+        where = path if name in shared else f"/{name}/{kind}"
+        fake.HOSTS[name].facts["targets"] = {kind: {"path": where, "id": ident, "error": None}}
+    return hosts
+
+
+def test_hosts_sharing_one_venv_are_refused_naming_both_in_plan_dry_run_and_deploy(fake_kind, tmp_path):
+    pb = playbook(tmp_path)
+    hosts = shared_hosts(["n1", "n2", "n3"], shared={"n1", "n3"})
+    plan, _ = run(pb, hosts, mode="plan")
+    dry, _ = run(pb, hosts, mode="dry-run")
+    real, _ = run(pb, hosts)
+    assert actions(plan) == actions(dry) == actions(real) == {"n1": "fail", "n2": "build", "n3": "fail"}
+    for name in ("n1", "n3"):
+        err = real.hosts[name].error
+        assert real.hosts[name].status == "failed"
+        assert "n1 and n3 share the venv /nfs/rack1/venv (one /nfs/rack1/venv/.fleetctl-id)" in err, err
+        assert "give each host its own venv" in err and "found while planning" not in err.split(":")[0]
+        assert not fake.HOSTS[name].ran("--wheel-dir") and not pip_installs(name)
+        assert not [p for k, p in fake.HOSTS[name].log if k == "put" and "/src/" in p]  # nothing uploaded
+    assert real.hosts["n2"].status == "ok" and pip_installs("n2")
+
+
+def test_a_shared_workdir_is_refused_too(fake_kind, tmp_path):
+    pb = playbook(tmp_path)
+    hosts = shared_hosts(["n1", "n2"], shared={"n1", "n2"}, kind="workdir", path="/nfs/fleet")
+    real, _ = run(pb, hosts)
+    assert all(o.status == "failed" for o in real.hosts.values())
+    assert "n1 and n2 share the workdir /nfs/fleet" in real.hosts["n2"].error
+    assert "give each host its own workdir" in real.hosts["n2"].error
+
+
+def test_a_later_batch_sharing_an_earlier_hosts_venv_is_refused_and_the_earlier_install_kept(fake_kind, tmp_path):
+    pb = playbook(tmp_path)
+    hosts = shared_hosts(["n1", "n2"], shared={"n1", "n2"})
+    real, _ = run(pb, hosts, serial=[1])
+    assert real.hosts["n1"].status == "ok" and pip_installs("n1")
+    assert real.hosts["n2"].status == "failed" and not pip_installs("n2")
+    assert "n1 and n2 share the venv /nfs/rack1/venv" in real.hosts["n2"].error
+
+
+def test_builds_that_only_read_one_venv_are_not_refused(fake_kind, tmp_path):
+    build_only = TOY.split("  - name: install")[0]
+    pb = playbook(tmp_path, build_only)
+    hosts = shared_hosts(["n1", "n2"], shared={"n1", "n2"})
+    real, _ = run(pb, hosts)
+    assert all(o.status == "ok" for o in real.hosts.values()), {h: o.error for h, o in real.hosts.items()}
+    assert actions(real) == {"n1": "build", "n2": "push"}
+
+
+def test_a_one_to_many_send_leaves_out_a_member_the_wheel_does_not_fit(tmp_path):
+    import asyncio
+
+    from fleetctl.engine.classes import BuiltWheel, ClassCoordinator, broadcast_once
+
+    class Scope:  # a run scope of a kind that sends one file to many hosts (Slurm's sbcast)
+        can_broadcast = True
+
+        def __init__(self):
+            self.sent = []
+
+        async def broadcast(self, local, remote, members):
+            self.sent.append(list(members))
+            return {m: None for m in members}
+
+    key = "k" * 64
+    coord, scope = ClassCoordinator(["x1", "x2", "a1"]), Scope()
+    for h in ("x2", "a1"):
+        coord.assigned[h] = (key, "push")
+        coord.scope_of[h] = scope
+    coord.platforms.update(x2=X86, a1=ARM)
+    wheel = BuiltWheel(local=tmp_path / "w.whl", name="toy-0.1-cp312-cp312-linux_x86_64.whl", sha256="0",
+                       builder="x1", data={})
+    assert asyncio.run(broadcast_once(coord, "x2", key, wheel)) is not None
+    assert scope.sent == [["x2"]]
+
+
+def test_another_runs_host_sharing_the_venv_may_not_take_its_sm_away(fake_kind, tmp_path):
+    import json
+
+    pb = playbook(tmp_path)
+    (n1,) = shared_hosts(["n1"], shared={"n1"})
+    first, _ = run(pb, [n1])
+    assert first.hosts["n1"].status == "ok"
+    mark = json.loads(fake.HOSTS["n1"].files["/nfs/rack1/venv/.fleetctl-install.json"])
+    assert mark == {"host": "n1", "archs": "9.0a", "wheel": "toy-0.1-py3-none-any.whl"}
+    # another run, another host of the rack: its facts read the record from the shared folder
+    (n2,) = shared_hosts(["n2"], shared={"n2"})
+    fake.HOSTS["n2"].facts["targets"]["venv"]["installed"] = mark
+    fake.HOSTS["n2"].facts["gpus"][0]["compute_cap"] = "10.0"
+    fake.HOSTS["n2"].facts["cuda"]["archs"].append("compute_100")
+    second, _ = run(pb, [n2])
+    assert second.hosts["n2"].status == "failed" and not pip_installs("n2")
+    assert ("/venv holds n1's install for 9.0a (toy-0.1-py3-none-any.whl): this wheel for 10.0a would take 9.0a away "
+            "from n1, which shares the venv; deploy once for all their GPUs (--hosts n2 -e archs='9.0a;10.0a')"
+            in second.hosts["n2"].error), second.hosts["n2"].error
+    # a wheel that keeps n1's SM is fine
+    fake.HOSTS["n2"].facts["targets"]["venv"]["installed"] = {**mark, "archs": "10.0a"}
+    third, _ = run(pb, [n2])
+    assert third.hosts["n2"].status == "ok" and pip_installs("n2")

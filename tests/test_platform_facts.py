@@ -1,0 +1,91 @@
+"""The platform and install-target facts (issue 23) read by the real facts script, and the pure rules
+of :mod:`fleetctl.wheeltags` checked against what ``packaging.tags`` (pip's rules) says for the same
+interpreter."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from packaging import tags
+
+from fleetctl.wheeltags import platform_inputs, platform_label, refusal, supported_platforms, wheel_platforms
+from tests.test_facts_script import run_script
+
+VENV = Path(sys.prefix)  # the tests run in the project's venv
+
+
+def _pip_platforms(env: dict[str, str]) -> set[str]:
+    """The platform tags ``packaging.tags.sys_tags()`` gives in the venv's interpreter under ``env``."""
+    code = "from packaging import tags; print('\\n'.join(sorted({t.platform for t in tags.sys_tags()})))"
+    out = subprocess.run([str(VENV / "bin" / "python3"), "-c", code], capture_output=True, text=True, check=True,
+                         env={"PATH": "/usr/bin:/bin", **env}).stdout.split()
+    return set(out) - {"any"}
+
+
+def test_the_reported_platform_is_what_pip_accepts_on_that_interpreter(tmp_path):
+    for env in ({}, {"_PYTHON_HOST_PLATFORM": "linux-aarch64"}):
+        facts, _ = run_script("--workdir", tmp_path, venv=VENV, env=env)
+        plat = facts["python"]["platform"]
+        assert plat["machine"] == platform.machine()  # the kernel's; the interpreter's platform decides
+        assert set(supported_platforms(facts)) == _pip_platforms(env), (env, plat)
+        assert plat["libc"] == "glibc" and plat["libc_version"] and plat["interp"]
+    assert plat["sysconfig"] == "linux-aarch64"
+    assert platform_label(facts).startswith("linux_aarch64 glibc 2.")
+    assert platform_inputs(facts) == {"platform": "linux_aarch64", "libc": f"glibc {plat['libc_version']}"}
+
+
+def test_a_32_bit_interpreter_and_musl_follow_packagings_rules():
+    base = {"sysconfig": "linux-x86_64", "machine": "x86_64", "libc": "glibc", "libc_version": "2.17", "bits": 32}
+    got = supported_platforms({"python": {"platform": base}})
+    assert got[0] == "manylinux_2_17_i686" and got[-1] == "linux_i686" and "manylinux1_i686" in got
+    musl = {"sysconfig": "linux-aarch64", "libc": "musl", "libc_version": "1.2.4", "bits": 64}
+    assert supported_platforms({"python": {"platform": musl}}) == [
+        "musllinux_1_2_aarch64", "musllinux_1_1_aarch64", "musllinux_1_0_aarch64", "linux_aarch64"]
+    assert supported_platforms({"python": {}}) is None  # an old facts script: nothing to check
+
+
+def test_wheel_tags_and_refusals():
+    assert wheel_platforms("/w/x-1.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl") == [
+        "manylinux_2_17_x86_64", "manylinux2014_x86_64"]
+    assert wheel_platforms("x-1.0-1-py3-none-any.whl") == ["any"] and wheel_platforms("notawheel.tar.gz") is None
+    arm = {"python": {"platform": {"sysconfig": "linux-aarch64", "libc": "glibc", "libc_version": "2.35", "bits": 64}}}
+    assert refusal("gh01", "/w/x-1.0-cp312-cp312-linux_x86_64.whl", arm) == (
+        "gh01: refusing x-1.0-cp312-cp312-linux_x86_64.whl: its platform tag linux_x86_64 does not fit the host's "
+        "platform linux_aarch64 glibc 2.35")
+    assert refusal("gh01", "x-1.0-cp312-cp312-manylinux_2_28_aarch64.whl", arm) is None
+    assert refusal("gh01", "x-1.0-cp312-cp312-manylinux_2_39_aarch64.whl", arm) is not None  # newer glibc
+    assert refusal("gh01", "x-1.0-py3-none-any.whl", arm) is None
+    # linux_ARCH says nothing of the libc: the recorded build libc does
+    assert refusal("gh01", "x-1.0-cp312-cp312-linux_aarch64.whl", arm, {"libc": "glibc 2.39"}) == (
+        "gh01: refusing x-1.0-cp312-cp312-linux_aarch64.whl: its platform tag linux_aarch64 was built against "
+        "glibc 2.39, which does not fit the host's platform linux_aarch64 glibc 2.35")
+    assert refusal("gh01", "x-1.0-cp312-cp312-linux_aarch64.whl", arm, {"libc": "musl 1.2.4"}) is not None
+    assert refusal("gh01", "x-1.0-cp312-cp312-linux_aarch64.whl", arm, {"libc": "glibc 2.31"}) is None
+
+
+def test_packaging_agrees_on_this_controller():
+    here = {t.platform for t in tags.sys_tags()} - {"any"}
+    facts, _ = run_script("--workdir", "/", venv=VENV)
+    assert set(supported_platforms(facts)) == here
+
+
+def test_one_folder_read_by_two_hosts_at_once_has_one_id(tmp_path):
+    shared = tmp_path / "nfs-venv"
+    shared.mkdir()
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda _: run_script("--workdir", tmp_path / "w", "--venv", shared)[0], range(4)))
+    ids = {r["targets"]["venv"]["id"] for r in runs}
+    assert len(ids) == 1 and None not in ids
+    assert (shared / ".fleetctl-id").read_text().strip() == ids.pop()
+    assert sorted(p.name for p in shared.iterdir()) == [".fleetctl-id"]  # no temporary file left
+    assert runs[0]["targets"]["venv"]["path"] == str(shared.resolve())
+
+
+def test_a_folder_that_is_not_there_has_no_id_and_none_is_made(tmp_path):
+    facts, _ = run_script("--workdir", tmp_path / "absent", "--venv", tmp_path / "no-venv")
+    assert facts["targets"]["venv"]["id"] is None and facts["targets"]["workdir"]["id"] is None
+    assert not (tmp_path / "absent").exists() and not (tmp_path / "no-venv").exists()

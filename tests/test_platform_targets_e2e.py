@@ -1,0 +1,170 @@
+"""GPU hosts as they are really found (issue 23), over real sshd test hosts and real builds:
+
+- an aarch64 node (GH200/GB200 class) beside an x86_64 node of the same SM, CUDA, torch and Python
+  builds its own class: the platform is part of the build key, nothing is pushed across, and
+  ``--plan`` names each class's platform;
+- two inventory hosts whose venv is one folder (a shared file system) are refused, naming both
+  hosts and the folder, alike in ``--plan``, ``--dry-run`` and the deploy.
+
+How the aarch64 host is made, on an x86_64 test machine: ``setarch`` cannot claim aarch64 there
+and ``uname`` cannot be changed, so the host's login environment (sshd ``SetEnv``) sets CPython's
+own cross-platform variable ``_PYTHON_HOST_PLATFORM=linux-aarch64``. The facts script's interpreter
+probe reads ``sysconfig.get_platform()`` as pip does, and everything on that host then really
+behaves as on an aarch64 node: pip there refuses an x86_64 wheel ("is not a supported wheel on
+this platform", checked below), and a build backend tags the host's wheels ``linux_aarch64``. The
+facts script honours nothing of fleetctl's own for it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+
+from fleetctl.reporting.tables import plan_rows
+from tests.support.fake_gpu import H200, B200, write_fake_nvidia_smi
+from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+from tests.test_agreement_e2e import _plan_hosts
+from tests.test_deploy_e2e import make_host_venv
+
+pytestmark = pytest.mark.sshd
+
+PLAY = """\
+name: toy kernels
+hosts: all
+tasks:
+  - name: Upload the toy sources
+    copy: {{src: {src}, dest: "{{{{ workdir }}}}/src/toy"}}
+  - name: Build the toy wheel
+    build_wheel: {{src: "{{{{ workdir }}}}/src/toy", out_dir: "{{{{ workdir }}}}/wheels", required_build_packages: [],
+                  check_sass: false, tool: pip, min_free_disk_mib: 1, env: {{TOY_PLATFORM_WHEEL: "1"}},
+                  archs: "{{{{ archs | default(none) }}}}"}}
+    register: build
+  - name: Install the toy wheel
+    pip_install: {{wheel: "{{{{ build.data.wheel }}}}"}}
+"""
+
+
+def _setup(tmp_path):
+    src = tmp_path / "toy"
+    shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
+    play = tmp_path / "play.yaml"
+    play.write_text(textwrap.dedent(PLAY.format(src=src)))
+    return play
+
+
+def _actions(hosts: dict) -> dict[str, str]:
+    return {h: (r["builds"][0]["action"] if r["builds"] else r["status"]) for h, r in plan_rows(hosts).items()}
+
+
+def _three(inv, play, tmp_path, pattern="fleet"):
+    def deploy(*extra: str):
+        return fleetctl("-i", str(inv), "deploy", "--hosts", pattern, "--playbook", str(play), *extra,
+                        home=tmp_path, timeout_s=900)
+
+    plan_text = deploy("--plan")
+    plan = deploy("--plan", "--json")
+    dry = deploy("--dry-run", "--json")
+    real = deploy("--json")
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    return plan_text, plan, dry, real, record
+
+
+def test_an_aarch64_host_builds_its_own_class_and_no_x86_wheel_reaches_it(sshd_farm, tmp_path):
+    play = _setup(tmp_path)
+    hosts = {}
+    for name, env in (("x86a", {}), ("x86b", {}), ("armA", {"_PYTHON_HOST_PLATFORM": "linux-aarch64"}),
+                      ("armB", {"_PYTHON_HOST_PLATFORM": "linux-aarch64"})):
+        h = sshd_farm.start(name, env=env)
+        write_fake_nvidia_smi(h.bin_dir, [H200])  # one SM, CUDA, torch and Python for all four
+        hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / name),
+                       "venv": make_host_venv(tmp_path / f"venv-{name}")}
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": hosts})
+
+    facts = fleetctl("-i", str(inv), "facts", "--hosts", "armA:x86a", "--json", home=tmp_path, timeout_s=300)
+    assert facts.returncode == 0, facts.stderr
+    got = json.loads(facts.stdout)
+    assert got["armA"]["python"]["platform"]["sysconfig"] == "linux-aarch64"
+    assert got["x86a"]["python"]["platform"]["sysconfig"] == "linux-x86_64"
+
+    plan_text, plan, dry, real, record = _three(inv, play, tmp_path)
+    assert plan.returncode == dry.returncode == real.returncode == 0, real.stderr[-3000:]
+    expected = {"x86a": "build", "x86b": "push", "armA": "build", "armB": "push"}
+    planned = _actions(_plan_hosts(json.loads(plan.stdout)))
+    dried = _actions(json.loads(dry.stdout)["hosts"])
+    done = _actions(record["hosts"])
+    assert planned == dried == done == expected, (planned, dried, done)
+    # --plan's class lines name the platform
+    classes = [line.strip() for line in plan_text.stdout.splitlines() if " (build on " in line]
+    assert any("x86a,x86b" in c and "linux_x86_64 glibc" in c and "(build on x86a)" in c for c in classes), plan_text.stdout
+    assert any("armA,armB" in c and "linux_aarch64 glibc" in c and "(build on armA)" in c for c in classes), plan_text.stdout
+    # two builds, each class's own wheel: nothing x86 on the aarch64 hosts, nor the reverse
+    wheels = {h: [t for t in r["tasks"] if t["action"] == "build_wheel"][0]["data"]["wheel"]
+              for h, r in record["hosts"].items()}
+    for h in ("armA", "armB"):
+        assert wheels[h].endswith("-py3-none-linux_aarch64.whl"), wheels
+        assert not list((tmp_path / "work" / h / "wheels").glob("*/*x86_64.whl"))
+    for h in ("x86a", "x86b"):
+        assert wheels[h].endswith("-py3-none-linux_x86_64.whl"), wheels
+        assert not list((tmp_path / "work" / h / "wheels").glob("*/*aarch64.whl"))
+    pushed = {h: [t for t in r["tasks"] if t["action"] == "build_wheel"][0]["data"].get("pushed_from")
+              for h, r in record["hosts"].items()}
+    assert pushed == {"x86a": None, "x86b": "x86a", "armA": None, "armB": "armA"}
+    # the facts are the host's truth: pip on the aarch64 host refuses the x86_64 wheel
+    refused = fleetctl("-i", str(inv), "run", "--hosts", "armA", "--", f"{hosts['armA']['venv']}/bin/python3", "-m",
+                       "pip", "install", "--no-deps", "--dry-run", wheels["x86a"], home=tmp_path, timeout_s=300)
+    assert refused.returncode == 1 and "is not a supported wheel on this platform" in refused.stdout + refused.stderr
+
+
+def test_two_hosts_sharing_one_venv_are_refused_alike_in_plan_dry_run_and_deploy(sshd_farm, tmp_path):
+    play = _setup(tmp_path)
+    shared = make_host_venv(tmp_path / "nfs" / "rack1-venv")  # one folder both hosts see as their venv
+    hosts = {}
+    for name, gpu in (("rackA", H200), ("rackB", B200), ("solo", H200)):
+        h = sshd_farm.start(name)
+        write_fake_nvidia_smi(h.bin_dir, [gpu])
+        hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / name),
+                       "venv": shared if name != "solo" else make_host_venv(tmp_path / "venv-solo")}
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": hosts})
+
+    plan_text, plan, dry, real, record = _three(inv, play, tmp_path)
+    assert plan.returncode == dry.returncode == real.returncode == 1
+    expected = {"rackA": "fail", "rackB": "fail", "solo": "build"}
+    planned = _actions(_plan_hosts(json.loads(plan.stdout)))
+    dried = _actions(json.loads(dry.stdout)["hosts"])
+    done = _actions(record["hosts"])
+    assert planned == dried == done == expected, (planned, dried, done)
+    line = (f"rackA and rackB share the venv {shared} (one {shared}/.fleetctl-id): one venv holds one wheel, so each "
+            "host's install would replace the others' SM: give each host its own venv, or deploy once to one of them "
+            "for all their GPUs (--hosts rackA -e archs='9.0a;10.0a')")
+    for h in ("rackA", "rackB"):
+        assert record["hosts"][h]["status"] == "failed"
+        assert line in record["hosts"][h]["error"], record["hosts"][h]["error"]
+        assert not (tmp_path / "work" / h / "src").exists()  # refused while planning: nothing uploaded
+    assert record["hosts"]["solo"]["status"] == "ok"
+    for h in ("rackA", "rackB"):  # --plan and --dry-run give the same one line
+        assert line in json.loads(plan.stdout)[h]["error"]
+        assert line in json.loads(dry.stdout)["hosts"][h]["error"]
+    installed = subprocess.run([f"{shared}/bin/python3", "-c", "import toyfp4"], capture_output=True)
+    assert installed.returncode != 0  # neither host installed into the shared venv
+    solo = subprocess.run([f"{hosts['solo']['venv']}/bin/python3", "-c", "import toyfp4"], capture_output=True)
+    assert solo.returncode == 0
+    # the way out the line names: one deploy, from one of them, for both SMs
+    once = fleetctl("-i", str(inv), "deploy", "--hosts", "rackA", "--playbook", str(play), "-e", "archs=9.0a;10.0a",
+                    home=tmp_path, timeout_s=900)
+    assert once.returncode == 0, once.stdout[-2000:] + once.stderr[-2000:]
+    info = subprocess.run([f"{shared}/bin/python3", "-c", "import toyfp4; print(toyfp4.build_info()['archs'])"],
+                          capture_output=True, text=True)
+    assert info.stdout.strip() == "['sm_90a', 'sm_100a']", info
+    # another run for rackB alone (its own SM only) would take rackA's SM out of the venv: refused
+    alone = fleetctl("-i", str(inv), "deploy", "--hosts", "rackB", "--playbook", str(play), home=tmp_path, timeout_s=900)
+    assert alone.returncode == 1
+    error = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["rackB"]["error"]
+    assert (f"{shared} holds rackA's install for 9.0a;10.0a (toyfp4-0.1.0-py3-none-linux_x86_64.whl): this wheel for "
+            "10.0a would take 9.0a away from rackA, which shares the venv") in error, error
+    again = subprocess.run([f"{shared}/bin/python3", "-c", "import toyfp4; print(toyfp4.build_info()['archs'])"],
+                           capture_output=True, text=True)
+    assert again.stdout.strip() == "['sm_90a', 'sm_100a']", again
