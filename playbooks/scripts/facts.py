@@ -1610,6 +1610,9 @@ def probe_host_compilers(venv, cuda_home):
             continue
         seen.add(real)
         out["candidates"].append(probe_compiler(p))
+    return out
+
+
 #: The identity file of an install target (the venv, the workdir): a random id, written once.
 TARGET_ID_NAME = ".fleetctl-id"
 #: What fleetctl's last install into a venv was: ``{host, archs, wheel}`` (written by pip_install).
