@@ -42,58 +42,20 @@ from ..errors import CommandTimeout, HostUnreachable, TransferError
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback
 from .command import remote_command_line
 from .retry import retrying
+from .ssh_sessions import Sessions
+from .sftp_fallback import get_by_exec, put_by_exec, realpath_by_exec
+from .ssh_errors import is_channel_refused, is_subsystem_refused, sftp_refused_note
 from .ssh_route import MAX_HANDSHAKES, LoginFailed, LoginStats, RouteOptions, login
 from .ssh_target import SSHConfigError, SSHTarget, resolve_target
 from .streams import OutputTail, pump_lines
 
-__all__ = ["SSHConnection", "SSHSettings", "SETTINGS", "KIND", "MAX_HANDSHAKES"]
+__all__ = ["SSHConnection", "MAX_HANDSHAKES"]
 
 CHANNEL_ATTEMPTS = 12
 UPLOAD_REQUESTS = 4
 #: sshd's default MaxSessions (sshd_config(5)).
 DEFAULT_MAX_SESSIONS = 10
 _NO_HOME = "Could not chdir to home directory"
-
-
-class _Sessions:
-    """Sessions open on one connection (exec channels and the SFTP session), at most ``limit``.
-
-    ``make_room`` (called with the condition held) may free an idle session and return True.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = max(1, limit)
-        self.in_use = 0
-        self.cond = asyncio.Condition()
-
-    async def acquire(self, make_room: Callable[[], Awaitable[bool]] | None = None) -> None:
-        async with self.cond:
-            while self.in_use >= self.limit:
-                if make_room is not None and await make_room():
-                    continue
-                await self.cond.wait()
-            self.in_use += 1
-
-    async def release(self) -> None:
-        async with self.cond:
-            self.in_use -= 1
-            self.cond.notify_all()
-
-    async def refused(self) -> None:
-        """The server refused a session while ``in_use`` (ours included) were open: the limit
-        drops to the others (at least 1) and our slot is given back."""
-        async with self.cond:
-            self.in_use -= 1
-            self.limit = max(1, min(self.limit, self.in_use))
-            self.cond.notify_all()
-
-    async def wake(self) -> None:
-        async with self.cond:
-            self.cond.notify_all()
-
-
-def _refused(exc: BaseException) -> bool:
-    return isinstance(exc, asyncssh.ChannelOpenError)
 
 
 class _UseOverflow(Exception):
@@ -158,7 +120,7 @@ class SSHConnection(Connection):
         self.stats: dict = {}
         self.home_missing = False
         self.login_shell = ""
-        self._sessions = _Sessions(max_sessions)
+        self._sessions = Sessions(max_sessions)
         self._conn: asyncssh.SSHClientConnection | None = None
         self._release_route: Callable[[], None] | None = None
         self._sftp: asyncssh.SFTPClient | None = None
@@ -169,6 +131,9 @@ class SSHConnection(Connection):
         self._pinned = 0
         self._overflow: SSHConnection | None = None
         self._overflow_lock = asyncio.Lock()
+        #: why SFTP cannot be used on this host, once learnt (shared with companion connections):
+        #: from then on every file goes over an exec channel (:mod:`~fleetctl.connection.sftp_fallback`)
+        self._no_sftp: dict[str, str] = {}
 
     holds_stdin = True
 
@@ -241,6 +206,7 @@ class SSHConnection(Connection):
                               connect_timeout_s=self.connect_timeout_s, keepalive_interval_s=self.keepalive_interval_s,
                               max_sessions=self.max_sessions, ssh_config=self.ssh_config)
         other._target = self._target
+        other._no_sftp, other.on_note = self._no_sftp, self.on_note
         other.login_shell, other.home, other.home_missing = self.login_shell, self.home, self.home_missing
         await other.open()
         return other
@@ -381,7 +347,7 @@ class SSHConnection(Connection):
         try:
             # A refused channel (over the server's MaxSessions, or a just-closed channel the server
             # has not reaped yet) waits for a free session, backing off between attempts.
-            proc, started = await retrying(open_channel, retryable=_refused, attempts=CHANNEL_ATTEMPTS,
+            proc, started = await retrying(open_channel, retryable=is_channel_refused, attempts=CHANNEL_ATTEMPTS,
                                            initial_s=0.05, max_s=2.0)
         except asyncssh.ChannelOpenError as exc:
             raise HostUnreachable(self.host, f"cannot open a session (MaxSessions?): {exc.reason}") from None
@@ -448,6 +414,8 @@ class SSHConnection(Connection):
         try:
             async with self._sftp_lock:
                 if self._sftp is None:
+                    if self._no_sftp:  # learnt while this request waited for the lock
+                        raise _NoSFTP(self._no_sftp["why"])
                     self._sftp = await self._start_sftp()
             yield self._sftp
         finally:
@@ -474,18 +442,37 @@ class SSHConnection(Connection):
                 raise
 
         try:
-            return await retrying(start, retryable=_refused, attempts=CHANNEL_ATTEMPTS, initial_s=0.05, max_s=2.0)
+            return await retrying(start, retryable=is_channel_refused, attempts=CHANNEL_ATTEMPTS, initial_s=0.05,
+                                  max_s=2.0)
         except (OSError, asyncssh.Error) as exc:
-            raise _NoSFTP(
-                f"{self.host}: cannot start SFTP: {exc} (a login rc file that prints text, such as ~/.bashrc, "
-                f"breaks SFTP: make it print only for interactive shells)") from None
+            if is_subsystem_refused(exc):
+                self._learn_no_sftp(sftp_refused_note(self.host), note=True)
+            elif not isinstance(exc, asyncssh.ChannelOpenError):  # not a session limit: SFTP itself broke
+                self._learn_no_sftp(
+                    f"{self.host}: cannot start SFTP: {exc} (a login rc file that prints text, such as ~/.bashrc, "
+                    f"breaks SFTP: make it print only for interactive shells)")
+            raise _NoSFTP(self._no_sftp.get("why") or f"{self.host}: cannot start SFTP: {exc}") from None
+
+    def _learn_no_sftp(self, why: str, *, note: bool = False) -> None:
+        """SFTP cannot be used on this host: remember it (one note, when ``note``)."""
+        if "why" in self._no_sftp:
+            return
+        self._no_sftp["why"] = why
+        self.stats["sftp"] = "refused: files over exec channels" if note else "broken: files over exec channels"
+        if note and self.on_note is not None:
+            self.on_note(why)
 
     async def _realpath(self, path: str) -> str:
-        async with self._sftp_session() as sftp:
+        if not self._no_sftp:
             try:
-                return await sftp.realpath(path)
-            except (OSError, asyncssh.Error) as exc:
-                raise TransferError(f"{self.host}: realpath {path}: {exc}") from None
+                async with self._sftp_session() as sftp:
+                    try:
+                        return await sftp.realpath(path)
+                    except (OSError, asyncssh.Error) as exc:
+                        raise TransferError(f"{self.host}: realpath {path}: {exc}") from None
+            except _NoSFTP:
+                pass
+        return await realpath_by_exec(self, path)
 
     async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
         """Upload over SFTP to a temporary name, then rename into place (no partial file is ever
@@ -493,8 +480,10 @@ class SSHConnection(Connection):
 
         When SFTP cannot start (a login rc file that prints text corrupts the SFTP stream), the
         file goes through an exec channel's stdin instead (``cat``), which such output cannot
-        corrupt.
+        corrupt; once SFTP was refused or broke on this connection, every file goes that way at once.
         """
+        if self._no_sftp:
+            return await put_by_exec(self, local_path, remote_path, mode)
         if self._saturated() and self._sftp is None:
             return await (await self._second()).put(local_path, remote_path, mode=mode)
         try:
@@ -503,7 +492,7 @@ class SSHConnection(Connection):
         except _UseOverflow:
             await (await self._second()).put(local_path, remote_path, mode=mode)
         except _NoSFTP as exc:
-            await self._put_by_cat(local_path, remote_path, mode, exc)
+            await put_by_exec(self, local_path, remote_path, mode, why=str(exc))
 
     async def _put_sftp(self, sftp, local_path: str, remote_path: str, mode: int | None) -> None:
         parent = posixpath.dirname(remote_path)
@@ -526,23 +515,19 @@ class SSHConnection(Connection):
                 reason += " (is the host's disk full? the partial file was removed)"
             raise TransferError(f"{self.host}: upload {local_path} -> {remote_path}: {reason}") from None
 
-    async def _put_by_cat(self, local_path: str, remote_path: str, mode: int | None, why: Exception) -> None:
-        data = Path(local_path).read_bytes()
-        script = ('umask 077; d=$(dirname -- "$1"); mkdir -p -- "$d" && cat > "$1.part" && '
-                  'chmod "$2" "$1.part" && mv -f -- "$1.part" "$1" || { rc=$?; rm -f -- "$1.part"; exit $rc; }')
-        res = await self.run(["/bin/sh", "-c", script, "fleetctl-put", remote_path, f"{mode or 0o644:o}"], stdin=data,
-                             timeout_s=600)
-        if res.rc != 0:
-            raise TransferError(f"{why}; upload through the shell failed too: {res.stderr_text.strip()[-300:]}")
-
     async def get(self, remote_path: str, local_path: str) -> None:
-        """Download a regular file over SFTP; a symlink or special file is refused."""
+        """Download a regular file over SFTP (over an exec channel where SFTP cannot be used); a
+        symlink or special file is refused."""
+        if self._no_sftp:
+            return await get_by_exec(self, remote_path, local_path)
         if self._saturated() and self._sftp is None:
             return await (await self._second()).get(remote_path, local_path)
         try:
             await self._get(remote_path, local_path)
         except _UseOverflow:
             await (await self._second()).get(remote_path, local_path)
+        except _NoSFTP:
+            await get_by_exec(self, remote_path, local_path)
 
     async def _get(self, remote_path: str, local_path: str) -> None:
         async with self._sftp_session() as sftp:
@@ -584,82 +569,3 @@ async def _stop(proc: asyncssh.SSHClientProcess, *, supervised: bool = False) ->
         except asyncio.TimeoutError:
             continue
     proc.close()
-
-
-# -- the connection kind ------------------------------------------------------------------------
-
-from pydantic import AliasChoices, Field  # noqa: E402
-
-from .registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRef, KindScope  # noqa: E402
-
-
-class SSHSettings(ConnectionSettings):
-    """The host vars an SSH host reads (Ansible's names; ``None``: the inventory does not say, and
-    ``~/.ssh/config`` or OpenSSH's default decides). Aliases are in ansible-core's precedence: the
-    legacy ``ansible_ssh_*`` name wins wherever it is set (``MAGIC_VARIABLE_MAPPING``; checked
-    against ansible-core by tests/test_inventory_ansible.py).
-
-    Attributes:
-        address: where to connect (legacy ``ansible_ssh_host``, then ``ansible_host``).
-        port: TCP port (legacy ``ansible_ssh_port``, then ``ansible_port``); a numeric string is accepted.
-        user: login name (legacy ``ansible_ssh_user``, then ``ansible_user``).
-        private_key_file: private key path (``ansible_ssh_private_key_file``,
-            ``ansible_private_key_file``), resolved by the inventory against its own folder;
-            offered before every ``IdentityFile``.
-        known_hosts: fleetctl's ``known_hosts`` var: a known_hosts file replacing ssh_config's
-            ``UserKnownHostsFile`` (new keys are recorded there).
-        keepalive_interval_s: fleetctl's ``keepalive_interval`` var, seconds between keepalives.
-        ssh_config: fleetctl's ``ssh_config`` var: read this ssh_config file instead of
-            ``~/.ssh/config`` and ``/etc/ssh/ssh_config`` (as ``ssh -F``).
-    """
-
-    address: str | None = Field(default=None, validation_alias=AliasChoices("ansible_ssh_host", "ansible_host"))
-    port: int | None = Field(default=None, ge=1, le=65535,
-                             validation_alias=AliasChoices("ansible_ssh_port", "ansible_port"))
-    user: str | None = Field(default=None, validation_alias=AliasChoices("ansible_ssh_user", "ansible_user"))
-    private_key_file: str | None = Field(
-        default=None, validation_alias=AliasChoices("ansible_ssh_private_key_file", "ansible_private_key_file"))
-    known_hosts: str | None = Field(default=None, validation_alias=AliasChoices("known_hosts"))
-    keepalive_interval_s: float = Field(default=15.0, gt=0, validation_alias=AliasChoices("keepalive_interval"))
-    ssh_config: str | None = Field(default=None, validation_alias=AliasChoices("ssh_config"))
-
-
-class _SSHScope(KindScope):
-    def __init__(self, options: ConnectOptions) -> None:
-        self.options = options
-
-    def connection(self, host: HostRef) -> SSHConnection:
-        s = host.settings
-        assert isinstance(s, SSHSettings)
-        return SSHConnection(
-            host.name, address=s.address or host.name, port=s.port, user=s.user, key_file=s.private_key_file,
-            known_hosts=s.known_hosts, accept_new_host_keys=self.options.accept_new_host_keys,
-            connect_timeout_s=self.options.connect_timeout_s, keepalive_interval_s=s.keepalive_interval_s,
-            ssh_config=s.ssh_config)
-
-
-class _SSHKind(ConnectionKind):
-    """OpenSSH-compatible hosts over asyncssh (``ansible_connection: ssh``, the default)."""
-
-    name = "ssh"
-    settings_model = SSHSettings
-
-    def scope(self, options: ConnectOptions) -> KindScope:
-        return _SSHScope(options)
-
-    def machine(self, host: HostRef) -> str:
-        """``ssh:user@address:port`` where ssh would connect (ssh_config's ``HostName``,
-        ``Port``, ``User`` applied, the inventory's over them), and the route when it goes through
-        jump hosts or a ``ProxyCommand`` (``localhost`` behind two bastions is two machines)."""
-        s = host.settings
-        assert isinstance(s, SSHSettings)
-        try:
-            t = resolve_target(s.address or host.name, port=s.port, user=s.user, config_file=s.ssh_config)
-        except SSHConfigError:  # the host fails to connect anyway; its name is all there is
-            return f"ssh:{host.name}"
-        route = "".join(f" via {j}" for j in t.proxy_jump) + (f" via ({t.proxy_command})" if t.proxy_command else "")
-        return f"ssh:{t.user}@{t.host.lower()}:{t.port}{route}"
-
-
-SETTINGS = SSHSettings
-KIND = _SSHKind()

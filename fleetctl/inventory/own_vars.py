@@ -34,7 +34,7 @@ OWN_VARS: Mapping[str, str] = MappingProxyType({
     "keepalive_interval": "seconds between SSH keepalives",
     "deploy_lock": "the deploy lock file on the host",
     "verify_device": "where verify works: auto, cuda or cpu",
-    # ssh kind (fleetctl/connection/ssh.py SSHSettings)
+    # ssh kind (fleetctl/connection/ssh_kind.py SSHSettings)
     "ssh_config": "the ssh_config file read instead of ~/.ssh/config (ssh -F)",
     # slurm kind (fleetctl/connection/slurm.py SlurmSettings)
     "slurm_node": "the Slurm node name",
