@@ -432,7 +432,10 @@ class SSHConnection(Connection):
             await self._sessions.acquire()
             try:
                 return await conn.start_sftp_client()
-            except asyncssh.ChannelOpenError:
+            except asyncssh.ChannelOpenError as exc:
+                if is_subsystem_refused(exc):  # the channel opened: no session limit was hit
+                    await self._sessions.release()
+                    raise
                 await self._sessions.refused()
                 if self._saturated():
                     raise _UseOverflow() from None
