@@ -49,6 +49,7 @@ from .command import wrap_argv
 from .registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRef, KindScope
 from .slurm_alloc import Allocation, AllocationError, AllocationRequest, allocate
 from .slurm_client import SlurmClient, SlurmError, last_line, parse_launcher
+from .slurm_end import SlurmJobEnded, describe_end, learn_end
 from .slurm_fanout import PutCoalescer, send
 from .slurm_nodes import SlurmNode, hostlist, query_nodes
 from .slurm_step import LAUNCH_FAILED as _LAUNCH_FAILED
@@ -445,10 +446,19 @@ class SlurmConnection(Connection):
         m = self._require()
         argv = [str(a) for a in argv]
         wrapped = wrap_argv(argv, env=env, cwd=cwd, become=become)
-        with self.scope.fanout.busy(self.host):
-            res = await run_step(m.client, self.host, m.allocation.job_id, m.node, wrapped,  # type: ignore[union-attr]
-                                 chdir=m.home or "/", timeout_s=timeout_s, on_line=on_line, stdin=stdin,
-                                 display_argv=argv)
+        self._check_job(m)
+        try:
+            with self.scope.fanout.busy(self.host):
+                res = await run_step(m.client, self.host, m.allocation.job_id, m.node, wrapped,  # type: ignore[union-attr]
+                                     chdir=m.home or "/", timeout_s=timeout_s, on_line=on_line, stdin=stdin,
+                                     display_argv=argv)
+        except SlurmJobEnded as exc:
+            alloc = m.allocation
+            assert alloc is not None
+            if alloc.ended is None:  # asked once per job; its other hosts get the same cause
+                alloc.ended = await learn_end(m.client, exc.end, job_id=alloc.job_id)
+            self._check_job(m)
+            raise
         if capture_bytes is not None:
             for name in ("stdout", "stderr"):
                 data = getattr(res, name)
@@ -459,6 +469,14 @@ class SlurmConnection(Connection):
                     setattr(res, name, tail)
                     setattr(res, f"{name}_dropped", len(data) - len(tail))
         return res
+
+    def _check_job(self, m: "_Member") -> None:
+        """Raise the job's end again when Slurm already ended this host's job (time limit...)."""
+        alloc = m.allocation
+        if alloc is not None and alloc.ended is not None:
+            end, time_limit = alloc.ended
+            raise SlurmJobEnded(self.host, describe_end(end, job_id=alloc.job_id, node=m.node,
+                                                        slurm_time=alloc.request.time, time_limit=time_limit), end)
 
     async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
         """Upload with ``sbcast`` to the node's own disk (temporary name, size check, rename).
@@ -471,6 +489,7 @@ class SlurmConnection(Connection):
             TransferError: naming the host, the path and the cause.
         """
         m = self._require()
+        self._check_job(m)
         dest = _resolve(remote_path, m.home)
         try:
             why = await self.scope.fanout.put(self.host, m.node, m.allocation, local_path, dest,  # type: ignore[arg-type]
@@ -489,6 +508,7 @@ class SlurmConnection(Connection):
             TransferError: naming the host, the path and the cause.
         """
         m = self._require()
+        self._check_job(m)
         with self.scope.fanout.busy(self.host):
             await download(m.client, self.host, m.allocation.job_id, m.node,  # type: ignore[union-attr]
                            _resolve(remote_path, m.home), local_path, chdir=m.home or "/")
