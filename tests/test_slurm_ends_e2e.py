@@ -1,0 +1,104 @@
+"""Slurm jobs as they really end, on the project's real Slurm 22.05 test cluster (tests/support/slurm.py):
+
+- a time limit hit mid-task: ``slurm_time: 1`` (one minute), a step that outlives it; slurmctld
+  cancels the job at 60 s ("*** STEP J.S ON n1 CANCELLED AT ... DUE TO TIME LIMIT ***", srun exit
+  143, JobState=TIMEOUT): the host *fails* naming the time limit, slurm_time and the job's
+  TimeLimit; the host of the other job finishes;
+- a node failing mid-step (``scontrol update nodename=n2 state=down``): srun exits **0** and says
+  "Node failure on n2" and "... DUE TO NODE FAILURE ..."; the host fails naming the node failure
+  (before, the task was "ok").
+
+Preemption and a step killed for memory cannot be made on this cluster (no preemption configured,
+TaskPlugin=task/none has no cgroup memory limit); their lines, as Slurm 22.05 prints them, are
+read by the same parser in tests/test_slurm_units.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from tests.support.fleet import REPO, last_run
+from tests.support.slurm import slurm_cluster, slurm_cluster_session  # noqa: F401
+
+PLAY = """\
+name: long steps
+hosts: all
+gather_facts: false
+tasks:
+  - name: build
+    command:
+      argv: [sh, -c, 'touch {local}/started; if [ "$SLURMD_NODENAME" = {slow} ]; then sleep 150; fi; echo built']
+    timeout: 400
+"""
+
+
+def env_for(home: Path, launcher: str) -> dict:
+    for sub in ("home", "state", "config"):
+        (home / sub).mkdir(exist_ok=True)
+    import os
+    return {**os.environ, "FLEETCTL_SLURM_LAUNCHER": launcher, "HOME": str(home / "home"),
+            "XDG_STATE_HOME": str(home / "state"), "XDG_CONFIG_HOME": str(home / "config"),
+            "FLEETCTL_HOME": str(home), "XDG_CACHE_HOME": str(home / "cache")}
+
+
+def start(home: Path, launcher: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "fleetctl", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env_for(home, launcher), cwd=REPO)
+
+
+def test_a_time_limit_hit_mid_task_fails_the_host_naming_it(slurm_cluster, tmp_path):
+    site = tmp_path / "site.yaml"
+    site.write_text(yaml.safe_dump({"all": {"vars": {"slurm_time": 1}}}))
+    play = tmp_path / "play.yaml"
+    play.write_text(PLAY.format(local=slurm_cluster.local, slow="n1"))
+    t0 = time.monotonic()
+    proc = start(tmp_path, slurm_cluster.launcher_text, "-i", "slurm:", "-i", str(site), "deploy",
+                 "--hosts", "n1,n3", "--playbook", str(play), "--json")
+    out, err = proc.communicate(timeout=300)
+    took = time.monotonic() - t0
+    assert proc.returncode == 1, out[-3000:] + err[-3000:]
+    rec = json.loads((last_run(tmp_path) / "run.json").read_text())
+    n1, n3 = rec["hosts"]["n1"], rec["hosts"]["n3"]
+    assert n3["status"] in ("ok", "changed"), n3
+    assert n1["status"] == "failed", n1  # Slurm took the host away: failed, not unreachable
+    msg = n1["tasks"][-1]["msg"]
+    assert "reached its time limit (TimeLimit 00:01:00, slurm_time=1)" in msg, msg
+    assert "DUE TO TIME LIMIT" in msg and "set the host var slurm_time above" in msg
+    assert took < 150  # Slurm ended it at its limit; fleetctl did not wait for the sleep
+    log = (last_run(tmp_path) / "logs" / "n1.log").read_text()
+    assert "CANCELLED AT" in log and "DUE TO TIME LIMIT" in log  # Slurm's own line, kept
+    assert slurm_cluster.jobs() == []
+
+
+def test_a_node_failing_mid_step_fails_the_host_naming_it(slurm_cluster, tmp_path):
+    play = tmp_path / "play.yaml"
+    play.write_text(PLAY.format(local=slurm_cluster.local, slow="n2"))
+    started = slurm_cluster.node_disk("n2") / "started"
+    started.unlink(missing_ok=True)
+    proc = start(tmp_path, slurm_cluster.launcher_text, "-i", "slurm:", "deploy", "--hosts", "n1,n2",
+                 "--playbook", str(play), "--json")
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)  # poll until n2's step runs
+        assert started.exists(), proc.communicate(timeout=60)
+        slurm_cluster.client("scontrol", "update", "nodename=n2", "state=down", "reason=PSU failed")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out[-3000:] + err[-3000:]
+    rec = json.loads((last_run(tmp_path) / "run.json").read_text())
+    n1, n2 = rec["hosts"]["n1"], rec["hosts"]["n2"]
+    assert n1["status"] in ("ok", "changed"), n1
+    assert n2["status"] == "failed", n2
+    msg = n2["tasks"][-1]["msg"]
+    assert "Slurm node n2 failed while this command ran" in msg, msg
+    assert "Node failure on n2" in msg or "DUE TO NODE FAILURE" in msg, msg  # Slurm's own words
+    assert "scontrol show node n2" in msg
