@@ -13,6 +13,8 @@ from fleetctl.connection.slurm import SlurmSettings
 from fleetctl.connection.slurm_alloc import AllocationRequest
 from fleetctl.connection.slurm_client import SlurmClient, client_env, parse_launcher
 from fleetctl.connection.slurm_nodes import gres_type, parse_sinfo, sinfo_argv, split_gres
+from fleetctl.connection.slurm_end import (describe_end, end_from_job_state, job_expired, parse_job_record,
+                                           read_step_end)
 from fleetctl.connection.slurm_step import StepOutcome, step_argv
 from fleetctl.errors import InventoryError
 from fleetctl.inventory.sources.slurm import inventory_from_sinfo, load_slurm_inventory, parse_spec
@@ -195,3 +197,51 @@ def test_client_env_drops_job_context_and_controller_venv():
     env = client_env({"SLURM_CONF": "/etc/slurm/slurm.conf", "SLURM_JOB_ID": "5", "SLURM_NTASKS": "8",
                       "SALLOC_ACCOUNT": "ops", "VIRTUAL_ENV": "/ctl/.venv", "PYTHONPATH": "/ctl", "HOME": "/h"})
     assert env == {"SLURM_CONF": "/etc/slurm/slurm.conf", "SALLOC_ACCOUNT": "ops", "HOME": "/h"}
+
+
+# -- how Slurm ends a job under a step (slurm_end): lines as Slurm 22.05 prints them ---------------
+# TIME LIMIT and NODE FAILURE recorded on the test cluster; PREEMPTION, a plain scancel and the
+# cgroup OOM lines from slurmstepd's req.c / task_cgroup_memory.c of 22.05 (the test cluster has
+# neither preemption nor a cgroup memory limit).
+STEPD = "slurmstepd-n1: error: *** {what} ON n1 CANCELLED AT 2026-12-01T22:50:19{why} ***\n"
+
+
+@pytest.mark.parametrize("stderr, kind, whole", [
+    (STEPD.format(what="STEP 1.0", why=" DUE TO TIME LIMIT") + "srun: error: n1: task 0: Terminated\n",
+     "time limit", True),
+    ("srun: error: Node failure on n1\n" + STEPD.format(
+        what="STEP 1.0", why=" DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS"), "node failure", True),
+    ("srun: error: Node failure on n1\n", "node failure", True),
+    (STEPD.format(what="JOB 7", why=" DUE TO PREEMPTION"), "preemption", True),
+    (STEPD.format(what="STEP 7.2", why=""), "cancelled", True),
+    ("cc1plus: fatal\nslurmstepd: error: Detected 1 oom-kill event(s) in StepId=12.3. Some of your processes "
+     "may have been killed by the cgroup out-of-memory handler.\n", "out of memory", False),
+    ("slurmstepd: error: Detected 2 oom_kill events in StepId=4.0 cgroup\n", "out of memory", False),
+])
+def test_how_slurm_ended_a_step_is_read_from_its_stderr(stderr, kind, whole):
+    end = read_step_end(stderr.encode())
+    assert end is not None and end.kind == kind and end.whole_job is whole
+    assert end.line in stderr
+
+
+def test_a_step_slurm_did_not_end_has_no_end_and_out_of_memory_is_sigkill():
+    assert read_step_end(b"error: *** not slurm's ***\nsrun: error: n1: task 0: Exited with exit code 3\n") is None
+    oom = StepOutcome.interpret(137, [b"srun: error: n1: task 0: Out Of Memory\n"], None)
+    assert oom is not None and (oom.rc, oom.signal) == (None, "KILL")  # the build's OOM handling applies
+
+
+def test_an_ended_job_is_named_with_its_cause_and_fix():
+    rec = parse_job_record("JobId=1 JobName=tl JobState=TIMEOUT Reason=TimeLimit RunTime=00:01:00 "
+                           "TimeLimit=00:01:00 Command=(null) WorkDir=/x y")
+    end = end_from_job_state(rec)
+    assert end is not None and end.kind == "time limit" and rec["TimeLimit"] == "00:01:00"
+    line = describe_end(end, job_id="1", node="n1", slurm_time="1", time_limit="00:01:00")
+    assert "reached its time limit (TimeLimit 00:01:00, slurm_time=1)" in line and "JobState=TIMEOUT" in line
+    unset = describe_end(end, job_id="1", node="n1", slurm_time=None, time_limit=None)
+    assert "slurm_time unset: the partition's default" in unset
+    for state, words in (("PREEMPTED", "preempted job 1"), ("NODE_FAIL", "Slurm node n1 failed"),
+                         ("CANCELLED", "was cancelled"), ("OUT_OF_MEMORY", "for memory")):
+        e = end_from_job_state({"JobState": state, "Reason": "x"})
+        assert e is not None and words in describe_end(e, job_id="1", node="n1", slurm_time=None, time_limit=None)
+    assert end_from_job_state({"JobState": "RUNNING"}) is None
+    assert job_expired("srun: error: Slurm job 12 has expired")
