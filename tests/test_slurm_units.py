@@ -16,6 +16,7 @@ from fleetctl.connection.slurm_nodes import gres_type, parse_sinfo, sinfo_argv, 
 from fleetctl.connection.slurm_end import (describe_end, end_from_job_state, job_expired, parse_job_record,
                                            read_step_end)
 from fleetctl.connection.slurm_step import StepOutcome, step_argv
+from fleetctl.reporting.slurm_time import last_builds, slurm_time_s, slurm_time_warnings
 from fleetctl.errors import InventoryError
 from fleetctl.inventory.sources.slurm import inventory_from_sinfo, load_slurm_inventory, parse_spec
 
@@ -245,3 +246,29 @@ def test_an_ended_job_is_named_with_its_cause_and_fix():
         assert e is not None and words in describe_end(e, job_id="1", node="n1", slurm_time=None, time_limit=None)
     assert end_from_job_state({"JobState": "RUNNING"}) is None
     assert job_expired("srun: error: Slurm job 12 has expired")
+
+
+@pytest.mark.parametrize("text, seconds", [
+    ("1", 60), ("0:05", 5), ("2:00:00", 7200), ("1-0", 86400), ("1-2:30", 95400), ("0-0:0:7", 7),
+    ("UNLIMITED", None), ("soon", None), (90, 5400)])
+def test_slurm_time_formats(text, seconds):
+    assert slurm_time_s(text) == seconds
+
+
+def test_plan_warns_when_slurm_time_is_shorter_than_the_last_build_of_the_class():
+    def rec(run_id, mode, took, action="build", status="changed"):
+        return {"run_id": run_id, "mode": mode, "hosts": {"n1": {"tasks": [
+            {"action": "build_wheel", "status": status, "duration_s": took,
+             "data": {"decision": {"action": action, "key": "k90"}}}]}}}
+
+    records = [rec("r3", "plan", 1.0), rec("r2", "apply", 312.4), rec("r1", "apply", 20.0),
+               rec("r0", "apply", 999.0, action="reuse", status="ok")]
+    builds = last_builds(records)
+    assert builds == {"k90": (312.4, "r2", "n1")}  # the newest real build; plans and reuses built nothing
+    rows = {"n1": {"builds": [{"action": "build", "key": "k90"}]}, "n2": {"builds": [{"action": "push", "key": "k90"}]},
+            "n3": {"builds": [{"action": "build (forced)", "key": "k90"}]}}
+    warnings = slurm_time_warnings(rows, {"n1": {"slurm_time": "2"}, "n2": {"slurm_time": "2"},
+                                          "n3": {"slurm_time": "10"}}, builds)
+    assert list(warnings) == ["n1"]  # n2 only receives the wheel; n3's 10 minutes are enough
+    assert warnings["n1"].startswith("slurm_time=2 (120 s) is shorter than the last build of this class took "
+                                     "(312 s, on n1 in run r2)")
