@@ -1,6 +1,7 @@
 """The SSH connection, on asyncssh. asyncssh is imported only by this module and its helpers
-``ssh_target`` (ssh_config), ``ssh_hostkeys`` (known_hosts), ``ssh_identity`` (keys and agent) and
-``ssh_route`` (TCP, gates, jump hosts, login).
+``ssh_target`` (ssh_config), ``ssh_hostkeys`` (known_hosts), ``ssh_identity`` (keys and agent),
+``ssh_route`` (TCP, gates, jump hosts, login), ``ssh_errors`` (what a server's refusals mean) and
+``ssh_files`` (SFTP and its exec fallback); the connection kind is ``ssh_kind``.
 
 One SSH connection per host, reused for every command and transfer of a run; commands are exec
 channels multiplexed on it and files go over one SFTP session. The host is reached exactly as
@@ -29,40 +30,30 @@ from __future__ import annotations
 
 import asyncio
 import os
-import contextlib
-import posixpath
-import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 
 import asyncssh
 
-from ..errors import CommandTimeout, HostUnreachable, TransferError
+from ..errors import CommandTimeout, HostUnreachable
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback
 from .command import remote_command_line
 from .retry import retrying
-from .ssh_sessions import Sessions
-from .sftp_fallback import get_by_exec, put_by_exec, realpath_by_exec
-from .ssh_errors import is_channel_refused, is_subsystem_refused, sftp_refused_note
+from .ssh_errors import is_channel_refused
+from .ssh_files import CHANNEL_ATTEMPTS, SFTPFiles
+from .ssh_sessions import Sessions, UseOverflow
 from .ssh_route import MAX_HANDSHAKES, LoginFailed, LoginStats, RouteOptions, login
 from .ssh_target import SSHConfigError, SSHTarget, resolve_target
 from .streams import OutputTail, pump_lines
 
 __all__ = ["SSHConnection", "MAX_HANDSHAKES"]
 
-CHANNEL_ATTEMPTS = 12
-UPLOAD_REQUESTS = 4
 #: sshd's default MaxSessions (sshd_config(5)).
 DEFAULT_MAX_SESSIONS = 10
 _NO_HOME = "Could not chdir to home directory"
 
 
-class _UseOverflow(Exception):
-    """Every session the host allows is pinned: this request goes over the second connection."""
-
-
-class SSHConnection(Connection):
+class SSHConnection(SFTPFiles, Connection):
     """An asyncssh client connection to one host.
 
     Args:
@@ -316,7 +307,7 @@ class SSHConnection(Connection):
             return await self._run(argv, env=env, cwd=cwd, timeout_s=timeout_s, on_line=on_line, stdin=box,
                                    become=become, capture_bytes=capture_bytes, supervise=supervise,
                                    hold_stdin=hold_stdin)
-        except _UseOverflow:
+        except UseOverflow:
             return await (await self._second()).run(argv, env=env, cwd=cwd, timeout_s=timeout_s, on_line=on_line,
                                                      stdin=box[0] if box else None, become=become,
                                                      capture_bytes=capture_bytes, supervise=supervise)
@@ -338,7 +329,7 @@ class SSHConnection(Connection):
             except asyncssh.ChannelOpenError:
                 await self._sessions.refused()
                 if not hold_stdin and self._saturated():
-                    raise _UseOverflow() from None
+                    raise UseOverflow() from None
                 raise
             except BaseException:
                 await self._sessions.release()
@@ -391,163 +382,6 @@ class SSHConnection(Connection):
         return CommandResult(argv=argv, rc=rc, stdout=stdout, stderr=stderr, signal=sig,
                              duration_s=time.monotonic() - started, stdout_dropped=stdout_dropped,
                              stderr_dropped=stderr_dropped)
-
-    # -- files --------------------------------------------------------------------------------
-
-    async def _close_idle_sftp(self) -> bool:
-        """Close the SFTP session when nobody uses it, freeing its session (called with the
-        sessions condition held). True when a session was freed."""
-        if self._sftp is None or self._sftp_users or self._sftp_lock.locked():
-            return False
-        sftp, self._sftp = self._sftp, None
-        sftp.exit()
-        with contextlib.suppress(OSError, asyncssh.Error, asyncio.TimeoutError):
-            await asyncio.wait_for(sftp.wait_closed(), 5)
-        self._sessions.in_use -= 1
-        return True
-
-    @contextlib.asynccontextmanager
-    async def _sftp_session(self):
-        """The SFTP session, opened (within the session limit) when needed; it stays open
-        while unused, until a command needs its session."""
-        self._sftp_users += 1
-        try:
-            async with self._sftp_lock:
-                if self._sftp is None:
-                    if self._no_sftp:  # learnt while this request waited for the lock
-                        raise _NoSFTP(self._no_sftp["why"])
-                    self._sftp = await self._start_sftp()
-            yield self._sftp
-        finally:
-            self._sftp_users -= 1
-            if not self._sftp_users:
-                await self._sessions.wake()
-
-    async def _start_sftp(self) -> asyncssh.SFTPClient:
-        conn = self._require()
-
-        async def start(attempt: int) -> asyncssh.SFTPClient:
-            if attempt > 1:
-                self._count("channel_retries")
-            await self._sessions.acquire()
-            try:
-                return await conn.start_sftp_client()
-            except asyncssh.ChannelOpenError as exc:
-                if is_subsystem_refused(exc):  # the channel opened: no session limit was hit
-                    await self._sessions.release()
-                    raise
-                await self._sessions.refused()
-                if self._saturated():
-                    raise _UseOverflow() from None
-                raise
-            except BaseException:
-                await self._sessions.release()
-                raise
-
-        try:
-            return await retrying(start, retryable=is_channel_refused, attempts=CHANNEL_ATTEMPTS, initial_s=0.05,
-                                  max_s=2.0)
-        except (OSError, asyncssh.Error) as exc:
-            if is_subsystem_refused(exc):
-                self._learn_no_sftp(sftp_refused_note(self.host), note=True)
-            elif not isinstance(exc, asyncssh.ChannelOpenError):  # not a session limit: SFTP itself broke
-                self._learn_no_sftp(
-                    f"{self.host}: cannot start SFTP: {exc} (a login rc file that prints text, such as ~/.bashrc, "
-                    f"breaks SFTP: make it print only for interactive shells)")
-            raise _NoSFTP(self._no_sftp.get("why") or f"{self.host}: cannot start SFTP: {exc}") from None
-
-    def _learn_no_sftp(self, why: str, *, note: bool = False) -> None:
-        """SFTP cannot be used on this host: remember it (one note, when ``note``)."""
-        if "why" in self._no_sftp:
-            return
-        self._no_sftp["why"] = why
-        self.stats["sftp"] = "refused: files over exec channels" if note else "broken: files over exec channels"
-        if note and self.on_note is not None:
-            self.on_note(why)
-
-    async def _realpath(self, path: str) -> str:
-        if not self._no_sftp:
-            try:
-                async with self._sftp_session() as sftp:
-                    try:
-                        return await sftp.realpath(path)
-                    except (OSError, asyncssh.Error) as exc:
-                        raise TransferError(f"{self.host}: realpath {path}: {exc}") from None
-            except _NoSFTP:
-                pass
-        return await realpath_by_exec(self, path)
-
-    async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
-        """Upload over SFTP to a temporary name, then rename into place (no partial file is ever
-        left under the final name; a failed upload removes its temporary file).
-
-        When SFTP cannot start (a login rc file that prints text corrupts the SFTP stream), the
-        file goes through an exec channel's stdin instead (``cat``), which such output cannot
-        corrupt; once SFTP was refused or broke on this connection, every file goes that way at once.
-        """
-        if self._no_sftp:
-            return await put_by_exec(self, local_path, remote_path, mode)
-        if self._saturated() and self._sftp is None:
-            return await (await self._second()).put(local_path, remote_path, mode=mode)
-        try:
-            async with self._sftp_session() as sftp:
-                await self._put_sftp(sftp, local_path, remote_path, mode)
-        except _UseOverflow:
-            await (await self._second()).put(local_path, remote_path, mode=mode)
-        except _NoSFTP as exc:
-            await put_by_exec(self, local_path, remote_path, mode, why=str(exc))
-
-    async def _put_sftp(self, sftp, local_path: str, remote_path: str, mode: int | None) -> None:
-        parent = posixpath.dirname(remote_path)
-        tmp = posixpath.join(parent, f".{posixpath.basename(remote_path)}.{secrets.token_hex(4)}.part")
-        try:
-            if parent:  # folders fleetctl creates are private to the user
-                await sftp.makedirs(parent, attrs=asyncssh.SFTPAttrs(permissions=0o700), exist_ok=True)
-            # 4 requests in flight (asyncssh's default is 16 x 256 KiB per upload): what 20+
-            # simultaneous uploads cost in controller memory, without a measurable loss of speed.
-            await sftp.put(local_path, tmp, max_requests=UPLOAD_REQUESTS)
-            await sftp.chmod(tmp, mode if mode is not None else 0o644)
-            await sftp.posix_rename(tmp, remote_path)
-        except (OSError, asyncssh.Error) as exc:
-            try:
-                await sftp.remove(tmp)
-            except (OSError, asyncssh.Error):
-                pass
-            reason = getattr(exc, "reason", None) or str(exc)
-            if getattr(exc, "code", None) == asyncssh.FX_FAILURE or "space" in reason.lower():
-                reason += " (is the host's disk full? the partial file was removed)"
-            raise TransferError(f"{self.host}: upload {local_path} -> {remote_path}: {reason}") from None
-
-    async def get(self, remote_path: str, local_path: str) -> None:
-        """Download a regular file over SFTP (over an exec channel where SFTP cannot be used); a
-        symlink or special file is refused."""
-        if self._no_sftp:
-            return await get_by_exec(self, remote_path, local_path)
-        if self._saturated() and self._sftp is None:
-            return await (await self._second()).get(remote_path, local_path)
-        try:
-            await self._get(remote_path, local_path)
-        except _UseOverflow:
-            await (await self._second()).get(remote_path, local_path)
-        except _NoSFTP:
-            await get_by_exec(self, remote_path, local_path)
-
-    async def _get(self, remote_path: str, local_path: str) -> None:
-        async with self._sftp_session() as sftp:
-            try:
-                attrs = await sftp.lstat(remote_path)
-                if attrs.type != asyncssh.FILEXFER_TYPE_REGULAR:
-                    raise TransferError(f"{self.host}: get {remote_path}: not a regular file (symlinks are never "
-                                        f"followed)")
-                Path(local_path).parent.mkdir(parents=True, exist_ok=True)
-                await sftp.get(remote_path, local_path)
-            except (OSError, asyncssh.Error) as exc:
-                reason = getattr(exc, "reason", None) or str(exc)
-                raise TransferError(f"{self.host}: get {remote_path}: {reason}") from None
-
-
-class _NoSFTP(TransferError):
-    """The SFTP session could not start (``put`` then goes through an exec channel)."""
 
 
 async def _stop(proc: asyncssh.SSHClientProcess, *, supervised: bool = False) -> None:

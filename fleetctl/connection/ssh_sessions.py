@@ -45,3 +45,7 @@ class Sessions:
     async def wake(self) -> None:
         async with self.cond:
             self.cond.notify_all()
+
+
+class UseOverflow(Exception):
+    """Every session the host allows is pinned: this request goes over the second connection."""
