@@ -8,23 +8,30 @@
   "Node failure on n2" and "... DUE TO NODE FAILURE ..."; the host fails naming the node failure
   (before, the task was "ok").
 
-Preemption and a step killed for memory cannot be made on this cluster (no preemption configured,
-TaskPlugin=task/none has no cgroup memory limit); their lines, as Slurm 22.05 prints them, are
-read by the same parser in tests/test_slurm_units.py.
+- a preemption: on a cluster of its own whose partition ``urgent`` preempts the default one
+  (``PreemptType=preempt/partition_prio``, ``PreemptMode=CANCEL``), an urgent ``salloc`` for the
+  node mid-step ("... DUE TO PREEMPTION ***", JobState=PREEMPTED): the host fails naming it.
+
+A step killed for memory cannot be made on these clusters (TaskPlugin=task/none: no cgroup memory
+limit); its lines, as Slurm 22.05 prints them, are read by the same parser in
+tests/test_slurm_units.py.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.support.fleet import REPO, last_run
-from tests.support.slurm import slurm_cluster, slurm_cluster_session  # noqa: F401
+from tests.support.slurm import (PREEMPTION, SlurmUnavailable, slurm_cluster, slurm_cluster_session,  # noqa: F401
+                                 start_cluster)
 
 PLAY = """\
 name: long steps
@@ -102,3 +109,44 @@ def test_a_node_failing_mid_step_fails_the_host_naming_it(slurm_cluster, tmp_pat
     assert "Slurm node n2 failed while this command ran" in msg, msg
     assert "Node failure on n2" in msg or "DUE TO NODE FAILURE" in msg, msg  # Slurm's own words
     assert "scontrol show node n2" in msg
+
+
+@pytest.fixture(scope="module")
+def preempting_cluster():
+    """A cluster of its own whose partition ``urgent`` preempts (cancels) jobs of the default one."""
+    try:
+        cluster = start_cluster(extra_conf=PREEMPTION)
+    except SlurmUnavailable as exc:
+        pytest.fail(f"Slurm test cluster could not start: {exc}")
+    yield cluster
+    cluster.stop()
+    shutil.rmtree(cluster.root, ignore_errors=True)
+
+
+def test_a_preempted_job_fails_the_host_naming_the_preemption(preempting_cluster, tmp_path):
+    cluster = preempting_cluster
+    play = tmp_path / "play.yaml"
+    play.write_text(PLAY.format(local=cluster.local, slow="n1"))
+    started = cluster.node_disk("n1") / "started"
+    started.unlink(missing_ok=True)
+    proc = start(tmp_path, cluster.launcher_text, "-i", "slurm:gpu", "deploy", "--hosts", "n1",
+                 "--playbook", str(play), "--json")
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)  # poll until n1's step runs
+        assert started.exists(), proc.communicate(timeout=60)
+        urgent = cluster.client("salloc", "--no-shell", "-p", "urgent", "-w", "n1", "-N1", "--exclusive",
+                                "--immediate=60", "-J", "urgent-work", timeout_s=90)
+        assert "Granted job allocation" in urgent.stderr, urgent.stderr
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        cluster.client("scancel", "--user", "root", check=False)
+    assert proc.returncode == 1, out[-3000:] + err[-3000:]
+    n1 = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["n1"]
+    assert n1["status"] == "failed", n1
+    msg = n1["tasks"][-1]["msg"]
+    assert "Slurm preempted job" in msg and "DUE TO PREEMPTION" in msg, msg
+    assert "use a partition or QOS that is not preempted" in msg

@@ -201,9 +201,9 @@ def test_client_env_drops_job_context_and_controller_venv():
 
 
 # -- how Slurm ends a job under a step (slurm_end): lines as Slurm 22.05 prints them ---------------
-# TIME LIMIT and NODE FAILURE recorded on the test cluster; PREEMPTION, a plain scancel and the
-# cgroup OOM lines from slurmstepd's req.c / task_cgroup_memory.c of 22.05 (the test cluster has
-# neither preemption nor a cgroup memory limit).
+# TIME LIMIT, NODE FAILURE and PREEMPTION recorded on the test clusters; a plain scancel and the
+# cgroup OOM lines from slurmstepd's req.c / task_cgroup_memory.c of 22.05 (the test cluster has no
+# cgroup memory limit).
 STEPD = "slurmstepd-n1: error: *** {what} ON n1 CANCELLED AT 2026-12-01T22:50:19{why} ***\n"
 
 
