@@ -164,3 +164,13 @@ Host *
     assert f"the jump host bastion forbids TCP forwarding to 127.0.0.1:{behind.port}" in err, err
     assert "administratively prohibited" in err and "AllowTcpForwarding no" in err and "Match block" in err
     assert "allow it for this user, or reach" in err
+    # --plan, --dry-run and a deploy connect alike, so they say the same
+    play = tmp_path / "play.yaml"
+    play.write_text("name: t\nhosts: all\ngather_facts: false\ntasks:\n  - name: t\n    command: {argv: ['true']}\n")
+    for mode in ("--plan", "--dry-run", None):
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--json",
+                       *([mode] if mode else []), home=tmp_path, timeout_s=120)
+        assert res.returncode == 1, (mode, res.stdout[-2000:], res.stderr[-2000:])
+        doc = json.loads(res.stdout)
+        row = doc["gpu"] if mode == "--plan" else doc["hosts"]["gpu"]
+        assert err in row["error"], (mode, row)
