@@ -13,8 +13,8 @@ from fleetctl.connection.slurm import SlurmSettings
 from fleetctl.connection.slurm_alloc import AllocationRequest
 from fleetctl.connection.slurm_client import SlurmClient, client_env, parse_launcher
 from fleetctl.connection.slurm_nodes import gres_type, parse_sinfo, sinfo_argv, split_gres
-from fleetctl.connection.slurm_end import (describe_end, end_from_job_state, job_expired, parse_job_record,
-                                           read_step_end)
+from fleetctl.connection.slurm_end import (StepEnd, describe_end, end_from_job_state, job_expired,
+                                           parse_job_record, read_step_end)
 from fleetctl.connection.slurm_step import StepOutcome, step_argv
 from fleetctl.reporting.slurm_time import last_builds, slurm_time_s, slurm_time_warnings
 from fleetctl.errors import InventoryError
@@ -245,6 +245,9 @@ def test_an_ended_job_is_named_with_its_cause_and_fix():
         e = end_from_job_state({"JobState": state, "Reason": "x"})
         assert e is not None and words in describe_end(e, job_id="1", node="n1", slurm_time=None, time_limit=None)
     assert end_from_job_state({"JobState": "RUNNING"}) is None
+    gone = describe_end(StepEnd("ended", "srun: error: Slurm job 12 has expired"), job_id="12", node="n1",
+                        slurm_time="1", time_limit=None)
+    assert "has ended under this host's commands on n1" in gone and "slurm_time=1" in gone
     assert job_expired("srun: error: Slurm job 12 has expired")
 
 

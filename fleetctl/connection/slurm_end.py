@@ -141,7 +141,11 @@ def describe_end(end: StepEnd, *, job_id: str, node: str, slurm_time: str | None
     if end.kind == "out of memory":
         return (f"Slurm killed job {job_id}'s step on {node} for memory (the job's cgroup memory limit; {said}): "
                 f"ask for more memory (--mem) or build with fewer jobs")
-    return f"Slurm job {job_id} ended ({end.kind}) while this command ran on {node} ({said})"
+    if end.kind == "ended":  # slurmctld no longer knows it (MinJobAge passed): its state is gone
+        return (f"Slurm job {job_id} has ended under this host's commands on {node} ({said}; slurmctld no longer "
+                f"knows why: its time limit (slurm_time={slurm_time or 'unset'}), a preemption, a node failure or "
+                f"a scancel; see sacct -j {job_id} where accounting is kept)")
+    return f"Slurm job {job_id} ended ({end.kind}, JobState) while this command ran on {node} ({said})"
 
 
 async def learn_end(client, end: StepEnd, *, job_id: str) -> tuple[StepEnd, str | None]:

@@ -77,10 +77,10 @@ def is_subsystem_refused(exc: BaseException) -> bool:
     return isinstance(exc, asyncssh.ChannelOpenError) and exc.code == asyncssh.OPEN_REQUEST_SESSION_FAILED
 
 
-def sftp_refused_note(host: str) -> str:
+def sftp_refused_note() -> str:
     """The one note for a host whose sshd has no SFTP subsystem."""
-    return (f"{host}: the server refused the SFTP subsystem (subsystem request failed: no 'Subsystem sftp' in "
-            f"its sshd_config); every file goes over an exec channel (cat) instead")
+    return ("the server refused the SFTP subsystem (subsystem request failed: no 'Subsystem sftp' in "
+            "its sshd_config); every file goes over an exec channel (cat) instead")
 
 
 def is_channel_refused(exc: BaseException) -> bool:

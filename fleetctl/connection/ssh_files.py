@@ -96,21 +96,22 @@ class SFTPFiles:
                                   max_s=2.0)
         except (OSError, asyncssh.Error) as exc:
             if is_subsystem_refused(exc):
-                self._learn_no_sftp(sftp_refused_note(self.host), note=True)
+                self._learn_no_sftp(f"{self.host}: {sftp_refused_note()}", note=sftp_refused_note())
             elif not isinstance(exc, asyncssh.ChannelOpenError):  # not a session limit: SFTP itself broke
                 self._learn_no_sftp(
                     f"{self.host}: cannot start SFTP: {exc} (a login rc file that prints text, such as ~/.bashrc, "
                     f"breaks SFTP: make it print only for interactive shells)")
             raise _NoSFTP(self._no_sftp.get("why") or f"{self.host}: cannot start SFTP: {exc}") from None
 
-    def _learn_no_sftp(self, why: str, *, note: bool = False) -> None:
-        """SFTP cannot be used on this host: remember it (one note, when ``note``)."""
+    def _learn_no_sftp(self, why: str, *, note: str | None = None) -> None:
+        """SFTP cannot be used on this host (``why``, naming the host): remember it, and tell
+        ``note`` once through ``on_note``."""
         if "why" in self._no_sftp:
             return
         self._no_sftp["why"] = why
         self.stats["sftp"] = "refused: files over exec channels" if note else "broken: files over exec channels"
         if note and self.on_note is not None:
-            self.on_note(why)
+            self.on_note(note)
 
     async def _realpath(self, path: str) -> str:
         if not self._no_sftp:
