@@ -40,8 +40,8 @@ gather_facts: false
 tasks:
   - name: build
     command:
-      argv: [sh, -c, 'touch {local}/started; if [ "$SLURMD_NODENAME" = {slow} ]; then sleep 150; fi; echo built']
-    timeout: 400
+      argv: [sh, -c, 'touch {local}/started; if [ "$SLURMD_NODENAME" = {slow} ]; then sleep 600; fi; echo built']
+    timeout: 900
 """
 
 
@@ -64,11 +64,13 @@ def test_a_time_limit_hit_mid_task_fails_the_host_naming_it(slurm_cluster, tmp_p
     site.write_text(yaml.safe_dump({"all": {"vars": {"slurm_time": 1}}}))
     play = tmp_path / "play.yaml"
     play.write_text(PLAY.format(local=slurm_cluster.local, slow="n1"))
-    t0 = time.monotonic()
     proc = start(tmp_path, slurm_cluster.launcher_text, "-i", "slurm:", "-i", str(site), "deploy",
                  "--hosts", "n1,n3", "--playbook", str(play), "--json")
-    out, err = proc.communicate(timeout=300)
-    took = time.monotonic() - t0
+    try:
+        out, err = proc.communicate(timeout=300)  # well before the step's own 600 s: Slurm ended it
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     assert proc.returncode == 1, out[-3000:] + err[-3000:]
     rec = json.loads((last_run(tmp_path) / "run.json").read_text())
     n1, n3 = rec["hosts"]["n1"], rec["hosts"]["n3"]
@@ -77,7 +79,6 @@ def test_a_time_limit_hit_mid_task_fails_the_host_naming_it(slurm_cluster, tmp_p
     msg = n1["tasks"][-1]["msg"]
     assert "reached its time limit (TimeLimit 00:01:00, slurm_time=1)" in msg, msg
     assert "DUE TO TIME LIMIT" in msg and "set the host var slurm_time above" in msg
-    assert took < 150  # Slurm ended it at its limit; fleetctl did not wait for the sleep
     log = (last_run(tmp_path) / "logs" / "n1.log").read_text()
     assert "CANCELLED AT" in log and "DUE TO TIME LIMIT" in log  # Slurm's own line, kept
     assert slurm_cluster.jobs() == []
