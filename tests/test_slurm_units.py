@@ -227,6 +227,8 @@ def test_how_slurm_ended_a_step_is_read_from_its_stderr(stderr, kind, whole):
 
 def test_a_step_slurm_did_not_end_has_no_end_and_out_of_memory_is_sigkill():
     assert read_step_end(b"error: *** not slurm's ***\nsrun: error: n1: task 0: Exited with exit code 3\n") is None
+    # a command that prints Slurm's words itself (a test log) is not Slurm ending it
+    assert read_step_end(b"log: *** STEP 1.0 ON n1 CANCELLED AT 2026-12-01T22:50:19 DUE TO TIME LIMIT ***\n") is None
     oom = StepOutcome.interpret(137, [b"srun: error: n1: task 0: Out Of Memory\n"], None)
     assert oom is not None and (oom.rc, oom.signal) == (None, "KILL")  # the build's OOM handling applies
 

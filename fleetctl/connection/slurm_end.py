@@ -33,9 +33,12 @@ from dataclasses import dataclass
 
 from ..errors import FleetError
 
-_CANCELLED = re.compile(r"\*\*\* (?P<what>STEP|JOB) (?P<id>[\w.+]+) ON (?P<node>\S+) CANCELLED AT (?P<at>\S+)"
-                        r"(?: DUE TO (?P<why>[^*]+?))? \*\*\*")
-_OOM = re.compile(r"Detected (?P<n>\d+) oom[-_]kill event")
+#: slurmstepd's own lines only (``slurmstepd-n1: error: ...`` at a line start), so a command that
+#: prints such text itself is not taken for Slurm
+_STEPD = r"^slurmstepd(?:-\S+)?: error: "
+_CANCELLED = re.compile(_STEPD + r"\*\*\* (?P<what>STEP|JOB) (?P<id>[\w.+]+) ON (?P<node>\S+) CANCELLED AT "
+                        r"(?P<at>\S+)(?: DUE TO (?P<why>[^*\n]+?))? \*\*\*", re.M)
+_OOM = re.compile(_STEPD + r".*?Detected (?P<n>\d+) oom[-_]kill event", re.M)
 _NODE_FAILURE = re.compile(r"^srun: error: Node failure on (?P<node>\S+)", re.M)
 _EXPIRED = re.compile(r"Slurm job (?P<id>\d+) has expired|Job/step already completing or completed|"
                       r"Invalid job id specified")
@@ -71,8 +74,7 @@ def read_step_end(stderr: bytes) -> StepEnd | None:
         return StepEnd("node failure", m.group(0))
     m = _OOM.search(text)
     if m:
-        line = text[text.rfind("\n", 0, m.start()) + 1:].split("\n", 1)[0].strip()
-        return StepEnd("out of memory", line, whole_job=False)
+        return StepEnd("out of memory", text[m.start():].split("\n", 1)[0].strip(), whole_job=False)
     return None
 
 
