@@ -151,3 +151,41 @@ def test_a_preempted_job_fails_the_host_naming_the_preemption(preempting_cluster
     msg = n1["tasks"][-1]["msg"]
     assert "Slurm preempted job" in msg and "DUE TO PREEMPTION" in msg, msg
     assert "use a partition or QOS that is not preempted" in msg
+
+
+def test_a_job_cancelled_between_steps_is_named_by_uploads_and_commands(slurm_cluster, tmp_path):
+    """scancel by someone else between two steps: the next upload (sbcast fails) and every command
+    after it fail naming the cancel, from scontrol's JobState, not as an sbcast error."""
+    import asyncio
+
+    from fleetctl.connection.registry import ConnectOptions, HostRef, load_kind
+    from fleetctl.connection.slurm import SlurmSettings
+    from fleetctl.connection.slurm_end import SlurmJobEnded
+
+    src = tmp_path / "payload.txt"
+    src.write_text("payload\n")
+
+    async def main():
+        ref = HostRef("n1", SlurmSettings.model_validate({"slurm_launcher": slurm_cluster.launcher_text}))
+        async with load_kind("slurm").scope(ConnectOptions(connect_timeout_s=20.0, run_id="t")) as sc:
+            assert await sc.prepare([ref]) == {}
+            conn = sc.connection(ref)
+            await conn.open()
+            assert (await conn.run(["true"])).rc == 0
+            [(job, _, _)] = slurm_cluster.jobs()
+            slurm_cluster.client("scancel", job)
+            deadline = time.monotonic() + 30
+            while slurm_cluster.jobs() and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)  # poll until Slurm has ended it
+            errors = []
+            for call in (conn.put(str(src), str(slurm_cluster.local / "payload.txt")), conn.run(["true"])):
+                try:
+                    await call
+                except SlurmJobEnded as exc:
+                    errors.append(str(exc))
+            return job, errors
+
+    job, errors = asyncio.run(main())
+    assert len(errors) == 2, errors
+    assert all(f"Slurm job {job} was cancelled while this command ran on n1" in e for e in errors), errors
+    assert "JobState=CANCELLED" in errors[0]

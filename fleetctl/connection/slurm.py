@@ -49,7 +49,7 @@ from .command import wrap_argv
 from .registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRef, KindScope
 from .slurm_alloc import Allocation, AllocationError, AllocationRequest, allocate
 from .slurm_client import SlurmClient, SlurmError, last_line, parse_launcher
-from .slurm_end import SlurmJobEnded, describe_end, learn_end
+from .slurm_end import SlurmJobEnded, StepEnd, describe_end, learn_end
 from .slurm_fanout import PutCoalescer, send
 from .slurm_nodes import SlurmNode, hostlist, query_nodes
 from .slurm_step import LAUNCH_FAILED as _LAUNCH_FAILED
@@ -453,11 +453,7 @@ class SlurmConnection(Connection):
                                      chdir=m.home or "/", timeout_s=timeout_s, on_line=on_line, stdin=stdin,
                                      display_argv=argv)
         except SlurmJobEnded as exc:
-            alloc = m.allocation
-            assert alloc is not None
-            if alloc.ended is None:  # asked once per job; its other hosts get the same cause
-                alloc.ended = await learn_end(m.client, exc.end, job_id=alloc.job_id)
-            self._check_job(m)
+            await self._learn_end(m, exc.end)
             raise
         if capture_bytes is not None:
             for name in ("stdout", "stderr"):
@@ -469,6 +465,19 @@ class SlurmConnection(Connection):
                     setattr(res, name, tail)
                     setattr(res, f"{name}_dropped", len(data) - len(tail))
         return res
+
+    async def _learn_end(self, m: "_Member", end: StepEnd) -> None:
+        """Slurm ended (or may have ended) this host's job: learn how (``scontrol``, once per job)
+        and raise :class:`SlurmJobEnded` naming it; return when the job still runs (or is
+        unknown) and ``end`` is only a suspicion (a failed transfer)."""
+        alloc = m.allocation
+        assert alloc is not None
+        if alloc.ended is None:  # asked once per job; its other hosts get the same cause
+            learnt, time_limit = await learn_end(m.client, end, job_id=alloc.job_id)
+            if learnt.kind == "suspected":  # the job still runs (or is gone without a trace)
+                return
+            alloc.ended = (learnt, time_limit)
+        self._check_job(m)
 
     def _check_job(self, m: "_Member") -> None:
         """Raise the job's end again when Slurm already ended this host's job (time limit...)."""
@@ -495,8 +504,10 @@ class SlurmConnection(Connection):
             why = await self.scope.fanout.put(self.host, m.node, m.allocation, local_path, dest,  # type: ignore[arg-type]
                                               mode=0o644 if mode is None else mode)
         except TransferError as exc:
+            await self._learn_end(m, _SUSPECTED)  # a job Slurm ended is named as such
             raise TransferError(f"{self.host}: {exc}") from None
         if why is not None:
+            await self._learn_end(m, _SUSPECTED)
             raise TransferError(f"{self.host}: upload {local_path} -> {dest} on node {m.node}: {why}")
 
     async def get(self, remote_path: str, local_path: str) -> None:
@@ -509,9 +520,20 @@ class SlurmConnection(Connection):
         """
         m = self._require()
         self._check_job(m)
-        with self.scope.fanout.busy(self.host):
-            await download(m.client, self.host, m.allocation.job_id, m.node,  # type: ignore[union-attr]
-                           _resolve(remote_path, m.home), local_path, chdir=m.home or "/")
+        try:
+            with self.scope.fanout.busy(self.host):
+                await download(m.client, self.host, m.allocation.job_id, m.node,  # type: ignore[union-attr]
+                               _resolve(remote_path, m.home), local_path, chdir=m.home or "/")
+        except SlurmJobEnded as exc:
+            await self._learn_end(m, exc.end)
+            raise
+        except TransferError:
+            await self._learn_end(m, _SUSPECTED)
+            raise
+
+
+#: A transfer failed: maybe because Slurm ended the job (``scontrol`` says).
+_SUSPECTED = StepEnd("suspected", "a transfer failed")
 
 
 class _SlurmKind(ConnectionKind):

@@ -164,6 +164,6 @@ async def learn_end(client, end: StepEnd, *, job_id: str) -> tuple[StepEnd, str 
             record = parse_job_record(res.stdout_text)
     except Exception:  # noqa: BLE001 - Slurm unreachable now: the step's own words stand
         record = {}
-    if end.kind == "ended":
+    if end.kind in ("ended", "suspected"):  # the step did not say: the job's state does
         end = end_from_job_state(record) or end
     return end, record.get("TimeLimit")
