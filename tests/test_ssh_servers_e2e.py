@@ -133,7 +133,7 @@ def test_without_sftp_gets_and_puts_go_over_exec_and_symlinks_are_refused(sshd_f
     assert (host.home / "sub" / "up.bin").read_bytes() == b"\x00\xff" * 100000
     assert oct((host.home / "sub" / "up.bin").stat().st_mode & 0o777) == "0o600"
     assert len(notes) == 1 and "refused the SFTP subsystem" in notes[0]
-    assert stats["sftp"].startswith("refused")
+    assert stats["sftp"].startswith("files over exec channels: the server refused the SFTP subsystem")
 
 
 def test_a_bastion_that_forbids_forwarding_is_named_with_the_fix(sshd_farm, tmp_path):
@@ -174,3 +174,25 @@ Host *
         doc = json.loads(res.stdout)
         row = doc["gpu"] if mode == "--plan" else doc["hosts"]["gpu"]
         assert err in row["error"], (mode, row)
+
+
+def test_a_missing_sftp_server_binary_is_learnt_once_and_files_still_arrive(sshd_farm, tmp_path):
+    """Another shape: ``Subsystem sftp`` names a binary the host lacks (a package removed): sshd
+    accepts the request and the session ends at once; SFTP is not asked again per file."""
+    host = sshd_farm.start("sftp-gone", sftp=False, extra_config="Subsystem sftp /nonexistent/sftp-server\n")
+    src = tmp_path / "payload"
+    src.mkdir()
+    for i in range(6):
+        (src / f"f{i}.txt").write_text(f"file {i}\n")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"one": {**host.inventory_vars(sshd_farm.known_hosts),
+                                                                "workdir": str(host.home / "work")}}})
+    play = tmp_path / "play.yaml"
+    play.write_text(f"name: t\nhosts: all\ngather_facts: false\ntasks:\n"
+                    f"  - name: upload\n    copy: {{src: {src}, dest: '{{{{ workdir }}}}/payload'}}\n")
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path, timeout_s=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert (host.home / "work" / "payload" / "f5.txt").read_text() == "file 5\n"
+    notes = [e for e in events(last_run(tmp_path)) if e["event"] == "note.added" and "SFTP" in e.get("message", "")]
+    assert len(notes) == 1 and "cannot start SFTP" in notes[0]["message"], notes
+    asked = [line for line in host.log.splitlines() if "subsystem" in line.lower()]
+    assert len(asked) == 1, asked  # asked once, never again per file

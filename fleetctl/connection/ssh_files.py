@@ -98,9 +98,10 @@ class SFTPFiles:
             if is_subsystem_refused(exc):
                 self._learn_no_sftp(f"{self.host}: {sftp_refused_note()}", note=sftp_refused_note())
             elif not isinstance(exc, asyncssh.ChannelOpenError):  # not a session limit: SFTP itself broke
-                self._learn_no_sftp(
-                    f"{self.host}: cannot start SFTP: {exc} (a login rc file that prints text, such as ~/.bashrc, "
-                    f"breaks SFTP: make it print only for interactive shells)")
+                why = (f"cannot start SFTP: {exc} (a login rc file that prints text, such as ~/.bashrc, breaks "
+                       f"SFTP: make it print only for interactive shells)")
+                self._learn_no_sftp(f"{self.host}: {why}",
+                                    note=f"{why}; every file goes over an exec channel (cat) instead")
             raise _NoSFTP(self._no_sftp.get("why") or f"{self.host}: cannot start SFTP: {exc}") from None
 
     def _learn_no_sftp(self, why: str, *, note: str | None = None) -> None:
@@ -109,7 +110,7 @@ class SFTPFiles:
         if "why" in self._no_sftp:
             return
         self._no_sftp["why"] = why
-        self.stats["sftp"] = "refused: files over exec channels" if note else "broken: files over exec channels"
+        self.stats["sftp"] = "files over exec channels: " + why.split(": ", 1)[-1][:200]
         if note and self.on_note is not None:
             self.on_note(note)
 
