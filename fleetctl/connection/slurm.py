@@ -49,7 +49,7 @@ from .command import wrap_argv
 from .registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRef, KindScope
 from .slurm_alloc import Allocation, AllocationError, AllocationRequest, allocate
 from .slurm_client import SlurmClient, SlurmError, last_line, parse_launcher
-from .slurm_end import SlurmJobEnded, StepEnd, describe_end, learn_end
+from .slurm_end import SUSPECTED, SlurmJobEnded, StepEnd, learn_and_raise, raise_if_ended
 from .slurm_fanout import PutCoalescer, send
 from .slurm_nodes import SlurmNode, hostlist, query_nodes
 from .slurm_step import LAUNCH_FAILED as _LAUNCH_FAILED
@@ -466,26 +466,12 @@ class SlurmConnection(Connection):
                     setattr(res, f"{name}_dropped", len(data) - len(tail))
         return res
 
-    async def _learn_end(self, m: "_Member", end: StepEnd) -> None:
-        """Slurm ended (or may have ended) this host's job: learn how (``scontrol``, once per job)
-        and raise :class:`SlurmJobEnded` naming it; return when the job still runs (or is
-        unknown) and ``end`` is only a suspicion (a failed transfer)."""
-        alloc = m.allocation
-        assert alloc is not None
-        if alloc.ended is None:  # asked once per job; its other hosts get the same cause
-            learnt, time_limit = await learn_end(m.client, end, job_id=alloc.job_id)
-            if learnt.kind == "suspected":  # the job still runs (or is gone without a trace)
-                return
-            alloc.ended = (learnt, time_limit)
-        self._check_job(m)
-
     def _check_job(self, m: "_Member") -> None:
         """Raise the job's end again when Slurm already ended this host's job (time limit...)."""
-        alloc = m.allocation
-        if alloc is not None and alloc.ended is not None:
-            end, time_limit = alloc.ended
-            raise SlurmJobEnded(self.host, describe_end(end, job_id=alloc.job_id, node=m.node,
-                                                        slurm_time=alloc.request.time, time_limit=time_limit), end)
+        raise_if_ended(m.allocation, self.host, m.node)
+
+    async def _learn_end(self, m: "_Member", end: StepEnd) -> None:
+        await learn_and_raise(m.allocation, m.client, end, self.host, m.node)
 
     async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
         """Upload with ``sbcast`` to the node's own disk (temporary name, size check, rename).
@@ -504,10 +490,10 @@ class SlurmConnection(Connection):
             why = await self.scope.fanout.put(self.host, m.node, m.allocation, local_path, dest,  # type: ignore[arg-type]
                                               mode=0o644 if mode is None else mode)
         except TransferError as exc:
-            await self._learn_end(m, _SUSPECTED)  # a job Slurm ended is named as such
+            await self._learn_end(m, SUSPECTED)  # a job Slurm ended is named as such
             raise TransferError(f"{self.host}: {exc}") from None
         if why is not None:
-            await self._learn_end(m, _SUSPECTED)
+            await self._learn_end(m, SUSPECTED)
             raise TransferError(f"{self.host}: upload {local_path} -> {dest} on node {m.node}: {why}")
 
     async def get(self, remote_path: str, local_path: str) -> None:
@@ -528,12 +514,8 @@ class SlurmConnection(Connection):
             await self._learn_end(m, exc.end)
             raise
         except TransferError:
-            await self._learn_end(m, _SUSPECTED)
+            await self._learn_end(m, SUSPECTED)
             raise
-
-
-#: A transfer failed: maybe because Slurm ended the job (``scontrol`` says).
-_SUSPECTED = StepEnd("suspected", "a transfer failed")
 
 
 class _SlurmKind(ConnectionKind):

@@ -167,3 +167,31 @@ async def learn_end(client, end: StepEnd, *, job_id: str) -> tuple[StepEnd, str 
     if end.kind in ("ended", "suspected"):  # the step did not say: the job's state does
         end = end_from_job_state(record) or end
     return end, record.get("TimeLimit")
+
+
+#: A transfer failed: maybe because Slurm ended the job (``scontrol`` says).
+SUSPECTED = StepEnd("suspected", "a transfer failed")
+
+
+def raise_if_ended(alloc, host: str, node: str) -> None:
+    """Raise :class:`SlurmJobEnded` for ``host`` on ``node`` when Slurm already ended the job of
+    ``alloc`` (a :class:`~fleetctl.connection.slurm_alloc.Allocation`, or ``None``)."""
+    if alloc is not None and alloc.ended is not None:
+        end, time_limit = alloc.ended
+        raise SlurmJobEnded(host, describe_end(end, job_id=alloc.job_id, node=node, slurm_time=alloc.request.time,
+                                               time_limit=time_limit), end)
+
+
+async def learn_and_raise(alloc, client, end: StepEnd, host: str, node: str) -> None:
+    """Slurm ended (or, for :data:`SUSPECTED`, may have ended) the job of ``alloc``: learn how
+    (:func:`learn_end`, once per job; its other hosts get the same cause) and raise
+    :class:`SlurmJobEnded`. Returns when only suspected and the job still runs (or is gone
+    without a trace)."""
+    if alloc is None:
+        return
+    if alloc.ended is None:
+        learnt, time_limit = await learn_end(client, end, job_id=alloc.job_id)
+        if learnt.kind == "suspected":
+            return
+        alloc.ended = (learnt, time_limit)
+    raise_if_ended(alloc, host, node)
