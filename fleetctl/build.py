@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .errors import FleetError
+from .gpustack import stack_of
 
 #: PATH entries after the CUDA and venv bin folders: the usual system folders.
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -250,7 +251,8 @@ def build_plan(
         raw_facts: the facts script's JSON object (``gpus``, ``cuda``, ``cpu_count``,
             ``mem_available_mib``...). Missing keys are tolerated.
         fallback_archs: torch archs built when no GPU reports a compute capability
-            (``"9.0a;12.0a"``; ``;``, ``,`` or spaces separate).
+            (``"9.0a;12.0a"``; ``;``, ``,`` or spaces separate) on a host without an NVIDIA
+            driver (``gpu_stack`` ``none``, :mod:`fleetctl.gpustack`).
         mem_per_job_mib: MiB one CUDA compile job may take (4-8 GiB is common).
         max_jobs: a fixed job count (the ``max_jobs`` host var); derived when ``None``.
 
@@ -263,7 +265,8 @@ def build_plan(
         "notes": [str]}``; archs sorted numerically and deduplicated.
 
     Raises:
-        ValueError: ``fallback_archs`` holds an entry that is not an arch, or ``max_jobs`` < 1.
+        ValueError: ``fallback_archs`` holds an entry that is not an arch, ``max_jobs`` < 1, or
+            no GPU answered on a host whose GPU stack is broken (never the fallback there).
     """
     notes: list[str] = []
     gpus = [g for g in (raw_facts.get("gpus") or []) if isinstance(g, Mapping)]
@@ -290,13 +293,19 @@ def build_plan(
         targets = sorted(by_cap.values(), key=lambda t: _parse_cap(t["compute_cap"]))
         archs = parse_arch_list([t["arch"] for t in targets])
     else:
+        stack = stack_of(raw_facts)
+        if stack["status"] == "broken":  # a GPU host whose driver does not answer is not a build host
+            raise ValueError(f"the GPU stack is broken ({stack.get('reason')}): fallback_archs is only for "
+                             "hosts without an NVIDIA driver")
         source = "fallback"
         targets = []
         archs = parse_arch_list(fallback_archs)
         if not archs:
             raise ValueError("fallback_archs is empty")
         why = "no GPU found" if not gpus else "no GPU reported a compute capability"
-        if raw_facts.get("gpu_error"):
+        if not gpus and (raw_facts.get("gpu_stack") or {}).get("status") == "none":
+            why += " (no NVIDIA driver: a build host)"
+        elif raw_facts.get("gpu_error"):
             why += f" ({raw_facts['gpu_error']})"
         notes.append(f"{why}: building for fallback_archs {';'.join(archs)}")
 

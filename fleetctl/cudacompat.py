@@ -183,7 +183,8 @@ def with_toolkit_for(facts: Mapping[str, Any], tokens: Sequence[ArchToken],
         return facts, None
     best = max(able, key=lambda tk: _ver(tk.get("version")))
     home = best["home"]
-    chosen = {**cuda, **{k: best.get(k) for k in ("home", "nvcc", "nvcc_realpath", "version", "archs", "source")},
+    chosen = {**cuda, **{k: best.get(k) for k in ("home", "nvcc", "nvcc_realpath", "version", "archs", "source",
+                                             "host_compiler_max")},
               "cccl_include": f"{home.rstrip('/')}/include/cccl" if _ver(best.get("version"))[:1] >= (13,) else None}
     note = (f"nvcc {cuda.get('version')} at {cuda.get('nvcc')} cannot build {';'.join(t.text for t in tokens)}: "
             f"using nvcc {best.get('version')} at {best['nvcc']} ({best.get('source')}) instead")

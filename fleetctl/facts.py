@@ -15,8 +15,10 @@ from typing import Any
 
 from .build import DEFAULT_FALLBACK_ARCHS, build_plan
 from .cudacompat import parse_tokens, with_toolkit_for
+from .hostcompiler import choose as choose_host_compiler
 from .connection.base import Connection
 from .errors import FleetError, TaskFailed
+from .gpustack import check_gpu_stack
 from .scripts import script_path
 
 #: Name of the facts script, locally (``playbooks/scripts/``) and in the remote workdir.
@@ -34,13 +36,23 @@ def remote_workdir(workdir: str, home: str) -> str:
 
 
 def facts_argv(python: str, script: str, *, workdir: str, venv: str | None = None,
-               cuda_home: str | None = None) -> list[str]:
+               cuda_home: str | None = None, gpu_timeout_s: float | None = None) -> list[str]:
     """The argv that runs the uploaded facts script (pure; shown by ``--dry-run``)."""
-    argv = [python, script, "--workdir", workdir]
+    return [python, script, "--workdir", workdir] + facts_options(venv=venv, cuda_home=cuda_home,
+                                                                 gpu_timeout_s=gpu_timeout_s)
+
+
+def facts_options(*, venv: str | None = None, cuda_home: str | None = None,
+                  gpu_timeout_s: float | None = None) -> list[str]:
+    """The facts script's options from host settings: ``--venv``, ``--cuda-home`` and
+    ``--gpu-timeout-s`` (seconds nvidia-smi may take; the ``gpu_probe_timeout_s`` var)."""
+    argv: list[str] = []
     if venv:
         argv += ["--venv", venv]
     if cuda_home:
         argv += ["--cuda-home", cuda_home]
+    if gpu_timeout_s is not None:
+        argv += ["--gpu-timeout-s", f"{float(gpu_timeout_s):g}"]
     return argv
 
 
@@ -89,6 +101,7 @@ async def gather_facts(
     timeout_s: float = 120,
     python: str = "python3",
     max_jobs: int | None = None,
+    gpu_timeout_s: float | None = None,
 ) -> dict[str, Any]:
     """Upload and run the facts script on ``conn``'s host; return its facts plus ``build``.
 
@@ -102,6 +115,7 @@ async def gather_facts(
         timeout_s: deadline in seconds for the script run.
         python: the interpreter that runs the script (any Python >= 3.8 on the host).
         max_jobs: fixed build job count (host var); derived from CPUs and memory when None.
+        gpu_timeout_s: seconds nvidia-smi may take on the host (the script's default when None).
 
     Returns:
         The script's JSON object (see ``playbooks/scripts/facts.py``) with ``reachable: True``
@@ -111,6 +125,7 @@ async def gather_facts(
 
     Raises:
         TaskFailed: the script could not run or printed no JSON (names host and first stderr line).
+        GpuStackBroken: the host's NVIDIA stack is installed but broken (see :func:`complete_facts`).
         TransferError: the upload failed.
         CommandTimeout: the script ran past ``timeout_s``.
         HostUnreachable: the connection was lost.
@@ -120,7 +135,8 @@ async def gather_facts(
     workdir_abs = remote_workdir(workdir, conn.home)
     remote = posixpath.join(workdir_abs, FACTS_SCRIPT)
     await conn.put(str(local), remote, mode=0o644)
-    argv = facts_argv(python, remote, workdir=workdir_abs, venv=venv, cuda_home=cuda_home)
+    argv = facts_argv(python, remote, workdir=workdir_abs, venv=venv, cuda_home=cuda_home,
+                      gpu_timeout_s=gpu_timeout_s)
     result = await conn.run(argv, timeout_s=timeout_s)
     facts = parse_facts_output(conn.host, result.rc, result.stdout_text, result.stderr_text)
     return complete_facts(conn.host, facts, fallback_archs=fallback_archs, max_jobs=max_jobs, cuda_home=cuda_home)
@@ -135,8 +151,12 @@ def complete_facts(host: str, facts: dict[str, Any], *,
     ``cuda_home`` (the host var) pins the toolkit. Use the returned dict, not ``facts``.
 
     Raises:
+        GpuStackBroken: (a :class:`TaskFailed`) the host's NVIDIA stack is installed but broken
+            (:func:`fleetctl.gpustack.check_gpu_stack`): the host fails at facts, never builds
+            for ``fallback_archs`` as if it had no GPU.
         FleetError: the build cannot be planned from these facts.
     """
+    check_gpu_stack(host, facts)
     try:
         facts["build"] = build_plan(facts, fallback_archs=fallback_archs, max_jobs=max_jobs)
         switched, note = with_toolkit_for(facts, parse_tokens(facts["build"]["torch_cuda_arch_list"]),
@@ -145,7 +165,12 @@ def complete_facts(host: str, facts: dict[str, Any], *,
             facts = dict(switched)
             facts["build"] = build_plan(facts, fallback_archs=fallback_archs, max_jobs=max_jobs)
             facts["build"]["notes"].insert(0, note)
+        cxx = choose_host_compiler(facts)  # what nvcc will compile host code with (fleetctl/hostcompiler.py)
+        if cxx.note or cxx.problem:
+            facts["build"]["notes"].append(cxx.note or cxx.problem)
     except ValueError as exc:
         raise FleetError(f"{host}: cannot plan the build: {exc}") from None
+    for warning in (facts.get("gpu_stack") or {}).get("warnings") or []:
+        facts["build"]["notes"].append(f"warning: {warning}")
     facts["reachable"] = True
     return facts

@@ -22,12 +22,15 @@ from pathlib import Path
 import pytest
 
 from fleetctl.errors import FleetError, TaskFailed
+from fleetctl.gpustack import GpuStackBroken
 from fleetctl.facts import facts_argv, gather_facts, parse_facts_output, remote_workdir
 from fleetctl.scripts import script_path
 from tests.support.fake_gpu import (
     B200,
     H200,
     RTX_PRO_6000,
+    fake_bus_id,
+    fake_uuid,
     write_failing_nvidia_smi,
     write_fake_libnvml,
     write_fake_nvidia_smi,
@@ -87,8 +90,33 @@ VERSION_ID="24.04"
 '''
 
 
-def gpu(index, name, cap, mem):
-    return {"index": index, "name": name, "compute_cap": cap, "memory_mib": mem}
+def gpu(index, name, cap, mem, uuid=None, bus=None, mig=None):
+    return {"index": index, "name": name, "compute_cap": cap, "memory_mib": mem, "uuid": uuid, "pci_bus_id": bus,
+            "mig_mode": mig}
+
+
+def fake(index, name, cap, mem):
+    """A GPU as the fake nvidia-smi / NVML report it (with their UUID and bus id)."""
+    return gpu(index, name, cap, mem, fake_uuid(index), fake_bus_id(index))
+
+
+SMI_DETAIL_FIELDS = fs.GPU_QUERY_FIELDS + fs.GPU_DETAIL_FIELDS
+#: recorded shape of ``--query-gpu=index,name,compute_cap,memory.total,driver_version,uuid,pci.bus_id,mig.mode.current``
+SMI_DETAIL = ("0, NVIDIA H200, 9.0, 143771, 580.159.04, GPU-4f6c2ab1-7c3e-11ee-b962-0242ac120002, 00000000:18:00.0, Disabled\n"
+              "1, NVIDIA A100-SXM4-80GB, 8.0, 81920, 580.159.04, GPU-9a1e2b3c-0000-4000-8000-000000000001, "
+              "00000000:2A:00.0, Enabled\n"
+              "2, NVIDIA L40S, 8.9, 46068, 580.159.04, GPU-00000000-1111-2222-3333-444444444444, 00000000:3B:00.0, [N/A]\n")
+
+
+def test_parse_nvidia_smi_detail_fields():
+    gpus, driver = fs.parse_nvidia_smi_csv(SMI_DETAIL, SMI_DETAIL_FIELDS)
+    assert driver == "580.159.04"
+    assert gpus == [gpu(0, "NVIDIA H200", "9.0", 143771, "GPU-4f6c2ab1-7c3e-11ee-b962-0242ac120002", "00000000:18:00.0",
+                        "Disabled"),
+                    gpu(1, "NVIDIA A100-SXM4-80GB", "8.0", 81920, "GPU-9a1e2b3c-0000-4000-8000-000000000001",
+                        "00000000:2A:00.0", "Enabled"),
+                    gpu(2, "NVIDIA L40S", "8.9", 46068, "GPU-00000000-1111-2222-3333-444444444444", "00000000:3B:00.0",
+                        None)]
 
 
 @pytest.mark.parametrize(
@@ -214,21 +242,34 @@ def test_run_with_fake_nvidia_smi(tmp_path, smi_dir, rows, light_venv):
     assert facts["gpu_source"] == "nvidia-smi"
     assert facts["gpu_error"] is None
     assert facts["driver_version"] == "580.82.07"
-    assert facts["gpus"] == [gpu(i, name, cap, mem) for i, (cap, name, mem) in enumerate(rows)]
+    assert facts["gpus"] == [fake(i, name, cap, mem) for i, (cap, name, mem) in enumerate(rows)]
+    assert facts["gpu_stack"]["status"] == "ok"
 
 
-def test_run_with_no_gpu(tmp_path, smi_dir, light_venv):
+def test_run_with_no_gpu_seen_by_an_installed_driver_is_broken(tmp_path, smi_dir, light_venv):
+    # nvidia-smi present and "No devices were found" (exit 6): a driver that sees no GPU, not a build host
     write_fake_nvidia_smi(smi_dir, [])
     facts, _ = run_script("--workdir", tmp_path, path_dirs=[smi_dir], venv=light_venv)
     assert facts["gpus"] == []
-    assert facts["gpu_source"] == "nvidia-smi"
-    assert facts["gpu_error"] is None
+    assert facts["gpu_source"] is None
+    assert facts["gpu_stack"]["status"] == "broken"
+    assert facts["gpu_stack"]["reason"].startswith("nvidia-smi: exit 6: No devices were found")
+    assert "Xid" in facts["gpu_stack"]["fix"]
+
+
+def test_run_without_any_driver_is_a_build_host(tmp_path, light_venv):
+    if shutil.which("nvidia-smi", path=SYSTEM_PATH) or glob.glob("/dev/nvidia*"):
+        pytest.fail("this machine has an NVIDIA driver: the no-driver case cannot be run here")
+    facts, _ = run_script("--workdir", tmp_path, venv=light_venv)
+    assert facts["gpus"] == [] and facts["gpu_source"] is None
+    assert facts["gpu_stack"]["status"] == "none"
+    assert facts["gpu_stack"]["traces"] == []
 
 
 def test_run_with_na_compute_cap(tmp_path, smi_dir, light_venv):
     write_fake_nvidia_smi(smi_dir, [("[N/A]", "NVIDIA Graphics Device", 1024)])
     facts, _ = run_script("--workdir", tmp_path, path_dirs=[smi_dir], venv=light_venv)
-    assert facts["gpus"] == [gpu(0, "NVIDIA Graphics Device", None, 1024)]
+    assert facts["gpus"] == [fake(0, "NVIDIA Graphics Device", None, 1024)]
 
 
 def test_failing_nvidia_smi_falls_back_to_nvml(tmp_path, smi_dir, light_venv):
@@ -240,8 +281,9 @@ def test_failing_nvidia_smi_falls_back_to_nvml(tmp_path, smi_dir, light_venv):
     assert facts["gpu_source"] == "nvml"
     assert facts["gpu_error"] is None
     assert facts["driver_version"] == "575.51.03"
-    assert facts["gpus"] == [gpu(0, "NVIDIA H200", "9.0", 143771),
-                             gpu(1, "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "12.0", 97887)]
+    assert facts["gpus"] == [fake(0, "NVIDIA H200", "9.0", 143771),
+                             fake(1, "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "12.0", 97887)]
+    assert facts["gpu_stack"]["status"] == "ok"
     assert facts["gpu_probe_errors"][0].startswith("nvidia-smi: exit 9: NVIDIA-SMI has failed")
     assert "NVIDIA-SMI has failed" in proc.stderr
 
@@ -254,7 +296,7 @@ def test_nvml_fallback_when_nvidia_smi_missing(tmp_path, light_venv):
     lib = write_fake_libnvml(tmp_path / "lib", [B200])
     facts, _ = run_script("--workdir", tmp_path, env={"LD_LIBRARY_PATH": str(lib.parent)}, venv=light_venv)
     assert facts["gpu_source"] == "nvml"
-    assert facts["gpus"] == [gpu(0, "NVIDIA B200", "10.0", 183359)]
+    assert facts["gpus"] == [fake(0, "NVIDIA B200", "10.0", 183359)]
     assert facts["gpu_probe_errors"] == ["nvidia-smi: not found on PATH"]
 
 
@@ -268,6 +310,8 @@ def test_every_gpu_source_failing_is_reported_not_fatal(tmp_path, smi_dir, light
     assert facts["gpu_source"] is None
     assert "nvidia-smi: exit 9" in facts["gpu_error"]
     assert "nvml: nvmlInit_v2: Driver Not Loaded (9)" in facts["gpu_error"]
+    assert facts["gpu_stack"]["status"] == "broken"  # nvidia-smi is installed: a driver that does not answer
+    assert "modprobe nvidia" in facts["gpu_stack"]["fix"]
 
 
 def write_fake_cuda(home: Path, version: str = "12.4", archs=("compute_50", "compute_80", "compute_90"),
@@ -639,16 +683,18 @@ def test_gather_facts_end_to_end(tmp_path, smi_dir):
 
 
 def test_gather_facts_no_gpu_uses_fallback_and_passes_vars(tmp_path, smi_dir):
-    write_fake_nvidia_smi(smi_dir, [])
+    smi_dir.mkdir()  # no nvidia-smi, no driver: a build host
     home = write_fake_cuda(tmp_path / "cuda")
     conn = SubprocessConnection("node02", tmp_path / "home", path_dirs=[smi_dir])
     facts = asyncio.run(gather_facts(conn, workdir="/" + str(tmp_path / "abs").lstrip("/"), cuda_home=str(home),
-                                     venv=str(tmp_path / "nope"), python=sys.executable, fallback_archs="10.0a"))
+                                     venv=str(tmp_path / "nope"), python=sys.executable, fallback_archs="10.0a",
+                                     gpu_timeout_s=7))
     assert conn.argvs[0][2:] == ["--workdir", str(tmp_path / "abs"), "--venv", str(tmp_path / "nope"),
-                                 "--cuda-home", str(home)]
+                                 "--cuda-home", str(home), "--gpu-timeout-s", "7"]
+    assert facts["gpu_stack"]["status"] == "none"
     assert facts["build"]["source"] == "fallback"
     assert facts["build"]["torch_cuda_arch_list"] == "10.0a"
-    assert facts["build"]["notes"][0] == "no GPU found: building for fallback_archs 10.0a"
+    assert facts["build"]["notes"][0] == "no GPU found (no NVIDIA driver: a build host): building for fallback_archs 10.0a"
     # the fake nvcc 12.4 lists no compute_100
     assert facts["build"]["unsupported"] == ["compute_100a"]
     assert facts["python"]["exists"] is False
@@ -801,3 +847,81 @@ def test_tmp_workdir_and_login_env_facts(tmp_path, light_venv):
     assert facts["workdir_fs"]["path"] == str(tmp_path) and facts["workdir_fs"]["free_mib"] > 0
     assert facts["login_env"] == {"VIRTUAL_ENV": "/stray/venv", "CONDA_PREFIX": "/opt/conda", "TMPDIR": str(tmp_path)}
     assert facts["python"]["prefix"] == str(light_venv)  # the probe did not run in the stray environment
+
+
+@pytest.mark.parametrize("smi_rc, smi_message, fix", [
+    (18, "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.95",
+     "reboot the host, or reload the nvidia kernel modules"),
+    (9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
+        "NVIDIA driver is installed and running.", "modprobe nvidia"),
+    (6, "No devices were found", "Xid"),
+], ids=["mismatch", "no-driver-loaded", "no-devices"])
+def test_gather_facts_refuses_a_broken_stack_never_the_fallback(tmp_path, smi_dir, smi_rc, smi_message, fix):
+    write_failing_nvidia_smi(smi_dir, rc=smi_rc, message=smi_message)
+    conn = SubprocessConnection("node09", tmp_path / "home", path_dirs=[smi_dir])
+    with pytest.raises(GpuStackBroken) as err:
+        asyncio.run(gather_facts(conn, workdir="w", python=sys.executable, fallback_archs="10.0a"))
+    assert str(err.value).startswith(f"node09: GPU stack broken: nvidia-smi: exit {smi_rc}: {smi_message.splitlines()[0]}")
+    assert fix in str(err.value)
+    assert err.value.facts["gpu_stack"]["status"] == "broken" and "build" not in err.value.facts
+
+
+def test_build_plan_refuses_the_fallback_for_a_broken_stack():
+    from fleetctl.build import build_plan
+
+    broken = {"gpus": [], "gpu_stack": {"status": "broken", "reason": "nvidia-smi: exit 18: mismatch"}}
+    with pytest.raises(ValueError, match="only for hosts without an NVIDIA driver"):
+        build_plan(broken)
+    old_script = {"gpus": [], "gpu_error": "nvidia-smi: exit 9: NVIDIA-SMI has failed"}  # facts without gpu_stack
+    with pytest.raises(ValueError, match="GPU stack is broken"):
+        build_plan(old_script)
+    assert build_plan({"gpus": [], "gpu_stack": {"status": "none"}})["source"] == "fallback"
+
+
+@pytest.mark.parametrize("traces, nvml_gpus, status", [
+    ([], None, "none"),
+    (["/proc/driver/nvidia/version", "/dev/nvidiactl"], None, "broken"),  # a driver, no nvidia-smi, NVML failing
+    (["/dev/nvidia0"], [{"index": 0}], "ok"),                              # NVML lists the GPUs
+    ([], [], "broken"),                                                    # NVML answers: no GPU
+])
+def test_gpu_stack_without_nvidia_smi(traces, nvml_gpus, status):
+    smi = {"gpus": None, "missing": True, "error": "nvidia-smi: not found on PATH", "rc": None, "hung": False}
+    stack = fs.gpu_stack(smi, nvml_gpus, "nvml: libnvidia-ml.so.1: cannot open" if nvml_gpus is None else None,
+                         traces, [], loaded="580.82.07")
+    assert stack["status"] == status
+    if status == "broken":
+        assert "nvidia-smi is not on PATH" in stack["reason"] and "580.82.07" in stack["fix"]
+
+
+def test_parse_proc_stat_and_stuck_probes(tmp_path):
+    assert fs.parse_proc_stat("588 (nvidia-smi) D 1 588 588 0 -1 4194304 64 0 0 0 0 0 0 0 20 0 1 0 9000 1 2") == ("D", 9000)
+    assert fs.parse_proc_stat("7 (a b) c)) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 42 x") == ("S", 42)
+    assert fs.parse_proc_stat("junk") == (None, None)
+    ticks = os.sysconf("SC_CLK_TCK")
+    (tmp_path / "uptime").write_text("1000.00 50.00\n")
+    for pid, comm, state, start_s in ((10, "nvidia-smi", "D", 900), (11, "nvidia-smi", "S", 100),
+                                      (12, "nvidia-smi", "D", 999.5), (13, "python3", "D", 1)):
+        d = tmp_path / str(pid)
+        d.mkdir()
+        (d / "comm").write_text(comm + "\n")
+        (d / "stat").write_text(f"{pid} ({comm}) {state} " + " ".join(["0"] * 18) + f" {int(start_s * ticks)} 0\n")
+    assert fs.stuck_gpu_probes(5, proc_root=str(tmp_path)) == [{"pid": 10, "age_s": 100.0, "state": "D"}]
+
+
+def test_smi_failure_names_the_loaded_and_library_versions():
+    reason, fix = fs.smi_failure(18, "Failed to initialize NVML: Driver/library version mismatch\n"
+                                     "NVML library version: 580.95", loaded="580.82.07")
+    assert reason == ("nvidia-smi: exit 18: Failed to initialize NVML: Driver/library version mismatch "
+                      "(kernel module 580.82.07, NVML library 580.95)")
+    assert "reboot the host" in fix and "modprobe nvidia" in fix
+    reason, _ = fs.smi_failure(None, "", timeout_s=5)
+    assert reason == "nvidia-smi did not answer in 5 s: a GPU may have fallen off the bus; see dmesg for Xid"
+
+
+def test_more_device_files_than_gpus_listed_is_a_warning():
+    smi = {"gpus": [{"index": 0}], "missing": False, "error": None, "rc": 0, "hung": False}
+    stack = fs.gpu_stack(smi, None, None, ["/proc/driver/nvidia/version", "/dev/nvidia0", "/dev/nvidia1",
+                                           "/dev/nvidiactl", "/dev/nvidia-uvm"], [])
+    assert stack["status"] == "ok"
+    assert stack["warnings"] == ["2 GPU device files (/dev/nvidia0, /dev/nvidia1) but 1 GPU(s) listed: a GPU may be "
+                                 "missing; see dmesg for Xid"]

@@ -79,7 +79,9 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
         accept_new_host_keys=accept_new_host_keys)))
     result = {}
     for name, out in run.hosts.items():
-        if out.facts is not None:
+        if out.facts is not None and out.status == "failed":  # gathered, then refused (a broken GPU stack)
+            result[name] = {**out.facts, "reachable": True, "status": "failed", "error": out.error}
+        elif out.facts is not None:
             result[name] = out.facts
         else:
             result[name] = {"reachable": bool(out.reachable), "error": out.error}

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import CommandTimeout, TransferError
+from ..storagefaults import name_write_error
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback, OutputLine
 from .command import env_argv, validate_env
 from .streams import OutputTail, pump_lines
@@ -142,7 +143,8 @@ class LocalConnection(Connection):
                 Path(tmp).unlink(missing_ok=True)
                 raise
         except OSError as exc:
-            raise TransferError(f"{self.host}: put {local_path} -> {remote_path}: {exc}") from None
+            named = name_write_error(f"[Errno {exc.errno}] {exc.strerror}", remote_path)
+            raise TransferError(f"{self.host}: put {local_path} -> {remote_path}: {named or exc}") from None
 
     async def get(self, remote_path: str, local_path: str) -> None:
         """Copy a regular file back; symlinks are refused."""

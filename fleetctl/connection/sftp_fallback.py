@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 
 from ..errors import TransferError
+from ..storagefaults import name_write_error
 from .base import Connection, OutputLine
 
 #: Seconds one exec transfer may take (as long as a whole upload phase's default budget).
@@ -50,6 +51,10 @@ async def put_by_exec(conn: Connection, local_path: str, remote_path: str, mode:
                          timeout_s=TRANSFER_TIMEOUT_S)
     if res.rc != 0:
         detail = res.stderr_text.strip()[-300:] or f"exit status {res.rc}"
+        named = name_write_error(detail, remote_path)
+        if named:  # the disk, its quota or its mount, named with the path (no partial file is left)
+            raise TransferError(f"{conn.host}: upload {local_path} -> {remote_path}: {named} (the partial file "
+                                "was removed)")
         prefix = f"{why}; upload through the shell failed too" if why else \
             f"{conn.host}: upload {local_path} -> {remote_path} over an exec channel"
         raise TransferError(f"{prefix}: {detail}")

@@ -26,6 +26,7 @@ from pathlib import Path
 import asyncssh
 
 from ..errors import TransferError
+from ..storagefaults import name_write_error
 from .retry import retrying
 from .sftp_fallback import get_by_exec, put_by_exec, realpath_by_exec
 from .ssh_errors import is_channel_refused, is_subsystem_refused, sftp_refused_note
@@ -143,7 +144,7 @@ class SFTPFiles:
                 await self._put_sftp(sftp, local_path, remote_path, mode)
         except UseOverflow:
             await (await self._second()).put(local_path, remote_path, mode=mode)
-        except _NoSFTP as exc:
+        except (_NoSFTP, _SFTPWriteFailed) as exc:
             await put_by_exec(self, local_path, remote_path, mode, why=str(exc))
 
     async def _put_sftp(self, sftp, local_path: str, remote_path: str, mode: int | None) -> None:
@@ -163,9 +164,13 @@ class SFTPFiles:
             except (OSError, asyncssh.Error):
                 pass
             reason = getattr(exc, "reason", None) or str(exc)
-            if getattr(exc, "code", None) == asyncssh.FX_FAILURE or "space" in reason.lower():
-                reason += " (is the host's disk full? the partial file was removed)"
-            raise TransferError(f"{self.host}: upload {local_path} -> {remote_path}: {reason}") from None
+            if getattr(exc, "code", None) == asyncssh.FX_FAILURE:
+                # sftp-server says only "Failure" for EDQUOT, ENOSPC, EROFS, EIO (the errno is lost):
+                # the upload is retried through the shell, whose cat names the real error
+                raise _SFTPWriteFailed(f"{self.host}: upload {local_path} -> {remote_path}: SFTP: {reason}") from None
+            named = name_write_error(reason, remote_path)
+            raise TransferError(f"{self.host}: upload {local_path} -> {remote_path}: {named or reason}"
+                                + (" (the partial file was removed)" if named else "")) from None
 
     async def get(self, remote_path: str, local_path: str) -> None:
         """Download a regular file over SFTP (over an exec channel where SFTP cannot be used); a
@@ -201,3 +206,8 @@ class _NoSFTP(TransferError):
 
 class _NoSFTP(TransferError):
     """The SFTP session could not start (``put`` then goes through an exec channel)."""
+
+
+class _SFTPWriteFailed(TransferError):
+    """An SFTP upload failed with ``SSH_FX_FAILURE``, which hides the errno (``put`` then goes
+    through an exec channel, whose error names it)."""

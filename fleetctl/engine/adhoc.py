@@ -137,6 +137,8 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
             except FleetError as exc:
                 out.status, out.error = "failed", str(exc)
                 out.reachable = session is not None
+                if isinstance(getattr(exc, "facts", None), dict):  # gathered, then refused (a broken GPU stack)
+                    out.facts = exc.facts  # type: ignore[attr-defined]
             finally:
                 if session is not None:
                     await session.conn.close()

@@ -409,6 +409,8 @@ async def _start(session: HostSession, run: RunModel, observers: Any, opts: Play
                                          msg=getattr(exc, "cause", None) or str(exc), start=started_at,
                                          duration_s=round(time.monotonic() - t0, 3)))
             out.phases = list(spans)
+            if isinstance(getattr(exc, "facts", None), dict):  # gathered, then refused (a broken GPU stack)
+                out.facts = exc.facts  # type: ignore[attr-defined]
         raise
     if started.lock_path is not None:
         session.cleanups.append(started.release)

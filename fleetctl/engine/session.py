@@ -190,7 +190,8 @@ class HostSession:
     async def gather_facts(self, *, timeout_s: float = 180.0) -> dict[str, Any]:
         """Gather the host's facts (one upload, one command), store and return them.
 
-        The ``fallback_archs`` var (default ``9.0a;12.0a``) is the arch list when no GPU is found.
+        The ``fallback_archs`` var (default ``9.0a;12.0a``) is the arch list of a host without an
+        NVIDIA driver; a host whose driver is broken fails (:mod:`fleetctl.gpustack`).
 
         Raises:
             TaskFailed, TransferError, CommandTimeout, HostUnreachable: see
@@ -202,6 +203,7 @@ class HostSession:
         facts = await gather_facts(
             self.conn, venv=self.venv, cuda_home=settings.cuda_home, workdir=self.run_dir,
             fallback_archs=settings.fallback_archs, timeout_s=timeout_s, max_jobs=settings.max_jobs,
+            gpu_timeout_s=settings.gpu_probe_timeout_s,
         )
         return self.finish_facts(facts)
 

@@ -83,13 +83,11 @@ def _job(session: HostSession, *, facts: bool, lock: bool, remembered: list[list
     if lock:
         job["lock"] = {"path": session.host.settings.deploy_lock or "", "record": json.dumps(_record(session.run_id))}
     if facts:
+        from ..facts import facts_options
+
         settings = session.host.settings
-        argv = []
-        if session.venv:
-            argv += ["--venv", session.venv]
-        if settings.cuda_home:
-            argv += ["--cuda-home", settings.cuda_home]
-        job["facts_argv"] = argv
+        job["facts_argv"] = facts_options(venv=session.venv, cuda_home=settings.cuda_home,
+                                          gpu_timeout_s=settings.gpu_probe_timeout_s)
     return job
 
 

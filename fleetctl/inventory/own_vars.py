@@ -28,12 +28,13 @@ OWN_VARS: Mapping[str, str] = MappingProxyType({
     "cuda_home": "the CUDA toolkit folder on the host",
     "workdir": "the working folder on the host",
     "known_hosts": "a known_hosts file on the controller (ssh)",
-    "fallback_archs": "the arch list built when the host has no GPU",
+    "fallback_archs": "the arch list built when the host has no NVIDIA driver",
     "build_host": "the host that builds for this host's arch class",
     "max_jobs": "parallel compile jobs",
     "keepalive_interval": "seconds between SSH keepalives",
     "deploy_lock": "the deploy lock file on the host",
     "verify_device": "where verify works: auto, cuda or cpu",
+    "gpu_probe_timeout_s": "seconds nvidia-smi may take in facts",
     # ssh kind (fleetctl/connection/ssh_kind.py SSHSettings)
     "ssh_config": "the ssh_config file read instead of ~/.ssh/config (ssh -F)",
     # slurm kind (fleetctl/connection/slurm.py SlurmSettings)

@@ -61,13 +61,16 @@ class HostSettings(BaseModel):
         workdir: the working folder on the host, or None for ``~/.fleetctl/<host>``.
         known_hosts: a known_hosts file on the controller (absolute; ``~`` expanded, relative to
             the inventory file's folder), or None for OpenSSH's ``~/.ssh/known_hosts``.
-        fallback_archs: the arch list built when the host has no GPU (``"9.0a;12.0a"``).
+        fallback_archs: the arch list built when the host has no NVIDIA driver (``"9.0a;12.0a"``);
+            a host whose driver is installed but broken fails instead.
         build_host: the inventory host that builds for this host's arch class, or None to pick one.
         max_jobs: parallel compile jobs, or None to derive them from cores and memory.
         keepalive_interval_s: seconds between SSH keepalives (var ``keepalive_interval``); three
             unanswered ones declare the connection dead.
         deploy_lock: the deploy lock file on the host (default ``<workdir>/deploy.lock``); one path
             for every inventory that names the machine differently.
+        gpu_probe_timeout_s: seconds nvidia-smi may take in facts (var ``gpu_probe_timeout_s``,
+            default 30): a GPU that has fallen off the bus blocks it in the kernel for good.
         verify_device: where ``verify`` must work when its task does not say: ``auto`` (the GPU when
             the host's facts list GPUs), ``cuda`` or ``cpu`` (hosts whose GPUs are not for torch).
     """
@@ -84,6 +87,7 @@ class HostSettings(BaseModel):
     keepalive_interval_s: float = Field(default=15.0, gt=0, validation_alias="keepalive_interval")
     deploy_lock: str | None = Field(default=None, validation_alias="deploy_lock")
     verify_device: Literal["auto", "cuda", "cpu"] = Field(default="auto", validation_alias="verify_device")
+    gpu_probe_timeout_s: float = Field(default=30.0, gt=0, le=3600, validation_alias="gpu_probe_timeout_s")
 
 
 @functools.lru_cache(maxsize=None)

@@ -65,7 +65,7 @@ def print_facts(console: Console, facts: dict[str, dict[str, Any]]) -> None:
     disk, max jobs); then one line per host that could not be reached or read, with its cause."""
     rows, bad = [], []
     for host, f in facts.items():
-        if not f.get("reachable", True) or "error" in f and "gpus" not in f:
+        if not f.get("reachable", True) or "error" in f and ("gpus" not in f or f.get("status") == "failed"):
             bad.append((host, f))
             continue
         gpus = f.get("gpus") or []

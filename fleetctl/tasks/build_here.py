@@ -9,7 +9,9 @@
    are stale) and after the build, whatever its outcome.
 3. ``uv build --wheel --python VENV_PYTHON`` (uv on the host) or ``VENV_PYTHON -m pip wheel
    --no-deps``; a compiler killed for memory (exit 137, "Killed") is retried once with half the
-   jobs. A failed build's summary is the compiler's own first error, then where the full log is.
+   jobs. A failed build's summary is the compiler's own first error, then where the full log is;
+   nvcc refusing its host compiler and a write error (quota, full disk, read-only, I/O) are named
+   first (:mod:`~fleetctl.tasks.build_faults`).
 4. What the build used (the torch it compiled against, the cmake, the CUDA compiler) is checked
    against what fleetctl asked for: another torch or another compiler fails the task.
 5. The wheel's SASS and PTX (``cuobjdump --list-elf`` / ``--list-ptx``) must hold every target
@@ -27,12 +29,14 @@ from typing import Any
 from ..build import build_environment
 from ..connection.base import CommandResult
 from ..cudacompat import how_covered, uncovered_gpus
+from ..hostcompiler import chosen_defines, chosen_env, chosen_record
 from ..scripts import script_path
 from ..status import Status
 from .base import HostView, Plan, TaskResult, first_error_line
 from .build_keys import STAMP_NAME, build_argv, is_killed, ptx_targets, sass_targets, wheel_sass_local
 from .build_meta import BuildMeta
 from .build_preflight import CLEAN_PYTHON_ENV, missing_tools
+from .build_faults import named_failure
 from .build_record import HOOK_FILES, RECORD_NAME, compiler_mismatch, parse_record, torch_drift
 from .steps import Emit, Fail, Get, Local, Publish, Put, PutFiles, Run, probe
 
@@ -54,6 +58,7 @@ def _build_env(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
     env: dict[str, str | None] = {**CLEAN_PYTHON_ENV}
     env.update(build_environment({**facts, "build": {**target, "max_jobs": jobs}}, venv=host.venv))
     env.update({"TMPDIR": tmp, "PYTHONPATH": hook_dir, "FLEETCTL_BUILD_RECORD": record})
+    env.update(chosen_env(facts))  # the host compiler nvcc accepts, when fleetctl chose one
     if constraint:
         env.update({"PIP_BUILD_CONSTRAINT": constraint, "PIP_CONSTRAINT": constraint, "UV_BUILD_CONSTRAINT": constraint})
     env.update({k: v for k, v in (args.env or {}).items()})
@@ -111,7 +116,7 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
         hook_defines = {"CMAKE_PROJECT_INCLUDE": posixpath.join(hook_dir, "fleetctl_record.cmake")}
         if cuda.get("nvcc"):
             hook_defines["FLEETCTL_EXPECT_CUDA_COMPILER"] = cuda["nvcc"]
-    argv_defines = {**defines, **hook_defines} if (meta.cmake or not meta.found) else {}
+    argv_defines = {**defines, **chosen_defines(facts), **hook_defines} if (meta.cmake or not meta.found) else {}
     res = CommandResult(argv=[], rc=None)
     for attempt in range(2):
         env = _build_env(args, host, facts, target, jobs, tmp, hook_dir, record_path, constraint)
@@ -131,11 +136,12 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
                     mutating=False, after_change=True, quiet=True, reason="what the build used (its record)")
     record = parse_record(rec.stdout_text, res.stdout_text + "\n" + res.stderr_text)
     data: dict[str, Any] = {"max_jobs": jobs, "tool": tool, "key": key, "build_record": record,
-                            "tmpdir": tmp, "build_meta": meta.as_dict()}
+                            "tmpdir": tmp, "build_meta": meta.as_dict(), "host_compiler": chosen_record(facts)}
     mismatch = compiler_mismatch(record, cuda)
     if res.rc != 0:
-        why = mismatch or (f"compiler killed (likely out of memory) with MAX_JOBS={jobs}" if is_killed(res)
-                           else first_error_line(res))
+        why = (mismatch or named_failure(res, facts, tmp)  # a refused host compiler, a write error: named
+               or (f"compiler killed (likely out of memory) with MAX_JOBS={jobs}" if is_killed(res)
+                   else first_error_line(res)))
         return (yield from fail(f"build failed ({tool}): {why} ({logs})", data, rc=res.rc))
     drift = torch_drift(record, py)
     if mismatch or drift:

@@ -18,6 +18,7 @@ from typing import Any
 from ..build import config_settings_args, wheel_defines
 from ..connection.base import CommandResult
 from ..cudacompat import ArchToken, parse_tokens
+from ..hostcompiler import key_material as host_compiler_key
 from .steps import Run, probe
 
 #: The stamp a build leaves next to its wheel (``<out_dir>/<key16>/``).
@@ -92,6 +93,7 @@ def build_inputs(tree_hash: str, plan: Mapping[str, Any], defines: Mapping[str, 
         "cuda": (facts.get("cuda") or {}).get("version"), "torch": py.get("torch"),
         "torch_cuda": py.get("torch_cuda"), "python": py.get("tag") or py.get("version"),
     }
+    material.update(host_compiler_key(facts))
     if plan.get("mixed_sm") and host:
         material["mixed_sm_host"] = host
     return material

@@ -38,7 +38,9 @@ _SKBUILD_CMAKE = re.compile(r"scikit-build-core \S+ using CMake (\S+)")
 def parse_record(record_text: str, output: str) -> dict[str, Any]:
     """The build record: ``{"torch": [{"torch", "torch_cuda", "torch_file", "python"}...],
     "torch_dirs": ["<site-packages>/torch"...], "cmake": {"path", "version",
-    "policy_version_minimum"} | None, "cuda_compiler": {"path", "realpath", "version", "source"} | None}``.
+    "policy_version_minimum"} | None, "cuda_compiler": {"path", "realpath", "version", "source", "host_compiler"} | None}``
+    (``host_compiler``: CMake's ``CMAKE_CUDA_HOST_COMPILER``, nvcc's ``-ccbin``; None when nvcc's
+    default).
 
     Args:
         record_text: the record file's JSON lines (unreadable lines skipped).
@@ -60,7 +62,8 @@ def parse_record(record_text: str, output: str) -> dict[str, Any]:
                      "policy_version_minimum": item.get("policy_version_minimum") or None}
         elif kind == "cuda_compiler" and compiler is None:
             compiler = {"path": item.get("path"), "realpath": item.get("realpath"),
-                        "version": item.get("version") or None, "source": "CMake configure"}
+                        "version": item.get("version") or None, "source": "CMake configure",
+                        "host_compiler": item.get("host_compiler") or None}
     dirs: list[str] = []
     for m in _TORCH_INCLUDE.finditer(output):
         d = m.group(1).rstrip("/") + "/torch"

@@ -6,7 +6,8 @@ TORCH_CUDA_ARCH_LIST, CMAKE_CUDA_ARCHITECTURES, MAX_JOBS, CMAKE_POLICY_VERSION_M
 set. The planner:
 
 1. picks the toolkit (the newest of the host's toolkits that compiles the arch list, unless the
-   ``cuda_home`` host var pins one) and runs the preflight (:mod:`~fleetctl.tasks.build_preflight`):
+   ``cuda_home`` host var pins one) and the host compiler that toolkit's nvcc accepts
+   (:mod:`~fleetctl.tasks.build_toolchain`), and runs the preflight (:mod:`~fleetctl.tasks.build_preflight`):
    from facts (driver vs toolkit, archs nvcc rejects, GPUs the archs would not cover, disk,
    memory, the workdir's file system), from the tree's own ``pyproject.toml``/``setup.py``
    (:mod:`~fleetctl.tasks.build_meta`) and from one probe of the venv's python (its build
@@ -41,6 +42,8 @@ from .build_keys import (STAMP_NAME, build_inputs, build_key, changed_inputs, pa
                          target_plan)
 from .build_meta import META_PROBE, BuildMeta, meta_from_texts, parse_probe, read_local_texts
 from .build_preflight import facts_problems, probe_problems, requirement_list, venv_probe
+from .build_space import build_paths, space_probe, space_problems
+from .build_toolchain import host_compiler_preflight
 from .copy import REMOTE_TREE_HASH
 from .steps import ClassRole, Emit, Fetch, Local, Publish, Put, probe
 
@@ -67,7 +70,9 @@ class BuildWheelArgs(ActionArgs):
             before building, instead of failing the preflight.
         min_cmake: lowest CMake version accepted (a string: ``"3.18"``).
         min_free_disk_mib: free disk space (MiB) required in the workdir's file system (the build's
-            TMPDIR is there too).
+            TMPDIR is there too): checked against ``statvfs`` and then really allocated (a probe
+            file, removed at once) where the build writes, so a quota ``statvfs`` does not show
+            fails the preflight too (:mod:`~fleetctl.tasks.build_space`); ``0`` checks nothing.
         min_free_mem_mib: memory (MiB) the build must have, after the cgroup's limit and usage.
         check_sass: after the build, require every target arch in the built extension's SASS, every
             ``+PTX`` arch's PTX, and code that runs on every GPU of the host.
@@ -170,7 +175,10 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     decision: dict[str, Any] = {"archs": target.get("torch_cuda_arch_list")}
     if switched:  # the task's archs need another of the host's toolkits than facts chose
         decision["toolkit"] = switched
-    problems = facts_problems(facts, tokens, args, host.venv, host.cuda_home)
+    facts, cxx_problems, cxx_note = host_compiler_preflight(facts, args)
+    if cxx_note:  # nvcc refuses its default host compiler: another one the host has is used
+        decision["host_compiler"] = cxx_note
+    problems = facts_problems(facts, tokens, args, host.venv, host.cuda_home) + cxx_problems
     if problems:
         return _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
     src = args.src.rstrip("/") or "/"
@@ -187,6 +195,11 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     problems = probe_problems(info, meta, facts, args, host.venv, host.python, isolated)
     if problems:
         return _fail("preflight: " + "; ".join(problems), decision, preflight=problems, build_meta=meta.as_dict())
+    if args.min_free_disk_mib:  # statvfs ignores quotas: really allocate the space the build needs
+        space = yield space_probe(host.python, build_paths(host.workdir, args.out_dir), args.min_free_disk_mib)
+        problems = space_problems(space.stdout_text, args.min_free_disk_mib)
+        if problems:
+            return _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
 
     defines = cmake_defines({**facts, "build": target}, args.cmake_defines)
     tree = host.trees.get(src)

@@ -4,7 +4,9 @@ The script (``playbooks/scripts/verify_package.py`` unless the task names anothe
 the run's folder and run with ``VENV_PYTHON -I`` (no PYTHONPATH, no user site-packages, not the
 script's folder on sys.path) from ``/`` with VIRTUAL_ENV, CONDA_PREFIX, PYTHONPATH and PYTHONHOME
 unset, so the package is imported from the venv's site-packages, never from a source tree. On a
-host whose facts list GPUs it runs on the GPU (``--device cuda``) and fails if torch cannot see it.
+host whose facts list GPUs it runs on the GPU (``--device cuda``), on EVERY GPU the facts list
+(``--gpus``), and fails if torch cannot see one (a ``CUDA_VISIBLE_DEVICES`` of the login
+environment that hides some makes that a warning in the result instead).
 See the script's docstring for the checks. Verify reads and changes nothing on the host besides its
 own script, so it runs in a deploy, never in a dry run (there is nothing installed yet to check).
 """
@@ -73,11 +75,18 @@ class VerifyArgs(ActionArgs):
 
 
 def verify_argv(python: str, script: str, args: VerifyArgs, venv: str | None, sms: list[str],
-                host_device: str = "auto") -> list[str]:
-    """The verification script's command line (pure): ``python -I`` (isolated mode)."""
+                host_device: str = "auto", gpus: list[dict] | None = None) -> list[str]:
+    """The verification script's command line (pure): ``python -I`` (isolated mode).
+
+    ``gpus``: the host's facts' GPUs; on the GPU (``--device cuda``) each one is verified
+    (``--gpus``: JSON of their ``index``, ``name``, ``uuid``, ``pci_bus_id``, ``mig_mode``)."""
     device = args.device if args.device != "auto" else host_device if host_device != "auto" else (
         "cuda" if sms else "cpu")
     argv = [python, "-I", script, "--package", args.package, "--device", device]
+    if device == "cuda" and gpus:
+        argv += ["--gpus", json.dumps([{k: g.get(k) for k in ("index", "name", "uuid", "pci_bus_id", "mig_mode")}
+                                       for g in gpus],
+                                      separators=(",", ":"))]
     if venv:
         argv += ["--venv", venv]
     if args.symbols:
@@ -113,7 +122,9 @@ def plan(args: VerifyArgs, host: HostView) -> Plan:
     if err is not None:
         return TaskResult(Status.FAILED, msg=f"verify: {err}")
     ok_summary = {"ok": True, "checks": [], "simulated": True}
-    res = yield Run(argv=tuple(verify_argv(host.python, remote, args, host.venv, host.gpu_caps, host.verify_device)), cwd="/", quiet=True,
+    argv = verify_argv(host.python, remote, args, host.venv, host.gpu_caps, host.verify_device,
+                       gpus=[g for g in host.facts.get("gpus") or [] if isinstance(g, dict)])
+    res = yield Run(argv=tuple(argv), cwd="/", quiet=True,
                     env=CLEAN_PYTHON_ENV, mutating=False, after_change=True,
                     reason="import and check the installed package, isolated from the login environment",
                     assume=CommandResult(argv=[], rc=0, stdout=json.dumps(ok_summary).encode()))
@@ -126,9 +137,11 @@ def plan(args: VerifyArgs, host: HostView) -> Plan:
     if summary.get("simulated"):
         return TaskResult(Status.OK, msg="verify after the install", data={"decision": {"action": "verify"}})
     smoke = (summary.get("selfcheck") or {}).get("device")
+    warned = "".join(f"; warning: {w}" for w in summary.get("warnings") or [])
     return TaskResult(Status.OK, data={**summary, "decision": {"action": "verify"}},
                       msg=f"{args.package} verified ({len(summary.get('checks', []))} checks"
-                          f"{', smoke on ' + smoke if smoke else ''}{', on ' + summary['device'] if summary.get('device') else ''})")
+                          f"{', smoke on ' + smoke if smoke else ''}{', on ' + summary['device'] if summary.get('device') else ''})"
+                          f"{warned}")
 
 
 ACTION = Action(name="verify", args=VerifyArgs, phase="verify", timeout_s=600.0, plan=plan)

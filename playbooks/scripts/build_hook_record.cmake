@@ -1,7 +1,7 @@
 # fleetctl's CMake hook (CMAKE_PROJECT_INCLUDE: included after every project() call).
 #
 # Records the cmake that runs (CMAKE_COMMAND, CMAKE_VERSION, CMAKE_POLICY_VERSION_MINIMUM) and the
-# CUDA compiler CMake chose, as JSON lines appended to $ENV{FLEETCTL_BUILD_RECORD}, and stops the
+# CUDA compiler CMake chose (with its host compiler, CMAKE_CUDA_HOST_COMPILER: nvcc's -ccbin), as JSON lines appended to $ENV{FLEETCTL_BUILD_RECORD}, and stops the
 # configure (before anything compiles) when that compiler is not FLEETCTL_EXPECT_CUDA_COMPILER, the
 # one fleetctl asked for (compared by real path).
 
@@ -26,7 +26,8 @@ function(_fleetctl_check_cuda_compiler)
   get_filename_component(real "${CMAKE_CUDA_COMPILER}" REALPATH)
   _fleetctl_json_escape(p "${CMAKE_CUDA_COMPILER}")
   _fleetctl_json_escape(r "${real}")
-  _fleetctl_append("{\"kind\": \"cuda_compiler\", \"path\": \"${p}\", \"realpath\": \"${r}\", \"id\": \"${CMAKE_CUDA_COMPILER_ID}\", \"version\": \"${CMAKE_CUDA_COMPILER_VERSION}\"}")
+  _fleetctl_json_escape(h "${CMAKE_CUDA_HOST_COMPILER}")
+  _fleetctl_append("{\"kind\": \"cuda_compiler\", \"path\": \"${p}\", \"realpath\": \"${r}\", \"id\": \"${CMAKE_CUDA_COMPILER_ID}\", \"version\": \"${CMAKE_CUDA_COMPILER_VERSION}\", \"host_compiler\": \"${h}\"}")
   message(STATUS "fleetctl: CUDA compiler ${CMAKE_CUDA_COMPILER} (${CMAKE_CUDA_COMPILER_ID} ${CMAKE_CUDA_COMPILER_VERSION})")
   if(FLEETCTL_EXPECT_CUDA_COMPILER)
     get_filename_component(want "${FLEETCTL_EXPECT_CUDA_COMPILER}" REALPATH)

@@ -9,12 +9,19 @@ wrapped, and a missing tool yields ``null`` plus an error string instead of a cr
 Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
 
 ``script_version``  str, bumped when the shape changes.
-``gpus``            list of ``{index: int, name: str, compute_cap: "9.0" | null, memory_mib: int | null}``
-                    from ``nvidia-smi --query-gpu=index,name,compute_cap,memory.total,driver_version
-                    --format=csv,noheader,nounits`` (field meanings: ``nvidia-smi --help-query-gpu``),
-                    or from NVML through ctypes when nvidia-smi is missing or fails.
+``gpus``            list of ``{index: int, name: str, compute_cap: "9.0" | null, memory_mib: int | null,
+                    uuid, pci_bus_id, mig_mode: str | null}``, every GPU of the host, from
+                    ``nvidia-smi --query-gpu=index,name,compute_cap,memory.total,driver_version,uuid,
+                    pci.bus_id,mig.mode.current --format=csv,noheader,nounits`` (field meanings:
+                    ``nvidia-smi --help-query-gpu``), or from NVML through ctypes when nvidia-smi is
+                    missing or fails. Each GPU command is bounded by ``--gpu-timeout-s`` seconds.
+``gpu_stack``       ``{status: "ok" | "none" | "broken", reason, fix, traces}``: ``none`` only when the
+                    host has no NVIDIA driver at all (a build host); ``broken`` when one is installed
+                    but does not answer (version mismatch, module not loaded, no GPU seen, a hung or
+                    still-stuck nvidia-smi), with what failed and the fix. ``gpu_stuck_probes``:
+                    ``[{pid, age_s, state}]`` of an earlier stuck nvidia-smi (then none is started).
 ``gpu_source``      ``"nvidia-smi"`` | ``"nvml"`` | null (no source answered).
-``gpu_error``       str | null: why no source answered (null when one did, even with no GPU).
+``gpu_error``       str | null: why no source listed a GPU (null when one did).
 ``gpu_probe_errors`` list of str: every failed source, including one a later source made up for.
 ``driver_version``  str | null, e.g. ``"580.82.07"``.
 ``cuda``            ``{home, nvcc, nvcc_realpath, version: "13.0", archs: ["compute_75", ...],
@@ -44,6 +51,12 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
 ``workdir_fs``, ``tmp`` ``{path, free_mib, noexec, readonly, writable}`` of the workdir's file system
                     and of the login environment's temporary folder (``$TMPDIR``, else ``/tmp``),
                     where nvcc writes its intermediates; ``noexec`` from ``statvfs`` ``ST_NOEXEC``.
+``host_compilers``  ``{default, default_cxx, candidates, search_path}``: ``default`` is the compiler nvcc runs
+                    without ``-ccbin`` (``gcc`` on the build's PATH), ``default_cxx`` the ``g++`` there, ``candidates`` the other C++ compilers found
+                    (``g++-N``, ``clang++[-N]``, gcc-toolset), each ``{path, realpath, name, kind: "gnu" |
+                    "clang", major, minor, version, banner, error}`` from its predefined macros (``-dM -E``).
+                    Each toolkit (``cuda``, ``cuda.toolkits[]``) has ``host_compiler_max`` ``{gnu, clang,
+                    source}``: the newest majors its ``crt/host_config.h`` accepts (absent when unread).
 ``login_env``       ``{NAME: value}`` for the variables of :data:`LOGIN_ENV_NAMES` the login
                     environment sets (a stray ``VIRTUAL_ENV``, ``CONDA_PREFIX``, ``PYTHONPATH``,
                     ``TMPDIR``...). The probes of this script run without the stray ones.
@@ -71,10 +84,21 @@ import sys
 import threading
 import time
 
-SCRIPT_VERSION = "2"
+SCRIPT_VERSION = "3"
 
 #: Fields asked of nvidia-smi, in this order (see ``nvidia-smi --help-query-gpu``).
 GPU_QUERY_FIELDS = ("index", "name", "compute_cap", "memory.total", "driver_version")
+#: Per-GPU detail fields asked with them (``nvidia-smi --help-query-gpu``); a driver that lacks one
+#: is asked :data:`GPU_QUERY_FIELDS` alone.
+GPU_DETAIL_FIELDS = ("uuid", "pci.bus_id", "mig.mode.current")
+#: Seconds nvidia-smi (and the NVML child) may take: a GPU off the bus blocks it in the kernel
+#: forever (``--gpu-timeout-s``; the host var ``gpu_probe_timeout_s``).
+GPU_PROBE_TIMEOUT_S = 30.0
+#: Seconds a child killed at its deadline gets to go before it is left behind (unkillable).
+KILL_GRACE_S = 1.0
+#: What an installed NVIDIA driver leaves (NVIDIA driver README): the loaded module's version, device files.
+NVIDIA_PROC_VERSION = "/proc/driver/nvidia/version"
+NVIDIA_DEV_GLOB = "/dev/nvidia*"
 
 #: Default per-command timeout in seconds.
 TIMEOUT_S = 30.0
@@ -142,7 +166,10 @@ def parse_nvidia_smi_csv(text: str, fields=GPU_QUERY_FIELDS):
 
     Returns:
         ``(gpus, driver_version)``: ``gpus`` a list of ``{"index": int, "name": str,
-        "compute_cap": "9.0" | None, "memory_mib": int | None}`` in output order;
+        "compute_cap": "9.0" | None, "memory_mib": int | None, "uuid": "GPU-..." | None,
+        "pci_bus_id": "00000000:17:00.0" | None, "mig_mode": "Enabled" | "Disabled" | None}``
+        in output order (the last three from ``uuid``, ``pci.bus_id``, ``mig.mode.current``
+        when asked);
         ``driver_version`` the first non-placeholder driver version, or ``None``.
         Placeholders such as ``[N/A]`` become ``None``; a GPU name that itself holds commas is
         rejoined; blank lines are skipped.
@@ -176,6 +203,9 @@ def parse_nvidia_smi_csv(text: str, fields=GPU_QUERY_FIELDS):
             "name": _na(row.get("name", "")) or "",
             "compute_cap": cap,
             "memory_mib": _to_int(_na(row.get("memory.total", ""))),
+            "uuid": _na(row.get("uuid", "")),
+            "pci_bus_id": _na(row.get("pci.bus_id", "")),
+            "mig_mode": _na(row.get("mig.mode.current", "")),
         })
         if driver is None:
             driver = _na(row.get("driver_version", ""))
@@ -377,28 +407,185 @@ def _is_exe(path):
     return bool(path) and os.path.isfile(path) and os.access(path, os.X_OK)
 
 
-def probe_nvidia_smi():
-    """GPUs through nvidia-smi: ``(gpus, driver, error)``; ``gpus`` is None when it failed.
+def run_bounded(argv, timeout_s, env=None):
+    """Run argv without a shell, never waiting on it past ``timeout_s`` seconds (+ a short grace).
 
-    nvidia-smi with no GPU prints "No devices were found" and exits 6: that is an answer
-    (an empty list), not a failure.
+    Unlike :func:`run_command` (``subprocess.run`` waits for the killed child, forever when the
+    child sleeps uninterruptibly in a driver), a child still running at the deadline gets SIGKILL
+    and :data:`KILL_GRACE_S` seconds to go; one that does not (a process blocked in the kernel
+    cannot die: a GPU off the bus, NVIDIA Xid 79) is left behind, unwaited.
+
+    Returns:
+        ``{"rc": int | None, "out": str, "err": str, "timed_out": bool, "stuck": bool,
+        "pid": int | None, "error": str | None}``; ``stuck`` true when the killed child was
+        still there after the grace; ``error`` a one-line message when it could not start.
     """
+    res = {"rc": None, "out": "", "err": "", "timed_out": False, "stuck": False, "pid": None, "error": None}
+    try:
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env, start_new_session=True)
+    except OSError as exc:
+        res["error"] = "%s: %s" % (argv[0], exc.strerror or exc)
+        return res
+    res["pid"] = proc.pid
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+        res.update(rc=proc.returncode, out=_decode(out), err=_decode(err))
+        return res
+    except subprocess.TimeoutExpired:
+        res["timed_out"] = True
+    try:
+        proc.kill()
+    except OSError:
+        pass
+    deadline = time.time() + KILL_GRACE_S
+    while proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    res["stuck"] = proc.poll() is None
+    res["error"] = "%s: did not answer in %g s" % (os.path.basename(argv[0]), timeout_s)
+    return res
+
+
+def parse_proc_stat(text):
+    """``(state, start_ticks)`` from ``/proc/PID/stat`` (proc(5): field 3 the state letter, field 22
+    the start time in clock ticks after boot); ``(None, None)`` for junk. The command name in
+    parentheses may hold spaces and parentheses: fields are counted after the LAST ``)``."""
+    tail = text.rpartition(")")[2].split()
+    if len(tail) < 20:
+        return None, None
+    try:
+        return tail[0], int(tail[19])
+    except ValueError:
+        return tail[0], None
+
+
+def stuck_gpu_probes(min_age_s, proc_root="/proc"):
+    """nvidia-smi processes stuck in the kernel: ``[{"pid", "age_s", "state"}]``.
+
+    Stuck means command name ``nvidia-smi``, state ``D`` (uninterruptible: waiting in the driver,
+    proc(5)) and running for at least ``min_age_s`` seconds. A monitoring loop (``nvidia-smi -l``,
+    ``dmon``) sleeps in state ``S`` and is not counted; any user's stuck one counts (the GPU is
+    gone for every user).
+    """
+    found = []
+    try:
+        uptime = float(_read(os.path.join(proc_root, "uptime")).split()[0])
+        ticks = float(os.sysconf("SC_CLK_TCK"))
+        names = os.listdir(proc_root)
+    except (OSError, ValueError, IndexError):
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            if _read(os.path.join(proc_root, name, "comm")).strip() != "nvidia-smi":
+                continue
+            state, start = parse_proc_stat(_read(os.path.join(proc_root, name, "stat")))
+        except OSError:
+            continue
+        if state != "D" or start is None:
+            continue
+        age = uptime - start / ticks
+        if age >= min_age_s:
+            found.append({"pid": int(name), "age_s": round(age, 1), "state": state})
+    return sorted(found, key=lambda p: p["pid"])
+
+
+def driver_traces(proc_version=NVIDIA_PROC_VERSION, dev_glob=NVIDIA_DEV_GLOB):
+    """The files an installed NVIDIA driver leaves (NVIDIA driver README: ``/proc/driver/nvidia``,
+    the ``/dev/nvidia*`` device files), as paths; empty on a host without the driver."""
+    import glob
+
+    out = [proc_version] if os.path.exists(proc_version) else []
+    return out + sorted(glob.glob(dev_glob))
+
+
+def loaded_driver_version(proc_version=NVIDIA_PROC_VERSION):
+    """The loaded kernel module's version from ``/proc/driver/nvidia/version`` ("NVRM version:
+    NVIDIA UNIX x86_64 Kernel Module  580.82.07 ..."), else None."""
+    try:
+        m = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d+(?:\.\d+)+)", _read(proc_version))
+    except OSError:
+        return None
+    return m.group(1) if m else None
+
+
+def smi_failure(rc, text, timeout_s=None, loaded=None):
+    """What a failing nvidia-smi means and how to fix it: ``(reason, fix)``.
+
+    Args:
+        rc: its exit status (None: it did not answer in ``timeout_s`` seconds).
+        text: its stdout and stderr.
+        loaded: the loaded kernel module's version, if known.
+
+    The exit statuses are nvidia-smi's own (``nvidia-smi -h``, RETURN VALUE): 6 no GPU found,
+    9 the driver is not loaded, 18 driver/library version mismatch.
+    """
+    first = _first_line(text) or "no output"
+    if rc is None:
+        return ("nvidia-smi did not answer in %g s: a GPU may have fallen off the bus; see dmesg for Xid"
+                % timeout_s, "a GPU that has fallen off the bus (Xid 79) needs a GPU reset or a reboot of the host")
+    if rc == 18 or "version mismatch" in text:
+        lib = re.search(r"NVML library version:\s*(\S+)", text)
+        known = [w for w in ("kernel module %s" % loaded if loaded else None,
+                             "NVML library %s" % lib.group(1) if lib else None) if w]
+        versions = " (%s)" % ", ".join(known) if known else ""
+        return ("nvidia-smi: exit %s: %s%s" % (rc, first, versions),
+                "the driver was updated without a reboot: reboot the host, or reload the nvidia kernel modules "
+                "(rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia; modprobe nvidia)")
+    if rc == 9 or "couldn't communicate with the NVIDIA driver" in text:
+        return ("nvidia-smi: exit %s: %s" % (rc, first),
+                "load the NVIDIA kernel module (modprobe nvidia; dmesg shows why it failed) or, after a kernel "
+                "update, rebuild it for the running kernel (dkms autoinstall) and reboot")
+    if rc == 6 or "No devices were found" in text:
+        return ("nvidia-smi: exit %s: %s: the NVIDIA driver is installed but sees no GPU" % (rc, first),
+                "check lspci -d 10de: and dmesg for Xid errors (79: fallen off the bus); reset the GPU or reboot")
+    return ("nvidia-smi: exit %s: %s" % (rc, first), "check the NVIDIA driver installation (nvidia-smi, dmesg)")
+
+
+def probe_nvidia_smi(timeout_s=None):
+    """GPUs through nvidia-smi, bounded by ``timeout_s`` seconds (default :data:`GPU_PROBE_TIMEOUT_S`).
+
+    Returns:
+        ``{"gpus": list | None, "driver": str | None, "error": str | None, "missing": bool,
+        "rc": int | None, "text": str, "hung": bool, "stuck": bool}``: ``gpus`` None when it
+        failed; ``missing`` when nvidia-smi is not on PATH. It asks :data:`GPU_QUERY_FIELDS` +
+        :data:`GPU_DETAIL_FIELDS` first and, when the driver does not know a detail field
+        ("is not a valid field to query", exit 2), the base fields alone.
+    """
+    timeout_s = GPU_PROBE_TIMEOUT_S if timeout_s is None else timeout_s
+    out = {"gpus": None, "driver": None, "error": None, "missing": False, "rc": None, "text": "",
+           "hung": False, "stuck": False}
     exe = shutil.which("nvidia-smi")
     if not exe:
-        return None, None, "nvidia-smi: not found on PATH"
-    rc, out, err, error = run_command(
-        [exe, "--query-gpu=" + ",".join(GPU_QUERY_FIELDS), "--format=csv,noheader,nounits"])
-    if error:
-        return None, None, error
-    if "No devices were found" in out + err:
-        return [], None, None
-    if rc != 0:
-        return None, None, "nvidia-smi: exit %s: %s" % (rc, _first_line(out, err) or "no output")
-    try:
-        gpus, driver = parse_nvidia_smi_csv(out)
-    except ValueError as exc:
-        return None, None, "nvidia-smi: unexpected output: %s" % exc
-    return gpus, driver, None
+        out.update(missing=True, error="nvidia-smi: not found on PATH")
+        return out
+    for fields in (GPU_QUERY_FIELDS + GPU_DETAIL_FIELDS, GPU_QUERY_FIELDS):
+        res = run_bounded([exe, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"], timeout_s)
+        text = res["out"] + "\n" + res["err"]
+        out.update(rc=res["rc"], text=text.strip())
+        if res["timed_out"]:
+            out.update(hung=True, stuck=res["stuck"], error=smi_failure(None, text, timeout_s)[0])
+            return out
+        if res["error"]:
+            out["error"] = "nvidia-smi: " + res["error"]
+            return out
+        if res["rc"] == 2 and "is not a valid field" in text and fields != GPU_QUERY_FIELDS:
+            continue
+        if res["rc"] != 0:
+            out["error"] = smi_failure(res["rc"], text)[0]
+            return out
+        try:
+            gpus, driver = parse_nvidia_smi_csv(res["out"], fields)
+        except ValueError as exc:
+            out["error"] = "nvidia-smi: unexpected output: %s" % exc
+            return out
+        if not gpus:
+            out["error"] = smi_failure(6, "No devices were found")[0]
+            return out
+        out.update(gpus=gpus, driver=driver)
+        return out
+    return out
 
 
 def nvml_query():
@@ -406,7 +593,8 @@ def nvml_query():
 
     Calls (NVML API reference): nvmlInit_v2, nvmlSystemGetDriverVersion,
     nvmlDeviceGetCount_v2, nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetName,
-    nvmlDeviceGetCudaComputeCapability, nvmlDeviceGetMemoryInfo (bytes), nvmlShutdown.
+    nvmlDeviceGetCudaComputeCapability, nvmlDeviceGetMemoryInfo (bytes), nvmlShutdown; and,
+    where the library has them, nvmlDeviceGetUUID and nvmlDeviceGetPciInfo_v3 (``busId``).
 
     Raises:
         OSError: libnvidia-ml.so.1 cannot be loaded.
@@ -417,6 +605,10 @@ def nvml_query():
 
     class Memory(ctypes.Structure):
         _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+    class Pci(ctypes.Structure):  # nvmlPciInfo_t of nvml.h
+        _fields_ = [("busIdLegacy", ctypes.c_char * 16), ("domain", c_uint), ("bus", c_uint), ("device", c_uint),
+                    ("pciDeviceId", c_uint), ("pciSubSystemId", c_uint), ("busId", ctypes.c_char * 32)]
 
     lib.nvmlErrorString.restype = c_char_p
     lib.nvmlErrorString.argtypes = [c_int]
@@ -439,6 +631,8 @@ def nvml_query():
         fn = getattr(lib, name)
         fn.restype = c_int
         fn.argtypes = args
+    uuid_fn = getattr(lib, "nvmlDeviceGetUUID", None)
+    pci_fn = getattr(lib, "nvmlDeviceGetPciInfo_v3", None)
 
     check("nvmlInit_v2", lib.nvmlInit_v2())
     try:
@@ -458,12 +652,22 @@ def nvml_query():
             cap = "%d.%d" % (major.value, minor.value) if ret == 0 else None
             mem = Memory()
             ret = lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem))
-            gpus.append({
+            gpu = {
                 "index": i,
                 "name": name.value.decode("utf-8", "replace"),
                 "compute_cap": cap,
                 "memory_mib": int(mem.total // MIB) if ret == 0 else None,
-            })
+                "uuid": None, "pci_bus_id": None, "mig_mode": None,
+            }
+            if uuid_fn is not None:
+                ubuf = ctypes.create_string_buffer(96)
+                if uuid_fn(handle, ubuf, c_uint(96)) == 0:
+                    gpu["uuid"] = ubuf.value.decode("utf-8", "replace") or None
+            if pci_fn is not None:
+                pci = Pci()
+                if pci_fn(handle, ctypes.byref(pci)) == 0:
+                    gpu["pci_bus_id"] = pci.busId.decode("utf-8", "replace") or None
+            gpus.append(gpu)
         return {"gpus": gpus, "driver_version": driver}
     finally:
         try:
@@ -472,14 +676,16 @@ def nvml_query():
             pass
 
 
-def probe_nvml():
-    """GPUs through NVML, queried in a child process (a wedged driver or a ctypes fault cannot
-    hang or kill the facts script): ``(gpus, driver, error)``; ``gpus`` is None when it failed."""
+def probe_nvml(timeout_s=None):
+    """GPUs through NVML, queried in a child process bounded by ``timeout_s`` seconds (a wedged
+    driver or a ctypes fault cannot hang or kill the facts script): ``(gpus, driver, error)``;
+    ``gpus`` is None when it failed."""
+    timeout_s = GPU_PROBE_TIMEOUT_S if timeout_s is None else timeout_s
     me = os.path.abspath(__file__)
-    rc, out, err, error = run_command([sys.executable, me, "--nvml-child"])
-    if error:
-        return None, None, "nvml: " + error
-    for line in out.splitlines():
+    res = run_bounded([sys.executable, me, "--nvml-child"], timeout_s)
+    if res["error"]:
+        return None, None, "nvml: " + res["error"]
+    for line in res["out"].splitlines():
         if line.startswith(_MARK):
             try:
                 data = json.loads(line[len(_MARK):])
@@ -488,7 +694,7 @@ def probe_nvml():
             if data.get("error"):
                 return None, None, "nvml: " + data["error"]
             return data.get("gpus") or [], data.get("driver_version"), None
-    return None, None, "nvml: probe exited %s: %s" % (rc, _first_line(err, out) or "no output")
+    return None, None, "nvml: probe exited %s: %s" % (res["rc"], _first_line(res["err"], res["out"]) or "no output")
 
 
 def nvml_child():
@@ -501,20 +707,91 @@ def nvml_child():
     sys.stdout.flush()
 
 
-def gather_gpus(facts):
-    """Fill ``gpus``, ``gpu_source``, ``gpu_error``, ``gpu_probe_errors``, ``driver_version``."""
+def gpu_stack(smi, nvml_gpus, nvml_error, traces, stuck, loaded=None, timeout_s=None):
+    """Which case a host is (pure): ``{"status", "reason", "fix", "traces"}``.
+
+    ``warnings``: e.g. more ``/dev/nvidiaN`` files than GPUs listed (a GPU may be missing).
+    ``status``: ``"ok"`` (a source listed the GPUs), ``"none"`` (no NVIDIA driver at all: no
+    nvidia-smi, no ``/proc/driver/nvidia``, no ``/dev/nvidia*``, NVML not answering: a build
+    host, the only case ``fallback_archs`` is for), ``"broken"`` (an NVIDIA stack is installed
+    but does not answer: ``reason`` says what failed, ``fix`` what to do).
+
+    Args:
+        smi: :func:`probe_nvidia_smi`'s dict, or None when it was not started (``stuck``).
+        nvml_gpus, nvml_error: :func:`probe_nvml`'s answer (None, None when not asked).
+        traces: :func:`driver_traces`.
+        stuck: :func:`stuck_gpu_probes`.
+        loaded: the loaded kernel module's version (for the mismatch's message).
+    """
+    out = {"status": "ok", "reason": None, "fix": None, "traces": list(traces), "warnings": []}
+    listed = (smi or {}).get("gpus") or nvml_gpus or []
+    files = [t for t in traces if re.match(r"^/dev/nvidia\d+$", t)]
+    if listed and len(files) > len(listed):
+        out["warnings"].append("%d GPU device files (%s) but %d GPU(s) listed: a GPU may be missing; see dmesg for Xid"
+                               % (len(files), ", ".join(files), len(listed)))
+    if stuck:
+        p = stuck[0]
+        out.update(status="broken",
+                   reason="an earlier nvidia-smi (pid %d) has been stuck in the kernel for %g s: a GPU may have "
+                          "fallen off the bus; see dmesg for Xid; not starting another" % (p["pid"], p["age_s"]),
+                   fix="a GPU that has fallen off the bus (Xid 79) needs a GPU reset or a reboot of the host")
+        return out
+    if smi and smi.get("gpus"):
+        return out
+    if nvml_gpus:
+        return out
+    if smi and smi.get("hung"):
+        out.update(status="broken", reason=smi["error"], fix=smi_failure(None, "", timeout_s)[1])
+        return out
+    if smi and not smi.get("missing"):
+        if smi.get("rc") is None:
+            out.update(status="broken", reason=smi.get("error"), fix="check the NVIDIA driver installation")
+        else:
+            out.update(status="broken", reason=smi.get("error"),
+                       fix=smi_failure(smi["rc"], smi.get("text") or "", loaded=loaded)[1])
+        return out
+    if traces or nvml_gpus == []:
+        where = ", ".join(traces) or "libnvidia-ml.so.1"
+        out.update(status="broken",
+                   reason="the NVIDIA driver is present (%s) but nvidia-smi is not on PATH and NVML did not list "
+                          "a GPU (%s)" % (where, nvml_error or "no GPU"),
+                   fix="install the driver's utilities (nvidia-smi, libnvidia-ml.so.1) matching the loaded module"
+                       "%s, or put them on PATH" % (" " + loaded if loaded else ""))
+        return out
+    out["status"] = "none"
+    out["reason"] = "no NVIDIA driver on this host (no nvidia-smi, /proc/driver/nvidia or /dev/nvidia*)"
+    return out
+
+
+def gather_gpus(facts, timeout_s=None):
+    """Fill ``gpus``, ``gpu_source``, ``gpu_error``, ``gpu_probe_errors``, ``driver_version`` and
+    ``gpu_stack`` (:func:`gpu_stack`); every GPU command is bounded by ``timeout_s`` seconds
+    (default :data:`GPU_PROBE_TIMEOUT_S`), and none is started while an earlier nvidia-smi is
+    stuck in the kernel (:func:`stuck_gpu_probes`)."""
+    timeout_s = GPU_PROBE_TIMEOUT_S if timeout_s is None else timeout_s
     errors = []
     facts.update({"gpus": [], "gpu_source": None, "gpu_error": None, "driver_version": None})
-    for source, probe in (("nvidia-smi", probe_nvidia_smi), ("nvml", probe_nvml)):
-        try:
-            gpus, driver, error = probe()
-        except Exception as exc:  # pragma: no cover - defensive
-            gpus, driver, error = None, None, "%s: %s: %s" % (source, type(exc).__name__, exc)
-        if gpus is not None:
-            facts.update({"gpus": gpus, "gpu_source": source, "driver_version": driver})
-            break
-        errors.append(error)
-        log(error)
+    stuck = stuck_gpu_probes(timeout_s)
+    traces = driver_traces()
+    smi, nvml_gpus, nvml_error = None, None, None
+    if not stuck:
+        smi = probe_nvidia_smi(timeout_s)
+        if smi["gpus"]:
+            facts.update({"gpus": smi["gpus"], "gpu_source": "nvidia-smi", "driver_version": smi["driver"]})
+        else:
+            errors.append(smi["error"])
+            log(smi["error"])
+            if not smi["hung"]:  # NVML would hang on the same driver call
+                nvml_gpus, nvml_driver, nvml_error = probe_nvml(timeout_s)
+                if nvml_gpus:
+                    facts.update({"gpus": nvml_gpus, "gpu_source": "nvml", "driver_version": nvml_driver})
+                elif nvml_error:
+                    errors.append(nvml_error)
+                    log(nvml_error)
+    facts["gpu_stack"] = gpu_stack(smi, nvml_gpus, nvml_error, traces, stuck, loaded_driver_version(), timeout_s)
+    if stuck:
+        errors.append(facts["gpu_stack"]["reason"])
+        facts["gpu_stuck_probes"] = stuck
     facts["gpu_probe_errors"] = errors
     if facts["gpu_source"] is None:
         facts["gpu_error"] = "; ".join(errors) or "no GPU source answered"
@@ -1136,6 +1413,131 @@ def probe_environments(venv):
             "disk": index.get("disk")}
 
 
+# -- host compilers (what nvcc compiles host code with, and the newest its toolkit accepts) ---------
+
+#: The build's PATH after the venv's and the toolkit's bin folders (fleetctl.build.DEFAULT_PATH):
+#: nvcc runs ``gcc`` from there unless told otherwise (``-ccbin``, ``NVCC_CCBIN``).
+BUILD_SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+#: Where RHEL-family hosts keep other GCC releases (``gcc-toolset-N``, older ``devtoolset-N``).
+TOOLSET_GLOBS = ("/opt/rh/gcc-toolset-*/root/usr/bin/g++", "/opt/rh/devtoolset-*/root/usr/bin/g++")
+
+#: At most this many versioned compilers are asked for their version (each ``-dM -E`` ~20 ms).
+MAX_HOST_COMPILERS = 16
+
+_GNU_BOUND = re.compile(r"#\s*if\s+__GNUC__\s*>\s*(\d+)")
+_CLANG_BOUND = re.compile(r"\(__clang_major__\s*>=\s*(\d+)\)")
+_VERSIONED_CXX = re.compile(r"^(g\+\+|clang\+\+)(-[0-9][0-9.]*)?$")
+
+
+def parse_host_config(text):
+    """``{"gnu": 15, "clang": 20}`` from a toolkit's ``crt/host_config.h``: the newest host compiler
+    majors its ``#if __GNUC__ > N`` / ``(__clang_major__ >= N)`` checks let through (the plain
+    clang check, after ``defined(__clang__) && !defined(__ibmxl_vrm__)``)."""
+    out = {}
+    m = _GNU_BOUND.search(text)
+    if m:
+        out["gnu"] = int(m.group(1))
+    plain = text.find("defined(__clang__) && !defined(__ibmxl_vrm__)")
+    m = _CLANG_BOUND.search(text, plain if plain >= 0 else 0)
+    if m:
+        out["clang"] = int(m.group(1)) - 1
+    return out
+
+
+def host_compiler_max(home):
+    """``{gnu, clang, source}`` read from ``<home>/include/crt/host_config.h`` (or
+    ``<home>/targets/<machine>-linux/include/crt/host_config.h``), or None when no header reads."""
+    machine = {"aarch64": "sbsa"}.get(platform.machine(), platform.machine())
+    for path in (os.path.join(home, "include", "crt", "host_config.h"),
+                 os.path.join(home, "targets", "%s-linux" % machine, "include", "crt", "host_config.h")):
+        try:
+            bounds = parse_host_config(_read(path))
+        except OSError:
+            continue
+        if bounds:
+            bounds["source"] = path
+            return bounds
+    return None
+
+
+def parse_compiler_macros(text):
+    """``{kind: "gnu" | "clang" | None, major, minor}`` from ``CXX -dM -E -x c++ /dev/null``."""
+    macros = dict(m.groups() for m in re.finditer(r"^#define (\w+) (.*)$", text, re.M))
+    if "__clang__" in macros:
+        kind, major, minor = "clang", macros.get("__clang_major__"), macros.get("__clang_minor__")
+    elif "__GNUC__" in macros:
+        kind, major, minor = "gnu", macros.get("__GNUC__"), macros.get("__GNUC_MINOR__")
+    else:
+        return {"kind": None, "major": None, "minor": None}
+    return {"kind": kind, "major": _to_int(major), "minor": _to_int(minor)}
+
+
+def probe_compiler(path):
+    """One compiler as ``{path, realpath, name, kind, major, minor, version, banner, error}``: its
+    predefined macros (what nvcc's host_config.h tests) and the first line of ``--version``."""
+    comp = {"path": path, "realpath": os.path.realpath(path), "name": os.path.basename(path), "kind": None,
+            "major": None, "minor": None, "version": None, "banner": None, "error": None}
+    rc, out, err, error = run_command([path, "-dM", "-E", "-x", "c++", os.devnull])
+    if error or rc != 0:
+        comp["error"] = error or "%s -dM -E: exit %s: %s" % (path, rc, _first_line(err, out))
+    else:
+        comp.update(parse_compiler_macros(out))
+        if comp["major"] is not None:
+            comp["version"] = "%s.%s" % (comp["major"], comp["minor"] or 0)
+    rc, out, err, error = run_command([path, "--version"])
+    if not error and rc == 0:
+        comp["banner"] = _first_line(out)
+    if comp["major"] is None:  # no macros: what it says of itself
+        rc, out, err, error = run_command([path, "-dumpfullversion", "-dumpversion"])
+        m = re.match(r"^(\d+)(?:\.(\d+))?", out.strip()) if not error and rc == 0 else None
+        if m:
+            name = comp["name"] + " " + (comp["banner"] or "")
+            comp.update(kind="clang" if "clang" in name else "gnu", major=int(m.group(1)), minor=int(m.group(2) or 0))
+            comp["version"] = "%s.%s" % (comp["major"], comp["minor"])
+    return comp
+
+
+def probe_host_compilers(venv, cuda_home):
+    """The ``host_compilers`` key: nvcc's default (``gcc`` on the build's PATH: the venv's bin, the
+    toolkit's bin, :data:`BUILD_SYSTEM_PATH`) and the other C++ compilers present (``g++-N``,
+    ``clang++[-N]`` on that PATH and the login PATH, :data:`TOOLSET_GLOBS`)."""
+    import glob
+
+    search = [d for d in ([os.path.join(venv, "bin")] if venv else []) +
+              ([os.path.join(cuda_home, "bin")] if cuda_home else []) + BUILD_SYSTEM_PATH.split(":")]
+    out = {"default": None, "default_cxx": None, "candidates": [], "search_path": search}
+
+    def first(name):
+        for d in search:
+            if _is_exe(os.path.join(d, name)):
+                return os.path.join(d, name)
+        return None
+
+    default, cxx = first("gcc"), first("g++")
+    if default:
+        out["default"] = probe_compiler(default)
+    if cxx:  # the C++ compiler a build without CXX runs (torch's cpp_extension, CMake after c++)
+        out["default_cxx"] = probe_compiler(cxx)
+    paths = []
+    for d in search + [d for d in os.environ.get("PATH", "").split(":") if d and d not in search]:
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            continue
+        paths += [os.path.join(d, n) for n in names if _VERSIONED_CXX.match(n) and n != "g++"]
+    for pattern in TOOLSET_GLOBS:
+        paths += sorted(glob.glob(pattern))
+    seen = set([os.path.realpath(default)] if default else [])  # g++-12 stays listed when g++ is it
+    for p in paths:
+        real = os.path.realpath(p)
+        if real in seen or not _is_exe(p) or len(out["candidates"]) >= MAX_HOST_COMPILERS:
+            continue
+        seen.add(real)
+        out["candidates"].append(probe_compiler(p))
+    return out
+
+
 def gather(venv=None, cuda_home=None, workdir="."):
     """Every fact as one dict (the JSON object this script prints); never raises.
 
@@ -1179,6 +1581,14 @@ def gather(venv=None, cuda_home=None, workdir="."):
         facts["environments"] = probe_environments(venv)
     except Exception as exc:  # pragma: no cover - defensive
         facts["environments"] = {"error": "%s: %s" % (type(exc).__name__, exc)}
+    try:
+        for tk in [facts["cuda"]] + list(facts["cuda"].get("toolkits") or []):
+            bounds = host_compiler_max(tk["home"]) if tk.get("home") else None
+            if bounds:  # only where the toolkit's header was read
+                tk["host_compiler_max"] = bounds
+        facts["host_compilers"] = probe_host_compilers(venv, facts["cuda"].get("home"))
+    except Exception as exc:  # pragma: no cover - defensive
+        facts["host_compilers"] = {"default": None, "candidates": [], "error": "%s: %s" % (type(exc).__name__, exc)}
     gather_system(facts, workdir)
     thread.join(PYTHON_PROBE_TIMEOUT_S + 15)
     facts["python"] = box.get("python") or {
@@ -1201,6 +1611,13 @@ def set_timeouts(probe_timeout_s):
         PYTHON_PROBE_TIMEOUT_S = 2 * float(probe_timeout_s)
 
 
+def set_gpu_timeout(timeout_s):
+    """Set :data:`GPU_PROBE_TIMEOUT_S` (seconds) when given and positive."""
+    global GPU_PROBE_TIMEOUT_S
+    if timeout_s and timeout_s > 0:
+        GPU_PROBE_TIMEOUT_S = float(timeout_s)
+
+
 def main(argv=None):
     """Parse arguments, gather, print one JSON object; always returns 0."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -1209,9 +1626,12 @@ def main(argv=None):
     parser.add_argument("--workdir", default=".", help="remote working folder (for free disk space)")
     parser.add_argument("--probe-timeout-s", type=float, default=TIMEOUT_S,
                         help="seconds each probe command may take (the torch import gets twice that)")
+    parser.add_argument("--gpu-timeout-s", type=float, default=None,
+                        help="seconds nvidia-smi may take (default %g)" % GPU_PROBE_TIMEOUT_S)
     parser.add_argument("--nvml-child", action="store_true", help=argparse.SUPPRESS)
     args, unknown = parser.parse_known_args(argv)
     set_timeouts(args.probe_timeout_s)
+    set_gpu_timeout(args.gpu_timeout_s)
     if args.nvml_child:
         nvml_child()
         return 0

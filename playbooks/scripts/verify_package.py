@@ -21,7 +21,11 @@ so the package is imported from the venv, never from a source checkout. Checks, 
 - ``archs``: ``build_info()["cuda_archs"]`` covers every SM given with ``--sm`` (when the package
   has ``build_info``);
 - ``fa3-fallback``: for sgl_kernel, ``sgl_kernel.flash_attn.flash_ops is None`` when expected;
-- ``smoke``: ``selfcheck(device)`` on the ``--device`` (the GPU on a host with GPUs).
+- ``smoke`` (``--device cpu``): ``selfcheck("cpu")``;
+- ``gpu N`` (``--device cuda``), one per GPU the host's facts list (``--gpus``): ``selfcheck`` on
+  that GPU (:func:`verify_devices`); a failing GPU is named by index, UUID and bus id; a GPU
+  nvidia-smi lists and torch does not see FAILS, unless ``CUDA_VISIBLE_DEVICES`` (or
+  ``NVIDIA_VISIBLE_DEVICES``) explains it: then a warning names the variable and both counts.
 
 Prints one line per check (``PASS name: detail`` / ``FAIL ...``) and, last, one JSON object.
 Exit 0 when every check passed, 1 otherwise.
@@ -63,6 +67,139 @@ def imports_alone(proc):
     return proc.returncode == 0, (lines[-1] if lines else "")
 
 
+#: Variables that hide GPUs from CUDA (CUDA C Programming Guide, "CUDA Environment Variables";
+#: NVIDIA Container Toolkit): set in the login environment, torch sees fewer GPUs than nvidia-smi.
+VISIBILITY_VARS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+
+
+def _norm_uuid(value):
+    text = str(value or "").strip().lower()
+    return text[4:] if text.startswith("gpu-") else text or None
+
+
+def torch_devices(torch):
+    """The GPUs torch sees: ``[{"ordinal", "name", "uuid", "pci_bus_id"}]`` (uuid in nvidia-smi's
+    ``GPU-...`` form and bus id ``DDDDDDDD:BB:DD.0`` when this torch's device properties have them)."""
+    out = []
+    for i in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(i)
+        uuid = getattr(props, "uuid", None)
+        bus = None
+        if hasattr(props, "pci_bus_id"):
+            bus = "%08X:%02X:%02X.0" % (getattr(props, "pci_domain_id", 0), props.pci_bus_id,
+                                        getattr(props, "pci_device_id", 0))
+        out.append({"ordinal": i, "name": getattr(props, "name", "?"),
+                    "uuid": ("GPU-%s" % uuid) if uuid is not None and not str(uuid).startswith("GPU-") else uuid,
+                    "pci_bus_id": bus})
+    return out
+
+
+def describe_gpu(gpu):
+    """``GPU 1 (NVIDIA H200, GPU-..., bus 00000000:18:00.0)``: a GPU named by index, UUID and bus id."""
+    parts = [p for p in (gpu.get("name"), gpu.get("uuid"), gpu.get("pci_bus_id") and "bus %s" % gpu["pci_bus_id"]) if p]
+    return "GPU %s (%s)" % (gpu.get("index", "?"), ", ".join(parts) or "?")
+
+
+def match_devices(expected, seen, env):
+    """Pair each GPU the host's facts list with the torch ordinal that is that GPU.
+
+    Args:
+        expected: the facts' GPUs (``index``, ``uuid``, ``pci_bus_id``, ``name``); empty: every
+            GPU torch sees is expected.
+        seen: :func:`torch_devices`.
+        env: the environment (:data:`VISIBILITY_VARS` are looked up in it).
+
+    Returns:
+        ``(pairs, warnings, missing)``: ``pairs`` ``[(gpu, ordinal)]``; ``missing`` the GPUs torch
+        does not see while no visibility variable explains it (each fails verify); ``warnings``
+        one line naming the variable and both counts when one does. Matched by UUID when both
+        sides have one, else by bus id, else (no visibility variable) by position.
+    """
+    if not expected or (all(str(g.get("mig_mode") or "").lower() == "enabled" for g in expected) and seen):
+        return [(dict(d, index=d["ordinal"]), d["ordinal"]) for d in seen], [], []
+    hiding = [(name, env[name]) for name in VISIBILITY_VARS if env.get(name) not in (None, "")]
+    by_uuid = {_norm_uuid(d.get("uuid")): d["ordinal"] for d in seen if d.get("uuid")}
+    by_bus = {str(d["pci_bus_id"]).upper(): d["ordinal"] for d in seen if d.get("pci_bus_id")}
+    pairs, unseen, used = [], [], set()
+    for pos, gpu in enumerate(expected):
+        ordinal = by_uuid.get(_norm_uuid(gpu.get("uuid"))) if gpu.get("uuid") and by_uuid else None
+        if ordinal is None and gpu.get("pci_bus_id") and by_bus:
+            ordinal = by_bus.get(str(gpu["pci_bus_id"]).upper())
+        if ordinal is None and not by_uuid and not by_bus and not hiding and pos < len(seen):
+            ordinal = seen[pos]["ordinal"]
+        if ordinal is None or ordinal in used:
+            unseen.append(gpu)
+            continue
+        used.add(ordinal)
+        pairs.append((gpu, ordinal))
+    warnings, missing = [], []
+    mig = [g for g in unseen if str(g.get("mig_mode") or "").lower() == "enabled"]
+    if mig:  # CUDA lists a MIG-enabled GPU's instances (MIG-... UUIDs), never the GPU itself
+        warnings.append("MIG is enabled on %s: CUDA sees its MIG instances, not the GPU: not verified as a whole"
+                        % "; ".join(describe_gpu(g) for g in mig))
+        unseen = [g for g in unseen if g not in mig]
+    if unseen and hiding:
+        warnings.append("%s in the login environment: torch sees %d of the %d GPUs nvidia-smi lists; not verified: %s"
+                        % (", ".join("%s=%s" % kv for kv in hiding), len(seen), len(expected),
+                           "; ".join(describe_gpu(g) for g in unseen)))
+    else:
+        missing = unseen
+    return pairs, warnings, missing
+
+
+def verify_devices(expected, seen, env, run_one):
+    """The per-GPU verify loop: every GPU the host has, not only device 0.
+
+    Args:
+        expected, seen, env: see :func:`match_devices`.
+        run_one: ``run_one(ordinal) -> (ok, detail)``: the check on one torch device (the
+            package's selfcheck there); an exception counts as a failure.
+
+    Returns:
+        ``(checks, warnings, devices)``: ``checks`` ``[{"name": "gpu N", "ok", "detail"}]``, one per
+        GPU (a GPU torch does not see fails, named by index, UUID and bus id); ``devices``
+        ``[{"index", "uuid", "pci_bus_id", "ordinal", "ok"}]``.
+    """
+    pairs, warnings, missing = match_devices(expected, seen, env)
+    checks, devices = [], []
+    for gpu, ordinal in pairs:
+        try:
+            ok, detail = run_one(ordinal)
+        except Exception as exc:  # noqa: BLE001 - a failing GPU is a result
+            ok, detail = False, "%s: %s" % (type(exc).__name__, exc)
+        checks.append({"name": "gpu %s" % gpu.get("index", ordinal), "ok": bool(ok),
+                       "detail": "%s as cuda:%d: %s" % (describe_gpu(gpu), ordinal, detail)})
+        devices.append({"index": gpu.get("index"), "uuid": gpu.get("uuid"), "pci_bus_id": gpu.get("pci_bus_id"),
+                        "ordinal": ordinal, "ok": bool(ok)})
+    for gpu in missing:
+        checks.append({"name": "gpu %s" % gpu.get("index", "?"), "ok": False,
+                       "detail": "%s: nvidia-smi lists it, torch does not see it (torch sees %d of %d GPUs)"
+                                 % (describe_gpu(gpu), len(seen), len(expected))})
+        devices.append({"index": gpu.get("index"), "uuid": gpu.get("uuid"), "pci_bus_id": gpu.get("pci_bus_id"),
+                        "ordinal": None, "ok": False})
+    if not pairs and not missing and not warnings:
+        checks.append({"name": "gpu", "ok": False, "detail": "torch sees no GPU"})
+    return checks, warnings, devices
+
+
+def torch_smoke_on(torch, ordinal):
+    """``(ok, detail)`` of a tiny kernel on ``cuda:ORDINAL`` (for a package without selfcheck)."""
+    x = torch.arange(1024, dtype=torch.float32, device="cuda:%d" % ordinal)
+    got = float((x * 2).sum().item())
+    return got == 1047552.0, "sum(2 * arange(1024)) = %g" % got
+
+
+def selfcheck_on(torch, module, ordinal):
+    """``(ok, detail)`` of ``module.selfcheck`` on torch device ``cuda:ORDINAL`` (made the current
+    device, so kernels launch there)."""
+    with torch.cuda.device(ordinal):
+        res = module.selfcheck(device="cuda:%d" % ordinal)
+    bad = [c for c in res.get("checks", []) if not c.get("ok")]
+    return bool(res.get("ok")) and not bad, "%d checks%s" % (
+        len(res.get("checks", [])), "; failed: " + "; ".join("%s (%s)" % (c["name"], c.get("detail")) for c in bad)
+        if bad else "")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--package", required=True)
@@ -73,6 +210,8 @@ def main(argv=None):
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cpu",
                     help="where the package must work: cuda on a host whose facts list GPUs")
     ap.add_argument("--fa3-fallback", choices=["yes", "no"], default=None)
+    ap.add_argument("--gpus", default="", help="JSON list of the GPUs the host's facts list (index, uuid, "
+                                               "pci_bus_id, name): each is verified")
     ap.add_argument("--strict-import-order", action="store_true", help=argparse.SUPPRESS)  # always strict now
     args = ap.parse_args(argv)
     summary = {"package": args.package, "python": sys.executable, "cwd": os.getcwd(),
@@ -154,8 +293,21 @@ def main(argv=None):
                 check("fa3-fallback", False, "import %s.flash_attn failed: %s" % (args.package, exc))
 
         cuda_ok = torch is not None and torch.cuda.is_available()
-        if args.smoke and hasattr(module, "selfcheck") and (args.device == "cpu" or cuda_ok):
-            device = "cuda" if args.device == "cuda" else "cpu"
+        if args.device == "cuda" and cuda_ok:
+            expected = json.loads(args.gpus) if args.gpus else []
+            full = args.smoke and hasattr(module, "selfcheck")
+            checks, warnings, devices = verify_devices(
+                expected, torch_devices(torch), os.environ,
+                (lambda n: selfcheck_on(torch, module, n)) if full else (lambda n: torch_smoke_on(torch, n)))
+            for c in checks:
+                check(c["name"], c["ok"], c["detail"])
+            summary["devices"], summary["warnings"] = devices, warnings
+            if full:
+                summary["selfcheck"] = {"device": "%d GPU(s)" % len([d for d in devices if d["ordinal"] is not None])}
+            for w in warnings:
+                print("WARN gpus: %s" % w, flush=True)
+        elif args.smoke and hasattr(module, "selfcheck") and args.device == "cpu":
+            device = "cpu"
             try:
                 res = module.selfcheck(device=device)
                 summary["selfcheck"] = res

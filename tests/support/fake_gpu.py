@@ -4,7 +4,8 @@ Put its folder first on a test host's PATH to simulate an SM 9.0 / 10.0 / 12.0 h
 one, or one with no GPU. It answers the way the real tool does for what fleetctl asks:
 
 * ``--query-gpu=F1,F2,... --format=csv[,noheader][,nounits]`` for the fields ``index``,
-  ``name``, ``compute_cap``, ``memory.total`` and ``driver_version`` (any order; any other field
+  ``name``, ``compute_cap``, ``memory.total``, ``driver_version``, ``uuid`` (:func:`fake_uuid`),
+  ``pci.bus_id`` (:func:`fake_bus_id`) and ``mig.mode.current`` (``[N/A]``) (any order; any other field
   -> ``Field "X" is not a valid field to query.``, exit 2);
 * ``-L``: ``GPU 0: NAME (UUID: GPU-...)`` lines;
 * no GPU: ``No devices were found`` on stdout, exit 6, whatever was asked.
@@ -23,15 +24,25 @@ B200 = ("10.0", "NVIDIA B200", 183359)
 RTX_PRO_6000 = ("12.0", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 97887)
 L40S = ("8.9", "NVIDIA L40S", 46068)
 
+def fake_uuid(index: int) -> str:
+    """The UUID the fake reports for GPU ``index`` (nvidia-smi's ``GPU-`` form)."""
+    return f"GPU-00000000-0000-0000-0000-{index:012d}"
+
+
+def fake_bus_id(index: int) -> str:
+    """The PCI bus id the fake reports for GPU ``index`` (nvidia-smi's ``pci.bus_id`` form)."""
+    return f"00000000:{0x17 + index:02X}:00.0"
+
+
 def _script(gpus: list[tuple[str, str, int]], driver: str) -> str:
     q = shlex.quote
     if not gpus:
         return "#!/bin/sh\necho 'No devices were found'\nexit 6\n"
     rows = []
     for i, (cap, name, mem) in enumerate(gpus):
-        rows.append(f"  row {i} {q(name)} {q(cap)} {q(str(mem))} {q(driver)}")
+        rows.append(f"  row {i} {q(name)} {q(cap)} {q(str(mem))} {q(driver)} {q(fake_uuid(i))} {q(fake_bus_id(i))}")
     listing = "\n".join(
-        f"  echo {q(f'GPU {i}: {name} (UUID: GPU-00000000-0000-0000-0000-{i:012d})')}"
+        f"  echo {q(f'GPU {i}: {name} (UUID: {fake_uuid(i)})')}"
         for i, (_, name, _) in enumerate(gpus)
     )
     return f"""#!/bin/sh
@@ -66,7 +77,7 @@ oldifs="$IFS"
 IFS=","
 for f in $query; do
   case "$f" in
-    index|name|compute_cap|memory.total|driver_version) ;;
+    index|name|compute_cap|memory.total|driver_version|uuid|pci.bus_id|mig.mode.current) ;;
     *) echo "Field \\"$f\\" is not a valid field to query."; echo; echo "Please see 'nvidia-smi --help-query-gpu' for usage information."; exit 2 ;;
   esac
 done
@@ -98,6 +109,9 @@ row() {{
       compute_cap) v="$3" ;;
       memory.total) if [ "$nounits" = 1 ]; then v="$4"; else v="$4 MiB"; fi ;;
       driver_version) v="$5" ;;
+      uuid) v="$6" ;;
+      pci.bus_id) v="$7" ;;
+      mig.mode.current) v="[N/A]" ;;
     esac
     if [ -z "$line" ]; then line="$v"; else line="$line, $v"; fi
   done
@@ -161,7 +175,8 @@ def write_fake_libnvml(
     It implements the NVML calls the facts script makes (nvmlInit_v2, nvmlShutdown,
     nvmlErrorString, nvmlSystemGetDriverVersion, nvmlDeviceGetCount_v2,
     nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetName, nvmlDeviceGetCudaComputeCapability,
-    nvmlDeviceGetMemoryInfo) with the signatures of nvml.h, answering with ``gpus``
+    nvmlDeviceGetMemoryInfo, nvmlDeviceGetUUID, nvmlDeviceGetPciInfo_v3) with the signatures of
+    nvml.h, answering with ``gpus`` (UUIDs and bus ids as :func:`fake_uuid`, :func:`fake_bus_id`)
     (``(compute_cap, name, memory_mib)``; memory reported in bytes).
 
     Args:
@@ -189,6 +204,7 @@ def write_fake_libnvml(
     names = ", ".join(c_str(name) for _, name, _ in gpus) or '""'
     mems = ", ".join(f"{int(mem)}ULL * 1048576ULL" for _, _, mem in gpus) or "0"
     source = f"""
+#include <stdio.h>
 #include <string.h>
 typedef struct {{ unsigned long long total, free, used; }} nvmlMemory_t;
 static const char *names[{pad}] = {{{names}}};
@@ -216,6 +232,14 @@ int nvmlDeviceGetName(void *h, char *buf, unsigned int len) {{
 int nvmlDeviceGetCudaComputeCapability(void *h, int *major, int *minor) {{
   *major = majors[idx(h)]; *minor = minors[idx(h)]; return 0;
 }}
+typedef struct {{ char busIdLegacy[16]; unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32]; }} nvmlPciInfo_t;
+int nvmlDeviceGetUUID(void *h, char *buf, unsigned int len) {{
+  snprintf(buf, len, "GPU-00000000-0000-0000-0000-%012d", idx(h)); return 0;
+}}
+int nvmlDeviceGetPciInfo_v3(void *h, nvmlPciInfo_t *p) {{
+  memset(p, 0, sizeof *p); snprintf(p->busId, sizeof p->busId, "00000000:%02X:00.0", 0x17 + idx(h)); return 0;
+}}
 int nvmlDeviceGetMemoryInfo(void *h, nvmlMemory_t *m) {{
   m->total = mems[idx(h)]; m->free = m->total; m->used = 0; return 0;
 }}
@@ -226,3 +250,80 @@ int nvmlDeviceGetMemoryInfo(void *h, nvmlMemory_t *m) {{
     subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(out), str(src)], check=True,
                    capture_output=True)
     return out
+
+
+#: What nvidia-smi prints and returns after a driver update without a reboot (the loaded kernel
+#: module and the installed NVML library differ): exit 18, NVML_ERROR_LIB_RM_VERSION_MISMATCH.
+MISMATCH_RC = 18
+MISMATCH_MESSAGE = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.95"
+
+
+def write_mismatched_nvidia_smi(bin_dir: str | os.PathLike[str]) -> Path:
+    """Write an ``nvidia-smi`` failing as the real one does on a driver/library version mismatch."""
+    folder = Path(bin_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "nvidia-smi"
+    path.write_text("#!/bin/sh\nprintf '%s\\n' " + shlex.quote(MISMATCH_MESSAGE) + f"\nexit {MISMATCH_RC}\n")
+    path.chmod(0o755)
+    return path
+
+
+class FrozenCgroup:
+    """A cgroup v1 freezer group in state FROZEN (root only): a process that enters it stops in
+    the kernel (state ``D``) and SIGKILL stays pending until the group thaws, as nvidia-smi does
+    on a GPU that has fallen off the bus (NVIDIA Xid 79). (cgroup v2's ``cgroup.freeze`` is no
+    stand-in: its frozen processes die of SIGKILL, kernel docs cgroup-v2 "Core Interface Files".)
+
+    ``close()`` thaws it, kills what is in it, waits for them to go and removes the group.
+
+    Raises:
+        RuntimeError: no writable v1 freezer hierarchy (``/sys/fs/cgroup/freezer``).
+    """
+
+    ROOT = Path("/sys/fs/cgroup/freezer")
+
+    def __init__(self, name: str) -> None:
+        if not (self.ROOT / "freezer.state").exists() and not (self.ROOT / "cgroup.procs").exists():
+            raise RuntimeError(f"no cgroup v1 freezer at {self.ROOT}: cannot make an unkillable process")
+        self.path = self.ROOT / name
+        self.path.mkdir()
+        (self.path / "freezer.state").write_text("FROZEN\n")
+
+    @property
+    def procs_file(self) -> Path:
+        return self.path / "cgroup.procs"
+
+    def pids(self) -> list[int]:
+        return [int(p) for p in self.procs_file.read_text().split()]
+
+    def close(self) -> None:
+        import signal
+        import time
+
+        if not self.path.exists():
+            return
+        for pid in self.pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        (self.path / "freezer.state").write_text("THAWED\n")
+        deadline = time.monotonic() + 30
+        while self.pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.path.rmdir()
+
+
+def write_hanging_nvidia_smi(bin_dir: str | os.PathLike[str], frozen: FrozenCgroup,
+                             log: str | os.PathLike[str]) -> Path:
+    """Write an ``nvidia-smi`` that blocks in the kernel and cannot be killed: it appends its pid
+    to ``log`` (one line per start) and moves itself into ``frozen`` (:class:`FrozenCgroup`)."""
+    folder = Path(bin_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "nvidia-smi"
+    path.write_text("#!/bin/sh\n# fake nvidia-smi of a GPU off the bus (tests/support/fake_gpu.py)\n"
+                    f"echo $$ >> {shlex.quote(str(log))}\n"
+                    f"echo $$ > {shlex.quote(str(frozen.procs_file))}\n"
+                    "echo 'unreachable: the freezer stops this shell before here'\nexit 0\n")
+    path.chmod(0o755)
+    return path

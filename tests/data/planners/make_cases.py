@@ -351,7 +351,29 @@ case("pip_install", "unknown-wheel-is-hashed-on-the-host", args=PI, host={"facts
      result={"status": "failed", "msg": "No such file or directory"})
 # verify
 VERIFY_ARGV = ["/venv/bin/python3", "-I", "/w/runs/r1/verify/verify_package.py", "--package", "fp4_kernels", "--device", "cuda",
+               "--gpus", '[{"index":0,"name":"NVIDIA H200","uuid":null,"pci_bus_id":null,"mig_mode":null}]',
                "--venv", "/venv", "--symbols", "a", "--sm", "9.0", "--smoke"]
+GPUS2 = [{"index": 0, "name": "NVIDIA H200", "compute_cap": "9.0", "memory_mib": 143771, "uuid": "GPU-a", "pci_bus_id": "00000000:18:00.0"},
+         {"index": 1, "name": "NVIDIA RTX PRO 6000", "compute_cap": "12.0", "memory_mib": 97887, "uuid": "GPU-b", "pci_bus_id": "00000000:2A:00.0"}]
+case("verify", "every-gpu-of-the-host-is-verified-and-a-failing-one-named", args={"package": "fp4_kernels"},
+     host={"facts": {**FACTS90, "gpus": GPUS2}},
+     steps=[{"expect": {"type": "Put"}, "answer": None},
+            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-I", "/w/runs/r1/verify/verify_package.py", "--package", "fp4_kernels",
+                                                "--device", "cuda", "--gpus",
+                                                '[{"index":0,"name":"NVIDIA H200","uuid":"GPU-a","pci_bus_id":"00000000:18:00.0","mig_mode":null},'
+                                                '{"index":1,"name":"NVIDIA RTX PRO 6000","uuid":"GPU-b","pci_bus_id":"00000000:2A:00.0","mig_mode":null}]',
+                                                "--venv", "/venv", "--sm", "12.0,9.0", "--smoke"]},
+             "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "device": "cuda", "checks": [
+                 {"name": "gpu 0", "ok": True, "detail": "GPU 0 (NVIDIA H200, GPU-a, bus 00000000:18:00.0) as cuda:0: 40 checks"},
+                 {"name": "gpu 1", "ok": False, "detail": "GPU 1 (NVIDIA RTX PRO 6000, GPU-b, bus 00000000:2A:00.0) as cuda:1: CUDA error: an illegal memory access"}]})}}],
+     result={"status": "failed", "msg": "gpu 1: GPU 1 (NVIDIA RTX PRO 6000, GPU-b, bus 00000000:2A:00.0) as cuda:1: CUDA error"})
+case("verify", "a-gpu-hidden-by-cuda-visible-devices-is-a-warning", args={"package": "fp4_kernels"},
+     host={"facts": {**FACTS90, "gpus": GPUS2}},
+     steps=[{"expect": {"type": "Put"}, "answer": None},
+            {"expect": {"type": "Run"},
+             "answer": {"rc": 0, "stdout": json.dumps({"ok": True, "device": "cuda", "checks": [{"name": "gpu 0", "ok": True, "detail": "ok"}],
+                                                       "warnings": ["CUDA_VISIBLE_DEVICES=0 in the login environment: torch sees 1 of the 2 GPUs nvidia-smi lists; not verified: GPU 1 (NVIDIA RTX PRO 6000, GPU-b, bus 00000000:2A:00.0)"]})}}],
+     result={"status": "ok", "msg": "warning: CUDA_VISIBLE_DEVICES=0 in the login environment: torch sees 1 of the 2 GPUs"})
 case("verify", "all-checks-pass-isolated-from-the-login-environment-on-the-gpu", args={"package": "fp4_kernels", "symbols": ["a"]},
      host={"facts": FACTS90},
      steps=[{"expect": {"type": "Put", "remote": "/w/runs/r1/verify/verify_package.py"}, "answer": None},

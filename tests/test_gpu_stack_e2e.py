@@ -1,0 +1,149 @@
+"""GPU hosts as they are really found, over real sshd test hosts (issue 23): a broken NVIDIA stack
+fails the host at facts (never a GPU-less host built for fallback_archs), a hanging nvidia-smi is
+bounded and named and never started twice, every GPU of a mixed host is listed and built for.
+
+The GPUs are fake ``nvidia-smi`` programs (tests/support/fake_gpu.py) failing as the real one does:
+exit 18 and NVML's message on a driver/library version mismatch; a process frozen in a cgroup v1
+freezer (state D, SIGKILL pending) for a GPU off the bus.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fleetctl.reporting.tables import plan_rows
+from tests.support.fake_gpu import (
+    H200,
+    RTX_PRO_6000,
+    FrozenCgroup,
+    fake_bus_id,
+    fake_uuid,
+    write_fake_nvidia_smi,
+    write_hanging_nvidia_smi,
+    write_mismatched_nvidia_smi,
+)
+from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+from tests.test_deploy_e2e import make_host_venv
+
+pytestmark = pytest.mark.sshd
+
+PLAY = """\
+name: toy kernels
+hosts: all
+tasks:
+  - name: Upload the toy sources
+    copy: {{src: {src}, dest: "{{{{ workdir }}}}/src/toy"}}
+  - name: Build the toy wheel
+    build_wheel: {{src: "{{{{ workdir }}}}/src/toy", out_dir: "{{{{ workdir }}}}/wheels", required_build_packages: [],
+                  check_sass: false, tool: pip, min_free_disk_mib: 1}}
+    register: build
+  - name: Install the toy wheel
+    pip_install: {{wheel: "{{{{ build.data.wheel }}}}"}}
+"""
+
+
+def _host(farm, name, tmp_path, **extra):
+    h = farm.start(name)
+    return h, {**h.inventory_vars(farm.known_hosts), "workdir": str(tmp_path / "work" / name), **extra}
+
+
+def test_mismatched_driver_fails_at_facts_others_succeed(sshd_farm, tmp_path):
+    bad, bad_vars = _host(sshd_farm, "mismatch", tmp_path)
+    good, good_vars = _host(sshd_farm, "mixed", tmp_path)
+    nodrv, nodrv_vars = _host(sshd_farm, "buildhost", tmp_path)  # no nvidia-smi, no /dev/nvidia*: no driver
+    write_mismatched_nvidia_smi(bad.bin_dir)
+    write_fake_nvidia_smi(good.bin_dir, [H200, RTX_PRO_6000])
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"mismatch": bad_vars, "mixed": good_vars,
+                                                            "buildhost": nodrv_vars}})
+    res = fleetctl("-i", str(inv), "facts", "--hosts", "fleet", "--json", home=tmp_path, timeout_s=300)
+    assert res.returncode == 1, res.stderr
+    doc = json.loads(res.stdout)
+    text = json.dumps(doc["mismatch"])
+    assert "Driver/library version mismatch" in text and "exit 18" in text
+    assert "reboot the host, or reload the nvidia kernel modules" in text
+    assert "fallback_archs" not in text or "only for hosts without an NVIDIA driver" not in text
+    assert doc["mismatch"]["gpu_stack"]["status"] == "broken"
+    human = fleetctl("-i", str(inv), "facts", "--hosts", "mismatch", home=tmp_path, timeout_s=300)
+    assert human.returncode == 1
+    assert "mismatch: GPU stack broken: nvidia-smi: exit 18: Failed to initialize NVML: Driver/library version " \
+           "mismatch" in human.stdout + human.stderr, human.stdout + human.stderr
+    # every GPU counts: each listed with uuid and bus id, the build is for the union
+    mixed = doc["mixed"]
+    assert [(g["index"], g["compute_cap"], g["uuid"], g["pci_bus_id"]) for g in mixed["gpus"]] == [
+        (0, "9.0", fake_uuid(0), fake_bus_id(0)), (1, "12.0", fake_uuid(1), fake_bus_id(1))]
+    assert mixed["gpu_stack"]["status"] == "ok"
+    assert mixed["build"]["torch_cuda_arch_list"] == "9.0a;12.0a" and mixed["build"]["mixed_sm"] is True
+    # a host without any NVIDIA driver is the one case for fallback_archs
+    assert doc["buildhost"]["gpu_stack"]["status"] == "none"
+    assert doc["buildhost"]["build"]["source"] == "fallback"
+
+
+def test_plan_dry_run_and_deploy_agree_on_a_broken_stack(sshd_farm, tmp_path):
+    src = tmp_path / "toy"
+    shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
+    play = tmp_path / "play.yaml"
+    play.write_text(textwrap.dedent(PLAY.format(src=src)))
+    bad, bad_vars = _host(sshd_farm, "mismatch", tmp_path, venv=make_host_venv(tmp_path / "venv-bad"))
+    good, good_vars = _host(sshd_farm, "good", tmp_path, venv=make_host_venv(tmp_path / "venv-good"))
+    write_mismatched_nvidia_smi(bad.bin_dir)
+    write_fake_nvidia_smi(good.bin_dir, [H200])
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"mismatch": bad_vars, "good": good_vars}})
+
+    def deploy(*extra):
+        return fleetctl("-i", str(inv), "deploy", "--hosts", "fleet", "--playbook", str(play), *extra,
+                        home=tmp_path, timeout_s=900)
+
+    plan, dry, real = deploy("--plan", "--json"), deploy("--dry-run", "--json"), deploy("--json")
+    assert plan.returncode == dry.returncode == real.returncode == 1, (plan.stderr, dry.stderr, real.stderr)
+    plan_doc, dry_doc = json.loads(plan.stdout), json.loads(dry.stdout)["hosts"]
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]
+    for where in (plan_doc["mismatch"], dry_doc["mismatch"], record["mismatch"]):
+        assert where["status"] == "failed"
+        assert "GPU stack broken" in where["error"] and "Driver/library version mismatch" in where["error"]
+        assert "reboot the host" in where["error"]
+    assert plan_doc["good"]["status"] == "ok" and dry_doc["good"]["status"] == "ok"
+    assert record["good"]["status"] in ("ok", "changed")
+    assert plan_rows(record)["good"]["builds"][0]["action"] == "build"
+    assert not (tmp_path / "work" / "mismatch" / "src").exists()  # failed at facts: nothing uploaded
+    # the broken host's facts are kept in the record, its cause with them
+    assert record["mismatch"]["facts"]["gpu_stack"]["status"] == "broken"
+
+
+def test_hanging_nvidia_smi_is_bounded_named_and_not_started_twice(sshd_farm, tmp_path):
+    frozen = FrozenCgroup(f"fltest-gpu-{os.getpid()}")
+    try:
+        hang, hang_vars = _host(sshd_farm, "offbus", tmp_path, gpu_probe_timeout_s=2)
+        good, good_vars = _host(sshd_farm, "good", tmp_path)
+        starts = tmp_path / "nvidia-smi.starts"
+        write_hanging_nvidia_smi(hang.bin_dir, frozen, starts)
+        write_fake_nvidia_smi(good.bin_dir, [H200])
+        inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"offbus": hang_vars, "good": good_vars}})
+        # timeout_s=170: under the run's facts deadline (180 s), so the bound is the probe's own
+        first = fleetctl("-i", str(inv), "facts", "--hosts", "fleet", "--json", home=tmp_path, timeout_s=170)
+        assert first.returncode == 1, first.stderr
+        doc = json.loads(first.stdout)
+        assert "nvidia-smi did not answer in 2 s: a GPU may have fallen off the bus; see dmesg for Xid" \
+            in json.dumps(doc["offbus"])
+        assert doc["good"]["gpu_stack"]["status"] == "ok"
+        # the other facts came back while nvidia-smi hung (kept with the refused host)
+        assert doc["offbus"]["reachable"] is True and doc["offbus"]["status"] == "failed"
+        assert doc["offbus"]["python"]["version"] and doc["offbus"]["cpu_count"] >= 1
+        assert doc["offbus"]["cuda"]["version"]
+        stuck = frozen.pids()
+        assert len(stuck) == 1 and starts.read_text().split() == [str(stuck[0])]
+        # the killed one is still there (SIGKILL pending in the kernel): the next run names it, starts none
+        second = fleetctl("-i", str(inv), "facts", "--hosts", "offbus", "--json", home=tmp_path, timeout_s=170)
+        assert second.returncode == 1
+        text = json.dumps(json.loads(second.stdout)["offbus"])
+        assert f"an earlier nvidia-smi (pid {stuck[0]}) has been stuck in the kernel" in text
+        assert "not starting another" in text
+        assert starts.read_text().split() == [str(stuck[0])] and frozen.pids() == stuck
+    finally:
+        frozen.close()
+    assert not Path(frozen.path).exists()

@@ -1,0 +1,253 @@
+"""GPU hosts as they are really found, end to end: a default gcc newer than the host's nvcc
+accepts (with and without a supported one installed), and a real disk quota (btrfs qgroups on a
+loop device) that ``statvfs`` does not show. Real sshd, real nvcc 13.0, real g++-12, real CMake."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.fake_gpu import H200, write_fake_nvidia_smi
+from tests.support.fleet import fleetctl, last_run, write_inventory
+from tests.support.tiny_ext import cmake_ext, tool_venv
+from tests.test_build_kinds_e2e import BUILD_PLAY, entry, tasks_of
+from tests.test_toolchain import too_new_gcc
+
+pytestmark = pytest.mark.sshd
+
+REAL_CUDA = Path("/usr/local/cuda").resolve()
+
+
+def cuda_home_accepting_gcc_up_to(root: Path, major: int) -> Path:
+    """A toolkit whose ``crt/host_config.h`` refuses gcc > ``major`` (as CUDA 11.8's refuses > 11):
+    the real nvcc 13.0 and its files, through symlinks, with that one header changed; the real
+    nvcc reads its headers from beside the nvcc it was started as."""
+    home = root / f"cuda-gcc{major}"
+    tgt = home / "targets" / "x86_64-linux" / "include"
+    (home / "bin").mkdir(parents=True)
+    (tgt / "crt").mkdir(parents=True)
+    for e in REAL_CUDA.iterdir():
+        if e.name not in ("bin", "targets", "include"):
+            (home / e.name).symlink_to(e)
+    for t in (REAL_CUDA / "bin").iterdir():
+        (home / "bin" / t.name).symlink_to(t)
+    for e in (REAL_CUDA / "targets" / "x86_64-linux").iterdir():
+        if e.name != "include":
+            (home / "targets" / "x86_64-linux" / e.name).symlink_to(e)
+    real_inc = REAL_CUDA / "targets" / "x86_64-linux" / "include"
+    for e in real_inc.iterdir():
+        if e.name != "crt":
+            (tgt / e.name).symlink_to(e)
+    for e in (real_inc / "crt").iterdir():
+        if e.name != "host_config.h":
+            (tgt / "crt" / e.name).symlink_to(e)
+    text = (real_inc / "crt" / "host_config.h").read_text()
+    assert "#if __GNUC__ > 15" in text
+    (tgt / "crt" / "host_config.h").write_text(text.replace("__GNUC__ > 15", f"__GNUC__ > {major}")
+                                               .replace("later than 15", f"later than {major}"))
+    (home / "include").symlink_to("targets/x86_64-linux/include")
+    return home
+
+
+def test_a_too_new_default_gcc_is_replaced_by_an_installed_one_nvcc_accepts(sshd_farm, tmp_path):
+    h = sshd_farm.start("newgcc")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = tool_venv(tmp_path / "venv")
+    gcc = too_new_gcc(Path(venv) / "bin")  # first on the build's PATH: nvcc's default host compiler
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"newgcc": entry(sshd_farm, h, tmp_path / "work", venv=venv,
+                                                                        verify_device="cpu")}})
+    facts = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path).stdout)["newgcc"]
+    assert facts["host_compilers"]["default"]["path"] == str(gcc)
+    assert facts["host_compilers"]["default"]["version"] == "16.1"
+    assert facts["cuda"]["host_compiler_max"]["gnu"] == 15
+    assert any(n.startswith("host compiler: nvcc's default gcc 16.1") for n in facts["build"]["notes"])  # fleetctl facts says it
+    play = tmp_path / "build.yaml"
+    play.write_text(BUILD_PLAY.format(src=cmake_ext(tmp_path / "cmake_ext"), package="tiny_cmake_ext"))
+    note = (f"host compiler: nvcc's default gcc 16.1 ({gcc}) is refused by nvcc 13.0 at /usr/local/cuda/bin/nvcc "
+            "(gcc 16.1 is newer than 15; it accepts clang <= 20 and gcc <= 15, /usr/local/cuda/include/crt/host_config.h): "
+            "using gcc 12.2 (/usr/bin/g++-12)")
+    plan = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--plan", "--json", home=tmp_path)
+    assert note in plan.stdout, plan.stdout[-3000:]
+    dry = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--dry-run", "--json", home=tmp_path)
+    steps = json.dumps(json.loads(dry.stdout))
+    assert note in steps and '"CUDAHOSTCXX": "/usr/bin/g++-12"' in steps, steps[-3000:]  # --plan, --dry-run agree
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    build = tasks_of(tmp_path, "newgcc")["build_wheel"]
+    assert build["status"] == "changed" and build["data"]["decision"]["host_compiler"].startswith(note)
+    used = build["data"]["host_compiler"]
+    assert (used["path"], used["chosen"], used["version"]) == ("/usr/bin/g++-12", True, "12.2")
+    assert used["nvcc_accepts"]["gnu"] == 15
+    assert build["data"]["build_record"]["cuda_compiler"]["host_compiler"] == "/usr/bin/g++-12"  # read inside CMake
+    assert tasks_of(tmp_path, "newgcc")["verify"]["status"] == "ok"
+    log = (last_run(tmp_path) / "logs" / "newgcc.log").read_text()
+    assert "unsupported GNU version" not in log and "Building CUDA object" in log
+
+
+def test_no_host_compiler_nvcc_accepts_fails_while_planning_naming_both(sshd_farm, tmp_path):
+    home = cuda_home_accepting_gcc_up_to(tmp_path, 11)
+    (tmp_path / "k.cu").write_text("__global__ void k() {}\n")
+    refused = subprocess.run([str(home / "bin" / "nvcc"), "-c", str(tmp_path / "k.cu"), "-o", str(tmp_path / "k.o")],
+                             capture_output=True, text=True)
+    assert refused.returncode != 0 and "gcc versions later than 11 are not supported" in refused.stderr  # nvcc itself
+    refused12 = subprocess.run([str(home / "bin" / "nvcc"), "-ccbin", "/usr/bin/g++-12", "-c", str(tmp_path / "k.cu"),
+                                "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
+    assert refused12.returncode != 0  # and the g++-12 beside it too: no accepted one is installed
+    h = sshd_farm.start("oldcuda")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"oldcuda": entry(sshd_farm, h, tmp_path / "work",
+                                                                         venv=tool_venv(tmp_path / "venv"),
+                                                                         cuda_home=str(home), verify_device="cpu")}})
+    play = tmp_path / "build.yaml"
+    play.write_text(BUILD_PLAY.format(src=cmake_ext(tmp_path / "cmake_ext"), package="tiny_cmake_ext"))
+    want = (f"nvcc 13.0 at {home}/bin/nvcc refuses the host compiler gcc 12.2 (/usr/bin/gcc) (gcc 12.2 is newer than 11; "
+            f"it accepts clang <= 20 and gcc <= 11, {home}/include/crt/host_config.h) and no accepted one is installed "
+            "(others found: gcc 12.2 (/usr/bin/g++-12)): install g++-11 or older")
+    plan = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--plan", "--json", home=tmp_path)
+    assert plan.returncode == 1 and want in plan.stdout, plan.stdout[-3000:] + plan.stderr[-2000:]
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
+    assert res.returncode == 1
+    build = tasks_of(tmp_path, "oldcuda")["build_wheel"]
+    assert build["status"] == "failed" and want in build["msg"] and "found while planning" in build["msg"], build["msg"]
+    assert not (tmp_path / "work" / "oldcuda" / "src").exists()  # nothing was uploaded
+
+
+# -- a real quota -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def btrfs_quota(tmp_path):
+    """A btrfs file system on a loop device with quotas on, and a subvolume ``home`` whose qgroup
+    limit the test sets (``limit(mib)``); ``statvfs`` there shows the whole file system free.
+    Unmounted and its loop device detached afterwards."""
+    for tool in ("mkfs.btrfs", "btrfs", "losetup"):
+        assert shutil.which(tool), f"{tool} missing: .ci/run installs btrfs-progs"
+    img, mnt = tmp_path / "quota.img", tmp_path / "quota"
+    with img.open("wb") as fh:
+        fh.truncate(512 * 1024 * 1024)
+    subprocess.run(["mkfs.btrfs", "-q", str(img)], check=True, capture_output=True)
+    loop = subprocess.run(["losetup", "-f", "--show", str(img)], check=True, capture_output=True, text=True).stdout.strip()
+    mnt.mkdir()
+    try:
+        subprocess.run(["mount", loop, str(mnt)], check=True)
+        subprocess.run(["btrfs", "quota", "enable", str(mnt)], check=True)
+        subprocess.run(["btrfs", "subvolume", "create", str(mnt / "home")], check=True, capture_output=True)
+
+        def limit(mib: float) -> Path:
+            subprocess.run(["btrfs", "qgroup", "limit", f"{int(mib * 1024)}K", str(mnt / "home")], check=True)
+            return mnt / "home"
+
+        yield limit
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+        subprocess.run(["losetup", "-d", loop], check=False)
+
+
+UPLOAD_PLAY = """\
+name: upload
+hosts: all
+gather_facts: false
+tasks:
+  - name: upload
+    copy: {{src: {src}, dest: "{{{{ workdir }}}}/big.bin"}}
+"""
+
+
+def test_a_real_quota_is_named_with_the_path_though_statvfs_shows_space(sshd_farm, tmp_path, btrfs_quota):
+    home = btrfs_quota(64)
+    free = os.statvfs(home)
+    assert free.f_bavail * free.f_frsize > 300 * 1024 * 1024  # statvfs: hundreds of MiB free, the quota: 64 MiB
+    h = sshd_farm.start("quota")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = tool_venv(tmp_path / "venv")
+    work = home / "work"
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"quota": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                  "workdir": str(work), "venv": venv,
+                                                                  "verify_device": "cpu"}}})
+    src = cmake_ext(tmp_path / "cmake_ext")
+    # 1. the disk preflight writes what the build needs (100 MiB) and meets the quota, while planning
+    play = tmp_path / "build.yaml"
+    play.write_text(BUILD_PLAY.format(src=src, package="tiny_cmake_ext").replace("max_jobs: 1", "max_jobs: 1\n      min_free_disk_mib: 100"))
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
+    assert res.returncode == 1
+    build = tasks_of(tmp_path, "quota")["build_wheel"]
+    assert "preflight: Disk quota exceeded (EDQUOT) writing 100 MiB in " in build["msg"], build["msg"]
+    assert "statvfs shows" in build["msg"] and "found while planning" in build["msg"]
+    assert build["msg"].count("Disk quota exceeded") == 1 and f"(for {work}/tmp, {work}/wheels;" in build["msg"]
+    assert not list(work.rglob(".fleetctl-space-probe-*"))  # the probe file is gone
+    # 2. an upload that meets the quota: SFTP says only "Failure"; the cause is named with the path
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(80 * 1024 * 1024))
+    up = tmp_path / "up.yaml"
+    up.write_text(UPLOAD_PLAY.format(src=big))
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(up), home=tmp_path)
+    assert res.returncode == 1
+    error = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["quota"]["error"]
+    assert f"Disk quota exceeded (EDQUOT) writing {work}/big.bin" in error, error
+    assert not [p for p in work.rglob("*big.bin*")]  # no partial file left
+    # 3. a build that meets the quota halfway (the sources fit, the build tree does not)
+    play.write_text(BUILD_PLAY.format(src=src, package="tiny_cmake_ext").replace("max_jobs: 1", "max_jobs: 1\n      min_free_disk_mib: 0"))
+    used = sum(p.stat().st_size for p in home.rglob("*") if p.is_file())
+    btrfs_quota(used / 1048576 + 3)
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
+    assert res.returncode == 1
+    tasks = tasks_of(tmp_path, "quota")
+    failed = [t for t in tasks.values() if t["status"] == "failed"][0]
+    assert "Disk quota exceeded (EDQUOT) writing " + str(work) in failed["msg"], failed["msg"]
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A folder bind-mounted read-only (``mount --bind``, then ``remount,bind,ro``)."""
+    src, ro = tmp_path / "ro-src", tmp_path / "ro"
+    src.mkdir()
+    ro.mkdir()
+    subprocess.run(["mount", "--bind", str(src), str(ro)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], check=True)
+        yield ro
+    finally:
+        subprocess.run(["umount", "-l", str(ro)], check=False)
+
+
+def test_an_upload_to_a_read_only_file_system_is_named_with_the_path(sshd_farm, tmp_path, read_only_folder):
+    h = sshd_farm.start("rofs")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"rofs": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                 "workdir": str(tmp_path / "work")}}})
+    small = tmp_path / "small.bin"
+    small.write_bytes(b"x" * 4096)
+    up = tmp_path / "up.yaml"
+    up.write_text(f"name: up\nhosts: all\ngather_facts: false\ntasks:\n"
+                  f"  - name: upload\n    copy: {{src: {small}, dest: '{read_only_folder}/sub/small.bin'}}\n")
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(up), home=tmp_path)
+    assert res.returncode == 1
+    error = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["rofs"]["error"]
+    assert f"Read-only file system (EROFS) writing {read_only_folder}/sub" in error, error
+    assert "remount it read-write" in error
+
+
+def test_a_disk_that_fills_during_the_build_is_named_with_the_path(sshd_farm, tmp_path):
+    """ENOSPC in the build itself (the preflight told to check nothing): a 4 MiB tmpfs workdir
+    holds the sources but not the build tree."""
+    from tests.support.tiny_ext import tmpfs
+
+    with tmpfs(tmp_path / "small", "4m") as small:
+        h = sshd_farm.start("fills")
+        write_fake_nvidia_smi(h.bin_dir, [H200])
+        work = small / "work"
+        inv = write_inventory(tmp_path / "inv.yaml", {"g": {"fills": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                      "workdir": str(work), "verify_device": "cpu",
+                                                                      "venv": tool_venv(tmp_path / "venv")}}})
+        play = tmp_path / "build.yaml"
+        play.write_text(BUILD_PLAY.format(src=cmake_ext(tmp_path / "cmake_ext"), package="tiny_cmake_ext")
+                        .replace("max_jobs: 1", "max_jobs: 1\n      min_free_disk_mib: 0"))
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
+        assert res.returncode == 1
+        failed = [t for t in tasks_of(tmp_path, "fills").values() if t["status"] == "failed"][0]
+        assert f"No space left on device (ENOSPC) writing {work}" in failed["msg"], failed["msg"]
+        assert "df -i" in failed["msg"]
