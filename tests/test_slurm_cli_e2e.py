@@ -317,6 +317,17 @@ def test_deploy_kernel_src_over_slurm_once_per_arch_class(slurm_cluster, tmp_pat
         assert tasks["verify"]["status"] == "ok", node
     assert slurm_cluster.jobs() == []
 
+    # --plan warns when slurm_time is shorter than the last build of the class took (the builds
+    # above, from their run record): Slurm would cancel the job at its limit mid-build
+    short = write_yaml(tmp_path / "short.yaml", {"all": {"vars": {"slurm_time": "0:05"}}})
+    warned = cli(*inv, "-i", str(short), "deploy", "--hosts", "all", "--plan", "--force", home=tmp_path,
+                 launcher=launcher, COLUMNS="250")
+    assert warned.returncode == 0, warned.stdout[-3000:] + warned.stderr[-3000:]
+    for node in ("n1", "n3"):  # the builders; n2 only receives
+        assert f"warning: {node}: slurm_time=0:05 (5 s) is shorter than the last build of this class took" \
+            in warned.stdout, warned.stdout[-3000:]
+    assert "warning: n2:" not in warned.stdout
+
 
 # -- uploads: one sbcast per file for all the nodes that ask for it -------------------------------
 

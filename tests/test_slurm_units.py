@@ -13,7 +13,10 @@ from fleetctl.connection.slurm import SlurmSettings
 from fleetctl.connection.slurm_alloc import AllocationRequest
 from fleetctl.connection.slurm_client import SlurmClient, client_env, parse_launcher
 from fleetctl.connection.slurm_nodes import gres_type, parse_sinfo, sinfo_argv, split_gres
+from fleetctl.connection.slurm_end import (StepEnd, describe_end, end_from_job_state, job_expired,
+                                           parse_job_record, read_step_end)
 from fleetctl.connection.slurm_step import StepOutcome, step_argv
+from fleetctl.reporting.slurm_time import last_builds, slurm_time_s, slurm_time_warnings
 from fleetctl.errors import InventoryError
 from fleetctl.inventory.sources.slurm import inventory_from_sinfo, load_slurm_inventory, parse_spec
 
@@ -195,3 +198,82 @@ def test_client_env_drops_job_context_and_controller_venv():
     env = client_env({"SLURM_CONF": "/etc/slurm/slurm.conf", "SLURM_JOB_ID": "5", "SLURM_NTASKS": "8",
                       "SALLOC_ACCOUNT": "ops", "VIRTUAL_ENV": "/ctl/.venv", "PYTHONPATH": "/ctl", "HOME": "/h"})
     assert env == {"SLURM_CONF": "/etc/slurm/slurm.conf", "SALLOC_ACCOUNT": "ops", "HOME": "/h"}
+
+
+# -- how Slurm ends a job under a step (slurm_end): lines as Slurm 22.05 prints them ---------------
+# TIME LIMIT, NODE FAILURE and PREEMPTION recorded on the test clusters; a plain scancel and the
+# cgroup OOM lines from slurmstepd's req.c / task_cgroup_memory.c of 22.05 (the test cluster has no
+# cgroup memory limit).
+STEPD = "slurmstepd-n1: error: *** {what} ON n1 CANCELLED AT 2026-12-01T22:50:19{why} ***\n"
+
+
+@pytest.mark.parametrize("stderr, kind, whole", [
+    (STEPD.format(what="STEP 1.0", why=" DUE TO TIME LIMIT") + "srun: error: n1: task 0: Terminated\n",
+     "time limit", True),
+    ("srun: error: Node failure on n1\n" + STEPD.format(
+        what="STEP 1.0", why=" DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS"), "node failure", True),
+    ("srun: error: Node failure on n1\n", "node failure", True),
+    (STEPD.format(what="JOB 7", why=" DUE TO PREEMPTION"), "preemption", True),
+    (STEPD.format(what="STEP 7.2", why=""), "cancelled", True),
+    ("cc1plus: fatal\nslurmstepd: error: Detected 1 oom-kill event(s) in StepId=12.3. Some of your processes "
+     "may have been killed by the cgroup out-of-memory handler.\n", "out of memory", False),
+    ("slurmstepd: error: Detected 2 oom_kill events in StepId=4.0 cgroup\n", "out of memory", False),
+])
+def test_how_slurm_ended_a_step_is_read_from_its_stderr(stderr, kind, whole):
+    end = read_step_end(stderr.encode())
+    assert end is not None and end.kind == kind and end.whole_job is whole
+    assert end.line in stderr
+
+
+def test_a_step_slurm_did_not_end_has_no_end_and_out_of_memory_is_sigkill():
+    assert read_step_end(b"error: *** not slurm's ***\nsrun: error: n1: task 0: Exited with exit code 3\n") is None
+    # a command that prints Slurm's words itself (a test log) is not Slurm ending it
+    assert read_step_end(b"log: *** STEP 1.0 ON n1 CANCELLED AT 2026-12-01T22:50:19 DUE TO TIME LIMIT ***\n") is None
+    oom = StepOutcome.interpret(137, [b"srun: error: n1: task 0: Out Of Memory\n"], None)
+    assert oom is not None and (oom.rc, oom.signal) == (None, "KILL")  # the build's OOM handling applies
+
+
+def test_an_ended_job_is_named_with_its_cause_and_fix():
+    rec = parse_job_record("JobId=1 JobName=tl JobState=TIMEOUT Reason=TimeLimit RunTime=00:01:00 "
+                           "TimeLimit=00:01:00 Command=(null) WorkDir=/x y")
+    end = end_from_job_state(rec)
+    assert end is not None and end.kind == "time limit" and rec["TimeLimit"] == "00:01:00"
+    line = describe_end(end, job_id="1", node="n1", slurm_time="1", time_limit="00:01:00")
+    assert "reached its time limit (TimeLimit 00:01:00, slurm_time=1)" in line and "JobState=TIMEOUT" in line
+    unset = describe_end(end, job_id="1", node="n1", slurm_time=None, time_limit=None)
+    assert "slurm_time unset: the partition's default" in unset
+    for state, words in (("PREEMPTED", "preempted job 1"), ("NODE_FAIL", "Slurm node n1 failed"),
+                         ("CANCELLED", "was cancelled"), ("OUT_OF_MEMORY", "for memory")):
+        e = end_from_job_state({"JobState": state, "Reason": "x"})
+        assert e is not None and words in describe_end(e, job_id="1", node="n1", slurm_time=None, time_limit=None)
+    assert end_from_job_state({"JobState": "RUNNING"}) is None
+    gone = describe_end(StepEnd("ended", "srun: error: Slurm job 12 has expired"), job_id="12", node="n1",
+                        slurm_time="1", time_limit=None)
+    assert "has ended under this host's commands on n1" in gone and "slurm_time=1" in gone
+    assert job_expired("srun: error: Slurm job 12 has expired")
+
+
+@pytest.mark.parametrize("text, seconds", [
+    ("1", 60), ("0:05", 5), ("2:00:00", 7200), ("1-0", 86400), ("1-2:30", 95400), ("0-0:0:7", 7),
+    ("UNLIMITED", None), ("soon", None), (90, 5400)])
+def test_slurm_time_formats(text, seconds):
+    assert slurm_time_s(text) == seconds
+
+
+def test_plan_warns_when_slurm_time_is_shorter_than_the_last_build_of_the_class():
+    def rec(run_id, mode, took, action="build", status="changed"):
+        return {"run_id": run_id, "mode": mode, "hosts": {"n1": {"tasks": [
+            {"action": "build_wheel", "status": status, "duration_s": took,
+             "data": {"decision": {"action": action, "key": "k90"}}}]}}}
+
+    records = [rec("r3", "plan", 1.0), rec("r2", "apply", 312.4), rec("r1", "apply", 20.0),
+               rec("r0", "apply", 999.0, action="reuse", status="ok")]
+    builds = last_builds(records)
+    assert builds == {"k90": (312.4, "r2", "n1")}  # the newest real build; plans and reuses built nothing
+    rows = {"n1": {"builds": [{"action": "build", "key": "k90"}]}, "n2": {"builds": [{"action": "push", "key": "k90"}]},
+            "n3": {"builds": [{"action": "build (forced)", "key": "k90"}]}}
+    warnings = slurm_time_warnings(rows, {"n1": {"slurm_time": "2"}, "n2": {"slurm_time": "2"},
+                                          "n3": {"slurm_time": "10"}}, builds)
+    assert list(warnings) == ["n1"]  # n2 only receives the wheel; n3's 10 minutes are enough
+    assert warnings["n1"].startswith("slurm_time=2 (120 s) is shorter than the last build of this class took "
+                                     "(312 s, on n1 in run r2)")

@@ -246,6 +246,17 @@ def _take_locks(hosts, run, observers):
     return locks
 
 
+def _slurm_time_warnings(run, rows: dict) -> dict[str, str]:
+    """Hosts whose ``slurm_time`` is shorter than their class's last build took (run records)."""
+    host_vars = (run.inventory or {}).get("hosts") or {}
+    if not any("slurm_time" in v for v in host_vars.values()):
+        return {}
+    from ..reporting.history import list_runs
+    from ..reporting.slurm_time import last_builds, slurm_time_warnings
+
+    return slurm_time_warnings(rows, host_vars, last_builds(list_runs()))
+
+
 def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
     """``--plan``: per host build / push / reinstall / skip and which inputs changed; exit 1 when a
     host would fail (a preflight problem) or could not be planned."""
@@ -256,6 +267,9 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
 
     rows = plan_rows(results)
     bad = [h for h, r in rows.items() if r.get("status") != "ok"]
+    warnings = _slurm_time_warnings(run, rows)
+    for host, warning in warnings.items():
+        rows[host].setdefault("warnings", []).append(warning)
     if as_json:
         print_json(rows)
     else:
@@ -266,6 +280,8 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
             console.print("build classes:")
             for line in classes:
                 console.print(f"  {line}", markup=False, highlight=False)
+        for host, warning in warnings.items():
+            console.print(f"[yellow]warning[/yellow]: {host}: {warning}")
         if rows and not bad and all(b["action"] == "skip" for r in rows.values() for b in r.get("builds", [])):
             console.print("nothing changed: a deploy would rebuild and reinstall nothing (--force overrides)")
     raise click.exceptions.Exit(EXIT_FAILED if bad else 0)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 #: ``ansible_connection`` value -> ``"module:attribute"`` of its :class:`ConnectionKind`.
 KINDS: dict[str, str] = {
-    "ssh": "fleetctl.connection.ssh:KIND",
+    "ssh": "fleetctl.connection.ssh_kind:KIND",
     "local": "fleetctl.connection.local:KIND",
     "slurm": "fleetctl.connection.slurm:KIND",
 }

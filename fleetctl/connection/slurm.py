@@ -49,6 +49,7 @@ from .command import wrap_argv
 from .registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRef, KindScope
 from .slurm_alloc import Allocation, AllocationError, AllocationRequest, allocate
 from .slurm_client import SlurmClient, SlurmError, last_line, parse_launcher
+from .slurm_end import SUSPECTED, SlurmJobEnded, StepEnd, learn_and_raise, raise_if_ended
 from .slurm_fanout import PutCoalescer, send
 from .slurm_nodes import SlurmNode, hostlist, query_nodes
 from .slurm_step import LAUNCH_FAILED as _LAUNCH_FAILED
@@ -445,10 +446,15 @@ class SlurmConnection(Connection):
         m = self._require()
         argv = [str(a) for a in argv]
         wrapped = wrap_argv(argv, env=env, cwd=cwd, become=become)
-        with self.scope.fanout.busy(self.host):
-            res = await run_step(m.client, self.host, m.allocation.job_id, m.node, wrapped,  # type: ignore[union-attr]
-                                 chdir=m.home or "/", timeout_s=timeout_s, on_line=on_line, stdin=stdin,
-                                 display_argv=argv)
+        self._check_job(m)
+        try:
+            with self.scope.fanout.busy(self.host):
+                res = await run_step(m.client, self.host, m.allocation.job_id, m.node, wrapped,  # type: ignore[union-attr]
+                                     chdir=m.home or "/", timeout_s=timeout_s, on_line=on_line, stdin=stdin,
+                                     display_argv=argv)
+        except SlurmJobEnded as exc:
+            await self._learn_end(m, exc.end)
+            raise
         if capture_bytes is not None:
             for name in ("stdout", "stderr"):
                 data = getattr(res, name)
@@ -459,6 +465,13 @@ class SlurmConnection(Connection):
                     setattr(res, name, tail)
                     setattr(res, f"{name}_dropped", len(data) - len(tail))
         return res
+
+    def _check_job(self, m: "_Member") -> None:
+        """Raise the job's end again when Slurm already ended this host's job (time limit...)."""
+        raise_if_ended(m.allocation, self.host, m.node)
+
+    async def _learn_end(self, m: "_Member", end: StepEnd) -> None:
+        await learn_and_raise(m.allocation, m.client, end, self.host, m.node)
 
     async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
         """Upload with ``sbcast`` to the node's own disk (temporary name, size check, rename).
@@ -471,13 +484,16 @@ class SlurmConnection(Connection):
             TransferError: naming the host, the path and the cause.
         """
         m = self._require()
+        self._check_job(m)
         dest = _resolve(remote_path, m.home)
         try:
             why = await self.scope.fanout.put(self.host, m.node, m.allocation, local_path, dest,  # type: ignore[arg-type]
                                               mode=0o644 if mode is None else mode)
         except TransferError as exc:
+            await self._learn_end(m, SUSPECTED)  # a job Slurm ended is named as such
             raise TransferError(f"{self.host}: {exc}") from None
         if why is not None:
+            await self._learn_end(m, SUSPECTED)
             raise TransferError(f"{self.host}: upload {local_path} -> {dest} on node {m.node}: {why}")
 
     async def get(self, remote_path: str, local_path: str) -> None:
@@ -489,9 +505,17 @@ class SlurmConnection(Connection):
             TransferError: naming the host, the path and the cause.
         """
         m = self._require()
-        with self.scope.fanout.busy(self.host):
-            await download(m.client, self.host, m.allocation.job_id, m.node,  # type: ignore[union-attr]
-                           _resolve(remote_path, m.home), local_path, chdir=m.home or "/")
+        self._check_job(m)
+        try:
+            with self.scope.fanout.busy(self.host):
+                await download(m.client, self.host, m.allocation.job_id, m.node,  # type: ignore[union-attr]
+                               _resolve(remote_path, m.home), local_path, chdir=m.home or "/")
+        except SlurmJobEnded as exc:
+            await self._learn_end(m, exc.end)
+            raise
+        except TransferError:
+            await self._learn_end(m, SUSPECTED)
+            raise
 
 
 class _SlurmKind(ConnectionKind):

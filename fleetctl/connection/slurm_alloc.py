@@ -24,6 +24,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .slurm_client import SlurmClient, SlurmError, client_env, last_line, stop_process
 from .slurm_nodes import hostlist
@@ -117,6 +118,9 @@ class Allocation:
     lifeline: Lifeline | None = None
     released: bool = False
     cancelled: bool = False
+    #: how Slurm ended the job under a step, once seen: ``(StepEnd, TimeLimit or None)``
+    #: (:mod:`~fleetctl.connection.slurm_end`); every later command of its hosts fails with it at once
+    ended: Any = None
 
     async def release(self, *, timeout_s: float = 30.0) -> None:
         """Cancel the job and wait (at most ``timeout_s`` seconds) until ``squeue`` lists it

@@ -34,6 +34,7 @@ from typing import IO
 from ..errors import CommandTimeout, HostUnreachable
 from .base import CommandResult, LineCallback, OutputLine
 from .slurm_client import SlurmClient, SlurmError, last_line, stop_process
+from .slurm_end import SlurmJobEnded, StepEnd, job_expired, read_step_end
 from .streams import CHUNK_BYTES, pump_lines
 
 #: srun's line naming a node where a step's launch failed (srun/launch.c); the step then ends on
@@ -95,6 +96,8 @@ class StepOutcome:
                 return cls(rc, None, notices, execve_error)
             if status in _SIGNAL_TEXT:
                 return cls(None, _SIGNAL_TEXT[status], notices, execve_error)
+            if status == "Out Of Memory":  # the cgroup's OOM killer: SIGKILL (see slurm_end)
+                return cls(None, "KILL", notices, execve_error)
         if srun_rc == 0:
             return cls(0, None, notices, execve_error)
         if notices:  # a notice we do not know: srun's own exit status stands
@@ -158,8 +161,10 @@ async def run_step(client: SlurmClient, host: str, job_id: str, node: str, argv:
 
     Raises:
         CommandTimeout: ``timeout_s`` passed (the step was cancelled).
-        HostUnreachable: the step could not run (the allocation is gone, the node was lost, srun
-            could not start), naming srun's message.
+        HostUnreachable: the step could not run (srun could not start, the node is unknown),
+            naming srun's message.
+        SlurmJobEnded: Slurm ended the job under the step, or before it (time limit, preemption,
+            node failure, cancel: :mod:`~fleetctl.connection.slurm_end`).
     """
     shown = list(display_argv if display_argv is not None else argv)
     name = step_name()
@@ -196,8 +201,13 @@ async def run_step(client: SlurmClient, host: str, job_id: str, node: str, argv:
             raise
         raise CommandTimeout(host, shown, timeout_s or 0) from None
     outcome = StepOutcome.interpret(srun_rc, err_filter.notices, err_filter.execve_error)
+    end = read_step_end(bytes(err_filter.kept))  # Slurm ended the job under the step (slurm_end)
+    if end is not None and end.whole_job:
+        raise SlurmJobEnded(host, end.line, end)
     if outcome is None:
         cause = last_line(bytes(err_filter.kept).decode("utf-8", "replace")) or f"srun exited {srun_rc}"
+        if job_expired(cause):
+            raise SlurmJobEnded(host, cause, StepEnd("ended", cause))
         raise HostUnreachable(host, f"job step on Slurm node {node} did not run: {cause}")
     return CommandResult(argv=shown, rc=outcome.rc, stdout=bytes(out), stderr=bytes(err_filter.kept),
                          signal=outcome.signal, duration_s=time.monotonic() - started,

@@ -1,6 +1,7 @@
 """The SSH connection, on asyncssh. asyncssh is imported only by this module and its helpers
-``ssh_target`` (ssh_config), ``ssh_hostkeys`` (known_hosts), ``ssh_identity`` (keys and agent) and
-``ssh_route`` (TCP, gates, jump hosts, login).
+``ssh_target`` (ssh_config), ``ssh_hostkeys`` (known_hosts), ``ssh_identity`` (keys and agent),
+``ssh_route`` (TCP, gates, jump hosts, login), ``ssh_errors`` (what a server's refusals mean) and
+``ssh_files`` (SFTP and its exec fallback); the connection kind is ``ssh_kind``.
 
 One SSH connection per host, reused for every command and transfer of a run; commands are exec
 channels multiplexed on it and files go over one SFTP session. The host is reached exactly as
@@ -29,79 +30,30 @@ from __future__ import annotations
 
 import asyncio
 import os
-import contextlib
-import posixpath
-import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 
 import asyncssh
 
-from ..errors import CommandTimeout, HostUnreachable, TransferError
-from ..storagefaults import name_write_error
+from ..errors import CommandTimeout, HostUnreachable
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback
 from .command import remote_command_line
 from .retry import retrying
+from .ssh_errors import is_channel_refused
+from .ssh_files import CHANNEL_ATTEMPTS, SFTPFiles
+from .ssh_sessions import Sessions, UseOverflow
 from .ssh_route import MAX_HANDSHAKES, LoginFailed, LoginStats, RouteOptions, login
 from .ssh_target import SSHConfigError, SSHTarget, resolve_target
 from .streams import OutputTail, pump_lines
 
-__all__ = ["SSHConnection", "SSHSettings", "SETTINGS", "KIND", "MAX_HANDSHAKES"]
+__all__ = ["SSHConnection", "MAX_HANDSHAKES"]
 
-CHANNEL_ATTEMPTS = 12
-UPLOAD_REQUESTS = 4
 #: sshd's default MaxSessions (sshd_config(5)).
 DEFAULT_MAX_SESSIONS = 10
 _NO_HOME = "Could not chdir to home directory"
 
 
-class _Sessions:
-    """Sessions open on one connection (exec channels and the SFTP session), at most ``limit``.
-
-    ``make_room`` (called with the condition held) may free an idle session and return True.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = max(1, limit)
-        self.in_use = 0
-        self.cond = asyncio.Condition()
-
-    async def acquire(self, make_room: Callable[[], Awaitable[bool]] | None = None) -> None:
-        async with self.cond:
-            while self.in_use >= self.limit:
-                if make_room is not None and await make_room():
-                    continue
-                await self.cond.wait()
-            self.in_use += 1
-
-    async def release(self) -> None:
-        async with self.cond:
-            self.in_use -= 1
-            self.cond.notify_all()
-
-    async def refused(self) -> None:
-        """The server refused a session while ``in_use`` (ours included) were open: the limit
-        drops to the others (at least 1) and our slot is given back."""
-        async with self.cond:
-            self.in_use -= 1
-            self.limit = max(1, min(self.limit, self.in_use))
-            self.cond.notify_all()
-
-    async def wake(self) -> None:
-        async with self.cond:
-            self.cond.notify_all()
-
-
-def _refused(exc: BaseException) -> bool:
-    return isinstance(exc, asyncssh.ChannelOpenError)
-
-
-class _UseOverflow(Exception):
-    """Every session the host allows is pinned: this request goes over the second connection."""
-
-
-class SSHConnection(Connection):
+class SSHConnection(SFTPFiles, Connection):
     """An asyncssh client connection to one host.
 
     Args:
@@ -159,7 +111,7 @@ class SSHConnection(Connection):
         self.stats: dict = {}
         self.home_missing = False
         self.login_shell = ""
-        self._sessions = _Sessions(max_sessions)
+        self._sessions = Sessions(max_sessions)
         self._conn: asyncssh.SSHClientConnection | None = None
         self._release_route: Callable[[], None] | None = None
         self._sftp: asyncssh.SFTPClient | None = None
@@ -170,6 +122,9 @@ class SSHConnection(Connection):
         self._pinned = 0
         self._overflow: SSHConnection | None = None
         self._overflow_lock = asyncio.Lock()
+        #: why SFTP cannot be used on this host, once learnt (shared with companion connections):
+        #: from then on every file goes over an exec channel (:mod:`~fleetctl.connection.sftp_fallback`)
+        self._no_sftp: dict[str, str] = {}
 
     holds_stdin = True
 
@@ -242,6 +197,7 @@ class SSHConnection(Connection):
                               connect_timeout_s=self.connect_timeout_s, keepalive_interval_s=self.keepalive_interval_s,
                               max_sessions=self.max_sessions, ssh_config=self.ssh_config)
         other._target = self._target
+        other._no_sftp, other.on_note = self._no_sftp, self.on_note
         other.login_shell, other.home, other.home_missing = self.login_shell, self.home, self.home_missing
         await other.open()
         return other
@@ -351,7 +307,7 @@ class SSHConnection(Connection):
             return await self._run(argv, env=env, cwd=cwd, timeout_s=timeout_s, on_line=on_line, stdin=box,
                                    become=become, capture_bytes=capture_bytes, supervise=supervise,
                                    hold_stdin=hold_stdin)
-        except _UseOverflow:
+        except UseOverflow:
             return await (await self._second()).run(argv, env=env, cwd=cwd, timeout_s=timeout_s, on_line=on_line,
                                                      stdin=box[0] if box else None, become=become,
                                                      capture_bytes=capture_bytes, supervise=supervise)
@@ -373,7 +329,7 @@ class SSHConnection(Connection):
             except asyncssh.ChannelOpenError:
                 await self._sessions.refused()
                 if not hold_stdin and self._saturated():
-                    raise _UseOverflow() from None
+                    raise UseOverflow() from None
                 raise
             except BaseException:
                 await self._sessions.release()
@@ -382,7 +338,7 @@ class SSHConnection(Connection):
         try:
             # A refused channel (over the server's MaxSessions, or a just-closed channel the server
             # has not reaped yet) waits for a free session, backing off between attempts.
-            proc, started = await retrying(open_channel, retryable=_refused, attempts=CHANNEL_ATTEMPTS,
+            proc, started = await retrying(open_channel, retryable=is_channel_refused, attempts=CHANNEL_ATTEMPTS,
                                            initial_s=0.05, max_s=2.0)
         except asyncssh.ChannelOpenError as exc:
             raise HostUnreachable(self.host, f"cannot open a session (MaxSessions?): {exc.reason}") from None
@@ -427,155 +383,6 @@ class SSHConnection(Connection):
                              duration_s=time.monotonic() - started, stdout_dropped=stdout_dropped,
                              stderr_dropped=stderr_dropped)
 
-    # -- files --------------------------------------------------------------------------------
-
-    async def _close_idle_sftp(self) -> bool:
-        """Close the SFTP session when nobody uses it, freeing its session (called with the
-        sessions condition held). True when a session was freed."""
-        if self._sftp is None or self._sftp_users or self._sftp_lock.locked():
-            return False
-        sftp, self._sftp = self._sftp, None
-        sftp.exit()
-        with contextlib.suppress(OSError, asyncssh.Error, asyncio.TimeoutError):
-            await asyncio.wait_for(sftp.wait_closed(), 5)
-        self._sessions.in_use -= 1
-        return True
-
-    @contextlib.asynccontextmanager
-    async def _sftp_session(self):
-        """The SFTP session, opened (within the session limit) when needed; it stays open
-        while unused, until a command needs its session."""
-        self._sftp_users += 1
-        try:
-            async with self._sftp_lock:
-                if self._sftp is None:
-                    self._sftp = await self._start_sftp()
-            yield self._sftp
-        finally:
-            self._sftp_users -= 1
-            if not self._sftp_users:
-                await self._sessions.wake()
-
-    async def _start_sftp(self) -> asyncssh.SFTPClient:
-        conn = self._require()
-
-        async def start(attempt: int) -> asyncssh.SFTPClient:
-            if attempt > 1:
-                self._count("channel_retries")
-            await self._sessions.acquire()
-            try:
-                return await conn.start_sftp_client()
-            except asyncssh.ChannelOpenError:
-                await self._sessions.refused()
-                if self._saturated():
-                    raise _UseOverflow() from None
-                raise
-            except BaseException:
-                await self._sessions.release()
-                raise
-
-        try:
-            return await retrying(start, retryable=_refused, attempts=CHANNEL_ATTEMPTS, initial_s=0.05, max_s=2.0)
-        except (OSError, asyncssh.Error) as exc:
-            raise _NoSFTP(
-                f"{self.host}: cannot start SFTP: {exc} (a login rc file that prints text, such as ~/.bashrc, "
-                f"breaks SFTP: make it print only for interactive shells)") from None
-
-    async def _realpath(self, path: str) -> str:
-        async with self._sftp_session() as sftp:
-            try:
-                return await sftp.realpath(path)
-            except (OSError, asyncssh.Error) as exc:
-                raise TransferError(f"{self.host}: realpath {path}: {exc}") from None
-
-    async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
-        """Upload over SFTP to a temporary name, then rename into place (no partial file is ever
-        left under the final name; a failed upload removes its temporary file).
-
-        When SFTP cannot start (a login rc file that prints text corrupts the SFTP stream), the
-        file goes through an exec channel's stdin instead (``cat``), which such output cannot
-        corrupt.
-        """
-        if self._saturated() and self._sftp is None:
-            return await (await self._second()).put(local_path, remote_path, mode=mode)
-        try:
-            async with self._sftp_session() as sftp:
-                await self._put_sftp(sftp, local_path, remote_path, mode)
-        except _UseOverflow:
-            await (await self._second()).put(local_path, remote_path, mode=mode)
-        except (_NoSFTP, _SFTPWriteFailed) as exc:
-            await self._put_by_cat(local_path, remote_path, mode, exc)
-
-    async def _put_sftp(self, sftp, local_path: str, remote_path: str, mode: int | None) -> None:
-        parent = posixpath.dirname(remote_path)
-        tmp = posixpath.join(parent, f".{posixpath.basename(remote_path)}.{secrets.token_hex(4)}.part")
-        try:
-            if parent:  # folders fleetctl creates are private to the user
-                await sftp.makedirs(parent, attrs=asyncssh.SFTPAttrs(permissions=0o700), exist_ok=True)
-            # 4 requests in flight (asyncssh's default is 16 x 256 KiB per upload): what 20+
-            # simultaneous uploads cost in controller memory, without a measurable loss of speed.
-            await sftp.put(local_path, tmp, max_requests=UPLOAD_REQUESTS)
-            await sftp.chmod(tmp, mode if mode is not None else 0o644)
-            await sftp.posix_rename(tmp, remote_path)
-        except (OSError, asyncssh.Error) as exc:
-            try:
-                await sftp.remove(tmp)
-            except (OSError, asyncssh.Error):
-                pass
-            reason = getattr(exc, "reason", None) or str(exc)
-            if getattr(exc, "code", None) == asyncssh.FX_FAILURE:
-                # sftp-server says only "Failure" for EDQUOT, ENOSPC, EROFS, EIO (the errno is lost):
-                # the upload is retried through the shell, whose cat names the real error
-                raise _SFTPWriteFailed(f"{self.host}: upload {local_path} -> {remote_path}: SFTP: {reason}") from None
-            named = name_write_error(reason, remote_path)
-            raise TransferError(f"{self.host}: upload {local_path} -> {remote_path}: {named or reason}"
-                                + (" (the partial file was removed)" if named else "")) from None
-
-    async def _put_by_cat(self, local_path: str, remote_path: str, mode: int | None, why: Exception) -> None:
-        data = Path(local_path).read_bytes()
-        script = ('umask 077; d=$(dirname -- "$1"); mkdir -p -- "$d" && cat > "$1.part" && '
-                  'chmod "$2" "$1.part" && mv -f -- "$1.part" "$1" || { rc=$?; rm -f -- "$1.part"; exit $rc; }')
-        res = await self.run(["/bin/sh", "-c", script, "fleetctl-put", remote_path, f"{mode or 0o644:o}"], stdin=data,
-                             timeout_s=600)
-        if res.rc != 0:
-            err = res.stderr_text.strip()[-300:]
-            named = name_write_error(err, remote_path)
-            if named:  # the disk, its quota or its mount, named with the path (no partial file is left)
-                raise TransferError(f"{self.host}: upload {local_path} -> {remote_path}: {named} (the partial file "
-                                    "was removed)")
-            raise TransferError(f"{why}; upload through the shell failed too: {err}")
-
-    async def get(self, remote_path: str, local_path: str) -> None:
-        """Download a regular file over SFTP; a symlink or special file is refused."""
-        if self._saturated() and self._sftp is None:
-            return await (await self._second()).get(remote_path, local_path)
-        try:
-            await self._get(remote_path, local_path)
-        except _UseOverflow:
-            await (await self._second()).get(remote_path, local_path)
-
-    async def _get(self, remote_path: str, local_path: str) -> None:
-        async with self._sftp_session() as sftp:
-            try:
-                attrs = await sftp.lstat(remote_path)
-                if attrs.type != asyncssh.FILEXFER_TYPE_REGULAR:
-                    raise TransferError(f"{self.host}: get {remote_path}: not a regular file (symlinks are never "
-                                        f"followed)")
-                Path(local_path).parent.mkdir(parents=True, exist_ok=True)
-                await sftp.get(remote_path, local_path)
-            except (OSError, asyncssh.Error) as exc:
-                reason = getattr(exc, "reason", None) or str(exc)
-                raise TransferError(f"{self.host}: get {remote_path}: {reason}") from None
-
-
-class _NoSFTP(TransferError):
-    """The SFTP session could not start (``put`` then goes through an exec channel)."""
-
-
-class _SFTPWriteFailed(TransferError):
-    """An SFTP upload failed with ``SSH_FX_FAILURE``, which hides the errno (``put`` then goes
-    through an exec channel, whose error names it)."""
-
 
 async def _stop(proc: asyncssh.SSHClientProcess, *, supervised: bool = False) -> None:
     """Stop the remote process, then close the channel. A supervised command's stdin is closed
@@ -599,82 +406,3 @@ async def _stop(proc: asyncssh.SSHClientProcess, *, supervised: bool = False) ->
         except asyncio.TimeoutError:
             continue
     proc.close()
-
-
-# -- the connection kind ------------------------------------------------------------------------
-
-from pydantic import AliasChoices, Field  # noqa: E402
-
-from .registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRef, KindScope  # noqa: E402
-
-
-class SSHSettings(ConnectionSettings):
-    """The host vars an SSH host reads (Ansible's names; ``None``: the inventory does not say, and
-    ``~/.ssh/config`` or OpenSSH's default decides). Aliases are in ansible-core's precedence: the
-    legacy ``ansible_ssh_*`` name wins wherever it is set (``MAGIC_VARIABLE_MAPPING``; checked
-    against ansible-core by tests/test_inventory_ansible.py).
-
-    Attributes:
-        address: where to connect (legacy ``ansible_ssh_host``, then ``ansible_host``).
-        port: TCP port (legacy ``ansible_ssh_port``, then ``ansible_port``); a numeric string is accepted.
-        user: login name (legacy ``ansible_ssh_user``, then ``ansible_user``).
-        private_key_file: private key path (``ansible_ssh_private_key_file``,
-            ``ansible_private_key_file``), resolved by the inventory against its own folder;
-            offered before every ``IdentityFile``.
-        known_hosts: fleetctl's ``known_hosts`` var: a known_hosts file replacing ssh_config's
-            ``UserKnownHostsFile`` (new keys are recorded there).
-        keepalive_interval_s: fleetctl's ``keepalive_interval`` var, seconds between keepalives.
-        ssh_config: fleetctl's ``ssh_config`` var: read this ssh_config file instead of
-            ``~/.ssh/config`` and ``/etc/ssh/ssh_config`` (as ``ssh -F``).
-    """
-
-    address: str | None = Field(default=None, validation_alias=AliasChoices("ansible_ssh_host", "ansible_host"))
-    port: int | None = Field(default=None, ge=1, le=65535,
-                             validation_alias=AliasChoices("ansible_ssh_port", "ansible_port"))
-    user: str | None = Field(default=None, validation_alias=AliasChoices("ansible_ssh_user", "ansible_user"))
-    private_key_file: str | None = Field(
-        default=None, validation_alias=AliasChoices("ansible_ssh_private_key_file", "ansible_private_key_file"))
-    known_hosts: str | None = Field(default=None, validation_alias=AliasChoices("known_hosts"))
-    keepalive_interval_s: float = Field(default=15.0, gt=0, validation_alias=AliasChoices("keepalive_interval"))
-    ssh_config: str | None = Field(default=None, validation_alias=AliasChoices("ssh_config"))
-
-
-class _SSHScope(KindScope):
-    def __init__(self, options: ConnectOptions) -> None:
-        self.options = options
-
-    def connection(self, host: HostRef) -> SSHConnection:
-        s = host.settings
-        assert isinstance(s, SSHSettings)
-        return SSHConnection(
-            host.name, address=s.address or host.name, port=s.port, user=s.user, key_file=s.private_key_file,
-            known_hosts=s.known_hosts, accept_new_host_keys=self.options.accept_new_host_keys,
-            connect_timeout_s=self.options.connect_timeout_s, keepalive_interval_s=s.keepalive_interval_s,
-            ssh_config=s.ssh_config)
-
-
-class _SSHKind(ConnectionKind):
-    """OpenSSH-compatible hosts over asyncssh (``ansible_connection: ssh``, the default)."""
-
-    name = "ssh"
-    settings_model = SSHSettings
-
-    def scope(self, options: ConnectOptions) -> KindScope:
-        return _SSHScope(options)
-
-    def machine(self, host: HostRef) -> str:
-        """``ssh:user@address:port`` where ssh would connect (ssh_config's ``HostName``,
-        ``Port``, ``User`` applied, the inventory's over them), and the route when it goes through
-        jump hosts or a ``ProxyCommand`` (``localhost`` behind two bastions is two machines)."""
-        s = host.settings
-        assert isinstance(s, SSHSettings)
-        try:
-            t = resolve_target(s.address or host.name, port=s.port, user=s.user, config_file=s.ssh_config)
-        except SSHConfigError:  # the host fails to connect anyway; its name is all there is
-            return f"ssh:{host.name}"
-        route = "".join(f" via {j}" for j in t.proxy_jump) + (f" via ({t.proxy_command})" if t.proxy_command else "")
-        return f"ssh:{t.user}@{t.host.lower()}:{t.port}{route}"
-
-
-SETTINGS = SSHSettings
-KIND = _SSHKind()

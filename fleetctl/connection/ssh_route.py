@@ -16,7 +16,10 @@ Unreachable hosts never delay reachable ones:
   same cause instead of queueing behind it.
 - A handshake the server closes before login (what sshd does past ``MaxStartups``) is retried
   with jittered exponential backoff (tenacity, see :mod:`fleetctl.connection.retry`), outside the gate; each retry is counted in
-  :attr:`LoginStats.handshake_retries` and the final failure names ``MaxStartups``.
+  :attr:`LoginStats.handshake_retries` and the final failure names ``MaxStartups`` when other
+  handshakes to that sshd overlapped the dropped ones, and otherwise says it was a single
+  connection (an sshd without host keys, or one refusing this address:
+  :mod:`fleetctl.connection.ssh_errors`).
 
 Jump hosts (``ProxyJump``) are connected with the same rules (their own ssh_config, host key
 check and keys) and shared: every host behind one bastion in a run uses one connection to it.
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 import asyncssh
 
 from .retry import retrying
+from .ssh_errors import drop_message, forwarding_refused, is_drop
 from .ssh_hostkeys import HostKeyPolicy
 from .ssh_identity import Identities, load_identities
 from .ssh_target import SSHTarget, resolve_jump
@@ -50,7 +54,11 @@ class LoginFailed(Exception):
 
 
 class _Dropped(Exception):
-    """The server closed the connection before login (retried)."""
+    """The server closed the connection before login (retried); ``banner``: after its SSH banner."""
+
+    def __init__(self, reason: str, *, banner: bool = False) -> None:
+        super().__init__(reason)
+        self.banner = banner
 
 
 @dataclass
@@ -72,9 +80,14 @@ class LoginStats:
 # -- per event loop state: destination gates, failure memos, shared jump connections ------------
 
 class _Destination:
+    """One sshd's gate, its remembered TCP failure, and its handshakes: ``in_flight`` now and
+    ``entered`` in all (so a handshake knows whether another overlapped it)."""
+
     def __init__(self) -> None:
         self.gate = asyncio.Semaphore(MAX_HANDSHAKES)
         self.failure: tuple[str, float] | None = None
+        self.in_flight = 0
+        self.entered = 0
 
 
 _state: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = weakref.WeakKeyDictionary()
@@ -142,6 +155,23 @@ async def _tcp_connect(infos: list[tuple], where: str, timeout_s: float) -> sock
     raise LoginFailed(f"cannot connect to {where}: {getattr(last, 'strerror', None) or last}")
 
 
+async def _peek_first_words(sock: socket.socket, timeout_s: float) -> bytes:
+    """What the server has sent first (up to 256 bytes, left unread for asyncssh: MSG_PEEK), once
+    anything came or ``timeout_s`` seconds passed. Only on a retry after a drop: sshd past
+    MaxStartups writes ``Exceeded MaxStartups`` before closing (sshd.c ``drop_connection``),
+    which asyncssh discards as a pre-banner line."""
+    loop = asyncio.get_running_loop()
+    ready = loop.create_future()
+    loop.add_reader(sock.fileno(), lambda: ready.done() or ready.set_result(None))
+    try:
+        await asyncio.wait_for(ready, timeout_s)
+        return sock.recv(256, socket.MSG_PEEK)
+    except (asyncio.TimeoutError, TimeoutError, OSError):
+        return b""
+    finally:
+        loop.remove_reader(sock.fileno())
+
+
 # -- asyncssh client hooks ----------------------------------------------------------------------
 
 class _Client(asyncssh.SSHClient):
@@ -167,16 +197,6 @@ class _Client(asyncssh.SSHClient):
         return None
 
 
-def _is_drop(exc: BaseException) -> bool:
-    """A connection closed by the server before the handshake finished: what sshd does to
-    connections past MaxStartups. Refusals, timeouts, authentication and host key failures are final."""
-    if isinstance(exc, (asyncssh.ConnectionLost, ConnectionResetError, BrokenPipeError,
-                        asyncio.IncompleteReadError)):
-        return True
-    return isinstance(exc, asyncssh.DisconnectError) and not isinstance(
-        exc, (asyncssh.PermissionDenied, asyncssh.HostKeyNotVerifiable)) and "closed" in str(exc.reason).lower()
-
-
 @dataclass
 class RouteOptions:
     """Run-wide login options: ``accept_new`` host keys, ``timeout_s`` for TCP connect and for
@@ -188,7 +208,7 @@ class RouteOptions:
 
 
 async def _handshake(target: SSHTarget, opts: RouteOptions, label: str, *, sock=None, tunnel=None,
-                     peer_ip: str | None = None) -> tuple[asyncssh.SSHClientConnection, HostKeyPolicy]:
+                     peer_ip: str | None = None, via: str | None = None) -> tuple[asyncssh.SSHClientConnection, HostKeyPolicy]:
     """One SSH handshake and login over ``sock`` or ``tunnel`` (or the target's ProxyCommand)."""
     policy = HostKeyPolicy(target, accept_new=opts.accept_new, peer_ip=peer_ip, label=label)
     ids = await load_identities(target)
@@ -207,7 +227,7 @@ async def _handshake(target: SSHTarget, opts: RouteOptions, label: str, *, sock=
     except BaseException as exc:
         if sock is not None:
             sock.close()
-        raise _translate(exc, target, opts, policy, ids, client, label) from None
+        raise _translate(exc, target, opts, policy, ids, client, label, via) from None
     finally:
         ids.close()
     refusal = policy.after_login(conn.get_server_host_key())
@@ -218,16 +238,16 @@ async def _handshake(target: SSHTarget, opts: RouteOptions, label: str, *, sock=
 
 
 def _translate(exc: BaseException, target: SSHTarget, opts: RouteOptions, policy: HostKeyPolicy,
-               ids: Identities, client: _Client, label: str) -> BaseException:
+               ids: Identities, client: _Client, label: str, via: str | None) -> BaseException:
     if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
         return exc
     if isinstance(exc, asyncssh.HostKeyNotVerifiable):
         return LoginFailed(policy.describe_failure(exc))
     if isinstance(exc, asyncssh.PermissionDenied):
         return LoginFailed(label + ids.explain_denied(target))
-    if _is_drop(exc):
-        return _Dropped(str(exc))
     where = f"{target.host}:{target.port}"
+    if is_drop(exc):
+        return _Dropped(str(exc), banner=bool(client.conn and client.conn.get_extra_info("server_version")))
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         conn = client.conn
         if conn is None or not conn.get_extra_info("server_version"):
@@ -235,8 +255,9 @@ def _translate(exc: BaseException, target: SSHTarget, opts: RouteOptions, policy
                                f"banner (a hung sshd, or not an SSH server)")
         return LoginFailed(f"{label}timed out after {opts.timeout_s:g} s: {where} did not finish the SSH "
                            f"{'login' if client.key_checked else 'handshake'}")
-    if isinstance(exc, asyncssh.ChannelOpenError):
-        return LoginFailed(f"{label}the jump host could not open a connection to {where}: {exc.reason}")
+    refused = forwarding_refused(exc, label=label, jump=via, where=where)
+    if refused:
+        return LoginFailed(refused)
     if isinstance(exc, asyncssh.DisconnectError):
         return LoginFailed(f"{label}disconnected by {where}: {exc.reason}")
     if isinstance(exc, ConnectionRefusedError):
@@ -273,14 +294,22 @@ async def login(target: SSHTarget, opts: RouteOptions, *, label: str = "",
             r()
 
     try:
-        conn = await _login_direct(target, opts, label, tunnel, stats)
+        conn = await _login_direct(target, opts, label, tunnel, stats,
+                                   via=target.proxy_jump[-1] if target.proxy_jump else None)
     except BaseException:
         release_all()
         raise
     return conn, release_all
 
 
-async def _login_direct(target: SSHTarget, opts: RouteOptions, label: str, tunnel, stats: LoginStats):
+async def _login_direct(target: SSHTarget, opts: RouteOptions, label: str, tunnel, stats: LoginStats, *,
+                        via: str | None = None):
+    """Log in to ``target`` directly (TCP, its ProxyCommand, or through ``tunnel``, the
+    connection to the jump host ``via``), through its destination's gate, retrying drops.
+
+    A drop made while no other handshake of this run to the same sshd overlapped it is counted as
+    *alone*: when every drop was, the final message says it is not MaxStartups
+    (:func:`~fleetctl.connection.ssh_errors.drop_message`)."""
     where = f"{target.host}:{target.port}"
     infos: list[tuple] = []
     if tunnel is not None:
@@ -294,35 +323,52 @@ async def _login_direct(target: SSHTarget, opts: RouteOptions, label: str, tunne
             raise LoginFailed(label + str(exc)) from None
         key = ("tcp", infos[0][4][0], target.port)
     dest = _destination(key)
+    drops: dict = {"alone": 0, "banner": False, "said": None}
+
+    async def in_gate(n: int):
+        if dest.failure and time.monotonic() - dest.failure[1] < opts.timeout_s:
+            raise LoginFailed(label + dest.failure[0])
+        sock, peer_ip = None, None
+        if infos:
+            t0 = time.monotonic()
+            try:
+                sock = await _tcp_connect(infos, where, opts.timeout_s)
+            except LoginFailed as exc:
+                dest.failure = (str(exc), time.monotonic())
+                raise LoginFailed(label + str(exc)) from None
+            stats.tcp_connect_s = round(time.monotonic() - t0, 3)
+            peer_ip = sock.getpeername()[0]
+            if n > 1:  # after a drop: what does the server say first?
+                drops["said"] = await _peek_first_words(sock, min(5.0, opts.timeout_s))
+        t0 = time.monotonic()
+        conn, policy = await _handshake(target, opts, label, sock=sock, tunnel=tunnel, peer_ip=peer_ip,
+                                        via=via)
+        stats.login_s = round(time.monotonic() - t0, 3)
+        stats.recorded_host_keys += policy.recorded
+        return conn
 
     async def attempt(n: int):
         if n > 1:
             stats.handshake_retries += 1
         try:
             async with dest.gate:
-                if dest.failure and time.monotonic() - dest.failure[1] < opts.timeout_s:
-                    raise LoginFailed(label + dest.failure[0])
-                sock, peer_ip = None, None
-                if infos:
-                    t0 = time.monotonic()
-                    try:
-                        sock = await _tcp_connect(infos, where, opts.timeout_s)
-                    except LoginFailed as exc:
-                        dest.failure = (str(exc), time.monotonic())
-                        raise LoginFailed(label + str(exc)) from None
-                    stats.tcp_connect_s = round(time.monotonic() - t0, 3)
-                    peer_ip = sock.getpeername()[0]
-                t0 = time.monotonic()
-                conn, policy = await _handshake(target, opts, label, sock=sock, tunnel=tunnel, peer_ip=peer_ip)
-                stats.login_s = round(time.monotonic() - t0, 3)
-                stats.recorded_host_keys += policy.recorded
-                return conn
+                dest.in_flight += 1
+                dest.entered += 1
+                mine, crowded = dest.entered, dest.in_flight > 1
+                try:
+                    return await in_gate(n)
+                except _Dropped:
+                    if not crowded and dest.entered == mine:
+                        drops["alone"] += 1
+                    raise
+                finally:
+                    dest.in_flight -= 1
         except _Dropped as exc:
+            drops["banner"] = drops["banner"] or exc.banner
             if n >= HANDSHAKE_ATTEMPTS:
-                raise LoginFailed(
-                    f"{label}{where} closed the connection before login {HANDSHAKE_ATTEMPTS} times ({exc}): "
-                    f"most likely sshd's MaxStartups (too many unauthenticated connections at once, "
-                    f"default 10:30:100); raise it on the host, or lower --forks") from None
+                raise LoginFailed(label + drop_message(where, HANDSHAKE_ATTEMPTS, str(exc),
+                                                       alone=drops["alone"] == n,
+                                                       banner_seen=bool(drops["banner"]), said=drops["said"])) from None
             raise
 
     return await retrying(attempt, retryable=lambda e: isinstance(e, _Dropped), attempts=HANDSHAKE_ATTEMPTS,
@@ -353,9 +399,11 @@ async def _jump(target: SSHTarget, opts: RouteOptions, stats: LoginStats):
             tunnel = None
             conns = []
             try:
+                prev = None
                 for spec, hop in zip(target.proxy_jump, hops):
                     label = f"jump host {spec}: "
-                    conn = await _login_direct(hop, opts, label, tunnel, stats)
+                    conn = await _login_direct(hop, opts, label, tunnel, stats, via=prev)
+                    prev = spec
                     conns.append(conn)
                     tunnel = conn
             except BaseException as exc:

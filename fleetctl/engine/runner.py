@@ -298,6 +298,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         spans.append(PhaseSpan(phase="connect", start_s=round(c0, 3), duration_s=round(run.elapsed_s() - c0, 3),
                                status="ok"))
         _record_connection(run, observers, host.name, getattr(session.conn, "stats", None))
+        session.conn.on_note = lambda message, name=host.name: observers.emit("note.added", name, message=message)
         sessions[host.name] = session
         try:
             await _start(session, run, observers, opts, spans, facts=playbook.gather_facts, lock=apply and opts.host_lock,

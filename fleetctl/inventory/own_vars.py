@@ -37,7 +37,7 @@ OWN_VARS: Mapping[str, str] = MappingProxyType({
     "gpu_probe_timeout_s": "seconds nvidia-smi may take in facts",
     "keep_runs": "how many per-run folders a deploy keeps on the host",
     "keep_days": "for how many days a deploy keeps per-run folders on the host",
-    # ssh kind (fleetctl/connection/ssh.py SSHSettings)
+    # ssh kind (fleetctl/connection/ssh_kind.py SSHSettings)
     "ssh_config": "the ssh_config file read instead of ~/.ssh/config (ssh -F)",
     # slurm kind (fleetctl/connection/slurm.py SlurmSettings)
     "slurm_node": "the Slurm node name",

@@ -195,7 +195,7 @@ def _require_tools() -> None:
                                " (apt-get install slurmctld slurmd slurm-client iproute2 util-linux; .ci/run does)")
 
 
-def _slurm_conf(root: Path, nodes: tuple[NodeSpec, ...], partition: str) -> str:
+def _slurm_conf(root: Path, nodes: tuple[NodeSpec, ...], partition: str, extra: str = "") -> str:
     node_lines = "\n".join(
         f"NodeName={n.name} NodeAddr={n.address} CPUs={n.cpus} RealMemory={n.memory_mib} "
         f"Gres=gpu:{n.gres_type}:{len(n.gpus)} Features={','.join(n.features)} State=UNKNOWN" for n in nodes)
@@ -231,6 +231,16 @@ MinJobAge=5
 GresTypes=gpu
 {node_lines}
 PartitionName={partition} Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+{extra}"""
+
+
+#: slurm.conf lines for a cluster whose partition ``urgent`` (same nodes, a higher PriorityTier)
+#: preempts jobs of the default partition by cancelling them (slurm.conf(5), PreemptType,
+#: PreemptMode; Slurm's preemption guide).
+PREEMPTION = """\
+PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
+PartitionName=urgent Nodes=ALL PriorityTier=10 MaxTime=INFINITE State=UP OverSubscribe=NO
 """
 
 
@@ -244,7 +254,7 @@ def _ip(*args: str) -> None:
 
 
 def start_cluster(root: Path | None = None, nodes: tuple[NodeSpec, ...] = DEFAULT_NODES,
-                  partition: str = "gpu", timeout_s: float = 30.0) -> SlurmCluster:
+                  partition: str = "gpu", timeout_s: float = 30.0, extra_conf: str = "") -> SlurmCluster:
     """Start a cluster and wait until every node is idle.
 
     Args:
@@ -252,6 +262,7 @@ def start_cluster(root: Path | None = None, nodes: tuple[NodeSpec, ...] = DEFAUL
         nodes: its nodes (addresses in 10.200.0.0/24).
         partition: the partition's name.
         timeout_s: how long to wait for the nodes to be idle, seconds.
+        extra_conf: more slurm.conf lines (another partition, preemption: :data:`PREEMPTION`).
 
     Raises:
         SlurmUnavailable: tools missing, not root, or nodes not idle in time (logs in ``root/run``).
@@ -270,7 +281,7 @@ def start_cluster(root: Path | None = None, nodes: tuple[NodeSpec, ...] = DEFAUL
         (root / "run" / n.name).mkdir(parents=True, exist_ok=True)
         write_fake_nvidia_smi(root / "nodes" / n.name / "local" / "bin", list(n.gpus))
         (root / "nodes" / n.name / "local" / "home").mkdir(exist_ok=True)
-    (root / "slurm.conf").write_text(_slurm_conf(root, nodes, partition))
+    (root / "slurm.conf").write_text(_slurm_conf(root, nodes, partition, extra_conf))
     (root / "gres.conf").write_text(_gres_conf(nodes))
     prolog = root / "taskprolog"
     # PATH: the node's fake nvidia-smi first; HOME: a home on the node's own disk, so that nothing

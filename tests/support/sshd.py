@@ -154,6 +154,14 @@ class SshdHost:
         if self.proc:
             self.proc.send_signal(19)
 
+    def remove_host_keys(self) -> None:
+        """Delete the host key files while sshd runs (a host reimaged without them): OpenSSH 9.2's
+        sshd re-executes itself for every connection and loads its host keys there, so from now
+        on each connection is closed before the banner and the log says ``sshd: no hostkeys
+        available -- exiting.``"""
+        for path in (self.host_key, Path(str(self.host_key) + ".pub")):
+            path.unlink(missing_ok=True)
+
     def change_host_key(self, timeout_s: float = 15.0) -> None:
         """Stop, generate a new host key, and start again on the same port (a reinstalled host)."""
         self.stop()
@@ -178,6 +186,7 @@ def start_sshd(
     hosts_entries: dict[str, str] | None = None,
     login_user: str | None = None,
     wrap: list[str] | None = None,
+    sftp: bool = True,
 ) -> SshdHost:
     """Start one sshd test host on a free loopback port and wait until it sends its banner.
 
@@ -196,6 +205,8 @@ def start_sshd(
         login_user: log in as this existing user (its own home, as the password database says).
         wrap: a command prefix that ends by exec'ing its arguments (``unshare --mount ...``): sshd,
             and so every session, runs inside it.
+        sftp: write the ``Subsystem sftp`` line; ``False`` is a hardened server without SFTP
+            (the subsystem request fails).
 
     Raises:
         SshdUnavailable: sshd missing, or it did not answer within ``timeout_s`` seconds.
@@ -238,7 +249,7 @@ UsePAM no
 StrictModes no
 PermitRootLogin yes
 PidFile {root}/sshd.pid
-Subsystem sftp {sftp_server()}
+{"Subsystem sftp " + sftp_server() if sftp else "# no Subsystem sftp: a hardened server"}
 SetEnv {setenv_line}
 LogLevel VERBOSE
 {"AcceptEnv " + accept_env if accept_env else ""}

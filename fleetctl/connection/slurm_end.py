@@ -1,0 +1,197 @@
+"""How Slurm says it ended a job step (or the whole job) under a command, and the one line for it.
+
+Slurm 22.05 tells it in three places, as seen on the test cluster (tests/support/slurm.py):
+
+- slurmstepd writes to the step's stderr (slurmstepd ``req.c``), for this step or the job::
+
+      slurmstepd-n1: error: *** STEP 12.3 ON n1 CANCELLED AT 2026-12-01T22:50:19 DUE TO TIME LIMIT ***
+      slurmstepd-n1: error: *** STEP 1.0 ON n1 CANCELLED AT ... DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***
+      slurmstepd-n1: error: *** JOB 7 ON n1 CANCELLED AT ... DUE TO PREEMPTION ***
+      slurmstepd-n1: error: *** STEP 7.2 ON n1 CANCELLED AT ... ***          (scancel)
+
+  and, for a step the cgroup's OOM killer hit, ``Detected 1 oom-kill event(s) in StepId=12.3``
+  (task/cgroup; older releases: ``Detected 1 oom_kill event``);
+- srun's own lines: ``srun: error: n1: task 0: Terminated`` (exit 143 after a time limit),
+  ``srun: error: Node failure on n1`` (srun then exits **0**: the end is only in these lines),
+  ``srun: error: n1: task 0: Out Of Memory``; a later step of the ended job gets
+  ``srun: error: Slurm job 12 has expired``;
+- ``scontrol show job -o J``: ``JobState=TIMEOUT Reason=TimeLimit ... TimeLimit=00:01:00``,
+  ``NODE_FAIL``/``NodeDown``, ``PREEMPTED``, ``OUT_OF_MEMORY``, ``CANCELLED`` (for ``MinJobAge``
+  seconds after the end; ``sacct`` needs accounting storage, which many sites and the test
+  cluster lack).
+
+A time limit, a preemption, a node failure or a cancel ends the allocation: the host *fails* with
+the cause (it was reachable; Slurm took it away), never "unreachable". A step killed for memory is
+the command's result (signal KILL, so the build's own out-of-memory handling applies: retried once
+with half the jobs), with Slurm's line kept in its stderr.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import FleetError
+
+#: slurmstepd's own lines only (``slurmstepd-n1: error: ...`` at a line start), so a command that
+#: prints such text itself is not taken for Slurm
+_STEPD = r"^slurmstepd(?:-\S+)?: error: "
+_CANCELLED = re.compile(_STEPD + r"\*\*\* (?P<what>STEP|JOB) (?P<id>[\w.+]+) ON (?P<node>\S+) CANCELLED AT "
+                        r"(?P<at>\S+)(?: DUE TO (?P<why>[^*\n]+?))? \*\*\*", re.M)
+_OOM = re.compile(_STEPD + r".*?Detected (?P<n>\d+) oom[-_]kill event", re.M)
+_NODE_FAILURE = re.compile(r"^srun: error: Node failure on (?P<node>\S+)", re.M)
+_EXPIRED = re.compile(r"Slurm job (?P<id>\d+) has expired|Job/step already completing or completed|"
+                      r"Invalid job id specified")
+
+#: scontrol's JobState of an ended job -> the kind of end.
+JOB_STATES = {"TIMEOUT": "time limit", "PREEMPTED": "preemption", "NODE_FAIL": "node failure",
+              "OUT_OF_MEMORY": "out of memory", "CANCELLED": "cancelled", "DEADLINE": "deadline",
+              "BOOT_FAIL": "node failure", "FAILED": "failed", "COMPLETED": "completed"}
+
+
+@dataclass(frozen=True)
+class StepEnd:
+    """How Slurm ended a step: ``kind`` (``time limit``, ``preemption``, ``node failure``,
+    ``cancelled``, ``out of memory``...), ``line`` (Slurm's own words), ``whole_job`` (the
+    allocation is gone, not only this step)."""
+
+    kind: str
+    line: str
+    whole_job: bool = True
+
+
+def read_step_end(stderr: bytes) -> StepEnd | None:
+    """Slurm's end of a step from the step's stderr, or ``None`` when Slurm ended nothing."""
+    text = stderr.decode("utf-8", "replace")
+    m = _CANCELLED.search(text)
+    if m:
+        why = (m.group("why") or "").upper()
+        kind = ("time limit" if "TIME LIMIT" in why else "preemption" if "PREEMPT" in why else
+                "node failure" if "NODE FAIL" in why else "cancelled" if not why else why.lower())
+        return StepEnd(kind, m.group(0))
+    m = _NODE_FAILURE.search(text)
+    if m:
+        return StepEnd("node failure", m.group(0))
+    m = _OOM.search(text)
+    if m:
+        return StepEnd("out of memory", text[m.start():].split("\n", 1)[0].strip(), whole_job=False)
+    return None
+
+
+def job_expired(srun_stderr: str) -> bool:
+    """srun refused a step because its job has ended (``Slurm job J has expired``)."""
+    return bool(_EXPIRED.search(srun_stderr))
+
+
+def parse_job_record(line: str) -> dict[str, str]:
+    """``scontrol show job -o`` output -> ``{key: value}`` (values without spaces; the last
+    keys, such as ``Command``, may be cut)."""
+    out: dict[str, str] = {}
+    for word in line.split():
+        key, eq, value = word.partition("=")
+        if eq and key not in out:
+            out[key] = value
+    return out
+
+
+def end_from_job_state(record: dict[str, str]) -> StepEnd | None:
+    """The end an ended job's ``JobState`` names (``None`` while it runs or is unknown)."""
+    state = record.get("JobState", "")
+    kind = JOB_STATES.get(state)
+    if kind is None:
+        return None
+    return StepEnd(kind, f"JobState={state} Reason={record.get('Reason', '?')}")
+
+
+class SlurmJobEnded(FleetError):
+    """Slurm ended the job (or the step) a command ran in: a time limit, a preemption, a node
+    failure, a cancel. The host *failed* (not unreachable); ``str`` is the one line."""
+
+    def __init__(self, host: str, message: str, end: StepEnd) -> None:
+        self.host = host
+        self.end = end
+        super().__init__(message)
+
+
+def describe_end(end: StepEnd, *, job_id: str, node: str, slurm_time: str | None,
+                 time_limit: str | None) -> str:
+    """The one line for an ended job.
+
+    Args:
+        job_id, node: the job and the node the command ran on.
+        slurm_time: the host var ``slurm_time`` (``None``: not set, Slurm's default limit).
+        time_limit: the job's ``TimeLimit`` as scontrol shows it (``00:01:00``), when known.
+    """
+    said = f"Slurm said: {end.line}"
+    if end.kind == "time limit":
+        limit = f"TimeLimit {time_limit}" if time_limit else "its time limit"
+        origin = f"slurm_time={slurm_time}" if slurm_time else "slurm_time unset: the partition's default"
+        return (f"Slurm job {job_id} reached its time limit ({limit}, {origin}) while this command ran on {node}, "
+                f"and Slurm cancelled it ({said}): set the host var slurm_time above what the run takes "
+                f"(fleetctl deploy --plan warns when it is shorter than the last build took)")
+    if end.kind == "preemption":
+        return (f"Slurm preempted job {job_id} on {node} while this command ran (a job of a higher-priority "
+                f"partition or QOS took the node; {said}): run again, or use a partition or QOS that is not "
+                f"preempted (slurm_partition, slurm_qos)")
+    if end.kind == "node failure":
+        return (f"Slurm node {node} failed while this command ran, and job {job_id} ended with it ({said}): "
+                f"see `scontrol show node {node}` and slurmctld's log; run again once the node is back, or "
+                f"without it")
+    if end.kind == "cancelled":
+        return (f"Slurm job {job_id} was cancelled while this command ran on {node} (scancel by someone, or an "
+                f"administrator; {said})")
+    if end.kind == "out of memory":
+        return (f"Slurm killed job {job_id}'s step on {node} for memory (the job's cgroup memory limit; {said}): "
+                f"ask for more memory (--mem) or build with fewer jobs")
+    if end.kind == "ended":  # slurmctld no longer knows it (MinJobAge passed): its state is gone
+        return (f"Slurm job {job_id} has ended under this host's commands on {node} ({said}; slurmctld no longer "
+                f"knows why: its time limit (slurm_time={slurm_time or 'unset'}), a preemption, a node failure or "
+                f"a scancel; see sacct -j {job_id} where accounting is kept)")
+    return f"Slurm job {job_id} ended ({end.kind}, JobState) while this command ran on {node} ({said})"
+
+
+async def learn_end(client, end: StepEnd, *, job_id: str) -> tuple[StepEnd, str | None]:
+    """``(end, TimeLimit)`` after asking ``scontrol show job -o`` (one call, only once the job
+    ended) for the job's state and ``TimeLimit``: an end the step's stderr does not name (a later
+    step of an expired job) is read from ``JobState``.
+
+    ``client``: a :class:`~fleetctl.connection.slurm_client.SlurmClient`. Never raises.
+    """
+    record: dict[str, str] = {}
+    try:
+        res = await client.call(["scontrol", "show", "job", "-o", job_id], timeout_s=30, check=False)
+        if res.rc == 0:
+            record = parse_job_record(res.stdout_text)
+    except Exception:  # noqa: BLE001 - Slurm unreachable now: the step's own words stand
+        record = {}
+    if end.kind in ("ended", "suspected"):  # the step did not say: the job's state does
+        end = end_from_job_state(record) or end
+    return end, record.get("TimeLimit")
+
+
+#: A transfer failed: maybe because Slurm ended the job (``scontrol`` says).
+SUSPECTED = StepEnd("suspected", "a transfer failed")
+
+
+def raise_if_ended(alloc, host: str, node: str) -> None:
+    """Raise :class:`SlurmJobEnded` for ``host`` on ``node`` when Slurm already ended the job of
+    ``alloc`` (a :class:`~fleetctl.connection.slurm_alloc.Allocation`, or ``None``)."""
+    if alloc is not None and alloc.ended is not None:
+        end, time_limit = alloc.ended
+        raise SlurmJobEnded(host, describe_end(end, job_id=alloc.job_id, node=node, slurm_time=alloc.request.time,
+                                               time_limit=time_limit), end)
+
+
+async def learn_and_raise(alloc, client, end: StepEnd, host: str, node: str) -> None:
+    """Slurm ended (or, for :data:`SUSPECTED`, may have ended) the job of ``alloc``: learn how
+    (:func:`learn_end`, once per job; its other hosts get the same cause) and raise
+    :class:`SlurmJobEnded`. Returns when only suspected and the job still runs (or is gone
+    without a trace)."""
+    if alloc is None:
+        return
+    if alloc.ended is None:
+        learnt, time_limit = await learn_end(client, end, job_id=alloc.job_id)
+        if learnt.kind == "suspected":
+            return
+        alloc.ended = (learnt, time_limit)
+    raise_if_ended(alloc, host, node)

@@ -1,0 +1,108 @@
+"""What an SSH server's refusals mean: asyncssh exceptions read as OpenSSH's sshd means them.
+
+Pure classification and one-line messages (no I/O); :mod:`fleetctl.connection.ssh_route` (login,
+jump hosts) and :mod:`fleetctl.connection.ssh` (sessions, SFTP) raise them.
+
+- A connection closed before login is a *drop*. sshd drops connections past ``MaxStartups``
+  (sshd_config(5), default ``10:30:100``) at random once more than 10 are unauthenticated at once,
+  so some of many concurrent connections are dropped and a retry gets through. A connection
+  closed while it was the only one open to that sshd is something else: an sshd without readable
+  host keys closes every connection before its banner (it logs ``sshd: no hostkeys available --
+  exiting.`` per connection, as OpenSSH 9.2's re-executed sshd does after the key files were
+  removed), as does one refusing the client's address (tcp wrappers' ``sshd: ALL`` in
+  hosts.deny, ``MaxStartups 0``). :func:`drop_message` names the two apart.
+- A channel the server opens and then refuses a ``subsystem`` request on (no ``Subsystem sftp``
+  line in sshd_config: hardened servers remove it) is asyncssh's ``ChannelOpenError`` with its own
+  code ``OPEN_REQUEST_SESSION_FAILED`` (asyncssh ``channel.py``), never a MaxSessions refusal
+  (sshd refuses the channel open itself, ``open failed``), so it is final for the connection.
+- A jump host that forbids TCP forwarding (``AllowTcpForwarding no``, ``DisableForwarding yes``,
+  or a ``PermitOpen`` that excludes the target, often in a ``Match`` block) answers the
+  ``direct-tcpip`` open with ``SSH2_OPEN_ADMINISTRATIVELY_PROHIBITED`` (RFC 4254 section 5.1;
+  OpenSSH serverloop.c), as ``ssh -J`` reports: ``channel 0: open failed: administratively
+  prohibited``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncssh
+
+
+def is_drop(exc: BaseException) -> bool:
+    """A connection closed by the server before the handshake finished (what sshd does to
+    connections past MaxStartups, and to every connection when it has no host keys). Refusals,
+    timeouts, authentication and host key failures are not drops."""
+    if isinstance(exc, (asyncssh.ConnectionLost, ConnectionResetError, BrokenPipeError,
+                        asyncio.IncompleteReadError)):
+        return True
+    return isinstance(exc, asyncssh.DisconnectError) and not isinstance(
+        exc, (asyncssh.PermissionDenied, asyncssh.HostKeyNotVerifiable)) and "closed" in str(exc.reason).lower()
+
+
+def drop_message(where: str, attempts: int, reason: str, *, alone: bool, banner_seen: bool,
+                 said: bytes | None = None) -> str:
+    """The one line for a host whose every handshake was dropped before login.
+
+    Args:
+        where: ``host:port`` connected to.
+        attempts: handshakes made (all dropped).
+        reason: the last drop as asyncssh put it.
+        alone: every one of them was the only connection of this run to that sshd while it lasted
+            (so not MaxStartups' random early drop of excess connections).
+        banner_seen: the server sent its SSH banner before closing at least once.
+        said: what the server sent first on one more, bare TCP connection made after the last
+            drop (``None``: not probed). sshd past MaxStartups sends ``Exceeded MaxStartups``.
+    """
+    if said is not None and b"Exceeded MaxStartups" in said:
+        return (f"{where} closed the connection before login {attempts} times ({reason}), saying 'Exceeded "
+                f"MaxStartups': sshd's MaxStartups (too many unauthenticated connections at once, default 10:30:100"
+                f"{'' if not alone else '; held by other clients, as no other connection of this run was open'}); "
+                f"raise it on the host, or lower --forks")
+    if not alone:
+        return (f"{where} closed the connection before login {attempts} times ({reason}): most likely sshd's "
+                f"MaxStartups (too many unauthenticated connections at once, default 10:30:100); raise it on the "
+                f"host, or lower --forks")
+    when = "after its SSH banner" if banner_seen else "before sending its SSH banner"
+    return (f"{where} closed the connection before login {attempts} times, each time {when} on a single "
+            f"connection (no other connection of this run to it was open, so not MaxStartups dropping excess "
+            f"connections): sshd may have no host keys (see the server's log for 'no hostkeys available'), or "
+            f"it refuses this address (tcp wrappers' hosts.deny, MaxStartups 0)")
+
+
+def is_subsystem_refused(exc: BaseException) -> bool:
+    """The server opened the session channel but refused the subsystem request (asyncssh's
+    ``OPEN_REQUEST_SESSION_FAILED``; sshd logs ``subsystem request for sftp by user U failed,
+    subsystem not found``)."""
+    return isinstance(exc, asyncssh.ChannelOpenError) and exc.code == asyncssh.OPEN_REQUEST_SESSION_FAILED
+
+
+def sftp_refused_note() -> str:
+    """The one note for a host whose sshd has no SFTP subsystem."""
+    return ("the server refused the SFTP subsystem (subsystem request failed: no 'Subsystem sftp' in "
+            "its sshd_config); every file goes over an exec channel (cat) instead")
+
+
+def is_channel_refused(exc: BaseException) -> bool:
+    """A channel open the server refused, which waiting may cure (over ``MaxSessions``, or a
+    just-closed channel not yet reaped); a refused subsystem request is not one."""
+    return isinstance(exc, asyncssh.ChannelOpenError) and not is_subsystem_refused(exc)
+
+
+def forwarding_refused(exc: BaseException, *, label: str, jump: str | None, where: str) -> str | None:
+    """The one line for a ``direct-tcpip`` open a jump host refused, or ``None`` when ``exc``
+    is not a refused channel open.
+
+    Args:
+        label: prefix of the hop being reached (``"jump host X: "``), or ``""``.
+        jump: the jump host (as ProxyJump names it) asked to open the connection.
+        where: ``host:port`` it was asked to connect to.
+    """
+    if not isinstance(exc, asyncssh.ChannelOpenError):
+        return None
+    via = f"the jump host {jump}" if jump else "the jump host"
+    if exc.code == asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED:
+        return (f"{label}{via} forbids TCP forwarding to {where} (administratively prohibited: AllowTcpForwarding "
+                f"no or DisableForwarding yes in its sshd_config, maybe in a Match block, or a PermitOpen that "
+                f"excludes {where}): allow it for this user, or reach {where} another way")
+    return f"{label}{via} could not open a connection to {where}: {exc.reason}"

@@ -1,0 +1,213 @@
+"""Files over one SSH connection: the SFTP session within the host's ``MaxSessions``, and the exec
+fallback once SFTP cannot be used (:mod:`fleetctl.connection.sftp_fallback`).
+
+:class:`SFTPFiles` is the file half of :class:`fleetctl.connection.ssh.SSHConnection` (a mixin: it
+uses the connection's ``host``, ``stats``, ``on_note``, ``_sessions``, ``_sftp``, ``_sftp_users``,
+``_sftp_lock``, ``_no_sftp``, ``_require()``, ``_count()``, ``_saturated()``, ``_second()`` and
+``run()``).
+
+- Uploads go to a temporary ``.part`` name and are renamed into place; a failed upload removes it.
+- The SFTP session is opened when a transfer needs it and stays open while unused, until a command
+  needs its session (``_close_idle_sftp``).
+- A server that refuses the ``sftp`` subsystem (no ``Subsystem sftp`` in sshd_config) is learnt
+  once per connection (:func:`~fleetctl.connection.ssh_errors.is_subsystem_refused`), noted once
+  through ``on_note``, and from then on every put, get and realpath goes over an exec channel; so
+  does one whose SFTP stream breaks (a login rc file that prints text).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import posixpath
+import secrets
+from pathlib import Path
+
+import asyncssh
+
+from ..errors import TransferError
+from ..storagefaults import name_write_error
+from .retry import retrying
+from .sftp_fallback import get_by_exec, put_by_exec, realpath_by_exec
+from .ssh_errors import is_channel_refused, is_subsystem_refused, sftp_refused_note
+from .ssh_sessions import UseOverflow
+
+#: Attempts to open the SFTP session while the server refuses channels (MaxSessions).
+CHANNEL_ATTEMPTS = 12
+#: SFTP write requests in flight per upload.
+UPLOAD_REQUESTS = 4
+
+
+class SFTPFiles:
+    """Put, get and realpath for :class:`~fleetctl.connection.ssh.SSHConnection` (see the module
+    docstring)."""
+
+    async def _close_idle_sftp(self) -> bool:
+        """Close the SFTP session when nobody uses it, freeing its session (called with the
+        sessions condition held). True when a session was freed."""
+        if self._sftp is None or self._sftp_users or self._sftp_lock.locked():
+            return False
+        sftp, self._sftp = self._sftp, None
+        sftp.exit()
+        with contextlib.suppress(OSError, asyncssh.Error, asyncio.TimeoutError):
+            await asyncio.wait_for(sftp.wait_closed(), 5)
+        self._sessions.in_use -= 1
+        return True
+
+    @contextlib.asynccontextmanager
+    async def _sftp_session(self):
+        """The SFTP session, opened (within the session limit) when needed; it stays open
+        while unused, until a command needs its session."""
+        self._sftp_users += 1
+        try:
+            async with self._sftp_lock:
+                if self._sftp is None:
+                    if self._no_sftp:  # learnt while this request waited for the lock
+                        raise _NoSFTP(self._no_sftp["why"])
+                    self._sftp = await self._start_sftp()
+            yield self._sftp
+        finally:
+            self._sftp_users -= 1
+            if not self._sftp_users:
+                await self._sessions.wake()
+
+    async def _start_sftp(self) -> asyncssh.SFTPClient:
+        conn = self._require()
+
+        async def start(attempt: int) -> asyncssh.SFTPClient:
+            if attempt > 1:
+                self._count("channel_retries")
+            await self._sessions.acquire()
+            try:
+                return await conn.start_sftp_client()
+            except asyncssh.ChannelOpenError as exc:
+                if is_subsystem_refused(exc):  # the channel opened: no session limit was hit
+                    await self._sessions.release()
+                    raise
+                await self._sessions.refused()
+                if self._saturated():
+                    raise UseOverflow() from None
+                raise
+            except BaseException:
+                await self._sessions.release()
+                raise
+
+        try:
+            return await retrying(start, retryable=is_channel_refused, attempts=CHANNEL_ATTEMPTS, initial_s=0.05,
+                                  max_s=2.0)
+        except (OSError, asyncssh.Error) as exc:
+            if is_subsystem_refused(exc):
+                self._learn_no_sftp(f"{self.host}: {sftp_refused_note()}", note=sftp_refused_note())
+            elif not isinstance(exc, asyncssh.ChannelOpenError):  # not a session limit: SFTP itself broke
+                why = (f"cannot start SFTP: {exc} (a login rc file that prints text, such as ~/.bashrc, breaks "
+                       f"SFTP: make it print only for interactive shells)")
+                self._learn_no_sftp(f"{self.host}: {why}",
+                                    note=f"{why}; every file goes over an exec channel (cat) instead")
+            raise _NoSFTP(self._no_sftp.get("why") or f"{self.host}: cannot start SFTP: {exc}") from None
+
+    def _learn_no_sftp(self, why: str, *, note: str | None = None) -> None:
+        """SFTP cannot be used on this host (``why``, naming the host): remember it, and tell
+        ``note`` once through ``on_note``."""
+        if "why" in self._no_sftp:
+            return
+        self._no_sftp["why"] = why
+        self.stats["sftp"] = "files over exec channels: " + why.split(": ", 1)[-1][:200]
+        if note and self.on_note is not None:
+            self.on_note(note)
+
+    async def _realpath(self, path: str) -> str:
+        if not self._no_sftp:
+            try:
+                async with self._sftp_session() as sftp:
+                    try:
+                        return await sftp.realpath(path)
+                    except (OSError, asyncssh.Error) as exc:
+                        raise TransferError(f"{self.host}: realpath {path}: {exc}") from None
+            except _NoSFTP:
+                pass
+        return await realpath_by_exec(self, path)
+
+    async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
+        """Upload over SFTP to a temporary name, then rename into place (no partial file is ever
+        left under the final name; a failed upload removes its temporary file).
+
+        When SFTP cannot start (a login rc file that prints text corrupts the SFTP stream), the
+        file goes through an exec channel's stdin instead (``cat``), which such output cannot
+        corrupt; once SFTP was refused or broke on this connection, every file goes that way at once.
+        """
+        if self._no_sftp:
+            return await put_by_exec(self, local_path, remote_path, mode)
+        if self._saturated() and self._sftp is None:
+            return await (await self._second()).put(local_path, remote_path, mode=mode)
+        try:
+            async with self._sftp_session() as sftp:
+                await self._put_sftp(sftp, local_path, remote_path, mode)
+        except UseOverflow:
+            await (await self._second()).put(local_path, remote_path, mode=mode)
+        except (_NoSFTP, _SFTPWriteFailed) as exc:
+            await put_by_exec(self, local_path, remote_path, mode, why=str(exc))
+
+    async def _put_sftp(self, sftp, local_path: str, remote_path: str, mode: int | None) -> None:
+        parent = posixpath.dirname(remote_path)
+        tmp = posixpath.join(parent, f".{posixpath.basename(remote_path)}.{secrets.token_hex(4)}.part")
+        try:
+            if parent:  # folders fleetctl creates are private to the user
+                await sftp.makedirs(parent, attrs=asyncssh.SFTPAttrs(permissions=0o700), exist_ok=True)
+            # 4 requests in flight (asyncssh's default is 16 x 256 KiB per upload): what 20+
+            # simultaneous uploads cost in controller memory, without a measurable loss of speed.
+            await sftp.put(local_path, tmp, max_requests=UPLOAD_REQUESTS)
+            await sftp.chmod(tmp, mode if mode is not None else 0o644)
+            await sftp.posix_rename(tmp, remote_path)
+        except (OSError, asyncssh.Error) as exc:
+            try:
+                await sftp.remove(tmp)
+            except (OSError, asyncssh.Error):
+                pass
+            reason = getattr(exc, "reason", None) or str(exc)
+            if getattr(exc, "code", None) == asyncssh.FX_FAILURE:
+                # sftp-server says only "Failure" for EDQUOT, ENOSPC, EROFS, EIO (the errno is lost):
+                # the upload is retried through the shell, whose cat names the real error
+                raise _SFTPWriteFailed(f"{self.host}: upload {local_path} -> {remote_path}: SFTP: {reason}") from None
+            named = name_write_error(reason, remote_path)
+            raise TransferError(f"{self.host}: upload {local_path} -> {remote_path}: {named or reason}"
+                                + (" (the partial file was removed)" if named else "")) from None
+
+    async def get(self, remote_path: str, local_path: str) -> None:
+        """Download a regular file over SFTP (over an exec channel where SFTP cannot be used); a
+        symlink or special file is refused."""
+        if self._no_sftp:
+            return await get_by_exec(self, remote_path, local_path)
+        if self._saturated() and self._sftp is None:
+            return await (await self._second()).get(remote_path, local_path)
+        try:
+            await self._get(remote_path, local_path)
+        except UseOverflow:
+            await (await self._second()).get(remote_path, local_path)
+        except _NoSFTP:
+            await get_by_exec(self, remote_path, local_path)
+
+    async def _get(self, remote_path: str, local_path: str) -> None:
+        async with self._sftp_session() as sftp:
+            try:
+                attrs = await sftp.lstat(remote_path)
+                if attrs.type != asyncssh.FILEXFER_TYPE_REGULAR:
+                    raise TransferError(f"{self.host}: get {remote_path}: not a regular file (symlinks are never "
+                                        f"followed)")
+                Path(local_path).parent.mkdir(parents=True, exist_ok=True)
+                await sftp.get(remote_path, local_path)
+            except (OSError, asyncssh.Error) as exc:
+                reason = getattr(exc, "reason", None) or str(exc)
+                raise TransferError(f"{self.host}: get {remote_path}: {reason}") from None
+
+
+class _NoSFTP(TransferError):
+    """The SFTP session could not start (``put`` then goes through an exec channel)."""
+
+
+class _NoSFTP(TransferError):
+    """The SFTP session could not start (``put`` then goes through an exec channel)."""
+
+
+class _SFTPWriteFailed(TransferError):
+    """An SFTP upload failed with ``SSH_FX_FAILURE``, which hides the errno (``put`` then goes
+    through an exec channel, whose error names it)."""

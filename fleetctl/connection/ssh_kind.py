@@ -1,0 +1,86 @@
+"""The SSH connection kind (``ansible_connection: ssh``, the default): the host vars an SSH host
+reads and the run scope that hands out one :class:`~fleetctl.connection.ssh.SSHConnection` per
+host (registered in :data:`fleetctl.connection.registry.KINDS`)."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field
+
+from .registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRef, KindScope
+from .ssh import SSHConnection
+from .ssh_target import SSHConfigError, resolve_target
+
+__all__ = ["SSHSettings", "SETTINGS", "KIND"]
+
+
+
+class SSHSettings(ConnectionSettings):
+    """The host vars an SSH host reads (Ansible's names; ``None``: the inventory does not say, and
+    ``~/.ssh/config`` or OpenSSH's default decides). Aliases are in ansible-core's precedence: the
+    legacy ``ansible_ssh_*`` name wins wherever it is set (``MAGIC_VARIABLE_MAPPING``; checked
+    against ansible-core by tests/test_inventory_ansible.py).
+
+    Attributes:
+        address: where to connect (legacy ``ansible_ssh_host``, then ``ansible_host``).
+        port: TCP port (legacy ``ansible_ssh_port``, then ``ansible_port``); a numeric string is accepted.
+        user: login name (legacy ``ansible_ssh_user``, then ``ansible_user``).
+        private_key_file: private key path (``ansible_ssh_private_key_file``,
+            ``ansible_private_key_file``), resolved by the inventory against its own folder;
+            offered before every ``IdentityFile``.
+        known_hosts: fleetctl's ``known_hosts`` var: a known_hosts file replacing ssh_config's
+            ``UserKnownHostsFile`` (new keys are recorded there).
+        keepalive_interval_s: fleetctl's ``keepalive_interval`` var, seconds between keepalives.
+        ssh_config: fleetctl's ``ssh_config`` var: read this ssh_config file instead of
+            ``~/.ssh/config`` and ``/etc/ssh/ssh_config`` (as ``ssh -F``).
+    """
+
+    address: str | None = Field(default=None, validation_alias=AliasChoices("ansible_ssh_host", "ansible_host"))
+    port: int | None = Field(default=None, ge=1, le=65535,
+                             validation_alias=AliasChoices("ansible_ssh_port", "ansible_port"))
+    user: str | None = Field(default=None, validation_alias=AliasChoices("ansible_ssh_user", "ansible_user"))
+    private_key_file: str | None = Field(
+        default=None, validation_alias=AliasChoices("ansible_ssh_private_key_file", "ansible_private_key_file"))
+    known_hosts: str | None = Field(default=None, validation_alias=AliasChoices("known_hosts"))
+    keepalive_interval_s: float = Field(default=15.0, gt=0, validation_alias=AliasChoices("keepalive_interval"))
+    ssh_config: str | None = Field(default=None, validation_alias=AliasChoices("ssh_config"))
+
+
+class _SSHScope(KindScope):
+    def __init__(self, options: ConnectOptions) -> None:
+        self.options = options
+
+    def connection(self, host: HostRef) -> SSHConnection:
+        s = host.settings
+        assert isinstance(s, SSHSettings)
+        return SSHConnection(
+            host.name, address=s.address or host.name, port=s.port, user=s.user, key_file=s.private_key_file,
+            known_hosts=s.known_hosts, accept_new_host_keys=self.options.accept_new_host_keys,
+            connect_timeout_s=self.options.connect_timeout_s, keepalive_interval_s=s.keepalive_interval_s,
+            ssh_config=s.ssh_config)
+
+
+class _SSHKind(ConnectionKind):
+    """OpenSSH-compatible hosts over asyncssh (``ansible_connection: ssh``, the default)."""
+
+    name = "ssh"
+    settings_model = SSHSettings
+
+    def scope(self, options: ConnectOptions) -> KindScope:
+        return _SSHScope(options)
+
+    def machine(self, host: HostRef) -> str:
+        """``ssh:user@address:port`` where ssh would connect (ssh_config's ``HostName``,
+        ``Port``, ``User`` applied, the inventory's over them), and the route when it goes through
+        jump hosts or a ``ProxyCommand`` (``localhost`` behind two bastions is two machines)."""
+        s = host.settings
+        assert isinstance(s, SSHSettings)
+        try:
+            t = resolve_target(s.address or host.name, port=s.port, user=s.user, config_file=s.ssh_config)
+        except SSHConfigError:  # the host fails to connect anyway; its name is all there is
+            return f"ssh:{host.name}"
+        route = "".join(f" via {j}" for j in t.proxy_jump) + (f" via ({t.proxy_command})" if t.proxy_command else "")
+        return f"ssh:{t.user}@{t.host.lower()}:{t.port}{route}"
+
+
+SETTINGS = SSHSettings
+KIND = _SSHKind()
