@@ -14,7 +14,7 @@ from fleetctl.connection.ssh import SSHConnection
 
 def test_none_values_become_env_u_and_set_values_follow():
     assert wrap_argv(["python3", "-V"], env={"VIRTUAL_ENV": None, "A": "1", "CONDA_PREFIX": None}) == [
-        "env", "-u", "VIRTUAL_ENV", "-u", "CONDA_PREFIX", "A=1", "python3", "-V"]
+        "env", "-u", "VIRTUAL_ENV", "-u", "CONDA_PREFIX", "--", "A=1", "python3", "-V"]
     with pytest.raises(ValueError, match="invalid environment variable name"):
         wrap_argv(["true"], env={"A B": None})
 
