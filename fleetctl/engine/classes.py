@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..aio import observe
 from ..errors import FleetError
 from ..paths import cache_dir
 
@@ -295,6 +296,7 @@ async def broadcast_once(coord: "ClassCoordinator", host: str, key: str, wheel: 
     task = coord._fanouts.get(slot)
     if task is None:
         task = coord._fanouts[slot] = asyncio.ensure_future(_fan_out(coord, scope, key, wheel))
+        observe(task)  # awaited through shield by each member; read even when all were cancelled
     try:
         results = await asyncio.shield(task)
     except Exception:  # noqa: BLE001 - the member falls back to its own upload

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..aio import observe
 from ..connection.registry import ConnectOptions, load_kind
 from ..errors import FleetError, HostUnreachable
 from ..status import Status
@@ -259,6 +260,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         if settling is None and plans and not waiting:
             early.update(plans)
             settling = asyncio.ensure_future(settle([h.name for h in batch if h.name in plans]))
+            observe(settling)  # awaited (shielded) by each host; read even when none is left to
             triggered.set()
 
     async def plan_one(host: Any) -> None:
