@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -302,6 +303,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         try:
             await _start(session, run, observers, opts, spans, facts=playbook.gather_facts, lock=apply and opts.host_lock,
                          remembered=memory.entries(host.name) if memory is not None else [])
+            out.phases = list(spans)  # connect, facts: in the record from now on
             plans[host.name] = await _plan(session, playbook, tasks, selected, run, planning_observers, classes,
                                            pass_opts)
         except HostUnreachable as exc:
@@ -373,6 +375,9 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             out = run.host(h.name)
             if out.status == "running":
                 out.status, out.error = "interrupted", "run interrupted"
+                if out.started:  # the time it ran until the interruption
+                    out.duration_s = round((dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(out.started))
+                                           .total_seconds(), 3)
                 observers.emit("host.interrupted", h.name)
         raise
     finally:
@@ -403,7 +408,8 @@ async def _start(session: HostSession, run: RunModel, observers: Any, opts: Play
         raise FleetError(str(exc)) from None
     except BaseException as exc:
         if facts:
-            status = "unreachable" if isinstance(exc, HostUnreachable) else "failed"
+            status = ("unreachable" if isinstance(exc, HostUnreachable) else
+                      "interrupted" if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)) else "failed")
             spans.append(PhaseSpan(phase="facts", start_s=round(f0, 3), duration_s=round(run.elapsed_s() - f0, 3),
                                    status=status))
             out.tasks.append(TaskOutcome(name="gather facts", action="facts", phase="facts", status=status,
