@@ -11,6 +11,8 @@ that run.
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,7 +85,15 @@ def _view(session: HostSession, playbook: Any, opts: PassOptions, env: dict[str,
         cuda_home=session.host.settings.cuda_home, build_host=session.host.settings.build_host,
         verify_device=session.host.settings.verify_device,
         files=dict(session.files), trees=dict(session.trees), sources=dict(session.sources), force=opts.force,
-        build_each=opts.build_each, env=env, keep_live=session.keep_live)
+        build_each=opts.build_each, env=env, keep_live=session.keep_live, controller_env=_controller_env(session))
+
+
+def _controller_env(session: HostSession) -> tuple[str, ...]:
+    """The environment this controller runs from (``sys.prefix`` as given and resolved), for a
+    local connection (where the host's files are the controller's); ``()`` for other hosts."""
+    if session.host.connection != "local" or sys.prefix == sys.base_prefix:
+        return ()
+    return tuple(dict.fromkeys((os.path.normpath(sys.prefix), os.path.realpath(sys.prefix))))
 
 
 def nothing_to_stage(outcomes: list[TaskOutcome]) -> bool:
