@@ -126,6 +126,24 @@ class ClassCoordinator:
         self._fanouts: dict[tuple[str, int], asyncio.Task] = {}
         #: classes asked with ``--force``: only a wheel built in this run counts for them
         self.forced: set[str] = set()
+        #: key -> the wheel file name a builder's planned (dry-run) pass would hand out, when known
+        self.planned_wheels: dict[str, str] = {}
+
+    def builder_of(self, key: str) -> str | None:
+        """The member that builds (or serves) class ``key``'s wheel, once the class is assigned."""
+        return self._builder.get(key)
+
+    def known_wheel(self, key: str) -> tuple[str | None, str | None]:
+        """``(wheel file name, builder)`` as far as they are known before anything is built: what a
+        builder's planned pass would publish (its wheel from an earlier run), else the controller's
+        cache (unless ``--force``), and the assigned builder (for ``--dry-run``)."""
+        builder = self._builder.get(key)
+        name = self.planned_wheels.get(key)
+        if name is None and key not in self.forced:
+            cached = self._cached(key)
+            if cached is not None:
+                name, builder = cached.name, builder or cached.builder
+        return name, builder
 
     def _cached(self, key: str) -> BuiltWheel | None:
         """The class's wheel that members may be given: the cache's, or for a forced class only
