@@ -187,6 +187,7 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
         start_iso = utc_now()
         start_s = run.elapsed_s()
         is_selected = id(task) in selected or label is not None
+        name = task.display_name  # until its template is rendered
         try:
             ctx_vars = host_context(session, playbook, opts.extra_vars, run.redactor)
             try:
@@ -209,7 +210,7 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
                     classes=classes, opts=opts, ctx_vars=ctx_vars, name=name)
         except (asyncio.CancelledError, KeyboardInterrupt):  # the run was interrupted (SIGINT, SIGTERM)
             if live is not None:
-                cut = TaskOutcome(name=name if "name" in locals() else task.display_name, action=task.action,
+                cut = TaskOutcome(name=name, action=task.action,
                                   phase=ACTIONS[task.action].phase, status="interrupted",
                                   msg="interrupted while running (the run was stopped)", start=start_iso,
                                   duration_s=round(time.monotonic() - t0, 3), selected=is_selected)

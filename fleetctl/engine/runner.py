@@ -261,7 +261,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         if settling is None and plans and not waiting:
             early.update(plans)
             settling = asyncio.ensure_future(settle([h.name for h in batch if h.name in plans]))
-            observe(settling)  # awaited (shielded) by each host; read even when none is left to
+            observe(settling)  # awaited (shielded) by each host; read even when no host is left to
             triggered.set()
 
     async def plan_one(host: Any) -> None:
