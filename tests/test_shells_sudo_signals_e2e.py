@@ -43,6 +43,32 @@ def test_every_login_shell_gets_argv_and_env_exactly(sshd_farm, tmp_path, shell)
         assert f"{k}={v}".encode() in log.replace(b"\nout| ", b"\n")
 
 
+DASHED = ["-fltprintf", "--fltprintf", "-fl=t"]
+
+
+@pytest.mark.parametrize("shell", ["bash", "dash", "zsh", "fish", "tcsh"])
+def test_a_first_word_starting_with_a_dash_is_the_program_under_every_login_shell(sshd_farm, tmp_path, shell):
+    h = sshd_farm.start(f"sh-{shell}", shell=shell)
+    for name in DASHED:  # programs whose names start with `-` (one holding `=`), found on PATH
+        prog = h.bin_dir / name
+        prog.write_text('#!/bin/sh\nexec /usr/bin/printf "%s\\0" "$0" "$@"\n')
+        prog.chmod(0o755)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h": h.inventory_vars(sshd_farm.known_hosts)},
+                                                  "l": {"loc": {"ansible_connection": "local"}}})
+    for name in DASHED:
+        res = fleetctl("-i", str(inv), "run", "--hosts", "h", "--json", "--", name, *HOSTILE, home=tmp_path)
+        assert res.returncode == 0, res.stderr
+        got = json.loads(res.stdout)["h"]["stdout"].split("\0")[:-1]
+        assert got[0].endswith("/" + name) and got[1:] == HOSTILE
+    # a program that does not exist: "not found", 127, over SSH as over a local connection,
+    # never a wrapper's (setsid's, env's, the login shell's) own --version or -n
+    for word in ["--version", "-n", "--help", "A=1"]:
+        res = fleetctl("-i", str(inv), "run", "--hosts", "h,loc", "--json", "--", word, "x", home=tmp_path)
+        doc = json.loads(res.stdout)
+        assert (doc["h"]["rc"], doc["loc"]["rc"]) == (127, 127), (word, doc)
+        assert "util-linux" not in doc["h"]["stdout"] + doc["h"]["stderr"] and "GNU" not in doc["h"]["stdout"]
+
+
 def test_rc_file_banner_does_not_break_uploads(sshd_farm, tmp_path):
     h = sshd_farm.start("banner", shell="bash")
     home = Path(os.path.expanduser(f"~{h.user}"))

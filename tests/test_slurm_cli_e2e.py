@@ -112,6 +112,15 @@ def test_run_hostile_argv_exact_and_a_step_failing_on_one_node(slurm_cluster, tm
     assert slurm_cluster.jobs() == []
 
 
+def test_a_first_word_starting_with_a_dash_is_a_missing_program_as_over_ssh_and_local(slurm_cluster, tmp_path):
+    for word in ["--version", "-n", "A=1"]:
+        res = cli("-i", "slurm:", "run", "--hosts", "n1", "--json", "--", word, "x",
+                  home=tmp_path, launcher=slurm_cluster.launcher_text)
+        doc = json.loads(res.stdout)
+        assert doc["n1"]["rc"] == 127, (word, doc)  # not srun's, env's or sudo's own option
+    assert slurm_cluster.jobs() == []
+
+
 STEPS_PLAY = """\
 name: a step that fails on one node
 hosts: all

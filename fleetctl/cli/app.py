@@ -60,9 +60,11 @@ class Context:
         self.inventory_path = self.inventory_paths[0]
         self.verbose = verbose
 
-    def select(self, pattern: str, limit: str | None = None, *, venv: bool = True, forks: int = 50):
+    def select(self, pattern: str, limit: str | None = None, *, venv: bool = True, forks: int = 50,
+               extra_vars: dict | None = None):
         """Load the inventory, select hosts and check them (conflicts, key modes, local venvs),
-        and make sure the open-file limit fits the run (fleetctl.fdlimit)."""
+        and make sure the open-file limit fits the run (fleetctl.fdlimit). ``extra_vars`` (``-e``)
+        win over the hosts' vars, settings included (:mod:`fleetctl.inventory.extra`)."""
         from ..build import parse_arch_list
         from ..fdlimit import ensure_fd_budget
         from ..inventory import load_inventory
@@ -72,6 +74,10 @@ class Context:
         for warning in inv.warnings:
             click.echo(f"fleetctl: warning: {warning}", err=True)
         hosts = inv.select(pattern, limit=limit)
+        if extra_vars:
+            from ..inventory.extra import with_extra_vars
+
+            hosts = with_extra_vars(hosts, extra_vars)
         inv.check_hosts(hosts, venv=venv)
         for host in hosts:
             if "fallback_archs" in host.vars:

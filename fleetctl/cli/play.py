@@ -127,15 +127,15 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
     tag_list, skip_list = _split(tags), _split(skip_tags)
     _check_tags(playbook, "--tags", tag_list)
     _check_tags(playbook, "--skip-tags", skip_list)
-    inv, hosts = obj.select(pattern, limit, forks=forks)
+    from .extravars import parse_extra_vars
+
+    extra_vars = parse_extra_vars(extra)
+    inv, hosts = obj.select(pattern, limit, forks=forks, extra_vars=extra_vars)
     serial_items = _split(serial)
     for item in serial_items:
         m = re.fullmatch(r"([0-9]+)(%?)", item)
         if not (m and int(m[1]) > 0 and (not m[2] or int(m[1]) <= 100)):
             raise InputError(f"--serial: want host counts or percentages up to 100%, like 1,10%,100%; got {item!r}")
-    from .extravars import parse_extra_vars
-
-    extra_vars = parse_extra_vars(extra)
     known = set.intersection(*(set(h.vars) for h in hosts)) if hosts else set()
     playbook.check_undefined(known | set(extra_vars))
     deadlines = Deadlines(overrides=_phase_timeouts(phase_timeout), connect_s=connect_timeout)

@@ -46,12 +46,17 @@ POSIX_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ksh93", "
 # parameters, so nothing user-supplied is ever parsed by it.
 _CD_SCRIPT = 'cd -- "$1" || exit 125; shift; exec "$@"'
 
+# Runs "$@" as a simple command (no `exec`, whose own options bash and zsh would read in a first
+# word starting with `-`): a first word holding `=` is then a program name, not an assignment,
+# whereas `env` would take it as one (POSIX XCU 2.9.1: assignments are recognised before expansion).
+_RUN_SCRIPT = '"$@"'
+
 #: Runs "$@" in its own session and stops that session's process group when stdin (the SSH
 #: channel) reaches EOF. Fixed text: the argv arrives as positional parameters.
 SUPERVISOR = (
     # fd 3 keeps the channel's stdin: a background job's own stdin is /dev/null (POSIX, no job control)
     'exec 3<&0; '
-    'if command -v setsid >/dev/null 2>&1; then setsid "$@" </dev/null 3<&- & else "$@" </dev/null 3<&- & fi; '
+    'if command -v setsid >/dev/null 2>&1; then setsid -- "$@" </dev/null 3<&- & else "$@" </dev/null 3<&- & fi; '
     'child=$!; '
     '( cat >/dev/null; kill -TERM -"$child" "$child" 2>/dev/null; sleep 5; '
     'kill -KILL -"$child" "$child" 2>/dev/null ) <&3 >/dev/null 2>&1 3<&- & '
@@ -81,11 +86,24 @@ def validate_env(env: Mapping[str, str | None]) -> None:
 
 
 def env_argv(env: Mapping[str, str | None]) -> list[str]:
-    """``["env", "-u", "GONE", "NAME=VALUE", ...]``: the ``env`` prefix that unsets the names whose
-    value is ``None`` and sets the others (in ``env``'s order; unsets first)."""
+    """``["env", "-u", "GONE", "--", "NAME=VALUE", ...]``: the ``env`` prefix that unsets the names
+    whose value is ``None`` and sets the others (in ``env``'s order; unsets first). ``--`` ends
+    ``env``'s options (POSIX utility syntax guideline 10; GNU, BSD and busybox ``env``), so a
+    command whose first word starts with ``-`` is run, not read as an option of ``env``. Follow it
+    with :func:`command_argv`, never with the bare argv."""
     validate_env(env)
     unset = [a for k, v in env.items() if v is None for a in ("-u", k)]
-    return ["env", *unset, *(f"{k}={v}" for k, v in env.items() if v is not None)]
+    return ["env", *unset, "--", *(f"{k}={v}" for k, v in env.items() if v is not None)]
+
+
+def command_argv(argv: Sequence[str]) -> list[str]:
+    """``argv`` made safe to follow an ``env`` prefix: a first word holding ``=`` (which ``env``
+    would take as one more assignment) runs through ``/bin/sh -c '"$@"'``, so it is looked up as a
+    program (and not found, 127, as a shell and ``execvp`` answer); any other argv is unchanged."""
+    argv = list(argv)
+    if argv and "=" in argv[0]:
+        return ["/bin/sh", "-c", _RUN_SCRIPT, "fleetctl-run", *argv]
+    return argv
 
 
 def wrap_argv(
@@ -98,7 +116,11 @@ def wrap_argv(
 ) -> list[str]:
     """Return the argv that, run by any POSIX ``exec``, runs ``argv`` with ``env`` in ``cwd``.
 
-    ``/usr/bin/env [-u GONE]... NAME=VALUE... ARGV`` sets the variables (a ``None`` value unsets
+    Whatever ``argv[0]`` is (``--version``, ``-x``, ``A=B``), it is run as the program's name,
+    never read as an option of a wrapper: every wrapper ends its options with ``--`` (``env``,
+    ``sudo``, ``setsid``), so a missing program is 127 as over a local or Slurm connection.
+
+    ``/usr/bin/env [-u GONE]... -- NAME=VALUE... ARGV`` sets the variables (a ``None`` value unsets
     one; ``env`` looks the program up on the new PATH); a ``/bin/sh -c`` with a fixed script changes directory first when ``cwd`` is given.
     ``become`` runs it all under ``sudo -n`` (never prompts: a sudo that wants a password fails at
     once) with the variables set *inside* sudo, so sudo's ``secure_path`` and ``env_reset`` cannot
@@ -114,8 +136,13 @@ def wrap_argv(
         if "\x00" in arg:
             raise ValueError("argument contains a NUL byte")
     out = list(argv)
-    if env:
-        out = [*env_argv(env), *out]
+    if env or cwd or become or argv[0].startswith("-"):
+        # `env --` also when only cwd is set (the cd script's `exec` would read a first word
+        # starting with `-` as its own option in bash and zsh, and dash runs `exec --` as a
+        # program) or become (sudo takes a first word holding `=` as an assignment), and for a
+        # bare argv whose first word starts with `-`: OpenSSH runs `$SHELL -c COMMAND`
+        # (session.c), and a COMMAND starting with `-` is read as the shell's own options
+        out = [*env_argv(env or {}), *command_argv(out)]
     if cwd:
         out = ["/bin/sh", "-c", _CD_SCRIPT, "fleetctl-cd", cwd, *out]
     if become:

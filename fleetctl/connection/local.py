@@ -19,7 +19,7 @@ from pathlib import Path
 from ..errors import CommandTimeout, TransferError
 from ..storagefaults import name_write_error
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback, OutputLine
-from .command import env_argv, validate_env
+from .command import command_argv, env_argv, validate_env
 from .streams import OutputTail, pump_lines
 
 
@@ -67,7 +67,7 @@ class LocalConnection(Connection):
                 else:
                     full_env[name] = value
         if become:
-            argv = ["sudo", "-n", "--", *env_argv(env or {}), *argv]
+            argv = ["sudo", "-n", "--", *env_argv(env or {}), *command_argv(argv)]
         started = time.monotonic()
         try:
             proc = await asyncio.create_subprocess_exec(

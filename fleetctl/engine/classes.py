@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..aio import observe
 from ..errors import FleetError
 from ..paths import cache_dir
 from ..wheeltags import refusal
@@ -131,6 +132,24 @@ class ClassCoordinator:
         self.targets = InstallTargets(self.order)
         #: host -> its interpreter's platform facts: a one-to-many send skips a member it does not fit
         self.platforms: dict[str, Any] = {}
+        #: key -> the wheel file name a builder's planned (dry-run) pass would hand out, when known
+        self.planned_wheels: dict[str, str] = {}
+
+    def builder_of(self, key: str) -> str | None:
+        """The member that builds (or serves) class ``key``'s wheel, once the class is assigned."""
+        return self._builder.get(key)
+
+    def known_wheel(self, key: str) -> tuple[str | None, str | None]:
+        """``(wheel file name, builder)`` as far as they are known before anything is built: what a
+        builder's planned pass would publish (its wheel from an earlier run), else the controller's
+        cache (unless ``--force``), and the assigned builder (for ``--dry-run``)."""
+        builder = self._builder.get(key)
+        name = self.planned_wheels.get(key)
+        if name is None and key not in self.forced:
+            cached = self._cached(key)
+            if cached is not None:
+                name, builder = cached.name, builder or cached.builder
+        return name, builder
 
     def _cached(self, key: str) -> BuiltWheel | None:
         """The class's wheel that members may be given: the cache's, or for a forced class only
@@ -306,6 +325,7 @@ async def broadcast_once(coord: "ClassCoordinator", host: str, key: str, wheel: 
     task = coord._fanouts.get(slot)
     if task is None:
         task = coord._fanouts[slot] = asyncio.ensure_future(_fan_out(coord, scope, key, wheel))
+        observe(task)  # awaited through shield by each member; read even when all were cancelled
     try:
         results = await asyncio.shield(task)
     except Exception:  # noqa: BLE001 - the member falls back to its own upload

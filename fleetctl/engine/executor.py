@@ -114,7 +114,19 @@ class StepRunner:
             return [None] * len(step.files)
         if isinstance(step, S.ClassRole):
             return self._do_classrole_sync(step)
+        if isinstance(step, S.Publish) and step.wheel and not posixpath.basename(step.wheel).startswith("<"):
+            self.classes.planned_wheels[step.key] = posixpath.basename(step.wheel)
+        if isinstance(step, S.Fetch):
+            return self._simulated_fetch(step)
         return step.simulated
+
+    def _simulated_fetch(self, step: S.Fetch) -> S.ClassWheel:
+        """What a member would receive (``--dry-run``): the class's real builder and, when known
+        before the build, its wheel's file name (see :meth:`ClassCoordinator.known_wheel`)."""
+        name, builder = self.classes.known_wheel(step.key)
+        builder = builder or "?"
+        name = name or f"the wheel {builder} builds for class {step.key[:16]}"
+        return S.ClassWheel(name=name, sha256="", builder=builder, remote=posixpath.join(step.dest, name), data={})
 
     # -- commands -----------------------------------------------------------------------------
 

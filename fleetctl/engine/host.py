@@ -11,6 +11,8 @@ that run.
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +55,29 @@ class HostPass:
     environment: dict[str, Any] | None = None
 
 
+class LiveOutcome:
+    """Keeps one host's part of the run model (``run.host(name)``: tasks, timeline, duration) up
+    to date as each task of an applying pass finishes, so that the run record (rewritten as the
+    run goes, see :mod:`fleetctl.reporting.record`) holds every finished task even when the run is
+    interrupted (SIGINT, SIGTERM) or killed (SIGKILL: what was written before stays)."""
+
+    def __init__(self, run: RunModel, host: str) -> None:
+        self.run, self.host = run, host
+        out = run.host(host)
+        self.before = list(out.tasks)  # gather facts (a connect failure never gets here)
+        self.first = list(out.phases)
+
+    def commit(self, outcomes: list[TaskOutcome]) -> None:
+        out = self.run.host(self.host)
+        out.tasks = self.before + list(outcomes)
+        out.phases = phase_spans(self.run, outcomes, self.first)
+        if out.started:
+            import datetime as dt
+
+            out.duration_s = round((dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(out.started))
+                                   .total_seconds(), 3)
+
+
 def _view(session: HostSession, playbook: Any, opts: PassOptions, env: dict[str, str]) -> HostView:
     return HostView(
         name=session.name, facts=session.facts, venv=session.venv, python=session.python, workdir=session.workdir,
@@ -60,7 +85,15 @@ def _view(session: HostSession, playbook: Any, opts: PassOptions, env: dict[str,
         cuda_home=session.host.settings.cuda_home, build_host=session.host.settings.build_host,
         verify_device=session.host.settings.verify_device,
         files=dict(session.files), trees=dict(session.trees), sources=dict(session.sources), force=opts.force,
-        build_each=opts.build_each, env=env, keep_live=session.keep_live)
+        build_each=opts.build_each, env=env, keep_live=session.keep_live, controller_env=_controller_env(session))
+
+
+def _controller_env(session: HostSession) -> tuple[str, ...]:
+    """The environment this controller runs from (``sys.prefix`` as given and resolved), for a
+    local connection (where the host's files are the controller's); ``()`` for other hosts."""
+    if session.host.connection != "local" or sys.prefix == sys.base_prefix:
+        return ()
+    return tuple(dict.fromkeys((os.path.normpath(sys.prefix), os.path.realpath(sys.prefix))))
 
 
 def nothing_to_stage(outcomes: list[TaskOutcome]) -> bool:
@@ -137,6 +170,7 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
         apply: apply the selected tasks; ``False`` plans every task.
     """
     out = HostPass()
+    live = LiveOutcome(run, session.name) if apply else None
     session.reset_venv()
     notified: list[str] = []
     simulated_before = False
@@ -153,6 +187,7 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
         start_iso = utc_now()
         start_s = run.elapsed_s()
         is_selected = id(task) in selected or label is not None
+        name = task.display_name  # until its template is rendered
         try:
             ctx_vars = host_context(session, playbook, opts.extra_vars, run.redactor)
             try:
@@ -173,6 +208,18 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
                 result, planned, simulated = await _run_task(
                     task, session, playbook, apply=apply and is_selected, run=run, observers=observers,
                     classes=classes, opts=opts, ctx_vars=ctx_vars, name=name)
+        except (asyncio.CancelledError, KeyboardInterrupt):  # the run was interrupted (SIGINT, SIGTERM)
+            if live is not None:
+                cut = TaskOutcome(name=name, action=task.action,
+                                  phase=ACTIONS[task.action].phase, status="interrupted",
+                                  msg="interrupted while running (the run was stopped)", start=start_iso,
+                                  duration_s=round(time.monotonic() - t0, 3), selected=is_selected)
+                out.outcomes.append(cut)
+                live.commit(out.outcomes)
+                observers.emit("task.finished", session.name, task=cut.name, action=task.action, phase=cut.phase,
+                               status=cut.status, rc=None, duration_s=cut.duration_s, msg=cut.msg,
+                               start_s=round(start_s, 3))
+            raise
         except (PlaybookError, templating.RenderError) as exc:  # a template failed for this host
             name, result, planned, simulated = task.display_name, TaskResult(Status.FAILED, msg=str(exc)), [], False
         if task.register:
@@ -201,6 +248,8 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
                               data={k: v for k, v in result.data.items() if k != "selfcheck"}, planned=planned,
                               selected=is_selected)
         out.outcomes.append(outcome)
+        if live is not None:
+            live.commit(out.outcomes)
         observers.emit("task.finished", session.name, task=name, action=task.action, phase=outcome.phase,
                        status=outcome.status, rc=result.rc, duration_s=outcome.duration_s, msg=msg,
                        start_s=round(start_s, 3))

@@ -30,7 +30,6 @@ Usage (engine-independent)::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import getpass
 import json
@@ -39,6 +38,7 @@ import posixpath
 import socket
 from dataclasses import dataclass, field
 
+from ..aio import drop_task, observe
 from ..connection.base import Connection, OutputLine
 from ..errors import FleetError
 
@@ -107,10 +107,7 @@ class HostLock:
         """Stop the lock process (its trap clears the record; the flock goes with it) and close
         the companion connection. Safe to call twice."""
         task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await drop_task(task)
         conn, self._conn = self._conn, None
         if conn is not None and conn is not self._owner:
             await conn.close()
@@ -182,15 +179,18 @@ async def _try(conn: Connection, host: str, path: str, record: dict, timeout_s: 
 
     task = asyncio.create_task(conn.run(["/bin/sh", "-c", LOCK_SCRIPT, "fleetctl-lock", path, json.dumps(record)],
                                         on_line=on_line, timeout_s=None, capture_bytes=64 * 1024))
-    done, _ = await asyncio.wait({locked, task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    try:
+        done, _ = await asyncio.wait({locked, task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        task.cancel()
+        observe(task)
+        raise
     if locked in done:
         previous = next((_parse(t[len("PREVIOUS "):]) for t in lines if t.startswith("PREVIOUS ")), {})
         return HostLock(host, path, record, stale=previous or None, _task=task)
     locked.cancel()
     if task not in done:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+        await drop_task(task)
         raise HostLockError(f"{host}: the deploy lock {path} did not answer within {timeout_s:g} s")
     res = task.result()  # HostUnreachable propagates
     if res.rc == 75:

@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..aio import observe
 from ..connection.registry import ConnectOptions, load_kind
 from ..errors import FleetError, HostUnreachable, host_message
 from ..status import Status
@@ -261,6 +263,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         if settling is None and plans and not waiting:
             early.update(plans)
             settling = asyncio.ensure_future(settle([h.name for h in batch if h.name in plans]))
+            observe(settling)  # awaited (shielded) by each host; read even when no host is left to
             triggered.set()
 
     async def plan_one(host: Any) -> None:
@@ -304,6 +307,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             await _start(session, run, observers, opts, spans, facts=playbook.gather_facts, lock=apply and opts.host_lock,
                          remembered=memory.entries(host.name) if memory is not None else [],
                          build_notes=builds)
+            out.phases = list(spans)  # connect, facts: in the record from now on
             plans[host.name] = await _plan(session, playbook, tasks, selected, run, planning_observers, classes,
                                            pass_opts)
         except HostUnreachable as exc:
@@ -375,6 +379,9 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             out = run.host(h.name)
             if out.status == "running":
                 out.status, out.error = "interrupted", "run interrupted"
+                if out.started:  # the time it ran until the interruption
+                    out.duration_s = round((dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(out.started))
+                                           .total_seconds(), 3)
                 observers.emit("host.interrupted", h.name)
         raise
     finally:
@@ -407,7 +414,8 @@ async def _start(session: HostSession, run: RunModel, observers: Any, opts: Play
         raise FleetError(str(exc)) from None
     except BaseException as exc:
         if facts:
-            status = "unreachable" if isinstance(exc, HostUnreachable) else "failed"
+            status = ("unreachable" if isinstance(exc, HostUnreachable) else
+                      "interrupted" if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)) else "failed")
             spans.append(PhaseSpan(phase="facts", start_s=round(f0, 3), duration_s=round(run.elapsed_s() - f0, 3),
                                    status=status))
             out.tasks.append(TaskOutcome(name="gather facts", action="facts", phase="facts", status=status,

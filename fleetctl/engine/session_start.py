@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import functools
 import json
 import zlib
@@ -31,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..aio import drop_task, observe
 from ..connection.base import CommandResult, OutputLine
 from ..errors import HostUnreachable, TaskFailed
 from ..retention import RetentionPolicy, policy_from_env
@@ -72,10 +72,8 @@ class Started:
     async def release(self) -> None:
         """Let go of the deploy lock: the holder's stdin closes, it clears the record and exits."""
         task, self._holder = self._holder, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await drop_task(task)
+
 
 
 def host_policy(settings: Any) -> RetentionPolicy:
@@ -153,15 +151,14 @@ async def _exec(session: HostSession, job: dict[str, Any], *, hold: bool,
         done, _ = await asyncio.wait({got, task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
     except BaseException:
         task.cancel()
+        observe(task)
         raise
     box.clear()
     if got in done:
         return _result(got.result()), None, task
     got.cancel()
     if task not in done:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+        await drop_task(task)
         raise TaskFailed(session.name, f"the run's first command did not answer within {timeout_s:g} s")
     res = task.result()  # HostUnreachable propagates
     return _result(res.stdout_text), res, None
@@ -206,34 +203,42 @@ async def start_host(session: HostSession, *, facts: bool, lock: bool, remembere
     hold = lock and session.conn.holds_stdin
     job = _job(session, facts=facts, lock=hold, remembered=remembered)
     stale_taken: dict | None = None
-    for attempt in range(TAKEOVER_TRIES):
-        out, res, holder = await _exec(session, job, hold=hold, timeout_s=timeout_s)
-        if out is None:
-            raise _no_result(session, res, facts)
-        login = out.get("login") or {}
-        session.conn.learn_login(login.get("shell", ""), login.get("home", ""),
-                                 home_missing=bool(login.get("home_missing")))
-        if out.get("workdir"):
-            session.set_folders(out["workdir"])
-        if out.get("error"):
-            raise session.folder_error(out["error"])
-        state = out.get("lock") or {}
-        if hold and "busy" in state:
-            holder_rec = _parse(state["busy"])
-            if stale_taken is None and holder_rec.get("remote_pid") and _controller_gone(holder_rec):
-                # a run of this machine died but its lock process lives on: stop it, take over
-                await session.conn.run(["kill", "-TERM", "--", f"-{holder_rec['remote_pid']}"], timeout_s=30)
-                stale_taken = holder_rec
-            if stale_taken is not None and holder_rec.get("remote_pid") == stale_taken.get("remote_pid"):
-                await asyncio.sleep(0.2)  # the stopped process is still exiting
-                continue
-            raise HostLockBusy(session.name, state.get("path", "?"), holder_rec)
-        if hold and "locked" not in state:
-            raise HostLockError(f"{session.name}: cannot take the deploy lock {state.get('path', '?')}: "
-                                f"{state.get('error', 'no answer')}")
-        break
-    else:
-        raise HostLockBusy(session.name, "?", stale_taken or {})
+    holder: asyncio.Task | None = None
+    try:
+        for attempt in range(TAKEOVER_TRIES):
+            await drop_task(holder)  # an earlier try's (it found the lock busy)
+            out, res, holder = await _exec(session, job, hold=hold, timeout_s=timeout_s)
+            if out is None:
+                raise _no_result(session, res, facts)
+            login = out.get("login") or {}
+            session.conn.learn_login(login.get("shell", ""), login.get("home", ""),
+                                     home_missing=bool(login.get("home_missing")))
+            if out.get("workdir"):
+                session.set_folders(out["workdir"])
+            if out.get("error"):
+                raise session.folder_error(out["error"])
+            state = out.get("lock") or {}
+            if hold and "busy" in state:
+                holder_rec = _parse(state["busy"])
+                if stale_taken is None and holder_rec.get("remote_pid") and _controller_gone(holder_rec):
+                    # a run of this machine died but its lock process lives on: stop it, take over
+                    await session.conn.run(["kill", "-TERM", "--", f"-{holder_rec['remote_pid']}"], timeout_s=30)
+                    stale_taken = holder_rec
+                if stale_taken is not None and holder_rec.get("remote_pid") == stale_taken.get("remote_pid"):
+                    await asyncio.sleep(0.2)  # the stopped process is still exiting
+                    continue
+                raise HostLockBusy(session.name, state.get("path", "?"), holder_rec)
+            if hold and "locked" not in state:
+                raise HostLockError(f"{session.name}: cannot take the deploy lock {state.get('path', '?')}: "
+                                    f"{state.get('error', 'no answer')}")
+            break
+        else:
+            raise HostLockBusy(session.name, "?", stale_taken or {})
+    except BaseException:
+        # the command that found the lock busy (or failed) still runs, or ended with the
+        # connection: never leave it unobserved
+        await drop_task(holder)
+        raise
     started = Started(_holder=holder, duration_s=float(out.get("duration_s") or 0.0))
     try:
         if hold:

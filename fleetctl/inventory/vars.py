@@ -31,7 +31,8 @@ class VarSource:
         key: dotted path of the var in the file (``all.children.gpu.vars.ansible_user``).
         base_dir: the folder relative paths in the value resolve against (the inventory's folder).
         level: ``"inventory"`` (an inventory file or script) or ``"vars_file"`` (``group_vars/``,
-            ``host_vars/``): Ansible puts every vars file above every inventory var of its kind.
+            ``host_vars/``): Ansible puts every vars file above every inventory var of its kind;
+            ``"extra"``: ``-e`` (above everything, see :mod:`fleetctl.inventory.extra`).
     """
 
     name: str
@@ -48,6 +49,8 @@ class VarSource:
         """``"group 'gpu'"``, ``"group_vars/gpu.yml"`` or ``"host vars"``, for messages."""
         if self.level == "vars_file":
             return self.file
+        if self.level == "extra":
+            return "-e (extra vars)"
         return f"group {self.group!r}" if self.group is not None else "host vars"
 
     def where(self, relative_to: str | None = None) -> str:

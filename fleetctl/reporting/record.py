@@ -8,7 +8,10 @@ host never pays a system call per line. ``run.json`` is rewritten atomically (te
 rename) as the run goes, at most every :data:`SAVE_INTERVAL_S` seconds and never more often than
 keeps its cost under :data:`SAVE_SHARE` of the run's time (its size grows with the hosts, so a
 fixed rate, or a rewrite per finished host, would cost O(hosts²)), and at the end of each batch
-and of the run. The runs folder belongs to the user: ``<state_dir>/runs`` (see
+and of the run. A rewrite put off by those limits is done by the flusher thread once they allow
+it, so every finished task (the engine keeps each host's finished tasks in the run model as they
+finish, see :class:`fleetctl.engine.host.LiveOutcome`) is on disk within about a second even when
+no later event comes: a run killed by SIGKILL keeps all that was written before. The runs folder belongs to the user: ``<state_dir>/runs`` (see
 :func:`fleetctl.paths.state_dir`), wherever fleetctl is started from.
 
 Per-host logs hold every line the host printed, as the exact bytes, each prefixed with ``out| ``
@@ -85,6 +88,8 @@ class RunRecord:
         self._lock = threading.Lock()
         self._saved_at = 0.0
         self._save_cost_s = 0.0
+        self._save_lock = threading.Lock()  # one rewrite at a time: a later one never loses to an older
+        self._pending = False  # a rewrite was put off (see save)
         self._logs: dict[str, Any] = {}
         self._dirty: set[Any] = set()
         self._closed = threading.Event()
@@ -165,6 +170,11 @@ class RunRecord:
                 self.flush()
             except (OSError, ValueError):  # a full disk: the next turn (or close) tries again
                 pass
+            if self._pending:
+                try:
+                    self.save()
+                except Exception:  # noqa: BLE001 - the model changed under it, a full disk: next turn
+                    pass
 
     def _text(self) -> str:
         """run.json's text: ``json.dumps(run.as_json(), indent=2)``, with each finished host's part
@@ -215,11 +225,16 @@ class RunRecord:
         ``1 / SAVE_SHARE`` times what it cost."""
         now = time.monotonic()
         if not force and now - self._saved_at < max(SAVE_INTERVAL_S, self._save_cost_s / SAVE_SHARE):
+            self._pending = True  # the flusher thread does it when the limits allow
             return
-        text = self._text()
-        with self._lock:
-            tmp = self.dir / "run.json.tmp"
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, self.dir / "run.json")
+        with self._save_lock:
+            if not force and self._closed.is_set():
+                return  # closed: its final rewrite was the last
+            self._pending = False
+            text = self._text()
+            with self._lock:
+                tmp = self.dir / "run.json.tmp"
+                tmp.write_text(text, encoding="utf-8")
+                os.replace(tmp, self.dir / "run.json")
         self._saved_at = time.monotonic()
         self._save_cost_s = self._saved_at - now

@@ -102,6 +102,9 @@ class HostView:
         force: ``--force``: rebuild and reinstall even when nothing changed.
         build_each: ``--build each``: every host builds its own wheel.
         env: the task's rendered ``env`` (added to every command the engine runs for it).
+        controller_env: for a local connection, the environment this fleetctl itself runs from
+            (``sys.prefix`` as given and resolved); empty for any other host. Its venv must never
+            be staged or switched: that would move the running controller's own files.
         keep_live: the engine planned this host's whole pass and found that no task between the
             play's ``venv_stage`` and its ``venv_switch`` changes anything: the stage makes no new
             version and the switch keeps the live one (see
@@ -126,6 +129,7 @@ class HostView:
     build_each: bool = False
     env: Mapping[str, str] = field(default_factory=dict)
     keep_live: bool = False
+    controller_env: tuple[str, ...] = ()
 
     def local_path(self, path: str) -> Path:
         """A playbook path on the controller: absolute, or relative to the playbook's folder."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import re
 import subprocess
 import sys
@@ -109,11 +110,21 @@ def build_key(material: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
-def changed_inputs(inputs: Mapping[str, Any], stamps: Sequence[Mapping[str, Any]], installed_shas: set) -> list[str]:
+def changed_inputs(inputs: Mapping[str, Any], stamps: Sequence[Mapping[str, Any]], installed_shas: set,
+                   installed: Sequence[Mapping[str, Any]] = ()) -> list[str]:
     """Which inputs differ from those of the wheel installed now (``["tree", "torch"]``), or
-    ``["nothing installed"]`` / ``["inputs not recorded"]``; ``[]`` when they are equal."""
+    ``["nothing installed"]`` / ``["inputs not recorded"]``; ``[]`` when they are equal.
+
+    ``installed`` are the host's install records (``<workdir>/installed/<dist>.json``: the wheel
+    kept, its sha256). When one exists but no wheel's stamp on the host has its sha256 (a failed
+    ``--force`` build removed the folder it was built in), the installed wheel is named:
+    ``["installed fp4_kernels-0.1.0-...whl (its build stamp is gone: inputs not known)"]``."""
     current = next((s for s in stamps if s.get("sha256") in installed_shas), None)
     if current is None:
+        held = [posixpath.basename(str(i.get("kept") or i.get("dist") or "a wheel")) for i in installed
+                if i.get("sha256")]
+        if held:
+            return [f"installed {', '.join(held)} (its build stamp is gone: inputs not known)"]
         return ["nothing installed"]
     old = current.get("inputs")
     if not old:

@@ -23,6 +23,7 @@ set. The planner:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import posixpath
 from collections.abc import Mapping
@@ -235,7 +236,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     mine = next((s for s in stamps if s.get("key") == key), None)
     installed_shas = {i.get("sha256") for i in installed}
     decision.update(key=key[:16], installed=bool(mine and mine.get("sha256") in installed_shas),
-                    changed=changed_inputs(inputs, stamps, installed_shas))
+                    changed=changed_inputs(inputs, stamps, installed_shas, installed))
     # --force: no wheel built before this run is reused, neither this host's (its stamp) nor the
     # controller's cache: the class's builder builds, the new wheel replaces the cached one
     holds = bool(mine) and not host.force
@@ -265,7 +266,8 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         elif isinstance(got, PlatformMismatch):
             return _fail(str(got), {**decision, "action": "push"})
         elif isinstance(got, BaseException):
-            return _fail(f"the build of this arch class failed on its builder: {got}", {**decision, "action": "push"})
+            return with_class(_fail(f"the build of this arch class failed on its builder: {got}",
+                                    {**decision, "action": "push"}), key, inputs, target)
         else:
             data = {**dict(got.data), "wheel": got.remote, "sha256": got.sha256, "key": key, "reused": False,
                     "pushed_from": got.builder, "decision": {**decision, "action": "push"}}
@@ -276,7 +278,18 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
                               msg=f"pushed {got.name} (built once for this arch class on {got.builder})")
     decision["action"] = "build"
     result = yield from build_here(args, host, facts, target, inputs, key, dest, defines, decision, once, meta, info)
-    return result
+    return with_class(result, key, inputs, target)
+
+
+def with_class(result: TaskResult, key: str, inputs: dict[str, Any], target: Mapping[str, Any]) -> TaskResult:
+    """A failed build still names its arch class (key, archs, SASS, inputs: CUDA, torch, Python),
+    known before it started, so that the class lines of ``--plan``, the summary and the report
+    print the class's real arch, CUDA and torch, not ``arch None cuNone torch?``."""
+    if not result.status.is_failure:
+        return result
+    known = {"key": key, "archs": target.get("torch_cuda_arch_list"), "sass": list(target.get("sass") or []),
+             "inputs": inputs}
+    return dataclasses.replace(result, data={**known, **result.data})
 
 
 ACTION = Action(name="build_wheel", args=BuildWheelArgs, phase="build", timeout_s=7200.0, plan=plan)

@@ -155,3 +155,16 @@ def staged_environment(live: Mapping[str, Any], staged: Mapping[str, Any], facts
     return {"state": "staged", "live": dict(live),
             "staged": {"version": staged.get("version"), "path": staged.get("path"), "torch": py.get("torch"),
                        "torch_cuda": py.get("torch_cuda")}}
+
+
+def controller_problem(host: HostView, path: str | None, shown: str | None = None) -> str | None:
+    """Why ``path`` (the venv, or the folder it resolves to) must not be staged or switched: it is
+    the environment this fleetctl runs from (:attr:`HostView.controller_env`, local hosts only),
+    so moving it would pull the running controller's own files from under it; ``None`` otherwise."""
+    if not path or not host.controller_env or posixpath.normpath(path) not in host.controller_env:
+        return None
+    shown = shown or host.venv
+    where = "" if posixpath.normpath(str(shown)) == host.controller_env[0] else f" ({host.controller_env[0]})"
+    return (f"venv {shown} is the environment this fleetctl runs from{where}: "
+            f"staging it would move the controller's own venv; give host {host.name} a venv of its own "
+            f"(the host var venv) or deploy it without --staged")

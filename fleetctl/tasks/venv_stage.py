@@ -18,7 +18,7 @@ from typing import Literal
 from ..status import Status
 from .argtypes import ActionArgs
 from .base import Action, HostView, Plan, TaskResult
-from .envs import STAGED_FACT, answer, live_env, staged_environment, moved_facts, script_argv, simulated, status_probe, upload, venv_facts, versions_dir
+from .envs import STAGED_FACT, answer, controller_problem, live_env, staged_environment, moved_facts, script_argv, simulated, status_probe, upload, venv_facts, versions_dir
 from .build_preflight import CLEAN_PYTHON_ENV
 from .steps import Note, Run
 
@@ -43,6 +43,9 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
     if not host.venv:
         return TaskResult(Status.FAILED, msg="no venv for this host: set the host var 'venv'",
                           data={"decision": {"action": "fail"}})
+    own = controller_problem(host, host.venv)
+    if own:  # before anything is uploaded or changed
+        return TaskResult(Status.FAILED, msg=f"preflight: {own}", data={"decision": {"action": "fail"}})
     folder = args.versions_dir or versions_dir(host.workdir, host.venv)
     remote = yield from upload(host)
     if remote.startswith("!"):
@@ -50,12 +53,19 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
     st = answer((yield status_probe(remote, host.venv, folder, host.workdir)))
     if not st.get("ok"):
         return TaskResult(Status.FAILED, msg=f"venv_stage: {st.get('error')}", data={"decision": {"action": "fail"}})
-    if host.facts.get(STAGED_FACT) or st.get("staged_version") is not None:
+    if host.facts.get(STAGED_FACT):
         return TaskResult(Status.OK, msg=f"{host.venv} is already a staged version",
                           data={"decision": {"action": "skip", "why": "already staged"}})
     live = st.get("live") or host.venv
-    problem = None
-    if st.get("kind") == "missing":
+    problem = controller_problem(host, st.get("target"), live)
+    if st.get("staged_version") is not None:
+        # a version folder that is not live given as the venv: staging "from" it would stage the
+        # live venv instead, and no switch could follow (nothing staged by this run)
+        problem = (f"venv {host.venv} is v{st['staged_version']} of {st.get('versions_dir')}, not the live venv: set "
+                   f"the host var venv to the live path {live}")
+    elif problem:
+        pass
+    elif st.get("kind") == "missing":
         problem = f"venv {live} does not exist"
     elif st.get("unmanaged_link"):
         problem = (f"venv {live} is a symlink to {st.get('target')} that fleetctl did not make: set the venv var to "

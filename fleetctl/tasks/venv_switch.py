@@ -20,7 +20,7 @@ from ..status import Status
 from .argtypes import ActionArgs, is_template
 from .base import Action, HostView, Plan, TaskResult
 from .build_preflight import CLEAN_PYTHON_ENV
-from .envs import (STAGED_FACT, answer, installed_dir, live_env, previous_version, script_argv, simulated, status_probe,
+from .envs import (STAGED_FACT, answer, controller_problem, installed_dir, live_env, previous_version, script_argv, simulated, status_probe,
                    upload, versions_dir)
 from .steps import Run
 
@@ -54,6 +54,10 @@ def plan(args: VenvSwitchArgs, host: HostView) -> Plan:
     if not host.venv:
         return TaskResult(Status.FAILED, msg="no venv for this host: set the host var 'venv'")
     to = args.to
+    own = controller_problem(host, host.venv)
+    if own:
+        return TaskResult(Status.FAILED, msg=f"preflight: {own.replace('staging', 'switching')}",
+                          data={"decision": {"action": "fail"}})
     staged = host.facts.get(STAGED_FACT) or {}
     if to == "staged" and not staged:
         return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}},

@@ -229,6 +229,10 @@ def locate(path: str, versions: str = "") -> dict:
     if m and not os.path.islink(path) and os.path.exists(os.path.join(parent, INDEX)):
         index = read_json(os.path.join(parent, INDEX), {})
         info.update(versions_dir=parent, live=index.get("live_path") or path, staged_version=int(m.group(1)))
+        if os.path.islink(info["live"]) and os.path.realpath(info["live"]) == os.path.realpath(path):
+            # the live version named by its own folder (what sys.prefix of a process started
+            # through one of its console scripts says): it is the live venv, not a staged one
+            info.update(staged_version=None, via_version=int(m.group(1)), path=info["live"])
         path = info["live"]
     if os.path.islink(path):
         info["kind"] = "symlink"
