@@ -51,6 +51,7 @@ OWN_VARS: Mapping[str, str] = MappingProxyType({
     # templates fleetctl ships (playbooks/*.yaml, fleetctl/playbook/staged.py)
     "venv_versions_dir": "where staged venv versions are kept (--staged, nightly)",
     "venv_keep": "how many venv versions are kept (--staged, rollback)",
+    "archs": "the arch list fp4-kernels builds for instead of the host's GPUs (-e archs='9.0a;10.0a')",
 })
 """Var name -> what it is, for every host var fleetctl reads."""
 
