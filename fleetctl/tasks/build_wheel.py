@@ -22,7 +22,6 @@ set. The planner:
 
 from __future__ import annotations
 
-import json
 import posixpath
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -42,6 +41,7 @@ from .build_keys import (STAMP_NAME, build_inputs, build_key, changed_inputs, pa
 from .build_meta import META_PROBE, BuildMeta, meta_from_texts, parse_probe, read_local_texts
 from .build_preflight import facts_problems, probe_problems, requirement_list, venv_probe
 from .copy import REMOTE_TREE_HASH
+from .venv_probe import parse_venv_probe, probe_fault_problems, probe_started
 from .steps import ClassRole, Emit, Fetch, Local, Publish, Put, probe
 
 
@@ -180,10 +180,14 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     torch_tokens = [t.text for t in tokens] if meta.torch_extension and (facts.get("python") or {}).get("torch") else None
     tmp_override = (args.env or {}).get("TMPDIR")
     info_res = yield venv_probe(host.python, args.required_build_packages, reqs, torch_tokens, tmp_override)
-    try:
-        info = json.loads(info_res.stdout_text.strip().splitlines()[-1])
-    except (ValueError, IndexError):
+    info = parse_venv_probe(info_res)
+    if info is None and probe_started(info_res):  # the interpreter ran fleetctl's code: its fault
+        info = {"probe_errors": {"venv": f"rc={info_res.rc}: {first_error_line(info_res)}"}}
+    if info is None:
         return _fail(f"preflight: venv python {host.python} does not run: {first_error_line(info_res)}", decision)
+    problems = probe_fault_problems(info)
+    if problems:
+        return _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
     problems = probe_problems(info, meta, facts, args, host.venv, host.python, isolated)
     if problems:
         return _fail("preflight: " + "; ".join(problems), decision, preflight=problems, build_meta=meta.as_dict())
