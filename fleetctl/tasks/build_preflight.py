@@ -19,7 +19,7 @@ from typing import Any
 from ..build import DEFAULT_PATH, available_memory_mib, unsupported_archs
 from ..cudacompat import ArchToken, driver_problem, predicted_binaries, uncovered_gpus
 from .build_meta import TORCH_EXTENSION_TOOLS, BuildMeta, requirement_name
-from .venv_probe import CLEAN_PYTHON_ENV, VENV_PROBE, venv_probe  # noqa: F401 - their home is venv_probe
+from .venv_probe import CLEAN_PYTHON_ENV, VENV_PROBE, torch_probe_problem, venv_probe  # noqa: F401 - their home
 
 _SETUPTOOLS_OWN_BDIST_WHEEL = (70, 1)
 
@@ -123,7 +123,9 @@ def probe_problems(info: Mapping[str, Any], meta: BuildMeta, facts: Mapping[str,
                         "venv with its own torch: no_build_isolation: true (the default)")
     tools = missing_tools(info, facts, venv)
     needs_torch = not isolated and (meta.torch_extension or meta.torch_required)
-    if needs_torch and not py.get("torch"):
+    if needs_torch and not py.get("torch") and py.get("torch_probe_error"):
+        problems.append(torch_probe_problem(py["torch_probe_error"]))
+    elif needs_torch and not py.get("torch"):
         problems.append(f"torch does not import in {venv} ({py.get('torch_error') or 'not installed'}): the build "
                         "compiles against the venv's torch; install the torch build for this host's CUDA into the venv "
                         "(not an isolated build: that would compile against another torch)")

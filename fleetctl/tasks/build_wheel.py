@@ -41,6 +41,7 @@ from .build_keys import (STAMP_NAME, build_inputs, build_key, changed_inputs, pa
 from .build_meta import META_PROBE, BuildMeta, meta_from_texts, parse_probe, read_local_texts
 from .build_preflight import facts_problems, probe_problems, requirement_list, venv_probe
 from .copy import REMOTE_TREE_HASH
+from .pytool import pick_tool
 from .venv_probe import parse_venv_probe, probe_fault_problems, probe_started
 from .steps import ClassRole, Emit, Fetch, Local, Publish, Put, probe
 
@@ -171,6 +172,8 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     if switched:  # the task's archs need another of the host's toolkits than facts chose
         decision["toolkit"] = switched
     problems = facts_problems(facts, tokens, args, host.venv, host.cuda_home)
+    tool_problem = pick_tool(args.tool, facts, host.venv, host.python)[2] if host.venv else None
+    problems += [tool_problem] if tool_problem else []
     if problems:
         return _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
     src = args.src.rstrip("/") or "/"

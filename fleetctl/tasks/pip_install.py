@@ -36,6 +36,7 @@ from .argtypes import ActionArgs, non_empty
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_keys import STAMP_NAME
 from .build_preflight import CLEAN_PYTHON_ENV
+from .pytool import pick_tool
 from .steps import Note, Put, Run, probe
 
 #: Reads fleetctl's install record, the installed distribution (version, location, a digest of its
@@ -235,8 +236,9 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
             wheel = matches[0]
     if not host.venv:
         return TaskResult(Status.FAILED, msg="no venv for this host: set the host var 'venv'")
-    uv = (host.facts.get("uv") or {}).get("path")
-    tool = "uv" if args.tool == "uv" or (args.tool == "auto" and uv) else "pip"
+    tool, uv, problem = pick_tool(args.tool, host.facts, host.venv, host.python)
+    if problem:
+        return TaskResult(Status.FAILED, msg=problem, data={"decision": {"action": "fail"}})
     dist = dist_name(wheel)
     record_path = posixpath.join(installed_dir(host.workdir), f"{dist}.json")
     stamp_path = posixpath.join(posixpath.dirname(wheel), STAMP_NAME)

@@ -198,3 +198,10 @@ def probe_fault_problems(info: Mapping[str, Any]) -> list[str]:
     return [f"fleetctl's probe {q} ({_ABOUT.get(q, q)}) failed on this host: {err}; this is a fault of fleetctl, "
             "not of the host (please report it with the host's log: fleetctl logs RUN_ID HOST)"
             for q, err in sorted((info.get("probe_errors") or {}).items())]
+
+
+def torch_probe_problem(error: str) -> str:
+    """The preflight's line when facts could not read the venv's torch (``python.torch_probe_error``
+    of ``facts.py``): fleetctl's reader failed, which says nothing about the host's torch."""
+    return (f"{error}: fleetctl could not read the venv's torch, a fault of fleetctl, not of the host (its torch "
+            "may be fine); please report it with the host's log (fleetctl logs RUN_ID HOST)")

@@ -24,6 +24,7 @@ from .build_preflight import CLEAN_PYTHON_ENV
 from .envs import STAGED_FACT, staged_environment, venv_facts
 from .pip_install import STATE_SCRIPT, dist_changes, parse_state
 from .steps import Run, probe
+from .pytool import pick_tool
 
 
 class VenvUpgradeArgs(ActionArgs):
@@ -87,6 +88,10 @@ def plan(args: VenvUpgradeArgs, host: HostView) -> Plan:
     tool = args.tool if args.tool != "auto" else ("pip" if has_pip or not uv else "uv")
     if tool == "uv" and not uv:
         return TaskResult(Status.FAILED, msg="tool: uv, but the host has no uv (facts: uv.path)")
+    if tool == "pip" and not has_pip:  # a venv made by uv venv or --without-pip
+        problem = pick_tool(args.tool, {"python": {"packages": {"pip": None}}, "uv": host.facts.get("uv")},
+                            host.venv, host.python)[2]
+        return TaskResult(Status.FAILED, msg=problem or f"the venv {host.venv} has no pip")
     env = {**CLEAN_PYTHON_ENV, "TMPDIR": host.run_dir}
     names = _names(args.packages)
     res = yield Run(argv=tuple(install_argv(tool, host.python, uv, args)), env=env, cwd="/",
