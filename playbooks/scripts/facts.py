@@ -871,6 +871,8 @@ def read_torch():
 _PYTHON_PROBE += TORCH_READER + r"""
 try:
     t = read_torch()
+except (OSError, SyntaxError) as exc:  # the host's torch: files unreadable, a version.py that does not parse
+    t = {"torch_error": "cannot read torch's files: %s: %s" % (type(exc).__name__, exc)}
 except BaseException as exc:  # the reader's own fault: says nothing about the host's torch
     t = {"torch_probe_error": "fleetctl's probe read_torch failed: %s: %s" % (type(exc).__name__, exc)}
 sys.stdout.write(MARK + json.dumps(t) + "\n")

@@ -34,17 +34,13 @@ REAL_CUDA = Path("/usr/local/cuda").resolve()
 
 
 def tool_venv(path: Path) -> str:
-    """A real venv for a test host whose pip, setuptools, torch and build tools are the
-    controller's (through a .pth file; no ensurepip copies of old pip and setuptools shadow them);
-    what fleetctl installs lands in the venv's own site-packages."""
-    import sys
-    import sysconfig
+    """A real venv for a test host, made by ``virtualenv`` (its own current pip and setuptools,
+    setuptools' distutils shim active as on users' hosts); torch and the build tools come from
+    :func:`tests.support.hostvenv.base_site` (never the controller's ``.venv`` itself); what
+    fleetctl installs lands in the venv's own site-packages."""
+    from tests.support.hostvenv import make_venv
 
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
-    purelib = subprocess.run([str(path / "bin" / "python3"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
-    Path(purelib, "_controller_site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return str(path)
+    return make_venv(path, "virtualenv")
 
 
 def site_packages(venv: str) -> Path:
