@@ -1,6 +1,7 @@
 """Tiny extensions and real host conditions for the build-fault tests.
 
-The extensions live in ``tests/data/ext/`` (a setuptools torch ``CUDAExtension``; a
+The extensions live in ``tests/data/ext/`` (a setuptools torch ``CUDAExtension`` and a CPU-only
+``CppExtension``; a
 scikit-build-core CMake project with a FetchContent and an ExternalProject dependency and a
 generator it builds and runs); they are copied into a test's folder before use. The conditions are
 real, not simulated: a noexec or tiny tmpfs (``mount``), a memory cgroup (v1 or v2) around a test
@@ -51,6 +52,12 @@ def site_packages(venv: str) -> Path:
 def torch_ext(dest: Path) -> Path:
     """A copy of the setuptools torch CUDA extension (``tiny_torch_ext``) at ``dest``."""
     shutil.copytree(EXT / "torch_ext", dest)
+    return dest
+
+
+def cpp_ext(dest: Path) -> Path:
+    """A copy of the CPU-only setuptools torch ``CppExtension`` (``tiny_cpp_ext``) at ``dest``."""
+    shutil.copytree(EXT / "cpp_ext", dest)
     return dest
 
 
