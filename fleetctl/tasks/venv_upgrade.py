@@ -22,7 +22,7 @@ from .argtypes import ActionArgs, argv_list
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_preflight import CLEAN_PYTHON_ENV
 from .envs import STAGED_FACT, staged_environment, venv_facts
-from .pip_install import STATE_SCRIPT, dist_changes, parse_state
+from .pip_install import STATE_SCRIPT, dist_changes, parse_state, state_failure
 from .steps import Run, probe
 from .pytool import pick_tool
 
@@ -82,7 +82,7 @@ def plan(args: VenvUpgradeArgs, host: HostView) -> Plan:
     before = parse_state((yield probe(state_argv, f"what {host.venv} holds now", timeout_s=300,
                                       env=CLEAN_PYTHON_ENV, cwd="/")))
     if before.get("error"):
-        return TaskResult(Status.FAILED, msg=f"venv {host.venv} does not run: {before['error']}")
+        return TaskResult(Status.FAILED, msg=state_failure(before, host.python, "before the upgrade"))
     uv = (host.facts.get("uv") or {}).get("path")
     has_pip = "pip" in (before.get("dists") or {})
     tool = args.tool if args.tool != "auto" else ("pip" if has_pip or not uv else "uv")

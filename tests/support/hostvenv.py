@@ -9,8 +9,9 @@ Kinds (:data:`KINDS`), each with the front end users run:
 - ``virtualenv``: ``virtualenv`` (its own current pip and setuptools, seeded from its wheels);
 - ``uv``: ``uv venv`` (no pip, no setuptools: what ``uv venv`` makes);
 - ``system-site``: ``python -m venv --system-site-packages`` over the interpreter the tests run
-  on (its base installation's site-packages, with whatever pip and setuptools it holds, show
-  through);
+  on (its base installation's site-packages show through, after the venv's own), then a current
+  setuptools as for ``venv`` (ensurepip's setuptools 65 would need ``wheel``, which the preflight
+  rightly asks for);
 - ``bare``: ``python -m venv --without-pip``.
 
 torch and the build requirements come from :func:`base_site`: a folder of links to exactly the
@@ -112,8 +113,9 @@ def make_venv(path: Path, kind: str = "virtualenv", *, torch: bool = True) -> st
     :func:`base_site` named by a ``.pth`` in its own site-packages. Returns the venv's path."""
     path = Path(path)
     python = sys.executable
-    if kind == "venv":
-        subprocess.run([python, "-m", "venv", str(path)], check=True)
+    if kind in ("venv", "system-site"):
+        extra = ["--system-site-packages"] if kind == "system-site" else []
+        subprocess.run([python, "-m", "venv", *extra, str(path)], check=True)
         subprocess.run([str(path / "bin" / "python3"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
                         "--no-index", "--find-links", str(virtualenv_wheels()), "--upgrade", "setuptools"],
                        check=True, env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
@@ -121,8 +123,6 @@ def make_venv(path: Path, kind: str = "virtualenv", *, torch: bool = True) -> st
         subprocess.run([python, "-m", "virtualenv", "-q", "--no-periodic-update", str(path)], check=True)
     elif kind == "uv":
         subprocess.run([uv(), "venv", "-q", "--python", python, str(path)], check=True)
-    elif kind == "system-site":
-        subprocess.run([python, "-m", "venv", "--system-site-packages", str(path)], check=True)
     elif kind == "bare":
         subprocess.run([python, "-m", "venv", "--without-pip", str(path)], check=True)
     else:

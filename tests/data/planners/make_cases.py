@@ -528,4 +528,20 @@ case("build_wheel", "torch-facts-that-fleetctls-reader-could-not-read-are-not-ca
      steps=[META_TEXT, {"expect": {"type": "Run", "mutating": False, "cwd": "/"}, "answer": venv_out(["setuptools>=64", "packaging", "ninja", "wheel"])}],
      result={"status": "failed", "msg": "fleetctl's probe read_torch failed: IndexError: list index out of range: fleetctl could not "
                                         "read the venv's torch, a fault of fleetctl, not of the host"})
+case("pip_install", "a-crashed-install-state-probe-is-fleetctls-fault-and-installs-nothing", args=PI, host=HP,
+     steps=[{"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV},
+             "answer": {"rc": 1, "stdout": "@@FLEETCTL_PROBE_STARTED@@\n", "stderr": "Traceback (most recent call last):\nKeyError: 'x'\n"}}],
+     result={"status": "failed", "msg": "fleetctl's probe install-state (before the install) failed on this host: KeyError: 'x'; "
+                                        "this is a fault of fleetctl, not of the host"})
+case("pip_install", "a-venv-python-that-does-not-start-is-named-and-nothing-is-installed", args=PI, host=HP,
+     steps=[{"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV},
+             "answer": {"rc": 127, "stderr": "sh: 1: /venv/bin/python3: not found\n"}}],
+     result={"status": "failed", "msg": "venv python /venv/bin/python3 does not run (before the install): sh: 1: /venv/bin/python3: not found; nothing was installed"})
+case("pip_install", "no-answer-after-the-install-is-not-a-torch-change-and-rolls-nothing-back", args={**PI, "keep_previous": False}, host=HP,
+     steps=[{"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV}, "answer": STATE(None, None)},
+            {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "mutating": True}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV},
+             "answer": {"rc": -9, "stdout": "@@FLEETCTL_PROBE_STARTED@@\n", "stderr": ""}}],
+     result={"status": "failed", "msg": "but whether torch moved is unknown: fleetctl's probe install-state (after the install) failed"})
 print("ok", K[:16])
