@@ -122,6 +122,10 @@ def test_a_venv_without_pip_on_a_host_without_uv_fails_while_planning_then_build
     expected = f"the venv {venv} " + NO_PIP.format(python=f"{venv}/bin/python3")
     row = plan(inv, play, tmp_path)["nopip"]
     assert row["builds"][0]["action"] == "fail" and expected in json.dumps(row), row
+    dry = fleetctl("-i", str(inv), "deploy", "--hosts", "all", "--playbook", str(play), "--dry-run", "--json", home=tmp_path)
+    assert dry.returncode == 1  # --plan, --dry-run and the deploy agree
+    dried = {t["action"]: t for t in json.loads(dry.stdout)["hosts"]["nopip"]["tasks"]}
+    assert dried["build_wheel"]["status"] == "failed" and expected in dried["build_wheel"]["msg"], dried
     res = fleetctl("-i", str(inv), "deploy", "--hosts", "all", "--playbook", str(play), home=tmp_path)
     assert res.returncode == 1
     build = tasks_of(tmp_path, "nopip")["build_wheel"]
