@@ -33,8 +33,8 @@ from .base import HostView, Plan, TaskResult, first_error_line
 from .build_keys import STAMP_NAME, build_argv, is_killed, ptx_targets, sass_targets, wheel_sass_local
 from .build_meta import BuildMeta
 from .build_preflight import CLEAN_PYTHON_ENV, missing_tools
-from .pytool import pick_tool
 from .build_record import HOOK_FILES, RECORD_NAME, compiler_mismatch, parse_record, torch_drift
+from .pytool import pick_tool
 from .steps import Emit, Fail, Get, Local, Publish, Put, PutFiles, Run, probe
 
 #: Prints the build leftovers present in the tree ``$1`` (one name a line).
