@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
 import textwrap
 from pathlib import Path
 
@@ -14,20 +13,18 @@ import pytest
 
 from tests.support.fake_gpu import H200, RTX_PRO_6000, write_fake_nvidia_smi
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+from tests.support.hostvenv import make_venv
 
 pytestmark = pytest.mark.sshd
 
 
-def make_host_venv(path: Path) -> str:
-    """A real venv for one test host. torch, pip, setuptools and the build requirements come from the
-    controller's environment through a .pth file (so each host venv costs seconds, not a torch
-    install; no ensurepip copies of an older pip and setuptools shadow the controller's); what
+def make_host_venv(path: Path, kind: str = "virtualenv") -> str:
+    """A real venv for one test host, made as users make them (``kind``: see
+    :mod:`tests.support.hostvenv`); torch and the build requirements come from a folder holding
+    only those (:func:`~tests.support.hostvenv.base_site`, through a .pth file), never the
+    controller's ``.venv``, where ``fleetctl deploy --hosts local`` installs fp4_kernels; what
     fleetctl installs lands in the host venv's own site-packages, which comes first on sys.path."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
-    purelib = subprocess.run([str(path / "bin" / "python3"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
-    Path(purelib, "_controller_site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return str(path)
+    return make_venv(path, kind)
 
 
 def host_entry(farm, host, tmp_path: Path, **extra) -> dict:
@@ -38,10 +35,12 @@ def host_entry(farm, host, tmp_path: Path, **extra) -> dict:
 
 def test_deploy_builds_each_host_for_its_own_sm_installs_and_verifies(sshd_farm, tmp_path):
     hosts = {}
-    for name, gpu in (("sm90", H200), ("sm120", RTX_PRO_6000)):
+    # venvs as users make them: python -m venv (Python's bundled pip, then a current setuptools),
+    # and virtualenv
+    for name, gpu, kind in (("sm90", H200, "venv"), ("sm120", RTX_PRO_6000, "virtualenv")):
         h = sshd_farm.start(name)
         write_fake_nvidia_smi(h.bin_dir, [gpu])
-        hosts[name] = host_entry(sshd_farm, h, tmp_path, venv=make_host_venv(tmp_path / f"venv-{name}"))
+        hosts[name] = host_entry(sshd_farm, h, tmp_path, venv=make_host_venv(tmp_path / f"venv-{name}", kind))
     inv = write_inventory(tmp_path / "inv.yaml", {"gpu-nodes": hosts})
 
     res = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", home=tmp_path, timeout_s=1500)

@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import sysconfig
 import textwrap
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ import pytest
 import yaml
 
 from tests.support.fleet import REPO, fleetctl, last_run
+from tests.support.hostvenv import base_site
 from tests.support.slurm import (counting_launcher, launcher_calls, slurm_cluster,  # noqa: F401
                                  slurm_cluster_session, slurm_uniform_cluster, slurm_uniform_cluster_session)
 
@@ -227,8 +227,9 @@ def test_ctrl_c_or_sigterm_releases_the_allocation(slurm_cluster, tmp_path, sig,
 
 def make_node_venvs(cluster, home: Path, launcher: str) -> str:
     """A real venv on each node's own disk (``cluster.local/venv``), made through ``fleetctl run``;
-    torch, scikit-build-core and nanobind come from the controller's environment through a .pth
-    file (as tests/test_deploy_e2e.py's make_host_venv), so each costs seconds, not a torch install.
+    torch, scikit-build-core and nanobind come from :func:`tests.support.hostvenv.base_site`
+    through a .pth file (as tests/test_deploy_e2e.py's make_host_venv; never the controller's
+    ``.venv``, where a local deploy puts fp4_kernels), so each costs seconds, not a torch install.
     What fleetctl installs lands in the node venv's own site-packages."""
     venv = str(cluster.local / "venv")
     made = cli("-i", "slurm:", "run", "--hosts", "all", "--", sys.executable, "-m", "venv", venv, home=home,
@@ -237,7 +238,7 @@ def make_node_venvs(cluster, home: Path, launcher: str) -> str:
     pth = ("import sys, sysconfig; "
            "open(sysconfig.get_paths()['purelib'] + '/_controller_site.pth', 'w').write(sys.argv[1] + '\\n')")
     linked = cli("-i", "slurm:", "run", "--hosts", "all", "--", f"{venv}/bin/python3", "-c", pth,
-                 sysconfig.get_paths()["purelib"], home=home, launcher=launcher)
+                 str(base_site()), home=home, launcher=launcher)
     assert linked.returncode == 0, linked.stdout[-2000:] + linked.stderr[-2000:]
     return venv
 

@@ -38,6 +38,7 @@ from .build_meta import BuildMeta
 from .build_preflight import CLEAN_PYTHON_ENV, missing_tools
 from .build_faults import named_failure
 from .build_record import HOOK_FILES, RECORD_NAME, compiler_mismatch, parse_record, torch_drift
+from .pytool import pick_tool
 from .steps import Emit, Fail, Get, Local, Publish, Put, PutFiles, Run, probe
 
 #: Prints the build leftovers present in the tree ``$1`` (one name a line).
@@ -69,8 +70,7 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
                key: str, dest: str, defines: dict[str, str], decision: dict[str, Any], once: bool, meta: BuildMeta,
                info: Mapping[str, Any]) -> Plan:
     """Build on this host, check what it used and the wheel, write the stamp, publish to the class."""
-    uv = (facts.get("uv") or {}).get("path")
-    tool = "uv" if args.tool == "uv" or (args.tool == "auto" and uv) else "pip"
+    tool, uv, _ = pick_tool(args.tool, facts, host.venv, host.python)  # a missing tool failed the preflight
     jobs = int(target.get("max_jobs") or 1)
     logs = f"full log: fleetctl logs {posixpath.basename(host.run_dir)} {host.name}"
     src = args.src.rstrip("/") or "/"
@@ -100,7 +100,9 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
               reason="no stale build leftovers in the source tree")
     tools = missing_tools(info, facts, host.venv)
     if tools and args.install_build_requirements:
-        res = yield Run(argv=(host.python, "-m", "pip", "install", "--no-input", *tools), env=CLEAN_PYTHON_ENV, cwd="/",
+        install = ((uv, "pip", "install", "--python", host.python) if tool == "uv" and uv
+                   else (host.python, "-m", "pip", "install", "--no-input"))
+        res = yield Run(argv=(*install, *tools), env=CLEAN_PYTHON_ENV, cwd="/",
                         reason=f"install the missing build requirements {', '.join(tools)}")
         if res.rc != 0:
             return (yield from fail(f"installing the build requirements {' '.join(tools)} failed: {first_error_line(res)}"))

@@ -1,6 +1,7 @@
 """``build_wheel``'s preflight: everything that would make a build fail or come out wrong, found
 before anything is uploaded or compiled. Pure functions of facts, the source tree's build
-metadata (:mod:`~fleetctl.tasks.build_meta`) and the venv probe's answer (:data:`VENV_PROBE`).
+metadata (:mod:`~fleetctl.tasks.build_meta`) and the venv probe's answer
+(:data:`~fleetctl.tasks.venv_probe.VENV_PROBE`: each question in its own process).
 
 Each problem is one line: the cause and the fix. The task joins them into its message, so a
 failed preflight reads ``preflight: driver 535.104.05 is older than ... (install driver >= 580 ...)``
@@ -18,94 +19,13 @@ from typing import Any
 from ..build import DEFAULT_PATH, available_memory_mib, unsupported_archs
 from ..cudacompat import ArchToken, driver_problem, predicted_binaries, uncovered_gpus
 from .build_meta import TORCH_EXTENSION_TOOLS, BuildMeta, requirement_name
-from .steps import Run, probe
-
-#: Runs in the venv's python (any 3.8+) with one JSON argument ``{"imports", "requirements",
-#: "tokens", "tmp"}``; prints one JSON object: the interpreter (``executable``, ``prefix``), the
-#: import names it lacks (``missing``), each requirement's installed version and whether it
-#: satisfies the specifier (``requirements``, via pip's vendored ``packaging`` when present),
-#: ``setuptools``' version, what ``torch.utils.cpp_extension._get_cuda_arch_flags`` makes of each
-#: arch token (``torch_archs``: ``{token: {"ok", "flags" | "error"}}``, only when tokens are
-#: given) and the file system of a ``tmp`` folder (``{path, free_mib, noexec, writable}``).
-VENV_PROBE = r'''
-import importlib.util, json, os, sys
-a = json.loads(sys.argv[1])
-out = {"executable": sys.executable, "prefix": sys.prefix, "missing": [], "requirements": {}, "setuptools": None,
-       "torch_archs": None, "torch_archs_error": None, "tmp": None}
-out["missing"] = [m for m in a.get("imports", []) if importlib.util.find_spec(m) is None]
-try:
-    from importlib import metadata as md
-except ImportError:
-    md = None
-try:
-    from pip._vendor.packaging.requirements import Requirement
-except Exception:
-    Requirement = None
-def version_of(name):
-    try:
-        return md.version(name) if md else None
-    except Exception:
-        return None
-out["setuptools"] = version_of("setuptools")
-for req in a.get("requirements", []):
-    name, spec, applies = req.split(";")[0].split("[")[0].strip(), None, True
-    if Requirement is not None:
-        try:
-            r = Requirement(req)
-            name, spec = r.name, r.specifier
-            applies = r.marker is None or r.marker.evaluate()
-        except Exception:
-            pass
-    for sep in "<>=!~ (":
-        name = name.split(sep)[0]
-    have = version_of(name)
-    ok = have is not None and (spec is None or not str(spec) or spec.contains(have, prereleases=True))
-    out["requirements"][req] = {"name": name, "installed": have, "ok": ok or not applies}
-if a.get("tokens") is not None:
-    try:
-        import torch.utils.cpp_extension as ce
-        res = {}
-        for tok in a["tokens"]:
-            os.environ["TORCH_CUDA_ARCH_LIST"] = tok
-            try:
-                res[tok] = {"ok": True, "flags": ce._get_cuda_arch_flags()}
-            except Exception as exc:
-                res[tok] = {"ok": False, "error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
-        out["torch_archs"] = res
-    except Exception as exc:
-        out["torch_archs_error"] = "%s: %s" % (type(exc).__name__, exc)
-if a.get("tmp"):
-    p = os.path.abspath(a["tmp"])
-    while not os.path.exists(p) and os.path.dirname(p) != p:
-        p = os.path.dirname(p)
-    st = os.statvfs(p)
-    out["tmp"] = {"path": p, "free_mib": st.f_bavail * st.f_frsize // 1048576, "noexec": bool(st.f_flag & 8),
-                  "writable": os.access(p, os.W_OK | os.X_OK)}
-print(json.dumps(out))
-'''
-
-#: Unset for every command that runs the venv's python: a login environment's PYTHONPATH (a source
-#: checkout) or another environment's markers must not change what it imports.
-CLEAN_PYTHON_ENV: dict[str, str | None] = {"PYTHONPATH": None, "PYTHONHOME": None, "VIRTUAL_ENV": None,
-                                           "CONDA_PREFIX": None, "CONDA_DEFAULT_ENV": None}
+from .venv_probe import CLEAN_PYTHON_ENV, VENV_PROBE, torch_probe_problem, venv_probe  # noqa: F401 - their home
 
 _SETUPTOOLS_OWN_BDIST_WHEEL = (70, 1)
 
 
 def _version(text: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", text or "")[:3])
-
-
-def venv_probe(python: str, imports: Sequence[str], requirements: Sequence[str], tokens: Sequence[str] | None,
-               tmp: str | None) -> Run:
-    """The read-only probe of the venv's python (cwd ``/``: nothing in a source folder can shadow
-    what the venv holds)."""
-    import json
-
-    arg = json.dumps({"imports": list(imports), "requirements": list(requirements), "tokens": tokens, "tmp": tmp},
-                     sort_keys=True)
-    return probe([python, "-c", VENV_PROBE, arg], f"check {python}, the build requirements and the arch list",
-                 env=CLEAN_PYTHON_ENV, cwd="/")
 
 
 def facts_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: Any, venv: str | None,
@@ -203,7 +123,9 @@ def probe_problems(info: Mapping[str, Any], meta: BuildMeta, facts: Mapping[str,
                         "venv with its own torch: no_build_isolation: true (the default)")
     tools = missing_tools(info, facts, venv)
     needs_torch = not isolated and (meta.torch_extension or meta.torch_required)
-    if needs_torch and not py.get("torch"):
+    if needs_torch and not py.get("torch") and py.get("torch_probe_error"):
+        problems.append(torch_probe_problem(py["torch_probe_error"]))
+    elif needs_torch and not py.get("torch"):
         problems.append(f"torch does not import in {venv} ({py.get('torch_error') or 'not installed'}): the build "
                         "compiles against the venv's torch; install the torch build for this host's CUDA into the venv "
                         "(not an isolated build: that would compile against another torch)")

@@ -24,7 +24,6 @@ set. The planner:
 from __future__ import annotations
 
 import dataclasses
-import json
 import posixpath
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -48,7 +47,9 @@ from .build_space import build_paths, space_probe, space_problems
 from .build_toolchain import host_compiler_preflight
 from .copy import REMOTE_TREE_HASH
 from .install_target import shared_message, target_ids
+from .pytool import pick_tool
 from .steps import ClassRole, Emit, Fetch, Local, Publish, Put, TargetClaim, probe
+from .venv_probe import parse_venv_probe, probe_fault_problems, probe_started
 
 #: The tree hash's exit status when its folder is not there (sysexits.h EX_NOINPUT), told apart
 #: from a hash that failed: checked in the same command, so nothing is printed into the log.
@@ -195,6 +196,8 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     if cxx_note:  # nvcc refuses its default host compiler: another one the host has is used
         decision["host_compiler"] = cxx_note
     problems = facts_problems(facts, tokens, args, host.venv, host.cuda_home) + cxx_problems
+    tool_problem = pick_tool(args.tool, facts, host.venv, host.python)[2] if host.venv else None
+    problems += [tool_problem] if tool_problem else []
     if problems:
         return _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
     src = args.src.rstrip("/") or "/"
@@ -204,10 +207,14 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     torch_tokens = [t.text for t in tokens] if meta.torch_extension and (facts.get("python") or {}).get("torch") else None
     tmp_override = (args.env or {}).get("TMPDIR")
     info_res = yield venv_probe(host.python, args.required_build_packages, reqs, torch_tokens, tmp_override)
-    try:
-        info = json.loads(info_res.stdout_text.strip().splitlines()[-1])
-    except (ValueError, IndexError):
+    info = parse_venv_probe(info_res)
+    if info is None and probe_started(info_res):  # the interpreter ran fleetctl's code: its fault
+        info = {"probe_errors": {"venv": f"rc={info_res.rc}: {first_error_line(info_res)}"}}
+    if info is None:
         return _fail(f"preflight: venv python {host.python} does not run: {first_error_line(info_res)}", decision)
+    problems = probe_fault_problems(info)
+    if problems:
+        return _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
     problems = probe_problems(info, meta, facts, args, host.venv, host.python, isolated)
     if problems:
         return _fail("preflight: " + "; ".join(problems), decision, preflight=problems, build_meta=meta.as_dict())

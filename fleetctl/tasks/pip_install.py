@@ -38,7 +38,9 @@ from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_keys import STAMP_NAME
 from .build_preflight import CLEAN_PYTHON_ENV
 from .install_target import INSTALL_RECORD, dropped_by, shared_message, target_ids
+from .pytool import pick_tool
 from .steps import Note, Put, Run, TargetClaim, probe
+from .venv_probe import probe_started
 
 #: Reads fleetctl's install record, the installed distribution (version, location, a digest of its
 #: RECORD without the installer's own files), torch's version and CUDA build without importing
@@ -49,6 +51,7 @@ from .steps import Note, Put, Run, TargetClaim, probe
 #: most of this probe's time; tests/test_planners.py checks both agree.
 STATE_SCRIPT = r'''
 import ast, hashlib, json, os, re, sys
+print("@@FLEETCTL_PROBE_STARTED@@", flush=True)
 import importlib.util
 out = {"record": None, "dist": None, "torch": None, "cuda": None, "dists": {}, "stamp": None}
 for key, path in (("record", sys.argv[2]), ("stamp", sys.argv[3] if len(sys.argv) > 3 else "")):
@@ -181,12 +184,22 @@ def check_problems(res: CommandResult) -> list[str]:
 
 
 def parse_state(res: CommandResult) -> dict[str, Any]:
-    """:data:`STATE_SCRIPT`'s JSON, or ``{"error": first line}`` when it did not run."""
+    """:data:`STATE_SCRIPT`'s JSON, or ``{"error": first line, "probe_fault": bool}`` when it gave
+    none: ``probe_fault`` when the venv's python ran the script (its first line), so the fault is
+    fleetctl's probe's, not the host's."""
     try:
         return json.loads(res.stdout_text.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return {"record": None, "dist": None, "torch": None, "cuda": None, "dists": {}, "stamp": None,
-                "error": first_error_line(res)}
+                "error": first_error_line(res), "probe_fault": probe_started(res)}
+
+
+def state_failure(state: dict[str, Any], python: str, when: str) -> str:
+    """The line for a state probe that gave no answer (see :func:`parse_state`)."""
+    if state.get("probe_fault"):
+        return (f"fleetctl's probe install-state ({when}) failed on this host: {state['error']}; this is a fault "
+                "of fleetctl, not of the host (please report it with the host's log: fleetctl logs RUN_ID HOST)")
+    return f"venv python {python} does not run ({when}): {state['error']}"
 
 
 def built_against(stamp: dict[str, Any] | None) -> tuple[str | None, str | None, str] | None:
@@ -243,8 +256,9 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                                 reason="does another host install into this venv?")) if ids else ()
     if shared:
         return TaskResult(Status.FAILED, msg=shared_message(host.name, shared), data={"decision": {"action": "fail"}})
-    uv = (host.facts.get("uv") or {}).get("path")
-    tool = "uv" if args.tool == "uv" or (args.tool == "auto" and uv) else "pip"
+    tool, uv, problem = pick_tool(args.tool, host.facts, host.venv, host.python)
+    if problem:
+        return TaskResult(Status.FAILED, msg=problem, data={"decision": {"action": "fail"}})
     dist = dist_name(wheel)
     record_path = posixpath.join(installed_dir(host.workdir), f"{dist}.json")
     stamp_path = posixpath.join(posixpath.dirname(wheel), STAMP_NAME)
@@ -258,6 +272,9 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     state_res = yield probe(state_argv, f"what {host.venv} holds now (dist-info, torch, every distribution)",
                             timeout_s=300, env=CLEAN_PYTHON_ENV, cwd="/")
     before = parse_state(state_res)
+    if before.get("error"):  # unknown is not "nothing installed": torch could not be guarded
+        return TaskResult(Status.FAILED, msg=state_failure(before, host.python, "before the install") + "; nothing was installed",
+                          data={"decision": {"action": "fail"}})
     previous = before.get("record") or None
     held = before.get("dist") or {}
     built = built_against(before.get("stamp"))
@@ -311,6 +328,10 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                           env=CLEAN_PYTHON_ENV, cwd="/", reason="torch and the other distributions unchanged?",
                           assume=CommandResult(argv=[], rc=0, stdout=json.dumps(assume).encode()))
     after = parse_state(after_res)
+    if after.get("error"):  # no answer is not "torch is gone": nothing to roll back on a guess
+        return TaskResult(Status.FAILED, data={"wheel": wheel, "sha256": digest, "tool": tool, "decision": decision},
+                          msg=f"installed {posixpath.basename(wheel)}, but whether torch moved is unknown: "
+                              + state_failure(after, host.python, "after the install"))
     check_after = yield Run(argv=tuple(check_argv(tool, host.python, uv)), mutating=False, after_change=True, quiet=True,
                             env=CLEAN_PYTHON_ENV, cwd="/", reason="pip check after the install")
     old_problems = set(check_problems(check_before))

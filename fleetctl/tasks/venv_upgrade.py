@@ -22,8 +22,9 @@ from .argtypes import ActionArgs, argv_list
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_preflight import CLEAN_PYTHON_ENV
 from .envs import STAGED_FACT, staged_environment, venv_facts
-from .pip_install import STATE_SCRIPT, dist_changes, parse_state
+from .pip_install import STATE_SCRIPT, dist_changes, parse_state, state_failure
 from .steps import Run, probe
+from .pytool import pick_tool
 
 
 class VenvUpgradeArgs(ActionArgs):
@@ -81,12 +82,16 @@ def plan(args: VenvUpgradeArgs, host: HostView) -> Plan:
     before = parse_state((yield probe(state_argv, f"what {host.venv} holds now", timeout_s=300,
                                       env=CLEAN_PYTHON_ENV, cwd="/")))
     if before.get("error"):
-        return TaskResult(Status.FAILED, msg=f"venv {host.venv} does not run: {before['error']}")
+        return TaskResult(Status.FAILED, msg=state_failure(before, host.python, "before the upgrade"))
     uv = (host.facts.get("uv") or {}).get("path")
     has_pip = "pip" in (before.get("dists") or {})
     tool = args.tool if args.tool != "auto" else ("pip" if has_pip or not uv else "uv")
     if tool == "uv" and not uv:
         return TaskResult(Status.FAILED, msg="tool: uv, but the host has no uv (facts: uv.path)")
+    if tool == "pip" and not has_pip:  # a venv made by uv venv or --without-pip
+        problem = pick_tool(args.tool, {"python": {"packages": {"pip": None}}, "uv": host.facts.get("uv")},
+                            host.venv, host.python)[2]
+        return TaskResult(Status.FAILED, msg=problem or f"the venv {host.venv} has no pip")
     env = {**CLEAN_PYTHON_ENV, "TMPDIR": host.run_dir}
     names = _names(args.packages)
     res = yield Run(argv=tuple(install_argv(tool, host.python, uv, args)), env=env, cwd="/",

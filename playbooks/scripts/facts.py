@@ -32,7 +32,9 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     in search order, as ``{home, nvcc, nvcc_realpath, version, archs, source}``.
 ``python``          ``{executable, venv, exists, version: "3.12.3", tag: "cp312", implementation,
                     site_packages, prefix, in_venv, packages: {dist: version | null}, torch,
-                    torch_cuda, torch_cxx11_abi, torch_arch_list, torch_file, torch_error, error}``
+                    torch_cuda, torch_cxx11_abi, torch_arch_list, torch_file, torch_error,
+                    torch_probe_error, error}``; ``torch_error`` is what is wrong with the host's torch,
+                    ``torch_probe_error`` what went wrong in fleetctl's own reader (never the host's).
                     from a subprocess of that interpreter; torch is NOT imported (seconds of CPU):
                     its version, CUDA build, C++ ABI flag and arch list are read from its files
                     (:data:`TORCH_READER`), so a broken torch is reported, never fatal.
@@ -1221,8 +1223,10 @@ def read_torch():
 _PYTHON_PROBE += TORCH_READER + r"""
 try:
     t = read_torch()
-except BaseException as exc:
+except (OSError, SyntaxError) as exc:  # the host's torch: files unreadable, a version.py that does not parse
     t = {"torch_error": "cannot read torch's files: %s: %s" % (type(exc).__name__, exc)}
+except BaseException as exc:  # the reader's own fault: says nothing about the host's torch
+    t = {"torch_probe_error": "fleetctl's probe read_torch failed: %s: %s" % (type(exc).__name__, exc)}
 sys.stdout.write(MARK + json.dumps(t) + "\n")
 sys.stdout.flush()
 """
@@ -1246,6 +1250,7 @@ def probe_python(venv):
         "implementation": None, "site_packages": None, "prefix": None, "in_venv": None,
         "packages": {}, "torch": None, "torch_cuda": None, "torch_file": None,
         "torch_error": None, "torch_cxx11_abi": None, "torch_arch_list": None, "error": None,
+        "torch_probe_error": None,
     }
     if not py["exists"]:
         py["error"] = "%s: no such interpreter" % exe
@@ -1266,11 +1271,14 @@ def probe_python(venv):
         py["error"] = error or "probe exited %s: %s" % (rc, _first_line(err, out) or "no output")
         py["torch_error"] = py["torch_error"] or "interpreter probe failed"
     elif len(parts) == 1:
-        py["torch_error"] = "reading torch: " + (error or "probe exited %s: %s" % (rc, _first_line(err) or "no output"))
+        py["torch_probe_error"] = "fleetctl's probe read_torch did not answer: " + (
+            error or "probe exited %s: %s" % (rc, _first_line(err) or "no output"))
     if py["error"]:
         log("python: " + py["error"])
     if py["torch_error"]:
         log("python: torch: " + py["torch_error"])
+    if py["torch_probe_error"]:
+        log("python: torch: " + py["torch_probe_error"])
     return py
 
 

@@ -44,6 +44,8 @@ import zlib
 
 MARK = "@@FLEETCTL_SESSION@@ "
 WORKDIR = "\x00W"
+#: The umask the login gave this process (probes run with it; this process's own files are 077).
+LOGIN_UMASK = 0o022
 
 
 def read_block(stream):
@@ -151,9 +153,12 @@ def run_probe(probe, limit):
     if cwd and not os.path.isdir(cwd):
         return None
     started = time.time()
+    # the login's umask, not this process's 077: a probe runs as the engine would run it (a venv
+    # probe importing torch may write __pycache__ folders others must read)
+    extra = {"umask": LOGIN_UMASK} if sys.version_info >= (3, 9) else {}
     try:
         proc = subprocess.Popen(probe["argv"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env, cwd=cwd or None, start_new_session=True)
+                                stderr=subprocess.PIPE, env=env, cwd=cwd or None, start_new_session=True, **extra)
     except (OSError, ValueError):
         return None
     try:
@@ -220,7 +225,8 @@ def main():
     home = os.environ.get("HOME", "")
     out = {"login": {"shell": os.environ.get("SHELL", ""), "home": home,
                      "home_missing": not (home and os.path.isdir(home))}}
-    os.umask(0o077)
+    global LOGIN_UMASK
+    LOGIN_UMASK = os.umask(0o077)
     workdir = resolve(job["workdir"], home)
     run_dir = os.path.join(workdir, "runs", job["run_id"])
     out["workdir"], out["run_dir"] = workdir, run_dir

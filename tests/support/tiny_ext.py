@@ -1,6 +1,7 @@
 """Tiny extensions and real host conditions for the build-fault tests.
 
-The extensions live in ``tests/data/ext/`` (a setuptools torch ``CUDAExtension``; a
+The extensions live in ``tests/data/ext/`` (a setuptools torch ``CUDAExtension`` and a CPU-only
+``CppExtension``; a
 scikit-build-core CMake project with a FetchContent and an ExternalProject dependency and a
 generator it builds and runs); they are copied into a test's folder before use. The conditions are
 real, not simulated: a noexec or tiny tmpfs (``mount``), a memory cgroup (v1 or v2) around a test
@@ -34,17 +35,13 @@ REAL_CUDA = Path("/usr/local/cuda").resolve()
 
 
 def tool_venv(path: Path) -> str:
-    """A real venv for a test host whose pip, setuptools, torch and build tools are the
-    controller's (through a .pth file; no ensurepip copies of old pip and setuptools shadow them);
-    what fleetctl installs lands in the venv's own site-packages."""
-    import sys
-    import sysconfig
+    """A real venv for a test host, made by ``virtualenv`` (its own current pip and setuptools,
+    setuptools' distutils shim active as on users' hosts); torch and the build tools come from
+    :func:`tests.support.hostvenv.base_site` (never the controller's ``.venv`` itself); what
+    fleetctl installs lands in the venv's own site-packages."""
+    from tests.support.hostvenv import make_venv
 
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
-    purelib = subprocess.run([str(path / "bin" / "python3"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
-    Path(purelib, "_controller_site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return str(path)
+    return make_venv(path, "virtualenv")
 
 
 def site_packages(venv: str) -> Path:
@@ -55,6 +52,12 @@ def site_packages(venv: str) -> Path:
 def torch_ext(dest: Path) -> Path:
     """A copy of the setuptools torch CUDA extension (``tiny_torch_ext``) at ``dest``."""
     shutil.copytree(EXT / "torch_ext", dest)
+    return dest
+
+
+def cpp_ext(dest: Path) -> Path:
+    """A copy of the CPU-only setuptools torch ``CppExtension`` (``tiny_cpp_ext``) at ``dest``."""
+    shutil.copytree(EXT / "cpp_ext", dest)
     return dest
 
 

@@ -506,4 +506,65 @@ case("venv_upgrade", "an-index-without-the-nightly-names-pip-s-error", args=UP, 
             {"expect": {"type": "Run", "mutating": True},
              "answer": {"rc": 1, "stderr": "ERROR: Could not find a version that satisfies the requirement torch==2.12.0.dev20261128 (from versions: 2.11.0)\nERROR: No matching distribution found for torch==2.12.0.dev20261128\n"}}],
      result={"status": "failed", "msg": "pip install torch==2.12.0.dev20261128: ERROR: Could not find a version"})
+
+# -- Python environments as they come (issue 23): a venv without pip, fleetctl's own probe failing
+PY_NO_PIP = {**PY, "packages": {"pip": None, "setuptools": None, "torch": "2.11.0+cu130"}}
+FACTS_NO_PIP = {**FACTS90, "python": PY_NO_PIP, "uv": {"path": None}}
+NO_PIP_MSG = ("the venv /venv has no pip and this host has no uv, so nothing can build or install into it: add pip to it "
+              "(/venv/bin/python3 -m ensurepip --upgrade), or install uv on the host")
+case("build_wheel", "a-venv-without-pip-on-a-host-without-uv-fails-while-planning", args=BW,
+     host={**H90, "facts": FACTS_NO_PIP}, steps=[], result={"status": "failed", "msg": NO_PIP_MSG, "decision": {"action": "fail"}})
+case("build_wheel", "tool-uv-on-a-host-without-uv-fails-while-planning", args={**BW, "tool": "uv"},
+     host={**H90, "facts": {**FACTS90, "uv": {"path": None}}}, steps=[],
+     result={"status": "failed", "msg": "tool: uv, but this host has no uv (looked on PATH, ~/.local/bin, ~/.cargo/bin)"})
+case("pip_install", "a-venv-without-pip-on-a-host-without-uv-fails-before-any-step", args=PI,
+     host={"facts": FACTS_NO_PIP, "files": {WHEEL: SHA}}, steps=[], result={"status": "failed", "msg": NO_PIP_MSG})
+case("pip_install", "a-venv-without-pip-installs-with-the-hosts-uv",
+     args={**PI, "keep_previous": False}, host={"facts": {**FACTS_NO_PIP, "uv": {"path": "/usr/local/bin/uv"}}, "files": {WHEEL: SHA}},
+     steps=[{"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV}, "answer": STATE(None, None)},
+            {"expect": {"type": "Run", "argv": ["/usr/local/bin/uv", "pip", "check", "--python", "/venv/bin/python3"]}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "mutating": True, "argv": ["/usr/local/bin/uv", "pip", "install", "--python", "/venv/bin/python3",
+                                                                 "--force-reinstall", "--no-deps", WHEEL]}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "mutating": False}, "answer": STATE(None, {"version": "0.1.0", "record_sha256": "r"})},
+            {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0}}],
+     result={"status": "changed", "msg": "(uv)"})
+VENV_STARTED = "@@FLEETCTL_PROBE_STARTED@@\n"
+def crashed_probe(question, error):
+    out = json.loads(venv_out(["setuptools>=64", "packaging", "ninja", "wheel"])["stdout"])
+    return {"rc": 0, "stdout": VENV_STARTED + json.dumps({**out, "probe_errors": {question: error}}) + "\n"}
+case("build_wheel", "a-crashed-probe-question-is-fleetctls-fault-not-the-hosts", args=BW, host=H90,
+     steps=[META_TEXT, {"expect": {"type": "Run", "mutating": False, "cwd": "/"},
+                        "answer": crashed_probe("torch_archs", "killed by signal 11: no answer")}],
+     result={"status": "failed", "msg": "fleetctl's probe torch_archs (which arch names torch.utils.cpp_extension accepts) "
+                                        "failed on this host: killed by signal 11: no answer; this is a fault of fleetctl, not of the host"})
+case("build_wheel", "a-probe-that-started-and-printed-no-answer-is-fleetctls-fault", args=BW, host=H90,
+     steps=[META_TEXT, {"expect": {"type": "Run", "mutating": False, "cwd": "/"},
+                        "answer": {"rc": 1, "stdout": VENV_STARTED, "stderr": "Traceback (most recent call last):\nOSError: [Errno 5] Input/output error\n"}}],
+     result={"status": "failed", "msg": "fleetctl's probe venv (the probe of the venv's python) failed on this host: rc=1: OSError: [Errno 5]"})
+case("build_wheel", "a-venv-python-that-does-not-start-is-the-hosts-fault", args=BW, host=H90,
+     steps=[META_TEXT, {"expect": {"type": "Run", "mutating": False, "cwd": "/"},
+                        "answer": {"rc": 127, "stderr": "/bin/sh: 1: /venv/bin/python3: not found\n"}}],
+     result={"status": "failed", "msg": "preflight: venv python /venv/bin/python3 does not run: /bin/sh: 1: /venv/bin/python3: not found"})
+case("build_wheel", "torch-facts-that-fleetctls-reader-could-not-read-are-not-called-a-broken-torch", args=BW,
+     host={**H90, "facts": {**FACTS90, "python": {**PY, "torch": None, "torch_cuda": None,
+                                                  "torch_probe_error": "fleetctl's probe read_torch failed: IndexError: list index out of range"}}},
+     steps=[META_TEXT, {"expect": {"type": "Run", "mutating": False, "cwd": "/"}, "answer": venv_out(["setuptools>=64", "packaging", "ninja", "wheel"])}],
+     result={"status": "failed", "msg": "fleetctl's probe read_torch failed: IndexError: list index out of range: fleetctl could not "
+                                        "read the venv's torch, a fault of fleetctl, not of the host"})
+case("pip_install", "a-crashed-install-state-probe-is-fleetctls-fault-and-installs-nothing", args=PI, host=HP,
+     steps=[{"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV},
+             "answer": {"rc": 1, "stdout": "@@FLEETCTL_PROBE_STARTED@@\n", "stderr": "Traceback (most recent call last):\nKeyError: 'x'\n"}}],
+     result={"status": "failed", "msg": "fleetctl's probe install-state (before the install) failed on this host: KeyError: 'x'; "
+                                        "this is a fault of fleetctl, not of the host"})
+case("pip_install", "a-venv-python-that-does-not-start-is-named-and-nothing-is-installed", args=PI, host=HP,
+     steps=[{"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV},
+             "answer": {"rc": 127, "stderr": "sh: 1: /venv/bin/python3: not found\n"}}],
+     result={"status": "failed", "msg": "venv python /venv/bin/python3 does not run (before the install): sh: 1: /venv/bin/python3: not found; nothing was installed"})
+case("pip_install", "no-answer-after-the-install-is-not-a-torch-change-and-rolls-nothing-back", args={**PI, "keep_previous": False}, host=HP,
+     steps=[{"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV}, "answer": STATE(None, None)},
+            {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "mutating": True}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV},
+             "answer": {"rc": -9, "stdout": "@@FLEETCTL_PROBE_STARTED@@\n", "stderr": ""}}],
+     result={"status": "failed", "msg": "but whether torch moved is unknown: fleetctl's probe install-state (after the install) failed"})
 print("ok", K[:16])

@@ -1,0 +1,59 @@
+"""Which front end builds and installs into a host's venv: uv or the venv's own pip, decided
+while planning from facts, so that a venv that has neither fails before anything is uploaded.
+
+Venvs come without pip: ``uv venv`` makes none, nor ``python -m venv --without-pip``, nor a
+Debian python without ``python3-venv``'s ensurepip. ``python -m pip`` then fails with ``No module
+named pip``, after the sources were uploaded. uv needs no pip in the venv (``uv pip install
+--python PY``, ``uv build --python PY``: uv's docs, "Using Python environments").
+
+Facts (``python.packages.pip``: the venv's pip version, ``None`` when it has none; ``uv.path``)
+decide; when facts do not list the venv's packages (an older facts script), pip is assumed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+#: Where to get uv (Astral's install page).
+UV_INSTALL = "https://docs.astral.sh/uv/getting-started/installation/"
+
+
+def venv_has_pip(facts: Mapping[str, Any]) -> bool | None:
+    """Whether the venv's python finds a pip distribution (``None``: facts do not say)."""
+    packages = (facts.get("python") or {}).get("packages")
+    if not isinstance(packages, Mapping) or "pip" not in packages:
+        return None
+    return packages.get("pip") is not None
+
+
+def pick_tool(requested: str, facts: Mapping[str, Any], venv: str | None, python: str) -> tuple[str, str | None, str | None]:
+    """``(tool, uv path, problem)`` for a task's ``tool`` (``"auto"``, ``"uv"``, ``"pip"``).
+
+    ``auto`` is uv when the host has it, else the venv's pip. ``problem`` (one line: the cause
+    and both fixes) is set when the chosen tool is not there; the task must then fail while
+    planning.
+    """
+    uv = (facts.get("uv") or {}).get("path")
+    pip = venv_has_pip(facts)
+    where = venv or python
+    add_pip = f"add pip to it ({python} -m ensurepip --upgrade" + (f", or {uv} pip install --python {python} pip)"
+                                                                   if uv else ")")
+    if requested == "uv":
+        if uv:
+            return "uv", uv, None
+        return "uv", None, (f"tool: uv, but this host has no uv (looked on PATH, ~/.local/bin, ~/.cargo/bin): install "
+                            f"uv on the host ({UV_INSTALL})" + (", or use tool: pip (the venv has pip)" if pip is not False
+                                                                else f", or {add_pip} and use tool: pip"))
+    if requested == "pip":
+        if pip is not False:
+            return "pip", uv, None
+        return "pip", uv, (f"tool: pip, but the venv {where} has no pip (No module named pip): {add_pip}"
+                           + (", or use tool: auto (this host has uv)" if uv else
+                              f", or install uv on the host ({UV_INSTALL}) and use tool: auto"))
+    if uv:
+        return "uv", uv, None
+    if pip is not False:
+        return "pip", None, None
+    return "pip", None, (f"the venv {where} has no pip and this host has no uv, so nothing can build or install "
+                         f"into it: {add_pip}, or install uv on the host ({UV_INSTALL})")
