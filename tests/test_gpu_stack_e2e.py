@@ -71,7 +71,7 @@ def test_mismatched_driver_fails_at_facts_others_succeed(sshd_farm, tmp_path):
     assert doc["mismatch"]["gpu_stack"]["status"] == "broken"
     human = fleetctl("-i", str(inv), "facts", "--hosts", "mismatch", home=tmp_path, timeout_s=300)
     assert human.returncode == 1
-    assert "mismatch: GPU stack broken: nvidia-smi: exit 18: Failed to initialize NVML: Driver/library version " \
+    assert "mismatch: FAILED: GPU stack broken: nvidia-smi: exit 18: Failed to initialize NVML: Driver/library version " \
            "mismatch" in human.stdout + human.stderr, human.stdout + human.stderr
     # every GPU counts: each listed with uuid and bus id, the build is for the union
     mixed = doc["mixed"]

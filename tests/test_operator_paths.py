@@ -114,11 +114,11 @@ def test_only_a_build_says_it_builds_for_fallback_archs(tmp_path):
     plan's notes ("no GPU found ...: building for fallback_archs ...")."""
     import os
 
-    from tests.support.fake_gpu import write_failing_nvidia_smi
     from tests.support.fleet import REPO
 
-    write_failing_nvidia_smi(tmp_path / "bin")
-    env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    # a build host: no NVIDIA driver at all (no nvidia-smi on PATH; a failing one is a broken stack)
+    path = ":".join(d for d in os.environ["PATH"].split(":") if d and not os.path.exists(os.path.join(d, "nvidia-smi")))
+    env = {"PATH": path}
     inv = tmp_path / "inv.yaml"
     inv.write_text(f"all:\n  hosts:\n    me: {{ansible_connection: local, workdir: {tmp_path}/w, "
                    f"venv: {REPO / '.venv'}}}\n")
