@@ -186,3 +186,16 @@ def test_the_script_warns_for_cuda_visible_devices_and_fails_for_a_missing_gpu(s
     assert proc.returncode == 1
     assert "FAIL gpu 1: GPU 1 (NVIDIA H200, GPU-bbbbbbbb-0000-0000-0000-000000000000, bus 00000000:2A:00.0): " \
            "nvidia-smi lists it, torch does not see it (torch sees 1 of 2 GPUs)" in proc.stdout
+
+
+def test_every_gpu_hidden_by_the_login_environment_fails_naming_the_variable(stubs):
+    """Seen on the real H200 (bench/results/2026-12-01-h200-issue23): with CUDA_VISIBLE_DEVICES=''
+    torch sees no GPU; nothing could be verified on a GPU, so verify fails, and the cause named is
+    the variable, not a torch or driver problem."""
+    proc, summary = run_verify(stubs, [], FACTS_GPUS[:2], CUDA_VISIBLE_DEVICES="")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAIL cuda: torch sees none of the GPUs nvidia-smi lists (2): CUDA_VISIBLE_DEVICES='' in the login " \
+           "environment hides them" in proc.stdout, proc.stdout
+    assert "install a CUDA build of torch" not in proc.stdout
+    proc, _ = run_verify(stubs, [], FACTS_GPUS[:2])  # no variable: torch or the driver is the cause
+    assert proc.returncode == 1 and "cannot see the host's GPUs: install a CUDA build of torch" in proc.stdout

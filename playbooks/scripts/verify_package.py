@@ -72,6 +72,23 @@ def imports_alone(proc):
 VISIBILITY_VARS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 
 
+def _gpu_count(gpus_json):
+    """How many GPUs ``--gpus`` lists, as text ("2"), or "some" when it lists none or is unreadable."""
+    try:
+        return str(len(json.loads(gpus_json))) if gpus_json and json.loads(gpus_json) else "some"
+    except ValueError:
+        return "some"
+
+
+def hidden_by(environ):
+    """``CUDA_VISIBLE_DEVICES=''`` (the first of :data:`VISIBILITY_VARS` set in ``environ``, as
+    ``NAME='VALUE'``), or None: the variable that hides GPUs from torch."""
+    for name in VISIBILITY_VARS:
+        if name in environ and not (name == "NVIDIA_VISIBLE_DEVICES" and environ[name] in ("all", "")):
+            return "%s=%r" % (name, environ[name])
+    return None
+
+
 def _norm_uuid(value):
     text = str(value or "").strip().lower()
     return text[4:] if text.startswith("gpu-") else text or None
@@ -236,10 +253,18 @@ def main(argv=None):
 
     if args.device == "cuda" and torch is not None:
         seen = torch.cuda.is_available()
-        check("cuda", seen, "torch sees %d GPU(s): %s" % (torch.cuda.device_count(), torch.cuda.get_device_name(0))
-              if seen else "torch %s (CUDA %s%s) cannot see the host's GPUs: install a CUDA build of torch that "
-              "matches the driver, or fix the driver" % (torch.__version__, torch.version.cuda,
-                                                         ": a CPU-only build" if torch.version.cuda is None else ""))
+        hidden = hidden_by(os.environ) if not seen and torch.version.cuda is not None else None
+        if seen:
+            detail = "torch sees %d GPU(s): %s" % (torch.cuda.device_count(), torch.cuda.get_device_name(0))
+        elif hidden:
+            detail = ("torch sees none of the GPUs nvidia-smi lists (%s): %s in the login environment hides them; "
+                      "unset it (or list the GPUs) where the login shell or the job sets it"
+                      % (_gpu_count(args.gpus), hidden))
+        else:
+            detail = ("torch %s (CUDA %s%s) cannot see the host's GPUs: install a CUDA build of torch that "
+                      "matches the driver, or fix the driver" % (torch.__version__, torch.version.cuda,
+                                                                ": a CPU-only build" if torch.version.cuda is None else ""))
+        check("cuda", seen, detail)
 
     after = " after torch" if torch is not None else ""
     try:
