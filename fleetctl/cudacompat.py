@@ -92,7 +92,10 @@ def parse_tokens(text: str) -> list[ArchToken]:
     """``"8.0+PTX;9.0a"`` (``;``, ``,`` or spaces between) -> tokens, in order, duplicates dropped.
 
     Raises:
-        ValueError: naming an entry that is not ``MAJOR.MINOR[a|f][+PTX]``.
+        ValueError: naming an entry that is not ``MAJOR.MINOR[a|f][+PTX]``, or a suffix that SM lacks:
+            ``a`` (architecture-specific features) exists from SM 9.0 on, ``f`` (family-specific) from
+            SM 10.0 on (NVIDIA, CUDA C++ Programming Guide, "Feature Availability"; nvcc's
+            ``--list-gpu-arch``).
     """
     out: list[ArchToken] = []
     for item in re.split(r"[;,\s]+", text.strip()):
@@ -102,6 +105,12 @@ def parse_tokens(text: str) -> list[ArchToken]:
         if not m:
             raise ValueError(f"not an arch (want MAJOR.MINOR[a|f][+PTX] such as '9.0a' or '8.0+PTX'): {item!r}")
         tok = ArchToken(int(m.group(1)), int(m.group(2)), m.group(3), bool(m.group(4)))
+        if tok.suffix == "a" and tok.major < 9:
+            raise ValueError(f"not an arch nvcc has: {item!r}: the 'a' (architecture-specific) suffix exists for "
+                             f"9.0 and newer only (sm_90a, sm_100a, ...); use {tok.major}.{tok.minor}")
+        if tok.suffix == "f" and tok.major < 10:
+            raise ValueError(f"not an arch nvcc has: {item!r}: the 'f' (family-specific) suffix exists for "
+                             f"10.0 and newer only (sm_100f, sm_120f, ...); use {tok.major}.{tok.minor}")
         if tok not in out:
             out.append(tok)
     return out

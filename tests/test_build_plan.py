@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -372,3 +373,18 @@ def test_recorded_gpu_host():
     assert env["PATH"] == "/opt/torch/.venv/bin:/usr/local/cuda/bin:" + DEFAULT_PATH
     assert env["CUDACXX"] == "/usr/local/cuda/bin/nvcc"
     assert env["TORCH_CUDA_ARCH_LIST"] == "9.0a" and env["MAX_JOBS"] == "16"
+
+
+@pytest.mark.parametrize("text, why", [("8.0a", "'a' (architecture-specific) suffix exists for 9.0 and newer"),
+                                       ("9.0f", "'f' (family-specific) suffix exists for 10.0 and newer")])
+def test_an_arch_suffix_the_sm_lacks_is_refused_before_any_build(text, why):
+    """nvcc has no sm_80a or sm_90f (NVIDIA: 'a' from SM 9.0, 'f' from SM 10.0): refused while
+    parsing, so ``-e archs=8.0a`` fails while planning instead of in CMake after the upload."""
+    from fleetctl.cudacompat import parse_tokens
+    from fleetctl.tasks.build_wheel import BuildWheelArgs
+
+    with pytest.raises(ValueError, match=re.escape(why)):
+        parse_tokens(text)
+    with pytest.raises(ValueError, match=re.escape(why)):
+        BuildWheelArgs(src="/s", out_dir="/o", archs=text)
+    assert [t.sass for t in parse_tokens("9.0a;10.0f;12.0a;8.0")] == ["sm_90a", "sm_100f", "sm_120a", "sm_80"]

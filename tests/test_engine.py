@@ -495,3 +495,30 @@ def test_install_alone_on_a_fresh_host_says_to_build_first(fake_kind, tmp_path):
         assert [t.msg for t in o.tasks if t.name == "install"] == [
             "no wheel was built on this host yet: run with --tags build first, or without --tags"]
     assert not pip_installs("n1") and not fake.HOSTS["n1"].ran("--wheel-dir")
+
+
+def test_a_planner_that_raises_fails_its_host_alone_never_the_run(fake_kind, tmp_path, monkeypatch):
+    """A bug in a planner (any exception that is not a FleetError) is that task's failure on that
+    host, named as fleetctl's fault, with the traceback in events.jsonl; the other hosts run on."""
+    from fleetctl import tasks
+    from fleetctl.status import Status
+    from fleetctl.tasks.argtypes import ActionArgs
+    from fleetctl.tasks.base import Action, TaskResult
+    from fleetctl.tasks.steps import probe
+
+    def plan(args, host):
+        yield probe(["true"], "a question first")
+        if host.name == "n1":
+            raise KeyError("no such fact")
+        return TaskResult(Status.OK, msg="fine")
+
+    monkeypatch.setitem(tasks.ACTIONS, "boom", Action(name="boom", args=ActionArgs, phase="command",
+                                                      timeout_s=60.0, plan=plan))
+    pb = playbook(tmp_path, "name: boom\nhosts: all\ntasks:\n  - name: may raise\n    boom: {}\n")
+    model, ev = run(pb, make_hosts(["n1", "n2"]))
+    assert model.hosts["n2"].status == "ok"
+    assert model.hosts["n1"].status == "failed"
+    msg = model.hosts["n1"].tasks[-1].msg
+    assert msg.startswith("fleetctl's boom planner failed: KeyError: 'no such fact' (a fault of fleetctl"), msg
+    crashed = [e for e in ev.events if e.name == "task.crashed"]
+    assert len(crashed) == 1 and crashed[0].host == "n1" and "KeyError" in crashed[0].data["traceback"]

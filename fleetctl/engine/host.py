@@ -14,6 +14,7 @@ import asyncio
 import os
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,6 +154,12 @@ async def _run_task(task: Any, session: HostSession, playbook: Any, *, apply: bo
             result = TaskResult(Status.UNREACHABLE, msg=exc.cause)
         except FleetError as exc:
             result = TaskResult(Status.FAILED, msg=host_message(session.name, exc))
+        except Exception as exc:  # noqa: BLE001 - a planner's own bug fails its host, never the run
+            observers.emit("task.crashed", session.name, task=name, action=task.action,
+                           traceback=traceback.format_exc())
+            result = TaskResult(Status.FAILED, msg=f"fleetctl's {task.action} planner failed: "
+                                f"{type(exc).__name__}: {exc} (a fault of fleetctl, not of this host; "
+                                f"the traceback is in the run's events.jsonl)")
         if not result.status.is_failure or result.status is Status.UNREACHABLE or attempt + 1 == attempts:
             break
         observers.emit("task.retrying", session.name, task=name, attempt=attempt + 1, msg=result.msg)

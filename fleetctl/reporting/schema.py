@@ -36,6 +36,8 @@ EVENTS: dict[str, tuple[dict[str, Any], str]] = {
     "task.finished": ({"task": S, "action": S, "phase": S, "status": S, "rc": [I, "null"], "duration_s": N,
                        "msg": S, "start_s": N}, "a task ended"),
     "task.retrying": ({"task": S, "attempt": I, "msg": S}, "a task failed and is tried again"),
+    "task.crashed": ({"task": S, "action": S, "traceback": S},
+                     "a planner raised (a fault of fleetctl): the task failed on this host alone"),
     "command.started": ({"task": S, "argv": A, "cwd": [S, "null"], "probe": B, "prefetched": B},
                         "a command started on the host (prefetched: a probe the host's first command answered ahead)"),
     "command.finished": ({"task": S, "argv0": S, "rc": [I, "null"], "signal": [S, "null"], "duration_s": N},

@@ -33,7 +33,7 @@ from pydantic import Field, field_validator
 import re
 
 from ..build import cmake_defines
-from ..cudacompat import with_toolkit_for
+from ..cudacompat import parse_tokens, with_toolkit_for
 from ..status import Status
 from ..wheeltags import PlatformMismatch, platform_label
 from .argtypes import ActionArgs, ARCH_TOKEN, CMAKE_NAME, VERSION_RE, env_mapping, is_template, non_empty, scalar_to_str
@@ -141,6 +141,7 @@ class BuildWheelArgs(ActionArgs):
             parts = [p for p in re.split(r"[;\s]+", v.strip()) if p]
             if not parts or not all(ARCH_TOKEN.match(p) for p in parts):
                 raise ValueError(f"archs must look like '9.0a;12.0a', got {v!r}")
+            parse_tokens(v)  # ValueError: a suffix that SM lacks ('8.0a')
         return v
 
     @field_validator("min_cmake", mode="before")
