@@ -925,3 +925,25 @@ def test_more_device_files_than_gpus_listed_is_a_warning():
     assert stack["status"] == "ok"
     assert stack["warnings"] == ["2 GPU device files (/dev/nvidia0, /dev/nvidia1) but 1 GPU(s) listed: a GPU may be "
                                  "missing; see dmesg for Xid"]
+
+
+def test_a_bounded_probe_past_its_deadline_leaves_no_child_behind(tmp_path):
+    """A wrapper (a site's nvidia-smi script, a fake one) past the GPU probe's bound goes with its
+    whole session: no ``sleep`` of it is left running on the host (found by a new user's trial)."""
+    import os
+    import time
+
+    pidfile = tmp_path / "child.pid"
+    res = fs.run_bounded(["sh", "-c", f'sleep 300 & echo $! > {pidfile}; wait'], 0.5)
+    assert res["timed_out"] and not res["stuck"]
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:
+        try:  # gone, or a zombie waiting for init to reap it
+            if open(f"/proc/{child}/stat").read().rpartition(")")[2].split()[0] == "Z":
+                break
+        except OSError:
+            break
+        time.sleep(0.05)
+    alive = os.path.exists(f"/proc/{child}") and open(f"/proc/{child}/stat").read().rpartition(")")[2].split()[0] != "Z"
+    assert not alive, "the probe's child is still running"

@@ -21,6 +21,15 @@ from tests.test_faults_e2e import wait_for
 pytestmark = pytest.mark.sshd
 
 
+def _recorded(home, task: str) -> bool:
+    """run.json's host ``h`` holds the finished task ``task``."""
+    try:
+        record = json.loads((last_run(home) / "run.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return any(t["name"] == task for t in (record.get("hosts", {}).get("h") or {}).get("tasks", []))
+
+
 def _building(home) -> bool:
     """The build task has started and nvcc's build is under way (its output is arriving)."""
     for log in (home / "runs").glob("*/logs/h.log"):
@@ -40,6 +49,9 @@ def test_an_interrupted_deploy_keeps_every_finished_task_and_the_running_one(ssh
     proc = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "deploy", "--hosts", "gpu-nodes"],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert wait_for(lambda: _building(tmp_path), 600), proc.stderr.read() if proc.poll() is not None else ""
+    if sig is signal.SIGKILL:  # nothing runs at a SIGKILL: run.json holds what its last rewrite wrote, and
+        # a finished task is in it within SAVE_INTERVAL_S (0.5 s, fleetctl/reporting/record.py)
+        assert wait_for(lambda: _recorded(tmp_path, "Upload kernel sources"), 30)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGKILL: -9}[sig], err[-3000:]
@@ -72,3 +84,7 @@ def test_an_interrupted_deploy_keeps_every_finished_task_and_the_running_one(ssh
     html = (tmp_path / "r.html").read_text()
     assert "1 interrupted" in html.replace("&nbsp;", " ") or "interrupted" in html
     assert f"{build['duration_s']:.2f} s (interrupted)" in html  # the build's bar, with its real time
+    # the interrupted host is what --retry-failed takes next (it finished nothing: not "no failed host")
+    retry = fleetctl("-i", str(inv), "deploy", "--retry-failed", "--plan", "--json", home=tmp_path)
+    assert "left no failed host" not in retry.stdout + retry.stderr, retry.stdout + retry.stderr
+    assert list(json.loads(retry.stdout)) == ["h"], retry.stdout + retry.stderr

@@ -559,6 +559,8 @@ def test_fleet_yaml_is_plain_yaml_too():
 @pytest.mark.parametrize(("typo", "meant"), [
     ("ssh_confg", "ssh_config"), ("venv_version_dir", "venv_versions_dir"), ("slurm_partiton", "slurm_partition"),
     ("venv_kep", "venv_keep"), ("verify_devise", "verify_device"), ("Deploy_Lock", "deploy_lock"),
+    # a unit suffix dropped, a letter of a short name doubled (found by a new user's trial)
+    ("gpu_probe_timeout", "gpu_probe_timeout_s"), ("keepalive", "keepalive_interval"), ("venvv", "venv"),
 ])
 def test_misspelt_own_var_is_refused_whatever_kind_the_hosts_use(tmp_path, typo, meant):
     """A local-only inventory still refuses a typo of an ssh, slurm or template var."""
@@ -567,6 +569,14 @@ def test_misspelt_own_var_is_refused_whatever_kind_the_hosts_use(tmp_path, typo,
         load_inventory(path)
     assert str(info.value) == (f"{path}:5: all.hosts.box.{typo}: unknown variable {typo!r} looks like fleetctl's "
                                f"{meant!r}; did you mean {meant!r}?")
+
+
+@pytest.mark.parametrize("own", ["env", "deploy", "timeout", "cuda", "keep", "workdirs_root", "slurm"])
+def test_vars_of_ones_own_that_merely_resemble_fleetctls_are_kept(tmp_path, own):
+    """Near-miss rules stay narrow: a user's ``env`` or ``deploy`` is not fleetctl's ``venv`` or
+    ``deploy_lock``."""
+    path = write(tmp_path, f"all:\n  hosts:\n    box:\n      ansible_connection: local\n      {own}: x\n")
+    assert load_inventory(path).hosts["box"].vars[own] == "x"
 
 
 def test_every_var_fleetctl_reads_is_in_the_registry():

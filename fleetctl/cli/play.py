@@ -164,6 +164,11 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
         run_async(run_playbook(playbook, hosts, run=run, observers=observers, opts=opts))
     except BaseException:
         run.failed_hosts = sorted(h for h, r in run.hosts.items() if r.status != "ok")
+        if mode == "apply":  # an interrupted deploy's unfinished hosts are what --retry-failed takes
+            from ..reporting.history import write_retry_set
+
+            interrupted = sorted(set(run.failed_hosts) | {h.name for h in hosts if h.name not in run.hosts})
+            write_retry_set(run.run_id, interrupted, key=key, inventory=play_inventory, playbook=play_file)
         finish(run, observers, "interrupted")
         raise
     finally:

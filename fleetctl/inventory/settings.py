@@ -165,9 +165,27 @@ def name_problem(name: Any, own: frozenset[str], known_ansible: frozenset[str] =
         hint = f"did you mean 'ansible_{close[0]}'?" if close else "variables of your own must not start with 'ansible_'"
         return f"unknown Ansible variable {name!r}; {hint}"
     for candidate in sorted(own):
-        if _normal(name) == _normal(candidate) or (len(candidate) >= 6 and _damerau1(name, candidate)):
+        if (_normal(name) == _normal(candidate) or (len(candidate) >= 6 and _damerau1(name, candidate))
+                or _unit_dropped(name, candidate) or _letter_doubled(name, candidate)):
             return f"unknown variable {name!r} looks like fleetctl's {candidate!r}; did you mean {candidate!r}?"
     return None
+
+
+#: Trailing parts of fleetctl's var names that say a unit or a kind (``gpu_probe_timeout_s``,
+#: ``keepalive_interval``): the same name without one is taken for a near-miss.
+UNIT_SUFFIXES = ("_s", "_mib", "_interval", "_dir", "_file")
+
+
+def _unit_dropped(name: str, candidate: str) -> bool:
+    """``gpu_probe_timeout`` for ``gpu_probe_timeout_s``, ``keepalive`` for ``keepalive_interval``."""
+    return any(candidate == name + suffix for suffix in UNIT_SUFFIXES) and len(name) >= 6
+
+
+def _letter_doubled(name: str, candidate: str) -> bool:
+    """``venvv`` for ``venv``: one letter of a short name typed twice (a typo for names of any length,
+    where one edit in general is too loose: ``env`` is not ``venv``)."""
+    return len(name) == len(candidate) + 1 and any(
+        name[i] == name[i - 1] and name[:i] + name[i + 1:] == candidate for i in range(1, len(name)))
 
 
 def _expectation(info: Any) -> str:

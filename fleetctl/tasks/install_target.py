@@ -27,9 +27,12 @@ def shared_message(host: str, shared: tuple[Shared, ...]) -> str:
         union = f" -e archs='{venv[3]}'" if venv[3] else " -e archs=... (every SM of theirs)"
         fixes.append("one venv holds one wheel, so each host's install would replace the others' SM: give each host "
                      f"its own venv, or deploy once to one of them for all their GPUs (--hosts {venv[2][0]}{union})")
-    if "workdir" in kinds:
+    work = next((s for s in shared if s[0] == "workdir"), None)
+    if work is not None:
+        # inventory values are not templated: name a folder per host, as host_vars would set it
+        per_host = ", ".join(f"{h}: {work[1].rstrip('/')}/{h}" for h in work[2][:2])
         fixes.append("their builds would overwrite each other's files: give each host its own workdir "
-                     "(e.g. /shared/fleetctl/{{ inventory_hostname }})")
+                     f"(the host var workdir, set per host in host_vars/, e.g. {per_host})")
     return "; ".join(parts) + ": " + "; ".join(fixes)
 
 

@@ -74,8 +74,8 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
         problem = f"venv {live} is not a folder"
     elif st.get("same_fs") is False:
         problem = (f"the versions folder {st.get('versions_dir')} is on another file system than {live}: a stage "
-                   "would copy every file instead of linking it; set versions_dir (venv_stage) or the host var "
-                   "venv_versions_dir to a folder on the venv's file system")
+                   "would copy every file instead of linking it; set the host var venv_versions_dir "
+                   "(or venv_stage's versions_dir) to a folder on the venv's file system")
     uv = (host.facts.get("uv") or {}).get("path")
     if args.tool == "uv" and not uv:
         problem = "tool: uv, but the host has no uv (facts: uv.path)"
@@ -92,7 +92,7 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
                            f"{folder}, not copied) and puts a symlink in its place")
     if st.get("others_reach_live") and not st.get("others_reach_versions"):
         yield Note(message=f"other users can reach {live} but not {folder} (a private folder on the way): once "
-                           "switched, they cannot run the venv; set versions_dir to a folder they can reach")
+                           "switched, they cannot run the venv; set the host var venv_versions_dir to a folder they can reach")
     dest = posixpath.join(folder, f"v{n}")
     argv = ["--venv", live, "--versions", folder, "--run-id", posixpath.basename(host.run_dir)]
     if uv and args.tool != "venv":

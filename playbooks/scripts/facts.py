@@ -87,6 +87,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -443,10 +444,13 @@ def run_bounded(argv, timeout_s, env=None):
         return res
     except subprocess.TimeoutExpired:
         res["timed_out"] = True
-    try:
-        proc.kill()
+    try:  # its whole session (start_new_session): a wrapper's children go with it
+        os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
-        pass
+        try:
+            proc.kill()
+        except OSError:
+            pass
     deadline = time.time() + KILL_GRACE_S
     while proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)

@@ -459,8 +459,8 @@ def stage(args) -> dict:
     os.makedirs(folder, mode=0o755, exist_ok=True)
     if os.stat(src).st_dev != os.stat(folder).st_dev:
         fail("the versions folder %s is on another file system than the venv %s: staging would copy every file and "
-             "adopting the live folder would be a copy, not a rename; set versions_dir (or the host var "
-             "venv_versions_dir) to a folder on the venv's file system" % (folder, src))
+             "adopting the live folder would be a copy, not a rename; set the host var venv_versions_dir "
+             "(or venv_stage's versions_dir) to a folder on the venv's file system" % (folder, src))
     index = load_index(folder, live)
     # versions that never went live (a failed or interrupted stage) are removed first
     removed = []
