@@ -262,7 +262,8 @@ def build_plan(
         "targets": [{"compute_cap", "arch", "cuda_arch", "sass", "gpus": [index...], "names": [...]}],
         "max_jobs": int, "nvcc_threads": 1, "mem_per_job_mib": int, "mixed_sm": bool,
         "source": "gpus" | "fallback", "unsupported": ["compute_120a"], "archs_checked": bool,
-        "notes": [str]}``; archs sorted numerically and deduplicated.
+        "notes": [str], "env_notes": [str]}`` (``env_notes``: those of ``notes`` about every step,
+        not only the build); archs sorted numerically and deduplicated.
 
     Raises:
         ValueError: ``fallback_archs`` holds an entry that is not an arch, ``max_jobs`` < 1, or
@@ -328,9 +329,11 @@ def build_plan(
                      f"non-interactive guard): using {cuda.get('home')} explicitly; set the host var cuda_home "
                      f"to {cuda.get('home')} to say so")
     stray = stray_env(raw_facts)
+    env_notes = []  # about every step on the host, not only a build: told by every play
     if stray:
-        notes.append("the login environment sets " + ", ".join(f"{k}={v}" for k, v in stray.items())
-                     + ": every step runs with them unset")
+        env_notes.append("the login environment sets " + ", ".join(f"{k}={v}" for k, v in stray.items())
+                         + ": every step runs with them unset")
+    notes += env_notes
     tmp = raw_facts.get("tmp") or {}
     if tmp.get("noexec") or not tmp.get("writable", True):
         notes.append(f"TMPDIR {tmp.get('path')} is {'noexec' if tmp.get('noexec') else 'not writable'}: "
@@ -360,6 +363,7 @@ def build_plan(
         "unsupported": unsupported,
         "archs_checked": archs_checked,
         "notes": notes,
+        "env_notes": env_notes,
     }
 
 

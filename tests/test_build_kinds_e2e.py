@@ -161,7 +161,8 @@ def test_verify_tells_the_truth(torch_build, sshd_farm, tmp_path):
             ("pure", [H200], offline, {"package": "tiny_pure", "wheel": str(pure), "venv": str(plain / "pure")}),
             ("evil", [], offline, {"package": "tiny_evil", "wheel": str(evil), "venv": str(plain / "evil")})):
         h = sshd_farm.start(name, env=env)
-        write_fake_nvidia_smi(h.bin_dir, gpus)
+        if gpus:  # the others are build hosts: no NVIDIA driver (an nvidia-smi listing none is a broken stack)
+            write_fake_nvidia_smi(h.bin_dir, gpus)
         hosts[name] = entry(sshd_farm, h, tmp_path / "work", **{"venv": tool_venv(tmp_path / f"venv-{name}"),
                                                                "wheel": wheel, **extra})
     inv = write_inventory(tmp_path / "inv.yaml", {"g": hosts})

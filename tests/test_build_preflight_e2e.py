@@ -191,7 +191,7 @@ def test_stray_login_environment_is_unset_for_every_step_and_named(sshd_farm, tm
     res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(pb), home=tmp_path)
     assert res.returncode == 0, res.stdout[-3000:]
     assert ("the login environment sets VIRTUAL_ENV=/home/u/old-venv, CONDA_PREFIX=/opt/conda: every step runs "
-            "with them unset") in res.stdout
+            "with them unset") in res.stdout, res.stdout
     log = (last_run(tmp_path) / "logs" / "stray.log").read_text()
     assert "VIRTUAL_ENV=" not in log and "CONDA_PREFIX=" not in log and f"PYTHONPATH={shadow}" in log
     facts = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["stray"]["facts"]

@@ -442,7 +442,7 @@ async def _start(session: HostSession, run: RunModel, observers: Any, opts: Play
     facts_ = started.facts
     out.facts = facts_
     build = facts_.get("build") or {}
-    for note in build.get("notes", []) if build_notes else []:
+    for note in build.get("notes", []) if build_notes else build.get("env_notes", []):
         observers.emit("note.added", session.name, message=note)
     spans.append(PhaseSpan(phase="facts", start_s=round(f0, 3), duration_s=round(run.elapsed_s() - f0, 3), status="ok"))
     out.tasks.append(TaskOutcome(name="gather facts", action="facts", phase="facts", status=Status.OK.value,
