@@ -29,23 +29,10 @@ from tests.support.fake_gpu import (
     write_mismatched_nvidia_smi,
 )
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+from tests.test_agreement_e2e import PLAY  # the toy play: upload, build, install
 from tests.test_deploy_e2e import make_host_venv
 
 pytestmark = pytest.mark.sshd
-
-PLAY = """\
-name: toy kernels
-hosts: all
-tasks:
-  - name: Upload the toy sources
-    copy: {{src: {src}, dest: "{{{{ workdir }}}}/src/toy"}}
-  - name: Build the toy wheel
-    build_wheel: {{src: "{{{{ workdir }}}}/src/toy", out_dir: "{{{{ workdir }}}}/wheels", required_build_packages: [],
-                  check_sass: false, tool: pip, min_free_disk_mib: 1}}
-    register: build
-  - name: Install the toy wheel
-    pip_install: {{wheel: "{{{{ build.data.wheel }}}}"}}
-"""
 
 
 def _host(farm, name, tmp_path, **extra):
