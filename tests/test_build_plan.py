@@ -13,15 +13,13 @@ from hypothesis import strategies as st
 from fleetctl.build import (
     DEFAULT_PATH,
     arch_for_compute_cap,
-    build_environment,
     build_plan,
-    cmake_defines,
-    config_settings_args,
     cuda_arch,
     derive_max_jobs,
     parse_arch_list,
     unsupported_archs,
 )
+from fleetctl.build_env import build_environment, cmake_defines, config_settings_args
 from fleetctl.errors import FleetError
 
 SCRIPT = Path(__file__).resolve().parent.parent / "playbooks" / "scripts" / "facts.py"

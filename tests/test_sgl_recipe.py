@@ -150,7 +150,7 @@ def test_hosts_differing_only_in_memory_share_one_arch_class():
     """nvcc's thread count changes how fast the wheel builds, not its bytes: two SM120 hosts with
     different memory get different threads but one build key, so one builds and the other gets
     the wheel pushed."""
-    from fleetctl.build import cmake_defines
+    from fleetctl.build_env import cmake_defines
     from fleetctl.tasks.build_wheel import build_inputs, build_key
 
     keys, threads = set(), set()

@@ -26,7 +26,7 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from ..build import build_environment
+from ..build_env import build_environment
 from ..connection.base import CommandResult
 from ..cudacompat import how_covered, uncovered_gpus
 from ..hostcompiler import chosen_defines, chosen_env, chosen_record

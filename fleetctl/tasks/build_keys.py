@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..build import config_settings_args, wheel_defines
+from ..build_env import config_settings_args, wheel_defines
 from ..connection.base import CommandResult
 from ..cudacompat import ArchToken, parse_tokens
 from ..hostcompiler import key_material as host_compiler_key

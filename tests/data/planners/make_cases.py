@@ -17,7 +17,7 @@ FACTS90 = {"gpus": [{"index": 0, "name": "NVIDIA H200", "compute_cap": "9.0", "m
 TREE = "t" * 64
 BW = {"src": "/w/src/k", "out_dir": "/w/wheels"}
 def key_for(facts, tree=TREE, archs="9.0a", defines=None):
-    from fleetctl.build import cmake_defines
+    from fleetctl.build_env import cmake_defines
     from fleetctl.tasks.build_keys import build_inputs, build_key
     plan = dict(facts["build"])
     if archs != "9.0a":
@@ -25,7 +25,7 @@ def key_for(facts, tree=TREE, archs="9.0a", defines=None):
     d = cmake_defines({**facts, "build": plan}, defines or {})
     return build_key(build_inputs(tree, plan, d, facts, "h1"))
 def inputs_for(facts, tree=TREE):
-    from fleetctl.build import cmake_defines
+    from fleetctl.build_env import cmake_defines
     from fleetctl.tasks.build_keys import build_inputs
     plan = dict(facts["build"])
     return build_inputs(tree, plan, cmake_defines({**facts, "build": plan}, {}), facts, "h1")
