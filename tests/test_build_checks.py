@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fleetctl.cudacompat import (driver_problem, how_covered, parse_tokens, predicted_binaries, runs_on,
+from fleetctl.build.cudacompat import (driver_problem, how_covered, parse_tokens, predicted_binaries, runs_on,
                                  uncovered_gpus, with_toolkit_for)
 from fleetctl.tasks.build_meta import meta_from_texts, parse_probe, requirement_name
 from fleetctl.tasks.build_record import compiler_mismatch, parse_record, torch_drift

@@ -1,4 +1,4 @@
-"""fleetctl.build: facts -> arch list, job count, build environment, CMake defines. Pure data tests."""
+"""fleetctl.build.archs: facts -> arch list, job count, build environment, CMake defines. Pure data tests."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetctl.build import (
+from fleetctl.build.archs import (
     DEFAULT_PATH,
     arch_for_compute_cap,
     build_plan,
@@ -19,7 +19,7 @@ from fleetctl.build import (
     parse_arch_list,
     unsupported_archs,
 )
-from fleetctl.build_env import build_environment, cmake_defines, config_settings_args
+from fleetctl.build.env import build_environment, cmake_defines, config_settings_args
 from fleetctl.errors import FleetError
 
 SCRIPT = Path(__file__).resolve().parent.parent / "playbooks" / "scripts" / "facts.py"
@@ -378,7 +378,7 @@ def test_recorded_gpu_host():
 def test_an_arch_suffix_the_sm_lacks_is_refused_before_any_build(text, why):
     """nvcc has no sm_80a or sm_90f (NVIDIA: 'a' from SM 9.0, 'f' from SM 10.0): refused while
     parsing, so ``-e archs=8.0a`` fails while planning instead of in CMake after the upload."""
-    from fleetctl.cudacompat import parse_tokens
+    from fleetctl.build.cudacompat import parse_tokens
     from fleetctl.tasks.build_wheel import BuildWheelArgs
 
     with pytest.raises(ValueError, match=re.escape(why)):

@@ -1,11 +1,11 @@
-"""Diagnostics are told by their tool's syntax, not by words in a path (fleetctl/diagnostic.py);
+"""Diagnostics are told by their tool's syntax, not by words in a path (fleetctl/reporting/diaglines.py);
 real lines from GCC, nvcc, CMake, ninja, ld, pip and Python."""
 
 from __future__ import annotations
 
 import pytest
 
-from fleetctl.diagnostic import is_diagnostic, is_error
+from fleetctl.reporting.diaglines import is_diagnostic, is_error
 from fleetctl.reporting.logscan import first_error_line
 
 ERRORS = [

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from fleetctl.errors import FleetError, TaskFailed
-from fleetctl.gpustack import GpuStackBroken
-from fleetctl.facts import facts_argv, gather_facts, parse_facts_output, remote_workdir
-from fleetctl.scripts import script_path
+from fleetctl.build.gpustack import GpuStackBroken
+from fleetctl.facts.gather import facts_argv, gather_facts, parse_facts_output, remote_workdir
+from fleetctl.facts.scripts import script_path
 from tests.support.fake_gpu import (
     B200,
     H200,
@@ -622,7 +622,7 @@ def test_runs_on_python38(tmp_path, smi_dir):
 
 
 # --------------------------------------------------------------------------------------------
-# fleetctl.facts: gather_facts over a test double of the connection seam
+# fleetctl.facts.gather: gather_facts over a test double of the connection seam
 # --------------------------------------------------------------------------------------------
 
 
@@ -867,7 +867,7 @@ def test_gather_facts_refuses_a_broken_stack_never_the_fallback(tmp_path, smi_di
 
 
 def test_build_plan_refuses_the_fallback_for_a_broken_stack():
-    from fleetctl.build import build_plan
+    from fleetctl.build.archs import build_plan
 
     broken = {"gpus": [], "gpu_stack": {"status": "broken", "reason": "nvidia-smi: exit 18: mismatch"}}
     with pytest.raises(ValueError, match="only for hosts without an NVIDIA driver"):

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from fleetctl.errors import InputError, InventoryError, PlaybookError
 from fleetctl.connection.registry import HostRef
 from fleetctl.inventory import Host, HostSettings, PatternError, load_inventory
-from fleetctl.yamlload import LineDict, LineList, join_key, load_yaml, load_yaml_text, locate, where
+from fleetctl.util.yamlload import LineDict, LineList, join_key, load_yaml, load_yaml_text, locate, where
 
 DATA = Path(__file__).parent / "data" / "inventories"
 ERRORS = DATA / "errors"

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 
-from fleetctl.fdlimit import needed_fds
+from fleetctl.engine.fdlimit import needed_fds
 from fleetctl.engine.deadlines import Deadlines
 from fleetctl.tasks import ACTIONS
 from fleetctl.playbook import load_playbook
@@ -16,7 +16,7 @@ def test_fd_budget_raises_the_soft_limit_or_says_why():
     assert needed_fds(1000, 50) == 64 + 1000 + 200
     code = (
         "import resource\n"
-        "from fleetctl.fdlimit import ensure_fd_budget\n"
+        "from fleetctl.engine.fdlimit import ensure_fd_budget\n"
         "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
         "resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096))\n"
         "print(ensure_fd_budget(2000, 50))\n"

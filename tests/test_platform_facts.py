@@ -1,5 +1,5 @@
 """The platform and install-target facts (issue 23) read by the real facts script, and the pure rules
-of :mod:`fleetctl.wheeltags` checked against what ``packaging.tags`` (pip's rules) says for the same
+of :mod:`fleetctl.build.wheeltags` checked against what ``packaging.tags`` (pip's rules) says for the same
 interpreter."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from packaging import tags
 
-from fleetctl.wheeltags import platform_inputs, platform_label, refusal, supported_platforms, wheel_platforms
+from fleetctl.build.wheeltags import platform_inputs, platform_label, refusal, supported_platforms, wheel_platforms
 from tests.test_facts_script import run_script
 
 VENV = Path(sys.prefix)  # the tests run in the project's venv

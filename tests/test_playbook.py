@@ -3,7 +3,7 @@
 Error cases are data: every file in ``tests/data/playbooks/errors/`` starts with
 ``# expect: MESSAGE``, the exact one line ``str(PlaybookError)`` must be (``{file}`` and ``{dir}``
 stand for the file's path and folder); ``# expect-prefix:`` checks the start only, for messages
-whose wording belongs to :mod:`fleetctl.yamlload`.
+whose wording belongs to :mod:`fleetctl.util.yamlload`.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def test_every_action_has_a_finite_default_timeout(tmp_path):
 @pytest.mark.parametrize("path", ERROR_FILES, ids=[p.stem for p in ERROR_FILES])
 def test_error_message(path: Path):
     first = path.read_text().splitlines()[0]
-    prefix_only = first.startswith("# expect-prefix: ")  # wording owned by fleetctl.yamlload
+    prefix_only = first.startswith("# expect-prefix: ")  # wording owned by fleetctl.util.yamlload
     expected = first.split(": ", 1)[1].replace("{file}", str(path)).replace("{dir}", str(path.parent))
     err = error_of(path, known_names={"inventory_var"})
     if prefix_only:

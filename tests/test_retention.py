@@ -1,4 +1,4 @@
-"""Pruning past runs (issue 24): the policy as data (fleetctl/retention.py), the run records on the
+"""Pruning past runs (issue 24): the policy as data (fleetctl/util/retention.py), the run records on the
 controller (``fleetctl runs prune``, and at the end of every run), and the per-run folders a deploy
 prunes on the host (playbooks/scripts/session_start.py), through the real CLI."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetctl.retention import RetentionPolicy, RunEntry, policy_from_env, run_time, runs_to_prune
+from fleetctl.util.retention import RetentionPolicy, RunEntry, policy_from_env, run_time, runs_to_prune
 from fleetctl.errors import InputError
 from tests.support.fleet import fleetctl, last_run
 

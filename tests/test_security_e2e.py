@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetctl.connection.ssh import SSHConnection
-from fleetctl.redact import MASK
+from fleetctl.util.redact import MASK
 from tests.support.fleet import fleetctl, last_run, write_inventory
 
 pytestmark = pytest.mark.sshd

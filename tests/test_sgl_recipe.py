@@ -1,4 +1,4 @@
-"""fleetctl.sgl_recipe: facts -> sgl-kernel's build recipe, with a reason per decision. Data tests.
+"""fleetctl.build.sgl_recipe: facts -> sgl-kernel's build recipe, with a reason per decision. Data tests.
 
 Each host below is facts as the facts script reports them (GPU rows recorded from real GPUs in
 tests/support/fake_gpu.py); the expected recipe is written out in full.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from fleetctl.build import build_plan
-from fleetctl.sgl_recipe import FP4_SYMBOLS, recipe_lines, sgl_kernel_recipe
+from fleetctl.build.archs import build_plan
+from fleetctl.build.sgl_recipe import FP4_SYMBOLS, recipe_lines, sgl_kernel_recipe
 from tests.support.fake_gpu import H200, L40S, RTX_PRO_6000
 
 GIB = 1024
@@ -150,7 +150,7 @@ def test_hosts_differing_only_in_memory_share_one_arch_class():
     """nvcc's thread count changes how fast the wheel builds, not its bytes: two SM120 hosts with
     different memory get different threads but one build key, so one builds and the other gets
     the wheel pushed."""
-    from fleetctl.build_env import cmake_defines
+    from fleetctl.build.env import cmake_defines
     from fleetctl.tasks.build_wheel import build_inputs, build_key
 
     keys, threads = set(), set()

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from fleetctl import build as fbuild
-from fleetctl import hostcompiler as hc
+from fleetctl.build import archs as fbuild
+from fleetctl.build import hostcompiler as hc
 from fleetctl.connection.base import CommandResult
-from fleetctl.storagefaults import name_write_error, path_in
+from fleetctl.connection.storagefaults import name_write_error, path_in
 from fleetctl.tasks.build_faults import named_failure
 from fleetctl.tasks.build_keys import build_inputs, build_key
 from fleetctl.tasks.build_space import SPACE_PROBE, space_problems

@@ -17,7 +17,7 @@ def _record(kind: str, obj: Context, extra=()):
     from ..engine.observer import Observers
     from ..reporting.record import RunRecord
 
-    from ..retention import policy_from_env
+    from ..util.retention import policy_from_env
 
     policy_from_env()  # a bad FLEETCTL_KEEP_RUNS/DAYS is refused (exit 2) before anything runs
     run = RunModel(kind=kind, command=command_line(), **_who())
@@ -47,7 +47,7 @@ def finish(run, observers, status: str) -> None:
     from ..engine.model import utc_now
     from ..errors import InputError
     from ..reporting.prune import prune_runs
-    from ..retention import policy_from_env
+    from ..util.retention import policy_from_env
 
     run.status, run.finished = status, utc_now()
     observers.emit("run.finished", status=status)
@@ -133,7 +133,7 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
         connect_timeout: float, timeout_s: float, metrics_file: str | None, argv: tuple[str, ...]) -> None:
     """Run ARGV exactly as given (no shell) on every host: fleetctl run --hosts all -- uname -r"""
     from ..engine.adhoc import run_on_hosts
-    from ..redact import unwrap
+    from ..util.redact import unwrap
     from ..reporting.history import safe_name
     from ..reporting.lines import HostLines, print_json
 

@@ -19,7 +19,7 @@ import click
 
 from .. import __version__
 from ..errors import InputError
-from ..paths import resolve_default
+from ..util.paths import resolve_default
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -63,10 +63,10 @@ class Context:
     def select(self, pattern: str, limit: str | None = None, *, venv: bool = True, forks: int = 50,
                extra_vars: dict | None = None):
         """Load the inventory, select hosts and check them (conflicts, key modes, local venvs),
-        and make sure the open-file limit fits the run (fleetctl.fdlimit). ``extra_vars`` (``-e``)
+        and make sure the open-file limit fits the run (fleetctl.engine.fdlimit). ``extra_vars`` (``-e``)
         win over the hosts' vars, settings included (:mod:`fleetctl.inventory.extra`)."""
-        from ..build import parse_arch_list
-        from ..fdlimit import ensure_fd_budget
+        from ..build.archs import parse_arch_list
+        from ..engine.fdlimit import ensure_fd_budget
         from ..inventory import load_inventory
 
         inv = load_inventory([str(resolve_default(p)) for p in self.inventory_paths])
@@ -210,7 +210,7 @@ def diagnostics(obj: Context) -> Any:
     """The -v/-vv observer, or None."""
     if obj.verbose <= 0:
         return None
-    from ..logsetup import configure_logging
+    from ..reporting.logsetup import configure_logging
     from ..reporting.diagnostics import Diagnostics
 
     configure_logging(obj.verbose)

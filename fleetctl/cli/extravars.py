@@ -3,7 +3,7 @@
 ``@FILE`` is a YAML (or JSON) mapping of names to values, read by fleetctl, so that values that
 must not appear on a command line (a token in a crontab line, in ``ps`` output, in a shell history)
 can live in a file only their owner can read. Values may be ``{value: ..., secret: true}``
-markers (see :mod:`fleetctl.redact`); secret-looking names are redacted either way.
+markers (see :mod:`fleetctl.util.redact`); secret-looking names are redacted either way.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def load_vars_file(path: str) -> dict[str, Any]:
         InputError: missing or unreadable file, not a mapping, or a name that is not an identifier
             (names the file and the key).
     """
-    from ..yamlload import load_yaml
+    from ..util.yamlload import load_yaml
 
     p = Path(os.path.expanduser(path))
     if not p.is_file():

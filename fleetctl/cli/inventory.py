@@ -15,7 +15,7 @@ import click
 
 from .app import Context, json_option, limit_option, main, pass_ctx
 from ..errors import InputError
-from ..paths import resolve_default
+from ..util.paths import resolve_default
 
 
 def _load(obj: Context):
@@ -28,7 +28,7 @@ def _load(obj: Context):
 
 
 def _redactor(hosts):
-    from ..redact import Redactor, unwrap
+    from ..util.redact import Redactor, unwrap
 
     return Redactor(set().union(*(unwrap(h.vars)[1] for h in hosts)))
 

@@ -14,7 +14,7 @@ import click
 from rich.text import Text
 
 from ..errors import InputError
-from ..paths import resolve_default
+from ..util.paths import resolve_default
 from .adhoc import _record, finish
 from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, forks_option, json_option, limit_option,
                   main, metrics_observer, pass_ctx, run_async, timeout_option)
@@ -235,10 +235,10 @@ def _terminal(hosts, stream, folded: bool, verbose: int = 0):
 
 
 def _take_locks(hosts, run, observers):
-    """The controller-side lock of every host's machine (per user, :mod:`fleetctl.lock`). A host
+    """The controller-side lock of every host's machine (per user, :mod:`fleetctl.engine.machinelock`). A host
     whose machine another live run holds fails at once, naming that run (see ``PlayOptions.refused``);
     the others run."""
-    from ..lock import HostLocks, machine_of
+    from ..engine.machinelock import HostLocks, machine_of
 
     locks = HostLocks({h.name: machine_of(h) for h in hosts}, run.run_id).acquire()
     for host, reason in locks.refused.items():

@@ -51,13 +51,13 @@ def _summary(r: dict) -> dict:
 @click.option("--dry-run", is_flag=True, help="Say which runs would be removed; remove nothing.")
 def runs_prune(keep: str | None, older_than: str | None, dry_run: bool) -> None:
     """Remove past run records beyond the newest N runs or older than DAYS days; never a run in
-    progress, nor the newest successful run of each play (fleetctl/retention.py). Every run
+    progress, nor the newest successful run of each play (fleetctl/util/retention.py). Every run
     prunes this way when it ends."""
     from dataclasses import replace
 
     from ..reporting.history import runs_root
     from ..reporting.prune import prune_runs
-    from ..retention import check_keep_days, check_keep_runs, policy_from_env
+    from ..util.retention import check_keep_days, check_keep_runs, policy_from_env
 
     policy = policy_from_env()
     if keep is not None:

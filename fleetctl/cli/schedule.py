@@ -23,7 +23,7 @@ from .. import schedule as sch
 from ..schedule import varsfile
 from .app import EXIT_FAILED, Context, main, pass_ctx
 from ..errors import InputError
-from ..paths import resolve_default, state_dir, state_env
+from ..util.paths import resolve_default, state_dir, state_env
 
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
 

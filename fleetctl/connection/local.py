@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import CommandTimeout, TransferError
-from ..storagefaults import name_write_error
+from .storagefaults import name_write_error
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback, OutputLine
 from .command import command_argv, env_argv, validate_env
 from .streams import OutputTail, pump_lines

@@ -129,7 +129,7 @@ class ConnectionKind(abc.ABC):
     def machine(self, host: HostRef) -> str:
         """The machine ``host``'s connection will reach, as one string (no connection is made):
         two inventory names for one machine give one answer, one name for two machines (two
-        inventories) two. Keys the controller-side deploy lock (:mod:`fleetctl.lock`). Default:
+        inventories) two. Keys the controller-side deploy lock (:mod:`fleetctl.engine.machinelock`). Default:
         the kind and the inventory name."""
         return f"{self.name}:{host.name}"
 

@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 
 from ..errors import TransferError
-from ..storagefaults import name_write_error
+from .storagefaults import name_write_error
 from .base import Connection, OutputLine
 
 #: Seconds one exec transfer may take (as long as a whole upload phase's default budget).

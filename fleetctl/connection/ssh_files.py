@@ -26,7 +26,7 @@ from pathlib import Path
 import asyncssh
 
 from ..errors import TransferError
-from ..storagefaults import name_write_error
+from .storagefaults import name_write_error
 from .retry import retrying
 from .sftp_fallback import get_by_exec, put_by_exec, realpath_by_exec
 from .ssh_errors import is_channel_refused, is_subsystem_refused, sftp_refused_note

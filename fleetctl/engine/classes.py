@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..aio import observe
+from .aio import observe
 from ..errors import FleetError
-from ..paths import cache_dir
-from ..wheeltags import refusal
+from ..util.paths import cache_dir
+from ..build.wheeltags import refusal
 from .targets import InstallTargets
 
 _WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+-]+\.whl$")

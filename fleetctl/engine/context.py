@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..playbook.variables import render_vars
-from ..redact import Redactor, is_marked, unwrap
+from ..util.redact import Redactor, is_marked, unwrap
 from .session import HostSession
 
 

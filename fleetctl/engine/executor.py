@@ -25,12 +25,12 @@ import time
 from collections.abc import Generator
 from typing import Any
 
-from ..build import stray_env
+from ..build.archs import stray_env
 from ..connection.base import CommandResult, OutputLine
 from ..errors import FleetError, TransferError, host_message
 from ..tasks import steps as S
 from ..tasks.base import TaskResult
-from ..wheeltags import PlatformMismatch, refusal
+from ..build.wheeltags import PlatformMismatch, refusal
 from .classes import ClassBuildFailed, ClassCoordinator, broadcast_once, store_wheel, wheels_root
 from .deadlines import Clock
 from .observer import Observers
@@ -57,7 +57,7 @@ class StepRunner:
         classes: the run's arch-class coordinator.
         task: the task's display name (for events).
         env: the task's rendered ``env``, added to every command, over the unsetting (``None``) of
-            :data:`fleetctl.build.STRAY_ENV` variables the host's login environment sets.
+            :data:`fleetctl.build.archs.STRAY_ENV` variables the host's login environment sets.
         become: run commands through ``sudo -n``.
     """
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..playbook import templating
 from ..errors import CommandTimeout, FleetError, HostUnreachable, PlaybookError, host_message
-from ..paths import REPO_ROOT
+from ..util.paths import REPO_ROOT
 from ..status import Status
 from ..tasks import ACTIONS
 from ..tasks.base import HostView, TaskResult

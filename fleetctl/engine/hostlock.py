@@ -38,7 +38,7 @@ import posixpath
 import socket
 from dataclasses import dataclass, field
 
-from ..aio import drop_task, observe
+from .aio import drop_task, observe
 from ..connection.base import Connection, OutputLine
 from ..errors import FleetError
 

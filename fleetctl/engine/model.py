@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from ..redact import Redactor
+from ..util.redact import Redactor
 
 #: Bumped when a field changes meaning or goes away (adding an optional field keeps the version).
 SCHEMA_VERSION = 1
@@ -175,7 +175,7 @@ class RunModel(_Model):
     inventory: dict[str, Any] = Field(default_factory=dict)
     tasks: list[str] = Field(default_factory=list)
 
-    #: Secrets found so far (see :mod:`fleetctl.redact`); every observer redacts through it.
+    #: Secrets found so far (see :mod:`fleetctl.util.redact`); every observer redacts through it.
     _redactor: Redactor = PrivateAttr(default_factory=Redactor)
     _t0: float = PrivateAttr(default_factory=time.monotonic)
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..paths import cache_dir
+from ..util.paths import cache_dir
 
 #: Stands for the host's workdir in a remembered probe (NUL never occurs in an argv).
 WORKDIR = "\x00W"

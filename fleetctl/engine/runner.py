@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..aio import observe
+from .aio import observe
 from ..connection.registry import ConnectOptions, load_kind
 from ..errors import FleetError, HostUnreachable, host_message
 from ..status import Status
@@ -73,7 +73,7 @@ class PlayOptions:
         remember_probes: answer the probes each host's planners asked last time in the host's
             first command (:mod:`fleetctl.engine.probeplan`).
         refused: host -> why it fails at once, never connected (its machine's controller-side
-            lock is held by another run: :mod:`fleetctl.lock`); the other hosts run.
+            lock is held by another run: :mod:`fleetctl.engine.machinelock`); the other hosts run.
     """
 
     forks: int = 50

@@ -194,13 +194,13 @@ class HostSession:
         """Gather the host's facts (one upload, one command), store and return them.
 
         The ``fallback_archs`` var (default ``9.0a;12.0a``) is the arch list of a host without an
-        NVIDIA driver; a host whose driver is broken fails (:mod:`fleetctl.gpustack`).
+        NVIDIA driver; a host whose driver is broken fails (:mod:`fleetctl.build.gpustack`).
 
         Raises:
             TaskFailed, TransferError, CommandTimeout, HostUnreachable: see
-            :func:`fleetctl.facts.gather_facts`.
+            :func:`fleetctl.facts.gather.gather_facts`.
         """
-        from ..facts import gather_facts
+        from ..facts.gather import gather_facts
 
         settings = self.host.settings
         facts = await gather_facts(

@@ -30,11 +30,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..aio import drop_task, observe
+from .aio import drop_task, observe
 from ..connection.base import CommandResult, OutputLine
 from ..errors import HostUnreachable, TaskFailed
-from ..retention import RetentionPolicy, policy_from_env
-from ..scripts import script_path
+from ..util.retention import RetentionPolicy, policy_from_env
+from ..facts.scripts import script_path
 from .hostlock import HostLockBusy, HostLockError, _controller_gone, _parse, _record
 from .probeplan import concrete, wanted
 from .session import HostSession
@@ -78,7 +78,7 @@ class Started:
 
 def host_policy(settings: Any) -> RetentionPolicy:
     """The retention policy for a host's run folders: its ``keep_runs``/``keep_days`` vars, else
-    the controller's (:func:`fleetctl.retention.policy_from_env`)."""
+    the controller's (:func:`fleetctl.util.retention.policy_from_env`)."""
     policy = policy_from_env()
     return RetentionPolicy(keep_runs=settings.keep_runs or policy.keep_runs,
                            keep_days=settings.keep_days or policy.keep_days)
@@ -91,7 +91,7 @@ def _job(session: HostSession, *, facts: bool, lock: bool, remembered: list[list
         job["lock"] = {"path": session.host.settings.deploy_lock or "", "record": json.dumps(_record(session.run_id))}
         job["prune"] = host_policy(session.host.settings).as_job()  # under the lock: one deploy prunes at a time
     if facts:
-        from ..facts import facts_options
+        from ..facts.gather import facts_options
 
         settings = session.host.settings
         job["facts_argv"] = facts_options(venv=session.venv, cuda_home=settings.cuda_home,
@@ -112,7 +112,7 @@ def _script(name: str) -> bytes:
 def _stdin(job: dict[str, Any]) -> bytes:
     """What the command reads: the script (compressed; :data:`BOOT` runs it), the facts script
     (compressed, empty without facts), the job (JSON); each block after a line holding its size."""
-    from ..facts import FACTS_SCRIPT
+    from ..facts.gather import FACTS_SCRIPT
 
     src = _script("session_start.py")
     facts = _script(FACTS_SCRIPT) if job.get("facts") else b""
@@ -266,7 +266,7 @@ def _take_answers(session: HostSession, remembered: list[list], answers: list, w
 
 
 def _facts(session: HostSession, out: dict) -> dict[str, Any]:
-    from ..facts import complete_facts, parse_facts_output
+    from ..facts.gather import complete_facts, parse_facts_output
 
     if out.get("facts_error"):
         raise TaskFailed(session.name, f"facts script failed: {out['facts_error']}")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..build import parse_arch_list
+from ..build.archs import parse_arch_list
 
 #: ``(kind, real path, every host claiming it in inventory order, the union of their arch lists
 #: such as "9.0a;12.0a" ("" when one is unknown))``: one shared folder.

@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from fleetctl.errors import InventoryError
-from fleetctl.redact import is_marked
+from fleetctl.util.redact import is_marked
 
 from .ansible_names import ANSIBLE_NAMES, is_ansible_name
 from .vars import VarSource, describe
@@ -74,7 +74,7 @@ class HostSettings(BaseModel):
         verify_device: where ``verify`` must work when its task does not say: ``auto`` (the GPU when
             the host's facts list GPUs), ``cuda`` or ``cpu`` (hosts whose GPUs are not for torch).
         keep_runs, keep_days: how many of fleetctl's per-run folders a deploy keeps on the host,
-            and for how many days (:mod:`fleetctl.retention`), or None for the controller's
+            and for how many days (:mod:`fleetctl.util.retention`), or None for the controller's
             ``FLEETCTL_KEEP_RUNS``/``FLEETCTL_KEEP_DAYS`` (50, 30).
     """
 

@@ -25,7 +25,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from fleetctl.tasks.argtypes import is_template
 from fleetctl.errors import PlaybookError
-from fleetctl.sgl_recipe import sgl_kernel_recipe
+from fleetctl.build.sgl_recipe import sgl_kernel_recipe
 
 from .messages import one_line
 

@@ -1,4 +1,4 @@
-"""One playbook YAML file, loaded with the line of every key and item (:mod:`fleetctl.yamlload`:
+"""One playbook YAML file, loaded with the line of every key and item (:mod:`fleetctl.util.yamlload`:
 duplicate keys, recursive aliases, one-line errors) and within size limits: at most 16 MiB of bytes,
 at most 100,000 values once aliases are expanded.
 """
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fleetctl import yamlload
+from fleetctl.util import yamlload
 from fleetctl.errors import PlaybookError
 
 from .messages import Path_, playbook_error

@@ -15,7 +15,7 @@ _DEBUG = frozenset({"command.started", "command.finished", "step.planned", "prog
 
 
 class Diagnostics:
-    """An observer logging events through structlog (configured by :mod:`fleetctl.logsetup`)."""
+    """An observer logging events through structlog (configured by :mod:`fleetctl.reporting.logsetup`)."""
 
     def __init__(self, verbosity: int) -> None:
         self.verbosity = verbosity

@@ -1,6 +1,6 @@
 """Past runs on disk: listing them, reading one, its host logs, and the retry set.
 
-Run records live in ``<state_dir>/runs/<run_id>/`` (:func:`fleetctl.paths.state_dir`:
+Run records live in ``<state_dir>/runs/<run_id>/`` (:func:`fleetctl.util.paths.state_dir`:
 ``$FLEETCTL_HOME``, else ``$XDG_STATE_HOME/fleetctl``), so ``fleetctl runs`` lists every run of the
 user wherever it was started.
 """
@@ -11,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from ..paths import state_dir
+from ..util.paths import state_dir
 
 
 def runs_root() -> Path:

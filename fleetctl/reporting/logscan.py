@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..diagnostic import is_error
+from .diaglines import is_error
 
 #: Bytes read from the end of a log for its tail.
 TAIL_READ_BYTES = 64 * 1024
@@ -79,7 +79,7 @@ def read_tail(path: Path, lines: int) -> tuple[list[str], bool, int]:
 
 def first_error_line(path: Path) -> str | None:
     """The first line that is a compiler or build error in its tool's syntax
-    (:data:`fleetctl.diagnostic.ERROR`: not a line naming a file ``error.cpp``) printed
+    (:data:`fleetctl.reporting.diaglines.ERROR`: not a line naming a file ``error.cpp``) printed
     by the last task in the log (after its last ``==> task`` marker), or None."""
     first: str | None = None
     try:

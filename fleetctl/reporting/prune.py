@@ -1,7 +1,7 @@
 """Pruning run records on the controller (``<state>/runs/<run_id>/``) by the retention policy
-(:mod:`fleetctl.retention`): at the end of every run, and with ``fleetctl runs prune``.
+(:mod:`fleetctl.util.retention`): at the end of every run, and with ``fleetctl runs prune``.
 
-Only folders fleetctl made are touched: names that are run ids (:func:`fleetctl.retention.run_time`
+Only folders fleetctl made are touched: names that are run ids (:func:`fleetctl.util.retention.run_time`
 reads them); the retry sets (``.retry-*.json``) and anything else in the folder stay. A record that
 cannot be read counts as in progress while its folder changed within the last hour (a run that has
 not written its ``run.json`` yet), else as a failed run of no known play.
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..retention import RetentionPolicy, RunEntry, run_time, runs_to_prune
+from ..util.retention import RetentionPolicy, RunEntry, run_time, runs_to_prune
 from .history import runs_root, shown_status
 
 #: Seconds a record folder without a readable run.json is taken for a run still starting.

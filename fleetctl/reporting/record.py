@@ -12,7 +12,7 @@ and of the run. A rewrite put off by those limits is done by the flusher thread 
 it, so every finished task (the engine keeps each host's finished tasks in the run model as they
 finish, see :class:`fleetctl.engine.host.LiveOutcome`) is on disk within about a second even when
 no later event comes: a run killed by SIGKILL keeps all that was written before. The runs folder belongs to the user: ``<state_dir>/runs`` (see
-:func:`fleetctl.paths.state_dir`), wherever fleetctl is started from.
+:func:`fleetctl.util.paths.state_dir`), wherever fleetctl is started from.
 
 Per-host logs hold every line the host printed, as the exact bytes, each prefixed with ``out| ``
 or ``err| `` (and task boundaries as ``==> `` lines). Schemas: ``docs/schema/``.

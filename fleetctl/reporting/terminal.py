@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..connection.base import OutputLine
-from ..diagnostic import is_diagnostic
+from .diaglines import is_diagnostic
 from .lines import print_json  # noqa: F401  (re-exported: the CLI's one JSON document)
 
 

@@ -132,9 +132,9 @@ class Job:
         inventory, playbook: absolute paths.
         pattern: the ``--hosts`` pattern.
         workdir: absolute folder the job runs in (WorkingDirectory=, ``cd``).
-        home: the absolute state folder the job's runs will use (:func:`fleetctl.paths.state_dir`):
+        home: the absolute state folder the job's runs will use (:func:`fleetctl.util.paths.state_dir`):
             run records in ``home/runs``, cron's log ``home/cron.log``.
-        env: the environment the job carries to find that folder (:func:`fleetctl.paths.state_env`):
+        env: the environment the job carries to find that folder (:func:`fleetctl.util.paths.state_env`):
             ``FLEETCTL_HOME`` only when the user set it; empty for the default state folder.
         extra_vars: items passed as ``-e`` (``fleetctl schedule`` gives only ``@FILE`` items: values
             stay out of unit files and crontab lines, see :mod:`.varsfile`).

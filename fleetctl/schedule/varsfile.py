@@ -5,7 +5,7 @@ it, and both end up in backups: a ``-e hf_token=...`` there is a leaked token. S
 schedule`` never writes an ``-e`` value into them: every ``NAME=VALUE`` goes into a YAML file only
 the user can read (mode 0600, in a 0700 folder), ``<FLEETCTL_HOME>/schedule/<NAME>.vars.yaml``, and
 the job passes ``-e @FILE`` (Ansible's syntax, which ``fleetctl deploy`` reads). Secret-looking
-names (:func:`fleetctl.redact.is_secret_name`) are written as ``{value: ..., secret: true}`` so the
+names (:func:`fleetctl.util.redact.is_secret_name`) are written as ``{value: ..., secret: true}`` so the
 run record redacts them too. An ``-e @FILE`` the user gives is passed on as it is, after checking
 that a file holding secrets is private to its owner.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from ..redact import MASK, is_marked, is_secret_name
+from ..util.redact import MASK, is_marked, is_secret_name
 
 __all__ = ["has_secrets", "masked", "vars_file_path", "vars_file_text"]
 

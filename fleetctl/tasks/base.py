@@ -47,7 +47,7 @@ class TaskResult:
             exist but its content is not known yet (a dry run's build). Later tasks' planners see
             them in :attr:`HostView.files` instead of probing.
         trees: remote folder -> the tree hash of the files the task put there (see
-            :func:`fleetctl.build.keys.tree_hash`).
+            :func:`fleetctl.tasks.copy.tree_hash`).
         sources: remote folder -> the controller folder the task copied there, so a later task
             can read the tree's own files (a build's ``pyproject.toml``) before it is uploaded.
         venv: the venv the host's later tasks of this play use instead (``venv_stage``: the

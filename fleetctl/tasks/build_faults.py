@@ -1,10 +1,10 @@
 """Failed builds named by their cause, from the build's own output (the backstops of preflights).
 
 * nvcc refused the host compiler (``crt/host_config.h``'s ``unsupported GNU version!``):
-  :func:`fleetctl.hostcompiler.rejected_in_output`; the root fix is the preflight's choice of a
+  :func:`fleetctl.build.hostcompiler.rejected_in_output`; the root fix is the preflight's choice of a
   compiler nvcc accepts (:mod:`~fleetctl.tasks.build_toolchain`), this names what slipped past it.
 * a write failed (``Disk quota exceeded``, ``No space left on device``, ``Read-only file system``,
-  ``Input/output error``): :func:`fleetctl.storagefaults.name_write_error`, with the path the tool
+  ``Input/output error``): :func:`fleetctl.connection.storagefaults.name_write_error`, with the path the tool
   named (else the build's TMPDIR) and the likely cause.
 
 A compiler killed for memory is :func:`~fleetctl.tasks.build_keys.is_killed` (it is retried).
@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..connection.base import CommandResult
-from ..hostcompiler import rejected_in_output
-from ..storagefaults import name_write_error
+from ..build.hostcompiler import rejected_in_output
+from ..connection.storagefaults import name_write_error
 
 #: Characters of each stream scanned (the end of the output, where the failure is).
 SCAN_CHARS = 400_000

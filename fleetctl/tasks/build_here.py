@@ -26,11 +26,11 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from ..build_env import build_environment
+from ..build.env import build_environment
 from ..connection.base import CommandResult
-from ..cudacompat import how_covered, uncovered_gpus
-from ..hostcompiler import chosen_defines, chosen_env, chosen_record
-from ..scripts import script_path
+from ..build.cudacompat import how_covered, uncovered_gpus
+from ..build.hostcompiler import chosen_defines, chosen_env, chosen_record
+from ..facts.scripts import script_path
 from ..status import Status
 from .base import HostView, Plan, TaskResult, first_error_line
 from .build_keys import STAMP_NAME, build_argv, is_killed, ptx_targets, sass_targets, wheel_sass_local
@@ -212,7 +212,7 @@ def _sass_archs(host: HostView, wheel: str, digest: str | None, targets: list[st
                 return out["archs"], out.get("ptx") or [], "on the host", None
         except (ValueError, IndexError):
             pass
-    from ..paths import cache_dir
+    from ..util.paths import cache_dir
 
     name = posixpath.basename(wheel)
     local = cache_dir() / "sass-check" / (digest or "unknown")[:16] / name

@@ -16,11 +16,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..build_env import config_settings_args, wheel_defines
+from ..build.env import config_settings_args, wheel_defines
 from ..connection.base import CommandResult
-from ..cudacompat import ArchToken, parse_tokens
-from ..hostcompiler import key_material as host_compiler_key
-from ..wheeltags import platform_inputs
+from ..build.cudacompat import ArchToken, parse_tokens
+from ..build.hostcompiler import key_material as host_compiler_key
+from ..build.wheeltags import platform_inputs
 from .steps import Run, probe
 
 #: The stamp a build leaves next to its wheel (``<out_dir>/<key16>/``).
@@ -34,7 +34,7 @@ _STAMPS = (f'for f in "$1"/*/{STAMP_NAME}; do [ -f "$f" ] || continue; w=$(sed -
 
 
 def target_plan(facts: Mapping[str, Any], args: Any) -> dict[str, Any]:
-    """The build plan from facts (:func:`fleetctl.build.build_plan`), with the task's ``archs`` and
+    """The build plan from facts (:func:`fleetctl.build.archs.build_plan`), with the task's ``archs`` and
     ``max_jobs`` overrides applied. ``+PTX`` is kept: ``"8.0+PTX;9.0a"`` stays in
     ``torch_cuda_arch_list`` (torch embeds ``compute_80`` PTX beside the SASS) and becomes
     ``"80;90a"`` in ``cuda_architectures`` (CMake's plain number means SASS and PTX).
@@ -88,7 +88,7 @@ def build_inputs(tree_hash: str, plan: Mapping[str, Any], defines: Mapping[str, 
     """Everything that decides the wheel's bytes: hosts with equal inputs form one arch class.
 
     A host whose GPUs mix SMs is its own class (``host`` is part of its inputs). The platform
-    (``platform``: ``"linux_aarch64"``, ``libc``: ``"glibc 2.39"``, :func:`fleetctl.wheeltags.platform_inputs`)
+    (``platform``: ``"linux_aarch64"``, ``libc``: ``"glibc 2.39"``, :func:`fleetctl.build.wheeltags.platform_inputs`)
     is part of them: an x86_64 wheel never goes to an aarch64 host of the same SM, CUDA and torch.
     """
     py = facts.get("python") or {}

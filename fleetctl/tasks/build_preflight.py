@@ -16,8 +16,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..build import DEFAULT_PATH, available_memory_mib, unsupported_archs
-from ..cudacompat import ArchToken, driver_problem, predicted_binaries, uncovered_gpus
+from ..build.archs import DEFAULT_PATH, available_memory_mib, unsupported_archs
+from ..build.cudacompat import ArchToken, driver_problem, predicted_binaries, uncovered_gpus
 from .build_meta import TORCH_EXTENSION_TOOLS, BuildMeta, requirement_name
 from .venv_probe import CLEAN_PYTHON_ENV, VENV_PROBE, torch_probe_problem, venv_probe  # noqa: F401 - their home
 

@@ -19,7 +19,7 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..storagefaults import FAULTS
+from ..connection.storagefaults import FAULTS
 from .steps import Run, probe
 
 #: Runs in any Python 3.8+ with JSON ``{"paths": [...], "mib": N}``; prints one JSON object

@@ -2,7 +2,7 @@
 
 Pure: facts (``host_compilers``, the toolkit's ``host_compiler_max``) and the task's ``env`` and
 ``cmake_defines`` -> the facts the build runs with (``host_compilers.used`` and ``.choice``) and
-at most one problem. The rules are :func:`fleetctl.hostcompiler.choose`.
+at most one problem. The rules are :func:`fleetctl.build.hostcompiler.choose`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..hostcompiler import choose, with_choice
+from ..build.hostcompiler import choose, with_choice
 
 
 def host_compiler_preflight(facts: Mapping[str, Any], args: Any) -> tuple[Mapping[str, Any], list[str], str | None]:

@@ -2,7 +2,7 @@
 
 The environment is derived from facts and set explicitly (CUDA_HOME, CUDACXX, PATH, VIRTUAL_ENV,
 TORCH_CUDA_ARCH_LIST, CMAKE_CUDA_ARCHITECTURES, MAX_JOBS, CMAKE_POLICY_VERSION_MINIMUM, TMPDIR...;
-:func:`fleetctl.build_env.build_environment`) so nothing depends on what the login shell happens to
+:func:`fleetctl.build.env.build_environment`) so nothing depends on what the login shell happens to
 set. The planner:
 
 1. picks the toolkit (the newest of the host's toolkits that compiles the arch list, unless the
@@ -32,10 +32,10 @@ from pydantic import Field, field_validator
 
 import re
 
-from ..build_env import cmake_defines
-from ..cudacompat import parse_tokens, with_toolkit_for
+from ..build.env import cmake_defines
+from ..build.cudacompat import parse_tokens, with_toolkit_for
 from ..status import Status
-from ..wheeltags import PlatformMismatch, platform_label
+from ..build.wheeltags import PlatformMismatch, platform_label
 from .argtypes import ActionArgs, ARCH_TOKEN, CMAKE_NAME, VERSION_RE, env_mapping, is_template, non_empty, scalar_to_str
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_here import build_here, stamp_bytes

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..connection.base import CommandResult
-from ..scripts import script_path
+from ..facts.scripts import script_path
 from .base import HostView, Plan, first_error_line
 from .build_preflight import CLEAN_PYTHON_ENV
 from .steps import Put, Run, probe
@@ -106,7 +106,7 @@ def moved_facts(facts: Mapping[str, Any], old: tuple[str, ...], new: str) -> dic
 def venv_facts(host: HostView, venv: str, assume: Mapping[str, Any]) -> Plan:
     """Read the venv facts of ``venv`` with the facts script (uploaded again: one file), after the
     task changed it; returns ``(facts, error)``. A dry run answers ``assume``."""
-    from ..facts import facts_argv
+    from ..facts.gather import facts_argv
 
     remote = host.remote_script(FACTS_SCRIPT)
     err = yield Put(local=str(script_path(FACTS_SCRIPT)), remote=remote, mode=0o600, reason="the facts script")

@@ -32,7 +32,7 @@ from pydantic import field_validator
 
 from ..connection.base import CommandResult
 from ..status import Status
-from ..wheeltags import refusal
+from ..build.wheeltags import refusal
 from .argtypes import ActionArgs, non_empty
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_keys import STAMP_NAME

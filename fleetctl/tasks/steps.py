@@ -235,7 +235,7 @@ class Fail(Step):
 class Fetch(Step):
     """Wait for the class's wheel ``key`` and upload it into the remote folder ``dest``; yields a
     :class:`ClassWheel` or the error (an instance: the builder failed, the upload failed, or the
-    wheel does not fit the host's platform: :func:`fleetctl.wheeltags.refusal` of ``platform``,
+    wheel does not fit the host's platform: :func:`fleetctl.build.wheeltags.refusal` of ``platform``,
     checked before anything is sent, whatever made the keys equal).
 
     Attributes:

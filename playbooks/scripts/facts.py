@@ -1502,7 +1502,7 @@ def probe_environments(venv):
 
 # -- host compilers (what nvcc compiles host code with, and the newest its toolkit accepts) ---------
 
-#: The build's PATH after the venv's and the toolkit's bin folders (fleetctl.build.DEFAULT_PATH):
+#: The build's PATH after the venv's and the toolkit's bin folders (fleetctl.build.archs.DEFAULT_PATH):
 #: nvcc runs ``gcc`` from there unless told otherwise (``-ccbin``, ``NVCC_CCBIN``).
 BUILD_SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

@@ -13,7 +13,7 @@ after a line holding its size, so nothing is uploaded first and no other command
 4. ``facts``: ``facts.py`` runs in this process through its own ``main(ARGV)``, imported from
    ``<workdir>/scripts/facts-<sha>.py`` (see :func:`run_facts`);
 5. ``prune`` (a deploy, under its lock): the per-run folders ``<workdir>/runs/<run_id>`` past the
-   retention policy (:mod:`fleetctl.retention`: the newest ``keep_runs`` kept, none older than
+   retention policy (:mod:`fleetctl.util.retention`: the newest ``keep_runs`` kept, none older than
    ``keep_days`` days) are removed, never this run's nor one changed within the last hour (a
    ``verify`` or ``run`` takes no lock and may be using it); so are the build folders of
    ``<workdir>/tmp/`` (a build's TMPDIR, left by a build that was killed) not changed within the

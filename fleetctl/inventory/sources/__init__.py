@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetctl.errors import InventoryError
-from fleetctl.yamlload import load_yaml, where
+from fleetctl.util.yamlload import load_yaml, where
 
 from ..address import split_port
 from ..data import InventoryBuilder

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fleetctl.errors import InventoryError
-from fleetctl.yamlload import load_yaml, where
+from fleetctl.util.yamlload import load_yaml, where
 
 from ..data import VarsFiles
 from ..vars import VarSource, describe

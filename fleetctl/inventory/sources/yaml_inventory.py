@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleetctl.errors import InventoryError
-from fleetctl.yamlload import where
+from fleetctl.util.yamlload import where
 
 from ..address import split_port
 from ..data import InventoryBuilder
@@ -188,7 +188,7 @@ def _unknown_group_key(group: str, section: Any) -> str:
 
 
 def ingest_yaml(builder: InventoryBuilder, data: Any, file: str) -> None:
-    """Add a loaded YAML inventory document (from :func:`fleetctl.yamlload.load_yaml`) to ``builder``.
+    """Add a loaded YAML inventory document (from :func:`fleetctl.util.yamlload.load_yaml`) to ``builder``.
 
     Raises:
         InventoryError: the document is not a valid inventory (see the module docstring).

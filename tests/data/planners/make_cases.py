@@ -17,7 +17,7 @@ FACTS90 = {"gpus": [{"index": 0, "name": "NVIDIA H200", "compute_cap": "9.0", "m
 TREE = "t" * 64
 BW = {"src": "/w/src/k", "out_dir": "/w/wheels"}
 def key_for(facts, tree=TREE, archs="9.0a", defines=None):
-    from fleetctl.build_env import cmake_defines
+    from fleetctl.build.env import cmake_defines
     from fleetctl.tasks.build_keys import build_inputs, build_key
     plan = dict(facts["build"])
     if archs != "9.0a":
@@ -25,7 +25,7 @@ def key_for(facts, tree=TREE, archs="9.0a", defines=None):
     d = cmake_defines({**facts, "build": plan}, defines or {})
     return build_key(build_inputs(tree, plan, d, facts, "h1"))
 def inputs_for(facts, tree=TREE):
-    from fleetctl.build_env import cmake_defines
+    from fleetctl.build.env import cmake_defines
     from fleetctl.tasks.build_keys import build_inputs
     plan = dict(facts["build"])
     return build_inputs(tree, plan, cmake_defines({**facts, "build": plan}, {}), facts, "h1")
@@ -274,7 +274,7 @@ CUDA124 = {**CUDA, "version": "12.4", "archs": ["compute_80", "compute_90"], "nv
 FACTS120 = {**FACTS90, "gpus": [{"index": 0, "name": "NVIDIA RTX PRO 6000", "compute_cap": "12.0"}], "cuda": CUDA124,
             "build": {**BUILD90, "torch_cuda_arch_list": "12.0a", "cuda_architectures": "120a"}}
 def _switched():
-    from fleetctl.cudacompat import parse_tokens, with_toolkit_for
+    from fleetctl.build.cudacompat import parse_tokens, with_toolkit_for
     return with_toolkit_for(FACTS120, parse_tokens("12.0a"))[0]
 K120 = key_for(_switched())
 ENV120 = {**ENV, "CUDA_HOME": "/usr/local/cuda-13.0", "CUDA_PATH": "/usr/local/cuda-13.0", "CUDACXX": "/usr/local/cuda-13.0/bin/nvcc",

@@ -1,6 +1,6 @@
 """Facts -> the build's environment and CMake defines: what every build step runs with.
 
-Pure functions, no I/O (split from :mod:`fleetctl.build`, which decides the arch list and the job
+Pure functions, no I/O (split from :mod:`fleetctl.build.archs`, which decides the arch list and the job
 count): the environment a build step gets (CUDA_HOME, CUDACXX, PATH, the venv, the arch lists,
 MAX_JOBS), the CMake defines a wheel build passes, and how each frontend spells them.
 """
@@ -11,8 +11,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .build import DEFAULT_PATH, build_plan
-from .errors import FleetError
+from .archs import DEFAULT_PATH, build_plan
+from ..errors import FleetError
 
 #: ``cmake_minimum_required`` floor CMake 4 needs for projects (and their FetchContent and
 #: ExternalProject dependencies) that still declare < 3.5.
@@ -127,7 +127,7 @@ def cmake_defines(facts: Mapping[str, Any], extra: Mapping[str, Any] | None = No
 
 #: CMake defines that set how fast a build runs, never what it produces: left out of the inputs
 #: that decide a wheel (its arch class), so hosts that differ only in memory share one build.
-#: ``SGL_KERNEL_COMPILE_THREADS`` is nvcc's ``--threads`` in sgl-kernel (fleetctl/sgl_recipe.py).
+#: ``SGL_KERNEL_COMPILE_THREADS`` is nvcc's ``--threads`` in sgl-kernel (fleetctl/build/sgl_recipe.py).
 PARALLELISM_DEFINES = frozenset({"SGL_KERNEL_COMPILE_THREADS"})
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import TaskFailed
+from ..errors import TaskFailed
 
 __all__ = ["GpuStackBroken", "check_gpu_stack", "stack_of"]
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import FleetError
+from ..errors import FleetError
+from ..util.paths import REPO_ROOT
 
 #: Environment variable naming another scripts folder (searched first).
 SCRIPTS_DIR_ENV = "FLEETCTL_SCRIPTS_DIR"
@@ -21,7 +22,7 @@ def scripts_dirs() -> list[Path]:
     dirs = []
     if os.environ.get(SCRIPTS_DIR_ENV):
         dirs.append(Path(os.environ[SCRIPTS_DIR_ENV]))
-    dirs.append(Path(__file__).resolve().parent.parent / "playbooks" / "scripts")
+    dirs.append(REPO_ROOT / "playbooks" / "scripts")
     return dirs
 
 

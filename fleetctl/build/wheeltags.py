@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .errors import FleetError
+from ..errors import FleetError
 
 
 class PlatformMismatch(FleetError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import resource
 
-from .errors import InputError
+from ..errors import InputError
 
 FDS_PER_ACTIVE_HOST = 4
 FDS_PER_HOST = 1

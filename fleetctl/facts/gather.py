@@ -3,7 +3,7 @@
 The script (``playbooks/scripts/facts.py``) runs on the host with the host's own ``python3``
 and probes GPUs (nvidia-smi, NVML), the CUDA toolkit, the build interpreter and its torch,
 cmake/ninja/uv, CPUs, memory and disk. This module adds what fleetctl derives from them:
-``build`` (:func:`fleetctl.build.build_plan`) and ``reachable``.
+``build`` (:func:`fleetctl.build.archs.build_plan`) and ``reachable``.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import posixpath
 from collections.abc import Sequence
 from typing import Any
 
-from .build import DEFAULT_FALLBACK_ARCHS, build_plan
-from .cudacompat import parse_tokens, with_toolkit_for
-from .hostcompiler import choose as choose_host_compiler
-from .connection.base import Connection
-from .errors import FleetError, TaskFailed
-from .gpustack import check_gpu_stack
+from ..build.archs import DEFAULT_FALLBACK_ARCHS, build_plan
+from ..build.cudacompat import parse_tokens, with_toolkit_for
+from ..build.hostcompiler import choose as choose_host_compiler
+from ..connection.base import Connection
+from ..errors import FleetError, TaskFailed
+from ..build.gpustack import check_gpu_stack
 from .scripts import script_path
 
 #: Name of the facts script, locally (``playbooks/scripts/``) and in the remote workdir.
@@ -119,7 +119,7 @@ async def gather_facts(
 
     Returns:
         The script's JSON object (see ``playbooks/scripts/facts.py``) with ``reachable: True``
-        and ``build`` (see :func:`fleetctl.build.build_plan`) added. When the toolkit found first
+        and ``build`` (see :func:`fleetctl.build.archs.build_plan`) added. When the toolkit found first
         cannot compile the host's archs and another one of the host's toolkits can (the newest
         such), ``cuda`` describes that one and a build note says so (unless ``cuda_home`` pins it).
 
@@ -145,14 +145,14 @@ async def gather_facts(
 def complete_facts(host: str, facts: dict[str, Any], *,
                    fallback_archs: str | Sequence[str] = DEFAULT_FALLBACK_ARCHS,
                    max_jobs: int | None = None, cuda_home: str | None = None) -> dict[str, Any]:
-    """The script's facts with ``build`` (:func:`fleetctl.build.build_plan`) and ``reachable``
+    """The script's facts with ``build`` (:func:`fleetctl.build.archs.build_plan`) and ``reachable``
     added. When the toolkit found first cannot compile the host's archs and another of the host's
     toolkits can, the returned facts (a new dict) describe that one, with a build note, unless
     ``cuda_home`` (the host var) pins the toolkit. Use the returned dict, not ``facts``.
 
     Raises:
         GpuStackBroken: (a :class:`TaskFailed`) the host's NVIDIA stack is installed but broken
-            (:func:`fleetctl.gpustack.check_gpu_stack`): the host fails at facts, never builds
+            (:func:`fleetctl.build.gpustack.check_gpu_stack`): the host fails at facts, never builds
             for ``fallback_archs`` as if it had no GPU.
         FleetError: the build cannot be planned from these facts.
     """
@@ -165,7 +165,7 @@ def complete_facts(host: str, facts: dict[str, Any], *,
             facts = dict(switched)
             facts["build"] = build_plan(facts, fallback_archs=fallback_archs, max_jobs=max_jobs)
             facts["build"]["notes"].insert(0, note)
-        cxx = choose_host_compiler(facts)  # what nvcc will compile host code with (fleetctl/hostcompiler.py)
+        cxx = choose_host_compiler(facts)  # what nvcc will compile host code with (fleetctl/build/hostcompiler.py)
         if cxx.note or cxx.problem:
             facts["build"]["notes"].append(cxx.note or cxx.problem)
     except ValueError as exc:

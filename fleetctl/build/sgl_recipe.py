@@ -6,7 +6,7 @@ The recipe is the one that built sgl-kernel on RTX PRO 6000 Blackwell (SM120, CU
 (the failure stories of the design sketch), made per host:
 
 * ``TORCH_CUDA_ARCH_LIST`` from the host's SMs (``12.0a`` for SM120, ``9.0a`` for H100/H200), the
-  build plan of :func:`fleetctl.build.build_plan`; sgl-kernel itself picks its ``-gencode`` list
+  build plan of :func:`fleetctl.build.archs.build_plan`; sgl-kernel itself picks its ``-gencode`` list
   from the CUDA version, and the SASS check after the build holds it to the host's SM;
 * ``SGL_KERNEL_ENABLE_FP4=ON``: the NVFP4 kernels are why the fleet builds sgl-kernel;
 * ``ENABLE_BELOW_SM90=OFF`` when no GPU of the host is below SM90 (no sm_80/sm_89 code to build);
@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .build import DEFAULT_MEM_PER_JOB_MIB, build_plan, derive_max_jobs, parse_arch_list
+from .archs import DEFAULT_MEM_PER_JOB_MIB, build_plan, derive_max_jobs, parse_arch_list
 
 #: The NVFP4 entry points a deployed sgl-kernel must have (sgl_kernel's Python API).
 FP4_SYMBOLS = ("cutlass_scaled_fp4_mm", "scaled_fp4_quant", "scaled_fp4_grouped_quant")
@@ -97,7 +97,7 @@ def sgl_kernel_recipe(
 
     Args:
         facts: the host's facts (``playbooks/scripts/facts.py`` plus ``build`` from
-            :func:`fleetctl.build.build_plan`; derived here when absent): ``gpus``, ``cpu_count``,
+            :func:`fleetctl.build.archs.build_plan`; derived here when absent): ``gpus``, ``cpu_count``,
             ``mem_available_mib``/``mem_total_mib``, ``python.executable``.
         fa3: ``auto`` (None) decides from the arch list; true/false overrides (the reason says so).
         max_jobs: parallel compile jobs; ``auto`` (None) chooses them with the threads.

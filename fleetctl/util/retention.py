@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from .errors import InputError
+from ..errors import InputError
 
 DEFAULT_KEEP_RUNS = 50
 DEFAULT_KEEP_DAYS = 30.0

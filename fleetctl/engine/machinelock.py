@@ -1,6 +1,6 @@
 """Per-machine deploy locks on the controller, so two runs of one user never work on one machine at once.
 
-One lock file per *machine* in the user's state folder (:func:`fleetctl.paths.locks_dir`:
+One lock file per *machine* in the user's state folder (:func:`fleetctl.util.paths.locks_dir`:
 ``$FLEETCTL_HOME/locks``, else ``$XDG_STATE_HOME/fleetctl/locks``), never the working directory, so
 two runs of one user started from two folders exclude each other. A machine is what the host's
 connection will reach (:meth:`fleetctl.connection.registry.ConnectionKind.machine`: for SSH
@@ -35,8 +35,8 @@ from pathlib import Path
 
 
 def locks_dir() -> Path:
-    """The user's controller-side locks folder (see :mod:`fleetctl.paths`)."""
-    from .paths import locks_dir as user_locks_dir
+    """The user's controller-side locks folder (see :mod:`fleetctl.util.paths`)."""
+    from ..util.paths import locks_dir as user_locks_dir
 
     return user_locks_dir()
 
@@ -44,7 +44,7 @@ def locks_dir() -> Path:
 def machine_of(host) -> str:
     """The machine an inventory host's connection will reach (see the module docstring); its
     kind and name when its settings cannot say (it then fails to connect anyway)."""
-    from .connection.registry import load_kind
+    from ..connection.registry import load_kind
 
     try:
         return load_kind(host.connection).machine(host.ref)

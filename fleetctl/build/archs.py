@@ -246,7 +246,7 @@ def build_plan(
             ``mem_available_mib``...). Missing keys are tolerated.
         fallback_archs: torch archs built when no GPU reports a compute capability
             (``"9.0a;12.0a"``; ``;``, ``,`` or spaces separate) on a host without an NVIDIA
-            driver (``gpu_stack`` ``none``, :mod:`fleetctl.gpustack`).
+            driver (``gpu_stack`` ``none``, :mod:`fleetctl.build.gpustack`).
         mem_per_job_mib: MiB one CUDA compile job may take (4-8 GiB is common).
         max_jobs: a fixed job count (the ``max_jobs`` host var); derived when ``None``.
 

@@ -171,8 +171,8 @@ def how_covered(compute_cap: str, sass: Iterable[str], ptx: Iterable[str]) -> st
 
 def toolkit_lacks(toolkit: Mapping[str, Any], tokens: Iterable[ArchToken]) -> list[str]:
     """The virtual archs (``"compute_120a"``) of ``tokens`` that this toolkit's nvcc cannot compile
-    (see :func:`fleetctl.build.unsupported_archs`)."""
-    from .build import unsupported_archs
+    (see :func:`fleetctl.build.archs.unsupported_archs`)."""
+    from .archs import unsupported_archs
 
     return unsupported_archs([t.arch for t in tokens], toolkit.get("archs"), toolkit.get("version"))
 

@@ -1,0 +1,1 @@
+"""Gathering facts: the facts script that runs on a host, and where host scripts live."""
