@@ -127,11 +127,17 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
               help="Seconds the command may run on each host.")
 @click.option("--metrics-file", default=None, metavar="PATH",
               help="At the end, write Prometheus metrics to PATH (*.prom, node_exporter's textfile collector).")
+@click.option("-b", "--gather", "gather", is_flag=True,
+              help="As clush -b: hosts with the same output and exit status shown once, under their node set.")
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @pass_ctx
 def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool, accept_new_host_keys: bool,
-        connect_timeout: float, timeout_s: float, metrics_file: str | None, argv: tuple[str, ...]) -> None:
-    """Run ARGV exactly as given (no shell) on every host: fleetctl run --hosts all -- uname -r"""
+        connect_timeout: float, timeout_s: float, metrics_file: str | None, gather: bool,
+        argv: tuple[str, ...]) -> None:
+    """Run ARGV exactly as given (no shell) on every host: fleetctl run --hosts all -- uname -r
+
+    The last line, on stderr (stdout keeps only what the hosts printed, for pipes), is
+    ``ok N, failed N, unreachable N``."""
     from ..engine.adhoc import run_on_hosts
     from ..util.redact import unwrap
     from ..reporting.history import safe_name
@@ -143,7 +149,7 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
 
     printer = HostLines([h.name for h in hosts], stream=sys.stderr if as_json else sys.stdout)
     live = ValvedObserver(_LinesOnly(printer), LiveValve(log_hint=lambda h: f"fleetctl logs RUN {h}"))
-    run_, record, observers = _record("run", obj, extra=[live, metrics])
+    run_, record, observers = _record("run", obj, extra=[None if gather and not as_json else live, metrics])
     run_.pattern = pattern
     run_.redactor.add(set().union(*(unwrap(h.vars)[1] for h in hosts)))
     outputs = guarded(run_, observers, lambda: run_async(run_on_hosts(
@@ -170,13 +176,21 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
 
         from ..reporting.tables import print_long
 
+        if gather:
+            from ..reporting.gathered import gather as gather_blocks, render_blocks
+
+            sys.stdout.write(render_blocks(gather_blocks(run_.hosts, outputs, run_.redactor.text)))
+            sys.stdout.flush()
         err = Console(file=sys.stderr, highlight=False)
         for h, o in run_.hosts.items():
             if o.status != "ok":  # a terminal wraps them at words (print_long), a pipe gets whole lines
                 state = "UNREACHABLE" if o.status == "unreachable" else "FAILED"
                 print_long(err, Text(f"{h}: {state}: {o.error}"), indent=0)
         if bad:
-            click.echo(f"every line a host printed: fleetctl logs {run_.run_id} {bad[0]}", err=True)
+            click.echo(f"every line a host printed: fleetctl logs {run_.run_id} --host {bad[0]}", err=True)
+    from ..reporting.gathered import summary_line
+
+    click.echo(summary_line(run_.hosts), err=True)
     raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
 
 

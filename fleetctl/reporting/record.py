@@ -145,7 +145,12 @@ class RunRecord:
             self._dirty.add(fh)
 
     def close(self, run: RunModel) -> None:
-        """Write the final run.json and close every file (flushing it)."""
+        """Flush every log, then write the final run.json and close every file: a reader that sees
+        the run end (``fleetctl logs --follow``) finds every byte already in the logs."""
+        try:
+            self.flush()
+        except (OSError, ValueError):  # a full disk: closing below tries again
+            pass
         self.save(force=True)
         self._closed.set()
         with self._lock:
