@@ -91,7 +91,7 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     run.pattern = pattern
     guarded(run, observers, lambda: run_async(facts_on_hosts(
         hosts, run=run, observers=observers, forks=forks, connect_timeout_s=connect_timeout,
-        accept_new_host_keys=accept_new_host_keys)))
+        accept_new_host_keys=accept_new_host_keys, ssh_options=obj.ssh_options)))
     result = {}
     for name, out in run.hosts.items():
         if out.facts is not None and out.status == "failed":  # gathered, then refused (a broken GPU stack)
@@ -154,7 +154,8 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     run_.redactor.add(set().union(*(unwrap(h.vars)[1] for h in hosts)))
     outputs = guarded(run_, observers, lambda: run_async(run_on_hosts(
         hosts, list(argv), run=run_, observers=observers, forks=forks, timeout_s=timeout_s,
-        connect_timeout_s=connect_timeout, accept_new_host_keys=accept_new_host_keys)))
+        connect_timeout_s=connect_timeout, accept_new_host_keys=accept_new_host_keys,
+        ssh_options=obj.ssh_options)))
     bad = run_.failed_hosts
     finish(run_, observers, "failed" if bad else "ok")
     if as_json:

@@ -54,8 +54,9 @@ class Context:
     """What every command gets: the inventory sources (``-i``, repeatable, later ones adding to
     earlier ones) and the verbosity."""
 
-    def __init__(self, inventory: tuple[str, ...] | str, verbose: int) -> None:
+    def __init__(self, inventory: tuple[str, ...] | str, verbose: int, ssh_options: tuple[str, ...] = ()) -> None:
         inventory = (inventory,) if isinstance(inventory, str) else tuple(inventory)
+        self.ssh_options = tuple(ssh_options)  # `-o`, checked (fleetctl.connection.ssh_options)
         self.inventory_paths = inventory or ("inventory.yaml",)
         self.inventory_path = self.inventory_paths[0]
         self.verbose = verbose
@@ -182,11 +183,22 @@ class FleetGroup(click.Group):
               type=InventorySources(), show_default=True,
               help="Inventory source (Ansible YAML/INI file, folder, script, slurm:); repeat to add more.")
 @click.option("-v", "--verbose", count=True, help="Diagnostics on stderr: -v each host's tasks, -vv every command.")
+@click.option("-o", "ssh_option", multiple=True, metavar="OPTION=VALUE",
+              help="A one-off ssh_config option for every ssh host of the command (as ssh -o); repeatable.")
 @click.version_option(__version__, prog_name="fleetctl")
 @click.pass_context
-def main(ctx: click.Context, inventory: tuple[str, ...], verbose: int) -> None:
+def main(ctx: click.Context, inventory: tuple[str, ...], verbose: int, ssh_option: tuple[str, ...]) -> None:
     """Provision GPU hosts over SSH: facts, per-SM FP4 kernel builds, install, verify."""
-    ctx.obj = Context(inventory, verbose)
+    from ..connection.ssh_options import SSHOptionError, accepts_new_keys, parse_options
+
+    try:
+        options = parse_options(ssh_option)
+    except SSHOptionError as exc:
+        raise InputError(str(exc)) from None
+    if accepts_new_keys(options):  # -o StrictHostKeyChecking=accept-new is --accept-new-host-keys
+        ctx.default_map = {**(ctx.default_map or {}),
+                           **{name: {"accept_new_host_keys": True} for name in COMMAND_MODULES}}
+    ctx.obj = Context(inventory, verbose, options)
 
 
 hosts_option = click.option("--hosts", "pattern", required=True,

@@ -155,6 +155,7 @@ def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | Non
     opts = PlayOptions(host_lock=mode == "apply", forks=forks, mode=mode, force=force, tags=tuple(tag_list),
                        skip_tags=tuple(skip_list),
                        extra_vars=extra_vars, accept_new_host_keys=accept_new_host_keys, deadlines=deadlines,
+                       ssh_options=obj.ssh_options,
                        serial=serial_items, max_fail_percentage=max_fail_percentage, build_each=build == "each",
                        refused=dict(locks.refused) if locks is not None else {})
     if live is not None:

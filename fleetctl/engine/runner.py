@@ -83,6 +83,7 @@ class PlayOptions:
     skip_tags: Sequence[str] = ()
     extra_vars: dict[str, Any] = field(default_factory=dict)
     accept_new_host_keys: bool = False
+    ssh_options: tuple[str, ...] = ()  # `-o`, "Name=value" each (fleetctl.connection.ssh_options)
     deadlines: Deadlines = field(default_factory=Deadlines)
     serial: Sequence[int | str] = ()
     max_fail_percentage: float | None = None
@@ -190,7 +191,8 @@ async def _enter_scopes(stack: contextlib.AsyncExitStack, hosts: Sequence[Any], 
     failure and on Ctrl-C)."""
     scopes: dict[str, Any] = {}
     options = ConnectOptions(accept_new_host_keys=opts.accept_new_host_keys,
-                             connect_timeout_s=opts.deadlines.connect, run_id=run.run_id)
+                             connect_timeout_s=opts.deadlines.connect, run_id=run.run_id,
+                             ssh_options=opts.ssh_options)
     for kind in dict.fromkeys(h.connection for h in hosts):
         scopes[kind] = await stack.enter_async_context(load_kind(kind).scope(options))
     return scopes
