@@ -11,8 +11,8 @@ from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command
                   timeout_option)
 
 
-def _record(kind: str, obj: Context, extra=()):
-    """A new run model with its record and the -v observer."""
+def record_run(kind: str, obj: Context, extra=()):
+    """A new run model with its record and the -v observer: ``(run, record, observers)``."""
     from ..engine.model import RunModel
     from ..engine.observer import Observers
     from ..reporting.record import RunRecord
@@ -87,7 +87,7 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     from ..reporting.lines import print_json
 
     _, hosts = obj.select(pattern, limit, forks=forks)
-    run, record, observers = _record("facts", obj)
+    run, record, observers = record_run("facts", obj)
     run.pattern = pattern
     guarded(run, observers, lambda: run_async(facts_on_hosts(
         hosts, run=run, observers=observers, forks=forks, connect_timeout_s=connect_timeout,
@@ -149,7 +149,7 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
 
     printer = HostLines([h.name for h in hosts], stream=sys.stderr if as_json else sys.stdout)
     live = ValvedObserver(_LinesOnly(printer), LiveValve(log_hint=lambda h: f"fleetctl logs RUN {h}"))
-    run_, record, observers = _record("run", obj, extra=[None if gather and not as_json else live, metrics])
+    run_, record, observers = record_run("run", obj, extra=[None if gather and not as_json else live, metrics])
     run_.pattern = pattern
     run_.redactor.add(set().union(*(unwrap(h.vars)[1] for h in hosts)))
     outputs = guarded(run_, observers, lambda: run_async(run_on_hosts(
@@ -203,3 +203,6 @@ class _LinesOnly:
 
     def line(self, run, host, line, shown=True) -> None:
         self.printer.line(run, host, line, shown)
+
+
+_record = record_run  # the name cli/play.py imports today

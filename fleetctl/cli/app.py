@@ -139,7 +139,7 @@ def usage_exit(exc: click.UsageError) -> Exception:
 #: what it imports) is loaded only when that command runs, or for ``--help``.
 COMMAND_MODULES = {"facts": "adhoc", "run": "adhoc", "inventory": "inventory", "hosts": "inventory",
                    "deploy": "play", "verify": "play", "report": "report", "rollback": "rollback", "runs": "runs",
-                   "logs": "logs", "schedule": "schedule"}
+                   "logs": "logs", "schedule": "schedule", "copy": "transfer", "fetch": "transfer"}
 
 
 class FleetGroup(click.Group):

@@ -24,7 +24,8 @@ from .session import HostSession, host_ref, unreachable_facts
 RUN_CAPTURE_BYTES = 1024 * 1024
 
 
-async def _scopes(stack, hosts: Sequence[Any], options: ConnectOptions) -> dict[str, Any]:
+async def open_scopes(stack, hosts: Sequence[Any], options: ConnectOptions) -> dict[str, Any]:
+    """One entered run scope per connection kind of ``hosts`` (released when ``stack`` closes)."""
     scopes = {}
     for kind in dict.fromkeys(h.connection for h in hosts):
         scopes[kind] = await stack.enter_async_context(load_kind(kind).scope(options))
@@ -50,7 +51,7 @@ async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunMod
     run.argv = list(argv)
     outputs: dict[str, tuple[str, str]] = {}
     async with contextlib.AsyncExitStack() as stack:
-        scopes = await _scopes(stack, hosts, options)
+        scopes = await open_scopes(stack, hosts, options)
         unavailable: dict[str, str] = {}
         for kind, scope in scopes.items():
             unavailable.update(await scope.prepare([host_ref(h) for h in hosts if h.connection == kind]))
@@ -108,7 +109,7 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
     options = ConnectOptions(accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout_s,
                              run_id=run.run_id, ssh_options=tuple(ssh_options))
     async with contextlib.AsyncExitStack() as stack:
-        scopes = await _scopes(stack, hosts, options)
+        scopes = await open_scopes(stack, hosts, options)
         unavailable: dict[str, str] = {}
         for kind, scope in scopes.items():
             unavailable.update(await scope.prepare([host_ref(h) for h in hosts if h.connection == kind]))
