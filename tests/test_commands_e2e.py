@@ -1,0 +1,308 @@
+"""The commands operators reach for first (issue 25), end to end through the real CLI against real
+sshd test hosts, ``local`` hosts and the real Slurm test cluster: ``run -b`` and the summary line,
+``copy``/``fetch`` (SFTP, the exec fallback of a server without ``Subsystem sftp``, sbcast),
+``logs`` (every host, ``--host``, ``--follow`` on a live run), ``runs show``, and ``-o``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+from tests.support.sshd import free_port
+
+pytestmark = pytest.mark.sshd
+
+
+def _greet(host, text: str, rc: int = 0) -> None:
+    """A `greet` program on the host's PATH printing ``text`` (stdout) and ``warn`` (stderr)."""
+    script = host.bin_dir / "greet"
+    script.write_text(f"#!/bin/sh\necho '{text}'\necho warn >&2\nexit {rc}\n")
+    script.chmod(0o755)
+
+
+def _record(home: Path) -> dict:
+    return json.loads((last_run(home) / "run.json").read_text())
+
+
+# -- run -b and the summary line -----------------------------------------------------------------
+
+def test_run_b_gathers_identical_outputs_under_the_folded_node_set(sshd_farm, tmp_path):
+    hosts = {}
+    for name, text, rc in (("gpu01", "same", 0), ("gpu02", "same", 0), ("gpu03", "same", 3), ("gpu04", "other", 0)):
+        h = sshd_farm.start(name)
+        _greet(h, text, rc)
+        hosts[name] = h.inventory_vars(sshd_farm.known_hosts)
+    hosts["gpu05"] = {"ansible_host": "127.0.0.1", "ansible_port": free_port(), "known_hosts": str(sshd_farm.known_hosts)}
+    inv = write_inventory(tmp_path / "inv.yaml", {"gpu": hosts})
+    res = fleetctl("-i", str(inv), "run", "--hosts", "gpu", "-b", "--", "greet", home=tmp_path)
+    assert res.returncode == 1, res.stderr
+    rule = "-" * 15
+    assert res.stdout == (f"{rule}\ngpu[01-02] (2)\n{rule}\nsame\nwarn\n"
+                          f"{rule}\ngpu03 (1) rc=3\n{rule}\nsame\nwarn\n"
+                          f"{rule}\ngpu04 (1)\n{rule}\nother\nwarn\n"), res.stdout
+    assert "gpu05: UNREACHABLE: " in res.stderr
+    assert res.stderr.splitlines()[-1] == "ok 3, failed 1, unreachable 1"
+    # without -b: each line prefixed as it comes, and the same summary line last on stderr
+    plain = fleetctl("-i", str(inv), "run", "--hosts", "gpu[01-02]", "--", "greet", home=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert sorted(plain.stdout.splitlines()) == ["gpu01 | same", "gpu01 | warn", "gpu02 | same", "gpu02 | warn"]
+    assert plain.stderr.splitlines()[-1] == "ok 2, failed 0, unreachable 0"
+    # --json: stdout is one document, unchanged; the summary is on stderr
+    doc = fleetctl("-i", str(inv), "run", "--hosts", "gpu[01-02]", "--json", "-b", "--", "greet", home=tmp_path)
+    assert json.loads(doc.stdout)["gpu01"]["stdout"] == "same\n"
+    assert doc.stderr.splitlines()[-1] == "ok 2, failed 0, unreachable 0"
+
+
+# -- copy and fetch ------------------------------------------------------------------------------
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _source(tmp_path: Path) -> Path:
+    src = tmp_path / "payload"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.txt").write_bytes(b"alpha\n")
+    (src / "sub" / "b.bin").write_bytes(bytes(range(256)) * 4000)  # 1 MB, every byte value
+    tool = src / "tool.sh"
+    tool.write_text("#!/bin/sh\necho tool\n")
+    tool.chmod(0o755)
+    return src
+
+
+@pytest.mark.parametrize("sftp", [True, False], ids=["sftp", "exec-fallback"])
+def test_copy_then_fetch_a_folder_with_every_byte(sshd_farm, tmp_path, sftp):
+    src = _source(tmp_path)
+    h1, h2 = sshd_farm.start("c1", sftp=sftp), sshd_farm.start("c2", sftp=sftp)
+    hosts = {h.name: h.inventory_vars(sshd_farm.known_hosts) for h in (h1, h2)}
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": hosts})
+    res = fleetctl("-i", str(inv), "copy", "--hosts", "g", str(src) + "/", "dst/", home=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stderr.splitlines()[-1] == "ok 2, failed 0, unreachable 0"
+    want = _tree(src)
+    for h in (h1, h2):
+        home = h.root / "home"
+        assert _tree(home / "dst") == want
+        assert (home / "dst" / "tool.sh").stat().st_mode & 0o111  # modes kept
+        if not sftp:
+            assert "subsystem request for sftp" in h.log  # the fault is real: the fallback carried it
+    rec = _record(tmp_path)
+    assert rec["kind"] == "copy" and rec["status"] == "ok"
+    size = sum(len(b) for b in want.values())
+    assert rec["hosts"]["c1"]["bytes"] == size and len(rec["hosts"]["c1"]["files"]) == 3
+    log = (last_run(tmp_path) / "logs" / "c1.log").read_text()
+    assert f"-> dst/sub/b.bin ({len(want['sub/b.bin'])} bytes)" in log
+    # fetch the folder itself back, one folder per host
+    got = tmp_path / "got"
+    res = fleetctl("-i", str(inv), "fetch", "--hosts", "g", "dst", str(got / "{host}") + "/", "--json", home=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["c2"]["status"] == "ok" and doc["c2"]["bytes"] == size
+    for name in ("c1", "c2"):
+        assert _tree(got / name / "dst") == want
+    assert _record(tmp_path)["kind"] == "fetch"
+
+
+def test_copy_and_fetch_faults_name_the_path(sshd_farm, tmp_path):
+    h = sshd_farm.start("f1")
+    ro = h.root / "home" / "ro"
+    ro.mkdir(parents=True)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {
+        "f1": h.inventory_vars(sshd_farm.known_hosts),
+        "me": {"ansible_connection": "local"},
+        "gone": {"ansible_host": "127.0.0.1", "ansible_port": free_port(), "known_hosts": str(sshd_farm.known_hosts)}}})
+    # a missing SRC on the controller: bad input, one line, nothing run
+    res = fleetctl("-i", str(inv), "copy", "--hosts", "g", str(tmp_path / "nope"), "x", home=tmp_path)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr == f"fleetctl: error: copy: {tmp_path / 'nope'}: no such file or folder on this controller\n"
+    assert not (tmp_path / "runs").exists()
+    # a missing SRC on a host fails that host, naming the path; the others go on
+    (h.root / "home" / "here.txt").write_text("x\n")
+    local_src = tmp_path / "here.txt"
+    local_src.write_text("local\n")
+    res = fleetctl("-i", str(inv), "fetch", "--hosts", "f1,me", "here.txt",
+                   str(tmp_path / "out"), home=tmp_path)
+    assert res.returncode == 1
+    assert (tmp_path / "out" / "f1" / "here.txt").read_text() == "x\n"
+    assert "me: FAILED: fetch here.txt: no such file or folder on the host" in res.stderr
+    assert res.stderr.splitlines()[-1] == "ok 1, failed 1, unreachable 0"
+    # permission denied on the host names the path; an unreachable host is counted as such
+    import os
+
+    if os.geteuid() == 0:  # root writes anywhere: make the target an existing file's child instead
+        (h.root / "home" / "ro" / "file").write_text("")
+        dest = "ro/file/x.txt"
+    else:
+        ro.chmod(0o500)
+        dest = "ro/x.txt"
+    res = fleetctl("-i", str(inv), "copy", "--hosts", "f1,gone", str(local_src), dest, home=tmp_path)
+    assert res.returncode == 1
+    line = next(ln for ln in res.stderr.splitlines() if ln.startswith("f1: FAILED: "))
+    assert "ro/file" in line or "ro/x.txt" in line, line
+    assert "gone: UNREACHABLE: " in res.stderr
+    assert res.stderr.splitlines()[-1] == "ok 0, failed 1, unreachable 1"
+
+
+def test_fetch_without_host_in_dest_gets_a_host_level_and_symlinks_are_skipped(tmp_path):
+    src = _source(tmp_path)
+    (src / "link").symlink_to("a.txt")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"m1": {"ansible_connection": "local"},
+                                                        "m2": {"ansible_connection": "local"}}})
+    res = fleetctl("-i", str(inv), "fetch", "--hosts", "g", str(src), str(tmp_path / "out"), home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    for name in ("m1", "m2"):
+        assert _tree(tmp_path / "out" / name / "payload") == _tree(src) | {}  # link skipped, not followed
+        assert not (tmp_path / "out" / name / "payload" / "link").exists()
+    logs = fleetctl("logs", last_run(tmp_path).name, home=tmp_path)
+    assert f"m1: skipped {src / 'link'}: not a regular file (symlinks are never followed)" in logs.stdout
+
+
+def test_copy_and_fetch_over_slurm(slurm_cluster, tmp_path):
+    from tests.test_slurm_cli_e2e import cli
+
+    src = _source(tmp_path)
+    dest = str(slurm_cluster.local / "dst")
+    res = cli("-i", "slurm:", "copy", "--hosts", "n1,n2", str(src) + "/", dest + "/", home=tmp_path,
+              launcher=slurm_cluster.launcher_text)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for node in ("n1", "n2"):
+        assert _tree(slurm_cluster.node_disk(node) / "dst") == _tree(src)
+    assert not (slurm_cluster.node_disk("n3") / "dst").exists()
+    assert slurm_cluster.jobs() == []
+    res = cli("-i", "slurm:", "fetch", "--hosts", "n1,n2", dest + "/sub/b.bin", str(tmp_path / "got" / "{host}.bin"),
+              home=tmp_path, launcher=slurm_cluster.launcher_text)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for node in ("n1", "n2"):
+        assert (tmp_path / "got" / f"{node}.bin").read_bytes() == (src / "sub" / "b.bin").read_bytes()
+    assert slurm_cluster.jobs() == []
+
+
+# -- logs and runs show --------------------------------------------------------------------------
+
+def test_logs_follow_a_live_run_to_its_end(tmp_path):
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"l1": {"ansible_connection": "local"},
+                                                        "l2": {"ansible_connection": "local"}}})
+    gate = tmp_path / "gate"
+    script = f"echo a; while [ ! -e {gate} ]; do sleep 0.05; done; echo b; exit $1"
+    env = {"FLEETCTL_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    import os
+
+    for rc, want in ((0, 0), (4, 1)):
+        if gate.exists():
+            gate.unlink()
+        before = set((tmp_path / "runs").iterdir()) if (tmp_path / "runs").exists() else set()
+        run = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "run", "--hosts", "g", "--",
+                                "sh", "-c", script, "sh", str(rc)], cwd=REPO, env={**os.environ, **env},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            run_dir = _wait(lambda: next(iter(set((tmp_path / "runs").iterdir()) - before), None)
+                            if (tmp_path / "runs").exists() else None)
+            _wait(lambda: all((run_dir / "logs" / f"{h}.log").exists()
+                              and b"a" in (run_dir / "logs" / f"{h}.log").read_bytes() for h in ("l1", "l2")) or None)
+            follow = subprocess.Popen([sys.executable, "-m", "fleetctl", "logs", "--follow"], cwd=REPO,
+                                      env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True)
+            first = follow.stdout.readline()  # the follower is live before the run goes on
+            gate.touch()
+            rest, err = follow.communicate(timeout=120)
+        finally:
+            run.wait(timeout=120)
+        lines = sorted([first.rstrip("\n"), *rest.splitlines()])
+        assert lines == ["l1: a", "l1: b", "l2: a", "l2: b"], (first, rest, err)
+        assert follow.returncode == want, err
+        assert err.splitlines()[-1] == f"run {run_dir.name}: {'ok' if want == 0 else 'failed'}"
+
+
+def _wait(fn, timeout_s: float = 60.0):
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = fn()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting")
+
+
+def test_logs_every_host_prefixed_one_host_exact_and_runs_show(tmp_path):
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h1": {"ansible_connection": "local"},
+                                                        "h2": {"ansible_connection": "local"},
+                                                        "gone": {"ansible_host": "127.0.0.1",
+                                                                 "ansible_port": free_port()}}})
+    res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--", "sh", "-c", "printf 'x\\033[31my\\n'; echo e >&2; exit 2",
+                   home=tmp_path)
+    assert res.returncode == 1
+    run_id = last_run(tmp_path).name
+    logs = fleetctl("logs", run_id, home=tmp_path)
+    assert logs.returncode == 0, logs.stderr
+    lines = logs.stdout.splitlines()
+    assert lines[:4] == ["h1: x[31my", "h1: e", "h2: x[31my", "h2: e"]  # markers gone, control bytes dropped
+    assert lines[4].startswith("gone: unreachable: ")
+    exact = fleetctl("logs", run_id, "--host", "h1", home=tmp_path)
+    assert exact.stdout == "out| x\x1b[31my\nerr| e\n"  # one host: the exact bytes, as before
+    assert fleetctl("logs", run_id, "h1", home=tmp_path).stdout == exact.stdout
+    show = fleetctl("runs", "show", run_id, home=tmp_path)
+    assert show.returncode == 0, show.stderr
+    out = show.stdout
+    for want in (f"run:      {run_id}", "kind:     run", "pattern:  g", "status:   failed", "duration: "):
+        assert want in out, out
+    assert "h[1-2] (2): rc=2" in out
+    assert any(ln.startswith("gone ") and "unreachable" in ln for ln in out.splitlines())
+    assert f"fleetctl logs {run_id} --host h1" in out
+    assert json.loads(fleetctl("runs", "show", run_id, "--json", home=tmp_path).stdout)["run_id"] == run_id
+
+
+# -- -o ------------------------------------------------------------------------------------------
+
+def test_o_port_user_identityfile_change_where_fleetctl_connects(sshd_farm, tmp_path, client_key):
+    h = sshd_farm.start("oo")
+    _greet(h, "reached")
+    dead = free_port()
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"oo": {
+        "ansible_host": "127.0.0.1", "ansible_port": dead, "ansible_user": "nobody-here",
+        "known_hosts": str(sshd_farm.known_hosts)}}})
+    # as the inventory says: nothing listens there
+    res = fleetctl("-i", str(inv), "run", "--hosts", "oo", "--", "greet", home=tmp_path)
+    assert res.returncode == 1 and "connection refused" in res.stderr.lower(), res.stderr
+    res = fleetctl("-i", str(inv), "-o", f"Port={h.port}", "-o", f"User {h.user}", "-o", f"identityfile={client_key}",
+                   "run", "--hosts", "oo", "--", "greet", home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "oo | reached\noo | warn\n"
+    assert "IdentitiesOnly" not in res.stderr
+    # the inventory's key would not do: -o IdentityFile is what logged in
+    wrong = tmp_path / "wrong_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(wrong)], check=True)
+    res = fleetctl("-i", str(inv), "-o", f"Port={h.port}", "-o", f"User={h.user}", "-o", f"IdentityFile={wrong}",
+                   "-o", "IdentitiesOnly=yes", "run", "--hosts", "oo", "--", "greet", home=tmp_path)
+    assert res.returncode == 1 and "oo: UNREACHABLE: " in res.stderr, res.stderr
+
+
+def test_o_refuses_what_fleetctl_does_not_honour_and_accept_new_is_the_flag(sshd_farm, tmp_path):
+    h = sshd_farm.start("kk")
+    _greet(h, "hi")
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"kk": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                               "known_hosts": str(empty)}}})
+    for opt, why in (("StrictHostKeyChecking=no", "a changed key is always refused"),
+                     ("stricthostkeychecking ask", "a changed key is always refused"),
+                     ("Ciphers=aes128-ctr", "-o Ciphers: fleetctl does not honour this ssh option"),
+                     ("Port=http", "-o Port=http: not a TCP port"),
+                     ("Port", "expected OPTION=VALUE")):
+        for cmd in (["run", "--hosts", "kk", "--", "true"], ["facts", "--hosts", "kk"]):
+            res = fleetctl("-i", str(inv), "-o", opt, *cmd, home=tmp_path)
+            assert res.returncode == 2, (opt, res.stderr)
+            assert len(res.stderr.splitlines()) == 1 and why in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert not (tmp_path / "runs").exists()
+    res = fleetctl("-i", str(inv), "run", "--hosts", "kk", "--", "greet", home=tmp_path)
+    assert res.returncode == 1 and "--accept-new-host-keys" in res.stderr  # unknown key refused
+    res = fleetctl("-i", str(inv), "-o", "StrictHostKeyChecking=accept-new", "run", "--hosts", "kk", "--", "greet",
+                   home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert f"[127.0.0.1]:{h.port}" in empty.read_text()  # recorded, as --accept-new-host-keys does
