@@ -78,74 +78,80 @@ def _source(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("sftp", [True, False], ids=["sftp", "exec-fallback"])
 def test_copy_then_fetch_a_folder_with_every_byte(sshd_farm, tmp_path, sftp):
     src = _source(tmp_path)
-    h1, h2 = sshd_farm.start("c1", sftp=sftp), sshd_farm.start("c2", sftp=sftp)
-    hosts = {h.name: h.inventory_vars(sshd_farm.known_hosts) for h in (h1, h2)}
-    inv = write_inventory(tmp_path / "inv.yaml", {"g": hosts})
-    res = fleetctl("-i", str(inv), "copy", "--hosts", "g", str(src) + "/", "dst/", home=tmp_path)
+    h = sshd_farm.start("c1", sftp=sftp)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"c1": h.inventory_vars(sshd_farm.known_hosts)}})
+    dst = h.root / "home" / "dst"  # absolute: SFTP's relative paths are the passwd home, here the real one
+    res = fleetctl("-i", str(inv), "copy", "--hosts", "g", str(src) + "/", f"{dst}/", home=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert res.stderr.splitlines()[-1] == "ok 2, failed 0, unreachable 0"
+    assert res.stdout == "c1: ok: 3 files, 1024026 bytes\n"
+    assert res.stderr.splitlines()[-1] == "ok 1, failed 0, unreachable 0"
     want = _tree(src)
-    for h in (h1, h2):
-        home = h.root / "home"
-        assert _tree(home / "dst") == want
-        assert (home / "dst" / "tool.sh").stat().st_mode & 0o111  # modes kept
-        if not sftp:
-            assert "subsystem request for sftp" in h.log  # the fault is real: the fallback carried it
+    assert _tree(dst) == want
+    assert (dst / "tool.sh").stat().st_mode & 0o111  # modes kept
+    assert ("subsystem request for sftp" in h.log) is not sftp  # the fault is real: the fallback carried it
     rec = _record(tmp_path)
     assert rec["kind"] == "copy" and rec["status"] == "ok"
     size = sum(len(b) for b in want.values())
     assert rec["hosts"]["c1"]["bytes"] == size and len(rec["hosts"]["c1"]["files"]) == 3
     log = (last_run(tmp_path) / "logs" / "c1.log").read_text()
-    assert f"-> dst/sub/b.bin ({len(want['sub/b.bin'])} bytes)" in log
+    assert f"-> {dst}/sub/b.bin ({len(want['sub/b.bin'])} bytes)" in log
     # fetch the folder itself back, one folder per host
     got = tmp_path / "got"
-    res = fleetctl("-i", str(inv), "fetch", "--hosts", "g", "dst", str(got / "{host}") + "/", "--json", home=tmp_path)
+    res = fleetctl("-i", str(inv), "fetch", "--hosts", "g", str(dst), str(got / "{host}") + "/", "--json",
+                   home=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     doc = json.loads(res.stdout)
-    assert doc["c2"]["status"] == "ok" and doc["c2"]["bytes"] == size
-    for name in ("c1", "c2"):
-        assert _tree(got / name / "dst") == want
+    assert doc["c1"]["status"] == "ok" and doc["c1"]["bytes"] == size
+    assert _tree(got / "c1" / "dst") == want
     assert _record(tmp_path)["kind"] == "fetch"
 
 
+def _own_disk(folder: Path, size: str = "256k") -> list[str]:
+    """An sshd ``wrap`` giving that host its own small, empty tmpfs at ``folder`` (a private mount
+    namespace): a host where other hosts' files are missing, and whose disk fills up."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            f'mount -t tmpfs -o size={size} tmpfs "$0" && exec "$@"', str(folder)]
+
+
 def test_copy_and_fetch_faults_name_the_path(sshd_farm, tmp_path):
+    shared = tmp_path.parent / f"{tmp_path.name}-disk"  # readable by sshd (pytest's tmp_path is 0700)
     h = sshd_farm.start("f1")
-    ro = h.root / "home" / "ro"
-    ro.mkdir(parents=True)
+    small = sshd_farm.start("f2", wrap=_own_disk(shared))
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {
         "f1": h.inventory_vars(sshd_farm.known_hosts),
-        "me": {"ansible_connection": "local"},
+        "f2": small.inventory_vars(sshd_farm.known_hosts),
         "gone": {"ansible_host": "127.0.0.1", "ansible_port": free_port(), "known_hosts": str(sshd_farm.known_hosts)}}})
-    # a missing SRC on the controller: bad input, one line, nothing run
-    res = fleetctl("-i", str(inv), "copy", "--hosts", "g", str(tmp_path / "nope"), "x", home=tmp_path)
-    assert res.returncode == 2 and res.stdout == ""
-    assert res.stderr == f"fleetctl: error: copy: {tmp_path / 'nope'}: no such file or folder on this controller\n"
-    assert not (tmp_path / "runs").exists()
-    # a missing SRC on a host fails that host, naming the path; the others go on
-    (h.root / "home" / "here.txt").write_text("x\n")
-    local_src = tmp_path / "here.txt"
-    local_src.write_text("local\n")
-    res = fleetctl("-i", str(inv), "fetch", "--hosts", "f1,me", "here.txt",
-                   str(tmp_path / "out"), home=tmp_path)
-    assert res.returncode == 1
-    assert (tmp_path / "out" / "f1" / "here.txt").read_text() == "x\n"
-    assert "me: FAILED: fetch here.txt: no such file or folder on the host" in res.stderr
-    assert res.stderr.splitlines()[-1] == "ok 1, failed 1, unreachable 0"
-    # permission denied on the host names the path; an unreachable host is counted as such
-    import os
+    try:
+        # a missing SRC on the controller: bad input, one line, nothing run
+        res = fleetctl("-i", str(inv), "copy", "--hosts", "g", str(tmp_path / "nope"), "x", home=tmp_path)
+        assert res.returncode == 2 and res.stdout == ""
+        assert res.stderr == f"fleetctl: error: copy: {tmp_path / 'nope'}: no such file or folder on this controller\n"
+        assert not (tmp_path / "runs").exists()
+        # a missing SRC on a host fails that host, naming the path; the others go on
+        here = shared / "here.txt"  # f1 sees it; f2 has its own empty disk there
+        here.write_text("x\n")
+        res = fleetctl("-i", str(inv), "fetch", "--hosts", "f1,f2", str(here), str(tmp_path / "out"), home=tmp_path)
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert (tmp_path / "out" / "f1" / "here.txt").read_text() == "x\n"
+        assert not (tmp_path / "out" / "f2").exists()
+        assert f"f2: FAILED: fetch {here}: no such file or folder on the host" in res.stderr
+        assert res.stderr.splitlines()[-1] == "ok 1, failed 1, unreachable 0"
+        # a full disk names the error, the path and its cause; an unreachable host is counted as such
+        big = tmp_path / "big.bin"
+        big.write_bytes(b"\0" * (1 << 20))
+        res = fleetctl("-i", str(inv), "copy", "--hosts", "f1,f2,gone", str(big), f"{shared}/big.bin",
+                       home=tmp_path)
+        assert res.returncode == 1
+        line = next(ln for ln in res.stderr.splitlines() if ln.startswith("f2: FAILED: "))
+        assert "No space left on device (ENOSPC)" in line and f"{shared}/" in line, line
+        assert "gone: UNREACHABLE: " in res.stderr
+        assert res.stderr.splitlines()[-1] == "ok 1, failed 1, unreachable 1"
+        assert (shared / "big.bin").stat().st_size == 1 << 20  # f1 (same disk as here) got it whole
+    finally:
+        import shutil
 
-    if os.geteuid() == 0:  # root writes anywhere: make the target an existing file's child instead
-        (h.root / "home" / "ro" / "file").write_text("")
-        dest = "ro/file/x.txt"
-    else:
-        ro.chmod(0o500)
-        dest = "ro/x.txt"
-    res = fleetctl("-i", str(inv), "copy", "--hosts", "f1,gone", str(local_src), dest, home=tmp_path)
-    assert res.returncode == 1
-    line = next(ln for ln in res.stderr.splitlines() if ln.startswith("f1: FAILED: "))
-    assert "ro/file" in line or "ro/x.txt" in line, line
-    assert "gone: UNREACHABLE: " in res.stderr
-    assert res.stderr.splitlines()[-1] == "ok 0, failed 1, unreachable 1"
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 def test_fetch_without_host_in_dest_gets_a_host_level_and_symlinks_are_skipped(tmp_path):
