@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+from tests.support.slurm import counting_launcher, slurm_cluster, slurm_cluster_session, tool_calls  # noqa: F401
 from tests.support.sshd import free_port
 
 pytestmark = pytest.mark.sshd
@@ -168,19 +169,28 @@ def test_fetch_without_host_in_dest_gets_a_host_level_and_symlinks_are_skipped(t
     assert f"m1: skipped {src / 'link'}: not a regular file (symlinks are never followed)" in logs.stdout
 
 
-def test_copy_and_fetch_over_slurm(slurm_cluster, tmp_path):
-    from tests.test_slurm_cli_e2e import cli
+def _slurm_cli(*args: str, home: Path, launcher: str) -> subprocess.CompletedProcess:
+    """The CLI with the cluster's launcher for the ``slurm:`` source, HOME and XDG under ``home``."""
+    for sub in ("home", "state", "config"):
+        (home / sub).mkdir(exist_ok=True)
+    return fleetctl(*args, home=home, env={"FLEETCTL_SLURM_LAUNCHER": launcher, "HOME": str(home / "home"),
+                                           "XDG_STATE_HOME": str(home / "state"),
+                                           "XDG_CONFIG_HOME": str(home / "config")}, timeout_s=600)
 
+
+def test_copy_and_fetch_over_slurm(slurm_cluster, tmp_path):
     src = _source(tmp_path)
     dest = str(slurm_cluster.local / "dst")
-    res = cli("-i", "slurm:", "copy", "--hosts", "n1,n2", str(src) + "/", dest + "/", home=tmp_path,
-              launcher=slurm_cluster.launcher_text)
+    calls = tmp_path / "calls.log"
+    res = _slurm_cli("-i", "slurm:", "copy", "--hosts", "n1,n2", str(src) + "/", dest + "/", home=tmp_path,
+                     launcher=counting_launcher(slurm_cluster, calls))
     assert res.returncode == 0, res.stdout + res.stderr
+    assert tool_calls(calls).count("sbcast") == 3  # one sbcast per file for both nodes, not one per node
     for node in ("n1", "n2"):
         assert _tree(slurm_cluster.node_disk(node) / "dst") == _tree(src)
     assert not (slurm_cluster.node_disk("n3") / "dst").exists()
     assert slurm_cluster.jobs() == []
-    res = cli("-i", "slurm:", "fetch", "--hosts", "n1,n2", dest + "/sub/b.bin", str(tmp_path / "got" / "{host}.bin"),
+    res = _slurm_cli("-i", "slurm:", "fetch", "--hosts", "n1,n2", dest + "/sub/b.bin", str(tmp_path / "got" / "{host}.bin"),
               home=tmp_path, launcher=slurm_cluster.launcher_text)
     assert res.returncode == 0, res.stdout + res.stderr
     for node in ("n1", "n2"):
