@@ -225,7 +225,9 @@ def test_logs_follow_a_live_run_to_its_end(tmp_path):
                                       text=True)
             first = follow.stdout.readline()  # the follower is live before the run goes on
             gate.touch()
-            rest, err = follow.communicate(timeout=120)
+            rest = follow.stdout.read()  # not communicate(): it reads past readline's buffer
+            err = follow.stderr.read()
+            follow.wait(timeout=120)
         finally:
             run.wait(timeout=120)
         lines = sorted([first.rstrip("\n"), *rest.splitlines()])
