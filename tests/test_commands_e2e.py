@@ -167,6 +167,16 @@ def test_fetch_without_host_in_dest_gets_a_host_level_and_symlinks_are_skipped(t
         assert not (tmp_path / "out" / name / "payload" / "link").exists()
     logs = fleetctl("logs", last_run(tmp_path).name, home=tmp_path)
     assert f"m1: skipped {src / 'link'}: not a regular file (symlinks are never followed)" in logs.stdout
+    # the record of a transfer follows the published schemas
+    import jsonschema
+
+    from fleetctl.reporting.schema import events_schema, run_schema
+
+    record = _record(tmp_path)
+    jsonschema.validate(record, run_schema())
+    assert record["kind"] == "fetch" and record["hosts"]["m1"]["bytes"] == sum(len(b) for b in _tree(src).values())
+    for line in (last_run(tmp_path) / "events.jsonl").read_text().splitlines():
+        jsonschema.validate(json.loads(line), events_schema())
 
 
 def _slurm_cli(*args: str, home: Path, launcher: str) -> subprocess.CompletedProcess:
