@@ -294,7 +294,7 @@ def test_o_port_user_identityfile_change_where_fleetctl_connects(sshd_farm, tmp_
     dead = free_port()
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"oo": {
         "ansible_host": "127.0.0.1", "ansible_port": dead, "ansible_user": "nobody-here",
-        "known_hosts": str(sshd_farm.known_hosts)}}})
+        "known_hosts": str(sshd_farm.known_hosts), "workdir": str(h.root / "home" / "work")}}})
     # as the inventory says: nothing listens there
     res = fleetctl("-i", str(inv), "run", "--hosts", "oo", "--", "greet", home=tmp_path)
     assert res.returncode == 1 and "connection refused" in res.stderr.lower(), res.stderr
@@ -302,7 +302,17 @@ def test_o_port_user_identityfile_change_where_fleetctl_connects(sshd_farm, tmp_
                    "run", "--hosts", "oo", "--", "greet", home=tmp_path)
     assert res.returncode == 0, res.stderr
     assert res.stdout == "oo | reached\noo | warn\n"
-    assert "IdentitiesOnly" not in res.stderr
+    # a deploy, its --plan and --dry-run reach the host the same way (the same scopes, ConnectOptions.ssh_options)
+    play = tmp_path / "play.yaml"
+    play.write_text("name: o\nhosts: all\ngather_facts: false\ntasks:\n  - name: greet\n"
+                    "    command: {argv: [greet]}\n")
+    where = ["-o", f"Port={h.port}", "-o", f"User={h.user}", "-o", f"IdentityFile={client_key}"]
+    for mode in (["--plan"], ["--dry-run"], []):
+        dep = fleetctl("-i", str(inv), *where, "deploy", "--playbook", str(play), "--hosts", "oo", *mode,
+                       home=tmp_path)
+        assert dep.returncode == 0, (mode, dep.stdout + dep.stderr)
+        assert _record(tmp_path)["hosts"]["oo"]["status"] == "ok"
+    assert "reached" in (last_run(tmp_path) / "logs" / "oo.log").read_text()  # the deploy ran greet there
     # the inventory's key would not do: -o IdentityFile is what logged in
     wrong = tmp_path / "wrong_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(wrong)], check=True)
