@@ -22,4 +22,15 @@ def plan(args: DebugArgs, host: HostView) -> Plan:
     return TaskResult(Status.OK, msg=str(args.msg))
 
 
-ACTION = Action(name="debug", args=DebugArgs, phase="command", timeout_s=60.0, plan=plan, runs_commands=False)
+#: What ``--plan`` shows for the task (the playbook reference prints it).
+PLAN_SHOWS = '`ok` with the rendered message.'
+
+#: An example task (the playbook reference prints it; a test parses it).
+EXAMPLE = """\
+- name: Show the build plan
+  debug:
+    msg: "{{ host }}: {{ facts.build.torch_cuda_arch_list }}, {{ facts.build.max_jobs }} jobs"
+"""
+
+ACTION = Action(name="debug", args=DebugArgs, phase="command", timeout_s=60.0, plan=plan, runs_commands=False,
+                plan_shows=PLAN_SHOWS, example=EXAMPLE)
