@@ -309,7 +309,7 @@ EXAMPLE = """\
   build_wheel:
     src: "{{ workdir }}/src/kernel_src"
     out_dir: "{{ workdir }}/wheels"
-    cmake_defines: {FP4_ENABLE_SM120: true}
+    cmake_defines: {FP4_REQUIRE_CUDA: true}
   register: build
   tags: [build]
 """

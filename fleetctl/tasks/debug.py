@@ -11,7 +11,11 @@ from .steps import Emit
 
 
 class DebugArgs(ActionArgs):
-    """``debug``: emit ``msg`` as a ``debug.message`` event."""
+    """``debug``: emit ``msg`` as a ``debug.message`` event.
+
+    Attributes:
+        msg: any value (a template renders per host); shown as the task's message.
+    """
 
     msg: Any = ""
 

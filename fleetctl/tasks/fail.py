@@ -8,7 +8,11 @@ from ..status import Status
 
 
 class FailArgs(ActionArgs):
-    """``fail``: fail the host with ``msg``."""
+    """``fail``: fail the host with ``msg``.
+
+    Attributes:
+        msg: the failure's one line (the host's cause in the summary and the run record).
+    """
 
     msg: str = "Failed as requested"
 
