@@ -50,7 +50,7 @@ def _type(param: click.Parameter) -> str:
         return "flag"
     t = param.type
     if isinstance(t, click.Choice):
-        return " \\| ".join(f"`{c}`" for c in t.choices)
+        return " | ".join(f"`{c}`" for c in t.choices)
     info = t.to_info_dict()
     name = str(getattr(t, "name", "") or info.get("param_type", "")).lower()
     if isinstance(t, (click.IntRange, click.FloatRange)):

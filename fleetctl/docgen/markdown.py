@@ -4,6 +4,7 @@ Python annotations and defaults as readers of a playbook write them.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import types
@@ -83,5 +84,16 @@ def default_text(field: Any) -> str:
 
 
 def cell(text: str) -> str:
-    """Text safe inside a Markdown table cell (one line, pipes escaped)."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """Text safe inside a Markdown table cell: one line; a pipe outside code escaped (``\\|``), a code
+    span holding one written as HTML (``<code>int &#124; None</code>``: Python-Markdown would show the
+    backslash of an escaped pipe inside a code span)."""
+    text = " ".join(text.split())
+    parts = re.split(r"(`[^`]*`)", text)
+    out = []
+    for part in parts:
+        if part.startswith("`") and part.endswith("`") and len(part) > 1:
+            out.append(part if "|" not in part else
+                       "<code>" + html.escape(part[1:-1], quote=False).replace("|", "&#124;") + "</code>")
+        else:
+            out.append(part.replace("|", "\\|"))
+    return "".join(out)

@@ -106,7 +106,7 @@ def _action_section(action: Action) -> list[str]:
            f"{env}.", "",
            "| argument | type | default | meaning |", "| --- | --- | --- | --- |"]
     for row in field_docs(action):
-        out.append(f"| `{row['name']}` | `{cell(row['type'])}` | {cell(row['default'])} | {cell(row['meaning'])} |")
+        out.append(f"| `{row['name']}` | {cell('`' + row['type'] + '`')} | {cell(row['default'])} | {cell(row['meaning'])} |")
     out += ["", f"**`--plan` shows:** {action.plan_shows}", "", "```yaml", action.example.rstrip("\n"), "```", ""]
     return out
 
