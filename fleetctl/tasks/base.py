@@ -87,7 +87,7 @@ class HostView:
 
     Attributes:
         name: the inventory host name.
-        facts: the host's facts (see DESIGN.md's facts contract; ``build`` holds the build plan).
+        facts: the host's facts (every key: docs/contracts.md, "Facts"; ``build`` holds the build plan).
         venv: the Python environment builds and installs use, or ``None``.
         python: its interpreter (``<venv>/bin/python3``; ``python3`` without a venv).
         cuda_home: the ``cuda_home`` host var, or ``None`` (then facts found the toolkit).
