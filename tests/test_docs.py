@@ -5,6 +5,7 @@ really fails on a broken link or a missing API object."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -22,7 +23,7 @@ from fleetctl.playbook import CONTROL_KEYS, INCLUDE_KEYS, PLAY_KEYS, load_playbo
 from fleetctl.tasks import ACTIONS
 from fleetctl.tasks.argtypes import ActionArgs
 from fleetctl.tasks.base import Action
-from tests.support.fleet import REPO
+from tests.support.fleet import REPO, fleetctl, last_run
 
 DOCS = REPO / "docs"
 MKDOCS = [sys.executable, "-m", "mkdocs"]
@@ -103,7 +104,7 @@ def test_an_argument_without_meaning_or_an_action_without_example_is_refused():
 
     nameless = Action(name="described", args=Described, phase="command", timeout_s=1.0, plan=plan)
     with pytest.raises(ValueError, match="lacks plan_shows or example"):
-        playbook_ref._action_section(nameless)
+        playbook_ref.action_section(nameless)
 
 
 def test_the_cli_reference_names_every_command_and_option():
@@ -166,3 +167,56 @@ def test_the_strict_build_fails_on_a_broken_link_and_a_missing_api_object(tmp_pa
         res = _build(site / "mkdocs.yml", site / "out")
         assert res.returncode != 0, (page, res.stderr[-2000:])
         assert "missing.md" in res.stderr or "no_such_module" in res.stderr, res.stderr[-2000:]
+
+
+#: The actions whose examples run as one play on a ``local`` host without a GPU stack or a build.
+_LOCAL_ACTIONS = ("copy", "script", "command", "shell", "debug", "fail")
+
+
+def _shown_word(row: dict) -> str:
+    """What ``--plan``'s table prints in its action column for a task row of a play without builds
+    (:func:`fleetctl.reporting.tables.print_plan_table`)."""
+    return str((row.get("decision") or {}).get("action") or row["status"])
+
+
+def test_what_the_reference_says_plan_shows_is_what_plan_shows(tmp_path):
+    """The examples of the actions that need no GPU, as one play on a local host: ``--plan --json``
+    shows for each task a word its action's ``plan_shows`` names, and ``--dry-run`` gives every task
+    the same status as ``--plan`` (the same planners)."""
+    play_dir = tmp_path / "play"
+    (play_dir / "scripts").mkdir(parents=True)
+    (play_dir / "scripts" / "check_gpus.py").write_text("print('ok')\n")
+    (tmp_path / "kernel_src").mkdir()
+    (tmp_path / "kernel_src" / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    play = play_dir / "play.yaml"
+    play.write_text(EXAMPLE_PLAY.format(tasks="".join(ACTIONS[a].example for a in _LOCAL_ACTIONS)))
+    home = tmp_path / "home"
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"all:\n  hosts:\n    me: {{ansible_connection: local, workdir: {tmp_path}/work}}\n")
+    planned = fleetctl("-i", str(inv), "deploy", "--playbook", str(play), "--hosts", "me", "--plan", "--json",
+                       home=home)
+    rows = json.loads(planned.stdout)["me"]["tasks"]
+    assert [r["action"] for r in rows] == list(_LOCAL_ACTIONS), planned.stderr[-2000:]
+    for row in rows:
+        word = _shown_word(row)
+        assert f"`{word}`" in ACTIONS[row["action"]].plan_shows, (row, ACTIONS[row["action"]].plan_shows)
+    dry = fleetctl("-i", str(inv), "deploy", "--playbook", str(play), "--hosts", "me", "--dry-run", "--json",
+                   home=home)
+    record = json.loads((last_run(home) / "run.json").read_text())
+    statuses = {t["name"]: t["status"] for t in record["hosts"]["me"]["tasks"] if t.get("action") != "facts"}
+    assert statuses == {r["task"]: r["status"] for r in rows}, dry.stderr[-2000:]
+
+
+def test_the_architecture_pages_example_action_documents_itself():
+    """docs/architecture.md's ``touch`` action, run as written: its reference section has its
+    argument with type, default and meaning, what --plan shows, and its example."""
+    from fleetctl.docgen import playbook_ref
+
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    namespace = {"__name__": "fleetctl.tasks.touch", "__package__": "fleetctl.tasks"}
+    exec(compile(code, "docs/architecture.md", "exec"), namespace)
+    section = "\n".join(playbook_ref.action_section(namespace["ACTION"]))
+    assert "| `path` | `str` | required | remote path of the file |" in section
+    assert "**`--plan` shows:** `changed` when it creates the file" in section
+    assert "touch: {path: /var/tmp/provisioned}" in section

@@ -22,7 +22,7 @@ from fleetctl.tasks.base import Action
 
 from .markdown import attributes_section, cell, default_text, rst_to_md, type_text
 
-__all__ = ["EXAMPLE_PLAY", "field_docs", "render"]
+__all__ = ["EXAMPLE_PLAY", "action_section", "examples", "field_docs", "render"]
 
 #: How an action's example becomes a whole playbook for the parser (the test parses each one).
 EXAMPLE_PLAY = "name: example\nhosts: all\ntasks:\n{tasks}"
@@ -96,7 +96,13 @@ def _check_keys() -> None:
             raise ValueError(f"fleetctl/playbook/keywords.py: {what}s undocumented {missing}, not accepted {extra}")
 
 
-def _action_section(action: Action) -> list[str]:
+def action_section(action: Action) -> list[str]:
+    """The Markdown lines of one action's section: summary, phase and deadline, arguments table,
+    what ``--plan`` shows, example.
+
+    Raises:
+        ValueError: the action lacks ``plan_shows`` or ``example``, or an argument lacks a meaning.
+    """
     if not action.plan_shows or not action.example.strip():
         raise ValueError(f"{action.name}: the Action lacks plan_shows or example (fleetctl/tasks/{action.name}.py)")
     env = ("runs commands on the host: the task's `env` and `become` apply" if action.runs_commands
@@ -142,7 +148,7 @@ def render() -> str:
             for a in ACTIONS.values()]
     out.append("")
     for action in ACTIONS.values():
-        out += _action_section(action)
+        out += action_section(action)
     return "\n".join(out).rstrip("\n") + "\n"
 
 
