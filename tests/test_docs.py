@@ -122,8 +122,9 @@ def test_the_cli_reference_names_every_command_and_option():
             ctx = click.Context(cmd, info_name=word, parent=ctx)
         section = text.split(f"`{path}`\n", 1)[1]
         for param in cmd.get_params(ctx):
-            if isinstance(param, click.Option) and param.name != "help" and not param.hidden:
+            if isinstance(param, click.Option) and param is not cmd.get_help_option(ctx) and not param.hidden:
                 assert f"`{param.opts[0]}`" in section.split("\n#", 1)[0], (path, param.opts)
+                assert (param.help or "").strip(), f"{path} {param.opts[0]}: the option has no help"
     # defaults and help come from click: deploy's --forks
     assert "| `--forks` | integer >= 1 <= 10000 | `50` | Hosts worked on at once. |" in text
 

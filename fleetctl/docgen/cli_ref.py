@@ -67,7 +67,7 @@ def _param_row(param: click.Parameter, ctx: click.Context) -> str:
         env = param.envvar if isinstance(param.envvar, str) else ", ".join(param.envvar or ())
     else:
         flags = f"`{param.human_readable_name}`" + (" ..." if param.nargs == -1 else "")
-        helptext, env = "argument", ""
+        helptext, env = "positional" + (", one or more" if param.nargs == -1 else ""), ""
     if env:
         helptext += f" (env `{env}`)"
     return f"| {flags} | {cell(_type(param))} | {cell(_default(param))} | {cell(helptext)} |"
@@ -82,7 +82,8 @@ def _command(cmd: click.Command, path: list[str], parent: click.Context | None, 
     helptext = inspect.cleandoc(cmd.help or "").replace("\b\n", "")
     if helptext:
         out += [helptext, ""]
-    params = [p for p in cmd.get_params(ctx) if p.name != "help" and not getattr(p, "hidden", False)]
+    helpopt = cmd.get_help_option(ctx)
+    params = [p for p in cmd.get_params(ctx) if p is not helpopt and not getattr(p, "hidden", False)]
     if params:
         out += ["| parameter | type | default | help |", "| --- | --- | --- | --- |"]
         out += [_param_row(p, ctx) for p in params]

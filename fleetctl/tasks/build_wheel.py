@@ -301,7 +301,13 @@ def with_class(result: TaskResult, key: str, inputs: dict[str, Any], target: Map
 
 
 #: What ``--plan`` shows for the task (the playbook reference prints it).
-PLAN_SHOWS = "One row per host: `build` (this host builds its arch class's wheel; `build (forced)` with `--force`), `push` (another member of the class builds, this host receives the wheel), `reinstall` (the host holds the wheel but another is installed), `skip` (the wheel for exactly these inputs is installed) or `fail` with the preflight's cause; with the arch list, the class key and the inputs that changed since the installed wheel."
+PLAN_SHOWS = (
+    "One row per host: `build` (this host builds its arch class's wheel; `build (forced)` with "
+    "`--force`), `push` (another member of the class builds, this host receives the wheel), `reinstall` "
+    "(the host holds the wheel but another is installed), `skip` (the wheel for exactly these inputs is "
+    "installed) or `fail` with the preflight's cause; with the arch list, the class key and the inputs "
+    "that changed since the installed wheel."
+)
 
 #: An example task (the playbook reference prints it; a test parses it).
 EXAMPLE = """\

@@ -49,7 +49,10 @@ def plan(args: CommandArgs, host: HostView) -> Plan:
 
 
 #: What ``--plan`` shows for the task (the playbook reference prints it).
-PLAN_SHOWS = '`run`, or `skip` with `creates` naming a path that exists (`PATH exists`); `--dry-run` lists the argv.'
+PLAN_SHOWS = (
+    "`run`, or `skip` with `creates` naming a path that exists (`PATH exists`); `--dry-run` lists the "
+    "argv."
+)
 
 #: An example task (the playbook reference prints it; a test parses it).
 EXAMPLE = """\

@@ -170,7 +170,10 @@ def plan(args: CopyArgs, host: HostView) -> Plan:
 
 
 #: What ``--plan`` shows for the task (the playbook reference prints it).
-PLAN_SHOWS = '`upload` and how many files differ from what the host holds (`uploaded 3 of 120 files`), or `unchanged` when the host already holds every file with the same content (sha256).'
+PLAN_SHOWS = (
+    "`upload` and how many files differ from what the host holds (`uploaded 3 of 120 files`), or "
+    "`unchanged` when the host already holds every file with the same content (sha256)."
+)
 
 #: An example task (the playbook reference prints it; a test parses it).
 EXAMPLE = """\

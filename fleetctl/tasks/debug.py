@@ -27,7 +27,9 @@ def plan(args: DebugArgs, host: HostView) -> Plan:
 
 
 #: What ``--plan`` shows for the task (the playbook reference prints it).
-PLAN_SHOWS = '`ok` with the rendered message.'
+PLAN_SHOWS = (
+    "`ok` with the rendered message."
+)
 
 #: An example task (the playbook reference prints it; a test parses it).
 EXAMPLE = """\

@@ -24,7 +24,9 @@ def plan(args: FailArgs, host: HostView) -> Plan:
 
 
 #: What ``--plan`` shows for the task (the playbook reference prints it).
-PLAN_SHOWS = '`fail` with the message when its `when` holds on the host, else `skipped`.'
+PLAN_SHOWS = (
+    "`fail` with the message when its `when` holds on the host, else `skipped`."
+)
 
 #: An example task (the playbook reference prints it; a test parses it).
 EXAMPLE = """\

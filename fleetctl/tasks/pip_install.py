@@ -410,7 +410,11 @@ def _roll_back(args: PipInstallArgs, host: HostView, tool: str, uv: str | None, 
 NO_WHEEL_YET = "no wheel was built on this host yet: run with --tags build first, or without --tags"
 
 #: What ``--plan`` shows for the task (the playbook reference prints it).
-PLAN_SHOWS = "In a play with a `build_wheel` task, folded into the build's row (`skip` or `reinstall`); otherwise `install` (with why), `skip` (this wheel is installed) or `fail` with the cause (a wheel that does not fit the venv's Python or platform, no pip and no uv)."
+PLAN_SHOWS = (
+    "In a play with a `build_wheel` task, folded into the build's row (`skip` or `reinstall`); "
+    "otherwise `install` (with why), `skip` (this wheel is installed) or `fail` with the cause (a wheel "
+    "that does not fit the venv's Python or platform, no pip and no uv)."
+)
 
 #: An example task (the playbook reference prints it; a test parses it).
 EXAMPLE = """\

@@ -58,7 +58,9 @@ def plan(args: ScriptArgs, host: HostView) -> Plan:
 
 
 #: What ``--plan`` shows for the task (the playbook reference prints it).
-PLAN_SHOWS = '`run`: the script is uploaded and run on apply; `--dry-run` lists the upload and the argv.'
+PLAN_SHOWS = (
+    "`run`: the script is uploaded and run on apply; `--dry-run` lists the upload and the argv."
+)
 
 #: An example task (the playbook reference prints it; a test parses it).
 EXAMPLE = """\

@@ -38,7 +38,9 @@ def plan(args: ShellArgs, host: HostView) -> Plan:
 
 
 #: What ``--plan`` shows for the task (the playbook reference prints it).
-PLAN_SHOWS = '`run`; `--dry-run` lists the argv (`executable -c cmd`).'
+PLAN_SHOWS = (
+    "`run`; `--dry-run` lists the argv (`executable -c cmd`)."
+)
 
 #: An example task (the playbook reference prints it; a test parses it).
 EXAMPLE = """\

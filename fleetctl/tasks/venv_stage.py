@@ -152,7 +152,10 @@ def keep(st: dict, live: str) -> TaskResult:
 
 
 #: What ``--plan`` shows for the task (the playbook reference prints it).
-PLAN_SHOWS = "`stage vN` (the version it would make), `skip` (already staged, or nothing between the stage and the switch changes anything) or `fail` with the preflight's cause; shown before the builds."
+PLAN_SHOWS = (
+    "`stage vN` (the version it would make), `skip` (already staged, or nothing between the stage and "
+    "the switch changes anything) or `fail` with the preflight's cause; shown before the builds."
+)
 
 #: An example task (the playbook reference prints it; a test parses it).
 EXAMPLE = """\

@@ -122,7 +122,10 @@ def plan(args: VenvSwitchArgs, host: HostView) -> Plan:
 
 
 #: What ``--plan`` shows for the task (the playbook reference prints it).
-PLAN_SHOWS = '`switch A -> B` (from the live version to the one it would make live), `skip` (nothing to change) or `fail` with the cause; shown after the builds.'
+PLAN_SHOWS = (
+    "`switch A -> B` (from the live version to the one it would make live), `skip` (nothing to change) "
+    "or `fail` with the cause; shown after the builds."
+)
 
 #: An example task (the playbook reference prints it; a test parses it).
 EXAMPLE = """\

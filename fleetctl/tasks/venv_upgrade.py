@@ -128,7 +128,9 @@ def plan(args: VenvUpgradeArgs, host: HostView) -> Plan:
 
 
 #: What ``--plan`` shows for the task (the playbook reference prints it).
-PLAN_SHOWS = '`upgrade` and the packages it names.'
+PLAN_SHOWS = (
+    "`upgrade` and the packages it names."
+)
 
 #: An example task (the playbook reference prints it; a test parses it).
 EXAMPLE = """\

@@ -145,7 +145,9 @@ def plan(args: VerifyArgs, host: HostView) -> Plan:
 
 
 #: What ``--plan`` shows for the task (the playbook reference prints it).
-PLAN_SHOWS = '`verify` (the check runs after the install, on apply).'
+PLAN_SHOWS = (
+    "`verify` (the check runs after the install, on apply)."
+)
 
 #: An example task (the playbook reference prints it; a test parses it).
 EXAMPLE = """\
