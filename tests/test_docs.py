@@ -139,8 +139,11 @@ def test_no_reference_to_a_design_md_the_repository_lacks():
 
 def _build(config: Path, site: Path, *, offline: bool = False) -> subprocess.CompletedProcess:
     argv = [*MKDOCS, "build", "--strict", "-f", str(config), "-d", str(site)]
-    if offline:  # a network namespace with no interface but lo down: nothing can be fetched
-        argv = [shutil.which("unshare") or "unshare", "--net", *argv]
+    if offline:  # a new network namespace (only lo, down): nothing can be fetched
+        import os
+
+        user_ns = [] if os.geteuid() == 0 else ["--map-root-user"]
+        argv = [shutil.which("unshare") or "unshare", *user_ns, "--net", *argv]
     return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
