@@ -73,7 +73,7 @@ def test_the_playbook_reference_names_every_action_argument_and_keyword():
         assert f"| `{key}` |" in text, key
     # a real row: build_wheel's max_jobs with its type, default and meaning
     row = next(r for r in field_docs(ACTIONS["build_wheel"]) if r["name"] == "max_jobs")
-    assert row["type"] == "int | None" and row["default"] == "`null`" and "cores and memory" in row["meaning"]
+    assert row["type"] == "int | None, >= 1" and row["default"] == "`null`" and "cores and memory" in row["meaning"]
 
 
 def test_an_argument_without_meaning_or_an_action_without_example_is_refused():
@@ -221,6 +221,6 @@ def test_the_architecture_pages_example_action_documents_itself():
     namespace = {"__name__": "fleetctl.tasks.touch", "__package__": "fleetctl.tasks"}
     exec(compile(code, "docs/architecture.md", "exec"), namespace)
     section = "\n".join(playbook_ref.action_section(namespace["ACTION"]))
-    assert "| `path` | `str` | required | remote path of the file |" in section
+    assert "| `path` | `str, non-empty` | required | remote path of the file |" in section
     assert "**`--plan` shows:** `changed` when it creates the file" in section
     assert "touch: {path: /var/tmp/provisioned}" in section

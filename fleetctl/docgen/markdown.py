@@ -11,7 +11,7 @@ import types
 import typing
 from typing import Any
 
-__all__ = ["attributes_section", "cell", "default_text", "rst_to_md", "type_text"]
+__all__ = ["attributes_section", "cell", "constraint_text", "default_text", "rst_to_md", "type_text"]
 
 _ROLE = re.compile(r":[a-z]+:`(~?)([^`]+)`")
 
@@ -73,6 +73,23 @@ def type_text(annotation: Any) -> str:
         name = getattr(origin, "__name__", str(origin))
         return f"{name}[{', '.join(type_text(a) for a in args)}]" if args else name
     return getattr(annotation, "__name__", str(annotation).replace("typing.", ""))
+
+
+def constraint_text(field: Any) -> str:
+    """A pydantic field's bounds (``Field(ge=1)``, ``Field(min_length=1)``) as words: ``>= 1``,
+    ``at least 1 item``, ``non-empty`` (a string); empty when it has none."""
+    words = []
+    for meta in getattr(field, "metadata", ()):
+        for attr, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+            if getattr(meta, attr, None) is not None:
+                words.append(f"{op} {getattr(meta, attr)}")
+        unit = "character" if field.annotation is str else "item"
+        if getattr(meta, "min_length", None) is not None:
+            n = meta.min_length
+            words.append("non-empty" if n == 1 and unit == "character" else f"at least {n} {unit}{'s' * (n != 1)}")
+        if getattr(meta, "max_length", None) is not None:
+            words.append(f"at most {meta.max_length} {unit}s")
+    return ", ".join(words)
 
 
 def default_text(field: Any) -> str:

@@ -20,7 +20,7 @@ from fleetctl.playbook.variables import STANDARD_NAMES
 from fleetctl.tasks import ACTIONS
 from fleetctl.tasks.base import Action
 
-from .markdown import attributes_section, cell, default_text, rst_to_md, type_text
+from .markdown import attributes_section, cell, constraint_text, default_text, rst_to_md, type_text
 
 __all__ = ["EXAMPLE_PLAY", "action_section", "examples", "field_docs", "render"]
 
@@ -59,7 +59,8 @@ see also [staged environments](../staged.md) and [Slurm](../slurm.md).
 
 
 def field_docs(action: Action) -> list[dict[str, str]]:
-    """Per argument of ``action``: ``{"name", "type", "default", "meaning"}`` (Markdown).
+    """Per argument of ``action``: ``{"name", "type", "default", "meaning"}`` (Markdown); ``type``
+    carries the field's bounds (``int | None, >= 1``).
 
     Raises:
         ValueError: a field has neither a ``description`` nor an ``Attributes:`` entry.
@@ -72,7 +73,9 @@ def field_docs(action: Action) -> list[dict[str, str]]:
         if not meaning:
             raise ValueError(f"{action.name}.{name}: the argument has no meaning: give it Field(description=...) "
                              f"or a line in {model.__name__}'s Attributes: docstring section")
-        rows.append({"name": field.alias or name, "type": type_text(field.annotation),
+        bounds = constraint_text(field)
+        rows.append({"name": field.alias or name,
+                     "type": type_text(field.annotation) + (f", {bounds}" if bounds else ""),
                      "default": default_text(field), "meaning": rst_to_md(meaning)})
     return rows
 
