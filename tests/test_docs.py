@@ -129,6 +129,25 @@ def test_the_cli_reference_names_every_command_and_option():
     assert "| `--forks` | integer >= 1 <= 10000 | `50` | Hosts worked on at once. |" in text
 
 
+def test_the_landing_page_opens_as_readme_does():
+    def opening(text: str) -> str:
+        return " ".join(text.split("\n\n", 2)[1].split())
+
+    assert opening((DOCS / "index.md").read_text()) == opening((REPO / "README.md").read_text())
+
+
+def test_the_facts_contract_names_every_key_a_real_host_reports(tmp_path):
+    """docs/contracts.md's facts table against ``fleetctl facts --json`` on this machine."""
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"all:\n  hosts:\n    me: {{ansible_connection: local, workdir: {tmp_path}/work}}\n")
+    res = fleetctl("-i", str(inv), "facts", "--hosts", "me", "--json", home=tmp_path / "home")
+    facts = json.loads(res.stdout)["me"]
+    table = (DOCS / "contracts.md").read_text().split("## Facts", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`([a-z_]+)`", table))
+    missing = sorted(k for k in facts if k not in named)
+    assert missing == [], f"docs/contracts.md's facts table lacks {missing}"
+
+
 def test_no_reference_to_a_design_md_the_repository_lacks():
     files = [REPO / "README.md", *REPO.glob("fleetctl/**/*.py"), *REPO.glob("playbooks/**/*.py"),
              *REPO.glob("docs/*.md")]
