@@ -1,6 +1,6 @@
 """The command-line core (click): the ``fleetctl`` group, its shared options, and how errors exit.
 
-Exit status (DESIGN.md): 0 every host succeeded; 1 one or more hosts failed or were unreachable
+Exit status (docs/contracts.md): 0 every host succeeded; 1 one or more hosts failed or were unreachable
 (after all others finished); 2 bad usage or bad input (one line naming the file, key or option, no
 traceback); 130/143 when interrupted by SIGINT/SIGTERM.
 

@@ -337,7 +337,8 @@ def _options(opts):
 
 
 @main.command()
-@click.option("--playbook", "playbook_path", default="playbooks/fp4-kernels.yaml", show_default=True)
+@click.option("--playbook", "playbook_path", default="playbooks/fp4-kernels.yaml", show_default=True,
+              help="The playbook to run (docs/reference/playbook.md); a relative path not found here is the checkout's.")
 @_options(_common + _deploy_only)
 @pass_ctx
 def deploy(obj: Context, playbook_path: str, **kw: Any) -> None:
@@ -346,7 +347,8 @@ def deploy(obj: Context, playbook_path: str, **kw: Any) -> None:
 
 
 @main.command()
-@click.option("--playbook", "playbook_path", default="playbooks/verify.yaml", show_default=True)
+@click.option("--playbook", "playbook_path", default="playbooks/verify.yaml", show_default=True,
+              help="The verification playbook; a relative path not found here is the checkout's.")
 @_options(_common)
 @pass_ctx
 def verify(obj: Context, playbook_path: str, **kw: Any) -> None:

@@ -12,7 +12,7 @@ Two kinds of place:
     ``$XDG_STATE_HOME/fleetctl``, else ``~/.local/state/fleetctl`` (the XDG Base Directory
     specification's place for state that persists between runs but is not worth backing up);
   - cache (the wheel cache of arch classes): ``$XDG_CACHE_HOME/fleetctl``, else
-    ``~/.cache/fleetctl`` (DESIGN.md: ``FLEETCTL_HOME`` moves state, not the cache).
+    ``~/.cache/fleetctl`` (``FLEETCTL_HOME`` moves state, not the cache: docs/contracts.md, "Run record").
 
 Relative or empty ``XDG_*`` values are ignored, as the XDG specification says.
 """
