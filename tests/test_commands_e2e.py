@@ -59,6 +59,19 @@ def test_run_b_gathers_identical_outputs_under_the_folded_node_set(sshd_farm, tm
     assert doc.stderr.splitlines()[-1] == "ok 2, failed 0, unreachable 0"
 
 
+def test_run_b_says_when_a_block_is_the_end_of_a_longer_output(tmp_path):
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"l1": {"ansible_connection": "local"},
+                                                        "l2": {"ansible_connection": "local"}}})
+    res = fleetctl("-i", str(inv), "run", "--hosts", "g", "-b", "--", "python3", "-c",
+                   "import sys\nfor i in range(30000): print(f'{i:08d}' + 'x' * 64)", home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    head = res.stdout.splitlines()[1]
+    assert head == "l[1-2] (2) (the end of the output: fleetctl logs RUN --host H has every byte)", head
+    assert res.stdout.endswith(f"{29999:08d}{'x' * 64}\n")
+    log = (last_run(tmp_path) / "logs" / "l1.log").read_bytes()
+    assert log.count(b"\n") == 30000 and log.startswith(b"out| 00000000")  # the log kept every line
+
+
 # -- copy and fetch ------------------------------------------------------------------------------
 
 def _tree(root: Path) -> dict[str, bytes]:

@@ -22,12 +22,16 @@ class Block:
         count: how many hosts.
         rc: their exit status (``None``: killed by a signal or timed out).
         text: what they printed: stdout, then stderr (as clush ``-B`` keeps them), redacted.
+        cut: the output was longer than what ``fleetctl run`` keeps in memory (its last bytes,
+            :data:`fleetctl.engine.adhoc.RUN_CAPTURE_BYTES` per stream): ``text`` is the end of
+            it; each host's log has every byte.
     """
 
     nodes: str
     count: int
     rc: int | None
     text: str
+    cut: bool = False
 
 
 def gather(hosts: Mapping[str, Any], outputs: Mapping[str, tuple[str, str]], redact=lambda s: s) -> list[Block]:
@@ -43,14 +47,15 @@ def gather(hosts: Mapping[str, Any], outputs: Mapping[str, tuple[str, str]], red
     """
     from ..inventory.nodeset import fold_hosts
 
-    groups: dict[tuple[str, str, int | None], list[str]] = {}
+    groups: dict[tuple[str, str, int | None, bool], list[str]] = {}
     for name, out in hosts.items():
         if getattr(out, "status", None) == "unreachable":
             continue
         stdout, stderr = outputs.get(name, ("", ""))
-        groups.setdefault((stdout, stderr, getattr(out, "rc", None)), []).append(name)
-    blocks = [Block(fold_hosts(names), len(names), rc, redact(_join(stdout, stderr)))
-              for (stdout, stderr, rc), names in groups.items()]
+        cut = bool(getattr(out, "output_truncated", None))
+        groups.setdefault((stdout, stderr, getattr(out, "rc", None), cut), []).append(name)
+    blocks = [Block(fold_hosts(names), len(names), rc, redact(_join(stdout, stderr)), cut)
+              for (stdout, stderr, rc, cut), names in groups.items()]
     return sorted(blocks, key=lambda b: (-b.count, b.nodes))
 
 
@@ -64,7 +69,8 @@ def render_blocks(blocks: list[Block]) -> str:
     """clush's block layout: a rule, ``NODESET (N)`` (and ``rc=N`` when not 0), a rule, the output."""
     parts = []
     for b in blocks:
-        head = f"{b.nodes} ({b.count})" + ("" if b.rc == 0 else f" rc={b.rc if b.rc is not None else 'none'}")
+        head = (f"{b.nodes} ({b.count})" + ("" if b.rc == 0 else f" rc={b.rc if b.rc is not None else 'none'}")
+                + (" (the end of the output: fleetctl logs RUN --host H has every byte)" if b.cut else ""))
         rule = "-" * max(15, min(len(head), 79))
         text = b.text if not b.text or b.text.endswith("\n") else b.text + "\n"
         parts.append(f"{rule}\n{head}\n{rule}\n{text}")
