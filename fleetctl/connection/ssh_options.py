@@ -23,8 +23,10 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from .ssh_target import SSHTarget, parse_jumps
+if TYPE_CHECKING:  # the ssh layer (asyncssh) is imported only when an option is applied
+    from .ssh_target import SSHTarget
 
 #: lower-case name -> ssh_config's spelling, for the options fleetctl honours.
 HONOURED = {n.lower(): n for n in (
@@ -113,6 +115,8 @@ def apply_options(target: SSHTarget, options: Sequence[str]) -> SSHTarget:
     if "IdentityAgent" in seen:
         changes["agent_path"] = _agent(seen["IdentityAgent"])
     if "ProxyJump" in seen:
+        from .ssh_target import parse_jumps
+
         changes["proxy_jump"] = parse_jumps(seen["ProxyJump"])
     if "ProxyCommand" in seen:
         changes["proxy_command"] = None if seen["ProxyCommand"].lower() == "none" else seen["ProxyCommand"]
