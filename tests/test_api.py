@@ -114,7 +114,7 @@ def test_facts_are_typed_with_the_raw_document_kept(sshd_farm, tmp_path, home):
     assert printed["gpu"]["gpus"] == gpu.raw["gpus"]
 
 
-def test_observers_get_the_events_the_record_gets(home):
+def test_observers_get_the_events_the_record_gets(home, capsys):
     got: list = []
 
     class Obj:
@@ -149,6 +149,14 @@ def test_observers_get_the_events_the_record_gets(home):
     assert {"run.started", "batch.started", "host.finished", "run.finished"} <= {e.name for e in plan_events}
     with pytest.raises(InputError, match="observers: want callables"):
         nodes.run(["true"], observers=[42])
+
+    def broken(event):
+        raise RuntimeError("observer bug")
+
+    capsys.readouterr()
+    survived = nodes.run(["echo", "still"], timeout=30, observers=[broken])
+    assert survived.ok and survived["localhost"].stdout == "still\n"  # a reporting bug never stops a run
+    assert capsys.readouterr().err.count("CallbackObserver stopped reporting: RuntimeError: observer bug") == 1
 
 
 def _cli_error(*args: str, home: Path) -> str:
