@@ -208,6 +208,16 @@ def test_the_sync_form_inside_a_running_loop_and_from_a_thread(home):
 
     sync, aio = asyncio.run(in_loop())
     assert sync["localhost"].stdout == aio["localhost"].stdout == "x\n" and sync.ok and aio.ok
+
+    async def facts_in_loop():
+        return nodes.facts(), await nodes.aio.facts()
+
+    stable = ("status", "gpus", "driver_version", "cuda_version", "cuda_home", "python", "torch", "cores",
+              "memory_mib", "arch_list")  # free memory and disk move between two runs
+    f_sync, f_aio = asyncio.run(facts_in_loop())
+    assert [getattr(f_sync.facts["localhost"], k) for k in stable] == [getattr(f_aio.facts["localhost"], k)
+                                                                       for k in stable]
+    assert set(f_sync.facts["localhost"].raw) == set(f_aio.facts["localhost"].raw)
     box: dict = {}
     t = threading.Thread(target=lambda: box.update(res=nodes.run(["echo", "y"], timeout=30)))
     t.start()

@@ -28,8 +28,21 @@ class Fleet:
     """An inventory (one or more sources, merged as Ansible merges several ``-i``) and the run-wide
     connection settings of every operation on its hosts.
 
-    Build it with :meth:`from_inventory`; pick hosts with :meth:`select`. A ``Fleet`` holds no
-    connection: each operation connects, works and closes, as a CLI command does.
+    Build it with :meth:`from_inventory` (which loads the inventory at once); the constructor
+    loads it on first use. Pick hosts with :meth:`select`. A ``Fleet`` holds no connection: each
+    operation connects, works and closes, as a CLI command does.
+
+    Args:
+        sources: inventory sources (see :meth:`from_inventory`).
+        extra_vars: vars over every host's.
+        connect_timeout: seconds to reach and log in to one host.
+        accept_new_host_keys: record host keys of hosts that have none.
+        verbose: diagnostics on stderr (0: none, 1: each host's tasks, 2: every command).
+        on_warning: called with each inventory warning (one line; default: ``fleetctl: warning:
+            LINE`` on stderr).
+
+    Raises:
+        InputError: ``connect_timeout`` is not a positive number of seconds.
 
     Attributes:
         sources: the inventory sources, as given.
