@@ -86,6 +86,18 @@ def test_run_over_sshd_sync_and_async_give_the_same_results(sshd_farm, tmp_path,
     assert repr(sync).endswith("failed: ok 0, failed 2, unreachable 1>")
     assert "<td>dead</td><td>unreachable</td>" in sync._repr_html_()
 
+    class Printer:  # IPython's pretty printer, as far as _repr_pretty_ uses it
+        def __init__(self):
+            self.out = []
+
+        def text(self, s):
+            self.out.append(s)
+
+    printer = Printer()
+    sync._repr_pretty_(printer, False)
+    shown = printer.out[0].splitlines()
+    assert shown[0] == repr(sync) and shown[1] == "  a: failed rc=3: rc=3" and shown[3].startswith("  dead: unreachable: ")
+
     ok = nodes.run(["true"], timeout=60)  # the hosts that answer pass; the dead one stays unreachable
     assert ok.succeeded == ["a", "b"] and ok["a"].ok
     # the Hosts docstring's example: per host status and stdout
