@@ -242,7 +242,13 @@ def test_the_public_surface_is_small_and_no_cli_or_api_module_imports_a_private_
     for name in fleetctl.__all__:
         assert getattr(fleetctl, name) is not None
     import ast
+    import inspect
 
+    from fleetctl import AsyncHosts, Hosts
+
+    for method in ("run", "facts", "deploy", "verify", "rollback"):  # one surface, sync and async
+        assert inspect.signature(getattr(Hosts, method)) == inspect.signature(getattr(AsyncHosts, method)), method
+        assert inspect.iscoroutinefunction(getattr(AsyncHosts, method))
     bad = []
     for folder in ("cli", "api"):
         for path in (REPO / "fleetctl" / folder).glob("*.py"):

@@ -244,22 +244,37 @@ class Hosts:
     def _sync(self, method: Callable[..., Any], *args: Any, **kw: Any) -> RunResult:
         return run_sync(lambda: method(*args, **kw))
 
-    def run(self, argv: Sequence[str], **kw: Any) -> RunResult:
-        """:meth:`AsyncHosts.run`, blocking."""
-        return self._sync(self.aio.run, argv, **kw)
+    def run(self, argv: Sequence[str], *, timeout: float = 600.0, forks: int = 50,
+            observers: Iterable[Observer] | None = None) -> RunResult:
+        """Run ``argv`` on every host and wait for the result: :meth:`AsyncHosts.run` (arguments,
+        return value and errors are its)."""
+        return self._sync(self.aio.run, argv, timeout=timeout, forks=forks, observers=observers)
 
-    def facts(self, **kw: Any) -> RunResult:
-        """:meth:`AsyncHosts.facts`, blocking."""
-        return self._sync(self.aio.facts, **kw)
+    def facts(self, *, forks: int = 50, observers: Iterable[Observer] | None = None) -> RunResult:
+        """Gather every host's facts and wait: :meth:`AsyncHosts.facts`."""
+        return self._sync(self.aio.facts, forks=forks, observers=observers)
 
-    def deploy(self, playbook: str | Path | None = None, **kw: Any) -> RunResult:
-        """:meth:`AsyncHosts.deploy`, blocking."""
-        return self._sync(self.aio.deploy, playbook, **kw)
+    def deploy(self, playbook: str | Path | None = None, *, mode: str = "apply",
+               tags: str | Sequence[str] | None = None, skip_tags: str | Sequence[str] | None = None,
+               extra_vars: Mapping[str, Any] | None = None, serial: str | int | Sequence[str | int] | None = None,
+               max_fail_percentage: float | None = None, force: bool = False, staged: bool = False,
+               build: str | None = None, phase_timeout: Mapping[str, float] | None = None, forks: int = 50,
+               observers: Iterable[Observer] | None = None) -> RunResult:
+        """Run a playbook on the hosts and wait: :meth:`AsyncHosts.deploy` (``mode``: ``"apply"``,
+        ``"plan"`` or ``"dry_run"``)."""
+        return self._sync(self.aio.deploy, playbook, mode=mode, tags=tags, skip_tags=skip_tags, extra_vars=extra_vars,
+                          serial=serial, max_fail_percentage=max_fail_percentage, force=force, staged=staged,
+                          build=build, phase_timeout=phase_timeout, forks=forks, observers=observers)
 
-    def verify(self, playbook: str | Path | None = None, **kw: Any) -> RunResult:
-        """:meth:`AsyncHosts.verify`, blocking."""
-        return self._sync(self.aio.verify, playbook, **kw)
+    def verify(self, playbook: str | Path | None = None, *, mode: str = "apply",
+               extra_vars: Mapping[str, Any] | None = None, phase_timeout: Mapping[str, float] | None = None,
+               forks: int = 50, observers: Iterable[Observer] | None = None) -> RunResult:
+        """Verify the installed kernels and wait: :meth:`AsyncHosts.verify`."""
+        return self._sync(self.aio.verify, playbook, mode=mode, extra_vars=extra_vars, phase_timeout=phase_timeout,
+                          forks=forks, observers=observers)
 
-    def rollback(self, to: str | int = "previous", **kw: Any) -> RunResult:
-        """:meth:`AsyncHosts.rollback`, blocking."""
-        return self._sync(self.aio.rollback, to, **kw)
+    def rollback(self, to: str | int = "previous", *, mode: str = "apply",
+                 extra_vars: Mapping[str, Any] | None = None, forks: int = 50,
+                 observers: Iterable[Observer] | None = None) -> RunResult:
+        """Make a kept staged environment live again and wait: :meth:`AsyncHosts.rollback`."""
+        return self._sync(self.aio.rollback, to, mode=mode, extra_vars=extra_vars, forks=forks, observers=observers)
