@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from ..inventory.model import Host, Inventory
     from .hosts import AsyncHosts, Hosts
 
-Source = "str | os.PathLike[str]"
 
 
 class Fleet:
