@@ -19,9 +19,27 @@ Modules: :mod:`~fleetctl.api.fleet` (:class:`Fleet`), :mod:`~fleetctl.api.hosts`
 (``play``, ``adhoc``, ``lifecycle``, ``sync``) is the CLI's and the API's shared plumbing.
 """
 
-from .facts import Gpu, HostFacts
-from .fleet import Fleet
-from .hosts import AsyncHosts, Hosts
-from .results import HostResult, RunResult
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["AsyncHosts", "Fleet", "Gpu", "HostFacts", "HostResult", "Hosts", "RunResult"]
+
+#: name -> the module that defines it, imported on first use (PEP 562), so that the CLI, which
+#: uses only the run paths (``fleetctl.api.play``, ``.adhoc``, ``.fleet``), does not load the
+#: result and facts models at start-up.
+_WHERE = {"AsyncHosts": "hosts", "Fleet": "fleet", "Gpu": "facts", "HostFacts": "facts", "HostResult": "results",
+          "Hosts": "hosts", "RunResult": "results"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fleetctl.api' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
