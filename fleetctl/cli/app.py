@@ -19,7 +19,6 @@ import click
 
 from .. import __version__
 from ..errors import InputError
-from ..util.paths import resolve_default
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -60,34 +59,25 @@ class Context:
         self.inventory_paths = inventory or ("inventory.yaml",)
         self.inventory_path = self.inventory_paths[0]
         self.verbose = verbose
+        self._fleet = None
+
+    @property
+    def fleet(self):
+        """The :class:`fleetctl.api.Fleet` of these sources (loaded on first use; its warnings on stderr)."""
+        if self._fleet is None:
+            from ..api.fleet import Fleet
+
+            self._fleet = Fleet(self.inventory_paths, verbose=self.verbose, ssh_options=self.ssh_options)
+        return self._fleet
 
     def select(self, pattern: str, limit: str | None = None, *, venv: bool = True, forks: int = 50,
                extra_vars: dict | None = None):
-        """Load the inventory, select hosts and check them (conflicts, key modes, local venvs),
-        and make sure the open-file limit fits the run (fleetctl.engine.fdlimit). ``extra_vars`` (``-e``)
-        win over the hosts' vars, settings included (:mod:`fleetctl.inventory.extra`)."""
-        from ..build.archs import parse_arch_list
-        from ..engine.fdlimit import ensure_fd_budget
-        from ..inventory import load_inventory
+        """Load the inventory, select hosts and check them (:func:`fleetctl.api.fleet.select_hosts`:
+        conflicts, key modes, local venvs, the open-file limit). ``extra_vars`` (``-e``) win over
+        the hosts' vars, settings included (:mod:`fleetctl.inventory.extra`)."""
+        from ..api.fleet import select_hosts
 
-        inv = load_inventory([str(resolve_default(p)) for p in self.inventory_paths])
-        path = inv.source
-        for warning in inv.warnings:
-            click.echo(f"fleetctl: warning: {warning}", err=True)
-        hosts = inv.select(pattern, limit=limit)
-        if extra_vars:
-            from ..inventory.extra import with_extra_vars
-
-            hosts = with_extra_vars(hosts, extra_vars)
-        inv.check_hosts(hosts, venv=venv)
-        for host in hosts:
-            if "fallback_archs" in host.vars:
-                try:
-                    parse_arch_list(str(host.vars["fallback_archs"]))
-                except ValueError as exc:
-                    raise InputError(str(exc), file=str(path), key=f"{host.name}.fallback_archs") from None
-        ensure_fd_budget(len(hosts), forks)
-        return inv, hosts
+        return select_hosts(self.fleet, pattern, limit, venv=venv, forks=forks, extra_vars=extra_vars)
 
 
 pass_ctx = click.make_pass_decorator(Context)
@@ -221,14 +211,10 @@ def command_line() -> list[str]:
 
 
 def diagnostics(obj: Context) -> Any:
-    """The -v/-vv observer, or None."""
-    if obj.verbose <= 0:
-        return None
-    from ..reporting.logsetup import configure_logging
-    from ..reporting.diagnostics import Diagnostics
+    """The -v/-vv observer, or None (:func:`fleetctl.api.lifecycle.diagnostics`)."""
+    from ..api.lifecycle import diagnostics as for_level
 
-    configure_logging(obj.verbose)
-    return Diagnostics(obj.verbose)
+    return for_level(obj.verbose)
 
 
 def metrics_observer(path: str | None, mode: str = "apply"):

@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, forks_option, hosts_option, json_option,
-                  limit_option, main, pass_ctx, run_async, timeout_option)
+from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, forks_option, hosts_option,
+                  json_option, limit_option, main, pass_ctx, run_async, timeout_option)
 
 _timeout = click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=FiniteFloatRange(0.1),
                         help="Seconds one host's whole transfer may take.")
@@ -16,24 +16,19 @@ _timeout = click.option("--timeout", "timeout_s", default=600.0, show_default=Tr
 
 def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: int, as_json: bool,
               accept_new_host_keys: bool, connect_timeout: float, timeout_s: float, src: str, dest: str) -> None:
-    from ..connection.registry import ConnectOptions
+    from ..api.transfer import transfer_files
     from ..engine import transfer
     from ..reporting.gathered import summary_line
     from ..reporting.lines import print_json
-    from .adhoc import finish, guarded, record_run
 
     if kind == "copy":
         transfer.local_sources(src)  # a missing SRC is bad input (exit 2) before any host is touched
     _, hosts = obj.select(pattern, limit, venv=False, forks=forks)
-    run, _record, observers = record_run(kind, obj)
-    run.pattern = pattern
-    options = ConnectOptions(accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout,
-                             ssh_options=obj.ssh_options)
-    fn = transfer.copy_to_hosts if kind == "copy" else transfer.fetch_from_hosts
-    guarded(run, observers, lambda: run_async(fn(hosts, src, dest, run=run, observers=observers, forks=forks,
-                                                 timeout_s=timeout_s, connect_options=options)))
+    run, _record = run_async(transfer_files(
+        kind, hosts, src, dest, pattern=pattern, command=command_line(), verbose=obj.verbose, forks=forks,
+        timeout_s=timeout_s, connect_timeout_s=connect_timeout, accept_new_host_keys=accept_new_host_keys,
+        ssh_options=obj.ssh_options))
     bad = run.failed_hosts
-    finish(run, observers, "failed" if bad else "ok")
     if as_json:
         print_json(run.redactor.obj({h: {"status": o.status, "files": o.files or [], "bytes": o.bytes or 0,
                                          **({"error": o.error} if o.error else {})}
