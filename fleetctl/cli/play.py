@@ -152,8 +152,14 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
                 console.print(f"  {line}", markup=False, highlight=False)
         for host, warning in warnings.items():
             console.print(f"[yellow]warning[/yellow]: {host}: {warning}")
-        if rows and not bad and all(b["action"] == "skip" for r in rows.values() for b in r.get("builds", [])):
-            console.print("nothing changed: a deploy would rebuild and reinstall nothing (--force overrides)")
+        builds = [b for r in rows.values() for b in r.get("builds", [])]
+        would_change = [t for r in rows.values() for t in r.get("tasks", []) if t.get("status") == "changed"]
+        if rows and not bad and all(b["action"] == "skip" for b in builds):
+            if not would_change:
+                console.print("nothing changed: a deploy would rebuild and reinstall nothing (--force overrides)")
+            elif builds:  # the wheels are current, but other tasks (commands, copies...) would still run
+                console.print(f"no rebuild or reinstall: every wheel is current; {len(would_change)} other task(s) "
+                              f"would run (--force rebuilds)")
     raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
 
 

@@ -1,0 +1,25 @@
+"""``--plan``'s last line tells what a deploy would do: "nothing changed" only when no task would
+change anything (a play of commands has no wheel to skip, and its commands would still run)."""
+
+from __future__ import annotations
+
+from tests.support.fleet import fleetctl
+
+
+def _play(tmp_path, tasks: str):
+    p = tmp_path / "play.yaml"
+    p.write_text(f"- name: p\n  hosts: local\n  tasks:\n{tasks}")
+    return p
+
+
+def test_plan_says_nothing_changed_only_when_no_task_would_change(tmp_path):
+    home = tmp_path / "home"
+    cmd = _play(tmp_path, "    - name: say\n      command: {argv: [echo, hi]}\n")
+    res = fleetctl("deploy", "--playbook", str(cmd), "--hosts", "local", "--plan", home=home)
+    assert res.returncode == 0, res.stderr
+    assert "nothing changed" not in res.stdout and "say" in res.stdout and "run" in res.stdout
+
+    quiet = _play(tmp_path, "    - name: note\n      debug: {msg: hello}\n")
+    res = fleetctl("deploy", "--playbook", str(quiet), "--hosts", "local", "--plan", home=home)
+    assert res.returncode == 0, res.stderr
+    assert "nothing changed: a deploy would rebuild and reinstall nothing" in " ".join(res.stdout.split())
