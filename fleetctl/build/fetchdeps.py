@@ -1,0 +1,460 @@
+"""What a CMake tree downloads at configure time: its ``FetchContent_Declare`` calls and its git
+submodules, read from the tree's text. Pure (texts in, :class:`Dep` list out), so ``--plan`` and
+tests need no host and no network.
+
+Read: ``CMakeLists.txt`` at the root, every file it ``include()``\\ s by an in-tree path (``.cmake``
+files; ``include(FetchContent)``-style module names are CMake's own and skipped) and every
+``add_subdirectory()`` with an in-tree literal path, recursively; ``.gitmodules`` (``git config``
+format, gitmodules(5)) with the commit of each submodule's gitlink, which the caller knows from the
+controller's checkout (``git ls-files -s``) or a ``git ls-tree`` on the host.
+
+The grammar is CMake's (cmake-language(7)): command invocations ``name(args)`` with quoted
+(``"..."`` with ``\\`` escapes), bracket (``[=[...]=]``) and unquoted arguments, ``#`` line and
+``#[[...]]`` bracket comments. ``FetchContent_Declare(NAME ...)`` keywords read (CMake's
+FetchContent and ExternalProject docs): ``GIT_REPOSITORY``, ``GIT_TAG``, ``URL`` (the first of its
+values), ``URL_HASH``/``URL_MD5``, ``SOURCE_DIR``; any other keyword is kept unread.
+
+``${VAR}`` in those values is resolved from literal ``set(VAR value [CACHE TYPE doc [FORCE]])``
+calls in the files read (and from ``overrides``, the build's ``-D`` defines, which win as they do
+in CMake). Anything the reader cannot resolve to one literal is refused, naming the file, the line
+and the construct (:class:`FetchDepsError`), the patch script's style: a variable that is never
+set literally, one set to two different literals, a declaration without ``GIT_REPOSITORY``/``URL``,
+a git one without a ``GIT_TAG`` (it would fetch whatever the default branch is then).
+
+CMake's override for a declared dependency is ``FETCHCONTENT_SOURCE_DIR_<uppercaseName>`` (the
+name as declared, upper-cased, ``-`` kept) with ``FETCHCONTENT_FULLY_DISCONNECTED=ON`` (FetchContent
+docs, "Variables"): :meth:`Dep.source_dir_var`.
+"""
+
+from __future__ import annotations
+
+import configparser
+import posixpath
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+#: A full git commit id (SHA-1); a shorter or symbolic ``GIT_TAG`` is a ref the mirror resolves.
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+
+#: GitHub archive URLs (``https://HOST/OWNER/NAME/archive/REF.tar.gz``, ``.../archive/refs/tags/REF.zip``,
+#: ``https://codeload.github.com/OWNER/NAME/tar.gz/REF``): the repository and the ref they are of.
+_ARCHIVE_RES = (
+    re.compile(r"^https?://[^/]+/(?P<owner>[^/]+)/(?P<name>[^/]+)/archive/(?:refs/(?:tags|heads)/)?"
+               r"(?P<ref>.+?)\.(?:tar\.gz|tgz|zip|tar\.bz2|tar\.xz)$"),
+    re.compile(r"^https?://codeload\.github\.com/(?P<owner>[^/]+)/(?P<name>[^/]+)/(?:tar\.gz|zip)/"
+               r"(?:refs/(?:tags|heads)/)?(?P<ref>[^/]+)$"),
+)
+
+_BUILTIN_DIRS = ("CMAKE_CURRENT_LIST_DIR", "CMAKE_CURRENT_SOURCE_DIR", "CMAKE_SOURCE_DIR", "PROJECT_SOURCE_DIR")
+_VAR_RE = re.compile(r"\$\{([A-Za-z0-9_.+\-/]+)\}")
+_KEYWORDS = frozenset({
+    "GIT_REPOSITORY", "GIT_TAG", "GIT_SHALLOW", "GIT_PROGRESS", "GIT_SUBMODULES", "GIT_SUBMODULES_RECURSE",
+    "GIT_REMOTE_NAME", "GIT_CONFIG", "GIT_REMOTE_UPDATE_STRATEGY", "URL", "URL_HASH", "URL_MD5",
+    "DOWNLOAD_NAME", "DOWNLOAD_EXTRACT_TIMESTAMP", "DOWNLOAD_NO_EXTRACT", "TLS_VERIFY", "TLS_CAINFO",
+    "SOURCE_DIR", "BINARY_DIR", "SOURCE_SUBDIR", "SUBBUILD_DIR", "PATCH_COMMAND", "UPDATE_COMMAND",
+    "UPDATE_DISCONNECTED", "CONFIGURE_COMMAND", "BUILD_COMMAND", "INSTALL_COMMAND", "TEST_COMMAND",
+    "FIND_PACKAGE_ARGS", "OVERRIDE_FIND_PACKAGE", "EXCLUDE_FROM_ALL", "SYSTEM", "SVN_REPOSITORY",
+    "HG_REPOSITORY", "CVS_REPOSITORY", "HTTP_USERNAME", "HTTP_PASSWORD", "HTTP_HEADER", "NETRC",
+    "INACTIVITY_TIMEOUT", "TIMEOUT", "LOG_DOWNLOAD", "USES_TERMINAL_DOWNLOAD", "DOWNLOAD_COMMAND",
+})
+
+
+class FetchDepsError(ValueError):
+    """A construct the reader cannot resolve: ``file:line: construct: why`` (one line)."""
+
+    def __init__(self, file: str, line: int, construct: str, why: str) -> None:
+        self.file, self.line, self.construct, self.why = file, line, construct, why
+        super().__init__(f"{file}:{line}: {construct}: {why}")
+
+
+@dataclass(frozen=True)
+class Dep:
+    """One dependency the tree would download.
+
+    Attributes:
+        name: as declared (``repo-cutlass``); for a submodule its ``.gitmodules`` name.
+        kind: ``"git"`` (``GIT_REPOSITORY``), ``"url"`` (``URL``) or ``"submodule"``.
+        url: the repository URL (git, submodule) or the archive URL (url), variables resolved.
+        ref: the pinned ``GIT_TAG``, the archive's ref, or the gitlink's commit.
+        repo: ``owner/name`` of the repository the sources are (the mirror's key), or ``None`` for
+            an archive URL that names no repository.
+        url_hash: ``URL_HASH`` (``SHA256=...``) or ``MD5=...`` of a URL form, else ``None``.
+        path: a submodule's path in the tree; a declaration's ``SOURCE_DIR`` as written.
+        file: the file (relative to the tree) and line of the declaration.
+    """
+
+    name: str
+    kind: str
+    url: str
+    ref: str
+    repo: str | None
+    file: str
+    line: int
+    url_hash: str | None = None
+    path: str | None = None
+
+    @property
+    def pinned(self) -> bool:
+        """The ref is a full commit id (else a tag or branch the mirror resolves)."""
+        return bool(COMMIT_RE.match(self.ref))
+
+    @property
+    def source_dir_var(self) -> str | None:
+        """``FETCHCONTENT_SOURCE_DIR_<NAME>`` (FetchContent docs), ``None`` for a submodule."""
+        return None if self.kind == "submodule" else "FETCHCONTENT_SOURCE_DIR_" + self.name.upper()
+
+    def label(self) -> str:
+        """``repo-cutlass (NVIDIA/cutlass @ 57e3cfb47a2d)`` for one line of output."""
+        ref = self.ref[:12] if self.pinned else self.ref
+        return f"{self.name} ({self.repo or self.url} @ {ref})"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"name": self.name, "kind": self.kind, "url": self.url, "ref": self.ref, "repo": self.repo,
+                "file": self.file, "line": self.line, "url_hash": self.url_hash, "path": self.path}
+
+
+@dataclass
+class _Command:
+    name: str
+    args: list[str]
+    line: int
+    file: str
+    quoted: list[bool] = field(default_factory=list)
+
+
+def parse_commands(text: str, file: str) -> list[_Command]:
+    """Every command invocation of a CMake file, arguments unquoted (variables left as written).
+
+    Raises:
+        FetchDepsError: an unterminated quoted/bracket argument or a missing ``)``.
+    """
+    out: list[_Command] = []
+    i, n, line = 0, len(text), 1
+    ident = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            line += 1
+            i += 1
+        elif c == "#":
+            i, line = _skip_comment(text, i, line, file)
+        elif c.isspace():
+            i += 1
+        else:
+            m = ident.match(text, i)
+            if not m:  # stray text: not a command (the CMake grammar allows none); skip the line
+                j = text.find("\n", i)
+                i = n if j < 0 else j
+                continue
+            j = m.end()
+            while j < n and text[j] in " \t":
+                j += 1
+            if j >= n or text[j] != "(":
+                i = m.end()
+                continue
+            cmd = _Command(name=m.group(0), args=[], line=line, file=file)
+            i, line = _read_args(text, j + 1, line, cmd)
+            out.append(cmd)
+    return out
+
+
+def _skip_comment(text: str, i: int, line: int, file: str) -> tuple[int, int]:
+    m = re.match(r"#\[(=*)\[", text[i:])
+    if m:
+        close = "]" + m.group(1) + "]"
+        end = text.find(close, i + m.end())
+        if end < 0:
+            raise FetchDepsError(file, line, "#[[ comment", "never closed")
+        line += text.count("\n", i, end)
+        return end + len(close), line
+    j = text.find("\n", i)
+    return (len(text) if j < 0 else j), line
+
+
+def _read_args(text: str, i: int, line: int, cmd: _Command) -> tuple[int, int]:
+    n, depth, start_line = len(text), 0, line
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            line += 1
+            i += 1
+        elif c.isspace():
+            i += 1
+        elif c == "#":
+            i, line = _skip_comment(text, i, line, cmd.file)
+        elif c == ")":
+            if depth == 0:
+                return i + 1, line
+            depth -= 1
+            i += 1
+        elif c == "(":
+            depth += 1
+            i += 1
+        elif c == '"':
+            j, buf = i + 1, []
+            while j < n and text[j] != '"':
+                if text[j] == "\\" and j + 1 < n:
+                    nxt = text[j + 1]
+                    if nxt == "\n":  # a line continuation
+                        line += 1
+                    else:
+                        buf.append({"n": "\n", "t": "\t", "r": "\r"}.get(nxt, nxt))
+                    j += 2
+                    continue
+                if text[j] == "\n":
+                    line += 1
+                buf.append(text[j])
+                j += 1
+            if j >= n:
+                raise FetchDepsError(cmd.file, start_line, f"{cmd.name}(", "a quoted argument is never closed")
+            cmd.args.append("".join(buf))
+            cmd.quoted.append(True)
+            i = j + 1
+        elif text.startswith("[", i) and re.match(r"\[=*\[", text[i:]):
+            m = re.match(r"\[(=*)\[", text[i:])
+            close = "]" + m.group(1) + "]"
+            end = text.find(close, i + m.end())
+            if end < 0:
+                raise FetchDepsError(cmd.file, start_line, f"{cmd.name}(", "a bracket argument is never closed")
+            body = text[i + m.end():end]
+            line += body.count("\n")
+            cmd.args.append(body[1:] if body.startswith("\n") else body)
+            cmd.quoted.append(True)
+            i = end + len(close)
+        else:
+            m = re.compile(r'(?:[^\s()#"\\]|\\.)+').match(text, i)
+            cmd.args.append(m.group(0))
+            cmd.quoted.append(False)
+            i = m.end()
+    raise FetchDepsError(cmd.file, start_line, f"{cmd.name}(", "the command's ) is missing")
+
+
+def repo_of(url: str) -> str | None:
+    """``owner/name`` of a git URL (``https://github.com/NVIDIA/cutlass.git``, ``git@host:o/n.git``)
+    or of a GitHub archive URL; ``name`` alone for a URL with one path part
+    (``https://git.invalid/dep.git``); ``None`` when the URL has no path."""
+    for rx in _ARCHIVE_RES:
+        m = rx.match(url)
+        if m:
+            return f"{m.group('owner')}/{m.group('name')}"
+    m = re.match(r"^(?:[a-z+]+://[^/]+/|[^@/]+@[^:]+:|file://)?(?P<path>.+?)/*$", url)
+    if not m:
+        return None
+    parts = [p for p in m.group("path").split("/") if p]
+    if not parts:
+        return None
+    name = parts[-1][:-4] if parts[-1].endswith(".git") else parts[-1]
+    return f"{parts[-2]}/{name}" if len(parts) > 1 else name
+
+
+def _archive_ref(url: str) -> str | None:
+    for rx in _ARCHIVE_RES:
+        m = rx.match(url)
+        if m:
+            return m.group("ref")
+    return None
+
+
+def read_fetch_deps(texts: Mapping[str, str], *, overrides: Mapping[str, str] | None = None,
+                    gitlinks: Mapping[str, str] | None = None) -> list[Dep]:
+    """Every dependency of the tree: declarations in file order (following includes), then submodules.
+
+    Args:
+        texts: relative path (POSIX, from the tree's root) -> text, at least ``CMakeLists.txt``;
+            the ``.cmake`` files it includes and ``.gitmodules`` when there. A file a literal
+            ``include()`` names that is not in ``texts`` is refused.
+        overrides: CMake ``-D`` defines of the build (they win over ``set(... CACHE ...)``).
+        gitlinks: submodule path -> the commit its gitlink pins (``git ls-files -s`` mode 160000).
+
+    Returns:
+        :class:`Dep` list; a name declared twice keeps its first declaration (FetchContent's rule:
+        the first declaration wins).
+
+    Raises:
+        FetchDepsError: a construct it cannot resolve (file, line, construct named).
+    """
+    overrides = dict(overrides or {})
+    gitlinks = dict(gitlinks or {})
+    if "CMakeLists.txt" not in texts:
+        raise FetchDepsError("CMakeLists.txt", 0, "the tree", "has no CMakeLists.txt at its root")
+    commands: list[_Command] = []
+    _collect("CMakeLists.txt", texts, commands, set())
+    values = _literal_sets(commands)
+    declared = {c.args[0] for c in commands if c.name.lower() == "fetchcontent_declare" and c.args}
+    deps: list[Dep] = []
+    seen: set[str] = set()
+    for cmd in commands:
+        if cmd.name.lower() != "fetchcontent_declare":
+            continue
+        dep = _declaration(cmd, values, overrides, declared)
+        if dep.name not in seen:
+            seen.add(dep.name)
+            deps.append(dep)
+    deps += submodules(texts.get(".gitmodules"), gitlinks)
+    return deps
+
+
+def _collect(rel: str, texts: Mapping[str, str], out: list[_Command], seen: set[str]) -> None:
+    if rel in seen:
+        return
+    seen.add(rel)
+    here = posixpath.dirname(rel)
+    for cmd in parse_commands(texts[rel], rel):
+        out.append(cmd)
+        low = cmd.name.lower()
+        if low not in ("include", "add_subdirectory") or not cmd.args:
+            continue
+        target = _in_tree_path(cmd.args[0], here, low == "add_subdirectory")
+        if target is None:
+            continue  # a CMake module (include(FetchContent)) or a path in a dependency's sources
+        if low == "add_subdirectory":
+            target = posixpath.join(target, "CMakeLists.txt")
+        if target not in texts:
+            if low == "add_subdirectory":
+                continue  # no CMakeLists there in what the caller gave: nothing of it is read
+            raise FetchDepsError(rel, cmd.line, f"include({cmd.args[0]})", f"{target} is not in the tree")
+        _collect(target, texts, out, seen)
+
+
+def _in_tree_path(arg: str, here: str, subdirectory: bool = False) -> str | None:
+    """The tree-relative path an ``include()``/``add_subdirectory()`` argument names, or ``None``
+    (a CMake module name such as ``FetchContent``, a path through another variable, such as a
+    dependency's ``<name>_SOURCE_DIR``, or a path outside the tree)."""
+    text = arg
+    for var in _BUILTIN_DIRS:
+        base = here if var in ("CMAKE_CURRENT_LIST_DIR", "CMAKE_CURRENT_SOURCE_DIR") else ""
+        text = text.replace("${" + var + "}", "/" + base)
+    if "${" in text or "$<" in text:
+        return None
+    if not subdirectory and "/" not in text and not text.endswith(".cmake"):
+        return None  # include(FetchContent): a module of CMake's own
+    if text.startswith("/") and arg == text:
+        return None  # an absolute path of some machine: not the tree's
+    path = posixpath.normpath(text.lstrip("/") if text.startswith("/") else posixpath.join(here, text))
+    return None if path.startswith("..") else path
+
+
+def _literal_sets(commands: list[_Command]) -> dict[str, list[tuple[str, _Command]]]:
+    out: dict[str, list[tuple[str, _Command]]] = {}
+    for cmd in commands:
+        if cmd.name.lower() != "set" or len(cmd.args) < 2:
+            continue
+        rest = cmd.args[1:]
+        if "CACHE" in rest:
+            rest = rest[:rest.index("CACHE")]
+        elif rest[-1] == "PARENT_SCOPE":
+            rest = rest[:-1]
+        if len(rest) == 1:
+            out.setdefault(cmd.args[0], []).append((rest[0], cmd))
+    return out
+
+
+def _resolve(value: str, cmd: _Command, values: Mapping[str, list[tuple[str, _Command]]],
+             overrides: Mapping[str, str], declared: set[str], depth: int = 0) -> str:
+    def one(m: re.Match[str]) -> str:
+        var = m.group(1)
+        if var in overrides:
+            return overrides[var]
+        sets = values.get(var) or []
+        literal = {v for v, _ in sets}
+        if not sets:
+            raise FetchDepsError(cmd.file, cmd.line, f"${{{var}}} in {cmd.name}({cmd.args[0]})",
+                                 f"{var} is never set() to a literal in the files read")
+        if len(literal) > 1:
+            where = ", ".join(f"{c.file}:{c.line}" for _, c in sets)
+            raise FetchDepsError(cmd.file, cmd.line, f"${{{var}}} in {cmd.name}({cmd.args[0]})",
+                                 f"{var} is set to different values ({where})")
+        got = sets[0][0]
+        if depth > 8:
+            raise FetchDepsError(cmd.file, cmd.line, f"${{{var}}}", "variables nest too deep")
+        return _resolve(got, sets[0][1], values, overrides, declared, depth + 1)
+    return _VAR_RE.sub(one, value)
+
+
+def _declaration(cmd: _Command, values: Mapping[str, list[tuple[str, _Command]]],
+                 overrides: Mapping[str, str], declared: set[str]) -> Dep:
+    if not cmd.args:
+        raise FetchDepsError(cmd.file, cmd.line, "FetchContent_Declare()", "no dependency name")
+    name = cmd.args[0]
+    if "${" in name:
+        raise FetchDepsError(cmd.file, cmd.line, f"FetchContent_Declare({name})", "a computed dependency name")
+    kw: dict[str, list[str]] = {}
+    key = None
+    for arg, quoted in zip(cmd.args[1:], cmd.quoted[1:]):
+        if not quoted and arg in _KEYWORDS:
+            key = arg
+            kw.setdefault(key, [])
+        elif key is not None:
+            kw[key].append(arg)
+    construct = f"FetchContent_Declare({name})"
+
+    def single(k: str) -> str | None:
+        vals = kw.get(k)
+        if vals is None:
+            return None
+        if not vals:
+            raise FetchDepsError(cmd.file, cmd.line, construct, f"{k} has no value")
+        return _resolve(vals[0], cmd, values, overrides, declared)
+
+    source_dir = (kw.get("SOURCE_DIR") or [None])[0]
+    if "GIT_REPOSITORY" in kw:
+        url = single("GIT_REPOSITORY")
+        tag = single("GIT_TAG")
+        if not tag:
+            raise FetchDepsError(cmd.file, cmd.line, construct,
+                                 "GIT_REPOSITORY without GIT_TAG: it would fetch the default branch, unpinned")
+        return Dep(name=name, kind="git", url=url, ref=tag, repo=repo_of(url), file=cmd.file, line=cmd.line,
+                   path=source_dir)
+    if "URL" in kw:
+        url = single("URL")
+        digest = single("URL_HASH")
+        if digest is None and kw.get("URL_MD5"):
+            digest = "MD5=" + (single("URL_MD5") or "")
+        ref = _archive_ref(url)
+        return Dep(name=name, kind="url", url=url, ref=ref or url.rsplit("/", 1)[-1], repo=repo_of(url) if ref else None,
+                   url_hash=digest, file=cmd.file, line=cmd.line, path=source_dir)
+    other = sorted(k for k in kw if k.endswith("_REPOSITORY") or k == "DOWNLOAD_COMMAND")
+    raise FetchDepsError(cmd.file, cmd.line, construct,
+                         (f"{other[0]} is not supported (git or URL only)" if other
+                          else "neither GIT_REPOSITORY nor URL: nothing to fetch it from"))
+
+
+def submodules(gitmodules: str | None, gitlinks: Mapping[str, str]) -> list[Dep]:
+    """The submodules ``.gitmodules`` declares, each pinned to its gitlink's commit.
+
+    Raises:
+        FetchDepsError: ``.gitmodules`` does not parse, a submodule lacks ``path``/``url``, or the
+            tree has no gitlink for its path (the commit it pins is unknown).
+    """
+    if not gitmodules:
+        return []
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        parser.read_string(gitmodules, source=".gitmodules")
+    except configparser.Error as exc:
+        raise FetchDepsError(".gitmodules", getattr(exc, "lineno", 0) or 0, "the file", str(exc).splitlines()[0])
+    out: list[Dep] = []
+    lines = gitmodules.splitlines()
+    for section in parser.sections():
+        m = re.match(r'^submodule\s+"(.+)"$', section.strip())
+        if not m:
+            continue
+        sub = m.group(1)
+        line = next((i + 1 for i, ln in enumerate(lines) if ln.strip().startswith("[") and f'"{sub}"' in ln), 0)
+        path = parser.get(section, "path", fallback=None)
+        url = parser.get(section, "url", fallback=None)
+        if not path or not url:
+            raise FetchDepsError(".gitmodules", line, f'[submodule "{sub}"]', "needs both path and url")
+        commit = gitlinks.get(path.strip("/"))
+        if not commit:
+            raise FetchDepsError(".gitmodules", line, f'[submodule "{sub}"]',
+                                 f"the tree has no gitlink at {path}: the commit it pins is unknown")
+        out.append(Dep(name=sub, kind="submodule", url=url, ref=commit, repo=repo_of(url), file=".gitmodules",
+                       line=line, path=path.strip("/")))
+    return out
+
+
+def cmake_files(names: list[str]) -> list[str]:
+    """Of a tree's relative file names, those the reader may need: CMake files and ``.gitmodules``."""
+    return [n for n in names if n == ".gitmodules" or n.endswith(("CMakeLists.txt", ".cmake"))]
