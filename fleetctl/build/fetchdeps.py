@@ -238,10 +238,13 @@ def repo_of(url: str) -> str | None:
         m = rx.match(url)
         if m:
             return f"{m.group('owner')}/{m.group('name')}"
-    m = re.match(r"^(?:[a-z+]+://[^/]+/|[^@/]+@[^:]+:|file://)?(?P<path>.+?)/*$", url)
-    if not m:
-        return None
-    parts = [p for p in m.group("path").split("/") if p]
+    if "://" in url:
+        path = url.split("://", 1)[1].partition("/")[2]
+    elif re.match(r"^[^@/]+@[^:/]+:", url):  # scp-like git@host:owner/name.git
+        path = url.split(":", 1)[1]
+    else:
+        path = url
+    parts = [p for p in path.split("/") if p]
     if not parts:
         return None
     name = parts[-1][:-4] if parts[-1].endswith(".git") else parts[-1]
