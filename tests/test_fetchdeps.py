@@ -104,3 +104,10 @@ def test_no_cmakelists_is_refused() -> None:
 ])
 def test_repo_of(url: str, repo: str | None) -> None:
     assert repo_of(url) == repo
+
+
+def test_local_declarations_download_nothing_and_are_left_out() -> None:
+    text = ('FetchContent_Declare(olddep SOURCE_DIR "${CMAKE_CURRENT_SOURCE_DIR}/deps/olddep")\n'
+            'FetchContent_Declare(tar URL "${CMAKE_CURRENT_SOURCE_DIR}/deps/x.tar.gz")\n'
+            "FetchContent_Declare(f URL file:///srv/x.tar.gz)\n")
+    assert read_fetch_deps({"CMakeLists.txt": text}) == []

@@ -12,7 +12,9 @@ The grammar is CMake's (cmake-language(7)): command invocations ``name(args)`` w
 (``"..."`` with ``\\`` escapes), bracket (``[=[...]=]``) and unquoted arguments, ``#`` line and
 ``#[[...]]`` bracket comments. ``FetchContent_Declare(NAME ...)`` keywords read (CMake's
 FetchContent and ExternalProject docs): ``GIT_REPOSITORY``, ``GIT_TAG``, ``URL`` (the first of its
-values), ``URL_HASH``/``URL_MD5``, ``SOURCE_DIR``; any other keyword is kept unread.
+values), ``URL_HASH``/``URL_MD5``, ``SOURCE_DIR``; any other keyword is kept unread. A declaration that
+downloads nothing (only ``SOURCE_DIR``, or a ``URL`` that is a local path or ``file://``) is not a
+dependency to fetch and is left out.
 
 ``${VAR}`` in those values is resolved from literal ``set(VAR value [CACHE TYPE doc [FORCE]])``
 calls in the files read (and from ``overrides``, the build's ``-D`` defines, which win as they do
@@ -291,7 +293,7 @@ def read_fetch_deps(texts: Mapping[str, str], *, overrides: Mapping[str, str] | 
         if cmd.name.lower() != "fetchcontent_declare":
             continue
         dep = _declaration(cmd, values, overrides, declared)
-        if dep.name not in seen:
+        if dep is not None and dep.name not in seen:
             seen.add(dep.name)
             deps.append(dep)
     deps += submodules(texts.get(".gitmodules"), gitlinks)
@@ -376,7 +378,7 @@ def _resolve(value: str, cmd: _Command, values: Mapping[str, list[tuple[str, _Co
 
 
 def _declaration(cmd: _Command, values: Mapping[str, list[tuple[str, _Command]]],
-                 overrides: Mapping[str, str], declared: set[str]) -> Dep:
+                 overrides: Mapping[str, str], declared: set[str]) -> Dep | None:
     if not cmd.args:
         raise FetchDepsError(cmd.file, cmd.line, "FetchContent_Declare()", "no dependency name")
     name = cmd.args[0]
@@ -410,6 +412,9 @@ def _declaration(cmd: _Command, values: Mapping[str, list[tuple[str, _Command]]]
         return Dep(name=name, kind="git", url=url, ref=tag, repo=repo_of(url), file=cmd.file, line=cmd.line,
                    path=source_dir)
     if "URL" in kw:
+        raw = kw["URL"][0] if kw["URL"] else ""
+        if _local_path(raw):
+            return None  # an archive in the tree or on the build machine: nothing is downloaded
         url = single("URL")
         digest = single("URL_HASH")
         if digest is None and kw.get("URL_MD5"):
@@ -418,9 +423,21 @@ def _declaration(cmd: _Command, values: Mapping[str, list[tuple[str, _Command]]]
         return Dep(name=name, kind="url", url=url, ref=ref or url.rsplit("/", 1)[-1], repo=repo_of(url) if ref else None,
                    url_hash=digest, file=cmd.file, line=cmd.line, path=source_dir)
     other = sorted(k for k in kw if k.endswith("_REPOSITORY") or k == "DOWNLOAD_COMMAND")
+    if not other and "SOURCE_DIR" in kw:
+        return None  # FetchContent_Declare(x SOURCE_DIR dir): sources already there, nothing to fetch
     raise FetchDepsError(cmd.file, cmd.line, construct,
                          (f"{other[0]} is not supported (git or URL only)" if other
                           else "neither GIT_REPOSITORY nor URL: nothing to fetch it from"))
+
+
+def _local_path(url: str) -> bool:
+    """A ``URL`` that is a file, not a download: a path (``/x.tar.gz``, ``deps/x.tar.gz``,
+    ``${CMAKE_CURRENT_SOURCE_DIR}/x.tar.gz``) or ``file://``."""
+    if url.startswith("file://"):
+        return True
+    if any(url.startswith("${" + v + "}") for v in (*_BUILTIN_DIRS, "CMAKE_BINARY_DIR", "CMAKE_CURRENT_BINARY_DIR")):
+        return True
+    return "://" not in url and not url.startswith("${")
 
 
 def submodules(gitmodules: str | None, gitlinks: Mapping[str, str]) -> list[Dep]:
