@@ -167,20 +167,21 @@ def _manifests(rows: list[dict[str, Any]]) -> list[list[tuple[str, str, str, boo
 
 def ship_deps(deps: DepsPlan):
     """Plan generator (the builder only): export what the controller lacks, then send each
-    dependency's files the host does not hold with the same SHA-256. Returns an error line or ``None``."""
+    dependency's files the host does not hold with the same SHA-256. Returns ``(error line or None,
+    files sent)``."""
     if not deps.ship:
-        return None
+        return None, 0
     rows = [r for r, _ in deps.ship]
     errors = yield Local(fn=gitmirror.export, args=(rows,), mutating=True, assume=[],
                          reason=f"export {len(rows)} dependencies from the fetch_mirror into the controller's cache")
     if isinstance(errors, BaseException):
-        return f"fetch_mirror: {errors}"
+        return f"fetch_mirror: {errors}", 0
     if errors:
-        return "fetch_mirror: " + "; ".join(errors)
+        return "fetch_mirror: " + "; ".join(errors), 0
     manifests = yield Local(fn=_manifests, args=(rows,), after_change=True, assume=[[] for _ in rows],
                             reason="hash the dependencies' files")
     if isinstance(manifests, BaseException):
-        return f"fetch_mirror: {manifests}"
+        return f"fetch_mirror: {manifests}", 0
     sent = 0
     for (row, where), manifest in zip(deps.ship, manifests):
         listing = yield probe(["/bin/sh", "-c", _LIST, "fleetctl-dep-files", where],
@@ -196,6 +197,6 @@ def ship_deps(deps: DepsPlan):
                                                      f"{len(todo)} of {len(manifest)} files")
             failed = [e for e in (errs or []) if e is not None]
             if failed:
-                return f"cannot send {row['name']} to the host: {failed[0]}"
+                return f"cannot send {row['name']} to the host: {failed[0]}", sent
             sent += len(todo)
-    return None
+    return None, sent

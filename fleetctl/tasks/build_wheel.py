@@ -299,7 +299,9 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
             return TaskResult(Status.CHANGED, data=data, files={got.remote: got.sha256 or None},
                               msg=f"pushed {got.name} (built once for this arch class on {got.builder})")
     decision["action"] = "build"
-    err = yield from ship_deps(deps)
+    err, sent = yield from ship_deps(deps)
+    if deps.ship:
+        decision["deps_sent"] = sent
     if err:
         if once:  # the class's members wait for this builder's wheel: tell them it failed
             yield Fail(key=key, message=f"{host.name}: {err}")
