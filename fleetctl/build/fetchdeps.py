@@ -31,6 +31,7 @@ docs, "Variables"): :meth:`Dep.source_dir_var`.
 from __future__ import annotations
 
 import configparser
+import dataclasses
 import posixpath
 import re
 from collections.abc import Callable, Mapping
@@ -84,6 +85,10 @@ class Dep:
         url_hash: ``URL_HASH`` (``SHA256=...``) or ``MD5=...`` of a URL form, else ``None``.
         path: a submodule's path in the tree; a declaration's ``SOURCE_DIR`` as written.
         file: the file (relative to the tree) and line of the declaration.
+        runs_cmake: the tree runs the dependency's own CMake (``FetchContent_MakeAvailable`` or
+            ``add_subdirectory(${<name>_SOURCE_DIR})``), so its own declarations count too.
+        submodules: ``GIT_SUBMODULES`` as given (``()``: none); ``None``: not given, so a git
+            clone would check out all of them (FetchContent/ExternalProject docs).
     """
 
     name: str
@@ -95,6 +100,8 @@ class Dep:
     line: int
     url_hash: str | None = None
     path: str | None = None
+    runs_cmake: bool = False
+    submodules: tuple[str, ...] | None = None
 
     @property
     def pinned(self) -> bool:
@@ -113,7 +120,9 @@ class Dep:
 
     def as_dict(self) -> dict[str, object]:
         return {"name": self.name, "kind": self.kind, "url": self.url, "ref": self.ref, "repo": self.repo,
-                "file": self.file, "line": self.line, "url_hash": self.url_hash, "path": self.path}
+                "file": self.file, "line": self.line, "url_hash": self.url_hash, "path": self.path,
+                "runs_cmake": self.runs_cmake,
+                "submodules": None if self.submodules is None else list(self.submodules)}
 
 
 @dataclass
@@ -287,6 +296,15 @@ def read_fetch_deps(texts: Mapping[str, str], *, overrides: Mapping[str, str] | 
     _collect("CMakeLists.txt", texts, commands, set())
     values = _literal_sets(commands)
     declared = {c.args[0] for c in commands if c.name.lower() == "fetchcontent_declare" and c.args}
+    running = set()
+    for cmd in commands:
+        low = cmd.name.lower()
+        if low == "fetchcontent_makeavailable":
+            running.update(cmd.args)
+        elif low == "add_subdirectory" and cmd.args:
+            m = re.match(r"^\$\{(.+)_SOURCE_DIR\}", cmd.args[0])
+            if m:
+                running.add(m.group(1))
     deps: list[Dep] = []
     seen: set[str] = set()
     for cmd in commands:
@@ -295,7 +313,7 @@ def read_fetch_deps(texts: Mapping[str, str], *, overrides: Mapping[str, str] | 
         dep = _declaration(cmd, values, overrides, declared)
         if dep is not None and dep.name not in seen:
             seen.add(dep.name)
-            deps.append(dep)
+            deps.append(dataclasses.replace(dep, runs_cmake=dep.name in running))
     deps += submodules(texts.get(".gitmodules"), gitlinks)
     return deps
 
@@ -409,8 +427,9 @@ def _declaration(cmd: _Command, values: Mapping[str, list[tuple[str, _Command]]]
         if not tag:
             raise FetchDepsError(cmd.file, cmd.line, construct,
                                  "GIT_REPOSITORY without GIT_TAG: it would fetch the default branch, unpinned")
+        subs = kw.get("GIT_SUBMODULES")
         return Dep(name=name, kind="git", url=url, ref=tag, repo=repo_of(url), file=cmd.file, line=cmd.line,
-                   path=source_dir)
+                   path=source_dir, submodules=None if subs is None else tuple(x for x in subs if x))
     if "URL" in kw:
         raw = kw["URL"][0] if kw["URL"] else ""
         if _local_path(raw):

@@ -24,6 +24,7 @@ listed in the task's decision, so ``--plan`` shows what the build would download
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import json
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..build.fetchdeps import Dep, FetchDepsError, read_fetch_deps
+from ..build.fetchdeps import Dep, FetchDepsError, read_fetch_deps, submodules
 from ..util import cmaketree, gitmirror
 from ..util.paths import cache_dir
 from .base import HostView, first_error_line
@@ -115,6 +116,10 @@ def plan_deps(mirror: str, host: HostView, src: str, overrides: dict[str, str]):
     if isinstance(resolved, BaseException):
         out.error = f"fetch_mirror {mirror}: {resolved}"
         return out
+    deps, resolved, err = yield from transitive_deps(deps, list(resolved), mirror, overrides)
+    if err:
+        out.error = err
+        return out
     missing = [r["error"] for r in resolved if r["error"]]
     if missing:
         out.error = "fetch_mirror lacks " + "; ".join(missing)
@@ -142,18 +147,67 @@ def plan_deps(mirror: str, host: HostView, src: str, overrides: dict[str, str]):
     return out
 
 
+#: How deep dependencies of dependencies are followed (sgl-kernel: mscclpp -> nanobind -> robin_map).
+MAX_DEPTH = 5
+
+
+def transitive_deps(deps: list[Dep], rows: list[dict[str, Any]], mirror: str, overrides: dict[str, str]):
+    """Add what the dependencies themselves download: the declarations of those whose CMake the
+    build runs (``FetchContent_MakeAvailable``, ``add_subdirectory``; the first declaration of a
+    name wins, as in CMake) and the submodules of git ones (a clone checks them out unless
+    ``GIT_SUBMODULES`` says otherwise), read from the mirror at the pinned commit. Returns
+    ``(deps, rows, error line or "")``."""
+    names = {d.name for d in deps}
+    frontier = list(zip(deps, rows))
+    for _ in range(MAX_DEPTH):
+        children: list[Dep] = []
+        for dep, row in frontier:
+            wants_subs = dep.kind == "git" and dep.submodules != ()
+            if row["error"] or not row.get("git_dir") or not (dep.runs_cmake or wants_subs):
+                continue
+            got = yield Local(fn=gitmirror.tree_texts, args=(row["git_dir"], row["commit"]),
+                              reason=f"read the CMake files of {dep.name} at {row['commit'][:12]}")
+            if isinstance(got, BaseException):
+                return deps, rows, f"fetch_mirror: {got}"
+            texts = got["texts"]
+            try:
+                kids = []
+                if dep.runs_cmake and "CMakeLists.txt" in texts:
+                    own = {k: v for k, v in texts.items() if k != ".gitmodules"}
+                    kids += [k for k in read_fetch_deps(own, overrides=overrides) if k.name not in names]
+                if wants_subs:
+                    subs = submodules(texts.get(".gitmodules"), got["gitlinks"])
+                    subs = [x for x in subs if not dep.submodules or x.path in dep.submodules]
+                    kids += [dataclasses.replace(x, name=f"{dep.name}/{x.path}",
+                                                 path="${%s_SOURCE_DIR}/%s" % (dep.name, x.path)) for x in subs]
+            except FetchDepsError as exc:
+                return deps, rows, (f"fetch_mirror: cannot tell what {dep.name} ({dep.repo} @ {row['commit'][:12]}) "
+                                    f"downloads: {exc}")
+            names |= {k.name for k in kids}
+            children += kids
+        if not children:
+            break
+        more = yield Local(fn=gitmirror.resolve, args=([c.as_dict() for c in children], mirror, str(deps_cache())),
+                           reason=f"find {len(children)} dependencies of dependencies in the fetch_mirror")
+        if isinstance(more, BaseException):
+            return deps, rows, f"fetch_mirror {mirror}: {more}"
+        deps, rows, frontier = deps + children, rows + list(more), list(zip(children, more))
+    return deps, rows, ""
+
+
 def _row(d: dict[str, Any]) -> dict[str, Any]:
     return {k: d.get(k) for k in ("name", "kind", "repo", "ref", "commit") if d.get(k) is not None}
 
 
 def _host_dir(dep: Dep, row: dict[str, Any], host: HostView, src: str, dirs: dict[str, str],
               by_name: dict[str, Dep]) -> str:
+    m = _NESTED.match(dep.path or "")
+    if m and m.group("dep") in dirs:  # inside another dependency's sources (SOURCE_DIR, its submodule)
+        return posixpath.normpath(dirs[m.group("dep")] + (m.group("rest") or ""))
     if dep.kind == "submodule":
         return posixpath.join(src, dep.path or dep.name)
-    m = _NESTED.match(dep.path or "")
-    if m and m.group("dep") in dirs:  # SOURCE_DIR inside another dependency's sources
-        return posixpath.normpath(dirs[m.group("dep")] + (m.group("rest") or ""))
-    return posixpath.join(host.workdir, "fetchdeps", str(row["repo"]).replace("/", "+"), row["commit"])
+    return posixpath.join(host.workdir, "fetchdeps", str(row["repo"]).replace("/", "+"),
+                          str(row["commit"]).replace(":", "-"))
 
 
 def tree_with(tree: str, extra: str) -> str:

@@ -101,6 +101,39 @@ def _url_repo(mirror: str, repo: str, ref: str, cache: Path) -> tuple[str | None
     return str(git_dir), ""
 
 
+def tree_texts(git_dir: str, commit: str) -> dict[str, Any]:
+    """What :func:`fleetctl.util.cmaketree.read_cmake_tree` gives for a folder, for ``commit`` of a
+    mirror repository, read from git without exporting it (``git ls-tree``/``git cat-file``):
+    ``{"texts": {path: text}, "gitlinks": {path: commit}, "errors": []}``."""
+    res = _git("-C", git_dir, "ls-tree", "-r", "-z", commit, timeout_s=120)
+    if res.returncode != 0:
+        raise MirrorError(f"git ls-tree {commit} in {git_dir}: {_last_line(res)}")
+    texts, gitlinks = {}, {}
+    for entry in res.stdout.decode(errors="replace").split("\0"):
+        meta, _, path = entry.partition("\t")
+        parts = meta.split()
+        if len(parts) != 3:
+            continue
+        if parts[0] == "160000":
+            gitlinks[path] = parts[2]
+        elif parts[1] == "blob" and (path == ".gitmodules" or path.endswith(("CMakeLists.txt", ".cmake"))):
+            if any(p in ("build", "_deps", ".git") for p in path.split("/")[:-1]):
+                continue
+            got = _git("-C", git_dir, "cat-file", "blob", parts[2], timeout_s=60)
+            if got.returncode == 0:
+                texts[path] = got.stdout.decode("utf-8", errors="replace")
+    return {"texts": texts, "gitlinks": gitlinks, "errors": []}
+
+
+def url_file(mirror: str, url: str) -> str | None:
+    """A mirror folder's copy of a download that is no repository (a release asset such as
+    ``json.tar.xz``): ``<mirror>/urls/<file name>``, else ``None``."""
+    if is_url(mirror):
+        return None
+    path = os.path.join(mirror, "urls", url.rstrip("/").rsplit("/", 1)[-1])
+    return path if os.path.isfile(path) else None
+
+
 def export_dir(cache: Path, repo: str, commit: str) -> Path:
     """Where the controller keeps ``repo`` at ``commit`` as plain files."""
     return cache / _slug(repo) / commit
@@ -125,7 +158,19 @@ def resolve(deps: list[dict[str, Any]], mirror: str, cache: str) -> list[dict[st
         row = {**dep, "commit": None, "git_dir": None, "local": None, "controller_cached": False, "error": ""}
         repo, ref = dep.get("repo"), dep["ref"]
         if not repo:
-            row["error"] = f"{dep['name']}: {dep['url']} names no repository the fetch_mirror could hold"
+            found = url_file(mirror, dep["url"])
+            if found is None:
+                row["error"] = (f"{dep['name']} ({dep['url']}): no repository in that URL, and the fetch_mirror has "
+                                f"no urls/{dep['url'].rstrip('/').rsplit('/', 1)[-1]}")
+            else:
+                digest = _sha256(found)
+                want = (dep.get("url_hash") or "").partition("=")
+                if want[0].upper() == "SHA256" and want[2].lower() != digest:
+                    row["error"] = f"{dep['name']}: {found} has SHA256 {digest}, the tree's URL_HASH wants {want[2]}"
+                else:
+                    local = root / "urls" / digest
+                    row.update(commit=f"sha256:{digest}", archive=found, local=str(local),
+                               controller_cached=local.is_dir(), repo=f"urls/{os.path.basename(found)}")
             out.append(row)
             continue
         if is_url(mirror):
@@ -147,6 +192,34 @@ def resolve(deps: list[dict[str, Any]], mirror: str, cache: str) -> list[dict[st
     return out
 
 
+def _sha256(path: str) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _unpack(archive: str, dest: Path) -> None:
+    """Unpack a tar or zip; a single top-level folder is stripped, as CMake's download step does."""
+    import zipfile
+
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(dest)
+    else:
+        with tarfile.open(archive) as tf:
+            tf.extractall(dest, filter="tar") if hasattr(tarfile, "data_filter") else tf.extractall(dest)
+    top = list(dest.iterdir())
+    if len(top) == 1 and top[0].is_dir():
+        inner = dest.parent / (dest.name + ".inner")
+        os.replace(top[0], inner)
+        dest.rmdir()
+        os.replace(inner, dest)
+
+
 def export(rows: list[dict[str, Any]]) -> list[str]:
     """Export every resolved dependency not yet on the controller (``git archive`` of its commit);
     returns one error line per failure (empty: all there)."""
@@ -158,6 +231,10 @@ def export(rows: list[dict[str, Any]]) -> list[str]:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".part-", dir=dest.parent))
         try:
+            if row.get("archive"):
+                _unpack(row["archive"], tmp / "tree")
+                _into_place(tmp / "tree", dest)
+                continue
             tar = tmp / "src.tar"
             res = _git("-C", row["git_dir"], "archive", "--format=tar", "-o", str(tar), row["commit"])
             if res.returncode != 0:
@@ -167,7 +244,16 @@ def export(rows: list[dict[str, Any]]) -> list[str]:
             with tarfile.open(tar) as tf:
                 tf.extractall(tree, filter="tar") if hasattr(tarfile, "data_filter") else tf.extractall(tree)
             tar.unlink()
-            os.replace(tree, dest)
+            _into_place(tree, dest)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return errors
+
+
+def _into_place(tree: Path, dest: Path) -> None:
+    """Rename a finished export into place; another run that got there first wins."""
+    try:
+        os.replace(tree, dest)
+    except OSError:
+        if not dest.is_dir():
+            raise
