@@ -66,8 +66,10 @@ def test_submodules_pinned_by_gitlink() -> None:
     assert (deps[-1].kind, deps[-1].repo, deps[-1].ref, deps[-1].path) == ("submodule", "dep", C,
                                                                            "third_party/dep")
     assert deps[-1].source_dir_var is None
-    with pytest.raises(FetchDepsError, match=r"\.gitmodules:1: \[submodule \"third_party/dep\"\]: .*no gitlink"):
+    with pytest.raises(FetchDepsError, match=r"\.gitmodules:1: \[submodule \"third_party/dep\"\]: the tree is no git"):
         read_fetch_deps(tree(**{".gitmodules": mods}))
+    # an entry without a gitlink is no submodule (git checks nothing out there)
+    assert [d.kind for d in read_fetch_deps(tree(**{".gitmodules": mods}), gitlinks={})] == ["git", "url", "git", "url"]
 
 
 @pytest.mark.parametrize("text, where, match", [
@@ -86,6 +88,10 @@ def test_refuses_what_it_cannot_resolve(text: str, where: str, match: str) -> No
     with pytest.raises(FetchDepsError, match=match) as info:
         read_fetch_deps({"CMakeLists.txt": text})
     assert str(info.value).startswith(where + ": ") and "\n" not in str(info.value)
+
+
+def test_an_optional_include_that_is_not_there_is_skipped() -> None:
+    assert read_fetch_deps({"CMakeLists.txt": "include(cmake/hermetic_build.cmake OPTIONAL)\n"}) == []
 
 
 def test_no_cmakelists_is_refused() -> None:

@@ -279,7 +279,8 @@ def read_fetch_deps(texts: Mapping[str, str], *, overrides: Mapping[str, str] | 
             the ``.cmake`` files it includes and ``.gitmodules`` when there. A file a literal
             ``include()`` names that is not in ``texts`` is refused.
         overrides: CMake ``-D`` defines of the build (they win over ``set(... CACHE ...)``).
-        gitlinks: submodule path -> the commit its gitlink pins (``git ls-files -s`` mode 160000).
+        gitlinks: submodule path -> the commit its gitlink pins (``git ls-files -s`` mode 160000);
+            ``None``: unknown (the tree is no git checkout), so a ``.gitmodules`` is refused.
 
     Returns:
         :class:`Dep` list; a name declared twice keeps its first declaration (FetchContent's rule:
@@ -289,7 +290,7 @@ def read_fetch_deps(texts: Mapping[str, str], *, overrides: Mapping[str, str] | 
         FetchDepsError: a construct it cannot resolve (file, line, construct named).
     """
     overrides = dict(overrides or {})
-    gitlinks = dict(gitlinks or {})
+    gitlinks = None if gitlinks is None else dict(gitlinks)
     if "CMakeLists.txt" not in texts:
         raise FetchDepsError("CMakeLists.txt", 0, "the tree", "has no CMakeLists.txt at its root")
     commands: list[_Command] = []
@@ -334,7 +335,7 @@ def _collect(rel: str, texts: Mapping[str, str], out: list[_Command], seen: set[
         if low == "add_subdirectory":
             target = posixpath.join(target, "CMakeLists.txt")
         if target not in texts:
-            if low == "add_subdirectory":
+            if low == "add_subdirectory" or "OPTIONAL" in cmd.args[1:]:
                 continue  # no CMakeLists there in what the caller gave: nothing of it is read
             raise FetchDepsError(rel, cmd.line, f"include({cmd.args[0]})", f"{target} is not in the tree")
         _collect(target, texts, out, seen)
@@ -459,12 +460,16 @@ def _local_path(url: str) -> bool:
     return "://" not in url and not url.startswith("${")
 
 
-def submodules(gitmodules: str | None, gitlinks: Mapping[str, str]) -> list[Dep]:
+def submodules(gitmodules: str | None, gitlinks: Mapping[str, str] | None) -> list[Dep]:
     """The submodules ``.gitmodules`` declares, each pinned to its gitlink's commit.
+
+    ``gitlinks`` ``None`` means the tree's gitlinks are unknown (not a git checkout); an entry
+    without a gitlink in a known set is no submodule (git's own rule: ``git submodule update``
+    works from the gitlinks, gitmodules(5)) and is left out.
 
     Raises:
         FetchDepsError: ``.gitmodules`` does not parse, a submodule lacks ``path``/``url``, or the
-            tree has no gitlink for its path (the commit it pins is unknown).
+            gitlinks are unknown (the commit each pins cannot be told).
     """
     if not gitmodules:
         return []
@@ -485,10 +490,12 @@ def submodules(gitmodules: str | None, gitlinks: Mapping[str, str]) -> list[Dep]
         url = parser.get(section, "url", fallback=None)
         if not path or not url:
             raise FetchDepsError(".gitmodules", line, f'[submodule "{sub}"]', "needs both path and url")
+        if gitlinks is None:
+            raise FetchDepsError(".gitmodules", line, f'[submodule "{sub}"]',
+                                 f"the tree is no git checkout: the commit {path} pins is unknown")
         commit = gitlinks.get(path.strip("/"))
         if not commit:
-            raise FetchDepsError(".gitmodules", line, f'[submodule "{sub}"]',
-                                 f"the tree has no gitlink at {path}: the commit it pins is unknown")
+            continue  # in .gitmodules only: git checks out no submodule there
         out.append(Dep(name=sub, kind="submodule", url=url, ref=commit, repo=repo_of(url), file=".gitmodules",
                        line=line, path=path.strip("/")))
     return out

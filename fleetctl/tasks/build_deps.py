@@ -19,7 +19,9 @@
    step runs), in the build key as every define is; the submodules' commits go into the tree hash.
 
 Without a mirror nothing changes (CMake downloads at configure time); the dependencies are still
-listed in the task's decision, so ``--plan`` shows what the build would download.
+listed in the task's decision, so ``--plan`` shows what the build would download. A declaration
+whose ``FETCHCONTENT_SOURCE_DIR_<NAME>`` the task's ``cmake_defines`` already give is the
+operator's (sources already on the host): it is listed as given, neither fetched nor required.
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def plan_deps(mirror: str, host: HostView, src: str, overrides: dict[str, str]):
     if "CMakeLists.txt" not in texts:
         return out  # not a CMake project: nothing is fetched at configure time
     try:
-        deps = read_fetch_deps(texts, overrides=overrides, gitlinks=got.get("gitlinks") or {})
+        deps = read_fetch_deps(texts, overrides=overrides, gitlinks=got.get("gitlinks"))
     except FetchDepsError as exc:
         if mirror:
             out.error = f"fetch_mirror: cannot tell what {src} downloads: {exc}"
@@ -110,6 +112,13 @@ def plan_deps(mirror: str, host: HostView, src: str, overrides: dict[str, str]):
     if not mirror:
         out.rows = [{**_row(d.as_dict()), "controller": "-", "host": "downloaded by CMake (no fetch_mirror)"}
                     for d in deps]
+        return out
+    given = [d for d in deps if d.source_dir_var and d.source_dir_var in overrides]
+    out.rows = [{**_row(d.as_dict()), "controller": "-", "host": f"given: {overrides[d.source_dir_var]}"}
+                for d in given]  # the operator's own -DFETCHCONTENT_SOURCE_DIR_<NAME>: not fetched
+    deps = [d for d in deps if d not in given]
+    if not deps:
+        out.defines["FETCHCONTENT_FULLY_DISCONNECTED"] = "ON"
         return out
     resolved = yield Local(fn=gitmirror.resolve, args=([d.as_dict() for d in deps], mirror, str(deps_cache())),
                            reason=f"find {len(deps)} dependencies of {src} in the fetch_mirror")
@@ -123,7 +132,7 @@ def plan_deps(mirror: str, host: HostView, src: str, overrides: dict[str, str]):
     missing = [r["error"] for r in resolved if r["error"]]
     if missing:
         out.error = "fetch_mirror lacks " + "; ".join(missing)
-        out.rows = [_row(r) for r in resolved]
+        out.rows += [_row(r) for r in resolved]
         return out
     by_name = {d.name: d for d in deps}
     dirs: dict[str, str] = {}

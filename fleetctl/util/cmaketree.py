@@ -3,11 +3,11 @@ needs. Stdlib only, Python 3.8+, no fleetctl import: the same source runs on the
 (a ``copy`` source folder) and on the host (``python3 -c``, :data:`HOST_PROBE`, for a tree that is
 only there).
 
-Output shape: ``{"texts": {relative path: text}, "gitlinks": {submodule path: commit},
+Output shape: ``{"texts": {relative path: text}, "gitlinks": {submodule path: commit} or None,
 "errors": [str]}``. ``texts`` holds every ``CMakeLists.txt``, ``*.cmake`` and the root
 ``.gitmodules`` (build outputs, ``.git`` and files over :data:`MAX_BYTES` skipped); ``gitlinks``
 comes from ``git ls-files -s`` (mode 160000 entries, gitrepository-layout(5)) where the tree is
-in a git work tree and git is there, else it is empty.
+in a git work tree and git is there, else it is ``None`` (unknown).
 """
 
 import json
@@ -39,11 +39,13 @@ def read_cmake_tree(root):
                     texts[rel] = fh.read()
             except OSError as exc:
                 errors.append("%s: %s" % (rel, exc.strerror or exc))
-    gitlinks = {}
+    gitlinks = None  # unknown unless git answers
     if ".gitmodules" in texts:
         try:
             res = subprocess.run(["git", "-C", root, "ls-files", "-s"], stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL, universal_newlines=True, timeout=60)
+            if res.returncode == 0:
+                gitlinks = {}
             for line in res.stdout.splitlines() if res.returncode == 0 else ():
                 meta, _, path = line.partition("\t")
                 parts = meta.split()
