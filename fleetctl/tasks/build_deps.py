@@ -18,8 +18,9 @@
    ``-DFETCHCONTENT_FULLY_DISCONNECTED=ON`` (CMake's FetchContent docs: no download or update
    step runs), in the build key as every define is; the submodules' commits go into the tree hash.
 
-Without a mirror nothing changes (CMake downloads at configure time); the dependencies are still
-listed in the task's decision, so ``--plan`` shows what the build would download. A declaration
+Without a mirror nothing changes (CMake downloads at configure time); the dependencies of a tree
+this run's ``copy`` put on the host are still listed in the task's decision (read from the
+controller's copy; nothing is asked of the host), so ``--plan`` shows what the build would download. A declaration
 whose ``FETCHCONTENT_SOURCE_DIR_<NAME>`` the task's ``cmake_defines`` already give is the
 operator's (sources already on the host): it is listed as given, neither fetched nor required.
 """
@@ -73,8 +74,10 @@ def deps_cache() -> Path:
     return cache_dir() / "fetchdeps"
 
 
-def _read_tree(host: HostView, src: str):
+def _read_tree(host: HostView, src: str, on_host: bool):
     local = host.sources.get(src)
+    if local is None and not on_host:
+        return {"texts": {}}, None
     if local is not None:
         got = yield Local(fn=cmaketree.read_cmake_tree, args=(local,), reason=f"read the CMake files of {local}")
         if not isinstance(got, BaseException):
@@ -91,7 +94,7 @@ def _read_tree(host: HostView, src: str):
 def plan_deps(mirror: str, host: HostView, src: str, overrides: dict[str, str]):
     """Plan generator: the tree's dependencies, resolved in ``mirror`` (``""``: none); returns
     :class:`DepsPlan` (its ``error`` set when the host must fail)."""
-    got, err = yield from _read_tree(host, src)
+    got, err = yield from _read_tree(host, src, on_host=bool(mirror))
     out = DepsPlan()
     if err:
         out.error = err if mirror else ""
