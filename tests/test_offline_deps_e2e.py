@@ -78,6 +78,12 @@ def test_dependencies_come_from_the_mirror_and_nothing_touches_the_network(sshd_
     assert f"depa (deps/depa @ {commits['depa']}): the fetch_mirror {empty} has no repository deps/depa" in flat, flat
     assert "depb (deps/depb @ v1)" in flat and f"third_party/depc (deps/depc @ {commits['depc']})" in flat
     assert "Traceback" not in res.stdout + res.stderr
+    # --dry-run runs the same planner and says the same
+    dry = fleetctl("-i", str(tmp_path / "inv.yaml"), "deploy", "--hosts", "g", "--playbook", str(play), "--dry-run",
+                   home=tmp_path)
+    assert dry.returncode != 0
+    assert f"depa (deps/depa @ {commits['depa']}): the fetch_mirror {empty} has no repository deps/depa" in " ".join(
+        dry.stdout.split())
 
     # the mirror: --plan says each is yet to fetch and send; the deploy builds offline
     inv = inventory(fetch_mirror=str(fx["mirror"]))
