@@ -34,8 +34,10 @@ import configparser
 import dataclasses
 import posixpath
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .cmakelang import CMakeSyntaxError, Command, parse_commands
 
 #: A full git commit id (SHA-1); a shorter or symbolic ``GIT_TAG`` is a ref the mirror resolves.
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -63,12 +65,8 @@ _KEYWORDS = frozenset({
 })
 
 
-class FetchDepsError(ValueError):
+class FetchDepsError(CMakeSyntaxError):
     """A construct the reader cannot resolve: ``file:line: construct: why`` (one line)."""
-
-    def __init__(self, file: str, line: int, construct: str, why: str) -> None:
-        self.file, self.line, self.construct, self.why = file, line, construct, why
-        super().__init__(f"{file}:{line}: {construct}: {why}")
 
 
 @dataclass(frozen=True)
@@ -125,122 +123,6 @@ class Dep:
                 "submodules": None if self.submodules is None else list(self.submodules)}
 
 
-@dataclass
-class _Command:
-    name: str
-    args: list[str]
-    line: int
-    file: str
-    quoted: list[bool] = field(default_factory=list)
-
-
-def parse_commands(text: str, file: str) -> list[_Command]:
-    """Every command invocation of a CMake file, arguments unquoted (variables left as written).
-
-    Raises:
-        FetchDepsError: an unterminated quoted/bracket argument or a missing ``)``.
-    """
-    out: list[_Command] = []
-    i, n, line = 0, len(text), 1
-    ident = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-    while i < n:
-        c = text[i]
-        if c == "\n":
-            line += 1
-            i += 1
-        elif c == "#":
-            i, line = _skip_comment(text, i, line, file)
-        elif c.isspace():
-            i += 1
-        else:
-            m = ident.match(text, i)
-            if not m:  # stray text: not a command (the CMake grammar allows none); skip the line
-                j = text.find("\n", i)
-                i = n if j < 0 else j
-                continue
-            j = m.end()
-            while j < n and text[j] in " \t":
-                j += 1
-            if j >= n or text[j] != "(":
-                i = m.end()
-                continue
-            cmd = _Command(name=m.group(0), args=[], line=line, file=file)
-            i, line = _read_args(text, j + 1, line, cmd)
-            out.append(cmd)
-    return out
-
-
-def _skip_comment(text: str, i: int, line: int, file: str) -> tuple[int, int]:
-    m = re.match(r"#\[(=*)\[", text[i:])
-    if m:
-        close = "]" + m.group(1) + "]"
-        end = text.find(close, i + m.end())
-        if end < 0:
-            raise FetchDepsError(file, line, "#[[ comment", "never closed")
-        line += text.count("\n", i, end)
-        return end + len(close), line
-    j = text.find("\n", i)
-    return (len(text) if j < 0 else j), line
-
-
-def _read_args(text: str, i: int, line: int, cmd: _Command) -> tuple[int, int]:
-    n, depth, start_line = len(text), 0, line
-    while i < n:
-        c = text[i]
-        if c == "\n":
-            line += 1
-            i += 1
-        elif c.isspace():
-            i += 1
-        elif c == "#":
-            i, line = _skip_comment(text, i, line, cmd.file)
-        elif c == ")":
-            if depth == 0:
-                return i + 1, line
-            depth -= 1
-            i += 1
-        elif c == "(":
-            depth += 1
-            i += 1
-        elif c == '"':
-            j, buf = i + 1, []
-            while j < n and text[j] != '"':
-                if text[j] == "\\" and j + 1 < n:
-                    nxt = text[j + 1]
-                    if nxt == "\n":  # a line continuation
-                        line += 1
-                    else:
-                        buf.append({"n": "\n", "t": "\t", "r": "\r"}.get(nxt, nxt))
-                    j += 2
-                    continue
-                if text[j] == "\n":
-                    line += 1
-                buf.append(text[j])
-                j += 1
-            if j >= n:
-                raise FetchDepsError(cmd.file, start_line, f"{cmd.name}(", "a quoted argument is never closed")
-            cmd.args.append("".join(buf))
-            cmd.quoted.append(True)
-            i = j + 1
-        elif text.startswith("[", i) and re.match(r"\[=*\[", text[i:]):
-            m = re.match(r"\[(=*)\[", text[i:])
-            close = "]" + m.group(1) + "]"
-            end = text.find(close, i + m.end())
-            if end < 0:
-                raise FetchDepsError(cmd.file, start_line, f"{cmd.name}(", "a bracket argument is never closed")
-            body = text[i + m.end():end]
-            line += body.count("\n")
-            cmd.args.append(body[1:] if body.startswith("\n") else body)
-            cmd.quoted.append(True)
-            i = end + len(close)
-        else:
-            m = re.compile(r'(?:[^\s()#"\\]|\\.)+').match(text, i)
-            cmd.args.append(m.group(0))
-            cmd.quoted.append(False)
-            i = m.end()
-    raise FetchDepsError(cmd.file, start_line, f"{cmd.name}(", "the command's ) is missing")
-
-
 def repo_of(url: str) -> str | None:
     """``owner/name`` of a git URL (``https://github.com/NVIDIA/cutlass.git``, ``git@host:o/n.git``)
     or of a GitHub archive URL; ``name`` alone for a URL with one path part
@@ -293,7 +175,7 @@ def read_fetch_deps(texts: Mapping[str, str], *, overrides: Mapping[str, str] | 
     gitlinks = None if gitlinks is None else dict(gitlinks)
     if "CMakeLists.txt" not in texts:
         raise FetchDepsError("CMakeLists.txt", 0, "the tree", "has no CMakeLists.txt at its root")
-    commands: list[_Command] = []
+    commands: list[Command] = []
     _collect("CMakeLists.txt", texts, commands, set())
     values = _literal_sets(commands)
     declared = {c.args[0] for c in commands if c.name.lower() == "fetchcontent_declare" and c.args}
@@ -319,12 +201,16 @@ def read_fetch_deps(texts: Mapping[str, str], *, overrides: Mapping[str, str] | 
     return deps
 
 
-def _collect(rel: str, texts: Mapping[str, str], out: list[_Command], seen: set[str]) -> None:
+def _collect(rel: str, texts: Mapping[str, str], out: list[Command], seen: set[str]) -> None:
     if rel in seen:
         return
     seen.add(rel)
     here = posixpath.dirname(rel)
-    for cmd in parse_commands(texts[rel], rel):
+    try:
+        parsed = parse_commands(texts[rel], rel)
+    except CMakeSyntaxError as exc:
+        raise FetchDepsError(exc.file, exc.line, exc.construct, exc.why) from None
+    for cmd in parsed:
         out.append(cmd)
         low = cmd.name.lower()
         if low not in ("include", "add_subdirectory") or not cmd.args:
@@ -359,8 +245,8 @@ def _in_tree_path(arg: str, here: str, subdirectory: bool = False) -> str | None
     return None if path.startswith("..") else path
 
 
-def _literal_sets(commands: list[_Command]) -> dict[str, list[tuple[str, _Command]]]:
-    out: dict[str, list[tuple[str, _Command]]] = {}
+def _literal_sets(commands: list[Command]) -> dict[str, list[tuple[str, Command]]]:
+    out: dict[str, list[tuple[str, Command]]] = {}
     for cmd in commands:
         if cmd.name.lower() != "set" or len(cmd.args) < 2:
             continue
@@ -374,7 +260,7 @@ def _literal_sets(commands: list[_Command]) -> dict[str, list[tuple[str, _Comman
     return out
 
 
-def _resolve(value: str, cmd: _Command, values: Mapping[str, list[tuple[str, _Command]]],
+def _resolve(value: str, cmd: Command, values: Mapping[str, list[tuple[str, Command]]],
              overrides: Mapping[str, str], declared: set[str], depth: int = 0) -> str:
     def one(m: re.Match[str]) -> str:
         var = m.group(1)
@@ -396,7 +282,7 @@ def _resolve(value: str, cmd: _Command, values: Mapping[str, list[tuple[str, _Co
     return _VAR_RE.sub(one, value)
 
 
-def _declaration(cmd: _Command, values: Mapping[str, list[tuple[str, _Command]]],
+def _declaration(cmd: Command, values: Mapping[str, list[tuple[str, Command]]],
                  overrides: Mapping[str, str], declared: set[str]) -> Dep | None:
     if not cmd.args:
         raise FetchDepsError(cmd.file, cmd.line, "FetchContent_Declare()", "no dependency name")
