@@ -114,6 +114,9 @@ def test_dependencies_come_from_the_mirror_and_nothing_touches_the_network(sshd_
     res = plan(inv, play, tmp_path, "--json")
     deps = json.loads(res.stdout)["offline"]["builds"][0]["deps"]
     assert {(d["controller"], d["host"]) for d in deps} == {("cached", "cached")}
+    table = " ".join(fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--plan", home=tmp_path,
+                              env={"COLUMNS": "250"}).stdout.split())
+    assert "dependency depa │ cached" in table and f"deps/depa @ {commits['depa'][:12]} (git); controller: cached, host: cached" in table, table
     res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--force", home=tmp_path)
     assert res.returncode == 0, res.stdout[-5000:]
     build = {t["action"]: t for t in json.loads((last_run(tmp_path) / "run.json").read_text())
