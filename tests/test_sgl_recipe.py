@@ -33,7 +33,8 @@ HOSTS = {
     "sm90": (facts([H200], 16, 128), {
         "torch_cuda_arch_list": "9.0a", "fa3": True, "below_sm90": False,
         "defines": {"SGL_KERNEL_ENABLE_FP4": "ON", "SGL_KERNEL_ENABLE_FA3": "ON", "ENABLE_BELOW_SM90": "OFF",
-                    "SGL_KERNEL_COMPILE_THREADS": "4", "CMAKE_POLICY_VERSION_MINIMUM": "3.5"},
+                    "SGL_KERNEL_COMPILE_THREADS": "4", "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
+                    "FLEETCTL_SGL_ARCHS": "90a"},
         "env": {"TORCH_CUDA_ARCH_LIST": "9.0a", "CMAKE_POLICY_VERSION_MINIMUM": "3.5"},
         "max_jobs": 4, "compile_threads": 4, "nvcc_processes": 16, "process_budget": 16,
         "verify": {"symbols": list(FP4_SYMBOLS), "fa3_fallback": False},
@@ -43,7 +44,8 @@ HOSTS = {
     "sm120": (facts([RTX_PRO_6000], 128, 192), {
         "torch_cuda_arch_list": "12.0a", "fa3": False, "below_sm90": False,
         "defines": {"SGL_KERNEL_ENABLE_FP4": "ON", "SGL_KERNEL_ENABLE_FA3": "OFF", "ENABLE_BELOW_SM90": "OFF",
-                    "SGL_KERNEL_COMPILE_THREADS": "4", "CMAKE_POLICY_VERSION_MINIMUM": "3.5"},
+                    "SGL_KERNEL_COMPILE_THREADS": "4", "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
+                    "FLEETCTL_SGL_ARCHS": "120a"},
         "env": {"TORCH_CUDA_ARCH_LIST": "12.0a", "CMAKE_POLICY_VERSION_MINIMUM": "3.5"},
         "max_jobs": 7, "compile_threads": 4, "nvcc_processes": 28, "process_budget": 30,
         "verify": {"symbols": list(FP4_SYMBOLS), "fa3_fallback": True},
@@ -52,7 +54,8 @@ HOSTS = {
     "mixed-sm90-sm120": (facts([H200, RTX_PRO_6000], 32, 64), {
         "torch_cuda_arch_list": "9.0a;12.0a", "fa3": False, "below_sm90": False,
         "defines": {"SGL_KERNEL_ENABLE_FP4": "ON", "SGL_KERNEL_ENABLE_FA3": "OFF", "ENABLE_BELOW_SM90": "OFF",
-                    "SGL_KERNEL_COMPILE_THREADS": "4", "CMAKE_POLICY_VERSION_MINIMUM": "3.5"},
+                    "SGL_KERNEL_COMPILE_THREADS": "4", "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
+                    "FLEETCTL_SGL_ARCHS": "90a;120a"},
         "env": {"TORCH_CUDA_ARCH_LIST": "9.0a;12.0a", "CMAKE_POLICY_VERSION_MINIMUM": "3.5"},
         "max_jobs": 2, "compile_threads": 4, "nvcc_processes": 8, "process_budget": 10,
         "verify": {"symbols": list(FP4_SYMBOLS), "fa3_fallback": True},
@@ -62,7 +65,8 @@ HOSTS = {
     "mixed-below-sm90": (facts([L40S, H200], 8, 24), {
         "torch_cuda_arch_list": "8.9;9.0a", "fa3": True, "below_sm90": True,
         "defines": {"SGL_KERNEL_ENABLE_FP4": "ON", "SGL_KERNEL_ENABLE_FA3": "ON", "ENABLE_BELOW_SM90": "ON",
-                    "SGL_KERNEL_COMPILE_THREADS": "3", "CMAKE_POLICY_VERSION_MINIMUM": "3.5"},
+                    "SGL_KERNEL_COMPILE_THREADS": "3", "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
+                    "FLEETCTL_SGL_ARCHS": "89;90a"},
         "env": {"TORCH_CUDA_ARCH_LIST": "8.9;9.0a", "CMAKE_POLICY_VERSION_MINIMUM": "3.5"},
         "max_jobs": 1, "compile_threads": 3, "nvcc_processes": 3, "process_budget": 3,
         "verify": {"symbols": list(FP4_SYMBOLS), "fa3_fallback": False},
@@ -71,7 +75,8 @@ HOSTS = {
     "no-gpu": (facts([], 2, 16), {
         "torch_cuda_arch_list": "9.0a;12.0a", "fa3": False, "below_sm90": False,
         "defines": {"SGL_KERNEL_ENABLE_FP4": "ON", "SGL_KERNEL_ENABLE_FA3": "OFF", "ENABLE_BELOW_SM90": "OFF",
-                    "SGL_KERNEL_COMPILE_THREADS": "2", "CMAKE_POLICY_VERSION_MINIMUM": "3.5"},
+                    "SGL_KERNEL_COMPILE_THREADS": "2", "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
+                    "FLEETCTL_SGL_ARCHS": "90a;120a"},
         "env": {"TORCH_CUDA_ARCH_LIST": "9.0a;12.0a", "CMAKE_POLICY_VERSION_MINIMUM": "3.5"},
         "max_jobs": 1, "compile_threads": 2, "nvcc_processes": 2, "process_budget": 2,
         "verify": {"symbols": list(FP4_SYMBOLS), "fa3_fallback": True},
@@ -165,3 +170,16 @@ def test_hosts_differing_only_in_memory_share_one_arch_class():
     f = facts([RTX_PRO_6000], 64, 64)
     on = cmake_defines(f, sgl_kernel_recipe(f, fa3=True)["defines"])
     assert build_key(build_inputs("tree", f["build"], on, f, "host")) not in keys
+
+
+def test_the_host_sms_only_unless_the_host_opts_out() -> None:
+    facts = {"gpus": [{"index": 0, "name": H200[1], "compute_cap": H200[0]}], "cpu_count": 16,
+             "mem_available_mib": 128 * 1024}
+    r = sgl_kernel_recipe(facts)
+    assert r["defines"]["FLEETCTL_SGL_ARCHS"] == "90a" and r["sms"] == "90a"
+    why = next(d for d in r["decisions"] if d["setting"] == "FLEETCTL_SGL_ARCHS")["reason"]
+    assert "only code that runs on 90a" in why
+    every = sgl_kernel_recipe(facts, sms="all")
+    assert "FLEETCTL_SGL_ARCHS" not in every["defines"] and every["sms"] == "all"
+    with pytest.raises(ValueError, match="sgl_kernel_sms var"):
+        sgl_kernel_recipe(facts, sms="some")

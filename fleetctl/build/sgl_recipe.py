@@ -91,6 +91,7 @@ def sgl_kernel_recipe(
     fa3: Any = None,
     max_jobs: Any = None,
     compile_threads: Any = None,
+    sms: Any = None,
     mem_per_process_mib: int = DEFAULT_MEM_PER_PROCESS_MIB,
 ) -> dict[str, Any]:
     """The sgl-kernel build recipe for one host.
@@ -103,6 +104,9 @@ def sgl_kernel_recipe(
         max_jobs: parallel compile jobs; ``auto`` (None) chooses them with the threads.
         compile_threads: nvcc ``--threads`` (``SGL_KERNEL_COMPILE_THREADS``); ``auto`` (None)
             likewise.
+        sms: ``auto``/``host`` (None): ``FLEETCTL_SGL_ARCHS`` = the arch list, so the patch
+            script's ``restrict-gencodes`` filter compiles only code that runs on the host's SMs;
+            ``all``: sgl-kernel's own ``-gencode`` lists (the per-host opt-out).
         mem_per_process_mib: MiB one nvcc device pass may use (4-8 GiB on CUTLASS sources).
 
     Returns:
@@ -122,6 +126,10 @@ def sgl_kernel_recipe(
     """
     if mem_per_process_mib < 1:
         raise ValueError(f"mem_per_process_mib must be >= 1, got {mem_per_process_mib}")
+    sms_text = "auto" if sms is None else str(sms).strip().lower()
+    if sms_text not in ("auto", "", "host", "all"):
+        raise ValueError(f"sms (the sgl_kernel_sms var) must be auto, host or all, got {sms!r}")
+    restrict = sms_text != "all"
     fa3_choice = _flag(fa3, "fa3 (the sgl_kernel_fa3 var)")
     jobs_choice = _count(max_jobs, "max_jobs (the sgl_kernel_max_jobs var)")
     threads_choice = _count(compile_threads, "compile_threads (the sgl_kernel_compile_threads var)")
@@ -194,6 +202,15 @@ def sgl_kernel_recipe(
            + f"{jobs} jobs x {threads} threads = {product} nvcc processes "
            + (f"OVER the budget of {budget}: expect memory pressure" if over else f"<= the budget of {budget}"))
 
+    cuda_archs = plan.get("cuda_architectures") or ";".join(a.replace(".", "") for a in archs)
+    if restrict:
+        decide("FLEETCTL_SGL_ARCHS", cuda_archs, "define",
+               f"sgl-kernel hard-codes its -gencode list and ignores the arch list; the patch's restrict-gencodes "
+               f"filter keeps only code that runs on {cuda_archs} (sgl_kernel_sms=all keeps them all)")
+    else:
+        decide("FLEETCTL_SGL_ARCHS", "(all)", "define",
+               "as configured (sgl_kernel_sms=all): every SM sgl-kernel's -gencode lists name is compiled")
+
     decide("CMAKE_POLICY_VERSION_MINIMUM", "3.5", "env and define",
            "CMake 4 refuses fetched projects (dlpack...) declaring cmake_minimum_required below 3.5; "
            "the environment variable reaches every CMake the build starts")
@@ -212,12 +229,15 @@ def sgl_kernel_recipe(
         "SGL_KERNEL_COMPILE_THREADS": str(threads),
         "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
     }
+    if restrict:
+        defines["FLEETCTL_SGL_ARCHS"] = cuda_archs
     env = {"TORCH_CUDA_ARCH_LIST": arch_list, "CMAKE_POLICY_VERSION_MINIMUM": "3.5"}
     summary = "; ".join(f"{d['setting']}={d['value']}" for d in decisions[:-2])
     return {
         "package": "sgl_kernel",
         "torch_cuda_arch_list": arch_list,
         "cuda_architectures": plan.get("cuda_architectures", ""),
+        "sms": cuda_archs if restrict else "all",
         "fa3": fa3_on,
         "below_sm90": below,
         "max_jobs": jobs,

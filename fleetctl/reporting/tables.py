@@ -251,7 +251,7 @@ def plan_rows(hosts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
                     action = "build (forced)"
             builds.append({"task": t["name"], "key": d.get("key", ""), "action": action,
                            "changed": d.get("changed", []), "archs": d.get("archs"), "msg": t.get("msg", ""),
-                           "platform": d.get("platform")})
+                           "platform": d.get("platform"), "deps": d.get("deps") or []})
         row["builds"] = builds
         out[host] = row
     return out
@@ -273,6 +273,27 @@ def _env_row(host: str, t: dict[str, Any]) -> list[Any]:
             t.get("msg", "")]
 
 
+def dep_state(d: dict[str, Any]) -> str:
+    """A build dependency's state in ``--plan``: ``cached`` (controller and host), ``send``,
+    ``fetch+send``, ``online`` (no fetch_mirror: CMake downloads it), ``missing``."""
+    if d.get("error") or (d.get("controller") is None and d.get("host") is None):
+        return "missing"
+    if d.get("controller") == "-":
+        return "online"
+    if d.get("host") == "cached" and d.get("controller") == "cached":
+        return "cached"
+    return "send" if d.get("controller") == "cached" else "fetch+send"
+
+
+def dep_line(d: dict[str, Any]) -> str:
+    """``NVIDIA/cutlass @ 57e3cfb47a2d (git); controller: cached, host: to send``."""
+    if d.get("error") and not d.get("name"):
+        return str(d["error"])
+    ref = str(d.get("commit") or d.get("ref") or "?")
+    return (f"{d.get('repo') or '?'} @ {ref[:12]} ({d.get('kind', '?')}); controller: {d.get('controller', '?')}, "
+            f"host: {d.get('host', '?')}")
+
+
 def print_plan_table(console: Console, title: str, rows: dict[str, dict[str, Any]]) -> None:
     """``--plan``'s table: host, task, action, arch list, class, changed inputs or the failure."""
     out = []
@@ -288,6 +309,8 @@ def print_plan_table(console: Console, title: str, rows: dict[str, dict[str, Any
             style = {"skip": "green", "push": "cyan", "fail": "red"}.get(b["action"], "yellow")
             out.append([host, b["task"], Text(b["action"], style=style), str(b.get("archs") or ""),
                         b.get("key", ""), ", ".join(b["changed"])])
+            out.extend([host, f"  dependency {d.get('name', '?')}", Text(dep_state(d)), "", "", dep_line(d)]
+                       for d in b.get("deps") or [])
         if r.get("builds"):
             for t in (t for t in envs if t["action"] == "venv_switch"):
                 out.append(_env_row(host, t))

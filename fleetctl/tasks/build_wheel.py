@@ -38,6 +38,7 @@ from ..status import Status
 from ..build.wheeltags import PlatformMismatch, platform_label
 from .argtypes import ActionArgs, ARCH_TOKEN, CMAKE_NAME, VERSION_RE, env_mapping, is_template, non_empty, scalar_to_str
 from .base import Action, HostView, Plan, TaskResult, first_error_line
+from .build_deps import plan_deps, ship_deps, tree_with
 from .build_here import build_here, stamp_bytes
 from .build_keys import (STAMP_NAME, build_inputs, build_key, changed_inputs, parse_stamps, plan_tokens, stamps_probe,
                          target_plan)
@@ -48,7 +49,7 @@ from .build_toolchain import host_compiler_preflight
 from .copy import REMOTE_TREE_HASH
 from .install_target import shared_message, target_ids
 from .pytool import pick_tool
-from .steps import ClassRole, Emit, Fetch, Local, Publish, Put, TargetClaim, probe
+from .steps import ClassRole, Emit, Fail, Fetch, Local, Publish, Put, TargetClaim, probe
 from .venv_probe import parse_venv_probe, probe_fault_problems, probe_started
 
 #: The tree hash's exit status when its folder is not there (sysexits.h EX_NOINPUT), told apart
@@ -88,6 +89,10 @@ class BuildWheelArgs(ActionArgs):
         tool: ``"uv"``, ``"pip"``, or ``"auto"`` (uv when the host has it).
         build: ``"once"`` builds one wheel per arch class (hosts that would build the same
             wheel) on one member and pushes it to the others; ``"each"`` builds on every host.
+        fetch_mirror: a folder of git repositories or a git URL prefix the controller reaches:
+            every ``FetchContent`` dependency and git submodule of the tree comes from there at its
+            pinned commit and the build runs disconnected (:mod:`~fleetctl.tasks.build_deps`);
+            ``""``: CMake downloads them itself.
     """
 
     src: str
@@ -105,6 +110,7 @@ class BuildWheelArgs(ActionArgs):
     check_sass: bool = True
     tool: Literal["auto", "uv", "pip"] = "auto"
     build: Literal["once", "each"] = "once"
+    fetch_mirror: str = ""
 
     @field_validator("src", "out_dir")
     @classmethod
@@ -225,7 +231,15 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         if problems:
             return _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
 
-    defines = cmake_defines({**facts, "build": target}, args.cmake_defines)
+    mirror = args.fetch_mirror.strip()
+    if mirror and not ("://" in mirror or ":" in mirror.split("/")[0]):
+        mirror = str(host.local_path(mirror))
+    deps = yield from plan_deps(mirror, host, src, dict(args.cmake_defines))
+    if deps.rows:
+        decision["deps"] = deps.rows
+    if deps.error:
+        return _fail(deps.error, decision)
+    defines = cmake_defines({**facts, "build": target}, {**args.cmake_defines, **deps.defines})
     tree = host.trees.get(src)
     if tree is None:
         res = yield probe(["/bin/sh", "-c", _MISSING_TREE + REMOTE_TREE_HASH, "fleetctl-tree-hash", src],
@@ -235,7 +249,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         if res.rc != 0 or not res.stdout_text.split():
             return _fail(f"source tree {src}: {first_error_line(res)}", decision)
         tree = res.stdout_text.split()[0]
-    inputs = build_inputs(tree, target, defines, facts, host.name)
+    inputs = build_inputs(tree_with(tree, deps.tree_extra), target, defines, facts, host.name)
     key = build_key(inputs)
     dest = posixpath.join(args.out_dir, key[:16])
     stamp_path = posixpath.join(dest, STAMP_NAME)
@@ -285,6 +299,13 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
             return TaskResult(Status.CHANGED, data=data, files={got.remote: got.sha256 or None},
                               msg=f"pushed {got.name} (built once for this arch class on {got.builder})")
     decision["action"] = "build"
+    err, sent = yield from ship_deps(deps)
+    if deps.ship:
+        decision["deps_sent"] = sent
+    if err:
+        if once:  # the class's members wait for this builder's wheel: tell them it failed
+            yield Fail(key=key, message=f"{host.name}: {err}")
+        return with_class(_fail(err, decision), key, inputs, target)
     result = yield from build_here(args, host, facts, target, inputs, key, dest, defines, decision, once, meta, info)
     return with_class(result, key, inputs, target)
 

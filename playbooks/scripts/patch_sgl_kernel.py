@@ -113,6 +113,8 @@ FA3_OPTION = "fa3-respect-option"
 COMPILE_THREADS = "compile-threads-option"
 FA3_IMPORT = "fa3-soft-import"
 PATCH_NAMES = (POLICY_GUARDS, CCCL_INCLUDE, FA3_OPTION, COMPILE_THREADS, FA3_IMPORT)
+#: Opt-in (``--restrict-gencodes``): its status line comes after PATCH_NAMES' when asked for.
+RESTRICT_GENCODES = "restrict-gencodes"
 
 APPLIED = "Applied"
 ALREADY = "Already applied"
@@ -969,6 +971,185 @@ def _check_python(old, new):
 
 
 # --------------------------------------------------------------------------------------------
+# patch: restrict-gencodes (opt-in: --restrict-gencodes)
+
+GENCODE_MARKER = "fleetctl: restrict-gencodes"
+GENCODE_FUNC = "fleetctl_restrict_gencodes"
+GENCODE_ARCHS_VAR = "FLEETCTL_SGL_ARCHS"
+_GENCODE_ANY_RE = re.compile(r"(?<![\w-])(?:-gencode|--generate-code|-arch|--gpu-architecture|-code)(?![\w-])[^\s\")]*")
+_GENCODE_OK_RE = re.compile(r"^-gencode=arch=compute_\d+[af]?,code=(?:sm|compute)_\d+[af]?$")
+_SET_VAR_RE = re.compile(r"^[ \t]*(?:set|list[ \t]*\([ \t]*APPEND)[ \t]*\(?[ \t]*(?P<var>[A-Za-z_][A-Za-z0-9_]*)",
+                         re.IGNORECASE)
+_STRING_REGEX_RE = re.compile(r"^[ \t]*string[ \t]*\([ \t]*REGEX\b", re.IGNORECASE)
+_TCO_RE = re.compile(r"^[ \t]*target_compile_options[ \t]*\(", re.IGNORECASE)
+_MIN_REQ_RE = re.compile(r"^[ \t]*cmake_minimum_required[ \t]*\(", re.IGNORECASE)
+
+#: The filter, defined once after cmake_minimum_required(): with -DFLEETCTL_SGL_ARCHS="90a;120a"
+#: it keeps, of a flags list, the -gencode entries whose code runs on one of those SMs (NVIDIA's
+#: CUDA compatibility rules: sm_XYa only on X.Y; sm_XYf on X.Y and later X.*; sm_XY on X.Y and
+#: later X.*; PTX compute_XY JIT-compiles on X.Y and newer); without it nothing changes. A list
+#: left with no code for those SMs is kept whole, with a warning (that library has no code for them).
+GENCODE_FUNCTION = (
+    "# %s: with -D%s=<SMs> (\"90a\", \"120a\") only the -gencode entries" % (GENCODE_MARKER, GENCODE_ARCHS_VAR),
+    "# whose code runs on those SMs are compiled; without it, sgl-kernel's own list.",
+    "function(%s var)" % GENCODE_FUNC,
+    "  if(NOT %s)" % GENCODE_ARCHS_VAR,
+    "    return()",
+    "  endif()",
+    "  set(kept)",
+    "  set(dropped)",
+    "  set(codes)",
+    "  foreach(flag IN LISTS ${var})",
+    "    if(flag MATCHES \"^-gencode=arch=compute_[0-9]+[af]?,code=(sm|compute)_([0-9]+)([af]?)$\")",
+    "      set(kind \"${CMAKE_MATCH_1}\")",
+    "      set(num \"${CMAKE_MATCH_2}\")",
+    "      set(sfx \"${CMAKE_MATCH_3}\")",
+    "      math(EXPR major \"${num} / 10\")",
+    "      set(runs OFF)",
+    "      foreach(want IN LISTS %s)" % GENCODE_ARCHS_VAR,
+    "        string(REGEX REPLACE \"[^0-9]\" \"\" wnum \"${want}\")",
+    "        math(EXPR wmajor \"${wnum} / 10\")",
+    "        if(sfx STREQUAL \"a\")",
+    "          if(num EQUAL wnum)",
+    "            set(runs ON)",
+    "          endif()",
+    "        elseif(kind STREQUAL \"compute\" AND sfx STREQUAL \"\")",
+    "          if(NOT num GREATER wnum)",
+    "            set(runs ON)",
+    "          endif()",
+    "        elseif(major EQUAL wmajor AND NOT num GREATER wnum)",
+    "          set(runs ON)",
+    "        endif()",
+    "      endforeach()",
+    "      if(runs)",
+    "        list(APPEND kept \"${flag}\")",
+    "        list(APPEND codes \"${kind}_${num}${sfx}\")",
+    "      else()",
+    "        list(APPEND dropped \"${kind}_${num}${sfx}\")",
+    "      endif()",
+    "    elseif(flag MATCHES \"(^|[^A-Za-z0-9_-])(-gencode|--generate-code|-arch|--gpu-architecture)([^A-Za-z0-9_-]|$)\")",
+    "      message(FATAL_ERROR \"%s: ${var} holds '${flag}', a form it does not know\")" % GENCODE_MARKER,
+    "    else()",
+    "      list(APPEND kept \"${flag}\")",
+    "    endif()",
+    "  endforeach()",
+    "  if(NOT codes)",
+    "    message(WARNING \"%s: ${var} has no code for ${%s}: kept whole\")" % (GENCODE_MARKER, GENCODE_ARCHS_VAR),
+    "    return()",
+    "  endif()",
+    "  message(STATUS \"%s: ${var}: kept ${codes}; dropped ${dropped}\")" % GENCODE_MARKER,
+    "  set(${var} \"${kept}\" PARENT_SCOPE)",
+    "endfunction()",
+)
+
+
+def gencode_vars(text):
+    """The variables a CMake file sets or appends ``-gencode`` entries to.
+
+    Raises AnchorMissing (line, construct) for an arch flag in a form the filter does not know, or
+    one outside ``set()``/``list(APPEND)`` of a variable."""
+    lines = split_lines(text)
+    found = set()
+    own = False
+    for i, line in enumerate(lines):
+        code = cmake_code(line)
+        if ("function(%s" % GENCODE_FUNC) in code:
+            own = True
+        if own:  # the filter this patch added
+            own = not re.match(r"^[ \t]*endfunction[ \t]*\(", code, re.IGNORECASE)
+            continue
+        if _GENCODE_ANY_RE.search(cmake_code(line)) and _STRING_REGEX_RE.match(
+                cmake_code(lines[cmake_statement_start(lines, i)])):
+            continue  # a pattern matching flags (utils.cmake's clear_cuda_arches), not a flag
+        for m in _GENCODE_ANY_RE.finditer(cmake_code(line)):
+            flag = m.group(0)
+            if not _GENCODE_OK_RE.match(flag):
+                raise refuse("an arch flag in a form the gencode filter does not know "
+                             "(want -gencode=arch=compute_N,code=sm_N)", lines, i)
+            start = cmake_statement_start(lines, i)
+            sm = _SET_VAR_RE.match(cmake_code(lines[start]))
+            if not sm:
+                raise refuse("a -gencode outside set()/list(APPEND) of a flags variable", lines, i)
+            found.add(sm.group("var"))
+    return found
+
+
+def patch_restrict_gencodes(text, variables, top):
+    """Return (new_text, status): ``fleetctl_restrict_gencodes(VAR)`` before every
+    ``target_compile_options()`` that uses one of ``variables``; in the top-level file
+    (``top``) the filter function after ``cmake_minimum_required()``."""
+    nl = newline_of(text)
+    lines = split_lines(text)
+    inserts = []
+    already = False
+    i = 0
+    while i < len(lines):
+        if _TCO_RE.match(cmake_code(lines[i])):
+            end = cmake_statement_end(lines, i)
+            if end is None:
+                raise refuse("target_compile_options() is never closed", lines, i)
+            used = []
+            for j in range(i, end + 1):
+                for var in re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", cmake_code(lines[j])):
+                    if var in variables and var not in used:
+                        used.append(var)
+            indent = indent_of(lines[i])
+            for var in used:
+                call = "%s%s(%s)  # %s" % (indent, GENCODE_FUNC, var, GENCODE_MARKER)
+                before = [body(l).strip() for l in lines[max(0, i - len(used)):i]]
+                if call.strip() in before:
+                    already = True
+                else:
+                    inserts.append((i, call))
+            i = end + 1
+        else:
+            i += 1
+    defined = any(("function(%s" % GENCODE_FUNC) in cmake_code(l) for l in lines)
+    if top and not defined and (inserts or already):
+        at = next((k for k, l in enumerate(lines) if _MIN_REQ_RE.match(cmake_code(l))), None)
+        if at is None:
+            raise AnchorMissing("no cmake_minimum_required() to put the gencode filter after")
+        end = cmake_statement_end(lines, at)
+        inserts.append((end + 1, None))
+    for index, call in sorted(inserts, key=lambda x: -x[0]):
+        insert_lines(lines, index, list(GENCODE_FUNCTION) if call is None else [call], nl)
+    if inserts:
+        return "".join(lines), APPLIED
+    return text, (ALREADY if already else NOT_NEEDED)
+
+
+def plan_restrict_gencodes(kernel_dir, current=None):
+    """(status, changes, errors) of ``restrict-gencodes`` over CMakeLists.txt and cmake/*.cmake;
+    ``current``: path -> text for files earlier patches already changed in memory."""
+    paths = [os.path.join(kernel_dir, "CMakeLists.txt")]
+    cmake_dir = os.path.join(kernel_dir, "cmake")
+    if os.path.isdir(cmake_dir):
+        paths += sorted(os.path.join(cmake_dir, n) for n in os.listdir(cmake_dir) if n.endswith(".cmake"))
+    texts = dict((p, (current or {}).get(p) or read_text(p)) for p in paths)
+    variables, errors, changes, statuses = set(), [], {}, []
+    for path in paths:
+        try:
+            variables |= gencode_vars(texts[path])
+        except AnchorMissing as exc:
+            exc.patch, exc.path = RESTRICT_GENCODES, path
+            errors.append(exc)
+    if errors:
+        return None, changes, errors
+    for path in paths:
+        try:
+            new, status = patch_restrict_gencodes(texts[path], variables, path == paths[0])
+        except AnchorMissing as exc:
+            exc.patch, exc.path = RESTRICT_GENCODES, path
+            errors.append(exc)
+            continue
+        statuses.append(status)
+        if new != texts[path]:
+            changes[path] = (texts[path], new)
+    status = APPLIED if APPLIED in statuses else (ALREADY if ALREADY in statuses else NOT_NEEDED)
+    return status, changes, errors
+
+
+# --------------------------------------------------------------------------------------------
 # the tree
 
 
@@ -1012,8 +1193,8 @@ def read_text(path):
         return fh.read().decode("utf-8", "surrogateescape")
 
 
-def plan(kernel_dir):
-    """Compute every patch in memory.
+def plan(kernel_dir, restrict_gencodes=False):
+    """Compute every patch in memory (``restrict-gencodes`` too when asked).
 
     Returns (statuses, changes, errors): statuses is a list of (patch, status), changes maps
     path -> (old_text, new_text) for files whose text changes, errors is a list of AnchorMissing."""
@@ -1060,6 +1241,13 @@ def plan(kernel_dir):
         statuses.append((FA3_IMPORT, ALREADY))
     else:
         statuses.append((FA3_IMPORT, NOT_NEEDED))
+    if restrict_gencodes:
+        status, more, more_errors = plan_restrict_gencodes(kernel_dir, dict((p, c[1]) for p, c in changes.items()))
+        errors += more_errors
+        for path, (old, new) in more.items():
+            changes[path] = (changes[path][0] if path in changes else old, new)
+        if status is not None and not more_errors:
+            statuses.append((RESTRICT_GENCODES, status))
     return statuses, changes, errors
 
 
@@ -1113,6 +1301,8 @@ def main(argv=None):
                         help="the sgl-kernel directory, or an sglang repo root (either layout)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print what would change, write nothing")
+    parser.add_argument("--restrict-gencodes", action="store_true",
+                        help="also let -D%s=<SMs> restrict sgl-kernel's -gencode lists" % GENCODE_ARCHS_VAR)
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 if any patch is not yet applied")
     args = parser.parse_args(argv)
@@ -1123,7 +1313,7 @@ def main(argv=None):
         print("%s: error: %s" % (PROG, exc), file=sys.stderr)
         return EXIT_USAGE
 
-    statuses, changes, errors = plan(kernel_dir)
+    statuses, changes, errors = plan(kernel_dir, args.restrict_gencodes)
     if errors:
         for exc in errors:
             print("%s: error: %s" % (PROG, exc.message()), file=sys.stderr)

@@ -1,0 +1,85 @@
+"""fleetctl.util.gitmirror and build_deps.transitive_deps on real git repositories made here: a
+dependency whose CMake the tree runs declares its own (found and resolved), a git dependency's
+submodule is found at its gitlink, a release-asset URL comes from <mirror>/urls/ checked against
+URL_HASH, a .gitmodules entry without a gitlink is no submodule."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+from pathlib import Path
+
+from fleetctl.build.fetchdeps import read_fetch_deps
+from fleetctl.tasks import build_deps, steps
+from fleetctl.util import gitmirror
+from tests.support.offline_ext import bare_repo, git
+
+
+def drive(gen):
+    """Answer a planner generator's Local steps by calling them (nothing else is asked here)."""
+    answer = None
+    while True:
+        try:
+            step = gen.send(answer)
+        except StopIteration as stop:
+            return stop.value
+        assert isinstance(step, steps.Local), step
+        answer = step.fn(*step.args)
+
+
+def test_dependencies_of_dependencies_and_their_submodules(tmp_path: Path) -> None:
+    mirror = tmp_path / "mirror"
+    leaf = bare_repo(mirror, "o/leaf", {"leaf.h": "#define LEAF 1\n"})
+    sub = bare_repo(mirror, "o/sub", {"sub.h": "#define SUB 1\n"})
+    # o/mid: its CMake declares o/leaf; it has a submodule (o/sub at ext/sub) and a stale .gitmodules entry
+    work = tmp_path / "mid"
+    git("init", "-q", "-b", "main", str(work))
+    (work / "CMakeLists.txt").write_text(
+        f"include(FetchContent)\nFetchContent_Declare(leaf GIT_REPOSITORY https://git.invalid/o/leaf.git GIT_TAG {leaf})\n"
+        "FetchContent_MakeAvailable(leaf)\n")
+    (work / ".gitmodules").write_text('[submodule "ext/sub"]\n\tpath = ext/sub\n\turl = https://git.invalid/o/sub.git\n'
+                                      '[submodule "ext/gone"]\n\tpath = ext/gone\n\turl = https://git.invalid/o/gone.git\n')
+    git("add", "-A", cwd=work)
+    git("update-index", "--add", "--cacheinfo", f"160000,{sub},ext/sub", cwd=work)
+    git("commit", "-q", "-m", "mid", cwd=work)
+    mid = git("rev-parse", "HEAD", cwd=work)
+    git("clone", "-q", "--bare", str(work), str(mirror / "o" / "mid.git"))
+    top = {"CMakeLists.txt": f"FetchContent_Declare(mid GIT_REPOSITORY https://git.invalid/o/mid.git GIT_TAG {mid})\n"
+                             "FetchContent_MakeAvailable(mid)\n"}
+    deps = read_fetch_deps(top)
+    assert deps[0].runs_cmake and deps[0].submodules is None
+    cache = build_deps.deps_cache()  # the planner's (the session's hermetic XDG cache)
+    rows = gitmirror.resolve([d.as_dict() for d in deps], str(mirror), str(cache))
+    deps, rows, err = drive(build_deps.transitive_deps(deps, rows, str(mirror), {}))
+    assert err == ""
+    assert [(d.name, d.repo, r["commit"]) for d, r in zip(deps, rows)] == [
+        ("mid", "o/mid", mid), ("leaf", "o/leaf", leaf), ("mid/ext/sub", "o/sub", sub)]
+    assert deps[2].path == "${mid_SOURCE_DIR}/ext/sub"
+    assert gitmirror.export(rows) == []
+    assert (Path(rows[1]["local"]) / "leaf.h").read_text() == "#define LEAF 1\n"
+    again = gitmirror.resolve([d.as_dict() for d in deps], str(mirror), str(cache))
+    assert [(r["name"], r["controller_cached"], r["error"]) for r in again] == [(d.name, True, "") for d in deps]
+
+
+def test_a_release_asset_comes_from_the_mirrors_urls_folder_checked_by_its_hash(tmp_path: Path) -> None:
+    mirror = tmp_path / "mirror"
+    (mirror / "urls").mkdir(parents=True)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:xz") as tf:
+        data = b"#define JSON 1\n"
+        info = tarfile.TarInfo("json/json.h")
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+    (mirror / "urls" / "json.tar.xz").write_bytes(buf.getvalue())
+    digest = hashlib.sha256(buf.getvalue()).hexdigest()
+    url = "https://github.com/nlohmann/json/releases/download/v3.11.3/json.tar.xz"
+    good, bad, absent = (read_fetch_deps({"CMakeLists.txt": f"FetchContent_Declare(json URL {url}{h})\n"})[0].as_dict()
+                         for h in (f" URL_HASH SHA256={digest}", " URL_HASH SHA256=" + "0" * 64, ""))
+    absent["url"] = absent["url"].replace("json.tar.xz", "other.tar.gz")
+    rows = gitmirror.resolve([good, bad, absent], str(mirror), str(tmp_path / "cache"))
+    assert rows[0]["error"] == "" and rows[0]["commit"] == f"sha256:{digest}"
+    assert "the tree's URL_HASH wants 000" in rows[1]["error"]
+    assert "the fetch_mirror has no urls/other.tar.gz" in rows[2]["error"]
+    assert gitmirror.export(rows[:1]) == []
+    assert (Path(rows[0]["local"]) / "json.h").read_text() == "#define JSON 1\n"  # one top folder stripped

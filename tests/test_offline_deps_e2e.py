@@ -1,0 +1,124 @@
+"""Offline build dependencies end to end (fleetctl/tasks/build_deps.py): a real sshd test host,
+real git repositories, a real scikit-build-core + nvcc build, a real pip install. The project's
+FetchContent (git and URL forms) and submodule dependencies point at git.invalid, which never
+resolves (RFC 2606), and the host's sessions have every git protocol disallowed and a dead proxy:
+a build that touched the network would fail."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.fake_gpu import H200, write_fake_nvidia_smi
+from tests.support.fleet import fleetctl, last_run, write_inventory
+from tests.support.offline_ext import offline_project
+from tests.support.tiny_ext import tool_venv
+
+pytestmark = pytest.mark.sshd
+
+NO_NETWORK = {"GIT_ALLOW_PROTOCOL": "none", "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",
+              "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"}
+
+PLAY = """\
+name: build a project whose dependencies are offline
+hosts: all
+tasks:
+  - name: upload
+    copy: {{src: {src}, dest: "{{{{ workdir }}}}/src"}}
+  - name: build
+    build_wheel:
+      src: "{{{{ workdir }}}}/src"
+      out_dir: "{{{{ workdir }}}}/wheels"
+      max_jobs: 1
+      fetch_mirror: "{{{{ fetch_mirror | default('') }}}}"
+    register: build
+  - name: install
+    pip_install: {{wheel: "{{{{ build.data.wheel }}}}"}}
+  - name: verify
+    verify: {{package: tiny_offline_ext, device: cpu}}
+"""
+
+
+def plan(inv: Path, play: Path, home: Path, *extra: str) -> subprocess.CompletedProcess:
+    return fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--plan", *extra, home=home)
+
+
+def test_dependencies_come_from_the_mirror_and_nothing_touches_the_network(sshd_farm, tmp_path):
+    fx = offline_project(tmp_path)
+    commits = fx["commits"]
+    h = sshd_farm.start("offline", env=NO_NETWORK)
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = tool_venv(tmp_path / "venv")
+    empty = tmp_path / "empty-mirror"
+    empty.mkdir()
+
+    def inventory(**hostvars) -> Path:
+        entry = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work"), "venv": venv, **hostvars}
+        return write_inventory(tmp_path / "inv.yaml", {"g": {"offline": entry}})
+
+    play = tmp_path / "play.yaml"
+    play.write_text(PLAY.format(src=fx["src"]))
+
+    # without a mirror: --plan lists what CMake would download
+    res = plan(inventory(), play, tmp_path, "--json")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    deps = json.loads(res.stdout)["offline"]["builds"][0]["deps"]
+    assert [(d["name"], d["repo"], d["host"]) for d in deps] == [
+        ("depb", "deps/depb", "downloaded by CMake (no fetch_mirror)"),
+        ("depa", "deps/depa", "downloaded by CMake (no fetch_mirror)"),
+        ("third_party/depc", "deps/depc", "downloaded by CMake (no fetch_mirror)")]
+
+    # a mirror that lacks them: the host fails while planning, naming each repository and commit
+    res = plan(inventory(fetch_mirror=str(empty)), play, tmp_path)
+    assert res.returncode != 0
+    flat = " ".join(res.stdout.split())
+    assert f"depa (deps/depa @ {commits['depa']}): the fetch_mirror {empty} has no repository deps/depa" in flat, flat
+    assert "depb (deps/depb @ v1)" in flat and f"third_party/depc (deps/depc @ {commits['depc']})" in flat
+    assert "Traceback" not in res.stdout + res.stderr
+    # --dry-run runs the same planner and says the same
+    dry = fleetctl("-i", str(tmp_path / "inv.yaml"), "deploy", "--hosts", "g", "--playbook", str(play), "--dry-run",
+                   home=tmp_path)
+    assert dry.returncode != 0
+    assert f"depa (deps/depa @ {commits['depa']}): the fetch_mirror {empty} has no repository deps/depa" in " ".join(
+        dry.stdout.split())
+
+    # the mirror: --plan says each is yet to fetch and send; the deploy builds offline
+    inv = inventory(fetch_mirror=str(fx["mirror"]))
+    res = plan(inv, play, tmp_path, "--json")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    deps = json.loads(res.stdout)["offline"]["builds"][0]["deps"]
+    assert {(d["name"], d["commit"], d["controller"], d["host"]) for d in deps} == {
+        ("depb", commits["depb"], "to fetch", "to send"), ("depa", commits["depa"], "to fetch", "to send"),
+        ("third_party/depc", commits["depc"], "to fetch", "to send")}
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
+    assert res.returncode == 0, res.stdout[-5000:]
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    tasks = {t["action"]: t for t in record["hosts"]["offline"]["tasks"]}
+    assert tasks["build_wheel"]["data"]["sass"] == ["sm_90a"]
+    assert tasks["verify"]["status"] == "ok", tasks["verify"]["msg"]
+    log = (last_run(tmp_path) / "logs" / "offline.log").read_text()
+    defines = f"FETCHCONTENT_SOURCE_DIR_DEPA={tmp_path}/work/fetchdeps/deps+depa/{commits['depa']}"
+    events = (last_run(tmp_path) / "events.jsonl").read_text()
+    assert defines in events and "cmake.define.FETCHCONTENT_FULLY_DISCONNECTED=ON" in events
+    for word in ("Cloning into", "git clone", "Performing download step", "Downloading", "git.invalid/deps/depa.git"):
+        assert word not in log.replace("GIT_REPOSITORY https://git.invalid", ""), word
+    py = Path(venv) / "bin" / "python"
+    got = subprocess.run([str(py), "-c", "import tiny_offline_ext; print(tiny_offline_ext.value())"],
+                         capture_output=True, text=True, check=True)
+    assert got.stdout.strip() == "123"  # 100 (depa) + 20 (depb) + 3 (depc, the submodule)
+
+    # now cached on the controller and on the host; a forced rebuild sends no file again
+    res = plan(inv, play, tmp_path, "--json")
+    deps = json.loads(res.stdout)["offline"]["builds"][0]["deps"]
+    assert {(d["controller"], d["host"]) for d in deps} == {("cached", "cached")}
+    table = " ".join(fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--plan", home=tmp_path,
+                              env={"COLUMNS": "250"}).stdout.split())
+    assert "dependency depa │ cached" in table and f"deps/depa @ {commits['depa'][:12]} (git); controller: cached, host: cached" in table, table
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--force", home=tmp_path)
+    assert res.returncode == 0, res.stdout[-5000:]
+    build = {t["action"]: t for t in json.loads((last_run(tmp_path) / "run.json").read_text())
+             ["hosts"]["offline"]["tasks"]}["build_wheel"]
+    assert build["data"]["decision"]["deps_sent"] == 0
