@@ -11,7 +11,7 @@ import time
 import pytest
 
 from fleetctl.inventory import Host
-from fleetctl.engine.runner import batches
+from fleetctl.engine.batches import batches
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
 
 pytestmark = pytest.mark.sshd

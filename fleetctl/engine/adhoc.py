@@ -101,7 +101,7 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
     each host's outcome holds ``facts`` or ``reachable: false`` with ``error``."""
     import contextlib
 
-    from .runner import connect
+    from .reach import connect
     from .session_start import legacy_start, start_host
 
     options = ConnectOptions(accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout_s,

@@ -35,7 +35,7 @@ from ..connection.base import CommandResult, OutputLine
 from ..errors import HostUnreachable, TaskFailed
 from ..util.retention import RetentionPolicy, policy_from_env
 from ..facts.scripts import script_path
-from .hostlock import HostLockBusy, HostLockError, _controller_gone, _parse, _record
+from .hostlock import HostLockBusy, HostLockError, controller_gone, holder_record, parse_holder
 from .probeplan import concrete, wanted
 from .session import HostSession
 
@@ -88,7 +88,7 @@ def _job(session: HostSession, *, facts: bool, lock: bool, remembered: list[list
     job: dict[str, Any] = {"workdir": session.base_workdir(), "run_id": session.run_id,
                            "probes": wanted(remembered), "probe_limit_bytes": PROBE_LIMIT_BYTES, "facts": facts}
     if lock:
-        job["lock"] = {"path": session.host.settings.deploy_lock or "", "record": json.dumps(_record(session.run_id))}
+        job["lock"] = {"path": session.host.settings.deploy_lock or "", "record": json.dumps(holder_record(session.run_id))}
         job["prune"] = host_policy(session.host.settings).as_job()  # under the lock: one deploy prunes at a time
     if facts:
         from ..facts.gather import facts_options
@@ -219,8 +219,8 @@ async def start_host(session: HostSession, *, facts: bool, lock: bool, remembere
                 raise session.folder_error(out["error"])
             state = out.get("lock") or {}
             if hold and "busy" in state:
-                holder_rec = _parse(state["busy"])
-                if stale_taken is None and holder_rec.get("remote_pid") and _controller_gone(holder_rec):
+                holder_rec = parse_holder(state["busy"])
+                if stale_taken is None and holder_rec.get("remote_pid") and controller_gone(holder_rec):
                     # a run of this machine died but its lock process lives on: stop it, take over
                     await session.conn.run(["kill", "-TERM", "--", f"-{holder_rec['remote_pid']}"], timeout_s=30)
                     stale_taken = holder_rec
@@ -243,7 +243,7 @@ async def start_host(session: HostSession, *, facts: bool, lock: bool, remembere
     try:
         if hold:
             started.lock_path = state["path"]
-            previous = _parse(state.get("previous", ""))
+            previous = parse_holder(state.get("previous", ""))
             started.stale = stale_taken or previous or None
         _take_answers(session, remembered, out.get("probes") or [], out.get("workdir", ""), started)
         if facts:
