@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fleetctl.tasks.pip_install import STATE_SCRIPT
+from fleetctl.tasks.venv_state import STATE_SCRIPT
 
 REPO = Path(__file__).resolve().parents[1]
 DISTS = ["pip", "torch", "numpy", "fleetctl", "scikit-build-core", "scikit_build_core", "PyYAML", "no-such-dist"]
