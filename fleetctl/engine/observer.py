@@ -45,6 +45,7 @@ class Observers:
         self._all.append(observer)
 
     def _call(self, method: str, *args: Any) -> None:
+        failed: list[tuple[Any, Exception]] = []
         for obs in list(self._all):
             fn = getattr(obs, method, None)
             if fn is None:
@@ -52,7 +53,9 @@ class Observers:
             try:
                 fn(self.run, *args)
             except Exception as exc:  # noqa: BLE001 - a reporting bug must not stop the run
-                self._drop(obs, exc)
+                failed.append((obs, exc))
+        for obs, exc in failed:  # after the others got this call: the order of events is kept
+            self._drop(obs, exc)
 
     def _drop(self, obs: Any, exc: Exception) -> None:
         """Drop a failing observer: one warning on the ``fleetctl.engine`` logger, and a
@@ -72,13 +75,16 @@ class Observers:
     def line(self, host: str, line: OutputLine, shown: bool = True) -> None:
         """Tell every observer about one output line of ``host``; ``shown=False`` for a probe's
         lines, which belong in the host's log but not on the terminal."""
-        for obs in list(self._all):
+        failed: list[tuple[Any, Exception]] = []
+        for obs in self._all:
             fn = getattr(obs, "line", None)
             if fn is not None:
                 try:
                     fn(self.run, host, line, shown)
                 except Exception as exc:  # noqa: BLE001 - the others still get the line
-                    self._drop(obs, exc)
+                    failed.append((obs, exc))
+        for obs, exc in failed:
+            self._drop(obs, exc)
 
     def close(self) -> None:
         """The run is over (its status set): flush and close."""

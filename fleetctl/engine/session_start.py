@@ -109,7 +109,7 @@ def _script(name: str) -> bytes:
     return _compressed(name, script_path(name).stat().st_mtime_ns)
 
 
-def _stdin(job: dict[str, Any]) -> bytes:
+def boot_stdin(job: dict[str, Any]) -> bytes:
     """What the command reads: the script (compressed; :data:`BOOT` runs it), the facts script
     (compressed, empty without facts), the job (JSON); each block after a line holding its size."""
     from ..facts.gather import FACTS_SCRIPT
@@ -125,7 +125,7 @@ async def _exec(session: HostSession, job: dict[str, Any], *, hold: bool,
     """Run the first command; ``(result, finished command, holder task)``."""
     conn = session.conn
     argv = ["python3", "-c", BOOT]
-    stdin = _stdin(job)
+    stdin = boot_stdin(job)
     if not hold:
         res = await conn.run(argv, stdin=stdin, timeout_s=timeout_s)
         return _result(res.stdout_text), res, None
