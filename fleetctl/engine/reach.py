@@ -1,4 +1,5 @@
-"""Reaching a host: its connection opened (:func:`connect`), what that took recorded
+"""Reaching a host: its connection opened (:func:`connect`, in its kind's run scope:
+:mod:`fleetctl.engine.scopes`), what that took recorded
 (:func:`record_connection`), and its first command (:func:`first_command`: run folder, deploy
 lock, facts, the probes answered ahead; :mod:`fleetctl.engine.session_start`) run and recorded
 into the run model, with its events told to the observers."""
@@ -7,16 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import FleetError, HostUnreachable, host_message
 from ..status import Status
-from .deadlines import Deadlines
 from .hostlock import HostLockBusy, HostLockError
 from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
 from .observer import Observers
 from .session import HostSession, host_ref
 from .session_start import legacy_start, start_host
+
+if TYPE_CHECKING:  # deadlines reads the tasks' registry: not needed to reach a host
+    from .deadlines import Deadlines
 
 
 async def connect(host: Any, scope: Any, run: RunModel, *, timeout_s: float,

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .aio import observe
-from ..connection.registry import ConnectOptions, load_kind
+from ..connection.registry import ConnectOptions
 from ..errors import FleetError, HostUnreachable, host_message
 from ..tasks import ACTIONS
 from .batches import FAILED_STATES, batches, stop_reason
@@ -49,7 +49,8 @@ from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
 from .observer import Observers
 from .probeplan import ProbeMemory
 from .reach import connect, first_command, record_connection
-from .session import HostSession, close_session, host_ref, unreachable_facts
+from .scopes import enter_scopes, prepare_hosts
+from .session import HostSession, close_session, unreachable_facts
 
 @dataclass
 class PlayOptions:
@@ -132,7 +133,9 @@ async def run_playbook(playbook: Any, hosts: Sequence[Any], *, run: RunModel, ob
     observers.emit("run.started", kind=run.kind, mode=run.mode, hosts=len(hosts), tasks=run.tasks,
                    batches=run.batches)
     async with contextlib.AsyncExitStack() as stack:
-        scopes = await _enter_scopes(stack, hosts, opts, run)
+        scopes = await enter_scopes(stack, hosts, ConnectOptions(
+            accept_new_host_keys=opts.accept_new_host_keys, connect_timeout_s=opts.deadlines.connect,
+            run_id=run.run_id))
         classes.scope_of = {h.name: scopes[h.connection] for h in hosts}
         classes.run_id = run.run_id
         for n, batch in enumerate(plan):
@@ -157,18 +160,6 @@ async def run_playbook(playbook: Any, hosts: Sequence[Any], *, run: RunModel, ob
     return run
 
 
-async def _enter_scopes(stack: contextlib.AsyncExitStack, hosts: Sequence[Any], opts: PlayOptions,
-                        run: RunModel) -> dict[str, Any]:
-    """One run scope per connection kind in use, entered on ``stack`` (released at the end, on
-    failure and on Ctrl-C)."""
-    scopes: dict[str, Any] = {}
-    options = ConnectOptions(accept_new_host_keys=opts.accept_new_host_keys,
-                             connect_timeout_s=opts.deadlines.connect, run_id=run.run_id)
-    for kind in dict.fromkeys(h.connection for h in hosts):
-        scopes[kind] = await stack.enter_async_context(load_kind(kind).scope(options))
-    return scopes
-
-
 async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected: set[int], scopes: dict[str, Any],
                      *, run: RunModel, observers: Observers, opts: PlayOptions, pass_opts: PassOptions,
                      classes: ClassCoordinator) -> None:
@@ -176,11 +167,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     sessions: dict[str, HostSession] = {}
     plans: dict[str, HostPass] = {}
     first: dict[str, list[PhaseSpan]] = {}
-    unavailable: dict[str, str] = {}
-    for kind, scope in scopes.items():
-        members = [host_ref(h) for h in batch if h.connection == kind and h.name not in opts.refused]
-        if members:
-            unavailable.update(await scope.prepare(members))
+    unavailable = await prepare_hosts(scopes, batch, skip=opts.refused)
     # The first planning pass is never shown: a host's class role is only settled once the batch
     # (but hosts still connecting, see the module docstring) is planned. A dry run or plan then
     # shows each host's final plan once (re-planned from its cached probes: no round trip); a
