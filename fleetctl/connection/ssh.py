@@ -40,7 +40,8 @@ from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback
 from .command import remote_command_line
 from .ssh_files import SFTPFiles
 from .ssh_sessions import Sessions, UseOverflow
-from .ssh_route import MAX_HANDSHAKES, LoginFailed, LoginStats, RouteOptions, login
+from .ssh_handshake import LoginFailed, RouteOptions
+from .ssh_route import MAX_HANDSHAKES, LoginStats, login
 from .ssh_target import SSHConfigError, SSHTarget, resolve_target
 from .streams import OutputTail, pump_lines
 
