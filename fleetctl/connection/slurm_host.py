@@ -10,7 +10,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import HostUnreachable, TransferError
 from .base import CommandResult, Connection, LineCallback
@@ -19,13 +19,11 @@ from .registry import HostRef
 from .slurm_alloc import Allocation
 from .slurm_client import SlurmClient
 from .slurm_end import SUSPECTED, SlurmJobEnded, StepEnd, learn_and_raise, raise_if_ended
+from .slurm_fanout import PutCoalescer
 from .slurm_nodes import SlurmNode
 from .slurm_settings import SlurmSettings
 from .slurm_step import run_step
 from .slurm_transfer import download
-
-if TYPE_CHECKING:
-    from .slurm import SlurmScope
 
 
 @dataclass
@@ -53,15 +51,25 @@ def resolve_remote(path: str, home: str) -> str:
     return posixpath.normpath(path)
 
 
+class MemberScope(Protocol):
+    """What a host's connection needs of its scope (:class:`~fleetctl.connection.slurm.SlurmScope`):
+    the members by host name, the put coalescer, and a host's member, prepared on demand."""
+
+    members: dict[str, SlurmMember]
+    fanout: PutCoalescer
+
+    async def member(self, host: HostRef) -> SlurmMember: ...
+
+
 class SlurmConnection(Connection):
-    """One host of a :class:`SlurmScope`: its commands are job steps of the scope's allocation.
+    """One host of a :class:`~fleetctl.connection.slurm.SlurmScope`: its commands are job steps of the scope's allocation.
 
     Attributes:
         node: the Slurm node name.
         home: the node's ``$HOME`` as the probe step saw it (after :meth:`open`).
     """
 
-    def __init__(self, host: HostRef, scope: "SlurmScope") -> None:
+    def __init__(self, host: HostRef, scope: MemberScope) -> None:
         self.host = host.name
         self.ref = host
         self.scope = scope
