@@ -38,7 +38,7 @@ import posixpath
 import socket
 from dataclasses import dataclass, field
 
-from .aio import drop_task, observe
+from .aio import answer_or_end, drop_task
 from ..connection.base import Connection, OutputLine
 from ..errors import FleetError
 
@@ -183,18 +183,11 @@ async def _try(conn: Connection, host: str, path: str, record: dict, timeout_s: 
 
     task = asyncio.create_task(conn.run(["/bin/sh", "-c", LOCK_SCRIPT, "fleetctl-lock", path, json.dumps(record)],
                                         on_line=on_line, timeout_s=None, capture_bytes=64 * 1024))
-    try:
-        done, _ = await asyncio.wait({locked, task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
-        task.cancel()
-        observe(task)
-        raise
-    if locked in done:
+    how = await answer_or_end(locked, task, timeout_s)
+    if how == "answer":
         previous = next((parse_holder(t[len("PREVIOUS "):]) for t in lines if t.startswith("PREVIOUS ")), {})
         return HostLock(host, path, record, stale=previous or None, _task=task)
-    locked.cancel()
-    if task not in done:
-        await drop_task(task)
+    if how == "silent":
         raise HostLockError(f"{host}: the deploy lock {path} did not answer within {timeout_s:g} s")
     res = task.result()  # HostUnreachable propagates
     if res.rc == 75:

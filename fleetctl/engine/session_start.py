@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .aio import drop_task, observe
+from .aio import answer_or_end, drop_task
 from ..connection.base import CommandResult, OutputLine
 from ..errors import HostUnreachable, TaskFailed
 from ..util.retention import RetentionPolicy, policy_from_env
@@ -147,18 +147,11 @@ async def _exec(session: HostSession, job: dict[str, Any], *, hold: bool,
     task = asyncio.ensure_future(conn.run(argv, stdin=stdin, on_line=on_line, hold_stdin=True, timeout_s=None,
                                           capture_bytes=2048))
     del stdin
-    try:
-        done, _ = await asyncio.wait({got, task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
-        task.cancel()
-        observe(task)
-        raise
+    how = await answer_or_end(got, task, timeout_s)
     box.clear()
-    if got in done:
+    if how == "answer":
         return _result(got.result()), None, task
-    got.cancel()
-    if task not in done:
-        await drop_task(task)
+    if how == "silent":
         raise TaskFailed(session.name, f"the run's first command did not answer within {timeout_s:g} s")
     res = task.result()  # HostUnreachable propagates
     return _result(res.stdout_text), res, None
