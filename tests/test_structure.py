@@ -95,6 +95,10 @@ PLANTED = {
                                     "fleetctl/connection/ssh.py:2: [no-print] prints"),
     "no-print (sys.stdout.buffer)": ({"tasks/copy.py": "import sys\n\n\ndef f():\n    sys.stdout.buffer.write(b'x')\n"},
                                      "fleetctl/tasks/copy.py:5: [no-print] prints"),
+    "no-print (traceback, fd 2)": ({"build/env.py": "import os, traceback\n\ntraceback.print_exc()\nos.write(2, b'x')\n"},
+                                   "fleetctl/build/env.py:3: [no-print] prints"),
+    "no-print (os.write to fd 2)": ({"facts/gather.py": "import os\nos.write(2, b'x')\n"},
+                                    "fleetctl/facts/gather.py:2: [no-print] prints"),
     "layers": ({"engine/host.py": "def f():\n    from ..reporting.terminal import Live\n",
                 "reporting/terminal.py": ""},
                "fleetctl/engine/host.py:2: [layers] engine imports fleetctl.reporting.terminal (reporting): "
@@ -125,7 +129,7 @@ def test_the_rules_pass_what_they_allow(tmp_path):
                             "    return _ACTIONS\n",
         "tasks/__init__.py": "from ..connection.base import Result\nSCRIPT = 'print(1)'\nACTIONS = ()\n",
         "connection/base.py": "from ..errors import FleetError\nResult = object\n",
-        "connection/ssh_x.py": "import asyncssh\n",
+        "connection/ssh_x.py": "import asyncssh, os\n\ndef save(fd):\n    os.write(fd, b'key')\n",
         "playbook/model.py": "from ..tasks import ACTIONS\n",
         "engine/host.py": "from ..playbook.model import ACTIONS\n",
     })

@@ -8,7 +8,8 @@ The rules (docs/architecture.md draws the layers; :data:`LAYERS` is their order 
 - ``private-import``: no ``from X import _name`` (nor ``import X._name``) of another module's
   private name: make it a small public API of the module that owns it, or move it.
 - ``no-print``: nothing in the layers below reporting and cli (:data:`QUIET_LAYERS`) calls
-  ``print()`` or writes ``sys.stdout``/``sys.stderr`` (``.write``, ``.writelines``, ``.buffer``):
+  ``print()``, writes ``sys.stdout``/``sys.stderr`` (``.write``, ``.writelines``, ``.buffer``), fd 1
+  or 2 (``os.write``) or prints a traceback (``traceback.print_exc``):
   observers and the CLI report, a library logs (``logging``).
 - ``layers``: a module imports only from the layers below its own (:data:`LAYERS`, top first),
   or its own layer. Imports inside functions count too.
@@ -88,7 +89,8 @@ def _imports(tree: ast.AST, me: list[str], pkg_parts: list[str]):
 
 
 def _writes_std(node: ast.AST) -> bool:
-    """``sys.stdout.write(...)``, ``sys.stderr.buffer.write(...)``, ``print(...)``: a call that prints."""
+    """A call that prints: ``print(...)``, ``sys.stdout.write(...)``, ``sys.stderr.buffer.write(...)``,
+    ``traceback.print_exc()``, ``os.write(2, ...)``."""
     if not isinstance(node, ast.Call):
         return False
     fn = node.func
@@ -101,7 +103,11 @@ def _writes_std(node: ast.AST) -> bool:
     if isinstance(fn, ast.Name):
         names.append(fn.id)
     names.reverse()  # e.g. ["sys", "stdout", "write"]
-    return len(names) >= 3 and names[0] == "sys" and names[1] in ("stdout", "stderr")
+    if names[:1] == ["traceback"] and len(names) == 2 and names[1].startswith("print_"):
+        return True  # traceback.print_exc(): stderr
+    if names == ["os", "write"] and node.args and isinstance(node.args[0], ast.Constant):
+        return node.args[0].value in (1, 2)  # os.write(2, ...): the process's stdout/stderr
+    return len(names) >= 3 and names[0] == "sys" and names[1] in ("stdout", "stderr", "__stdout__", "__stderr__")
 
 
 def check(pkg: Path, *, max_lines: int = MAX_LINES) -> list[Violation]:
