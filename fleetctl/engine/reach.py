@@ -1,8 +1,8 @@
 """Reaching a host: its connection opened (:func:`connect`, in its kind's run scope:
-:mod:`fleetctl.engine.scopes`), what that took recorded
-(:func:`record_connection`), and its first command (:func:`first_command`: run folder, deploy
-lock, facts, the probes answered ahead; :mod:`fleetctl.engine.session_start`) run and recorded
-into the run model, with its events told to the observers."""
+:mod:`fleetctl.engine.scopes`), what that took recorded (:func:`record_connection`), and its
+first command (:func:`first_command`: run folder, deploy lock, facts, the probes answered ahead;
+:mod:`fleetctl.engine.session_start`) run and recorded into the run model, with its events told
+to the observers."""
 
 from __future__ import annotations
 
