@@ -1,6 +1,7 @@
 """The SSH connection, on asyncssh. asyncssh is imported only by this module and its helpers
 ``ssh_target`` (ssh_config), ``ssh_hostkeys`` (known_hosts), ``ssh_identity`` (keys and agent),
-``ssh_route`` (TCP, gates, jump hosts, login), ``ssh_errors`` (what a server's refusals mean) and
+``ssh_route`` (TCP, gates, jump hosts), ``ssh_handshake`` (one login and what its failures mean),
+``ssh_errors`` (what a server's refusals mean), ``ssh_sessions`` (channels within MaxSessions) and
 ``ssh_files`` (SFTP and its exec fallback); the connection kind is ``ssh_kind``.
 
 One SSH connection per host, reused for every command and transfer of a run; commands are exec
