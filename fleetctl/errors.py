@@ -101,3 +101,16 @@ def host_message(host: str, error: BaseException | str) -> str:
     while host and text.startswith(prefix):
         text = text[len(prefix):]
     return text
+
+
+class HostsFailed(FleetError):
+    """Raised by :meth:`fleetctl.api.results.RunResult.raise_for_status` when a host failed or was
+    unreachable (a run itself never raises for a host's failure: it is in the result).
+
+    Attributes:
+        result: the :class:`~fleetctl.api.results.RunResult`.
+    """
+
+    def __init__(self, message: str, result: object) -> None:
+        self.result = result
+        super().__init__(message)

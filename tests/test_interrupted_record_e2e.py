@@ -75,7 +75,7 @@ def test_an_interrupted_deploy_keeps_every_finished_task_and_the_running_one(ssh
     assert host["duration_s"] >= upload["duration_s"] + build["duration_s"]
     assert {"upload", "build"} <= {p["phase"] for p in host["phases"] if p["duration_s"] > 0}
 
-    shown = fleetctl("runs", "show", record["run_id"], home=tmp_path)
+    shown = fleetctl("runs", "show", record["run_id"], "--json", home=tmp_path)
     assert shown.returncode == 0
     again = json.loads(shown.stdout)["hosts"]["h"]["tasks"]
     assert [t["status"] for t in again[:3]] == ["ok", "changed", "interrupted"]

@@ -741,3 +741,16 @@ def test_without_fleetctl_home_the_job_uses_the_default_state_folder_and_runs_li
               "--name", "nightly", XDG_STATE_HOME=str(xdg))
     assert f"XDG_STATE_HOME={shlex.quote(str(xdg))} " in res.stdout and "FLEETCTL_HOME" not in res.stdout
     assert shlex.quote(str(xdg / "fleetctl/cron.log")) in res.stdout
+
+
+def test_cli_schedule_carries_o_options_into_the_job(tmp_path):
+    """``fleetctl -o Port=2222 schedule ...``: the unattended deploy connects as the command that
+    scheduled it would (the checked ``-o`` options ride in the job's command line)."""
+    d = fleet_dir(tmp_path)
+    res = fleet(tmp_path, "-i", "inv.yaml", "-o", "port 2222", "-o", "ConnectTimeout=5", "schedule", "--playbook",
+                "pb.yaml", "--at", "7:05", "--cron", "--print", "--name", "nightly", cwd=d)
+    assert res.returncode == 2 and "-o ConnectTimeout: fleetctl does not honour" in res.stderr  # refused first
+    res = fleet(tmp_path, "-i", "inv.yaml", "-o", "port 2222", "schedule", "--playbook", "pb.yaml", "--at", "7:05",
+                "--cron", "--print", "--name", "nightly", cwd=d)
+    assert res.returncode == 0, res.stderr
+    assert " -o Port=2222 deploy --hosts " in res.stdout

@@ -18,17 +18,6 @@ from tests.support.structure_rules import LAYERS, MAX_LINES, Violation, check
 
 PACKAGE = Path(__file__).resolve().parent.parent / "fleetctl"
 
-#: Private imports another branch removes (issue 25: the api branch makes the CLI's commands thin
-#: callers of the public API). Each entry must still be needed: once the import is gone, the test
-#: fails until its entry is deleted here, so the list only shrinks.
-PENDING = {
-    ("fleetctl/cli/play.py", "_record"),
-    ("fleetctl/cli/rollback.py", "_common"),
-    ("fleetctl/cli/rollback.py", "_options"),
-    ("fleetctl/cli/rollback.py", "_run_play"),
-}
-
-
 @pytest.fixture(scope="module")
 def found() -> list[Violation]:
     return check(PACKAGE)
@@ -44,12 +33,7 @@ def test_no_module_of_the_package_is_over_450_lines(found):
 
 
 def test_no_module_imports_another_modules_private_name(found):
-    private = [v for v in found if v.rule == "private-import"]
-    pending = {(v.path, v.what.split()[1]) for v in private}
-    left = [str(v) for v in private if (v.path, v.what.split()[1]) not in PENDING]
-    assert not left, "\n".join(left)
-    stale = sorted(PENDING - pending)
-    assert not stale, f"no longer imported, delete from PENDING in {__file__}: {stale}"
+    assert not _of(found, "private-import"), "\n".join(_of(found, "private-import"))
 
 
 def test_nothing_below_reporting_and_cli_prints(found):

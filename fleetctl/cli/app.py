@@ -1,6 +1,6 @@
 """The command-line core (click): the ``fleetctl`` group, its shared options, and how errors exit.
 
-Exit status (DESIGN.md): 0 every host succeeded; 1 one or more hosts failed or were unreachable
+Exit status (docs/contracts.md): 0 every host succeeded; 1 one or more hosts failed or were unreachable
 (after all others finished); 2 bad usage or bad input (one line naming the file, key or option, no
 traceback); 130/143 when interrupted by SIGINT/SIGTERM.
 
@@ -19,7 +19,6 @@ import click
 
 from .. import __version__
 from ..errors import InputError
-from ..util.paths import resolve_default
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -54,39 +53,31 @@ class Context:
     """What every command gets: the inventory sources (``-i``, repeatable, later ones adding to
     earlier ones) and the verbosity."""
 
-    def __init__(self, inventory: tuple[str, ...] | str, verbose: int) -> None:
+    def __init__(self, inventory: tuple[str, ...] | str, verbose: int, ssh_options: tuple[str, ...] = ()) -> None:
         inventory = (inventory,) if isinstance(inventory, str) else tuple(inventory)
+        self.ssh_options = tuple(ssh_options)  # `-o`, checked (fleetctl.connection.ssh_options)
         self.inventory_paths = inventory or ("inventory.yaml",)
         self.inventory_path = self.inventory_paths[0]
         self.verbose = verbose
+        self._fleet = None
+
+    @property
+    def fleet(self):
+        """The :class:`fleetctl.api.Fleet` of these sources (loaded on first use; its warnings on stderr)."""
+        if self._fleet is None:
+            from ..api.fleet import Fleet
+
+            self._fleet = Fleet(self.inventory_paths, verbose=self.verbose, ssh_options=self.ssh_options)
+        return self._fleet
 
     def select(self, pattern: str, limit: str | None = None, *, venv: bool = True, forks: int = 50,
                extra_vars: dict | None = None):
-        """Load the inventory, select hosts and check them (conflicts, key modes, local venvs),
-        and make sure the open-file limit fits the run (fleetctl.engine.fdlimit). ``extra_vars`` (``-e``)
-        win over the hosts' vars, settings included (:mod:`fleetctl.inventory.extra`)."""
-        from ..build.archs import parse_arch_list
-        from ..engine.fdlimit import ensure_fd_budget
-        from ..inventory import load_inventory
+        """Load the inventory, select hosts and check them (:func:`fleetctl.api.fleet.select_hosts`:
+        conflicts, key modes, local venvs, the open-file limit). ``extra_vars`` (``-e``) win over
+        the hosts' vars, settings included (:mod:`fleetctl.inventory.extra`)."""
+        from ..api.fleet import select_hosts
 
-        inv = load_inventory([str(resolve_default(p)) for p in self.inventory_paths])
-        path = inv.source
-        for warning in inv.warnings:
-            click.echo(f"fleetctl: warning: {warning}", err=True)
-        hosts = inv.select(pattern, limit=limit)
-        if extra_vars:
-            from ..inventory.extra import with_extra_vars
-
-            hosts = with_extra_vars(hosts, extra_vars)
-        inv.check_hosts(hosts, venv=venv)
-        for host in hosts:
-            if "fallback_archs" in host.vars:
-                try:
-                    parse_arch_list(str(host.vars["fallback_archs"]))
-                except ValueError as exc:
-                    raise InputError(str(exc), file=str(path), key=f"{host.name}.fallback_archs") from None
-        ensure_fd_budget(len(hosts), forks)
-        return inv, hosts
+        return select_hosts(self.fleet, pattern, limit, venv=venv, forks=forks, extra_vars=extra_vars)
 
 
 pass_ctx = click.make_pass_decorator(Context)
@@ -138,7 +129,7 @@ def usage_exit(exc: click.UsageError) -> Exception:
 #: what it imports) is loaded only when that command runs, or for ``--help``.
 COMMAND_MODULES = {"facts": "adhoc", "run": "adhoc", "inventory": "inventory", "hosts": "inventory",
                    "deploy": "play", "verify": "play", "report": "report", "rollback": "rollback", "runs": "runs",
-                   "logs": "runs", "schedule": "schedule"}
+                   "logs": "logs", "schedule": "schedule", "copy": "transfer", "fetch": "transfer"}
 
 
 class FleetGroup(click.Group):
@@ -182,11 +173,24 @@ class FleetGroup(click.Group):
               type=InventorySources(), show_default=True,
               help="Inventory source (Ansible YAML/INI file, folder, script, slurm:); repeat to add more.")
 @click.option("-v", "--verbose", count=True, help="Diagnostics on stderr: -v each host's tasks, -vv every command.")
+@click.option("-o", "ssh_option", multiple=True, metavar="OPTION=VALUE",
+              help="A one-off ssh_config option for every ssh host of the command (as ssh -o); repeatable.")
 @click.version_option(__version__, prog_name="fleetctl")
 @click.pass_context
-def main(ctx: click.Context, inventory: tuple[str, ...], verbose: int) -> None:
+def main(ctx: click.Context, inventory: tuple[str, ...], verbose: int, ssh_option: tuple[str, ...]) -> None:
     """Provision GPU hosts over SSH: facts, per-SM FP4 kernel builds, install, verify."""
-    ctx.obj = Context(inventory, verbose)
+    options: tuple[str, ...] = ()
+    if ssh_option:  # imported only when given: the ssh layer costs ~0.1 s of start-up (asyncssh)
+        from ..connection.ssh_options import SSHOptionError, accepts_new_keys, parse_options
+
+        try:
+            options = parse_options(ssh_option)
+        except SSHOptionError as exc:
+            raise InputError(str(exc)) from None
+        if accepts_new_keys(options):  # -o StrictHostKeyChecking=accept-new is --accept-new-host-keys
+            ctx.default_map = {**(ctx.default_map or {}),
+                               **{name: {"accept_new_host_keys": True} for name in COMMAND_MODULES}}
+    ctx.obj = Context(inventory, verbose, options)
 
 
 hosts_option = click.option("--hosts", "pattern", required=True,
@@ -207,14 +211,10 @@ def command_line() -> list[str]:
 
 
 def diagnostics(obj: Context) -> Any:
-    """The -v/-vv observer, or None."""
-    if obj.verbose <= 0:
-        return None
-    from ..reporting.logsetup import configure_logging
-    from ..reporting.diagnostics import Diagnostics
+    """The -v/-vv observer, or None (:func:`fleetctl.api.lifecycle.diagnostics`)."""
+    from ..api.lifecycle import diagnostics as for_level
 
-    configure_logging(obj.verbose)
-    return Diagnostics(obj.verbose)
+    return for_level(obj.verbose)
 
 
 def metrics_observer(path: str | None, mode: str = "apply"):

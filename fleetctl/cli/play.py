@@ -1,185 +1,67 @@
 """``fleetctl deploy`` and ``fleetctl verify``: run a playbook, plan it (``--plan``) or show its steps
-(``--dry-run``); all three run the same planners (see :mod:`fleetctl.engine.runner`)."""
+(``--dry-run``); all three run the same planners (see :mod:`fleetctl.engine.runner`). The commands
+parse their options, call the API's play path (:mod:`fleetctl.api.play`) and print."""
 
 from __future__ import annotations
 
 import json
-import math
-import re
 import sys
-from difflib import get_close_matches
 from typing import Any
 
 import click
 from rich.text import Text
 
 from ..errors import InputError
-from ..util.paths import resolve_default
-from .adhoc import _record, finish
-from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, forks_option, json_option, limit_option,
-                  main, metrics_observer, pass_ctx, run_async, timeout_option)
+from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, forks_option, json_option,
+                  limit_option, main, metrics_observer, pass_ctx, run_async, timeout_option)
 
 #: Above this many hosts the terminal folds output by host set (``--output auto``).
 FOLD_THRESHOLD = 8
-_SPECIAL_TAGS = ("all", "always", "never", "tagged", "untagged")
 
 
-def _split(text: str | None) -> list[str]:
-    return [t.strip() for t in (text or "").split(",") if t.strip()]
-
-
-def _check_tags(playbook: Any, option: str, tags: list[str]) -> None:
-    """A tag no task has is exit 2 with a did-you-mean (a misspelled tag must not run nothing)."""
-    known = {t for task in (*playbook.tasks, *playbook.handlers) for t in task.tags} | set(_SPECIAL_TAGS)
-    for tag in tags:
-        if tag not in known:
-            hint = get_close_matches(tag, sorted(known), n=1, cutoff=0.6)
-            tail = f"; did you mean '{hint[0]}'?" if hint else ""
-            raise InputError(f"{option}: no task has the tag '{tag}' (tags: {', '.join(sorted(known - set(_SPECIAL_TAGS))) or 'none'}){tail}",
-                             file=str(playbook.path))
-
-
-def _phase_timeouts(items: tuple[str, ...]) -> dict[str, float]:
-    """``--phase-timeout build=3600`` (repeatable) -> ``{"build": 3600.0}``; bad input is InputError."""
-    from ..tasks.base import PHASES
-
-    out: dict[str, float] = {}
-    for item in items:
-        phase, sep, value = item.partition("=")
-        if not sep or phase not in PHASES:
-            raise InputError(f"--phase-timeout: want PHASE=SECONDS with PHASE one of {', '.join(PHASES)}, got {item!r}")
-        try:
-            seconds = float(value)
-        except ValueError:
-            seconds = float("nan")
-        if not math.isfinite(seconds) or seconds <= 0:
-            raise InputError(f"--phase-timeout {phase}: want a positive number of seconds, got {value!r}")
-        out[phase] = seconds
-    return out
-
-
-def _play_sources(obj: Context, path: Path) -> tuple[list[str], str]:
-    """The play's identity for its retry set: inventory sources as resolved, and the playbook."""
-    return [str(resolve_default(p)) for p in obj.inventory_paths], str(path)
-
-
-def _retry_names(retry_failed: str, key: str, playbook: str) -> list[str]:
-    """The hosts ``--retry-failed`` selects: those the run (given, or the play's last) left failed.
-
-    Raises:
-        InputError: no such run, or no retry set of this play.
-        click.exceptions.Exit: (0) the run left no failed host.
-    """
-    from ..reporting.history import retry_hosts, runs_root
-
-    try:
-        from_run, names = retry_hosts(None if retry_failed == "last" else retry_failed, key=key)
-    except FileNotFoundError:
-        what = (f"no run of {playbook} on this inventory has left a retry set" if retry_failed == "last"
-                else f"no run {retry_failed!r}")
-        raise InputError(f"--retry-failed: {what} in {runs_root()}") from None
-    except (OSError, ValueError, KeyError) as exc:
-        raise InputError(f"--retry-failed: no retry set to read ({exc})") from None
-    if not names:
-        click.echo(f"run {from_run} left no failed host: nothing to retry", err=True)
-        raise click.exceptions.Exit(0)
-    return names
-
-
-def _run_play(obj: Context, playbook_path: str, *, kind: str, pattern: str | None = None, limit: str | None = None,
-              forks: int = 50, dry_run: bool = False, as_json: bool = False, tags: str | None = None,
-              skip_tags: str | None = None, force: bool = False, extra: tuple[str, ...] = (),
-              accept_new_host_keys: bool = False, connect_timeout: float = 30.0, serial: str | None = None,
-              max_fail_percentage: float | None = None, retry_failed: str | None = None, build: str | None = None,
-              phase_timeout: tuple[str, ...] = (), plan: bool = False, output: str = "auto",
-              metrics_file: str | None = None, staged: bool = False) -> None:
-    from ..engine.deadlines import Deadlines
-    from ..engine.runner import PlayOptions, run_playbook
-    from ..playbook import load_playbook
+def run_play_command(obj: Context, playbook_path: str, *, kind: str, pattern: str | None = None,
+                     limit: str | None = None, forks: int = 50, dry_run: bool = False, as_json: bool = False,
+                     tags: str | None = None, skip_tags: str | None = None, force: bool = False,
+                     extra: tuple[str, ...] = (), accept_new_host_keys: bool = False, connect_timeout: float = 30.0,
+                     serial: str | None = None, max_fail_percentage: float | None = None,
+                     retry_failed: str | None = None, build: str | None = None, phase_timeout: tuple[str, ...] = (),
+                     plan: bool = False, output: str = "auto", metrics_file: str | None = None,
+                     staged: bool = False) -> None:
+    """``deploy``, ``verify`` and ``rollback``: check (:func:`fleetctl.api.play.prepare_play`), run
+    (:func:`fleetctl.api.play.run_play`) and print: the live terminal, the plan table, the summary
+    or one JSON document. Exits 0 when every host succeeded, else 1; bad input is InputError (2)."""
+    from ..api.play import NothingToRetry, prepare_play, run_play
+    from .extravars import parse_extra_vars
 
     if plan and dry_run:
         raise InputError("--plan and --dry-run: give one (--plan prints each host's decisions; --dry-run runs the "
                          "play's probes and prints the commands it would run)")
-    path = resolve_default(playbook_path)
-    if not path.exists():
-        raise InputError("playbook file not found", file=str(path))
-    playbook = load_playbook(str(path))
-    if staged:
-        from ..playbook.staged import staged_playbook
-
-        playbook = staged_playbook(playbook)
-        extra = (*extra, "staged=true")
-    from ..reporting.history import play_key
-
-    play_inventory, play_file = _play_sources(obj, path)
-    key = play_key(play_inventory, play_file)
-    if retry_failed is not None:
-        # The failed run's hosts: within --hosts when given, else they are the selection (the
-        # playbook's own `hosts` may not name them: that run may have had --hosts).
-        names = ",".join(_retry_names(retry_failed, key, play_file))
-        if pattern:
-            limit = names if not limit else f"{limit}:&{names}"
-        else:
-            pattern = names
-    pattern = pattern or playbook.hosts
-    if not pattern:
-        raise InputError("no hosts: give --hosts or set 'hosts' in the playbook", file=str(path))
-    tag_list, skip_list = _split(tags), _split(skip_tags)
-    _check_tags(playbook, "--tags", tag_list)
-    _check_tags(playbook, "--skip-tags", skip_list)
-    from .extravars import parse_extra_vars
-
-    extra_vars = parse_extra_vars(extra)
-    inv, hosts = obj.select(pattern, limit, forks=forks, extra_vars=extra_vars)
-    serial_items = _split(serial)
-    for item in serial_items:
-        m = re.fullmatch(r"([0-9]+)(%?)", item)
-        if not (m and int(m[1]) > 0 and (not m[2] or int(m[1]) <= 100)):
-            raise InputError(f"--serial: want host counts or percentages up to 100%, like 1,10%,100%; got {item!r}")
-    known = set.intersection(*(set(h.vars) for h in hosts)) if hosts else set()
-    playbook.check_undefined(known | set(extra_vars))
-    deadlines = Deadlines(overrides=_phase_timeouts(phase_timeout), connect_s=connect_timeout)
+    fleet = obj.fleet
+    fleet.accept_new_host_keys, fleet.connect_timeout = accept_new_host_keys, connect_timeout
     mode = "plan" if plan else "dry-run" if dry_run else "apply"
-
+    try:
+        prep = prepare_play(fleet, playbook_path, kind=kind, pattern=pattern, limit=limit, mode=mode, forks=forks,
+                            tags=tags, skip_tags=skip_tags, force=force, extra_vars=parse_extra_vars(extra),
+                            serial=serial, max_fail_percentage=max_fail_percentage, retry_failed=retry_failed,
+                            build=build, phase_timeout=phase_timeout, staged=staged)
+    except NothingToRetry as exc:
+        click.echo(str(exc), err=True)
+        raise click.exceptions.Exit(0) from None
+    playbook, hosts = prep.playbook, prep.hosts
     metrics = metrics_observer(metrics_file, mode)
 
     stream = sys.stderr if as_json or plan else sys.stdout
     folded = output == "folded" or (output == "auto" and len(hosts) > FOLD_THRESHOLD)
     live = _terminal(hosts, stream, folded, obj.verbose) if not plan else None
-    run, record, observers = _record(kind, obj, extra=[live, metrics])
-    run.mode, run.pattern = mode, pattern
-    run.inventory = {"path": str(inv.path), "hosts": {h.name: dict(h.vars) for h in hosts}}
-    locks = None
-    if mode == "apply":
-        locks = _take_locks(hosts, run, observers)
-    opts = PlayOptions(host_lock=mode == "apply", forks=forks, mode=mode, force=force, tags=tuple(tag_list),
-                       skip_tags=tuple(skip_list),
-                       extra_vars=extra_vars, accept_new_host_keys=accept_new_host_keys, deadlines=deadlines,
-                       serial=serial_items, max_fail_percentage=max_fail_percentage, build_each=build == "each",
-                       refused=dict(locks.refused) if locks is not None else {})
-    if live is not None:
-        live.console.print(f"run {run.run_id}: {playbook.name} on {len(hosts)} host(s)"
-                           f"{' (dry run: nothing is changed)' if dry_run else ''}; record in {record.dir}")
-    try:
-        run_async(run_playbook(playbook, hosts, run=run, observers=observers, opts=opts))
-    except BaseException:
-        run.failed_hosts = sorted(h for h, r in run.hosts.items() if r.status != "ok")
-        if mode == "apply":  # an interrupted deploy's unfinished hosts are what --retry-failed takes
-            from ..reporting.history import write_retry_set
 
-            interrupted = sorted(set(run.failed_hosts) | {h.name for h in hosts if h.name not in run.hosts})
-            write_retry_set(run.run_id, interrupted, key=key, inventory=play_inventory, playbook=play_file)
-        finish(run, observers, "interrupted")
-        raise
-    finally:
-        if locks is not None:
-            locks.release()
+    def started(run, record) -> None:
+        if live is not None:
+            live.console.print(f"run {run.run_id}: {playbook.name} on {len(hosts)} host(s)"
+                               f"{' (dry run: nothing is changed)' if dry_run else ''}; record in {record.dir}")
+
+    run, _ = run_async(run_play(prep, command=command_line(), observers=[live, metrics], verbose=obj.verbose,
+                                on_start=started))
     bad = run.failed_hosts
-    if mode == "apply":
-        from ..reporting.history import write_retry_set
-
-        write_retry_set(run.run_id, bad, key=key, inventory=play_inventory, playbook=play_file)
-    finish(run, observers, "failed" if bad else "ok")
     results = run.as_json()["hosts"]
     if plan:
         return _print_plan(playbook, run, results, as_json)
@@ -234,23 +116,6 @@ def _terminal(hosts, stream, folded: bool, verbose: int = 0):
     return ValvedObserver(inner, LiveValve(log_hint=lambda h: f"fleetctl logs RUN {h}"))
 
 
-def _take_locks(hosts, run, observers):
-    """The controller-side lock of every host's machine (per user, :mod:`fleetctl.engine.machinelock`). A host
-    whose machine another live run holds fails at once, naming that run (see ``PlayOptions.refused``);
-    the others run."""
-    from ..engine.machinelock import HostLocks, machine_of
-
-    locks = HostLocks({h.name: machine_of(h) for h in hosts}, run.run_id).acquire()
-    for host, reason in locks.refused.items():
-        click.echo(f"fleetctl: {host} {reason}; {host} fails, the other hosts run", err=True)
-        observers.emit("lock.refused", host, path=str(locks.paths[host]), error=reason)
-    for host, prev in locks.stale:
-        click.echo(f"fleetctl: warning: {host}: taking over the stale lock of run {prev.get('run_id')} "
-                   f"(pid {prev.get('pid')} is gone)", err=True)
-        observers.emit("lock.stale_taken_over", host, previous=prev)
-    return locks
-
-
 def _slurm_time_warnings(run, rows: dict) -> dict[str, str]:
     """Hosts whose ``slurm_time`` is shorter than their class's last build took (run records)."""
     host_vars = (run.inventory or {}).get("hosts") or {}
@@ -292,7 +157,7 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
     raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
 
 
-_common = [
+COMMON_OPTIONS = [
     click.option("--hosts", "pattern", default=None, help="Host pattern (default: the playbook's hosts)."),
     limit_option, forks_option, json_option,
     click.option("-e", "--extra-var", "extra", multiple=True, metavar="NAME=VALUE|@FILE",
@@ -308,7 +173,7 @@ _common = [
                  help="Deadline for a phase: connect, facts, upload, build, install, verify, command."),
     click.option("--dry-run", is_flag=True, help="Print per host the commands and environment; change nothing."),
 ]
-_deploy_only = [
+DEPLOY_OPTIONS = [
     click.option("--plan", is_flag=True, help="Per host: build / push / reinstall / skip, which inputs changed, "
                                               "and what would fail; change nothing."),
     click.option("--tags", default=None, help="Only tasks with these tags (comma separated)."),
@@ -327,7 +192,8 @@ _deploy_only = [
 ]
 
 
-def _options(opts):
+def with_options(opts):
+    """A decorator adding click options in order (``@with_options(COMMON_OPTIONS)``)."""
     def deco(fn):
         for opt in reversed(opts):
             fn = opt(fn)
@@ -336,18 +202,20 @@ def _options(opts):
 
 
 @main.command()
-@click.option("--playbook", "playbook_path", default="playbooks/fp4-kernels.yaml", show_default=True)
-@_options(_common + _deploy_only)
+@click.option("--playbook", "playbook_path", default="playbooks/fp4-kernels.yaml", show_default=True,
+              help="The playbook to run (docs/reference/playbook.md); a relative path not found here is the checkout's.")
+@with_options(COMMON_OPTIONS + DEPLOY_OPTIONS)
 @pass_ctx
 def deploy(obj: Context, playbook_path: str, **kw: Any) -> None:
     """Build, install and verify the FP4 kernels for each host's own SM (or run --playbook)."""
-    _run_play(obj, playbook_path, kind="deploy", **kw)
+    run_play_command(obj, playbook_path, kind="deploy", **kw)
 
 
 @main.command()
-@click.option("--playbook", "playbook_path", default="playbooks/verify.yaml", show_default=True)
-@_options(_common)
+@click.option("--playbook", "playbook_path", default="playbooks/verify.yaml", show_default=True,
+              help="The verification playbook; a relative path not found here is the checkout's.")
+@with_options(COMMON_OPTIONS)
 @pass_ctx
 def verify(obj: Context, playbook_path: str, **kw: Any) -> None:
     """Verify the installed kernels on each host (the verify playbook alone)."""
-    _run_play(obj, playbook_path, kind="verify", **kw)
+    run_play_command(obj, playbook_path, kind="verify", **kw)

@@ -5,25 +5,21 @@ deploy lock, the run record, ``--dry-run``, ``--json``, the exit status. Only th
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import click
 
-from ..errors import InputError
+from ..api.play import rollback_to
 from .app import main, pass_ctx
-from .play import _common, _options, _run_play
+from .play import COMMON_OPTIONS, run_play_command, with_options
 
 
 @main.command()
 @click.option("--to", "to", default="previous", show_default=True, metavar="previous|N",
               help="The environment to make live: the one live before the current one, or its version number.")
 @click.option("--playbook", "playbook_path", default="playbooks/rollback.yaml", show_default=True, hidden=True)
-@_options(_common)
+@with_options(COMMON_OPTIONS)
 @pass_ctx
 def rollback(obj, to: str, playbook_path: str, extra: tuple[str, ...] = (), **kw: Any) -> None:
     """Switch each host's venv back to a previous staged environment (kept: the last 3)."""
-    to = to.strip()
-    if not re.fullmatch(r"previous|v?[0-9]+", to):
-        raise InputError(f"--to: want 'previous' or a version number such as 2, got {to!r}")
-    _run_play(obj, playbook_path, kind="rollback", extra=(*extra, f"rollback_to={to}"), **kw)
+    run_play_command(obj, playbook_path, kind="rollback", extra=(*extra, f"rollback_to={rollback_to(to)}"), **kw)

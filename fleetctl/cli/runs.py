@@ -79,49 +79,23 @@ def runs_prune(keep: str | None, older_than: str | None, dry_run: bool) -> None:
 
 @runs.command("show")
 @click.argument("run_id")
-def runs_show(run_id: str) -> None:
-    """Print one run's run.json."""
-    from ..reporting.history import load_run, runs_root, valid_run_id
+@click.option("--json", "as_json", is_flag=True, help="The run's run.json as it is.")
+def runs_show(run_id: str, as_json: bool) -> None:
+    """One run: its header, a table of hosts, the failures' causes folded, where to look next."""
+    from ..reporting.history import load_run, runs_root, shown_status, valid_run_id
 
     if not valid_run_id(run_id) or not (runs_root() / run_id / "run.json").exists():
         raise fail_input(f"no run {run_id!r} in {runs_root()} (fleetctl runs lists them)")
     try:
-        click.echo(json.dumps(load_run(run_id), indent=2))
+        record = load_run(run_id)
     except (OSError, ValueError) as exc:
         raise fail_input(f"run {run_id}: {exc}") from None
+    if as_json:
+        click.echo(json.dumps(record, indent=2))
+        return
+    if not isinstance(record, dict):
+        raise fail_input(f"run {run_id}: run.json is not an object")
+    from ..reporting.runshow import render
 
-
-@main.command()
-@click.argument("run_id")
-@click.argument("host")
-def logs(run_id: str, host: str) -> None:
-    """Print the log of HOST in run RUN_ID (the exact bytes the host printed)."""
-    from ..reporting.history import host_log_path, runs_root, valid_run_id
-
-    if not valid_run_id(run_id) or not (runs_root() / run_id).is_dir():
-        raise fail_input(f"no run {run_id!r} in {runs_root()} (fleetctl runs lists them)")
-    path = host_log_path(run_id, host)
-    data = path.read_bytes() if path.exists() else b""
-    if not data:
-        # A host that was never reached printed nothing: its reason is in run.json.
-        reason = _host_reason(run_id, host)
-        if reason is not None:
-            click.echo(reason)
-            return
-    if not path.exists():
-        raise fail_input(f"{path}: no log for host {host} in run {run_id}")
-    sys.stdout.buffer.write(data)
-
-
-def _host_reason(run_id: str, host: str) -> str | None:
-    """``HOST: unreachable: CAUSE`` for a host of the run that printed nothing, from run.json."""
-    from ..reporting.history import load_run
-
-    try:
-        h = (load_run(run_id).get("hosts") or {}).get(host)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(h, dict) or h.get("status") in (None, "ok", "changed"):
-        return None
-    error = h.get("error") or next((t.get("msg") for t in h.get("tasks") or [] if t.get("msg")), None)
-    return f"{host}: {h.get('status')}" + (f": {error}" if error else " (it printed nothing)")
+    for line in render(record, shown_status(record)):
+        click.echo(line)

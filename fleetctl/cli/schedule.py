@@ -278,7 +278,7 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
         workdir=_abs(Path.cwd()), home=home, env=tuple(state_env().items()),
         extra_vars=tuple([f"@{p}" for p in given] + ([f"@{vars_path}"] if vars_path else [])), timeout=timeout,
         randomized_delay=randomized_delay, on_failure=on_failure, nice=nice, idle_io=idle_io,
-        system=not user_units, user=user, metrics_file=metrics)
+        system=not user_units, user=user, metrics_file=metrics, ssh_options=obj.ssh_options)
 
     def err(line: str) -> None:
         click.echo(line, err=True)

@@ -57,11 +57,15 @@ class ConnectOptions:
         connect_timeout_s: deadline for reaching and logging in to one host, seconds (for Slurm:
             for the allocation to be granted).
         run_id: the run's id, for names a kind creates (Slurm job names).
+        ssh_options: ``-o`` options, ``"Name=value"`` each, checked by
+            :func:`fleetctl.connection.ssh_options.parse_options`; they apply to every SSH host of
+            the run (the destination, never its ``ProxyJump`` hops, as ``ssh -o``).
     """
 
     accept_new_host_keys: bool = False
     connect_timeout_s: float = 30.0
     run_id: str = ""
+    ssh_options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

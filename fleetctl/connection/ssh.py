@@ -42,6 +42,7 @@ from .command import remote_command_line
 from .ssh_files import SFTPFiles
 from .ssh_sessions import Sessions, UseOverflow
 from .ssh_handshake import LoginFailed, RouteOptions
+from .ssh_options import apply_options
 from .ssh_route import MAX_HANDSHAKES, LoginStats, login
 from .ssh_target import SSHConfigError, SSHTarget, resolve_target
 from .streams import OutputTail, pump_lines
@@ -96,6 +97,7 @@ class SSHConnection(SFTPFiles, Connection):
         keepalive_interval_s: float = 15.0,
         max_sessions: int = DEFAULT_MAX_SESSIONS,
         ssh_config: str | None = None,
+        ssh_options: tuple[str, ...] = (),
     ) -> None:
         self.host = host
         self.address = address or host
@@ -108,6 +110,7 @@ class SSHConnection(SFTPFiles, Connection):
         self.keepalive_interval_s = keepalive_interval_s
         self.max_sessions = max_sessions
         self.ssh_config = ssh_config
+        self.ssh_options = tuple(ssh_options)
         self.stats: dict = {}
         self.home_missing = False
         self.login_shell = ""
@@ -140,6 +143,8 @@ class SSHConnection(SFTPFiles, Connection):
             try:
                 self._target = resolve_target(self.address, port=self.port, user=self.user, key_file=self.key_file,
                                               known_hosts=self.known_hosts, config_file=self.ssh_config)
+                if self.ssh_options:  # `-o`: over ssh_config and the inventory (connection/ssh_options.py)
+                    self._target = apply_options(self._target, self.ssh_options)
             except SSHConfigError as exc:
                 raise HostUnreachable(self.host, str(exc)) from None
         return self._target
@@ -195,7 +200,8 @@ class SSHConnection(SFTPFiles, Connection):
                               key_file=self.key_file, known_hosts=self.known_hosts,
                               accept_new_host_keys=self.accept_new_host_keys,
                               connect_timeout_s=self.connect_timeout_s, keepalive_interval_s=self.keepalive_interval_s,
-                              max_sessions=self.max_sessions, ssh_config=self.ssh_config)
+                              max_sessions=self.max_sessions, ssh_config=self.ssh_config,
+                              ssh_options=self.ssh_options)
         other._target = self._target
         other._no_sftp, other.on_note = self._no_sftp, self.on_note
         other.login_shell, other.home, other.home_missing = self.login_shell, self.home, self.home_missing

@@ -27,7 +27,8 @@ RUN_CAPTURE_BYTES = 1024 * 1024
 
 async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunModel, observers: Observers,
                        forks: int = 50, timeout_s: float = 600.0, connect_timeout_s: float = 30.0,
-                       accept_new_host_keys: bool = False) -> dict[str, tuple[str, str]]:
+                       accept_new_host_keys: bool = False, ssh_options: Sequence[str] = ()
+                       ) -> dict[str, tuple[str, str]]:
     """Run ``argv`` exactly as given on every host, concurrently (``forks`` at once).
 
     Each host's outcome: ``rc`` (and ``signal``), or ``status: unreachable`` with ``error``; its
@@ -39,7 +40,7 @@ async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunMod
     import contextlib
 
     options = ConnectOptions(accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout_s,
-                             run_id=run.run_id)
+                             run_id=run.run_id, ssh_options=tuple(ssh_options))
     run.argv = list(argv)
     outputs: dict[str, tuple[str, str]] = {}
     async with contextlib.AsyncExitStack() as stack:
@@ -88,7 +89,7 @@ async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunMod
 
 async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Observers, forks: int = 50,
                          timeout_s: float = 180.0, connect_timeout_s: float = 30.0,
-                         accept_new_host_keys: bool = False) -> RunModel:
+                         accept_new_host_keys: bool = False, ssh_options: Sequence[str] = ()) -> RunModel:
     """Gather facts on every host (one command each: see :mod:`fleetctl.engine.session_start`);
     each host's outcome holds ``facts`` or ``reachable: false`` with ``error``."""
     import contextlib
@@ -97,7 +98,7 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
     from .session_start import legacy_start, start_host
 
     options = ConnectOptions(accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout_s,
-                             run_id=run.run_id)
+                             run_id=run.run_id, ssh_options=tuple(ssh_options))
     async with contextlib.AsyncExitStack() as stack:
         scopes = await enter_scopes(stack, hosts, options)
         unavailable = await prepare_hosts(scopes, hosts)

@@ -20,7 +20,7 @@ from ..util.redact import Redactor
 #: Bumped when a field changes meaning or goes away (adding an optional field keeps the version).
 SCHEMA_VERSION = 1
 
-RunKind = Literal["deploy", "verify", "facts", "run", "schedule", "rollback"]
+RunKind = Literal["deploy", "verify", "facts", "run", "schedule", "rollback", "copy", "fetch"]
 RunMode = Literal["apply", "dry-run", "plan"]
 HostStatus = Literal["running", "ok", "failed", "unreachable", "not started", "interrupted"]
 
@@ -108,6 +108,8 @@ class HostOutcome(_Model):
             ``failed_task``, ``failed_msg``), ``live`` (``version``, ``path``, ``live_since``,
             ``torch``, ``torch_cuda``, ``kernels``: dist -> ``{version, files_sha256,
             wheel_sha256}``), ``staged``, ``previous``, ``removed``, ``disk``.
+        files: ``fleetctl copy``/``fetch``: each file moved, ``{src, dest, bytes}``.
+        bytes: ``fleetctl copy``/``fetch``: bytes moved in all.
     """
 
     status: HostStatus = "running"
@@ -123,6 +125,8 @@ class HostOutcome(_Model):
     connection: dict[str, Any] | None = None
     output_truncated: dict[str, Any] | None = None
     environment: dict[str, Any] | None = None
+    files: list[dict[str, Any]] | None = None
+    bytes: int | None = None
 
 
 class RunModel(_Model):
@@ -131,7 +135,7 @@ class RunModel(_Model):
     Attributes:
         schema_version: :data:`SCHEMA_VERSION`.
         run_id: ``20261129T153000.123Z-1a2b3c``.
-        kind: ``deploy``, ``verify``, ``facts``, ``run``, ``rollback``.
+        kind: ``deploy``, ``verify``, ``facts``, ``run``, ``rollback``, ``copy``, ``fetch``.
         mode: ``apply`` (a real run), ``dry-run`` or ``plan``.
         command: the command line as typed (argv, secrets redacted).
         user, controller: who ran it, on which machine.

@@ -82,6 +82,7 @@ class PlayOptions:
     skip_tags: Sequence[str] = ()
     extra_vars: dict[str, Any] = field(default_factory=dict)
     accept_new_host_keys: bool = False
+    ssh_options: tuple[str, ...] = ()  # `-o`, "Name=value" each (fleetctl.connection.ssh_options)
     deadlines: Deadlines = field(default_factory=Deadlines)
     serial: Sequence[int | str] = ()
     max_fail_percentage: float | None = None
@@ -135,7 +136,7 @@ async def run_playbook(playbook: Any, hosts: Sequence[Any], *, run: RunModel, ob
     async with contextlib.AsyncExitStack() as stack:
         scopes = await enter_scopes(stack, hosts, ConnectOptions(
             accept_new_host_keys=opts.accept_new_host_keys, connect_timeout_s=opts.deadlines.connect,
-            run_id=run.run_id))
+            run_id=run.run_id, ssh_options=opts.ssh_options))
         classes.scope_of = {h.name: scopes[h.connection] for h in hosts}
         classes.run_id = run.run_id
         for n, batch in enumerate(plan):

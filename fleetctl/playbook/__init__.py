@@ -20,7 +20,8 @@ A playbook file is YAML holding one play: a mapping (or a one-element list of it
 A task has exactly one action key (:data:`fleetctl.tasks.ACTIONS`) with its arguments, an
 optional ``name``, and controls: ``when``, ``register``, ``timeout``, ``retries``, ``delay``,
 ``ignore_errors``, ``tags``, ``notify``, ``env``, ``become``. ``include_tasks: FILE`` (or
-``import_tasks``) inlines a list of tasks from another file at load time.
+``import_tasks``) inlines a list of tasks from another file at load time. Every key, keyword and
+action argument: ``docs/reference/playbook.md`` (generated, :mod:`fleetctl.docgen.playbook_ref`).
 
 Every problem is a :class:`~fleetctl.errors.PlaybookError` whose one line names the file, the line,
 the task (``tasks[3] (build)``) and the key. The only I/O is reading the playbook file and the

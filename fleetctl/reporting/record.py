@@ -38,7 +38,8 @@ from typing import Any
 from ..connection.base import OutputLine
 from ..engine.model import Event, RunModel
 from ..errors import InputError
-from .history import runs_root, safe_name
+from ..util.paths import safe_name
+from .history import runs_root
 
 SAVE_INTERVAL_S = 0.5
 #: run.json rewrites take at most this share of the run's time (they slow down as it grows).
@@ -145,7 +146,12 @@ class RunRecord:
             self._dirty.add(fh)
 
     def close(self, run: RunModel) -> None:
-        """Write the final run.json and close every file (flushing it)."""
+        """Flush every log, then write the final run.json and close every file: a reader that sees
+        the run end (``fleetctl logs --follow``) finds every byte already in the logs."""
+        try:
+            self.flush()
+        except (OSError, ValueError):  # a full disk: closing below tries again
+            pass
         self.save(force=True)
         self._closed.set()
         with self._lock:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .environments import environment_line, from_facts
-from .history import safe_name
+from ..util.paths import safe_name
 from .identity import identity_tokens, without_identity
 from .logscan import LogInfo, scan_log
 from .report_types import ArchClass, Bar, Cause, Folded, HostRow, PhaseStat, Report, Tail

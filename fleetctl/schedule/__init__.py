@@ -1,6 +1,7 @@
 """``fleetctl schedule``, the pure part: render a systemd timer + service, or a crontab line, that run
-``fleetctl deploy`` unattended (the nightly rebuild of DESIGN.md). Nothing here touches a file or runs
-a program; :mod:`fleetctl.cli.schedule` writes and enables what this renders.
+``fleetctl deploy`` unattended (the nightly rebuild, ``playbooks/nightly.yaml``; alerting on it:
+docs/report.md). Nothing here touches a file or runs a program; :mod:`fleetctl.cli.schedule` writes
+and enables what this renders.
 
 What the scheduled job is: ``FLEETCTL -i INVENTORY deploy --hosts PATTERN --playbook PLAYBOOK --json``
 (every path absolute) in the folder ``fleetctl schedule`` ran in, with ``FLEETCTL_HOME`` set, so that

@@ -167,13 +167,15 @@ class Job:
     system: bool = False
     user: str | None = None
     metrics_file: str | None = None
+    ssh_options: tuple[str, ...] = ()
 
     def argv(self) -> list[str]:
-        """The deploy command, unattended: ``fleetctl -i INV deploy --hosts P --playbook PB [-e ...]
-        [--metrics-file PATH] --json``."""
+        """The deploy command, unattended: ``fleetctl -i INV [-o OPT ...] deploy --hosts P --playbook PB
+        [-e ...] [--metrics-file PATH] --json``."""
         extra = [a for item in self.extra_vars for a in ("-e", item)]
         metrics = ["--metrics-file", self.metrics_file] if self.metrics_file else []
-        return [*self.fleetctl, "-i", self.inventory, "deploy", "--hosts", self.pattern,
+        ssh = [a for item in self.ssh_options for a in ("-o", item)]
+        return [*self.fleetctl, "-i", self.inventory, *ssh, "deploy", "--hosts", self.pattern,
                 "--playbook", self.playbook, *extra, *metrics, "--json"]
 
     @property

@@ -87,7 +87,7 @@ class HostView:
 
     Attributes:
         name: the inventory host name.
-        facts: the host's facts (see DESIGN.md's facts contract; ``build`` holds the build plan).
+        facts: the host's facts (every key: docs/contracts.md, "Facts"; ``build`` holds the build plan).
         venv: the Python environment builds and installs use, or ``None``.
         python: its interpreter (``<venv>/bin/python3``; ``python3`` without a venv).
         cuda_home: the ``cuda_home`` host var, or ``None`` (then facts found the toolkit).
@@ -165,6 +165,10 @@ class Action:
         unapplied_hint: what a task of this action says when its arguments name what a task left
             out by ``--tags``/``--skip-tags`` registers and that task has not made it on the host
             (it would change the host, or fail): one line naming the fix.
+        plan_shows: what ``--plan`` shows for a task of this action (Markdown, for the playbook
+            reference, ``docs/reference/playbook.md``).
+        example: one task of this action in playbook YAML (a list of one task); the reference
+            prints it and a test parses it with the real playbook parser.
     """
 
     name: str
@@ -174,6 +178,8 @@ class Action:
     plan: Planner
     runs_commands: bool = True
     unapplied_hint: str = ""
+    plan_shows: str = ""
+    example: str = ""
 
 
 def first_error_line(res: CommandResult) -> str:

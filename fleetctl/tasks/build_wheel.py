@@ -300,4 +300,25 @@ def with_class(result: TaskResult, key: str, inputs: dict[str, Any], target: Map
     return dataclasses.replace(result, data={**known, **result.data})
 
 
-ACTION = Action(name="build_wheel", args=BuildWheelArgs, phase="build", timeout_s=7200.0, plan=plan)
+#: What ``--plan`` shows for the task (the playbook reference prints it).
+PLAN_SHOWS = (
+    "One row per host: `build` (this host builds its arch class's wheel; `build (forced)` with "
+    "`--force`), `push` (another member of the class builds, this host receives the wheel), `reinstall` "
+    "(the host holds the wheel but another is installed), `skip` (the wheel for exactly these inputs is "
+    "installed) or `fail` with the preflight's cause; with the arch list, the class key and the inputs "
+    "that changed since the installed wheel."
+)
+
+#: An example task (the playbook reference prints it; a test parses it).
+EXAMPLE = """\
+- name: Build the wheel for {{ facts.build.torch_cuda_arch_list }}
+  build_wheel:
+    src: "{{ workdir }}/src/kernel_src"
+    out_dir: "{{ workdir }}/wheels"
+    cmake_defines: {FP4_REQUIRE_CUDA: true}
+  register: build
+  tags: [build]
+"""
+
+ACTION = Action(name="build_wheel", args=BuildWheelArgs, phase="build", timeout_s=7200.0, plan=plan,
+                plan_shows=PLAN_SHOWS, example=EXAMPLE)

@@ -48,4 +48,19 @@ def plan(args: CommandArgs, host: HostView) -> Plan:
     return out
 
 
-ACTION = Action(name="command", args=CommandArgs, phase="command", timeout_s=600.0, plan=plan)
+#: What ``--plan`` shows for the task (the playbook reference prints it).
+PLAN_SHOWS = (
+    "`run`, or `skip` with `creates` naming a path that exists (`PATH exists`); `--dry-run` lists the "
+    "argv."
+)
+
+#: An example task (the playbook reference prints it; a test parses it).
+EXAMPLE = """\
+- name: List the GPUs
+  command: [nvidia-smi, -L]
+  register: gpus
+  timeout: 30
+"""
+
+ACTION = Action(name="command", args=CommandArgs, phase="command", timeout_s=600.0, plan=plan,
+                plan_shows=PLAN_SHOWS, example=EXAMPLE)

@@ -169,4 +169,20 @@ def plan(args: CopyArgs, host: HostView) -> Plan:
                       sources=sources)
 
 
-ACTION = Action(name="copy", args=CopyArgs, phase="upload", timeout_s=300.0, plan=plan, runs_commands=False)
+#: What ``--plan`` shows for the task (the playbook reference prints it).
+PLAN_SHOWS = (
+    "`upload` and how many files differ from what the host holds (`uploaded 3 of 120 files`), or "
+    "`unchanged` when the host already holds every file with the same content (sha256)."
+)
+
+#: An example task (the playbook reference prints it; a test parses it).
+EXAMPLE = """\
+- name: Upload the kernel sources
+  copy:
+    src: ../kernel_src
+    dest: "{{ workdir }}/src/kernel_src"
+  tags: [build]
+"""
+
+ACTION = Action(name="copy", args=CopyArgs, phase="upload", timeout_s=300.0, plan=plan, runs_commands=False,
+                plan_shows=PLAN_SHOWS, example=EXAMPLE)

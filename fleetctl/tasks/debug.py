@@ -11,7 +11,11 @@ from .steps import Emit
 
 
 class DebugArgs(ActionArgs):
-    """``debug``: emit ``msg`` as a ``debug.message`` event."""
+    """``debug``: emit ``msg`` as a ``debug.message`` event.
+
+    Attributes:
+        msg: any value (a template renders per host); shown as the task's message.
+    """
 
     msg: Any = ""
 
@@ -22,4 +26,17 @@ def plan(args: DebugArgs, host: HostView) -> Plan:
     return TaskResult(Status.OK, msg=str(args.msg))
 
 
-ACTION = Action(name="debug", args=DebugArgs, phase="command", timeout_s=60.0, plan=plan, runs_commands=False)
+#: What ``--plan`` shows for the task (the playbook reference prints it).
+PLAN_SHOWS = (
+    "`ok` with the rendered message."
+)
+
+#: An example task (the playbook reference prints it; a test parses it).
+EXAMPLE = """\
+- name: Show the build plan
+  debug:
+    msg: "{{ host }}: {{ facts.build.torch_cuda_arch_list }}, {{ facts.build.max_jobs }} jobs"
+"""
+
+ACTION = Action(name="debug", args=DebugArgs, phase="command", timeout_s=60.0, plan=plan, runs_commands=False,
+                plan_shows=PLAN_SHOWS, example=EXAMPLE)

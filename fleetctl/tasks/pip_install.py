@@ -267,5 +267,22 @@ def _roll_back(args: PipInstallArgs, host: HostView, tool: str, uv: str | None, 
 #: A wheel named by a build that --tags left out and that has not built it on this host yet.
 NO_WHEEL_YET = "no wheel was built on this host yet: run with --tags build first, or without --tags"
 
+#: What ``--plan`` shows for the task (the playbook reference prints it).
+PLAN_SHOWS = (
+    "In a play with a `build_wheel` task, folded into the build's row (`skip` or `reinstall`); "
+    "otherwise `install` (with why), `skip` (this wheel is installed) or `fail` with the cause (a wheel "
+    "that does not fit the venv's Python or platform, no pip and no uv)."
+)
+
+#: An example task (the playbook reference prints it; a test parses it).
+EXAMPLE = """\
+- name: Install the wheel (--force-reinstall --no-deps)
+  pip_install:
+    wheel: "{{ workdir }}/wheels/fp4_kernels-*.whl"
+  register: install
+  tags: [install]
+"""
+
 ACTION = Action(name="pip_install", args=PipInstallArgs, phase="install", timeout_s=900.0, plan=plan,
-                unapplied_hint=NO_WHEEL_YET)
+                unapplied_hint=NO_WHEEL_YET,
+                plan_shows=PLAN_SHOWS, example=EXAMPLE)

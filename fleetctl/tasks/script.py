@@ -57,4 +57,19 @@ def plan(args: ScriptArgs, host: HostView) -> Plan:
     return out
 
 
-ACTION = Action(name="script", args=ScriptArgs, phase="command", timeout_s=600.0, plan=plan)
+#: What ``--plan`` shows for the task (the playbook reference prints it).
+PLAN_SHOWS = (
+    "`run`: the script is uploaded and run on apply; `--dry-run` lists the upload and the argv."
+)
+
+#: An example task (the playbook reference prints it; a test parses it).
+EXAMPLE = """\
+- name: Check the host's GPUs with a local script
+  script:
+    src: scripts/check_gpus.py
+    args: [--min-memory-mib, 40000]
+  register: gpu_check
+"""
+
+ACTION = Action(name="script", args=ScriptArgs, phase="command", timeout_s=600.0, plan=plan,
+                plan_shows=PLAN_SHOWS, example=EXAMPLE)

@@ -37,4 +37,18 @@ def plan(args: ShellArgs, host: HostView) -> Plan:
     return out
 
 
-ACTION = Action(name="shell", args=ShellArgs, phase="command", timeout_s=600.0, plan=plan)
+#: What ``--plan`` shows for the task (the playbook reference prints it).
+PLAN_SHOWS = (
+    "`run`; `--dry-run` lists the argv (`executable -c cmd`)."
+)
+
+#: An example task (the playbook reference prints it; a test parses it).
+EXAMPLE = """\
+- name: Count the venv's packages
+  shell:
+    cmd: "{{ python }} -m pip list --format=freeze | wc -l"
+    executable: /bin/bash
+"""
+
+ACTION = Action(name="shell", args=ShellArgs, phase="command", timeout_s=600.0, plan=plan,
+                plan_shows=PLAN_SHOWS, example=EXAMPLE)

@@ -151,4 +151,18 @@ def keep(st: dict, live: str) -> TaskResult:
                       environment=environment)
 
 
-ACTION = Action(name="venv_stage", args=VenvStageArgs, phase="install", timeout_s=1800.0, plan=plan)
+#: What ``--plan`` shows for the task (the playbook reference prints it).
+PLAN_SHOWS = (
+    "`stage vN` (the version it would make), `skip` (already staged, or nothing between the stage and "
+    "the switch changes anything) or `fail` with the preflight's cause; shown before the builds."
+)
+
+#: An example task (the playbook reference prints it; a test parses it).
+EXAMPLE = """\
+- name: Stage the next environment beside the live venv
+  venv_stage: {}
+  tags: [always]
+"""
+
+ACTION = Action(name="venv_stage", args=VenvStageArgs, phase="install", timeout_s=1800.0, plan=plan,
+                plan_shows=PLAN_SHOWS, example=EXAMPLE)

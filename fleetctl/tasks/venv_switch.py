@@ -121,4 +121,20 @@ def plan(args: VenvSwitchArgs, host: HostView) -> Plan:
                           + (f"; removed {', '.join(f'v{k}' for k in removed)}" if removed else ""))
 
 
-ACTION = Action(name="venv_switch", args=VenvSwitchArgs, phase="install", timeout_s=600.0, plan=plan)
+#: What ``--plan`` shows for the task (the playbook reference prints it).
+PLAN_SHOWS = (
+    "`switch A -> B` (from the live version to the one it would make live), `skip` (nothing to change) "
+    "or `fail` with the cause; shown after the builds."
+)
+
+#: An example task (the playbook reference prints it; a test parses it).
+EXAMPLE = """\
+- name: Switch the live venv to the verified environment
+  venv_switch:
+    to: staged
+    keep: 3
+  tags: [always]
+"""
+
+ACTION = Action(name="venv_switch", args=VenvSwitchArgs, phase="install", timeout_s=600.0, plan=plan,
+                plan_shows=PLAN_SHOWS, example=EXAMPLE)

@@ -127,4 +127,20 @@ def plan(args: VenvUpgradeArgs, host: HostView) -> Plan:
     return TaskResult(Status.CHANGED, data=data, facts=facts, environment=environment, msg=f"{text} ({tool})")
 
 
-ACTION = Action(name="venv_upgrade", args=VenvUpgradeArgs, phase="install", timeout_s=3600.0, plan=plan)
+#: What ``--plan`` shows for the task (the playbook reference prints it).
+PLAN_SHOWS = (
+    "`upgrade` and the packages it names."
+)
+
+#: An example task (the playbook reference prints it; a test parses it).
+EXAMPLE = """\
+- name: Update torch to the nightly
+  venv_upgrade:
+    packages: [torch]
+    pre: true
+    pip_args: [--index-url, "https://download.pytorch.org/whl/nightly/cu130"]
+  timeout: 3600
+"""
+
+ACTION = Action(name="venv_upgrade", args=VenvUpgradeArgs, phase="install", timeout_s=3600.0, plan=plan,
+                plan_shows=PLAN_SHOWS, example=EXAMPLE)

@@ -144,4 +144,20 @@ def plan(args: VerifyArgs, host: HostView) -> Plan:
                           f"{warned}")
 
 
-ACTION = Action(name="verify", args=VerifyArgs, phase="verify", timeout_s=600.0, plan=plan)
+#: What ``--plan`` shows for the task (the playbook reference prints it).
+PLAN_SHOWS = (
+    "`verify` (the check runs after the install, on apply)."
+)
+
+#: An example task (the playbook reference prints it; a test parses it).
+EXAMPLE = """\
+- name: Verify fp4_kernels
+  verify:
+    package: fp4_kernels
+    symbols: [scaled_fp4_quant, dequantize_fp4]
+    device: auto
+  tags: [verify]
+"""
+
+ACTION = Action(name="verify", args=VerifyArgs, phase="verify", timeout_s=600.0, plan=plan,
+                plan_shows=PLAN_SHOWS, example=EXAMPLE)

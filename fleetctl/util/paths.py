@@ -12,7 +12,7 @@ Two kinds of place:
     ``$XDG_STATE_HOME/fleetctl``, else ``~/.local/state/fleetctl`` (the XDG Base Directory
     specification's place for state that persists between runs but is not worth backing up);
   - cache (the wheel cache of arch classes): ``$XDG_CACHE_HOME/fleetctl``, else
-    ``~/.cache/fleetctl`` (DESIGN.md: ``FLEETCTL_HOME`` moves state, not the cache).
+    ``~/.cache/fleetctl`` (``FLEETCTL_HOME`` moves state, not the cache: docs/contracts.md, "Run record").
 
 Relative or empty ``XDG_*`` values are ignored, as the XDG specification says.
 """
@@ -79,3 +79,9 @@ def runs_dir() -> Path:
 def locks_dir() -> Path:
     """``<state>/locks``: the controller-side per-host deploy locks of this user."""
     return state_dir() / "locks"
+
+
+def safe_name(host: str) -> str:
+    """A host name as a file name (a host's log ``logs/<safe_name>.log``, fetch's ``{host}``):
+    anything but letters, digits and ``-_.[]`` becomes ``_``; ``"_"`` for an empty name."""
+    return "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in host) or "_"

@@ -14,7 +14,7 @@ SGL_KERNEL_DIR is either the sgl-kernel directory itself (the one holding ``CMak
 * from 2026:  ``<root>/python/sglang/kernels/aot/CMakeLists.txt`` and
   ``<root>/python/sglang/kernels/aot/python/sgl_kernel/``
 
-The patches, and the failure each one ends (see DESIGN.md, the failure-story table):
+The patches, and the failure each one ends (docs/sgl-kernel-patch.md tells each one's story):
 
 ``cmake-policy-guards``
     Every ``cmake_policy(SET CMPxxxx NEW|OLD)`` in the top-level CMakeLists.txt that is not already

@@ -29,12 +29,13 @@ MAX_LINES = 450
 
 #: The layers, top first: a module may import its own layer and those after it. ``fleetctl`` is
 #: the package itself (``__init__.py``, ``__main__.py``); the others are its sub-packages, or its
-#: top-level modules (``errors``, ``status``) by name. ``api`` is the public Python API: on top of
+#: top-level modules (``errors``, ``status``) by name. ``docgen`` (the reference pages, built from
+#: the CLI's click tree and the action registry) reads everything. ``api`` is the public Python API: on top of
 #: the engine and the reporters, under the CLI. ``playbook`` sits between the engine (which runs
 #: playbooks) and the tasks (whose argument models it validates); ``inventory`` and ``schedule``
 #: are below the engine; ``util``, ``errors`` and ``status`` are leaves.
-LAYERS: tuple[str, ...] = ("fleetctl", "cli", "api", "reporting", "engine", "playbook", "tasks", "facts", "build",
-                           "inventory", "connection", "schedule", "util", "errors", "status")
+LAYERS: tuple[str, ...] = ("fleetctl", "docgen", "cli", "api", "reporting", "engine", "playbook", "tasks", "facts",
+                           "build", "inventory", "connection", "schedule", "util", "errors", "status")
 
 #: Layers that never print (everything below reporting and cli).
 QUIET_LAYERS = frozenset(LAYERS[LAYERS.index("engine"):])

@@ -1,0 +1,88 @@
+"""Ad-hoc runs (``run``: one argv on every host; ``facts``), the CLI's and the API's one path:
+open the record, run the engine (:mod:`fleetctl.engine.adhoc`), close the record."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .lifecycle import finish_run, guarded_async, new_run
+
+
+async def run_command(hosts: Sequence[Any], argv: Sequence[str], *, pattern: str, command: Sequence[str],
+                      observers: Iterable[Any] = (), verbose: int = 0, forks: int = 50, timeout_s: float = 600.0,
+                      connect_timeout_s: float = 30.0, accept_new_host_keys: bool = False,
+                      ssh_options: Sequence[str] = ()):
+    """Run ``argv`` exactly as given (no shell) on every host and close the run's record.
+
+    Args:
+        hosts: the selected inventory hosts.
+        argv: the command and its arguments.
+        pattern: the host pattern, for the record.
+        command: what started the run, for the record.
+        observers: observers besides the record.
+        verbose: the -v level.
+        forks: hosts worked on at once.
+        timeout_s: seconds the command may run on each host.
+        connect_timeout_s: seconds to reach and log in to one host.
+        accept_new_host_keys: record host keys of hosts that have none.
+        ssh_options: one-off ssh_config options, ``"Name=value"`` each, checked
+            (:func:`fleetctl.connection.ssh_options.parse_options`), as ``fleetctl -o``.
+
+    Returns:
+        ``(run, record, outputs)``: the finished run model, its record, and host ->
+        ``(stdout, stderr)`` (the last :data:`~fleetctl.engine.adhoc.RUN_CAPTURE_BYTES` of each).
+
+    Raises:
+        InputError: the run record cannot be written (before anything runs).
+    """
+    from ..engine.adhoc import run_on_hosts
+    from ..util.redact import unwrap
+
+    run, record, obs = new_run("run", command=command, observers=observers, verbose=verbose)
+    run.pattern = pattern
+    run.redactor.add(set().union(*(unwrap(h.vars)[1] for h in hosts)))
+    outputs = await guarded_async(run, obs, run_on_hosts(
+        hosts, list(argv), run=run, observers=obs, forks=forks, timeout_s=timeout_s,
+        connect_timeout_s=connect_timeout_s, accept_new_host_keys=accept_new_host_keys, ssh_options=ssh_options))
+    finish_run(run, obs, "failed" if run.failed_hosts else "ok")
+    return run, record, outputs
+
+
+async def gather_facts(hosts: Sequence[Any], *, pattern: str, command: Sequence[str], observers: Iterable[Any] = (),
+                       verbose: int = 0, forks: int = 50, connect_timeout_s: float = 30.0,
+                       accept_new_host_keys: bool = False, ssh_options: Sequence[str] = ()):
+    """Gather every host's facts and close the run's record.
+
+    Returns:
+        ``(run, record)``; each host's outcome holds ``facts`` (None for an unreachable host) and
+        its ``status``/``error``.
+
+    Raises:
+        InputError: the run record cannot be written (before anything runs).
+    """
+    from ..engine.adhoc import facts_on_hosts
+
+    run, record, obs = new_run("facts", command=command, observers=observers, verbose=verbose)
+    run.pattern = pattern
+    await guarded_async(run, obs, facts_on_hosts(hosts, run=run, observers=obs, forks=forks,
+                                                 connect_timeout_s=connect_timeout_s,
+                                                 accept_new_host_keys=accept_new_host_keys,
+                                                 ssh_options=ssh_options))
+    finish_run(run, obs, "failed" if run.failed_hosts else "ok")
+    return run, record
+
+
+def facts_document(run: Any) -> dict[str, dict[str, Any]]:
+    """host -> what ``fleetctl facts --json`` shows for it: the facts; for a host whose facts were
+    gathered and then refused (a broken GPU stack) the facts with ``status: failed`` and ``error``;
+    for one without facts ``reachable`` and ``error``. Not redacted."""
+    result: dict[str, dict[str, Any]] = {}
+    for name, out in run.hosts.items():
+        if out.facts is not None and out.status == "failed":
+            result[name] = {**out.facts, "reachable": True, "status": "failed", "error": out.error}
+        elif out.facts is not None:
+            result[name] = out.facts
+        else:
+            result[name] = {"reachable": bool(out.reachable), "error": out.error}
+    return result

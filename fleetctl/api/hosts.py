@@ -1,0 +1,345 @@
+"""A selection of hosts and what can be done on it: :class:`Hosts` (sync) and :class:`AsyncHosts`
+(the same operations as coroutines; the sync ones run them, :mod:`fleetctl.api.sync`).
+
+Every operation is one run, recorded as the CLI's are (``<state>/runs/<run_id>/``, listed by
+``fleetctl runs``), and returns a :class:`~fleetctl.api.results.RunResult`. A host's failure is in
+the result, never an exception; bad input raises :class:`~fleetctl.errors.InputError` before
+anything connects, with the CLI's one line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from .results import RunResult
+from .sync import run_sync
+
+Observer = Any  # an observer object or a callable: see fleetctl.api.observe
+
+
+def _check_positive(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise InputError(f"{name}: want a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _check_forks(forks: Any) -> int:
+    if isinstance(forks, bool) or not isinstance(forks, int) or not 1 <= forks <= 10000:
+        raise InputError(f"forks: want a whole number from 1 to 10000, got {forks!r}")
+    return forks
+
+
+class AsyncHosts:
+    """The hosts a pattern selects in a :class:`~fleetctl.api.fleet.Fleet`, with coroutine
+    operations (``await hosts.run([...])``). Get one from ``fleet.aselect(pattern)`` or
+    ``fleet.select(pattern).aio``.
+
+    Attributes:
+        fleet: the fleet.
+        pattern: the host pattern.
+        limit: the ``--limit`` pattern, or None.
+    """
+
+    def __init__(self, fleet: Any, pattern: str, limit: str | None = None) -> None:
+        if not isinstance(pattern, str) or not pattern.strip():
+            raise InputError(f"pattern: want a host pattern such as 'all' or 'gpu-nodes:!gpu03', got {pattern!r}")
+        self.fleet, self.pattern, self.limit = fleet, pattern, limit
+        self._names: list[str] | None = None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.pattern!r}{f' limit {self.limit!r}' if self.limit else ''}: " \
+               f"{len(self.names)} host(s)>"
+
+    @property
+    def names(self) -> list[str]:
+        """The selected host names, in Ansible's order.
+
+        Raises:
+            InputError: the pattern matches nothing or a host's settings cannot work.
+        """
+        if self._names is None:
+            self._names = [h.name for h in self._select(venv=False)]
+        return list(self._names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def _select(self, *, venv: bool = True, forks: int = 50, extra_vars: Mapping[str, Any] | None = None):
+        from .fleet import select_hosts
+
+        return select_hosts(self.fleet, self.pattern, self.limit, venv=venv, forks=forks, extra_vars=extra_vars)[1]
+
+    def _command(self, kind: str, *rest: str) -> list[str]:
+        return ["fleetctl.api", kind, "--hosts", self.pattern, *(("--limit", self.limit) if self.limit else ()), *rest]
+
+    async def run(self, argv: Sequence[str], *, timeout: float = 600.0, forks: int = 50,
+                  observers: Iterable[Observer] | None = None) -> RunResult:
+        """Run ``argv`` exactly as given (no shell; for one: ``["sh", "-c", "..."]``) on every host
+        at once (``forks`` at a time), as ``fleetctl run``.
+
+        Args:
+            argv: the command and its arguments (a list of strings).
+            timeout: seconds the command may run on each host (then it is stopped: the host fails).
+            forks: hosts worked on at once (1 to 10000).
+            observers: callables or observer objects (:mod:`fleetctl.api.observe`).
+
+        Returns:
+            The :class:`~fleetctl.api.results.RunResult`: per host ``rc``, ``stdout``, ``stderr``,
+            ``status`` (``ok`` when rc is 0), ``error``.
+
+        Raises:
+            InputError: argv is not a non-empty list of strings, a bad timeout or forks, or the
+                selection is invalid.
+        """
+        from .adhoc import run_command
+        from .observe import as_observers
+
+        if isinstance(argv, (str, bytes)) or not argv or not all(isinstance(a, str) for a in argv):
+            raise InputError(f"argv: want a non-empty list of strings (run without a shell; for one, "
+                             f"['sh', '-c', LINE]), got {argv!r}")
+        timeout = _check_positive("timeout", timeout)
+        hosts = self._select(venv=False, forks=_check_forks(forks))  # `run` may be what creates the venv
+        obs = as_observers(observers)
+        run, record, outputs = await run_command(
+            hosts, list(argv), pattern=self.pattern, command=self._command("run", "--", *argv), observers=obs,
+            verbose=self.fleet.verbose, forks=forks, timeout_s=timeout, connect_timeout_s=self.fleet.connect_timeout,
+            accept_new_host_keys=self.fleet.accept_new_host_keys, ssh_options=self.fleet.ssh_options)
+        return RunResult(run, record.dir, outputs)
+
+    async def facts(self, *, forks: int = 50, observers: Iterable[Observer] | None = None) -> RunResult:
+        """Gather every host's facts (GPUs and compute capabilities, CUDA, driver, venv, Python,
+        torch, cores, memory, disk), as ``fleetctl facts``.
+
+        Returns:
+            The :class:`~fleetctl.api.results.RunResult`; ``result.facts`` is host ->
+            :class:`~fleetctl.api.facts.HostFacts` (``result["h"].facts`` for one host; None
+            when unreachable).
+
+        Raises:
+            InputError: bad forks, or the selection is invalid.
+        """
+        from .adhoc import gather_facts
+        from .observe import as_observers
+
+        hosts = self._select(forks=_check_forks(forks))
+        run, record = await gather_facts(
+            hosts, pattern=self.pattern, command=self._command("facts"), observers=as_observers(observers),
+            verbose=self.fleet.verbose, forks=forks, connect_timeout_s=self.fleet.connect_timeout,
+            accept_new_host_keys=self.fleet.accept_new_host_keys, ssh_options=self.fleet.ssh_options)
+        return RunResult(run, record.dir)
+
+    async def copy(self, src: str | Path, dest: str, *, timeout: float = 600.0, forks: int = 50,
+                   observers: Iterable[Observer] | None = None) -> RunResult:
+        """Copy ``src`` (a file, or a folder recursively; ``"dir/"`` copies its contents) from this
+        controller to ``dest`` on every host, as ``fleetctl copy``: over SFTP (exec channels on
+        servers without it), one ``sbcast`` per file for Slurm hosts.
+
+        Args:
+            src: the controller's file or folder.
+            dest: the host path (a folder when it ends in ``/``).
+            timeout: seconds one host's whole transfer may take.
+            forks: hosts worked on at once.
+            observers: callables or observer objects (:mod:`fleetctl.api.observe`).
+
+        Returns:
+            The :class:`~fleetctl.api.results.RunResult`: per host ``status``, ``files``,
+            ``bytes``, ``error`` (a full disk or a permission names the path and cause).
+
+        Raises:
+            InputError: ``src`` does not exist here, a bad timeout or forks, or the selection is invalid.
+        """
+        return await self._transfer("copy", src, dest, timeout=timeout, forks=forks, observers=observers)
+
+    async def fetch(self, src: str, dest: str | Path, *, timeout: float = 600.0, forks: int = 50,
+                    observers: Iterable[Observer] | None = None) -> RunResult:
+        """Fetch ``src`` (a file or a folder) from every host to ``dest`` here, as ``fleetctl
+        fetch``: ``dest`` may hold ``{host}`` (``"out/{host}/"``); without it files land in
+        ``dest/<host>/``, so hosts never overwrite each other. Symlinks are never followed.
+
+        Returns:
+            The :class:`~fleetctl.api.results.RunResult` (``files``: the local paths written); a
+            ``src`` missing on a host fails that host, naming the path.
+
+        Raises:
+            InputError: a bad timeout or forks, or the selection is invalid.
+        """
+        return await self._transfer("fetch", src, dest, timeout=timeout, forks=forks, observers=observers)
+
+    async def _transfer(self, kind: str, src: Any, dest: Any, *, timeout: float, forks: int,
+                        observers: Iterable[Observer] | None) -> RunResult:
+        import os
+
+        from .observe import as_observers
+        from .transfer import transfer_files
+
+        timeout = _check_positive("timeout", timeout)
+        hosts = self._select(venv=False, forks=_check_forks(forks))
+        src, dest = os.fspath(src), os.fspath(dest)
+        run, record = await transfer_files(
+            kind, hosts, src, dest, pattern=self.pattern, command=self._command(kind, src, dest),
+            observers=as_observers(observers), verbose=self.fleet.verbose, forks=forks, timeout_s=timeout,
+            connect_timeout_s=self.fleet.connect_timeout, accept_new_host_keys=self.fleet.accept_new_host_keys,
+            ssh_options=self.fleet.ssh_options)
+        return RunResult(run, record.dir)
+
+    async def deploy(self, playbook: str | Path | None = None, *, mode: str = "apply",
+                     tags: str | Sequence[str] | None = None, skip_tags: str | Sequence[str] | None = None,
+                     extra_vars: Mapping[str, Any] | None = None, serial: str | int | Sequence[str | int] | None = None,
+                     max_fail_percentage: float | None = None, force: bool = False, staged: bool = False,
+                     build: str | None = None, phase_timeout: Mapping[str, float] | None = None, forks: int = 50,
+                     observers: Iterable[Observer] | None = None) -> RunResult:
+        """Run a playbook on the hosts, as ``fleetctl deploy``.
+
+        Args:
+            playbook: the playbook file (default ``playbooks/fp4-kernels.yaml``: the FP4 kernels
+                built for each host's own SM). Its ``hosts`` is not used: the selection is.
+            mode: ``"apply"`` (change the hosts), ``"plan"`` (each host's decisions: build, push,
+                reinstall or skip, and why; ``result.plan``) or ``"dry_run"`` (the commands it
+                would run, in each task's ``planned``); plan and dry run change nothing.
+            tags: only the tasks with these tags.
+            skip_tags: not the tasks with these tags.
+            extra_vars: vars over the hosts' (``-e``), connection settings included.
+            serial: rolling batches: ``"1,10%"``, an int, or a list of them.
+            max_fail_percentage: stop starting batches once more than this percent of a batch failed.
+            force: rebuild and reinstall even when nothing changed.
+            staged: install into a new version of each host's venv, made live only when every task
+                passed (docs/staged.md).
+            build: ``"once"`` (one build per arch class, pushed to the others; default) or ``"each"``.
+            phase_timeout: per-phase deadlines, seconds (``{"build": 3600}``; phases: connect,
+                facts, upload, build, install, verify, command).
+            forks: hosts worked on at once.
+            observers: callables or observer objects (:mod:`fleetctl.api.observe`).
+
+        Returns:
+            The :class:`~fleetctl.api.results.RunResult` (``status`` ``ok`` or ``failed``).
+
+        Raises:
+            InputError: a bad argument, a missing or invalid playbook, an unknown tag, a var the
+                playbook uses that no host defines, an invalid selection: the CLI's one line.
+        """
+        return await self._play("deploy", playbook, mode=mode, tags=tags, skip_tags=skip_tags, extra_vars=extra_vars,
+                                serial=serial, max_fail_percentage=max_fail_percentage, force=force, staged=staged,
+                                build=build, phase_timeout=phase_timeout, forks=forks, observers=observers)
+
+    async def verify(self, playbook: str | Path | None = None, *, mode: str = "apply",
+                     extra_vars: Mapping[str, Any] | None = None, phase_timeout: Mapping[str, float] | None = None,
+                     forks: int = 50, observers: Iterable[Observer] | None = None) -> RunResult:
+        """Verify the installed kernels on each host (default ``playbooks/verify.yaml``), as
+        ``fleetctl verify``. Arguments, return and errors as :meth:`deploy`'s."""
+        return await self._play("verify", playbook, mode=mode, extra_vars=extra_vars, phase_timeout=phase_timeout,
+                                forks=forks, observers=observers)
+
+    async def rollback(self, to: str | int = "previous", *, mode: str = "apply",
+                       extra_vars: Mapping[str, Any] | None = None, forks: int = 50,
+                       observers: Iterable[Observer] | None = None) -> RunResult:
+        """Make a kept staged environment of each host's venv live again, as ``fleetctl rollback``:
+        ``"previous"`` (the one live before the current one) or a version number (``2``). Only
+        the venv's symlink moves.
+
+        Raises:
+            InputError: ``to`` is neither, or as :meth:`deploy`.
+        """
+        from .play import rollback_to
+
+        extra = {**(extra_vars or {}), "rollback_to": rollback_to(to)}
+        return await self._play("rollback", None, mode=mode, extra_vars=extra, forks=forks, observers=observers)
+
+    async def _play(self, kind: str, playbook: str | Path | None, *, observers: Iterable[Observer] | None,
+                    **kw: Any) -> RunResult:
+        from .observe import as_observers
+        from .play import prepare_play, run_play
+
+        _check_forks(kw.get("forks", 50))
+        obs = as_observers(observers)
+        prep = prepare_play(self.fleet, playbook, kind=kind, pattern=self.pattern, limit=self.limit, **kw)
+        run, record = await run_play(prep, command=self._command(kind, "--playbook", prep.play_file),
+                                     observers=obs, verbose=self.fleet.verbose)
+        return RunResult(run, record.dir)
+
+
+class Hosts:
+    """The hosts a pattern selects in a :class:`~fleetctl.api.fleet.Fleet` (``fleet.select(...)``),
+    with blocking operations: each is :class:`AsyncHosts`' coroutine run to its end
+    (:func:`fleetctl.api.sync.run_sync`; inside a running event loop, e.g. Jupyter, it runs in a
+    worker thread and blocks that loop until done: use :attr:`aio` there instead).
+
+    Example::
+
+        nodes = fleet.select("gpu-nodes:!gpu03")
+        result = nodes.run(["nvidia-smi", "-L"], timeout=30)
+        for host, r in result.items():
+            print(host, r.status, r.stdout)
+    """
+
+    def __init__(self, fleet: Any, pattern: str, limit: str | None = None) -> None:
+        self.aio = AsyncHosts(fleet, pattern, limit)
+        """The same selection with the operations as coroutines (:class:`AsyncHosts`)."""
+
+    fleet = property(lambda self: self.aio.fleet, doc="The fleet.")
+    pattern = property(lambda self: self.aio.pattern, doc="The host pattern.")
+    limit = property(lambda self: self.aio.limit, doc="The ``--limit`` pattern, or None.")
+    names = property(lambda self: self.aio.names, doc="The selected host names, in Ansible's order.")
+
+    def __repr__(self) -> str:
+        return repr(self.aio).replace("AsyncHosts", "Hosts", 1)
+
+    def __len__(self) -> int:
+        return len(self.aio)
+
+    def __iter__(self):
+        return iter(self.aio)
+
+    def _sync(self, method: Callable[..., Any], *args: Any, **kw: Any) -> RunResult:
+        return run_sync(lambda: method(*args, **kw))
+
+    def run(self, argv: Sequence[str], *, timeout: float = 600.0, forks: int = 50,
+            observers: Iterable[Observer] | None = None) -> RunResult:
+        """Run ``argv`` on every host and wait for the result: :meth:`AsyncHosts.run` (arguments,
+        return value and errors are its)."""
+        return self._sync(self.aio.run, argv, timeout=timeout, forks=forks, observers=observers)
+
+    def facts(self, *, forks: int = 50, observers: Iterable[Observer] | None = None) -> RunResult:
+        """Gather every host's facts and wait: :meth:`AsyncHosts.facts`."""
+        return self._sync(self.aio.facts, forks=forks, observers=observers)
+
+    def copy(self, src: str | Path, dest: str, *, timeout: float = 600.0, forks: int = 50,
+             observers: Iterable[Observer] | None = None) -> RunResult:
+        """Copy a file or folder to every host and wait: :meth:`AsyncHosts.copy`."""
+        return self._sync(self.aio.copy, src, dest, timeout=timeout, forks=forks, observers=observers)
+
+    def fetch(self, src: str, dest: str | Path, *, timeout: float = 600.0, forks: int = 50,
+              observers: Iterable[Observer] | None = None) -> RunResult:
+        """Fetch a file or folder from every host and wait: :meth:`AsyncHosts.fetch`."""
+        return self._sync(self.aio.fetch, src, dest, timeout=timeout, forks=forks, observers=observers)
+
+    def deploy(self, playbook: str | Path | None = None, *, mode: str = "apply",
+               tags: str | Sequence[str] | None = None, skip_tags: str | Sequence[str] | None = None,
+               extra_vars: Mapping[str, Any] | None = None, serial: str | int | Sequence[str | int] | None = None,
+               max_fail_percentage: float | None = None, force: bool = False, staged: bool = False,
+               build: str | None = None, phase_timeout: Mapping[str, float] | None = None, forks: int = 50,
+               observers: Iterable[Observer] | None = None) -> RunResult:
+        """Run a playbook on the hosts and wait: :meth:`AsyncHosts.deploy` (``mode``: ``"apply"``,
+        ``"plan"`` or ``"dry_run"``)."""
+        return self._sync(self.aio.deploy, playbook, mode=mode, tags=tags, skip_tags=skip_tags, extra_vars=extra_vars,
+                          serial=serial, max_fail_percentage=max_fail_percentage, force=force, staged=staged,
+                          build=build, phase_timeout=phase_timeout, forks=forks, observers=observers)
+
+    def verify(self, playbook: str | Path | None = None, *, mode: str = "apply",
+               extra_vars: Mapping[str, Any] | None = None, phase_timeout: Mapping[str, float] | None = None,
+               forks: int = 50, observers: Iterable[Observer] | None = None) -> RunResult:
+        """Verify the installed kernels and wait: :meth:`AsyncHosts.verify`."""
+        return self._sync(self.aio.verify, playbook, mode=mode, extra_vars=extra_vars, phase_timeout=phase_timeout,
+                          forks=forks, observers=observers)
+
+    def rollback(self, to: str | int = "previous", *, mode: str = "apply",
+                 extra_vars: Mapping[str, Any] | None = None, forks: int = 50,
+                 observers: Iterable[Observer] | None = None) -> RunResult:
+        """Make a kept staged environment live again and wait: :meth:`AsyncHosts.rollback`."""
+        return self._sync(self.aio.rollback, to, mode=mode, extra_vars=extra_vars, forks=forks, observers=observers)

@@ -1,0 +1,108 @@
+"""The life of one run record, shared by the API and the CLI: open it (:func:`new_run`), close it
+(:func:`finish_run`), and close it as ``interrupted`` whatever escapes (:func:`guarded_async`).
+
+A run opened here writes ``<state>/runs/<run_id>/`` (:class:`fleetctl.reporting.record.RunRecord`),
+so ``fleetctl runs`` lists API runs and CLI runs alike.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Iterable, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def warn(message: str) -> None:
+    """One ``fleetctl: warning: MESSAGE`` line on stderr (the CLI's warnings, the API's too)."""
+    print(f"fleetctl: warning: {message}", file=sys.stderr, flush=True)
+
+
+def who() -> dict[str, object]:
+    """Who runs this, for the run record: ``user``, ``controller`` (host name), ``controller_pid``,
+    ``controller_start`` (Linux clock ticks since boot, or None)."""
+    import getpass
+    import os
+    import socket
+
+    from ..reporting.history import process_start
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "?"
+    return {"user": user, "controller": socket.gethostname(), "controller_pid": os.getpid(),
+            "controller_start": process_start(os.getpid())}
+
+
+def diagnostics(verbose: int) -> Any:
+    """The -v/-vv observer (diagnostics on stderr), or None for ``verbose <= 0``."""
+    if verbose <= 0:
+        return None
+    from ..reporting.diagnostics import Diagnostics
+    from ..reporting.logsetup import configure_logging
+
+    configure_logging(verbose)
+    return Diagnostics(verbose)
+
+
+def new_run(kind: str, *, command: Sequence[str], observers: Iterable[Any] = (), verbose: int = 0):
+    """A new run model with its record and the -v observer.
+
+    Args:
+        kind: ``deploy``, ``verify``, ``rollback``, ``facts`` or ``run``.
+        command: what started the run, as argv (the CLI's command line; ``["fleetctl.api", ...]``).
+        observers: more observers (None entries are left out), after the record.
+        verbose: the -v level (0: none).
+
+    Returns:
+        ``(run, record, observers)``: the :class:`~fleetctl.engine.model.RunModel`, its
+        :class:`~fleetctl.reporting.record.RunRecord`, and the
+        :class:`~fleetctl.engine.observer.Observers` to hand the engine.
+
+    Raises:
+        InputError: a bad FLEETCTL_KEEP_RUNS/DAYS, or a runs folder that cannot be written (before
+            anything runs).
+    """
+    from ..engine.model import RunModel
+    from ..engine.observer import Observers
+    from ..reporting.record import RunRecord
+    from ..util.retention import policy_from_env
+
+    policy_from_env()
+    run = RunModel(kind=kind, command=list(command), **who())
+    record = RunRecord(run)
+    return run, record, Observers(run, [record, diagnostics(verbose), *observers])
+
+
+def finish_run(run, observers, status: str) -> None:
+    """Close the run: status, end time, observers flushed; then the run records past the
+    retention policy are pruned (:mod:`fleetctl.reporting.prune`; never this run, never one in
+    progress; a record that cannot be removed is a warning on stderr, the run's status stands)."""
+    from ..engine.model import utc_now
+    from ..errors import InputError
+    from ..reporting.prune import prune_runs
+    from ..util.retention import policy_from_env
+
+    run.status, run.finished = status, utc_now()
+    observers.emit("run.finished", status=status)
+    observers.close()
+    try:
+        pruned = prune_runs(policy_from_env())
+    except (InputError, OSError) as exc:
+        warn(f"run records not pruned: {exc}")
+        return
+    for error in pruned.errors:
+        warn(f"cannot prune the run record {error}")
+
+
+async def guarded_async(run, observers, work: Awaitable[T]) -> T:
+    """Await ``work``; whatever escapes it (cancellation: Ctrl-C, SIGTERM; a bug) first marks the
+    run ``interrupted`` so that no run stays ``running`` forever, then goes on up."""
+    try:
+        return await work
+    except BaseException:
+        if run.status == "running":
+            finish_run(run, observers, "interrupted")
+        raise

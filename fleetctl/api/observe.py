@@ -1,0 +1,65 @@
+"""Observers of API runs: an observer object (``event(run, event)``, ``line(run, host, line,
+shown)``, ``close(run)``: :class:`fleetctl.engine.observer.Observer`, as the CLI's terminal, the
+run record and the metrics are), or a plain callable, called with each
+:class:`~fleetctl.engine.model.Event`.
+
+A callable gets the same events the CLI's terminal gets (``event.name``, ``event.host``,
+``event.data``; schema: ``docs/schema/events.schema.json``), among them:
+
+- ``run.started`` (``kind``, ``mode``, ``hosts``, ``tasks``, ``batches``), ``batch.started``
+  (``batch``, ``of``, ``hosts``), ``run.stopped`` (``reason``), ``run.finished`` (``status``);
+- ``host.started``, ``facts.gathered`` (``gpus``, ``arch_list``), ``note.added`` (``message``),
+  ``host.finished`` (``status``, ``error``, ``duration_s``; ``run``: ``rc``);
+- ``task.started`` (``task``, ``action``), ``task.finished`` (``task``, ``status``, ``msg``,
+  ``duration_s``...), ``step.planned`` (dry runs), ``lock.refused`` (``error``);
+- ``output.line`` (``stream``: ``stdout``/``stderr``, ``text``: the line without its newline),
+  for each line a host printed that the terminal shows (probes' lines go only to the log).
+
+A callable that raises is dropped with one warning on stderr; the run goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+
+class CallbackObserver:
+    """A plain callable as an observer (see the module docstring for what it is called with)."""
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn = fn
+
+    def __repr__(self) -> str:
+        return f"CallbackObserver({getattr(self.fn, '__qualname__', self.fn)!r})"
+
+    def event(self, run: Any, event: Any) -> None:
+        self.fn(event)
+
+    def line(self, run: Any, host: str, line: Any, shown: bool) -> None:
+        if shown:
+            from ..engine.model import Event
+
+            text = line.data.decode("utf-8", "replace").rstrip("\n")
+            self.fn(Event(name="output.line", host=host, data={"stream": line.stream,
+                                                                 "text": run.redactor.text(text)}))
+
+
+def as_observers(observers: Iterable[Any] | None) -> list[Any]:
+    """Observer objects as given; a callable without ``event``/``line`` wrapped in a
+    :class:`CallbackObserver`.
+
+    Raises:
+        InputError: an item that is neither.
+    """
+    from ..errors import InputError
+
+    out = []
+    for obs in observers or ():
+        if hasattr(obs, "event") or hasattr(obs, "line") or hasattr(obs, "close"):
+            out.append(obs)
+        elif callable(obs):
+            out.append(CallbackObserver(obs))
+        else:
+            raise InputError(f"observers: want callables or observer objects (event/line methods), got {obs!r}")
+    return out

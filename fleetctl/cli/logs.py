@@ -1,0 +1,100 @@
+"""``fleetctl logs``: a run's host logs, all hosts prefixed (as clush and Ansible), one host's
+exact bytes, or ``--follow`` on a run in progress."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .app import EXIT_FAILED, fail_input, main
+
+
+@main.command()
+@click.argument("run_id", required=False)
+@click.argument("host", required=False)
+@click.option("--host", "host_opt", default=None, metavar="HOST", help="Only this host's log.")
+@click.option("-f", "--follow", is_flag=True,
+              help="Follow a running run (default: the newest) until it ends; exit with its status.")
+def logs(run_id: str | None, host: str | None, host_opt: str | None, follow: bool) -> None:
+    """Print run RUN_ID's logs: every host's lines as `host: line`; with HOST (or --host) that
+    host's log as the exact bytes it printed. Without RUN_ID: the newest run."""
+    from ..reporting.history import list_runs, runs_root, valid_run_id
+
+    if host and host_opt and host != host_opt:
+        raise fail_input(f"logs: two hosts given ({host} and --host {host_opt}); give one")
+    host = host or host_opt
+    if run_id is None:
+        newest = next((r.get("run_id") for r in list_runs() if r.get("run_id")), None)
+        if newest is None:
+            raise fail_input(f"logs: no runs yet in {runs_root()}")
+        run_id = str(newest)
+    if not valid_run_id(run_id) or not (runs_root() / run_id).is_dir():
+        raise fail_input(f"no run {run_id!r} in {runs_root()} (fleetctl runs lists them)")
+    run_dir = runs_root() / run_id
+    if follow:
+        from ..reporting.logfollow import follow as follow_logs
+
+        def emit(line: str) -> None:
+            click.echo(line)
+
+        state = follow_logs(run_dir, emit, only=host)
+        click.echo(f"run {run_id}: {state}", err=True)
+        raise click.exceptions.Exit(0 if state == "ok" else EXIT_FAILED)
+    if host is None:
+        from ..reporting.logfollow import all_lines
+
+        for line in all_lines(run_dir):
+            click.echo(line)
+        for reason in _unreached(run_id):
+            click.echo(reason)
+        return
+    _one_host(run_id, host)
+
+
+def _one_host(run_id: str, host: str) -> None:
+    from ..reporting.history import host_log_path
+
+    path = host_log_path(run_id, host)
+    data = path.read_bytes() if path.exists() else b""
+    if not data:
+        # A host that was never reached printed nothing: its reason is in run.json.
+        reason = _host_reason(run_id, host)
+        if reason is not None:
+            click.echo(reason)
+            return
+    if not path.exists():
+        raise fail_input(f"{path}: no log for host {host} in run {run_id}")
+    sys.stdout.buffer.write(data)
+
+
+def _unreached(run_id: str) -> list[str]:
+    """``HOST: unreachable: CAUSE`` for each host of the run that has no log lines."""
+    from ..reporting.history import host_log_path, load_run
+
+    try:
+        hosts = load_run(run_id).get("hosts") or {}
+    except (OSError, ValueError, AttributeError):
+        return []
+    out = []
+    for name in hosts:
+        path = host_log_path(run_id, name)
+        if not path.exists() or path.stat().st_size == 0:
+            reason = _host_reason(run_id, name)
+            if reason is not None:
+                out.append(reason)
+    return out
+
+
+def _host_reason(run_id: str, host: str) -> str | None:
+    """``HOST: unreachable: CAUSE`` for a host of the run that printed nothing, from run.json."""
+    from ..reporting.history import load_run
+
+    try:
+        h = (load_run(run_id).get("hosts") or {}).get(host)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(h, dict) or h.get("status") in (None, "ok", "changed"):
+        return None
+    error = h.get("error") or next((t.get("msg") for t in h.get("tasks") or [] if t.get("msg")), None)
+    return f"{host}: {h.get('status')}" + (f": {error}" if error else " (it printed nothing)")

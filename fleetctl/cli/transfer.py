@@ -1,0 +1,84 @@
+"""``fleetctl copy`` and ``fleetctl fetch``: ad-hoc files to and from hosts, recorded as runs
+(the engine part: :mod:`fleetctl.engine.transfer`)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, forks_option, hosts_option,
+                  json_option, limit_option, main, pass_ctx, run_async, timeout_option)
+
+_timeout = click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=FiniteFloatRange(0.1),
+                        help="Seconds one host's whole transfer may take.")
+
+
+def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: int, as_json: bool,
+              accept_new_host_keys: bool, connect_timeout: float, timeout_s: float, src: str, dest: str) -> None:
+    from ..api.transfer import transfer_files
+    from ..engine import transfer
+    from ..reporting.gathered import summary_line
+    from ..reporting.lines import print_json
+
+    if kind == "copy":
+        transfer.local_sources(src)  # a missing SRC is bad input (exit 2) before any host is touched
+    _, hosts = obj.select(pattern, limit, venv=False, forks=forks)
+    run, _record = run_async(transfer_files(
+        kind, hosts, src, dest, pattern=pattern, command=command_line(), verbose=obj.verbose, forks=forks,
+        timeout_s=timeout_s, connect_timeout_s=connect_timeout, accept_new_host_keys=accept_new_host_keys,
+        ssh_options=obj.ssh_options))
+    bad = run.failed_hosts
+    if as_json:
+        print_json(run.redactor.obj({h: {"status": o.status, "files": o.files or [], "bytes": o.bytes or 0,
+                                         **({"error": o.error} if o.error else {})}
+                                     for h, o in run.hosts.items()}))
+    else:
+        for h, o in run.hosts.items():
+            if o.status == "ok":
+                click.echo(f"{h}: ok: {len(o.files or [])} files, {o.bytes or 0} bytes")
+            else:
+                click.echo(f"{h}: {o.status.upper()}: {o.error}", err=True)
+        if bad:
+            click.echo(f"what happened on a host: fleetctl logs {run.run_id} --host {bad[0]}", err=True)
+    click.echo(summary_line(run.hosts), err=True)
+    sys.stdout.flush()
+    raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
+
+
+@main.command()
+@hosts_option
+@limit_option
+@forks_option
+@json_option
+@accept_option
+@timeout_option
+@_timeout
+@click.argument("src")
+@click.argument("dest")
+@pass_ctx
+def copy(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool, accept_new_host_keys: bool,
+         connect_timeout: float, timeout_s: float, src: str, dest: str) -> None:
+    """Copy SRC (a file, or a folder recursively) from this controller to DEST on every host.
+
+    SRC/ copies a folder's contents, SRC the folder itself; a DEST ending in / is a folder."""
+    _transfer(obj, "copy", pattern, limit, forks, as_json, accept_new_host_keys, connect_timeout, timeout_s, src, dest)
+
+
+@main.command()
+@hosts_option
+@limit_option
+@forks_option
+@json_option
+@accept_option
+@timeout_option
+@_timeout
+@click.argument("src")
+@click.argument("dest")
+@pass_ctx
+def fetch(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool, accept_new_host_keys: bool,
+          connect_timeout: float, timeout_s: float, src: str, dest: str) -> None:
+    """Fetch SRC (a file, or a folder recursively) from every host to DEST here.
+
+    DEST may hold {host} (one folder per host); without it files land in DEST/<host>/, as ansible -m fetch."""
+    _transfer(obj, "fetch", pattern, limit, forks, as_json, accept_new_host_keys, connect_timeout, timeout_s, src, dest)

@@ -1,0 +1,346 @@
+"""Ad-hoc file transfers across hosts: ``fleetctl copy`` (controller -> hosts) and ``fleetctl fetch``
+(hosts -> controller), on the connection seam deploys use.
+
+Each file goes over the host's connection (:meth:`~fleetctl.connection.base.Connection.put` /
+``get``: SFTP for SSH with its exec fallback on servers without ``Subsystem sftp``; a file copy for
+``local``); for Slurm hosts, ``copy`` sends each file once per allocation with ``sbcast``
+(:meth:`~fleetctl.connection.registry.KindScope.broadcast`). Hosts are worked on ``forks`` at
+once; one host's failure never stops the others.
+
+Paths, as ``ansible -m copy`` and ``rsync`` read them:
+
+- SRC a file: DEST is the file's path; a DEST ending in ``/`` is a folder the file goes into.
+- SRC a folder: copied recursively, the folder itself into DEST (``SRC`` -> ``DEST/<name of SRC>/``),
+  or its contents when SRC ends in ``/`` (``SRC/`` -> ``DEST/``). Regular files only: a symlink or
+  special file on a host is refused for fetch (never followed), skipped on the controller for copy
+  (named in the host's log); empty folders are not made.
+- fetch's DEST holds ``{host}`` (the host name, made safe as a file name) for one folder per host;
+  without it the files land under ``DEST/<host>/``, as ``ansible -m fetch`` (``flat: no``) does, so
+  hosts never overwrite each other's files, and one host gets the same layout as many.
+
+Every transfer is a run (kind ``copy``/``fetch``): each host's outcome says ``files`` (``src``,
+``dest``, ``bytes``) and ``bytes`` in all, its log names each file and its size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import posixpath
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..connection.base import OutputLine
+from ..connection.registry import ConnectOptions
+from ..errors import CommandTimeout, FleetError, HostUnreachable, InputError, TransferError, host_message
+from .fanout import for_each_host
+from .model import RunModel
+from .observer import Observers
+from .scopes import enter_scopes, prepare_hosts
+from .session import host_ref
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    """One file of a copy's SRC: its path on the controller, its path relative to DEST, size (bytes)
+    and permission bits."""
+
+    path: str
+    rel: str
+    size: int
+    mode: int
+
+
+def local_sources(src: str) -> tuple[list[LocalFile], list[str]]:
+    """The regular files under ``src`` (itself when a file) with their DEST-relative paths.
+
+    Returns:
+        ``(files, skipped)``: skipped are symlinks and special files (never followed).
+
+    Raises:
+        InputError: ``src`` does not exist or cannot be read on the controller (exit 2).
+    """
+    path = Path(src)
+    if not path.exists() and not path.is_symlink():
+        raise InputError(f"copy: {src}: no such file or folder on this controller")
+    if path.is_symlink() or not (path.is_file() or path.is_dir()):
+        raise InputError(f"copy: {src}: not a regular file or folder (symlinks are never followed)")
+    if path.is_file():
+        if not os.access(path, os.R_OK):
+            raise InputError(f"copy: {src}: cannot be read (permission denied)")
+        st = path.stat()
+        return [LocalFile(str(path), path.name, st.st_size, st.st_mode & 0o777)], []
+    base = "" if src.endswith("/") else path.resolve().name
+    files, skipped = [], []
+    for root, dirs, names in os.walk(path, onerror=_walk_error(src)):
+        dirs.sort()
+        for name in sorted(names):
+            full = Path(root) / name
+            rel = posixpath.join(base, full.relative_to(path).as_posix()) if base else full.relative_to(path).as_posix()
+            if full.is_symlink() or not full.is_file():
+                skipped.append(str(full))
+                continue
+            if not os.access(full, os.R_OK):
+                raise InputError(f"copy: {full}: cannot be read (permission denied)")
+            st = full.stat()
+            files.append(LocalFile(str(full), rel, st.st_size, st.st_mode & 0o777))
+    return files, skipped
+
+
+def _walk_error(src: str):
+    def fail(exc: OSError) -> None:
+        raise InputError(f"copy: {exc.filename or src}: {exc.strerror or exc}")
+    return fail
+
+
+def remote_dest(dest: str, rel: str, *, single_file: bool) -> str:
+    """Where one file goes on the host: ``dest`` itself for a single file (``dest/`` + name when
+    it ends in ``/``), else ``dest/rel``. A leading ``~/`` means the login folder (SFTP's and
+    sbcast's relative paths)."""
+    if dest.startswith("~/"):
+        dest = dest[2:] or "."
+    if single_file and not dest.endswith("/"):
+        return dest
+    return posixpath.join(dest, rel)
+
+
+def host_folder(dest_template: str, host: str) -> tuple[str, bool]:
+    """``(path, is_folder)``: fetch's DEST for one host: ``{host}`` replaced by the host's safe
+    name; without ``{host}``, ``DEST/<host>/`` (``ansible -m fetch``'s default layout)."""
+    from ..util.paths import safe_name
+
+    if "{host}" in dest_template:
+        path = dest_template.replace("{host}", safe_name(host))
+        return path, path.endswith("/")
+    return os.path.join(dest_template, safe_name(host)) + "/", True
+
+
+#: Lists a fetch's SRC on the host: ``file``; or ``dir``, its regular files, an empty entry, then
+#: what is neither a folder nor a regular file (symlinks: skipped, never followed); or ``missing``.
+#: NUL-separated (``find -print0``: GNU, BSD and busybox; a path is never empty).
+LIST_SCRIPT = ('if [ -d "$1" ] && [ ! -L "$1" ]; then printf "dir\\0"; find "$1" -type f -print0; printf "\\0"; '
+               'find "$1" ! -type d ! -type f -print0; '
+               'elif [ -e "$1" ] || [ -L "$1" ]; then printf "file\\0"; else printf "missing\\0"; fi')
+
+
+async def _remote_sources(conn: Any, host: str, src: str, timeout_s: float) -> tuple[str, list[str], list[str]]:
+    """``(kind, files, skipped)`` of a fetch's SRC on the host (kind ``file`` or ``dir``).
+
+    Raises:
+        TransferError: SRC does not exist on the host (naming it), or cannot be listed.
+    """
+    res = await conn.run(["sh", "-c", LIST_SCRIPT, "sh", src], timeout_s=timeout_s, capture_bytes=None)
+    parts = [p.decode("utf-8", errors="surrogateescape") for p in res.stdout.split(b"\0")]
+    kind = parts[0] if parts else ""
+    if res.rc != 0 or kind not in ("file", "dir", "missing"):
+        why = res.stderr_text.strip().splitlines()[-1:] or [f"rc={res.rc}"]
+        raise TransferError(f"{host}: fetch {src}: cannot list it: {why[0]}")
+    if kind == "missing":
+        raise TransferError(f"{host}: fetch {src}: no such file or folder on the host")
+    if kind == "file":
+        return kind, [src], []
+    rest = parts[1:]
+    cut = rest.index("") if "" in rest else len(rest)
+    return kind, rest[:cut], [p for p in rest[cut + 1:] if p]
+
+
+def _log(observers: Observers, host: str, text: str, stream: str = "stdout") -> None:
+    observers.line(host, OutputLine(stream, (text + "\n").encode("utf-8", errors="surrogateescape")), True)  # type: ignore[arg-type]
+
+
+async def copy_to_hosts(hosts: Sequence[Any], src: str, dest: str, *, run: RunModel, observers: Observers,
+                        forks: int = 50, timeout_s: float = 600.0,
+                        connect_options: ConnectOptions | None = None) -> dict[str, list[dict]]:
+    """Copy ``src`` (a controller file or folder, recursively) to ``dest`` on every host.
+
+    Args:
+        hosts: inventory hosts (``name``, ``connection``, settings).
+        src, dest: see the module's path rules.
+        run: the run (kind ``copy``); each host's outcome gets ``status`` (``ok``, ``failed``,
+            ``unreachable``), ``files``, ``bytes`` and, for a failure, ``error`` naming the path and
+            cause (a full disk, permission denied: :mod:`fleetctl.connection.storagefaults`).
+        observers: get ``host.started``/``host.finished`` and one log line per file.
+        forks: hosts worked on at once.
+        timeout_s: seconds one host's whole transfer may take.
+        connect_options: how to connect (``-o``, host keys, connect timeout).
+
+    Returns:
+        host -> the files put there (``src``, ``dest``, ``bytes``).
+
+    Raises:
+        InputError: ``src`` is missing or unreadable on the controller (before any host is touched).
+    """
+    files, skipped = local_sources(src)
+    single = len(files) == 1 and Path(src).is_file()
+    plan = [(f, remote_dest(dest, f.rel, single_file=single)) for f in files]
+    run.argv = ["copy", src, dest]
+    done: dict[str, list[dict]] = {}
+    options = replace(connect_options or ConnectOptions(), run_id=run.run_id)
+    async with contextlib.AsyncExitStack() as stack:
+        scopes = await enter_scopes(stack, hosts, options)
+        unavailable = await prepare_hosts(scopes, hosts)
+        broadcast = await _broadcast(hosts, scopes, unavailable, plan, timeout_s)
+
+        async def one(host: Any) -> None:
+            async def work(out, conn_box: list) -> None:
+                for path in skipped:
+                    _log(observers, host.name, f"skipped {path}: not a regular file (symlinks are never followed)",
+                         "stderr")
+                if host.name in broadcast:  # sent by sbcast: say what landed, or why not
+                    for f, target in plan:
+                        why = broadcast[host.name].get(target)
+                        if why:
+                            raise TransferError(f"{host.name}: copy {f.path} -> {target}: {why}")
+                        _record_file(out, observers, host.name, f.path, target, f.size, "copied")
+                    return
+                conn = scopes[host.connection].connection(host_ref(host))
+                conn_box.append(conn)
+                await conn.open()
+                for f, target in plan:
+                    await conn.put(f.path, target, mode=f.mode)
+                    _record_file(out, observers, host.name, f.path, target, f.size, "copied")
+
+            await _host(run, observers, host, unavailable, work, timeout_s, done)
+
+        await for_each_host(hosts, one, forks=forks)
+    run.failed_hosts = [h for h, o in run.hosts.items() if o.status != "ok"]
+    return done
+
+
+async def _broadcast(hosts: Sequence[Any], scopes: dict[str, Any], unavailable: dict[str, str],
+                     plan: list[tuple[LocalFile, str]], timeout_s: float) -> dict[str, dict[str, str | None]]:
+    """For hosts whose scope can broadcast (Slurm's sbcast): every file sent once to all of them.
+
+    Returns:
+        host -> remote path -> ``None`` (in place) or why not; hosts of other kinds are absent.
+    """
+    result: dict[str, dict[str, str | None]] = {}
+    for kind, scope in scopes.items():
+        if not getattr(scope, "can_broadcast", False):
+            continue
+        members = [h.name for h in hosts if h.connection == kind and h.name not in unavailable]
+        for name in members:
+            result[name] = {}
+        for f, target in plan:
+            alive = [h for h in members if not any(result[h].values())]
+            if not alive:
+                break
+            try:
+                got = await scope.broadcast(f.path, target, alive, mode=f.mode, timeout_s=timeout_s)
+            except TransferError as exc:
+                got = {h: str(exc) for h in alive}
+            for h in alive:
+                result[h][target] = got.get(h, "sbcast said nothing for this node")
+    return result
+
+
+def _record_file(out: Any, observers: Observers, host: str, src: str, dest: str, size: int, verb: str) -> None:
+    out.files = [*(out.files or []), {"src": src, "dest": dest, "bytes": size}]
+    out.bytes = (out.bytes or 0) + size
+    _log(observers, host, f"{verb} {src} -> {dest} ({size} bytes)")
+
+
+async def _host(run: RunModel, observers: Observers, host: Any, unavailable: dict[str, str], work, timeout_s: float,
+                done: dict[str, list[dict]]) -> None:
+    """One host's transfer: its outcome (ok / failed naming the path and cause / unreachable),
+    time and events; the connection closed whatever happens."""
+    out = run.host(host.name)
+    out.files, out.bytes = [], 0
+    t0 = time.monotonic()
+    observers.emit("host.started", host.name)
+    conn_box: list = []
+    try:
+        if host.name in unavailable:
+            raise HostUnreachable(host.name, unavailable[host.name])
+        await asyncio.wait_for(work(out, conn_box), timeout_s)
+        out.status = "ok"
+    except HostUnreachable as exc:
+        out.status, out.error, out.reachable = "unreachable", exc.cause, False
+    except asyncio.TimeoutError:
+        out.status, out.error = "failed", f"timed out after {timeout_s:g} s (--timeout)"
+    except (CommandTimeout, FleetError) as exc:
+        out.status, out.error = "failed", host_message(host.name, exc)
+    finally:
+        for conn in conn_box:
+            if getattr(conn, "stats", None):
+                out.connection = dict(conn.stats)
+            await conn.close()
+    if out.error:
+        _log(observers, host.name, f"{out.status}: {out.error}", "stderr")
+    done[host.name] = list(out.files or [])
+    out.duration_s = round(time.monotonic() - t0, 3)
+    observers.emit("host.finished", host.name, status=out.status, error=out.error, duration_s=out.duration_s,
+                   files=len(out.files or []), bytes=out.bytes or 0)
+
+
+async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *, run: RunModel,
+                           observers: Observers, forks: int = 50, timeout_s: float = 600.0,
+                           connect_options: ConnectOptions | None = None) -> dict[str, list[dict]]:
+    """Fetch ``src`` (a file or folder on each host, recursively) to the controller.
+
+    Args:
+        hosts: inventory hosts.
+        src: the path on the hosts (relative: to the login folder).
+        dest_template: the controller path; ``{host}`` is each host's name (see :func:`host_folder`).
+        run: the run (kind ``fetch``); outcomes as :func:`copy_to_hosts`. A host where ``src`` is
+            missing fails, naming the path; a symlink there is refused, never followed.
+        observers, forks, timeout_s, connect_options: as :func:`copy_to_hosts`.
+
+    Returns:
+        host -> the files fetched (``src`` on the host, ``dest`` on the controller, ``bytes``).
+    """
+    run.argv = ["fetch", src, dest_template]
+    if src.startswith("~/"):  # commands run in the login folder: a relative path is the same file
+        src = src[2:] or "."
+    done: dict[str, list[dict]] = {}
+    options = replace(connect_options or ConnectOptions(), run_id=run.run_id)
+    async with contextlib.AsyncExitStack() as stack:
+        scopes = await enter_scopes(stack, hosts, options)
+        unavailable = await prepare_hosts(scopes, hosts)
+
+        async def one(host: Any) -> None:
+            async def work(out, conn_box: list) -> None:
+                conn = scopes[host.connection].connection(host_ref(host))
+                conn_box.append(conn)
+                await conn.open()
+                kind, paths, skipped = await _remote_sources(conn, host.name, src, timeout_s)
+                folder, is_folder = host_folder(dest_template, host.name)
+                for path in skipped:
+                    _log(observers, host.name, f"skipped {path}: not a regular file (symlinks are never followed)",
+                         "stderr")
+                for remote in paths:
+                    local = _local_dest(src, remote, kind, folder, is_folder)
+                    try:
+                        await conn.get(remote, local)
+                        size = os.path.getsize(local)
+                    except OSError as exc:  # the controller's disk: full, read-only, permission denied
+                        from ..connection.storagefaults import name_write_error
+
+                        named = name_write_error(f"[Errno {exc.errno}] {exc.strerror}", local)
+                        raise TransferError(f"{host.name}: fetch {remote} -> {local}: "
+                                            f"{named or exc.strerror or exc}") from None
+                    _record_file(out, observers, host.name, remote, local, size, "fetched")
+
+            await _host(run, observers, host, unavailable, work, timeout_s, done)
+
+        await for_each_host(hosts, one, forks=forks)
+    run.failed_hosts = [h for h, o in run.hosts.items() if o.status != "ok"]
+    return done
+
+
+def _local_dest(src: str, remote: str, kind: str, folder: str, is_folder: bool) -> str:
+    """Where one fetched file lands: the module's rules, and never outside ``folder``."""
+    if kind == "file":
+        return os.path.join(folder, posixpath.basename(remote.rstrip("/"))) if is_folder else folder
+    base = src.rstrip("/") or "/"
+    rel = posixpath.relpath(remote, base)
+    if not src.endswith("/"):
+        rel = posixpath.join(posixpath.basename(base) or "root", rel)
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise TransferError(f"fetch {remote}: outside {src}")
+    return os.path.join(folder, *parts)

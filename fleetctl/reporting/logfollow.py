@@ -1,0 +1,168 @@
+"""Reading a run's host logs for people: ``fleetctl logs RUN`` and ``fleetctl logs --follow``.
+
+A host log (:mod:`fleetctl.reporting.record`) holds each line's exact bytes behind a marker:
+``out| `` / ``err| `` (``out+ `` / ``err+ `` for the continuation of a line longer than 1 MiB) and
+``==> `` task lines. Shown here as clush and Ansible show many hosts: each line prefixed
+``host: ``, the bytes decoded as UTF-8 (U+FFFD for invalid bytes), control characters other than
+tab dropped, continuations joined to their line.
+
+:class:`LogTail` follows one file by its offset: every poll reads only the bytes added since the
+last one (never the whole file again), and keeps an unfinished last line until its newline comes.
+Nothing here prints: callers get lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+#: Bytes read from one log per poll at most (a host printing fast never starves the others).
+READ_CHUNK_BYTES = 1024 * 1024
+
+_DROP = {c: None for c in range(32) if c != 9} | {127: None}
+
+
+def readable(raw: bytes) -> str | None:
+    """One raw log line (without its newline) as text, or ``None`` for an empty one.
+
+    ``out| x`` -> ``x``; ``err| x`` -> ``x``; ``==> task`` stays as it is; a line of another shape
+    (a log written by an older fleetctl) is shown whole.
+    """
+    for mark in (b"out| ", b"err| ", b"out+ ", b"err+ "):
+        if raw.startswith(mark):
+            raw = raw[len(mark):]
+            break
+    return raw.decode("utf-8", errors="replace").translate(_DROP)
+
+
+class LogTail:
+    """Follow one host log from byte ``offset`` (0: the start).
+
+    Attributes:
+        path: the log file.
+        host: the host name lines are prefixed with.
+        offset: bytes consumed so far.
+    """
+
+    def __init__(self, path: Path, host: str) -> None:
+        self.path, self.host, self.offset = path, host, 0
+        self._partial = b""
+
+    def poll(self, *, final: bool = False) -> list[str]:
+        """The lines added since the last poll, each ``host: text``; ``final`` also gives an
+        unfinished last line. A file that is gone or unreadable gives nothing (tried again next time)."""
+        lines: list[str] = []
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                while True:
+                    chunk = fh.read(READ_CHUNK_BYTES)
+                    if not chunk:
+                        break
+                    self.offset += len(chunk)
+                    data = self._partial + chunk
+                    *done, self._partial = data.split(b"\n")
+                    lines.extend(self._show(d) for d in done)
+                    if len(chunk) < READ_CHUNK_BYTES:
+                        break
+        except OSError:
+            pass
+        if final and self._partial:
+            lines.append(self._show(self._partial))
+            self._partial = b""
+        return lines
+
+    def _show(self, raw: bytes) -> str:
+        return f"{self.host}: {readable(raw)}"
+
+
+def host_names(run_dir: Path) -> dict[str, str]:
+    """log file name -> host name, from run.json (a host not there yet is named by its file)."""
+    from ..util.paths import safe_name
+
+    try:
+        hosts = json.loads((run_dir / "run.json").read_text()).get("hosts") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {f"{safe_name(h)}.log": h for h in hosts}
+
+
+def all_lines(run_dir: Path, only: str | None = None) -> Iterator[str]:
+    """Every line of every host log of a finished (or running) run, host by host in name order;
+    ``only``: that host's log only."""
+    from ..util.paths import safe_name
+
+    names = host_names(run_dir)
+    logs = sorted((run_dir / "logs").glob("*.log"), key=lambda p: names.get(p.name, p.stem))
+    for path in logs:
+        host = names.get(path.name, path.stem)
+        if only is not None and path.name != f"{safe_name(only)}.log":
+            continue
+        tail = LogTail(path, host)
+        while True:
+            got = tail.poll()
+            yield from got
+            if not got:
+                break
+        yield from tail.poll(final=True)
+
+
+def run_state(run_dir: Path) -> str | None:
+    """The run's shown status (:func:`fleetctl.reporting.history.shown_status`: a ``running``
+    record whose controller is gone is not running), or ``None`` while run.json is unreadable."""
+    from .history import shown_status
+
+    try:
+        return shown_status(json.loads((run_dir / "run.json").read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def follow(run_dir: Path, emit: Callable[[str], None], *, only: str | None = None,
+           poll_s: float = 0.25, sleep: Callable[[float], None] | None = None) -> str:
+    """Print (through ``emit``) every host log line of the run, and the lines added while it runs,
+    new hosts' logs included as they appear, until the run is no longer ``running`` (its run.json
+    says so, or its controller process is gone); then the lines written last.
+
+    Args:
+        run_dir: ``<runs>/<run_id>``.
+        emit: called with each ``host: text`` line.
+        only: follow that host's log only.
+        poll_s: seconds between polls of the files.
+
+    Returns:
+        The run's final shown status (``ok``, ``failed``, ``interrupted (controller gone)``...).
+    """
+    import time
+
+    from ..util.paths import safe_name
+
+    sleep = sleep or time.sleep
+    tails: dict[str, LogTail] = {}
+
+    def sweep(final: bool = False) -> None:
+        names = host_names(run_dir)
+        try:
+            entries = sorted(os.listdir(run_dir / "logs"))
+        except OSError:
+            entries = []
+        for name in entries:
+            if not name.endswith(".log") or (only is not None and name != f"{safe_name(only)}.log"):
+                continue
+            if name not in tails:
+                tails[name] = LogTail(run_dir / "logs" / name, names.get(name, name[:-4]))
+            elif names.get(name) and tails[name].host != names[name]:
+                tails[name].host = names[name]
+        for tail in tails.values():
+            for line in tail.poll(final=final):
+                emit(line)
+
+    while True:
+        state = run_state(run_dir)
+        sweep()
+        if state is not None and state != "running":
+            sweep(final=True)
+            return state
+        sleep(poll_s)

@@ -1,0 +1,362 @@
+"""The commands operators reach for first (issue 25), end to end through the real CLI against real
+sshd test hosts, ``local`` hosts and the real Slurm test cluster: ``run -b`` and the summary line,
+``copy``/``fetch`` (SFTP, the exec fallback of a server without ``Subsystem sftp``, sbcast),
+``logs`` (every host, ``--host``, ``--follow`` on a live run), ``runs show``, and ``-o``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+from tests.support.slurm import counting_launcher, slurm_cluster, slurm_cluster_session, tool_calls  # noqa: F401
+from tests.support.sshd import free_port
+
+pytestmark = pytest.mark.sshd
+
+
+def _greet(host, text: str, rc: int = 0) -> None:
+    """A `greet` program on the host's PATH printing ``text`` (stdout) and ``warn`` (stderr)."""
+    script = host.bin_dir / "greet"
+    script.write_text(f"#!/bin/sh\necho '{text}'\necho warn >&2\nexit {rc}\n")
+    script.chmod(0o755)
+
+
+def _record(home: Path) -> dict:
+    return json.loads((last_run(home) / "run.json").read_text())
+
+
+# -- run -b and the summary line -----------------------------------------------------------------
+
+def test_run_b_gathers_identical_outputs_under_the_folded_node_set(sshd_farm, tmp_path):
+    hosts = {}
+    for name, text, rc in (("gpu01", "same", 0), ("gpu02", "same", 0), ("gpu03", "same", 3), ("gpu04", "other", 0)):
+        h = sshd_farm.start(name)
+        _greet(h, text, rc)
+        hosts[name] = h.inventory_vars(sshd_farm.known_hosts)
+    hosts["gpu05"] = {"ansible_host": "127.0.0.1", "ansible_port": free_port(), "known_hosts": str(sshd_farm.known_hosts)}
+    inv = write_inventory(tmp_path / "inv.yaml", {"gpu": hosts})
+    res = fleetctl("-i", str(inv), "run", "--hosts", "gpu", "-b", "--", "greet", home=tmp_path)
+    assert res.returncode == 1, res.stderr
+    rule = "-" * 15
+    assert res.stdout == (f"{rule}\ngpu[01-02] (2)\n{rule}\nsame\nwarn\n"
+                          f"{rule}\ngpu03 (1) rc=3\n{rule}\nsame\nwarn\n"
+                          f"{rule}\ngpu04 (1)\n{rule}\nother\nwarn\n"), res.stdout
+    assert "gpu05: UNREACHABLE: " in res.stderr
+    assert res.stderr.splitlines()[-1] == "ok 3, failed 1, unreachable 1"
+    # without -b: each line prefixed as it comes, and the same summary line last on stderr
+    plain = fleetctl("-i", str(inv), "run", "--hosts", "gpu01,gpu02", "--", "greet", home=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert sorted(plain.stdout.splitlines()) == ["gpu01 | same", "gpu01 | warn", "gpu02 | same", "gpu02 | warn"]
+    assert plain.stderr.splitlines()[-1] == "ok 2, failed 0, unreachable 0"
+    # --json: stdout is one document, unchanged; the summary is on stderr
+    doc = fleetctl("-i", str(inv), "run", "--hosts", "gpu01,gpu02", "--json", "-b", "--", "greet", home=tmp_path)
+    assert json.loads(doc.stdout)["gpu01"]["stdout"] == "same\n"
+    assert doc.stderr.splitlines()[-1] == "ok 2, failed 0, unreachable 0"
+
+
+def test_run_b_says_when_a_block_is_the_end_of_a_longer_output(tmp_path):
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"l1": {"ansible_connection": "local"},
+                                                        "l2": {"ansible_connection": "local"}}})
+    res = fleetctl("-i", str(inv), "run", "--hosts", "g", "-b", "--", "python3", "-c",
+                   "import sys\nfor i in range(30000): print(f'{i:08d}' + 'x' * 64)", home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    head = res.stdout.splitlines()[1]
+    assert head == "l[1-2] (2) (the end of the output: fleetctl logs RUN --host H has every byte)", head
+    assert res.stdout.endswith(f"{29999:08d}{'x' * 64}\n")
+    log = (last_run(tmp_path) / "logs" / "l1.log").read_bytes()
+    assert log.count(b"\n") == 30000 and log.startswith(b"out| 00000000")  # the log kept every line
+
+
+# -- copy and fetch ------------------------------------------------------------------------------
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+def _source(tmp_path: Path) -> Path:
+    src = tmp_path / "payload"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.txt").write_bytes(b"alpha\n")
+    (src / "sub" / "b.bin").write_bytes(bytes(range(256)) * 4000)  # 1 MB, every byte value
+    tool = src / "tool.sh"
+    tool.write_text("#!/bin/sh\necho tool\n")
+    tool.chmod(0o755)
+    return src
+
+
+@pytest.mark.parametrize("sftp", [True, False], ids=["sftp", "exec-fallback"])
+def test_copy_then_fetch_a_folder_with_every_byte(sshd_farm, tmp_path, sftp):
+    src = _source(tmp_path)
+    h = sshd_farm.start("c1", sftp=sftp)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"c1": h.inventory_vars(sshd_farm.known_hosts)}})
+    dst = h.root / "home" / "dst"  # absolute: SFTP's relative paths are the passwd home, here the real one
+    res = fleetctl("-i", str(inv), "copy", "--hosts", "g", str(src) + "/", f"{dst}/", home=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout == "c1: ok: 3 files, 1024026 bytes\n"
+    assert res.stderr.splitlines()[-1] == "ok 1, failed 0, unreachable 0"
+    want = _tree(src)
+    assert _tree(dst) == want
+    assert (dst / "tool.sh").stat().st_mode & 0o111  # modes kept
+    assert ("subsystem request for sftp" in h.log) is not sftp  # the fault is real: the fallback carried it
+    rec = _record(tmp_path)
+    assert rec["kind"] == "copy" and rec["status"] == "ok"
+    size = sum(len(b) for b in want.values())
+    assert rec["hosts"]["c1"]["bytes"] == size and len(rec["hosts"]["c1"]["files"]) == 3
+    log = (last_run(tmp_path) / "logs" / "c1.log").read_text()
+    assert f"-> {dst}/sub/b.bin ({len(want['sub/b.bin'])} bytes)" in log
+    # fetch the folder itself back, one folder per host
+    got = tmp_path / "got"
+    res = fleetctl("-i", str(inv), "fetch", "--hosts", "g", str(dst), str(got / "{host}") + "/", "--json",
+                   home=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["c1"]["status"] == "ok" and doc["c1"]["bytes"] == size
+    assert _tree(got / "c1" / "dst") == want
+    assert _record(tmp_path)["kind"] == "fetch"
+
+
+def _own_disk(folder: Path, size: str = "256k") -> list[str]:
+    """An sshd ``wrap`` giving that host its own small, empty tmpfs at ``folder`` (a private mount
+    namespace): a host where other hosts' files are missing, and whose disk fills up."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            f'mount -t tmpfs -o size={size} tmpfs "$0" && exec "$@"', str(folder)]
+
+
+def test_copy_and_fetch_faults_name_the_path(sshd_farm, tmp_path):
+    shared = tmp_path.parent / f"{tmp_path.name}-disk"  # readable by sshd (pytest's tmp_path is 0700)
+    h = sshd_farm.start("f1")
+    small = sshd_farm.start("f2", wrap=_own_disk(shared))
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {
+        "f1": h.inventory_vars(sshd_farm.known_hosts),
+        "f2": small.inventory_vars(sshd_farm.known_hosts),
+        "gone": {"ansible_host": "127.0.0.1", "ansible_port": free_port(), "known_hosts": str(sshd_farm.known_hosts)}}})
+    try:
+        # a missing SRC on the controller: bad input, one line, nothing run
+        res = fleetctl("-i", str(inv), "copy", "--hosts", "g", str(tmp_path / "nope"), "x", home=tmp_path)
+        assert res.returncode == 2 and res.stdout == ""
+        assert res.stderr == f"fleetctl: error: copy: {tmp_path / 'nope'}: no such file or folder on this controller\n"
+        assert not (tmp_path / "runs").exists()
+        # a missing SRC on a host fails that host, naming the path; the others go on
+        here = shared / "here.txt"  # f1 sees it; f2 has its own empty disk there
+        here.write_text("x\n")
+        res = fleetctl("-i", str(inv), "fetch", "--hosts", "f1,f2", str(here), str(tmp_path / "out"), home=tmp_path)
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert (tmp_path / "out" / "f1" / "here.txt").read_text() == "x\n"
+        assert not (tmp_path / "out" / "f2").exists()
+        assert f"f2: FAILED: fetch {here}: no such file or folder on the host" in res.stderr
+        assert res.stderr.splitlines()[-1] == "ok 1, failed 1, unreachable 0"
+        # a full disk names the error, the path and its cause; an unreachable host is counted as such
+        big = tmp_path / "big.bin"
+        big.write_bytes(b"\0" * (1 << 20))
+        res = fleetctl("-i", str(inv), "copy", "--hosts", "f1,f2,gone", str(big), f"{shared}/big.bin",
+                       home=tmp_path)
+        assert res.returncode == 1
+        line = next(ln for ln in res.stderr.splitlines() if ln.startswith("f2: FAILED: "))
+        assert "No space left on device (ENOSPC)" in line and f"{shared}/" in line, line
+        assert "gone: UNREACHABLE: " in res.stderr
+        assert res.stderr.splitlines()[-1] == "ok 1, failed 1, unreachable 1"
+        assert (shared / "big.bin").stat().st_size == 1 << 20  # f1 (same disk as here) got it whole
+    finally:
+        import shutil
+
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_fetch_without_host_in_dest_gets_a_host_level_and_symlinks_are_skipped(tmp_path):
+    src = _source(tmp_path)
+    (src / "link").symlink_to("a.txt")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"m1": {"ansible_connection": "local"},
+                                                        "m2": {"ansible_connection": "local"}}})
+    res = fleetctl("-i", str(inv), "fetch", "--hosts", "g", str(src), str(tmp_path / "out"), home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    for name in ("m1", "m2"):
+        assert _tree(tmp_path / "out" / name / "payload") == _tree(src)  # link skipped, not followed
+        assert not (tmp_path / "out" / name / "payload" / "link").exists()
+    logs = fleetctl("logs", last_run(tmp_path).name, home=tmp_path)
+    assert f"m1: skipped {src / 'link'}: not a regular file (symlinks are never followed)" in logs.stdout
+    # the record of a transfer follows the published schemas
+    import jsonschema
+
+    from fleetctl.reporting.schema import events_schema, run_schema
+
+    record = _record(tmp_path)
+    jsonschema.validate(record, run_schema())
+    assert record["kind"] == "fetch" and record["hosts"]["m1"]["bytes"] == sum(len(b) for b in _tree(src).values())
+    for line in (last_run(tmp_path) / "events.jsonl").read_text().splitlines():
+        jsonschema.validate(json.loads(line), events_schema())
+
+
+def _slurm_cli(*args: str, home: Path, launcher: str) -> subprocess.CompletedProcess:
+    """The CLI with the cluster's launcher for the ``slurm:`` source, HOME and XDG under ``home``."""
+    for sub in ("home", "state", "config"):
+        (home / sub).mkdir(exist_ok=True)
+    return fleetctl(*args, home=home, env={"FLEETCTL_SLURM_LAUNCHER": launcher, "HOME": str(home / "home"),
+                                           "XDG_STATE_HOME": str(home / "state"),
+                                           "XDG_CONFIG_HOME": str(home / "config")}, timeout_s=600)
+
+
+def test_copy_and_fetch_over_slurm(slurm_cluster, tmp_path):
+    src = _source(tmp_path)
+    dest = str(slurm_cluster.local / "dst")
+    calls = tmp_path / "calls.log"
+    res = _slurm_cli("-i", "slurm:", "copy", "--hosts", "n1,n2", str(src) + "/", dest + "/", home=tmp_path,
+                     launcher=counting_launcher(slurm_cluster, calls))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert tool_calls(calls).count("sbcast") == 3  # one sbcast per file for both nodes, not one per node
+    for node in ("n1", "n2"):
+        assert _tree(slurm_cluster.node_disk(node) / "dst") == _tree(src)
+    assert not (slurm_cluster.node_disk("n3") / "dst").exists()
+    assert slurm_cluster.jobs() == []
+    res = _slurm_cli("-i", "slurm:", "fetch", "--hosts", "n1,n2", dest + "/sub/b.bin", str(tmp_path / "got" / "{host}.bin"),
+              home=tmp_path, launcher=slurm_cluster.launcher_text)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for node in ("n1", "n2"):
+        assert (tmp_path / "got" / f"{node}.bin").read_bytes() == (src / "sub" / "b.bin").read_bytes()
+    assert slurm_cluster.jobs() == []
+
+
+# -- logs and runs show --------------------------------------------------------------------------
+
+def test_logs_follow_a_live_run_to_its_end(tmp_path):
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"l1": {"ansible_connection": "local"},
+                                                        "l2": {"ansible_connection": "local"}}})
+    gate = tmp_path / "gate"
+    script = f"echo a; while [ ! -e {gate} ]; do sleep 0.05; done; echo b; exit $1"
+    env = {"FLEETCTL_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    import os
+
+    for rc, want in ((0, 0), (4, 1)):
+        if gate.exists():
+            gate.unlink()
+        before = set((tmp_path / "runs").iterdir()) if (tmp_path / "runs").exists() else set()
+        # --forks 1: l2 starts only once l1 is done, so its log appears while the follower runs
+        run = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "run", "--hosts", "g", "--forks", "1",
+                                "--",
+                                "sh", "-c", script, "sh", str(rc)], cwd=REPO, env={**os.environ, **env},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            run_dir = _wait(lambda: next(iter(set((tmp_path / "runs").iterdir()) - before), None)
+                            if (tmp_path / "runs").exists() else None)
+            log1 = run_dir / "logs" / "l1.log"
+            _wait(lambda: log1.exists() and b"a" in log1.read_bytes())
+            assert not (run_dir / "logs" / "l2.log").exists()
+            follow = subprocess.Popen([sys.executable, "-m", "fleetctl", "logs", "--follow"], cwd=REPO,
+                                      env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True)
+            first = follow.stdout.readline()  # the follower is live before the run goes on
+            gate.touch()
+            rest = follow.stdout.read()  # not communicate(): it reads past readline's buffer
+            err = follow.stderr.read()
+            follow.wait(timeout=120)
+        finally:
+            run.wait(timeout=120)
+        lines = sorted([first.rstrip("\n"), *rest.splitlines()])
+        assert lines == ["l1: a", "l1: b", "l2: a", "l2: b"], (first, rest, err)
+        assert follow.returncode == want, err
+        assert err.splitlines()[-1] == f"run {run_dir.name}: {'ok' if want == 0 else 'failed'}"
+
+
+def _wait(fn, timeout_s: float = 60.0):
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = fn()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting")
+
+
+def test_logs_every_host_prefixed_one_host_exact_and_runs_show(tmp_path):
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h1": {"ansible_connection": "local"},
+                                                        "h2": {"ansible_connection": "local"},
+                                                        "gone": {"ansible_host": "127.0.0.1",
+                                                                 "ansible_port": free_port()}}})
+    res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--", "sh", "-c", "printf 'x\\033[31my\\n'; echo e >&2; exit 2",
+                   home=tmp_path)
+    assert res.returncode == 1
+    run_id = last_run(tmp_path).name
+    logs = fleetctl("logs", run_id, home=tmp_path)
+    assert logs.returncode == 0, logs.stderr
+    lines = logs.stdout.splitlines()
+    assert lines[:4] == ["h1: x[31my", "h1: e", "h2: x[31my", "h2: e"]  # markers gone, control bytes dropped
+    assert lines[4].startswith("gone: unreachable: ")
+    exact = fleetctl("logs", run_id, "--host", "h1", home=tmp_path)
+    assert exact.stdout == "out| x\x1b[31my\nerr| e\n"  # one host: the exact bytes, as before
+    assert fleetctl("logs", run_id, "h1", home=tmp_path).stdout == exact.stdout
+    show = fleetctl("runs", "show", run_id, home=tmp_path)
+    assert show.returncode == 0, show.stderr
+    out = show.stdout
+    for want in (f"run:      {run_id}", "kind:     run", "pattern:  g", "status:   failed", "duration: "):
+        assert want in out, out
+    assert "h[1-2] (2): rc=2" in out
+    assert any(ln.startswith("gone ") and "unreachable" in ln for ln in out.splitlines())
+    assert f"fleetctl logs {run_id} --host h1" in out
+    assert json.loads(fleetctl("runs", "show", run_id, "--json", home=tmp_path).stdout)["run_id"] == run_id
+
+
+# -- -o ------------------------------------------------------------------------------------------
+
+def test_o_port_user_identityfile_change_where_fleetctl_connects(sshd_farm, tmp_path, client_key):
+    h = sshd_farm.start("oo")
+    _greet(h, "reached")
+    dead = free_port()
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"oo": {
+        "ansible_host": "127.0.0.1", "ansible_port": dead, "ansible_user": "nobody-here",
+        "known_hosts": str(sshd_farm.known_hosts), "workdir": str(h.root / "home" / "work")}}})
+    # as the inventory says: nothing listens there
+    res = fleetctl("-i", str(inv), "run", "--hosts", "oo", "--", "greet", home=tmp_path)
+    assert res.returncode == 1 and "connection refused" in res.stderr.lower(), res.stderr
+    res = fleetctl("-i", str(inv), "-o", f"Port={h.port}", "-o", f"User {h.user}", "-o", f"identityfile={client_key}",
+                   "run", "--hosts", "oo", "--", "greet", home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "oo | reached\noo | warn\n"
+    # a deploy, its --plan and --dry-run reach the host the same way (the same scopes, ConnectOptions.ssh_options)
+    play = tmp_path / "play.yaml"
+    play.write_text("name: o\nhosts: all\ngather_facts: false\ntasks:\n  - name: greet\n"
+                    "    command: {argv: [greet]}\n")
+    where = ["-o", f"Port={h.port}", "-o", f"User={h.user}", "-o", f"IdentityFile={client_key}"]
+    for mode in (["--plan"], ["--dry-run"], []):
+        dep = fleetctl("-i", str(inv), *where, "deploy", "--playbook", str(play), "--hosts", "oo", *mode,
+                       home=tmp_path)
+        assert dep.returncode == 0, (mode, dep.stdout + dep.stderr)
+        assert _record(tmp_path)["hosts"]["oo"]["status"] == "ok"
+    assert "reached" in (last_run(tmp_path) / "logs" / "oo.log").read_text()  # the deploy ran greet there
+    # the inventory's key would not do: -o IdentityFile is what logged in
+    wrong = tmp_path / "wrong_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(wrong)], check=True)
+    res = fleetctl("-i", str(inv), "-o", f"Port={h.port}", "-o", f"User={h.user}", "-o", f"IdentityFile={wrong}",
+                   "-o", "IdentitiesOnly=yes", "run", "--hosts", "oo", "--", "greet", home=tmp_path)
+    assert res.returncode == 1 and "oo: UNREACHABLE: " in res.stderr, res.stderr
+
+
+def test_o_refuses_what_fleetctl_does_not_honour_and_accept_new_is_the_flag(sshd_farm, tmp_path):
+    h = sshd_farm.start("kk")
+    _greet(h, "hi")
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"kk": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                               "known_hosts": str(empty)}}})
+    for opt, why in (("StrictHostKeyChecking=no", "a changed key is always refused"),
+                     ("stricthostkeychecking ask", "a changed key is always refused"),
+                     ("Ciphers=aes128-ctr", "-o Ciphers: fleetctl does not honour this ssh option"),
+                     ("Port=http", "-o Port=http: not a TCP port"),
+                     ("Port", "expected OPTION=VALUE")):
+        for cmd in (["run", "--hosts", "kk", "--", "true"], ["facts", "--hosts", "kk"]):
+            res = fleetctl("-i", str(inv), "-o", opt, *cmd, home=tmp_path)
+            assert res.returncode == 2, (opt, res.stderr)
+            assert len(res.stderr.splitlines()) == 1 and why in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert not (tmp_path / "runs").exists()
+    res = fleetctl("-i", str(inv), "run", "--hosts", "kk", "--", "greet", home=tmp_path)
+    assert res.returncode == 1 and "--accept-new-host-keys" in res.stderr  # unknown key refused
+    res = fleetctl("-i", str(inv), "-o", "StrictHostKeyChecking=accept-new", "run", "--hosts", "kk", "--", "greet",
+                   home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert h.known_hosts_line.split()[2] in empty.read_text()  # recorded, as --accept-new-host-keys does
