@@ -6,6 +6,8 @@ planted violation in a temporary tree, so none of them can pass by checking noth
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -158,3 +160,20 @@ def test_a_failing_observer_is_dropped_with_an_event_and_a_logged_warning_never_
     assert warnings == ["fleetctl: warning: _Broken stopped reporting: RuntimeError: reporter bug",
                         "fleetctl: warning: _Lines stopped reporting: ValueError: line bug"]
     assert capsys.readouterr() == ("", "")
+
+
+def test_with_no_logging_set_up_the_warning_reaches_stderr_once_and_stdout_stays_clean():
+    """What an operator (or a script using the API) sees when nothing configured ``logging``:
+    Python's last-resort handler writes the one warning line to stderr."""
+    code = ("from fleetctl.engine.model import RunModel\n"
+            "from fleetctl.engine.observer import Observers\n"
+            "class Broken:\n"
+            "    def event(self, run, event):\n"
+            "        raise RuntimeError('bug')\n"
+            "obs = Observers(RunModel(kind='run'), [Broken()])\n"
+            "obs.emit('host.started', 'h1')\n"
+            "obs.emit('host.finished', 'h1', status='ok')\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == ""
+    assert res.stderr == "fleetctl: warning: Broken stopped reporting: RuntimeError: bug\n"
