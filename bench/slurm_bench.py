@@ -68,7 +68,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from fleetctl.connection.registry import ConnectOptions, HostRef, load_kind  # noqa: E402
-from fleetctl.connection.slurm import SlurmSettings  # noqa: E402
+from fleetctl.connection.slurm_settings import SlurmSettings  # noqa: E402
 from fleetctl.connection.ssh import SSHConnection  # noqa: E402
 from tests.support.fake_gpu import H200  # noqa: E402
 from tests.support.slurm import NodeSpec, start_cluster  # noqa: E402

@@ -46,13 +46,13 @@ def test_a_question_that_crashes_is_fleetctls_and_the_others_still_answer(tmp_pa
 
 
 def test_a_probe_answered_ahead_runs_with_the_logins_umask(tmp_path):
-    from fleetctl.engine.session_start import BOOT, MARK, _stdin
+    from fleetctl.engine.session_start import BOOT, MARK, boot_stdin
 
     probe = {"argv": ["/bin/sh", "-c", "umask"], "env": {}, "cwd": None, "timeout_s": 30}
     job = {"workdir": str(tmp_path / "w"), "run_id": "r1", "probes": [probe], "probe_limit_bytes": 1 << 20,
            "facts": False}
     res = subprocess.run(["/bin/sh", "-c", 'umask 022 && exec "$@"', "sh", sys.executable, "-c", BOOT],
-                         input=_stdin(job), capture_output=True, check=True, cwd=tmp_path)
+                         input=boot_stdin(job), capture_output=True, check=True, cwd=tmp_path)
     line = next(ln for ln in res.stdout.decode().splitlines() if ln.startswith(MARK))
     answer = json.loads(line[len(MARK):])["probes"][0]
     assert base64.b64decode(answer["out"]).strip() == b"0022"

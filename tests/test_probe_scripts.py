@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fleetctl.tasks.pip_install import STATE_SCRIPT
+from fleetctl.tasks.venv_state import STATE_SCRIPT
 
 REPO = Path(__file__).resolve().parents[1]
 DISTS = ["pip", "torch", "numpy", "fleetctl", "scikit-build-core", "scikit_build_core", "PyYAML", "no-such-dist"]
@@ -73,13 +73,13 @@ def test_a_probe_answered_ahead_unsets_what_its_step_unsets(tmp_path):
     import base64
     import os
 
-    from fleetctl.engine.session_start import BOOT, MARK, _stdin
+    from fleetctl.engine.session_start import BOOT, MARK, boot_stdin
 
     probe = {"argv": ["/bin/sh", "-c", 'echo "x=${FLT_X-unset} y=$FLT_Y"'], "env": {"FLT_X": None, "FLT_Y": "y"},
              "cwd": None, "timeout_s": 30}
     job = {"workdir": str(tmp_path / "w"), "run_id": "r1", "probes": [probe], "probe_limit_bytes": 1 << 20,
            "facts": False}
-    res = subprocess.run([sys.executable, "-c", BOOT], input=_stdin(job), capture_output=True, check=True,
+    res = subprocess.run([sys.executable, "-c", BOOT], input=boot_stdin(job), capture_output=True, check=True,
                          env={**os.environ, "FLT_X": "set"}, cwd=tmp_path)
     line = next(ln for ln in res.stdout.decode().splitlines() if ln.startswith(MARK))
     answer = json.loads(line[len(MARK):])["probes"][0]

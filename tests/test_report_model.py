@@ -13,7 +13,9 @@ from fleetctl.engine.model import HostOutcome, PhaseSpan, RunModel, TaskOutcome
 from fleetctl.reporting.html import render
 from fleetctl.reporting.logscan import first_error_line, read_tail
 from fleetctl.reporting.metrics import registry_for, write_metrics
-from fleetctl.reporting.report_model import load_report, nice_ticks, without_identity
+from fleetctl.reporting.identity import without_identity
+from fleetctl.reporting.report_model import load_report
+from fleetctl.reporting.timeaxis import nice_ticks
 from fleetctl.reporting.tables import folded_notes, print_facts, print_summary
 
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from fleetctl.inventory import Host
-from fleetctl.engine.runner import batches
+from fleetctl.engine.batches import batches, stop_reason
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
 
 pytestmark = pytest.mark.sshd
@@ -41,6 +41,21 @@ def test_batches_follow_ansible_serial(serial, n, sizes):
     got = batches(hosts_of(n), serial)
     assert [len(b) for b in got] == sizes
     assert [h.name for b in got for h in b] == [h.name for h in hosts_of(n)]
+
+
+@pytest.mark.parametrize(("sizes", "n", "bad", "max_fail", "reason"), [
+    ((2, 2), 0, 2, None, "batch 1 of 2: 2 of 2 hosts failed (every host); 2 hosts not started"),
+    ((2, 2), 0, 1, None, None),
+    ((4, 4, 2), 1, 2, 25, "batch 2 of 3: 2 of 4 hosts failed (more than max_fail_percentage 25%); 2 hosts not started"),
+    ((4, 4), 0, 1, 25, None),  # 25% is not more than 25%
+    ((4, 4), 0, 1, 0, "batch 1 of 2: 1 of 4 hosts failed (more than max_fail_percentage 0%); 4 hosts not started"),
+    ((3,), 0, 3, None, None),  # the last batch stops nothing
+])
+def test_a_batch_stops_the_later_ones_by_ansibles_max_fail_percentage(sizes, n, bad, max_fail, reason):
+    plan, hosts = [], iter(hosts_of(sum(sizes)))
+    for size in sizes:
+        plan.append([next(hosts) for _ in range(size)])
+    assert stop_reason(n, plan, bad, max_fail) == reason
 
 
 def fleet(sshd_farm, tmp_path, n):

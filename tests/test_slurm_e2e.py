@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from fleetctl.connection.registry import ConnectOptions, HostRef, load_kind
-from fleetctl.connection.slurm import SlurmScope, SlurmSettings, broadcast
+from fleetctl.connection.slurm import SlurmScope, broadcast
+from fleetctl.connection.slurm_settings import SlurmSettings
 from fleetctl.connection.slurm_transfer import STRIPE_BYTES
 from fleetctl.errors import CommandTimeout, HostUnreachable, TransferError
 from fleetctl.inventory.sources.slurm import load_slurm_inventory
@@ -323,7 +324,7 @@ def test_cancel_while_the_allocation_waits_withdraws_it(slurm_cluster):
 CTRL_C_SCRIPT = textwrap.dedent("""\
     import asyncio, sys
     from fleetctl.connection.registry import ConnectOptions, HostRef, load_kind
-    from fleetctl.connection.slurm import SlurmSettings
+    from fleetctl.connection.slurm_settings import SlurmSettings
 
     async def main():
         refs = [HostRef(n, SlurmSettings.model_validate({"slurm_launcher": sys.argv[1]})) for n in ("n1", "n3")]

@@ -159,7 +159,7 @@ def test_a_job_cancelled_between_steps_is_named_by_uploads_and_commands(slurm_cl
     import asyncio
 
     from fleetctl.connection.registry import ConnectOptions, HostRef, load_kind
-    from fleetctl.connection.slurm import SlurmSettings
+    from fleetctl.connection.slurm_settings import SlurmSettings
     from fleetctl.connection.slurm_end import SlurmJobEnded
 
     src = tmp_path / "payload.txt"

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleetctl.connection.registry import KINDS, load_kind
-from fleetctl.connection.slurm import SlurmSettings
+from fleetctl.connection.slurm_settings import SlurmSettings
 from fleetctl.connection.slurm_alloc import AllocationRequest
 from fleetctl.connection.slurm_client import SlurmClient, client_env, parse_launcher
 from fleetctl.connection.slurm_nodes import gres_type, parse_sinfo, sinfo_argv, split_gres

@@ -68,7 +68,7 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     The last line, on stderr (stdout keeps only what the hosts printed, for pipes), is
     ``ok N, failed N, unreachable N``."""
     from ..api.adhoc import run_command
-    from ..reporting.history import safe_name
+    from ..util.paths import safe_name
     from ..reporting.lines import HostLines, print_json
 
     _, hosts = obj.select(pattern, limit, venv=False, forks=forks)  # `run` may be what creates the venv

@@ -13,7 +13,7 @@ A run's :class:`SlurmScope`:
    for nodes busy with other work, so a busy node never holds up idle ones.
    An allocation not granted within the run's connect deadline fails its hosts only. One probe step
    per allocation then learns each node's ``$HOME`` and proves that steps start there.
-2. ``connection(host)`` hands out a :class:`SlurmConnection`: ``run`` is a job step on the node
+2. ``connection(host)`` hands out a :class:`~fleetctl.connection.slurm_host.SlurmConnection`: ``run`` is a job step on the node
    (:mod:`~fleetctl.connection.slurm_step`), ``put`` an ``sbcast`` to the node's local disk,
    ``get`` a step that writes the file to its stdout. Puts of the same bytes to the same path
    from several hosts of one allocation at about the same time (a ``copy`` task on every host)
@@ -24,7 +24,7 @@ A run's :class:`SlurmScope`:
 4. Leaving the scope releases every allocation: at the end, on failure and on Ctrl-C/cancel; a
    lifeline process releases it even when fleetctl is killed outright.
 
-Host vars (:class:`SlurmSettings`): ``slurm_node`` or ``ansible_host`` (the Slurm node name;
+Host vars (:class:`~fleetctl.connection.slurm_settings.SlurmSettings`): ``slurm_node`` or ``ansible_host`` (the Slurm node name;
 default the inventory name), ``slurm_partition``, ``slurm_account``, ``slurm_qos``, ``slurm_time``,
 ``slurm_reservation``, ``slurm_exclusive`` (default true: whole nodes, so builds get every CPU) and
 ``slurm_launcher`` (a command prefix for the client tools: ``ssh login01``, ``nsenter --net=...``).
@@ -35,26 +35,19 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import posixpath
 import secrets
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
-
-from pydantic import AliasChoices, Field, field_validator
+from collections.abc import Sequence
 
 from ..errors import HostUnreachable, TransferError
-from .base import CommandResult, Connection, LineCallback
-from .command import wrap_argv
-from .registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRef, KindScope
+from .registry import ConnectionKind, ConnectOptions, HostRef, KindScope
 from .slurm_alloc import Allocation, AllocationError, AllocationRequest, allocate
-from .slurm_client import SlurmClient, SlurmError, last_line, parse_launcher
-from .slurm_end import SUSPECTED, SlurmJobEnded, StepEnd, learn_and_raise, raise_if_ended
+from .slurm_client import SlurmClient, SlurmError, last_line
 from .slurm_fanout import PutCoalescer, send
-from .slurm_nodes import SlurmNode, hostlist, query_nodes
+from .slurm_host import SlurmConnection, SlurmMember, resolve_remote
+from .slurm_nodes import hostlist, query_nodes
+from .slurm_settings import SlurmSettings
 from .slurm_step import LAUNCH_FAILED as _LAUNCH_FAILED
-from .slurm_step import run_step, step_argv, step_name
-from .slurm_transfer import download
+from .slurm_step import step_argv, step_name
 
 #: Allocation requests in flight at once (slurmctld serialises them anyway).
 MAX_SALLOCS = 16
@@ -72,60 +65,6 @@ MAX_NODES_PER_JOB = 256
 _PROBE = 'printf "%s\\t%s\\n" "$SLURMD_NODENAME" "$HOME"'
 
 
-class SlurmSettings(ConnectionSettings):
-    """The host vars a Slurm host reads.
-
-    Attributes:
-        node: the Slurm node name (``slurm_node``, else ``ansible_host``: set ``slurm_node`` when
-            ``ansible_host`` holds an address for SSH); ``None``: the inventory name.
-        partition, account, qos: ``slurm_partition``, ``slurm_account``, ``slurm_qos``.
-        time: ``slurm_time``, the allocation's time limit in Slurm's formats (``30``: minutes,
-            ``"2:00:00"``, ``"1-0"``); ``None``: the partition's default.
-        reservation: ``slurm_reservation`` (a maintenance reservation holding drained-for-work nodes).
-        exclusive: ``slurm_exclusive``, whole nodes (default true).
-        launcher: ``slurm_launcher``, a command prefix for the client tools, as a string (split as
-            POSIX sh words) or a list; ``()``: the tools are on this machine.
-    """
-
-    node: str | None = Field(default=None,
-                             validation_alias=AliasChoices("slurm_node", "ansible_host", "ansible_ssh_host"))
-    partition: str | None = Field(default=None, validation_alias=AliasChoices("slurm_partition"))
-    account: str | None = Field(default=None, validation_alias=AliasChoices("slurm_account"))
-    qos: str | None = Field(default=None, validation_alias=AliasChoices("slurm_qos"))
-    time: str | None = Field(default=None, validation_alias=AliasChoices("slurm_time"))
-    reservation: str | None = Field(default=None, validation_alias=AliasChoices("slurm_reservation"))
-    exclusive: bool = Field(default=True, validation_alias=AliasChoices("slurm_exclusive"))
-    launcher: tuple[str, ...] = Field(default=(), validation_alias=AliasChoices("slurm_launcher"))
-
-    @field_validator("time", mode="before")
-    @classmethod
-    def _time_text(cls, value: object) -> object:
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-    @field_validator("launcher", mode="before")
-    @classmethod
-    def _launcher_words(cls, value: object) -> object:
-        if value is None or isinstance(value, (str, list, tuple)):
-            try:
-                return parse_launcher(value)  # type: ignore[arg-type]
-            except ValueError as exc:
-                raise ValueError(f"cannot split the command prefix: {exc}") from None
-        return value
-
-
-@dataclass
-class _Member:
-    """One host of the scope: its node, and what prepare found."""
-
-    ref: HostRef
-    node: str
-    client: SlurmClient
-    info: SlurmNode | None = None
-    allocation: Allocation | None = None
-    home: str = ""
-    error: str | None = None
-
-
 class SlurmScope(KindScope):
     """One run's Slurm allocations and the hosts on them (see the module docstring)."""
 
@@ -133,7 +72,7 @@ class SlurmScope(KindScope):
 
     def __init__(self, options: ConnectOptions) -> None:
         self.options = options
-        self.members: dict[str, _Member] = {}
+        self.members: dict[str, SlurmMember] = {}
         self.allocations: list[Allocation] = []
         self._names = itertools.count(1)
         self._token = secrets.token_hex(3)
@@ -178,29 +117,29 @@ class SlurmScope(KindScope):
             allocation refused or not granted in time, a node where no step starts).
         """
         async with self._lock:
-            fresh: list[_Member] = []
+            fresh: list[SlurmMember] = []
             for ref in hosts:
                 if ref.name in self.members:
                     continue
                 s = ref.settings
                 assert isinstance(s, SlurmSettings), f"{ref.name}: not Slurm settings"
-                member = _Member(ref=ref, node=s.node or ref.name, client=SlurmClient(s.launcher))
+                member = SlurmMember(ref=ref, node=s.node or ref.name, client=SlurmClient(s.launcher))
                 self.members[ref.name] = member
                 fresh.append(member)
-            by_client: dict[SlurmClient, list[_Member]] = {}
+            by_client: dict[SlurmClient, list[SlurmMember]] = {}
             for m in fresh:
                 by_client.setdefault(m.client, []).append(m)
             await asyncio.gather(*(self._prepare_cluster(c, ms) for c, ms in by_client.items()))
             return {h.name: self.members[h.name].error for h in hosts if self.members[h.name].error}
 
-    async def _prepare_cluster(self, client: SlurmClient, members: list[_Member]) -> None:
+    async def _prepare_cluster(self, client: SlurmClient, members: list[SlurmMember]) -> None:
         try:
             known = await query_nodes(client, {m.node for m in members}, timeout_s=self.options.connect_timeout_s)
         except SlurmError as exc:
             for m in members:
                 m.error = f"cannot ask Slurm about node {m.node}: {exc}"
             return
-        groups: dict[tuple, list[_Member]] = {}
+        groups: dict[tuple, list[SlurmMember]] = {}
         for m in members:
             m.info = known.get(m.node)
             if m.info is None:
@@ -221,7 +160,7 @@ class SlurmScope(KindScope):
         deadline_s = self.options.connect_timeout_s
         deadline_at = loop.time() + deadline_s
 
-        async def one(request: AllocationRequest, group: list[_Member]) -> None:
+        async def one(request: AllocationRequest, group: list[SlurmMember]) -> None:
             nodes = sorted({m.node for m in group})
             async with gate:
                 try:
@@ -247,7 +186,7 @@ class SlurmScope(KindScope):
                                for part in _chunks(group, MAX_NODES_PER_JOB)))
         await asyncio.gather(*(one(req, group) for (req, kind), group in groups.items() if kind != "idle"))
 
-    async def _probe(self, alloc: Allocation, group: list[_Member]) -> None:
+    async def _probe(self, alloc: Allocation, group: list[SlurmMember]) -> None:
         """One step on every node of ``alloc`` learns each node's $HOME. A launch that fails on one
         node ends the whole step (srun), so nodes that did not answer are asked again one by one;
         a node that still does not answer is unreachable with srun's message."""
@@ -290,14 +229,19 @@ class SlurmScope(KindScope):
 
     # -- connections ----------------------------------------------------------------------------
 
-    def connection(self, host: HostRef) -> "SlurmConnection":
+    def connection(self, host: HostRef) -> SlurmConnection:
         return SlurmConnection(host, self)
 
     def _live_hosts(self, alloc: Allocation) -> list[str]:
         """The inventory names of the reachable hosts on ``alloc``."""
         return [m.ref.name for m in self.members.values() if m.allocation is alloc and not m.error]
 
-    async def _member(self, host: HostRef) -> _Member:
+    async def member(self, host: HostRef) -> SlurmMember:
+        """The host's member, prepared now if it is not yet.
+
+        Raises:
+            HostUnreachable: with the reason prepare found.
+        """
         if host.name not in self.members:
             await self.prepare([host])
         m = self.members[host.name]
@@ -337,14 +281,14 @@ class SlurmScope(KindScope):
         if not os.path.isfile(local_path):
             raise TransferError(f"upload {local_path}: not a regular file")
         results: dict[str, str | None] = {}
-        jobs: dict[tuple[int, str], list[_Member]] = {}
+        jobs: dict[tuple[int, str], list[SlurmMember]] = {}
         for h in hosts:
             name = h.name if isinstance(h, HostRef) else h
             m = self.members.get(name)
             if m is None or m.error or m.allocation is None:
                 results[name] = (m.error if m and m.error else f"{name}: not prepared in this Slurm scope")
                 continue
-            dest = _resolve(remote_path, m.home)
+            dest = resolve_remote(remote_path, m.home)
             jobs.setdefault((id(m.allocation), dest), []).append(m)
         outcomes = await asyncio.gather(*(
             self._broadcast_job(group[0].allocation, local_path, dest, size, group, mode, timeout_s)  # type: ignore[arg-type]
@@ -354,7 +298,7 @@ class SlurmScope(KindScope):
         return results
 
     async def _broadcast_job(self, alloc: Allocation, local_path: str, dest: str, size: int,
-                             group: list[_Member], mode: int | None, timeout_s: float) -> dict[str, str | None]:
+                             group: list[SlurmMember], mode: int | None, timeout_s: float) -> dict[str, str | None]:
         status = await send(alloc, local_path, dest, size, [m.node for m in group], mode=mode, timeout_s=timeout_s)
         out: dict[str, str | None] = {}
         for m in group:
@@ -363,159 +307,17 @@ class SlurmScope(KindScope):
         return out
 
 
-def _chunks(members: list[_Member], size: int) -> list[list[_Member]]:
+def _chunks(members: list[SlurmMember], size: int) -> list[list[SlurmMember]]:
     """``members`` in node-name order, cut into parts of at most ``size`` (at least 1)."""
     ordered = sorted(members, key=lambda m: m.node)
     size = max(1, size)
     return [ordered[i:i + size] for i in range(0, len(ordered), size)]
 
 
-def _resolve(path: str, home: str) -> str:
-    if path == "~" or path.startswith("~/"):
-        return posixpath.normpath(posixpath.join(home or "/", path[2:]))
-    if not path.startswith("/"):
-        return posixpath.normpath(posixpath.join(home or "/", path))
-    return posixpath.normpath(path)
-
-
 async def broadcast(scope: SlurmScope, local_path: str, remote_path: str, hosts: Sequence[str | HostRef], *,
                     mode: int | None = None, timeout_s: float = 600.0) -> dict[str, str | None]:
     """:meth:`SlurmScope.broadcast` as a function (the engine's fan-out of a class's wheel)."""
     return await scope.broadcast(local_path, remote_path, hosts, mode=mode, timeout_s=timeout_s)
-
-
-class SlurmConnection(Connection):
-    """One host of a :class:`SlurmScope`: its commands are job steps of the scope's allocation.
-
-    Attributes:
-        node: the Slurm node name.
-        home: the node's ``$HOME`` as the probe step saw it (after :meth:`open`).
-    """
-
-    def __init__(self, host: HostRef, scope: SlurmScope) -> None:
-        self.host = host.name
-        self.ref = host
-        self.scope = scope
-        settings = host.settings
-        assert isinstance(settings, SlurmSettings)
-        self.node = settings.node or host.name
-        self._member: _Member | None = None
-
-    @property
-    def slurm_node(self) -> SlurmNode | None:
-        """What sinfo said about the node (for facts: :func:`fleetctl.slurm_facts.slurm_view`)."""
-        m = self.scope.members.get(self.host)
-        return m.info if m else None
-
-    def extra_facts(self) -> dict[str, Any]:
-        """Slurm's view of the node (state, reason, features, GRES, CPUs, memory) as ``slurm``."""
-        node = self.slurm_node
-        return {"slurm": node.view()} if node is not None else {}
-
-    async def open(self) -> None:
-        """Join the scope's allocation (preparing this host now when the scope has not yet).
-
-        Raises:
-            HostUnreachable: the node is drained/down (Slurm's reason), unknown, not allocated in
-                time, or no step starts on it.
-        """
-        self._member = await self.scope._member(self.ref)
-        self.home = self._member.home
-
-    async def close(self) -> None:
-        """Nothing to close: the allocation belongs to the scope."""
-
-    def _require(self) -> _Member:
-        if self._member is None:
-            raise HostUnreachable(self.host, "not opened")
-        return self._member
-
-    async def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
-                  timeout_s: float | None = None, on_line: LineCallback | None = None, stdin: bytes | None = None,
-                  become: bool = False, capture_bytes: int | None = None) -> CommandResult:
-        """Run ``argv`` as a job step on the node; see :meth:`Connection.run`.
-
-        ``capture_bytes``: the result keeps the last ``capture_bytes`` of each stream (whole lines
-        where possible); every line still reaches ``on_line``.
-
-        ``env`` is applied with ``env NAME=VALUE`` and ``cwd`` with a fixed ``/bin/sh`` script that
-        gets the directory as an argument (exit 125 when it is missing), exactly as over SSH
-        (:func:`~fleetctl.connection.command.wrap_argv`); no shell ever parses the argv. The step
-        starts in the node's home. On timeout the step is cancelled (Slurm kills its processes).
-        """
-        m = self._require()
-        argv = [str(a) for a in argv]
-        wrapped = wrap_argv(argv, env=env, cwd=cwd, become=become)
-        self._check_job(m)
-        try:
-            with self.scope.fanout.busy(self.host):
-                res = await run_step(m.client, self.host, m.allocation.job_id, m.node, wrapped,  # type: ignore[union-attr]
-                                     chdir=m.home or "/", timeout_s=timeout_s, on_line=on_line, stdin=stdin,
-                                     display_argv=argv)
-        except SlurmJobEnded as exc:
-            await self._learn_end(m, exc.end)
-            raise
-        if capture_bytes is not None:
-            for name in ("stdout", "stderr"):
-                data = getattr(res, name)
-                if len(data) > capture_bytes:
-                    tail = data[-capture_bytes:]
-                    nl = tail.find(b"\n")
-                    tail = tail[nl + 1:] if 0 <= nl < len(tail) - 1 else tail
-                    setattr(res, name, tail)
-                    setattr(res, f"{name}_dropped", len(data) - len(tail))
-        return res
-
-    def _check_job(self, m: "_Member") -> None:
-        """Raise the job's end again when Slurm already ended this host's job (time limit...)."""
-        raise_if_ended(m.allocation, self.host, m.node)
-
-    async def _learn_end(self, m: "_Member", end: StepEnd) -> None:
-        await learn_and_raise(m.allocation, m.client, end, self.host, m.node)
-
-    async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
-        """Upload with ``sbcast`` to the node's own disk (temporary name, size check, rename).
-
-        Other hosts of the allocation putting the same bytes to the same path with the same mode
-        at about the same time share the sbcast (:class:`~fleetctl.connection.slurm_fanout.PutCoalescer`);
-        the answer is still this node's own.
-
-        Raises:
-            TransferError: naming the host, the path and the cause.
-        """
-        m = self._require()
-        self._check_job(m)
-        dest = _resolve(remote_path, m.home)
-        try:
-            why = await self.scope.fanout.put(self.host, m.node, m.allocation, local_path, dest,  # type: ignore[arg-type]
-                                              mode=0o644 if mode is None else mode)
-        except TransferError as exc:
-            await self._learn_end(m, SUSPECTED)  # a job Slurm ended is named as such
-            raise TransferError(f"{self.host}: {exc}") from None
-        if why is not None:
-            await self._learn_end(m, SUSPECTED)
-            raise TransferError(f"{self.host}: upload {local_path} -> {dest} on node {m.node}: {why}")
-
-    async def get(self, remote_path: str, local_path: str) -> None:
-        """Download a regular file over job steps' stdout (a symlink is refused; a large file in
-        byte ranges at once, see :mod:`~fleetctl.connection.slurm_transfer`), written to a
-        temporary file beside ``local_path`` and renamed into place.
-
-        Raises:
-            TransferError: naming the host, the path and the cause.
-        """
-        m = self._require()
-        self._check_job(m)
-        try:
-            with self.scope.fanout.busy(self.host):
-                await download(m.client, self.host, m.allocation.job_id, m.node,  # type: ignore[union-attr]
-                               _resolve(remote_path, m.home), local_path, chdir=m.home or "/")
-        except SlurmJobEnded as exc:
-            await self._learn_end(m, exc.end)
-            raise
-        except TransferError:
-            await self._learn_end(m, SUSPECTED)
-            raise
 
 
 class _SlurmKind(ConnectionKind):
@@ -539,4 +341,4 @@ class _SlurmKind(ConnectionKind):
 SETTINGS = SlurmSettings
 KIND = _SlurmKind()
 
-__all__ = ["SETTINGS", "KIND", "SlurmSettings", "SlurmScope", "SlurmConnection", "broadcast", "AllocationError"]
+__all__ = ["SETTINGS", "KIND", "SlurmScope", "broadcast", "AllocationError"]

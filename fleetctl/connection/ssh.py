@@ -1,6 +1,7 @@
 """The SSH connection, on asyncssh. asyncssh is imported only by this module and its helpers
 ``ssh_target`` (ssh_config), ``ssh_hostkeys`` (known_hosts), ``ssh_identity`` (keys and agent),
-``ssh_route`` (TCP, gates, jump hosts, login), ``ssh_errors`` (what a server's refusals mean) and
+``ssh_route`` (TCP, gates, jump hosts), ``ssh_handshake`` (one login and what its failures mean),
+``ssh_errors`` (what a server's refusals mean), ``ssh_sessions`` (channels within MaxSessions) and
 ``ssh_files`` (SFTP and its exec fallback); the connection kind is ``ssh_kind``.
 
 One SSH connection per host, reused for every command and transfer of a run; commands are exec
@@ -38,12 +39,11 @@ import asyncssh
 from ..errors import CommandTimeout, HostUnreachable
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback
 from .command import remote_command_line
-from .retry import retrying
-from .ssh_errors import is_channel_refused
-from .ssh_files import CHANNEL_ATTEMPTS, SFTPFiles
+from .ssh_files import SFTPFiles
 from .ssh_sessions import Sessions, UseOverflow
-from .ssh_route import MAX_HANDSHAKES, LoginFailed, LoginStats, RouteOptions, login
+from .ssh_handshake import LoginFailed, RouteOptions
 from .ssh_options import apply_options
+from .ssh_route import MAX_HANDSHAKES, LoginStats, login
 from .ssh_target import SSHConfigError, SSHTarget, resolve_target
 from .streams import OutputTail, pump_lines
 
@@ -326,26 +326,13 @@ class SSHConnection(SFTPFiles, Connection):
         command = remote_command_line(argv, env=env, cwd=cwd, supervise=supervise, become=become,
                                       login_shell=self.login_shell)
         conn = self._require()
-        async def open_channel(attempt: int) -> tuple[asyncssh.SSHClientProcess, float]:
-            if attempt > 1:
-                self._count("channel_retries")
-            await self._sessions.acquire(self._close_idle_sftp)
-            try:
-                return await conn.create_process(command, encoding=None), time.monotonic()
-            except asyncssh.ChannelOpenError:
-                await self._sessions.refused()
-                if not hold_stdin and self._saturated():
-                    raise UseOverflow() from None
-                raise
-            except BaseException:
-                await self._sessions.release()
-                raise
+        async def open_process() -> tuple[asyncssh.SSHClientProcess, float]:
+            return await conn.create_process(command, encoding=None), time.monotonic()
 
         try:
-            # A refused channel (over the server's MaxSessions, or a just-closed channel the server
-            # has not reaped yet) waits for a free session, backing off between attempts.
-            proc, started = await retrying(open_channel, retryable=is_channel_refused, attempts=CHANNEL_ATTEMPTS,
-                                           initial_s=0.05, max_s=2.0)
+            proc, started = await self._sessions.open_channel(
+                open_process, make_room=self._close_idle_sftp, overflow=lambda: not hold_stdin and self._saturated(),
+                on_retry=lambda: self._count("channel_retries"))
         except asyncssh.ChannelOpenError as exc:
             raise HostUnreachable(self.host, f"cannot open a session (MaxSessions?): {exc.reason}") from None
         except (OSError, asyncssh.Error) as exc:

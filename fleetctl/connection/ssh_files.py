@@ -27,13 +27,10 @@ import asyncssh
 
 from ..errors import TransferError
 from .storagefaults import name_write_error
-from .retry import retrying
 from .sftp_fallback import get_by_exec, put_by_exec, realpath_by_exec
-from .ssh_errors import is_channel_refused, is_subsystem_refused, sftp_refused_note
+from .ssh_errors import is_subsystem_refused, sftp_refused_note
 from .ssh_sessions import UseOverflow
 
-#: Attempts to open the SFTP session while the server refuses channels (MaxSessions).
-CHANNEL_ATTEMPTS = 12
 #: SFTP write requests in flight per upload.
 UPLOAD_REQUESTS = 4
 
@@ -73,28 +70,10 @@ class SFTPFiles:
 
     async def _start_sftp(self) -> asyncssh.SFTPClient:
         conn = self._require()
-
-        async def start(attempt: int) -> asyncssh.SFTPClient:
-            if attempt > 1:
-                self._count("channel_retries")
-            await self._sessions.acquire()
-            try:
-                return await conn.start_sftp_client()
-            except asyncssh.ChannelOpenError as exc:
-                if is_subsystem_refused(exc):  # the channel opened: no session limit was hit
-                    await self._sessions.release()
-                    raise
-                await self._sessions.refused()
-                if self._saturated():
-                    raise UseOverflow() from None
-                raise
-            except BaseException:
-                await self._sessions.release()
-                raise
-
         try:
-            return await retrying(start, retryable=is_channel_refused, attempts=CHANNEL_ATTEMPTS, initial_s=0.05,
-                                  max_s=2.0)
+            return await self._sessions.open_channel(conn.start_sftp_client, overflow=self._saturated,
+                                                     opened=is_subsystem_refused,
+                                                     on_retry=lambda: self._count("channel_retries"))
         except (OSError, asyncssh.Error) as exc:
             if is_subsystem_refused(exc):
                 self._learn_no_sftp(f"{self.host}: {sftp_refused_note()}", note=sftp_refused_note())

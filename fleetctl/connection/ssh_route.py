@@ -1,8 +1,9 @@
 """Reaching and logging in to an SSH host: TCP connect, per-sshd gates, jump hosts, host keys, keys.
 
 :func:`login` turns an :class:`~fleetctl.connection.ssh_target.SSHTarget` into an authenticated
-:class:`asyncssh.SSHClientConnection`, the way ssh(1) would, and raises :class:`LoginFailed`
-with one line naming the cause otherwise.
+:class:`asyncssh.SSHClientConnection`, the way ssh(1) would, and raises
+:class:`~fleetctl.connection.ssh_handshake.LoginFailed` with one line naming the cause otherwise
+(one handshake and its messages: :mod:`fleetctl.connection.ssh_handshake`).
 
 Unreachable hosts never delay reachable ones:
 
@@ -39,26 +40,13 @@ from dataclasses import dataclass, field
 import asyncssh
 
 from .retry import retrying
-from .ssh_errors import drop_message, forwarding_refused, is_drop
-from .ssh_hostkeys import HostKeyPolicy
-from .ssh_identity import Identities, load_identities
+from .ssh_errors import drop_message
+from .ssh_handshake import Dropped, LoginFailed, RouteOptions, handshake
 from .ssh_target import SSHTarget, resolve_jump
 
 #: Connections to ONE sshd between TCP connect and login at once (below MaxStartups' default 10).
 MAX_HANDSHAKES = int(os.environ.get("FLEETCTL_MAX_HANDSHAKES", "8"))
 HANDSHAKE_ATTEMPTS = 6
-
-
-class LoginFailed(Exception):
-    """A host could not be reached or logged in to; ``str`` is one line naming the cause."""
-
-
-class _Dropped(Exception):
-    """The server closed the connection before login (retried); ``banner``: after its SSH banner."""
-
-    def __init__(self, reason: str, *, banner: bool = False) -> None:
-        super().__init__(reason)
-        self.banner = banner
 
 
 @dataclass
@@ -172,103 +160,6 @@ async def _peek_first_words(sock: socket.socket, timeout_s: float) -> bytes:
         loop.remove_reader(sock.fileno())
 
 
-# -- asyncssh client hooks ----------------------------------------------------------------------
-
-class _Client(asyncssh.SSHClient):
-    def __init__(self, policy: HostKeyPolicy) -> None:
-        self.policy = policy
-        self.conn: asyncssh.SSHClientConnection | None = None
-        self.key_checked = False
-
-    def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
-        self.conn = conn
-
-    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
-        self.key_checked = True
-        return self.policy.verify(key)
-
-    def public_key_auth_requested(self):  # every offered key was refused: nothing more to try
-        return None
-
-    def password_auth_requested(self):  # never prompt (ssh's BatchMode)
-        return None
-
-    def kbdint_auth_requested(self):
-        return None
-
-
-@dataclass
-class RouteOptions:
-    """Run-wide login options: ``accept_new`` host keys, ``timeout_s`` for TCP connect and for
-    login (each, seconds), ``keepalive_interval_s`` (3 unanswered keepalives drop the connection)."""
-
-    accept_new: bool = False
-    timeout_s: float = 30.0
-    keepalive_interval_s: float = 15.0
-
-
-async def _handshake(target: SSHTarget, opts: RouteOptions, label: str, *, sock=None, tunnel=None,
-                     peer_ip: str | None = None, via: str | None = None) -> tuple[asyncssh.SSHClientConnection, HostKeyPolicy]:
-    """One SSH handshake and login over ``sock`` or ``tunnel`` (or the target's ProxyCommand)."""
-    policy = HostKeyPolicy(target, accept_new=opts.accept_new, peer_ip=peer_ip, label=label)
-    ids = await load_identities(target)
-    client = _Client(policy)
-    kwargs: dict = {}
-    if sock is not None:
-        kwargs["sock"] = sock
-    try:
-        conn = await asyncssh.connect(
-            target.name, target.port, tunnel=tunnel, config=list(target.config_paths), username=target.user,
-            known_hosts=policy.known_hosts, client_factory=lambda: client,
-            client_keys=ids.keys or None, agent_path=None, agent_forwarding=False, passphrase=None,
-            connect_timeout=opts.timeout_s, login_timeout=opts.timeout_s,
-            keepalive_interval=opts.keepalive_interval_s, keepalive_count_max=3,
-            gss_auth=False, gss_kex=False, password_auth=False, kbdint_auth=False, request_pty=False, **kwargs)
-    except BaseException as exc:
-        if sock is not None:
-            sock.close()
-        raise _translate(exc, target, opts, policy, ids, client, label, via) from None
-    finally:
-        ids.close()
-    refusal = policy.after_login(conn.get_server_host_key())
-    if refusal:
-        conn.close()
-        raise LoginFailed(refusal)
-    return conn, policy
-
-
-def _translate(exc: BaseException, target: SSHTarget, opts: RouteOptions, policy: HostKeyPolicy,
-               ids: Identities, client: _Client, label: str, via: str | None) -> BaseException:
-    if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
-        return exc
-    if isinstance(exc, asyncssh.HostKeyNotVerifiable):
-        return LoginFailed(policy.describe_failure(exc))
-    if isinstance(exc, asyncssh.PermissionDenied):
-        return LoginFailed(label + ids.explain_denied(target))
-    where = f"{target.host}:{target.port}"
-    if is_drop(exc):
-        return _Dropped(str(exc), banner=bool(client.conn and client.conn.get_extra_info("server_version")))
-    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
-        conn = client.conn
-        if conn is None or not conn.get_extra_info("server_version"):
-            return LoginFailed(f"{label}timed out after {opts.timeout_s:g} s: {where} accepts TCP but sent no SSH "
-                               f"banner (a hung sshd, or not an SSH server)")
-        return LoginFailed(f"{label}timed out after {opts.timeout_s:g} s: {where} did not finish the SSH "
-                           f"{'login' if client.key_checked else 'handshake'}")
-    refused = forwarding_refused(exc, label=label, jump=via, where=where)
-    if refused:
-        return LoginFailed(refused)
-    if isinstance(exc, asyncssh.DisconnectError):
-        return LoginFailed(f"{label}disconnected by {where}: {exc.reason}")
-    if isinstance(exc, ConnectionRefusedError):
-        return LoginFailed(f"{label}connection refused by {where}")
-    if isinstance(exc, OSError):
-        return LoginFailed(f"{label}{exc.strerror or exc} ({where})")
-    if isinstance(exc, (LoginFailed,)):
-        return exc
-    return LoginFailed(f"{label}{type(exc).__name__}: {exc}")
-
-
 # -- the route: jumps, gates, retries -----------------------------------------------------------
 
 async def login(target: SSHTarget, opts: RouteOptions, *, label: str = "",
@@ -341,7 +232,7 @@ async def _login_direct(target: SSHTarget, opts: RouteOptions, label: str, tunne
             if n > 1:  # after a drop: what does the server say first?
                 drops["said"] = await _peek_first_words(sock, min(5.0, opts.timeout_s))
         t0 = time.monotonic()
-        conn, policy = await _handshake(target, opts, label, sock=sock, tunnel=tunnel, peer_ip=peer_ip,
+        conn, policy = await handshake(target, opts, label, sock=sock, tunnel=tunnel, peer_ip=peer_ip,
                                         via=via)
         stats.login_s = round(time.monotonic() - t0, 3)
         stats.recorded_host_keys += policy.recorded
@@ -357,13 +248,13 @@ async def _login_direct(target: SSHTarget, opts: RouteOptions, label: str, tunne
                 mine, crowded = dest.entered, dest.in_flight > 1
                 try:
                     return await in_gate(n)
-                except _Dropped:
+                except Dropped:
                     if not crowded and dest.entered == mine:
                         drops["alone"] += 1
                     raise
                 finally:
                     dest.in_flight -= 1
-        except _Dropped as exc:
+        except Dropped as exc:
             drops["banner"] = drops["banner"] or exc.banner
             if n >= HANDSHAKE_ATTEMPTS:
                 raise LoginFailed(label + drop_message(where, HANDSHAKE_ATTEMPTS, str(exc),
@@ -371,7 +262,7 @@ async def _login_direct(target: SSHTarget, opts: RouteOptions, label: str, tunne
                                                        banner_seen=bool(drops["banner"]), said=drops["said"])) from None
             raise
 
-    return await retrying(attempt, retryable=lambda e: isinstance(e, _Dropped), attempts=HANDSHAKE_ATTEMPTS,
+    return await retrying(attempt, retryable=lambda e: isinstance(e, Dropped), attempts=HANDSHAKE_ATTEMPTS,
                           initial_s=0.2, max_s=5.0)
 
 

@@ -12,24 +12,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..connection.base import OutputLine
-from ..connection.registry import ConnectOptions, load_kind
+from ..connection.registry import ConnectOptions
 from ..errors import CommandTimeout, FleetError, HostUnreachable, host_message
 from .fanout import for_each_host
 from .model import RunModel
 from .observer import Observers
+from .scopes import enter_scopes, prepare_hosts
 from .session import HostSession, host_ref, unreachable_facts
 
 #: Bytes of each stream ``fleetctl run`` keeps per host for its summary and ``--json`` (the last
 #: ones, whole lines); the host's log in the run record keeps every byte.
 RUN_CAPTURE_BYTES = 1024 * 1024
-
-
-async def open_scopes(stack, hosts: Sequence[Any], options: ConnectOptions) -> dict[str, Any]:
-    """One entered run scope per connection kind of ``hosts`` (released when ``stack`` closes)."""
-    scopes = {}
-    for kind in dict.fromkeys(h.connection for h in hosts):
-        scopes[kind] = await stack.enter_async_context(load_kind(kind).scope(options))
-    return scopes
 
 
 async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunModel, observers: Observers,
@@ -51,10 +44,8 @@ async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunMod
     run.argv = list(argv)
     outputs: dict[str, tuple[str, str]] = {}
     async with contextlib.AsyncExitStack() as stack:
-        scopes = await open_scopes(stack, hosts, options)
-        unavailable: dict[str, str] = {}
-        for kind, scope in scopes.items():
-            unavailable.update(await scope.prepare([host_ref(h) for h in hosts if h.connection == kind]))
+        scopes = await enter_scopes(stack, hosts, options)
+        unavailable = await prepare_hosts(scopes, hosts)
 
         async def one(host: Any) -> None:
             out = run.host(host.name)
@@ -103,16 +94,14 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
     each host's outcome holds ``facts`` or ``reachable: false`` with ``error``."""
     import contextlib
 
-    from .runner import connect
+    from .reach import connect
     from .session_start import legacy_start, start_host
 
     options = ConnectOptions(accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout_s,
                              run_id=run.run_id, ssh_options=tuple(ssh_options))
     async with contextlib.AsyncExitStack() as stack:
-        scopes = await open_scopes(stack, hosts, options)
-        unavailable: dict[str, str] = {}
-        for kind, scope in scopes.items():
-            unavailable.update(await scope.prepare([host_ref(h) for h in hosts if h.connection == kind]))
+        scopes = await enter_scopes(stack, hosts, options)
+        unavailable = await prepare_hosts(scopes, hosts)
 
         async def one(host: Any) -> None:
             out = run.host(host.name)

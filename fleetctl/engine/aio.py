@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Literal
 
 
 def _retrieve(task: asyncio.Future) -> None:
@@ -39,3 +40,31 @@ async def drop_task(task: asyncio.Future | None) -> None:
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await task
     observe(task)
+
+
+async def answer_or_end(answer: asyncio.Future, task: asyncio.Future,
+                        timeout_s: float | None) -> Literal["answer", "ended", "silent"]:
+    """Wait for a long-lived remote command (``task``) to give its ``answer`` (a future its output
+    sets: the lock taken, the first command's result) or to end first, at most ``timeout_s`` seconds.
+
+    Returns:
+        ``"answer"``: ``answer`` is set and ``task`` goes on; ``"ended"``: ``task`` ended without
+        answering (read ``task.result()``); ``"silent"``: neither in time, and ``task`` is dropped
+        (:func:`drop_task`). ``answer`` is cancelled unless it was set.
+
+    Raises:
+        asyncio.CancelledError / KeyboardInterrupt: after cancelling ``task`` (observed).
+    """
+    try:
+        done, _ = await asyncio.wait({answer, task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        task.cancel()
+        observe(task)
+        raise
+    if answer in done:
+        return "answer"
+    answer.cancel()
+    if task not in done:
+        await drop_task(task)
+        return "silent"
+    return "ended"

@@ -38,7 +38,7 @@ import posixpath
 import socket
 from dataclasses import dataclass, field
 
-from .aio import drop_task, observe
+from .aio import answer_or_end, drop_task
 from ..connection.base import Connection, OutputLine
 from ..errors import FleetError
 
@@ -131,7 +131,9 @@ def lock_path(conn: Connection, workdir: str | None = None, override: str | None
     return posixpath.join(conn.home or ".", ".fleetctl", "deploy.lock")
 
 
-def _record(run_id: str) -> dict:
+def holder_record(run_id: str) -> dict:
+    """The holder record this controller writes into the lock file: ``run_id``, ``controller``
+    (this machine's host name), ``pid``, ``user``, ``started`` (ISO 8601 UTC, seconds)."""
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
@@ -140,8 +142,8 @@ def _record(run_id: str) -> dict:
             "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
 
 
-def _parse(text: str) -> dict:
-    """``REMOTE_PID JSON`` (or bare JSON from an older writer) -> the record; ``{}`` if empty."""
+def parse_holder(text: str) -> dict:
+    """The lock file's text: ``REMOTE_PID JSON`` (or bare JSON from an older writer) -> the record; ``{}`` if empty."""
     text = text.strip()
     if not text:
         return {}
@@ -154,8 +156,10 @@ def _parse(text: str) -> dict:
         return {"raw": text[:200]}
 
 
-def _controller_gone(holder: dict) -> bool:
-    """The holder ran on this machine and its process is gone."""
+def controller_gone(holder: dict) -> bool:
+    """True when the holder record (:func:`parse_holder`) names this machine and a ``pid`` that no
+    longer exists (``kill(pid, 0)`` fails with ESRCH, POSIX); False for another machine, a live
+    process, or one of another user (EPERM)."""
     if holder.get("controller") != socket.gethostname() or not str(holder.get("pid", "")).isdigit():
         return False
     try:
@@ -179,23 +183,16 @@ async def _try(conn: Connection, host: str, path: str, record: dict, timeout_s: 
 
     task = asyncio.create_task(conn.run(["/bin/sh", "-c", LOCK_SCRIPT, "fleetctl-lock", path, json.dumps(record)],
                                         on_line=on_line, timeout_s=None, capture_bytes=64 * 1024))
-    try:
-        done, _ = await asyncio.wait({locked, task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
-        task.cancel()
-        observe(task)
-        raise
-    if locked in done:
-        previous = next((_parse(t[len("PREVIOUS "):]) for t in lines if t.startswith("PREVIOUS ")), {})
+    how = await answer_or_end(locked, task, timeout_s)
+    if how == "answer":
+        previous = next((parse_holder(t[len("PREVIOUS "):]) for t in lines if t.startswith("PREVIOUS ")), {})
         return HostLock(host, path, record, stale=previous or None, _task=task)
-    locked.cancel()
-    if task not in done:
-        await drop_task(task)
+    if how == "silent":
         raise HostLockError(f"{host}: the deploy lock {path} did not answer within {timeout_s:g} s")
     res = task.result()  # HostUnreachable propagates
     if res.rc == 75:
         busy = next((t[len("BUSY "):] for t in lines if t.startswith("BUSY ")), "")
-        raise HostLockBusy(host, path, _parse(busy))
+        raise HostLockBusy(host, path, parse_holder(busy))
     if res.rc == 127 and any("NOFLOCK" in t for t in lines):
         raise HostLockError(f"{host}: flock(1) is not installed on the host, so the deploy lock cannot be taken "
                             f"(install util-linux)")
@@ -236,13 +233,13 @@ async def acquire_host_lock(conn: Connection, path: str, *, run_id: str,
         HostUnreachable: the companion connection could not be opened.
     """
     lock_conn = await conn.open_companion()
-    record = _record(run_id)
+    record = holder_record(run_id)
     try:
         try:
             lock = await _try(lock_conn, conn.host, path, record, timeout_s)
         except HostLockBusy as busy:
             holder = busy.holder
-            if not (holder.get("remote_pid") and _controller_gone(holder)):
+            if not (holder.get("remote_pid") and controller_gone(holder)):
                 raise
             # a run of this machine died but its lock process lives on: stop it, take over
             await lock_conn.run(["kill", "-TERM", "--", f"-{holder['remote_pid']}"], timeout_s=30)

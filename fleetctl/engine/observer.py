@@ -6,18 +6,22 @@ gets every :class:`~fleetctl.engine.model.Event` (``event``), every output line 
 run record, the live terminal, the folded terminal, the HTML report and the metrics are observers
 (:mod:`fleetctl.reporting`).
 
-An observer must not raise: :class:`Observers` contains a failing observer (it is reported once on
-stderr and dropped) so that a reporting bug never stops a deploy.
+An observer must not raise: :class:`Observers` contains a failing observer so that a reporting bug
+never stops a deploy. It is dropped, the others get a ``run.observer_failed`` event (the record keeps
+it), and one warning goes to the ``fleetctl.engine`` logger (:mod:`logging`; with no handler set up,
+Python's last-resort handler writes it to stderr): the engine itself never prints.
 """
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections.abc import Iterable
 from typing import Any, Protocol
 
 from ..connection.base import OutputLine
 from .model import Event, RunModel
+
+log = logging.getLogger("fleetctl.engine")
 
 
 class Observer(Protocol):
@@ -41,6 +45,7 @@ class Observers:
         self._all.append(observer)
 
     def _call(self, method: str, *args: Any) -> None:
+        failed: list[tuple[Any, Exception]] = []
         for obs in list(self._all):
             fn = getattr(obs, method, None)
             if fn is None:
@@ -48,9 +53,20 @@ class Observers:
             try:
                 fn(self.run, *args)
             except Exception as exc:  # noqa: BLE001 - a reporting bug must not stop the run
-                self._all.remove(obs)
-                print(f"fleetctl: warning: {type(obs).__name__} stopped reporting: {type(exc).__name__}: {exc}",
-                      file=sys.stderr)
+                failed.append((obs, exc))
+        for obs, exc in failed:  # after the others got this call: the order of events is kept
+            self._drop(obs, exc)
+
+    def _drop(self, obs: Any, exc: Exception) -> None:
+        """Drop a failing observer: one warning on the ``fleetctl.engine`` logger, and a
+        ``run.observer_failed`` event (``observer``: its class name, ``error``: ``Type: message``)
+        to the observers left."""
+        if obs not in self._all:
+            return
+        self._all.remove(obs)
+        name, error = type(obs).__name__, f"{type(exc).__name__}: {exc}"
+        log.warning("fleetctl: warning: %s stopped reporting: %s", name, error)
+        self._call("event", Event(name="run.observer_failed", data={"observer": name, "error": error}))
 
     def emit(self, name: str, host: str | None = None, **data: Any) -> None:
         """Tell every observer about an event (``noun.verb_past``)."""
@@ -59,14 +75,16 @@ class Observers:
     def line(self, host: str, line: OutputLine, shown: bool = True) -> None:
         """Tell every observer about one output line of ``host``; ``shown=False`` for a probe's
         lines, which belong in the host's log but not on the terminal."""
+        failed: list[tuple[Any, Exception]] = []
         for obs in self._all:
             fn = getattr(obs, "line", None)
             if fn is not None:
                 try:
                     fn(self.run, host, line, shown)
-                except Exception:  # noqa: BLE001
-                    self._all.remove(obs)
-                    break
+                except Exception as exc:  # noqa: BLE001 - the others still get the line
+                    failed.append((obs, exc))
+        for obs, exc in failed:
+            self._drop(obs, exc)
 
     def close(self) -> None:
         """The run is over (its status set): flush and close."""

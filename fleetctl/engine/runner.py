@@ -38,20 +38,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .aio import observe
-from ..connection.registry import ConnectOptions, load_kind
+from ..connection.registry import ConnectOptions
 from ..errors import FleetError, HostUnreachable, host_message
-from ..status import Status
 from ..tasks import ACTIONS
+from .batches import FAILED_STATES, batches, stop_reason
 from .classes import ClassCoordinator
 from .deadlines import Deadlines
 from .host import HostPass, PassOptions, nothing_to_stage, phase_spans, run_pass
 from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
-from .hostlock import HostLockBusy, HostLockError
 from .observer import Observers
 from .probeplan import ProbeMemory
-from .session import HostSession, close_session, host_ref, unreachable_facts
-from .session_start import legacy_start, start_host
-
+from .reach import connect, first_command, record_connection
+from .scopes import enter_scopes, prepare_hosts
+from .session import HostSession, close_session, unreachable_facts
 
 @dataclass
 class PlayOptions:
@@ -91,28 +90,6 @@ class PlayOptions:
     host_lock: bool = False
     remember_probes: bool = True
     refused: dict[str, str] = field(default_factory=dict)
-
-
-def batches(hosts: Sequence[Any], serial: Sequence[int | str]) -> list[list[Any]]:
-    """Split hosts into rolling batches, Ansible's ``serial``: sizes as ints or ``"10%"`` of all
-    hosts (at least 1); the last size repeats until every host is in a batch. Empty: one batch."""
-    if not serial:
-        return [list(hosts)] if hosts else []
-    sizes = []
-    for item in serial:
-        text = str(item).strip()
-        size = int(len(hosts) * float(text[:-1]) / 100) if text.endswith("%") else int(text)
-        sizes.append(max(1, size))
-    out, i, k = [], 0, 0
-    while i < len(hosts):
-        size = sizes[min(k, len(sizes) - 1)]
-        out.append(list(hosts[i:i + size]))
-        i += size
-        k += 1
-    return out
-
-
-FAILED_STATES = ("failed", "unreachable", "not started", "interrupted")
 
 
 class _Refused(FleetError):
@@ -157,7 +134,9 @@ async def run_playbook(playbook: Any, hosts: Sequence[Any], *, run: RunModel, ob
     observers.emit("run.started", kind=run.kind, mode=run.mode, hosts=len(hosts), tasks=run.tasks,
                    batches=run.batches)
     async with contextlib.AsyncExitStack() as stack:
-        scopes = await _enter_scopes(stack, hosts, opts, run)
+        scopes = await enter_scopes(stack, hosts, ConnectOptions(
+            accept_new_host_keys=opts.accept_new_host_keys, connect_timeout_s=opts.deadlines.connect,
+            run_id=run.run_id, ssh_options=opts.ssh_options))
         classes.scope_of = {h.name: scopes[h.connection] for h in hosts}
         classes.run_id = run.run_id
         for n, batch in enumerate(plan):
@@ -169,11 +148,8 @@ async def run_playbook(playbook: Any, hosts: Sequence[Any], *, run: RunModel, ob
                 for kind, scope in scopes.items():
                     await scope.release([h.name for h in batch if h.connection == kind])
             bad = sum(1 for h in batch if run.hosts[h.name].status in FAILED_STATES)
-            exceeded = bad * 100.0 / len(batch) > max_fail if max_fail is not None else bad == len(batch)
-            if n + 1 < len(plan) and exceeded:
-                limit = f"more than max_fail_percentage {max_fail:g}%" if max_fail is not None else "every host"
-                reason = (f"batch {n + 1} of {len(plan)}: {bad} of {len(batch)} hosts failed ({limit}); "
-                          f"{sum(len(b) for b in plan[n + 1:])} hosts not started")
+            reason = stop_reason(n, plan, bad, max_fail)
+            if reason is not None:
                 run.stopped = reason
                 observers.emit("run.stopped", reason=reason)
                 for later in plan[n + 1:]:
@@ -185,46 +161,6 @@ async def run_playbook(playbook: Any, hosts: Sequence[Any], *, run: RunModel, ob
     return run
 
 
-async def _enter_scopes(stack: contextlib.AsyncExitStack, hosts: Sequence[Any], opts: PlayOptions,
-                        run: RunModel) -> dict[str, Any]:
-    """One run scope per connection kind in use, entered on ``stack`` (released at the end, on
-    failure and on Ctrl-C)."""
-    scopes: dict[str, Any] = {}
-    options = ConnectOptions(accept_new_host_keys=opts.accept_new_host_keys,
-                             connect_timeout_s=opts.deadlines.connect, run_id=run.run_id,
-                             ssh_options=opts.ssh_options)
-    for kind in dict.fromkeys(h.connection for h in hosts):
-        scopes[kind] = await stack.enter_async_context(load_kind(kind).scope(options))
-    return scopes
-
-
-async def connect(host: Any, scope: Any, run: RunModel, *, timeout_s: float,
-                  unavailable: dict[str, str] | None = None, prepare: bool = True) -> HostSession:
-    """Open ``host``'s connection and (``prepare``) make its run folder.
-
-    Raises:
-        HostUnreachable: naming the cause.
-        FleetError: the run folder could not be made.
-    """
-    if unavailable and host.name in unavailable:
-        raise HostUnreachable(host.name, unavailable[host.name])
-    conn = scope.connection(host_ref(host))
-    try:
-        await conn.open()
-    except HostUnreachable as exc:
-        exc.stats = dict(getattr(conn, "stats", {}) or {})
-        raise
-    session = HostSession(host=host, conn=conn, run_id=run.run_id)
-    if not prepare:
-        return session
-    try:
-        await session.prepare(timeout_s=timeout_s)
-    except BaseException:
-        await conn.close()
-        raise
-    return session
-
-
 async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected: set[int], scopes: dict[str, Any],
                      *, run: RunModel, observers: Observers, opts: PlayOptions, pass_opts: PassOptions,
                      classes: ClassCoordinator) -> None:
@@ -232,11 +168,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     sessions: dict[str, HostSession] = {}
     plans: dict[str, HostPass] = {}
     first: dict[str, list[PhaseSpan]] = {}
-    unavailable: dict[str, str] = {}
-    for kind, scope in scopes.items():
-        members = [host_ref(h) for h in batch if h.connection == kind and h.name not in opts.refused]
-        if members:
-            unavailable.update(await scope.prepare(members))
+    unavailable = await prepare_hosts(scopes, batch, skip=opts.refused)
     # The first planning pass is never shown: a host's class role is only settled once the batch
     # (but hosts still connecting, see the module docstring) is planned. A dry run or plan then
     # shows each host's final plan once (re-planned from its cached probes: no round trip); a
@@ -285,7 +217,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             cause = exc.cause if isinstance(exc, HostUnreachable) else host_message(host.name, exc)
             status = "unreachable" if isinstance(exc, HostUnreachable) else "failed"
             step = ("controller lock", "lock") if isinstance(exc, _Refused) else ("connect", "connect")
-            _record_connection(run, observers, host.name, getattr(exc, "stats", None), failed=True)
+            record_connection(run, observers, host.name, getattr(exc, "stats", None), failed=True)
             spans.append(PhaseSpan(phase="connect", start_s=round(c0, 3), duration_s=round(run.elapsed_s() - c0, 3),
                                    status=status))
             # one outcome, the cause once: no task ran, and none is listed as if it had
@@ -302,13 +234,14 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             waiting.add(host.name)  # through connect in time: the classes wait for its plan
         spans.append(PhaseSpan(phase="connect", start_s=round(c0, 3), duration_s=round(run.elapsed_s() - c0, 3),
                                status="ok"))
-        _record_connection(run, observers, host.name, getattr(session.conn, "stats", None))
+        record_connection(run, observers, host.name, getattr(session.conn, "stats", None))
         session.conn.on_note = lambda message, name=host.name: observers.emit("note.added", name, message=message)
         sessions[host.name] = session
         try:
-            await _start(session, run, observers, opts, spans, facts=playbook.gather_facts, lock=apply and opts.host_lock,
-                         remembered=memory.entries(host.name) if memory is not None else [],
-                         build_notes=builds)
+            await first_command(session, run, observers, opts.deadlines, spans, facts=playbook.gather_facts,
+                                lock=apply and opts.host_lock,
+                                remembered=memory.entries(host.name) if memory is not None else [],
+                                build_notes=builds)
             out.phases = list(spans)  # connect, facts: in the record from now on
             plans[host.name] = await _plan(session, playbook, tasks, selected, run, planning_observers, classes,
                                            pass_opts)
@@ -394,66 +327,6 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         await asyncio.gather(*(close_session(s) for s in sessions.values()), return_exceptions=True)
 
 
-async def _start(session: HostSession, run: RunModel, observers: Any, opts: PlayOptions, spans: list[PhaseSpan], *,
-                 facts: bool, lock: bool, remembered: list[list], build_notes: bool = True) -> None:
-    """The host's first command (:mod:`fleetctl.engine.session_start`): run folder, deploy lock,
-    facts and the probes answered ahead; facts recorded on the host, lock events told. The build
-    plan's notes ("no GPU found: building for fallback_archs ...") are told only with
-    ``build_notes`` (the play builds); the facts keep them either way."""
-    f0 = run.elapsed_s()
-    t0 = time.monotonic()
-    started_at = utc_now()
-    out = run.host(session.name)
-    try:
-        if session.conn.holds_stdin:
-            started = await start_host(session, facts=facts, lock=lock, remembered=remembered,
-                                       timeout_s=opts.deadlines.facts)
-        else:
-            started = await legacy_start(session, facts=facts, lock=lock, timeout_s=opts.deadlines.facts,
-                                         connect_timeout_s=opts.deadlines.connect)
-    except (HostLockBusy, HostLockError) as exc:
-        observers.emit("lock.refused", session.name, path=getattr(exc, "path", None), error=str(exc))
-        raise FleetError(str(exc)) from None
-    except BaseException as exc:
-        if facts:
-            status = ("unreachable" if isinstance(exc, HostUnreachable) else
-                      "interrupted" if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)) else "failed")
-            spans.append(PhaseSpan(phase="facts", start_s=round(f0, 3), duration_s=round(run.elapsed_s() - f0, 3),
-                                   status=status))
-            out.tasks.append(TaskOutcome(name="gather facts", action="facts", phase="facts", status=status,
-                                         msg=getattr(exc, "cause", None) or host_message(session.name, exc), start=started_at,
-                                         duration_s=round(time.monotonic() - t0, 3)))
-            out.phases = list(spans)
-            if isinstance(getattr(exc, "facts", None), dict):  # gathered, then refused (a broken GPU stack)
-                out.facts = exc.facts  # type: ignore[attr-defined]
-        raise
-    if started.lock_path is not None:
-        session.cleanups.append(started.release)
-        observers.emit("lock.acquired", session.name, path=started.lock_path)
-        if started.stale:
-            prev = started.stale
-            observers.emit("note.added", session.name,
-                           message=f"warning: taking over the stale deploy lock of run {prev.get('run_id')} (controller "
-                                   f"{prev.get('controller')}, pid {prev.get('pid')}, started {prev.get('started')}): "
-                                   f"that run is gone")
-            observers.emit("lock.stale_taken_over", session.name, path=started.lock_path, previous=prev)
-    if started.answered:
-        observers.emit("probes.answered_ahead", session.name, count=started.answered, of=len(remembered))
-    if not facts:
-        return
-    facts_ = started.facts
-    out.facts = facts_
-    build = facts_.get("build") or {}
-    for note in build.get("notes", []) if build_notes else build.get("env_notes", []):
-        observers.emit("note.added", session.name, message=note)
-    spans.append(PhaseSpan(phase="facts", start_s=round(f0, 3), duration_s=round(run.elapsed_s() - f0, 3), status="ok"))
-    out.tasks.append(TaskOutcome(name="gather facts", action="facts", phase="facts", status=Status.OK.value,
-                                 msg=build.get("torch_cuda_arch_list", ""), start=started_at,
-                                 duration_s=round(time.monotonic() - t0, 3)))
-    observers.emit("facts.gathered", session.name, gpus=len(facts_.get("gpus") or []),
-                   arch_list=build.get("torch_cuda_arch_list"))
-
-
 async def _plan(session: HostSession, playbook: Any, tasks: list[Any], selected: set[int], run: RunModel,
                 observers: Any, classes: ClassCoordinator, opts: PassOptions) -> HostPass:
     """A planning pass; the session's registered results and declared files are reset after it
@@ -485,15 +358,6 @@ async def _plan(session: HostSession, playbook: Any, tasks: list[Any], selected:
     return planned
 
 
-def _record_connection(run: RunModel, observers: Observers, host: str, stats: dict | None, *,
-                       failed: bool = False) -> None:
-    """What reaching the host took (handshake retries after MaxStartups drops, jump hosts, recorded
-    host keys) into the host's outcome (``connection``) and an event."""
-    if stats:
-        run.host(host).connection = dict(stats)
-        observers.emit("connection.failed" if failed else "connection.opened", host, **dict(stats))
-
-
 def _end_early(run: RunModel, observers: Observers, host: str, status: str, error: str, t0: float,
                spans: list[PhaseSpan]) -> None:
     out = run.host(host)
@@ -512,8 +376,6 @@ def _finish(run: RunModel, observers: Observers, host: str, result: HostPass, sp
         out.environment = result.environment
     out.phases = phase_spans(run, result.outcomes, spans)
     if out.started:
-        import datetime as dt
-
         out.duration_s = round((dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(out.started))
                                .total_seconds(), 3)
     observers.emit("host.finished", host, status=out.status, error=out.error, duration_s=out.duration_s)

@@ -30,12 +30,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .aio import drop_task, observe
+from .aio import answer_or_end, drop_task
 from ..connection.base import CommandResult, OutputLine
 from ..errors import HostUnreachable, TaskFailed
 from ..util.retention import RetentionPolicy, policy_from_env
 from ..facts.scripts import script_path
-from .hostlock import HostLockBusy, HostLockError, _controller_gone, _parse, _record
+from .hostlock import HostLockBusy, HostLockError, controller_gone, holder_record, parse_holder
 from .probeplan import concrete, wanted
 from .session import HostSession
 
@@ -88,7 +88,7 @@ def _job(session: HostSession, *, facts: bool, lock: bool, remembered: list[list
     job: dict[str, Any] = {"workdir": session.base_workdir(), "run_id": session.run_id,
                            "probes": wanted(remembered), "probe_limit_bytes": PROBE_LIMIT_BYTES, "facts": facts}
     if lock:
-        job["lock"] = {"path": session.host.settings.deploy_lock or "", "record": json.dumps(_record(session.run_id))}
+        job["lock"] = {"path": session.host.settings.deploy_lock or "", "record": json.dumps(holder_record(session.run_id))}
         job["prune"] = host_policy(session.host.settings).as_job()  # under the lock: one deploy prunes at a time
     if facts:
         from ..facts.gather import facts_options
@@ -109,7 +109,7 @@ def _script(name: str) -> bytes:
     return _compressed(name, script_path(name).stat().st_mtime_ns)
 
 
-def _stdin(job: dict[str, Any]) -> bytes:
+def boot_stdin(job: dict[str, Any]) -> bytes:
     """What the command reads: the script (compressed; :data:`BOOT` runs it), the facts script
     (compressed, empty without facts), the job (JSON); each block after a line holding its size."""
     from ..facts.gather import FACTS_SCRIPT
@@ -125,7 +125,7 @@ async def _exec(session: HostSession, job: dict[str, Any], *, hold: bool,
     """Run the first command; ``(result, finished command, holder task)``."""
     conn = session.conn
     argv = ["python3", "-c", BOOT]
-    stdin = _stdin(job)
+    stdin = boot_stdin(job)
     if not hold:
         res = await conn.run(argv, stdin=stdin, timeout_s=timeout_s)
         return _result(res.stdout_text), res, None
@@ -147,18 +147,11 @@ async def _exec(session: HostSession, job: dict[str, Any], *, hold: bool,
     task = asyncio.ensure_future(conn.run(argv, stdin=stdin, on_line=on_line, hold_stdin=True, timeout_s=None,
                                           capture_bytes=2048))
     del stdin
-    try:
-        done, _ = await asyncio.wait({got, task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
-        task.cancel()
-        observe(task)
-        raise
+    how = await answer_or_end(got, task, timeout_s)
     box.clear()
-    if got in done:
+    if how == "answer":
         return _result(got.result()), None, task
-    got.cancel()
-    if task not in done:
-        await drop_task(task)
+    if how == "silent":
         raise TaskFailed(session.name, f"the run's first command did not answer within {timeout_s:g} s")
     res = task.result()  # HostUnreachable propagates
     return _result(res.stdout_text), res, None
@@ -219,8 +212,8 @@ async def start_host(session: HostSession, *, facts: bool, lock: bool, remembere
                 raise session.folder_error(out["error"])
             state = out.get("lock") or {}
             if hold and "busy" in state:
-                holder_rec = _parse(state["busy"])
-                if stale_taken is None and holder_rec.get("remote_pid") and _controller_gone(holder_rec):
+                holder_rec = parse_holder(state["busy"])
+                if stale_taken is None and holder_rec.get("remote_pid") and controller_gone(holder_rec):
                     # a run of this machine died but its lock process lives on: stop it, take over
                     await session.conn.run(["kill", "-TERM", "--", f"-{holder_rec['remote_pid']}"], timeout_s=30)
                     stale_taken = holder_rec
@@ -243,7 +236,7 @@ async def start_host(session: HostSession, *, facts: bool, lock: bool, remembere
     try:
         if hold:
             started.lock_path = state["path"]
-            previous = _parse(state.get("previous", ""))
+            previous = parse_holder(state.get("previous", ""))
             started.stale = stale_taken or previous or None
         _take_answers(session, remembered, out.get("probes") or [], out.get("workdir", ""), started)
         if facts:

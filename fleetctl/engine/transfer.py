@@ -37,10 +37,10 @@ from typing import Any
 from ..connection.base import OutputLine
 from ..connection.registry import ConnectOptions
 from ..errors import CommandTimeout, FleetError, HostUnreachable, InputError, TransferError, host_message
-from .adhoc import open_scopes
 from .fanout import for_each_host
 from .model import RunModel
 from .observer import Observers
+from .scopes import enter_scopes, prepare_hosts
 from .session import host_ref
 
 
@@ -111,7 +111,7 @@ def remote_dest(dest: str, rel: str, *, single_file: bool) -> str:
 def host_folder(dest_template: str, host: str) -> tuple[str, bool]:
     """``(path, is_folder)``: fetch's DEST for one host: ``{host}`` replaced by the host's safe
     name; without ``{host}``, ``DEST/<host>/`` (``ansible -m fetch``'s default layout)."""
-    from ..reporting.history import safe_name
+    from ..util.paths import safe_name
 
     if "{host}" in dest_template:
         path = dest_template.replace("{host}", safe_name(host))
@@ -181,10 +181,8 @@ async def copy_to_hosts(hosts: Sequence[Any], src: str, dest: str, *, run: RunMo
     done: dict[str, list[dict]] = {}
     options = replace(connect_options or ConnectOptions(), run_id=run.run_id)
     async with contextlib.AsyncExitStack() as stack:
-        scopes = await open_scopes(stack, hosts, options)
-        unavailable: dict[str, str] = {}
-        for kind, scope in scopes.items():
-            unavailable.update(await scope.prepare([host_ref(h) for h in hosts if h.connection == kind]))
+        scopes = await enter_scopes(stack, hosts, options)
+        unavailable = await prepare_hosts(scopes, hosts)
         broadcast = await _broadcast(hosts, scopes, unavailable, plan, timeout_s)
 
         async def one(host: Any) -> None:
@@ -301,10 +299,8 @@ async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *
     done: dict[str, list[dict]] = {}
     options = replace(connect_options or ConnectOptions(), run_id=run.run_id)
     async with contextlib.AsyncExitStack() as stack:
-        scopes = await open_scopes(stack, hosts, options)
-        unavailable: dict[str, str] = {}
-        for kind, scope in scopes.items():
-            unavailable.update(await scope.prepare([host_ref(h) for h in hosts if h.connection == kind]))
+        scopes = await enter_scopes(stack, hosts, options)
+        unavailable = await prepare_hosts(scopes, hosts)
 
         async def one(host: Any) -> None:
             async def work(out, conn_box: list) -> None:

@@ -39,7 +39,7 @@ OWN_VARS: Mapping[str, str] = MappingProxyType({
     "keep_days": "for how many days a deploy keeps per-run folders on the host",
     # ssh kind (fleetctl/connection/ssh_kind.py SSHSettings)
     "ssh_config": "the ssh_config file read instead of ~/.ssh/config (ssh -F)",
-    # slurm kind (fleetctl/connection/slurm.py SlurmSettings)
+    # slurm kind (fleetctl/connection/slurm_settings.py SlurmSettings)
     "slurm_node": "the Slurm node name",
     "slurm_partition": "the allocation's partition",
     "slurm_account": "the allocation's account",

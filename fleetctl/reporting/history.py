@@ -11,17 +11,12 @@ import json
 import os
 from pathlib import Path
 
-from ..util.paths import state_dir
+from ..util.paths import safe_name, state_dir
 
 
 def runs_root() -> Path:
     """``<state_dir>/runs``."""
     return state_dir() / "runs"
-
-
-def safe_name(host: str) -> str:
-    """A host name as a file name: anything but letters, digits and ``-_.[]`` becomes ``_``."""
-    return "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in host) or "_"
 
 
 def valid_run_id(run_id: str) -> bool:

@@ -22,7 +22,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from .history import safe_name
+from ..util.paths import safe_name
 from .report_model import Report, load_report
 
 

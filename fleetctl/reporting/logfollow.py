@@ -80,7 +80,7 @@ class LogTail:
 
 def host_names(run_dir: Path) -> dict[str, str]:
     """log file name -> host name, from run.json (a host not there yet is named by its file)."""
-    from .history import safe_name
+    from ..util.paths import safe_name
 
     try:
         hosts = json.loads((run_dir / "run.json").read_text()).get("hosts") or {}
@@ -92,7 +92,7 @@ def host_names(run_dir: Path) -> dict[str, str]:
 def all_lines(run_dir: Path, only: str | None = None) -> Iterator[str]:
     """Every line of every host log of a finished (or running) run, host by host in name order;
     ``only``: that host's log only."""
-    from .history import safe_name
+    from ..util.paths import safe_name
 
     names = host_names(run_dir)
     logs = sorted((run_dir / "logs").glob("*.log"), key=lambda p: names.get(p.name, p.stem))
@@ -137,7 +137,7 @@ def follow(run_dir: Path, emit: Callable[[str], None], *, only: str | None = Non
     """
     import time
 
-    from .history import safe_name
+    from ..util.paths import safe_name
 
     sleep = sleep or time.sleep
     tails: dict[str, LogTail] = {}

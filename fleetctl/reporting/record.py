@@ -38,7 +38,8 @@ from typing import Any
 from ..connection.base import OutputLine
 from ..engine.model import Event, RunModel
 from ..errors import InputError
-from .history import runs_root, safe_name
+from ..util.paths import safe_name
+from .history import runs_root
 
 SAVE_INTERVAL_S = 0.5
 #: run.json rewrites take at most this share of the run's time (they slow down as it grows).

@@ -14,7 +14,8 @@ Input: a run record folder (``run.json``, ``events.jsonl``, ``logs/<host>.log``;
 - log tails folded the same way (identical tails once, with their host set);
 - notes and events worth a look (OOM retries, builder hand-overs), folded.
 
-What keeps it small for 1,000 hosts: the timeline draws at most :data:`TIMELINE_MAX_ROWS` rows
+What keeps it small for 1,000 hosts: the timeline draws at most
+:data:`~fleetctl.reporting.timeaxis.TIMELINE_MAX_ROWS` rows
 (the failed hosts first, then the slowest) plus per-phase statistics over every host; the hosts
 table has one short row per host; tails of hosts that succeeded are :data:`TAIL_LINES_OK_MANY`
 lines above :data:`MANY_HOSTS` hosts; identical tails and causes are stored once.
@@ -22,7 +23,6 @@ lines above :data:`MANY_HOSTS` hosts; identical tails and causes are stored once
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
 import re
@@ -31,16 +31,17 @@ from pathlib import Path
 from typing import Any
 
 from .environments import environment_line, from_facts
-from .history import safe_name
+from ..util.paths import safe_name
+from .identity import identity_tokens, without_identity
 from .logscan import LogInfo, scan_log
 from .report_types import ArchClass, Bar, Cause, Folded, HostRow, PhaseStat, Report, Tail
+from .timeaxis import host_bars, nice_ticks, parse_time, timeline_rows
 
 __all__ = ["ArchClass", "Bar", "Cause", "Folded", "HostRow", "PhaseStat", "Report", "Tail", "load_report",
            "summarise"]
 
 PHASE_ORDER = ("connect", "facts", "upload", "build", "install", "verify", "command")
 HOST_STATUS_ORDER = ("failed", "unreachable", "interrupted", "not started", "running", "ok")
-TIMELINE_MAX_ROWS = 100
 MANY_HOSTS = 100
 TAIL_LINES = 20
 TAIL_LINES_OK_MANY = 5
@@ -66,101 +67,6 @@ def _fold(names: list[str]) -> str:
     from ..inventory import fold_hosts
 
     return fold_hosts(names)
-
-
-def _parse_time(text: str | None) -> dt.datetime | None:
-    try:
-        return dt.datetime.fromisoformat(text) if text else None
-    except ValueError:
-        return None
-
-
-def identity_tokens(host: str, hostvars: dict[str, Any]) -> list[str]:
-    """What names ``host`` in free text: ``addr:port``, ``[addr]:port``, its address, its name
-    (longest first), for taking a host's own identity out of a cause before folding."""
-    addr = str(hostvars.get("ansible_host") or hostvars.get("ansible_ssh_host") or "")
-    port = hostvars.get("ansible_port") or hostvars.get("ansible_ssh_port")
-    tokens = [host]
-    if addr:
-        tokens.append(addr)
-        if port:
-            tokens += [f"{addr}:{port}", f"[{addr}]:{port}"]
-    return sorted({t for t in tokens if t}, key=len, reverse=True)
-
-
-def _word_char(c: str) -> bool:
-    return c.isalnum() or c in "_-"
-
-
-def without_identity(text: str, tokens: list[str]) -> str:
-    """``text`` with each token (longest first) replaced by ``<host>`` where it stands as a whole
-    name: not inside a longer name (``gpu1`` in ``gpu10``) or a dotted one (``10.0.0.1`` in
-    ``10.0.0.12``). Plain string search: this runs for every line of every tail."""
-    for tok in tokens:
-        if tok not in text:
-            continue
-        out, i = [], 0
-        while (j := text.find(tok, i)) >= 0:
-            before = text[j - 1] if j else ""
-            after, after2 = text[j + len(tok):j + len(tok) + 1], text[j + len(tok) + 1:j + len(tok) + 2]
-            whole = not (before and (_word_char(before) or before == ".")) and not (
-                after and (_word_char(after) or after == "." and after2 and _word_char(after2)))
-            out.append(text[i:j] + ("<host>" if whole else tok))
-            i = j + len(tok)
-        text = "".join(out) + text[i:]
-    return text
-
-
-#: Tick steps, seconds: 1/2/5 below a second, then the steps a clock has (15 s, 30 s, 1, 2, 5,
-#: 10, 15, 30 min, 1, 2, 3, 6, 12 h), then whole days.
-TICK_STEPS_S = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800,
-                21600, 43200, 86400)
-
-
-def tick_label(t: float, step: float) -> str:
-    """One tick's label: seconds, minutes or hours as a person reads them (``50 s``, ``1 min``,
-    ``1.5 min``, ``2 h``): a unit is used only where the ticks are whole or half units of it."""
-    if t == 0:  # in the unit of the first step: "0 s", "0 min"
-        return "0 " + tick_label(step, step).split()[-1]
-    if t < 60 or step < 30:
-        return f"{t:g} s"
-    if t < 3600 or step < 1800:
-        return f"{t / 60:g} min"
-    if t < 86400 * 2 or step < 43200:
-        return f"{t / 3600:g} h"
-    return f"{t / 86400:g} d"
-
-
-def nice_ticks(axis_s: float, most: int = 6) -> list[tuple[float, str]]:
-    """Tick marks for an axis of ``axis_s`` seconds: ``[(percent, label)]``, at most ``most``
-    steps of a clock's nice sizes (:data:`TICK_STEPS_S`), labelled by :func:`tick_label`."""
-    if axis_s <= 0:
-        return [(0.0, "0 s")]
-    raw = axis_s / most
-    step = next((s for s in TICK_STEPS_S if s >= raw), None)
-    if step is None:
-        step = 86400 * math.ceil(raw / 86400)
-    out = []
-    k = 0
-    while k * step <= axis_s + 1e-9:
-        t = round(k * step, 9)
-        out.append((round(100.0 * t / axis_s, 3), tick_label(t, step)))
-        k += 1
-    return out
-
-
-def _bars(host: dict[str, Any], run_start: dt.datetime | None, kind: str) -> list[Bar]:
-    spans = host.get("phases") or []
-    if not spans and host.get("started") and run_start is not None:
-        # ad-hoc runs (run, facts) record no phases: one bar per host; a playbook host that
-        # ended before its phases were recorded (unreachable) gets one connect bar
-        start = _parse_time(host["started"])
-        if start is not None:
-            phase = {"run": "command", "facts": "facts"}.get(kind, "connect")
-            spans = [{"phase": phase, "status": host.get("status", "?"),
-                      "start_s": (start - run_start).total_seconds(), "duration_s": host.get("duration_s") or 0}]
-    return [Bar(phase=str(s.get("phase")), start_s=max(0.0, float(s.get("start_s") or 0)),
-                duration_s=max(0.0, float(s.get("duration_s") or 0)), status=str(s.get("status"))) for s in spans]
 
 
 _DIGITS = re.compile(r"\d+")
@@ -223,15 +129,15 @@ def summarise(run: dict[str, Any], logs: dict[str, LogInfo], events: list[dict[s
     notable events (pure)."""
     hosts: dict[str, dict[str, Any]] = run.get("hosts") or {}
     hostvars: dict[str, dict[str, Any]] = (run.get("inventory") or {}).get("hosts") or {}
-    run_start = _parse_time(run.get("started"))
-    run_end = _parse_time(run.get("finished"))
+    run_start = parse_time(run.get("started"))
+    run_end = parse_time(run.get("finished"))
     duration = (run_end - run_start).total_seconds() if run_start and run_end else None
     kind = str(run.get("kind") or "deploy")
 
     rows: list[HostRow] = []
     task_counts: dict[str, int] = {}
     for name, h in hosts.items():
-        bars = _bars(h, run_start, kind)
+        bars = host_bars(h, run_start, kind)
         phases: dict[str, tuple[float, str]] = {}
         for b in bars:
             sec, st = phases.get(b.phase, (0.0, "skipped"))
@@ -273,7 +179,7 @@ def summarise(run: dict[str, Any], logs: dict[str, LogInfo], events: list[dict[s
         for b in r.bars:
             b.x_pct = round(100.0 * b.start_s / axis, 3)
             b.w_pct = round(max(100.0 * b.duration_s / axis, 0.15), 3)
-    timeline, note = _timeline_rows(rows)
+    timeline, note = timeline_rows(rows)
     present = [p for p in PHASE_ORDER if any(p in r.phases for r in rows)]
     present += sorted({p for r in rows for p in r.phases} - set(present))
     stats = []
@@ -405,16 +311,3 @@ def _tails(rows: list[HostRow], hostvars: dict[str, dict[str, Any]], logs: dict[
                         numbers_differ=key[:1] == ("ok",) and len(names) > 1 and len(
                             {tuple(logs[n].tail) for n in names[:50]}) > 1))
     return out
-
-
-def _timeline_rows(rows: list[HostRow]) -> tuple[list[HostRow], str]:
-    """The hosts the timeline draws: all up to :data:`TIMELINE_MAX_ROWS`; past that the failed
-    ones first, then the slowest, shown in inventory order."""
-    if len(rows) <= TIMELINE_MAX_ROWS:
-        return rows, ""
-    bad = [r for r in rows if r.status != "ok"][:TIMELINE_MAX_ROWS]
-    rest = sorted((r for r in rows if r.status == "ok"), key=lambda r: -r.duration_s)[:TIMELINE_MAX_ROWS - len(bad)]
-    chosen = {r.name for r in bad} | {r.name for r in rest}
-    note = (f"{TIMELINE_MAX_ROWS} of {len(rows)} hosts drawn: the {len(bad)} that did not succeed and the "
-            f"{len(rest)} slowest of the others; the phase statistics and the hosts table cover every host.")
-    return [r for r in rows if r.name in chosen], note

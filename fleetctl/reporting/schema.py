@@ -24,6 +24,8 @@ EVENTS: dict[str, tuple[dict[str, Any], str]] = {
     "run.started": ({"kind": S, "mode": S, "hosts": I, "tasks": A, "batches": A}, "the run began"),
     "run.finished": ({"status": S}, "the run ended: ok, failed, interrupted or refused"),
     "run.stopped": ({"reason": S}, "later batches were not started (max_fail_percentage)"),
+    "run.observer_failed": ({"observer": S, "error": S},
+                            "a reporter raised and was dropped (a fault of fleetctl): the run went on"),
     "batch.started": ({"batch": I, "of": I, "hosts": A}, "a rolling batch began"),
     "host.started": ({}, "work on the host began"),
     "host.finished": ({"status": S, "error": [S, "null"], "duration_s": N, "rc": [I, "null"], "files": I,

@@ -40,88 +40,8 @@ from .build_preflight import CLEAN_PYTHON_ENV
 from .install_target import INSTALL_RECORD, dropped_by, shared_message, target_ids
 from .pytool import pick_tool
 from .steps import Note, Put, Run, TargetClaim, probe
-from .venv_probe import probe_started
-
-#: Reads fleetctl's install record, the installed distribution (version, location, a digest of its
-#: RECORD without the installer's own files), torch's version and CUDA build without importing
-#: torch, every distribution's version (``dists``, names normalised) and the wheel's build stamp
-#: (``stamp``). stdlib only, Python 3.8+. argv: DIST RECORD_PATH [STAMP_PATH]. A distribution is
-#: found as ``importlib.metadata.distribution(DIST)`` finds it (the first ``.dist-info``/``.egg-info``
-#: of that normalized name along sys.path) without importing importlib.metadata, whose import is
-#: most of this probe's time; tests/test_planners.py checks both agree.
-STATE_SCRIPT = r'''
-import ast, hashlib, json, os, re, sys
-print("@@FLEETCTL_PROBE_STARTED@@", flush=True)
-import importlib.util
-out = {"record": None, "dist": None, "torch": None, "cuda": None, "dists": {}, "stamp": None}
-for key, path in (("record", sys.argv[2]), ("stamp", sys.argv[3] if len(sys.argv) > 3 else "")):
-    try:
-        with open(path) as fh:
-            out[key] = json.load(fh)
-    except (OSError, ValueError):
-        pass
-
-
-def norm(name):
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def read(path):
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def meta_version(info):
-    meta = read(os.path.join(info, "METADATA" if info.endswith(".dist-info") else "PKG-INFO")) or ""
-    return next((l.split(":", 1)[1].strip() for l in meta.split("\n\n")[0].splitlines()
-                 if l.lower().startswith("version:")), None)
-
-
-found = {}
-for entry in sys.path:
-    folder = entry or "."
-    try:
-        listing = sorted(os.listdir(folder))
-    except OSError:
-        continue
-    for item in listing:
-        if item.endswith((".dist-info", ".egg-info")):
-            name = norm(item.rsplit(".", 1)[0].split("-")[0])
-            if name not in found:
-                found[name] = (folder, os.path.join(folder, item))
-for name, (folder, info) in found.items():
-    try:
-        out["dists"][name] = meta_version(info)
-    except Exception:
-        pass
-try:
-    location, info = found.get(norm(sys.argv[1]), (None, None))
-    if info is not None:
-        version = out["dists"].get(norm(sys.argv[1]))
-        skip = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD")
-        lines = sorted(l for l in (read(os.path.join(info, "RECORD")) or "").splitlines()
-                       if l and not l.split(",")[0].endswith(skip) and "__pycache__" not in l)
-        out["dist"] = {"version": version, "location": location,
-                       "record_sha256": hashlib.sha256("\n".join(lines).encode()).hexdigest()}
-except Exception:
-    pass
-spec = importlib.util.find_spec("torch")
-if spec is not None and spec.origin:
-    try:
-        with open(os.path.join(os.path.dirname(spec.origin), "version.py")) as fh:
-            tree = ast.parse(fh.read())
-        for node in tree.body:
-            target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
-            name = getattr(target, "id", None)
-            if name in ("__version__", "cuda") and getattr(node, "value", None) is not None:
-                out["torch" if name == "__version__" else "cuda"] = ast.literal_eval(node.value)
-    except (OSError, SyntaxError, ValueError):
-        pass
-print(json.dumps(out))
-'''
+from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, norm_dist,
+                         parse_state, state_failure)
 
 _MISSING = object()
 
@@ -170,68 +90,6 @@ def install_argv(tool: str, python: str, uv: str | None, wheel: str, args: PipIn
     if tool == "uv":
         return [uv or "uv", "pip", "install", "--python", python, *flags, wheel]
     return [python, "-m", "pip", "install", "--no-input", *flags, wheel]
-
-
-def check_argv(tool: str, python: str, uv: str | None) -> list[str]:
-    """``pip check`` for the venv."""
-    return [uv or "uv", "pip", "check", "--python", python] if tool == "uv" else [python, "-m", "pip", "check"]
-
-
-def check_problems(res: CommandResult) -> list[str]:
-    """``pip check``'s complaints (one line each; "No broken requirements found." is none)."""
-    return [ln.strip() for ln in res.stdout_text.splitlines()
-            if ln.strip() and "no broken requirements" not in ln.lower() and not ln.startswith("Checked ")]
-
-
-def parse_state(res: CommandResult) -> dict[str, Any]:
-    """:data:`STATE_SCRIPT`'s JSON, or ``{"error": first line, "probe_fault": bool}`` when it gave
-    none: ``probe_fault`` when the venv's python ran the script (its first line), so the fault is
-    fleetctl's probe's, not the host's."""
-    try:
-        return json.loads(res.stdout_text.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return {"record": None, "dist": None, "torch": None, "cuda": None, "dists": {}, "stamp": None,
-                "error": first_error_line(res), "probe_fault": probe_started(res)}
-
-
-def state_failure(state: dict[str, Any], python: str, when: str) -> str:
-    """The line for a state probe that gave no answer (see :func:`parse_state`)."""
-    if state.get("probe_fault"):
-        return (f"fleetctl's probe install-state ({when}) failed on this host: {state['error']}; this is a fault "
-                "of fleetctl, not of the host (please report it with the host's log: fleetctl logs RUN_ID HOST)")
-    return f"venv python {python} does not run ({when}): {state['error']}"
-
-
-def built_against(stamp: dict[str, Any] | None) -> tuple[str | None, str | None, str] | None:
-    """``(torch, torch_cuda, how known)`` of the torch a wheel was built against, from its build
-    stamp: what the build imported (recorded inside it), else the torch its build inputs named."""
-    if not stamp:
-        return None
-    seen = ((stamp.get("build_record") or {}).get("torch") or [])
-    if seen:
-        return seen[0].get("torch"), seen[0].get("torch_cuda"), "recorded inside the build"
-    inputs = stamp.get("inputs") or {}
-    if "torch" in inputs:
-        return inputs.get("torch"), inputs.get("torch_cuda"), "the build's facts"
-    return None
-
-
-def dist_changes(before: dict[str, str], after: dict[str, str], own: str) -> list[str]:
-    """``["numpy 1.26.4 -> 2.1.0", "added foo 1.0", "removed bar 2.0"]``: every distribution but
-    ``own`` (normalised name) whose version the install changed."""
-    out = []
-    for name in sorted(set(before) | set(after)):
-        if name == own:
-            continue
-        old, new = before.get(name), after.get(name)
-        if old != new:
-            out.append(f"added {name} {new}" if old is None else f"removed {name} {old}" if new is None
-                       else f"{name} {old} -> {new}")
-    return out
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def plan(args: PipInstallArgs, host: HostView) -> Plan:
@@ -336,7 +194,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                             env=CLEAN_PYTHON_ENV, cwd="/", reason="pip check after the install")
     old_problems = set(check_problems(check_before))
     new_problems = [p for p in check_problems(check_after) if p not in old_problems]
-    others = dist_changes(before.get("dists") or {}, after.get("dists") or {}, _norm(dist))
+    others = dist_changes(before.get("dists") or {}, after.get("dists") or {}, norm_dist(dist))
     data: dict[str, Any] = {"wheel": wheel, "sha256": digest, "tool": tool, "previous": previous, "decision": decision,
                             "torch_before": {"torch": before.get("torch"), "cuda": before.get("cuda")},
                             "torch_after": {"torch": after.get("torch"), "cuda": after.get("cuda")},

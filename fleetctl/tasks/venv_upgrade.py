@@ -22,7 +22,7 @@ from .argtypes import ActionArgs, argv_list
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_preflight import CLEAN_PYTHON_ENV
 from .envs import STAGED_FACT, staged_environment, venv_facts
-from .pip_install import STATE_SCRIPT, dist_changes, parse_state, state_failure
+from .venv_state import STATE_SCRIPT, dist_changes, parse_state, state_failure
 from .steps import Run, probe
 from .pytool import pick_tool
 

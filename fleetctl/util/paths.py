@@ -79,3 +79,9 @@ def runs_dir() -> Path:
 def locks_dir() -> Path:
     """``<state>/locks``: the controller-side per-host deploy locks of this user."""
     return state_dir() / "locks"
+
+
+def safe_name(host: str) -> str:
+    """A host name as a file name (a host's log ``logs/<safe_name>.log``, fetch's ``{host}``):
+    anything but letters, digits and ``-_.[]`` becomes ``_``; ``"_"`` for an empty name."""
+    return "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in host) or "_"

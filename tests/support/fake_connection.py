@@ -274,7 +274,7 @@ def python_packaging(host: FakeHost, argv: list[str], env: dict[str, str], cwd: 
 
     from fleetctl.tasks.build_keys import STAMP_NAME
     from fleetctl.tasks.build_preflight import VENV_PROBE
-    from fleetctl.tasks.pip_install import STATE_SCRIPT
+    from fleetctl.tasks.venv_state import STATE_SCRIPT
 
     if len(argv) > 3 and argv[1] == "-c" and argv[2] == VENV_PROBE:
         asked = json.loads(argv[3])

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from fleetctl.engine.model import RunModel
-from fleetctl.reporting.history import safe_name
+from fleetctl.util.paths import safe_name
 
 
 def _renamer(old: str, new: str) -> Callable[[str], str]:

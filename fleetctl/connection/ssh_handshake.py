@@ -1,0 +1,139 @@
+"""One SSH handshake and login (asyncssh's ``connect`` with ssh(1)'s non-interactive rules), and
+what its failures mean in one line: :func:`handshake` turns an :class:`~fleetctl.connection.ssh_target.SSHTarget`
+and a connected socket or tunnel into an authenticated connection, or raises :class:`LoginFailed`
+(or :class:`Dropped`, for a drop before login that is worth a retry). The route around it (gates per
+sshd, retries, jump hosts) is :mod:`fleetctl.connection.ssh_route`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import asyncssh
+
+from .ssh_errors import forwarding_refused, is_drop
+from .ssh_hostkeys import HostKeyPolicy
+from .ssh_identity import Identities, load_identities
+from .ssh_target import SSHTarget
+
+
+class LoginFailed(Exception):
+    """A host could not be reached or logged in to; ``str`` is one line naming the cause."""
+
+
+class Dropped(Exception):
+    """The server closed the connection before login (retried); ``banner``: after its SSH banner."""
+
+    def __init__(self, reason: str, *, banner: bool = False) -> None:
+        super().__init__(reason)
+        self.banner = banner
+
+
+class _Client(asyncssh.SSHClient):
+    """asyncssh's client hooks: the host key goes to the policy; no auth ever prompts."""
+
+    def __init__(self, policy: HostKeyPolicy) -> None:
+        self.policy = policy
+        self.conn: asyncssh.SSHClientConnection | None = None
+        self.key_checked = False
+
+    def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
+        self.conn = conn
+
+    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        self.key_checked = True
+        return self.policy.verify(key)
+
+    def public_key_auth_requested(self):  # every offered key was refused: nothing more to try
+        return None
+
+    def password_auth_requested(self):  # never prompt (ssh's BatchMode)
+        return None
+
+    def kbdint_auth_requested(self):
+        return None
+
+
+@dataclass
+class RouteOptions:
+    """Run-wide login options: ``accept_new`` host keys, ``timeout_s`` for TCP connect and for
+    login (each, seconds), ``keepalive_interval_s`` (3 unanswered keepalives drop the connection)."""
+
+    accept_new: bool = False
+    timeout_s: float = 30.0
+    keepalive_interval_s: float = 15.0
+
+
+async def handshake(target: SSHTarget, opts: RouteOptions, label: str, *, sock=None, tunnel=None,
+                     peer_ip: str | None = None, via: str | None = None) -> tuple[asyncssh.SSHClientConnection, HostKeyPolicy]:
+    """One SSH handshake and login over ``sock`` (a connected TCP socket, closed on failure) or
+    ``tunnel`` (a connection to the jump host ``via``), or the target's ProxyCommand: the host key
+    checked by :class:`~fleetctl.connection.ssh_hostkeys.HostKeyPolicy` (recorded or refused,
+    ``peer_ip`` for ``CheckHostIP``), the target's keys offered, never a password or a prompt
+    (ssh's ``BatchMode``); ``label`` prefixes every message (``jump host X: ``).
+
+    Returns:
+        ``(connection, policy)``: ``policy.recorded`` names the host keys newly recorded.
+
+    Raises:
+        Dropped: the server closed the connection before login (sshd past MaxStartups): retry.
+        LoginFailed: one line naming the cause (timeouts in seconds, the refusing server's words).
+    """
+    policy = HostKeyPolicy(target, accept_new=opts.accept_new, peer_ip=peer_ip, label=label)
+    ids = await load_identities(target)
+    client = _Client(policy)
+    kwargs: dict = {}
+    if sock is not None:
+        kwargs["sock"] = sock
+    try:
+        conn = await asyncssh.connect(
+            target.name, target.port, tunnel=tunnel, config=list(target.config_paths), username=target.user,
+            known_hosts=policy.known_hosts, client_factory=lambda: client,
+            client_keys=ids.keys or None, agent_path=None, agent_forwarding=False, passphrase=None,
+            connect_timeout=opts.timeout_s, login_timeout=opts.timeout_s,
+            keepalive_interval=opts.keepalive_interval_s, keepalive_count_max=3,
+            gss_auth=False, gss_kex=False, password_auth=False, kbdint_auth=False, request_pty=False, **kwargs)
+    except BaseException as exc:
+        if sock is not None:
+            sock.close()
+        raise _translate(exc, target, opts, policy, ids, client, label, via) from None
+    finally:
+        ids.close()
+    refusal = policy.after_login(conn.get_server_host_key())
+    if refusal:
+        conn.close()
+        raise LoginFailed(refusal)
+    return conn, policy
+
+
+def _translate(exc: BaseException, target: SSHTarget, opts: RouteOptions, policy: HostKeyPolicy,
+               ids: Identities, client: _Client, label: str, via: str | None) -> BaseException:
+    if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
+        return exc
+    if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+        return LoginFailed(policy.describe_failure(exc))
+    if isinstance(exc, asyncssh.PermissionDenied):
+        return LoginFailed(label + ids.explain_denied(target))
+    where = f"{target.host}:{target.port}"
+    if is_drop(exc):
+        return Dropped(str(exc), banner=bool(client.conn and client.conn.get_extra_info("server_version")))
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        conn = client.conn
+        if conn is None or not conn.get_extra_info("server_version"):
+            return LoginFailed(f"{label}timed out after {opts.timeout_s:g} s: {where} accepts TCP but sent no SSH "
+                               f"banner (a hung sshd, or not an SSH server)")
+        return LoginFailed(f"{label}timed out after {opts.timeout_s:g} s: {where} did not finish the SSH "
+                           f"{'login' if client.key_checked else 'handshake'}")
+    refused = forwarding_refused(exc, label=label, jump=via, where=where)
+    if refused:
+        return LoginFailed(refused)
+    if isinstance(exc, asyncssh.DisconnectError):
+        return LoginFailed(f"{label}disconnected by {where}: {exc.reason}")
+    if isinstance(exc, ConnectionRefusedError):
+        return LoginFailed(f"{label}connection refused by {where}")
+    if isinstance(exc, OSError):
+        return LoginFailed(f"{label}{exc.strerror or exc} ({where})")
+    if isinstance(exc, (LoginFailed,)):
+        return exc
+    return LoginFailed(f"{label}{type(exc).__name__}: {exc}")
