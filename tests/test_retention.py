@@ -107,7 +107,9 @@ def test_every_run_prunes_the_records_when_it_ends(tmp_path):
                    env={"FLEETCTL_KEEP_RUNS": "3"})
     assert res.returncode == 0, res.stderr
     names = sorted(p.name for p in runs.iterdir() if p.is_dir())
-    assert len(names) == 3 and names[-1] == last_run(tmp_path).name  # this run and the two before it
+    # per class: this ad-hoc run, and the 3 newest deploys (ad-hoc runs never push deploys out)
+    assert len(names) == 4 and names[-1] == last_run(tmp_path).name and names[:3] == sorted(
+        rid(now - timedelta(hours=9 - i), i) for i in range(5, 8))
     bad = fleetctl("-i", str(inv), "run", "--hosts", "me", "--", "true", home=tmp_path,
                    env={"FLEETCTL_KEEP_DAYS": "-1"})
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "FLEETCTL_KEEP_DAYS" in bad.stderr
@@ -145,3 +147,61 @@ def test_a_deploy_prunes_the_run_folders_on_the_host(tmp_path):
     kept_recent = sorted(recent)[-2:]  # 4 runs: this deploy, the `run` before it, the 2 newest of these
     assert {n for n in left if n in recent} == set(kept_recent)
     assert not stale_tmp.exists() and live_tmp.exists()
+
+
+def test_each_class_keeps_its_newest_n_and_pinned_runs_and_each_plays_last_failure_stay():
+    play = ("deploy", "p.yaml", "inv.yaml")
+    failed_deploy = entry(10, kind="deploy", failed=True, play=play)
+    older_failure = entry(11, kind="deploy", failed=True, play=play)
+    pinned = entry(12, kind="deploy", failed=True, play=("deploy", "other.yaml", "inv.yaml"))
+    adhoc = [entry(h, kind=k, play=(k, None, "inv.yaml"), succeeded=True)
+             for h, k in zip(range(1, 9), ["run", "facts", "copy", "fetch"] * 2)]
+    verifies = [entry(20 + h, kind="verify", failed=True, play=("verify", "v.yaml", "inv.yaml")) for h in range(3)]
+    unknown = [entry(30 + h) for h in range(3)]
+    runs = [failed_deploy, older_failure, pinned, *adhoc, *verifies, *unknown]
+    gone = runs_to_prune(runs, RetentionPolicy(keep_runs=1, keep_days=30), NOW, pinned={pinned.run_id})
+    kept = {r.run_id for r in runs} - set(gone)
+    # playbook runs are counted apart from the 8 newer ad-hoc runs: the failed deploy stays
+    assert failed_deploy.run_id in kept and pinned.run_id in kept
+    assert older_failure.run_id in gone  # past the newest playbook run, not the play's last failure
+    # ad-hoc: its newest and each ad-hoc play's last success
+    assert {r.run_id for r in adhoc[4:]} <= set(gone) and {r.run_id for r in adhoc[:4]} <= kept
+    assert verifies[0].run_id in kept and {verifies[1].run_id, verifies[2].run_id} <= set(gone)
+    assert [r.run_id for r in unknown if r.run_id in kept] == [unknown[0].run_id]
+    # a plan (not applied) that failed is not a failure to keep
+    plan = entry(40, kind="deploy", play=("deploy", "q.yaml", "inv.yaml"))
+    assert plan.run_id in runs_to_prune([*runs, plan], RetentionPolicy(keep_runs=1), NOW)
+
+
+def test_a_notebook_loop_of_adhoc_runs_never_removes_a_failed_deploy_nor_its_retry_set(tmp_path):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"all:\n  hosts:\n    me: {{ansible_connection: local, workdir: {tmp_path}/w}}\n")
+    play = tmp_path / "play.yaml"
+    play.write_text("name: t\nhosts: all\ngather_facts: false\ntasks:\n"
+                    "  - name: build\n    command: {argv: ['sh', '-c', 'echo build-log-line; exit 3']}\n")
+    env = {"FLEETCTL_KEEP_RUNS": "2"}
+    dep = fleetctl("-i", str(inv), "deploy", "--hosts", "me", "--playbook", str(play), home=tmp_path, env=env)
+    assert dep.returncode != 0
+    failed = last_run(tmp_path).name
+    for _ in range(4):  # the loop: more ad-hoc runs than FLEETCTL_KEEP_RUNS
+        assert fleetctl("-i", str(inv), "run", "--hosts", "me", "--", "true", home=tmp_path,
+                        env=env).returncode == 0
+    runs = tmp_path / "runs"
+    assert len([p for p in runs.iterdir() if p.is_dir()]) == 3  # 2 ad-hoc + the deploy
+    log = fleetctl("logs", failed, "me", home=tmp_path)
+    assert log.returncode == 0 and "build-log-line" in log.stdout
+    retry = fleetctl("-i", str(inv), "deploy", "--hosts", "me", "--playbook", str(play), "--retry-failed",
+                     failed, "--plan", home=tmp_path, env=env)
+    assert "no run" not in retry.stderr and retry.returncode == 0, retry.stdout + retry.stderr
+    # the run the retry set points to stays even when a newer failure of its play exists
+    retry_sets = list(runs.glob(".retry-*.json"))
+    assert [json.loads(p.read_text())["run_id"] for p in retry_sets] == [failed]
+    doc = json.loads((runs / failed / "run.json").read_text())
+    newer = rid(datetime.now(timezone.utc) + timedelta(seconds=5), 0xfff0)
+    _record(runs, newer, playbook=doc["playbook"], inventory=doc["inventory"])
+    _record(runs, rid(datetime.now(timezone.utc) + timedelta(seconds=6), 0xfff1), playbook="x.yaml")
+    assert fleetctl("runs", "prune", "--keep", "1", home=tmp_path).returncode == 0
+    assert (runs / failed / "logs").is_dir()
+    retry_sets[0].unlink()
+    assert fleetctl("runs", "prune", "--keep", "1", home=tmp_path).returncode == 0
+    assert not (runs / failed).exists()  # the policy does remove it once nothing points to it

@@ -45,14 +45,15 @@ def _summary(r: dict) -> dict:
 
 @runs.command("prune")
 @click.option("--keep", "keep", default=None, metavar="N",
-              help="Keep the newest N runs (default: FLEETCTL_KEEP_RUNS, else 50).")
+              help="Keep the newest N runs of each class, ad-hoc and playbook (default: FLEETCTL_KEEP_RUNS, else 50).")
 @click.option("--older-than", "older_than", default=None, metavar="DAYS",
               help="Remove runs older than DAYS days (default: FLEETCTL_KEEP_DAYS, else 30).")
 @click.option("--dry-run", is_flag=True, help="Say which runs would be removed; remove nothing.")
 def runs_prune(keep: str | None, older_than: str | None, dry_run: bool) -> None:
-    """Remove past run records beyond the newest N runs or older than DAYS days; never a run in
-    progress, nor the newest successful run of each play (fleetctl/util/retention.py). Every run
-    prunes this way when it ends."""
+    """Remove past run records beyond the newest N runs of each class (ad-hoc: run, facts, copy,
+    fetch; playbook: deploy, verify, rollback) or older than DAYS days; never a run in progress,
+    a run a retry set points to, nor the newest successful and newest failed run of each play
+    (fleetctl/util/retention.py). Every run prunes this way when it ends."""
     from dataclasses import replace
 
     from ..reporting.history import runs_root
@@ -71,8 +72,9 @@ def runs_prune(keep: str | None, older_than: str | None, dry_run: bool) -> None:
     for error in result.errors:
         click.echo(f"fleetctl: warning: cannot remove {error}", err=True)
     click.echo(f"{verb} {len(result.removed)} run(s), kept {result.kept} in {runs_root()} "
-               f"(the newest {policy.keep_runs}, none older than {policy.keep_days:g} days, "
-               f"runs in progress and each play's last success)")
+               f"(the newest {policy.keep_runs} ad-hoc and {policy.keep_runs} playbook runs, none older than "
+               f"{policy.keep_days:g} days, runs in progress, retry sets' runs and each play's last success "
+               f"and last failure)")
     if result.errors:
         raise click.exceptions.Exit(1)
 

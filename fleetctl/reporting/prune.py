@@ -2,7 +2,8 @@
 (:mod:`fleetctl.util.retention`): at the end of every run, and with ``fleetctl runs prune``.
 
 Only folders fleetctl made are touched: names that are run ids (:func:`fleetctl.util.retention.run_time`
-reads them); the retry sets (``.retry-*.json``) and anything else in the folder stay. A record that
+reads them); the retry sets (``.retry-*.json``) and anything else in the folder stay, and the run
+each retry set points to is never removed (``--retry-failed`` reads it). A record that
 cannot be read counts as in progress while its folder changed within the last hour (a run that has
 not written its ``run.json`` yet), else as a failed run of no known play.
 """
@@ -44,8 +45,25 @@ def _entry(folder: Path, now_s: float) -> RunEntry:
         return RunEntry(run_id=folder.name, started=started, in_progress=young)
     status = shown_status(record)
     play = (record.get("kind"), record.get("playbook"), (record.get("inventory") or {}).get("path"))
+    applied = record.get("mode", "apply") == "apply"
+    kind = record.get("kind")
     return RunEntry(run_id=folder.name, started=started, in_progress=status == "running",
-                    succeeded=status == "ok" and record.get("mode", "apply") == "apply", play=play)
+                    succeeded=status == "ok" and applied, failed=applied and status not in ("ok", "running"),
+                    play=play, kind=str(kind) if kind else None)
+
+
+def retry_pins(root: Path) -> set[str]:
+    """The run ids the retry sets in ``root`` (``.retry-*.json``) point to; an unreadable set pins
+    nothing (never raises)."""
+    pins: set[str] = set()
+    for path in root.glob(".retry-*.json"):
+        try:
+            run_id = json.loads(path.read_text()).get("run_id")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(run_id, str) and run_id:
+            pins.add(run_id)
+    return pins
 
 
 def prune_runs(policy: RetentionPolicy, *, root: Path | None = None, dry_run: bool = False,
@@ -53,7 +71,7 @@ def prune_runs(policy: RetentionPolicy, *, root: Path | None = None, dry_run: bo
     """Remove the run records ``policy`` does not keep (none with ``dry_run``).
 
     Args:
-        policy: how many runs and days to keep.
+        policy: how many runs (per class: ad-hoc, playbook) and days to keep.
         root: the runs folder (default :func:`fleetctl.reporting.history.runs_root`).
         dry_run: only say what would be removed.
         now: the time ages are measured from (default: now, UTC).
@@ -68,7 +86,7 @@ def prune_runs(policy: RetentionPolicy, *, root: Path | None = None, dry_run: bo
     now = now or datetime.now(timezone.utc)
     now_s = time.time()
     folders = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and run_time(p.name) is not None]
-    doomed = runs_to_prune([_entry(p, now_s) for p in folders], policy, now)
+    doomed = runs_to_prune([_entry(p, now_s) for p in folders], policy, now, pinned=retry_pins(root))
     out.kept = len(folders) - len(doomed)
     for run_id in doomed:
         if not dry_run:

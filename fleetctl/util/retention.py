@@ -1,15 +1,20 @@
 """How many past runs are kept: the policy, and which runs it removes (pure).
 
-A run is kept while it is one of the newest ``keep_runs`` runs and not older than ``keep_days``
-days; the others are pruned, except a run still in progress and, per play (its kind, playbook and
-inventory), the newest run that succeeded (a deploy's last good state is never lost to a burst of
-failed retries). The same policy prunes the run records on the controller
+Runs are counted per class (:func:`run_class`): ad-hoc runs (``run``, ``facts``, ``copy``,
+``fetch``) apart from playbook runs (``deploy``, ``verify``, ``rollback``, a schedule's), so a
+notebook loop of quick ``fleetctl run`` calls never pushes a failed deploy's record (and its build
+log) out. A run is kept while it is one of the newest ``keep_runs`` runs OF ITS CLASS and not older
+than ``keep_days`` days; the others are pruned, except a run still in progress, the runs named in
+``pinned`` (the runs the retry sets point to: ``--retry-failed`` reads them) and, per play (its
+kind, playbook and inventory), the newest run that succeeded and the newest run that failed (a
+deploy's last good state is never lost to a burst of failed retries, and the failure a retry
+set or a ``fleetctl logs RUN HOST`` hint names is never lost to a burst of other runs). The same policy prunes the run records on the controller
 (:mod:`fleetctl.reporting.prune`, at the end of every run and with ``fleetctl runs prune``) and the
 per-run folders fleetctl leaves on a host (``<workdir>/runs/<run_id>``, pruned by the first command
 of a deploy: ``playbooks/scripts/session_start.py``; there a folder changed within the last hour is
 kept too, since ``verify`` and ``run`` take no deploy lock and may be using it).
 
-Defaults: ``FLEETCTL_KEEP_RUNS`` (50) and ``FLEETCTL_KEEP_DAYS`` (30) in the controller's
+Defaults: ``FLEETCTL_KEEP_RUNS`` (50 per class) and ``FLEETCTL_KEEP_DAYS`` (30) in the controller's
 environment; per host, the host vars ``keep_runs`` and ``keep_days`` win for its folders.
 """
 
@@ -25,12 +30,15 @@ from ..errors import InputError
 
 DEFAULT_KEEP_RUNS = 50
 DEFAULT_KEEP_DAYS = 30.0
+#: Run kinds that are ad-hoc commands (counted apart from playbook runs).
+AD_HOC_KINDS = frozenset({"run", "facts", "copy", "fetch"})
 RUN_ID_TIME = "%Y%m%dT%H%M%S.%fZ"
 
 
 @dataclass(frozen=True)
 class RetentionPolicy:
-    """Keep at most ``keep_runs`` runs (>= 1), none older than ``keep_days`` days (> 0)."""
+    """Keep at most ``keep_runs`` runs (>= 1) of each class (:func:`run_class`), none older than
+    ``keep_days`` days (> 0)."""
 
     keep_runs: int = DEFAULT_KEEP_RUNS
     keep_days: float = DEFAULT_KEEP_DAYS
@@ -91,33 +99,55 @@ def run_time(run_id: str) -> datetime | None:
         return None
 
 
+def run_class(kind: object) -> str:
+    """The class a run is counted in: ``"ad-hoc"`` for :data:`AD_HOC_KINDS`, ``"play"`` for any
+    other known kind (deploy, verify, rollback, a schedule's), ``"unknown"`` for a record that
+    does not say."""
+    if not kind:
+        return "unknown"
+    return "ad-hoc" if str(kind) in AD_HOC_KINDS else "play"
+
+
 @dataclass(frozen=True)
 class RunEntry:
-    """What the policy knows of one run: its id, start, whether it is in progress or succeeded,
-    and its play (``(kind, playbook, inventory)``; None when unknown)."""
+    """What the policy knows of one run: its id, start, whether it is in progress, succeeded or
+    failed (an applied run, not a plan), its play (``(kind, playbook, inventory)``; None when
+    unknown) and its kind (``run``, ``deploy``...; None when unknown)."""
 
     run_id: str
     started: datetime | None
     in_progress: bool = False
     succeeded: bool = False
     play: tuple | None = None
+    kind: str | None = None
+    failed: bool = False
 
 
-def runs_to_prune(runs: Sequence[RunEntry], policy: RetentionPolicy, now: datetime) -> list[str]:
-    """The ids of ``runs`` the policy removes, oldest first (see the module docstring). A run whose
-    start is unknown counts as new (it is never removed for its age)."""
+def runs_to_prune(runs: Sequence[RunEntry], policy: RetentionPolicy, now: datetime,
+                  pinned: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """The ids of ``runs`` the policy removes, oldest first (see the module docstring): each class
+    (:func:`run_class`) keeps its newest ``policy.keep_runs``; never one in progress, in
+    ``pinned``, or a play's newest success or newest failure. A run whose start is unknown counts
+    as new (it is never removed for its age)."""
     newest_first = sorted(runs, key=lambda r: r.run_id, reverse=True)
-    last_good: set[str] = set()
-    seen_plays: set[tuple] = set()
+    keep: set[str] = set(pinned)
+    seen: set[tuple] = set()
     for r in newest_first:
-        if r.succeeded and r.play is not None and r.play not in seen_plays:
-            seen_plays.add(r.play)
-            last_good.add(r.run_id)
+        if r.play is None:
+            continue
+        for outcome, hit in (("ok", r.succeeded), ("failed", r.failed)):
+            if hit and (outcome, r.play) not in seen:
+                seen.add((outcome, r.play))
+                keep.add(r.run_id)
     out = []
-    for i, r in enumerate(newest_first):
-        if r.in_progress or r.run_id in last_good:
+    counted: dict[str, int] = {}
+    for r in newest_first:
+        cls = run_class(r.kind)
+        rank = counted.get(cls, 0)
+        counted[cls] = rank + 1
+        if r.in_progress or r.run_id in keep:
             continue
         too_old = r.started is not None and (now - r.started).total_seconds() > policy.keep_days * 86400
-        if i >= policy.keep_runs or too_old:
+        if rank >= policy.keep_runs or too_old:
             out.append(r.run_id)
     return sorted(out)
