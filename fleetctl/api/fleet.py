@@ -57,7 +57,7 @@ class Fleet:
         ssh_options: the checked ``-o`` options (``"Name=value"`` each).
     """
 
-    def __init__(self, sources: Sequence[str | os.PathLike[str]] = ("inventory.yaml",), *,
+    def __init__(self, sources: Sequence[str | os.PathLike[str]] | None = None, *,
                  extra_vars: Mapping[str, Any] | None = None, connect_timeout: float = 30.0,
                  accept_new_host_keys: bool = False, verbose: int = 0, ssh_options: Sequence[str] = (),
                  on_warning: Callable[[str], None] = warn) -> None:
@@ -65,7 +65,13 @@ class Fleet:
 
         from ..errors import InputError
 
-        self.sources = tuple(os.fspath(s) for s in sources) or ("inventory.yaml",)
+        if isinstance(sources, (str, os.PathLike)):
+            sources = [sources]
+        given = tuple(os.fspath(s) for s in sources or ())
+        #: True when no source was given: ``inventory.yaml`` here, else fleetctl's own (the only
+        #: case that falls back to the checkout: :func:`fleetctl.util.paths.inventory_sources`).
+        self.default_inventory = not given
+        self.sources = given or ("inventory.yaml",)
         self.extra_vars = dict(extra_vars or {})
         if not (isinstance(connect_timeout, (int, float)) and math.isfinite(connect_timeout) and connect_timeout > 0):
             raise InputError(f"connect_timeout: want a positive number of seconds, got {connect_timeout!r}")
@@ -95,7 +101,8 @@ class Fleet:
         Args:
             *sources: Ansible YAML/INI files, folders, executable inventory scripts, ``slurm:``
                 sources, host lists (``a,b,``), as ``fleetctl -i`` takes them; later ones add to
-                earlier ones. None: ``inventory.yaml`` (the current folder's, else fleetctl's own).
+                earlier ones. None: ``inventory.yaml`` (the current folder's, else fleetctl's own);
+                a path given is read where given, never from fleetctl's checkout.
             extra_vars: vars over every host's, as ``-e NAME=VALUE`` (strings, or any YAML value).
             connect_timeout: seconds to reach and log in to one host.
             accept_new_host_keys: record host keys of hosts that have none.
@@ -106,10 +113,11 @@ class Fleet:
             The :class:`Fleet`.
 
         Raises:
-            InputError: (:class:`~fleetctl.errors.InventoryError`) the inventory is invalid; the
-                message is the CLI's one line (file, key, cause).
+            InputError: (:class:`~fleetctl.errors.InventoryError`) the inventory is missing (a
+                path given that is not there) or invalid; the message is the CLI's one line (file,
+                key, cause).
         """
-        fleet = cls(sources or ("inventory.yaml",), extra_vars=extra_vars, connect_timeout=connect_timeout,
+        fleet = cls(sources or None, extra_vars=extra_vars, connect_timeout=connect_timeout,
                     accept_new_host_keys=accept_new_host_keys, verbose=verbose, ssh_options=ssh_options)
         fleet.inventory  # noqa: B018 - load now: bad input raises here
         return fleet
@@ -124,13 +132,19 @@ class Fleet:
         """
         if self._inventory is None:
             from ..inventory import load_inventory
-            from ..util.paths import resolve_default
 
-            inv = load_inventory([str(resolve_default(p)) for p in self.sources])
+            inv = load_inventory(self.inventory_files())
             for warning in inv.warnings:
                 self.on_warning(warning)
             self._inventory = inv
         return self._inventory
+
+    def inventory_files(self) -> list[str]:
+        """The sources as loaded: as given, or the default inventory's path
+        (:func:`fleetctl.util.paths.inventory_sources`)."""
+        from ..util.paths import inventory_sources
+
+        return inventory_sources(None if self.default_inventory else self.sources)
 
     def select(self, pattern: str, limit: str | None = None) -> "Hosts":
         """The hosts a pattern selects.

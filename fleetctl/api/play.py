@@ -220,7 +220,7 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
 
         play = staged_playbook(play)
         extra["staged"] = "true"
-    play_inventory, play_file = [str(resolve_default(p)) for p in fleet.sources], str(path)
+    play_inventory, play_file = fleet.inventory_files(), str(path)
     key = play_key(play_inventory, play_file)
     if retry_failed is not None:
         # The failed run's hosts: within the pattern when given, else they are the selection (the

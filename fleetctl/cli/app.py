@@ -56,6 +56,7 @@ class Context:
     def __init__(self, inventory: tuple[str, ...] | str, verbose: int, ssh_options: tuple[str, ...] = ()) -> None:
         inventory = (inventory,) if isinstance(inventory, str) else tuple(inventory)
         self.ssh_options = tuple(ssh_options)  # `-o`, checked (fleetctl.connection.ssh_options)
+        self.inventory_given = bool(inventory)  # -i or FLEETCTL_INVENTORY: read where given, no fallback
         self.inventory_paths = inventory or ("inventory.yaml",)
         self.inventory_path = self.inventory_paths[0]
         self.verbose = verbose
@@ -67,8 +68,16 @@ class Context:
         if self._fleet is None:
             from ..api.fleet import Fleet
 
-            self._fleet = Fleet(self.inventory_paths, verbose=self.verbose, ssh_options=self.ssh_options)
+            self._fleet = Fleet(self.inventory_paths if self.inventory_given else None, verbose=self.verbose,
+                                ssh_options=self.ssh_options)
         return self._fleet
+
+    def inventory_sources(self) -> list[str]:
+        """The sources to load (:func:`fleetctl.util.paths.inventory_sources`): ``-i`` as given,
+        else the default ``inventory.yaml``."""
+        from ..util.paths import inventory_sources
+
+        return inventory_sources(self.inventory_paths if self.inventory_given else None)
 
     def select(self, pattern: str, limit: str | None = None, *, venv: bool = True, forks: int = 50,
                extra_vars: dict | None = None):
@@ -169,9 +178,10 @@ class FleetGroup(click.Group):
 
 
 @click.group(cls=FleetGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-i", "--inventory", "inventory", multiple=True, default=["inventory.yaml"], envvar="FLEETCTL_INVENTORY",
-              type=InventorySources(), show_default=True,
-              help="Inventory source (Ansible YAML/INI file, folder, script, slurm:); repeat to add more.")
+@click.option("-i", "--inventory", "inventory", multiple=True, default=(), envvar="FLEETCTL_INVENTORY",
+              type=InventorySources(),
+              help="Inventory source (Ansible YAML/INI file, folder, script, slurm:), read where given; repeat "
+                   "to add more. Default: inventory.yaml here, else fleetctl's own.")
 @click.option("-v", "--verbose", count=True, help="Diagnostics on stderr: -v each host's tasks, -vv every command.")
 @click.option("-o", "ssh_option", multiple=True, metavar="OPTION=VALUE",
               help="A one-off ssh_config option for every ssh host of the command (as ssh -o); repeatable.")

@@ -15,13 +15,12 @@ import click
 
 from .app import Context, json_option, limit_option, main, pass_ctx
 from ..errors import InputError
-from ..util.paths import resolve_default
 
 
 def _load(obj: Context):
     from ..inventory import load_inventory
 
-    inv = load_inventory([str(resolve_default(p)) for p in obj.inventory_paths])
+    inv = load_inventory(obj.inventory_sources())
     for warning in inv.warnings:
         click.echo(f"fleetctl: warning: {warning}", err=True)
     return inv

@@ -253,7 +253,7 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     pattern = pattern or pb.hosts
     if not pattern:
         raise InputError("--hosts: none given and the playbook sets no 'hosts'", file=str(playbook))
-    inventory = resolve_default(obj.inventory_path)
+    inventory = Path(obj.inventory_sources()[0])
     if not inventory.is_file():
         raise InputError("inventory file not found (-i/--inventory or FLEETCTL_INVENTORY)", file=str(inventory))
     _, hosts = obj.select(pattern)

@@ -20,9 +20,12 @@ Relative or empty ``XDG_*`` values are ignored, as the XDG specification says.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+#: The inventory used when none is given (no ``-i``, no ``FLEETCTL_INVENTORY``, ``Fleet()``).
+DEFAULT_INVENTORY = "inventory.yaml"
 
 
 def resolve_default(path: str | Path) -> Path:
@@ -35,6 +38,18 @@ def resolve_default(path: str | Path) -> Path:
         return p
     alt = REPO_ROOT / p
     return alt if alt.exists() else p
+
+
+def inventory_sources(sources: Sequence[str | os.PathLike[str]] | None) -> list[str]:
+    """The inventory sources to load: ``sources`` as given (``~`` expanded; a path that is not
+    there stays as given, so that loading it fails naming it), or, when None or empty (no ``-i``, no
+    ``FLEETCTL_INVENTORY``), the default ``inventory.yaml``: the current folder's, else the
+    checkout's (:func:`resolve_default`). Only the default falls back to the checkout: an explicit
+    ``-i inventory.yaml`` typed in the wrong folder must never become fleetctl's example inventory
+    (whose ``localhost`` is this controller)."""
+    if not sources:
+        return [str(resolve_default(DEFAULT_INVENTORY))]
+    return [os.path.expanduser(os.fspath(s)) for s in sources]
 
 
 def _xdg(name: str, default: str) -> Path:
