@@ -260,8 +260,8 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
         observers.emit("task.finished", session.name, task=name, action=task.action, phase=outcome.phase,
                        status=outcome.status, rc=result.rc, duration_s=outcome.duration_s, msg=msg,
                        start_s=round(start_s, 3))
-        if (is_selected and result.status.is_failure and not task.ignore_errors and not simulated_before
-                and not simulated):
+        if (is_selected and result.status.is_failure and not task.ignore_errors
+                and (not simulated_before or result.preflight) and not simulated):
             out.blocking = out.blocking or outcome
         simulated_before = simulated_before or simulated
         return result if is_selected else TaskResult(status, msg=msg, data=result.data)

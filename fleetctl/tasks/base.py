@@ -56,6 +56,9 @@ class TaskResult:
             stage or an upgrade changed the venv); the gathered facts in the record stay as gathered.
         environment: the host's Python environment as this task leaves it (``venv_stage``,
             ``venv_switch``): the run record's per-host ``environment``.
+        preflight: a refusal found from the facts alone before the task's first step (e.g.
+            :mod:`~fleetctl.tasks.runtime_preflight`): it stops the host while planning even
+            when an earlier task's command was simulated, so nothing is uploaded or built.
     """
 
     status: Status
@@ -70,6 +73,7 @@ class TaskResult:
     venv: str | None = None
     facts: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] | None = None
+    preflight: bool = False
 
     def as_registered(self) -> dict[str, Any]:
         """The value ``register:`` stores: status, rc, msg, stdout, stderr, data, and the flags

@@ -25,6 +25,7 @@ from ..status import Status
 from .argtypes import ActionArgs, is_template
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_preflight import CLEAN_PYTHON_ENV
+from .runtime_preflight import torch_runtime_problem
 from .steps import Put, Run
 
 #: The verification script used when ``verify.script`` is not given, relative to the fleetctl
@@ -112,7 +113,14 @@ def summary_of(res: CommandResult) -> dict:
 
 
 def plan(args: VerifyArgs, host: HostView) -> Plan:
-    """Upload the script, run it from ``<run_dir>/verify``; OK when every check passed."""
+    """Upload the script, run it from ``<run_dir>/verify``; OK when every check passed. A venv
+    whose torch does not import (facts) is refused first, as a preflight
+    (:func:`~fleetctl.tasks.runtime_preflight.torch_runtime_problem`)."""
+    if not is_template(args.package):
+        problem = torch_runtime_problem(host.facts, host.venv, host.python, args.package)
+        if problem:
+            return TaskResult(Status.FAILED, msg=f"preflight: {problem}", preflight=True,
+                              data={"decision": {"action": "fail"}, "preflight": [problem]})
     local = Path(args.script) if args.script else host.project_root / DEFAULT_VERIFY_SCRIPT
     if not local.is_absolute():
         local = host.local_path(str(local))

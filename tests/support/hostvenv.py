@@ -88,6 +88,27 @@ def base_site() -> Path:
     return folder
 
 
+#: What of :func:`base_site` is torch's (torch's own distribution: its packages and dist-info).
+TORCH_TOPS = ("torch", "functorch", "torchgen")
+
+
+@functools.lru_cache(maxsize=1)
+def tools_site() -> Path:
+    """``<session root>/host-tools-site``: :func:`base_site` without torch (:data:`TORCH_TOPS` and
+    torch's dist-info): a venv with the build requirements whose torch is missing, as a plain
+    ``python3 -m venv`` plus ``pip install scikit-build-core nanobind`` leaves it."""
+    base = base_site()
+    folder = SESSION_ROOT / "host-tools-site"
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in sorted(base.iterdir()):
+        if entry.name in TORCH_TOPS or entry.name.startswith("torch-"):
+            continue
+        link = folder / entry.name
+        if not link.exists():
+            link.symlink_to(os.readlink(entry))
+    return folder
+
+
 def site_packages(venv: Path) -> Path:
     """A venv's own purelib, as its interpreter says."""
     out = subprocess.run([str(venv / "bin" / "python3"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -108,9 +129,10 @@ def uv() -> str:
     return str(path) if path.exists() else "uv"
 
 
-def make_venv(path: Path, kind: str = "virtualenv", *, torch: bool = True) -> str:
+def make_venv(path: Path, kind: str = "virtualenv", *, torch: bool = True, build_tools: bool = False) -> str:
     """A venv of ``kind`` (see the module docstring) at ``path``; with ``torch``, the
-    :func:`base_site` named by a ``.pth`` in its own site-packages. Returns the venv's path."""
+    :func:`base_site` named by a ``.pth`` in its own site-packages; without torch but with
+    ``build_tools``, :func:`tools_site` (the build requirements, no torch). Returns the venv's path."""
     path = Path(path)
     python = sys.executable
     if kind in ("venv", "system-site"):
@@ -129,4 +151,6 @@ def make_venv(path: Path, kind: str = "virtualenv", *, torch: bool = True) -> st
         raise ValueError(f"unknown venv kind {kind!r}; one of {', '.join(KINDS)}")
     if torch:
         (site_packages(path) / PTH_NAME).write_text(str(base_site()) + "\n")
+    elif build_tools:
+        (site_packages(path) / PTH_NAME).write_text(str(tools_site()) + "\n")
     return str(path)

@@ -1,0 +1,50 @@
+"""What an installed package needs in the venv at run time, checked from facts while planning.
+
+The FP4 kernel package imports torch at run time (``kernel_src/src/fp4_kernels``) but does not
+declare it (``kernel_src/pyproject.toml``: ``dependencies = []``, so that ``pip install`` never
+touches the host's torch), and fleetctl never installs torch. Building it does not need torch (its
+``[build-system] requires`` is scikit-build-core and nanobind; the CMakeLists has no
+``find_package(Torch)``): ``build_wheel``'s preflight asks for torch only when the tree builds
+against torch (:mod:`~fleetctl.tasks.build_preflight`). ``verify`` imports torch first, always, so
+a venv without torch is refused by ``verify``'s planner from the facts (``python.torch``,
+``python.torch_error`` of ``playbooks/scripts/facts.py``) before its first step; the refusal is a
+preflight (:attr:`fleetctl.tasks.base.TaskResult.preflight`), so it stops the host while planning,
+before anything is uploaded or built, in ``--plan``, ``--dry-run`` and a deploy alike.
+
+Facts are those the play runs with: a task that switches the venv (``venv_stage``,
+``venv_switch``) replaces ``python`` for the tasks after it. A playbook that installs torch itself
+with a ``command`` task is not seen here; it must let verify run in a play of its own.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from typing import Any
+
+
+def torch_runtime_problem(facts: Mapping[str, Any], venv: str | None, python: str, package: str) -> str | None:
+    """The one line refusing a venv whose torch does not import, or None.
+
+    Args:
+        facts: the host's facts (``python``: the venv interpreter's facts).
+        venv: the host's venv (its ``venv`` var), or None.
+        python: the interpreter the package runs with (``<venv>/bin/python3``).
+        package: the import name checked (``fp4_kernels``), named in the line.
+
+    Returns:
+        None when torch imports, when the venv's interpreter is missing (``build_wheel``'s
+        preflight names that) or when fleetctl's own torch reader failed (``torch_probe_error``:
+        it says nothing about the host's torch; ``verify`` then tells). Else
+        ``"torch does not import in VENV (ModuleNotFoundError: ...): PACKAGE needs torch at run
+        time and fleetctl never installs it; install ... into the venv ..., or point the host var
+        'venv' at the venv that has it"``.
+    """
+    py = facts.get("python")
+    if not isinstance(py, Mapping) or py.get("torch") or py.get("torch_probe_error") or not py.get("exists", True):
+        return None
+    where = venv or posixpath.dirname(posixpath.dirname(python)) or python
+    why = py.get("torch_error") or "not installed"
+    return (f"torch does not import in {where} ({why}): {package} needs torch at run time and fleetctl never "
+            f"installs it; install the torch build for this host's CUDA into the venv ({python} -m pip install "
+            f"torch), or point the host var 'venv' at the venv that has it")

@@ -1,0 +1,79 @@
+"""A host venv without torch (plain ``python3 -m venv`` plus the build requirements): the FP4
+kernel package needs torch at run time and fleetctl never installs it, so the host fails while
+planning, before anything is uploaded, naming the venv and the fix, in ``--plan``, ``--dry-run``,
+a deploy and ``--retry-failed --plan`` alike (fleetctl/tasks/runtime_preflight.py). The build
+alone does not need torch (kernel_src builds with scikit-build-core and nanobind): a build-only
+play goes through. Real sshd test host, real venvs (tests/support/hostvenv.py), the real playbook.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.fake_gpu import H200, write_fake_nvidia_smi
+from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+from tests.support.hostvenv import make_venv
+
+pytestmark = pytest.mark.sshd
+
+PLAYBOOK = str(REPO / "playbooks" / "fp4-kernels.yaml")
+
+
+def _refusal(venv: str) -> str:
+    return (f"preflight: torch does not import in {venv} (ModuleNotFoundError: No module named 'torch'): "
+            f"fp4_kernels needs torch at run time and fleetctl never installs it; install the torch build for "
+            f"this host's CUDA into the venv ({venv}/bin/python3 -m pip install torch), or point the host var "
+            f"'venv' at the venv that has it")
+
+
+def test_a_venv_without_torch_fails_while_planning_in_plan_dry_run_and_deploy(sshd_farm, tmp_path):
+    h = sshd_farm.start("notorch")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = make_venv(tmp_path / "venv", "venv", torch=False, build_tools=True)
+    work = tmp_path / "work"
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"notorch": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                     "workdir": str(work), "venv": venv}}})
+    base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", PLAYBOOK)
+    line = _refusal(venv)
+
+    plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
+    assert plan.returncode == 1, plan.stdout + plan.stderr
+    row = json.loads(plan.stdout)["notorch"]
+    assert row["status"] != "ok" and any(t["msg"].startswith(line) for t in row["tasks"]), row
+    assert not (work / "src").exists()
+
+    dry = fleetctl(*base, "--dry-run", home=tmp_path)
+    assert dry.returncode == 1 and line in dry.stdout, dry.stdout[-3000:]
+    assert not (work / "src").exists()
+
+    dep = fleetctl(*base, home=tmp_path)
+    assert dep.returncode == 1, dep.stdout[-3000:]
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    tasks = record["hosts"]["notorch"]["tasks"]
+    verify = [t for t in tasks if t["action"] == "verify"][0]
+    assert verify["status"] == "failed" and verify["msg"].startswith(line), verify
+    assert not any(t["status"] in ("changed", "ok") for t in tasks if t["action"] in ("copy", "build_wheel", "pip_install"))
+    assert not (work / "src").exists() and not (work / "wheels").exists()  # nothing uploaded or built
+    summary = [ln for ln in dep.stdout.splitlines() if ln.split(" |")[0].strip() == "notorch" and "FAILED" in ln]
+    assert summary and line in summary[0], dep.stdout[-3000:]
+
+    retry = fleetctl(*base, "--retry-failed", "--plan", home=tmp_path)
+    assert retry.returncode == 1 and "nothing changed" not in retry.stdout, retry.stdout[-3000:]
+    assert "torch does not import" in retry.stdout
+
+
+def test_the_build_alone_needs_no_torch(sshd_farm, tmp_path):
+    """kernel_src does not build against torch: --tags build plans the build, with no refusal."""
+    h = sshd_farm.start("buildonly")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = make_venv(tmp_path / "venv", "venv", torch=False, build_tools=True)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"buildonly": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                       "workdir": str(tmp_path / "work"), "venv": venv}}})
+    plan = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", PLAYBOOK, "--tags", "build",
+                    "--plan", "--json", home=tmp_path)
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    row = json.loads(plan.stdout)["buildonly"]
+    assert row["status"] == "ok" and [b["action"] for b in row["builds"]] == ["build"], row
