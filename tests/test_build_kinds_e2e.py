@@ -53,7 +53,7 @@ tasks:
   - name: install
     pip_install: {wheel: "{{ wheel }}"}
   - name: verify
-    verify: {package: "{{ package }}", smoke: false}
+    verify: {package: "{{ package }}", smoke: false, needs_torch: "{{ needs_torch | default(true) }}"}
 """
 
 
@@ -158,7 +158,8 @@ def test_verify_tells_the_truth(torch_build, sshd_farm, tmp_path):
             ("cpu-torch", [H200], {}, {"package": "tiny_torch_ext.ops"}),
             ("order", [], {}, {"package": "tiny_torch_ext._C"}),
             ("shadowed", [], {"PYTHONPATH": str(shadow.parent)}, {"package": "tiny_torch_ext.ops"}),
-            ("pure", [H200], offline, {"package": "tiny_pure", "wheel": str(pure), "venv": str(plain / "pure")}),
+            ("pure", [H200], offline, {"package": "tiny_pure", "wheel": str(pure), "venv": str(plain / "pure"),
+                                       "needs_torch": False}),
             ("evil", [], offline, {"package": "tiny_evil", "wheel": str(evil), "venv": str(plain / "evil")})):
         h = sshd_farm.start(name, env=env)
         if gpus:  # the others are build hosts: no NVIDIA driver (an nvidia-smi listing none is a broken stack)

@@ -77,3 +77,52 @@ def test_the_build_alone_needs_no_torch(sshd_farm, tmp_path):
     assert plan.returncode == 0, plan.stdout + plan.stderr
     row = json.loads(plan.stdout)["buildonly"]
     assert row["status"] == "ok" and [b["action"] for b in row["builds"]] == ["build"], row
+
+
+VERIFY_PLAY = """\
+name: toy kernels, verified
+hosts: all
+tasks:
+  - name: Upload the toy sources
+    copy: {{src: {src}, dest: "{{{{ workdir }}}}/src/toy"}}
+  - name: Build the toy wheel
+    build_wheel: {{src: "{{{{ workdir }}}}/src/toy", out_dir: "{{{{ workdir }}}}/wheels", required_build_packages: [],
+                  check_sass: false, tool: pip, min_free_disk_mib: 1}}
+    register: build
+  - name: Install the toy wheel
+    pip_install: {{wheel: "{{{{ build.data.wheel }}}}"}}
+  - name: Verify the toy
+    verify: {{package: toyfp4, smoke: false}}
+"""
+
+
+def test_plan_never_says_nothing_changed_for_a_host_whose_last_deploy_failed_at_verify(sshd_farm, tmp_path):
+    """The install is current (the build would be skipped) but the last deploy failed at verify
+    (a CPU-only torch on a GPU host): --plan says so, naming the run, instead of "nothing changed"."""
+    import shutil
+
+    src = tmp_path / "toy"
+    shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
+    play = tmp_path / "play.yaml"
+    play.write_text(VERIFY_PLAY.format(src=src))
+    h = sshd_farm.start("unverified")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = make_venv(tmp_path / "venv", "virtualenv")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"unverified": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                         "workdir": str(tmp_path / "work"), "venv": venv}}})
+    base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play))
+    dep = fleetctl(*base, home=tmp_path, timeout_s=900)
+    assert dep.returncode == 1, dep.stdout[-3000:]
+    failed_run = last_run(tmp_path).name
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    tasks = {t["action"]: t for t in record["hosts"]["unverified"]["tasks"]}
+    assert tasks["pip_install"]["status"] == "changed" and tasks["verify"]["status"] == "failed", tasks
+    plan = fleetctl(*base, "--plan", home=tmp_path)
+    out = " ".join(plan.stdout.split())
+    assert "nothing changed" not in out, out
+    assert (f"not verified: unverified: its install is current, but its last deploy {failed_run} failed at "
+            f"verify: verify toyfp4: cuda:") in out, out
+    assert "1 of 1 host(s) failed verify at their last deploy" in out
+    retry = fleetctl(*base, "--retry-failed", "--plan", home=tmp_path)
+    assert "nothing changed" not in retry.stdout and f"last deploy {failed_run} failed at verify" in " ".join(
+        retry.stdout.split()), retry.stdout

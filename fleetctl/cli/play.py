@@ -154,13 +154,36 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
             console.print(f"[yellow]warning[/yellow]: {host}: {warning}")
         builds = [b for r in rows.values() for b in r.get("builds", [])]
         would_change = [t for r in rows.values() for t in r.get("tasks", []) if t.get("status") == "changed"]
-        if rows and not bad and all(b["action"] == "skip" for b in builds):
+        verifies = [h for h, r in rows.items() if any(t.get("action") == "verify" and t.get("status") == "ok"
+                                                      for t in r.get("tasks", []))]
+        if rows and not bad and all(b["action"] == "skip" for b in builds) and verifies and not would_change \
+                and _print_unverified(console, run, verifies):
+            pass
+        elif rows and not bad and all(b["action"] == "skip" for b in builds):
             if not would_change:
                 console.print("nothing changed: a deploy would rebuild and reinstall nothing (--force overrides)")
             elif builds:  # the wheels are current, but other tasks (commands, copies...) would still run
                 console.print(f"no rebuild or reinstall: every wheel is current; {len(would_change)} other task(s) "
                               f"would run (--force rebuilds)")
     raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
+
+
+def _print_unverified(console, run, hosts: list[str]) -> bool:
+    """``--plan``'s last lines when every wheel is current and verify would run on ``hosts``: never
+    "nothing changed" for a host whose last deploy of this playbook failed at verify
+    (:mod:`fleetctl.reporting.verify_history`). Returns whether it printed (False: none failed)."""
+    from ..reporting.history import list_runs
+    from ..reporting.verify_history import failed_at_verify
+
+    failed = failed_at_verify(list_runs(), hosts, run.playbook or "") if run.playbook else {}
+    for host, (run_id, msg) in sorted(failed.items()):
+        console.print(f"[yellow]not verified[/yellow]: {host}: its install is current, but its last deploy "
+                      f"{run_id} failed at verify: {msg}; a deploy would verify it again (fleetctl logs {run_id} "
+                      f"{host})", highlight=False)
+    if failed:
+        console.print(f"no rebuild or reinstall: every wheel is current; {len(failed)} of {len(hosts)} host(s) "
+                      f"failed verify at their last deploy, which a deploy runs again (--force rebuilds)")
+    return bool(failed)
 
 
 COMMON_OPTIONS = [

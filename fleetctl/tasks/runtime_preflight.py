@@ -5,8 +5,10 @@ declare it (``kernel_src/pyproject.toml``: ``dependencies = []``, so that ``pip 
 touches the host's torch), and fleetctl never installs torch. Building it does not need torch (its
 ``[build-system] requires`` is scikit-build-core and nanobind; the CMakeLists has no
 ``find_package(Torch)``): ``build_wheel``'s preflight asks for torch only when the tree builds
-against torch (:mod:`~fleetctl.tasks.build_preflight`). ``verify`` imports torch first, always, so
-a venv without torch is refused by ``verify``'s planner from the facts (``python.torch``,
+against torch (:mod:`~fleetctl.tasks.build_preflight`). ``verify`` imports torch first, and a
+package that needs torch at run time (``verify``'s ``needs_torch``, true unless a playbook says
+otherwise for a package verified without torch) cannot pass without it, so a venv without torch
+is refused by ``verify``'s planner from the facts (``python.torch``,
 ``python.torch_error`` of ``playbooks/scripts/facts.py``) before its first step; the refusal is a
 preflight (:attr:`fleetctl.tasks.base.TaskResult.preflight`), so it stops the host while planning,
 before anything is uploaded or built, in ``--plan``, ``--dry-run`` and a deploy alike.

@@ -44,6 +44,10 @@ class VerifyArgs(ActionArgs):
         device: ``"auto"`` (the GPU when the host's facts list GPUs, else the CPU), ``"cuda"`` or
             ``"cpu"`` (a host whose GPUs torch is not meant to use, e.g. a build host).
         fa3_fallback: when set, require that the FA3 fallback is (True) or is not (False) active.
+        needs_torch: the package needs torch at run time (the FP4 kernels and every torch
+            extension do; fleetctl never installs torch), so a venv whose facts show no torch is
+            refused while planning (:mod:`~fleetctl.tasks.runtime_preflight`); ``false`` for a
+            package verified without torch (the script then says ``torch not installed``).
     """
 
     package: str
@@ -52,6 +56,14 @@ class VerifyArgs(ActionArgs):
     smoke: bool = True
     device: str = "auto"
     fa3_fallback: bool | None = None
+    needs_torch: bool | str = True
+
+    @field_validator("needs_torch")
+    @classmethod
+    def _needs_torch(cls, v: bool | str) -> bool | str:
+        if isinstance(v, str) and not is_template(v):
+            raise ValueError(f"needs_torch must be true or false, got {v!r}")
+        return v
 
     @field_validator("device")
     @classmethod
@@ -116,7 +128,7 @@ def plan(args: VerifyArgs, host: HostView) -> Plan:
     """Upload the script, run it from ``<run_dir>/verify``; OK when every check passed. A venv
     whose torch does not import (facts) is refused first, as a preflight
     (:func:`~fleetctl.tasks.runtime_preflight.torch_runtime_problem`)."""
-    if not is_template(args.package):
+    if args.needs_torch is True and not is_template(args.package):
         problem = torch_runtime_problem(host.facts, host.venv, host.python, args.package)
         if problem:
             return TaskResult(Status.FAILED, msg=f"preflight: {problem}", preflight=True,
