@@ -14,7 +14,8 @@ preflight (:attr:`fleetctl.tasks.base.TaskResult.preflight`), so it stops the ho
 before anything is uploaded or built, in ``--plan``, ``--dry-run`` and a deploy alike.
 
 Facts are those the play runs with: a task that switches the venv (``venv_stage``,
-``venv_switch``) replaces ``python`` for the tasks after it. A playbook that installs torch itself
+``venv_switch``) replaces ``python`` for the tasks after it, and a planned ``venv_upgrade`` of
+torch (``playbooks/nightly.yaml``) marks it ``python.torch_pending``, which this check accepts. A playbook that installs torch itself
 with a ``command`` task is not seen here; it must let verify run in a play of its own.
 """
 
@@ -35,7 +36,8 @@ def torch_runtime_problem(facts: Mapping[str, Any], venv: str | None, python: st
         package: the import name checked (``fp4_kernels``), named in the line.
 
     Returns:
-        None when torch imports, when the venv's interpreter is missing (``build_wheel``'s
+        None when torch imports, when an earlier task would install it (``torch_pending``), when
+        the venv's interpreter is missing (``build_wheel``'s
         preflight names that) or when fleetctl's own torch reader failed (``torch_probe_error``:
         it says nothing about the host's torch; ``verify`` then tells). Else
         ``"torch does not import in VENV (ModuleNotFoundError: ...): PACKAGE needs torch at run
@@ -43,7 +45,8 @@ def torch_runtime_problem(facts: Mapping[str, Any], venv: str | None, python: st
         'venv' at the venv that has it"``.
     """
     py = facts.get("python")
-    if not isinstance(py, Mapping) or py.get("torch") or py.get("torch_probe_error") or not py.get("exists", True):
+    if (not isinstance(py, Mapping) or py.get("torch") or py.get("torch_probe_error") or py.get("torch_pending")
+            or not py.get("exists", True)):
         return None
     where = venv or posixpath.dirname(posixpath.dirname(python)) or python
     why = py.get("torch_error") or "not installed"

@@ -119,6 +119,10 @@ def plan(args: VenvUpgradeArgs, host: HostView) -> Plan:
     if staged and not staged.get("simulated"):
         environment = staged_environment(staged.get("live_env") or {}, staged, facts)
     if after.get("simulated"):
+        if "torch" in names and isinstance(facts.get("python"), dict):
+            # planned only: torch is not there yet, but this task would install it (verify's
+            # torch preflight, fleetctl.tasks.runtime_preflight, must not refuse the venv for it)
+            facts = {**facts, "python": {**facts["python"], "torch_pending": ", ".join(args.packages)}}
         return TaskResult(Status.CHANGED, data=data, facts=facts, msg=f"would upgrade {', '.join(names)}")
     if not changes and not torch_moved:
         return TaskResult(Status.OK, data=data, facts=facts, environment=environment,
