@@ -36,3 +36,12 @@ def test_a_pattern_from_the_playbooks_hosts_that_matches_nothing_says_where_it_c
     assert f"(the playbook's hosts: 'gpu-nodes' in {play}; give --hosts)" in res.stderr
     typed = fleetctl("-i", str(inv), "deploy", "--playbook", str(play), "--hosts", "nowhere", "--plan", home=home)
     assert typed.returncode == 2 and "playbook's hosts" not in typed.stderr  # a typed pattern needs no origin
+
+
+def test_verify_and_rollback_take_plan_and_it_says_no_deploy_words(tmp_path):
+    home = tmp_path / "home"
+    res = fleetctl("verify", "--hosts", "local", "--plan", home=home)
+    assert res.returncode == 0, res.stderr
+    assert "verify" in res.stdout and "rebuild and reinstall" not in " ".join(res.stdout.split())
+    help_ = fleetctl("rollback", "--help", home=home)
+    assert "--plan" in help_.stdout

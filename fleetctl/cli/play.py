@@ -154,7 +154,7 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
             console.print(f"[yellow]warning[/yellow]: {host}: {warning}")
         builds = [b for r in rows.values() for b in r.get("builds", [])]
         would_change = [t for r in rows.values() for t in r.get("tasks", []) if t.get("status") == "changed"]
-        if rows and not bad and all(b["action"] == "skip" for b in builds):
+        if run.kind == "deploy" and rows and not bad and all(b["action"] == "skip" for b in builds):
             if not would_change:
                 console.print("nothing changed: a deploy would rebuild and reinstall nothing (--force overrides)")
             elif builds:  # the wheels are current, but other tasks (commands, copies...) would still run
@@ -178,10 +178,10 @@ COMMON_OPTIONS = [
     click.option("--phase-timeout", multiple=True, metavar="PHASE=SECONDS",
                  help="Deadline for a phase: connect, facts, upload, build, install, verify, command."),
     click.option("--dry-run", is_flag=True, help="Print per host the commands and environment; change nothing."),
+    click.option("--plan", is_flag=True, help="Per host: each task's decision (build / push / reinstall / skip, "
+                                              "which inputs changed) and what would fail; change nothing."),
 ]
 DEPLOY_OPTIONS = [
-    click.option("--plan", is_flag=True, help="Per host: build / push / reinstall / skip, which inputs changed, "
-                                              "and what would fail; change nothing."),
     click.option("--tags", default=None, help="Only tasks with these tags (comma separated)."),
     click.option("--skip-tags", default=None, help="Skip tasks with these tags."),
     click.option("--force", is_flag=True, help="Rebuild and reinstall even when nothing changed."),
