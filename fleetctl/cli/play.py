@@ -57,7 +57,8 @@ def run_play_command(obj: Context, playbook_path: str, *, kind: str, pattern: st
     def started(run, record) -> None:
         if live is not None:
             live.console.print(f"run {run.run_id}: {playbook.name} on {len(hosts)} host(s)"
-                               f"{' (dry run: nothing is changed)' if dry_run else ''}; record in {record.dir}")
+                               f"{' (dry run: nothing is changed)' if dry_run else ''}; record in {record.dir}",
+                               markup=False, highlight=False)
 
     run, _ = run_async(run_play(prep, command=command_line(), observers=[live, metrics], verbose=obj.verbose,
                                 on_start=started))
@@ -151,7 +152,7 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
             for line in classes:
                 console.print(f"  {line}", markup=False, highlight=False)
         for host, warning in warnings.items():
-            console.print(f"[yellow]warning[/yellow]: {host}: {warning}")
+            console.print(Text.assemble(("warning", "yellow"), f": {host}: {warning}"))
         builds = [b for r in rows.values() for b in r.get("builds", [])]
         would_change = [t for r in rows.values() for t in r.get("tasks", []) if t.get("status") == "changed"]
         if run.kind == "deploy" and rows and not bad and all(b["action"] == "skip" for b in builds):
