@@ -9,11 +9,16 @@ once; one host's failure never stops the others.
 
 Paths, as ``ansible -m copy`` and ``rsync`` read them:
 
-- SRC a file: DEST is the file's path; a DEST ending in ``/`` is a folder the file goes into.
+- SRC a file: DEST is the file's path; a DEST ending in ``/``, or one that is an existing folder
+  on the host (as ``cp`` and ``scp`` read it), is a folder the file goes into. A put checks what
+  is at the path afterwards (a regular file of the size sent) and fails the host, naming the
+  path, when it is not: a host never says ``ok`` for a file that is not there.
 - SRC a folder: copied recursively, the folder itself into DEST (``SRC`` -> ``DEST/<name of SRC>/``),
   or its contents when SRC ends in ``/`` (``SRC/`` -> ``DEST/``). Regular files only: a symlink or
   special file on a host is refused for fetch (never followed), skipped on the controller for copy
-  (named in the host's log); empty folders are not made.
+  (named in the host's log and in the command's output); empty folders are not made. Folders made
+  on a host keep the SRC folder's mode bits, fetched files their host's (less the umask).
+- copy's DEST may hold ``{host}`` too: each host its own DEST (``/tmp/dst_{host}``).
 - fetch's DEST holds ``{host}`` (the host name, made safe as a file name) for one folder per host;
   without it the files land under ``DEST/<host>/``, as ``ansible -m fetch`` (``flat: no``) does, so
   hosts never overwrite each other's files, and one host gets the same layout as many.
