@@ -117,6 +117,7 @@ def test_copy_then_fetch_a_folder_with_every_byte(sshd_farm, tmp_path, sftp):
     doc = json.loads(res.stdout)
     assert doc["c1"]["status"] == "ok" and doc["c1"]["bytes"] == size
     assert _tree(got / "c1" / "dst") == want
+    assert (got / "c1" / "dst" / "tool.sh").stat().st_mode & 0o111  # and back: the exec bit kept, as scp -r
     assert _record(tmp_path)["kind"] == "fetch"
 
 

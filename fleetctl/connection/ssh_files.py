@@ -138,10 +138,19 @@ class SFTPFiles:
             await put_by_exec(self, local_path, remote_path, mode, why=str(exc), dir_mode=dir_mode,
                               explicit_dest=explicit_dest)
 
-    async def _makedirs(self, sftp, parent: str, dir_mode: int) -> None:
-        """Create ``parent`` and its missing folders (mode ``dir_mode``), naming the folder that
-        refused: asyncssh's ``makedirs`` passes over a refused middle folder and then reports the
-        next one as "No such file"."""
+    async def _makedirs(self, sftp, parent: str, dir_mode: int, target: str) -> None:
+        """Create ``parent`` and its missing folders (mode ``dir_mode``) for the upload to
+        ``target``, naming the folder that refused: asyncssh's ``makedirs`` passes over a refused
+        middle folder and then reports the next one as "No such file". One ``stat`` when
+        ``parent`` is there already.
+
+        Raises:
+            TransferError: ``upload -> TARGET: FOLDER: Permission denied`` (or the server's reason).
+        """
+        with contextlib.suppress(OSError, asyncssh.Error):
+            if (await sftp.stat(parent)).type == asyncssh.FILEXFER_TYPE_DIRECTORY:
+                return
+        where = f"{self.host}: upload -> {target}"
         cur = "/" if parent.startswith("/") else ""
         for part in [p for p in parent.split("/") if p]:
             cur = posixpath.join(cur, part) if cur else part
@@ -150,16 +159,22 @@ class SFTPFiles:
             except asyncssh.SFTPNoSuchFile:
                 attrs = None
             except (OSError, asyncssh.Error) as exc:
-                raise TransferError(f"{self.host}: {cur}: {getattr(exc, 'reason', None) or exc}") from None
+                raise TransferError(f"{where}: {cur}: {getattr(exc, 'reason', None) or exc}") from None
             if attrs is not None:
                 if attrs.type != asyncssh.FILEXFER_TYPE_DIRECTORY:
-                    raise TransferError(f"{self.host}: {cur}: Not a directory (a file is there)")
+                    raise TransferError(f"{where}: {cur}: Not a directory (a file is there)")
                 continue
             try:
                 await sftp.mkdir(cur, asyncssh.SFTPAttrs(permissions=dir_mode))
                 await sftp.chmod(cur, dir_mode)  # mkdir's mode is less sftp-server's umask
             except (OSError, asyncssh.Error) as exc:
-                raise TransferError(f"{self.host}: mkdir {cur}: {getattr(exc, 'reason', None) or exc}") from None
+                with contextlib.suppress(OSError, asyncssh.Error):
+                    if (await sftp.stat(cur)).type == asyncssh.FILEXFER_TYPE_DIRECTORY:
+                        continue  # another host on the same shared disk made it meanwhile
+                reason = getattr(exc, "reason", None) or str(exc)
+                if getattr(exc, "code", None) == asyncssh.FX_FAILURE:  # the errno is lost: the shell names it
+                    raise _SFTPWriteFailed(f"{where}: mkdir {cur}: SFTP: {reason}") from None
+                raise TransferError(f"{where}: mkdir {cur}: {reason}") from None
 
     async def _put_sftp(self, sftp, local_path: str, remote_path: str, mode: int | None, dir_mode: int | None,
                         explicit_dest: bool) -> None:
@@ -167,7 +182,7 @@ class SFTPFiles:
         tmp = posixpath.join(parent, f".{posixpath.basename(remote_path)}.{secrets.token_hex(4)}.part")
         size = Path(local_path).stat().st_size
         if parent:
-            await self._makedirs(sftp, parent, 0o700 if dir_mode is None else dir_mode)
+            await self._makedirs(sftp, parent, 0o700 if dir_mode is None else dir_mode, remote_path)
         try:
             there = await sftp.lstat(remote_path)
         except (OSError, asyncssh.Error):
