@@ -220,6 +220,13 @@ def test_copy_and_fetch_over_slurm(slurm_cluster, tmp_path):
     for node in ("n1", "n2"):
         assert (tmp_path / "got" / f"{node}.bin").read_bytes() == (src / "sub" / "b.bin").read_bytes()
     assert slurm_cluster.jobs() == []
+    # a single file onto a DEST that is an existing folder on the nodes: it goes inside, as cp
+    res = _slurm_cli("-i", "slurm:", "copy", "--hosts", "n1,n2", str(src / "tool.sh"), dest + "/sub",
+                     home=tmp_path, launcher=slurm_cluster.launcher_text)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for node in ("n1", "n2"):
+        assert (slurm_cluster.node_disk(node) / "dst" / "sub" / "tool.sh").read_text() == "#!/bin/sh\necho tool\n"
+    assert slurm_cluster.jobs() == []
 
 
 # -- logs and runs show --------------------------------------------------------------------------

@@ -175,7 +175,10 @@ async def copy_to_hosts(hosts: Sequence[Any], src: str, dest: str, *, run: RunMo
     async with contextlib.AsyncExitStack() as stack:
         scopes = await enter_scopes(stack, hosts, options)
         unavailable = await prepare_hosts(scopes, hosts)
-        broadcast = await _broadcast(hosts, scopes, unavailable, plan_for, timeout_s)
+        # a single file's DEST may be an existing folder on some hosts: each host asks first, then
+        # puts (Slurm's puts of the same bytes to the same path still share one sbcast)
+        ask_first = single and not dest.endswith("/")
+        broadcast = {} if ask_first else await _broadcast(hosts, scopes, unavailable, plan_for, timeout_s)
 
         async def one(host: Any) -> None:
             async def work(out, conn_box: list) -> None:
@@ -193,7 +196,7 @@ async def copy_to_hosts(hosts: Sequence[Any], src: str, dest: str, *, run: RunMo
                 conn_box.append(conn)
                 await conn.open()
                 into = False
-                if single and not dest.endswith("/"):  # an existing folder gets the file, as cp/scp
+                if ask_first:  # an existing folder gets the file, as cp/scp
                     into = await dest_is_folder(conn, host.name, remote_dest(host_dest(dest, host.name), "",
                                                                              single_file=True), timeout_s)
                 for f, target in plan_for(host.name, into):
