@@ -85,6 +85,11 @@ def test_fetch_works_on_hosts_whose_login_shell_prints_a_banner(sshd_farm, tmp_p
         tool.chmod(0o755)
         for p in [home / "dst1", home / "dst1" / "sub", home / "dst1" / "sub" / "big.bin", tool]:
             shutil.chown(p, h.user)
+        up = tmp_path / "up.txt"
+        up.write_text("up\n")  # copy's after-check reads its answer past the banner too
+        res = fleetctl("-i", str(inv), "copy", "--hosts", "h", str(up), "dst1", home=tmp_path)
+        assert res.returncode == 0 and res.stdout == "h: ok: 1 files, 3 bytes\n", res.stdout + res.stderr
+        assert (home / "dst1" / "up.txt").read_text() == "up\n"
         out = tmp_path / "out"
         res = fleetctl("-i", str(inv), "fetch", "--hosts", "h", "dst1/sub/big.bin", str(out), home=tmp_path)
         assert res.returncode == 0, res.stdout + res.stderr
