@@ -137,6 +137,11 @@ def test_copy_fills_host_in_dest_and_names_permission_denied(sshd_farm, tmp_path
         line = next(ln for ln in res.stderr.splitlines() if ln.startswith("u: FAILED: "))
         assert "Permission denied" in line and str(locked) in line, line
         assert "No such file" not in line
+        (locked / "secret.txt").write_text("s\n")
+        res = fleetctl("-i", str(inv), "fetch", "--hosts", "u", str(locked / "secret.txt"), str(tmp_path / "got"),
+                       home=tmp_path)
+        assert res.returncode == 1
+        assert f"u: FAILED: fetch {locked}/secret.txt: Permission denied" in res.stderr, res.stderr
     finally:
         for n in ("a", "b"):
             shutil.rmtree(f"{base}_{n}", ignore_errors=True)
