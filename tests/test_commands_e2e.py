@@ -117,6 +117,7 @@ def test_copy_then_fetch_a_folder_with_every_byte(sshd_farm, tmp_path, sftp):
     doc = json.loads(res.stdout)
     assert doc["c1"]["status"] == "ok" and doc["c1"]["bytes"] == size
     assert _tree(got / "c1" / "dst") == want
+    assert (got / "c1" / "dst" / "tool.sh").stat().st_mode & 0o111  # and back: the exec bit kept, as scp -r
     assert _record(tmp_path)["kind"] == "fetch"
 
 
@@ -218,6 +219,13 @@ def test_copy_and_fetch_over_slurm(slurm_cluster, tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     for node in ("n1", "n2"):
         assert (tmp_path / "got" / f"{node}.bin").read_bytes() == (src / "sub" / "b.bin").read_bytes()
+    assert slurm_cluster.jobs() == []
+    # a single file onto a DEST that is an existing folder on the nodes: it goes inside, as cp
+    res = _slurm_cli("-i", "slurm:", "copy", "--hosts", "n1,n2", str(src / "tool.sh"), dest + "/sub",
+                     home=tmp_path, launcher=slurm_cluster.launcher_text)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for node in ("n1", "n2"):
+        assert (slurm_cluster.node_disk(node) / "dst" / "sub" / "tool.sh").read_text() == "#!/bin/sh\necho tool\n"
     assert slurm_cluster.jobs() == []
 
 

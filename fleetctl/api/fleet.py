@@ -65,9 +65,9 @@ class Fleet:
 
         from ..errors import InputError
 
-        if isinstance(sources, (str, os.PathLike)):
-            sources = [sources]
-        given = tuple(os.fspath(s) for s in sources or ())
+        if isinstance(sources, (str, os.PathLike)):  # Fleet("inv.yaml"): one source, not its characters
+            sources = (sources,)
+        given = _paths(sources or ())
         #: True when no source was given: ``inventory.yaml`` here, else fleetctl's own (the only
         #: case that falls back to the checkout: :func:`fleetctl.util.paths.inventory_sources`).
         self.default_inventory = not given
@@ -81,7 +81,7 @@ class Fleet:
         if ssh_options:  # the ssh layer is imported only when options are given
             from ..connection.ssh_options import SSHOptionError, accepts_new_keys, parse_options
 
-            if isinstance(ssh_options, str):
+            if isinstance(ssh_options, (str, bytes, Mapping)):
                 raise InputError(f"ssh_options: want a list of 'Name=value' strings, got {ssh_options!r}")
             try:
                 self.ssh_options = tuple(parse_options(tuple(ssh_options)))
@@ -91,6 +91,10 @@ class Fleet:
         self.verbose = verbose
         self.on_warning = on_warning
         self._inventory: Inventory | None = None
+
+    def __repr__(self) -> str:
+        hosts = f": {len(self._inventory.hosts)} host(s)" if self._inventory is not None else ""
+        return f"<Fleet {', '.join(self.sources)}{hosts}>"
 
     @classmethod
     def from_inventory(cls, *sources: str | os.PathLike[str], extra_vars: Mapping[str, Any] | None = None,
@@ -210,3 +214,22 @@ def select_hosts(fleet: Fleet, pattern: str, limit: str | None = None, *, venv: 
                 raise InputError(str(exc), file=str(inv.source), key=f"{host.name}.fallback_archs") from None
     ensure_fd_budget(len(hosts), forks)
     return inv, hosts
+
+
+def _paths(sources: Any) -> tuple[str, ...]:
+    """Inventory sources as strings: paths, ``os.PathLike``, or one list/tuple of them (as a caller
+    may pass ``["a.yaml", "b.yaml"]`` to ``from_inventory``).
+
+    Raises:
+        InputError: a source that is neither a path nor a list of paths.
+    """
+    from ..errors import InputError
+
+    out: list[str] = []
+    for s in sources:
+        items = s if isinstance(s, (list, tuple)) else (s,)
+        for item in items:
+            if not isinstance(item, (str, os.PathLike)):
+                raise InputError(f"inventory sources: want paths (or one list of them), got {item!r}")
+            out.append(os.fspath(item))
+    return tuple(out)

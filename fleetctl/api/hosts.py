@@ -143,7 +143,9 @@ class AsyncHosts:
 
         Args:
             src: the controller's file or folder.
-            dest: the host path (a folder when it ends in ``/``).
+            dest: the host path (a folder when it ends in ``/`` or is an existing folder there,
+                as ``cp``); ``{host}`` in it is each host's name (``"/tmp/dst_{host}"``), so
+                every host gets its own DEST.
             timeout: seconds one host's whole transfer may take.
             forks: hosts worked on at once.
             observers: callables or observer objects (:mod:`fleetctl.api.observe`).

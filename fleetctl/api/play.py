@@ -230,13 +230,20 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
             limit = failed if not limit else f"{limit}:&{failed}"
         else:
             pattern = failed
+    from_play = not pattern
     pattern = pattern or play.hosts
     if not pattern:
         raise InputError("no hosts: give --hosts or set 'hosts' in the playbook", file=str(path))
     tag_list, skip_list = names(tags), names(skip_tags)
     check_tags(play, "--tags", tag_list)
     check_tags(play, "--skip-tags", skip_list)
-    inv, hosts = select_hosts(fleet, pattern, limit, forks=forks, extra_vars=extra)
+    try:
+        inv, hosts = select_hosts(fleet, pattern, limit, forks=forks, extra_vars=extra)
+    except InputError as exc:
+        if from_play and "matches no host" in exc.message:  # the user never typed this pattern: say where it is from
+            raise InputError(f"{exc.message} (the playbook's hosts: {play.hosts!r} in {path}; give --hosts)",
+                             file=exc.file, line=exc.line, key=exc.key) from None
+        raise
     serial_items = serial_sizes(serial)
     known = set.intersection(*(set(h.vars) for h in hosts)) if hosts else set()
     all_extra = {**fleet.extra_vars, **extra}

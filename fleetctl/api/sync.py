@@ -24,7 +24,10 @@ def run_sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """
     try:
         asyncio.get_running_loop()
+        running = True
     except RuntimeError:
+        running = False
+    if not running:  # outside the except block: an error of the run is not chained to "no running event loop"
         return asyncio.run(make())
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="fleetctl-sync") as pool:
         return pool.submit(lambda: asyncio.run(make())).result()

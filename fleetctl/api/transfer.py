@@ -14,7 +14,8 @@ async def transfer_files(kind: str, hosts: Sequence[Any], src: str, dest: str, *
                          command: Sequence[str], observers: Iterable[Any] = (), verbose: int = 0, forks: int = 50,
                          timeout_s: float = 600.0, connect_timeout_s: float = 30.0,
                          accept_new_host_keys: bool = False, ssh_options: Sequence[str] = ()):
-    """Copy ``src`` to ``dest`` on every host (``kind="copy"``) or fetch ``src`` from every host to
+    """Copy ``src`` to ``dest`` on every host (``kind="copy"``; ``dest`` may hold ``{host}``, each
+    host's own DEST; an existing folder at ``dest`` gets the file inside it, as ``cp``) or fetch ``src`` from every host to
     ``dest`` here (``kind="fetch"``; ``dest`` may hold ``{host}``, else files land in
     ``dest/<host>/`` as ``ansible -m fetch`` puts them), recorded as a run of that kind.
 

@@ -66,7 +66,7 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     """Run ARGV exactly as given (no shell) on every host: fleetctl run --hosts all -- uname -r
 
     The last line, on stderr (stdout keeps only what the hosts printed, for pipes), is
-    ``ok N, failed N, unreachable N``."""
+    'ok N, failed N, unreachable N'."""
     from ..api.adhoc import run_command
     from ..util.paths import safe_name
     from ..reporting.lines import HostLines, print_json
@@ -112,8 +112,9 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
             if o.status != "ok":  # a terminal wraps them at words (print_long), a pipe gets whole lines
                 state = "UNREACHABLE" if o.status == "unreachable" else "FAILED"
                 print_long(err, Text(f"{h}: {state}: {o.error}"), indent=0)
-        if bad:
-            click.echo(f"every line a host printed: fleetctl logs {run_.run_id} --host {bad[0]}", err=True)
+        reached = [h for h in bad if run_.hosts[h].status != "unreachable"]  # an unreachable host's log is empty
+        if reached:
+            click.echo(f"every line a host printed: fleetctl logs {run_.run_id} --host {reached[0]}", err=True)
     from ..reporting.gathered import summary_line
 
     click.echo(summary_line(run_.hosts), err=True)

@@ -57,7 +57,8 @@ def run_play_command(obj: Context, playbook_path: str, *, kind: str, pattern: st
     def started(run, record) -> None:
         if live is not None:
             live.console.print(f"run {run.run_id}: {playbook.name} on {len(hosts)} host(s)"
-                               f"{' (dry run: nothing is changed)' if dry_run else ''}; record in {record.dir}")
+                               f"{' (dry run: nothing is changed)' if dry_run else ''}; record in {record.dir}",
+                               markup=False, highlight=False)
 
     run, _ = run_async(run_play(prep, command=command_line(), observers=[live, metrics], verbose=obj.verbose,
                                 on_start=started))
@@ -151,15 +152,15 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
             for line in classes:
                 console.print(f"  {line}", markup=False, highlight=False)
         for host, warning in warnings.items():
-            console.print(f"[yellow]warning[/yellow]: {host}: {warning}")
+            console.print(Text.assemble(("warning", "yellow"), f": {host}: {warning}"))
         builds = [b for r in rows.values() for b in r.get("builds", [])]
         would_change = [t for r in rows.values() for t in r.get("tasks", []) if t.get("status") == "changed"]
         verifies = [h for h, r in rows.items() if any(t.get("action") == "verify" and t.get("status") == "ok"
                                                       for t in r.get("tasks", []))]
-        if rows and not bad and all(b["action"] == "skip" for b in builds) and verifies and not would_change \
-                and _print_unverified(console, run, verifies):
+        deploy_current = run.kind == "deploy" and rows and not bad and all(b["action"] == "skip" for b in builds)
+        if deploy_current and verifies and not would_change and _print_unverified(console, run, verifies):
             pass
-        elif rows and not bad and all(b["action"] == "skip" for b in builds):
+        elif deploy_current:
             if not would_change:
                 console.print("nothing changed: a deploy would rebuild and reinstall nothing (--force overrides)")
             elif builds:  # the wheels are current, but other tasks (commands, copies...) would still run
@@ -177,12 +178,13 @@ def _print_unverified(console, run, hosts: list[str]) -> bool:
 
     failed = failed_at_verify(list_runs(), hosts, run.playbook or "") if run.playbook else {}
     for host, (run_id, msg) in sorted(failed.items()):
-        console.print(f"[yellow]not verified[/yellow]: {host}: its install is current, but its last deploy "
-                      f"{run_id} failed at verify: {msg}; a deploy would verify it again (fleetctl logs {run_id} "
-                      f"{host})", highlight=False)
+        console.print(Text.assemble(("not verified", "yellow"),
+                                    f": {host}: its install is current, but its last deploy {run_id} failed at "
+                                    f"verify: {msg}; a deploy would verify it again (fleetctl logs {run_id} {host})"))
     if failed:
         console.print(f"no rebuild or reinstall: every wheel is current; {len(failed)} of {len(hosts)} host(s) "
-                      f"failed verify at their last deploy, which a deploy runs again (--force rebuilds)")
+                      f"failed verify at their last deploy, which a deploy runs again (--force rebuilds)",
+                      markup=False, highlight=False)
     return bool(failed)
 
 
@@ -201,10 +203,10 @@ COMMON_OPTIONS = [
     click.option("--phase-timeout", multiple=True, metavar="PHASE=SECONDS",
                  help="Deadline for a phase: connect, facts, upload, build, install, verify, command."),
     click.option("--dry-run", is_flag=True, help="Print per host the commands and environment; change nothing."),
+    click.option("--plan", is_flag=True, help="Per host: each task's decision (build / push / reinstall / skip, "
+                                              "which inputs changed) and what would fail; change nothing."),
 ]
 DEPLOY_OPTIONS = [
-    click.option("--plan", is_flag=True, help="Per host: build / push / reinstall / skip, which inputs changed, "
-                                              "and what would fail; change nothing."),
     click.option("--tags", default=None, help="Only tasks with these tags (comma separated)."),
     click.option("--skip-tags", default=None, help="Skip tasks with these tags."),
     click.option("--force", is_flag=True, help="Rebuild and reinstall even when nothing changed."),

@@ -21,8 +21,9 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
     from ..reporting.gathered import summary_line
     from ..reporting.lines import print_json
 
-    if kind == "copy":
-        transfer.local_sources(src)  # a missing SRC is bad input (exit 2) before any host is touched
+    skipped: list[str] = []
+    if kind == "copy":  # a missing SRC is bad input (exit 2) before any host is touched
+        skipped = transfer.local_sources(src)[1]
     _, hosts = obj.select(pattern, limit, venv=False, forks=forks)
     run, _record = run_async(transfer_files(
         kind, hosts, src, dest, pattern=pattern, command=command_line(), verbose=obj.verbose, forks=forks,
@@ -36,7 +37,9 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
     else:
         for h, o in run.hosts.items():
             if o.status == "ok":
-                click.echo(f"{h}: ok: {len(o.files or [])} files, {o.bytes or 0} bytes")
+                click.echo(f"{h}: ok: {len(o.files or [])} files, {o.bytes or 0} bytes"
+                           + (f"; skipped {len(skipped)} not a regular file (symlinks are never followed): "
+                              + ", ".join(skipped) if skipped else ""))
             else:
                 click.echo(f"{h}: {o.status.upper()}: {o.error}", err=True)
         if bad:
@@ -61,7 +64,9 @@ def copy(obj: Context, pattern: str, limit: str | None, forks: int, as_json: boo
          connect_timeout: float, timeout_s: float, src: str, dest: str) -> None:
     """Copy SRC (a file, or a folder recursively) from this controller to DEST on every host.
 
-    SRC/ copies a folder's contents, SRC the folder itself; a DEST ending in / is a folder."""
+    SRC/ copies a folder's contents, SRC the folder itself; a DEST ending in /, or an existing
+    folder, gets SRC inside it (as cp). DEST may hold {host}: each host its own DEST
+    (/tmp/dst_{host}). Symlinks in SRC are skipped and named; modes are kept."""
     _transfer(obj, "copy", pattern, limit, forks, as_json, accept_new_host_keys, connect_timeout, timeout_s, src, dest)
 
 

@@ -189,11 +189,15 @@ class Connection(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
-        """Upload one file (SFTP for SSH); parent folders are created.
+    async def put(self, local_path: str, remote_path: str, *, mode: int | None = None, dir_mode: int | None = None,
+                  explicit_dest: bool = False) -> None:
+        """Upload one file (SFTP for SSH); parent folders are created (mode ``dir_mode``, default
+        0700); what is at ``remote_path`` afterwards is checked to be that file. ``explicit_dest``:
+        the operator chose the path (``fleetctl copy``), so a full disk's advice never names ``workdir``.
 
         Raises:
-            TransferError: naming the host, the path and the cause.
+            TransferError: naming the host, the path and the cause (a folder at ``remote_path``
+                fails, never receives the file).
         """
 
     @abc.abstractmethod

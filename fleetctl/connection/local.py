@@ -8,6 +8,7 @@ controller's, output streamed line by line as raw bytes.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import shutil
 import signal
@@ -17,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import CommandTimeout, TransferError
+from ..util.paths import keep_mode
 from .storagefaults import name_write_error
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback, OutputLine
 from .command import command_argv, env_argv, validate_env
@@ -128,11 +130,18 @@ class LocalConnection(Connection):
                              duration_s=time.monotonic() - started, stdout_dropped=stdout_dropped,
                              stderr_dropped=stderr_dropped)
 
-    async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
-        """Copy a file atomically (temp file + rename); parents are created."""
+    async def put(self, local_path: str, remote_path: str, *, mode: int | None = None, dir_mode: int | None = None,
+                  explicit_dest: bool = False) -> None:
+        """Copy a file atomically (temp file + rename); missing parents are created with
+        ``dir_mode`` (default 0700). A folder at ``remote_path`` fails (``Is a directory``)."""
         dest = Path(remote_path)
         try:
-            dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            missing = [p for p in [dest.parent, *dest.parent.parents] if not p.exists()]
+            for folder in reversed(missing):
+                folder.mkdir(exist_ok=True)
+                os.chmod(folder, 0o700 if dir_mode is None else dir_mode)
+            if dest.is_dir() and not dest.is_symlink():
+                raise IsADirectoryError(errno.EISDIR, "Is a directory (a folder is there)", remote_path)
             fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
             os.close(fd)
             try:
@@ -143,17 +152,18 @@ class LocalConnection(Connection):
                 Path(tmp).unlink(missing_ok=True)
                 raise
         except OSError as exc:
-            named = name_write_error(f"[Errno {exc.errno}] {exc.strerror}", remote_path)
+            named = name_write_error(f"[Errno {exc.errno}] {exc.strerror}", remote_path, explicit_dest=explicit_dest)
             raise TransferError(f"{self.host}: put {local_path} -> {remote_path}: {named or exc}") from None
 
     async def get(self, remote_path: str, local_path: str) -> None:
-        """Copy a regular file back; symlinks are refused."""
+        """Copy a regular file back, keeping its permission bits less the umask; symlinks are refused."""
         src = Path(remote_path)
         if src.is_symlink() or not src.is_file():
             raise TransferError(f"{self.host}: get {remote_path}: not a regular file (symlinks are never followed)")
         try:
             Path(local_path).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, local_path)
+            keep_mode(Path(local_path), src.stat().st_mode & 0o777)
         except OSError as exc:
             raise TransferError(f"{self.host}: get {remote_path}: {exc}") from None
 

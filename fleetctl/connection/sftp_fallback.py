@@ -24,63 +24,115 @@ import os
 from pathlib import Path
 
 from ..errors import TransferError
+from ..util.paths import keep_mode
 from .storagefaults import name_write_error
 from .base import Connection, OutputLine
 
 #: Seconds one exec transfer may take (as long as a whole upload phase's default budget).
 TRANSFER_TIMEOUT_S = 600.0
 
-_PUT = ('umask 077; d=$(dirname -- "$1"); mkdir -p -- "$d" && cat > "$1.part" && '
-        'chmod "$2" "$1.part" && mv -f -- "$1.part" "$1" || { rc=$?; rm -f -- "$1.part"; exit $rc; }')
-_GET = ('if [ -L "$1" ] || [ ! -f "$1" ]; then echo "not a regular file (symlinks are never followed)" >&2; '
-        'exit 3; fi; exec cat -- "$1"')
+#: Printed by the put script once the file is in place: ``FLEETCTL-PUT-SIZE:<bytes>``, the size
+#: of what is at the path now (the login shell's chatter before it is never read as the answer).
+PUT_MARK = "FLEETCTL-PUT-SIZE:"
+#: Printed by the get script before the file's bytes: ``FLEETCTL-GET-DATA:x`` (executable) or
+#: ``FLEETCTL-GET-DATA:-``, then a newline; whatever a login rc file printed before it is dropped.
+GET_MARK = b"FLEETCTL-GET-DATA:"
+
+_PUT = ('umask 077; if [ -d "$1" ]; then echo "$1: Is a directory (a folder is there)" >&2; exit 21; fi; '
+        'd=$(dirname -- "$1"); (umask "$3" && mkdir -p -- "$d") && cat > "$1.part" && '
+        'chmod "$2" "$1.part" && mv -f -- "$1.part" "$1" || { rc=$?; rm -f -- "$1.part"; exit $rc; }; '
+        'if [ -L "$1" ] || [ ! -f "$1" ]; then echo "$1: not a regular file after the rename" >&2; exit 1; fi; '
+        'printf "\\n%s%s\\n" "' + PUT_MARK + '" "$(wc -c < "$1" | tr -d " ")"')
+_GET = ('if [ ! -e "$1" ] && [ ! -L "$1" ]; then ls -d -- "$1" 2>&1 >/dev/null | tail -n 1 >&2; exit 2; fi; '
+        'if [ -L "$1" ] || [ ! -f "$1" ]; then echo "not a regular file (symlinks are never followed)" >&2; '
+        'exit 3; fi; if [ ! -r "$1" ]; then echo "$1: Permission denied" >&2; exit 13; fi; '
+        'if [ -x "$1" ]; then x=x; else x=-; fi; printf "' + GET_MARK.decode() + '%s\\n" "$x"; exec cat -- "$1"')
 _REALPATH = 'cd -- "$1" && pwd -P'
 
 
 async def put_by_exec(conn: Connection, local_path: str, remote_path: str, mode: int | None, *,
-                      why: str = "") -> None:
+                      why: str = "", dir_mode: int | None = None, explicit_dest: bool = False) -> None:
     """Upload ``local_path`` to ``remote_path`` (file mode ``mode``, default 0644) over an exec
-    channel.
+    channel, then check what is at ``remote_path``: a regular file of the local file's size.
+
+    Args:
+        dir_mode: the mode of folders it creates (default 0700: fleetctl's own folders are private).
+        explicit_dest: the path is the operator's (``fleetctl copy``'s DEST), not one of
+            fleetctl's own folders: a full disk's advice never names the ``workdir`` host var.
 
     Raises:
-        TransferError: the command failed (its stderr's last 300 characters; ``why`` first, when
-            given: why SFTP was not used).
+        TransferError: a folder is at ``remote_path``; the command failed (its stderr's last 300
+            characters; ``why`` first, when given: why SFTP was not used); or what is at the
+            path afterwards is not the file that was sent (naming both sizes).
     """
     data = Path(local_path).read_bytes()
-    res = await conn.run(["/bin/sh", "-c", _PUT, "fleetctl-put", remote_path, f"{mode or 0o644:o}"], stdin=data,
+    res = await conn.run(["/bin/sh", "-c", _PUT, "fleetctl-put", remote_path, f"{mode or 0o644:o}",
+                          f"{0o777 & ~(0o700 if dir_mode is None else dir_mode):03o}"], stdin=data,
                          timeout_s=TRANSFER_TIMEOUT_S)
     if res.rc != 0:
         detail = res.stderr_text.strip()[-300:] or f"exit status {res.rc}"
-        named = name_write_error(detail, remote_path)
+        named = name_write_error(detail, remote_path, explicit_dest=explicit_dest, quote=not why)
         if named:  # the disk, its quota or its mount, named with the path (no partial file is left)
             raise TransferError(f"{conn.host}: upload {local_path} -> {remote_path}: {named} (the partial file "
                                 "was removed)")
         prefix = f"{why}; upload through the shell failed too" if why else \
             f"{conn.host}: upload {local_path} -> {remote_path} over an exec channel"
         raise TransferError(f"{prefix}: {detail}")
+    sizes = [ln[len(PUT_MARK):].strip() for ln in res.stdout_text.splitlines() if ln.startswith(PUT_MARK)]
+    if not sizes or sizes[-1] != str(len(data)):
+        got = f"{sizes[-1]} bytes" if sizes else "no answer"
+        raise TransferError(f"{conn.host}: upload {local_path} -> {remote_path}: what is at that path afterwards "
+                            f"is not the file sent ({got}, {len(data)} bytes sent)")
+
+
+class _AfterMark:
+    """A stdout sink for the get script: drops what comes before :data:`GET_MARK`'s line (a
+    login rc file's chatter), then writes every byte to ``sink``. ``executable`` is the mark's
+    answer (None until seen)."""
+
+    def __init__(self, sink) -> None:
+        self.sink, self.head, self.executable = sink, b"", None
+
+    def feed(self, data: bytes) -> None:
+        if self.executable is not None:
+            self.sink.write(data)
+            return
+        self.head += data
+        at = self.head.find(GET_MARK)
+        end = self.head.find(b"\n", at) if at >= 0 else -1
+        if end < 0:
+            return
+        self.executable = self.head[at + len(GET_MARK):end] == b"x"
+        self.sink.write(self.head[end + 1:])
+        self.head = b""
 
 
 async def get_by_exec(conn: Connection, remote_path: str, local_path: str) -> None:
     """Download the regular file ``remote_path`` to ``local_path`` over an exec channel, written
-    as it arrives (the controller never holds the whole file).
+    as it arrives (the controller never holds the whole file); an executable file stays
+    executable here (0755 less the umask, else 0644 less it), as ``scp`` keeps modes.
 
     Raises:
-        TransferError: not a regular file, unreadable, or the command failed.
+        TransferError: missing ("No such file or directory"), unreadable ("Permission denied"),
+            not a regular file, or the command failed.
     """
     local = Path(local_path)
     local.parent.mkdir(parents=True, exist_ok=True)
     part = local.with_name(f".{local.name}.part")
     with open(part, "wb") as sink:
+        body = _AfterMark(sink)
+
         def take(line: OutputLine) -> None:
             if line.stream == "stdout":
-                sink.write(line.data)
+                body.feed(line.data)
 
         res = await conn.run(["/bin/sh", "-c", _GET, "fleetctl-get", remote_path], on_line=take,
                              timeout_s=TRANSFER_TIMEOUT_S, capture_bytes=64 * 1024)
-    if res.rc != 0:
+    if res.rc != 0 or body.executable is None:
         part.unlink(missing_ok=True)
         detail = res.stderr_text.strip()[-300:] or f"exit status {res.rc}"
         raise TransferError(f"{conn.host}: get {remote_path}: {detail}")
+    keep_mode(part, 0o755 if body.executable else 0o644)
     os.replace(part, local)
 
 

@@ -150,8 +150,10 @@ class SlurmConnection(Connection):
     async def _learn_end(self, m: "SlurmMember", end: StepEnd) -> None:
         await learn_and_raise(m.allocation, m.client, end, self.host, m.node)
 
-    async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
-        """Upload with ``sbcast`` to the node's own disk (temporary name, size check, rename).
+    async def put(self, local_path: str, remote_path: str, *, mode: int | None = None, dir_mode: int | None = None,
+                  explicit_dest: bool = False) -> None:
+        """Upload with ``sbcast`` to the node's own disk (temporary name, size check, rename);
+        ``dir_mode`` and ``explicit_dest`` are not used (sbcast makes the folders).
 
         Other hosts of the allocation putting the same bytes to the same path with the same mode
         at about the same time share the sbcast (:class:`~fleetctl.connection.slurm_fanout.PutCoalescer`);

@@ -48,7 +48,8 @@ if [ "$cmd" != commit ]; then rm -f -- "$2"; printf 'aborted %s\n' "$n"; exit 1;
 size=$(wc -c < "$2" 2>/dev/null) || size=no
 size=$(echo $size)
 if [ "$size" != "$4" ]; then rm -f -- "$2"; printf 'fail %s sbcast left %s bytes, expected %s\n' "$n" "$size" "$4"; exit 1; fi
-if err=$(chmod "$3" "$2" 2>&1 && mv -f -- "$2" "$1" 2>&1); then printf 'done %s\n' "$n"; exit 0; fi
+if [ -d "$1" ]; then rm -f -- "$2"; printf 'fail %s %s: Is a directory (a folder is there)\n' "$n" "$1"; exit 1; fi
+if err=$(chmod "$3" "$2" 2>&1 && mv -f -- "$2" "$1" 2>&1) && [ -f "$1" ]; then printf 'done %s\n' "$n"; exit 0; fi
 rm -f -- "$2"; printf 'fail %s %s\n' "$n" "$(echo $err)"; exit 1
 '''
 

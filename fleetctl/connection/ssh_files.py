@@ -27,6 +27,7 @@ import asyncssh
 
 from ..errors import TransferError
 from .storagefaults import name_write_error
+from ..util.paths import keep_mode
 from .sftp_fallback import get_by_exec, put_by_exec, realpath_by_exec
 from .ssh_errors import is_subsystem_refused, sftp_refused_note
 from .ssh_sessions import UseOverflow
@@ -106,37 +107,96 @@ class SFTPFiles:
                 pass
         return await realpath_by_exec(self, path)
 
-    async def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
+    async def put(self, local_path: str, remote_path: str, *, mode: int | None = None, dir_mode: int | None = None,
+                  explicit_dest: bool = False) -> None:
         """Upload over SFTP to a temporary name, then rename into place (no partial file is ever
-        left under the final name; a failed upload removes its temporary file).
+        left under the final name; a failed upload removes its temporary file), then check that
+        what is at ``remote_path`` is a regular file of the local file's size.
 
+        Folders it creates get ``dir_mode`` (default 0700: fleetctl's own folders are private).
+        ``explicit_dest``: the operator chose the path (a full disk's advice never names ``workdir``).
         When SFTP cannot start (a login rc file that prints text corrupts the SFTP stream), the
         file goes through an exec channel's stdin instead (``cat``), which such output cannot
         corrupt; once SFTP was refused or broke on this connection, every file goes that way at once.
+
+        Raises:
+            TransferError: naming the host, the path and the cause (``Is a directory`` where a
+                folder is at ``remote_path``, ``Permission denied`` with the folder refused).
         """
+        kw = {"mode": mode, "dir_mode": dir_mode, "explicit_dest": explicit_dest}
         if self._no_sftp:
-            return await put_by_exec(self, local_path, remote_path, mode)
+            return await put_by_exec(self, local_path, remote_path, mode, dir_mode=dir_mode,
+                                     explicit_dest=explicit_dest)
         if self._saturated() and self._sftp is None:
-            return await (await self._second()).put(local_path, remote_path, mode=mode)
+            return await (await self._second()).put(local_path, remote_path, **kw)
         try:
             async with self._sftp_session() as sftp:
-                await self._put_sftp(sftp, local_path, remote_path, mode)
+                await self._put_sftp(sftp, local_path, remote_path, mode, dir_mode, explicit_dest)
         except UseOverflow:
-            await (await self._second()).put(local_path, remote_path, mode=mode)
+            await (await self._second()).put(local_path, remote_path, **kw)
         except (_NoSFTP, _SFTPWriteFailed) as exc:
-            await put_by_exec(self, local_path, remote_path, mode, why=str(exc))
+            await put_by_exec(self, local_path, remote_path, mode, why=str(exc), dir_mode=dir_mode,
+                              explicit_dest=explicit_dest)
 
-    async def _put_sftp(self, sftp, local_path: str, remote_path: str, mode: int | None) -> None:
+    async def _makedirs(self, sftp, parent: str, dir_mode: int, target: str) -> None:
+        """Create ``parent`` and its missing folders (mode ``dir_mode``) for the upload to
+        ``target``, naming the folder that refused: asyncssh's ``makedirs`` passes over a refused
+        middle folder and then reports the next one as "No such file". One ``stat`` when
+        ``parent`` is there already.
+
+        Raises:
+            TransferError: ``upload -> TARGET: FOLDER: Permission denied`` (or the server's reason).
+        """
+        with contextlib.suppress(OSError, asyncssh.Error):
+            if (await sftp.stat(parent)).type == asyncssh.FILEXFER_TYPE_DIRECTORY:
+                return
+        where = f"{self.host}: upload -> {target}"
+        cur = "/" if parent.startswith("/") else ""
+        for part in [p for p in parent.split("/") if p]:
+            cur = posixpath.join(cur, part) if cur else part
+            try:
+                attrs = await sftp.stat(cur)
+            except asyncssh.SFTPNoSuchFile:
+                attrs = None
+            except (OSError, asyncssh.Error) as exc:
+                raise TransferError(f"{where}: {cur}: {getattr(exc, 'reason', None) or exc}") from None
+            if attrs is not None:
+                if attrs.type != asyncssh.FILEXFER_TYPE_DIRECTORY:
+                    raise TransferError(f"{where}: {cur}: Not a directory (a file is there)")
+                continue
+            try:
+                await sftp.mkdir(cur, asyncssh.SFTPAttrs(permissions=dir_mode))
+                await sftp.chmod(cur, dir_mode)  # mkdir's mode is less sftp-server's umask
+            except (OSError, asyncssh.Error) as exc:
+                with contextlib.suppress(OSError, asyncssh.Error):
+                    if (await sftp.stat(cur)).type == asyncssh.FILEXFER_TYPE_DIRECTORY:
+                        continue  # another host on the same shared disk made it meanwhile
+                reason = getattr(exc, "reason", None) or str(exc)
+                if getattr(exc, "code", None) == asyncssh.FX_FAILURE:  # the errno is lost: the shell names it
+                    raise _SFTPWriteFailed(f"{where}: mkdir {cur}: SFTP: {reason}") from None
+                raise TransferError(f"{where}: mkdir {cur}: {reason}") from None
+
+    async def _put_sftp(self, sftp, local_path: str, remote_path: str, mode: int | None, dir_mode: int | None,
+                        explicit_dest: bool) -> None:
         parent = posixpath.dirname(remote_path)
         tmp = posixpath.join(parent, f".{posixpath.basename(remote_path)}.{secrets.token_hex(4)}.part")
+        size = Path(local_path).stat().st_size
+        if parent:
+            await self._makedirs(sftp, parent, 0o700 if dir_mode is None else dir_mode, remote_path)
         try:
-            if parent:  # folders fleetctl creates are private to the user
-                await sftp.makedirs(parent, attrs=asyncssh.SFTPAttrs(permissions=0o700), exist_ok=True)
+            there = await sftp.lstat(remote_path)
+        except (OSError, asyncssh.Error):
+            there = None
+        if there is not None and there.type == asyncssh.FILEXFER_TYPE_DIRECTORY:
+            raise TransferError(f"{self.host}: upload {local_path} -> {remote_path}: Is a directory (a folder is "
+                                "there)")
+        try:
             # 4 requests in flight (asyncssh's default is 16 x 256 KiB per upload): what 20+
             # simultaneous uploads cost in controller memory, without a measurable loss of speed.
             await sftp.put(local_path, tmp, max_requests=UPLOAD_REQUESTS)
             await sftp.chmod(tmp, mode if mode is not None else 0o644)
             await sftp.posix_rename(tmp, remote_path)
+            after = await sftp.lstat(remote_path)
         except (OSError, asyncssh.Error) as exc:
             try:
                 await sftp.remove(tmp)
@@ -147,9 +207,12 @@ class SFTPFiles:
                 # sftp-server says only "Failure" for EDQUOT, ENOSPC, EROFS, EIO (the errno is lost):
                 # the upload is retried through the shell, whose cat names the real error
                 raise _SFTPWriteFailed(f"{self.host}: upload {local_path} -> {remote_path}: SFTP: {reason}") from None
-            named = name_write_error(reason, remote_path)
+            named = name_write_error(reason, remote_path, explicit_dest=explicit_dest)
             raise TransferError(f"{self.host}: upload {local_path} -> {remote_path}: {named or reason}"
                                 + (" (the partial file was removed)" if named else "")) from None
+        if after.type != asyncssh.FILEXFER_TYPE_REGULAR or after.size != size:
+            raise TransferError(f"{self.host}: upload {local_path} -> {remote_path}: what is at that path afterwards "
+                                f"is not the file sent ({after.size} bytes, {size} bytes sent)")
 
     async def get(self, remote_path: str, local_path: str) -> None:
         """Download a regular file over SFTP (over an exec channel where SFTP cannot be used); a
@@ -174,13 +237,10 @@ class SFTPFiles:
                                         f"followed)")
                 Path(local_path).parent.mkdir(parents=True, exist_ok=True)
                 await sftp.get(remote_path, local_path)
+                keep_mode(Path(local_path), (attrs.permissions or 0o644) & 0o777)
             except (OSError, asyncssh.Error) as exc:
                 reason = getattr(exc, "reason", None) or str(exc)
                 raise TransferError(f"{self.host}: get {remote_path}: {reason}") from None
-
-
-class _NoSFTP(TransferError):
-    """The SFTP session could not start (``put`` then goes through an exec channel)."""
 
 
 class _NoSFTP(TransferError):

@@ -91,19 +91,26 @@ def path_in(line: str) -> str | None:
     return found[-1] if found else None
 
 
-def describe(fault: StorageFault, path: str | None, line: str | None = None) -> str:
+def describe(fault: StorageFault, path: str | None, line: str | None = None, *, explicit_dest: bool = False) -> str:
     """``"Disk quota exceeded (EDQUOT) writing /w/tmp/x.o: a disk quota ... is used up ...; free
-    space under the quota ..."``: one line, the error first (as the operator will grep for it)."""
+    space under the quota ..."``: one line, the error first (as the operator will grep for it).
+
+    ``explicit_dest``: the path is one the operator chose (``fleetctl copy``'s DEST), so the fix
+    stops before the ``workdir`` host var, which moves only fleetctl's own folders."""
     where = f" writing {path}" if path else ""
     seen = f" (\"{line[:160]}\")" if line and fault.text.lower() not in (path or "").lower() else ""
-    return f"{fault.text} ({fault.name}){where}: {fault.cause}; {fault.fix}{seen}"
+    fix = fault.fix.split(" or set the host var workdir")[0].rstrip(", ") if explicit_dest else fault.fix
+    return f"{fault.text} ({fault.name}){where}: {fault.cause}; {fix}{seen}"
 
 
-def name_write_error(text: str, fallback_path: str | None = None) -> str | None:
+def name_write_error(text: str, fallback_path: str | None = None, *, explicit_dest: bool = False,
+                     quote: bool = True) -> str | None:
     """:func:`describe` for the first storage write error in ``text`` (its own path, else
-    ``fallback_path``), or None when there is none."""
+    ``fallback_path``), or None when there is none. ``quote=False`` leaves out the quoted line
+    (a tool's own words, e.g. ``cat:``, where the operator did not run that tool);
+    ``explicit_dest`` as :func:`describe`."""
     hit = find_fault(text)
     if hit is None:
         return None
     fault, line = hit
-    return describe(fault, path_in(line) or fallback_path, line)
+    return describe(fault, path_in(line) or fallback_path, line if quote else None, explicit_dest=explicit_dest)

@@ -22,7 +22,7 @@ _HEADER = """\
 
 # Command-line reference
 
-`-i/--inventory` and `-v` belong to `fleetctl` itself and come before the command
+`-i/--inventory`, `-o` and `-v` belong to `fleetctl` itself and come before the command
 (`fleetctl -i site.yaml deploy --hosts gpu-nodes`). Exit statuses are in
 [the contracts](../contracts.md#cli-and-exit-statuses). Every option below is also shown by
 `fleetctl COMMAND --help`.

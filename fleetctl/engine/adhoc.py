@@ -68,7 +68,8 @@ async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunMod
                     out.output_truncated = {**res.truncated, "kept": "the last bytes of each stream, whole lines"}
                 out.status = "ok" if res.rc == 0 else "failed"
                 if res.rc != 0:
-                    out.error = f"rc={res.rc}" if res.rc is not None else f"signal {res.signal or '?'}"
+                    out.error = (f"rc={res.rc}{_exec_meaning(res.rc, argv, res.stderr_text)}" if res.rc is not None
+                                 else f"signal {res.signal or '?'}")
             except HostUnreachable as exc:
                 out.status, out.error, out.reachable = "unreachable", exc.cause, False
             except (CommandTimeout, FleetError) as exc:
@@ -139,3 +140,26 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
         await for_each_host(hosts, one, forks=forks)
     run.failed_hosts = [h for h, o in run.hosts.items() if o.status != "ok"]
     return run
+
+
+def _exec_meaning(rc: int, argv: Sequence[str], stderr: str) -> str:
+    """Why the command did not start, when rc is 126 or 127 (POSIX sh's "cannot execute" / "not
+    found") AND the host's own last stderr line says the program could not be executed: util-linux's
+    ``setsid: failed to execute X: REASON`` (fleetctl's SSH wrapper), ``env: 'X': REASON``, the local
+    connection's ``X: REASON``. Returns ``": X could not start on the host: REASON"``, else ""
+    (a command that exits 127 itself keeps its bare status: the code alone cannot tell)."""
+    if rc not in (126, 127) or not argv:
+        return ""
+    name = argv[0]
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    last = lines[-1].strip() if lines else ""
+    for lead in (f"setsid: failed to execute {name}: ", f"env: '{name}': ", f"env: {name}: ", f"{name}: "):
+        reason = last[len(lead):] if last.startswith(lead) else ""
+        if reason in _EXEC_ERRORS and len(lines) <= 2:
+            return f": {name} could not start on the host: {reason}"
+    return ""
+
+
+#: execve(2)'s errors as strerror(3) words them: the program itself did not start.
+_EXEC_ERRORS = frozenset({"No such file or directory", "Permission denied", "Exec format error", "Not a directory",
+                          "Is a directory", "Text file busy", "Too many levels of symbolic links"})

@@ -9,11 +9,16 @@ once; one host's failure never stops the others.
 
 Paths, as ``ansible -m copy`` and ``rsync`` read them:
 
-- SRC a file: DEST is the file's path; a DEST ending in ``/`` is a folder the file goes into.
+- SRC a file: DEST is the file's path; a DEST ending in ``/``, or one that is an existing folder
+  on the host (as ``cp`` and ``scp`` read it), is a folder the file goes into. A put checks what
+  is at the path afterwards (a regular file of the size sent) and fails the host, naming the
+  path, when it is not: a host never says ``ok`` for a file that is not there.
 - SRC a folder: copied recursively, the folder itself into DEST (``SRC`` -> ``DEST/<name of SRC>/``),
   or its contents when SRC ends in ``/`` (``SRC/`` -> ``DEST/``). Regular files only: a symlink or
   special file on a host is refused for fetch (never followed), skipped on the controller for copy
-  (named in the host's log); empty folders are not made.
+  (named in the host's log and in the command's output); empty folders are not made. Folders made
+  on a host keep the SRC folder's mode bits, fetched files their host's (less the umask).
+- copy's DEST may hold ``{host}`` too: each host its own DEST (``/tmp/dst_{host}``).
 - fetch's DEST holds ``{host}`` (the host name, made safe as a file name) for one folder per host;
   without it the files land under ``DEST/<host>/``, as ``ansible -m fetch`` (``flat: no``) does, so
   hosts never overwrite each other's files, and one host gets the same layout as many.
@@ -42,17 +47,20 @@ from .model import RunModel
 from .observer import Observers
 from .scopes import enter_scopes, prepare_hosts
 from .session import host_ref
+from .transfer_probes import dest_is_folder, remote_sources
 
 
 @dataclass(frozen=True)
 class LocalFile:
-    """One file of a copy's SRC: its path on the controller, its path relative to DEST, size (bytes)
-    and permission bits."""
+    """One file of a copy's SRC: its path on the controller, its path relative to DEST, size (bytes),
+    permission bits, and those of the folder holding it in SRC (None for a single file): the
+    folders made on the host get them, as ``cp -r`` and ``scp -r`` keep modes."""
 
     path: str
     rel: str
     size: int
     mode: int
+    dir_mode: int | None = None
 
 
 def local_sources(src: str) -> tuple[list[LocalFile], list[str]]:
@@ -87,7 +95,8 @@ def local_sources(src: str) -> tuple[list[LocalFile], list[str]]:
             if not os.access(full, os.R_OK):
                 raise InputError(f"copy: {full}: cannot be read (permission denied)")
             st = full.stat()
-            files.append(LocalFile(str(full), rel, st.st_size, st.st_mode & 0o777))
+            files.append(LocalFile(str(full), rel, st.st_size, st.st_mode & 0o777,
+                                   Path(root).stat().st_mode & 0o777))
     return files, skipped
 
 
@@ -95,6 +104,14 @@ def _walk_error(src: str):
     def fail(exc: OSError) -> None:
         raise InputError(f"copy: {exc.filename or src}: {exc.strerror or exc}")
     return fail
+
+
+def host_dest(dest: str, host: str) -> str:
+    """Copy's DEST for one host: ``{host}`` replaced by the host's safe name (each host its own
+    DEST, as fetch's); a DEST without it is the same path on every host."""
+    from ..util.paths import safe_name
+
+    return dest.replace("{host}", safe_name(host))
 
 
 def remote_dest(dest: str, rel: str, *, single_file: bool) -> str:
@@ -117,35 +134,6 @@ def host_folder(dest_template: str, host: str) -> tuple[str, bool]:
         path = dest_template.replace("{host}", safe_name(host))
         return path, path.endswith("/")
     return os.path.join(dest_template, safe_name(host)) + "/", True
-
-
-#: Lists a fetch's SRC on the host: ``file``; or ``dir``, its regular files, an empty entry, then
-#: what is neither a folder nor a regular file (symlinks: skipped, never followed); or ``missing``.
-#: NUL-separated (``find -print0``: GNU, BSD and busybox; a path is never empty).
-LIST_SCRIPT = ('if [ -d "$1" ] && [ ! -L "$1" ]; then printf "dir\\0"; find "$1" -type f -print0; printf "\\0"; '
-               'find "$1" ! -type d ! -type f -print0; '
-               'elif [ -e "$1" ] || [ -L "$1" ]; then printf "file\\0"; else printf "missing\\0"; fi')
-
-
-async def _remote_sources(conn: Any, host: str, src: str, timeout_s: float) -> tuple[str, list[str], list[str]]:
-    """``(kind, files, skipped)`` of a fetch's SRC on the host (kind ``file`` or ``dir``).
-
-    Raises:
-        TransferError: SRC does not exist on the host (naming it), or cannot be listed.
-    """
-    res = await conn.run(["sh", "-c", LIST_SCRIPT, "sh", src], timeout_s=timeout_s, capture_bytes=None)
-    parts = [p.decode("utf-8", errors="surrogateescape") for p in res.stdout.split(b"\0")]
-    kind = parts[0] if parts else ""
-    if res.rc != 0 or kind not in ("file", "dir", "missing"):
-        why = res.stderr_text.strip().splitlines()[-1:] or [f"rc={res.rc}"]
-        raise TransferError(f"{host}: fetch {src}: cannot list it: {why[0]}")
-    if kind == "missing":
-        raise TransferError(f"{host}: fetch {src}: no such file or folder on the host")
-    if kind == "file":
-        return kind, [src], []
-    rest = parts[1:]
-    cut = rest.index("") if "" in rest else len(rest)
-    return kind, rest[:cut], [p for p in rest[cut + 1:] if p]
 
 
 def _log(observers: Observers, host: str, text: str, stream: str = "stdout") -> None:
@@ -176,14 +164,21 @@ async def copy_to_hosts(hosts: Sequence[Any], src: str, dest: str, *, run: RunMo
     """
     files, skipped = local_sources(src)
     single = len(files) == 1 and Path(src).is_file()
-    plan = [(f, remote_dest(dest, f.rel, single_file=single)) for f in files]
+
+    def plan_for(host: str, into_folder: bool = False) -> list[tuple[LocalFile, str]]:
+        where = host_dest(dest, host) + ("/" if into_folder else "")
+        return [(f, remote_dest(where, f.rel, single_file=single)) for f in files]
+
     run.argv = ["copy", src, dest]
     done: dict[str, list[dict]] = {}
     options = replace(connect_options or ConnectOptions(), run_id=run.run_id)
     async with contextlib.AsyncExitStack() as stack:
         scopes = await enter_scopes(stack, hosts, options)
         unavailable = await prepare_hosts(scopes, hosts)
-        broadcast = await _broadcast(hosts, scopes, unavailable, plan, timeout_s)
+        # a single file's DEST may be an existing folder on some hosts: each host asks first, then
+        # puts (Slurm's puts of the same bytes to the same path still share one sbcast)
+        ask_first = single and not dest.endswith("/")
+        broadcast = {} if ask_first else await _broadcast(hosts, scopes, unavailable, plan_for, timeout_s)
 
         async def one(host: Any) -> None:
             async def work(out, conn_box: list) -> None:
@@ -191,7 +186,7 @@ async def copy_to_hosts(hosts: Sequence[Any], src: str, dest: str, *, run: RunMo
                     _log(observers, host.name, f"skipped {path}: not a regular file (symlinks are never followed)",
                          "stderr")
                 if host.name in broadcast:  # sent by sbcast: say what landed, or why not
-                    for f, target in plan:
+                    for f, target in plan_for(host.name):
                         why = broadcast[host.name].get(target)
                         if why:
                             raise TransferError(f"{host.name}: copy {f.path} -> {target}: {why}")
@@ -200,8 +195,12 @@ async def copy_to_hosts(hosts: Sequence[Any], src: str, dest: str, *, run: RunMo
                 conn = scopes[host.connection].connection(host_ref(host))
                 conn_box.append(conn)
                 await conn.open()
-                for f, target in plan:
-                    await conn.put(f.path, target, mode=f.mode)
+                into = False
+                if ask_first:  # an existing folder gets the file, as cp/scp
+                    into = await dest_is_folder(conn, host.name, remote_dest(host_dest(dest, host.name), "",
+                                                                             single_file=True), timeout_s)
+                for f, target in plan_for(host.name, into):
+                    await conn.put(f.path, target, mode=f.mode, dir_mode=f.dir_mode, explicit_dest=True)
                     _record_file(out, observers, host.name, f.path, target, f.size, "copied")
 
             await _host(run, observers, host, unavailable, work, timeout_s, done)
@@ -212,8 +211,9 @@ async def copy_to_hosts(hosts: Sequence[Any], src: str, dest: str, *, run: RunMo
 
 
 async def _broadcast(hosts: Sequence[Any], scopes: dict[str, Any], unavailable: dict[str, str],
-                     plan: list[tuple[LocalFile, str]], timeout_s: float) -> dict[str, dict[str, str | None]]:
-    """For hosts whose scope can broadcast (Slurm's sbcast): every file sent once to all of them.
+                     plan_for, timeout_s: float) -> dict[str, dict[str, str | None]]:
+    """For hosts whose scope can broadcast (Slurm's sbcast): every file sent once to all hosts
+    sharing its target path (``plan_for(host)``: one DEST for all, or one each with ``{host}``).
 
     Returns:
         host -> remote path -> ``None`` (in place) or why not; hosts of other kinds are absent.
@@ -223,18 +223,21 @@ async def _broadcast(hosts: Sequence[Any], scopes: dict[str, Any], unavailable: 
         if not getattr(scope, "can_broadcast", False):
             continue
         members = [h.name for h in hosts if h.connection == kind and h.name not in unavailable]
+        groups: dict[tuple, list[str]] = {}
         for name in members:
             result[name] = {}
-        for f, target in plan:
-            alive = [h for h in members if not any(result[h].values())]
-            if not alive:
-                break
-            try:
-                got = await scope.broadcast(f.path, target, alive, mode=f.mode, timeout_s=timeout_s)
-            except TransferError as exc:
-                got = {h: str(exc) for h in alive}
-            for h in alive:
-                result[h][target] = got.get(h, "sbcast said nothing for this node")
+            groups.setdefault(tuple(t for _, t in plan_for(name)), []).append(name)
+        for group in groups.values():
+            for f, target in plan_for(group[0]):
+                alive = [h for h in group if not any(result[h].values())]
+                if not alive:
+                    break
+                try:
+                    got = await scope.broadcast(f.path, target, alive, mode=f.mode, timeout_s=timeout_s)
+                except TransferError as exc:
+                    got = {h: str(exc) for h in alive}
+                for h in alive:
+                    result[h][target] = got.get(h, "sbcast said nothing for this node")
     return result
 
 
@@ -307,7 +310,7 @@ async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *
                 conn = scopes[host.connection].connection(host_ref(host))
                 conn_box.append(conn)
                 await conn.open()
-                kind, paths, skipped = await _remote_sources(conn, host.name, src, timeout_s)
+                kind, paths, skipped = await remote_sources(conn, host.name, src, timeout_s)
                 folder, is_folder = host_folder(dest_template, host.name)
                 for path in skipped:
                     _log(observers, host.name, f"skipped {path}: not a regular file (symlinks are never followed)",

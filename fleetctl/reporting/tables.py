@@ -58,8 +58,8 @@ def print_table(console: Console, title: str, columns: list[tuple[str, bool, str
     table = Table(title=title)
     for name, ident, justify in columns:
         table.add_column(name, no_wrap=ident, overflow="fold", justify=justify)  # type: ignore[arg-type]
-    for row in rows:
-        table.add_row(*row)
+    for row in rows:  # a str cell is text, never rich markup (an error may say "[build-system] requires")
+        table.add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in row))
     if min_width(columns, rows) <= console.width:
         console.print(table)
         return

@@ -100,3 +100,15 @@ def safe_name(host: str) -> str:
     """A host name as a file name (a host's log ``logs/<safe_name>.log``, fetch's ``{host}``):
     anything but letters, digits and ``-_.[]`` becomes ``_``; ``"_"`` for an empty name."""
     return "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in host) or "_"
+
+
+def keep_mode(path, mode: int) -> None:
+    """Give a fetched file ``path`` the host file's permission bits ``mode`` less this process's
+    umask, as ``scp`` and ``cp`` make new files (an executable stays executable).
+
+    Raises:
+        OSError: the chmod failed.
+    """
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, mode & 0o777 & ~umask)

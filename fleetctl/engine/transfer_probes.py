@@ -1,0 +1,85 @@
+"""What ``fleetctl copy``/``fetch`` ask a host before moving bytes: is DEST an existing folder
+(copy: a file then goes into it, as ``cp`` and ``scp`` do), and what is SRC (fetch: a file, a
+folder's files, or missing).
+
+Each question is one fixed ``/bin/sh`` script with the path as a positional parameter (never
+parsed by a shell), run through :meth:`~fleetctl.connection.base.Connection.run`. A login shell's
+rc file may print text before the script runs (a ``.bashrc`` or fish ``config.fish`` echo), so
+every answer sits between markers and nothing outside them is read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import TransferError
+
+#: Markers around every answer (NUL-delimited for the listing: a path may hold any other byte).
+BEGIN, END = b"\0FLEETCTL-ANSWER-BEGIN\0", b"\0FLEETCTL-ANSWER-END\0"
+_B, _E = '\\0FLEETCTL-ANSWER-BEGIN\\0', '\\0FLEETCTL-ANSWER-END\\0'
+
+#: ``dir`` when ``$1`` is a folder (or a link to one, which ``cp`` follows too), else ``other``.
+DEST_SCRIPT = f'printf "{_B}"; if [ -d "$1" ]; then printf dir; else printf other; fi; printf "{_E}"'
+
+#: Lists a fetch's SRC: ``file``; or ``dir``, its regular files, an empty entry, then what is
+#: neither a folder nor a regular file (symlinks: skipped, never followed); or ``missing`` with
+#: ``ls``'s reason ("No such file or directory", "Permission denied"). NUL-separated
+#: (``find -print0``: GNU, BSD and busybox; a path is never empty).
+LIST_SCRIPT = (f'printf "{_B}"; if [ -d "$1" ] && [ ! -L "$1" ]; then printf "dir\\0"; find "$1" -type f -print0; '
+               'printf "\\0"; find "$1" ! -type d ! -type f -print0; '
+               'elif [ -e "$1" ] || [ -L "$1" ]; then printf "file\\0"; '
+               'else printf "missing\\0"; ls -d -- "$1" 2>&1 >/dev/null | tail -n 1 | tr -d "\\n"; '
+               f'printf "\\0"; fi; printf "{_E}"')
+
+
+def answer(stdout: bytes) -> bytes | None:
+    """The bytes between the last :data:`BEGIN` and the :data:`END` after it, or None when the
+    script's answer is not there whole."""
+    at = stdout.rfind(BEGIN)
+    if at < 0:
+        return None
+    end = stdout.find(END, at + len(BEGIN))
+    return None if end < 0 else stdout[at + len(BEGIN):end]
+
+
+def _why(res: Any) -> str:
+    return (res.stderr_text.strip().splitlines()[-1:] or [f"rc={res.rc}, no answer from the listing script"])[0]
+
+
+async def dest_is_folder(conn: Any, host: str, dest: str, timeout_s: float) -> bool:
+    """True when ``dest`` (relative: to the login folder) is an existing folder on the host.
+
+    Raises:
+        TransferError: the host gave no answer (naming its stderr's last line).
+    """
+    res = await conn.run(["/bin/sh", "-c", DEST_SCRIPT, "sh", dest], timeout_s=timeout_s, capture_bytes=None)
+    got = answer(res.stdout)
+    if res.rc != 0 or got not in (b"dir", b"other"):
+        raise TransferError(f"{host}: copy -> {dest}: cannot tell whether it is a folder: {_why(res)}")
+    return got == b"dir"
+
+
+async def remote_sources(conn: Any, host: str, src: str, timeout_s: float) -> tuple[str, list[str], list[str]]:
+    """``(kind, files, skipped)`` of a fetch's SRC on the host (kind ``file`` or ``dir``).
+
+    Raises:
+        TransferError: SRC does not exist on the host ("no such file or folder on the host"),
+            cannot be reached ("Permission denied", naming the path), or cannot be listed.
+    """
+    res = await conn.run(["/bin/sh", "-c", LIST_SCRIPT, "sh", src], timeout_s=timeout_s, capture_bytes=None)
+    got = answer(res.stdout)
+    parts = [p.decode("utf-8", errors="surrogateescape") for p in (got or b"").split(b"\0")]
+    kind = parts[0] if got is not None else ""
+    if res.rc != 0 or kind not in ("file", "dir", "missing"):
+        raise TransferError(f"{host}: fetch {src}: cannot list it: {_why(res)}")
+    if kind == "missing":
+        reason = parts[1] if len(parts) > 1 else ""
+        if "permission denied" in reason.lower():
+            raise TransferError(f"{host}: fetch {src}: Permission denied (a folder on the way cannot be entered "
+                                f"by the login user)")
+        raise TransferError(f"{host}: fetch {src}: no such file or folder on the host")
+    if kind == "file":
+        return kind, [src], []
+    rest = parts[1:]
+    cut = rest.index("") if "" in rest else len(rest)
+    return kind, rest[:cut], [p for p in rest[cut + 1:] if p]

@@ -1,0 +1,34 @@
+"""The API's bad input as a notebook user types it: one InputError line, never a traceback chained
+to asyncio internals or a TypeError from deep inside."""
+
+from __future__ import annotations
+
+import traceback
+
+import pytest
+
+from fleetctl import Fleet, InputError
+from tests.support.fleet import REPO
+
+INV = str(REPO / "inventory.yaml")
+
+
+def test_a_sync_calls_bad_input_is_not_chained_to_the_event_loop_lookup(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEETCTL_HOME", str(tmp_path / "state"))
+    nodes = Fleet.from_inventory(INV).select("local")
+    for call in (lambda: nodes.run("uname -r"), lambda: nodes.run(["true"], timeout=-1),
+                 lambda: nodes.deploy(mode="planx"), lambda: nodes.copy(tmp_path / "nope", "/tmp/x/")):
+        with pytest.raises(InputError) as err:
+            call()
+        shown = "".join(traceback.format_exception(err.value))
+        assert "During handling of the above exception" not in shown and "no running event loop" not in shown
+
+
+def test_sources_as_one_list_and_wrong_shapes_are_one_line(tmp_path):
+    fleet = Fleet.from_inventory([INV])
+    assert fleet.sources == (INV,) and repr(fleet) == f"<Fleet {INV}: {len(fleet.inventory.hosts)} host(s)>"
+    with pytest.raises(InputError, match=r"inventory sources: want paths \(or one list of them\), got 3"):
+        Fleet.from_inventory(3)
+    assert Fleet(INV).sources == (INV,)  # one path, not its characters
+    with pytest.raises(InputError, match=r"ssh_options: want a list of 'Name=value' strings, got \{'Port': 'abc'\}"):
+        Fleet(INV, ssh_options={"Port": "abc"})

@@ -1,0 +1,184 @@
+"""``fleetctl copy``/``fetch`` as a new user's trial hit them, against real sshd hosts (SFTP and
+the exec fallback; login shells whose rc files print a banner): a DEST that is an existing folder,
+a put whose rename cannot make the file, fetch under a chatty login shell, ``{host}`` in copy's
+DEST, permission errors over SFTP, skipped symlinks, modes, and a full disk on an explicit DEST."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.support.fleet import fleetctl, write_inventory
+
+pytestmark = pytest.mark.sshd
+
+BANNERS = {"bash": (".bashrc", 'echo "Welcome to the cluster! Be nice."\n'),
+           "fish": (".config/fish/config.fish", 'echo "Welcome, fish user"\n')}
+
+
+def _home(h) -> Path:
+    return Path(pwd.getpwnam(h.user).pw_dir)
+
+
+def _inv(tmp_path: Path, farm, hosts: dict) -> Path:
+    return write_inventory(tmp_path / "inv.yaml", {"g": {n: h.inventory_vars(farm.known_hosts)
+                                                         for n, h in hosts.items()}})
+
+
+@pytest.mark.parametrize("sftp", [True, False], ids=["sftp", "exec-fallback"])
+def test_copy_into_an_existing_folder_puts_the_file_inside_and_a_folder_in_the_way_fails(sshd_farm, tmp_path, sftp):
+    h = sshd_farm.start("dA" + ("s" if sftp else "e"), shell="bash", sftp=sftp)
+    home = _home(h)
+    inv = _inv(tmp_path, sshd_farm, {"h": h})
+    src = tmp_path / "a.txt"
+    src.write_text("hello\n")
+    made = [home / "dA", home / "abs", home / "tree"]
+    try:
+        for p in made[:2]:
+            p.mkdir(mode=0o755)
+            shutil.chown(p, h.user)
+        for dest, where in [("dA", home / "dA" / "a.txt"), (str(home / "abs"), home / "abs" / "a.txt")]:
+            res = fleetctl("-i", str(inv), "copy", "--hosts", "h", str(src), dest, home=tmp_path)
+            assert res.returncode == 0, res.stdout + res.stderr
+            assert res.stdout == "h: ok: 1 files, 6 bytes\n"
+            assert where.read_text() == "hello\n", list(where.parent.iterdir())
+            assert sorted(p.name for p in where.parent.iterdir()) == ["a.txt"]  # no .part left behind
+        # a folder where a file of a copied folder must go: the host fails, naming the path, never ok
+        tree = tmp_path / "tree"
+        tree.mkdir()
+        (tree / "b.txt").write_text("b\n")
+        (home / "tree" / "b.txt").mkdir(parents=True)
+        shutil.chown(home / "tree", h.user)
+        shutil.chown(home / "tree" / "b.txt", h.user)
+        res = fleetctl("-i", str(inv), "copy", "--hosts", "h", str(tree), ".", home=tmp_path)
+        assert res.returncode == 1, res.stdout + res.stderr
+        line = next(ln for ln in res.stderr.splitlines() if ln.startswith("h: FAILED: "))
+        assert "tree/b.txt" in line and "Is a directory" in line, line
+        assert res.stderr.splitlines()[-1] == "ok 0, failed 1, unreachable 0"
+        assert list((home / "tree" / "b.txt").iterdir()) == []
+    finally:
+        for p in made:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+@pytest.mark.parametrize("shell,sftp", [("bash", True), ("bash", False), ("fish", True)],
+                         ids=["bash-sftp", "bash-exec-fallback", "fish-sftp"])
+def test_fetch_works_on_hosts_whose_login_shell_prints_a_banner(sshd_farm, tmp_path, shell, sftp):
+    h = sshd_farm.start(f"ban{shell}{int(sftp)}", shell=shell, sftp=sftp)
+    home = _home(h)
+    rc_file, banner = BANNERS[shell]
+    rc = home / rc_file
+    rc.parent.mkdir(parents=True, exist_ok=True)
+    rc.write_text(banner)
+    inv = _inv(tmp_path, sshd_farm, {"h": h})
+    data = bytes(range(256)) * 400
+    try:
+        (home / "dst1" / "sub").mkdir(parents=True)
+        (home / "dst1" / "sub" / "big.bin").write_bytes(data)
+        tool = home / "dst1" / "tool.sh"
+        tool.write_text("#!/bin/sh\necho tool\n")
+        tool.chmod(0o755)
+        for p in [home / "dst1", home / "dst1" / "sub", home / "dst1" / "sub" / "big.bin", tool]:
+            shutil.chown(p, h.user)
+        up = tmp_path / "up.txt"
+        up.write_text("up\n")  # copy's after-check reads its answer past the banner too
+        res = fleetctl("-i", str(inv), "copy", "--hosts", "h", str(up), "dst1", home=tmp_path)
+        assert res.returncode == 0 and res.stdout == "h: ok: 1 files, 3 bytes\n", res.stdout + res.stderr
+        assert (home / "dst1" / "up.txt").read_text() == "up\n"
+        out = tmp_path / "out"
+        res = fleetctl("-i", str(inv), "fetch", "--hosts", "h", "dst1/sub/big.bin", str(out), home=tmp_path)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert (out / "h" / "big.bin").read_bytes() == data  # not a byte of the banner in it
+        res = fleetctl("-i", str(inv), "fetch", "--hosts", "h", str(home / "dst1"), str(out / "{host}-tree") + "/",
+                       home=tmp_path)
+        assert res.returncode == 0, res.stdout + res.stderr
+        got = out / "h-tree" / "dst1"
+        assert (got / "sub" / "big.bin").read_bytes() == data
+        assert (got / "tool.sh").stat().st_mode & 0o111 == 0o111  # the exec bit is kept, as scp keeps it
+        assert (got / "sub" / "big.bin").stat().st_mode & 0o111 == 0
+        # a missing file is named as such, whatever the banner
+        res = fleetctl("-i", str(inv), "fetch", "--hosts", "h", "dst1/nope.bin", str(out), home=tmp_path)
+        assert res.returncode == 1
+        assert "h: FAILED: fetch dst1/nope.bin: no such file or folder on the host" in res.stderr, res.stderr
+    finally:
+        rc.write_text("")
+        shutil.rmtree(home / "dst1", ignore_errors=True)
+
+
+@pytest.mark.parametrize("sftp", [True, False], ids=["sftp", "exec-fallback"])
+def test_copy_fills_host_in_dest_and_names_permission_denied(sshd_farm, tmp_path, sftp):
+    a = sshd_farm.start("ha" + str(int(sftp)), sftp=sftp)
+    b = sshd_farm.start("hb" + str(int(sftp)), sftp=sftp)
+    u = sshd_farm.start("hu" + str(int(sftp)), shell="bash", sftp=sftp)
+    inv = _inv(tmp_path, sshd_farm, {"a": a, "b": b, "u": u})
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "one.txt").write_text("one\n")
+    base = a.root.parent / f"dst-{int(sftp)}"
+    locked = a.root.parent / f"locked-{int(sftp)}"
+    locked.mkdir(mode=0o700)  # root's own: the dedicated user cannot enter it
+    try:
+        res = fleetctl("-i", str(inv), "copy", "--hosts", "a,b", str(src), f"{base}_{{host}}", "--json",
+                       home=tmp_path)
+        assert res.returncode == 0, res.stdout + res.stderr
+        doc = json.loads(res.stdout)
+        for n in ("a", "b"):
+            assert (Path(f"{base}_{n}") / "src" / "one.txt").read_text() == "one\n"
+            assert doc[n]["files"][0]["dest"] == f"{base}_{n}/src/one.txt"
+        assert not Path(f"{base}_{{host}}").exists()
+        res = fleetctl("-i", str(inv), "copy", "--hosts", "u", str(src / "one.txt"), f"{locked}/sub/deeper/x.txt",
+                       home=tmp_path)
+        assert res.returncode == 1
+        line = next(ln for ln in res.stderr.splitlines() if ln.startswith("u: FAILED: "))
+        assert "Permission denied" in line and str(locked) in line, line
+        assert "No such file" not in line
+        (locked / "secret.txt").write_text("s\n")
+        res = fleetctl("-i", str(inv), "fetch", "--hosts", "u", str(locked / "secret.txt"), str(tmp_path / "got"),
+                       home=tmp_path)
+        assert res.returncode == 1
+        assert f"u: FAILED: fetch {locked}/secret.txt: Permission denied" in res.stderr, res.stderr
+    finally:
+        for n in ("a", "b"):
+            shutil.rmtree(f"{base}_{n}", ignore_errors=True)
+        shutil.rmtree(locked, ignore_errors=True)
+
+
+def _own_disk(folder: Path, size: str = "256k") -> list[str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            f'mount -t tmpfs -o size={size} tmpfs "$0" && exec "$@"', str(folder)]
+
+
+def test_copy_says_skipped_links_keeps_folder_modes_and_a_full_dest_gets_no_workdir_advice(sshd_farm, tmp_path):
+    shared = tmp_path.parent / f"{tmp_path.name}-disk"
+    h = sshd_farm.start("m1")
+    small = sshd_farm.start("m2", wrap=_own_disk(shared))
+    inv = _inv(tmp_path, sshd_farm, {"m1": h, "m2": small})
+    src = tmp_path / "kit"
+    (src / "bin").mkdir(parents=True)
+    (src / "bin").chmod(0o750)
+    (src / "bin" / "run.sh").write_text("#!/bin/sh\n")
+    (src / "bin" / "run.sh").chmod(0o755)
+    (src / "bin" / "link").symlink_to("run.sh")
+    dst = h.root / "kitdst"
+    try:
+        res = fleetctl("-i", str(inv), "copy", "--hosts", "m1", str(src), f"{dst}/", home=tmp_path)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert res.stdout.startswith("m1: ok: 1 files, 10 bytes; skipped 1 not a regular file"), res.stdout
+        assert str(src / "bin" / "link") in res.stdout
+        assert (dst / "kit" / "bin").stat().st_mode & 0o777 == 0o750
+        assert (dst / "kit" / "bin" / "run.sh").stat().st_mode & 0o777 == 0o755
+        big = tmp_path / "big.bin"
+        big.write_bytes(b"\0" * (1 << 20))
+        res = fleetctl("-i", str(inv), "copy", "--hosts", "m2", str(big), f"{shared}/big.bin", home=tmp_path)
+        assert res.returncode == 1
+        line = next(ln for ln in res.stderr.splitlines() if ln.startswith("m2: FAILED: "))
+        assert "No space left on device (ENOSPC)" in line and f"{shared}/" in line, line
+        assert "workdir" not in line and "cat:" not in line, line
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
