@@ -101,8 +101,8 @@ def tools_site() -> Path:
     folder = SESSION_ROOT / "host-tools-site"
     folder.mkdir(parents=True, exist_ok=True)
     for entry in sorted(base.iterdir()):
-        if entry.name in TORCH_TOPS or entry.name.startswith("torch-"):
-            continue
+        if entry.name in TORCH_TOPS or entry.name.startswith("torch-") or not entry.is_symlink():
+            continue  # (what is not a link is the site's own cache, e.g. __pycache__ of a top-level module)
         link = folder / entry.name
         if not link.exists():
             link.symlink_to(os.readlink(entry))
