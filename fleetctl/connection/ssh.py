@@ -141,10 +141,9 @@ class SSHConnection(SFTPFiles, Connection):
         """
         if self._target is None:
             try:
-                self._target = resolve_target(self.address, port=self.port, user=self.user, key_file=self.key_file,
-                                              known_hosts=self.known_hosts, config_file=self.ssh_config)
-                if self.ssh_options:  # `-o`: over ssh_config and the inventory (connection/ssh_options.py)
-                    self._target = apply_options(self._target, self.ssh_options)
+                self._target = apply_options(resolve_target(  # `-o` goes over ssh_config and the inventory
+                    self.address, port=self.port, user=self.user, key_file=self.key_file,
+                    known_hosts=self.known_hosts, config_file=self.ssh_config), self.ssh_options)
             except SSHConfigError as exc:
                 raise HostUnreachable(self.host, str(exc)) from None
         return self._target

@@ -90,7 +90,9 @@ def accepts_new_keys(options: Sequence[str]) -> bool:
 def apply_options(target: SSHTarget, options: Sequence[str]) -> SSHTarget:
     """``target`` (ssh_config and the inventory applied) with the ``-o`` options over it; for an
     option given twice the first wins (as ``ssh -o``). ``StrictHostKeyChecking`` is not a target
-    field (the run's options carry it)."""
+    field (the run's options carry it). No options: ``target`` itself."""
+    if not options:
+        return target
     seen: dict[str, str] = {}
     identities: list[str] = []
     for text in options:
