@@ -866,3 +866,91 @@ def test_cache_force_of_fa3_is_refused_and_a_cache_default_is_not_a_forcing(tmp_
     src = prober.project(default)
     assert "FA3_MODULE" not in prober.configure(src, "off", "12.8", SGL_KERNEL_ENABLE_FA3="OFF")[1]
     assert prober.configure(src, "on", "12.0", SGL_KERNEL_ENABLE_FA3="ON")[1].get("FA3_MODULE") == "built"
+
+
+# --- restrict-gencodes: the library sgl_kernel's loader never loads on the host is not built ---
+
+REAL_LOADER = '''def _load_architecture_specific_ops():
+    compute_capability = _get_compute_capability()
+    if compute_capability == 90:
+        ops_subdir = "sm90"
+        variant_name = "SM90"
+    elif compute_capability is not None:
+        ops_subdir = "sm100"
+    else:
+        ops_subdir = "sm100"
+'''
+TWO_LIBS = '''cmake_minimum_required(VERSION 3.26)
+project(k LANGUAGES CXX)
+install(TARGETS common_ops_sm90_build LIBRARY DESTINATION sgl_kernel/sm90)  # fast math (the loader's)
+install(TARGETS common_ops_sm100_build LIBRARY DESTINATION "sgl_kernel/sm100")
+'''
+
+
+def _loader_tree(tmp_path, loader):
+    pkg = tmp_path / "python" / "sgl_kernel"
+    pkg.mkdir(parents=True)
+    if loader is not None:
+        (pkg / "load_utils.py").write_text(loader)
+    return tmp_path
+
+
+def test_loader_rule_read_from_the_real_form(tmp_path):
+    assert psk.loader_rule(str(_loader_tree(tmp_path, REAL_LOADER))) == {"sm90": [90], "sm100": []}
+
+
+@pytest.mark.parametrize("loader", [
+    None,  # no loader file: one library, or a tree before the split
+    'ops_subdir = "sm100"\n',  # a folder, but no rule choosing it
+    REAL_LOADER.replace("elif compute_capability is not None:", "elif compute_capability >= 100:")
+    .replace('    else:\n        ops_subdir = "sm100"\n', ""),  # SMs the rule names no folder for
+])
+def test_a_loader_rule_not_in_the_known_form_builds_every_library(tmp_path, loader):
+    rule = psk.loader_rule(str(_loader_tree(tmp_path, loader)))
+    assert rule == {}
+    assert psk.patch_skip_unloaded(TWO_LIBS, rule) == (TWO_LIBS, psk.NOT_NEEDED)
+
+
+def test_each_loader_folder_gets_its_filter_and_an_optional_install():
+    new, status = psk.patch_skip_unloaded(TWO_LIBS, {"sm90": [90], "sm100": []})
+    assert status == psk.APPLIED
+    lines = new.splitlines()
+    at = lines.index("install(TARGETS common_ops_sm90_build LIBRARY DESTINATION sgl_kernel/sm90 OPTIONAL)"
+                     "  # fast math (the loader's)")
+    assert lines[at + 1] == 'fleetctl_skip_unloaded(common_ops_sm90_build "90" "")  # fleetctl: restrict-gencodes'
+    at = lines.index('install(TARGETS common_ops_sm100_build LIBRARY DESTINATION "sgl_kernel/sm100" OPTIONAL)')
+    assert lines[at + 1] == 'fleetctl_skip_unloaded(common_ops_sm100_build "" "90")  # fleetctl: restrict-gencodes'
+    assert lines[1] == "# fleetctl: restrict-gencodes: a library sgl_kernel's loader loads on no SM of" \
+                       " ${FLEETCTL_SGL_ARCHS} is not built"
+    assert psk.patch_skip_unloaded(new, {"sm90": [90], "sm100": []}) == (new, psk.ALREADY)
+
+
+def test_libraries_installed_through_a_loop_are_left_alone():
+    loop = ("cmake_minimum_required(VERSION 3.26)\nforeach(lib sm90 sm100)\n"
+            "  install(TARGETS common_ops_${lib} LIBRARY DESTINATION sgl_kernel/${lib})\nendforeach()\n")
+    assert psk.patch_skip_unloaded(loop, {"sm90": [90], "sm100": []}) == (loop, psk.NOT_NEEDED)
+
+
+def test_library_filter_with_real_cmake(tmp_path):
+    """Real CMake: for 90a the sm100 library leaves the default build and its OPTIONAL install is
+    skipped; for 100a the sm90 one; without FLEETCTL_SGL_ARCHS both build."""
+    src = _loader_tree(tmp_path / "src", REAL_LOADER)
+    (src / "a.c").write_text("int f(void) { return 1; }\n")
+    (src / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(k LANGUAGES C)\n"
+        "add_library(common_ops_sm90_build MODULE a.c)\nadd_library(common_ops_sm100_build MODULE a.c)\n"
+        "install(TARGETS common_ops_sm90_build LIBRARY DESTINATION sgl_kernel/sm90)\n"
+        "install(TARGETS common_ops_sm100_build LIBRARY DESTINATION sgl_kernel/sm100)\n")
+    text = (src / "CMakeLists.txt").read_text()
+    new, status = psk.patch_skip_unloaded(text, psk.loader_rule(str(src)))
+    assert status == psk.APPLIED
+    (src / "CMakeLists.txt").write_text(new)
+    cmake = find_cmake()
+    for archs, want in (("90a", ["sm90"]), ("100a", ["sm100"]), ("", ["sm100", "sm90"])):
+        build, dest = tmp_path / ("b" + archs), tmp_path / ("i" + archs)
+        subprocess.run([cmake, "-S", str(src), "-B", str(build), "-DFLEETCTL_SGL_ARCHS=" + archs],
+                       check=True, capture_output=True, text=True)
+        subprocess.run([cmake, "--build", str(build)], check=True, capture_output=True, text=True)
+        subprocess.run([cmake, "--install", str(build), "--prefix", str(dest)], check=True, capture_output=True)
+        # (install() makes the skipped library's folder, empty: a wheel holds no empty folder)
+        assert sorted(p.parent.name for p in dest.rglob("*.so")) == want, archs

@@ -1,8 +1,9 @@
 """The host's SM only (patch_sgl_kernel.py --restrict-gencodes and the recipe's FLEETCTL_SGL_ARCHS),
 end to end: a real sshd test host with a fake H200, the patch script run by fleetctl, a real
 scikit-build-core + nvcc build of an sgl-kernel-shaped fixture that hard-codes sm_90, sm_90a,
-sm_100a and sm_120a, and cuobjdump reading the wheel: it holds sm_90 and sm_90a (the code that
-runs on SM 9.0), in both loader folders, and nothing else."""
+sm_100a and sm_120a, and cuobjdump reading the wheels: an H200's holds sm_90a alone (one SASS per SM: plain sm_90 is not
+compiled beside it) and only in sm90/, the one folder sgl_kernel's loader reads on SM 9.0; a B200's
+holds sm_100a alone, only in sm100/; sgl_kernel_sms=all builds the whole list into both again."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fake_gpu import H200, write_fake_nvidia_smi
+from tests.support.fake_gpu import B200, H200, write_fake_nvidia_smi
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
 from tests.support.tiny_ext import tool_venv
 
@@ -66,30 +67,44 @@ def sass_of(wheel: Path, tmp: Path) -> dict[str, list[str]]:
     return out
 
 
+def build_record(tmp_path: Path, host: str) -> dict:
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    return [t for t in record["hosts"][host]["tasks"] if t["action"] == "build_wheel"][0]
+
+
 def test_the_hard_coded_gencode_list_is_cut_to_the_hosts_sm(sshd_farm, tmp_path):
     src = tmp_path / "gencode_ext"
     shutil.copytree(EXT, src)
-    h = sshd_farm.start("hopper")
-    write_fake_nvidia_smi(h.bin_dir, [H200])
-    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"hopper": {
-        **h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work"), "venv": tool_venv(tmp_path / "venv")}}})
+    hosts = {}
+    for name, gpu in (("hopper", H200), ("blackwell", B200)):
+        h = sshd_farm.start(name)
+        write_fake_nvidia_smi(h.bin_dir, [gpu])
+        hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / name),
+                       "venv": tool_venv(tmp_path / "venv")}
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": hosts})
     play = tmp_path / "play.yaml"
     play.write_text(PLAY.format(src=src, script=REPO / "playbooks" / "scripts" / "patch_sgl_kernel.py"))
     res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
     assert res.returncode == 0, res.stdout[-5000:]
     assert "Applied: restrict-gencodes" in res.stdout
-    record = json.loads((last_run(tmp_path) / "run.json").read_text())
-    build = [t for t in record["hosts"]["hopper"]["tasks"] if t["action"] == "build_wheel"][0]
-    assert build["data"]["sass"] == ["sm_90", "sm_90a"], build["data"]["sass"]
+    hopper, blackwell = build_record(tmp_path, "hopper"), build_record(tmp_path, "blackwell")
+    assert hopper["data"]["sass"] == ["sm_90a"], hopper["data"]["sass"]
+    assert blackwell["data"]["sass"] == ["sm_100a"], blackwell["data"]["sass"]
     log = (last_run(tmp_path) / "logs" / "hopper.log").read_text()
-    assert "fleetctl: restrict-gencodes: SGL_KERNEL_CUDA_FLAGS: kept sm_90;sm_90a; dropped sm_100a;sm_120a" in log
-    assert sass_of(Path(build["data"]["wheel"]), tmp_path) == {"sm90": ["sm_90", "sm_90a"], "sm100": ["sm_90", "sm_90a"]}
+    assert "fleetctl: restrict-gencodes: SGL_KERNEL_CUDA_FLAGS: kept sm_90a; dropped sm_100a;sm_120a;sm_90" in log
+    assert "common_ops_sm100_build not built: sgl_kernel's loader loads it on no SM of 90a" in log
+    blog = (last_run(tmp_path) / "logs" / "blackwell.log").read_text()
+    assert "common_ops_sm90_build not built: sgl_kernel's loader loads it on no SM of 100a" in blog
+    # each wheel holds the one library its SM loads, with that SM's code alone
+    assert sass_of(Path(hopper["data"]["wheel"]), tmp_path) == {"sm90": ["sm_90a"]}
+    assert sass_of(Path(blackwell["data"]["wheel"]), tmp_path) == {"sm100": ["sm_100a"]}
 
-    # opted out (sgl_kernel_sms=all): the patched tree builds sgl-kernel's whole list again
-    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "-e", "sgl_kernel_sms=all",
+    # opted out (sgl_kernel_sms=all): the patched tree builds sgl-kernel's whole list, both libraries
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "hopper", "--playbook", str(play), "-e", "sgl_kernel_sms=all",
                    home=tmp_path)
     assert res.returncode == 0, res.stdout[-5000:]
     assert "Applied: restrict-gencodes" in res.stdout  # the copy put the unpatched files back
-    record = json.loads((last_run(tmp_path) / "run.json").read_text())
-    build = [t for t in record["hosts"]["hopper"]["tasks"] if t["action"] == "build_wheel"][0]
+    build = build_record(tmp_path, "hopper")
     assert build["data"]["sass"] == ["sm_100a", "sm_120a", "sm_90", "sm_90a"], build["data"]["sass"]
+    every = ["sm_100a", "sm_120a", "sm_90", "sm_90a"]
+    assert sass_of(Path(build["data"]["wheel"]), tmp_path) == {"sm90": every, "sm100": every}

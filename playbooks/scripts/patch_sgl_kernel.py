@@ -1033,6 +1033,23 @@ GENCODE_FUNCTION = (
     "      list(APPEND kept \"${flag}\")",
     "    endif()",
     "  endforeach()",
+    "  # one SASS per SM: where sm_XYa is kept, plain sm_XY (the same SM's code without its",
+    "  # arch-specific features) is not compiled a second time",
+    "  set(final)",
+    "  foreach(flag IN LISTS kept)",
+    "    set(twin -1)",
+    "    if(flag MATCHES \"^-gencode=arch=compute_[0-9]+,code=sm_([0-9]+)$\")",
+    "      set(num \"${CMAKE_MATCH_1}\")",
+    "      list(FIND codes \"sm_${num}a\" twin)",
+    "    endif()",
+    "    if(twin EQUAL -1)",
+    "      list(APPEND final \"${flag}\")",
+    "    else()",
+    "      list(REMOVE_ITEM codes \"sm_${num}\")",
+    "      list(APPEND dropped \"sm_${num}\")",
+    "    endif()",
+    "  endforeach()",
+    "  set(kept \"${final}\")",
     "  if(NOT codes)",
     "    message(WARNING \"%s: ${var} has no code for ${%s}: kept whole\")" % (GENCODE_MARKER, GENCODE_ARCHS_VAR),
     "    return()",
@@ -1041,6 +1058,114 @@ GENCODE_FUNCTION = (
     "  set(${var} \"${kept}\" PARENT_SCOPE)",
     "endfunction()",
 )
+
+SKIP_FUNC = "fleetctl_skip_unloaded"
+
+#: A library that sgl_kernel's runtime loader (python/sgl_kernel/load_utils.py) loads on no SM of
+#: FLEETCTL_SGL_ARCHS is not built: ``loads`` lists the SMs (major*10+minor, the loader's
+#: ``compute_capability``) it is loaded on, or is empty for "every SM but ``except``". Its
+#: install() is made OPTIONAL by the patch, so the wheel simply has no such folder.
+SKIP_FUNCTION = (
+    "# %s: a library sgl_kernel's loader loads on no SM of ${%s} is not built" % (GENCODE_MARKER, GENCODE_ARCHS_VAR),
+    "# (loads: the SMs it is loaded on; empty: every SM but those in except).",
+    "function(%s target loads except)" % SKIP_FUNC,
+    "  if(NOT %s OR NOT TARGET ${target})" % GENCODE_ARCHS_VAR,
+    "    return()",
+    "  endif()",
+    "  foreach(want IN LISTS %s)" % GENCODE_ARCHS_VAR,
+    "    string(REGEX REPLACE \"[^0-9]\" \"\" wnum \"${want}\")",
+    "    if(loads)",
+    "      list(FIND loads \"${wnum}\" at)",
+    "      if(NOT at EQUAL -1)",
+    "        return()",
+    "      endif()",
+    "    else()",
+    "      list(FIND except \"${wnum}\" at)",
+    "      if(at EQUAL -1)",
+    "        return()",
+    "      endif()",
+    "    endif()",
+    "  endforeach()",
+    "  set_target_properties(${target} PROPERTIES EXCLUDE_FROM_ALL ON)",
+    "  message(STATUS \"%s: ${target} not built: sgl_kernel's loader loads it on no SM of ${%s}\")"
+    % (GENCODE_MARKER, GENCODE_ARCHS_VAR),
+    "endfunction()",
+)
+_INSTALL_OPS_RE = re.compile(
+    r"^(?P<indent>[ \t]*)install[ \t]*\([ \t]*TARGETS[ \t]+(?P<target>[A-Za-z_][A-Za-z0-9_]*)[ \t]+LIBRARY"
+    r"[ \t]+DESTINATION[ \t]+\"?sgl_kernel/(?P<folder>[A-Za-z0-9_]+)\"?(?P<optional>[ \t]+OPTIONAL)?[ \t]*\)",
+    re.IGNORECASE)
+_LOADER_EXACT_RE = re.compile(r"^[ \t]*(?:el)?if[ \t]+compute_capability[ \t]*==[ \t]*(\d+)[ \t]*:")
+_LOADER_OTHER_RE = re.compile(r"^[ \t]*(?:elif[ \t]+compute_capability[ \t]+is[ \t]+not[ \t]+None|else)[ \t]*:")
+_LOADER_DIR_RE = re.compile(r"^[ \t]*ops_subdir[ \t]*=[ \t]*[\"'](\w+)[\"']")
+
+
+def loader_rule(kernel_dir):
+    """``{folder: [SMs]}`` of sgl_kernel's loader, an empty list for its "every other SM" folder
+    (``load_utils.py``: ``if compute_capability == 90: ops_subdir = "sm90"`` ... ``elif
+    compute_capability is not None: ops_subdir = "sm100"``); ``{}`` when there is no such loader
+    or its rule is not in that form (then every library is built)."""
+    path = os.path.join(kernel_dir, "python", "sgl_kernel", "load_utils.py")
+    if not os.path.isfile(path):
+        return {}
+    rule, branch = {}, None
+    for line in split_lines(read_text(path)):
+        text = body(line)
+        m = _LOADER_EXACT_RE.match(text)
+        if m:
+            branch = int(m.group(1))
+            continue
+        if _LOADER_OTHER_RE.match(text):
+            branch = "other"
+            continue
+        m = _LOADER_DIR_RE.match(text)
+        if m and branch is not None:
+            folder = m.group(1)
+            if branch == "other":
+                rule.setdefault(folder, [])
+            elif rule.get(folder) != []:
+                rule.setdefault(folder, []).append(branch)
+            branch = None
+    others = [f for f, sms in rule.items() if not sms]
+    return rule if len(others) == 1 and len(rule) > 1 else {}
+
+
+def patch_skip_unloaded(text, rule):
+    """Return (new_text, status): after each ``install(TARGETS <lib> LIBRARY DESTINATION
+    sgl_kernel/<folder>)`` of a folder the loader ``rule`` names, ``fleetctl_skip_unloaded()`` for
+    that library, the install made OPTIONAL, and the function after cmake_minimum_required()."""
+    if not rule:
+        return text, NOT_NEEDED
+    nl = newline_of(text)
+    lines = split_lines(text)
+    exact = sorted(sm for sms in rule.values() for sm in sms)
+    edits, already = [], False
+    for i, line in enumerate(lines):
+        m = _INSTALL_OPS_RE.match(cmake_code(line))
+        if not m or m.group("folder") not in rule:
+            continue
+        sms = rule[m.group("folder")]
+        call = '%s%s(%s "%s" "%s")  # %s' % (m.group("indent"), SKIP_FUNC, m.group("target"),
+                                           ";".join(map(str, sms)), "" if sms else ";".join(map(str, exact)),
+                                           GENCODE_MARKER)
+        nxt = body(lines[i + 1]).strip() if i + 1 < len(lines) else ""
+        if m.group("optional") and nxt == call.strip():
+            already = True
+            continue
+        edits.append((i, m, call))
+    for i, m, call in reversed(edits):
+        if not m.group("optional"):
+            close = m.end() - 1  # cmake_code() is a prefix of the line: the same offsets
+            lines[i] = lines[i][:close].rstrip() + " OPTIONAL" + lines[i][close:]
+        insert_lines(lines, i + 1, [call], nl)
+    if edits and not any(("function(%s" % SKIP_FUNC) in cmake_code(l) for l in lines):
+        at = next((k for k, l in enumerate(lines) if _MIN_REQ_RE.match(cmake_code(l))), None)
+        if at is None:
+            raise AnchorMissing("no cmake_minimum_required() to put the library filter after")
+        insert_lines(lines, cmake_statement_end(lines, at) + 1, list(SKIP_FUNCTION), nl)
+    if edits:
+        return "".join(lines), APPLIED
+    return text, (ALREADY if already else NOT_NEEDED)
 
 
 def gencode_vars(text):
@@ -1138,6 +1263,9 @@ def plan_restrict_gencodes(kernel_dir, current=None):
     for path in paths:
         try:
             new, status = patch_restrict_gencodes(texts[path], variables, path == paths[0])
+            if path == paths[0] and status != NOT_NEEDED:
+                new, skip_status = patch_skip_unloaded(new, loader_rule(kernel_dir))
+                status = APPLIED if APPLIED in (status, skip_status) else status
         except AnchorMissing as exc:
             exc.patch, exc.path = RESTRICT_GENCODES, path
             errors.append(exc)
