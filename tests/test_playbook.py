@@ -293,6 +293,8 @@ def test_render_native_values():
     assert render("  {{ flags }} ", CTX) == ["-O3", "-g"]
     assert render("{{ facts.gpus[0] }}", CTX) == {"index": 0, "compute_cap": "12.0"}
     assert render("{{ jobs * 2 }}", CTX) == 16
+    # Ansible's combine: a new mapping, later keys win (the sgl-kernel play's extra CMake defines)
+    assert render("{{ {'A': 'ON', 'B': '1'} | combine({'B': '2'}, {'C': 'x'}) }}", CTX) == {"A": "ON", "B": "2", "C": "x"}
     assert render("{{ none }}", CTX) is None
     assert render("j{{ jobs }}", CTX) == "j8"
     assert render("{{ jobs }}{{ jobs }}", CTX) == "88"  # two expressions: a string

@@ -29,14 +29,15 @@ def facts(gpus, cpus, mem_gib, python="/opt/venv/bin/python3"):
 
 
 HOSTS = {
-    # one H200 (SM90), 16 cores, 128 GiB: memory allows 21 nvcc processes, the cores 16
+    # one H200 (SM90), 16 cores, 128 GiB: memory allows 21 nvcc processes, the cores 16; a file has one
+    # device pass (sm_90a alone), so 16 jobs of one thread
     "sm90": (facts([H200], 16, 128), {
         "torch_cuda_arch_list": "9.0a", "fa3": True, "below_sm90": False,
         "defines": {"SGL_KERNEL_ENABLE_FP4": "ON", "SGL_KERNEL_ENABLE_FA3": "ON", "ENABLE_BELOW_SM90": "OFF",
-                    "SGL_KERNEL_COMPILE_THREADS": "4", "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
+                    "SGL_KERNEL_COMPILE_THREADS": "1", "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
                     "FLEETCTL_SGL_ARCHS": "90a"},
         "env": {"TORCH_CUDA_ARCH_LIST": "9.0a", "CMAKE_POLICY_VERSION_MINIMUM": "3.5"},
-        "max_jobs": 4, "compile_threads": 4, "nvcc_processes": 16, "process_budget": 16,
+        "max_jobs": 16, "compile_threads": 1, "nvcc_processes": 16, "process_budget": 16,
         "verify": {"symbols": list(FP4_SYMBOLS), "fa3_fallback": False},
     }),
     # the failure-story host: RTX PRO 6000 Blackwell (SM120), 128 cores, 192 GiB: memory decides (30, after
@@ -44,31 +45,31 @@ HOSTS = {
     "sm120": (facts([RTX_PRO_6000], 128, 192), {
         "torch_cuda_arch_list": "12.0a", "fa3": False, "below_sm90": False,
         "defines": {"SGL_KERNEL_ENABLE_FP4": "ON", "SGL_KERNEL_ENABLE_FA3": "OFF", "ENABLE_BELOW_SM90": "OFF",
-                    "SGL_KERNEL_COMPILE_THREADS": "4", "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
+                    "SGL_KERNEL_COMPILE_THREADS": "1", "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
                     "FLEETCTL_SGL_ARCHS": "120a"},
         "env": {"TORCH_CUDA_ARCH_LIST": "12.0a", "CMAKE_POLICY_VERSION_MINIMUM": "3.5"},
-        "max_jobs": 7, "compile_threads": 4, "nvcc_processes": 28, "process_budget": 30,
+        "max_jobs": 30, "compile_threads": 1, "nvcc_processes": 30, "process_budget": 30,
         "verify": {"symbols": list(FP4_SYMBOLS), "fa3_fallback": True},
     }),
     # an H200 and an RTX PRO 6000 in one host: both archs, and FA3 (Hopper only) cannot build
     "mixed-sm90-sm120": (facts([H200, RTX_PRO_6000], 32, 64), {
         "torch_cuda_arch_list": "9.0a;12.0a", "fa3": False, "below_sm90": False,
         "defines": {"SGL_KERNEL_ENABLE_FP4": "ON", "SGL_KERNEL_ENABLE_FA3": "OFF", "ENABLE_BELOW_SM90": "OFF",
-                    "SGL_KERNEL_COMPILE_THREADS": "4", "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
+                    "SGL_KERNEL_COMPILE_THREADS": "2", "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
                     "FLEETCTL_SGL_ARCHS": "90a;120a"},
         "env": {"TORCH_CUDA_ARCH_LIST": "9.0a;12.0a", "CMAKE_POLICY_VERSION_MINIMUM": "3.5"},
-        "max_jobs": 2, "compile_threads": 4, "nvcc_processes": 8, "process_budget": 10,
+        "max_jobs": 5, "compile_threads": 2, "nvcc_processes": 10, "process_budget": 10,
         "verify": {"symbols": list(FP4_SYMBOLS), "fa3_fallback": True},
     }),
     # an L40S (SM89) beside an H100: sm_89 code is needed, FA3 builds (8.9 and 9.0a only); 24 GiB less
-    # the 1 GiB kept free hold 3 nvcc processes
+    # the 1 GiB kept free hold 3 nvcc processes; one file has 2 device passes (sm_89, sm_90a)
     "mixed-below-sm90": (facts([L40S, H200], 8, 24), {
         "torch_cuda_arch_list": "8.9;9.0a", "fa3": True, "below_sm90": True,
         "defines": {"SGL_KERNEL_ENABLE_FP4": "ON", "SGL_KERNEL_ENABLE_FA3": "ON", "ENABLE_BELOW_SM90": "ON",
-                    "SGL_KERNEL_COMPILE_THREADS": "3", "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
+                    "SGL_KERNEL_COMPILE_THREADS": "2", "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
                     "FLEETCTL_SGL_ARCHS": "89;90a"},
         "env": {"TORCH_CUDA_ARCH_LIST": "8.9;9.0a", "CMAKE_POLICY_VERSION_MINIMUM": "3.5"},
-        "max_jobs": 1, "compile_threads": 3, "nvcc_processes": 3, "process_budget": 3,
+        "max_jobs": 1, "compile_threads": 2, "nvcc_processes": 2, "process_budget": 3,
         "verify": {"symbols": list(FP4_SYMBOLS), "fa3_fallback": False},
     }),
     # a build host without GPUs: fallback_archs 9.0a;12.0a, so no FA3; 2 cores decide
@@ -105,7 +106,8 @@ def test_reasons_name_the_facts_they_come_from():
     assert "no 9.0a" in sm120["SGL_KERNEL_ENABLE_FA3"]["reason"]
     assert "flash_ops to be None" in sm120["SGL_KERNEL_ENABLE_FA3"]["reason"]
     assert "186777 MiB usable of 196608 MiB available // 6144 MiB per nvcc process" in sm120["SGL_KERNEL_COMPILE_THREADS"]["reason"]
-    assert "7 jobs x 4 threads = 28 nvcc processes" in sm120["MAX_JOBS"]["reason"]
+    assert "30 jobs x 1 threads = 30 nvcc processes" in sm120["MAX_JOBS"]["reason"]
+    assert "1 for the host's 120a alone" in sm120["SGL_KERNEL_COMPILE_THREADS"]["reason"]
     mixed = {d["setting"]: d for d in sgl_kernel_recipe(HOSTS["mixed-sm90-sm120"][0])["decisions"]}
     assert "does not build for 12.0a" in mixed["SGL_KERNEL_ENABLE_FA3"]["reason"]
     assert "SM90 GPUs go without FA3" in mixed["SGL_KERNEL_ENABLE_FA3"]["reason"]
@@ -124,6 +126,8 @@ def test_overrides_are_applied_and_said():
     assert by["MAX_JOBS"].startswith("as configured; 2 jobs x 8 threads = 16 nvcc processes <= the budget of 16")
     # only the job count given: the threads fill the rest of the budget (at most one per device pass)
     r = sgl_kernel_recipe(HOSTS["sm90"][0], max_jobs=8)
+    assert (r["max_jobs"], r["compile_threads"]) == (8, 1)
+    r = sgl_kernel_recipe(HOSTS["sm90"][0], max_jobs=8, sms="all")  # 4 device passes a file
     assert (r["max_jobs"], r["compile_threads"]) == (8, 2)
     r = sgl_kernel_recipe(HOSTS["sm90"][0], max_jobs=32)
     assert (r["max_jobs"], r["compile_threads"], r["nvcc_processes"]) == (32, 1, 32)
@@ -148,7 +152,9 @@ def test_low_memory_host_never_oversubscribes():
     """The failure story: 128 cores but 32 GiB: 5 nvcc processes, not 128 x 32."""
     r = sgl_kernel_recipe(facts([RTX_PRO_6000], 128, 32))
     assert r["process_budget"] == 5 and r["nvcc_processes"] <= 5
-    assert (r["max_jobs"], r["compile_threads"]) == (1, 4)
+    assert (r["max_jobs"], r["compile_threads"]) == (5, 1)
+    r = sgl_kernel_recipe(facts([RTX_PRO_6000], 128, 32), sms="all")
+    assert r["nvcc_processes"] <= 5 and (r["max_jobs"], r["compile_threads"]) == (1, 4)
 
 
 def test_hosts_differing_only_in_memory_share_one_arch_class():
@@ -161,7 +167,7 @@ def test_hosts_differing_only_in_memory_share_one_arch_class():
     keys, threads = set(), set()
     for mem in (16, 192):
         f = facts([RTX_PRO_6000], 64, mem)
-        r = sgl_kernel_recipe(f)
+        r = sgl_kernel_recipe(f, sms="all")  # sgl-kernel's whole list: 4 device passes, threads by memory
         threads.add(r["defines"]["SGL_KERNEL_COMPILE_THREADS"])
         defines = cmake_defines(f, r["defines"])
         keys.add(build_key(build_inputs("tree", f["build"], defines, f, "host")))

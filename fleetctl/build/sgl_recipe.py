@@ -184,10 +184,15 @@ def sgl_kernel_recipe(
     decide("SGL_KERNEL_ENABLE_FA3", _on(fa3_on), "define",
            why + ("" if fa3_on else "; verify expects flash_attn.flash_ops to be None"))
 
+    cuda_archs = plan.get("cuda_architectures") or ";".join(a.replace(".", "") for a in archs)
+    # restricted, a file gets one device pass per host SM (the filter keeps one SASS per SM)
+    passes = len([a for a in cuda_archs.split(";") if a]) if restrict else DEVICE_PASSES_PER_FILE
+    passes_why = (f"{passes} for the host's {cuda_archs} alone" if restrict
+                  else f"{DEVICE_PASSES_PER_FILE} for sgl-kernel's whole list")
     budget, budget_reason = derive_max_jobs(facts, mem_per_process_mib)
     budget_reason = budget_reason.replace("max_jobs", "nvcc processes", 1).replace("per job", "per nvcc process")
     if threads_choice is None:
-        threads = max(1, min(DEVICE_PASSES_PER_FILE, budget if jobs_choice is None else budget // jobs_choice))
+        threads = max(1, min(passes, budget if jobs_choice is None else budget // jobs_choice))
     else:
         threads = threads_choice
     jobs = jobs_choice if jobs_choice is not None else max(1, budget // threads)
@@ -195,14 +200,13 @@ def sgl_kernel_recipe(
     over = product > budget
     decide("SGL_KERNEL_COMPILE_THREADS", threads, "define",
            (f"as configured; " if threads_choice is not None else "")
-           + f"nvcc --threads runs one file's device passes at once ({DEVICE_PASSES_PER_FILE} for sgl-kernel), "
+           + f"nvcc --threads runs one file's device passes at once ({passes_why}), "
            f"{budget_reason}")
     decide("MAX_JOBS", jobs, "build task (sets MAX_JOBS and CMAKE_BUILD_PARALLEL_LEVEL)",
            (f"as configured; " if jobs_choice is not None else "")
            + f"{jobs} jobs x {threads} threads = {product} nvcc processes "
            + (f"OVER the budget of {budget}: expect memory pressure" if over else f"<= the budget of {budget}"))
 
-    cuda_archs = plan.get("cuda_architectures") or ";".join(a.replace(".", "") for a in archs)
     if restrict:
         decide("FLEETCTL_SGL_ARCHS", cuda_archs, "define",
                f"sgl-kernel hard-codes its -gencode list and ignores the arch list; the patch's restrict-gencodes "

@@ -85,6 +85,17 @@ def _bool_filter(value: object) -> bool:
     return bool(value)
 
 
+def _combine_filter(*dicts: object) -> dict:
+    """Jinja filter ``a | combine(b, ...)``: a new mapping, later keys winning (Ansible's ``combine``,
+    without ``recursive``). Raises TypeError when an argument is not a mapping."""
+    out: dict = {}
+    for d in dicts:
+        if not isinstance(d, dict):
+            raise TypeError(f"combine wants mappings, got {type(d).__name__}")
+        out.update(d)
+    return out
+
+
 @lru_cache(maxsize=1)
 def environment() -> SandboxedEnvironment:
     """The shared sandboxed Jinja environment (StrictUndefined, no autoescape, keeps newlines)."""
@@ -98,6 +109,7 @@ def environment() -> SandboxedEnvironment:
     env.filters["basename"] = os.path.basename
     env.filters["dirname"] = os.path.dirname
     env.filters["to_json"] = lambda v: json.dumps(v, sort_keys=True)
+    env.filters["combine"] = _combine_filter
     # build recipes of the payloads fleetctl deploys (pure functions of facts)
     env.globals["sgl_kernel_recipe"] = sgl_kernel_recipe
     return env
