@@ -100,6 +100,8 @@ def test_dry_run_shows_each_hosts_recipe_sm90_and_sm120(sshd_farm, tmp_path):
         write_fake_nvidia_smi(h.bin_dir, [gpu])
         hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / name),
                        "venv": make_host_venv(tmp_path / f"venv-{name}")}
+    # the recipe's knobs are host vars: this host opts out of the SM filter and adds a define in its inventory
+    hosts["rtx6000"].update(sgl_kernel_sms="all", sgl_kernel_cmake_defines={"FETCHCONTENT_SOURCE_DIR_REPO-TRITON": "/src/t"})
     kdir = write_tree(tmp_path / "sglang", layout=NEW_ROOT)
     inv = write_inventory(tmp_path / "inv.yaml", {"gpu-nodes": hosts})
     res = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", "--playbook", str(REPO / "playbooks" / "sgl-kernel.yaml"),
@@ -126,5 +128,11 @@ def test_dry_run_shows_each_hosts_recipe_sm90_and_sm120(sshd_farm, tmp_path):
         verify = [p for p in tasks["Verify sgl-kernel (torch first, NVFP4 symbols, FA3 fallback where FA3 is off)"]["planned"]
                   if "--fa3-fallback" in p.get("argv", [])][0]
         assert verify["argv"][verify["argv"].index("--fa3-fallback") + 1] == fallback
+        if host == "h200":
+            assert "FLEETCTL_SGL_ARCHS=90a" in recipe and "cmake.define.FLEETCTL_SGL_ARCHS=90a" in argv
+            assert "REPO-TRITON" not in argv
+        else:  # its own sgl_kernel_sms: all and sgl_kernel_cmake_defines, not the play's
+            assert "FLEETCTL_SGL_ARCHS=(all)" in recipe and "FLEETCTL_SGL_ARCHS" not in argv
+            assert "cmake.define.FETCHCONTENT_SOURCE_DIR_REPO-TRITON=/src/t" in argv
         assert verify["argv"][verify["argv"].index("--symbols") + 1] == \
             "cutlass_scaled_fp4_mm,scaled_fp4_quant,scaled_fp4_grouped_quant"
