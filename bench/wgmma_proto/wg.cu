@@ -851,7 +851,10 @@ int main(int argc, char** argv) {
     const int shapes[5][2] = {{8192, 8192}, {14336, 4096}, {4096, 14336}, {2048, 7168}, {7168, 2048}};
     const bool quick = argc > 1 && !strcmp(argv[1], "quick");
     const bool prof = argc > 1 && !strcmp(argv[1], "prof");
-    for (int si = 0; si < (quick ? 1 : 5); ++si) {
+    // "ncu MODE": 8192^2 only, M = 16 (split 3) and M = 64 (split 2), few launches, for Nsight Compute
+    const bool one = argc > 2 && !strcmp(argv[1], "ncu");
+    const int one_mode = one ? atoi(argv[2]) : 0;
+    for (int si = 0; si < (quick || one ? 1 : 5); ++si) {
         const int N = shapes[si][0], K = shapes[si][1];
         const int U = K / 128, Nt = N / 16;
         std::vector<uint8_t> w((size_t)Nt * U * kPkUnitBytes);
@@ -896,6 +899,11 @@ int main(int argc, char** argv) {
         row(nm, T_, us);                                                                                              \
         printf("      (with the activation permute: %.2f us)\n", us2);                                              \
     }
+        if (one) {
+            printf("  mode %d  M=16 split3 %.2f us\n", one_mode, run_case<16, 1, 6, 1>(16, N, K, 3, dw, da, dxp, dws, dout, 3, false, W, A, w.size(), copies, false, one_mode));
+            printf("  mode %d  M=64 split2 %.2f us\n", one_mode, run_case<64, 1, 4, 1>(64, N, K, 2, dw, da, dxp, dws, dout, 3, false, W, A, w.size(), copies, false, one_mode));
+            continue;
+        }
         if (prof) {
             auto abl = [&](const char* nm, auto fn) {
                 printf("  %-22s all %.2f | no decode %.2f | no wgmma %.2f | neither (loads + pipeline) %.2f us\n", nm, fn(0), fn(1), fn(2), fn(3));
