@@ -159,3 +159,31 @@ def test_nvml_library_absent_only_when_certain(tmp_path):
     cache.write_bytes(b"glibc-ld.so.cache1.1\0")
     (empty / "libnvidia-ml.so.1").write_bytes(b"")
     assert fs.nvml_library_absent(str(cache), [str(empty)]) is False  # a folder dlopen searches holds it
+
+
+def test_one_compiler_under_several_names_is_probed_once_and_reported_as_each(tmp_path):
+    """g++, g++-12 (and here g++-77) as links to one program: one probe, and each entry is exactly
+    what probing that name alone reports (its own banner: GCC prints the name it was run as)."""
+    import importlib.util
+    import shutil
+
+    real = shutil.which("g++", path=SYSTEM_PATH)
+    if real is None:
+        pytest.fail("no g++ on this machine: the case cannot be run here")
+    spec = importlib.util.spec_from_file_location("fleetctl_facts_cc", SCRIPT)
+    fs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fs)
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    for name in ("g++", "g++-77"):
+        (venv / "bin" / name).symlink_to(os.path.realpath(real))
+    calls = []
+    probe = fs.probe_compiler
+    fs.probe_compiler = lambda path: calls.append(path) or probe(path)
+    hc = fs.probe_host_compilers(str(venv), None)
+    entries = [hc["default_cxx"], *hc["candidates"]]
+    names = [e["path"] for e in entries]
+    assert str(venv / "bin" / "g++") == names[0] and str(venv / "bin" / "g++-77") in names, names
+    for e in entries:
+        assert e == probe(e["path"]), e["path"]
+    assert len(set(map(os.path.realpath, calls))) == len(calls)  # one probe a program

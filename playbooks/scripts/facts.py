@@ -1647,11 +1647,20 @@ def probe_host_compilers(venv, cuda_home):
                 return os.path.join(d, name)
         return None
 
+    probed = {}  # realpath -> its probe: g++ and g++-12 are one program on most distributions
+
+    def probe(path):
+        real = os.path.realpath(path)
+        if real not in probed:
+            probed[real] = comp = probe_compiler(path)
+            return comp
+        return same_program(probed[real], path)
+
     default, cxx = first("gcc"), first("g++")
     if default:
-        out["default"] = probe_compiler(default)
+        out["default"] = probe(default)
     if cxx:  # the C++ compiler a build without CXX runs (torch's cpp_extension, CMake after c++)
-        out["default_cxx"] = probe_compiler(cxx)
+        out["default_cxx"] = probe(cxx)
     paths = []
     for d in search + [d for d in os.environ.get("PATH", "").split(":") if d and d not in search]:
         try:
@@ -1667,8 +1676,19 @@ def probe_host_compilers(venv, cuda_home):
         if real in seen or not _is_exe(p) or len(out["candidates"]) >= MAX_HOST_COMPILERS:
             continue
         seen.add(real)
-        out["candidates"].append(probe_compiler(p))
+        out["candidates"].append(probe(p))
     return out
+
+
+def same_program(comp, path):
+    """The probe of ``path`` from ``comp``, the probe of another name of the same program (one
+    realpath): the macros are the program's; GCC's ``--version`` banner starts with the name it
+    was run as (its ``progname``), so that word is the new name's; clang's does not name it."""
+    other = dict(comp, path=path, name=os.path.basename(path))
+    banner = comp.get("banner")
+    if banner and banner.startswith(comp["name"] + " "):
+        other["banner"] = other["name"] + banner[len(comp["name"]):]
+    return other
 
 
 #: The identity file of an install target (the venv, the workdir): a random id, written once.
