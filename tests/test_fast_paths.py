@@ -187,3 +187,21 @@ def test_one_compiler_under_several_names_is_probed_once_and_reported_as_each(tm
     for e in entries:
         assert e == probe(e["path"]), e["path"]
     assert len(set(map(os.path.realpath, calls))) == len(calls)  # one probe a program
+
+
+def test_a_cli_process_collects_garbage_in_batches(tmp_path):
+    """The CLI raises the collector's thresholds (fleetctl.cli.app.GC_THRESHOLDS): its start-up
+    objects live to its end, so CPython's default (a collection every 700 allocations) walks them
+    again and again for nothing. Cycles are still collected (gc stays enabled)."""
+    inv = write_inventory(tmp_path / "inv.yaml", {"loc": {"l1": {"ansible_connection": "local"}}})
+    code = ("import gc, sys\nfrom fleetctl.cli import main\n"
+            "try:\n    main(prog_name='fleetctl')\nexcept SystemExit as exc:\n    rc = exc.code\n"
+            "print(rc, gc.isenabled(), *gc.get_threshold(), file=sys.stderr)")
+    env = {**os.environ, "FLEETCTL_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    res = subprocess.run([sys.executable, "-c", code, "-i", str(inv), "run", "--hosts", "l1", "--", "true"],
+                         capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    from fleetctl.cli.app import GC_THRESHOLDS
+
+    rc, enabled, *thresholds = res.stderr.splitlines()[-1].split()
+    assert (rc, enabled) == ("0", "True"), res.stderr
+    assert tuple(map(int, thresholds)) == GC_THRESHOLDS
