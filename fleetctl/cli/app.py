@@ -224,7 +224,8 @@ def collect_in_batches() -> None:
     command's start-up (imports, the inventory)."""
     import gc
 
-    _DEFAULT_THRESHOLDS[:] = [gc.get_threshold()]
+    if not _DEFAULT_THRESHOLDS:  # a second command in one process (tests) keeps the first's
+        _DEFAULT_THRESHOLDS.append(gc.get_threshold())
     gc.set_threshold(*(max(a, b) for a, b in zip(gc.get_threshold(), GC_THRESHOLDS)))
 
 
