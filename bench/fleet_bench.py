@@ -109,7 +109,9 @@ def snapshot_fleetctl(root: Path, which: str) -> str:
     checkout as it is (editable install). Returns a description for the results file."""
     rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True).stdout.strip()
-    if which == "worktree":
+    if which == "worktree":  # byte-compiled as in export_tree (the .pyc files are git-ignored)
+        subprocess.run([str(VENV_PY), "-m", "compileall", "-q", str(REPO / "fleetctl")], check=True,
+                       env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""})
         dirty = subprocess.run(["git", "-C", str(REPO), "status", "--short", "--", "fleetctl", "playbooks"],
                                capture_output=True, text=True).stdout.split("\n")
         dirty = [d.strip() for d in dirty if d.strip()]

@@ -1,14 +1,22 @@
 """The SSH connection kind (``ansible_connection: ssh``, the default): the host vars an SSH host
 reads and the run scope that hands out one :class:`~fleetctl.connection.ssh.SSHConnection` per
-host (registered in :data:`fleetctl.connection.registry.KINDS`)."""
+host (registered in :data:`fleetctl.connection.registry.KINDS`).
+
+Loading an inventory reads :class:`SSHSettings` of every kind its hosts use; the SSH layer itself
+(:mod:`fleetctl.connection.ssh`, asyncssh: about 0.15 CPU-s to import) is imported only when an SSH
+host is connected to or its machine named, so ``fleetctl run --hosts local`` never pays it.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from pydantic import AliasChoices, Field
 
 from .registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRef, KindScope
-from .ssh import SSHConnection
-from .ssh_target import SSHConfigError, resolve_target
+
+if TYPE_CHECKING:
+    from .ssh import SSHConnection
 
 __all__ = ["SSHSettings", "SETTINGS", "KIND"]
 
@@ -49,7 +57,9 @@ class _SSHScope(KindScope):
     def __init__(self, options: ConnectOptions) -> None:
         self.options = options
 
-    def connection(self, host: HostRef) -> SSHConnection:
+    def connection(self, host: HostRef) -> "SSHConnection":
+        from .ssh import SSHConnection
+
         s = host.settings
         assert isinstance(s, SSHSettings)
         return SSHConnection(
@@ -72,6 +82,8 @@ class _SSHKind(ConnectionKind):
         """``ssh:user@address:port`` where ssh would connect (ssh_config's ``HostName``,
         ``Port``, ``User`` applied, the inventory's over them), and the route when it goes through
         jump hosts or a ``ProxyCommand`` (``localhost`` behind two bastions is two machines)."""
+        from .ssh_target import SSHConfigError, resolve_target
+
         s = host.settings
         assert isinstance(s, SSHSettings)
         try:

@@ -689,13 +689,59 @@ def nvml_query():
             pass
 
 
+#: The file name the dynamic loader is asked for (``ctypes.CDLL``), and what dlopen(3) says when
+#: no folder it searches holds it.
+NVML_LIBRARY = "libnvidia-ml.so.1"
+NVML_MISSING = "%s: cannot open shared object file: No such file or directory" % NVML_LIBRARY
+#: Where glibc's ld.so keeps the libraries ldconfig(8) found (ld.so(8): searched after LD_LIBRARY_PATH).
+LD_SO_CACHE = "/etc/ld.so.cache"
+
+
+def nvml_library_dirs():
+    """The folders dlopen(3) may find :data:`NVML_LIBRARY` in without the cache (ld.so(8)):
+    ``LD_LIBRARY_PATH``, the trusted default folders (``/lib``, ``/usr/lib``, their ``lib64`` and
+    multiarch twins), and where NVIDIA's container runtime and WSL put it."""
+    dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").replace(";", ":").split(":") if d]
+    multiarch = getattr(sys.implementation, "_multiarch", None) or "%s-linux-gnu" % platform.machine()
+    for base in ("/lib", "/usr/lib", "/lib64", "/usr/lib64", "/usr/local/lib"):
+        dirs += [base, base + "/" + multiarch]
+    dirs += ["/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/wsl/lib",
+             os.path.join(sys.base_prefix, "lib")]
+    return dirs
+
+
+def nvml_library_absent(cache=LD_SO_CACHE, dirs=None):
+    """True only when the dynamic loader certainly cannot load :data:`NVML_LIBRARY`: glibc's
+    ``ld.so.cache`` is readable and does not name it, and no folder of :func:`nvml_library_dirs`
+    holds it. Then the NVML child would fail with :data:`NVML_MISSING`, so it is not started (an
+    interpreter start saved on every host without the driver); any doubt (no cache: musl, an
+    unreadable one) answers False and the child runs."""
+    try:
+        with open(cache, "rb") as fh:
+            if NVML_LIBRARY.encode("ascii") + b"\0" in fh.read():
+                return False
+    except OSError:
+        return False
+    return not any(os.path.exists(os.path.join(d, NVML_LIBRARY)) for d in (nvml_library_dirs() if dirs is None else dirs))
+
+
+#: What the NVML child runs: this file imported as a module from its path (so Python's bytecode
+#: cache spares the child the compile a script run pays), then :func:`nvml_child`.
+_NVML_BOOT = ("import importlib.util, sys; s = importlib.util.spec_from_file_location('fleetctl_facts_nvml', "
+              "sys.argv[1]); m = importlib.util.module_from_spec(s); s.loader.exec_module(m); m.nvml_child()")
+
+
 def probe_nvml(timeout_s=None):
     """GPUs through NVML, queried in a child process bounded by ``timeout_s`` seconds (a wedged
     driver or a ctypes fault cannot hang or kill the facts script): ``(gpus, driver, error)``;
-    ``gpus`` is None when it failed."""
+    ``gpus`` is None when it failed. No child starts when the library is certainly absent
+    (:func:`nvml_library_absent`): the error is then dlopen's own, :data:`NVML_MISSING`."""
     timeout_s = GPU_PROBE_TIMEOUT_S if timeout_s is None else timeout_s
+    if nvml_library_absent():
+        return None, None, "nvml: " + NVML_MISSING
     me = os.path.abspath(__file__)
-    res = run_bounded([sys.executable, me, "--nvml-child"], timeout_s)
+    argv = [sys.executable, "-c", _NVML_BOOT, me] if me.endswith(".py") else [sys.executable, me, "--nvml-child"]
+    res = run_bounded(argv, timeout_s)
     if res["error"]:
         return None, None, "nvml: " + res["error"]
     for line in res["out"].splitlines():
@@ -1601,11 +1647,20 @@ def probe_host_compilers(venv, cuda_home):
                 return os.path.join(d, name)
         return None
 
+    probed = {}  # realpath -> its probe: g++ and g++-12 are one program on most distributions
+
+    def probe(path):
+        real = os.path.realpath(path)
+        if real not in probed:
+            probed[real] = comp = probe_compiler(path)
+            return comp
+        return same_program(probed[real], path)
+
     default, cxx = first("gcc"), first("g++")
     if default:
-        out["default"] = probe_compiler(default)
+        out["default"] = probe(default)
     if cxx:  # the C++ compiler a build without CXX runs (torch's cpp_extension, CMake after c++)
-        out["default_cxx"] = probe_compiler(cxx)
+        out["default_cxx"] = probe(cxx)
     paths = []
     for d in search + [d for d in os.environ.get("PATH", "").split(":") if d and d not in search]:
         try:
@@ -1621,8 +1676,19 @@ def probe_host_compilers(venv, cuda_home):
         if real in seen or not _is_exe(p) or len(out["candidates"]) >= MAX_HOST_COMPILERS:
             continue
         seen.add(real)
-        out["candidates"].append(probe_compiler(p))
+        out["candidates"].append(probe(p))
     return out
+
+
+def same_program(comp, path):
+    """The probe of ``path`` from ``comp``, the probe of another name of the same program (one
+    realpath): the macros are the program's; GCC's ``--version`` banner starts with the name it
+    was run as (its ``progname``), so that word is the new name's; clang's does not name it."""
+    other = dict(comp, path=path, name=os.path.basename(path))
+    banner = comp.get("banner")
+    if banner and banner.startswith(comp["name"] + " "):
+        other["banner"] = other["name"] + banner[len(comp["name"]):]
+    return other
 
 
 #: The identity file of an install target (the venv, the workdir): a random id, written once.
