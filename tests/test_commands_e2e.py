@@ -345,6 +345,45 @@ def test_o_port_user_identityfile_change_where_fleetctl_connects(sshd_farm, tmp_
     assert res.returncode == 1 and "oo: UNREACHABLE: " in res.stderr, res.stderr
 
 
+RELAY = """import os, socket, sys, threading
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+open(sys.argv[3], "a").write("relayed %s:%s\\n" % (sys.argv[1], sys.argv[2]))
+def up():
+    while True:
+        data = os.read(0, 65536)
+        if not data:
+            s.shutdown(socket.SHUT_WR)
+            return
+        s.sendall(data)
+threading.Thread(target=up, daemon=True).start()
+while True:
+    data = s.recv(65536)
+    if not data:
+        break
+    os.write(1, data)
+"""
+
+
+def test_o_proxycommand_is_the_way_in(sshd_farm, tmp_path):
+    """-o ProxyCommand is used (it was parsed, then never given to the connection: a direct login
+    said ok): a relay with %h %p gets there and says so; /bin/false fails the host; none undoes it."""
+    import sys
+
+    h = sshd_farm.start("pc")
+    _greet(h, "via")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"pc": h.inventory_vars(sshd_farm.known_hosts)}})
+    relay, seen = tmp_path / "relay.py", tmp_path / "relayed.txt"
+    relay.write_text(RELAY)
+    res = fleetctl("-i", str(inv), "-o", f"ProxyCommand={sys.executable} {relay} %h %p {seen}", "run", "--hosts", "pc",
+                   "--", "greet", home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("pc | via") and seen.read_text() == f"relayed 127.0.0.1:{h.port}\n"
+    res = fleetctl("-i", str(inv), "-o", "ProxyCommand=/bin/false", "run", "--hosts", "pc", "--", "greet", home=tmp_path)
+    assert res.returncode == 1 and "pc: UNREACHABLE: " in res.stderr, res.stderr
+    res = fleetctl("-i", str(inv), "-o", "ProxyCommand=none", "run", "--hosts", "pc", "--", "greet", home=tmp_path)
+    assert res.returncode == 0 and seen.read_text().count("relayed") == 1, res.stderr
+
+
 def test_o_refuses_what_fleetctl_does_not_honour_and_accept_new_is_the_flag(sshd_farm, tmp_path):
     h = sshd_farm.start("kk")
     _greet(h, "hi")

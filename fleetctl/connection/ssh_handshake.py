@@ -86,6 +86,9 @@ async def handshake(target: SSHTarget, opts: RouteOptions, label: str, *, sock=N
     kwargs: dict = {}
     if sock is not None:
         kwargs["sock"] = sock
+    elif tunnel is None:
+        # the target's ProxyCommand, -o's included (None: none); asyncssh would read only ssh_config's
+        kwargs["proxy_command"] = target.proxy_command
     try:
         conn = await asyncssh.connect(
             target.name, target.port, tunnel=tunnel, config=list(target.config_paths), username=target.user,

@@ -120,8 +120,6 @@ def apply_options(target: SSHTarget, options: Sequence[str]) -> SSHTarget:
         from .ssh_target import parse_jumps
 
         changes["proxy_jump"] = parse_jumps(seen["ProxyJump"])
-    if "ProxyCommand" in seen:
-        changes["proxy_command"] = None if seen["ProxyCommand"].lower() == "none" else seen["ProxyCommand"]
     if "HostKeyAlias" in seen:
         changes["host_key_alias"] = seen["HostKeyAlias"]
     for name, field in (("UserKnownHostsFile", "user_known_hosts"), ("GlobalKnownHostsFile", "global_known_hosts")):
@@ -130,7 +128,17 @@ def apply_options(target: SSHTarget, options: Sequence[str]) -> SSHTarget:
     for name, field in (("HashKnownHosts", "hash_known_hosts"), ("CheckHostIP", "check_host_ip")):
         if name in seen:
             changes[field] = _BOOL[seen[name].lower()]
+    if "ProxyCommand" in seen:
+        cmd = seen["ProxyCommand"]
+        changes["proxy_command"] = None if cmd.lower() == "none" else proxy_tokens(cmd, replace(target, **changes))
     return replace(target, **changes) if changes else target
+
+
+def proxy_tokens(command: str, target: SSHTarget) -> str:
+    """``ProxyCommand``'s tokens expanded as ssh_config(5) says (``%h`` the host name, ``%p`` the
+    port, ``%r`` the user, ``%n`` the name as given, ``%%`` a percent sign); others kept."""
+    values = {"h": target.host, "p": str(target.port), "r": target.user, "n": target.name, "%": "%"}
+    return re.sub(r"%(.)", lambda m: values.get(m.group(1), m.group(0)), command)
 
 
 def _agent(value: str) -> str | None:
