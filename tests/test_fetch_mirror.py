@@ -83,3 +83,41 @@ def test_a_release_asset_comes_from_the_mirrors_urls_folder_checked_by_its_hash(
     assert "the fetch_mirror has no urls/other.tar.gz" in rows[2]["error"]
     assert gitmirror.export(rows[:1]) == []
     assert (Path(rows[0]["local"]) / "json.h").read_text() == "#define JSON 1\n"  # one top folder stripped
+
+
+def _commit(work: Path, text: str) -> str:
+    (work / "dep.h").write_text(text)
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", text, cwd=work)
+    return git("rev-parse", "HEAD", cwd=work)
+
+
+def test_moving_refs_resolve_as_a_clone_would_see_them(tmp_path: Path) -> None:
+    """A branch or tag is resolved to where upstream has it now: in a plain (non-bare) clone used
+    as the mirror, a branch is origin's (a local branch of that name that `git fetch` does not
+    move is stale); through a URL mirror a moved tag and a branch are fetched again."""
+    up = tmp_path / "up"
+    git("init", "-q", "-b", "main", str(up))
+    first = _commit(up, "#define V 1\n")
+    git("branch", "dev", cwd=up)
+    git("tag", "v1", cwd=up)
+    cache = str(build_deps.deps_cache())
+    dev = {"name": "dep", "kind": "git", "url": "https://git.invalid/o/dep.git", "repo": "o/dep", "ref": "dev"}
+    tag = {**dev, "ref": "v1"}
+    # a plain clone as the mirror, with a local dev branch made once and never moved again
+    plain = tmp_path / "plain"
+    git("clone", "-q", str(up), str(plain / "o" / "dep"))
+    git("branch", "dev", "origin/dev", cwd=plain / "o" / "dep")
+    assert gitmirror.resolve([dev], str(plain), cache)[0]["commit"] == first
+    git("checkout", "-q", "dev", cwd=up)
+    second = _commit(up, "#define V 2\n")
+    git("fetch", "-q", cwd=plain / "o" / "dep")
+    assert gitmirror.resolve([dev], str(plain), cache)[0]["commit"] == second
+    # a URL mirror: the branch resolves, and a moved tag is seen moved
+    url = "file://" + str(tmp_path / "srv")
+    git("clone", "-q", "--bare", str(up), str(tmp_path / "srv" / "o" / "dep.git"))
+    got = gitmirror.resolve([dev, tag], url, cache)
+    assert [(r["commit"], r["error"]) for r in got] == [(second, ""), (first, "")]
+    git("tag", "-f", "v1", "dev", cwd=up)
+    git("push", "-q", "-f", str(tmp_path / "srv" / "o" / "dep.git"), "v1", cwd=up)
+    assert gitmirror.resolve([tag], url, cache)[0]["commit"] == second

@@ -16,12 +16,15 @@ tree is never taken for a cached one. Only git (the ``git`` program) talks to th
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
+
+_FULL_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 #: Seconds one git command may take (a fetch of a large repository from a URL mirror).
 GIT_TIMEOUT_S = 1800.0
@@ -75,7 +78,11 @@ def locate(mirror: str, repo: str) -> str | None:
 
 
 def _rev(git_dir: str, ref: str) -> str | None:
-    for spec in (ref, f"refs/tags/{ref}", f"refs/heads/{ref}"):
+    """The commit ``ref`` names in ``git_dir``, as a clone of that repository would check it out:
+    what a URL mirror's fetch just brought (``refs/fleetctl/<ref>``), a tag, the upstream branch
+    of a plain clone (``refs/remotes/origin/<ref>``, which ``git fetch`` moves, before a local
+    branch of that name that it does not), a branch of a bare mirror, then any commit id."""
+    for spec in (f"refs/fleetctl/{ref}", f"refs/tags/{ref}", f"refs/remotes/origin/{ref}", f"refs/heads/{ref}", ref):
         res = _git("-C", git_dir, "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}", timeout_s=60)
         if res.returncode == 0:
             return res.stdout.decode().strip()
@@ -83,7 +90,10 @@ def _rev(git_dir: str, ref: str) -> str | None:
 
 
 def _url_repo(mirror: str, repo: str, ref: str, cache: Path) -> tuple[str | None, str]:
-    """Fetch ``ref`` of ``<prefix>/<repo>.git`` into the controller's git cache: (git dir, error)."""
+    """Fetch ``ref`` of ``<prefix>/<repo>.git`` into the controller's git cache: (git dir, error).
+
+    A commit id already fetched is not fetched again; a tag or branch is fetched every time (it
+    may have moved, as a clone would see), into ``refs/fleetctl/<ref>``."""
     url = mirror.rstrip("/") + "/" + repo + ".git"
     git_dir = cache / "git" / (_slug(repo) + ".git")
     if not git_dir.is_dir():
@@ -91,13 +101,13 @@ def _url_repo(mirror: str, repo: str, ref: str, cache: Path) -> tuple[str | None
         res = _git("init", "--bare", "--quiet", str(git_dir))
         if res.returncode != 0:
             return None, f"git init {git_dir}: {_last_line(res)}"
-    if _rev(str(git_dir), ref):
+    if _FULL_COMMIT.fullmatch(ref) and _rev(str(git_dir), ref):
         return str(git_dir), ""
-    res = _git("-C", str(git_dir), "fetch", "--quiet", "--tags", url, ref)
+    res = _git("-C", str(git_dir), "fetch", "--quiet", "--no-tags", url, ref)
     if res.returncode != 0:
         return None, f"{url} has no {ref} ({_last_line(res)})"
-    if not _rev(str(git_dir), ref):  # a commit fetched by id is FETCH_HEAD only: keep it reachable
-        _git("-C", str(git_dir), "update-ref", f"refs/fleetctl/{ref}", "FETCH_HEAD")
+    # what was fetched is FETCH_HEAD only: name it, so that it stays reachable and _rev finds it
+    _git("-C", str(git_dir), "update-ref", f"refs/fleetctl/{ref}", "FETCH_HEAD")
     return str(git_dir), ""
 
 
