@@ -83,6 +83,16 @@ def test_a_release_asset_comes_from_the_mirrors_urls_folder_checked_by_its_hash(
     assert "the fetch_mirror has no urls/other.tar.gz" in rows[2]["error"]
     assert gitmirror.export(rows[:1]) == []
     assert (Path(rows[0]["local"]) / "json.h").read_text() == "#define JSON 1\n"  # one top folder stripped
+    # every algorithm CMake's URL_HASH takes is checked, URL_MD5 too; one it does not know is refused
+    blob = buf.getvalue()
+    forms = [f" URL_HASH SHA512={hashlib.sha512(blob).hexdigest()}", " URL_HASH SHA512=" + "0" * 128,
+             f" URL_MD5 {hashlib.md5(blob).hexdigest()}", " URL_MD5 " + "0" * 32,
+             f" URL_HASH SHA3_256={hashlib.sha3_256(blob).hexdigest()}", " URL_HASH CRC32=1234"]
+    got = gitmirror.resolve([read_fetch_deps({"CMakeLists.txt": f"FetchContent_Declare(json URL {url}{h})\n"})[0]
+                             .as_dict() for h in forms], str(mirror), str(tmp_path / "cache"))
+    assert [r["error"] == "" for r in got] == [True, False, True, False, True, False]
+    assert "has SHA512 " in got[1]["error"] and "has MD5 " in got[3]["error"]
+    assert "URL_HASH CRC32: not a hash CMake knows" in got[5]["error"]
 
 
 def _commit(work: Path, text: str) -> str:

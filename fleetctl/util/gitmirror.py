@@ -174,9 +174,13 @@ def resolve(deps: list[dict[str, Any]], mirror: str, cache: str) -> list[dict[st
                                 f"no urls/{dep['url'].rstrip('/').rsplit('/', 1)[-1]}")
             else:
                 digest = _sha256(found)
-                want = (dep.get("url_hash") or "").partition("=")
-                if want[0].upper() == "SHA256" and want[2].lower() != digest:
-                    row["error"] = f"{dep['name']}: {found} has SHA256 {digest}, the tree's URL_HASH wants {want[2]}"
+                algo, _, want = (dep.get("url_hash") or "").partition("=")
+                algo = algo.upper()
+                have = digest if algo in ("", "SHA256") else _digest(found, algo)
+                if algo and have is None:
+                    row["error"] = f"{dep['name']}: URL_HASH {algo}: not a hash CMake knows"
+                elif algo and have != want.lower():
+                    row["error"] = f"{dep['name']}: {found} has {algo} {have}, the tree's URL_HASH wants {want}"
                 else:
                     local = root / "urls" / digest
                     row.update(commit=f"sha256:{digest}", archive=found, local=str(local),
@@ -203,9 +207,23 @@ def resolve(deps: list[dict[str, Any]], mirror: str, cache: str) -> list[dict[st
 
 
 def _sha256(path: str) -> str:
+    return _digest(path, "SHA256") or ""
+
+
+#: ``URL_HASH`` algorithms (CMake's ExternalProject docs) -> hashlib's names.
+_HASHES = {"MD5": "md5", "SHA1": "sha1", "SHA224": "sha224", "SHA256": "sha256", "SHA384": "sha384",
+           "SHA512": "sha512", "SHA3_224": "sha3_224", "SHA3_256": "sha3_256", "SHA3_384": "sha3_384",
+           "SHA3_512": "sha3_512"}
+
+
+def _digest(path: str, algo: str) -> str | None:
+    """The hex digest of ``path`` by a ``URL_HASH`` algorithm name, ``None`` for an unknown one."""
     import hashlib
 
-    h = hashlib.sha256()
+    name = _HASHES.get(algo.upper())
+    if name is None:
+        return None
+    h = hashlib.new(name)
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
