@@ -131,3 +131,42 @@ def test_moving_refs_resolve_as_a_clone_would_see_them(tmp_path: Path) -> None:
     git("tag", "-f", "v1", "dev", cwd=up)
     git("push", "-q", "-f", str(tmp_path / "srv" / "o" / "dep.git"), "v1", cwd=up)
     assert gitmirror.resolve([tag], url, cache)[0]["commit"] == second
+
+
+def test_submodules_of_submodules_and_names_in_any_case(tmp_path: Path) -> None:
+    """A clone checks submodules out recursively: o/mid's submodule o/sub has its own (o/inner),
+    found at its gitlink under sub's folder; FetchContent names are case-insensitive, so
+    FetchContent_MakeAvailable(MID) runs the CMake of the dependency declared as Mid."""
+    mirror = tmp_path / "mirror"
+    inner = bare_repo(mirror, "o/inner", {"inner.h": "#define INNER 1\n"})
+    work = tmp_path / "sub"
+    git("init", "-q", "-b", "main", str(work))
+    (work / ".gitmodules").write_text('[submodule "in"]\n\tpath = in\n\turl = https://git.invalid/o/inner.git\n')
+    git("add", "-A", cwd=work)
+    git("update-index", "--add", "--cacheinfo", f"160000,{inner},in", cwd=work)
+    git("commit", "-q", "-m", "sub", cwd=work)
+    sub = git("rev-parse", "HEAD", cwd=work)
+    git("clone", "-q", "--bare", str(work), str(mirror / "o" / "sub.git"))
+    leaf = bare_repo(mirror, "o/leaf", {"leaf.h": "#define LEAF 1\n"})
+    work = tmp_path / "mid"
+    git("init", "-q", "-b", "main", str(work))
+    (work / "CMakeLists.txt").write_text(
+        f"FetchContent_Declare(leaf GIT_REPOSITORY https://git.invalid/o/leaf.git GIT_TAG {leaf})\n")
+    (work / ".gitmodules").write_text('[submodule "s"]\n\tpath = ext/s\n\turl = https://git.invalid/o/sub.git\n')
+    git("add", "-A", cwd=work)
+    git("update-index", "--add", "--cacheinfo", f"160000,{sub},ext/s", cwd=work)
+    git("commit", "-q", "-m", "mid", cwd=work)
+    mid = git("rev-parse", "HEAD", cwd=work)
+    git("clone", "-q", "--bare", str(work), str(mirror / "o" / "mid.git"))
+    top = {"CMakeLists.txt": f"FetchContent_Declare(Mid GIT_REPOSITORY https://git.invalid/o/mid.git GIT_TAG {mid})\n"
+                             "FetchContent_Declare(mid GIT_REPOSITORY https://git.invalid/o/other.git GIT_TAG v9)\n"
+                             "FetchContent_MakeAvailable(MID)\n"}
+    deps = read_fetch_deps(top)
+    assert [(d.name, d.runs_cmake) for d in deps] == [("Mid", True)]  # one dependency, the first declaration
+    cache = build_deps.deps_cache()
+    rows = gitmirror.resolve([d.as_dict() for d in deps], str(mirror), str(cache))
+    deps, rows, err = drive(build_deps.transitive_deps(deps, rows, str(mirror), {}))
+    assert err == ""
+    assert [(d.name, d.path, r["commit"]) for d, r in zip(deps, rows)] == [
+        ("Mid", None, mid), ("leaf", None, leaf), ("Mid/ext/s", "${Mid_SOURCE_DIR}/ext/s", sub),
+        ("Mid/ext/s/in", "${Mid_SOURCE_DIR}/ext/s/in", inner)]

@@ -117,3 +117,17 @@ def test_local_declarations_download_nothing_and_are_left_out() -> None:
             'FetchContent_Declare(tar URL "${CMAKE_CURRENT_SOURCE_DIR}/deps/x.tar.gz")\n'
             "FetchContent_Declare(f URL file:///srv/x.tar.gz)\n")
     assert read_fetch_deps({"CMakeLists.txt": text}) == []
+
+
+def test_an_external_project_that_downloads_is_refused_by_name():
+    """ExternalProject_Add downloads while building, where no FETCHCONTENT_SOURCE_DIR_* reaches:
+    refused with file, line and construct (an offline build would fail mid-way); a local URL is fine."""
+    import pytest
+
+    from fleetctl.build.fetchdeps import FetchDepsError, read_fetch_deps
+
+    with pytest.raises(FetchDepsError, match=r"CMakeLists.txt:2: ExternalProject_Add\(zlib\): GIT_REPOSITORY "
+                                             r"https://git.invalid/z.git: downloads while building"):
+        read_fetch_deps({"CMakeLists.txt": "include(ExternalProject)\n"
+                                           "ExternalProject_Add(zlib GIT_REPOSITORY https://git.invalid/z.git GIT_TAG v1)\n"})
+    assert read_fetch_deps({"CMakeLists.txt": "ExternalProject_Add(z URL ${CMAKE_CURRENT_SOURCE_DIR}/z.tar.gz)\n"}) == []

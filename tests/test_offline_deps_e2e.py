@@ -122,3 +122,29 @@ def test_dependencies_come_from_the_mirror_and_nothing_touches_the_network(sshd_
     build = {t["action"]: t for t in json.loads((last_run(tmp_path) / "run.json").read_text())
              ["hosts"]["offline"]["tasks"]}["build_wheel"]
     assert build["data"]["decision"]["deps_sent"] == 0
+
+
+def test_a_given_source_that_is_not_on_the_host_fails_while_planning(sshd_farm, tmp_path):
+    """FETCHCONTENT_SOURCE_DIR_<NAME> (the operator's own copy of a dependency) must name a folder
+    on the host: a missing one fails the host while planning, naming the define and the folder,
+    not the configure after the plan said ok."""
+    fx = offline_project(tmp_path)
+    h = sshd_farm.start("given", env=NO_NETWORK)
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    gone = tmp_path / "nowhere" / "depa"
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"given": {
+        **h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work"), "venv": tool_venv(tmp_path / "v"),
+        "fetch_mirror": str(fx["mirror"]), "extra_defines": {"FETCHCONTENT_SOURCE_DIR_DEPA": str(gone)}}}})
+    play = tmp_path / "play.yaml"
+    play.write_text(PLAY.format(src=fx["src"]).replace(
+        "      max_jobs: 1\n", "      max_jobs: 1\n      cmake_defines: \"{{ extra_defines }}\"\n"))
+    res = plan(inv, play, tmp_path)
+    assert res.returncode != 0
+    flat = " ".join(res.stdout.split())
+    assert (f"FETCHCONTENT_SOURCE_DIR_DEPA={gone}: no such folder on the host (the source given for depa instead of "
+            "fetching it)") in flat, flat
+    gone.mkdir(parents=True)  # there now: the plan goes on, depa given, the others fetched
+    res = plan(inv, play, tmp_path, "--json")
+    assert res.returncode == 0, res.stdout[-3000:]
+    rows = {d["name"]: d["host"] for d in json.loads(res.stdout)["given"]["builds"][0]["deps"]}
+    assert rows["depa"] == f"given: {gone}" and rows["depb"] == "to send"

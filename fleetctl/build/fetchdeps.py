@@ -179,24 +179,28 @@ def read_fetch_deps(texts: Mapping[str, str], *, overrides: Mapping[str, str] | 
     _collect("CMakeLists.txt", texts, commands, set())
     values = _literal_sets(commands)
     declared = {c.args[0] for c in commands if c.name.lower() == "fetchcontent_declare" and c.args}
+    # dependency names are case-insensitive (FetchContent: <lowercaseName>_SOURCE_DIR, and
+    # FetchContent_MakeAvailable(FOO) is the FetchContent_Declare(foo) dependency)
     running = set()
     for cmd in commands:
         low = cmd.name.lower()
         if low == "fetchcontent_makeavailable":
-            running.update(cmd.args)
+            running.update(a.lower() for a in cmd.args)
         elif low == "add_subdirectory" and cmd.args:
             m = re.match(r"^\$\{(.+)_SOURCE_DIR\}", cmd.args[0])
             if m:
-                running.add(m.group(1))
+                running.add(m.group(1).lower())
+        elif low == "externalproject_add" and cmd.args:
+            _external_project(cmd)
     deps: list[Dep] = []
     seen: set[str] = set()
     for cmd in commands:
         if cmd.name.lower() != "fetchcontent_declare":
             continue
         dep = _declaration(cmd, values, overrides, declared)
-        if dep is not None and dep.name not in seen:
-            seen.add(dep.name)
-            deps.append(dataclasses.replace(dep, runs_cmake=dep.name in running))
+        if dep is not None and dep.name.lower() not in seen:
+            seen.add(dep.name.lower())
+            deps.append(dataclasses.replace(dep, runs_cmake=dep.name.lower() in running))
     deps += submodules(texts.get(".gitmodules"), gitlinks)
     return deps
 
@@ -334,6 +338,22 @@ def _declaration(cmd: Command, values: Mapping[str, list[tuple[str, Command]]],
     raise FetchDepsError(cmd.file, cmd.line, construct,
                          (f"{other[0]} is not supported (git or URL only)" if other
                           else "neither GIT_REPOSITORY nor URL: nothing to fetch it from"))
+
+
+def _external_project(cmd: Command) -> None:
+    """Refuse an ``ExternalProject_Add()`` that downloads (a repository, or a ``URL`` that is no
+    local file): it downloads at build time, which no ``FETCHCONTENT_SOURCE_DIR_*`` override
+    reaches, so an offline builder would fail mid-build (CMake's ExternalProject docs)."""
+    for i, arg in enumerate(cmd.args[1:], 1):
+        quoted = cmd.quoted[i] if i < len(cmd.quoted) else False
+        if quoted or not (arg.endswith("_REPOSITORY") or arg in ("URL", "DOWNLOAD_COMMAND")):
+            continue
+        value = cmd.args[i + 1] if i + 1 < len(cmd.args) else ""
+        if arg == "URL" and _local_path(value):
+            continue
+        raise FetchDepsError(cmd.file, cmd.line, f"ExternalProject_Add({cmd.args[0]})",
+                             f"{arg} {value}: downloads while building, where no fetch_mirror source can be given "
+                             "(make it a FetchContent dependency, or build it beforehand)")
 
 
 def _local_path(url: str) -> bool:

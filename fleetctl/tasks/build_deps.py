@@ -120,6 +120,15 @@ def plan_deps(mirror: str, host: HostView, src: str, overrides: dict[str, str]):
     out.rows = [{**_row(d.as_dict()), "controller": "-", "host": f"given: {overrides[d.source_dir_var]}"}
                 for d in given]  # the operator's own -DFETCHCONTENT_SOURCE_DIR_<NAME>: not fetched
     deps = [d for d in deps if d not in given]
+    if given:
+        got = yield probe(["/bin/sh", "-c", _PRESENT, "fleetctl-deps", *(overrides[d.source_dir_var] for d in given)],
+                          "whether the sources given for dependencies are on the host")
+        there = set(got.stdout_text.split("\n"))
+        lost = [d for d in given if overrides[d.source_dir_var] not in there]
+        if lost:
+            out.error = "; ".join(f"{d.source_dir_var}={overrides[d.source_dir_var]}: no such folder on the host "
+                                  f"(the source given for {d.name} instead of fetching it)" for d in lost)
+            return out
     if not deps:
         out.defines["FETCHCONTENT_FULLY_DISCONNECTED"] = "ON"
         return out
@@ -169,12 +178,13 @@ def transitive_deps(deps: list[Dep], rows: list[dict[str, Any]], mirror: str, ov
     name wins, as in CMake) and the submodules of git ones (a clone checks them out unless
     ``GIT_SUBMODULES`` says otherwise), read from the mirror at the pinned commit. Returns
     ``(deps, rows, error line or "")``."""
-    names = {d.name for d in deps}
+    names = {d.name.lower() for d in deps}
     frontier = list(zip(deps, rows))
     for _ in range(MAX_DEPTH):
         children: list[Dep] = []
         for dep, row in frontier:
-            wants_subs = dep.kind == "git" and dep.submodules != ()
+            # a clone checks submodules out recursively (GIT_SUBMODULES_RECURSE defaults to ON)
+            wants_subs = dep.kind in ("git", "submodule") and dep.submodules != ()
             if row["error"] or not row.get("git_dir") or not (dep.runs_cmake or wants_subs):
                 continue
             got = yield Local(fn=gitmirror.tree_texts, args=(row["git_dir"], row["commit"]),
@@ -186,16 +196,18 @@ def transitive_deps(deps: list[Dep], rows: list[dict[str, Any]], mirror: str, ov
                 kids = []
                 if dep.runs_cmake and "CMakeLists.txt" in texts:
                     own = {k: v for k, v in texts.items() if k != ".gitmodules"}
-                    kids += [k for k in read_fetch_deps(own, overrides=overrides) if k.name not in names]
+                    kids += [k for k in read_fetch_deps(own, overrides=overrides) if k.name.lower() not in names]
                 if wants_subs:
                     subs = submodules(texts.get(".gitmodules"), got["gitlinks"])
                     subs = [x for x in subs if not dep.submodules or x.path in dep.submodules]
-                    kids += [dataclasses.replace(x, name=f"{dep.name}/{x.path}",
-                                                 path="${%s_SOURCE_DIR}/%s" % (dep.name, x.path)) for x in subs]
+                    # where the parent's files are: a submodule's own path, else <name>_SOURCE_DIR
+                    base = dep.path if dep.kind == "submodule" else "${%s_SOURCE_DIR}" % dep.name
+                    kids += [dataclasses.replace(x, name=f"{dep.name}/{x.path}", path=f"{base}/{x.path}")
+                             for x in subs]
             except FetchDepsError as exc:
                 return deps, rows, (f"fetch_mirror: cannot tell what {dep.name} ({dep.repo} @ {row['commit'][:12]}) "
                                     f"downloads: {exc}")
-            names |= {k.name for k in kids}
+            names |= {k.name.lower() for k in kids}
             children += kids
         if not children:
             break
@@ -214,8 +226,9 @@ def _row(d: dict[str, Any]) -> dict[str, Any]:
 def _host_dir(dep: Dep, row: dict[str, Any], host: HostView, src: str, dirs: dict[str, str],
               by_name: dict[str, Dep]) -> str:
     m = _NESTED.match(dep.path or "")
-    if m and m.group("dep") in dirs:  # inside another dependency's sources (SOURCE_DIR, its submodule)
-        return posixpath.normpath(dirs[m.group("dep")] + (m.group("rest") or ""))
+    low = {k.lower(): v for k, v in dirs.items()}  # <name>_SOURCE_DIR: names are case-insensitive
+    if m and m.group("dep").lower() in low:  # inside another dependency's sources (SOURCE_DIR, its submodule)
+        return posixpath.normpath(low[m.group("dep").lower()] + (m.group("rest") or ""))
     if dep.kind == "submodule":
         return posixpath.join(src, dep.path or dep.name)
     return posixpath.join(host.workdir, "fetchdeps", str(row["repo"]).replace("/", "+"),

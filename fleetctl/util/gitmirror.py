@@ -189,6 +189,8 @@ def resolve(deps: list[dict[str, Any]], mirror: str, cache: str) -> list[dict[st
             continue
         if is_url(mirror):
             git_dir, why = _url_repo(mirror, repo, ref, root)
+        elif not os.path.isdir(mirror):
+            git_dir, why = None, f"the fetch_mirror folder {mirror} does not exist"
         else:
             git_dir = locate(mirror, repo)
             why = "" if git_dir else f"the fetch_mirror {mirror} has no repository {repo} (looked for " + \
