@@ -14,7 +14,7 @@ Each (tool, size) runs in its own process: the real CLI (``fleetctl -i INV run|f
 ``fake`` kind registered the way a real kind is (one line in ``registry.KINDS``) and every
 inventory host ``ansible_connection: fake``. ``deploy`` is the toy playbook of tests/test_engine.py
 (copy, build_wheel, pip_install) deployed once untimed (builds once, pushes to the rest), then
-measured with nothing to change. Measured: wall seconds and the process's CPU seconds of the
+measured with nothing to change (``--serial N``: the playbook in batches of N hosts). Measured: wall seconds and the process's CPU seconds of the
 measured command (``getrusage(RUSAGE_SELF)`` deltas), CPU milliseconds per host, the process's peak
 RSS (``ru_maxrss``: includes the double's in-memory hosts), and counts that must stay linear:
 execs per host, Python function calls per host (``--calls``: a cProfile of the measured command;
@@ -56,7 +56,7 @@ tasks:
 """
 
 
-def write_inputs(root: Path, n: int) -> tuple[Path, Path]:
+def write_inputs(root: Path, n: int, serial: int = 0) -> tuple[Path, Path]:
     """An inventory of ``n`` fake hosts (one group, plain YAML as scale_bench.py writes) and the toy playbook."""
     import yaml
 
@@ -67,11 +67,11 @@ def write_inputs(root: Path, n: int) -> tuple[Path, Path]:
     (root / "toy").mkdir(exist_ok=True)
     (root / "toy" / "pyproject.toml").write_text("[project]\nname = 'toy'\nversion = '0.1'\n")
     play = root / "play.yaml"
-    play.write_text(PLAY)
+    play.write_text(PLAY.replace("hosts: all\n", f"hosts: all\nserial: {serial}\n") if serial else PLAY)
     return inv, play
 
 
-def child(tool: str, n: int, root: Path, calls: bool) -> dict:
+def child(tool: str, n: int, root: Path, calls: bool, serial: int = 0) -> dict:
     """One measured command in this process (see the module docstring)."""
     sys.path.insert(0, str(REPO))
     os.environ["FLEETCTL_HOME"] = str(root / f"home-{tool}-{n}")
@@ -81,7 +81,7 @@ def child(tool: str, n: int, root: Path, calls: bool) -> dict:
     from tests.support import fake_connection as fake
 
     registry.KINDS["fake"] = "tests.support.fake_connection:KIND"
-    inv, play = write_inputs(root, n)
+    inv, play = write_inputs(root, n, serial)
     for i in range(n):
         name = f"a{i + 1:05d}"
         fake.HOSTS[name] = fake.FakeHost(name, handlers=[fake.python_packaging])
@@ -92,15 +92,28 @@ def child(tool: str, n: int, root: Path, calls: bool) -> dict:
                               str(FORKS)]}[tool]
     os.chdir(root)
 
+    class Sink(io.TextIOBase):
+        """stdout for the command: counts what --json prints, keeps none of it (a StringIO would
+        add the whole document, 60 MB at 10,000 hosts, to the peak measured)."""
+        def __init__(self) -> None:
+            self.n = 0
+
+        def writable(self) -> bool:
+            return True
+
+        def write(self, text: str) -> int:
+            self.n += len(text)
+            return len(text)
+
     def once() -> tuple[int, int]:
-        out = io.StringIO()
+        out = Sink()
         with contextlib.redirect_stdout(out):
             try:
                 main(args=argv, prog_name="fleetctl", standalone_mode=False)
                 rc = 0
             except SystemExit as exc:
                 rc = int(exc.code or 0)
-        return rc, len(out.getvalue())
+        return rc, out.n
 
     if tool == "deploy":
         rc, _ = once()  # installs (one build, the wheel pushed to the others): untimed
@@ -119,7 +132,7 @@ def child(tool: str, n: int, root: Path, calls: bool) -> dict:
     if prof is not None:
         prof.disable()
     cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
-    res = {"tool": tool, "hosts": n, "rc": rc, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
+    res = {"tool": tool + (f" serial {serial}" if serial and tool == "deploy" else ""), "hosts": n, "rc": rc, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
            "cpu_ms_per_host": round(cpu * 1000 / n, 3), "peak_mib": round(r1.ru_maxrss / 1024, 1),
            "execs_per_host": round((sum(len(h.execs) for h in fake.HOSTS.values()) - execs0) / n, 3),
            "json_bytes": out_bytes}
@@ -134,10 +147,10 @@ def child(tool: str, n: int, root: Path, calls: bool) -> dict:
     return res
 
 
-def measure(tool: str, n: int, root: Path, calls: bool) -> dict:
+def measure(tool: str, n: int, root: Path, calls: bool, serial: int = 0) -> dict:
     """:func:`child` in a fresh interpreter (its own peak RSS)."""
     p = subprocess.run([sys.executable, __file__, "--child", f"{tool}:{n}", "--workdir", str(root)]
-                       + (["--calls"] if calls else []), capture_output=True, text=True, cwd=REPO)
+                       + (["--calls"] if calls else []) + ["--serial", str(serial)], capture_output=True, text=True, cwd=REPO)
     try:
         return json.loads(p.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -162,6 +175,7 @@ def main() -> int:
     ap.add_argument("--hosts", default="50,1000,10000")
     ap.add_argument("--tools", default="run,facts,deploy")
     ap.add_argument("--calls", action="store_true", help="also count Python calls per host (cProfile; slower)")
+    ap.add_argument("--serial", type=int, default=0, help="the deploy's playbook in batches of this many hosts")
     ap.add_argument("--json-out", default="")
     ap.add_argument("--workdir", default="")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
@@ -170,12 +184,12 @@ def main() -> int:
     root.mkdir(parents=True, exist_ok=True)
     if args.child:
         tool, n = args.child.split(":")
-        print(json.dumps(child(tool, int(n), root, args.calls)))
+        print(json.dumps(child(tool, int(n), root, args.calls, args.serial)))
         return 0
     rows = []
     for n in [int(x) for x in args.hosts.split(",") if x.strip()]:
         for tool in [t.strip() for t in args.tools.split(",") if t.strip()]:
-            rows.append(measure(tool, n, root, args.calls))
+            rows.append(measure(tool, n, root, args.calls, args.serial))
             print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     doc = {"started": dt.datetime.now(dt.timezone.utc).isoformat(), "args": vars(args), "load1": os.getloadavg()[0],
            "rows": rows}
