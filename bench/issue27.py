@@ -132,8 +132,9 @@ def scale_table(real: dict | None, double: dict | None) -> list[str]:
         if "error" in r:
             lines.append(f"| {r['hosts']} | {names.get(r['tool'], r['tool'])} | Connection double | failed | | | |")
             continue
+        double = f" (the double's hosts ~{r['double_mib']:.0f})" if r.get("double_mib") is not None else ""
         lines.append(f"| {r['hosts']} | {names.get(r['tool'], r['tool'])} | Connection double | {r['wall_s']:.2f} | "
-                     f"{r['cpu_s']:.2f} | {r['cpu_ms_per_host']:.2f} | {r['peak_mib']:.1f} |")
+                     f"{r['cpu_s']:.2f} | {r['cpu_ms_per_host']:.2f} | {r['peak_mib']:.1f}{double} |")
     return lines
 
 

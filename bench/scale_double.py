@@ -16,7 +16,7 @@ inventory host ``ansible_connection: fake``. ``deploy`` is the toy playbook of t
 (copy, build_wheel, pip_install) deployed once untimed (builds once, pushes to the rest), then
 measured with nothing to change (``--serial N``: the playbook in batches of N hosts). Measured: wall seconds and the process's CPU seconds of the
 measured command (``getrusage(RUSAGE_SELF)`` deltas), CPU milliseconds per host, the process's peak
-RSS (``ru_maxrss``: includes the double's in-memory hosts), and counts that must stay linear:
+RSS (``ru_maxrss``: includes the double's in-memory hosts, estimated apart as ``double_mib``), and counts that must stay linear:
 execs per host, Python function calls per host (``--calls``: a cProfile of the measured command;
 the profile's top self-time functions are kept in the JSON, the way a superlinear step shows).
 """
@@ -136,6 +136,7 @@ def child(tool: str, n: int, root: Path, calls: bool, serial: int = 0) -> dict:
            "cpu_ms_per_host": round(cpu * 1000 / n, 3), "peak_mib": round(r1.ru_maxrss / 1024, 1),
            "execs_per_host": round((sum(len(h.execs) for h in fake.HOSTS.values()) - execs0) / n, 3),
            "json_bytes": out_bytes}
+    res["double_mib"] = round(double_bytes(fake.HOSTS) / 2 ** 20, 1)
     if prof is not None:
         import pstats
 
@@ -145,6 +146,26 @@ def child(tool: str, n: int, root: Path, calls: bool, serial: int = 0) -> dict:
         res["top_self"] = [{"fn": f"{Path(k[0]).name}:{k[1]}:{k[2]}", "calls": v[1], "self_s": round(v[2], 3)}
                            for k, v in top]
     return res
+
+
+def double_bytes(hosts: dict) -> int:
+    """What the double's in-memory hosts hold (their files, logs and facts), estimated from 50 of
+    them (``sys.getsizeof`` over each one's own objects, shared objects such as interned script
+    texts counted once per sample host) times the host count: part of ``peak_mib``, not fleetctl's."""
+    import gc
+
+    sample = list(hosts.values())[:: max(1, len(hosts) // 50)][:50]
+    total = 0
+    for h in sample:
+        seen, todo = set(), [h]
+        while todo:
+            o = todo.pop()
+            if id(o) in seen or isinstance(o, type):
+                continue
+            seen.add(id(o))
+            total += sys.getsizeof(o)
+            todo.extend(r for r in gc.get_referents(o) if not callable(r))
+    return total * len(hosts) // max(1, len(sample))
 
 
 def measure(tool: str, n: int, root: Path, calls: bool, serial: int = 0) -> dict:
@@ -159,13 +180,14 @@ def measure(tool: str, n: int, root: Path, calls: bool, serial: int = 0) -> dict
 
 def table(rows: list[dict]) -> str:
     lines = [f"{'tool':7} {'hosts':>6} {'wall s':>8} {'ctl cpu s':>10} {'cpu ms/host':>12} {'peak MiB':>9} "
-             f"{'execs/host':>11} {'calls/host':>11}"]
+             f"{'double MiB':>10} {'execs/host':>11} {'calls/host':>11}"]
     for r in rows:
         if "error" in r:
             lines.append(f"{r['tool']:7} {r['hosts']:>6} FAILED rc={r['rc']}: {r['error'][-200:]!r}")
             continue
         lines.append(f"{r['tool']:7} {r['hosts']:>6} {r['wall_s']:>8.2f} {r['cpu_s']:>10.2f} "
-                     f"{r['cpu_ms_per_host']:>12.2f} {r['peak_mib']:>9.1f} {r['execs_per_host']:>11.2f} "
+                     f"{r['cpu_ms_per_host']:>12.2f} {r['peak_mib']:>9.1f} {r.get('double_mib', '-'):>10} "
+                     f"{r['execs_per_host']:>11.2f} "
                      f"{r.get('calls_per_host', '-'):>11}")
     return "\n".join(lines)
 
