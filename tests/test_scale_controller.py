@@ -160,3 +160,46 @@ def test_run_and_a_no_change_deploy_cost_the_controller_the_same_per_host_at_ten
     assert c2 <= c1 * SLACK, f"calls per host grew from {c1:.0f} to {c2:.0f}"
     assert m2 <= m1 * SLACK, f"memory per host grew from {m1:.0f} to {m2:.0f} bytes"
     assert e2 <= e1 * SLACK and r2 <= r1 * SLACK, (got, "the record per host grew")
+
+
+def open_logs(folder: Path) -> int:
+    """This process's open descriptors on files in ``folder`` (/proc/self/fd)."""
+    import os
+
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}").startswith(str(folder) + "/")
+        except OSError:
+            pass
+    return count
+
+
+def test_the_record_keeps_every_line_of_1000_hosts_with_at_most_256_logs_open_and_each_script_once(tmp_path):
+    """1,000 hosts waiting together (as a batch waits for its classes) each print, then print again
+    later: every line is in its host's log, in order, while at most MAX_OPEN_LOGS files are open;
+    a long probe script in every host's command.started event is written once, in scripts/."""
+    from fleetctl.connection.base import OutputLine
+    from fleetctl.engine.model import Event, RunModel
+    from fleetctl.reporting.record import MAX_OPEN_LOGS, SCRIPT_CHARS, RunRecord
+
+    run = RunModel(kind="deploy")
+    record = RunRecord(run, root=tmp_path)
+    script = "import json\n" + "x = 1\n" * SCRIPT_CHARS
+    names = [f"h{i:04d}" for i in range(1000)]
+    for name in names:
+        record.event(run, Event(name="host.started", host=name, data={}))
+        record.event(run, Event(name="command.started", host=name, data={"task": "t", "argv": ["python3", "-c", script, name]}))
+        record.line(run, name, OutputLine("stdout", f"first {name}\n".encode()))
+        assert open_logs(tmp_path / run.run_id / "logs") <= MAX_OPEN_LOGS
+    for name in names:
+        record.line(run, name, OutputLine("stdout", f"second {name}\n".encode()))
+        record.event(run, Event(name="host.finished", host=name, data={"status": "ok"}))
+    record.close(run)
+    folder = tmp_path / run.run_id
+    for name in names[::97]:
+        assert (folder / "logs" / f"{name}.log").read_bytes() == f"out| first {name}\nout| second {name}\n".encode()
+    assert [p.read_text() for p in (folder / "scripts").iterdir()] == [script]
+    started = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()
+               if '"command.started"' in line]
+    assert len(started) == 1000 and started[5]["argv"][2].startswith("@scripts/") and started[5]["argv"][3] == names[5]
