@@ -85,3 +85,24 @@ def test_a_probe_answered_ahead_unsets_what_its_step_unsets(tmp_path):
     answer = json.loads(line[len(MARK):])["probes"][0]
     assert answer is not None and answer["rc"] == 0
     assert base64.b64decode(answer["out"]) == b"x=unset y=y\n"
+
+
+def test_venv_probe_requirement_versions_equal_importlib_metadata_in_one_interpreter_or_two():
+    """The build preflight's requirements question finds versions without importing
+    importlib.metadata; with no requirement to read it runs in the probe's own interpreter."""
+    from fleetctl.tasks.venv_probe import VENV_PROBE
+
+    code = ("import json, sys\nimport importlib.metadata as md\nout = {}\nfor n in sys.argv[1:]:\n"
+            "    try:\n        out[n] = md.version(n)\n    except Exception:\n        out[n] = None\n"
+            "print(json.dumps(out))\n")
+    expected = json.loads(subprocess.run([sys.executable, "-c", code, "setuptools", *DISTS], check=True,
+                                         capture_output=True, text=True).stdout)
+    for reqs in ([], DISTS):
+        arg = json.dumps({"imports": [], "requirements": reqs, "tokens": None, "tmp": None})
+        res = subprocess.run(["strace", "-f", "-qq", "-e", "trace=execve", "-o", "/dev/stderr", sys.executable, "-c",
+                              VENV_PROBE, arg], capture_output=True, text=True, cwd="/", check=True)
+        got = json.loads(res.stdout.strip().splitlines()[-1])
+        assert got["probe_errors"] == {} and got["setuptools"] == expected["setuptools"]
+        assert {r: v["installed"] for r, v in got["requirements"].items()} == {n: expected[n] for n in reqs}
+        execs = [ln for ln in res.stderr.splitlines() if "execve(" in ln and "= 0" in ln]
+        assert len(execs) == (1 if not reqs else 2), execs  # the probe itself, plus a child only to read requirements

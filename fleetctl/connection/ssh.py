@@ -321,6 +321,7 @@ class SSHConnection(SFTPFiles, Connection):
                    timeout_s: float | None, on_line: LineCallback | None, stdin: list[bytes], become: bool,
                    capture_bytes: int | None, supervise: bool, hold_stdin: bool) -> CommandResult:
         argv = [str(a) for a in argv]
+        self._count("execs")  # round trips, for the run record (a no-change deploy's test counts them)
         supervise = supervise and not stdin and not hold_stdin
         command = remote_command_line(argv, env=env, cwd=cwd, supervise=supervise, become=become,
                                       login_shell=self.login_shell)

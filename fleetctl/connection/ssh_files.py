@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import posixpath
 import secrets
 from pathlib import Path
@@ -124,6 +125,9 @@ class SFTPFiles:
                 folder is at ``remote_path``, ``Permission denied`` with the folder refused).
         """
         kw = {"mode": mode, "dir_mode": dir_mode, "explicit_dest": explicit_dest}
+        self._count("puts")  # for the run record: what a deploy sent (bytes of the local file)
+        self.stats["put_bytes"] = self.stats.get("put_bytes", 0) + (os.path.getsize(local_path)
+                                                                    if os.path.isfile(local_path) else 0)
         if self._no_sftp:
             return await put_by_exec(self, local_path, remote_path, mode, dir_mode=dir_mode,
                                      explicit_dest=explicit_dest)

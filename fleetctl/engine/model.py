@@ -99,7 +99,8 @@ class HostOutcome(_Model):
         rc, signal: the exit status / signal of ``fleetctl run``'s command.
         stdout_tail, stderr_tail: the end of ``fleetctl run``'s output kept in memory (the log
             holds every byte); ``output_truncated`` says the whole did not fit.
-        connection: what reaching the host took (handshake retries, jump hosts, keys recorded).
+        connection: what reaching the host took (handshake retries, jump hosts, keys recorded); for
+            SSH, its counters as the host ended: ``execs`` (commands started), ``puts``, ``put_bytes``.
         output_truncated: ``fleetctl run``: how much of each stream was left out of memory (the
             log holds every byte).
         environment: the host's Python environment when the play stages or switches it

@@ -270,7 +270,8 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             else:
                 result = await run_pass(session, playbook, tasks, selected, apply=True, run=run,
                                         observers=observers, classes=classes, opts=pass_opts)
-            _finish(run, observers, host.name, result, first.get(host.name, []), started=t0)
+            _finish(run, observers, host.name, result, first.get(host.name, []), started=t0,
+                    stats=getattr(session.conn, "stats", None))
         finally:
             await classes.host_done(host.name)
             # the host is done: its answers are not needed any more (its connection, and the
@@ -299,7 +300,8 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                 plans[name] = await _plan(sessions[name], playbook, tasks, selected, run,
                                           planning_observers if apply else observers, classes, pass_opts)
         if not apply:
-            _finish(run, observers, name, plans.pop(name), first.get(name, []))
+            _finish(run, observers, name, plans.pop(name), first.get(name, []),
+                    stats=getattr(sessions[name].conn, "stats", None))
             return
         async with gate:
             await apply_one(host)
@@ -368,8 +370,10 @@ def _end_early(run: RunModel, observers: Observers, host: str, status: str, erro
 
 
 def _finish(run: RunModel, observers: Observers, host: str, result: HostPass, spans: list[PhaseSpan],
-            started: float | None = None) -> None:
+            started: float | None = None, stats: dict | None = None) -> None:
     out = run.host(host)
+    if stats:  # the connection's counters as the host ends (``execs``, ``puts``, ``put_bytes``: round trips)
+        out.connection = dict(stats)
     out.tasks = [t for t in out.tasks if t.action == "facts"] + result.outcomes
     out.status, out.error = result.status, result.error
     if result.environment is not None and run.mode == "apply":

@@ -42,7 +42,8 @@ EVENTS: dict[str, tuple[dict[str, Any], str]] = {
     "task.crashed": ({"task": S, "action": S, "traceback": S},
                      "a planner raised (a fault of fleetctl): the task failed on this host alone"),
     "command.started": ({"task": S, "argv": A, "cwd": [S, "null"], "probe": B, "prefetched": B},
-                        "a command started on the host (prefetched: a probe the host's first command answered ahead)"),
+                        "a command started on the host (prefetched: a probe the host's first command answered ahead; an "
+                        "argument of 1024 chars or more is '@scripts/SHA.txt (N chars)', its text in the run's scripts/)"),
     "command.finished": ({"task": S, "argv0": S, "rc": [I, "null"], "signal": [S, "null"], "duration_s": N},
                          "a command ended"),
     "step.planned": ({"task": S, "step": O}, "a dry run recorded a step instead of doing it"),

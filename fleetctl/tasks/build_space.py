@@ -29,7 +29,10 @@ SPACE_PROBE = r'''
 import ctypes, ctypes.util, errno, json, os, sys
 a = json.loads(sys.argv[1])
 try:
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    try:  # glibc's soname first: find_library runs ldconfig -p (a process) on every host
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
 except (OSError, AttributeError):
     libc = None

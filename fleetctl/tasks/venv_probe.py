@@ -10,7 +10,9 @@ venv made by ``python -m venv``, although the build, a fresh process, would have
 
 So :data:`VENV_PROBE` is a small parent (``json``, ``os``, ``subprocess``, ``sys`` only) that
 runs each question (:data:`QUESTIONS`) as a child of the same interpreter (``sys.executable``),
-all at once, and merges their answers. A question that crashes or prints no answer is named in
+all at once, and merges their answers; the requirements question with no requirement to read
+(only setuptools' version, found without importing anything but ``os`` and ``re``) runs in the
+parent itself: one interpreter start per host for the common build, not two. A question that crashes or prints no answer is named in
 ``probe_errors`` (``{question: "exit 1: last line of its stderr"}``): fleetctl's fault, which
 :func:`probe_fault_problems` reports as such, never as the host's.
 
@@ -57,26 +59,48 @@ print(json.dumps({"missing": missing}))
 '''
 
 #: Each requirement's installed version and whether it satisfies its specifier and marker;
-#: setuptools' version.
+#: setuptools' version. A distribution is found as ``importlib.metadata.version(NAME)`` finds it
+#: (the first ``.dist-info``/``.egg-info`` of that normalized name along sys.path, its METADATA or
+#: PKG-INFO ``Version:`` header; PEP 376, PEP 503) without importing importlib.metadata, and
+#: packaging's ``Requirement`` is imported only when there is a requirement to read: those two
+#: imports were most of this probe's host CPU on every host of every deploy (0.17 of 0.2 CPU-s
+#: with pip 23's vendored pyparsing); tests/test_probe_scripts.py checks both ways agree.
 _REQUIREMENTS_Q = r'''
-import json, sys
+import json, os, re, sys
 a = json.loads(sys.argv[1])
-try:
-    from importlib import metadata as md
-except ImportError:
-    md = None
+def norm(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+found = {}
+for entry in sys.path:
+    try:
+        listing = sorted(os.listdir(entry or "."))
+    except OSError:
+        continue
+    for item in listing:
+        if item.endswith((".dist-info", ".egg-info")):
+            found.setdefault(norm(item.rsplit(".", 1)[0].split("-")[0]), os.path.join(entry or ".", item))
+def version_of(name):
+    info = found.get(norm(name))
+    if info is None:
+        return None
+    meta = os.path.join(info, "METADATA" if info.endswith(".dist-info") else "PKG-INFO") if os.path.isdir(info) else info
+    try:
+        with open(meta, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if not line.strip():
+                    return None
+                if line.lower().startswith("version:"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return None
 Requirement = None
-for mod in ("pip._vendor.packaging.requirements", "packaging.requirements"):
+for mod in ("pip._vendor.packaging.requirements", "packaging.requirements") if a.get("requirements") else ():
     try:
         Requirement = __import__(mod, fromlist=["Requirement"]).Requirement
         break
     except Exception:
         pass
-def version_of(name):
-    try:
-        return md.version(name) if md else None
-    except Exception:
-        return None
 out = {"requirements": {}, "setuptools": version_of("setuptools")}
 for req in a.get("requirements", []):
     name, spec, applies = req.split(";")[0].split("[")[0].strip(), None, True
@@ -117,7 +141,7 @@ else:
 print(json.dumps(out))
 '''
 
-#: The questions, by name, each run in its own child interpreter.
+#: The questions, by name, each run in its own child interpreter (see the module docstring).
 QUESTIONS: dict[str, str] = {"imports": _IMPORTS_Q, "requirements": _REQUIREMENTS_Q, "torch_archs": _TORCH_ARCHS_Q}
 
 _PARENT = r'''
@@ -128,7 +152,8 @@ sys.stdout.flush()
 a = json.loads(sys.argv[1])
 out = {"executable": sys.executable, "prefix": sys.prefix, "missing": [], "requirements": {}, "setuptools": None,
        "torch_archs": None, "torch_archs_error": None, "tmp": None, "probe_errors": {}}
-asked = ["requirements"] + (["imports"] if a.get("imports") else []) + (["torch_archs"] if a.get("tokens") is not None else [])
+asked = (["requirements"] if a.get("requirements") else []) + (["imports"] if a.get("imports") else []) + (
+    ["torch_archs"] if a.get("tokens") is not None else [])
 procs = {}
 for q in asked:
     try:
@@ -143,6 +168,19 @@ if a.get("tmp"):
     st = os.statvfs(p)
     out["tmp"] = {"path": p, "free_mib": st.f_bavail * st.f_frsize // 1048576, "noexec": bool(st.f_flag & 8),
                   "writable": os.access(p, os.W_OK | os.X_OK)}
+if "requirements" not in asked:  # no requirement: nothing but the stdlib to import, so in this process
+    import io
+    saved, sys.stdout = sys.stdout, io.StringIO()
+    try:
+        exec(QUESTIONS["requirements"], {"__name__": "fleetctl_requirements"})
+        answer = json.loads(sys.stdout.getvalue().strip().splitlines()[-1])
+    except Exception as exc:
+        answer = None
+        out["probe_errors"]["requirements"] = "%%s: %%s" %% (type(exc).__name__, exc)
+    finally:
+        sys.stdout = saved
+    if isinstance(answer, dict):
+        out.update(answer)
 for q, proc in procs.items():
     o, e = proc.communicate()
     lines = [ln for ln in o.decode("utf-8", "replace").splitlines() if ln.strip()]

@@ -8,14 +8,16 @@ fleetctl runs it isolated from the login environment (``python -I``: no PYTHONPA
 site-packages, not the script's folder on sys.path; cwd ``/``; VIRTUAL_ENV and CONDA_PREFIX unset),
 so the package is imported from the venv, never from a source checkout. Checks, in order:
 
-- ``torch``: torch imports (it is imported FIRST, as sgl-kernel-style extensions need); a venv
-  without torch passes (``torch not installed``) and the package is verified without it;
+- ``torch``: torch imports; a venv without torch passes (``torch not installed``) and the package is
+  verified without it;
 - ``cuda`` (``--device cuda``, the host's facts list GPUs): torch sees a GPU; a CPU-only torch, or
   one that cannot reach the driver, FAILS here instead of passing its smoke test on the CPU;
-- ``import``: the package imports (after torch);
-- ``import-order``: the package imports in a fresh interpreter WITHOUT torch imported first; when
-  it does only after torch, that FAILS by name ("import-order: NAME imports only after torch"):
-  a user's ``import NAME`` would fail the same way;
+- ``import``: the package imports (when it fails alone, once more after torch, as sgl-kernel-style
+  extensions that need libtorch loaded would);
+- ``import-order``: the package imports in a fresh interpreter WITHOUT torch imported first (this
+  one: the package is imported before torch, :func:`import_alone`); when it does only after torch,
+  that FAILS by name ("import-order: NAME imports only after torch"): a user's ``import NAME``
+  would fail the same way;
 - ``location``: the package was imported from the venv's site-packages;
 - ``symbols``: every required attribute exists;
 - ``archs``: ``build_info()["cuda_archs"]`` covers every SM given with ``--sm`` (when the package
@@ -27,6 +29,8 @@ so the package is imported from the venv, never from a source checkout. Checks, 
   nvidia-smi lists and torch does not see FAILS, unless ``CUDA_VISIBLE_DEVICES`` (or
   ``NVIDIA_VISIBLE_DEVICES``) explains it: then a warning names the variable and both counts.
 
+One interpreter start and one torch import per verify (the GPU checks share them).
+
 Prints one line per check (``PASS name: detail`` / ``FAIL ...``) and, last, one JSON object.
 Exit 0 when every check passed, 1 otherwise.
 """
@@ -34,7 +38,6 @@ Exit 0 when every check passed, 1 otherwise.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import traceback
 
@@ -47,24 +50,19 @@ def check(name, ok, detail=""):
     return ok
 
 
-def start_import_alone(package):
-    """Start importing the package in a fresh isolated interpreter (``-I``, cwd ``/``: no source
-    tree or PYTHONPATH can stand in for the installed package) without torch first; it runs while
-    this one imports torch (each is seconds of one core on a GPU host)."""
-    return subprocess.Popen([sys.executable, "-I", "-c", "import %s" % package], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, universal_newlines=True, cwd="/")
-
-
-def imports_alone(proc):
-    """(ok, message) of :func:`start_import_alone`'s interpreter."""
+def import_alone(package):
+    """Import the package in THIS interpreter before anything imported torch: ``(module or None,
+    ok, message)``. fleetctl starts the script with ``-I`` from ``/`` (no source tree or PYTHONPATH
+    can stand in for the installed package) and the script imports only the standard library before
+    this, so the interpreter is as fresh as a user's ``python -c "import NAME"``: one interpreter
+    start and one torch import (the package's own) per verify, not two. ``message`` is the last
+    line of the error (``ImportError: libc10.so: ...``) when it fails."""
     try:
-        out, _ = proc.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        return False, "import without torch first did not finish in 300 s"
-    lines = out.strip().splitlines()
-    return proc.returncode == 0, (lines[-1] if lines else "")
+        return __import__(package, fromlist=["_"]), True, ""
+    except BaseException as exc:  # noqa: BLE001 - any failure (SystemExit included) is the result
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return None, False, "%s: %s" % (type(exc).__name__, exc)
 
 
 #: Variables that hide GPUs from CUDA (CUDA C Programming Guide, "CUDA Environment Variables";
@@ -233,7 +231,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     summary = {"package": args.package, "python": sys.executable, "cwd": os.getcwd(),
                "isolated": bool(getattr(sys.flags, "isolated", 0)), "device": args.device}
-    alone = start_import_alone(args.package)
+    alone_module, alone_ok, alone_msg = import_alone(args.package)
 
     torch = None
     try:
@@ -267,15 +265,16 @@ def main(argv=None):
         check("cuda", seen, detail)
 
     after = " after torch" if torch is not None else ""
+    module = alone_module
     try:
-        module = __import__(args.package, fromlist=["_"])
+        if module is None:  # it failed alone: once more after torch, to tell the two faults apart
+            module = __import__(args.package, fromlist=["_"])
         check("import", True, getattr(module, "__file__", "?"))
     except Exception as exc:  # noqa: BLE001
         check("import", False, "import %s%s failed: %s" % (args.package, after, exc))
         traceback.print_exc()
         module = None
 
-    alone_ok, alone_msg = imports_alone(alone)
     if alone_ok:
         check("import-order", True, "imports with or without torch first")
     elif module is not None:

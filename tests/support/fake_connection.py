@@ -137,7 +137,9 @@ class FakeConnection(Connection):
         self.fake.log.append(("run", argv))
         self.fake.execs.append(argv)
         if argv[:2] == ["python3", "-c"] and stdin is not None:
-            return await self._session_start(argv, stdin, on_line, hold_stdin)
+            box = [stdin]  # let go of while the lock is held, as SSHConnection does (memory at scale)
+            del stdin
+            return await self._session_start(argv, box, on_line, hold_stdin)
         if self.fake.drop_after and any(self.fake.drop_after in a for a in argv):
             raise HostUnreachable(self.host, f"connection lost during {argv[0]}")
         t0 = time.monotonic()
@@ -162,7 +164,7 @@ class FakeConnection(Connection):
                 return got
         raise AssertionError("unreachable")
 
-    async def _session_start(self, argv: list[str], stdin: bytes, on_line: LineCallback | None,
+    async def _session_start(self, argv: list[str], stdin: list[bytes], on_line: LineCallback | None,
                              hold: bool) -> CommandResult:
         import base64
         import posixpath
@@ -170,12 +172,13 @@ class FakeConnection(Connection):
         if self.fake.drop_after and any(self.fake.drop_after in a for a in ["session_start", *argv]):
             raise HostUnreachable(self.host, "connection lost during python3")
         blocks = []
-        rest = stdin
+        rest = stdin.pop()
         for _ in range(3):  # the script, the facts script, the job
             n, _, rest = rest.partition(b"\n")
             blocks.append(rest[:int(n)])
             rest = rest[int(n):]
         job = json.loads(blocks[2])
+        del blocks, rest
         home = f"/home/{self.fake.name}"
         base = job["workdir"]
         workdir = base if base.startswith("/") else posixpath.normpath(posixpath.join(home, base))

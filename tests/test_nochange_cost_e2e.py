@@ -1,0 +1,75 @@
+"""What a deploy that changes nothing costs each host, counted, not timed (issue 27): over real sshd
+test hosts with real venvs and the toy CUDA package of tests/data/toy_kernels, a second and third
+deploy of unchanged hosts send NO file (0 bytes of payload) and make ONE exec per host (the run's
+first command: folders, login, deploy lock, facts and every probe the planners ask, answered
+ahead), counted by fleetctl's own SSH connection (``execs``, ``puts``, ``put_bytes`` in the run
+record's ``connection``); ``--plan`` and ``--dry-run`` of the same hosts agree that nothing is to do.
+A host whose install was removed by hand still gets reinstalled (the answers are read in this run).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+
+from fleetctl.reporting.tables import plan_rows
+from tests.support.fake_gpu import H200, write_fake_nvidia_smi
+from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+from tests.test_agreement_e2e import PLAY, _plan_hosts, actions
+from tests.test_deploy_e2e import make_host_venv
+
+pytestmark = pytest.mark.sshd
+
+#: Execs a host of an unchanged deploy may make: the first command, nothing else.
+MAX_EXECS = 1
+
+
+def test_a_no_change_deploy_sends_nothing_and_makes_one_round_trip_per_host(sshd_farm, tmp_path):
+    src = tmp_path / "toy"
+    shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
+    play = tmp_path / "play.yaml"
+    play.write_text(textwrap.dedent(PLAY.format(src=src)))
+    hosts = {}
+    for name in ("n1", "n2", "n3"):
+        h = sshd_farm.start(name)
+        write_fake_nvidia_smi(h.bin_dir, [H200])
+        hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / name),
+                       "venv": make_host_venv(tmp_path / f"venv-{name}")}
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": hosts})
+
+    def deploy(*extra: str):
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "fleet", "--playbook", str(play), "--json", *extra,
+                       home=tmp_path, timeout_s=900)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        return res
+
+    deploy()  # installs: every host sends its sources and the wheel
+    first = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]
+    assert all(r["connection"]["put_bytes"] > 0 and r["connection"]["execs"] > MAX_EXECS for r in first.values())
+
+    for _ in range(2):  # the second learns which probes the planners ask; both change nothing
+        deploy()
+        record = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]
+        assert {h: r["status"] for h, r in record.items()} == {h: "ok" for h in hosts}
+        assert not [t for r in record.values() for t in r["tasks"] if t["status"] == "changed"]
+        wire = {h: {k: r["connection"].get(k, 0) for k in ("execs", "puts", "put_bytes")} for h, r in record.items()}
+        assert wire == {h: {"execs": MAX_EXECS, "puts": 0, "put_bytes": 0} for h in hosts}, wire
+
+    plan = actions(_plan_hosts(json.loads(deploy("--plan").stdout)))
+    dry = actions(json.loads(deploy("--dry-run").stdout)["hosts"])
+    assert plan == dry == {h: "skip" for h in hosts}, (plan, dry)
+
+    # the installed package removed by hand: the answers ahead are this run's, so it is reinstalled
+    venv = hosts["n2"]["venv"]
+    subprocess.run([f"{venv}/bin/python3", "-m", "pip", "uninstall", "-y", "-q", "toyfp4"], check=True,
+                   capture_output=True)
+    deploy()
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]
+    changed = {h: [t["action"] for t in r["tasks"] if t["status"] == "changed"] for h, r in record.items()}
+    assert changed == {"n1": [], "n2": ["pip_install"], "n3": []}, changed
+    assert record["n1"]["connection"]["execs"] == MAX_EXECS and record["n2"]["connection"]["execs"] > MAX_EXECS
+    assert plan_rows(record)["n1"]["status"] == "ok"
