@@ -136,3 +136,22 @@ def test_dry_run_shows_each_hosts_recipe_sm90_and_sm120(sshd_farm, tmp_path):
             assert "cmake.define.FETCHCONTENT_SOURCE_DIR_REPO-TRITON=/src/t" in argv
         assert verify["argv"][verify["argv"].index("--symbols") + 1] == \
             "cutlass_scaled_fp4_mm,scaled_fp4_quant,scaled_fp4_grouped_quant"
+
+
+def test_a_bad_recipe_knob_names_the_play_var_and_its_value(sshd_farm, tmp_path):
+    """A bad -e for one of the recipe's knobs fails the host while planning with the play var and
+    the knob named (not the first task's name and a Python exception class)."""
+    h = sshd_farm.start("knob")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    inv = write_inventory(tmp_path / "inv.yaml", {"gpu-nodes": {"knob": {
+        **h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "w"), "venv": make_host_venv(tmp_path / "v")}}})
+    kdir = write_tree(tmp_path / "sglang", layout=NEW_ROOT)
+    play = REPO / "playbooks" / "sgl-kernel.yaml"
+    for extra, want in ((["-e", "sgl_kernel_sms=90a"],
+                         f"{play}: vars.sgl_recipe: sms (the sgl_kernel_sms var) must be auto, host or all, got '90a'"),
+                        (["-e", "sgl_kernel_max_jobs=0"], "vars.sgl_recipe: max_jobs (the sgl_kernel_max_jobs var) must be "
+                                                         "auto or a whole number >= 1, got '0'")):
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", "--playbook", str(play), "-e",
+                       f"sgl_kernel_dir={kdir}", *extra, "--plan", home=tmp_path, env={"COLUMNS": "400"})
+        flat = " ".join(res.stdout.split())
+        assert res.returncode == 1 and want in flat and "ValueError" not in flat, flat

@@ -196,7 +196,11 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
         is_selected = id(task) in selected or label is not None
         name = task.display_name  # until its template is rendered
         try:
-            ctx_vars = host_context(session, playbook, opts.extra_vars, run.redactor)
+            try:
+                ctx_vars = host_context(session, playbook, opts.extra_vars, run.redactor)
+            except templating.RenderError as exc:  # a play var, not this task: name the var
+                raise templating.RenderError(exc.message, file=str(playbook.path),
+                                             key="vars." + ".".join(str(p) for p in exc.path) if exc.path else "vars") from exc
             try:
                 name = task.resolve_name(ctx_vars)
             except PlaybookError:

@@ -87,11 +87,11 @@ def _bool_filter(value: object) -> bool:
 
 def _combine_filter(*dicts: object) -> dict:
     """Jinja filter ``a | combine(b, ...)``: a new mapping, later keys winning (Ansible's ``combine``,
-    without ``recursive``). Raises TypeError when an argument is not a mapping."""
+    without ``recursive``). Raises ValueError when an argument is not a mapping."""
     out: dict = {}
     for d in dicts:
         if not isinstance(d, dict):
-            raise TypeError(f"combine wants mappings, got {type(d).__name__}")
+            raise ValueError(f"combine wants mappings, got {type(d).__name__} {d!r}")
         out.update(d)
     return out
 
@@ -133,6 +133,8 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, jinja2.TemplateSyntaxError):
         return f"template syntax error: {exc.message}"
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if type(exc) is ValueError and str(exc):  # a function's own word on a bad value (sgl_kernel_recipe's)
+        return text
     return f"{type(exc).__name__}: {text}"
 
 
