@@ -23,6 +23,17 @@ def test_a_venv_without_torch_is_refused_naming_the_venv_and_the_fix():
     assert broken and "(OSError: libcudart.so.13: cannot open)" in broken
 
 
+def test_a_venv_without_pip_is_told_the_uv_command():
+    """A venv uv made (no pip in it) on a host with uv: the fix offered is uv's, since
+    `python -m pip` would say "No module named pip"."""
+    facts = {"python": {"torch": None, "torch_error": "ModuleNotFoundError: No module named 'torch'",
+                        "packages": {"pip": None}}, "uv": {"path": "/usr/local/bin/uv"}}
+    line = torch_runtime_problem(facts, VENV, PY, "fp4_kernels")
+    assert line and f"(/usr/local/bin/uv pip install --python {PY} torch)" in line and "-m pip" not in line
+    facts["python"]["packages"] = {"pip": "25.0"}  # pip there: pip's command
+    assert f"({PY} -m pip install torch)" in torch_runtime_problem(facts, VENV, PY, "fp4_kernels")
+
+
 def test_what_is_not_refused():
     assert torch_runtime_problem({"python": {"torch": "2.13.0"}}, VENV, PY, "p") is None
     # fleetctl's own reader failed: says nothing about the host's torch (verify tells)

@@ -19,6 +19,7 @@ from typing import Any
 from ..build.archs import DEFAULT_PATH, available_memory_mib, unsupported_archs
 from ..build.cudacompat import ArchToken, driver_problem, predicted_binaries, uncovered_gpus
 from .build_meta import TORCH_EXTENSION_TOOLS, BuildMeta, requirement_name
+from .pytool import install_command
 from .venv_probe import CLEAN_PYTHON_ENV, VENV_PROBE, torch_probe_problem, venv_probe  # noqa: F401 - their home
 
 _SETUPTOOLS_OWN_BDIST_WHEEL = (70, 1)
@@ -116,7 +117,7 @@ def probe_problems(info: Mapping[str, Any], meta: BuildMeta, facts: Mapping[str,
         problems.append(f"{python} runs in {info['prefix']}, not the venv {venv}")
     if info.get("missing"):
         problems.append(f"build requirements missing in {venv}: {', '.join(info['missing'])} "
-                        f"(install them into the venv: {python} -m pip install {' '.join(info['missing'])})")
+                        f"(install them into the venv: {install_command(facts, python, ' '.join(info['missing']))})")
     if isolated and meta.torch_extension and not meta.torch_required:
         problems.append("an isolated build cannot import torch (ModuleNotFoundError: No module named 'torch'): "
                         "the package's [build-system] requires lacks torch, and it builds against torch; build in the "
@@ -134,7 +135,7 @@ def probe_problems(info: Mapping[str, Any], meta: BuildMeta, facts: Mapping[str,
         what = ", ".join(f"{m} (have {reqs[m]['installed']})" if reqs.get(m, {}).get("installed") else m for m in tools)
         problems.append(f"build requirements missing in {venv}: {what} (the package's own [build-system] requires"
                         f"{' and the torch extension build tools' if meta.torch_extension else ''}); install them into "
-                        f"the venv: {python} -m pip install {' '.join(shlex.quote(t) for t in tools)} "
+                        f"the venv: {install_command(facts, python, ' '.join(shlex.quote(t) for t in tools))} "
                         "(or set the build_wheel task's install_build_requirements: true in your playbook)")
     if info.get("torch_archs_error") and meta.torch_extension and py.get("torch"):
         problems.append(f"cannot ask torch which archs it accepts ({info['torch_archs_error']}): the build imports "

@@ -57,3 +57,13 @@ def pick_tool(requested: str, facts: Mapping[str, Any], venv: str | None, python
         return "pip", None, None
     return "pip", None, (f"the venv {where} has no pip and this host has no uv, so nothing can build or install "
                          f"into it: {add_pip}, or install uv on the host ({UV_INSTALL})")
+
+
+def install_command(facts: Mapping[str, Any], python: str, packages: str) -> str:
+    """The command an operator runs to put ``packages`` (one shell-quoted string) into the venv:
+    ``PY -m pip install ...``, or ``uv pip install --python PY ...`` when the venv has no pip
+    (uv made it, or ``python -m venv --without-pip``) and the host has uv."""
+    uv = (facts.get("uv") or {}).get("path")
+    if venv_has_pip(facts) is False and uv:
+        return f"{uv} pip install --python {python} {packages}"
+    return f"{python} -m pip install {packages}"

@@ -25,6 +25,8 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
+from .pytool import install_command
+
 
 def torch_runtime_problem(facts: Mapping[str, Any], venv: str | None, python: str, package: str) -> str | None:
     """The one line refusing a venv whose torch does not import, or None.
@@ -51,5 +53,5 @@ def torch_runtime_problem(facts: Mapping[str, Any], venv: str | None, python: st
     where = venv or posixpath.dirname(posixpath.dirname(python)) or python
     why = py.get("torch_error") or "not installed"
     return (f"torch does not import in {where} ({why}): {package} needs torch at run time and fleetctl never "
-            f"installs it; install the torch build for this host's CUDA into the venv ({python} -m pip install "
-            f"torch), or point the host var 'venv' at the venv that has it")
+            f"installs it; install the torch build for this host's CUDA into the venv "
+            f"({install_command(facts, python, 'torch')}), or point the host var 'venv' at the venv that has it")
