@@ -134,14 +134,16 @@ def test_moving_refs_resolve_as_a_clone_would_see_them(tmp_path: Path) -> None:
 
 
 def test_submodules_of_submodules_and_names_in_any_case(tmp_path: Path) -> None:
-    """A clone checks submodules out recursively: o/mid's submodule o/sub has its own (o/inner),
+    """A clone checks submodules out recursively: o/mid's submodule o/sub has its own (o/inner, by a
+    relative URL),
     found at its gitlink under sub's folder; FetchContent names are case-insensitive, so
     FetchContent_MakeAvailable(MID) runs the CMake of the dependency declared as Mid."""
     mirror = tmp_path / "mirror"
     inner = bare_repo(mirror, "o/inner", {"inner.h": "#define INNER 1\n"})
     work = tmp_path / "sub"
     git("init", "-q", "-b", "main", str(work))
-    (work / ".gitmodules").write_text('[submodule "in"]\n\tpath = in\n\turl = https://git.invalid/o/inner.git\n')
+    # a URL relative to sub's own (gitmodules(5)): https://git.invalid/o/inner.git
+    (work / ".gitmodules").write_text('[submodule "in"]\n\tpath = in\n\turl = ../inner.git\n')
     git("add", "-A", cwd=work)
     git("update-index", "--add", "--cacheinfo", f"160000,{inner},in", cwd=work)
     git("commit", "-q", "-m", "sub", cwd=work)

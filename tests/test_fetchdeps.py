@@ -131,3 +131,14 @@ def test_an_external_project_that_downloads_is_refused_by_name():
         read_fetch_deps({"CMakeLists.txt": "include(ExternalProject)\n"
                                            "ExternalProject_Add(zlib GIT_REPOSITORY https://git.invalid/z.git GIT_TAG v1)\n"})
     assert read_fetch_deps({"CMakeLists.txt": "ExternalProject_Add(z URL ${CMAKE_CURRENT_SOURCE_DIR}/z.tar.gz)\n"}) == []
+
+
+def test_relative_submodule_urls_resolve_against_the_superproject():
+    """gitmodules(5): ./x and ../x are relative to the superproject's URL (taken as a folder)."""
+    from fleetctl.build.fetchdeps import relative_url, repo_of
+
+    assert relative_url("https://git.invalid/o/mid.git", "../inner.git") == "https://git.invalid/o/inner.git"
+    assert relative_url("https://git.invalid/o/mid.git/", "./sub") == "https://git.invalid/o/mid.git/sub"
+    assert relative_url("https://git.invalid/o/mid.git", "../../p/x.git") == "https://git.invalid/p/x.git"
+    assert relative_url("git@host:o/mid.git", "../inner.git") == "git@host:o/inner.git"
+    assert repo_of("../inner.git") is None and repo_of(relative_url("https://h/o/mid.git", "../inner.git")) == "o/inner"

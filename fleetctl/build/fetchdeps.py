@@ -127,6 +127,8 @@ def repo_of(url: str) -> str | None:
     """``owner/name`` of a git URL (``https://github.com/NVIDIA/cutlass.git``, ``git@host:o/n.git``)
     or of a GitHub archive URL; ``name`` alone for a URL with one path part
     (``https://git.invalid/dep.git``); ``None`` when the URL has no path."""
+    if url.startswith(("./", "../")):
+        return None  # relative to the superproject's remote (gitmodules(5)): see relative_url()
     for rx in _ARCHIVE_RES:
         m = rx.match(url)
         if m:
@@ -142,6 +144,21 @@ def repo_of(url: str) -> str | None:
         return None
     name = parts[-1][:-4] if parts[-1].endswith(".git") else parts[-1]
     return f"{parts[-2]}/{name}" if len(parts) > 1 else name
+
+
+def relative_url(base: str, rel: str) -> str:
+    """A submodule's ``./x`` or ``../x`` URL resolved against its superproject's URL, as git does
+    (gitmodules(5), git-submodule(1): the superproject's URL taken as a folder):
+    ``relative_url("https://h/o/mid.git", "../inner.git") == "https://h/o/inner.git"``."""
+    head, sep, path = base.rstrip("/").partition("://")
+    parts = (path if sep else head).split("/")
+    for seg in rel.split("/"):
+        if seg == "..":
+            if len(parts) > 1:
+                parts.pop()
+        elif seg not in ("", "."):
+            parts.append(seg)
+    return (head + sep if sep else "") + "/".join(parts)
 
 
 def _archive_ref(url: str) -> str | None:

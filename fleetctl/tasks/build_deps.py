@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..build.fetchdeps import Dep, FetchDepsError, read_fetch_deps, submodules
+from ..build.fetchdeps import Dep, FetchDepsError, read_fetch_deps, relative_url, repo_of, submodules
 from ..util import cmaketree, gitmirror
 from ..util.paths import cache_dir
 from .base import HostView, first_error_line
@@ -202,8 +202,11 @@ def transitive_deps(deps: list[Dep], rows: list[dict[str, Any]], mirror: str, ov
                     subs = [x for x in subs if not dep.submodules or x.path in dep.submodules]
                     # where the parent's files are: a submodule's own path, else <name>_SOURCE_DIR
                     base = dep.path if dep.kind == "submodule" else "${%s_SOURCE_DIR}" % dep.name
-                    kids += [dataclasses.replace(x, name=f"{dep.name}/{x.path}", path=f"{base}/{x.path}")
-                             for x in subs]
+                    for x in subs:
+                        if x.url.startswith(("./", "../")):  # relative to the parent's own URL
+                            url = relative_url(dep.url, x.url)
+                            x = dataclasses.replace(x, url=url, repo=repo_of(url))
+                        kids.append(dataclasses.replace(x, name=f"{dep.name}/{x.path}", path=f"{base}/{x.path}"))
             except FetchDepsError as exc:
                 return deps, rows, (f"fetch_mirror: cannot tell what {dep.name} ({dep.repo} @ {row['commit'][:12]}) "
                                     f"downloads: {exc}")

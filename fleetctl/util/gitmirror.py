@@ -167,6 +167,11 @@ def resolve(deps: list[dict[str, Any]], mirror: str, cache: str) -> list[dict[st
     for dep in deps:
         row = {**dep, "commit": None, "git_dir": None, "local": None, "controller_cached": False, "error": ""}
         repo, ref = dep.get("repo"), dep["ref"]
+        if not repo and dep.get("kind") == "submodule":
+            row["error"] = (f"{dep['name']} ({dep['url']} @ {str(ref)[:12]}): a submodule URL relative to the tree's "
+                            "own remote, which fleetctl does not know: write its full URL in .gitmodules")
+            out.append(row)
+            continue
         if not repo:
             found = url_file(mirror, dep["url"])
             if found is None:
