@@ -172,3 +172,20 @@ def test_submodules_of_submodules_and_names_in_any_case(tmp_path: Path) -> None:
     assert [(d.name, d.path, r["commit"]) for d, r in zip(deps, rows)] == [
         ("Mid", None, mid), ("leaf", None, leaf), ("Mid/ext/s", "${Mid_SOURCE_DIR}/ext/s", sub),
         ("Mid/ext/s/in", "${Mid_SOURCE_DIR}/ext/s/in", inner)]
+
+
+def test_a_submodule_the_tree_adds_as_a_subdirectory_brings_its_own_dependencies(tmp_path: Path) -> None:
+    """add_subdirectory(third_party/lib) of a submodule runs the submodule's CMake: its own
+    FetchContent declarations (o/leaf) are dependencies of the build too."""
+    mirror = tmp_path / "mirror"
+    leaf = bare_repo(mirror, "o/leaf", {"leaf.h": "#define LEAF 1\n"})
+    lib = bare_repo(mirror, "o/lib", {"CMakeLists.txt": "include(FetchContent)\nFetchContent_Declare(leaf GIT_REPOSITORY "
+                                                        f"https://git.invalid/o/leaf.git GIT_TAG {leaf})\n"
+                                                        "FetchContent_MakeAvailable(leaf)\n"})
+    top = {"CMakeLists.txt": "add_subdirectory(third_party/lib)\n",
+           ".gitmodules": '[submodule "lib"]\n\tpath = third_party/lib\n\turl = https://git.invalid/o/lib.git\n'}
+    deps = read_fetch_deps(top, gitlinks={"third_party/lib": lib})
+    assert [(d.name, d.kind, d.runs_cmake) for d in deps] == [("lib", "submodule", True)]
+    rows = gitmirror.resolve([d.as_dict() for d in deps], str(mirror), str(build_deps.deps_cache()))
+    deps, rows, err = drive(build_deps.transitive_deps(deps, rows, str(mirror), {}))
+    assert err == "" and [(d.name, r["commit"]) for d, r in zip(deps, rows)] == [("lib", lib), ("leaf", leaf)]

@@ -218,7 +218,11 @@ def read_fetch_deps(texts: Mapping[str, str], *, overrides: Mapping[str, str] | 
         if dep is not None and dep.name.lower() not in seen:
             seen.add(dep.name.lower())
             deps.append(dataclasses.replace(dep, runs_cmake=dep.name.lower() in running))
-    deps += submodules(texts.get(".gitmodules"), gitlinks)
+    # a submodule the tree's CMake add_subdirectory()s runs its own CMake (its declarations count)
+    subdirs = {_in_tree_path(c.args[0], posixpath.dirname(c.file), True) for c in commands
+               if c.name.lower() == "add_subdirectory" and c.args}
+    deps += [dataclasses.replace(x, runs_cmake=(x.path or "").strip("/") in subdirs)
+             for x in submodules(texts.get(".gitmodules"), gitlinks)]
     return deps
 
 
