@@ -1054,7 +1054,11 @@ GENCODE_FUNCTION = (
     "    message(WARNING \"%s: ${var} has no code for ${%s}: kept whole\")" % (GENCODE_MARKER, GENCODE_ARCHS_VAR),
     "    return()",
     "  endif()",
-    "  message(STATUS \"%s: ${var}: kept ${codes}; dropped ${dropped}\")" % GENCODE_MARKER,
+    "  if(dropped)",
+    "    message(STATUS \"%s: ${var}: kept ${codes}; dropped ${dropped}\")" % GENCODE_MARKER,
+    "  else()",
+    "    message(STATUS \"%s: ${var}: kept ${codes}\")" % GENCODE_MARKER,
+    "  endif()",
     "  set(${var} \"${kept}\" PARENT_SCOPE)",
     "endfunction()",
 )
