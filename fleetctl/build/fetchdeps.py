@@ -38,18 +38,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .cmakelang import CMakeSyntaxError, Command, parse_commands
+from .gitrefs import archive_ref, relative_url, repo_of  # noqa: F401 - callers import them from here too
 
 #: A full git commit id (SHA-1); a shorter or symbolic ``GIT_TAG`` is a ref the mirror resolves.
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
-
-#: GitHub archive URLs (``https://HOST/OWNER/NAME/archive/REF.tar.gz``, ``.../archive/refs/tags/REF.zip``,
-#: ``https://codeload.github.com/OWNER/NAME/tar.gz/REF``): the repository and the ref they are of.
-_ARCHIVE_RES = (
-    re.compile(r"^https?://[^/]+/(?P<owner>[^/]+)/(?P<name>[^/]+)/archive/(?:refs/(?:tags|heads)/)?"
-               r"(?P<ref>.+?)\.(?:tar\.gz|tgz|zip|tar\.bz2|tar\.xz)$"),
-    re.compile(r"^https?://codeload\.github\.com/(?P<owner>[^/]+)/(?P<name>[^/]+)/(?:tar\.gz|zip)/"
-               r"(?:refs/(?:tags|heads)/)?(?P<ref>[^/]+)$"),
-)
 
 _BUILTIN_DIRS = ("CMAKE_CURRENT_LIST_DIR", "CMAKE_CURRENT_SOURCE_DIR", "CMAKE_SOURCE_DIR", "PROJECT_SOURCE_DIR")
 _VAR_RE = re.compile(r"\$\{([A-Za-z0-9_.+\-/]+)\}")
@@ -121,52 +113,6 @@ class Dep:
                 "file": self.file, "line": self.line, "url_hash": self.url_hash, "path": self.path,
                 "runs_cmake": self.runs_cmake,
                 "submodules": None if self.submodules is None else list(self.submodules)}
-
-
-def repo_of(url: str) -> str | None:
-    """``owner/name`` of a git URL (``https://github.com/NVIDIA/cutlass.git``, ``git@host:o/n.git``)
-    or of a GitHub archive URL; ``name`` alone for a URL with one path part
-    (``https://git.invalid/dep.git``); ``None`` when the URL has no path."""
-    if url.startswith(("./", "../")):
-        return None  # relative to the superproject's remote (gitmodules(5)): see relative_url()
-    for rx in _ARCHIVE_RES:
-        m = rx.match(url)
-        if m:
-            return f"{m.group('owner')}/{m.group('name')}"
-    if "://" in url:
-        path = url.split("://", 1)[1].partition("/")[2]
-    elif re.match(r"^[^@/]+@[^:/]+:", url):  # scp-like git@host:owner/name.git
-        path = url.split(":", 1)[1]
-    else:
-        path = url
-    parts = [p for p in path.split("/") if p]
-    if not parts:
-        return None
-    name = parts[-1][:-4] if parts[-1].endswith(".git") else parts[-1]
-    return f"{parts[-2]}/{name}" if len(parts) > 1 else name
-
-
-def relative_url(base: str, rel: str) -> str:
-    """A submodule's ``./x`` or ``../x`` URL resolved against its superproject's URL, as git does
-    (gitmodules(5), git-submodule(1): the superproject's URL taken as a folder):
-    ``relative_url("https://h/o/mid.git", "../inner.git") == "https://h/o/inner.git"``."""
-    head, sep, path = base.rstrip("/").partition("://")
-    parts = (path if sep else head).split("/")
-    for seg in rel.split("/"):
-        if seg == "..":
-            if len(parts) > 1:
-                parts.pop()
-        elif seg not in ("", "."):
-            parts.append(seg)
-    return (head + sep if sep else "") + "/".join(parts)
-
-
-def _archive_ref(url: str) -> str | None:
-    for rx in _ARCHIVE_RES:
-        m = rx.match(url)
-        if m:
-            return m.group("ref")
-    return None
 
 
 def read_fetch_deps(texts: Mapping[str, str], *, overrides: Mapping[str, str] | None = None,
@@ -350,7 +296,7 @@ def _declaration(cmd: Command, values: Mapping[str, list[tuple[str, Command]]],
         digest = single("URL_HASH")
         if digest is None and kw.get("URL_MD5"):
             digest = "MD5=" + (single("URL_MD5") or "")
-        ref = _archive_ref(url)
+        ref = archive_ref(url)
         return Dep(name=name, kind="url", url=url, ref=ref or url.rsplit("/", 1)[-1], repo=repo_of(url) if ref else None,
                    url_hash=digest, file=cmd.file, line=cmd.line, path=source_dir)
     other = sorted(k for k in kw if k.endswith("_REPOSITORY") or k == "DOWNLOAD_COMMAND")
