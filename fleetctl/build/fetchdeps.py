@@ -38,10 +38,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .cmakelang import CMakeSyntaxError, Command, parse_commands
+from ..util.gitmirror import COMMIT_RE  # noqa: F401 - callers import it from here too
 from .gitrefs import archive_ref, relative_url, repo_of  # noqa: F401 - callers import them from here too
 
-#: A full git commit id (SHA-1); a shorter or symbolic ``GIT_TAG`` is a ref the mirror resolves.
-COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 
 _BUILTIN_DIRS = ("CMAKE_CURRENT_LIST_DIR", "CMAKE_CURRENT_SOURCE_DIR", "CMAKE_SOURCE_DIR", "PROJECT_SOURCE_DIR")
 _VAR_RE = re.compile(r"\$\{([A-Za-z0-9_.+\-/]+)\}")

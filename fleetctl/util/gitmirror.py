@@ -24,7 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-_FULL_COMMIT = re.compile(r"[0-9a-f]{40}")
+#: A full git commit id (SHA-1); a shorter or symbolic ref is resolved in the mirror.
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 
 #: Seconds one git command may take (a fetch of a large repository from a URL mirror).
 GIT_TIMEOUT_S = 1800.0
@@ -101,7 +102,7 @@ def _url_repo(mirror: str, repo: str, ref: str, cache: Path) -> tuple[str | None
         res = _git("init", "--bare", "--quiet", str(git_dir))
         if res.returncode != 0:
             return None, f"git init {git_dir}: {_last_line(res)}"
-    if _FULL_COMMIT.fullmatch(ref) and _rev(str(git_dir), ref):
+    if COMMIT_RE.match(ref) and _rev(str(git_dir), ref):
         return str(git_dir), ""
     res = _git("-C", str(git_dir), "fetch", "--quiet", "--no-tags", url, ref)
     if res.returncode != 0:
