@@ -522,6 +522,35 @@ fp4::PkProblem pk_problem(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uin
     return p;
 }
 
+// Which kernel runs the prepacked GEMM: by M and the GPU (0), or forced for a benchmark: the
+// mma.sync kernel of cuda_pk.cu (1) or the wgmma kernel of cuda_wg.cu (2). Process-wide.
+int g_pk_kernel = 0;
+// M from which the wgmma kernel runs on a 9.0 GPU (below: cuda_pk.cu), and up to which either
+// beats dequantize + cuBLAS (bench/NOTES.md, "Issue 28").
+constexpr int64_t kWgMinRows = 17, kWgMaxRows = 512, kPkMaxRows = 64;
+
+bool use_wg(int64_t t, int device) {
+    if (g_pk_kernel == 1) return false;
+    if (!fp4::wg_supported(device)) {
+        if (g_pk_kernel == 2) fail("the wgmma GEMM needs an sm_90a build on a compute capability 9.0 GPU");
+        return false;
+    }
+    return g_pk_kernel == 2 || t >= kWgMinRows;
+}
+
+void set_pk_kernel(const std::string& name) {
+    if (name == "auto") g_pk_kernel = 0;
+    else if (name == "pk") g_pk_kernel = 1;
+    else if (name == "wg") g_pk_kernel = 2;
+    else fail("pk kernel: expected 'auto', 'pk' or 'wg', got '" + name + "'");
+}
+
+// The largest M the prepacked kernels take on `device` (above it: dequantize + cuBLAS).
+int64_t pk_max_rows(int device) {
+    need_cuda();
+    return g_pk_kernel != 1 && fp4::wg_supported(device) ? kWgMaxRows : kPkMaxRows;
+}
+
 void pk_mm_cuda(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uintptr_t alpha, float alpha_value,
                 uintptr_t out, int out_dtype_code, int64_t t, int64_t n, int64_t k, int nt, int u, int rt,
                 int split, int un, int device, uintptr_t stream) {
@@ -529,7 +558,18 @@ void pk_mm_cuda(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uintptr_t alp
     const fp4::PkProblem p = pk_problem(a_kind, a, lda, w, alpha, alpha_value, out, out_dtype_code, t, n,
                                         k, nt, u, rt, split, un);
     if (t == 0 || n == 0) return;
-    fp4::cuda_pk_mm(p, device, stream);
+    if (use_wg(t, device)) fp4::cuda_wg_mm(p, device, stream);
+    else fp4::cuda_pk_mm(p, device, stream);
+}
+
+// The wgmma kernel's launch plan: (tokens per CTA, split along K, scratch bytes).
+std::tuple<int, int, int64_t> wg_plan_cuda(int a_kind, int64_t t, int64_t n, int64_t k, int split, int device) {
+    need_cuda();
+    if (!fp4::wg_supported(device)) fail("the wgmma GEMM needs an sm_90a build on a compute capability 9.0 GPU");
+    const int64_t nt = (n + 15) / 16, u = (k + 127) / 128;
+    const fp4::PkProblem p = pk_problem(a_kind, 0, k, 0, 0, 1.0f, 0, 2, t, n, k, (int)nt, (int)u, 0, split, 0);
+    const fp4::WgPlan pl = fp4::wg_plan(p, device);
+    return {pl.nt, pl.split, pl.scratch};
 }
 
 void pk_dequant_cuda(uintptr_t w, uintptr_t out, int64_t n, int64_t k, int nt, int u, int dtype_code, int device,
@@ -611,6 +651,13 @@ NB_MODULE(_C, m) {
           nb::arg("alpha"), nb::arg("alpha_value"), nb::arg("out"), nb::arg("out_dtype_code"), nb::arg("t"),
           nb::arg("n"), nb::arg("k"), nb::arg("nt"), nb::arg("u"), nb::arg("rt"), nb::arg("split"),
           nb::arg("un"), nb::arg("device"), nb::arg("stream"));
+    m.def("set_pk_kernel", &set_pk_kernel, nb::arg("name"));
+    m.def("pk_max_rows", &pk_max_rows, nb::arg("device"));
+    m.def("wg_set_reduce", &fp4::wg_set_reduce, nb::arg("mode"));
+    m.def("wg_supported", [](int device) { return fp4::cuda_compiled() && fp4::wg_supported(device); },
+          nb::arg("device"));
+    m.def("wg_plan_cuda", &wg_plan_cuda, nb::arg("a_kind"), nb::arg("t"), nb::arg("n"), nb::arg("k"),
+          nb::arg("split"), nb::arg("device"));
     m.def("pk_dequant_cuda", &pk_dequant_cuda, nb::arg("w"), nb::arg("out"), nb::arg("n"), nb::arg("k"),
           nb::arg("nt"), nb::arg("u"), nb::arg("dtype_code"), nb::arg("device"), nb::arg("stream"));
     m.def("pk_plan_cuda", &pk_plan_cuda, nb::arg("a_kind"), nb::arg("t"), nb::arg("n"), nb::arg("k"),

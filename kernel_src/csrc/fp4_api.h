@@ -114,6 +114,21 @@ void cuda_pk_mm(const PkProblem& p, int device, uintptr_t stream);
 void cuda_pk_dequant(const uint8_t* w, void* out, int64_t n, int64_t k, int nt, int u, DType out_dt,
                      int device, uintptr_t stream);
 
+// ---- the same GEMM with wgmma (cuda_wg.cu; sm_90a builds on compute capability 9.0 GPUs) ----
+// wg_built: this build holds sm_90a SASS; wg_supported: and `device` is a 9.0 GPU.
+// cuda_wg_mm: rt / un of the problem are ignored, split > 0 forces the cluster split along K;
+// the permuted activations (WgPlan::scratch bytes) are allocated stream-ordered on `stream`.
+struct WgPlan {
+    int nt = 0, split = 1;  // tokens per CTA, CTAs per cluster along K
+    int64_t scratch = 0;    // bytes of permuted activations (+ partial sums and counters)
+    bool global_reduce = false;  // split-K sums meet in global memory (else: a cluster's DSMEM)
+};
+void wg_set_reduce(int mode);  // 0 by the plan, 1 cluster DSMEM, 2 global memory (benchmarks)
+bool wg_built();
+bool wg_supported(int device);
+WgPlan wg_plan(const PkProblem& p, int device);
+void cuda_wg_mm(const PkProblem& p, int device, uintptr_t stream);
+
 // ---- CPU versions of the W4A16 and grouped GEMMs (cpu_kernels.cpp) ----
 // The same problem with HOST pointers (offsets a host array, alpha host floats). Products are
 // exact in fp32 and summed in increasing k in fp32, then alpha * sum is rounded once.

@@ -25,6 +25,10 @@ def _cuobjdump_archs(so) -> set:
 # Kernel instantiations per arch: what the build time grows with (each is a separate cicc / ptxas
 # job per arch). Raising it is a decision: say in bench/NOTES.md what the new kernels buy.
 KERNEL_BUDGET_PER_ARCH = 48
+# sm_90a alone also holds the wgmma GEMM (csrc/cuda_wg.cu, compiled for that target only): its
+# activation permute and 10 instantiations (bf16 / fp16 x 16, 32, 64, 128, 256 tokens per CTA;
+# bench/NOTES.md, "Issue 28": M = 9 .. 256 at 1.0-1.3x of torch where mma.sync gave 0.4-0.8x).
+WG_KERNELS_SM90A = 11
 
 
 def test_sass_holds_both_archs(fp4_build):
@@ -49,7 +53,10 @@ def test_kernel_count_within_the_build_budget(fp4_build):
             count[arch] = count.get(arch, 0) + 1
     assert set(count) == {"sm_90a", "sm_120a"}, count
     for arch, n in count.items():
-        assert 0 < n <= KERNEL_BUDGET_PER_ARCH, (arch, n)
+        budget = KERNEL_BUDGET_PER_ARCH + (WG_KERNELS_SM90A if arch == "sm_90a" else 0)
+        assert 0 < n <= budget, (arch, n, budget)
+    # the wgmma kernels are sm_90a's alone: sm_120a's count is the rest
+    assert count["sm_90a"] - count["sm_120a"] == WG_KERNELS_SM90A, count
 
 
 def test_build_info(fk, fp4_build):

@@ -12,8 +12,28 @@ _C = _load()
 # (bench/NOTES.md, "v4 fused"); above it the big-shape path stays.
 FUSED_MAX_ROWS = 128
 # The same for prepacked weights (the kernel of csrc/cuda_pk.cu; bench/NOTES.md, "v8"): above it,
-# the prepacked weight is dequantized (exactly) and cuBLAS runs.
+# the prepacked weight is dequantized (exactly) and cuBLAS runs. On a compute capability 9.0 GPU
+# with an sm_90a build the wgmma kernel (csrc/cuda_wg.cu) takes M up to 512 instead
+# (bench/NOTES.md, "Issue 28"): pk_max_rows(device) says which bound holds.
 PK_MAX_ROWS = 64
+_pk_rows: dict = {}  # device index -> the largest M the prepacked kernels take there
+
+
+def pk_max_rows(dev):
+    """The largest M (rows of the activations) the prepacked kernels take on CUDA device `dev`
+    (an index): 512 where the wgmma kernel runs, else PK_MAX_ROWS."""
+    r = _pk_rows.get(dev)
+    if r is None:
+        r = _pk_rows[dev] = int(_C.pk_max_rows(dev))
+    return r
+
+
+def set_pk_kernel(name):
+    """Which kernel runs the prepacked GEMM, process-wide: "auto" (by M and the GPU; the default),
+    "pk" (cuda_pk.cu's mma.sync kernel at every M up to PK_MAX_ROWS) or "wg" (the wgmma kernel,
+    sm_90a on 9.0 GPUs only). For benchmarks. Raises ValueError for another name."""
+    _C.set_pk_kernel(name)
+    _pk_rows.clear()
 
 # ---- the lean CUDA fast path: ~20 attribute reads, one allocation, one call into _C ---------
 _fast = None  # (torch, Tensor, uint8, float8_e4m3fn, float32, {out dtype: code}, raw stream fn)
@@ -200,7 +220,7 @@ def _fast_grouped(a, a_scale, b_q, b_scale, alpha, offsets, out_dtype):
 def _fast_pk_checks(a, pw, m, k, dev, tensor):
     """Common checks of the prepacked fast paths: shapes, device, alignment."""
     data = pw.data
-    if k != pw.k or not m or not pw.n or m > PK_MAX_ROWS or dev < 0 or data.get_device() != dev:
+    if k != pw.k or not m or not pw.n or dev < 0 or m > pk_max_rows(dev) or data.get_device() != dev:
         return None
     if not a.is_contiguous():
         return None

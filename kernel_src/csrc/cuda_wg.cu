@@ -1,0 +1,520 @@
+// W4A16 GEMM on prepacked NVFP4 weights with Hopper's warpgroup MMA (wgmma), sm_90a only.
+//
+// out[m, n] = alpha * sum_k a[m, k] * B[n, k], the same problem and the same prepacked weight
+// (pk_layout.h) as cuda_pk.cu, for the batch sizes where mma.sync's rate and the per-warp
+// activation reads bound that kernel (bench/NOTES.md, "Issue 28"). Swap-AB, as vLLM's Machete does
+// on Hopper: the weight rows are wgmma's M (64 per CTA = 4 row tiles, one per consumer warp), the
+// tokens its N (NT = 16 .. 256 per CTA; more tokens run as several token tiles, grid z).
+//
+//   A = the weight unit decoded in registers: the unit's fragment layout is mma.m16n8k16's A
+//       layout, which is also wgmma's register-A layout per warp (PTX ISA, "Register fragment
+//       for matrix A" of wgmma .m64nNk16), so the decode is cuda_pk.cu's, unchanged.
+//   B = the activations in shared memory, K-major without swizzle: core matrices of 8 tokens x
+//       16 bytes, LBO = 128 bytes between the two k-halves of a k-step, SBO = 256 bytes between
+//       8-token groups. The pk layout permutes k inside a unit (lane t, step s holds k = 32 t +
+//       4 s + 0..3), so a first small launch (wg_permute) writes the activations as the exact
+//       shared-memory image of each unit; one cp.async.bulk then brings a unit's tile.
+//
+// A CTA is 4 consumer warps (one warpgroup) and 1 producer warp. The producer's lane 0 brings,
+// per 128-k unit, the activation tile and the 4 weight row tiles with cp.async.bulk into one of
+// ST stages, all completing on the stage's "full" mbarrier (expect_tx); the consumers wait on it,
+// decode unit k + 1 while unit k's 8 wgmma run (wait_group 1), and arrive on the stage's "empty"
+// mbarrier. The k range may be split over a thread-block cluster of `split` CTAs; partial sums
+// meet through distributed shared memory in a fixed order (deterministic, one launch, no
+// workspace beyond the permuted activations).
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+#include "cuda_common.cuh"
+#include "fp4_api.h"
+#include "pk_decode.cuh"
+#include "pk_layout.h"
+#include "wgmma_ops.cuh"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FP4_WG_DEVICE 1
+#else
+#define FP4_WG_DEVICE 0
+#endif
+
+namespace fp4 {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kWgThreads = 160;  // 4 consumer warps + 1 producer warp
+constexpr int kWgRowTiles = 4;   // 16-row tiles per CTA (wgmma M = 64)
+constexpr int kWgW = kWgRowTiles * kPkUnitBytes;
+
+struct WgArgs {
+    const uint8_t* w;   // [Nt][U][1152]
+    const uint8_t* xp;  // permuted activations [tz][U][NT * 256 B]
+    const float* alpha;
+    float alpha_val;
+    void* out;  // [T][N]
+    int out_dt;
+    int64_t T, N;
+    int U, Nt;
+    int split;  // CTAs along K (grid x)
+    float* ws;  // reduce through global memory: [tz][gy][split][NT * 64] partial sums, else null
+    int* sem;   // and [tz][gy] arrival counters, zero at launch (the last CTA resets its own)
+};
+
+template <int NT, int ST>
+struct WgSmem {
+    static constexpr int kAct = NT * 256;
+    static constexpr int kStage = kAct + kWgW;  // a multiple of 128
+    static constexpr int kBytes = ST * kStage + 2 * ST * 8;
+    static_assert(NT * 64 * 4 <= ST * kStage, "the epilogue's partial sums fit in the stages");
+};
+
+#if FP4_WG_DEVICE
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    asm volatile(
+        "{\n.reg .pred P1;\nWG_WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+        "@P1 bra.uni WG_DONE;\nbra.uni WG_WAIT;\nWG_DONE:\n}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+// Shared-memory matrix descriptor without swizzle (PTX ISA, "Matrix Descriptor Format"): start
+// address >> 4 at bits 0-13, leading byte offset >> 4 at 16-29, stride byte offset >> 4 at 32-45.
+__device__ __forceinline__ uint64_t wg_desc(uint32_t saddr) {
+    constexpr uint32_t lbo = 128, sbo = 256;
+    return (uint64_t)((saddr & 0x3FFFF) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32;
+}
+#endif
+
+// Activations [T][lda] (bf16 / fp16 bits) -> the stage image of every (token tile, unit): step s,
+// hardware k position p (0..15), token n at s * NT * 32 + (n / 8) * 256 + (p / 8) * 128 +
+// (n % 8) * 16 + (p % 8) * 2, holding a[n][128 u + 32 t + 4 s + j] with t = (p % 8) / 2,
+// j = (p & 1) | ((p / 8) << 1). Tokens >= T and k >= K are zeros. 16 consecutive threads read
+// one token's 256 contiguous bytes of a unit.
+__global__ void wg_permute(const uint16_t* __restrict__ x, int64_t lda, int64_t T, int64_t K, int U, int NT,
+                           int64_t tz, uint8_t* __restrict__ xp) {
+    const int64_t total = tz * U * NT * 16;  // (z, u, n, s, khalf): 16 bytes each
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int kh = (int)(i & 1), s = (int)((i >> 1) & 7);
+        const int64_t r = i >> 4;
+        const int n = (int)(r % NT);
+        const int64_t zu = r / NT;
+        const int u = (int)(zu % U);
+        const int64_t z = zu / U;
+        const int64_t tok = z * NT + n;
+        const int64_t k0 = (int64_t)u * kPkUnitK + 4 * s + 2 * kh;
+        uint32_t v[4] = {0u, 0u, 0u, 0u};
+        if (tok < T) {
+            const uint16_t* row = x + tok * lda;
+#pragma unroll
+            for (int tt = 0; tt < 4; ++tt)
+                if (k0 + 32 * tt < K) v[tt] = *reinterpret_cast<const uint32_t*>(row + k0 + 32 * tt);
+        }
+        uint8_t* dst = xp + (zu * NT * 256) + s * NT * 32 + (n >> 3) * 256 + kh * 128 + (n & 7) * 16;
+        *reinterpret_cast<uint4*>(dst) = make_uint4(v[0], v[1], v[2], v[3]);
+    }
+}
+
+template <bool BF16, int NT, int ST>
+__global__ void __launch_bounds__(kWgThreads, 1) wg_kernel(const __grid_constant__ WgArgs p) {
+#if !FP4_WG_DEVICE
+    __trap();
+#else
+    constexpr int NACC = NT <= 16 ? 4 : NT <= 32 ? 2 : 1;  // independent chains: small wgmma are latency-bound
+    using S = WgSmem<NT, ST>;
+    extern __shared__ __align__(1024) uint8_t smem[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int rank = (int)blockIdx.x;
+    const int u0 = (int)((int64_t)p.U * rank / p.split), u1 = (int)((int64_t)p.U * (rank + 1) / p.split);
+    const int nu = u1 - u0;
+    const int rt0 = (int)blockIdx.y * kWgRowTiles;
+    const int64_t z = blockIdx.z;
+    const uint32_t sbase = smem_u32(smem);
+    const uint32_t full0 = sbase + ST * S::kStage, empty0 = full0 + ST * 8;
+    if (tid == 0) {
+        for (int s = 0; s < ST; ++s) {
+            mbar_init(full0 + 8 * s, 1);
+            mbar_init(empty0 + 8 * s, kWgRowTiles);  // the 4 consumer warps give a stage back
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    float acc[NACC][NT / 2];
+#pragma unroll
+    for (int c = 0; c < NACC; ++c)
+#pragma unroll
+        for (int i = 0; i < NT / 2; ++i) acc[c][i] = 0.f;
+    if (warp == kWgRowTiles) {  // producer
+        if (lane == 0) {
+            const int nrt = min(kWgRowTiles, p.Nt - rt0);
+            const uint8_t* xs = p.xp + (z * p.U + u0) * (int64_t)S::kAct;
+            const uint8_t* ws = p.w + ((int64_t)rt0 * p.U + u0) * kPkUnitBytes;
+            for (int k = 0; k < nu; ++k) {
+                const int s = k % ST;
+                if (k >= ST) mbar_wait(empty0 + 8 * s, ((k / ST) - 1) & 1);
+                const uint32_t st = sbase + s * S::kStage;
+                mbar_expect_tx(full0 + 8 * s, S::kAct + nrt * kPkUnitBytes);
+                bulk_g2s(st, xs + (int64_t)k * S::kAct, S::kAct, full0 + 8 * s);
+                for (int r = 0; r < nrt; ++r)
+                    bulk_g2s(st + S::kAct + r * kPkUnitBytes, ws + ((int64_t)r * p.U + k) * kPkUnitBytes,
+                             kPkUnitBytes, full0 + 8 * s);
+            }
+        }
+    } else {  // consumers: warp wq owns row tile rt0 + wq
+        const int wq = warp;
+        uint32_t A0[8][4], A1[8][4];
+        auto decode = [&](uint32_t(&A)[8][4], int k) {
+            const int s = k % ST;
+            mbar_wait(full0 + 8 * s, (k / ST) & 1);
+            const uint8_t* wb = smem + s * S::kStage + S::kAct + wq * kPkUnitBytes;
+            const uint4 c0 = *reinterpret_cast<const uint4*>(wb + lane * 16);
+            const uint4 c1 = *reinterpret_cast<const uint4*>(wb + 512 + lane * 16);
+            const uint32_t sw = *reinterpret_cast<const uint32_t*>(wb + kPkCodeBytes + lane * 4);
+            const uint32_t sc0 = pk_scale_pair<BF16>(sw), sc1 = pk_scale_pair<BF16>(sw >> 16);
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+                const uint4& cw = q < 4 ? c0 : c1;
+                const uint32_t w = (q & 3) == 0 ? cw.x : (q & 3) == 1 ? cw.y : (q & 3) == 2 ? cw.z : cw.w;
+                uint32_t r[4];
+                pk_decode(w, r);
+                if constexpr (!BF16) {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) r[j] = pk_to_f16(r[j]);
+                }
+                const uint32_t sc = q < 4 ? sc0 : sc1;
+                A[q][0] = pk_mul<BF16, false>(r[0], sc);
+                A[q][1] = pk_mul<BF16, true>(r[1], sc);
+                A[q][2] = pk_mul<BF16, false>(r[2], sc);
+                A[q][3] = pk_mul<BF16, true>(r[3], sc);
+            }
+        };
+        auto mma = [&](uint32_t(&A)[8][4], int k) {
+            const uint32_t abase = sbase + (k % ST) * S::kStage;
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+            for (int q = 0; q < 8; ++q)
+                WgMma<NT, BF16>::run(acc[q % NACC], A[q][0], A[q][1], A[q][2], A[q][3], wg_desc(abase + q * NT * 32), 1);
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        };
+        auto release = [&](int k) {
+            __syncwarp();
+            if (lane == 0) mbar_arrive(empty0 + 8 * (k % ST));
+        };
+        // unit k's wgmma group runs while unit k + 1 is decoded; group k - 1 is waited for before
+        // the registers it read are overwritten, and its stage is given back
+        if (nu > 0) decode(A0, 0);
+        for (int k = 0; k < nu; k += 2) {
+            mma(A0, k);
+            asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+            if (k >= 1) release(k - 1);
+            if (k + 1 >= nu) break;
+            decode(A1, k + 1);
+            mma(A1, k + 1);
+            asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+            release(k);
+            if (k + 2 < nu) decode(A0, k + 2);
+        }
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        if (nu > 0) release(nu - 1);
+#pragma unroll
+        for (int c = 1; c < NACC; ++c)
+#pragma unroll
+            for (int i = 0; i < NT / 2; ++i) acc[0][i] += acc[c][i];
+    }
+    // ---- epilogue: every stage is idle (the consumers waited for each one the producer filled)
+    __syncthreads();
+    float* red = reinterpret_cast<float*>(smem);  // [NT tokens][64 rows]
+    if (warp < kWgRowTiles) {
+        const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                red[(8 * j + 2 * t + (i & 1)) * 64 + 16 * warp + g + (i >= 2 ? 8 : 0)] = acc[0][4 * j + i];
+    }
+    __syncthreads();
+    const float al = __fmul_rn(p.alpha ? *p.alpha : p.alpha_val, 128.0f);  // undoes the decode's 2^-7
+    constexpr int tot = NT * 64;
+    auto put = [&](int i, float v) {
+        const int64_t n = (int64_t)rt0 * 16 + (i & 63), m = z * NT + (i >> 6);
+        if (m < p.T && n < p.N) pk_store(p.out, p.out_dt, m * p.N + n, __fmul_rn(v, al));
+    };
+    if (p.split > 1 && p.ws) {
+        // every CTA stores its partial tile; the last one to arrive adds them in rank order
+        // (deterministic) and writes the output (CUDA Programming Guide, "Memory Fence Functions")
+        const int64_t tile = z * gridDim.y + blockIdx.y;
+        float* mine = p.ws + (tile * p.split + rank) * tot;
+        for (int i = tid; i < tot; i += kWgThreads) mine[i] = red[i];
+        __threadfence();
+        __syncthreads();
+        __shared__ int last;
+        if (tid == 0) last = atomicAdd(p.sem + tile, 1) == p.split - 1;
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        const float* all = p.ws + tile * p.split * tot;
+        for (int i = tid; i < tot; i += kWgThreads) {
+            float v = 0.0f;
+            for (int s = 0; s < p.split; ++s) v += __ldcg(all + (int64_t)s * tot + i);
+            put(i, v);
+        }
+        if (tid == 0) p.sem[tile] = 0;
+        return;
+    }
+    if (p.split > 1) {
+        cg::cluster_group cluster = cg::this_cluster();
+        cluster.sync();
+        const int per = (tot + p.split - 1) / p.split, lo = rank * per, hi = min(tot, lo + per);
+        for (int i = lo + tid; i < hi; i += kWgThreads) {
+            float v = 0.0f;
+            for (int s = 0; s < p.split; ++s) v += cluster.map_shared_rank(red, s)[i];
+            put(i, v);
+        }
+        cluster.sync();  // keep this CTA's shared memory alive until the others have read it
+        return;
+    }
+    for (int i = tid; i < tot; i += kWgThreads) put(i, red[i]);
+#endif
+}
+
+// ---- host side --------------------------------------------------------------------------------
+struct WgCfg {
+    int nt, st;
+    const void* func;
+    int smem;
+};
+
+template <bool BF16, int NT, int ST>
+WgCfg wg_cfg() {
+    return {NT, ST, reinterpret_cast<const void*>(&wg_kernel<BF16, NT, ST>), WgSmem<NT, ST>::kBytes};
+}
+
+// Token tile and stages per M (bench/NOTES.md, "Issue 28" sweeps: shared memory decides the
+// occupancy; 6 stages for 16 and 32 tokens, 4 for 64 and 128, 3 for 256). M <= 8 runs cuda_pk.cu.
+WgCfg wg_config(bool bf16, int nt) {
+    if (bf16) {
+        switch (nt) {
+            case 16: return wg_cfg<true, 16, 6>();
+            case 32: return wg_cfg<true, 32, 6>();
+            case 64: return wg_cfg<true, 64, 4>();
+            case 128: return wg_cfg<true, 128, 4>();
+            default: return wg_cfg<true, 256, 3>();
+        }
+    }
+    switch (nt) {
+        case 16: return wg_cfg<false, 16, 6>();
+        case 32: return wg_cfg<false, 32, 6>();
+        case 64: return wg_cfg<false, 64, 4>();
+        case 128: return wg_cfg<false, 128, 4>();
+        default: return wg_cfg<false, 256, 3>();
+    }
+}
+
+int wg_tile(int64_t t) { return t <= 16 ? 16 : t <= 32 ? 32 : t <= 64 ? 64 : t <= 128 ? 128 : 256; }
+
+struct WgDev {
+    int sms = 0, cc = 0;
+    std::unordered_map<const void*, int> resident;
+};
+
+int wg_resident(int device, const WgCfg& c, int* sms) {
+    static std::mutex mu;
+    static std::unordered_map<int, WgDev> cache;
+    std::lock_guard<std::mutex> lock(mu);
+    WgDev& d = cache[device];
+    if (!d.sms) cuda_check(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, device), "sm count");
+    *sms = d.sms;
+    auto it = d.resident.find(c.func);
+    if (it != d.resident.end()) return it->second;
+    cuda_check(cudaFuncSetAttribute(c.func, cudaFuncAttributeMaxDynamicSharedMemorySize, c.smem),
+               "wgmma GEMM: shared memory attribute");
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, c.func, kWgThreads, c.smem) != cudaSuccess) {
+        cudaGetLastError();
+        n = 1;
+    }
+    d.resident[c.func] = std::max(n, 1);
+    return d.resident[c.func];
+}
+
+}  // namespace
+
+bool wg_built() {
+    // the build's targets (FP4_CUDA_ARCHS, e.g. "sm_90a,sm_120a") hold sm_90a SASS
+    const std::string archs = FP4_CUDA_ARCHS;
+    size_t pos = 0;
+    while ((pos = archs.find("sm_90a", pos)) != std::string::npos) {
+        const size_t end = pos + 6;
+        if (end == archs.size() || archs[end] == ',' || archs[end] == ';' || archs[end] == ' ') return true;
+        pos = end;
+    }
+    return false;
+}
+
+bool wg_supported(int device) {
+    static std::mutex mu;
+    static std::unordered_map<int, bool> cache;
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(device);
+    if (it != cache.end()) return it->second;
+    const bool ok = wg_built() && device_cc(device) == 90;
+    cache[device] = ok;
+    return ok;
+}
+
+// How split-K partial sums meet: 0 by the plan (a cluster's DSMEM), 1 through a cluster's
+// distributed shared memory, 2 global memory (the last CTA of a tile adds them). Process-wide.
+static int g_wg_reduce = 0;
+void wg_set_reduce(int mode) {
+    if (mode < 0 || mode > 2) throw std::invalid_argument("wgmma GEMM: reduce mode must be 0, 1 or 2");
+    g_wg_reduce = mode;
+}
+static int64_t wg_act_bytes(const WgPlan& pl, int u, int64_t tz) {
+    return (tz * u * (int64_t)pl.nt * 256 + 255) / 256 * 256;
+}
+static int64_t wg_red_bytes(const WgPlan& pl, int64_t gy, int64_t tz) {
+    return tz * gy * pl.split * (int64_t)pl.nt * 64 * 4 + tz * gy * 4;
+}
+
+// Split along K: the largest S (1..8) whose grid stays within one wave of at most 2 CTAs per SM
+// (row groups x token tiles x S <= SMs x min(resident CTAs, 2)), keeping >= 4 units per CTA.
+// From the sweep of every S on the five shapes (bench/results/2026-12-02-h200-issue28-wg/
+// sweep.txt): 8192^2 M = 16..64 fastest at S = 2 (256 CTAs), 128 and 256 tokens at S = 1
+// (1 CTA per SM); more CTAs than that made it slower, not faster (cluster waves).
+WgPlan wg_plan(const PkProblem& pr, int device) {
+    WgPlan pl;
+    pl.nt = wg_tile(pr.t);
+    const WgCfg c = wg_config(pr.a_kind == 1, pl.nt);
+    int sms = 0;
+    const int occ = wg_resident(device, c, &sms);
+    const int64_t tz = (pr.t + pl.nt - 1) / pl.nt, gy = (pr.nt + kWgRowTiles - 1) / kWgRowTiles;
+    pl.split = 1;
+    if (pr.split > 0) {
+        pl.split = pr.split;
+    } else {
+        const int64_t cap = (int64_t)sms * std::min(occ, 2);
+        while (pl.split < 8 && gy * tz * (pl.split + 1) <= cap && pr.u / (pl.split + 1) >= 4) ++pl.split;
+    }
+    pl.global_reduce = pl.split > 1 && g_wg_reduce == 2;  // the sweep: DSMEM faster at every split
+    pl.scratch = wg_act_bytes(pl, pr.u, tz) + (pl.global_reduce ? wg_red_bytes(pl, gy, tz) : 0);
+    return pl;
+}
+
+// The permuted activations live in the device's default memory pool, allocated and freed in
+// stream order around the two launches (so CUDA graph capture records them as memory nodes).
+// The pool keeps up to 256 MiB cached instead of releasing it at every synchronization.
+static uint8_t* wg_scratch(int device, int64_t bytes, cudaStream_t st) {
+    static std::mutex mu;
+    static std::unordered_map<int, bool> tuned;
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!tuned[device]) {
+            cudaMemPool_t pool;
+            if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
+                uint64_t keep = 256ull << 20, cur = 0;
+                if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &cur) == cudaSuccess && cur < keep)
+                    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+            }
+            cudaGetLastError();
+            tuned[device] = true;
+        }
+    }
+    void* p = nullptr;
+    cuda_check(cudaMallocAsync(&p, (size_t)bytes, st), "wgmma GEMM: scratch for the permuted activations");
+    return static_cast<uint8_t*>(p);
+}
+
+void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream) {
+    DeviceGuard guard(device);
+    if (!wg_supported(device))
+        throw std::runtime_error("fp4_kernels: the wgmma GEMM needs an sm_90a build on a compute capability 9.0 GPU");
+    if (pr.n <= 0 || pr.t <= 0) return;
+    const WgPlan pl = wg_plan(pr, device);
+    const WgCfg c = wg_config(pr.a_kind == 1, pl.nt);
+    const int64_t tz = (pr.t + pl.nt - 1) / pl.nt, gy = (pr.nt + kWgRowTiles - 1) / kWgRowTiles;
+    if (gy > 65535 || tz > 65535)
+        throw std::runtime_error("fp4_kernels: wgmma GEMM: N or M too large for one launch");
+    auto st = reinterpret_cast<cudaStream_t>(stream);
+    uint8_t* scratch = wg_scratch(device, pl.scratch, st);
+    const int64_t pieces = tz * pr.u * pl.nt * 16;
+    const unsigned pblocks = (unsigned)std::min<int64_t>((pieces + 255) / 256, 4096);
+    wg_permute<<<pblocks, 256, 0, st>>>(static_cast<const uint16_t*>(pr.a), pr.lda, pr.t, pr.k, pr.u, pl.nt, tz,
+                                        scratch);
+    const cudaError_t pe = cudaGetLastError();
+    if (pe != cudaSuccess) {
+        cudaFreeAsync(scratch, st);
+        cuda_check(pe, "wgmma GEMM (activation permute)");
+    }
+    WgArgs a{};
+    a.w = pr.w;
+    a.xp = scratch;
+    a.alpha = pr.alpha;
+    a.alpha_val = pr.alpha_value;
+    a.out = pr.out;
+    a.out_dt = (int)pr.out_dt;
+    a.T = pr.t;
+    a.N = pr.n;
+    a.U = pr.u;
+    a.Nt = pr.nt;
+    a.split = pl.split;
+    if (pl.global_reduce) {
+        const int64_t act = wg_act_bytes(pl, pr.u, tz), part = tz * gy * pl.split * (int64_t)pl.nt * 64 * 4;
+        a.ws = reinterpret_cast<float*>(scratch + act);
+        a.sem = reinterpret_cast<int*>(scratch + act + part);
+        const cudaError_t me = cudaMemsetAsync(a.sem, 0, (size_t)(tz * gy * 4), st);
+        if (me != cudaSuccess) {
+            cudaFreeAsync(scratch, st);
+            cuda_check(me, "wgmma GEMM (arrival counters)");
+        }
+    }
+    cudaLaunchConfig_t cfg{};
+    cudaLaunchAttribute attr[1];
+    cfg.blockDim = dim3(kWgThreads);
+    cfg.gridDim = dim3((unsigned)pl.split, (unsigned)gy, (unsigned)tz);
+    cfg.dynamicSmemBytes = (size_t)c.smem;
+    cfg.stream = st;
+    cfg.numAttrs = 0;
+    if (pl.split > 1 && !pl.global_reduce) {
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = (unsigned)pl.split;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+    }
+    void* args[] = {&a};
+    const cudaError_t e = cudaLaunchKernelExC(&cfg, c.func, args);
+    cudaFreeAsync(scratch, st);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        throw std::runtime_error(std::string("fp4_kernels: wgmma GEMM launch: ") + cudaGetErrorName(e) + ": " +
+                                 cudaGetErrorString(e) + " (this build holds SASS for: " FP4_CUDA_ARCHS ")");
+    }
+    launch_check("wgmma GEMM kernel", device);
+}
+
+}  // namespace fp4
