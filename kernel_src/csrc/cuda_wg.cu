@@ -381,7 +381,12 @@ bool wg_supported(int device) {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(device);
     if (it != cache.end()) return it->second;
-    const bool ok = wg_built() && device_cc(device) == 90;
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();
+        count = 0;
+    }
+    const bool ok = wg_built() && device >= 0 && device < count && device_cc(device) == 90;
     cache[device] = ok;
     return ok;
 }

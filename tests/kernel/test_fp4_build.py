@@ -184,3 +184,26 @@ def test_broken_extension_error_names_file(fp4_build, tmp_path):
 
 def test_cuda_home_is_real():
     assert os.path.isfile(os.path.join(cuda_home(), "bin", "nvcc"))
+
+
+def test_wgmma_wrappers_are_the_generators_output():
+    """csrc/wgmma_ops.cuh is generated (one inline-PTX operand per accumulator): the committed file
+    is what tools/gen_wgmma_ops.py writes, so an edit of either alone fails here."""
+    res = subprocess.run([sys.executable, os.path.join(str(KERNEL_SRC), "tools", "gen_wgmma_ops.py"), "--check"])
+    assert res.returncode == 0, "csrc/wgmma_ops.cuh differs from tools/gen_wgmma_ops.py's output"
+
+
+def test_wgmma_kernel_only_in_sm90a_and_the_knobs_refuse_bad_names(fk, fp4_build):
+    """The wgmma GEMM is offered only on a device that exists and is a 9.0 GPU: on a host without
+    GPUs every index answers False (never an exception), a missing index always does; the
+    benchmark knobs name what they accept."""
+    from fp4_kernels import _gemm_fast
+    assert fk._C.wg_supported(1000) is False and fk._C.wg_supported(-1) is False
+    if fk.build_info()["cuda_device_count"] == 0:
+        assert fk._C.wg_supported(0) is False
+    with pytest.raises(ValueError, match="'auto', 'pk' or 'wg'.*'fast'"):
+        _gemm_fast.set_pk_kernel("fast")
+    with pytest.raises(ValueError, match="reduce mode"):
+        fk._C.wg_set_reduce(5)
+    _gemm_fast.set_pk_kernel("auto")
+    fk._C.wg_set_reduce(0)
