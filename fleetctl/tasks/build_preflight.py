@@ -79,7 +79,7 @@ def facts_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: 
     free = facts.get("disk_free_mib")
     if isinstance(free, (int, float)) and free < args.min_free_disk_mib:
         problems.append(f"only {free} MiB free at {facts.get('disk_free_path') or facts.get('workdir') or 'the workdir'}; "
-                        f"the build needs {args.min_free_disk_mib} MiB (min_free_disk_mib): free space there, or set the "
+                        f"the build needs {args.min_free_disk_mib} MiB (the build_wheel task's min_free_disk_mib argument in the playbook, not a host var): free space there, or set the "
                         "host var workdir to a larger file system")
     wfs = facts.get("workdir_fs") or {}
     if "TMPDIR" not in (args.env or {}) and (wfs.get("noexec") or wfs.get("readonly")):

@@ -527,7 +527,12 @@ fp4::PkProblem pk_problem(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uin
 int g_pk_kernel = 0;
 // M from which the wgmma kernel runs on a 9.0 GPU (below: cuda_pk.cu), and up to which either
 // beats dequantize + cuBLAS (bench/NOTES.md, "Issue 28").
-constexpr int64_t kWgMinRows = 17, kWgMaxRows = 512, kPkMaxRows = 64;
+constexpr int64_t kWgMinRows = 17, kWgMaxRows = 256, kPkMaxRows = 64;
+// Weights of at least this many elements (N x K) keep the wgmma kernel up to kWgMaxRows; smaller
+// ones go to dequantize + cuBLAS above kPkMaxRows (bench/results/2026-12-02-h200-issue28-wg/
+// r2_final.txt: 2048x7168 M = 128 wg 32.1 vs 26.3 us, 8192x8192 43.2 vs 84.9; M = 512 the
+// dequantize path wins or ties on every shape).
+constexpr int64_t kWgMinElems = int64_t(1) << 25;
 
 bool use_wg(int64_t t, int device) {
     if (g_pk_kernel == 1) return false;
@@ -545,10 +550,13 @@ void set_pk_kernel(const std::string& name) {
     else fail("pk kernel: expected 'auto', 'pk' or 'wg', got '" + name + "'");
 }
 
-// The largest M the prepacked kernels take on `device` (above it: dequantize + cuBLAS).
-int64_t pk_max_rows(int device) {
+// The largest M the prepacked kernels take on `device` for an [n, k] weight (above it:
+// dequantize + cuBLAS).
+int64_t pk_max_rows(int device, int64_t n, int64_t k) {
     need_cuda();
-    return g_pk_kernel != 1 && fp4::wg_supported(device) ? kWgMaxRows : kPkMaxRows;
+    if (g_pk_kernel == 1 || !fp4::wg_supported(device)) return kPkMaxRows;
+    if (g_pk_kernel == 2) return int64_t(1) << 30;  // forced: the wgmma kernel at every M
+    return n * k >= kWgMinElems ? kWgMaxRows : kPkMaxRows;
 }
 
 void pk_mm_cuda(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uintptr_t alpha, float alpha_value,
@@ -652,7 +660,7 @@ NB_MODULE(_C, m) {
           nb::arg("n"), nb::arg("k"), nb::arg("nt"), nb::arg("u"), nb::arg("rt"), nb::arg("split"),
           nb::arg("un"), nb::arg("device"), nb::arg("stream"));
     m.def("set_pk_kernel", &set_pk_kernel, nb::arg("name"));
-    m.def("pk_max_rows", &pk_max_rows, nb::arg("device"));
+    m.def("pk_max_rows", &pk_max_rows, nb::arg("device"), nb::arg("n"), nb::arg("k"));
     m.def("wg_set_reduce", &fp4::wg_set_reduce, nb::arg("mode"));
     m.def("wg_supported", [](int device) { return fp4::cuda_compiled() && fp4::wg_supported(device); },
           nb::arg("device"));

@@ -13,18 +13,22 @@ _C = _load()
 FUSED_MAX_ROWS = 128
 # The same for prepacked weights (the kernel of csrc/cuda_pk.cu; bench/NOTES.md, "v8"): above it,
 # the prepacked weight is dequantized (exactly) and cuBLAS runs. On a compute capability 9.0 GPU
-# with an sm_90a build the wgmma kernel (csrc/cuda_wg.cu) takes M up to 512 instead
-# (bench/NOTES.md, "Issue 28"): pk_max_rows(device) says which bound holds.
+# with an sm_90a build the wgmma kernel (csrc/cuda_wg.cu) takes M = 17 .. 256 instead for weights
+# of at least 2^25 elements (bench/NOTES.md, "Issue 28"): pk_max_rows(device, n, k) says which
+# bound holds.
 PK_MAX_ROWS = 64
-_pk_rows: dict = {}  # device index -> the largest M the prepacked kernels take there
+_pk_rows: dict = {}  # (device index, n, k) -> the largest M the prepacked kernels take there
 
 
-def pk_max_rows(dev):
+def pk_max_rows(dev, n, k):
     """The largest M (rows of the activations) the prepacked kernels take on CUDA device `dev`
-    (an index): 512 where the wgmma kernel runs, else PK_MAX_ROWS."""
-    r = _pk_rows.get(dev)
+    (an index) for an [n, k] weight: 256 where the wgmma kernel runs, else PK_MAX_ROWS."""
+    key = (dev, n, k)
+    r = _pk_rows.get(key)
     if r is None:
-        r = _pk_rows[dev] = int(_C.pk_max_rows(dev))
+        if len(_pk_rows) > 4096:
+            _pk_rows.clear()
+        r = _pk_rows[key] = int(_C.pk_max_rows(dev, n, k))
     return r
 
 
@@ -220,7 +224,7 @@ def _fast_grouped(a, a_scale, b_q, b_scale, alpha, offsets, out_dtype):
 def _fast_pk_checks(a, pw, m, k, dev, tensor):
     """Common checks of the prepacked fast paths: shapes, device, alignment."""
     data = pw.data
-    if k != pw.k or not m or not pw.n or dev < 0 or m > pk_max_rows(dev) or data.get_device() != dev:
+    if k != pw.k or not m or not pw.n or dev < 0 or m > pk_max_rows(dev, pw.n, k) or data.get_device() != dev:
         return None
     if not a.is_contiguous():
         return None
