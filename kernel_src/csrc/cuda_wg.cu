@@ -56,6 +56,8 @@ constexpr int kWgThreads = 160;  // 4 consumer warps + 1 producer warp
 constexpr int kWgRowTiles = 4;   // 16-row tiles per CTA (wgmma M = 64)
 constexpr int kWgW = kWgRowTiles * kPkUnitBytes;
 
+#include "sm90_async.cuh"  // mbarrier, bulk copy and descriptor helpers (inside this namespace)
+
 struct WgArgs {
     const uint8_t* w;   // [Nt][U][1152]
     const uint8_t* xp;  // permuted activations [tz][U][NT * 256 B]
@@ -78,37 +80,6 @@ struct WgSmem {
     static_assert(NT * 64 * 4 <= ST * kStage, "the epilogue's partial sums fit in the stages");
 };
 
-#if FP4_WG_DEVICE
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-    asm volatile(
-        "{\n.reg .pred P1;\nWG_WAIT:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-        "@P1 bra.uni WG_DONE;\nbra.uni WG_WAIT;\nWG_DONE:\n}\n" ::"r"(bar),
-        "r"(parity)
-        : "memory");
-}
-__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-}
-// Shared-memory matrix descriptor without swizzle (PTX ISA, "Matrix Descriptor Format"): start
-// address >> 4 at bits 0-13, leading byte offset >> 4 at 16-29, stride byte offset >> 4 at 32-45.
-__device__ __forceinline__ uint64_t wg_desc(uint32_t saddr) {
-    constexpr uint32_t lbo = 128, sbo = 256;
-    return (uint64_t)((saddr & 0x3FFFF) >> 4) | (uint64_t)(lbo >> 4) << 16 | (uint64_t)(sbo >> 4) << 32;
-}
-#endif
 
 // Activations [T][lda] (bf16 / fp16 bits) -> the stage image of every (token tile, unit): step s,
 // hardware k position p (0..15), token n at s * NT * 32 + (n / 8) * 256 + (p / 8) * 128 +
@@ -363,34 +334,6 @@ int wg_resident(int device, const WgCfg& c, int* sms) {
 
 }  // namespace
 
-bool wg_built() {
-    // the build's targets (FP4_CUDA_ARCHS, e.g. "sm_90a,sm_120a") hold sm_90a SASS
-    const std::string archs = FP4_CUDA_ARCHS;
-    size_t pos = 0;
-    while ((pos = archs.find("sm_90a", pos)) != std::string::npos) {
-        const size_t end = pos + 6;
-        if (end == archs.size() || archs[end] == ',' || archs[end] == ';' || archs[end] == ' ') return true;
-        pos = end;
-    }
-    return false;
-}
-
-bool wg_supported(int device) {
-    static std::mutex mu;
-    static std::unordered_map<int, bool> cache;
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(device);
-    if (it != cache.end()) return it->second;
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) {
-        cudaGetLastError();
-        count = 0;
-    }
-    const bool ok = wg_built() && device >= 0 && device < count && device_cc(device) == 90;
-    cache[device] = ok;
-    return ok;
-}
-
 // How split-K partial sums meet: 0 by the plan (a cluster's DSMEM), 1 through a cluster's
 // distributed shared memory, 2 global memory (the last CTA of a tile adds them). Process-wide.
 static int g_wg_reduce = 0;
@@ -429,29 +372,8 @@ WgPlan wg_plan(const PkProblem& pr, int device) {
     return pl;
 }
 
-// The permuted activations live in the device's default memory pool, allocated and freed in
-// stream order around the two launches (so CUDA graph capture records them as memory nodes).
-// The pool keeps up to 256 MiB cached instead of releasing it at every synchronization.
-static uint8_t* wg_scratch(int device, int64_t bytes, cudaStream_t st) {
-    static std::mutex mu;
-    static std::unordered_map<int, bool> tuned;
-    {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!tuned[device]) {
-            cudaMemPool_t pool;
-            if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
-                uint64_t keep = 256ull << 20, cur = 0;
-                if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &cur) == cudaSuccess && cur < keep)
-                    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-            }
-            cudaGetLastError();
-            tuned[device] = true;
-        }
-    }
-    void* p = nullptr;
-    cuda_check(cudaMallocAsync(&p, (size_t)bytes, st), "wgmma GEMM: scratch for the permuted activations");
-    return static_cast<uint8_t*>(p);
-}
+// Stream-ordered scratch of the permuted activations (cuda_wg_host.cpp).
+uint8_t* wg_scratch(int device, int64_t bytes, cudaStream_t st);
 
 void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream) {
     DeviceGuard guard(device);
