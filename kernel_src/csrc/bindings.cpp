@@ -570,14 +570,15 @@ void pk_mm_cuda(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uintptr_t alp
     else fp4::cuda_pk_mm(p, device, stream);
 }
 
-// The wgmma kernel's launch plan: (tokens per CTA, split along K, scratch bytes).
-std::tuple<int, int, int64_t> wg_plan_cuda(int a_kind, int64_t t, int64_t n, int64_t k, int split, int device) {
+// The wgmma kernel's launch plan: (tokens per CTA, split along K, scratch bytes, consumer
+// warpgroups, units per stage, producer lanes).
+std::tuple<int, int, int64_t, int, int, int> wg_plan_cuda(int a_kind, int64_t t, int64_t n, int64_t k, int split, int device) {
     need_cuda();
     if (!fp4::wg_supported(device)) fail("the wgmma GEMM needs an sm_90a build on a compute capability 9.0 GPU");
     const int64_t nt = (n + 15) / 16, u = (k + 127) / 128;
     const fp4::PkProblem p = pk_problem(a_kind, 0, k, 0, 0, 1.0f, 0, 2, t, n, k, (int)nt, (int)u, 0, split, 0);
     const fp4::WgPlan pl = fp4::wg_plan(p, device);
-    return {pl.nt, pl.split, pl.scratch};
+    return {pl.nt, pl.split, pl.scratch, pl.groups, pl.units, pl.lanes};
 }
 
 void pk_dequant_cuda(uintptr_t w, uintptr_t out, int64_t n, int64_t k, int nt, int u, int dtype_code, int device,
@@ -662,6 +663,7 @@ NB_MODULE(_C, m) {
     m.def("set_pk_kernel", &set_pk_kernel, nb::arg("name"));
     m.def("pk_max_rows", &pk_max_rows, nb::arg("device"), nb::arg("n"), nb::arg("k"));
     m.def("wg_set_reduce", &fp4::wg_set_reduce, nb::arg("mode"));
+    m.def("wg_set_tuning", &fp4::wg_set_tuning, nb::arg("groups"), nb::arg("units"), nb::arg("lanes"));
     m.def("wg_supported", [](int device) { return fp4::cuda_compiled() && fp4::wg_supported(device); },
           nb::arg("device"));
     m.def("wg_plan_cuda", &wg_plan_cuda, nb::arg("a_kind"), nb::arg("t"), nb::arg("n"), nb::arg("k"),

@@ -52,9 +52,10 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kWgThreads = 160;  // 4 consumer warps + 1 producer warp
-constexpr int kWgRowTiles = 4;   // 16-row tiles per CTA (wgmma M = 64)
+constexpr int kWgRowTiles = 4;   // 16-row tiles per consumer warpgroup (wgmma M = 64)
 constexpr int kWgW = kWgRowTiles * kPkUnitBytes;
+// G consumer warpgroups (64 G weight rows per CTA, sharing each activation stage) + 1 producer warp
+__host__ __device__ constexpr int wg_threads(int g) { return 128 * g + 32; }
 
 #include "sm90_async.cuh"  // mbarrier, bulk copy and descriptor helpers (inside this namespace)
 
@@ -68,16 +69,17 @@ struct WgArgs {
     int64_t T, N;
     int U, Nt;
     int split;  // CTAs along K (grid x)
+    int lanes;  // producer lanes issuing a stage's bulk copies: 1 (lane 0 all) or 32 (one copy each)
     float* ws;  // reduce through global memory: [tz][gy][split][NT * 64] partial sums, else null
     int* sem;   // and [tz][gy] arrival counters, zero at launch (the last CTA resets its own)
 };
 
-template <int NT, int ST>
-struct WgSmem {
+template <int NT, int ST, int G, int UP>
+struct WgSmem {  // a stage: UP activation tiles, then per row tile its UP units (one bulk copy each)
     static constexpr int kAct = NT * 256;
-    static constexpr int kStage = kAct + kWgW;  // a multiple of 128
+    static constexpr int kStage = UP * (kAct + G * kWgW);  // a multiple of 128
     static constexpr int kBytes = ST * kStage + 2 * ST * 8;
-    static_assert(NT * 64 * 4 <= ST * kStage, "the epilogue's partial sums fit in the stages");
+    static_assert(NT * 64 * G * 4 <= ST * kStage, "the epilogue's partial sums fit in the stages");
 };
 
 
@@ -110,26 +112,27 @@ __global__ void wg_permute(const uint16_t* __restrict__ x, int64_t lda, int64_t 
     }
 }
 
-template <bool BF16, int NT, int ST>
-__global__ void __launch_bounds__(kWgThreads, 1) wg_kernel(const __grid_constant__ WgArgs p) {
+template <bool BF16, int NT, int ST, int G, int UP>
+__global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_constant__ WgArgs p) {
 #if !FP4_WG_DEVICE
     __trap();
 #else
     constexpr int NACC = NT <= 16 ? 4 : NT <= 32 ? 2 : 1;  // independent chains: small wgmma are latency-bound
-    using S = WgSmem<NT, ST>;
+    using S = WgSmem<NT, ST, G, UP>;
+    constexpr int kThreads = wg_threads(G), kRows = G * kWgRowTiles;  // row tiles per CTA
     extern __shared__ __align__(1024) uint8_t smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int rank = (int)blockIdx.x;
     const int u0 = (int)((int64_t)p.U * rank / p.split), u1 = (int)((int64_t)p.U * (rank + 1) / p.split);
     const int nu = u1 - u0;
-    const int rt0 = (int)blockIdx.y * kWgRowTiles;
+    const int rt0 = (int)blockIdx.y * kRows;
     const int64_t z = blockIdx.z;
     const uint32_t sbase = smem_u32(smem);
     const uint32_t full0 = sbase + ST * S::kStage, empty0 = full0 + ST * 8;
     if (tid == 0) {
         for (int s = 0; s < ST; ++s) {
             mbar_init(full0 + 8 * s, 1);
-            mbar_init(empty0 + 8 * s, kWgRowTiles);  // the 4 consumer warps give a stage back
+            mbar_init(empty0 + 8 * s, kRows);  // the 4 G consumer warps give a stage back
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -139,29 +142,38 @@ __global__ void __launch_bounds__(kWgThreads, 1) wg_kernel(const __grid_constant
     for (int c = 0; c < NACC; ++c)
 #pragma unroll
         for (int i = 0; i < NT / 2; ++i) acc[c][i] = 0.f;
-    if (warp == kWgRowTiles) {  // producer
-        if (lane == 0) {
-            const int nrt = min(kWgRowTiles, p.Nt - rt0);
-            const uint8_t* xs = p.xp + (z * p.U + u0) * (int64_t)S::kAct;
-            const uint8_t* ws = p.w + ((int64_t)rt0 * p.U + u0) * kPkUnitBytes;
-            for (int k = 0; k < nu; ++k) {
-                const int s = k % ST;
-                if (k >= ST) mbar_wait(empty0 + 8 * s, ((k / ST) - 1) & 1);
-                const uint32_t st = sbase + s * S::kStage;
-                mbar_expect_tx(full0 + 8 * s, S::kAct + nrt * kPkUnitBytes);
-                bulk_g2s(st, xs + (int64_t)k * S::kAct, S::kAct, full0 + 8 * s);
+    if (warp == kRows) {  // producer: stage b holds units UP b .. UP b + UP - 1
+        const int nrt = min(kRows, p.Nt - rt0);
+        const uint8_t* xs = p.xp + (z * p.U + u0) * (int64_t)S::kAct;
+        const uint8_t* ws = p.w + ((int64_t)rt0 * p.U + u0) * kPkUnitBytes;
+        const int nb = (nu + UP - 1) / UP;
+        for (int b = 0; b < nb; ++b) {
+            const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
+            const uint32_t st = sbase + s * S::kStage;
+            if (lane == 0) {
+                if (b >= ST) mbar_wait(empty0 + 8 * s, ((b / ST) - 1) & 1);
+                mbar_expect_tx(full0 + 8 * s, n * (S::kAct + nrt * kPkUnitBytes));
+            }
+            if (p.lanes > 1) {
+                __syncwarp();
+                if (lane == 31) bulk_g2s(st, xs + (int64_t)k0 * S::kAct, n * S::kAct, full0 + 8 * s);
+                else if (lane < nrt)
+                    bulk_g2s(st + UP * S::kAct + lane * UP * kPkUnitBytes, ws + ((int64_t)lane * p.U + k0) * kPkUnitBytes,
+                             n * kPkUnitBytes, full0 + 8 * s);
+            } else if (lane == 0) {
+                bulk_g2s(st, xs + (int64_t)k0 * S::kAct, n * S::kAct, full0 + 8 * s);
                 for (int r = 0; r < nrt; ++r)
-                    bulk_g2s(st + S::kAct + r * kPkUnitBytes, ws + ((int64_t)r * p.U + k) * kPkUnitBytes,
-                             kPkUnitBytes, full0 + 8 * s);
+                    bulk_g2s(st + UP * S::kAct + r * UP * kPkUnitBytes, ws + ((int64_t)r * p.U + k0) * kPkUnitBytes,
+                             n * kPkUnitBytes, full0 + 8 * s);
             }
         }
     } else {  // consumers: warp wq owns row tile rt0 + wq
         const int wq = warp;
         uint32_t A0[8][4], A1[8][4];
         auto decode = [&](uint32_t(&A)[8][4], int k) {
-            const int s = k % ST;
-            mbar_wait(full0 + 8 * s, (k / ST) & 1);
-            const uint8_t* wb = smem + s * S::kStage + S::kAct + wq * kPkUnitBytes;
+            const int b = k / UP, s = b % ST;
+            mbar_wait(full0 + 8 * s, (b / ST) & 1);  // returns at once for a stage's later units
+            const uint8_t* wb = smem + s * S::kStage + UP * S::kAct + (wq * UP + k % UP) * kPkUnitBytes;
             const uint4 c0 = *reinterpret_cast<const uint4*>(wb + lane * 16);
             const uint4 c1 = *reinterpret_cast<const uint4*>(wb + 512 + lane * 16);
             const uint32_t sw = *reinterpret_cast<const uint32_t*>(wb + kPkCodeBytes + lane * 4);
@@ -184,16 +196,17 @@ __global__ void __launch_bounds__(kWgThreads, 1) wg_kernel(const __grid_constant
             }
         };
         auto mma = [&](uint32_t(&A)[8][4], int k) {
-            const uint32_t abase = sbase + (k % ST) * S::kStage;
+            const uint32_t abase = sbase + ((k / UP) % ST) * S::kStage + (k % UP) * S::kAct;
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
             for (int q = 0; q < 8; ++q)
                 WgMma<NT, BF16>::run(acc[q % NACC], A[q][0], A[q][1], A[q][2], A[q][3], wg_desc(abase + q * NT * 32), 1);
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         };
-        auto release = [&](int k) {
+        auto release = [&](int k) {  // after the stage's last unit
+            if (k % UP != UP - 1 && k != nu - 1) return;
             __syncwarp();
-            if (lane == 0) mbar_arrive(empty0 + 8 * (k % ST));
+            if (lane == 0) mbar_arrive(empty0 + 8 * ((k / UP) % ST));
         };
         // unit k's wgmma group runs while unit k + 1 is decoded; group k - 1 is waited for before
         // the registers it read are overwritten, and its stage is given back
@@ -218,20 +231,20 @@ __global__ void __launch_bounds__(kWgThreads, 1) wg_kernel(const __grid_constant
     }
     // ---- epilogue: every stage is idle (the consumers waited for each one the producer filled)
     __syncthreads();
-    float* red = reinterpret_cast<float*>(smem);  // [NT tokens][64 rows]
-    if (warp < kWgRowTiles) {
+    float* red = reinterpret_cast<float*>(smem);  // [NT tokens][64 G rows]
+    if (warp < kRows) {
         const int g = lane >> 2, t = lane & 3;
 #pragma unroll
         for (int j = 0; j < NT / 8; ++j)
 #pragma unroll
             for (int i = 0; i < 4; ++i)
-                red[(8 * j + 2 * t + (i & 1)) * 64 + 16 * warp + g + (i >= 2 ? 8 : 0)] = acc[0][4 * j + i];
+                red[(8 * j + 2 * t + (i & 1)) * (64 * G) + 16 * warp + g + (i >= 2 ? 8 : 0)] = acc[0][4 * j + i];
     }
     __syncthreads();
     const float al = __fmul_rn(p.alpha ? *p.alpha : p.alpha_val, 128.0f);  // undoes the decode's 2^-7
-    constexpr int tot = NT * 64;
+    constexpr int tot = NT * 64 * G;
     auto put = [&](int i, float v) {
-        const int64_t n = (int64_t)rt0 * 16 + (i & 63), m = z * NT + (i >> 6);
+        const int64_t n = (int64_t)rt0 * 16 + (i % (64 * G)), m = z * NT + (i / (64 * G));
         if (m < p.T && n < p.N) pk_store(p.out, p.out_dt, m * p.N + n, __fmul_rn(v, al));
     };
     if (p.split > 1 && p.ws) {
@@ -239,7 +252,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) wg_kernel(const __grid_constant
         // (deterministic) and writes the output (CUDA Programming Guide, "Memory Fence Functions")
         const int64_t tile = z * gridDim.y + blockIdx.y;
         float* mine = p.ws + (tile * p.split + rank) * tot;
-        for (int i = tid; i < tot; i += kWgThreads) mine[i] = red[i];
+        for (int i = tid; i < tot; i += kThreads) mine[i] = red[i];
         __threadfence();
         __syncthreads();
         __shared__ int last;
@@ -248,7 +261,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) wg_kernel(const __grid_constant
         if (!last) return;
         __threadfence();
         const float* all = p.ws + tile * p.split * tot;
-        for (int i = tid; i < tot; i += kWgThreads) {
+        for (int i = tid; i < tot; i += kThreads) {
             float v = 0.0f;
             for (int s = 0; s < p.split; ++s) v += __ldcg(all + (int64_t)s * tot + i);
             put(i, v);
@@ -260,7 +273,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) wg_kernel(const __grid_constant
         cg::cluster_group cluster = cg::this_cluster();
         cluster.sync();
         const int per = (tot + p.split - 1) / p.split, lo = rank * per, hi = min(tot, lo + per);
-        for (int i = lo + tid; i < hi; i += kWgThreads) {
+        for (int i = lo + tid; i < hi; i += kThreads) {
             float v = 0.0f;
             for (int s = 0; s < p.split; ++s) v += cluster.map_shared_rank(red, s)[i];
             put(i, v);
@@ -268,41 +281,80 @@ __global__ void __launch_bounds__(kWgThreads, 1) wg_kernel(const __grid_constant
         cluster.sync();  // keep this CTA's shared memory alive until the others have read it
         return;
     }
-    for (int i = tid; i < tot; i += kWgThreads) put(i, red[i]);
+    for (int i = tid; i < tot; i += kThreads) put(i, red[i]);
 #endif
 }
 
 // ---- host side --------------------------------------------------------------------------------
 struct WgCfg {
-    int nt, st;
+    int nt, st, groups, units;
     const void* func;
     int smem;
+    int threads() const { return wg_threads(groups); }
 };
 
-template <bool BF16, int NT, int ST>
+template <bool BF16, int NT, int ST, int G, int UP>
 WgCfg wg_cfg() {
-    return {NT, ST, reinterpret_cast<const void*>(&wg_kernel<BF16, NT, ST>), WgSmem<NT, ST>::kBytes};
+    return {NT, ST, G, UP, reinterpret_cast<const void*>(&wg_kernel<BF16, NT, ST, G, UP>),
+            WgSmem<NT, ST, G, UP>::kBytes};
 }
 
-// Token tile and stages per M (bench/NOTES.md, "Issue 28" sweeps: shared memory decides the
-// occupancy; 6 stages for 16 and 32 tokens, 4 for 64 and 128, 3 for 256). M <= 8 runs cuda_pk.cu.
-WgCfg wg_config(bool bf16, int nt) {
-    if (bf16) {
-        switch (nt) {
-            case 16: return wg_cfg<true, 16, 6>();
-            case 32: return wg_cfg<true, 32, 6>();
-            case 64: return wg_cfg<true, 64, 4>();
-            case 128: return wg_cfg<true, 128, 4>();
-            default: return wg_cfg<true, 256, 3>();
-        }
-    }
+// Token tile, stages, consumer warpgroups (G) and units per stage (UP) per M. G = 1, UP = 1:
+// 6 stages for 16 and 32 tokens, 4 for 64 and 128, 3 for 256 (bench/NOTES.md, "Issue 28" sweeps:
+// shared memory decides the occupancy, 2 CTAs per SM up to 64 tokens). G = 2 (128 weight rows
+// per CTA sharing each activation stage): one CTA per SM, as many stages as fit in ~200 KiB.
+// UP > 1: the same shared memory in fewer, larger stages (one bulk copy per row tile brings UP
+// consecutive units). The default per tile: wg_default; FP4_WG_SWEEP builds every combination
+// that fits (benchmarks: wg_set_tuning).
+template <int NT, int G, int UP>
+constexpr int wg_stages() {
+    constexpr int one = NT * 256 + G * kWgW;
+    int st = G == 1 ? (NT <= 32 ? 6 : NT <= 128 ? 4 : 3) : (200 * 1024) / one;
+    st = st > 12 ? 12 : st;
+    st = st / UP;
+    return st < 2 ? 2 : st;
+}
+template <int NT, int G, int UP>
+constexpr bool wg_fits() {
+    return wg_stages<NT, G, UP>() * (UP * (NT * 256 + G * kWgW) + 16) <= 227 * 1024 && (G == 1 || NT <= 128);
+}
+struct WgChoice {
+    int groups, units;
+};
+constexpr WgChoice wg_default(int) { return {1, 1}; }
+template <int NT, int G, int UP>
+constexpr bool wg_built() {
+#ifdef FP4_WG_SWEEP
+    return wg_fits<NT, G, UP>();
+#else
+    return wg_default(NT).groups == G && wg_default(NT).units == UP;
+#endif
+}
+
+template <bool BF16, int NT, int G, int UP>
+WgCfg wg_cfg_if() {
+    if constexpr (wg_built<NT, G, UP>()) return wg_cfg<BF16, NT, wg_stages<NT, G, UP>(), G, UP>();
+    else throw std::invalid_argument("wgmma GEMM: this build holds no kernel for that tuning (groups, units)");
+}
+
+template <bool BF16, int NT>
+WgCfg wg_cfg_t(int g, int up) {
+    if (g == 2) return up == 1 ? wg_cfg_if<BF16, NT, 2, 1>() : up == 2 ? wg_cfg_if<BF16, NT, 2, 2>() : wg_cfg_if<BF16, NT, 2, 4>();
+    return up == 1 ? wg_cfg_if<BF16, NT, 1, 1>() : up == 2 ? wg_cfg_if<BF16, NT, 1, 2>() : wg_cfg_if<BF16, NT, 1, 4>();
+}
+
+template <bool BF16>
+WgCfg wg_config_t(int nt, int g, int up) {
     switch (nt) {
-        case 16: return wg_cfg<false, 16, 6>();
-        case 32: return wg_cfg<false, 32, 6>();
-        case 64: return wg_cfg<false, 64, 4>();
-        case 128: return wg_cfg<false, 128, 4>();
-        default: return wg_cfg<false, 256, 3>();
+        case 16: return wg_cfg_t<BF16, 16>(g, up);
+        case 32: return wg_cfg_t<BF16, 32>(g, up);
+        case 64: return wg_cfg_t<BF16, 64>(g, up);
+        case 128: return wg_cfg_t<BF16, 128>(g, up);
+        default: return wg_cfg_t<BF16, 256>(g, up);
     }
+}
+WgCfg wg_config(bool bf16, int nt, int g, int up) {
+    return bf16 ? wg_config_t<true>(nt, g, up) : wg_config_t<false>(nt, g, up);
 }
 
 int wg_tile(int64_t t) { return t <= 16 ? 16 : t <= 32 ? 32 : t <= 64 ? 64 : t <= 128 ? 128 : 256; }
@@ -324,7 +376,7 @@ int wg_resident(int device, const WgCfg& c, int* sms) {
     cuda_check(cudaFuncSetAttribute(c.func, cudaFuncAttributeMaxDynamicSharedMemorySize, c.smem),
                "wgmma GEMM: shared memory attribute");
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, c.func, kWgThreads, c.smem) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, c.func, c.threads(), c.smem) != cudaSuccess) {
         cudaGetLastError();
         n = 1;
     }
@@ -341,11 +393,24 @@ void wg_set_reduce(int mode) {
     if (mode < 0 || mode > 2) throw std::invalid_argument("wgmma GEMM: reduce mode must be 0, 1 or 2");
     g_wg_reduce = mode;
 }
+// Tuning for benchmarks, process-wide; 0 = the plan's choice: consumer warpgroups per CTA (1, 2),
+// units per stage (1, 2, 4), producer lanes issuing the bulk copies (1, 32). A default build
+// refuses a (groups, units) it does not hold when a GEMM is launched.
+static int g_wg_groups = 0, g_wg_units = 0, g_wg_lanes = 0;
+void wg_set_tuning(int groups, int units, int lanes) {
+    if (groups < 0 || groups > 2) throw std::invalid_argument("wgmma GEMM: warpgroups must be 0, 1 or 2");
+    if (units != 0 && units != 1 && units != 2 && units != 4)
+        throw std::invalid_argument("wgmma GEMM: units per stage must be 0, 1, 2 or 4");
+    if (lanes != 0 && lanes != 1 && lanes != 32) throw std::invalid_argument("wgmma GEMM: lanes must be 0, 1 or 32");
+    g_wg_groups = groups;
+    g_wg_units = units;
+    g_wg_lanes = lanes;
+}
 static int64_t wg_act_bytes(const WgPlan& pl, int u, int64_t tz) {
     return (tz * u * (int64_t)pl.nt * 256 + 255) / 256 * 256;
 }
 static int64_t wg_red_bytes(const WgPlan& pl, int64_t gy, int64_t tz) {
-    return tz * gy * pl.split * (int64_t)pl.nt * 64 * 4 + tz * gy * 4;
+    return tz * gy * pl.split * (int64_t)pl.nt * 64 * pl.groups * 4 + tz * gy * 4;
 }
 
 // Split along K: the largest S (1..8) whose grid stays within one wave of at most 2 CTAs per SM
@@ -356,10 +421,14 @@ static int64_t wg_red_bytes(const WgPlan& pl, int64_t gy, int64_t tz) {
 WgPlan wg_plan(const PkProblem& pr, int device) {
     WgPlan pl;
     pl.nt = wg_tile(pr.t);
-    const WgCfg c = wg_config(pr.a_kind == 1, pl.nt);
+    pl.groups = g_wg_groups ? g_wg_groups : wg_default(pl.nt).groups;
+    pl.units = g_wg_units ? g_wg_units : wg_default(pl.nt).units;
+    pl.lanes = g_wg_lanes ? g_wg_lanes : 1;
+    const WgCfg c = wg_config(pr.a_kind == 1, pl.nt, pl.groups, pl.units);
     int sms = 0;
     const int occ = wg_resident(device, c, &sms);
-    const int64_t tz = (pr.t + pl.nt - 1) / pl.nt, gy = (pr.nt + kWgRowTiles - 1) / kWgRowTiles;
+    const int rows = kWgRowTiles * pl.groups;
+    const int64_t tz = (pr.t + pl.nt - 1) / pl.nt, gy = (pr.nt + rows - 1) / rows;
     pl.split = 1;
     if (pr.split > 0) {
         pl.split = pr.split;
@@ -381,8 +450,9 @@ void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream) {
         throw std::runtime_error("fp4_kernels: the wgmma GEMM needs an sm_90a build on a compute capability 9.0 GPU");
     if (pr.n <= 0 || pr.t <= 0) return;
     const WgPlan pl = wg_plan(pr, device);
-    const WgCfg c = wg_config(pr.a_kind == 1, pl.nt);
-    const int64_t tz = (pr.t + pl.nt - 1) / pl.nt, gy = (pr.nt + kWgRowTiles - 1) / kWgRowTiles;
+    const WgCfg c = wg_config(pr.a_kind == 1, pl.nt, pl.groups, pl.units);
+    const int rows = kWgRowTiles * pl.groups;
+    const int64_t tz = (pr.t + pl.nt - 1) / pl.nt, gy = (pr.nt + rows - 1) / rows;
     if (gy > 65535 || tz > 65535)
         throw std::runtime_error("fp4_kernels: wgmma GEMM: N or M too large for one launch");
     auto st = reinterpret_cast<cudaStream_t>(stream);
@@ -408,8 +478,9 @@ void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream) {
     a.U = pr.u;
     a.Nt = pr.nt;
     a.split = pl.split;
+    a.lanes = pl.lanes;
     if (pl.global_reduce) {
-        const int64_t act = wg_act_bytes(pl, pr.u, tz), part = tz * gy * pl.split * (int64_t)pl.nt * 64 * 4;
+        const int64_t act = wg_act_bytes(pl, pr.u, tz), part = tz * gy * pl.split * (int64_t)pl.nt * 64 * pl.groups * 4;
         a.ws = reinterpret_cast<float*>(scratch + act);
         a.sem = reinterpret_cast<int*>(scratch + act + part);
         const cudaError_t me = cudaMemsetAsync(a.sem, 0, (size_t)(tz * gy * 4), st);
@@ -420,7 +491,7 @@ void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream) {
     }
     cudaLaunchConfig_t cfg{};
     cudaLaunchAttribute attr[1];
-    cfg.blockDim = dim3(kWgThreads);
+    cfg.blockDim = dim3((unsigned)c.threads());
     cfg.gridDim = dim3((unsigned)pl.split, (unsigned)gy, (unsigned)tz);
     cfg.dynamicSmemBytes = (size_t)c.smem;
     cfg.stream = st;

@@ -120,10 +120,14 @@ void cuda_pk_dequant(const uint8_t* w, void* out, int64_t n, int64_t k, int nt, 
 // the permuted activations (WgPlan::scratch bytes) are allocated stream-ordered on `stream`.
 struct WgPlan {
     int nt = 0, split = 1;  // tokens per CTA, CTAs per cluster along K
+    int groups = 1;         // consumer warpgroups per CTA (64 weight rows each)
+    int units = 1;          // 128-k units per pipeline stage
+    int lanes = 1;          // producer lanes issuing a stage's bulk copies
     int64_t scratch = 0;    // bytes of permuted activations (+ partial sums and counters)
     bool global_reduce = false;  // split-K sums meet in global memory (else: a cluster's DSMEM)
 };
 void wg_set_reduce(int mode);  // 0 by the plan, 1 cluster DSMEM, 2 global memory (benchmarks)
+void wg_set_tuning(int groups, int units, int lanes);  // benchmarks; 0 = the plan's choice
 bool wg_built();
 bool wg_supported(int device);
 WgPlan wg_plan(const PkProblem& p, int device);

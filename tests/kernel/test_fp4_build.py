@@ -205,5 +205,10 @@ def test_wgmma_kernel_only_in_sm90a_and_the_knobs_refuse_bad_names(fk, fp4_build
         _gemm_fast.set_pk_kernel("fast")
     with pytest.raises(ValueError, match="reduce mode"):
         fk._C.wg_set_reduce(5)
+    with pytest.raises(ValueError, match="warpgroups must be 0, 1 or 2"):
+        fk._C.wg_set_tuning(3, 0, 0)
+    with pytest.raises(ValueError, match="units per stage must be 0, 1, 2 or 4"):
+        fk._C.wg_set_tuning(0, 3, 0)
     _gemm_fast.set_pk_kernel("auto")
     fk._C.wg_set_reduce(0)
+    fk._C.wg_set_tuning(0, 0, 0)
