@@ -147,20 +147,26 @@ __global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_const
         const uint8_t* xs = p.xp + (z * p.U + u0) * (int64_t)S::kAct;
         const uint8_t* ws = p.w + ((int64_t)rt0 * p.U + u0) * kPkUnitBytes;
         const int nb = (nu + UP - 1) / UP;
-        for (int b = 0; b < nb; ++b) {
-            const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
-            const uint32_t st = sbase + s * S::kStage;
-            if (lane == 0) {
-                if (b >= ST) mbar_wait(empty0 + 8 * s, ((b / ST) - 1) & 1);
-                mbar_expect_tx(full0 + 8 * s, n * (S::kAct + nrt * kPkUnitBytes));
-            }
-            if (p.lanes > 1) {
+        if (p.lanes > 1) {  // lane 0 waits and arms the stage, every lane issues one copy
+            for (int b = 0; b < nb; ++b) {
+                const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
+                const uint32_t st = sbase + s * S::kStage;
+                if (lane == 0) {
+                    if (b >= ST) mbar_wait(empty0 + 8 * s, ((b / ST) - 1) & 1);
+                    mbar_expect_tx(full0 + 8 * s, n * (S::kAct + nrt * kPkUnitBytes));
+                }
                 __syncwarp();
                 if (lane == 31) bulk_g2s(st, xs + (int64_t)k0 * S::kAct, n * S::kAct, full0 + 8 * s);
                 else if (lane < nrt)
                     bulk_g2s(st + UP * S::kAct + lane * UP * kPkUnitBytes, ws + ((int64_t)lane * p.U + k0) * kPkUnitBytes,
                              n * kPkUnitBytes, full0 + 8 * s);
-            } else if (lane == 0) {
+            }
+        } else if (lane == 0) {  // lane 0 alone (the other lanes leave at once)
+            for (int b = 0; b < nb; ++b) {
+                const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
+                const uint32_t st = sbase + s * S::kStage;
+                if (b >= ST) mbar_wait(empty0 + 8 * s, ((b / ST) - 1) & 1);
+                mbar_expect_tx(full0 + 8 * s, n * (S::kAct + nrt * kPkUnitBytes));
                 bulk_g2s(st, xs + (int64_t)k0 * S::kAct, n * S::kAct, full0 + 8 * s);
                 for (int r = 0; r < nrt; ++r)
                     bulk_g2s(st + UP * S::kAct + r * UP * kPkUnitBytes, ws + ((int64_t)r * p.U + k0) * kPkUnitBytes,
@@ -196,11 +202,15 @@ __global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_const
             }
         };
         auto mma = [&](uint32_t(&A)[8][4], int k) {
-            const uint32_t abase = sbase + ((k / UP) % ST) * S::kStage + (k % UP) * S::kAct;
+            // one descriptor per unit; step q's is q * NT * 32 bytes on, i.e. + q * NT * 2 in the
+            // address field (bits 0-13 of address >> 4: no carry, shared memory is under 256 KiB)
+            const uint64_t d0 = wg_desc(sbase + ((k / UP) % ST) * S::kStage + (k % UP) * S::kAct);
+            const uint32_t lo = (uint32_t)d0, hi = (uint32_t)(d0 >> 32);
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
             for (int q = 0; q < 8; ++q)
-                WgMma<NT, BF16>::run(acc[q % NACC], A[q][0], A[q][1], A[q][2], A[q][3], wg_desc(abase + q * NT * 32), 1);
+                WgMma<NT, BF16>::run(acc[q % NACC], A[q][0], A[q][1], A[q][2], A[q][3],
+                                     (uint64_t)hi << 32 | (lo + (uint32_t)(q * NT * 2)), 1);
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         };
         auto release = [&](int k) {  // after the stage's last unit
@@ -426,7 +436,9 @@ WgPlan wg_plan(const PkProblem& pr, int device) {
     pl.nt = wg_tile(pr.t);
     pl.groups = g_wg_groups ? g_wg_groups : wg_default(pl.nt).groups;
     pl.units = g_wg_units ? g_wg_units : wg_default(pl.nt).units;
-    pl.lanes = g_wg_lanes ? g_wg_lanes : 32;  // one lane per bulk copy: 5-13% faster at every M (sweep2_tuning.txt)
+    // one lane per bulk copy for the small tiles (with 4 units per stage); lane 0 alone above, where
+    // the A/B against the previous kernel measured it 5-12% faster (bench/NOTES.md, "Issue 28: tuning")
+    pl.lanes = g_wg_lanes ? g_wg_lanes : pl.nt <= 32 ? 32 : 1;
     const WgCfg c = wg_config(pr.a_kind == 1, pl.nt, pl.groups, pl.units);
     int sms = 0;
     const int occ = wg_resident(device, c, &sms);

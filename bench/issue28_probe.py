@@ -1,0 +1,175 @@
+"""Issue 28 diagnostics on a GPU host: where the large-M (dequantize + cuBLAS) path and the wgmma
+kernel's producer lanes spend their time. Not the issue's table (bench/issue28.py is); numbers
+for bench/NOTES.md.
+
+  dequant   the prepacked dequantize alone per shape (graph replay), against the copy rate:
+            bytes read (0.5625 B a weight) + written (2 B a weight)
+  cublas    at M = 512 .. 4096: torch.matmul on the dense weight (bf16 reduced-precision
+            reduction allowed, torch's default, and disallowed), fp4_kernels' cuBLAS call alone
+            (alpha on the device, reduced-precision reduction disallowed), and dequantize + it
+  overlap   dequantize + cuBLAS in C chunks of weight rows on two streams (chunk i + 1 dequantized
+            while chunk i multiplies), against one dequantize then one GEMM
+  lanes     the wgmma kernel with 1 or 32 producer lanes issuing the bulk copies, M = 32 .. 256
+
+    python bench/issue28_probe.py [--only dequant,cublas,overlap,lanes]
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+import fp4_kernels as fk
+from fp4_kernels import _gemm, _gemm_fast
+
+SHAPES = [(8192, 8192), (14336, 4096), (4096, 14336), (2048, 7168), (7168, 2048)]
+COPIES, CALLS = 4, 20
+
+
+def graph_us(fns):
+    """Best per-call time (us) of a CUDA graph replaying CALLS calls of fns (rotated)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for f in fns:
+            f()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(CALLS):
+            fns[i % len(fns)]()
+    g.replay()
+    torch.cuda.synchronize()
+    best = 1e30
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(5):
+        e0.record()
+        g.replay()
+        e1.record()
+        e1.synchronize()
+        best = min(best, e0.elapsed_time(e1) * 1000.0 / CALLS)
+    del g
+    return best
+
+
+def copy_rate():
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    us = graph_us([lambda: dst.copy_(src)])
+    del src, dst
+    return 2 * (1 << 30) / (us * 1e-6)
+
+
+def weights(n, k, gen):
+    out = []
+    for _ in range(COPIES):
+        w = torch.randn((n, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+        gs = 448 * 6 / float(w.abs().max())
+        b_q, b_s = fk.scaled_fp4_quant(w, gs)
+        out.append(fk.prepack_fp4_weight(b_q, b_s))
+    return out
+
+
+def dense(pw):
+    return _gemm._pk_dense(torch, pw, torch.bfloat16, pw.data.device)
+
+
+def chunked(a, pw, chunks, side, bufs):
+    """out = a @ W^T, W dequantized in `chunks` row ranges on stream `side`, each chunk's GEMM on
+    the current stream once its rows are ready (two dequantize buffers alternate)."""
+    n, k = pw.n, pw.k
+    rows = -(-n // chunks)
+    rows = -(-rows // 16) * 16
+    cur = torch.cuda.current_stream()
+    outs, evs = [], []
+    side.wait_stream(cur)
+    for c in range(chunks):
+        r0, r1 = c * rows, min(n, (c + 1) * rows)
+        if r0 >= n:
+            break
+        buf = bufs[c % 2]
+        with torch.cuda.stream(side):
+            if c >= 2:
+                side.wait_event(evs[c - 2][1])  # the GEMM that read this buffer is done
+            rt0 = r0 // 16
+            _gemm._C.pk_dequant_cuda(pw.data[rt0:].data_ptr(), buf.data_ptr(), r1 - r0, k, (r1 - r0 + 15) // 16,
+                                     pw.data.shape[1], 2, a.device.index, side.cuda_stream)
+            ready = torch.cuda.Event()
+            ready.record(side)
+        cur.wait_event(ready)
+        outs.append(torch.matmul(a, buf[: r1 - r0].T))  # the chunks stay apart (a probe)
+        done = torch.cuda.Event()
+        done.record(cur)
+        evs.append((ready, done))
+    cur.wait_stream(side)
+    return outs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="dequant,cublas,overlap,lanes")
+    args = ap.parse_args()
+    only = set(args.only.split(","))
+    gen = torch.Generator(device="cuda").manual_seed(1234)
+    rate = copy_rate()
+    print("copy %.2f TB/s" % (rate / 1e12), flush=True)
+    for n, k in SHAPES:
+        ws = weights(n, k, gen)
+        if "dequant" in only:
+            us = graph_us([lambda p=p: dense(p) for p in ws])
+            floor = n * k * (0.5625 + 2) / rate * 1e6
+            print("dequant %5dx%-5d %7.1f us (copy-rate floor %.1f: %.0f%%)" % (n, k, us, floor, 100 * floor / us),
+                  flush=True)
+        ds = [dense(p) for p in ws]
+        al = torch.tensor([1.0], device="cuda")
+        for m in (512, 1024, 4096):
+            a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+            if "cublas" in only:
+                r = {}
+                for rpr in (True, False):
+                    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = rpr
+                    r["torch_rpr" if rpr else "torch_norpr"] = graph_us([lambda d=d: torch.matmul(a, d.T) for d in ds])
+                torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
+                r["ours_gemm"] = graph_us([lambda d=d: _gemm._gemm_16(torch, a, d, al, torch.bfloat16, m, n, k, a.device)
+                                           for d in ds])
+                r["ours_path"] = graph_us([lambda p=p: fk.scaled_fp4_w4a16_mm(a, p, None, 1.0) for p in ws])
+                print("cublas  %5dx%-5d M=%-4d " % (n, k, m) + " ".join("%s %.1f" % kv for kv in r.items()), flush=True)
+            if "overlap" in only and m >= 1024:
+                side = torch.cuda.Stream()
+                rows = -(-n // 4)
+                bufs = [torch.empty((-(-rows // 16) * 16, k), dtype=torch.bfloat16, device="cuda") for _ in range(2)]
+                one = graph_us([lambda p=p: torch.matmul(a, dense(p).T) for p in ws])
+                res = ["one %.1f" % one]
+                for c in (2, 4, 8):
+                    if c > 4:
+                        rows8 = -(-n // c)
+                        bufs = [torch.empty((-(-rows8 // 16) * 16, k), dtype=torch.bfloat16, device="cuda") for _ in range(2)]
+                    ref = torch.matmul(a, dense(ws[0]).T)
+                    got = torch.cat(chunked(a, ws[0], c, side, bufs), dim=1)
+                    torch.cuda.synchronize()
+                    ok = torch.equal(ref, got)
+                    res.append("c%d %.1f%s" % (c, graph_us([lambda p=p: chunked(a, p, c, side, bufs) for p in ws]),
+                                               "" if ok else " MISMATCH"))
+                print("overlap %5dx%-5d M=%-4d %s" % (n, k, m, " ".join(res)), flush=True)
+        if "lanes" in only and fk._C.wg_supported(0):
+            for m in (32, 64, 128, 256):
+                a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+                res = []
+                _gemm_fast.set_pk_kernel("wg")
+                try:
+                    for lanes in (1, 32):
+                        fk._C.wg_set_tuning(0, 0, lanes)
+                        res.append("l%d %.1f" % (lanes, graph_us([lambda p=p: fk.scaled_fp4_w4a16_mm(a, p, None, 1.0)
+                                                                   for p in ws])))
+                finally:
+                    fk._C.wg_set_tuning(0, 0, 0)
+                    _gemm_fast.set_pk_kernel("auto")
+                print("lanes   %5dx%-5d M=%-4d %s" % (n, k, m, " ".join(res)), flush=True)
+        del ws, ds
+        torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
