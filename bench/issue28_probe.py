@@ -10,6 +10,9 @@ for bench/NOTES.md.
   overlap   dequantize + cuBLAS in C chunks of weight rows on two streams (chunk i + 1 dequantized
             while chunk i multiplies), against one dequantize then one GEMM
   lanes     the wgmma kernel with 1 or 32 producer lanes issuing the bulk copies, M = 32 .. 256
+  pdl       the default dispatch with and without programmatic dependent launch, M = 1 .. 256,
+            and a chain of 8 GEMMs each reading the one before's output (8192^2), replayed as a
+            CUDA graph with PDL, against eager calls without it: bit-identical or MISMATCH
 
     python bench/issue28_probe.py [--only dequant,cublas,overlap,lanes]
 """
@@ -108,7 +111,7 @@ def chunked(a, pw, chunks, side, bufs):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="dequant,cublas,overlap,lanes")
+    ap.add_argument("--only", default="pdl,lanes,dequant,cublas,overlap")
     args = ap.parse_args()
     only = set(args.only.split(","))
     gen = torch.Generator(device="cuda").manual_seed(1234)
@@ -152,6 +155,49 @@ def main() -> int:
                     res.append("c%d %.1f%s" % (c, graph_us([lambda p=p: chunked(a, p, c, side, bufs) for p in ws]),
                                                "" if ok else " MISMATCH"))
                 print("overlap %5dx%-5d M=%-4d %s" % (n, k, m, " ".join(res)), flush=True)
+        if "pdl" in only and n == k:
+            for m in (1, 16, 64, 128, 256):
+                a0 = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+                al = 1.0 / (k ** 0.5 * float(ws[0].unpack()[1].float().abs().mean()) * 4)
+
+                def chain():
+                    y = a0
+                    for i in range(8):
+                        y = fk.scaled_fp4_w4a16_mm(y, ws[i % COPIES], None, al)
+                    return y
+                fk._C.gemm_set_pdl(False)
+                want = chain()
+                fk._C.gemm_set_pdl(True)
+                s_ = torch.cuda.Stream()
+                s_.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s_):
+                    chain()
+                torch.cuda.current_stream().wait_stream(s_)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    got = chain()
+                bad = 0
+                for _ in range(20):
+                    got.fill_(float("nan"))
+                    g.replay()
+                    torch.cuda.synchronize()
+                    bad += not torch.equal(got, want)
+                print("pdl chain M=%-4d %s (20 replays; |y| mean %.3g)" % (
+                    m, "bit-identical" if not bad else "MISMATCH in %d" % bad, float(want.float().abs().mean())),
+                    flush=True)
+                del g
+        if "pdl" in only:
+            for m in (1, 16, 32, 64, 128, 256):
+                a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+                res = []
+                try:
+                    for on in (True, False):
+                        fk._C.gemm_set_pdl(on)
+                        res.append("%s %.1f" % ("pdl" if on else "nopdl", graph_us(
+                            [lambda p=p: fk.scaled_fp4_w4a16_mm(a, p, None, 1.0) for p in ws])))
+                finally:
+                    fk._C.gemm_set_pdl(True)
+                print("pdl     %5dx%-5d M=%-4d %s" % (n, k, m, " ".join(res)), flush=True)
         if "lanes" in only and fk._C.wg_supported(0):
             for m in (32, 64, 128, 256):
                 a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)

@@ -108,6 +108,14 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     __trap();
 #else
+#if __CUDA_ARCH__ >= 900
+    // Programmatic dependent launch (CUDA Programming Guide): launched with the attribute, this
+    // grid may become resident while the kernel before it ends; nothing is read before that
+    // kernel is complete and its writes visible (griddepcontrol.wait), and a GEMM launched after
+    // this one may do the same (launch_dependents). Without the attribute both return at once.
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
     constexpr bool BF16 = AK == kABf16Pk;
     constexpr int TM = 8 * MT;
     constexpr int PER = TM * 16;  // floats of one row tile's partial sums
@@ -392,7 +400,25 @@ int pk_resident(const void* func, int device, int smem) {
     return m[key];
 }
 
+// The kernel image holds griddepcontrol.wait (compiled from PTX 9.0 or later): only then may it
+// be launched with programmatic stream serialization.
+bool pk_pdl_image(const void* func) {
+    static std::mutex mu;
+    static std::unordered_map<const void*, bool> cache;
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(func);
+    if (it != cache.end()) return it->second;
+    cudaFuncAttributes fa{};
+    bool ok = cudaFuncGetAttributes(&fa, func) == cudaSuccess && fa.ptxVersion >= 90;
+    if (!ok) cudaGetLastError();
+    return cache[func] = ok;
+}
+
 }  // namespace
+
+static bool g_gemm_pdl = true;
+void gemm_set_pdl(bool on) { g_gemm_pdl = on; }
+bool gemm_pdl() { return g_gemm_pdl; }
 
 // Launch plan. Token tile 8 / 16 / 32 by M (more tokens: several 32-token tiles, grid z). For each RT (row tiles per CTA; 8 / RT warps
 // split the CTA's k range), cluster split along K (1..8) and units per load (1 or 2), the time is
@@ -519,19 +545,24 @@ void cuda_pk_mm(const PkProblem& pr, int device, uintptr_t stream) {
         throw std::runtime_error("fp4_kernels: prepacked GEMM: N or M too large for one launch");
     const void* func = pk_kernel_for(pr.a_kind, pl.mt, pl.un);
     cudaLaunchConfig_t cfg{};
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     cfg.blockDim = dim3(kPkThreads);
     cfg.gridDim = dim3((unsigned)pl.split, (unsigned)gy, (unsigned)tz);
     cfg.dynamicSmemBytes = (size_t)pk_smem(pl.mt);
     cfg.stream = reinterpret_cast<cudaStream_t>(stream);
+    cfg.attrs = attr;
     cfg.numAttrs = 0;
+    if (g_gemm_pdl && d.cc >= 90 && pk_pdl_image(func)) {
+        attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+        ++cfg.numAttrs;
+    }
     if (pl.split > 1) {
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = (unsigned)pl.split;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
+        attr[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
+        attr[cfg.numAttrs].val.clusterDim.x = (unsigned)pl.split;
+        attr[cfg.numAttrs].val.clusterDim.y = 1;
+        attr[cfg.numAttrs].val.clusterDim.z = 1;
+        ++cfg.numAttrs;
     }
     void* args[] = {&a};
     const cudaError_t e = cudaLaunchKernelExC(&cfg, func, args);

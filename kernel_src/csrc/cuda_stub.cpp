@@ -28,6 +28,8 @@ void cuda_pk_mm(const PkProblem&, int, uintptr_t) { no_cuda(); }
 void cuda_pk_dequant(const uint8_t*, void*, int64_t, int64_t, int, int, DType, int, uintptr_t) { no_cuda(); }
 bool wg_built() { return false; }
 bool wg_supported(int) { return false; }
+void gemm_set_pdl(bool) {}
+bool gemm_pdl() { return false; }
 void wg_set_reduce(int) {}
 void wg_set_tuning(int, int, int) {}
 WgPlan wg_plan(const PkProblem&, int) { no_cuda(); }

@@ -90,6 +90,11 @@ struct WgSmem {  // a stage: UP activation tiles, then per row tile its UP units
 // one token's 256 contiguous bytes of a unit.
 __global__ void wg_permute(const uint16_t* __restrict__ x, int64_t lda, int64_t T, int64_t K, int U, int NT,
                            int64_t tz, uint8_t* __restrict__ xp) {
+#if FP4_WG_DEVICE
+    // the GEMM launched after this (programmatic dependent launch) may start now: it reads this
+    // grid's output only after griddepcontrol.wait, which waits for this grid's completion
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
     const int64_t total = tz * U * NT * 16;  // (z, u, n, s, khalf): 16 bytes each
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         const int kh = (int)(i & 1), s = (int)((i >> 1) & 7);
@@ -147,30 +152,46 @@ __global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_const
         const uint8_t* xs = p.xp + (z * p.U + u0) * (int64_t)S::kAct;
         const uint8_t* ws = p.w + ((int64_t)rt0 * p.U + u0) * kPkUnitBytes;
         const int nb = (nu + UP - 1) / UP;
-        if (p.lanes > 1) {  // lane 0 waits and arms the stage, every lane issues one copy
-            for (int b = 0; b < nb; ++b) {
-                const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
-                const uint32_t st = sbase + s * S::kStage;
-                if (lane == 0) {
-                    if (b >= ST) mbar_wait(empty0 + 8 * s, ((b / ST) - 1) & 1);
-                    mbar_expect_tx(full0 + 8 * s, n * (S::kAct + nrt * kPkUnitBytes));
-                }
-                __syncwarp();
-                if (lane == 31) bulk_g2s(st, xs + (int64_t)k0 * S::kAct, n * S::kAct, full0 + 8 * s);
-                else if (lane < nrt)
-                    bulk_g2s(st + UP * S::kAct + lane * UP * kPkUnitBytes, ws + ((int64_t)lane * p.U + k0) * kPkUnitBytes,
-                             n * kPkUnitBytes, full0 + 8 * s);
+        // Programmatic dependent launch (CUDA Programming Guide, "Programmatic Dependent Launch"):
+        // this grid may start while the activation permute still runs. The weights were written
+        // before the permute started (stream order), so the first stages' weight copies go out at
+        // once; the activation copies only after griddepcontrol.wait (the permute is complete and
+        // its writes visible). Launched without the attribute, the wait returns at once.
+        const bool solo = p.lanes <= 1;
+        auto arm = [&](int b) {  // lane 0: the stage is free again, and how many bytes will land
+            const int s = b % ST, n = min(UP, nu - b * UP);
+            if (b >= ST) mbar_wait(empty0 + 8 * s, ((b / ST) - 1) & 1);
+            mbar_expect_tx(full0 + 8 * s, n * (S::kAct + nrt * kPkUnitBytes));
+        };
+        auto copy_w = [&](int b) {  // the stage's weight row tiles: lane r (or lane 0 alone)
+            const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
+            const uint32_t st = sbase + s * S::kStage + UP * S::kAct;
+            for (int r = solo ? 0 : lane; r < (solo ? nrt : min(lane + 1, nrt)); ++r)
+                bulk_g2s(st + r * UP * kPkUnitBytes, ws + ((int64_t)r * p.U + k0) * kPkUnitBytes, n * kPkUnitBytes,
+                         full0 + 8 * s);
+        };
+        auto copy_x = [&](int b) {  // the stage's activation tile: lane 31 (or lane 0 alone)
+            const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
+            bulk_g2s(sbase + s * S::kStage, xs + (int64_t)k0 * S::kAct, n * S::kAct, full0 + 8 * s);
+        };
+        const int xl = solo ? 0 : 31;  // the lane that copies activations
+        if (solo && lane != 0) {
+            // the other lanes have nothing to do
+        } else {
+            const int pre = min(ST, nb);
+            for (int b = 0; b < pre; ++b) {
+                if (lane == 0) arm(b);
+                if (!solo) __syncwarp();
+                copy_w(b);
             }
-        } else if (lane == 0) {  // lane 0 alone (the other lanes leave at once)
-            for (int b = 0; b < nb; ++b) {
-                const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
-                const uint32_t st = sbase + s * S::kStage;
-                if (b >= ST) mbar_wait(empty0 + 8 * s, ((b / ST) - 1) & 1);
-                mbar_expect_tx(full0 + 8 * s, n * (S::kAct + nrt * kPkUnitBytes));
-                bulk_g2s(st, xs + (int64_t)k0 * S::kAct, n * S::kAct, full0 + 8 * s);
-                for (int r = 0; r < nrt; ++r)
-                    bulk_g2s(st + UP * S::kAct + r * UP * kPkUnitBytes, ws + ((int64_t)r * p.U + k0) * kPkUnitBytes,
-                             n * kPkUnitBytes, full0 + 8 * s);
+            asm volatile("griddepcontrol.wait;" ::: "memory");
+            if (lane == xl)
+                for (int b = 0; b < pre; ++b) copy_x(b);
+            for (int b = pre; b < nb; ++b) {
+                if (lane == 0) arm(b);
+                if (!solo) __syncwarp();
+                copy_w(b);
+                if (lane == xl) copy_x(b);
             }
         }
     } else {  // consumers: warp wq owns row tile rt0 + wq
@@ -505,19 +526,24 @@ void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream) {
         }
     }
     cudaLaunchConfig_t cfg{};
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     cfg.blockDim = dim3((unsigned)c.threads());
     cfg.gridDim = dim3((unsigned)pl.split, (unsigned)gy, (unsigned)tz);
     cfg.dynamicSmemBytes = (size_t)c.smem;
     cfg.stream = st;
+    cfg.attrs = attr;
     cfg.numAttrs = 0;
+    if (!pl.global_reduce && gemm_pdl()) {  // overlaps the permute (not the global reduction's memset)
+        attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+        ++cfg.numAttrs;
+    }
     if (pl.split > 1 && !pl.global_reduce) {
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = (unsigned)pl.split;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
+        attr[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
+        attr[cfg.numAttrs].val.clusterDim.x = (unsigned)pl.split;
+        attr[cfg.numAttrs].val.clusterDim.y = 1;
+        attr[cfg.numAttrs].val.clusterDim.z = 1;
+        ++cfg.numAttrs;
     }
     void* args[] = {&a};
     const cudaError_t e = cudaLaunchKernelExC(&cfg, c.func, args);

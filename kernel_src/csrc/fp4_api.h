@@ -126,6 +126,10 @@ struct WgPlan {
     int64_t scratch = 0;    // bytes of permuted activations (+ partial sums and counters)
     bool global_reduce = false;  // split-K sums meet in global memory (else: a cluster's DSMEM)
 };
+// Programmatic dependent launch of the prepacked GEMMs on 9.0+ GPUs (on by default; benchmarks
+// switch it off to measure it): a GEMM may start while the kernel before it in the stream ends.
+void gemm_set_pdl(bool on);
+bool gemm_pdl();
 void wg_set_reduce(int mode);  // 0 by the plan, 1 cluster DSMEM, 2 global memory (benchmarks)
 void wg_set_tuning(int groups, int units, int lanes);  // benchmarks; 0 = the plan's choice
 bool wg_built();
