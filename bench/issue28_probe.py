@@ -10,6 +10,7 @@ for bench/NOTES.md.
   overlap   dequantize + cuBLAS in C chunks of weight rows on two streams (chunk i + 1 dequantized
             while chunk i multiplies), against one dequantize then one GEMM
   lanes     the wgmma kernel with 1 or 32 producer lanes issuing the bulk copies, M = 32 .. 256
+  rot       the wgmma kernel with every CTA walking k from 0, and with rotated starts, M = 16 .. 256
   pdl       the default dispatch with and without programmatic dependent launch, M = 1 .. 256,
             and a chain of 8 GEMMs each reading the one before's output (8192^2), replayed as a
             CUDA graph with PDL, against eager calls without it: bit-identical or MISMATCH
@@ -111,7 +112,7 @@ def chunked(a, pw, chunks, side, bufs):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="pdl,lanes,dequant,cublas,overlap")
+    ap.add_argument("--only", default="pdl,rot")
     args = ap.parse_args()
     only = set(args.only.split(","))
     gen = torch.Generator(device="cuda").manual_seed(1234)
@@ -124,9 +125,9 @@ def main() -> int:
             floor = n * k * (0.5625 + 2) / rate * 1e6
             print("dequant %5dx%-5d %7.1f us (copy-rate floor %.1f: %.0f%%)" % (n, k, us, floor, 100 * floor / us),
                   flush=True)
-        ds = [dense(p) for p in ws]
+        ds = [dense(p) for p in ws] if only & {"cublas", "overlap"} else []
         al = torch.tensor([1.0], device="cuda")
-        for m in (512, 1024, 4096):
+        for m in (512, 1024, 4096) if ds else ():
             a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
             if "cublas" in only:
                 r = {}
@@ -140,14 +141,11 @@ def main() -> int:
                 print("cublas  %5dx%-5d M=%-4d " % (n, k, m) + " ".join("%s %.1f" % kv for kv in r.items()), flush=True)
             if "overlap" in only and m >= 1024:
                 side = torch.cuda.Stream()
-                rows = -(-n // 4)
-                bufs = [torch.empty((-(-rows // 16) * 16, k), dtype=torch.bfloat16, device="cuda") for _ in range(2)]
                 one = graph_us([lambda p=p: torch.matmul(a, dense(p).T) for p in ws])
                 res = ["one %.1f" % one]
                 for c in (2, 4, 8):
-                    if c > 4:
-                        rows8 = -(-n // c)
-                        bufs = [torch.empty((-(-rows8 // 16) * 16, k), dtype=torch.bfloat16, device="cuda") for _ in range(2)]
+                    rows_c = -(-(-(-n // c)) // 16) * 16
+                    bufs = [torch.empty((rows_c, k), dtype=torch.bfloat16, device="cuda") for _ in range(2)]
                     ref = torch.matmul(a, dense(ws[0]).T)
                     got = torch.cat(chunked(a, ws[0], c, side, bufs), dim=1)
                     torch.cuda.synchronize()
@@ -198,6 +196,20 @@ def main() -> int:
                 finally:
                     fk._C.gemm_set_pdl(True)
                 print("pdl     %5dx%-5d M=%-4d %s" % (n, k, m, " ".join(res)), flush=True)
+        if "rot" in only and fk._C.wg_supported(0):
+            for m in (16, 32, 64, 128, 256):
+                a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+                res = []
+                _gemm_fast.set_pk_kernel("wg")
+                try:
+                    for on in (0, 1):
+                        fk._C.wg_set_rotate(on)
+                        res.append("%s %.1f" % ("rot" if on else "k0", graph_us(
+                            [lambda p=p: fk.scaled_fp4_w4a16_mm(a, p, None, 1.0) for p in ws])))
+                finally:
+                    fk._C.wg_set_rotate(1)
+                    _gemm_fast.set_pk_kernel("auto")
+                print("rot     %5dx%-5d M=%-4d %s" % (n, k, m, " ".join(res)), flush=True)
         if "lanes" in only and fk._C.wg_supported(0):
             for m in (32, 64, 128, 256):
                 a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)

@@ -111,10 +111,9 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
 #if __CUDA_ARCH__ >= 900
     // Programmatic dependent launch (CUDA Programming Guide): launched with the attribute, this
     // grid may become resident while the kernel before it ends; nothing is read before that
-    // kernel is complete and its writes visible (griddepcontrol.wait), and a GEMM launched after
-    // this one may do the same (launch_dependents). Without the attribute both return at once.
+    // kernel is complete and its writes visible (griddepcontrol.wait). Without the attribute the
+    // wait returns at once.
     asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;");
 #endif
     constexpr bool BF16 = AK == kABf16Pk;
     constexpr int TM = 8 * MT;
@@ -231,6 +230,11 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
         }
     }
 
+#if __CUDA_ARCH__ >= 900
+    // a dependent GEMM may be launched once every CTA got here: its CTAs then wait for this
+    // grid's end in slots freed by this grid's last wave, not in slots this grid still needs
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
     // ---- epilogue: red[warp][token][row] -> sum over the CTA's k-groups, then the cluster
     {
         float* mine = red + warp * PER;

@@ -32,6 +32,7 @@ void gemm_set_pdl(bool) {}
 bool gemm_pdl() { return false; }
 void wg_set_reduce(int) {}
 void wg_set_tuning(int, int, int) {}
+void wg_set_rotate(int) {}
 WgPlan wg_plan(const PkProblem&, int) { no_cuda(); }
 void cuda_wg_mm(const PkProblem&, int, uintptr_t) { no_cuda(); }
 }  // namespace fp4

@@ -132,6 +132,7 @@ void gemm_set_pdl(bool on);
 bool gemm_pdl();
 void wg_set_reduce(int mode);  // 0 by the plan, 1 cluster DSMEM, 2 global memory (benchmarks)
 void wg_set_tuning(int groups, int units, int lanes);  // benchmarks; 0 = the plan's choice
+void wg_set_rotate(int on);  // benchmarks: 0 = every CTA walks k from 0 (default 1: rotated starts)
 bool wg_built();
 bool wg_supported(int device);
 WgPlan wg_plan(const PkProblem& p, int device);
