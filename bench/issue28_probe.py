@@ -10,6 +10,7 @@ for bench/NOTES.md.
   overlap   dequantize + cuBLAS in C chunks of weight rows on two streams (chunk i + 1 dequantized
             while chunk i multiplies), against one dequantize then one GEMM
   lanes     the wgmma kernel with 1 or 32 producer lanes issuing the bulk copies, M = 32 .. 256
+  l2pf      the mma.sync kernel's weight loads with and without the 256-byte L2 fetch hint, M = 1 .. 16
   rot       the wgmma kernel with every CTA walking k from 0, and with rotated starts, M = 16 .. 256
   pdl       the default dispatch with and without programmatic dependent launch, M = 1 .. 256,
             and a chain of 8 GEMMs each reading the one before's output (8192^2), replayed as a
@@ -112,7 +113,7 @@ def chunked(a, pw, chunks, side, bufs):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="pdl,rot")
+    ap.add_argument("--only", default="pdl,rot,l2pf")
     args = ap.parse_args()
     only = set(args.only.split(","))
     gen = torch.Generator(device="cuda").manual_seed(1234)
@@ -196,6 +197,18 @@ def main() -> int:
                 finally:
                     fk._C.gemm_set_pdl(True)
                 print("pdl     %5dx%-5d M=%-4d %s" % (n, k, m, " ".join(res)), flush=True)
+        if "l2pf" in only:
+            for m in (1, 4, 16):
+                a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+                res = []
+                try:
+                    for on in (0, 1):
+                        fk._C.pk_set_l2_prefetch(on)
+                        res.append("%s %.1f" % ("l2pf" if on else "plain", graph_us(
+                            [lambda p=p: fk.scaled_fp4_w4a16_mm(a, p, None, 1.0) for p in ws])))
+                finally:
+                    fk._C.pk_set_l2_prefetch(0)
+                print("l2pf    %5dx%-5d M=%-4d %s" % (n, k, m, " ".join(res)), flush=True)
         if "rot" in only and fk._C.wg_supported(0):
             for m in (16, 32, 64, 128, 256):
                 a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)

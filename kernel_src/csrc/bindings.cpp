@@ -664,6 +664,7 @@ NB_MODULE(_C, m) {
     m.def("pk_max_rows", &pk_max_rows, nb::arg("device"), nb::arg("n"), nb::arg("k"));
     m.def("wg_set_reduce", &fp4::wg_set_reduce, nb::arg("mode"));
     m.def("gemm_set_pdl", &fp4::gemm_set_pdl, nb::arg("on"));
+    m.def("pk_set_l2_prefetch", &fp4::pk_set_l2_prefetch, nb::arg("on"));
     m.def("wg_set_rotate", &fp4::wg_set_rotate, nb::arg("on"));
     m.def("wg_set_tuning", &fp4::wg_set_tuning, nb::arg("groups"), nb::arg("units"), nb::arg("lanes"));
     m.def("wg_supported", [](int device) { return fp4::cuda_compiled() && fp4::wg_supported(device); },

@@ -58,11 +58,21 @@ struct PkArgs {
     int lrt;    // log2(row tiles per CTA)
     int split;  // CTAs per cluster along K
     float fix;  // power of two undoing the decode scaling
+    int l2pf;   // 1: weight loads with the 256-byte L2 fetch hint (pk_set_l2_prefetch)
 };
 
 __device__ __forceinline__ uint4 ldg_stream128(const void* p) {
     uint4 v;
     asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+}
+// The same with a 256-byte L2 fetch hint (PTX ISA, ld: .L2::256B): L2 brings whole 256-byte
+// sectors from DRAM for the weight stream
+__device__ __forceinline__ uint4 ldg_stream128_pf(const void* p) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
         : "l"(p));
     return v;
@@ -203,8 +213,13 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
 #pragma unroll
             for (int j = 0; j < UN; ++j) {
                 if (u + j < u1) {
-                    b.c[j][0] = ldg_stream128(wp + j * kPkUnitBytes);
-                    b.c[j][1] = ldg_stream128(wp + j * kPkUnitBytes + 512);
+                    if (p.l2pf) {
+                        b.c[j][0] = ldg_stream128_pf(wp + j * kPkUnitBytes);
+                        b.c[j][1] = ldg_stream128_pf(wp + j * kPkUnitBytes + 512);
+                    } else {
+                        b.c[j][0] = ldg_stream128(wp + j * kPkUnitBytes);
+                        b.c[j][1] = ldg_stream128(wp + j * kPkUnitBytes + 512);
+                    }
                     b.s[j] = ldg_stream32(sp + j * kPkUnitBytes);
                 }
             }
@@ -421,6 +436,8 @@ bool pk_pdl_image(const void* func) {
 }  // namespace
 
 static bool g_gemm_pdl = true;
+static int g_pk_l2pf = 0;
+void pk_set_l2_prefetch(int on) { g_pk_l2pf = on ? 1 : 0; }
 void gemm_set_pdl(bool on) { g_gemm_pdl = on; }
 bool gemm_pdl() { return g_gemm_pdl; }
 
@@ -543,6 +560,7 @@ void cuda_pk_mm(const PkProblem& pr, int device, uintptr_t stream) {
     a.lrt = pl.rt == 1 ? 0 : pl.rt == 2 ? 1 : pl.rt == 4 ? 2 : 3;
     a.split = pl.split;
     a.fix = 128.0f;
+    a.l2pf = g_pk_l2pf;
     const int64_t tz = (pr.t + 8 * pl.mt - 1) / (8 * pl.mt);
     const int64_t gy = (pr.nt + pl.rt - 1) / pl.rt;
     if (gy > 65535 || tz > 65535)

@@ -29,6 +29,7 @@ void cuda_pk_dequant(const uint8_t*, void*, int64_t, int64_t, int, int, DType, i
 bool wg_built() { return false; }
 bool wg_supported(int) { return false; }
 void gemm_set_pdl(bool) {}
+void pk_set_l2_prefetch(int) {}
 bool gemm_pdl() { return false; }
 void wg_set_reduce(int) {}
 void wg_set_tuning(int, int, int) {}

@@ -129,6 +129,7 @@ struct WgPlan {
 // Programmatic dependent launch of the prepacked GEMMs on 9.0+ GPUs (on by default; benchmarks
 // switch it off to measure it): a GEMM may start while the kernel before it in the stream ends.
 void gemm_set_pdl(bool on);
+void pk_set_l2_prefetch(int on);  // benchmarks: the mma.sync kernel's weight loads with .L2::256B
 bool gemm_pdl();
 void wg_set_reduce(int mode);  // 0 by the plan, 1 cluster DSMEM, 2 global memory (benchmarks)
 void wg_set_tuning(int groups, int units, int lanes);  // benchmarks; 0 = the plan's choice
