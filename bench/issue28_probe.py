@@ -10,9 +10,8 @@ for bench/NOTES.md.
   overlap   dequantize + cuBLAS in C chunks of weight rows on two streams (chunk i + 1 dequantized
             while chunk i multiplies), against one dequantize then one GEMM
   lanes     the wgmma kernel with 1 or 32 producer lanes issuing the bulk copies, M = 32 .. 256
-  l2pf      the mma.sync kernel's weight loads with and without the 256-byte L2 fetch hint, M = 1 .. 16
-  rot       the wgmma kernel with every CTA walking k from 0, and with rotated starts, M = 16 .. 256
-  pdl       the default dispatch with and without programmatic dependent launch, M = 1 .. 256,
+  pdl       the default dispatch with and without the wgmma kernel's programmatic dependent launch,
+            M = 1 .. 256,
             and a chain of 8 GEMMs each reading the one before's output (8192^2), replayed as a
             CUDA graph with PDL, against eager calls without it: bit-identical or MISMATCH
 
@@ -113,7 +112,7 @@ def chunked(a, pw, chunks, side, bufs):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="pdl,rot,l2pf")
+    ap.add_argument("--only", default="pdl,lanes")
     args = ap.parse_args()
     only = set(args.only.split(","))
     gen = torch.Generator(device="cuda").manual_seed(1234)
@@ -164,9 +163,9 @@ def main() -> int:
                     for i in range(8):
                         y = fk.scaled_fp4_w4a16_mm(y, ws[i % COPIES], None, al)
                     return y
-                fk._C.gemm_set_pdl(False)
+                fk._C.wg_set_pdl(False)
                 want = chain()
-                fk._C.gemm_set_pdl(True)
+                fk._C.wg_set_pdl(True)
                 s_ = torch.cuda.Stream()
                 s_.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(s_):
@@ -191,38 +190,12 @@ def main() -> int:
                 res = []
                 try:
                     for on in (True, False):
-                        fk._C.gemm_set_pdl(on)
+                        fk._C.wg_set_pdl(on)
                         res.append("%s %.1f" % ("pdl" if on else "nopdl", graph_us(
                             [lambda p=p: fk.scaled_fp4_w4a16_mm(a, p, None, 1.0) for p in ws])))
                 finally:
-                    fk._C.gemm_set_pdl(True)
+                    fk._C.wg_set_pdl(True)
                 print("pdl     %5dx%-5d M=%-4d %s" % (n, k, m, " ".join(res)), flush=True)
-        if "l2pf" in only:
-            for m in (1, 4, 16):
-                a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
-                res = []
-                try:
-                    for on in (0, 1):
-                        fk._C.pk_set_l2_prefetch(on)
-                        res.append("%s %.1f" % ("l2pf" if on else "plain", graph_us(
-                            [lambda p=p: fk.scaled_fp4_w4a16_mm(a, p, None, 1.0) for p in ws])))
-                finally:
-                    fk._C.pk_set_l2_prefetch(0)
-                print("l2pf    %5dx%-5d M=%-4d %s" % (n, k, m, " ".join(res)), flush=True)
-        if "rot" in only and fk._C.wg_supported(0):
-            for m in (16, 32, 64, 128, 256):
-                a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
-                res = []
-                _gemm_fast.set_pk_kernel("wg")
-                try:
-                    for on in (0, 1):
-                        fk._C.wg_set_rotate(on)
-                        res.append("%s %.1f" % ("rot" if on else "k0", graph_us(
-                            [lambda p=p: fk.scaled_fp4_w4a16_mm(a, p, None, 1.0) for p in ws])))
-                finally:
-                    fk._C.wg_set_rotate(1)
-                    _gemm_fast.set_pk_kernel("auto")
-                print("rot     %5dx%-5d M=%-4d %s" % (n, k, m, " ".join(res)), flush=True)
         if "lanes" in only and fk._C.wg_supported(0):
             for m in (32, 64, 128, 256):
                 a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)

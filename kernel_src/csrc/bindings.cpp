@@ -534,13 +534,18 @@ constexpr int64_t kWgMinRows = 17, kWgMaxRows = 256, kPkMaxRows = 64;
 // dequantize path wins or ties on every shape).
 constexpr int64_t kWgMinElems = int64_t(1) << 25;
 
-bool use_wg(int64_t t, int device) {
+// 9..16 tokens: the wgmma kernel for weights of at least kWgMinElems with N >= 8192 (H200, two
+// runs: 14336x4096 M = 16 21.5-21.7 us against the mma.sync kernel's 25.5-26.7, 8192^2 23.6-25.3
+// against 24.8-25.8; narrower weights stay faster on cuda_pk.cu: 4096x14336 25 against 22, bench/NOTES.md).
+constexpr int64_t kWgWideMinRows = 9, kWgWideN = 8192;
+
+bool use_wg(int64_t t, int64_t n, int64_t k, int device) {
     if (g_pk_kernel == 1) return false;
     if (!fp4::wg_supported(device)) {
         if (g_pk_kernel == 2) fail("the wgmma GEMM needs an sm_90a build on a compute capability 9.0 GPU");
         return false;
     }
-    return g_pk_kernel == 2 || t >= kWgMinRows;
+    return g_pk_kernel == 2 || t >= kWgMinRows || (t >= kWgWideMinRows && n >= kWgWideN && n * k >= kWgMinElems);
 }
 
 void set_pk_kernel(const std::string& name) {
@@ -566,7 +571,7 @@ void pk_mm_cuda(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uintptr_t alp
     const fp4::PkProblem p = pk_problem(a_kind, a, lda, w, alpha, alpha_value, out, out_dtype_code, t, n,
                                         k, nt, u, rt, split, un);
     if (t == 0 || n == 0) return;
-    if (use_wg(t, device)) fp4::cuda_wg_mm(p, device, stream);
+    if (use_wg(t, n, k, device)) fp4::cuda_wg_mm(p, device, stream);
     else fp4::cuda_pk_mm(p, device, stream);
 }
 
@@ -663,9 +668,7 @@ NB_MODULE(_C, m) {
     m.def("set_pk_kernel", &set_pk_kernel, nb::arg("name"));
     m.def("pk_max_rows", &pk_max_rows, nb::arg("device"), nb::arg("n"), nb::arg("k"));
     m.def("wg_set_reduce", &fp4::wg_set_reduce, nb::arg("mode"));
-    m.def("gemm_set_pdl", &fp4::gemm_set_pdl, nb::arg("on"));
-    m.def("pk_set_l2_prefetch", &fp4::pk_set_l2_prefetch, nb::arg("on"));
-    m.def("wg_set_rotate", &fp4::wg_set_rotate, nb::arg("on"));
+    m.def("wg_set_pdl", &fp4::wg_set_pdl, nb::arg("on"));
     m.def("wg_set_tuning", &fp4::wg_set_tuning, nb::arg("groups"), nb::arg("units"), nb::arg("lanes"));
     m.def("wg_supported", [](int device) { return fp4::cuda_compiled() && fp4::wg_supported(device); },
           nb::arg("device"));

@@ -58,21 +58,11 @@ struct PkArgs {
     int lrt;    // log2(row tiles per CTA)
     int split;  // CTAs per cluster along K
     float fix;  // power of two undoing the decode scaling
-    int l2pf;   // 1: weight loads with the 256-byte L2 fetch hint (pk_set_l2_prefetch)
 };
 
 __device__ __forceinline__ uint4 ldg_stream128(const void* p) {
     uint4 v;
     asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
-    return v;
-}
-// The same with a 256-byte L2 fetch hint (PTX ISA, ld: .L2::256B): L2 brings whole 256-byte
-// sectors from DRAM for the weight stream
-__device__ __forceinline__ uint4 ldg_stream128_pf(const void* p) {
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
         : "l"(p));
     return v;
@@ -118,13 +108,6 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     __trap();
 #else
-#if __CUDA_ARCH__ >= 900
-    // Programmatic dependent launch (CUDA Programming Guide): launched with the attribute, this
-    // grid may become resident while the kernel before it ends; nothing is read before that
-    // kernel is complete and its writes visible (griddepcontrol.wait). Without the attribute the
-    // wait returns at once.
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
     constexpr bool BF16 = AK == kABf16Pk;
     constexpr int TM = 8 * MT;
     constexpr int PER = TM * 16;  // floats of one row tile's partial sums
@@ -213,13 +196,8 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
 #pragma unroll
             for (int j = 0; j < UN; ++j) {
                 if (u + j < u1) {
-                    if (p.l2pf) {
-                        b.c[j][0] = ldg_stream128_pf(wp + j * kPkUnitBytes);
-                        b.c[j][1] = ldg_stream128_pf(wp + j * kPkUnitBytes + 512);
-                    } else {
-                        b.c[j][0] = ldg_stream128(wp + j * kPkUnitBytes);
-                        b.c[j][1] = ldg_stream128(wp + j * kPkUnitBytes + 512);
-                    }
+                    b.c[j][0] = ldg_stream128(wp + j * kPkUnitBytes);
+                    b.c[j][1] = ldg_stream128(wp + j * kPkUnitBytes + 512);
                     b.s[j] = ldg_stream32(sp + j * kPkUnitBytes);
                 }
             }
@@ -245,11 +223,6 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
         }
     }
 
-#if __CUDA_ARCH__ >= 900
-    // a dependent GEMM may be launched once every CTA got here: its CTAs then wait for this
-    // grid's end in slots freed by this grid's last wave, not in slots this grid still needs
-    asm volatile("griddepcontrol.launch_dependents;");
-#endif
     // ---- epilogue: red[warp][token][row] -> sum over the CTA's k-groups, then the cluster
     {
         float* mine = red + warp * PER;
@@ -419,27 +392,7 @@ int pk_resident(const void* func, int device, int smem) {
     return m[key];
 }
 
-// The kernel image holds griddepcontrol.wait (compiled from PTX 9.0 or later): only then may it
-// be launched with programmatic stream serialization.
-bool pk_pdl_image(const void* func) {
-    static std::mutex mu;
-    static std::unordered_map<const void*, bool> cache;
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(func);
-    if (it != cache.end()) return it->second;
-    cudaFuncAttributes fa{};
-    bool ok = cudaFuncGetAttributes(&fa, func) == cudaSuccess && fa.ptxVersion >= 90;
-    if (!ok) cudaGetLastError();
-    return cache[func] = ok;
-}
-
 }  // namespace
-
-static bool g_gemm_pdl = true;
-static int g_pk_l2pf = 0;
-void pk_set_l2_prefetch(int on) { g_pk_l2pf = on ? 1 : 0; }
-void gemm_set_pdl(bool on) { g_gemm_pdl = on; }
-bool gemm_pdl() { return g_gemm_pdl; }
 
 // Launch plan. Token tile 8 / 16 / 32 by M (more tokens: several 32-token tiles, grid z). For each RT (row tiles per CTA; 8 / RT warps
 // split the CTA's k range), cluster split along K (1..8) and units per load (1 or 2), the time is
@@ -560,31 +513,25 @@ void cuda_pk_mm(const PkProblem& pr, int device, uintptr_t stream) {
     a.lrt = pl.rt == 1 ? 0 : pl.rt == 2 ? 1 : pl.rt == 4 ? 2 : 3;
     a.split = pl.split;
     a.fix = 128.0f;
-    a.l2pf = g_pk_l2pf;
     const int64_t tz = (pr.t + 8 * pl.mt - 1) / (8 * pl.mt);
     const int64_t gy = (pr.nt + pl.rt - 1) / pl.rt;
     if (gy > 65535 || tz > 65535)
         throw std::runtime_error("fp4_kernels: prepacked GEMM: N or M too large for one launch");
     const void* func = pk_kernel_for(pr.a_kind, pl.mt, pl.un);
     cudaLaunchConfig_t cfg{};
-    cudaLaunchAttribute attr[2];
+    cudaLaunchAttribute attr[1];
     cfg.blockDim = dim3(kPkThreads);
     cfg.gridDim = dim3((unsigned)pl.split, (unsigned)gy, (unsigned)tz);
     cfg.dynamicSmemBytes = (size_t)pk_smem(pl.mt);
     cfg.stream = reinterpret_cast<cudaStream_t>(stream);
-    cfg.attrs = attr;
     cfg.numAttrs = 0;
-    if (g_gemm_pdl && d.cc >= 90 && pk_pdl_image(func)) {
-        attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
-        ++cfg.numAttrs;
-    }
     if (pl.split > 1) {
-        attr[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
-        attr[cfg.numAttrs].val.clusterDim.x = (unsigned)pl.split;
-        attr[cfg.numAttrs].val.clusterDim.y = 1;
-        attr[cfg.numAttrs].val.clusterDim.z = 1;
-        ++cfg.numAttrs;
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = (unsigned)pl.split;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
     }
     void* args[] = {&a};
     const cudaError_t e = cudaLaunchKernelExC(&cfg, func, args);

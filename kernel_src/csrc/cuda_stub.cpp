@@ -28,12 +28,9 @@ void cuda_pk_mm(const PkProblem&, int, uintptr_t) { no_cuda(); }
 void cuda_pk_dequant(const uint8_t*, void*, int64_t, int64_t, int, int, DType, int, uintptr_t) { no_cuda(); }
 bool wg_built() { return false; }
 bool wg_supported(int) { return false; }
-void gemm_set_pdl(bool) {}
-void pk_set_l2_prefetch(int) {}
-bool gemm_pdl() { return false; }
 void wg_set_reduce(int) {}
 void wg_set_tuning(int, int, int) {}
-void wg_set_rotate(int) {}
+void wg_set_pdl(bool) {}
 WgPlan wg_plan(const PkProblem&, int) { no_cuda(); }
 void cuda_wg_mm(const PkProblem&, int, uintptr_t) { no_cuda(); }
 }  // namespace fp4

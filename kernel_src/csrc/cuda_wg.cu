@@ -70,7 +70,6 @@ struct WgArgs {
     int U, Nt;
     int split;  // CTAs along K (grid x)
     int lanes;  // producer lanes issuing a stage's bulk copies: 1 (lane 0 all) or 32 (one copy each)
-    int rotate;  // 1: each row group starts its k loop at its own stage (wg_set_rotate)
     float* ws;  // reduce through global memory: [tz][gy][split][NT * 64] partial sums, else null
     int* sem;   // and [tz][gy] arrival counters, zero at launch (the last CTA resets its own)
 };
@@ -159,27 +158,20 @@ __global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_const
         // once; the activation copies only after griddepcontrol.wait (the permute is complete and
         // its writes visible). Launched without the attribute, the wait returns at once.
         const bool solo = p.lanes <= 1;
-        // Every CTA streams the same activation tiles. In k order from k = 0 all CTAs would read
-        // the same 128-byte lines at the same moment, i.e. the same few L2 slices; rotated, row
-        // group y starts at stage y * nb / grid.y and wraps around (the sum order changes, not
-        // the sum's terms). Only where every stage is full (nu a multiple of UP): the consumers
-        // count units per stage in sequence order.
-        const int rb = p.rotate && nu % UP == 0 ? (int)((int64_t)blockIdx.y * nb / gridDim.y % nb) : 0;
-        auto first = [&](int b) { return (b + rb < nb ? b + rb : b + rb - nb) * UP; };  // unit of stage b
         auto arm = [&](int b) {  // lane 0: the stage is free again, and how many bytes will land
-            const int s = b % ST, n = min(UP, nu - first(b));
+            const int s = b % ST, n = min(UP, nu - b * UP);
             if (b >= ST) mbar_wait(empty0 + 8 * s, ((b / ST) - 1) & 1);
             mbar_expect_tx(full0 + 8 * s, n * (S::kAct + nrt * kPkUnitBytes));
         };
         auto copy_w = [&](int b) {  // the stage's weight row tiles: lane r (or lane 0 alone)
-            const int s = b % ST, k0 = first(b), n = min(UP, nu - k0);
+            const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
             const uint32_t st = sbase + s * S::kStage + UP * S::kAct;
             for (int r = solo ? 0 : lane; r < (solo ? nrt : min(lane + 1, nrt)); ++r)
                 bulk_g2s(st + r * UP * kPkUnitBytes, ws + ((int64_t)r * p.U + k0) * kPkUnitBytes, n * kPkUnitBytes,
                          full0 + 8 * s);
         };
         auto copy_x = [&](int b) {  // the stage's activation tile: lane 31 (or lane 0 alone)
-            const int s = b % ST, k0 = first(b), n = min(UP, nu - k0);
+            const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
             bulk_g2s(sbase + s * S::kStage, xs + (int64_t)k0 * S::kAct, n * S::kAct, full0 + 8 * s);
         };
         const int xl = solo ? 0 : 31;  // the lane that copies activations
@@ -438,8 +430,9 @@ void wg_set_reduce(int mode) {
 // Tuning for benchmarks, process-wide; 0 = the plan's choice: consumer warpgroups per CTA (1, 2),
 // units per stage (1, 2, 4), producer lanes issuing the bulk copies (1, 32). A default build
 // refuses a (groups, units) it does not hold when a GEMM is launched.
-static int g_wg_groups = 0, g_wg_units = 0, g_wg_lanes = 0, g_wg_rotate = 1;
-void wg_set_rotate(int on) { g_wg_rotate = on ? 1 : 0; }
+static int g_wg_groups = 0, g_wg_units = 0, g_wg_lanes = 0;
+static bool g_wg_pdl = true;
+void wg_set_pdl(bool on) { g_wg_pdl = on; }
 void wg_set_tuning(int groups, int units, int lanes) {
     if (groups < 0 || groups > 2) throw std::invalid_argument("wgmma GEMM: warpgroups must be 0, 1 or 2");
     if (units != 0 && units != 1 && units != 2 && units != 4)
@@ -524,7 +517,6 @@ void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream) {
     a.Nt = pr.nt;
     a.split = pl.split;
     a.lanes = pl.lanes;
-    a.rotate = g_wg_rotate;
     if (pl.global_reduce) {
         const int64_t act = wg_act_bytes(pl, pr.u, tz), part = tz * gy * pl.split * (int64_t)pl.nt * 64 * pl.groups * 4;
         a.ws = reinterpret_cast<float*>(scratch + act);
@@ -543,7 +535,7 @@ void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream) {
     cfg.stream = st;
     cfg.attrs = attr;
     cfg.numAttrs = 0;
-    if (!pl.global_reduce && gemm_pdl()) {  // overlaps the permute (not the global reduction's memset)
+    if (!pl.global_reduce && g_wg_pdl) {  // overlaps the permute (not the global reduction's memset)
         attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attr[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
         ++cfg.numAttrs;

@@ -9,7 +9,7 @@ bool wg_built() { return false; }
 bool wg_supported(int) { return false; }
 void wg_set_reduce(int) {}
 void wg_set_tuning(int, int, int) {}
-void wg_set_rotate(int) {}
+void wg_set_pdl(bool) {}
 WgPlan wg_plan(const PkProblem&, int) {
     throw std::runtime_error("fp4_kernels: this build holds no sm_90a code (the wgmma GEMM)");
 }

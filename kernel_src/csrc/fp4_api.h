@@ -126,14 +126,11 @@ struct WgPlan {
     int64_t scratch = 0;    // bytes of permuted activations (+ partial sums and counters)
     bool global_reduce = false;  // split-K sums meet in global memory (else: a cluster's DSMEM)
 };
-// Programmatic dependent launch of the prepacked GEMMs on 9.0+ GPUs (on by default; benchmarks
-// switch it off to measure it): a GEMM may start while the kernel before it in the stream ends.
-void gemm_set_pdl(bool on);
-void pk_set_l2_prefetch(int on);  // benchmarks: the mma.sync kernel's weight loads with .L2::256B
-bool gemm_pdl();
 void wg_set_reduce(int mode);  // 0 by the plan, 1 cluster DSMEM, 2 global memory (benchmarks)
 void wg_set_tuning(int groups, int units, int lanes);  // benchmarks; 0 = the plan's choice
-void wg_set_rotate(int on);  // benchmarks: 0 = every CTA walks k from 0 (default 1: rotated starts)
+// Programmatic dependent launch of the wgmma kernel after its activation permute (on by default;
+// benchmarks switch it off to measure it)
+void wg_set_pdl(bool on);
 bool wg_built();
 bool wg_supported(int device);
 WgPlan wg_plan(const PkProblem& p, int device);
