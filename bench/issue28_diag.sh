@@ -2,13 +2,14 @@
 # Issue 28 diagnostics on the GPU host (one device call): build kernel_src for this GPU, selfcheck,
 # bench/issue28_probe.py, Nsight Compute of the wgmma kernel at M = 128 and 32 (8192^2), then the
 # issue's table. Usage (repo root): bash bench/issue28_diag.sh OUTDIR
+# (env: TABLE=0, NCU=0, NCU_CFGS='N K M [g u l];...', PROBE_ARGS, FP4_WG_SWEEP=ON for every tuning)
 set -uo pipefail
 out=${1:?OUTDIR}; mkdir -p "$out"
 py=${PYTHON:-python3}
 work=$(mktemp -d)
 export TORCH_CUDA_ARCH_LIST=9.0a CUDA_HOME=/usr/local/cuda PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
 t0=$(date +%s)
-$py -m pip wheel -v --no-build-isolation --no-deps -w "$work/whl" ./kernel_src > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+$py -m pip wheel -v --no-build-isolation --no-deps -w "$work/whl" ./kernel_src > "$work/build.log" 2>&1 || { cp "$work/build.log" "$out/"; tail -40 "$out/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 $py -m pip install -q --no-deps --target "$work/site" "$work"/whl/*.whl
 export PYTHONPATH="$work/site"
@@ -17,14 +18,15 @@ import json, fp4_kernels as fk
 r = fk.selfcheck('cuda', seed=4321); bad = [c for c in r['checks'] if not c['ok']]
 print('selfcheck', r['ok'], len(r['checks']), bad[:5])" 2>&1 | tee "$out/selfcheck.txt"
 timeout ${PROBE_TIMEOUT:-150} $py bench/issue28_probe.py ${PROBE_ARGS:-} 2>&1 | tee "$out/probe.txt"
-[ "${NCU:-1}" = 1 ] && for cfg in "8192 8192 128" "8192 8192 32"; do
+IFS=";" read -ra cfgs <<< "${NCU_CFGS:-8192 8192 128;8192 8192 32}"  # N K M [groups units lanes]
+[ "${NCU:-1}" = 1 ] && for cfg in "${cfgs[@]}"; do
   tag=$(echo $cfg | tr ' ' _)
   timeout 120 ncu --clock-control none -k regex:wg_kernel -s 2 -c 1 --set full --import-source no \
       -o "$work/rep_$tag" $py bench/issue28_ncu.py run $cfg > "$work/ncu_$tag.log" 2>&1 || tail -5 "$work/ncu_$tag.log"
   ncu -i "$work/rep_$tag.ncu-rep" --page details > "$out/ncu_$tag.txt" 2>&1
   ncu -i "$work/rep_$tag.ncu-rep" --page source --print-source sass --csv > "$work/src_$tag.csv" 2>&1
   $py bench/issue28_ncu.py summary "$work/src_$tag.csv" > "$out/stall_$tag.txt" 2>&1
-  head -c 3000000 "$work/src_$tag.csv" > "$out/src_$tag.csv"
+  [ "${KEEP_SRC:-0}" = 1 ] && head -c 3000000 "$work/src_$tag.csv" > "$out/src_$tag.csv"
   grep -E "Duration|Throughput|Issued Ipc|Eligible|No Eligible|Tensor|Occupancy" "$out/ncu_$tag.txt" | head -30
   head -40 "$out/stall_$tag.txt"
 done
