@@ -97,6 +97,10 @@ PUSH_DEST: Path | None = None
 #: Environment for every process that imports fleetctl: PYTHONPATH to the snapshot under test.
 FLEET_ENV: dict[str, str] = {}
 
+#: ``--compare-rev``: (revision, its byte-compiled snapshot), run as ``fleetctl run @REV`` beside the
+#: fleetctl under test, so that before and after share one run's load.
+COMPARE: tuple[str, Path] | None = None
+
 
 def fleet_env(root: Path) -> dict[str, str]:
     return {"FLEETCTL_HOME": str(root / "fleetctl-home"), **FLEET_ENV}
@@ -484,6 +488,9 @@ def run_tools(root: Path, invs: dict[str, Path], n: int, peers: Path) -> list[To
         Tool("asyncssh floor", [str(VENV_PY), str(REPO / "bench" / "asyncssh_floor.py"), str(invs["floor"]),
                                 "--", "uname", "-r"], check_count(n, f" | {KERNEL}"), env=fleet_env(root)),
     ]
+    if COMPARE is not None:
+        tools.append(Tool(f"fleetctl run @{COMPARE[0]}", tools[0].argv, check_fleetctl_run(n),
+                          env={**fl_env, "PYTHONPATH": str(COMPARE[1])}))
     if (peers / "bin" / "ansible").exists():
         for mod in ("raw", "command"):
             tools.append(Tool(f"ansible -m {mod}", [str(peers / "bin" / "ansible"), "-i", str(invs["ini"]), "bench",
@@ -772,6 +779,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--only", default="run,facts,push", help="scenarios: run,facts,push,startups,overhead,pushmem")
     ap.add_argument("--tools", default="", help="only tools whose name contains one of these (comma list)")
+    ap.add_argument("--compare-rev", default="", metavar="REV",
+                    help="run: also time `fleetctl run` of this git revision (a snapshot), interleaved with the rest")
     ap.add_argument("--peers-venv", default="/tmp/fleet-bench-peers",
                     help="venv holding ansible-core and pyinfra (missing tools are skipped)")
     ap.add_argument("--maxstartups", default="100", help="sshd MaxStartups for the test hosts, or 'default'")
@@ -804,6 +813,10 @@ def main() -> int:
     results: dict = {"started": dt.datetime.now(dt.timezone.utc).isoformat(), "args": vars(args),
                      "versions": versions(peers), "scenarios": []}
     results["versions"]["fleetctl_under_test"] = snapshot_fleetctl(root, args.fleetctl_src)
+    if args.compare_rev:
+        global COMPARE
+        COMPARE = (args.compare_rev, export_tree(args.compare_rev, root / "fleetctl-compare"))
+        results["versions"]["fleetctl_compared"] = args.compare_rev
     log(f"fleetctl under test: {results['versions']['fleetctl_under_test']}")
     log(f"workdir {root}; starting {need} sshd test hosts (MaxStartups {args.maxstartups})")
     hosts, key, kh = start_fleet(root, need, args.maxstartups, args.login_env) if need else ([], None, None)

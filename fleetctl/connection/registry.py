@@ -3,7 +3,8 @@
 As Ansible's connection plugin loader (``lib/ansible/plugins/connection/``) and pyinfra's connectors:
 a kind is one module that declares
 
-- ``SETTINGS``: a pydantic model of the host vars the kind reads, each field's aliases being the
+- ``SETTINGS``: a model of the host vars the kind reads (:class:`ConnectionSettings`, validated
+  with pydantic's rules: :mod:`fleetctl.util.settingsmodel`), each field's aliases being the
   inventory var names (Ansible's, in their precedence order), so the inventory validates a host's
   connection settings once, with the model, and the kind receives them typed;
 - ``KIND``: a :class:`ConnectionKind`, whose :meth:`ConnectionKind.scope` opens what one run needs
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from ..util.settingsmodel import Settings
 
 if TYPE_CHECKING:
     from .base import Connection
@@ -40,11 +41,11 @@ KINDS: dict[str, str] = {
 DEFAULT_KIND = "ssh"
 
 
-class ConnectionSettings(BaseModel):
+class ConnectionSettings(Settings):
     """Base of every kind's settings model: vars it does not declare are ignored (they are the
     host's ordinary variables), values are validated and coerced once (``ansible_port: "2222"``)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+    by_name = True
 
 
 @dataclass(frozen=True)

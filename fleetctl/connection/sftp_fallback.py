@@ -25,7 +25,6 @@ from pathlib import Path
 
 from ..errors import TransferError
 from ..util.paths import keep_mode
-from .storagefaults import name_write_error
 from .base import Connection, OutputLine
 
 #: Seconds one exec transfer may take (as long as a whole upload phase's default budget).
@@ -71,6 +70,8 @@ async def put_by_exec(conn: Connection, local_path: str, remote_path: str, mode:
                          timeout_s=TRANSFER_TIMEOUT_S)
     if res.rc != 0:
         detail = res.stderr_text.strip()[-300:] or f"exit status {res.rc}"
+        from .storagefaults import name_write_error  # only for a failed write
+
         named = name_write_error(detail, remote_path, explicit_dest=explicit_dest, quote=not why)
         if named:  # the disk, its quota or its mount, named with the path (no partial file is left)
             raise TransferError(f"{conn.host}: upload {local_path} -> {remote_path}: {named} (the partial file "

@@ -1,12 +1,27 @@
-"""The host vars a Slurm host reads (:class:`SlurmSettings`), validated by pydantic; the Slurm
-connection kind (:mod:`fleetctl.connection.slurm`) hands them to the registry as its ``SETTINGS``."""
+"""The host vars a Slurm host reads (:class:`SlurmSettings`), validated with pydantic's rules
+(:mod:`fleetctl.util.settingsmodel`); the Slurm connection kind (:mod:`fleetctl.connection.slurm`)
+hands them to the registry as its ``SETTINGS``."""
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field, field_validator
-
+from ..util.settingsmodel import setting
 from .registry import ConnectionSettings
 from .slurm_client import parse_launcher
+
+
+def _time_text(value: object) -> object:
+    """``slurm_time: 30`` (YAML's int) is Slurm's ``"30"`` minutes."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _launcher_words(value: object) -> object:
+    """A launcher string split as POSIX sh words, a list as it is (:func:`parse_launcher`)."""
+    if value is None or isinstance(value, (str, list, tuple)):
+        try:
+            return parse_launcher(value)  # type: ignore[arg-type]
+        except ValueError as exc:
+            raise ValueError(f"cannot split the command prefix: {exc}") from None
+    return value
 
 
 class SlurmSettings(ConnectionSettings):
@@ -24,27 +39,11 @@ class SlurmSettings(ConnectionSettings):
             POSIX sh words) or a list; ``()``: the tools are on this machine.
     """
 
-    node: str | None = Field(default=None,
-                             validation_alias=AliasChoices("slurm_node", "ansible_host", "ansible_ssh_host"))
-    partition: str | None = Field(default=None, validation_alias=AliasChoices("slurm_partition"))
-    account: str | None = Field(default=None, validation_alias=AliasChoices("slurm_account"))
-    qos: str | None = Field(default=None, validation_alias=AliasChoices("slurm_qos"))
-    time: str | None = Field(default=None, validation_alias=AliasChoices("slurm_time"))
-    reservation: str | None = Field(default=None, validation_alias=AliasChoices("slurm_reservation"))
-    exclusive: bool = Field(default=True, validation_alias=AliasChoices("slurm_exclusive"))
-    launcher: tuple[str, ...] = Field(default=(), validation_alias=AliasChoices("slurm_launcher"))
-
-    @field_validator("time", mode="before")
-    @classmethod
-    def _time_text(cls, value: object) -> object:
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-    @field_validator("launcher", mode="before")
-    @classmethod
-    def _launcher_words(cls, value: object) -> object:
-        if value is None or isinstance(value, (str, list, tuple)):
-            try:
-                return parse_launcher(value)  # type: ignore[arg-type]
-            except ValueError as exc:
-                raise ValueError(f"cannot split the command prefix: {exc}") from None
-        return value
+    node: str | None = setting(str, "slurm_node", "ansible_host", "ansible_ssh_host", optional=True)
+    partition: str | None = setting(str, "slurm_partition", optional=True)
+    account: str | None = setting(str, "slurm_account", optional=True)
+    qos: str | None = setting(str, "slurm_qos", optional=True)
+    time: str | None = setting(str, "slurm_time", optional=True, before=_time_text)
+    reservation: str | None = setting(str, "slurm_reservation", optional=True)
+    exclusive: bool = setting(bool, "slurm_exclusive", default=True)
+    launcher: tuple[str, ...] = setting("words", "slurm_launcher", default=(), before=_launcher_words)

@@ -27,7 +27,6 @@ from pathlib import Path
 import asyncssh
 
 from ..errors import TransferError
-from .storagefaults import name_write_error
 from ..util.paths import keep_mode
 from .sftp_fallback import get_by_exec, put_by_exec, realpath_by_exec
 from .ssh_errors import is_subsystem_refused, sftp_refused_note
@@ -211,6 +210,8 @@ class SFTPFiles:
                 # sftp-server says only "Failure" for EDQUOT, ENOSPC, EROFS, EIO (the errno is lost):
                 # the upload is retried through the shell, whose cat names the real error
                 raise _SFTPWriteFailed(f"{self.host}: upload {local_path} -> {remote_path}: SFTP: {reason}") from None
+            from .storagefaults import name_write_error  # only for a failed write
+
             named = name_write_error(reason, remote_path, explicit_dest=explicit_dest)
             raise TransferError(f"{self.host}: upload {local_path} -> {remote_path}: {named or reason}"
                                 + (" (the partial file was removed)" if named else "")) from None

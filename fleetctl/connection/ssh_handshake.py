@@ -89,9 +89,13 @@ async def handshake(target: SSHTarget, opts: RouteOptions, label: str, *, sock=N
     elif tunnel is None:
         # the target's ProxyCommand, -o's included (None: none); asyncssh would read only ssh_config's
         kwargs["proxy_command"] = target.proxy_command
+    if target.options is not None:  # ssh_config as read for the target: no file read again
+        kwargs.update(options=target.options, config=None, client_host_keys=None)
+    else:
+        kwargs["config"] = list(target.config_paths)
     try:
         conn = await asyncssh.connect(
-            target.name, target.port, tunnel=tunnel, config=list(target.config_paths), username=target.user,
+            target.name, target.port, tunnel=tunnel, username=target.user,
             known_hosts=policy.known_hosts, client_factory=lambda: client,
             client_keys=ids.keys or None, agent_path=None, agent_forwarding=False, passphrase=None,
             connect_timeout=opts.timeout_s, login_timeout=opts.timeout_s,

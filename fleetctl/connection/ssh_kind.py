@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pydantic import AliasChoices, Field
-
+from ..util.settingsmodel import setting
 from .registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRef, KindScope
 
 if TYPE_CHECKING:
@@ -42,15 +41,14 @@ class SSHSettings(ConnectionSettings):
             ``~/.ssh/config`` and ``/etc/ssh/ssh_config`` (as ``ssh -F``).
     """
 
-    address: str | None = Field(default=None, validation_alias=AliasChoices("ansible_ssh_host", "ansible_host"))
-    port: int | None = Field(default=None, ge=1, le=65535,
-                             validation_alias=AliasChoices("ansible_ssh_port", "ansible_port"))
-    user: str | None = Field(default=None, validation_alias=AliasChoices("ansible_ssh_user", "ansible_user"))
-    private_key_file: str | None = Field(
-        default=None, validation_alias=AliasChoices("ansible_ssh_private_key_file", "ansible_private_key_file"))
-    known_hosts: str | None = Field(default=None, validation_alias=AliasChoices("known_hosts"))
-    keepalive_interval_s: float = Field(default=15.0, gt=0, validation_alias=AliasChoices("keepalive_interval"))
-    ssh_config: str | None = Field(default=None, validation_alias=AliasChoices("ssh_config"))
+    address: str | None = setting(str, "ansible_ssh_host", "ansible_host", optional=True)
+    port: int | None = setting(int, "ansible_ssh_port", "ansible_port", optional=True, ge=1, le=65535)
+    user: str | None = setting(str, "ansible_ssh_user", "ansible_user", optional=True)
+    private_key_file: str | None = setting(str, "ansible_ssh_private_key_file", "ansible_private_key_file",
+                                           optional=True)
+    known_hosts: str | None = setting(str, "known_hosts", optional=True)
+    keepalive_interval_s: float = setting(float, "keepalive_interval", default=15.0, gt=0)
+    ssh_config: str | None = setting(str, "ssh_config", optional=True)
 
 
 class _SSHScope(KindScope):

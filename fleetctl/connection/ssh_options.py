@@ -131,7 +131,9 @@ def apply_options(target: SSHTarget, options: Sequence[str]) -> SSHTarget:
     if "ProxyCommand" in seen:
         cmd = seen["ProxyCommand"]
         changes["proxy_command"] = None if cmd.lower() == "none" else proxy_tokens(cmd, replace(target, **changes))
-    return replace(target, **changes) if changes else target
+    # the options asyncssh would connect with were read for the target before `-o`: let it read
+    # ssh_config again with what -o changed (see SSHTarget.options)
+    return replace(target, **changes, options=None) if changes else target
 
 
 def proxy_tokens(command: str, target: SSHTarget) -> str:

@@ -14,6 +14,11 @@ inventory's address is the name ``Host`` patterns match (Ansible runs ``ssh <ans
 port and user replace ``Port`` and ``User``, its key file comes before every ``IdentityFile``
 (``ssh -i``), and its ``known_hosts`` file replaces ``UserKnownHostsFile``.
 
+Each ssh_config file is read once per host: the same read gives the target and the options
+asyncssh connects with (:attr:`SSHTarget.options`), where it used to be read three times (the
+target, the two extra options, then asyncssh's ``connect``): 1 ms of controller CPU a host
+(bench/README.md, issue 27).
+
 Nothing here connects; the result is a plain value (:class:`SSHTarget`).
 """
 
@@ -21,10 +26,12 @@ from __future__ import annotations
 
 import getpass
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import asyncssh
 from asyncssh.config import SSHClientConfig, SSHConfig
+from asyncssh.misc import Options
 
 DEFAULT_PORT = 22
 #: OpenSSH's defaults (ssh_config(5)).
@@ -63,6 +70,10 @@ class SSHTarget:
         agent_path: the ssh-agent socket (``IdentityAgent``, else ``$SSH_AUTH_SOCK``), or ``None``.
         config_paths: the ssh_config files read, in order.
         config_file: the one ssh_config file named by the ``ssh_config`` var (``ssh -F``), if any.
+        options: asyncssh's connection options for the target, built from the ssh_config read
+            that made it (``asyncssh.connect(options=..., config=None)`` reads no file again), or
+            None: asyncssh must read ``config_paths`` itself (``-o`` changed the target, or the
+            files ask for a second pass: ``Match final``, ``CanonicalizeHostname``).
     """
 
     name: str
@@ -82,6 +93,7 @@ class SSHTarget:
     agent_path: str | None = None
     config_paths: tuple[str, ...] = ()
     config_file: str | None = None
+    options: Any = field(default=None, compare=False, repr=False)
 
     @property
     def host_key_name(self) -> str:
@@ -115,16 +127,37 @@ class _ClientConfig(SSHClientConfig):
                  "checkhostip": ("CheckHostIP", SSHConfig._set_bool)}
 
 
-def _extra_options(paths: tuple[str, ...], name: str, user: str | None, port: int | None) -> dict:
-    """``HashKnownHosts`` and ``CheckHostIP`` for ``name`` (OpenSSH's defaults, no and no, when the
-    reader is unavailable)."""
-    try:
-        config = _ClientConfig.load(None, list(paths), False, False, False, _local_user(),
-                                    user if user is not None else (), name, port if port is not None else ())
-    except (AttributeError, TypeError):  # a future asyncssh without these internals
+def _extra_options(config: Any) -> dict:
+    """``HashKnownHosts`` and ``CheckHostIP`` from ``config`` (OpenSSH's defaults, no and no,
+    when the reader is unavailable)."""
+    if config is None:
         return {}
     return {"HashKnownHosts": bool(config.get("HashKnownHosts", False)),
             "CheckHostIP": bool(config.get("CheckHostIP", False))}
+
+
+def _read_config(paths: tuple[str, ...], name: str, user: str | None, port: int | None) -> tuple[Any, Any, bool]:
+    """ssh_config read once for ``name``: ``(config, options, reusable)``, the config read by
+    :class:`_ClientConfig` and asyncssh's connection options made from it (no file read again),
+    ``reusable`` False when asyncssh must read the files itself when connecting (a second pass:
+    ``Match final`` or ``CanonicalizeHostname``).
+
+    Raises:
+        asyncssh.ConfigParseError, ValueError, OSError: a file is invalid or unreadable.
+    """
+    username = user if user is not None else ()
+    port_arg = port if port is not None else ()
+    kwargs = dict(host=name, port=port_arg, username=username, client_keys=None, known_hosts=None, agent_path=None,
+                  client_host_keys=None, gss_auth=False, gss_kex=False)
+    try:
+        config = _ClientConfig.load(None, list(paths), False, False, False, _local_user(), username, name, port_arg)
+        opts = asyncssh.SSHClientConnectionOptions.__new__(asyncssh.SSHClientConnectionOptions)
+        Options.__init__(opts, last_config=config, config=None, **kwargs)  # what options=(config) does
+    except (AttributeError, TypeError):  # a future asyncssh without these internals: read it twice
+        config = None
+        opts = asyncssh.SSHClientConnectionOptions(config=list(paths), **kwargs)
+    second_pass = config is None or config.has_match_final() or bool(config.get("CanonicalizeHostname"))
+    return config, opts, not second_pass
 
 
 def _local_user() -> str:
@@ -210,14 +243,11 @@ def resolve_target(name: str, *, port: int | None = None, user: str | None = Non
     if config_file and not os.access(paths[0], os.R_OK):
         raise SSHConfigError(f"ssh_config file {paths[0]} cannot be read")
     try:
-        opts = asyncssh.SSHClientConnectionOptions(
-            config=list(paths), host=name, port=port if port is not None else (),
-            username=user if user is not None else (), client_keys=None, known_hosts=None, agent_path=None,
-            client_host_keys=None, gss_auth=False, gss_kex=False)
+        read, opts, reusable = _read_config(paths, name, user, port)
     except (asyncssh.ConfigParseError, ValueError, OSError) as exc:
         raise SSHConfigError(f"ssh_config: {exc}") from None
     config = opts.config
-    extra = _extra_options(paths, name, user, port)
+    extra = _extra_options(read)
     named = [os.path.expanduser(key_file)] if key_file else []
     for f in config.get("IdentityFile", ()) or ():
         path = os.path.expanduser(str(f))
@@ -246,6 +276,7 @@ def resolve_target(name: str, *, port: int | None = None, user: str | None = Non
         agent_path=_agent_path(config.get("IdentityAgent")),
         config_paths=paths,
         config_file=paths[0] if config_file else None,
+        options=opts if reusable else None,
     )
 
 

@@ -4,16 +4,23 @@ The engine fills it in; observers (:mod:`fleetctl.engine.observer`) read it: the
 it as ``run.json`` (schema: ``docs/schema/run.schema.json``, generated from these models), the
 terminal renders it, the report and the metrics summarise it. Times are ISO 8601 UTC strings;
 durations are seconds.
+
+The models are standard-library dataclasses (the engine, the only writer, builds them with the
+right types), turned into JSON by plain code (:func:`jsonable`). pydantic validates them where
+input comes from outside (``model_validate`` of a ``run.json`` read back) and writes their JSON
+Schema (``model_json_schema``), imported only then: its import and first model cost ``fleetctl
+run`` about 0.1 CPU-s of a 0.5 CPU-s start-up (bench/README.md, issue 27).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import math
 import secrets
 import time
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
 from ..util.redact import Redactor
 
@@ -37,10 +44,86 @@ def new_run_id() -> str:
     return now.strftime("%Y%m%dT%H%M%S.") + f"{now.microsecond // 1000:03d}Z-" + secrets.token_hex(3)
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="allow", validate_assignment=False)
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON-able data, as pydantic's ``model_dump(mode="json")`` writes a field typed
+    ``Any``: models as dicts, tuples and lists as lists, non-finite floats as ``None``; types
+    other than JSON's own go through pydantic's converter (paths, bytes, dates, sets...)."""
+    t = type(value)
+    if value is None or t is str or t is int or t is bool:
+        return value
+    if t is float:
+        return value if math.isfinite(value) else None
+    if t is dict and all(type(k) is str for k in value):
+        return {k: jsonable(v) for k, v in value.items()}
+    if t is list or t is tuple:
+        return [jsonable(v) for v in value]
+    if isinstance(value, _Model):
+        return value.model_dump(mode="json")
+    from pydantic_core import to_jsonable_python
+
+    return jsonable(to_jsonable_python(value))
 
 
+class _Model:
+    """What the models share: pydantic's API on a dataclass (pydantic imported when called)."""
+
+    #: extra keys of a validated document are kept (as the models' ``extra="allow"`` did)
+    __pydantic_config__: ClassVar[dict] = {"extra": "allow"}
+
+    @classmethod
+    def _adapter(cls) -> Any:
+        adapter = cls.__dict__.get("_pydantic_adapter")
+        if adapter is None:
+            from pydantic import TypeAdapter
+
+            adapter = TypeAdapter(cls)
+            cls._pydantic_adapter = adapter
+        return adapter
+
+    @classmethod
+    def model_validate(cls, data: Any) -> Any:
+        """The model from a document (a ``run.json`` read back), validated by pydantic.
+
+        Raises:
+            pydantic.ValidationError: the document does not fit the model.
+        """
+        return cls._adapter().validate_python(data)
+
+    @classmethod
+    def model_json_schema(cls) -> dict[str, Any]:
+        """The model's JSON Schema (pydantic's)."""
+        return cls._adapter().json_schema()
+
+    @classmethod
+    def model_fields(cls) -> list[str]:
+        """The field names, in order."""
+        return [f.name for f in dataclasses.fields(cls)]
+
+    def model_dump(self, mode: str = "python", exclude_none: bool = False,
+                   exclude: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+        """The fields as a dict (``mode="json"``: JSON-able, see :func:`jsonable`), in order."""
+        out = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            if f.name in exclude:
+                continue
+            v = getattr(self, f.name)
+            if mode == "json":
+                v = jsonable(v) if f.type != "float" or type(v) is not float else v
+            elif isinstance(v, list):
+                v = [x.model_dump() if isinstance(x, _Model) else x for x in v]
+            elif isinstance(v, dict):
+                v = {k: x.model_dump() if isinstance(x, _Model) else x for k, x in v.items()}
+            if v is None and exclude_none:
+                continue
+            out[f.name] = v
+        return out
+
+    def model_copy(self, update: dict[str, Any] | None = None) -> Any:
+        """A shallow copy with ``update`` applied."""
+        return dataclasses.replace(self, **(update or {}))  # type: ignore[type-var]
+
+
+@dataclass(kw_only=True)
 class PhaseSpan(_Model):
     """One bar of a host's timeline: a phase (``connect``, ``facts``, ``upload``, ``build``,
     ``install``, ``verify``, ``command``), when it started (seconds after the run started), how long
@@ -52,6 +135,7 @@ class PhaseSpan(_Model):
     status: str
 
 
+@dataclass(kw_only=True)
 class TaskOutcome(_Model):
     """A task's outcome on one host.
 
@@ -76,13 +160,14 @@ class TaskOutcome(_Model):
     status: str
     rc: int | None = None
     msg: str = ""
-    start: str = Field(default_factory=utc_now)
+    start: str = field(default_factory=utc_now)
     duration_s: float = 0.0
-    data: dict[str, Any] = Field(default_factory=dict)
-    planned: list[dict[str, Any]] = Field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    planned: list[dict[str, Any]] = field(default_factory=list)
     selected: bool = True
 
 
+@dataclass(kw_only=True)
 class HostOutcome(_Model):
     """What happened on one host.
 
@@ -117,8 +202,8 @@ class HostOutcome(_Model):
     error: str | None = None
     started: str | None = None
     duration_s: float = 0.0
-    tasks: list[TaskOutcome] = Field(default_factory=list)
-    phases: list[PhaseSpan] = Field(default_factory=list)
+    tasks: list[TaskOutcome] = field(default_factory=list)
+    phases: list[PhaseSpan] = field(default_factory=list)
     facts: dict[str, Any] | None = None
     reachable: bool | None = None
     rc: int | None = None
@@ -130,6 +215,7 @@ class HostOutcome(_Model):
     bytes: int | None = None
 
 
+@dataclass(kw_only=True)
 class RunModel(_Model):
     """One run of fleetctl.
 
@@ -158,10 +244,10 @@ class RunModel(_Model):
     """
 
     schema_version: int = SCHEMA_VERSION
-    run_id: str = Field(default_factory=new_run_id)
+    run_id: str = field(default_factory=new_run_id)
     kind: str = "deploy"
     mode: RunMode = "apply"
-    command: list[str] = Field(default_factory=list)
+    command: list[str] = field(default_factory=list)
     user: str = ""
     controller: str = ""
     controller_pid: int | None = None
@@ -170,19 +256,20 @@ class RunModel(_Model):
     playbook_sha256: str | None = None
     pattern: str | None = None
     argv: list[str] | None = None
-    started: str = Field(default_factory=utc_now)
+    started: str = field(default_factory=utc_now)
     finished: str | None = None
     status: str = "running"
-    hosts: dict[str, HostOutcome] = Field(default_factory=dict)
-    batches: list[list[str]] = Field(default_factory=list)
+    hosts: dict[str, HostOutcome] = field(default_factory=dict)
+    batches: list[list[str]] = field(default_factory=list)
     stopped: str | None = None
-    failed_hosts: list[str] = Field(default_factory=list)
-    inventory: dict[str, Any] = Field(default_factory=dict)
-    tasks: list[str] = Field(default_factory=list)
+    failed_hosts: list[str] = field(default_factory=list)
+    inventory: dict[str, Any] = field(default_factory=dict)
+    tasks: list[str] = field(default_factory=list)
 
-    #: Secrets found so far (see :mod:`fleetctl.util.redact`); every observer redacts through it.
-    _redactor: Redactor = PrivateAttr(default_factory=Redactor)
-    _t0: float = PrivateAttr(default_factory=time.monotonic)
+    def __post_init__(self) -> None:
+        #: Secrets found so far (see :mod:`fleetctl.util.redact`); every observer redacts through it.
+        self._redactor = Redactor()
+        self._t0 = time.monotonic()
 
     @property
     def redactor(self) -> Redactor:
@@ -208,7 +295,7 @@ class RunModel(_Model):
     def head_json(self) -> dict[str, Any]:
         """:meth:`as_json` without the hosts (``hosts`` is ``{}``), secrets redacted."""
         doc = self.model_dump(mode="json", exclude_none=False, exclude={"hosts"})
-        doc = {k: doc[k] if k != "hosts" else {} for k in type(self).model_fields if k in doc or k == "hosts"}
+        doc = {k: doc[k] if k != "hosts" else {} for k in type(self).model_fields() if k in doc or k == "hosts"}
         return self.redactor.obj(doc)
 
     def host_json(self, name: str) -> dict[str, Any]:
@@ -217,15 +304,14 @@ class RunModel(_Model):
         return self.redactor.obj({k: v for k, v in host.items() if v is not None and v != [] or k == "tasks"})
 
 
-class Event(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class Event(_Model):
     """One line of ``events.jsonl``: ``name`` is ``noun.verb_past`` (``task.finished``), ``host``
     the host it is about (``None`` for run-level events), ``data`` its fields (JSON-able).
 
     The schema of each event name's fields is in ``docs/schema/events.md``.
     """
 
-    model_config = ConfigDict(frozen=True)
-
     name: str
     host: str | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)

@@ -18,17 +18,15 @@ read as its value.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import os
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
-
 from fleetctl.errors import InventoryError
 from fleetctl.util.redact import is_marked
+from fleetctl.util.settingsmodel import Setting, Settings, SettingsError, setting
 
 from .ansible_names import ANSIBLE_NAMES, is_ansible_name
 from .vars import VarSource, describe
@@ -52,7 +50,7 @@ _NO_WHITESPACE = frozenset({"ansible_host", "ansible_ssh_host", "ansible_user", 
 _KIND_ALIASES = {"smart": "ssh"}
 
 
-class HostSettings(BaseModel):
+class HostSettings(Settings):
     """fleetctl's own host vars, typed. ``None``: not said (fleetctl's default applies).
 
     Attributes:
@@ -78,33 +76,29 @@ class HostSettings(BaseModel):
             ``FLEETCTL_KEEP_RUNS``/``FLEETCTL_KEEP_DAYS`` (50, 30).
     """
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    venv: str | None = Field(default=None, validation_alias="venv")
-    cuda_home: str | None = Field(default=None, validation_alias="cuda_home")
-    workdir: str | None = Field(default=None, validation_alias="workdir")
-    known_hosts: str | None = Field(default=None, validation_alias="known_hosts")
-    fallback_archs: str = Field(default="9.0a;12.0a", validation_alias="fallback_archs")
-    build_host: str | None = Field(default=None, validation_alias="build_host")
-    max_jobs: int | None = Field(default=None, ge=1, validation_alias="max_jobs")
-    keepalive_interval_s: float = Field(default=15.0, gt=0, validation_alias="keepalive_interval")
-    deploy_lock: str | None = Field(default=None, validation_alias="deploy_lock")
-    verify_device: Literal["auto", "cuda", "cpu"] = Field(default="auto", validation_alias="verify_device")
-    gpu_probe_timeout_s: float = Field(default=30.0, gt=0, le=3600, validation_alias="gpu_probe_timeout_s")
-    keep_runs: int | None = Field(default=None, ge=1, validation_alias="keep_runs")
-    keep_days: float | None = Field(default=None, gt=0, allow_inf_nan=False, validation_alias="keep_days")
+    venv: str | None = setting(str, "venv", optional=True)
+    cuda_home: str | None = setting(str, "cuda_home", optional=True)
+    workdir: str | None = setting(str, "workdir", optional=True)
+    known_hosts: str | None = setting(str, "known_hosts", optional=True)
+    fallback_archs: str = setting(str, "fallback_archs", default="9.0a;12.0a")
+    build_host: str | None = setting(str, "build_host", optional=True)
+    max_jobs: int | None = setting(int, "max_jobs", optional=True, ge=1)
+    keepalive_interval_s: float = setting(float, "keepalive_interval", default=15.0, gt=0)
+    deploy_lock: str | None = setting(str, "deploy_lock", optional=True)
+    verify_device: Literal["auto", "cuda", "cpu"] = setting("literal", "verify_device", default="auto",
+                                                            choices=("auto", "cuda", "cpu"))
+    gpu_probe_timeout_s: float = setting(float, "gpu_probe_timeout_s", default=30.0, gt=0, le=3600)
+    keep_runs: int | None = setting(int, "keep_runs", optional=True, ge=1)
+    keep_days: float | None = setting(float, "keep_days", optional=True, gt=0, allow_inf_nan=False)
 
 
 @functools.lru_cache(maxsize=None)
-def aliases_of(model: type[BaseModel]) -> Mapping[str, str]:
+def aliases_of(model: type[Settings]) -> Mapping[str, str]:
     """Var name -> field name, for every var a settings model reads, in precedence order (read-only)."""
     out: dict[str, str] = {}
     for fname, info in model.model_fields.items():
-        alias = info.validation_alias
-        names = alias.choices if isinstance(alias, AliasChoices) else [alias or info.alias or fname]
-        for name in names:
-            if isinstance(name, str):
-                out.setdefault(name, fname)
+        for name in info.aliases or (fname,):
+            out.setdefault(name, fname)
     return MappingProxyType(out)
 
 
@@ -123,7 +117,7 @@ def kind_problem(value: Any, kinds: Mapping[str, str]) -> str:
     known = ", ".join(sorted(kinds))
     if not isinstance(value, str):
         return f"ansible_connection must be a connection name ({known}), not {describe(value)}"
-    close = difflib.get_close_matches(value, list(kinds), n=1, cutoff=0.6)
+    close = _close_matches(value, list(kinds), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return f"connection {value!r} is not one fleetctl has ({known}){hint}"
 
@@ -161,7 +155,7 @@ def name_problem(name: Any, own: frozenset[str], known_ansible: frozenset[str] =
         if is_ansible_name(name):
             return None
         known = sorted(ANSIBLE_NAMES | known_ansible)
-        close = difflib.get_close_matches(name[8:], [k[8:] for k in known], n=1, cutoff=0.7)
+        close = _close_matches(name[8:], [k[8:] for k in known], n=1, cutoff=0.7)
         hint = f"did you mean 'ansible_{close[0]}'?" if close else "variables of your own must not start with 'ansible_'"
         return f"unknown Ansible variable {name!r}; {hint}"
     for candidate in sorted(own):
@@ -188,11 +182,10 @@ def _letter_doubled(name: str, candidate: str) -> bool:
         name[i] == name[i - 1] and name[:i] + name[i + 1:] == candidate for i in range(1, len(name)))
 
 
-def _expectation(info: Any) -> str:
-    """``an integer from 1 to 65535``: what a field accepts, from its annotation and constraints."""
-    text = repr(info.annotation)
-    kind = "an integer" if "int" in text else "a number" if "float" in text else "a string"
-    bounds = {attr: getattr(m, attr) for m in info.metadata for attr in ("ge", "le", "gt", "lt") if hasattr(m, attr)}
+def _expectation(info: Setting) -> str:
+    """``an integer from 1 to 65535``: what a field accepts, from its type and bounds."""
+    kind = "an integer" if info.kind is int else "a number" if info.kind is float else "a string"
+    bounds = info.bounds
     if "ge" in bounds and "le" in bounds:
         return f"{kind} from {bounds['ge']:g} to {bounds['le']:g}"
     if "ge" in bounds:
@@ -217,8 +210,8 @@ def _error(message: str, src: VarSource | None, name: str, host: str) -> Invento
     return InventoryError(message, file=src.file, line=src.line, key=src.key)
 
 
-def validate_settings(model: type[BaseModel], variables: Mapping[str, Any], sources: Mapping[str, VarSource],
-                      *, host: str, what: str) -> BaseModel:
+def validate_settings(model: type[Settings], variables: Mapping[str, Any], sources: Mapping[str, VarSource],
+                      *, host: str, what: str) -> Settings:
     """``model`` validated from a host's merged vars.
 
     Args:
@@ -257,7 +250,7 @@ def validate_settings(model: type[BaseModel], variables: Mapping[str, Any], sour
         data[name] = value
     try:
         return model.model_validate(data)
-    except ValidationError as exc:
+    except SettingsError as exc:
         first = exc.errors()[0]
         name = str(first["loc"][0]) if first["loc"] else "?"
         info = model.model_fields.get(aliases.get(name, name))
@@ -267,7 +260,7 @@ def validate_settings(model: type[BaseModel], variables: Mapping[str, Any], sour
 
 
 def typed_settings(host: str, variables: Mapping[str, Any], sources: Mapping[str, VarSource]
-                   ) -> tuple[HostSettings, str, BaseModel | None, InventoryError | None]:
+                   ) -> tuple[HostSettings, str, Settings | None, InventoryError | None]:
     """A host's typed settings from its merged vars.
 
     Returns:
@@ -290,3 +283,10 @@ def typed_settings(host: str, variables: Mapping[str, Any], sources: Mapping[str
     model = load_kind(kind).settings_model
     conn = validate_settings(model, variables, sources, host=host, what="connection settings")
     return settings, kind, conn, None  # type: ignore[return-value]
+
+
+def _close_matches(word: str, candidates: list[str], **kwargs):
+    """difflib's did-you-mean (imported only for a message: 4 ms of every command's start-up)."""
+    import difflib
+
+    return difflib.get_close_matches(word, candidates, **kwargs)

@@ -85,7 +85,12 @@ def prune_runs(policy: RetentionPolicy, *, root: Path | None = None, dry_run: bo
         return out
     now = now or datetime.now(timezone.utc)
     now_s = time.time()
-    folders = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and run_time(p.name) is not None]
+    started = {p: run_time(p.name) for p in root.iterdir() if p.is_dir() and not p.is_symlink()}
+    folders = [p for p, t in started.items() if t is not None]
+    if len(folders) <= policy.keep_runs and all((now - t).total_seconds() <= policy.keep_days * 86400
+                                                for t in started.values() if t is not None):
+        out.kept = len(folders)  # no class holds more than keep_runs, none is too old: no record is read
+        return out
     doomed = runs_to_prune([_entry(p, now_s) for p in folders], policy, now, pinned=retry_pins(root))
     out.kept = len(folders) - len(doomed)
     for run_id in doomed:

@@ -93,8 +93,16 @@ def policy_from_env(environ: Mapping[str, str] | None = None) -> RetentionPolicy
 
 def run_time(run_id: str) -> datetime | None:
     """When a run started, read from its id (``20261201T224422.962Z-e1a0cd``), or None."""
+    text = run_id.split("-", 1)[0]
+    if len(text) == 20 and text[8] == "T" and text[15] == "." and text[19] == "Z" and text[:8].isdigit() \
+            and text[9:15].isdigit() and text[16:19].isdigit() and text.isascii():
+        try:  # the form fleetctl writes (fleetctl.engine.model.new_run_id), without strptime's import
+            return datetime(int(text[:4]), int(text[4:6]), int(text[6:8]), int(text[9:11]), int(text[11:13]),
+                            int(text[13:15]), int(text[16:19]) * 1000, tzinfo=timezone.utc)
+        except ValueError:
+            return None
     try:
-        return datetime.strptime(run_id.split("-", 1)[0], RUN_ID_TIME).replace(tzinfo=timezone.utc)
+        return datetime.strptime(text, RUN_ID_TIME).replace(tzinfo=timezone.utc)
     except ValueError:
         return None
 

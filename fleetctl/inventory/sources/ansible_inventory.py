@@ -23,10 +23,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from typing import Any
 
 from fleetctl.errors import InventoryError
@@ -48,6 +46,8 @@ def ansible_inventory_command() -> list[str] | None:
     beside = os.path.join(os.path.dirname(sys.executable), "ansible-inventory")
     if os.access(beside, os.X_OK):
         return [beside]
+    import shutil
+
     found = shutil.which("ansible-inventory")
     if found:
         return [found]
@@ -119,6 +119,8 @@ def decrypt_vaulted(data: Any, command: list[str], source: str) -> Any:
     _ciphertexts(data, found)
     if not found:
         return data
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="fleetctl-vault-") as tmp:
         os.chmod(tmp, 0o700)
         paths = []
