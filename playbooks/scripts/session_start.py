@@ -11,7 +11,10 @@ after a line holding its size, so nothing is uploaded first and no other command
    as :data:`fleetctl.engine.hostlock.LOCK_SCRIPT` does it (same file format: one line
    ``PID JSON``; a held lock is reported with its holder's record and nothing else is done);
 4. ``facts``: ``facts.py`` runs in this process through its own ``main(ARGV)``, imported from
-   ``<workdir>/scripts/facts-<sha>.py`` (see :func:`run_facts`);
+   ``<workdir>/scripts/facts-<sha>.py`` (see :func:`run_facts`), keeping the answers of the
+   programs it asks (nvcc, compilers, cmake, ninja, the venv's interpreter) in
+   ``<workdir>/state/facts-cache.json`` for the next run (used only while each program's files
+   stat the same; the GPUs, the driver, memory and disk are read every time);
 5. ``prune`` (a deploy, under its lock): the per-run folders ``<workdir>/runs/<run_id>`` past the
    retention policy (:mod:`fleetctl.util.retention`: the newest ``keep_runs`` kept, none older than
    ``keep_days`` days) are removed, never this run's nor one changed within the last hour (a
@@ -82,6 +85,10 @@ def take_lock(path, record):
     return fd, {"path": path, "locked": os.getpid(), "previous": previous}
 
 
+#: The host's own state under the workdir, and in it the facts script's kept answers (``--cache``:
+#: the version commands of programs unchanged since the last run, facts.py's AnswerCache).
+STATE = "state"
+FACTS_CACHE = "facts-cache.json"
 RUN_ID = "%Y%m%dT%H%M%S"
 BUSY_S = 3600
 
@@ -277,7 +284,8 @@ def main():
     if job.get("facts"):
         try:
             out["facts_stdout"] = run_facts(zlib.decompress(facts_source), os.path.join(workdir, "scripts"),
-                                            ["--workdir", run_dir] + list(job.get("facts_argv") or []))
+                                            ["--workdir", run_dir, "--cache", os.path.join(workdir, STATE, FACTS_CACHE)]
+                                            + list(job.get("facts_argv") or []))
         except BaseException as exc:  # noqa: BLE001 - reported, never fatal
             out["facts_error"] = "%s: %s" % (type(exc).__name__, exc)
     for t in threads:
