@@ -106,3 +106,55 @@ def test_venv_probe_requirement_versions_equal_importlib_metadata_in_one_interpr
         assert {r: v["installed"] for r, v in got["requirements"].items()} == {n: expected[n] for n in reqs}
         execs = [ln for ln in res.stderr.splitlines() if "execve(" in ln and "= 0" in ln]
         assert len(execs) == (1 if not reqs else 2), execs  # the probe itself, plus a child only to read requirements
+
+
+#: What the install-state probe said of torch when it parsed every version.py with ast (the reference).
+TORCH_REFERENCE = r'''
+import ast, json, sys
+out = {"torch": None, "cuda": None}
+try:
+    for node in ast.parse(open(sys.argv[1]).read()).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        name = getattr(target, "id", None)
+        if name in ("__version__", "cuda") and getattr(node, "value", None) is not None:
+            out["torch" if name == "__version__" else "cuda"] = ast.literal_eval(node.value)
+except (OSError, SyntaxError, ValueError):
+    pass
+print(json.dumps(out))
+'''
+
+VERSION_PY = {
+    "the controller's own": None,  # filled in from the real torch
+    "a CUDA build, as torch writes it": "from typing import Optional\n\n__all__ = ['__version__', 'debug', 'cuda', "
+    "'git_version', 'hip', 'xpu']\n__version__ = '2.9.0+cu130'\ndebug = False\ncuda: Optional[str] = '13.0'\n"
+    "git_version = '0fabc3ba44823f257e70ce397d989c8de5e362c1'\nhip: Optional[str] = None\nxpu: Optional[str] = None\n",
+    "double quotes and a comment": '# generated\n__version__ = "2.4.1"\ncuda = "12.1"\n',
+    "assigned twice: the last one counts": "__version__ = '1.0'\n__version__ = '2.0'\ncuda = None\n",
+    "an escape in a string": "__version__ = '2.5\\x2e0'\ncuda = '12.4'\n",
+    "an expression: not a literal": "import os\n__version__ = '2.5.0'\ncuda = os.environ.get('X')\n",
+    "over two lines": "__version__ = (\n    '2.6.0'\n)\ncuda = '12.6'\n",
+    "does not parse": "__version__ = '2.7.0\ncuda = '12.8'\n",
+}
+
+
+def test_install_state_reads_torchs_version_as_ast_does(tmp_path):
+    """The install-state probe reads torch's version.py lines by a pattern where every line is a
+    plain one (its ``import ast`` was a third of the probe's CPU on every host of every deploy),
+    and by ast otherwise: the same answer either way."""
+    import torch
+
+    for i, (label, text) in enumerate(VERSION_PY.items()):
+        root = tmp_path / f"site{i}"
+        (root / "torch").mkdir(parents=True)
+        (root / "torch" / "__init__.py").write_text("")
+        if text is None:
+            text = (Path(torch.__file__).parent / "version.py").read_text()
+        (root / "torch" / "version.py").write_text(text)
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)}
+        want = json.loads(subprocess.run([sys.executable, "-c", TORCH_REFERENCE, str(root / "torch" / "version.py")],
+                                         check=True, capture_output=True, text=True, env=env).stdout)
+        got = json.loads(subprocess.run([sys.executable, "-c", STATE_SCRIPT, "no-such-dist", str(tmp_path / "none")],
+                                        check=True, capture_output=True, text=True, env=env, cwd="/").stdout
+                         .splitlines()[-1])
+        assert {"torch": got["torch"], "cuda": got["cuda"]} == want, label
+    assert got["torch"] is None  # the case that does not parse: no answer, as before

@@ -374,8 +374,8 @@ def parse_memory_stat_inactive_file(text: str, version: int):
 # --------------------------------------------------------------------------------------------
 
 
-def run_command(argv, timeout_s=None, env=None):
-    """Run argv without a shell; return ``(rc, stdout, stderr, error)``; never raises.
+def run_command(argv, timeout_s=None, env=None, cwd=None):
+    """Run argv without a shell (in ``cwd``, default this process's); return ``(rc, stdout, stderr, error)``; never raises.
 
     ``rc`` is None and ``error`` a one-line message when the program is missing, cannot run or
     passes ``timeout_s`` seconds (default :data:`TIMEOUT_S`; then it is killed and any partial
@@ -386,7 +386,7 @@ def run_command(argv, timeout_s=None, env=None):
     try:
         proc = subprocess.run(
             list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            timeout=timeout_s, env=env,
+            timeout=timeout_s, env=env, cwd=cwd,
         )
         return proc.returncode, _decode(proc.stdout), _decode(proc.stderr), None
     except subprocess.TimeoutExpired as exc:
@@ -1493,19 +1493,17 @@ def probe_python(venv, cache=None):
         log("python: " + py["error"])
         return py
     env = clean_env()
-    try:
-        cwd = os.getcwd()
-    except OSError:
-        cwd = None
-    # the probe's sys.path depends on the working folder ('' first) and the PYTHON* variables
-    key = json.dumps(["python", exe, cwd, sorted((k, v) for k, v in env.items() if k.startswith(("PYTHON", "_PYTHON")))])
-    parts = cache.get(key) if cache is not None and cwd is not None else None
+    # run in /, not the login's folder: ``-c`` puts the working folder first on sys.path, and what
+    # a build's interpreter holds must not depend on where the facts ran (nor a kept answer on
+    # every file added to a home folder); sys.path also depends on the PYTHON* variables
+    key = json.dumps(["python", exe, sorted((k, v) for k, v in env.items() if k.startswith(("PYTHON", "_PYTHON")))])
+    parts = cache.get(key) if cache is not None else None
     rc, out, err, error = 0, "", "", None
     if parts is not None:
         parts = json.loads(json.dumps(parts))  # a copy: the caller's edits never reach the file
     else:
         before = [[p, file_stat(p)] for p in (exe, os.path.realpath(exe))]
-        rc, out, err, error = run_command([exe, "-c", _PYTHON_PROBE], timeout_s=PYTHON_PROBE_TIMEOUT_S, env=env)
+        rc, out, err, error = run_command([exe, "-c", _PYTHON_PROBE], timeout_s=PYTHON_PROBE_TIMEOUT_S, env=env, cwd="/")
         parts = []
         for line in out.splitlines():
             if line.startswith(_MARK):
@@ -1514,7 +1512,7 @@ def probe_python(venv, cache=None):
                 except ValueError:
                     pass
         deps = parts[0].pop("_deps", None) if parts else None
-        if (cache is not None and cwd is not None and rc == 0 and len(parts) == 2 and deps
+        if (cache is not None and rc == 0 and len(parts) == 2 and deps
                 and not parts[1].get("torch_probe_error") and "packages_error" not in parts[0]
                 and "error" not in (parts[0].get("platform") or {})):
             cache.put(key, before + deps, parts)
