@@ -3,7 +3,8 @@ test hosts with real venvs and the toy CUDA package of tests/data/toy_kernels, a
 deploy of unchanged hosts send NO file (0 bytes of payload) and make ONE exec per host (the run's
 first command: folders, login, deploy lock, facts and every probe the planners ask, answered
 ahead), counted by fleetctl's own SSH connection (``execs``, ``puts``, ``put_bytes`` in the run
-record's ``connection``); ``--plan`` and ``--dry-run`` of the same hosts agree that nothing is to do.
+record's ``connection``), and the facts answer their version commands from the host's kept answers
+(``probe_cache``); ``--plan`` and ``--dry-run`` of the same hosts agree that nothing is to do.
 A host whose install was removed by hand still gets reinstalled (the answers are read in this run).
 """
 
@@ -58,6 +59,9 @@ def test_a_no_change_deploy_sends_nothing_and_makes_one_round_trip_per_host(sshd
         assert not [t for r in record.values() for t in r["tasks"] if t["status"] == "changed"]
         wire = {h: {k: r["connection"].get(k, 0) for k in ("execs", "puts", "put_bytes")} for h, r in record.items()}
         assert wire == {h: {"execs": MAX_EXECS, "puts": 0, "put_bytes": 0} for h in hosts}, wire
+        # the facts' version commands answered from the host's kept answers (nvcc, the compilers...)
+        assert all(r["facts"]["probe_cache"]["hits"] > 0 for r in record.values()), [
+            r["facts"].get("probe_cache") for r in record.values()]
 
     plan = actions(_plan_hosts(json.loads(deploy("--plan").stdout)))
     dry = actions(json.loads(deploy("--dry-run").stdout)["hosts"])

@@ -469,8 +469,9 @@ class AnswerCache:
     be written is reported (``probe_cache.error``), never fatal.
     """
 
-    def __init__(self, path, digest):
+    def __init__(self, path, digest, min_age_s=None):
         self.path, self.used, self.hits, self.misses, self.error = path, {}, 0, 0, None
+        self.min_age_s = RACY_S if min_age_s is None else float(min_age_s)
         self.header = {"version": CACHE_VERSION, "script": digest, "hostname": socket.gethostname(),
                        "machine_id": machine_id()}
         self.entries, self.dirty, self.lock = {}, False, threading.Lock()
@@ -499,9 +500,9 @@ class AnswerCache:
 
     def put(self, key, deps, answer):
         """Keep ``answer`` with ``deps`` (``[[path, file_stat(path)]]``, statted before it was
-        asked) unless one of them changed within :data:`RACY_S` seconds."""
+        asked) unless one of them changed within ``min_age_s`` seconds (:data:`RACY_S`)."""
         now_ns = time.time_ns() if hasattr(time, "time_ns") else int(time.time() * 1e9)
-        if any(st is not None and now_ns - max(st[1], st[2]) < RACY_S * 1e9 for _, st in deps):
+        if any(st is not None and now_ns - max(st[1], st[2]) < self.min_age_s * 1e9 for _, st in deps):
             return
         with self.lock:
             self.used[key] = {"deps": deps, "answer": answer}
@@ -2025,9 +2026,10 @@ def gather(venv=None, cuda_home=None, workdir=".", cache=None):
     return facts
 
 
-def open_cache(path):
+def open_cache(path, min_age_s=None):
     """The :class:`AnswerCache` kept in ``path`` for this script (its own file's digest: another
-    version of the script never reads another's answers), or None without a path or a file."""
+    version of the script never reads another's answers), or None without a path or a file.
+    ``min_age_s``: seconds a dependency must be older than an answer to keep it (:data:`RACY_S`)."""
     import hashlib
 
     me = globals().get("__file__")
@@ -2038,7 +2040,7 @@ def open_cache(path):
             digest = hashlib.sha256(fh.read()).hexdigest()[:16]
     except OSError:
         return None
-    return AnswerCache(path, digest)
+    return AnswerCache(path, digest, min_age_s)
 
 
 def set_timeouts(probe_timeout_s):
@@ -2068,6 +2070,9 @@ def main(argv=None):
                         help="seconds nvidia-smi may take (default %g)" % GPU_PROBE_TIMEOUT_S)
     parser.add_argument("--cache", default=None,
                         help="JSON file keeping the answers of unchanged programs between runs (AnswerCache)")
+    parser.add_argument("--cache-min-age-s", type=float, default=None,
+                        help="seconds a program's files must be older than its answer for it to be kept (default %g)"
+                             % RACY_S)
     parser.add_argument("--nvml-child", action="store_true", help=argparse.SUPPRESS)
     args, unknown = parser.parse_known_args(argv)
     set_timeouts(args.probe_timeout_s)
@@ -2077,7 +2082,7 @@ def main(argv=None):
         return 0
     try:
         facts = gather(venv=args.venv or None, cuda_home=args.cuda_home or None, workdir=args.workdir,
-                       cache=open_cache(args.cache))
+                       cache=open_cache(args.cache, args.cache_min_age_s))
     except BaseException as exc:  # pragma: no cover - defensive: still print an object
         facts = {"script_version": SCRIPT_VERSION, "gpus": [], "errors": ["%s: %s" % (type(exc).__name__, exc)]}
     if unknown:
