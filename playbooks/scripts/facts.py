@@ -81,18 +81,19 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
-import platform
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
+
+# ctypes (NVML, in its own child), platform and socket are not imported at the top: on every host
+# of every run they cost more than what this script uses of them (os.uname() is what
+# platform.machine(), platform.release() and socket.gethostname() read on Linux).
 
 SCRIPT_VERSION = "3"
 
@@ -472,7 +473,7 @@ class AnswerCache:
     def __init__(self, path, digest, min_age_s=None):
         self.path, self.used, self.hits, self.misses, self.error = path, {}, 0, 0, None
         self.min_age_s = RACY_S if min_age_s is None else float(min_age_s)
-        self.header = {"version": CACHE_VERSION, "script": digest, "hostname": socket.gethostname(),
+        self.header = {"version": CACHE_VERSION, "script": digest, "hostname": os.uname().nodename,
                        "machine_id": machine_id()}
         self.entries, self.dirty, self.lock = {}, False, threading.Lock()
         try:
@@ -613,12 +614,17 @@ def stuck_gpu_probes(min_age_s, proc_root="/proc"):
     for name in names:
         if not name.isdigit():
             continue
-        try:
-            if _read(os.path.join(proc_root, name, "comm")).strip() != "nvidia-smi":
-                continue
-            state, start = parse_proc_stat(_read(os.path.join(proc_root, name, "stat")))
+        try:  # one raw read a process (a GPU node runs hundreds): the name is in stat, "(nvidia-smi)"
+            fd = os.open(os.path.join(proc_root, name, "stat"), os.O_RDONLY)
+            try:
+                text = os.read(fd, 4096).decode("utf-8", "replace")
+            finally:
+                os.close(fd)
         except OSError:
             continue
+        if text[text.find("(") + 1:text.rfind(")")] != "nvidia-smi":
+            continue
+        state, start = parse_proc_stat(text)
         if state != "D" or start is None:
             continue
         age = uptime - start / ticks
@@ -736,6 +742,8 @@ def nvml_query():
         OSError: libnvidia-ml.so.1 cannot be loaded.
         RuntimeError: an NVML call returned an error (message from nvmlErrorString).
     """
+    import ctypes
+
     lib = ctypes.CDLL("libnvidia-ml.so.1")
     c_uint, c_int, c_char_p, c_void_p = ctypes.c_uint, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p
 
@@ -825,7 +833,7 @@ def nvml_library_dirs():
     ``LD_LIBRARY_PATH``, the trusted default folders (``/lib``, ``/usr/lib``, their ``lib64`` and
     multiarch twins), and where NVIDIA's container runtime and WSL put it."""
     dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").replace(";", ":").split(":") if d]
-    multiarch = getattr(sys.implementation, "_multiarch", None) or "%s-linux-gnu" % platform.machine()
+    multiarch = getattr(sys.implementation, "_multiarch", None) or "%s-linux-gnu" % os.uname().machine
     for base in ("/lib", "/usr/lib", "/lib64", "/usr/lib64", "/usr/local/lib"):
         dirs += [base, base + "/" + multiarch]
     dirs += ["/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/wsl/lib",
@@ -1715,15 +1723,16 @@ def gather_system(facts, workdir):
         facts["login_env"] = login_env()
 
     def names():
-        facts["hostname"] = socket.gethostname()
-        facts["kernel"] = platform.release()
-        facts["machine"] = platform.machine()
+        uname = os.uname()
+        facts["hostname"], facts["kernel"], facts["machine"] = uname.nodename, uname.release, uname.machine
 
     def osname():
         for path in ("/etc/os-release", "/usr/lib/os-release"):
             if os.path.exists(path):
                 facts["os"] = parse_os_release(_read(path))
                 return
+        import platform
+
         facts["os"] = platform.platform()
 
     for key in ("cpu_count", "cpu_quota", "mem_total_mib", "mem_available_mib", "mem_limit_mib", "mem_limit_source",
@@ -1790,7 +1799,7 @@ def parse_host_config(text):
 def host_compiler_max(home):
     """``{gnu, clang, source}`` read from ``<home>/include/crt/host_config.h`` (or
     ``<home>/targets/<machine>-linux/include/crt/host_config.h``), or None when no header reads."""
-    machine = {"aarch64": "sbsa"}.get(platform.machine(), platform.machine())
+    machine = {"aarch64": "sbsa"}.get(os.uname().machine, os.uname().machine)
     for path in (os.path.join(home, "include", "crt", "host_config.h"),
                  os.path.join(home, "targets", "%s-linux" % machine, "include", "crt", "host_config.h")):
         try:
@@ -1879,7 +1888,8 @@ def probe_host_compilers(venv, cuda_home, cache=None):
             names = sorted(os.listdir(d))
         except OSError:
             continue
-        paths += [os.path.join(d, n) for n in names if _VERSIONED_CXX.match(n) and n != "g++"]
+        paths += [os.path.join(d, n) for n in names
+                  if n.startswith(("g++", "clang++")) and _VERSIONED_CXX.match(n) and n != "g++"]
     for pattern in TOOLSET_GLOBS:
         paths += sorted(glob.glob(pattern))
     seen = set([os.path.realpath(default)] if default else [])  # g++-12 stays listed when g++ is it
@@ -1933,7 +1943,7 @@ def target_id(folder):
     except OSError:
         pass
     if out["id"] is None and os.path.isdir(path):
-        tmp = "%s.%s.%d" % (final, socket.gethostname(), os.getpid())
+        tmp = "%s.%s.%d" % (final, os.uname().nodename, os.getpid())
         try:
             with open(tmp, "w") as fh:
                 fh.write(os.urandom(16).hex() + "\n")
