@@ -74,6 +74,8 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
 ``python.platform`` ``{machine, sysconfig: "linux-aarch64", libc: "glibc" | "musl" | null,
                     libc_version: "2.39", interp, host_platform_env, bits: 64}`` of the venv's
                     interpreter (:data:`PLATFORM_READER`): what pip there accepts is decided by it.
+``probe_cache``     with ``--cache FILE`` only: ``{path, hits, misses, error}``: answers of unchanged
+                    programs taken from FILE and asked anew (:class:`AnswerCache`).
 ``errors``          list of str: probe failures not reported elsewhere.
 ``duration_s``      float: the script's own run time.
 """
