@@ -124,7 +124,7 @@ async def _exec(session: HostSession, job: dict[str, Any], *, hold: bool,
                 timeout_s: float) -> tuple[dict | None, CommandResult | None, asyncio.Task | None]:
     """Run the first command; ``(result, finished command, holder task)``."""
     conn = session.conn
-    argv = ["python3", "-c", BOOT]
+    argv = ["python3", "-S", "-c", BOOT]  # -S: no site (its imports and .pth files): the scripts are stdlib only
     stdin = boot_stdin(job)
     if not hold:
         res = await conn.run(argv, stdin=stdin, timeout_s=timeout_s)
