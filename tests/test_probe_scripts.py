@@ -158,3 +158,52 @@ def test_install_state_reads_torchs_version_as_ast_does(tmp_path):
                          .splitlines()[-1])
         assert {"torch": got["torch"], "cuda": got["cuda"]} == want, label
     assert got["torch"] is None  # the case that does not parse: no answer, as before
+
+
+def test_an_install_state_answer_kept_on_the_host_is_given_only_while_its_files_are_unchanged(tmp_path):
+    """Under the deploy lock the run's first command keeps the answer of the install-state probe
+    (which says what it read: FLEETCTL_PROBE_DEPS) in <workdir>/state/probe-answers.json and gives
+    it again, without starting the venv's interpreter, only while every file and folder it was read
+    from stats the same: a package pip-uninstalls, pip-installs again in another version, or the
+    install record rewritten, is read anew. The engine's own run of the probe prints no deps."""
+    import base64
+    import os
+
+    from fleetctl.engine.session_start import BOOT, MARK, boot_stdin
+    from tests.support.tiny_ext import write_wheel
+    from tests.test_facts_cache import pip_install
+    from tests.test_facts_script import _make_venv
+
+    venv = _make_venv(tmp_path / "venv", None)
+    pip_install(venv, str(write_wheel(tmp_path / "wheels", "toyx", "1.0", {"toyx/__init__.py": ""})))
+    record = tmp_path / "w" / "installed" / "toyx.json"
+    record.parent.mkdir(parents=True)
+    record.write_text('{"sha256": "a"}')
+    probe = {"argv": [str(venv / "bin" / "python3"), "-c", STATE_SCRIPT, "toyx", str(record), ""],
+             "env": {"PYTHONPATH": None}, "cwd": "/", "timeout_s": 60}
+
+    def first_command() -> tuple[dict, dict]:
+        job = {"workdir": str(tmp_path / "w"), "run_id": "r1", "probes": [probe], "probe_limit_bytes": 1 << 20,
+               "facts": False, "lock": {"path": "", "record": "{}"}, "kept_min_age_s": 0}
+        res = subprocess.run([sys.executable, "-S", "-c", BOOT], input=boot_stdin(job), capture_output=True,
+                             check=True, cwd=tmp_path, timeout=120)
+        out = json.loads(next(ln for ln in res.stdout.decode().splitlines() if ln.startswith(MARK))[len(MARK):])
+        answer = out["probes"][0]
+        assert answer["rc"] == 0 and b"@@FLEETCTL_DEPS@@" not in base64.b64decode(answer["err"])
+        return json.loads(base64.b64decode(answer["out"]).decode().splitlines()[-1]), out
+
+    state, out = first_command()
+    assert state["dist"]["version"] == "1.0" and state["record"] == {"sha256": "a"} and out["kept"] == 0
+    again, out = first_command()
+    assert again == state and out["kept"] == 1  # from the file: no interpreter started
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python3"), "uninstall", "-y", "-q",
+                    "toyx"], check=True, capture_output=True)
+    gone, out = first_command()
+    assert gone["dist"] is None and "toyx" not in gone["dists"] and out["kept"] == 0
+    pip_install(venv, str(write_wheel(tmp_path / "wheels", "toyx", "2.0", {"toyx/__init__.py": ""})))
+    assert first_command()[0]["dist"]["version"] == "2.0"
+    assert first_command()[1]["kept"] == 1
+    record.write_text('{"sha256": "b"}')  # the same size, rewritten in place
+    assert first_command()[0]["record"] == {"sha256": "b"}
+    plain = subprocess.run(probe["argv"], capture_output=True, cwd="/", env={"PATH": os.environ["PATH"]})
+    assert plain.returncode == 0 and b"@@FLEETCTL_DEPS@@" not in plain.stderr

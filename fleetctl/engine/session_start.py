@@ -59,6 +59,7 @@ class Started:
         lock_path: the deploy lock file (absolute), when one was taken.
         stale: the record of a dead run whose lock was taken over, or ``None``.
         answered: probes answered ahead (count).
+        kept: of those, answers the host kept from an earlier run, its files unchanged (count).
         duration_s: the command's own run time on the host (seconds).
     """
 
@@ -66,6 +67,7 @@ class Started:
     lock_path: str | None = None
     stale: dict | None = None
     answered: int = 0
+    kept: int = 0
     duration_s: float = 0.0
     _holder: asyncio.Task | None = None
 
@@ -232,7 +234,7 @@ async def start_host(session: HostSession, *, facts: bool, lock: bool, remembere
         # connection: never leave it unobserved
         await drop_task(holder)
         raise
-    started = Started(_holder=holder, duration_s=float(out.get("duration_s") or 0.0))
+    started = Started(_holder=holder, duration_s=float(out.get("duration_s") or 0.0), kept=int(out.get("kept") or 0))
     try:
         if hold:
             started.lock_path = state["path"]

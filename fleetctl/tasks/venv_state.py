@@ -25,8 +25,38 @@ STATE_SCRIPT = r'''
 import json, os, re, sys
 print("@@FLEETCTL_PROBE_STARTED@@", flush=True)
 import importlib.util
+# FLEETCTL_PROBE_DEPS=1 (the run's first command sets it): every file and folder this answer is
+# read from is statted before it is read, and the list printed on stderr (one marked line), so the
+# host may keep the answer while they stat the same (fleetctl.engine.session_start's KeptAnswers)
+DEPS = [] if os.environ.get("FLEETCTL_PROBE_DEPS") == "1" else None
+
+
+def dep(path):
+    if DEPS is not None:
+        try:
+            st = os.stat(path)
+            DEPS.append([path, [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode]])
+        except (OSError, ValueError):
+            DEPS.append([path, None])
+
+
+if DEPS is not None:  # what makes sys.path: the interpreter, pyvenv.cfg, the site folders and their .pth files
+    import site
+    for path in (sys.executable, os.path.realpath(sys.executable), os.path.join(sys.prefix, "pyvenv.cfg")):
+        dep(path)
+    sites = list(getattr(site, "getsitepackages", lambda: [])())
+    sites += [site.USER_SITE] if isinstance(getattr(site, "USER_SITE", None), str) else []
+    for folder in sites:
+        dep(folder)
+        try:
+            for n in sorted(os.listdir(folder)):
+                if n.endswith(".pth"):
+                    dep(os.path.join(folder, n))
+        except OSError:
+            pass
 out = {"record": None, "dist": None, "torch": None, "cuda": None, "dists": {}, "stamp": None}
 for key, path in (("record", sys.argv[2]), ("stamp", sys.argv[3] if len(sys.argv) > 3 else "")):
+    dep(path)
     try:
         with open(path) as fh:
             out[key] = json.load(fh)
@@ -48,8 +78,10 @@ def read(path):
 
 def meta_version(info):
     # the Version header (headers end at the first blank line): the rest, the long description, is not read
+    path = os.path.join(info, "METADATA" if info.endswith(".dist-info") else "PKG-INFO")
+    dep(path)
     try:
-        with open(os.path.join(info, "METADATA" if info.endswith(".dist-info") else "PKG-INFO"), encoding="utf-8") as fh:
+        with open(path, encoding="utf-8") as fh:
             for line in fh:
                 if not line.strip():
                     return None
@@ -63,6 +95,7 @@ def meta_version(info):
 found = {}
 for entry in sys.path:
     folder = entry or "."
+    dep(os.path.abspath(folder))
     try:
         listing = sorted(os.listdir(folder))
     except OSError:
@@ -83,6 +116,7 @@ try:
         version = out["dists"].get(norm(sys.argv[1]))
         import hashlib
         skip = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD")
+        dep(os.path.join(info, "RECORD"))
         lines = sorted(l for l in (read(os.path.join(info, "RECORD")) or "").splitlines()
                        if l and not l.split(",")[0].endswith(skip) and "__pycache__" not in l)
         out["dist"] = {"version": version, "location": location,
@@ -91,6 +125,8 @@ except Exception:
     pass
 spec = importlib.util.find_spec("torch")
 if spec is not None and spec.origin:
+    dep(os.path.dirname(spec.origin))
+    dep(os.path.join(os.path.dirname(spec.origin), "version.py"))
     try:
         with open(os.path.join(os.path.dirname(spec.origin), "version.py")) as fh:
             text = fh.read()
@@ -116,6 +152,8 @@ if spec is not None and spec.origin:
     except (OSError, SyntaxError, ValueError):
         pass
 print(json.dumps(out))
+if DEPS is not None:
+    sys.stderr.write("@@FLEETCTL_DEPS@@ " + json.dumps(DEPS) + "\n")
 '''
 
 
