@@ -20,7 +20,9 @@ from .venv_probe import probe_started
 #: (``stamp``). stdlib only, Python 3.8+. argv: DIST RECORD_PATH [STAMP_PATH]. A distribution is
 #: found as ``importlib.metadata.distribution(DIST)`` finds it (the first ``.dist-info``/``.egg-info``
 #: of that normalized name along sys.path) without importing importlib.metadata, whose import is
-#: most of this probe's time; tests/test_planners.py checks both agree.
+#: most of this probe's time; tests/test_planners.py checks both agree. With FLEETCTL_PROBE_DEPS=1
+#: it also prints (stderr, one marked line) every file and folder it read, statted before reading:
+#: the run's first command keeps the answer on the host while they are unchanged (issue 27).
 STATE_SCRIPT = r'''
 import json, os, re, sys
 print("@@FLEETCTL_PROBE_STARTED@@", flush=True)

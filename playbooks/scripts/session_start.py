@@ -234,13 +234,12 @@ class KeptAnswers:
 
 
 def _machine_id():
-    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):  # machine-id(5)
         try:
             with open(path) as fh:
                 return fh.read().strip() or None
         except OSError:
             pass
-    return None
 
 
 def _split_deps(err):
