@@ -20,7 +20,10 @@ Scenarios (``--only``):
 ``run``      ``uname -r`` on each size of ``--hosts``: ``fleetctl run``, a minimal asyncssh script
              (the floor for a Python tool, ``bench/asyncssh_floor.py``), ``ansible -m raw`` and
              ``-m command`` (``-f`` = host count), ``pyinfra exec``.
-``facts``    facts on ``--facts-hosts`` hosts: ``fleetctl facts --json`` against ``ansible -m setup``.
+``facts``    facts on ``--facts-hosts`` hosts: ``fleetctl facts --json`` against ``ansible -m setup``
+             and the asyncssh floor (the same facts script, no kept answers); fleetctl also with
+             its kept answers removed before each run (``nothing kept``: every program asked),
+             with a torch venv (``+torch``) and, with ``--before REV``, that revision's.
 ``push``     a ``--push-mib`` MiB file of random bytes (a wheel does not compress) to ``--push-hosts``
              hosts: fleetctl's ``SSHConnection.put`` (``bench/push_driver.py``, one connection per
              host, all at once), ``fleetctl deploy`` of a one-task ``copy`` playbook
@@ -503,14 +506,30 @@ def run_tools(root: Path, invs: dict[str, Path], n: int, peers: Path) -> list[To
     return tools
 
 
+#: ``--before REV``: the fleetctl of that revision is measured beside HEAD's (facts), its PYTHONPATH.
+BEFORE: dict[str, str] = {}
+
+
+def forget_kept_answers(root: Path) -> None:
+    """Remove every test host's kept facts answers (``<workdir>/state/facts-cache.json``): the next
+    ``fleetctl facts`` asks every program, as on a host it never saw or one where all changed."""
+    for path in (root / "hosts").glob("*/home/.fleetctl/*/state/facts-cache.json"):
+        path.unlink(missing_ok=True)
+
+
 def facts_tools(root: Path, invs: dict[str, Path], n: int, peers: Path) -> list[Tool]:
     aenv, afresh = ansible_env(root, n)
     fl_env = fleet_env(root)
-    tools = [Tool("fleetctl facts", [str(FLEETCTL), "-i", str(invs["fleet"]), "facts", "--hosts", "bench", "--json",
-                                     "--forks", str(n)], check_fleetctl_facts(n), env=fl_env),
+    argv = [str(FLEETCTL), "-i", str(invs["fleet"]), "facts", "--hosts", "bench", "--json", "--forks", str(n)]
+    tools = [Tool("fleetctl facts", argv, check_fleetctl_facts(n), env=fl_env),
+             Tool("fleetctl facts, nothing kept", argv, check_fleetctl_facts(n), env=fl_env,
+                  pre=lambda: forget_kept_answers(root)),
              Tool("fleetctl facts +torch", [str(FLEETCTL), "-i", str(invs["fleet_torch"]), "facts", "--hosts", "bench",
                                             "--json", "--forks", str(n)], check_fleetctl_facts(n, torch=True),
                   env=fl_env)]
+    for rev, path in BEFORE.items():
+        tools.append(Tool(f"fleetctl facts [{rev}]", argv, check_fleetctl_facts(n),
+                          env={**fl_env, "PYTHONPATH": path}))
     tools.append(Tool("asyncssh facts floor", [str(VENV_PY), str(REPO / "bench" / "asyncssh_floor.py"), str(invs["floor"]),
                                                "--stdin", str(REPO / "playbooks" / "scripts" / "facts.py"), "--",
                                                "python3", "-", "--workdir", "/tmp"],
@@ -788,6 +807,7 @@ def main() -> int:
                     help="clean: each test host's sessions get an empty HOME (no rc files); user: the real one")
     ap.add_argument("--fleetctl-src", choices=("HEAD", "worktree"), default="HEAD",
                     help="HEAD: a snapshot of the committed fleetctl (default); worktree: the checkout as it is")
+    ap.add_argument("--before", default="", help="facts: also measure the fleetctl of this git revision")
     ap.add_argument("--push-dest", default="/dev/shm/fleet-bench-pushed" if os.path.isdir("/dev/shm") else "",
                     help="folder the test hosts write pushed files to; tmpfs by default, since here all the "
                          "'hosts' share one disk whose writeback would dominate (empty: under --workdir)")
@@ -817,6 +837,9 @@ def main() -> int:
         global COMPARE
         COMPARE = (args.compare_rev, export_tree(args.compare_rev, root / "fleetctl-compare"))
         results["versions"]["fleetctl_compared"] = args.compare_rev
+    if args.before:
+        BEFORE[args.before] = str(export_tree(args.before, root / "fleetctl-before"))
+        results["versions"]["fleetctl_before"] = args.before
     log(f"fleetctl under test: {results['versions']['fleetctl_under_test']}")
     log(f"workdir {root}; starting {need} sshd test hosts (MaxStartups {args.maxstartups})")
     hosts, key, kh = start_fleet(root, need, args.maxstartups, args.login_env) if need else ([], None, None)

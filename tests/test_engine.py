@@ -220,9 +220,9 @@ def test_a_deploy_that_changes_nothing_is_one_command_per_host(fake_kind, tmp_pa
     model, ev = run(pb, hosts, host_lock=True)
     for name, h in fake.HOSTS.items():
         assert [t.status for t in model.hosts[name].tasks] == ["ok", "ok", "ok", "ok"]
-        assert len(h.execs) == 1 and h.execs[0][:2] == ["python3", "-c"], h.execs  # the first command only
+        assert len(h.execs) == 1 and h.execs[0][:3] == ["python3", "-S", "-c"], h.execs  # the first command only
         # ... and the probes it answered ran there, each once
-        probes = [json.dumps(a) for k, a in h.log if k == "run" and a[:2] != ["python3", "-c"]]
+        probes = [json.dumps(a) for k, a in h.log if k == "run" and a[:3] != ["python3", "-S", "-c"]]
         assert probes and len(probes) == len(set(probes))
         assert h.files[f"/w/{name}/deploy.lock"] == b""  # released at the end
     answered = [e for e in ev.events if e.name == "probes.answered_ahead"]

@@ -106,3 +106,104 @@ def test_venv_probe_requirement_versions_equal_importlib_metadata_in_one_interpr
         assert {r: v["installed"] for r, v in got["requirements"].items()} == {n: expected[n] for n in reqs}
         execs = [ln for ln in res.stderr.splitlines() if "execve(" in ln and "= 0" in ln]
         assert len(execs) == (1 if not reqs else 2), execs  # the probe itself, plus a child only to read requirements
+
+
+#: What the install-state probe said of torch when it parsed every version.py with ast (the reference).
+TORCH_REFERENCE = r'''
+import ast, json, sys
+out = {"torch": None, "cuda": None}
+try:
+    for node in ast.parse(open(sys.argv[1]).read()).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        name = getattr(target, "id", None)
+        if name in ("__version__", "cuda") and getattr(node, "value", None) is not None:
+            out["torch" if name == "__version__" else "cuda"] = ast.literal_eval(node.value)
+except (OSError, SyntaxError, ValueError):
+    pass
+print(json.dumps(out))
+'''
+
+VERSION_PY = {
+    "the controller's own": None,  # filled in from the real torch
+    "a CUDA build, as torch writes it": "from typing import Optional\n\n__all__ = ['__version__', 'debug', 'cuda', "
+    "'git_version', 'hip', 'xpu']\n__version__ = '2.9.0+cu130'\ndebug = False\ncuda: Optional[str] = '13.0'\n"
+    "git_version = '0fabc3ba44823f257e70ce397d989c8de5e362c1'\nhip: Optional[str] = None\nxpu: Optional[str] = None\n",
+    "double quotes and a comment": '# generated\n__version__ = "2.4.1"\ncuda = "12.1"\n',
+    "assigned twice: the last one counts": "__version__ = '1.0'\n__version__ = '2.0'\ncuda = None\n",
+    "an escape in a string": "__version__ = '2.5\\x2e0'\ncuda = '12.4'\n",
+    "an expression: not a literal": "import os\n__version__ = '2.5.0'\ncuda = os.environ.get('X')\n",
+    "over two lines": "__version__ = (\n    '2.6.0'\n)\ncuda = '12.6'\n",
+    "does not parse": "__version__ = '2.7.0\ncuda = '12.8'\n",
+}
+
+
+def test_install_state_reads_torchs_version_as_ast_does(tmp_path):
+    """The install-state probe reads torch's version.py lines by a pattern where every line is a
+    plain one (its ``import ast`` was a third of the probe's CPU on every host of every deploy),
+    and by ast otherwise: the same answer either way."""
+    import torch
+
+    for i, (label, text) in enumerate(VERSION_PY.items()):
+        root = tmp_path / f"site{i}"
+        (root / "torch").mkdir(parents=True)
+        (root / "torch" / "__init__.py").write_text("")
+        if text is None:
+            text = (Path(torch.__file__).parent / "version.py").read_text()
+        (root / "torch" / "version.py").write_text(text)
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)}
+        want = json.loads(subprocess.run([sys.executable, "-c", TORCH_REFERENCE, str(root / "torch" / "version.py")],
+                                         check=True, capture_output=True, text=True, env=env).stdout)
+        got = json.loads(subprocess.run([sys.executable, "-c", STATE_SCRIPT, "no-such-dist", str(tmp_path / "none")],
+                                        check=True, capture_output=True, text=True, env=env, cwd="/").stdout
+                         .splitlines()[-1])
+        assert {"torch": got["torch"], "cuda": got["cuda"]} == want, label
+    assert got["torch"] is None  # the case that does not parse: no answer, as before
+
+
+def test_an_install_state_answer_kept_on_the_host_is_given_only_while_its_files_are_unchanged(tmp_path):
+    """Under the deploy lock the run's first command keeps the answer of the install-state probe
+    (which says what it read: FLEETCTL_PROBE_DEPS) in <workdir>/state/probe-answers.json and gives
+    it again, without starting the venv's interpreter, only while every file and folder it was read
+    from stats the same: a package pip-uninstalls, pip-installs again in another version, or the
+    install record rewritten, is read anew. The engine's own run of the probe prints no deps."""
+    import base64
+    import os
+
+    from fleetctl.engine.session_start import BOOT, MARK, boot_stdin
+    from tests.support.tiny_ext import write_wheel
+    from tests.test_facts_cache import pip_install
+    from tests.test_facts_script import _make_venv
+
+    venv = _make_venv(tmp_path / "venv", None)
+    pip_install(venv, str(write_wheel(tmp_path / "wheels", "toyx", "1.0", {"toyx/__init__.py": ""})))
+    record = tmp_path / "w" / "installed" / "toyx.json"
+    record.parent.mkdir(parents=True)
+    record.write_text('{"sha256": "a"}')
+    probe = {"argv": [str(venv / "bin" / "python3"), "-c", STATE_SCRIPT, "toyx", str(record), ""],
+             "env": {"PYTHONPATH": None}, "cwd": "/", "timeout_s": 60}
+
+    def first_command() -> tuple[dict, dict]:
+        job = {"workdir": str(tmp_path / "w"), "run_id": "r1", "probes": [probe], "probe_limit_bytes": 1 << 20,
+               "facts": False, "lock": {"path": "", "record": "{}"}, "kept_min_age_s": 0}
+        res = subprocess.run([sys.executable, "-S", "-c", BOOT], input=boot_stdin(job), capture_output=True,
+                             check=True, cwd=tmp_path, timeout=120)
+        out = json.loads(next(ln for ln in res.stdout.decode().splitlines() if ln.startswith(MARK))[len(MARK):])
+        answer = out["probes"][0]
+        assert answer["rc"] == 0 and b"@@FLEETCTL_DEPS@@" not in base64.b64decode(answer["err"])
+        return json.loads(base64.b64decode(answer["out"]).decode().splitlines()[-1]), out
+
+    state, out = first_command()
+    assert state["dist"]["version"] == "1.0" and state["record"] == {"sha256": "a"} and out["kept"] == 0
+    again, out = first_command()
+    assert again == state and out["kept"] == 1  # from the file: no interpreter started
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python3"), "uninstall", "-y", "-q",
+                    "toyx"], check=True, capture_output=True)
+    gone, out = first_command()
+    assert gone["dist"] is None and "toyx" not in gone["dists"] and out["kept"] == 0
+    pip_install(venv, str(write_wheel(tmp_path / "wheels", "toyx", "2.0", {"toyx/__init__.py": ""})))
+    assert first_command()[0]["dist"]["version"] == "2.0"
+    assert first_command()[1]["kept"] == 1
+    record.write_text('{"sha256": "b"}')  # the same size, rewritten in place
+    assert first_command()[0]["record"] == {"sha256": "b"}
+    plain = subprocess.run(probe["argv"], capture_output=True, cwd="/", env={"PATH": os.environ["PATH"]})
+    assert plain.returncode == 0 and b"@@FLEETCTL_DEPS@@" not in plain.stderr

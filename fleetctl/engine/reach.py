@@ -104,7 +104,8 @@ async def first_command(session: HostSession, run: RunModel, observers: Any, dea
                                    f"that run is gone")
             observers.emit("lock.stale_taken_over", session.name, path=started.lock_path, previous=prev)
     if started.answered:
-        observers.emit("probes.answered_ahead", session.name, count=started.answered, of=len(remembered))
+        observers.emit("probes.answered_ahead", session.name, count=started.answered, of=len(remembered),
+                       kept=started.kept)
     if not facts:
         return
     facts_ = started.facts

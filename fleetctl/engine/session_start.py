@@ -59,6 +59,7 @@ class Started:
         lock_path: the deploy lock file (absolute), when one was taken.
         stale: the record of a dead run whose lock was taken over, or ``None``.
         answered: probes answered ahead (count).
+        kept: of those, answers the host kept from an earlier run, its files unchanged (count).
         duration_s: the command's own run time on the host (seconds).
     """
 
@@ -66,6 +67,7 @@ class Started:
     lock_path: str | None = None
     stale: dict | None = None
     answered: int = 0
+    kept: int = 0
     duration_s: float = 0.0
     _holder: asyncio.Task | None = None
 
@@ -124,7 +126,7 @@ async def _exec(session: HostSession, job: dict[str, Any], *, hold: bool,
                 timeout_s: float) -> tuple[dict | None, CommandResult | None, asyncio.Task | None]:
     """Run the first command; ``(result, finished command, holder task)``."""
     conn = session.conn
-    argv = ["python3", "-c", BOOT]
+    argv = ["python3", "-S", "-c", BOOT]  # -S: no site (its imports and .pth files): the scripts are stdlib only
     stdin = boot_stdin(job)
     if not hold:
         res = await conn.run(argv, stdin=stdin, timeout_s=timeout_s)
@@ -232,7 +234,7 @@ async def start_host(session: HostSession, *, facts: bool, lock: bool, remembere
         # connection: never leave it unobserved
         await drop_task(holder)
         raise
-    started = Started(_holder=holder, duration_s=float(out.get("duration_s") or 0.0))
+    started = Started(_holder=holder, duration_s=float(out.get("duration_s") or 0.0), kept=int(out.get("kept") or 0))
     try:
         if hold:
             started.lock_path = state["path"]

@@ -59,8 +59,9 @@ EVENTS: dict[str, tuple[dict[str, Any], str]] = {
     "lock.refused": ({"path": [S, "null"], "error": S}, "the host's deploy lock is held by another run or cannot be taken"),
     "connection.opened": ({}, "what reaching the host took (handshake retries, jump hosts, keys recorded)"),
     "connection.failed": ({}, "what the failed attempt to reach the host took"),
-    "probes.answered_ahead": ({"count": I, "of": I},
-                              "the host's first command answered probes its planners asked last time"),
+    "probes.answered_ahead": ({"count": I, "of": I, "kept": I},
+                              "the host's first command answered probes its planners asked last time "
+                              "(kept: of them, answers the host kept from an earlier run, their files unchanged)"),
 }
 
 

@@ -7,14 +7,16 @@ set. The planner:
 
 1. picks the toolkit (the newest of the host's toolkits that compiles the arch list, unless the
    ``cuda_home`` host var pins one) and the host compiler that toolkit's nvcc accepts
-   (:mod:`~fleetctl.tasks.build_toolchain`), and runs the preflight (:mod:`~fleetctl.tasks.build_preflight`):
+   (:mod:`~fleetctl.tasks.build_toolchain`), and runs the preflight (:mod:`~fleetctl.tasks.build_preflight`)
    from facts (driver vs toolkit, archs nvcc rejects, GPUs the archs would not cover, disk,
-   memory, the workdir's file system), from the tree's own ``pyproject.toml``/``setup.py``
-   (:mod:`~fleetctl.tasks.build_meta`) and from one probe of the venv's python (its build
-   requirements, what torch's ``cpp_extension`` makes of each arch token): every problem fails
-   the task before anything is uploaded or compiled, in ``--plan`` too;
+   memory, the workdir's file system) and from the tree's own ``pyproject.toml``/``setup.py``
+   (:mod:`~fleetctl.tasks.build_meta`);
 2. the build key (:func:`fleetctl.tasks.build_keys.build_key`: source tree, archs, defines,
    toolchain, torch, Python tag) and the host's stamps: a wheel for exactly these inputs is reused;
+   a host without one is checked further by one probe of the venv's python (its build
+   requirements, what torch's ``cpp_extension`` makes of each arch token) and an allocation of the
+   space the build needs; every problem fails the task before anything is uploaded or compiled,
+   in ``--plan`` too (a host that reuses its wheel builds nothing, so it is not asked: issue 27);
 3. the arch class's role (:class:`~fleetctl.tasks.steps.ClassRole`): build here, receive the
    class's wheel (push), or hand the wheel this host already holds to the others (serve);
 4. builds here (:mod:`~fleetctl.tasks.build_here`): records what the build used, read inside it
@@ -183,6 +185,37 @@ def _meta(args: BuildWheelArgs, host: HostView, src: str) -> Plan:
     return meta_from_texts(parse_probe(res.stdout_text), "host")
 
 
+def _venv_preflight(args: BuildWheelArgs, host: HostView, facts: Mapping[str, Any], tokens: list, meta: BuildMeta,
+                    decision: dict[str, Any]) -> Plan:
+    """The preflight's probes of the venv (its build requirements, torch's arch flags) and of the
+    space the build needs (really allocated: statvfs ignores quotas): ``(venv probe answer, None)``,
+    or ``(None, the failed result)``. Only a host that will build is asked (two interpreter starts
+    on it): one holding the wheel of these inputs builds nothing."""
+    isolated = not args.no_build_isolation
+    reqs = requirement_list(meta, args, isolated)
+    torch_tokens = [t.text for t in tokens] if meta.torch_extension and (facts.get("python") or {}).get("torch") else None
+    tmp_override = (args.env or {}).get("TMPDIR")
+    info_res = yield venv_probe(host.python, args.required_build_packages, reqs, torch_tokens, tmp_override)
+    info = parse_venv_probe(info_res)
+    if info is None and probe_started(info_res):  # the interpreter ran fleetctl's code: its fault
+        info = {"probe_errors": {"venv": f"rc={info_res.rc}: {first_error_line(info_res)}"}}
+    if info is None:
+        return None, _fail(f"preflight: venv python {host.python} does not run: {first_error_line(info_res)}", decision)
+    problems = probe_fault_problems(info)
+    if problems:
+        return None, _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
+    problems = probe_problems(info, meta, facts, args, host.venv, host.python, isolated)
+    if problems:
+        return None, _fail("preflight: " + "; ".join(problems), decision, preflight=problems,
+                           build_meta=meta.as_dict())
+    if args.min_free_disk_mib:
+        space = yield space_probe(host.python, build_paths(host.workdir, args.out_dir), args.min_free_disk_mib)
+        problems = space_problems(space.stdout_text, args.min_free_disk_mib)
+        if problems:
+            return None, _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
+    return info, None
+
+
 def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     """Preflight, decide (reuse / build / push / serve), then build or receive the class's wheel."""
     target = target_plan(host.facts, args)
@@ -209,27 +242,6 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         return _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
     src = args.src.rstrip("/") or "/"
     meta: BuildMeta = yield from _meta(args, host, src)
-    isolated = not args.no_build_isolation
-    reqs = requirement_list(meta, args, isolated)
-    torch_tokens = [t.text for t in tokens] if meta.torch_extension and (facts.get("python") or {}).get("torch") else None
-    tmp_override = (args.env or {}).get("TMPDIR")
-    info_res = yield venv_probe(host.python, args.required_build_packages, reqs, torch_tokens, tmp_override)
-    info = parse_venv_probe(info_res)
-    if info is None and probe_started(info_res):  # the interpreter ran fleetctl's code: its fault
-        info = {"probe_errors": {"venv": f"rc={info_res.rc}: {first_error_line(info_res)}"}}
-    if info is None:
-        return _fail(f"preflight: venv python {host.python} does not run: {first_error_line(info_res)}", decision)
-    problems = probe_fault_problems(info)
-    if problems:
-        return _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
-    problems = probe_problems(info, meta, facts, args, host.venv, host.python, isolated)
-    if problems:
-        return _fail("preflight: " + "; ".join(problems), decision, preflight=problems, build_meta=meta.as_dict())
-    if args.min_free_disk_mib:  # statvfs ignores quotas: really allocate the space the build needs
-        space = yield space_probe(host.python, build_paths(host.workdir, args.out_dir), args.min_free_disk_mib)
-        problems = space_problems(space.stdout_text, args.min_free_disk_mib)
-        if problems:
-            return _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
 
     mirror = args.fetch_mirror.strip()
     if mirror and not ("://" in mirror or ":" in mirror.split("/")[0]):
@@ -262,6 +274,11 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     # --force: no wheel built before this run is reused, neither this host's (its stamp) nor the
     # controller's cache: the class's builder builds, the new wheel replaces the cached one
     holds = bool(mine) and not host.force
+    info = None
+    if not holds:  # a host holding the wheel of these inputs reuses or serves it (ClassRole): no build to check
+        info, failed = yield from _venv_preflight(args, host, facts, tokens, meta, decision)
+        if failed is not None:
+            return failed
     once = args.build == "once" and not host.build_each
     if host.force:
         decision["forced"] = True
@@ -299,6 +316,10 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
             return TaskResult(Status.CHANGED, data=data, files={got.remote: got.sha256 or None},
                               msg=f"pushed {got.name} (built once for this arch class on {got.builder})")
     decision["action"] = "build"
+    if info is None:  # not reached today (a holder never builds); a build is never unchecked
+        info, failed = yield from _venv_preflight(args, host, facts, tokens, meta, decision)
+        if failed is not None:
+            return failed
     err, sent = yield from ship_deps(deps)
     if deps.ship:
         decision["deps_sent"] = sent

@@ -20,13 +20,45 @@ from .venv_probe import probe_started
 #: (``stamp``). stdlib only, Python 3.8+. argv: DIST RECORD_PATH [STAMP_PATH]. A distribution is
 #: found as ``importlib.metadata.distribution(DIST)`` finds it (the first ``.dist-info``/``.egg-info``
 #: of that normalized name along sys.path) without importing importlib.metadata, whose import is
-#: most of this probe's time; tests/test_planners.py checks both agree.
+#: most of this probe's time; tests/test_planners.py checks both agree. With FLEETCTL_PROBE_DEPS=1
+#: it also prints (stderr, one marked line) every file and folder it read, statted before reading:
+#: the run's first command keeps the answer on the host while they are unchanged (issue 27).
 STATE_SCRIPT = r'''
-import ast, hashlib, json, os, re, sys
+import json, os, re, sys
 print("@@FLEETCTL_PROBE_STARTED@@", flush=True)
 import importlib.util
+# FLEETCTL_PROBE_DEPS=1 (the run's first command sets it): every file and folder this answer is
+# read from is statted before it is read, and the list printed on stderr (one marked line), so the
+# host may keep the answer while they stat the same (fleetctl.engine.session_start's KeptAnswers)
+DEPS = [] if os.environ.get("FLEETCTL_PROBE_DEPS") == "1" else None
+
+
+def dep(path):
+    if DEPS is not None:
+        try:
+            st = os.stat(path)
+            DEPS.append([path, [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode]])
+        except (OSError, ValueError):
+            DEPS.append([path, None])
+
+
+if DEPS is not None:  # what makes sys.path: the interpreter, pyvenv.cfg, the site folders and their .pth files
+    import site
+    for path in (sys.executable, os.path.realpath(sys.executable), os.path.join(sys.prefix, "pyvenv.cfg")):
+        dep(path)
+    sites = list(getattr(site, "getsitepackages", lambda: [])())
+    sites += [site.USER_SITE] if isinstance(getattr(site, "USER_SITE", None), str) else []
+    for folder in sites:
+        dep(folder)
+        try:
+            for n in sorted(os.listdir(folder)):
+                if n.endswith(".pth"):
+                    dep(os.path.join(folder, n))
+        except OSError:
+            pass
 out = {"record": None, "dist": None, "torch": None, "cuda": None, "dists": {}, "stamp": None}
 for key, path in (("record", sys.argv[2]), ("stamp", sys.argv[3] if len(sys.argv) > 3 else "")):
+    dep(path)
     try:
         with open(path) as fh:
             out[key] = json.load(fh)
@@ -47,14 +79,25 @@ def read(path):
 
 
 def meta_version(info):
-    meta = read(os.path.join(info, "METADATA" if info.endswith(".dist-info") else "PKG-INFO")) or ""
-    return next((l.split(":", 1)[1].strip() for l in meta.split("\n\n")[0].splitlines()
-                 if l.lower().startswith("version:")), None)
+    # the Version header (headers end at the first blank line): the rest, the long description, is not read
+    path = os.path.join(info, "METADATA" if info.endswith(".dist-info") else "PKG-INFO")
+    dep(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if not line.strip():
+                    return None
+                if line.lower().startswith("version:"):
+                    return line.split(":", 1)[1].strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None
 
 
 found = {}
 for entry in sys.path:
     folder = entry or "."
+    dep(os.path.abspath(folder))
     try:
         listing = sorted(os.listdir(folder))
     except OSError:
@@ -73,7 +116,9 @@ try:
     location, info = found.get(norm(sys.argv[1]), (None, None))
     if info is not None:
         version = out["dists"].get(norm(sys.argv[1]))
+        import hashlib
         skip = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD")
+        dep(os.path.join(info, "RECORD"))
         lines = sorted(l for l in (read(os.path.join(info, "RECORD")) or "").splitlines()
                        if l and not l.split(",")[0].endswith(skip) and "__pycache__" not in l)
         out["dist"] = {"version": version, "location": location,
@@ -82,17 +127,35 @@ except Exception:
     pass
 spec = importlib.util.find_spec("torch")
 if spec is not None and spec.origin:
+    dep(os.path.dirname(spec.origin))
+    dep(os.path.join(os.path.dirname(spec.origin), "version.py"))
     try:
         with open(os.path.join(os.path.dirname(spec.origin), "version.py")) as fh:
-            tree = ast.parse(fh.read())
-        for node in tree.body:
-            target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
-            name = getattr(target, "id", None)
-            if name in ("__version__", "cuda") and getattr(node, "value", None) is not None:
-                out["torch" if name == "__version__" else "cuda"] = ast.literal_eval(node.value)
+            text = fh.read()
+        # torch's own lines ("__version__ = '2.5.1+cu124'", "cuda: Optional[str] = '12.4'") read by a
+        # pattern; anything else by ast (whose import costs the probe a third of its time)
+        simple = {}
+        for line in text.splitlines():
+            m = re.match(r"""^(__version__|cuda)\s*(?::[^=]*)?=\s*(?:'([^'\\]*)'|"([^"\\]*)"|(None))\s*$""", line)
+            if m:
+                simple[m.group(1)] = None if m.group(4) else (m.group(2) if m.group(2) is not None else m.group(3))
+        lines = [l for l in text.splitlines() if l.strip() and not l.lstrip().startswith("#")]
+        plain = all(re.match(r"^(from \S+ import [\w, ]+|import [\w., ]+|__all__ = \[[^\]]*\]|\w+\s*(?::[^=]*)?=\s*"
+                             r"""(?:'[^'\\]*'|"[^"\\]*"|None|True|False))\s*$""", l) for l in lines)
+        if plain:
+            out["torch"], out["cuda"] = simple.get("__version__"), simple.get("cuda")
+        else:
+            import ast
+            for node in ast.parse(text).body:
+                target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+                name = getattr(target, "id", None)
+                if name in ("__version__", "cuda") and getattr(node, "value", None) is not None:
+                    out["torch" if name == "__version__" else "cuda"] = ast.literal_eval(node.value)
     except (OSError, SyntaxError, ValueError):
         pass
 print(json.dumps(out))
+if DEPS is not None:
+    sys.stderr.write("@@FLEETCTL_DEPS@@ " + json.dumps(DEPS) + "\n")
 '''
 
 

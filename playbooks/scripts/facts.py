@@ -74,6 +74,8 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
 ``python.platform`` ``{machine, sysconfig: "linux-aarch64", libc: "glibc" | "musl" | null,
                     libc_version: "2.39", interp, host_platform_env, bits: 64}`` of the venv's
                     interpreter (:data:`PLATFORM_READER`): what pip there accepts is decided by it.
+``probe_cache``     with ``--cache FILE`` only: ``{path, hits, misses, error}``: answers of unchanged
+                    programs taken from FILE and asked anew (:class:`AnswerCache`).
 ``errors``          list of str: probe failures not reported elsewhere.
 ``duration_s``      float: the script's own run time.
 """
@@ -81,18 +83,19 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
-import platform
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
+
+# ctypes (NVML, in its own child), platform and socket are not imported at the top: on every host
+# of every run they cost more than what this script uses of them (os.uname() is what
+# platform.machine(), platform.release() and socket.gethostname() read on Linux).
 
 SCRIPT_VERSION = "3"
 
@@ -374,8 +377,8 @@ def parse_memory_stat_inactive_file(text: str, version: int):
 # --------------------------------------------------------------------------------------------
 
 
-def run_command(argv, timeout_s=None, env=None):
-    """Run argv without a shell; return ``(rc, stdout, stderr, error)``; never raises.
+def run_command(argv, timeout_s=None, env=None, cwd=None):
+    """Run argv without a shell (in ``cwd``, default this process's); return ``(rc, stdout, stderr, error)``; never raises.
 
     ``rc`` is None and ``error`` a one-line message when the program is missing, cannot run or
     passes ``timeout_s`` seconds (default :data:`TIMEOUT_S`; then it is killed and any partial
@@ -386,7 +389,7 @@ def run_command(argv, timeout_s=None, env=None):
     try:
         proc = subprocess.run(
             list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            timeout=timeout_s, env=env,
+            timeout=timeout_s, env=env, cwd=cwd,
         )
         return proc.returncode, _decode(proc.stdout), _decode(proc.stderr), None
     except subprocess.TimeoutExpired as exc:
@@ -415,6 +418,129 @@ def _first_line(*texts):
 
 def _is_exe(path):
     return bool(path) and os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+# --------------------------------------------------------------------------------------------
+# Answers kept between runs (``--cache FILE``): the version commands of an unchanged host
+# --------------------------------------------------------------------------------------------
+
+# What a dependency of a kept answer is compared by; the interpreter probe runs the same source.
+FILE_STAT = r"""
+def file_stat(path):
+    # [size, mtime_ns, ctime_ns, inode, device, mode] of path (symlinks followed), None when absent:
+    # a file replaced or rewritten changes its ctime at least (stat(2): no call sets it back)
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode]
+"""
+exec(FILE_STAT)
+
+#: Bumped when a kept answer's shape changes (the script's own digest is checked too).
+CACHE_VERSION = 1
+#: Seconds a dependency must be older than its answer for the answer to be kept: within the file
+#: system's timestamp granularity a file can change again without its stat changing (git's
+#: "racy git" problem, Documentation/technical/racy-git.txt); such an answer is asked again next run.
+RACY_S = 2.0
+
+
+def machine_id():
+    """``/etc/machine-id`` (machine-id(5); the D-Bus one where it is missing), else None."""
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            return _read(path).strip() or None
+        except OSError:
+            pass
+    return None
+
+
+class AnswerCache:
+    """Answers of the commands that only tell what an installed program is (``nvcc --version``,
+    ``--list-gpu-arch``, ``--list-gpu-code``, a compiler's macros and banner, ``cmake --version``,
+    ``ninja --version``, the build interpreter's probe), kept in a JSON file on the host between runs.
+
+    Each answer is kept with the files it depends on and their :func:`file_stat` (size, mtime and
+    ctime in ns, inode, device, mode), taken BEFORE the command ran, and is used again only while
+    every one of them stats exactly the same: a program replaced, upgraded, relinked or touched is
+    asked again. Kept only: answers of commands that succeeded, whose dependencies were older than
+    :data:`RACY_S` seconds. Never kept: anything that can change while those files stay as they
+    are (the GPUs and the driver: nvidia-smi and NVML run every time; CPUs, memory, disk, cgroups,
+    the environment). The file belongs to one host and one version of this script: another
+    hostname, ``/etc/machine-id`` or script digest (a shared workdir, a copied one, a new
+    fleetctl) starts it afresh. A file that cannot be read starts it afresh too; one that cannot
+    be written is reported (``probe_cache.error``), never fatal.
+    """
+
+    def __init__(self, path, digest, min_age_s=None):
+        self.path, self.used, self.hits, self.misses, self.error = path, {}, 0, 0, None
+        self.min_age_s = RACY_S if min_age_s is None else float(min_age_s)
+        self.header = {"version": CACHE_VERSION, "script": digest, "hostname": os.uname().nodename,
+                       "machine_id": machine_id()}
+        self.entries, self.dirty, self.lock = {}, False, threading.Lock()
+        try:
+            with open(path) as fh:
+                doc = json.load(fh)
+            if isinstance(doc, dict) and all(doc.get(k) == v for k, v in self.header.items()):
+                self.entries = doc.get("entries") or {}
+        except (OSError, ValueError):
+            pass
+
+    def get(self, key):
+        """The answer kept for ``key`` (a string) when its dependencies stat as they did, else None."""
+        entry = self.entries.get(key)
+        try:
+            fresh = entry is not None and all(file_stat(p) == st for p, st in entry["deps"])
+        except (TypeError, ValueError, KeyError):
+            fresh = False
+        with self.lock:  # the interpreter probe asks from its own thread
+            if not fresh:
+                self.misses += 1
+                return None
+            self.hits += 1
+            self.used[key] = entry
+        return entry["answer"]
+
+    def put(self, key, deps, answer):
+        """Keep ``answer`` with ``deps`` (``[[path, file_stat(path)]]``, statted before it was
+        asked) unless one of them changed within ``min_age_s`` seconds (:data:`RACY_S`)."""
+        now_ns = time.time_ns() if hasattr(time, "time_ns") else int(time.time() * 1e9)
+        if any(st is not None and now_ns - max(st[1], st[2]) < self.min_age_s * 1e9 for _, st in deps):
+            return
+        with self.lock:
+            self.used[key] = {"deps": deps, "answer": answer}
+            self.dirty = True
+
+    def save(self):
+        """Write the answers used or made in this run (atomically), when any is new or dropped."""
+        if not self.dirty and set(self.used) == set(self.entries):
+            return
+        try:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            tmp = "%s.%d.part" % (self.path, os.getpid())
+            with open(tmp, "w") as fh:
+                json.dump(dict(self.header, entries=self.used), fh)
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            self.error = "%s: %s" % (self.path, exc.strerror or exc)
+
+    def report(self):
+        return {"path": self.path, "hits": self.hits, "misses": self.misses, "error": self.error}
+
+
+def remembered(cache, key, deps, ask, keep):
+    """``ask()``'s answer, or the one ``cache`` kept for ``key`` while ``deps`` (paths) are
+    unchanged; a new answer is kept when ``keep(answer)``. Without a cache: ``ask()``."""
+    if cache is None:
+        return ask()
+    key = json.dumps(key)
+    got = cache.get(key)
+    if got is None:
+        stats = [[p, file_stat(p)] for p in deps]
+        got = ask()
+        if keep(got):
+            cache.put(key, stats, got)
+    return json.loads(json.dumps(got))  # a copy: the caller's edits never reach the file
 
 
 def run_bounded(argv, timeout_s, env=None):
@@ -490,12 +616,17 @@ def stuck_gpu_probes(min_age_s, proc_root="/proc"):
     for name in names:
         if not name.isdigit():
             continue
-        try:
-            if _read(os.path.join(proc_root, name, "comm")).strip() != "nvidia-smi":
-                continue
-            state, start = parse_proc_stat(_read(os.path.join(proc_root, name, "stat")))
+        try:  # one raw read a process (a GPU node runs hundreds): the name is in stat, "(nvidia-smi)"
+            fd = os.open(os.path.join(proc_root, name, "stat"), os.O_RDONLY)
+            try:
+                text = os.read(fd, 4096).decode("utf-8", "replace")
+            finally:
+                os.close(fd)
         except OSError:
             continue
+        if text[text.find("(") + 1:text.rfind(")")] != "nvidia-smi":
+            continue
+        state, start = parse_proc_stat(text)
         if state != "D" or start is None:
             continue
         age = uptime - start / ticks
@@ -613,6 +744,8 @@ def nvml_query():
         OSError: libnvidia-ml.so.1 cannot be loaded.
         RuntimeError: an NVML call returned an error (message from nvmlErrorString).
     """
+    import ctypes
+
     lib = ctypes.CDLL("libnvidia-ml.so.1")
     c_uint, c_int, c_char_p, c_void_p = ctypes.c_uint, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p
 
@@ -702,7 +835,7 @@ def nvml_library_dirs():
     ``LD_LIBRARY_PATH``, the trusted default folders (``/lib``, ``/usr/lib``, their ``lib64`` and
     multiarch twins), and where NVIDIA's container runtime and WSL put it."""
     dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").replace(";", ":").split(":") if d]
-    multiarch = getattr(sys.implementation, "_multiarch", None) or "%s-linux-gnu" % platform.machine()
+    multiarch = getattr(sys.implementation, "_multiarch", None) or "%s-linux-gnu" % os.uname().machine
     for base in ("/lib", "/usr/lib", "/lib64", "/usr/lib64", "/usr/local/lib"):
         dirs += [base, base + "/" + multiarch]
     dirs += ["/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/wsl/lib",
@@ -952,12 +1085,20 @@ def find_cuobjdump(home, site_packages):
     return None, None
 
 
-def probe_toolkit(home, source):
+def probe_toolkit(home, source, cache=None):
     """One toolkit: ``{home, nvcc, nvcc_realpath, version, archs, codes, source, errors}``
-    (``nvcc --version``, ``--list-gpu-arch``, ``--list-gpu-code``)."""
+    (``nvcc --version``, ``--list-gpu-arch``, ``--list-gpu-code``; kept in ``cache`` while
+    nvcc, the file it resolves to and ``bin/nvcc.profile`` are unchanged, :class:`AnswerCache`)."""
     nvcc = os.path.join(home, "bin", "nvcc")
-    tk = {"home": home, "nvcc": nvcc, "nvcc_realpath": os.path.realpath(nvcc), "version": None, "archs": None,
-          "codes": None, "source": source, "errors": []}
+    real = os.path.realpath(nvcc)
+    answer = remembered(cache, ["nvcc", nvcc, real], [nvcc, real, os.path.join(home, "bin", "nvcc.profile")],
+                        lambda: ask_nvcc(nvcc), lambda a: not a["errors"])
+    return dict(answer, home=home, nvcc=nvcc, nvcc_realpath=real, source=source)
+
+
+def ask_nvcc(nvcc):
+    """``{version, archs, codes, errors}`` from the three nvcc commands."""
+    tk = {"version": None, "archs": None, "codes": None, "errors": []}
     rc, out, err, error = run_command([nvcc, "--version"])
     if error or rc != 0:
         tk["errors"].append(error or "nvcc --version: exit %s: %s" % (rc, _first_line(err, out)))
@@ -974,7 +1115,7 @@ def probe_toolkit(home, source):
     return tk
 
 
-def probe_cuda(cuda_home):
+def probe_cuda(cuda_home, cache=None):
     """The CUDA toolkit as the ``cuda`` dict (see the module docstring).
 
     Search order: ``--cuda-home`` (an error is recorded when it lacks ``bin/nvcc``, and the
@@ -1000,7 +1141,7 @@ def probe_cuda(cuda_home):
                 continue  # an nvcc wrapper script on PATH (/usr/local/bin/nvcc), not a toolkit folder
             if real not in seen:
                 seen.add(real)
-                found.append(probe_toolkit(home, source))
+                found.append(probe_toolkit(home, source, cache))
         elif source == "cuda_home var":
             errors.append("cuda_home %s has no executable bin/nvcc" % home)
         elif source == "CUDA_HOME env":
@@ -1008,7 +1149,7 @@ def probe_cuda(cuda_home):
     if not found:
         home, detail = login_path_nvcc()
         if home:
-            found.append(probe_toolkit(home, "interactive login PATH"))
+            found.append(probe_toolkit(home, "interactive login PATH", cache))
             log("cuda: nvcc only on the interactive login PATH: %s" % home)
         else:
             looked = [h + "/bin" for _, h in candidates] + ["PATH", detail]
@@ -1031,6 +1172,10 @@ def probe_cuda(cuda_home):
 _PYTHON_PROBE = r"""
 import json, sys, sysconfig
 MARK = %(mark)r
+try:
+    deps = probe_deps()
+except Exception:
+    deps = None
 info = {
     "version": "%%d.%%d.%%d" %% sys.version_info[:3],
     "implementation": sys.implementation.name,
@@ -1049,6 +1194,7 @@ try:
     info["packages"] = dist_versions(%(packages)r)
 except Exception as exc:
     info["packages_error"] = "%%s: %%s" %% (type(exc).__name__, exc)
+info["_deps"] = deps
 sys.stdout.write(MARK + json.dumps(info) + "\n")
 sys.stdout.flush()
 """ % {"mark": _MARK, "packages": PROBED_PACKAGES}
@@ -1168,6 +1314,55 @@ def platform_facts():
 """
 _PYTHON_PROBE = _PYTHON_PROBE.replace("MARK = ", PLATFORM_READER + "\nMARK = ", 1)
 
+# What the interpreter probe's answer depends on, statted (file_stat) in the probe before it reads
+# anything, so that a kept answer (AnswerCache) is used again only while they are unchanged: the
+# interpreter and the file it resolves to, pyvenv.cfg, every sys.path entry (a folder's mtime
+# changes when an entry is added, removed or renamed in it: pip installing, upgrading or removing a
+# distribution renames its .dist-info), the site folders and the user site even where they do not
+# exist yet (site adds them only where they do), every .pth file of the site folders (their lines
+# are sys.path entries), torch's files that read_torch reads, and the ELF interpreter (the C
+# library whose version platform_facts reports).
+DEPS_READER = r"""
+def probe_deps():
+    import site
+    import importlib.util
+
+    exe = os.path.realpath(sys.executable)
+    paths = [sys.executable, exe, os.path.join(sys.prefix, "pyvenv.cfg")]
+    paths += [os.path.abspath(p or ".") for p in sys.path]
+    sites = []
+    try:
+        sites += list(site.getsitepackages())
+    except Exception:
+        pass
+    if isinstance(getattr(site, "USER_SITE", None), str):
+        sites.append(site.USER_SITE)
+    paths += sites
+    for folder in sites:
+        try:
+            paths += [os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(".pth")]
+        except OSError:
+            pass
+    spec = importlib.util.find_spec("torch")
+    if spec is not None and spec.origin:
+        root = os.path.dirname(spec.origin)
+        paths += [root, spec.origin] + [os.path.join(root, p) for p in (
+            "version.py", os.path.join("lib", "libc10.so"), os.path.join("lib", "libtorch_python.so"))]
+    try:
+        interp = _elf_interp(exe)
+    except (OSError, struct.error):
+        interp = None
+    if interp:
+        paths.append(interp)
+    seen, out = set(), []
+    for p in paths:
+        if p not in seen:
+            seen.add(p)
+            out.append([p, file_stat(p)])
+    return out
+"""
+_PYTHON_PROBE = _PYTHON_PROBE.replace("MARK = ", FILE_STAT + DEPS_READER + "\nMARK = ", 1)
+
 # torch's facts, read WITHOUT importing torch (an import costs seconds of CPU on every host):
 # torch.__version__ and torch.version.cuda are the literals of torch/version.py (torch imports them
 # from there); torch._C._GLIBCXX_USE_CXX11_ABI is how torch's C++ was compiled, which the C++
@@ -1282,12 +1477,13 @@ sys.stdout.flush()
 """
 
 
-def probe_python(venv):
+def probe_python(venv, cache=None):
     """The interpreter builds will use, as the ``python`` dict (see the module docstring).
 
     ``<venv>/bin/python3`` when ``venv`` is given, else the interpreter running this script.
     One child process of that interpreter reports its version, tag, purelib, package versions
-    and torch's facts read from its files (timeout ``PYTHON_PROBE_TIMEOUT_S`` seconds).
+    and torch's facts read from its files (timeout ``PYTHON_PROBE_TIMEOUT_S`` seconds). Its
+    answer is kept in ``cache`` while every file it depends on (:data:`DEPS_READER`) is unchanged.
     """
     if venv:
         exe = os.path.join(venv, "bin", "python3")
@@ -1307,14 +1503,30 @@ def probe_python(venv):
         py["torch_error"] = "interpreter missing"
         log("python: " + py["error"])
         return py
-    rc, out, err, error = run_command([exe, "-c", _PYTHON_PROBE], timeout_s=PYTHON_PROBE_TIMEOUT_S, env=clean_env())
-    parts = []
-    for line in out.splitlines():
-        if line.startswith(_MARK):
-            try:
-                parts.append(json.loads(line[len(_MARK):]))
-            except ValueError:
-                pass
+    env = clean_env()
+    # run in /, not the login's folder: ``-c`` puts the working folder first on sys.path, and what
+    # a build's interpreter holds must not depend on where the facts ran (nor a kept answer on
+    # every file added to a home folder); sys.path also depends on the PYTHON* variables
+    key = json.dumps(["python", exe, sorted((k, v) for k, v in env.items() if k.startswith(("PYTHON", "_PYTHON")))])
+    parts = cache.get(key) if cache is not None else None
+    rc, out, err, error = 0, "", "", None
+    if parts is not None:
+        parts = json.loads(json.dumps(parts))  # a copy: the caller's edits never reach the file
+    else:
+        before = [[p, file_stat(p)] for p in (exe, os.path.realpath(exe))]
+        rc, out, err, error = run_command([exe, "-c", _PYTHON_PROBE], timeout_s=PYTHON_PROBE_TIMEOUT_S, env=env, cwd="/")
+        parts = []
+        for line in out.splitlines():
+            if line.startswith(_MARK):
+                try:
+                    parts.append(json.loads(line[len(_MARK):]))
+                except ValueError:
+                    pass
+        deps = parts[0].pop("_deps", None) if parts else None
+        if (cache is not None and rc == 0 and len(parts) == 2 and deps
+                and not parts[1].get("torch_probe_error") and "packages_error" not in parts[0]
+                and "error" not in (parts[0].get("platform") or {})):
+            cache.put(key, before + deps, parts)
     for part in parts:
         py.update(part)
     if not parts:
@@ -1332,9 +1544,11 @@ def probe_python(venv):
     return py
 
 
-def probe_tool(name, venv, version_flag="--version", parse=parse_cmake_version):
+def probe_tool(name, venv, version_flag="--version", parse=parse_cmake_version, cache=None):
     """``{path, version, error}`` for a build tool: ``<venv>/bin/<name>`` first (pip's cmake or
-    ninja are what the build's PATH will find), then PATH."""
+    ninja are what the build's PATH will find), then PATH. Its version is kept in ``cache`` while
+    the file and the one it resolves to are unchanged (pip rewrites a console script when it
+    installs; :class:`AnswerCache`)."""
     path = None
     if venv and _is_exe(os.path.join(venv, "bin", name)):
         path = os.path.join(venv, "bin", name)
@@ -1344,11 +1558,16 @@ def probe_tool(name, venv, version_flag="--version", parse=parse_cmake_version):
     if not path:
         tool["error"] = "%s: not found" % name
         return tool
-    rc, out, err, error = run_command([path, version_flag])
-    if error or rc != 0:
-        tool["error"] = error or "%s %s: exit %s: %s" % (name, version_flag, rc, _first_line(err, out))
-    else:
-        tool["version"] = parse(out)
+
+    def ask():
+        rc, out, err, error = run_command([path, version_flag])
+        if error or rc != 0:
+            return {"version": None, "error": error or "%s %s: exit %s: %s" % (name, version_flag, rc,
+                                                                                 _first_line(err, out))}
+        return {"version": parse(out), "error": None}
+
+    real = os.path.realpath(path)
+    tool.update(remembered(cache, ["tool", path, real, version_flag], [path, real], ask, lambda a: a["error"] is None))
     return tool
 
 
@@ -1506,15 +1725,16 @@ def gather_system(facts, workdir):
         facts["login_env"] = login_env()
 
     def names():
-        facts["hostname"] = socket.gethostname()
-        facts["kernel"] = platform.release()
-        facts["machine"] = platform.machine()
+        uname = os.uname()
+        facts["hostname"], facts["kernel"], facts["machine"] = uname.nodename, uname.release, uname.machine
 
     def osname():
         for path in ("/etc/os-release", "/usr/lib/os-release"):
             if os.path.exists(path):
                 facts["os"] = parse_os_release(_read(path))
                 return
+        import platform
+
         facts["os"] = platform.platform()
 
     for key in ("cpu_count", "cpu_quota", "mem_total_mib", "mem_available_mib", "mem_limit_mib", "mem_limit_source",
@@ -1581,7 +1801,7 @@ def parse_host_config(text):
 def host_compiler_max(home):
     """``{gnu, clang, source}`` read from ``<home>/include/crt/host_config.h`` (or
     ``<home>/targets/<machine>-linux/include/crt/host_config.h``), or None when no header reads."""
-    machine = {"aarch64": "sbsa"}.get(platform.machine(), platform.machine())
+    machine = {"aarch64": "sbsa"}.get(os.uname().machine, os.uname().machine)
     for path in (os.path.join(home, "include", "crt", "host_config.h"),
                  os.path.join(home, "targets", "%s-linux" % machine, "include", "crt", "host_config.h")):
         try:
@@ -1631,10 +1851,11 @@ def probe_compiler(path):
     return comp
 
 
-def probe_host_compilers(venv, cuda_home):
+def probe_host_compilers(venv, cuda_home, cache=None):
     """The ``host_compilers`` key: nvcc's default (``gcc`` on the build's PATH: the venv's bin, the
     toolkit's bin, :data:`BUILD_SYSTEM_PATH`) and the other C++ compilers present (``g++-N``,
-    ``clang++[-N]`` on that PATH and the login PATH, :data:`TOOLSET_GLOBS`)."""
+    ``clang++[-N]`` on that PATH and the login PATH, :data:`TOOLSET_GLOBS`). A compiler's probe is
+    kept in ``cache`` while the name and the program it resolves to are unchanged (:class:`AnswerCache`)."""
     import glob
 
     search = [d for d in ([os.path.join(venv, "bin")] if venv else []) +
@@ -1652,7 +1873,9 @@ def probe_host_compilers(venv, cuda_home):
     def probe(path):
         real = os.path.realpath(path)
         if real not in probed:
-            probed[real] = comp = probe_compiler(path)
+            probed[real] = comp = remembered(cache, ["compiler", path, real], [path, real],
+                                             lambda: probe_compiler(path),
+                                             lambda c: c["error"] is None and c["major"] is not None)
             return comp
         return same_program(probed[real], path)
 
@@ -1667,7 +1890,8 @@ def probe_host_compilers(venv, cuda_home):
             names = sorted(os.listdir(d))
         except OSError:
             continue
-        paths += [os.path.join(d, n) for n in names if _VERSIONED_CXX.match(n) and n != "g++"]
+        paths += [os.path.join(d, n) for n in names
+                  if n.startswith(("g++", "clang++")) and _VERSIONED_CXX.match(n) and n != "g++"]
     for pattern in TOOLSET_GLOBS:
         paths += sorted(glob.glob(pattern))
     seen = set([os.path.realpath(default)] if default else [])  # g++-12 stays listed when g++ is it
@@ -1721,7 +1945,7 @@ def target_id(folder):
     except OSError:
         pass
     if out["id"] is None and os.path.isdir(path):
-        tmp = "%s.%s.%d" % (final, socket.gethostname(), os.getpid())
+        tmp = "%s.%s.%d" % (final, os.uname().nodename, os.getpid())
         try:
             with open(tmp, "w") as fh:
                 fh.write(os.urandom(16).hex() + "\n")
@@ -1741,10 +1965,11 @@ def target_id(folder):
     return out
 
 
-def gather(venv=None, cuda_home=None, workdir="."):
+def gather(venv=None, cuda_home=None, workdir=".", cache=None):
     """Every fact as one dict (the JSON object this script prints); never raises.
 
-    The interpreter probe (slow: it imports torch) runs in a thread while the other probes run.
+    The interpreter probe runs in a thread while the other probes run. ``cache``: an
+    :class:`AnswerCache` whose answers of unchanged programs are used (``probe_cache`` reports it).
     """
     started = time.time()
     facts = {"script_version": SCRIPT_VERSION, "workdir": workdir, "errors": []}
@@ -1752,7 +1977,7 @@ def gather(venv=None, cuda_home=None, workdir="."):
 
     def python_probe():
         try:
-            box["python"] = probe_python(venv)
+            box["python"] = probe_python(venv, cache)
         except Exception as exc:  # pragma: no cover - defensive
             box["python"] = {"executable": None, "venv": venv, "exists": False, "version": None,
                              "torch": None, "torch_cuda": None, "torch_error": None,
@@ -1767,13 +1992,13 @@ def gather(venv=None, cuda_home=None, workdir="."):
         facts.setdefault("gpus", [])
         facts["gpu_error"] = "%s: %s" % (type(exc).__name__, exc)
     try:
-        facts["cuda"] = probe_cuda(cuda_home)
+        facts["cuda"] = probe_cuda(cuda_home, cache)
     except Exception as exc:  # pragma: no cover - defensive
         facts["cuda"] = {"home": None, "nvcc": None, "version": None, "error": "%s: %s" % (type(exc).__name__, exc)}
     for key, name, parse in (("cmake", "cmake", parse_cmake_version),
                              ("ninja", "ninja", lambda text: _first_line(text) or None)):
         try:
-            facts[key] = probe_tool(name, venv, parse=parse)
+            facts[key] = probe_tool(name, venv, parse=parse, cache=cache)
         except Exception as exc:  # pragma: no cover - defensive
             facts[key] = {"path": None, "version": None, "error": "%s: %s" % (type(exc).__name__, exc)}
     try:
@@ -1789,7 +2014,7 @@ def gather(venv=None, cuda_home=None, workdir="."):
             bounds = host_compiler_max(tk["home"]) if tk.get("home") else None
             if bounds:  # only where the toolkit's header was read
                 tk["host_compiler_max"] = bounds
-        facts["host_compilers"] = probe_host_compilers(venv, facts["cuda"].get("home"))
+        facts["host_compilers"] = probe_host_compilers(venv, facts["cuda"].get("home"), cache)
     except Exception as exc:  # pragma: no cover - defensive
         facts["host_compilers"] = {"default": None, "candidates": [], "error": "%s: %s" % (type(exc).__name__, exc)}
     gather_system(facts, workdir)
@@ -1806,8 +2031,28 @@ def gather(venv=None, cuda_home=None, workdir="."):
         facts["cuda"]["cuobjdump"], facts["cuda"]["cuobjdump_source"] = path, source
     except Exception as exc:  # pragma: no cover - defensive
         facts["errors"].append("cuobjdump: %s: %s" % (type(exc).__name__, exc))
+    if cache is not None:
+        cache.save()
+        facts["probe_cache"] = cache.report()
     facts["duration_s"] = round(time.time() - started, 3)
     return facts
+
+
+def open_cache(path, min_age_s=None):
+    """The :class:`AnswerCache` kept in ``path`` for this script (its own file's digest: another
+    version of the script never reads another's answers), or None without a path or a file.
+    ``min_age_s``: seconds a dependency must be older than an answer to keep it (:data:`RACY_S`)."""
+    import hashlib
+
+    me = globals().get("__file__")
+    if not path or not me:
+        return None
+    try:
+        with open(me, "rb") as fh:
+            digest = hashlib.sha256(fh.read()).hexdigest()[:16]
+    except OSError:
+        return None
+    return AnswerCache(path, digest, min_age_s)
 
 
 def set_timeouts(probe_timeout_s):
@@ -1835,6 +2080,11 @@ def main(argv=None):
                         help="seconds each probe command may take (the torch import gets twice that)")
     parser.add_argument("--gpu-timeout-s", type=float, default=None,
                         help="seconds nvidia-smi may take (default %g)" % GPU_PROBE_TIMEOUT_S)
+    parser.add_argument("--cache", default=None,
+                        help="JSON file keeping the answers of unchanged programs between runs (AnswerCache)")
+    parser.add_argument("--cache-min-age-s", type=float, default=None,
+                        help="seconds a program's files must be older than its answer for it to be kept (default %g)"
+                             % RACY_S)
     parser.add_argument("--nvml-child", action="store_true", help=argparse.SUPPRESS)
     args, unknown = parser.parse_known_args(argv)
     set_timeouts(args.probe_timeout_s)
@@ -1843,7 +2093,8 @@ def main(argv=None):
         nvml_child()
         return 0
     try:
-        facts = gather(venv=args.venv or None, cuda_home=args.cuda_home or None, workdir=args.workdir)
+        facts = gather(venv=args.venv or None, cuda_home=args.cuda_home or None, workdir=args.workdir,
+                       cache=open_cache(args.cache, args.cache_min_age_s))
     except BaseException as exc:  # pragma: no cover - defensive: still print an object
         facts = {"script_version": SCRIPT_VERSION, "gpus": [], "errors": ["%s: %s" % (type(exc).__name__, exc)]}
     if unknown:

@@ -11,7 +11,10 @@ after a line holding its size, so nothing is uploaded first and no other command
    as :data:`fleetctl.engine.hostlock.LOCK_SCRIPT` does it (same file format: one line
    ``PID JSON``; a held lock is reported with its holder's record and nothing else is done);
 4. ``facts``: ``facts.py`` runs in this process through its own ``main(ARGV)``, imported from
-   ``<workdir>/scripts/facts-<sha>.py`` (see :func:`run_facts`);
+   ``<workdir>/scripts/facts-<sha>.py`` (see :func:`run_facts`), keeping the answers of the
+   programs it asks (nvcc, compilers, cmake, ninja, the venv's interpreter) in
+   ``<workdir>/state/facts-cache.json`` for the next run (used only while each program's files
+   stat the same; the GPUs, the driver, memory and disk are read every time);
 5. ``prune`` (a deploy, under its lock): the per-run folders ``<workdir>/runs/<run_id>`` past the
    retention policy (:mod:`fleetctl.util.retention`: the newest ``keep_runs`` kept, none older than
    ``keep_days`` days) are removed, never this run's nor one changed within the last hour (a
@@ -21,7 +24,10 @@ after a line holding its size, so nothing is uploaded first and no other command
 6. ``probes``: read-only commands the planners asked last time (argv, env, cwd), run beside the
    facts, each with its own deadline; an answer is the exit status, the signal and every byte of
    stdout and stderr, or nothing at all when the command could not start, ran past its deadline
-   or printed more than the job allows (the engine then runs it itself, as always).
+   or printed more than the job allows (the engine then runs it itself, as always). Under the
+   deploy lock, a probe that says which files its answer is read from (:data:`DEPS_MARK`) has
+   its answer kept in ``<workdir>/state/probe-answers.json`` and given again while they are
+   unchanged (:class:`KeptAnswers`).
 
 It prints ONE line, ``@@FLEETCTL_SESSION@@ JSON`` (login banners before it are ignored), then:
 holding the deploy lock it waits until its stdin reaches EOF (the controller released it, or
@@ -82,6 +88,11 @@ def take_lock(path, record):
     return fd, {"path": path, "locked": os.getpid(), "previous": previous}
 
 
+#: The host's own state under the workdir, and in it the facts script's kept answers (``--cache``:
+#: the version commands of programs unchanged since the last run, facts.py's AnswerCache).
+STATE = "state"
+FACTS_CACHE = "facts-cache.json"
+PROBE_ANSWERS = "probe-answers.json"
 RUN_ID = "%Y%m%dT%H%M%S"
 BUSY_S = 3600
 
@@ -141,14 +152,128 @@ def fill(probe, workdir):
             "cwd": sub(probe.get("cwd")), "timeout_s": probe.get("timeout_s")}
 
 
-def run_probe(probe, limit):
-    """Run one probe; its answer, or ``None`` when it must be asked again by the engine."""
+#: What a probe that can say what its answer is read from prints on stderr when asked to
+#: (``FLEETCTL_PROBE_DEPS=1``): ``[[path, stat], ...]`` (the install-state probe of
+#: fleetctl/tasks/venv_state.py), stat as :func:`file_stat` makes it.
+DEPS_MARK = b"@@FLEETCTL_DEPS@@ "
+#: Seconds a dependency must be older than an answer for it to be kept (as facts.py's RACY_S: a
+#: file system's timestamps may be a second or two coarse, git's racy-git problem).
+RACY_S = 2.0
+
+
+def file_stat(path):
+    """``[size, mtime_ns, ctime_ns, inode, device, mode]`` of ``path``, None when absent."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev, st.st_mode]
+
+
+class KeptAnswers:
+    """Answers of probes that said what they are read from (:data:`DEPS_MARK`), kept in
+    ``<workdir>/state/probe-answers.json`` between runs and given again only while every one of
+    those files and folders stats the same (a package installed, removed or upgraded renames a
+    folder entry of sys.path and changes that folder's mtime; a record rewritten changes its own
+    stat); an answer about a file changed within :data:`RACY_S` seconds, or of a probe that did not
+    exit 0, is not kept. One host's (hostname and /etc/machine-id), keyed by the probe's argv,
+    environment and folder (a new fleetctl's probe text is another key)."""
+
+    def __init__(self, path, min_age_s=RACY_S):
+        self.path, self.used, self.dirty, self.lock, self.kept = path, {}, False, threading.Lock(), 0
+        self.min_age_s = float(min_age_s)
+        self.header = {"version": 1, "hostname": os.uname().nodename, "machine_id": _machine_id()}
+        self.entries = {}
+        try:
+            with open(path) as fh:
+                doc = json.load(fh)
+            if isinstance(doc, dict) and all(doc.get(k) == v for k, v in self.header.items()):
+                self.entries = doc.get("entries") or {}
+        except (OSError, ValueError):
+            pass
+
+    @staticmethod
+    def key(probe):
+        import hashlib
+
+        text = json.dumps([probe["argv"], sorted((probe.get("env") or {}).items(), key=lambda kv: kv[0]),
+                           probe.get("cwd")])
+        return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+    def get(self, key):
+        entry = self.entries.get(key)
+        try:
+            if entry is None or any(file_stat(p) != st for p, st in entry["deps"]):
+                return None
+        except (TypeError, ValueError, KeyError):
+            return None
+        with self.lock:
+            self.used[key] = entry
+            self.kept += 1
+        return dict(entry["answer"], s=0.0, kept=True)
+
+    def put(self, key, deps, answer):
+        now_ns = time.time_ns()
+        if any(st is not None and now_ns - max(st[1], st[2]) < self.min_age_s * 1e9 for _, st in deps):
+            return
+        with self.lock:
+            self.used[key] = {"deps": deps, "answer": answer}
+            self.dirty = True
+
+    def save(self):
+        if not self.dirty and set(self.used) == set(self.entries):
+            return
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            tmp = "%s.%d.part" % (self.path, os.getpid())
+            with open(tmp, "w") as fh:
+                json.dump(dict(self.header, entries=self.used), fh)
+            os.replace(tmp, self.path)
+        except OSError:
+            pass
+
+
+def _machine_id():
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):  # machine-id(5)
+        try:
+            with open(path) as fh:
+                return fh.read().strip() or None
+        except OSError:
+            pass
+
+
+def _split_deps(err):
+    """``(stderr without the deps line, the deps or None)``."""
+    at = err.rfind(DEPS_MARK)
+    if at < 0 or (at > 0 and err[at - 1:at] != b"\n"):
+        return err, None
+    end = err.find(b"\n", at)
+    end = len(err) if end < 0 else end + 1
+    try:
+        deps = json.loads(err[at + len(DEPS_MARK):end].decode("utf-8", "surrogateescape"))
+    except ValueError:
+        return err, None
+    return err[:at] + err[end:], deps if isinstance(deps, list) else None
+
+
+def run_probe(probe, limit, kept=None):
+    """Run one probe; its answer, or ``None`` when it must be asked again by the engine. With
+    ``kept`` (:class:`KeptAnswers`), an answer kept from an earlier run whose files are unchanged
+    is given instead, and a probe that says what it read (:data:`DEPS_MARK`) has its answer kept."""
+    kept_key = None
+    if kept is not None:
+        kept_key = kept.key(probe)
+        got = kept.get(kept_key)
+        if got is not None:
+            return got
     env = dict(os.environ)
     for key, value in (probe.get("env") or {}).items():
         if value is None:  # the step unsets it (fleetctl's Connection: env None = unset)
             env.pop(key, None)
         else:
             env[key] = value
+    if kept is not None:
+        env["FLEETCTL_PROBE_DEPS"] = "1"
     cwd = probe.get("cwd")
     if cwd and not os.path.isdir(cwd):
         return None
@@ -170,6 +295,7 @@ def run_probe(probe, limit):
             pass
         proc.communicate()
         return None
+    err, deps = _split_deps(err) if kept is not None else (err, None)
     if len(out) > limit or len(err) > limit:
         return None
     rc, sig = proc.returncode, None
@@ -179,8 +305,11 @@ def run_probe(probe, limit):
         except ValueError:
             sig = str(-rc)
         rc = None
-    return {"rc": rc, "signal": sig, "out": base64.b64encode(out).decode("ascii"),
-            "err": base64.b64encode(err).decode("ascii"), "s": round(time.time() - started, 4)}
+    answer = {"rc": rc, "signal": sig, "out": base64.b64encode(out).decode("ascii"),
+              "err": base64.b64encode(err).decode("ascii"), "s": round(time.time() - started, 4)}
+    if deps and rc == 0:
+        kept.put(kept_key, deps, answer)
+    return answer
 
 
 def run_facts(source, folder, argv):
@@ -261,11 +390,13 @@ def main():
     probes = [fill(p, workdir) for p in job.get("probes") or []]
     answers = [None] * len(probes)
     limit = int(job.get("probe_limit_bytes") or 4 << 20)
+    kept = KeptAnswers(os.path.join(workdir, STATE, PROBE_ANSWERS), job.get("kept_min_age_s", RACY_S)) \
+        if probes and fd is not None else None  # under the deploy lock: one run at a time writes the file
 
     def worker(indexes):
         for i in indexes:
             try:
-                answers[i] = run_probe(probes[i], limit)
+                answers[i] = run_probe(probes[i], limit, kept)
             except Exception:  # noqa: BLE001 - unanswered: the engine asks it itself
                 answers[i] = None
 
@@ -277,11 +408,15 @@ def main():
     if job.get("facts"):
         try:
             out["facts_stdout"] = run_facts(zlib.decompress(facts_source), os.path.join(workdir, "scripts"),
-                                            ["--workdir", run_dir] + list(job.get("facts_argv") or []))
+                                            ["--workdir", run_dir, "--cache", os.path.join(workdir, STATE, FACTS_CACHE)]
+                                            + list(job.get("facts_argv") or []))
         except BaseException as exc:  # noqa: BLE001 - reported, never fatal
             out["facts_error"] = "%s: %s" % (type(exc).__name__, exc)
     for t in threads:
         t.join()
+    if kept is not None:
+        kept.save()
+        out["kept"] = kept.kept
     out["probes"] = answers
     out["duration_s"] = round(time.time() - started, 3)
     return finish(out, fd, (out.get("lock") or {}).get("path"))

@@ -107,7 +107,7 @@ def _default(host: FakeHost, argv: list[str], env: dict[str, str], cwd: str | No
 
 
 class FakeConnection(Connection):
-    """``Connection`` on a :class:`FakeHost`. The run's first command (``python3 -c BOOT`` with
+    """``Connection`` on a :class:`FakeHost`. The run's first command (``python3 -S -c BOOT`` with
     ``playbooks/scripts/session_start.py`` and its job on stdin) is played by
     :meth:`_session_start`: folders, the deploy lock (``host.files``), facts and every probe of
     the job through the host's handlers, each logged as a command, as the real script runs them."""
@@ -136,7 +136,7 @@ class FakeConnection(Connection):
         argv = [str(a) for a in argv]
         self.fake.log.append(("run", argv))
         self.fake.execs.append(argv)
-        if argv[:2] == ["python3", "-c"] and stdin is not None:
+        if argv[:3] == ["python3", "-S", "-c"] and stdin is not None:
             box = [stdin]  # let go of while the lock is held, as SSHConnection does (memory at scale)
             del stdin
             return await self._session_start(argv, box, on_line, hold_stdin)
