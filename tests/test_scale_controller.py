@@ -91,9 +91,8 @@ def cli(*args: str) -> tuple[int, str]:
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        try:
-            main(args=list(args), prog_name="fleetctl", standalone_mode=False)
-            rc = 0
+        try:  # without standalone mode click returns the exit status rather than raising SystemExit
+            rc = int(main(args=list(args), prog_name="fleetctl", standalone_mode=False) or 0)
         except SystemExit as exc:
             rc = int(exc.code or 0)
     return rc, out.getvalue()
