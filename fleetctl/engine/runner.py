@@ -59,6 +59,7 @@ from .aio import observe
 from ..connection.registry import ConnectOptions
 from ..errors import FleetError, HostUnreachable, host_message
 from ..tasks import ACTIONS
+from ..util.shared import share
 from .batches import FAILED_STATES, batches, stop_reason
 from .classes import ClassCoordinator
 from .deadlines import Deadlines
@@ -407,6 +408,9 @@ def _finish(run: RunModel, observers: Observers, host: str, result: HostPass, sp
     if stats:  # the connection's counters as the host ends (``execs``, ``puts``, ``put_bytes``: round trips)
         out.connection = dict(stats)
     out.tasks = [t for t in out.tasks if t.action == "facts"] + result.outcomes
+    for t in result.outcomes:  # kept to the end of the run for the record: equal strings kept once
+        share(t.data)
+        share(t.planned)
     out.status, out.error = result.status, result.error
     if result.environment is not None and run.mode == "apply":
         out.environment = result.environment
