@@ -8,8 +8,9 @@ numbers cannot tell across NFS clients). Planners claim their folders with a
 claimed the same id. It works like the arch classes (:mod:`fleetctl.engine.classes`): answers given
 while the batch is still planning are provisional, and :meth:`InstallTargets.changed` (called when
 the batch's classes are settled) names the hosts whose answer changed, so that they are planned
-again. A host of a later batch (``--serial``) or one that connected late sees the claims of those
-before it, so ``--plan``, ``--dry-run`` and a deploy agree.
+again. A host of a later batch (``--serial``), of a later group of a batch larger than ``forks``
+(:mod:`fleetctl.engine.runner`) or one that connected late sees the claims of those before it
+(the later host is the one refused), so ``--plan``, ``--dry-run`` and a deploy agree.
 
 The hosts sharing a folder one of them writes (an install's venv, a build's workdir; builds that
 only read one venv are fine) are refused, not installed one after the other: one venv holds one
