@@ -129,7 +129,7 @@ def scale_table(real: dict | None, double: dict | None) -> list[str]:
                          f"{cpu * 1000 / n:.1f} | {m.get('proc_peak_mib') or 0:.1f} |")
     names = {"run": "fleetctl run", "facts": "fleetctl facts", "deploy": "deploy, no change"}
     for r in (double or {}).get("rows", []):
-        if "error" in r:
+        if "error" in r or r.get("rc"):
             lines.append(f"| {r['hosts']} | {names.get(r['tool'], r['tool'])} | Connection double | failed | | | |")
             continue
         double = f" (the double's hosts ~{r['double_mib']:.0f})" if r.get("double_mib") is not None else ""

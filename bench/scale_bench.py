@@ -8,10 +8,15 @@ Run by hand, not by CI (bench/README.md has the exact commands and the numbers m
         --json-out bench/results/scale_bench.json
 
 The inventory hosts are aliases spread over ``--sshd`` real OpenSSH sshd test hosts on 127.0.0.1
-(``MaxStartups 1000``): alias ``a0001`` is the first sshd, ``a0002`` the second, and so on. The
-aliases of one sshd share its venv and working folder (``workdir``), so that one install serves
-them all, and each has its own deploy lock file (``deploy_lock``). The playbook is
-bench/deploy_bench.py's toy in fp4-kernels.yaml's shape, without verify.
+(``MaxStartups 1000``): alias ``a0001`` is the first sshd, ``a0002`` the second, and so on. Each
+alias has its own venv (:func:`alias_venv`: ``python -m venv --without-pip`` that sees the
+controller's site-packages, pip and setuptools included, through a ``.pth`` file: 0.1 s and a few
+KiB, not a 20 MB venv per alias), its own working folder (``workdir``) and deploy lock file
+(``deploy_lock``), as separate machines would: fleetctl refuses hosts that share a venv or a
+workdir (one venv holds one wheel), so aliases sharing them could not deploy at all. Before each
+size is measured, a setup deploy (untimed, ``--forks 50``) installs the toy on every alias of
+that size (one build, the wheel pushed to the others); the measured deploy then changes nothing.
+The playbook is bench/deploy_bench.py's toy in fp4-kernels.yaml's shape, without verify.
 
 Measured per tool and size (medians of ``--repeats`` rounds after a warm-up round; method as
 bench/fleet_bench.py): wall seconds, controller CPU seconds (the tool process and its children,
@@ -66,8 +71,8 @@ def inventories(root: Path, hosts: list, key: Path, kh: Path, n: int) -> tuple[P
     for i in range(n):
         h = hosts[i % len(hosts)]
         alias = f"a{i + 1:04d}"
-        entries[alias] = {**h.inventory_vars(kh), "venv": db.make_venv(root / "venvs" / h.name),
-                          "workdir": str(root / "work" / h.name), "deploy_lock": str(root / "locks" / f"{alias}.lock")}
+        entries[alias] = {**h.inventory_vars(kh), "venv": alias_venv(root / "venvs" / alias),
+                          "workdir": str(root / "work" / alias), "deploy_lock": str(root / "locks" / f"{alias}.lock")}
         floor.append({"name": alias, "host": "127.0.0.1", "port": h.port, "user": h.user, "key": str(key),
                       "known_hosts": str(kh)})
     inv = root / f"inv{n}.yaml"
@@ -75,6 +80,32 @@ def inventories(root: Path, hosts: list, key: Path, kh: Path, n: int) -> tuple[P
     fl = root / f"floor{n}.json"
     fl.write_text(json.dumps(floor))
     return inv, fl
+
+
+def alias_venv(path: Path) -> str:
+    """An alias's own venv: no pip of its own; the controller's site-packages (pip, setuptools,
+    torch) through a ``.pth`` file, as :func:`deploy_bench.make_venv` gives its venvs."""
+    if not (path / "bin" / "python3").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+        purelib = subprocess.run([str(path / "bin" / "python3"), "-c",
+                                  "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                 check=True, capture_output=True, text=True).stdout.strip()
+        import sysconfig
+
+        Path(purelib, "_controller_site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return str(path)
+
+
+def setup_deploy(root: Path, inv: Path, env: dict[str, str], log) -> None:
+    """Install the toy on every alias of ``inv`` (untimed): the measured deploy changes nothing."""
+    p = subprocess.run([str(fb.FLEETCTL), "-i", str(inv), "deploy", "--hosts", "bench", "--playbook",
+                        str(_play(root)), "--json", "--skip-tags", "verify", "--forks", str(FORKS)],
+                       capture_output=True, text=True, cwd=root,
+                       env={**os.environ, **env, "FLEETCTL_HOME": str(root / "home"),
+                            "XDG_CACHE_HOME": str(root / "cache")})
+    bad = db.check_deploy(len(yaml.safe_load(inv.read_text())["all"]["children"]["bench"]["hosts"]), want=None)(
+        p.returncode, p.stdout, p.stderr)
+    log(f"setup deploy of {inv.name}: rc={p.returncode}" + (f": {bad}" if bad else ""))
 
 
 def tools(root: Path, inv: Path, floor: Path, n: int, env: dict[str, str]) -> list[fb.Tool]:
@@ -137,15 +168,10 @@ def main() -> int:
     bench = fb.Bench(root=root, hosts=hosts, poll_s=0, sshd_pids={h.proc.pid for h in hosts})
     filt = [s.strip() for s in args.tools.split(",") if s.strip()]
     try:
-        inv, _ = inventories(root, hosts, key, kh, len(hosts))  # one alias per sshd installs for all
-        p = subprocess.run([str(fb.FLEETCTL), "-i", str(inv), "deploy", "--hosts", "bench", "--playbook",
-                            str(root / "toy.yaml") if (root / "toy.yaml").exists() else str(_play(root)),
-                            "--json", "--skip-tags", "verify"], capture_output=True, text=True, cwd=root,
-                           env={**os.environ, **env, "FLEETCTL_HOME": str(root / "home"),
-                                "XDG_CACHE_HOME": str(root / "cache")})
-        log(f"setup deploy on {len(hosts)} sshd hosts: rc={p.returncode}")
         for n in sizes:
             inv, floor = inventories(root, hosts, key, kh, n)
+            if not filt or any(f in "deploy, no change" for f in filt):
+                setup_deploy(root, inv, env, log)
             ts = [t for t in tools(root, inv, floor, n, env) if not filt or any(f in t.name for f in filt)]
             results["scenarios"].append(fb.run_scenario(bench, f"scale@{n}", ts, args.repeats, root, log))
     finally:

@@ -274,6 +274,28 @@ def test_eight_hosts_of_two_arch_classes_build_exactly_twice(fake_kind, tmp_path
     assert sum(len(fake.HOSTS[h].ran("--wheel-dir")) for h in names) == 2 + 8  # --build each: every host
 
 
+def test_a_batch_larger_than_forks_builds_once_per_class_with_forks_hosts_connected_at_once(fake_kind, tmp_path):
+    """Seven hosts of two classes, two forks: the batch is taken on two hosts at a time (each
+    host's connection closed once it is done), its classes settled group by group; each class is
+    still built once, by the host its build_host names (w7, last in inventory order: taken on
+    first) or by its first member, and the rest get that wheel; --plan says the same before."""
+    names = [f"w{i}" for i in range(1, 8)]
+    hosts = make_hosts(names, **{h: {"build_host": "w7"} for h in names[4:]})
+    for name in names[4:]:  # w5..w7 are SM 12.0, w1..w4 SM 9.0
+        fake.HOSTS[name].facts["gpus"] = [{"index": 0, "name": "NVIDIA RTX PRO 6000 Blackwell", "compute_cap": "12.0",
+                                           "memory_mib": 97887}]
+    want = {**{h: "push" for h in names}, "w1": "build", "w7": "build"}
+    planned, _ = run(playbook(tmp_path), hosts, mode="plan", forks=2)
+    assert actions(planned) == want
+    fake.OPEN.update(now=0, peak=0)
+    model, _ = run(playbook(tmp_path), hosts, forks=2)
+    assert all(o.status == "ok" for o in model.hosts.values()), {h: o.error for h, o in model.hosts.items()}
+    assert fake.OPEN == {"now": 0, "peak": 2}
+    assert sorted(h for h in names if fake.HOSTS[h].ran("--wheel-dir")) == ["w1", "w7"]
+    assert actions(model) == want
+    assert all(fake.HOSTS[h].files.get("/venv-state/toy") for h in names)
+
+
 class _SlowConnects(Events):
     """Events, and connects that hang (an sshd that never sends its banner) until every host in
     ``first`` has finished: they end only then, or after a long safety wait (so a regression fails

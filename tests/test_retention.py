@@ -205,3 +205,30 @@ def test_a_notebook_loop_of_adhoc_runs_never_removes_a_failed_deploy_nor_its_ret
     retry_sets[0].unlink()
     assert fleetctl("runs", "prune", "--keep", "1", home=tmp_path).returncode == 0
     assert not (runs / failed).exists()  # the policy does remove it once nothing points to it
+
+
+def test_a_large_run_record_is_pruned_by_its_head_without_parsing_its_hosts(tmp_path):
+    """A 10,000-host run.json is 60 MB (some 300 MB as Python objects) and every run's end prunes
+    by every kept record: a record of at least BIG_BYTES is read by its top-level fields alone,
+    which say what the whole file says; a file of another layout is read whole."""
+    from fleetctl.engine.model import RunModel
+    from fleetctl.reporting.prune import BIG_BYTES, record_head
+    from fleetctl.reporting.record import RunRecord
+
+    run = RunModel(kind="deploy", playbook='/p/a "b".yaml', status="ok")
+    run.inventory = {"path": "/i/inv.yaml", "hosts": {f"h{i:05d}": {"venv": "/v" * 40} for i in range(3000)}}
+    for i in range(3000):
+        out = run.host(f"h{i:05d}")
+        out.status, out.facts = "ok", {"gpus": [{"name": "NVIDIA H200", "compute_cap": "9.0"}] * 4, "notes": "x" * 80}
+    record = RunRecord(run, root=tmp_path)
+    record.close(run)
+    path = tmp_path / run.run_id / "run.json"
+    assert path.stat().st_size >= BIG_BYTES
+    whole = json.loads(path.read_text())
+    head = record_head(path)
+    assert "hosts" not in head
+    assert {k: whole[k] for k in head if k != "inventory"} == {k: v for k, v in head.items() if k != "inventory"}
+    assert head["inventory"] == {"path": "/i/inv.yaml"} and head["status"] == "ok" and head["playbook"] == '/p/a "b".yaml'
+    compact = tmp_path / "compact.json"
+    compact.write_text(json.dumps(whole))  # one line: no top-level field found by its indentation
+    assert record_head(compact) == whole

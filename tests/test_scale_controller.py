@@ -26,6 +26,8 @@ import yaml
 from fleetctl.connection import registry
 from tests.support import fake_connection as fake
 
+#: --forks of the deploys measured: a tenth of the larger batch.
+DEPLOY_FORKS = 10
 #: Per-host counts may grow this much from the small size to the large one (fixed costs spread
 #: thinner, so they usually shrink; the slack is for the event loop's scheduling).
 SLACK = 1.15
@@ -91,9 +93,8 @@ def cli(*args: str) -> tuple[int, str]:
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        try:
-            main(args=list(args), prog_name="fleetctl", standalone_mode=False)
-            rc = 0
+        try:  # without standalone mode click returns the exit status rather than raising SystemExit
+            rc = int(main(args=list(args), prog_name="fleetctl", standalone_mode=False) or 0)
         except SystemExit as exc:
             rc = int(exc.code or 0)
     return rc, out.getvalue()
@@ -134,11 +135,13 @@ def test_run_and_a_no_change_deploy_cost_the_controller_the_same_per_host_at_ten
         fake.HOSTS.clear()
         inv = write_inventory(tmp_path / f"inv{n}.yaml", n, connection="fake")
         for name in yaml.safe_load(inv.read_text())["all"]["children"]["bench"]["hosts"]:
-            fake.HOSTS[name] = fake.FakeHost(name, handlers=[fake.python_packaging])
+            # each host's own venv and workdir folder ids, as real facts have them: the install
+            # targets' claims are looked up per host (they were scanned O(hosts) each)
+            fake.HOSTS[name] = fake.own_folders(fake.FakeHost(name, handlers=[fake.python_packaging]))
         argv = ["-i", str(inv)] + (["run", "--hosts", "bench", "--json", "--forks", "50", "--", "true"]
                                    if command == "run" else
                                    ["deploy", "--hosts", "bench", "--playbook", str(tmp_path / "play.yaml"), "--json",
-                                    "--forks", "50"])
+                                    "--forks", str(DEPLOY_FORKS)])
         if command == "deploy":
             assert cli(*argv)[0] == 0  # installs; the measured one changes nothing
             for h in fake.HOSTS.values():
@@ -148,8 +151,11 @@ def test_run_and_a_no_change_deploy_cost_the_controller_the_same_per_host_at_ten
         def measured(argv=argv, result=result):
             result["rc"], result["out"] = cli(*argv)
 
+        fake.OPEN.update(now=0, peak=0)
         calls, peak = calls_of(measured)
         assert result["rc"] == 0
+        if command == "deploy":  # hosts at work at once: forks, whatever the batch (issue 27)
+            assert fake.OPEN == {"now": 0, "peak": DEPLOY_FORKS}
         if command == "deploy":
             doc = json.loads(result["out"])["hosts"]
             assert not [t for r in doc.values() for t in r["tasks"] if t["status"] == "changed"]
@@ -160,6 +166,38 @@ def test_run_and_a_no_change_deploy_cost_the_controller_the_same_per_host_at_ten
     assert c2 <= c1 * SLACK, f"calls per host grew from {c1:.0f} to {c2:.0f}"
     assert m2 <= m1 * SLACK, f"memory per host grew from {m1:.0f} to {m2:.0f} bytes"
     assert e2 <= e1 * SLACK and r2 <= r1 * SLACK, (got, "the record per host grew")
+
+
+def test_a_deploy_holds_forks_hosts_at_once_so_its_memory_follows_forks_not_the_batch(fake_hosts, tmp_path):
+    """A no-change deploy of 300 hosts with --forks 10 against the same deploy with every host at
+    work at once (--forks 300): the first holds 10 connections at once, and its traced peak is
+    well under the second's. What a host holds while it is at work (its session, facts, probe
+    answers, plan: ~80 KiB a host in issue 27's profile) is let go of once its outcome is in the
+    run model, so a batch costs forks hosts' working state plus what the record keeps of every
+    host. Before the fix every host of a batch was connected and planned before any applied, and
+    --forks changed neither number."""
+    n = 300
+    (tmp_path / "toy").mkdir()
+    (tmp_path / "toy" / "pyproject.toml").write_text("[project]\nname = 'toy'\nversion = '0.1'\n")
+    (tmp_path / "play.yaml").write_text(PLAY)
+    inv = write_inventory(tmp_path / "inv.yaml", n, connection="fake")
+    for name in yaml.safe_load(inv.read_text())["all"]["children"]["bench"]["hosts"]:
+        fake.HOSTS[name] = fake.own_folders(fake.FakeHost(name, handlers=[fake.python_packaging]))
+    argv = ["-i", str(inv), "deploy", "--hosts", "bench", "--playbook", str(tmp_path / "play.yaml"), "--json"]
+    assert cli(*argv, "--forks", "50")[0] == 0  # installs; the measured ones change nothing
+    got = {}
+    for forks in (10, n):
+        fake.OPEN.update(now=0, peak=0)
+        tracemalloc.start()
+        try:
+            rc, _ = cli(*argv, "--forks", str(forks))
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert rc == 0
+        got[forks] = (fake.OPEN["peak"], peak)
+    assert got[10][0] == 10 and got[n][0] == n, got  # connections open at once
+    assert got[10][1] < 0.7 * got[n][1], f"the traced peak with 10 forks is {got[10][1] / got[n][1]:.2f} of {n} forks'"
 
 
 def open_logs(folder: Path) -> int:

@@ -63,23 +63,25 @@ def run_play_command(obj: Context, playbook_path: str, *, kind: str, pattern: st
     run, _ = run_async(run_play(prep, command=command_line(), observers=[live, metrics], verbose=obj.verbose,
                                 on_start=started))
     bad = run.failed_hosts
-    results = run.as_json()["hosts"]
     if plan:
-        return _print_plan(playbook, run, results, as_json)
+        return _print_plan(playbook, run, run.as_json()["hosts"], as_json)
     console = live.console
     if run.stopped:
         console.print(Text(f"stopped: {run.stopped}", style="bold red"))
     if dry_run:
-        for host, r in results.items():
+        for host in run.hosts:
             console.print(Text(f"--- {host}: planned commands", style="bold"))
-            for t in r.get("tasks", []):
+            for t in run.host_json(host, facts=False).get("tasks", []):
                 for p in t.get("planned", []):
                     console.print(f"  [{t['name']}] " + json.dumps(p), markup=False, highlight=False)
     if as_json:
-        from ..reporting.terminal import print_json
+        from ..reporting.lines import print_json_hosts
 
-        print_json({"run_id": run.run_id, "mode": mode, "status": "failed" if bad else "ok", "hosts": results})
+        # host by host: 10,000 hosts' outcomes and facts are never one document in memory
+        print_json_hosts({"run_id": run.run_id, "mode": mode, "status": "failed" if bad else "ok"},
+                         ((name, run.host_json(name)) for name in list(run.hosts)))
     else:
+        results = {name: run.host_json(name, facts=False) for name in run.hosts}  # the summary reads no facts
         from ..reporting.tables import build_classes, print_summary
 
         print_summary(console, results, run.run_id, fold=folded, causes_below=not folded)

@@ -1,7 +1,7 @@
 """Arch classes: build once per class of hosts that would build the same wheel, push it to the rest.
 
 Hosts whose build inputs are identical (see :func:`fleetctl.tasks.build_keys.build_inputs`) form
-one class, named by its build key. Who does what is decided from the whole batch's plan, before
+one class, named by its build key. Who does what is decided from the batch's plan, before
 anything is built, so that ``--plan``, ``--dry-run`` and the deploy agree:
 
 - a wheel for the key already in the controller's cache (an earlier batch or run built it):
@@ -14,10 +14,11 @@ anything is built, so that ``--plan``, ``--dry-run`` and the deploy agree:
 - else one member builds (``build``): the one named by the class's ``build_host`` var when it is
   a member, else the first member in inventory order; the others ``push``.
 
-Roles are assigned to the hosts of a batch that planned in time together; a host that connects
-late is assigned on its own when it has planned (see :mod:`fleetctl.engine.runner`): it gets the
-wheel when its class has one (cached, published, or being built or served by a member assigned
-before), else it builds (or serves) it itself.
+Roles are assigned to the hosts of a batch that planned in time together (a batch larger than
+``forks``: each group of hosts at work, see :mod:`fleetctl.engine.runner`); a host that connects
+late is assigned on its own when it has planned: it gets the wheel when its class has one
+(cached, published, or being built or served by a member assigned before), else it builds (or
+serves) it itself. A later group is assigned as such a host is.
 
 A builder that becomes unreachable, or ends without publishing, hands the build to the next member
 still waiting; a build that fails fails its whole class (the others would fail the same way) with

@@ -298,9 +298,10 @@ class RunModel(_Model):
         doc = {k: doc[k] if k != "hosts" else {} for k in type(self).model_fields() if k in doc or k == "hosts"}
         return self.redactor.obj(doc)
 
-    def host_json(self, name: str) -> dict[str, Any]:
-        """One host of :meth:`as_json`, secrets redacted."""
-        host = self.hosts[name].model_dump(mode="json", exclude_none=False)
+    def host_json(self, name: str, *, facts: bool = True) -> dict[str, Any]:
+        """One host of :meth:`as_json`, secrets redacted; without its ``facts`` when not ``facts``
+        (what a summary needs of 10,000 hosts, without their facts' megabytes)."""
+        host = self.hosts[name].model_dump(mode="json", exclude_none=False, exclude=None if facts else {"facts"})
         return self.redactor.obj({k: v for k, v in host.items() if v is not None and v != [] or k == "tasks"})
 
 

@@ -75,6 +75,8 @@ class ProbeMemory:
         self.path = memory_path(playbook_path)
         self._keys: list[list] = []
         self._hosts: dict[str, list[int]] = {}
+        self._noted: dict[str, list[str]] = {}  # host -> its entries' JSON texts (see note)
+        self._texts: dict[str, str] = {}  # each entry's text once, shared by the hosts asking it
         try:
             doc = json.loads(self.path.read_text())
             if doc.get("version") == 1:
@@ -86,31 +88,40 @@ class ProbeMemory:
         """The remembered (templated) probes of ``host``, in the order they were asked."""
         return [self._keys[i] for i in self._hosts.get(host, []) if 0 <= i < len(self._keys)]
 
-    def remember(self, asked: Mapping[str, tuple[str, str, Mapping[tuple, float | None]]]) -> None:
-        """Replace what is remembered for the hosts in ``asked`` (host -> ``(workdir, run id,
-        {probe key: deadline})``) and write the file atomically (never raising: it is a cache)."""
+    def note(self, host: str, workdir: str, run_id: str, probes: Mapping[tuple, float | None]) -> None:
+        """Keep what ``host`` asked this run (``{probe key: deadline}``, its ``workdir`` and the
+        run's id), to be written by :meth:`save`. Hosts laid out alike share each entry's text, so
+        a host done with its run costs this memory a list of references, not its probe keys."""
+        picked = []
+        for key, timeout_s in list(probes.items())[:MAX_PROBES]:
+            entry = template(key, timeout_s, workdir)
+            if entry is None:
+                continue
+            text = json.dumps(entry, sort_keys=False)
+            if run_id not in text:
+                picked.append(self._texts.setdefault(text, text))
+        self._noted[host] = picked
+
+    def save(self) -> None:
+        """Replace what is remembered for the hosts noted (:meth:`note`) and write the file
+        atomically (never raising: it is a cache)."""
         index: dict[str, int] = {}
         keys: list[list] = []
 
-        def slot(entry: list) -> int:
-            text = json.dumps(entry, sort_keys=False)
+        def slot(text: str) -> int:
             if text not in index:
                 index[text] = len(keys)
-                keys.append(entry)
+                keys.append(json.loads(text))
             return index[text]
 
         hosts: dict[str, list[int]] = {}
         for host, old in self._hosts.items():
-            if host not in asked:
-                hosts[host] = [slot(self._keys[i]) for i in old if 0 <= i < len(self._keys)]
-        for host, (workdir, run_id, probes) in asked.items():
-            picked = []
-            for key, timeout_s in list(probes.items())[:MAX_PROBES]:
-                entry = template(key, timeout_s, workdir)
-                if entry is not None and run_id not in json.dumps(entry):
-                    picked.append(slot(entry))
-            hosts[host] = picked
+            if host not in self._noted:
+                hosts[host] = [slot(json.dumps(self._keys[i], sort_keys=False)) for i in old if 0 <= i < len(self._keys)]
+        for host, texts in self._noted.items():
+            hosts[host] = [slot(t) for t in texts]
         self._keys, self._hosts = keys, hosts
+        self._noted.clear()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             tmp = self.path.with_suffix(f".{os.getpid()}.part")
@@ -118,6 +129,13 @@ class ProbeMemory:
             os.replace(tmp, self.path)
         except OSError:
             pass
+
+    def remember(self, asked: Mapping[str, tuple[str, str, Mapping[tuple, float | None]]]) -> None:
+        """:meth:`note` for each host in ``asked`` (host -> ``(workdir, run id, {probe key:
+        deadline})``), then :meth:`save`."""
+        for host, (workdir, run_id, probes) in asked.items():
+            self.note(host, workdir, run_id, probes)
+        self.save()
 
 
 def wanted(entries: Iterable[list]) -> list[dict[str, Any]]:

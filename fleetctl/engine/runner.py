@@ -1,26 +1,44 @@
 """Running a playbook over hosts: rolling batches, forks, the planning and applying passes.
 
-For each batch (``--serial``, Ansible's ``serial``):
+For each batch (``--serial``, Ansible's ``serial``), ``forks`` workers take its hosts one at a
+time, in inventory order (hosts named as another's ``build_host`` first), and each host, from its
+connect to its end:
 
-1. every host is reached (its connection kind's run scope first: e.g. one Slurm allocation),
-   its run folder made, its facts gathered, and its tasks **planned** (probes only; see
-   :mod:`fleetctl.engine.host`), at most ``forks`` hosts at once;
-2. the arch classes are settled from the batch's plan (:mod:`fleetctl.engine.classes`); hosts
-   whose class role changed are planned again from their cached probes;
-3. ``--plan`` and ``--dry-run`` stop here and report the plan; a deploy **applies** it, host by
-   host (forks at once). A host whose plan failed before any command would have run is failed
-   with that cause, untouched.
+1. is reached (its connection kind's run scope first: e.g. one Slurm allocation), its run folder
+   made, its facts gathered, and its tasks **planned** (probes only; see
+   :mod:`fleetctl.engine.host`);
+2. waits for its **group** to plan: the arch classes are settled from the group's plan
+   (:mod:`fleetctl.engine.classes`); hosts whose class role changed are planned again from their
+   cached probes;
+3. ``--plan`` and ``--dry-run`` stop here and report the plan; a deploy **applies** it. A host
+   whose plan failed before any command would have run is failed with that cause, untouched;
+4. is let go of: its connection (and the deploy lock in it) closed, its facts, answers and plan
+   dropped; what the run keeps of it is its outcome in the run model (the record) and its class
+   request. So a batch of 10,000 hosts holds at most ``forks`` connections and sessions at once,
+   not 10,000 (memory and descriptors grow with ``forks``, not with the batch: issue 27,
+   bench/README.md).
 
-Dead hosts delay no one: the classes are settled once no host of the batch is still waiting for a
-fork or past its connect but not yet planned, and at least one host has planned. A host still
-*connecting* then (a dead address waiting for its connect timeout, an sshd that never sends its
-banner) is not waited for: anyone that could have got through connect, facts and planning in that
-time is not a connect away. Such a late host, if it gets through at all, joins on its own when it
-has planned: its class role is assigned alone (:meth:`ClassCoordinator.assign`: a class whose
-wheel is built, published or under way gives it the wheel; a class with no member left builds on
-it), it is planned again if that role differs, then shown (``--dry-run``) or applied. So a fast
-fleet (every host past connect before the first has planned) is settled from the whole batch, as
-``--plan`` settles it; an unreachable host is simply reported unreachable when its connect fails.
+A group is the hosts that started while the one before it was being settled: the first ``forks``
+hosts of the batch (the whole batch when it has no more), then those that took over a worker as
+others ended. Later groups join the classes as a later batch does: a class whose wheel is cached,
+published, or being built or served by a member of an earlier group gives them that wheel; a
+member of an earlier group that builds stays the class's one builder. Within a group the rules
+are the batch's of :mod:`fleetctl.engine.classes` (a member that holds the wheel serves it,
+``build_host`` builds, two hosts sharing a folder are refused); across groups they are a later
+batch's (a host sharing a folder with a host of an earlier group is refused, the earlier one is
+not; a member holding the wheel in a later group reuses it, but the class was built by then when
+the controller's cache lacked it).
+
+Dead hosts delay no one: a group is settled once none of its hosts is past its connect but not yet
+planned, and at least one has planned. A host still *connecting* then (a dead address waiting for
+its connect timeout, an sshd that never sends its banner) is not waited for: anyone that could
+have got through connect, facts and planning in that time is not a connect away. Such a late
+host, if it gets through at all, joins on its own when it has planned: its class role is assigned
+alone (:meth:`ClassCoordinator.assign`: a class whose wheel is built, published or under way gives
+it the wheel; a class with no member left builds on it), it is planned again if that role
+differs, then shown (``--dry-run``) or applied. So a fast fleet of at most ``forks`` hosts (every
+host past connect before the first has planned) is settled from the whole batch, as ``--plan``
+settles it; an unreachable host is simply reported unreachable when its connect fails.
 
 One host's failure never stops the others; a batch with more than ``max_fail_percentage`` percent
 failed hosts (Ansible's rule; without it, a batch where every host failed) stops the batches after
@@ -41,6 +59,7 @@ from .aio import observe
 from ..connection.registry import ConnectOptions
 from ..errors import FleetError, HostUnreachable, host_message
 from ..tasks import ACTIONS
+from ..util.shared import share
 from .batches import FAILED_STATES, batches, stop_reason
 from .classes import ClassCoordinator
 from .deadlines import Deadlines
@@ -51,6 +70,7 @@ from .probeplan import ProbeMemory
 from .reach import connect, first_command, record_connection
 from .scopes import enter_scopes, prepare_hosts
 from .session import HostSession, close_session, unreachable_facts
+from .windows import Group, each_host, window_order
 
 @dataclass
 class PlayOptions:
@@ -165,24 +185,22 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                      *, run: RunModel, observers: Observers, opts: PlayOptions, pass_opts: PassOptions,
                      classes: ClassCoordinator) -> None:
     apply = opts.mode == "apply"
+    # Only the hosts at work (at most forks) have entries here: a host's session, plan and
+    # timeline are let go of once its outcome is in the run model (see release)
     sessions: dict[str, HostSession] = {}
     plans: dict[str, HostPass] = {}
     first: dict[str, list[PhaseSpan]] = {}
     unavailable = await prepare_hosts(scopes, batch, skip=opts.refused)
-    # The first planning pass is never shown: a host's class role is only settled once the batch
+    # The first planning pass is never shown: a host's class role is only settled once its group
     # (but hosts still connecting, see the module docstring) is planned. A dry run or plan then
     # shows each host's final plan once (re-planned from its cached probes: no round trip); a
     # deploy shows what it applies.
     planning_observers: Any = _Muted(observers)
     memory = ProbeMemory(playbook.path) if opts.remember_probes else None
     builds = any(ACTIONS[t.action].phase == "build" for t in tasks if t.action in ACTIONS)
-    # Hosts the settling of the classes waits for: those not started (waiting for a fork) and
-    # those past connect that have not planned yet. A host leaves it while it connects and when
-    # it has planned (or ended); the early group is settled when it is empty and someone planned.
-    waiting = {h.name for h in batch}
-    early: set[str] = set()
-    settling: asyncio.Future | None = None
-    triggered = asyncio.Event()
+    order = {h.name: i for i, h in enumerate(batch)}
+    current = [Group()]  # the group a host that starts now joins
+    settlings: list[asyncio.Future] = []
 
     async def settle(names: list[str]) -> None:
         changed = classes.assign(names)
@@ -191,23 +209,25 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                 plans[h] = await _plan(sessions[h], playbook, tasks, selected, run,
                                        planning_observers if apply else observers, classes, pass_opts)
 
-    def leave(name: str) -> None:
-        nonlocal settling
-        waiting.discard(name)
-        if settling is None and plans and not waiting:
-            early.update(plans)
-            settling = asyncio.ensure_future(settle([h.name for h in batch if h.name in plans]))
-            observe(settling)  # awaited (shielded) by each host; read even when no host is left to
-            triggered.set()
+    def leave(name: str, g: Group) -> None:
+        g.waiting.discard(name)
+        if g.settling is None and g.planned and not g.waiting:
+            g.early.update(g.planned)
+            g.settling = asyncio.ensure_future(settle(sorted(g.planned, key=order.__getitem__)))
+            observe(g.settling)  # awaited (shielded) by each host; read even when no host is left to
+            settlings.append(g.settling)
+            g.triggered.set()
+            if current[0] is g:
+                current[0] = Group()
 
-    async def plan_one(host: Any) -> None:
+    async def plan_one(host: Any, g: Group) -> None:
         out = run.host(host.name)
         out.status, out.started = "running", utc_now()
         t0 = time.monotonic()
         observers.emit("host.started", host.name)
         spans = first.setdefault(host.name, [])
         c0 = run.elapsed_s()
-        leave(host.name)  # connecting: nobody waits for it
+        leave(host.name, g)  # connecting: nobody waits for it
         try:
             if host.name in opts.refused:
                 raise _Refused(opts.refused[host.name])
@@ -230,8 +250,8 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             out.duration_s = round(time.monotonic() - t0, 3)
             observers.emit("host.finished", host.name, status=status, error=cause, duration_s=out.duration_s)
             return
-        if settling is None:
-            waiting.add(host.name)  # through connect in time: the classes wait for its plan
+        if g.settling is None:
+            g.waiting.add(host.name)  # through connect in time: the group waits for its plan
         spans.append(PhaseSpan(phase="connect", start_s=round(c0, 3), duration_s=round(run.elapsed_s() - c0, 3),
                                status="ok"))
         record_connection(run, observers, host.name, getattr(session.conn, "stats", None))
@@ -245,6 +265,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             out.phases = list(spans)  # connect, facts: in the record from now on
             plans[host.name] = await _plan(session, playbook, tasks, selected, run, planning_observers, classes,
                                            pass_opts)
+            g.planned.add(host.name)
         except HostUnreachable as exc:
             _end_early(run, observers, host.name, "unreachable", exc.cause, t0, spans)
         except FleetError as exc:
@@ -257,8 +278,8 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             return
         t0 = time.monotonic()
         try:
-            if p.blocking is not None:
-                b = p.blocking
+            b, p = p.blocking, None  # the apply pass plans again from the cached probes: the plan is let go of
+            if b is not None:
                 observers.emit("host.refused", host.name, task=b.name, msg=b.msg)
                 result = HostPass(outcomes=[b.model_copy(update={"msg": f"{b.msg} (found while planning: "
                                                                         f"nothing was uploaded or run)"})],
@@ -274,43 +295,51 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                     stats=getattr(session.conn, "stats", None))
         finally:
             await classes.host_done(host.name)
-            # the host is done: its answers are not needed any more (its connection, and the
-            # deploy lock in it, stay until the batch ends)
-            session.probes.clear()
-            session.prefetched.clear()
-            session.registered.clear()
 
-    gate = asyncio.Semaphore(max(1, opts.forks))  # forks: hosts being connected, planned or applied
+    async def release(name: str) -> None:
+        """The host's outcome is in the run model: let go of its session (its connection and the
+        deploy lock in it closed, its facts and answers dropped), plan and timeline, keeping only
+        which probes it asked (for the next run's first command)."""
+        plans.pop(name, None)
+        first.pop(name, None)
+        session = sessions.get(name)
+        if session is None:
+            return
+        if memory is not None and session.workdir:
+            memory.note(name, session.workdir, session.run_id, session.asked)
+        try:
+            await close_session(session)
+        finally:
+            sessions.pop(name, None)
 
     async def one(host: Any) -> None:
-        try:
-            async with gate:
-                await plan_one(host)
-        finally:
-            leave(host.name)
+        g = current[0]
         name = host.name
-        if name not in plans:
-            return
-        if settling is None or name in early:  # planned in time: settled with the early group
-            await triggered.wait()
-            assert settling is not None
-            await asyncio.shield(settling)
-        else:  # late: it joins the classes on its own
-            if classes.assign([name]) or not apply:
-                plans[name] = await _plan(sessions[name], playbook, tasks, selected, run,
-                                          planning_observers if apply else observers, classes, pass_opts)
-        if not apply:
-            _finish(run, observers, name, plans.pop(name), first.get(name, []),
-                    stats=getattr(sessions[name].conn, "stats", None))
-            return
-        async with gate:
+        try:
+            try:
+                await plan_one(host, g)
+            finally:
+                leave(name, g)
+            if name not in plans:
+                return
+            if g.settling is None or name in g.early:  # planned in time: settled with its group
+                await g.triggered.wait()
+                assert g.settling is not None
+                await asyncio.shield(g.settling)
+            else:  # late: it joins the classes on its own
+                if classes.assign([name]) or not apply:
+                    plans[name] = await _plan(sessions[name], playbook, tasks, selected, run,
+                                              planning_observers if apply else observers, classes, pass_opts)
+            if not apply:
+                _finish(run, observers, name, plans.pop(name), first.get(name, []),
+                        stats=getattr(sessions[name].conn, "stats", None))
+                return
             await apply_one(host)
+        finally:
+            await release(name)
 
     try:
-        results = await asyncio.gather(*(one(h) for h in batch), return_exceptions=True)
-        for res in results:  # one host's bug is re-raised only after every other host has finished
-            if isinstance(res, BaseException):
-                raise res
+        await each_host(window_order(batch), opts.forks, one)
     except (asyncio.CancelledError, KeyboardInterrupt):
         for h in batch:
             out = run.host(h.name)
@@ -322,11 +351,15 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                 observers.emit("host.interrupted", h.name)
         raise
     finally:
-        if settling is not None and not settling.done():
-            settling.cancel()
+        for settling in settlings:
+            if not settling.done():
+                settling.cancel()
         if memory is not None:
-            memory.remember({h: (s.workdir, s.run_id, s.asked) for h, s in sessions.items() if s.workdir})
-        await asyncio.gather(*(close_session(s) for s in sessions.values()), return_exceptions=True)
+            for name, s in sessions.items():
+                if s.workdir:
+                    memory.note(name, s.workdir, s.run_id, s.asked)
+            memory.save()
+        await asyncio.gather(*(close_session(s) for s in list(sessions.values())), return_exceptions=True)
 
 
 async def _plan(session: HostSession, playbook: Any, tasks: list[Any], selected: set[int], run: RunModel,
@@ -375,6 +408,9 @@ def _finish(run: RunModel, observers: Observers, host: str, result: HostPass, sp
     if stats:  # the connection's counters as the host ends (``execs``, ``puts``, ``put_bytes``: round trips)
         out.connection = dict(stats)
     out.tasks = [t for t in out.tasks if t.action == "facts"] + result.outcomes
+    for t in result.outcomes:  # kept to the end of the run for the record: equal strings kept once
+        share(t.data)
+        share(t.planned)
     out.status, out.error = result.status, result.error
     if result.environment is not None and run.mode == "apply":
         out.environment = result.environment

@@ -219,7 +219,9 @@ class HostSession:
             notes = facts.setdefault("build", {}).setdefault("notes", [])
             notes.insert(0, f"cuda_home {self.host.cuda_home} has no bin/nvcc; found {cuda.get('home') or 'no toolkit'} "
                             f"instead (builds refuse this until cuda_home is fixed)")
-        self.facts = facts
+        from ..util.shared import share
+
+        self.facts = share(facts)  # the run keeps every host's facts: equal strings kept once
         return facts
 
 

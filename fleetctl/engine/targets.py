@@ -8,8 +8,9 @@ numbers cannot tell across NFS clients). Planners claim their folders with a
 claimed the same id. It works like the arch classes (:mod:`fleetctl.engine.classes`): answers given
 while the batch is still planning are provisional, and :meth:`InstallTargets.changed` (called when
 the batch's classes are settled) names the hosts whose answer changed, so that they are planned
-again. A host of a later batch (``--serial``) or one that connected late sees the claims of those
-before it, so ``--plan``, ``--dry-run`` and a deploy agree.
+again. A host of a later batch (``--serial``), of a later group of a batch larger than ``forks``
+(:mod:`fleetctl.engine.runner`) or one that connected late sees the claims of those before it
+(the later host is the one refused), so ``--plan``, ``--dry-run`` and a deploy agree.
 
 The hosts sharing a folder one of them writes (an install's venv, a build's workdir; builds that
 only read one venv are fine) are refused, not installed one after the other: one venv holds one
@@ -49,11 +50,15 @@ class InstallTargets:
         self.answered: dict[str, set[tuple[Shared, ...]]] = {}
         #: the answers settled with the batch's classes; a deploy applies these
         self.settled: dict[str, tuple[Shared, ...]] = {}
+        #: folder id -> the hosts that claimed it (an index: an answer looks up the hosts sharing
+        #: its folders, not every claim of the run, which was O(hosts) a claim, O(hosts²) a run)
+        self._by_id: dict[str, dict[str, None]] = {}
 
     def _answer(self, host: str) -> tuple[Shared, ...]:
         out = []
         for kind, (ident, path) in sorted(self.claims.get(host, {}).items()):
-            sharing = sorted((h for h, ids in self.claims.items() if any(i == ident for i, _ in ids.values())),
+            sharing = sorted((h for h in self._by_id.get(ident, ())
+                              if any(i == ident for i, _ in self.claims.get(h, {}).values())),
                              key=lambda h: self.order.get(h, 1 << 30))
             # only a folder one of them writes is a problem: builds may all read one venv
             if len(sharing) > 1 and any(ident in self.writes.get(h, ()) for h in sharing):
@@ -78,6 +83,8 @@ class InstallTargets:
             self.archs[host] = archs
         mine = self.claims.setdefault(host, {})
         mine.update({k: (str(i), str(p)) for k, (i, p) in ids.items() if i})
+        for ident, _ in mine.values():
+            self._by_id.setdefault(ident, {})[host] = None
         self.writes.setdefault(host, set()).update(str(ids[k][0]) for k in writes if k in ids and ids[k][0])
         answer = self._answer(host)
         self.answered.setdefault(host, set()).add(answer)

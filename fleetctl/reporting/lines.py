@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterable
 from typing import Any, TextIO
 
 from ..connection.base import OutputLine
@@ -58,3 +59,20 @@ def print_json(doc: Any) -> None:
     json.dump(doc, sys.stdout, indent=2, sort_keys=False, default=str)
     sys.stdout.write("\n")
     sys.stdout.flush()
+
+
+def print_json_hosts(head: dict[str, Any], hosts: Iterable[tuple[str, Any]]) -> None:
+    """:func:`print_json` of ``{**head, "hosts": {name: body, ...}}``, the same text, with each
+    host's body made and encoded only when its turn comes (``hosts`` may be a generator): the
+    document of 10,000 hosts is never whole in memory, neither as text nor as objects."""
+    mark = "\x00fleetctl-hosts"
+    before, _, after = json.dumps({**head, "hosts": mark}, indent=2, default=str).partition(json.dumps(mark))
+    out = sys.stdout
+    out.write(before)
+    sep = "{"
+    for name, body in hosts:
+        out.write(f"{sep}\n    {json.dumps(name)}: " + json.dumps(body, indent=2, default=str).replace("\n", "\n    "))
+        sep = ","
+    out.write("{}" if sep == "{" else "\n  }")
+    out.write(after + "\n")
+    out.flush()

@@ -11,6 +11,9 @@ not written its ``run.json`` yet), else as a failed run of no known play.
 from __future__ import annotations
 
 import json
+import mmap
+import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -22,6 +25,48 @@ from .history import runs_root, shown_status
 
 #: Seconds a record folder without a readable run.json is taken for a run still starting.
 YOUNG_S = 3600.0
+#: A run.json of at least this many bytes is read by its top-level fields alone (:func:`record_head`).
+BIG_BYTES = 1 << 20
+#: A top-level key of run.json as the record writes it (``json.dumps(..., indent=2)``: two spaces;
+#: a JSON string holds no raw newline, so no deeper key and no value matches).
+_TOP_KEY = re.compile(rb'\n  "([a-z_]+)": ')
+_INVENTORY_PATH = re.compile(rb'\{\n    "path": ')
+#: The fields a prune reads (:func:`_entry`, :func:`fleetctl.reporting.history.shown_status`).
+_HEAD = frozenset({"kind", "mode", "status", "controller", "controller_pid", "controller_start", "playbook"})
+
+
+def record_head(path: Path) -> dict:
+    """What a prune needs of a run's ``run.json``: its :data:`_HEAD` fields and
+    ``inventory.path``. A large file (:data:`BIG_BYTES`) is not parsed whole: each run ends with a
+    prune that reads every kept record, and a 10,000-host run.json is 60 MB of text, some 300 MB
+    as Python objects (issue 27: it was the peak of a no-change deploy of 10,000 hosts). Its
+    top-level fields are found by their indentation and only those are parsed; a file of another
+    layout is parsed whole.
+
+    Raises:
+        OSError, ValueError: as ``json.loads(path.read_text())`` would.
+    """
+    with open(path, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size < BIG_BYTES:
+            return json.loads(fh.read())
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            out: dict = {}
+            for m in _TOP_KEY.finditer(mm):
+                key = m.group(1).decode()
+                if key in _HEAD:
+                    out[key] = _line_value(mm, m.end())
+                elif key == "inventory" and (p := _INVENTORY_PATH.match(mm, m.end())):
+                    out["inventory"] = {"path": _line_value(mm, p.end())}
+            if "status" in out and "kind" in out:
+                return out
+            return json.loads(mm[:])
+
+
+def _line_value(mm: mmap.mmap, start: int) -> object:
+    """The JSON scalar from ``start`` to the end of its line (a trailing comma dropped)."""
+    end = mm.find(b"\n", start)
+    text = mm[start:end if end >= 0 else len(mm)].rstrip().rstrip(b",")
+    return json.loads(text)
 
 
 @dataclass
@@ -36,7 +81,7 @@ class PruneResult:
 def _entry(folder: Path, now_s: float) -> RunEntry:
     started = run_time(folder.name)
     try:
-        record = json.loads((folder / "run.json").read_text())
+        record = record_head(folder / "run.json")
     except (OSError, ValueError):
         try:
             young = now_s - folder.stat().st_mtime < YOUNG_S

@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import threading
+import zlib
 import time
 import weakref
 from pathlib import Path
@@ -193,25 +194,35 @@ class RunRecord:
                 except Exception:  # noqa: BLE001 - the model changed under it, a full disk: next turn
                     pass
 
-    def _text(self) -> str:
-        """run.json's text: ``json.dumps(run.as_json(), indent=2)``, with each finished host's part
-        serialized once (a rewrite costs the hosts that changed, not all of them)."""
+    def _parts(self):
+        """run.json's text in pieces, as ``json.dumps(run.as_json(), indent=2)`` (+ newline) would
+        write it, with each finished host's part serialized once and kept compressed (zlib: a
+        rewrite costs the hosts that changed, not all of them, and 10,000 finished hosts' parts
+        hold a few MiB, not the 60 MiB of their text)."""
         run = self.run
         head = run.head_json()
         head["hosts"] = _HOSTS_MARK
-        parts = []
+        before, _, after = json.dumps(head, indent=2, default=str).partition(json.dumps(_HOSTS_MARK))
+        yield before
+        sep = "{"
         for name, out in list(run.hosts.items()):
             key = (out.status, out.error, out.duration_s, len(out.tasks), len(out.phases), id(out.facts),
                    id(out.connection), id(out.output_truncated), out.rc, out.reachable, run.redactor.version)
             cached = self._hosts_text.get(name)
-            if cached is None or cached[0] != key or name not in self._finished:
+            if cached is not None and cached[0] == key and name in self._finished:
+                text = zlib.decompress(cached[1]).decode("utf-8")
+            else:
                 body = json.dumps(run.host_json(name), indent=2, default=str).replace("\n", "\n    ")
-                cached = (key, f"    {json.dumps(name)}: {body}")
+                text = f"    {json.dumps(name)}: {body}"
                 if name in self._finished:
-                    self._hosts_text[name] = cached
-            parts.append(cached[1])
-        hosts = "{\n" + ",\n".join(parts) + "\n  }" if parts else "{}"
-        return json.dumps(head, indent=2, default=str).replace(json.dumps(_HOSTS_MARK), hosts, 1) + "\n"
+                    self._hosts_text[name] = (key, zlib.compress(text.encode("utf-8"), 1))
+            yield f"{sep}\n{text}"
+            sep = ","
+        yield ("{}" if sep == "{" else "\n  }") + after + "\n"
+
+    def _text(self) -> str:
+        """run.json's whole text (see :meth:`_parts`)."""
+        return "".join(self._parts())
 
     # -- files --------------------------------------------------------------------------------
 
@@ -276,10 +287,12 @@ class RunRecord:
             if not force and self._closed.is_set():
                 return  # closed: its final rewrite was the last
             self._pending = False
-            text = self._text()
-            with self._lock:
-                tmp = self.dir / "run.json.tmp"
-                tmp.write_text(text, encoding="utf-8")
-                os.replace(tmp, self.dir / "run.json")
+            # piece by piece (never the whole text at once), under the save lock alone: the
+            # engine's events and lines are not held up while 10,000 hosts' parts are written
+            tmp = self.dir / "run.json.tmp"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                for piece in self._parts():
+                    fh.write(piece)
+            os.replace(tmp, self.dir / "run.json")
         self._saved_at = time.monotonic()
         self._save_cost_s = self._saved_at - now

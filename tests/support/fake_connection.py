@@ -126,8 +126,12 @@ class FakeConnection(Connection):
         if self.fake.unreachable:
             raise HostUnreachable(self.host, self.fake.unreachable)
         self.opened = True
+        OPEN["now"] += 1
+        OPEN["peak"] = max(OPEN["peak"], OPEN["now"])
 
     async def close(self) -> None:
+        if self.opened:
+            OPEN["now"] -= 1
         self.opened = False
 
     async def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
@@ -245,6 +249,8 @@ class FakeSettings(ConnectionSettings):
 HOSTS: dict[str, FakeHost] = {}
 #: hosts whose deploy lock a running fake first command holds.
 _HELD: set[str] = set()
+#: fake connections open now, and the most that were open at once (a test resets ``peak``).
+OPEN = {"now": 0, "peak": 0}
 
 
 class _Scope(KindScope):
@@ -262,6 +268,14 @@ class _FakeKind(ConnectionKind):
 
 SETTINGS = FakeSettings
 KIND = _FakeKind()
+
+
+def own_folders(host: FakeHost, venv: str = "/venv", workdir: str = "") -> FakeHost:
+    """Give ``host`` facts naming its own venv and workdir folders (``facts["targets"]``, as the
+    facts script reports each folder's id on a real host): no other host shares them."""
+    host.facts["targets"] = {"venv": {"id": f"venv-{host.name}", "path": venv},
+                             "workdir": {"id": f"workdir-{host.name}", "path": workdir or f"/w/{host.name}"}}
+    return host
 
 
 def shell(argv: list[str]) -> str:

@@ -1,0 +1,61 @@
+"""How a batch's hosts are taken on: ``forks`` workers, each host in turn, and the groups whose
+arch classes are settled together (see :mod:`fleetctl.engine.runner`).
+
+A host holds its worker from its connect to its release (waiting for its group's settling
+included), so a batch of any size has at most ``forks`` hosts connected, planned or applying at
+once, each with its session, facts and plan; the rest are names in a queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+
+class Group:
+    """Hosts of a batch whose arch classes are settled together.
+
+    Attributes:
+        waiting: the hosts past connect that have not planned yet (the settling waits for them).
+        planned: those that have planned.
+        early: those that had planned when the settling began (a host planned after it is late:
+            it joins the classes on its own).
+        settling: the settling (a task), once begun.
+        triggered: set when the settling begins.
+    """
+
+    def __init__(self) -> None:
+        self.waiting: set[str] = set()
+        self.planned: set[str] = set()
+        self.early: set[str] = set()
+        self.settling: asyncio.Future | None = None
+        self.triggered = asyncio.Event()
+
+
+def window_order(batch: Sequence[Any]) -> list[Any]:
+    """The order a batch's hosts are taken on in: inventory order, but the hosts another host
+    names as its ``build_host`` first (so that the builder a class names is in the first group
+    that holds a member of the class, as it was in the whole batch)."""
+    wanted = {getattr(getattr(h, "settings", None), "build_host", None) for h in batch} - {None}
+    return sorted(batch, key=lambda h: h.name not in wanted) if wanted else list(batch)
+
+
+async def each_host(hosts: Sequence[Any], forks: int, one: Callable[[Any], Awaitable[None]]) -> None:
+    """``await one(host)`` for every host of ``hosts``, in order, at most ``forks`` at once (a
+    worker takes the next host when its host is done, so nothing waits for a slow host but its
+    worker). One host's bug (an exception from ``one``) never stops the others: the first is
+    raised once every host is done. Cancellation reaches every host at work."""
+    queue = iter(hosts)
+    bugs: list[BaseException] = []
+
+    async def worker() -> None:
+        for host in queue:
+            try:
+                await one(host)
+            except Exception as exc:  # noqa: BLE001 - re-raised below, after the others
+                bugs.append(exc)
+
+    await asyncio.gather(*(worker() for _ in range(min(max(1, forks), len(hosts)))))
+    if bugs:
+        raise bugs[0]
