@@ -7,18 +7,24 @@ real sshd); this one goes past what 2 cores can serve over real SSH.
 
 Run by hand, not by CI (bench/README.md has the numbers; bench/issue27.py runs it):
 
-    .venv/bin/python bench/scale_double.py --hosts 50,1000,10000 --json-out bench/results/scale_double.json
+    .venv/bin/python bench/scale_double.py --hosts 50,1000,10000 --repeats 3 \
+        --json-out bench/results/scale_double.json
 
-Each (tool, size) runs in its own process: the real CLI (``fleetctl -i INV run|facts|deploy``,
-``--forks 50``, ``--json``, the record written to a fresh FLEETCTL_HOME) in-process, with the
+Each (tool, size, round) runs in its own process, the rounds interleaved (every tool and size
+once a round, ``--repeats`` rounds; the JSON's ``rows`` are the medians, with the spread, and
+``rounds`` every measurement): the real CLI (``fleetctl -i INV run|facts|deploy``, ``--forks 50``,
+``--json``, the record written to a fresh FLEETCTL_HOME, removed afterwards) in-process, with the
 ``fake`` kind registered the way a real kind is (one line in ``registry.KINDS``) and every
-inventory host ``ansible_connection: fake``. ``deploy`` is the toy playbook of tests/test_engine.py
-(copy, build_wheel, pip_install) deployed once untimed (builds once, pushes to the rest), then
-measured with nothing to change (``--serial N``: the playbook in batches of N hosts). Measured: wall seconds and the process's CPU seconds of the
-measured command (``getrusage(RUSAGE_SELF)`` deltas), CPU milliseconds per host, the process's peak
-RSS (``ru_maxrss``: includes the double's in-memory hosts, estimated apart as ``double_mib``), and counts that must stay linear:
-execs per host, Python function calls per host (``--calls``: a cProfile of the measured command;
-the profile's top self-time functions are kept in the JSON, the way a superlinear step shows).
+inventory host ``ansible_connection: fake``, with facts naming its own venv and workdir folders as
+a real host's do. ``deploy`` is the toy playbook of tests/test_engine.py (copy, build_wheel,
+pip_install) deployed once untimed (builds once, pushes to the rest), then measured with nothing
+to change (``--serial N``: the playbook in batches of N hosts). Measured: wall seconds and the
+process's CPU seconds of the measured command (``getrusage(RUSAGE_SELF)`` deltas), CPU
+milliseconds per host, the process's peak RSS (``ru_maxrss``, the untimed setup deploy included;
+it includes the double's in-memory hosts, estimated apart as ``double_mib``: their files and
+facts; their command logs are counted, not kept), and counts that must stay linear: execs per
+host, Python function calls per host (``--calls``: a cProfile of the measured command; the
+profile's top self-time functions are kept in the JSON, the way a superlinear step shows).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ import io
 import json
 import os
 import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -71,13 +79,13 @@ def write_inputs(root: Path, n: int, serial: int = 0) -> tuple[Path, Path]:
     return inv, play
 
 
-def child(tool: str, n: int, root: Path, calls: bool, serial: int = 0) -> dict:
+def child(tool: str, n: int, root: Path, calls: bool, serial: int = 0, round_: int = 0) -> dict:
     """One measured command in this process (see the module docstring). ``root`` may be relative
     (to the current folder): it is made absolute before the command changes into it."""
     root = root.resolve()
     sys.path.insert(0, str(REPO))
-    os.environ["FLEETCTL_HOME"] = str(root / f"home-{tool}-{n}")
-    os.environ["XDG_CACHE_HOME"] = str(root / f"cache-{tool}-{n}")
+    os.environ["FLEETCTL_HOME"] = str(root / f"home-{tool}-{n}-{round_}")  # each round from nothing
+    os.environ["XDG_CACHE_HOME"] = str(root / f"cache-{tool}-{n}-{round_}")
     from fleetctl.cli import main
     from fleetctl.connection import registry
     from tests.support import fake_connection as fake
@@ -189,14 +197,42 @@ def double_bytes(hosts: dict) -> int:
     return total * len(hosts) // max(1, len(sample))
 
 
-def measure(tool: str, n: int, root: Path, calls: bool, serial: int = 0) -> dict:
-    """:func:`child` in a fresh interpreter (its own peak RSS)."""
-    p = subprocess.run([sys.executable, __file__, "--child", f"{tool}:{n}", "--workdir", str(root)]
-                       + (["--calls"] if calls else []) + ["--serial", str(serial)], capture_output=True, text=True, cwd=REPO)
+def measure(tool: str, n: int, root: Path, calls: bool, serial: int = 0, round_: int = 0) -> dict:
+    """:func:`child` in a fresh interpreter (its own peak RSS); its run records and caches are
+    removed after it (10,000 host logs a run)."""
+    p = subprocess.run([sys.executable, __file__, "--child", f"{tool}:{n}", "--workdir", str(root), "--round",
+                        str(round_)] + (["--calls"] if calls else []) + ["--serial", str(serial)],
+                       capture_output=True, text=True, cwd=REPO)
+    for folder in (f"home-{tool}-{n}-{round_}", f"cache-{tool}-{n}-{round_}"):
+        shutil.rmtree(root / folder, ignore_errors=True)
     try:
-        return json.loads(p.stdout.strip().splitlines()[-1])
+        return {**json.loads(p.stdout.strip().splitlines()[-1]), "round": round_, "load1": os.getloadavg()[0]}
     except (ValueError, IndexError):
-        return {"tool": tool, "hosts": n, "rc": p.returncode, "error": (p.stderr or p.stdout)[-600:]}
+        return {"tool": tool, "hosts": n, "rc": p.returncode, "error": (p.stderr or p.stdout)[-600:], "round": round_}
+
+
+def summarize(rounds: list[dict]) -> list[dict]:
+    """One row per (tool, hosts), in the order first measured: the medians of the rounds (wall,
+    CPU, CPU per host, peak) with the CPU-per-host and peak ranges (min, max); a row with a
+    failed round is that failure."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rounds:
+        groups.setdefault((r["tool"], r["hosts"]), []).append(r)
+    out = []
+    for rs in groups.values():
+        bad = [r for r in rs if "error" in r or r.get("rc")]
+        if bad:
+            out.append(bad[0])
+            continue
+        row = dict(rs[0])
+        for key in ("wall_s", "cpu_s", "cpu_ms_per_host", "peak_mib", "double_mib"):
+            row[key] = round(statistics.median(r[key] for r in rs), 3)
+        row["cpu_ms_per_host_range"] = [min(r["cpu_ms_per_host"] for r in rs), max(r["cpu_ms_per_host"] for r in rs)]
+        row["peak_mib_range"] = [min(r["peak_mib"] for r in rs), max(r["peak_mib"] for r in rs)]
+        row["rounds"] = len(rs)
+        row.pop("round", None)
+        out.append(row)
+    return out
 
 
 def table(rows: list[dict]) -> str:
@@ -207,8 +243,9 @@ def table(rows: list[dict]) -> str:
             r = {"error": f"the measured command exited {r['rc']}", **r}
             lines.append(f"{r['tool']:7} {r['hosts']:>6} FAILED rc={r['rc']}: {r['error'][-200:]!r}")
             continue
+        spread = "" if "cpu_ms_per_host_range" not in r else " ({:.2f}-{:.2f})".format(*r["cpu_ms_per_host_range"])
         lines.append(f"{r['tool']:7} {r['hosts']:>6} {r['wall_s']:>8.2f} {r['cpu_s']:>10.2f} "
-                     f"{r['cpu_ms_per_host']:>12.2f} {r['peak_mib']:>9.1f} {r.get('double_mib', '-'):>10} "
+                     f"{r['cpu_ms_per_host']:>12.2f}{spread} {r['peak_mib']:>9.1f} {r.get('double_mib', '-'):>10} "
                      f"{r['execs_per_host']:>11.2f} "
                      f"{r.get('calls_per_host', '-'):>11}")
     return "\n".join(lines)
@@ -220,23 +257,28 @@ def main() -> int:
     ap.add_argument("--tools", default="run,facts,deploy")
     ap.add_argument("--calls", action="store_true", help="also count Python calls per host (cProfile; slower)")
     ap.add_argument("--serial", type=int, default=0, help="the deploy's playbook in batches of this many hosts")
+    ap.add_argument("--repeats", type=int, default=1, help="rounds, interleaved (every tool and size once a round)")
     ap.add_argument("--json-out", default="")
     ap.add_argument("--workdir", default="")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--round", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     root = Path(args.workdir or tempfile.mkdtemp(prefix="scale-double-")).resolve()  # the child runs in REPO
     root.mkdir(parents=True, exist_ok=True)
     if args.child:
         tool, n = args.child.split(":")
-        print(json.dumps(child(tool, int(n), root, args.calls, args.serial)))
+        print(json.dumps(child(tool, int(n), root, args.calls, args.serial, args.round)))
         return 0
-    rows = []
-    for n in [int(x) for x in args.hosts.split(",") if x.strip()]:
-        for tool in [t.strip() for t in args.tools.split(",") if t.strip()]:
-            rows.append(measure(tool, n, root, args.calls, args.serial))
-            print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
-    doc = {"started": dt.datetime.now(dt.timezone.utc).isoformat(), "args": vars(args), "load1": os.getloadavg()[0],
-           "rows": rows}
+    started, load0 = dt.datetime.now(dt.timezone.utc).isoformat(), os.getloadavg()[0]
+    rounds = []
+    for k in range(max(1, args.repeats)):
+        for n in [int(x) for x in args.hosts.split(",") if x.strip()]:
+            for tool in [t.strip() for t in args.tools.split(",") if t.strip()]:
+                rounds.append(measure(tool, n, root, args.calls, args.serial, k))
+                print(f"round {k + 1}: " + table(rounds[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+    rows = summarize(rounds)
+    doc = {"started": started, "finished": dt.datetime.now(dt.timezone.utc).isoformat(), "args": vars(args),
+           "load1": load0, "load1_end": os.getloadavg()[0], "rows": rows, "rounds": rounds}
     if args.json_out:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_out).write_text(json.dumps(doc, indent=1) + "\n")
