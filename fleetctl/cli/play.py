@@ -60,8 +60,8 @@ def run_play_command(obj: Context, playbook_path: str, *, kind: str, pattern: st
                                f"{' (dry run: nothing is changed)' if dry_run else ''}; record in {record.dir}",
                                markup=False, highlight=False)
 
-    run, _ = run_async(run_play(prep, command=command_line(), observers=[live, metrics], verbose=obj.verbose,
-                                on_start=started))
+    run, record = run_async(run_play(prep, command=command_line(), observers=[live, metrics], verbose=obj.verbose,
+                                     on_start=started))
     bad = run.failed_hosts
     if plan:
         return _print_plan(playbook, run, run.as_json()["hosts"], as_json)
@@ -77,9 +77,10 @@ def run_play_command(obj: Context, playbook_path: str, *, kind: str, pattern: st
     if as_json:
         from ..reporting.lines import print_json_hosts
 
-        # host by host: 10,000 hosts' outcomes and facts are never one document in memory
+        # host by host, the parts run.json holds (encoded once for both): 10,000 hosts' outcomes
+        # and facts are never one document in memory
         print_json_hosts({"run_id": run.run_id, "mode": mode, "status": "failed" if bad else "ok"},
-                         ((name, run.host_json(name)) for name in list(run.hosts)))
+                         record.host_parts())
     else:
         results = {name: run.host_json(name, facts=False) for name in run.hosts}  # the summary reads no facts
         from ..reporting.tables import build_classes, print_summary

@@ -61,17 +61,19 @@ def print_json(doc: Any) -> None:
     sys.stdout.flush()
 
 
-def print_json_hosts(head: dict[str, Any], hosts: Iterable[tuple[str, Any]]) -> None:
-    """:func:`print_json` of ``{**head, "hosts": {name: body, ...}}``, the same text, with each
-    host's body made and encoded only when its turn comes (``hosts`` may be a generator): the
-    document of 10,000 hosts is never whole in memory, neither as text nor as objects."""
+def print_json_hosts(head: dict[str, Any], parts: Iterable[str]) -> None:
+    """:func:`print_json` of ``{**head, "hosts": {...}}``, the same text, the hosts given as their
+    parts already encoded (``    "name": {...}``, indented for that depth: what
+    :meth:`fleetctl.reporting.record.RunRecord.host_parts` yields for run.json, made once for
+    both), each written when its turn comes: the document of 10,000 hosts is never whole in
+    memory, neither as text nor as objects."""
     mark = "\x00fleetctl-hosts"
     before, _, after = json.dumps({**head, "hosts": mark}, indent=2, default=str).partition(json.dumps(mark))
     out = sys.stdout
     out.write(before)
     sep = "{"
-    for name, body in hosts:
-        out.write(f"{sep}\n    {json.dumps(name)}: " + json.dumps(body, indent=2, default=str).replace("\n", "\n    "))
+    for text in parts:
+        out.write(f"{sep}\n{text}")
         sep = ","
     out.write("{}" if sep == "{" else "\n  }")
     out.write(after + "\n")

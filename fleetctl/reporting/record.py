@@ -194,28 +194,35 @@ class RunRecord:
                 except Exception:  # noqa: BLE001 - the model changed under it, a full disk: next turn
                     pass
 
-    def _parts(self):
-        """run.json's text in pieces, as ``json.dumps(run.as_json(), indent=2)`` (+ newline) would
-        write it, with each finished host's part serialized once and kept compressed (zlib: a
-        rewrite costs the hosts that changed, not all of them, and 10,000 finished hosts' parts
-        hold a few MiB, not the 60 MiB of their text)."""
+    def host_parts(self):
+        """Each host's part of run.json's ``hosts`` object, in order: ``    "name": {...}`` (its
+        body indented as at that depth of ``json.dumps(run.as_json(), indent=2)``), a finished
+        host's serialized once and kept compressed (zlib: a rewrite costs the hosts that changed,
+        not all of them, and 10,000 finished hosts' parts hold a few MiB, not the 60 MiB of their
+        text). The ``--json`` document of a deploy holds the same parts (``fleetctl.cli.play``)."""
         run = self.run
-        head = run.head_json()
-        head["hosts"] = _HOSTS_MARK
-        before, _, after = json.dumps(head, indent=2, default=str).partition(json.dumps(_HOSTS_MARK))
-        yield before
-        sep = "{"
         for name, out in list(run.hosts.items()):
             key = (out.status, out.error, out.duration_s, len(out.tasks), len(out.phases), id(out.facts),
                    id(out.connection), id(out.output_truncated), out.rc, out.reachable, run.redactor.version)
             cached = self._hosts_text.get(name)
             if cached is not None and cached[0] == key and name in self._finished:
-                text = zlib.decompress(cached[1]).decode("utf-8")
-            else:
-                body = json.dumps(run.host_json(name), indent=2, default=str).replace("\n", "\n    ")
-                text = f"    {json.dumps(name)}: {body}"
-                if name in self._finished:
-                    self._hosts_text[name] = (key, zlib.compress(text.encode("utf-8"), 1))
+                yield zlib.decompress(cached[1]).decode("utf-8")
+                continue
+            body = json.dumps(run.host_json(name), indent=2, default=str).replace("\n", "\n    ")
+            text = f"    {json.dumps(name)}: {body}"
+            if name in self._finished:
+                self._hosts_text[name] = (key, zlib.compress(text.encode("utf-8"), 1))
+            yield text
+
+    def _parts(self):
+        """run.json's text in pieces, as ``json.dumps(run.as_json(), indent=2)`` (+ newline) would
+        write it (:meth:`host_parts` for the hosts)."""
+        head = self.run.head_json()
+        head["hosts"] = _HOSTS_MARK
+        before, _, after = json.dumps(head, indent=2, default=str).partition(json.dumps(_HOSTS_MARK))
+        yield before
+        sep = "{"
+        for text in self.host_parts():
             yield f"{sep}\n{text}"
             sep = ","
         yield ("{}" if sep == "{" else "\n  }") + after + "\n"
