@@ -100,9 +100,11 @@ class _Model:
         return [f.name for f in dataclasses.fields(cls)]
 
     def model_dump(self, mode: str = "python", exclude_none: bool = False,
-                   exclude: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
-        """The fields as a dict (``mode="json"``: JSON-able, see :func:`jsonable`), in order."""
+                   exclude: set[str] | frozenset[str] | None = None) -> dict[str, Any]:
+        """The fields as a dict (``mode="json"``: JSON-able, see :func:`jsonable`), in order, less
+        the names in ``exclude`` (None: none, as pydantic's ``model_dump`` takes it)."""
         out = {}
+        exclude = exclude or frozenset()
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
             if f.name in exclude:
                 continue
