@@ -25,7 +25,7 @@ from ..status import Status
 from .argtypes import ActionArgs, is_template
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_preflight import CLEAN_PYTHON_ENV
-from .runtime_preflight import torch_runtime_problem
+from .runtime_preflight import torch_cuda_problem, torch_runtime_problem
 from .steps import Put, Run
 
 #: The verification script used when ``verify.script`` is not given, relative to the fleetctl
@@ -87,14 +87,20 @@ class VerifyArgs(ActionArgs):
         return v
 
 
+def verify_device(args: VerifyArgs, host_device: str, sms: list[str]) -> str:
+    """Where verify runs: the task's ``device``, else the host var ``verify_device``, else the GPU
+    when the host's facts list GPUs (``sms``), else the CPU."""
+    return args.device if args.device != "auto" else host_device if host_device != "auto" else (
+        "cuda" if sms else "cpu")
+
+
 def verify_argv(python: str, script: str, args: VerifyArgs, venv: str | None, sms: list[str],
                 host_device: str = "auto", gpus: list[dict] | None = None) -> list[str]:
     """The verification script's command line (pure): ``python -I`` (isolated mode).
 
     ``gpus``: the host's facts' GPUs; on the GPU (``--device cuda``) each one is verified
     (``--gpus``: JSON of their ``index``, ``name``, ``uuid``, ``pci_bus_id``, ``mig_mode``)."""
-    device = args.device if args.device != "auto" else host_device if host_device != "auto" else (
-        "cuda" if sms else "cpu")
+    device = verify_device(args, host_device, sms)
     argv = [python, "-I", script, "--package", args.package, "--device", device]
     if device == "cuda" and gpus:
         argv += ["--gpus", json.dumps([{k: g.get(k) for k in ("index", "name", "uuid", "pci_bus_id", "mig_mode")}
@@ -129,7 +135,8 @@ def plan(args: VerifyArgs, host: HostView) -> Plan:
     whose torch does not import (facts) is refused first, as a preflight
     (:func:`~fleetctl.tasks.runtime_preflight.torch_runtime_problem`)."""
     if args.needs_torch is True and not is_template(args.package):
-        problem = torch_runtime_problem(host.facts, host.venv, host.python, args.package)
+        problem = torch_runtime_problem(host.facts, host.venv, host.python, args.package) or torch_cuda_problem(
+            host.facts, host.venv, host.python, args.package, verify_device(args, host.verify_device, host.gpu_caps))
         if problem:
             return TaskResult(Status.FAILED, msg=f"preflight: {problem}", preflight=True,
                               data={"decision": {"action": "fail"}, "preflight": [problem]})

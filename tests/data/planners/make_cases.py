@@ -392,6 +392,19 @@ case("verify", "a-cpu-torch-on-a-gpu-host-fails", args={"package": "fp4_kernels"
             {"expect": {"type": "Run"}, "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "checks": [
                 {"name": "cuda", "ok": False, "detail": "torch 2.13.0+cpu (CUDA None: a CPU-only build) cannot see the host's GPUs"}]})}}],
      result={"status": "failed", "msg": "cuda: torch 2.13.0+cpu (CUDA None: a CPU-only build) cannot see the host's GPUs"})
+case("verify", "a-cpu-only-torch-on-a-gpu-host-is-refused-while-planning", args={"package": "fp4_kernels"},
+     host={"facts": {**FACTS90, "python": {**PY, "torch": "2.13.0+cpu", "torch_cuda": None}}}, steps=[],
+     result={"status": "failed", "msg": "preflight: torch 2.13.0+cpu in /venv is a CPU-only build (its version.py says "
+                                        "cuda = None) and the host has 1 GPU(s) nvidia-smi lists"})
+case("verify", "a-cpu-only-torch-verifies-on-the-cpu-where-the-host-says-so", args={"package": "fp4_kernels"},
+     host={"facts": {**FACTS90, "python": {**PY, "torch": "2.13.0+cpu", "torch_cuda": None}}, "verify_device": "cpu"},
+     steps=[{"expect": {"type": "Put"}, "answer": None},
+            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-I", "/w/runs/r1/verify/verify_package.py",
+                                                "--package", "fp4_kernels", "--device", "cpu", "--venv", "/venv",
+                                                "--sm", "9.0", "--smoke"]},
+             "answer": {"rc": 0, "stdout": json.dumps({"ok": True, "checks": [{"name": "smoke", "ok": True, "detail": "6 checks"}],
+                                                       "selfcheck": {"device": "cpu"}, "device": "cpu"})}}],
+     result={"status": "ok"})
 case("verify", "a-failed-check-is-named", args={"package": "sgl_kernel"}, host={"facts": FACTS90},
      steps=[{"expect": {"type": "Put"}, "answer": None},
             {"expect": {"type": "Run"}, "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "checks": [{"name": "import-order", "ok": False, "detail": "sgl_kernel imports only after torch (libc10.so: cannot open)"}]})}}],
