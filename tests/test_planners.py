@@ -6,7 +6,7 @@ Each file under ``tests/data/planners/<action>/`` holds one case:
 - ``host``: the :class:`~fleetctl.tasks.base.HostView` fields (``facts``, ``venv``, ``files``...);
 - ``steps``: in order, what the planner must yield (``expect``: the step's type and any of its
   fields, compared exactly) and what it receives back (``answer``: a command result
-  ``{rc, stdout, stderr}``, a string, ``null``, or ``{"error": "..."}`` for a failed transfer);
+  ``{rc, stdout, stderr, signal}``, a string, ``null``, or ``{"error": "..."}`` for a failed transfer);
 - ``result``: the task result's ``status``, and optionally ``msg`` (a substring) and ``decision``
   (a subset of ``data["decision"]``).
 
@@ -44,7 +44,7 @@ def _answer(step: S.Step, answer: Any) -> Any:
     if isinstance(step, S.Run):
         a = answer or {}
         return CommandResult(argv=list(step.argv), rc=a.get("rc", 0), stdout=a.get("stdout", "").encode(),
-                             stderr=a.get("stderr", "").encode())
+                             stderr=a.get("stderr", "").encode(), signal=a.get("signal"))
     if isinstance(answer, dict) and set(answer) == {"error"}:
         return TransferError(answer["error"])
     if isinstance(step, S.PutFiles) and answer is None:

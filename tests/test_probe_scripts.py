@@ -45,7 +45,9 @@ def test_install_state_finds_each_distribution_as_importlib_metadata_does(tmp_pa
     for name in DISTS:
         got = json.loads(subprocess.run([sys.executable, "-c", STATE_SCRIPT, name, str(tmp_path / "none.json")],
                                         check=True, capture_output=True, text=True).stdout.splitlines()[-1])
-        assert got["dist"] == expected[name], name
+        dist = got["dist"] and {k: v for k, v in got["dist"].items() if k not in ("damaged", "n_damaged")}
+        assert dist == expected[name], name
+        assert not (got["dist"] or {}).get("damaged"), got["dist"]  # this venv's installs are whole
         assert got["record"] is None
 
 
@@ -207,3 +209,41 @@ def test_an_install_state_answer_kept_on_the_host_is_given_only_while_its_files_
     assert first_command()[0]["record"] == {"sha256": "b"}
     plain = subprocess.run(probe["argv"], capture_output=True, cwd="/", env={"PATH": os.environ["PATH"]})
     assert plain.returncode == 0 and b"@@FLEETCTL_DEPS@@" not in plain.stderr
+
+
+def test_an_installed_file_truncated_or_deleted_is_named_and_its_kept_answer_dropped(tmp_path):
+    """A file of the installed distribution whose size is not its RECORD's (truncated by a full
+    disk or a crash mid-copy) or that is gone is named by the install-state probe, so pip_install
+    installs again instead of saying "already installed (same sha256)"; the file is one of the
+    answer's dependencies, so an answer kept on the host is not given again once it changes."""
+    import base64
+
+    from fleetctl.engine.session_start import BOOT, MARK, boot_stdin
+    from tests.support.tiny_ext import write_wheel
+    from tests.test_facts_cache import pip_install
+    from tests.test_facts_script import _make_venv
+
+    venv = _make_venv(tmp_path / "venv", None)
+    pip_install(venv, str(write_wheel(tmp_path / "wheels", "toyz", "1.0",
+                                      {"toyz/__init__.py": "", "toyz/data.bin": "x" * 4096})))
+    probe = {"argv": [str(venv / "bin" / "python3"), "-c", STATE_SCRIPT, "toyz", str(tmp_path / "rec.json"), ""],
+             "env": {"PYTHONPATH": None}, "cwd": "/", "timeout_s": 60}
+
+    def first_command() -> tuple[dict, int]:
+        job = {"workdir": str(tmp_path / "w"), "run_id": "r1", "probes": [probe], "probe_limit_bytes": 1 << 20,
+               "facts": False, "lock": {"path": "", "record": "{}"}, "kept_min_age_s": 0}
+        res = subprocess.run([sys.executable, "-S", "-c", BOOT], input=boot_stdin(job), capture_output=True,
+                             check=True, cwd=tmp_path, timeout=120)
+        out = json.loads(next(ln for ln in res.stdout.decode().splitlines() if ln.startswith(MARK))[len(MARK):])
+        return json.loads(base64.b64decode(out["probes"][0]["out"]).decode().splitlines()[-1]), out["kept"]
+
+    state, _ = first_command()
+    assert state["dist"]["damaged"] == [] and state["dist"]["n_damaged"] == 0
+    assert first_command()[1] == 1  # kept while nothing changed
+    data = next(venv.glob("lib/python3*/site-packages/toyz/data.bin"))
+    data.write_bytes(b"x" * 1000)
+    state, kept = first_command()
+    assert kept == 0 and state["dist"]["damaged"] == ["toyz/data.bin is 1000 bytes, RECORD says 4096"], state["dist"]
+    data.unlink()
+    state, kept = first_command()
+    assert kept == 0 and state["dist"]["damaged"] == ["toyz/data.bin missing"]

@@ -151,13 +151,17 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     lost = dropped_by(host.name, host.venv, host.facts, new_archs) if ids else None
     if lost is not None:  # another run's host installed into this shared venv
         return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}}, msg=f"{lost}; nothing was installed")
+    damaged = held.get("damaged") or []
     same = (previous is not None and digest is not None and previous.get("sha256") == digest
-            and held.get("record_sha256") and held.get("record_sha256") == previous.get("record_sha256"))
+            and held.get("record_sha256") and held.get("record_sha256") == previous.get("record_sha256")
+            and not damaged)
     if same and not host.force:
         return TaskResult(Status.OK, msg=f"{posixpath.basename(wheel)} already installed (same sha256)",
                           data={"wheel": previous.get("kept"), "sha256": digest, "skipped": True,
                                 "decision": {"action": "skip"}})
     why = ("forced" if same else "nothing installed" if not held else
+           f"installed files differ from their RECORD ({'; '.join(damaged)}"
+           f"{'...' if held.get('n_damaged', 0) > len(damaged) else ''})" if damaged else
            "installed package differs from the wheel" if previous and previous.get("sha256") == digest else
            "a new wheel")
     decision = {"action": "install", "why": why}

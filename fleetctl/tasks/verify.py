@@ -130,6 +130,25 @@ def summary_of(res: CommandResult) -> dict:
     return {}
 
 
+#: Signals a Python process dies of when a shared object it maps or imports is broken
+#: (signal(7): SIGBUS for a file truncated after it was mapped, SIGSEGV / SIGILL for corrupt code).
+_FILE_SIGNALS = {"BUS", "SEGV", "ILL"}
+
+
+def died_of(res: CommandResult, failed: list, package: str) -> str | None:
+    """The line for a verify interpreter killed by a signal before it printed a failed check:
+    which signal, at which check, and what usually causes it; None otherwise."""
+    sig = getattr(res, "signal", None)
+    if not sig or failed:
+        return None
+    done = [ln.split(":", 1)[0] for ln in res.stdout_text.splitlines() if ln.startswith(("PASS ", "FAIL "))]
+    where = f"after {done[-1].split(' ', 1)[1]}" if done else "before its first check"
+    hint = (f": an installed file of {package} (or of torch) is probably truncated or was replaced while in use; "
+            f"deploy again (an install whose files differ from their RECORD is reinstalled) or with --force"
+            if sig.upper().removeprefix("SIG") in _FILE_SIGNALS else "")
+    return f"the verify interpreter died of SIG{sig.upper().removeprefix('SIG')} {where}{hint}"
+
+
 def plan(args: VerifyArgs, host: HostView) -> Plan:
     """Upload the script, run it from ``<run_dir>/verify``; OK when every check passed. A venv
     whose torch does not import (facts) is refused first, as a preflight
@@ -158,7 +177,8 @@ def plan(args: VerifyArgs, host: HostView) -> Plan:
     summary = summary_of(res)
     failed = [c for c in summary.get("checks", []) if not c.get("ok")]
     if res.rc != 0 or not summary.get("ok"):
-        why = "; ".join(f"{c['name']}: {c['detail']}" for c in failed) or first_error_line(res)
+        why = "; ".join(f"{c['name']}: {c['detail']}" for c in failed) or died_of(res, failed, args.package) \
+            or first_error_line(res)
         return TaskResult(Status.FAILED, rc=res.rc, msg=f"verify {args.package}: {why}", data=summary,
                           stdout=res.stdout_text, stderr=res.stderr_text)
     if summary.get("simulated"):

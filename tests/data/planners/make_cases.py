@@ -313,6 +313,17 @@ case("pip_install", "uninstalled-by-hand-is-installed-again", args=PI, host=HP,
             {"expect": {"type": "Run"}, "answer": {"rc": 0}},
             {"expect": {"type": "Put", "remote": "/w/installed/fp4_kernels.json"}, "answer": None}],
      result={"status": "changed", "msg": "torch 2.11.0+cu130 unchanged", "decision": {"action": "install", "why": "nothing installed"}})
+DAMAGED = ["fp4_kernels/_C.cpython-312-x86_64-linux-gnu.so is 1000 bytes, RECORD says 2234805"]
+case("pip_install", "a-damaged-install-is-installed-again", args=PI, host=HP,
+     steps=[{"expect": {"type": "Run", "mutating": False},
+             "answer": STATE(REC, {"version": "0.1.0", "record_sha256": "r" * 64, "damaged": DAMAGED, "n_damaged": 1})},
+            CHECK,
+            {"expect": {"type": "Run", "argv": INSTALL_ARGV, "env": {**CLEAN_ENV, "TMPDIR": "/w/runs/r1"}, "cwd": "/"}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, {"record_sha256": "s" * 64})}, CHECK,
+            {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", "/w/installed"]}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run"}, "answer": {"rc": 0}},
+            {"expect": {"type": "Put", "remote": "/w/installed/fp4_kernels.json"}, "answer": None}],
+     result={"status": "changed", "decision": {"action": "install", "why": f"installed files differ from their RECORD ({DAMAGED[0]})"}})
 case("pip_install", "other-packages-the-install-changed-and-pip-check-problems-are-reported", args={**PI, "keep_previous": False},
      host=HP,
      steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None)}, CHECK,
@@ -405,6 +416,12 @@ case("verify", "a-cpu-only-torch-verifies-on-the-cpu-where-the-host-says-so", ar
              "answer": {"rc": 0, "stdout": json.dumps({"ok": True, "checks": [{"name": "smoke", "ok": True, "detail": "6 checks"}],
                                                        "selfcheck": {"device": "cpu"}, "device": "cpu"})}}],
      result={"status": "ok"})
+case("verify", "a-verify-killed-by-sigbus-says-so-and-why", args={"package": "fp4_kernels"}, host={"facts": FACTS90},
+     steps=[{"expect": {"type": "Put"}, "answer": None},
+            {"expect": {"type": "Run"}, "answer": {"rc": None, "signal": "BUS",
+                                                   "stdout": "PASS torch: torch 2.11.0+cu130\nPASS cuda: torch sees 1 GPU(s)\n"}}],
+     result={"status": "failed", "msg": "verify fp4_kernels: the verify interpreter died of SIGBUS after cuda: an installed "
+                                        "file of fp4_kernels (or of torch) is probably truncated"})
 case("verify", "a-failed-check-is-named", args={"package": "sgl_kernel"}, host={"facts": FACTS90},
      steps=[{"expect": {"type": "Put"}, "answer": None},
             {"expect": {"type": "Run"}, "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "checks": [{"name": "import-order", "ok": False, "detail": "sgl_kernel imports only after torch (libc10.so: cannot open)"}]})}}],
