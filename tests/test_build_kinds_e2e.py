@@ -200,8 +200,10 @@ def test_a_failed_build_is_summarised_by_the_compilers_first_error(sshd_farm, tm
     kernel.write_text(kernel.read_text().replace("if (i < n) x[i] *= a;", "if (i < n) x[i] *= ;"))
     h = sshd_farm.start("broken")
     write_fake_nvidia_smi(h.bin_dir, [H200])
+    # the tool venv's torch is the controller's CPU build: verify on the CPU (on the GPU it is refused while planning)
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"broken": entry(sshd_farm, h, tmp_path / "work",
-                                                                       venv=tool_venv(tmp_path / "venv"))}})
+                                                                       venv=tool_venv(tmp_path / "venv"),
+                                                                       verify_device="cpu")}})
     play = tmp_path / "build.yaml"
     play.write_text(BUILD_PLAY.format(src=src, package="tiny_torch_ext.ops"))
     res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
@@ -255,7 +257,7 @@ def test_the_compiler_fleetctl_asks_for_is_the_one_used_and_found_where_cuda_liv
     inv = write_inventory(tmp_path / "inv.yaml", {
         "f": {"versioned": entry(sshd_farm, versioned, tmp_path / "work"),
               "login-only": {**login.inventory_vars(sshd_farm.known_hosts)}},
-        "b": {"picky": entry(sshd_farm, picky, tmp_path / "work", venv=venv)}})
+        "b": {"picky": entry(sshd_farm, picky, tmp_path / "work", venv=venv, verify_device="cpu")}})
     facts = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "f", "--json", home=tmp_path).stdout)
     assert facts["versioned"]["cuda"]["home"] == "/usr/local/cuda-13.0"
     assert facts["versioned"]["cuda"]["source"] == "/usr/local/cuda-*"

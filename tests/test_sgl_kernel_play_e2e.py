@@ -99,7 +99,8 @@ def test_dry_run_shows_each_hosts_recipe_sm90_and_sm120(sshd_farm, tmp_path):
         h = sshd_farm.start(name)
         write_fake_nvidia_smi(h.bin_dir, [gpu])
         hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / name),
-                       "venv": make_host_venv(tmp_path / f"venv-{name}")}
+                       "venv": make_host_venv(tmp_path / f"venv-{name}"),
+                       "verify_device": "cpu"}  # its torch is the controller's CPU build (on the GPU: refused while planning)
     # the recipe's knobs are host vars: this host opts out of the SM filter and adds a define in its inventory
     hosts["rtx6000"].update(sgl_kernel_sms="all", sgl_kernel_cmake_defines={"FETCHCONTENT_SOURCE_DIR_REPO-TRITON": "/src/t"})
     kdir = write_tree(tmp_path / "sglang", layout=NEW_ROOT)

@@ -92,13 +92,15 @@ tasks:
   - name: Install the toy wheel
     pip_install: {{wheel: "{{{{ build.data.wheel }}}}"}}
   - name: Verify the toy
-    verify: {{package: toyfp4, smoke: false}}
+    verify: {{package: toyfp4, smoke: false, symbols: [toy_op_of_a_newer_release]}}
 """
 
 
 def test_plan_never_says_nothing_changed_for_a_host_whose_last_deploy_failed_at_verify(sshd_farm, tmp_path):
     """The install is current (the build would be skipped) but the last deploy failed at verify
-    (a CPU-only torch on a GPU host): --plan says so, naming the run, instead of "nothing changed"."""
+    (the package lacks an op the play asks for, as an older release does; verify runs on the CPU by
+    the host var, since the test venv's torch is the controller's CPU build): --plan says so, naming
+    the run, instead of "nothing changed"."""
     import shutil
 
     src = tmp_path / "toy"
@@ -109,7 +111,8 @@ def test_plan_never_says_nothing_changed_for_a_host_whose_last_deploy_failed_at_
     write_fake_nvidia_smi(h.bin_dir, [H200])
     venv = make_venv(tmp_path / "venv", "virtualenv")
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"unverified": {**h.inventory_vars(sshd_farm.known_hosts),
-                                                                         "workdir": str(tmp_path / "work"), "venv": venv}}})
+                                                                         "workdir": str(tmp_path / "work"), "venv": venv,
+                                                                         "verify_device": "cpu"}}})
     base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play))
     dep = fleetctl(*base, home=tmp_path, timeout_s=900)
     assert dep.returncode == 1, dep.stdout[-3000:]
@@ -121,7 +124,7 @@ def test_plan_never_says_nothing_changed_for_a_host_whose_last_deploy_failed_at_
     out = " ".join(plan.stdout.split())
     assert "nothing changed" not in out, out
     assert (f"not verified: unverified: its install is current, but its last deploy {failed_run} failed at "
-            f"verify: verify toyfp4: cuda:") in out, out
+            f"verify: verify toyfp4: symbols:") in out, out
     assert "1 of 1 host(s) failed verify at their last deploy" in out
     retry = fleetctl(*base, "--retry-failed", "--plan", home=tmp_path)
     assert "nothing changed" not in retry.stdout and f"last deploy {failed_run} failed at verify" in " ".join(
