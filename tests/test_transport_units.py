@@ -68,6 +68,8 @@ def test_a_key_recorded_without_port_counts_only_when_the_port_has_none(tmp_path
     assert policy.verify(k2) is False and "host key changed for [h]:2222" in policy.refusal
     assert policy.refusal.count(k1.get_fingerprint()) == 1 and policy.refusal.count(k2.get_fingerprint()) == 1
     assert f"ssh-keygen -R '[h]:2222' -f {kh}" in policy.refusal
+    # k1 is on line 1 (for h) and line 2 (hashed, for [h]:2222): the message names the line of the name
+    assert f"({kh}:2)" in policy.refusal and f"{kh}:1" not in policy.refusal, policy.refusal
     accepting = HostKeyPolicy(target, accept_new=True)
     assert accepting.verify(k2) is False  # accept-new never replaces a key
 

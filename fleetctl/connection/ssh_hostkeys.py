@@ -79,12 +79,24 @@ def _blob(key: asyncssh.SSHKey) -> str:
     return key.export_public_key("openssh").decode("ascii").split()[1]
 
 
-def _line_of(lines: list[str], key: asyncssh.SSHKey) -> int:
+def _line_of(lines: list[str], key: asyncssh.SSHKey, name: str) -> int:
+    """The number (from 1) of the first line recording ``key`` for ``name``: a key recorded for
+    several names (a host's own line and its port-less or hashed one, a key shared by hosts) is on
+    several lines, and the line ``ssh-keygen -R`` removes is the one that matches the name; else the
+    first line holding the key; 0 if none."""
     blob = _blob(key)
+    first = 0
     for i, line in enumerate(lines, 1):
-        if blob in line and not line.lstrip().startswith("#"):
+        if blob not in line or line.lstrip().startswith("#"):
+            continue
+        first = first or i
+        try:
+            matched = asyncssh.import_known_hosts(line).match(name, "", None)[:3]
+        except ValueError:
+            continue
+        if any(k == key for keys in matched for k in keys):
             return i
-    return 0
+    return first
 
 
 def lookup(files: tuple[str, ...], name: str) -> tuple[list[KnownKey], list[KnownKey], list[KnownKey]]:
@@ -100,9 +112,9 @@ def lookup(files: tuple[str, ...], name: str) -> tuple[list[KnownKey], list[Know
         parsed, lines = got
         # port None and the name already in [host]:port form: an exact lookup, no fallback
         host_keys, ca_keys, revoked_keys = parsed.match(name, "", None)[:3]
-        hosts += [KnownKey(k, path, _line_of(lines, k)) for k in host_keys]
-        cas += [KnownKey(k, path, _line_of(lines, k)) for k in ca_keys]
-        revoked += [KnownKey(k, path, _line_of(lines, k)) for k in revoked_keys]
+        hosts += [KnownKey(k, path, _line_of(lines, k, name)) for k in host_keys]
+        cas += [KnownKey(k, path, _line_of(lines, k, name)) for k in ca_keys]
+        revoked += [KnownKey(k, path, _line_of(lines, k, name)) for k in revoked_keys]
     return hosts, cas, revoked
 
 
