@@ -544,3 +544,38 @@ def test_a_planner_that_raises_fails_its_host_alone_never_the_run(fake_kind, tmp
     assert msg.startswith("fleetctl's boom planner failed: KeyError: 'no such fact' (a fault of fleetctl"), msg
     crashed = [e for e in ev.events if e.name == "task.crashed"]
     assert len(crashed) == 1 and crashed[0].host == "n1" and "KeyError" in crashed[0].data["traceback"]
+
+
+def test_a_member_that_cannot_build_receives_its_class_wheel_from_one_that_can(fake_kind, tmp_path):
+    """A host whose venv lacks a build requirement is not refused when a member of its arch class
+    can build: it receives the wheel (a receiver needs no build tools); the builder is the first
+    member that passed the build preflight, even when the one that did not comes first."""
+    hosts = make_hosts(["n1", "n2", "n3"])
+    fake.HOSTS["n1"].facts["missing_modules"] = ["setuptools"]
+    model, _ = run(playbook(tmp_path), hosts)
+    assert {h: o.status for h, o in model.hosts.items()} == {"n1": "ok", "n2": "ok", "n3": "ok"}
+    assert actions(model) == {"n1": "push", "n2": "build", "n3": "push"}
+    assert [h for h in fake.HOSTS if fake.HOSTS[h].ran("--wheel-dir")] == ["n2"]
+    n1 = [t for t in model.hosts["n1"].tasks if t.action == "build_wheel"][0]
+    assert "setuptools" in n1.data["decision"]["cannot_build"] and fake.HOSTS["n1"].files.get("/venv-state/toy")
+
+
+def test_a_class_none_of_whose_members_can_build_fails_every_member_with_the_preflights_line(fake_kind, tmp_path):
+    hosts = make_hosts(["n1", "n2"])
+    for h in ("n1", "n2"):
+        fake.HOSTS[h].facts["missing_modules"] = ["setuptools"]
+    model, _ = run(playbook(tmp_path), hosts)
+    assert model.hosts["n1"].status == model.hosts["n2"].status == "failed"
+    assert "preflight:" in model.hosts["n1"].error and "setuptools" in model.hosts["n1"].error
+    # n1 (first in inventory order) was the builder; failed while planning, it hands the build to n2,
+    # which cannot build either and says why in its own words
+    assert "preflight:" in model.hosts["n2"].error and "setuptools" in model.hosts["n2"].error
+    assert not any(fake.HOSTS[h].ran("--wheel-dir") for h in fake.HOSTS) and not pip_installs("n2")
+
+
+def test_build_each_still_refuses_a_host_that_cannot_build(fake_kind, tmp_path):
+    hosts = make_hosts(["n1", "n2"])
+    fake.HOSTS["n1"].facts["missing_modules"] = ["setuptools"]
+    model, _ = run(playbook(tmp_path, TOY.replace("tool: pip}", "tool: pip, build: each}")), hosts)
+    assert model.hosts["n1"].status == "failed" and "setuptools" in model.hosts["n1"].error
+    assert model.hosts["n2"].status == "ok" and fake.HOSTS["n2"].ran("--wheel-dir")

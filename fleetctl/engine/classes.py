@@ -102,6 +102,7 @@ class _Request:
     key: str
     holds: bool
     build_host: str | None
+    can_build: bool = True
 
 
 class ClassCoordinator:
@@ -165,17 +166,19 @@ class ClassCoordinator:
     # -- planning -----------------------------------------------------------------------------
 
     def role(self, host: str, key: str, holds: bool, once: bool, build_host: str | None, *,
-             force: bool = False) -> str:
+             force: bool = False, can_build: bool = True) -> str:
         """The role of ``host`` for class ``key`` (see the module docstring). Before the batch's
         roles are assigned the answer is provisional; :meth:`assign` says which answers changed.
-        ``force``: nothing built before this run is reused (``holds`` is then ``False``)."""
+        ``force``: nothing built before this run is reused (``holds`` is then ``False``).
+        ``can_build``: the host passed the build preflight; the builder is a member that did,
+        when one did."""
         if force:
             holds = False
         if not once:
             return "reuse" if holds else "build"
         if force:
             self.forced.add(key)
-        self.requests[host] = _Request(key, holds, build_host)
+        self.requests[host] = _Request(key, holds, build_host, can_build)
         got = self.assigned.get(host)
         if got is not None and got[0] == key:
             answer = got[1]
@@ -212,14 +215,19 @@ class ClassCoordinator:
                     roles[holders[0]] = "serve"
                     self._builder[key] = holders[0]
             else:
+                able = [h for h in members if self.requests[h].can_build] or members
                 wanted = next((self.requests[h].build_host for h in members if self.requests[h].build_host), None)
-                builder = wanted if wanted in members else members[0]
+                builder = wanted if wanted in able else able[0]
                 roles = {h: "push" for h in members} | {builder: "build"}
                 self._builder[key] = builder
             for h, r in roles.items():
                 self.assigned[h] = (key, r)
         return ({h for h in hosts if h in self.assigned and self.answered.get(h) != self.assigned[h][1]}
                 | self.targets.changed(hosts))
+
+    def _can_build(self, host: str) -> bool:
+        req = self.requests.get(host)
+        return req is None or req.can_build
 
     # -- applying -----------------------------------------------------------------------------
 
@@ -252,7 +260,7 @@ class ClassCoordinator:
                 # The next member in inventory order that is still running builds, whether it is
                 # already waiting or not: the same host whatever the timing.
                 members = sorted((h for h, (k, _) in self.assigned.items() if k == key and h not in self._gone),
-                                 key=lambda h: self.order.get(h, 1 << 30))
+                                 key=lambda h: (not self._can_build(h), self.order.get(h, 1 << 30)))
                 nxt = next(iter(members), None) or min(self._waiting.get(key) or [None],
                                                        key=lambda h: self.order.get(h, 1 << 30) if h else 0)
                 if nxt is not None:

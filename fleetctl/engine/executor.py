@@ -85,7 +85,8 @@ class StepRunner:
 
     async def run(self, step: S.Step) -> Any:
         """Execute or simulate ``step``; return what the planner receives."""
-        if not self.apply and (step.mutating or step.after_change):
+        # a planning pass tells a class nothing: its roles are provisional until the group is settled
+        if not self.apply and (step.mutating or step.after_change or isinstance(step, S.Fail)):
             return self._simulate(step)
         if step.mutating:
             self.session.probes.clear()
@@ -221,7 +222,7 @@ class StepRunner:
     def _do_classrole_sync(self, step: S.ClassRole) -> str:
         self.classes.platforms[self.host] = (self.session.facts.get("python") or {}).get("platform")
         return self.classes.role(self.host, step.key, step.holds, step.once, self.session.host.settings.build_host,
-                                 force=step.force)
+                                 force=step.force, can_build=step.can_build)
 
     async def _do_classrole(self, step: S.ClassRole) -> str:
         return self._do_classrole_sync(step)

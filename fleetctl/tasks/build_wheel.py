@@ -188,9 +188,12 @@ def _meta(args: BuildWheelArgs, host: HostView, src: str) -> Plan:
 def _venv_preflight(args: BuildWheelArgs, host: HostView, facts: Mapping[str, Any], tokens: list, meta: BuildMeta,
                     decision: dict[str, Any]) -> Plan:
     """The preflight's probes of the venv (its build requirements, torch's arch flags) and of the
-    space the build needs (really allocated: statvfs ignores quotas): ``(venv probe answer, None)``,
-    or ``(None, the failed result)``. Only a host that will build is asked (two interpreter starts
-    on it): one holding the wheel of these inputs builds nothing."""
+    space the build needs (really allocated: statvfs ignores quotas): ``(venv probe answer, None)``;
+    ``(venv probe answer, the failed result)`` when the venv runs but could not build (a build
+    requirement missing, too little space: a host that receives its class's wheel needs neither);
+    ``(None, the failed result)`` when the venv's interpreter does not run or fleetctl's probe
+    failed (the host is broken whatever it would do). Only a host that may build is asked (two
+    interpreter starts on it): one holding the wheel of these inputs builds nothing."""
     isolated = not args.no_build_isolation
     reqs = requirement_list(meta, args, isolated)
     torch_tokens = [t.text for t in tokens] if meta.torch_extension and (facts.get("python") or {}).get("torch") else None
@@ -206,13 +209,13 @@ def _venv_preflight(args: BuildWheelArgs, host: HostView, facts: Mapping[str, An
         return None, _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
     problems = probe_problems(info, meta, facts, args, host.venv, host.python, isolated)
     if problems:
-        return None, _fail("preflight: " + "; ".join(problems), decision, preflight=problems,
+        return info, _fail("preflight: " + "; ".join(problems), decision, preflight=problems,
                            build_meta=meta.as_dict())
     if args.min_free_disk_mib:
         space = yield space_probe(host.python, build_paths(host.workdir, args.out_dir), args.min_free_disk_mib)
         problems = space_problems(space.stdout_text, args.min_free_disk_mib)
         if problems:
-            return None, _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
+            return info, _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
     return info, None
 
 
@@ -274,15 +277,18 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     # --force: no wheel built before this run is reused, neither this host's (its stamp) nor the
     # controller's cache: the class's builder builds, the new wheel replaces the cached one
     holds = bool(mine) and not host.force
-    info = None
+    info = cannot_build = None
     if not holds:  # a host holding the wheel of these inputs reuses or serves it (ClassRole): no build to check
-        info, failed = yield from _venv_preflight(args, host, facts, tokens, meta, decision)
-        if failed is not None:
-            return failed
+        info, cannot_build = yield from _venv_preflight(args, host, facts, tokens, meta, decision)
+        if cannot_build is not None and info is None:  # its venv does not run: broken whatever its role
+            return cannot_build
     once = args.build == "once" and not host.build_each
     if host.force:
         decision["forced"] = True
-    role = yield ClassRole(key=key, holds=holds, once=once, force=host.force, reason="who builds this arch class")
+    if cannot_build is not None and once:  # a member that can build builds; this host may receive the wheel
+        decision["cannot_build"] = cannot_build.msg
+    role = yield ClassRole(key=key, holds=holds, once=once, force=host.force, can_build=cannot_build is None,
+                           reason="who builds this arch class")
     if role in ("reuse", "serve"):
         # the stamp's pushed_from says where the wheel came from in the run that pushed it; in this
         # run nothing is pushed: every report says "reused", over SSH or Slurm alike
@@ -316,6 +322,10 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
             return TaskResult(Status.CHANGED, data=data, files={got.remote: got.sha256 or None},
                               msg=f"pushed {got.name} (built once for this arch class on {got.builder})")
     decision["action"] = "build"
+    if cannot_build is not None:  # no member of its class can build it either (or none is left)
+        if once:  # the class's members wait for this builder's wheel: tell them it failed
+            yield Fail(key=key, message=f"{host.name}: {cannot_build.msg}")
+        return with_class(cannot_build, key, inputs, target)
     if info is None:  # not reached today (a holder never builds); a build is never unchecked
         info, failed = yield from _venv_preflight(args, host, facts, tokens, meta, decision)
         if failed is not None:

@@ -170,12 +170,16 @@ class ClassRole(Step):
         once: ``False`` (``build: each``) makes every host its own builder.
         force: ``--force``: the class's wheel is built anew; none built before this run (the
             controller's cache, a member's stamp) is reused.
+        can_build: this host passed the build preflight (its venv has the build requirements,
+            its disk the space); a member that cannot build is made the builder only when no
+            member can, and then fails with its preflight's line.
     """
 
     key: str = ""
     holds: bool = False
     once: bool = True
     force: bool = False
+    can_build: bool = True
     mutating: bool = False
 
     def describe(self) -> dict[str, Any]:

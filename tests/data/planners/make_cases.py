@@ -101,6 +101,10 @@ def venv_out(requirements=None, torch_archs=None, missing=(), tmp=None, setuptoo
 META_SKB = {"expect": {"type": "Run", "mutating": False}, "answer": meta_out(SKB)}
 META_TEXT = {"expect": {"type": "Run", "mutating": False}, "answer": meta_out(TEXT)}
 PYINFO = venv_out(["scikit-build-core>=0.10", "nanobind>=2.0"])
+# a host that cannot build asks its class's role (a member that can build may build for it); asked
+# to build, no member can: it tells its class and fails with its preflight's line
+NO_MEMBER_BUILDS = [{"expect": {"type": "ClassRole", "holds": False, "once": True}, "answer": "build"},
+                    {"expect": {"type": "Fail"}, "answer": None}]
 case("build_wheel", "preflight-wrong-cuda-home-fails-before-any-step", args=BW,
      host={**H90, "cuda_home": "/opt/cuda-12.9"}, steps=[],
      result={"status": "failed", "msg": "cuda_home /opt/cuda-12.9 has no bin/nvcc", "decision": {"action": "fail"}})
@@ -127,7 +131,8 @@ case("build_wheel", "preflight-torch-rejects-an-arch-token", args={**BW, "archs"
      steps=[META_TEXT,
             {"expect": {"type": "Run", "mutating": False, "cwd": "/"},
              "answer": venv_out(["setuptools>=64", "packaging", "ninja", "wheel"],
-                                torch_archs={"12.0f": {"ok": False, "error": "Unknown CUDA arch (12.0f) or GPU not supported"}})}],
+                                torch_archs={"12.0f": {"ok": False, "error": "Unknown CUDA arch (12.0f) or GPU not supported"}})},
+            *NO_MEMBER_BUILDS],
      result={"status": "failed", "msg": "arch 12.0f: torch 2.11.0+cu130's torch.utils.cpp_extension rejects it "
                                         "(Unknown CUDA arch (12.0f) or GPU not supported)"})
 case("build_wheel", "preflight-build-tools-of-a-torch-extension-are-checked", args=BW, host=H90,
@@ -136,17 +141,20 @@ case("build_wheel", "preflight-build-tools-of-a-torch-extension-are-checked", ar
                                                             "packaging": {"name": "packaging", "installed": "24.0", "ok": True},
                                                             "ninja": {"name": "ninja", "installed": None, "ok": False},
                                                             "wheel": {"name": "wheel", "installed": None, "ok": False}},
-                                                           torch_archs={"9.0a": {"ok": True, "flags": []}}, setuptools="59.6.0")}],
+                                                           torch_archs={"9.0a": {"ok": True, "flags": []}}, setuptools="59.6.0")},
+            *NO_MEMBER_BUILDS],
      result={"status": "failed", "msg": "build requirements missing in /venv: setuptools>=64 (have 59.6.0), ninja, wheel "
                                         "(the package's own [build-system] requires and the torch extension build tools); "
                                         "install them into the venv: /venv/bin/python3 -m pip install"})
 case("build_wheel", "preflight-isolated-torch-extension-that-cannot-import-torch", args={**BW, "no_build_isolation": False},
-     host=H90, steps=[META_TEXT, {"expect": {"type": "Run"}, "answer": venv_out(torch_archs={"9.0a": {"ok": True}})}],
+     host=H90, steps=[META_TEXT, {"expect": {"type": "Run"}, "answer": venv_out(torch_archs={"9.0a": {"ok": True}})},
+                      *NO_MEMBER_BUILDS],
      result={"status": "failed", "msg": "an isolated build cannot import torch (ModuleNotFoundError: No module named "
                                         "'torch'): the package's [build-system] requires lacks torch"})
 case("build_wheel", "preflight-requirements-are-the-packages-own", args=BW, host=H90,
      steps=[META_SKB, {"expect": {"type": "Run"}, "answer": venv_out({"scikit-build-core>=0.10": {"name": "scikit-build-core", "installed": "0.9.0", "ok": False},
-                                                                      "nanobind>=2.0": {"name": "nanobind", "installed": "2.1.0", "ok": True}})}],
+                                                                      "nanobind>=2.0": {"name": "nanobind", "installed": "2.1.0", "ok": True}})},
+            *NO_MEMBER_BUILDS],
      result={"status": "failed", "msg": "build requirements missing in /venv: scikit-build-core>=0.10 (have 0.9.0)"})
 STAMPS_OK = {"rc": 0, "stdout": json.dumps(STAMP) + "\nINSTALLED " + json.dumps({"sha256": SHA}) + "\n"}
 case("build_wheel", "same-inputs-reuse-the-wheel", args=BW, host=H90,
@@ -578,7 +586,8 @@ case("build_wheel", "a-venv-python-that-does-not-start-is-the-hosts-fault", args
 case("build_wheel", "torch-facts-that-fleetctls-reader-could-not-read-are-not-called-a-broken-torch", args=BW,
      host={**H90, "facts": {**FACTS90, "python": {**PY, "torch": None, "torch_cuda": None,
                                                   "torch_probe_error": "fleetctl's probe read_torch failed: IndexError: list index out of range"}}},
-     steps=[META_TEXT, {"expect": {"type": "Run", "mutating": False, "cwd": "/"}, "answer": venv_out(["setuptools>=64", "packaging", "ninja", "wheel"])}],
+     steps=[META_TEXT, {"expect": {"type": "Run", "mutating": False, "cwd": "/"}, "answer": venv_out(["setuptools>=64", "packaging", "ninja", "wheel"])},
+            *NO_MEMBER_BUILDS],
      result={"status": "failed", "msg": "fleetctl's probe read_torch failed: IndexError: list index out of range: fleetctl could not "
                                         "read the venv's torch, a fault of fleetctl, not of the host"})
 case("pip_install", "a-crashed-install-state-probe-is-fleetctls-fault-and-installs-nothing", args=PI, host=HP,
