@@ -579,3 +579,14 @@ def test_build_each_still_refuses_a_host_that_cannot_build(fake_kind, tmp_path):
     model, _ = run(playbook(tmp_path, TOY.replace("tool: pip}", "tool: pip, build: each}")), hosts)
     assert model.hosts["n1"].status == "failed" and "setuptools" in model.hosts["n1"].error
     assert model.hosts["n2"].status == "ok" and fake.HOSTS["n2"].ran("--wheel-dir")
+
+
+def test_a_lost_builder_hands_the_build_to_a_member_that_can_build(fake_kind, tmp_path):
+    hosts = make_hosts(["n1", "n2", "n3"])
+    fake.HOSTS["n1"].drop_after = "--wheel-dir"
+    fake.HOSTS["n2"].facts["missing_modules"] = ["setuptools"]  # next in inventory order, but cannot build
+    model, _ = run(playbook(tmp_path), hosts)
+    assert model.hosts["n1"].status == "unreachable"
+    assert model.hosts["n2"].status == model.hosts["n3"].status == "ok", model.hosts["n2"].error
+    assert [h for h in ("n2", "n3") if fake.HOSTS[h].ran("--wheel-dir")] == ["n3"]
+    assert fake.HOSTS["n2"].files.get("/venv-state/toy")

@@ -323,8 +323,8 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
                               msg=f"pushed {got.name} (built once for this arch class on {got.builder})")
     decision["action"] = "build"
     if cannot_build is not None:  # no member of its class can build it either (or none is left)
-        if once:  # the class's members wait for this builder's wheel: tell them it failed
-            yield Fail(key=key, message=f"{host.name}: {cannot_build.msg}")
+        if once:  # the next member waiting builds instead, or fails with its own preflight's line
+            yield Fail(key=key, message=f"{host.name}: {cannot_build.msg}", retryable=True)
         return with_class(cannot_build, key, inputs, target)
     if info is None:  # not reached today (a holder never builds); a build is never unchecked
         info, failed = yield from _venv_preflight(args, host, facts, tokens, meta, decision)
