@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -24,6 +25,11 @@ from tests.support.hermetic import SESSION_ROOT, hermetic_environment
 from tests.support.sshd import SshdHost, SshdUnavailable, ensure_client_key, start_sshd
 
 hermetic_environment()
+# A suite started in the background (`nohup ... &`, some CI runners) inherits SIGINT ignored, and
+# every process it starts would too (an ignored signal stays ignored across exec): the tests that
+# press Ctrl-C on fleetctl would see it ignored. Python's own handler here: children start with
+# SIGINT at its default, as from a terminal.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_configure(config) -> None:
