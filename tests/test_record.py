@@ -82,3 +82,24 @@ def test_lines_written_then_closed_are_all_there(tmp_path):
     record.close(run)
     log = (tmp_path / run.run_id / "logs" / "h.log").read_bytes()
     assert log.count(b"\n") == 100 and log.startswith(b"out| x0\nerr| x1\n")
+
+
+def test_what_a_host_says_after_the_record_closed_is_written_all_the_same(tmp_path):
+    """Ctrl-C: a host's cancellation may finish (its running task marked interrupted) after the run
+    was closed; its event, its log marker, its last lines and its task in run.json are kept."""
+    run = RunModel(kind="deploy")
+    record = RunRecord(run, root=tmp_path)
+    folder = tmp_path / run.run_id
+    _finish(record, run, "h1")
+    run.host("h2").status = "running"
+    record.close(run)
+    run.host("h2").tasks.append(TaskOutcome(name="Build", action="build_wheel", phase="build", status="interrupted"))
+    record.line(run, "h2", OutputLine("stdout", b"[42/97] nvcc kernel.cu\n"))
+    record.event(run, Event(name="task.finished", host="h2", data={"task": "Build", "status": "interrupted"}))
+    events = [json.loads(ln) for ln in (folder / "events.jsonl").read_text().splitlines()]
+    assert events[-1]["event"] == "task.finished" and events[-1]["host"] == "h2"
+    log = (folder / "logs" / "h2.log").read_bytes()
+    assert b"out| [42/97] nvcc kernel.cu\n" in log and b"==> Build: INTERRUPTED" in log
+    saved = json.loads((folder / "run.json").read_text())
+    assert [t["status"] for t in saved["hosts"]["h2"]["tasks"]] == ["interrupted"]
+    record.close(run)  # closing again is harmless

@@ -27,6 +27,7 @@ fifth of ``fleetctl run``'s start-up, for three lines of formatting.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -113,9 +114,32 @@ class RunRecord:
     # -- the observer protocol ----------------------------------------------------------------
 
     def event(self, run: RunModel, event: Event) -> None:
-        """Append the event to events.jsonl; task boundaries also go into the host's log."""
+        """Append the event to events.jsonl; task boundaries also go into the host's log.
+
+        An event after :meth:`close` (a host's cancellation that finished after the run was
+        closed on Ctrl-C) is written all the same, and run.json rewritten: nothing is lost."""
         if event.name in ("progress.updated",):
             return
+        if self._closed.is_set():
+            with self._late():
+                self._event(run, event)
+            return
+        self._event(run, event)
+
+    @contextlib.contextmanager
+    def _late(self):
+        """Around a write after :meth:`close`: the files reopened (appending), then flushed,
+        closed again, and run.json rewritten."""
+        with self._lock:
+            if self._events.closed:
+                self._events = open(self.dir / "events.jsonl", "a", encoding="utf-8")
+        try:
+            yield
+        finally:
+            self._close_files()
+            self.save(force=True)
+
+    def _event(self, run: RunModel, event: Event) -> None:
         data = run.redactor.obj(dict(event.data))
         for holder in (data, data.get("step")):  # command.started; a dry run's step.planned
             if isinstance(holder, dict) and isinstance(holder.get("argv"), list):
@@ -141,7 +165,15 @@ class RunRecord:
         self.save(force=event.name in _SAVE_NOW)
 
     def line(self, run: RunModel, host: str, line: OutputLine, shown: bool = True) -> None:
-        """Append one output line to the host's log, as the exact bytes (secrets redacted)."""
+        """Append one output line to the host's log, as the exact bytes (secrets redacted); after
+        :meth:`close` too (see :meth:`event`)."""
+        if self._closed.is_set():
+            with self._late():
+                self._line(run, host, line)
+            return
+        self._line(run, host, line)
+
+    def _line(self, run: RunModel, host: str, line: OutputLine) -> None:
         data = run.redactor.bytes(line.data)
         data = data if data.endswith(b"\n") else data + b"\n"
         # a line longer than 1 MiB arrives in pieces: the pieces after the first are marked
@@ -166,13 +198,16 @@ class RunRecord:
             pass
         self.save(force=True)
         self._closed.set()
+        self._close_files()
+        _OPEN.discard(self)
+
+    def _close_files(self) -> None:
         with self._lock:
             for fh in self._logs.values():
                 fh.close()
             self._logs.clear()
             self._dirty.clear()
             self._events.close()
-        _OPEN.discard(self)
 
     def flush(self) -> None:
         """Hand every written byte to the kernel now."""
