@@ -590,3 +590,23 @@ def test_a_lost_builder_hands_the_build_to_a_member_that_can_build(fake_kind, tm
     assert model.hosts["n2"].status == model.hosts["n3"].status == "ok", model.hosts["n2"].error
     assert [h for h in ("n2", "n3") if fake.HOSTS[h].ran("--wheel-dir")] == ["n3"]
     assert fake.HOSTS["n2"].files.get("/venv-state/toy")
+
+
+@pytest.mark.parametrize("mode", ["dry-run", "apply"])
+def test_a_host_failed_while_planning_is_in_no_class_so_the_plan_names_the_real_builder(fake_kind, tmp_path, mode):
+    """n1 comes first; its build plans, but a later task refuses it before any command (as a verify
+    preflight does): the dry run shows n2 building and n3 receiving, as the deploy does, never n1
+    as the class's builder."""
+    hosts = make_hosts(["n1", "n2", "n3"])
+    for h in ("n1", "n2", "n3"):  # one class: the same CPU-only torch and arch list; only n1 has a GPU
+        fake.HOSTS[h].facts["python"] = {**fake.HOSTS[h].facts["python"], "torch": "2.11.0+cpu", "torch_cuda": None}
+        if h != "n1":
+            fake.HOSTS[h].facts["gpus"] = []
+    play = TOY.replace("tool: pip}", 'tool: pip, archs: "9.0a"}') + """
+  - name: verify
+    verify: {package: toy, smoke: false, needs_torch: true}
+"""
+    model, _ = run(playbook(tmp_path, play), hosts, mode=mode)
+    assert model.hosts["n1"].status == "failed" and "CPU-only build" in model.hosts["n1"].error
+    assert {h: a for h, a in actions(model).items() if h != "n1"} == {"n2": "build", "n3": "push"}
+    assert [h for h in fake.HOSTS if fake.HOSTS[h].ran("--wheel-dir")] == (["n2"] if mode == "apply" else [])

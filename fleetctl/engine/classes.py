@@ -136,6 +136,8 @@ class ClassCoordinator:
         self.platforms: dict[str, Any] = {}
         #: key -> the wheel file name a builder's planned (dry-run) pass would hand out, when known
         self.planned_wheels: dict[str, str] = {}
+        #: hosts whose plan failed before any command would run: in no class
+        self.withdrawn: set[str] = set()
 
     def builder_of(self, key: str) -> str | None:
         """The member that builds (or serves) class ``key``'s wheel, once the class is assigned."""
@@ -176,6 +178,8 @@ class ClassCoordinator:
             holds = False
         if not once:
             return "reuse" if holds else "build"
+        if host in self.withdrawn:  # failed while planning: in no class (see withdraw)
+            return "reuse" if holds else "push" if self._cached(key) is not None else "build"
         if force:
             self.forced.add(key)
         self.requests[host] = _Request(key, holds, build_host, can_build)
@@ -188,6 +192,14 @@ class ClassCoordinator:
             answer = "serve" if holds else "build"
         self.answered[host] = answer
         return answer
+
+    def withdraw(self, host: str) -> None:
+        """``host``'s plan failed before any command would run (a preflight of another task): it
+        builds, serves and receives nothing, so the roles are assigned without it (a host that
+        cannot build but may receive the class's wheel is not withdrawn: see ``can_build``)."""
+        self.withdrawn.add(host)
+        self.requests.pop(host, None)
+        self.answered.pop(host, None)
 
     def assign(self, hosts: list[str]) -> set[str]:
         """Assign roles for the requests of ``hosts`` (one batch, or the part of it that planned

@@ -203,6 +203,10 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     settlings: list[asyncio.Future] = []
 
     async def settle(names: list[str]) -> None:
+        for h in names:  # a host failed while planning is in no class: it would name a builder that never builds
+            blocking = getattr(plans.get(h), "blocking", None)
+            if blocking is not None and not ((blocking.data or {}).get("decision") or {}).get("cannot_build"):
+                classes.withdraw(h)
         changed = classes.assign(names)
         for h in names:
             if h in changed or not apply:

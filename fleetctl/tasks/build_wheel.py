@@ -325,7 +325,9 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     if cannot_build is not None:  # no member of its class can build it either (or none is left)
         if once:  # the next member waiting builds instead, or fails with its own preflight's line
             yield Fail(key=key, message=f"{host.name}: {cannot_build.msg}", retryable=True)
-        return with_class(cannot_build, key, inputs, target)
+        said = {**cannot_build.data.get("decision", {}), "cannot_build": cannot_build.msg}  # may yet receive
+        return with_class(dataclasses.replace(cannot_build, data={**cannot_build.data, "decision": said}),
+                          key, inputs, target)
     if info is None:  # not reached today (a holder never builds); a build is never unchecked
         info, failed = yield from _venv_preflight(args, host, facts, tokens, meta, decision)
         if failed is not None:
