@@ -610,3 +610,39 @@ def test_a_host_failed_while_planning_is_in_no_class_so_the_plan_names_the_real_
     assert model.hosts["n1"].status == "failed" and "CPU-only build" in model.hosts["n1"].error
     assert {h: a for h, a in actions(model).items() if h != "n1"} == {"n2": "build", "n3": "push"}
     assert [h for h in fake.HOSTS if fake.HOSTS[h].ran("--wheel-dir")] == (["n2"] if mode == "apply" else [])
+
+
+def test_a_host_whose_first_command_hangs_after_connect_delays_the_others_a_grace_period_only(fake_kind, tmp_path,
+                                                                                              monkeypatch):
+    """n2 connects, then its first command hangs (a login rc file on a dead mount): n1 is settled
+    after the grace period and deploys; n2 is let go only once n1 finished, and then joins late."""
+    import threading
+
+    from fleetctl.engine import runner
+
+    monkeypatch.setattr(runner, "SETTLE_GRACE_S", 0.2)
+    hosts = make_hosts(["n1", "n2"])
+    released, by = threading.Event(), []
+
+    class Release(Events):
+        def event(self, run_, ev):
+            if ev.name == "host.finished" and ev.host == "n1" and not released.is_set():
+                by.append("n1")
+                released.set()
+
+    async def hang() -> None:
+        while not released.is_set():
+            await asyncio.sleep(0.05)
+
+    fake.HOSTS["n2"].first_wait = hang
+    watchdog = threading.Timer(20, lambda: (by.append("watchdog"), released.set()))
+    watchdog.start()
+    try:
+        model = RunModel(kind="deploy", mode="apply")
+        asyncio.run(run_playbook(playbook(tmp_path), hosts, run=model, observers=Observers(model, [Release()]),
+                                 opts=PlayOptions()))
+    finally:
+        watchdog.cancel()
+    assert by == ["n1"]  # n1 finished while n2 still hung
+    assert model.hosts["n1"].status == model.hosts["n2"].status == "ok"
+    assert actions(model) == {"n1": "build", "n2": "push"}

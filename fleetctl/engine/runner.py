@@ -30,7 +30,9 @@ not; a member holding the wheel in a later group reuses it, but the class was bu
 the controller's cache lacked it).
 
 Dead hosts delay no one: a group is settled once none of its hosts is past its connect but not yet
-planned, and at least one has planned. A host still *connecting* then (a dead address waiting for
+planned, and at least one has planned, or :data:`SETTLE_GRACE_S` seconds after its first host
+planned (a host past connect whose first command hangs, e.g. a login rc file waiting on a dead NFS
+mount, is then late, as below). A host still *connecting* then (a dead address waiting for
 its connect timeout, an sshd that never sends its banner) is not waited for: anyone that could
 have got through connect, facts and planning in that time is not a connect away. Such a late
 host, if it gets through at all, joins on its own when it has planned: its class role is assigned
@@ -71,6 +73,10 @@ from .reach import connect, first_command, record_connection
 from .scopes import enter_scopes, prepare_hosts
 from .session import HostSession, close_session, unreachable_facts
 from .windows import Group, each_host, window_order
+
+#: Seconds a group waits, after its first host planned, for its other hosts past connect (their
+#: facts and plans) before its arch classes are settled; those still at work then join late.
+SETTLE_GRACE_S = 20.0
 
 @dataclass
 class PlayOptions:
@@ -201,6 +207,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     order = {h.name: i for i, h in enumerate(batch)}
     current = [Group()]  # the group a host that starts now joins
     settlings: list[asyncio.Future] = []
+    timers: list[asyncio.TimerHandle] = []
 
     async def settle(names: list[str]) -> None:
         for h in names:  # a host failed while planning is in no class: it would name a builder that never builds
@@ -216,6 +223,10 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     def leave(name: str, g: Group) -> None:
         g.waiting.discard(name)
         if g.settling is None and g.planned and not g.waiting:
+            begin(g)
+
+    def begin(g: Group) -> None:
+        if g.settling is None and g.planned:
             g.early.update(g.planned)
             g.settling = asyncio.ensure_future(settle(sorted(g.planned, key=order.__getitem__)))
             observe(g.settling)  # awaited (shielded) by each host; read even when no host is left to
@@ -270,6 +281,8 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             plans[host.name] = await _plan(session, playbook, tasks, selected, run, planning_observers, classes,
                                            pass_opts)
             g.planned.add(host.name)
+            if len(g.planned) == 1 and g.settling is None:  # hosts stuck after connect delay it a while only
+                timers.append(asyncio.get_running_loop().call_later(SETTLE_GRACE_S, begin, g))
         except HostUnreachable as exc:
             _end_early(run, observers, host.name, "unreachable", exc.cause, t0, spans)
         except FleetError as exc:
@@ -355,6 +368,8 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                 observers.emit("host.interrupted", h.name)
         raise
     finally:
+        for timer in timers:
+            timer.cancel()
         for settling in settlings:
             if not settling.done():
                 settling.cancel()

@@ -154,7 +154,9 @@ async def _exec(session: HostSession, job: dict[str, Any], *, hold: bool,
     if how == "answer":
         return _result(got.result()), None, task
     if how == "silent":
-        raise TaskFailed(session.name, f"the run's first command did not answer within {timeout_s:g} s")
+        raise TaskFailed(session.name, f"the run's first command did not answer within {timeout_s:g} s (it runs "
+                                       f"under the login shell: an rc file that waits, e.g. on a dead NFS mount, or "
+                                       f"a hung nvidia-smi; try: ssh {session.name} true)")
     res = task.result()  # HostUnreachable propagates
     return _result(res.stdout_text), res, None
 

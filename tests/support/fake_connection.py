@@ -52,6 +52,8 @@ class FakeHost:
         delay_s: each command takes this long (seconds).
         connect_wait: awaited when the host is connected (a host whose connect hangs: an sshd
             that never sends its banner), before ``unreachable`` is looked at.
+        first_wait: awaited before the run's first command answers (a host past connect whose
+            login shell hangs: an rc file waiting on a dead mount).
         execs: every command the engine itself started on the host (argv), in order; the probes
             the run's first command runs for it are in ``log`` only.
     """
@@ -65,6 +67,7 @@ class FakeHost:
     drop_after: str | None = None
     delay_s: float = 0.0
     connect_wait: Callable[[], Awaitable[None]] | None = None
+    first_wait: Callable[[], Awaitable[None]] | None = None
     execs: list[list[str]] = field(default_factory=list)
 
     def commands(self) -> list[list[str]]:
@@ -143,6 +146,8 @@ class FakeConnection(Connection):
         if argv[:3] == ["python3", "-S", "-c"] and stdin is not None:
             box = [stdin]  # let go of while the lock is held, as SSHConnection does (memory at scale)
             del stdin
+            if self.fake.first_wait is not None:
+                await self.fake.first_wait()
             return await self._session_start(argv, box, on_line, hold_stdin)
         if self.fake.drop_after and any(self.fake.drop_after in a for a in argv):
             raise HostUnreachable(self.host, f"connection lost during {argv[0]}")
