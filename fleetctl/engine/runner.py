@@ -61,13 +61,13 @@ from .aio import observe
 from ..connection.registry import ConnectOptions
 from ..errors import FleetError, HostUnreachable, host_message
 from ..tasks import ACTIONS
-from ..util.shared import share
 from .batches import FAILED_STATES, batches, stop_reason
 from .classes import ClassCoordinator
 from .deadlines import Deadlines
-from .host import HostPass, PassOptions, nothing_to_stage, phase_spans, run_pass
+from .host import HostPass, PassOptions, nothing_to_stage, run_pass
 from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
 from .observer import Observers
+from .outcomes import MutedObservers, end_early, finish_host
 from .probeplan import ProbeMemory
 from .reach import connect, first_command, record_connection
 from .scopes import enter_scopes, prepare_hosts
@@ -120,23 +120,6 @@ class PlayOptions:
 
 class _Refused(FleetError):
     """The host is not worked on at all (``PlayOptions.refused``): its machine is another run's."""
-
-
-class _Muted:
-    """Observers for a deploy's planning pass: probes' lines still reach the host log, but the
-    plan's task and step events stay out of the terminal (the apply pass reports the tasks)."""
-
-    DROP = frozenset({"task.started", "task.finished", "step.planned", "task.retrying"})
-
-    def __init__(self, inner: Observers) -> None:
-        self.inner = inner
-
-    def emit(self, name: str, host: str | None = None, **data: Any) -> None:
-        if name not in self.DROP:
-            self.inner.emit(name, host, **data)
-
-    def line(self, host: str, line: Any, shown: bool = True) -> None:
-        self.inner.line(host, line, False)
 
 
 async def run_playbook(playbook: Any, hosts: Sequence[Any], *, run: RunModel, observers: Observers,
@@ -201,7 +184,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     # (but hosts still connecting, see the module docstring) is planned. A dry run or plan then
     # shows each host's final plan once (re-planned from its cached probes: no round trip); a
     # deploy shows what it applies.
-    planning_observers: Any = _Muted(observers)
+    planning_observers: Any = MutedObservers(observers)
     memory = ProbeMemory(playbook.path) if opts.remember_probes else None
     builds = any(ACTIONS[t.action].phase == "build" for t in tasks if t.action in ACTIONS)
     order = {h.name: i for i, h in enumerate(batch)}
@@ -284,9 +267,9 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             if len(g.planned) == 1 and g.settling is None:  # hosts stuck after connect delay it a while only
                 timers.append(asyncio.get_running_loop().call_later(SETTLE_GRACE_S, begin, g))
         except HostUnreachable as exc:
-            _end_early(run, observers, host.name, "unreachable", exc.cause, t0, spans)
+            end_early(run, observers, host.name, "unreachable", exc.cause, t0, spans)
         except FleetError as exc:
-            _end_early(run, observers, host.name, "failed", host_message(host.name, exc), t0, spans)
+            end_early(run, observers, host.name, "failed", host_message(host.name, exc), t0, spans)
 
     async def apply_one(host: Any) -> None:
         p = plans.pop(host.name, None)
@@ -308,7 +291,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             else:
                 result = await run_pass(session, playbook, tasks, selected, apply=True, run=run,
                                         observers=observers, classes=classes, opts=pass_opts)
-            _finish(run, observers, host.name, result, first.get(host.name, []), started=t0,
+            finish_host(run, observers, host.name, result, first.get(host.name, []), started=t0,
                     stats=getattr(session.conn, "stats", None))
         finally:
             await classes.host_done(host.name)
@@ -348,7 +331,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                     plans[name] = await _plan(sessions[name], playbook, tasks, selected, run,
                                               planning_observers if apply else observers, classes, pass_opts)
             if not apply:
-                _finish(run, observers, name, plans.pop(name), first.get(name, []),
+                finish_host(run, observers, name, plans.pop(name), first.get(name, []),
                         stats=getattr(sessions[name].conn, "stats", None))
                 return
             await apply_one(host)
@@ -410,31 +393,3 @@ async def _plan(session: HostSession, playbook: Any, tasks: list[Any], selected:
             session.keep_live = False
             planned = await once()
     return planned
-
-
-def _end_early(run: RunModel, observers: Observers, host: str, status: str, error: str, t0: float,
-               spans: list[PhaseSpan]) -> None:
-    out = run.host(host)
-    out.status, out.error = status, error
-    out.phases = list(spans)
-    out.duration_s = round(time.monotonic() - t0, 3)
-    observers.emit("host.finished", host, status=status, error=error, duration_s=out.duration_s)
-
-
-def _finish(run: RunModel, observers: Observers, host: str, result: HostPass, spans: list[PhaseSpan],
-            started: float | None = None, stats: dict | None = None) -> None:
-    out = run.host(host)
-    if stats:  # the connection's counters as the host ends (``execs``, ``puts``, ``put_bytes``: round trips)
-        out.connection = dict(stats)
-    out.tasks = [t for t in out.tasks if t.action == "facts"] + result.outcomes
-    for t in result.outcomes:  # kept to the end of the run for the record: equal strings kept once
-        share(t.data)
-        share(t.planned)
-    out.status, out.error = result.status, result.error
-    if result.environment is not None and run.mode == "apply":
-        out.environment = result.environment
-    out.phases = phase_spans(run, result.outcomes, spans)
-    if out.started:
-        out.duration_s = round((dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(out.started))
-                               .total_seconds(), 3)
-    observers.emit("host.finished", host, status=out.status, error=out.error, duration_s=out.duration_s)

@@ -1,0 +1,58 @@
+"""What the runner writes into the run model as a host ends, and the observers of a deploy's
+planning pass (see :mod:`fleetctl.engine.runner`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import Any
+
+from ..util.shared import share
+from .host import HostPass, phase_spans
+from .model import PhaseSpan, RunModel
+from .observer import Observers
+
+
+class MutedObservers:
+    """Observers for a deploy's planning pass: probes' lines still reach the host log, but the
+    plan's task and step events stay out of the terminal (the apply pass reports the tasks)."""
+
+    DROP = frozenset({"task.started", "task.finished", "step.planned", "task.retrying"})
+
+    def __init__(self, inner: Observers) -> None:
+        self.inner = inner
+
+    def emit(self, name: str, host: str | None = None, **data: Any) -> None:
+        if name not in self.DROP:
+            self.inner.emit(name, host, **data)
+
+    def line(self, host: str, line: Any, shown: bool = True) -> None:
+        self.inner.line(host, line, False)
+
+
+def end_early(run: RunModel, observers: Observers, host: str, status: str, error: str, t0: float,
+               spans: list[PhaseSpan]) -> None:
+    out = run.host(host)
+    out.status, out.error = status, error
+    out.phases = list(spans)
+    out.duration_s = round(time.monotonic() - t0, 3)
+    observers.emit("host.finished", host, status=status, error=error, duration_s=out.duration_s)
+
+
+def finish_host(run: RunModel, observers: Observers, host: str, result: HostPass, spans: list[PhaseSpan],
+            started: float | None = None, stats: dict | None = None) -> None:
+    out = run.host(host)
+    if stats:  # the connection's counters as the host ends (``execs``, ``puts``, ``put_bytes``: round trips)
+        out.connection = dict(stats)
+    out.tasks = [t for t in out.tasks if t.action == "facts"] + result.outcomes
+    for t in result.outcomes:  # kept to the end of the run for the record: equal strings kept once
+        share(t.data)
+        share(t.planned)
+    out.status, out.error = result.status, result.error
+    if result.environment is not None and run.mode == "apply":
+        out.environment = result.environment
+    out.phases = phase_spans(run, result.outcomes, spans)
+    if out.started:
+        out.duration_s = round((dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(out.started))
+                               .total_seconds(), 3)
+    observers.emit("host.finished", host, status=out.status, error=out.error, duration_s=out.duration_s)
