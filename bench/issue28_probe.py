@@ -10,12 +10,16 @@ for bench/NOTES.md.
   overlap   dequantize + cuBLAS in C chunks of weight rows on two streams (chunk i + 1 dequantized
             while chunk i multiplies), against one dequantize then one GEMM
   lanes     the wgmma kernel with 1 or 32 producer lanes issuing the bulk copies, M = 32 .. 256
+  mc        the wgmma kernel (forced) with its activation tiles multicast to 1, 2 or 4 CTAs of a
+            cluster along N, M = 16 .. 1024: time, and bit-identical to 1 CTA or MISMATCH
+  stages    the wgmma kernel (forced, a FP4_WG_SWEEP build) with 2 .. 10 pipeline stages of one
+            unit (st0: the default tuning), M = 16 .. 256: time, and whether bit-identical
   pdl       the default dispatch with and without the wgmma kernel's programmatic dependent launch,
             M = 1 .. 256,
             and a chain of 8 GEMMs each reading the one before's output (8192^2), replayed as a
             CUDA graph with PDL, against eager calls without it: bit-identical or MISMATCH
 
-    python bench/issue28_probe.py [--only dequant,cublas,overlap,lanes]
+    python bench/issue28_probe.py [--only dequant,cublas,overlap,lanes,mc,pdl]
 """
 from __future__ import annotations
 
@@ -210,6 +214,47 @@ def main() -> int:
                     fk._C.wg_set_tuning(0, 0, 0)
                     _gemm_fast.set_pk_kernel("auto")
                 print("lanes   %5dx%-5d M=%-4d %s" % (n, k, m, " ".join(res)), flush=True)
+        if "mc" in only and fk._C.wg_supported(0):
+            for m in (16, 32, 64, 128, 256, 512, 1024):
+                a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+                res, base = [], None
+                _gemm_fast.set_pk_kernel("wg")
+                try:
+                    for mc in (1, 2, 4):
+                        fk._C.wg_set_multicast(mc)
+                        plan = fk._C.wg_plan_cuda(1, m, n, k, 0, 0)
+                        out = fk.scaled_fp4_w4a16_mm(a, ws[0], None, 1.0)
+                        same = "" if base is None else "" if torch.equal(out, base) else " MISMATCH"
+                        base = out if base is None else base
+                        res.append("mc%d(%d,s%d) %.1f%s" % (mc, plan[6], plan[1], graph_us(
+                            [lambda p=p: fk.scaled_fp4_w4a16_mm(a, p, None, 1.0) for p in ws]), same))
+                finally:
+                    fk._C.wg_set_multicast(0)
+                    _gemm_fast.set_pk_kernel("auto")
+                print("mc      %5dx%-5d M=%-4d %s" % (n, k, m, " ".join(res)), flush=True)
+        if "stages" in only and fk._C.wg_supported(0):
+            for m in (16, 32, 64, 128, 256):
+                a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+                res, base = [], None
+                _gemm_fast.set_pk_kernel("wg")
+                try:
+                    for st in (0, 2, 3, 4, 6, 8, 10):
+                        fk._C.wg_set_tuning(*((0, 0, 0) if st == 0 else (1, 1, 0)))
+                        fk._C.wg_set_stages(st)
+                        try:
+                            plan = fk._C.wg_plan_cuda(1, m, n, k, 0, 0)
+                            out = fk.scaled_fp4_w4a16_mm(a, ws[0], None, 1.0)
+                        except (ValueError, RuntimeError):
+                            continue
+                        same = "" if base is None or torch.equal(out, base) else " MISMATCH"
+                        base = out if base is None else base
+                        res.append("st%d(s%d) %.1f%s" % (st, plan[1], graph_us(
+                            [lambda p=p: fk.scaled_fp4_w4a16_mm(a, p, None, 1.0) for p in ws]), same))
+                finally:
+                    fk._C.wg_set_stages(0)
+                    fk._C.wg_set_tuning(0, 0, 0)
+                    _gemm_fast.set_pk_kernel("auto")
+                print("stages  %5dx%-5d M=%-4d %s" % (n, k, m, " ".join(res)), flush=True)
         del ws, ds
         torch.cuda.empty_cache()
     return 0

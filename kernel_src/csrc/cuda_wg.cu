@@ -70,6 +70,7 @@ struct WgArgs {
     int U, Nt;
     int split;  // CTAs along K (grid x)
     int lanes;  // producer lanes issuing a stage's bulk copies: 1 (lane 0 all) or 32 (one copy each)
+    int mc;     // CTAs along N (grid y) in one cluster sharing each activation tile by multicast (1, 2, 4)
     float* ws;  // reduce through global memory: [tz][gy][split][NT * 64] partial sums, else null
     int* sem;   // and [tz][gy] arrival counters, zero at launch (the last CTA resets its own)
 };
@@ -134,14 +135,21 @@ __global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_const
     const int64_t z = blockIdx.z;
     const uint32_t sbase = smem_u32(smem);
     const uint32_t full0 = sbase + ST * S::kStage, empty0 = full0 + ST * 8;
+    // Activation multicast: the mc CTAs of a cluster with the same k range (cluster ranks rank +
+    // split j, j = 0 .. mc - 1) each bring 1/mc of a stage's activation tile into all mc CTAs'
+    // shared memory, so a stage is free only once the consumers of all mc CTAs gave it back.
+    const int mc = p.mc, my = (int)blockIdx.y % mc;
+    uint16_t mc_mask = 0;
+    for (int j = 0; j < mc; ++j) mc_mask |= (uint16_t)(1u << (rank + p.split * j));
     if (tid == 0) {
         for (int s = 0; s < ST; ++s) {
             mbar_init(full0 + 8 * s, 1);
-            mbar_init(empty0 + 8 * s, kRows);  // the 4 G consumer warps give a stage back
+            mbar_init(empty0 + 8 * s, kRows * mc);  // the 4 G consumer warps of each sharing CTA
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
+    if (mc > 1) cluster_sync_all();  // every CTA's barriers exist before a peer's copy signals them
     float acc[NACC][NT / 2];
 #pragma unroll
     for (int c = 0; c < NACC; ++c)
@@ -172,7 +180,13 @@ __global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_const
         };
         auto copy_x = [&](int b) {  // the stage's activation tile: lane 31 (or lane 0 alone)
             const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
-            bulk_g2s(sbase + s * S::kStage, xs + (int64_t)k0 * S::kAct, n * S::kAct, full0 + 8 * s);
+            if (mc == 1) {
+                bulk_g2s(sbase + s * S::kStage, xs + (int64_t)k0 * S::kAct, n * S::kAct, full0 + 8 * s);
+            } else {  // this CTA's 1/mc of the tile (n * kAct is a multiple of 4096 bytes), to all
+                const uint32_t piece = (uint32_t)(n * S::kAct / mc);
+                bulk_g2s_mc(sbase + s * S::kStage + my * piece, xs + (int64_t)k0 * S::kAct + my * piece, piece,
+                            full0 + 8 * s, mc_mask);
+            }
         };
         const int xl = solo ? 0 : 31;  // the lane that copies activations
         if (solo && lane != 0) {
@@ -237,7 +251,12 @@ __global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_const
         auto release = [&](int k) {  // after the stage's last unit
             if (k % UP != UP - 1 && k != nu - 1) return;
             __syncwarp();
-            if (lane == 0) mbar_arrive(empty0 + 8 * ((k / UP) % ST));
+            if (lane == 0) {
+                const uint32_t bar = empty0 + 8 * ((k / UP) % ST);
+                if (mc == 1) mbar_arrive(bar);
+                else
+                    for (int j = 0; j < mc; ++j) mbar_arrive_in(bar, (uint32_t)(rank + p.split * j));
+            }
         };
         // unit k's wgmma group runs while unit k + 1 is decoded; group k - 1 is waited for before
         // the registers it read are overwritten, and its stage is given back
@@ -306,13 +325,14 @@ __global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_const
         const int per = (tot + p.split - 1) / p.split, lo = rank * per, hi = min(tot, lo + per);
         for (int i = lo + tid; i < hi; i += kThreads) {
             float v = 0.0f;
-            for (int s = 0; s < p.split; ++s) v += cluster.map_shared_rank(red, s)[i];
+            for (int s = 0; s < p.split; ++s) v += cluster.map_shared_rank(red, s + p.split * my)[i];
             put(i, v);
         }
         cluster.sync();  // keep this CTA's shared memory alive until the others have read it
         return;
     }
     for (int i = tid; i < tot; i += kThreads) put(i, red[i]);
+    if (mc > 1) cluster_sync_all();  // no CTA leaves while a peer may still signal its barriers
 #endif
 }
 
@@ -356,6 +376,10 @@ struct WgChoice {
 // 16 and 32 tokens (fewer, larger bulk copies: 4-10% faster), one above (fewer stages hurt more);
 // two warpgroups nowhere faster than one by more than the noise.
 constexpr WgChoice wg_default(int nt) { return {1, nt <= 32 ? 4 : 1}; }
+// Activation multicast CTAs by token tile: none. Predicted to help from 64 tokens (activation bytes
+// are 78-93% of a CTA's loads), measured slower on every shape and M (bench/NOTES.md, "Issue 28:
+// multicast"): 2 CTAs 3-15%, 4 CTAs up to 2x where clusters of 4 leave a second wave.
+constexpr int wg_default_mc(int) { return 1; }
 template <int NT, int G, int UP>
 constexpr bool wg_built() {
 #ifdef FP4_WG_SWEEP
@@ -371,8 +395,31 @@ WgCfg wg_cfg_if() {
     else throw std::invalid_argument("wgmma GEMM: this build holds no kernel for that tuning (groups, units)");
 }
 
+// A sweep build's G = 1, UP = 1 kernels with `st` stages instead of wg_stages (benchmarks: the
+// pipeline depth A/B); 0 = wg_stages.
+template <bool BF16, int NT, int ST>
+WgCfg wg_cfg_st() {
+#ifdef FP4_WG_SWEEP
+    if constexpr (ST * (NT * 256 + kWgW + 16) <= 227 * 1024) return wg_cfg<BF16, NT, ST, 1, 1>();
+#endif
+    throw std::invalid_argument("wgmma GEMM: this build holds no kernel with that many stages");
+}
+template <bool BF16, int NT>
+WgCfg wg_cfg_stages(int st) {
+    switch (st) {
+        case 2: return wg_cfg_st<BF16, NT, 2>();
+        case 3: return wg_cfg_st<BF16, NT, 3>();
+        case 4: return wg_cfg_st<BF16, NT, 4>();
+        case 6: return wg_cfg_st<BF16, NT, 6>();
+        case 8: return wg_cfg_st<BF16, NT, 8>();
+        default: return wg_cfg_st<BF16, NT, 10>();
+    }
+}
+static int g_wg_stages = 0;
+
 template <bool BF16, int NT>
 WgCfg wg_cfg_t(int g, int up) {
+    if (g_wg_stages && g == 1 && up == 1) return wg_cfg_stages<BF16, NT>(g_wg_stages);
     if (g == 2) return up == 1 ? wg_cfg_if<BF16, NT, 2, 1>() : up == 2 ? wg_cfg_if<BF16, NT, 2, 2>() : wg_cfg_if<BF16, NT, 2, 4>();
     return up == 1 ? wg_cfg_if<BF16, NT, 1, 1>() : up == 2 ? wg_cfg_if<BF16, NT, 1, 2>() : wg_cfg_if<BF16, NT, 1, 4>();
 }
@@ -430,7 +477,19 @@ void wg_set_reduce(int mode) {
 // Tuning for benchmarks, process-wide; 0 = the plan's choice: consumer warpgroups per CTA (1, 2),
 // units per stage (1, 2, 4), producer lanes issuing the bulk copies (1, 32). A default build
 // refuses a (groups, units) it does not hold when a GEMM is launched.
-static int g_wg_groups = 0, g_wg_units = 0, g_wg_lanes = 0;
+static int g_wg_groups = 0, g_wg_units = 0, g_wg_lanes = 0, g_wg_mc = 0;
+void wg_set_stages(int st) {
+    if (st != 0 && st != 2 && st != 3 && st != 4 && st != 6 && st != 8 && st != 10)
+        throw std::invalid_argument("wgmma GEMM: stages must be 0, 2, 3, 4, 6, 8 or 10");
+    g_wg_stages = st;
+}
+// Activation multicast for benchmarks: CTAs along N per cluster sharing each activation tile
+// (1, 2, 4; 0 = the plan's choice). Process-wide.
+void wg_set_multicast(int ctas) {
+    if (ctas != 0 && ctas != 1 && ctas != 2 && ctas != 4)
+        throw std::invalid_argument("wgmma GEMM: multicast CTAs must be 0, 1, 2 or 4");
+    g_wg_mc = ctas;
+}
 static bool g_wg_pdl = true;
 void wg_set_pdl(bool on) { g_wg_pdl = on; }
 void wg_set_tuning(int groups, int units, int lanes) {
@@ -475,6 +534,17 @@ WgPlan wg_plan(const PkProblem& pr, int device) {
         while (pl.split < 8 && gy * tz * (pl.split + 1) <= cap && pr.u / (pl.split + 1) >= 4) ++pl.split;
     }
     pl.global_reduce = pl.split > 1 && g_wg_reduce == 2;  // the sweep: DSMEM faster at every split
+    // Activation multicast over mc CTAs along N (a cluster of split x mc, at most 8, the portable
+    // cluster size: CUDA Programming Guide, "Thread Block Clusters"): each L2 read of an
+    // activation tile feeds mc SMs. The grid's row groups must fill whole clusters.
+    const int want = g_wg_mc ? g_wg_mc : wg_default_mc(pl.nt);
+    pl.mc = 1;
+    if (!pl.global_reduce)
+        for (int m = want; m > 1; m /= 2)
+            if (gy % m == 0 && pl.split * m <= 8) {
+                pl.mc = m;
+                break;
+            }
     pl.scratch = wg_act_bytes(pl, pr.u, tz) + (pl.global_reduce ? wg_red_bytes(pl, gy, tz) : 0);
     return pl;
 }
@@ -517,6 +587,7 @@ void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream) {
     a.Nt = pr.nt;
     a.split = pl.split;
     a.lanes = pl.lanes;
+    a.mc = pl.mc;
     if (pl.global_reduce) {
         const int64_t act = wg_act_bytes(pl, pr.u, tz), part = tz * gy * pl.split * (int64_t)pl.nt * 64 * pl.groups * 4;
         a.ws = reinterpret_cast<float*>(scratch + act);
@@ -540,10 +611,10 @@ void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream) {
         attr[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
         ++cfg.numAttrs;
     }
-    if (pl.split > 1 && !pl.global_reduce) {
+    if ((pl.split > 1 || pl.mc > 1) && !pl.global_reduce) {
         attr[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
         attr[cfg.numAttrs].val.clusterDim.x = (unsigned)pl.split;
-        attr[cfg.numAttrs].val.clusterDim.y = 1;
+        attr[cfg.numAttrs].val.clusterDim.y = (unsigned)pl.mc;
         attr[cfg.numAttrs].val.clusterDim.z = 1;
         ++cfg.numAttrs;
     }

@@ -10,6 +10,8 @@ bool wg_supported(int) { return false; }
 void wg_set_reduce(int) {}
 void wg_set_tuning(int, int, int) {}
 void wg_set_pdl(bool) {}
+void wg_set_multicast(int) {}
+void wg_set_stages(int) {}
 WgPlan wg_plan(const PkProblem&, int) {
     throw std::runtime_error("fp4_kernels: this build holds no sm_90a code (the wgmma GEMM)");
 }

@@ -123,11 +123,14 @@ struct WgPlan {
     int groups = 1;         // consumer warpgroups per CTA (64 weight rows each)
     int units = 1;          // 128-k units per pipeline stage
     int lanes = 1;          // producer lanes issuing a stage's bulk copies
+    int mc = 1;             // CTAs along N per cluster sharing each activation tile (multicast)
     int64_t scratch = 0;    // bytes of permuted activations (+ partial sums and counters)
     bool global_reduce = false;  // split-K sums meet in global memory (else: a cluster's DSMEM)
 };
 void wg_set_reduce(int mode);  // 0 by the plan, 1 cluster DSMEM, 2 global memory (benchmarks)
 void wg_set_tuning(int groups, int units, int lanes);  // benchmarks; 0 = the plan's choice
+void wg_set_multicast(int ctas);
+void wg_set_stages(int st);  // benchmarks, a sweep build: G = 1, UP = 1 with st stages; 0 = default  // benchmarks: 1, 2, 4 CTAs sharing activations; 0 = the plan's
 // Programmatic dependent launch of the wgmma kernel after its activation permute (on by default;
 // benchmarks switch it off to measure it)
 void wg_set_pdl(bool on);

@@ -28,6 +28,34 @@ __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t
                  "l"(src), "r"(bytes), "r"(bar)
                  : "memory");
 }
+// The same copy delivered to every CTA of the cluster whose bit is set in `mask` (bit i: the CTA
+// of %cluster_ctarank i), at dst's CTA-relative offset, each signalling its own mbarrier at bar's
+// offset (PTX ISA, cp.async.bulk: ".multicast::cluster"). One L2 read feeds several SMs.
+__device__ __forceinline__ void bulk_g2s_mc(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar,
+                                            uint16_t mask) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], "
+        "%4;" ::"r"(dst),
+        "l"(src), "r"(bytes), "r"(bar), "h"(mask)
+        : "memory");
+}
+// Arrive on the mbarrier at CTA-relative offset `bar` in the cluster's CTA `rank` (itself
+// included), as CUTLASS's ClusterBarrier::arrive(cta_id) does: the stage's readers are wgmma
+// groups already waited for, so no fence is needed (PTX ISA: mapa, mbarrier.arrive).
+__device__ __forceinline__ void mbar_arrive_in(uint32_t bar, uint32_t rank) {
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(rank));
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+// Every thread of every CTA of the cluster (barrier.cluster, .aligned: all threads execute it)
+__device__ __forceinline__ void cluster_sync_all() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
 // Shared-memory matrix descriptor without swizzle (PTX ISA, "Matrix Descriptor Format"): start
 // address >> 4 at bits 0-13, leading byte offset >> 4 at 16-29, stride byte offset >> 4 at 32-45.
 __device__ __forceinline__ uint64_t wg_desc(uint32_t saddr) {
