@@ -209,6 +209,12 @@ def test_wgmma_kernel_only_in_sm90a_and_the_knobs_refuse_bad_names(fk, fp4_build
         fk._C.wg_set_tuning(3, 0, 0)
     with pytest.raises(ValueError, match="units per stage must be 0, 1, 2 or 4"):
         fk._C.wg_set_tuning(0, 3, 0)
+    with pytest.raises(ValueError, match="multicast CTAs must be 0, 1, 2 or 4"):
+        fk._C.wg_set_multicast(3)
+    with pytest.raises(ValueError, match="stages must be 0, 2, 3, 4, 6, 8 or 10"):
+        fk._C.wg_set_stages(5)
+    fk._C.wg_set_multicast(0)
+    fk._C.wg_set_stages(0)
     _gemm_fast.set_pk_kernel("auto")
     fk._C.wg_set_reduce(0)
     fk._C.wg_set_tuning(0, 0, 0)
