@@ -14,6 +14,9 @@ for bench/NOTES.md.
             cluster along N, M = 16 .. 1024: time, and bit-identical to 1 CTA or MISMATCH
   stages    the wgmma kernel (forced, a FP4_WG_SWEEP build) with 2 .. 10 pipeline stages of one
             unit (st0: the default tuning), M = 16 .. 256: time, and whether bit-identical
+  diag      the wgmma kernel (forced) as it is (d0), without its decode (d1: A constant), without
+            its loads (d2: no copies, no waits), without both (d3: the MMA and epilogue alone), at
+            the default tuning and at 3 stages (a FP4_WG_SWEEP build); results wrong by design
   pdl       the default dispatch with and without the wgmma kernel's programmatic dependent launch,
             M = 1 .. 256,
             and a chain of 8 GEMMs each reading the one before's output (8192^2), replayed as a
@@ -255,6 +258,31 @@ def main() -> int:
                     fk._C.wg_set_tuning(0, 0, 0)
                     _gemm_fast.set_pk_kernel("auto")
                 print("stages  %5dx%-5d M=%-4d %s" % (n, k, m, " ".join(res)), flush=True)
+        if "diag" in only and fk._C.wg_supported(0):
+            for m in (16, 32, 64, 128, 256):
+                a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+                res = []
+                _gemm_fast.set_pk_kernel("wg")
+                try:
+                    # the default; 3 stages (2 CTAs per SM from 64 tokens); two consumer warpgroups
+                    for name, tun, st in (("def", (0, 0, 0), 0), ("st3", (1, 1, 0), 3), ("g2", (2, 1, 0), 0)):
+                        fk._C.wg_set_tuning(*tun)
+                        fk._C.wg_set_stages(st)
+                        try:
+                            plan = fk._C.wg_plan_cuda(1, m, n, k, 0, 0)
+                        except (ValueError, RuntimeError):
+                            continue
+                        res.append("%s(s%d)" % (name, plan[1]))
+                        for d in (0, 1, 2, 3):
+                            fk._C.wg_set_diag(d)
+                            res.append("d%d %.1f" % (d, graph_us(
+                                [lambda p=p: fk.scaled_fp4_w4a16_mm(a, p, None, 1.0) for p in ws])))
+                finally:
+                    fk._C.wg_set_diag(0)
+                    fk._C.wg_set_stages(0)
+                    fk._C.wg_set_tuning(0, 0, 0)
+                    _gemm_fast.set_pk_kernel("auto")
+                print("diag    %5dx%-5d M=%-4d %s" % (n, k, m, " ".join(res)), flush=True)
         del ws, ds
         torch.cuda.empty_cache()
     return 0

@@ -33,6 +33,7 @@ void wg_set_tuning(int, int, int) {}
 void wg_set_pdl(bool) {}
 void wg_set_multicast(int) {}
 void wg_set_stages(int) {}
+void wg_set_diag(int) {}
 WgPlan wg_plan(const PkProblem&, int) { no_cuda(); }
 void cuda_wg_mm(const PkProblem&, int, uintptr_t) { no_cuda(); }
 }  // namespace fp4

@@ -71,6 +71,7 @@ struct WgArgs {
     int split;  // CTAs along K (grid x)
     int lanes;  // producer lanes issuing a stage's bulk copies: 1 (lane 0 all) or 32 (one copy each)
     int mc;     // CTAs along N (grid y) in one cluster sharing each activation tile by multicast (1, 2, 4)
+    int diag;   // benchmarks only, results wrong: bit 0 no decode (A constant), bit 1 no loads (no copies, waits)
     float* ws;  // reduce through global memory: [tz][gy][split][NT * 64] partial sums, else null
     int* sem;   // and [tz][gy] arrival counters, zero at launch (the last CTA resets its own)
 };
@@ -189,8 +190,8 @@ __global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_const
             }
         };
         const int xl = solo ? 0 : 31;  // the lane that copies activations
-        if (solo && lane != 0) {
-            // the other lanes have nothing to do
+        if ((solo && lane != 0) || (p.diag & 2)) {
+            // the other lanes have nothing to do (diag 2: nothing is loaded)
         } else {
             const int pre = min(ST, nb);
             for (int b = 0; b < pre; ++b) {
@@ -213,7 +214,14 @@ __global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_const
         uint32_t A0[8][4], A1[8][4];
         auto decode = [&](uint32_t(&A)[8][4], int k) {
             const int b = k / UP, s = b % ST;
-            mbar_wait(full0 + 8 * s, (b / ST) & 1);  // returns at once for a stage's later units
+            if (!(p.diag & 2)) mbar_wait(full0 + 8 * s, (b / ST) & 1);  // at once for a stage's later units
+            if (p.diag & 1) {
+#pragma unroll
+                for (int q = 0; q < 8; ++q)
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) A[q][j] = 0x3F803F80u + (uint32_t)k;
+                return;
+            }
             const uint8_t* wb = smem + s * S::kStage + UP * S::kAct + (wq * UP + k % UP) * kPkUnitBytes;
             const uint4 c0 = *reinterpret_cast<const uint4*>(wb + lane * 16);
             const uint4 c1 = *reinterpret_cast<const uint4*>(wb + 512 + lane * 16);
@@ -249,7 +257,7 @@ __global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_const
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         };
         auto release = [&](int k) {  // after the stage's last unit
-            if (k % UP != UP - 1 && k != nu - 1) return;
+            if ((k % UP != UP - 1 && k != nu - 1) || (p.diag & 2)) return;
             __syncwarp();
             if (lane == 0) {
                 const uint32_t bar = empty0 + 8 * ((k / UP) % ST);
@@ -415,7 +423,7 @@ WgCfg wg_cfg_stages(int st) {
         default: return wg_cfg_st<BF16, NT, 10>();
     }
 }
-static int g_wg_stages = 0;
+static int g_wg_stages = 0, g_wg_diag = 0;
 
 template <bool BF16, int NT>
 WgCfg wg_cfg_t(int g, int up) {
@@ -478,6 +486,11 @@ void wg_set_reduce(int mode) {
 // units per stage (1, 2, 4), producer lanes issuing the bulk copies (1, 32). A default build
 // refuses a (groups, units) it does not hold when a GEMM is launched.
 static int g_wg_groups = 0, g_wg_units = 0, g_wg_lanes = 0, g_wg_mc = 0;
+// Benchmarks only (the results are wrong): 1 skips the decode, 2 every load and wait, 3 both.
+void wg_set_diag(int mode) {
+    if (mode < 0 || mode > 3) throw std::invalid_argument("wgmma GEMM: diag must be 0 .. 3");
+    g_wg_diag = mode;
+}
 void wg_set_stages(int st) {
     if (st != 0 && st != 2 && st != 3 && st != 4 && st != 6 && st != 8 && st != 10)
         throw std::invalid_argument("wgmma GEMM: stages must be 0, 2, 3, 4, 6, 8 or 10");
@@ -588,6 +601,7 @@ void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream) {
     a.split = pl.split;
     a.lanes = pl.lanes;
     a.mc = pl.mc;
+    a.diag = g_wg_diag;
     if (pl.global_reduce) {
         const int64_t act = wg_act_bytes(pl, pr.u, tz), part = tz * gy * pl.split * (int64_t)pl.nt * 64 * pl.groups * 4;
         a.ws = reinterpret_cast<float*>(scratch + act);
