@@ -153,6 +153,65 @@ def test_playbook_step_failing_on_one_node_the_others_finish(slurm_cluster, tmp_
     assert slurm_cluster.jobs() == []
 
 
+QUICK_PLAY = """\
+name: quick
+hosts: all
+gather_facts: false
+tasks:
+  - name: {name}
+    command:
+      argv: [/bin/sh, -c, '{script}']
+"""
+
+
+def test_a_finished_deploy_releases_the_nodes_lock_and_a_dead_lock_process_is_taken_over(slurm_cluster, tmp_path):
+    """A deploy's lock on the node is released when the run ends (the record cleared), so the next
+    deploy takes it with no warning; a lock process killed mid-run (OOM killer, kill -9) leaves its
+    record, and the next deploy takes it over with the warning naming that run (new-user trial:
+    every Slurm deploy warned of the previous, finished run's "stale" lock: srun stops a step
+    with SIGKILL, so the lock script's trap never cleared the record)."""
+    lock_file = slurm_cluster.node_disk("n1") / "home" / ".fleetctl" / "n1" / "deploy.lock"
+    lock_file.unlink(missing_ok=True)  # an earlier test's deploy of n1
+    quick = write_play(tmp_path / "quick.yaml", "t", "true")
+
+    def deploy(play: Path) -> tuple[subprocess.CompletedProcess, dict, list[dict]]:
+        res = cli("-i", "slurm:", "deploy", "--hosts", "n1", "--playbook", str(play), home=tmp_path,
+                  launcher=slurm_cluster.launcher_text)
+        run_dir = last_run(tmp_path)
+        events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+        return res, json.loads((run_dir / "run.json").read_text()), events
+
+    first, first_rec, _ = deploy(quick)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    assert lock_file.read_text() == ""  # released: the lock process cleared its record and ended
+    second, _, second_events = deploy(quick)
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
+    assert "stale" not in second.stdout + second.stderr
+    assert not [e for e in second_events if e["event"] == "lock.stale_taken_over"]
+    assert any(e["event"] == "lock.acquired" for e in second_events)  # the lock was taken all the same
+    assert lock_file.read_text() == ""
+
+    # the lock process dies mid-run by SIGKILL: its record stays; the next deploy warns and takes over
+    killer = write_play(tmp_path / "kill.yaml", "kill the lock process",
+                        'read -r pid rest < "$HOME/.fleetctl/n1/deploy.lock" && kill -KILL "$pid"')
+    killed, killed_rec, _ = deploy(killer)
+    assert killed.returncode == 0, killed.stdout[-2000:] + killed.stderr[-2000:]
+    assert killed_rec["run_id"] in lock_file.read_text()
+    third, third_rec, third_events = deploy(quick)
+    assert third.returncode == 0, third.stdout[-2000:] + third.stderr[-2000:]
+    assert f"taking over the stale deploy lock of run {killed_rec['run_id']}" in third.stdout
+    assert [e["previous"]["run_id"] for e in third_events if e["event"] == "lock.stale_taken_over"] == \
+        [killed_rec["run_id"]]
+    assert lock_file.read_text() == ""  # and that run released it cleanly
+    assert first_rec["run_id"] != killed_rec["run_id"] != third_rec["run_id"]
+    assert slurm_cluster.jobs() == []
+
+
+def write_play(path: Path, name: str, script: str) -> Path:
+    path.write_text(QUICK_PLAY.format(name=name, script=script.replace("'", "''")))
+    return path
+
+
 def test_rolling_batches_hold_only_the_batch_being_worked_on(slurm_cluster, tmp_path):
     log = tmp_path / "slurm-calls"
     launcher = counting_launcher(slurm_cluster, log)
