@@ -207,6 +207,45 @@ def test_a_finished_deploy_releases_the_nodes_lock_and_a_dead_lock_process_is_ta
     assert slurm_cluster.jobs() == []
 
 
+def test_a_node_whose_gres_has_gpus_but_no_driver_fails_at_facts_unless_verify_device_cpu(slurm_cluster, tmp_path):
+    """n1's GRES says gpu:h200:1 but the node has no nvidia-smi (and no driver): it fails at facts
+    with one line naming the GRES and what was found, never building for fallback_archs and
+    verifying on the CPU to end "ok" (new-user trial); n2 goes on. The host var verify_device: cpu
+    is the explicit opt-in to exactly that."""
+    smi = slurm_cluster.node_disk("n1") / "bin" / "nvidia-smi"
+    hidden = smi.with_name("nvidia-smi.hidden")
+    play = tmp_path / "facts.yaml"
+    play.write_text("name: facts\nhosts: all\ntasks:\n  - name: t\n    command: {argv: ['true']}\n")
+    smi.rename(hidden)
+    try:
+        res = cli("-i", "slurm:", "deploy", "--hosts", "sm_90", "--playbook", str(play), home=tmp_path,
+                  launcher=slurm_cluster.launcher_text)
+        rec = record(tmp_path)
+        site = write_yaml(tmp_path / "site.yaml", {"all": {"hosts": {"n1": {"verify_device": "cpu"}}}})
+        opted = cli("-i", "slurm:", "-i", str(site), "deploy", "--hosts", "sm_90", "--playbook", str(play),
+                    home=tmp_path, launcher=slurm_cluster.launcher_text)
+        opted_rec = record(tmp_path)
+    finally:
+        hidden.rename(smi)
+    assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "Traceback" not in res.stdout + res.stderr
+    n1 = rec["hosts"]["n1"]
+    assert (n1["status"], rec["hosts"]["n2"]["status"]) == ("failed", "ok")
+    assert [(t["name"], t["status"]) for t in n1["tasks"]] == [("gather facts", "failed")]  # nothing ran after
+    line = "GPU stack broken: Slurm GRES gpu:h200:1 for node n1, but nvidia-smi: not found on PATH"
+    assert line in n1["tasks"][0]["msg"] and "verify_device: cpu" in n1["tasks"][0]["msg"]
+    assert n1["facts"]["slurm"]["gres"] == ["gpu:h200:1"]  # the facts gathered are kept
+    assert line in res.stdout + res.stderr
+    assert "building for fallback_archs" not in res.stdout + res.stderr
+    # the opt-in: n1 is a build host for fallback_archs (verify would run on the CPU), and says so
+    assert opted.returncode == 0, opted.stdout[-2000:] + opted.stderr[-2000:]
+    assert {h: o["status"] for h, o in opted_rec["hosts"].items()} == {"n1": "ok", "n2": "ok"}
+    n1_facts = opted_rec["hosts"]["n1"]["facts"]
+    assert (n1_facts["gpu_stack"]["status"], n1_facts["build"]["source"]) == ("none", "fallback")
+    assert n1_facts["build"]["notes"][0].startswith("no GPU found (no NVIDIA driver: a build host)")
+    assert slurm_cluster.jobs() == []
+
+
 def write_play(path: Path, name: str, script: str) -> Path:
     path.write_text(QUICK_PLAY.format(name=name, script=script.replace("'", "''")))
     return path
