@@ -646,3 +646,25 @@ def test_a_host_whose_first_command_hangs_after_connect_delays_the_others_a_grac
     assert by == ["n1"]  # n1 finished while n2 still hung
     assert model.hosts["n1"].status == model.hosts["n2"].status == "ok"
     assert actions(model) == {"n1": "build", "n2": "push"}
+
+
+def test_the_build_title_names_the_archs_built_after_an_archs_override(fake_kind, tmp_path):
+    """The main playbook's build title names what the task builds: ``-e archs`` (in the build's
+    order) when given, else the host's facts (new-user trial: after ``-e archs=...`` the title
+    still named the facts' 9.0a while 10.0a;12.0a was built)."""
+    import yaml
+
+    from tests.support.fleet import REPO
+
+    main = yaml.safe_load((REPO / "playbooks" / "fp4-kernels.yaml").read_text())  # the shipped title and args
+    build = next(t for t in main["tasks"] if "build_wheel" in t)
+    text = TOY.replace("  - name: build\n", f"  - name: {json.dumps(build['name'])}\n").replace(
+        "tool: pip}", "tool: pip,\n                  archs: " + json.dumps(build["build_wheel"]["archs"]) + "}")
+    pb = playbook(tmp_path, text)
+    for extra, built in (({"archs": "12.0a;10.0a"}, "10.0a;12.0a"), ({}, "9.0a")):
+        model, ev = run(pb, make_hosts(["n1"]), mode="dry_run", extra_vars=extra)
+        task = next(t for t in model.hosts["n1"].tasks if t.action == "build_wheel")
+        assert (task.data.get("decision") or {}).get("archs") == built, (task.status, task.msg)
+        assert task.name == f"Build the wheel for {built}"
+        started = [e.data["task"] for e in ev.events if e.name == "task.started" and e.data["action"] == "build_wheel"]
+        assert started == [task.name]  # the live line [task N/M] too

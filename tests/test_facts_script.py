@@ -629,13 +629,17 @@ def test_runs_on_python38(tmp_path, smi_dir):
 class SubprocessConnection:
     """A minimal test double of fleetctl.connection.base.Connection: local subprocesses."""
 
-    def __init__(self, host: str, home: Path, path_dirs=(), env=None):
+    def __init__(self, host: str, home: Path, path_dirs=(), env=None, extra=None):
         self.host = host
         self.home = str(home)
         self.path_dirs = list(path_dirs)
         self.extra_env = dict(env or {})
+        self.extra = dict(extra or {})
         self.puts: list[tuple[str, str, int | None]] = []
         self.argvs: list[list[str]] = []
+
+    def extra_facts(self):
+        return dict(self.extra)
 
     async def put(self, local_path, remote_path, *, mode=None):
         self.puts.append((local_path, remote_path, mode))
@@ -698,6 +702,47 @@ def test_gather_facts_no_gpu_uses_fallback_and_passes_vars(tmp_path, smi_dir):
     # the fake nvcc 12.4 lists no compute_100
     assert facts["build"]["unsupported"] == ["compute_100a"]
     assert facts["python"]["exists"] is False
+
+
+def test_gather_facts_a_node_whose_gres_has_gpus_but_no_driver_fails_unless_verify_device_cpu(tmp_path, smi_dir):
+    """Slurm's GRES (the connection's view of the node) says GPUs; the node has no nvidia-smi and no
+    driver: broken, in one line naming the GRES and what facts found (new-user trial: such nodes
+    built for fallback_archs, verified on the CPU and ended "ok"). ``verify_device: cpu`` opts in."""
+    if glob.glob("/dev/nvidia*") or os.path.exists("/proc/driver/nvidia"):
+        pytest.fail("this machine has an NVIDIA driver: the no-driver case cannot be run here")
+    smi_dir.mkdir()  # no nvidia-smi on PATH
+    view = {"node": "n7", "state": "idle", "gres": ["gpu:h200:2(S:0-1)"]}
+    conn = SubprocessConnection("n7", tmp_path / "home", path_dirs=[smi_dir], extra={"slurm": view})
+    with pytest.raises(GpuStackBroken) as err:
+        asyncio.run(gather_facts(conn, workdir="w", python=sys.executable))
+    line = str(err.value)
+    assert line.startswith("n7: GPU stack broken: Slurm GRES gpu:h200:2(S:0-1) for node n7, but nvidia-smi: not "
+                           "found on PATH, and no NVIDIA driver is loaded there"), line
+    assert "\n" not in line and "set the host var verify_device: cpu" in line
+    assert err.value.facts["slurm"] == view and "build" not in err.value.facts  # kept for the run record
+    # verify_device: cpu, the explicit opt-in: built for fallback_archs (and verified on the CPU)
+    facts = asyncio.run(gather_facts(conn, workdir="w", python=sys.executable, fallback_archs="10.0a",
+                                     verify_device="cpu"))
+    assert facts["build"]["source"] == "fallback" and facts["slurm"] == view
+    # the inventory's word: verify_device: cuda on a host without a driver
+    plain = SubprocessConnection("b1", tmp_path / "home", path_dirs=[smi_dir])
+    with pytest.raises(GpuStackBroken, match=r"^b1: GPU stack broken: the host var verify_device: cuda, but "
+                                             r"nvidia-smi: not found on PATH"):
+        asyncio.run(gather_facts(plain, workdir="w", python=sys.executable, verify_device="cuda"))
+    # nothing says GPUs (no GRES, or GRES without a GPU): a build host, as before
+    for extra in ({}, {"slurm": {"node": "c1", "gres": ["mps:100"]}}, {"slurm": None}):
+        cpu_node = SubprocessConnection("c1", tmp_path / "home", path_dirs=[smi_dir], extra=extra)
+        assert asyncio.run(gather_facts(cpu_node, workdir="w", python=sys.executable))["build"]["source"] == "fallback"
+
+
+@pytest.mark.parametrize("gres, count", [
+    ("gpu:h200:8", 8), ("gpu:h200:8(S:0-1)", 8), ("gpu:2", 2), ("gpu:h200", 1), ("gpu", 1),
+    ("gpu:a100:4(IDX:0-3)", 4), ("gpu:h200:0", 0), ("mps:100", 0), ("(null)", 0), ("gpus:2", 0),
+])
+def test_gres_gpu_count(gres, count):
+    from fleetctl.build.gpustack import gres_gpu_count
+
+    assert gres_gpu_count(gres) == count
 
 
 def test_gather_facts_picks_the_newest_toolkit_that_builds_the_hosts_archs(tmp_path, smi_dir):

@@ -79,6 +79,12 @@ def test_failing_canary_stops_before_the_second_batch(sshd_farm, tmp_path):
     assert record["hosts"]["n3"]["status"] == "not started"
     assert "batch 1 of 2" in record["stopped"] and "stopped:" in res.stdout
     assert not (last_run(tmp_path) / "logs" / "n2.log").exists()
+    # fleetctl runs: the canary failed, the other two never started (they did not fail; new-user trial)
+    listed = json.loads(fleetctl("runs", "--json", home=tmp_path).stdout)[0]
+    assert (listed["run_id"], listed["hosts"], listed["failed"], listed["not_started"]) == (record["run_id"], 3, 1, 2)
+    line = fleetctl("runs", home=tmp_path).stdout.splitlines()[0]
+    assert line.startswith(record["run_id"]) and line.endswith("3 hosts  1 failed  2 not started"), line
+    assert sorted(record["failed_hosts"]) == ["n1", "n2", "n3"]  # --retry-failed still deploys all three
 
 
 def test_max_fail_percentage(sshd_farm, tmp_path):

@@ -153,6 +153,104 @@ def test_playbook_step_failing_on_one_node_the_others_finish(slurm_cluster, tmp_
     assert slurm_cluster.jobs() == []
 
 
+QUICK_PLAY = """\
+name: quick
+hosts: all
+gather_facts: false
+tasks:
+  - name: {name}
+    command:
+      argv: [/bin/sh, -c, '{script}']
+"""
+
+
+def test_a_finished_deploy_releases_the_nodes_lock_and_a_dead_lock_process_is_taken_over(slurm_cluster, tmp_path):
+    """A deploy's lock on the node is released when the run ends (the record cleared), so the next
+    deploy takes it with no warning; a lock process killed mid-run (OOM killer, kill -9) leaves its
+    record, and the next deploy takes it over with the warning naming that run (new-user trial:
+    every Slurm deploy warned of the previous, finished run's "stale" lock: srun stops a step
+    with SIGKILL, so the lock script's trap never cleared the record)."""
+    lock_file = slurm_cluster.node_disk("n1") / "home" / ".fleetctl" / "n1" / "deploy.lock"
+    lock_file.unlink(missing_ok=True)  # an earlier test's deploy of n1
+    quick = write_play(tmp_path / "quick.yaml", "t", "true")
+
+    def deploy(play: Path) -> tuple[subprocess.CompletedProcess, dict, list[dict]]:
+        res = cli("-i", "slurm:", "deploy", "--hosts", "n1", "--playbook", str(play), home=tmp_path,
+                  launcher=slurm_cluster.launcher_text)
+        run_dir = last_run(tmp_path)
+        events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+        return res, json.loads((run_dir / "run.json").read_text()), events
+
+    first, first_rec, _ = deploy(quick)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    assert lock_file.read_text() == ""  # released: the lock process cleared its record and ended
+    second, _, second_events = deploy(quick)
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
+    assert "stale" not in second.stdout + second.stderr
+    assert not [e for e in second_events if e["event"] == "lock.stale_taken_over"]
+    assert any(e["event"] == "lock.acquired" for e in second_events)  # the lock was taken all the same
+    assert lock_file.read_text() == ""
+
+    # the lock process dies mid-run by SIGKILL: its record stays; the next deploy warns and takes over
+    killer = write_play(tmp_path / "kill.yaml", "kill the lock process",
+                        'read -r pid rest < "$HOME/.fleetctl/n1/deploy.lock" && kill -KILL "$pid"')
+    killed, killed_rec, _ = deploy(killer)
+    assert killed.returncode == 0, killed.stdout[-2000:] + killed.stderr[-2000:]
+    assert killed_rec["run_id"] in lock_file.read_text()
+    third, third_rec, third_events = deploy(quick)
+    assert third.returncode == 0, third.stdout[-2000:] + third.stderr[-2000:]
+    assert f"taking over the stale deploy lock of run {killed_rec['run_id']}" in third.stdout
+    assert [e["previous"]["run_id"] for e in third_events if e["event"] == "lock.stale_taken_over"] == \
+        [killed_rec["run_id"]]
+    assert lock_file.read_text() == ""  # and that run released it cleanly
+    assert first_rec["run_id"] != killed_rec["run_id"] != third_rec["run_id"]
+    assert slurm_cluster.jobs() == []
+
+
+def test_a_node_whose_gres_has_gpus_but_no_driver_fails_at_facts_unless_verify_device_cpu(slurm_cluster, tmp_path):
+    """n1's GRES says gpu:h200:1 but the node has no nvidia-smi (and no driver): it fails at facts
+    with one line naming the GRES and what was found, never building for fallback_archs and
+    verifying on the CPU to end "ok" (new-user trial); n2 goes on. The host var verify_device: cpu
+    is the explicit opt-in to exactly that."""
+    smi = slurm_cluster.node_disk("n1") / "bin" / "nvidia-smi"
+    hidden = smi.with_name("nvidia-smi.hidden")
+    play = tmp_path / "facts.yaml"
+    play.write_text("name: facts\nhosts: all\ntasks:\n  - name: t\n    command: {argv: ['true']}\n")
+    smi.rename(hidden)
+    try:
+        res = cli("-i", "slurm:", "deploy", "--hosts", "sm_90", "--playbook", str(play), home=tmp_path,
+                  launcher=slurm_cluster.launcher_text)
+        rec = record(tmp_path)
+        site = write_yaml(tmp_path / "site.yaml", {"all": {"hosts": {"n1": {"verify_device": "cpu"}}}})
+        opted = cli("-i", "slurm:", "-i", str(site), "deploy", "--hosts", "sm_90", "--playbook", str(play),
+                    home=tmp_path, launcher=slurm_cluster.launcher_text)
+        opted_rec = record(tmp_path)
+    finally:
+        hidden.rename(smi)
+    assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "Traceback" not in res.stdout + res.stderr
+    n1 = rec["hosts"]["n1"]
+    assert (n1["status"], rec["hosts"]["n2"]["status"]) == ("failed", "ok")
+    assert [(t["name"], t["status"]) for t in n1["tasks"]] == [("gather facts", "failed")]  # nothing ran after
+    line = "GPU stack broken: Slurm GRES gpu:h200:1 for node n1, but nvidia-smi: not found on PATH"
+    assert line in n1["tasks"][0]["msg"] and "verify_device: cpu" in n1["tasks"][0]["msg"]
+    assert n1["facts"]["slurm"]["gres"] == ["gpu:h200:1"]  # the facts gathered are kept
+    assert line in res.stdout + res.stderr
+    assert "building for fallback_archs" not in res.stdout + res.stderr
+    # the opt-in: n1 is a build host for fallback_archs (verify would run on the CPU), and says so
+    assert opted.returncode == 0, opted.stdout[-2000:] + opted.stderr[-2000:]
+    assert {h: o["status"] for h, o in opted_rec["hosts"].items()} == {"n1": "ok", "n2": "ok"}
+    n1_facts = opted_rec["hosts"]["n1"]["facts"]
+    assert (n1_facts["gpu_stack"]["status"], n1_facts["build"]["source"]) == ("none", "fallback")
+    assert n1_facts["build"]["notes"][0].startswith("no GPU found (no NVIDIA driver: a build host)")
+    assert slurm_cluster.jobs() == []
+
+
+def write_play(path: Path, name: str, script: str) -> Path:
+    path.write_text(QUICK_PLAY.format(name=name, script=script.replace("'", "''")))
+    return path
+
+
 def test_rolling_batches_hold_only_the_batch_being_worked_on(slurm_cluster, tmp_path):
     log = tmp_path / "slurm-calls"
     launcher = counting_launcher(slurm_cluster, log)

@@ -116,6 +116,23 @@ def parse_tokens(text: str) -> list[ArchToken]:
     return out
 
 
+def target_arch_list(facts: Mapping[str, Any], archs: str | None = None) -> str:
+    """The ``TORCH_CUDA_ARCH_LIST`` a build on ``facts``' host is for (pure): ``archs`` (a
+    ``build_wheel`` task's override, ``-e archs='12.0a;9.0a'``) in the order a build uses
+    (numeric, duplicates dropped: ``"9.0a;12.0a"``), else the facts' ``build.torch_cuda_arch_list``.
+    :func:`fleetctl.tasks.build_keys.target_plan` builds exactly this, and a task title names it with
+    the template function of the same name (``Build the wheel for {{ target_arch_list(facts,
+    archs | default(none)) }}``), so the title is the arch list built.
+
+    Raises:
+        ValueError: ``archs`` holds an entry that is not an arch (see :func:`parse_tokens`).
+    """
+    if archs:
+        tokens = sorted(parse_tokens(str(archs)), key=lambda t: (t.major, t.minor, t.suffix, t.ptx))
+        return ";".join(t.text for t in tokens)
+    return str((facts.get("build") or {}).get("torch_cuda_arch_list") or "")
+
+
 def predicted_binaries(tokens: Iterable[ArchToken]) -> tuple[list[str], list[str]]:
     """``(sass, ptx)`` an arch list must put into the wheel: SASS for every token, PTX for the
     ``+PTX`` ones."""

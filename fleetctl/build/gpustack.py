@@ -12,16 +12,24 @@ The facts script (``playbooks/scripts/facts.py``, ``gpu_stack``) tells three cas
 
 Facts of an older facts script (no ``gpu_stack``) are classified from ``gpus`` and
 ``gpu_error`` the same way (:func:`stack_of`).
+
+``none`` is a build host only when nothing says the host has GPUs. Slurm's GRES for the node
+(``gpu:h200:2`` in the facts' ``slurm`` view, from sinfo's ``%G``) or the host var
+``verify_device: cuda`` do (:func:`gpu_claim`): such a host whose facts find no driver (nvidia-smi
+missing, no ``/proc/driver/nvidia``, no ``/dev/nvidia*``) is broken too, and fails at facts rather
+than build for ``fallback_archs`` and verify on the CPU. ``verify_device: cpu`` is the explicit
+opt-in to that (GPUs that are not for this venv): then the claim is not checked.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from ..errors import TaskFailed
 
-__all__ = ["GpuStackBroken", "check_gpu_stack", "stack_of"]
+__all__ = ["GpuStackBroken", "check_gpu_stack", "gpu_claim", "gres_gpu_count", "stack_of"]
 
 
 class GpuStackBroken(TaskFailed):
@@ -51,16 +59,62 @@ def stack_of(facts: Mapping[str, Any]) -> dict[str, Any]:
     return {"status": "none", "reason": err or None, "fix": None}
 
 
-def check_gpu_stack(host: str, facts: Mapping[str, Any]) -> None:
-    """Refuse a host whose NVIDIA stack is broken.
+_GRES = re.compile(r"^(?P<name>[^:(]+)(?::(?P<type>[^:(]*))?(?::(?P<count>\d+))?(?:\(.*\))?$")
+
+
+def gres_gpu_count(gres: str) -> int:
+    """The GPUs one Slurm GRES item gives a node (pure): ``"gpu:h200:8"`` and ``"gpu:h200:8(S:0-1)"``
+    -> 8, ``"gpu:2"`` -> 2, ``"gpu:h200"`` or ``"gpu"`` -> 1 (Slurm's count defaults to 1, gres.conf(5)),
+    ``"gpu:h200:0"`` and other GRES (``"mps:100"``, ``"(null)"``) -> 0."""
+    m = _GRES.match(gres.strip())
+    if not m or m.group("name") != "gpu":
+        return 0
+    count = m.group("count")
+    if count is None and m.group("type") and m.group("type").isdigit():  # "gpu:2": the count, no type
+        count = m.group("type")
+    return int(count) if count is not None else 1
+
+
+def gpu_claim(facts: Mapping[str, Any], verify_device: str = "auto") -> str | None:
+    """What says the host has GPUs, in words, or None (pure): Slurm's GRES for the node (the facts'
+    ``slurm`` view: ``"Slurm GRES gpu:h200:2 for node n1"``), else the host var ``verify_device``
+    when it is ``cuda`` (``"the host var verify_device: cuda"``)."""
+    view = facts.get("slurm")
+    if isinstance(view, Mapping):
+        gres = [str(g) for g in view.get("gres") or [] if gres_gpu_count(str(g)) > 0]
+        if gres:
+            return f"Slurm GRES {','.join(gres)} for node {view.get('node') or '?'}"
+    if verify_device == "cuda":
+        return "the host var verify_device: cuda"
+    return None
+
+
+def check_gpu_stack(host: str, facts: Mapping[str, Any], *, verify_device: str = "auto") -> None:
+    """Refuse a host whose NVIDIA stack is broken, or that has GPUs (:func:`gpu_claim`) but no
+    usable driver.
+
+    Args:
+        verify_device: the host var (``auto``, ``cuda`` or ``cpu``); ``cpu`` is the explicit
+            opt-in to verify on the CPU, so a GPU claim is not checked then.
 
     Raises:
         GpuStackBroken: ``stack_of(facts)["status"] == "broken"``; the message names what failed
             and the fix (``GPU stack broken: nvidia-smi: exit 18: Failed to initialize NVML:
             Driver/library version mismatch ...; fix: ... reboot the host, or reload the nvidia
-            kernel modules ...``).
+            kernel modules ...``). Or the status is ``none`` (no driver found) while Slurm's GRES
+            or the inventory say the host has GPUs (``GPU stack broken: Slurm GRES gpu:h200:1 for
+            node n1, but nvidia-smi: not found on PATH ...; fix: ...``).
     """
     stack = stack_of(facts)
     if stack["status"] == "broken":
         raise GpuStackBroken(host, str(stack.get("reason") or "the NVIDIA stack does not answer"), stack.get("fix"),
                              facts)
+    claim = gpu_claim(facts, verify_device) if stack["status"] == "none" and verify_device != "cpu" else None
+    if claim:
+        errors = facts.get("gpu_probe_errors") or [facts.get("gpu_error") or "no GPU source answered"]
+        found = str(errors[0])  # nvidia-smi's (NVML's error follows in gpu_error)
+        raise GpuStackBroken(
+            host, f"{claim}, but {found}, and no NVIDIA driver is loaded there (no /proc/driver/nvidia, /dev/nvidia*)",
+            "install the NVIDIA driver and its nvidia-smi on the host's non-interactive PATH (or drain the node); "
+            "to build for fallback_archs and verify on the CPU there all the same, set the host var verify_device: cpu",
+            facts)

@@ -28,19 +28,27 @@ def runs(ctx: click.Context, as_json: bool) -> None:
         return
     for r in items:
         s = _summary(r)
-        click.echo(f"{s['run_id']}  {s['what']:16} {s['status']:12} {s['hosts']} hosts  {s['failed']} failed")
+        later = f"  {s['not_started']} not started" if s["not_started"] else ""
+        click.echo(f"{s['run_id']}  {s['what']:16} {s['status']:12} {s['hosts']} hosts  {s['failed']} failed{later}")
 
 
 def _summary(r: dict) -> dict:
+    """One run's line: ``failed`` counts the hosts that failed, were unreachable or interrupted;
+    ``not_started`` the hosts of the batches a failed canary (``--serial``, ``max_fail_percentage``)
+    stopped. Both are in the record's ``failed_hosts`` (the retry set deploys them again), but a
+    host that never started did not fail."""
     from ..reporting.history import shown_status
 
     kind = r.get("kind", "?")
     mode = r.get("mode", "apply")
     hosts = r.get("hosts", {})
+    status = {h: o.get("status") if isinstance(o, dict) else None for h, o in hosts.items()}
+    not_started = sum(1 for st in status.values() if st == "not started")
+    failed = sum(1 for h in r.get("failed_hosts") or [] if status.get(h) != "not started")
     return {"run_id": r.get("run_id"), "kind": kind, "mode": mode,
             "what": kind if mode == "apply" else f"{kind} ({mode})", "status": shown_status(r),
             "started": r.get("started"), "finished": r.get("finished"), "hosts": len(hosts),
-            "failed": len(r.get("failed_hosts") or []), "playbook": r.get("playbook"), "pattern": r.get("pattern")}
+            "failed": failed, "not_started": not_started, "playbook": r.get("playbook"), "pattern": r.get("pattern")}
 
 
 @runs.command("prune")

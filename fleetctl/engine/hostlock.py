@@ -7,8 +7,12 @@ host's fleetctl working folder (:func:`lock_path`) and then waits. It runs as a 
 (:meth:`Connection.open_companion`, so it never takes a session the deploy needs: a host with
 ``MaxSessions 1`` still gets its deploy done) for the whole run:
 
-- released on purpose (:meth:`HostLock.release`): the channel closes, the supervisor stops the
-  script, whose trap clears the holder record;
+- released on purpose (:meth:`HostLock.release`): a second command sends the script SIGTERM by
+  its id on the host (:data:`RELEASE_SCRIPT`, only while the lock file still names it), its trap
+  clears the holder record and it exits 0; only then is its command stopped. Stopping the
+  command alone is not enough: srun stops a job step with SIGKILL (Slurm 22.05: ``srun: error:
+  n1: task 0: Killed``), which no trap sees, and the next run found the finished run's record
+  and warned that it took over a stale lock;
 - the controller dies or the connection drops: sshd closes the session, the supervisor stops the
   script the same way; the kernel drops the flock whatever happens to the process;
 - the script itself is killed (``kill -9``, OOM, reboot): the lock is free but the holder record
@@ -30,6 +34,7 @@ Usage (engine-independent)::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import getpass
 import json
@@ -56,11 +61,21 @@ exec 9<>"$f" || exit 3
 if ! flock -n 9; then printf 'BUSY '; head -c 4096 -- "$f"; echo; exit 75; fi
 printf 'PREVIOUS '; head -c 4096 -- "$f"; echo
 printf '%s %s\n' "$$" "$rec" > "$f"
-trap ': > "$f"; exit 0' TERM HUP INT
+trap 'kill "$!" 2>/dev/null; : > "$f"; exit 0' TERM HUP INT
 echo "LOCKED $$"
 exec >/dev/null 2>&1
 while :; do sleep 3600 9>&- & wait $!; done
 '''
+
+# Sent on release with the lock file and the lock process's id: SIGTERM to that process, but only
+# while the lock file names it (the record's first word), so no other process is ever signalled.
+RELEASE_SCRIPT = r'''read -r pid rest < "$1" 2>/dev/null || exit 0
+[ "$pid" = "$2" ] || exit 0
+exec kill -TERM "$2"
+'''
+
+#: Seconds the release command, then the released lock process, each get before its command is stopped.
+RELEASE_WAIT_S = 10.0
 
 
 class HostLockBusy(FleetError):
@@ -93,24 +108,37 @@ class HostLock:
         path: the lock file on the host.
         holder: the record written (this run's).
         stale: the record of a dead run whose lock was taken over, or ``None``.
+        remote_pid: the lock process's id on the host (the first word of the lock file), or ``None``.
     """
 
     host: str
     path: str
     holder: dict
     stale: dict | None = None
+    remote_pid: int | None = None
     _task: asyncio.Task | None = field(default=None, repr=False)
     _conn: Connection | None = field(default=None, repr=False)
     _owner: Connection | None = field(default=None, repr=False)
 
     async def release(self) -> None:
-        """Stop the lock process (its trap clears the record; the flock goes with it) and close
-        the companion connection. Safe to call twice."""
+        """Let go of the lock: the lock process is sent SIGTERM on the host (:data:`RELEASE_SCRIPT`;
+        its trap clears the record, the flock goes with it) and given :data:`RELEASE_WAIT_S` seconds
+        to end; its command is stopped whatever happens, and the companion connection closed. When
+        the host cannot be reached the record stays, and the next run takes it over as stale.
+        Safe to call twice."""
         task, self._task = self._task, None
-        await drop_task(task)
-        conn, self._conn = self._conn, None
-        if conn is not None and conn is not self._owner:
-            await conn.close()
+        conn = self._conn
+        try:
+            if task is not None and not task.done() and conn is not None and self.remote_pid:
+                with contextlib.suppress(Exception):  # the host is gone, or slow: the record stays
+                    await conn.run(["/bin/sh", "-c", RELEASE_SCRIPT, "fleetctl-unlock", self.path,
+                                    str(self.remote_pid)], timeout_s=RELEASE_WAIT_S)
+                    await asyncio.wait_for(asyncio.shield(task), RELEASE_WAIT_S)
+        finally:
+            await drop_task(task)
+            self._conn = None
+            if conn is not None and conn is not self._owner:
+                await conn.close()
 
 
 def lock_path(conn: Connection, workdir: str | None = None, override: str | None = None) -> str:
@@ -186,7 +214,9 @@ async def _try(conn: Connection, host: str, path: str, record: dict, timeout_s: 
     how = await answer_or_end(locked, task, timeout_s)
     if how == "answer":
         previous = next((parse_holder(t[len("PREVIOUS "):]) for t in lines if t.startswith("PREVIOUS ")), {})
-        return HostLock(host, path, record, stale=previous or None, _task=task)
+        pid = locked.result()[len("LOCKED"):].strip()
+        return HostLock(host, path, record, stale=previous or None, remote_pid=int(pid) if pid.isdigit() else None,
+                        _task=task)
     if how == "silent":
         raise HostLockError(f"{host}: the deploy lock {path} did not answer within {timeout_s:g} s")
     res = task.result()  # HostUnreachable propagates

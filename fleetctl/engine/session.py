@@ -206,7 +206,7 @@ class HostSession:
         facts = await gather_facts(
             self.conn, venv=self.venv, cuda_home=settings.cuda_home, workdir=self.run_dir,
             fallback_archs=settings.fallback_archs, timeout_s=timeout_s, max_jobs=settings.max_jobs,
-            gpu_timeout_s=settings.gpu_probe_timeout_s,
+            gpu_timeout_s=settings.gpu_probe_timeout_s, verify_device=settings.verify_device,
         )
         return self.finish_facts(facts)
 

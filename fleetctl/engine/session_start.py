@@ -270,7 +270,8 @@ def _facts(session: HostSession, out: dict) -> dict[str, Any]:
     facts = parse_facts_output(session.name, 0, out.get("facts_stdout", ""), "")
     settings = session.host.settings
     facts = complete_facts(session.name, facts, fallback_archs=settings.fallback_archs, max_jobs=settings.max_jobs,
-                           cuda_home=settings.cuda_home)
+                           cuda_home=settings.cuda_home, extra=session.conn.extra_facts(),
+                           verify_device=settings.verify_device)
     return session.finish_facts(facts)
 
 

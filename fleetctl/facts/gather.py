@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..build.archs import DEFAULT_FALLBACK_ARCHS, build_plan
@@ -102,6 +102,7 @@ async def gather_facts(
     python: str = "python3",
     max_jobs: int | None = None,
     gpu_timeout_s: float | None = None,
+    verify_device: str = "auto",
 ) -> dict[str, Any]:
     """Upload and run the facts script on ``conn``'s host; return its facts plus ``build``.
 
@@ -116,6 +117,7 @@ async def gather_facts(
         python: the interpreter that runs the script (any Python >= 3.8 on the host).
         max_jobs: fixed build job count (host var); derived from CPUs and memory when None.
         gpu_timeout_s: seconds nvidia-smi may take on the host (the script's default when None).
+        verify_device: the host var (``auto``, ``cuda``, ``cpu``), for :func:`complete_facts`.
 
     Returns:
         The script's JSON object (see ``playbooks/scripts/facts.py``) with ``reachable: True``
@@ -139,24 +141,34 @@ async def gather_facts(
                       gpu_timeout_s=gpu_timeout_s)
     result = await conn.run(argv, timeout_s=timeout_s)
     facts = parse_facts_output(conn.host, result.rc, result.stdout_text, result.stderr_text)
-    return complete_facts(conn.host, facts, fallback_archs=fallback_archs, max_jobs=max_jobs, cuda_home=cuda_home)
+    return complete_facts(conn.host, facts, fallback_archs=fallback_archs, max_jobs=max_jobs, cuda_home=cuda_home,
+                          extra=conn.extra_facts(), verify_device=verify_device)
 
 
 def complete_facts(host: str, facts: dict[str, Any], *,
                    fallback_archs: str | Sequence[str] = DEFAULT_FALLBACK_ARCHS,
-                   max_jobs: int | None = None, cuda_home: str | None = None) -> dict[str, Any]:
+                   max_jobs: int | None = None, cuda_home: str | None = None,
+                   extra: Mapping[str, Any] | None = None, verify_device: str = "auto") -> dict[str, Any]:
     """The script's facts with ``build`` (:func:`fleetctl.build.archs.build_plan`) and ``reachable``
     added. When the toolkit found first cannot compile the host's archs and another of the host's
     toolkits can, the returned facts (a new dict) describe that one, with a build note, unless
     ``cuda_home`` (the host var) pins the toolkit. Use the returned dict, not ``facts``.
 
+    Args:
+        extra: what the connection knows of the host (:meth:`Connection.extra_facts`: Slurm's view
+            of a node, with its GRES), merged in first.
+        verify_device: the host var (``auto``, ``cuda``, ``cpu``): see
+            :func:`fleetctl.build.gpustack.check_gpu_stack`.
+
     Raises:
-        GpuStackBroken: (a :class:`TaskFailed`) the host's NVIDIA stack is installed but broken
+        GpuStackBroken: (a :class:`TaskFailed`) the host's NVIDIA stack is installed but broken, or
+            Slurm's GRES (or ``verify_device: cuda``) says it has GPUs and no driver answers
             (:func:`fleetctl.build.gpustack.check_gpu_stack`): the host fails at facts, never builds
             for ``fallback_archs`` as if it had no GPU.
         FleetError: the build cannot be planned from these facts.
     """
-    check_gpu_stack(host, facts)
+    facts.update(extra or {})
+    check_gpu_stack(host, facts, verify_device=verify_device)
     try:
         facts["build"] = build_plan(facts, fallback_archs=fallback_archs, max_jobs=max_jobs)
         switched, note = with_toolkit_for(facts, parse_tokens(facts["build"]["torch_cuda_arch_list"]),

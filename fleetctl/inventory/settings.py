@@ -71,6 +71,8 @@ class HostSettings(Settings):
             default 30): a GPU that has fallen off the bus blocks it in the kernel for good.
         verify_device: where ``verify`` must work when its task does not say: ``auto`` (the GPU when
             the host's facts list GPUs), ``cuda`` or ``cpu`` (hosts whose GPUs are not for torch).
+            ``cuda`` also says the host has GPUs, and ``cpu`` opts out of the check that a host
+            Slurm's GRES gives GPUs has a driver (:func:`fleetctl.build.gpustack.check_gpu_stack`).
         keep_runs, keep_days: how many of fleetctl's per-run folders a deploy keeps on the host,
             and for how many days (:mod:`fleetctl.util.retention`), or None for the controller's
             ``FLEETCTL_KEEP_RUNS``/``FLEETCTL_KEEP_DAYS`` (50, 30).

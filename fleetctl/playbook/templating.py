@@ -25,6 +25,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from fleetctl.tasks.argtypes import is_template
 from fleetctl.errors import PlaybookError
+from fleetctl.build.cudacompat import target_arch_list
 from fleetctl.build.sgl_recipe import sgl_kernel_recipe
 
 from .messages import one_line
@@ -96,6 +97,15 @@ def _combine_filter(*dicts: object) -> dict:
     return out
 
 
+def _target_arch_list(facts: Any, archs: Any = None) -> str:
+    """:func:`fleetctl.build.cudacompat.target_arch_list` for templates (task titles): an ``archs``
+    that is not an arch list is shown as written (the task's own argument check names the fault)."""
+    try:
+        return target_arch_list(facts if isinstance(facts, Mapping) else {}, archs)
+    except ValueError:
+        return str(archs)
+
+
 @lru_cache(maxsize=1)
 def environment() -> SandboxedEnvironment:
     """The shared sandboxed Jinja environment (StrictUndefined, no autoescape, keeps newlines)."""
@@ -112,6 +122,7 @@ def environment() -> SandboxedEnvironment:
     env.filters["combine"] = _combine_filter
     # build recipes of the payloads fleetctl deploys (pure functions of facts)
     env.globals["sgl_kernel_recipe"] = sgl_kernel_recipe
+    env.globals["target_arch_list"] = _target_arch_list  # the arch list a build_wheel builds
     return env
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..build.env import config_settings_args, wheel_defines
 from ..connection.base import CommandResult
-from ..build.cudacompat import ArchToken, parse_tokens
+from ..build.cudacompat import ArchToken, parse_tokens, target_arch_list
 from ..build.hostcompiler import key_material as host_compiler_key
 from ..build.wheeltags import platform_inputs
 from .steps import Run, probe
@@ -44,8 +44,8 @@ def target_plan(facts: Mapping[str, Any], args: Any) -> dict[str, Any]:
     """
     plan = dict(facts.get("build") or {})
     if args.archs:
-        tokens = sorted(parse_tokens(args.archs), key=lambda t: (t.major, t.minor, t.suffix, t.ptx))
-        plan["torch_cuda_arch_list"] = ";".join(t.text for t in tokens)
+        plan["torch_cuda_arch_list"] = target_arch_list(facts, args.archs)  # what a task title names too
+        tokens = parse_tokens(plan["torch_cuda_arch_list"])
         plan["cuda_architectures"] = ";".join(f"{t.major}{t.minor}{t.suffix}" for t in tokens)
     if args.max_jobs:
         plan["max_jobs"] = args.max_jobs
