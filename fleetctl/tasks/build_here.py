@@ -50,8 +50,13 @@ CLEAN_LEFTOVERS = ('cd "$1" 2>/dev/null || exit 0; shift; for p in build _skbuil
                    '[ -n "$keep" ] || { rm -rf -- "$p" && echo "fleetctl: removed $p from the source tree"; }; done; true')
 
 
+def stamp_of(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The build stamp a build's result data is written as (everything but ``--plan``'s ``decision``)."""
+    return {k: v for k, v in data.items() if k != "decision"}
+
+
 def stamp_bytes(data: Mapping[str, Any]) -> bytes:
-    return json.dumps({k: v for k, v in data.items() if k != "decision"}, sort_keys=True).encode()
+    return json.dumps(stamp_of(data), sort_keys=True).encode()
 
 
 def _build_env(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapping[str, Any], jobs: int, tmp: str,
@@ -192,7 +197,7 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
                               data={**data, "decision": decision})
     forced = " (forced: --force, no earlier wheel reused)" if decision.get("forced") else ""
     return TaskResult(Status.CHANGED, msg=f"built {posixpath.basename(wheel)} for {data['archs']}{forced}",
-                      data={**data, "decision": decision}, files={wheel: digest})
+                      data={**data, "decision": decision}, files={wheel: digest}, stamps={wheel: stamp_of(data)})
 
 
 def _sass_archs(host: HostView, wheel: str, digest: str | None, targets: list[str], ptx: list[str]):

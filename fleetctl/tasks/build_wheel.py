@@ -41,7 +41,7 @@ from ..build.wheeltags import PlatformMismatch, platform_label
 from .argtypes import ActionArgs, ARCH_TOKEN, CMAKE_NAME, VERSION_RE, env_mapping, is_template, non_empty, scalar_to_str
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_deps import plan_deps, ship_deps, tree_with
-from .build_here import build_here, stamp_bytes
+from .build_here import build_here, stamp_bytes, stamp_of
 from .build_keys import (STAMP_NAME, build_inputs, build_key, changed_inputs, parse_stamps, plan_tokens, stamps_probe,
                          target_plan)
 from .build_meta import META_PROBE, BuildMeta, meta_from_texts, parse_probe, read_local_texts
@@ -302,7 +302,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
             if err is not None:
                 yield Emit(name="class.serve_failed", data={"key": key[:16], "error": str(err)})
         return TaskResult(Status.OK, msg=f"unchanged inputs: reusing {posixpath.basename(mine['wheel'])}", data=data,
-                          files={mine["wheel"]: mine["sha256"]})
+                          files={mine["wheel"]: mine["sha256"]}, stamps={mine["wheel"]: dict(mine)})
     if role == "push":
         got = yield Fetch(key=key, dest=dest, platform=(facts.get("python") or {}).get("platform"),
                           reason="one member of the arch class builds; this host receives it")
@@ -314,12 +314,16 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
             return with_class(_fail(f"the build of this arch class failed on its builder: {got}",
                                     {**decision, "action": "push"}), key, inputs, target)
         else:
-            data = {**dict(got.data), "wheel": got.remote, "sha256": got.sha256, "key": key, "reused": False,
+            # the class's inputs and archs are this host's (one key): known before the wheel is
+            # (a dry run's push), so a later install's checks never wait for it
+            data = {"inputs": inputs, "archs": target.get("torch_cuda_arch_list"), **dict(got.data),
+                    "wheel": got.remote, "sha256": got.sha256, "key": key, "reused": False,
                     "pushed_from": got.builder, "decision": {**decision, "action": "push"}}
             err = yield Put(data=stamp_bytes(data), remote=stamp_path, mode=0o600, reason="the build stamp")
             if err is not None:
                 return _fail(f"cannot write the build stamp: {err}", decision)
             return TaskResult(Status.CHANGED, data=data, files={got.remote: got.sha256 or None},
+                              stamps={got.remote: stamp_of(data)},
                               msg=f"pushed {got.name} (built once for this arch class on {got.builder})")
     decision["action"] = "build"
     if cannot_build is not None:  # no member of its class can build it either (or none is left)
