@@ -12,7 +12,9 @@ set. The planner:
    memory, the workdir's file system) and from the tree's own ``pyproject.toml``/``setup.py``
    (:mod:`~fleetctl.tasks.build_meta`);
 2. the build key (:func:`fleetctl.tasks.build_keys.build_key`: source tree, archs, defines,
-   toolchain, torch, Python tag) and the host's stamps: a wheel for exactly these inputs is reused;
+   toolchain, torch, Python tag) and the host's stamps: a wheel for exactly these inputs is reused
+   while it is the wheel its stamp describes (its size and mtime, else its sha256:
+   :func:`~fleetctl.tasks.build_keys.stale_stamp`; one that is not is built or received again);
    a host without one is checked further by one probe of the venv's python (its build
    requirements, what torch's ``cpp_extension`` makes of each arch token) and an allocation of the
    space the build needs; every problem fails the task before anything is uploaded or compiled,
