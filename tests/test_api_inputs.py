@@ -32,3 +32,19 @@ def test_sources_as_one_list_and_wrong_shapes_are_one_line(tmp_path):
     assert Fleet(INV).sources == (INV,)  # one path, not its characters
     with pytest.raises(InputError, match=r"ssh_options: want a list of 'Name=value' strings, got \{'Port': 'abc'\}"):
         Fleet(INV, ssh_options={"Port": "abc"})
+
+
+def test_an_extra_var_nothing_reads_goes_to_on_warning_before_anything_runs(tmp_path):
+    """The API's extra vars are the CLI's -e: one that the play does not read is named, with the
+    closest name it reads, through the fleet's ``on_warning`` (nothing connects to check it)."""
+    from fleetctl.api.play import prepare_play
+
+    seen: list[str] = []
+    fleet = Fleet(INV, extra_vars={"verify_devce": "cpu"}, on_warning=seen.append)
+    prep = prepare_play(fleet, REPO / "playbooks" / "fp4-kernels.yaml", pattern="local", mode="plan",
+                        extra_vars={"arhcs": "9.0a", "archs": "9.0a", "workdir": str(tmp_path)})
+    assert prep.extra_vars["arhcs"] == "9.0a"  # kept: Ansible's extra vars are free-form
+    assert seen == [
+        "-e verify_devce: no task or template of fp4-kernels.yaml reads it, nor does fleetctl; did you mean "
+        "verify_device?",
+        "-e arhcs: no task or template of fp4-kernels.yaml reads it, nor does fleetctl; did you mean archs?"]

@@ -499,6 +499,84 @@ def test_force_rebuilds_even_when_the_controller_cache_holds_the_class_wheel(fak
     assert fake.HOSTS["n2"].files[n2_wheel] == fresh
     assert len(pip_installs("n1")) == len(pip_installs("n2")) == 2  # reinstalled on both
 
+
+def test_a_wheel_that_is_not_what_its_stamp_recorded_is_rebuilt_never_reused_or_installed(fake_kind, tmp_path):
+    """A build stamp is trusted only for the wheel it describes: its size and mtime (stat, in the
+    stamps probe) decide a no-change run without hashing; a size that differs (a truncated wheel)
+    means a rebuild, with a line saying why, and the install takes the rebuilt wheel; a size that
+    agrees with another mtime is settled by the wheel's sha256 (new-user trial: a truncated wheel
+    was reused until --force)."""
+    import hashlib
+    import posixpath
+
+    from tests.support.fake_connection import fake_mtime
+
+    pb = playbook(tmp_path)
+    hosts = make_hosts(["n1"])
+    run(pb, hosts)
+    files = fake.HOSTS["n1"].files
+    (wheel,) = [p for p in files if p.endswith(".whl") and "/wheels/" in p]
+    good, stamp_path = files[wheel], posixpath.join(posixpath.dirname(wheel), ".fleetctl-build.json")
+    stamp = json.loads(files[stamp_path])
+    assert (stamp["size_bytes"], stamp["mtime_s"]) == (len(good), fake_mtime(good))
+
+    def hashed():
+        return fake.HOSTS["n1"].commands().count(["sha256sum", wheel])
+
+    def build_msg(model):
+        return [t.msg for t in model.hosts["n1"].tasks if t.action == "build_wheel"][0]
+
+    same, _ = run(pb, hosts)  # nothing changed: size and mtime agree, the wheel is not read
+    assert actions(same) == {"n1": "reuse"} and hashed() == 0
+
+    why = (f"toy-0.1-py3-none-any.whl is 5 bytes, its build stamp says {len(good)} (truncated or replaced since it "
+           "was built)")
+    # truncated, and the install removed by hand: the install needs a wheel. The controller's cache
+    # holds the class's wheel (checked against its sha256 when fetched): it replaces the broken one
+    files[wheel] = good[:5]
+    del files["/venv-state/toy"]
+    for mode in ("plan", "dry-run"):
+        model, ev = run(pb, hosts, mode=mode)
+        assert actions(model) == {"n1": "push"}, (mode, build_msg(model))
+        assert f"{why}: not reused (built again, or its arch class's wheel received)" in [
+            e.data.get("message") for e in ev.events if e.name == "note.added"], mode
+    real, _ = run(pb, hosts)
+    assert real.hosts["n1"].status == "ok" and actions(real) == {"n1": "push"}
+    assert build_msg(real).endswith(f"; replaces the wheel here: {why}"), build_msg(real)
+    assert files[wheel] == good and files["/venv-state/toy"] == hashlib.sha256(good).hexdigest().encode()
+    # without it (another controller, a cleared cache), the host rebuilds
+    from fleetctl.engine.classes import wheels_root
+    import shutil
+
+    shutil.rmtree(wheels_root())
+    files[wheel] = good[:5]
+    del files["/venv-state/toy"]
+    plan, _ = run(pb, hosts, mode="plan")
+    assert actions(plan) == {"n1": "build"}
+    real, _ = run(pb, hosts)
+    assert real.hosts["n1"].status == "ok" and actions(real) == {"n1": "build"}
+    assert build_msg(real).endswith(f"(rebuilt: {why})"), build_msg(real)
+    assert files[wheel] == good and len(fake.HOSTS["n1"].ran("--wheel-dir")) == 2
+    assert files["/venv-state/toy"] == hashlib.sha256(good).hexdigest().encode()  # the rebuilt wheel, not 5 bytes
+    assert hashed() == 0  # the size said it: no hash
+
+    stamp = json.loads(files[stamp_path])  # the wheel touched (another mtime, same bytes): hashed, reused
+    files[stamp_path] = json.dumps({**stamp, "mtime_s": stamp["mtime_s"] - 60}).encode()
+    touched, _ = run(pb, hosts)
+    assert actions(touched) == {"n1": "reuse"} and hashed() == 1
+
+    files[wheel] = bytes(reversed(good))  # other bytes of the same size: the sha256 says so
+    flipped, ev = run(pb, hosts, mode="plan")
+    assert actions(flipped) == {"n1": "push"}  # the cache holds the class's wheel again
+    notes = [e.data.get("message", "") for e in ev.events if e.name == "note.added"]
+    assert any(n.startswith("toy-0.1-py3-none-any.whl's sha256 is ") and "its build stamp says "
+               f"{stamp['sha256'][:12]}... (changed since it was built): not reused" in n for n in notes), notes
+
+    forced, ev = run(pb, hosts, mode="plan", force=True)  # --force rebuilds without asking the wheel
+    assert actions(forced) == {"n1": "build"}
+    assert not [e for e in ev.events if e.name == "note.added" and "build stamp" in e.data.get("message", "")]
+    assert len(fake.HOSTS["n1"].ran("--wheel-dir")) == 2  # only the uncached truncation rebuilt
+
     # a single host whose class wheel is cached: --force builds there too (it used to push the cache's)
     solo = make_hosts(["n3"])
     plan, _ = run(pb, solo, mode="plan")

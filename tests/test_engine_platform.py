@@ -180,3 +180,66 @@ def test_another_runs_host_sharing_the_venv_may_not_take_its_sm_away(fake_kind, 
     fake.HOSTS["n2"].facts["targets"]["venv"]["installed"] = {**mark, "archs": "10.0a"}
     third, _ = run(pb, [n2])
     assert third.hosts["n2"].status == "ok" and pip_installs("n2")
+
+
+def test_another_runs_install_in_the_shared_venv_is_refused_before_the_wheel_is_built(fake_kind, tmp_path):
+    """The refusal above does not wait for the wheel: its archs are the build's (planned) stamp, so
+    --plan and --dry-run show it while the build is still pending, and the deploy refuses the host
+    while planning, before building a wheel that could never be installed (new-user trial: --plan
+    exited 0 until the wheel existed)."""
+    import json
+
+    pb = playbook(tmp_path, TOY.replace("tool: pip}", 'tool: pip, archs: "{{ archs | default(none) }}"}'))
+    (n1,) = shared_hosts(["n1"], shared={"n1"})
+    assert run(pb, [n1])[0].hosts["n1"].status == "ok"
+    mark = json.loads(fake.HOSTS["n1"].files["/nfs/rack1/venv/.fleetctl-install.json"])
+    (n2,) = shared_hosts(["n2"], shared={"n2"})
+    fake.HOSTS["n2"].facts["targets"]["venv"]["installed"] = mark
+    fake.HOSTS["n2"].facts["gpus"][0]["compute_cap"] = "10.0"
+    fake.HOSTS["n2"].facts["cuda"]["archs"].append("compute_100")
+    line = ("/venv holds n1's install for 9.0a (toy-0.1-py3-none-any.whl): this wheel for 10.0a would take 9.0a away "
+            "from n1, which shares the venv; deploy once for all their GPUs (--hosts n2 -e archs='9.0a;10.0a')")
+    errors = {}
+    for mode in ("plan", "dry-run", "apply"):
+        model, _ = run(pb, [n2], mode=mode)
+        out = model.hosts["n2"]
+        assert out.status == "failed" and line in out.error, (mode, out.status, out.error)
+        install = [t for t in out.tasks if t.action == "pip_install"]
+        assert install and install[0].status == "failed", (mode, [(t.action, t.status) for t in out.tasks])
+        errors[mode] = (out.error, install[0].msg)
+    assert "found while planning: nothing was uploaded or run" in errors["apply"][1], errors["apply"]
+    assert not fake.HOSTS["n2"].ran("--wheel-dir") and not pip_installs("n2")  # no build its install would waste
+    # once the wheel exists (built alone, --tags build), --plan refuses with the same line
+    built, _ = run(pb, [n2], tags=["build"])
+    assert built.hosts["n2"].status == "ok" and fake.HOSTS["n2"].ran("--wheel-dir") and not pip_installs("n2")
+    again, _ = run(pb, [n2], mode="plan")
+    assert again.hosts["n2"].status == "failed" and again.hosts["n2"].error == errors["plan"][0], again.hosts["n2"].error
+    # a wheel for the union of their SMs keeps n1's: planned as an install, before it is built too
+    union, _ = run(pb, [n2], mode="plan", extra_vars={"archs": "9.0a;10.0a"})
+    assert union.hosts["n2"].status == "ok", union.hosts["n2"].error
+    assert actions(union) == {"n2": "build"}
+
+
+def test_a_member_receiving_its_class_wheel_is_refused_alike_before_the_push(fake_kind, tmp_path):
+    """A host whose class's wheel comes from the controller's cache (built by another host) is
+    planned as a push: the refusal for another run's install in its venv holds for it too, in
+    --plan and --dry-run, and the deploy pushes nothing to it."""
+    pb = playbook(tmp_path)
+    hosts = make_hosts(["n2", "n3"])
+    for name, ident in (("n2", "f" * 32), ("n3", "e" * 32)):
+        facts = fake.HOSTS[name].facts
+        facts["targets"] = {"venv": {"path": f"/nfs/{name}/venv", "id": ident, "error": None}}
+        facts["gpus"][0]["compute_cap"] = "10.0"
+        facts["cuda"]["archs"].append("compute_100")
+    fake.HOSTS["n3"].facts["targets"]["venv"]["installed"] = {"host": "n1", "archs": "9.0a",
+                                                              "wheel": "toy-0.1-py3-none-any.whl"}
+    first, _ = run(pb, hosts[:1])  # n2 builds the class's wheel: the controller's cache holds it
+    assert first.hosts["n2"].status == "ok" and actions(first) == {"n2": "build"}
+    line = "this wheel for 10.0a would take 9.0a away from n1, which shares the venv"
+    for mode in ("plan", "dry-run", "apply"):
+        model, _ = run(pb, hosts[1:], mode=mode)
+        out = model.hosts["n3"]
+        assert out.status == "failed" and line in out.error, (mode, out.status, out.error)
+        if mode != "apply":
+            assert actions(model) == {"n3": "push"}, (mode, actions(model))
+    assert not wheels_put("n3") and not pip_installs("n3")

@@ -52,3 +52,35 @@ def test_e_connection_vars_win_over_the_inventory(sshd_farm, tmp_path):
                    home=tmp_path)
     assert res.returncode == 2 and res.stderr.startswith("fleetctl: error: -e: ansible_port: "), res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_an_extra_var_nothing_reads_is_named_with_the_closest_name_it_may_mean(tmp_path):
+    """Ansible's extra vars are free-form: a -e var no template of the play reads (and that is
+    not a fleetctl or Ansible setting) is run with, but named in one warning line, with the
+    closest name that is read (new-user trial: ``-e arhcs=sm_90a`` built for the host's own SM
+    without a word). A var the play reads, even only as ``x | default(...)``, is not named."""
+    v = tmp_path / "v"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(v)], check=True)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"box": {"ansible_connection": "local", "venv": str(v),
+                                                                "workdir": str(tmp_path / "work")}}})
+    play = tmp_path / "quick.yaml"
+    play.write_text("name: quick\nhosts: all\ntasks:\n  - name: say\n"
+                    "    command: {argv: [echo, \"{{ archs | default('own SM') }}\"]}\n")
+    vars_file = tmp_path / "extra.yaml"
+    vars_file.write_text("verify_devce: cpu\n")
+
+    def warnings(*extra: str) -> list[str]:
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--plan", *extra,
+                       home=tmp_path)
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]  # warned, never refused
+        return [ln for ln in res.stderr.splitlines() if "warning" in ln]
+
+    assert warnings("-e", "arhcs=sm_90a") == [
+        "fleetctl: warning: -e arhcs: no task or template of quick.yaml reads it, nor does fleetctl; did you mean archs?"]
+    assert warnings("-e", "archs=9.0a", "-e", f"venv={v}", "-e", "ansible_user=root") == []
+    assert warnings("-e", f"@{vars_file}", "-e", "ansible_usr=root", "-e", "zzqx=1") == [
+        "fleetctl: warning: -e verify_devce: no task or template of quick.yaml reads it, nor does fleetctl; "
+        "did you mean verify_device?",
+        "fleetctl: warning: -e ansible_usr: no task or template of quick.yaml reads it, nor does fleetctl; "
+        "did you mean ansible_user?",
+        "fleetctl: warning: -e zzqx: no task or template of quick.yaml reads it, nor does fleetctl; it is ignored"]

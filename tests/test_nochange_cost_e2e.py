@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +91,63 @@ def test_a_no_change_deploy_sends_nothing_and_makes_one_round_trip_per_host(sshd
     assert changed == {"n1": [], "n2": ["pip_install"], "n3": []}, changed
     assert record["n1"]["connection"]["execs"] == MAX_EXECS and record["n2"]["connection"]["execs"] > MAX_EXECS
     assert plan_rows(record)["n1"]["status"] == "ok"
+
+
+def test_a_wheel_cut_short_in_the_build_folder_is_rebuilt_not_installed(sshd_farm, tmp_path):
+    """A build stamp is trusted for the wheel it describes only (new-user trial: a wheel truncated
+    in a host's build folder was reused, and installed, until --force): the stamp records the
+    wheel's size and mtime as written, the stamps probe stats the wheel in the same command (an
+    unchanged deploy stays ONE exec), and a wheel of another size is rebuilt, with the line saying
+    why; the install takes the rebuilt wheel."""
+    src = tmp_path / "toy"
+    shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
+    play = tmp_path / "play.yaml"
+    play.write_text(textwrap.dedent(PLAY.format(src=src)))
+    h = sshd_farm.start("n1")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = make_host_venv(tmp_path / "venv-n1")
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"n1": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                   "workdir": str(tmp_path / "work" / "n1"),
+                                                                   "venv": venv}}})
+
+    def deploy(*extra: str, as_json: bool = True):
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "fleet", "--playbook", str(play),
+                       *(["--json"] if as_json else []), *extra, home=tmp_path, timeout_s=900)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        return res
+
+    def tasks():
+        record = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["n1"]
+        return {t["action"]: t for t in record["tasks"]}, record
+
+    deploy()
+    wheel = Path(tasks()[0]["build_wheel"]["data"]["wheel"])
+    good = wheel.read_bytes()
+    stamp = json.loads((wheel.parent / ".fleetctl-build.json").read_text())
+    assert (stamp["size_bytes"], stamp["mtime_s"]) == (len(good), int(wheel.stat().st_mtime)), stamp
+
+    with open(wheel, "r+b") as fh:  # cut short, and the package removed by hand: the install needs it
+        fh.truncate(len(good) // 2)
+    subprocess.run([f"{venv}/bin/python3", "-m", "pip", "uninstall", "-y", "-q", "toyfp4"], check=True,
+                   capture_output=True)
+    shutil.rmtree(tmp_path / "cache" / "fleetctl" / "wheels")  # no class wheel on the controller: rebuilt here
+    why = (f"{wheel.name} is {len(good) // 2} bytes, its build stamp says {len(good)} (truncated or replaced since "
+           "it was built)")
+    planned = _plan_hosts(json.loads(deploy("--plan").stdout))
+    assert actions(planned) == {"n1": "build"}
+    (build,) = plan_rows(planned)["n1"]["builds"]
+    assert build["msg"].endswith(f"(rebuilt: {why})"), build
+    shown = deploy("--plan", as_json=False)  # the operator's plan says why
+    assert why in shown.stdout + shown.stderr, shown.stdout[-2000:] + shown.stderr[-2000:]
+    done = deploy(as_json=False)
+    assert why in done.stdout + done.stderr, done.stdout[-2000:] + done.stderr[-2000:]
+    ran, _ = tasks()
+    assert ran["build_wheel"]["status"] == "changed" and ran["build_wheel"]["msg"].endswith(f"(rebuilt: {why})")
+    assert ran["pip_install"]["status"] == "changed"
+    assert wheel.stat().st_size == len(good)
+    subprocess.run([f"{venv}/bin/python3", "-c", "import toyfp4"], check=True, capture_output=True)
+
+    deploy()  # unchanged again: the new stamp holds, one exec
+    ran, record = tasks()
+    assert ran["build_wheel"]["status"] == "ok" and "unchanged inputs" in ran["build_wheel"]["msg"]
+    assert record["connection"]["execs"] == MAX_EXECS, record["connection"]

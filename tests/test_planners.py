@@ -7,8 +7,8 @@ Each file under ``tests/data/planners/<action>/`` holds one case:
 - ``steps``: in order, what the planner must yield (``expect``: the step's type and any of its
   fields, compared exactly) and what it receives back (``answer``: a command result
   ``{rc, stdout, stderr, signal}``, a string, ``null``, or ``{"error": "..."}`` for a failed transfer);
-- ``result``: the task result's ``status``, and optionally ``msg`` (a substring) and ``decision``
-  (a subset of ``data["decision"]``).
+- ``result``: the task result's ``status``, and optionally ``msg`` (a substring), ``decision``
+  (a subset of ``data["decision"]``) and ``preflight`` (the refusal stops the host while planning).
 
 The planners are pure, so these run in milliseconds with no host at all.
 """
@@ -95,6 +95,8 @@ def test_planner_case(path: Path) -> None:
         assert want["msg"] in result.msg, result.msg
     for key, value in want.get("decision", {}).items():
         assert result.data.get("decision", {}).get(key) == value, result.data.get("decision")
+    if "preflight" in want:
+        assert result.preflight is want["preflight"], result.preflight
     for key, value in want.get("data", {}).items():  # null: the key must be absent
         assert result.data.get(key) == value, (key, result.data)
 

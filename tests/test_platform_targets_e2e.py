@@ -159,12 +159,19 @@ def test_two_hosts_sharing_one_venv_are_refused_alike_in_plan_dry_run_and_deploy
     info = subprocess.run([f"{shared}/bin/python3", "-c", "import toyfp4; print(toyfp4.build_info()['archs'])"],
                           capture_output=True, text=True)
     assert info.stdout.strip() == "['sm_90a', 'sm_100a']", info
-    # another run for rackB alone (its own SM only) would take rackA's SM out of the venv: refused
+    # another run for rackB alone (its own SM only) would take rackA's SM out of the venv: refused,
+    # by --plan too while rackB's wheel is not built yet, and by the deploy before building it
+    refusal = (f"{shared} holds rackA's install for 9.0a;10.0a (toyfp4-0.1.0-py3-none-linux_x86_64.whl): this wheel "
+               "for 10.0a would take 9.0a away from rackA, which shares the venv")
+    planned = fleetctl("-i", str(inv), "deploy", "--hosts", "rackB", "--playbook", str(play), "--plan", "--json",
+                       home=tmp_path, timeout_s=900)
+    assert planned.returncode == 1, planned.stdout[-2000:] + planned.stderr[-2000:]
+    assert refusal in json.loads(planned.stdout)["rackB"]["error"], planned.stdout
     alone = fleetctl("-i", str(inv), "deploy", "--hosts", "rackB", "--playbook", str(play), home=tmp_path, timeout_s=900)
     assert alone.returncode == 1
     error = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["rackB"]["error"]
-    assert (f"{shared} holds rackA's install for 9.0a;10.0a (toyfp4-0.1.0-py3-none-linux_x86_64.whl): this wheel for "
-            "10.0a would take 9.0a away from rackA, which shares the venv") in error, error
+    assert refusal in error, error
+    assert not list((tmp_path / "work" / "rackB").glob("wheels/*/*.whl"))  # refused while planning: nothing built
     again = subprocess.run([f"{shared}/bin/python3", "-c", "import toyfp4; print(toyfp4.build_info()['archs'])"],
                            capture_output=True, text=True)
     assert again.stdout.strip() == "['sm_90a', 'sm_100a']", again

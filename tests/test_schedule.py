@@ -661,6 +661,19 @@ def test_cli_cron_install_is_idempotent_among_other_lines(tmp_path):
     assert (tmp_path / "runs home %$'\"").is_dir()  # made for cron.log
 
 
+def test_an_extra_var_the_job_play_does_not_read_is_named_when_scheduling(tmp_path):
+    """-e of a job is checked as a deploy's (new-user trial: a misspelt -e was accepted silently):
+    one warning line with the closest name the play reads; the job is written all the same."""
+    d = fleet_dir(tmp_path)
+    res = fleet(tmp_path, "-i", "inv.yaml", "schedule", "--playbook", "pb.yaml", "--at", "02:30", "--print",
+                "-e", "greting=there", "-e", "greeting=you", cwd=d)
+    assert res.returncode == 0, res.stderr
+    warned = [ln for ln in res.stderr.splitlines() if "warning" in ln]
+    assert warned == ["fleetctl: warning: -e greting: no task or template of pb.yaml reads it, nor does fleetctl; "
+                      "did you mean greeting?"], res.stderr
+    assert "with: greting=there greeting=you" in res.stderr  # kept in the job: Ansible's extra vars are free-form
+
+
 @pytest.mark.parametrize("args,message", [
     (["--at", "25:00"], "fleetctl: error: --at: want HH:MM on a 24-hour clock (00:00 to 23:59), got '25:00'"),
     (["--at", "02:30", "--name", "my job"], "fleetctl: error: --name: 'my job' is not a usable unit name"),

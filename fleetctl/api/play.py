@@ -52,6 +52,40 @@ def check_tags(playbook: Any, option: str, tags: list[str]) -> None:
                              file=str(playbook.path))
 
 
+def extra_var_warnings(playbook: Any, names: Iterable[str]) -> list[str]:
+    """One warning line for each extra var (``-e``) that nothing reads, naming the closest name
+    that is read (difflib), e.g. ``-e arhcs: ...; did you mean archs?``.
+
+    Read are: the names the play's templates read (guarded uses such as ``archs | default(none)``
+    included) and its vars (:meth:`~fleetctl.playbook.model.Playbook.referenced_names`),
+    fleetctl's own host vars (:data:`fleetctl.inventory.own_vars.OWN_VARS`: ``venv``,
+    ``workdir``..., which ``-e`` sets for every host) and Ansible's names. Ansible's extra vars are
+    free-form, so an unread one is a warning, never a refusal: a var only an inventory script, a
+    template outside the play or the user's own tooling reads is left alone, but a misspelt one
+    (``-e arhcs=9.0a``, which builds for the host's own SM as if it were not given) is named.
+    """
+    from ..inventory.ansible_names import ANSIBLE_NAMES, is_ansible_name
+    from ..inventory.own_vars import own_var_names
+    from ..playbook.variables import RESERVED_NAMES
+
+    names = list(names)
+    if not names:
+        return []
+    own = own_var_names()
+    read = playbook.referenced_names() | own
+    candidates = sorted(read - RESERVED_NAMES)
+    out = []
+    for name in names:
+        if name in read or is_ansible_name(name):
+            continue
+        close = get_close_matches(name, sorted(ANSIBLE_NAMES) if name.startswith("ansible_") else candidates,
+                                  n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else "it is ignored"
+        out.append(f"-e {name}: no task or template of {Path(str(playbook.path)).name} reads it, nor does "
+                   f"fleetctl; {hint}")
+    return out
+
+
 def phase_timeouts(items: Mapping[str, float] | Iterable[str] | None) -> dict[str, float]:
     """Per-phase deadlines, seconds: ``{"build": 3600}`` or ``["build=3600"]`` (``--phase-timeout``).
 
@@ -188,6 +222,9 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
         phase_timeout: per-phase deadlines, seconds (``{"build": 3600}``).
         staged: run in a new version of each host's venv, switched to when every task passed.
 
+    Each extra var (the fleet's and ``extra_vars``) that the play does not read is one line to the
+    fleet's ``on_warning`` once every check passed (:func:`extra_var_warnings`); it is kept.
+
     Returns:
         The :class:`PreparedPlay`.
 
@@ -249,6 +286,8 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
     all_extra = {**fleet.extra_vars, **extra}
     play.check_undefined(known | set(all_extra))
     deadlines = Deadlines(overrides=phase_timeouts(phase_timeout), connect_s=fleet.connect_timeout)
+    for line in extra_var_warnings(play, {**fleet.extra_vars, **(extra_vars or {})}):
+        fleet.on_warning(line)
     opts = PlayOptions(host_lock=mode == "apply", forks=forks, mode=mode, force=force, tags=tuple(tag_list),
                        skip_tags=tuple(skip_list), extra_vars=all_extra,
                        accept_new_host_keys=fleet.accept_new_host_keys, deadlines=deadlines, serial=serial_items,

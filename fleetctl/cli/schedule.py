@@ -261,6 +261,11 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     pairs, files = varsfile.split_items(extra)
     given = _check_vars_files(files)
     pb.check_undefined(known | set(pairs) | {k for doc in given.values() for k in doc})
+    from ..api.play import extra_var_warnings
+
+    # the job runs unattended: a misspelt -e is named now, not in a log read after a wrong nightly
+    for line in extra_var_warnings(pb, dict.fromkeys([*(k for doc in given.values() for k in doc), *pairs])):
+        click.echo(f"fleetctl: warning: {line}", err=True)
     metrics = None
     if metrics_file:
         metrics = _abs(metrics_file)

@@ -85,8 +85,9 @@ def _view(session: HostSession, playbook: Any, opts: PassOptions, env: dict[str,
         run_dir=session.run_dir, playbook_dir=playbook.playbook_dir, project_root=REPO_ROOT,
         cuda_home=session.host.settings.cuda_home, build_host=session.host.settings.build_host,
         verify_device=session.host.settings.verify_device,
-        files=dict(session.files), trees=dict(session.trees), sources=dict(session.sources), force=opts.force,
-        build_each=opts.build_each, env=env, keep_live=session.keep_live, controller_env=_controller_env(session))
+        files=dict(session.files), stamps=dict(session.stamps), trees=dict(session.trees),
+        sources=dict(session.sources), force=opts.force, build_each=opts.build_each, env=env,
+        keep_live=session.keep_live, controller_env=_controller_env(session))
 
 
 def _controller_env(session: HostSession) -> tuple[str, ...]:
@@ -241,6 +242,7 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
                 unapplied.pop(task.register, None)
         if not result.status.is_failure:
             session.files.update(result.files)
+            session.stamps.update(result.stamps)
             session.trees.update(result.trees)
             session.sources.update(result.sources)
             if result.venv or result.facts:

@@ -381,6 +381,7 @@ async def _plan(session: HostSession, playbook: Any, tasks: list[Any], selected:
         finally:
             session.registered.clear()
             session.files.clear()
+            session.stamps.clear()
             session.trees.clear()
             session.sources.clear()
 

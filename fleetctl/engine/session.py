@@ -68,6 +68,7 @@ class HostSession:
         facts: gathered facts (empty until gathered).
         registered: results registered by tasks (``register:``).
         files: remote path -> sha256 of what this run's tasks left there (see ``TaskResult.files``).
+        stamps: remote wheel path -> its build stamp, from this run's tasks (see ``TaskResult.stamps``).
         trees: remote folder -> tree hash of what this run's ``copy`` tasks put there.
         sources: remote folder -> the controller folder this run's ``copy`` tasks put there.
         probes: read-only command results, reused until the host is first changed.
@@ -91,6 +92,7 @@ class HostSession:
     facts: dict[str, Any] = field(default_factory=dict)
     registered: dict[str, Any] = field(default_factory=dict)
     files: dict[str, str | None] = field(default_factory=dict)
+    stamps: dict[str, dict[str, Any]] = field(default_factory=dict)
     trees: dict[str, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     probes: dict[tuple, Any] = field(default_factory=dict)

@@ -294,6 +294,16 @@ class Playbook:
                 selected.append(task)
         return selected
 
+    def referenced_names(self) -> set[str]:
+        """The names this play reads: its vars' names, and every name its templates read (task
+        names, ``when``, arguments, ``env``, play vars; guarded uses such as ``archs | default(none)``
+        included, see :func:`~.variables.referenced_variables`): what an extra var (``-e``) can set."""
+        names = set(self.vars) | variables.referenced_variables(self.vars)
+        for task in (*self.tasks, *self.handlers):
+            names |= variables.referenced_variables([task.name or "", task.raw_args, task.env])
+            names |= variables.referenced_variables(list(task.when), expression=True)
+        return names
+
     def check_undefined(self, known_names: Iterable[str] = ()) -> None:
         """Shortcut for :func:`check_undefined` on this playbook."""
         check_undefined(self, known_names)

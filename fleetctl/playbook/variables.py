@@ -23,6 +23,7 @@ __all__ = [
     "STANDARD_NAMES",
     "expression_variables",
     "find_cycle",
+    "referenced_variables",
     "render_vars",
     "template_variables",
     "value_variables",
@@ -105,6 +106,33 @@ def expression_variables(expr: str | bool) -> set[str]:
     if isinstance(expr, bool):
         return set()
     return _free_names(expression_ast(expr))
+
+
+def referenced_variables(value: Any, *, expression: bool = False) -> set[str]:
+    """Every top-level name the templates inside a nested value read, guarded uses included
+    (``x | default(...)``, ``x is defined``): the names an extra var (``-e``) can mean. With
+    ``expression``, ``value`` is a bare ``when`` expression. Builtins are left out; a template
+    whose syntax is invalid reads nothing here (the playbook parser refuses it on its own).
+    """
+    if isinstance(value, str):
+        if not expression and not is_template(value):
+            return set()
+        try:
+            return set(_referenced_names(value, expression))
+        except RenderError:
+            return set()
+    if isinstance(value, Mapping):
+        return {n for k, v in value.items()
+                for n in referenced_variables(k) | referenced_variables(v, expression=expression)}
+    if isinstance(value, (list, tuple)):
+        return {n for item in value for n in referenced_variables(item, expression=expression)}
+    return set()
+
+
+@lru_cache(maxsize=4096)
+def _referenced_names(text: str, expression: bool) -> frozenset[str]:
+    ast = expression_ast(text) if expression else parse(text)
+    return frozenset(set(jinja2.meta.find_undeclared_variables(ast)) - BUILTIN_NAMES)
 
 
 def value_variables(value: Any, path: tuple = ()) -> Iterable[tuple[tuple, str]]:

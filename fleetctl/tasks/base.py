@@ -46,6 +46,11 @@ class TaskResult:
         files: remote path -> sha256 (hex) of what the task left there; ``None`` when a file will
             exist but its content is not known yet (a dry run's build). Later tasks' planners see
             them in :attr:`HostView.files` instead of probing.
+        stamps: remote wheel path -> the build stamp beside it (``build_wheel``'s: archs, inputs,
+            what the build used), also for a wheel not built yet (a dry run's or ``--plan``'s
+            build), so that a later task knows what a wheel is built for before it exists
+            (``pip_install``'s shared-venv check). Later tasks' planners see them in
+            :attr:`HostView.stamps`.
         trees: remote folder -> the tree hash of the files the task put there (see
             :func:`fleetctl.tasks.copy.tree_hash`).
         sources: remote folder -> the controller folder the task copied there, so a later task
@@ -57,8 +62,10 @@ class TaskResult:
         environment: the host's Python environment as this task leaves it (``venv_stage``,
             ``venv_switch``): the run record's per-host ``environment``.
         preflight: a refusal found from the facts alone before the task's first step (e.g.
-            :mod:`~fleetctl.tasks.runtime_preflight`): it stops the host while planning even
-            when an earlier task's command was simulated, so nothing is uploaded or built.
+            :mod:`~fleetctl.tasks.runtime_preflight`), or from facts, read-only probes and what
+            earlier tasks planned (``pip_install``: a shared venv's install another host's SM
+            needs, see :func:`~fleetctl.tasks.install_target.dropped_by`): it stops the host while
+            planning even when an earlier task's command was simulated, so nothing is uploaded or built.
     """
 
     status: Status
@@ -68,6 +75,7 @@ class TaskResult:
     stdout: str = ""
     stderr: str = ""
     files: dict[str, str | None] = field(default_factory=dict)
+    stamps: dict[str, dict[str, Any]] = field(default_factory=dict)
     trees: dict[str, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     venv: str | None = None
@@ -101,6 +109,8 @@ class HostView:
         playbook_dir: the controller folder relative local paths resolve against.
         project_root: the fleetctl checkout (default scripts live under ``playbooks/scripts``).
         files: remote path -> sha256 known from earlier tasks of this run (``None``: will exist).
+        stamps: remote wheel path -> its build stamp, from earlier tasks of this run (a wheel a dry
+            run's build would make too; see :attr:`TaskResult.stamps`).
         trees: remote folder -> tree hash of what an earlier ``copy`` put there.
         sources: remote folder -> the controller folder an earlier ``copy`` put there.
         force: ``--force``: rebuild and reinstall even when nothing changed.
@@ -127,6 +137,7 @@ class HostView:
     build_host: str | None = None
     verify_device: str = "auto"
     files: Mapping[str, str | None] = field(default_factory=dict)
+    stamps: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     trees: Mapping[str, str] = field(default_factory=dict)
     sources: Mapping[str, str] = field(default_factory=dict)
     force: bool = False

@@ -33,7 +33,7 @@ from ..build.hostcompiler import chosen_defines, chosen_env, chosen_record
 from ..facts.scripts import script_path
 from ..status import Status
 from .base import HostView, Plan, TaskResult, first_error_line
-from .build_keys import STAMP_NAME, build_argv, is_killed, ptx_targets, sass_targets, wheel_sass_local
+from .build_keys import STAMP_NAME, build_argv, is_killed, parse_stat, ptx_targets, sass_targets, wheel_sass_local
 from .build_meta import BuildMeta
 from .build_preflight import CLEAN_PYTHON_ENV, missing_tools
 from .build_faults import named_failure
@@ -49,9 +49,19 @@ CLEAN_LEFTOVERS = ('cd "$1" 2>/dev/null || exit 0; shift; for p in build _skbuil
                    '[ -e "$p" ] || continue; keep=; for k in "$@"; do [ "$k" = "$p" ] && keep=1; done; '
                    '[ -n "$keep" ] || { rm -rf -- "$p" && echo "fleetctl: removed $p from the source tree"; }; done; true')
 
+#: Per wheel in ``$1``: ``<size> <mtime> <sha256>  <path>`` (bytes, whole seconds; ``- -`` when
+#: ``stat`` cannot say), the first three of what its build stamp records.
+LIST_WHEELS = ('for f in "$1"/*.whl; do [ -f "$f" ] || continue; s=$(stat -L -c "%s %Y" "$f" 2>/dev/null) || s="- -"; '
+               'h=$(sha256sum "$f") && echo "$s $h"; done; true')
+
+
+def stamp_of(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The build stamp a build's result data is written as (everything but ``--plan``'s ``decision``)."""
+    return {k: v for k, v in data.items() if k != "decision"}
+
 
 def stamp_bytes(data: Mapping[str, Any]) -> bytes:
-    return json.dumps({k: v for k, v in data.items() if k != "decision"}, sort_keys=True).encode()
+    return json.dumps(stamp_of(data), sort_keys=True).encode()
 
 
 def _build_env(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapping[str, Any], jobs: int, tmp: str,
@@ -150,17 +160,19 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
         return (yield from fail("; ".join(m for m in (mismatch, drift) if m) + f" ({logs})", data))
 
     wheel_name = "<built wheel>"
-    found = yield Run(argv=("/bin/sh", "-c", 'for f in "$1"/*.whl; do [ -f "$f" ] && sha256sum "$f"; done; true',
-                            "fleetctl-wheels", dest), mutating=False, after_change=True, quiet=True,
-                      assume=CommandResult(argv=[], rc=0, stdout=f"-  {posixpath.join(dest, wheel_name)}\n".encode()),
+    found = yield Run(argv=("/bin/sh", "-c", LIST_WHEELS, "fleetctl-wheels", dest), mutating=False, after_change=True,
+                      quiet=True, assume=CommandResult(argv=[], rc=0,
+                                                       stdout=f"- - -  {posixpath.join(dest, wheel_name)}\n".encode()),
                       reason="the wheel the build wrote")
     wheels = [ln.split("  ", 1) for ln in found.stdout_text.splitlines() if "  " in ln]
     if len(wheels) != 1:
         return (yield from fail(f"build produced {len(wheels)} wheels in {dest}, expected 1", data))
-    digest, wheel = wheels[0][0], wheels[0][1]
-    digest = None if digest == "-" else digest
-    data.update({"wheel": wheel, "sha256": digest, "archs": target.get("torch_cuda_arch_list"), "reused": False,
-                 "inputs": inputs})
+    head, wheel = wheels[0][0].split(), wheels[0][1]
+    digest = None if not head or head[-1] == "-" else head[-1]
+    size, mtime = parse_stat(" ".join(head[:-1]))
+    # the stamp's size and mtime are the wheel's as written: the next run stats it against them
+    data.update({"wheel": wheel, "sha256": digest, "size_bytes": size, "mtime_s": mtime,
+                 "archs": target.get("torch_cuda_arch_list"), "reused": False, "inputs": inputs})
     if args.check_sass and cuda.get("nvcc"):
         targets, ptx_wanted = sass_targets(target), ptx_targets(target)
         archs, ptx, where, err = yield from _sass_archs(host, wheel, digest, targets, ptx_wanted)
@@ -191,8 +203,9 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
             return TaskResult(Status.FAILED, msg=f"built, but cannot fetch the wheel for the class: {err}",
                               data={**data, "decision": decision})
     forced = " (forced: --force, no earlier wheel reused)" if decision.get("forced") else ""
-    return TaskResult(Status.CHANGED, msg=f"built {posixpath.basename(wheel)} for {data['archs']}{forced}",
-                      data={**data, "decision": decision}, files={wheel: digest})
+    stale = f" (rebuilt: {decision['stale_wheel']})" if decision.get("stale_wheel") else ""
+    return TaskResult(Status.CHANGED, msg=f"built {posixpath.basename(wheel)} for {data['archs']}{forced}{stale}",
+                      data={**data, "decision": decision}, files={wheel: digest}, stamps={wheel: stamp_of(data)})
 
 
 def _sass_archs(host: HostView, wheel: str, digest: str | None, targets: list[str], ptx: list[str]):

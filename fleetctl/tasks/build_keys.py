@@ -1,8 +1,17 @@
 """The pure parts of ``build_wheel``: the target plan, preflight checks, the build key, stamps.
 
 Hosts whose build inputs (:func:`build_inputs`) are equal form one arch class and build one wheel.
-A build leaves a stamp (:data:`STAMP_NAME`, JSON: the wheel path, its sha256, the key, the inputs,
-archs and SASS found) beside its wheel in ``<out_dir>/<key[:16]>/``.
+A build leaves a stamp (:data:`STAMP_NAME`, JSON: the wheel path, its sha256, its size in bytes and
+mtime in whole seconds as written there, the key, the inputs, archs and SASS found) beside its
+wheel in ``<out_dir>/<key[:16]>/``.
+
+A stamp is trusted only for the wheel it describes (:func:`stale_by_stat`, :func:`stale_by_hash`):
+each run stats the wheel (in the stamps probe, no extra command) and compares size and mtime with
+the stamp's; a size that differs means the wheel changed (truncated, replaced): rebuilt, never
+reused or installed. Only when the size agrees but the mtime does not (touched, copied, or a stamp
+written before they were recorded) is the wheel hashed, and its sha256 decides. Hashing every run
+would cost a read of the whole wheel per host on every no-change deploy; size and mtime cost a
+``stat``, and a writer that keeps both (same size, same second) is the one case left to ``--force``.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from ..connection.base import CommandResult
 from ..build.cudacompat import ArchToken, parse_tokens, target_arch_list
 from ..build.hostcompiler import key_material as host_compiler_key
 from ..build.wheeltags import platform_inputs
+from .base import first_error_line
 from .steps import Run, probe
 
 #: The stamp a build leaves next to its wheel (``<out_dir>/<key16>/``).
@@ -28,9 +38,16 @@ STAMP_NAME = ".fleetctl-build.json"
 
 KILLED = re.compile(r"\bKilled\b|out of memory|Cannot allocate memory|signal 9|std::bad_alloc", re.I)
 
+#: Per stamp whose wheel exists, ``STAMP <size> <mtime> <stamp JSON>``: the wheel's size (bytes)
+#: and mtime (whole seconds) now (``stat -L -c '%s %Y'``, GNU and busybox; ``- -`` when stat
+#: cannot say); then ``INSTALLED <record JSON>`` per install record.
 _STAMPS = (f'for f in "$1"/*/{STAMP_NAME}; do [ -f "$f" ] || continue; w=$(sed -n \'s/.*"wheel": "\\([^"]*\\)".*/\\1/p\' "$f"); '
-           '[ -n "$w" ] && [ -f "$w" ] && { cat "$f"; echo; }; done; '
+           '[ -n "$w" ] && [ -f "$w" ] || continue; s=$(stat -L -c "%s %Y" "$w" 2>/dev/null) || s="- -"; '
+           'printf "STAMP %s " "$s"; cat "$f"; echo; done; '
            'for f in "$2"/*.json; do [ -f "$f" ] && { printf "INSTALLED "; cat "$f"; echo; }; done; true')
+
+#: Prints ``<size> <mtime>`` of the file ``$1`` (bytes, whole seconds), as :data:`_STAMPS` reads them.
+STAT_ARGV = ("stat", "-L", "-c", "%s %Y")
 
 
 def target_plan(facts: Mapping[str, Any], args: Any) -> dict[str, Any]:
@@ -144,18 +161,79 @@ def stamps_probe(out_dir: str, installed_dir: str) -> Run:
                  "the wheels this host holds and the one installed")
 
 
-def parse_stamps(text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """``(stamps, install records)`` from :func:`stamps_probe`'s output; unreadable lines skipped."""
-    stamps, installed = [], []
+Seen = tuple[int | None, int | None]
+
+
+def parse_stat(text: str) -> Seen:
+    """``(size in bytes, mtime in whole seconds)`` from ``stat -c '%s %Y'`` (``None`` for what it
+    did not print)."""
+    parts = text.split()
+    return (_int(parts[0]) if parts else None), (_int(parts[1]) if len(parts) > 1 else None)
+
+
+def _int(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
+
+
+def parse_stamps(text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Seen]]:
+    """``(stamps, install records, wheel path -> (size, mtime) it has now)`` from
+    :func:`stamps_probe`'s output; unreadable lines skipped."""
+    stamps, installed, seen = [], [], {}
     for line in text.splitlines():
         try:
             if line.startswith("INSTALLED "):
                 installed.append(json.loads(line[len("INSTALLED "):]))
-            elif line.strip():
-                stamps.append(json.loads(line))
+            elif line.startswith("STAMP "):
+                _, size, mtime, body = line.split(" ", 3)
+                stamp = json.loads(body)
+                stamps.append(stamp)
+                seen[str(stamp.get("wheel"))] = parse_stat(f"{size} {mtime}")
         except ValueError:
             continue
-    return stamps, installed
+    return stamps, installed, seen
+
+
+def stale_by_stat(stamp: Mapping[str, Any], seen: Seen | None) -> str | None:
+    """Why the stamp's wheel is not the wheel it describes, from its size (one line), or ``None``
+    when the size agrees or either is unknown (then :func:`needs_hash` says whether to hash)."""
+    size = (seen or (None, None))[0]
+    want = stamp.get("size_bytes")
+    if size is None or not isinstance(want, int) or size == want:
+        return None
+    return (f"{posixpath.basename(str(stamp.get('wheel')))} is {size} bytes, its build stamp says {want} "
+            "(truncated or replaced since it was built)")
+
+
+def needs_hash(stamp: Mapping[str, Any], seen: Seen | None) -> bool:
+    """The wheel's size and mtime are not both known and equal to the stamp's: only its sha256 can
+    say whether it is still the wheel built (a stamp from before they were recorded, a copy, a touch)."""
+    size, mtime = seen or (None, None)
+    return (size is None or mtime is None or stamp.get("size_bytes") != size or stamp.get("mtime_s") != mtime)
+
+
+def stale_stamp(stamp: Mapping[str, Any], seen: Seen | None):
+    """A sub-plan (``yield from``): why ``stamp``'s wheel must be rebuilt rather than reused (one
+    line), or ``None``. The size decides alone; the wheel is hashed (one probe) only when the size
+    agrees and the mtime does not, or either is unknown (:func:`needs_hash`)."""
+    why = stale_by_stat(stamp, seen)
+    if why is None and needs_hash(stamp, seen):
+        wheel = str(stamp.get("wheel"))
+        res = yield probe(["sha256sum", wheel], f"the sha256 of {posixpath.basename(wheel)} (its size or mtime is "
+                                                "not what its build stamp recorded)")
+        words = res.stdout_text.split() if res.rc == 0 else []
+        why = stale_by_hash(stamp, words[0] if words else None, first_error_line(res))
+    return why
+
+
+def stale_by_hash(stamp: Mapping[str, Any], digest: str | None, error: str = "") -> str | None:
+    """Why the stamp's wheel is not the wheel it describes, from its sha256 (``None``: it is)."""
+    name = posixpath.basename(str(stamp.get("wheel")))
+    if not digest:
+        return f"{name} could not be hashed ({error or 'no answer'}), so its build stamp cannot be trusted"
+    if digest == stamp.get("sha256"):
+        return None
+    return (f"{name}'s sha256 is {digest[:12]}..., its build stamp says {str(stamp.get('sha256'))[:12]}... "
+            "(changed since it was built)")
 
 
 def wheel_sass_local(script: str, wheel: str) -> dict[str, Any]:

@@ -12,7 +12,9 @@ set. The planner:
    memory, the workdir's file system) and from the tree's own ``pyproject.toml``/``setup.py``
    (:mod:`~fleetctl.tasks.build_meta`);
 2. the build key (:func:`fleetctl.tasks.build_keys.build_key`: source tree, archs, defines,
-   toolchain, torch, Python tag) and the host's stamps: a wheel for exactly these inputs is reused;
+   toolchain, torch, Python tag) and the host's stamps: a wheel for exactly these inputs is reused
+   while it is the wheel its stamp describes (its size and mtime, else its sha256:
+   :func:`~fleetctl.tasks.build_keys.stale_stamp`; one that is not is built or received again);
    a host without one is checked further by one probe of the venv's python (its build
    requirements, what torch's ``cpp_extension`` makes of each arch token) and an allocation of the
    space the build needs; every problem fails the task before anything is uploaded or compiled,
@@ -41,9 +43,9 @@ from ..build.wheeltags import PlatformMismatch, platform_label
 from .argtypes import ActionArgs, ARCH_TOKEN, CMAKE_NAME, VERSION_RE, env_mapping, is_template, non_empty, scalar_to_str
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_deps import plan_deps, ship_deps, tree_with
-from .build_here import build_here, stamp_bytes
-from .build_keys import (STAMP_NAME, build_inputs, build_key, changed_inputs, parse_stamps, plan_tokens, stamps_probe,
-                         target_plan)
+from .build_here import build_here, stamp_bytes, stamp_of
+from .build_keys import (STAMP_NAME, STAT_ARGV, build_inputs, build_key, changed_inputs, parse_stamps, parse_stat,
+                         plan_tokens, stale_stamp, stamps_probe, target_plan)
 from .build_meta import META_PROBE, BuildMeta, meta_from_texts, parse_probe, read_local_texts
 from .build_preflight import facts_problems, probe_problems, requirement_list, venv_probe
 from .build_space import build_paths, space_probe, space_problems
@@ -51,7 +53,7 @@ from .build_toolchain import host_compiler_preflight
 from .copy import REMOTE_TREE_HASH
 from .install_target import shared_message, target_ids
 from .pytool import pick_tool
-from .steps import ClassRole, Emit, Fail, Fetch, Local, Publish, Put, TargetClaim, probe
+from .steps import ClassRole, Emit, Fail, Fetch, Local, Note, Publish, Put, Run, TargetClaim, probe
 from .venv_probe import parse_venv_probe, probe_fault_problems, probe_started
 
 #: The tree hash's exit status when its folder is not there (sysexits.h EX_NOINPUT), told apart
@@ -269,11 +271,19 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     dest = posixpath.join(args.out_dir, key[:16])
     stamp_path = posixpath.join(dest, STAMP_NAME)
     listing = yield stamps_probe(args.out_dir, posixpath.join(host.workdir, "installed"))
-    stamps, installed = parse_stamps(listing.stdout_text)
+    stamps, installed, seen = parse_stamps(listing.stdout_text)
     mine = next((s for s in stamps if s.get("key") == key), None)
+    if mine is not None and not host.force:  # a stamp is trusted for the wheel it describes only
+        stale = yield from stale_stamp(mine, seen.get(str(mine.get("wheel"))))
+        if stale:
+            decision["stale_wheel"] = stale
+            yield Note(message=f"{stale}: not reused (built again, or its arch class's wheel received)")
+            mine = None
     installed_shas = {i.get("sha256") for i in installed}
+    # the changed inputs, after what makes the wheel this host holds unusable (--plan's cause column)
     decision.update(key=key[:16], installed=bool(mine and mine.get("sha256") in installed_shas),
-                    changed=changed_inputs(inputs, stamps, installed_shas, installed))
+                    changed=([decision["stale_wheel"]] if decision.get("stale_wheel") else [])
+                    + changed_inputs(inputs, stamps, installed_shas, installed))
     # --force: no wheel built before this run is reused, neither this host's (its stamp) nor the
     # controller's cache: the class's builder builds, the new wheel replaces the cached one
     holds = bool(mine) and not host.force
@@ -302,7 +312,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
             if err is not None:
                 yield Emit(name="class.serve_failed", data={"key": key[:16], "error": str(err)})
         return TaskResult(Status.OK, msg=f"unchanged inputs: reusing {posixpath.basename(mine['wheel'])}", data=data,
-                          files={mine["wheel"]: mine["sha256"]})
+                          files={mine["wheel"]: mine["sha256"]}, stamps={mine["wheel"]: dict(mine)})
     if role == "push":
         got = yield Fetch(key=key, dest=dest, platform=(facts.get("python") or {}).get("platform"),
                           reason="one member of the arch class builds; this host receives it")
@@ -314,13 +324,23 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
             return with_class(_fail(f"the build of this arch class failed on its builder: {got}",
                                     {**decision, "action": "push"}), key, inputs, target)
         else:
-            data = {**dict(got.data), "wheel": got.remote, "sha256": got.sha256, "key": key, "reused": False,
-                    "pushed_from": got.builder, "decision": {**decision, "action": "push"}}
+            # the stamp records the wheel as written here (its size and mtime: the next run's check)
+            st = yield Run(argv=(*STAT_ARGV, got.remote), mutating=False, after_change=True, quiet=True,
+                           reason="the received wheel's size and mtime, for its build stamp")
+            size, mtime = parse_stat(st.stdout_text) if st.rc == 0 else (None, None)
+            # the class's inputs and archs are this host's (one key): known before the wheel is
+            # (a dry run's push), so a later install's checks never wait for it
+            data = {"inputs": inputs, "archs": target.get("torch_cuda_arch_list"), **dict(got.data),
+                    "wheel": got.remote, "sha256": got.sha256, "size_bytes": size, "mtime_s": mtime, "key": key,
+                    "reused": False, "pushed_from": got.builder, "decision": {**decision, "action": "push"}}
             err = yield Put(data=stamp_bytes(data), remote=stamp_path, mode=0o600, reason="the build stamp")
             if err is not None:
                 return _fail(f"cannot write the build stamp: {err}", decision)
             return TaskResult(Status.CHANGED, data=data, files={got.remote: got.sha256 or None},
-                              msg=f"pushed {got.name} (built once for this arch class on {got.builder})")
+                              stamps={got.remote: stamp_of(data)},
+                              msg=f"pushed {got.name} (built once for this arch class on {got.builder})"
+                                  + (f"; replaces the wheel here: {decision['stale_wheel']}" if decision.get("stale_wheel")
+                                     else ""))
     decision["action"] = "build"
     if cannot_build is not None:  # no member of its class can build it either (or none is left)
         if once:  # the next member waiting builds instead, or fails with its own preflight's line

@@ -135,7 +135,10 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                           data={"decision": {"action": "fail"}})
     previous = before.get("record") or None
     held = before.get("dist") or {}
-    built = built_against(before.get("stamp"))
+    # the wheel's build stamp: the host's, else the one this run's build of it will write (a wheel
+    # a dry run or --plan has not built yet): what it is built for never waits for the wheel
+    stamp = before.get("stamp") or host.stamps.get(wheel) or {}
+    built = built_against(stamp)
     if built and before.get("torch") and (built[0], built[1]) != (before.get("torch"), before.get("cuda")):
         return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}},
                           msg=f"torch drift: {posixpath.basename(wheel)} was built against torch {built[0]} (CUDA "
@@ -144,13 +147,15 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                               "nothing was installed")
     # defence in depth: a wheel whose tag (or build libc) pip on this host would refuse, or that
     # would not load, is never installed, whatever put it here
-    misfit = refusal(host.name, wheel, host.facts, (before.get("stamp") or {}).get("inputs"))
+    misfit = refusal(host.name, wheel, host.facts, stamp.get("inputs"))
     if misfit is not None:
         return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}}, msg=f"{misfit}; nothing was installed")
-    new_archs = ((before.get("stamp") or {}).get("inputs") or {}).get("archs")
+    new_archs = (stamp.get("inputs") or {}).get("archs")
     lost = dropped_by(host.name, host.venv, host.facts, new_archs) if ids else None
-    if lost is not None:  # another run's host installed into this shared venv
-        return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}}, msg=f"{lost}; nothing was installed")
+    if lost is not None:  # another run's host installed into this shared venv: known from facts and
+        # the build's inputs, so it stops the host while planning, before a build it would waste
+        return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}}, msg=f"{lost}; nothing was installed",
+                          preflight=True)
     damaged = held.get("damaged") or []
     same = (previous is not None and digest is not None and previous.get("sha256") == digest
             and held.get("record_sha256") and held.get("record_sha256") == previous.get("record_sha256")

@@ -78,8 +78,20 @@ class FakeHost:
         return [a for a in self.commands() if any(word in x for x in a)]
 
 
+def fake_mtime(data: bytes) -> int:
+    """A fake file's mtime (whole seconds): a function of its bytes, so that rewriting a file with
+    other bytes moves it, as a write on a real host does, and rewriting the same bytes keeps it."""
+    import zlib
+
+    return 1_700_000_000 + zlib.crc32(data) % 1_000_000
+
+
 def _default(host: FakeHost, argv: list[str], env: dict[str, str], cwd: str | None) -> tuple[int, str, str]:
     joined = " ".join(argv)
+    if argv[:4] == ["stat", "-L", "-c", "%s %Y"]:
+        if argv[4] not in host.files:
+            return 1, "", f"stat: cannot statx '{argv[4]}': No such file or directory\n"
+        return 0, f"{len(host.files[argv[4]])} {fake_mtime(host.files[argv[4]])}\n", ""
     if argv[0] == "/bin/sh" and "mkdir -p" in joined:
         return 0, "", ""
     if any(a.endswith("facts.py") for a in argv):
@@ -312,15 +324,16 @@ def python_packaging(host: FakeHost, argv: list[str], env: dict[str, str], cwd: 
         for path, data in sorted(host.files.items()):
             if path.startswith(out_dir + "/") and path.endswith("/" + STAMP_NAME):
                 stamp = json.loads(data)
-                if stamp.get("wheel") in host.files:
-                    lines.append(json.dumps(stamp))
+                wheel = host.files.get(stamp.get("wheel"))
+                if wheel is not None:
+                    lines.append(f"STAMP {len(wheel)} {fake_mtime(wheel)} {json.dumps(stamp)}")
         for path, data in sorted(host.files.items()):
             if posixpath.dirname(path) == inst and path.endswith(".json"):
                 lines.append("INSTALLED " + data.decode())
         return 0, "".join(line + "\n" for line in lines), ""
     if len(argv) > 3 and argv[0] == "/bin/sh" and argv[3] == "fleetctl-wheels":
         dest = argv[4]
-        out = [f"{hashlib.sha256(d).hexdigest()}  {p}" for p, d in sorted(host.files.items())
+        out = [f"{len(d)} {fake_mtime(d)} {hashlib.sha256(d).hexdigest()}  {p}" for p, d in sorted(host.files.items())
                if posixpath.dirname(p) == dest and p.endswith(".whl")]
         return 0, "".join(x + "\n" for x in out), ""
     if "wheel" in argv and "--wheel-dir" in argv:
