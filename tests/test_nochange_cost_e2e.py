@@ -13,6 +13,7 @@ files in this run).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import textwrap
@@ -151,3 +152,57 @@ def test_a_wheel_cut_short_in_the_build_folder_is_rebuilt_not_installed(sshd_far
     ran, record = tasks()
     assert ran["build_wheel"]["status"] == "ok" and "unchanged inputs" in ran["build_wheel"]["msg"]
     assert record["connection"]["execs"] == MAX_EXECS, record["connection"]
+
+
+def test_a_wheel_changed_in_place_with_its_size_and_mtime_kept_fails_once_naming_why_then_is_rebuilt(
+        sshd_farm, tmp_path):
+    """Bytes of a built wheel changed in place with its size and mtime kept (bit rot, ``cp -p`` or
+    ``rsync -t`` over it; new-user trial) pass the cheap reuse check; when pip then fails on it, the
+    install names the wheel and both sha256s instead of pip's bare unzip error, and removes its
+    build stamp, so the next deploy rebuilds it and installs (it failed the same way until --force)."""
+    src = tmp_path / "toy"
+    shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
+    play = tmp_path / "play.yaml"
+    play.write_text(textwrap.dedent(PLAY.format(src=src)))
+    h = sshd_farm.start("n1")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = make_host_venv(tmp_path / "venv-n1")
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"n1": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                   "workdir": str(tmp_path / "work" / "n1"),
+                                                                   "venv": venv}}})
+
+    def deploy(rc: int = 0):
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "fleet", "--playbook", str(play), home=tmp_path,
+                       timeout_s=900)
+        assert res.returncode == rc, res.stdout[-2000:] + res.stderr[-2000:]
+        return res
+
+    def tasks():
+        record = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["n1"]
+        return {t["action"]: t for t in record["tasks"]}
+
+    deploy()
+    wheel = Path(tasks()["build_wheel"]["data"]["wheel"])
+    good = wheel.read_bytes()
+    st = wheel.stat()
+    bad = bytearray(good)
+    mid = len(bad) // 2
+    bad[mid:mid + 64] = b"\xff" * 64  # inside the zip's compressed data: pip's unzip fails
+    wheel.write_bytes(bytes(bad))
+    os.utime(wheel, ns=(st.st_atime_ns, st.st_mtime_ns))
+    subprocess.run([f"{venv}/bin/python3", "-m", "pip", "uninstall", "-y", "-q", "toyfp4"], check=True,
+                   capture_output=True)
+    shutil.rmtree(tmp_path / "cache" / "fleetctl" / "wheels")
+
+    failed = deploy(rc=1)
+    out = failed.stdout + failed.stderr
+    assert f"wheel {wheel} changed since it was built" in out, out[-3000:]
+    assert "its build stamp was removed, so the next run rebuilds it" in out, out[-3000:]
+    assert tasks()["pip_install"]["status"] == "failed"
+    assert not (wheel.parent / ".fleetctl-build.json").exists()
+
+    deploy()  # rebuilt and installed, no --force
+    ran = tasks()
+    assert ran["build_wheel"]["status"] == "changed" and ran["pip_install"]["status"] == "changed", ran
+    assert wheel.read_bytes() != bytes(bad)
+    subprocess.run([f"{venv}/bin/python3", "-c", "import toyfp4"], check=True, capture_output=True)

@@ -185,6 +185,9 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     res = yield Run(argv=tuple(install_argv(tool, host.python, uv, wheel, args, constraint)), env=env,
                     cwd="/", reason=f"install {posixpath.basename(wheel)} ({why})")
     if res.rc != 0:
+        damaged_wheel = yield from _damaged_since_built(wheel, digest, stamp_path)
+        if damaged_wheel:
+            return TaskResult(Status.FAILED, rc=res.rc, msg=damaged_wheel, data={"decision": decision})
         hint = " (the install needs another torch than the venv's; fleetctl never lets an install move torch)" if (
             constraint and "torch" in (res.stdout_text + res.stderr_text).lower() and "conflict" in
             (res.stdout_text + res.stderr_text).lower()) else ""
@@ -237,6 +240,27 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                       msg=f"installed {version} ({tool}); "
                           + (f"torch {after['torch']} unchanged" if after.get("torch") else "no torch in the venv, none added")
                           + "".join(f"; {n}" for n in notes))
+
+
+def _damaged_since_built(wheel: str, digest: str | None, stamp_path: str) -> Plan:
+    """After a failed install: is the wheel no longer the bytes its build recorded? The reuse check
+    (build_wheel) trusts a wheel whose size and mtime match its stamp, so bytes changed in place
+    with both kept (bit rot, ``cp -p`` or ``rsync -t`` over it) reach pip, which fails with an
+    unzip error naming neither the file nor the cause. Then the wheel is hashed (one read, only on
+    this failure path), and on a mismatch its build stamp is removed, so the next run rebuilds or
+    receives it again instead of failing the same way until ``--force``. Returns the line to
+    report, or ``None`` when the wheel is what was built (pip's own error stands)."""
+    if not digest:
+        return None
+    res = yield probe(["sha256sum", wheel], f"is {posixpath.basename(wheel)} still the wheel that was built?")
+    now = res.stdout_text.split()[0] if res.rc == 0 and res.stdout_text.split() else None
+    if now is None or now == digest:
+        return None
+    gone = yield Run(argv=("rm", "-f", "--", stamp_path), reason="forget the build stamp of a wheel changed since")
+    then = ("its build stamp was removed, so the next run rebuilds it" if gone.rc == 0 else
+            f"remove {stamp_path} (or run with --force) to have it rebuilt")
+    return (f"wheel {wheel} changed since it was built: sha256 {now[:12]}..., its build recorded {digest[:12]}... "
+            f"(damaged or copied over in place, size and mtime kept); nothing was installed; {then}")
 
 
 def _roll_back(args: PipInstallArgs, host: HostView, tool: str, uv: str | None, dist: str, previous: dict | None,
