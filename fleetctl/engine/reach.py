@@ -99,7 +99,7 @@ async def first_command(session: HostSession, run: RunModel, observers: Any, dea
         if started.stale:
             prev = started.stale
             observers.emit("note.added", session.name,
-                           message=f"warning: taking over the stale deploy lock of run {prev.get('run_id')} (controller "
+                           message=f"taking over the stale deploy lock of run {prev.get('run_id')} (controller "
                                    f"{prev.get('controller')}, pid {prev.get('pid')}, started {prev.get('started')}): "
                                    f"that run is gone")
             observers.emit("lock.stale_taken_over", session.name, path=started.lock_path, previous=prev)
