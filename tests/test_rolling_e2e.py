@@ -85,6 +85,9 @@ def test_failing_canary_stops_before_the_second_batch(sshd_farm, tmp_path):
     line = fleetctl("runs", home=tmp_path).stdout.splitlines()[0]
     assert line.startswith(record["run_id"]) and line.endswith("3 hosts  1 failed  2 not started"), line
     assert sorted(record["failed_hosts"]) == ["n1", "n2", "n3"]  # --retry-failed still deploys all three
+    shown = fleetctl("runs", "show", record["run_id"], home=tmp_path).stdout
+    failures, _, waiting = shown.partition("\nnot started:\n")
+    assert "n[2-3] (2): batch 1 of 2" in waiting and "n[2-3]" not in failures.partition("failures:")[2], shown
 
 
 def test_max_fail_percentage(sshd_farm, tmp_path):

@@ -67,6 +67,7 @@ def render(record: dict, shown_status: str) -> list[str]:
     width = max(4, *(len(h) for h in hosts))
     lines.append(f"{'HOST':<{width}}  {'STATUS':<12} {'CHANGED':>7} {'FAILED':>6} {'TIME':>8}  CAUSE")
     causes: dict[str, list[str]] = {}
+    waiting: dict[str, list[str]] = {}
     for name, h in hosts.items():
         tasks = [t for t in h.get("tasks") or [] if isinstance(t, dict)]
         changed = sum(t.get("status") == "changed" for t in tasks)
@@ -77,12 +78,15 @@ def render(record: dict, shown_status: str) -> list[str]:
             cause = f"{len(h.get('files') or [])} files, {h.get('bytes') or 0} bytes"
         lines.append(f"{name:<{width}}  {status:<12} {changed:>7} {failed:>6} "
                      f"{duration(float(h.get('duration_s') or 0)):>8}  {cause}".rstrip())
-        if status != "ok" and cause:
+        if status == "not started" and cause:  # never ran (a failed canary stopped the rest): not a failure
+            waiting.setdefault(cause, []).append(name)
+        elif status != "ok" and cause:
             causes.setdefault(cause, []).append(name)
-    if causes:
-        lines += ["", "failures:"]
-        for cause, names in sorted(causes.items(), key=lambda kv: -len(kv[1])):
-            lines.append(f"  {fold_hosts(names)} ({len(names)}): {cause}")
+    for title, groups in (("failures:", causes), ("not started:", waiting)):
+        if groups:
+            lines += ["", title]
+            for cause, names in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+                lines.append(f"  {fold_hosts(names)} ({len(names)}): {cause}")
     bad = [n for n, h in hosts.items() if h.get("status") != "ok"]
     lines += ["", f"every line a host printed: fleetctl logs {run_id} --host {bad[0] if bad else next(iter(hosts))}",
               f"all hosts: fleetctl logs {run_id}"]
