@@ -272,7 +272,7 @@ def test_timespan_infinity():
 
 def job(tmp_path: Path, **kw) -> sch.Job:
     base = dict(name="fleetctl-nightly", hour=2, minute=30, fleetctl=("/opt/fleet ctl/bin/fleetctl",),
-                inventory="/srv/fleet/inventory.yaml", playbook="/srv/fleet/playbooks/nightly.yaml",
+                inventory=("/srv/fleet/inventory.yaml",), playbook="/srv/fleet/playbooks/nightly.yaml",
                 pattern="gpu-nodes:!gpu03", workdir="/srv/fleet", home="/var/lib/fleet 100%",
                 env=(("FLEETCTL_HOME", "/var/lib/fleet 100%"),))
     base.update(kw)
@@ -356,7 +356,7 @@ def test_cron_line_runs_through_sh_as_written(tmp_path):
                     " sys.stdout)\n")
     fake.chmod(0o755)
     j = job(tmp_path, fleetctl=(str(fake),), workdir=str(weird), home=str(weird), env=(("FLEETCTL_HOME", str(weird)),),
-            inventory=str(weird / "i%.yaml"),
+            inventory=(str(weird / "i%.yaml"),),
             pattern="a:&b:!c", extra_vars=("x=$(touch /tmp/pwned) ; `id` 'q' %s %%",), nice=3, idle_io=True,
             randomized_delay="0")
     cmd, stdin = cron_sh_command(sch.cron_line(j))
@@ -767,3 +767,71 @@ def test_cli_schedule_carries_o_options_into_the_job(tmp_path):
                 "--cron", "--print", "--name", "nightly", cwd=d)
     assert res.returncode == 0, res.stderr
     assert " -o Port=2222 deploy --hosts " in res.stdout
+
+
+def job_inventory(argv: list[str]) -> list[str]:
+    """The ``-i`` values of a job's fleetctl argv (those before the command)."""
+    head = argv[:argv.index("deploy")]
+    return [head[i + 1] for i, a in enumerate(head) if a == "-i"]
+
+
+def printed_job_argvs(tmp_path: Path, *args: str, cwd: Path, env: dict | None = None) -> dict[str, list[str]]:
+    """The job's argv as ``schedule --print`` writes it: read back from the cron line (through cron's
+    % rule and sh's words) and from the unit's ExecStart= (systemd's quoting)."""
+    out = {}
+    for kind in ("cron", "systemd"):
+        res = fleet(tmp_path, *args, *(["--cron"] if kind == "cron" else []), "--print", cwd=cwd, env=env)
+        assert res.returncode == 0, res.stderr
+        if kind == "cron":
+            cmd, _ = cron_sh_command(res.stdout.rstrip("\n"))
+            words = shlex.split(cmd.split(" >> ", 1)[0])
+            out[kind] = words[words.index("-i") - 1:]
+        else:
+            svc = [t for p, t in split_printed(res.stdout).items() if p.endswith(".service")][0]
+            out[kind] = read_exec(unit_settings(svc)["ExecStart"][0])
+    return out
+
+
+def test_cli_job_carries_every_inventory_source_in_order_each_path_absolute(tmp_path):
+    """``-i inv.yaml -i extra.yaml -i FOLDER``: the job reads the same inventory as the command that
+    scheduled it (issue: only the first -i was kept, a folder was refused)."""
+    d = fleet_dir(tmp_path)
+    (d / "extra vars.yaml").write_text("all:\n  vars:\n    max_jobs: 1\n")
+    folder = tmp_path / "inv dir 100%"
+    folder.mkdir()
+    (folder / "more.yaml").write_text("all:\n  vars:\n    greeting: folder\n")
+    argvs = printed_job_argvs(tmp_path, "-i", "inv.yaml", "-i", "extra vars.yaml", "-i", os.path.relpath(folder, d),
+                              "schedule", "--playbook", "pb.yaml", "--at", "02:30", cwd=d)
+    for kind, argv in argvs.items():
+        assert job_inventory(argv) == [str(d / "inv.yaml"), str(d / "extra vars.yaml"), str(folder)], kind
+
+
+def test_cli_job_carries_a_slurm_source_as_written(tmp_path):
+    """``-i slurm: -i site.yaml``: slurm: is no path; the job passes it on as given."""
+    d = fleet_dir(tmp_path)
+    (d / "site.yaml").write_text("all:\n  vars:\n    max_jobs: 1\n")
+    fake_bin(tmp_path / "bin", "sinfo", "#!/bin/sh\necho 'n1|gpu*|idle|2|1000|sm_90,h200|sm_90,h200|gpu:h200:1|"
+                                        "10.200.0.11|Unknown|Unknown|none'\n")
+    env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    argvs = printed_job_argvs(tmp_path, "-i", "slurm:", "-i", "site.yaml", "schedule", "--playbook", "pb.yaml",
+                              "--hosts", "n1", "--at", "02:30", cwd=d, env=env)
+    for kind, argv in argvs.items():
+        assert job_inventory(argv) == ["slurm:", str(d / "site.yaml")], kind
+
+
+@pytest.mark.parametrize("first", ["inv.yaml", "slurm:"])
+@pytest.mark.parametrize("missing", ["nope.yaml", "no such dir/"])
+def test_cli_a_missing_inventory_source_is_refused_in_one_line_exit_2(tmp_path, first, missing):
+    """Each path is checked now and the missing one named (before: -i slurm: was named as the
+    missing file, whatever came after it)."""
+    d = fleet_dir(tmp_path)
+    fake_bin(tmp_path / "bin", "sinfo", "#!/bin/sh\necho 'n1|gpu*|idle|2|1000|(null)|(null)|(null)|n1|Unknown|"
+                                        "Unknown|none'\n")
+    env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    for cron in ([], ["--cron"]):
+        res = fleet(tmp_path, "-i", first, "-i", missing, "schedule", "--playbook", "pb.yaml", "--at", "02:30",
+                    *cron, "--print", cwd=d, env=env)
+        assert res.returncode == 2, (res.stdout, res.stderr)
+        assert res.stderr.strip().splitlines() == [f"fleetctl: error: {missing}: inventory file not found "
+                                                   "(-i/--inventory or FLEETCTL_INVENTORY)"]
+        assert res.stdout == ""

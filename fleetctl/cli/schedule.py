@@ -171,6 +171,25 @@ def _write_private(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _job_inventory(sources: list[str]) -> tuple[str, ...]:
+    """Every ``-i`` source, in order, as the job will pass it: a path (file or folder) made absolute
+    (the loader's order: a scheme source that is also an existing path is the path), a scheme source
+    (``slurm:``) or a host list as given. A source that is none of these is refused now, naming it."""
+    from ..inventory.sources import NOT_FOUND, is_scheme_source
+
+    out = []
+    for source in sources:
+        if is_scheme_source(source):
+            out.append(source)
+        elif os.path.exists(source):
+            out.append(_abs(source))
+        elif "," in source:  # a host list (-i 'gpu01,gpu02,')
+            out.append(source)
+        else:
+            raise InputError(NOT_FOUND, file=source)
+    return tuple(out)
+
+
 def _abs(path: str | Path) -> str:
     """Absolute, normalized, symlinks kept (a job that names /srv/fleet/current/... follows that link)."""
     return os.path.abspath(os.path.expanduser(str(path)))
@@ -209,8 +228,9 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     """Run a deploy unattended every day at HH:MM (a systemd timer, or cron).
 
     \b
-    The job: FLEETCTL -i INVENTORY deploy --hosts PATTERN --playbook PLAYBOOK --json,
-    every path absolute, in the current folder. Its runs go to the state folder interactive
+    The job: FLEETCTL -i INVENTORY [-i ...] deploy --hosts PATTERN --playbook PLAYBOOK --json,
+    in the current folder: every -i in order, each path (file or folder) absolute and
+    checked now, slurm: (or a host list) as given. Its runs go to the state folder interactive
     runs use ($FLEETCTL_HOME, carried only when set; else ~/.local/state/fleetctl), so
     fleetctl runs lists them. Its exit status (0 ok, 1 a host failed, 2 bad input), the JSON
     summary and STATE/runs/<run_id>/run.json are what an alert reads;
@@ -253,9 +273,7 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     pattern = pattern or pb.hosts
     if not pattern:
         raise InputError("--hosts: none given and the playbook sets no 'hosts'", file=str(playbook))
-    inventory = Path(obj.inventory_sources()[0])
-    if not inventory.is_file():
-        raise InputError("inventory file not found (-i/--inventory or FLEETCTL_INVENTORY)", file=str(inventory))
+    inventory = _job_inventory(obj.inventory_sources())
     _, hosts = obj.select(pattern)
     known = set.intersection(*(set(h.vars) for h in hosts)) if hosts else set()
     pairs, files = varsfile.split_items(extra)
@@ -279,7 +297,7 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     vars_path = varsfile.vars_file_path(home, name) if pairs else None
     job = sch.Job(
         name=name, hour=hour, minute=minute, fleetctl=fleetctl_command(),
-        inventory=_abs(inventory), playbook=_abs(playbook), pattern=pattern,
+        inventory=inventory, playbook=_abs(playbook), pattern=pattern,
         workdir=_abs(Path.cwd()), home=home, env=tuple(state_env().items()),
         extra_vars=tuple([f"@{p}" for p in given] + ([f"@{vars_path}"] if vars_path else [])), timeout=timeout,
         randomized_delay=randomized_delay, on_failure=on_failure, nice=nice, idle_io=idle_io,

@@ -129,7 +129,9 @@ class Job:
         name: unit name stem and crontab marker (:func:`check_name`).
         hour, minute: local time of day.
         fleetctl: how to run fleetctl: ``[/abs/bin/fleetctl]`` or ``[/abs/python3, -m, fleetctl]``.
-        inventory, playbook: absolute paths.
+        inventory: every ``-i`` source, in order: a path (file or folder) absolute, a source that
+            is not a path (``slurm:``, a host list) as given.
+        playbook: absolute path.
         pattern: the ``--hosts`` pattern.
         workdir: absolute folder the job runs in (WorkingDirectory=, ``cd``).
         home: the absolute state folder the job's runs will use (:func:`fleetctl.util.paths.state_dir`):
@@ -152,7 +154,7 @@ class Job:
     hour: int
     minute: int
     fleetctl: tuple[str, ...]
-    inventory: str
+    inventory: tuple[str, ...]
     playbook: str
     pattern: str
     workdir: str
@@ -169,13 +171,18 @@ class Job:
     metrics_file: str | None = None
     ssh_options: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        if isinstance(self.inventory, str) or not self.inventory:
+            raise TypeError("Job.inventory: a non-empty tuple of sources, not one string")
+
     def argv(self) -> list[str]:
-        """The deploy command, unattended: ``fleetctl -i INV [-o OPT ...] deploy --hosts P --playbook PB
+        """The deploy command, unattended: ``fleetctl -i INV [-i INV ...] [-o OPT ...] deploy --hosts P --playbook PB
         [-e ...] [--metrics-file PATH] --json``."""
         extra = [a for item in self.extra_vars for a in ("-e", item)]
         metrics = ["--metrics-file", self.metrics_file] if self.metrics_file else []
         ssh = [a for item in self.ssh_options for a in ("-o", item)]
-        return [*self.fleetctl, "-i", self.inventory, *ssh, "deploy", "--hosts", self.pattern,
+        inventory = [a for source in self.inventory for a in ("-i", source)]
+        return [*self.fleetctl, *inventory, *ssh, "deploy", "--hosts", self.pattern,
                 "--playbook", self.playbook, *extra, *metrics, "--json"]
 
     @property

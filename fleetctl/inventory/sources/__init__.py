@@ -43,7 +43,7 @@ from .list_json import ingest_list_json, run_script
 from .vars_files import is_vaulted
 from .yaml_inventory import ingest_yaml, is_list_json
 
-__all__ = ["SCHEMES", "scheme_function", "add_source", "NOT_FOUND"]
+__all__ = ["SCHEMES", "scheme_function", "is_scheme_source", "add_source", "NOT_FOUND"]
 
 SCHEMES: dict[str, str] = {
     "slurm": "fleetctl.inventory.sources.slurm:list_json",
@@ -62,6 +62,13 @@ _IGNORED_EXTS = (".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".r
 _IGNORED_NAMES = ("host_vars", "group_vars", "vars_plugins")
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(.*)", re.S)
 _VAULT_TAG = re.compile(rb"(?m)(?::|^\s*-|,|\[)\s*!vault\b")
+
+
+def is_scheme_source(spec: str) -> bool:
+    """``spec`` names a source by a scheme in :data:`SCHEMES` (``slurm:``, ``slurm:gpu``): it is
+    read through the scheme's function, not as a path (an existing path of that name wins)."""
+    m = _SCHEME.fullmatch(spec)
+    return bool(m and m.group(1) in SCHEMES and not os.path.exists(spec))
 
 
 def scheme_function(name: str) -> Callable[[str], Any]:
@@ -183,9 +190,9 @@ def _vars_folder_vaulted(folder: str) -> str | None:
 
 def _plan(spec: str) -> _Plan:
     plan = _Plan(spec)
-    m = _SCHEME.fullmatch(spec)
-    if m and m.group(1) in SCHEMES and not os.path.exists(spec):
-        plan.steps.append(("json", scheme_function(m.group(1))(m.group(2)), spec))
+    if is_scheme_source(spec):
+        scheme, _, argument = spec.partition(":")
+        plan.steps.append(("json", scheme_function(scheme)(argument), spec))
         return plan
     if os.path.isdir(spec):
         _plan_folder(plan, spec)
