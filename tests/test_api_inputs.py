@@ -48,3 +48,28 @@ def test_an_extra_var_nothing_reads_goes_to_on_warning_before_anything_runs(tmp_
         "-e verify_devce: no task or template of fp4-kernels.yaml reads it, nor does fleetctl; did you mean "
         "verify_device?",
         "-e arhcs: no task or template of fp4-kernels.yaml reads it, nor does fleetctl; did you mean archs?"]
+
+
+def test_an_extra_var_that_makes_a_task_argument_invalid_is_refused_before_anything_runs(tmp_path, monkeypatch):
+    """An extra var is the same on every host: one that alone feeds a task argument (the main
+    play's ``archs: "{{ archs | default(none) }}"``) is checked by that argument's validator before
+    anything connects (new-user trial: ``-e archs=sm_90a`` failed on every host after facts). A
+    task the run does not select (``--tags install``) is not checked."""
+    from fleetctl.api.play import prepare_play
+
+    monkeypatch.setenv("FLEETCTL_HOME", str(tmp_path / "state"))
+    play = REPO / "playbooks" / "fp4-kernels.yaml"
+    shape = "must look like '9.0a;12.0a' (compute capabilities with an optional a/f suffix, ';'-separated), got "
+    for fleet, extra, message in (
+            (Fleet(INV), {"archs": "sm_90a"}, f"-e archs: {shape}'sm_90a'; did you mean '9.0a'?"),
+            (Fleet(INV, extra_vars={"archs": "garbage"}), {}, f"-e archs: {shape}'garbage'"),
+            (Fleet(INV), {"archs": ""}, f"-e archs: {shape}''"),
+            (Fleet(INV), {"archs": "8.0a"}, "-e archs: not an arch nvcc has: '8.0a': the 'a' (architecture-specific) "
+                                            "suffix exists for 9.0 and newer only (sm_90a, sm_100a, ...); use 8.0")):
+        with pytest.raises(InputError) as err:
+            prepare_play(fleet, play, pattern="local", mode="plan", extra_vars=extra)
+        assert str(err.value) == message
+    assert not (tmp_path / "state" / "runs").exists()
+    prep = prepare_play(Fleet(INV), play, pattern="local", mode="plan", tags="install", extra_vars={"archs": "sm_90a"})
+    assert prep.extra_vars["archs"] == "sm_90a"
+    prepare_play(Fleet(INV), play, pattern="local", mode="plan", extra_vars={"archs": "12.0a;9.0a"})

@@ -746,3 +746,9 @@ def test_the_build_title_names_the_archs_built_after_an_archs_override(fake_kind
         assert task.name == f"Build the wheel for {built}"
         started = [e.data["task"] for e in ev.events if e.name == "task.started" and e.data["action"] == "build_wheel"]
         assert started == [task.name]  # the live line [task N/M] too
+    # an archs that reaches a host bad (prepare_play refuses a bad -e first; the engine alone does
+    # not) fails that host under the rendered title, not the raw {{ ... }} template
+    model, _ = run(pb, make_hosts(["n1"]), mode="dry_run", extra_vars={"archs": "sm_90a"})
+    task = next(t for t in model.hosts["n1"].tasks if t.action == "build_wheel")
+    assert task.status == "failed" and "got 'sm_90a'; did you mean '9.0a'?" in task.msg
+    assert task.name == "Build the wheel for sm_90a"

@@ -230,7 +230,8 @@ def test_undefined_names_in_name_and_env(tmp_path):
          "tasks[0].script.env: environment variable X must be a string, got boolean True (quote it)"),
         ("    script: {src: s.py, env: {1X: a}}", "tasks[0].script.env: invalid environment variable name '1X'"),
         ("    build_wheel: {src: /s, out_dir: /o, archs: '9.0;sm_120'}",
-         "tasks[0].build_wheel.archs: archs must look like '9.0a;12.0a', got '9.0;sm_120'"),
+         "tasks[0].build_wheel.archs: archs must look like '9.0a;12.0a' (compute capabilities with an optional "
+         "a/f suffix, ';'-separated), got '9.0;sm_120'; did you mean '9.0;12.0'?"),
         ("    verify: {package: fp4-kernels}",
          "tasks[0].verify.package: package must be an import name such as 'fp4_kernels', got 'fp4-kernels'"),
         ("    verify: {package: p, symbols: a}", "tasks[0].verify.symbols: symbols must be a list of names"),

@@ -86,6 +86,43 @@ def extra_var_warnings(playbook: Any, names: Iterable[str]) -> list[str]:
     return out
 
 
+def check_extra_var_args(playbook: Any, tasks: Iterable[Any], extra_vars: Mapping[str, Any]) -> None:
+    """An extra var (``-e``) is the same on every host, so a task argument that only extra vars
+    feed (``archs: "{{ archs | default(none) }}"`` with ``-e archs=sm_90a``) is checked now, by the
+    argument's own validator (the playbook parser's), not on every host after connecting.
+
+    Arguments that read anything else (facts, host vars), names a task registers (they win over
+    ``-e``), and secret values (the message would show them) are left to the run.
+
+    Raises:
+        InputError: ``-e NAME: <the argument's fault>``.
+    """
+    from ..playbook import templating
+    from ..playbook.task_parser import args_problem
+    from ..playbook.variables import referenced_variables
+    from ..util.redact import unwrap
+
+    values, secrets = unwrap(dict(extra_vars))
+    registered = set(playbook.registered_names)
+    given = {k: v for k, v in values.items() if k not in registered and str(v) not in secrets}
+    for task in tasks:
+        for key, raw in task.raw_args.items():
+            used = referenced_variables(raw)
+            if not used or not used <= given.keys():
+                continue
+            try:
+                value = templating.render(raw, given)
+            except templating.RenderError:
+                continue  # e.g. a filter that fails on this value: the run names it with the task
+            problem = args_problem(task.action, {**task.raw_args, key: value})
+            if problem is None:
+                continue
+            names = sorted(used)
+            if names == [key] and problem.startswith(f"{key} "):
+                problem = problem[len(key) + 1:]  # "-e archs: must look like...", not "archs: archs must..."
+            raise InputError(f"-e {', '.join(names)}: {problem}")
+
+
 def phase_timeouts(items: Mapping[str, float] | Iterable[str] | None) -> dict[str, float]:
     """Per-phase deadlines, seconds: ``{"build": 3600}`` or ``["build=3600"]`` (``--phase-timeout``).
 
@@ -230,7 +267,8 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
 
     Raises:
         InputError: a bad argument, a missing or invalid playbook, a pattern matching nothing, an
-            unknown tag, a var the playbook uses that no host defines...: the CLI's one line.
+            unknown tag, a var the playbook uses that no host defines, an extra var that makes a
+            task argument invalid (:func:`check_extra_var_args`)...: the CLI's one line.
         NothingToRetry: ``retry_failed`` names a run that left no failed host.
     """
     from ..engine.deadlines import Deadlines
@@ -285,6 +323,7 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
     known = set.intersection(*(set(h.vars) for h in hosts)) if hosts else set()
     all_extra = {**fleet.extra_vars, **extra}
     play.check_undefined(known | set(all_extra))
+    check_extra_var_args(play, [*play.select_tags(tag_list, skip_list), *play.handlers], all_extra)
     deadlines = Deadlines(overrides=phase_timeouts(phase_timeout), connect_s=fleet.connect_timeout)
     for line in extra_var_warnings(play, {**fleet.extra_vars, **(extra_vars or {})}):
         fleet.on_warning(line)

@@ -116,6 +116,13 @@ def parse_tokens(text: str) -> list[ArchToken]:
     return out
 
 
+def torch_arch_of(name: str) -> str | None:
+    """The torch arch token a SASS name means (``"sm_90a"`` -> ``"9.0a"``, ``"sm_120"`` -> ``"12.0"``),
+    or ``None`` for anything else: the spelling a user coming from nvcc types for ``archs``."""
+    b = _split_bin(name.strip())
+    return f"{b[1]}.{b[2]}{b[3]}" if b and b[0] == "sm" else None
+
+
 def target_arch_list(facts: Mapping[str, Any], archs: str | None = None) -> str:
     """The ``TORCH_CUDA_ARCH_LIST`` a build on ``facts``' host is for (pure): ``archs`` (a
     ``build_wheel`` task's override, ``-e archs='12.0a;9.0a'``) in the order a build uses

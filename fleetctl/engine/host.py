@@ -233,7 +233,8 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
                                start_s=round(start_s, 3))
             raise
         except (PlaybookError, templating.RenderError) as exc:  # a template failed for this host
-            name, result, planned, simulated = task.display_name, TaskResult(Status.FAILED, msg=str(exc)), [], False
+            # the title as rendered when it was (the one task.started showed), not the raw template
+            result, planned, simulated = TaskResult(Status.FAILED, msg=str(exc)), [], False
         if task.register:
             session.registered[task.register] = result.as_registered()
             if not is_selected and (result.status is Status.CHANGED or result.status.is_failure):

@@ -26,7 +26,7 @@ from .model import CONTROL_KEYS, DEFAULT_DELAY_S, INCLUDE_KEYS, Task
 from .variables import IDENT, JINJA_WORDS
 from .yamldoc import YamlDoc, load_doc
 
-__all__ = ["TaskParser"]
+__all__ = ["TaskParser", "args_problem"]
 
 _INCLUDE_CONTROLS = frozenset({"name", "when", "tags"})
 _MAX_INCLUDE_DEPTH = 32
@@ -320,6 +320,16 @@ class TaskParser:
             sub, message = validation_message(exc2, raw, action, model)
             raise fail(message, (action,) + sub) from None
         return model.model_construct(_fields_set=partial.model_fields_set, **dict(partial))
+
+
+def args_problem(action: str, raw: dict[str, Any]) -> str | None:
+    """The load-time check of an action's arguments as written (templates left for later, the
+    other values through the argument model's validators): the one-line fault, or ``None``."""
+    try:
+        TaskParser._validate_args(action, raw, lambda message, sub=(): PlaybookError(message))
+    except PlaybookError as exc:
+        return exc.message
+    return None
 
 
 @lru_cache(maxsize=256)

@@ -37,7 +37,7 @@ from pydantic import Field, field_validator
 import re
 
 from ..build.env import cmake_defines
-from ..build.cudacompat import parse_tokens, with_toolkit_for
+from ..build.cudacompat import parse_tokens, torch_arch_of, with_toolkit_for
 from ..status import Status
 from ..build.wheeltags import PlatformMismatch, platform_label
 from .argtypes import ActionArgs, ARCH_TOKEN, CMAKE_NAME, VERSION_RE, env_mapping, is_template, non_empty, scalar_to_str
@@ -150,7 +150,10 @@ class BuildWheelArgs(ActionArgs):
         if isinstance(v, str) and not is_template(v):
             parts = [p for p in re.split(r"[;\s]+", v.strip()) if p]
             if not parts or not all(ARCH_TOKEN.match(p) for p in parts):
-                raise ValueError(f"archs must look like '9.0a;12.0a', got {v!r}")
+                fixed = [p if ARCH_TOKEN.match(p) else torch_arch_of(p) for p in parts]
+                hint = f"; did you mean '{';'.join(fixed)}'?" if parts and all(fixed) else ""
+                raise ValueError(f"archs must look like '9.0a;12.0a' (compute capabilities with an optional a/f "
+                                 f"suffix, ';'-separated), got {v!r}{hint}")
             parse_tokens(v)  # ValueError: a suffix that SM lacks ('8.0a')
         return v
 
