@@ -749,6 +749,12 @@ def test_gather_facts_a_node_whose_gres_has_gpus_but_no_driver_fails_unless_veri
     facts = asyncio.run(gather_facts(conn, workdir="w", python=sys.executable, fallback_archs="10.0a",
                                      verify_device="cpu"))
     assert facts["build"]["source"] == "fallback" and facts["slurm"] == view
+    unmet = [n for n in facts["build"]["env_notes"] if n.startswith("warning: ")]  # told by every play
+    assert unmet == ["warning: Slurm GRES gpu:h200:2(S:0-1) for node n7 gives it 2 GPUs, but facts found none "
+                     "(nvidia-smi: not found on PATH; no /proc/driver/nvidia, /dev/nvidia*): run as a host without "
+                     "GPUs (fallback_archs, verify on the CPU) because the host var verify_device: cpu says so; if n7 "
+                     "should have its GPUs, its NVIDIA driver is gone (reinstall it, or drain the node)"]
+    assert unmet[0] in facts["build"]["notes"]
     # the inventory's word: verify_device: cuda on a host without a driver
     plain = SubprocessConnection("b1", tmp_path / "home", path_dirs=[smi_dir])
     with pytest.raises(GpuStackBroken, match=r"^b1: GPU stack broken: the host var verify_device: cuda, but "
