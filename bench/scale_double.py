@@ -24,7 +24,8 @@ milliseconds per host, the process's peak RSS (``ru_maxrss``, the untimed setup 
 it includes the double's in-memory hosts, estimated apart as ``double_mib``: their files and
 facts; their command logs are counted, not kept), and counts that must stay linear: execs per
 host, Python function calls per host (``--calls``: a cProfile of the measured command; the
-profile's top self-time functions are kept in the JSON, the way a superlinear step shows).
+profile's top self-time functions are kept in the JSON, the way a superlinear step shows;
+with ``SCALE_DOUBLE_PSTATS=PREFIX`` the whole profile is written to ``PREFIX.<tool>.<hosts>``).
 """
 
 from __future__ import annotations
@@ -144,6 +145,8 @@ def child(tool: str, n: int, root: Path, calls: bool, serial: int = 0, round_: i
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     if prof is not None:
         prof.disable()
+        if os.environ.get("SCALE_DOUBLE_PSTATS"):  # the whole profile, for pstats / snakeviz
+            prof.dump_stats(f"{os.environ['SCALE_DOUBLE_PSTATS']}.{tool}.{n}")
     cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
     res = {"tool": tool + (f" serial {serial}" if serial and tool == "deploy" else ""), "hosts": n, "rc": rc, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
            "cpu_ms_per_host": round(cpu * 1000 / n, 3), "peak_mib": round(r1.ru_maxrss / 1024, 1),

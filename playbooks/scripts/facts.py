@@ -83,12 +83,10 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
 
 from __future__ import annotations
 
-import argparse
-import errno
+import errno  # built in, already loaded by subprocess: no cost
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -422,6 +420,16 @@ def _is_exe(path):
     return bool(path) and os.path.isfile(path) and os.access(path, os.X_OK)
 
 
+def find_program(name):
+    """``shutil.which(name)`` for a bare program name: the first executable file of that name on
+    PATH, else None (shutil, with the bz2 and lzma modules it loads, costs a host ~3 ms a run)."""
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(folder or ".", name)
+        if _is_exe(path):
+            return path
+    return None
+
+
 # --------------------------------------------------------------------------------------------
 # Answers kept between runs (``--cache FILE``): the version commands of an unchanged host
 # --------------------------------------------------------------------------------------------
@@ -700,8 +708,8 @@ SMI_PLACES = ("/usr/bin/nvidia-smi", "/usr/local/nvidia/bin/nvidia-smi", "/usr/l
 
 def unrunnable_nvidia_smi(path=None, places=SMI_PLACES):
     """The first file named nvidia-smi on ``path`` (default ``$PATH``), then at ``places``, that this
-    user may not execute (``access(2)`` X_OK fails: no x bit for it, as ``shutil.which`` skips it), or
-    None. Its ``(path, "mode 0644")``."""
+    user may not execute (``access(2)`` X_OK fails: no x bit for it, so :func:`find_program`, as
+    ``shutil.which``, skips it), or None. Its ``(path, "mode 0644")``."""
     dirs = (os.environ.get("PATH", "") if path is None else path).split(os.pathsep)
     for cand in [os.path.join(d or os.curdir, "nvidia-smi") for d in dirs] + list(places):
         try:
@@ -739,7 +747,7 @@ def probe_nvidia_smi(timeout_s=None):
     timeout_s = GPU_PROBE_TIMEOUT_S if timeout_s is None else timeout_s
     out = {"gpus": None, "driver": None, "error": None, "missing": False, "denied": False, "path": None, "rc": None,
            "text": "", "hung": False, "stuck": False}
-    exe = shutil.which("nvidia-smi")
+    exe = find_program("nvidia-smi")
     if not exe:
         denied = unrunnable_nvidia_smi()
         if denied:
@@ -1062,7 +1070,7 @@ def _nvcc_home_candidates(cuda_home):
     if env_home:
         yield "CUDA_HOME env", env_home
     yield "/usr/local/cuda", "/usr/local/cuda"
-    which = shutil.which("nvcc")
+    which = find_program("nvcc")
     if which:
         yield "PATH", _home_of(which)
     for home in versioned_toolkits():
@@ -1118,7 +1126,7 @@ def find_cuobjdump(home, site_packages):
     copy (PyPI ``nvidia-cuda-cuobjdump`` puts it in ``site-packages/nvidia/*/bin``)."""
     if home and _is_exe(os.path.join(home, "bin", "cuobjdump")):
         return os.path.join(home, "bin", "cuobjdump"), "cuda home"
-    which = shutil.which("cuobjdump")
+    which = find_program("cuobjdump")
     if which:
         return which, "PATH"
     if site_packages:
@@ -1602,7 +1610,7 @@ def probe_tool(name, venv, version_flag="--version", parse=parse_cmake_version, 
     if venv and _is_exe(os.path.join(venv, "bin", name)):
         path = os.path.join(venv, "bin", name)
     else:
-        path = shutil.which(name)
+        path = find_program(name)
     tool = {"path": path, "version": None, "error": None}
     if not path:
         tool["error"] = "%s: not found" % name
@@ -1622,7 +1630,7 @@ def probe_tool(name, venv, version_flag="--version", parse=parse_cmake_version, 
 
 def find_uv():
     """Path of uv: PATH, then the installer's usual places (~/.local/bin, ~/.cargo/bin)."""
-    which = shutil.which("uv")
+    which = find_program("uv")
     if which:
         return which
     home = os.path.expanduser("~")
@@ -2119,23 +2127,37 @@ def set_gpu_timeout(timeout_s):
         GPU_PROBE_TIMEOUT_S = float(timeout_s)
 
 
+#: The options a controller passes (fleetctl.facts.gather.facts_options and the session start),
+#: each ``--name value``: read without argparse (whose import costs a host ~6 ms a run).
+QUICK_OPTIONS = {"--venv": str, "--cuda-home": str, "--workdir": str, "--probe-timeout-s": float,
+                 "--gpu-timeout-s": float, "--cache": str, "--cache-min-age-s": float}
+
+
+def quick_options(argv):
+    """``argv`` read as :data:`QUICK_OPTIONS` pairs (a namespace as :func:`main`'s parser makes),
+    or None for anything else (another option, a missing or bad value, ``--name=value``)."""
+    if argv is None or len(argv) % 2:
+        return None
+    values = {"venv": None, "cuda_home": None, "workdir": ".", "probe_timeout_s": TIMEOUT_S,
+              "gpu_timeout_s": None, "cache": None, "cache_min_age_s": None, "nvml_child": False}
+    for name, value in zip(argv[::2], argv[1::2]):
+        kind = QUICK_OPTIONS.get(name)
+        if kind is None or value.startswith("--"):
+            return None
+        try:
+            values[name[2:].replace("-", "_")] = kind(value)
+        except ValueError:
+            return None
+    return type("Options", (), values)
+
+
 def main(argv=None):
     """Parse arguments, gather, print one JSON object; always returns 0."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--venv", default=None, help="Python environment whose bin/python3 builds use")
-    parser.add_argument("--cuda-home", default=None, help="CUDA toolkit root to use (holds bin/nvcc)")
-    parser.add_argument("--workdir", default=".", help="remote working folder (for free disk space)")
-    parser.add_argument("--probe-timeout-s", type=float, default=TIMEOUT_S,
-                        help="seconds each probe command may take (the torch import gets twice that)")
-    parser.add_argument("--gpu-timeout-s", type=float, default=None,
-                        help="seconds nvidia-smi may take (default %g)" % GPU_PROBE_TIMEOUT_S)
-    parser.add_argument("--cache", default=None,
-                        help="JSON file keeping the answers of unchanged programs between runs (AnswerCache)")
-    parser.add_argument("--cache-min-age-s", type=float, default=None,
-                        help="seconds a program's files must be older than its answer for it to be kept (default %g)"
-                             % RACY_S)
-    parser.add_argument("--nvml-child", action="store_true", help=argparse.SUPPRESS)
-    args, unknown = parser.parse_known_args(argv)
+    args = quick_options(argv)
+    if args is None:
+        args, unknown = parse_options(argv)
+    else:
+        unknown = []
     set_timeouts(args.probe_timeout_s)
     set_gpu_timeout(args.gpu_timeout_s)
     if args.nvml_child:
@@ -2151,6 +2173,27 @@ def main(argv=None):
     sys.stdout.write(json.dumps(facts, sort_keys=True) + "\n")
     sys.stdout.flush()
     return 0
+
+
+def parse_options(argv):
+    """``(namespace, unknown arguments)`` by argparse (the command line's full form)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--venv", default=None, help="Python environment whose bin/python3 builds use")
+    parser.add_argument("--cuda-home", default=None, help="CUDA toolkit root to use (holds bin/nvcc)")
+    parser.add_argument("--workdir", default=".", help="remote working folder (for free disk space)")
+    parser.add_argument("--probe-timeout-s", type=float, default=TIMEOUT_S,
+                        help="seconds each probe command may take (the torch import gets twice that)")
+    parser.add_argument("--gpu-timeout-s", type=float, default=None,
+                        help="seconds nvidia-smi may take (default %g)" % GPU_PROBE_TIMEOUT_S)
+    parser.add_argument("--cache", default=None,
+                        help="JSON file keeping the answers of unchanged programs between runs (AnswerCache)")
+    parser.add_argument("--cache-min-age-s", type=float, default=None,
+                        help="seconds a program's files must be older than its answer for it to be kept (default %g)"
+                             % RACY_S)
+    parser.add_argument("--nvml-child", action="store_true", help=argparse.SUPPRESS)
+    return parser.parse_known_args(argv)
 
 
 if __name__ == "__main__":

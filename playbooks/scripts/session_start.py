@@ -97,11 +97,20 @@ RUN_ID = "%Y%m%dT%H%M%S"
 BUSY_S = 3600
 
 
+def run_started(name):
+    """The UTC start (epoch seconds) a run folder's name begins with (:data:`RUN_ID`,
+    ``20261205T105034.706Z-7f1e77``); ValueError for a name fleetctl did not make."""
+    import datetime  # not time.strptime: it imports _strptime, calendar, locale and re
+
+    t = name.split(".", 1)[0]
+    if len(t) != 15 or t[8] != "T" or not (t[:8] + t[9:]).isascii() or not (t[:8] + t[9:]).isdigit():
+        raise ValueError("not a run folder: %r" % name)
+    return datetime.datetime(int(t[:4]), int(t[4:6]), int(t[6:8]), int(t[9:11]), int(t[11:13]), int(t[13:]),
+                             tzinfo=datetime.timezone.utc).timestamp()
+
+
 def prune_runs(runs_dir, current, keep_runs, keep_days, now):
     """Remove run folders of ``runs_dir`` past the policy (see the module docstring); their names."""
-    import calendar
-    import shutil
-
     try:
         names = sorted((n for n in os.listdir(runs_dir) if n != current and not n.startswith(".")), reverse=True)
     except OSError:
@@ -111,12 +120,14 @@ def prune_runs(runs_dir, current, keep_runs, keep_days, now):
         path = os.path.join(runs_dir, name)
         try:
             st = os.lstat(path)
-            started = calendar.timegm(time.strptime(name.split(".", 1)[0], RUN_ID))
+            started = run_started(name)
         except (OSError, ValueError):
             continue  # not a run folder fleetctl made
         if not os.path.isdir(path) or os.path.islink(path) or now - st.st_mtime < BUSY_S:
             continue
         if i >= keep_runs or now - started > keep_days * 86400:
+            import shutil  # here, not above: shutil, calendar and time.strptime cost a no-change deploy ~4 ms a host
+
             shutil.rmtree(path, ignore_errors=True)
             removed.append(name)
     return removed
