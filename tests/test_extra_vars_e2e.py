@@ -84,3 +84,34 @@ def test_an_extra_var_nothing_reads_is_named_with_the_closest_name_it_may_mean(t
         "fleetctl: warning: -e ansible_usr: no task or template of quick.yaml reads it, nor does fleetctl; "
         "did you mean ansible_user?",
         "fleetctl: warning: -e zzqx: no task or template of quick.yaml reads it, nor does fleetctl; it is ignored"]
+
+
+def test_e_takes_the_forms_of_ansibles_extra_vars_json_yaml_pairs_and_files(tmp_path):
+    """ansible-playbook's --extra-vars: "key=value or YAML/JSON, if filename prepend with @"
+    (new-user trial: ``-e '{"archs": "9.0a", "x": [1,2]}'`` was refused). A JSON/YAML value keeps
+    its type, several pairs may share one item, later items win, and a JSON-given key gets the
+    did-you-mean warning a NAME=VALUE one gets."""
+    v = tmp_path / "v"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(v)], check=True)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"box": {"ansible_connection": "local", "venv": str(v),
+                                                                "workdir": str(tmp_path / "work")}}})
+    play = tmp_path / "show.yaml"
+    play.write_text("name: show\nhosts: all\ntasks:\n  - name: show\n    command:\n      argv: [echo, "
+                    "\"archs={{ archs }} n={{ x | length }} first={{ x[0] + 1 }} msg={{ msg }} v={{ version }}\"]\n")
+    vars_file = tmp_path / "extra.json"
+    vars_file.write_text('{"msg": "from the file"}')
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play),
+                   "-e", '{"archs": "9.0a", "x": [1, 2], "version": "old"}', "-e", "{msg: yaml form, zarchs: 1}",
+                   "-e", f"@{vars_file}", "--extra-vars", "version=1.23.45 other='a b'", home=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert "archs=9.0a n=2 first=2 msg=from the file v=1.23.45" in res.stdout
+    warned = [ln for ln in res.stderr.splitlines() if "warning" in ln]
+    assert warned == [
+        "fleetctl: warning: -e zarchs: no task or template of show.yaml reads it, nor does fleetctl; "
+        "did you mean archs?",
+        "fleetctl: warning: -e other: no task or template of show.yaml reads it, nor does fleetctl; it is ignored"]
+    # a value with spaces stays one value, as before (no word of it is NAME=VALUE)
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "-e", '{"x": [5]}',
+                   "-e", "archs=9.0a;10.0a", "-e", "msg=hello world", "-e", "version=x=y", home=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert "archs=9.0a;10.0a n=1 first=6 msg=hello world v=x=y" in res.stdout

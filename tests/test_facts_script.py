@@ -34,6 +34,7 @@ from tests.support.fake_gpu import (
     write_failing_nvidia_smi,
     write_fake_libnvml,
     write_fake_nvidia_smi,
+    write_unrunnable_nvidia_smi,
 )
 from tests.support.hermetic import REAL_HOME
 
@@ -255,6 +256,30 @@ def test_run_with_no_gpu_seen_by_an_installed_driver_is_broken(tmp_path, smi_dir
     assert facts["gpu_stack"]["status"] == "broken"
     assert facts["gpu_stack"]["reason"].startswith("nvidia-smi: exit 6: No devices were found")
     assert "Xid" in facts["gpu_stack"]["fix"]
+
+
+@pytest.mark.parametrize("how", ["mode", "exec"])
+def test_run_with_an_nvidia_smi_that_may_not_be_executed_says_so_never_not_found(tmp_path, smi_dir, light_venv, how):
+    """An nvidia-smi without its x bit (``shutil.which`` skips it) or whose exec fails with EACCES
+    (new-user trial: reported as "not found on PATH", a build host): found, not executable, a
+    broken stack with the chmod to run."""
+    smi = write_unrunnable_nvidia_smi(smi_dir, how)
+    facts, _ = run_script("--workdir", tmp_path, path_dirs=[smi_dir], venv=light_venv)
+    detail = ": mode 0644" if how == "mode" else ""
+    assert facts["gpu_probe_errors"][0] == f"nvidia-smi: found at {smi} but not executable (permission denied{detail})"
+    assert facts["gpus"] == [] and facts["gpu_source"] is None
+    assert facts["gpu_stack"]["status"] == "broken"
+    assert facts["gpu_stack"]["reason"] == facts["gpu_probe_errors"][0]
+    assert f"chmod 755 {smi}" in facts["gpu_stack"]["fix"]
+    assert "not found" not in json.dumps(facts["gpu_stack"]) + facts["gpu_error"]
+
+
+def test_unrunnable_nvidia_smi_looks_at_the_usual_places_beside_path(tmp_path):
+    """/usr/bin/nvidia-smi (or the container and WSL places) off PATH without its x bit is named too."""
+    place = write_unrunnable_nvidia_smi(tmp_path / "usr-bin")
+    assert fs.unrunnable_nvidia_smi(path=str(tmp_path / "empty"), places=(str(place),)) == (str(place), "mode 0644")
+    place.chmod(0o755)
+    assert fs.unrunnable_nvidia_smi(path=str(tmp_path / "empty"), places=(str(place),)) is None
 
 
 def test_run_without_any_driver_is_a_build_host(tmp_path, light_venv):
@@ -724,6 +749,12 @@ def test_gather_facts_a_node_whose_gres_has_gpus_but_no_driver_fails_unless_veri
     facts = asyncio.run(gather_facts(conn, workdir="w", python=sys.executable, fallback_archs="10.0a",
                                      verify_device="cpu"))
     assert facts["build"]["source"] == "fallback" and facts["slurm"] == view
+    unmet = [n for n in facts["build"]["env_notes"] if n.startswith("warning: ")]  # told by every play
+    assert unmet == ["warning: Slurm GRES gpu:h200:2(S:0-1) for node n7 gives it 2 GPUs, but facts found none "
+                     "(nvidia-smi: not found on PATH; no /proc/driver/nvidia, /dev/nvidia*): run as a host without "
+                     "GPUs (fallback_archs, verify on the CPU) because the host var verify_device: cpu says so; if n7 "
+                     "should have its GPUs, its NVIDIA driver is gone (reinstall it, or drain the node)"]
+    assert unmet[0] in facts["build"]["notes"]
     # the inventory's word: verify_device: cuda on a host without a driver
     plain = SubprocessConnection("b1", tmp_path / "home", path_dirs=[smi_dir])
     with pytest.raises(GpuStackBroken, match=r"^b1: GPU stack broken: the host var verify_device: cuda, but "

@@ -27,6 +27,7 @@ from tests.support.fake_gpu import (
     write_fake_nvidia_smi,
     write_hanging_nvidia_smi,
     write_mismatched_nvidia_smi,
+    write_unrunnable_nvidia_smi,
 )
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
 from tests.test_agreement_e2e import PLAY  # the toy play: upload, build, install
@@ -69,6 +70,27 @@ def test_mismatched_driver_fails_at_facts_others_succeed(sshd_farm, tmp_path):
     # a host without any NVIDIA driver is the one case for fallback_archs
     assert doc["buildhost"]["gpu_stack"]["status"] == "none"
     assert doc["buildhost"]["build"]["source"] == "fallback"
+
+
+def test_an_nvidia_smi_that_may_not_be_executed_is_named_as_found_not_missing(sshd_farm, tmp_path):
+    """New-user trial: an nvidia-smi on the host's PATH without its x bit (or whose exec is denied)
+    was reported as "not found" and the host taken for a build host. Facts say what is true: found
+    at PATH but not executable (permission denied), and the host fails at facts with the chmod."""
+    hosts = {}
+    for name, how in (("nox", "mode"), ("noexec", "exec")):
+        h, hvars = _host(sshd_farm, name, tmp_path)
+        hosts[name] = (write_unrunnable_nvidia_smi(h.bin_dir, how), hvars)
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {n: v for n, (_, v) in hosts.items()}})
+    res = fleetctl("-i", str(inv), "facts", "--hosts", "fleet", "--json", home=tmp_path, timeout_s=300)
+    assert res.returncode == 1, res.stderr
+    doc = json.loads(res.stdout)
+    for name, detail in (("nox", ": mode 0644"), ("noexec", "")):
+        smi = hosts[name][0]
+        found = f"nvidia-smi: found at {smi} but not executable (permission denied{detail})"
+        assert doc[name]["status"] == "failed" and doc[name]["gpu_stack"]["status"] == "broken"
+        assert doc[name]["gpu_probe_errors"][0] == found
+        assert f"GPU stack broken: {found}; fix: make {smi} executable" in doc[name]["error"], doc[name]["error"]
+        assert "not found" not in doc[name]["error"]
 
 
 def test_plan_dry_run_and_deploy_agree_on_a_broken_stack(sshd_farm, tmp_path):

@@ -26,6 +26,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fleetctl.cli import schedule as cli_schedule
 from fleetctl import schedule as sch
@@ -674,12 +675,57 @@ def test_an_extra_var_the_job_play_does_not_read_is_named_when_scheduling(tmp_pa
     assert "with: greting=there greeting=you" in res.stderr  # kept in the job: Ansible's extra vars are free-form
 
 
+def test_an_extra_var_given_as_json_is_carried_by_the_job_and_checked_as_deploys(tmp_path):
+    """-e as Ansible's JSON/YAML mapping (new-user trial: refused): its vars go into the job's vars
+    file with their types (a secret-looking name marked secret), are named by the did-you-mean
+    warning and checked by a task argument's validator now, and the job really deploys with them."""
+    d = fleet_dir(tmp_path)
+    given = '{"greting": "there", "greeting": "json you", "n": [1, 2], "hf_token": "s3cret"}'
+    args = ["-i", "inv.yaml", "schedule", "--playbook", "pb.yaml", "--at", "02:30", "--cron", "--name", "nightly",
+            "-e", given]
+    res = fleet(tmp_path, *args, "--print", cwd=d)
+    assert res.returncode == 0, res.stderr
+    unread = "no task or template of pb.yaml reads it, nor does fleetctl"
+    assert [ln for ln in res.stderr.splitlines() if "warning" in ln] == [
+        f"fleetctl: warning: -e greting: {unread}; did you mean greeting?",
+        f"fleetctl: warning: -e n: {unread}; it is ignored", f"fleetctl: warning: -e hf_token: {unread}; it is ignored"]
+    assert "with: greting=there greeting=json you n=[1, 2] hf_token=********)" in res.stderr
+    assert "s3cret" not in res.stdout + res.stderr
+    fake_bin(tmp_path / "bin", "crontab", FAKE_CRONTAB)
+    installed = fleet(tmp_path, *args, cwd=d, env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
+                                                   "FAKE_CRONTAB_FILE": str(tmp_path / "tab")})
+    assert installed.returncode == 0, installed.stderr
+    home = tmp_path / "runs home %$'\""
+    assert yaml.safe_load((home / "schedule/nightly.vars.yaml").read_text()) == {
+        "greting": "there", "greeting": "json you", "n": [1, 2], "hf_token": {"value": "s3cret", "secret": True}}
+    cmd, stdin = cron_sh_command((tmp_path / "tab").read_text().rstrip("\n"))
+    run = subprocess.run(["/bin/sh", "-c", cmd], input=stdin, capture_output=True, text=True, timeout=300,
+                         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SHELL": "/bin/sh"})
+    assert run.returncode == 0, run.stderr
+    log = (home / "cron.log").read_text()
+    summary = json.loads(log[log.index("{\n"):log.rindex("}") + 1])
+    assert "hi json you" in (home / "runs" / summary["run_id"] / "logs/localhost.log").read_text()
+
+    # a value the play's task cannot take is refused now, as deploy refuses it, not at 02:30
+    (d / "build.yaml").write_text("name: build\nhosts: here\ntasks:\n  - name: build\n    build_wheel:\n"
+                                  "      src: /nonexistent/src\n      out_dir: /nonexistent/wheels\n"
+                                  "      archs: \"{{ archs | default(none) }}\"\n")
+    for item in ('{"archs": "sm_90a"}', "archs=sm_90a"):
+        res = fleet(tmp_path, "-i", "inv.yaml", "schedule", "--playbook", "build.yaml", "--at", "02:30", "--print",
+                    "-e", item, cwd=d)
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.strip() == (
+            "fleetctl: error: -e archs: must look like '9.0a;12.0a' (compute capabilities with an optional a/f "
+            "suffix, ';'-separated), got 'sm_90a'; did you mean '9.0a'?")
+
+
 @pytest.mark.parametrize("args,message", [
     (["--at", "25:00"], "fleetctl: error: --at: want HH:MM on a 24-hour clock (00:00 to 23:59), got '25:00'"),
     (["--at", "02:30", "--name", "my job"], "fleetctl: error: --name: 'my job' is not a usable unit name"),
     (["--at", "02:30", "--timeout", "6 hrs"], "fleetctl: error: --timeout: want a time span"),
     (["--at", "02:30", "--randomized-delay", "infinity"], "fleetctl: error: --randomized-delay: infinity"),
     (["--at", "02:30", "-e", "novalue"], "fleetctl: error: -e/--extra-var wants NAME=VALUE"),
+    (["--at", "02:30", "-e", '{"greeting": "x"'], "fleetctl: error: -e '{\"greeting\": \"x\"': not a JSON/YAML mapping"),
     (["--at", "02:30", "--on-failure", "mail me"], "fleetctl: error: --on-failure: 'mail me' is not a unit"),
     (["--at", "02:30", "--cron", "--system"], "fleetctl: error: --system: --cron writes the current user's"),
     (["--at", "02:30", "--cron", "--on-failure", "x.service"], "fleetctl: error: --on-failure: names a systemd"),

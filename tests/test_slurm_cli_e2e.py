@@ -211,7 +211,8 @@ def test_a_node_whose_gres_has_gpus_but_no_driver_fails_at_facts_unless_verify_d
     """n1's GRES says gpu:h200:1 but the node has no nvidia-smi (and no driver): it fails at facts
     with one line naming the GRES and what was found, never building for fallback_archs and
     verifying on the CPU to end "ok" (new-user trial); n2 goes on. The host var verify_device: cpu
-    is the explicit opt-in to exactly that."""
+    is the explicit opt-in to exactly that, and n1's result then carries a warning naming the GRES
+    count against what facts found (new-user trial: it ended "ok" with only "no GPU found")."""
     smi = slurm_cluster.node_disk("n1") / "bin" / "nvidia-smi"
     hidden = smi.with_name("nvidia-smi.hidden")
     play = tmp_path / "facts.yaml"
@@ -243,6 +244,15 @@ def test_a_node_whose_gres_has_gpus_but_no_driver_fails_at_facts_unless_verify_d
     n1_facts = opted_rec["hosts"]["n1"]["facts"]
     assert (n1_facts["gpu_stack"]["status"], n1_facts["build"]["source"]) == ("none", "fallback")
     assert n1_facts["build"]["notes"][0].startswith("no GPU found (no NVIDIA driver: a build host)")
+    # ... but not silently (new-user trial: "ok" with only "no GPU found"): the host's result and
+    # the terminal carry one warning naming the GRES count against what facts found
+    warning = ("warning: Slurm GRES gpu:h200:1 for node n1 gives it 1 GPU, but facts found none (nvidia-smi: not "
+               "found on PATH; no /proc/driver/nvidia, /dev/nvidia*): run as a host without GPUs (fallback_archs, "
+               "verify on the CPU) because the host var verify_device: cpu says so; if n1 should have its GPUs, its "
+               "NVIDIA driver is gone (reinstall it, or drain the node)")
+    assert opted_rec["hosts"]["n1"]["warnings"] == [warning]
+    assert opted_rec["hosts"]["n2"].get("warnings") is None  # its GRES GPU was found
+    assert f"note: {warning}" in " ".join((opted.stdout + opted.stderr).split())
     assert slurm_cluster.jobs() == []
 
 

@@ -17,11 +17,12 @@ import os
 import shlex
 import socket
 import subprocess
+import sys
 
 import pytest
 
 from tests.support.agent import Agent, fingerprint, keygen
-from tests.support.fleet import fleetctl, last_run, write_inventory
+from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
 
 pytestmark = pytest.mark.sshd
 
@@ -35,6 +36,12 @@ def openssh(cfg, host: str, *argv: str, env: dict | None = None) -> subprocess.C
 def keygen_find(name: str, kh) -> bool:
     """OpenSSH's own lookup (ssh-keygen -F), hashed entries included."""
     return subprocess.run(["ssh-keygen", "-F", name, "-f", str(kh)], capture_output=True).returncode == 0
+
+
+def keygen_lines(name: str, kh) -> list[str]:
+    """The known_hosts lines OpenSSH finds for ``name`` (ssh-keygen -F), hashed entries included."""
+    out = subprocess.run(["ssh-keygen", "-F", name, "-f", str(kh)], capture_output=True, text=True).stdout
+    return [ln for ln in out.splitlines() if ln.strip() and not ln.startswith("#")]
 
 
 @pytest.fixture
@@ -220,3 +227,45 @@ def test_agent_with_many_keys_never_exhausts_max_auth_tries(sshd_farm, tmp_path)
         assert res.returncode == 1 and f"chmod 600 {loose}" in error and "\n" not in error
     finally:
         agent.stop()
+
+
+def test_accept_new_records_one_line_per_known_hosts_name_however_many_aliases(sshd_farm, tmp_path):
+    """New-user trial: several inventory hosts on one HostName:port, --accept-new-host-keys wrote
+    the same key once per alias. OpenSSH records a key under the name it connected to ([host]:port,
+    or HostKeyAlias): one line per (name, key), never a duplicate of a line already there, whether
+    the aliases connect at once (forks), in two controllers at once, or again later."""
+    host = sshd_farm.start("shared")
+    other = sshd_farm.start("other")
+    kh = tmp_path / "known_hosts"
+    aliases = {f"gpu{i}": host.inventory_vars(kh) for i in range(6)}
+    aliases.update({f"alias{i}": {**host.inventory_vars(kh), "ansible_host": "localhost"} for i in range(3)})
+    aliases["elsewhere"] = other.inventory_vars(kh)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": aliases})
+
+    def run(*extra: str) -> list[subprocess.Popen]:
+        return [subprocess.Popen(
+            [sys.executable, "-m", "fleetctl", "-i", str(inv), "run", "--hosts", "g", "--accept-new-host-keys",
+             *extra, "--", "true"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "FLEETCTL_HOME": str(tmp_path / f"home{i}")}) for i in range(2)]
+
+    for proc in run():  # two controllers at once, each connecting every alias at once
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out + err
+    lines = kh.read_text().splitlines()
+    names = [f"[127.0.0.1]:{host.port}", f"[localhost]:{host.port}", f"[127.0.0.1]:{other.port}"]
+    # OpenSSH's own lookup: each name on exactly one line (hashed or not, as HashKnownHosts says)
+    assert [len(keygen_lines(name, kh)) for name in names] == [1, 1, 1], lines
+    assert len(lines) == 3, lines
+    # a later run adds nothing: every name already holds its key
+    before = kh.read_text()
+    for proc in run("--forks", "1"):
+        proc.communicate(timeout=300)
+        assert proc.returncode == 0
+    assert kh.read_text() == before
+    # and real OpenSSH accepts what was recorded, for every alias
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host *\n  User {host.user}\n  IdentityFile {sshd_farm.client_key}\n  IdentitiesOnly yes\n"
+                   f"  UserKnownHostsFile {kh}\n  GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking yes\n")
+    for name in ("127.0.0.1", "localhost"):
+        res = openssh(cfg, name, "-p", str(host.port), "true")
+        assert res.returncode == 0, res.stderr

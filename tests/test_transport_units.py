@@ -3,6 +3,7 @@ with OpenSSH's own ssh-keygen), bounded output capture, and the live display val
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import threading
 
@@ -10,7 +11,7 @@ import asyncssh
 import pytest
 
 from fleetctl.connection.base import OutputLine
-from fleetctl.connection.ssh_hostkeys import HostKeyPolicy, append_known_host, hashed_name
+from fleetctl.connection.ssh_hostkeys import HostKeyPolicy, record_known_host, hashed_name
 from fleetctl.connection.ssh_target import host_port_name, resolve_target, split_jump
 from fleetctl.connection.streams import OutputTail, pump_lines
 from fleetctl.reporting.livevalve import LiveValve
@@ -43,8 +44,8 @@ def test_recorded_entries_are_found_by_openssh(tmp_path):
     key = asyncssh.read_public_key(str(keygen(tmp_path / "hostkey")) + ".pub")
     kh = tmp_path / "known_hosts"
     kh.write_text("# a comment line without a newline at the end")
-    append_known_host(str(kh), ["[gpu-behind]:2222"], key, hashed=True)
-    append_known_host(str(kh), ["plain", "10.0.0.7"], key, hashed=False)
+    record_known_host(str(kh), ["[gpu-behind]:2222"], key, hashed=True)
+    record_known_host(str(kh), ["plain", "10.0.0.7"], key, hashed=False)
     for name in ("[gpu-behind]:2222", "plain", "10.0.0.7"):
         assert subprocess.run(["ssh-keygen", "-F", name, "-f", str(kh)], capture_output=True).returncode == 0, name
     assert subprocess.run(["ssh-keygen", "-F", "gpu-behind", "-f", str(kh)], capture_output=True).returncode == 1
@@ -56,14 +57,14 @@ def test_a_key_recorded_without_port_counts_only_when_the_port_has_none(tmp_path
     k1 = asyncssh.read_public_key(str(keygen(tmp_path / "k1")) + ".pub")
     k2 = asyncssh.read_public_key(str(keygen(tmp_path / "k2")) + ".pub")
     kh = tmp_path / "kh"
-    append_known_host(str(kh), ["h"], k1, hashed=False)
+    record_known_host(str(kh), ["h"], k1, hashed=False)
     empty = tmp_path / "empty_config"
     empty.write_text("")
     target = resolve_target("h", port=2222, known_hosts=str(kh), config_file=str(empty))
     policy = HostKeyPolicy(target)
     assert policy.known_hosts("h", "", 2222)[0] == [k1]  # trusted through the port-less entry
     assert policy.verify(k2) is False and "unknown" in policy.refusal  # not CHANGED: the port has none
-    append_known_host(str(kh), ["[h]:2222"], k1, hashed=True)
+    record_known_host(str(kh), ["[h]:2222"], k1, hashed=True)
     policy = HostKeyPolicy(target)
     assert policy.verify(k2) is False and "host key changed for [h]:2222" in policy.refusal
     assert policy.refusal.count(k1.get_fingerprint()) == 1 and policy.refusal.count(k2.get_fingerprint()) == 1
@@ -72,6 +73,30 @@ def test_a_key_recorded_without_port_counts_only_when_the_port_has_none(tmp_path
     assert f"({kh}:2)" in policy.refusal and f"{kh}:1" not in policy.refusal, policy.refusal
     accepting = HostKeyPolicy(target, accept_new=True)
     assert accepting.verify(k2) is False  # accept-new never replaces a key
+
+
+def test_policies_made_before_either_records_write_the_key_once_and_refuse_another(tmp_path):
+    """Several inventory hosts on one HostName:port (forks: every policy looks the name up before
+    any records): the key is written once per known_hosts name, hashed or not, and a policy whose
+    host meanwhile got another key recorded refuses it as changed (OpenSSH's rule: one name, one key)."""
+    k1 = asyncssh.read_public_key(str(keygen(tmp_path / "k1")) + ".pub")
+    k2 = asyncssh.read_public_key(str(keygen(tmp_path / "k2")) + ".pub")
+    empty = tmp_path / "empty_config"
+    empty.write_text("")
+    for hashed in (False, True):
+        kh = tmp_path / f"kh-{hashed}"
+        target = resolve_target("127.0.0.1", port=2222, known_hosts=str(kh), config_file=str(empty))
+        target = dataclasses.replace(target, hash_known_hosts=hashed)
+        policies = [HostKeyPolicy(target, accept_new=True) for _ in range(5)]  # all look up: nothing known
+        assert [p.verify(k1) for p in policies[:4]] == [True] * 4
+        assert [p.recorded for p in policies[:4]] == [["[127.0.0.1]:2222"], [], [], []]
+        assert len(kh.read_text().splitlines()) == 1
+        # the fifth is offered another key for the name the first recorded: changed, nothing written
+        assert policies[4].verify(k2) is False and "host key changed for [127.0.0.1]:2222" in policies[4].refusal
+        assert len(kh.read_text().splitlines()) == 1
+        assert record_known_host(str(kh), ["[127.0.0.1]:2222", "[localhost]:2222"], k1, hashed=hashed) == (
+            ["[localhost]:2222"], [])
+        assert len(kh.read_text().splitlines()) == 2
 
 
 def test_output_tail_keeps_the_last_whole_lines():
@@ -143,6 +168,6 @@ def test_the_valve_shortens_long_lines_for_display():
 def test_hashed_names_match_openssh(tmp_path, name):
     key = asyncssh.read_public_key(str(keygen(tmp_path / "k")) + ".pub")
     kh = tmp_path / "kh"
-    append_known_host(str(kh), [name], key, hashed=True)
+    record_known_host(str(kh), [name], key, hashed=True)
     assert kh.read_text().startswith("|1|")
     assert subprocess.run(["ssh-keygen", "-F", name, "-f", str(kh)], capture_output=True).returncode == 0

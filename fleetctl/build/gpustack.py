@@ -18,7 +18,9 @@ Facts of an older facts script (no ``gpu_stack``) are classified from ``gpus`` a
 ``verify_device: cuda`` do (:func:`gpu_claim`): such a host whose facts find no driver (nvidia-smi
 missing, no ``/proc/driver/nvidia``, no ``/dev/nvidia*``) is broken too, and fails at facts rather
 than build for ``fallback_archs`` and verify on the CPU. ``verify_device: cpu`` is the explicit
-opt-in to that (GPUs that are not for this venv): then the claim is not checked.
+opt-in to that (GPUs that are not for this venv): then the host runs, but a GRES that gives it GPUs
+facts did not find is a warning on the host (:func:`unmet_gres_warning`): an operator must see that
+a node's driver vanished.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 from ..errors import TaskFailed
 
-__all__ = ["GpuStackBroken", "check_gpu_stack", "gpu_claim", "gres_gpu_count", "stack_of"]
+__all__ = ["GpuStackBroken", "check_gpu_stack", "gpu_claim", "gres_gpu_count", "stack_of", "unmet_gres_warning"]
 
 
 class GpuStackBroken(TaskFailed):
@@ -118,3 +120,30 @@ def check_gpu_stack(host: str, facts: Mapping[str, Any], *, verify_device: str =
             "install the NVIDIA driver and its nvidia-smi on the host's non-interactive PATH (or drain the node); "
             "to build for fallback_archs and verify on the CPU there all the same, set the host var verify_device: cpu",
             facts)
+
+
+def unmet_gres_warning(facts: Mapping[str, Any], verify_device: str = "auto") -> str | None:
+    """The warning for a node Slurm's GRES gives GPUs where facts found no driver, run all the same
+    because ``verify_device: cpu`` opts in (pure), or None.
+
+    Without the opt-in such a node fails at facts (:func:`check_gpu_stack`); with it the node is a
+    build host (``fallback_archs``, verify on the CPU), which must not read as a plain "no GPU
+    found": the line names the GRES and its GPU count (:func:`gres_gpu_count`, gres.conf(5)) against
+    what facts found, e.g. ``Slurm GRES gpu:h200:1 for node n1 gives it 1 GPU, but facts found none
+    (nvidia-smi: not found on PATH; no /proc/driver/nvidia, /dev/nvidia*): ...``.
+    """
+    if verify_device != "cpu" or stack_of(facts)["status"] != "none":
+        return None
+    view = facts.get("slurm")
+    if not isinstance(view, Mapping):
+        return None
+    gres = [str(g) for g in view.get("gres") or [] if gres_gpu_count(str(g)) > 0]
+    count = sum(gres_gpu_count(g) for g in gres)
+    if not count:
+        return None
+    errors = facts.get("gpu_probe_errors") or [facts.get("gpu_error") or "no GPU source answered"]
+    node = view.get("node") or "?"
+    return (f"Slurm GRES {','.join(gres)} for node {node} gives it {count} GPU{'s' if count > 1 else ''}, but facts "
+            f"found none ({errors[0]}; no /proc/driver/nvidia, /dev/nvidia*): run as a host without GPUs "
+            f"(fallback_archs, verify on the CPU) because the host var verify_device: cpu says so; if {node} "
+            f"should have its GPUs, its NVIDIA driver is gone (reinstall it, or drain the node)")

@@ -194,8 +194,10 @@ def _print_unverified(console, run, hosts: list[str]) -> bool:
 COMMON_OPTIONS = [
     click.option("--hosts", "pattern", default=None, help="Host pattern (default: the playbook's hosts)."),
     limit_option, forks_option, json_option,
-    click.option("-e", "--extra-var", "extra", multiple=True, metavar="NAME=VALUE|@FILE",
-                 help="Overrides play vars; @FILE reads a YAML mapping of them (keep secrets there, mode 0600)."),
+    click.option("-e", "--extra-var", "--extra-vars", "extra", multiple=True, metavar="NAME=VALUE|JSON|@FILE",
+                 help="Overrides play vars, as Ansible's --extra-vars: NAME=VALUE (several: 'a=1 b=2'; strings), "
+                      "a JSON/YAML mapping ('{\"archs\": \"9.0a\"}'; values keep their type), or @FILE, a YAML/JSON "
+                      "mapping of them (keep secrets there, mode 0600)."),
     click.option("--metrics-file", default=None, metavar="PATH",
                  help="At the end, write Prometheus metrics to PATH (*.prom, node_exporter's textfile "
                       "collector), atomically."),

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -159,6 +160,23 @@ def _check_vars_files(files: list[str]) -> dict[str, dict]:
     return out
 
 
+def _split_extra(items: tuple[str, ...]) -> tuple[dict[str, Any], list[str]]:
+    """``-e`` items, each checked now (:func:`fleetctl.cli.extravars.inline_vars`: deploy's forms)
+    -> (the vars given on the command line, ``NAME=VALUE`` pairs and JSON/YAML mappings merged in
+    order; the ``@FILE`` paths in order)."""
+    from .extravars import inline_vars
+
+    pairs: dict[str, Any] = {}
+    files: list[str] = []
+    for item in items:
+        inline = inline_vars(item)
+        if inline is None:
+            files.append(item[1:])
+        else:
+            pairs.update(inline)
+    return pairs, files
+
+
 def _write_private(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` readable only by its owner (mode 0600, folder 0700), atomically."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -206,9 +224,10 @@ def _abs(path: str | Path) -> str:
 @click.option("--print", "print_only", is_flag=True,
               help="Only print what would be written (unit files or the cron line); touch nothing.")
 @click.option("--name", default=None, help="Unit name / crontab marker [default: fleetctl-<playbook stem>].")
-@click.option("-e", "--extra-var", "extra", multiple=True, metavar="NAME=VALUE|@FILE",
-              help="Passed to deploy as -e, through a file only you can read (mode 0600), never in the "
-                   "unit or crontab; @FILE is passed on (it must be mode 0600 if it holds secrets).")
+@click.option("-e", "--extra-var", "--extra-vars", "extra", multiple=True, metavar="NAME=VALUE|JSON|@FILE",
+              help="Passed to deploy as -e (deploy's forms: NAME=VALUE, a JSON/YAML mapping, @FILE), through a "
+                   "file only you can read (mode 0600), never in the unit or crontab; @FILE is passed on (it "
+                   "must be mode 0600 if it holds secrets).")
 @click.option("--metrics-file", default=None, metavar="PATH",
               help="The job writes Prometheus metrics to PATH (*.prom in node_exporter's textfile "
                    "directory), with fleetctl_last_success_timestamp_seconds for alerting.")
@@ -250,8 +269,7 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     """
     hour, minute = sch.parse_at(at)
     name = sch.check_name(name if name is not None else sch.default_name(playbook_path))
-    for item in extra:
-        sch.check_extra_var(item)
+    pairs, files = _split_extra(extra)
     for unit in on_failure:
         sch.check_on_failure(unit)
     sch.parse_timespan(timeout, "--timeout")
@@ -276,12 +294,15 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     inventory = _job_inventory(obj.inventory_sources())
     _, hosts = obj.select(pattern)
     known = set.intersection(*(set(h.vars) for h in hosts)) if hosts else set()
-    pairs, files = varsfile.split_items(extra)
     given = _check_vars_files(files)
-    pb.check_undefined(known | set(pairs) | {k for doc in given.values() for k in doc})
-    from ..api.play import extra_var_warnings
+    # what the job's deploy gets: the @FILEs, then the vars file of the pairs (:class:`fleetctl.schedule.Job`)
+    job_vars = {**{k: v for doc in given.values() for k, v in doc.items()}, **pairs}
+    pb.check_undefined(known | set(job_vars))
+    from ..api.play import check_extra_var_args, extra_var_warnings
 
-    # the job runs unattended: a misspelt -e is named now, not in a log read after a wrong nightly
+    # the job runs unattended: a -e value the play cannot take is refused now and a misspelt -e
+    # name is named now, as deploy does, not in a log read after a wrong nightly
+    check_extra_var_args(pb, [*pb.select_tags(), *pb.handlers], job_vars)
     for line in extra_var_warnings(pb, dict.fromkeys([*(k for doc in given.values() for k in doc), *pairs])):
         click.echo(f"fleetctl: warning: {line}", err=True)
     metrics = None

@@ -17,7 +17,9 @@ Outcomes, as OpenSSH with ``StrictHostKeyChecking yes`` (or ``accept-new`` when
   fleetctl does not: ``accept_new`` only ever adds keys for names that have none.)
 - unknown: refused, or recorded in the first user known_hosts file with ``accept_new``: hashed
   when ``HashKnownHosts`` is on; with ``CheckHostIP``, the address is recorded too (``name,ip``,
-  or one hashed line each).
+  or one hashed line each). One line per (name, key), never a second: the file is re-read under a
+  lock before it is written (:func:`record_known_host`), so inventory aliases of one HostName:port
+  connecting at once, or two controllers, record the key once.
 - ``@revoked``: refused.
 - ``CheckHostIP`` (off by default since OpenSSH 8.5; never for loopback addresses, jump or proxy
   connections, or when the host is its address): a different key recorded for the address is
@@ -27,6 +29,7 @@ Outcomes, as OpenSSH with ``StrictHostKeyChecking yes`` (or ``accept-new`` when
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import hmac
 import ipaddress
@@ -125,27 +128,59 @@ def hashed_name(name: str, salt: bytes | None = None) -> str:
     return f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()}"
 
 
-def append_known_host(path: str, names: list[str], key: asyncssh.SSHKey, *, hashed: bool) -> None:
-    """Record ``key`` for ``names`` in ``path`` (created 0600, parents 0700): one plain line
-    ``name1,name2 TYPE BLOB``, or one hashed line per name, appended in one write."""
+def record_known_host(path: str, names: list[str], key: asyncssh.SSHKey, *,
+                      hashed: bool) -> tuple[list[str], list[KnownKey]]:
+    """Record ``key`` in ``path`` (created 0600, parents 0700) for each of ``names`` that does not
+    hold it yet: one plain line ``name1,name2 TYPE BLOB``, or one hashed line per name, appended in
+    one write.
+
+    OpenSSH records a key under the name it connected to (``[host]:port``, or ``HostKeyAlias``;
+    hostfile.c ``add_host_to_hostfile``), so several inventory hosts on one HostName:port share one
+    line. The file is re-read under an exclusive ``flock(2)`` of it, so hosts of one run (forks) and
+    controllers recording at once never write a name's key twice, hashed lines included (matched as
+    OpenSSH matches them, through asyncssh's known_hosts matcher).
+
+    Returns:
+        ``(names written, keys of another kind found)``: a name that meanwhile got another key is not
+        written, and for ``names[0]`` its keys are returned (the caller refuses it as changed).
+
+    Raises:
+        OSError: the file or its folder cannot be made, locked, read or written.
+    """
     algo, blob = key.export_public_key("openssh").decode("ascii").split()[:2]
-    if hashed:
-        text = "".join(f"{hashed_name(n)} {algo} {blob}\n" for n in names)
-    else:
-        text = f"{','.join(names)} {algo} {blob}\n"
     os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        size = os.fstat(fd).st_size
-        if size:
-            with open(path, "rb") as fh:
-                fh.seek(size - 1)
-                if fh.read(1) != b"\n":
-                    text = "\n" + text
-        os.write(fd, text.encode("ascii"))
-    finally:
-        os.close(fd)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a+b") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released when the file is closed
+        fh.seek(0)
+        text = fh.read().decode("utf-8", errors="replace")
+        try:
+            parsed = asyncssh.import_known_hosts(text)
+        except ValueError:
+            parsed = asyncssh.import_known_hosts("")
+        lines = text.splitlines()
+        missing, other = [], []
+        for i, name in enumerate(names):
+            held = parsed.match(name, "", None)[0]
+            if key in held:
+                continue
+            if held:
+                if i == 0:
+                    other = [KnownKey(k, path, _line_of(lines, k, name)) for k in held]
+                continue
+            missing.append(name)
+        if other or not missing:
+            return [], other
+        if hashed:
+            out = "".join(f"{hashed_name(n)} {algo} {blob}\n" for n in missing)
+        else:
+            out = f"{','.join(missing)} {algo} {blob}\n"
+        if text and not text.endswith("\n"):
+            out = "\n" + out
+        fh.write(out.encode("ascii"))
+        fh.flush()
     _cache.pop(path, None)
+    return missing, []
 
 
 def _is_loopback(ip: str) -> bool:
@@ -226,11 +261,15 @@ class HostKeyPolicy:
             self.refusal = f"{self.label}host key for {self.name} is unknown and UserKnownHostsFile is none"
             return False
         try:
-            append_known_host(dest, names, key, hashed=self.target.hash_known_hosts)
+            written, other = record_known_host(dest, names, key, hashed=self.target.hash_known_hosts)
         except OSError as exc:
             self.refusal = f"{self.label}cannot record the host key of {self.name} in {dest}: {exc.strerror or exc}"
             return False
-        self.recorded = names
+        if other:  # recorded meanwhile (another host of this run, another controller) with another key
+            self.known = other
+            self.refusal = self._changed_message(fp)
+            return False
+        self.recorded = written  # empty: another host of this run (or controller) recorded it meanwhile
         return True
 
     def after_login(self, key: asyncssh.SSHKey | None) -> str | None:
@@ -242,7 +281,7 @@ class HostKeyPolicy:
             return self.refusal
         if not lookup(self.files, self.ip_name)[0] and self.target.user_known_hosts:
             try:
-                append_known_host(self.target.user_known_hosts[0], [self.ip_name], key,
+                record_known_host(self.target.user_known_hosts[0], [self.ip_name], key,
                                   hashed=self.target.hash_known_hosts)
             except OSError:
                 pass

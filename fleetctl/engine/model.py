@@ -198,6 +198,9 @@ class HostOutcome(_Model):
             wheel_sha256}``), ``staged``, ``previous``, ``removed``, ``disk``.
         files: ``fleetctl copy``/``fetch``: each file moved, ``{src, dest, bytes}``.
         bytes: ``fleetctl copy``/``fetch``: bytes moved in all.
+        warnings: the warning notes told for the host (``warning: ...``), which an ``ok`` does not
+            clear: e.g. a node whose Slurm GRES gives it GPUs that facts did not find, run as a
+            host without GPUs because ``verify_device: cpu`` says so.
     """
 
     status: HostStatus = "running"
@@ -215,6 +218,7 @@ class HostOutcome(_Model):
     environment: dict[str, Any] | None = None
     files: list[dict[str, Any]] | None = None
     bytes: int | None = None
+    warnings: list[str] | None = None
 
 
 @dataclass(kw_only=True)

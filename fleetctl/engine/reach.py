@@ -111,8 +111,12 @@ async def first_command(session: HostSession, run: RunModel, observers: Any, dea
     facts_ = started.facts
     out.facts = facts_
     build = facts_.get("build") or {}
-    for note in build.get("notes", []) if build_notes else build.get("env_notes", []):
+    told = build.get("notes", []) if build_notes else build.get("env_notes", [])
+    for note in told:
         observers.emit("note.added", session.name, message=note)
+    warned = [str(n) for n in told if str(n).startswith("warning: ")]
+    if warned:  # kept on the host's outcome: an "ok" host with a warning an operator must see
+        out.warnings = [*(out.warnings or []), *warned]
     spans.append(PhaseSpan(phase="facts", start_s=round(f0, 3), duration_s=round(run.elapsed_s() - f0, 3), status="ok"))
     out.tasks.append(TaskOutcome(name="gather facts", action="facts", phase="facts", status=Status.OK.value,
                                  msg=build.get("torch_cuda_arch_list", ""), start=started_at,

@@ -18,7 +18,7 @@ from ..build.cudacompat import parse_tokens, with_toolkit_for
 from ..build.hostcompiler import choose as choose_host_compiler
 from ..connection.base import Connection
 from ..errors import FleetError, TaskFailed
-from ..build.gpustack import check_gpu_stack
+from ..build.gpustack import check_gpu_stack, unmet_gres_warning
 from .scripts import script_path
 
 #: Name of the facts script, locally (``playbooks/scripts/``) and in the remote workdir.
@@ -158,7 +158,10 @@ def complete_facts(host: str, facts: dict[str, Any], *,
         extra: what the connection knows of the host (:meth:`Connection.extra_facts`: Slurm's view
             of a node, with its GRES), merged in first.
         verify_device: the host var (``auto``, ``cuda``, ``cpu``): see
-            :func:`fleetctl.build.gpustack.check_gpu_stack`.
+            :func:`fleetctl.build.gpustack.check_gpu_stack`. With ``cpu`` on a node whose GRES
+            gives it GPUs facts did not find, ``build.notes`` and ``build.env_notes`` (told by every
+            play) carry ``warning: Slurm GRES ... gives it N GPUs, but facts found none ...``
+            (:func:`fleetctl.build.gpustack.unmet_gres_warning`).
 
     Raises:
         GpuStackBroken: (a :class:`TaskFailed`) the host's NVIDIA stack is installed but broken, or
@@ -184,5 +187,9 @@ def complete_facts(host: str, facts: dict[str, Any], *,
         raise FleetError(f"{host}: cannot plan the build: {exc}") from None
     for warning in (facts.get("gpu_stack") or {}).get("warnings") or []:
         facts["build"]["notes"].append(f"warning: {warning}")
+    unmet = unmet_gres_warning(facts, verify_device)
+    if unmet:  # about the host, not only its build: told by every play (env_notes)
+        facts["build"]["notes"].append(f"warning: {unmet}")
+        facts["build"].setdefault("env_notes", []).append(f"warning: {unmet}")
     facts["reachable"] = True
     return facts

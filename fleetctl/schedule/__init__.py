@@ -14,12 +14,12 @@ service units, systemd's quoting) and :mod:`.crontab` (the crontab line, merged 
 
 from .crontab import cron_line, marker, merge_crontab
 from .job import (
-    DEFAULT_TIMEOUT, KILL_AFTER_S, NAME_RE, ON_FAILURE_RE, UNIT_TYPES, Job, check_extra_var, check_name,
+    DEFAULT_TIMEOUT, KILL_AFTER_S, NAME_RE, ON_FAILURE_RE, UNIT_TYPES, Job, check_name,
     check_on_failure, default_name, parse_at, parse_timespan,
 )
 from .systemd import on_calendar, render_service, render_timer, systemd_exec, systemd_path, systemd_quote
 
 __all__ = ["DEFAULT_TIMEOUT", "KILL_AFTER_S", "NAME_RE", "ON_FAILURE_RE", "UNIT_TYPES",
-           "Job", "check_extra_var", "check_name", "check_on_failure", "cron_line", "default_name",
+           "Job", "check_name", "check_on_failure", "cron_line", "default_name",
            "marker", "merge_crontab", "on_calendar", "parse_at", "parse_timespan", "render_service",
            "render_timer", "systemd_exec", "systemd_path", "systemd_quote"]

@@ -11,7 +11,7 @@ from pathlib import PurePosixPath
 
 from ..errors import InputError
 
-__all__ = ["DEFAULT_TIMEOUT", "KILL_AFTER_S", "NAME_RE", "ON_FAILURE_RE", "UNIT_TYPES", "Job", "check_extra_var",
+__all__ = ["DEFAULT_TIMEOUT", "KILL_AFTER_S", "NAME_RE", "ON_FAILURE_RE", "UNIT_TYPES", "Job",
            "check_name", "check_on_failure", "check_utf8", "default_name", "parse_at", "parse_timespan"]
 
 DEFAULT_TIMEOUT = "6h"
@@ -57,16 +57,6 @@ def check_on_failure(unit: str) -> str:
         raise InputError(f"--on-failure: {unit!r} is not a unit name like notify-failure@%n.service "
                          f"(ends in .{', .'.join(UNIT_TYPES[:3])}...)")
     return unit
-
-
-def check_extra_var(item: str) -> str:
-    """``-e NAME=VALUE`` or ``-e @FILE``, the same rule as ``fleetctl deploy -e``."""
-    if item.startswith("@") and len(item) > 1:
-        return item
-    name, sep, _ = item.partition("=")
-    if not sep or not name.isidentifier():
-        raise InputError(f"-e/--extra-var wants NAME=VALUE or @FILE, got {item!r}")
-    return item
 
 
 _UNITS: list[tuple[str, int]] = [  # systemd.time(7) "Parsing time spans"; order as systemd matches them

@@ -2,16 +2,18 @@
 
 A unit file is world-readable (``systemctl cat``), a crontab line shows in ``ps`` while cron runs
 it, and both end up in backups: a ``-e hf_token=...`` there is a leaked token. So ``fleetctl
-schedule`` never writes an ``-e`` value into them: every ``NAME=VALUE`` goes into a YAML file only
-the user can read (mode 0600, in a 0700 folder), ``<FLEETCTL_HOME>/schedule/<NAME>.vars.yaml``, and
-the job passes ``-e @FILE`` (Ansible's syntax, which ``fleetctl deploy`` reads). Secret-looking
-names (:func:`fleetctl.util.redact.is_secret_name`) are written as ``{value: ..., secret: true}`` so the
-run record redacts them too. An ``-e @FILE`` the user gives is passed on as it is, after checking
-that a file holding secrets is private to its owner.
+schedule`` never writes an ``-e`` value into them: every ``NAME=VALUE`` (and each var of an ``-e``
+JSON/YAML mapping) goes into a YAML file only the user can read (mode 0600, in a 0700 folder),
+``<FLEETCTL_HOME>/schedule/<NAME>.vars.yaml``, and the job passes ``-e @FILE`` (Ansible's syntax,
+which ``fleetctl deploy`` reads). Secret-looking names (:func:`fleetctl.util.redact.is_secret_name`)
+are written as ``{value: ..., secret: true}`` so the run record redacts them too. An ``-e @FILE``
+the user gives is passed on as it is, after checking that a file holding secrets is private to its
+owner.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -27,23 +29,12 @@ def vars_file_path(home: str, name: str) -> str:
     return str(PurePosixPath(home) / "schedule" / f"{name}.vars.yaml")
 
 
-def split_items(items: tuple[str, ...] | list[str]) -> tuple[dict[str, str], list[str]]:
-    """``-e`` items -> (``NAME=VALUE`` pairs in order, ``@FILE`` paths)."""
-    pairs: dict[str, str] = {}
-    files: list[str] = []
-    for item in items:
-        if item.startswith("@"):
-            files.append(item[1:])
-        else:
-            name, _, value = item.partition("=")
-            pairs[name] = value
-    return pairs, files
-
-
-def vars_file_text(pairs: dict[str, str], job_name: str) -> str:
-    """The vars file: a comment saying what it is, then the pairs as YAML, secret-looking names as
-    ``{value, secret: true}`` markers."""
-    doc: dict[str, Any] = {k: ({"value": v, "secret": True} if is_secret_name(k) else v) for k, v in pairs.items()}
+def vars_file_text(pairs: dict[str, Any], job_name: str) -> str:
+    """The vars file: a comment saying what it is, then the vars as YAML (a value given as JSON keeps
+    its type), secret-looking names as ``{value, secret: true}`` markers (a value that is one
+    already is kept as given)."""
+    doc: dict[str, Any] = {k: ({"value": v, "secret": True} if is_secret_name(k) and not is_marked(v) else v)
+                           for k, v in pairs.items()}
     head = (f"# -e values of the scheduled job {job_name}, written by `fleetctl schedule` (mode 0600: only its\n"
             "# owner may read it). Run `fleetctl schedule` again to change them.\n")
     return head + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
@@ -54,6 +45,12 @@ def has_secrets(doc: Any) -> bool:
     return isinstance(doc, dict) and any(is_secret_name(k) or is_marked(v) for k, v in doc.items())
 
 
-def masked(pairs: dict[str, str]) -> str:
-    """``NAME=VALUE`` pairs for printing, secret-looking values as ``********``."""
-    return " ".join(f"{k}={MASK if is_secret_name(k) else v}" for k, v in pairs.items())
+def masked(pairs: dict[str, Any]) -> str:
+    """``NAME=VALUE`` pairs for printing (a value that is not a string as JSON), secret-looking
+    names' and ``{value, secret}`` markers' values as ``********``."""
+    def shown(name: str, value: Any) -> str:
+        if is_secret_name(name) or is_marked(value):
+            return MASK
+        return value if isinstance(value, str) else json.dumps(value)
+
+    return " ".join(f"{k}={shown(k, v)}" for k, v in pairs.items())

@@ -18,7 +18,8 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
 ``gpu_stack``       ``{status: "ok" | "none" | "broken", reason, fix, traces}``: ``none`` only when the
                     host has no NVIDIA driver at all (a build host); ``broken`` when one is installed
                     but does not answer (version mismatch, module not loaded, no GPU seen, a hung or
-                    still-stuck nvidia-smi), with what failed and the fix. ``gpu_stuck_probes``:
+                    still-stuck nvidia-smi, an nvidia-smi this user may not execute: "found at PATH but
+                    not executable (permission denied)"), with what failed and the fix. ``gpu_stuck_probes``:
                     ``[{pid, age_s, state}]`` of an earlier stuck nvidia-smi (then none is started).
 ``gpu_source``      ``"nvidia-smi"`` | ``"nvml"`` | null (no source answered).
 ``gpu_error``       str | null: why no source listed a GPU (null when one did).
@@ -82,6 +83,7 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
 
 from __future__ import annotations
 
+import errno  # built in, already loaded by subprocess: no cost
 import json
 import os
 import re
@@ -561,15 +563,18 @@ def run_bounded(argv, timeout_s, env=None):
 
     Returns:
         ``{"rc": int | None, "out": str, "err": str, "timed_out": bool, "stuck": bool,
-        "pid": int | None, "error": str | None}``; ``stuck`` true when the killed child was
-        still there after the grace; ``error`` a one-line message when it could not start.
+        "pid": int | None, "error": str | None, "errno": int | None}``; ``stuck`` true when the
+        killed child was still there after the grace; ``error`` a one-line message when it could not
+        start (or did not answer), ``errno`` then the exec's errno (``errno.EACCES``: permission denied).
     """
-    res = {"rc": None, "out": "", "err": "", "timed_out": False, "stuck": False, "pid": None, "error": None}
+    res = {"rc": None, "out": "", "err": "", "timed_out": False, "stuck": False, "pid": None, "error": None,
+           "errno": None}
     try:
         proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=env, start_new_session=True)
     except OSError as exc:
         res["error"] = "%s: %s" % (argv[0], exc.strerror or exc)
+        res["errno"] = exc.errno
         return res
     res["pid"] = proc.pid
     try:
@@ -695,22 +700,60 @@ def smi_failure(rc, text, timeout_s=None, loaded=None):
     return ("nvidia-smi: exit %s: %s" % (rc, first), "check the NVIDIA driver installation (nvidia-smi, dmesg)")
 
 
+#: Where the driver's installers put nvidia-smi, looked at beside PATH for one that cannot run:
+#: /usr/bin (NVIDIA's .run installer, the distributions' driver packages, the NVIDIA Container
+#: Toolkit's mounts), /usr/local/nvidia/bin (nvidia-docker 1, driver containers), /usr/lib/wsl/lib (WSL 2).
+SMI_PLACES = ("/usr/bin/nvidia-smi", "/usr/local/nvidia/bin/nvidia-smi", "/usr/lib/wsl/lib/nvidia-smi")
+
+
+def unrunnable_nvidia_smi(path=None, places=SMI_PLACES):
+    """The first file named nvidia-smi on ``path`` (default ``$PATH``), then at ``places``, that this
+    user may not execute (``access(2)`` X_OK fails: no x bit for it, so :func:`find_program`, as
+    ``shutil.which``, skips it), or None. Its ``(path, "mode 0644")``."""
+    dirs = (os.environ.get("PATH", "") if path is None else path).split(os.pathsep)
+    for cand in [os.path.join(d or os.curdir, "nvidia-smi") for d in dirs] + list(places):
+        try:
+            if os.path.isfile(cand) and not os.access(cand, os.X_OK):
+                return cand, "mode %04o" % (os.stat(cand).st_mode & 0o7777)
+        except OSError:
+            continue
+    return None
+
+
+def smi_not_runnable(where, detail):
+    """The message for an nvidia-smi that is there but cannot run (permission denied): what is true,
+    never "not found"."""
+    return "nvidia-smi: found at %s but not executable (permission denied%s)" % (where, ": " + detail if detail else "")
+
+
+def smi_not_runnable_fix(where):
+    """The fix for :func:`smi_not_runnable` at ``where``."""
+    return ("make %s executable for the deploying user (chmod 755 %s; a noexec mount or an LSM policy denies it "
+            "too), or reinstall the NVIDIA driver's utilities" % (where, where))
+
+
 def probe_nvidia_smi(timeout_s=None):
     """GPUs through nvidia-smi, bounded by ``timeout_s`` seconds (default :data:`GPU_PROBE_TIMEOUT_S`).
 
     Returns:
         ``{"gpus": list | None, "driver": str | None, "error": str | None, "missing": bool,
         "rc": int | None, "text": str, "hung": bool, "stuck": bool}``: ``gpus`` None when it
-        failed; ``missing`` when nvidia-smi is not on PATH. It asks :data:`GPU_QUERY_FIELDS` +
+        failed; ``missing`` when nvidia-smi is not on PATH (and no file of that name is there
+        or at :data:`SMI_PLACES`: one that this user may not execute is ``denied``, its ``error``
+        :func:`smi_not_runnable`, as is one whose exec fails with EACCES). It asks :data:`GPU_QUERY_FIELDS` +
         :data:`GPU_DETAIL_FIELDS` first and, when the driver does not know a detail field
         ("is not a valid field to query", exit 2), the base fields alone.
     """
     timeout_s = GPU_PROBE_TIMEOUT_S if timeout_s is None else timeout_s
-    out = {"gpus": None, "driver": None, "error": None, "missing": False, "rc": None, "text": "",
-           "hung": False, "stuck": False}
+    out = {"gpus": None, "driver": None, "error": None, "missing": False, "denied": False, "path": None, "rc": None,
+           "text": "", "hung": False, "stuck": False}
     exe = find_program("nvidia-smi")
     if not exe:
-        out.update(missing=True, error="nvidia-smi: not found on PATH")
+        denied = unrunnable_nvidia_smi()
+        if denied:
+            out.update(denied=True, path=denied[0], error=smi_not_runnable(*denied))
+        else:
+            out.update(missing=True, error="nvidia-smi: not found on PATH")
         return out
     for fields in (GPU_QUERY_FIELDS + GPU_DETAIL_FIELDS, GPU_QUERY_FIELDS):
         res = run_bounded([exe, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"], timeout_s)
@@ -718,6 +761,9 @@ def probe_nvidia_smi(timeout_s=None):
         out.update(rc=res["rc"], text=text.strip())
         if res["timed_out"]:
             out.update(hung=True, stuck=res["stuck"], error=smi_failure(None, text, timeout_s)[0])
+            return out
+        if res["errno"] == errno.EACCES:  # x bit, but a noexec mount, an LSM, an interpreter it may not run
+            out.update(denied=True, path=exe, error=smi_not_runnable(exe, None))
             return out
         if res["error"]:
             out["error"] = "nvidia-smi: " + res["error"]
@@ -942,6 +988,9 @@ def gpu_stack(smi, nvml_gpus, nvml_error, traces, stuck, loaded=None, timeout_s=
         return out
     if smi and smi.get("hung"):
         out.update(status="broken", reason=smi["error"], fix=smi_failure(None, "", timeout_s)[1])
+        return out
+    if smi and smi.get("denied"):
+        out.update(status="broken", reason=smi["error"], fix=smi_not_runnable_fix(smi.get("path") or "nvidia-smi"))
         return out
     if smi and not smi.get("missing"):
         if smi.get("rc") is None:

@@ -163,6 +163,24 @@ def write_failing_nvidia_smi(
     return path
 
 
+def write_unrunnable_nvidia_smi(bin_dir: str | os.PathLike[str], how: str = "mode") -> Path:
+    """Write an ``nvidia-smi`` (one that would list an H200) that cannot be executed, as found on
+    hosts: ``how="mode"``, installed without its x bit (mode 0644; ``shutil.which`` skips it);
+    ``how="exec"``, mode 0755 but its exec fails with EACCES (permission denied) as on a noexec
+    mount: its ``#!`` interpreter, beside it, has no x bit."""
+    path = write_fake_nvidia_smi(bin_dir, [H200])
+    if how == "mode":
+        path.chmod(0o644)
+    elif how == "exec":
+        interp = Path(bin_dir) / "sh-without-x"
+        interp.write_bytes(Path("/bin/sh").read_bytes())
+        interp.chmod(0o644)
+        path.write_text(path.read_text().replace("#!/bin/sh\n", f"#!{interp}\n", 1))
+    else:
+        raise ValueError(how)
+    return path
+
+
 def write_fake_libnvml(
     lib_dir: str | os.PathLike[str],
     gpus: list[tuple[str, str, int]],
