@@ -719,6 +719,39 @@ def test_an_extra_var_given_as_json_is_carried_by_the_job_and_checked_as_deploys
             "suffix, ';'-separated), got 'sm_90a'; did you mean '9.0a'?")
 
 
+def test_the_job_keeps_the_order_of_e_items_so_a_later_one_wins_as_in_deploy(tmp_path):
+    """-e pairs and -e @FILE items keep their order in the job (trial: the pairs were always put
+    after every @FILE, so `-e greeting=cli -e @site.yaml` deployed 'cli' at night where deploy
+    gives the file's value): each run of pairs is its own private vars file at its place; the job
+    really runs and greets as the same deploy run by hand does; scheduled again without pairs,
+    the job's vars files are removed."""
+    d = fleet_dir(tmp_path)
+    site = d / "site.yaml"
+    site.write_text("greeting: from the file\n")
+    fake_bin(tmp_path / "bin", "crontab", FAKE_CRONTAB)
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "FAKE_CRONTAB_FILE": str(tmp_path / "tab")}
+    home = tmp_path / "runs home %$'\""
+    for items, want in ((["-e", "greeting=first", "-e", f"@{site}", "-e", "other=x"], "hi from the file"),
+                        (["-e", f"@{site}", "-e", "greeting=last"], "hi last")):
+        by_hand = fleet(tmp_path, "-i", "inv.yaml", "deploy", "--playbook", "pb.yaml", *items, cwd=d)
+        assert by_hand.returncode == 0 and want in by_hand.stdout, by_hand.stdout + by_hand.stderr
+        res = fleet(tmp_path, "-i", "inv.yaml", "schedule", "--playbook", "pb.yaml", "--at", "02:30", "--cron",
+                    "--name", "nightly", *items, cwd=d, env=env)
+        assert res.returncode == 0, res.stderr
+        cmd, stdin = cron_sh_command((tmp_path / "tab").read_text().rstrip("\n"))
+        run = subprocess.run(["/bin/sh", "-c", cmd], input=stdin, capture_output=True, text=True, timeout=300,
+                             env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SHELL": "/bin/sh"})
+        assert run.returncode == 0, run.stderr
+        log = (home / "cron.log").read_text()
+        summary = json.loads(log[log.rindex("\n{\n") + 1:log.rindex("}") + 1])
+        assert want in (home / "runs" / summary["run_id"] / "logs/localhost.log").read_text()
+    assert (home / "schedule/nightly.vars-2.yaml").exists() is False  # the second scheduling had one run of pairs
+    res = fleet(tmp_path, "-i", "inv.yaml", "schedule", "--playbook", "pb.yaml", "--at", "02:30", "--cron",
+                "--name", "nightly", "-e", f"@{site}", cwd=d, env=env)
+    assert res.returncode == 0, res.stderr
+    assert not list((home / "schedule").glob("nightly.vars*.yaml"))
+
+
 @pytest.mark.parametrize("args,message", [
     (["--at", "25:00"], "fleetctl: error: --at: want HH:MM on a 24-hour clock (00:00 to 23:59), got '25:00'"),
     (["--at", "02:30", "--name", "my job"], "fleetctl: error: --name: 'my job' is not a usable unit name"),

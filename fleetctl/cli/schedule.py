@@ -160,21 +160,23 @@ def _check_vars_files(files: list[str]) -> dict[str, dict]:
     return out
 
 
-def _split_extra(items: tuple[str, ...]) -> tuple[dict[str, Any], list[str]]:
-    """``-e`` items, each checked now (:func:`fleetctl.cli.extravars.inline_vars`: deploy's forms)
-    -> (the vars given on the command line, ``NAME=VALUE`` pairs and JSON/YAML mappings merged in
-    order; the ``@FILE`` paths in order)."""
+def _split_extra(items: tuple[str, ...]) -> list[tuple[str, Any]]:
+    """``-e`` items, each checked now (:func:`fleetctl.cli.extravars.inline_vars`: deploy's forms),
+    in the order given: ``("file", PATH)`` for an ``@FILE``, ``("inline", {...})`` for the
+    ``NAME=VALUE`` pairs and JSON/YAML mappings between two of them (merged). Kept in order because
+    a later ``-e`` wins in deploy (as in Ansible), so the job's ``-e`` items must keep it too."""
     from .extravars import inline_vars
 
-    pairs: dict[str, Any] = {}
-    files: list[str] = []
+    segments: list[tuple[str, Any]] = []
     for item in items:
         inline = inline_vars(item)
         if inline is None:
-            files.append(item[1:])
+            segments.append(("file", item[1:]))
+        elif segments and segments[-1][0] == "inline":
+            segments[-1][1].update(inline)
         else:
-            pairs.update(inline)
-    return pairs, files
+            segments.append(("inline", dict(inline)))
+    return segments
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -269,7 +271,10 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     """
     hour, minute = sch.parse_at(at)
     name = sch.check_name(name if name is not None else sch.default_name(playbook_path))
-    pairs, files = _split_extra(extra)
+    segments = _split_extra(extra)
+    files = [value for kind, value in segments if kind == "file"]
+    inline_docs = [value for kind, value in segments if kind == "inline"]
+    pairs = {k: v for doc in inline_docs for k, v in doc.items()}
     for unit in on_failure:
         sch.check_on_failure(unit)
     sch.parse_timespan(timeout, "--timeout")
@@ -295,8 +300,9 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     _, hosts = obj.select(pattern)
     known = set.intersection(*(set(h.vars) for h in hosts)) if hosts else set()
     given = _check_vars_files(files)
-    # what the job's deploy gets: the @FILEs, then the vars file of the pairs (:class:`fleetctl.schedule.Job`)
-    job_vars = {**{k: v for doc in given.values() for k, v in doc.items()}, **pairs}
+    # what the job's deploy gets: the -e items in the order given, each run of pairs as a vars file
+    # (:class:`fleetctl.schedule.Job`); a later item wins, as in deploy
+    job_vars = {k: v for kind, value in segments for k, v in (given[value] if kind == "file" else value).items()}
     pb.check_undefined(known | set(job_vars))
     from ..api.play import check_extra_var_args, extra_var_warnings
 
@@ -315,25 +321,29 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     # The job's runs go where this user's interactive runs go (fleetctl runs lists them): the state
     # folder, with FLEETCTL_HOME (or XDG_STATE_HOME) carried only when the user set it.
     home = _abs(state_dir())
-    vars_path = varsfile.vars_file_path(home, name) if pairs else None
+    vars_paths = [varsfile.vars_file_path(home, name, i) for i in range(len(inline_docs))]
+    inline_paths = iter(vars_paths)
+    job_extra = tuple(f"@{value if kind == 'file' else next(inline_paths)}" for kind, value in segments)
     job = sch.Job(
         name=name, hour=hour, minute=minute, fleetctl=fleetctl_command(),
         inventory=inventory, playbook=_abs(playbook), pattern=pattern,
         workdir=_abs(Path.cwd()), home=home, env=tuple(state_env().items()),
-        extra_vars=tuple([f"@{p}" for p in given] + ([f"@{vars_path}"] if vars_path else [])), timeout=timeout,
+        extra_vars=job_extra, timeout=timeout,
         randomized_delay=randomized_delay, on_failure=on_failure, nice=nice, idle_io=idle_io,
         system=not user_units, user=user, metrics_file=metrics, ssh_options=obj.ssh_options)
 
     def err(line: str) -> None:
         click.echo(line, err=True)
 
-    if vars_path:
+    for vars_path, doc in zip(vars_paths, inline_docs):
         if print_only:
-            err(f"(--print: would write {vars_path}, mode 0600, with: {varsfile.masked(pairs)})")
+            err(f"(--print: would write {vars_path}, mode 0600, with: {varsfile.masked(doc)})")
         else:
-            _write_private(Path(vars_path), varsfile.vars_file_text(pairs, name))
+            _write_private(Path(vars_path), varsfile.vars_file_text(doc, name))
             click.echo(f"wrote {vars_path} (mode 0600): the -e values, kept out of the "
                        f"{'crontab' if cron else 'unit files'}")
+    if not print_only:
+        varsfile.remove_unused(home, name, len(vars_paths))  # a job scheduled again with fewer runs of pairs
 
     if cron:
         line = sch.cron_line(job)

@@ -21,12 +21,29 @@ import yaml
 
 from ..util.redact import MASK, is_marked, is_secret_name
 
-__all__ = ["has_secrets", "masked", "vars_file_path", "vars_file_text"]
+__all__ = ["has_secrets", "masked", "remove_unused", "vars_file_path", "vars_file_text"]
 
 
-def vars_file_path(home: str, name: str) -> str:
-    """``<home>/schedule/<name>.vars.yaml``."""
-    return str(PurePosixPath(home) / "schedule" / f"{name}.vars.yaml")
+def vars_file_path(home: str, name: str, index: int = 0) -> str:
+    """``<home>/schedule/<name>.vars.yaml``; for the job's second and later runs of ``-e`` pairs
+    (pairs given between ``-e @FILE`` items keep their place: a later ``-e`` wins)
+    ``<name>.vars-2.yaml``, ``<name>.vars-3.yaml``..."""
+    return str(PurePosixPath(home) / "schedule" / (f"{name}.vars.yaml" if index == 0 else f"{name}.vars-{index + 1}.yaml"))
+
+
+def remove_unused(home: str, name: str, used: int) -> None:
+    """Remove the job's vars files past the first ``used`` (:func:`vars_file_path`): values of an
+    earlier scheduling of the job that it no longer reads (they may hold secrets)."""
+    import os
+
+    index = used
+    while True:
+        try:
+            os.unlink(vars_file_path(home, name, index))
+        except FileNotFoundError:
+            if index >= max(used, 1):
+                return
+        index += 1
 
 
 def vars_file_text(pairs: dict[str, Any], job_name: str) -> str:
