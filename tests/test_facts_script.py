@@ -282,6 +282,26 @@ def test_unrunnable_nvidia_smi_looks_at_the_usual_places_beside_path(tmp_path):
     assert fs.unrunnable_nvidia_smi(path=str(tmp_path / "empty"), places=(str(place),)) is None
 
 
+def test_an_nvidia_smi_off_path_at_a_usual_place_is_the_one_run(tmp_path, monkeypatch):
+    """A login PATH without the driver's folder (a driver container's /usr/local/nvidia/bin, a
+    cron or sudo PATH) must not make a GPU host driverless: the executable nvidia-smi at a usual
+    place is run, and one found on PATH comes first."""
+    place = tmp_path / "usr-local-nvidia-bin"
+    write_fake_nvidia_smi(place, [H200])
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert fs.find_nvidia_smi(places=(str(tmp_path / "nowhere" / "nvidia-smi"), str(place / "nvidia-smi"))) == str(
+        place / "nvidia-smi")
+    on_path = tmp_path / "on-path"
+    write_fake_nvidia_smi(on_path, [H200])
+    monkeypatch.setenv("PATH", str(on_path))
+    assert fs.find_nvidia_smi(places=(str(place / "nvidia-smi"),)) == str(on_path / "nvidia-smi")
+    monkeypatch.setattr(fs, "SMI_PLACES", (str(place / "nvidia-smi"),))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    got = fs.probe_nvidia_smi(timeout_s=30)
+    assert got["error"] is None and got["path"] == str(place / "nvidia-smi"), got
+    assert [g["name"] for g in got["gpus"]] == [H200[1]], got
+
+
 def test_run_without_any_driver_is_a_build_host(tmp_path, light_venv):
     if shutil.which("nvidia-smi", path=SYSTEM_PATH) or glob.glob("/dev/nvidia*"):
         pytest.fail("this machine has an NVIDIA driver: the no-driver case cannot be run here")

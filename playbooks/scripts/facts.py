@@ -706,6 +706,14 @@ def smi_failure(rc, text, timeout_s=None, loaded=None):
 SMI_PLACES = ("/usr/bin/nvidia-smi", "/usr/local/nvidia/bin/nvidia-smi", "/usr/lib/wsl/lib/nvidia-smi")
 
 
+def find_nvidia_smi(places=None):
+    """The nvidia-smi to run: the first on PATH, else the first executable one at ``places`` (a
+    login PATH without /usr/local/nvidia/bin, as in driver containers and some sudo/cron PATHs:
+    the driver is there, and "not found" would call the host driverless), else None."""
+    return find_program("nvidia-smi") or next((p for p in (SMI_PLACES if places is None else places)
+                                               if _is_exe(p)), None)
+
+
 def unrunnable_nvidia_smi(path=None, places=SMI_PLACES):
     """The first file named nvidia-smi on ``path`` (default ``$PATH``), then at ``places``, that this
     user may not execute (``access(2)`` X_OK fails: no x bit for it, so :func:`find_program`, as
@@ -747,7 +755,8 @@ def probe_nvidia_smi(timeout_s=None):
     timeout_s = GPU_PROBE_TIMEOUT_S if timeout_s is None else timeout_s
     out = {"gpus": None, "driver": None, "error": None, "missing": False, "denied": False, "path": None, "rc": None,
            "text": "", "hung": False, "stuck": False}
-    exe = find_program("nvidia-smi")
+    exe = find_nvidia_smi()
+    out["path"] = exe
     if not exe:
         denied = unrunnable_nvidia_smi()
         if denied:
