@@ -13,12 +13,12 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
 from ..errors import FleetError, InputError
 from .lifecycle import finish_run, new_run
+from ..util.didyoumean import close_matches
 
 MODES = {"apply": "apply", "plan": "plan", "dry_run": "dry-run", "dry-run": "dry-run"}
 _SPECIAL_TAGS = ("all", "always", "never", "tagged", "untagged")
@@ -46,7 +46,7 @@ def check_tags(playbook: Any, option: str, tags: list[str]) -> None:
     known = {t for task in (*playbook.tasks, *playbook.handlers) for t in task.tags} | set(_SPECIAL_TAGS)
     for tag in tags:
         if tag not in known:
-            hint = get_close_matches(tag, sorted(known), n=1, cutoff=0.6)
+            hint = close_matches(tag, sorted(known), n=1, cutoff=0.6)
             tail = f"; did you mean '{hint[0]}'?" if hint else ""
             raise InputError(f"{option}: no task has the tag '{tag}' (tags: {', '.join(sorted(known - set(_SPECIAL_TAGS))) or 'none'}){tail}",
                              file=str(playbook.path))
@@ -78,7 +78,7 @@ def extra_var_warnings(playbook: Any, names: Iterable[str]) -> list[str]:
     for name in names:
         if name in read or is_ansible_name(name):
             continue
-        close = get_close_matches(name, sorted(ANSIBLE_NAMES) if name.startswith("ansible_") else candidates,
+        close = close_matches(name, sorted(ANSIBLE_NAMES) if name.startswith("ansible_") else candidates,
                                   n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}?" if close else "it is ignored"
         out.append(f"-e {name}: no task or template of {Path(str(playbook.path)).name} reads it, nor does "

@@ -20,7 +20,6 @@ host``. Where this order rather than the structure decides between different val
 
 from __future__ import annotations
 
-import difflib
 import functools
 from collections.abc import Iterable
 from pathlib import Path
@@ -34,6 +33,7 @@ from .model import Group, Host, Inventory
 from .own_vars import own_var_names
 from .settings import HostSettings, aliases_of, name_problem, typed_settings
 from .vars import VarConflict, VarSource, same
+from ..util.didyoumean import close_matches
 
 __all__ = ["finish"]
 
@@ -159,7 +159,7 @@ def _check_build_hosts(hosts: dict[str, Host]) -> None:
         target = h.settings.build_host
         if target is not None and target not in hosts:
             src = h.sources.get("build_host")
-            close = difflib.get_close_matches(target, list(hosts), n=1, cutoff=0.6)
+            close = close_matches(target, list(hosts), n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise InventoryError(f"build_host {target!r} is not a host in the inventory{hint}",
                                  file=src.file if src else None, line=src.line if src else None,

@@ -47,6 +47,7 @@ from fleetctl.errors import InventoryError
 
 from .address import is_single_address
 from .nodeset import NodesetError, fold_hosts, parse_nodeset, split_top
+from ..util.didyoumean import close_matches
 
 __all__ = ["HostIndex", "PatternError", "split_pattern", "select_hosts"]
 
@@ -108,7 +109,7 @@ def split_pattern(pattern: str) -> list[str]:
 
 def _suggest(word: str, index: HostIndex) -> str:
     candidates = list(dict.fromkeys([*index.groups, *index.hosts]))
-    close = _close_matches(word, candidates, n=1, cutoff=0.6)
+    close = close_matches(word, candidates, n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
@@ -273,10 +274,3 @@ def select_hosts(pattern: str | Sequence[str], index: HostIndex, *, limit: str |
         with_limit = f" with limit {limit!r}" if limit is not None else ""
         raise index.fail(f"pattern {text!r}{with_limit} selects no hosts in {index.source}", text)
     return names
-
-
-def _close_matches(word: str, candidates: list[str], **kwargs):
-    """difflib's did-you-mean (imported only for a message: 4 ms of every command's start-up)."""
-    import difflib
-
-    return difflib.get_close_matches(word, candidates, **kwargs)

@@ -30,6 +30,7 @@ from fleetctl.util.settingsmodel import Setting, Settings, SettingsError, settin
 
 from .ansible_names import ANSIBLE_NAMES, is_ansible_name
 from .vars import VarSource, describe
+from ..util.didyoumean import close_matches
 
 __all__ = [
     "HostSettings",
@@ -119,7 +120,7 @@ def kind_problem(value: Any, kinds: Mapping[str, str]) -> str:
     known = ", ".join(sorted(kinds))
     if not isinstance(value, str):
         return f"ansible_connection must be a connection name ({known}), not {describe(value)}"
-    close = _close_matches(value, list(kinds), n=1, cutoff=0.6)
+    close = close_matches(value, list(kinds), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return f"connection {value!r} is not one fleetctl has ({known}){hint}"
 
@@ -157,7 +158,7 @@ def name_problem(name: Any, own: frozenset[str], known_ansible: frozenset[str] =
         if is_ansible_name(name):
             return None
         known = sorted(ANSIBLE_NAMES | known_ansible)
-        close = _close_matches(name[8:], [k[8:] for k in known], n=1, cutoff=0.7)
+        close = close_matches(name[8:], [k[8:] for k in known], n=1, cutoff=0.7)
         hint = f"did you mean 'ansible_{close[0]}'?" if close else "variables of your own must not start with 'ansible_'"
         return f"unknown Ansible variable {name!r}; {hint}"
     for candidate in sorted(own):
@@ -285,10 +286,3 @@ def typed_settings(host: str, variables: Mapping[str, Any], sources: Mapping[str
     model = load_kind(kind).settings_model
     conn = validate_settings(model, variables, sources, host=host, what="connection settings")
     return settings, kind, conn, None  # type: ignore[return-value]
-
-
-def _close_matches(word: str, candidates: list[str], **kwargs):
-    """difflib's did-you-mean (imported only for a message: 4 ms of every command's start-up)."""
-    import difflib
-
-    return difflib.get_close_matches(word, candidates, **kwargs)

@@ -8,13 +8,13 @@ its message key is the printed form, ``tasks[3] (build).copy.dest``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from difflib import get_close_matches
 from typing import Any
 
 from pydantic import ValidationError
 
 from fleetctl.errors import PlaybookError
 from fleetctl.tasks.argtypes import ActionArgs, is_template
+from fleetctl.util.didyoumean import close_matches
 
 __all__ = [
     "Path_",
@@ -82,7 +82,7 @@ def join_key(prefix: str, path: Iterable[Any]) -> str:
 def did_you_mean(word: Any, candidates: Iterable[str]) -> str | None:
     if not isinstance(word, str):
         return None
-    found = get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
+    found = close_matches(word, sorted(candidates), n=1, cutoff=0.6)
     return found[0] if found else None
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from fleetctl.tasks.argtypes import ActionArgs
 from . import templating, variables
 from .messages import Path_, as_written, join_key, playbook_error, strings, validation_message
 from .yamldoc import YamlDoc
+from ..util.didyoumean import close_matches
 
 __all__ = [
     "CONTROL_KEYS",
@@ -322,7 +322,7 @@ def _undefined_message(name: str, known: Iterable[str]) -> str:
     known = set(known)
     if _ANSIBLE_NAMES.get(name) in known:
         return f"undefined variable '{name}' (fleetctl calls it '{_ANSIBLE_NAMES[name]}')"
-    close = get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+    close = close_matches(name, sorted(known), n=1, cutoff=0.75)
     hint = f" (did you mean '{close[0]}'?)" if close else ""
     return f"undefined variable '{name}'{hint}"
 

@@ -15,7 +15,6 @@ ignores it silently).
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -25,6 +24,7 @@ from fleetctl.util.yamlload import load_yaml, where
 
 from ..data import VarsFiles
 from ..vars import VarSource, describe
+from ...util.didyoumean import close_matches
 
 __all__ = ["find_vars_files", "read_vars_folder", "VARS_EXTENSIONS"]
 
@@ -130,7 +130,7 @@ def read_vars_folder(folder: str, groups: Iterable[str], hosts: Iterable[str]) -
             if os.path.abspath(file) in used:
                 continue
             stem = os.path.splitext(os.path.relpath(file, path).split(os.sep)[0])[0]
-            close = difflib.get_close_matches(stem, names, n=1, cutoff=0.6)
+            close = close_matches(stem, names, n=1, cutoff=0.6)
             kind = "group" if is_group else "host"
             hint = f"; did you mean {close[0]!r}?" if close else ""
             warnings.append(f"{file}: matches no {kind} in the inventory, so its vars are not used{hint}")

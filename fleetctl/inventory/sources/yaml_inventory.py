@@ -28,7 +28,6 @@ keys, a host range that ends before it begins, and host names holding whitespace
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -41,6 +40,7 @@ from ..data import InventoryBuilder
 from ..nodeset import NodesetError, expand_host_key, split_top
 from ..settings import HostSettings, aliases_of
 from ..vars import VarSource, describe
+from ...util.didyoumean import close_matches
 
 __all__ = ["ingest_yaml", "host_key_names", "is_list_json"]
 
@@ -178,7 +178,7 @@ class _YamlReader:
 
 def _unknown_group_key(group: str, section: Any) -> str:
     text = str(section)
-    close = difflib.get_close_matches(text, _GROUP_KEYS, n=1, cutoff=0.6)
+    close = close_matches(text, _GROUP_KEYS, n=1, cutoff=0.6)
     message = f"unknown key {text!r} in group {group!r}"
     if close:
         return f"{message}; did you mean {close[0]!r}? (a group has hosts, vars and children)"
