@@ -1,8 +1,9 @@
 """Did-you-mean for one-line error messages: difflib, imported only when a message needs it.
 
-difflib costs every command's start-up ~4 ms when imported at the top of a module on the path
-of `fleetctl run` (issue 27 counts that start-up), so the modules that name a close match call
-:func:`close_matches` instead of importing difflib themselves.
+The modules that name a close match call :func:`close_matches` rather than importing difflib at
+their top, so a command that makes no such message does not load it for them (issue 27 counts
+start-up). click itself imports difflib while it parses a one-dash option such as ``-i`` (it
+tries it as a long option first, and that exception computes its own did-you-mean).
 """
 
 from __future__ import annotations
