@@ -339,6 +339,34 @@ tasks:
 """
 
 
+def test_a_deploy_lock_held_by_something_else_than_fleetctl_is_named_so(sshd_farm, tmp_path):
+    """`flock deploy.lock sleep` on the host (a backup script, an operator by hand; new-user trial:
+    'held by run ? (controller ?, pid ?, user ?, started ?)'): the host fails in one line saying no
+    fleetctl run holds it and how to find what does; the other host of the deploy is done."""
+    held, free = sshd_farm.start("held"), sshd_farm.start("free")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {h.name: h.inventory_vars(sshd_farm.known_hosts)
+                                                        for h in (held, free)}})
+    play = tmp_path / "pb.yaml"
+    play.write_text("name: p\nhosts: g\ngather_facts: false\ntasks:\n  - name: hi\n    command: {argv: [\"true\"]}\n")
+    lock_file = held.home / ".fleetctl" / "held" / "deploy.lock"
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen(["flock", str(lock_file), "sleep", "120"])
+    try:
+        assert wait_for(lambda: subprocess.run(["flock", "-n", str(lock_file), "true"]).returncode != 0)
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--json",
+                       home=tmp_path / "state")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert res.stdout.startswith("{"), res.stderr[-2000:]
+    hosts = json.loads(res.stdout)["hosts"]
+    assert res.returncode == 1 and hosts["free"]["status"] == "ok", res.stdout[-2000:]
+    assert hosts["held"]["error"] == (
+        f"deploy lock {lock_file} is held by a process that left no fleetctl run record in the file (not a "
+        f"fleetctl run): find it on the host with: fuser -v {lock_file} (or lsof {lock_file}); wait for it to end, "
+        "or stop it if nothing should hold the host"), hosts["held"]["error"]
+
+
 def test_a_machine_locked_by_another_run_fails_alone_and_the_lock_is_per_machine(sshd_farm, tmp_path):
     """The controller-side lock: keyed by the machine the connection reaches, not the inventory
     name; a locked host fails at once naming the holder, the other hosts run, --json still gives

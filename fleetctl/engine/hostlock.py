@@ -86,6 +86,12 @@ class HostLockBusy(FleetError):
         self.host = host
         self.path = path
         self.holder = holder
+        if not holder.get("run_id"):  # flock(1) by hand, a backup script, a controller killed while writing
+            who = "a process that left no fleetctl run record in the file (not a fleetctl run)"
+            hint = (f"find it on the host with: fuser -v {path} (or lsof {path}); wait for it to end, or stop it "
+                    "if nothing should hold the host")
+            super().__init__(f"{host}: deploy lock {path} is held by {who}: {hint}")
+            return
         who = (f"run {holder.get('run_id', '?')} (controller {holder.get('controller', '?')}, pid {holder.get('pid', '?')}"
                f", user {holder.get('user', '?')}, started {holder.get('started', '?')})")
         hint = "wait for it to finish"
