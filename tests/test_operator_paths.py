@@ -184,6 +184,21 @@ def test_a_no_op_deploy_says_reused_whatever_the_connection():
     pushed = build_classes({"n1": task(reused=False, status="changed"), "n2": task("n1", reused=False,
                                                                                    status="changed")})
     assert pushed == ["n[1-2] sm_90a cu13.0 torch2.11 cp312 (built on n1)"]
+    # only a build that succeeded names its builder (new-user trial: every build failed, and the
+    # line said "(built on gpu04)"; a push that failed on its receiver is not a build)
+    def build_failed():
+        r = task(reused=False, status="failed")
+        r["tasks"][0]["data"]["decision"] = {"action": "fail"}
+        return r
+    failed = build_classes({"n1": build_failed(), "n2": build_failed()})
+    assert failed == ["n[1-2] sm_90a cu13.0 torch2.11 cp312 (build failed on n[1-2])"]
+    def push_failed():
+        r = task(reused=False, status="failed")
+        r["tasks"][0]["data"].update(decision={"action": "fail"}, role="push")
+        return r
+    assert build_classes({"n1": task(reused=False, status="changed"), "n2": push_failed()}) == [
+        "n[1-2] sm_90a cu13.0 torch2.11 cp312 (built on n1)"]
+    assert build_classes({"n1": push_failed()}) == ["n1 sm_90a cu13.0 torch2.11 cp312 (not built)"]
 
 
 def test_a_staged_deploy_tells_each_note_once(tmp_path):

@@ -175,19 +175,28 @@ def build_classes(results: dict[str, dict[str, Any]]) -> list[str]:
             data = t.get("data") or {}
             if t.get("action") != "build_wheel" or not data.get("key") or t.get("status") == "skipped":
                 continue
-            c = classes.setdefault(data["key"], {"hosts": [], "data": data, "builder": None})
+            c = classes.setdefault(data["key"], {"hosts": [], "data": data, "builder": None, "failed": [],
+                                                 "unfinished": False})
             c["hosts"].append(host)
-            if not data.get("pushed_from") and not data.get("reused"):
-                c["builder"] = host
-            elif data.get("pushed_from"):
+            if data.get("pushed_from"):
                 c["builder"] = c["builder"] or data["pushed_from"]
+            elif t.get("status") in ("ok", "changed"):
+                if not data.get("reused"):
+                    c["builder"] = host
+            elif data.get("role") != "push":  # this host's own build failed (a failed push is the receiver's)
+                c["failed"].append(host)
+            else:
+                c["unfinished"] = True
     lines = []
     for c in classes.values():
         d = c["data"]
         inputs = d.get("inputs") or {}
         torch = ".".join(str(inputs.get("torch") or "?").split("+")[0].split(".")[:2])
         sass = " ".join(d.get("sass") or [f"arch {d.get('archs')}"])
-        how = f"built on {c['builder']}" if c["builder"] else "reused"
+        # only a build that succeeded names its builder (new-user trial: a class whose every build
+        # failed read "(built on gpu04)")
+        how = (f"built on {c['builder']}" if c["builder"] else f"build failed on {fold_hosts(c['failed'])}"
+               if c["failed"] else "not built" if c["unfinished"] else "reused")
         plat = " ".join(str(x) for x in (inputs.get("platform"), inputs.get("libc")) if x)
         lines.append(f"{fold_hosts(c['hosts'])} {sass} cu{inputs.get('cuda')} torch{torch} {inputs.get('python')}"
                      f"{' ' + plat if plat else ''} ({how})")

@@ -38,6 +38,7 @@ import re
 
 from ..build.env import cmake_defines
 from ..build.cudacompat import parse_tokens, torch_arch_of, with_toolkit_for
+from ..errors import TransferError
 from ..status import Status
 from ..build.wheeltags import PlatformMismatch, platform_label
 from .argtypes import ActionArgs, ARCH_TOKEN, CMAKE_NAME, VERSION_RE, env_mapping, is_template, non_empty, scalar_to_str
@@ -175,6 +176,8 @@ class BuildWheelArgs(ActionArgs):
 
 
 def _fail(msg: str, decision: dict[str, Any], **data: Any) -> TaskResult:
+    """A failed build_wheel; ``data`` joins the result's data (``role="push"``: this host was to
+    receive the class's wheel, so the failure is not a build's: the run's class summary says so)."""
     return TaskResult(Status.FAILED, msg=msg, data={**data, "decision": {**decision, "action": "fail"}})
 
 
@@ -322,10 +325,15 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         if got == "build":  # the builder became unreachable: this host builds instead
             role = "build"
         elif isinstance(got, PlatformMismatch):
-            return _fail(str(got), {**decision, "action": "push"})
+            return _fail(str(got), decision, role="push")
+        elif isinstance(got, TransferError):  # the class's wheel exists; sending it HERE failed (this
+            # host's disk, quota, connection): not the builder's fault (new-user trial: a full disk here
+            # was reported as "the build of this arch class failed on its builder")
+            return with_class(_fail(f"receiving this arch class's wheel failed: {got}", decision, role="push"),
+                              key, inputs, target)
         elif isinstance(got, BaseException):
-            return with_class(_fail(f"the build of this arch class failed on its builder: {got}",
-                                    {**decision, "action": "push"}), key, inputs, target)
+            return with_class(_fail(f"the build of this arch class failed on its builder: {got}", decision,
+                                    role="push"), key, inputs, target)
         else:
             # the stamp records the wheel as written here (its size and mtime: the next run's check)
             st = yield Run(argv=(*STAT_ARGV, got.remote), mutating=False, after_change=True, quiet=True,
