@@ -336,6 +336,23 @@ def test_a_staged_switch_keeps_the_venv_runnable_by_other_users(sshd_farm, tmp_p
         # rollback to the adopted v1: still the serving account's
         run("rollback", "--hosts", "gpus")
         assert Path(os.path.realpath(venv)) == versions / "v1" and other_runs_the_venv() == str(venv)
+
+        # an install staged before this default, its versions in the private workdir (made while
+        # the home was the login's alone, so nobody was refused): it keeps working there, stage and
+        # rollback alike, and the stage says who cannot run it
+        subprocess.run(["rm", "-rf", str(venv), str(versions)], check=True)
+        subprocess.run([*as_login, "/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True, cwd="/")
+        os.chmod(home, 0o700)
+        old = workdir / "envs" / "serve-0123abcd"
+        deploy("changes.yaml", "-e", f"venv_versions_dir={old}")
+        assert Path(os.path.realpath(venv)) == old / "v2"
+        os.chmod(home, 0o755)
+        told = notes(deploy("changes.yaml"))
+        assert Path(os.path.realpath(venv)) == old / "v3" and not versions.exists()
+        assert any(f"other users cannot run {venv}: it leads into {old}" in n for n in told), told
+        run("rollback", "--hosts", "gpus")
+        assert Path(os.path.realpath(venv)) == old / "v2"
+        assert subprocess.run([f"{venv}/bin/python3", "-c", "1"], cwd="/").returncode == 0
     finally:
         subprocess.run(["rm", "-rf", str(venv), str(versions), str(workdir)], check=False)
         os.chmod(home, home_mode)

@@ -123,8 +123,15 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
                           msg=f"would stage v{n} at {dest} ({decision['tool']}, the live venv's files hard-linked); "
                               f"the tasks after it are planned against {live}, which v{n} reproduces, and run in v{n}"
                               + (f"; {adopt}" if adopt else ""))
-    if adopt:  # told only when a version was really staged (not in a planning pass, not when kept)
+    # told only when a version was really staged (not in a planning pass, not when kept)
+    if adopt:
         yield Note(message=adopt)
+    if st.get("kind") == "symlink" and st.get("others_reach_path") and not st.get("others_reach_live"):
+        # versions kept where the default used to be (<workdir>/envs, private): kept working there
+        # (each version is made at its final path, so they cannot be moved), but say who is locked out
+        yield Note(message=f"other users cannot run {live}: it leads into {folder}, which they cannot reach (kept "
+                           f"where versions went before {versions_dir(live)} beside the venv became the default); "
+                           f"make {live} a real venv again to have its versions kept beside it")
     assumed = moved_facts(host.facts, tuple(p for p in (live, st.get("target")) if p), dest)
     facts, err = yield from venv_facts(host, dest, assumed)
     if err:

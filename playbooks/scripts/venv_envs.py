@@ -348,6 +348,9 @@ def status(args) -> dict:
             out["same_fs"] = os.stat(src).st_dev == os.stat(probe_at).st_dev
             out["others_reach_live"] = others_reach(src)
             out["others_reach_versions"] = others_reach(probe_at)
+            # the folder users open the venv path in: with others_reach_live false under a symlink,
+            # a layout that already took the venv from them (versions in a private folder)
+            out["others_reach_path"] = others_reach(os.path.dirname(os.path.abspath(live)))
     if lkind != "missing":
         out["environment"] = describe(os.path.realpath(live), args.installed or "")
         since = None
