@@ -171,7 +171,7 @@ def test_staged_deploys_nightlies_and_rollbacks(sshd_farm, tmp_path):
     run("deploy", "--hosts", "gpus", "--playbook", str(tmp_path / "deploy.yaml"), "--staged")
     assert Path(venv).is_symlink()
     folder = Path(os.path.realpath(venv)).parent
-    assert folder.parent == work / "envs" and Path(os.path.realpath(venv)).name == "v2"
+    assert folder == Path(venv).parent / ".serve-versions" and Path(os.path.realpath(venv)).name == "v2"
     assert os.stat(folder / "v1").st_ino == inode  # the old folder itself, renamed
     env = host_record(tmp_path)["environment"]
     assert env["state"] == "live" and env["live"]["version"] == 2 and env["live"]["torch"] == "2.0.0"
