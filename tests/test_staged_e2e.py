@@ -171,7 +171,7 @@ def test_staged_deploys_nightlies_and_rollbacks(sshd_farm, tmp_path):
     run("deploy", "--hosts", "gpus", "--playbook", str(tmp_path / "deploy.yaml"), "--staged")
     assert Path(venv).is_symlink()
     folder = Path(os.path.realpath(venv)).parent
-    assert folder.parent == work / "envs" and Path(os.path.realpath(venv)).name == "v2"
+    assert folder == Path(venv).parent / ".serve-versions" and Path(os.path.realpath(venv)).name == "v2"
     assert os.stat(folder / "v1").st_ino == inode  # the old folder itself, renamed
     env = host_record(tmp_path)["environment"]
     assert env["state"] == "live" and env["live"]["version"] == 2 and env["live"]["torch"] == "2.0.0"
@@ -259,3 +259,104 @@ def test_staged_deploys_nightlies_and_rollbacks(sshd_farm, tmp_path):
     facts = json.loads(run("facts", "--hosts", "gpus", "--json").stdout)["gpu01"]
     assert facts["environments"]["live_version"] == int(oldest[1:])
     assert set(facts["environments"]["disk"]["versions"]) == {v[1:] for v in versions(folder)}
+
+
+#: A play that changes the host (``command`` always reports changed) and one that changes nothing
+#: (``creates: /`` exists: skipped), both deployed with --staged.
+CHANGES = "name: e\nhosts: all\ngather_facts: false\ntasks:\n  - name: hi\n    command: {argv: [echo, hi]}\n"
+NO_CHANGE = ("name: e\nhosts: all\ngather_facts: false\ntasks:\n  - name: hi\n"
+             "    command: {argv: [echo, hi], creates: /}\n")
+
+
+def test_a_staged_switch_keeps_the_venv_runnable_by_other_users(sshd_farm, tmp_path):
+    """The trial's finding: the login user's venv in a home other users can enter (0755) is run by
+    a serving account. A --staged deploy switches it; that account must still run the venv's
+    python (before the fix the versions went into the login's 0700 ``~/.fleetctl/<host>`` and it
+    got Permission denied, exit 0); so must it after a rollback. A versions folder it could not
+    reach is refused while planning, nothing switched. The adopt note is told only when a version
+    is staged."""
+    from tests.support.sshd import ensure_homeless_user
+
+    h = sshd_farm.start("stagedusers", shell="bash")  # logs in as a dedicated test user
+    other = ensure_homeless_user()  # the serving account: not the login user, no group shared
+    home = Path(h.home)
+    home_mode = os.stat(home).st_mode & 0o7777
+    venv, versions = home / "serve", home / ".serve-versions"
+    workdir = home / ".fleetctl" / "stagedusers"
+    as_login = ["runuser", "-u", h.user, "--"]
+
+    def as_other(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["runuser", "-u", other, "--", *argv], capture_output=True, text=True, cwd="/")
+
+    def other_runs_the_venv() -> str:
+        res = as_other(f"{venv}/bin/python3", "-c", "import sys; print(sys.prefix)")
+        assert res.returncode == 0, res.stderr
+        return res.stdout.strip()
+
+    try:
+        os.chmod(home, 0o755)
+        subprocess.run([*as_login, "/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True, cwd="/")
+        assert other_runs_the_venv() == str(venv)
+        inv = write_inventory(tmp_path / "inv.yaml", {"gpus": {"gpu01": {
+            **h.inventory_vars(sshd_farm.known_hosts), "venv": str(venv)}}})
+        (tmp_path / "changes.yaml").write_text(CHANGES)
+        (tmp_path / "nochange.yaml").write_text(NO_CHANGE)
+
+        def run(*args: str, ok: bool = True) -> subprocess.CompletedProcess:
+            res = fleetctl("-i", str(inv), *args, home=tmp_path, timeout_s=300)
+            assert (res.returncode == 0) == ok, res.stdout[-4000:] + res.stderr[-3000:]
+            return res
+
+        def deploy(play: str, *more: str, ok: bool = True) -> subprocess.CompletedProcess:
+            return run("deploy", "--hosts", "gpus", "--playbook", str(tmp_path / play), "--staged", *more, ok=ok)
+
+        def notes(res: subprocess.CompletedProcess) -> list[str]:
+            return [line for line in res.stdout.splitlines() if "| note: " in line]
+
+        # a versions folder the serving account cannot reach (inside the login's 0700 workdir) is
+        # refused while planning, naming the host, the venv and the var; nothing moves
+        res = deploy("changes.yaml", "-e", f"venv_versions_dir={workdir}/envs/serve", ok=False)
+        out = res.stdout + res.stderr
+        assert "host gpu01: other users can run" in out and str(venv) in out and "venv_versions_dir" in out, out
+        assert venv.is_dir() and not venv.is_symlink() and not notes(res)
+        assert "Traceback" not in out
+
+        # --plan tells no note (nothing is staged); the deploy tells the adoption once
+        assert not notes(deploy("changes.yaml", "--plan"))
+        told = notes(deploy("changes.yaml"))
+        assert len(told) == 1 and "adopts it as v1" in told[0], told
+        assert venv.is_symlink() and Path(os.path.realpath(venv)) == versions / "v2"
+        assert not (workdir / "envs").exists()  # nothing of production under the scratch folder
+        assert stat_mode(versions) == 0o755 and other_runs_the_venv() == str(venv)
+
+        # nothing to change: nothing staged, no note
+        res = deploy("nochange.yaml")
+        assert not notes(res) and Path(os.path.realpath(venv)).name == "v2", res.stdout
+
+        # rollback to the adopted v1: still the serving account's
+        run("rollback", "--hosts", "gpus")
+        assert Path(os.path.realpath(venv)) == versions / "v1" and other_runs_the_venv() == str(venv)
+
+        # an install staged before this default, its versions in the private workdir (made while
+        # the home was the login's alone, so nobody was refused): it keeps working there, stage and
+        # rollback alike, and the stage says who cannot run it
+        subprocess.run(["rm", "-rf", str(venv), str(versions)], check=True)
+        subprocess.run([*as_login, "/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True, cwd="/")
+        os.chmod(home, 0o700)
+        old = workdir / "envs" / "serve-0123abcd"
+        deploy("changes.yaml", "-e", f"venv_versions_dir={old}")
+        assert Path(os.path.realpath(venv)) == old / "v2"
+        os.chmod(home, 0o755)
+        told = notes(deploy("changes.yaml"))
+        assert Path(os.path.realpath(venv)) == old / "v3" and not versions.exists()
+        assert any(f"other users cannot run {venv}: it leads into {old}" in n for n in told), told
+        run("rollback", "--hosts", "gpus")
+        assert Path(os.path.realpath(venv)) == old / "v2"
+        assert subprocess.run([f"{venv}/bin/python3", "-c", "1"], cwd="/").returncode == 0
+    finally:
+        subprocess.run(["rm", "-rf", str(venv), str(versions), str(workdir)], check=False)
+        os.chmod(home, home_mode)
+
+
+def stat_mode(path: Path) -> int:
+    return os.stat(path).st_mode & 0o7777

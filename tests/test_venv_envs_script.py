@@ -119,3 +119,27 @@ def test_refusals_change_nothing(tmp_path):
     assert out["error"] == f"venv {tmp_path / 'none'} does not exist"
     out = envs("switch", "--venv", str(other), "--to", "staged", ok=False)
     assert "not a staged environment" in out["error"]
+
+
+def test_a_stage_under_umask_077_keeps_the_venv_as_readable_as_it_was(tmp_path):
+    """Service logins often have umask 077: the versions folder (beside the venv, as the default
+    is) gets its parent's group/other read/search bits, and the new version the live venv's modes
+    (its folder, bin/, pyvenv.cfg, site-packages), so whoever ran the venv still can after the
+    switch."""
+    parent = tmp_path / "opt"
+    parent.mkdir(mode=0o755)
+    os.chmod(parent, 0o755)
+    live = venv_with_torch(parent / "serve", tmp_path / "wheels", "venv")
+    folder = parent / ".serve-versions"
+    res = subprocess.run(["/bin/sh", "-c", 'umask 077 && exec "$@"', "sh", sys.executable, str(SCRIPT), "stage",
+                          "--venv", live, "--versions", str(folder), "--run-id", "r1"], capture_output=True, text=True)
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["ok"], res.stdout + res.stderr
+    dest = Path(out["path"])
+
+    def mode(p: Path) -> int:
+        return p.stat().st_mode & 0o777
+
+    assert mode(folder) == 0o755
+    for rel in ("", "bin", "pyvenv.cfg", str(site_packages(live).relative_to(live))):
+        assert mode(dest / rel) == mode(Path(live) / rel), rel

@@ -8,7 +8,6 @@ command lines and read its one JSON line.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import posixpath
 from collections.abc import Mapping
@@ -31,11 +30,24 @@ VENV_FACT_KEYS = ("python", "cmake", "ninja")
 STAGED_FACT = "staged_env"
 
 
-def versions_dir(workdir: str, venv: str) -> str:
-    """The default versions folder of ``venv``: ``<workdir>/envs/<basename>-<sha256(path)[:8]>``
-    (a host may stage several venvs; the hash keeps equal basenames apart)."""
-    name = posixpath.basename(venv.rstrip("/")) or "venv"
-    return posixpath.join(workdir, "envs", f"{name}-{hashlib.sha256(venv.encode()).hexdigest()[:8]}")
+def versions_dir(venv: str) -> str:
+    """The default versions folder of ``venv``: ``.<name>-versions`` beside it, in its parent
+    (``/opt/venvs/serve`` -> ``/opt/venvs/.serve-versions``).
+
+    Why beside the venv and not under the login user's ``<workdir>`` (``~/.fleetctl/<host>``,
+    0700): after the switch the venv path is a symlink into this folder, so everyone who runs the
+    venv (a serving account, a colleague) must be able to reach it. Beside the venv it is in the
+    same permission domain as the venv was: the host script makes it with the parent's group and
+    other read/search bits (``playbooks/scripts/venv_envs.py``), and it is on the venv's file
+    system (hard links and the adoption rename need that) in every ordinary layout. It is not
+    scratch either: operators clear ``~/.fleetctl`` as a cache, which would delete production.
+    Switching already needs the parent writable (the symlink is renamed over the venv path), so
+    making a folder there needs no right the switch does not. Installs whose versions already live
+    elsewhere (the old default ``<workdir>/envs/<name>-<hash>``) keep them there: once the venv is a
+    symlink, the folder it points into is used (stage, switch and rollback alike)."""
+    path = posixpath.normpath(venv)
+    name = posixpath.basename(path) or "venv"
+    return posixpath.join(posixpath.dirname(path), f".{name}-versions")
 
 
 def installed_dir(workdir: str) -> str:

@@ -29,8 +29,10 @@ class VenvStageArgs(ActionArgs):
     Attributes:
         versions_dir: the folder holding the versions (must be on the venv's file system: hard
             links and the adoption of the live folder are renames, not copies); empty or ``None``:
-            ``<workdir>/envs/<venv name>-<hash>``. Once the venv is a symlink to a version, the
-            folder it points into is used.
+            ``.<venv name>-versions`` beside the venv (:func:`fleetctl.tasks.envs.versions_dir`
+            says why). Once the venv is a symlink to a version, the folder it points into is used.
+            A folder that other users could not reach while they can run the venv now is refused
+            while planning (nothing switched): after the switch the venv path leads into it.
         tool: ``auto`` (``uv venv`` where the host has uv), ``uv`` or ``venv`` (``python -m venv``).
     """
 
@@ -46,7 +48,7 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
     own = controller_problem(host, host.venv)
     if own:  # before anything is uploaded or changed
         return TaskResult(Status.FAILED, msg=f"preflight: {own}", data={"decision": {"action": "fail"}})
-    folder = args.versions_dir or versions_dir(host.workdir, host.venv)
+    folder = args.versions_dir or versions_dir(host.venv)
     remote = yield from upload(host)
     if remote.startswith("!"):
         return TaskResult(Status.FAILED, msg=f"venv_stage: {remote[1:]}")
@@ -72,6 +74,13 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
                    "the real folder, or make it one")
     elif st.get("kind") != "dir" and st.get("kind") != "symlink":
         problem = f"venv {live} is not a folder"
+    elif st.get("others_reach_live") and not st.get("others_reach_versions"):
+        # the switch makes the venv path a symlink into the versions folder: a folder other users
+        # cannot search (o-x on the way) would take the venv from everyone but the login user
+        problem = (f"host {host.name}: other users can run {live} now but could not reach the versions folder "
+                   f"{st.get('versions_dir') or folder} (a folder on the way is not o+x): after the switch they "
+                   f"could not run the venv; unset the host var venv_versions_dir (the default is beside the venv, "
+                   f"{versions_dir(live)}) or set it to a folder they can reach")
     elif st.get("same_fs") is False:
         problem = (f"the versions folder {st.get('versions_dir')} is on another file system than {live}: a stage "
                    "would copy every file instead of linking it; set the host var venv_versions_dir "
@@ -87,12 +96,6 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
         return TaskResult(Status.FAILED, msg=f"preflight: {problem}", data={"decision": {**decision, "action": "fail"}})
     if host.keep_live:
         return keep(st, live)
-    if st.get("adopt_as"):
-        yield Note(message=f"{live} is a real folder: the switch adopts it as v{st['adopt_as']} (moved into "
-                           f"{folder}, not copied) and puts a symlink in its place")
-    if st.get("others_reach_live") and not st.get("others_reach_versions"):
-        yield Note(message=f"other users can reach {live} but not {folder} (a private folder on the way): once "
-                           "switched, they cannot run the venv; set the host var venv_versions_dir to a folder they can reach")
     dest = posixpath.join(folder, f"v{n}")
     argv = ["--venv", live, "--versions", folder, "--run-id", posixpath.basename(host.run_dir)]
     if uv and args.tool != "venv":
@@ -109,6 +112,8 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
                           data={"decision": {**decision, "action": "fail"}})
     dest = out.get("path") or dest
     n = out.get("version", n)
+    adopt = (f"{live} is a real folder: the switch adopts it as v{st['adopt_as']} (moved into {folder}, not "
+             f"copied) and puts a symlink in its place") if st.get("adopt_as") else ""
     staged = {"version": n, "path": dest, "live": live, "live_version": st.get("live_version"), "versions_dir": folder}
     if out.get("simulated"):
         # v{n} does not exist while planning: the tasks after this one are planned (their probes
@@ -116,7 +121,17 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
         return TaskResult(Status.CHANGED, data={"decision": decision, "path": dest, "version": n},
                           facts={STAGED_FACT: {**staged, "simulated": True}},
                           msg=f"would stage v{n} at {dest} ({decision['tool']}, the live venv's files hard-linked); "
-                              f"the tasks after it are planned against {live}, which v{n} reproduces, and run in v{n}")
+                              f"the tasks after it are planned against {live}, which v{n} reproduces, and run in v{n}"
+                              + (f"; {adopt}" if adopt else ""))
+    # told only when a version was really staged (not in a planning pass, not when kept)
+    if adopt:
+        yield Note(message=adopt)
+    if st.get("kind") == "symlink" and st.get("others_reach_path") and not st.get("others_reach_live"):
+        # versions kept where the default used to be (<workdir>/envs, private): kept working there
+        # (each version is made at its final path, so they cannot be moved), but say who is locked out
+        yield Note(message=f"other users cannot run {live}: it leads into {folder}, which they cannot reach (kept "
+                           f"where versions went before {versions_dir(live)} beside the venv became the default); "
+                           f"make {live} a real venv again to have its versions kept beside it")
     assumed = moved_facts(host.facts, tuple(p for p in (live, st.get("target")) if p), dest)
     facts, err = yield from venv_facts(host, dest, assumed)
     if err:

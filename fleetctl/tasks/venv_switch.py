@@ -76,7 +76,7 @@ def plan(args: VenvSwitchArgs, host: HostView) -> Plan:
         st = {"live": staged.get("live"), "live_version": staged.get("live_version")}
         path, target = staged.get("path"), staged.get("version")
     else:
-        st = answer((yield status_probe(remote, host.venv, versions_dir(host.workdir, host.venv), host.workdir)))
+        st = answer((yield status_probe(remote, host.venv, versions_dir(host.venv), host.workdir)))
         if not st.get("ok"):
             return TaskResult(Status.FAILED, msg=f"venv_switch: {st.get('error')}")
         if not st.get("versions"):

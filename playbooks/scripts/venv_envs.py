@@ -48,6 +48,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -129,6 +130,27 @@ def others_reach(path: str) -> bool:
         if os.path.dirname(p) == p:
             return True
         p = os.path.dirname(p)
+
+
+def make_versions_dir(folder: str) -> None:
+    """Make the versions folder (and missing parents) with the group and other read/search bits of
+    the folder it is made in: the venv path becomes a symlink into it at the switch, so whoever
+    could reach the venv beside it must reach it too, whatever the login's umask (often 077 for
+    service logins). Write bits are never given to group or other. An existing folder is left as
+    it is (the operator's choice; the planner refuses one others cannot reach while they can run
+    the venv now)."""
+    folder = os.path.abspath(folder)
+    if os.path.isdir(folder):
+        return
+    parent = os.path.dirname(folder)
+    if not os.path.isdir(parent):
+        make_versions_dir(parent)
+    bits = 0o700 | (os.stat(parent).st_mode & 0o055)
+    try:
+        os.mkdir(folder, bits)
+    except FileExistsError:
+        return
+    os.chmod(folder, bits)  # mkdir's mode is masked by the umask
 
 
 def torch_of(venv: str) -> dict:
@@ -326,6 +348,9 @@ def status(args) -> dict:
             out["same_fs"] = os.stat(src).st_dev == os.stat(probe_at).st_dev
             out["others_reach_live"] = others_reach(src)
             out["others_reach_versions"] = others_reach(probe_at)
+            # the folder users open the venv path in: with others_reach_live false under a symlink,
+            # a layout that already took the venv from them (versions in a private folder)
+            out["others_reach_path"] = others_reach(os.path.dirname(os.path.abspath(live)))
     if lkind != "missing":
         out["environment"] = describe(os.path.realpath(live), args.installed or "")
         since = None
@@ -428,6 +453,7 @@ class Linker:
             rel = os.path.relpath(dirpath, src)
             out = dst if rel == "." else os.path.join(dst, rel)
             os.makedirs(out, exist_ok=True)
+            os.chmod(out, stat.S_IMODE(os.stat(dirpath).st_mode))  # who may read it: as the live venv
             for d in list(dirnames):
                 if os.path.islink(os.path.join(dirpath, d)):
                     dirnames.remove(d)
@@ -456,7 +482,7 @@ def stage(args) -> dict:
     src = os.path.realpath(live)
     if not os.path.exists(os.path.join(src, "bin", "python3")):
         fail("venv %s has no bin/python3" % live)
-    os.makedirs(folder, mode=0o755, exist_ok=True)
+    make_versions_dir(folder)
     if os.stat(src).st_dev != os.stat(folder).st_dev:
         fail("the versions folder %s is on another file system than the venv %s: staging would copy every file and "
              "adopting the live folder would be a copy, not a rename; set the host var venv_versions_dir "
@@ -497,6 +523,11 @@ def stage(args) -> dict:
     if res.returncode != 0:
         shutil.rmtree(dest, ignore_errors=True)
         fail("%s failed: %s" % (" ".join(argv[:2]), res.stdout.decode(errors="replace").strip()[-500:]))
+    # the version's own folder, bin/ and pyvenv.cfg readable as the live venv's are (the venv tool
+    # made them under the login's umask: 077 would make them the login user's alone)
+    for made in ("", "bin", "pyvenv.cfg"):
+        if os.path.exists(os.path.join(src, made)) and os.path.exists(os.path.join(dest, made)):
+            os.chmod(os.path.join(dest, made), stat.S_IMODE(os.stat(os.path.join(src, made)).st_mode))
     linker = Linker([src, os.path.abspath(live)], dest)
     for entry in sorted(os.listdir(src)):
         path = os.path.join(src, entry)

@@ -437,7 +437,7 @@ case("verify", "a-failed-check-is-named", args={"package": "sgl_kernel"}, host={
 
 # venv_stage / venv_upgrade / venv_switch (staged environments, docs/staged.md)
 from fleetctl.tasks.envs import versions_dir as _vdir
-VD = _vdir("/w", "/venv")
+VD = _vdir("/venv")
 SCRIPT = "/w/runs/r1/scripts/venv_envs.py"
 FACTS_UV = {**FACTS90, "uv": {"path": "/usr/local/bin/uv"}}
 def ENVS(**d):
@@ -452,21 +452,25 @@ PY_V2 = {**PY, "executable": f"{VD}/v2/bin/python3", "prefix": f"{VD}/v2"}
 FACTS_RUN = [{"expect": {"type": "Put", "remote": "/w/runs/r1/scripts/facts.py"}, "answer": None},
              {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": json.dumps({"python": PY_V2, "cmake": {"version": "3.28.3"}}) + "\n"}}]
 case("venv_stage", "stages-the-next-version-beside-a-real-venv-with-uv", host={"facts": FACTS_UV},
-     steps=[UPLOAD, {**STATUS_RUN, "answer": STATUS_DIR}, {"expect": {"type": "Note"}, "answer": None},
+     steps=[UPLOAD, {**STATUS_RUN, "answer": STATUS_DIR},
             {"expect": {"type": "Run", "mutating": True, "argv": ["python3", SCRIPT, "stage", "--venv", "/venv", "--versions", VD,
                                                                  "--run-id", "r1", "--uv", "/usr/local/bin/uv"]},
              "answer": ENVS(version=2, path=f"{VD}/v2", made_with="uv venv", linked_files=812, copied_files=0, packages=41, seconds=1.2)},
-            *FACTS_RUN],
+            {"expect": {"type": "Note"}, "answer": None}, *FACTS_RUN],
      result={"status": "changed", "msg": "staged v2 at", "decision": {"action": "stage", "version": 2, "tool": "uv venv"}})
 case("venv_stage", "another-file-system-fails-before-anything-changes", host={"facts": FACTS90},
      steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(**{**json.loads(STATUS_DIR["stdout"]), "same_fs": False})}],
      result={"status": "failed", "msg": "on another file system", "decision": {"action": "fail"}})
+case("venv_stage", "a-versions-folder-other-users-cannot-reach-is-refused", host={"facts": FACTS90},
+     steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(**{**json.loads(STATUS_DIR["stdout"]), "others_reach_versions": False})}],
+     result={"status": "failed", "msg": "other users can run /venv now but could not reach the versions folder",
+             "decision": {"action": "fail"}})
 case("venv_stage", "a-symlink-fleetctl-did-not-make-is-refused", host={"facts": FACTS90},
      steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(kind="symlink", live="/venv", target="/opt/other", unmanaged_link=True,
                                                   versions_dir=None, next=None, staged_version=None)}],
      result={"status": "failed", "msg": "a symlink to /opt/other that fleetctl did not make"})
 case("venv_stage", "the-stage-script-refusal-is-the-message", host={"facts": FACTS90},
-     steps=[UPLOAD, {**STATUS_RUN, "answer": STATUS_DIR}, {"expect": {"type": "Note"}, "answer": None},
+     steps=[UPLOAD, {**STATUS_RUN, "answer": STATUS_DIR},
             {"expect": {"type": "Run", "mutating": True},
              "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "error": "the staged venv /w/envs/v2 does not reproduce the live one's pip freeze: numpy 2.1.0 -> None"}) + "\n"}}],
      result={"status": "failed", "msg": "stage: the staged venv /w/envs/v2 does not reproduce the live one's pip freeze"})
