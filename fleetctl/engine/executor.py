@@ -136,7 +136,9 @@ class StepRunner:
         key = probe_key(step.argv, env, step.cwd, self.become)
         cacheable = not step.mutating and not step.after_change and step.stdin is None
         if cacheable:
-            if not self.session.simulated:  # after a simulated change, a question may be about a fiction
+            # after a simulated change, a question may be about a fiction; a question asked only to
+            # settle something out of the ordinary is not predicted for the next run (Run.answer_ahead)
+            if not self.session.simulated and step.answer_ahead:
                 self.session.asked.setdefault(key, step.timeout_s)
             if key in self.session.probes:
                 return self.session.probes[key]

@@ -277,7 +277,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     stamps, installed, seen = parse_stamps(listing.stdout_text)
     mine = next((s for s in stamps if s.get("key") == key), None)
     if mine is not None and not host.force:  # a stamp is trusted for the wheel it describes only
-        stale = yield from stale_stamp(mine, seen.get(str(mine.get("wheel"))))
+        stale = yield from stale_stamp(mine, seen.get(str(mine.get("wheel"))), stamp_path)
         if stale:
             decision["stale_wheel"] = stale
             yield Note(message=f"{stale}: not reused (built again, or its arch class's wheel received)")
