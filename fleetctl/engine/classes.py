@@ -23,78 +23,30 @@ serves) it itself. A later group is assigned as such a host is.
 A builder that becomes unreachable, or ends without publishing, hands the build to the next member
 still waiting; a build that fails fails its whole class (the others would fail the same way) with
 the builder's error. The cache is content-addressed: ``<cache_dir>/wheels/<key16>/`` holds the
-wheel and ``record.json`` (its sha256, builder, archs and SASS).
+wheel and ``record.json`` (its sha256, size, mtime, builder, archs and SASS); a cached wheel that is
+not the wheel its record describes is never pushed, and the run says why in one line
+(:mod:`fleetctl.engine.wheelcache`: checked once per run as a host's build stamp is, and its
+sha256 once more before it is first pushed).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import re
-import shutil
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from .aio import observe
 from ..errors import FleetError
-from ..util.paths import cache_dir
 from ..build.wheeltags import refusal
 from .targets import InstallTargets
+from .wheelcache import BuiltWheel, check_cached, sha256_problem, store_wheel, wheels_root
 
-_WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+-]+\.whl$")
+__all__ = ["BuiltWheel", "ClassBuildFailed", "ClassCoordinator", "broadcast_once", "staging_path", "store_wheel",
+           "wheels_root"]
 
 
 class ClassBuildFailed(FleetError):
     """The class's builder failed; the message is the builder's error."""
-
-
-@dataclass(frozen=True)
-class BuiltWheel:
-    """A class's wheel in the controller cache: ``local`` path, file ``name``, ``sha256``, the
-    ``builder`` host, and the builder's build record ``data`` (archs, SASS, inputs)."""
-
-    local: Path
-    name: str
-    sha256: str
-    builder: str
-    data: dict = field(default_factory=dict)
-
-
-def wheels_root() -> Path:
-    """``<cache_dir>/wheels``."""
-    return cache_dir() / "wheels"
-
-
-def cached_wheel(key: str) -> BuiltWheel | None:
-    """The cache's wheel for ``key``, when its record and file are there and agree in size."""
-    folder = wheels_root() / key[:16]
-    try:
-        rec = json.loads((folder / "record.json").read_text())
-        local = folder / rec["name"]
-        if rec.get("key") == key and local.is_file() and local.stat().st_size == rec.get("size"):
-            return BuiltWheel(local=local, name=rec["name"], sha256=rec["sha256"], builder=rec.get("builder", "?"),
-                              data=rec.get("data") or {})
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    return None
-
-
-def store_wheel(key: str, tmp: Path, name: str, sha256: str, builder: str, data: dict) -> BuiltWheel:
-    """Move a fetched (and checked) wheel into the cache and write its record, atomically."""
-    if not _WHEEL_NAME.match(name):
-        raise FleetError(f"refusing to cache {name!r}: not a wheel file name")
-    folder = wheels_root() / key[:16]
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    local = folder / name
-    os.replace(tmp, local)
-    keep = {k: v for k, v in data.items() if k in ("archs", "sass", "key", "inputs", "max_jobs", "tool")}
-    rec = {"key": key, "name": name, "sha256": sha256, "size": local.stat().st_size, "builder": builder, "data": keep}
-    part = folder / "record.json.part"
-    part.write_text(json.dumps(rec, indent=2) + "\n")
-    os.replace(part, folder / "record.json")
-    return BuiltWheel(local=local, name=name, sha256=sha256, builder=builder, data=keep)
 
 
 @dataclass
@@ -138,6 +90,11 @@ class ClassCoordinator:
         self.planned_wheels: dict[str, str] = {}
         #: hosts whose plan failed before any command would run: in no class
         self.withdrawn: set[str] = set()
+        #: key -> the cache's check this run: (its wheel, None) or (None, why it is not used)
+        self._checked: dict[str, tuple[BuiltWheel | None, str | None]] = {}
+        self._told: set[str] = set()
+        #: (wheel path, sha256) -> its sha256 check before the first push (a task: members share it)
+        self._hashed: dict[tuple[str, str], asyncio.Future] = {}
 
     def builder_of(self, key: str) -> str | None:
         """The member that builds (or serves) class ``key``'s wheel, once the class is assigned."""
@@ -163,7 +120,40 @@ class ClassCoordinator:
             if fut is not None and fut.done() and not fut.cancelled() and fut.exception() is None:
                 return fut.result()
             return None
-        return cached_wheel(key)
+        self.check_cache(key)
+        return self._checked[key][0]
+
+    def check_cache(self, key: str) -> None:
+        """Check the controller cache's wheel for ``key`` once per run
+        (:func:`~fleetctl.engine.wheelcache.check_cached`; it may hash the wheel: the step runner
+        calls this from a worker thread before asking for a role)."""
+        if key not in self._checked:
+            self._checked[key] = check_cached(key)
+
+    def cache_problem(self, key: str) -> str | None:
+        """Why the cache's wheel for ``key`` is not used (one line), the first time it is asked in
+        this run; ``None`` after that, or when there is nothing to say."""
+        why = self._checked.get(key, (None, None))[1]
+        if why is None or key in self._told:
+            return None
+        self._told.add(key)
+        return why
+
+    async def pushable(self, key: str, wheel: BuiltWheel) -> str | None:
+        """Why ``wheel`` must not be pushed (its sha256 is not its record's), checked once per run
+        in a worker thread and shared by every member (:func:`~fleetctl.engine.wheelcache.sha256_problem`);
+        a wheel that fails is dropped from this run's view of the cache (it is never pushed, and
+        the next member to ask builds the class again: :meth:`wait`)."""
+        slot = (str(wheel.local), wheel.sha256)
+        task = self._hashed.get(slot)
+        if task is None:
+            task = self._hashed[slot] = asyncio.ensure_future(asyncio.to_thread(sha256_problem, wheel))
+            observe(task)
+        why = await asyncio.shield(task)
+        if why is not None and self._checked.get(key, (None, None))[0] == wheel:
+            self._checked[key] = (None, why)
+            self._told.add(key)
+        return why
 
     # -- planning -----------------------------------------------------------------------------
 
@@ -252,6 +242,10 @@ class ClassCoordinator:
     async def publish(self, key: str, wheel: BuiltWheel) -> None:
         """The class's wheel is in the cache: release every member waiting for it."""
         async with self._lock:
+            self._checked[key] = (wheel, None)  # in the cache now: its sha256 computed as it was fetched
+            done = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            self._hashed[(str(wheel.local), wheel.sha256)] = done
             fut = self._future(key)
             if not fut.done():
                 fut.set_result(wheel)
@@ -355,11 +349,3 @@ async def broadcast_once(coord: "ClassCoordinator", host: str, key: str, wheel: 
         return staging_path(coord.run_id, key, wheel.name)
     return None
 
-
-def copy_into_cache(src: Path, key: str, name: str, sha256: str, builder: str, data: dict[str, Any]) -> BuiltWheel:
-    """Cache a wheel that is already on the controller (a local host built it)."""
-    folder = wheels_root() / key[:16]
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = folder / f".{name}.part"
-    shutil.copyfile(src, tmp)
-    return store_wheel(key, tmp, name, sha256, builder, data)

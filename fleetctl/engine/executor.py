@@ -227,6 +227,12 @@ class StepRunner:
                                  force=step.force, can_build=step.can_build)
 
     async def _do_classrole(self, step: S.ClassRole) -> str:
+        if step.once and not step.force:  # the cache's wheel is checked first (it may be hashed: not on the loop)
+            await asyncio.to_thread(self.classes.check_cache, step.key)
+            why = self.classes.cache_problem(step.key)
+            if why is not None:
+                self.observers.emit("note.added", self.host, message=f"{why}: never pushed; a member builds or "
+                                                                     "serves the class's wheel when one lacks it")
         return self._do_classrole_sync(step)
 
     async def _do_targetclaim(self, step: S.TargetClaim) -> tuple:
@@ -257,11 +263,28 @@ class StepRunner:
     async def _do_fail(self, step: S.Fail) -> None:
         await self.classes.fail(step.key, step.message, retryable=step.retryable, host=self.host)
 
+    async def _wheel_for(self, key: str) -> Any:
+        """The class's wheel this host may be pushed (its sha256 checked: :meth:`ClassCoordinator.pushable`),
+        ``"build"``, or the :class:`ClassBuildFailed`. A cached wheel that fails the check is never
+        pushed: the class's wheel is asked for again, now built in this run (by this host or another)."""
+        for attempt in range(2):
+            try:
+                got = await self.classes.wait(self.host, key)
+            except ClassBuildFailed as exc:
+                return exc
+            if got == "build":
+                return got
+            why = await self.classes.pushable(key, got)
+            if why is None:
+                return got
+            self.observers.emit("note.added", self.host, message=f"{why}: not pushed; the class's wheel is built "
+                                                                 "again in this run")
+        return ClassBuildFailed(why)
+
     async def _do_fetch(self, step: S.Fetch) -> Any:
-        try:
-            got = await self.classes.wait(self.host, step.key)
-        except ClassBuildFailed as exc:
-            return exc
+        got = await self._wheel_for(step.key)
+        if isinstance(got, ClassBuildFailed):
+            return got
         if got == "build":
             self.observers.emit("class.builder_changed", self.host, key=step.key[:16])
             return "build"
