@@ -12,7 +12,10 @@ anything is built, so that ``--plan``, ``--dry-run`` and the deploy agree:
 - else a member already holding the wheel ``serve``\\ s it (fetched into the cache, pushed to the
   others);
 - else one member builds (``build``): the one named by the class's ``build_host`` var when it is
-  a member, else the first member in inventory order; the others ``push``.
+  a member, else the first member in inventory order; the others ``push``;
+- but a host is never pushed a wheel it built: a member lacking the wheel that built the one the
+  class would hand it (the cache's record, or the serving member's stamp, says so) builds again,
+  and the members lacking the wheel get this run's (:meth:`ClassCoordinator.lost_own`).
 
 Roles are assigned to the hosts of a batch that planned in time together (a batch larger than
 ``forks``: each group of hosts at work, see :mod:`fleetctl.engine.runner`); a host that connects
@@ -55,6 +58,7 @@ class _Request:
     holds: bool
     build_host: str | None
     can_build: bool = True
+    origin: str | None = None
 
 
 class ClassCoordinator:
@@ -80,8 +84,11 @@ class ClassCoordinator:
         self.scope_of: dict[str, Any] = {}
         self.run_id = "run"
         self._fanouts: dict[tuple[str, int], asyncio.Task] = {}
-        #: classes asked with ``--force``: only a wheel built in this run counts for them
-        self.forced: set[str] = set()
+        #: classes for which only a wheel built in this run counts: asked with ``--force``, or whose
+        #: wheel's builder is a member that lost it (it builds again: see :meth:`lost_own`)
+        self.fresh: set[str] = set()
+        #: key -> the member that builds its class again because it lost the wheel it built
+        self.rebuilds: dict[str, str] = {}
         #: the folders hosts build and install in, to find two hosts sharing one
         self.targets = InstallTargets(self.order)
         #: host -> its interpreter's platform facts: a one-to-many send skips a member it does not fit
@@ -106,16 +113,16 @@ class ClassCoordinator:
         cache (unless ``--force``), and the assigned builder (for ``--dry-run``)."""
         builder = self._builder.get(key)
         name = self.planned_wheels.get(key)
-        if name is None and key not in self.forced:
+        if name is None and key not in self.fresh:
             cached = self._cached(key)
             if cached is not None:
                 name, builder = cached.name, builder or cached.builder
         return name, builder
 
     def _cached(self, key: str) -> BuiltWheel | None:
-        """The class's wheel that members may be given: the cache's, or for a forced class only
-        one published in this run."""
-        if key in self.forced:
+        """The class's wheel that members may be given: the cache's, or for a :attr:`fresh` class
+        only one published in this run."""
+        if key in self.fresh:
             fut = self._wheels.get(key)
             if fut is not None and fut.done() and not fut.cancelled() and fut.exception() is None:
                 return fut.result()
@@ -158,12 +165,12 @@ class ClassCoordinator:
     # -- planning -----------------------------------------------------------------------------
 
     def role(self, host: str, key: str, holds: bool, once: bool, build_host: str | None, *,
-             force: bool = False, can_build: bool = True) -> str:
+             force: bool = False, can_build: bool = True, origin: str | None = None) -> str:
         """The role of ``host`` for class ``key`` (see the module docstring). Before the batch's
         roles are assigned the answer is provisional; :meth:`assign` says which answers changed.
         ``force``: nothing built before this run is reused (``holds`` is then ``False``).
         ``can_build``: the host passed the build preflight; the builder is a member that did,
-        when one did."""
+        when one did. ``origin``: the host that built the wheel ``host`` holds (see :meth:`lost_own`)."""
         if force:
             holds = False
         if not once:
@@ -171,13 +178,14 @@ class ClassCoordinator:
         if host in self.withdrawn:  # failed while planning: in no class (see withdraw)
             return "reuse" if holds else "push" if self._cached(key) is not None else "build"
         if force:
-            self.forced.add(key)
-        self.requests[host] = _Request(key, holds, build_host, can_build)
+            self.fresh.add(key)
+        self.requests[host] = _Request(key, holds, build_host, can_build, origin if holds else None)
         got = self.assigned.get(host)
+        cached = self._cached(key)
         if got is not None and got[0] == key:
             answer = got[1]
-        elif self._cached(key) is not None:
-            answer = "reuse" if holds else "push"
+        elif cached is not None:  # never pushed a wheel it built itself (lost_own)
+            answer = "reuse" if holds else "build" if cached.builder == host else "push"
         else:
             answer = "serve" if holds else "build"
         self.answered[host] = answer
@@ -205,7 +213,15 @@ class ClassCoordinator:
             holders = [h for h in members if self.requests[h].holds]
             lacking = [h for h in members if not self.requests[h].holds]
             building = self._builder.get(key)
-            if self._cached(key) is not None or key in self._wheels and self._wheels[key].done():
+            lost = self.lost_own(key, members, holders, lacking)
+            if lost is not None:  # it builds again; members lacking the wheel get this run's
+                able = [h for h in lacking if self.requests[h].can_build]
+                builder = lost if lost in able or not able else able[0]
+                roles = {h: "reuse" for h in holders} | {h: "push" for h in lacking} | {builder: "build"}
+                self._builder[key] = builder
+                self.fresh.add(key)
+                self.rebuilds[key] = lost
+            elif self._cached(key) is not None or key in self._wheels and self._wheels[key].done():
                 roles = {h: "reuse" for h in holders} | {h: "push" for h in lacking}
             elif building is not None and building not in members and building not in self._gone:
                 # a host that connected late (see fleetctl.engine.runner) or a later batch: a member
@@ -226,6 +242,33 @@ class ClassCoordinator:
                 self.assigned[h] = (key, r)
         return ({h for h in hosts if h in self.assigned and self.answered.get(h) != self.assigned[h][1]}
                 | self.targets.changed(hosts))
+
+    def lost_own(self, key: str, members: list[str], holders: list[str], lacking: list[str]) -> str | None:
+        """The member of ``members`` lacking class ``key``'s wheel that built the very wheel the
+        class would hand it (the controller cache's, by its record's builder; else the wheel of
+        the holder that would serve it, by that holder's stamp's ``pushed_from``), or ``None``.
+
+        Such a host is never pushed its own wheel back: it builds again, and the members lacking
+        the wheel get the one built in this run. It lost the wheel it built: a ``--force`` build
+        stopped by Ctrl-C had emptied its build folder (the cache still held its earlier wheel),
+        its wheel was cut short or changed and its stamp removed (pip_install promises that the
+        next run rebuilds it). Pushing the cache's copy back would hide that under "pushed ...
+        (built once for this arch class on n1)" on n1 itself (new-user trial), and after a
+        stopped ``--force`` would quietly undo what the operator asked for."""
+        if not lacking or key in self.fresh:
+            return None
+        cached = self._cached(key)
+        if cached is not None:
+            origin = cached.builder
+        elif key in self._wheels and self._wheels[key].done():  # built in this run: not lost
+            return None
+        elif (b := self._builder.get(key)) is not None and b not in members and b not in self._gone:
+            return None  # being built or served by a member assigned before
+        elif holders:
+            origin = self.requests[holders[0]].origin or holders[0]
+        else:
+            return None
+        return origin if origin in lacking else None
 
     def _can_build(self, host: str) -> bool:
         req = self.requests.get(host)

@@ -223,8 +223,15 @@ class StepRunner:
 
     def _do_classrole_sync(self, step: S.ClassRole) -> str:
         self.classes.platforms[self.host] = (self.session.facts.get("python") or {}).get("platform")
-        return self.classes.role(self.host, step.key, step.holds, step.once, self.session.host.settings.build_host,
-                                 force=step.force, can_build=step.can_build)
+        role = self.classes.role(self.host, step.key, step.holds, step.once, self.session.host.settings.build_host,
+                                 force=step.force, can_build=step.can_build, origin=step.origin)
+        if role == "build" and self.classes.rebuilds.get(step.key) == self.host:
+            message = ("this host built its arch class's wheel and no longer holds it (its build folder was emptied "
+                       "or its wheel is not the one built): it builds it again (a host is never pushed its own wheel)")
+            if message not in self.session.told:
+                self.session.told.add(message)
+                self.observers.emit("note.added", self.host, message=message)
+        return role
 
     async def _do_classrole(self, step: S.ClassRole) -> str:
         if step.once and not step.force:  # the cache's wheel is checked first (it may be hashed: not on the loop)
@@ -251,7 +258,9 @@ class StepRunner:
             if step.sha256 and digest != step.sha256:
                 tmp.unlink(missing_ok=True)
                 raise FleetError(f"fetched {name} does not match its sha256 {step.sha256[:12]}")
-            built = await asyncio.to_thread(store_wheel, step.key, tmp, name, digest, self.host, dict(step.data))
+            # a served wheel's builder is where it was built (its stamp's pushed_from), not the server
+            builder = str(step.data.get("pushed_from") or self.host)
+            built = await asyncio.to_thread(store_wheel, step.key, tmp, name, digest, builder, dict(step.data))
         except (FleetError, OSError) as exc:
             await self.classes.fail(step.key, f"{self.host}: cannot fetch the wheel: {exc}", retryable=True,
                                     host=self.host)

@@ -301,6 +301,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     if cannot_build is not None and once:  # a member that can build builds; this host may receive the wheel
         decision["cannot_build"] = cannot_build.msg
     role = yield ClassRole(key=key, holds=holds, once=once, force=host.force, can_build=cannot_build is None,
+                           origin=(mine.get("pushed_from") or host.name) if holds else None,
                            reason="who builds this arch class")
     if role in ("reuse", "serve"):
         # the stamp's pushed_from says where the wheel came from in the run that pushed it; in this

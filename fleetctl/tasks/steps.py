@@ -179,6 +179,8 @@ class ClassRole(Step):
         can_build: this host passed the build preflight (its venv has the build requirements,
             its disk the space); a member that cannot build is made the builder only when no
             member can, and then fails with its preflight's line.
+        origin: the host that built the wheel this host holds (its stamp's ``pushed_from``, else
+            this host); ``None`` when it holds none. A host is never pushed a wheel it built.
     """
 
     key: str = ""
@@ -186,6 +188,7 @@ class ClassRole(Step):
     once: bool = True
     force: bool = False
     can_build: bool = True
+    origin: str | None = None
     mutating: bool = False
 
     def describe(self) -> dict[str, Any]:
