@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fake_gpu import H200, write_fake_nvidia_smi
+from tests.support.fake_gpu import H200, B200, write_fake_nvidia_smi
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
 from tests.test_deploy_e2e import make_host_venv
 from tests.test_faults_e2e import wait_for
@@ -32,13 +32,14 @@ tasks:
     copy: {{src: {src}, dest: "{{{{ workdir }}}}/src/toy"}}
   - name: Build the toy wheel
     build_wheel: {{src: "{{{{ workdir }}}}/src/toy", out_dir: "{{{{ workdir }}}}/wheels", required_build_packages: [],
-                  check_sass: false, tool: pip, min_free_disk_mib: 1, env: {{TOY_HOLD: "{hold}"}}}}
+                  check_sass: false, tool: pip, min_free_disk_mib: 1, env: {{TOY_HOLD: "{{{{ toy_hold }}}}"}}}}
     register: build
   - name: Install the toy wheel
     pip_install: {{wheel: "{{{{ build.data.wheel }}}}"}}
 """
 
-#: Put at the start of the toy backend's build_wheel: while the hold file exists, say so once and wait.
+#: Put at the start of the toy backend's build_wheel: while the host's hold file (its ``toy_hold`` var)
+#: exists, say so once and wait.
 HOLD = '''
     import time
     hold = os.environ.get("TOY_HOLD")
@@ -50,10 +51,10 @@ HOLD = '''
 
 
 class HeldFleet:
-    """A fleet of sshd test hosts in one arch class, the play above, and a hold file that makes
-    every toy build wait once started."""
+    """A fleet of sshd test hosts (``gpus``: name -> its GPUs, in inventory order), the play above,
+    and per host a hold file that makes its toy build wait once started."""
 
-    def __init__(self, farm, tmp_path: Path, names: tuple[str, ...]) -> None:
+    def __init__(self, farm, tmp_path: Path, gpus: dict[str, list]) -> None:
         self.home = tmp_path
         src = tmp_path / "toy"
         shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
@@ -62,16 +63,18 @@ class HeldFleet:
         head = "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n"
         assert head in text
         backend.write_text(text.replace(head, head + HOLD.lstrip("\n")))
-        self.hold = tmp_path / "hold"
         self.play = tmp_path / "play.yaml"
-        self.play.write_text(textwrap.dedent(PLAY.format(src=src, hold=self.hold)))
+        self.play.write_text(textwrap.dedent(PLAY.format(src=src)))
         hosts = {}
-        for name in names:
+        for name, cards in gpus.items():
             h = farm.start(name)
-            write_fake_nvidia_smi(h.bin_dir, [H200])
+            write_fake_nvidia_smi(h.bin_dir, cards)
             hosts[name] = {**h.inventory_vars(farm.known_hosts), "workdir": str(tmp_path / "work" / name),
-                           "venv": make_host_venv(tmp_path / f"venv-{name}")}
+                           "venv": make_host_venv(tmp_path / f"venv-{name}"), "toy_hold": str(self.hold(name))}
         self.inv = write_inventory(tmp_path / "inv.yaml", {"fleet": hosts})
+
+    def hold(self, host: str) -> Path:
+        return self.home / f"hold-{host}"
 
     def argv(self, *extra: str) -> list[str]:
         return ["-i", str(self.inv), "deploy", "--hosts", "fleet", "--playbook", str(self.play), *extra]
@@ -84,16 +87,20 @@ class HeldFleet:
 
     def interrupted(self, *extra: str, builder: str) -> dict:
         """A deploy sent SIGINT (as Ctrl-C) while ``builder``'s toy build is held; its run record."""
-        self.hold.touch()
+        hold = self.hold(builder)
+        hold.touch()
         env = {**os.environ, "FLEETCTL_HOME": str(self.home), "XDG_CACHE_HOME": str(self.home / "cache")}
         proc = subprocess.Popen([sys.executable, "-m", "fleetctl", *self.argv(*extra)], cwd=REPO, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            assert wait_for(lambda: self._held(builder), 300), proc.communicate(timeout=60)
+            assert wait_for(lambda: self._held(builder) or proc.poll() is not None, 300)
+            if proc.poll() is not None:  # it ended before the build was held
+                out, err = proc.communicate(timeout=60)
+                pytest.fail(f"the deploy ended before {builder}'s build was held:\n{out[-4000:]}\n{err[-2000:]}")
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=120)
         finally:
-            self.hold.unlink(missing_ok=True)  # the held build (if it still runs on the host) ends
+            hold.unlink(missing_ok=True)  # the held build (if it still runs on the host) ends
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
@@ -115,7 +122,7 @@ def test_after_a_forced_build_is_interrupted_its_builder_builds_again_never_push
     folder (a fresh folder for the build) and was stopped; the controller's cache still held the
     class's wheel from n1's earlier build, so n1, now without a wheel, was made a receiver of its
     own wheel. A host is never pushed a wheel it built: it builds again."""
-    fleet = HeldFleet(sshd_farm, tmp_path, ("n1", "n2"))
+    fleet = HeldFleet(sshd_farm, tmp_path, {"n1": [H200], "n2": [H200]})
     _, first = fleet.deploy()
     assert builds(first)["n1"]["data"]["decision"]["action"] == "build"
     assert builds(first)["n2"]["data"]["pushed_from"] == "n1"
@@ -131,3 +138,34 @@ def test_after_a_forced_build_is_interrupted_its_builder_builds_again_never_push
     assert "n1 | note: this host built its arch class's wheel and no longer holds it" in out, out[-3000:]
     subprocess.run([f"{again['inventory']['hosts']['n1']['venv']}/bin/python3", "-c", "import toyfp4"], check=True,
                    capture_output=True)
+
+
+
+def test_an_interrupted_deploy_counts_its_unfinished_hosts_interrupted_not_failed_and_retries_them(sshd_farm, tmp_path):
+    """New-user trial: a deploy stopped by Ctrl-C was listed by ``fleetctl runs`` with its hosts
+    "failed". Interrupted is its own state: in the run record (each host's status), in ``fleetctl
+    runs`` and ``runs --json`` (``interrupted``, apart from ``failed`` and ``not started``) and in
+    ``runs show`` (under ``interrupted:``, not ``failures:``). A host the run never reached (it
+    waited for a fork) is recorded ``not started``. The retry set is every host that did not
+    finish, interrupted or never started; a host that ended ok (n4, the first ``--serial`` batch)
+    is not deployed again."""
+    fleet = HeldFleet(sshd_farm, tmp_path, {"n4": [B200], "n1": [H200], "n2": [H200], "n3": [H200]})
+    # batch 1: n4 alone, ends ok; batch 2: n1 builds the H200 class (held), n2 waits for its wheel,
+    # n3 waits for a fork (--forks 2) that the interrupted run never frees
+    record = fleet.interrupted("--serial", "1,3", "--forks", "2", builder="n1")
+    status = {h: o["status"] for h, o in record["hosts"].items()}
+    assert status == {"n4": "ok", "n1": "interrupted", "n2": "interrupted", "n3": "not started"}, status
+    assert "interrupted" in record["hosts"]["n3"]["error"], record["hosts"]["n3"]
+
+    listed = fleetctl("runs", "--json", home=tmp_path)
+    (row,) = [r for r in json.loads(listed.stdout) if r["run_id"] == record["run_id"]]
+    assert (row["status"], row["hosts"], row["failed"], row["interrupted"], row["not_started"]) == (
+        "interrupted", 4, 0, 2, 1), row
+    line = next(ln for ln in fleetctl("runs", home=tmp_path).stdout.splitlines() if ln.startswith(record["run_id"]))
+    assert "0 failed" in line and "2 interrupted" in line and "1 not started" in line, line
+    shown = fleetctl("runs", "show", record["run_id"], home=tmp_path).stdout
+    assert "failures:" not in shown, shown
+    assert "interrupted:" in shown and "n[1-2] (2)" in shown, shown
+
+    retry = fleetctl(*fleet.argv("--retry-failed", "--plan", "--json"), home=tmp_path)
+    assert sorted(json.loads(retry.stdout)) == ["n1", "n2", "n3"], retry.stdout[-2000:] + retry.stderr[-2000:]

@@ -314,6 +314,10 @@ def test_ctrl_c_or_sigterm_releases_the_allocation(slurm_cluster, tmp_path, sig,
     rec = record(tmp_path)
     assert rec["status"] == "interrupted"
     assert {o["status"] for o in rec["hosts"].values()} == {"interrupted"}
+    # listed as interrupted, not failed (new-user trial: `fleetctl runs` said "3 failed")
+    listed = cli("runs", "--json", home=tmp_path, launcher=slurm_cluster.launcher_text)
+    (row,) = [r for r in json.loads(listed.stdout) if r["run_id"] == rec["run_id"]]
+    assert (row["failed"], row["interrupted"], row["not_started"]) == (0, 3, 0), row
     # and Slurm has stopped the steps' processes on the nodes
     deadline = time.monotonic() + 30
     while any(Path(f"/proc/{p}").exists() for p in pids.values()) and time.monotonic() < deadline:
