@@ -85,10 +85,9 @@ class HeldFleet:
         record = json.loads((last_run(self.home) / "run.json").read_text())
         return res.stdout + res.stderr, record
 
-    def interrupted(self, *extra: str, builder: str) -> dict:
-        """A deploy sent SIGINT (as Ctrl-C) while ``builder``'s toy build is held; its run record."""
-        hold = self.hold(builder)
-        hold.touch()
+    def start_held(self, *extra: str, builder: str) -> subprocess.Popen:
+        """A deploy running, ``builder``'s toy build held (its hold file made, the build waiting)."""
+        self.hold(builder).touch()
         env = {**os.environ, "FLEETCTL_HOME": str(self.home), "XDG_CACHE_HOME": str(self.home / "cache")}
         proc = subprocess.Popen([sys.executable, "-m", "fleetctl", *self.argv(*extra)], cwd=REPO, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -97,14 +96,29 @@ class HeldFleet:
             if proc.poll() is not None:  # it ended before the build was held
                 out, err = proc.communicate(timeout=60)
                 pytest.fail(f"the deploy ended before {builder}'s build was held:\n{out[-4000:]}\n{err[-2000:]}")
-            proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=120)
+        except BaseException:
+            self.end(proc, builder, signal.SIGKILL)
+            raise
+        return proc
+
+    def end(self, proc: subprocess.Popen, builder: str, sig: int | None = None) -> tuple[int, str]:
+        """Send ``sig`` (when given), let the held build go on, and wait: ``(exit status, output)``."""
+        try:
+            if sig is not None:
+                proc.send_signal(sig)
+            self.hold(builder).unlink(missing_ok=True)  # the held build (if it still runs on the host) goes on
+            out, err = proc.communicate(timeout=300)
         finally:
-            hold.unlink(missing_ok=True)  # the held build (if it still runs on the host) ends
+            self.hold(builder).unlink(missing_ok=True)
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        assert proc.returncode == 130, err[-3000:]
+        return proc.returncode, out + err
+
+    def interrupted(self, *extra: str, builder: str) -> dict:
+        """A deploy sent SIGINT (as Ctrl-C) while ``builder``'s toy build is held; its run record."""
+        rc, out = self.end(self.start_held(*extra, builder=builder), builder, signal.SIGINT)
+        assert rc == 130, out[-3000:]
         return json.loads((last_run(self.home) / "run.json").read_text())
 
     def _held(self, host: str) -> bool:

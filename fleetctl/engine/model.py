@@ -198,6 +198,8 @@ class HostOutcome(_Model):
             wheel_sha256}``), ``staged``, ``previous``, ``removed``, ``disk``.
         files: ``fleetctl copy``/``fetch``: each file moved, ``{src, dest, bytes}``.
         bytes: ``fleetctl copy``/``fetch``: bytes moved in all.
+        warnings: lines the host's result carries beside its status (its deploy lock was lost
+            during the run with no other run holding it: :mod:`fleetctl.engine.lockwatch`).
     """
 
     status: HostStatus = "running"
@@ -215,6 +217,7 @@ class HostOutcome(_Model):
     environment: dict[str, Any] | None = None
     files: list[dict[str, Any]] | None = None
     bytes: int | None = None
+    warnings: list[str] | None = None
 
 
 @dataclass(kw_only=True)

@@ -49,6 +49,7 @@ def finish_host(run: RunModel, observers: Observers, host: str, result: HostPass
         share(t.data)
         share(t.planned)
     out.status, out.error = result.status, result.error
+    out.warnings = list(getattr(result, "warnings", None) or []) or None
     if result.environment is not None and run.mode == "apply":
         out.environment = result.environment
     out.phases = phase_spans(run, result.outcomes, spans)

@@ -65,6 +65,7 @@ from .batches import FAILED_STATES, batches, stop_reason
 from .classes import ClassCoordinator
 from .deadlines import Deadlines
 from .host import HostPass, PassOptions, nothing_to_stage, run_pass
+from .lockwatch import settle as settle_lock
 from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
 from .observer import Observers
 from .outcomes import MutedObservers, end_early, finish_host
@@ -305,6 +306,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             else:
                 result = await run_pass(session, playbook, tasks, selected, apply=True, run=run,
                                         observers=observers, classes=classes, opts=pass_opts)
+                result = await settle_lock(session, result, observers)  # still this run's lock?
             finish_host(run, observers, host.name, result, first.get(host.name, []), started=t0,
                     stats=getattr(session.conn, "stats", None))
         finally:

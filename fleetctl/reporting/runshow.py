@@ -90,6 +90,9 @@ def render(record: dict, shown_status: str) -> list[str]:
             lines += ["", title]
             for cause, names in sorted(groups.items(), key=lambda kv: -len(kv[1])):
                 lines.append(f"  {fold_hosts(names)} ({len(names)}): {cause}")
+    warned = [(n, w) for n, h in hosts.items() for w in h.get("warnings") or []]
+    if warned:  # the host's status stands, with these lines (a deploy lock lost during the run)
+        lines += ["", "warnings:"] + [f"  {n}: {w}" for n, w in warned]
     bad = [n for n, h in hosts.items() if h.get("status") != "ok"]
     lines += ["", f"every line a host printed: fleetctl logs {run_id} --host {bad[0] if bad else next(iter(hosts))}",
               f"all hosts: fleetctl logs {run_id}"]
