@@ -532,19 +532,19 @@ def test_a_wheel_that_is_not_what_its_stamp_recorded_is_rebuilt_never_reused_or_
     why = (f"toy-0.1-py3-none-any.whl is 5 bytes, its build stamp says {len(good)} (truncated or replaced since it "
            "was built)")
     # truncated, and the install removed by hand: the install needs a wheel. The controller's cache
-    # holds the class's wheel (checked against its sha256 when fetched): it replaces the broken one
+    # holds the class's wheel, but n1 built it: a host is never pushed its own wheel, it rebuilds
     files[wheel] = good[:5]
     del files["/venv-state/toy"]
     for mode in ("plan", "dry-run"):
         model, ev = run(pb, hosts, mode=mode)
-        assert actions(model) == {"n1": "push"}, (mode, build_msg(model))
+        assert actions(model) == {"n1": "build"}, (mode, build_msg(model))
         assert f"{why}: not reused (built again, or its arch class's wheel received)" in [
             e.data.get("message") for e in ev.events if e.name == "note.added"], mode
     real, _ = run(pb, hosts)
-    assert real.hosts["n1"].status == "ok" and actions(real) == {"n1": "push"}
-    assert build_msg(real).endswith(f"; replaces the wheel here: {why}"), build_msg(real)
+    assert real.hosts["n1"].status == "ok" and actions(real) == {"n1": "build"}
+    assert build_msg(real).endswith(f"(rebuilt: {why})"), build_msg(real)
     assert files[wheel] == good and files["/venv-state/toy"] == hashlib.sha256(good).hexdigest().encode()
-    # without it (another controller, a cleared cache), the host rebuilds
+    # without it (another controller, a cleared cache), the host rebuilds too
     from fleetctl.engine.classes import wheels_root
     import shutil
 
@@ -556,7 +556,7 @@ def test_a_wheel_that_is_not_what_its_stamp_recorded_is_rebuilt_never_reused_or_
     real, _ = run(pb, hosts)
     assert real.hosts["n1"].status == "ok" and actions(real) == {"n1": "build"}
     assert build_msg(real).endswith(f"(rebuilt: {why})"), build_msg(real)
-    assert files[wheel] == good and len(fake.HOSTS["n1"].ran("--wheel-dir")) == 2
+    assert files[wheel] == good and len(fake.HOSTS["n1"].ran("--wheel-dir")) == 3
     assert files["/venv-state/toy"] == hashlib.sha256(good).hexdigest().encode()  # the rebuilt wheel, not 5 bytes
     assert hashed() == 0  # the size said it: no hash
 
@@ -567,7 +567,7 @@ def test_a_wheel_that_is_not_what_its_stamp_recorded_is_rebuilt_never_reused_or_
 
     files[wheel] = bytes(reversed(good))  # other bytes of the same size: the sha256 says so
     flipped, ev = run(pb, hosts, mode="plan")
-    assert actions(flipped) == {"n1": "push"}  # the cache holds the class's wheel again
+    assert actions(flipped) == {"n1": "build"}  # the cache holds the class's wheel again, n1's own
     notes = [e.data.get("message", "") for e in ev.events if e.name == "note.added"]
     assert any(n.startswith("toy-0.1-py3-none-any.whl's sha256 is ") and "its build stamp says "
                f"{stamp['sha256'][:12]}... (changed since it was built): not reused" in n for n in notes), notes
@@ -575,7 +575,7 @@ def test_a_wheel_that_is_not_what_its_stamp_recorded_is_rebuilt_never_reused_or_
     forced, ev = run(pb, hosts, mode="plan", force=True)  # --force rebuilds without asking the wheel
     assert actions(forced) == {"n1": "build"}
     assert not [e for e in ev.events if e.name == "note.added" and "build stamp" in e.data.get("message", "")]
-    assert len(fake.HOSTS["n1"].ran("--wheel-dir")) == 2  # only the uncached truncation rebuilt
+    assert len(fake.HOSTS["n1"].ran("--wheel-dir")) == 3  # plans build nothing
 
     # a single host whose class wheel is cached: --force builds there too (it used to push the cache's)
     solo = make_hosts(["n3"])

@@ -206,3 +206,56 @@ def test_a_wheel_changed_in_place_with_its_size_and_mtime_kept_fails_once_naming
     assert ran["build_wheel"]["status"] == "changed" and ran["pip_install"]["status"] == "changed", ran
     assert wheel.read_bytes() != bytes(bad)
     subprocess.run([f"{venv}/bin/python3", "-c", "import toyfp4"], check=True, capture_output=True)
+
+
+def test_a_stamp_of_an_older_fleetctl_is_upgraded_once_its_wheel_hashes_right_then_no_deploy_reads_the_wheel(
+        sshd_farm, tmp_path):
+    """A build stamp written before fleetctl recorded the wheel's size and mtime (new-user trial: an
+    older fleetctl's stamps had their wheels hashed on every run until rebuilt): the first deploy
+    hashes the wheel once, finds the stamp's sha256 and rewrites the stamp with the size and mtime
+    the wheel has; the next no-change deploy stats it and reads no wheel, neither asked by the
+    planner nor answered ahead by the first command (a one-off question is not predicted). Observed
+    on the host: ``sha256sum`` there is a wrapper logging its arguments before running the real one."""
+    src = tmp_path / "toy"
+    shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
+    play = tmp_path / "play.yaml"
+    play.write_text(textwrap.dedent(PLAY.format(src=src)))
+    h = sshd_farm.start("n1")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    calls = tmp_path / "sha256sum.calls"
+    wrapper = h.bin_dir / "sha256sum"
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {calls}\nexec /usr/bin/sha256sum "$@"\n')
+    wrapper.chmod(0o755)
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"n1": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                   "workdir": str(tmp_path / "work" / "n1"),
+                                                                   "venv": make_host_venv(tmp_path / "venv-n1")}}})
+
+    def deploy() -> dict:
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "fleet", "--playbook", str(play), "--json",
+                       home=tmp_path, timeout_s=900)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        return {t["action"]: t for t in json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["n1"]["tasks"]}
+
+    def wheel_hashes() -> list[str]:
+        lines = calls.read_text().splitlines() if calls.exists() else []
+        calls.unlink(missing_ok=True)
+        return [ln for ln in lines if ".whl" in ln]
+
+    wheel = Path(deploy()["build_wheel"]["data"]["wheel"])
+    stamp_file = wheel.parent / ".fleetctl-build.json"
+    old = {k: v for k, v in json.loads(stamp_file.read_text()).items() if k not in ("size_bytes", "mtime_s")}
+    stamp_file.write_text(json.dumps(old, sort_keys=True))  # as an older fleetctl wrote it
+    wheel_hashes()
+
+    ran = deploy()
+    assert ran["build_wheel"]["status"] == "ok" and "unchanged inputs" in ran["build_wheel"]["msg"], ran["build_wheel"]
+    assert wheel_hashes() == [str(wheel)]  # hashed once: its sha256 is the stamp's
+    upgraded = json.loads(stamp_file.read_text())
+    st = wheel.stat()
+    assert (upgraded["size_bytes"], upgraded["mtime_s"]) == (st.st_size, int(st.st_mtime)), upgraded
+    assert {k: v for k, v in upgraded.items() if k not in ("size_bytes", "mtime_s")} == old
+
+    for _ in range(2):  # the next no-change deploys read no wheel
+        ran = deploy()
+        assert ran["build_wheel"]["status"] == "ok" and ran["pip_install"]["status"] == "ok", ran
+        assert wheel_hashes() == []

@@ -197,6 +197,11 @@ def test_a_finished_deploy_releases_the_nodes_lock_and_a_dead_lock_process_is_ta
     killed, killed_rec, _ = deploy(killer)
     assert killed.returncode == 0, killed.stdout[-2000:] + killed.stderr[-2000:]
     assert killed_rec["run_id"] in lock_file.read_text()
+    # and that run says so: the host's work stands, with a warning line (new-user trial: it ended
+    # "ok" without a word; fleetctl/engine/lockwatch.py)
+    (warning,) = killed_rec["hosts"]["n1"]["warnings"]
+    assert "was lost during the run: its process on the host ended" in warning and "no other run" in warning
+    assert f"n1 | note: {warning}" in killed.stdout, killed.stdout[-2000:]
     third, third_rec, third_events = deploy(quick)
     assert third.returncode == 0, third.stdout[-2000:] + third.stderr[-2000:]
     assert f"taking over the stale deploy lock of run {killed_rec['run_id']}" in third.stdout
@@ -204,6 +209,22 @@ def test_a_finished_deploy_releases_the_nodes_lock_and_a_dead_lock_process_is_ta
         [killed_rec["run_id"]]
     assert lock_file.read_text() == ""  # and that run released it cleanly
     assert first_rec["run_id"] != killed_rec["run_id"] != third_rec["run_id"]
+
+    # the lock file made anew by another controller mid-run: the lock process lets go (it reads
+    # the file every 3 s), and the host fails naming the run that holds the lock now
+    other = '{"run_id": "20261205T000000.000Z-0ther0", "controller": "ctl2", "pid": 4242, "user": "ops"}'
+    taker = write_play(tmp_path / "take.yaml", "another controller takes the lock",
+                       'f="$HOME/.fleetctl/n1/deploy.lock"; read -r pid rest < "$f"; rm -f "$f"; '
+                       f"printf '%s %s\\n' \"$$\" '{other}' > \"$f\"; "
+                       'n=0; while kill -0 "$pid" 2>/dev/null && [ $n -lt 300 ]; do sleep 0.1; n=$((n+1)); done')
+    taken, taken_rec, taken_events = deploy(taker)
+    assert taken.returncode == 1, taken.stdout[-2000:] + taken.stderr[-2000:]
+    n1 = taken_rec["hosts"]["n1"]
+    assert n1["status"] == "failed" and n1["error"].startswith("deploy lock: the deploy lock"), n1
+    assert "run 20261205T000000.000Z-0ther0 (controller ctl2, pid 4242, user ops" in n1["error"], n1["error"]
+    assert [e["holder"]["run_id"] for e in taken_events if e["event"] == "lock.lost"] == ["20261205T000000.000Z-0ther0"]
+    assert "0ther0" in lock_file.read_text()  # the other run's record left alone
+    lock_file.unlink()
     assert slurm_cluster.jobs() == []
 
 
@@ -324,6 +345,10 @@ def test_ctrl_c_or_sigterm_releases_the_allocation(slurm_cluster, tmp_path, sig,
     rec = record(tmp_path)
     assert rec["status"] == "interrupted"
     assert {o["status"] for o in rec["hosts"].values()} == {"interrupted"}
+    # listed as interrupted, not failed (new-user trial: `fleetctl runs` said "3 failed")
+    listed = cli("runs", "--json", home=tmp_path, launcher=slurm_cluster.launcher_text)
+    (row,) = [r for r in json.loads(listed.stdout) if r["run_id"] == rec["run_id"]]
+    assert (row["failed"], row["interrupted"], row["not_started"]) == (0, 3, 0), row
     # and Slurm has stopped the steps' processes on the nodes
     deadline = time.monotonic() + 30
     while any(Path(f"/proc/{p}").exists() for p in pids.values()) and time.monotonic() < deadline:

@@ -28,15 +28,21 @@ def runs(ctx: click.Context, as_json: bool) -> None:
         return
     for r in items:
         s = _summary(r)
-        later = f"  {s['not_started']} not started" if s["not_started"] else ""
+        later = "".join(f"  {s[k]} {k.replace('_', ' ')}" for k in ("interrupted", "not_started") if s[k])
         click.echo(f"{s['run_id']}  {s['what']:16} {s['status']:12} {s['hosts']} hosts  {s['failed']} failed{later}")
 
 
+#: Host states of a run that are counted apart from ``failed``: they did not fail.
+_APART = ("interrupted", "not started")
+
+
 def _summary(r: dict) -> dict:
-    """One run's line: ``failed`` counts the hosts that failed, were unreachable or interrupted;
-    ``not_started`` the hosts of the batches a failed canary (``--serial``, ``max_fail_percentage``)
-    stopped. Both are in the record's ``failed_hosts`` (the retry set deploys them again), but a
-    host that never started did not fail."""
+    """One run's line: ``failed`` counts the hosts that failed or were unreachable;
+    ``interrupted`` the hosts a Ctrl-C (SIGINT) or SIGTERM stopped while they were in progress;
+    ``not_started`` the hosts the run never started on (the batches a failed canary stopped:
+    ``--serial``, ``max_fail_percentage``; the hosts an interrupted run had not reached). All three
+    are in the record's ``failed_hosts`` (the retry set deploys them again), but only the first
+    failed: an operator who pressed Ctrl-C is not told that hosts failed."""
     from ..reporting.history import shown_status
 
     kind = r.get("kind", "?")
@@ -44,11 +50,13 @@ def _summary(r: dict) -> dict:
     hosts = r.get("hosts", {})
     status = {h: o.get("status") if isinstance(o, dict) else None for h, o in hosts.items()}
     not_started = sum(1 for st in status.values() if st == "not started")
-    failed = sum(1 for h in r.get("failed_hosts") or [] if status.get(h) != "not started")
+    interrupted = sum(1 for st in status.values() if st == "interrupted")
+    failed = sum(1 for h in r.get("failed_hosts") or [] if status.get(h) not in _APART)
     return {"run_id": r.get("run_id"), "kind": kind, "mode": mode,
             "what": kind if mode == "apply" else f"{kind} ({mode})", "status": shown_status(r),
             "started": r.get("started"), "finished": r.get("finished"), "hosts": len(hosts),
-            "failed": failed, "not_started": not_started, "playbook": r.get("playbook"), "pattern": r.get("pattern")}
+            "failed": failed, "interrupted": interrupted, "not_started": not_started, "playbook": r.get("playbook"),
+            "pattern": r.get("pattern")}
 
 
 @runs.command("prune")

@@ -12,7 +12,10 @@ anything is built, so that ``--plan``, ``--dry-run`` and the deploy agree:
 - else a member already holding the wheel ``serve``\\ s it (fetched into the cache, pushed to the
   others);
 - else one member builds (``build``): the one named by the class's ``build_host`` var when it is
-  a member, else the first member in inventory order; the others ``push``.
+  a member, else the first member in inventory order; the others ``push``;
+- but a host is never pushed a wheel it built: a member lacking the wheel that built the one the
+  class would hand it (the cache's record, or the serving member's stamp, says so) builds again,
+  and the members lacking the wheel get this run's (:meth:`ClassCoordinator.lost_own`).
 
 Roles are assigned to the hosts of a batch that planned in time together (a batch larger than
 ``forks``: each group of hosts at work, see :mod:`fleetctl.engine.runner`); a host that connects
@@ -23,78 +26,30 @@ serves) it itself. A later group is assigned as such a host is.
 A builder that becomes unreachable, or ends without publishing, hands the build to the next member
 still waiting; a build that fails fails its whole class (the others would fail the same way) with
 the builder's error. The cache is content-addressed: ``<cache_dir>/wheels/<key16>/`` holds the
-wheel and ``record.json`` (its sha256, builder, archs and SASS).
+wheel and ``record.json`` (its sha256, size, mtime, builder, archs and SASS); a cached wheel that is
+not the wheel its record describes is never pushed, and the run says why in one line
+(:mod:`fleetctl.engine.wheelcache`: checked once per run as a host's build stamp is, and its
+sha256 once more before it is first pushed).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import re
-import shutil
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from .aio import observe
 from ..errors import FleetError
-from ..util.paths import cache_dir
 from ..build.wheeltags import refusal
 from .targets import InstallTargets
+from .wheelcache import BuiltWheel, check_cached, sha256_problem, store_wheel, wheels_root
 
-_WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+-]+\.whl$")
+__all__ = ["BuiltWheel", "ClassBuildFailed", "ClassCoordinator", "broadcast_once", "staging_path", "store_wheel",
+           "wheels_root"]
 
 
 class ClassBuildFailed(FleetError):
     """The class's builder failed; the message is the builder's error."""
-
-
-@dataclass(frozen=True)
-class BuiltWheel:
-    """A class's wheel in the controller cache: ``local`` path, file ``name``, ``sha256``, the
-    ``builder`` host, and the builder's build record ``data`` (archs, SASS, inputs)."""
-
-    local: Path
-    name: str
-    sha256: str
-    builder: str
-    data: dict = field(default_factory=dict)
-
-
-def wheels_root() -> Path:
-    """``<cache_dir>/wheels``."""
-    return cache_dir() / "wheels"
-
-
-def cached_wheel(key: str) -> BuiltWheel | None:
-    """The cache's wheel for ``key``, when its record and file are there and agree in size."""
-    folder = wheels_root() / key[:16]
-    try:
-        rec = json.loads((folder / "record.json").read_text())
-        local = folder / rec["name"]
-        if rec.get("key") == key and local.is_file() and local.stat().st_size == rec.get("size"):
-            return BuiltWheel(local=local, name=rec["name"], sha256=rec["sha256"], builder=rec.get("builder", "?"),
-                              data=rec.get("data") or {})
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    return None
-
-
-def store_wheel(key: str, tmp: Path, name: str, sha256: str, builder: str, data: dict) -> BuiltWheel:
-    """Move a fetched (and checked) wheel into the cache and write its record, atomically."""
-    if not _WHEEL_NAME.match(name):
-        raise FleetError(f"refusing to cache {name!r}: not a wheel file name")
-    folder = wheels_root() / key[:16]
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    local = folder / name
-    os.replace(tmp, local)
-    keep = {k: v for k, v in data.items() if k in ("archs", "sass", "key", "inputs", "max_jobs", "tool")}
-    rec = {"key": key, "name": name, "sha256": sha256, "size": local.stat().st_size, "builder": builder, "data": keep}
-    part = folder / "record.json.part"
-    part.write_text(json.dumps(rec, indent=2) + "\n")
-    os.replace(part, folder / "record.json")
-    return BuiltWheel(local=local, name=name, sha256=sha256, builder=builder, data=keep)
 
 
 @dataclass
@@ -103,6 +58,7 @@ class _Request:
     holds: bool
     build_host: str | None
     can_build: bool = True
+    origin: str | None = None
 
 
 class ClassCoordinator:
@@ -128,8 +84,11 @@ class ClassCoordinator:
         self.scope_of: dict[str, Any] = {}
         self.run_id = "run"
         self._fanouts: dict[tuple[str, int], asyncio.Task] = {}
-        #: classes asked with ``--force``: only a wheel built in this run counts for them
-        self.forced: set[str] = set()
+        #: classes for which only a wheel built in this run counts: asked with ``--force``, or whose
+        #: wheel's builder is a member that lost it (it builds again: see :meth:`lost_own`)
+        self.fresh: set[str] = set()
+        #: key -> the member that builds its class again because it lost the wheel it built
+        self.rebuilds: dict[str, str] = {}
         #: the folders hosts build and install in, to find two hosts sharing one
         self.targets = InstallTargets(self.order)
         #: host -> its interpreter's platform facts: a one-to-many send skips a member it does not fit
@@ -138,6 +97,11 @@ class ClassCoordinator:
         self.planned_wheels: dict[str, str] = {}
         #: hosts whose plan failed before any command would run: in no class
         self.withdrawn: set[str] = set()
+        #: key -> the cache's check this run: (its wheel, None) or (None, why it is not used)
+        self._checked: dict[str, tuple[BuiltWheel | None, str | None]] = {}
+        self._told: set[str] = set()
+        #: (wheel path, sha256) -> its sha256 check before the first push (a task: members share it)
+        self._hashed: dict[tuple[str, str], asyncio.Future] = {}
 
     def builder_of(self, key: str) -> str | None:
         """The member that builds (or serves) class ``key``'s wheel, once the class is assigned."""
@@ -149,31 +113,64 @@ class ClassCoordinator:
         cache (unless ``--force``), and the assigned builder (for ``--dry-run``)."""
         builder = self._builder.get(key)
         name = self.planned_wheels.get(key)
-        if name is None and key not in self.forced:
+        if name is None and key not in self.fresh:
             cached = self._cached(key)
             if cached is not None:
                 name, builder = cached.name, builder or cached.builder
         return name, builder
 
     def _cached(self, key: str) -> BuiltWheel | None:
-        """The class's wheel that members may be given: the cache's, or for a forced class only
-        one published in this run."""
-        if key in self.forced:
+        """The class's wheel that members may be given: the cache's, or for a :attr:`fresh` class
+        only one published in this run."""
+        if key in self.fresh:
             fut = self._wheels.get(key)
             if fut is not None and fut.done() and not fut.cancelled() and fut.exception() is None:
                 return fut.result()
             return None
-        return cached_wheel(key)
+        self.check_cache(key)
+        return self._checked[key][0]
+
+    def check_cache(self, key: str) -> None:
+        """Check the controller cache's wheel for ``key`` once per run
+        (:func:`~fleetctl.engine.wheelcache.check_cached`; it may hash the wheel: the step runner
+        calls this from a worker thread before asking for a role)."""
+        if key not in self._checked:
+            self._checked[key] = check_cached(key)
+
+    def cache_problem(self, key: str) -> str | None:
+        """Why the cache's wheel for ``key`` is not used (one line), the first time it is asked in
+        this run; ``None`` after that, or when there is nothing to say."""
+        why = self._checked.get(key, (None, None))[1]
+        if why is None or key in self._told:
+            return None
+        self._told.add(key)
+        return why
+
+    async def pushable(self, key: str, wheel: BuiltWheel) -> str | None:
+        """Why ``wheel`` must not be pushed (its sha256 is not its record's), checked once per run
+        in a worker thread and shared by every member (:func:`~fleetctl.engine.wheelcache.sha256_problem`);
+        a wheel that fails is dropped from this run's view of the cache (it is never pushed, and
+        the next member to ask builds the class again: :meth:`wait`)."""
+        slot = (str(wheel.local), wheel.sha256)
+        task = self._hashed.get(slot)
+        if task is None:
+            task = self._hashed[slot] = asyncio.ensure_future(asyncio.to_thread(sha256_problem, wheel))
+            observe(task)
+        why = await asyncio.shield(task)
+        if why is not None and self._checked.get(key, (None, None))[0] == wheel:
+            self._checked[key] = (None, why)
+            self._told.add(key)
+        return why
 
     # -- planning -----------------------------------------------------------------------------
 
     def role(self, host: str, key: str, holds: bool, once: bool, build_host: str | None, *,
-             force: bool = False, can_build: bool = True) -> str:
+             force: bool = False, can_build: bool = True, origin: str | None = None) -> str:
         """The role of ``host`` for class ``key`` (see the module docstring). Before the batch's
         roles are assigned the answer is provisional; :meth:`assign` says which answers changed.
         ``force``: nothing built before this run is reused (``holds`` is then ``False``).
         ``can_build``: the host passed the build preflight; the builder is a member that did,
-        when one did."""
+        when one did. ``origin``: the host that built the wheel ``host`` holds (see :meth:`lost_own`)."""
         if force:
             holds = False
         if not once:
@@ -181,13 +178,14 @@ class ClassCoordinator:
         if host in self.withdrawn:  # failed while planning: in no class (see withdraw)
             return "reuse" if holds else "push" if self._cached(key) is not None else "build"
         if force:
-            self.forced.add(key)
-        self.requests[host] = _Request(key, holds, build_host, can_build)
+            self.fresh.add(key)
+        self.requests[host] = _Request(key, holds, build_host, can_build, origin if holds else None)
         got = self.assigned.get(host)
+        cached = self._cached(key)
         if got is not None and got[0] == key:
             answer = got[1]
-        elif self._cached(key) is not None:
-            answer = "reuse" if holds else "push"
+        elif cached is not None:  # never pushed a wheel it built itself (lost_own)
+            answer = "reuse" if holds else "build" if cached.builder == host else "push"
         else:
             answer = "serve" if holds else "build"
         self.answered[host] = answer
@@ -215,7 +213,15 @@ class ClassCoordinator:
             holders = [h for h in members if self.requests[h].holds]
             lacking = [h for h in members if not self.requests[h].holds]
             building = self._builder.get(key)
-            if self._cached(key) is not None or key in self._wheels and self._wheels[key].done():
+            lost = self.lost_own(key, members, holders, lacking)
+            if lost is not None:  # it builds again; members lacking the wheel get this run's
+                able = [h for h in lacking if self.requests[h].can_build]
+                builder = lost if lost in able or not able else able[0]
+                roles = {h: "reuse" for h in holders} | {h: "push" for h in lacking} | {builder: "build"}
+                self._builder[key] = builder
+                self.fresh.add(key)
+                self.rebuilds[key] = lost
+            elif self._cached(key) is not None or key in self._wheels and self._wheels[key].done():
                 roles = {h: "reuse" for h in holders} | {h: "push" for h in lacking}
             elif building is not None and building not in members and building not in self._gone:
                 # a host that connected late (see fleetctl.engine.runner) or a later batch: a member
@@ -237,6 +243,33 @@ class ClassCoordinator:
         return ({h for h in hosts if h in self.assigned and self.answered.get(h) != self.assigned[h][1]}
                 | self.targets.changed(hosts))
 
+    def lost_own(self, key: str, members: list[str], holders: list[str], lacking: list[str]) -> str | None:
+        """The member of ``members`` lacking class ``key``'s wheel that built the very wheel the
+        class would hand it (the controller cache's, by its record's builder; else the wheel of
+        the holder that would serve it, by that holder's stamp's ``pushed_from``), or ``None``.
+
+        Such a host is never pushed its own wheel back: it builds again, and the members lacking
+        the wheel get the one built in this run. It lost the wheel it built: a ``--force`` build
+        stopped by Ctrl-C had emptied its build folder (the cache still held its earlier wheel),
+        its wheel was cut short or changed and its stamp removed (pip_install promises that the
+        next run rebuilds it). Pushing the cache's copy back would hide that under "pushed ...
+        (built once for this arch class on n1)" on n1 itself (new-user trial), and after a
+        stopped ``--force`` would quietly undo what the operator asked for."""
+        if not lacking or key in self.fresh:
+            return None
+        cached = self._cached(key)
+        if cached is not None:
+            origin = cached.builder
+        elif key in self._wheels and self._wheels[key].done():  # built in this run: not lost
+            return None
+        elif (b := self._builder.get(key)) is not None and b not in members and b not in self._gone:
+            return None  # being built or served by a member assigned before
+        elif holders:
+            origin = self.requests[holders[0]].origin or holders[0]
+        else:
+            return None
+        return origin if origin in lacking else None
+
     def _can_build(self, host: str) -> bool:
         req = self.requests.get(host)
         return req is None or req.can_build
@@ -252,6 +285,10 @@ class ClassCoordinator:
     async def publish(self, key: str, wheel: BuiltWheel) -> None:
         """The class's wheel is in the cache: release every member waiting for it."""
         async with self._lock:
+            self._checked[key] = (wheel, None)  # in the cache now: its sha256 computed as it was fetched
+            done = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            self._hashed[(str(wheel.local), wheel.sha256)] = done
             fut = self._future(key)
             if not fut.done():
                 fut.set_result(wheel)
@@ -355,11 +392,3 @@ async def broadcast_once(coord: "ClassCoordinator", host: str, key: str, wheel: 
         return staging_path(coord.run_id, key, wheel.name)
     return None
 
-
-def copy_into_cache(src: Path, key: str, name: str, sha256: str, builder: str, data: dict[str, Any]) -> BuiltWheel:
-    """Cache a wheel that is already on the controller (a local host built it)."""
-    folder = wheels_root() / key[:16]
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = folder / f".{name}.part"
-    shutil.copyfile(src, tmp)
-    return store_wheel(key, tmp, name, sha256, builder, data)

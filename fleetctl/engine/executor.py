@@ -136,7 +136,9 @@ class StepRunner:
         key = probe_key(step.argv, env, step.cwd, self.become)
         cacheable = not step.mutating and not step.after_change and step.stdin is None
         if cacheable:
-            if not self.session.simulated:  # after a simulated change, a question may be about a fiction
+            # after a simulated change, a question may be about a fiction; a question asked only to
+            # settle something out of the ordinary is not predicted for the next run (Run.answer_ahead)
+            if not self.session.simulated and step.answer_ahead:
                 self.session.asked.setdefault(key, step.timeout_s)
             if key in self.session.probes:
                 return self.session.probes[key]
@@ -221,10 +223,23 @@ class StepRunner:
 
     def _do_classrole_sync(self, step: S.ClassRole) -> str:
         self.classes.platforms[self.host] = (self.session.facts.get("python") or {}).get("platform")
-        return self.classes.role(self.host, step.key, step.holds, step.once, self.session.host.settings.build_host,
-                                 force=step.force, can_build=step.can_build)
+        role = self.classes.role(self.host, step.key, step.holds, step.once, self.session.host.settings.build_host,
+                                 force=step.force, can_build=step.can_build, origin=step.origin)
+        if role == "build" and self.classes.rebuilds.get(step.key) == self.host:
+            message = ("this host built its arch class's wheel and no longer holds it (its build folder was emptied "
+                       "or its wheel is not the one built): it builds it again (a host is never pushed its own wheel)")
+            if message not in self.session.told:
+                self.session.told.add(message)
+                self.observers.emit("note.added", self.host, message=message)
+        return role
 
     async def _do_classrole(self, step: S.ClassRole) -> str:
+        if step.once and not step.force:  # the cache's wheel is checked first (it may be hashed: not on the loop)
+            await asyncio.to_thread(self.classes.check_cache, step.key)
+            why = self.classes.cache_problem(step.key)
+            if why is not None:
+                self.observers.emit("note.added", self.host, message=f"{why}: never pushed; a member builds or "
+                                                                     "serves the class's wheel when one lacks it")
         return self._do_classrole_sync(step)
 
     async def _do_targetclaim(self, step: S.TargetClaim) -> tuple:
@@ -243,7 +258,9 @@ class StepRunner:
             if step.sha256 and digest != step.sha256:
                 tmp.unlink(missing_ok=True)
                 raise FleetError(f"fetched {name} does not match its sha256 {step.sha256[:12]}")
-            built = await asyncio.to_thread(store_wheel, step.key, tmp, name, digest, self.host, dict(step.data))
+            # a served wheel's builder is where it was built (its stamp's pushed_from), not the server
+            builder = str(step.data.get("pushed_from") or self.host)
+            built = await asyncio.to_thread(store_wheel, step.key, tmp, name, digest, builder, dict(step.data))
         except (FleetError, OSError) as exc:
             await self.classes.fail(step.key, f"{self.host}: cannot fetch the wheel: {exc}", retryable=True,
                                     host=self.host)
@@ -255,11 +272,28 @@ class StepRunner:
     async def _do_fail(self, step: S.Fail) -> None:
         await self.classes.fail(step.key, step.message, retryable=step.retryable, host=self.host)
 
+    async def _wheel_for(self, key: str) -> Any:
+        """The class's wheel this host may be pushed (its sha256 checked: :meth:`ClassCoordinator.pushable`),
+        ``"build"``, or the :class:`ClassBuildFailed`. A cached wheel that fails the check is never
+        pushed: the class's wheel is asked for again, now built in this run (by this host or another)."""
+        for attempt in range(2):
+            try:
+                got = await self.classes.wait(self.host, key)
+            except ClassBuildFailed as exc:
+                return exc
+            if got == "build":
+                return got
+            why = await self.classes.pushable(key, got)
+            if why is None:
+                return got
+            self.observers.emit("note.added", self.host, message=f"{why}: not pushed; the class's wheel is built "
+                                                                 "again in this run")
+        return ClassBuildFailed(why)
+
     async def _do_fetch(self, step: S.Fetch) -> Any:
-        try:
-            got = await self.classes.wait(self.host, step.key)
-        except ClassBuildFailed as exc:
-            return exc
+        got = await self._wheel_for(step.key)
+        if isinstance(got, ClassBuildFailed):
+            return got
         if got == "build":
             self.observers.emit("class.builder_changed", self.host, key=step.key[:16])
             return "build"

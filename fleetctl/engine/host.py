@@ -28,6 +28,7 @@ from .classes import ClassCoordinator
 from .context import host_context
 from .deadlines import Clock, Deadlines
 from .executor import StepRunner, drive
+from .lockwatch import lock_loss
 from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
 from .observer import Observers
 from .session import HostSession
@@ -54,6 +55,8 @@ class HostPass:
     error: str | None = None
     blocking: TaskOutcome | None = None
     environment: dict[str, Any] | None = None
+    #: lines the host's result carries beside its status (a deploy lock lost during the run)
+    warnings: list[str] = field(default_factory=list)
 
 
 class LiveOutcome:
@@ -214,8 +217,12 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
             # refuse: elsewhere a template may handle the absence itself (``| default(...)``)
             hint = ACTIONS[task.action].unapplied_hint
             missing = _names_unapplied(task, unapplied) if is_selected and hint else None
+            lost = (await lock_loss(session) if apply and is_selected and ACTIONS[task.action].phase == "install"
+                    else None)
             if missing is not None:
                 result, planned, simulated = TaskResult(Status.FAILED, msg=hint), [], False
+            elif lost is not None and lost.fails:  # never install while another run holds the lock
+                result, planned, simulated = TaskResult(Status.FAILED, msg=f"not run: {lost.message}"), [], False
             else:
                 result, planned, simulated = await _run_task(
                     task, session, playbook, apply=apply and is_selected, run=run, observers=observers,

@@ -19,7 +19,11 @@ host's fleetctl working folder (:func:`lock_path`) and then waits. It runs as a 
   stays, and the next run takes it over with a warning naming the dead run (:attr:`HostLock.stale`);
 - a run of THIS controller machine whose process is gone but whose lock process still runs on the
   host (the network went away before sshd noticed): taken over with a warning too, after
-  stopping that lock process.
+  stopping that lock process;
+- the lock lost DURING the run (its process killed, or the lock file removed and made anew or
+  rewritten by another controller: the process reads the file every 3 s and exits
+  :data:`LOST_RC` once it no longer names it): :meth:`HostLock.ended` says so, and
+  :mod:`fleetctl.engine.lockwatch` decides what the host's result says.
 
 The lock file holds one line, ``REMOTE_PID JSON``: the lock process's id on the host and the holder
 record (``run_id``, ``controller`` host name, ``pid``, ``user``, ``started``).
@@ -51,6 +55,9 @@ from ..errors import FleetError
 ACQUIRE_TIMEOUT_S = 60.0
 
 # Fixed text; the path and the record arrive as positional parameters. Exit 75 (EX_TEMPFAIL): held.
+# Held, it reads the lock file every 3 s (LOCK_CHECK_S of playbooks/scripts/session_start.py) and
+# exits 4 once the file no longer names it (removed and made anew, or rewritten, by another
+# controller), leaving the file alone; its TERM trap clears the record only while it names it.
 # After LOCKED nothing more is written to the channel: once the connection is gone, a write (the
 # shell's own "Terminated" report) would kill the script by SIGPIPE before its trap clears the record.
 LOCK_SCRIPT = r'''f=$1; rec=$2
@@ -61,10 +68,10 @@ exec 9<>"$f" || exit 3
 if ! flock -n 9; then printf 'BUSY '; head -c 4096 -- "$f"; echo; exit 75; fi
 printf 'PREVIOUS '; head -c 4096 -- "$f"; echo
 printf '%s %s\n' "$$" "$rec" > "$f"
-trap 'kill "$!" 2>/dev/null; : > "$f"; exit 0' TERM HUP INT
+trap 'kill "$!" 2>/dev/null; read -r p r < "$f" 2>/dev/null; [ "$p" = "$$" ] && : > "$f"; exit 0' TERM HUP INT
 echo "LOCKED $$"
 exec >/dev/null 2>&1
-while :; do sleep 3600 9>&- & wait $!; done
+while :; do sleep 3 9>&- & wait $!; read -r p r < "$f" 2>/dev/null; [ "$p" = "$$" ] || exit 4; done
 '''
 
 # Sent on release with the lock file and the lock process's id: SIGTERM to that process, but only
@@ -73,6 +80,25 @@ RELEASE_SCRIPT = r'''read -r pid rest < "$1" 2>/dev/null || exit 0
 [ "$pid" = "$2" ] || exit 0
 exec kill -TERM "$2"
 '''
+
+#: The exit status of a lock process whose lock file no longer names it (the lock was taken from it).
+LOST_RC = 4
+
+
+def holder_end(task: asyncio.Future | None) -> str | None:
+    """How a lock process's command (``task``) ended before the run let go of it, in words
+    (``"exit 4"``, ``"killed by SIGKILL"``, ``"its connection ended: ..."``); ``None`` while it
+    still runs (the lock is held) or when there is none."""
+    if task is None or not task.done() or task.cancelled():
+        return None
+    exc = task.exception()
+    if exc is not None:
+        return f"its connection ended: {exc}"
+    res = task.result()
+    if res.rc == LOST_RC:
+        return f"exit {LOST_RC}: the lock file no longer named it"
+    return f"exit {res.rc}" if res.rc is not None else f"killed by SIG{res.signal}" if res.signal else "ended"
+
 
 #: Seconds the release command, then the released lock process, each get before its command is stopped.
 RELEASE_WAIT_S = 10.0
@@ -125,6 +151,11 @@ class HostLock:
     _task: asyncio.Task | None = field(default=None, repr=False)
     _conn: Connection | None = field(default=None, repr=False)
     _owner: Connection | None = field(default=None, repr=False)
+
+    def ended(self) -> str | None:
+        """How the lock process ended while the lock should have been held (:func:`holder_end`),
+        or ``None`` while it holds the lock (or after :meth:`release`)."""
+        return holder_end(self._task)
 
     async def release(self) -> None:
         """Let go of the lock: the lock process is sent SIGTERM on the host (:data:`RELEASE_SCRIPT`;

@@ -198,9 +198,10 @@ class HostOutcome(_Model):
             wheel_sha256}``), ``staged``, ``previous``, ``removed``, ``disk``.
         files: ``fleetctl copy``/``fetch``: each file moved, ``{src, dest, bytes}``.
         bytes: ``fleetctl copy``/``fetch``: bytes moved in all.
-        warnings: the warning notes told for the host (``warning: ...``), which an ``ok`` does not
-            clear: e.g. a node whose Slurm GRES gives it GPUs that facts did not find, run as a
-            host without GPUs because ``verify_device: cpu`` says so.
+        warnings: warning lines the host's result carries beside its status, which an ``ok``
+            does not clear: e.g. a node whose Slurm GRES gives it GPUs that facts did not find, run
+            as a host without GPUs because ``verify_device: cpu`` says so; its deploy lock lost
+            during the run with no other run holding it (:mod:`fleetctl.engine.lockwatch`).
     """
 
     status: HostStatus = "running"

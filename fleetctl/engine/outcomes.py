@@ -49,6 +49,9 @@ def finish_host(run: RunModel, observers: Observers, host: str, result: HostPass
         share(t.data)
         share(t.planned)
     out.status, out.error = result.status, result.error
+    # added to those told earlier (facts' warnings, kept on the outcome by reach), never replacing them
+    earlier = list(out.warnings or [])
+    out.warnings = earlier + [w for w in getattr(result, "warnings", None) or [] if w not in earlier] or None
     if result.environment is not None and run.mode == "apply":
         out.environment = result.environment
     out.phases = phase_spans(run, result.outcomes, spans)

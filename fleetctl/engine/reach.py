@@ -95,6 +95,7 @@ async def first_command(session: HostSession, run: RunModel, observers: Any, dea
         raise
     if started.lock_path is not None:
         session.cleanups.append(started.release)
+        session.lock = started
         observers.emit("lock.acquired", session.name, path=started.lock_path)
         if started.stale:
             prev = started.stale

@@ -65,6 +65,7 @@ from .batches import FAILED_STATES, batches, stop_reason
 from .classes import ClassCoordinator
 from .deadlines import Deadlines
 from .host import HostPass, PassOptions, nothing_to_stage, run_pass
+from .lockwatch import settle as settle_lock
 from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
 from .observer import Observers
 from .outcomes import MutedObservers, end_early, finish_host
@@ -153,6 +154,9 @@ async def run_playbook(playbook: Any, hosts: Sequence[Any], *, run: RunModel, ob
             try:
                 await _run_batch(batch, playbook, tasks, selected, scopes, run=run, observers=observers, opts=opts,
                                  pass_opts=pass_opts, classes=classes)
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                not_started(run, hosts, "the run was interrupted before this host started")
+                raise
             finally:
                 for kind, scope in scopes.items():
                     await scope.release([h.name for h in batch if h.connection == kind])
@@ -168,6 +172,17 @@ async def run_playbook(playbook: Any, hosts: Sequence[Any], *, run: RunModel, ob
                 break
     run.failed_hosts = [h for h, o in run.hosts.items() if o.status in FAILED_STATES]
     return run
+
+
+def not_started(run: RunModel, hosts: Sequence[Any], why: str) -> None:
+    """Record every host of ``hosts`` the run never started on (never reached, or waiting for a
+    fork) as ``not started`` with ``why``: it did nothing, so it neither failed nor was
+    interrupted, and the retry set takes it (:data:`~fleetctl.engine.batches.FAILED_STATES`)."""
+    for h in hosts:
+        out = run.hosts.get(h.name)
+        if out is None or (out.status == "running" and not out.started):
+            out = run.host(h.name)
+            out.status, out.error = "not started", why
 
 
 async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected: set[int], scopes: dict[str, Any],
@@ -291,6 +306,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             else:
                 result = await run_pass(session, playbook, tasks, selected, apply=True, run=run,
                                         observers=observers, classes=classes, opts=pass_opts)
+                result = await settle_lock(session, result, observers)  # still this run's lock?
             finish_host(run, observers, host.name, result, first.get(host.name, []), started=t0,
                     stats=getattr(session.conn, "stats", None))
         finally:
@@ -341,9 +357,9 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     try:
         await each_host(window_order(batch), opts.forks, one)
     except (asyncio.CancelledError, KeyboardInterrupt):
-        for h in batch:
-            out = run.host(h.name)
-            if out.status == "running":
+        for h in batch:  # a host it never reached is "not started" (run_playbook)
+            out = run.hosts.get(h.name)
+            if out is not None and out.status == "running" and out.started:
                 out.status, out.error = "interrupted", "run interrupted"
                 if out.started:  # the time it ran until the interruption
                     out.duration_s = round((dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(out.started))

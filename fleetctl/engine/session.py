@@ -103,6 +103,10 @@ class HostSession:
     told: set[str] = field(default_factory=set)
     #: async callables run before the connection closes (the deploy lock's release)
     cleanups: list[Any] = field(default_factory=list)
+    #: the deploy lock this run holds on the host (:class:`~fleetctl.engine.session_start.Started`),
+    #: and once known, how it was lost (:func:`fleetctl.engine.lockwatch.lock_loss`)
+    lock: Any = None
+    lock_loss: Any = None
     #: the venv this pass's later tasks use instead of the inventory's (a staged version, see
     #: ``TaskResult.venv``), and the gathered facts while later tasks see replaced keys
     venv_in_use: str | None = None

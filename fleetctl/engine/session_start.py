@@ -35,7 +35,7 @@ from ..connection.base import CommandResult, OutputLine
 from ..errors import HostUnreachable, TaskFailed
 from ..util.retention import RetentionPolicy, policy_from_env
 from ..facts.scripts import script_path
-from .hostlock import HostLockBusy, HostLockError, controller_gone, holder_record, parse_holder
+from .hostlock import HostLockBusy, HostLockError, controller_gone, holder_end, holder_record, parse_holder
 from .probeplan import concrete, wanted
 from .session import HostSession
 
@@ -70,11 +70,20 @@ class Started:
     kept: int = 0
     duration_s: float = 0.0
     _holder: asyncio.Task | None = None
+    _lock: Any = None
+
+    def ended(self) -> str | None:
+        """How the deploy lock's holder ended before the run let go of it (killed, or the lock
+        file no longer named it: :func:`fleetctl.engine.hostlock.holder_end`); ``None`` while it
+        holds the lock, without one, or after :meth:`release`."""
+        return self._lock.ended() if self._lock is not None else holder_end(self._holder)
 
     async def release(self) -> None:
         """Let go of the deploy lock: the holder's stdin closes, it clears the record and exits."""
         task, self._holder = self._holder, None
         await drop_task(task)
+        if self._lock is not None:
+            await self._lock.release()
 
 
 
@@ -286,12 +295,7 @@ async def legacy_start(session: HostSession, *, facts: bool, lock: bool, timeout
     if lock:
         path = lock_path(session.conn, session.workdir, session.host.settings.deploy_lock)
         held = await acquire_host_lock(session.conn, path, run_id=session.run_id)
-        started.lock_path, started.stale = path, held.stale
-
-        async def release() -> None:
-            await held.release()
-
-        started.release = release  # type: ignore[method-assign]
+        started.lock_path, started.stale, started._lock = path, held.stale, held
     if facts:
         try:
             started.facts = await session.gather_facts(timeout_s=timeout_s)

@@ -68,6 +68,7 @@ def render(record: dict, shown_status: str) -> list[str]:
     lines.append(f"{'HOST':<{width}}  {'STATUS':<12} {'CHANGED':>7} {'FAILED':>6} {'TIME':>8}  CAUSE")
     causes: dict[str, list[str]] = {}
     waiting: dict[str, list[str]] = {}
+    stopped: dict[str, list[str]] = {}
     for name, h in hosts.items():
         tasks = [t for t in h.get("tasks") or [] if isinstance(t, dict)]
         changed = sum(t.get("status") == "changed" for t in tasks)
@@ -80,13 +81,18 @@ def render(record: dict, shown_status: str) -> list[str]:
                      f"{duration(float(h.get('duration_s') or 0)):>8}  {cause}".rstrip())
         if status == "not started" and cause:  # never ran (a failed canary stopped the rest): not a failure
             waiting.setdefault(cause, []).append(name)
+        elif status == "interrupted":  # stopped by Ctrl-C / SIGTERM while in progress: not a failure
+            stopped.setdefault(cause or "run interrupted", []).append(name)
         elif status != "ok" and cause:
             causes.setdefault(cause, []).append(name)
-    for title, groups in (("failures:", causes), ("not started:", waiting)):
+    for title, groups in (("failures:", causes), ("interrupted:", stopped), ("not started:", waiting)):
         if groups:
             lines += ["", title]
             for cause, names in sorted(groups.items(), key=lambda kv: -len(kv[1])):
                 lines.append(f"  {fold_hosts(names)} ({len(names)}): {cause}")
+    warned = [(n, w) for n, h in hosts.items() for w in h.get("warnings") or []]
+    if warned:  # the host's status stands, with these lines (a deploy lock lost during the run)
+        lines += ["", "warnings:"] + [f"  {n}: {w}" for n, w in warned]
     bad = [n for n, h in hosts.items() if h.get("status") != "ok"]
     lines += ["", f"every line a host printed: fleetctl logs {run_id} --host {bad[0] if bad else next(iter(hosts))}",
               f"all hosts: fleetctl logs {run_id}"]

@@ -55,6 +55,8 @@ EVENTS: dict[str, tuple[dict[str, Any], str]] = {
     "class.serve_failed": ({"task": S, "key": S, "error": S}, "a host holding the class's wheel could not hand it on"),
     "debug.message": ({"task": S, "msg": {}}, "a debug task's message"),
     "lock.stale_taken_over": ({"previous": O, "path": S}, "the lock of a dead run was taken over"),
+    "lock.lost": ({"message": S, "holder": O}, "the host's deploy lock was lost during the run and another run "
+                  "holds it now (the host fails)"),
     "lock.acquired": ({"path": S}, "the deploy lock on the host is held for this run"),
     "lock.refused": ({"path": [S, "null"], "error": S}, "the host's deploy lock is held by another run or cannot be taken"),
     "connection.opened": ({}, "what reaching the host took (handshake retries, jump hosts, keys recorded)"),

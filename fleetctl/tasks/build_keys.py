@@ -9,7 +9,9 @@ A stamp is trusted only for the wheel it describes (:func:`stale_by_stat`, :func
 each run stats the wheel (in the stamps probe, no extra command) and compares size and mtime with
 the stamp's; a size that differs means the wheel changed (truncated, replaced): rebuilt, never
 reused or installed. Only when the size agrees but the mtime does not (touched, copied, or a stamp
-written before they were recorded) is the wheel hashed, and its sha256 decides. Hashing every run
+written before they were recorded) is the wheel hashed, and its sha256 decides; a wheel that
+hashes to its stamp's sha256 has its stamp rewritten with the size and mtime it has now, so it is
+hashed once, not on every run (:func:`upgraded_stamp`). Hashing every run
 would cost a read of the whole wheel per host on every no-change deploy; size and mtime cost a
 ``stat``, and a writer that keeps both (same size, same second) is the one case left to ``--force``.
 """
@@ -31,7 +33,7 @@ from ..build.cudacompat import ArchToken, parse_tokens, target_arch_list
 from ..build.hostcompiler import key_material as host_compiler_key
 from ..build.wheeltags import platform_inputs
 from .base import first_error_line
-from .steps import Run, probe
+from .steps import Put, Run, probe
 
 #: The stamp a build leaves next to its wheel (``<out_dir>/<key16>/``).
 STAMP_NAME = ".fleetctl-build.json"
@@ -211,18 +213,40 @@ def needs_hash(stamp: Mapping[str, Any], seen: Seen | None) -> bool:
     return (size is None or mtime is None or stamp.get("size_bytes") != size or stamp.get("mtime_s") != mtime)
 
 
-def stale_stamp(stamp: Mapping[str, Any], seen: Seen | None):
+def stale_stamp(stamp: Mapping[str, Any], seen: Seen | None, stamp_path: str | None = None):
     """A sub-plan (``yield from``): why ``stamp``'s wheel must be rebuilt rather than reused (one
     line), or ``None``. The size decides alone; the wheel is hashed (one probe) only when the size
-    agrees and the mtime does not, or either is unknown (:func:`needs_hash`)."""
+    agrees and the mtime does not, or either is unknown (:func:`needs_hash`).
+
+    A wheel whose sha256 is the stamp's after all (a stamp written before fleetctl recorded size
+    and mtime, a wheel touched or copied with ``cp`` without ``-p``) has its stamp rewritten at
+    ``stamp_path`` with the size (bytes) and mtime (whole seconds) it has now
+    (:func:`upgraded_stamp`), so the next run's ``stat`` settles it and the wheel is hashed once,
+    not on every run until it is rebuilt (new-user trial: a stamp of an older fleetctl had its
+    wheel read on every no-change deploy). The rewrite is a mutating step: ``--plan`` and
+    ``--dry-run`` show it, only a deploy writes it."""
     why = stale_by_stat(stamp, seen)
     if why is None and needs_hash(stamp, seen):
         wheel = str(stamp.get("wheel"))
         res = yield probe(["sha256sum", wheel], f"the sha256 of {posixpath.basename(wheel)} (its size or mtime is "
-                                                "not what its build stamp recorded)")
+                                                "not what its build stamp recorded)", answer_ahead=False)
         words = res.stdout_text.split() if res.rc == 0 else []
         why = stale_by_hash(stamp, words[0] if words else None, first_error_line(res))
+        upgraded = upgraded_stamp(stamp, seen) if why is None and stamp_path else None
+        if upgraded is not None:
+            yield Put(data=upgraded, remote=stamp_path, mode=0o600,
+                      reason=f"record {posixpath.basename(wheel)}'s size and mtime in its build stamp (its sha256 "
+                             "matched): the next run stats it instead of hashing it")
     return why
+
+
+def upgraded_stamp(stamp: Mapping[str, Any], seen: Seen | None) -> bytes | None:
+    """The stamp's bytes with ``size_bytes`` and ``mtime_s`` as the wheel has them now (``seen``),
+    written as a build writes a stamp (JSON, sorted keys); ``None`` when either is unknown."""
+    size, mtime = seen or (None, None)
+    if size is None or mtime is None:
+        return None
+    return json.dumps({**stamp, "size_bytes": size, "mtime_s": mtime}, sort_keys=True).encode()
 
 
 def stale_by_hash(stamp: Mapping[str, Any], digest: str | None, error: str = "") -> str | None:

@@ -280,7 +280,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     stamps, installed, seen = parse_stamps(listing.stdout_text)
     mine = next((s for s in stamps if s.get("key") == key), None)
     if mine is not None and not host.force:  # a stamp is trusted for the wheel it describes only
-        stale = yield from stale_stamp(mine, seen.get(str(mine.get("wheel"))))
+        stale = yield from stale_stamp(mine, seen.get(str(mine.get("wheel"))), stamp_path)
         if stale:
             decision["stale_wheel"] = stale
             yield Note(message=f"{stale}: not reused (built again, or its arch class's wheel received)")
@@ -304,6 +304,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     if cannot_build is not None and once:  # a member that can build builds; this host may receive the wheel
         decision["cannot_build"] = cannot_build.msg
     role = yield ClassRole(key=key, holds=holds, once=once, force=host.force, can_build=cannot_build is None,
+                           origin=(mine.get("pushed_from") or host.name) if holds else None,
                            reason="who builds this arch class")
     if role in ("reuse", "serve"):
         # the stamp's pushed_from says where the wheel came from in the run that pushed it; in this

@@ -59,6 +59,11 @@ class Run(Step):
         timeout_s: deadline in seconds; ``None``: what is left of the task's phase deadline.
         quiet: keep the lines out of the live display (they still go to the host's log).
         stdin: bytes fed to the command's stdin (then EOF).
+        answer_ahead: a read-only run the next run's first command may answer ahead (it is
+            remembered as asked: :mod:`fleetctl.engine.probeplan`). ``False`` for a question asked
+            only while something is out of the ordinary and settled by asking it (a wheel whose
+            stamp's mtime disagrees is hashed once, then its stamp agrees): answered ahead, the
+            next run would pay for it (read the whole wheel) with nobody asking.
 
     A simulated run answers ``assume`` (a :class:`CommandResult`), by default rc 0 and no output.
     """
@@ -69,6 +74,7 @@ class Run(Step):
     timeout_s: float | None = None
     quiet: bool = False
     stdin: bytes | None = None
+    answer_ahead: bool = True
 
     @property
     def simulated(self) -> CommandResult:
@@ -86,10 +92,10 @@ class Run(Step):
 
 
 def probe(argv: Sequence[str], reason: str, *, timeout_s: float | None = 120.0, env: Mapping[str, str] | None = None,
-          cwd: str | None = None) -> Run:
+          cwd: str | None = None, answer_ahead: bool = True) -> Run:
     """A read-only :class:`Run` whose lines stay out of the live display (runs in every mode)."""
     return Run(argv=tuple(argv), reason=reason, mutating=False, quiet=True, timeout_s=timeout_s, env=env or {},
-               cwd=cwd)
+               cwd=cwd, answer_ahead=answer_ahead)
 
 
 @dataclass(frozen=True)
@@ -173,6 +179,8 @@ class ClassRole(Step):
         can_build: this host passed the build preflight (its venv has the build requirements,
             its disk the space); a member that cannot build is made the builder only when no
             member can, and then fails with its preflight's line.
+        origin: the host that built the wheel this host holds (its stamp's ``pushed_from``, else
+            this host); ``None`` when it holds none. A host is never pushed a wheel it built.
     """
 
     key: str = ""
@@ -180,6 +188,7 @@ class ClassRole(Step):
     once: bool = True
     force: bool = False
     can_build: bool = True
+    origin: str | None = None
     mutating: bool = False
 
     def describe(self) -> dict[str, Any]:

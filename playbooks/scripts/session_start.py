@@ -32,9 +32,12 @@ after a line holding its size, so nothing is uploaded first and no other command
 It prints ONE line, ``@@FLEETCTL_SESSION@@ JSON`` (login banners before it are ignored), then:
 holding the deploy lock it waits until its stdin reaches EOF (the controller released it, or
 the connection is gone: sshd closes the channel either way), clears the lock record and exits 0;
-SIGTERM, SIGHUP and SIGINT do the same. It does so as ``/bin/sh`` (:data:`HOLD`, exec'd in this
-process, so the recorded pid stays right), so a held lock costs a shell, not an interpreter.
-Without the lock it exits 0 at once.
+SIGTERM, SIGHUP and SIGINT do the same. Every :data:`LOCK_CHECK_S` seconds it reads the lock file:
+once the file no longer names it (removed and made anew by another controller, rewritten), it
+exits 4 leaving the file alone, so the controller sees the lock lost when the run ends (or before
+it installs) and reads who holds it (fleetctl/engine/lockwatch.py). It does so as ``/bin/sh``
+(:data:`HOLD`, exec'd in this process, so the recorded pid stays right), so a held lock costs a
+shell, not an interpreter. Without the lock it exits 0 at once.
 """
 
 import base64
@@ -433,11 +436,21 @@ def main():
     return finish(out, fd, (out.get("lock") or {}).get("path"))
 
 
+#: Seconds between the lock holder's reads of the lock file (does it still name this process?).
+LOCK_CHECK_S = 3
+
 #: What holds the lock after the result line, in this process (exec keeps the pid the record
-#: names): ``sh`` waiting for its stdin's EOF, then clearing the record; TERM, HUP and INT too.
-#: The lock stays held by fd 9 (flock belongs to the open file, shared across exec). A Python
-#: process would keep ten times the memory for the whole run on every host.
-HOLD = 'f=$1; trap \': > "$f"; exit 0\' TERM HUP INT; while read -r _; do :; done; : > "$f"'
+#: names): ``sh`` whose reader child waits for stdin's EOF and then sends it TERM; on TERM (HUP,
+#: INT) it clears the record while the file names it, and exits 0. Every LOCK_CHECK_S seconds it
+#: reads the file and exits 4 once the file names another process (or none): the lock was taken
+#: from it. ``wait`` returns at once on a trapped signal (POSIX XCU 2.11), so a release is never
+#: delayed by the sleep. The lock stays held by fd 9 (flock belongs to the open file, shared
+#: across exec); the children close it. A Python process would keep ten times the memory for the
+#: whole run on every host. (fleetctl/engine/hostlock.py's LOCK_SCRIPT checks the same way.)
+HOLD = ('f=$1; me=$$; ours() { read -r p r < "$f" 2>/dev/null && [ "$p" = "$me" ]; }; '
+        'trap \'kill "$w" 2>/dev/null; ours && : > "$f"; exit 0\' TERM HUP INT; exec 3<&0; '
+        '( while read -r _; do :; done; kill -TERM "$me" ) <&3 3<&- 9>&- & w=$!; '
+        'while :; do sleep %d 9>&- & wait $!; ours || { kill "$w" 2>/dev/null; exit 4; }; done' % LOCK_CHECK_S)
 
 
 def finish(out, fd, path=None):
