@@ -51,6 +51,17 @@ _NO_WHITESPACE = frozenset({"ansible_host", "ansible_ssh_host", "ansible_user", 
 _KIND_ALIASES = {"smart": "ssh"}
 
 
+
+def _no_tilde(value: Any) -> Any:
+    """Refuse a host path written with ``~`` (``venv: ~/venv``): it is used as a program path on
+    the host (``<venv>/bin/python3``, ``<cuda_home>/bin/nvcc``) with no shell to expand it, so it
+    would name a folder called ``~`` (new-user trial: ``--plan`` said ``~/venv/bin/python3 does not
+    exist`` of a file that exists). ``workdir`` and ``deploy_lock`` take ``~/`` (home-relative)."""
+    if isinstance(value, str) and value.startswith("~"):
+        raise ValueError(f"{value!r} starts with ~, which no shell expands here: this path is used as it is "
+                         "on the host; write it in full (e.g. /home/USER/venv)")
+    return value
+
 class HostSettings(Settings):
     """fleetctl's own host vars, typed. ``None``: not said (fleetctl's default applies).
 
@@ -79,8 +90,8 @@ class HostSettings(Settings):
             ``FLEETCTL_KEEP_RUNS``/``FLEETCTL_KEEP_DAYS`` (50, 30).
     """
 
-    venv: str | None = setting(str, "venv", optional=True)
-    cuda_home: str | None = setting(str, "cuda_home", optional=True)
+    venv: str | None = setting(str, "venv", optional=True, before=_no_tilde)
+    cuda_home: str | None = setting(str, "cuda_home", optional=True, before=_no_tilde)
     workdir: str | None = setting(str, "workdir", optional=True)
     known_hosts: str | None = setting(str, "known_hosts", optional=True)
     fallback_archs: str = setting(str, "fallback_archs", default="9.0a;12.0a")
@@ -257,6 +268,8 @@ def validate_settings(model: type[Settings], variables: Mapping[str, Any], sourc
         first = exc.errors()[0]
         name = str(first["loc"][0]) if first["loc"] else "?"
         info = model.model_fields.get(aliases.get(name, name))
+        if str(first["msg"]).startswith("Value error, "):  # a field's own check says what is wrong
+            raise _error(str(first["msg"])[len("Value error, "):], sources.get(name), name, host) from None
         expected = _expectation(info) if info is not None else first["msg"].lower()
         raise _error(f"must be {expected}, not {describe(variables.get(name))}", sources.get(name), name,
                      host) from None
