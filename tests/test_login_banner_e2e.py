@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import pwd
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,9 @@ from fleetctl.connection.ssh import LOGIN_OUTPUT_NOTE, SSHConnection
 from fleetctl.tasks.base import first_error_line
 from fleetctl.tasks.build_keys import parse_stat
 from fleetctl.tasks.venv_state import check_problems
-from tests.support.fleet import fleetctl, last_run, write_inventory
+from tests.support.fake_gpu import H200, write_fake_nvidia_smi
+from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+from tests.support.hostvenv import make_venv
 
 pytestmark = pytest.mark.sshd
 
@@ -98,3 +102,54 @@ def test_verify_with_a_missing_venv_names_the_cause_not_the_banner(sshd_farm, tm
     run_dir = last_run(tmp_path)
     # kept, as a note about the host (the run record's events), not as command output
     assert LOGIN_OUTPUT_NOTE + banner.text in (run_dir / "events.jsonl").read_text()
+
+
+PUSH_PLAY = """\
+name: toy kernels, built on one host and pushed to the other
+hosts: all
+tasks:
+  - name: Upload the toy sources
+    copy: {{src: {src}, dest: "{{{{ workdir }}}}/src/toy"}}
+  - name: Build the toy wheel
+    build_wheel: {{src: "{{{{ workdir }}}}/src/toy", out_dir: "{{{{ workdir }}}}/wheels", required_build_packages: [nanobind],
+                  check_sass: false, tool: pip, min_free_disk_mib: 1}}
+    register: build
+  - name: Install the toy wheel
+    pip_install: {{wheel: "{{{{ build.data.wheel }}}}"}}
+"""
+
+
+def test_a_pushed_wheel_on_a_host_with_a_login_banner_is_not_pushed_again(sshd_farm, tmp_path):
+    """The receiver logs in with bash, whose ~/.bashrc prints a banner (the builder does not):
+    the second deploy changes nothing and pushes nothing, and pip check invents no problem."""
+    src = tmp_path / "toy"
+    shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
+    play = tmp_path / "play.yaml"
+    play.write_text(PUSH_PLAY.format(src=src))
+    hosts, started = {}, {}
+    for name in ("builder", "receiver"):
+        h = started[name] = sshd_farm.start(f"lp-{name}")
+        write_fake_nvidia_smi(h.bin_dir, [H200])
+        hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / name),
+                       "venv": make_venv(tmp_path / f"venv-{name}", "virtualenv", torch=False, build_tools=True),
+                       "build_host": "builder"}
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": hosts})
+    banner = "Welcome to gpu01 (bashrc)"
+    # a current-user host's HOME is its own folder (sshd SetEnv), where bash reads ~/.bashrc
+    (started["receiver"].home / ".bashrc").write_text(f'echo "{banner}"\n')
+    first = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path, timeout_s=900)
+    assert first.returncode == 0, first.stdout[-4000:]
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    build = next(t for t in record["hosts"]["receiver"]["tasks"] if t["action"] == "build_wheel")
+    assert build["data"]["pushed_from"] == "builder"
+    install = next(t for t in record["hosts"]["receiver"]["tasks"] if t["action"] == "pip_install")
+    assert banner not in json.dumps(install), install  # no made-up pip check problem
+    for _ in range(2):  # two deploys in a row: nothing changes, nothing is pushed again
+        again = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path,
+                         timeout_s=600)
+        assert again.returncode == 0, again.stdout[-4000:]
+        assert "nothing changed: every host was already up to date" in again.stdout, again.stdout[-4000:]
+        assert "changed since it was built" not in again.stdout and banner not in again.stdout
+        record = json.loads((last_run(tmp_path) / "run.json").read_text())
+        for name in hosts:
+            assert {t["status"] for t in record["hosts"][name]["tasks"]} == {"ok"}, record["hosts"][name]["tasks"]
