@@ -95,13 +95,17 @@ def test_verify_with_a_missing_venv_names_the_cause_not_the_banner(sshd_farm, tm
         "venv": str(home / "venv-moved-away"), "verify_device": "cpu"}}})
     with Banner(host, shell) as banner:
         res = fleetctl("-i", str(inv), "verify", "--hosts", "gpu04", home=tmp_path, timeout_s=300)
+        ran = fleetctl("-i", str(inv), "run", "--hosts", "gpu04", "--json", "--", "echo", "hi", home=tmp_path)
+    assert json.loads(ran.stdout)["gpu04"]["stdout"] == "hi\n", ran.stdout  # `run` shows the command's own
+    assert LOGIN_OUTPUT_NOTE + banner.text in (last_run(tmp_path) / "events.jsonl").read_text()
     assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
     failed = [ln for ln in (res.stdout + res.stderr).splitlines() if "FAILED" in ln]
     assert failed and all(banner.text not in ln for ln in failed), failed
     assert any("No such file or directory" in ln for ln in failed), failed
-    run_dir = last_run(tmp_path)
     # kept, as a note about the host (the run record's events), not as command output
-    assert LOGIN_OUTPUT_NOTE + banner.text in (run_dir / "events.jsonl").read_text()
+    verify_run = sorted(p for p in (tmp_path / "runs").iterdir() if (p / "run.json").exists()
+                        and json.loads((p / "run.json").read_text())["kind"] == "verify")[-1]
+    assert LOGIN_OUTPUT_NOTE + banner.text in (verify_run / "events.jsonl").read_text()
 
 
 PUSH_PLAY = """\
