@@ -54,3 +54,17 @@ def test_a_second_marker_line_is_the_commands_own_output():
 
 def test_the_marked_line_is_parsed_alike_by_every_login_shell():
     assert is_portable(marked_line("env -- A=1 true", new_marker()))
+
+
+def test_the_parsers_take_the_line_of_their_form_not_a_banner_before_it():
+    """Over a transport that does not skip login output the readers still find their answer."""
+    from fleetctl.connection.base import CommandResult
+    from fleetctl.tasks.base import first_error_line
+    from fleetctl.tasks.build_keys import parse_stat
+
+    assert parse_stat("Welcome to gpu01 (zshenv)\n1200 1700000000\n") == (1200, 1700000000)
+    assert parse_stat("1200 1700000000\n") == (1200, 1700000000)
+    missing = CommandResult(argv=["x"], rc=127, stdout=b"Welcome to gpu01 (bashrc)\n",
+                            stderr=b"env: '/home/u/venv/bin/python3': No such file or directory\n")
+    assert first_error_line(missing) == "env: '/home/u/venv/bin/python3': No such file or directory"
+    assert first_error_line(CommandResult(argv=["x"], rc=1, stdout=b"half done\n")) == "half done"
