@@ -25,6 +25,12 @@ No command runs at login: the login shell and home folder are learnt from the ru
 command (:meth:`SSHConnection.learn_login`), and until then command lines are written so that
 every login shell parses them alike (:func:`~fleetctl.connection.command.is_portable`), so
 ``fleetctl run`` costs one exec per host.
+
+Login output: what the login shell's rc files print before the command (``~/.bashrc``,
+``~/.zshenv``, ``~/.tcshrc``: read for every ssh command) never reaches a command's stdout or its
+streamed lines: each command line starts by echoing this connection's marker, and stdout up to
+and including it is dropped (:mod:`fleetctl.connection.login_output`) and reported once, as a
+detail note (``on_note``: the run record and ``-v``).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import asyncssh
 from ..errors import CommandTimeout, HostUnreachable
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback
 from .command import remote_command_line
+from .login_output import SkipLogin, marked_line, new_marker
 from .ssh_files import SFTPFiles
 from .ssh_sessions import Sessions, UseOverflow
 from .ssh_handshake import LoginFailed, RouteOptions
@@ -52,6 +59,8 @@ __all__ = ["SSHConnection", "MAX_HANDSHAKES"]
 #: sshd's default MaxSessions (sshd_config(5)).
 DEFAULT_MAX_SESSIONS = 10
 _NO_HOME = "Could not chdir to home directory"
+#: How the note about a login shell's own output starts (a detail note: the run record and ``-v``).
+LOGIN_OUTPUT_NOTE = "login output (printed by the login shell before every command; not command output): "
 
 
 class SSHConnection(SFTPFiles, Connection):
@@ -128,6 +137,8 @@ class SSHConnection(SFTPFiles, Connection):
         #: why SFTP cannot be used on this host, once learnt (shared with companion connections):
         #: from then on every file goes over an exec channel (:mod:`~fleetctl.connection.sftp_fallback`)
         self._no_sftp: dict[str, str] = {}
+        self._marker = new_marker()
+        self._login_noted = False
 
     holds_stdin = True
 
@@ -272,6 +283,16 @@ class SSHConnection(SFTPFiles, Connection):
             return exc.strerror or str(exc)
         return f"{type(exc).__name__}: {exc}"
 
+    def _note_login_output(self, text: bytes) -> None:
+        """Report what the login shell printed before a command, once per connection."""
+        if not text.strip() or self._login_noted:
+            return
+        self._login_noted = True
+        self.stats["login_output_bytes"] = len(text)
+        if self.on_note is not None:
+            shown = " | ".join(ln.strip() for ln in text.decode("utf-8", "replace").splitlines() if ln.strip())
+            self.on_note(f"{LOGIN_OUTPUT_NOTE}{shown[:300]}")
+
     def _count(self, name: str) -> None:
         self.stats[name] = self.stats.get(name, 0) + 1
 
@@ -323,8 +344,8 @@ class SSHConnection(SFTPFiles, Connection):
         argv = [str(a) for a in argv]
         self._count("execs")  # round trips, for the run record (a no-change deploy's test counts them)
         supervise = supervise and not stdin and not hold_stdin
-        command = remote_command_line(argv, env=env, cwd=cwd, supervise=supervise, become=become,
-                                      login_shell=self.login_shell)
+        command = marked_line(remote_command_line(argv, env=env, cwd=cwd, supervise=supervise, become=become,
+                                                  login_shell=self.login_shell), self._marker)
         conn = self._require()
         async def open_process() -> tuple[asyncssh.SSHClientProcess, float]:
             return await conn.create_process(command, encoding=None), time.monotonic()
@@ -338,6 +359,7 @@ class SSHConnection(SFTPFiles, Connection):
         except (OSError, asyncssh.Error) as exc:
             raise HostUnreachable(self.host, self._describe(exc)) from None
         out, err = OutputTail(capture_bytes), OutputTail(capture_bytes)
+        reader = SkipLogin(proc.stdout, self._marker)
         if hold_stdin:
             self._pinned += 1
         try:
@@ -346,7 +368,7 @@ class SSHConnection(SFTPFiles, Connection):
                     proc.stdin.write(stdin.pop())
                 if not supervise and not hold_stdin:
                     proc.stdin.write_eof()  # a supervised command's stdin is its lifeline
-                await asyncio.gather(pump_lines(proc.stdout, "stdout", out, on_line),
+                await asyncio.gather(pump_lines(reader, "stdout", out, on_line),
                                      pump_lines(proc.stderr, "stderr", err, on_line))
                 await proc.wait_closed()
 
@@ -364,6 +386,7 @@ class SSHConnection(SFTPFiles, Connection):
             if hold_stdin:
                 self._pinned -= 1
             await self._sessions.release()
+        self._note_login_output(reader.login_output)
         sig = proc.exit_signal[0] if proc.exit_signal else None
         rc = proc.exit_status
         if rc is not None and rc < 0:

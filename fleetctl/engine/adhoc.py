@@ -56,6 +56,8 @@ async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunMod
                 if host.name in unavailable:
                     raise HostUnreachable(host.name, unavailable[host.name])
                 conn = scopes[host.connection].connection(host_ref(host))
+                # what the connection learns on its own (a login shell's banner) goes to the record
+                conn.on_note = lambda message, name=host.name: observers.emit("note.added", name, message=message)
                 await conn.open()
 
                 def line(ln: OutputLine) -> None:
@@ -112,6 +114,9 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
             try:
                 session = await connect(host, scopes[host.connection], run, timeout_s=connect_timeout_s,
                                         unavailable=unavailable, prepare=False)
+                # what the connection learns on its own (a login shell's banner) goes to the record
+                session.conn.on_note = lambda message, name=host.name: observers.emit("note.added", name,
+                                                                                      message=message)
                 if session.conn.holds_stdin:
                     started = await start_host(session, facts=True, lock=False, remembered=[], timeout_s=timeout_s)
                 else:

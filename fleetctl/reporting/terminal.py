@@ -47,9 +47,9 @@ STYLE = {"ok": "green", "changed": "yellow", "failed": "bold red", "skipped": "d
 
 
 def is_detail_note(message: str) -> bool:
-    """A note that explains rather than warns (how ``max_jobs`` was derived): shown with ``-v``,
-    always kept in the run record and the report."""
-    return message.startswith("max_jobs ")
+    """A note that explains rather than warns (how ``max_jobs`` was derived, what a login shell
+    prints before every command): shown with ``-v``, always kept in the run record and the report."""
+    return message.startswith(("max_jobs ", "login output "))
 
 
 def fold_note(message: str) -> str:

@@ -203,7 +203,8 @@ def first_error_line(res: CommandResult) -> str:
     A compiler's own diagnostic (``file.cu(13): error: ...``, ``file.cpp:3:5: error: ...``,
     ``nvcc fatal : ...``, ``CMake Error at ...`` with its indented message) wins over the front
     end's wrap-up (pip's ``Failed to build``): the first such line is the cause, the rest follow
-    from it. Otherwise the last ``error``-looking line, else the last line.
+    from it. Otherwise the last ``error``-looking line, else stderr's last line (where a program
+    says why it failed: ``env: '.../python3': No such file or directory``), else stdout's.
     """
     raw = (res.stderr_text + "\n" + res.stdout_text).splitlines()
     lines = [ln.strip() for ln in raw if ln.strip()]
@@ -220,7 +221,8 @@ def first_error_line(res: CommandResult) -> str:
     for line in reversed(lines):
         if re.search(r"error|fatal|failed|not found|killed|Traceback", line, re.I):
             return line[:300]
-    return lines[-1][:300] if lines else f"exit status {res.rc}"
+    tail = [ln.strip() for ln in res.stderr_text.splitlines() if ln.strip()] or lines
+    return tail[-1][:300] if tail else f"exit status {res.rc}"
 
 
 _COMPILER_ERROR = re.compile(

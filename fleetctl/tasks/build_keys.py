@@ -168,7 +168,12 @@ Seen = tuple[int | None, int | None]
 
 def parse_stat(text: str) -> Seen:
     """``(size in bytes, mtime in whole seconds)`` from ``stat -c '%s %Y'`` (``None`` for what it
-    did not print)."""
+    did not print): its last line of two numbers, so a line printed before it (a login shell's
+    banner over a transport that does not skip it) is not read as the size."""
+    for line in reversed(text.splitlines()):
+        pair = line.split()
+        if len(pair) == 2 and all(p.isdigit() for p in pair):
+            return int(pair[0]), int(pair[1])
     parts = text.split()
     return (_int(parts[0]) if parts else None), (_int(parts[1]) if len(parts) > 1 else None)
 
@@ -213,6 +218,9 @@ def needs_hash(stamp: Mapping[str, Any], seen: Seen | None) -> bool:
     return (size is None or mtime is None or stamp.get("size_bytes") != size or stamp.get("mtime_s") != mtime)
 
 
+_SHA256_LINE = re.compile(r"^\\?([0-9a-f]{64})(?:\s|$)", re.M)
+
+
 def stale_stamp(stamp: Mapping[str, Any], seen: Seen | None, stamp_path: str | None = None):
     """A sub-plan (``yield from``): why ``stamp``'s wheel must be rebuilt rather than reused (one
     line), or ``None``. The size decides alone; the wheel is hashed (one probe) only when the size
@@ -230,8 +238,9 @@ def stale_stamp(stamp: Mapping[str, Any], seen: Seen | None, stamp_path: str | N
         wheel = str(stamp.get("wheel"))
         res = yield probe(["sha256sum", wheel], f"the sha256 of {posixpath.basename(wheel)} (its size or mtime is "
                                                 "not what its build stamp recorded)", answer_ahead=False)
-        words = res.stdout_text.split() if res.rc == 0 else []
-        why = stale_by_hash(stamp, words[0] if words else None, first_error_line(res))
+        # sha256sum prints `HEX  PATH`: the line of that form, not the first word (a banner's)
+        found = _SHA256_LINE.search(res.stdout_text) if res.rc == 0 else None
+        why = stale_by_hash(stamp, found.group(1) if found else None, first_error_line(res))
         upgraded = upgraded_stamp(stamp, seen) if why is None and stamp_path else None
         if upgraded is not None:
             yield Put(data=upgraded, remote=stamp_path, mode=0o600,

@@ -1,0 +1,70 @@
+""":class:`fleetctl.connection.login_output.SkipLogin` on chunked streams: the login shell's output
+before the marker is dropped wherever the reads split it, and nothing is dropped without a marker."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from fleetctl.connection.command import is_portable
+from fleetctl.connection.login_output import MAX_LOGIN_BYTES, SkipLogin, marked_line, new_marker
+from fleetctl.connection.streams import OutputTail, pump_lines
+
+
+class Chunks:
+    """A byte stream that arrives in the given pieces, then EOF."""
+
+    def __init__(self, *chunks: bytes) -> None:
+        self.chunks = list(chunks)
+
+    async def read(self, n: int = -1) -> bytes:
+        return self.chunks.pop(0) if self.chunks else b""
+
+
+def pump(*chunks: bytes, marker: str) -> tuple[bytes, list[bytes], SkipLogin]:
+    reader, tail, lines = SkipLogin(Chunks(*chunks), marker), OutputTail(None), []
+    asyncio.run(pump_lines(reader, "stdout", tail, lambda line: lines.append(line.data)))
+    return tail.result()[0], lines, reader
+
+
+@pytest.mark.parametrize("split", range(1, 60))
+def test_the_banner_is_dropped_wherever_the_reads_split_it(split):
+    m = new_marker()
+    data = f"Welcome to gpu01\nno newline{m}\n".encode() + b"out 1\nout 2\n"
+    out, lines, reader = pump(data[:split], data[split:], marker=m)
+    assert out == b"out 1\nout 2\n" and lines == [b"out 1\n", b"out 2\n"]
+    assert reader.found and reader.login_output == b"Welcome to gpu01\nno newline"
+
+
+def test_without_a_marker_nothing_is_dropped():
+    m = new_marker()
+    out, lines, reader = pump(b"sh: 1: cannot start\n", b"x", marker=m)
+    assert out == b"sh: 1: cannot start\nx" and not reader.found and reader.login_output == b""
+    big = b"y" * (MAX_LOGIN_BYTES + 10)  # more than a banner: passed on, never held without end
+    out, _, reader = pump(big, f"{m}\nz\n".encode(), marker=m)
+    assert out == big + f"{m}\nz\n".encode() and not reader.found
+
+
+def test_a_second_marker_line_is_the_commands_own_output():
+    m = new_marker()
+    out, _, _ = pump(f"{m}\n{m}\n".encode(), marker=m)
+    assert out == f"{m}\n".encode()
+
+
+def test_the_marked_line_is_parsed_alike_by_every_login_shell():
+    assert is_portable(marked_line("env -- A=1 true", new_marker()))
+
+
+def test_the_parsers_take_the_line_of_their_form_not_a_banner_before_it():
+    """Over a transport that does not skip login output the readers still find their answer."""
+    from fleetctl.connection.base import CommandResult
+    from fleetctl.tasks.base import first_error_line
+    from fleetctl.tasks.build_keys import parse_stat
+
+    assert parse_stat("Welcome to gpu01 (zshenv)\n1200 1700000000\n") == (1200, 1700000000)
+    assert parse_stat("1200 1700000000\n") == (1200, 1700000000)
+    missing = CommandResult(argv=["x"], rc=127, stdout=b"Welcome to gpu01 (bashrc)\n",
+                            stderr=b"env: '/home/u/venv/bin/python3': No such file or directory\n")
+    assert first_error_line(missing) == "env: '/home/u/venv/bin/python3': No such file or directory"
+    assert first_error_line(CommandResult(argv=["x"], rc=1, stdout=b"half done\n")) == "half done"
