@@ -123,6 +123,29 @@ def check_extra_var_args(playbook: Any, tasks: Iterable[Any], extra_vars: Mappin
             raise InputError(f"-e {', '.join(names)}: {problem}")
 
 
+def check_local_sources(playbook: Any, tasks: Iterable[Any]) -> None:
+    """A selected, unconditional ``copy``/``script`` task whose ``src`` (on the controller: absolute,
+    or relative to the playbook's folder; no template in it) does not exist is refused now, before
+    any host runs a task (new-user trial: a `command` task ran on every host, then every host
+    failed on the missing file). Tasks with ``when`` or a templated ``src`` are left to the run,
+    as Ansible leaves them: the source may be meant for other hosts or made by an earlier task.
+
+    Raises:
+        PlaybookError: one line naming the playbook file, the line, the task and ``src``.
+    """
+    from pathlib import Path
+
+    for task in tasks:
+        src = task.raw_args.get("src") if task.action in ("copy", "script") else None
+        if not isinstance(src, str) or "{{" in src or "{%" in src or task.when:
+            continue
+        path = Path(src).expanduser()
+        path = path if path.is_absolute() else Path(playbook.path).resolve().parent / path
+        if not path.exists():
+            raise task.error(f"local source {path} does not exist (src is on the controller: absolute, or "
+                             "relative to the playbook's folder)", (task.action, "src"))
+
+
 def phase_timeouts(items: Mapping[str, float] | Iterable[str] | None) -> dict[str, float]:
     """Per-phase deadlines, seconds: ``{"build": 3600}`` or ``["build=3600"]`` (``--phase-timeout``).
 
@@ -324,6 +347,7 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
     all_extra = {**fleet.extra_vars, **extra}
     play.check_undefined(known | set(all_extra))
     check_extra_var_args(play, [*play.select_tags(tag_list, skip_list), *play.handlers], all_extra)
+    check_local_sources(play, play.select_tags(tag_list, skip_list))
     deadlines = Deadlines(overrides=phase_timeouts(phase_timeout), connect_s=fleet.connect_timeout)
     for line in extra_var_warnings(play, {**fleet.extra_vars, **(extra_vars or {})}):
         fleet.on_warning(line)
