@@ -124,8 +124,10 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
                                                  connect_timeout_s=connect_timeout_s)
                 facts = started.facts
                 out.facts, out.status, out.reachable = facts, "ok", True
-                for note in (facts.get("build") or {}).get("notes", []):
+                notes = [str(n) for n in (facts.get("build") or {}).get("notes", [])]
+                for note in notes:
                     observers.emit("note.added", host.name, message=note)
+                out.warnings = [n for n in notes if n.startswith("warning: ")] or None  # ok, with what to look at
                 observers.emit("facts.gathered", host.name, gpus=len(facts.get("gpus") or []),
                                arch_list=(facts.get("build") or {}).get("torch_cuda_arch_list"))
             except HostUnreachable as exc:

@@ -187,6 +187,11 @@ def complete_facts(host: str, facts: dict[str, Any], *,
         raise FleetError(f"{host}: cannot plan the build: {exc}") from None
     for warning in (facts.get("gpu_stack") or {}).get("warnings") or []:
         facts["build"]["notes"].append(f"warning: {warning}")
+    py = facts.get("python") or {}
+    if py.get("venv") and py.get("exists") is False:  # new-user trial: facts said ok, "python -"
+        facts["build"]["notes"].append(
+            f"warning: venv {py['venv']}: {py.get('error') or 'no interpreter'}: the host var venv names an environment "
+            "that is not there (builds, installs and verify use it): create it, or fix the var")
     unmet = unmet_gres_warning(facts, verify_device)
     if unmet:  # about the host, not only its build: told by every play (env_notes)
         facts["build"]["notes"].append(f"warning: {unmet}")
