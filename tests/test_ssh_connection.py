@@ -186,6 +186,31 @@ def test_unreachable_causes_are_named(sshd_farm, tmp_path):
     assert old_fp in msg and new_fp in msg
 
 
+def test_a_connection_lost_while_idle_is_named_so_not_max_sessions(sshd_farm):
+    """The host's sshd (its listener and this connection's session processes) is killed while
+    the host waits between commands (for a wheel, for its batch): the next command says the
+    connection was lost, never "cannot open a session (MaxSessions?)" (new-user trial)."""
+    host = sshd_farm.start("idle")
+
+    async def go() -> str:
+        conn = connect(host, sshd_farm)
+        await conn.open()
+        assert (await conn.run(["true"])).rc == 0
+        listener = host.proc.pid
+        subprocess.run(["pkill", "-KILL", "-P", str(listener)], check=False)  # the sessions' sshd
+        host.proc.kill()
+        host.proc.wait()
+        for _ in range(100):  # the TCP close reaches the client
+            await asyncio.sleep(0.05)
+        with pytest.raises(HostUnreachable) as info:
+            await conn.run(["true"])
+        await conn.close()
+        return str(info.value)
+
+    msg = asyncio.run(go())
+    assert "MaxSessions" not in msg and "connection lost" in msg, msg
+
+
 def test_accept_new_host_key_records_it(sshd_farm, tmp_path):
     host = sshd_farm.start("acceptnew")
     kh = tmp_path / "kh"

@@ -355,6 +355,10 @@ class SSHConnection(SFTPFiles, Connection):
                 open_process, make_room=self._close_idle_sftp, overflow=lambda: not hold_stdin and self._saturated(),
                 on_retry=lambda: self._count("channel_retries"))
         except asyncssh.ChannelOpenError as exc:
+            if conn.is_closed():  # it went away while the host waited between commands (new-user
+                # trial: an sshd killed while its host waited for a wheel read "MaxSessions?")
+                raise HostUnreachable(self.host, f"connection lost before {argv[0]} (it closed while the host waited "
+                                                 f"between commands): {exc.reason}") from None
             raise HostUnreachable(self.host, f"cannot open a session (MaxSessions?): {exc.reason}") from None
         except (OSError, asyncssh.Error) as exc:
             raise HostUnreachable(self.host, self._describe(exc)) from None
