@@ -320,11 +320,12 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
                 yield Emit(name="class.serve_failed", data={"key": key[:16], "error": str(err)})
         return TaskResult(Status.OK, msg=f"unchanged inputs: reusing {posixpath.basename(mine['wheel'])}", data=data,
                           files={mine["wheel"]: mine["sha256"]}, stamps={mine["wheel"]: dict(mine)})
+    took_over = False  # this host builds because the class's builder was lost
     if role == "push":
         got = yield Fetch(key=key, dest=dest, platform=(facts.get("python") or {}).get("platform"),
                           reason="one member of the arch class builds; this host receives it")
         if got == "build":  # the builder became unreachable: this host builds instead
-            role = "build"
+            role, took_over = "build", True
         elif isinstance(got, PlatformMismatch):
             return _fail(str(got), decision, role="push")
         elif isinstance(got, TransferError):  # the class's wheel exists; sending it HERE failed (this
@@ -354,6 +355,10 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
                                   + (f"; replaces the wheel here: {decision['stale_wheel']}" if decision.get("stale_wheel")
                                      else ""))
     decision["action"] = "build"
+    if cannot_build is not None and took_over:  # say why it had to build at all (new-user trial: every
+        # member said "preflight: build requirements missing", not a word of the builder that was lost)
+        cannot_build = dataclasses.replace(cannot_build, msg=f"the arch class's builder was lost during the run and "
+                                                             f"this host was next to build, but {cannot_build.msg}")
     if cannot_build is not None:  # no member of its class can build it either (or none is left)
         if once:  # the next member waiting builds instead, or fails with its own preflight's line
             yield Fail(key=key, message=f"{host.name}: {cannot_build.msg}", retryable=True)
