@@ -41,7 +41,7 @@ class Fleet:
             ``fleetctl -o`` (:mod:`fleetctl.connection.ssh_options`: the options fleetctl honours;
             ``StrictHostKeyChecking=accept-new`` is ``accept_new_host_keys``).
         on_warning: called with each inventory warning, and each extra var a play does not read
-            (:func:`fleetctl.api.play.extra_var_warnings`) (one line; default: ``fleetctl: warning:
+            (:func:`fleetctl.api.playchecks.extra_var_warnings`) (one line; default: ``fleetctl: warning:
             LINE`` on stderr).
 
     Raises:
