@@ -22,6 +22,7 @@ from fleetctl.tasks.venv_state import check_problems
 from tests.support.fake_gpu import H200, write_fake_nvidia_smi
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
 from tests.support.hostvenv import make_venv
+from tests.test_class_receivers_e2e import PLAY as PUSH_PLAY  # the toy play: upload, build once, install
 
 pytestmark = pytest.mark.sshd
 
@@ -106,21 +107,6 @@ def test_verify_with_a_missing_venv_names_the_cause_not_the_banner(sshd_farm, tm
     verify_run = sorted(p for p in (tmp_path / "runs").iterdir() if (p / "run.json").exists()
                         and json.loads((p / "run.json").read_text())["kind"] == "verify")[-1]
     assert LOGIN_OUTPUT_NOTE + banner.text in (verify_run / "events.jsonl").read_text()
-
-
-PUSH_PLAY = """\
-name: toy kernels, built on one host and pushed to the other
-hosts: all
-tasks:
-  - name: Upload the toy sources
-    copy: {{src: {src}, dest: "{{{{ workdir }}}}/src/toy"}}
-  - name: Build the toy wheel
-    build_wheel: {{src: "{{{{ workdir }}}}/src/toy", out_dir: "{{{{ workdir }}}}/wheels", required_build_packages: [nanobind],
-                  check_sass: false, tool: pip, min_free_disk_mib: 1}}
-    register: build
-  - name: Install the toy wheel
-    pip_install: {{wheel: "{{{{ build.data.wheel }}}}"}}
-"""
 
 
 def test_a_pushed_wheel_on_a_host_with_a_login_banner_is_not_pushed_again(sshd_farm, tmp_path):
