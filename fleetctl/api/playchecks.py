@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..tasks.base import controller_path
 from ..util.didyoumean import close_matches
 
 
@@ -98,8 +99,7 @@ def check_local_sources(playbook: Any, tasks: Iterable[Any]) -> None:
         src = task.raw_args.get("src") if task.action in ("copy", "script") else None
         if not isinstance(src, str) or "{{" in src or "{%" in src or task.when:
             continue
-        path = Path(src).expanduser()
-        path = path if path.is_absolute() else Path(playbook.path).resolve().parent / path
+        path = controller_path(Path(playbook.path).resolve().parent, src)
         if not path.exists():
             raise task.error(f"local source {path} does not exist (src is on the controller: absolute, or "
                              "relative to the playbook's folder)", (task.action, "src"))

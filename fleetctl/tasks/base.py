@@ -148,8 +148,7 @@ class HostView:
 
     def local_path(self, path: str) -> Path:
         """A playbook path on the controller: absolute, or relative to the playbook's folder."""
-        p = Path(path).expanduser()
-        return p if p.is_absolute() else (self.playbook_dir / p).resolve()
+        return controller_path(self.playbook_dir, path)
 
     def remote_script(self, name: str) -> str:
         """Where a helper script goes on the host: ``<run_dir>/scripts/<name>``."""
@@ -195,6 +194,13 @@ class Action:
     unapplied_hint: str = ""
     plan_shows: str = ""
     example: str = ""
+
+
+def controller_path(playbook_dir: Path, path: str) -> Path:
+    """A playbook's path on the controller (``copy``/``script`` ``src``...): ``~`` expanded,
+    absolute as it is, else relative to the playbook's folder ``playbook_dir``."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else (Path(playbook_dir) / p).resolve()
 
 
 def first_error_line(res: CommandResult) -> str:
