@@ -377,14 +377,33 @@ def test_key_file_tilde_and_relative(tmp_path, monkeypatch):
     assert inv.hosts["c"].known_hosts == str(tmp_path / "inv" / "kh")  # need not exist yet
 
 
-def test_missing_key_file_is_not_an_inventory_error(tmp_path):
-    # A key that is not on this controller fails its host when it connects; the others run.
+def test_a_selected_hosts_missing_key_file_is_refused_naming_file_line_host_key_and_path(tmp_path, monkeypatch):
+    # New-user trial: a key path that is not on this controller was reported "unreachable" (exit 1);
+    # it is bad input, refused before anything connects. Loading and hosts not selected are unaffected.
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_fleet").write_text("")
+    monkeypatch.setenv("HOME", str(home))
     (tmp_path / "keys").mkdir()
     path = write(tmp_path, "all:\n  hosts:\n    a: {ansible_ssh_private_key_file: keys/gone}\n"
-                           "    b: {ansible_ssh_private_key_file: keys}\n    c:\n")
+                           "    b: {ansible_ssh_private_key_file: keys}\n    c:\n"
+                           "    d: {ansible_private_key_file: ~/.ssh/id_fleet}\n"
+                           "    e: {ansible_private_key_file: ~/.ssh/id_gone}\n"
+                           "    f: {ansible_connection: local, ansible_ssh_private_key_file: keys/gone}\n")
     inv = load_inventory(path)
     assert inv.hosts["a"].key_file == str(tmp_path / "keys" / "gone")
-    inv.check_hosts(inv.select("all"))
+    inv.check_hosts([inv.hosts["c"], inv.hosts["d"], inv.hosts["f"]])  # ~ expanded; local: no key used
+    with pytest.raises(InventoryError) as info:
+        inv.check_hosts(inv.select("all"))
+    assert str(info.value) == (f"{path}:3: all.hosts.a.ansible_ssh_private_key_file: host 'a': private key file "
+                               f"'keys/gone' ({tmp_path / 'keys' / 'gone'}) does not exist on this controller")
+    with pytest.raises(InventoryError, match=r":4: all\.hosts\.b\.ansible_ssh_private_key_file: host 'b': private "
+                                             r"key file 'keys' \(.*/keys\) is a folder, not a key file$"):
+        inv.check_hosts([inv.hosts["b"]])
+    with pytest.raises(InventoryError) as info:
+        inv.check_hosts([inv.hosts["e"]])
+    assert str(info.value).endswith(f":7: all.hosts.e.ansible_private_key_file: host 'e': private key file "
+                                    f"'~/.ssh/id_gone' ({home / '.ssh' / 'id_gone'}) does not exist on this controller")
 
 
 def test_missing_file_and_directory(tmp_path):

@@ -149,16 +149,20 @@ def test_hosts_json_fold_limit_and_secrets(tmp_path):
     assert json.loads(res.stdout) == {"api_token": "********", "db": "********"}
 
 
-def test_missing_key_fails_only_its_host(tmp_path):
+def test_a_missing_key_file_is_refused_for_the_commands_that_select_its_host(tmp_path):
+    # New-user trial: it was "far: unreachable", exit 1. A path the inventory names that is not
+    # there is bad input (exit 2, one line); a command that does not select the host runs.
     write(tmp_path, "inventory.yaml", "all:\n  hosts:\n    box: {ansible_connection: local}\n"
                                       "    far: {ansible_host: 127.0.0.1, ansible_port: 1, "
                                       "ansible_ssh_private_key_file: keys/gone}\n")
-    res = fleet(tmp_path, "run", "--hosts", "all", "--json", "--", "true")
-    assert res.returncode == 1, res.stderr
-    out = json.loads(res.stdout)
-    assert out["box"]["rc"] == 0
-    assert out["far"] == {"unreachable": True,
-                          "error": f"private key {tmp_path / 'keys' / 'gone'} does not exist on this controller"}
+    line = (f"fleetctl: error: inventory.yaml:4: all.hosts.far.ansible_ssh_private_key_file: host 'far': private "
+            f"key file 'keys/gone' ({tmp_path / 'keys' / 'gone'}) does not exist on this controller\n")
+    for argv in (("run", "--hosts", "all", "--json", "--", "true"), ("facts", "--hosts", "far", "--json"),
+                 ("verify", "--hosts", "all"), ("deploy", "--hosts", "far", "--plan")):
+        res = fleet(tmp_path, *argv)
+        assert (res.returncode, res.stdout, res.stderr) == (2, "", line), argv
+    res = fleet(tmp_path, "run", "--hosts", "box", "--json", "--", "true")
+    assert res.returncode == 0 and json.loads(res.stdout)["box"]["rc"] == 0, res.stderr
 
 
 def test_hosts_of_other_connection_kinds_do_not_stop_the_others(tmp_path):

@@ -170,7 +170,8 @@ class SSHConnection(SFTPFiles, Connection):
             if self._conn is not None:
                 return
             if self.key_file is not None and not os.path.isfile(self.key_file):
-                # the inventory names a key this controller lacks: this host fails, the others run
+                # Inventory.check_hosts refuses this before a run (exit 2); here for a key removed since,
+                # or a connection made without an inventory: this host fails, the others run
                 why = "is a folder, not a key" if os.path.isdir(self.key_file) else "does not exist on this controller"
                 raise HostUnreachable(self.host, f"private key {self.key_file} {why}")
             target = self.target()

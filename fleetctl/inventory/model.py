@@ -246,9 +246,13 @@ class Inventory:
           (:data:`fleetctl.inventory.ansible_support.REFUSED`: ``ansible_ssh_common_args``,
           ``ansible_become: true``, a password...): ignoring it would connect another way or run
           as another user.
-        - A private key that group or others may access (OpenSSH refuses it: "UNPROTECTED PRIVATE
-          KEY FILE"), when it is ours or readable by everyone. A key that does not exist on this
-          controller is not refused here: that host fails when it connects, the others run.
+        - A private key file (``ansible_ssh_private_key_file``/``ansible_private_key_file``) that
+          does not exist on this controller, or is a folder: the inventory names a path that is
+          not there, bad input like ``venv: ~/x`` (``~`` and relative paths were resolved at load,
+          as OpenSSH expands ``~`` in ``-i``/``IdentityFile``). Only the selected hosts' keys are
+          checked: as Ansible fails only the hosts it connects to, a host the command does not
+          touch never stops it. (A key file whose mode OpenSSH refuses is not input: that host
+          fails when it connects, saying ``chmod 600``, the others run.)
         - With ``venv``, for a local host, a ``venv`` var that is not a Python environment (no
           ``bin/python3``). For a remote host that is a remote preflight, not input.
 
@@ -268,6 +272,7 @@ class Inventory:
                     raise c.error()
         for h in chosen.values():
             _check_ansible_vars(h)
+            _check_key_file(h)
             if venv and h.kind == "local":
                 _check_local_venv(h)
 
@@ -330,6 +335,20 @@ def _check_ansible_vars(host: Host) -> None:
     else:
         shown = f"{var} = {shown_value(value)}"
     raise _source_error(host, src, f"host {host.name!r} sets {shown}, which fleetctl does not honour: {advice}")
+
+
+def _check_key_file(host: Host) -> None:
+    """Refuse a private key path of ``host``'s connection settings that names no file on this
+    controller. OpenSSH warns ("Identity file ... not accessible") and logs in with other keys, if
+    any; fleetctl refuses the typo instead of reporting the host unreachable (new-user trial)."""
+    path = host.key_file
+    if path is None or os.path.isfile(path):
+        return
+    src = host.source_of("private_key_file")
+    written = src.value if src is not None and isinstance(src.value, str) else path
+    shown = repr(written) + ("" if written == path else f" ({path})")
+    why = "is a folder, not a key file" if os.path.isdir(path) else "does not exist on this controller"
+    raise _source_error(host, src, f"host {host.name!r}: private key file {shown} {why}")
 
 
 def _check_local_venv(host: Host) -> None:
