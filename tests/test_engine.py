@@ -638,6 +638,24 @@ def test_a_member_that_cannot_build_receives_its_class_wheel_from_one_that_can(f
     assert "setuptools" in n1.data["decision"]["cannot_build"] and fake.HOSTS["n1"].files.get("/venv-state/toy")
 
 
+def test_a_member_short_of_the_builds_disk_space_receives_its_class_wheel(fake_kind, tmp_path):
+    """New-user trial: every member had to have the build's min_free_disk_mib (2048 MiB) free, though
+    only the builder builds. n1 (first, so the builder it would be) has room for the wheel only: n2
+    builds and n1 receives; n3 lacks room for the wheel too (512 MiB) and fails alone, nothing sent."""
+    hosts = make_hosts(["n1", "n2", "n3"])
+    fake.HOSTS["n1"].facts["disk_free_mib"] = 1000
+    fake.HOSTS["n3"].facts["disk_free_mib"] = 300
+    model, _ = run(playbook(tmp_path), hosts)
+    assert {h: o.status for h, o in model.hosts.items()} == {"n1": "ok", "n2": "ok", "n3": "failed"}
+    assert actions(model) == {"n1": "push", "n2": "build", "n3": "fail"}
+    assert [h for h in fake.HOSTS if fake.HOSTS[h].ran("--wheel-dir")] == ["n2"]
+    n1 = [t for t in model.hosts["n1"].tasks if t.action == "build_wheel"][0]
+    assert "the build needs 2048 MiB" in n1.data["decision"]["cannot_build"] and pip_installs("n1")
+    assert "only 300 MiB free" in model.hosts["n3"].error, model.hosts["n3"].error
+    assert "receiving this arch class's wheel (not building it) needs 512 MiB" in model.hosts["n3"].error
+    assert not pip_installs("n3") and not [f for f in fake.HOSTS["n3"].files if f.endswith(".whl")]
+
+
 def test_a_class_none_of_whose_members_can_build_fails_every_member_with_the_preflights_line(fake_kind, tmp_path):
     hosts = make_hosts(["n1", "n2"])
     for h in ("n1", "n2"):

@@ -31,7 +31,9 @@ def _version(text: str | None) -> tuple[int, ...]:
 
 def facts_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: Any, venv: str | None,
                    cuda_home: str | None = None) -> list[str]:
-    """Problems found from facts alone (see the module docstring).
+    """Problems found from facts alone (see the module docstring), which fail the host whatever its
+    role. Free disk space is not one: a host short of the build's space may still receive its arch
+    class's wheel (:mod:`~fleetctl.tasks.build_space`).
 
     ``cuda_home`` is the host var: when set, the toolkit found must be that one (a silent fallback
     to another toolkit is how builds end up with the wrong nvcc).
@@ -76,11 +78,6 @@ def facts_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: 
     cmake = facts.get("cmake") or {}
     if cmake.get("version") and _version(cmake["version"]) < _version(args.min_cmake):
         problems.append(f"cmake {cmake['version']} at {cmake.get('path')} is older than {args.min_cmake}")
-    free = facts.get("disk_free_mib")
-    if isinstance(free, (int, float)) and free < args.min_free_disk_mib:
-        problems.append(f"only {free} MiB free at {facts.get('disk_free_path') or facts.get('workdir') or 'the workdir'}; "
-                        f"the build needs {args.min_free_disk_mib} MiB (the build_wheel task's min_free_disk_mib argument in the playbook, not a host var): free space there, or set the "
-                        "host var workdir to a larger file system")
     wfs = facts.get("workdir_fs") or {}
     if "TMPDIR" not in (args.env or {}) and (wfs.get("noexec") or wfs.get("readonly")):
         problems.append(f"the workdir's file system ({wfs.get('path')}) is mounted "

@@ -1,4 +1,13 @@
-"""``build_wheel``'s disk preflight by writing: the space a build needs, really allocated.
+"""``build_wheel``'s disk preflight: the space a build needs (or a host that only receives its
+arch class's wheel needs), from ``statvfs`` and then really allocated.
+
+A builder needs ``min_free_disk_mib`` (the build tree, objects, TMPDIR). A host that receives its
+arch class's wheel (``push``: another member builds) compiles nothing: it needs room for the wheel
+(written to ``out_dir``) and its install (``pip`` works in the run's folder in the workdir and
+writes the venv), about three times the wheel. That is ``receiver_min_free_disk_mib``, by default
+:data:`RECEIVER_MIN_FREE_DISK_MIB` (512 MiB: wheels up to about 170 MiB, such as fp4_kernels'
+few MiB) and never more than ``min_free_disk_mib`` unless the task says so; a playbook of larger
+wheels sets it (``playbooks/tasks/sgl-kernel.yaml``). A host that could build already had more.
 
 ``statvfs`` (facts' ``disk_free_mib``) says what the file system has free, not what this user may
 write: a user, group or project quota, or a btrfs qgroup, ends a build with ``Disk quota
@@ -16,7 +25,7 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
 from ..connection.storagefaults import FAULTS
@@ -81,14 +90,37 @@ def space_probe(python: str, paths: Sequence[str], mib: int) -> Run:
                  env={"PYTHONPATH": None, "PYTHONHOME": None}, cwd="/", timeout_s=120)
 
 
+#: MiB a host that only receives its arch class's wheel must have free where the wheel lands, when
+#: the build_wheel task does not say (``receiver_min_free_disk_mib``): see the module docstring.
+RECEIVER_MIN_FREE_DISK_MIB = 512
+
+
+def statvfs_problem(facts: Mapping[str, Any], mib: int, needs: str, arg: str) -> str | None:
+    """The line for a workdir whose free space (facts' ``disk_free_mib``, from ``statvfs``, MiB) is
+    below ``mib``, or None. ``needs`` says who needs it (``"the build needs"``), ``arg`` the task
+    argument that sets ``mib``."""
+    free = facts.get("disk_free_mib")
+    if not isinstance(free, (int, float)) or isinstance(free, bool) or free >= mib:
+        return None
+    where = facts.get("disk_free_path") or facts.get("workdir") or "the workdir"
+    return (f"only {free} MiB free at {where}; {needs} {mib} MiB (the build_wheel task's {arg} argument in the "
+            "playbook, not a host var): free space there, or set the host var workdir to a larger file system")
+
+
+def receive_paths(run_dir: str, out_dir: str) -> list[str]:
+    """Where a host that receives the wheel writes: the wheel folder and the run's folder (pip's TMPDIR)."""
+    return [out_dir, run_dir]
+
+
 def build_paths(workdir: str, out_dir: str) -> list[str]:
     """Where a build writes: its TMPDIR's parent (``<workdir>/tmp``) and the wheel folder."""
     return [posixpath.join(workdir, "tmp"), out_dir]
 
 
-def space_problems(stdout: str, mib: int) -> list[str]:
+def space_problems(stdout: str, mib: int, arg: str = "min_free_disk_mib") -> list[str]:
     """One line per folder the probe could not write ``mib`` MiB into; ``[]`` when all took it or
-    the probe printed nothing readable (the build's output scan is then the backstop)."""
+    the probe printed nothing readable (the build's output scan is then the backstop). ``arg``:
+    the task argument that sets ``mib``, for the message."""
     try:
         answer: Mapping[str, Any] = json.loads(stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -107,8 +139,22 @@ def space_problems(stdout: str, mib: int) -> list[str]:
         seen = f"statvfs shows {free} MiB free there" if free is not None else "statvfs unreadable"
         if fault:
             problems.append(f"{fault.text} ({fault.name}) writing {mib} MiB in {res.get('dir')} (for {want}; "
-                            f"{seen}; min_free_disk_mib): {fault.cause}; {fault.fix}")
+                            f"{seen}; {arg}): {fault.cause}; {fault.fix}")
         else:
             problems.append(f"cannot write {mib} MiB in {res.get('dir')} (for {want}): {res.get('error')} ({seen}); "
                             "set the host var workdir to a writable folder with room")
     return problems
+
+
+def space_check(python: str, paths: Sequence[str], facts: Mapping[str, Any], mib: int, needs: str,
+                arg: str) -> Generator[Run, Any, list[str]]:
+    """Plan steps: ``mib`` MiB free by ``statvfs`` (facts), then really allocated in ``paths``
+    (one probe, skipped when ``statvfs`` already says no). Returns the problems, ``[]`` when the
+    space is there or ``mib`` is 0."""
+    if not mib:
+        return []
+    short = statvfs_problem(facts, mib, needs, arg)
+    if short:
+        return [short]
+    res = yield space_probe(python, paths, mib)
+    return space_problems(res.stdout_text, mib, arg)

@@ -49,7 +49,7 @@ from .build_keys import (STAMP_NAME, STAT_ARGV, build_inputs, build_key, changed
                          plan_tokens, stale_stamp, stamps_probe, target_plan)
 from .build_meta import META_PROBE, BuildMeta, meta_from_texts, parse_probe, read_local_texts
 from .build_preflight import facts_problems, probe_problems, requirement_list, venv_probe
-from .build_space import build_paths, space_probe, space_problems
+from .build_space import RECEIVER_MIN_FREE_DISK_MIB, build_paths, receive_paths, space_check
 from .build_toolchain import host_compiler_preflight
 from .copy import REMOTE_TREE_HASH
 from .install_target import shared_message, target_ids
@@ -88,6 +88,11 @@ class BuildWheelArgs(ActionArgs):
             TMPDIR is there too): checked against ``statvfs`` and then really allocated (a probe
             file, removed at once) where the build writes, so a quota ``statvfs`` does not show
             fails the preflight too (:mod:`~fleetctl.tasks.build_space`); ``0`` checks nothing.
+            A host short of it may still receive its arch class's wheel from the member that builds.
+        receiver_min_free_disk_mib: free disk space (MiB) a host that only receives its arch
+            class's wheel (``push``) needs where the wheel lands and pip unpacks it, checked the same
+            way; not set: the smaller of 512 (about three times a 170 MiB wheel) and
+            ``min_free_disk_mib``.
         min_free_mem_mib: memory (MiB) the build must have, after the cgroup's limit and usage.
         check_sass: after the build, require every target arch in the built extension's SASS, every
             ``+PTX`` arch's PTX, and code that runs on every GPU of the host.
@@ -111,6 +116,7 @@ class BuildWheelArgs(ActionArgs):
     install_build_requirements: bool = False
     min_cmake: str = "3.18"
     min_free_disk_mib: int = Field(default=2048, ge=0)
+    receiver_min_free_disk_mib: int | None = Field(default=None, ge=0)
     min_free_mem_mib: int = Field(default=1024, ge=0)
     check_sass: bool = True
     tool: Literal["auto", "uv", "pip"] = "auto"
@@ -219,12 +225,25 @@ def _venv_preflight(args: BuildWheelArgs, host: HostView, facts: Mapping[str, An
     if problems:
         return info, _fail("preflight: " + "; ".join(problems), decision, preflight=problems,
                            build_meta=meta.as_dict())
-    if args.min_free_disk_mib:
-        space = yield space_probe(host.python, build_paths(host.workdir, args.out_dir), args.min_free_disk_mib)
-        problems = space_problems(space.stdout_text, args.min_free_disk_mib)
-        if problems:
-            return info, _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
+    problems = yield from space_check(host.python, build_paths(host.workdir, args.out_dir), facts,
+                                      args.min_free_disk_mib, "the build needs", "min_free_disk_mib")
+    if problems:
+        return info, _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
     return info, None
+
+
+def _receiver_space(args: BuildWheelArgs, host: HostView, facts: Mapping[str, Any], build_checked: bool) -> Plan:
+    """The disk problems of a host that receives its class's wheel: room for the wheel and its
+    install, not the build tree (:mod:`~fleetctl.tasks.build_space`). ``build_checked``: the
+    build's own space check passed (no second probe unless the receiver's number is larger)."""
+    mib = args.receiver_min_free_disk_mib
+    if mib is None:
+        mib = min(RECEIVER_MIN_FREE_DISK_MIB, args.min_free_disk_mib)
+    if build_checked and mib <= args.min_free_disk_mib:
+        return []
+    return (yield from space_check(host.python, receive_paths(host.run_dir, args.out_dir), facts, mib,
+                                   "receiving this arch class's wheel (not building it) needs",
+                                   "receiver_min_free_disk_mib"))
 
 
 def plan(args: BuildWheelArgs, host: HostView) -> Plan:
@@ -322,6 +341,13 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
                           files={mine["wheel"]: mine["sha256"]}, stamps={mine["wheel"]: dict(mine)})
     took_over = False  # this host builds because the class's builder was lost
     if role == "push":
+        # a host that could build had room for the build; one that cannot (short of that room, or
+        # of build requirements) is checked for what receiving takes (new-user trial: a receiver
+        # was refused for lacking the build's 2048 MiB)
+        problems = yield from _receiver_space(args, host, facts, build_checked=cannot_build is None)
+        if problems:
+            return with_class(_fail("preflight: " + "; ".join(problems), decision, role="push", preflight=problems),
+                              key, inputs, target)
         got = yield Fetch(key=key, dest=dest, platform=(facts.get("python") or {}).get("platform"),
                           reason="one member of the arch class builds; this host receives it")
         if got == "build":  # the builder became unreachable: this host builds instead
