@@ -243,3 +243,21 @@ def test_the_architecture_pages_example_action_documents_itself():
     assert "| `path` | `str, non-empty` | required | remote path of the file |" in section
     assert "**`--plan` shows:** `changed` when it creates the file" in section
     assert "touch: {path: /var/tmp/provisioned}" in section
+
+
+def test_readme_and_the_slurm_page_say_how_many_allocations_a_run_holds():
+    """New-user trial: README said "A run holds one allocation" while docs/slurm.md (and the Slurm
+    kind: fleetctl/connection/slurm.py) make one job per request of idle nodes (GRES list included:
+    tests/test_slurm_e2e.py::test_allocation_is_released_at_the_end_and_steps_overlap holds two on
+    the test cluster), at most MAX_NODES_PER_JOB nodes a job, and one per busy node."""
+    from fleetctl.connection.slurm import MAX_NODES_PER_JOB
+
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    slurm = " ".join((DOCS / "slurm.md").read_text(encoding="utf-8").split())
+    for name, text in (("README.md", readme), ("docs/slurm.md", slurm)):
+        assert not re.search(r"holds (\*\*)?one (\*\*)?allocation", text), f"{name} says a run holds one allocation"
+        assert f"at most {MAX_NODES_PER_JOB} nodes a job" in text, name
+    said = readme.split("A run holds its nodes as Slurm jobs", 1)[1].split("Slurm's reason", 1)[0]
+    for part in ("one job for the idle nodes that share a request", "GRES list", "busy with other work",
+                 "one `sbcast` per job", "released at the end, on failure and on Ctrl-C"):
+        assert part in said, part

@@ -1,4 +1,4 @@
-"""The Slurm connection kind: hosts are nodes of one allocation per run, commands are job steps.
+"""The Slurm connection kind: hosts are nodes of the run's allocations (one job per request), commands are job steps.
 
 For clusters whose nodes refuse SSH unless you hold a job there (pam_slurm_adopt), and because
 Slurm is the engine such a site already trusts to start work on a thousand nodes at once.
@@ -321,7 +321,7 @@ async def broadcast(scope: SlurmScope, local_path: str, remote_path: str, hosts:
 
 
 class _SlurmKind(ConnectionKind):
-    """Nodes of a Slurm cluster, reached as job steps of one allocation per run."""
+    """Nodes of a Slurm cluster, reached as job steps of the run's allocations (see the module docstring)."""
 
     name = "slurm"
     settings_model = SlurmSettings
