@@ -254,7 +254,8 @@ async def _host(run: RunModel, observers: Observers, host: Any, unavailable: dic
     except HostUnreachable as exc:
         out.status, out.error, out.reachable = "unreachable", exc.cause, False
     except asyncio.TimeoutError:
-        out.status, out.error = "failed", f"timed out after {timeout_s:g} s (--timeout)"
+        stall = next((s for s in (c.login_stall() for c in conn_box) if s), None)  # its login shell, still in its rc
+        out.status, out.error = "failed", f"timed out after {timeout_s:g} s (--timeout)" + (f": {stall}" if stall else "")
     except (CommandTimeout, FleetError) as exc:
         out.status, out.error = "failed", host_message(host.name, exc)
     finally:
