@@ -158,12 +158,14 @@ class LoginWatch:
 
     def done(self, reader: SkipLogin, *, stopped: bool) -> None:
         """``reader``'s command ended; ``stopped`` (timed out or cancelled) before its marker
-        sets :attr:`stalled_s`."""
+        sets :attr:`stalled_s`, and one whose marker came clears it (the shell starts commands)."""
         _, timer = self._waiting.pop(id(reader), (reader, None))
         if timer is not None:
             timer.cancel()
         if stopped and reader.waiting:
             self.stalled_s = time.monotonic() - reader.started
+        elif reader.found:
+            self.stalled_s = None
 
     def stall_s(self, min_s: float = STALL_MIN_S) -> float | None:
         """Seconds the longest waiting command (or the last one stopped waiting) has waited for
