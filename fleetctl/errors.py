@@ -70,13 +70,17 @@ class HostUnreachable(FleetError):
 
 
 class CommandTimeout(FleetError):
-    """A remote command ran past its deadline (seconds) and was stopped."""
+    """A remote command ran past its deadline (seconds) and was stopped. ``login_stall``: why it
+    never started, when the login shell had not started it yet (SSH: its rc files; see
+    :mod:`fleetctl.connection.login_output`), else ""."""
 
-    def __init__(self, host: str, argv: list[str], timeout_s: float) -> None:
+    def __init__(self, host: str, argv: list[str], timeout_s: float, login_stall: str = "") -> None:
         self.host = host
         self.argv = argv
         self.timeout_s = timeout_s
-        super().__init__(f"{host}: command timed out after {timeout_s:g} s: {argv[0] if argv else ''}")
+        self.login_stall = login_stall
+        super().__init__(f"{host}: command timed out after {timeout_s:g} s: {argv[0] if argv else ''}"
+                         + (f": {login_stall}" if login_stall else ""))
 
 
 class TransferError(FleetError):

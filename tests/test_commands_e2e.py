@@ -148,7 +148,7 @@ def test_copy_and_fetch_faults_name_the_path(sshd_farm, tmp_path):
         here.write_text("x\n")
         res = fleetctl("-i", str(inv), "fetch", "--hosts", "f1,f2", str(here), str(tmp_path / "out"), home=tmp_path)
         assert res.returncode == 1, res.stdout + res.stderr
-        assert (tmp_path / "out" / "f1" / "here.txt").read_text() == "x\n"
+        assert (tmp_path / "out" / "f1" / str(here).lstrip("/")).read_text() == "x\n"  # DEST/<host>/<path>
         assert not (tmp_path / "out" / "f2").exists()
         assert f"f2: FAILED: fetch {here}: no such file or folder on the host" in res.stderr
         assert res.stderr.splitlines()[-1] == "ok 1, failed 1, unreachable 0"
@@ -176,9 +176,9 @@ def test_fetch_without_host_in_dest_gets_a_host_level_and_symlinks_are_skipped(t
                                                         "m2": {"ansible_connection": "local"}}})
     res = fleetctl("-i", str(inv), "fetch", "--hosts", "g", str(src), str(tmp_path / "out"), home=tmp_path)
     assert res.returncode == 0, res.stderr
-    for name in ("m1", "m2"):
-        assert _tree(tmp_path / "out" / name / "payload") == _tree(src)  # link skipped, not followed
-        assert not (tmp_path / "out" / name / "payload" / "link").exists()
+    for name in ("m1", "m2"):  # as Ansible's fetch: DEST/<host>/<the path on the host>
+        assert _tree(tmp_path / "out" / name / str(src).lstrip("/")) == _tree(src)  # link skipped, not followed
+        assert not (tmp_path / "out" / name / str(src).lstrip("/") / "link").exists()
     logs = fleetctl("logs", last_run(tmp_path).name, home=tmp_path)
     assert f"m1: skipped {src / 'link'}: not a regular file (symlinks are never followed)" in logs.stdout
     # the record of a transfer follows the published schemas

@@ -68,3 +68,40 @@ def test_the_parsers_take_the_line_of_their_form_not_a_banner_before_it():
                             stderr=b"env: '/home/u/venv/bin/python3': No such file or directory\n")
     assert first_error_line(missing) == "env: '/home/u/venv/bin/python3': No such file or directory"
     assert first_error_line(CommandResult(argv=["x"], rc=1, stdout=b"half done\n")) == "half done"
+
+
+@pytest.mark.parametrize(("shell", "files"), [
+    ("/usr/bin/fish", "~/.config/fish/config.fish, ~/.config/fish/conf.d/, "),
+    ("/bin/dash", ""),  # sh, dash and ksh read no rc file for a command: only sshd's own
+    ("/bin/csh", "~/.cshrc, /etc/csh.cshrc, "),
+])
+def test_a_stall_names_the_files_that_shell_reads_before_a_command(shell, files):
+    from fleetctl.connection.login_output import login_stall_message
+
+    name = shell.rsplit("/", 1)[1]
+    assert login_stall_message(shell, 2.96, "gpu01") == (
+        f"the remote login shell ({name}) had not started the command after 3 s: a file it reads before every ssh "
+        f"command is slow or waits (look at {files}~/.ssh/rc, /etc/ssh/sshrc; try: time ssh gpu01 true)")
+
+
+def test_a_stall_is_forgotten_once_the_login_shell_starts_a_command_again():
+    """A command stopped before its marker is the cause of a later outer deadline only until a
+    command's marker comes again (a slow rc file fixed, a mount back)."""
+    from fleetctl.connection.login_output import LoginWatch
+
+    async def go():
+        watch = LoginWatch()
+        stalled = SkipLogin(Chunks(), "m")
+        stalled.started -= 5  # it waited 5 s for its marker (no sleep: the clock is the reader's)
+        watch.watch(stalled, str, None)
+        assert watch.stall_s() is not None and watch.stall_s() >= 5  # still waiting
+        watch.done(stalled, stopped=True)
+        first = watch.stall_s()
+        ok = SkipLogin(Chunks(b"m\nhi\n"), "m")
+        watch.watch(ok, str, None)
+        assert await ok.read() == b"hi\n"
+        watch.done(ok, stopped=False)
+        return first, watch.stall_s()
+
+    first, after = asyncio.run(go())
+    assert first is not None and first >= 5 and after is None

@@ -93,7 +93,7 @@ def test_fetch_works_on_hosts_whose_login_shell_prints_a_banner(sshd_farm, tmp_p
         out = tmp_path / "out"
         res = fleetctl("-i", str(inv), "fetch", "--hosts", "h", "dst1/sub/big.bin", str(out), home=tmp_path)
         assert res.returncode == 0, res.stdout + res.stderr
-        assert (out / "h" / "big.bin").read_bytes() == data  # not a byte of the banner in it
+        assert (out / "h" / "dst1" / "sub" / "big.bin").read_bytes() == data  # not a byte of the banner in it
         res = fleetctl("-i", str(inv), "fetch", "--hosts", "h", str(home / "dst1"), str(out / "{host}-tree") + "/",
                        home=tmp_path)
         assert res.returncode == 0, res.stdout + res.stderr
@@ -182,3 +182,91 @@ def test_copy_says_skipped_links_keeps_folder_modes_and_a_full_dest_gets_no_work
         assert "workdir" not in line and "cat:" not in line, line
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def _ansible_fetch(tmp_path: Path, farm, hosts: dict, src: str, dest: Path) -> None:
+    """``ansible HOSTS -m fetch -a 'src=SRC dest=DEST'``: ansible-core itself, over the same sshd
+    hosts (its own home, config and ssh control folder under ``tmp_path``; nothing in the real ~)."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    inv = tmp_path / "ansible-inv.yaml"
+    common = f"-F /dev/null -o UserKnownHostsFile={farm.known_hosts} -o StrictHostKeyChecking=yes"
+    inv.write_text(yaml.safe_dump({"all": {"hosts": {n: {
+        "ansible_host": "127.0.0.1", "ansible_port": h.port, "ansible_user": h.user,
+        "ansible_ssh_private_key_file": str(h.client_key), "ansible_ssh_common_args": common,
+        "ansible_python_interpreter": "/usr/bin/python3"} for n, h in hosts.items()}}}))
+    (tmp_path / "ansible.cfg").write_text("")
+    env = {**os.environ, "HOME": str(tmp_path), "ANSIBLE_HOME": str(tmp_path / ".ansible"),
+           "ANSIBLE_CONFIG": str(tmp_path / "ansible.cfg"), "ANSIBLE_SSH_CONTROL_PATH_DIR": str(tmp_path / "cp"),
+           "ANSIBLE_LOCAL_TEMP": str(tmp_path / ".ansible-tmp"), "ANSIBLE_NOCOLOR": "1"}
+    res = subprocess.run([str(Path(sys.executable).parent / "ansible"), "all", "-i", str(inv), "-m", "fetch",
+                          "-a", f"src={src} dest={dest}"], env=env, capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_fetch_from_two_hosts_of_one_path_lands_where_ansible_puts_it_and_host_in_src_is_filled(sshd_farm, tmp_path):
+    """New-user trial: ``fetch /x/logs/app.log out`` kept only ``out/<host>/app.log`` (not Ansible's
+    ``out/<host>/x/logs/app.log``) and ``{host}`` in SRC stayed a literal ``{host}``."""
+    shared = tmp_path.parent / f"{tmp_path.name}-logs"  # each host its own tmpfs here: one path, two files
+    hosts = {n: sshd_farm.start(n, wrap=_own_disk(shared)) for n in ("fa", "fb")}
+    inv = _inv(tmp_path, sshd_farm, hosts)
+    log = f"{shared}/logs/app.log"
+    try:
+        res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--", "sh", "-c",
+                       f'mkdir -p {shared}/logs && echo "log of $FLEETCTL_TEST_HOST" > {log} && '
+                       f'echo "own $FLEETCTL_TEST_HOST" > {shared}/logs/app-$FLEETCTL_TEST_HOST.log', home=tmp_path)
+        assert res.returncode == 0, res.stdout + res.stderr
+        out = tmp_path / "out"
+        res = fleetctl("-i", str(inv), "fetch", "--hosts", "g", log, str(out), "--json", home=tmp_path)
+        assert res.returncode == 0, res.stdout + res.stderr
+        for n in hosts:
+            mine = out / n / log.lstrip("/")
+            assert mine.read_text() == f"log of {n}\n"  # DEST/<host>/<path on the host>, one file per host
+            assert json.loads(res.stdout)[n]["files"][0] == {"src": log, "dest": str(mine), "bytes": len(f"log of {n}\n")}
+        # ansible-core's own fetch of the same path puts the same bytes at the same places
+        theirs = tmp_path / "ansible-out"
+        _ansible_fetch(tmp_path, sshd_farm, hosts, log, theirs)
+        assert _files(theirs) == _files(out)
+        # {host} in SRC is each host's inventory name; in DEST, one folder per host, as given
+        res = fleetctl("-i", str(inv), "fetch", "--hosts", "g", f"{shared}/logs/app-{{host}}.log",
+                       str(tmp_path / "own" / "{host}") + "/", home=tmp_path)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert {n: (tmp_path / "own" / n / f"app-{n}.log").read_text() for n in hosts} == {n: f"own {n}\n" for n in hosts}
+        # --flat (Ansible's flat: yes): DEST is the file; for two hosts without {host}: refused, one line
+        flat = tmp_path / "flat"
+        res = fleetctl("-i", str(inv), "fetch", "--hosts", "g", "--flat", log, str(flat / "app.log"), home=tmp_path)
+        assert res.returncode == 2 and res.stdout == "" and not flat.exists()
+        assert res.stderr == (f"fleetctl: error: fetch --flat: DEST {flat}/app.log has no {{host}}: the 2 hosts would "
+                              f"write the same path; put {{host}} in DEST (e.g. {flat}/{{host}}/app.log) or leave out "
+                              f"--flat (files land at DEST/<host>/<path on the host>)\n"), res.stderr
+        res = fleetctl("-i", str(inv), "fetch", "--hosts", "fb", "--flat", log, str(flat / "app.log"), home=tmp_path)
+        assert res.returncode == 0 and (flat / "app.log").read_text() == "log of fb\n", res.stdout + res.stderr
+        res = fleetctl("-i", str(inv), "fetch", "--hosts", "fa", "--flat", log, str(flat), home=tmp_path)
+        assert res.returncode == 1  # an existing folder without the trailing /: refused as Ansible does
+        assert f"fa: FAILED: fetch {log} -> {flat}: {flat} is an existing folder here; end DEST with /" in res.stderr
+        assert sorted(p.name for p in flat.iterdir()) == ["app.log"]
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_fetch_refuses_hosts_that_would_write_over_each_other_or_outside_dest(tmp_path):
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"n@1": {"ansible_connection": "local"},
+                                                        "n_1": {"ansible_connection": "local"}}})
+    out = tmp_path / "out"
+    res = fleetctl("-i", str(inv), "fetch", "--hosts", "g", str(inv), str(out), home=tmp_path)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr == ("fleetctl: error: fetch: hosts n@1 and n_1 are the same file name under DEST (n_1): one "
+                          "would overwrite the other's files; fetch them apart\n"), res.stderr
+    res = fleetctl("-i", str(inv), "fetch", "--hosts", "n_1", "../x", str(out), home=tmp_path)
+    assert res.returncode == 2
+    assert res.stderr == ("fleetctl: error: fetch: SRC ../x climbs above the login folder ('..'): its files would "
+                          "land outside DEST/<host>/; give the path without '..' (an absolute path)\n"), res.stderr
+    assert not out.exists() and not (tmp_path / "runs").exists()  # refused before any host was touched

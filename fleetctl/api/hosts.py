@@ -160,22 +160,29 @@ class AsyncHosts:
         return await self._transfer("copy", src, dest, timeout=timeout, forks=forks, observers=observers)
 
     async def fetch(self, src: str, dest: str | Path, *, timeout: float = 600.0, forks: int = 50,
-                    observers: Iterable[Observer] | None = None) -> RunResult:
+                    observers: Iterable[Observer] | None = None, flat: bool = False) -> RunResult:
         """Fetch ``src`` (a file or a folder) from every host to ``dest`` here, as ``fleetctl
-        fetch``: ``dest`` may hold ``{host}`` (``"out/{host}/"``); without it files land in
-        ``dest/<host>/``, so hosts never overwrite each other. Symlinks are never followed.
+        fetch`` and Ansible's fetch: each file at ``dest/<host>/<its path on the host>``
+        (``fetch("/var/log/syslog", "out")`` -> ``out/gpu01/var/log/syslog``), so hosts never
+        overwrite each other; ``dest`` holding ``{host}`` (``"out/{host}/"``) is taken as given.
+        ``{host}`` in ``src`` is each host's inventory name. Symlinks are never followed.
+
+        Args:
+            flat: Ansible's ``flat: yes``: ``dest`` is the file (a folder when it ends in ``/``);
+                without ``{host}`` in ``dest``, for one host only.
 
         Returns:
             The :class:`~fleetctl.api.results.RunResult` (``files``: the local paths written); a
             ``src`` missing on a host fails that host, naming the path.
 
         Raises:
-            InputError: a bad timeout or forks, or the selection is invalid.
+            InputError: a bad timeout or forks, the selection is invalid, or the hosts would write
+                over each other or outside ``dest`` (:func:`fleetctl.engine.fetch_paths.check_fetch`).
         """
-        return await self._transfer("fetch", src, dest, timeout=timeout, forks=forks, observers=observers)
+        return await self._transfer("fetch", src, dest, timeout=timeout, forks=forks, observers=observers, flat=flat)
 
     async def _transfer(self, kind: str, src: Any, dest: Any, *, timeout: float, forks: int,
-                        observers: Iterable[Observer] | None) -> RunResult:
+                        observers: Iterable[Observer] | None, flat: bool = False) -> RunResult:
         import os
 
         from .observe import as_observers
@@ -188,7 +195,7 @@ class AsyncHosts:
             kind, hosts, src, dest, pattern=self.pattern, command=self._command(kind, src, dest),
             observers=as_observers(observers), verbose=self.fleet.verbose, forks=forks, timeout_s=timeout,
             connect_timeout_s=self.fleet.connect_timeout, accept_new_host_keys=self.fleet.accept_new_host_keys,
-            ssh_options=self.fleet.ssh_options)
+            ssh_options=self.fleet.ssh_options, flat=flat)
         return RunResult(run, record.dir)
 
     async def deploy(self, playbook: str | Path | None = None, *, mode: str = "apply",
@@ -317,9 +324,9 @@ class Hosts:
         return self._sync(self.aio.copy, src, dest, timeout=timeout, forks=forks, observers=observers)
 
     def fetch(self, src: str, dest: str | Path, *, timeout: float = 600.0, forks: int = 50,
-              observers: Iterable[Observer] | None = None) -> RunResult:
+              observers: Iterable[Observer] | None = None, flat: bool = False) -> RunResult:
         """Fetch a file or folder from every host and wait: :meth:`AsyncHosts.fetch`."""
-        return self._sync(self.aio.fetch, src, dest, timeout=timeout, forks=forks, observers=observers)
+        return self._sync(self.aio.fetch, src, dest, timeout=timeout, forks=forks, observers=observers, flat=flat)
 
     def deploy(self, playbook: str | Path | None = None, *, mode: str = "apply",
                tags: str | Sequence[str] | None = None, skip_tags: str | Sequence[str] | None = None,

@@ -13,11 +13,12 @@ from .lifecycle import finish_run, guarded_async, new_run
 async def transfer_files(kind: str, hosts: Sequence[Any], src: str, dest: str, *, pattern: str,
                          command: Sequence[str], observers: Iterable[Any] = (), verbose: int = 0, forks: int = 50,
                          timeout_s: float = 600.0, connect_timeout_s: float = 30.0,
-                         accept_new_host_keys: bool = False, ssh_options: Sequence[str] = ()):
+                         accept_new_host_keys: bool = False, ssh_options: Sequence[str] = (), flat: bool = False):
     """Copy ``src`` to ``dest`` on every host (``kind="copy"``; ``dest`` may hold ``{host}``, each
     host's own DEST; an existing folder at ``dest`` gets the file inside it, as ``cp``) or fetch ``src`` from every host to
-    ``dest`` here (``kind="fetch"``; ``dest`` may hold ``{host}``, else files land in
-    ``dest/<host>/`` as ``ansible -m fetch`` puts them), recorded as a run of that kind.
+    ``dest`` here (``kind="fetch"``: as Ansible's fetch, each file at ``dest/<host>/<its path on
+    the host>``; ``dest`` holding ``{host}``, or ``flat``, is taken as given:
+    :mod:`fleetctl.engine.fetch_paths`), recorded as a run of that kind.
 
     Args:
         kind: ``"copy"`` or ``"fetch"``.
@@ -32,27 +33,39 @@ async def transfer_files(kind: str, hosts: Sequence[Any], src: str, dest: str, *
         connect_timeout_s: seconds to reach and log in to one host.
         accept_new_host_keys: record host keys of hosts that have none.
         ssh_options: one-off ssh_config options, ``"Name=value"`` each (``fleetctl -o``).
+        flat: (fetch only) Ansible's ``flat: yes``: ``dest`` is the file, or a folder when it
+            ends in ``/``; without ``{host}`` in it, for one host only.
 
     Returns:
         ``(run, record)``; each host's outcome holds ``files`` and ``bytes``.
 
     Raises:
-        InputError: ``copy`` of a ``src`` missing on this controller (before any host is touched),
-            or the run record cannot be written.
+        InputError: ``copy`` of a ``src`` missing on this controller, a ``fetch`` whose hosts would
+            write over each other or outside ``dest`` (both before any host is touched), or the
+            run record cannot be written.
     """
     from ..connection.registry import ConnectOptions
     from ..engine import transfer
+    from ..engine.fetch_paths import check_fetch
 
     if kind not in ("copy", "fetch"):
         raise ValueError(f"kind: copy or fetch, not {kind!r}")
     if kind == "copy":
+        if flat:
+            raise ValueError("flat: fetch only")
         transfer.local_sources(src)  # a missing SRC is bad input before any host is touched
+    else:  # hosts that would write over each other: bad input before any host is touched
+        check_fetch(src, dest, [h.name for h in hosts], flat=flat)
     run, record, obs = new_run(kind, command=command, observers=observers, verbose=verbose)
     run.pattern = pattern
     options = ConnectOptions(accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout_s,
                              ssh_options=tuple(ssh_options))
-    fn = transfer.copy_to_hosts if kind == "copy" else transfer.fetch_from_hosts
-    await guarded_async(run, obs, fn(hosts, src, dest, run=run, observers=obs, forks=forks, timeout_s=timeout_s,
-                                     connect_options=options))
+    if kind == "copy":
+        work = transfer.copy_to_hosts(hosts, src, dest, run=run, observers=obs, forks=forks, timeout_s=timeout_s,
+                                      connect_options=options)
+    else:
+        work = transfer.fetch_from_hosts(hosts, src, dest, run=run, observers=obs, forks=forks, timeout_s=timeout_s,
+                                         connect_options=options, flat=flat)
+    await guarded_async(run, obs, work)
     finish_run(run, obs, "failed" if run.failed_hosts else "ok")
     return run, record

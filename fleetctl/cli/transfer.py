@@ -15,7 +15,8 @@ _timeout = click.option("--timeout", "timeout_s", default=600.0, show_default=Tr
 
 
 def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: int, as_json: bool,
-              accept_new_host_keys: bool, connect_timeout: float, timeout_s: float, src: str, dest: str) -> None:
+              accept_new_host_keys: bool, connect_timeout: float, timeout_s: float, src: str, dest: str,
+              flat: bool = False) -> None:
     from ..api.transfer import transfer_files
     from ..engine import transfer
     from ..reporting.gathered import summary_line
@@ -28,7 +29,7 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
     run, _record = run_async(transfer_files(
         kind, hosts, src, dest, pattern=pattern, command=command_line(), verbose=obj.verbose, forks=forks,
         timeout_s=timeout_s, connect_timeout_s=connect_timeout, accept_new_host_keys=accept_new_host_keys,
-        ssh_options=obj.ssh_options))
+        ssh_options=obj.ssh_options, flat=flat))
     bad = run.failed_hosts
     if as_json:
         print_json(run.redactor.obj({h: {"status": o.status, "files": o.files or [], "bytes": o.bytes or 0,
@@ -78,12 +79,20 @@ def copy(obj: Context, pattern: str, limit: str | None, forks: int, as_json: boo
 @accept_option
 @timeout_option
 @_timeout
+@click.option("--flat", is_flag=True,
+              help="As Ansible's fetch flat: yes: DEST is the file (a folder when it ends in /); one host only "
+                   "unless DEST holds {host}.")
 @click.argument("src")
 @click.argument("dest")
 @pass_ctx
 def fetch(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool, accept_new_host_keys: bool,
-          connect_timeout: float, timeout_s: float, src: str, dest: str) -> None:
+          connect_timeout: float, timeout_s: float, flat: bool, src: str, dest: str) -> None:
     """Fetch SRC (a file, or a folder recursively) from every host to DEST here.
 
-    DEST may hold {host} (one folder per host); without it files land in DEST/<host>/, as ansible -m fetch."""
-    _transfer(obj, "fetch", pattern, limit, forks, as_json, accept_new_host_keys, connect_timeout, timeout_s, src, dest)
+    As Ansible's fetch: each file lands at DEST/<host>/<its path on the host> (/var/log/syslog ->
+    DEST/gpu01/var/log/syslog; ~/ is the login user's $HOME), so hosts never overwrite each other.
+    A DEST holding {host} is taken as given, one per host: 'out/{host}/' gets the file under its
+    own name, 'out/{host}.log' is the file. {host} in SRC is each host's inventory name. A host
+    without SRC fails, naming it; symlinks are never followed."""
+    _transfer(obj, "fetch", pattern, limit, forks, as_json, accept_new_host_keys, connect_timeout, timeout_s, src, dest,
+              flat=flat)

@@ -222,6 +222,14 @@ class Connection(abc.ABC):
         """``(login shell or "", home folder)``; a transport may ask the host (one command)."""
         return getattr(self, "login_shell", ""), self.home
 
+    def login_stall(self) -> str | None:
+        """Why a command of this connection never started, when its login shell was still in its
+        rc files as a deadline passed (``the remote login shell (zsh) had not started the command
+        after 30 s: ...``, naming the files to look at), else ``None``. For the engine's own
+        deadlines (a task's, a transfer's, the first command's), which stop a command from
+        outside. Default: ``None`` (no login shell runs the commands: local, Slurm job steps)."""
+        return None
+
     def extra_facts(self) -> dict:
         """What the connection itself knows about the host, merged into its facts (Slurm's view of
         a node: state, features, GRES). Default: nothing."""

@@ -13,16 +13,46 @@ which drops everything up to and including the marker line, as it streams, and k
 text (:attr:`SkipLogin.login_output`) for the connection to report once. When the marker never
 comes (the shell did not start, or printed more than :data:`MAX_LOGIN_BYTES` first) nothing is
 dropped: every byte goes on as the command's stdout.
+
+The marker also tells when the login shell has not started a command yet: an rc file that sleeps
+or waits (``sleep 100`` in ``~/.zshenv``, a dead NFS mount in ``~/.bashrc``) holds every ssh
+command before its first byte. :class:`LoginWatch` keeps a connection's commands still waiting for
+their marker, so a timeout says so (:func:`login_stall_message`) instead of a bare "timed out", and
+a wait longer than the connect timeout is told while it lasts.
 """
 
 from __future__ import annotations
 
+import asyncio
+import posixpath
 import secrets
+import time
+from collections.abc import Callable
 
 from .streams import ByteReader
 
 #: Most bytes held back while waiting for the marker (a login banner is a few lines): 256 KiB.
 MAX_LOGIN_BYTES = 256 * 1024
+
+#: What each login shell reads before it runs an ssh command (``$SHELL -c``, non-interactive):
+#: bash(1) INVOCATION (run by sshd: ``~/.bashrc``; Debian's bash also ``/etc/bash.bashrc``),
+#: zsh(1) STARTUP/SHUTDOWN FILES (every zsh: ``zshenv``), tcsh(1) "Startup and shutdown"
+#: (``~/.tcshrc``, else ``~/.cshrc``), csh(1), fish's "Configuration files" (every fish). sh, dash
+#: and ksh read none for a command.
+RC_FILES = {
+    "bash": ("~/.bashrc", "/etc/bash.bashrc"),
+    "zsh": ("~/.zshenv", "/etc/zsh/zshenv"),
+    "tcsh": ("~/.tcshrc", "~/.cshrc", "/etc/csh.cshrc"),
+    "csh": ("~/.cshrc", "/etc/csh.cshrc"),
+    "fish": ("~/.config/fish/config.fish", "~/.config/fish/conf.d/"),
+}
+#: The usual ones when the login shell is not known yet (a connection's first command).
+ANY_SHELL_RC_FILES = ("~/.bashrc", "~/.zshenv", "~/.tcshrc", "~/.cshrc", "~/.config/fish/config.fish")
+#: What sshd itself runs before the command, whatever the shell (sshd(8) SSHRC).
+SSHD_RC_FILES = ("~/.ssh/rc", "/etc/ssh/sshrc")
+#: Seconds without its marker before a command is said to wait for its login shell when a
+#: deadline larger than its own passes (a login shell starts a command in milliseconds).
+STALL_MIN_S = 1.0
 
 
 def new_marker() -> str:
@@ -35,6 +65,17 @@ def marked_line(line: str, marker: str) -> str:
     """``line`` preceded by ``echo MARKER;``: the marker is the first thing the command itself
     prints, after whatever the login shell's rc files printed."""
     return f"echo {marker}; {line}"
+
+
+def login_stall_message(shell: str, waited_s: float, host: str) -> str:
+    """Why a command never started: ``the remote login shell (zsh) had not started the command
+    after 3 s: ...``, naming the files to look at (:data:`RC_FILES` for ``shell``, the path or
+    name of the login shell, "" when not known; then :data:`SSHD_RC_FILES`)."""
+    name = posixpath.basename(shell)
+    files = RC_FILES.get(name, ()) if name else ANY_SHELL_RC_FILES
+    who = f"the remote login shell ({name})" if name else "the remote login shell"
+    return (f"{who} had not started the command after {round(waited_s, 1):g} s: a file it reads before every ssh "
+            f"command is slow or waits (look at {', '.join((*files, *SSHD_RC_FILES))}; try: time ssh {host} true)")
 
 
 class SkipLogin:
@@ -53,6 +94,12 @@ class SkipLogin:
         self._done = False
         self.found = False
         self.login_output = b""
+        self.started = time.monotonic()
+
+    @property
+    def waiting(self) -> bool:
+        """The marker has not come yet (and the reader has not given up on it)."""
+        return not self._done
 
     async def read(self, n: int = -1) -> bytes:
         while not self._done:
@@ -76,3 +123,56 @@ class SkipLogin:
                 held, self._held = bytes(self._held), bytearray()
                 return held
         return await self._reader.read(n)
+
+
+class LoginWatch:
+    """The commands of one connection whose login shell has not started them yet.
+
+    Args:
+        notify_after_s: seconds a command may wait for its marker before ``notify`` is called
+            (once per connection) with :func:`login_stall_message`; ``None``: never.
+        notify: called with that message (the connection's ``on_note``); read when it fires.
+
+    Attributes:
+        stalled_s: how long the last command stopped before its marker (a timeout, a cancelled
+            run) had waited, seconds; ``None`` when none was.
+    """
+
+    def __init__(self, notify_after_s: float | None = None) -> None:
+        self.notify_after_s = notify_after_s
+        self._waiting: dict[int, tuple[SkipLogin, asyncio.TimerHandle | None]] = {}
+        self._told = False
+        self.stalled_s: float | None = None
+
+    def watch(self, reader: SkipLogin, describe: Callable[[float], str], notify: Callable[[str], None] | None) -> None:
+        """Follow ``reader`` until :meth:`done`; ``describe(waited_s)`` words a late note."""
+        timer = None
+        if self.notify_after_s is not None and notify is not None and not self._told:
+            def late() -> None:
+                if reader.waiting and not self._told:
+                    self._told = True
+                    notify(f"waiting: {describe(after_s)}")
+            after_s = self.notify_after_s
+            timer = asyncio.get_running_loop().call_later(after_s, late)
+        self._waiting[id(reader)] = (reader, timer)
+
+    def done(self, reader: SkipLogin, *, stopped: bool) -> None:
+        """``reader``'s command ended; ``stopped`` (timed out or cancelled) before its marker
+        sets :attr:`stalled_s`, and one whose marker came clears it (the shell starts commands)."""
+        _, timer = self._waiting.pop(id(reader), (reader, None))
+        if timer is not None:
+            timer.cancel()
+        if stopped and reader.waiting:
+            self.stalled_s = time.monotonic() - reader.started
+        elif reader.found:
+            self.stalled_s = None
+
+    def stall_s(self, min_s: float = STALL_MIN_S) -> float | None:
+        """Seconds the longest waiting command (or the last one stopped waiting) has waited for
+        its login shell, when at least ``min_s``; else ``None``."""
+        now = time.monotonic()
+        waits = [now - r.started for r, _ in self._waiting.values() if r.waiting]
+        if self.stalled_s is not None:
+            waits.append(self.stalled_s)
+        longest = max(waits, default=0.0)
+        return longest if waits and longest >= min_s else None

@@ -30,7 +30,10 @@ Login output: what the login shell's rc files print before the command (``~/.bas
 ``~/.zshenv``, ``~/.tcshrc``: read for every ssh command) never reaches a command's stdout or its
 streamed lines: each command line starts by echoing this connection's marker, and stdout up to
 and including it is dropped (:mod:`fleetctl.connection.login_output`) and reported once, as a
-detail note (``on_note``: the run record and ``-v``).
+detail note (``on_note``: the run record and ``-v``). A command whose marker has not come is one
+the login shell has not started (an rc file that sleeps or waits): a timeout then says so
+(:class:`~fleetctl.errors.CommandTimeout` ``login_stall``, :meth:`SSHConnection.login_stall`), and
+a wait past ``connect_timeout_s`` is told at once (``on_note``: ``waiting: the remote login shell...``).
 """
 
 from __future__ import annotations
@@ -45,9 +48,9 @@ import asyncssh
 from ..errors import CommandTimeout, HostUnreachable
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback
 from .command import remote_command_line
-from .login_output import SkipLogin, marked_line, new_marker
+from .login_output import LoginWatch, SkipLogin, login_stall_message, marked_line, new_marker
 from .ssh_files import SFTPFiles
-from .ssh_sessions import Sessions, UseOverflow
+from .ssh_sessions import Sessions, UseOverflow, stop_process
 from .ssh_handshake import LoginFailed, RouteOptions
 from .ssh_options import apply_options
 from .ssh_route import MAX_HANDSHAKES, LoginStats, login
@@ -139,6 +142,7 @@ class SSHConnection(SFTPFiles, Connection):
         self._no_sftp: dict[str, str] = {}
         self._marker = new_marker()
         self._login_noted = False
+        self._login_watch = LoginWatch(notify_after_s=connect_timeout_s)
 
     holds_stdin = True
 
@@ -294,6 +298,14 @@ class SSHConnection(SFTPFiles, Connection):
             shown = " | ".join(ln.strip() for ln in text.decode("utf-8", "replace").splitlines() if ln.strip())
             self.on_note(f"{LOGIN_OUTPUT_NOTE}{shown[:300]}")
 
+    def login_stall(self) -> str | None:
+        """See :meth:`Connection.login_stall`: a command here (or on the second connection) has
+        waited at least :data:`~fleetctl.connection.login_output.STALL_MIN_S` for its marker."""
+        waited = self._login_watch.stall_s()
+        if waited is None:
+            return self._overflow.login_stall() if self._overflow is not None else None
+        return login_stall_message(self.login_shell, waited, self.host)
+
     def _count(self, name: str) -> None:
         self.stats[name] = self.stats.get(name, 0) + 1
 
@@ -365,6 +377,9 @@ class SSHConnection(SFTPFiles, Connection):
             raise HostUnreachable(self.host, self._describe(exc)) from None
         out, err = OutputTail(capture_bytes), OutputTail(capture_bytes)
         reader = SkipLogin(proc.stdout, self._marker)
+        self._login_watch.watch(reader, lambda s: login_stall_message(self.login_shell, s, self.host),
+                                lambda text: self.on_note(text) if self.on_note is not None else None)
+        stopped = False
         if hold_stdin:
             self._pinned += 1
         try:
@@ -380,14 +395,17 @@ class SSHConnection(SFTPFiles, Connection):
             try:
                 await asyncio.wait_for(everything(), timeout_s)
             except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
-                await _stop(proc, supervised=supervise or hold_stdin)
+                stopped = True
+                await stop_process(proc, supervised=supervise or hold_stdin, started=not reader.waiting)
                 if isinstance(exc, asyncio.CancelledError):
                     raise
-                raise CommandTimeout(self.host, argv, timeout_s or 0) from None
+                stall = login_stall_message(self.login_shell, timeout_s or 0, self.host) if reader.waiting else ""
+                raise CommandTimeout(self.host, argv, timeout_s or 0, login_stall=stall) from None
             except (OSError, asyncssh.Error) as exc:
                 proc.close()
                 raise HostUnreachable(self.host, f"connection lost during {argv[0]}: {self._describe(exc)}") from None
         finally:
+            self._login_watch.done(reader, stopped=stopped)
             if hold_stdin:
                 self._pinned -= 1
             await self._sessions.release()
@@ -403,27 +421,3 @@ class SSHConnection(SFTPFiles, Connection):
         return CommandResult(argv=argv, rc=rc, stdout=stdout, stderr=stderr, signal=sig,
                              duration_s=time.monotonic() - started, stdout_dropped=stdout_dropped,
                              stderr_dropped=stderr_dropped)
-
-
-async def _stop(proc: asyncssh.SSHClientProcess, *, supervised: bool = False) -> None:
-    """Stop the remote process, then close the channel. A supervised command's stdin is closed
-    first: its supervisor stops the whole process group (TERM, then KILL after 5 s) and exits.
-    Otherwise, or if that does not end it, the process is signalled (TERM, then KILL)."""
-    if supervised:
-        try:
-            proc.stdin.write_eof()
-            await asyncio.wait_for(proc.wait_closed(), 8)
-            return
-        except (OSError, asyncssh.Error, asyncio.TimeoutError):
-            pass
-    for sig in ("TERM", "KILL"):
-        try:
-            proc.send_signal(sig)
-        except (OSError, asyncssh.Error):
-            break
-        try:
-            await asyncio.wait_for(proc.wait_closed(), 3)
-            return
-        except asyncio.TimeoutError:
-            continue
-    proc.close()

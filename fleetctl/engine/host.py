@@ -152,8 +152,9 @@ async def _run_task(task: Any, session: HostSession, playbook: Any, *, apply: bo
         view = _view(session, playbook, opts, env)
         try:
             result = await asyncio.wait_for(drive(action.plan(args, view), runner), seconds + 30)
-        except (CommandTimeout, asyncio.TimeoutError):
-            result = TaskResult(Status.FAILED, msg=f"timed out after {seconds:g} s")
+        except (CommandTimeout, asyncio.TimeoutError) as exc:  # naming a login shell that never started it
+            stall = exc.login_stall if isinstance(exc, CommandTimeout) else session.conn.login_stall()
+            result = TaskResult(Status.FAILED, msg=f"timed out after {seconds:g} s" + (f": {stall}" if stall else ""))
         except HostUnreachable as exc:
             result = TaskResult(Status.UNREACHABLE, msg=exc.cause)
         except FleetError as exc:

@@ -255,7 +255,9 @@ async def _try(conn: Connection, host: str, path: str, record: dict, timeout_s: 
         return HostLock(host, path, record, stale=previous or None, remote_pid=int(pid) if pid.isdigit() else None,
                         _task=task)
     if how == "silent":
-        raise HostLockError(f"{host}: the deploy lock {path} did not answer within {timeout_s:g} s")
+        stall = conn.login_stall()  # the login shell had not started the lock script
+        raise HostLockError(f"{host}: the deploy lock {path} did not answer within {timeout_s:g} s"
+                            + (f": {stall}" if stall else ""))
     res = task.result()  # HostUnreachable propagates
     if res.rc == 75:
         busy = next((t[len("BUSY "):] for t in lines if t.startswith("BUSY ")), "")

@@ -162,10 +162,10 @@ async def _exec(session: HostSession, job: dict[str, Any], *, hold: bool,
     box.clear()
     if how == "answer":
         return _result(got.result()), None, task
-    if how == "silent":
-        raise TaskFailed(session.name, f"the run's first command did not answer within {timeout_s:g} s (it runs "
-                                       f"under the login shell: an rc file that waits, e.g. on a dead NFS mount, or "
-                                       f"a hung nvidia-smi; try: ssh {session.name} true)")
+    if how == "silent":  # the login shell still in its rc files, or the command itself waiting
+        raise TaskFailed(session.name, f"the run's first command did not answer within {timeout_s:g} s: "
+                         + (conn.login_stall() or f"(it runs under the login shell: an rc file that waits, e.g. on "
+                                                  f"a dead NFS mount, or a hung nvidia-smi; try: ssh {session.name} true)"))
     res = task.result()  # HostUnreachable propagates
     return _result(res.stdout_text), res, None
 

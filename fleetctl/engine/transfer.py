@@ -19,9 +19,9 @@ Paths, as ``ansible -m copy`` and ``rsync`` read them:
   (named in the host's log and in the command's output); empty folders are not made. Folders made
   on a host keep the SRC folder's mode bits, fetched files their host's (less the umask).
 - copy's DEST may hold ``{host}`` too: each host its own DEST (``/tmp/dst_{host}``).
-- fetch's DEST holds ``{host}`` (the host name, made safe as a file name) for one folder per host;
-  without it the files land under ``DEST/<host>/``, as ``ansible -m fetch`` (``flat: no``) does, so
-  hosts never overwrite each other's files, and one host gets the same layout as many.
+- fetch: see :mod:`fleetctl.engine.fetch_paths` (Ansible's ``fetch`` layout: each file at
+  ``DEST/<host>/<its path on the host>``; DEST taken as given with ``{host}`` in it or ``flat``;
+  ``{host}`` in SRC is the host's inventory name).
 
 Every transfer is a run (kind ``copy``/``fetch``): each host's outcome says ``files`` (``src``,
 ``dest``, ``bytes``) and ``bytes`` in all, its log names each file and its size.
@@ -43,6 +43,7 @@ from ..connection.base import OutputLine
 from ..connection.registry import ConnectOptions
 from ..errors import CommandTimeout, FleetError, HostUnreachable, InputError, TransferError, host_message
 from .fanout import for_each_host
+from .fetch_paths import FetchSource, check_fetch, host_src, local_dest
 from .model import RunModel
 from .observer import Observers
 from .scopes import enter_scopes, prepare_hosts
@@ -123,17 +124,6 @@ def remote_dest(dest: str, rel: str, *, single_file: bool) -> str:
     if single_file and not dest.endswith("/"):
         return dest
     return posixpath.join(dest, rel)
-
-
-def host_folder(dest_template: str, host: str) -> tuple[str, bool]:
-    """``(path, is_folder)``: fetch's DEST for one host: ``{host}`` replaced by the host's safe
-    name; without ``{host}``, ``DEST/<host>/`` (``ansible -m fetch``'s default layout)."""
-    from ..util.paths import safe_name
-
-    if "{host}" in dest_template:
-        path = dest_template.replace("{host}", safe_name(host))
-        return path, path.endswith("/")
-    return os.path.join(dest_template, safe_name(host)) + "/", True
 
 
 def _log(observers: Observers, host: str, text: str, stream: str = "stdout") -> None:
@@ -264,7 +254,8 @@ async def _host(run: RunModel, observers: Observers, host: Any, unavailable: dic
     except HostUnreachable as exc:
         out.status, out.error, out.reachable = "unreachable", exc.cause, False
     except asyncio.TimeoutError:
-        out.status, out.error = "failed", f"timed out after {timeout_s:g} s (--timeout)"
+        stall = next((s for s in (c.login_stall() for c in conn_box) if s), None)  # its login shell, still in its rc
+        out.status, out.error = "failed", f"timed out after {timeout_s:g} s (--timeout)" + (f": {stall}" if stall else "")
     except (CommandTimeout, FleetError) as exc:
         out.status, out.error = "failed", host_message(host.name, exc)
     finally:
@@ -282,23 +273,29 @@ async def _host(run: RunModel, observers: Observers, host: Any, unavailable: dic
 
 async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *, run: RunModel,
                            observers: Observers, forks: int = 50, timeout_s: float = 600.0,
-                           connect_options: ConnectOptions | None = None) -> dict[str, list[dict]]:
+                           connect_options: ConnectOptions | None = None, flat: bool = False) -> dict[str, list[dict]]:
     """Fetch ``src`` (a file or folder on each host, recursively) to the controller.
 
     Args:
         hosts: inventory hosts.
-        src: the path on the hosts (relative: to the login folder).
-        dest_template: the controller path; ``{host}`` is each host's name (see :func:`host_folder`).
+        src: the path on the hosts (relative: to the login folder; ``~/``: the login user's
+            ``$HOME``); ``{host}`` in it is each host's inventory name.
+        dest_template: the controller path (:mod:`fleetctl.engine.fetch_paths`): files land at
+            ``DEST/<host>/<path on the host>``, or, with ``{host}`` in it or ``flat``, as given.
         run: the run (kind ``fetch``); outcomes as :func:`copy_to_hosts`. A host where ``src`` is
             missing fails, naming the path; a symlink there is refused, never followed.
         observers, forks, timeout_s, connect_options: as :func:`copy_to_hosts`.
+        flat: Ansible's ``flat: yes``: DEST is the file (a folder when it ends in ``/``).
 
     Returns:
         host -> the files fetched (``src`` on the host, ``dest`` on the controller, ``bytes``).
+
+    Raises:
+        InputError: what :func:`fleetctl.engine.fetch_paths.check_fetch` refuses (before any host
+            is touched).
     """
-    run.argv = ["fetch", src, dest_template]
-    if src.startswith("~/"):  # commands run in the login folder: a relative path is the same file
-        src = src[2:] or "."
+    check_fetch(src, dest_template, [h.name for h in hosts], flat=flat)
+    run.argv = ["fetch", *(["--flat"] if flat else []), src, dest_template]
     done: dict[str, list[dict]] = {}
     options = replace(connect_options or ConnectOptions(), run_id=run.run_id)
     async with contextlib.AsyncExitStack() as stack:
@@ -310,13 +307,13 @@ async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *
                 conn = scopes[host.connection].connection(host_ref(host))
                 conn_box.append(conn)
                 await conn.open()
-                kind, paths, skipped = await remote_sources(conn, host.name, src, timeout_s)
-                folder, is_folder = host_folder(dest_template, host.name)
+                mine = host_src(src, host.name)
+                kind, root, paths, skipped = await remote_sources(conn, host.name, mine, timeout_s)
                 for path in skipped:
                     _log(observers, host.name, f"skipped {path}: not a regular file (symlinks are never followed)",
                          "stderr")
                 for remote in paths:
-                    local = _local_dest(src, remote, kind, folder, is_folder)
+                    local = local_dest(dest_template, host.name, FetchSource(mine, root, kind), remote, flat=flat)
                     try:
                         await conn.get(remote, local)
                         size = os.path.getsize(local)
@@ -333,17 +330,3 @@ async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *
         await for_each_host(hosts, one, forks=forks)
     run.failed_hosts = [h for h, o in run.hosts.items() if o.status != "ok"]
     return done
-
-
-def _local_dest(src: str, remote: str, kind: str, folder: str, is_folder: bool) -> str:
-    """Where one fetched file lands: the module's rules, and never outside ``folder``."""
-    if kind == "file":
-        return os.path.join(folder, posixpath.basename(remote.rstrip("/"))) if is_folder else folder
-    base = src.rstrip("/") or "/"
-    rel = posixpath.relpath(remote, base)
-    if not src.endswith("/"):
-        rel = posixpath.join(posixpath.basename(base) or "root", rel)
-    parts = [p for p in rel.split("/") if p not in ("", ".")]
-    if ".." in parts:
-        raise TransferError(f"fetch {remote}: outside {src}")
-    return os.path.join(folder, *parts)

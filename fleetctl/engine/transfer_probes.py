@@ -21,13 +21,16 @@ _B, _E = '\\0FLEETCTL-ANSWER-BEGIN\\0', '\\0FLEETCTL-ANSWER-END\\0'
 #: ``dir`` when ``$1`` is a folder (or a link to one, which ``cp`` follows too), else ``other``.
 DEST_SCRIPT = f'printf "{_B}"; if [ -d "$1" ]; then printf dir; else printf other; fi; printf "{_E}"'
 
-#: Lists a fetch's SRC: ``file``; or ``dir``, its regular files, an empty entry, then what is
-#: neither a folder nor a regular file (symlinks: skipped, never followed); or ``missing`` with
-#: ``ls``'s reason ("No such file or directory", "Permission denied"). NUL-separated
-#: (``find -print0``: GNU, BSD and busybox; a path is never empty).
-LIST_SCRIPT = (f'printf "{_B}"; if [ -d "$1" ] && [ ! -L "$1" ]; then printf "dir\\0"; find "$1" -type f -print0; '
+#: Lists a fetch's SRC: ``file`` and its path; or ``dir``, its path, its regular files, an empty
+#: entry, then what is neither a folder nor a regular file (symlinks: skipped, never followed); or ``missing``
+#: with ``ls``'s reason ("No such file or directory", "Permission denied"). NUL-separated
+#: (``find -print0``: GNU, BSD and busybox; a path is never empty). A leading ``~`` or ``~/`` is
+#: the login user's ``$HOME`` first, as Ansible's fetch expands it (``_remote_expand_user``), so
+#: every path in the answer is the path on the host (absolute for ``~/x``).
+LIST_SCRIPT = ('case "$1" in "~") set -- "$HOME";; "~/"*) set -- "$HOME/${1#??}";; esac; '
+               f'printf "{_B}"; if [ -d "$1" ] && [ ! -L "$1" ]; then printf "dir\\0%s\\0" "$1"; find "$1" -type f -print0; '
                'printf "\\0"; find "$1" ! -type d ! -type f -print0; '
-               'elif [ -e "$1" ] || [ -L "$1" ]; then printf "file\\0"; '
+               'elif [ -e "$1" ] || [ -L "$1" ]; then printf "file\\0%s\\0" "$1"; '
                'else printf "missing\\0"; ls -d -- "$1" 2>&1 >/dev/null | tail -n 1 | tr -d "\\n"; '
                f'printf "\\0"; fi; printf "{_E}"')
 
@@ -59,8 +62,10 @@ async def dest_is_folder(conn: Any, host: str, dest: str, timeout_s: float) -> b
     return got == b"dir"
 
 
-async def remote_sources(conn: Any, host: str, src: str, timeout_s: float) -> tuple[str, list[str], list[str]]:
-    """``(kind, files, skipped)`` of a fetch's SRC on the host (kind ``file`` or ``dir``).
+async def remote_sources(conn: Any, host: str, src: str, timeout_s: float) -> tuple[str, str, list[str], list[str]]:
+    """``(kind, root, files, skipped)`` of a fetch's SRC on the host: kind ``file`` or ``dir``;
+    root is SRC as the host names it (``~/`` made ``$HOME/``); files and skipped are paths as the
+    host names them (``root`` itself, or under it).
 
     Raises:
         TransferError: SRC does not exist on the host ("no such file or folder on the host"),
@@ -78,8 +83,9 @@ async def remote_sources(conn: Any, host: str, src: str, timeout_s: float) -> tu
             raise TransferError(f"{host}: fetch {src}: Permission denied (a folder on the way cannot be entered "
                                 f"by the login user)")
         raise TransferError(f"{host}: fetch {src}: no such file or folder on the host")
+    root = parts[1] if len(parts) > 1 and parts[1] else src
     if kind == "file":
-        return kind, [src], []
-    rest = parts[1:]
+        return kind, root, [root], []
+    rest = parts[2:]
     cut = rest.index("") if "" in rest else len(rest)
-    return kind, rest[:cut], [p for p in rest[cut + 1:] if p]
+    return kind, root, rest[:cut], [p for p in rest[cut + 1:] if p]

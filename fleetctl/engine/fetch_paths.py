@@ -1,0 +1,124 @@
+"""Where ``fleetctl fetch`` puts each host's files: Ansible's ``fetch`` layout, pure functions.
+
+Ansible's ``ansible.builtin.fetch`` (its documentation, and ``plugins/action/fetch.py`` of
+ansible-core) stores a file at ``DEST/<inventory_hostname>/<src as given>`` (``src=/etc/profile``,
+``dest=/backup`` -> ``/backup/host.example.com/etc/profile``; ``~`` expanded on the host first),
+unless ``flat: yes``: then DEST is the file itself, or, when it ends in ``/``, a folder the file
+goes into under its own name; a flat DEST that is an existing folder without the ``/`` is refused
+("dest is an existing directory, use a trailing slash..."). fleetctl follows it:
+
+- DEST without ``{host}`` (the default): every file lands at ``DEST/<host>/<its path on the
+  host>``: ``fetch /var/log/syslog out`` -> ``out/gpu01/var/log/syslog``, a relative SRC
+  (the login folder's) stays relative (``fetch logs/a.txt out`` -> ``out/gpu01/logs/a.txt``),
+  ``~/x`` is the login user's ``$HOME/x`` (``out/gpu01/home/alice/x``). Hosts never overwrite
+  each other's files, nor do two files of one host with the same name in different folders.
+- DEST holding ``{host}`` (fleetctl's way to name it, the host's name made safe as a file name:
+  :func:`fleetctl.util.paths.safe_name`): DEST is taken as given, as Ansible's ``flat: yes``
+  with ``{{ inventory_hostname }}`` in ``dest``: ``out/{host}/`` is a folder per host that gets
+  the file under its own name, ``out/{host}.log`` is the file itself.
+- ``flat`` (``fleetctl fetch --flat``) without ``{host}``: DEST as given, for one host only
+  (several hosts would write the same file, which Ansible allows and fleetctl refuses).
+- ``{host}`` in SRC is the host's inventory name (Ansible's ``{{ inventory_hostname }}``):
+  ``fetch '/var/log/app-{host}.log' out``.
+- A folder SRC (Ansible fetches files only) is fetched recursively: mirrored file by file as
+  above; with DEST taken as given, the folder itself goes into DEST (``SRC/``: its contents),
+  as ``rsync`` and ``fleetctl copy``.
+- Ansible's other options: a missing SRC always fails the host, naming the path (Ansible's default
+  ``fail_on_missing: yes``); there is no ``validate_checksum`` run after the transfer (SFTP and
+  the exec fallback carry the bytes over SSH's integrity-checked channel, RFC 4253 section 6.4).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import InputError, TransferError
+from ..util.paths import safe_name
+
+HOST = "{host}"
+
+
+@dataclass(frozen=True)
+class FetchSource:
+    """One host's SRC: ``given`` (``{host}`` filled in), ``root`` (as the host names it: ``~/``
+    made ``$HOME/``) and ``kind`` (``file`` or ``dir``)."""
+
+    given: str
+    root: str
+    kind: str
+
+
+def mirrors(dest: str, *, flat: bool) -> bool:
+    """True when files land at ``DEST/<host>/<path on the host>`` (no ``{host}`` in DEST, not flat)."""
+    return not flat and HOST not in dest
+
+
+def host_src(src: str, host: str) -> str:
+    """Fetch's SRC for one host: ``{host}`` replaced by its inventory name (a path on the host)."""
+    return src.replace(HOST, host)
+
+
+def _parts(path: str) -> list[str]:
+    return [p for p in posixpath.normpath(path).split("/") if p not in ("", ".")]
+
+
+def check_fetch(src: str, dest: str, hosts: Sequence[str], *, flat: bool = False) -> None:
+    """Refuse, before any host is touched, a fetch whose hosts would write over each other or
+    outside DEST.
+
+    Raises:
+        InputError (exit 2, one line): ``flat`` without ``{host}`` in DEST for more than one host;
+            two hosts whose names are the same file name (``a:b`` and ``a_b``); a mirrored SRC
+            that climbs above the login folder (``../x``: its place under ``DEST/<host>/`` would
+            be outside it).
+    """
+    if flat and HOST not in dest and len(hosts) > 1:
+        folder, name = posixpath.split(dest)
+        example = posixpath.join(folder, HOST, name) if name else f"{dest}{HOST}/"
+        raise InputError(f"fetch --flat: DEST {dest} has no {HOST}: the {len(hosts)} hosts would write the same "
+                         f"path; put {HOST} in DEST (e.g. {example}) or leave out --flat (files land at "
+                         f"DEST/<host>/<path on the host>)")
+    if mirrors(dest, flat=flat) and posixpath.normpath(host_src(src, "h")).split("/")[0] == "..":
+        raise InputError(f"fetch: SRC {src} climbs above the login folder ('..'): its files would land outside "
+                         f"DEST/<host>/; give the path without '..' (an absolute path)")
+    if not flat or HOST in dest:
+        seen: dict[str, str] = {}
+        for host in hosts:
+            other = seen.setdefault(safe_name(host), host)
+            if other != host:
+                raise InputError(f"fetch: hosts {other} and {host} are the same file name under DEST "
+                                 f"({safe_name(host)}): one would overwrite the other's files; fetch them apart")
+
+
+def local_dest(dest: str, host: str, src: FetchSource, remote: str, *, flat: bool = False) -> str:
+    """Where the file ``remote`` (a path as the host names it, ``src.root`` or under it) of
+    ``host`` lands on the controller (the module's rules).
+
+    Raises:
+        TransferError: a flat DEST for a file is an existing folder here without a trailing ``/``
+            (Ansible refuses it alike), or a path would land outside the host's DEST.
+    """
+    if mirrors(dest, flat=flat):
+        parts = _parts(remote)
+        if not parts or ".." in parts:
+            raise TransferError(f"{host}: fetch {remote}: outside DEST/{safe_name(host)}/ ('..')")
+        return os.path.join(dest, safe_name(host), *parts)
+    path = dest.replace(HOST, safe_name(host))
+    if src.kind == "file":
+        if path.endswith("/"):
+            return os.path.join(path, posixpath.basename(remote.rstrip("/")))
+        if os.path.isdir(path):
+            raise TransferError(f"{host}: fetch {src.given} -> {path}: {path} is an existing folder here; end DEST "
+                                f"with / to fetch the file into it (as Ansible's fetch with flat: yes)")
+        return path
+    base = src.root.rstrip("/") or "/"
+    rel = posixpath.relpath(remote, base)
+    if not src.given.endswith("/"):
+        rel = posixpath.join(posixpath.basename(base) or "root", rel)
+    parts = _parts(rel)
+    if ".." in parts:
+        raise TransferError(f"{host}: fetch {remote}: outside {src.given}")
+    return os.path.join(path, *parts)
