@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..errors import InputError
 from .lifecycle import finish_run, guarded_async, new_run
 
 
@@ -34,8 +35,13 @@ async def run_command(hosts: Sequence[Any], argv: Sequence[str], *, pattern: str
         ``(stdout, stderr)`` (the last :data:`~fleetctl.engine.adhoc.RUN_CAPTURE_BYTES` of each).
 
     Raises:
-        InputError: the run record cannot be written (before anything runs).
+        InputError: the command is empty (no argv, or an empty program name: no host could run
+            it, as ``execvp("")`` fails with ENOENT), or the run record cannot be written (before
+            anything runs).
     """
+    if not argv or not str(argv[0]):
+        raise InputError(f"run: the command's program name is empty ({list(argv)!r}): give the program "
+                         "to run, e.g. fleetctl run --hosts all -- uname -r")
     from ..engine.adhoc import run_on_hosts
     from ..util.redact import unwrap
 
