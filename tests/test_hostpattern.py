@@ -223,6 +223,9 @@ def test_host_objects_come_back(fleet):
         ("gpu-nodez", None, "pattern 'gpu-nodez' matches no host or group in {inv}; did you mean 'gpu-nodes'?"),
         ("gpu-nodes:!h20", None, "pattern 'h20' matches no host or group in {inv}; did you mean 'h200'?"),
         ("zzzzzz", None, "pattern 'zzzzzz' matches no host or group in {inv}"),
+        # any short miss is 0.6-close to the implicit 'ungrouped': suggested only when nearly typed
+        ("all", "nope", "limit 'nope' matches no host or group in {inv}"),
+        ("ungroupd", None, "pattern 'ungroupd' matches no host or group in {inv}; did you mean 'ungrouped'?"),
         ("all", "lokal", "limit 'lokal' matches no host or group in {inv}; did you mean 'local'?"),
         ("gpu[01:09]", None, "pattern 'gpu[01:09]' names hosts not in {inv}: gpu[06-09]"),
         ("gpu[1:a]", None, "pattern 'gpu[1:a]' matches no host or group, and is not a valid node set: "

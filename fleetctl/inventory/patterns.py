@@ -107,9 +107,14 @@ def split_pattern(pattern: str) -> list[str]:
     return [p.strip() for p in pieces if p.strip()]
 
 
+_IMPLICIT = ("all", "ungrouped")  # Ansible's implicit groups: every inventory has them
+
+
 def _suggest(word: str, index: HostIndex) -> str:
-    candidates = list(dict.fromkeys([*index.groups, *index.hosts]))
-    close = close_matches(word, candidates, n=1, cutoff=0.6)
+    """A close host or group name (similarity >= 0.6); the implicit groups only when nearly the
+    word itself (>= 0.8): any short miss is 0.6-close to 'ungrouped' ('nope' is), which is noise."""
+    candidates = [n for n in dict.fromkeys([*index.groups, *index.hosts]) if n not in _IMPLICIT]
+    close = close_matches(word, candidates, n=1, cutoff=0.6) or close_matches(word, _IMPLICIT, n=1, cutoff=0.8)
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
