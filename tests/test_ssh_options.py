@@ -18,6 +18,7 @@ def test_spellings_normalise_and_refusals_name_the_option():
     for bad, why in (("StrictHostKeyChecking=no", "a changed key is always refused"),
                      ("StrictHostKeyChecking=off", "a changed key is always refused"),
                      ("SendEnv=LANG", "-o SendEnv: fleetctl does not honour this ssh option"),
+                     ("ConnectTimeout=5", "-o ConnectTimeout=5: fleetctl sets this itself: use --connect-timeout"),
                      ("Port=0", "not a TCP port"), ("HashKnownHosts=maybe", "expected yes or no"),
                      ("=x", "expected OPTION=VALUE")):
         with pytest.raises(SSHOptionError, match=why):

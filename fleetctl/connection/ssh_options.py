@@ -55,6 +55,8 @@ def parse_option(text: str) -> tuple[str, str]:
     if len(value) >= 2 and value[0] == value[-1] == '"':
         value = value[1:-1]
     name = HONOURED.get(raw.lower())
+    if name is None and raw.lower() in _OWN_FLAGS:
+        raise SSHOptionError(f"-o {raw}={value}: fleetctl sets this itself: {_OWN_FLAGS[raw.lower()]}")
     if name is None:
         raise SSHOptionError(
             f"-o {raw}: fleetctl does not honour this ssh option, so it would be ignored; it takes "
@@ -70,6 +72,11 @@ def parse_option(text: str) -> tuple[str, str]:
     if name in ("IdentitiesOnly", "HashKnownHosts", "CheckHostIP") and low not in _BOOL:
         raise SSHOptionError(f"-o {name}={value}: expected yes or no")
     return name, value
+
+
+# ssh_config options whose job a fleetctl flag does (ssh_config(5) ConnectTimeout: seconds to
+# connect; fleetctl's deadline also covers the login)
+_OWN_FLAGS = {"connecttimeout": "use --connect-timeout SECONDS (the deadline to connect and log in to each host)"}
 
 
 def parse_options(values: Sequence[str]) -> tuple[str, ...]:
