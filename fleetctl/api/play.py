@@ -213,7 +213,12 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
     mode = MODES[mode]
     if build not in (None, "once", "each"):
         raise InputError(f"build: want 'once' or 'each', got {build!r}")
-    if max_fail_percentage is not None and not (0 <= max_fail_percentage <= 100):
+    for flag, value in (("force", force), ("staged", staged)):
+        if not isinstance(value, bool):  # "no" is truthy: force="no" would rebuild (new-user trial)
+            raise InputError(f"{flag}: want True or False, got {value!r}")
+    if max_fail_percentage is not None and (isinstance(max_fail_percentage, bool)
+                                            or not isinstance(max_fail_percentage, (int, float))
+                                            or not (0 <= max_fail_percentage <= 100)):
         raise InputError(f"max_fail_percentage: want 0 to 100, got {max_fail_percentage!r}")
     path = resolve_default(str(playbook or DEFAULT_PLAYBOOKS[kind]))
     if not path.exists():
