@@ -214,7 +214,12 @@ def test_bad_input_raises_input_error_with_the_line_the_cli_prints(tmp_path, hom
                           (lambda: fleet.select("local").deploy(mode="plan", force="no"), "force: want True or False"),
                           (lambda: fleet.select("local").deploy(mode="plan", staged=1), "staged: want True or False"),
                           (lambda: fleet.select("local").deploy(mode="plan", max_fail_percentage="10"),
-                           "max_fail_percentage: want 0 to 100")]:
+                           "max_fail_percentage: want 0 to 100"),
+                          (lambda: Fleet.from_inventory("inventory.yaml", extra_vars=["a=b"]), "extra_vars: want a mapping"),
+                          (lambda: Fleet.from_inventory("inventory.yaml", extra_vars="archs=9.0a"), "extra_vars: want a"),
+                          (lambda: Fleet.from_inventory("inventory.yaml", extra_vars={1: "x"}), "extra_vars: want a"),
+                          (lambda: Fleet.from_inventory("inventory.yaml", verbose="yes"), "verbose: want a whole"),
+                          (lambda: fleet.select("all", limit=5), "limit: want a host pattern")]:
         with pytest.raises(InputError, match=message):
             call()
     assert not (home / "runs").exists() or not _runs(home)  # bad input: nothing ran, nothing recorded

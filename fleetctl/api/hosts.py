@@ -47,6 +47,8 @@ class AsyncHosts:
     def __init__(self, fleet: Any, pattern: str, limit: str | None = None) -> None:
         if not isinstance(pattern, str) or not pattern.strip():
             raise InputError(f"pattern: want a host pattern such as 'all' or 'gpu-nodes:!gpu03', got {pattern!r}")
+        if limit is not None and not isinstance(limit, str):
+            raise InputError(f"limit: want a host pattern (a string) or None, got {limit!r}")
         self.fleet, self.pattern, self.limit = fleet, pattern, limit
         self._names: list[str] | None = None
 
