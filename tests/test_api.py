@@ -219,7 +219,10 @@ def test_bad_input_raises_input_error_with_the_line_the_cli_prints(tmp_path, hom
                           (lambda: Fleet.from_inventory("inventory.yaml", extra_vars="archs=9.0a"), "extra_vars: want a"),
                           (lambda: Fleet.from_inventory("inventory.yaml", extra_vars={1: "x"}), "extra_vars: want a"),
                           (lambda: Fleet.from_inventory("inventory.yaml", verbose="yes"), "verbose: want a whole"),
-                          (lambda: fleet.select("all", limit=5), "limit: want a host pattern")]:
+                          (lambda: fleet.select("all", limit=5), "limit: want a host pattern"),
+                          (lambda: fleet.select("local").deploy(mode="plan", tags=5), "tags: want a tag name"),
+                          (lambda: fleet.select("local").deploy(mode="plan", serial=1.5), "serial: want a host count"),
+                          (lambda: fleet.select("local").copy("inventory.yaml", 5), "dest: want a path")]:
         with pytest.raises(InputError, match=message):
             call()
     assert not (home / "runs").exists() or not _runs(home)  # bad input: nothing ran, nothing recorded

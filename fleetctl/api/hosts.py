@@ -159,6 +159,8 @@ class AsyncHosts:
         Raises:
             InputError: ``src`` does not exist here, a bad timeout or forks, or the selection is invalid.
         """
+        if not isinstance(dest, str) or not dest:
+            raise InputError(f"dest: want a path on the hosts (a non-empty string), got {dest!r}")
         return await self._transfer("copy", src, dest, timeout=timeout, forks=forks, observers=observers)
 
     async def fetch(self, src: str, dest: str | Path, *, timeout: float = 600.0, forks: int = 50,
