@@ -209,7 +209,20 @@ def test_bad_input_raises_input_error_with_the_line_the_cli_prints(tmp_path, hom
     for call, message in [(lambda: fleet.select("local").run("uname -r"), "argv: want a non-empty list"),
                           (lambda: fleet.select("local").run(["true"], timeout=0), "timeout: want a positive"),
                           (lambda: fleet.select("local").run(["true"], forks=0), "forks: want a whole number"),
-                          (lambda: fleet.select("local").deploy(mode="apply-ish"), "mode: want one of")]:
+                          (lambda: fleet.select("local").deploy(mode="apply-ish"), "mode: want one of"),
+                          # new-user trial: force="no" is truthy and rebuilt; a str percentage gave a TypeError
+                          (lambda: fleet.select("local").deploy(mode="plan", force="no"), "force: want True or False"),
+                          (lambda: fleet.select("local").deploy(mode="plan", staged=1), "staged: want True or False"),
+                          (lambda: fleet.select("local").deploy(mode="plan", max_fail_percentage="10"),
+                           "max_fail_percentage: want 0 to 100"),
+                          (lambda: Fleet.from_inventory("inventory.yaml", extra_vars=["a=b"]), "extra_vars: want a mapping"),
+                          (lambda: Fleet.from_inventory("inventory.yaml", extra_vars="archs=9.0a"), "extra_vars: want a"),
+                          (lambda: Fleet.from_inventory("inventory.yaml", extra_vars={1: "x"}), "extra_vars: want a"),
+                          (lambda: Fleet.from_inventory("inventory.yaml", verbose="yes"), "verbose: want a whole"),
+                          (lambda: fleet.select("all", limit=5), "limit: want a host pattern"),
+                          (lambda: fleet.select("local").deploy(mode="plan", tags=5), "tags: want a tag name"),
+                          (lambda: fleet.select("local").deploy(mode="plan", serial=1.5), "serial: want a host count"),
+                          (lambda: fleet.select("local").copy("inventory.yaml", 5), "dest: want a path")]:
         with pytest.raises(InputError, match=message):
             call()
     assert not (home / "runs").exists() or not _runs(home)  # bad input: nothing ran, nothing recorded

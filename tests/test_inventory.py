@@ -580,6 +580,8 @@ def test_fleet_yaml_is_plain_yaml_too():
     ("venv_kep", "venv_keep"), ("verify_devise", "verify_device"), ("Deploy_Lock", "deploy_lock"),
     # a unit suffix dropped, a letter of a short name doubled (found by a new user's trial)
     ("gpu_probe_timeout", "gpu_probe_timeout_s"), ("keepalive", "keepalive_interval"), ("venvv", "venv"),
+    # one typo in a 4-letter name (new-user trial: ventv was kept as a var of one's own)
+    ("ventv", "venv"), ("vnev", "venv"), ("vevn", "venv"),
 ])
 def test_misspelt_own_var_is_refused_whatever_kind_the_hosts_use(tmp_path, typo, meant):
     """A local-only inventory still refuses a typo of an ssh, slurm or template var."""

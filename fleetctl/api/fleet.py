@@ -73,6 +73,10 @@ class Fleet:
         #: case that falls back to the checkout: :func:`fleetctl.util.paths.inventory_sources`).
         self.default_inventory = not given
         self.sources = given or ("inventory.yaml",)
+        if extra_vars is not None and not (isinstance(extra_vars, Mapping) and all(isinstance(k, str) for k in extra_vars)):
+            raise InputError(f"extra_vars: want a mapping of variable names (strings) to values, got {extra_vars!r}")
+        if isinstance(verbose, bool) or not isinstance(verbose, int) or verbose < 0:
+            raise InputError(f"verbose: want a whole number of 0 or more, got {verbose!r}")
         self.extra_vars = dict(extra_vars or {})
         if not (isinstance(connect_timeout, (int, float)) and math.isfinite(connect_timeout) and connect_timeout > 0):
             raise InputError(f"connect_timeout: want a positive number of seconds, got {connect_timeout!r}")

@@ -47,6 +47,8 @@ class AsyncHosts:
     def __init__(self, fleet: Any, pattern: str, limit: str | None = None) -> None:
         if not isinstance(pattern, str) or not pattern.strip():
             raise InputError(f"pattern: want a host pattern such as 'all' or 'gpu-nodes:!gpu03', got {pattern!r}")
+        if limit is not None and not isinstance(limit, str):
+            raise InputError(f"limit: want a host pattern (a string) or None, got {limit!r}")
         self.fleet, self.pattern, self.limit = fleet, pattern, limit
         self._names: list[str] | None = None
 
@@ -157,6 +159,8 @@ class AsyncHosts:
         Raises:
             InputError: ``src`` does not exist here, a bad timeout or forks, or the selection is invalid.
         """
+        if not isinstance(dest, str) or not dest:
+            raise InputError(f"dest: want a path on the hosts (a non-empty string), got {dest!r}")
         return await self._transfer("copy", src, dest, timeout=timeout, forks=forks, observers=observers)
 
     async def fetch(self, src: str, dest: str | Path, *, timeout: float = 600.0, forks: int = 50,

@@ -89,6 +89,10 @@ def serial_sizes(serial: str | int | Iterable[str | int] | None) -> list[str]:
     Raises:
         InputError: a size that is not a positive count or a percentage up to 100%.
     """
+    if serial is not None and not isinstance(serial, (str, int, list, tuple)) or isinstance(serial, bool) or (
+            isinstance(serial, (list, tuple)) and not all(isinstance(s, (str, int)) and not isinstance(s, bool)
+                                                          for s in serial)):
+        raise InputError(f"serial: want a host count, a percentage such as '10%', or a list of them; got {serial!r}")
     items = names(serial) if isinstance(serial, str) else [str(serial)] if isinstance(serial, int) else names(
         [str(s) for s in serial or ()])
     for item in items:
@@ -213,7 +217,16 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
     mode = MODES[mode]
     if build not in (None, "once", "each"):
         raise InputError(f"build: want 'once' or 'each', got {build!r}")
-    if max_fail_percentage is not None and not (0 <= max_fail_percentage <= 100):
+    for which, given in (("tags", tags), ("skip_tags", skip_tags)):
+        if given is not None and not (isinstance(given, str) or (isinstance(given, (list, tuple))
+                                                                and all(isinstance(t, str) for t in given))):
+            raise InputError(f"{which}: want a tag name, a comma-separated string or a list of names; got {given!r}")
+    for flag, value in (("force", force), ("staged", staged)):
+        if not isinstance(value, bool):  # "no" is truthy: force="no" would rebuild (new-user trial)
+            raise InputError(f"{flag}: want True or False, got {value!r}")
+    if max_fail_percentage is not None and (isinstance(max_fail_percentage, bool)
+                                            or not isinstance(max_fail_percentage, (int, float))
+                                            or not (0 <= max_fail_percentage <= 100)):
         raise InputError(f"max_fail_percentage: want 0 to 100, got {max_fail_percentage!r}")
     path = resolve_default(str(playbook or DEFAULT_PLAYBOOKS[kind]))
     if not path.exists():

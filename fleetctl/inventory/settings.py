@@ -159,7 +159,10 @@ def name_problem(name: Any, own: frozenset[str], known_ansible: frozenset[str] =
     - an ``ansible_*`` name that neither Ansible (:mod:`~fleetctl.inventory.ansible_names`) nor a
       connection kind knows: Ansible would silently ignore the misspelt setting;
     - a near-miss of one of fleetctl's own names (``own``): the same letters with other case or
-      ``_``/``-``, or (for names of 6 characters or more) one typo away (``cuda_hom``).
+      ``_``/``-``, or (both names of 4 characters or more) one typo away: one letter added, dropped,
+      changed or two swapped (``cuda_hom``; ``ventv``, ``vnev`` for ``venv``: a new-user trial's
+      ``ventv`` was taken for a var of their own and builds went to fleetctl's venv). Shorter names
+      (``cpu``, ``env``) are too close to everything to judge.
     """
     if not isinstance(name, str):
         return f"a variable name must be a string, not {describe(name)}"
@@ -173,7 +176,7 @@ def name_problem(name: Any, own: frozenset[str], known_ansible: frozenset[str] =
         hint = f"did you mean 'ansible_{close[0]}'?" if close else "variables of your own must not start with 'ansible_'"
         return f"unknown Ansible variable {name!r}; {hint}"
     for candidate in sorted(own):
-        if (_normal(name) == _normal(candidate) or (len(candidate) >= 6 and _damerau1(name, candidate))
+        if (_normal(name) == _normal(candidate) or (min(len(name), len(candidate)) >= 4 and _damerau1(name, candidate))
                 or _unit_dropped(name, candidate) or _letter_doubled(name, candidate)):
             return f"unknown variable {name!r} looks like fleetctl's {candidate!r}; did you mean {candidate!r}?"
     return None
