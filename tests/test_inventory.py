@@ -592,7 +592,7 @@ def test_misspelt_own_var_is_refused_whatever_kind_the_hosts_use(tmp_path, typo,
                                f"{meant!r}; did you mean {meant!r}?")
 
 
-@pytest.mark.parametrize("own", ["env", "deploy", "timeout", "cuda", "keep", "workdirs_root", "slurm"])
+@pytest.mark.parametrize("own", ["env", "deploy", "timeout", "cuda", "keep", "workdirs_root", "slurm", "arch", "users", "venvs"])
 def test_vars_of_ones_own_that_merely_resemble_fleetctls_are_kept(tmp_path, own):
     """Near-miss rules stay narrow: a user's ``env`` or ``deploy`` is not fleetctl's ``venv`` or
     ``deploy_lock``."""

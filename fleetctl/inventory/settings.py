@@ -161,8 +161,9 @@ def name_problem(name: Any, own: frozenset[str], known_ansible: frozenset[str] =
     - a near-miss of one of fleetctl's own names (``own``): the same letters with other case or
       ``_``/``-``, or (both names of 4 characters or more) one typo away: one letter added, dropped,
       changed or two swapped (``cuda_hom``; ``ventv``, ``vnev`` for ``venv``: a new-user trial's
-      ``ventv`` was taken for a var of their own and builds went to fleetctl's venv). Shorter names
-      (``cpu``, ``env``) are too close to everything to judge.
+      ``ventv`` was taken for a var of their own and builds went to fleetctl's venv); under 6
+      letters not a last letter added or dropped (``arch`` beside ``archs`` is a var of one's own).
+      Shorter names (``cpu``, ``env``) are too close to everything to judge.
     """
     if not isinstance(name, str):
         return f"a variable name must be a string, not {describe(name)}"
@@ -176,7 +177,12 @@ def name_problem(name: Any, own: frozenset[str], known_ansible: frozenset[str] =
         hint = f"did you mean 'ansible_{close[0]}'?" if close else "variables of your own must not start with 'ansible_'"
         return f"unknown Ansible variable {name!r}; {hint}"
     for candidate in sorted(own):
-        if (_normal(name) == _normal(candidate) or (min(len(name), len(candidate)) >= 4 and _damerau1(name, candidate))
+        short = min(len(name), len(candidate))
+        # a short name that is ours plus or less a last letter is a word of its own (arch: x86_64
+        # beside fleetctl's archs; users, venvs): Ansible inventories carry such vars
+        typo = short >= 4 and _damerau1(name, candidate) and not (
+            short < 6 and (name.startswith(candidate) or candidate.startswith(name)))
+        if (_normal(name) == _normal(candidate) or typo
                 or _unit_dropped(name, candidate) or _letter_doubled(name, candidate)):
             return f"unknown variable {name!r} looks like fleetctl's {candidate!r}; did you mean {candidate!r}?"
     return None
