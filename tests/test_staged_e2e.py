@@ -173,6 +173,11 @@ def test_staged_deploys_nightlies_and_rollbacks(sshd_farm, tmp_path):
     folder = Path(os.path.realpath(venv)).parent
     assert folder == Path(venv).parent / ".serve-versions" and Path(os.path.realpath(venv)).name == "v2"
     assert os.stat(folder / "v1").st_ino == inode  # the old folder itself, renamed
+    # the install record went into v2 (live only with the switch), not the folder live during the
+    # run; v2's id file is its own copy (new-user trial: a failed staged deploy rewrote the live record)
+    assert json.loads((folder / "v2" / ".fleetctl-install.json").read_text())["host"] == "gpu01"
+    assert not (folder / "v1" / ".fleetctl-install.json").exists()
+    assert os.stat(folder / "v2" / ".fleetctl-id").st_ino != os.stat(folder / "v1" / ".fleetctl-id").st_ino
     env = host_record(tmp_path)["environment"]
     assert env["state"] == "live" and env["live"]["version"] == 2 and env["live"]["torch"] == "2.0.0"
     assert env["live"]["kernels"]["stagedk"]["wheel_sha256"]  # the installed wheel, named by its sha256
@@ -208,10 +213,10 @@ def test_staged_deploys_nightlies_and_rollbacks(sshd_farm, tmp_path):
     assert verify()["status"] == "ok"
 
     # 3. a bad nightly (its torch breaks the kernel build): the live venv is untouched
-    before = (freeze(venv), kernel_sha(venv), os.path.realpath(venv))
+    before = (freeze(venv), kernel_sha(venv), os.path.realpath(venv), (Path(venv) / ".fleetctl-install.json").read_bytes())
     res = nightly("2.2.0", ok=False)
     assert "stagedk_scale" in res.stdout + res.stderr  # the compiler's own error is the summary
-    assert (freeze(venv), kernel_sha(venv), os.path.realpath(venv)) == before
+    assert (freeze(venv), kernel_sha(venv), os.path.realpath(venv), (Path(venv) / ".fleetctl-install.json").read_bytes()) == before
     assert imports(venv)["torch"] == "2.1.0"
     rec = host_record(tmp_path)
     assert rec["status"] == "failed"

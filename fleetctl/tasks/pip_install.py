@@ -38,6 +38,7 @@ from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_keys import STAMP_NAME
 from .build_preflight import CLEAN_PYTHON_ENV
 from .install_target import INSTALL_RECORD, dropped_by, shared_message, target_ids
+from .envs import STAGED_FACT
 from .pytool import pick_tool
 from .steps import Note, Put, Run, TargetClaim, probe
 from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, norm_dist,
@@ -226,7 +227,10 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         data["kept"] = kept
     if ids:  # who installed last: a host of another run sharing this venv reads it in its facts
         mark = {"host": host.name, "archs": new_archs, "wheel": posixpath.basename(wheel)}
-        yield Put(data=json.dumps(mark).encode(), remote=posixpath.join(ids["venv"][1], INSTALL_RECORD), mode=0o644,
+        # a staged version (host.venv after venv_stage) gets its own record: it becomes the live
+        # venv's only with the switch, and a failed staged deploy leaves the live record as it was
+        into = host.venv if host.facts.get(STAGED_FACT) else ids["venv"][1]
+        yield Put(data=json.dumps(mark).encode(), remote=posixpath.join(into, INSTALL_RECORD), mode=0o644,
                   reason="who installed into this venv, for hosts of other runs sharing it")
     version = re.sub(r"\.whl$", "", posixpath.basename(wheel))
     notes = []

@@ -396,6 +396,10 @@ def read_cfg(venv: str) -> dict:
     return out
 
 
+#: fleetctl's own files in a venv (facts.py TARGET_ID_NAME, TARGET_INSTALL_NAME): a staged version
+#: gets copies, not hard links, so writing its install record never rewrites the live venv's
+OWN_FILES = (".fleetctl-id", ".fleetctl-install.json")
+
 class Linker:
     """Copies a tree by hard links (a copy where linking is refused, e.g. across file systems),
     rewriting the text files that name the old prefix."""
@@ -427,6 +431,11 @@ class Linker:
                 fh.write(data)
             shutil.copystat(src, dst)
             self.rewritten += 1
+            return
+        if os.path.basename(src) in OWN_FILES:  # the version's own id and install record, never shared
+            shutil.copy2(src, dst)
+            self.copied += 1
+            self.copied_bytes += os.path.getsize(dst)
             return
         try:
             os.link(src, dst)
