@@ -841,7 +841,7 @@ def test_cli_schedule_carries_o_options_into_the_job(tmp_path):
     d = fleet_dir(tmp_path)
     res = fleet(tmp_path, "-i", "inv.yaml", "-o", "port 2222", "-o", "ConnectTimeout=5", "schedule", "--playbook",
                 "pb.yaml", "--at", "7:05", "--cron", "--print", "--name", "nightly", cwd=d)
-    assert res.returncode == 2 and "-o ConnectTimeout: fleetctl does not honour" in res.stderr  # refused first
+    assert res.returncode == 2 and "-o ConnectTimeout=5: fleetctl sets this itself: use --connect-timeout" in res.stderr  # refused first
     res = fleet(tmp_path, "-i", "inv.yaml", "-o", "port 2222", "schedule", "--playbook", "pb.yaml", "--at", "7:05",
                 "--cron", "--print", "--name", "nightly", cwd=d)
     assert res.returncode == 0, res.stderr
