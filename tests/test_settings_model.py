@@ -11,7 +11,7 @@ import sys
 from typing import Literal
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -84,6 +84,13 @@ class OldHostSettings(BaseModel):
     keep_runs: int | None = Field(default=None, ge=1, validation_alias="keep_runs")
     keep_days: float | None = Field(default=None, gt=0, allow_inf_nan=False, validation_alias="keep_days")
 
+    @field_validator("venv", "cuda_home", mode="before")
+    @classmethod
+    def _no_tilde(cls, value):  # fleetctl refuses a host path written with ~ (no shell expands it)
+        if isinstance(value, str) and value.startswith("~"):
+            raise ValueError("starts with ~")
+        return value
+
 
 PAIRS = [(SSHSettings, OldSSHSettings), (SlurmSettings, OldSlurmSettings), (HostSettings, OldHostSettings)]
 
@@ -136,6 +143,8 @@ _numberish = st.text(alphabet="0123456789+-._ eEinfatyo\t\u3000x", max_size=8)
 @given(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
                  _numberish, st.text(max_size=6), st.binary(max_size=4),
                  st.lists(st.one_of(st.text(max_size=3), st.integers()), max_size=3)))
+@example("~")  # venv / cuda_home refuse a leading ~ (found by this test at random once: kept)
+@example("~/venv")
 def test_settings_agree_with_pydantic_on_any_value(value):
     check_value(value)
 
