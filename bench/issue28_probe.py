@@ -17,6 +17,12 @@ for bench/NOTES.md.
   diag      the wgmma kernel (forced) as it is (d0), without its decode (d1: A constant), without
             its loads (d2: no copies, no waits), without both (d3: the MMA and epilogue alone), at
             the default tuning and at 3 stages (a FP4_WG_SWEEP build); results wrong by design
+  occ       the wgmma kernel (forced, split 1, default tuning) at M = 64, 128, 256, K = 8192 over
+            N = 1024 .. 8448 (16 .. 132 CTAs, one per row group), as built (d0) and without loads
+            (d2) and with loads alone (d5), each with a stage's weight tiles as one bulk copy a row
+            tile (w1) and as one tensor box (w2; d0's output bit-identical to w1's or MISMATCH): ns per 128-k unit per CTA against how many SMs run at once, and the L2 -> SM
+            bytes a second the grid moves (activation tile + weight tile per unit and CTA). Flat
+            d0 per-unit time = a per-SM limit; rising with the CTA count = a shared one (L2, crossbar)
   pdl       the default dispatch with and without the wgmma kernel's programmatic dependent launch,
             M = 1 .. 256,
             and a chain of 8 GEMMs each reading the one before's output (8192^2), replayed as a
@@ -35,6 +41,8 @@ from fp4_kernels import _gemm, _gemm_fast
 
 SHAPES = [(8192, 8192), (14336, 4096), (4096, 14336), (2048, 7168), (7168, 2048)]
 COPIES, CALLS = 4, 20
+WCOPY = (1, 2)  # occ: a stage's weight tiles as one bulk copy a row tile (1), as one tensor box (2)
+OCC_DIAG = (0, 2, 5)  # occ: as built, no loads, loads alone
 
 
 def graph_us(fns):
@@ -117,6 +125,51 @@ def chunked(a, pw, chunks, side, bufs):
     return outs
 
 
+def occupancy(gen):
+    """The ``occ`` mode (see the module's docstring)."""
+    k = 8192
+    units = k // 128
+    for m in (64, 128, 256):
+        a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+        nt = 16 if m <= 16 else 32 if m <= 32 else 64 if m <= 64 else 128 if m <= 128 else 256
+        for n in (1024, 4096, 8448):
+            ws = weights(n, k, gen)
+            out = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
+
+            def call(pw):
+                fk._C.pk_mm_cuda(1, a.data_ptr(), k, pw.data.data_ptr(), 0, 1.0, out.data_ptr(), 2, m, n, k,
+                                 pw.data.shape[0], pw.data.shape[1], 0, 1, 0, 0,
+                                 torch.cuda.current_stream().cuda_stream)
+            _gemm_fast.set_pk_kernel("wg")
+            res, pfs = [], []
+            try:
+                ref, same = None, True
+                for pf in WCOPY:
+                    fk._C.wg_set_weight_copy(pf)
+                    fk._C.wg_set_diag(0)
+                    out.fill_(float("nan"))
+                    call(ws[0])
+                    ref = out.clone() if ref is None else ref
+                    same = same and torch.equal(out, ref)
+                    for d in OCC_DIAG:
+                        fk._C.wg_set_diag(d)
+                        res.append(graph_us([lambda p=p: call(p) for p in ws]))
+                        pfs.append((pf, d))
+            finally:
+                fk._C.wg_set_diag(0)
+                fk._C.wg_set_weight_copy(0)
+                _gemm_fast.set_pk_kernel("auto")
+            ctas = n // 64
+            per_unit = [1000 * us / units for us in res]  # ns per unit (every CTA runs all units)
+            moved = ctas * units * (nt * 256 + 4 * 1152)  # bytes L2 -> SM
+            print("occ     M=%-4d N=%-5d CTAs %3d %s %s  L2->SM %.2f TB/s" % (
+                m, n, ctas, "same" if same else "MISMATCH", "  ".join("w%d d%d %5.1f us %4.0f ns" % (pf, d, us, pu) for (pf, d), us, pu in
+                                      zip(pfs, res, per_unit)),
+                moved / (res[0] * 1e-6) / 1e12), flush=True)
+            del ws
+            torch.cuda.empty_cache()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="pdl,lanes")
@@ -125,7 +178,11 @@ def main() -> int:
     gen = torch.Generator(device="cuda").manual_seed(1234)
     rate = copy_rate()
     print("copy %.2f TB/s" % (rate / 1e12), flush=True)
+    if "occ" in only and fk._C.wg_supported(0):
+        occupancy(gen)
     for n, k in SHAPES:
+        if not only - {"occ"}:
+            break
         ws = weights(n, k, gen)
         if "dequant" in only:
             us = graph_us([lambda p=p: dense(p) for p in ws])

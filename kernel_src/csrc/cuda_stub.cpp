@@ -34,6 +34,7 @@ void wg_set_pdl(bool) {}
 void wg_set_multicast(int) {}
 void wg_set_stages(int) {}
 void wg_set_diag(int) {}
+void wg_set_weight_copy(int) {}
 WgPlan wg_plan(const PkProblem&, int) { no_cuda(); }
 void cuda_wg_mm(const PkProblem&, int, uintptr_t) { no_cuda(); }
 }  // namespace fp4

@@ -23,6 +23,7 @@
 // meet through distributed shared memory in a fixed order (deterministic, one launch, no
 // workspace beyond the permuted activations).
 #include <cooperative_groups.h>
+#include <cuda.h>  // CUtensorMap and cuTensorMapEncodeTiled's declaration (called through the runtime's entry point)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -60,6 +61,8 @@ __host__ __device__ constexpr int wg_threads(int g) { return 128 * g + 32; }
 #include "sm90_async.cuh"  // mbarrier, bulk copy and descriptor helpers (inside this namespace)
 
 struct WgArgs {
+    CUtensorMap wmap;   // the weight [Nt][U][1152 B] as a 3-D map (144 x 8 B, U, Nt): one box a stage
+    int wtma;           // 1: a stage's weight row tiles come as one box of wmap, 0: one bulk copy each
     const uint8_t* w;   // [Nt][U][1152]
     const uint8_t* xp;  // permuted activations [tz][U][NT * 256 B]
     const float* alpha;
@@ -71,7 +74,8 @@ struct WgArgs {
     int split;  // CTAs along K (grid x)
     int lanes;  // producer lanes issuing a stage's bulk copies: 1 (lane 0 all) or 32 (one copy each)
     int mc;     // CTAs along N (grid y) in one cluster sharing each activation tile by multicast (1, 2, 4)
-    int diag;   // benchmarks only, results wrong: bit 0 no decode (A constant), bit 1 no loads (no copies, waits)
+    int diag;   // benchmarks only, results wrong: bit 0 no decode (A constant), bit 1 no loads (no copies, waits),
+                // bit 2 no MMA (no wgmma issued: loads and decode alone)
     float* ws;  // reduce through global memory: [tz][gy][split][NT * 64] partial sums, else null
     int* sem;   // and [tz][gy] arrival counters, zero at launch (the last CTA resets its own)
 };
@@ -170,11 +174,17 @@ __global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_const
         auto arm = [&](int b) {  // lane 0: the stage is free again, and how many bytes will land
             const int s = b % ST, n = min(UP, nu - b * UP);
             if (b >= ST) mbar_wait(empty0 + 8 * s, ((b / ST) - 1) & 1);
-            mbar_expect_tx(full0 + 8 * s, n * (S::kAct + nrt * kPkUnitBytes));
+            // a tensor box always completes with its full size (UP units of kRows row tiles, the
+            // units past the CTA's range and the row tiles past N included, the latter zero-filled)
+            mbar_expect_tx(full0 + 8 * s, n * S::kAct + (p.wtma ? UP * kRows : n * nrt) * kPkUnitBytes);
         };
         auto copy_w = [&](int b) {  // the stage's weight row tiles: lane r (or lane 0 alone)
             const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
             const uint32_t st = sbase + s * S::kStage + UP * S::kAct;
+            if (p.wtma) {  // one copy: per SM the copy count, not the bytes, bounds the stage rate
+                if (lane == 0) tma_load_3d(st, &p.wmap, 0, u0 + k0, rt0, full0 + 8 * s);
+                return;
+            }
             for (int r = solo ? 0 : lane; r < (solo ? nrt : min(lane + 1, nrt)); ++r)
                 bulk_g2s(st + r * UP * kPkUnitBytes, ws + ((int64_t)r * p.U + k0) * kPkUnitBytes, n * kPkUnitBytes,
                          full0 + 8 * s);
@@ -247,6 +257,7 @@ __global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_const
         auto mma = [&](uint32_t(&A)[8][4], int k) {
             // one descriptor per unit; step q's is q * NT * 32 bytes on, i.e. + q * NT * 2 in the
             // address field (bits 0-13 of address >> 4: no carry, shared memory is under 256 KiB)
+            if (p.diag & 4) return;  // diag: loads (and decode) alone
             const uint64_t d0 = wg_desc(sbase + ((k / UP) % ST) * S::kStage + (k % UP) * S::kAct);
             const uint32_t lo = (uint32_t)d0, hi = (uint32_t)(d0 >> 32);
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
@@ -485,10 +496,13 @@ void wg_set_reduce(int mode) {
 // Tuning for benchmarks, process-wide; 0 = the plan's choice: consumer warpgroups per CTA (1, 2),
 // units per stage (1, 2, 4), producer lanes issuing the bulk copies (1, 32). A default build
 // refuses a (groups, units) it does not hold when a GEMM is launched.
-static int g_wg_groups = 0, g_wg_units = 0, g_wg_lanes = 0, g_wg_mc = 0;
-// Benchmarks only (the results are wrong): 1 skips the decode, 2 every load and wait, 3 both.
+static int g_wg_groups = 0, g_wg_units = 0, g_wg_lanes = 0, g_wg_mc = 0, g_wg_wcopy = 0;
+void wg_set_weight_copy(int mode) {
+    if (mode < 0 || mode > 2) throw std::invalid_argument("wgmma GEMM: weight copy must be 0 (plan), 1 (bulk) or 2 (tensor)");
+    g_wg_wcopy = mode;
+}
 void wg_set_diag(int mode) {
-    if (mode < 0 || mode > 3) throw std::invalid_argument("wgmma GEMM: diag must be 0 .. 3");
+    if (mode < 0 || mode > 7) throw std::invalid_argument("wgmma GEMM: diag must be 0 .. 7");
     g_wg_diag = mode;
 }
 void wg_set_stages(int st) {
@@ -565,6 +579,38 @@ WgPlan wg_plan(const PkProblem& pr, int device) {
 // Stream-ordered scratch of the permuted activations (cuda_wg_host.cpp).
 uint8_t* wg_scratch(int device, int64_t bytes, cudaStream_t st);
 
+// The weight as a 3-D tensor map whose box is one stage's weight tiles: dims (144 8-byte words of
+// a 1152-byte unit, U units, Nt row tiles), box (144, units, rows); the stage image is then the
+// same as the per-row-tile copies' (row tile r's units at r * units * 1152). cuTensorMapEncodeTiled
+// through the runtime's driver entry point (no libcuda link; CUDA Driver API, "Tensor Map Object
+// Management"). False (the bulk copies are used) where the driver lacks it or refuses the map
+// (e.g. a weight address not 16-byte aligned).
+static bool wg_weight_map(CUtensorMap* map, const void* w, int64_t u, int64_t nt, int units, int rows) {
+    using Encode = decltype(&cuTensorMapEncodeTiled);
+    static Encode encode = []() -> Encode {
+        void* fn = nullptr;
+        cudaDriverEntryPointQueryResult q{};
+#if CUDART_VERSION >= 12050
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess)
+#else
+        if (cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &q) != cudaSuccess)
+#endif
+        {
+            cudaGetLastError();
+            return nullptr;
+        }
+        return q == cudaDriverEntryPointSuccess ? reinterpret_cast<Encode>(fn) : nullptr;
+    }();
+    if (!encode) return false;
+    const cuuint64_t dims[3] = {(cuuint64_t)(kPkUnitBytes / 8), (cuuint64_t)u, (cuuint64_t)nt};
+    const cuuint64_t strides[2] = {(cuuint64_t)kPkUnitBytes, (cuuint64_t)(u * kPkUnitBytes)};
+    const cuuint32_t box[3] = {(cuuint32_t)(kPkUnitBytes / 8), (cuuint32_t)units, (cuuint32_t)rows};
+    const cuuint32_t estr[3] = {1, 1, 1};
+    return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT64, 3, const_cast<void*>(w), dims, strides, box, estr,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream) {
     DeviceGuard guard(device);
     if (!wg_supported(device))
@@ -601,6 +647,11 @@ void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream) {
     a.split = pl.split;
     a.lanes = pl.lanes;
     a.mc = pl.mc;
+    // a stage's weight tiles as one tensor box where a stage holds one unit (64 .. 256 tokens: 8-19%
+    // faster at 64 and 128 tokens, 5-8% at 256 on the H100), one bulk copy a row tile where it holds
+    // 4 (16 and 32 tokens: the box was up to 8% slower there); bench/NOTES.md, "Issue 28: copy count"
+    const bool box = g_wg_wcopy == 2 || (g_wg_wcopy == 0 && pl.units == 1);
+    a.wtma = box && wg_weight_map(&a.wmap, pr.w, pr.u, pr.nt, pl.units, rows);
     a.diag = g_wg_diag;
     if (pl.global_reduce) {
         const int64_t act = wg_act_bytes(pl, pr.u, tz), part = tz * gy * pl.split * (int64_t)pl.nt * 64 * pl.groups * 4;

@@ -13,6 +13,7 @@ void wg_set_pdl(bool) {}
 void wg_set_multicast(int) {}
 void wg_set_stages(int) {}
 void wg_set_diag(int) {}
+void wg_set_weight_copy(int) {}
 WgPlan wg_plan(const PkProblem&, int) {
     throw std::runtime_error("fp4_kernels: this build holds no sm_90a code (the wgmma GEMM)");
 }

@@ -28,6 +28,16 @@ __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t
                  "l"(src), "r"(bytes), "r"(bar)
                  : "memory");
 }
+// A 3-D box of a tensor map (cuTensorMapEncodeTiled) into shared memory, completing on bar with
+// the box's full byte count, out-of-bound elements zero-filled (PTX ISA, "cp.async.bulk.tensor";
+// the map must live in parameter, constant or global memory: a __grid_constant__ kernel argument).
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int c0, int c1, int c2, uint32_t bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+        "[%5];" ::"r"(dst),
+        "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+        : "memory");
+}
 // The same copy delivered to every CTA of the cluster whose bit is set in `mask` (bit i: the CTA
 // of %cluster_ctarank i), at dst's CTA-relative offset, each signalling its own mbarrier at bar's
 // offset (PTX ISA, cp.async.bulk: ".multicast::cluster"). One L2 read feeds several SMs.

@@ -213,6 +213,12 @@ def test_wgmma_kernel_only_in_sm90a_and_the_knobs_refuse_bad_names(fk, fp4_build
         fk._C.wg_set_multicast(3)
     with pytest.raises(ValueError, match="stages must be 0, 2, 3, 4, 6, 8 or 10"):
         fk._C.wg_set_stages(5)
+    with pytest.raises(ValueError, match="weight copy must be 0 \\(plan\\), 1 \\(bulk\\) or 2 \\(tensor\\)"):
+        fk._C.wg_set_weight_copy(3)
+    with pytest.raises(ValueError, match="diag must be 0 .. 7"):
+        fk._C.wg_set_diag(8)
+    fk._C.wg_set_weight_copy(0)
+    fk._C.wg_set_diag(0)
     fk._C.wg_set_multicast(0)
     fk._C.wg_set_stages(0)
     _gemm_fast.set_pk_kernel("auto")
