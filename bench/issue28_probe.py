@@ -42,6 +42,7 @@ from fp4_kernels import _gemm, _gemm_fast
 SHAPES = [(8192, 8192), (14336, 4096), (4096, 14336), (2048, 7168), (7168, 2048)]
 COPIES, CALLS = 4, 20
 WCOPY = (1, 2)  # occ: a stage's weight tiles as one bulk copy a row tile (1), as one tensor box (2)
+OCC_TUNINGS = [(0, 0, 0)]  # occ: (groups, units per stage, lanes) for wg_set_tuning; 0 = the plan's
 OCC_DIAG = (0, 2, 5)  # occ: as built, no loads, loads alone
 
 
@@ -129,6 +130,11 @@ def occupancy(gen):
     """The ``occ`` mode (see the module's docstring)."""
     k = 8192
     units = k // 128
+    for tun in OCC_TUNINGS:
+        occupancy_at(gen, k, units, tun)
+
+
+def occupancy_at(gen, k, units, tun):
     for m in (64, 128, 256):
         a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
         nt = 16 if m <= 16 else 32 if m <= 32 else 64 if m <= 64 else 128 if m <= 128 else 256
@@ -141,6 +147,13 @@ def occupancy(gen):
                                  pw.data.shape[0], pw.data.shape[1], 0, 1, 0, 0,
                                  torch.cuda.current_stream().cuda_stream)
             _gemm_fast.set_pk_kernel("wg")
+            fk._C.wg_set_tuning(*tun)
+            try:
+                call(ws[0])
+            except ValueError as e:  # this build holds no kernel for that tuning at this tile
+                print("occ g%du%d M=%-4d N=%-5d %s" % (tun[0], tun[1], m, n, e), flush=True)
+                fk._C.wg_set_tuning(0, 0, 0)
+                continue
             res, pfs = [], []
             try:
                 ref, same = None, True
@@ -158,12 +171,13 @@ def occupancy(gen):
             finally:
                 fk._C.wg_set_diag(0)
                 fk._C.wg_set_weight_copy(0)
+                fk._C.wg_set_tuning(0, 0, 0)
                 _gemm_fast.set_pk_kernel("auto")
             ctas = n // 64
             per_unit = [1000 * us / units for us in res]  # ns per unit (every CTA runs all units)
             moved = ctas * units * (nt * 256 + 4 * 1152)  # bytes L2 -> SM
-            print("occ     M=%-4d N=%-5d CTAs %3d %s %s  L2->SM %.2f TB/s" % (
-                m, n, ctas, "same" if same else "MISMATCH", "  ".join("w%d d%d %5.1f us %4.0f ns" % (pf, d, us, pu) for (pf, d), us, pu in
+            print("occ g%du%d M=%-4d N=%-5d CTAs %3d %s %s  L2->SM %.2f TB/s" % (
+                tun[0], tun[1], m, n, ctas, "same" if same else "MISMATCH", "  ".join("w%d d%d %5.1f us %4.0f ns" % (pf, d, us, pu) for (pf, d), us, pu in
                                       zip(pfs, res, per_unit)),
                 moved / (res[0] * 1e-6) / 1e12), flush=True)
             del ws
@@ -173,7 +187,10 @@ def occupancy(gen):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="pdl,lanes")
+    ap.add_argument("--occ-tuning", default="0,0,0",
+                    help="occ: groups,units,lanes[;...] (a FP4_WG_SWEEP build for all but 0,0,0)")
     args = ap.parse_args()
+    OCC_TUNINGS[:] = [tuple(int(v) for v in t.split(",")) for t in args.occ_tuning.split(";")]
     only = set(args.only.split(","))
     gen = torch.Generator(device="cuda").manual_seed(1234)
     rate = copy_rate()
