@@ -17,10 +17,11 @@ Unreachable hosts never delay reachable ones:
   same cause instead of queueing behind it.
 - A handshake the server closes before login (what sshd does past ``MaxStartups``) is retried
   with jittered exponential backoff (tenacity, see :mod:`fleetctl.connection.retry`), outside the gate; each retry is counted in
-  :attr:`LoginStats.handshake_retries` and the final failure names ``MaxStartups`` when other
-  handshakes to that sshd overlapped the dropped ones, and otherwise says it was a single
-  connection (an sshd without host keys, or one refusing this address:
-  :mod:`fleetctl.connection.ssh_errors`).
+  :attr:`LoginStats.handshake_retries`; each retry first peeks at what the server sends, and the
+  final failure names ``MaxStartups`` only when the server said ``Exceeded MaxStartups`` (sshd's
+  words past it); otherwise it names what the server did (closed before key exchange, sending
+  nothing: an sshd without host keys, or one refusing this address), overlapping handshakes to
+  that sshd or not (:func:`~fleetctl.connection.ssh_errors.drop_message`).
 
 Jump hosts (``ProxyJump``) are connected with the same rules (their own ssh_config, host key
 check and keys) and shared: every host behind one bastion in a run uses one connection to it.
