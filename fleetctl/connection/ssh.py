@@ -84,7 +84,8 @@ class SSHConnection(SFTPFiles, Connection):
             uses ssh_config's (default ``~/.ssh/known_hosts``).
         accept_new_host_keys: record the key of a host that has none recorded (a changed key is
             refused regardless).
-        connect_timeout_s: deadline for the TCP connect, and again for the SSH login, seconds.
+        connect_timeout_s: deadline for reaching the host, seconds: its TCP connect, SSH handshake
+            and login, and every retry of a handshake the server drops, together.
         keepalive_interval_s: seconds between keepalives, so long silent builds are not cut by
             idle timeouts; the connection is declared dead after 3 unanswered ones.
         max_sessions: most sessions (exec channels plus SFTP) open at once at first.

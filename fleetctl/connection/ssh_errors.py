@@ -64,8 +64,9 @@ def drop_message(where: str, attempts: int, reason: str, *, alone: bool, banner_
         said: what the server sent first on a connection after a drop (``None``: not probed, as
             through a jump host or ProxyCommand).
     """
+    count = "once" if attempts == 1 else f"{attempts} times"
     if said is not None and b"Exceeded MaxStartups" in said:
-        return (f"{where} closed the connection before login {attempts} times ({reason}), saying 'Exceeded "
+        return (f"{where} closed the connection before login {count} ({reason}), saying 'Exceeded "
                 f"MaxStartups': sshd's MaxStartups (too many unauthenticated connections at once, default 10:30:100"
                 f"{'' if not alone else '; held by other clients, as no other connection of this run was open'}); "
                 f"raise it on the host, or lower --forks")
@@ -73,17 +74,17 @@ def drop_message(where: str, attempts: int, reason: str, *, alone: bool, banner_
     keys = ("sshd may have no host keys, or none it can read (see the server's log for 'no hostkeys available'), "
             "or it refuses this address (tcp wrappers' hosts.deny, MaxStartups 0)")
     if said is None and not alone:
-        return (f"{where} closed the connection before login {attempts} times ({reason}), each time {when}: "
+        return (f"{where} closed the connection before login {count} ({reason}), each time {when}: "
                 f"sshd's MaxStartups if many clients connect to it at once (default 10:30:100; raise it on the "
                 f"host, or lower --forks), else {keys}")
     if alone:
-        return (f"{where} closed the connection before login {attempts} times, each time {when} on a single "
+        return (f"{where} closed the connection before login {count}, each time {when} on a single "
                 f"connection (no other connection of this run to it was open, so not MaxStartups dropping excess "
                 f"connections): {keys}")
     words = said.decode("utf-8", "replace").strip()[:100]
     heard = f"it said '{words}'" if words else "it sent nothing before closing"
     phase = "during key exchange (after its SSH banner)" if banner_seen else "before key exchange"
-    return (f"{where} closed the connection {phase} {attempts} times ({reason}); "
+    return (f"{where} closed the connection {phase} {count} ({reason}); "
             f"{heard}, not 'Exceeded MaxStartups' as sshd past MaxStartups does, so not MaxStartups (other "
             f"connections of this run to it overlapped): {keys}")
 
