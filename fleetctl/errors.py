@@ -83,6 +83,18 @@ class CommandTimeout(FleetError):
                          + (f": {login_stall}" if login_stall else ""))
 
 
+class CommandNotStarted(FleetError):
+    """The host's login shell ended before it ran a command (an rc file's ``exit`` or ``exec``, a
+    ``nologin`` shell: see :mod:`fleetctl.connection.login_output`): the command did not run, so
+    it has no exit status of its own. ``cause``: one line naming the shell and the files to look at."""
+
+    def __init__(self, host: str, argv: list[str], cause: str) -> None:
+        self.host = host
+        self.argv = argv
+        self.cause = cause
+        super().__init__(f"{host}: {cause}")
+
+
 class TransferError(FleetError):
     """A file transfer (SFTP put/get) failed; ``str`` names the host, path and cause."""
 

@@ -74,6 +74,29 @@ def test_a_server_without_host_keys_is_not_named_maxstartups(sshd_farm, tmp_path
     assert record["hosts"]["keyless"]["connection"]["handshake_retries"] == 5
 
 
+def test_two_inventory_hosts_on_one_server_without_host_keys_are_not_named_maxstartups(sshd_farm, tmp_path):
+    """Two inventory names for one keyless sshd: their handshakes overlap, which the drop heuristic
+    once read as MaxStartups; the server's own words decide (it sends nothing, never 'Exceeded
+    MaxStartups'), so the cause named is the closed connection before key exchange and host keys."""
+    keyless = sshd_farm.start("keyless2")
+    keyless.remove_host_keys()
+    both = keyless.inventory_vars(sshd_farm.known_hosts)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"a": both, "b": dict(both)}})
+    res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--forks", "2", "--json", "--", "echo", "ok",
+                   home=tmp_path, timeout_s=120)
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert "no hostkeys available" in keyless.log
+    out = json.loads(res.stdout)
+    for name in ("a", "b"):
+        err = out[name]["error"]
+        assert "MaxStartups (too many" not in err and "most likely" not in err, err
+        assert ("closed the connection before key exchange 6 times" in err
+                and "sshd may have no host keys, or none it can read" in err), err
+        assert ("it sent nothing before closing, not 'Exceeded MaxStartups'" in err
+                or "on a single connection" in err), err  # the two overlapped, or by chance never did
+    assert any("it sent nothing before closing" in out[n]["error"] for n in ("a", "b")), out
+
+
 def test_a_server_without_sftp_gets_a_whole_deploy_done_with_one_note(sshd_farm, tmp_path):
     host = sshd_farm.start("nosftp", sftp=False)
     src = tmp_path / "payload"

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
-from tests.support.netfaults import BlackHole, DropServer, SilentServer
+from tests.support.netfaults import BlackHole, DropServer, SilentServer, SlowDropServer
 from tests.support.sshd import ensure_homeless_user
 
 pytestmark = pytest.mark.sshd
@@ -223,6 +223,30 @@ def test_handshakes_dropped_before_login_are_retried_counted_and_labelled(sshd_f
     assert "closed the connection before login 6 times" in err and "MaxStartups" in err
     assert record["hosts"]["always-dropped"]["connection"]["handshake_retries"] == 5
     assert drop.accepted == 6
+
+
+def test_the_connect_timeout_bounds_all_handshake_attempts_together(tmp_path):
+    """A server that takes 0.4 s to drop each handshake: with ``--connect-timeout 1`` the retries
+    stop when that second is spent (a new user's trial: ``--connect-timeout 3`` took ~22 s, six
+    attempts each with the whole timeout and the backoff between them), and the message says so."""
+    slow = SlowDropServer(hold_s=0.4)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h": {"ansible_host": "127.0.0.1", "ansible_port": slow.port,
+                                                              "known_hosts": str(tmp_path / "kh")}}})
+    try:
+        res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--connect-timeout", "1", "--json", "--", "true",
+                       home=tmp_path)
+    finally:
+        slow.close()
+    assert res.returncode == 1, res.stderr[-2000:]
+    err = json.loads(res.stdout)["h"]["error"]
+    # six attempts take at least 6 x 0.4 s plus 6.2 s of backoff: far more than the 1 s allowed
+    assert 1 <= slow.accepted < 6, (slow.accepted, err)
+    assert err.endswith("; the connect timeout (1 s, for all attempts together) ended the retries") or \
+        err.endswith("; the connect timeout (1 s, for all attempts together) ended the retries (attempt "
+                     f"{slow.accepted} was cut short by it)"), err
+    assert err.startswith(f"127.0.0.1:{slow.port} closed the connection before login "), err
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    assert record["hosts"]["h"].get("connection", {}).get("handshake_retries", 0) == slow.accepted - 1
 
 
 def test_a_user_without_a_home_folder_is_told_to_set_workdir(sshd_farm, tmp_path):

@@ -255,7 +255,9 @@ json_option = click.option("--json", "as_json", is_flag=True, help="One JSON doc
 accept_option = click.option("--accept-new-host-keys", is_flag=True,
                              help="Record host keys of hosts that have none (a changed key is still refused).")
 timeout_option = click.option("--connect-timeout", default=30.0, show_default=True, type=FiniteFloatRange(0.1),
-                              help="Seconds to connect and log in.")
+                              help="Seconds to reach and log in to each host, all attempts together: the TCP "
+                                   "connect, the SSH handshake and login, and the retries (up to 6 attempts) of "
+                                   "handshakes the server closes before login.")
 
 
 def command_line() -> list[str]:

@@ -19,6 +19,13 @@ or waits (``sleep 100`` in ``~/.zshenv``, a dead NFS mount in ``~/.bashrc``) hol
 command before its first byte. :class:`LoginWatch` keeps a connection's commands still waiting for
 their marker, so a timeout says so (:func:`login_stall_message`) instead of a bare "timed out", and
 a wait longer than the connect timeout is told while it lasts.
+
+And the marker tells a command that never ran: a channel that ends (exit status, signal, EOF)
+before its marker came was ended by the login shell before it ran the command, whatever its exit
+status says (``[ -z "$PS1" ] && exit 0`` in ``~/.bashrc``, ``exec true`` in ``~/.zshenv``, a
+``nologin`` shell). ``false`` run there reports rc 0; so :attr:`SkipLogin.ended_early` makes the
+connection raise :class:`~fleetctl.errors.CommandNotStarted` (:func:`not_started_message`)
+instead of returning a result.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import secrets
 import time
 from collections.abc import Callable
 
+from ..errors import CommandNotStarted
 from .streams import ByteReader
 
 #: Most bytes held back while waiting for the marker (a login banner is a few lines): 256 KiB.
@@ -78,6 +86,32 @@ def login_stall_message(shell: str, waited_s: float, host: str) -> str:
             f"command is slow or waits (look at {', '.join((*files, *SSHD_RC_FILES))}; try: time ssh {host} true)")
 
 
+def not_started_message(shell: str, host: str, *, rc: int | None, signal: str | None, printed: bytes = b"") -> str:
+    """Why a command whose channel ended before its marker never ran: ``the remote login shell
+    (bash) exited with status 0 before running the command: ...``, naming the files that can end
+    it (:data:`RC_FILES` for ``shell``, the path or name of the login shell, "" when not known:
+    then :data:`ANY_SHELL_RC_FILES`) and the first line of what it ``printed`` (stdout then
+    stderr bytes; a ``nologin`` shell says why). ``rc``/``signal``: how the channel ended (both
+    ``None``: it closed with neither, as sshd(8) does when the shell could not be started)."""
+    name = posixpath.basename(shell)
+    files = RC_FILES.get(name, ()) if name else ANY_SHELL_RC_FILES
+    who = f"the remote login shell ({name})" if name else "the remote login shell"
+    how = (f"exited with status {rc}" if rc is not None else f"was killed by signal {signal}" if signal
+           else "ended without an exit status")
+    said = next((ln.strip() for ln in printed.decode("utf-8", "replace").splitlines() if ln.strip()), "")
+    return (f"{who} {how} before running the command: a file it reads before every ssh command ends it "
+            f"(an `exit`, `exec` or `logout` there; look at {', '.join(files)}), or the login shell does not run "
+            f"commands (nologin); try: ssh {host} echo ok" + (f"; it printed: {said[:200]}" if said else ""))
+
+
+def check_started(reader: "SkipLogin", host: str, argv: list[str], shell: str, *, rc: int | None,
+                  signal: str | None, printed: bytes = b"") -> None:
+    """Raise :class:`~fleetctl.errors.CommandNotStarted` when ``reader``'s channel ended before
+    its marker came (see :func:`not_started_message`); the command's exit status means nothing then."""
+    if reader.ended_early:
+        raise CommandNotStarted(host, argv, not_started_message(shell, host, rc=rc, signal=signal, printed=printed))
+
+
 class SkipLogin:
     """A :class:`~fleetctl.connection.streams.ByteReader` over ``reader`` that skips the bytes
     before and including the first ``MARKER\\n``.
@@ -85,6 +119,8 @@ class SkipLogin:
     Attributes:
         login_output: what was skipped before the marker (the login shell's output), once found.
         found: the marker was seen.
+        ended_early: the stream ended (EOF) before the marker came: the command never ran (a
+            reader that gave up after :data:`MAX_LOGIN_BYTES` does not count: it cannot tell).
     """
 
     def __init__(self, reader: ByteReader, marker: str) -> None:
@@ -94,6 +130,7 @@ class SkipLogin:
         self._done = False
         self.found = False
         self.login_output = b""
+        self.ended_early = False
         self.started = time.monotonic()
 
     @property
@@ -105,7 +142,7 @@ class SkipLogin:
         while not self._done:
             chunk = await self._reader.read(n)
             if not chunk:  # EOF and no marker: nothing was the login shell's, pass it all on
-                self._done = True
+                self._done = self.ended_early = True
                 held, self._held = bytes(self._held), bytearray()
                 return held
             self._held += chunk

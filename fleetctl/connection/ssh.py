@@ -34,6 +34,8 @@ detail note (``on_note``: the run record and ``-v``). A command whose marker has
 the login shell has not started (an rc file that sleeps or waits): a timeout then says so
 (:class:`~fleetctl.errors.CommandTimeout` ``login_stall``, :meth:`SSHConnection.login_stall`), and
 a wait past ``connect_timeout_s`` is told at once (``on_note``: ``waiting: the remote login shell...``).
+A command whose channel ended before its marker never ran (an rc file's ``exit``/``exec``): it
+raises :class:`~fleetctl.errors.CommandNotStarted`, whatever its exit status.
 """
 
 from __future__ import annotations
@@ -45,10 +47,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 import asyncssh
 
-from ..errors import CommandTimeout, HostUnreachable
+from ..errors import CommandNotStarted, CommandTimeout, HostUnreachable
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback
 from .command import remote_command_line
-from .login_output import LoginWatch, SkipLogin, login_stall_message, marked_line, new_marker
+from .login_output import (LoginWatch, SkipLogin, check_started, login_stall_message, marked_line, new_marker,
+                           not_started_message)
 from .ssh_files import SFTPFiles
 from .ssh_sessions import Sessions, UseOverflow, stop_process
 from .ssh_handshake import LoginFailed, RouteOptions
@@ -81,7 +84,8 @@ class SSHConnection(SFTPFiles, Connection):
             uses ssh_config's (default ``~/.ssh/known_hosts``).
         accept_new_host_keys: record the key of a host that has none recorded (a changed key is
             refused regardless).
-        connect_timeout_s: deadline for the TCP connect, and again for the SSH login, seconds.
+        connect_timeout_s: deadline for reaching the host, seconds: its TCP connect, SSH handshake
+            and login, and every retry of a handshake the server drops, together.
         keepalive_interval_s: seconds between keepalives, so long silent builds are not cut by
             idle timeouts; the connection is declared dead after 3 unanswered ones.
         max_sessions: most sessions (exec channels plus SFTP) open at once at first.
@@ -242,15 +246,20 @@ class SSHConnection(SFTPFiles, Connection):
         login rc file prints come first and are skipped."""
         await self._sessions.acquire()
         try:
-            res = await asyncio.wait_for(self._require().run('echo "$SHELL"; echo "$HOME"', encoding=None),
-                                         self.connect_timeout_s)
+            res = await asyncio.wait_for(self._require().run(marked_line('echo "$SHELL"; echo "$HOME"', self._marker),
+                                                             encoding=None), self.connect_timeout_s)
         except (OSError, asyncssh.Error, asyncio.TimeoutError):
             return "", ""
         finally:
             await self._sessions.release()
         if res.stderr and _NO_HOME.encode() in res.stderr:
             self.home_missing = True  # sshd's own message (session.c do_child)
-        lines = res.stdout.decode("utf-8", "replace").strip().splitlines() if res.stdout else []
+        before, marked, after = (res.stdout or b"").partition(self._marker.encode("ascii") + b"\n")
+        if not marked:  # the login shell ended before it ran this one either
+            raise CommandNotStarted(self.host, ["echo"], not_started_message(
+                self.login_shell, self.host, rc=res.exit_status, signal=res.exit_signal and res.exit_signal[0],
+                printed=before + b"\n" + (res.stderr or b"")))
+        lines = after.decode("utf-8", "replace").strip().splitlines()
         if len(lines) < 2:
             return (lines[-1].strip() if lines else ""), ""
         return lines[-2].strip(), lines[-1].strip()
@@ -384,10 +393,13 @@ class SSHConnection(SFTPFiles, Connection):
             self._pinned += 1
         try:
             async def everything() -> None:
-                if stdin:
-                    proc.stdin.write(stdin.pop())
-                if not supervise and not hold_stdin:
-                    proc.stdin.write_eof()  # a supervised command's stdin is its lifeline
+                try:
+                    if stdin:
+                        proc.stdin.write(stdin.pop())
+                    if not supervise and not hold_stdin:
+                        proc.stdin.write_eof()  # a supervised command's stdin is its lifeline
+                except BrokenPipeError:  # the channel already ended (its status and output say why)
+                    pass
                 await asyncio.gather(pump_lines(reader, "stdout", out, on_line),
                                      pump_lines(proc.stderr, "stderr", err, on_line))
                 await proc.wait_closed()
@@ -418,6 +430,7 @@ class SSHConnection(SFTPFiles, Connection):
             raise HostUnreachable(self.host, f"connection lost during {argv[0]}")
         stdout, stdout_dropped = out.result()
         stderr, stderr_dropped = err.result()
+        check_started(reader, self.host, argv, self.login_shell, rc=rc, signal=sig, printed=stdout + b"\n" + stderr)
         return CommandResult(argv=argv, rc=rc, stdout=stdout, stderr=stderr, signal=sig,
                              duration_s=time.monotonic() - started, stdout_dropped=stdout_dropped,
                              stderr_dropped=stderr_dropped)

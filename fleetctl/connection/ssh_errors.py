@@ -10,7 +10,9 @@ jump hosts) and :mod:`fleetctl.connection.ssh` (sessions, SFTP) raise them.
   host keys closes every connection before its banner (it logs ``sshd: no hostkeys available --
   exiting.`` per connection, as OpenSSH 9.2's re-executed sshd does after the key files were
   removed), as does one refusing the client's address (tcp wrappers' ``sshd: ALL`` in
-  hosts.deny, ``MaxStartups 0``). :func:`drop_message` names the two apart.
+  hosts.deny, ``MaxStartups 0``). :func:`drop_message` names the two apart, on sshd's own words:
+  past MaxStartups it says ``Exceeded MaxStartups`` before closing; without host keys it sends
+  nothing, whether or not other connections of the run to it overlapped.
 - A channel the server opens and then refuses a ``subsystem`` request on (no ``Subsystem sftp``
   line in sshd_config: hardened servers remove it) is asyncssh's ``ChannelOpenError`` with its own
   code ``OPEN_REQUEST_SESSION_FAILED`` (asyncssh ``channel.py``), never a MaxSessions refusal
@@ -44,6 +46,14 @@ def drop_message(where: str, attempts: int, reason: str, *, alone: bool, banner_
                  said: bytes | None = None) -> str:
     """The one line for a host whose every handshake was dropped before login.
 
+    MaxStartups is named only on its evidence: OpenSSH's sshd writes ``Exceeded MaxStartups``
+    before it drops a connection past MaxStartups (sshd.c ``drop_connection``; OpenSSH 9.2 here),
+    so a server probed after a drop that sent anything else (or nothing) closed for another
+    cause, even when other connections of this run to it overlapped (two inventory hosts on one
+    sshd): most often no usable host keys (sshd(8) logs ``no hostkeys available -- exiting.``).
+    (An sshd old enough to drop past MaxStartups without a word would be named so too; its log
+    says ``past MaxStartups``.)
+
     Args:
         where: ``host:port`` connected to.
         attempts: handshakes made (all dropped).
@@ -51,23 +61,32 @@ def drop_message(where: str, attempts: int, reason: str, *, alone: bool, banner_
         alone: every one of them was the only connection of this run to that sshd while it lasted
             (so not MaxStartups' random early drop of excess connections).
         banner_seen: the server sent its SSH banner before closing at least once.
-        said: what the server sent first on one more, bare TCP connection made after the last
-            drop (``None``: not probed). sshd past MaxStartups sends ``Exceeded MaxStartups``.
+        said: what the server sent first on a connection after a drop (``None``: not probed, as
+            through a jump host or ProxyCommand).
     """
+    count = "once" if attempts == 1 else f"{attempts} times"
     if said is not None and b"Exceeded MaxStartups" in said:
-        return (f"{where} closed the connection before login {attempts} times ({reason}), saying 'Exceeded "
+        return (f"{where} closed the connection before login {count} ({reason}), saying 'Exceeded "
                 f"MaxStartups': sshd's MaxStartups (too many unauthenticated connections at once, default 10:30:100"
                 f"{'' if not alone else '; held by other clients, as no other connection of this run was open'}); "
                 f"raise it on the host, or lower --forks")
-    if not alone:
-        return (f"{where} closed the connection before login {attempts} times ({reason}): most likely sshd's "
-                f"MaxStartups (too many unauthenticated connections at once, default 10:30:100); raise it on the "
-                f"host, or lower --forks")
     when = "after its SSH banner" if banner_seen else "before sending its SSH banner"
-    return (f"{where} closed the connection before login {attempts} times, each time {when} on a single "
-            f"connection (no other connection of this run to it was open, so not MaxStartups dropping excess "
-            f"connections): sshd may have no host keys (see the server's log for 'no hostkeys available'), or "
-            f"it refuses this address (tcp wrappers' hosts.deny, MaxStartups 0)")
+    keys = ("sshd may have no host keys, or none it can read (see the server's log for 'no hostkeys available'), "
+            "or it refuses this address (tcp wrappers' hosts.deny, MaxStartups 0)")
+    if said is None and not alone:
+        return (f"{where} closed the connection before login {count} ({reason}), each time {when}: "
+                f"sshd's MaxStartups if many clients connect to it at once (default 10:30:100; raise it on the "
+                f"host, or lower --forks), else {keys}")
+    if alone:
+        return (f"{where} closed the connection before login {count}, each time {when} on a single "
+                f"connection (no other connection of this run to it was open, so not MaxStartups dropping excess "
+                f"connections): {keys}")
+    words = said.decode("utf-8", "replace").strip()[:100]
+    heard = f"it said '{words}'" if words else "it sent nothing before closing"
+    phase = "during key exchange (after its SSH banner)" if banner_seen else "before key exchange"
+    return (f"{where} closed the connection {phase} {count} ({reason}); "
+            f"{heard}, not 'Exceeded MaxStartups' as sshd past MaxStartups does, so not MaxStartups (other "
+            f"connections of this run to it overlapped): {keys}")
 
 
 def is_subsystem_refused(exc: BaseException) -> bool:

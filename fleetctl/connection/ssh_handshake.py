@@ -22,6 +22,10 @@ class LoginFailed(Exception):
     """A host could not be reached or logged in to; ``str`` is one line naming the cause."""
 
 
+class TimedOut(LoginFailed):
+    """The TCP connect or the login ran out of its time (a :class:`LoginFailed`)."""
+
+
 class Dropped(Exception):
     """The server closed the connection before login (retried); ``banner``: after its SSH banner."""
 
@@ -57,8 +61,11 @@ class _Client(asyncssh.SSHClient):
 
 @dataclass
 class RouteOptions:
-    """Run-wide login options: ``accept_new`` host keys, ``timeout_s`` for TCP connect and for
-    login (each, seconds), ``keepalive_interval_s`` (3 unanswered keepalives drop the connection)."""
+    """Run-wide login options: ``accept_new`` host keys, ``timeout_s`` (seconds) for reaching one
+    host: its TCP connect and SSH login, every retry of a dropped handshake included (OpenSSH's
+    ConnectTimeout bounds the connect and the banner exchange of one attempt; fleetctl's bounds the
+    attempts together, see :func:`fleetctl.connection.ssh_route.login`), ``keepalive_interval_s``
+    (3 unanswered keepalives drop the connection)."""
 
     accept_new: bool = False
     timeout_s: float = 30.0
@@ -128,9 +135,9 @@ def _translate(exc: BaseException, target: SSHTarget, opts: RouteOptions, policy
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         conn = client.conn
         if conn is None or not conn.get_extra_info("server_version"):
-            return LoginFailed(f"{label}timed out after {opts.timeout_s:g} s: {where} accepts TCP but sent no SSH "
+            return TimedOut(f"{label}timed out after {opts.timeout_s:g} s: {where} accepts TCP but sent no SSH "
                                f"banner (a hung sshd, or not an SSH server)")
-        return LoginFailed(f"{label}timed out after {opts.timeout_s:g} s: {where} did not finish the SSH "
+        return TimedOut(f"{label}timed out after {opts.timeout_s:g} s: {where} did not finish the SSH "
                            f"{'login' if client.key_checked else 'handshake'}")
     refused = forwarding_refused(exc, label=label, jump=via, where=where)
     if refused:

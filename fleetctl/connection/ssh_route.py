@@ -17,10 +17,11 @@ Unreachable hosts never delay reachable ones:
   same cause instead of queueing behind it.
 - A handshake the server closes before login (what sshd does past ``MaxStartups``) is retried
   with jittered exponential backoff (tenacity, see :mod:`fleetctl.connection.retry`), outside the gate; each retry is counted in
-  :attr:`LoginStats.handshake_retries` and the final failure names ``MaxStartups`` when other
-  handshakes to that sshd overlapped the dropped ones, and otherwise says it was a single
-  connection (an sshd without host keys, or one refusing this address:
-  :mod:`fleetctl.connection.ssh_errors`).
+  :attr:`LoginStats.handshake_retries`; each retry first peeks at what the server sends, and the
+  final failure names ``MaxStartups`` only when the server said ``Exceeded MaxStartups`` (sshd's
+  words past it); otherwise it names what the server did (closed before key exchange, sending
+  nothing: an sshd without host keys, or one refusing this address), overlapping handshakes to
+  that sshd or not (:func:`~fleetctl.connection.ssh_errors.drop_message`).
 
 Jump hosts (``ProxyJump``) are connected with the same rules (their own ssh_config, host key
 check and keys) and shared: every host behind one bastion in a run uses one connection to it.
@@ -29,6 +30,7 @@ check and keys) and shared: every host behind one bastion in a run uses one conn
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import os
 import socket
@@ -41,7 +43,7 @@ import asyncssh
 
 from .retry import retrying
 from .ssh_errors import drop_message
-from .ssh_handshake import Dropped, LoginFailed, RouteOptions, handshake
+from .ssh_handshake import Dropped, LoginFailed, RouteOptions, TimedOut, handshake
 from .ssh_target import SSHTarget, resolve_jump
 
 #: Connections to ONE sshd between TCP connect and login at once (below MaxStartups' default 10).
@@ -134,7 +136,7 @@ async def _tcp_connect(infos: list[tuple], where: str, timeout_s: float) -> sock
             raise
     last = errors[-1] if errors else None
     if last == "timeout":
-        raise LoginFailed(f"timed out after {timeout_s:g} s: no TCP connection to {where} (packets dropped: "
+        raise TimedOut(f"timed out after {round(timeout_s, 1):g} s: no TCP connection to {where} (packets dropped: "
                           f"the host is down, a firewall drops them, or there is no route)")
     if isinstance(last, ConnectionRefusedError):
         raise LoginFailed(f"connection refused by {where} (no sshd listening on that port)")
@@ -214,26 +216,40 @@ async def _login_direct(target: SSHTarget, opts: RouteOptions, label: str, tunne
             raise LoginFailed(label + str(exc)) from None
         key = ("tcp", infos[0][4][0], target.port)
     dest = _destination(key)
-    drops: dict = {"alone": 0, "banner": False, "said": None}
+    drops: dict = {"alone": 0, "banner": False, "said": None, "n": 0, "reason": ""}
+    budget: dict = {"deadline": None}  # set as the first attempt enters the gate
+
+    def left_s() -> float:
+        return budget["deadline"] - time.monotonic()
+
+    def given_up(extra: str = "") -> LoginFailed:
+        """The final failure after ``drops["n"]`` dropped handshakes."""
+        n = drops["n"]
+        cut = (f"; the connect timeout ({opts.timeout_s:g} s, for all attempts together) ended the retries"
+               if n < HANDSHAKE_ATTEMPTS else "")
+        return LoginFailed(label + drop_message(where, n, drops["reason"], alone=drops["alone"] == n,
+                                                banner_seen=bool(drops["banner"]), said=drops["said"]) + cut + extra)
 
     async def in_gate(n: int):
+        if budget["deadline"] is None:
+            budget["deadline"] = time.monotonic() + opts.timeout_s
         if dest.failure and time.monotonic() - dest.failure[1] < opts.timeout_s:
             raise LoginFailed(label + dest.failure[0])
         sock, peer_ip = None, None
         if infos:
             t0 = time.monotonic()
             try:
-                sock = await _tcp_connect(infos, where, opts.timeout_s)
+                sock = await _tcp_connect(infos, where, max(0.01, left_s()))
             except LoginFailed as exc:
                 dest.failure = (str(exc), time.monotonic())
-                raise LoginFailed(label + str(exc)) from None
+                raise type(exc)(label + str(exc)) from None
             stats.tcp_connect_s = round(time.monotonic() - t0, 3)
             peer_ip = sock.getpeername()[0]
             if n > 1:  # after a drop: what does the server say first?
-                drops["said"] = await _peek_first_words(sock, min(5.0, opts.timeout_s))
+                drops["said"] = await _peek_first_words(sock, max(0.01, min(5.0, left_s())))
         t0 = time.monotonic()
-        conn, policy = await handshake(target, opts, label, sock=sock, tunnel=tunnel, peer_ip=peer_ip,
-                                        via=via)
+        conn, policy = await handshake(target, dataclasses.replace(opts, timeout_s=round(max(0.01, left_s()), 2)),
+                                        label, sock=sock, tunnel=tunnel, peer_ip=peer_ip, via=via)
         stats.login_s = round(time.monotonic() - t0, 3)
         stats.recorded_host_keys += policy.recorded
         return conn
@@ -247,6 +263,8 @@ async def _login_direct(target: SSHTarget, opts: RouteOptions, label: str, tunne
                 dest.entered += 1
                 mine, crowded = dest.entered, dest.in_flight > 1
                 try:
+                    if n > 1 and left_s() <= 0:  # the gate's queue took what was left
+                        raise given_up()
                     return await in_gate(n)
                 except Dropped:
                     if not crowded and dest.entered == mine:
@@ -256,14 +274,20 @@ async def _login_direct(target: SSHTarget, opts: RouteOptions, label: str, tunne
                     dest.in_flight -= 1
         except Dropped as exc:
             drops["banner"] = drops["banner"] or exc.banner
+            drops["n"], drops["reason"] = n, str(exc)
             if n >= HANDSHAKE_ATTEMPTS:
-                raise LoginFailed(label + drop_message(where, HANDSHAKE_ATTEMPTS, str(exc),
-                                                       alone=drops["alone"] == n,
-                                                       banner_seen=bool(drops["banner"]), said=drops["said"])) from None
+                raise given_up() from None
+            raise
+        except TimedOut as exc:
+            if n > 1:  # a retry that ran out of the time left: the drops are the story
+                raise given_up(f" (attempt {n} was cut short by it)") from None
             raise
 
-    return await retrying(attempt, retryable=lambda e: isinstance(e, Dropped), attempts=HANDSHAKE_ATTEMPTS,
-                          initial_s=0.2, max_s=5.0)
+    try:
+        return await retrying(attempt, retryable=lambda e: isinstance(e, Dropped), attempts=HANDSHAKE_ATTEMPTS,
+                              initial_s=0.2, max_s=5.0, deadline=lambda: budget["deadline"])
+    except Dropped:  # the deadline stopped the retries before HANDSHAKE_ATTEMPTS
+        raise given_up() from None
 
 
 class _SharedJump:

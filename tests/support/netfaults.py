@@ -91,3 +91,35 @@ class SilentServer:
         self.sock.close()
         for c in self.held:
             c.close()
+
+
+class SlowDropServer:
+    """Accepts every connection and closes it after ``hold_s`` seconds without a word (counted in
+    :attr:`accepted`): an sshd that drops handshakes, slowly, so each attempt takes ``hold_s``."""
+
+    def __init__(self, hold_s: float) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.hold_s = hold_s
+        self.accepted = 0
+        self.timers: list[threading.Timer] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            timer = threading.Timer(self.hold_s, conn.close)
+            self.timers.append(timer)
+            timer.start()
+
+    def close(self) -> None:
+        self.sock.close()
+        for t in self.timers:
+            t.cancel()
+            t.function()

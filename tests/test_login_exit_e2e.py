@@ -1,0 +1,118 @@
+"""A login shell whose rc file ends it before the command (``[ -z "$PS1" ] && exit 0`` in
+``~/.bashrc``, ``exit 0`` in ``~/.zshenv``, ``exec true``) runs no ssh command at all, yet the
+channel ends with the shell's exit status: a new user's trial saw ``fleetctl run -- false`` report
+ok, rc 0. Each command's marker (:mod:`fleetctl.connection.login_output`) tells that the command
+never ran: run, facts and deploy fail the host naming the login shell and its rc files. Real sshd
+on loopback, the suite's dedicated login user per shell (its rc file emptied after)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pwd
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fleetctl.connection.ssh import SSHConnection
+from fleetctl.errors import CommandNotStarted
+from tests.support.fleet import fleetctl, last_run, write_inventory
+
+pytestmark = pytest.mark.sshd
+
+#: (login shell, its rc file read for every ``$SHELL -c`` (bash(1) INVOCATION, zsh(1) STARTUP
+#: FILES), what the rc file holds).
+CASES = {
+    "bash-exit": ("bash", ".bashrc", '[ -z "$PS1" ] && exit 0\n'),
+    "zsh-exit": ("zsh", ".zshenv", "exit 0\n"),
+    "bash-exec": ("bash", ".bashrc", "exec true\n"),
+}
+#: The first command's cause: the login shell is not known yet, so every usual rc file is named.
+NOT_RUN = ("the remote login shell exited with status 0 before running the command: a file it reads before every "
+           "ssh command ends it (an `exit`, `exec` or `logout` there; look at ~/.bashrc, ~/.zshenv, ~/.tcshrc, "
+           "~/.cshrc, ~/.config/fish/config.fish), or the login shell does not run commands (nologin); "
+           "try: ssh h echo ok")
+
+
+class EndingRc:
+    """The host's login user's rc file holds ``text``; emptied after."""
+
+    def __init__(self, host, rc: str, text: str) -> None:
+        self.path = Path(pwd.getpwnam(host.user).pw_dir) / rc
+        self.text = text
+
+    def __enter__(self) -> "EndingRc":
+        self.path.write_text(self.text)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.path.write_text("")
+
+
+def _failed_line(res) -> str:
+    return next(ln for ln in res.stderr.splitlines() if ln.startswith("h: FAILED: "))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_run_facts_and_deploy_fail_a_host_whose_login_shell_exits_before_the_command(sshd_farm, tmp_path, case):
+    shell, rc, text = CASES[case]
+    host = sshd_farm.start(f"ex-{case}", shell=shell)
+    home = Path(pwd.getpwnam(host.user).pw_dir)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h": {**host.inventory_vars(sshd_farm.known_hosts),
+                                                              "workdir": str(home / "fl")}}})
+    play = tmp_path / "play.yaml"
+    play.write_text("name: p\nhosts: all\ngather_facts: false\ntasks:\n  - name: t\n    command: {argv: ['true']}\n")
+    try:
+        with EndingRc(host, rc, text):
+            for argv in (["false"], ["true"]):  # `true` never ran either: not ok
+                res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--", *argv, home=tmp_path)
+                assert res.returncode == 1, res.stdout + res.stderr
+                assert _failed_line(res) == f"h: FAILED: {NOT_RUN}", res.stderr
+                assert json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["h"]["error"] == NOT_RUN
+            src = tmp_path / "payload.txt"
+            src.write_text("x\n")
+            transfers = ([["copy", "--hosts", "g", str(src), str(home / "payload.txt")],
+                          ["fetch", "--hosts", "g", "/etc/hostname", str(tmp_path / "out")]]
+                         if case == "bash-exit" else [])  # transfers: one case is enough (same path)
+            for args in transfers:
+                res = fleetctl("-i", str(inv), *args, home=tmp_path)
+                assert res.returncode == 1, res.stdout + res.stderr
+                assert NOT_RUN in _failed_line(res), res.stderr
+            res = fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path)
+            assert res.returncode == 1, res.stdout + res.stderr
+            assert json.loads(res.stdout)["h"]["error"] == NOT_RUN, res.stdout
+            res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
+            assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
+            error = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["h"]["error"]
+            assert NOT_RUN in error, error
+        res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--", "true", home=tmp_path)  # fixed: runs again
+        assert res.returncode == 0, res.stdout + res.stderr
+    finally:
+        shutil.rmtree(home / "fl", ignore_errors=True)
+
+
+def test_a_command_after_the_first_names_the_known_login_shell_and_what_it_printed(sshd_farm):
+    """Once the run learnt the login shell, the cause names it and only its rc files; what the
+    shell printed before it exited is quoted."""
+    host = sshd_farm.start("ex-known", shell="zsh")
+    rc = EndingRc(host, ".zshenv", "echo 'maintenance: logins are closed'\nexit 3\n")
+
+    async def go():
+        conn = SSHConnection(host.name, address="127.0.0.1", port=host.port, user=host.user,
+                             key_file=str(host.client_key), known_hosts=str(sshd_farm.known_hosts))
+        async with conn:
+            first = await conn.run(["echo", "hi"])
+            conn.learn_login(shutil.which("zsh"), str(rc.path.parent))
+            with rc:
+                with pytest.raises(CommandNotStarted) as err:
+                    await conn.run(["false"])
+            return first, err.value
+
+    first, err = asyncio.run(go())
+    assert first.stdout == b"hi\n"
+    assert err.cause == ("the remote login shell (zsh) exited with status 3 before running the command: a file it "
+                         "reads before every ssh command ends it (an `exit`, `exec` or `logout` there; look at "
+                         "~/.zshenv, /etc/zsh/zshenv), or the login shell does not run commands (nologin); try: ssh "
+                         f"{host.name} echo ok; it printed: maintenance: logins are closed"), err.cause
+    assert str(err) == f"{host.name}: {err.cause}"
