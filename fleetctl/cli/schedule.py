@@ -24,7 +24,7 @@ from .. import schedule as sch
 from ..schedule import varsfile
 from .app import EXIT_FAILED, Context, main, pass_ctx
 from ..errors import InputError
-from ..util.paths import resolve_default, state_dir, state_env
+from ..util.paths import not_regular, resolve_default, state_dir, state_env
 
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
 
@@ -290,6 +290,9 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     from ..playbook import load_playbook
 
     playbook = resolve_default(playbook_path)
+    special = not_regular(playbook)
+    if special:
+        raise InputError(f"--playbook: {special}", file=str(playbook))
     if not playbook.is_file():
         raise InputError("--playbook: playbook file not found", file=str(playbook))
     pb = load_playbook(str(playbook))
