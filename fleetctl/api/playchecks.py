@@ -67,7 +67,7 @@ def check_unread_build_vars(playbook: Any, tasks: Iterable[Any], names: Iterable
 
     Why a refusal here and a warning elsewhere (:func:`extra_var_warnings`): a play that builds
     would build and install a wheel for other archs than the command line names, and the run
-    would pass: the failure story of DESIGN.md ("an arch env var was silently ignored: a
+    would pass: the failure story ("an arch env var was silently ignored: a
     48-minute build produced the wrong SASS"). A play that builds nothing (verify.yaml) is not
     changed by the var, so one warning line is enough there.
 
