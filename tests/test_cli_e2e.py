@@ -113,6 +113,23 @@ def test_run_exit_codes_and_host_prefixed_lines(sshd_farm, tmp_path):
     assert json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["b"]["rc"] == 1
 
 
+def test_run_json_gives_each_hosts_status_as_deploys_json_does(sshd_farm, tmp_path):
+    """run --json had rc/stdout per host but no ``status`` (new-user trial), while deploy's, copy's
+    and fetch's JSON have it: ok (rc 0), failed (rc != 0), unreachable (no sshd on its port)."""
+    a, b = sshd_farm.start("ja"), sshd_farm.start("jb")
+    dead = {**b.inventory_vars(sshd_farm.known_hosts), "ansible_port": free_port()}
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"a": a.inventory_vars(sshd_farm.known_hosts),
+                                                        "b": b.inventory_vars(sshd_farm.known_hosts), "c": dead}})
+    res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--json", "--", "sh", "-c", 'test "$FLEETCTL_TEST_HOST" = ja',
+                   home=tmp_path)
+    assert res.returncode == 1, res.stderr
+    doc = json.loads(res.stdout)
+    assert {h: doc[h]["status"] for h in doc} == {"a": "ok", "b": "failed", "c": "unreachable"}, doc
+    assert doc["a"]["rc"] == 0 and doc["b"]["rc"] == 1 and doc["c"]["unreachable"] is True
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    assert {h: record["hosts"][h]["status"] for h in doc} == {h: doc[h]["status"] for h in doc}
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     inv = tmp_path / "inv.yaml"
     inv.write_text("all:\n  hosts:\n    a:\n      ansible_port: seventy\n")

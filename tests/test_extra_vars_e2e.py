@@ -115,3 +115,35 @@ def test_e_takes_the_forms_of_ansibles_extra_vars_json_yaml_pairs_and_files(tmp_
                    "-e", "archs=9.0a;10.0a", "-e", "msg=hello world", "-e", "version=x=y", home=tmp_path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     assert "archs=9.0a;10.0a n=1 first=6 msg=hello world v=x=y" in res.stdout
+
+
+def test_e_archs_to_a_play_that_does_not_read_it_is_named_and_refused_where_it_builds(tmp_path):
+    """``archs`` is fleetctl's own var, but only fp4-kernels.yaml's templates read it (new-user
+    trial: ``-e archs=...`` to verify, nightly.yaml and schedule was silently unused). A play that
+    builds nothing gets one warning line and runs; a play that builds (nightly.yaml's sgl-kernel
+    build_wheel takes the archs from the host's GPUs) is refused with one line, exit 2, before any
+    host is reached: it would build and install a wheel for other archs than given."""
+    v = tmp_path / "v"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(v)], check=True)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"box": {"ansible_connection": "local", "venv": str(v),
+                                                                "workdir": str(tmp_path / "work")}}})
+    play = tmp_path / "quick.yaml"
+    play.write_text(QUICK)
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--plan", "-e", "archs=9.0a",
+                   home=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert [ln for ln in res.stderr.splitlines() if "warning" in ln] == [
+        "fleetctl: warning: -e archs: quick.yaml does not read it (archs: the arch list fp4-kernels builds for "
+        "instead of the host's GPUs (-e archs='9.0a;10.0a')); it is ignored"]
+    for cmd in (["deploy", "--playbook", "playbooks/nightly.yaml"], ["deploy", "--playbook", "playbooks/sgl-kernel.yaml"],
+                ["schedule", "--playbook", "playbooks/nightly.yaml", "--at", "02:30", "--print"]):
+        res = fleetctl("-i", str(inv), *cmd, "--hosts", "g", "-e", "archs=9.0a", home=tmp_path)
+        assert res.returncode == 2, (cmd, res.stderr)
+        assert res.stderr.startswith(f"fleetctl: error: {cmd[2]}: -e archs: this playbook builds (task 'Build "
+                                     "sgl-kernel for"), res.stderr
+        assert "does not read archs" in res.stderr and len(res.stderr.splitlines()) == 1, res.stderr
+    # the same play with its build skipped builds nothing: a warning, as for quick.yaml
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", "playbooks/nightly.yaml", "--plan",
+                   "--skip-tags", "build", "-e", "archs=9.0a", home=tmp_path)
+    assert res.returncode != 2, res.stderr
+    assert "fleetctl: warning: -e archs: nightly.yaml does not read it" in res.stderr

@@ -34,7 +34,9 @@ from tests.support.fake_gpu import (
     write_failing_nvidia_smi,
     write_fake_libnvml,
     write_fake_nvidia_smi,
+    write_lost_gpu_nvidia_smi,
     write_unrunnable_nvidia_smi,
+    gpu_lost_message,
 )
 from tests.support.hermetic import REAL_HOME
 
@@ -960,6 +962,34 @@ def test_gather_facts_refuses_a_broken_stack_never_the_fallback(tmp_path, smi_di
     assert str(err.value).startswith(f"node09: GPU stack broken: nvidia-smi: exit {smi_rc}: {smi_message.splitlines()[0]}")
     assert fix in str(err.value)
     assert err.value.facts["gpu_stack"]["status"] == "broken" and "build" not in err.value.facts
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_a_lost_gpu_is_named_never_the_healthy_gpus_row(tmp_path, smi_dir, stream):
+    """GPU 1 fallen off the bus (Xid 79): nvidia-smi prints GPU 0's row, then "Unable to determine
+    the device handle for GPU ...: GPU is lost" and exits 15 (new-user trial: the failure quoted
+    GPU 0's healthy row)."""
+    write_lost_gpu_nvidia_smi(smi_dir, [H200], stream=stream)
+    conn = SubprocessConnection("node09", tmp_path / "home", path_dirs=[smi_dir])
+    with pytest.raises(GpuStackBroken) as err:
+        asyncio.run(gather_facts(conn, workdir="w", python=sys.executable))
+    assert str(err.value).startswith(f"node09: GPU stack broken: nvidia-smi: exit 15: {gpu_lost_message(1)}")
+    assert "NVIDIA H200" not in str(err.value)
+    assert "reboot of the host" in str(err.value) and "nvidia-smi -r" in str(err.value)
+
+
+def test_a_driver_before_r510_without_compute_cap_is_too_old_not_broken(tmp_path, smi_dir):
+    """R470's nvidia-smi answers ``Field "compute_cap" is not a valid field to query.`` (exit 2):
+    the driver is too old, named with its version; not "GPU stack broken: exit 2"."""
+    write_fake_nvidia_smi(smi_dir, [H200], driver="470.182.03", unknown_fields=("compute_cap",))
+    conn = SubprocessConnection("node09", tmp_path / "home", path_dirs=[smi_dir])
+    with pytest.raises(GpuStackBroken) as err:
+        asyncio.run(gather_facts(conn, workdir="w", python=sys.executable))
+    assert str(err.value).startswith("node09: driver too old (compute_cap needs R510+; NVIDIA nvidia-smi docs): "
+                                     "nvidia-smi of driver 470.182.03 answers")
+    assert "GPU stack broken" not in str(err.value) and "exit 2" not in str(err.value)
+    assert "update the NVIDIA driver to R510 or newer" in str(err.value)
+    assert err.value.facts["gpu_stack"]["too_old"] is True
 
 
 def test_build_plan_refuses_the_fallback_for_a_broken_stack():

@@ -304,6 +304,30 @@ def test_edge_cases(edge_dir, name):
         compare_pattern(inv, ans, pattern)
 
 
+@pytest.mark.parametrize("text, refused", [
+    ("[web]\nw1\n[fleet:children]\nweb\nundeclared\n", "'undeclared'"),  # never declared anywhere
+    ("[fleet:children]\nweb\n[web:vars]\nx=1\n", "'web'"),                 # only a :vars section
+    ("[fleet:children]\nweb\n[web]\nw1\n", None),                           # declared after the parent
+    ("[fleet:children]\nweb\n[web:children]\n", None),                       # an empty :children declares it
+], ids=["undeclared", "vars-only", "declared-later", "empty-children"])
+def test_ini_children_naming_an_undeclared_group_is_refused_as_ansible_core_refuses_it(tmp_path, capfd, text,
+                                                                                        refused):
+    """Brief of a new-user trial: "Ansible creates the group". ansible-core 2.19's INI plugin does
+    not: ``Section [fleet:children] includes undefined group 'undeclared'`` (its parser error), and
+    it accepts a group declared later in the file, or by an empty ``[web:children]``; fleetctl
+    agrees on every case, so it is no difference from Ansible."""
+    src = tmp_path / "hosts.ini"
+    src.write_text(text)
+    if refused is None:
+        compare_inventory([str(src)])
+        return
+    with pytest.raises(oracle().AnsibleError, match="failed to parse inventory source"):
+        oracle().load([str(src)])
+    assert f"Section [fleet:children] includes undefined group {refused}" in capfd.readouterr().err
+    with pytest.raises(InventoryError, match=f"names group {refused}, which is never declared"):
+        load_inventory([str(src)])
+
+
 def test_several_sources_add_up_later_vars_win(edge_dir, tmp_path):
     (tmp_path / "over.yaml").write_text("all:\n  vars: {x: over}\n  children:\n    parent:\n      hosts: {p1: {z: 9}, new: }\n")
     (tmp_path / "more.ini").write_text("[parent]\np1 z=10\n[extra]\nk1\n")

@@ -251,3 +251,34 @@ def test_a_disk_that_fills_during_the_build_is_named_with_the_path(sshd_farm, tm
         failed = [t for t in tasks_of(tmp_path, "fills").values() if t["status"] == "failed"][0]
         assert f"No space left on device (ENOSPC) writing {work}" in failed["msg"], failed["msg"]
         assert "df -i" in failed["msg"]
+
+
+def test_an_install_into_a_full_venv_disk_names_enospc_with_the_venv(sshd_farm, tmp_path):
+    """pip's own words on a full disk ("ERROR: Could not install packages due to an OSError:
+    [Errno 28] No space left on device", no path) become the cause line's named fault, with the
+    venv and the install's TMPDIR, as a build's write error is: a real pip into a venv on a real
+    tmpfs that is full."""
+    import sys
+
+    from tests.support.tiny_ext import tmpfs, write_wheel
+
+    wheel = write_wheel(tmp_path / "wheels", "tiny_big", "0.1.0",
+                        {"tiny_big/__init__.py": "", "tiny_big/data.txt": os.urandom(600_000).hex()})
+    with tmpfs(tmp_path / "small", "40m") as small:
+        venv = small / "venv"
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)  # with ensurepip's pip
+        free_kib = os.statvfs(small).f_bavail * os.statvfs(small).f_frsize // 1024
+        subprocess.run(["fallocate", "-l", f"{max(free_kib - 64, 0)}k", str(small / "filler")], check=True)
+        h = sshd_farm.start("venvfull")
+        inv = write_inventory(tmp_path / "inv.yaml", {"g": {"venvfull": {
+            **h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work"), "venv": str(venv),
+            "verify_device": "cpu"}}})
+        play = tmp_path / "install.yaml"
+        play.write_text(f"name: install\nhosts: all\ntasks:\n  - name: install\n    pip_install: {{wheel: {wheel}}}\n")
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
+        assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-2000:]
+        failed = tasks_of(tmp_path, "venvfull")["pip_install"]
+        assert failed["status"] == "failed"
+        assert failed["msg"].startswith(f"install failed (pip): No space left on device (ENOSPC) writing {venv} or the "
+                                        "TMPDIR "), failed["msg"]
+        assert "df -i" in failed["msg"] and "[Errno 28]" in failed["msg"], failed["msg"]

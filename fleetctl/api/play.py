@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import FleetError, InputError
 from .lifecycle import finish_run, new_run
 from ..util.didyoumean import close_matches
-from .playchecks import check_extra_var_args, check_local_sources, extra_var_warnings
+from .playchecks import check_extra_var_args, check_local_sources, check_unread_build_vars, extra_var_warnings
 
 MODES = {"apply": "apply", "plan": "plan", "dry_run": "dry-run", "dry-run": "dry-run"}
 _SPECIAL_TAGS = ("all", "always", "never", "tagged", "untagged")
@@ -86,16 +86,25 @@ def phase_timeouts(items: Mapping[str, float] | Iterable[str] | None) -> dict[st
 def serial_sizes(serial: str | int | Iterable[str | int] | None) -> list[str]:
     """Rolling batch sizes: ``"1,10%,100%"``, ``2`` or ``[1, "10%"]`` -> ``["1", "10%", "100%"]``.
 
+    Every item must be a size, as in Ansible's ``serial`` list (each entry a host count or a
+    percentage, playbooks_strategies "Setting the batch size with serial"): an empty one
+    (``"1,,2"``, ``"1,"``, ``""``) is refused, never dropped, so the batches run are the ones typed.
+
     Raises:
-        InputError: a size that is not a positive count or a percentage up to 100%.
+        InputError: a size that is not a positive count or a percentage up to 100%, or an empty one.
     """
     if serial is not None and not isinstance(serial, (str, int, list, tuple)) or isinstance(serial, bool) or (
             isinstance(serial, (list, tuple)) and not all(isinstance(s, (str, int)) and not isinstance(s, bool)
                                                           for s in serial)):
         raise InputError(f"serial: want a host count, a percentage such as '10%', or a list of them; got {serial!r}")
-    items = names(serial) if isinstance(serial, str) else [str(serial)] if isinstance(serial, int) else names(
-        [str(s) for s in serial or ()])
-    for item in items:
+    if serial is None:
+        return []
+    items = ([t.strip() for t in serial.split(",")] if isinstance(serial, str) else [str(serial)]
+             if isinstance(serial, int) else [str(s).strip() for s in serial])
+    for n, item in enumerate(items, 1):
+        if not item:
+            raise InputError(f"--serial: batch size {n} of {serial if isinstance(serial, str) else items!r} is empty: "
+                             "want host counts or percentages up to 100%, like 1,10%,100%")
         m = re.fullmatch(r"([0-9]+)(%?)", item)
         if not (m and int(m[1]) > 0 and (not m[2] or int(m[1]) <= 100)):
             raise InputError(f"--serial: want host counts or percentages up to 100%, like 1,10%,100%; got {item!r}")
@@ -268,6 +277,7 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
     play.check_undefined(known | set(all_extra))
     check_extra_var_args(play, [*play.select_tags(tag_list, skip_list), *play.handlers], all_extra)
     check_local_sources(play, play.select_tags(tag_list, skip_list))
+    check_unread_build_vars(play, play.select_tags(tag_list, skip_list), all_extra)
     deadlines = Deadlines(overrides=phase_timeouts(phase_timeout), connect_s=fleet.connect_timeout)
     for line in extra_var_warnings(play, {**fleet.extra_vars, **(extra_vars or {})}):
         fleet.on_warning(line)

@@ -21,24 +21,32 @@ def extra_var_warnings(playbook: Any, names: Iterable[str]) -> list[str]:
     Read are: the names the play's templates read (guarded uses such as ``archs | default(none)``
     included) and its vars (:meth:`~fleetctl.playbook.model.Playbook.referenced_names`),
     fleetctl's own host vars (:data:`fleetctl.inventory.own_vars.OWN_VARS`: ``venv``,
-    ``workdir``..., which ``-e`` sets for every host) and Ansible's names. Ansible's extra vars are
-    free-form, so an unread one is a warning, never a refusal: a var only an inventory script, a
-    template outside the play or the user's own tooling reads is left alone, but a misspelt one
-    (``-e arhcs=9.0a``, which builds for the host's own SM as if it were not given) is named.
+    ``workdir``..., which ``-e`` sets for every host) and Ansible's names. Of fleetctl's own vars,
+    those only the shipped plays' templates read (:data:`~fleetctl.inventory.own_vars.PLAY_TEMPLATE_VARS`:
+    ``archs``, ``fetch_mirror``...) are read only by a play that templates them: ``-e archs=9.0a``
+    to verify.yaml is named (``... reads it, nor does fleetctl; it is ignored``). Ansible's extra
+    vars are free-form, so an unread one is a warning, never a refusal (a var only an inventory
+    script, a template outside the play or the user's own tooling reads is left alone), except
+    where a build would mislead (:func:`check_unread_build_vars`); a misspelt one (``-e
+    arhcs=9.0a``, which builds for the host's own SM as if it were not given) is named.
     """
     from ..inventory.ansible_names import ANSIBLE_NAMES, is_ansible_name
-    from ..inventory.own_vars import own_var_names
+    from ..inventory.own_vars import OWN_VARS, PLAY_TEMPLATE_VARS, own_var_names
     from ..playbook.variables import RESERVED_NAMES
 
     names = list(names)
     if not names:
         return []
     own = own_var_names()
-    read = playbook.referenced_names() | own
-    candidates = sorted(read - RESERVED_NAMES)
+    read = playbook.referenced_names() | (own - PLAY_TEMPLATE_VARS)
+    candidates = sorted((read | own) - RESERVED_NAMES)  # a hint may name a var this play does not read
     out = []
     for name in names:
         if name in read or is_ansible_name(name):
+            continue
+        if name in PLAY_TEMPLATE_VARS:  # fleetctl's own, read by other plays' templates: not a typo
+            out.append(f"-e {name}: {Path(str(playbook.path)).name} does not read it ({name}: {OWN_VARS[name]}); "
+                       "it is ignored")
             continue
         close = close_matches(name, sorted(ANSIBLE_NAMES) if name.startswith("ansible_") else candidates,
                                   n=1, cutoff=0.6)
@@ -46,6 +54,36 @@ def extra_var_warnings(playbook: Any, names: Iterable[str]) -> list[str]:
         out.append(f"-e {name}: no task or template of {Path(str(playbook.path)).name} reads it, nor does "
                    f"fleetctl; {hint}")
     return out
+
+
+#: Extra vars that choose what a build makes, and what the play that reads none of them builds for.
+BUILD_CHOICE_VARS = {"archs": "the host's GPUs (facts), or the task's own arguments"}
+
+
+def check_unread_build_vars(playbook: Any, tasks: Iterable[Any], names: Iterable[str]) -> None:
+    """Refuse ``-e archs=...`` given to a play that builds (a selected task of the ``build``
+    phase, ``build_wheel``) but never reads ``archs`` (nightly.yaml, sgl-kernel.yaml: their builds
+    take the host's SMs from facts or ``sgl_kernel_sms``).
+
+    Why a refusal here and a warning elsewhere (:func:`extra_var_warnings`): a play that builds
+    would build and install a wheel for other archs than the command line names, and the run
+    would pass: the failure story ("an arch env var was silently ignored: a
+    48-minute build produced the wrong SASS"). A play that builds nothing (verify.yaml) is not
+    changed by the var, so one warning line is enough there.
+
+    Raises:
+        InputError: ``PLAYBOOK: -e archs: this playbook builds (task 'NAME') but does not read archs: ...``.
+    """
+    from ..tasks import ACTIONS
+
+    unread = [n for n in names if n in BUILD_CHOICE_VARS and n not in playbook.referenced_names()]
+    builds = [t for t in tasks if getattr(ACTIONS.get(t.action), "phase", None) == "build"]
+    if not unread or not builds:
+        return
+    name = unread[0]
+    raise InputError(f"-e {name}: this playbook builds (task {builds[0].name!r}) but does not read {name}: it would "
+                     f"build for {BUILD_CHOICE_VARS[name]}, not for the {name} given; drop -e {name}, or use a playbook "
+                     "that reads it (playbooks/fp4-kernels.yaml)", file=str(playbook.path))
 
 
 def check_extra_var_args(playbook: Any, tasks: Iterable[Any], extra_vars: Mapping[str, Any]) -> None:

@@ -38,9 +38,11 @@ class GpuStackBroken(TaskFailed):
     """The host's NVIDIA stack is installed but broken; ``facts`` are the facts gathered anyway
     (kept in the run record), ``reason`` and ``fix`` the facts script's words."""
 
-    def __init__(self, host: str, reason: str, fix: str | None, facts: Mapping[str, Any]) -> None:
+    def __init__(self, host: str, reason: str, fix: str | None, facts: Mapping[str, Any],
+                 title: str | None = "GPU stack broken") -> None:
         self.reason, self.fix, self.facts = reason, fix, dict(facts)
-        super().__init__(host, f"GPU stack broken: {reason}" + (f"; fix: {fix}" if fix else ""))
+        head = f"{title}: {reason}" if title else reason
+        super().__init__(host, head + (f"; fix: {fix}" if fix else ""))
 
 
 def stack_of(facts: Mapping[str, Any]) -> dict[str, Any]:
@@ -101,6 +103,8 @@ def check_gpu_stack(host: str, facts: Mapping[str, Any], *, verify_device: str =
 
     Raises:
         GpuStackBroken: ``stack_of(facts)["status"] == "broken"``; the message names what failed
+            (``driver too old (compute_cap needs R510+; NVIDIA nvidia-smi docs): ...`` for a
+            driver whose nvidia-smi lacks ``compute_cap``, ``too_old`` in ``gpu_stack``)
             and the fix (``GPU stack broken: nvidia-smi: exit 18: Failed to initialize NVML:
             Driver/library version mismatch ...; fix: ... reboot the host, or reload the nvidia
             kernel modules ...``). Or the status is ``none`` (no driver found) while Slurm's GRES
@@ -108,9 +112,9 @@ def check_gpu_stack(host: str, facts: Mapping[str, Any], *, verify_device: str =
             node n1, but nvidia-smi: not found on PATH ...; fix: ...``).
     """
     stack = stack_of(facts)
-    if stack["status"] == "broken":
+    if stack["status"] == "broken":  # a driver before R510 (no compute_cap): its reason says "driver too old"
         raise GpuStackBroken(host, str(stack.get("reason") or "the NVIDIA stack does not answer"), stack.get("fix"),
-                             facts)
+                             facts, title=None if stack.get("too_old") else "GPU stack broken")
     claim = gpu_claim(facts, verify_device) if stack["status"] == "none" and verify_device != "cpu" else None
     if claim:
         errors = facts.get("gpu_probe_errors") or [facts.get("gpu_error") or "no GPU source answered"]

@@ -87,8 +87,10 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
         doc = {}
         for h, o in run_.hosts.items():
             out, err = outputs.get(h, ("", ""))
-            doc[h] = ({"unreachable": True, "error": o.error} if o.status == "unreachable" else
-                      {"rc": o.rc, "stdout": out, "stderr": err, **({"signal": o.signal} if o.signal else {}),
+            # "status" (ok / failed / unreachable) as deploy's, copy's and fetch's JSON have it per host
+            doc[h] = ({"status": o.status, "unreachable": True, "error": o.error} if o.status == "unreachable" else
+                      {"status": o.status, "rc": o.rc, "stdout": out, "stderr": err,
+                       **({"signal": o.signal} if o.signal else {}),
                        **({"error": o.error} if o.error and o.rc is None else {})})
             if o.output_truncated:  # memory stays bounded: only the tail is kept; the log has every byte
                 doc[h]["output_truncated"] = {**o.output_truncated,

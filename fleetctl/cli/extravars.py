@@ -35,7 +35,12 @@ def load_vars_file(path: str) -> dict[str, Any]:
     """
     from ..util.yamlload import load_yaml
 
+    from ..util.paths import not_regular
+
     p = Path(os.path.expanduser(path))
+    special = not_regular(p)
+    if special:
+        raise InputError(f"-e @FILE: {special}", file=str(p))
     if not p.is_file():
         raise InputError("-e @FILE: extra vars file not found", file=str(p))
     doc = load_yaml(p)

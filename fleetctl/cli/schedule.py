@@ -24,7 +24,7 @@ from .. import schedule as sch
 from ..schedule import varsfile
 from .app import EXIT_FAILED, Context, main, pass_ctx
 from ..errors import InputError
-from ..util.paths import resolve_default, state_dir, state_env
+from ..util.paths import not_regular, resolve_default, state_dir, state_env
 
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
 
@@ -290,6 +290,9 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     from ..playbook import load_playbook
 
     playbook = resolve_default(playbook_path)
+    special = not_regular(playbook)
+    if special:
+        raise InputError(f"--playbook: {special}", file=str(playbook))
     if not playbook.is_file():
         raise InputError("--playbook: playbook file not found", file=str(playbook))
     pb = load_playbook(str(playbook))
@@ -304,11 +307,12 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     # (:class:`fleetctl.schedule.Job`); a later item wins, as in deploy
     job_vars = {k: v for kind, value in segments for k, v in (given[value] if kind == "file" else value).items()}
     pb.check_undefined(known | set(job_vars))
-    from ..api.playchecks import check_extra_var_args, extra_var_warnings
+    from ..api.playchecks import check_extra_var_args, check_unread_build_vars, extra_var_warnings
 
     # the job runs unattended: a -e value the play cannot take is refused now and a misspelt -e
     # name is named now, as deploy does, not in a log read after a wrong nightly
     check_extra_var_args(pb, [*pb.select_tags(), *pb.handlers], job_vars)
+    check_unread_build_vars(pb, pb.select_tags(), job_vars)
     for line in extra_var_warnings(pb, dict.fromkeys([*(k for doc in given.values() for k in doc), *pairs])):
         click.echo(f"fleetctl: warning: {line}", err=True)
     metrics = None

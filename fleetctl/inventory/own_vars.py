@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-__all__ = ["OWN_VARS", "own_var_names"]
+__all__ = ["OWN_VARS", "PLAY_TEMPLATE_VARS", "own_var_names"]
 
 OWN_VARS: Mapping[str, str] = MappingProxyType({
     # HostSettings (fleetctl/inventory/settings.py)
@@ -56,6 +56,13 @@ OWN_VARS: Mapping[str, str] = MappingProxyType({
                     "dependencies and submodules come from (sgl-kernel play; nodes need no internet)",
 })
 """Var name -> what it is, for every host var fleetctl reads."""
+
+
+#: Of :data:`OWN_VARS`, the names only the templates of the plays fleetctl ships read (``{{ archs |
+#: default(none) }}`` in fp4-kernels.yaml...), not fleetctl's code: a play that does not template
+#: one does not read it, so ``-e archs=...`` given to verify.yaml or nightly.yaml is unread
+#: (:func:`fleetctl.api.playchecks.extra_var_warnings`).
+PLAY_TEMPLATE_VARS = frozenset({"venv_versions_dir", "venv_keep", "archs", "fetch_mirror"})
 
 
 def own_var_names() -> frozenset[str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetctl.util import yamlload
+from fleetctl.util.paths import not_regular
 from fleetctl.errors import PlaybookError
 
 from .messages import Path_, playbook_error
@@ -50,6 +51,9 @@ def load_doc(path: Path, *, display: str, err_line: int | None = None, err_key: 
     """Read and parse one YAML file. Read errors name ``err_file:err_line`` when given (includes)."""
     where = {"file": err_file or display, "line": err_line, "key": err_key}
     named = "" if where["file"] == display else f": {display}"  # an include names the included file
+    special = not_regular(path)  # a FIFO would block the read forever
+    if special:
+        raise playbook_error(f"{special}{named}", **where)
     try:
         size = path.stat().st_size
         if size > _MAX_FILE_BYTES:

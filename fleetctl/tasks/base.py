@@ -231,6 +231,17 @@ def first_error_line(res: CommandResult) -> str:
     return tail[-1][:300] if tail else f"exit status {res.rc}"
 
 
+def install_failure_line(res: CommandResult, where: str | None) -> str:
+    """The cause line of a failed pip/uv install: a write error (pip's ``OSError: [Errno 28] No
+    space left on device``, a quota, a read-only venv) named as such with ``where`` (the venv and
+    the install's TMPDIR: pip names no path) and the fix
+    (:func:`fleetctl.connection.storagefaults.name_write_error`), else :func:`first_error_line`."""
+    from ..connection.storagefaults import name_write_error
+
+    text = res.stderr_text[-400_000:] + "\n" + res.stdout_text[-400_000:]
+    return name_write_error(text, where) or first_error_line(res)
+
+
 _COMPILER_ERROR = re.compile(
     r"^\S+?(\(\d+\)|:\d+(:\d+)?): (fatal )?error\b"       # nvcc/EDG file(13): error, gcc file:3:5: error
     r"|\bnvcc fatal\s*:|^CMake Error\b|^ld(\.\w+)?: .*error|^error: command '.*' failed"

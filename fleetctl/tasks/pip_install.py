@@ -34,7 +34,7 @@ from ..connection.base import CommandResult
 from ..status import Status
 from ..build.wheeltags import refusal
 from .argtypes import ActionArgs, non_empty
-from .base import Action, HostView, Plan, TaskResult, first_error_line
+from .base import Action, HostView, Plan, TaskResult, first_error_line, install_failure_line
 from .build_keys import STAMP_NAME
 from .build_preflight import CLEAN_PYTHON_ENV
 from .install_target import INSTALL_RECORD, dropped_by, shared_message, target_ids
@@ -192,7 +192,8 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         hint = " (the install needs another torch than the venv's; fleetctl never lets an install move torch)" if (
             constraint and "torch" in (res.stdout_text + res.stderr_text).lower() and "conflict" in
             (res.stdout_text + res.stderr_text).lower()) else ""
-        return TaskResult(Status.FAILED, rc=res.rc, msg=f"install failed ({tool}): {first_error_line(res)}{hint}",
+        return TaskResult(Status.FAILED, rc=res.rc, msg=f"install failed ({tool}): "
+                          f"{install_failure_line(res, f'{host.venv} or the TMPDIR {host.run_dir}')}{hint}",
                           data={"decision": decision})
     assume = {**before, "dist": {**held, "record_sha256": None}}
     after_res = yield Run(argv=state_argv, mutating=False, after_change=True, quiet=True, timeout_s=300,

@@ -19,7 +19,7 @@ from pydantic import Field, field_validator
 from ..connection.base import CommandResult
 from ..status import Status
 from .argtypes import ActionArgs, argv_list
-from .base import Action, HostView, Plan, TaskResult, first_error_line
+from .base import Action, HostView, Plan, TaskResult, install_failure_line
 from .build_preflight import CLEAN_PYTHON_ENV
 from .envs import STAGED_FACT, staged_environment, venv_facts
 from .venv_state import STATE_SCRIPT, dist_changes, parse_state, state_failure
@@ -97,7 +97,8 @@ def plan(args: VenvUpgradeArgs, host: HostView) -> Plan:
     res = yield Run(argv=tuple(install_argv(tool, host.python, uv, args)), env=env, cwd="/",
                     reason=f"{'upgrade' if args.upgrade else 'install'} {', '.join(args.packages)} in {host.venv}")
     if res.rc != 0:
-        return TaskResult(Status.FAILED, rc=res.rc, msg=f"{tool} install {' '.join(args.packages)}: {first_error_line(res)}",
+        return TaskResult(Status.FAILED, rc=res.rc, msg=f"{tool} install {' '.join(args.packages)}: "
+                              f"{install_failure_line(res, f'{host.venv} or the TMPDIR {host.run_dir}')}",
                           data={"decision": {"action": "upgrade", "packages": names}})
     after = parse_state((yield Run(argv=state_argv, mutating=False, after_change=True, quiet=True, timeout_s=300,
                                    env=CLEAN_PYTHON_ENV, cwd="/", reason="what the install changed",

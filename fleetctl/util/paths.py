@@ -112,3 +112,27 @@ def keep_mode(path, mode: int) -> None:
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(path, mode & 0o777 & ~umask)
+
+
+def not_regular(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` cannot be read as an input file (a playbook, an inventory, a vars file), or
+    None when it is a regular file, a folder, or not there (the caller says "not found").
+
+    A FIFO (named pipe) blocks ``open(2)`` until some process opens it for writing (fifo(7)),
+    so reading one that nobody writes hangs forever; a socket or a device is no file of text
+    either. They are refused, naming what they are (``stat(2)``'s file type; symlinks followed).
+    ``-i <(command)`` (bash process substitution, a pipe) is refused too: write the inventory to
+    a file.
+    """
+    import stat as st
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if st.S_ISREG(mode) or st.S_ISDIR(mode):
+        return None
+    kind = ("a FIFO (named pipe)" if st.S_ISFIFO(mode) else "a socket" if st.S_ISSOCK(mode)
+            else "a character device" if st.S_ISCHR(mode) else "a block device" if st.S_ISBLK(mode)
+            else "not a regular file")
+    return f"is {kind}, not a regular file: reading it could block forever; give a file"

@@ -376,11 +376,17 @@ def load_yaml(path: str | os.PathLike[str], *, error_cls: type[InputError] = Inp
         scalars; ``None`` for an empty file.
 
     Raises:
-        error_cls: the file cannot be read or is not UTF-8; a YAML syntax error (tabs included);
+        error_cls: the file cannot be read, is a FIFO, socket or device
+            (:func:`fleetctl.util.paths.not_regular`), or is not UTF-8; a YAML syntax error (tabs included);
             a duplicate key; a recursive alias; an unknown or ``!vault`` tag; more than one
             document. The message is one line, with the file and, when known, the line.
     """
+    from .paths import not_regular
+
     file = os.fspath(path)
+    special = not_regular(file)
+    if special:
+        raise error_cls(special, file=file)
     try:
         size = os.path.getsize(file)
         if size > _MAX_BYTES:

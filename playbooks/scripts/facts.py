@@ -667,6 +667,34 @@ def loaded_driver_version(proc_version=NVIDIA_PROC_VERSION):
     return m.group(1) if m else None
 
 
+_SMI_ROW = re.compile(r"^\d+, ")
+
+
+def smi_message_lines(text):
+    """The lines of nvidia-smi's output that are messages, not a GPU's ``--query-gpu`` row (rows
+    start with the GPU's ``index`` field: ``"0, NVIDIA H200, 9.0, ..."``); all lines when every
+    one looks like a row."""
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    return [ln for ln in lines if not _SMI_ROW.match(ln)] or lines
+
+
+#: The first driver whose nvidia-smi knows ``--query-gpu=compute_cap`` (NVIDIA's nvidia-smi
+#: documentation, ``nvidia-smi --help-query-gpu``; older drivers answer ``Field "compute_cap" is
+#: not a valid field to query.``, exit 2).
+COMPUTE_CAP_MIN_DRIVER = "R510"
+
+
+def smi_too_old(driver):
+    """The reason for an nvidia-smi that does not know ``compute_cap`` (driver older than R510)."""
+    return ("driver too old (compute_cap needs %s+; NVIDIA nvidia-smi docs): nvidia-smi%s answers "
+            "'Field \"compute_cap\" is not a valid field to query.'"
+            % (COMPUTE_CAP_MIN_DRIVER, " of driver %s" % driver if driver else ""))
+
+
+SMI_TOO_OLD_FIX = ("update the NVIDIA driver to %s or newer (and at least what the host's CUDA toolkit needs: NVIDIA's "
+                   "CUDA release notes, minimum driver versions)" % COMPUTE_CAP_MIN_DRIVER)
+
+
 def smi_failure(rc, text, timeout_s=None, loaded=None):
     """What a failing nvidia-smi means and how to fix it: ``(reason, fix)``.
 
@@ -676,9 +704,12 @@ def smi_failure(rc, text, timeout_s=None, loaded=None):
         loaded: the loaded kernel module's version, if known.
 
     The exit statuses are nvidia-smi's own (``nvidia-smi -h``, RETURN VALUE): 6 no GPU found,
-    9 the driver is not loaded, 18 driver/library version mismatch.
+    9 the driver is not loaded, 15 a GPU has fallen off the bus or is otherwise inaccessible
+    ("GPU is lost"), 18 driver/library version mismatch. The line quoted is the first that is not
+    a GPU's CSV row (:func:`smi_message_lines`): with one GPU lost, nvidia-smi still prints the
+    healthy GPUs' rows before the lost one's "Unable to determine the device handle ..." line.
     """
-    first = _first_line(text) or "no output"
+    first = _first_line("\n".join(smi_message_lines(text))) or "no output"
     if rc is None:
         return ("nvidia-smi did not answer in %g s: a GPU may have fallen off the bus; see dmesg for Xid"
                 % timeout_s, "a GPU that has fallen off the bus (Xid 79) needs a GPU reset or a reboot of the host")
@@ -694,6 +725,10 @@ def smi_failure(rc, text, timeout_s=None, loaded=None):
         return ("nvidia-smi: exit %s: %s" % (rc, first),
                 "load the NVIDIA kernel module (modprobe nvidia; dmesg shows why it failed) or, after a kernel "
                 "update, rebuild it for the running kernel (dkms autoinstall) and reboot")
+    if rc == 15 or "GPU is lost" in text:
+        return ("nvidia-smi: exit %s: %s" % (rc, first),
+                "a GPU that is lost (fallen off the bus, Xid 79) needs a GPU reset (nvidia-smi -r -i GPU) or a reboot "
+                "of the host; see dmesg for Xid")
     if rc == 6 or "No devices were found" in text:
         return ("nvidia-smi: exit %s: %s: the NVIDIA driver is installed but sees no GPU" % (rc, first),
                 "check lspci -d 10de: and dmesg for Xid errors (79: fallen off the bus); reset the GPU or reboot")
@@ -750,11 +785,14 @@ def probe_nvidia_smi(timeout_s=None):
         or at :data:`SMI_PLACES`: one that this user may not execute is ``denied``, its ``error``
         :func:`smi_not_runnable`, as is one whose exec fails with EACCES). It asks :data:`GPU_QUERY_FIELDS` +
         :data:`GPU_DETAIL_FIELDS` first and, when the driver does not know a detail field
-        ("is not a valid field to query", exit 2), the base fields alone.
+        ("is not a valid field to query", exit 2), the base fields alone. A driver before R510
+        whose nvidia-smi does not know ``compute_cap`` itself is ``too_old`` (its ``error``
+        :func:`smi_too_old`, with the driver version asked alone), never a broken stack's
+        "exit 2".
     """
     timeout_s = GPU_PROBE_TIMEOUT_S if timeout_s is None else timeout_s
     out = {"gpus": None, "driver": None, "error": None, "missing": False, "denied": False, "path": None, "rc": None,
-           "text": "", "hung": False, "stuck": False}
+           "text": "", "hung": False, "stuck": False, "too_old": False}
     exe = find_nvidia_smi()
     out["path"] = exe
     if not exe:
@@ -779,6 +817,11 @@ def probe_nvidia_smi(timeout_s=None):
             return out
         if res["rc"] == 2 and "is not a valid field" in text and fields != GPU_QUERY_FIELDS:
             continue
+        if res["rc"] == 2 and 'Field "compute_cap" is not a valid field' in text:  # a driver before R510
+            ver = run_bounded([exe, "--query-gpu=driver_version", "--format=csv,noheader"], timeout_s)
+            driver = _na(_first_line(ver["out"])) if ver["rc"] == 0 else None
+            out.update(too_old=True, driver=driver, error=smi_too_old(driver))
+            return out
         if res["rc"] != 0:
             out["error"] = smi_failure(res["rc"], text)[0]
             return out
@@ -969,7 +1012,8 @@ def gpu_stack(smi, nvml_gpus, nvml_error, traces, stuck, loaded=None, timeout_s=
     ``status``: ``"ok"`` (a source listed the GPUs), ``"none"`` (no NVIDIA driver at all: no
     nvidia-smi, no ``/proc/driver/nvidia``, no ``/dev/nvidia*``, NVML not answering: a build
     host, the only case ``fallback_archs`` is for), ``"broken"`` (an NVIDIA stack is installed
-    but does not answer: ``reason`` says what failed, ``fix`` what to do).
+    but does not answer: ``reason`` says what failed, ``fix`` what to do; ``too_old`` true when
+    the driver predates ``compute_cap`` (R510): the host fails as "driver too old", not as broken).
 
     Args:
         smi: :func:`probe_nvidia_smi`'s dict, or None when it was not started (``stuck``).
@@ -997,6 +1041,9 @@ def gpu_stack(smi, nvml_gpus, nvml_error, traces, stuck, loaded=None, timeout_s=
         return out
     if smi and smi.get("hung"):
         out.update(status="broken", reason=smi["error"], fix=smi_failure(None, "", timeout_s)[1])
+        return out
+    if smi and smi.get("too_old"):
+        out.update(status="broken", too_old=True, reason=smi["error"], fix=SMI_TOO_OLD_FIX)
         return out
     if smi and smi.get("denied"):
         out.update(status="broken", reason=smi["error"], fix=smi_not_runnable_fix(smi.get("path") or "nvidia-smi"))

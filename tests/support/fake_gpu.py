@@ -34,7 +34,12 @@ def fake_bus_id(index: int) -> str:
     return f"00000000:{0x17 + index:02X}:00.0"
 
 
-def _script(gpus: list[tuple[str, str, int]], driver: str) -> str:
+#: The ``--query-gpu`` fields the fake knows (:func:`write_fake_nvidia_smi`'s ``unknown_fields`` drops some).
+FAKE_FIELDS = ("index", "name", "compute_cap", "memory.total", "driver_version", "uuid", "pci.bus_id",
+               "mig.mode.current")
+
+
+def _script(gpus: list[tuple[str, str, int]], driver: str, unknown_fields: tuple[str, ...] = ()) -> str:
     q = shlex.quote
     if not gpus:
         return "#!/bin/sh\necho 'No devices were found'\nexit 6\n"
@@ -77,7 +82,7 @@ oldifs="$IFS"
 IFS=","
 for f in $query; do
   case "$f" in
-    index|name|compute_cap|memory.total|driver_version|uuid|pci.bus_id|mig.mode.current) ;;
+    {"|".join(f for f in FAKE_FIELDS if f not in unknown_fields)}) ;;
     *) echo "Field \\"$f\\" is not a valid field to query."; echo; echo "Please see 'nvidia-smi --help-query-gpu' for usage information."; exit 2 ;;
   esac
 done
@@ -127,6 +132,7 @@ def write_fake_nvidia_smi(
     bin_dir: str | os.PathLike[str],
     gpus: list[tuple[str, str, int]],
     driver: str = "580.82.07",
+    unknown_fields: tuple[str, ...] = (),
 ) -> Path:
     """Write an executable fake ``nvidia-smi`` into ``bin_dir`` (created if missing).
 
@@ -136,6 +142,9 @@ def write_fake_nvidia_smi(
             (``[("9.0", "NVIDIA H200", 143771)]``); ``compute_cap`` may be ``"[N/A]"``.
             Empty: the script prints ``No devices were found`` and exits 6, as the real one does.
         driver: the ``driver_version`` every GPU reports.
+        unknown_fields: fields this driver's nvidia-smi does not know (``("compute_cap",)`` for
+            a driver before R510): asked, it prints ``Field "compute_cap" is not a valid field to
+            query.`` on stdout and exits 2, as the real one does.
 
     Returns:
         The script's path.
@@ -143,7 +152,7 @@ def write_fake_nvidia_smi(
     folder = Path(bin_dir)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "nvidia-smi"
-    path.write_text(_script(list(gpus), driver))
+    path.write_text(_script(list(gpus), driver, tuple(unknown_fields)))
     path.chmod(0o755)
     return path
 
@@ -159,6 +168,33 @@ def write_failing_nvidia_smi(
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "nvidia-smi"
     path.write_text(f"#!/bin/sh\necho {shlex.quote(message)}\nexit {int(rc)}\n")
+    path.chmod(0o755)
+    return path
+
+
+#: What nvidia-smi prints for a GPU that has fallen off the bus (Xid 79), NVML_ERROR_GPU_IS_LOST, in
+#: the place of that GPU's row; it then exits 15 (``nvidia-smi -h``, RETURN VALUE).
+GPU_LOST_RC = 15
+
+
+def gpu_lost_message(index: int) -> str:
+    """The line nvidia-smi prints for lost GPU ``index`` (its bus id as :func:`fake_bus_id`, 4-digit domain)."""
+    return (f"Unable to determine the device handle for GPU {fake_bus_id(index)[4:]}: GPU is lost.  "
+            "Reboot the system to recover this GPU")
+
+
+def write_lost_gpu_nvidia_smi(bin_dir: str | os.PathLike[str], healthy: list[tuple[str, str, int]],
+                              stream: str = "stdout") -> Path:
+    """Write an ``nvidia-smi`` of a host whose GPU ``len(healthy)`` is lost: it answers every query
+    with the ``healthy`` GPUs' rows (indexes 0..n-1, as :func:`write_fake_nvidia_smi`), then the
+    lost GPU's :func:`gpu_lost_message` on ``stream`` (``"stdout"`` or ``"stderr"``), and exits 15."""
+    folder = Path(bin_dir)
+    write_fake_nvidia_smi(folder / "healthy", healthy)
+    path = folder / "nvidia-smi"
+    redirect = " >&2" if stream == "stderr" else ""
+    healthy_smi = shlex.quote(str(folder / "healthy" / "nvidia-smi"))
+    lost = shlex.quote(gpu_lost_message(len(healthy)))
+    path.write_text(f'#!/bin/sh\n{healthy_smi} "$@"\necho {lost}{redirect}\nexit {GPU_LOST_RC}\n')
     path.chmod(0o755)
     return path
 

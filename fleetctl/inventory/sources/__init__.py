@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetctl.errors import InventoryError
+from fleetctl.util.paths import not_regular
 from fleetctl.util.yamlload import load_yaml, where
 
 from ..address import split_port
@@ -177,6 +178,9 @@ def _vars_folder_vaulted(folder: str) -> str | None:
         for root, _dirs, files in os.walk(os.path.join(folder, sub)):
             for name in files:
                 path = os.path.join(root, name)
+                special = not_regular(path)  # a FIFO in group_vars/ would block the read forever
+                if special:
+                    raise InventoryError(special, file=path)
                 if is_vaulted(path):
                     return path
                 try:
@@ -200,6 +204,9 @@ def _plan(spec: str) -> _Plan:
         if not plan.steps and plan.delegate is None:
             raise InventoryError("the folder holds no inventory file", file=spec)
     elif os.path.exists(spec):
+        special = not_regular(spec)  # a FIFO would block the read forever
+        if special:
+            raise InventoryError(special, file=spec)
         _plan_file(plan, spec)
         plan.vars_folder = os.path.dirname(spec)  # "" for a file in the current folder: paths stay as typed
     elif "," in spec:
