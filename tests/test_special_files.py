@@ -47,3 +47,19 @@ def test_a_fifo_in_an_inventory_folders_group_vars_is_refused(tmp_path):
     res = fleetctl("-i", str(folder), "inventory", "--list", home=tmp_path / "home", timeout_s=120)
     assert res.returncode == 2, res.stderr
     assert res.stderr == f"fleetctl: error: {folder / 'group_vars' / 'g.yaml'}: {FIFO}\n"
+
+
+def test_process_substitution_is_read_as_ansible_users_give_it(tmp_path, files):
+    """``-i <(command)`` hands fleetctl /dev/fd/N, an anonymous pipe whose writer is the command:
+    read, not refused as a FIFO (real bash, the real CLI)."""
+    import shlex
+    import subprocess
+    import sys
+    inv, _ = files
+    from tests.support.fleet import REPO
+    env = dict(os.environ, FLEETCTL_HOME=str(tmp_path / "home"), XDG_CACHE_HOME=str(tmp_path / "home" / "cache"))
+    cmd = f"{shlex.quote(sys.executable)} -m fleetctl -i <(cat {shlex.quote(str(inv))}) inventory --list"
+    res = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120, env=env,
+                         cwd=REPO)
+    assert res.returncode == 0, res.stderr
+    assert '"box"' in res.stdout

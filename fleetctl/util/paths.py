@@ -121,8 +121,8 @@ def not_regular(path: str | os.PathLike[str]) -> str | None:
     A FIFO (named pipe) blocks ``open(2)`` until some process opens it for writing (fifo(7)),
     so reading one that nobody writes hangs forever; a socket or a device is no file of text
     either. They are refused, naming what they are (``stat(2)``'s file type; symlinks followed).
-    ``-i <(command)`` (bash process substitution, a pipe) is refused too: write the inventory to
-    a file.
+    An anonymous pipe reached through ``/dev/fd/N`` is read: that is ``-i <(command)`` (bash
+    process substitution), whose writer is the command, so the read ends when it does.
     """
     import stat as st
 
@@ -132,6 +132,8 @@ def not_regular(path: str | os.PathLike[str]) -> str | None:
         return None
     if st.S_ISREG(mode) or st.S_ISDIR(mode):
         return None
+    if st.S_ISFIFO(mode) and os.path.basename(os.path.realpath(path)).startswith("pipe:["):
+        return None  # /dev/fd/N -> /proc/self/fd/N -> 'pipe:[inode]': process substitution
     kind = ("a FIFO (named pipe)" if st.S_ISFIFO(mode) else "a socket" if st.S_ISSOCK(mode)
             else "a character device" if st.S_ISCHR(mode) else "a block device" if st.S_ISBLK(mode)
             else "not a regular file")
