@@ -68,9 +68,10 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     live_since, torch, torch_cuda}}, disk: {total_mib, versions: {N: {size_mib,
                     own_mib}}, measured}}``, read from the folder's ``envs.json`` (no walk).
 ``workdir``, ``hostname``, ``os`` (PRETTY_NAME of /etc/os-release), ``kernel``, ``machine``.
-``targets``         ``{venv: {path, id, error, installed}, workdir: {...}}``: the real path of each
-                    folder this host builds or installs in and its id (:func:`target_id`): equal ids
-                    on two hosts mean one shared folder; ``installed`` is fleetctl's last install
+``targets``         ``{venv: {path, id, error, unreadable, installed}, workdir: {...}}``: the real path of
+                    each folder this host builds or installs in and its id (:func:`target_id`): equal ids
+                    on two hosts mean one shared folder; ``unreadable`` true: the id file is there but
+                    this user cannot read it (``error`` says so, planners refuse the host); ``installed`` is fleetctl's last install
                     there (``{host, archs, wheel}``, :data:`TARGET_INSTALL_NAME`), or null.
 ``python.platform`` ``{machine, sysconfig: "linux-aarch64", libc: "glibc" | "musl" | null,
                     libc_version: "2.39", interp, host_platform_env, bits: 64}`` of the venv's
@@ -1983,18 +1984,29 @@ def same_program(comp, path):
 
 #: The identity file of an install target (the venv, the workdir): a random id, written once.
 TARGET_ID_NAME = ".fleetctl-id"
+#: Its mode: every user who may log in to a host sharing the folder reads it (only its writer changes it).
+TARGET_ID_MODE = 0o644
 #: What fleetctl's last install into a venv was: ``{host, archs, wheel}`` (written by pip_install).
 TARGET_INSTALL_NAME = ".fleetctl-install.json"
 
 
-def target_id(folder):
-    """``{path, id, error}`` of a folder builds or installs write to: ``path`` its real path and
-    ``id`` the random id in ``<folder>/.fleetctl-id``, written when absent. Two inventory hosts
-    that report one id share the folder (an NFS home, one venv for a rack): an inode number alone
-    does not say so across machines, a file both read does. The id is written to a unique
-    temporary name and hard-linked into place (atomic on NFS too), so two hosts writing at once
-    agree on one id. A folder that does not exist or cannot be written gives ``id`` null."""
-    out = {"path": None, "id": None, "error": None, "installed": None}
+def target_id(folder, write=True):
+    """``{path, id, error, unreadable, installed}`` of a folder builds or installs write to: ``path``
+    its real path and ``id`` the random id in ``<folder>/.fleetctl-id``, written when absent (only
+    when ``write``: ``fleetctl facts`` reads, a deploy writes). Two inventory hosts that report one
+    id share the folder (an NFS home, one venv for a rack): an inode number alone does not say so
+    across machines, a file both read does. The id is written to a unique temporary name and
+    hard-linked into place (atomic on NFS too), so two hosts writing at once agree on one id.
+
+    The file is made mode 0644 whatever the umask (``os.open`` with the mode, then ``fchmod``: a
+    umask of 077, common on hardened hosts and the one fleetctl's own first command runs under,
+    would leave it 0600), so another user logging in to a host that shares the folder reads it
+    too. An id file that exists but this user cannot read (one made 0600 by an older fleetctl or
+    by hand) gives ``id`` null, ``unreadable`` true and an ``error`` naming the file, the user and
+    the cause: the planners refuse such a host (``fleetctl/tasks/install_target.py``), since
+    whether another host shares the folder cannot be told. A folder that does not exist or cannot
+    be written gives ``id`` null (``error`` says why when writing failed)."""
+    out = {"path": None, "id": None, "error": None, "unreadable": False, "installed": None}
     if not folder:
         return out
     path = os.path.realpath(os.path.expanduser(folder))
@@ -2008,13 +2020,22 @@ def target_id(folder):
     try:
         with open(final) as fh:
             out["id"] = fh.read().strip() or None
-    except OSError:
+    except FileNotFoundError:
         pass
-    if out["id"] is None and os.path.isdir(path):
+    except OSError as exc:
+        if os.path.lexists(final):  # there, but not for this user: never taken as "no id"
+            out["unreadable"] = True
+            out["error"] = unreadable_message(final, exc)
+            return out
+    if out["id"] is None and write and os.path.isdir(path):
         tmp = "%s.%s.%d" % (final, os.uname().nodename, os.getpid())
         try:
-            with open(tmp, "w") as fh:
-                fh.write(os.urandom(16).hex() + "\n")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, TARGET_ID_MODE)
+            try:
+                os.fchmod(fd, TARGET_ID_MODE)  # the umask took bits from the mode os.open was given
+                os.write(fd, (os.urandom(16).hex() + "\n").encode("ascii"))
+            finally:
+                os.close(fd)
             try:
                 os.link(tmp, final)
             except FileExistsError:
@@ -2029,6 +2050,20 @@ def target_id(folder):
             except OSError:
                 pass
     return out
+
+
+def unreadable_message(final, exc):
+    """One line for an id file that exists but this user cannot read (``exc``: why not)."""
+    try:
+        import pwd
+
+        user = pwd.getpwuid(os.geteuid()).pw_name
+    except (ImportError, KeyError):
+        user = "uid %d" % os.geteuid()
+    folder = os.path.dirname(final)
+    return ("%s exists but user %s cannot read it (%s): is %s shared with another user or host? fleetctl cannot "
+            "tell which hosts share it, so nothing is built or installed there: make the file readable "
+            "(chmod 0644 %s), or give each host its own folder" % (final, user, exc.strerror or exc, folder, final))
 
 
 def gather(venv=None, cuda_home=None, workdir=".", cache=None):
