@@ -229,3 +229,53 @@ def test_two_users_with_umask_077_sharing_one_venv_are_refused_and_an_unreadable
     finally:
         for rc, old in rcs:
             rc.unlink() if old is None else rc.write_text(old)
+
+
+def _tree(*roots: Path) -> dict:
+    """Every entry under ``roots``: path -> (mode, uid, size, mtime in ns, sha256 of a file's bytes or a
+    link's target): equal trees are byte-identical, an entry made and removed again changes its folder's mtime."""
+    import hashlib
+    import os
+
+    out = {}
+    for root in roots:
+        for folder, dirs, files in os.walk(root):
+            for name in [""] + dirs + files:
+                p = Path(folder) / name
+                st = p.lstat()
+                body = (os.readlink(p) if p.is_symlink() else
+                        hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None)
+                out[str(p)] = (st.st_mode, st.st_uid, st.st_size, st.st_mtime_ns, body)
+    return out
+
+
+def test_facts_writes_nothing_on_a_fresh_host_and_reads_an_existing_id(sshd_farm, tmp_path):
+    """``fleetctl facts`` (like Ansible's setup module) changes nothing on a host: a fresh user's
+    home folder (where the default workdir ~/.fleetctl/<host> would go) and venv are byte-identical
+    after it; it reads an id a deploy left, and reports none when there is none."""
+    import pwd
+
+    h = sshd_farm.start("ro", shell="dash")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = sshd_farm.root / "venv-ro"  # the system's Python (one the test user may run), as users make venvs
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    entry = pwd.getpwnam(h.user)
+    subprocess.run(["chown", "-R", f"{entry.pw_uid}:{entry.pw_gid}", str(venv)], check=True)  # the user's own venv
+    home = Path(entry.pw_dir)
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"ro": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                     "venv": str(venv)}}})
+
+    def facts() -> dict:
+        res = fleetctl("-i", str(inv), "facts", "--hosts", "ro", "--json", home=tmp_path, timeout_s=300)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        return json.loads(res.stdout)["ro"]
+
+    before = _tree(home, venv)
+    got = facts()
+    assert _tree(home, venv) == before
+    assert not (home / ".fleetctl").exists() and not (venv / ".fleetctl-id").exists()
+    assert got["targets"]["venv"]["id"] is None and got["python"]["version"]
+    (venv / ".fleetctl-id").write_text("0123456789abcdef0123456789abcdef\n")  # as a deploy leaves it
+    before = _tree(home, venv)
+    assert facts()["targets"]["venv"]["id"] == "0123456789abcdef0123456789abcdef"
+    assert _tree(home, venv) == before

@@ -6,6 +6,13 @@ fleetctl uploads this file and runs it ON the host (``python3 facts.py --workdir
 JSON object on stdout (diagnostics go to stderr) and exits 0 whatever it finds: every probe is
 wrapped, and a missing tool yields ``null`` plus an error string instead of a crash.
 
+``--read-only 1`` (``fleetctl facts``, which like Ansible's setup module must not change a host):
+nothing is written: no id file is made (an existing one is read, none is reported as null), the
+kept answers of ``--cache`` are read but the file is never written, and no bytecode cache is
+written (``sys.dont_write_bytecode``, ``PYTHONDONTWRITEBYTECODE=1`` for every probe it starts,
+so a venv's ``.pth`` imports leave no ``__pycache__`` there). A deploy (and its ``--plan`` and
+``--dry-run``, which must find the hosts sharing a folder as the deploy does) writes them.
+
 Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
 
 ``script_version``  str, bumped when the shape changes.
@@ -2066,11 +2073,12 @@ def unreadable_message(final, exc):
             "(chmod 0644 %s), or give each host its own folder" % (final, user, exc.strerror or exc, folder, final))
 
 
-def gather(venv=None, cuda_home=None, workdir=".", cache=None):
+def gather(venv=None, cuda_home=None, workdir=".", cache=None, read_only=False):
     """Every fact as one dict (the JSON object this script prints); never raises.
 
     The interpreter probe runs in a thread while the other probes run. ``cache``: an
     :class:`AnswerCache` whose answers of unchanged programs are used (``probe_cache`` reports it).
+    ``read_only``: write nothing on the host (no id file, the cache not saved; see the module docstring).
     """
     started = time.time()
     facts = {"script_version": SCRIPT_VERSION, "workdir": workdir, "errors": []}
@@ -2120,7 +2128,8 @@ def gather(venv=None, cuda_home=None, workdir=".", cache=None):
         facts["host_compilers"] = {"default": None, "candidates": [], "error": "%s: %s" % (type(exc).__name__, exc)}
     gather_system(facts, workdir)
     try:
-        facts["targets"] = {"venv": target_id(venv), "workdir": target_id(workdir)}
+        facts["targets"] = {"venv": target_id(venv, write=not read_only),
+                            "workdir": target_id(workdir, write=not read_only)}
     except Exception as exc:  # pragma: no cover - defensive
         facts["errors"].append("targets: %s: %s" % (type(exc).__name__, exc))
     thread.join(PYTHON_PROBE_TIMEOUT_S + 15)
@@ -2133,7 +2142,8 @@ def gather(venv=None, cuda_home=None, workdir=".", cache=None):
     except Exception as exc:  # pragma: no cover - defensive
         facts["errors"].append("cuobjdump: %s: %s" % (type(exc).__name__, exc))
     if cache is not None:
-        cache.save()
+        if not read_only:
+            cache.save()
         facts["probe_cache"] = cache.report()
     facts["duration_s"] = round(time.time() - started, 3)
     return facts
@@ -2174,7 +2184,7 @@ def set_gpu_timeout(timeout_s):
 #: The options a controller passes (fleetctl.facts.gather.facts_options and the session start),
 #: each ``--name value``: read without argparse (whose import costs a host ~6 ms a run).
 QUICK_OPTIONS = {"--venv": str, "--cuda-home": str, "--workdir": str, "--probe-timeout-s": float,
-                 "--gpu-timeout-s": float, "--cache": str, "--cache-min-age-s": float}
+                 "--gpu-timeout-s": float, "--cache": str, "--cache-min-age-s": float, "--read-only": int}
 
 
 def quick_options(argv):
@@ -2183,7 +2193,8 @@ def quick_options(argv):
     if argv is None or len(argv) % 2:
         return None
     values = {"venv": None, "cuda_home": None, "workdir": ".", "probe_timeout_s": TIMEOUT_S,
-              "gpu_timeout_s": None, "cache": None, "cache_min_age_s": None, "nvml_child": False}
+              "gpu_timeout_s": None, "cache": None, "cache_min_age_s": None, "nvml_child": False,
+              "read_only": 0}
     for name, value in zip(argv[::2], argv[1::2]):
         kind = QUICK_OPTIONS.get(name)
         if kind is None or value.startswith("--"):
@@ -2207,9 +2218,12 @@ def main(argv=None):
     if args.nvml_child:
         nvml_child()
         return 0
+    if args.read_only:  # nor this process's imports nor any probe's writes a bytecode cache
+        sys.dont_write_bytecode = True
+        os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     try:
         facts = gather(venv=args.venv or None, cuda_home=args.cuda_home or None, workdir=args.workdir,
-                       cache=open_cache(args.cache, args.cache_min_age_s))
+                       cache=open_cache(args.cache, args.cache_min_age_s), read_only=bool(args.read_only))
     except BaseException as exc:  # pragma: no cover - defensive: still print an object
         facts = {"script_version": SCRIPT_VERSION, "gpus": [], "errors": ["%s: %s" % (type(exc).__name__, exc)]}
     if unknown:
@@ -2236,6 +2250,8 @@ def parse_options(argv):
     parser.add_argument("--cache-min-age-s", type=float, default=None,
                         help="seconds a program's files must be older than its answer for it to be kept (default %g)"
                              % RACY_S)
+    parser.add_argument("--read-only", type=int, default=0,
+                        help="1: write nothing on the host (fleetctl facts): no id file, no cache saved")
     parser.add_argument("--nvml-child", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_known_args(argv)
 
