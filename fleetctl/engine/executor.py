@@ -148,15 +148,18 @@ class StepRunner:
                 self._replay(early, step)
                 return early
         argv = [str(a) for a in step.argv]
+        cwd = step.cwd
+        if self.session.stand_in and not step.mutating:  # a probe of a venv not made yet: ask the one it copies
+            argv, env, cwd = stand_in(self.session.stand_in, argv, env, cwd)
         timeout_s = self.clock.cap(step.timeout_s, argv)
-        self.observers.emit("command.started", self.host, task=self.task, argv=argv, cwd=step.cwd,
+        self.observers.emit("command.started", self.host, task=self.task, argv=argv, cwd=cwd,
                             probe=not step.mutating)
         shown = not step.quiet
 
         def on_line(line: OutputLine) -> None:
             self.observers.line(self.host, line, shown)
 
-        res = await self.session.conn.run(argv, env=env or None, cwd=step.cwd, timeout_s=timeout_s, on_line=on_line,
+        res = await self.session.conn.run(argv, env=env or None, cwd=cwd, timeout_s=timeout_s, on_line=on_line,
                                           stdin=step.stdin, become=self.become)
         self.observers.emit("command.finished", self.host, task=self.task, argv0=argv[0], rc=res.rc,
                             signal=res.signal, duration_s=round(res.duration_s, 3))
@@ -358,3 +361,21 @@ async def drive(plan: Generator[S.Step, Any, TaskResult], runner: StepRunner) ->
 
 def monotonic() -> float:
     return time.monotonic()
+
+
+def stand_in(pair: tuple[str, str], argv: list[str], env: dict[str, Any], cwd: str | None
+             ) -> tuple[list[str], dict[str, Any], str | None]:
+    """``argv``, ``env`` and ``cwd`` with every path under ``pair[0]`` (a staged venv a dry run has
+    not made) read under ``pair[1]`` (the live venv it reproduces file for file: docs/staged.md),
+    for a read-only probe (the command reported as run is the one run). A path is ``pair[0]`` itself
+    or what starts with it and a ``/``, wherever it stands in a value (``PATH=<venv>/bin:...``,
+    ``--venv=<venv>``, a script's text), never a longer name (``v2`` is not ``v20``)."""
+    import re
+
+    pattern = re.compile(re.escape(pair[0].rstrip("/")) + r"(?=[/:\s'\"]|$)")
+    old = pair[1].rstrip("/")
+
+    def move(value: Any) -> Any:
+        return pattern.sub(lambda _: old, value) if isinstance(value, str) else value
+
+    return [move(a) for a in argv], {k: move(v) for k, v in env.items()}, move(cwd)

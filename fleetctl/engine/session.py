@@ -115,6 +115,9 @@ class HostSession:
     #: and the switch keep the live venv (set by the planning passes, see
     #: :func:`fleetctl.engine.host.nothing_to_stage`; the apply pass uses the same verdict)
     keep_live: bool = False
+    #: ``(venv, folder)`` while planning after a dry run's stage (``TaskResult.stand_in``): the
+    #: probes of later tasks naming ``venv`` (not made yet) are asked of ``folder``, the live venv
+    stand_in: tuple[str, str] | None = None
 
     def use_venv(self, venv: str | None, facts: dict[str, Any]) -> None:
         """From now on in this pass, tasks use ``venv`` (when given) and see ``facts``' keys
@@ -130,7 +133,7 @@ class HostSession:
         """Back to the inventory's venv and the gathered facts (each pass starts there)."""
         if self.gathered_facts is not None:
             self.facts = self.gathered_facts
-        self.gathered_facts = self.venv_in_use = None
+        self.gathered_facts = self.venv_in_use = self.stand_in = None
 
     @property
     def name(self) -> str:
