@@ -123,7 +123,7 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
                                                read_only=True)
                 else:
                     started = await legacy_start(session, facts=True, lock=False, timeout_s=timeout_s,
-                                                 connect_timeout_s=connect_timeout_s)
+                                                 connect_timeout_s=connect_timeout_s, read_only=True)
                 facts = started.facts
                 out.facts, out.status, out.reachable = facts, "ok", True
                 notes = [str(n) for n in (facts.get("build") or {}).get("notes", [])]

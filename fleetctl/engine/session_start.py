@@ -292,12 +292,15 @@ def _facts(session: HostSession, out: dict) -> dict[str, Any]:
 
 
 async def legacy_start(session: HostSession, *, facts: bool, lock: bool, timeout_s: float,
-                       connect_timeout_s: float) -> Started:
+                       connect_timeout_s: float, read_only: bool = False) -> Started:
     """The older sequence, for connections that cannot hold a command's stdin open: the run
-    folder, the facts script (uploaded), and the deploy lock on a companion connection."""
+    folder, the facts script (uploaded), and the deploy lock on a companion connection;
+    ``read_only`` (``fleetctl facts``): no folder made, the script run from a private temporary
+    folder removed afterwards, nothing left on the host."""
     from .hostlock import acquire_host_lock, lock_path
 
-    await session.prepare(timeout_s=connect_timeout_s)
+    lock = lock and not read_only
+    await session.prepare(timeout_s=connect_timeout_s, read_only=read_only)
     started = Started()
     if lock:
         path = lock_path(session.conn, session.workdir, session.host.settings.deploy_lock)
@@ -305,7 +308,7 @@ async def legacy_start(session: HostSession, *, facts: bool, lock: bool, timeout
         started.lock_path, started.stale, started._lock = path, held.stale, held
     if facts:
         try:
-            started.facts = await session.gather_facts(timeout_s=timeout_s)
+            started.facts = await session.gather_facts(timeout_s=timeout_s, read_only=read_only)
         except BaseException:
             await started.release()
             raise
