@@ -194,6 +194,9 @@ def test_two_users_with_umask_077_sharing_one_venv_are_refused_and_an_unreadable
     venv: the id file is made 0644 whatever the umask, so the second user reads the first one's id
     and both are refused; an id file the second user cannot read (0600, as older fleetctl made it)
     fails that host's planning naming the file and the user, never taken as "no id"."""
+    import os
+    import pwd
+
     play = tmp_path / "install.yaml"  # the install alone: its planner claims the venv before it probes anything
     play.write_text("name: install\nhosts: all\ntasks:\n  - name: Install the wheel\n"
                     "    pip_install: {wheel: /nowhere/toyfp4-0.1.0-py3-none-any.whl}\n")
@@ -221,7 +224,9 @@ def test_two_users_with_umask_077_sharing_one_venv_are_refused_and_an_unreadable
         assert ident.stat().st_mode & 0o777 == 0o644  # umask 077 took nothing from it
         for h in ("rackA", "rackB"):
             assert f"rackA and rackB share the venv {shared} (one {ident})" in doc[h]["error"], doc[h]
-        ident.chmod(0o600)  # as an older fleetctl made it under umask 077: only its writer reads it
+        owner = pwd.getpwnam(started["rackA"].user)  # either user may have won the race to write it
+        os.chown(ident, owner.pw_uid, owner.pw_gid)
+        ident.chmod(0o600)  # as an older fleetctl made it under umask 077: only its writer (rackA's user) reads it
         res, doc = plan("rackB")
         assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-2000:]
         assert (f"{ident} exists but user {started['rackB'].user} cannot read it (Permission denied): is {shared} "
