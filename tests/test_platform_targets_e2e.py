@@ -21,6 +21,7 @@ import json
 import shutil
 import subprocess
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -175,3 +176,111 @@ def test_two_hosts_sharing_one_venv_are_refused_alike_in_plan_dry_run_and_deploy
     again = subprocess.run([f"{shared}/bin/python3", "-c", "import toyfp4; print(toyfp4.build_info()['archs'])"],
                            capture_output=True, text=True)
     assert again.stdout.strip() == "['sm_90a', 'sm_100a']", again
+
+
+def _umask_077(host) -> tuple:
+    """``umask 077`` in the login rc file of ``host``'s user (bash ``~/.bashrc``, zsh ``~/.zshenv``:
+    what each reads for an ssh command), as hardened hosts set it; ``(file, its old text or None)``."""
+    import pwd
+
+    rc = Path(pwd.getpwnam(host.user).pw_dir) / (".bashrc" if "bash" in host.user else ".zshenv")
+    old = rc.read_text() if rc.exists() else None
+    rc.write_text((old or "") + "\numask 077\n")
+    return rc, old
+
+
+def test_two_users_with_umask_077_sharing_one_venv_are_refused_and_an_unreadable_id_fails_planning(sshd_farm, tmp_path):
+    """Two inventory hosts logging in as different users (umask 077, a hardened host's) share one
+    venv: the id file is made 0644 whatever the umask, so the second user reads the first one's id
+    and both are refused; an id file the second user cannot read (0600, as older fleetctl made it)
+    fails that host's planning naming the file and the user, never taken as "no id"."""
+    import os
+    import pwd
+
+    play = tmp_path / "install.yaml"  # the install alone: its planner claims the venv before it probes anything
+    play.write_text("name: install\nhosts: all\ntasks:\n  - name: Install the wheel\n"
+                    "    pip_install: {wheel: /nowhere/toyfp4-0.1.0-py3-none-any.whl}\n")
+    shared = sshd_farm.root / "nfs-venv"  # one folder both users may write, as a group's NFS venv
+    shared.mkdir()
+    shared.chmod(0o777)
+    started = {name: sshd_farm.start(name, shell=shell) for name, shell in (("rackA", "bash"), ("rackB", "zsh"))}
+    rcs = [_umask_077(h) for h in started.values()]
+    try:
+        hosts = {}
+        for name, h in started.items():
+            write_fake_nvidia_smi(h.bin_dir, [H200])
+            hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "venv": str(shared),
+                           "workdir": f".fleetctl-{name}-{tmp_path.name}"}
+        inv = write_inventory(tmp_path / "inv.yaml", {"fleet": hosts})
+
+        def plan(pattern: str):
+            res = fleetctl("-i", str(inv), "deploy", "--hosts", pattern, "--playbook", str(play), "--plan", "--json",
+                           home=tmp_path, timeout_s=300)
+            return res, json.loads(res.stdout)
+
+        res, doc = plan("fleet")
+        assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-2000:]
+        ident = shared / ".fleetctl-id"
+        assert ident.stat().st_mode & 0o777 == 0o644  # umask 077 took nothing from it
+        for h in ("rackA", "rackB"):
+            assert f"rackA and rackB share the venv {shared} (one {ident})" in doc[h]["error"], doc[h]
+        owner = pwd.getpwnam(started["rackA"].user)  # either user may have won the race to write it
+        os.chown(ident, owner.pw_uid, owner.pw_gid)
+        ident.chmod(0o600)  # as an older fleetctl made it under umask 077: only its writer (rackA's user) reads it
+        res, doc = plan("rackB")
+        assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-2000:]
+        assert (f"{ident} exists but user {started['rackB'].user} cannot read it (Permission denied): is {shared} "
+                "shared with another user or host?") in doc["rackB"]["error"], doc["rackB"]
+    finally:
+        for rc, old in rcs:
+            rc.unlink() if old is None else rc.write_text(old)
+
+
+def _tree(*roots: Path) -> dict:
+    """Every entry under ``roots``: path -> (mode, uid, size, mtime in ns, sha256 of a file's bytes or a
+    link's target): equal trees are byte-identical, an entry made and removed again changes its folder's mtime."""
+    import hashlib
+    import os
+
+    out = {}
+    for root in roots:
+        for folder, dirs, files in os.walk(root):
+            for name in [""] + dirs + files:
+                p = Path(folder) / name
+                st = p.lstat()
+                body = (os.readlink(p) if p.is_symlink() else
+                        hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None)
+                out[str(p)] = (st.st_mode, st.st_uid, st.st_size, st.st_mtime_ns, body)
+    return out
+
+
+def test_facts_writes_nothing_on_a_fresh_host_and_reads_an_existing_id(sshd_farm, tmp_path):
+    """``fleetctl facts`` (like Ansible's setup module) changes nothing on a host: a fresh user's
+    home folder (where the default workdir ~/.fleetctl/<host> would go) and venv are byte-identical
+    after it; it reads an id a deploy left, and reports none when there is none."""
+    import pwd
+
+    h = sshd_farm.start("ro", shell="dash")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = sshd_farm.root / "venv-ro"  # the system's Python (one the test user may run), as users make venvs
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    entry = pwd.getpwnam(h.user)
+    subprocess.run(["chown", "-R", f"{entry.pw_uid}:{entry.pw_gid}", str(venv)], check=True)  # the user's own venv
+    home = Path(entry.pw_dir)
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"ro": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                     "venv": str(venv)}}})
+
+    def facts() -> dict:
+        res = fleetctl("-i", str(inv), "facts", "--hosts", "ro", "--json", home=tmp_path, timeout_s=300)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        return json.loads(res.stdout)["ro"]
+
+    before = _tree(home, venv)
+    got = facts()
+    assert _tree(home, venv) == before
+    assert not (home / ".fleetctl").exists() and not (venv / ".fleetctl-id").exists()
+    assert got["targets"]["venv"]["id"] is None and got["python"]["version"]
+    (venv / ".fleetctl-id").write_text("0123456789abcdef0123456789abcdef\n")  # as a deploy leaves it
+    before = _tree(home, venv)
+    assert facts()["targets"]["venv"]["id"] == "0123456789abcdef0123456789abcdef"
+    assert _tree(home, venv) == before

@@ -71,8 +71,8 @@ def test_facts_over_slurm_each_node_its_own_and_a_drained_node_with_its_reason(s
     assert [g["compute_cap"] for g in n3["gpus"]] == ["12.0"]
     assert (n1["build"]["cuda_architectures"], n3["build"]["cuda_architectures"]) == ("90a", "120a")
     assert n1["workdir"].startswith(str(slurm_cluster.local / "home" / ".fleetctl" / "n1"))  # the node's own ~
-    for node in ("n1", "n3"):
-        assert (slurm_cluster.node_disk(node) / "home" / ".fleetctl" / node).is_dir()
+    for node in ("n1", "n3"):  # facts write nothing on a host (as Ansible's setup module): no workdir made
+        assert not (slurm_cluster.node_disk(node) / "home" / ".fleetctl").exists()
     assert not (slurm_cluster.node_disk("n2") / "home" / ".fleetctl").exists()  # nothing ran on n2
     # plus Slurm's view of the node
     assert n1["slurm"]["state"] == "idle" and n1["slurm"]["features"] == ["sm_90", "h200"]

@@ -365,3 +365,72 @@ def test_a_staged_switch_keeps_the_venv_runnable_by_other_users(sshd_farm, tmp_p
 
 def stat_mode(path: Path) -> int:
     return os.stat(path).st_mode & 0o7777
+
+
+#: A deploy that changes the venv without building: an upgrade from a local index, then a wheel's install.
+UPGRADE_INSTALL = """\
+name: upgrade and install
+hosts: all
+tasks:
+  - name: Update the dependency
+    venv_upgrade: {packages: ["toydep==1.1"], pip_args: [--no-index, --find-links, "%(index)s"]}
+  - name: Install the kernels
+    pip_install: {wheel: "%(wheel)s", tool: pip}
+"""
+
+
+def _commands(planned_or_events: list[dict], run_id: str) -> list[list[str]]:
+    """The argv of every command that changes the host, the run's own id read as RUN."""
+    return [[a.replace(run_id, "RUN") for a in argv] for argv in planned_or_events]
+
+
+def test_a_staged_dry_run_shows_the_commands_the_staged_deploy_runs(sshd_farm, tmp_path):
+    """``deploy --staged --dry-run`` names the staged version's paths (its python, its pip) for the
+    install and record commands, exactly the commands the real ``--staged`` deploy then runs, not
+    the live venv's (an operator reading the dry run would think the live venv is changed)."""
+    h = sshd_farm.start("gpu01")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = make_host_venv(tmp_path / "serve")
+    index = tmp_path / "index"
+    for v in ("1.0", "1.1"):
+        write_wheel(index, "toydep", v, {"toydep/__init__.py": f"V = {v!r}\n"})
+    subprocess.run([f"{venv}/bin/python3", "-m", "pip", "install", "-q", "--no-index", "--find-links", str(index),
+                    "toydep==1.0"], check=True, cwd="/")
+    wheel = write_wheel(tmp_path / "wheels", "toykern", "0.1", {"toykern/__init__.py": "K = 1\n"})
+    inv = write_inventory(tmp_path / "inv.yaml", {"gpus": {"gpu01": {
+        **h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work"), "venv": venv}}})
+    play = tmp_path / "play.yaml"
+    play.write_text(UPGRADE_INSTALL % {"index": index, "wheel": wheel})
+
+    def deploy(*more: str) -> subprocess.CompletedProcess:
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "gpus", "--playbook", str(play), "--staged", *more,
+                       home=tmp_path, timeout_s=300)
+        assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-3000:]
+        return res
+
+    dry = json.loads(deploy("--dry-run", "--json").stdout)
+    dry_id = dry["run_id"]
+    shown = {t["name"]: _commands([s["argv"] for s in t.get("planned") or [] if s.get("argv")], dry_id)
+             for t in dry["hosts"]["gpu01"]["tasks"]}
+    assert any(str(Path(venv).parent / ".serve-versions" / "v2" / "bin" / "python3") in argv[0]
+               for argv in shown["Install the kernels"]), shown  # the staged version's interpreter installs
+    assert not any(argv[0].startswith(f"{venv}/") for cmds in shown.values() for argv in cmds), shown  # never the live one's
+    deploy()
+    run_dir = last_run(tmp_path)
+    ran: dict[str, list] = {}  # every command of each task, in order: (argv, a probe)
+    for line in (run_dir / "events.jsonl").read_text().splitlines():
+        ev = json.loads(line)
+        if ev.get("event") == "command.started" and ev.get("host") == "gpu01":
+            argv = [(run_dir / a.split()[0][1:]).read_text() if a.startswith("@scripts/") else a  # the record's
+                    for a in ev["argv"]]  # long texts are kept once in <run>/scripts/
+            ran.setdefault(ev.get("task"), []).append((_commands([argv], run_dir.name)[0], bool(ev.get("probe"))))
+    for task in set(ran) | set(shown):
+        done = [argv for argv, _ in ran.get(task, [])]
+        changes = [argv for argv, probe in ran.get(task, []) if not probe]
+        planned = shown.get(task) or []
+        it = iter(done)  # the dry run's commands are the deploy's, in its order (its probes besides)
+        missing = [argv for argv in planned if argv not in it]
+        cut = [[[x[:300] for x in argv] for argv in cmds] for cmds in (missing, done)]
+        assert not missing, json.dumps([task, *cut], indent=1)
+        # and every command that changed the host was shown
+        assert [a for a in planned if a in changes] == changes, json.dumps([task, planned, changes], indent=1)[:6000]

@@ -118,10 +118,12 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
                 session.conn.on_note = lambda message, name=host.name: observers.emit("note.added", name,
                                                                                       message=message)
                 if session.conn.holds_stdin:
-                    started = await start_host(session, facts=True, lock=False, remembered=[], timeout_s=timeout_s)
+                    # facts change nothing on a host (as Ansible's setup module): no run folder, no id file
+                    started = await start_host(session, facts=True, lock=False, remembered=[], timeout_s=timeout_s,
+                                               read_only=True)
                 else:
                     started = await legacy_start(session, facts=True, lock=False, timeout_s=timeout_s,
-                                                 connect_timeout_s=connect_timeout_s)
+                                                 connect_timeout_s=connect_timeout_s, read_only=True)
                 facts = started.facts
                 out.facts, out.status, out.reachable = facts, "ok", True
                 notes = [str(n) for n in (facts.get("build") or {}).get("notes", [])]

@@ -148,18 +148,23 @@ class StepRunner:
                 self._replay(early, step)
                 return early
         argv = [str(a) for a in step.argv]
+        cwd = step.cwd
+        if self.session.stand_in and not step.mutating:  # a probe of a venv not made yet: ask the one it copies
+            argv, env, cwd = stand_in(self.session.stand_in, argv, env, cwd)
         timeout_s = self.clock.cap(step.timeout_s, argv)
-        self.observers.emit("command.started", self.host, task=self.task, argv=argv, cwd=step.cwd,
+        self.observers.emit("command.started", self.host, task=self.task, argv=argv, cwd=cwd,
                             probe=not step.mutating)
         shown = not step.quiet
 
         def on_line(line: OutputLine) -> None:
             self.observers.line(self.host, line, shown)
 
-        res = await self.session.conn.run(argv, env=env or None, cwd=step.cwd, timeout_s=timeout_s, on_line=on_line,
+        res = await self.session.conn.run(argv, env=env or None, cwd=cwd, timeout_s=timeout_s, on_line=on_line,
                                           stdin=step.stdin, become=self.become)
         self.observers.emit("command.finished", self.host, task=self.task, argv0=argv[0], rc=res.rc,
                             signal=res.signal, duration_s=round(res.duration_s, 3))
+        if self.session.stand_in and not step.mutating:  # answered as the staged venv would answer it
+            res = answered_as(self.session.stand_in, res)
         if not step.mutating and not step.after_change and step.stdin is None:
             self.session.probes[key] = res
         return res
@@ -358,3 +363,36 @@ async def drive(plan: Generator[S.Step, Any, TaskResult], runner: StepRunner) ->
 
 def monotonic() -> float:
     return time.monotonic()
+
+
+def stand_in(pair: tuple[str, str], argv: list[str], env: dict[str, Any], cwd: str | None
+             ) -> tuple[list[str], dict[str, Any], str | None]:
+    """``argv``, ``env`` and ``cwd`` with every path under ``pair[0]`` (a staged venv a dry run has
+    not made) read under ``pair[1]`` (the live venv it reproduces file for file: docs/staged.md),
+    for a read-only probe (the command reported as run is the one run). A path is ``pair[0]`` itself
+    or what starts with it and a ``/``, wherever it stands in a value (``PATH=<venv>/bin:...``,
+    ``--venv=<venv>``, a script's text), never a longer name (``v2`` is not ``v20``)."""
+    pattern, old = _path_pattern(pair[0]), pair[1].rstrip("/")
+
+    def move(value: Any) -> Any:
+        return pattern.sub(lambda _: old, value) if isinstance(value, str) else value
+
+    return [move(a) for a in argv], {k: move(v) for k, v in env.items()}, move(cwd)
+
+
+def answered_as(pair: tuple[str, str], res: CommandResult) -> CommandResult:
+    """A probe's answer from the live venv ``pair[1]`` as the staged one ``pair[0]`` gives it: the
+    live venv's path in its output read as the staged venv's (``sys.prefix``, a dist's location)."""
+    import dataclasses
+
+    pattern, new = _path_pattern(pair[1], binary=True), pair[0].rstrip("/").encode("utf-8", "surrogateescape")
+    return dataclasses.replace(res, stdout=pattern.sub(lambda _: new, res.stdout),
+                               stderr=pattern.sub(lambda _: new, res.stderr))
+
+
+def _path_pattern(path: str, binary: bool = False) -> Any:
+    """``path`` itself or followed by ``/``, ``:``, a space or a quote: never a longer name."""
+    import re
+
+    text = re.escape(path.rstrip("/")) + r"(?=[/:\s'\"]|$)"
+    return re.compile(text.encode("utf-8", "surrogateescape")) if binary else re.compile(text)

@@ -256,6 +256,8 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
             session.sources.update(result.sources)
             if result.venv or result.facts:
                 session.use_venv(result.venv, result.facts)
+            if result.venv:  # a new venv in use: stands in for another only when the task says so
+                session.stand_in = result.stand_in
         if result.environment is not None and is_selected:
             out.environment = result.environment
         status = result.status

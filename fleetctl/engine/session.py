@@ -23,6 +23,8 @@ from ..errors import FleetError, TaskFailed
 #: (and no backslash or ``!``, so any login shell parses it alike).
 _PREPARE = ('umask 077; echo "FLEETCTL_SHELL $SHELL"; echo "FLEETCTL_HOME $HOME"; '
             'case $1 in /*) ;; *) cd || exit 3 ;; esac; mkdir -p -- "$1/$2" && echo FLEETCTL_READY')
+#: :data:`_PREPARE` making nothing (``fleetctl facts`` writes nothing on a host).
+_LEARN = 'echo "FLEETCTL_SHELL $SHELL"; echo "FLEETCTL_HOME $HOME"; echo FLEETCTL_READY'
 
 
 def default_venv(host: Any) -> str | None:
@@ -115,6 +117,9 @@ class HostSession:
     #: and the switch keep the live venv (set by the planning passes, see
     #: :func:`fleetctl.engine.host.nothing_to_stage`; the apply pass uses the same verdict)
     keep_live: bool = False
+    #: ``(venv, folder)`` while planning after a dry run's stage (``TaskResult.stand_in``): the
+    #: probes of later tasks naming ``venv`` (not made yet) are asked of ``folder``, the live venv
+    stand_in: tuple[str, str] | None = None
 
     def use_venv(self, venv: str | None, facts: dict[str, Any]) -> None:
         """From now on in this pass, tasks use ``venv`` (when given) and see ``facts``' keys
@@ -130,7 +135,7 @@ class HostSession:
         """Back to the inventory's venv and the gathered facts (each pass starts there)."""
         if self.gathered_facts is not None:
             self.facts = self.gathered_facts
-        self.gathered_facts = self.venv_in_use = None
+        self.gathered_facts = self.venv_in_use = self.stand_in = None
 
     @property
     def name(self) -> str:
@@ -169,14 +174,18 @@ class HostSession:
             hint = " (set the host var 'workdir' to a folder the login user can write)"
         return TaskFailed(self.host.name, f"{what}{hint}")
 
-    async def prepare(self, timeout_s: float = 60.0) -> None:
+    async def prepare(self, timeout_s: float = 60.0, read_only: bool = False) -> None:
         """Resolve the folders and create ``run_dir`` (mode 0700, parents private too), learning
-        the login shell and home folder in the same command.
+        the login shell and home folder in the same command; ``read_only``: create nothing
+        (``fleetctl facts``), only resolve and learn.
 
         Raises:
             TaskFailed: the folder cannot be created (a missing home folder gets a hint).
         """
         base = self.base_workdir()
+        if read_only and posixpath.isabs(base) and self.conn.home:
+            self.set_folders(base)
+            return
         if posixpath.isabs(base) and self.conn.home:
             self.set_folders(base)
             res = await self.conn.run(["/bin/sh", "-c", 'umask 077 && mkdir -p -- "$1"', "fleetctl-mkdir",
@@ -184,7 +193,7 @@ class HostSession:
             if res.rc != 0:
                 raise self.folder_error(f"cannot create {self.run_dir}: {res.stderr_text.strip()}")
             return
-        res = await self.conn.run(["/bin/sh", "-c", _PREPARE, "fleetctl-mkdir", base,
+        res = await self.conn.run(["/bin/sh", "-c", _LEARN if read_only else _PREPARE, "fleetctl-mkdir", base,
                                    posixpath.join("runs", self.run_id)], timeout_s=timeout_s)
         marks = dict(line.partition(" ")[::2] for line in res.stdout_text.splitlines()
                      if line.startswith(("FLEETCTL_SHELL ", "FLEETCTL_HOME ", "FLEETCTL_READY")))
@@ -196,8 +205,9 @@ class HostSession:
             why = res.stderr_text.strip().splitlines()[-1] if res.stderr.strip() else f"exit {res.rc}"
             raise self.folder_error(f"cannot create {self.run_dir}: {why}")
 
-    async def gather_facts(self, *, timeout_s: float = 180.0) -> dict[str, Any]:
-        """Gather the host's facts (one upload, one command), store and return them.
+    async def gather_facts(self, *, timeout_s: float = 180.0, read_only: bool = False) -> dict[str, Any]:
+        """Gather the host's facts (one upload, one command), store and return them; ``read_only``:
+        leave nothing on the host (:func:`fleetctl.facts.gather.gather_facts`).
 
         The ``fallback_archs`` var (default ``9.0a;12.0a``) is the arch list of a host without an
         NVIDIA driver; a host whose driver is broken fails (:mod:`fleetctl.build.gpustack`).
@@ -212,7 +222,7 @@ class HostSession:
         facts = await gather_facts(
             self.conn, venv=self.venv, cuda_home=settings.cuda_home, workdir=self.run_dir,
             fallback_archs=settings.fallback_archs, timeout_s=timeout_s, max_jobs=settings.max_jobs,
-            gpu_timeout_s=settings.gpu_probe_timeout_s, verify_device=settings.verify_device,
+            gpu_timeout_s=settings.gpu_probe_timeout_s, verify_device=settings.verify_device, read_only=read_only,
         )
         return self.finish_facts(facts)
 

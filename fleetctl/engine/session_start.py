@@ -95,9 +95,11 @@ def host_policy(settings: Any) -> RetentionPolicy:
                            keep_days=settings.keep_days or policy.keep_days)
 
 
-def _job(session: HostSession, *, facts: bool, lock: bool, remembered: list[list]) -> dict[str, Any]:
+def _job(session: HostSession, *, facts: bool, lock: bool, remembered: list[list],
+         read_only: bool = False) -> dict[str, Any]:
     job: dict[str, Any] = {"workdir": session.base_workdir(), "run_id": session.run_id,
-                           "probes": wanted(remembered), "probe_limit_bytes": PROBE_LIMIT_BYTES, "facts": facts}
+                           "probes": wanted(remembered), "probe_limit_bytes": PROBE_LIMIT_BYTES, "facts": facts,
+                           "read_only": read_only}
     if lock:
         job["lock"] = {"path": session.host.settings.deploy_lock or "", "record": json.dumps(holder_record(session.run_id))}
         job["prune"] = host_policy(session.host.settings).as_job()  # under the lock: one deploy prunes at a time
@@ -191,7 +193,8 @@ def _no_result(session: HostSession, res: CommandResult | None, facts: bool) -> 
 
 
 async def start_host(session: HostSession, *, facts: bool, lock: bool, remembered: list[list],
-                     timeout_s: float, on_stale: Callable[[dict], Awaitable[None] | None] | None = None) -> Started:
+                     timeout_s: float, on_stale: Callable[[dict], Awaitable[None] | None] | None = None,
+                     read_only: bool = False) -> Started:
     """The first command of ``session``'s host (see the module docstring).
 
     Args:
@@ -199,6 +202,9 @@ async def start_host(session: HostSession, *, facts: bool, lock: bool, remembere
         lock: take the deploy lock (held until :meth:`Started.release`).
         remembered: probes to answer ahead (:meth:`fleetctl.engine.probeplan.ProbeMemory.entries`).
         timeout_s: seconds for the command to answer (seconds).
+        read_only: write nothing on the host (``fleetctl facts``, like Ansible's setup module): no
+            run folder, no id file, no kept answers saved (``playbooks/scripts/session_start.py``
+            says what is read instead); takes no lock.
 
     Raises:
         HostUnreachable: the connection was lost.
@@ -207,7 +213,8 @@ async def start_host(session: HostSession, *, facts: bool, lock: bool, remembere
         FleetError: the facts cannot plan a build.
     """
     hold = lock and session.conn.holds_stdin
-    job = _job(session, facts=facts, lock=hold, remembered=remembered)
+    hold = hold and not read_only
+    job = _job(session, facts=facts, lock=hold, remembered=[] if read_only else remembered, read_only=read_only)
     stale_taken: dict | None = None
     holder: asyncio.Task | None = None
     try:
@@ -285,12 +292,15 @@ def _facts(session: HostSession, out: dict) -> dict[str, Any]:
 
 
 async def legacy_start(session: HostSession, *, facts: bool, lock: bool, timeout_s: float,
-                       connect_timeout_s: float) -> Started:
+                       connect_timeout_s: float, read_only: bool = False) -> Started:
     """The older sequence, for connections that cannot hold a command's stdin open: the run
-    folder, the facts script (uploaded), and the deploy lock on a companion connection."""
+    folder, the facts script (uploaded), and the deploy lock on a companion connection;
+    ``read_only`` (``fleetctl facts``): no folder made, the script run from a private temporary
+    folder removed afterwards, nothing left on the host."""
     from .hostlock import acquire_host_lock, lock_path
 
-    await session.prepare(timeout_s=connect_timeout_s)
+    lock = lock and not read_only
+    await session.prepare(timeout_s=connect_timeout_s, read_only=read_only)
     started = Started()
     if lock:
         path = lock_path(session.conn, session.workdir, session.host.settings.deploy_lock)
@@ -298,7 +308,7 @@ async def legacy_start(session: HostSession, *, facts: bool, lock: bool, timeout
         started.lock_path, started.stale, started._lock = path, held.stale, held
     if facts:
         try:
-            started.facts = await session.gather_facts(timeout_s=timeout_s)
+            started.facts = await session.gather_facts(timeout_s=timeout_s, read_only=read_only)
         except BaseException:
             await started.release()
             raise

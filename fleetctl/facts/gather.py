@@ -36,10 +36,12 @@ def remote_workdir(workdir: str, home: str) -> str:
 
 
 def facts_argv(python: str, script: str, *, workdir: str, venv: str | None = None,
-               cuda_home: str | None = None, gpu_timeout_s: float | None = None) -> list[str]:
-    """The argv that runs the uploaded facts script (pure; shown by ``--dry-run``)."""
+               cuda_home: str | None = None, gpu_timeout_s: float | None = None, read_only: bool = False) -> list[str]:
+    """The argv that runs the uploaded facts script (pure; shown by ``--dry-run``); ``read_only``:
+    the script writes nothing on the host (``--read-only 1``: ``fleetctl facts``)."""
     return [python, script, "--workdir", workdir] + facts_options(venv=venv, cuda_home=cuda_home,
-                                                                 gpu_timeout_s=gpu_timeout_s)
+                                                                 gpu_timeout_s=gpu_timeout_s) \
+        + (["--read-only", "1"] if read_only else [])
 
 
 def facts_options(*, venv: str | None = None, cuda_home: str | None = None,
@@ -103,6 +105,7 @@ async def gather_facts(
     max_jobs: int | None = None,
     gpu_timeout_s: float | None = None,
     verify_device: str = "auto",
+    read_only: bool = False,
 ) -> dict[str, Any]:
     """Upload and run the facts script on ``conn``'s host; return its facts plus ``build``.
 
@@ -118,6 +121,9 @@ async def gather_facts(
         max_jobs: fixed build job count (host var); derived from CPUs and memory when None.
         gpu_timeout_s: seconds nvidia-smi may take on the host (the script's default when None).
         verify_device: the host var (``auto``, ``cuda``, ``cpu``), for :func:`complete_facts`.
+        read_only: write nothing that stays on the host (``fleetctl facts``): the script goes to
+            a private folder ``mktemp -d`` makes (removed after the run), not ``workdir``, and runs
+            with ``--read-only 1`` (no id file, no cache saved; ``workdir`` need not exist).
 
     Returns:
         The script's JSON object (see ``playbooks/scripts/facts.py``) with ``reachable: True``
@@ -135,11 +141,21 @@ async def gather_facts(
     """
     local = script_path(FACTS_SCRIPT)
     workdir_abs = remote_workdir(workdir, conn.home)
-    remote = posixpath.join(workdir_abs, FACTS_SCRIPT)
-    await conn.put(str(local), remote, mode=0o644)
-    argv = facts_argv(python, remote, workdir=workdir_abs, venv=venv, cuda_home=cuda_home,
-                      gpu_timeout_s=gpu_timeout_s)
-    result = await conn.run(argv, timeout_s=timeout_s)
+    scratch = None
+    if read_only:
+        made = await conn.run(["mktemp", "-d", "-t", "fleetctl-facts.XXXXXXXX"], timeout_s=timeout_s)
+        scratch = made.stdout_text.strip().splitlines()[-1] if made.rc == 0 and made.stdout_text.strip() else ""
+        if not scratch.startswith("/"):
+            raise TaskFailed(conn.host, f"mktemp -d failed: {_first_line(made.stderr_text) or f'exit {made.rc}'}")
+    remote = posixpath.join(scratch or workdir_abs, FACTS_SCRIPT)
+    try:
+        await conn.put(str(local), remote, mode=0o644)
+        argv = facts_argv(python, remote, workdir=workdir_abs, venv=venv, cuda_home=cuda_home,
+                          gpu_timeout_s=gpu_timeout_s, read_only=read_only)
+        result = await conn.run(argv, timeout_s=timeout_s)
+    finally:
+        if scratch:
+            await conn.run(["rm", "-rf", "--", scratch], timeout_s=timeout_s)
     facts = parse_facts_output(conn.host, result.rc, result.stdout_text, result.stderr_text)
     return complete_facts(conn.host, facts, fallback_archs=fallback_archs, max_jobs=max_jobs, cuda_home=cuda_home,
                           extra=conn.extra_facts(), verify_device=verify_device)

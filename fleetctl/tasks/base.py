@@ -61,6 +61,10 @@ class TaskResult:
             stage or an upgrade changed the venv); the gathered facts in the record stay as gathered.
         environment: the host's Python environment as this task leaves it (``venv_stage``,
             ``venv_switch``): the run record's per-host ``environment``.
+        stand_in: ``(venv, folder)``: ``venv`` does not exist yet while planning (a dry run's
+            ``venv_stage``), ``folder`` (the live venv it reproduces file for file) answers for it:
+            later tasks' commands name ``venv`` exactly as the deploy runs them, and their read-only
+            probes are run with ``venv`` read as ``folder`` (:class:`fleetctl.engine.executor.StepRunner`).
         preflight: a refusal found from the facts alone before the task's first step (e.g.
             :mod:`~fleetctl.tasks.runtime_preflight`), or from facts, read-only probes and what
             earlier tasks planned (``pip_install``: a shared venv's install another host's SM
@@ -81,6 +85,7 @@ class TaskResult:
     venv: str | None = None
     facts: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] | None = None
+    stand_in: tuple[str, str] | None = None
     preflight: bool = False
 
     def as_registered(self) -> dict[str, Any]:

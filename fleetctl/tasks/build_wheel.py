@@ -52,7 +52,7 @@ from .build_preflight import facts_problems, probe_problems, requirement_list, v
 from .build_space import RECEIVER_MIN_FREE_DISK_MIB, build_paths, receive_paths, space_check
 from .build_toolchain import host_compiler_preflight
 from .copy import REMOTE_TREE_HASH
-from .install_target import shared_message, target_ids
+from .install_target import shared_message, target_ids, unreadable_target
 from .pytool import pick_tool
 from .steps import ClassRole, Emit, Fail, Fetch, Local, Note, Publish, Put, Run, TargetClaim, probe
 from .venv_probe import parse_venv_probe, probe_fault_problems, probe_started
@@ -254,6 +254,9 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     decision: dict[str, Any] = {"archs": target.get("torch_cuda_arch_list"), "platform": platform_label(host.facts)}
     if switched:  # the task's archs need another of the host's toolkits than facts chose
         decision["toolkit"] = switched
+    unreadable = unreadable_target(host.facts)  # who shares the venv or workdir cannot be told
+    if unreadable:
+        return _fail(unreadable, decision)
     ids = target_ids(host.facts)
     # the build writes the workdir (and the venv when it installs build requirements); a later
     # pip_install of any host writes the venv: known when the batch's claims are settled

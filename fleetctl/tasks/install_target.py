@@ -47,6 +47,21 @@ def target_ids(facts: Mapping[str, object], kinds: tuple[str, ...] = ("venv", "w
     return out
 
 
+def unreadable_target(facts: Mapping[str, object], kinds: tuple[str, ...] = ("venv", "workdir")) -> str | None:
+    """Why a host must not build or install at all (one line), or ``None``: the id file of one of
+    its folders ``kinds`` exists but its login user cannot read it (the facts script's
+    ``targets.<kind>.unreadable``, e.g. ``/nfs/v/.fleetctl-id exists but user bob cannot read it
+    (Permission denied): is /nfs/v shared with another user or host? ...``). Without the id no run
+    can tell whether another host shares the folder, so taking it as "no id" would let two hosts
+    install into one venv at once (each replacing the other's SM): refused instead."""
+    targets = facts.get("targets") or {}
+    for kind in kinds:
+        t = targets.get(kind) if isinstance(targets, Mapping) else None
+        if isinstance(t, Mapping) and t.get("unreadable"):
+            return f"the {kind}'s id: {t.get('error') or 'exists but cannot be read'}"
+    return None
+
+
 #: The record of fleetctl's last install into a venv (``{host, archs, wheel}``), which facts read.
 INSTALL_RECORD = ".fleetctl-install.json"
 

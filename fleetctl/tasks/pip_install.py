@@ -37,7 +37,7 @@ from .argtypes import ActionArgs, non_empty
 from .base import Action, HostView, Plan, TaskResult, first_error_line, install_failure_line
 from .build_keys import STAMP_NAME
 from .build_preflight import CLEAN_PYTHON_ENV
-from .install_target import INSTALL_RECORD, dropped_by, shared_message, target_ids
+from .install_target import INSTALL_RECORD, dropped_by, shared_message, target_ids, unreadable_target
 from .envs import STAGED_FACT
 from .pytool import pick_tool
 from .steps import Note, Put, Run, TargetClaim, probe
@@ -109,6 +109,9 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
             wheel = matches[0]
     if not host.venv:
         return TaskResult(Status.FAILED, msg="no venv for this host: set the host var 'venv'")
+    unreadable = unreadable_target(host.facts, ("venv",))
+    if unreadable:
+        return TaskResult(Status.FAILED, msg=unreadable, data={"decision": {"action": "fail"}})
     ids = target_ids(host.facts, ("venv",))
     archs = (host.facts.get("build") or {}).get("torch_cuda_arch_list")
     shared = (yield TargetClaim(ids=ids, archs=archs, writes=("venv",),

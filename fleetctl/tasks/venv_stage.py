@@ -116,12 +116,16 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
              f"copied) and puts a symlink in its place") if st.get("adopt_as") else ""
     staged = {"version": n, "path": dest, "live": live, "live_version": st.get("live_version"), "versions_dir": folder}
     if out.get("simulated"):
-        # v{n} does not exist while planning: the tasks after this one are planned (their probes
-        # asked) against the live venv, which v{n} reproduces file for file; a deploy runs them in v{n}
+        # v{n} does not exist while planning: the tasks after this one use v{n} as a deploy does
+        # (their commands name its paths: a dry run shows what the deploy runs), and their probes
+        # are asked of the live venv, which v{n} reproduces file for file (stand_in); the facts are
+        # the ones the deploy's stage assumes before it reads v{n}'s own
+        assumed = moved_facts(host.facts, tuple(p for p in (live, st.get("target")) if p), dest)
+        facts, _ = yield from venv_facts(host, dest, assumed)  # the steps the deploy runs; a dry run answers assumed
         return TaskResult(Status.CHANGED, data={"decision": decision, "path": dest, "version": n},
-                          facts={STAGED_FACT: {**staged, "simulated": True}},
+                          venv=dest, stand_in=(dest, live), facts={**facts, STAGED_FACT: {**staged, "simulated": True}},
                           msg=f"would stage v{n} at {dest} ({decision['tool']}, the live venv's files hard-linked); "
-                              f"the tasks after it are planned against {live}, which v{n} reproduces, and run in v{n}"
+                              f"the tasks after it run in v{n}, their probes asked of {live}, which v{n} reproduces"
                               + (f"; {adopt}" if adopt else ""))
     # told only when a version was really staged (not in a planning pass, not when kept)
     if adopt:

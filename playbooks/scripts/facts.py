@@ -6,6 +6,13 @@ fleetctl uploads this file and runs it ON the host (``python3 facts.py --workdir
 JSON object on stdout (diagnostics go to stderr) and exits 0 whatever it finds: every probe is
 wrapped, and a missing tool yields ``null`` plus an error string instead of a crash.
 
+``--read-only 1`` (``fleetctl facts``, which like Ansible's setup module must not change a host):
+nothing is written: no id file is made (an existing one is read, none is reported as null), the
+kept answers of ``--cache`` are read but the file is never written, and no bytecode cache is
+written (``sys.dont_write_bytecode``, ``PYTHONDONTWRITEBYTECODE=1`` for every probe it starts,
+so a venv's ``.pth`` imports leave no ``__pycache__`` there). A deploy (and its ``--plan`` and
+``--dry-run``, which must find the hosts sharing a folder as the deploy does) writes them.
+
 Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
 
 ``script_version``  str, bumped when the shape changes.
@@ -68,9 +75,10 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     live_since, torch, torch_cuda}}, disk: {total_mib, versions: {N: {size_mib,
                     own_mib}}, measured}}``, read from the folder's ``envs.json`` (no walk).
 ``workdir``, ``hostname``, ``os`` (PRETTY_NAME of /etc/os-release), ``kernel``, ``machine``.
-``targets``         ``{venv: {path, id, error, installed}, workdir: {...}}``: the real path of each
-                    folder this host builds or installs in and its id (:func:`target_id`): equal ids
-                    on two hosts mean one shared folder; ``installed`` is fleetctl's last install
+``targets``         ``{venv: {path, id, error, unreadable, installed}, workdir: {...}}``: the real path of
+                    each folder this host builds or installs in and its id (:func:`target_id`): equal ids
+                    on two hosts mean one shared folder; ``unreadable`` true: the id file is there but
+                    this user cannot read it (``error`` says so, planners refuse the host); ``installed`` is fleetctl's last install
                     there (``{host, archs, wheel}``, :data:`TARGET_INSTALL_NAME`), or null.
 ``python.platform`` ``{machine, sysconfig: "linux-aarch64", libc: "glibc" | "musl" | null,
                     libc_version: "2.39", interp, host_platform_env, bits: 64}`` of the venv's
@@ -2030,18 +2038,29 @@ def same_program(comp, path):
 
 #: The identity file of an install target (the venv, the workdir): a random id, written once.
 TARGET_ID_NAME = ".fleetctl-id"
+#: Its mode: every user who may log in to a host sharing the folder reads it (only its writer changes it).
+TARGET_ID_MODE = 0o644
 #: What fleetctl's last install into a venv was: ``{host, archs, wheel}`` (written by pip_install).
 TARGET_INSTALL_NAME = ".fleetctl-install.json"
 
 
-def target_id(folder):
-    """``{path, id, error}`` of a folder builds or installs write to: ``path`` its real path and
-    ``id`` the random id in ``<folder>/.fleetctl-id``, written when absent. Two inventory hosts
-    that report one id share the folder (an NFS home, one venv for a rack): an inode number alone
-    does not say so across machines, a file both read does. The id is written to a unique
-    temporary name and hard-linked into place (atomic on NFS too), so two hosts writing at once
-    agree on one id. A folder that does not exist or cannot be written gives ``id`` null."""
-    out = {"path": None, "id": None, "error": None, "installed": None}
+def target_id(folder, write=True):
+    """``{path, id, error, unreadable, installed}`` of a folder builds or installs write to: ``path``
+    its real path and ``id`` the random id in ``<folder>/.fleetctl-id``, written when absent (only
+    when ``write``: ``fleetctl facts`` reads, a deploy writes). Two inventory hosts that report one
+    id share the folder (an NFS home, one venv for a rack): an inode number alone does not say so
+    across machines, a file both read does. The id is written to a unique temporary name and
+    hard-linked into place (atomic on NFS too), so two hosts writing at once agree on one id.
+
+    The file is made mode 0644 whatever the umask (``os.open`` with the mode, then ``fchmod``: a
+    umask of 077, common on hardened hosts and the one fleetctl's own first command runs under,
+    would leave it 0600), so another user logging in to a host that shares the folder reads it
+    too. An id file that exists but this user cannot read (one made 0600 by an older fleetctl or
+    by hand) gives ``id`` null, ``unreadable`` true and an ``error`` naming the file, the user and
+    the cause: the planners refuse such a host (``fleetctl/tasks/install_target.py``), since
+    whether another host shares the folder cannot be told. A folder that does not exist or cannot
+    be written gives ``id`` null (``error`` says why when writing failed)."""
+    out = {"path": None, "id": None, "error": None, "unreadable": False, "installed": None}
     if not folder:
         return out
     path = os.path.realpath(os.path.expanduser(folder))
@@ -2055,13 +2074,22 @@ def target_id(folder):
     try:
         with open(final) as fh:
             out["id"] = fh.read().strip() or None
-    except OSError:
+    except FileNotFoundError:
         pass
-    if out["id"] is None and os.path.isdir(path):
+    except OSError as exc:
+        if os.path.lexists(final):  # there, but not for this user: never taken as "no id"
+            out["unreadable"] = True
+            out["error"] = unreadable_message(final, exc)
+            return out
+    if out["id"] is None and write and os.path.isdir(path):
         tmp = "%s.%s.%d" % (final, os.uname().nodename, os.getpid())
         try:
-            with open(tmp, "w") as fh:
-                fh.write(os.urandom(16).hex() + "\n")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, TARGET_ID_MODE)
+            try:
+                os.fchmod(fd, TARGET_ID_MODE)  # the umask took bits from the mode os.open was given
+                os.write(fd, (os.urandom(16).hex() + "\n").encode("ascii"))
+            finally:
+                os.close(fd)
             try:
                 os.link(tmp, final)
             except FileExistsError:
@@ -2078,11 +2106,26 @@ def target_id(folder):
     return out
 
 
-def gather(venv=None, cuda_home=None, workdir=".", cache=None):
+def unreadable_message(final, exc):
+    """One line for an id file that exists but this user cannot read (``exc``: why not)."""
+    try:
+        import pwd
+
+        user = pwd.getpwuid(os.geteuid()).pw_name
+    except (ImportError, KeyError):
+        user = "uid %d" % os.geteuid()
+    folder = os.path.dirname(final)
+    return ("%s exists but user %s cannot read it (%s): is %s shared with another user or host? fleetctl cannot "
+            "tell which hosts share it, so nothing is built or installed there: make the file readable "
+            "(chmod 0644 %s), or give each host its own folder" % (final, user, exc.strerror or exc, folder, final))
+
+
+def gather(venv=None, cuda_home=None, workdir=".", cache=None, read_only=False):
     """Every fact as one dict (the JSON object this script prints); never raises.
 
     The interpreter probe runs in a thread while the other probes run. ``cache``: an
     :class:`AnswerCache` whose answers of unchanged programs are used (``probe_cache`` reports it).
+    ``read_only``: write nothing on the host (no id file, the cache not saved; see the module docstring).
     """
     started = time.time()
     facts = {"script_version": SCRIPT_VERSION, "workdir": workdir, "errors": []}
@@ -2132,7 +2175,8 @@ def gather(venv=None, cuda_home=None, workdir=".", cache=None):
         facts["host_compilers"] = {"default": None, "candidates": [], "error": "%s: %s" % (type(exc).__name__, exc)}
     gather_system(facts, workdir)
     try:
-        facts["targets"] = {"venv": target_id(venv), "workdir": target_id(workdir)}
+        facts["targets"] = {"venv": target_id(venv, write=not read_only),
+                            "workdir": target_id(workdir, write=not read_only)}
     except Exception as exc:  # pragma: no cover - defensive
         facts["errors"].append("targets: %s: %s" % (type(exc).__name__, exc))
     thread.join(PYTHON_PROBE_TIMEOUT_S + 15)
@@ -2145,7 +2189,8 @@ def gather(venv=None, cuda_home=None, workdir=".", cache=None):
     except Exception as exc:  # pragma: no cover - defensive
         facts["errors"].append("cuobjdump: %s: %s" % (type(exc).__name__, exc))
     if cache is not None:
-        cache.save()
+        if not read_only:
+            cache.save()
         facts["probe_cache"] = cache.report()
     facts["duration_s"] = round(time.time() - started, 3)
     return facts
@@ -2186,7 +2231,7 @@ def set_gpu_timeout(timeout_s):
 #: The options a controller passes (fleetctl.facts.gather.facts_options and the session start),
 #: each ``--name value``: read without argparse (whose import costs a host ~6 ms a run).
 QUICK_OPTIONS = {"--venv": str, "--cuda-home": str, "--workdir": str, "--probe-timeout-s": float,
-                 "--gpu-timeout-s": float, "--cache": str, "--cache-min-age-s": float}
+                 "--gpu-timeout-s": float, "--cache": str, "--cache-min-age-s": float, "--read-only": int}
 
 
 def quick_options(argv):
@@ -2195,7 +2240,8 @@ def quick_options(argv):
     if argv is None or len(argv) % 2:
         return None
     values = {"venv": None, "cuda_home": None, "workdir": ".", "probe_timeout_s": TIMEOUT_S,
-              "gpu_timeout_s": None, "cache": None, "cache_min_age_s": None, "nvml_child": False}
+              "gpu_timeout_s": None, "cache": None, "cache_min_age_s": None, "nvml_child": False,
+              "read_only": 0}
     for name, value in zip(argv[::2], argv[1::2]):
         kind = QUICK_OPTIONS.get(name)
         if kind is None or value.startswith("--"):
@@ -2219,9 +2265,12 @@ def main(argv=None):
     if args.nvml_child:
         nvml_child()
         return 0
+    if args.read_only:  # nor this process's imports nor any probe's writes a bytecode cache
+        sys.dont_write_bytecode = True
+        os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     try:
         facts = gather(venv=args.venv or None, cuda_home=args.cuda_home or None, workdir=args.workdir,
-                       cache=open_cache(args.cache, args.cache_min_age_s))
+                       cache=open_cache(args.cache, args.cache_min_age_s), read_only=bool(args.read_only))
     except BaseException as exc:  # pragma: no cover - defensive: still print an object
         facts = {"script_version": SCRIPT_VERSION, "gpus": [], "errors": ["%s: %s" % (type(exc).__name__, exc)]}
     if unknown:
@@ -2248,6 +2297,8 @@ def parse_options(argv):
     parser.add_argument("--cache-min-age-s", type=float, default=None,
                         help="seconds a program's files must be older than its answer for it to be kept (default %g)"
                              % RACY_S)
+    parser.add_argument("--read-only", type=int, default=0,
+                        help="1: write nothing on the host (fleetctl facts): no id file, no cache saved")
     parser.add_argument("--nvml-child", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_known_args(argv)
 

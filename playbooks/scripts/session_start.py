@@ -29,6 +29,15 @@ after a line holding its size, so nothing is uploaded first and no other command
    its answer kept in ``<workdir>/state/probe-answers.json`` and given again while they are
    unchanged (:class:`KeptAnswers`).
 
+A job marked ``read_only`` (``fleetctl facts``, which like Ansible's setup module must not change
+a host) writes nothing on the host: no run folder (nor the workdir or its parents), no
+``scripts/`` copy of ``facts.py`` (one a deploy left there is used; else a copy in a private
+temporary folder of ``$TMPDIR``, removed before the result line: the NVML child runs it by path),
+no bytecode cache, no id file, and the facts script's kept answers (``state/facts-cache.json``)
+are read when a deploy left them but never written: a workdir that exists may be shared or
+another user's, and "facts changed nothing" is a promise only when nothing at all is written
+(``--read-only`` of facts.py). It takes no lock and answers no probes.
+
 It prints ONE line, ``@@FLEETCTL_SESSION@@ JSON`` (login banners before it are ignored), then:
 holding the deploy lock it waits until its stdin reaches EOF (the controller released it, or
 the connection is gone: sshd closes the channel either way), clears the lock record and exits 0;
@@ -326,19 +335,40 @@ def run_probe(probe, limit, kept=None):
     return answer
 
 
-def run_facts(source, folder, argv):
+def run_facts(source, folder, argv, read_only=False):
     """Run ``facts.py``'s ``main(argv)`` in this process; its stdout as text.
 
     The script is kept as ``<folder>/facts-<sha256 of it, 16 digits>.py`` and imported from there,
     so Python's own bytecode cache (``__pycache__``, checked against the file's size and mtime)
     spares every later run the compile (a fifth of the facts' CPU); its NVML child runs it again
-    by that path.
+    by that path. ``read_only``: nothing is written in ``folder`` (see the module docstring).
     """
     import hashlib
+
+    path = os.path.join(folder, "facts-%s.py" % hashlib.sha256(source).hexdigest()[:16])
+    scratch = None
+    if read_only:
+        sys.dont_write_bytecode = True
+        if not os.path.isfile(path):
+            import tempfile
+
+            scratch = tempfile.mkdtemp(prefix="fleetctl-facts-")
+            path = os.path.join(scratch, os.path.basename(path))
+            with open(path, "wb") as fh:
+                fh.write(source)
+    try:
+        return _import_and_run(path, source, folder, argv)
+    finally:
+        if scratch is not None:
+            import shutil
+
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _import_and_run(path, source, folder, argv):
     import importlib.util
     import io
 
-    path = os.path.join(folder, "facts-%s.py" % hashlib.sha256(source).hexdigest()[:16])
     if not os.path.exists(path):
         os.makedirs(folder, exist_ok=True)
         tmp = "%s.%d.part" % (path, os.getpid())
@@ -373,8 +403,10 @@ def main():
     workdir = resolve(job["workdir"], home)
     run_dir = os.path.join(workdir, "runs", job["run_id"])
     out["workdir"], out["run_dir"] = workdir, run_dir
+    read_only = bool(job.get("read_only"))
     try:
-        os.makedirs(run_dir, exist_ok=True)
+        if not read_only:
+            os.makedirs(run_dir, exist_ok=True)
     except OSError as exc:
         out["error"] = "cannot create %s: %s" % (run_dir, exc.strerror or exc)
         return finish(out, None)
@@ -423,7 +455,8 @@ def main():
         try:
             out["facts_stdout"] = run_facts(zlib.decompress(facts_source), os.path.join(workdir, "scripts"),
                                             ["--workdir", run_dir, "--cache", os.path.join(workdir, STATE, FACTS_CACHE)]
-                                            + list(job.get("facts_argv") or []))
+                                            + (["--read-only", "1"] if read_only else [])
+                                            + list(job.get("facts_argv") or []), read_only)
         except BaseException as exc:  # noqa: BLE001 - reported, never fatal
             out["facts_error"] = "%s: %s" % (type(exc).__name__, exc)
     for t in threads:
