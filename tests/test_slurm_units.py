@@ -15,7 +15,7 @@ from fleetctl.connection.slurm_client import SlurmClient, client_env, parse_laun
 from fleetctl.connection.slurm_nodes import gres_type, parse_sinfo, sinfo_argv, split_gres
 from fleetctl.connection.slurm_end import (StepEnd, describe_end, end_from_job_state, job_expired,
                                            parse_job_record, read_step_end)
-from fleetctl.connection.slurm_step import StepOutcome, step_argv
+from fleetctl.connection.slurm_step import LOGIN_ENV, StepOutcome, step_argv
 from fleetctl.reporting.slurm_time import last_builds, slurm_time_s, slurm_time_warnings
 from fleetctl.errors import InventoryError
 from fleetctl.inventory.sources.slurm import inventory_from_sinfo, load_slurm_inventory, parse_spec
@@ -138,7 +138,8 @@ def test_salloc_argv():
 def test_step_argv_ends_options_before_the_command():
     argv = step_argv("7", "n1", ["-rf", "x"], chdir="/home/a")
     assert argv[:2] == ["srun", "--jobid=7"] and "--overlap" in argv and "--chdir=/home/a" in argv
-    assert argv[-3:] == ["--", "-rf", "x"]
+    assert argv[-7:] == ["--", "/bin/sh", "-c", LOGIN_ENV, "fleetctl-step", "-rf", "x"]
+    assert "--export=NONE" in argv  # the node's environment, not the controller's (srun(1) --export)
 
 
 @pytest.mark.parametrize("rc, notices, execve, expected", [

@@ -11,8 +11,8 @@ environment the tools run with. Two kinds of prefix exist, and they pass an argv
   :mod:`fleetctl.connection.command`). Hostile arguments survive both.
 
 The environment: the controller's own, as Slurm users expect (``SLURM_CONF``, ``SALLOC_PARTITION``,
-``SALLOC_ACCOUNT``... are honoured, and ``srun`` exports it to the tasks as its ``--export=ALL``
-default does), minus what would mislead the tools or the tasks: the job context of a controller
+``SALLOC_ACCOUNT``... are honoured; it configures the tools only: job steps get ``--export=NONE``
+and the node's own environment, :mod:`~fleetctl.connection.slurm_step`), minus what would mislead the tools or the tasks: the job context of a controller
 that itself runs inside a Slurm job (``SLURM_JOB_ID``, ``SLURM_NTASKS``... are srun *input*
 variables too, so they would reshape our steps; only the client settings in
 :data:`KEPT_SLURM_VARS` stay) and the controller's own Python virtual environment
