@@ -278,3 +278,27 @@ def test_plan_warns_when_slurm_time_is_shorter_than_the_last_build_of_the_class(
     assert list(warnings) == ["n1"]  # n2 only receives the wheel; n3's 10 minutes are enough
     assert warnings["n1"].startswith("slurm_time=2 (120 s) is shorter than the last build of this class took "
                                      "(312 s, on n1 in run r2)")
+
+
+H200_FOUND = [{"index": 0, "name": "NVIDIA H200", "compute_cap": "9.0", "memory_mib": 143771}]
+
+
+@pytest.mark.parametrize("gres, features, gpus, warned", [
+    (["gpu:rtx5090:1"], ["sm_120", "rtx5090"], H200_FOUND, ["GRES gpu:rtx5090:1", "feature sm_120"]),
+    (["gpu:h200:1"], ["sm_120"], H200_FOUND, ["feature sm_120"]),
+    (["gpu:rtx5090:1"], ["sm_90"], H200_FOUND, ["GRES gpu:rtx5090:1"]),
+    (["gpu:h200:8(S:0-1)"], ["sm_90", "h200", "ib"], H200_FOUND, []),  # all agree
+    (["gpu:rtx5090:1"], ["sm_120"], [{"name": "NVIDIA GeForce RTX 5090", "compute_cap": "12.0"}], []),
+    (["gpu:nvidia_h200:1"], ["sm_90a"], H200_FOUND, []),  # AutoDetect's own type; sm_90a is SM 9.0
+    (["gpu:2", "mps:100"], [], H200_FOUND, []),  # no type: nothing to check
+    (["gpu:rtx5090:1"], ["sm_120"], [], []),  # no GPU found: check_gpu_stack's case, not this one
+])
+def test_slurm_labels_against_the_gpus_found(gres, features, gpus, warned):
+    from fleetctl.build.gpustack import slurm_label_warnings
+
+    facts = {"slurm": {"node": "n3", "gres": gres, "features": features}, "gpus": gpus}
+    lines = slurm_label_warnings(facts)
+    assert [next(w for w in warned if w in line) for line in lines] == warned, lines
+    for line in lines:
+        assert "of node n3 says" in line and "but facts found NVIDIA H200 (compute capability 9.0)" in line
+        assert "fix node n3 in slurm.conf/gres.conf" in line
