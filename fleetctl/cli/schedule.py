@@ -266,7 +266,8 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     runs use ($FLEETCTL_HOME, carried only when set; else ~/.local/state/fleetctl), so
     fleetctl runs lists them. With slurm: or Slurm hosts it carries, as set now,
     FLEETCTL_SLURM_LAUNCHER, SLURM_CONF, SLURM_CLUSTERS, SLURM_CONF_SERVER and
-    SALLOC_ACCOUNT/PARTITION/QOS/RESERVATION/TIMELIMIT/CLUSTERS: the same cluster and launcher. Its exit status (0 ok, 1 a host failed, 2 bad input), the JSON
+    SALLOC_ACCOUNT/PARTITION/QOS/RESERVATION/TIMELIMIT/CLUSTERS: the same cluster and launcher.
+    Its exit status (0 ok, 1 a host failed, 2 bad input), the JSON
     summary and STATE/runs/<run_id>/run.json are what an alert reads;
     --on-failure UNIT makes systemd start UNIT when the run fails.
 
