@@ -302,3 +302,29 @@ def test_slurm_labels_against_the_gpus_found(gres, features, gpus, warned):
     for line in lines:
         assert "of node n3 says" in line and "but facts found NVIDIA H200 (compute capability 9.0)" in line
         assert "fix node n3 in slurm.conf/gres.conf" in line
+
+
+def test_login_env_fills_what_sshd_would_set_and_keeps_what_the_node_set():
+    """LOGIN_ENV on a step with an empty environment (``--export=NONE``, no TaskProlog): the login
+    variables from passwd and the default PATH; with the node's own values set, those stay; the
+    argv arrives exactly."""
+    import os
+    import pwd
+    import subprocess
+
+    from fleetctl.connection.slurm_step import DEFAULT_PATH, SUPERUSER_PATH
+
+    def step(preset: list[str], *argv: str) -> str:
+        return subprocess.run(["env", "-i", *preset, "/bin/sh", "-c", LOGIN_ENV, "fleetctl-step", *argv],
+                              capture_output=True, text=True, check=True).stdout
+
+    me = pwd.getpwuid(os.geteuid())
+    hostile = ["a b", "$(id)", "'\"", "", "-n"]
+    assert step([], "/bin/sh", "-c", 'printf "%s|" "$@"', "x", *hostile) == "|".join(hostile) + "|"
+    seen = dict(line.split("=", 1) for line in step([], "/usr/bin/env").splitlines())
+    seen.pop("PWD", None)  # sh's own
+    assert seen == {"PATH": SUPERUSER_PATH if os.geteuid() == 0 else DEFAULT_PATH, "HOME": me.pw_dir,
+                    "USER": me.pw_name, "LOGNAME": me.pw_name, "SHELL": me.pw_shell}, seen
+    seen = dict(line.split("=", 1) for line in step(["PATH=/site/bin:/usr/bin:/bin", "HOME=/scratch/me"],
+                                                     "/usr/bin/env").splitlines())
+    assert (seen["PATH"], seen["HOME"], seen["USER"]) == ("/site/bin:/usr/bin:/bin", "/scratch/me", me.pw_name), seen

@@ -74,8 +74,10 @@ SUPERUSER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: node's own step environment (TaskProlog, PAM) did not, then ``exec``\\ s the argv. Variables
 #: the node already set win: a site's TaskProlog is the site's word.
 LOGIN_ENV = (
-    'if [ -z "${PATH-}" ]; then PATH=' + DEFAULT_PATH + '; '
-    '[ "$(id -u)" != 0 ] || PATH=' + SUPERUSER_PATH + '; export PATH; fi; '
+    # PATH: sh gives itself a default PATH when none came (dash's, bash's with "."), unexported;
+    # whether one came is read from the shell's own initial environment (Linux /proc, proc(5))
+    'if [ -r /proc/$$/environ ] && ! tr ' + r'"\0" "\n"' + ' </proc/$$/environ | grep -q "^PATH="; then '
+    'PATH=' + DEFAULT_PATH + '; [ "$(id -u)" != 0 ] || PATH=' + SUPERUSER_PATH + '; fi; export PATH; '
     'pw=$(getent passwd "$(id -u)" 2>/dev/null | head -n 1); '
     'if [ -n "$pw" ]; then '
     'name=${pw%%:*}; rest=${pw#*:*:*:*:*:}; '
