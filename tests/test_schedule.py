@@ -31,6 +31,7 @@ import yaml
 from fleetctl.cli import schedule as cli_schedule
 from fleetctl import schedule as sch
 from fleetctl.errors import InputError
+from tests.support.slurm import slurm_cluster, slurm_cluster_session  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTILE = ["a b", 'say "hi"', "it's", "back\\slash", "trail\\", "100%", "%%n", "%n", "semi;colon", ";",
@@ -914,3 +915,41 @@ def test_cli_a_missing_inventory_source_is_refused_in_one_line_exit_2(tmp_path, 
         assert res.stderr.strip().splitlines() == [f"fleetctl: error: {missing}: inventory file not found "
                                                    "(-i/--inventory or FLEETCTL_INVENTORY)"]
         assert res.stdout == ""
+
+
+def test_cli_a_slurm_job_carries_the_launcher_and_slurm_conf_and_really_deploys_from_cron(slurm_cluster, tmp_path):
+    """The job is started by cron/systemd with an environment of its own: FLEETCTL_SLURM_LAUNCHER and
+    SLURM_CONF of the scheduling shell go into the line and the unit, so the nightly run reaches the
+    same cluster through the same launcher (real test cluster; here the launcher only enters the
+    cluster's network and SLURM_CONF alone names the cluster, so each is needed)."""
+    d = fleet_dir(tmp_path)
+    launcher = f"nsenter --net=/run/netns/{slurm_cluster.ns}-ctl"
+    env = {"FLEETCTL_SLURM_LAUNCHER": launcher, "SLURM_CONF": str(slurm_cluster.conf), "SALLOC_QOS": ""}
+    args = ("-i", "slurm:", "schedule", "--playbook", "pb.yaml", "--hosts", "n1", "--at", "7:05", "--name", "nightly")
+    unit = fleet(tmp_path, *args, "--print", cwd=d, env=env)
+    assert unit.returncode == 0, unit.stderr
+    svc = [t for p, t in split_printed(unit.stdout).items() if p.endswith(".service")][0]
+    carried = [w for v in unit_settings(svc)["Environment"] for w in unquote_words(specifiers(v))]
+    assert carried[1:] == [f"FLEETCTL_SLURM_LAUNCHER={launcher}", f"SLURM_CONF={slurm_cluster.conf}"], carried
+    res = fleet(tmp_path, *args, "--cron", "--print", cwd=d, env=env)
+    assert res.returncode == 0, res.stderr
+    line = res.stdout.rstrip("\n")
+    cmd, stdin = cron_sh_command(line)
+    (tmp_path / "runs home %$'\"").mkdir()  # as installing the line does (cron.log goes there)
+    # what cron runs, run with cron's bare environment: a real deploy on n1 of the real cluster
+    run = subprocess.run(["/bin/sh", "-c", cmd], input=stdin, capture_output=True, text=True, timeout=300,
+                         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SHELL": "/bin/sh",
+                              **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}})
+    log = (tmp_path / "runs home %$'\"" / "cron.log").read_text()
+    assert run.returncode == 0, log[-3000:]
+    summary = json.loads(log[log.index("{\n"):log.rindex("}") + 1])
+    assert summary["status"] == "ok" and list(summary["hosts"]) == ["n1"], summary
+    assert slurm_cluster.jobs() == []
+
+
+def test_cli_a_job_without_slurm_carries_no_slurm_variables(tmp_path):
+    d = fleet_dir(tmp_path)
+    res = fleet(tmp_path, "-i", "inv.yaml", "schedule", "--playbook", "pb.yaml", "--at", "7:05", "--cron", "--print",
+                cwd=d, env={"FLEETCTL_SLURM_LAUNCHER": "ssh login01", "SLURM_CONF": "/etc/slurm/slurm.conf"})
+    assert res.returncode == 0, res.stderr
+    assert "SLURM" not in res.stdout, res.stdout

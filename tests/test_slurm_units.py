@@ -15,7 +15,7 @@ from fleetctl.connection.slurm_client import SlurmClient, client_env, parse_laun
 from fleetctl.connection.slurm_nodes import gres_type, parse_sinfo, sinfo_argv, split_gres
 from fleetctl.connection.slurm_end import (StepEnd, describe_end, end_from_job_state, job_expired,
                                            parse_job_record, read_step_end)
-from fleetctl.connection.slurm_step import StepOutcome, step_argv
+from fleetctl.connection.slurm_step import LOGIN_ENV, StepOutcome, step_argv
 from fleetctl.reporting.slurm_time import last_builds, slurm_time_s, slurm_time_warnings
 from fleetctl.errors import InventoryError
 from fleetctl.inventory.sources.slurm import inventory_from_sinfo, load_slurm_inventory, parse_spec
@@ -138,7 +138,8 @@ def test_salloc_argv():
 def test_step_argv_ends_options_before_the_command():
     argv = step_argv("7", "n1", ["-rf", "x"], chdir="/home/a")
     assert argv[:2] == ["srun", "--jobid=7"] and "--overlap" in argv and "--chdir=/home/a" in argv
-    assert argv[-3:] == ["--", "-rf", "x"]
+    assert argv[-7:] == ["--", "/bin/sh", "-c", LOGIN_ENV, "fleetctl-step", "-rf", "x"]
+    assert "--export=NONE" in argv  # the node's environment, not the controller's (srun(1) --export)
 
 
 @pytest.mark.parametrize("rc, notices, execve, expected", [
@@ -277,3 +278,53 @@ def test_plan_warns_when_slurm_time_is_shorter_than_the_last_build_of_the_class(
     assert list(warnings) == ["n1"]  # n2 only receives the wheel; n3's 10 minutes are enough
     assert warnings["n1"].startswith("slurm_time=2 (120 s) is shorter than the last build of this class took "
                                      "(312 s, on n1 in run r2)")
+
+
+H200_FOUND = [{"index": 0, "name": "NVIDIA H200", "compute_cap": "9.0", "memory_mib": 143771}]
+
+
+@pytest.mark.parametrize("gres, features, gpus, warned", [
+    (["gpu:rtx5090:1"], ["sm_120", "rtx5090"], H200_FOUND, ["GRES gpu:rtx5090:1", "feature sm_120"]),
+    (["gpu:h200:1"], ["sm_120"], H200_FOUND, ["feature sm_120"]),
+    (["gpu:rtx5090:1"], ["sm_90"], H200_FOUND, ["GRES gpu:rtx5090:1"]),
+    (["gpu:h200:8(S:0-1)"], ["sm_90", "h200", "ib"], H200_FOUND, []),  # all agree
+    (["gpu:rtx5090:1"], ["sm_120"], [{"name": "NVIDIA GeForce RTX 5090", "compute_cap": "12.0"}], []),
+    (["gpu:nvidia_h200:1"], ["sm_90a"], H200_FOUND, []),  # AutoDetect's own type; sm_90a is SM 9.0
+    (["gpu:2", "mps:100"], [], H200_FOUND, []),  # no type: nothing to check
+    (["gpu:rtx5090:1"], ["sm_120"], [], []),  # no GPU found: check_gpu_stack's case, not this one
+])
+def test_slurm_labels_against_the_gpus_found(gres, features, gpus, warned):
+    from fleetctl.build.gpustack import slurm_label_warnings
+
+    facts = {"slurm": {"node": "n3", "gres": gres, "features": features}, "gpus": gpus}
+    lines = slurm_label_warnings(facts)
+    assert [next(w for w in warned if w in line) for line in lines] == warned, lines
+    for line in lines:
+        assert "of node n3 says" in line and "but facts found NVIDIA H200 (compute capability 9.0)" in line
+        assert "fix node n3 in slurm.conf/gres.conf" in line
+
+
+def test_login_env_fills_what_sshd_would_set_and_keeps_what_the_node_set():
+    """LOGIN_ENV on a step with an empty environment (``--export=NONE``, no TaskProlog): the login
+    variables from passwd and the default PATH; with the node's own values set, those stay; the
+    argv arrives exactly."""
+    import os
+    import pwd
+    import subprocess
+
+    from fleetctl.connection.slurm_step import DEFAULT_PATH, SUPERUSER_PATH
+
+    def step(preset: list[str], *argv: str) -> str:
+        return subprocess.run(["env", "-i", *preset, "/bin/sh", "-c", LOGIN_ENV, "fleetctl-step", *argv],
+                              capture_output=True, text=True, check=True).stdout
+
+    me = pwd.getpwuid(os.geteuid())
+    hostile = ["a b", "$(id)", "'\"", "", "-n"]
+    assert step([], "/bin/sh", "-c", 'printf "%s|" "$@"', "x", *hostile) == "|".join(hostile) + "|"
+    seen = dict(line.split("=", 1) for line in step([], "/usr/bin/env").splitlines())
+    seen.pop("PWD", None)  # sh's own
+    assert seen == {"PATH": SUPERUSER_PATH if os.geteuid() == 0 else DEFAULT_PATH, "HOME": me.pw_dir,
+                    "USER": me.pw_name, "LOGNAME": me.pw_name, "SHELL": me.pw_shell}, seen
+    seen = dict(line.split("=", 1) for line in step(["PATH=/site/bin:/usr/bin:/bin", "HOME=/scratch/me"],
+                                                     "/usr/bin/env").splitlines())
+    assert (seen["PATH"], seen["HOME"], seen["USER"]) == ("/site/bin:/usr/bin:/bin", "/scratch/me", me.pw_name), seen

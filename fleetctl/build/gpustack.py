@@ -21,6 +21,16 @@ than build for ``fallback_archs`` and verify on the CPU. ``verify_device: cpu`` 
 opt-in to that (GPUs that are not for this venv): then the host runs, but a GRES that gives it GPUs
 facts did not find is a warning on the host (:func:`unmet_gres_warning`): an operator must see that
 a node's driver vanished.
+
+Slurm's labels against the GPUs found (:func:`slurm_label_warnings`): a GRES type
+(``gpu:rtx5090:1``) or a compute-capability feature (``sm_120``) that no GPU facts found fits is a
+**warning** on the host, told by facts and by every play (verify, deploy), never a failure. Why a
+warning: nvidia-smi reads the hardware, while GRES types and features are words an administrator
+typed into slurm.conf/gres.conf, so fleetctl's own work on the node (a build for the SM facts
+found, a verify on that GPU) is right; failing the node would stop a working GPU from being built
+for because of a label. What is wrong is the cluster's routing (a job asking ``-C sm_120`` or
+``--gres=gpu:rtx5090`` lands on another GPU, the ``slurm:`` source groups the node by the label),
+which only the operator can fix, so the line names the label, what facts found and where to fix it.
 """
 
 from __future__ import annotations
@@ -31,7 +41,8 @@ from typing import Any
 
 from ..errors import TaskFailed
 
-__all__ = ["GpuStackBroken", "check_gpu_stack", "gpu_claim", "gres_gpu_count", "stack_of", "unmet_gres_warning"]
+__all__ = ["GpuStackBroken", "check_gpu_stack", "gpu_claim", "gres_gpu_count", "gres_gpu_type", "slurm_label_warnings",
+           "sm_feature_cap", "stack_of", "unmet_gres_warning"]
 
 
 class GpuStackBroken(TaskFailed):
@@ -151,3 +162,73 @@ def unmet_gres_warning(facts: Mapping[str, Any], verify_device: str = "auto") ->
             f"found none ({errors[0]}; no /proc/driver/nvidia, /dev/nvidia*): run as a host without GPUs "
             f"(fallback_archs, verify on the CPU) because the host var verify_device: cpu says so; if {node} "
             f"should have its GPUs, its NVIDIA driver is gone (reinstall it, or drain the node)")
+
+
+def gres_gpu_type(gres: str) -> str | None:
+    """The type of one GPU GRES item (pure): ``"gpu:rtx5090:1"`` and ``"gpu:h200:8(S:0-1)"`` ->
+    ``"rtx5090"``, ``"h200"``; ``None`` for an untyped one (``"gpu:2"``, ``"gpu"``) or another GRES."""
+    m = _GRES.match(gres.strip())
+    if not m or m.group("name") != "gpu" or not m.group("type") or m.group("type").isdigit():
+        return None
+    return m.group("type")
+
+
+_SM_FEATURE = re.compile(r"^sm_?(?P<major>\d+?)(?P<minor>\d)[af]?$", re.IGNORECASE)
+
+
+def sm_feature_cap(feature: str) -> str | None:
+    """The compute capability a node feature names, as nvidia-smi prints it (pure): ``"sm_90"`` ->
+    ``"9.0"``, ``"sm_120"`` -> ``"12.0"``, ``"sm_86"`` -> ``"8.6"``, ``"sm_100a"`` -> ``"10.0"``
+    (NVIDIA's ``sm_XY`` arch names, CUDA C++ Programming Guide "Compute Capabilities"); ``None`` for
+    any other feature (``"h200"``, ``"ib"``)."""
+    m = _SM_FEATURE.match(feature.strip())
+    return f"{int(m.group('major'))}.{m.group('minor')}" if m else None
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def _type_fits(gres_type: str, gpu_name: str) -> bool:
+    """Slurm's own rule for a gres.conf ``Type`` with AutoDetect: it matches, or is a substring of,
+    the device's name, case-insensitive, ``_`` for spaces (gres.conf(5) ``Type``); also when equal
+    after dropping every character but letters and digits (``rtx5090`` in ``NVIDIA GeForce RTX 5090``)."""
+    t, name = gres_type.lower(), gpu_name.lower().replace(" ", "_")
+    return t in name or (bool(_squash(t)) and _squash(t) in _squash(gpu_name))
+
+
+def slurm_label_warnings(facts: Mapping[str, Any]) -> list[str]:
+    """Warnings for Slurm labels of the node that the GPUs facts found contradict (pure; see the
+    module docstring for why they warn and do not fail): a GPU GRES type no GPU's name fits
+    (:func:`_type_fits`), a feature ``sm_XY`` (:func:`sm_feature_cap`) no GPU's compute capability
+    is. Empty without Slurm's view or without GPUs found (no GPUs: :func:`check_gpu_stack`).
+
+    Example: ``Slurm GRES gpu:rtx5090:1 of node n3 says rtx5090, but facts found NVIDIA H200
+    (compute capability 9.0): ...``.
+    """
+    view = facts.get("slurm")
+    gpus = [g for g in facts.get("gpus") or [] if isinstance(g, Mapping)]
+    if not isinstance(view, Mapping) or not gpus:
+        return []
+    node = view.get("node") or "?"
+    names = sorted({str(g.get("name") or "") for g in gpus} - {""})
+    caps = sorted({str(g.get("compute_cap")) for g in gpus if g.get("compute_cap")})
+    found = ", ".join(names) or "unnamed GPUs"
+    found += f" (compute capability {', '.join(caps)})" if caps else ""
+    built = ", ".join(caps) or "?"
+
+    def tail(label: str) -> str:
+        return (f"fleetctl builds and verifies for the GPU found (compute capability {built}), but jobs that ask "
+                f"Slurm for {label} land on it: fix node {node} in slurm.conf/gres.conf (or its GPU)")
+
+    out = []
+    for gres in view.get("gres") or []:
+        kind = gres_gpu_type(str(gres))
+        if kind and names and not any(_type_fits(kind, n) for n in names):
+            out.append(f"Slurm GRES {gres} of node {node} says {kind}, but facts found {found}: {tail(kind)}")
+    for feature in view.get("features") or []:
+        cap = sm_feature_cap(str(feature))
+        if cap and caps and cap not in caps:
+            out.append(f"Slurm feature {feature} of node {node} says compute capability {cap}, but facts found "
+                       f"{found}: {tail(feature)}")
+    return out

@@ -37,6 +37,17 @@ def user_unit_dir() -> Path:
     return base / "systemd" / "user"
 
 
+def _slurm_env(inventory: Any, hosts: Any) -> dict[str, str]:
+    """What the job carries for Slurm (:data:`fleetctl.connection.slurm_client.SCHEDULE_CARRIED_VARS`,
+    as set now) when an inventory source is ``slurm:`` or a selected host is reached through Slurm;
+    empty otherwise (a job carries nothing it does not use)."""
+    from ..connection.slurm_client import carried_env
+
+    if any(str(src).startswith("slurm:") for src in inventory) or any(h.kind == "slurm" for h in hosts):
+        return carried_env()
+    return {}
+
+
 def fleetctl_command(argv0: str | None = None, executable: str | None = None) -> tuple[str, ...]:
     """How the job runs fleetctl: this ``fleetctl`` script (``sys.argv[0]`` resolved) when that is what
     runs, else ``sys.executable -m fleetctl`` (the interpreter's path kept as is: a venv's python3 is a
@@ -253,7 +264,10 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     in the current folder: every -i in order, each path (file or folder) absolute and
     checked now, slurm: (or a host list) as given. Its runs go to the state folder interactive
     runs use ($FLEETCTL_HOME, carried only when set; else ~/.local/state/fleetctl), so
-    fleetctl runs lists them. Its exit status (0 ok, 1 a host failed, 2 bad input), the JSON
+    fleetctl runs lists them. With slurm: or Slurm hosts it carries, as set now,
+    FLEETCTL_SLURM_LAUNCHER, SLURM_CONF, SLURM_CLUSTERS, SLURM_CONF_SERVER and
+    SALLOC_ACCOUNT/PARTITION/QOS/RESERVATION/TIMELIMIT/CLUSTERS: the same cluster and launcher.
+    Its exit status (0 ok, 1 a host failed, 2 bad input), the JSON
     summary and STATE/runs/<run_id>/run.json are what an alert reads;
     --on-failure UNIT makes systemd start UNIT when the run fails.
 
@@ -323,7 +337,8 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
 
     user = pwd.getpwuid(os.geteuid()).pw_name
     # The job's runs go where this user's interactive runs go (fleetctl runs lists them): the state
-    # folder, with FLEETCTL_HOME (or XDG_STATE_HOME) carried only when the user set it.
+    # folder, with FLEETCTL_HOME (or XDG_STATE_HOME) carried only when the user set it; with Slurm
+    # hosts, also the launcher and client settings that name the cluster (:func:`_slurm_env`).
     home = _abs(state_dir())
     vars_paths = [varsfile.vars_file_path(home, name, i) for i in range(len(inline_docs))]
     inline_paths = iter(vars_paths)
@@ -331,7 +346,7 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     job = sch.Job(
         name=name, hour=hour, minute=minute, fleetctl=fleetctl_command(),
         inventory=inventory, playbook=_abs(playbook), pattern=pattern,
-        workdir=_abs(Path.cwd()), home=home, env=tuple(state_env().items()),
+        workdir=_abs(Path.cwd()), home=home, env=tuple({**state_env(), **_slurm_env(inventory, hosts)}.items()),
         extra_vars=job_extra, timeout=timeout,
         randomized_delay=randomized_delay, on_failure=on_failure, nice=nice, idle_io=idle_io,
         system=not user_units, user=user, metrics_file=metrics, ssh_options=obj.ssh_options)

@@ -11,8 +11,8 @@ environment the tools run with. Two kinds of prefix exist, and they pass an argv
   :mod:`fleetctl.connection.command`). Hostile arguments survive both.
 
 The environment: the controller's own, as Slurm users expect (``SLURM_CONF``, ``SALLOC_PARTITION``,
-``SALLOC_ACCOUNT``... are honoured, and ``srun`` exports it to the tasks as its ``--export=ALL``
-default does), minus what would mislead the tools or the tasks: the job context of a controller
+``SALLOC_ACCOUNT``... are honoured; it configures the tools only: job steps get ``--export=NONE``
+and the node's own environment, :mod:`~fleetctl.connection.slurm_step`), minus what would mislead the tools or the tasks: the job context of a controller
 that itself runs inside a Slurm job (``SLURM_JOB_ID``, ``SLURM_NTASKS``... are srun *input*
 variables too, so they would reshape our steps; only the client settings in
 :data:`KEPT_SLURM_VARS` stay) and the controller's own Python virtual environment
@@ -43,6 +43,28 @@ LAUNCHER_ENV = "FLEETCTL_SLURM_LAUNCHER"
 #: ``SLURM_*`` variables that configure the client tools themselves (slurm.conf(5), srun(1)
 #: "INPUT ENVIRONMENT VARIABLES"); every other ``SLURM_*`` is job context and is dropped.
 KEPT_SLURM_VARS = frozenset({"SLURM_CONF", "SLURM_CLUSTERS", "SLURM_TIME_FORMAT", "SLURM_CONF_SERVER"})
+
+#: What a job that ``fleetctl schedule`` writes carries from the environment it was scheduled in
+#: when its hosts are reached through Slurm (a timer or cron starts it with an environment of its
+#: own, where these are not set): the launcher of the ``slurm:`` source, the client settings that
+#: name the cluster (slurm.conf(5) ``SLURM_CONF``; ``SLURM_CLUSTERS``, ``SLURM_CONF_SERVER``) and
+#: salloc's input variables that shape the allocation (salloc(1) "INPUT ENVIRONMENT VARIABLES"), so
+#: the nightly run talks to the cluster, through the launcher, with the request of the run scheduled.
+SCHEDULE_CARRIED_VARS = (LAUNCHER_ENV, "SLURM_CONF", "SLURM_CLUSTERS", "SLURM_CONF_SERVER", "SALLOC_ACCOUNT",
+                         "SALLOC_PARTITION", "SALLOC_QOS", "SALLOC_RESERVATION", "SALLOC_TIMELIMIT",
+                         "SALLOC_CLUSTERS")
+
+
+def carried_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The :data:`SCHEDULE_CARRIED_VARS` set (non-empty) in ``environ`` (default ``os.environ``), in
+    that order; ``SLURM_CONF`` made absolute (the job's folder is the same, but a path should not
+    depend on it)."""
+    env = os.environ if environ is None else environ
+    out = {name: env[name] for name in SCHEDULE_CARRIED_VARS if env.get(name)}
+    if "SLURM_CONF" in out:
+        out["SLURM_CONF"] = os.path.abspath(os.path.expanduser(out["SLURM_CONF"]))
+    return out
+
 
 #: Launcher programs that join their arguments into one remote shell command line.
 REMOTE_SHELL_LAUNCHERS = frozenset({"ssh"})

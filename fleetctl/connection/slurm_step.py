@@ -1,11 +1,25 @@
 """Job steps: running one argv on one node of an allocation with ``srun``, and reading what came back.
 
-``srun --jobid=J --nodelist=NODE --nodes=1 --ntasks=1 --overlap --quiet --chdir=DIR -- ARGV...``:
-slurmstepd ``execve``\\ s the argv on the node as given (no shell sees it: hostile arguments arrive
-exactly), with srun's environment (``--export=ALL``, srun's default). ``--overlap`` lets the steps
-of one allocation share its nodes, so a host's commands never wait for each other's resources
-("Requested nodes are busy"). srun relays the task's stdout and stderr to its own as they come;
-they are split into lines as they arrive (:func:`~fleetctl.connection.streams.pump_lines`).
+``srun --jobid=J --nodelist=NODE --nodes=1 --ntasks=1 --overlap --quiet --chdir=DIR --export=NONE --
+/bin/sh -c LOGIN_ENV fleetctl-step ARGV...``: slurmstepd starts a fixed ``/bin/sh`` script
+(:data:`LOGIN_ENV`) that ``exec``\\ s the argv as given (no shell parses it: hostile arguments
+arrive exactly). ``--overlap`` lets the steps of one allocation share its nodes, so a host's
+commands never wait for each other's resources ("Requested nodes are busy").
+
+The environment is the node's, never the controller's. srun's default ``--export=ALL`` copies the
+controller's whole environment into the task (srun(1), ``--export``), so a node would find the
+controller's ``PATH`` and with it the controller's ``nvidia-smi``, ``python3`` and ``nvcc``.
+``--export=NONE`` sends none of it (only Slurm's own ``SLURM_*``); the task then has what the
+node gives a job step (the site's ``TaskProlog`` exports, PAM when slurm.conf says
+``UsePAM``), and :data:`LOGIN_ENV` adds what sshd gives an SSH session and the step still lacks:
+``HOME``, ``USER``, ``LOGNAME``, ``SHELL`` from the node's passwd entry and the default ``PATH``
+(sshd(8) "ENVIRONMENT"; OpenSSH's ``--with-default-path`` / ``--with-superuser-path`` as Debian
+builds it), so a command finds the node's own tools exactly as over SSH. What fleetctl sets
+itself (``CUDA_HOME``, ``CUDACXX``, the ``PATH`` built from facts, the venv) travels in the argv
+(:func:`~fleetctl.connection.command.wrap_argv`), as over SSH.
+
+srun relays the task's stdout and stderr to its own as they come; they are split into lines as
+they arrive (:func:`~fleetctl.connection.streams.pump_lines`).
 
 srun speaks for itself on stderr too. Its line naming the task's end
 (``srun: error: n1: task 0: Exited with exit code 3``, or a signal's description such as
@@ -49,6 +63,30 @@ _EXECVE = re.compile(rb"^slurmstepd(?:-\S+)?: error: execve\(\): .*: (?P<err>No 
 _SIGNAL_TEXT = {signal.strsignal(s): s.name.removeprefix("SIG") for s in signal.Signals if signal.strsignal(s)}
 
 
+#: The PATH an SSH session of an ordinary user / of root starts with when nothing else sets one:
+#: OpenSSH's compile-time defaults as Debian builds them (``--with-default-path``,
+#: ``--with-superuser-path``; sshd(8) "ENVIRONMENT").
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/games"
+SUPERUSER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+#: Fixed ``/bin/sh`` script every step runs first (the argv arrives as its positional parameters,
+#: never parsed): fills in the login variables sshd would set (see the module docstring) where the
+#: node's own step environment (TaskProlog, PAM) did not, then ``exec``\\ s the argv. Variables
+#: the node already set win: a site's TaskProlog is the site's word.
+LOGIN_ENV = (
+    # PATH: sh gives itself a default PATH when none came (dash's, bash's with "."), unexported;
+    # whether one came is read from the shell's own initial environment (Linux /proc, proc(5))
+    'if [ -r /proc/$$/environ ] && ! tr ' + r'"\0" "\n"' + ' </proc/$$/environ | grep -q "^PATH="; then '
+    'PATH=' + DEFAULT_PATH + '; [ "$(id -u)" != 0 ] || PATH=' + SUPERUSER_PATH + '; fi; export PATH; '
+    'pw=$(getent passwd "$(id -u)" 2>/dev/null | head -n 1); '
+    'if [ -n "$pw" ]; then '
+    'name=${pw%%:*}; rest=${pw#*:*:*:*:*:}; '
+    ': "${HOME:=${rest%%:*}}" "${USER:=$name}" "${LOGNAME:=$name}" "${SHELL:=${rest#*:}}"; '
+    'export HOME USER LOGNAME SHELL; fi; '
+    'unset pw name rest; exec "$@"'
+)
+
+
 def step_name() -> str:
     """A step name unique enough to cancel one step by (``squeue -s`` lists it)."""
     return f"fleetctl-{secrets.token_hex(4)}"
@@ -56,7 +94,8 @@ def step_name() -> str:
 
 def step_argv(job_id: str, nodes: str, argv: Sequence[str], *, chdir: str = "/", name: str = "fleetctl",
               tasks: int = 1, node_count: int = 1, unbuffered: bool = False) -> list[str]:
-    """The srun argv that runs ``argv`` as a step of job ``job_id`` (pure).
+    """The srun argv that runs ``argv`` as a step of job ``job_id`` (pure), in the node's own
+    environment (``--export=NONE`` and :data:`LOGIN_ENV`; see the module docstring).
 
     Args:
         nodes: one node name, or a Slurm hostlist for a step on several nodes.
@@ -66,12 +105,12 @@ def step_argv(job_id: str, nodes: str, argv: Sequence[str], *, chdir: str = "/",
         unbuffered: srun's ``--unbuffered`` (no line buffering: binary downloads, ~20% faster).
     """
     out = ["srun", f"--jobid={job_id}", f"--nodelist={nodes}", f"--nodes={node_count}", f"--ntasks={tasks}",
-           "--overlap", "--quiet", f"--job-name={name}", f"--chdir={chdir}"]
+           "--overlap", "--quiet", f"--job-name={name}", f"--chdir={chdir}", "--export=NONE"]
     if tasks > 1:
         out.append("--ntasks-per-node=1")
     if unbuffered:
         out.append("--unbuffered")
-    return [*out, "--", *argv]
+    return [*out, "--", "/bin/sh", "-c", LOGIN_ENV, "fleetctl-step", *argv]
 
 
 @dataclass

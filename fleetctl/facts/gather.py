@@ -18,7 +18,7 @@ from ..build.cudacompat import parse_tokens, with_toolkit_for
 from ..build.hostcompiler import choose as choose_host_compiler
 from ..connection.base import Connection
 from ..errors import FleetError, TaskFailed
-from ..build.gpustack import check_gpu_stack, unmet_gres_warning
+from ..build.gpustack import check_gpu_stack, slurm_label_warnings, unmet_gres_warning
 from .scripts import script_path
 
 #: Name of the facts script, locally (``playbooks/scripts/``) and in the remote workdir.
@@ -177,7 +177,9 @@ def complete_facts(host: str, facts: dict[str, Any], *,
             :func:`fleetctl.build.gpustack.check_gpu_stack`. With ``cpu`` on a node whose GRES
             gives it GPUs facts did not find, ``build.notes`` and ``build.env_notes`` (told by every
             play) carry ``warning: Slurm GRES ... gives it N GPUs, but facts found none ...``
-            (:func:`fleetctl.build.gpustack.unmet_gres_warning`).
+            (:func:`fleetctl.build.gpustack.unmet_gres_warning`). A GRES type or ``sm_XY``
+            feature that no GPU found fits is a warning the same way
+            (:func:`fleetctl.build.gpustack.slurm_label_warnings`).
 
     Raises:
         GpuStackBroken: (a :class:`TaskFailed`) the host's NVIDIA stack is installed but broken, or
@@ -209,8 +211,9 @@ def complete_facts(host: str, facts: dict[str, Any], *,
             f"warning: venv {py['venv']}: {py.get('error') or 'no interpreter'}: the host var venv names an environment "
             "that is not there (builds, installs and verify use it): create it, or fix the var")
     unmet = unmet_gres_warning(facts, verify_device)
-    if unmet:  # about the host, not only its build: told by every play (env_notes)
-        facts["build"]["notes"].append(f"warning: {unmet}")
-        facts["build"].setdefault("env_notes", []).append(f"warning: {unmet}")
+    # about the host, not only its build: told by every play (env_notes), verify included
+    for warning in ([unmet] if unmet else []) + slurm_label_warnings(facts):
+        facts["build"]["notes"].append(f"warning: {warning}")
+        facts["build"].setdefault("env_notes", []).append(f"warning: {warning}")
     facts["reachable"] = True
     return facts
