@@ -280,7 +280,12 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
         if (is_selected and result.status.is_failure and not task.ignore_errors
                 and (not simulated_before or result.preflight) and not simulated):
             out.blocking = out.blocking or outcome
-        simulated_before = simulated_before or simulated
+        # A stage simulated while planning is modelled whole: the version it would make reproduces
+        # the live venv file for file (docs/staged.md), and later probes are asked of the live venv
+        # in its place (stand_in). It does not make later answers guesses, so a failure found after
+        # it still stops the host while planning, before the stage copies anything (new-operator
+        # trial: `--staged --force` staged v2 and uploaded, then failed the build's preflight).
+        simulated_before = simulated_before or (simulated and not (is_selected and result.stand_in))
         return result if is_selected else TaskResult(status, msg=msg, data=result.data)
 
     for i, task in enumerate(tasks):
