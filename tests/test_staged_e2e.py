@@ -223,6 +223,11 @@ def test_staged_deploys_nightlies_and_rollbacks(sshd_farm, tmp_path):
     env = rec["environment"]
     assert env["state"] == "not switched" and env["failed_stage"] == "build" and env["failed_action"] == "build_wheel"
     assert env["live"]["version"] == 3 and env["staged"]["version"] == 4 and env["staged"]["torch"] == "2.2.0"
+    # kept on purpose for the post-mortem, and said in one line: where, and what it holds (MiB)
+    v4 = folder / "v4"
+    kept = [w for w in rec["warnings"] if w.startswith(f"staged v4 kept for inspection at {v4}, ")]
+    assert v4.is_dir() and kept and " MiB when staged, " in kept[0] and "the next stage removes it" in kept[0], rec
+    assert kept[0] in " ".join(res.stdout.split()), res.stdout[-3000:]
     assert verify()["status"] == "ok"
     # the report and the metrics say which environment runs and which stage failed
     bad_run = sorted(p for p in (tmp_path / "runs").iterdir() if p.is_dir())[-2]

@@ -24,6 +24,7 @@ from ..util.paths import REPO_ROOT
 from ..status import Status
 from ..tasks import ACTIONS
 from ..tasks.base import HostView, TaskResult
+from ..tasks.envs import kept_line
 from .classes import ClassCoordinator
 from .context import host_context
 from .deadlines import Clock, Deadlines
@@ -302,6 +303,9 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
                 last = out.outcomes[-1]
                 out.environment = {**out.environment, "state": "not switched", "failed_stage": last.phase,
                                    "failed_task": last.name, "failed_action": last.action, "failed_msg": res.msg}
+                kept = kept_line(out.environment)  # where the failed version is, what it holds
+                out.warnings.append(kept)
+                observers.emit("note.added", session.name, message=kept)
             return out
     for handler in playbook.handlers:
         if handler.name in notified:

@@ -164,9 +164,27 @@ def staged_environment(live: Mapping[str, Any], staged: Mapping[str, Any], facts
     """The run record's ``environment`` while a version is staged: the live one as it is, and the
     staged one (``version``, ``path``, the torch its facts report)."""
     py = facts.get("python") or {}
+    disk = {k: staged[k] for k in ("size_mib", "copied_mib") if staged.get(k) is not None}
     return {"state": "staged", "live": dict(live),
             "staged": {"version": staged.get("version"), "path": staged.get("path"), "torch": py.get("torch"),
-                       "torch_cuda": py.get("torch_cuda")}}
+                       "torch_cuda": py.get("torch_cuda"), **disk}}
+
+
+def kept_line(environment: Mapping[str, Any]) -> str:
+    """The one line a run whose staged version failed tells: where that version is and what it
+    holds (MiB, as measured by the stage: ``size_mib`` all its files, ``copied_mib`` the bytes the
+    stage copied rather than hard-linked). It is kept on purpose, for the post-mortem of what failed
+    in it (the new torch a nightly installed, the build's environment), and the next stage removes
+    it (docs/staged.md, "Kept"); most of it is hard links to the live venv's files, which ``du`` of
+    the version alone counts as its own."""
+    staged = environment.get("staged") or {}
+    held = ""
+    if staged.get("size_mib") is not None:
+        copied = staged.get("copied_mib") or 0
+        held = (f", {staged['size_mib']} MiB when staged, {copied} MiB of it copied, the rest hard links to the "
+                "live venv's files")
+    return (f"staged v{staged.get('version')} kept for inspection at {staged.get('path')}{held}; the live venv is "
+            "untouched, the next stage removes it")
 
 
 def controller_problem(host: HostView, path: str | None, shown: str | None = None) -> str | None:

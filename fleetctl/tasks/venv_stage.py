@@ -140,6 +140,8 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
     facts, err = yield from venv_facts(host, dest, assumed)
     if err:
         return TaskResult(Status.FAILED, msg=f"stage v{n}: {err}", data={"decision": decision})
+    size = ((out.get("disk") or {}).get("versions") or {}).get(str(n)) or {}
+    staged.update(size_mib=size.get("size_mib"), copied_mib=out.get("copied_mib"))
     environment = staged_environment(live_env(st), staged, facts)
     facts[STAGED_FACT] = {**staged, "live_env": environment["live"]}
     data = {k: v for k, v in out.items() if k != "ok"}
