@@ -677,10 +677,14 @@ def test_the_plan_of_a_class_no_member_can_build_says_so_for_every_member(fake_k
     fake.HOSTS["n2"].facts["missing_modules"] = ["setuptools"]
     fake.HOSTS["n3"].facts["disk_free_mib"] = 1000  # short of the build's 2048 MiB
     for mode in ("plan", "dry-run", "apply"):
-        model, _ = run(playbook(tmp_path), hosts, mode=mode)
+        model, ev = run(playbook(tmp_path), hosts, mode=mode)
         assert actions(model) == {"n1": "fail", "n2": "fail", "n3": "fail"}, mode
         errors = {h: o.error for h, o in model.hosts.items()}
-        assert all("no host of this arch class can build it; here: preflight:" in e for e in errors.values()), errors
+        assert all(e.startswith("build: preflight: ") for e in errors.values()), errors
+        told = {e.host for e in ev.events if e.name == "note.added" and e.data.get("message", "").startswith(
+            "no host of this arch class (n1, n2, n3) can build its wheel: none receives it")}
+        if mode != "apply":  # a deploy shows each host's own line (the note is told while planning)
+            assert told == {"n1", "n2", "n3"}, mode
         assert "setuptools" in errors["n1"] + errors["n2"] and "the build needs 2048 MiB" in errors["n3"]
     assert not any(fake.HOSTS[h].ran("--wheel-dir") for h in fake.HOSTS)
 

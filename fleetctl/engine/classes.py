@@ -91,6 +91,8 @@ class ClassCoordinator:
         self.fresh: set[str] = set()
         #: key -> the member that builds its class again because it lost the wheel it built
         self.rebuilds: dict[str, str] = {}
+        #: class key -> its members when more than one and none passed the build preflight
+        self.unbuildable: dict[str, list[str]] = {}
         #: the folders hosts build and install in, to find two hosts sharing one
         self.targets = InstallTargets(self.order)
         #: host -> its interpreter's platform facts: a one-to-many send skips a member it does not fit
@@ -239,6 +241,8 @@ class ClassCoordinator:
                 # is its own builder and fails with its own preflight's line (new-user trial)
                 roles = {h: "build" for h in members}
                 self._builder[key] = members[0]
+                if len(members) > 1:
+                    self.unbuildable[key] = list(members)
             else:
                 able = [h for h in members if self.requests[h].can_build]
                 wanted = next((self.requests[h].build_host for h in members if self.requests[h].build_host), None)

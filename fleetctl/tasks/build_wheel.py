@@ -388,8 +388,6 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         cannot_build = dataclasses.replace(cannot_build, msg=f"the arch class's builder was lost during the run and "
                                                              f"this host was next to build, but {cannot_build.msg}")
     if cannot_build is not None:  # no member of its class can build it either (or none is left)
-        cannot_build = dataclasses.replace(cannot_build, msg="no host of this arch class can build it; here: "
-                                           + cannot_build.msg) if once and not took_over else cannot_build
         if once:  # the next member waiting builds instead, or fails with its own preflight's line
             yield Fail(key=key, message=f"{host.name}: {cannot_build.msg}", retryable=True)
         said = {**cannot_build.data.get("decision", {}), "cannot_build": cannot_build.msg}  # may yet receive
