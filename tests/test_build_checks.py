@@ -99,3 +99,28 @@ def test_the_build_record_and_what_it_is_checked_against():
     assert drift.startswith("torch drift: the build compiled against the torch in /tmp/pip-build-env-x/site-packages/torch")
     other = parse_record(json.dumps({"kind": "torch", **RUNTIME, "torch": "2.12.0+cu130"}), "")
     assert "torch 2.12.0+cu130 (CUDA 13.0)" in torch_drift(other, RUNTIME) and "torch 2.11.0+cu130" in torch_drift(other, RUNTIME)
+
+
+@pytest.mark.parametrize("cmakelists, tool, floor", [
+    ("cmake_minimum_required(VERSION 3.26...3.30 FATAL_ERROR)\n", "", ("3.26", "CMakeLists.txt cmake_minimum_required")),
+    ("  CMAKE_MINIMUM_REQUIRED ( VERSION 3.18 )\n", 'cmake.version = ">=3.15,<4"\n',
+     ("3.18", "CMakeLists.txt cmake_minimum_required")),
+    ("cmake_minimum_required(VERSION 3.18)\n", 'cmake.minimum-version = "3.27"\n',
+     ("3.27", "pyproject.toml [tool.scikit-build] cmake.minimum-version")),
+    ("# cmake_minimum_required(VERSION 9.0) is a comment\nproject(x)\n", 'minimum-version = "0.10"\n', None),
+])
+def test_the_cmake_floor_a_tree_declares(cmakelists, tool, floor):
+    """scikit-build-core's own ``minimum-version`` is its version, not CMake's; the highest floor wins."""
+    pyproject = ('[build-system]\nrequires = ["scikit-build-core"]\nbuild-backend = "scikit_build_core.build"\n'
+                 f"[tool.scikit-build]\n{tool}")
+    meta = meta_from_texts({"pyproject.toml": pyproject, "CMakeLists.txt": cmakelists}, "controller")
+    assert meta.cmake_minimum == floor
+
+
+def test_the_build_path_keeps_the_login_paths_cmake_that_facts_report():
+    from fleetctl.build.env import build_environment
+    facts = {"cmake": {"path": "/opt/cmake/bin/cmake", "version": "4.1.0"}, "cuda": {"home": "/usr/local/cuda"}}
+    path = build_environment(facts, venv="/v")["PATH"].split(":")
+    assert path[:3] == ["/v/bin", "/usr/local/cuda/bin", "/opt/cmake/bin"] and path.index("/opt/cmake/bin") < path.index("/usr/bin")
+    facts["cmake"]["path"] = "/usr/bin/cmake"  # already on the default PATH: its order is kept
+    assert build_environment(facts, venv="/v")["PATH"].split(":")[2] == "/usr/local/sbin"

@@ -669,6 +669,28 @@ def test_a_class_none_of_whose_members_can_build_fails_every_member_with_the_pre
     assert not any(fake.HOSTS[h].ran("--wheel-dir") for h in fake.HOSTS) and not pip_installs("n2")
 
 
+def test_the_plan_of_a_class_no_member_can_build_says_so_for_every_member(fake_kind, tmp_path):
+    """New-user trial: ``--plan`` said ``push`` for n2 and n3 (a wheel no member would build): each
+    member of such a class is planned to fail, with its own reason."""
+    hosts = make_hosts(["n0", "n1", "n2", "n3"])
+    fake.HOSTS["n0"].facts["cuda"] = {**fake.HOSTS["n0"].facts["cuda"], "nvcc": None}  # no nvcc: in no class
+    fake.HOSTS["n1"].facts["missing_modules"] = ["setuptools"]
+    fake.HOSTS["n2"].facts["missing_modules"] = ["setuptools"]
+    fake.HOSTS["n3"].facts["disk_free_mib"] = 1000  # short of the build's 2048 MiB
+    for mode in ("plan", "dry-run", "apply"):
+        model, ev = run(playbook(tmp_path), hosts, mode=mode)
+        assert actions(model) == {"n0": "fail", "n1": "fail", "n2": "fail", "n3": "fail"}, mode
+        errors = {h: o.error for h, o in model.hosts.items()}
+        assert all(e.startswith("build: preflight: ") for e in errors.values()), errors
+        told = {e.host for e in ev.events if e.name == "note.added" and e.data.get("message", "").startswith(
+            "no host of this arch class (n1, n2, n3) can build its wheel: none receives it")}
+        if mode != "apply":  # a deploy shows each host's own line (the note is told while planning)
+            assert told == {"n1", "n2", "n3"}, mode
+        assert "setuptools" in errors["n1"] + errors["n2"] and "the build needs 2048 MiB" in errors["n3"]
+        assert "nvcc not found" in errors["n0"]
+    assert not any(fake.HOSTS[h].ran("--wheel-dir") for h in fake.HOSTS)
+
+
 def test_build_each_still_refuses_a_host_that_cannot_build(fake_kind, tmp_path):
     hosts = make_hosts(["n1", "n2"])
     fake.HOSTS["n1"].facts["missing_modules"] = ["setuptools"]

@@ -62,14 +62,20 @@ def test_dependencies_come_from_the_mirror_and_nothing_touches_the_network(sshd_
     play = tmp_path / "play.yaml"
     play.write_text(PLAY.format(src=fx["src"]))
 
-    # without a mirror: --plan lists what CMake would download
+    # without a mirror: --plan lists what CMake would download, and this host reaches none of it:
+    # it cannot build, said while planning (new-user trial: "build", then "Failed to clone repository")
     res = plan(inventory(), play, tmp_path, "--json")
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-2000:]
     deps = json.loads(res.stdout)["offline"]["builds"][0]["deps"]
-    assert [(d["name"], d["repo"], d["host"]) for d in deps] == [
-        ("depb", "deps/depb", "downloaded by CMake (no fetch_mirror)"),
-        ("depa", "deps/depa", "downloaded by CMake (no fetch_mirror)"),
-        ("third_party/depc", "deps/depc", "downloaded by CMake (no fetch_mirror)")]
+    lost = "downloaded by CMake (no fetch_mirror): unreachable: "
+    assert [(d["name"], d["repo"], d["host"][:len(lost)]) for d in deps] == [
+        ("depb", "deps/depb", lost), ("depa", "deps/depa", lost),
+        ("third_party/depc", "deps/depc", "submodule of the checkout (no fetch_mirror)")]
+    flat = " ".join(plan(inventory(), play, tmp_path).stdout.split())
+    assert (f"depa (deps/depa @ {commits['depa'][:12]}) from https://git.invalid/deps/depa.git: git ls-remote: fatal: "
+            "transport 'https' not allowed") in flat, flat
+    assert "depb (deps/depb @ v1) from https://git.invalid/deps/depb/archive/v1.tar.gz: " in flat
+    assert "set the host var fetch_mirror" in flat and "Traceback" not in flat
 
     # a mirror that lacks them: the host fails while planning, naming each repository and commit
     res = plan(inventory(fetch_mirror=str(empty)), play, tmp_path)
@@ -148,3 +154,40 @@ def test_a_given_source_that_is_not_on_the_host_fails_while_planning(sshd_farm, 
     assert res.returncode == 0, res.stdout[-3000:]
     rows = {d["name"]: d["host"] for d in json.loads(res.stdout)["given"]["builds"][0]["deps"]}
     assert rows["depa"] == f"given: {gone}" and rows["depb"] == "to send"
+
+
+def test_a_tree_already_on_the_host_is_read_there_and_each_download_is_checked(sshd_farm, tmp_path):
+    """No ``copy`` in the play and no fetch_mirror (new-user trial: ``--plan`` said "build", deps
+    [], and CMake cloned CUTLASS during the build): the tree's declarations are read on the host,
+    listed, and each is asked for. This host's git may use file:// only and its proxy is dead:
+    depa (a file:// repository) answers, depb (an https archive) does not, so the host fails while
+    planning, naming depb and fetch_mirror; with depb's sources given the plan goes on."""
+    fx = offline_project(tmp_path)
+    cml = Path(fx["src"]) / "CMakeLists.txt"
+    cml.write_text(cml.read_text().replace("https://git.invalid/deps/depa.git", f"file://{fx['mirror']}/deps/depa.git"))
+    h = sshd_farm.start("present", env={**NO_NETWORK, "GIT_ALLOW_PROTOCOL": "file"})
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    given = tmp_path / "depb-src"
+    given.mkdir()
+
+    def inventory(**defines) -> Path:
+        return write_inventory(tmp_path / "inv.yaml", {"g": {"present": {
+            **h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work"),
+            "venv": tool_venv(tmp_path / "venv"), "extra_defines": defines}}})
+
+    play = tmp_path / "play.yaml"
+    play.write_text(PLAY.format(src=fx["src"]).split("  - name: build\n")[0].replace(
+        "  - name: upload\n", "  - name: build\n").replace(
+        f'    copy: {{src: {fx["src"]}, dest: "{{{{ workdir }}}}/src"}}\n', "    build_wheel:\n"
+        f'      src: "{fx["src"]}"\n      out_dir: "{{{{ workdir }}}}/wheels"\n'
+        '      cmake_defines: "{{ extra_defines }}"\n'))
+    res = plan(inventory(), play, tmp_path)
+    assert res.returncode == 1, res.stdout[-3000:]
+    flat = " ".join(res.stdout.split())
+    assert "depb (deps/depb @ v1) from https://git.invalid/deps/depb/archive/v1.tar.gz: URLError:" in flat, flat
+    assert "set the host var fetch_mirror" in flat and "depa (deps" not in flat and "Traceback" not in flat
+    res = plan(inventory(FETCHCONTENT_SOURCE_DIR_DEPB=str(given)), play, tmp_path, "--json")
+    assert res.returncode == 0, res.stdout[-3000:]
+    rows = {d["name"]: d["host"] for d in json.loads(res.stdout)["present"]["builds"][0]["deps"]}
+    assert rows == {"depb": f"given: {given}", "depa": "downloaded by CMake (no fetch_mirror): reachable",
+                    "third_party/depc": "submodule of the checkout (no fetch_mirror)"}

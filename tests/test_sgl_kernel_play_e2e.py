@@ -11,20 +11,36 @@ import pytest
 
 from tests.support.fake_gpu import H200, RTX_PRO_6000, write_fake_nvidia_smi
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+from tests.support.offline_ext import bare_repo
 from tests.support.sgl_fixture import NEW_ROOT, OLD_ROOT, tree_digest, write_tree
+from tests.support.tiny_ext import cmake4, link_into
 from tests.test_deploy_e2e import make_host_venv
+from tests.test_offline_deps_e2e import NO_NETWORK
 
 pytestmark = pytest.mark.sshd
 
 
+def able_to_build(h, tmp_path) -> dict:
+    """What a host needs before sgl-kernel's build can start, as a user provides it: a CMake of
+    at least the tree's 3.26 (CMake 4 first on the login PATH: the machine's is 3.25) and the
+    fixture's FetchContent dependency (cutlass @ v3.9.2) from a fetch_mirror, the host being
+    offline. Returns the host vars."""
+    if not (h.bin_dir / "cmake").exists():
+        link_into(h.bin_dir, cmake4())
+    mirror = tmp_path / "mirror"
+    if not (mirror / "NVIDIA" / "cutlass.git").exists():
+        bare_repo(mirror, "NVIDIA/cutlass", {"README.md": "cutlass\n"}, tag="v3.9.2")
+    return {"fetch_mirror": str(mirror)}
+
+
 @pytest.mark.parametrize("layout", [OLD_ROOT, NEW_ROOT])
 def test_sgl_kernel_play_patches_idempotently_and_plans_the_blackwell_build(sshd_farm, tmp_path, layout):
-    h = sshd_farm.start("blackwell")
+    h = sshd_farm.start("blackwell", env=NO_NETWORK)
     write_fake_nvidia_smi(h.bin_dir, [RTX_PRO_6000])
     kdir = write_tree(tmp_path / "sglang", layout=layout)
-    inv = write_inventory(tmp_path / "inv.yaml", {"gpu-nodes": {"bw": {
-        **h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work"),
-        "venv": make_host_venv(tmp_path / "venv")}}})
+    entry = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work"),
+             "venv": make_host_venv(tmp_path / "venv")}
+    inv = write_inventory(tmp_path / "inv.yaml", {"gpu-nodes": {"bw": entry}})
     play = str(REPO / "playbooks" / "sgl-kernel.yaml")
     args = ("-i", str(inv), "deploy", "--hosts", "gpu-nodes", "--playbook", play, "-e", f"sgl_kernel_dir={kdir}")
 
@@ -39,6 +55,21 @@ def test_sgl_kernel_play_patches_idempotently_and_plans_the_blackwell_build(sshd
         "Already applied: ", "")
     assert tree_digest(kdir) == patched  # a second run changes no byte
 
+    # the tree is already on the host and no fetch_mirror is set (new-user trial: "build", deps [],
+    # then CMake's clone of cutlass failed): the plan reads the tree there, names what this offline
+    # host cannot download and the var that fixes it, and that its cmake is too old
+    plan = fleetctl(*args, "--tags", "build", "--plan", "--json", home=tmp_path)
+    assert plan.returncode == 1, plan.stdout[-3000:]
+    build = json.loads(plan.stdout)["bw"]["builds"][0]
+    assert [(d["name"], d["repo"], d["host"]) for d in build["deps"]] == [
+        ("repo-cutlass", "NVIDIA/cutlass", "downloaded by CMake (no fetch_mirror)")]
+    assert "cmake 3.25.1 at /usr/bin/cmake is older than 3.26, which the tree requires" in json.dumps(build)
+    link_into(h.bin_dir, cmake4())  # a newer cmake: the downloads are what stop the build now
+    flat = " ".join(fleetctl(*args, "--tags", "build", "--plan", home=tmp_path, env={"COLUMNS": "400"}).stdout.split())
+    assert ("cannot download repo-cutlass (NVIDIA/cutlass @ v3.9.2) from https://github.com/NVIDIA/cutlass: git ls-remote:"
+            in flat and "set the host var fetch_mirror" in flat), flat
+
+    write_inventory(tmp_path / "inv.yaml", {"gpu-nodes": {"bw": {**entry, **able_to_build(h, tmp_path)}}})
     plan = fleetctl(*args, "--tags", "build", "--dry-run", home=tmp_path)
     assert plan.returncode == 0, plan.stdout[-3000:]
     build_lines = [ln for ln in plan.stdout.splitlines() if "[Build sgl-kernel" in ln and '"argv"' in ln
@@ -62,7 +93,7 @@ def test_nightly_play_plans_every_stage_in_order(sshd_farm, tmp_path):
     write_fake_nvidia_smi(h.bin_dir, [RTX_PRO_6000])
     inv = write_inventory(tmp_path / "inv.yaml", {"gpu-nodes": {"n": {
         **h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work"),
-        "venv": make_host_venv(tmp_path / "venv")}}})
+        "venv": make_host_venv(tmp_path / "venv"), **able_to_build(h, tmp_path)}}})
     write_tree(tmp_path / "sglang", layout=OLD_ROOT)
     res = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", "--playbook", str(REPO / "playbooks" / "nightly.yaml"),
                    "--dry-run", "-e", f"sgl_repo={tmp_path / 'sglang'}", "-e", "wheel_folder=/srv/wheels",
@@ -99,7 +130,7 @@ def test_dry_run_shows_each_hosts_recipe_sm90_and_sm120(sshd_farm, tmp_path):
         h = sshd_farm.start(name)
         write_fake_nvidia_smi(h.bin_dir, [gpu])
         hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / name),
-                       "venv": make_host_venv(tmp_path / f"venv-{name}"),
+                       "venv": make_host_venv(tmp_path / f"venv-{name}"), **able_to_build(h, tmp_path),
                        "verify_device": "cpu"}  # its torch is the controller's CPU build (on the GPU: refused while planning)
     # the recipe's knobs are host vars: this host opts out of the SM filter and adds a define in its inventory
     hosts["rtx6000"].update(sgl_kernel_sms="all", sgl_kernel_cmake_defines={"FETCHCONTENT_SOURCE_DIR_REPO-TRITON": "/src/t"})

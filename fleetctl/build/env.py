@@ -43,7 +43,10 @@ def build_environment(
 
     Returns:
         ``{name: value}`` with ``CUDA_HOME``, ``CUDA_PATH``, ``CUDACXX`` (``$CUDA_HOME/bin/nvcc``)
-        when the host has a CUDA toolkit; ``PATH`` (venv bin, CUDA bin, :data:`DEFAULT_PATH`,
+        when the host has a CUDA toolkit; ``PATH`` (venv bin, CUDA bin, the folder of the cmake
+        facts report when it is none of these: the venv's ``bin/cmake``, else the login PATH's first
+        ``cmake``, e.g. ``/opt/cmake/bin`` or ``~/.local/bin`` of ``pip install --user cmake``, so that
+        the build runs the cmake facts show and the preflight checked; :data:`DEFAULT_PATH`,
         then uv's folder when it is elsewhere, e.g. ``~/.local/bin``); ``VIRTUAL_ENV`` when ``venv`` is set; ``TORCH_CUDA_ARCH_LIST``
         (``"9.0a;12.0a"``), ``CMAKE_CUDA_ARCHITECTURES`` and ``CUDAARCHS`` (``"90a;120a"``; CMake
         reads ``CUDAARCHS`` as the default of ``CMAKE_CUDA_ARCHITECTURES``), ``MAX_JOBS`` and
@@ -68,6 +71,11 @@ def build_environment(
         nvcc = cuda.get("nvcc") or f"{home}/bin/nvcc"
         env.update({"CUDA_HOME": home, "CUDA_PATH": home, "CUDACXX": nvcc})
         path.append(f"{home}/bin")
+    # the cmake facts report (the venv's, else the login PATH's first: /opt/cmake/bin, ~/.local/bin
+    # of a `pip install --user cmake`) is the one the build runs, not an older one in DEFAULT_PATH
+    cmake = (facts.get("cmake") or {}).get("path")
+    if cmake and "/" in cmake and (cmake.rsplit("/", 1)[0] or "/") not in DEFAULT_PATH.split(":"):
+        path.append(cmake.rsplit("/", 1)[0] or "/")
     path.extend(DEFAULT_PATH.split(":"))
     uv = (facts.get("uv") or {}).get("path")
     if uv and "/" in uv:

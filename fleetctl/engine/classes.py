@@ -12,7 +12,9 @@ anything is built, so that ``--plan``, ``--dry-run`` and the deploy agree:
 - else a member already holding the wheel ``serve``\\ s it (fetched into the cache, pushed to the
   others);
 - else one member builds (``build``): the one named by the class's ``build_host`` var when it is
-  a member, else the first member in inventory order; the others ``push``;
+  a member, else the first member in inventory order, among those that passed the build
+  preflight; the others ``push``; when no member passed it, every member is its own ``build``er
+  and fails with its own preflight's line (``--plan`` says so per host, never ``push``);
 - but a host is never pushed a wheel it built: a member lacking the wheel that built the one the
   class would hand it (the cache's record, or the serving member's stamp, says so) builds again,
   and the members lacking the wheel get this run's (:meth:`ClassCoordinator.lost_own`).
@@ -89,6 +91,8 @@ class ClassCoordinator:
         self.fresh: set[str] = set()
         #: key -> the member that builds its class again because it lost the wheel it built
         self.rebuilds: dict[str, str] = {}
+        #: class key -> its members when more than one and none passed the build preflight
+        self.unbuildable: dict[str, list[str]] = {}
         #: the folders hosts build and install in, to find two hosts sharing one
         self.targets = InstallTargets(self.order)
         #: host -> its interpreter's platform facts: a one-to-many send skips a member it does not fit
@@ -232,8 +236,15 @@ class ClassCoordinator:
                 if lacking:
                     roles[holders[0]] = "serve"
                     self._builder[key] = holders[0]
+            elif not any(self.requests[h].can_build for h in members):
+                # no member can build it: none is told "push" (a wheel no one will build); each
+                # is its own builder and fails with its own preflight's line (new-user trial)
+                roles = {h: "build" for h in members}
+                self._builder[key] = members[0]
+                if len(members) > 1:
+                    self.unbuildable[key] = list(members)
             else:
-                able = [h for h in members if self.requests[h].can_build] or members
+                able = [h for h in members if self.requests[h].can_build]
                 wanted = next((self.requests[h].build_host for h in members if self.requests[h].build_host), None)
                 builder = wanted if wanted in able else able[0]
                 roles = {h: "push" for h in members} | {builder: "build"}

@@ -230,6 +230,12 @@ class StepRunner:
         self.classes.platforms[self.host] = (self.session.facts.get("python") or {}).get("platform")
         role = self.classes.role(self.host, step.key, step.holds, step.once, self.session.host.settings.build_host,
                                  force=step.force, can_build=step.can_build, origin=step.origin)
+        if role == "build" and self.host in self.classes.unbuildable.get(step.key, ()):
+            message = (f"no host of this arch class ({', '.join(self.classes.unbuildable[step.key])}) can build its "
+                       "wheel: none receives it, each fails with its own cause")
+            if message not in self.session.told:
+                self.session.told.add(message)
+                self.observers.emit("note.added", self.host, message=message)
         if role == "build" and self.classes.rebuilds.get(step.key) == self.host:
             message = ("this host built its arch class's wheel and no longer holds it (its build folder was emptied "
                        "or its wheel is not the one built): it builds it again (a host is never pushed its own wheel)")

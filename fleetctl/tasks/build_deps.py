@@ -18,9 +18,14 @@
    ``-DFETCHCONTENT_FULLY_DISCONNECTED=ON`` (CMake's FetchContent docs: no download or update
    step runs), in the build key as every define is; the submodules' commits go into the tree hash.
 
-Without a mirror nothing changes (CMake downloads at configure time); the dependencies of a tree
-this run's ``copy`` put on the host are still listed in the task's decision (read from the
-controller's copy; nothing is asked of the host), so ``--plan`` shows what the build would download. A declaration
+Without a mirror CMake downloads at configure time. The tree's declarations are read all the
+same (from the controller's copy, else on the host: a tree already there is read there) and
+listed in the task's decision, so ``--plan`` shows what the build would download; a host that
+may build then asks each repository and archive whether it answers (:func:`reach_deps`, the
+probe :mod:`fleetctl.util.reachprobe`: ``git ls-remote``, HTTP ``HEAD``). One it cannot reach
+(offline, a firewall, no git) makes the host unable to build, in ``--plan`` too, with one line
+naming the dependency, the URL and the ``fetch_mirror`` var, instead of a "Failed to clone
+repository" after CMake's long wait (new-user trial). A declaration
 whose ``FETCHCONTENT_SOURCE_DIR_<NAME>`` the task's ``cmake_defines`` already give is the
 operator's (sources already on the host): it is listed as given, neither fetched nor required.
 """
@@ -38,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..build.fetchdeps import Dep, FetchDepsError, read_fetch_deps, relative_url, repo_of, submodules
-from ..util import cmaketree, gitmirror
+from ..util import cmaketree, gitmirror, reachprobe
 from ..util.paths import cache_dir
 from .base import HostView, first_error_line
 from .copy import local_manifest
@@ -46,6 +51,8 @@ from .steps import Local, PutFiles, probe
 
 #: ``python3 -c`` program printing :func:`fleetctl.util.cmaketree.read_cmake_tree`'s JSON for ``$1``.
 CMAKETREE_PROGRAM = inspect.getsource(cmaketree)
+#: ``python3 -c`` program printing :func:`fleetctl.util.reachprobe.reach`'s JSON for ``$1``.
+REACH_PROGRAM = inspect.getsource(reachprobe)
 
 #: The host folders (``$@``) that exist, one per line.
 _PRESENT = 'for d; do [ -d "$d" ] && printf "%s\\n" "$d"; done; exit 0'
@@ -60,13 +67,15 @@ class DepsPlan:
     ``--plan`` (name, kind, repo, ref, commit, controller/host: ``cached``/``to fetch``/``to send``);
     ``defines``: the CMake defines; ``ship``: (resolved row, host folder) per dependency;
     ``tree_extra``: what goes into the tree hash (the submodules' pins); ``error``: a one-line
-    failure, or ``""``."""
+    failure, or ``""``; ``online``: without a mirror, (dependency, its row) for each CMake would
+    download itself (:func:`reach_deps` asks the host whether it reaches them)."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
     defines: dict[str, str] = field(default_factory=dict)
     ship: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     tree_extra: str = ""
     error: str = ""
+    online: list[tuple[Dep, dict[str, Any]]] = field(default_factory=list)
 
 
 def deps_cache() -> Path:
@@ -74,10 +83,8 @@ def deps_cache() -> Path:
     return cache_dir() / "fetchdeps"
 
 
-def _read_tree(host: HostView, src: str, on_host: bool):
+def _read_tree(host: HostView, src: str):
     local = host.sources.get(src)
-    if local is None and not on_host:
-        return {"texts": {}}, None
     if local is not None:
         got = yield Local(fn=cmaketree.read_cmake_tree, args=(local,), reason=f"read the CMake files of {local}")
         if not isinstance(got, BaseException):
@@ -94,7 +101,7 @@ def _read_tree(host: HostView, src: str, on_host: bool):
 def plan_deps(mirror: str, host: HostView, src: str, overrides: dict[str, str]):
     """Plan generator: the tree's dependencies, resolved in ``mirror`` (``""``: none); returns
     :class:`DepsPlan` (its ``error`` set when the host must fail)."""
-    got, err = yield from _read_tree(host, src, on_host=bool(mirror))
+    got, err = yield from _read_tree(host, src)
     out = DepsPlan()
     if err:
         out.error = err if mirror else ""
@@ -112,14 +119,17 @@ def plan_deps(mirror: str, host: HostView, src: str, overrides: dict[str, str]):
         return out
     if not deps:
         return out
-    if not mirror:
-        out.rows = [{**_row(d.as_dict()), "controller": "-", "host": "downloaded by CMake (no fetch_mirror)"}
-                    for d in deps]
-        return out
     given = [d for d in deps if d.source_dir_var and d.source_dir_var in overrides]
     out.rows = [{**_row(d.as_dict()), "controller": "-", "host": f"given: {overrides[d.source_dir_var]}"}
                 for d in given]  # the operator's own -DFETCHCONTENT_SOURCE_DIR_<NAME>: not fetched
     deps = [d for d in deps if d not in given]
+    if not mirror:
+        for d in deps:  # CMake clones or downloads a declaration; a submodule comes with the checkout
+            out.rows.append({**_row(d.as_dict()), "controller": "-", "host": "submodule of the checkout (no fetch_mirror)"
+                             if d.kind == "submodule" else "downloaded by CMake (no fetch_mirror)"})
+            if d.kind != "submodule":
+                out.online.append((d, out.rows[-1]))
+        return out
     if given:
         got = yield probe(["/bin/sh", "-c", _PRESENT, "fleetctl-deps", *(overrides[d.source_dir_var] for d in given)],
                           "whether the sources given for dependencies are on the host")
@@ -166,6 +176,34 @@ def plan_deps(mirror: str, host: HostView, src: str, overrides: dict[str, str]):
     out.defines["FETCHCONTENT_FULLY_DISCONNECTED"] = "ON"
     out.tree_extra = "\n".join(sorted(pins))
     return out
+
+
+def reach_deps(deps: DepsPlan, host: HostView):
+    """Plan generator (a host that may build, no mirror): ask the host whether it reaches what
+    CMake would download (:mod:`fleetctl.util.reachprobe`). Marks each row ``reachable`` or
+    ``unreachable: why``; returns ``""`` or one line naming each dependency it cannot reach, its
+    URL and the ``fetch_mirror`` var (an answer that cannot be read counts as unreachable: the
+    build would find out only after CMake's wait)."""
+    if not deps.online:
+        return ""
+    items = [[d.kind, d.url] for d, _ in deps.online]
+    res = yield probe([host.python, "-c", REACH_PROGRAM, json.dumps(items)],
+                      f"whether the host reaches the {len(items)} dependencies CMake would download", timeout_s=120)
+    try:
+        why = json.loads(res.stdout_text) if res.rc == 0 else {}
+    except ValueError:
+        why = {}
+    lost = []
+    for dep, row in deps.online:
+        err = why.get(dep.url, f"unknown (the probe failed: {first_error_line(res)})") if isinstance(why, dict) else "?"
+        row["host"] = f"downloaded by CMake (no fetch_mirror): {'unreachable: ' + err if err else 'reachable'}"
+        if err:
+            lost.append(f"{dep.label()} from {dep.url}: {err}")
+    if not lost:
+        return ""
+    return (f"cannot download {'; '.join(lost)} (CMake's FetchContent would fail during the build): "
+            "set the host var fetch_mirror to a folder of git repositories or a git URL prefix the controller "
+            "reaches, or give the sources with cmake_defines FETCHCONTENT_SOURCE_DIR_<NAME>")
 
 
 #: How deep dependencies of dependencies are followed (sgl-kernel: mscclpp -> nanobind -> robin_map).

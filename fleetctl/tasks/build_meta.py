@@ -36,6 +36,32 @@ META_PROBE = ('for f in pyproject.toml setup.py CMakeLists.txt; do [ -f "$1/$f" 
 
 _TORCH_EXT = re.compile(r"torch\.utils\.cpp_extension|\bCUDAExtension\b|\bCppExtension\b|\bBuildExtension\b")
 _CMAKE_TORCH = re.compile(r"find_package\s*\(\s*Torch\b", re.I)
+_CMAKE_MIN = re.compile(r"^[ \t]*cmake_minimum_required\s*\(\s*VERSION\s+([0-9]+(?:\.[0-9]+)*)", re.I | re.M)
+_LOWER = re.compile(r"^\s*(?:>=|==|~=|>)\s*([0-9]+(?:\.[0-9]+)*)\s*$")
+
+
+def _vtuple(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split("."))
+
+
+def cmake_floor(pyproject_table: Mapping[str, Any], cmakelists: str | None) -> tuple[str, str] | None:
+    """The newest CMake version the tree requires and where it says so (see
+    :attr:`BuildMeta.cmake_minimum`): ``("3.26", "CMakeLists.txt cmake_minimum_required")``."""
+    found: list[tuple[str, str]] = []
+    m = _CMAKE_MIN.search(cmakelists or "")
+    if m:
+        found.append((m.group(1), "CMakeLists.txt cmake_minimum_required"))
+    tool = ((pyproject_table.get("tool") or {}).get("scikit-build") or {}) if isinstance(pyproject_table, Mapping) else {}
+    cmake = tool.get("cmake") if isinstance(tool, Mapping) else None
+    if isinstance(cmake, Mapping):
+        for part in str(cmake.get("version") or "").split(","):
+            low = _LOWER.match(part)
+            if low:
+                found.append((low.group(1), f"pyproject.toml [tool.scikit-build] cmake.version {cmake['version']!r}"))
+        old = str(cmake.get("minimum-version") or "")
+        if re.fullmatch(r"[0-9]+(?:\.[0-9]+)*", old):
+            found.append((old, "pyproject.toml [tool.scikit-build] cmake.minimum-version"))
+    return max(found, key=lambda f: _vtuple(f[0])) if found else None
 
 
 @dataclass(frozen=True)
@@ -52,6 +78,13 @@ class BuildMeta:
         cmake: configured with CMake (scikit-build-core, or a top-level CMakeLists.txt).
         torch_required: torch is among ``requires`` (an isolated build installs its own torch).
         error: why ``pyproject.toml`` could not be read, if it could not.
+        cmake_minimum: ``(version, where)``: the newest CMake floor the tree declares, from the
+            top-level ``CMakeLists.txt``'s ``cmake_minimum_required(VERSION min[...max])``
+            (cmake_minimum_required(7): an older CMake stops at configure time) and
+            scikit-build-core's ``[tool.scikit-build] cmake.version`` (a specifier; its lower
+            bound) or the deprecated ``cmake.minimum-version`` (scikit-build-core's configuration
+            docs: a non-isolated build with an older CMake fails in "Preparing metadata");
+            ``None`` when neither declares one.
     """
 
     found: bool = False
@@ -63,11 +96,12 @@ class BuildMeta:
     torch_required: bool = False
     error: str | None = None
     files: tuple[str, ...] = field(default=())
+    cmake_minimum: tuple[str, str] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"found": self.found, "where": self.where, "requires": list(self.requires), "backend": self.backend,
                 "torch_extension": self.torch_extension, "cmake": self.cmake, "torch_required": self.torch_required,
-                "error": self.error}
+                "error": self.error, "cmake_minimum": list(self.cmake_minimum) if self.cmake_minimum else None}
 
 
 def requirement_name(req: str) -> str:
@@ -84,10 +118,11 @@ def meta_from_texts(texts: Mapping[str, str], where: str) -> BuildMeta:
     if pyproject is None and setup_py is None:
         return BuildMeta(found=False, where=where, files=tuple(texts))
     requires: tuple[str, ...] = LEGACY_REQUIRES
-    backend, error = None, None
+    backend, error, whole = None, None, {}
     if pyproject is not None:
         try:
-            table = tomllib.loads(pyproject).get("build-system") or {}
+            whole = tomllib.loads(pyproject)
+            table = whole.get("build-system") or {}
             if isinstance(table.get("requires"), list):
                 requires = tuple(str(r) for r in table["requires"])
             backend = table.get("build-backend")
@@ -97,7 +132,7 @@ def meta_from_texts(texts: Mapping[str, str], where: str) -> BuildMeta:
     cmake = (backend or "").startswith("scikit_build_core") or cmakelists is not None
     return BuildMeta(found=True, where=where, requires=requires, backend=backend, torch_extension=torch_ext,
                      cmake=cmake, torch_required=any(requirement_name(r) == "torch" for r in requires), error=error,
-                     files=tuple(texts))
+                     files=tuple(texts), cmake_minimum=cmake_floor(whole, cmakelists) if cmake else None)
 
 
 def read_local_texts(folder: str) -> dict[str, str]:

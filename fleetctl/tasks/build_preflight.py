@@ -119,6 +119,8 @@ def probe_problems(info: Mapping[str, Any], meta: BuildMeta, facts: Mapping[str,
         problems.append("an isolated build cannot import torch (ModuleNotFoundError: No module named 'torch'): "
                         "the package's [build-system] requires lacks torch, and it builds against torch; build in the "
                         "venv with its own torch: no_build_isolation: true (the default)")
+    too_old = cmake_too_old(facts, meta, isolated)
+    problems += [too_old] if too_old else []
     tools = missing_tools(info, facts, venv)
     needs_torch = not isolated and (meta.torch_extension or meta.torch_required)
     if needs_torch and not py.get("torch") and py.get("torch_probe_error"):
@@ -170,3 +172,19 @@ def missing_tools(info: Mapping[str, Any], facts: Mapping[str, Any], venv: str |
             continue
         out.append(req)
     return out
+
+
+def cmake_too_old(facts: Mapping[str, Any], meta: BuildMeta, isolated: bool) -> str | None:
+    """The build's cmake (facts ``cmake``: the venv's ``bin/cmake``, else the login PATH's first,
+    which :func:`fleetctl.build.env.build_environment` keeps on the build's PATH) against the
+    tree's own floor (:attr:`BuildMeta.cmake_minimum`), or ``None``. An isolated
+    scikit-build-core build is not checked: scikit-build-core adds PyPI's ``cmake`` to its build
+    requirements when the one it finds is too old (its docs, "Configuration")."""
+    cmake, floor = facts.get("cmake") or {}, meta.cmake_minimum
+    if not floor or not cmake.get("version") or (isolated and (meta.backend or "").startswith("scikit_build_core")):
+        return None
+    if _version(cmake["version"]) >= _version(floor[0]):
+        return None
+    return (f"cmake {cmake['version']} at {cmake.get('path')} is older than {floor[0]}, which the tree requires "
+            f"({floor[1]}): install a newer cmake into the venv (pip install 'cmake>={floor[0]}') or put one first "
+            "on the host's login PATH")

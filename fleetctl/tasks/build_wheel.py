@@ -43,7 +43,7 @@ from ..status import Status
 from ..build.wheeltags import PlatformMismatch, platform_label
 from .argtypes import ActionArgs, ARCH_TOKEN, CMAKE_NAME, VERSION_RE, env_mapping, is_template, non_empty, scalar_to_str
 from .base import Action, HostView, Plan, TaskResult, first_error_line
-from .build_deps import plan_deps, ship_deps, tree_with
+from .build_deps import plan_deps, reach_deps, ship_deps, tree_with
 from .build_here import build_here, stamp_bytes, stamp_of
 from .build_keys import (STAMP_NAME, STAT_ARGV, build_inputs, build_key, changed_inputs, parse_stamps, parse_stat,
                          plan_tokens, stale_stamp, stamps_probe, target_plan)
@@ -320,6 +320,8 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         info, cannot_build = yield from _venv_preflight(args, host, facts, tokens, meta, decision)
         if cannot_build is not None and info is None:  # its venv does not run: broken whatever its role
             return cannot_build
+        lost = (yield from reach_deps(deps, host)) if cannot_build is None else ""
+        cannot_build = _fail(lost, decision, preflight=[lost]) if lost else cannot_build  # no mirror, offline
     once = args.build == "once" and not host.build_each
     if host.force:
         decision["forced"] = True
