@@ -73,8 +73,9 @@ class HostSettings(Settings):
     """fleetctl's own host vars, typed. ``None``: not said (fleetctl's default applies).
 
     Attributes:
-        venv: the Python environment builds and installs use, on the host (its ``bin/python3``).
-        cuda_home: the CUDA toolkit folder on the host, or None to detect it.
+        venv: the Python environment builds and installs use, on the host (its ``bin/python3``;
+            absolute: a relative path or ``~`` is refused at load).
+        cuda_home: the CUDA toolkit folder on the host (absolute), or None to detect it.
         workdir: the working folder on the host, or None for ``~/.fleetctl/<host>``.
         known_hosts: a known_hosts file on the controller (absolute; ``~`` expanded, relative to
             the inventory file's folder), or None for OpenSSH's ``~/.ssh/known_hosts``.
