@@ -699,3 +699,24 @@ def test_every_ansible_connection_var_has_a_decision_and_the_docs_list_it():
     assert undecided == set()
     doc = (Path(__file__).resolve().parents[1] / "docs" / "inventory.md").read_text()
     assert [n for n in sorted(set(REFUSED) | set(IGNORED)) if f"`{n}`" not in doc] == []
+
+
+def test_a_relative_venv_or_cuda_home_is_refused_at_load_naming_file_line_host_and_key(tmp_path, monkeypatch):
+    # New-user trial: `venv: venv` loaded, and `fleetctl facts` said `python / torch: - / torch -`
+    # with no warning (the host took it against whatever folder a command ran in); only
+    # `deploy --plan` said it does not run. workdir and deploy_lock stay home-relative.
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, "all:\n  vars:\n    workdir: fleet/work\n    deploy_lock: fleet.lock\n"
+                    "  hosts:\n    n1:\n      venv: venv\n    n2:\n      cuda_home: cuda-12.8\n")
+    with pytest.raises(InventoryError) as info:
+        load_inventory("inventory.yaml")
+    assert str(info.value) == (
+        "inventory.yaml:7: all.hosts.n1.venv: 'venv' is a relative path, which the host would take against "
+        "whatever folder a command runs in: write it absolute (e.g. /home/USER/venv)")
+    write(tmp_path, "all:\n  hosts:\n    n2:\n      cuda_home: cuda-12.8\n")
+    with pytest.raises(InventoryError, match=r"^inventory.yaml:4: all.hosts.n2.cuda_home: 'cuda-12.8' is a relative"):
+        load_inventory("inventory.yaml")
+    write(tmp_path, "all:\n  vars:\n    workdir: fleet/work\n    deploy_lock: fleet.lock\n"
+                    "  hosts:\n    n1:\n      venv: /home/u/venv\n      cuda_home: /usr/local/cuda\n")
+    host = load_inventory("inventory.yaml").hosts["n1"]
+    assert (host.venv, host.settings.cuda_home, host.workdir) == ("/home/u/venv", "/usr/local/cuda", "fleet/work")

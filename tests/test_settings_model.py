@@ -89,6 +89,8 @@ class OldHostSettings(BaseModel):
     def _no_tilde(cls, value):  # fleetctl refuses a host path written with ~ (no shell expands it)
         if isinstance(value, str) and value.startswith("~"):
             raise ValueError("starts with ~")
+        if isinstance(value, str) and value and not value.startswith("/"):
+            raise ValueError("relative")  # nor a relative one (no folder to take it against)
         return value
 
 
@@ -145,6 +147,8 @@ _numberish = st.text(alphabet="0123456789+-._ eEinfatyo\t\u3000x", max_size=8)
                  st.lists(st.one_of(st.text(max_size=3), st.integers()), max_size=3)))
 @example("~")  # venv / cuda_home refuse a leading ~ (found by this test at random once: kept)
 @example("~/venv")
+@example("venv")  # a relative venv / cuda_home is refused too
+@example("/venv")
 def test_settings_agree_with_pydantic_on_any_value(value):
     check_value(value)
 

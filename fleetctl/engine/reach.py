@@ -79,6 +79,11 @@ async def first_command(session: HostSession, run: RunModel, observers: Any, dea
                                          connect_timeout_s=deadlines.connect)
     except (HostLockBusy, HostLockError) as exc:
         observers.emit("lock.refused", session.name, path=getattr(exc, "path", None), error=str(exc))
+        # one outcome, as a host refused the controller lock has: the run's table shows its F
+        # (new-user trial: a full workdir disk left that host's tasks column empty)
+        out.tasks.append(TaskOutcome(name="deploy lock", action="lock", phase="connect", status="failed",
+                                     msg=host_message(session.name, exc), start=started_at,
+                                     duration_s=round(time.monotonic() - t0, 3)))
         raise FleetError(str(exc)) from None
     except BaseException as exc:
         if facts:

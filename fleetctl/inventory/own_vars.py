@@ -24,8 +24,8 @@ __all__ = ["OWN_VARS", "PLAY_TEMPLATE_VARS", "own_var_names"]
 
 OWN_VARS: Mapping[str, str] = MappingProxyType({
     # HostSettings (fleetctl/inventory/settings.py)
-    "venv": "the Python environment builds and installs use, on the host",
-    "cuda_home": "the CUDA toolkit folder on the host",
+    "venv": "the Python environment builds and installs use, on the host (absolute path)",
+    "cuda_home": "the CUDA toolkit folder on the host (absolute path)",
     "workdir": "the working folder on the host",
     "known_hosts": "a known_hosts file on the controller (ssh)",
     "fallback_archs": "the arch list built when the host has no NVIDIA driver",

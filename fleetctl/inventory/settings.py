@@ -52,22 +52,30 @@ _KIND_ALIASES = {"smart": "ssh"}
 
 
 
-def _no_tilde(value: Any) -> Any:
-    """Refuse a host path written with ``~`` (``venv: ~/venv``): it is used as a program path on
-    the host (``<venv>/bin/python3``, ``<cuda_home>/bin/nvcc``) with no shell to expand it, so it
-    would name a folder called ``~`` (new-user trial: ``--plan`` said ``~/venv/bin/python3 does not
-    exist`` of a file that exists). ``workdir`` and ``deploy_lock`` take ``~/`` (home-relative)."""
+def _absolute_host_path(value: Any) -> Any:
+    """Refuse a host path that is not absolute: ``venv`` and ``cuda_home`` are used as program
+    paths on the host (``<venv>/bin/python3``, ``<cuda_home>/bin/nvcc``), with no shell to expand
+    ``~`` and from whatever folder a command runs in, so ``~/venv`` would name a folder called ``~``
+    and ``venv`` a folder under the current one (new-user trials: ``--plan`` said ``~/venv/bin/python3
+    does not exist``, and ``venv: venv`` gave facts of no Python at all, with no warning). Ansible
+    takes a relative remote path against the login folder; fleetctl does that only for ``workdir``
+    and ``deploy_lock``, which it resolves itself (``~/x`` and ``x`` alike, :func:`fleetctl.facts.
+    gather.remote_workdir`), and asks for these two in full rather than guess a folder."""
     if isinstance(value, str) and value.startswith("~"):
         raise ValueError(f"{value!r} starts with ~, which no shell expands here: this path is used as it is "
                          "on the host; write it in full (e.g. /home/USER/venv)")
+    if isinstance(value, str) and value and not value.startswith("/"):
+        raise ValueError(f"{value!r} is a relative path, which the host would take against whatever folder a "
+                         "command runs in: write it absolute (e.g. /home/USER/venv)")
     return value
 
 class HostSettings(Settings):
     """fleetctl's own host vars, typed. ``None``: not said (fleetctl's default applies).
 
     Attributes:
-        venv: the Python environment builds and installs use, on the host (its ``bin/python3``).
-        cuda_home: the CUDA toolkit folder on the host, or None to detect it.
+        venv: the Python environment builds and installs use, on the host (its ``bin/python3``;
+            absolute: a relative path or ``~`` is refused at load).
+        cuda_home: the CUDA toolkit folder on the host (absolute), or None to detect it.
         workdir: the working folder on the host, or None for ``~/.fleetctl/<host>``.
         known_hosts: a known_hosts file on the controller (absolute; ``~`` expanded, relative to
             the inventory file's folder), or None for OpenSSH's ``~/.ssh/known_hosts``.
@@ -90,8 +98,8 @@ class HostSettings(Settings):
             ``FLEETCTL_KEEP_RUNS``/``FLEETCTL_KEEP_DAYS`` (50, 30).
     """
 
-    venv: str | None = setting(str, "venv", optional=True, before=_no_tilde)
-    cuda_home: str | None = setting(str, "cuda_home", optional=True, before=_no_tilde)
+    venv: str | None = setting(str, "venv", optional=True, before=_absolute_host_path)
+    cuda_home: str | None = setting(str, "cuda_home", optional=True, before=_absolute_host_path)
     workdir: str | None = setting(str, "workdir", optional=True)
     known_hosts: str | None = setting(str, "known_hosts", optional=True)
     fallback_archs: str = setting(str, "fallback_archs", default="9.0a;12.0a")

@@ -50,6 +50,7 @@ shell, not an interpreter. Without the lock it exits 0 at once.
 """
 
 import base64
+import errno
 import fcntl
 import json
 import os
@@ -95,8 +96,12 @@ def take_lock(path, record):
         os.close(fd)
         return None, {"path": path, "busy": text}
     previous = os.pread(fd, 4096, 0).decode("utf-8", "replace")
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, ("%d %s\n" % (os.getpid(), record)).encode("utf-8"), 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, ("%d %s\n" % (os.getpid(), record)).encode("utf-8"), 0)
+    except OSError:  # a full disk (ENOSPC): not held, the caller names the path and the cause
+        os.close(fd)
+        raise
     return fd, {"path": path, "locked": os.getpid(), "previous": previous}
 
 
@@ -412,12 +417,16 @@ def main():
         return finish(out, None)
     fd = None
     if job.get("lock"):
+        where = job["lock"].get("path")  # the deploy_lock var (home-relative), else in the workdir
+        path = resolve(where, home) if where else os.path.join(workdir, "deploy.lock")
         try:
-            where = job["lock"].get("path")  # the deploy_lock var (home-relative), else in the workdir
-            path = resolve(where, home) if where else os.path.join(workdir, "deploy.lock")
             fd, out["lock"] = take_lock(path, job["lock"]["record"])
         except OSError as exc:
-            out["lock"] = {"path": job["lock"]["path"], "error": "%s" % (exc.strerror or exc)}
+            # the path taken, not the var (empty without deploy_lock: "cannot take the deploy lock :")
+            cause = exc.strerror or str(exc)
+            if exc.errno in errno.errorcode:
+                cause = "%s (%s)" % (cause, errno.errorcode[exc.errno])
+            out["lock"] = {"path": path, "error": cause}
             return finish(out, None)
         if fd is None:
             return finish(out, None)

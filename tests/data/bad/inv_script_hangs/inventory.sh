@@ -1,0 +1,2 @@
+#!/bin/sh
+sleep 1000
