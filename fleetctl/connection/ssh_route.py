@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import asyncssh
 
 from .retry import retrying
-from .ssh_errors import drop_message
+from .ssh_errors import drop_message, not_ssh_message
 from .ssh_handshake import Dropped, LoginFailed, RouteOptions, TimedOut, handshake
 from .ssh_target import SSHTarget, resolve_jump
 
@@ -162,6 +162,31 @@ async def _peek_first_words(sock: socket.socket, timeout_s: float) -> bytes:
         loop.remove_reader(sock.fileno())
 
 
+async def _probe_answer(peer: tuple, timeout_s: float) -> bytes:
+    """What the server at ``peer`` (address, port) answers an SSH client's identification string
+    (its first line, or an HTML page up to its end; 1 KiB and ``timeout_s`` seconds at most). Only after a drop before the banner:
+    an SSH server sends ``SSH-2.0-...`` (RFC 4253 4.2) or sshd's ``Exceeded MaxStartups``, another
+    protocol its own words (an HTTP server: ``HTTP/1.0 400 ...``), which asyncssh discards as
+    pre-banner lines."""
+    data = b""
+    writer = None
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(peer[0], peer[1]), timeout_s)
+        writer.write(b"SSH-2.0-fleetctl_probe\r\n")
+        async with asyncio.timeout(timeout_s):
+            while len(data) < 1024 and (b"\n" not in data or data.lstrip().startswith(b"<")):
+                chunk = await reader.read(1024 - len(data))
+                if not chunk:
+                    break
+                data += chunk
+    except (asyncio.TimeoutError, TimeoutError, OSError):
+        pass
+    finally:
+        if writer is not None:
+            writer.close()
+    return data
+
+
 # -- the route: jumps, gates, retries -----------------------------------------------------------
 
 async def login(target: SSHTarget, opts: RouteOptions, *, label: str = "",
@@ -248,8 +273,16 @@ async def _login_direct(target: SSHTarget, opts: RouteOptions, label: str, tunne
             if n > 1:  # after a drop: what does the server say first?
                 drops["said"] = await _peek_first_words(sock, max(0.01, min(5.0, left_s())))
         t0 = time.monotonic()
-        conn, policy = await handshake(target, dataclasses.replace(opts, timeout_s=round(max(0.01, left_s()), 2)),
-                                        label, sock=sock, tunnel=tunnel, peer_ip=peer_ip, via=via)
+        try:
+            conn, policy = await handshake(target, dataclasses.replace(opts, timeout_s=round(max(0.01, left_s()), 2)),
+                                            label, sock=sock, tunnel=tunnel, peer_ip=peer_ip, via=via)
+        except Dropped as exc:
+            if peer_ip is not None and not exc.banner and n == 1:  # another protocol, or an sshd?
+                answer = await _probe_answer((peer_ip, target.port), max(0.01, min(2.0, left_s())))
+                not_ssh = not_ssh_message(where, answer)
+                if not_ssh:  # final: a non-SSH answer is no transient drop
+                    raise LoginFailed(label + not_ssh) from None
+            raise
         stats.login_s = round(time.monotonic() - t0, 3)
         stats.recorded_host_keys += policy.recorded
         return conn

@@ -1,0 +1,51 @@
+"""Connecting to what is not a plain reachable sshd: a port that answers another protocol (an
+HTTP server on the SSH port), and a ProxyCommand that fails. Real servers and real commands on
+loopback; counts attempts and checks the one line, never times."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.fleet import fleetctl, last_run, write_inventory
+
+
+@pytest.fixture
+def http_port():
+    """A real ``python3 -m http.server`` on loopback (its port); stopped after the test."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                proc.wait(0.05) if proc.poll() is not None else __import__("time").sleep(0.05)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_a_port_that_answers_http_is_named_not_ssh_without_retries(http_port, tmp_path):
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"web": {
+        "ansible_host": "127.0.0.1", "ansible_port": http_port, "ansible_user": "nobody",
+        "known_hosts": str(tmp_path / "known_hosts")}}})
+    res = fleetctl("-i", str(inv), "run", "--hosts", "web", "--connect-timeout", "5", "--json", "--", "true",
+                   home=tmp_path, timeout_s=120)
+    assert res.returncode == 1, res.stderr[-2000:]
+    err = json.loads(res.stdout)["web"]["error"]
+    assert err.startswith(f"127.0.0.1:{http_port} is not an SSH server: it answered '"), err
+    assert "Error code: 400" in err and "where an SSH banner ('SSH-2.0-...') was expected (RFC 4253 4.2)" in err, err
+    assert "host keys" not in err and "closed the connection" not in err, err
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    assert record["hosts"]["web"]["status"] == "unreachable"
+    assert not record["hosts"]["web"].get("connection", {}).get("handshake_retries"), record["hosts"]["web"]
