@@ -49,3 +49,27 @@ def test_a_port_that_answers_http_is_named_not_ssh_without_retries(http_port, tm
     record = json.loads((last_run(tmp_path) / "run.json").read_text())
     assert record["hosts"]["web"]["status"] == "unreachable"
     assert not record["hosts"]["web"].get("connection", {}).get("handshake_retries"), record["hosts"]["web"]
+
+
+FAILING_PROXY = "import sys; sys.stderr.write('ssh: Could not resolve hostname nosuchhost.invalid\\n'); sys.exit(255)"
+
+
+@pytest.mark.parametrize("command, expected", [
+    ("/bin/false", "ProxyCommand `/bin/false` exited 1 before the SSH banner: it wrote nothing on stderr"),
+    (f'{sys.executable} -c "{FAILING_PROXY}"',
+     "exited 255 before the SSH banner: ssh: Could not resolve hostname nosuchhost.invalid"),
+    ("fleetctl-no-such-proxy %h %p", "ProxyCommand: fleetctl-no-such-proxy: not found"),
+])
+def test_a_failing_proxycommand_is_named_once_with_its_stderr(tmp_path, command, expected):
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"behind": {
+        "ansible_host": "127.0.0.1", "ansible_port": 22385, "ansible_user": "nobody",
+        "known_hosts": str(tmp_path / "known_hosts")}}})
+    res = fleetctl("-i", str(inv), "-o", f"ProxyCommand={command}", "run", "--hosts", "behind", "--json", "--", "true",
+                   home=tmp_path, timeout_s=120)
+    assert res.returncode == 1, res.stderr[-2000:]
+    err = json.loads(res.stdout)["behind"]["error"]
+    assert expected in err, err
+    assert "host keys" not in err and "closed the connection" not in err, err
+    assert "Unknown child process" not in res.stderr and "Traceback" not in res.stderr, res.stderr
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    assert not record["hosts"]["behind"].get("connection", {}).get("handshake_retries"), record["hosts"]["behind"]
