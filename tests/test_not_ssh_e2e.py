@@ -73,3 +73,29 @@ def test_a_failing_proxycommand_is_named_once_with_its_stderr(tmp_path, command,
     assert "Unknown child process" not in res.stderr and "Traceback" not in res.stderr, res.stderr
     record = json.loads((last_run(tmp_path) / "run.json").read_text())
     assert not record["hosts"]["behind"].get("connection", {}).get("handshake_retries"), record["hosts"]["behind"]
+
+
+def test_what_is_and_is_not_an_ssh_answer():
+    from fleetctl.connection.ssh_errors import not_ssh_message
+
+    msg = not_ssh_message("h:22", b"HTTP/1.1 400 Bad Request\r\nServer: nginx\r\n\r\n")
+    assert msg == ("h:22 is not an SSH server: it answered 'HTTP/1.1 400 Bad Request' where an SSH banner "
+                   "('SSH-2.0-...') was expected (RFC 4253 4.2)")
+    for ssh_like in (b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n", b"Exceeded MaxStartups\r\n", b"", b"\r\n"):
+        assert not_ssh_message("h:22", ssh_like) is None, ssh_like
+
+
+def test_a_working_proxycommand_logs_in_with_a_clean_stderr(sshd_farm, tmp_path):
+    """The success path of the ProxyCommand now run by fleetctl (not asyncssh): it logs in and
+    leaves no warning (a guard for the change, it passed before it too)."""
+    from tests.test_commands_e2e import RELAY
+
+    h = sshd_farm.start("pcok")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"pcok": h.inventory_vars(sshd_farm.known_hosts)}})
+    relay, seen = tmp_path / "relay.py", tmp_path / "relayed.txt"
+    relay.write_text(RELAY)
+    res = fleetctl("-i", str(inv), "-o", f"ProxyCommand={sys.executable} {relay} %h %p {seen}", "run", "--hosts",
+                   "pcok", "--", "echo", "through", home=tmp_path, timeout_s=120)
+    assert res.returncode == 0, res.stderr
+    assert "through" in res.stdout and seen.read_text() == f"relayed 127.0.0.1:{h.port}\n"
+    assert "Unknown child process" not in res.stderr and "Traceback" not in res.stderr, res.stderr
