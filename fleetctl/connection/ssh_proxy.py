@@ -95,12 +95,14 @@ class ProxyProcess:
         async def reap() -> None:
             try:
                 await closed
-            finally:
-                for _ in range(100):
-                    if self.proc.poll() is not None:
-                        break
-                    await asyncio.sleep(0.05)
+            except BaseException:  # the run is ending (cancelled): no grace
                 self.close()
+                raise
+            for _ in range(100):  # 5 s of grace to exit on its own
+                if self.proc.poll() is not None:
+                    break
+                await asyncio.sleep(0.05)
+            self.close()
 
         task = asyncio.ensure_future(reap())
         _reapers.add(task)
