@@ -27,6 +27,7 @@ jump hosts) and :mod:`fleetctl.connection.ssh` (sessions, SFTP) raise them.
 from __future__ import annotations
 
 import asyncio
+import re
 
 import asyncssh
 
@@ -87,6 +88,22 @@ def drop_message(where: str, attempts: int, reason: str, *, alone: bool, banner_
     return (f"{where} closed the connection {phase} {count} ({reason}); "
             f"{heard}, not 'Exceeded MaxStartups' as sshd past MaxStartups does, so not MaxStartups (other "
             f"connections of this run to it overlapped): {keys}")
+
+
+def not_ssh_message(where: str, answer: bytes) -> str | None:
+    """The one line for a server that answered in another protocol, or ``None`` when ``answer``
+    (its reply to an SSH client's identification string) is an SSH banner, sshd's ``Exceeded
+    MaxStartups``, or nothing. An SSH server's first line is ``SSH-2.0-...`` (RFC 4253 4.2)."""
+    first = answer.split(b"\n", 1)[0].strip()
+    if not first or first.startswith(b"SSH-") or b"Exceeded MaxStartups" in answer:
+        return None
+    text = first.decode("utf-8", "replace")
+    if text.startswith("<"):  # an HTML page without a status line (an HTTP/0.9 reply): its text
+        page = re.sub(r"(?is)<head>.*?</head>", " ", answer.decode("utf-8", "replace"))
+        text = re.sub(r"<[^>]*>", " ", page)
+    words = " ".join(text.split())[:120]
+    return (f"{where} is not an SSH server: it answered '{words}' where an SSH banner ('SSH-2.0-...') was "
+            f"expected (RFC 4253 4.2)")
 
 
 def is_subsystem_refused(exc: BaseException) -> bool:

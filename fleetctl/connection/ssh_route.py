@@ -23,6 +23,11 @@ Unreachable hosts never delay reachable ones:
   nothing: an sshd without host keys, or one refusing this address), overlapping handshakes to
   that sshd or not (:func:`~fleetctl.connection.ssh_errors.drop_message`).
 
+A ``ProxyCommand`` runs as ssh(1) runs it (:mod:`fleetctl.connection.ssh_proxy`); one that
+exits non-zero before the banner is final, named with its status and last stderr lines. A port
+whose answer to an SSH identification string is another protocol (HTTP) is final too, named with
+its words (RFC 4253 4.2): neither is a transient drop.
+
 Jump hosts (``ProxyJump``) are connected with the same rules (their own ssh_config, host key
 check and keys) and shared: every host behind one bastion in a run uses one connection to it.
 """
@@ -42,8 +47,9 @@ from dataclasses import dataclass, field
 import asyncssh
 
 from .retry import retrying
-from .ssh_errors import drop_message
+from .ssh_errors import drop_message, not_ssh_message
 from .ssh_handshake import Dropped, LoginFailed, RouteOptions, TimedOut, handshake
+from .ssh_proxy import ProxyProcess
 from .ssh_target import SSHTarget, resolve_jump
 
 #: Connections to ONE sshd between TCP connect and login at once (below MaxStartups' default 10).
@@ -162,6 +168,31 @@ async def _peek_first_words(sock: socket.socket, timeout_s: float) -> bytes:
         loop.remove_reader(sock.fileno())
 
 
+async def _probe_answer(peer: tuple, timeout_s: float) -> bytes:
+    """What the server at ``peer`` (address, port) answers an SSH client's identification string
+    (its first line, or an HTML page up to its end; 1 KiB and ``timeout_s`` seconds at most). Only after a drop before the banner:
+    an SSH server sends ``SSH-2.0-...`` (RFC 4253 4.2) or sshd's ``Exceeded MaxStartups``, another
+    protocol its own words (an HTTP server: ``HTTP/1.0 400 ...``), which asyncssh discards as
+    pre-banner lines."""
+    data = b""
+    writer = None
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(peer[0], peer[1]), timeout_s)
+        writer.write(b"SSH-2.0-fleetctl_probe\r\n")
+        async with asyncio.timeout(timeout_s):
+            while len(data) < 1024 and (b"\n" not in data or data.lstrip().startswith(b"<")):
+                chunk = await reader.read(1024 - len(data))
+                if not chunk:
+                    break
+                data += chunk
+    except (asyncio.TimeoutError, TimeoutError, OSError):
+        pass
+    finally:
+        if writer is not None:
+            writer.close()
+    return data
+
+
 # -- the route: jumps, gates, retries -----------------------------------------------------------
 
 async def login(target: SSHTarget, opts: RouteOptions, *, label: str = "",
@@ -247,9 +278,35 @@ async def _login_direct(target: SSHTarget, opts: RouteOptions, label: str, tunne
             peer_ip = sock.getpeername()[0]
             if n > 1:  # after a drop: what does the server say first?
                 drops["said"] = await _peek_first_words(sock, max(0.01, min(5.0, left_s())))
+        proxy = None
+        if tunnel is None and target.proxy_command:  # run as ssh(1) runs it (see ssh_proxy)
+            try:
+                proxy = ProxyProcess(target.proxy_command)
+            except OSError as exc:
+                raise LoginFailed(f"{label}ProxyCommand `{target.proxy_command}`: {exc.strerror or exc}") from None
+            sock = proxy.sock
         t0 = time.monotonic()
-        conn, policy = await handshake(target, dataclasses.replace(opts, timeout_s=round(max(0.01, left_s()), 2)),
-                                        label, sock=sock, tunnel=tunnel, peer_ip=peer_ip, via=via)
+        try:
+            conn, policy = await handshake(target, dataclasses.replace(opts, timeout_s=round(max(0.01, left_s()), 2)),
+                                            label, sock=sock, tunnel=tunnel, peer_ip=peer_ip, via=via)
+        except BaseException as exc:
+            if proxy is not None:
+                failed = None
+                if isinstance(exc, (Dropped, TimedOut)):
+                    failed = await proxy.failure(max(0.01, min(2.0, left_s())))
+                proxy.close()
+                if failed:  # final: the same command would fail the same way
+                    raise LoginFailed(label + failed) from None
+            if not isinstance(exc, Dropped):
+                raise
+            if peer_ip is not None and not exc.banner and n == 1:  # another protocol, or an sshd?
+                answer = await _probe_answer((peer_ip, target.port), max(0.01, min(2.0, left_s())))
+                not_ssh = not_ssh_message(where, answer)
+                if not_ssh:  # final: a non-SSH answer is no transient drop
+                    raise LoginFailed(label + not_ssh) from None
+            raise
+        if proxy is not None:
+            proxy.reap_after(conn.wait_closed())
         stats.login_s = round(time.monotonic() - t0, 3)
         stats.recorded_host_keys += policy.recorded
         return conn
