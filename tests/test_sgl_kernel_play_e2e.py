@@ -103,10 +103,14 @@ def test_nightly_play_plans_every_stage_in_order(sshd_farm, tmp_path):
     argvs = [p["argv"] for p in planned if "argv" in p]
     # staged (docs/staged.md): the next environment first, the torch upgrade in it, the switch last
     assert argvs[0][0] == "python3" and argvs[0][1].endswith("/venv_envs.py") and argvs[0][2] == "stage"
-    assert argvs[1][1:] == ["-m", "pip", "install", "--no-input", "--pre", "--upgrade", "--no-index", "--find-links",
-                            "/srv/wheels", "torch==2.12.0.dev20261128"]
-    assert argvs[1][0].endswith("/bin/python3")
-    assert argvs.index(["git", "-C", str(tmp_path / "sglang"), "pull", "--ff-only"]) > 1
+    # the dry run shows what the staged deploy runs: the staged venv's facts read again after the
+    # stage (its interpreter), then the torch upgrade in the staged venv
+    up = next(i for i, a in enumerate(argvs) if a[1:3] == ["-m", "pip"])
+    assert up >= 1 and argvs[up][1:] == ["-m", "pip", "install", "--no-input", "--pre", "--upgrade", "--no-index",
+                                         "--find-links", "/srv/wheels", "torch==2.12.0.dev20261128"]
+    assert argvs[up][0].endswith("-versions/v2/bin/python3"), argvs[up][0]
+    assert all(any("-versions/v2" in x for x in a) for a in argvs[1:up]), argvs[1:up]
+    assert argvs.index(["git", "-C", str(tmp_path / "sglang"), "pull", "--ff-only"]) > up
     assert [a[2] for a in argvs if a[0] == "python3" and a[1].endswith("/venv_envs.py")] == ["stage", "switch"]
 
 
