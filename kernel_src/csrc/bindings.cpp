@@ -674,6 +674,7 @@ NB_MODULE(_C, m) {
     m.def("wg_set_stages", &fp4::wg_set_stages, nb::arg("st"));
     m.def("wg_set_diag", &fp4::wg_set_diag, nb::arg("mode"));
     m.def("wg_set_weight_copy", &fp4::wg_set_weight_copy, nb::arg("mode"));
+    m.def("wg_set_stage_flow", &fp4::wg_set_stage_flow, nb::arg("mode"));
     m.def("wg_supported", [](int device) { return fp4::cuda_compiled() && fp4::wg_supported(device); },
           nb::arg("device"));
     m.def("wg_plan_cuda", &wg_plan_cuda, nb::arg("a_kind"), nb::arg("t"), nb::arg("n"), nb::arg("k"),

@@ -35,6 +35,7 @@ void wg_set_multicast(int) {}
 void wg_set_stages(int) {}
 void wg_set_diag(int) {}
 void wg_set_weight_copy(int) {}
+void wg_set_stage_flow(int) {}
 WgPlan wg_plan(const PkProblem&, int) { no_cuda(); }
 void cuda_wg_mm(const PkProblem&, int, uintptr_t) { no_cuda(); }
 }  // namespace fp4

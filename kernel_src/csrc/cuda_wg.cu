@@ -74,6 +74,9 @@ struct WgArgs {
     int split;  // CTAs along K (grid x)
     int lanes;  // producer lanes issuing a stage's bulk copies: 1 (lane 0 all) or 32 (one copy each)
     int mc;     // CTAs along N (grid y) in one cluster sharing each activation tile by multicast (1, 2, 4)
+    int flow;   // benchmarks, same results: bit 0 a consumer gives a stage back as soon as its wgmma group
+                // is done (wait_group 0), bit 1 the producer's lanes 0 (weights) and 31 (activations)
+                // each wait for the stage and issue their copy (bench/NOTES.md, "the stage round trip")
     int diag;   // benchmarks only, results wrong: bit 0 no decode (A constant), bit 1 no loads (no copies, waits),
                 // bit 2 no MMA (no wgmma issued: loads and decode alone)
     float* ws;  // reduce through global memory: [tz][gy][split][NT * 64] partial sums, else null
@@ -200,8 +203,35 @@ __global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_const
             }
         };
         const int xl = solo ? 0 : 31;  // the lane that copies activations
-        if ((solo && lane != 0) || (p.diag & 2)) {
-            // the other lanes have nothing to do (diag 2: nothing is loaded)
+        if (p.diag & 2) {
+            // nothing is loaded
+        } else if (p.flow & 2) {
+            // Split producer: lane 0 (weights) and lane 31 (activations) each wait for the stage to
+            // be free and issue their own copy, no __syncwarp between them; lane 0 arrives with the
+            // stage's byte count after its copy. A complete_tx before that expect_tx only takes the
+            // tx-count below zero while lane 0's pending arrival keeps the phase open (PTX ISA,
+            // "mbarrier": tx-count range +-(2^20 - 1)), so the stage still completes once, with every byte.
+            if (lane == 0) {
+                for (int b = 0; b < nb; ++b) {
+                    const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
+                    if (b >= ST) mbar_wait(empty0 + 8 * s, ((b / ST) - 1) & 1);
+                    const uint32_t st = sbase + s * S::kStage + UP * S::kAct;
+                    if (p.wtma) tma_load_3d(st, &p.wmap, 0, u0 + k0, rt0, full0 + 8 * s);
+                    else
+                        for (int r = 0; r < nrt; ++r)
+                            bulk_g2s(st + r * UP * kPkUnitBytes, ws + ((int64_t)r * p.U + k0) * kPkUnitBytes,
+                                     n * kPkUnitBytes, full0 + 8 * s);
+                    mbar_expect_tx(full0 + 8 * s, n * S::kAct + (p.wtma ? UP * kRows : n * nrt) * kPkUnitBytes);
+                }
+            } else if (lane == 31) {
+                asm volatile("griddepcontrol.wait;" ::: "memory");
+                for (int b = 0; b < nb; ++b) {
+                    if (b >= ST) mbar_wait(empty0 + 8 * (b % ST), ((b / ST) - 1) & 1);
+                    copy_x(b);
+                }
+            }
+        } else if (solo && lane != 0) {
+            // the other lanes have nothing to do
         } else {
             const int pre = min(ST, nb);
             for (int b = 0; b < pre; ++b) {
@@ -278,21 +308,32 @@ __global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_const
             }
         };
         // unit k's wgmma group runs while unit k + 1 is decoded; group k - 1 is waited for before
-        // the registers it read are overwritten, and its stage is given back
+        // the registers it read are overwritten, and its stage is given back. That release waits
+        // for unit k + 1's bytes (decode's full-barrier wait comes first), so at most ST - 1 stages
+        // are in flight. flow bit 0: wait for group k at once (wait_group 0) and give its stage back
+        // before waiting for unit k + 1's; the decode of k + 1 then no longer overlaps group k.
+        const bool early = p.flow & 1;
+        auto retire = [&](int k) {  // unit k's group was just issued
+            if (early) {
+                asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+                release(k);
+            } else {
+                asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+                if (k >= 1) release(k - 1);
+            }
+        };
         if (nu > 0) decode(A0, 0);
         for (int k = 0; k < nu; k += 2) {
             mma(A0, k);
-            asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-            if (k >= 1) release(k - 1);
+            retire(k);
             if (k + 1 >= nu) break;
             decode(A1, k + 1);
             mma(A1, k + 1);
-            asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-            release(k);
+            retire(k + 1);
             if (k + 2 < nu) decode(A0, k + 2);
         }
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-        if (nu > 0) release(nu - 1);
+        if (nu > 0 && !early) release(nu - 1);
 #pragma unroll
         for (int c = 1; c < NACC; ++c)
 #pragma unroll
@@ -496,7 +537,15 @@ void wg_set_reduce(int mode) {
 // Tuning for benchmarks, process-wide; 0 = the plan's choice: consumer warpgroups per CTA (1, 2),
 // units per stage (1, 2, 4), producer lanes issuing the bulk copies (1, 32). A default build
 // refuses a (groups, units) it does not hold when a GEMM is launched.
-static int g_wg_groups = 0, g_wg_units = 0, g_wg_lanes = 0, g_wg_mc = 0, g_wg_wcopy = 0;
+static int g_wg_groups = 0, g_wg_units = 0, g_wg_lanes = 0, g_wg_mc = 0, g_wg_wcopy = 0, g_wg_flow = 0;
+// The stage round trip for benchmarks (bench/NOTES.md, "Issue 28: the stage round trip"), same
+// results: bit 0 early release (a stage back as soon as its wgmma group is done), bit 1 split
+// producer (lanes 0 and 31 each wait and issue); 0 = as planned.
+void wg_set_stage_flow(int mode) {
+    if (mode < 0 || mode > 3)
+        throw std::invalid_argument("wgmma GEMM: stage flow must be 0 .. 3 (bit 0 early release, bit 1 split producer)");
+    g_wg_flow = mode;
+}
 void wg_set_weight_copy(int mode) {
     if (mode < 0 || mode > 2) throw std::invalid_argument("wgmma GEMM: weight copy must be 0 (plan), 1 (bulk) or 2 (tensor)");
     g_wg_wcopy = mode;
@@ -652,6 +701,7 @@ void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream) {
     // 4 (16 and 32 tokens: the box was up to 8% slower there); bench/NOTES.md, "Issue 28: copy count"
     const bool box = g_wg_wcopy == 2 || (g_wg_wcopy == 0 && pl.units == 1);
     a.wtma = box && wg_weight_map(&a.wmap, pr.w, pr.u, pr.nt, pl.units, rows);
+    a.flow = g_wg_flow;
     a.diag = g_wg_diag;
     if (pl.global_reduce) {
         const int64_t act = wg_act_bytes(pl, pr.u, tz), part = tz * gy * pl.split * (int64_t)pl.nt * 64 * pl.groups * 4;

@@ -14,6 +14,7 @@ void wg_set_multicast(int) {}
 void wg_set_stages(int) {}
 void wg_set_diag(int) {}
 void wg_set_weight_copy(int) {}
+void wg_set_stage_flow(int) {}
 WgPlan wg_plan(const PkProblem&, int) {
     throw std::runtime_error("fp4_kernels: this build holds no sm_90a code (the wgmma GEMM)");
 }

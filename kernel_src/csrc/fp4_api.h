@@ -131,6 +131,7 @@ void wg_set_reduce(int mode);  // 0 by the plan, 1 cluster DSMEM, 2 global memor
 void wg_set_tuning(int groups, int units, int lanes);  // benchmarks; 0 = the plan's choice
 void wg_set_multicast(int ctas);
 void wg_set_diag(int mode);  // benchmarks only, wrong results: bit 0 no decode, bit 1 no loads, bit 2 no MMA; 0 off
+void wg_set_stage_flow(int mode);  // benchmarks, same results: bit 0 early stage release, bit 1 split producer; 0 off
 void wg_set_weight_copy(int mode);  // benchmarks: a stage's weight tiles 0 as planned, 1 bulk copy a row tile, 2 one tensor box
 void wg_set_stages(int st);  // benchmarks, a sweep build: G = 1, UP = 1 with st stages; 0 = default  // benchmarks: 1, 2, 4 CTAs sharing activations; 0 = the plan's
 // Programmatic dependent launch of the wgmma kernel after its activation permute (on by default;
