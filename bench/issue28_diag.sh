@@ -2,7 +2,10 @@
 # Issue 28 diagnostics on the GPU host (one device call): build kernel_src for this GPU, selfcheck,
 # bench/issue28_probe.py, Nsight Compute of the wgmma kernel at M = 128 and 32 (8192^2), then the
 # issue's table. Usage (repo root): bash bench/issue28_diag.sh OUTDIR
-# (env: TABLE=0, NCU=0, NCU_CFGS='N K M [g u l];...', PROBE_ARGS, FP4_WG_SWEEP=ON for every tuning)
+# (env: TABLE=0, NCU=0, NCU_CFGS='N K M [g u l];...', PROBE=0, PROBE_ARGS, FP4_WG_SWEEP=ON for every tuning,
+#  FLOW=1: bench/issue28_flow.py, the stage-round-trip A/B, flows 0 (baseline) 1 2 3 interleaved in one
+#  process, after its bit-identity selfcheck; FLOW_ARGS. The next device call of issue 28:
+#  NCU=0 TABLE=0 PROBE=0 FLOW=1 bash bench/issue28_diag.sh OUT)
 set -uo pipefail
 out=${1:?OUTDIR}; mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -17,7 +20,8 @@ timeout 200 $py -c "
 import json, fp4_kernels as fk
 r = fk.selfcheck('cuda', seed=4321); bad = [c for c in r['checks'] if not c['ok']]
 print('selfcheck', r['ok'], len(r['checks']), bad[:5])" 2>&1 | tee "$out/selfcheck.txt"
-timeout ${PROBE_TIMEOUT:-150} $py bench/issue28_probe.py ${PROBE_ARGS:-} 2>&1 | tee "$out/probe.txt"
+[ "${FLOW:-0}" = 1 ] && timeout ${FLOW_TIMEOUT:-240} $py bench/issue28_flow.py ${FLOW_ARGS:-} 2>&1 | tee "$out/flow.txt"
+[ "${PROBE:-1}" = 1 ] && timeout ${PROBE_TIMEOUT:-150} $py bench/issue28_probe.py ${PROBE_ARGS:-} 2>&1 | tee "$out/probe.txt"
 IFS=";" read -ra cfgs <<< "${NCU_CFGS:-8192 8192 128;8192 8192 32}"  # N K M [groups units lanes]
 [ "${NCU:-1}" = 1 ] && for cfg in "${cfgs[@]}"; do
   tag=$(echo $cfg | tr ' ' _)
