@@ -23,7 +23,12 @@ class LoginFailed(Exception):
 
 
 class TimedOut(LoginFailed):
-    """The TCP connect or the login ran out of its time (a :class:`LoginFailed`)."""
+    """The TCP connect or the login ran out of its time (a :class:`LoginFailed`); ``banner``:
+    the server's SSH banner had come."""
+
+    def __init__(self, reason: str, *, banner: bool = False) -> None:
+        super().__init__(reason)
+        self.banner = banner
 
 
 class Dropped(Exception):
@@ -138,7 +143,7 @@ def _translate(exc: BaseException, target: SSHTarget, opts: RouteOptions, policy
             return TimedOut(f"{label}timed out after {opts.timeout_s:g} s: {where} accepts TCP but sent no SSH "
                                f"banner (a hung sshd, or not an SSH server)")
         return TimedOut(f"{label}timed out after {opts.timeout_s:g} s: {where} did not finish the SSH "
-                           f"{'login' if client.key_checked else 'handshake'}")
+                           f"{'login' if client.key_checked else 'handshake'}", banner=True)
     refused = forwarding_refused(exc, label=label, jump=via, where=where)
     if refused:
         return LoginFailed(refused)
