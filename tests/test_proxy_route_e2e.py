@@ -147,3 +147,33 @@ def test_a_web_server_behind_a_jump_host_is_named_not_ssh_with_its_hop(sshd_farm
     assert "Error code: 400" in err and "(RFC 4253 4.2)" in err, err
     record = json.loads((last_run(tmp_path) / "run.json").read_text())
     assert not record["hosts"][name].get("connection", {}).get("handshake_retries"), record["hosts"][name]
+
+
+@pytest.mark.parametrize("dead", ["second hop", "target"])
+def test_a_hop_the_jump_host_cannot_reach_is_named_with_its_own_timeout(sshd_farm, tmp_path, dead):
+    """ProxyJump a,b where packets to b (or to the target behind b) are dropped: the jump host's
+    channel to it never opens. The failure names the hop that timed out, after its own connect
+    timeout (each hop has its own, as with ssh -J), and says the jump host opened no connection
+    to it (it was read as a server that accepted TCP and sent no banner)."""
+    from tests.support.netfaults import BlackHole
+
+    a, b, behind = sshd_farm.start("a"), sshd_farm.start("b"), sshd_farm.start("behind")
+    hole = BlackHole()
+    try:
+        hosts = {"a": {"HostName": "127.0.0.1", "Port": a.port, "User": a.user},
+                 "b": {"HostName": "127.0.0.1", "Port": hole.port if dead == "second hop" else b.port, "User": b.user},
+                 "gpu": {"HostName": "127.0.0.1", "Port": hole.port if dead == "target" else behind.port,
+                         "User": behind.user, "ProxyJump": "a,b"}}
+        cfg = ssh_config(tmp_path / "ssh_config", sshd_farm, hosts)
+        inv = write_inventory(tmp_path / "inv.yaml", {"g": {"gpu": {"ssh_config": str(cfg)}}})
+        res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--connect-timeout", "3", "--json", "--", "true",
+                       home=tmp_path, timeout_s=120)
+    finally:
+        hole.close()
+    assert res.returncode == 1, res.stderr[-2000:]
+    err = json.loads(res.stdout)["gpu"]["error"]
+    expected = {"second hop": f"jump host b: timed out after 3 s: the jump host a opened no connection to "
+                              f"127.0.0.1:{hole.port}",
+                "target": f"timed out after 3 s: the jump host b opened no connection to 127.0.0.1:{hole.port}"}[dead]
+    assert err == expected + (" (the host is down, a firewall drops the packets, or there is no route to it from "
+                              "the jump host)"), err

@@ -163,6 +163,19 @@ async def login(target: SSHTarget, opts: RouteOptions, *, label: str = "",
                 stats: LoginStats | None = None) -> tuple[asyncssh.SSHClientConnection, Callable[[], None]]:
     """Reach ``target`` (through its jump hosts), check its host key and log in.
 
+    The connect budget is per hop: each jump host of ``ProxyJump``, then the target, has the
+    whole ``opts.timeout_s`` (seconds) for its own TCP connect or channel open, handshake, login
+    and retries, counted from when it starts; a route through k jump hosts therefore ends within
+    (k + 1) x ``opts.timeout_s`` (a wait at a handshake gate, held only by other handshakes to the
+    same sshd, comes on top, as for a host reached directly). Why this rule: it is what ``ssh -J a,b host`` does
+    (OpenSSH runs one ``ssh -W`` per hop, each applying ``ConnectTimeout`` to its own connect and
+    banner exchange, ssh_config(5)), so a failure names the hop whose own time ran out, as ssh does
+    (``jump host b: timed out after 30 s: ...``); one budget for the whole route would let a slow
+    but healthy bastion spend the target's time and the target's failure be reported as its own
+    timeout, and splitting the budget among the hops would fail a healthy slow hop that ssh reaches.
+    A channel the jump host never opens (the next hop's packets dropped) is named so, not as a
+    server that sent no banner.
+
     Returns:
         ``(connection, release)``: call ``release()`` after closing the connection (it lets go
         of the shared jump connections the route holds).
