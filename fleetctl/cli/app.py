@@ -257,7 +257,9 @@ accept_option = click.option("--accept-new-host-keys", is_flag=True,
 timeout_option = click.option("--connect-timeout", default=30.0, show_default=True, type=FiniteFloatRange(0.1),
                               help="Seconds to reach and log in to each host, all attempts together: the TCP "
                                    "connect, the SSH handshake and login, and the retries (up to 6 attempts) of "
-                                   "handshakes the server closes before login.")
+                                   "handshakes the server closes before login. Through jump hosts (ProxyJump) each hop has "
+                                   "its own, as with ssh -J: a route through k jump hosts takes at most k + 1 times "
+                                   "this.")
 
 
 def command_line() -> list[str]:

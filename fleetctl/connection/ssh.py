@@ -85,7 +85,9 @@ class SSHConnection(SFTPFiles, Connection):
         accept_new_host_keys: record the key of a host that has none recorded (a changed key is
             refused regardless).
         connect_timeout_s: deadline for reaching the host, seconds: its TCP connect, SSH handshake
-            and login, and every retry of a handshake the server drops, together.
+            and login, and every retry of a handshake the server drops, together; through jump
+            hosts, for each hop (k jump hosts: at most (k + 1) x this; see
+            :func:`~fleetctl.connection.ssh_route.login`).
         keepalive_interval_s: seconds between keepalives, so long silent builds are not cut by
             idle timeouts; the connection is declared dead after 3 unanswered ones.
         max_sessions: most sessions (exec channels plus SFTP) open at once at first.

@@ -23,7 +23,12 @@ class LoginFailed(Exception):
 
 
 class TimedOut(LoginFailed):
-    """The TCP connect or the login ran out of its time (a :class:`LoginFailed`)."""
+    """The TCP connect or the login ran out of its time (a :class:`LoginFailed`); ``banner``:
+    the server's SSH banner had come."""
+
+    def __init__(self, reason: str, *, banner: bool = False) -> None:
+        super().__init__(reason)
+        self.banner = banner
 
 
 class Dropped(Exception):
@@ -62,10 +67,12 @@ class _Client(asyncssh.SSHClient):
 @dataclass
 class RouteOptions:
     """Run-wide login options: ``accept_new`` host keys, ``timeout_s`` (seconds) for reaching one
-    host: its TCP connect and SSH login, every retry of a dropped handshake included (OpenSSH's
-    ConnectTimeout bounds the connect and the banner exchange of one attempt; fleetctl's bounds the
-    attempts together, see :func:`fleetctl.connection.ssh_route.login`), ``keepalive_interval_s``
-    (3 unanswered keepalives drop the connection)."""
+    hop: its TCP connect (or the jump host's channel to it) and SSH login, every retry of a dropped
+    handshake included (OpenSSH's ConnectTimeout bounds the connect and the banner exchange of one
+    attempt; fleetctl's bounds the attempts together). Through jump hosts each hop has its own
+    ``timeout_s``, so a route of k jump hosts takes at most (k + 1) x ``timeout_s`` (the rule and
+    why: :func:`fleetctl.connection.ssh_route.login`). ``keepalive_interval_s``: seconds between
+    keepalives (3 unanswered ones drop the connection)."""
 
     accept_new: bool = False
     timeout_s: float = 30.0
@@ -111,7 +118,7 @@ async def handshake(target: SSHTarget, opts: RouteOptions, label: str, *, sock=N
     except BaseException as exc:
         if sock is not None:
             sock.close()
-        raise _translate(exc, target, opts, policy, ids, client, label, via) from None
+        raise _translate(exc, target, opts, policy, ids, client, label, via, tunnel) from None
     finally:
         ids.close()
     refusal = policy.after_login(conn.get_server_host_key())
@@ -122,7 +129,7 @@ async def handshake(target: SSHTarget, opts: RouteOptions, label: str, *, sock=N
 
 
 def _translate(exc: BaseException, target: SSHTarget, opts: RouteOptions, policy: HostKeyPolicy,
-               ids: Identities, client: _Client, label: str, via: str | None) -> BaseException:
+               ids: Identities, client: _Client, label: str, via: str | None, tunnel=None) -> BaseException:
     if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
         return exc
     if isinstance(exc, asyncssh.HostKeyNotVerifiable):
@@ -134,11 +141,15 @@ def _translate(exc: BaseException, target: SSHTarget, opts: RouteOptions, policy
         return Dropped(str(exc), banner=bool(client.conn and client.conn.get_extra_info("server_version")))
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         conn = client.conn
+        if conn is None and tunnel is not None:  # the direct-tcpip open never answered (RFC 4254 7.2)
+            return TimedOut(f"{label}timed out after {opts.timeout_s:g} s: the jump host {via} opened no "
+                            f"connection to {where} (the host is down, a firewall drops the packets, or there is no "
+                            f"route to it from the jump host)")
         if conn is None or not conn.get_extra_info("server_version"):
             return TimedOut(f"{label}timed out after {opts.timeout_s:g} s: {where} accepts TCP but sent no SSH "
                                f"banner (a hung sshd, or not an SSH server)")
         return TimedOut(f"{label}timed out after {opts.timeout_s:g} s: {where} did not finish the SSH "
-                           f"{'login' if client.key_checked else 'handshake'}")
+                           f"{'login' if client.key_checked else 'handshake'}", banner=True)
     refused = forwarding_refused(exc, label=label, jump=via, where=where)
     if refused:
         return LoginFailed(refused)

@@ -23,10 +23,15 @@ Unreachable hosts never delay reachable ones:
   nothing: an sshd without host keys, or one refusing this address), overlapping handshakes to
   that sshd or not (:func:`~fleetctl.connection.ssh_errors.drop_message`).
 
-A ``ProxyCommand`` runs as ssh(1) runs it (:mod:`fleetctl.connection.ssh_proxy`); one that
-exits non-zero before the banner is final, named with its status and last stderr lines. A port
-whose answer to an SSH identification string is another protocol (HTTP) is final too, named with
-its words (RFC 4253 4.2): neither is a transient drop.
+A ``ProxyCommand`` runs as ssh(1) runs it (:mod:`fleetctl.connection.ssh_proxy`). Final, named
+after the command (as expanded) with its last stderr lines, never a transient drop: it exits
+non-zero before the banner; it is still silent at the connect timeout (then killed, with its
+process group); it exits 0 before the banner and, run once more, ends again without passing on a
+byte (``Exceeded MaxStartups`` or a banner coming through it is a drop, retried). A server whose
+answer to an SSH identification string is another protocol (HTTP) is final too, named with its
+words (RFC 4253 4.2), on the route the login took: TCP, through the jump host (a ``direct-tcpip``
+channel, naming the hop and the jump host it was reached through) or through the ProxyCommand
+(:mod:`fleetctl.connection.ssh_probe`).
 
 Jump hosts (``ProxyJump``) are connected with the same rules (their own ssh_config, host key
 check and keys) and shared: every host behind one bastion in a run uses one connection to it.
@@ -49,7 +54,8 @@ import asyncssh
 from .retry import retrying
 from .ssh_errors import drop_message, not_ssh_message
 from .ssh_handshake import Dropped, LoginFailed, RouteOptions, TimedOut, handshake
-from .ssh_proxy import ProxyProcess
+from .ssh_probe import peek_first_words, probe_answer, probe_proxy, tcp_opener, tunnel_opener
+from .ssh_proxy import ProxyProcess, ended_silent_message
 from .ssh_target import SSHTarget, resolve_jump
 
 #: Connections to ONE sshd between TCP connect and login at once (below MaxStartups' default 10).
@@ -151,53 +157,24 @@ async def _tcp_connect(infos: list[tuple], where: str, timeout_s: float) -> sock
     raise LoginFailed(f"cannot connect to {where}: {getattr(last, 'strerror', None) or last}")
 
 
-async def _peek_first_words(sock: socket.socket, timeout_s: float) -> bytes:
-    """What the server has sent first (up to 256 bytes, left unread for asyncssh: MSG_PEEK), once
-    anything came or ``timeout_s`` seconds passed. Only on a retry after a drop: sshd past
-    MaxStartups writes ``Exceeded MaxStartups`` before closing (sshd.c ``drop_connection``),
-    which asyncssh discards as a pre-banner line."""
-    loop = asyncio.get_running_loop()
-    ready = loop.create_future()
-    loop.add_reader(sock.fileno(), lambda: ready.done() or ready.set_result(None))
-    try:
-        await asyncio.wait_for(ready, timeout_s)
-        return sock.recv(256, socket.MSG_PEEK)
-    except (asyncio.TimeoutError, TimeoutError, OSError):
-        return b""
-    finally:
-        loop.remove_reader(sock.fileno())
-
-
-async def _probe_answer(peer: tuple, timeout_s: float) -> bytes:
-    """What the server at ``peer`` (address, port) answers an SSH client's identification string
-    (its first line, or an HTML page up to its end; 1 KiB and ``timeout_s`` seconds at most). Only after a drop before the banner:
-    an SSH server sends ``SSH-2.0-...`` (RFC 4253 4.2) or sshd's ``Exceeded MaxStartups``, another
-    protocol its own words (an HTTP server: ``HTTP/1.0 400 ...``), which asyncssh discards as
-    pre-banner lines."""
-    data = b""
-    writer = None
-    try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(peer[0], peer[1]), timeout_s)
-        writer.write(b"SSH-2.0-fleetctl_probe\r\n")
-        async with asyncio.timeout(timeout_s):
-            while len(data) < 1024 and (b"\n" not in data or data.lstrip().startswith(b"<")):
-                chunk = await reader.read(1024 - len(data))
-                if not chunk:
-                    break
-                data += chunk
-    except (asyncio.TimeoutError, TimeoutError, OSError):
-        pass
-    finally:
-        if writer is not None:
-            writer.close()
-    return data
-
-
 # -- the route: jumps, gates, retries -----------------------------------------------------------
 
 async def login(target: SSHTarget, opts: RouteOptions, *, label: str = "",
                 stats: LoginStats | None = None) -> tuple[asyncssh.SSHClientConnection, Callable[[], None]]:
     """Reach ``target`` (through its jump hosts), check its host key and log in.
+
+    The connect budget is per hop: each jump host of ``ProxyJump``, then the target, has the
+    whole ``opts.timeout_s`` (seconds) for its own TCP connect or channel open, handshake, login
+    and retries, counted from when it starts; a route through k jump hosts therefore ends within
+    (k + 1) x ``opts.timeout_s`` (a wait at a handshake gate, held only by other handshakes to the
+    same sshd, comes on top, as for a host reached directly). Why this rule: it is what ``ssh -J a,b host`` does
+    (OpenSSH runs one ``ssh -W`` per hop, each applying ``ConnectTimeout`` to its own connect and
+    banner exchange, ssh_config(5)), so a failure names the hop whose own time ran out, as ssh does
+    (``jump host b: timed out after 30 s: ...``); one budget for the whole route would let a slow
+    but healthy bastion spend the target's time and the target's failure be reported as its own
+    timeout, and splitting the budget among the hops would fail a healthy slow hop that ssh reaches.
+    A channel the jump host never opens (the next hop's packets dropped) is named so, not as a
+    server that sent no banner.
 
     Returns:
         ``(connection, release)``: call ``release()`` after closing the connection (it lets go
@@ -277,7 +254,7 @@ async def _login_direct(target: SSHTarget, opts: RouteOptions, label: str, tunne
             stats.tcp_connect_s = round(time.monotonic() - t0, 3)
             peer_ip = sock.getpeername()[0]
             if n > 1:  # after a drop: what does the server say first?
-                drops["said"] = await _peek_first_words(sock, max(0.01, min(5.0, left_s())))
+                drops["said"] = await peek_first_words(sock, max(0.01, min(5.0, left_s())))
         proxy = None
         if tunnel is None and target.proxy_command:  # run as ssh(1) runs it (see ssh_proxy)
             try:
@@ -290,20 +267,18 @@ async def _login_direct(target: SSHTarget, opts: RouteOptions, label: str, tunne
             conn, policy = await handshake(target, dataclasses.replace(opts, timeout_s=round(max(0.01, left_s()), 2)),
                                             label, sock=sock, tunnel=tunnel, peer_ip=peer_ip, via=via)
         except BaseException as exc:
+            final = None
             if proxy is not None:
-                failed = None
-                if isinstance(exc, (Dropped, TimedOut)):
-                    failed = await proxy.failure(max(0.01, min(2.0, left_s())))
-                proxy.close()
-                if failed:  # final: the same command would fail the same way
-                    raise LoginFailed(label + failed) from None
-            if not isinstance(exc, Dropped):
-                raise
-            if peer_ip is not None and not exc.banner and n == 1:  # another protocol, or an sshd?
-                answer = await _probe_answer((peer_ip, target.port), max(0.01, min(2.0, left_s())))
-                not_ssh = not_ssh_message(where, answer)
-                if not_ssh:  # final: a non-SSH answer is no transient drop
-                    raise LoginFailed(label + not_ssh) from None
+                final = await _proxy_verdict(proxy, exc, where, n == 1, opts.timeout_s, max(0.01, min(2.0, left_s())))
+            elif isinstance(exc, Dropped) and not exc.banner and n == 1 and (peer_ip is not None or tunnel is not None):
+                # another protocol, or an sshd? asked on the route the login took
+                opener = (tcp_opener(peer_ip, target.port) if tunnel is None
+                          else tunnel_opener(tunnel, target.host, target.port))
+                answer = await probe_answer(opener, max(0.01, min(2.0, left_s())))
+                final = not_ssh_message(where if tunnel is None else f"{where} (reached through the jump host {via})",
+                                        answer)
+            if final:  # final: the same route would fail the same way, no transient drop
+                raise LoginFailed(label + final) from None
             raise
         if proxy is not None:
             proxy.reap_after(conn.wait_closed())
@@ -345,6 +320,31 @@ async def _login_direct(target: SSHTarget, opts: RouteOptions, label: str, tunne
                               initial_s=0.2, max_s=5.0, deadline=lambda: budget["deadline"])
     except Dropped:  # the deadline stopped the retries before HANDSHAKE_ATTEMPTS
         raise given_up() from None
+
+
+async def _proxy_verdict(proxy: ProxyProcess, exc: BaseException, where: str, first: bool, timeout_s: float,
+                         wait_s: float) -> str | None:
+    """The final one-line failure of a login through ``proxy`` (then killed), or ``None`` when
+    ``exc`` stands (a drop worth a retry, a refusal of the server behind it): still silent at the
+    connect timeout (``timeout_s`` seconds); exited non-zero before the banner; on a first drop
+    with exit 0, run once more (``wait_s`` seconds at most): nothing came through it before it
+    ended, or another protocol answered. ``Exceeded MaxStartups`` or a banner: a retry."""
+    try:
+        if isinstance(exc, TimedOut) and not exc.banner and proxy.proc.poll() is None:
+            return f"{where}: {proxy.silent_message(timeout_s)}"
+        if not isinstance(exc, (Dropped, TimedOut)):
+            return None
+        failed = await proxy.failure(wait_s)
+        if failed:
+            return f"{where}: {failed}"
+        if not (isinstance(exc, Dropped) and not exc.banner and first and proxy.proc.returncode == 0):
+            return None
+    finally:
+        proxy.close()
+    answer, rc, words = await probe_proxy(proxy.command, wait_s)
+    if not answer.strip() and rc == 0:
+        return f"{where}: {ended_silent_message(proxy.command, words)}"
+    return not_ssh_message(f"{where} (reached through ProxyCommand `{proxy.command}`)", answer)
 
 
 class _SharedJump:
