@@ -112,3 +112,46 @@ def test_folders_others_can_change_are_never_used(sshd_farm, tmp_path):
     assert rc == 1, doc
     assert f"in the shared {shared} is a symbolic link: never used" in doc["hosts"]["xb"]["error"], doc
     assert list(target.iterdir()) == []
+
+
+def _deploy_locked(tmp_path: Path, sshd_farm, host, workdir: Path, lock: Path) -> tuple[int, dict]:
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {host.name: {**host.inventory_vars(sshd_farm.known_hosts),
+                                                                     "workdir": str(workdir),
+                                                                     "deploy_lock": str(lock)}}})
+    play = tmp_path / "play.yaml"
+    play.write_text(PLAY)
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--json", home=tmp_path)
+    return res.returncode, json.loads(res.stdout)
+
+
+def test_one_deploy_lock_for_two_users_is_shared_or_named_and_never_followed(sshd_farm, tmp_path):
+    alice, bob = sshd_farm.start("la", shell="bash"), sshd_farm.start("lb", shell="dash")
+    a = pwd.getpwnam(alice.user)
+    top = _scratch(sshd_farm)
+    shared = top / "work"  # a shared base: each user's own workdir, one deploy_lock for both
+    shared.mkdir()
+    shared.chmod(0o1777)
+    lock = top / "gpu.lock"
+    rc, doc = _deploy_locked(tmp_path, sshd_farm, alice, shared, lock)
+    assert rc == 0, doc
+    assert lock.stat().st_uid == a.pw_uid and stat.S_IMODE(lock.stat().st_mode) == 0o600
+    rc, doc = _deploy_locked(tmp_path, sshd_farm, bob, shared, lock)
+    assert rc == 1 and doc["hosts"]["lb"]["status"] == "failed", doc
+    error = doc["hosts"]["lb"]["error"]
+    assert f"cannot take the deploy lock {lock}: Permission denied (EACCES): {lock} (owner {alice.user}, " \
+           f"mode 0600) is {alice.user}'s and {bob.user} cannot write it; " in error, error
+    lock.chmod(0o666)  # as the line says: one lock every user may take (in a sticky folder, made by another)
+    rc, doc = _deploy_locked(tmp_path, sshd_farm, bob, shared, lock)
+    assert rc == 0, doc
+    lock.unlink()  # a symbolic link of alice's where bob's lock would be: bob would truncate its target
+    target = top / "target"
+    target.write_text("alice's file\n")
+    os.chown(target, a.pw_uid, a.pw_gid)
+    target.chmod(0o666)
+    lock.symlink_to(target)
+    os.lchown(lock, a.pw_uid, a.pw_gid)
+    rc, doc = _deploy_locked(tmp_path, sshd_farm, bob, shared, lock)
+    assert rc == 1, doc
+    assert f"cannot take the deploy lock {lock}: " in doc["hosts"]["lb"]["error"], doc
+    assert "is a symbolic link (owner " in doc["hosts"]["lb"]["error"], doc
+    assert target.read_text() == "alice's file\n"

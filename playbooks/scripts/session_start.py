@@ -179,13 +179,46 @@ def own_workdir(base, create=True):
     return mine, None
 
 
+def lock_refusal(path, exc):
+    """What a lock file that cannot be opened is, for the line saying so: ``": PATH (owner, mode)
+    is ...; what to do"``, or ``""`` when that says nothing more (a full disk, a missing folder)."""
+    if exc.errno not in (errno.EACCES, errno.EPERM, errno.ELOOP):
+        return ""
+    me = _owner(os.geteuid())
+    try:
+        st = os.lstat(path)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        return (": %s is a symbolic link (owner %s): never followed (it could point to any file of %s's, "
+                "which taking the lock would truncate); remove it, or set deploy_lock to a file of its own"
+                % (path, _owner(st.st_uid), me))
+    if st is not None:
+        return (": %s is %s's and %s cannot write it; to share one lock among the users that deploy here, "
+                "make it writable by each (chmod 0666 %s, or 0660 and a group of theirs), else leave deploy_lock "
+                "unset (each user then has its own, in its workdir)" % (_described(path, st), _owner(st.st_uid),
+                                                                         me, path))
+    folder = os.path.dirname(path)
+    try:
+        return ": %s cannot make it in %s" % (me, _described(folder, os.stat(folder)))
+    except OSError:
+        return ""
+
+
 def take_lock(path, record):
     """``(fd, info)``: the lock held (``fd``) and ``{"path", "locked": pid, "previous": text}``, or
     ``(None, {"path", "busy": text})`` when another process holds it."""
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    # never through a symbolic link (another user's in a shared folder would have this run truncate
+    # whatever it points to); a file another user made, writable by this one, is one lock for both,
+    # opened without O_CREAT: Linux's fs.protected_regular refuses O_CREAT on another user's file
+    # in a sticky world-writable folder even when its mode allows writing (proc_sys_fs(5))
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except PermissionError:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -532,7 +565,7 @@ def main():
             cause = exc.strerror or str(exc)
             if exc.errno in errno.errorcode:
                 cause = "%s (%s)" % (cause, errno.errorcode[exc.errno])
-            out["lock"] = {"path": path, "error": cause}
+            out["lock"] = {"path": path, "error": cause + lock_refusal(path, exc)}
             return finish(out, None)
         if fd is None:
             return finish(out, None)
