@@ -228,7 +228,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             if host.name in opts.refused:
                 raise _Refused(opts.refused[host.name])
             session = await connect(host, scopes[host.connection], run, timeout_s=opts.deadlines.connect,
-                                    unavailable=unavailable, prepare=False)
+                                    unavailable=unavailable)
         except (HostUnreachable, FleetError) as exc:
             cause = exc.cause if isinstance(exc, HostUnreachable) else host_message(host.name, exc)
             status = "unreachable" if isinstance(exc, HostUnreachable) else "failed"
