@@ -189,7 +189,11 @@ def lock_path(conn: Connection, workdir: str | None = None, override: str | None
     and every deploy of that inventory host, from any folder or controller, meets the same lock.
     When different inventories name one machine differently (or several users deploy into one
     shared venv), set ``deploy_lock`` to one path for all of them (e.g. ``/var/lock/fleetctl.lock``,
-    or a file beside the shared venv). Without a workdir, ``~/.fleetctl/deploy.lock``.
+    or a file beside the shared venv), writable by each of those login users (``chmod 0666``, or
+    0660 and a group: the first one makes it 0600, and the others are then told whose it is and
+    its mode). Several login users given one workdir each have their own (``<workdir>/<user>``,
+    ``own_workdir`` in ``playbooks/scripts/session_start.py``), so their locks are their own too.
+    A lock path that is a symbolic link is never opened. Without a workdir, ``~/.fleetctl/deploy.lock``.
     """
     if override:
         return override
