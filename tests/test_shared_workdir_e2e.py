@@ -155,3 +155,30 @@ def test_one_deploy_lock_for_two_users_is_shared_or_named_and_never_followed(ssh
     assert f"cannot take the deploy lock {lock}: " in doc["hosts"]["lb"]["error"], doc
     assert "is a symbolic link (owner " in doc["hosts"]["lb"]["error"], doc
     assert target.read_text() == "alice's file\n"
+
+
+def test_facts_never_run_a_script_from_another_users_workdir(sshd_farm, tmp_path):
+    """``fleetctl facts`` writes nothing and uses a facts script a deploy left in the workdir; in a
+    workdir of another user's that copy may be anything: it is never run (a private copy is)."""
+    import hashlib
+
+    from tests.support.fleet import REPO
+
+    alice, bob = sshd_farm.start("fa", shell="bash"), sshd_farm.start("fb", shell="dash")
+    a = pwd.getpwnam(alice.user)
+    theirs = _scratch(sshd_farm) / "fleetctl"
+    (theirs / "scripts").mkdir(parents=True)
+    source = (REPO / "playbooks" / "scripts" / "facts.py").read_bytes()
+    marker = sshd_farm.root / "scratch" / "ran"
+    planted = theirs / "scripts" / f"facts-{hashlib.sha256(source).hexdigest()[:16]}.py"
+    planted.write_text(source.decode() + f"\nimport os\nopen({str(marker)!r}, 'w').write(str(os.getuid()))\n")
+    for p in (theirs, theirs / "scripts", planted):
+        os.chown(p, a.pw_uid, a.pw_gid)
+        p.chmod(0o755)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"fb": {**bob.inventory_vars(sshd_farm.known_hosts),
+                                                                "workdir": str(theirs)}}})
+    res = fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert json.loads(res.stdout)["fb"]["cpu_count"] >= 1
+    assert not marker.exists()
+    assert sorted(p.name for p in theirs.iterdir()) == ["scripts"]  # and nothing was written there
