@@ -557,3 +557,47 @@ def test_copy_to_three_nodes_is_one_sbcast_per_file(slurm_uniform_cluster, tmp_p
     assert {h: [t["status"] for t in o["tasks"]] for h, o in record(tmp_path)["hosts"].items()} == \
         {"n1": ["ok", "ok", "ok"], "n3": ["ok", "ok", "ok"]}
     assert [c[0] for c in launcher_calls(log)[before:]].count("sbcast") == 0
+
+
+def test_a_workdir_of_another_user_is_named_and_never_used_over_slurm_too(slurm_cluster, tmp_path):
+    """Slurm job steps make the run folder by the same host script as SSH (``own_workdir``): root,
+    who could enter it, never writes into another user's private workdir but is told whose it is."""
+    import pwd
+
+    from tests.support.sshd import ensure_user
+
+    user = ensure_user("bash")
+    entry = pwd.getpwnam(user)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, entry.pw_uid, entry.pw_gid)
+    theirs.chmod(0o700)
+    site = write_yaml(tmp_path / "site.yaml", {"all": {"hosts": {"n1": {"workdir": str(theirs)}}}})
+    play = tmp_path / "quick.yaml"
+    play.write_text(QUICK_PLAY.format(name="t", script="true"))
+    res = cli("-i", "slurm:", "-i", str(site), "deploy", "--hosts", "n1", "--playbook", str(play), home=tmp_path,
+              launcher=slurm_cluster.launcher_text)
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-2000:]
+    error = record(tmp_path)["hosts"]["n1"]["error"]
+    assert error.startswith(f"workdir {theirs} (owner {user}, mode 0700) is {user}'s, not root's: "), error
+    assert list(theirs.iterdir()) == []
+    assert slurm_cluster.jobs() == []
+
+
+def test_a_deploy_lock_that_is_a_symbolic_link_is_never_followed_over_slurm(slurm_cluster, tmp_path):
+    """The lock script of Slurm job steps (fleetctl/engine/hostlock.py) refuses a lock path that is a
+    symbolic link, as the SSH start's O_NOFOLLOW does: another user's link in a shared folder would
+    have the run truncate whatever it points to."""
+    target = tmp_path / "precious"
+    target.write_text("keep me\n")
+    lock = tmp_path / "shared.lock"
+    lock.symlink_to(target)
+    site = write_yaml(tmp_path / "site.yaml", {"all": {"hosts": {"n1": {"deploy_lock": str(lock)}}}})
+    play = tmp_path / "quick.yaml"
+    play.write_text(QUICK_PLAY.format(name="t", script="true"))
+    res = cli("-i", "slurm:", "-i", str(site), "deploy", "--hosts", "n1", "--playbook", str(play), home=tmp_path,
+              launcher=slurm_cluster.launcher_text)
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-2000:]
+    error = record(tmp_path)["hosts"]["n1"]["error"]
+    assert f"cannot take the deploy lock {lock}: {lock} is a symbolic link (owner root): never followed" in error, error
+    assert target.read_text() == "keep me\n"

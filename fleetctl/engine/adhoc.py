@@ -113,7 +113,7 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
             session: HostSession | None = None
             try:
                 session = await connect(host, scopes[host.connection], run, timeout_s=connect_timeout_s,
-                                        unavailable=unavailable, prepare=False)
+                                        unavailable=unavailable)
                 # what the connection learns on its own (a login shell's banner) goes to the record
                 session.conn.on_note = lambda message, name=host.name: observers.emit("note.added", name,
                                                                                       message=message)

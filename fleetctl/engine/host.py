@@ -341,3 +341,35 @@ def phase_spans(run: RunModel, outcomes: list[TaskOutcome], first: list[PhaseSpa
         start = (dt.datetime.fromisoformat(o.start) - t0).total_seconds()
         spans.append(PhaseSpan(phase=o.phase, start_s=round(start, 3), duration_s=o.duration_s, status=o.status))
     return spans
+
+
+async def plan_pass(session: HostSession, playbook: Any, tasks: list[Any], selected: set[int], run: RunModel,
+                observers: Any, classes: ClassCoordinator, opts: PassOptions) -> HostPass:
+    """A planning pass; the session's registered results and declared files are reset after it
+    (the probe cache is kept for the apply pass).
+
+    When the pass stages a venv version that nothing between the stage and the switch would
+    change, or was planned keeping the live venv and something now changes, the host is planned
+    again with :attr:`HostSession.keep_live` turned (from the probes already answered); that plan
+    is the one shown and applied (see :func:`fleetctl.engine.host.nothing_to_stage`). Staging is
+    the safe side: a verdict that does not hold on its own plan falls back to it."""
+    async def once() -> HostPass:
+        try:
+            return await run_pass(session, playbook, tasks, selected, apply=False, run=run, observers=observers,
+                                  classes=classes, opts=opts)
+        finally:
+            session.registered.clear()
+            session.files.clear()
+            session.stamps.clear()
+            session.trees.clear()
+            session.sources.clear()
+
+    planned = await once()
+    keep = nothing_to_stage(planned.outcomes)
+    if keep != session.keep_live:
+        session.keep_live = keep
+        planned = await once()
+        if session.keep_live and not nothing_to_stage(planned.outcomes):
+            session.keep_live = False
+            planned = await once()
+    return planned

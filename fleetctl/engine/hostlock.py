@@ -64,6 +64,8 @@ LOCK_SCRIPT = r'''f=$1; rec=$2
 command -v flock >/dev/null 2>&1 || { echo "NOFLOCK"; exit 127; }
 umask 077
 mkdir -p -- "$(dirname -- "$f")" || exit 3
+if [ -L "$f" ]; then echo "LINK $(stat -c %U -- "$f" 2>/dev/null)"; exit 3; fi
+if [ -e "$f" ] && [ ! -w "$f" ]; then echo "NOOPEN $(stat -c '%U %a' -- "$f" 2>/dev/null)"; exit 3; fi
 exec 9<>"$f" || exit 3
 if ! flock -n 9; then printf 'BUSY '; head -c 4096 -- "$f"; echo; exit 75; fi
 printf 'PREVIOUS '; head -c 4096 -- "$f"; echo
@@ -187,7 +189,11 @@ def lock_path(conn: Connection, workdir: str | None = None, override: str | None
     and every deploy of that inventory host, from any folder or controller, meets the same lock.
     When different inventories name one machine differently (or several users deploy into one
     shared venv), set ``deploy_lock`` to one path for all of them (e.g. ``/var/lock/fleetctl.lock``,
-    or a file beside the shared venv). Without a workdir, ``~/.fleetctl/deploy.lock``.
+    or a file beside the shared venv), writable by each of those login users (``chmod 0666``, or
+    0660 and a group: the first one makes it 0600, and the others are then told whose it is and
+    its mode). Several login users given one workdir each have their own (``<workdir>/<user>``,
+    ``own_workdir`` in ``playbooks/scripts/session_start.py``), so their locks are their own too.
+    A lock path that is a symbolic link is never opened. Without a workdir, ``~/.fleetctl/deploy.lock``.
     """
     if override:
         return override
@@ -265,8 +271,25 @@ async def _try(conn: Connection, host: str, path: str, record: dict, timeout_s: 
     if res.rc == 127 and any("NOFLOCK" in t for t in lines):
         raise HostLockError(f"{host}: flock(1) is not installed on the host, so the deploy lock cannot be taken "
                             f"(install util-linux)")
+    said = next((t.split(" ", 1) for t in lines if t.startswith(("LINK ", "NOOPEN "))), None)
+    if said is not None:
+        raise HostLockError(f"{host}: cannot take the deploy lock {path}: " + _refusal(path, *said))
     raise HostLockError(f"{host}: cannot take the deploy lock {path}: exit {res.rc}: "
                         f"{res.stderr_text.strip()[-300:] or res.stdout_text.strip()[-300:]}")
+
+
+def _refusal(path: str, what: str, stat_text: str) -> str:
+    """The lock script's ``LINK OWNER`` / ``NOOPEN OWNER MODE`` as one clause (the words of
+    ``lock_refusal`` in playbooks/scripts/session_start.py, which the SSH start uses)."""
+    owner, _, mode = stat_text.strip().partition(" ")
+    if what == "LINK":
+        return (f"{path} is a symbolic link (owner {owner or '?'}): never followed (it could point to any file of "
+                f"the login user's, which taking the lock would truncate); remove it, or set deploy_lock to a file "
+                f"of its own")
+    return (f"Permission denied: {path} (owner {owner or '?'}, mode {mode.zfill(4) if mode else '?'}) is not "
+            f"writable by the login user; to share one lock among the users that deploy here, make it writable "
+            f"by each (chmod 0666 {path}, or 0660 and a group of theirs), else leave deploy_lock unset (each user "
+            f"then has its own, in its workdir)")
 
 
 async def _take_over(conn: Connection, host: str, path: str, record: dict, timeout_s: float,

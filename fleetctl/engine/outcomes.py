@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from ..util.shared import share
@@ -59,3 +60,37 @@ def finish_host(run: RunModel, observers: Observers, host: str, result: HostPass
         out.duration_s = round((dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(out.started))
                                .total_seconds(), 3)
     observers.emit("host.finished", host, status=out.status, error=out.error, duration_s=out.duration_s)
+
+
+def not_started(run: RunModel, hosts: Sequence[Any], why: str) -> None:
+    """Record every host of ``hosts`` the run never started on (never reached, or waiting for a
+    fork) as ``not started`` with ``why``: it did nothing, so it neither failed nor was
+    interrupted, and the retry set takes it (:data:`~fleetctl.engine.batches.FAILED_STATES`)."""
+    for h in hosts:
+        out = run.hosts.get(h.name)
+        if out is None or (out.status == "running" and not out.started):
+            out = run.host(h.name)
+            out.status, out.error = "not started", why
+
+
+def stopped(run: RunModel, observers: Observers, later: Sequence[Sequence[Any]], reason: str) -> None:
+    """A batch's failures stop the run (:func:`fleetctl.engine.batches.stop_reason`): the run says
+    why, and every host of the ``later`` batches is ``not started`` with that reason."""
+    run.stopped = reason
+    observers.emit("run.stopped", reason=reason)
+    for batch in later:
+        for h in batch:
+            out = run.host(h.name)
+            out.status, out.error = "not started", reason
+
+
+def interrupted(run: RunModel, observers: Observers, batch: Sequence[Any]) -> None:
+    """Ctrl-C (or SIGTERM) during a batch: each host of it that had started and is still running is
+    ``interrupted``, with the time it ran until then (seconds); the others stay as they are."""
+    for h in batch:
+        out = run.hosts.get(h.name)
+        if out is not None and out.status == "running" and out.started:
+            out.status, out.error = "interrupted", "run interrupted"
+            out.duration_s = round((dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(out.started))
+                                   .total_seconds(), 3)
+            observers.emit("host.interrupted", h.name)

@@ -23,12 +23,11 @@ if TYPE_CHECKING:  # deadlines reads the tasks' registry: not needed to reach a 
 
 
 async def connect(host: Any, scope: Any, run: RunModel, *, timeout_s: float,
-                  unavailable: dict[str, str] | None = None, prepare: bool = True) -> HostSession:
-    """Open ``host``'s connection and (``prepare``) make its run folder.
+                  unavailable: dict[str, str] | None = None) -> HostSession:
+    """Open ``host``'s connection (its folders come with its first command: :func:`first_command`).
 
     Raises:
         HostUnreachable: naming the cause.
-        FleetError: the run folder could not be made.
     """
     if unavailable and host.name in unavailable:
         raise HostUnreachable(host.name, unavailable[host.name])
@@ -38,15 +37,7 @@ async def connect(host: Any, scope: Any, run: RunModel, *, timeout_s: float,
     except HostUnreachable as exc:
         exc.stats = dict(getattr(conn, "stats", {}) or {})
         raise
-    session = HostSession(host=host, conn=conn, run_id=run.run_id)
-    if not prepare:
-        return session
-    try:
-        await session.prepare(timeout_s=timeout_s)
-    except BaseException:
-        await conn.close()
-        raise
-    return session
+    return HostSession(host=host, conn=conn, run_id=run.run_id)
 
 
 async def first_command(session: HostSession, run: RunModel, observers: Any, deadlines: Deadlines,

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -64,11 +63,11 @@ from ..tasks import ACTIONS
 from .batches import FAILED_STATES, batches, stop_reason
 from .classes import ClassCoordinator
 from .deadlines import Deadlines
-from .host import HostPass, PassOptions, nothing_to_stage, run_pass
+from .host import HostPass, PassOptions, plan_pass, run_pass
 from .lockwatch import settle as settle_lock
 from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
 from .observer import Observers
-from .outcomes import MutedObservers, end_early, finish_host
+from .outcomes import MutedObservers, end_early, finish_host, interrupted, not_started, stopped
 from .probeplan import ProbeMemory
 from .reach import connect, first_command, record_connection
 from .scopes import enter_scopes, prepare_hosts
@@ -163,26 +162,10 @@ async def run_playbook(playbook: Any, hosts: Sequence[Any], *, run: RunModel, ob
             bad = sum(1 for h in batch if run.hosts[h.name].status in FAILED_STATES)
             reason = stop_reason(n, plan, bad, max_fail)
             if reason is not None:
-                run.stopped = reason
-                observers.emit("run.stopped", reason=reason)
-                for later in plan[n + 1:]:
-                    for h in later:
-                        out = run.host(h.name)
-                        out.status, out.error = "not started", reason
+                stopped(run, observers, plan[n + 1:], reason)
                 break
     run.failed_hosts = [h for h, o in run.hosts.items() if o.status in FAILED_STATES]
     return run
-
-
-def not_started(run: RunModel, hosts: Sequence[Any], why: str) -> None:
-    """Record every host of ``hosts`` the run never started on (never reached, or waiting for a
-    fork) as ``not started`` with ``why``: it did nothing, so it neither failed nor was
-    interrupted, and the retry set takes it (:data:`~fleetctl.engine.batches.FAILED_STATES`)."""
-    for h in hosts:
-        out = run.hosts.get(h.name)
-        if out is None or (out.status == "running" and not out.started):
-            out = run.host(h.name)
-            out.status, out.error = "not started", why
 
 
 async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected: set[int], scopes: dict[str, Any],
@@ -215,7 +198,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         changed = classes.assign(names)
         for h in names:
             if h in changed or not apply:
-                plans[h] = await _plan(sessions[h], playbook, tasks, selected, run,
+                plans[h] = await plan_pass(sessions[h], playbook, tasks, selected, run,
                                        planning_observers if apply else observers, classes, pass_opts)
 
     def leave(name: str, g: Group) -> None:
@@ -245,7 +228,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             if host.name in opts.refused:
                 raise _Refused(opts.refused[host.name])
             session = await connect(host, scopes[host.connection], run, timeout_s=opts.deadlines.connect,
-                                    unavailable=unavailable, prepare=False)
+                                    unavailable=unavailable)
         except (HostUnreachable, FleetError) as exc:
             cause = exc.cause if isinstance(exc, HostUnreachable) else host_message(host.name, exc)
             status = "unreachable" if isinstance(exc, HostUnreachable) else "failed"
@@ -276,7 +259,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                                 remembered=memory.entries(host.name) if memory is not None else [],
                                 build_notes=builds)
             out.phases = list(spans)  # connect, facts: in the record from now on
-            plans[host.name] = await _plan(session, playbook, tasks, selected, run, planning_observers, classes,
+            plans[host.name] = await plan_pass(session, playbook, tasks, selected, run, planning_observers, classes,
                                            pass_opts)
             g.planned.add(host.name)
             if len(g.planned) == 1 and g.settling is None:  # hosts stuck after connect delay it a while only
@@ -344,7 +327,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                 await asyncio.shield(g.settling)
             else:  # late: it joins the classes on its own
                 if classes.assign([name]) or not apply:
-                    plans[name] = await _plan(sessions[name], playbook, tasks, selected, run,
+                    plans[name] = await plan_pass(sessions[name], playbook, tasks, selected, run,
                                               planning_observers if apply else observers, classes, pass_opts)
             if not apply:
                 finish_host(run, observers, name, plans.pop(name), first.get(name, []),
@@ -357,14 +340,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     try:
         await each_host(window_order(batch), opts.forks, one)
     except (asyncio.CancelledError, KeyboardInterrupt):
-        for h in batch:  # a host it never reached is "not started" (run_playbook)
-            out = run.hosts.get(h.name)
-            if out is not None and out.status == "running" and out.started:
-                out.status, out.error = "interrupted", "run interrupted"
-                if out.started:  # the time it ran until the interruption
-                    out.duration_s = round((dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(out.started))
-                                           .total_seconds(), 3)
-                observers.emit("host.interrupted", h.name)
+        interrupted(run, observers, batch)  # a host it never reached is "not started" (run_playbook)
         raise
     finally:
         for timer in timers:
@@ -378,35 +354,3 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                     memory.note(name, s.workdir, s.run_id, s.asked)
             memory.save()
         await asyncio.gather(*(close_session(s) for s in list(sessions.values())), return_exceptions=True)
-
-
-async def _plan(session: HostSession, playbook: Any, tasks: list[Any], selected: set[int], run: RunModel,
-                observers: Any, classes: ClassCoordinator, opts: PassOptions) -> HostPass:
-    """A planning pass; the session's registered results and declared files are reset after it
-    (the probe cache is kept for the apply pass).
-
-    When the pass stages a venv version that nothing between the stage and the switch would
-    change, or was planned keeping the live venv and something now changes, the host is planned
-    again with :attr:`HostSession.keep_live` turned (from the probes already answered); that plan
-    is the one shown and applied (see :func:`fleetctl.engine.host.nothing_to_stage`). Staging is
-    the safe side: a verdict that does not hold on its own plan falls back to it."""
-    async def once() -> HostPass:
-        try:
-            return await run_pass(session, playbook, tasks, selected, apply=False, run=run, observers=observers,
-                                  classes=classes, opts=opts)
-        finally:
-            session.registered.clear()
-            session.files.clear()
-            session.stamps.clear()
-            session.trees.clear()
-            session.sources.clear()
-
-    planned = await once()
-    keep = nothing_to_stage(planned.outcomes)
-    if keep != session.keep_live:
-        session.keep_live = keep
-        planned = await once()
-        if session.keep_live and not nothing_to_stage(planned.outcomes):
-            session.keep_live = False
-            planned = await once()
-    return planned

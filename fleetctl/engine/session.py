@@ -2,8 +2,10 @@
 
 Remote paths never collide between hosts or between concurrent runs, even when hosts share a
 home folder over NFS: the working folder is per inventory host (``~/.fleetctl/<host>`` unless the
-``workdir`` var says otherwise) and every run gets its own sub-folder ``runs/<run_id>``, created
-private to the user (0700).
+``workdir`` var says otherwise), per login user where several share one (``<workdir>/<user>`` in a
+shared base, as /tmp: ``own_workdir`` in ``playbooks/scripts/session_start.py``, which makes the
+folders with the host's first command, :mod:`fleetctl.engine.session_start`), and every run gets
+its own sub-folder ``runs/<run_id>``, created private to the user (0700).
 """
 
 from __future__ import annotations
@@ -16,15 +18,6 @@ from typing import Any
 from ..connection.base import Connection
 from ..connection.registry import HostRef
 from ..errors import FleetError, TaskFailed
-
-
-#: Prints the login shell and home folder, then creates ``$1/$2`` (``$1`` relative to the home
-#: folder unless absolute) private to the user. Fixed text: the paths are positional parameters
-#: (and no backslash or ``!``, so any login shell parses it alike).
-_PREPARE = ('umask 077; echo "FLEETCTL_SHELL $SHELL"; echo "FLEETCTL_HOME $HOME"; '
-            'case $1 in /*) ;; *) cd || exit 3 ;; esac; mkdir -p -- "$1/$2" && echo FLEETCTL_READY')
-#: :data:`_PREPARE` making nothing (``fleetctl facts`` writes nothing on a host).
-_LEARN = 'echo "FLEETCTL_SHELL $SHELL"; echo "FLEETCTL_HOME $HOME"; echo FLEETCTL_READY'
 
 
 def default_venv(host: Any) -> str | None:
@@ -173,37 +166,6 @@ class HostSession:
         elif not self.host.workdir:
             hint = " (set the host var 'workdir' to a folder the login user can write)"
         return TaskFailed(self.host.name, f"{what}{hint}")
-
-    async def prepare(self, timeout_s: float = 60.0, read_only: bool = False) -> None:
-        """Resolve the folders and create ``run_dir`` (mode 0700, parents private too), learning
-        the login shell and home folder in the same command; ``read_only``: create nothing
-        (``fleetctl facts``), only resolve and learn.
-
-        Raises:
-            TaskFailed: the folder cannot be created (a missing home folder gets a hint).
-        """
-        base = self.base_workdir()
-        if read_only and posixpath.isabs(base) and self.conn.home:
-            self.set_folders(base)
-            return
-        if posixpath.isabs(base) and self.conn.home:
-            self.set_folders(base)
-            res = await self.conn.run(["/bin/sh", "-c", 'umask 077 && mkdir -p -- "$1"', "fleetctl-mkdir",
-                                       self.run_dir], timeout_s=timeout_s)
-            if res.rc != 0:
-                raise self.folder_error(f"cannot create {self.run_dir}: {res.stderr_text.strip()}")
-            return
-        res = await self.conn.run(["/bin/sh", "-c", _LEARN if read_only else _PREPARE, "fleetctl-mkdir", base,
-                                   posixpath.join("runs", self.run_id)], timeout_s=timeout_s)
-        marks = dict(line.partition(" ")[::2] for line in res.stdout_text.splitlines()
-                     if line.startswith(("FLEETCTL_SHELL ", "FLEETCTL_HOME ", "FLEETCTL_READY")))
-        home = marks.get("FLEETCTL_HOME", "")
-        self.conn.learn_login(marks.get("FLEETCTL_SHELL", ""), home,
-                              home_missing=b"Could not chdir to home directory" in res.stderr)
-        self.set_folders(posixpath.normpath(base if posixpath.isabs(base) else posixpath.join(home or "~", base)))
-        if res.rc != 0 or "FLEETCTL_READY" not in marks:
-            why = res.stderr_text.strip().splitlines()[-1] if res.stderr.strip() else f"exit {res.rc}"
-            raise self.folder_error(f"cannot create {self.run_dir}: {why}")
 
     async def gather_facts(self, *, timeout_s: float = 180.0, read_only: bool = False) -> dict[str, Any]:
         """Gather the host's facts (one upload, one command), store and return them; ``read_only``:

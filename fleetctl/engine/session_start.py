@@ -291,16 +291,37 @@ def _facts(session: HostSession, out: dict) -> dict[str, Any]:
     return session.finish_facts(facts)
 
 
+async def _folders(session: HostSession, *, timeout_s: float, read_only: bool) -> None:
+    """The login shell and home, the workdir (this user's own: see ``own_workdir`` in
+    ``playbooks/scripts/session_start.py``) and, unless ``read_only``, the run folder, by the same
+    host script as :func:`start_host` (no lock, facts or probes), in one command whose stdin is
+    sent and closed.
+
+    Raises:
+        TaskFailed: the script could not run, or the workdir is another user's or cannot be made.
+    """
+    job = _job(session, facts=False, lock=False, remembered=[], read_only=read_only)
+    out, res, _ = await _exec(session, job, hold=False, timeout_s=timeout_s)
+    if out is None:
+        raise _no_result(session, res, False)
+    login = out.get("login") or {}
+    session.conn.learn_login(login.get("shell", ""), login.get("home", ""), home_missing=bool(login.get("home_missing")))
+    if out.get("workdir"):
+        session.set_folders(out["workdir"])
+    if out.get("error"):
+        raise session.folder_error(out["error"])
+
+
 async def legacy_start(session: HostSession, *, facts: bool, lock: bool, timeout_s: float,
                        connect_timeout_s: float, read_only: bool = False) -> Started:
     """The older sequence, for connections that cannot hold a command's stdin open: the run
-    folder, the facts script (uploaded), and the deploy lock on a companion connection;
+    folder (:func:`_folders`), the facts script (uploaded), and the deploy lock on a companion connection;
     ``read_only`` (``fleetctl facts``): no folder made, the script run from a private temporary
     folder removed afterwards, nothing left on the host."""
     from .hostlock import acquire_host_lock, lock_path
 
     lock = lock and not read_only
-    await session.prepare(timeout_s=connect_timeout_s, read_only=read_only)
+    await _folders(session, timeout_s=connect_timeout_s, read_only=read_only)
     started = Started()
     if lock:
         path = lock_path(session.conn, session.workdir, session.host.settings.deploy_lock)

@@ -55,6 +55,7 @@ import fcntl
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -82,13 +83,142 @@ def resolve(path, home):
     return path if path.startswith("/") else os.path.join(home, path)
 
 
+def _owner(uid):
+    """A uid's user name (``uid N`` when the password database has none)."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, OverflowError):
+        return "uid %d" % uid
+
+
+def _described(path, st):
+    return "%s (owner %s, mode %04o)" % (path, _owner(st.st_uid), stat.S_IMODE(st.st_mode))
+
+
+def own_workdir(base, create=True):
+    """``(workdir, None)``: the folder this login user works in for the workdir var's folder
+    ``base`` (absolute); ``(None, line)`` when there is none it may use, the line naming the
+    folder, its owner and mode, and what to do.
+
+    One folder may be given to several login users of a host (two operators, ``ansible_user: alice``
+    and ``bob``, root and a service user; a site-wide ``/opt/fleetctl`` or ``/scratch/fleetctl``).
+    The rules are /tmp's, as Ansible's ``system_tmpdirs`` and systemd's tmpfiles.d use it (a
+    shared folder is world-writable only with the sticky bit, which lets no user remove or rename
+    another's entries: sticky(7) of Linux's ``unlink(2)``/``rename(2)``, ``EPERM``), and OpenSSH's
+    ``StrictModes`` (a folder another user can change is never trusted):
+
+    - ``base`` missing: it is made (parents too) private to this user (umask 077), and is the
+      workdir (as before: a single user's layout does not change);
+    - ``base`` this user's own, not world-writable: it is the workdir (unchanged);
+    - ``base`` a shared base, world-writable with the sticky bit (``chmod 1777``, as /tmp), or
+      another user's folder: the workdir is ``base/<user>``, this user's own (made mode 0700 in a
+      shared base; in another's folder only when made beforehand, e.g. by an administrator);
+      one that is a symbolic link, not a folder, another user's or writable by others is never
+      used (another user could have made it to be written through: a symlink or TOCTOU attack);
+    - ``base`` world-writable without the sticky bit, or a symbolic link owned by another user
+      than this one and root: never used (another user could swap its folders).
+
+    ``create`` false (``fleetctl facts``, read only): nothing is made; ``base/<user>`` is named
+    even when missing.
+    """
+    uid = os.geteuid()
+    try:
+        st = os.lstat(base)
+    except FileNotFoundError:
+        if create:
+            os.makedirs(base, exist_ok=True)
+        return base, None
+    if stat.S_ISLNK(st.st_mode):
+        if st.st_uid not in (uid, 0):
+            return None, ("workdir %s is a symbolic link owned by %s: never followed (another user could point it "
+                          "anywhere); set the workdir var to a folder of your own" % (base, _owner(st.st_uid)))
+        try:
+            st = os.stat(base)
+        except OSError:
+            return base, None  # a dangling link: making the run folder says why
+    if not stat.S_ISDIR(st.st_mode):
+        return base, None  # making the run folder says why (Not a directory)
+    mode = stat.S_IMODE(st.st_mode)
+    shared = bool(mode & stat.S_ISVTX) and bool(mode & 0o002)
+    if mode & 0o002 and not shared:
+        return None, ("workdir %s is writable by every user without the sticky bit: never used (another user could "
+                      "replace its folders); chmod 1777 it to share it (each user then works in its own "
+                      "%s/<user>, as in /tmp) or chmod 0700 it" % (_described(base, st), base))
+    if st.st_uid == uid and not shared:
+        return base, None
+    me = _owner(uid)
+    mine = os.path.join(base, me)
+    not_mine = ("workdir %s is %s's, not %s's: %s cannot work in it; set the workdir var to a folder of %s's own, "
+                "or share it: chmod 1777 %s (each user then works in its own %s/<user>, as in /tmp), or make %s "
+                "owned by %s, mode 0700" % (_described(base, st), _owner(st.st_uid), me, me, me, base, base, mine, me))
+    try:
+        own = os.lstat(mine)
+    except FileNotFoundError:
+        if not create:
+            return mine, None
+        if not shared:
+            return None, not_mine
+        try:
+            os.mkdir(mine, 0o700)
+            return mine, None
+        except FileExistsError:  # made a moment ago: checked below like any other
+            own = os.lstat(mine)
+        except OSError as exc:
+            return None, ("workdir %s: %s cannot make its own folder %s in it: %s"
+                          % (_described(base, st), me, mine, exc.strerror or exc))
+    except OSError:  # another user's private folder (EACCES): nothing of ours can be in it
+        return (mine, None) if not create else (None, not_mine)
+    if not stat.S_ISDIR(own.st_mode) or own.st_uid != uid or stat.S_IMODE(own.st_mode) & 0o022:
+        kind = "a symbolic link" if stat.S_ISLNK(own.st_mode) else "not a folder" if not stat.S_ISDIR(
+            own.st_mode) else "writable by others" if own.st_uid == uid else "not %s's" % me
+        return None, ("workdir %s in the shared %s is %s: never used (another user could have made it to be written "
+                      "through); remove it, or set the workdir var to a folder of %s's own"
+                      % (_described(mine, own), base, kind, me))
+    return mine, None
+
+
+def lock_refusal(path, exc):
+    """What a lock file that cannot be opened is, for the line saying so: ``": PATH (owner, mode)
+    is ...; what to do"``, or ``""`` when that says nothing more (a full disk, a missing folder)."""
+    if exc.errno not in (errno.EACCES, errno.EPERM, errno.ELOOP):
+        return ""
+    me = _owner(os.geteuid())
+    try:
+        st = os.lstat(path)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        return (": %s is a symbolic link (owner %s): never followed (it could point to any file of %s's, "
+                "which taking the lock would truncate); remove it, or set deploy_lock to a file of its own"
+                % (path, _owner(st.st_uid), me))
+    if st is not None:
+        return (": %s is %s's and %s cannot write it; to share one lock among the users that deploy here, "
+                "make it writable by each (chmod 0666 %s, or 0660 and a group of theirs), else leave deploy_lock "
+                "unset (each user then has its own, in its workdir)" % (_described(path, st), _owner(st.st_uid),
+                                                                         me, path))
+    folder = os.path.dirname(path)
+    try:
+        return ": %s cannot make it in %s" % (me, _described(folder, os.stat(folder)))
+    except OSError:
+        return ""
+
+
 def take_lock(path, record):
     """``(fd, info)``: the lock held (``fd``) and ``{"path", "locked": pid, "previous": text}``, or
     ``(None, {"path", "busy": text})`` when another process holds it."""
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    # never through a symbolic link (another user's in a shared folder would have this run truncate
+    # whatever it points to); a file another user made, writable by this one, is one lock for both,
+    # opened without O_CREAT: Linux's fs.protected_regular refuses O_CREAT on another user's file
+    # in a sticky world-writable folder even when its mode allows writing (proc_sys_fs(5))
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except PermissionError:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -350,11 +480,11 @@ def run_facts(source, folder, argv, read_only=False):
     """
     import hashlib
 
-    path = os.path.join(folder, "facts-%s.py" % hashlib.sha256(source).hexdigest()[:16])
+    path = os.path.join(folder or "", "facts-%s.py" % hashlib.sha256(source).hexdigest()[:16])
     scratch = None
     if read_only:
         sys.dont_write_bytecode = True
-        if not os.path.isfile(path):
+        if folder is None or not os.path.isfile(path):  # None: a workdir that may not be used
             import tempfile
 
             scratch = tempfile.mkdtemp(prefix="fleetctl-facts-")
@@ -405,10 +535,19 @@ def main():
                      "home_missing": not (home and os.path.isdir(home))}}
     global LOGIN_UMASK
     LOGIN_UMASK = os.umask(0o077)
-    workdir = resolve(job["workdir"], home)
+    base = os.path.normpath(resolve(job["workdir"], home))
+    read_only = bool(job.get("read_only"))
+    try:
+        workdir, refused = own_workdir(base, create=not read_only)
+    except OSError:
+        workdir, refused = base, None  # cannot be made: said below, naming the run folder
+    trusted = refused is None  # read only: nothing is read from a folder that may not be used
+    workdir = workdir or base
     run_dir = os.path.join(workdir, "runs", job["run_id"])
     out["workdir"], out["run_dir"] = workdir, run_dir
-    read_only = bool(job.get("read_only"))
+    if refused and not read_only:
+        out["error"] = refused
+        return finish(out, None)
     try:
         if not read_only:
             os.makedirs(run_dir, exist_ok=True)
@@ -426,7 +565,7 @@ def main():
             cause = exc.strerror or str(exc)
             if exc.errno in errno.errorcode:
                 cause = "%s (%s)" % (cause, errno.errorcode[exc.errno])
-            out["lock"] = {"path": path, "error": cause}
+            out["lock"] = {"path": path, "error": cause + lock_refusal(path, exc)}
             return finish(out, None)
         if fd is None:
             return finish(out, None)
@@ -462,9 +601,10 @@ def main():
         t.start()
     if job.get("facts"):
         try:
-            out["facts_stdout"] = run_facts(zlib.decompress(facts_source), os.path.join(workdir, "scripts"),
-                                            ["--workdir", run_dir, "--cache", os.path.join(workdir, STATE, FACTS_CACHE)]
-                                            + (["--read-only", "1"] if read_only else [])
+            cache = ["--cache", os.path.join(workdir, STATE, FACTS_CACHE)] if trusted else []
+            out["facts_stdout"] = run_facts(zlib.decompress(facts_source),
+                                            os.path.join(workdir, "scripts") if trusted else None,
+                                            ["--workdir", run_dir] + cache + (["--read-only", "1"] if read_only else [])
                                             + list(job.get("facts_argv") or []), read_only)
         except BaseException as exc:  # noqa: BLE001 - reported, never fatal
             out["facts_error"] = "%s: %s" % (type(exc).__name__, exc)
