@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fleet import REPO, fleetctl, write_inventory
+from tests.support.netfaults import CutLink
 from tests.test_faults_e2e import wait_for
 
 pytestmark = pytest.mark.sshd
@@ -115,3 +116,51 @@ def test_a_sigkilled_controller_leaves_no_command_running_and_frees_the_deploy_l
                    home=tmp_path, timeout_s=120)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "stale deploy lock" not in res.stdout + res.stderr  # the lock's holder cleared its record too
+
+
+@pytest.mark.parametrize("command", ["deploy", "run"])
+def test_a_controller_cut_off_from_its_host_leaves_no_command_running_there(sshd_farm, tmp_path, command):
+    # the operator's laptop lost its network, then the controller died: no FIN and no RST reach the
+    # host, and sshd (no ClientAliveInterval, sshd_config(5)'s default) keeps the session for hours;
+    # the command's supervisor misses the controller's heartbeats and stops its process group
+    h = sshd_farm.start("cutoff")
+    link = CutLink(h.port)
+    known = tmp_path / "known_hosts"
+    known.write_text(h.known_hosts_line.replace(f":{h.port} ", f":{link.port} ") + "\n")
+    entry = {**h.inventory_vars(known), "ansible_port": link.port, "workdir": str(tmp_path / "work"),
+             "keepalive_interval": 1}  # heartbeats every 1 s, missed for 4 s: the command is stopped
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h": entry}})
+    pids = tmp_path / "pids"
+    argv = ["sh", "-c", f'sleep 600 & echo "$$ $!" > {pids}.tmp && mv {pids}.tmp {pids}; wait']
+    if command == "deploy":  # the deploy lock's holder lets go too
+        args = ["deploy", "--hosts", "g", "--playbook", str(_play(tmp_path / "p.yaml", argv))]
+    else:
+        args = ["run", "--hosts", "g", "--", *argv]
+    env = {**os.environ, "FLEETCTL_HOME": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), *args],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    shell = child = 0
+    try:
+        assert wait_for(pids.exists, 120), proc.stderr.read() if proc.poll() is not None else "no command started"
+        shell, child = map(int, pids.read_text().split())
+        if command == "deploy":
+            assert not _lock_free(tmp_path / "work" / "deploy.lock")  # held while the deploy runs
+        link.cut()
+        proc.kill()
+        proc.wait()
+        gone = wait_for(lambda: not _alive(shell) and not _alive(child), GONE_WITHIN_S)
+        # the link stays cut while the lock is looked at: closing it would let sshd see the end
+        freed = command != "deploy" or wait_for(lambda: _lock_free(tmp_path / "work" / "deploy.lock"), GONE_WITHIN_S)
+        record = (tmp_path / "work" / "deploy.lock").read_text().strip() if command == "deploy" else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+        survivors = [p for p in (shell, child) if p and _alive(p)]
+        for pid in survivors:
+            os.kill(pid, 9)
+        link.close()
+    assert gone, f"the command's processes {survivors} outlived the cut-off controller by {GONE_WITHIN_S} s"
+    assert freed, f"the deploy lock was still held {GONE_WITHIN_S} s after the controller was cut off"
+    assert not record, record  # its holder cleared the record as it let go

@@ -50,6 +50,7 @@ import asyncssh
 from ..errors import CommandNotStarted, CommandTimeout, HostUnreachable
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback
 from .command import remote_command_line
+from .lifeline import beat, lifeline_s
 from .login_output import (LoginWatch, SkipLogin, check_started, login_stall_message, marked_line, new_marker,
                            not_started_message)
 from .ssh_files import SFTPFiles
@@ -124,6 +125,7 @@ class SSHConnection(SFTPFiles, Connection):
         self.accept_new_host_keys = accept_new_host_keys
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_interval_s = keepalive_interval_s
+        self.heartbeat_s = keepalive_interval_s
         self.max_sessions = max_sessions
         self.ssh_config = ssh_config
         self.ssh_options = tuple(ssh_options)
@@ -367,7 +369,8 @@ class SSHConnection(SFTPFiles, Connection):
         self._count("execs")  # round trips, for the run record (a no-change deploy's test counts them)
         supervise = supervise and not stdin and not hold_stdin
         command = marked_line(remote_command_line(argv, env=env, cwd=cwd, supervise=supervise, become=become,
-                                                  login_shell=self.login_shell), self._marker)
+                                                  login_shell=self.login_shell,
+                                                  lifeline_s=lifeline_s(self.keepalive_interval_s)), self._marker)
         conn = self._require()
         async def open_process() -> tuple[asyncssh.SSHClientProcess, float]:
             return await conn.create_process(command, encoding=None), time.monotonic()
@@ -400,9 +403,16 @@ class SSHConnection(SFTPFiles, Connection):
                         proc.stdin.write_eof()  # a supervised command's stdin is its lifeline
                 except BrokenPipeError:  # the channel already ended (its status and output say why)
                     pass
-                await asyncio.gather(pump_lines(reader, "stdout", out, on_line),
-                                     pump_lines(proc.stderr, "stderr", err, on_line))
-                await proc.wait_closed()
+                # the host stops a command whose heartbeats stop (fleetctl/connection/lifeline.py)
+                beats = asyncio.ensure_future(beat(proc.stdin.write, self.keepalive_interval_s)) \
+                    if supervise or hold_stdin else None
+                try:
+                    await asyncio.gather(pump_lines(reader, "stdout", out, on_line),
+                                         pump_lines(proc.stderr, "stderr", err, on_line))
+                    await proc.wait_closed()
+                finally:
+                    if beats is not None:
+                        beats.cancel()
 
             try:
                 await asyncio.wait_for(everything(), timeout_s)
