@@ -117,6 +117,10 @@ class Connection(abc.ABC):
     #: :meth:`run` accepts ``hold_stdin=True`` (a command that lives as long as the run and ends
     #: when its stdin closes, such as the deploy lock in fleetctl's first command of a host).
     holds_stdin: bool = False
+    #: Seconds between the heartbeat bytes (:data:`fleetctl.connection.command.HEARTBEAT`) that a
+    #: ``hold_stdin`` command reads on its stdin after the bytes it was given, so the host can tell
+    #: a controller gone silent (:mod:`fleetctl.connection.lifeline`); ``None``: none are sent.
+    heartbeat_s: float | None = None
     #: Set by the engine: called with one line the connection learnt about the host on its own
     #: (an SSH server without SFTP, so files go over exec channels), at most once per fact.
     on_note: Callable[[str], None] | None = None

@@ -21,7 +21,14 @@ Supervision: remote commands run under a small fixed ``/bin/sh`` script (:data:`
 starts the command in its own session (``setsid``) with stdin from /dev/null, and watches the SSH
 channel's stdin. When the channel closes (the controller timed the command out, was interrupted,
 or the connection dropped), the watcher sees EOF and stops the command's whole process group
-(TERM, then KILL after 5 s), so a build never keeps running unobserved.
+(TERM, then KILL after 5 s), so a build never keeps running unobserved. OpenSSH sends a no-pty
+session's processes no SIGHUP when its channel goes (sshd(8); session.c only closes the pipes),
+and when the controller's network goes, nothing at all reaches sshd: without
+``ClientAliveInterval`` (sshd_config(5), default 0) it keeps the session for as long as TCP
+keepalive takes (Linux: over 2 hours). So the controller also writes a heartbeat byte to the
+channel (:data:`HEARTBEAT`, every ``keepalive_interval`` seconds), and a watcher given a
+lifeline of N seconds stops the group after N seconds without one, as after EOF (``timeout(1)``
+of coreutils or busybox reads each byte; a host without ``timeout`` waits for EOF only).
 
 Unsetting: an environment value of ``None`` removes that variable from the command's environment
 (``env -u NAME``, understood by GNU coreutils, BSD and busybox ``env``), so a variable the login
@@ -51,14 +58,20 @@ _CD_SCRIPT = 'cd -- "$1" || exit 125; shift; exec "$@"'
 # whereas `env` would take it as one (POSIX XCU 2.9.1: assignments are recognised before expansion).
 _RUN_SCRIPT = '"$@"'
 
+#: The byte the controller writes to a supervised command's stdin to say it is still there.
+HEARTBEAT = b"."
+
 #: Runs "$@" in its own session and stops that session's process group when stdin (the SSH
-#: channel) reaches EOF. Fixed text: the argv arrives as positional parameters.
+#: channel) reaches EOF, or, with a lifeline of ``$1`` seconds (> 0), when no :data:`HEARTBEAT`
+#: byte came for that long. Fixed text: the lifeline and the argv arrive as positional parameters.
 SUPERVISOR = (
     # fd 3 keeps the channel's stdin: a background job's own stdin is /dev/null (POSIX, no job control)
-    'exec 3<&0; '
+    'exec 3<&0; l=$1; shift; '
     'if command -v setsid >/dev/null 2>&1; then setsid -- "$@" </dev/null 3<&- & else "$@" </dev/null 3<&- & fi; '
     'child=$!; '
-    '( cat >/dev/null; kill -TERM -"$child" "$child" 2>/dev/null; sleep 5; '
+    '( if [ "$l" -gt 0 ] && command -v timeout >/dev/null 2>&1; then '
+    'while [ -n "$(timeout "$l" dd bs=1 count=1 2>/dev/null)" ]; do :; done; else cat >/dev/null; fi; '
+    'kill -TERM -"$child" "$child" 2>/dev/null; sleep 5; '
     'kill -KILL -"$child" "$child" 2>/dev/null ) <&3 >/dev/null 2>&1 3<&- & '
     'watcher=$!; exec 3<&-; '
     'wait "$child"; rc=$?; '
@@ -113,6 +126,7 @@ def wrap_argv(
     cwd: str | None = None,
     supervise: bool = False,
     become: bool = False,
+    lifeline_s: int = 0,
 ) -> list[str]:
     """Return the argv that, run by any POSIX ``exec``, runs ``argv`` with ``env`` in ``cwd``.
 
@@ -124,7 +138,8 @@ def wrap_argv(
     one; ``env`` looks the program up on the new PATH); a ``/bin/sh -c`` with a fixed script changes directory first when ``cwd`` is given.
     ``become`` runs it all under ``sudo -n`` (never prompts: a sudo that wants a password fails at
     once) with the variables set *inside* sudo, so sudo's ``secure_path`` and ``env_reset`` cannot
-    drop them. ``supervise`` adds :data:`SUPERVISOR` around everything.
+    drop them. ``supervise`` adds :data:`SUPERVISOR` around everything, with a lifeline of
+    ``lifeline_s`` seconds (0: none, only EOF stops the command).
 
     Raises:
         ValueError: empty argv, a NUL byte in an argument, or a bad environment name.
@@ -148,7 +163,7 @@ def wrap_argv(
     if become:
         out = ["sudo", "-n", "--", *out]
     if supervise:
-        out = ["/bin/sh", "-c", SUPERVISOR, "fleetctl-run", *out]
+        out = ["/bin/sh", "-c", SUPERVISOR, "fleetctl-run", str(int(lifeline_s)), *out]
     return out
 
 
@@ -173,11 +188,12 @@ def remote_command_line(
     supervise: bool = False,
     become: bool = False,
     login_shell: str | None = None,
+    lifeline_s: int = 0,
 ) -> str:
     """The single string sent over SSH: :func:`wrap_argv` quoted once by :func:`shlex.join`,
     wrapped for ``/bin/sh`` when the login shell is not a POSIX shell, or is not known yet
     (``None`` or ``""``) and the line is not :func:`is_portable` (see the module docstring)."""
-    line = shlex.join(wrap_argv(argv, env=env, cwd=cwd, supervise=supervise, become=become))
+    line = shlex.join(wrap_argv(argv, env=env, cwd=cwd, supervise=supervise, become=become, lifeline_s=lifeline_s))
     posix = bool(login_shell) and posixpath.basename(login_shell) in POSIX_SHELLS
     if posix or (not login_shell and is_portable(line)):
         return line

@@ -22,6 +22,7 @@ from ..util.paths import keep_mode
 from .storagefaults import name_write_error
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback, OutputLine
 from .command import command_argv, env_argv, validate_env
+from .groupwatch import GroupWatch
 from .streams import OutputTail, pump_lines
 
 
@@ -57,7 +58,9 @@ class LocalConnection(Connection):
         ``env`` removes that variable from the controller's environment for the command).
 
         On timeout the whole process group gets SIGTERM, then SIGKILL after 5 s. With
-        ``hold_stdin``, a cancelled call first closes the command's stdin and gives it 8 s.
+        ``hold_stdin``, a cancelled call first closes the command's stdin and gives it 8 s. When
+        this controller process dies without a word (SIGKILL, the OOM killer) the group is stopped
+        the same way by its watcher (:mod:`fleetctl.connection.groupwatch`), within seconds.
         """
         argv = [str(a) for a in argv]
         full_env = dict(os.environ)
@@ -89,6 +92,21 @@ class LocalConnection(Connection):
             if on_line:
                 on_line(OutputLine("stderr", message))
             return CommandResult(argv=argv, rc=rc, stderr=message, duration_s=time.monotonic() - started)
+        try:
+            watch = await GroupWatch.start(proc.pid)
+        except asyncio.CancelledError:
+            await _kill_group(proc)
+            raise
+        try:
+            return await self._finish(proc, argv, started, timeout_s=timeout_s, on_line=on_line, stdin=stdin,
+                                      capture_bytes=capture_bytes, hold_stdin=hold_stdin)
+        finally:
+            await watch.stop()
+
+    async def _finish(self, proc: asyncio.subprocess.Process, argv: list[str], started: float, *,
+                      timeout_s: float | None, on_line: LineCallback | None, stdin: bytes | None,
+                      capture_bytes: int | None, hold_stdin: bool) -> CommandResult:
+        """Stream a started command's output and wait for its end (see :meth:`run`)."""
         out, err = OutputTail(capture_bytes), OutputTail(capture_bytes)
 
         async def feed() -> None:

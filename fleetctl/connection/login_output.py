@@ -61,6 +61,10 @@ SSHD_RC_FILES = ("~/.ssh/rc", "/etc/ssh/sshrc")
 #: Seconds without its marker before a command is said to wait for its login shell when a
 #: deadline larger than its own passes (a login shell starts a command in milliseconds).
 STALL_MIN_S = 1.0
+#: How the note about a login shell's own output starts (a detail note: the run record and ``-v``).
+LOGIN_OUTPUT_NOTE = "login output (printed by the login shell before every command; not command output): "
+#: What sshd prints when the login user's home folder is missing (OpenSSH session.c do_child).
+NO_HOME = b"Could not chdir to home directory"
 
 
 def new_marker() -> str:
@@ -102,6 +106,36 @@ def not_started_message(shell: str, host: str, *, rc: int | None, signal: str | 
     return (f"{who} {how} before running the command: a file it reads before every ssh command ends it "
             f"(an `exit`, `exec` or `logout` there; look at {', '.join(files)}), or the login shell does not run "
             f"commands (nologin); try: ssh {host} echo ok" + (f"; it printed: {said[:200]}" if said else ""))
+
+
+def login_output_note(text: bytes) -> str | None:
+    """The one note that reports what the login shell printed before a command (its lines joined
+    by `` | ``, at most 300 characters after :data:`LOGIN_OUTPUT_NOTE`); ``None`` when it printed
+    nothing but blanks."""
+    if not text.strip():
+        return None
+    shown = " | ".join(ln.strip() for ln in text.decode("utf-8", "replace").splitlines() if ln.strip())
+    return f"{LOGIN_OUTPUT_NOTE}{shown[:300]}"
+
+
+def parse_login_answer(stdout: bytes, stderr: bytes, marker: str, *, host: str, shell: str, rc: int | None,
+                       signal: str | None) -> tuple[str, str]:
+    """``(login shell, home folder)`` from the output of ``echo "$SHELL"; echo "$HOME"`` sent
+    after :func:`marked_line` (``""`` for what it did not print); what came before the marker was
+    the login shell's own output.
+
+    Raises:
+        CommandNotStarted: no marker came: the login shell ended before it ran the command (see
+            :func:`not_started_message`; ``shell``, ``rc`` and ``signal`` as there).
+    """
+    before, marked, after = stdout.partition(marker.encode("ascii") + b"\n")
+    if not marked:  # the login shell ended before it ran this one either
+        raise CommandNotStarted(host, ["echo"], not_started_message(shell, host, rc=rc, signal=signal,
+                                                                    printed=before + b"\n" + stderr))
+    lines = after.decode("utf-8", "replace").strip().splitlines()
+    if len(lines) < 2:
+        return (lines[-1].strip() if lines else ""), ""
+    return lines[-2].strip(), lines[-1].strip()
 
 
 def check_started(reader: "SkipLogin", host: str, argv: list[str], shell: str, *, rc: int | None,

@@ -26,16 +26,12 @@ command (:meth:`SSHConnection.learn_login`), and until then command lines are wr
 every login shell parses them alike (:func:`~fleetctl.connection.command.is_portable`), so
 ``fleetctl run`` costs one exec per host.
 
-Login output: what the login shell's rc files print before the command (``~/.bashrc``,
-``~/.zshenv``, ``~/.tcshrc``: read for every ssh command) never reaches a command's stdout or its
-streamed lines: each command line starts by echoing this connection's marker, and stdout up to
-and including it is dropped (:mod:`fleetctl.connection.login_output`) and reported once, as a
-detail note (``on_note``: the run record and ``-v``). A command whose marker has not come is one
-the login shell has not started (an rc file that sleeps or waits): a timeout then says so
-(:class:`~fleetctl.errors.CommandTimeout` ``login_stall``, :meth:`SSHConnection.login_stall`), and
-a wait past ``connect_timeout_s`` is told at once (``on_note``: ``waiting: the remote login shell...``).
-A command whose channel ended before its marker never ran (an rc file's ``exit``/``exec``): it
-raises :class:`~fleetctl.errors.CommandNotStarted`, whatever its exit status.
+Login output (:mod:`fleetctl.connection.login_output`): what the login shell's rc files print
+before a command never reaches its stdout (each command line echoes this connection's marker
+first; what came before it is reported once, as a detail note, ``on_note``); a command whose
+marker has not come was not started by the login shell (a timeout says so,
+:meth:`SSHConnection.login_stall`; a wait past ``connect_timeout_s`` is told at once), and one
+whose channel ended before its marker never ran (:class:`~fleetctl.errors.CommandNotStarted`).
 """
 
 from __future__ import annotations
@@ -47,11 +43,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 import asyncssh
 
-from ..errors import CommandNotStarted, CommandTimeout, HostUnreachable
+from ..errors import CommandTimeout, HostUnreachable
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback
 from .command import remote_command_line
-from .login_output import (LoginWatch, SkipLogin, check_started, login_stall_message, marked_line, new_marker,
-                           not_started_message)
+from .lifeline import beat, lifeline_s
+from .login_output import (LOGIN_OUTPUT_NOTE, NO_HOME, LoginWatch, SkipLogin, check_started, login_output_note,
+                           login_stall_message, marked_line, new_marker, parse_login_answer)
 from .ssh_files import SFTPFiles
 from .ssh_sessions import Sessions, UseOverflow, stop_process
 from .ssh_handshake import LoginFailed, RouteOptions
@@ -60,13 +57,10 @@ from .ssh_route import MAX_HANDSHAKES, LoginStats, login
 from .ssh_target import SSHConfigError, SSHTarget, resolve_target
 from .streams import OutputTail, pump_lines
 
-__all__ = ["SSHConnection", "MAX_HANDSHAKES"]
+__all__ = ["SSHConnection", "MAX_HANDSHAKES", "LOGIN_OUTPUT_NOTE"]
 
 #: sshd's default MaxSessions (sshd_config(5)).
 DEFAULT_MAX_SESSIONS = 10
-_NO_HOME = "Could not chdir to home directory"
-#: How the note about a login shell's own output starts (a detail note: the run record and ``-v``).
-LOGIN_OUTPUT_NOTE = "login output (printed by the login shell before every command; not command output): "
 
 
 class SSHConnection(SFTPFiles, Connection):
@@ -126,6 +120,7 @@ class SSHConnection(SFTPFiles, Connection):
         self.accept_new_host_keys = accept_new_host_keys
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_interval_s = keepalive_interval_s
+        self.heartbeat_s = keepalive_interval_s
         self.max_sessions = max_sessions
         self.ssh_config = ssh_config
         self.ssh_options = tuple(ssh_options)
@@ -254,17 +249,11 @@ class SSHConnection(SFTPFiles, Connection):
             return "", ""
         finally:
             await self._sessions.release()
-        if res.stderr and _NO_HOME.encode() in res.stderr:
+        if res.stderr and NO_HOME in res.stderr:
             self.home_missing = True  # sshd's own message (session.c do_child)
-        before, marked, after = (res.stdout or b"").partition(self._marker.encode("ascii") + b"\n")
-        if not marked:  # the login shell ended before it ran this one either
-            raise CommandNotStarted(self.host, ["echo"], not_started_message(
-                self.login_shell, self.host, rc=res.exit_status, signal=res.exit_signal and res.exit_signal[0],
-                printed=before + b"\n" + (res.stderr or b"")))
-        lines = after.decode("utf-8", "replace").strip().splitlines()
-        if len(lines) < 2:
-            return (lines[-1].strip() if lines else ""), ""
-        return lines[-2].strip(), lines[-1].strip()
+        return parse_login_answer(res.stdout or b"", res.stderr or b"", self._marker, host=self.host,
+                                  shell=self.login_shell, rc=res.exit_status,
+                                  signal=res.exit_signal and res.exit_signal[0])
 
     async def close(self) -> None:
         """Close SFTP and the connection (and let go of shared jump hosts); safe to call twice."""
@@ -301,13 +290,13 @@ class SSHConnection(SFTPFiles, Connection):
 
     def _note_login_output(self, text: bytes) -> None:
         """Report what the login shell printed before a command, once per connection."""
-        if not text.strip() or self._login_noted:
+        note = login_output_note(text)
+        if note is None or self._login_noted:
             return
         self._login_noted = True
         self.stats["login_output_bytes"] = len(text)
         if self.on_note is not None:
-            shown = " | ".join(ln.strip() for ln in text.decode("utf-8", "replace").splitlines() if ln.strip())
-            self.on_note(f"{LOGIN_OUTPUT_NOTE}{shown[:300]}")
+            self.on_note(note)
 
     def login_stall(self) -> str | None:
         """See :meth:`Connection.login_stall`: a command here (or on the second connection) has
@@ -369,7 +358,8 @@ class SSHConnection(SFTPFiles, Connection):
         self._count("execs")  # round trips, for the run record (a no-change deploy's test counts them)
         supervise = supervise and not stdin and not hold_stdin
         command = marked_line(remote_command_line(argv, env=env, cwd=cwd, supervise=supervise, become=become,
-                                                  login_shell=self.login_shell), self._marker)
+                                                  login_shell=self.login_shell,
+                                                  lifeline_s=lifeline_s(self.keepalive_interval_s)), self._marker)
         conn = self._require()
         async def open_process() -> tuple[asyncssh.SSHClientProcess, float]:
             return await conn.create_process(command, encoding=None), time.monotonic()
@@ -402,9 +392,16 @@ class SSHConnection(SFTPFiles, Connection):
                         proc.stdin.write_eof()  # a supervised command's stdin is its lifeline
                 except BrokenPipeError:  # the channel already ended (its status and output say why)
                     pass
-                await asyncio.gather(pump_lines(reader, "stdout", out, on_line),
-                                     pump_lines(proc.stderr, "stderr", err, on_line))
-                await proc.wait_closed()
+                # the host stops a command whose heartbeats stop (fleetctl/connection/lifeline.py)
+                beats = asyncio.ensure_future(beat(proc.stdin.write, self.keepalive_interval_s)) \
+                    if supervise or hold_stdin else None
+                try:
+                    await asyncio.gather(pump_lines(reader, "stdout", out, on_line),
+                                         pump_lines(proc.stderr, "stderr", err, on_line))
+                    await proc.wait_closed()
+                finally:
+                    if beats is not None:
+                        beats.cancel()
 
             try:
                 await asyncio.wait_for(everything(), timeout_s)

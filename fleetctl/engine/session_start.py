@@ -32,6 +32,7 @@ from typing import Any
 
 from .aio import answer_or_end, drop_task
 from ..connection.base import CommandResult, OutputLine
+from ..connection.lifeline import lifeline_s
 from ..errors import HostUnreachable, TaskFailed
 from ..util.retention import RetentionPolicy, policy_from_env
 from ..facts.scripts import script_path
@@ -102,6 +103,8 @@ def _job(session: HostSession, *, facts: bool, lock: bool, remembered: list[list
                            "read_only": read_only}
     if lock:
         job["lock"] = {"path": session.host.settings.deploy_lock or "", "record": json.dumps(holder_record(session.run_id))}
+        if session.conn.heartbeat_s:  # the holder lets go once the heartbeats stop (the controller cut off)
+            job["lock"]["lifeline_s"] = lifeline_s(session.conn.heartbeat_s)
         job["prune"] = host_policy(session.host.settings).as_job()  # under the lock: one deploy prunes at a time
     if facts:
         from ..facts.gather import facts_options

@@ -84,7 +84,8 @@ class HostSettings(Settings):
         build_host: the inventory host that builds for this host's arch class, or None to pick one.
         max_jobs: parallel compile jobs, or None to derive them from cores and memory.
         keepalive_interval_s: seconds between SSH keepalives (var ``keepalive_interval``); three
-            unanswered ones declare the connection dead.
+            unanswered ones declare the connection dead. Also the interval of the heartbeats the
+            host's commands read: four missed ones stop them there (fleetctl/connection/lifeline.py).
         deploy_lock: the deploy lock file on the host (default ``<workdir>/deploy.lock``); one path
             for every inventory that names the machine differently.
         gpu_probe_timeout_s: seconds nvidia-smi may take in facts (var ``gpu_probe_timeout_s``,

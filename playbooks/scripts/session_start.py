@@ -615,7 +615,7 @@ def main():
         out["kept"] = kept.kept
     out["probes"] = answers
     out["duration_s"] = round(time.time() - started, 3)
-    return finish(out, fd, (out.get("lock") or {}).get("path"))
+    return finish(out, fd, (out.get("lock") or {}).get("path"), (job.get("lock") or {}).get("lifeline_s") or 0)
 
 
 #: Seconds between the lock holder's reads of the lock file (does it still name this process?).
@@ -629,13 +629,18 @@ LOCK_CHECK_S = 3
 #: delayed by the sleep. The lock stays held by fd 9 (flock belongs to the open file, shared
 #: across exec); the children close it. A Python process would keep ten times the memory for the
 #: whole run on every host. (fleetctl/engine/hostlock.py's LOCK_SCRIPT checks the same way.)
-HOLD = ('f=$1; me=$$; ours() { read -r p r < "$f" 2>/dev/null && [ "$p" = "$me" ]; }; '
+#: With a lifeline of ``$2`` seconds (> 0) the reader also sends TERM once no heartbeat byte came
+#: for that long (the controller cut off from the host: fleetctl/connection/lifeline.py), as the
+#: supervisor of fleetctl/connection/command.py does; ``timeout(1)`` reads each byte.
+HOLD = ('f=$1; l=$2; me=$$; ours() { read -r p r < "$f" 2>/dev/null && [ "$p" = "$me" ]; }; '
         'trap \'kill "$w" 2>/dev/null; ours && : > "$f"; exit 0\' TERM HUP INT; exec 3<&0; '
-        '( while read -r _; do :; done; kill -TERM "$me" ) <&3 3<&- 9>&- & w=$!; '
+        '( if [ "$l" -gt 0 ] && command -v timeout >/dev/null 2>&1; then '
+        'while [ -n "$(timeout "$l" dd bs=1 count=1 2>/dev/null)" ]; do :; done; '
+        'else while read -r _; do :; done; fi; kill -TERM "$me" ) <&3 3<&- 9>&- & w=$!; '
         'while :; do sleep %d 9>&- & wait $!; ours || { kill "$w" 2>/dev/null; exit 4; }; done' % LOCK_CHECK_S)
 
 
-def finish(out, fd, path=None):
+def finish(out, fd, path=None, lifeline_s=0):
     """Print the one result line; holding the lock, become the holder (:data:`HOLD`)."""
     sys.stdout.write(MARK + json.dumps(out) + "\n")
     sys.stdout.flush()
@@ -649,7 +654,7 @@ def finish(out, fd, path=None):
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)
     try:
-        os.execv("/bin/sh", ["sh", "-c", HOLD, "fleetctl-lock", path])
+        os.execv("/bin/sh", ["sh", "-c", HOLD, "fleetctl-lock", path, str(int(lifeline_s))])
     except OSError:  # no /bin/sh: hold the lock from here
         pass
     try:

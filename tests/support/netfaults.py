@@ -7,10 +7,14 @@
 - :class:`DropServer`: accepts TCP connections and closes each at once, before any SSH banner:
   what sshd does to connections past ``MaxStartups``.
 - :class:`SilentServer`: accepts TCP connections and never sends a banner: a hung sshd.
+- :class:`CutLink`: a TCP relay to a real server that can be cut without a word to either side:
+  both connections stay open and nothing more passes (a laptop that lost its network: no FIN, no
+  RST reaches the server, which sees only silence).
 """
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 
@@ -123,3 +127,53 @@ class SlowDropServer:
         for t in self.timers:
             t.cancel()
             t.function()
+
+
+class CutLink:
+    """Relays each connection to ``127.0.0.1:target_port`` until :meth:`cut`; from then on no byte
+    passes either way and no connection is closed (see the module docstring) until :meth:`close`."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.is_cut = threading.Event()
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+                upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            except OSError:
+                return
+            self.held += [conn, upstream]
+            threading.Thread(target=self._relay, args=(conn, upstream), daemon=True).start()
+
+    def _relay(self, a: socket.socket, b: socket.socket) -> None:
+        peer = {a: b, b: a}
+        while not self.is_cut.is_set():
+            try:
+                ready, _, _ = select.select([a, b], [], [], 0.2)
+                for s in ready:
+                    data = s.recv(65536)
+                    if self.is_cut.is_set():
+                        return
+                    if not data:
+                        peer[s].shutdown(socket.SHUT_WR)
+                        return
+                    peer[s].sendall(data)
+            except OSError:
+                return
+
+    def cut(self) -> None:
+        self.is_cut.set()
+
+    def close(self) -> None:
+        self.is_cut.set()
+        self.sock.close()
+        for s in self.held:
+            s.close()
