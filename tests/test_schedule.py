@@ -795,7 +795,7 @@ def test_without_fleetctl_home_the_job_uses_the_default_state_folder_and_runs_li
     lands where interactive runs are, so ``fleetctl runs`` from any folder lists it."""
     d = fleet_dir(tmp_path)
     env = {k: v for k, v in os.environ.items()
-           if k not in ("XDG_CONFIG_HOME", "FLEETCTL_INVENTORY", "FLEETCTL_HOME", "XDG_STATE_HOME")}
+           if k not in ("XDG_CONFIG_HOME", "FLEETCTL_INVENTORY", "FLEETCTL_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")}
     env["HOME"] = str(tmp_path / "home")
     state = tmp_path / "home/.local/state/fleetctl"
 
@@ -930,7 +930,7 @@ def test_cli_a_slurm_job_carries_the_launcher_and_slurm_conf_and_really_deploys_
     assert unit.returncode == 0, unit.stderr
     svc = [t for p, t in split_printed(unit.stdout).items() if p.endswith(".service")][0]
     carried = [w for v in unit_settings(svc)["Environment"] for w in unquote_words(specifiers(v))]
-    assert carried[1:] == [f"FLEETCTL_SLURM_LAUNCHER={launcher}", f"SLURM_CONF={slurm_cluster.conf}"], carried
+    assert carried[-2:] == [f"FLEETCTL_SLURM_LAUNCHER={launcher}", f"SLURM_CONF={slurm_cluster.conf}"], carried
     res = fleet(tmp_path, *args, "--cron", "--print", cwd=d, env=env)
     assert res.returncode == 0, res.stderr
     line = res.stdout.rstrip("\n")

@@ -287,10 +287,10 @@ H200_FOUND = [{"index": 0, "name": "NVIDIA H200", "compute_cap": "9.0", "memory_
     (["gpu:rtx5090:1"], ["sm_120", "rtx5090"], H200_FOUND, ["GRES gpu:rtx5090:1", "feature sm_120"]),
     (["gpu:h200:1"], ["sm_120"], H200_FOUND, ["feature sm_120"]),
     (["gpu:rtx5090:1"], ["sm_90"], H200_FOUND, ["GRES gpu:rtx5090:1"]),
-    (["gpu:h200:8(S:0-1)"], ["sm_90", "h200", "ib"], H200_FOUND, []),  # all agree
+    (["gpu:h200:1(S:0-1)"], ["sm_90", "h200", "ib"], H200_FOUND, []),  # all agree
     (["gpu:rtx5090:1"], ["sm_120"], [{"name": "NVIDIA GeForce RTX 5090", "compute_cap": "12.0"}], []),
     (["gpu:nvidia_h200:1"], ["sm_90a"], H200_FOUND, []),  # AutoDetect's own type; sm_90a is SM 9.0
-    (["gpu:2", "mps:100"], [], H200_FOUND, []),  # no type: nothing to check
+    (["gpu:1", "mps:100"], [], H200_FOUND, []),  # no type: nothing to check
     (["gpu:rtx5090:1"], ["sm_120"], [], []),  # no GPU found: check_gpu_stack's case, not this one
 ])
 def test_slurm_labels_against_the_gpus_found(gres, features, gpus, warned):
@@ -302,6 +302,29 @@ def test_slurm_labels_against_the_gpus_found(gres, features, gpus, warned):
     for line in lines:
         assert "of node n3 says" in line and "but facts found NVIDIA H200 (compute capability 9.0)" in line
         assert "fix node n3 in slurm.conf/gres.conf" in line
+
+
+@pytest.mark.parametrize("gres, found, want", [
+    (["gpu:h100:8(S:0-1)"], 4, "Slurm's Gres=gpu:h100:8(S:0-1) of node n3 (scontrol show node n3) gives it 8 GPUs, "
+     "but facts found 4: NVIDIA H200 (compute capability 9.0): jobs that ask Slurm for --gres=gpu:8 land on it and "
+     "find 4; fleetctl builds and verifies for the GPUs found: fix node n3's Gres in slurm.conf/gres.conf (or its GPUs)"),
+    (["gpu:2", "mps:100"], 1, "Slurm's Gres=gpu:2 of node n3 (scontrol show node n3) gives it 2 GPUs, but facts found 1"),
+    (["gpu:h200:4"], 8, "gives it 4 GPUs, but facts found 8: NVIDIA H200 (compute capability 9.0): Slurm hands out 4 "
+     "of its 8 GPUs, the others stay idle: fix node n3's Gres"),
+    (["gpu:a100:2", "gpu:h200:2"], 4, None),  # counted over every GPU GRES
+    (["gpu:h200:0", "mps:100"], 1, None),  # no GPU GRES: nothing to count against
+])
+def test_a_gres_gpu_count_the_gpus_found_contradict_is_a_warning(gres, found, want):
+    """Issue: GRES counts were unchecked (gpu:8 on a 4-GPU node surfaced only when a job step
+    failed or pended); the type/feature check now counts too, in scontrol show node's words."""
+    from fleetctl.build.gpustack import slurm_label_warnings
+
+    facts = {"slurm": {"node": "n3", "gres": gres, "features": []}, "gpus": H200_FOUND * found}
+    lines = [line for line in slurm_label_warnings(facts) if "Gres=" in line]
+    if want is None:
+        assert lines == [], lines
+    else:
+        assert len(lines) == 1 and want in lines[0], lines
 
 
 def test_login_env_fills_what_sshd_would_set_and_keeps_what_the_node_set():

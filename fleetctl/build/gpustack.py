@@ -31,6 +31,9 @@ found, a verify on that GPU) is right; failing the node would stop a working GPU
 for because of a label. What is wrong is the cluster's routing (a job asking ``-C sm_120`` or
 ``--gres=gpu:rtx5090`` lands on another GPU, the ``slurm:`` source groups the node by the label),
 which only the operator can fix, so the line names the label, what facts found and where to fix it.
+A GPU GRES count that is not the number of GPUs found (``Gres=gpu:h100:8`` on a node where
+nvidia-smi lists 4) is the same kind of warning (:func:`gres_count_warning`), in ``scontrol show
+node``'s words.
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ from typing import Any
 
 from ..errors import TaskFailed
 
-__all__ = ["GpuStackBroken", "check_gpu_stack", "gpu_claim", "gres_gpu_count", "gres_gpu_type", "slurm_label_warnings",
-           "sm_feature_cap", "stack_of", "unmet_gres_warning"]
+__all__ = ["GpuStackBroken", "check_gpu_stack", "gpu_claim", "gres_count_warning", "gres_gpu_count", "gres_gpu_type",
+           "slurm_label_warnings", "sm_feature_cap", "stack_of", "unmet_gres_warning"]
 
 
 class GpuStackBroken(TaskFailed):
@@ -231,4 +234,29 @@ def slurm_label_warnings(facts: Mapping[str, Any]) -> list[str]:
         if cap and caps and cap not in caps:
             out.append(f"Slurm feature {feature} of node {node} says compute capability {cap}, but facts found "
                        f"{found}: {tail(feature)}")
-    return out
+    count_line = gres_count_warning(view, gpus, found)
+    return out + ([count_line] if count_line else [])
+
+
+def gres_count_warning(view: Mapping[str, Any], gpus: list[Mapping[str, Any]], found: str) -> str | None:
+    """The warning for a node whose GPU GRES count (:func:`gres_gpu_count`, summed over its GPU
+    GRES) is not the number of GPUs facts found, or None (pure). Named as ``scontrol show node``
+    prints it (``Gres=gpu:h100:4``). Facts run as a step of a job that asked for the node's whole
+    GRES list, so the step sees every GPU the GRES gives (Slurm's cgroup device constraint hides
+    only GPUs a job did not ask for, cgroup.conf(5) ``ConstrainDevices``): fewer GPUs found means
+    jobs asking ``--gres=gpu:N`` land on a node that has fewer (their steps fail or see fewer
+    devices); more means GPUs Slurm never hands out. A warning, as for the labels above."""
+    gres = [str(g) for g in view.get("gres") or [] if gres_gpu_count(str(g)) > 0]
+    want = sum(gres_gpu_count(g) for g in gres)
+    have = len(gpus)
+    if not gres or want == have:
+        return None
+    node = view.get("node") or "?"
+    head = (f"Slurm's Gres={','.join(gres)} of node {node} (scontrol show node {node}) gives it {want} "
+            f"GPU{'s' if want != 1 else ''}, but facts found {have}: {found}")
+    if have < want:
+        why = (f"jobs that ask Slurm for --gres=gpu:{want} land on it and find {have}; fleetctl builds and "
+               f"verifies for the GPU{'s' if have != 1 else ''} found")
+    else:
+        why = f"Slurm hands out {want} of its {have} GPUs, the others stay idle"
+    return f"{head}: {why}: fix node {node}'s Gres in slurm.conf/gres.conf (or its GPUs)"

@@ -24,7 +24,8 @@ from .. import schedule as sch
 from ..schedule import varsfile
 from .app import EXIT_FAILED, Context, main, pass_ctx
 from ..errors import InputError
-from ..util.paths import not_regular, resolve_default, state_dir, state_env
+from ..util.paths import not_regular, resolve_default, state_dir
+from .schedule_env import job_env, not_carried_notes
 
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
 
@@ -35,17 +36,6 @@ def user_unit_dir() -> Path:
     xdg = os.environ.get("XDG_CONFIG_HOME", "")
     base = Path(xdg) if xdg.startswith("/") else Path.home() / ".config"
     return base / "systemd" / "user"
-
-
-def _slurm_env(inventory: Any, hosts: Any) -> dict[str, str]:
-    """What the job carries for Slurm (:data:`fleetctl.connection.slurm_client.SCHEDULE_CARRIED_VARS`,
-    as set now) when an inventory source is ``slurm:`` or a selected host is reached through Slurm;
-    empty otherwise (a job carries nothing it does not use)."""
-    from ..connection.slurm_client import carried_env
-
-    if any(str(src).startswith("slurm:") for src in inventory) or any(h.kind == "slurm" for h in hosts):
-        return carried_env()
-    return {}
 
 
 def fleetctl_command(argv0: str | None = None, executable: str | None = None) -> tuple[str, ...]:
@@ -262,11 +252,15 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     \b
     The job: FLEETCTL -i INVENTORY [-i ...] deploy --hosts PATTERN --playbook PLAYBOOK --json,
     in the current folder: every -i in order, each path (file or folder) absolute and
-    checked now, slurm: (or a host list) as given. Its runs go to the state folder interactive
-    runs use ($FLEETCTL_HOME, carried only when set; else ~/.local/state/fleetctl), so
-    fleetctl runs lists them. With slurm: or Slurm hosts it carries, as set now,
-    FLEETCTL_SLURM_LAUNCHER, SLURM_CONF, SLURM_CLUSTERS, SLURM_CONF_SERVER and
+    checked now, slurm: (or a host list) as given. It uses the folders interactive runs use:
+    it carries, when set now, FLEETCTL_HOME (else an absolute XDG_STATE_HOME; else
+    ~/.local/state/fleetctl): run records, so fleetctl runs lists them; XDG_CACHE_HOME: the
+    wheel cache; FLEETCTL_KEEP_RUNS/KEEP_DAYS, FLEETCTL_INVENTORY_SCRIPT_TIMEOUT_S,
+    FLEETCTL_ANSIBLE_INVENTORY, FLEETCTL_SCRIPTS_DIR, FLEETCTL_MAX_HANDSHAKES. With slurm: or
+    Slurm hosts also FLEETCTL_SLURM_LAUNCHER, SLURM_CONF, SLURM_CLUSTERS, SLURM_CONF_SERVER and
     SALLOC_ACCOUNT/PARTITION/QOS/RESERVATION/TIMELIMIT/CLUSTERS: the same cluster and launcher.
+    Never SSH_AUTH_SOCK (the login's agent is gone at HH:MM: use key files or IdentityAgent),
+    XDG_CONFIG_HOME or FLEETCTL_INVENTORY.
     Its exit status (0 ok, 1 a host failed, 2 bad input), the JSON
     summary and STATE/runs/<run_id>/run.json are what an alert reads;
     --on-failure UNIT makes systemd start UNIT when the run fails.
@@ -336,9 +330,9 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
             raise InputError(f"--metrics-file: folder {Path(metrics).parent} does not exist")
 
     user = pwd.getpwuid(os.geteuid()).pw_name
-    # The job's runs go where this user's interactive runs go (fleetctl runs lists them): the state
-    # folder, with FLEETCTL_HOME (or XDG_STATE_HOME) carried only when the user set it; with Slurm
-    # hosts, also the launcher and client settings that name the cluster (:func:`_slurm_env`).
+    # The job uses this user's state and cache folders, retention, inventory settings and (with
+    # Slurm hosts) cluster: each variable the user set for them is carried, decided per variable
+    # (:mod:`fleetctl.cli.schedule_env`); the login session's agent socket is not.
     home = _abs(state_dir())
     vars_paths = [varsfile.vars_file_path(home, name, i) for i in range(len(inline_docs))]
     inline_paths = iter(vars_paths)
@@ -346,13 +340,17 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     job = sch.Job(
         name=name, hour=hour, minute=minute, fleetctl=fleetctl_command(),
         inventory=inventory, playbook=_abs(playbook), pattern=pattern,
-        workdir=_abs(Path.cwd()), home=home, env=tuple({**state_env(), **_slurm_env(inventory, hosts)}.items()),
+        workdir=_abs(Path.cwd()), home=home, env=tuple(job_env(inventory, hosts).items()),
         extra_vars=job_extra, timeout=timeout,
         randomized_delay=randomized_delay, on_failure=on_failure, nice=nice, idle_io=idle_io,
         system=not user_units, user=user, metrics_file=metrics, ssh_options=obj.ssh_options)
 
     def err(line: str) -> None:
         click.echo(line, err=True)
+
+    if any(h.kind == "ssh" for h in hosts):
+        for note in not_carried_notes():
+            err(f"fleetctl: note: {note}")
 
     for vars_path, doc in zip(vars_paths, inline_docs):
         if print_only:

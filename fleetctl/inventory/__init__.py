@@ -32,6 +32,7 @@ from .nodeset import MAX_EXPANSION, NodesetError, expand_host_key, expand_nodese
 from .patterns import HostIndex, PatternError, select_hosts, split_pattern
 from .settings import HostSettings
 from .sources import SCHEMES, add_source
+from .sources.script import ScriptBudget
 from .sources.vars_files import read_vars_folder
 from .vars import VarConflict, VarSource
 
@@ -77,11 +78,12 @@ def load_inventory(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[
     if not specs:
         raise InventoryError("no inventory source given (-i/--inventory)")
     builder = InventoryBuilder()
+    budget = ScriptBudget()  # every inventory script call of this load shares it
     try:
         folders: list[str] = []
         for spec in specs:
             builder.sources.append(spec)
-            folder = add_source(builder, spec)
+            folder = add_source(builder, spec, budget)
             if folder is not None:
                 folders.append(folder)
         builder.reconcile()

@@ -26,9 +26,9 @@ def marker(name: str) -> str:
 
 
 def cron_line(job: Job) -> str:
-    """One crontab(5) line: ``M H * * * cd DIR && [FLEETCTL_HOME=HOME] [timeout ...] [nice ...] FLEETCTL
-    -i ... deploy ... --json >> STATE/cron.log 2>&1 # fleetctl:NAME`` (``FLEETCTL_HOME`` only when the
-    user set it, see ``Job.env``); words quoted for /bin/sh with
+    """One crontab(5) line: ``M H * * * cd DIR && [NAME=VALUE ...] [timeout ...] [nice ...] FLEETCTL
+    -i ... deploy ... --json >> STATE/cron.log 2>&1 # fleetctl:NAME`` (the variables of ``Job.env``,
+    e.g. ``FLEETCTL_HOME`` only when the user set it); words quoted for /bin/sh with
     shlex.quote, then each ``%`` escaped as ``\\%`` for cron. The timeout, randomized delay, nice and
     idle-I/O options become ``timeout``, ``sleep``, ``nice`` and ``ionice`` (coreutils, util-linux)."""
     if job.on_failure:

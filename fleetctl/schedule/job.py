@@ -126,8 +126,10 @@ class Job:
         workdir: absolute folder the job runs in (WorkingDirectory=, ``cd``).
         home: the absolute state folder the job's runs will use (:func:`fleetctl.util.paths.state_dir`):
             run records in ``home/runs``, cron's log ``home/cron.log``.
-        env: the environment the job carries to find that folder (:func:`fleetctl.util.paths.state_env`):
-            ``FLEETCTL_HOME`` only when the user set it; empty for the default state folder.
+        env: the environment the job carries from the shell that scheduled it, decided per
+            variable (:func:`fleetctl.cli.schedule_env.job_env`): the state folder's variable
+            (``FLEETCTL_HOME`` only when the user set it), ``XDG_CACHE_HOME``, retention and
+            inventory settings, Slurm's client settings; empty when the user set none of them.
         extra_vars: items passed as ``-e`` (``fleetctl schedule`` gives only ``@FILE`` items: values
             stay out of unit files and crontab lines, see :mod:`.varsfile`).
         metrics_file: absolute path passed as ``--metrics-file`` (Prometheus textfile), or None.

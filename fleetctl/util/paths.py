@@ -20,7 +20,7 @@ Relative or empty ``XDG_*`` values are ignored, as the XDG specification says.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -67,15 +67,17 @@ def state_dir() -> Path:
     return _xdg("XDG_STATE_HOME", ".local/state") / "fleetctl"
 
 
-def state_env() -> dict[str, str]:
+def state_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment variables that chose :func:`state_dir`, as the user set them (made absolute):
     ``FLEETCTL_HOME`` when set, else an absolute ``XDG_STATE_HOME``; empty when the default
     (``~/.local/state/fleetctl``) applies. What a job started elsewhere (a timer, cron) must carry
-    to keep its runs where this user's interactive runs are, and nothing more."""
-    home = os.environ.get("FLEETCTL_HOME")
+    to keep its runs where this user's interactive runs are, and nothing more. ``environ``
+    defaults to ``os.environ``."""
+    env = os.environ if environ is None else environ
+    home = env.get("FLEETCTL_HOME")
     if home:
         return {"FLEETCTL_HOME": os.path.abspath(os.path.expanduser(home))}
-    xdg = os.environ.get("XDG_STATE_HOME", "")
+    xdg = env.get("XDG_STATE_HOME", "")
     if xdg and os.path.isabs(xdg):
         return {"XDG_STATE_HOME": xdg}
     return {}

@@ -9,7 +9,9 @@ A source is, in this order:
    (skipping hidden names, ``group_vars``, ``host_vars``, ``vars_plugins`` and the extensions
    Ansible ignores: ``.pyc .pyo .swp .bak ~ .rpm .md .txt .rst .orig .cfg .retry``);
 3. an executable file starting with ``#!`` (or an ELF binary): a dynamic inventory script, run
-   with ``--list`` (and ``--host HOST`` when its JSON has no ``_meta.hostvars``);
+   with ``--list`` (and ``--host HOST`` for each host, in parallel, when its JSON has no
+   ``_meta.hostvars``), all calls of one load within one budget
+   (:mod:`~fleetctl.inventory.sources.script`);
 4. a file: ``.ini`` -> INI; ``.yaml``/``.yml``/``.json`` -> a YAML inventory (or ``--list`` JSON,
    recognised by its ``_meta`` key); any other name -> YAML when it reads as a YAML inventory, else
    INI (Ansible's yaml-then-ini plugin order). A plugin configuration (``plugin:``), Ansible Vault
@@ -40,7 +42,8 @@ from ..data import InventoryBuilder
 from ..vars import VarSource
 from .ansible_inventory import ingest_with_ansible
 from .ini_inventory import ingest_ini
-from .list_json import ingest_list_json, run_script
+from .list_json import ingest_list_json
+from .script import ScriptBudget, run_host_calls, run_script
 from .vars_files import is_vaulted
 from .yaml_inventory import ingest_yaml, is_list_json
 
@@ -88,6 +91,7 @@ class _Plan:
     vars_folder: str | None = None
     delegate: str | None = None  # why the source goes to ansible-inventory
     where: dict[str, Any] = field(default_factory=dict)  # file, line, key of that reason
+    budget: ScriptBudget = field(default_factory=ScriptBudget)  # of the inventory load's script calls
 
     def hand_over(self, why: str, file: str, line: int | None = None, key: str | None = None) -> None:
         if self.delegate is None:
@@ -128,7 +132,7 @@ def _looks_like_ini(text: str) -> bool:
 def _plan_file(plan: _Plan, path: str) -> None:
     ext = os.path.splitext(path)[1].lower()
     if _is_script(path):
-        plan.steps.append(("script", run_script(path, "--list"), path))
+        plan.steps.append(("script", run_script(path, "--list", budget=plan.budget), path))
         return
     if ext == ".toml":
         plan.hand_over("a TOML inventory", path)
@@ -192,8 +196,8 @@ def _vars_folder_vaulted(folder: str) -> str | None:
     return None
 
 
-def _plan(spec: str) -> _Plan:
-    plan = _Plan(spec)
+def _plan(spec: str, budget: ScriptBudget) -> _Plan:
+    plan = _Plan(spec, budget=budget)
     if is_scheme_source(spec):
         scheme, _, argument = spec.partition(":")
         plan.steps.append(("json", scheme_function(scheme)(argument), spec))
@@ -220,8 +224,12 @@ def _plan(spec: str) -> _Plan:
     return plan
 
 
-def add_source(builder: InventoryBuilder, spec: str) -> str | None:
+def add_source(builder: InventoryBuilder, spec: str, budget: ScriptBudget | None = None) -> str | None:
     """Read the source ``spec`` (one ``-i`` value) into ``builder``.
+
+    Args:
+        budget: the time inventory scripts may take, shared by every source of one inventory load
+            (:mod:`~fleetctl.inventory.sources.script`); None: one of this source's own.
 
     Returns:
         The folder whose ``group_vars/``/``host_vars/`` apply to this source, or None (scheme,
@@ -231,7 +239,7 @@ def add_source(builder: InventoryBuilder, spec: str) -> str | None:
         InventoryError: the source does not exist, cannot be read, or is invalid (one line naming
             the file, line and key).
     """
-    plan = _plan(spec)
+    plan = _plan(spec, ScriptBudget() if budget is None else budget)
     if plan.delegate is not None:
         ingest_with_ansible(builder, spec, plan.delegate, **plan.where)
         return None
@@ -252,6 +260,7 @@ def add_source(builder: InventoryBuilder, spec: str) -> str | None:
             base = os.path.dirname(os.path.abspath(file)) if kind == "script" else os.getcwd()
             if kind == "json" and os.path.exists(file):
                 base = os.path.dirname(os.path.abspath(file))
-            host_vars = (lambda name, _f=file: run_script(_f, "--host", name)) if kind == "script" else None
+            host_vars = ((lambda names, _f=file: run_host_calls(_f, names, plan.budget)) if kind == "script"
+                         else None)
             ingest_list_json(builder, payload, file=file, base_dir=base, host_vars=host_vars)
     return plan.vars_folder

@@ -15,63 +15,33 @@ join it, then its vars are set, then its children are added (created when first 
 given as a list is that list of hosts; a mapping with none of ``hosts``/``vars``/``children`` is a
 group holding one host of the same name, with those vars. Then each host listed in a group gets
 its ``_meta.hostvars`` (or, when ``_meta.hostvars`` is absent, what ``script --host HOST``
-prints). Hosts named only in ``_meta`` are not added.
+prints, :mod:`~fleetctl.inventory.sources.script`). Hosts named only in ``_meta`` are not added.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import os
-import signal
-import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from fleetctl.errors import InputError, InventoryError
+from fleetctl.errors import InventoryError
 
 from ..data import InventoryBuilder
 from ..vars import VarSource, describe
 
-__all__ = ["ingest_list_json", "run_script", "script_timeout_s", "SCRIPT_TIMEOUT_S", "SCRIPT_TIMEOUT_ENV"]
-
-SCRIPT_TIMEOUT_S = 60.0
-"""How long an inventory script (``--list`` or one ``--host``) may run by default, seconds.
-Ansible's script plugin waits as long as it takes; fleetctl promises bad input is one clear line,
-and a hung CMDB must not hang a deploy (new-user trial: ``#!/bin/sh`` ``sleep 1000`` as ``-i``)."""
-
-SCRIPT_TIMEOUT_ENV = "FLEETCTL_INVENTORY_SCRIPT_TIMEOUT_S"
-"""The controller's environment variable that sets :data:`SCRIPT_TIMEOUT_S` (seconds, > 0)."""
-
-
-def script_timeout_s(environ: Mapping[str, str] | None = None) -> float:
-    """The inventory script timeout, seconds: ``FLEETCTL_INVENTORY_SCRIPT_TIMEOUT_S``, else 60.
-
-    Raises:
-        InputError: the variable is not a positive finite number of seconds (exit 2, naming it).
-    """
-    raw = (os.environ if environ is None else environ).get(SCRIPT_TIMEOUT_ENV, "").strip()
-    if not raw:
-        return SCRIPT_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise InputError(f"{SCRIPT_TIMEOUT_ENV}: want a positive number of seconds, got {raw!r}")
-    return value
-
+__all__ = ["ingest_list_json"]
 
 def ingest_list_json(builder: InventoryBuilder, data: Any, *, file: str, base_dir: str | None = None,
-                     host_vars: Callable[[str], Mapping[str, Any]] | None = None, check_names: bool = True) -> None:
+                     host_vars: Callable[[Sequence[str]], Mapping[str, Any]] | None = None, check_names: bool = True) -> None:
     """Add ``--list`` JSON to ``builder``.
 
     Args:
         data: the decoded JSON document.
         file: how messages name the source (a script's path, ``slurm:gpu``).
         base_dir: the folder relative paths in vars resolve against (None: the current folder).
-        host_vars: called with a host name when the document has no ``_meta.hostvars`` (a
-            script's ``--host HOST``); None means such hosts have no host vars.
+        host_vars: called once, with every listed host in order, when the document has no
+            ``_meta.hostvars`` (a script's ``--host HOST`` calls,
+            :func:`~fleetctl.inventory.sources.script.run_host_calls`); returns each host's vars.
+            None means such hosts have no host vars.
         check_names: check var names for typos (off for ``ansible-inventory`` output, whose
             plugins may compose any name).
 
@@ -129,65 +99,12 @@ def ingest_list_json(builder: InventoryBuilder, data: Any, *, file: str, base_di
                 raise error(f"a group name must be a non-empty string, not {describe(child)}", f"{group}.children")
             builder.add_group(child, file=file)
             builder.add_child(group, child, file=file, key=f"{group}.children")
+    if hostvars is None:
+        hostvars = host_vars(list(listed)) if host_vars is not None and listed else {}
     for name in listed:
-        if hostvars is not None:
-            got = hostvars.get(name, {})
-        else:
-            got = host_vars(name) if host_vars is not None else {}
+        got = hostvars.get(name, {})
         if not isinstance(got, Mapping):
             raise error(f"host vars of {name!r} must be an object, not {describe(got)}", f"_meta.hostvars.{name}")
         for var, value in got.items():
             builder.set_var(builder.hosts[name], src(var, value, None, f"_meta.hostvars.{name}.{var}"),
                             check_name=check_names)
-
-
-def run_script(path: str, *args: str, timeout_s: float | None = None) -> Any:
-    """Run an inventory script with ``args`` (``--list`` or ``--host NAME``) and decode its JSON.
-
-    The script runs as given (its own shebang), in the current folder, with the environment
-    inherited, in a session of its own; its stderr is shown only when it fails. Empty output from
-    ``--host`` means no vars. ``timeout_s``: seconds it may run (None: :func:`script_timeout_s`);
-    past it, the script and every process it started (its process group) are killed, so a child
-    holding its output open (``sleep`` under ``sh``) neither hangs fleetctl nor is left behind.
-
-    Raises:
-        InventoryError: the script cannot be run, exits non-zero, runs past ``timeout_s`` seconds,
-            or prints something that is not UTF-8 JSON (naming the script and the cause).
-        InputError: ``FLEETCTL_INVENTORY_SCRIPT_TIMEOUT_S`` is not a positive number.
-    """
-    limit_s = script_timeout_s() if timeout_s is None else timeout_s
-    argv = [os.path.abspath(path), *args]
-    what = " ".join(args)
-    try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-    except OSError as exc:
-        raise InventoryError(f"inventory script cannot be run: {exc.strerror or exc}", file=path) from None
-    with proc:
-        try:
-            stdout, stderr_bytes = proc.communicate(timeout=limit_s)
-        except BaseException as exc:  # past the limit, or Ctrl-C (its own session gets no SIGINT)
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-            if not isinstance(exc, subprocess.TimeoutExpired):
-                raise
-            raise InventoryError(f"inventory script ran past {limit_s:g} s with {what} and was stopped "
-                                 f"(set {SCRIPT_TIMEOUT_ENV} for a longer limit)", file=path) from None
-    res = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr_bytes)
-    stderr = res.stderr.decode("utf-8", "replace").strip().splitlines()
-    last = f": {stderr[-1].strip()}" if stderr else ""
-    if res.returncode != 0:
-        raise InventoryError(f"inventory script exited with status {res.returncode} for {what}{last}", file=path)
-    try:
-        text = res.stdout.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InventoryError(f"inventory script printed bytes that are not UTF-8 for {what}", file=path) from None
-    if args[:1] == ("--host",) and not text.strip():
-        return {}
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise InventoryError(f"inventory script output for {what} is not JSON: {exc}", file=path) from None

@@ -1,0 +1,92 @@
+"""``fleetctl schedule``: the environment the job carries from the shell that scheduled it
+(:mod:`fleetctl.cli.schedule_env`), read back from the printed cron line and unit, and the cron line
+really run by /bin/sh with cron's bare environment (crontab(5): HOME, LOGNAME, SHELL=/bin/sh,
+PATH=/usr/bin:/bin)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+from fleetctl.cli.schedule_env import job_env, not_carried_notes
+from tests.test_schedule import (cron_sh_command, fleet, fleet_dir, specifiers, split_printed, unit_settings,
+                                 unquote_words)
+
+ARGS = ("-i", "inv.yaml", "schedule", "--playbook", "pb.yaml", "--at", "7:05", "--name", "nightly")
+
+
+def cron_env(home: Path) -> dict[str, str]:
+    """What cron gives a job (crontab(5)), plus the PYTHONPATH that points at this checkout."""
+    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "SHELL": "/bin/sh", "LOGNAME": "nobody",
+            **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
+
+
+def test_the_cron_job_uses_the_cache_and_retention_of_the_user_who_scheduled_it(tmp_path):
+    """Issue: the job did not carry XDG_CACHE_HOME (nor the retention), so the nightly used
+    ~/.cache (another wheel cache: every class rebuilt) and pruned with the default 50 runs. Here
+    the scheduling shell sets XDG_CACHE_HOME and FLEETCTL_KEEP_RUNS=1; the cron line, run twice by
+    /bin/sh with cron's environment, writes its probe plan into that cache (not ~/.cache) and keeps
+    one playbook run."""
+    d = fleet_dir(tmp_path)
+    cache = tmp_path / "my cache"
+    env = {"XDG_CACHE_HOME": str(cache), "FLEETCTL_KEEP_RUNS": "1", "FLEETCTL_INVENTORY_SCRIPT_TIMEOUT_S": "30"}
+    res = fleet(tmp_path, *ARGS, "--cron", "--print", cwd=d, env=env)
+    assert res.returncode == 0, res.stderr
+    line = res.stdout.rstrip("\n")
+    assert f"XDG_CACHE_HOME={shlex.quote(str(cache))} FLEETCTL_KEEP_RUNS=1 " in line, line
+    home = tmp_path / "runs home %$'\""
+    home.mkdir()  # as installing the line does (cron.log goes there)
+    cmd, stdin = cron_sh_command(line)
+    cron_home = tmp_path / "cron home"
+    run_ids = []
+    for _ in range(2):
+        run = subprocess.run(["/bin/sh", "-c", cmd], input=stdin, capture_output=True, text=True, timeout=300,
+                             env=cron_env(cron_home))
+        log = (home / "cron.log").read_text()
+        assert run.returncode == 0, log[-3000:]
+        run_ids.append(json.loads(log[log.rindex("\n{\n") + 1:log.rindex("}") + 1])["run_id"])
+    assert list((cache / "fleetctl" / "probes").glob("*.json")), list(cache.rglob("*"))
+    assert not (cron_home / ".cache").exists()
+    assert sorted(p.name for p in (home / "runs").iterdir() if (p / "run.json").is_file()) == [run_ids[1]]
+
+
+def test_the_unit_carries_the_same_variables_as_the_cron_line(tmp_path):
+    d = fleet_dir(tmp_path)
+    env = {"XDG_CACHE_HOME": str(tmp_path / "c"), "FLEETCTL_KEEP_DAYS": "90", "FLEETCTL_SCRIPTS_DIR": "scripts"}
+    res = fleet(tmp_path, *ARGS, "--print", cwd=d, env=env)
+    assert res.returncode == 0, res.stderr
+    svc = [t for p, t in split_printed(res.stdout).items() if p.endswith(".service")][0]
+    carried = [w for v in unit_settings(svc)["Environment"] for w in unquote_words(specifiers(v))]
+    assert carried == ["FLEETCTL_HOME=" + str(tmp_path / "runs home %$'\""), f"XDG_CACHE_HOME={tmp_path / 'c'}",
+                       "FLEETCTL_KEEP_DAYS=90", f"FLEETCTL_SCRIPTS_DIR={d / 'scripts'}"], carried
+
+
+def test_each_variable_is_decided_on_its_own():
+    """Carried: state, cache (absolute only, as fleetctl reads it), retention, inventory settings;
+    never the login's agent socket, XDG_CONFIG_HOME, XDG_RUNTIME_DIR or FLEETCTL_INVENTORY; Slurm
+    variables only for a job that reaches hosts through Slurm."""
+    login = {"XDG_STATE_HOME": "/s", "XDG_CACHE_HOME": "/c", "XDG_CONFIG_HOME": "/cfg", "XDG_RUNTIME_DIR": "/run/u",
+             "SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1", "FLEETCTL_INVENTORY": "inv.yaml", "FLEETCTL_KEEP_RUNS": "7",
+             "FLEETCTL_MAX_HANDSHAKES": "4", "SLURM_CONF": "/etc/slurm/slurm.conf", "FLEETCTL_PROBE_DEPS": "1"}
+    assert job_env(["/inv.yaml"], [], login) == {"XDG_STATE_HOME": "/s", "XDG_CACHE_HOME": "/c",
+                                                 "FLEETCTL_KEEP_RUNS": "7", "FLEETCTL_MAX_HANDSHAKES": "4"}
+    assert job_env(["slurm:"], [], login)["SLURM_CONF"] == "/etc/slurm/slurm.conf"
+    assert "XDG_CACHE_HOME" not in job_env(["/inv.yaml"], [], {"XDG_CACHE_HOME": "rel/cache"})
+    assert job_env(["/inv.yaml"], [], {**login, "FLEETCTL_HOME": "/f"})["FLEETCTL_HOME"] == "/f"
+    assert "XDG_STATE_HOME" not in job_env(["/inv.yaml"], [], {**login, "FLEETCTL_HOME": "/f"})
+    assert [n.split(" ", 1)[0] for n in not_carried_notes(login)] == ["SSH_AUTH_SOCK"]
+    assert not_carried_notes({}) == []
+
+
+def test_scheduling_ssh_hosts_with_an_agent_notes_that_the_agent_is_not_carried(tmp_path):
+    d = fleet_dir(tmp_path)
+    (d / "ssh.yaml").write_text("all:\n  hosts:\n    gpu01:\n      ansible_host: 127.0.0.1\n")
+    args = ("-i", "ssh.yaml", "schedule", "--playbook", "pb.yaml", "--hosts", "gpu01", "--at", "7:05", "--cron",
+            "--print")
+    res = fleet(tmp_path, *args, cwd=d, env={"SSH_AUTH_SOCK": "/tmp/ssh-gone/agent.1"})
+    assert res.returncode == 0, res.stderr
+    assert "SSH_AUTH_SOCK" not in res.stdout
+    assert "fleetctl: note: SSH_AUTH_SOCK is not carried into the job" in res.stderr
