@@ -106,6 +106,9 @@ class ClassCoordinator:
         self._told: set[str] = set()
         #: (wheel path, sha256) -> its sha256 check before the first push (a task: members share it)
         self._hashed: dict[tuple[str, str], asyncio.Future] = {}
+        #: hosts whose builder-only question (:class:`~fleetctl.tasks.steps.BuilderProbe`) waited
+        #: for their role: planned again when it makes them the builder
+        self._deferred: set[str] = set()
 
     def builder_of(self, key: str) -> str | None:
         """The member that builds (or serves) class ``key``'s wheel, once the class is assigned."""
@@ -195,6 +198,15 @@ class ClassCoordinator:
         self.answered[host] = answer
         return answer
 
+    def defer(self, host: str, key: str) -> bool:
+        """Whether ``host`` may ask its class's builder-only question now, while planning: its
+        role in class ``key`` is assigned (it is asked only when that role is ``build``). Else it
+        is noted, and :meth:`assign` plans the host again if it makes it the builder."""
+        if self.assigned.get(host, ("", ""))[0] == key:
+            return True
+        self._deferred.add(host)
+        return False
+
     def withdraw(self, host: str) -> None:
         """``host``'s plan failed before any command would run (a preflight of another task): it
         builds, serves and receives nothing, so the roles are assigned without it (a host that
@@ -251,8 +263,10 @@ class ClassCoordinator:
                 self._builder[key] = builder
             for h, r in roles.items():
                 self.assigned[h] = (key, r)
+        deferred = {h for h in hosts if h in self._deferred and self.assigned.get(h, ("", ""))[1] == "build"}
+        self._deferred -= set(hosts)
         return ({h for h in hosts if h in self.assigned and self.answered.get(h) != self.assigned[h][1]}
-                | self.targets.changed(hosts))
+                | deferred | self.targets.changed(hosts))
 
     def lost_own(self, key: str, members: list[str], holders: list[str], lacking: list[str]) -> str | None:
         """The member of ``members`` lacking class ``key``'s wheel that built the very wheel the

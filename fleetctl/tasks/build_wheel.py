@@ -43,11 +43,11 @@ from ..status import Status
 from ..build.wheeltags import PlatformMismatch, platform_label
 from .argtypes import ActionArgs, ARCH_TOKEN, CMAKE_NAME, VERSION_RE, env_mapping, is_template, non_empty, scalar_to_str
 from .base import Action, HostView, Plan, TaskResult, first_error_line
-from .build_deps import plan_deps, reach_deps, ship_deps, tree_with
+from .build_deps import plan_deps, reach_deps, read_tree, ship_deps, tree_with
 from .build_here import build_here, stamp_bytes, stamp_of
 from .build_keys import (STAMP_NAME, STAT_ARGV, build_inputs, build_key, changed_inputs, parse_stamps, parse_stat,
                          plan_tokens, stale_stamp, stamps_probe, target_plan)
-from .build_meta import META_PROBE, BuildMeta, meta_from_texts, parse_probe, read_local_texts
+from .build_meta import BuildMeta, meta_from_texts
 from .build_preflight import facts_problems, probe_problems, requirement_list, venv_probe
 from .build_space import RECEIVER_MIN_FREE_DISK_MIB, build_paths, receive_paths, space_check
 from .build_toolchain import host_compiler_preflight
@@ -187,18 +187,6 @@ def _fail(msg: str, decision: dict[str, Any], **data: Any) -> TaskResult:
     return TaskResult(Status.FAILED, msg=msg, data={**data, "decision": {**decision, "action": "fail"}})
 
 
-def _meta(args: BuildWheelArgs, host: HostView, src: str) -> Plan:
-    """The tree's :class:`BuildMeta`: from the controller folder a ``copy`` of this run puts at
-    ``src`` (known before the upload), else from the host."""
-    local = host.sources.get(src)
-    if local is not None:
-        texts = yield Local(fn=read_local_texts, args=(local,), reason=f"read the build files of {local}")
-        if not isinstance(texts, BaseException):
-            return meta_from_texts(texts, "controller")
-    res = yield probe(["/bin/sh", "-c", META_PROBE, "fleetctl-meta", src], f"read the build files in {src}")
-    return meta_from_texts(parse_probe(res.stdout_text), "host")
-
-
 def _venv_preflight(args: BuildWheelArgs, host: HostView, facts: Mapping[str, Any], tokens: list, meta: BuildMeta,
                     decision: dict[str, Any]) -> Plan:
     """The preflight's probes of the venv (its build requirements, torch's arch flags) and of the
@@ -274,12 +262,15 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     if problems:
         return _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
     src = args.src.rstrip("/") or "/"
-    meta: BuildMeta = yield from _meta(args, host, src)
+    # one read of the tree (the controller's copy, else one probe on the host) answers both the
+    # build's own metadata and what CMake would fetch
+    files = yield from read_tree(host, src)
+    meta: BuildMeta = meta_from_texts(files.meta_texts, files.where)
 
     mirror = args.fetch_mirror.strip()
     if mirror and not ("://" in mirror or ":" in mirror.split("/")[0]):
         mirror = str(host.local_path(mirror))
-    deps = yield from plan_deps(mirror, host, src, dict(args.cmake_defines))
+    deps = yield from plan_deps(mirror, host, src, dict(args.cmake_defines), files)
     if deps.rows:
         decision["deps"] = deps.rows
     if deps.error:
@@ -320,8 +311,6 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         info, cannot_build = yield from _venv_preflight(args, host, facts, tokens, meta, decision)
         if cannot_build is not None and info is None:  # its venv does not run: broken whatever its role
             return cannot_build
-        lost = (yield from reach_deps(deps, host)) if cannot_build is None else ""
-        cannot_build = _fail(lost, decision, preflight=[lost]) if lost else cannot_build  # no mirror, offline
     once = args.build == "once" and not host.build_each
     if host.force:
         decision["forced"] = True
@@ -386,6 +375,9 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
                                   + (f"; replaces the wheel here: {decision['stale_wheel']}" if decision.get("stale_wheel")
                                      else ""))
     decision["action"] = "build"
+    if cannot_build is None:  # only the builder downloads (no fetch_mirror): only it is asked what it reaches
+        lost = yield from reach_deps(deps, host, key if once else "")
+        cannot_build = _fail(lost, decision, preflight=[lost]) if lost else None
     if cannot_build is not None and took_over:  # say why it had to build at all (new-user trial: every
         # member said "preflight: build requirements missing", not a word of the builder that was lost)
         cannot_build = dataclasses.replace(cannot_build, msg=f"the arch class's builder was lost during the run and "
