@@ -187,6 +187,23 @@ def _fail(msg: str, decision: dict[str, Any], **data: Any) -> TaskResult:
     return TaskResult(Status.FAILED, msg=msg, data={**data, "decision": {**decision, "action": "fail"}})
 
 
+def _refuse(problems: list[str], decision: dict[str, Any], *, facts_only: bool = False, **data: Any) -> TaskResult:
+    """A failed preflight: ``preflight: PROBLEM; PROBLEM`` with ``data["preflight"]`` the problems,
+    which is how the run record, the summary's class line and the report tell a host refused
+    before anything was built from a build that failed (:func:`fleetctl.reporting.tables.build_classes`).
+
+    ``facts_only``: found from facts and what earlier tasks planned alone (wrong ``cuda_home``,
+    an arch nvcc lacks, no accepted host compiler, a shared workdir), so
+    :attr:`TaskResult.preflight` is set: it stops the host while planning even after an earlier
+    task's command was simulated (pip_install's and verify's refusals do the same). A refusal from
+    a probe's answer (the tree read, the venv probe, the space check, the dependencies) is not
+    flagged: a simulated command before it (the nightly play's ``git pull`` of the tree) may
+    change what the probe sees, so it stops the host while planning only when nothing was
+    simulated before it (:func:`fleetctl.engine.host.run_pass`), and else when the task is applied."""
+    return dataclasses.replace(_fail("preflight: " + "; ".join(problems), decision, preflight=list(problems), **data),
+                               preflight=facts_only)
+
+
 def _venv_preflight(args: BuildWheelArgs, host: HostView, facts: Mapping[str, Any], tokens: list, meta: BuildMeta,
                     decision: dict[str, Any]) -> Plan:
     """The preflight's probes of the venv (its build requirements, torch's arch flags) and of the
@@ -205,18 +222,17 @@ def _venv_preflight(args: BuildWheelArgs, host: HostView, facts: Mapping[str, An
     if info is None and probe_started(info_res):  # the interpreter ran fleetctl's code: its fault
         info = {"probe_errors": {"venv": f"rc={info_res.rc}: {first_error_line(info_res)}"}}
     if info is None:
-        return None, _fail(f"preflight: venv python {host.python} does not run: {first_error_line(info_res)}", decision)
+        return None, _refuse([f"venv python {host.python} does not run: {first_error_line(info_res)}"], decision)
     problems = probe_fault_problems(info)
     if problems:
-        return None, _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
+        return None, _refuse(problems, decision)
     problems = probe_problems(info, meta, facts, args, host.venv, host.python, isolated)
     if problems:
-        return info, _fail("preflight: " + "; ".join(problems), decision, preflight=problems,
-                           build_meta=meta.as_dict())
+        return info, _refuse(problems, decision, build_meta=meta.as_dict())
     problems = yield from space_check(host.python, build_paths(host.workdir, args.out_dir), facts,
                                       args.min_free_disk_mib, "the build needs", "min_free_disk_mib")
     if problems:
-        return info, _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
+        return info, _refuse(problems, decision)
     return info, None
 
 
@@ -244,7 +260,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         decision["toolkit"] = switched
     unreadable = unreadable_target(host.facts)  # who shares the venv or workdir cannot be told
     if unreadable:
-        return _fail(unreadable, decision)
+        return _refuse([unreadable], decision, facts_only=True)
     ids = target_ids(host.facts)
     # the build writes the workdir (and the venv when it installs build requirements); a later
     # pip_install of any host writes the venv: known when the batch's claims are settled
@@ -252,7 +268,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     shared = (yield TargetClaim(ids=ids, archs=target.get("torch_cuda_arch_list"), writes=writes,
                                 reason="does another host build or install in these folders?")) if ids else ()
     if shared:
-        return _fail(shared_message(host.name, shared), decision, shared=[list(s) for s in shared])
+        return _refuse([shared_message(host.name, shared)], decision, facts_only=True, shared=[list(s) for s in shared])
     facts, cxx_problems, cxx_note = host_compiler_preflight(facts, args)
     if cxx_note:  # nvcc refuses its default host compiler: another one the host has is used
         decision["host_compiler"] = cxx_note
@@ -260,7 +276,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     tool_problem = pick_tool(args.tool, facts, host.venv, host.python)[2] if host.venv else None
     problems += [tool_problem] if tool_problem else []
     if problems:
-        return _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
+        return _refuse(problems, decision, facts_only=True)
     src = args.src.rstrip("/") or "/"
     # one read of the tree (the controller's copy, else one probe on the host) answers both the
     # build's own metadata and what CMake would fetch
@@ -273,8 +289,8 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     deps = yield from plan_deps(mirror, host, src, dict(args.cmake_defines), files)
     if deps.rows:
         decision["deps"] = deps.rows
-    if deps.error:
-        return _fail(deps.error, decision)
+    if deps.error:  # the dependency preflight: what the build would fetch cannot be had (fetch_mirror)
+        return _refuse([deps.error], decision)
     defines = cmake_defines({**facts, "build": target}, {**args.cmake_defines, **deps.defines})
     tree = host.trees.get(src)
     if tree is None:
@@ -340,8 +356,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         # was refused for lacking the build's 2048 MiB)
         problems = yield from _receiver_space(args, host, facts, build_checked=cannot_build is None)
         if problems:
-            return with_class(_fail("preflight: " + "; ".join(problems), decision, role="push", preflight=problems),
-                              key, inputs, target)
+            return with_class(_refuse(problems, decision, role="push"), key, inputs, target)
         got = yield Fetch(key=key, dest=dest, platform=(facts.get("python") or {}).get("platform"),
                           reason="one member of the arch class builds; this host receives it")
         if got == "build":  # the builder became unreachable: this host builds instead
@@ -377,7 +392,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     decision["action"] = "build"
     if cannot_build is None:  # only the builder downloads (no fetch_mirror): only it is asked what it reaches
         lost = yield from reach_deps(deps, host, key if once else "")
-        cannot_build = _fail(lost, decision, preflight=[lost]) if lost else None
+        cannot_build = _refuse([lost], decision) if lost else None
     if cannot_build is not None and took_over:  # say why it had to build at all (new-user trial: every
         # member said "preflight: build requirements missing", not a word of the builder that was lost)
         cannot_build = dataclasses.replace(cannot_build, msg=f"the arch class's builder was lost during the run and "
