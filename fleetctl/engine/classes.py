@@ -42,11 +42,10 @@ from typing import Any
 
 from .aio import observe
 from ..errors import FleetError
-from ..build.wheeltags import refusal
 from .targets import InstallTargets
 from .wheelcache import BuiltWheel, check_cached, sha256_problem, store_wheel, wheels_root
 
-__all__ = ["BuiltWheel", "ClassBuildFailed", "ClassCoordinator", "broadcast_once", "staging_path", "store_wheel",
+__all__ = ["BuiltWheel", "ClassBuildFailed", "ClassCoordinator", "store_wheel",
            "wheels_root"]
 
 
@@ -85,7 +84,9 @@ class ClassCoordinator:
         #: host -> its connection kind's run scope (set by the runner), for one-to-many fan-out
         self.scope_of: dict[str, Any] = {}
         self.run_id = "run"
-        self._fanouts: dict[tuple[str, int], asyncio.Task] = {}
+        #: (key, id(scope)) -> the one-to-many send of the class's wheel to that scope's members
+        #: (:func:`fleetctl.engine.class_fanout.broadcast_once`: a task the members share)
+        self.fanouts: dict[tuple[str, int], asyncio.Task] = {}
         #: classes for which only a wheel built in this run counts: asked with ``--force``, or whose
         #: wheel's builder is a member that lost it (it builds again: see :meth:`lost_own`)
         self.fresh: set[str] = set()
@@ -295,6 +296,10 @@ class ClassCoordinator:
             return None
         return origin if origin in lacking else None
 
+    def gone(self, host: str) -> bool:
+        """``host`` ended its run, or failed as its class's builder: it is sent nothing more."""
+        return host in self._gone
+
     def _can_build(self, host: str) -> bool:
         req = self.requests.get(host)
         return req is None or req.can_build
@@ -380,40 +385,3 @@ class ClassCoordinator:
             async with self._lock:
                 self._waiting.get(key, []).remove(host) if host in self._waiting.get(key, []) else None
                 self._takeover.pop(host, None)
-
-
-def staging_path(run_id: str, key: str, name: str) -> str:
-    """Where a broadcast puts a class's wheel on each member (node-local), before the member
-    moves it into its own wheel folder."""
-    return f"/tmp/fleetctl-{run_id}/{key[:16]}/{name}"
-
-
-async def _fan_out(coord: "ClassCoordinator", scope: Any, key: str, wheel: BuiltWheel) -> dict[str, str | None]:
-    members = sorted((h for h, (k, r) in coord.assigned.items()
-                      if k == key and r == "push" and coord.scope_of.get(h) is scope and h not in coord._gone
-                      and refusal(h, wheel.name, {"python": {"platform": coord.platforms.get(h)}},
-                                  wheel.data.get("inputs")) is None),
-                     key=lambda h: coord.order.get(h, 1 << 30))
-    return await scope.broadcast(str(wheel.local), staging_path(coord.run_id, key, wheel.name), members)
-
-
-async def broadcast_once(coord: "ClassCoordinator", host: str, key: str, wheel: BuiltWheel) -> str | None:
-    """For a member whose connection kind can send one file to many hosts at once (Slurm's
-    sbcast): the class's wheel goes out once to every member of that kind; returns where it landed
-    on ``host``, or ``None`` when ``host`` must be sent the wheel on its own."""
-    scope = coord.scope_of.get(host)
-    if scope is None or not getattr(scope, "can_broadcast", False):
-        return None
-    slot = (key, id(scope))
-    task = coord._fanouts.get(slot)
-    if task is None:
-        task = coord._fanouts[slot] = asyncio.ensure_future(_fan_out(coord, scope, key, wheel))
-        observe(task)  # awaited through shield by each member; read even when all were cancelled
-    try:
-        results = await asyncio.shield(task)
-    except Exception:  # noqa: BLE001 - the member falls back to its own upload
-        return None
-    if host in results and results[host] is None:
-        return staging_path(coord.run_id, key, wheel.name)
-    return None
-

@@ -31,7 +31,8 @@ from ..errors import FleetError, TransferError, host_message
 from ..tasks import steps as S
 from ..tasks.base import TaskResult
 from ..build.wheeltags import PlatformMismatch, refusal
-from .classes import ClassBuildFailed, ClassCoordinator, broadcast_once, store_wheel, wheels_root
+from .class_fanout import broadcast_once
+from .classes import ClassBuildFailed, ClassCoordinator, store_wheel, wheels_root
 from .deadlines import Clock
 from .observer import Observers
 from .session import HostSession
