@@ -9,7 +9,8 @@ import pytest
 
 from fleetctl.build.cudacompat import (driver_problem, how_covered, parse_tokens, predicted_binaries, runs_on,
                                  uncovered_gpus, with_toolkit_for)
-from fleetctl.tasks.build_meta import meta_from_texts, parse_probe, requirement_name
+from fleetctl.tasks.build_meta import META_FILES, meta_from_texts, requirement_name
+from fleetctl.util.cmaketree import read_cmake_tree
 from fleetctl.tasks.build_record import compiler_mismatch, parse_record, torch_drift
 
 
@@ -71,8 +72,22 @@ def test_a_trees_own_build_declarations():
     assert legacy.requires == ("setuptools>=40.8.0",) and legacy.torch_extension and not legacy.cmake
     assert not meta_from_texts({}, "host").found
     assert meta_from_texts({"pyproject.toml": "[build-system\n"}, "host").error.startswith("pyproject.toml: ")
-    assert parse_probe("@@FLEETCTL_FILE@@ setup.py\nimport x\n\n@@FLEETCTL_FILE@@ pyproject.toml\n[a]\n") == {
-        "setup.py": "import x\n", "pyproject.toml": "[a]"}
+
+
+def test_one_read_of_a_tree_gives_its_build_files_and_its_cmake_files(tmp_path):
+    """build_deps.read_tree reads a tree once (cmaketree: the same program on the host) for both
+    the build's metadata and its dependencies: the top-level pyproject.toml and setup.py come
+    with the CMake files."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["scikit-build-core"]\n')
+    (tmp_path / "setup.py").write_text("import x\n")
+    (tmp_path / "CMakeLists.txt").write_text("find_package(Torch REQUIRED)\n")
+    (tmp_path / "sub" / "CMakeLists.txt").write_text("add_library(a a.c)\n")
+    (tmp_path / "sub" / "setup.py").write_text("not top\n")
+    got = read_cmake_tree(str(tmp_path), [f for f in META_FILES if f != "CMakeLists.txt"])
+    assert got["top"] == {"pyproject.toml": '[build-system]\nrequires = ["scikit-build-core"]\n', "setup.py": "import x\n"}
+    assert set(got["texts"]) == {"CMakeLists.txt", "sub/CMakeLists.txt"} and got["errors"] == []
+    assert read_cmake_tree(str(tmp_path))["top"] == {}
 
 
 RUNTIME = {"torch": "2.11.0+cu130", "torch_cuda": "13.0", "torch_file": "/v/lib/python3.12/site-packages/torch/__init__.py"}

@@ -133,7 +133,8 @@ def test_builds_that_only_read_one_venv_are_not_refused(fake_kind, tmp_path):
 def test_a_one_to_many_send_leaves_out_a_member_the_wheel_does_not_fit(tmp_path):
     import asyncio
 
-    from fleetctl.engine.classes import BuiltWheel, ClassCoordinator, broadcast_once
+    from fleetctl.engine.class_fanout import broadcast_once
+    from fleetctl.engine.classes import BuiltWheel, ClassCoordinator
 
     class Scope:  # a run scope of a kind that sends one file to many hosts (Slurm's sbcast)
         can_broadcast = True

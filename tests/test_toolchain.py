@@ -15,7 +15,7 @@ from fleetctl.build import archs as fbuild
 from fleetctl.build import hostcompiler as hc
 from fleetctl.connection.base import CommandResult
 from fleetctl.connection.storagefaults import name_write_error, path_in
-from fleetctl.tasks.build_faults import named_failure
+from fleetctl.tasks.causes import cause_line
 from fleetctl.tasks.build_keys import build_inputs, build_key
 from fleetctl.tasks.build_space import SPACE_PROBE, space_problems
 from tests.support.fleet import REPO
@@ -73,7 +73,7 @@ def test_nvcc_itself_refuses_the_too_new_default_and_the_build_scan_names_it(tmp
                          capture_output=True, text=True)
     assert res.returncode != 0 and "unsupported GNU version! gcc versions later than 15" in res.stderr
     facts = {"cuda": {"version": "13.0"}, "host_compilers": {"used": {"path": str(gcc), "kind": "gnu", "version": "16.1"}}}
-    msg = named_failure(CommandResult(argv=[], rc=1, stderr=res.stderr.encode()), facts, "/w/tmp")
+    msg = cause_line(CommandResult(argv=[], rc=1, stderr=res.stderr.encode()), "/w/tmp", facts=facts)
     assert msg.startswith(f"nvcc 13.0 refused the host compiler gcc 16.1 ({gcc}): \"unsupported GNU version! "
                           "gcc versions later than 15 are not supported\""), msg
     assert "install a supported g++" in msg

@@ -42,11 +42,10 @@ from typing import Any
 
 from .aio import observe
 from ..errors import FleetError
-from ..build.wheeltags import refusal
 from .targets import InstallTargets
 from .wheelcache import BuiltWheel, check_cached, sha256_problem, store_wheel, wheels_root
 
-__all__ = ["BuiltWheel", "ClassBuildFailed", "ClassCoordinator", "broadcast_once", "staging_path", "store_wheel",
+__all__ = ["BuiltWheel", "ClassBuildFailed", "ClassCoordinator", "store_wheel",
            "wheels_root"]
 
 
@@ -85,7 +84,9 @@ class ClassCoordinator:
         #: host -> its connection kind's run scope (set by the runner), for one-to-many fan-out
         self.scope_of: dict[str, Any] = {}
         self.run_id = "run"
-        self._fanouts: dict[tuple[str, int], asyncio.Task] = {}
+        #: (key, id(scope)) -> the one-to-many send of the class's wheel to that scope's members
+        #: (:func:`fleetctl.engine.class_fanout.broadcast_once`: a task the members share)
+        self.fanouts: dict[tuple[str, int], asyncio.Task] = {}
         #: classes for which only a wheel built in this run counts: asked with ``--force``, or whose
         #: wheel's builder is a member that lost it (it builds again: see :meth:`lost_own`)
         self.fresh: set[str] = set()
@@ -106,6 +107,9 @@ class ClassCoordinator:
         self._told: set[str] = set()
         #: (wheel path, sha256) -> its sha256 check before the first push (a task: members share it)
         self._hashed: dict[tuple[str, str], asyncio.Future] = {}
+        #: hosts whose builder-only question (:class:`~fleetctl.tasks.steps.BuilderProbe`) waited
+        #: for their role: planned again when it makes them the builder
+        self._deferred: set[str] = set()
 
     def builder_of(self, key: str) -> str | None:
         """The member that builds (or serves) class ``key``'s wheel, once the class is assigned."""
@@ -195,6 +199,15 @@ class ClassCoordinator:
         self.answered[host] = answer
         return answer
 
+    def defer(self, host: str, key: str) -> bool:
+        """Whether ``host`` may ask its class's builder-only question now, while planning: its
+        role in class ``key`` is assigned (it is asked only when that role is ``build``). Else it
+        is noted, and :meth:`assign` plans the host again if it makes it the builder."""
+        if self.assigned.get(host, ("", ""))[0] == key:
+            return True
+        self._deferred.add(host)
+        return False
+
     def withdraw(self, host: str) -> None:
         """``host``'s plan failed before any command would run (a preflight of another task): it
         builds, serves and receives nothing, so the roles are assigned without it (a host that
@@ -251,8 +264,10 @@ class ClassCoordinator:
                 self._builder[key] = builder
             for h, r in roles.items():
                 self.assigned[h] = (key, r)
+        deferred = {h for h in hosts if h in self._deferred and self.assigned.get(h, ("", ""))[1] == "build"}
+        self._deferred -= set(hosts)
         return ({h for h in hosts if h in self.assigned and self.answered.get(h) != self.assigned[h][1]}
-                | self.targets.changed(hosts))
+                | deferred | self.targets.changed(hosts))
 
     def lost_own(self, key: str, members: list[str], holders: list[str], lacking: list[str]) -> str | None:
         """The member of ``members`` lacking class ``key``'s wheel that built the very wheel the
@@ -280,6 +295,10 @@ class ClassCoordinator:
         else:
             return None
         return origin if origin in lacking else None
+
+    def gone(self, host: str) -> bool:
+        """``host`` ended its run, or failed as its class's builder: it is sent nothing more."""
+        return host in self._gone
 
     def _can_build(self, host: str) -> bool:
         req = self.requests.get(host)
@@ -366,40 +385,3 @@ class ClassCoordinator:
             async with self._lock:
                 self._waiting.get(key, []).remove(host) if host in self._waiting.get(key, []) else None
                 self._takeover.pop(host, None)
-
-
-def staging_path(run_id: str, key: str, name: str) -> str:
-    """Where a broadcast puts a class's wheel on each member (node-local), before the member
-    moves it into its own wheel folder."""
-    return f"/tmp/fleetctl-{run_id}/{key[:16]}/{name}"
-
-
-async def _fan_out(coord: "ClassCoordinator", scope: Any, key: str, wheel: BuiltWheel) -> dict[str, str | None]:
-    members = sorted((h for h, (k, r) in coord.assigned.items()
-                      if k == key and r == "push" and coord.scope_of.get(h) is scope and h not in coord._gone
-                      and refusal(h, wheel.name, {"python": {"platform": coord.platforms.get(h)}},
-                                  wheel.data.get("inputs")) is None),
-                     key=lambda h: coord.order.get(h, 1 << 30))
-    return await scope.broadcast(str(wheel.local), staging_path(coord.run_id, key, wheel.name), members)
-
-
-async def broadcast_once(coord: "ClassCoordinator", host: str, key: str, wheel: BuiltWheel) -> str | None:
-    """For a member whose connection kind can send one file to many hosts at once (Slurm's
-    sbcast): the class's wheel goes out once to every member of that kind; returns where it landed
-    on ``host``, or ``None`` when ``host`` must be sent the wheel on its own."""
-    scope = coord.scope_of.get(host)
-    if scope is None or not getattr(scope, "can_broadcast", False):
-        return None
-    slot = (key, id(scope))
-    task = coord._fanouts.get(slot)
-    if task is None:
-        task = coord._fanouts[slot] = asyncio.ensure_future(_fan_out(coord, scope, key, wheel))
-        observe(task)  # awaited through shield by each member; read even when all were cancelled
-    try:
-        results = await asyncio.shield(task)
-    except Exception:  # noqa: BLE001 - the member falls back to its own upload
-        return None
-    if host in results and results[host] is None:
-        return staging_path(coord.run_id, key, wheel.name)
-    return None
-

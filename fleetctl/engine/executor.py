@@ -31,7 +31,8 @@ from ..errors import FleetError, TransferError, host_message
 from ..tasks import steps as S
 from ..tasks.base import TaskResult
 from ..build.wheeltags import PlatformMismatch, refusal
-from .classes import ClassBuildFailed, ClassCoordinator, broadcast_once, store_wheel, wheels_root
+from .class_fanout import broadcast_once
+from .classes import ClassBuildFailed, ClassCoordinator, store_wheel, wheels_root
 from .deadlines import Clock
 from .observer import Observers
 from .session import HostSession
@@ -252,6 +253,13 @@ class StepRunner:
                 self.observers.emit("note.added", self.host, message=f"{why}: never pushed; a member builds or "
                                                                      "serves the class's wheel when one lacks it")
         return self._do_classrole_sync(step)
+
+    async def _do_builderprobe(self, step: S.BuilderProbe) -> CommandResult | None:
+        """Asked only of a host the class's settled roles make its builder; ``None`` (not asked)
+        while its role is provisional (:meth:`ClassCoordinator.defer`). Applying, roles are settled."""
+        if not self.apply and not self.classes.defer(self.host, step.key):
+            return None
+        return await self._do_run(step)
 
     async def _do_targetclaim(self, step: S.TargetClaim) -> tuple:
         return self.classes.targets.claim(self.host, step.ids, step.archs, tuple(step.writes))

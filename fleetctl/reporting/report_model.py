@@ -250,10 +250,13 @@ def _classes(rows: list[HostRow], hosts: dict[str, dict[str, Any]]) -> list[Arch
             if t.get("action") != "build_wheel" or not key or t.get("status") == "skipped" or not t.get("selected", True):
                 continue
             role = "fail" if t.get("status") in ("failed", "unreachable") else str(decision.get("action") or "build")
-            c = found.setdefault(key, {"hosts": [], "roles": {}, "archs": "", "sass": "", "wheel": "", "sha256": ""})
+            c = found.setdefault(key, {"hosts": [], "roles": {}, "archs": "", "sass": "", "wheel": "", "sha256": "",
+                                       "refused": set()})
             if name not in c["hosts"]:
                 c["hosts"].append(name)
             c["roles"][name] = role
+            if role == "fail" and data.get("preflight"):  # refused before building: never its class's builder
+                c["refused"].add(name)
             c["archs"] = c["archs"] or str(data.get("archs") or decision.get("archs") or "")
             c["sass"] = c["sass"] or " ".join(data.get("sass") or [])
             if data.get("sha256") and t.get("status") in ("ok", "changed"):
@@ -271,7 +274,7 @@ def _classes(rows: list[HostRow], hosts: dict[str, dict[str, Any]]) -> list[Arch
         builders = list(dict.fromkeys([h for h, r in roles.items() if r in ("build", "serve")]
                                       + [p for p in (c.get("pushed_from") or {}).values() if p]))
         if not builders:
-            builders = [h for h, r in roles.items() if r == "fail"][:1]
+            builders = [h for h, r in roles.items() if r == "fail" and h not in c["refused"]][:1]
         for h in c["hosts"]:
             if h in by_name and by_name[h].class_id is None:
                 by_name[h].class_id = i

@@ -166,7 +166,9 @@ def print_summary(console: Console, results: dict[str, dict[str, Any]], run_id: 
 
 def build_classes(results: dict[str, dict[str, Any]]) -> list[str]:
     """One line per arch class, hosts folded the way ClusterShell prints node sets:
-    ``gpu[01-12] sm_120a cu13.0 torch2.12 cp312 (built on gpu01)``."""
+    ``gpu[01-12] sm_120a cu13.0 torch2.12 cp312 (built on gpu01)``. A member refused by the
+    build's preflight (its task's ``data["preflight"]``: nothing was built there) is not a failed
+    build: ``(not built: preflight failed on gpu[01-12])``."""
     from ..inventory import fold_hosts
 
     classes: dict[str, dict[str, Any]] = {}
@@ -176,15 +178,15 @@ def build_classes(results: dict[str, dict[str, Any]]) -> list[str]:
             if t.get("action") != "build_wheel" or not data.get("key") or t.get("status") == "skipped":
                 continue
             c = classes.setdefault(data["key"], {"hosts": [], "data": data, "builder": None, "failed": [],
-                                                 "unfinished": False})
+                                                 "refused": [], "unfinished": False})
             c["hosts"].append(host)
             if data.get("pushed_from"):
                 c["builder"] = c["builder"] or data["pushed_from"]
             elif t.get("status") in ("ok", "changed"):
                 if not data.get("reused"):
                     c["builder"] = host
-            elif data.get("role") != "push":  # this host's own build failed (a failed push is the receiver's)
-                c["failed"].append(host)
+            elif data.get("role") != "push":  # this host's own build failed (a failed push is the receiver's),
+                c["refused" if data.get("preflight") else "failed"].append(host)  # or its preflight refused it
             else:
                 c["unfinished"] = True
     lines = []
@@ -196,7 +198,8 @@ def build_classes(results: dict[str, dict[str, Any]]) -> list[str]:
         # only a build that succeeded names its builder (new-user trial: a class whose every build
         # failed read "(built on gpu04)")
         how = (f"built on {c['builder']}" if c["builder"] else f"build failed on {fold_hosts(c['failed'])}"
-               if c["failed"] else "not built" if c["unfinished"] else "reused")
+               if c["failed"] else f"not built: preflight failed on {fold_hosts(c['refused'])}" if c["refused"]
+               else "not built" if c["unfinished"] else "reused")
         plat = " ".join(str(x) for x in (inputs.get("platform"), inputs.get("libc")) if x)
         lines.append(f"{fold_hosts(c['hosts'])} {sass} cu{inputs.get('cuda')} torch{torch} {inputs.get('python')}"
                      f"{' ' + plat if plat else ''} ({how})")

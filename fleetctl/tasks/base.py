@@ -215,7 +215,9 @@ def first_error_line(res: CommandResult) -> str:
     ``nvcc fatal : ...``, ``CMake Error at ...`` with its indented message) wins over the front
     end's wrap-up (pip's ``Failed to build``): the first such line is the cause, the rest follow
     from it. Otherwise the last ``error``-looking line, else stderr's last line (where a program
-    says why it failed: ``env: '.../python3': No such file or directory``), else stdout's.
+    says why it failed: ``env: '.../python3': No such file or directory``), else stdout's. A build's
+    or an install's failure is named by :func:`fleetctl.tasks.causes.cause_line`, which falls back
+    to this.
     """
     raw = (res.stderr_text + "\n" + res.stdout_text).splitlines()
     lines = [ln.strip() for ln in raw if ln.strip()]
@@ -234,17 +236,6 @@ def first_error_line(res: CommandResult) -> str:
             return line[:300]
     tail = [ln.strip() for ln in res.stderr_text.splitlines() if ln.strip()] or lines
     return tail[-1][:300] if tail else f"exit status {res.rc}"
-
-
-def install_failure_line(res: CommandResult, where: str | None) -> str:
-    """The cause line of a failed pip/uv install: a write error (pip's ``OSError: [Errno 28] No
-    space left on device``, a quota, a read-only venv) named as such with ``where`` (the venv and
-    the install's TMPDIR: pip names no path) and the fix
-    (:func:`fleetctl.connection.storagefaults.name_write_error`), else :func:`first_error_line`."""
-    from ..connection.storagefaults import name_write_error
-
-    text = res.stderr_text[-400_000:] + "\n" + res.stdout_text[-400_000:]
-    return name_write_error(text, where) or first_error_line(res)
 
 
 _COMPILER_ERROR = re.compile(

@@ -20,12 +20,15 @@
 
 Without a mirror CMake downloads at configure time. The tree's declarations are read all the
 same (from the controller's copy, else on the host: a tree already there is read there) and
-listed in the task's decision, so ``--plan`` shows what the build would download; a host that
-may build then asks each repository and archive whether it answers (:func:`reach_deps`, the
-probe :mod:`fleetctl.util.reachprobe`: ``git ls-remote``, HTTP ``HEAD``). One it cannot reach
-(offline, a firewall, no git) makes the host unable to build, in ``--plan`` too, with one line
-naming the dependency, the URL and the ``fetch_mirror`` var, instead of a "Failed to clone
-repository" after CMake's long wait (new-user trial). A declaration
+listed in the task's decision, so ``--plan`` shows what the build would download; the host
+that builds (its arch class's builder, once the class's roles are settled; every host with
+``build: each``) then asks each repository and archive whether it answers (:func:`reach_deps`,
+the probe :mod:`fleetctl.util.reachprobe`: ``git ls-remote``, HTTP ``HEAD``). A member that
+receives the class's wheel downloads nothing and is never asked. One the builder cannot reach
+(offline, a firewall, no git) fails it, in ``--plan`` too, with one line naming the dependency,
+the URL and the ``fetch_mirror`` var, instead of a "Failed to clone repository" after CMake's
+long wait (new-user trial); while applying, the next member of its class builds instead, and is
+asked first (:class:`~fleetctl.tasks.steps.BuilderProbe`). A declaration
 whose ``FETCHCONTENT_SOURCE_DIR_<NAME>`` the task's ``cmake_defines`` already give is the
 operator's (sources already on the host): it is listed as given, neither fetched nor required.
 """
@@ -46,10 +49,12 @@ from ..build.fetchdeps import Dep, FetchDepsError, read_fetch_deps, relative_url
 from ..util import cmaketree, gitmirror, reachprobe
 from ..util.paths import cache_dir
 from .base import HostView, first_error_line
+from .build_meta import META_FILES
 from .copy import local_manifest
-from .steps import Local, PutFiles, probe
+from .steps import BuilderProbe, Local, PutFiles, probe
 
-#: ``python3 -c`` program printing :func:`fleetctl.util.cmaketree.read_cmake_tree`'s JSON for ``$1``.
+#: ``python3 -c`` program printing :func:`fleetctl.util.cmaketree.read_cmake_tree`'s JSON for ``$1``
+#: (and the top-level files named after it).
 CMAKETREE_PROGRAM = inspect.getsource(cmaketree)
 #: ``python3 -c`` program printing :func:`fleetctl.util.reachprobe.reach`'s JSON for ``$1``.
 REACH_PROGRAM = inspect.getsource(reachprobe)
@@ -58,6 +63,8 @@ REACH_PROGRAM = inspect.getsource(reachprobe)
 _PRESENT = 'for d; do [ -d "$d" ] && printf "%s\\n" "$d"; done; exit 0'
 #: ``sha256sum`` of every file under ``$1`` (relative ``./`` names); nothing when it is not there.
 _LIST = 'cd "$1" 2>/dev/null || exit 0; find . -type f -exec sha256sum {} +'
+#: The build files read at the tree's top besides the CMake files (``CMakeLists.txt`` is one of those).
+_TOP_FILES = tuple(f for f in META_FILES if f != "CMakeLists.txt")
 _NESTED = re.compile(r"^\$\{(?P<dep>[A-Za-z0-9_.+-]+)_SOURCE_DIR\}(?P<rest>/.*)?$")
 
 
@@ -83,34 +90,72 @@ def deps_cache() -> Path:
     return cache_dir() / "fetchdeps"
 
 
-def _read_tree(host: HostView, src: str):
+@dataclass(frozen=True)
+class TreeFiles:
+    """One read of a source tree (:func:`read_tree`): what the build's metadata
+    (:mod:`~fleetctl.tasks.build_meta`) and its dependencies (:func:`plan_deps`) are planned from.
+
+    Attributes:
+        texts: relative path -> text of every CMake file and the root ``.gitmodules``.
+        gitlinks: submodule path -> pinned commit, or ``None`` (unknown).
+        top: the tree's top-level :data:`~fleetctl.tasks.build_meta.META_FILES` that exist, name -> text.
+        where: ``"controller"`` (a ``copy`` source folder of this run) or ``"host"``.
+        error: why the tree could not be read (one line), or ``""``.
+    """
+
+    texts: dict[str, str] = field(default_factory=dict)
+    gitlinks: dict[str, str] | None = None
+    top: dict[str, str] = field(default_factory=dict)
+    where: str = "host"
+    error: str = ""
+
+    @property
+    def meta_texts(self) -> dict[str, str]:
+        """What :func:`~fleetctl.tasks.build_meta.meta_from_texts` reads: the top-level files."""
+        cml = self.texts.get("CMakeLists.txt")
+        return {**self.top, **({"CMakeLists.txt": cml} if cml is not None else {})}
+
+
+def _tree_files(got: Any, where: str) -> TreeFiles:
+    return TreeFiles(texts=dict(got.get("texts") or {}), gitlinks=got.get("gitlinks"), top=dict(got.get("top") or {}),
+                     where=where)
+
+
+def read_tree(host: HostView, src: str):
+    """Plan generator: the tree at ``src`` read once (:func:`fleetctl.util.cmaketree.read_cmake_tree`:
+    its CMake files, gitlinks and top-level build files), from the controller folder a ``copy``
+    of this run puts there, else on the host (one probe, up to 120 s); returns :class:`TreeFiles`."""
     local = host.sources.get(src)
     if local is not None:
-        got = yield Local(fn=cmaketree.read_cmake_tree, args=(local,), reason=f"read the CMake files of {local}")
+        got = yield Local(fn=cmaketree.read_cmake_tree, args=(local, _TOP_FILES),
+                          reason=f"read the build and CMake files of {local}")
         if not isinstance(got, BaseException):
-            return got, None
-    res = yield probe([host.python, "-c", CMAKETREE_PROGRAM, src], f"read the CMake files in {src}", timeout_s=120)
+            return _tree_files(got, "controller")
+    res = yield probe([host.python, "-c", CMAKETREE_PROGRAM, src, *_TOP_FILES],
+                      f"read the build and CMake files in {src}", timeout_s=120)
     if res.rc != 0:
-        return None, f"cannot read the CMake files in {src}: {first_error_line(res)}"
+        return TreeFiles(error=f"cannot read the CMake files in {src}: {first_error_line(res)}")
     try:
-        return json.loads(res.stdout_text), None
+        got = json.loads(res.stdout_text)
     except ValueError:
-        return None, f"cannot read the CMake files in {src}: the reader printed no JSON"
+        got = None
+    if not isinstance(got, dict):
+        return TreeFiles(error=f"cannot read the CMake files in {src}: the reader printed no JSON")
+    return _tree_files(got, "host")
 
 
-def plan_deps(mirror: str, host: HostView, src: str, overrides: dict[str, str]):
-    """Plan generator: the tree's dependencies, resolved in ``mirror`` (``""``: none); returns
-    :class:`DepsPlan` (its ``error`` set when the host must fail)."""
-    got, err = yield from _read_tree(host, src)
+def plan_deps(mirror: str, host: HostView, src: str, overrides: dict[str, str], tree: TreeFiles):
+    """Plan generator: the dependencies of the tree read as ``tree`` (:func:`read_tree`), resolved
+    in ``mirror`` (``""``: none); returns :class:`DepsPlan` (its ``error`` set when the host must fail)."""
     out = DepsPlan()
-    if err:
-        out.error = err if mirror else ""
+    if tree.error:
+        out.error = tree.error if mirror else ""
         return out
-    texts = got.get("texts") or {}
+    texts = tree.texts
     if "CMakeLists.txt" not in texts:
         return out  # not a CMake project: nothing is fetched at configure time
     try:
-        deps = read_fetch_deps(texts, overrides=overrides, gitlinks=got.get("gitlinks"))
+        deps = read_fetch_deps(texts, overrides=overrides, gitlinks=tree.gitlinks)
     except FetchDepsError as exc:
         if mirror:
             out.error = f"fetch_mirror: cannot tell what {src} downloads: {exc}"
@@ -178,17 +223,26 @@ def plan_deps(mirror: str, host: HostView, src: str, overrides: dict[str, str]):
     return out
 
 
-def reach_deps(deps: DepsPlan, host: HostView):
-    """Plan generator (a host that may build, no mirror): ask the host whether it reaches what
-    CMake would download (:mod:`fleetctl.util.reachprobe`). Marks each row ``reachable`` or
-    ``unreachable: why``; returns ``""`` or one line naming each dependency it cannot reach, its
-    URL and the ``fetch_mirror`` var (an answer that cannot be read counts as unreachable: the
-    build would find out only after CMake's wait)."""
+def reach_deps(deps: DepsPlan, host: HostView, key: str = ""):
+    """Plan generator (the host that builds, no mirror): ask the host whether it reaches what
+    CMake would download (:mod:`fleetctl.util.reachprobe`: up to
+    :data:`~fleetctl.util.reachprobe.TIMEOUT_S` seconds). Only the builder asks: a member that
+    receives its class's wheel downloads nothing, and needs no route to the repositories.
+    ``key``: the arch class's build key, when one member builds for the class (the question is a
+    :class:`~fleetctl.tasks.steps.BuilderProbe`, asked once this host's role is settled); ``""``
+    (``build: each``): asked now. Marks each row ``reachable`` or ``unreachable: why``; returns
+    ``""`` (reached, or not asked yet) or one line naming each dependency it cannot reach, its URL
+    and the ``fetch_mirror`` var (an answer that cannot be read counts as unreachable: the build
+    would find out only after CMake's wait)."""
     if not deps.online:
         return ""
     items = [[d.kind, d.url] for d, _ in deps.online]
-    res = yield probe([host.python, "-c", REACH_PROGRAM, json.dumps(items)],
-                      f"whether the host reaches the {len(items)} dependencies CMake would download", timeout_s=120)
+    argv = (host.python, "-c", REACH_PROGRAM, json.dumps(items))
+    reason = f"whether the host reaches the {len(items)} dependencies CMake would download"
+    res = yield (BuilderProbe(argv=argv, key=key, reason=reason, timeout_s=120, answer_ahead=False) if key
+                 else probe(argv, reason, answer_ahead=False))
+    if res is None:  # not the class's builder yet (its role is provisional): asked if it becomes it
+        return ""
     try:
         why = json.loads(res.stdout_text) if res.rc == 0 else {}
     except ValueError:

@@ -11,7 +11,7 @@
    --no-deps``; a compiler killed for memory (exit 137, "Killed") is retried once with half the
    jobs. A failed build's summary is the compiler's own first error, then where the full log is;
    nvcc refusing its host compiler and a write error (quota, full disk, read-only, I/O) are named
-   first (:mod:`~fleetctl.tasks.build_faults`).
+   first (:mod:`~fleetctl.tasks.causes`, the same rules as an install's).
 4. What the build used (the torch it compiled against, the cmake, the CUDA compiler) is checked
    against what fleetctl asked for: another torch or another compiler fails the task.
 5. The wheel's SASS and PTX (``cuobjdump --list-elf`` / ``--list-ptx``) must hold every target
@@ -32,11 +32,11 @@ from ..build.cudacompat import how_covered, uncovered_gpus
 from ..build.hostcompiler import chosen_defines, chosen_env, chosen_record
 from ..facts.scripts import script_path
 from ..status import Status
-from .base import HostView, Plan, TaskResult, first_error_line
+from .base import HostView, Plan, TaskResult
 from .build_keys import STAMP_NAME, build_argv, is_killed, parse_stat, ptx_targets, sass_targets, wheel_sass_local
 from .build_meta import BuildMeta
 from .build_preflight import CLEAN_PYTHON_ENV, missing_tools
-from .build_faults import named_failure
+from .causes import cause_line
 from .build_record import HOOK_FILES, RECORD_NAME, compiler_mismatch, parse_record, torch_drift
 from .pytool import pick_tool
 from .steps import Emit, Fail, Get, Local, Publish, Put, PutFiles, Run, probe
@@ -115,7 +115,8 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
         res = yield Run(argv=(*install, *tools), env=CLEAN_PYTHON_ENV, cwd="/",
                         reason=f"install the missing build requirements {', '.join(tools)}")
         if res.rc != 0:
-            return (yield from fail(f"installing the build requirements {' '.join(tools)} failed: {first_error_line(res)}"))
+            return (yield from fail(f"installing the build requirements {' '.join(tools)} failed: "
+                                    f"{cause_line(res, host.venv)}"))
     constraint = None
     if isolated and py.get("torch"):
         constraint = posixpath.join(dest, "build-constraints.txt")
@@ -151,9 +152,7 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
                             "tmpdir": tmp, "build_meta": meta.as_dict(), "host_compiler": chosen_record(facts)}
     mismatch = compiler_mismatch(record, cuda)
     if res.rc != 0:
-        why = (mismatch or named_failure(res, facts, tmp)  # a refused host compiler, a write error: named
-               or (f"compiler killed (likely out of memory) with MAX_JOBS={jobs}" if is_killed(res)
-                   else first_error_line(res)))
+        why = mismatch or cause_line(res, tmp, facts=facts, max_jobs=jobs)  # the compiler's line, or a named cause
         return (yield from fail(f"build failed ({tool}): {why} ({logs})", data, rc=res.rc))
     drift = torch_drift(record, py)
     if mismatch or drift:

@@ -3,7 +3,8 @@ and whether it is a torch extension or a CMake project.
 
 Read from the tree's top-level ``pyproject.toml`` (PEP 518 ``[build-system]``), ``setup.py`` and
 ``CMakeLists.txt``: on the controller when a ``copy`` task of the run uploads the tree (so the
-answer is known before anything is uploaded), else on the host (:data:`META_PROBE`).
+answer is known before anything is uploaded), else on the host, in the same read as the tree's
+CMake files (:func:`fleetctl.tasks.build_deps.read_tree`: one probe answers both).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 try:  # Python 3.11+
@@ -29,10 +29,6 @@ LEGACY_REQUIRES = ("setuptools>=40.8.0",)
 #: besides torch (its ``BuildExtension`` imports setuptools and packaging and drives ninja;
 #: ``wheel`` only for setuptools < 70.1, which has no ``bdist_wheel`` of its own).
 TORCH_EXTENSION_TOOLS = ("setuptools", "packaging", "ninja")
-
-#: Prints each of :data:`META_FILES` under ``$1`` between marker lines (absent files print nothing).
-META_PROBE = ('for f in pyproject.toml setup.py CMakeLists.txt; do [ -f "$1/$f" ] || continue; '
-              'printf "@@FLEETCTL_FILE@@ %s\\n" "$f"; head -c 262144 "$1/$f"; printf "\\n"; done; true')
 
 _TORCH_EXT = re.compile(r"torch\.utils\.cpp_extension|\bCUDAExtension\b|\bCppExtension\b|\bBuildExtension\b")
 _CMAKE_TORCH = re.compile(r"find_package\s*\(\s*Torch\b", re.I)
@@ -133,26 +129,3 @@ def meta_from_texts(texts: Mapping[str, str], where: str) -> BuildMeta:
     return BuildMeta(found=True, where=where, requires=requires, backend=backend, torch_extension=torch_ext,
                      cmake=cmake, torch_required=any(requirement_name(r) == "torch" for r in requires), error=error,
                      files=tuple(texts), cmake_minimum=cmake_floor(whole, cmakelists) if cmake else None)
-
-
-def read_local_texts(folder: str) -> dict[str, str]:
-    """The :data:`META_FILES` of a controller folder (run by the engine in a worker thread)."""
-    out = {}
-    for name in META_FILES:
-        path = Path(folder) / name
-        if path.is_file():
-            out[name] = path.read_text(errors="replace")[:262144]
-    return out
-
-
-def parse_probe(text: str) -> dict[str, str]:
-    """:data:`META_PROBE`'s output -> ``{file name: text}``."""
-    out: dict[str, list[str]] = {}
-    current = None
-    for line in text.splitlines():
-        if line.startswith("@@FLEETCTL_FILE@@ "):
-            current = line.split(" ", 1)[1].strip()
-            out[current] = []
-        elif current is not None:
-            out[current].append(line)
-    return {k: "\n".join(v) for k, v in out.items()}

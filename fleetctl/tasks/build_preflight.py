@@ -1,7 +1,10 @@
 """``build_wheel``'s preflight: everything that would make a build fail or come out wrong, found
 before anything is uploaded or compiled. Pure functions of facts, the source tree's build
 metadata (:mod:`~fleetctl.tasks.build_meta`) and the venv probe's answer
-(:data:`~fleetctl.tasks.venv_probe.VENV_PROBE`: each question in its own process).
+(:data:`~fleetctl.tasks.venv_probe.VENV_PROBE`: each question in its own process), and the plan
+steps that ask those questions (:func:`source_checks`: the tree and its dependencies;
+:func:`venv_checks`: the venv and the build's space; :func:`receiver_space`), each refusal made
+by :func:`refuse`.
 
 Each problem is one line: the cause and the fix. The task joins them into its message, so a
 failed preflight reads ``preflight: driver 535.104.05 is older than ... (install driver >= 580 ...)``
@@ -10,6 +13,7 @@ next to the host's name.
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import re
 import shlex
@@ -18,9 +22,14 @@ from typing import Any
 
 from ..build.archs import DEFAULT_PATH, available_memory_mib, unsupported_archs
 from ..build.cudacompat import ArchToken, driver_problem, predicted_binaries, uncovered_gpus
-from .build_meta import TORCH_EXTENSION_TOOLS, BuildMeta, requirement_name
+from ..status import Status
+from .base import HostView, Plan, TaskResult, first_error_line
+from .build_deps import plan_deps, read_tree
+from .build_meta import TORCH_EXTENSION_TOOLS, BuildMeta, meta_from_texts, requirement_name
+from .build_space import RECEIVER_MIN_FREE_DISK_MIB, build_paths, receive_paths, space_check
 from .pytool import install_command
 from .venv_probe import CLEAN_PYTHON_ENV, VENV_PROBE, torch_probe_problem, venv_probe  # noqa: F401 - their home
+from .venv_probe import parse_venv_probe, probe_fault_problems, probe_started
 
 _SETUPTOOLS_OWN_BDIST_WHEEL = (70, 1)
 
@@ -188,3 +197,92 @@ def cmake_too_old(facts: Mapping[str, Any], meta: BuildMeta, isolated: bool) -> 
     return (f"cmake {cmake['version']} at {cmake.get('path')} is older than {floor[0]}, which the tree requires "
             f"({floor[1]}): install a newer cmake into the venv (pip install 'cmake>={floor[0]}') or put one first "
             "on the host's login PATH")
+
+
+def failed(msg: str, decision: dict[str, Any], **data: Any) -> TaskResult:
+    """A failed build_wheel; ``data`` joins the result's data (``role="push"``: this host was to
+    receive the class's wheel, so the failure is not a build's: the run's class summary says so)."""
+    return TaskResult(Status.FAILED, msg=msg, data={**data, "decision": {**decision, "action": "fail"}})
+
+
+def refuse(problems: list[str], decision: dict[str, Any], *, facts_only: bool = False, **data: Any) -> TaskResult:
+    """A failed preflight: ``preflight: PROBLEM; PROBLEM`` with ``data["preflight"]`` the problems,
+    which is how the run record, the summary's class line and the report tell a host refused
+    before anything was built from a build that failed (:func:`fleetctl.reporting.tables.build_classes`).
+
+    ``facts_only``: found from facts and what earlier tasks planned alone (wrong ``cuda_home``,
+    an arch nvcc lacks, no accepted host compiler, a shared workdir), so
+    :attr:`TaskResult.preflight` is set: it stops the host while planning even after an earlier
+    task's command was simulated (pip_install's and verify's refusals do the same). A refusal from
+    a probe's answer (the tree read, the venv probe, the space check, the dependencies) is not
+    flagged: a simulated command before it (the nightly play's ``git pull`` of the tree) may
+    change what the probe sees, so it stops the host while planning only when nothing was
+    simulated before it (:func:`fleetctl.engine.host.run_pass`), and else when the task is applied."""
+    return dataclasses.replace(failed("preflight: " + "; ".join(problems), decision, preflight=list(problems), **data),
+                               preflight=facts_only)
+
+
+def source_checks(args: Any, host: HostView, src: str, decision: dict[str, Any]) -> Plan:
+    """The source tree's part of the preflight: the tree read once (the controller's copy, else
+    one probe on the host: :func:`~fleetctl.tasks.build_deps.read_tree`) answers both what the
+    tree declares about its build (:func:`~fleetctl.tasks.build_meta.meta_from_texts`) and what
+    CMake would fetch (:func:`~fleetctl.tasks.build_deps.plan_deps`, from ``args.fetch_mirror``: a
+    local folder is the controller's, relative to the playbook). Returns ``(meta, deps, None)``,
+    or ``(meta, deps, the refusal)`` when a dependency cannot be had; ``decision["deps"]`` lists them."""
+    files = yield from read_tree(host, src)
+    meta = meta_from_texts(files.meta_texts, files.where)
+    mirror = args.fetch_mirror.strip()
+    if mirror and not ("://" in mirror or ":" in mirror.split("/")[0]):
+        mirror = str(host.local_path(mirror))
+    deps = yield from plan_deps(mirror, host, src, dict(args.cmake_defines), files)
+    if deps.rows:
+        decision["deps"] = deps.rows
+    if deps.error:  # the dependency preflight: what the build would fetch cannot be had (fetch_mirror)
+        return meta, deps, refuse([deps.error], decision)
+    return meta, deps, None
+
+
+def venv_checks(args: Any, host: HostView, facts: Mapping[str, Any], tokens: list, meta: BuildMeta,
+                decision: dict[str, Any]) -> Plan:
+    """The preflight's probes of the venv (its build requirements, torch's arch flags) and of the
+    space the build needs (really allocated: statvfs ignores quotas): ``(venv probe answer, None)``;
+    ``(venv probe answer, the failed result)`` when the venv runs but could not build (a build
+    requirement missing, too little space: a host that receives its class's wheel needs neither);
+    ``(None, the failed result)`` when the venv's interpreter does not run or fleetctl's probe
+    failed (the host is broken whatever it would do). Only a host that may build is asked (two
+    interpreter starts on it): one holding the wheel of these inputs builds nothing."""
+    isolated = not args.no_build_isolation
+    reqs = requirement_list(meta, args, isolated)
+    torch_tokens = [t.text for t in tokens] if meta.torch_extension and (facts.get("python") or {}).get("torch") else None
+    tmp_override = (args.env or {}).get("TMPDIR")
+    info_res = yield venv_probe(host.python, args.required_build_packages, reqs, torch_tokens, tmp_override)
+    info = parse_venv_probe(info_res)
+    if info is None and probe_started(info_res):  # the interpreter ran fleetctl's code: its fault
+        info = {"probe_errors": {"venv": f"rc={info_res.rc}: {first_error_line(info_res)}"}}
+    if info is None:
+        return None, refuse([f"venv python {host.python} does not run: {first_error_line(info_res)}"], decision)
+    problems = probe_fault_problems(info)
+    if problems:
+        return None, refuse(problems, decision)
+    problems = probe_problems(info, meta, facts, args, host.venv, host.python, isolated)
+    if problems:
+        return info, refuse(problems, decision, build_meta=meta.as_dict())
+    problems = yield from space_check(host.python, build_paths(host.workdir, args.out_dir), facts,
+                                      args.min_free_disk_mib, "the build needs", "min_free_disk_mib")
+    if problems:
+        return info, refuse(problems, decision)
+    return info, None
+
+
+def receiver_space(args: Any, host: HostView, facts: Mapping[str, Any], build_checked: bool) -> Plan:
+    """The disk problems of a host that receives its class's wheel: room for the wheel and its
+    install, not the build tree (:mod:`~fleetctl.tasks.build_space`). ``build_checked``: the
+    build's own space check passed (no second probe unless the receiver's number is larger)."""
+    mib = args.receiver_min_free_disk_mib
+    if mib is None:
+        mib = min(RECEIVER_MIN_FREE_DISK_MIB, args.min_free_disk_mib)
+    if build_checked and mib <= args.min_free_disk_mib:
+        return []
+    return (yield from space_check(host.python, receive_paths(host.run_dir, args.out_dir), facts, mib,
+                                   "receiving this arch class's wheel (not building it) needs",
+                                   "receiver_min_free_disk_mib"))

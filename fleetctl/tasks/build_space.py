@@ -18,7 +18,7 @@ nearest existing folder of the workdir's ``tmp/`` and of ``out_dir``) with Linux
 btrfs, tmpfs, NFS 4.2), and removes it at once, whatever happened. Where the file system lacks
 ``fallocate`` (``EOPNOTSUPP``: NFS 3, some FUSE file systems) nothing is written (glibc's
 ``posix_fallocate`` would write a byte into every block, gigabytes over NFS) and the folder counts
-as unchecked; the build's output scan (:mod:`~fleetctl.tasks.build_faults`) is the backstop.
+as unchecked; the build's output scan (:mod:`~fleetctl.tasks.causes`) is the backstop.
 """
 
 from __future__ import annotations

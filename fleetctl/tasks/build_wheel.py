@@ -9,8 +9,9 @@ set. The planner:
    ``cuda_home`` host var pins one) and the host compiler that toolkit's nvcc accepts
    (:mod:`~fleetctl.tasks.build_toolchain`), and runs the preflight (:mod:`~fleetctl.tasks.build_preflight`)
    from facts (driver vs toolkit, archs nvcc rejects, GPUs the archs would not cover, disk,
-   memory, the workdir's file system) and from the tree's own ``pyproject.toml``/``setup.py``
-   (:mod:`~fleetctl.tasks.build_meta`);
+   memory, the workdir's file system) and from the tree, read once
+   (:func:`~fleetctl.tasks.build_preflight.source_checks`: its own ``pyproject.toml``/``setup.py``,
+   :mod:`~fleetctl.tasks.build_meta`, and what its CMake files fetch, :mod:`~fleetctl.tasks.build_deps`);
 2. the build key (:func:`fleetctl.tasks.build_keys.build_key`: source tree, archs, defines,
    toolchain, torch, Python tag) and the host's stamps: a wheel for exactly these inputs is reused
    while it is the wheel its stamp describes (its size and mtime, else its sha256:
@@ -43,19 +44,16 @@ from ..status import Status
 from ..build.wheeltags import PlatformMismatch, platform_label
 from .argtypes import ActionArgs, ARCH_TOKEN, CMAKE_NAME, VERSION_RE, env_mapping, is_template, non_empty, scalar_to_str
 from .base import Action, HostView, Plan, TaskResult, first_error_line
-from .build_deps import plan_deps, reach_deps, ship_deps, tree_with
+from .build_deps import reach_deps, ship_deps, tree_with
 from .build_here import build_here, stamp_bytes, stamp_of
 from .build_keys import (STAMP_NAME, STAT_ARGV, build_inputs, build_key, changed_inputs, parse_stamps, parse_stat,
                          plan_tokens, stale_stamp, stamps_probe, target_plan)
-from .build_meta import META_PROBE, BuildMeta, meta_from_texts, parse_probe, read_local_texts
-from .build_preflight import facts_problems, probe_problems, requirement_list, venv_probe
-from .build_space import RECEIVER_MIN_FREE_DISK_MIB, build_paths, receive_paths, space_check
+from .build_preflight import facts_problems, failed, receiver_space, refuse, source_checks, venv_checks
 from .build_toolchain import host_compiler_preflight
 from .copy import REMOTE_TREE_HASH
 from .install_target import shared_message, target_ids, unreadable_target
 from .pytool import pick_tool
-from .steps import ClassRole, Emit, Fail, Fetch, Local, Note, Publish, Put, Run, TargetClaim, probe
-from .venv_probe import parse_venv_probe, probe_fault_problems, probe_started
+from .steps import ClassRole, Emit, Fail, Fetch, Note, Publish, Put, Run, TargetClaim, probe
 
 #: The tree hash's exit status when its folder is not there (sysexits.h EX_NOINPUT), told apart
 #: from a hash that failed: checked in the same command, so nothing is printed into the log.
@@ -181,71 +179,6 @@ class BuildWheelArgs(ActionArgs):
         return v
 
 
-def _fail(msg: str, decision: dict[str, Any], **data: Any) -> TaskResult:
-    """A failed build_wheel; ``data`` joins the result's data (``role="push"``: this host was to
-    receive the class's wheel, so the failure is not a build's: the run's class summary says so)."""
-    return TaskResult(Status.FAILED, msg=msg, data={**data, "decision": {**decision, "action": "fail"}})
-
-
-def _meta(args: BuildWheelArgs, host: HostView, src: str) -> Plan:
-    """The tree's :class:`BuildMeta`: from the controller folder a ``copy`` of this run puts at
-    ``src`` (known before the upload), else from the host."""
-    local = host.sources.get(src)
-    if local is not None:
-        texts = yield Local(fn=read_local_texts, args=(local,), reason=f"read the build files of {local}")
-        if not isinstance(texts, BaseException):
-            return meta_from_texts(texts, "controller")
-    res = yield probe(["/bin/sh", "-c", META_PROBE, "fleetctl-meta", src], f"read the build files in {src}")
-    return meta_from_texts(parse_probe(res.stdout_text), "host")
-
-
-def _venv_preflight(args: BuildWheelArgs, host: HostView, facts: Mapping[str, Any], tokens: list, meta: BuildMeta,
-                    decision: dict[str, Any]) -> Plan:
-    """The preflight's probes of the venv (its build requirements, torch's arch flags) and of the
-    space the build needs (really allocated: statvfs ignores quotas): ``(venv probe answer, None)``;
-    ``(venv probe answer, the failed result)`` when the venv runs but could not build (a build
-    requirement missing, too little space: a host that receives its class's wheel needs neither);
-    ``(None, the failed result)`` when the venv's interpreter does not run or fleetctl's probe
-    failed (the host is broken whatever it would do). Only a host that may build is asked (two
-    interpreter starts on it): one holding the wheel of these inputs builds nothing."""
-    isolated = not args.no_build_isolation
-    reqs = requirement_list(meta, args, isolated)
-    torch_tokens = [t.text for t in tokens] if meta.torch_extension and (facts.get("python") or {}).get("torch") else None
-    tmp_override = (args.env or {}).get("TMPDIR")
-    info_res = yield venv_probe(host.python, args.required_build_packages, reqs, torch_tokens, tmp_override)
-    info = parse_venv_probe(info_res)
-    if info is None and probe_started(info_res):  # the interpreter ran fleetctl's code: its fault
-        info = {"probe_errors": {"venv": f"rc={info_res.rc}: {first_error_line(info_res)}"}}
-    if info is None:
-        return None, _fail(f"preflight: venv python {host.python} does not run: {first_error_line(info_res)}", decision)
-    problems = probe_fault_problems(info)
-    if problems:
-        return None, _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
-    problems = probe_problems(info, meta, facts, args, host.venv, host.python, isolated)
-    if problems:
-        return info, _fail("preflight: " + "; ".join(problems), decision, preflight=problems,
-                           build_meta=meta.as_dict())
-    problems = yield from space_check(host.python, build_paths(host.workdir, args.out_dir), facts,
-                                      args.min_free_disk_mib, "the build needs", "min_free_disk_mib")
-    if problems:
-        return info, _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
-    return info, None
-
-
-def _receiver_space(args: BuildWheelArgs, host: HostView, facts: Mapping[str, Any], build_checked: bool) -> Plan:
-    """The disk problems of a host that receives its class's wheel: room for the wheel and its
-    install, not the build tree (:mod:`~fleetctl.tasks.build_space`). ``build_checked``: the
-    build's own space check passed (no second probe unless the receiver's number is larger)."""
-    mib = args.receiver_min_free_disk_mib
-    if mib is None:
-        mib = min(RECEIVER_MIN_FREE_DISK_MIB, args.min_free_disk_mib)
-    if build_checked and mib <= args.min_free_disk_mib:
-        return []
-    return (yield from space_check(host.python, receive_paths(host.run_dir, args.out_dir), facts, mib,
-                                   "receiving this arch class's wheel (not building it) needs",
-                                   "receiver_min_free_disk_mib"))
-
-
 def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     """Preflight, decide (reuse / build / push / serve), then build or receive the class's wheel."""
     target = target_plan(host.facts, args)
@@ -256,7 +189,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         decision["toolkit"] = switched
     unreadable = unreadable_target(host.facts)  # who shares the venv or workdir cannot be told
     if unreadable:
-        return _fail(unreadable, decision)
+        return refuse([unreadable], decision, facts_only=True)
     ids = target_ids(host.facts)
     # the build writes the workdir (and the venv when it installs build requirements); a later
     # pip_install of any host writes the venv: known when the batch's claims are settled
@@ -264,7 +197,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     shared = (yield TargetClaim(ids=ids, archs=target.get("torch_cuda_arch_list"), writes=writes,
                                 reason="does another host build or install in these folders?")) if ids else ()
     if shared:
-        return _fail(shared_message(host.name, shared), decision, shared=[list(s) for s in shared])
+        return refuse([shared_message(host.name, shared)], decision, facts_only=True, shared=[list(s) for s in shared])
     facts, cxx_problems, cxx_note = host_compiler_preflight(facts, args)
     if cxx_note:  # nvcc refuses its default host compiler: another one the host has is used
         decision["host_compiler"] = cxx_note
@@ -272,27 +205,20 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     tool_problem = pick_tool(args.tool, facts, host.venv, host.python)[2] if host.venv else None
     problems += [tool_problem] if tool_problem else []
     if problems:
-        return _fail("preflight: " + "; ".join(problems), decision, preflight=problems)
+        return refuse(problems, decision, facts_only=True)
     src = args.src.rstrip("/") or "/"
-    meta: BuildMeta = yield from _meta(args, host, src)
-
-    mirror = args.fetch_mirror.strip()
-    if mirror and not ("://" in mirror or ":" in mirror.split("/")[0]):
-        mirror = str(host.local_path(mirror))
-    deps = yield from plan_deps(mirror, host, src, dict(args.cmake_defines))
-    if deps.rows:
-        decision["deps"] = deps.rows
-    if deps.error:
-        return _fail(deps.error, decision)
+    meta, deps, refused = yield from source_checks(args, host, src, decision)
+    if refused is not None:
+        return refused
     defines = cmake_defines({**facts, "build": target}, {**args.cmake_defines, **deps.defines})
     tree = host.trees.get(src)
     if tree is None:
         res = yield probe(["/bin/sh", "-c", _MISSING_TREE + REMOTE_TREE_HASH, "fleetctl-tree-hash", src],
                           f"hash the sources in {src}", timeout_s=300)
         if res.rc == MISSING_TREE_RC:
-            return _fail(f"source tree {src} is not a folder on the host (build_wheel src): nothing to build", decision)
+            return failed(f"source tree {src} is not a folder on the host (build_wheel src): nothing to build", decision)
         if res.rc != 0 or not res.stdout_text.split():
-            return _fail(f"source tree {src}: {first_error_line(res)}", decision)
+            return failed(f"source tree {src}: {first_error_line(res)}", decision)
         tree = res.stdout_text.split()[0]
     inputs = build_inputs(tree_with(tree, deps.tree_extra), target, defines, facts, host.name)
     key = build_key(inputs)
@@ -317,11 +243,9 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     holds = bool(mine) and not host.force
     info = cannot_build = None
     if not holds:  # a host holding the wheel of these inputs reuses or serves it (ClassRole): no build to check
-        info, cannot_build = yield from _venv_preflight(args, host, facts, tokens, meta, decision)
+        info, cannot_build = yield from venv_checks(args, host, facts, tokens, meta, decision)
         if cannot_build is not None and info is None:  # its venv does not run: broken whatever its role
             return cannot_build
-        lost = (yield from reach_deps(deps, host)) if cannot_build is None else ""
-        cannot_build = _fail(lost, decision, preflight=[lost]) if lost else cannot_build  # no mirror, offline
     once = args.build == "once" and not host.build_each
     if host.force:
         decision["forced"] = True
@@ -349,23 +273,22 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         # a host that could build had room for the build; one that cannot (short of that room, or
         # of build requirements) is checked for what receiving takes (new-user trial: a receiver
         # was refused for lacking the build's 2048 MiB)
-        problems = yield from _receiver_space(args, host, facts, build_checked=cannot_build is None)
+        problems = yield from receiver_space(args, host, facts, build_checked=cannot_build is None)
         if problems:
-            return with_class(_fail("preflight: " + "; ".join(problems), decision, role="push", preflight=problems),
-                              key, inputs, target)
+            return with_class(refuse(problems, decision, role="push"), key, inputs, target)
         got = yield Fetch(key=key, dest=dest, platform=(facts.get("python") or {}).get("platform"),
                           reason="one member of the arch class builds; this host receives it")
         if got == "build":  # the builder became unreachable: this host builds instead
             role, took_over = "build", True
         elif isinstance(got, PlatformMismatch):
-            return _fail(str(got), decision, role="push")
+            return failed(str(got), decision, role="push")
         elif isinstance(got, TransferError):  # the class's wheel exists; sending it HERE failed (this
             # host's disk, quota, connection): not the builder's fault (new-user trial: a full disk here
             # was reported as "the build of this arch class failed on its builder")
-            return with_class(_fail(f"receiving this arch class's wheel failed: {got}", decision, role="push"),
+            return with_class(failed(f"receiving this arch class's wheel failed: {got}", decision, role="push"),
                               key, inputs, target)
         elif isinstance(got, BaseException):
-            return with_class(_fail(f"the build of this arch class failed on its builder: {got}", decision,
+            return with_class(failed(f"the build of this arch class failed on its builder: {got}", decision,
                                     role="push"), key, inputs, target)
         else:
             # the stamp records the wheel as written here (its size and mtime: the next run's check)
@@ -379,13 +302,16 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
                     "reused": False, "pushed_from": got.builder, "decision": {**decision, "action": "push"}}
             err = yield Put(data=stamp_bytes(data), remote=stamp_path, mode=0o600, reason="the build stamp")
             if err is not None:
-                return _fail(f"cannot write the build stamp: {err}", decision)
+                return failed(f"cannot write the build stamp: {err}", decision)
             return TaskResult(Status.CHANGED, data=data, files={got.remote: got.sha256 or None},
                               stamps={got.remote: stamp_of(data)},
                               msg=f"pushed {got.name} (built once for this arch class on {got.builder})"
                                   + (f"; replaces the wheel here: {decision['stale_wheel']}" if decision.get("stale_wheel")
                                      else ""))
     decision["action"] = "build"
+    if cannot_build is None:  # only the builder downloads (no fetch_mirror): only it is asked what it reaches
+        lost = yield from reach_deps(deps, host, key if once else "")
+        cannot_build = refuse([lost], decision) if lost else None
     if cannot_build is not None and took_over:  # say why it had to build at all (new-user trial: every
         # member said "preflight: build requirements missing", not a word of the builder that was lost)
         cannot_build = dataclasses.replace(cannot_build, msg=f"the arch class's builder was lost during the run and "
@@ -397,16 +323,16 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         return with_class(dataclasses.replace(cannot_build, data={**cannot_build.data, "decision": said}),
                           key, inputs, target)
     if info is None:  # not reached today (a holder never builds); a build is never unchecked
-        info, failed = yield from _venv_preflight(args, host, facts, tokens, meta, decision)
-        if failed is not None:
-            return failed
+        info, refused = yield from venv_checks(args, host, facts, tokens, meta, decision)
+        if refused is not None:
+            return refused
     err, sent = yield from ship_deps(deps)
     if deps.ship:
         decision["deps_sent"] = sent
     if err:
         if once:  # the class's members wait for this builder's wheel: tell them it failed
             yield Fail(key=key, message=f"{host.name}: {err}")
-        return with_class(_fail(err, decision), key, inputs, target)
+        return with_class(failed(err, decision), key, inputs, target)
     result = yield from build_here(args, host, facts, target, inputs, key, dest, defines, decision, once, meta, info)
     return with_class(result, key, inputs, target)
 

@@ -34,7 +34,8 @@ from ..connection.base import CommandResult
 from ..status import Status
 from ..build.wheeltags import refusal
 from .argtypes import ActionArgs, non_empty
-from .base import Action, HostView, Plan, TaskResult, first_error_line, install_failure_line
+from .base import Action, HostView, Plan, TaskResult, first_error_line
+from .causes import cause_line
 from .build_keys import STAMP_NAME
 from .build_preflight import CLEAN_PYTHON_ENV
 from .install_target import INSTALL_RECORD, dropped_by, shared_message, target_ids, unreadable_target
@@ -196,7 +197,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
             constraint and "torch" in (res.stdout_text + res.stderr_text).lower() and "conflict" in
             (res.stdout_text + res.stderr_text).lower()) else ""
         return TaskResult(Status.FAILED, rc=res.rc, msg=f"install failed ({tool}): "
-                          f"{install_failure_line(res, f'{host.venv} or the TMPDIR {host.run_dir}')}{hint}",
+                          f"{cause_line(res, f'{host.venv} or the TMPDIR {host.run_dir}')}{hint}",
                           data={"decision": decision})
     assume = {**before, "dist": {**held, "record_sha256": None}}
     after_res = yield Run(argv=state_argv, mutating=False, after_change=True, quiet=True, timeout_s=300,

@@ -99,6 +99,24 @@ def probe(argv: Sequence[str], reason: str, *, timeout_s: float | None = 120.0, 
 
 
 @dataclass(frozen=True)
+class BuilderProbe(Run):
+    """A read-only :class:`Run` that only the builder of arch class ``key`` asks (a question about
+    what the build itself needs, such as whether the host reaches what CMake downloads): yields a
+    :class:`CommandResult`, or ``None`` while this host's role in the class is still provisional
+    (its batch is being planned: every member is answered ``build`` until the roles are assigned,
+    :meth:`fleetctl.engine.classes.ClassCoordinator.assign`). A host left unasked that becomes the
+    builder is planned again, and asked then; one that receives the class's wheel never is.
+
+    Attributes:
+        key: the class's build key.
+    """
+
+    key: str = ""
+    mutating: bool = False
+    quiet: bool = True
+
+
+@dataclass(frozen=True)
 class Put(Step):
     """Upload a local file to ``remote`` (parent folders created, private to the user); yields
     ``None``, or a :class:`~fleetctl.errors.TransferError` instance when the upload failed.

@@ -19,7 +19,8 @@ from pydantic import Field, field_validator
 from ..connection.base import CommandResult
 from ..status import Status
 from .argtypes import ActionArgs, argv_list
-from .base import Action, HostView, Plan, TaskResult, install_failure_line
+from .base import Action, HostView, Plan, TaskResult
+from .causes import cause_line
 from .build_preflight import CLEAN_PYTHON_ENV
 from .envs import STAGED_FACT, staged_environment, venv_facts
 from .venv_state import STATE_SCRIPT, dist_changes, parse_state, state_failure
@@ -98,7 +99,7 @@ def plan(args: VenvUpgradeArgs, host: HostView) -> Plan:
                     reason=f"{'upgrade' if args.upgrade else 'install'} {', '.join(args.packages)} in {host.venv}")
     if res.rc != 0:
         return TaskResult(Status.FAILED, rc=res.rc, msg=f"{tool} install {' '.join(args.packages)}: "
-                              f"{install_failure_line(res, f'{host.venv} or the TMPDIR {host.run_dir}')}",
+                              f"{cause_line(res, f'{host.venv} or the TMPDIR {host.run_dir}')}",
                           data={"decision": {"action": "upgrade", "packages": names}})
     after = parse_state((yield Run(argv=state_argv, mutating=False, after_change=True, quiet=True, timeout_s=300,
                                    env=CLEAN_PYTHON_ENV, cwd="/", reason="what the install changed",

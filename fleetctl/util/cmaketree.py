@@ -4,10 +4,14 @@ needs. Stdlib only, Python 3.8+, no fleetctl import: the same source runs on the
 only there).
 
 Output shape: ``{"texts": {relative path: text}, "gitlinks": {submodule path: commit} or None,
-"errors": [str]}``. ``texts`` holds every ``CMakeLists.txt``, ``*.cmake`` and the root
-``.gitmodules`` (build outputs, ``.git`` and files over :data:`MAX_BYTES` skipped); ``gitlinks``
-comes from ``git ls-files -s`` (mode 160000 entries, gitrepository-layout(5)) where the tree is
-in a git work tree and git is there, else it is ``None`` (unknown).
+"top": {name: text}, "errors": [str]}``. ``texts`` holds every ``CMakeLists.txt``, ``*.cmake``
+and the root ``.gitmodules`` (build outputs, ``.git`` and files over :data:`MAX_BYTES` skipped);
+``gitlinks`` comes from ``git ls-files -s`` (mode 160000 entries, gitrepository-layout(5)) where
+the tree is in a git work tree and git is there, else it is ``None`` (unknown); ``top`` holds the
+top-level files named by ``top`` that exist (``pyproject.toml``, ``setup.py``: what
+:mod:`fleetctl.tasks.build_meta` reads), each cut at :data:`TOP_CHARS` characters, so one read
+answers both the build's metadata and its dependencies (one round trip for a tree on the host).
+On the host: ``python3 -c PROGRAM ROOT [TOP_NAME...]``.
 """
 
 import json
@@ -19,11 +23,21 @@ import sys
 SKIP_DIRS = frozenset({"build", "__pycache__", ".git", "dist", ".pytest_cache", "_deps"})
 #: A CMake file larger than this (bytes) is not read (no real one comes near).
 MAX_BYTES = 4 << 20
+#: How much of each ``top`` file is read (characters: 256 Ki, far above any real pyproject.toml).
+TOP_CHARS = 262144
 
 
-def read_cmake_tree(root):
-    """``{"texts", "gitlinks", "errors"}`` of the tree at ``root`` (see the module docstring)."""
-    texts, errors = {}, []
+def read_cmake_tree(root, top=()):
+    """``{"texts", "gitlinks", "top", "errors"}`` of the tree at ``root`` (see the module docstring)."""
+    texts, errors, tops = {}, [], {}
+    for name in top:
+        path = os.path.join(root, name)
+        if os.path.isfile(path):
+            try:
+                with open(path, encoding="utf-8", errors="replace") as fh:
+                    tops[name] = fh.read(TOP_CHARS)
+            except OSError as exc:
+                errors.append("%s: %s" % (name, exc.strerror or exc))
     for here, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info"))
         rel_dir = os.path.relpath(here, root)
@@ -53,8 +67,8 @@ def read_cmake_tree(root):
                     gitlinks[path] = parts[1]
         except (OSError, subprocess.SubprocessError):
             pass
-    return {"texts": texts, "gitlinks": gitlinks, "errors": errors}
+    return {"texts": texts, "gitlinks": gitlinks, "top": tops, "errors": errors}
 
 
 if __name__ == "__main__":
-    print(json.dumps(read_cmake_tree(sys.argv[1])))
+    print(json.dumps(read_cmake_tree(sys.argv[1], sys.argv[2:])))

@@ -90,7 +90,9 @@ SKB = {"pyproject.toml": '[build-system]\nrequires = ["scikit-build-core>=0.10",
 TEXT = {"pyproject.toml": '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n',
         "setup.py": "from torch.utils.cpp_extension import BuildExtension, CUDAExtension\n"}
 def meta_out(files):
-    return {"rc": 0, "stdout": "".join(f"@@FLEETCTL_FILE@@ {n}\n{t}\n" for n, t in files.items())}
+    """The one read of a tree on the host (build_deps.read_tree): its CMake files and top-level build files."""
+    texts = {n: t for n, t in files.items() if n == "CMakeLists.txt"}
+    return {"rc": 0, "stdout": json.dumps({"texts": texts, "top": {n: t for n, t in files.items() if n not in texts}})}
 def venv_out(requirements=None, torch_archs=None, missing=(), tmp=None, setuptools="80.0"):
     reqs = {r: {"name": r.split(">")[0].split("=")[0], "installed": "1.0", "ok": True} for r in (requirements or [])}
     for r, v in (requirements or {}).items() if isinstance(requirements, dict) else ():

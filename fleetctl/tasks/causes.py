@@ -1,0 +1,90 @@
+"""The one line naming why a build or an install failed, from the command's own output: what
+``build_wheel`` (the build, and the install of missing build requirements), ``pip_install`` and
+``venv_upgrade`` put in the summary. One rule set for compiler and pip/uv output, first match
+wins (the end of each stream is scanned, :data:`SCAN_CHARS`: that is where a failure is):
+
+1. nvcc refused the host compiler (``crt/host_config.h``'s ``unsupported GNU version!``), when
+   the build's ``facts`` are given: :func:`fleetctl.build.hostcompiler.rejected_in_output`. The
+   root fix is the preflight's choice of a compiler nvcc accepts
+   (:mod:`~fleetctl.tasks.build_toolchain`); this names what slipped past it.
+2. a write failed (``No space left on device``/ENOSPC, ``Disk quota exceeded``/EDQUOT,
+   ``Read-only file system``/EROFS, ``Input/output error``/EIO; pip's ``OSError: [Errno 28]``):
+   :func:`fleetctl.connection.storagefaults.name_write_error`, with the path the tool named (pip
+   names none: else ``where``) and the likely cause.
+3. the process was killed for memory (exit 137, SIGKILL, ``Killed``, g++'s ``Killed signal
+   terminated program cc1plus``, ``std::bad_alloc``: :func:`~fleetctl.tasks.build_keys.is_killed`);
+   a build's line names its ``MAX_JOBS`` (the build retries once with half, then says so).
+4. the resolver found no solution: pip's ``ERROR: Cannot install ... because these package
+   versions have conflicting dependencies.`` with the conflict's own lines (``The conflict is
+   caused by:``), not its last ``ERROR: ResolutionImpossible: for help visit ...``; uv's
+   ``No solution found`` with its ``Because ...`` explanation (pip's and uv's resolver docs).
+5. else :func:`fleetctl.tasks.base.first_error_line`: the compiler's own first diagnostic
+   (``file.cu(13): error``, ``file.cpp:3:5: error``, ``nvcc fatal``, ``CMake Error at ...`` with
+   its message), else the last error-looking line, else stderr's last line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..build.hostcompiler import rejected_in_output
+from ..connection.base import CommandResult
+from ..connection.storagefaults import name_write_error
+from .base import first_error_line
+from .build_keys import is_killed
+
+#: Characters of each stream scanned (the end of the output, where the failure is).
+SCAN_CHARS = 400_000
+
+_PIP_CONFLICT = re.compile(r"^ERROR: Cannot install .* conflicting dependencies\.?$")
+_UV_NO_SOLUTION = re.compile(r"No solution found when resolving")
+
+
+def _resolver_line(text: str) -> str | None:
+    """Rule 4: the resolver's own explanation, one line (at most 300 characters). pip prints its
+    ``ERROR: Cannot install ...`` on stderr and ``The conflict is caused by:`` with its indented
+    lines on stdout; uv prints ``No solution found ...`` and its ``Because ...`` on stderr."""
+    lines = [ln.strip() for ln in text.splitlines()]
+    conflict = next((ln for ln in lines if _PIP_CONFLICT.match(ln)), None)
+    if conflict is not None:
+        why: list[str] = []
+        if "The conflict is caused by:" in lines:
+            for more in lines[lines.index("The conflict is caused by:") + 1:]:
+                if not more:
+                    break
+                why.append(more)
+        return (conflict.rstrip(".") + (f" ({'; '.join(why)})" if why else ""))[:300]
+    for i, line in enumerate(lines):
+        if _UV_NO_SOLUTION.search(line):
+            rest = []
+            for more in lines[i + 1:]:
+                if not more or more.startswith(("hint:", "help:")):
+                    break
+                rest.append(more.lstrip("╰─▶│ ").strip())
+            return ("no solution found when resolving dependencies" + (f": {' '.join(rest)}" if rest else ""))[:300]
+    return None
+
+
+def cause_line(res: CommandResult, where: str | None = None, *, facts: Mapping[str, Any] | None = None,
+               max_jobs: int | None = None) -> str:
+    """One line naming why the build or install ``res`` failed (rules 1-5 of the module docstring).
+
+    Args:
+        res: the failed command (a build: ``pip wheel``/``uv build``; an install: ``pip install``,
+            ``uv pip install``).
+        where: the folder named when a write error's line names no path (a build's TMPDIR; an
+            install's venv and TMPDIR: pip names none).
+        facts: the facts a build ran with (the toolkit, ``host_compilers.used``); ``None`` for an
+            install (no compiler ran).
+        max_jobs: a build's parallel compile jobs, named when it was killed for memory.
+    """
+    text = res.stderr_text[-SCAN_CHARS:] + "\n" + res.stdout_text[-SCAN_CHARS:]
+    named = (rejected_in_output(text, facts) if facts is not None else None) or name_write_error(text, where)
+    if named:
+        return named
+    if is_killed(res):
+        who = "compiler" if facts is not None else "process"
+        return f"{who} killed (likely out of memory)" + (f" with MAX_JOBS={max_jobs}" if max_jobs else "")
+    return _resolver_line(text) or first_error_line(res)

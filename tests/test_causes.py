@@ -1,0 +1,91 @@
+"""One rule set names why a build (compiler, CMake) or an install (pip, uv) failed
+(fleetctl/tasks/causes.py ``cause_line``, used by build_wheel, pip_install and venv_upgrade).
+Real outputs where this machine makes them in a second (nvcc 13.0, g++, cmake, pip resolving
+against local wheels with no index); recorded ones where it cannot (the OOM killer, a full disk)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from fleetctl.connection.base import CommandResult
+from fleetctl.tasks.causes import cause_line
+
+NVCC = "/usr/local/cuda/bin/nvcc"
+BUILD_FACTS = {"cuda": {"version": "13.0"}, "host_compilers": {"used": {"path": "/usr/bin/g++", "kind": "gnu",
+                                                                        "version": "12.2"}}}
+
+
+def ran(argv: list[str], cwd: Path) -> CommandResult:
+    res = subprocess.run(argv, cwd=cwd, capture_output=True, timeout=120)
+    assert res.returncode != 0, res.stdout[-2000:] + res.stderr[-2000:]
+    return CommandResult(argv=argv, rc=res.returncode, stdout=res.stdout, stderr=res.stderr)
+
+
+def test_a_real_nvcc_error_is_the_compilers_own_line(tmp_path):
+    (tmp_path / "k.cu").write_text("__global__ void k(float *x) {\n  x[0] = undeclared;\n}\n")
+    res = ran([NVCC, "-c", "k.cu", "-o", "k.o"], tmp_path)
+    assert cause_line(res, "/w/tmp", facts=BUILD_FACTS, max_jobs=8) == 'k.cu(2): error: identifier "undeclared" is undefined'
+
+
+def test_a_real_gxx_error_and_a_real_cmake_error(tmp_path):
+    (tmp_path / "a.cpp").write_text("int f() {\n  return x;\n}\n")
+    why = cause_line(ran(["g++", "-c", "a.cpp"], tmp_path), "/w/tmp", facts=BUILD_FACTS)
+    assert why.startswith("a.cpp:2:10: error: ") and "was not declared in this scope" in why, why
+    (tmp_path / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 99.0)\nproject(p NONE)\n")
+    why = cause_line(ran(["cmake", "-S", ".", "-B", "b"], tmp_path), "/w/tmp", facts=BUILD_FACTS)
+    assert why.startswith("CMake Error at CMakeLists.txt:1 (cmake_minimum_required): CMake 99.0 or higher is required."), why
+
+
+def _wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> None:
+    """A minimal pure-Python wheel (PEP 427: METADATA, WHEEL, RECORD) that pip resolves."""
+    dist = f"{name}-{version}.dist-info"
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as z:
+        z.writestr(f"{dist}/METADATA", meta)
+        z.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{dist}/RECORD", "")
+
+
+def test_a_real_pip_resolution_impossible_names_the_conflict_not_the_help_link(tmp_path):
+    _wheel(tmp_path, "fltoyk", "0.1", ("fltorchk==2.12.0",))
+    _wheel(tmp_path, "fltorchk", "2.11.0")
+    _wheel(tmp_path, "fltorchk", "2.12.0")
+    res = ran([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-index", "--isolated",
+               "--no-cache-dir", "--disable-pip-version-check", "--find-links", str(tmp_path), "fltoyk==0.1",
+               "fltorchk==2.11.0"], tmp_path)
+    assert "ResolutionImpossible" in res.stderr_text
+    why = cause_line(res, "/venv or the TMPDIR /w/runs/r1")
+    assert why.startswith("ERROR: Cannot install ") and " because these package versions have conflicting " \
+        "dependencies (" in why, why
+    assert "fltoyk 0.1 depends on fltorchk==2.12.0" in why and "for help visit" not in why
+
+
+@pytest.mark.parametrize("stderr, facts, jobs, want", [
+    # the OOM killer, as g++ and nvcc report it (recorded: the kernel picks the victim)
+    ("g++: fatal error: Killed signal terminated program cc1plus\ncompilation terminated.\n", BUILD_FACTS, 8,
+     "compiler killed (likely out of memory) with MAX_JOBS=8"),
+    ("nvcc error   : 'cicc' died due to signal 9 (Kill signal)\nKilled\n", BUILD_FACTS, 4,
+     "compiler killed (likely out of memory) with MAX_JOBS=4"),
+    ("Killed\n", None, None, "process killed (likely out of memory)"),
+    # a full disk and a quota, as pip and the compiler say them (pip names no path: where is named)
+    ("ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device\n", None, None,
+     "No space left on device (ENOSPC) writing /venv or the TMPDIR /w/runs/r1"),
+    ("cc1plus: fatal error: error writing to /w/tmp/ccAB.s: Disk quota exceeded\n", BUILD_FACTS, 8,
+     "Disk quota exceeded (EDQUOT) writing /w/tmp/ccAB.s"),
+    # uv's resolver (recorded from uv 0.9)
+    ("  × No solution found when resolving dependencies:\n  ╰─▶ Because fltoyk==0.1 depends on fltorchk==2.12.0 and you "
+     "require fltorchk==2.11.0, we can conclude that your requirements are unsatisfiable.\n", None, None,
+     "no solution found when resolving dependencies: Because fltoyk==0.1 depends on fltorchk==2.12.0"),
+    # no rule: the last error-looking line, else stderr's last line
+    ("env: '/venv/bin/python3': No such file or directory\n", None, None,
+     "env: '/venv/bin/python3': No such file or directory"),
+])
+def test_recorded_causes(stderr, facts, jobs, want):
+    res = CommandResult(argv=["x"], rc=1, stdout=b"Processing ./toy\n", stderr=stderr.encode())
+    assert cause_line(res, "/venv or the TMPDIR /w/runs/r1" if facts is None else "/w/tmp", facts=facts,
+                      max_jobs=jobs).startswith(want), cause_line(res, "/w/tmp", facts=facts, max_jobs=jobs)
