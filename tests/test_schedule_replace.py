@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fleetctl import schedule as sch
+from fleetctl.errors import InputError
 from tests.test_schedule import FAKE_CRONTAB, FAKE_SYSTEMCTL, HOSTILE, fake_bin, fleet, job
 
 
@@ -107,3 +108,16 @@ def test_the_installed_job_is_read_back_from_what_was_rendered(tmp_path, word):
         other = job(tmp_path, inventory=j.inventory, playbook=j.playbook, pattern="rack")
         assert not got.same_job(other)
     assert sch.from_units(None, None) is None and sch.from_crontab("0 1 * * * other\n", j.name) is None
+
+
+def test_a_job_that_cannot_be_read_back_is_not_replaced_without_replace(tmp_path):
+    """A hand-edited line (or unit) is not known to be the same job: refused, naming it, unless --replace."""
+    j = job(tmp_path)
+    got = sch.from_crontab("30 2 * * * /usr/local/bin/my-nightly.sh # fleetctl:fleetctl-nightly\n", j.name)
+    assert got is not None and got.playbook is None and not got.same_job(j)
+    with pytest.raises(InputError) as exc:
+        sch.check_replace(got, j, replace=False)
+    assert "cannot read back" in str(exc.value) and "02:30" in str(exc.value) and "--replace" in str(exc.value)
+    sch.check_replace(got, j, replace=True)
+    edited = sch.from_units("[Service]\nExecStart=/bin/true\n", None)
+    assert edited.playbook is None and edited.at == "?"

@@ -112,5 +112,5 @@ def check_replace(installed: Installed | None, job: Job, *, replace: bool) -> No
     ``job.name`` already holds, unless ``replace``: naming that job and the two ways out."""
     if installed is None or replace or installed.same_job(job):
         return
-    raise InputError(f"--name {job.name}: already {installed.describe()}; to keep it, give this job its "
-                     f"own --name NAME (e.g. --name {job.name}-2); to replace it, add --replace")
+    raise InputError(f"schedule: the name {job.name} already holds {installed.describe()}; to keep it, give "
+                     f"this job its own --name NAME (e.g. --name {job.name}-2); to replace it, add --replace")
