@@ -211,6 +211,21 @@ def _job_inventory(sources: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _installed(name: str, cron: bool, unit_dir: Path) -> sch.Installed | None:
+    """The job ``name`` holds now (:mod:`fleetctl.schedule.installed`): our crontab line, or the unit
+    files in ``unit_dir``. None when there is none, or the crontab cannot be read (installing then
+    fails and says so)."""
+    if cron:
+        crontab = shutil.which("crontab")
+        try:
+            return sch.from_crontab(read_crontab(crontab), name) if crontab else None
+        except (OSError, subprocess.TimeoutExpired, RuntimeError):
+            return None
+    texts = [p.read_text(errors="replace") if p.is_file() else None
+             for p in (unit_dir / f"{name}.service", unit_dir / f"{name}.timer")]
+    return sch.from_units(*texts)
+
+
 def _abs(path: str | Path) -> str:
     """Absolute, normalized, symlinks kept (a job that names /srv/fleet/current/... follows that link)."""
     return os.path.abspath(os.path.expanduser(str(path)))
@@ -226,7 +241,12 @@ def _abs(path: str | Path) -> str:
 @click.option("--cron", is_flag=True, help="A line in the current user's crontab instead of systemd units.")
 @click.option("--print", "print_only", is_flag=True,
               help="Only print what would be written (unit files or the cron line); touch nothing.")
-@click.option("--name", default=None, help="Unit name / crontab marker [default: fleetctl-<playbook stem>].")
+@click.option("--name", default=None,
+              help="Unit name / crontab marker [default: fleetctl-<playbook stem>]: one job per NAME; a second "
+                   "job for the same playbook (other hosts or inventory) needs its own NAME.")
+@click.option("--replace", is_flag=True,
+              help="Replace the job NAME holds even when it deploys another playbook, inventory or hosts "
+                   "(the same job is always replaced).")
 @click.option("-e", "--extra-var", "--extra-vars", "extra", multiple=True, metavar="NAME=VALUE|JSON|@FILE",
               help="Passed to deploy as -e (deploy's forms: NAME=VALUE, a JSON/YAML mapping, @FILE), through a "
                    "file only you can read (mode 0600), never in the unit or crontab; @FILE is passed on (it "
@@ -244,7 +264,7 @@ def _abs(path: str | Path) -> str:
 @click.option("--idle-io", is_flag=True, help="IOSchedulingClass=idle (with --cron: ionice -c 3).")
 @pass_ctx
 def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, user_units: bool, cron: bool,
-             print_only: bool, name: str | None, extra: tuple[str, ...], metrics_file: str | None,
+             print_only: bool, name: str | None, replace: bool, extra: tuple[str, ...], metrics_file: str | None,
              on_failure: tuple[str, ...], timeout: str, randomized_delay: str, nice: int | None,
              idle_io: bool) -> None:
     """Run a deploy unattended every day at HH:MM (a systemd timer, or cron).
@@ -269,9 +289,12 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     systemd (default): writes NAME.service (Type=oneshot) and NAME.timer
     (OnCalendar=*-*-* HH:MM:00, Persistent=true), then runs systemctl [--user]
     daemon-reload and systemctl [--user] enable --now NAME.timer.
-    --cron: one line in the current user's crontab, marked # fleetctl:NAME and
-    replaced on the next schedule of the same NAME; output goes to
-    STATE/cron.log.
+    --cron: one line in the current user's crontab, marked # fleetctl:NAME;
+    output goes to STATE/cron.log.
+    Scheduling the same job again (same playbook, -i sources and --hosts)
+    replaces it; a NAME that holds a job for another playbook, inventory or
+    hosts is refused (exit 2) before anything is written: give --name NAME
+    for a second job, or --replace.
 
     \b
     Example:
@@ -352,6 +375,13 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
         for note in not_carried_notes():
             err(f"fleetctl: note: {note}")
 
+    unit_dir = SYSTEM_UNIT_DIR if job.system else user_unit_dir()
+    if not print_only:  # before any file is written or removed
+        previous = _installed(name, cron, unit_dir)
+        sch.check_replace(previous, job, replace=replace)
+        if previous is not None:
+            click.echo(f"{name}: replacing {previous.describe()}; now every day at {job.at}")
+
     for vars_path, doc in zip(vars_paths, inline_docs):
         if print_only:
             err(f"(--print: would write {vars_path}, mode 0600, with: {varsfile.masked(doc)})")
@@ -378,7 +408,6 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
                        f"output in {job.home.rstrip('/')}/cron.log, run records in {job.home.rstrip('/')}/runs")
         raise click.exceptions.Exit(rc)
 
-    unit_dir = SYSTEM_UNIT_DIR if job.system else user_unit_dir()
     units = {unit_dir / f"{name}.service": sch.render_service(job),
              unit_dir / f"{name}.timer": sch.render_timer(job)}
     scope = "" if job.system else " --user"

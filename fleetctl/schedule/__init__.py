@@ -9,10 +9,12 @@ the run record (``$FLEETCTL_HOME/runs/<run_id>/run.json``), the JSON summary on 
 status (0 ok, 1 a host failed, 2 bad input) are what an alert reads.
 
 The package: :mod:`.job` (the options, validated, and :class:`Job`), :mod:`.systemd` (the timer and
-service units, systemd's quoting) and :mod:`.crontab` (the crontab line, merged into a crontab).
+service units, systemd's quoting), :mod:`.crontab` (the crontab line, merged into a crontab) and
+:mod:`.installed` (the job a name already holds, read back, so only the same job is replaced).
 """
 
 from .crontab import cron_line, marker, merge_crontab
+from .installed import Installed, check_replace, from_crontab, from_units
 from .job import (
     DEFAULT_TIMEOUT, KILL_AFTER_S, NAME_RE, ON_FAILURE_RE, UNIT_TYPES, Job, check_name,
     check_on_failure, default_name, parse_at, parse_timespan,
@@ -20,6 +22,7 @@ from .job import (
 from .systemd import on_calendar, render_service, render_timer, systemd_exec, systemd_path, systemd_quote
 
 __all__ = ["DEFAULT_TIMEOUT", "KILL_AFTER_S", "NAME_RE", "ON_FAILURE_RE", "UNIT_TYPES",
-           "Job", "check_name", "check_on_failure", "cron_line", "default_name",
+           "Installed", "Job", "check_name", "check_on_failure", "check_replace", "cron_line", "default_name",
+           "from_crontab", "from_units",
            "marker", "merge_crontab", "on_calendar", "parse_at", "parse_timespan", "render_service",
            "render_timer", "systemd_exec", "systemd_path", "systemd_quote"]

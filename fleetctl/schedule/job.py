@@ -46,7 +46,13 @@ def check_name(name: str) -> str:
 
 
 def default_name(playbook: str) -> str:
-    """``fleetctl-<playbook stem>``: ``playbooks/nightly.yaml`` -> ``fleetctl-nightly``."""
+    """``fleetctl-<playbook stem>``: ``playbooks/nightly.yaml`` -> ``fleetctl-nightly``.
+
+    Not derived from the host pattern, on purpose: a pattern (``gpu:&rack2:!gpu07``, ``gpu[0:3]``) is
+    not a unit name and would be mangled into look-alikes; a job whose pattern is edited (a group
+    added) would become a second job deploying the same playbook to the same hosts at the same time
+    instead of replacing the first; and jobs scheduled before keep their names. A second job for the
+    same playbook is instead refused until it gets its own ``--name`` (:mod:`.installed`)."""
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", PurePosixPath(playbook).stem).strip("-._") or "playbook"
     return ("fleetctl-" + stem)[:100]
 
