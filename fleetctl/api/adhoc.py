@@ -3,7 +3,7 @@ open the record, run the engine (:mod:`fleetctl.engine.adhoc`), close the record
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import InputError
@@ -57,38 +57,53 @@ async def run_command(hosts: Sequence[Any], argv: Sequence[str], *, pattern: str
 
 async def gather_facts(hosts: Sequence[Any], *, pattern: str, command: Sequence[str], observers: Iterable[Any] = (),
                        verbose: int = 0, forks: int = 50, connect_timeout_s: float = 30.0,
-                       accept_new_host_keys: bool = False, ssh_options: Sequence[str] = ()):
+                       accept_new_host_keys: bool = False, ssh_options: Sequence[str] = (),
+                       phase_timeout: Mapping[str, float] | Iterable[str] | None = None):
     """Gather every host's facts and close the run's record.
+
+    Args:
+        phase_timeout: per-phase deadlines, seconds, as deploy's ``--phase-timeout``
+            (``{"facts": 10}`` or ``["facts=10"]``): ``facts`` limits each host's gathering (default
+            :data:`~fleetctl.engine.deadlines.FACTS_TIMEOUT_S`), ``connect`` its connect and login
+            (default ``connect_timeout_s``); the other phases have no work here.
 
     Returns:
         ``(run, record)``; each host's outcome holds ``facts`` (None for an unreachable host) and
         its ``status``/``error``.
 
     Raises:
-        InputError: the run record cannot be written (before anything runs).
+        InputError: a bad ``phase_timeout``, or the run record cannot be written (before anything runs).
     """
     from ..engine.adhoc import facts_on_hosts
 
+    limits = {"connect_timeout_s": connect_timeout_s}  # the facts deadline: facts_on_hosts' default
+    if phase_timeout:  # deploy's parser and deadlines, imported only when asked (facts stays near the floor)
+        from ..engine.deadlines import Deadlines
+        from .play import phase_timeouts
+
+        deadlines = Deadlines(overrides=phase_timeouts(phase_timeout), connect_s=connect_timeout_s)
+        limits = {"connect_timeout_s": deadlines.connect, "timeout_s": deadlines.facts}
     run, record, obs = new_run("facts", command=command, observers=observers, verbose=verbose)
     run.pattern = pattern
     await guarded_async(run, obs, facts_on_hosts(hosts, run=run, observers=obs, forks=forks,
-                                                 connect_timeout_s=connect_timeout_s,
-                                                 accept_new_host_keys=accept_new_host_keys,
+                                                 **limits, accept_new_host_keys=accept_new_host_keys,
                                                  ssh_options=ssh_options))
     finish_run(run, obs, "failed" if run.failed_hosts else "ok")
     return run, record
 
 
 def facts_document(run: Any) -> dict[str, dict[str, Any]]:
-    """host -> what ``fleetctl facts --json`` shows for it: the facts; for a host whose facts were
-    gathered and then refused (a broken GPU stack) the facts with ``status: failed`` and ``error``;
-    for one without facts ``reachable`` and ``error``. Not redacted."""
-    result: dict[str, dict[str, Any]] = {}
-    for name, out in run.hosts.items():
-        if out.facts is not None and out.status == "failed":
-            result[name] = {**out.facts, "reachable": True, "status": "failed", "error": out.error}
-        elif out.facts is not None:
-            result[name] = out.facts
-        else:
-            result[name] = {"reachable": bool(out.reachable), "error": out.error}
-    return result
+    """host -> what ``fleetctl facts --json`` shows for it (:func:`facts_entry`). Not redacted."""
+    return {name: facts_entry(run, name) for name in run.hosts}
+
+
+def facts_entry(run: Any, host: str) -> dict[str, Any]:
+    """What ``fleetctl facts --json`` shows for one host of ``run``: the facts; for a host whose
+    facts were gathered and then refused (a broken GPU stack) the facts with ``status: failed`` and
+    ``error``; for one without facts ``reachable`` and ``error``. Not redacted."""
+    out = run.hosts[host]
+    if out.facts is not None and out.status == "failed":
+        return {**out.facts, "reachable": True, "status": "failed", "error": out.error}
+    if out.facts is not None:
+        return out.facts
+    return {"reachable": bool(out.reachable), "error": out.error}

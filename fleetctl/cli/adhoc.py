@@ -8,7 +8,8 @@ import sys
 import click
 
 from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, forks_option, hosts_option,
-                  json_option, limit_option, main, metrics_observer, pass_ctx, run_async, timeout_option)
+                  json_option, limit_option, main, metrics_observer, pass_ctx, phase_timeout_option, run_async,
+                  timeout_option)
 
 
 @main.command()
@@ -18,17 +19,23 @@ from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command
 @json_option
 @accept_option
 @timeout_option
+@phase_timeout_option
 @pass_ctx
 def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool,
-          accept_new_host_keys: bool, connect_timeout: float) -> None:
-    """Gather and print facts: GPUs and SMs, CUDA, venv and torch, cores, memory, disk, build plan."""
-    from ..api.adhoc import facts_document, gather_facts
-    from ..reporting.lines import print_json
+          accept_new_host_keys: bool, connect_timeout: float, phase_timeout: tuple[str, ...]) -> None:
+    """Gather and print facts: GPUs and SMs, CUDA, venv and torch, cores, memory, disk, build plan.
+
+    Each host's line is printed as its facts come in; then the table, every failure's cause and
+    the build notes (with --json: one document at the end)."""
+    from ..api.adhoc import facts_document, facts_entry, gather_facts
+    from ..reporting.lines import FactsLines, print_json
 
     _, hosts = obj.select(pattern, limit, forks=forks)
-    run, _ = run_async(gather_facts(hosts, pattern=pattern, command=command_line(), verbose=obj.verbose,
-                                          forks=forks, connect_timeout_s=connect_timeout,
-                                          accept_new_host_keys=accept_new_host_keys, ssh_options=obj.ssh_options))
+    live = None if as_json else FactsLines(facts_entry)
+    run, _ = run_async(gather_facts(hosts, pattern=pattern, command=command_line(), observers=[live],
+                                    verbose=obj.verbose, forks=forks, connect_timeout_s=connect_timeout,
+                                    accept_new_host_keys=accept_new_host_keys, ssh_options=obj.ssh_options,
+                                    phase_timeout=phase_timeout))
     result = facts_document(run)
     bad = run.failed_hosts
     if as_json:

@@ -254,6 +254,9 @@ forks_option = click.option("--forks", default=50, show_default=True, type=click
 json_option = click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 accept_option = click.option("--accept-new-host-keys", is_flag=True,
                              help="Record host keys of hosts that have none (a changed key is still refused).")
+phase_timeout_option = click.option("--phase-timeout", multiple=True, metavar="PHASE=SECONDS",
+                                    help="Deadline for a phase: connect, facts, upload, build, install, verify, "
+                                         "command.")
 timeout_option = click.option("--connect-timeout", default=30.0, show_default=True, type=FiniteFloatRange(0.1),
                               help="Seconds to reach and log in to each host, all attempts together: the TCP "
                                    "connect, the SSH handshake and login, and the retries (up to 6 attempts) of "

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from ..errors import InputError
 from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, forks_option, json_option,
-                  limit_option, main, metrics_observer, pass_ctx, run_async, timeout_option)
+                  limit_option, main, metrics_observer, pass_ctx, phase_timeout_option, run_async, timeout_option)
 
 #: Above this many hosts the terminal folds output by host set (``--output auto``).
 FOLD_THRESHOLD = 8
@@ -205,8 +205,7 @@ COMMON_OPTIONS = [
     click.option("--output", type=click.Choice(["auto", "lines", "folded"]), default="auto", show_default=True,
                  help=f"lines: every host line as it arrives; folded: a progress row per host, then identical "
                       f"lines folded by host set; auto: folded above {FOLD_THRESHOLD} hosts."),
-    click.option("--phase-timeout", multiple=True, metavar="PHASE=SECONDS",
-                 help="Deadline for a phase: connect, facts, upload, build, install, verify, command."),
+    phase_timeout_option,
     click.option("--dry-run", is_flag=True, help="Print per host the commands and environment; change nothing."),
     click.option("--plan", is_flag=True, help="Per host: each task's decision (build / push / reinstall / skip, "
                                               "which inputs changed) and what would fail; change nothing."),

@@ -1,4 +1,5 @@
-"""Host-prefixed output lines without rich: what ``fleetctl run`` prints as hosts answer.
+"""Host-prefixed output lines without rich: what ``fleetctl run`` prints as hosts answer, and
+``fleetctl facts``' line per host as each host's facts come in (:class:`FactsLines`).
 
 ``gpu01 | line`` (ClusterShell style), host names padded to the widest; on a terminal the prefix
 is bold cyan and stderr lines dim (ANSI SGR; ``NO_COLOR`` turns colour off), elsewhere plain
@@ -51,6 +52,55 @@ class HostLines:
     def line(self, run: Any, host: str, line: OutputLine, shown: bool = True) -> None:
         if shown:
             self(host, OutputLine(line.stream, run.redactor.bytes(line.data)))
+
+
+#: The columns of ``fleetctl facts``' table, in order (:func:`facts_row`).
+FACTS_COLUMNS = ("host", "gpus", "arch list", "cuda", "python / torch", "cores", "mem GiB", "disk free GiB",
+                 "max jobs")
+
+
+def facts_failed(f: dict[str, Any]) -> bool:
+    """Whether a ``fleetctl facts --json`` entry is a host that could not be reached or read."""
+    return not f.get("reachable", True) or "error" in f and ("gpus" not in f or f.get("status") == "failed")
+
+
+def facts_row(host: str, f: dict[str, Any]) -> list[str]:
+    """One reachable host's cells, :data:`FACTS_COLUMNS` in order (memory and disk in GiB = 2**30 bytes)."""
+    gpus = f.get("gpus") or []
+    build, cuda, py = f.get("build") or {}, f.get("cuda") or {}, f.get("python") or {}
+    return [host, ", ".join(f"{g.get('name')} ({g.get('compute_cap')})" for g in gpus) or "none",
+            str(build.get("torch_cuda_arch_list", "")), f"{cuda.get('version') or '-'} {cuda.get('home') or ''}".strip(),
+            f"{py.get('version') or '-'} / torch {py.get('torch') or '-'} (cu {py.get('torch_cuda') or '-'})",
+            str(f.get("cpu_count", "")), f"{(f.get('mem_total_mib') or 0) / 1024:.0f}",
+            f"{(f.get('disk_free_mib') or 0) / 1024:.0f}", str(build.get("max_jobs", ""))]
+
+
+class FactsLines:
+    """An observer printing one line per host as soon as that host's facts are in (as Ansible
+    prints each host's result as it comes), so a host that hangs delays nobody else's:
+    ``gpu01: ok: gpus NVIDIA H200 (9.0); arch list 9.0a; ...`` (the table's columns), or
+    ``gpu02: FAILED`` / ``UNREACHABLE`` with the cause left to the end of the output.
+
+    Args:
+        entry: ``(run, host) -> dict``, the host's ``fleetctl facts --json`` entry.
+        stream: where to print (default stdout).
+    """
+
+    def __init__(self, entry: Any, stream: TextIO | None = None) -> None:
+        self.entry = entry
+        self.stream = stream or sys.stdout
+
+    def event(self, run: Any, event: Any) -> None:
+        if event.name != "host.finished" or event.host is None:
+            return
+        f = self.entry(run, event.host)
+        if facts_failed(f):
+            text = f"{event.host}: {'UNREACHABLE' if not f.get('reachable', True) else 'FAILED'} (the cause below)"
+        else:
+            cells = facts_row(event.host, f)
+            text = f"{event.host}: ok: " + "; ".join(f"{k} {v}" for k, v in zip(FACTS_COLUMNS[1:], cells[1:]))
+        self.stream.write(run.redactor.text(text.translate(_DROP)) + "\n")
+        self.stream.flush()
 
 
 def print_json(doc: Any) -> None:

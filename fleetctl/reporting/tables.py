@@ -75,23 +75,14 @@ def print_table(console: Console, title: str, columns: list[tuple[str, bool, str
 def print_facts(console: Console, facts: dict[str, dict[str, Any]]) -> None:
     """One row per reachable host (GPUs and SMs, arch list, CUDA, Python/torch, cores, memory,
     disk, max jobs); then one line per host that could not be reached or read, with its cause."""
+    from .lines import facts_failed, facts_row
+
     rows, bad = [], []
     for host, f in facts.items():
-        if not f.get("reachable", True) or "error" in f and ("gpus" not in f or f.get("status") == "failed"):
+        if facts_failed(f):
             bad.append((host, f))
             continue
-        gpus = f.get("gpus") or []
-        gpu_s = ", ".join(f"{g.get('name')} ({g.get('compute_cap')})" for g in gpus) or "none"
-        build = f.get("build") or {}
-        cuda = f.get("cuda") or {}
-        py = f.get("python") or {}
-        rows.append([
-            host, gpu_s, str(build.get("torch_cuda_arch_list", "")),
-            f"{cuda.get('version') or '-'} {cuda.get('home') or ''}".strip(),
-            f"{py.get('version') or '-'} / torch {py.get('torch') or '-'} (cu {py.get('torch_cuda') or '-'})",
-            str(f.get("cpu_count", "")), f"{(f.get('mem_total_mib') or 0) / 1024:.0f}",
-            f"{(f.get('disk_free_mib') or 0) / 1024:.0f}", str(build.get("max_jobs", "")),
-        ])
+        rows.append(facts_row(host, f))
     if rows:
         cols = [("host", True, "left"), ("gpus", False, "left"), ("arch list", True, "left"),
                 ("cuda", False, "left"), ("python / torch", True, "left"), ("cores", True, "right"),
