@@ -566,7 +566,7 @@ case("pip_install", "a-venv-without-pip-installs-with-the-hosts-uv",
      steps=[{"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV}, "answer": STATE(None, None)},
             {"expect": {"type": "Run", "argv": ["/usr/local/bin/uv", "pip", "check", "--python", "/venv/bin/python3"]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "mutating": True, "argv": ["/usr/local/bin/uv", "pip", "install", "--python", "/venv/bin/python3",
-                                                                 "--force-reinstall", "--no-deps", WHEEL]}, "answer": {"rc": 0}},
+                                                                 "--no-cache", "--link-mode", "copy", "--force-reinstall", "--no-deps", WHEEL]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "mutating": False}, "answer": STATE(None, {"version": "0.1.0", "record_sha256": "r"})},
             {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0}}],
      result={"status": "changed", "msg": "(uv)"})
