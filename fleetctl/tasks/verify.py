@@ -144,7 +144,7 @@ def signal_of(res: CommandResult) -> tuple[str, str] | None:
     From the connection's ``signal``, a negative exit status (Python's :mod:`subprocess`: ``-7``),
     or an exit status above 128 (``135``): POSIX XCU 2.8.2, a shell reports a command killed by
     signal N as 128+N, and a remote command runs under a shell (OpenSSH runs ``$SHELL -c``,
-    fleetctl's supervisor ``wait``\ s for it). The verify script itself exits 0 or 1."""
+    fleetctl's supervisor waits for it). The verify script itself exits 0 or 1."""
     if res.signal:
         name = res.signal.upper().removeprefix("SIG")
         try:
