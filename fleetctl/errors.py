@@ -47,6 +47,17 @@ class InventoryError(InputError):
     """An inventory file or host pattern is invalid."""
 
 
+class InventoryNotFound(InventoryError):
+    """A given inventory source is not there: neither an existing file or folder, nor a scheme
+    source (``slurm:``), nor a host list. ``file`` is the source as given; the message says where
+    it was given (``named_by``: the CLI's ``-i/--inventory or FLEETCTL_INVENTORY``, Python's
+    ``Fleet.from_inventory(*sources)``), so the fix named is the one the caller can make."""
+
+    def __init__(self, source: str, named_by: str) -> None:
+        self.named_by = named_by
+        super().__init__(f"inventory file not found ({named_by})", file=source)
+
+
 class PlaybookError(InputError):
     """A playbook is invalid (unknown action, missing argument, undefined variable...)."""
 

@@ -592,7 +592,22 @@ def test_misspelt_own_var_is_refused_whatever_kind_the_hosts_use(tmp_path, typo,
                                f"{meant!r}; did you mean {meant!r}?")
 
 
-@pytest.mark.parametrize("own", ["env", "deploy", "timeout", "cuda", "keep", "workdirs_root", "slurm", "arch", "users", "venvs"])
+@pytest.mark.parametrize(("typo", "meant"), [
+    ("ansbile_user", "ansible_user"), ("Ansible_host", "ansible_host"), ("ansibel_port", "ansible_port"),
+    ("ansble_ssh_private_key_file", "ansible_ssh_private_key_file"), ("ansilbe_usr", "ansible_user"),
+    ("ansible-connection", "ansible_connection"),
+])
+def test_a_misspelt_ansible_prefix_gets_the_same_did_you_mean(tmp_path, typo, meant):
+    """``ansbile_user`` (new-user trial) is refused as ``ansible_usr`` is: Ansible would take it
+    for a var of one's own and connect as someone else."""
+    path = write(tmp_path, f"all:\n  hosts:\n    box:\n      ansible_connection: local\n      {typo}: x\n")
+    with pytest.raises(InventoryError) as info:
+        load_inventory(path)
+    assert str(info.value) == (f"{path}:5: all.hosts.box.{typo}: unknown variable {typo!r} looks like Ansible's "
+                               f"{meant!r}; did you mean {meant!r}?")
+
+
+@pytest.mark.parametrize("own", ["ansibility_score", "ansi_colors", "assemble_dir", "env", "deploy", "timeout", "cuda", "keep", "workdirs_root", "slurm", "arch", "users", "venvs"])
 def test_vars_of_ones_own_that_merely_resemble_fleetctls_are_kept(tmp_path, own):
     """Near-miss rules stay narrow: a user's ``env`` or ``deploy`` is not fleetctl's ``venv`` or
     ``deploy_lock``."""

@@ -140,9 +140,13 @@ class Fleet:
             InputError: the inventory is invalid.
         """
         if self._inventory is None:
+            from ..errors import InventoryNotFound
             from ..inventory import load_inventory
 
-            inv = load_inventory(self.inventory_files())
+            try:
+                inv = load_inventory(self.inventory_files())
+            except InventoryNotFound as exc:  # named as this API's caller gave it (the CLI renames it)
+                raise InventoryNotFound(exc.file, "Fleet.from_inventory(*sources) or Fleet(sources)") from None
             for warning in inv.warnings:
                 self.on_warning(warning)
             self._inventory = inv

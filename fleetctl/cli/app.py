@@ -18,7 +18,10 @@ from typing import Any
 import click
 
 from .. import __version__
-from ..errors import InputError
+from ..errors import InputError, InventoryNotFound
+
+#: Where the CLI takes inventory sources, for an error naming one that is not there.
+INVENTORY_FLAGS = "-i/--inventory or FLEETCTL_INVENTORY"
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -172,6 +175,8 @@ class FleetGroup(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except InventoryNotFound as exc:  # named as the CLI takes sources
+            raise fail_input(str(InventoryNotFound(exc.file, INVENTORY_FLAGS))) from None
         except InputError as exc:
             raise fail_input(str(exc)) from None
         except click.UsageError as exc:

@@ -22,7 +22,7 @@ import click
 
 from .. import schedule as sch
 from ..schedule import varsfile
-from .app import EXIT_FAILED, Context, main, pass_ctx
+from .app import EXIT_FAILED, INVENTORY_FLAGS, Context, main, pass_ctx
 from ..errors import InputError
 from ..util.paths import not_regular, resolve_default, state_dir
 from .schedule_env import job_env, not_carried_notes
@@ -196,7 +196,8 @@ def _job_inventory(sources: list[str]) -> tuple[str, ...]:
     """Every ``-i`` source, in order, as the job will pass it: a path (file or folder) made absolute
     (the loader's order: a scheme source that is also an existing path is the path), a scheme source
     (``slurm:``) or a host list as given. A source that is none of these is refused now, naming it."""
-    from ..inventory.sources import NOT_FOUND, is_scheme_source
+    from ..errors import InventoryNotFound
+    from ..inventory.sources import is_scheme_source
 
     out = []
     for source in sources:
@@ -207,7 +208,7 @@ def _job_inventory(sources: list[str]) -> tuple[str, ...]:
         elif "," in source:  # a host list (-i 'gpu01,gpu02,')
             out.append(source)
         else:
-            raise InputError(NOT_FOUND, file=source)
+            raise InventoryNotFound(source, INVENTORY_FLAGS)
     return tuple(out)
 
 

@@ -167,6 +167,8 @@ def name_problem(name: Any, own: frozenset[str], known_ansible: frozenset[str] =
     - a name that is not a string;
     - an ``ansible_*`` name that neither Ansible (:mod:`~fleetctl.inventory.ansible_names`) nor a
       connection kind knows: Ansible would silently ignore the misspelt setting;
+    - a name whose ``ansible_`` prefix is misspelt (``ansbile_user``, ``Ansible_host``): Ansible
+      would take it for a var of one's own (:func:`_ansible_prefix_typo`);
     - a near-miss of one of fleetctl's own names (``own``): the same letters with other case or
       ``_``/``-``, or (both names of 4 characters or more) one typo away: one letter added, dropped,
       changed or two swapped (``cuda_hom``; ``ventv``, ``vnev`` for ``venv``: a new-user trial's
@@ -185,6 +187,9 @@ def name_problem(name: Any, own: frozenset[str], known_ansible: frozenset[str] =
         close = close_matches(name[8:], [k[8:] for k in known], n=1, cutoff=0.7)
         hint = f"did you mean 'ansible_{close[0]}'?" if close else "variables of your own must not start with 'ansible_'"
         return f"unknown Ansible variable {name!r}; {hint}"
+    ansible = _ansible_prefix_typo(name, known_ansible)
+    if ansible:
+        return ansible
     for candidate in sorted(own):
         short = min(len(name), len(candidate))
         # a short name that is ours plus or less a last letter is a word of its own (arch: x86_64
@@ -195,6 +200,25 @@ def name_problem(name: Any, own: frozenset[str], known_ansible: frozenset[str] =
                 or _unit_dropped(name, candidate) or _letter_doubled(name, candidate)):
             return f"unknown variable {name!r} looks like fleetctl's {candidate!r}; did you mean {candidate!r}?"
     return None
+
+
+def _ansible_prefix_typo(name: str, known_ansible: frozenset[str]) -> str | None:
+    """Why ``ansbile_user`` (``ansible_`` with one typo, other case or ``-``: one letter added,
+    dropped, changed or two swapped) is refused: Ansible would take it for a var of one's own and
+    connect as someone else, silently. Names the Ansible variable meant when the rest is one (or
+    close to one, :func:`close_matches`), else says the prefix looks misspelt."""
+    head, sep, rest = name.replace("-", "_").partition("_")
+    if not sep or not rest or name.startswith("ansible_") or not (
+            head.lower() == "ansible" or (len(head) >= 6 and _damerau1(head.lower(), "ansible"))):
+        return None
+    known = sorted(ANSIBLE_NAMES | known_ansible)
+    fix = f"ansible_{rest}"
+    if not (is_ansible_name(fix) or fix in known_ansible):
+        close = close_matches(rest, [k[8:] for k in known], n=1, cutoff=0.7)
+        if not close:
+            return f"unknown variable {name!r} looks like a misspelt Ansible variable ('ansible_...')"
+        fix = f"ansible_{close[0]}"
+    return f"unknown variable {name!r} looks like Ansible's {fix!r}; did you mean {fix!r}?"
 
 
 #: Trailing parts of fleetctl's var names that say a unit or a kind (``gpu_probe_timeout_s``,

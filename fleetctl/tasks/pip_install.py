@@ -85,12 +85,19 @@ def dist_name(wheel: str) -> str:
 def install_argv(tool: str, python: str, uv: str | None, wheel: str, args: PipInstallArgs,
                  constraint: str | None = None) -> list[str]:
     """``uv pip install --python PY`` or ``PY -m pip install``, with the task's flags (and a
-    constraints file pinning torch when dependencies may be installed)."""
+    constraints file pinning torch when dependencies may be installed).
+
+    uv gets ``--no-cache --link-mode copy`` (uv's docs, "uv pip install": ``--link-mode``,
+    ``--no-cache``): uv's default link mode on Linux hard-links installed files from its cache, so a
+    damaged installed file (a truncated ``.so``) is the cached copy too, and a reinstall, even with
+    ``--force-reinstall --refresh-package``, links the damaged file again (uv 0.13 treats a cached
+    unpack of a local wheel whose path and mtime are unchanged as fresh). Reading the uploaded wheel
+    again into a temporary cache and copying gives the venv files of its own, so a reinstall repairs."""
     flags = (["--force-reinstall"] if args.force_reinstall else []) + (["--no-deps"] if args.no_deps else [])
     if constraint:
         flags += ["--constraint", constraint]
     if tool == "uv":
-        return [uv or "uv", "pip", "install", "--python", python, *flags, wheel]
+        return [uv or "uv", "pip", "install", "--python", python, "--no-cache", "--link-mode", "copy", *flags, wheel]
     return [python, "-m", "pip", "install", "--no-input", *flags, wheel]
 
 

@@ -14,6 +14,7 @@ own script, so it runs in a deploy, never in a dry run (there is nothing install
 from __future__ import annotations
 
 import json
+import signal
 import posixpath
 import re
 from pathlib import Path
@@ -133,20 +134,52 @@ def summary_of(res: CommandResult) -> dict:
 #: Signals a Python process dies of when a shared object it maps or imports is broken
 #: (signal(7): SIGBUS for a file truncated after it was mapped, SIGSEGV / SIGILL for corrupt code).
 _FILE_SIGNALS = {"BUS", "SEGV", "ILL"}
+#: A shared object's path in what the verify printed (a loader's or faulthandler's line).
+_SO_PATH = re.compile(r"(/[^\s:'\"]+\.so(?:\.[0-9]+)*)\b")
+
+
+def signal_of(res: CommandResult) -> tuple[str, str] | None:
+    """``(name, how)`` of the signal that killed the command (``("BUS", "signal 7")``), else None.
+
+    From the connection's ``signal``, a negative exit status (Python's :mod:`subprocess`: ``-7``),
+    or an exit status above 128 (``135``): POSIX XCU 2.8.2, a shell reports a command killed by
+    signal N as 128+N, and a remote command runs under a shell (OpenSSH runs ``$SHELL -c``,
+    fleetctl's supervisor waits for it). The verify script itself exits 0 or 1."""
+    if res.signal:
+        name = res.signal.upper().removeprefix("SIG")
+        try:
+            return name, f"signal {int(getattr(signal.Signals, 'SIG' + name))}"
+        except AttributeError:
+            return name, "signal"
+    rc = res.rc
+    if rc is None or not (rc < 0 or 128 < rc < 128 + 65):
+        return None
+    try:
+        sig = signal.Signals(-rc if rc < 0 else rc - 128)
+    except ValueError:
+        return None
+    return sig.name.removeprefix("SIG"), f"exit status {rc}"
 
 
 def died_of(res: CommandResult, failed: list, package: str) -> str | None:
     """The line for a verify interpreter killed by a signal before it printed a failed check:
-    which signal, at which check, and what usually causes it; None otherwise."""
-    sig = getattr(res, "signal", None)
-    if not sig or failed:
+    which signal (and the exit status that said so), at which check, what usually causes it, and
+    the shared object the output names; None otherwise."""
+    got = signal_of(res)
+    if got is None or failed:
         return None
+    sig, how = got
     done = [ln.split(":", 1)[0] for ln in res.stdout_text.splitlines() if ln.startswith(("PASS ", "FAIL "))]
     where = f"after {done[-1].split(' ', 1)[1]}" if done else "before its first check"
-    hint = (f": an installed file of {package} (or of torch) is probably truncated or was replaced while in use; "
-            f"deploy again (an install whose files differ from their RECORD is reinstalled) or with --force"
-            if sig.upper().removeprefix("SIG") in _FILE_SIGNALS else "")
-    return f"the verify interpreter died of SIG{sig.upper().removeprefix('SIG')} {where}{hint}"
+    hint = ""
+    if sig in _FILE_SIGNALS:
+        named = _SO_PATH.findall(res.stderr_text + "\n" + res.stdout_text)
+        what = f"{named[-1]} (an installed file of {package} or of torch)" if named else \
+            f"an installed file of {package} (or of torch), typically its extension's .so,"
+        hint = (f": {what} is probably truncated or damaged, or was replaced while in use (a mapped file "
+                f"that shrinks kills its reader with SIGBUS); deploy again (an install whose files differ from "
+                f"their RECORD is reinstalled) or with --force")
+    return f"the verify interpreter died of SIG{sig} ({how}) {where}{hint}"
 
 
 def plan(args: VerifyArgs, host: HostView) -> Plan:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetctl.errors import InventoryError
+from fleetctl.errors import InventoryError, InventoryNotFound
 from fleetctl.util.paths import not_regular
 from fleetctl.util.yamlload import load_yaml, where
 
@@ -47,7 +47,7 @@ from .script import ScriptBudget, run_host_calls, run_script
 from .vars_files import is_vaulted
 from .yaml_inventory import ingest_yaml, is_list_json
 
-__all__ = ["SCHEMES", "scheme_function", "is_scheme_source", "add_source", "NOT_FOUND"]
+__all__ = ["SCHEMES", "scheme_function", "is_scheme_source", "add_source"]
 
 SCHEMES: dict[str, str] = {
     "slurm": "fleetctl.inventory.sources.slurm:list_json",
@@ -61,7 +61,6 @@ here, e.g. ``"slurm": "fleetctl.inventory.sources.slurm:list_json"`` (nodes from
 grouped by partition, feature and GRES type).
 """
 
-NOT_FOUND = "inventory file not found (-i/--inventory or FLEETCTL_INVENTORY)"
 _IGNORED_EXTS = (".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".rst", ".orig", ".cfg", ".retry")
 _IGNORED_NAMES = ("host_vars", "group_vars", "vars_plugins")
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):(.*)", re.S)
@@ -217,7 +216,7 @@ def _plan(spec: str, budget: ScriptBudget) -> _Plan:
         plan.steps.append(("hosts", [h.strip() for h in spec.split(",") if h.strip()], spec))
         return plan
     else:
-        raise InventoryError(NOT_FOUND, file=spec)
+        raise InventoryNotFound(spec, "the inventory sources given")  # the caller names how they were given
     vaulted = _vars_folder_vaulted(plan.vars_folder) if plan.vars_folder is not None else None
     if vaulted is not None:
         plan.hand_over("Ansible Vault content", vaulted)

@@ -430,8 +430,18 @@ case("verify", "a-verify-killed-by-sigbus-says-so-and-why", args={"package": "fp
      steps=[{"expect": {"type": "Put"}, "answer": None},
             {"expect": {"type": "Run"}, "answer": {"rc": None, "signal": "BUS",
                                                    "stdout": "PASS torch: torch 2.11.0+cu130\nPASS cuda: torch sees 1 GPU(s)\n"}}],
-     result={"status": "failed", "msg": "verify fp4_kernels: the verify interpreter died of SIGBUS after cuda: an installed "
-                                        "file of fp4_kernels (or of torch) is probably truncated"})
+     result={"status": "failed", "msg": "verify fp4_kernels: the verify interpreter died of SIGBUS (signal 7) after cuda: an "
+                                        "installed file of fp4_kernels (or of torch), typically its extension's .so, is probably truncated"})
+case("verify", "a-verify-killed-by-sigbus-under-a-shell-says-so-and-names-the-file", args={"package": "fp4_kernels"},
+     host={"facts": FACTS90},
+     steps=[{"expect": {"type": "Put"}, "answer": None},
+            {"expect": {"type": "Run"}, "answer": {"rc": 135, "stdout": "PASS torch: torch 2.11.0+cu130\n",
+                                                   "stderr": "Fatal Python error: Bus error\n  File \"/venv/lib/python3.12/"
+                                                             "site-packages/fp4_kernels/_C.cpython-312-x86_64-linux-gnu.so\"\n"
+                                                             "Bus error\n"}}],
+     result={"status": "failed", "msg": "verify fp4_kernels: the verify interpreter died of SIGBUS (exit status 135) after torch: "
+                                        "/venv/lib/python3.12/site-packages/fp4_kernels/_C.cpython-312-x86_64-linux-gnu.so "
+                                        "(an installed file of fp4_kernels or of torch) is probably truncated"})
 case("verify", "a-failed-check-is-named", args={"package": "sgl_kernel"}, host={"facts": FACTS90},
      steps=[{"expect": {"type": "Put"}, "answer": None},
             {"expect": {"type": "Run"}, "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "checks": [{"name": "import-order", "ok": False, "detail": "sgl_kernel imports only after torch (libc10.so: cannot open)"}]})}}],
@@ -568,7 +578,7 @@ case("pip_install", "a-venv-without-pip-installs-with-the-hosts-uv",
      steps=[{"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV}, "answer": STATE(None, None)},
             {"expect": {"type": "Run", "argv": ["/usr/local/bin/uv", "pip", "check", "--python", "/venv/bin/python3"]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "mutating": True, "argv": ["/usr/local/bin/uv", "pip", "install", "--python", "/venv/bin/python3",
-                                                                 "--force-reinstall", "--no-deps", WHEEL]}, "answer": {"rc": 0}},
+                                                                 "--no-cache", "--link-mode", "copy", "--force-reinstall", "--no-deps", WHEEL]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "mutating": False}, "answer": STATE(None, {"version": "0.1.0", "record_sha256": "r"})},
             {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0}}],
      result={"status": "changed", "msg": "(uv)"})
