@@ -282,3 +282,25 @@ def test_every_python_example_of_the_api_page_runs_as_printed_against_the_shippe
         proc = subprocess.run([sys.executable, "-c", block + "\n" + check], cwd=tmp_path, capture_output=True,
                               text=True, timeout=300, env={**os.environ, "FLEETCTL_HOME": str(tmp_path / "state")})
         assert proc.returncode == 0, block + "\n" + proc.stderr[-3000:]
+
+
+def test_readme_and_inventory_page_say_a_legacy_and_modern_name_together_are_refused(tmp_path):
+    """New-user trial: README said the legacy ``ansible_ssh_*`` names "win wherever they are set, as
+    in Ansible" while fleetctl refuses a host setting both to different values (exit 2,
+    fleetctl/inventory/merge.py ``_alias_conflicts``; ansible-core's ``MAGIC_VARIABLE_MAPPING`` would
+    silently use the legacy one). Both pages must say what fleetctl does, checked against it here."""
+    from fleetctl.errors import InventoryError
+    from fleetctl.inventory import load_inventory
+
+    inv_path = tmp_path / "inv.yaml"
+    inv_path.write_text("all:\n  hosts:\n    n1: {ansible_ssh_port: 2201, ansible_port: 2202}\n"
+                        "    n2: {ansible_ssh_port: 2203}\n")
+    inv = load_inventory(inv_path)
+    with pytest.raises(InventoryError, match="keep one"):
+        inv.check_hosts(inv.select("n1"))
+    inv.check_hosts(inv.select("n2"))
+    assert inv.hosts["n2"].port == 2203  # a legacy name alone is read
+    for name in ("README.md", "docs/inventory.md"):
+        text = " ".join((REPO / name).read_text(encoding="utf-8").split())
+        assert not re.search(r"win(s|ning)? wherever (they are|it is) set", text), name
+        assert re.search(r"sets? (both|a legacy name and its modern one) to different values is refused", text), name

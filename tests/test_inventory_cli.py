@@ -254,3 +254,25 @@ def test_a_hung_inventory_script_is_stopped_at_the_timeout_with_one_line(tmp_pat
     res = fleet(tmp_path, "-i", "hang.sh", "inventory", "--list", env={"FLEETCTL_INVENTORY_SCRIPT_TIMEOUT_S": "0"})
     assert (res.returncode, res.stderr) == (2, "fleetctl: error: FLEETCTL_INVENTORY_SCRIPT_TIMEOUT_S: want a "
                                                "positive number of seconds, got '0'\n")
+
+
+def test_a_var_only_the_merge_order_decides_is_refused_alike_by_inventory_hosts_and_run(tmp_path):
+    """New-user trial: g1 in groups a100 and h100 whose group_vars set max_jobs 3 and 5:
+    ``inventory --host g1`` printed max_jobs 5 (Ansible's merge order: the group last in ASCII order)
+    and ``hosts`` listed g1, while ``run`` refused it. One rule now (Inventory.check_conflicts): the
+    same line, exit 2, from each; a host the conflict does not touch is shown as before."""
+    write(tmp_path, "inv/inventory.yaml", "all:\n  vars: {ansible_connection: local}\n  children:\n    gpu:\n"
+                                          "      children:\n        a100:\n          hosts:\n            g1:\n"
+                                          "        h100:\n          hosts:\n            g1:\n            g2:\n")
+    write(tmp_path, "inv/group_vars/a100.yaml", "max_jobs: 3\n")
+    write(tmp_path, "inv/group_vars/h100.yaml", "max_jobs: 5\n")
+    refused = fleet(tmp_path, "-i", "inv/inventory.yaml", "run", "--hosts", "gpu", "--", "true")
+    assert refused.returncode == 2 and "host 'g1' is in groups 'a100' and 'h100'" in refused.stderr, refused.stderr
+    assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    for args in (("inventory", "--host", "g1"), ("hosts", "gpu")):
+        res = fleet(tmp_path, "-i", "inv/inventory.yaml", *args)
+        assert (res.returncode, res.stdout, res.stderr) == (2, "", refused.stderr), args
+    res = fleet(tmp_path, "-i", "inv/inventory.yaml", "inventory", "--host", "g2")
+    assert res.returncode == 0 and json.loads(res.stdout) == {"ansible_connection": "local", "max_jobs": 5}, res.stderr
+    res = fleet(tmp_path, "-i", "inv/inventory.yaml", "hosts", "h100:!a100")
+    assert res.returncode == 0 and "g2" in res.stdout and "g1" not in res.stdout, res.stderr

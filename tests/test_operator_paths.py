@@ -5,6 +5,7 @@ per host, and which commands talk about fallback archs."""
 from __future__ import annotations
 
 import json
+import sys
 
 from tests.support.fleet import fleetctl, last_run
 
@@ -122,7 +123,7 @@ def test_only_a_build_says_it_builds_for_fallback_archs(tmp_path):
     env = {"PATH": path}
     inv = tmp_path / "inv.yaml"
     inv.write_text(f"all:\n  hosts:\n    me: {{ansible_connection: local, workdir: {tmp_path}/w, "
-                   f"venv: {REPO / '.venv'}}}\n")
+                   f"venv: {sys.prefix}}}\n")  # the venv running the tests (a worktree has no .venv)
     for argv in (("verify", "--hosts", "me"), ("rollback", "--hosts", "me")):
         res = fleetctl("-i", str(inv), *argv, home=tmp_path, env=env)
         assert "fallback_archs" not in res.stdout + res.stderr, (argv, res.stdout + res.stderr)
@@ -271,12 +272,34 @@ def test_a_missing_sgl_kernel_checkout_is_named_by_its_var_and_path(tmp_path):
 
     inv = tmp_path / "inv.yaml"
     inv.write_text(f"all:\n  hosts:\n    me: {{ansible_connection: local, workdir: {tmp_path}/w, "
-                   f"venv: {REPO / '.venv'}}}\n")
+                   f"venv: {sys.prefix}}}\n")  # the venv running the tests (a worktree has no .venv)
     missing = tmp_path / "w" / "sglang" / "python" / "sglang" / "kernels" / "aot"
-    for extra in ((), ("--tags", "build")):
+    # --dry-run: the check is a read-only probe, so the dry run predicts this failure (it showed the
+    # check CHANGED and only the build's "source tree ... is not a folder" failing)
+    for extra in ((), ("--tags", "build"), ("--dry-run",)):
         res = fleetctl("-i", str(inv), "deploy", "--hosts", "me", "--playbook", str(REPO / "playbooks" / "sgl-kernel.yaml"),
                        *extra, home=tmp_path)
         assert res.returncode == 1, res.stdout + res.stderr
         line = [ln for ln in res.stdout.splitlines() if ln.startswith("me: FAILED")]
         assert line and f"sgl_kernel_dir: no sgl-kernel checkout at {missing}" in line[0], res.stdout
         assert "-e sgl_kernel_dir=PATH" in line[0] and "can't cd" not in res.stdout
+
+
+def test_the_nightly_dry_run_predicts_the_missing_sglang_checkout_as_the_real_run_fails(tmp_path):
+    """New-user trial: with no sglang checkout, the nightly's dry run marked `git pull` on the missing
+    folder and the sgl-kernel check CHANGED and showed only the build failing; the real run failed at
+    the pull (after the nightlies). Now both stop at the first task, with one line saying what to do."""
+    from tests.support.fleet import REPO
+
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"all:\n  hosts:\n    me: {{ansible_connection: local, workdir: {tmp_path}/w}}\n")
+    repo = tmp_path / "w" / "sglang"
+    for extra in (("--dry-run",), ()):
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "me", "--playbook", str(REPO / "playbooks" / "nightly.yaml"),
+                       "-e", "staged=false", *extra, home=tmp_path)
+        assert res.returncode == 1, res.stdout + res.stderr
+        flat = " ".join(res.stdout.split())
+        assert (f"me: FAILED: Check the sglang checkout (sgl_repo): sgl_repo: no git checkout at {repo}: clone "
+                f"sglang there (git clone https://github.com/sgl-project/sglang {repo}), or give its folder with "
+                "-e sgl_repo=PATH") in flat, res.stdout
+        assert "pull" not in flat and "CHANGED" not in flat, res.stdout

@@ -94,7 +94,9 @@ def test_nightly_play_plans_every_stage_in_order(sshd_farm, tmp_path):
     inv = write_inventory(tmp_path / "inv.yaml", {"gpu-nodes": {"n": {
         **h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work"),
         "venv": make_host_venv(tmp_path / "venv"), **able_to_build(h, tmp_path)}}})
-    write_tree(tmp_path / "sglang", layout=OLD_ROOT)
+    # the layout the nightly's sgl_kernel_dir names, in a git checkout (both checked, in a dry run too)
+    write_tree(tmp_path / "sglang", layout=NEW_ROOT)
+    (tmp_path / "sglang" / ".git").mkdir()
     res = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", "--playbook", str(REPO / "playbooks" / "nightly.yaml"),
                    "--dry-run", "-e", f"sgl_repo={tmp_path / 'sglang'}", "-e", "wheel_folder=/srv/wheels",
                    "-e", "torch_spec=torch==2.12.0.dev20261128", "--tags", "nightly", home=tmp_path)

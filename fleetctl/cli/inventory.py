@@ -4,7 +4,10 @@
 prints for the same sources (its JSON and graph formats), so a user can compare the two, and a
 script can read fleetctl's view of any source. ``fleetctl hosts PATTERN`` prints what
 ``ansible PATTERN --list-hosts`` prints: the selection a ``--hosts PATTERN`` would work on, in
-order. Secrets (``{value: ..., secret: true}`` and secret-looking names) are masked.
+order. Secrets (``{value: ..., secret: true}`` and secret-looking names) are masked. A var whose
+value only Ansible's merge order decides is refused by ``--host`` and ``hosts`` as by ``run``
+(:meth:`Inventory.check_conflicts`, one line, exit 2); ``--list`` and ``--graph`` show Ansible's
+merge, for comparison with ``ansible-inventory``.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ def inventory_command(obj: Context, as_list: bool, as_graph: bool, host: str | N
     elif as_graph:
         click.echo(redact.text(render.graph(inv, group or "all", show_vars=show_vars)))
     else:
+        if host in inv:  # an unknown name is render.host_vars's refusal
+            inv.check_conflicts([inv.hosts[host]])  # run's rule: a merge-order guess is refused, not shown
         click.echo(render.dumps(redact.obj(render.host_vars(inv, host))))
 
 
@@ -70,7 +75,9 @@ def hosts_command(obj: Context, pattern: str, limit: str | None, as_json: bool, 
     from ..inventory import fold_hosts, render
 
     inv = _load(obj)
-    names = [h.name for h in inv.select(pattern, limit=limit)]
+    selected = inv.select(pattern, limit=limit)
+    inv.check_conflicts(selected)  # what --hosts PATTERN would refuse, hosts refuses too (same line)
+    names = [h.name for h in selected]
     if as_json:
         click.echo(json.dumps(names))
     elif fold:

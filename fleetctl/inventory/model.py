@@ -263,6 +263,27 @@ class Inventory:
         for h in chosen.values():
             if h.problem is not None:
                 raise h.problem
+        self.check_conflicts(chosen.values())
+        for h in chosen.values():
+            _check_ansible_vars(h)
+            _check_key_file(h)
+            if venv and h.kind == "local":
+                _check_local_venv(h)
+
+    def check_conflicts(self, hosts: Iterable[Host]) -> None:
+        """Refuse a var of one of ``hosts`` whose value only Ansible's merge order decides
+        (:attr:`conflicts`, unless ``ansible_group_priority`` decided it), whichever var it is.
+
+        Every command that selects hosts applies this one rule, ``fleetctl inventory --host`` and
+        ``fleetctl hosts`` included (a command that prints a value Ansible's merge order picked,
+        while ``run`` refuses it, tells the operator two stories). Whether a command reads the var
+        is not asked: a play's templates may read any var, and the value would be a guess in
+        every command alike (ansible-core's ``VariableManager`` merge order, docs/inventory.md).
+
+        Raises:
+            InventoryError: the first conflict, one line at the winning value.
+        """
+        chosen = {h.name: h for h in hosts}
         for c in self.conflicts:
             if c.decided_by == "priority":
                 continue
@@ -270,11 +291,6 @@ class Inventory:
                 if (c.host == h.name or (c.host is None and c.group in h.groups)) and \
                         h.sources.get(c.winner.name) == c.winner:
                     raise c.error()
-        for h in chosen.values():
-            _check_ansible_vars(h)
-            _check_key_file(h)
-            if venv and h.kind == "local":
-                _check_local_venv(h)
 
     def get(self, name: str) -> Host | None:
         """The host called ``name``, or None."""

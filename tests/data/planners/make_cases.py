@@ -66,6 +66,13 @@ case("script", "upload-failure-fails-without-running", args={"src": "missing.py"
      steps=[{"expect": {"type": "Put"}, "answer": {"error": "local file /p/missing.py does not exist"}}],
      result={"status": "failed", "msg": "does not exist"})
 case("fail", "fails-with-the-message", args={"msg": "stop here"}, steps=[], result={"status": "failed", "msg": "stop here"})
+# unless_exists: a read-only probe (a dry run answers it too), skipped when the path is there
+case("fail", "unless-exists-missing-fails-with-the-message", args={"msg": "no checkout", "unless_exists": "/w/src/.git"},
+     steps=[{"expect": {"type": "Run", "argv": ["test", "-e", "/w/src/.git"], "mutating": False}, "answer": {"rc": 1}}],
+     result={"status": "failed", "msg": "no checkout"})
+case("fail", "unless-exists-present-skips", args={"msg": "no checkout", "unless_exists": "/w/src/.git"},
+     steps=[{"expect": {"type": "Run", "argv": ["test", "-e", "/w/src/.git"], "mutating": False}, "answer": {"rc": 0}}],
+     result={"status": "skipped", "msg": "/w/src/.git exists"})
 # copy
 from fleetctl.tasks.copy import HASH_PRESENT  # noqa: E402
 MAN = [["/p/k/a.py", "a.py", "1" * 64, False], ["/p/k/run.sh", "run.sh", "2" * 64, True]]
