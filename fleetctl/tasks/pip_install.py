@@ -37,11 +37,12 @@ from .argtypes import ActionArgs, non_empty
 from .base import Action, HostView, Plan, TaskResult, first_error_line, install_failure_line
 from .build_keys import STAMP_NAME
 from .build_preflight import CLEAN_PYTHON_ENV
+from .venv_probe import PIP_INSTALL_ENV
 from .install_target import INSTALL_RECORD, dropped_by, shared_message, target_ids, unreadable_target
 from .envs import STAGED_FACT
 from .pytool import pick_tool
 from .steps import Note, Put, Run, TargetClaim, probe
-from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, norm_dist,
+from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, misplaced, norm_dist,
                          parse_state, state_failure)
 
 _MISSING = object()
@@ -163,12 +164,13 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     damaged = held.get("damaged") or []
     same = (previous is not None and digest is not None and previous.get("sha256") == digest
             and held.get("record_sha256") and held.get("record_sha256") == previous.get("record_sha256")
-            and not damaged)
+            and not damaged and held.get("in_venv") is not False)
     if same and not host.force:
         return TaskResult(Status.OK, msg=f"{posixpath.basename(wheel)} already installed (same sha256)",
                           data={"wheel": previous.get("kept"), "sha256": digest, "skipped": True,
                                 "decision": {"action": "skip"}})
     why = ("forced" if same else "nothing installed" if not held else
+           f"installed outside the venv ({held.get('location')})" if held.get("in_venv") is False else
            f"installed files differ from their RECORD ({'; '.join(damaged)}"
            f"{'...' if held.get('n_damaged', 0) > len(damaged) else ''})" if damaged else
            "installed package differs from the wheel" if previous and previous.get("sha256") == digest else
@@ -176,7 +178,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     decision = {"action": "install", "why": why}
     # pip unpacks (and may build) in TMPDIR: the run's private folder, not a login /tmp that may be
     # small, full or noexec
-    env = {**CLEAN_PYTHON_ENV, "TMPDIR": host.run_dir}
+    env = {**PIP_INSTALL_ENV, "TMPDIR": host.run_dir}
     check_before = yield probe(check_argv(tool, host.python, uv), "pip check before the install", env=CLEAN_PYTHON_ENV,
                                cwd="/")
     constraint = None
@@ -198,7 +200,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         return TaskResult(Status.FAILED, rc=res.rc, msg=f"install failed ({tool}): "
                           f"{install_failure_line(res, f'{host.venv} or the TMPDIR {host.run_dir}')}{hint}",
                           data={"decision": decision})
-    assume = {**before, "dist": {**held, "record_sha256": None}}
+    assume = {**before, "dist": {**held, "record_sha256": None, "in_venv": True, "user_site": False}}
     after_res = yield Run(argv=state_argv, mutating=False, after_change=True, quiet=True, timeout_s=300,
                           env=CLEAN_PYTHON_ENV, cwd="/", reason="torch and the other distributions unchanged?",
                           assume=CommandResult(argv=[], rc=0, stdout=json.dumps(assume).encode()))
@@ -207,6 +209,10 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         return TaskResult(Status.FAILED, data={"wheel": wheel, "sha256": digest, "tool": tool, "decision": decision},
                           msg=f"installed {posixpath.basename(wheel)}, but whether torch moved is unknown: "
                               + state_failure(after, host.python, "after the install"))
+    elsewhere = misplaced(after.get("dist"), dist, host.venv, tool)
+    if elsewhere:  # pip exited 0, but not into this venv: verify would fail naming no cause
+        return TaskResult(Status.FAILED, msg=elsewhere, data={"wheel": wheel, "sha256": digest, "tool": tool,
+                                                              "decision": decision})
     check_after = yield Run(argv=tuple(check_argv(tool, host.python, uv)), mutating=False, after_change=True, quiet=True,
                             env=CLEAN_PYTHON_ENV, cwd="/", reason="pip check after the install")
     old_problems = set(check_problems(check_before))

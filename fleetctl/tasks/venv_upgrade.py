@@ -21,6 +21,7 @@ from ..status import Status
 from .argtypes import ActionArgs, argv_list
 from .base import Action, HostView, Plan, TaskResult, install_failure_line
 from .build_preflight import CLEAN_PYTHON_ENV
+from .venv_probe import PIP_INSTALL_ENV
 from .envs import STAGED_FACT, staged_environment, venv_facts
 from .venv_state import STATE_SCRIPT, dist_changes, parse_state, state_failure
 from .steps import Run, probe
@@ -92,7 +93,7 @@ def plan(args: VenvUpgradeArgs, host: HostView) -> Plan:
         problem = pick_tool(args.tool, {"python": {"packages": {"pip": None}}, "uv": host.facts.get("uv")},
                             host.venv, host.python)[2]
         return TaskResult(Status.FAILED, msg=problem or f"the venv {host.venv} has no pip")
-    env = {**CLEAN_PYTHON_ENV, "TMPDIR": host.run_dir}
+    env = {**PIP_INSTALL_ENV, "TMPDIR": host.run_dir}
     names = _names(args.packages)
     res = yield Run(argv=tuple(install_argv(tool, host.python, uv, args)), env=env, cwd="/",
                     reason=f"{'upgrade' if args.upgrade else 'install'} {', '.join(args.packages)} in {host.venv}")
