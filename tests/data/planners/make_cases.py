@@ -325,7 +325,7 @@ case("pip_install", "uninstalled-by-hand-is-installed-again", args=PI, host=HP,
 USER_SITE = "/home/u/.local/lib/python3.12/site-packages"
 case("pip_install", "an-install-pip-put-in-the-user-site-fails-naming-the-cause", args=PI, host=HP,
      steps=[{"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, None)}, CHECK,
-            {"expect": {"type": "Run", "argv": INSTALL_ARGV, "env": {**PIP_ENV, "TMPDIR": "/w/runs/r1"}, "cwd": "/"}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "argv": INSTALL_ARGV, "cwd": "/"}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "mutating": False},
              "answer": STATE(REC, {"record_sha256": "s" * 64, "location": USER_SITE, "in_venv": False, "user_site": True,
                                    "prefix": "/venv"})}],
