@@ -18,6 +18,12 @@ torch is guarded three ways:
 Every other distribution's version is compared before and after (added, changed, removed are
 reported), and ``pip check`` problems the install brought are reported too. Every command runs
 from ``/`` with ``PYTHONPATH``, ``VIRTUAL_ENV`` and ``CONDA_PREFIX`` unset.
+
+The install goes into the venv whatever the login user's pip configuration says: pip runs with
+``PIP_USER=0`` (a pip.conf's ``install.user = true`` or ``PIP_USER=1`` would send it to
+``~/.local``), and an install that exits 0 but leaves the distribution outside the venv's
+``sys.prefix`` (or not on its ``sys.path``) FAILS naming the pip setting that sent it there. A copy
+outside the venv (left by such an install) is never taken for the installed wheel; it is named.
 """
 
 from __future__ import annotations
@@ -244,6 +250,9 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                   reason="who installed into this venv, for hosts of other runs sharing it")
     version = re.sub(r"\.whl$", "", posixpath.basename(wheel))
     notes = []
+    if held.get("in_venv") is False:  # the venv's copy now comes first on sys.path; the stray one stays
+        notes.append(f"a copy of {dist} outside the venv remains in {held.get('location')} (an earlier install "
+                     "there, e.g. by pip's install.user = true): remove it")
     if others:
         notes.append(f"the install also changed other packages: {', '.join(others)}")
     if new_problems:

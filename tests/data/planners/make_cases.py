@@ -339,8 +339,10 @@ case("pip_install", "a-copy-outside-the-venv-is-not-taken-for-the-install", args
             {"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, {"record_sha256": "s" * 64, "in_venv": True})}, CHECK,
             {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", "/w/installed"]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run"}, "answer": {"rc": 0}},
-            {"expect": {"type": "Put", "remote": "/w/installed/fp4_kernels.json"}, "answer": None}],
-     result={"status": "changed", "decision": {"action": "install", "why": f"installed outside the venv ({USER_SITE})"}})
+            {"expect": {"type": "Put", "remote": "/w/installed/fp4_kernels.json"}, "answer": None},
+            {"expect": {"type": "Note"}, "answer": None}],
+     result={"status": "changed", "msg": f"a copy of fp4_kernels outside the venv remains in {USER_SITE}",
+             "decision": {"action": "install", "why": f"installed outside the venv ({USER_SITE})"}})
 DAMAGED = ["fp4_kernels/_C.cpython-312-x86_64-linux-gnu.so is 1000 bytes, RECORD says 2234805"]
 case("pip_install", "a-damaged-install-is-installed-again", args=PI, host=HP,
      steps=[{"expect": {"type": "Run", "mutating": False},
