@@ -46,9 +46,10 @@ CLEAN_PYTHON_ENV: dict[str, str | None] = {"PYTHONPATH": None, "PYTHONHOME": Non
 #: install to ``~/.local/lib/pythonX.Y/site-packages`` (visible to a venv made with
 #: ``--system-site-packages``, so pip accepts it) instead of the venv, or fails an install over a
 #: copy the venv already holds ("Will not install to the user site because it will lack sys.path
-#: precedence"). pip has no ``--no-user``; an environment variable overrides every configuration
-#: file (pip's docs, "Configuration": precedence is command line, then ``PIP_<NAME>`` environment
-#: variables, then the files), so ``PIP_USER=0`` wins over any pip.conf. uv never reads pip.conf.
+#: precedence"). pip's ``--no-user`` is hidden (``SUPPRESS_HELP``: not in ``pip install --help``),
+#: so the documented way is taken: an environment variable overrides every configuration file (pip's
+#: docs, "Configuration": command line, then ``PIP_<NAME>`` environment variables, then the files),
+#: and this one replaces a login's ``PIP_USER=1``. uv never reads pip.conf.
 PIP_INSTALL_ENV: dict[str, str | None] = {**CLEAN_PYTHON_ENV, "PIP_USER": "0"}
 
 #: The first line the parent prints: the venv's python started and runs fleetctl's probe.
