@@ -37,6 +37,7 @@ from .build_keys import STAMP_NAME, build_argv, is_killed, parse_stat, ptx_targe
 from .build_meta import BuildMeta
 from .build_preflight import CLEAN_PYTHON_ENV, missing_tools
 from .causes import cause_line
+from .venv_probe import PIP_INSTALL_ENV
 from .build_record import HOOK_FILES, RECORD_NAME, compiler_mismatch, parse_record, torch_drift
 from .pytool import pick_tool
 from .steps import Emit, Fail, Get, Local, Publish, Put, PutFiles, Run, probe
@@ -112,7 +113,7 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
     if tools and args.install_build_requirements:
         install = ((uv, "pip", "install", "--python", host.python) if tool == "uv" and uv
                    else (host.python, "-m", "pip", "install", "--no-input"))
-        res = yield Run(argv=(*install, *tools), env=CLEAN_PYTHON_ENV, cwd="/",
+        res = yield Run(argv=(*install, *tools), env=PIP_INSTALL_ENV, cwd="/",
                         reason=f"install the missing build requirements {', '.join(tools)}")
         if res.rc != 0:
             return (yield from fail(f"installing the build requirements {' '.join(tools)} failed: "

@@ -18,6 +18,12 @@ torch is guarded three ways:
 Every other distribution's version is compared before and after (added, changed, removed are
 reported), and ``pip check`` problems the install brought are reported too. Every command runs
 from ``/`` with ``PYTHONPATH``, ``VIRTUAL_ENV`` and ``CONDA_PREFIX`` unset.
+
+The install goes into the venv whatever the login user's pip configuration says: pip runs with
+``PIP_USER=0`` (a pip.conf's ``install.user = true`` or ``PIP_USER=1`` would send it to
+``~/.local``), and an install that exits 0 but leaves the distribution outside the venv's
+``sys.prefix`` (or not on its ``sys.path``) FAILS naming the pip setting that sent it there. A copy
+outside the venv (left by such an install) is never taken for the installed wheel; it is named.
 """
 
 from __future__ import annotations
@@ -38,11 +44,12 @@ from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .causes import cause_line
 from .build_keys import STAMP_NAME
 from .build_preflight import CLEAN_PYTHON_ENV
+from .venv_probe import PIP_INSTALL_ENV
 from .install_target import INSTALL_RECORD, dropped_by, shared_message, target_ids, unreadable_target
 from .envs import STAGED_FACT
 from .pytool import pick_tool
 from .steps import Note, Put, Run, TargetClaim, probe
-from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, norm_dist,
+from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, misplaced, norm_dist,
                          parse_state, state_failure)
 
 _MISSING = object()
@@ -171,12 +178,13 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     damaged = held.get("damaged") or []
     same = (previous is not None and digest is not None and previous.get("sha256") == digest
             and held.get("record_sha256") and held.get("record_sha256") == previous.get("record_sha256")
-            and not damaged)
+            and not damaged and held.get("in_venv") is not False)
     if same and not host.force:
         return TaskResult(Status.OK, msg=f"{posixpath.basename(wheel)} already installed (same sha256)",
                           data={"wheel": previous.get("kept"), "sha256": digest, "skipped": True,
                                 "decision": {"action": "skip"}})
     why = ("forced" if same else "nothing installed" if not held else
+           f"installed outside the venv ({held.get('location')})" if held.get("in_venv") is False else
            f"installed files differ from their RECORD ({'; '.join(damaged)}"
            f"{'...' if held.get('n_damaged', 0) > len(damaged) else ''})" if damaged else
            "installed package differs from the wheel" if previous and previous.get("sha256") == digest else
@@ -184,7 +192,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     decision = {"action": "install", "why": why}
     # pip unpacks (and may build) in TMPDIR: the run's private folder, not a login /tmp that may be
     # small, full or noexec
-    env = {**CLEAN_PYTHON_ENV, "TMPDIR": host.run_dir}
+    env = {**PIP_INSTALL_ENV, "TMPDIR": host.run_dir}
     check_before = yield probe(check_argv(tool, host.python, uv), "pip check before the install", env=CLEAN_PYTHON_ENV,
                                cwd="/")
     constraint = None
@@ -206,7 +214,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         return TaskResult(Status.FAILED, rc=res.rc, msg=f"install failed ({tool}): "
                           f"{cause_line(res, f'{host.venv} or the TMPDIR {host.run_dir}')}{hint}",
                           data={"decision": decision})
-    assume = {**before, "dist": {**held, "record_sha256": None}}
+    assume = {**before, "dist": {**held, "record_sha256": None, "in_venv": True, "user_site": False}}
     after_res = yield Run(argv=state_argv, mutating=False, after_change=True, quiet=True, timeout_s=300,
                           env=CLEAN_PYTHON_ENV, cwd="/", reason="torch and the other distributions unchanged?",
                           assume=CommandResult(argv=[], rc=0, stdout=json.dumps(assume).encode()))
@@ -215,6 +223,10 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         return TaskResult(Status.FAILED, data={"wheel": wheel, "sha256": digest, "tool": tool, "decision": decision},
                           msg=f"installed {posixpath.basename(wheel)}, but whether torch moved is unknown: "
                               + state_failure(after, host.python, "after the install"))
+    elsewhere = misplaced(after.get("dist"), dist, host.venv, tool)
+    if elsewhere:  # pip exited 0, but not into this venv: verify would fail naming no cause
+        return TaskResult(Status.FAILED, msg=elsewhere, data={"wheel": wheel, "sha256": digest, "tool": tool,
+                                                              "decision": decision})
     check_after = yield Run(argv=tuple(check_argv(tool, host.python, uv)), mutating=False, after_change=True, quiet=True,
                             env=CLEAN_PYTHON_ENV, cwd="/", reason="pip check after the install")
     old_problems = set(check_problems(check_before))
@@ -246,6 +258,9 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                   reason="who installed into this venv, for hosts of other runs sharing it")
     version = re.sub(r"\.whl$", "", posixpath.basename(wheel))
     notes = []
+    if held.get("in_venv") is False:  # the venv's copy now comes first on sys.path; the stray one stays
+        notes.append(f"a copy of {dist} outside the venv remains in {held.get('location')} (an earlier install "
+                     "there, e.g. by pip's install.user = true): remove it")
     if others:
         notes.append(f"the install also changed other packages: {', '.join(others)}")
     if new_problems:

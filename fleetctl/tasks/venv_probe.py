@@ -40,6 +40,18 @@ from .steps import Run, probe
 CLEAN_PYTHON_ENV: dict[str, str | None] = {"PYTHONPATH": None, "PYTHONHOME": None, "VIRTUAL_ENV": None,
                                            "CONDA_PREFIX": None, "CONDA_DEFAULT_ENV": None}
 
+#: The environment of every ``pip install`` into the venv: :data:`CLEAN_PYTHON_ENV` with pip's
+#: user-site install switched off. A per-user ``[install] user = true`` in pip.conf
+#: (``~/.config/pip/pip.conf``) or ``PIP_USER=1`` in the login environment otherwise sends the
+#: install to ``~/.local/lib/pythonX.Y/site-packages`` (visible to a venv made with
+#: ``--system-site-packages``, so pip accepts it) instead of the venv, or fails an install over a
+#: copy the venv already holds ("Will not install to the user site because it will lack sys.path
+#: precedence"). pip's ``--no-user`` is hidden (``SUPPRESS_HELP``: not in ``pip install --help``),
+#: so the documented way is taken: an environment variable overrides every configuration file (pip's
+#: docs, "Configuration": command line, then ``PIP_<NAME>`` environment variables, then the files),
+#: and this one replaces a login's ``PIP_USER=1``. uv never reads pip.conf.
+PIP_INSTALL_ENV: dict[str, str | None] = {**CLEAN_PYTHON_ENV, "PIP_USER": "0"}
+
 #: The first line the parent prints: the venv's python started and runs fleetctl's probe.
 STARTED = "@@FLEETCTL_PROBE_STARTED@@"
 

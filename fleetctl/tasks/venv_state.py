@@ -137,8 +137,16 @@ try:
                 continue
             if size != int(parts[2]):
                 damaged.append("%s is %d bytes, RECORD says %s" % (parts[0], size, parts[2]))
+        # inside the venv (sys.prefix), or somewhere sys.path reaches from it: the user site
+        # (~/.local/lib/pythonX.Y/site-packages, where pip's install.user = true puts it) or a
+        # --system-site-packages base
+        import site
+        prefix, real = os.path.realpath(sys.prefix), os.path.realpath(location)
+        user = getattr(site, "USER_SITE", None)
         out["dist"] = {"version": version, "location": location, "damaged": damaged[:5], "n_damaged": len(damaged),
-                       "record_sha256": hashlib.sha256("\n".join(lines).encode()).hexdigest()}
+                       "record_sha256": hashlib.sha256("\n".join(lines).encode()).hexdigest(),
+                       "in_venv": real == prefix or real.startswith(prefix.rstrip(os.sep) + os.sep),
+                       "user_site": isinstance(user, str) and os.path.realpath(user) == real, "prefix": sys.prefix}
 except Exception:
     pass
 spec = importlib.util.find_spec("torch")
@@ -236,3 +244,29 @@ def dist_changes(before: dict[str, str], after: dict[str, str], own: str) -> lis
 def norm_dist(name: str) -> str:
     """A distribution name normalised (PEP 503: runs of ``-_.`` to ``-``, lower case)."""
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def misplaced(dist_state: dict[str, Any] | None, dist: str, venv: str, tool: str) -> str | None:
+    """Why an install that exited 0 did not put ``dist`` into ``venv`` (one line), or ``None``:
+    :data:`STATE_SCRIPT`'s ``dist`` after the install is not found on the venv's ``sys.path`` at
+    all, or found outside ``sys.prefix``. The causes are pip's configuration (pip's docs,
+    "Configuration" and ``pip install --help``): ``[install] user = true`` in a pip.conf or
+    ``PIP_USER=1`` put it in the user site (``~/.local/lib/pythonX.Y/site-packages``, which a venv
+    made with ``--system-site-packages`` sees, so pip accepts it); ``target``/``prefix``/``root``
+    (or ``PIP_TARGET``/``PIP_PREFIX``/``PIP_ROOT``) put it elsewhere. Other accounts using the
+    venv would get nothing, so the install is a failure, not a success."""
+    if dist_state is None:
+        return (f"{tool} reported {dist} installed, but {venv} does not hold it (not on its sys.path): a pip "
+                "configuration sent it elsewhere (install.target, install.prefix or install.root in a pip.conf, or "
+                "PIP_TARGET/PIP_PREFIX/PIP_ROOT in the login environment); remove that setting for this venv")
+    if dist_state.get("in_venv") is not False:
+        return None
+    where = dist_state.get("location")
+    if dist_state.get("user_site"):
+        return (f"{tool} put {dist} into the user site {where}, not the venv {venv}: the login user's pip "
+                "configuration asks for user installs (install.user = true in a pip.conf such as "
+                "~/.config/pip/pip.conf, or PIP_USER=1); other accounts using the venv get nothing; remove that "
+                f"setting (or the copy: rm -r {where}/{dist}*) and deploy again")
+    return (f"{tool} put {dist} into {where}, outside the venv {venv} (sys.prefix {dist_state.get('prefix')}): a pip "
+            "configuration sent it there (install.target, install.prefix or install.root in a pip.conf, or "
+            "PIP_TARGET/PIP_PREFIX/PIP_ROOT in the login environment)")

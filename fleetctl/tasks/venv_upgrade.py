@@ -22,6 +22,7 @@ from .argtypes import ActionArgs, argv_list
 from .base import Action, HostView, Plan, TaskResult
 from .causes import cause_line
 from .build_preflight import CLEAN_PYTHON_ENV
+from .venv_probe import PIP_INSTALL_ENV
 from .envs import STAGED_FACT, staged_environment, venv_facts
 from .venv_state import STATE_SCRIPT, dist_changes, parse_state, state_failure
 from .steps import Run, probe
@@ -93,7 +94,7 @@ def plan(args: VenvUpgradeArgs, host: HostView) -> Plan:
         problem = pick_tool(args.tool, {"python": {"packages": {"pip": None}}, "uv": host.facts.get("uv")},
                             host.venv, host.python)[2]
         return TaskResult(Status.FAILED, msg=problem or f"the venv {host.venv} has no pip")
-    env = {**CLEAN_PYTHON_ENV, "TMPDIR": host.run_dir}
+    env = {**PIP_INSTALL_ENV, "TMPDIR": host.run_dir}
     names = _names(args.packages)
     res = yield Run(argv=tuple(install_argv(tool, host.python, uv, args)), env=env, cwd="/",
                     reason=f"{'upgrade' if args.upgrade else 'install'} {', '.join(args.packages)} in {host.venv}")

@@ -315,6 +315,7 @@ HP = {"facts": FACTS90, "files": {WHEEL: SHA}}
 STATE_ARGV = ["/venv/bin/python3", "-c", __import__("fleetctl.tasks.pip_install", fromlist=["_"]).STATE_SCRIPT,
               "fp4_kernels", "/w/installed/fp4_kernels.json", f"{DEST}/.fleetctl-build.json"]
 CLEAN_ENV = {"PYTHONPATH": None, "PYTHONHOME": None, "VIRTUAL_ENV": None, "CONDA_PREFIX": None, "CONDA_DEFAULT_ENV": None}
+PIP_ENV = {**CLEAN_ENV, "PIP_USER": "0"}  # a pip.conf's install.user = true must not send the install to ~/.local
 case("pip_install", "same-wheel-installed-is-skipped", args=PI, host=HP,
      steps=[{"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV, "env": CLEAN_ENV, "cwd": "/"},
              "answer": STATE(REC, {"version": "0.1.0", "record_sha256": "r" * 64})}],
@@ -324,18 +325,39 @@ CHECK = {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-m", "pip", "c
          "answer": {"rc": 0, "stdout": "No broken requirements found.\n"}}
 case("pip_install", "uninstalled-by-hand-is-installed-again", args=PI, host=HP,
      steps=[{"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, None)}, CHECK,
-            {"expect": {"type": "Run", "argv": INSTALL_ARGV, "env": {**CLEAN_ENV, "TMPDIR": "/w/runs/r1"}, "cwd": "/"}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "argv": INSTALL_ARGV, "env": {**PIP_ENV, "TMPDIR": "/w/runs/r1"}, "cwd": "/"}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, {"record_sha256": "s" * 64})}, CHECK,
             {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", "/w/installed"]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run"}, "answer": {"rc": 0}},
             {"expect": {"type": "Put", "remote": "/w/installed/fp4_kernels.json"}, "answer": None}],
      result={"status": "changed", "msg": "torch 2.11.0+cu130 unchanged", "decision": {"action": "install", "why": "nothing installed"}})
+USER_SITE = "/home/u/.local/lib/python3.12/site-packages"
+case("pip_install", "an-install-pip-put-in-the-user-site-fails-naming-the-cause", args=PI, host=HP,
+     steps=[{"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, None)}, CHECK,
+            {"expect": {"type": "Run", "argv": INSTALL_ARGV, "cwd": "/"}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "mutating": False},
+             "answer": STATE(REC, {"record_sha256": "s" * 64, "location": USER_SITE, "in_venv": False, "user_site": True,
+                                   "prefix": "/venv"})}],
+     result={"status": "failed", "msg": f"pip put fp4_kernels into the user site {USER_SITE}, not the venv /venv: the login "
+                                        "user's pip configuration asks for user installs (install.user = true"})
+case("pip_install", "a-copy-outside-the-venv-is-not-taken-for-the-install", args=PI, host=HP,
+     steps=[{"expect": {"type": "Run", "mutating": False},
+             "answer": STATE(REC, {"version": "0.1.0", "record_sha256": "r" * 64, "location": USER_SITE, "in_venv": False,
+                                   "user_site": True, "prefix": "/venv"})}, CHECK,
+            {"expect": {"type": "Run", "argv": INSTALL_ARGV, "env": {**PIP_ENV, "TMPDIR": "/w/runs/r1"}, "cwd": "/"}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, {"record_sha256": "s" * 64, "in_venv": True})}, CHECK,
+            {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", "/w/installed"]}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run"}, "answer": {"rc": 0}},
+            {"expect": {"type": "Put", "remote": "/w/installed/fp4_kernels.json"}, "answer": None},
+            {"expect": {"type": "Note"}, "answer": None}],
+     result={"status": "changed", "msg": f"a copy of fp4_kernels outside the venv remains in {USER_SITE}",
+             "decision": {"action": "install", "why": f"installed outside the venv ({USER_SITE})"}})
 DAMAGED = ["fp4_kernels/_C.cpython-312-x86_64-linux-gnu.so is 1000 bytes, RECORD says 2234805"]
 case("pip_install", "a-damaged-install-is-installed-again", args=PI, host=HP,
      steps=[{"expect": {"type": "Run", "mutating": False},
              "answer": STATE(REC, {"version": "0.1.0", "record_sha256": "r" * 64, "damaged": DAMAGED, "n_damaged": 1})},
             CHECK,
-            {"expect": {"type": "Run", "argv": INSTALL_ARGV, "env": {**CLEAN_ENV, "TMPDIR": "/w/runs/r1"}, "cwd": "/"}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "argv": INSTALL_ARGV, "env": {**PIP_ENV, "TMPDIR": "/w/runs/r1"}, "cwd": "/"}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, {"record_sha256": "s" * 64})}, CHECK,
             {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", "/w/installed"]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run"}, "answer": {"rc": 0}},
