@@ -39,12 +39,14 @@ print(json.dumps(out))
 
 
 def test_install_state_finds_each_distribution_as_importlib_metadata_does(tmp_path):
+    # both run outside the checkout: from its root, sys.path[0] = '' finds the fleetctl.egg-info that
+    # `pip install -e .` leaves there (a distribution outside the venv, which the state probe says)
     expected = json.loads(subprocess.run([sys.executable, "-c", REFERENCE, *DISTS], check=True, capture_output=True,
-                                         text=True).stdout)
+                                         text=True, cwd=tmp_path).stdout)
     assert expected["pip"] and expected["torch"] and expected["no-such-dist"] is None
     for name in DISTS:
         got = json.loads(subprocess.run([sys.executable, "-c", STATE_SCRIPT, name, str(tmp_path / "none.json")],
-                                        check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+                                        check=True, capture_output=True, text=True, cwd=tmp_path).stdout.splitlines()[-1])
         where = ("in_venv", "user_site", "prefix")  # where it lies (read below), not importlib.metadata's
         dist = got["dist"] and {k: v for k, v in got["dist"].items() if k not in ("damaged", "n_damaged", *where)}
         assert dist == expected[name], name
