@@ -103,3 +103,33 @@ def test_a_killed_api_deploy_is_read_with_its_hosts_final_statuses(tmp_path):
     show = fleetctl("runs", "show", run_id, home=tmp_path, timeout_s=60)
     rows = {line.split()[0]: line.split()[1] for line in show.stdout.splitlines() if line.startswith("g0")}
     assert rows == {"g01": "interrupted", "g02": "failed", "g03": "failed"}, show.stdout
+
+
+def test_sigterm_during_facts_with_a_hung_login_shell_records_that_host_interrupted(sshd_farm, tmp_path):
+    """The trial's case: ``timeout 150 fleetctl facts`` with one host's login shell hung (its
+    ``~/.bashrc`` sleeps): g01 answers, g02 prints nothing; the SIGTERM leaves g02 interrupted."""
+    from tests.test_login_stall_e2e import SlowRc
+
+    host = sshd_farm.start("int-facts", shell="bash")
+    inv = write_inventory(tmp_path / "inv.yaml", {"gpu": {
+        "g01": {"ansible_connection": "local", "workdir": str(tmp_path / "w-g01")},
+        "g02": host.inventory_vars(sshd_farm.known_hosts)}})
+    env = {**os.environ, "FLEETCTL_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    with SlowRc(host, "bash", "sleep 60\n"):
+        proc = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "facts", "--hosts", "gpu"],
+                                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            def ready() -> bool:  # g01 done and on disk; g02 under way
+                st = {h: o.get("status") for h, o in _hosts(tmp_path).items()}
+                return st.get("g01") == "ok" and st.get("g02") == "running"
+            assert wait_for(ready, 60), proc.stderr.read() if proc.poll() is not None else _hosts(tmp_path)
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            _stop(proc)
+    assert proc.returncode == 143 and "terminated (SIGTERM)" in err, err[-2000:]
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    assert (record["status"], record["hosts"]["g01"]["status"], record["hosts"]["g02"]["status"]) == \
+        ("interrupted", "ok", "interrupted")
+    logs = fleetctl("logs", record["run_id"], home=tmp_path, timeout_s=60)
+    assert "g02: interrupted: run interrupted" in logs.stdout.splitlines(), logs.stdout + logs.stderr
