@@ -77,7 +77,10 @@ def new_run(kind: str, *, command: Sequence[str], observers: Iterable[Any] = (),
 
 
 def finish_run(run, observers, status: str) -> None:
-    """Close the run: status, end time, observers flushed; then the run records past the
+    """Close the run: status, end time, observers flushed (an ``interrupted`` run first records
+    each host still running as ``interrupted``, or ``not started`` when it had not started:
+    :func:`fleetctl.engine.outcomes.interrupt_rest`, and puts them in ``failed_hosts``, the retry
+    set); then the run records past the
     retention policy are pruned (:mod:`fleetctl.reporting.prune`; never this run, never one in
     progress; a record that cannot be removed is a warning on stderr, the run's status stands)."""
     from ..engine.model import utc_now
@@ -85,6 +88,12 @@ def finish_run(run, observers, status: str) -> None:
     from ..reporting.prune import prune_runs
     from ..util.retention import policy_from_env
 
+    if status == "interrupted":  # no host of an ended run stays "running"
+        from ..engine.outcomes import interrupt_rest
+
+        interrupt_rest(run, observers)
+        run.failed_hosts = list(dict.fromkeys([*run.failed_hosts,
+                                               *(h for h, o in run.hosts.items() if o.status != "ok")]))
     run.status, run.finished = status, utc_now()
     observers.emit("run.finished", status=status)
     observers.close()

@@ -23,8 +23,11 @@ class HostResult:
 
     Attributes:
         host: the inventory name.
-        status: ``"ok"``, ``"failed"`` (including a host not started because an earlier batch
-            failed, or interrupted) or ``"unreachable"``.
+        status: the host's status as run.json and ``--json`` hold it
+            (:data:`fleetctl.engine.model.HostStatus`, docs/contracts.md): ``"ok"``,
+            ``"failed"``, ``"unreachable"``, ``"not started"`` (an earlier batch failed past
+            ``max_fail_percentage``, or the run was interrupted before it) or ``"interrupted"``
+            (stopped by Ctrl-C/SIGTERM while in progress).
         error: for a failure, one line (the failing task and its cause); else None.
         rc: ``run``: the command's exit status (None when it did not exit: a signal, a timeout,
             unreachable).
@@ -64,11 +67,6 @@ class HostResult:
         return list(self.outcome.tasks) if self.outcome is not None else []
 
 
-def host_status(status: str) -> str:
-    """A recorded host status as one of ``ok``, ``failed``, ``unreachable``."""
-    return status if status in ("ok", "unreachable") else "failed"
-
-
 class RunResult(Mapping[str, HostResult]):
     """One run: ``result["gpu01"]`` is that host's :class:`HostResult`, in inventory order.
 
@@ -90,7 +88,7 @@ class RunResult(Mapping[str, HostResult]):
             stdout, stderr = (outputs or {}).get(name, ("", ""))
             facts = HostFacts.from_outcome(name, out) if out.facts is not None else None
             self._hosts[name] = HostResult(
-                host=name, status=host_status(out.status), error=redact(out.error) if out.error else None,
+                host=name, status=out.status, error=redact(out.error) if out.error else None,
                 rc=out.rc, signal=out.signal, stdout=redact(stdout), stderr=redact(stderr),
                 duration_s=out.duration_s, facts=facts, files=tuple(getattr(out, "files", None) or ()),
                 bytes=int(getattr(out, "bytes", None) or 0), outcome=out)
@@ -121,8 +119,20 @@ class RunResult(Mapping[str, HostResult]):
 
     @property
     def failed(self) -> list[str]:
-        """Hosts that failed (reached, then a task or the command failed; or never started), in order."""
+        """Hosts that failed (reached, then a task or the command failed), in order; hosts not
+        started or interrupted are apart (:attr:`not_started`, :attr:`interrupted`)."""
         return [h for h, r in self._hosts.items() if r.status == "failed"]
+
+    @property
+    def not_started(self) -> list[str]:
+        """Hosts the run never started on (a failed batch stopped the later ones; an interrupted
+        run had not reached them), in order."""
+        return [h for h, r in self._hosts.items() if r.status == "not started"]
+
+    @property
+    def interrupted(self) -> list[str]:
+        """Hosts a Ctrl-C or SIGTERM stopped while they were in progress, in order."""
+        return [h for h, r in self._hosts.items() if r.status == "interrupted"]
 
     @property
     def unreachable(self) -> list[str]:
@@ -160,8 +170,11 @@ class RunResult(Mapping[str, HostResult]):
         raise HostsFailed(f"run {self.run_id}: {what}" + (f": {lines}" if lines else ""), self)
 
     def summary(self) -> str:
-        """``ok N, failed N, unreachable N`` (the CLI's summary line)."""
-        return f"ok {len(self.succeeded)}, failed {len(self.failed)}, unreachable {len(self.unreachable)}"
+        """``ok N, failed N, unreachable N`` (then ``not started N``, ``interrupted N`` when
+        any): the CLI's summary line (:func:`fleetctl.reporting.gathered.summary_line`)."""
+        from ..reporting.gathered import summary_line
+
+        return summary_line(self.model.hosts)
 
     def __repr__(self) -> str:
         return f"<RunResult {self.run_id} {self.kind} {self.mode} {self.status}: {self.summary()}>"

@@ -88,10 +88,10 @@ def _unreached(run_id: str) -> list[str]:
 
 def _host_reason(run_id: str, host: str) -> str | None:
     """``HOST: unreachable: CAUSE`` for a host of the run that printed nothing, from run.json."""
-    from ..reporting.history import load_run
+    from ..reporting.history import load_run, settled
 
     try:
-        h = (load_run(run_id).get("hosts") or {}).get(host)
+        h = (settled(load_run(run_id)).get("hosts") or {}).get(host)
     except (OSError, ValueError):
         return None
     if not isinstance(h, dict) or h.get("status") in (None, "ok", "changed"):

@@ -32,8 +32,8 @@ def runs(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"{s['run_id']}  {s['what']:16} {s['status']:12} {s['hosts']} hosts  {s['failed']} failed{later}")
 
 
-#: Host states of a run that are counted apart from ``failed``: they did not fail.
-_APART = ("interrupted", "not started")
+#: Host states counted as ``failed``.
+_FAILED = ("failed", "unreachable")
 
 
 def _summary(r: dict) -> dict:
@@ -42,18 +42,22 @@ def _summary(r: dict) -> dict:
     ``not_started`` the hosts the run never started on (the batches a failed canary stopped:
     ``--serial``, ``max_fail_percentage``; the hosts an interrupted run had not reached). All three
     are in the record's ``failed_hosts`` (the retry set deploys them again), but only the first
-    failed: an operator who pressed Ctrl-C is not told that hosts failed."""
-    from ..reporting.history import shown_status
+    failed: an operator who pressed Ctrl-C is not told that hosts failed. The counts come from the
+    hosts' statuses (a run killed before it wrote ``failed_hosts`` counts its failures all the
+    same), as :func:`~fleetctl.reporting.history.settled` reads them (a run whose controller is
+    gone: its hosts still ``running`` are ``interrupted``)."""
+    from ..reporting.history import settled
 
+    r = settled(r)
     kind = r.get("kind", "?")
     mode = r.get("mode", "apply")
     hosts = r.get("hosts", {})
     status = {h: o.get("status") if isinstance(o, dict) else None for h, o in hosts.items()}
     not_started = sum(1 for st in status.values() if st == "not started")
     interrupted = sum(1 for st in status.values() if st == "interrupted")
-    failed = sum(1 for h in r.get("failed_hosts") or [] if status.get(h) not in _APART)
+    failed = sum(1 for st in status.values() if st in _FAILED)
     return {"run_id": r.get("run_id"), "kind": kind, "mode": mode,
-            "what": kind if mode == "apply" else f"{kind} ({mode})", "status": shown_status(r),
+            "what": kind if mode == "apply" else f"{kind} ({mode})", "status": r.get("status", "?"),
             "started": r.get("started"), "finished": r.get("finished"), "hosts": len(hosts),
             "failed": failed, "interrupted": interrupted, "not_started": not_started, "playbook": r.get("playbook"),
             "pattern": r.get("pattern")}
@@ -100,7 +104,7 @@ def runs_prune(keep: str | None, older_than: str | None, dry_run: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="The run's run.json as it is.")
 def runs_show(run_id: str, as_json: bool) -> None:
     """One run: its header, a table of hosts, the failures' causes folded, where to look next."""
-    from ..reporting.history import load_run, runs_root, shown_status, valid_run_id
+    from ..reporting.history import load_run, runs_root, settled, valid_run_id
 
     if not valid_run_id(run_id) or not (runs_root() / run_id / "run.json").exists():
         raise fail_input(f"no run {run_id!r} in {runs_root()} (fleetctl runs lists them)")
@@ -115,5 +119,6 @@ def runs_show(run_id: str, as_json: bool) -> None:
         raise fail_input(f"run {run_id}: run.json is not an object")
     from ..reporting.runshow import render
 
-    for line in render(record, shown_status(record)):
+    record = settled(record)  # a run whose controller is gone: its hosts still running are interrupted
+    for line in render(record, str(record.get("status", "?"))):
         click.echo(line)

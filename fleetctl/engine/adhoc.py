@@ -15,7 +15,7 @@ from ..connection.base import OutputLine
 from ..connection.registry import ConnectOptions
 from ..errors import CommandTimeout, FleetError, HostUnreachable, host_message
 from .fanout import for_each_host
-from .model import RunModel
+from .model import RunModel, utc_now
 from .observer import Observers
 from .scopes import enter_scopes, prepare_hosts
 from .session import HostSession, host_ref, unreachable_facts
@@ -49,7 +49,7 @@ async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunMod
 
         async def one(host: Any) -> None:
             out = run.host(host.name)
-            t0 = time.monotonic()
+            t0, out.started = time.monotonic(), utc_now()  # started: interrupted, not "not started", if cut off
             observers.emit("host.started", host.name)
             conn = None
             try:
@@ -108,7 +108,7 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
 
         async def one(host: Any) -> None:
             out = run.host(host.name)
-            t0 = time.monotonic()
+            t0, out.started = time.monotonic(), utc_now()  # started: interrupted, not "not started", if cut off
             observers.emit("host.started", host.name)
             session: HostSession | None = None
             try:

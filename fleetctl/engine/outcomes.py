@@ -94,3 +94,21 @@ def interrupted(run: RunModel, observers: Observers, batch: Sequence[Any]) -> No
             out.duration_s = round((dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(out.started))
                                    .total_seconds(), 3)
             observers.emit("host.interrupted", h.name)
+
+
+def interrupt_rest(run: RunModel, observers: Observers) -> None:
+    """The run ends ``interrupted`` (Ctrl-C, SIGTERM, an error escaping the engine), whichever path
+    ran it (a playbook's batches, ``facts``, ``run``, ``copy``): every host still ``running`` is
+    ``interrupted`` when it had started (as :func:`interrupted`), ``not started`` otherwise (as
+    :func:`not_started`), so that no host of an ended run is left ``running`` (the README's
+    "hosts a Ctrl-C stopped are counted interrupted")."""
+    interrupted(run, observers, [_Name(n) for n in run.hosts])
+    not_started(run, [_Name(n) for n, o in run.hosts.items() if o.status == "running"],
+                "the run was interrupted before this host started")
+
+
+class _Name:
+    """A host name where :func:`interrupted` and :func:`not_started` take hosts (``.name``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name

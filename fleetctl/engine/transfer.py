@@ -44,7 +44,7 @@ from ..connection.registry import ConnectOptions
 from ..errors import CommandTimeout, FleetError, HostUnreachable, InputError, TransferError, host_message
 from .fanout import for_each_host
 from .fetch_paths import FetchSource, check_fetch, host_src, local_dest
-from .model import RunModel
+from .model import RunModel, utc_now
 from .observer import Observers
 from .scopes import enter_scopes, prepare_hosts
 from .session import host_ref
@@ -243,7 +243,7 @@ async def _host(run: RunModel, observers: Observers, host: Any, unavailable: dic
     time and events; the connection closed whatever happens."""
     out = run.host(host.name)
     out.files, out.bytes = [], 0
-    t0 = time.monotonic()
+    t0, out.started = time.monotonic(), utc_now()  # started: interrupted, not "not started", if cut off
     observers.emit("host.started", host.name)
     conn_box: list = []
     try:

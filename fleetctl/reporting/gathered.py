@@ -78,9 +78,10 @@ def render_blocks(blocks: list[Block]) -> str:
 
 
 def summary_line(hosts: Mapping[str, Any]) -> str:
-    """``ok N, failed N, unreachable N`` over the hosts' outcomes (every host counts once)."""
-    counts = {"ok": 0, "failed": 0, "unreachable": 0}
+    """``ok N, failed N, unreachable N``, then ``not started N`` and ``interrupted N`` when any,
+    over the hosts' outcomes (every host counts once, by its status as run.json holds it)."""
+    counts = {"ok": 0, "failed": 0, "unreachable": 0, "not started": 0, "interrupted": 0}
     for out in hosts.values():
         status = getattr(out, "status", None)
-        counts["ok" if status == "ok" else "unreachable" if status == "unreachable" else "failed"] += 1
-    return ", ".join(f"{k} {v}" for k, v in counts.items())
+        counts[status if status in counts else "failed"] += 1
+    return ", ".join(f"{k} {v}" for k, v in counts.items() if v or k in ("ok", "failed", "unreachable"))

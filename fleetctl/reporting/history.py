@@ -89,6 +89,24 @@ def shown_status(record: dict) -> str:
     return status if _alive(pid, start if isinstance(start, int) else None) else GONE
 
 
+def settled(record: dict) -> dict:
+    """The record as listings read it: when :func:`shown_status` says the controller is gone, a
+    copy whose run ``status`` is :data:`GONE` and whose hosts still ``running`` are what the
+    controller would have recorded had it ended on SIGTERM (:func:`fleetctl.engine.outcomes.
+    interrupt_rest`): ``interrupted`` when they had started, ``not started`` otherwise. Any other
+    record is returned as it is. Nothing is rewritten."""
+    status = shown_status(record)
+    if status != GONE or not isinstance(record.get("hosts"), dict):
+        return record
+    hosts = {}
+    for name, h in record["hosts"].items():
+        if isinstance(h, dict) and h.get("status") == "running":
+            h = {**h, "status": "interrupted" if h.get("started") else "not started",
+                 "error": h.get("error") or "the controller is gone (killed before it could say so)"}
+        hosts[name] = h
+    return {**record, "status": status, "hosts": hosts}
+
+
 def load_run(run_id: str, root: Path | None = None) -> dict:
     """One run's ``run.json``.
 

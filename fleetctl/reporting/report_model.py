@@ -112,6 +112,9 @@ def load_report(run_dir: Path, *, version: str = "") -> Report:
     run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     if not isinstance(run, dict):
         raise ValueError(f"{run_dir / 'run.json'}: not a JSON object")
+    from .history import settled
+
+    run = settled(run)  # a run whose controller is gone: its hosts still running are interrupted
     hosts: dict[str, dict[str, Any]] = run.get("hosts") or {}
     many = len(hosts) > MANY_HOSTS
     logs: dict[str, LogInfo] = {}
