@@ -110,6 +110,13 @@ class ClassCoordinator:
         #: hosts whose builder-only question (:class:`~fleetctl.tasks.steps.BuilderProbe`) waited
         #: for their role: planned again when it makes them the builder
         self._deferred: set[str] = set()
+        #: (host, key) -> why the host, its class's builder, does not reach what CMake downloads: it
+        #: receives the class's wheel, or fails with that cause when no member can build it
+        self.unreached: dict[tuple[str, str], str] = {}
+        #: hosts to ask their builder-only question now (:meth:`asking`), and the classes whose
+        #: members that may build were all asked at once (:meth:`cannot_reach`)
+        self._asking: set[str] = set()
+        self._rounds: set[str] = set()
 
     def builder_of(self, key: str) -> str | None:
         """The member that builds (or serves) class ``key``'s wheel, once the class is assigned."""
@@ -187,6 +194,7 @@ class ClassCoordinator:
             return "reuse" if holds else "push" if self._cached(key) is not None else "build"
         if force:
             self.fresh.add(key)
+        can_build = can_build and (host, key) not in self.unreached
         self.requests[host] = _Request(key, holds, build_host, can_build, origin if holds else None)
         got = self.assigned.get(host)
         cached = self._cached(key)
@@ -207,6 +215,39 @@ class ClassCoordinator:
             return True
         self._deferred.add(host)
         return False
+
+    def cannot_reach(self, host: str, key: str, why: str) -> str:
+        """``host``, planned as class ``key``'s builder, does not reach what CMake would download
+        (no ``fetch_mirror``; ``why``: one line naming each dependency): it cannot build, but may receive the wheel another member builds, as
+        a member that fails the build preflight does. The first time in a class, every other member
+        that may build is made a provisional builder and asked at once (:meth:`asking`: one round
+        of probes, up to :data:`fleetctl.util.reachprobe.TIMEOUT_S` seconds, not one per member in
+        turn); :meth:`assign` then picks the builder among those that reach. Returns ``host``'s
+        role for now: ``"push"`` while a member may build, else ``"build"`` (it fails with its
+        own cause; with other members, each does: the class's "no host ... can build" line)."""
+        self.unreached[(host, key)] = why
+        if host in self.requests:
+            self.requests[host].can_build = False
+        able = [h for h, (k, _) in self.assigned.items()
+                if k == key and h != host and (h, key) not in self.unreached and self._can_build(h)]
+        if key not in self._rounds:
+            self._rounds.add(key)
+            for h in able:
+                self.assigned[h] = (key, "build")
+            self._asking.update(able)
+        return "push" if able else "build"
+
+    def asking(self, hosts: list[str]) -> set[str]:
+        """The hosts of ``hosts`` to plan again before the group's plans are final, all at once:
+        builders whose builder-only question waited for their role, and the members asked after
+        their class's builder could not reach (:meth:`cannot_reach`)."""
+        now = {h for h in hosts if h in self._asking}
+        self._asking -= now
+        return now
+
+    def due(self, hosts: list[str]) -> bool:
+        """Whether hosts of ``hosts`` are still to be asked (:meth:`asking`)."""
+        return any(h in self._asking for h in hosts)
 
     def withdraw(self, host: str) -> None:
         """``host``'s plan failed before any command would run (a preflight of another task): it
@@ -266,6 +307,7 @@ class ClassCoordinator:
                 self.assigned[h] = (key, r)
         deferred = {h for h in hosts if h in self._deferred and self.assigned.get(h, ("", ""))[1] == "build"}
         self._deferred -= set(hosts)
+        self._asking |= deferred
         return ({h for h in hosts if h in self.assigned and self.answered.get(h) != self.assigned[h][1]}
                 | deferred | self.targets.changed(hosts))
 
