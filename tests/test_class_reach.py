@@ -146,3 +146,12 @@ def test_a_one_host_class_whose_host_cannot_reach_fails_with_the_cause(fake_kind
         model, _ = run(pb, hosts, mode=mode)
         assert model.hosts["n1"].status == "failed" and "cannot download repo-cutlass" in model.hosts["n1"].error
         assert "set the host var fetch_mirror" in model.hosts["n1"].error, mode
+
+
+def test_a_builder_without_a_route_in_a_group_of_forks_receives_the_wheel_its_group_builds(fake_kind, tmp_path):
+    pb, hosts = fleet(tmp_path, ["n1", "n2", "n3"], offline={"n1", "n3"})
+    for mode in ("plan", "apply"):  # groups of two (forks): n3 is planned after n1 and n2
+        model, _ = run(pb, hosts, mode=mode, forks=2)
+        assert {h: o.status for h, o in model.hosts.items()} == dict.fromkeys(["n1", "n2", "n3"], "ok"), mode
+        assert actions(model) == {"n1": "push", "n2": "build", "n3": "push"}, mode
+    assert asked("n3") == 0

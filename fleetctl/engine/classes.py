@@ -117,6 +117,8 @@ class ClassCoordinator:
         #: members that may build were all asked at once (:meth:`cannot_reach`)
         self._asking: set[str] = set()
         self._rounds: set[str] = set()
+        #: key -> the members its latest :meth:`assign` gave roles (the group being planned)
+        self._members: dict[str, list[str]] = {}
 
     def builder_of(self, key: str) -> str | None:
         """The member that builds (or serves) class ``key``'s wheel, once the class is assigned."""
@@ -228,8 +230,8 @@ class ClassCoordinator:
         self.unreached[(host, key)] = why
         if host in self.requests:
             self.requests[host].can_build = False
-        able = [h for h, (k, _) in self.assigned.items()
-                if k == key and h != host and (h, key) not in self.unreached and self._can_build(h)]
+        able = [h for h in self._members.get(key, ())  # of the group planned with it, still at work
+                if h != host and h not in self._gone and (h, key) not in self.unreached and self._can_build(h)]
         if key not in self._rounds:
             self._rounds.add(key)
             for h in able:
@@ -268,6 +270,7 @@ class ClassCoordinator:
         for h in sorted((h for h in hosts if h in self.requests), key=lambda h: self.order.get(h, 1 << 30)):
             by_key.setdefault(self.requests[h].key, []).append(h)
         for key, members in by_key.items():
+            self._members[key] = members
             holders = [h for h in members if self.requests[h].holds]
             lacking = [h for h in members if not self.requests[h].holds]
             building = self._builder.get(key)
