@@ -15,6 +15,9 @@ anything is built, so that ``--plan``, ``--dry-run`` and the deploy agree:
   a member, else the first member in inventory order, among those that passed the build
   preflight; the others ``push``; when no member passed it, every member is its own ``build``er
   and fails with its own preflight's line (``--plan`` says so per host, never ``push``);
+- a builder that does not reach what CMake downloads (no ``fetch_mirror``) receives the wheel
+  instead; the group's other members that may build are then asked at once and the first that
+  reaches builds; when none does, each fails with its own cause (:meth:`ClassCoordinator.cannot_reach`);
 - but a host is never pushed a wheel it built: a member lacking the wheel that built the one the
   class would hand it (the cache's record, or the serving member's stamp, says so) builds again,
   and the members lacking the wheel get this run's (:meth:`ClassCoordinator.lost_own`).
@@ -220,11 +223,13 @@ class ClassCoordinator:
 
     def cannot_reach(self, host: str, key: str, why: str) -> str:
         """``host``, planned as class ``key``'s builder, does not reach what CMake would download
-        (no ``fetch_mirror``; ``why``: one line naming each dependency): it cannot build, but may receive the wheel another member builds, as
-        a member that fails the build preflight does. The first time in a class, every other member
-        that may build is made a provisional builder and asked at once (:meth:`asking`: one round
-        of probes, up to :data:`fleetctl.util.reachprobe.TIMEOUT_S` seconds, not one per member in
-        turn); :meth:`assign` then picks the builder among those that reach. Returns ``host``'s
+        (no ``fetch_mirror``; ``why``: one line naming each dependency): it cannot build, but may
+        receive the wheel another member builds, as a member that fails the build preflight does
+        (the warning line is told when it is given the role ``push``). The first time in a class,
+        every other member of its group that may build is made a provisional builder and asked at
+        once (:meth:`asking`: one round of probes, up to :data:`fleetctl.util.reachprobe.TIMEOUT_S`
+        seconds, not one per member in turn); :meth:`assign` then picks the builder among those
+        that reach. Returns ``host``'s
         role for now: ``"push"`` while a member may build, else ``"build"`` (it fails with its
         own cause; with other members, each does: the class's "no host ... can build" line)."""
         self.unreached[(host, key)] = why

@@ -273,7 +273,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     if role == "build" and cannot_build is None and once:  # only the builder downloads (no fetch_mirror)
         asked, lost = True, (yield from reach_deps(deps, host, key))
         if lost:  # another member may build: this host receives its wheel ("push"), else it fails ("build")
-            role = yield Unreached(key=key, message=lost, reason="the class's builder cannot reach what CMake downloads")
+            role = yield Unreached(key=key, message=lost, reason="the builder cannot reach what CMake downloads")
             cannot_build = refuse([lost], decision) if role == "build" else None
     if role == "push":
         # a host that could build had room for the build; one that cannot (short of that room, or
