@@ -15,6 +15,9 @@ anything is built, so that ``--plan``, ``--dry-run`` and the deploy agree:
   a member, else the first member in inventory order, among those that passed the build
   preflight; the others ``push``; when no member passed it, every member is its own ``build``er
   and fails with its own preflight's line (``--plan`` says so per host, never ``push``);
+- a builder that does not reach what CMake downloads (no ``fetch_mirror``) receives the wheel
+  instead; the group's other members that may build are then asked at once and the first that
+  reaches builds; when none does, each fails with its own cause (:meth:`ClassCoordinator.cannot_reach`);
 - but a host is never pushed a wheel it built: a member lacking the wheel that built the one the
   class would hand it (the cache's record, or the serving member's stamp, says so) builds again,
   and the members lacking the wheel get this run's (:meth:`ClassCoordinator.lost_own`).
@@ -110,6 +113,15 @@ class ClassCoordinator:
         #: hosts whose builder-only question (:class:`~fleetctl.tasks.steps.BuilderProbe`) waited
         #: for their role: planned again when it makes them the builder
         self._deferred: set[str] = set()
+        #: (host, key) -> why the host, its class's builder, does not reach what CMake downloads: it
+        #: receives the class's wheel, or fails with that cause when no member can build it
+        self.unreached: dict[tuple[str, str], str] = {}
+        #: hosts to ask their builder-only question now (:meth:`asking`), and the classes whose
+        #: members that may build were all asked at once (:meth:`cannot_reach`)
+        self._asking: set[str] = set()
+        self._rounds: set[str] = set()
+        #: key -> the members its latest :meth:`assign` gave roles (the group being planned)
+        self._members: dict[str, list[str]] = {}
 
     def builder_of(self, key: str) -> str | None:
         """The member that builds (or serves) class ``key``'s wheel, once the class is assigned."""
@@ -187,6 +199,7 @@ class ClassCoordinator:
             return "reuse" if holds else "push" if self._cached(key) is not None else "build"
         if force:
             self.fresh.add(key)
+        can_build = can_build and (host, key) not in self.unreached
         self.requests[host] = _Request(key, holds, build_host, can_build, origin if holds else None)
         got = self.assigned.get(host)
         cached = self._cached(key)
@@ -208,6 +221,41 @@ class ClassCoordinator:
         self._deferred.add(host)
         return False
 
+    def cannot_reach(self, host: str, key: str, why: str) -> str:
+        """``host``, planned as class ``key``'s builder, does not reach what CMake would download
+        (no ``fetch_mirror``; ``why``: one line naming each dependency): it cannot build, but may
+        receive the wheel another member builds, as a member that fails the build preflight does
+        (the warning line is told when it is given the role ``push``). The first time in a class,
+        every other member of its group that may build is made a provisional builder and asked at
+        once (:meth:`asking`: one round of probes, up to :data:`fleetctl.util.reachprobe.TIMEOUT_S`
+        seconds, not one per member in turn); :meth:`assign` then picks the builder among those
+        that reach. Returns ``host``'s
+        role for now: ``"push"`` while a member may build, else ``"build"`` (it fails with its
+        own cause; with other members, each does: the class's "no host ... can build" line)."""
+        self.unreached[(host, key)] = why
+        if host in self.requests:
+            self.requests[host].can_build = False
+        able = [h for h in self._members.get(key, ())  # of the group planned with it, still at work
+                if h != host and h not in self._gone and (h, key) not in self.unreached and self._can_build(h)]
+        if key not in self._rounds:
+            self._rounds.add(key)
+            for h in able:
+                self.assigned[h] = (key, "build")
+            self._asking.update(able)
+        return "push" if able else "build"
+
+    def asking(self, hosts: list[str]) -> set[str]:
+        """The hosts of ``hosts`` to plan again before the group's plans are final, all at once:
+        builders whose builder-only question waited for their role, and the members asked after
+        their class's builder could not reach (:meth:`cannot_reach`)."""
+        now = {h for h in hosts if h in self._asking}
+        self._asking -= now
+        return now
+
+    def due(self, hosts: list[str]) -> bool:
+        """Whether hosts of ``hosts`` are still to be asked (:meth:`asking`)."""
+        return any(h in self._asking for h in hosts)
+
     def withdraw(self, host: str) -> None:
         """``host``'s plan failed before any command would run (a preflight of another task): it
         builds, serves and receives nothing, so the roles are assigned without it (a host that
@@ -227,6 +275,7 @@ class ClassCoordinator:
         for h in sorted((h for h in hosts if h in self.requests), key=lambda h: self.order.get(h, 1 << 30)):
             by_key.setdefault(self.requests[h].key, []).append(h)
         for key, members in by_key.items():
+            self._members[key] = members
             holders = [h for h in members if self.requests[h].holds]
             lacking = [h for h in members if not self.requests[h].holds]
             building = self._builder.get(key)
@@ -266,6 +315,7 @@ class ClassCoordinator:
                 self.assigned[h] = (key, r)
         deferred = {h for h in hosts if h in self._deferred and self.assigned.get(h, ("", ""))[1] == "build"}
         self._deferred -= set(hosts)
+        self._asking |= deferred
         return ({h for h in hosts if h in self.assigned and self.answered.get(h) != self.assigned[h][1]}
                 | deferred | self.targets.changed(hosts))
 

@@ -237,6 +237,12 @@ class StepRunner:
             if message not in self.session.told:
                 self.session.told.add(message)
                 self.observers.emit("note.added", self.host, message=message)
+        why = self.classes.unreached.get((self.host, step.key))
+        if role == "push" and why is not None:  # its class's builder, it could not: it receives the wheel
+            message = f"{why}: this host receives its arch class's wheel from the member that builds it"
+            if message not in self.session.told:
+                self.session.told.add(message)
+                self.observers.emit("note.added", self.host, message=message)
         if role == "build" and self.classes.rebuilds.get(step.key) == self.host:
             message = ("this host built its arch class's wheel and no longer holds it (its build folder was emptied "
                        "or its wheel is not the one built): it builds it again (a host is never pushed its own wheel)")
@@ -260,6 +266,11 @@ class StepRunner:
         if not self.apply and not self.classes.defer(self.host, step.key):
             return None
         return await self._do_run(step)
+
+    async def _do_unreached(self, step: S.Unreached) -> str:
+        """While planning the class's roles are chosen again without this host; applying, they are
+        settled (a builder that reached while planning and no longer does fails, as a build would)."""
+        return self.classes.cannot_reach(self.host, step.key, step.message) if not self.apply else "build"
 
     async def _do_targetclaim(self, step: S.TargetClaim) -> tuple:
         return self.classes.targets.claim(self.host, step.ids, step.archs, tuple(step.writes))

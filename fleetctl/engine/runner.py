@@ -196,6 +196,14 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             if blocking is not None and not ((blocking.data or {}).get("decision") or {}).get("cannot_build"):
                 classes.withdraw(h)
         changed = classes.assign(names)
+        # builders asked what they reach (once their role is known), and when one cannot, the
+        # members that may build instead, all at once; then the roles are assigned again
+        while asking := sorted(classes.asking(names), key=order.__getitem__):
+            done = await asyncio.gather(*(plan_pass(sessions[h], playbook, tasks, selected, run, planning_observers,
+                                                    classes, pass_opts) for h in asking))
+            plans.update(zip(asking, done))
+            if not classes.due(names):  # a round just begun is asked before the roles are assigned again
+                changed |= classes.assign(names)
         for h in names:
             if h in changed or not apply:
                 plans[h] = await plan_pass(sessions[h], playbook, tasks, selected, run,

@@ -53,7 +53,7 @@ from .build_toolchain import host_compiler_preflight
 from .copy import REMOTE_TREE_HASH
 from .install_target import shared_message, target_ids, unreadable_target
 from .pytool import pick_tool
-from .steps import ClassRole, Emit, Fail, Fetch, Note, Publish, Put, Run, TargetClaim, probe
+from .steps import ClassRole, Emit, Fail, Fetch, Note, Publish, Put, Run, TargetClaim, Unreached, probe
 
 #: The tree hash's exit status when its folder is not there (sysexits.h EX_NOINPUT), told apart
 #: from a hash that failed: checked in the same command, so nothing is printed into the log.
@@ -269,6 +269,12 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         return TaskResult(Status.OK, msg=f"unchanged inputs: reusing {posixpath.basename(mine['wheel'])}", data=data,
                           files={mine["wheel"]: mine["sha256"]}, stamps={mine["wheel"]: dict(mine)})
     took_over = False  # this host builds because the class's builder was lost
+    asked = False
+    if role == "build" and cannot_build is None and once:  # only the builder downloads (no fetch_mirror)
+        asked, lost = True, (yield from reach_deps(deps, host, key))
+        if lost:  # another member may build: this host receives its wheel ("push"), else it fails ("build")
+            role = yield Unreached(key=key, message=lost, reason="the builder cannot reach what CMake downloads")
+            cannot_build = refuse([lost], decision) if role == "build" else None
     if role == "push":
         # a host that could build had room for the build; one that cannot (short of that room, or
         # of build requirements) is checked for what receiving takes (new-user trial: a receiver
@@ -309,7 +315,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
                                   + (f"; replaces the wheel here: {decision['stale_wheel']}" if decision.get("stale_wheel")
                                      else ""))
     decision["action"] = "build"
-    if cannot_build is None:  # only the builder downloads (no fetch_mirror): only it is asked what it reaches
+    if cannot_build is None and not asked:  # build: each, or a member that took the build over
         lost = yield from reach_deps(deps, host, key if once else "")
         cannot_build = refuse([lost], decision) if lost else None
     if cannot_build is not None and took_over:  # say why it had to build at all (new-user trial: every

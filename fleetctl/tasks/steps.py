@@ -263,6 +263,24 @@ class Fail(Step):
 
 
 @dataclass(frozen=True)
+class Unreached(Step):
+    """This host, its arch class's builder, does not reach what CMake would download (the
+    :class:`BuilderProbe` said so): yields its role now, ``"push"`` (another member may build: this
+    host receives the class's wheel; while planning, the members that may build are all asked at
+    once, :meth:`fleetctl.engine.classes.ClassCoordinator.cannot_reach`) or ``"build"`` (no member
+    can: it fails with its own cause).
+
+    Attributes:
+        key: the class's build key.
+        message: what the host cannot download, and why (one line).
+    """
+
+    key: str = ""
+    message: str = ""
+    mutating: bool = False
+
+
+@dataclass(frozen=True)
 class Fetch(Step):
     """Wait for the class's wheel ``key`` and upload it into the remote folder ``dest``; yields a
     :class:`ClassWheel` or the error (an instance: the builder failed, the upload failed, or the

@@ -56,6 +56,8 @@ class FakeHost:
             login shell hangs: an rc file waiting on a dead mount).
         execs: every command the engine itself started on the host (argv), in order; the probes
             the run's first command runs for it are in ``log`` only.
+        answer_wait: awaited with each command's argv (once it is in ``log``) before it answers:
+            a test sees which commands of several hosts are asked together.
     """
 
     name: str
@@ -69,6 +71,7 @@ class FakeHost:
     connect_wait: Callable[[], Awaitable[None]] | None = None
     first_wait: Callable[[], Awaitable[None]] | None = None
     execs: list[list[str]] = field(default_factory=list)
+    answer_wait: Callable[[list[str]], Awaitable[None]] | None = None
 
     def commands(self) -> list[list[str]]:
         return [a for kind, a in self.log if kind == "run"]
@@ -164,6 +167,8 @@ class FakeConnection(Connection):
         if self.fake.drop_after and any(self.fake.drop_after in a for a in argv):
             raise HostUnreachable(self.host, f"connection lost during {argv[0]}")
         t0 = time.monotonic()
+        if self.fake.answer_wait is not None:
+            await self.fake.answer_wait(argv)
         if self.fake.delay_s:
             await asyncio.sleep(self.fake.delay_s)
         for handler in [*self.fake.handlers, _default]:
