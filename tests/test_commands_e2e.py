@@ -407,3 +407,22 @@ def test_o_refuses_what_fleetctl_does_not_honour_and_accept_new_is_the_flag(sshd
                    home=tmp_path)
     assert res.returncode == 0, res.stderr
     assert h.known_hosts_line.split()[2] in empty.read_text()  # recorded, as --accept-new-host-keys does
+
+
+def test_accept_new_host_keys_before_the_command_as_after_it(sshd_farm, tmp_path):
+    # fresh-operator trial: `fleetctl -i X --accept-new-host-keys run ...` was click's "No such option",
+    # though -i and -o go there
+    h = sshd_farm.start("kn")
+    _greet(h, "hi")
+    for where in ("before", "after"):
+        known = tmp_path / f"known_hosts_{where}"
+        known.write_text("")
+        inv = write_inventory(tmp_path / f"inv_{where}.yaml", {"g": {"kn": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                            "known_hosts": str(known)}}})
+        cmd = ["run", "--hosts", "kn", "--", "greet"]
+        argv = ["--accept-new-host-keys", *cmd] if where == "before" else [*cmd[:3], "--accept-new-host-keys", *cmd[3:]]
+        res = fleetctl("-i", str(inv), *argv, home=tmp_path)
+        assert res.returncode == 0 and res.stdout.startswith("kn | hi\n"), (where, res.stderr)
+        assert h.known_hosts_line.split()[2] in known.read_text(), where  # recorded either way
+    res = fleetctl("-i", str(inv), "--help", home=tmp_path)
+    assert "--accept-new-host-keys" in res.stdout
