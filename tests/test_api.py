@@ -228,6 +228,26 @@ def test_bad_input_raises_input_error_with_the_line_the_cli_prints(tmp_path, hom
     assert not (home / "runs").exists() or not _runs(home)  # bad input: nothing ran, nothing recorded
 
 
+def test_facts_take_the_phase_timeout_the_cli_takes(home):
+    # new-user trial: `fleetctl facts --phase-timeout facts=S` existed, Fleet.facts() had no such argument
+    nodes = Fleet.from_inventory("inventory.yaml").select("local")
+    for value, argv in [(["facts=0"], ("--phase-timeout", "facts=0")),
+                        (["facts=soon"], ("--phase-timeout", "facts=soon")),
+                        ("fact=10", ("--phase-timeout", "fact=10"))]:
+        with pytest.raises(InputError) as err:
+            nodes.facts(phase_timeout=value)
+        assert str(err.value) == _cli_error("facts", "--hosts", "local", *argv, home=home), value
+    with pytest.raises(InputError, match="^--phase-timeout facts: want a positive number of seconds, got 0$"):
+        nodes.facts(phase_timeout={"facts": 0})
+    with pytest.raises(InputError, match="phase_timeout: want a mapping"):
+        nodes.facts(phase_timeout=10)
+    assert not (home / "runs").exists() or not _runs(home)  # bad input: nothing ran, nothing recorded
+    res = nodes.facts(phase_timeout="facts=120")
+    assert res.ok and res.facts["localhost"].cores >= 1
+    res = nodes.facts(phase_timeout={"facts": 0.001})  # the deadline is the one given: no interpreter starts in 1 ms
+    assert not res.ok and res.failed == ["localhost"] and "localhost" not in res.facts
+
+
 def test_the_sync_form_inside_a_running_loop_and_from_a_thread(home):
     nodes = Fleet.from_inventory("inventory.yaml").select("local")
 

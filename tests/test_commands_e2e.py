@@ -407,3 +407,41 @@ def test_o_refuses_what_fleetctl_does_not_honour_and_accept_new_is_the_flag(sshd
                    home=tmp_path)
     assert res.returncode == 0, res.stderr
     assert h.known_hosts_line.split()[2] in empty.read_text()  # recorded, as --accept-new-host-keys does
+
+
+def test_accept_new_host_keys_before_the_command_as_after_it(sshd_farm, tmp_path):
+    # fresh-operator trial: `fleetctl -i X --accept-new-host-keys run ...` was click's "No such option",
+    # though -i and -o go there
+    h = sshd_farm.start("kn")
+    _greet(h, "hi")
+    for where in ("before", "after"):
+        known = tmp_path / f"known_hosts_{where}"
+        known.write_text("")
+        inv = write_inventory(tmp_path / f"inv_{where}.yaml", {"g": {"kn": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                            "known_hosts": str(known)}}})
+        cmd = ["run", "--hosts", "kn", "--", "greet"]
+        argv = ["--accept-new-host-keys", *cmd] if where == "before" else [*cmd[:3], "--accept-new-host-keys", *cmd[3:]]
+        res = fleetctl("-i", str(inv), *argv, home=tmp_path)
+        assert res.returncode == 0 and res.stdout.startswith("kn | hi\n"), (where, res.stderr)
+        assert h.known_hosts_line.split()[2] in known.read_text(), where  # recorded either way
+    res = fleetctl("-i", str(inv), "--help", home=tmp_path)
+    assert "--accept-new-host-keys" in res.stdout
+
+
+def test_copy_never_follows_a_symlink_in_the_source_and_names_it_skipped(tmp_path):
+    # Ansible's copy follows a source's symlinks by default (local_follow: yes); fleetctl never does,
+    # and a symlink to a folder was dropped without a word (os.walk lists it, never enters it)
+    src = _source(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not for the hosts\n")
+    (src / "linkdir").symlink_to(outside)
+    (src / "linkfile").symlink_to("a.txt")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"m1": {"ansible_connection": "local"}}})
+    res = fleetctl("-i", str(inv), "copy", "--hosts", "g", f"{src}/", str(tmp_path / "dest"), home=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert _tree(tmp_path / "dest") == _tree(src) and not (tmp_path / "dest" / "linkdir").exists()
+    assert not (tmp_path / "dest" / "linkfile").exists()
+    logs = fleetctl("logs", last_run(tmp_path).name, home=tmp_path).stdout
+    for name in ("linkdir", "linkfile"):
+        assert f"m1: skipped {src / name}: not a regular file (symlinks are never followed)" in logs, logs

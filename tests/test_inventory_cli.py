@@ -92,6 +92,26 @@ def test_group_vars_host_vars_and_graph(tmp_path):
         "  |--{venv = /opt/inv}"]
 
 
+def test_host_vars_shared_by_sibling_inventories_warn_only_typos(tmp_path):
+    # Ansible users keep several inventory files beside one host_vars/ (Ansible's "Organizing host
+    # and group variables"); a file for another inventory's host is not a typo, and Ansible is quiet.
+    write(tmp_path, "inv/hosts1.yaml", "all:\n  hosts:\n    g01:\n    g02:\n    g03:\n    gpu-b:\n")
+    write(tmp_path, "inv/hosts2.ini", "g01 ansible_connection=local\ng02 ansible_connection=local\n"
+                                      "gpu-a ansible_connection=local\n")
+    write(tmp_path, "inv/host_vars/g02.yml", "x: 2\n")
+    write(tmp_path, "inv/host_vars/g03.yml", "x: 3\n")  # hosts1's; g03 -> g02 only renumbers
+    write(tmp_path, "inv/host_vars/gpu-b.yml", "x: b\n")  # close to gpu-a, but hosts1.yaml names it
+    write(tmp_path, "inv/host_vars/other.yml", "x: 0\n")  # like nothing here: another inventory's
+    res = fleet(tmp_path, "-i", "inv/hosts2.ini", "inventory", "--host", "g02")
+    assert res.returncode == 0 and json.loads(res.stdout)["x"] == 2, res.stderr
+    assert res.stderr == ""
+    write(tmp_path, "inv/host_vars/gpu-aa.yml", "x: typo\n")  # a typo of this inventory's gpu-a
+    res = fleet(tmp_path, "-i", "inv/hosts2.ini", "inventory", "--host", "g02")
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == ("fleetctl: warning: inv/host_vars/gpu-aa.yml: matches no host in the inventory, so its "
+                          "vars are not used; did you mean 'gpu-a'?\n")
+
+
 def test_inventory_folder_of_yaml_ini_and_script(tmp_path):
     write(tmp_path, "inv/10-base.yaml", "all:\n  children:\n    local:\n      hosts:\n"
                                         "        box: {ansible_connection: local}\n")

@@ -284,3 +284,22 @@ def test_facts_writes_nothing_on_a_fresh_host_and_reads_an_existing_id(sshd_farm
     before = _tree(home, venv)
     assert facts()["targets"]["venv"]["id"] == "0123456789abcdef0123456789abcdef"
     assert _tree(home, venv) == before
+
+
+def test_plan_and_dry_run_make_the_workdir_and_the_ids_as_the_readme_says(tmp_path):
+    """README: like Ansible's check mode (which still makes its remote temp folder), ``--plan`` and
+    ``--dry-run`` make the host's workdir and ``.fleetctl-id`` in it and in an existing venv, so they
+    find shared folders as the deploy does; only ``fleetctl facts`` writes nothing."""
+    venv = tmp_path / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    for flag in ("--plan", "--dry-run"):
+        workdir = tmp_path / f"wd{flag}"
+        (venv / ".fleetctl-id").unlink(missing_ok=True)
+        inv = write_inventory(tmp_path / "inv.yaml", {"g": {"lh": {"ansible_connection": "local", "venv": str(venv),
+                                                                   "workdir": str(workdir)}}})
+        res = fleetctl("-i", str(inv), "facts", "--hosts", "lh", "--json", home=tmp_path, timeout_s=300)
+        assert res.returncode == 0 and not workdir.exists() and not (venv / ".fleetctl-id").exists(), res.stderr
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "lh", flag, home=tmp_path, timeout_s=300)
+        assert res.returncode in (0, 1), res.stderr  # 1: the plan says what would fail (this venv has no pip)
+        assert (venv / ".fleetctl-id").is_file() and workdir.is_dir(), flag
+        assert (workdir / "runs" / last_run(tmp_path).name).is_dir(), flag

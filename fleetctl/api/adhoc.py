@@ -77,7 +77,7 @@ async def gather_facts(hosts: Sequence[Any], *, pattern: str, command: Sequence[
     from ..engine.adhoc import facts_on_hosts
 
     limits = {"connect_timeout_s": connect_timeout_s}  # the facts deadline: facts_on_hosts' default
-    if phase_timeout:  # deploy's parser and deadlines, imported only when asked (facts stays near the floor)
+    if phase_timeout is not None:  # deploy's parser and deadlines, imported only when asked (facts stays near the floor)
         from ..engine.deadlines import Deadlines
         from .play import phase_timeouts
 

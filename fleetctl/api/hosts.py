@@ -115,9 +115,16 @@ class AsyncHosts:
             accept_new_host_keys=self.fleet.accept_new_host_keys, ssh_options=self.fleet.ssh_options)
         return RunResult(run, record.dir, outputs)
 
-    async def facts(self, *, forks: int = 50, observers: Iterable[Observer] | None = None) -> RunResult:
+    async def facts(self, *, forks: int = 50, observers: Iterable[Observer] | None = None,
+                    phase_timeout: Mapping[str, float] | Sequence[str] | str | None = None) -> RunResult:
         """Gather every host's facts (GPUs and compute capabilities, CUDA, driver, venv, Python,
         torch, cores, memory, disk), as ``fleetctl facts``.
+
+        Args:
+            phase_timeout: per-phase deadlines, seconds, as ``fleetctl facts --phase-timeout``
+                (``{"facts": 60}``, ``["facts=60"]`` or ``"facts=60"``): ``facts`` limits each host's
+                gathering (default :data:`~fleetctl.engine.deadlines.FACTS_TIMEOUT_S`, 180 s),
+                ``connect`` its connect and login (default the fleet's ``connect_timeout``).
 
         Returns:
             The :class:`~fleetctl.api.results.RunResult`; ``result.facts`` is host ->
@@ -125,7 +132,8 @@ class AsyncHosts:
             when unreachable).
 
         Raises:
-            InputError: bad forks, or the selection is invalid.
+            InputError: bad forks or ``phase_timeout`` (the line the CLI prints), or the selection
+                is invalid.
         """
         from .adhoc import gather_facts
         from .observe import as_observers
@@ -134,7 +142,8 @@ class AsyncHosts:
         run, record = await gather_facts(
             hosts, pattern=self.pattern, command=self._command("facts"), observers=as_observers(observers),
             verbose=self.fleet.verbose, forks=forks, connect_timeout_s=self.fleet.connect_timeout,
-            accept_new_host_keys=self.fleet.accept_new_host_keys, ssh_options=self.fleet.ssh_options)
+            accept_new_host_keys=self.fleet.accept_new_host_keys, ssh_options=self.fleet.ssh_options,
+            phase_timeout=phase_timeout)
         return RunResult(run, record.dir)
 
     async def copy(self, src: str | Path, dest: str, *, timeout: float = 600.0, forks: int = 50,
@@ -318,9 +327,10 @@ class Hosts:
         return value and errors are its)."""
         return self._sync(self.aio.run, argv, timeout=timeout, forks=forks, observers=observers)
 
-    def facts(self, *, forks: int = 50, observers: Iterable[Observer] | None = None) -> RunResult:
+    def facts(self, *, forks: int = 50, observers: Iterable[Observer] | None = None,
+              phase_timeout: Mapping[str, float] | Sequence[str] | str | None = None) -> RunResult:
         """Gather every host's facts and wait: :meth:`AsyncHosts.facts`."""
-        return self._sync(self.aio.facts, forks=forks, observers=observers)
+        return self._sync(self.aio.facts, forks=forks, observers=observers, phase_timeout=phase_timeout)
 
     def copy(self, src: str | Path, dest: str, *, timeout: float = 600.0, forks: int = 50,
              observers: Iterable[Observer] | None = None) -> RunResult:

@@ -54,7 +54,8 @@ def check_tags(playbook: Any, option: str, tags: list[str]) -> None:
 
 
 def phase_timeouts(items: Mapping[str, float] | Iterable[str] | None) -> dict[str, float]:
-    """Per-phase deadlines, seconds: ``{"build": 3600}`` or ``["build=3600"]`` (``--phase-timeout``).
+    """Per-phase deadlines, seconds: ``{"build": 3600}``, ``["build=3600"]`` or ``"build=3600"``
+    (``--phase-timeout``).
 
     Raises:
         InputError: an unknown phase (one of :data:`fleetctl.tasks.base.PHASES`), or seconds that
@@ -63,6 +64,10 @@ def phase_timeouts(items: Mapping[str, float] | Iterable[str] | None) -> dict[st
     from ..tasks.base import PHASES
 
     pairs: list[tuple[str, Any, str]] = []
+    if isinstance(items, str):  # one PHASE=SECONDS, not its characters
+        items = [items]
+    elif items is not None and not isinstance(items, (Mapping, Iterable)):
+        raise InputError(f"phase_timeout: want a mapping of phase to seconds or PHASE=SECONDS strings, got {items!r}")
     if isinstance(items, Mapping):
         pairs = [(str(k), v, f"{k}={v}") for k, v in items.items()]
     else:

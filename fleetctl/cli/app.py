@@ -191,12 +191,16 @@ class FleetGroup(click.Group):
 @click.option("-v", "--verbose", count=True, help="Diagnostics on stderr: -v each host's tasks, -vv every command.")
 @click.option("-o", "ssh_option", multiple=True, metavar="OPTION=VALUE",
               help="A one-off ssh_config option for every ssh host of the command (as ssh -o); repeatable.")
+@click.option("--accept-new-host-keys", "accept_new_host_keys", is_flag=True,
+              help="As the command's own --accept-new-host-keys (here or after the command).")
 @click.version_option(__version__, prog_name="fleetctl")
 @click.pass_context
-def main(ctx: click.Context, inventory: tuple[str, ...], verbose: int, ssh_option: tuple[str, ...]) -> None:
+def main(ctx: click.Context, inventory: tuple[str, ...], verbose: int, ssh_option: tuple[str, ...],
+         accept_new_host_keys: bool) -> None:
     """Provision GPU hosts over SSH: facts, per-SM FP4 kernel builds, install, verify."""
     collect_in_batches()
     options: tuple[str, ...] = ()
+    accept = accept_new_host_keys  # before the command, as -i and -o are: the same as after it
     if ssh_option:  # imported only when given: the ssh layer costs ~0.1 s of start-up (asyncssh)
         from ..connection.ssh_options import SSHOptionError, accepts_new_keys, parse_options
 
@@ -204,9 +208,10 @@ def main(ctx: click.Context, inventory: tuple[str, ...], verbose: int, ssh_optio
             options = parse_options(ssh_option)
         except SSHOptionError as exc:
             raise InputError(str(exc)) from None
-        if accepts_new_keys(options):  # -o StrictHostKeyChecking=accept-new is --accept-new-host-keys
-            ctx.default_map = {**(ctx.default_map or {}),
-                               **{name: {"accept_new_host_keys": True} for name in COMMAND_MODULES}}
+        accept = accept or accepts_new_keys(options)  # -o StrictHostKeyChecking=accept-new is the flag
+    if accept:  # every command that has the flag gets it on (click's default_map)
+        ctx.default_map = {**(ctx.default_map or {}),
+                           **{name: {"accept_new_host_keys": True} for name in COMMAND_MODULES}}
     ctx.obj = Context(inventory, verbose, options)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from ..connection.base import OutputLine
 from ..connection.registry import ConnectOptions
 from ..errors import CommandTimeout, FleetError, HostUnreachable, host_message
+from .deadlines import CONNECT_TIMEOUT_S, FACTS_TIMEOUT_S
 from .fanout import for_each_host
 from .model import RunModel, utc_now
 from .observer import Observers
@@ -26,7 +27,7 @@ RUN_CAPTURE_BYTES = 1024 * 1024
 
 
 async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunModel, observers: Observers,
-                       forks: int = 50, timeout_s: float = 600.0, connect_timeout_s: float = 30.0,
+                       forks: int = 50, timeout_s: float = 600.0, connect_timeout_s: float = CONNECT_TIMEOUT_S,
                        accept_new_host_keys: bool = False, ssh_options: Sequence[str] = ()
                        ) -> dict[str, tuple[str, str]]:
     """Run ``argv`` exactly as given on every host, concurrently (``forks`` at once).
@@ -91,10 +92,12 @@ async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunMod
 
 
 async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Observers, forks: int = 50,
-                         timeout_s: float = 180.0, connect_timeout_s: float = 30.0,
+                         timeout_s: float = FACTS_TIMEOUT_S, connect_timeout_s: float = CONNECT_TIMEOUT_S,
                          accept_new_host_keys: bool = False, ssh_options: Sequence[str] = ()) -> RunModel:
     """Gather facts on every host (one command each: see :mod:`fleetctl.engine.session_start`);
-    each host's outcome holds ``facts`` or ``reachable: false`` with ``error``."""
+    each host's outcome holds ``facts`` or ``reachable: false`` with ``error``. ``timeout_s`` limits
+    each host's gathering, ``connect_timeout_s`` its connect and login, seconds (defaults:
+    :mod:`fleetctl.engine.deadlines`)."""
     import contextlib
 
     from .reach import connect

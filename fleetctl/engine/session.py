@@ -18,6 +18,7 @@ from typing import Any
 from ..connection.base import Connection
 from ..connection.registry import HostRef
 from ..errors import FleetError, TaskFailed
+from .deadlines import FACTS_TIMEOUT_S
 
 
 def default_venv(host: Any) -> str | None:
@@ -167,7 +168,7 @@ class HostSession:
             hint = " (set the host var 'workdir' to a folder the login user can write)"
         return TaskFailed(self.host.name, f"{what}{hint}")
 
-    async def gather_facts(self, *, timeout_s: float = 180.0, read_only: bool = False) -> dict[str, Any]:
+    async def gather_facts(self, *, timeout_s: float = FACTS_TIMEOUT_S, read_only: bool = False) -> dict[str, Any]:
         """Gather the host's facts (one upload, one command), store and return them; ``read_only``:
         leave nothing on the host (:func:`fleetctl.facts.gather.gather_facts`).
 

@@ -68,7 +68,8 @@ def local_sources(src: str) -> tuple[list[LocalFile], list[str]]:
     """The regular files under ``src`` (itself when a file) with their DEST-relative paths.
 
     Returns:
-        ``(files, skipped)``: skipped are symlinks and special files (never followed).
+        ``(files, skipped)``: skipped are symlinks (to files or folders) and special files, never
+        followed (Ansible's copy follows a source's symlinks by default, ``local_follow: yes``).
 
     Raises:
         InputError: ``src`` does not exist or cannot be read on the controller (exit 2).
@@ -87,6 +88,9 @@ def local_sources(src: str) -> tuple[list[LocalFile], list[str]]:
     files, skipped = [], []
     for root, dirs, names in os.walk(path, onerror=_walk_error(src)):
         dirs.sort()
+        links = [d for d in dirs if (Path(root) / d).is_symlink()]  # os.walk lists them, never enters them
+        skipped.extend(str(Path(root) / d) for d in links)
+        dirs[:] = [d for d in dirs if d not in links]
         for name in sorted(names):
             full = Path(root) / name
             rel = posixpath.join(base, full.relative_to(path).as_posix()) if base else full.relative_to(path).as_posix()

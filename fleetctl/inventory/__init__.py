@@ -80,16 +80,16 @@ def load_inventory(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[
     builder = InventoryBuilder()
     budget = ScriptBudget()  # every inventory script call of this load shares it
     try:
-        folders: list[str] = []
+        folders: list[tuple[str, str]] = []
         for spec in specs:
             builder.sources.append(spec)
             folder = add_source(builder, spec, budget)
             if folder is not None:
-                folders.append(folder)
+                folders.append((folder, spec))
         builder.reconcile()
         files = []
-        for folder in folders:
-            found, vaulted, warnings = read_vars_folder(folder, list(builder.groups), list(builder.hosts))
+        for folder, spec in folders:
+            found, vaulted, warnings = read_vars_folder(folder, list(builder.groups), list(builder.hosts), spec)
             if vaulted:  # pragma: no cover - add_source hands such sources to ansible-inventory
                 raise InventoryError("Ansible Vault content in a vars file", file=vaulted[0])
             files.append(found)

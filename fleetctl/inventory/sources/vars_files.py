@@ -9,13 +9,18 @@ files whose extension is not ``.yml``/``.yaml``/``.json`` (a file without one co
 is a YAML (or JSON) mapping of vars; an empty file adds nothing. Later files of one entity replace
 earlier vars. Where they rank among other vars: :mod:`fleetctl.inventory.merge`.
 
-A file that matches no group or host is reported as a warning with a did-you-mean (Ansible
-ignores it silently).
+A file that matches no group or host is ignored, as Ansible ignores it; it is reported as a warning
+with a did-you-mean only when its name looks like a typo of a group or host of this inventory
+(:func:`unused_file_hint`): several inventory files often share one ``host_vars/`` folder (Ansible's
+"Organizing host and group variables"), so a name that is the same as one of this inventory's but
+for its numbers (``g03`` beside ``g02``), or that a sibling inventory file in the folder names, is
+another inventory's host, not a typo.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -29,6 +34,7 @@ from ...util.didyoumean import close_matches
 __all__ = ["find_vars_files", "read_vars_folder", "VARS_EXTENSIONS"]
 
 VARS_EXTENSIONS = (".yml", ".yaml", ".json")
+_SIBLING_MAX_BYTES = 1 << 20  # a sibling inventory file larger than 1 MiB is not searched for names
 
 
 def _listing(folder: str, extensions: tuple[str, ...]) -> list[str]:
@@ -83,12 +89,61 @@ def _read_file(path: str, entity: str, *, group: bool, base_dir: str) -> tuple[d
     return values, sources
 
 
-def read_vars_folder(folder: str, groups: Iterable[str], hosts: Iterable[str]) -> tuple[VarsFiles, list[str], list[str]]:
+def _numbered_alike(a: str, b: str) -> bool:
+    """``g03`` and ``g02`` (or ``g3``): different names that are the same but for their numbers."""
+    return a != b and re.sub(r"\d+", "0", a) == re.sub(r"\d+", "0", b)
+
+
+def sibling_texts(folder: str, source: str | None) -> list[str]:
+    """The text of the other inventory files in ``folder`` when ``source`` is a file in it (its
+    sibling inventories, which share its ``group_vars/``/``host_vars/``): regular files up to 1 MiB,
+    not hidden, not ending in ``~``; read only, never run. Empty when ``source`` is a folder."""
+    if source is None or not os.path.isfile(source):
+        return []
+    here = os.path.abspath(source)
+    if os.path.dirname(here) != os.path.abspath(folder or "."):
+        return []
+    texts: list[str] = []
+    for name in sorted(os.listdir(folder or ".")):
+        path = os.path.join(folder, name)
+        if (name.startswith(".") or name.endswith("~") or os.path.abspath(path) == here
+                or not os.path.isfile(path) or os.path.getsize(path) > _SIBLING_MAX_BYTES):
+            continue
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                texts.append(fh.read())
+        except OSError:
+            continue
+    return texts
+
+
+def unused_file_hint(stem: str, names: Iterable[str], siblings: Iterable[str]) -> str | None:
+    """The name of this inventory that ``stem`` (a vars file matching no group or host) is likely a
+    typo of, or None: no close name (similarity ratio 0.6, difflib), a close name that differs only
+    in its numbers (``g03`` is not a typo of ``g02``), or ``stem`` written as a whole word in a
+    sibling inventory file (:func:`sibling_texts`)."""
+    candidates = [n for n in names if not _numbered_alike(stem, n)]
+    close = close_matches(stem, candidates, n=1, cutoff=0.6)
+    if not close:
+        return None
+    word = re.compile(rf"(?<![\w.-]){re.escape(stem)}(?![\w.-])")
+    if any(word.search(text) for text in siblings):
+        return None
+    return close[0]
+
+
+def read_vars_folder(folder: str, groups: Iterable[str], hosts: Iterable[str],
+                     source: str | None = None) -> tuple[VarsFiles, list[str], list[str]]:
     """Read ``folder/group_vars`` and ``folder/host_vars`` for the given group and host names.
+
+    Args:
+        source: the inventory file (or folder) given, whose sibling files may name the hosts of
+            files this inventory does not use (:func:`unused_file_hint`).
 
     Returns:
         ``(vars_files, vaulted, warnings)``: the vars; the vault-encrypted files found (the source
-        then goes to ``ansible-inventory``); one line per file that matches no group or host.
+        then goes to ``ansible-inventory``); one line per file that matches no group or host and
+        looks like a typo of one.
 
     Raises:
         InventoryError: a file that is not YAML, or not a mapping (one line naming it).
@@ -97,6 +152,7 @@ def read_vars_folder(folder: str, groups: Iterable[str], hosts: Iterable[str]) -
     base_dir = os.path.abspath(folder or ".")
     vaulted: list[str] = []
     warnings: list[str] = []
+    siblings: list[str] | None = None
     for sub, names, target, is_group in (("group_vars", list(groups), result.groups, True),
                                          ("host_vars", list(hosts), result.hosts, False)):
         path = os.path.join(folder, sub)
@@ -130,8 +186,11 @@ def read_vars_folder(folder: str, groups: Iterable[str], hosts: Iterable[str]) -
             if os.path.abspath(file) in used:
                 continue
             stem = os.path.splitext(os.path.relpath(file, path).split(os.sep)[0])[0]
-            close = close_matches(stem, names, n=1, cutoff=0.6)
-            kind = "group" if is_group else "host"
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            warnings.append(f"{file}: matches no {kind} in the inventory, so its vars are not used{hint}")
+            if siblings is None:
+                siblings = sibling_texts(folder, source)
+            close = unused_file_hint(stem, names, siblings)
+            if close is not None:
+                kind = "group" if is_group else "host"
+                warnings.append(f"{file}: matches no {kind} in the inventory, so its vars are not used; "
+                                f"did you mean {close!r}?")
     return result, vaulted, warnings
