@@ -39,8 +39,18 @@ class InputError(FleetError):
             where = str(self.file) + (f":{self.line}" if self.line else "") + ": "
         elif self.line:
             where = f"line {self.line}: "
-        key = f"{self.key}: " if self.key else ""
-        return f"{where}{key}{self.message}"
+        key = f"{one_line(self.key)}: " if self.key else ""
+        return f"{where}{key}{one_line(self.message)}"
+
+
+def one_line(text: str) -> str:
+    """``text`` with line breaks and other control characters written as Python escapes (``\\n``):
+    an error is one line even where a key or name read from a file holds a newline (a YAML block
+    scalar given as a host name)."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class InventoryError(InputError):

@@ -407,7 +407,7 @@ def test_a_selected_hosts_missing_key_file_is_refused_naming_file_line_host_key_
 
 
 def test_missing_file_and_directory(tmp_path):
-    with pytest.raises(InventoryError, match=r"nope.yaml: inventory file not found \(-i/--inventory or FLEETCTL_INVENTORY\)$"):
+    with pytest.raises(InventoryError, match=r"nope.yaml: inventory file not found \(the inventory sources given\)$"):
         load_inventory(tmp_path / "nope.yaml")
     with pytest.raises(InventoryError, match=r": the folder holds no inventory file$"):
         load_inventory(tmp_path)
@@ -735,3 +735,14 @@ def test_a_relative_venv_or_cuda_home_is_refused_at_load_naming_file_line_host_a
                     "  hosts:\n    n1:\n      venv: /home/u/venv\n      cuda_home: /usr/local/cuda\n")
     host = load_inventory("inventory.yaml").hosts["n1"]
     assert (host.venv, host.settings.cuda_home, host.workdir) == ("/home/u/venv", "/usr/local/cuda", "fleet/work")
+
+
+def test_a_host_name_holding_a_line_break_is_named_on_one_line(tmp_path):
+    """Found by the mutation test above: ``hosts: |`` (a YAML block scalar) under a group gave a host
+    name holding newlines, and the error's key path printed them raw: a three-line error."""
+    path = tmp_path / "inventory.yaml"
+    path.write_text("all:\n  children:\n    rack:\n      hosts: |\n        gpu01:\n        gpu02:\n")
+    with pytest.raises(InventoryError) as info:
+        load_inventory(path)
+    text = str(info.value)
+    assert "\n" not in text and "contains whitespace" in text and str(path) in text, text
