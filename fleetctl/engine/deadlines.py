@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..errors import CommandTimeout
-from ..tasks.base import PHASES
 
 #: Default deadlines of the engine's own phases, seconds.
 CONNECT_TIMEOUT_S = 30.0
@@ -35,6 +34,10 @@ class Deadlines:
     facts_s: float = FACTS_TIMEOUT_S
 
     def __post_init__(self) -> None:
+        # imported here: the tasks package loads every action (pydantic), which `fleetctl run`'s
+        # path, reading only the default deadlines above, never needs (tests/test_settings_model.py)
+        from ..tasks.base import PHASES
+
         unknown = set(self.overrides) - set(PHASES)
         if unknown:
             raise ValueError(f"unknown phase {sorted(unknown)[0]!r}; phases: {', '.join(PHASES)}")
