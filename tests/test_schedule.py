@@ -29,6 +29,7 @@ import pytest
 import yaml
 
 from fleetctl.cli import schedule as cli_schedule
+from fleetctl.cli import schedule_install
 from fleetctl import schedule as sch
 from fleetctl.errors import InputError
 from tests.support.slurm import slurm_cluster, slurm_cluster_session  # noqa: F401
@@ -419,25 +420,25 @@ def test_install_cron_with_an_injected_crontab(tmp_path, monkeypatch):
     crontab = str(fake_bin(tmp_path / "bin", "crontab", FAKE_CRONTAB))
     out, err = [], []
     j = job(tmp_path)
-    assert cli_schedule.install_cron(sch.cron_line(j), j.name, crontab=crontab, out=out.append, err=err.append) == 0
+    assert schedule_install.install_cron(sch.cron_line(j), j.name, crontab=crontab, out=out.append, err=err.append) == 0
     assert table.read_text() == sch.cron_line(j) + "\n"
     table.write_text(OTHER_LINES + table.read_text())
     j2 = job(tmp_path, hour=4, minute=5)
-    assert cli_schedule.install_cron(sch.cron_line(j2), j.name, crontab=crontab, out=out.append, err=err.append) == 0
+    assert schedule_install.install_cron(sch.cron_line(j2), j.name, crontab=crontab, out=out.append, err=err.append) == 0
     assert table.read_text() == OTHER_LINES + sch.cron_line(j2) + "\n"
     assert out[-1] == "crontab: replaced # fleetctl:fleetctl-nightly"
-    assert cli_schedule.install_cron(sch.cron_line(j2), j.name, crontab=crontab, out=out.append, err=err.append) == 0
+    assert schedule_install.install_cron(sch.cron_line(j2), j.name, crontab=crontab, out=out.append, err=err.append) == 0
     assert out[-1] == "crontab: unchanged # fleetctl:fleetctl-nightly"
     # crontab - fails: says so, exit 1, table as it was
     monkeypatch.setenv("FAKE_CRONTAB_BROKEN", "1")
     before = table.read_text()
-    assert cli_schedule.install_cron(sch.cron_line(j), j.name, crontab=crontab, out=out.append, err=err.append) == 1
+    assert schedule_install.install_cron(sch.cron_line(j), j.name, crontab=crontab, out=out.append, err=err.append) == 1
     assert "permission denied" in err[-1] and table.read_text() == before
     # crontab -l fails for another reason than "no crontab": nothing is overwritten
     bad = fake_bin(tmp_path / "bin2", "crontab", "#!/bin/sh\necho 'cannot open spool' >&2\nexit 1\n")
-    assert cli_schedule.install_cron(sch.cron_line(j), j.name, crontab=str(bad), out=out.append, err=err.append) == 1
+    assert schedule_install.install_cron(sch.cron_line(j), j.name, crontab=str(bad), out=out.append, err=err.append) == 1
     assert "crontab -l` failed" in err[-1] and "cannot open spool" in err[-1]
-    assert cli_schedule.install_cron("x", j.name, crontab=None, out=out.append, err=err.append) == 1
+    assert schedule_install.install_cron("x", j.name, crontab=None, out=out.append, err=err.append) == 1
     assert "crontab not found" in err[-1]
 
 
@@ -454,22 +455,22 @@ def test_install_systemd_with_an_injected_systemctl(tmp_path, monkeypatch):
     systemctl = str(fake_bin(tmp_path / "bin", "systemctl", FAKE_SYSTEMCTL))
     units = {tmp_path / "u" / "n.service": "[Service]\n", tmp_path / "u" / "n.timer": "[Timer]\n"}
     out, err = [], []
-    assert cli_schedule.install_systemd(units, "n", system=False, systemctl=systemctl, out=out.append,
+    assert schedule_install.install_systemd(units, "n", system=False, systemctl=systemctl, out=out.append,
                                         err=err.append) == 0
     assert log.read_text() == "--user daemon-reload\n--user enable --now n.timer\n"
     assert out == [f"wrote {p}" for p in units]
     assert all(p.read_text() == t and (p.stat().st_mode & 0o777) == 0o644 for p, t in units.items())
     log.unlink()
-    assert cli_schedule.install_systemd(units, "n", system=True, systemctl=systemctl, out=out.append,
+    assert schedule_install.install_systemd(units, "n", system=True, systemctl=systemctl, out=out.append,
                                         err=err.append) == 0
     assert log.read_text() == "daemon-reload\nenable --now n.timer\n"
     assert out[-1] == f"unchanged {tmp_path / 'u' / 'n.timer'}"
     monkeypatch.setenv("FAKE_SYSTEMCTL_FAIL", "1")
-    assert cli_schedule.install_systemd(units, "n", system=False, systemctl=systemctl, out=out.append,
+    assert schedule_install.install_systemd(units, "n", system=False, systemctl=systemctl, out=out.append,
                                         err=err.append) == 1
     assert "`systemctl --user daemon-reload` failed (exit 1): Failed to connect to bus" in err[-2]
     assert "systemctl --user daemon-reload && systemctl --user enable --now n.timer" in err[-1]
-    assert cli_schedule.install_systemd(units, "n", system=False, systemctl=None, out=out.append,
+    assert schedule_install.install_systemd(units, "n", system=False, systemctl=None, out=out.append,
                                         err=err.append) == 1
     assert "systemctl not found" in err[-1] and all(p.exists() for p in units)
 

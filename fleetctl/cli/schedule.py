@@ -1,6 +1,7 @@
 """``fleetctl schedule``: install the unattended deploy (the nightly rebuild) as a systemd timer + service
 (systemd.timer(5), systemd.service(5)) or as a crontab(5) line. What is written is rendered by
-:mod:`fleetctl.schedule`; this module validates the options, writes the files and runs ``systemctl`` or
+:mod:`fleetctl.schedule`; this module validates the options and writes the job's files;
+:mod:`fleetctl.cli.schedule_install` writes the units or the crontab line and runs ``systemctl`` or
 ``crontab``.
 
 Exit status: 0 installed (or printed); 1 the units are written but systemctl is missing or failed, or
@@ -26,17 +27,7 @@ from .app import EXIT_FAILED, INVENTORY_FLAGS, Context, main, pass_ctx
 from ..errors import InputError
 from ..util.paths import not_regular, resolve_default, state_dir
 from .schedule_env import job_env, not_carried_notes
-
-SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
-
-
-def user_unit_dir() -> Path:
-    """Where systemd's user manager reads the user's own units: ``$XDG_CONFIG_HOME/systemd/user`` or
-    ``~/.config/systemd/user`` (systemd.unit(5), "User Unit Search Path")."""
-    xdg = os.environ.get("XDG_CONFIG_HOME", "")
-    base = Path(xdg) if xdg.startswith("/") else Path.home() / ".config"
-    return base / "systemd" / "user"
-
+from .schedule_install import SYSTEM_UNIT_DIR, install_cron, install_systemd, read_crontab, user_unit_dir
 
 def fleetctl_command(argv0: str | None = None, executable: str | None = None) -> tuple[str, ...]:
     """How the job runs fleetctl: this ``fleetctl`` script (``sys.argv[0]`` resolved) when that is what
@@ -48,101 +39,6 @@ def fleetctl_command(argv0: str | None = None, executable: str | None = None) ->
     if argv0 and p.name.startswith("fleetctl") and p.suffix != ".py" and p.is_file() and os.access(p, os.X_OK):
         return (str(p.resolve()),)
     return (os.path.abspath(executable), "-m", "fleetctl")
-
-
-def _write(path: Path, text: str) -> str:
-    """Write atomically (temporary file + rename), mode 0644; returns ``wrote``/``updated``/``unchanged``."""
-    old = path.read_text() if path.exists() else None
-    if old == text:
-        return "unchanged"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.fleetctl-tmp")
-    tmp.write_text(text)
-    tmp.chmod(0o644)
-    os.replace(tmp, path)
-    return "wrote" if old is None else "updated"
-
-
-def _tail(text: str) -> str:
-    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
-    return " / ".join(lines[-3:]) or "no message"
-
-
-def install_systemd(units: dict[Path, str], name: str, *, system: bool, systemctl: str | None,
-                    out=print, err=None) -> int:
-    """Write the unit files, then ``systemctl [--user] daemon-reload`` and ``enable --now NAME.timer``.
-
-    Args:
-        units: path -> content.
-        systemctl: the systemctl executable, or None when there is none.
-        out, err: where messages go (callables taking one line).
-
-    Returns:
-        0 enabled; 1 systemctl missing or failed (the unit files stay written; err says what to run).
-    """
-    err = err or (lambda line: print(line, file=sys.stderr))
-    for path, text in units.items():
-        out(f"{_write(path, text)} {path}")
-    scope = [] if system else ["--user"]
-    steps = [[*scope, "daemon-reload"], [*scope, "enable", "--now", f"{name}.timer"]]
-    howto = " && ".join(shlex.join(["systemctl", *s]) for s in steps)
-    if not systemctl:
-        err("fleetctl: error: systemctl not found: the unit files are written but the timer is not enabled; "
-            f"on a machine run by systemd, enable it with: {howto}  (or schedule with --cron)")
-        return EXIT_FAILED
-    for step in steps:
-        try:
-            res = subprocess.run([systemctl, *step], capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            res = subprocess.CompletedProcess([systemctl, *step], 1, "", str(exc))
-        if res.returncode != 0:
-            err(f"fleetctl: error: `{shlex.join(['systemctl', *step])}` failed (exit {res.returncode}): "
-                f"{_tail(res.stderr or res.stdout)}")
-            err(f"fleetctl: the unit files are written but the timer is not enabled; enable it with: {howto}"
-                + ("" if system else "  (a --user manager needs a login session or lingering: "
-                                     "loginctl enable-linger)"))
-            return EXIT_FAILED
-    return 0
-
-
-def read_crontab(crontab: str) -> str:
-    """The current user's crontab (``crontab -l``); empty when there is none yet.
-
-    Raises:
-        RuntimeError: crontab -l failed for another reason than "no crontab" (so nothing is overwritten).
-    """
-    res = subprocess.run([crontab, "-l"], capture_output=True, text=True, timeout=60)
-    if res.returncode == 0:
-        return res.stdout
-    if "no crontab" in (res.stderr + res.stdout).lower():
-        return ""
-    raise RuntimeError(f"`crontab -l` failed (exit {res.returncode}): {_tail(res.stderr or res.stdout)}")
-
-
-def install_cron(line: str, name: str, *, crontab: str | None, out=print, err=None) -> int:
-    """Put ``line`` into the current user's crontab (``crontab -l`` then ``crontab -``), replacing our
-    earlier line for ``name`` (crontab(5); see :func:`fleetctl.schedule.merge_crontab`).
-
-    Returns:
-        0 installed or already there; 1 crontab missing or failed (the crontab is left as it was).
-    """
-    err = err or (lambda text: print(text, file=sys.stderr))
-    if not crontab:
-        err("fleetctl: error: crontab not found (Debian/Ubuntu: apt-get install cron); add this line with "
-            f"`crontab -e`:\n{line}")
-        return EXIT_FAILED
-    try:
-        current = read_crontab(crontab)
-        text, action = sch.merge_crontab(current, line, name)
-        if action != "unchanged":
-            res = subprocess.run([crontab, "-"], input=text, capture_output=True, text=True, timeout=60)
-            if res.returncode != 0:
-                raise RuntimeError(f"`crontab -` failed (exit {res.returncode}): {_tail(res.stderr or res.stdout)}")
-    except (OSError, subprocess.TimeoutExpired, RuntimeError) as exc:
-        err(f"fleetctl: error: {exc}; the crontab is unchanged")
-        return EXIT_FAILED
-    out(f"crontab: {action} {sch.marker(name)}")
-    return 0
 
 
 def _check_vars_files(files: list[str]) -> dict[str, dict]:

@@ -1,0 +1,122 @@
+"""Putting a scheduled job in place: systemd unit files and their timer, or a crontab line.
+
+The side of ``fleetctl schedule`` that writes files and runs programs (:mod:`fleetctl.schedule` renders
+what is written). Both report in lines (``out``/``err`` callables) and return an exit status: 0 done,
+1 not done (what was written stays, and the line says what to run by hand).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from .. import schedule as sch
+from .app import EXIT_FAILED
+
+SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
+
+
+def user_unit_dir() -> Path:
+    """Where systemd's user manager reads the user's own units: ``$XDG_CONFIG_HOME/systemd/user`` or
+    ``~/.config/systemd/user`` (systemd.unit(5), "User Unit Search Path")."""
+    xdg = os.environ.get("XDG_CONFIG_HOME", "")
+    base = Path(xdg) if xdg.startswith("/") else Path.home() / ".config"
+    return base / "systemd" / "user"
+
+
+def _write(path: Path, text: str) -> str:
+    """Write atomically (temporary file + rename), mode 0644; returns ``wrote``/``updated``/``unchanged``."""
+    old = path.read_text() if path.exists() else None
+    if old == text:
+        return "unchanged"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.fleetctl-tmp")
+    tmp.write_text(text)
+    tmp.chmod(0o644)
+    os.replace(tmp, path)
+    return "wrote" if old is None else "updated"
+
+
+def _tail(text: str) -> str:
+    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
+    return " / ".join(lines[-3:]) or "no message"
+
+
+def install_systemd(units: dict[Path, str], name: str, *, system: bool, systemctl: str | None,
+                    out=print, err=None) -> int:
+    """Write the unit files, then ``systemctl [--user] daemon-reload`` and ``enable --now NAME.timer``.
+
+    Args:
+        units: path -> content.
+        systemctl: the systemctl executable, or None when there is none.
+        out, err: where messages go (callables taking one line).
+
+    Returns:
+        0 enabled; 1 systemctl missing or failed (the unit files stay written; err says what to run).
+    """
+    err = err or (lambda line: print(line, file=sys.stderr))
+    for path, text in units.items():
+        out(f"{_write(path, text)} {path}")
+    scope = [] if system else ["--user"]
+    steps = [[*scope, "daemon-reload"], [*scope, "enable", "--now", f"{name}.timer"]]
+    howto = " && ".join(shlex.join(["systemctl", *s]) for s in steps)
+    if not systemctl:
+        err("fleetctl: error: systemctl not found: the unit files are written but the timer is not enabled; "
+            f"on a machine run by systemd, enable it with: {howto}  (or schedule with --cron)")
+        return EXIT_FAILED
+    for step in steps:
+        try:
+            res = subprocess.run([systemctl, *step], capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            res = subprocess.CompletedProcess([systemctl, *step], 1, "", str(exc))
+        if res.returncode != 0:
+            err(f"fleetctl: error: `{shlex.join(['systemctl', *step])}` failed (exit {res.returncode}): "
+                f"{_tail(res.stderr or res.stdout)}")
+            err(f"fleetctl: the unit files are written but the timer is not enabled; enable it with: {howto}"
+                + ("" if system else "  (a --user manager needs a login session or lingering: "
+                                     "loginctl enable-linger)"))
+            return EXIT_FAILED
+    return 0
+
+
+def read_crontab(crontab: str) -> str:
+    """The current user's crontab (``crontab -l``); empty when there is none yet.
+
+    Raises:
+        RuntimeError: crontab -l failed for another reason than "no crontab" (so nothing is overwritten).
+    """
+    res = subprocess.run([crontab, "-l"], capture_output=True, text=True, timeout=60)
+    if res.returncode == 0:
+        return res.stdout
+    if "no crontab" in (res.stderr + res.stdout).lower():
+        return ""
+    raise RuntimeError(f"`crontab -l` failed (exit {res.returncode}): {_tail(res.stderr or res.stdout)}")
+
+
+def install_cron(line: str, name: str, *, crontab: str | None, out=print, err=None) -> int:
+    """Put ``line`` into the current user's crontab (``crontab -l`` then ``crontab -``), replacing our
+    earlier line for ``name`` (crontab(5); see :func:`fleetctl.schedule.merge_crontab`).
+
+    Returns:
+        0 installed or already there; 1 crontab missing or failed (the crontab is left as it was).
+    """
+    err = err or (lambda text: print(text, file=sys.stderr))
+    if not crontab:
+        err("fleetctl: error: crontab not found (Debian/Ubuntu: apt-get install cron); add this line with "
+            f"`crontab -e`:\n{line}")
+        return EXIT_FAILED
+    try:
+        current = read_crontab(crontab)
+        text, action = sch.merge_crontab(current, line, name)
+        if action != "unchanged":
+            res = subprocess.run([crontab, "-"], input=text, capture_output=True, text=True, timeout=60)
+            if res.returncode != 0:
+                raise RuntimeError(f"`crontab -` failed (exit {res.returncode}): {_tail(res.stderr or res.stdout)}")
+    except (OSError, subprocess.TimeoutExpired, RuntimeError) as exc:
+        err(f"fleetctl: error: {exc}; the crontab is unchanged")
+        return EXIT_FAILED
+    out(f"crontab: {action} {sch.marker(name)}")
+    return 0
