@@ -41,7 +41,7 @@ def with_flow(flow, diag, fn):
         return fn()
     finally:
         fk._C.wg_set_diag(0)
-        fk._C.wg_set_stage_flow(0)
+        fk._C.wg_set_stage_flow(-1)
         _gemm_fast.set_pk_kernel("auto")
 
 

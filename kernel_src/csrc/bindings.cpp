@@ -576,14 +576,14 @@ void pk_mm_cuda(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uintptr_t alp
 }
 
 // The wgmma kernel's launch plan: (tokens per CTA, split along K, scratch bytes, consumer
-// warpgroups, units per stage, producer lanes, multicast CTAs).
-std::tuple<int, int, int64_t, int, int, int, int> wg_plan_cuda(int a_kind, int64_t t, int64_t n, int64_t k, int split, int device) {
+// warpgroups, units per stage, producer lanes, multicast CTAs, stage flow).
+std::tuple<int, int, int64_t, int, int, int, int, int> wg_plan_cuda(int a_kind, int64_t t, int64_t n, int64_t k, int split, int device) {
     need_cuda();
     if (!fp4::wg_supported(device)) fail("the wgmma GEMM needs an sm_90a build on a compute capability 9.0 GPU");
     const int64_t nt = (n + 15) / 16, u = (k + 127) / 128;
     const fp4::PkProblem p = pk_problem(a_kind, 0, k, 0, 0, 1.0f, 0, 2, t, n, k, (int)nt, (int)u, 0, split, 0);
     const fp4::WgPlan pl = fp4::wg_plan(p, device);
-    return {pl.nt, pl.split, pl.scratch, pl.groups, pl.units, pl.lanes, pl.mc};
+    return {pl.nt, pl.split, pl.scratch, pl.groups, pl.units, pl.lanes, pl.mc, pl.flow};
 }
 
 void pk_dequant_cuda(uintptr_t w, uintptr_t out, int64_t n, int64_t k, int nt, int u, int dtype_code, int device,

@@ -537,13 +537,13 @@ void wg_set_reduce(int mode) {
 // Tuning for benchmarks, process-wide; 0 = the plan's choice: consumer warpgroups per CTA (1, 2),
 // units per stage (1, 2, 4), producer lanes issuing the bulk copies (1, 32). A default build
 // refuses a (groups, units) it does not hold when a GEMM is launched.
-static int g_wg_groups = 0, g_wg_units = 0, g_wg_lanes = 0, g_wg_mc = 0, g_wg_wcopy = 0, g_wg_flow = 0;
+static int g_wg_groups = 0, g_wg_units = 0, g_wg_lanes = 0, g_wg_mc = 0, g_wg_wcopy = 0, g_wg_flow = -1;
 // The stage round trip for benchmarks (bench/NOTES.md, "Issue 28: the stage round trip"), same
 // results: bit 0 early release (a stage back as soon as its wgmma group is done), bit 1 split
-// producer (lanes 0 and 31 each wait and issue); 0 = as planned.
+// producer (lanes 0 and 31 each wait and issue); -1 = the plan's choice (WgPlan::flow).
 void wg_set_stage_flow(int mode) {
-    if (mode < 0 || mode > 3)
-        throw std::invalid_argument("wgmma GEMM: stage flow must be 0 .. 3 (bit 0 early release, bit 1 split producer)");
+    if (mode < -1 || mode > 3)
+        throw std::invalid_argument("wgmma GEMM: stage flow must be -1 (plan) or 0 .. 3 (bit 0 early release, bit 1 split producer)");
     g_wg_flow = mode;
 }
 void wg_set_weight_copy(int mode) {
@@ -597,6 +597,11 @@ WgPlan wg_plan(const PkProblem& pr, int device) {
     // lane 0 issues every bulk copy, but for 256-token tiles one lane per copy: 1-3% either way in
     // the A/B of both on the H200 (bench/NOTES.md, "Issue 28: PDL, rotation, lanes")
     pl.lanes = g_wg_lanes ? g_wg_lanes : pl.nt >= 256 ? 32 : 1;
+    // the split producer (lanes 0 and 31 each wait for a stage and issue their own copy) where it won
+    // on all five shapes in the A/B on the H200: 256-token tiles 3-4%, 16 and 32 tokens 1-3%; +-1% at
+    // 64 and 128. The early release lost 9-25% at 128 and 256 tokens (bench/NOTES.md, "Issue 28:
+    // stage-flow variants, measured"; bench/results/2026-12-06-h200-issue28/f1)
+    pl.flow = g_wg_flow >= 0 ? g_wg_flow : (pl.nt >= 256 || pl.nt <= 32) ? 2 : 0;
     const WgCfg c = wg_config(pr.a_kind == 1, pl.nt, pl.groups, pl.units);
     int sms = 0;
     const int occ = wg_resident(device, c, &sms);
@@ -701,7 +706,7 @@ void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream) {
     // 4 (16 and 32 tokens: the box was up to 8% slower there); bench/NOTES.md, "Issue 28: copy count"
     const bool box = g_wg_wcopy == 2 || (g_wg_wcopy == 0 && pl.units == 1);
     a.wtma = box && wg_weight_map(&a.wmap, pr.w, pr.u, pr.nt, pl.units, rows);
-    a.flow = g_wg_flow;
+    a.flow = pl.flow;
     a.diag = g_wg_diag;
     if (pl.global_reduce) {
         const int64_t act = wg_act_bytes(pl, pr.u, tz), part = tz * gy * pl.split * (int64_t)pl.nt * 64 * pl.groups * 4;

@@ -124,6 +124,7 @@ struct WgPlan {
     int units = 1;          // 128-k units per pipeline stage
     int lanes = 1;          // producer lanes issuing a stage's bulk copies
     int mc = 1;             // CTAs along N per cluster sharing each activation tile (multicast)
+    int flow = 0;           // stage flow: bit 0 early stage release, bit 1 split producer (lanes 0 and 31)
     int64_t scratch = 0;    // bytes of permuted activations (+ partial sums and counters)
     bool global_reduce = false;  // split-K sums meet in global memory (else: a cluster's DSMEM)
 };
@@ -131,7 +132,7 @@ void wg_set_reduce(int mode);  // 0 by the plan, 1 cluster DSMEM, 2 global memor
 void wg_set_tuning(int groups, int units, int lanes);  // benchmarks; 0 = the plan's choice
 void wg_set_multicast(int ctas);
 void wg_set_diag(int mode);  // benchmarks only, wrong results: bit 0 no decode, bit 1 no loads, bit 2 no MMA; 0 off
-void wg_set_stage_flow(int mode);  // benchmarks, same results: bit 0 early stage release, bit 1 split producer; 0 off
+void wg_set_stage_flow(int mode);  // benchmarks, same results: bit 0 early stage release, bit 1 split producer; -1 the plan's
 void wg_set_weight_copy(int mode);  // benchmarks: a stage's weight tiles 0 as planned, 1 bulk copy a row tile, 2 one tensor box
 void wg_set_stages(int st);  // benchmarks, a sweep build: G = 1, UP = 1 with st stages; 0 = default  // benchmarks: 1, 2, 4 CTAs sharing activations; 0 = the plan's
 // Programmatic dependent launch of the wgmma kernel after its activation permute (on by default;

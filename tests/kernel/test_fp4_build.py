@@ -217,11 +217,11 @@ def test_wgmma_kernel_only_in_sm90a_and_the_knobs_refuse_bad_names(fk, fp4_build
         fk._C.wg_set_weight_copy(3)
     with pytest.raises(ValueError, match="diag must be 0 .. 7"):
         fk._C.wg_set_diag(8)
-    for bad in (-1, 4):
-        with pytest.raises(ValueError, match="stage flow must be 0 .. 3 \\(bit 0 early release, bit 1 split producer\\)"):
+    for bad in (-2, 4):
+        with pytest.raises(ValueError, match="stage flow must be -1 \\(plan\\) or 0 .. 3 \\(bit 0 early release, bit 1 split producer\\)"):
             fk._C.wg_set_stage_flow(bad)
     fk._C.wg_set_stage_flow(3)
-    fk._C.wg_set_stage_flow(0)
+    fk._C.wg_set_stage_flow(-1)
     fk._C.wg_set_weight_copy(0)
     fk._C.wg_set_diag(0)
     fk._C.wg_set_multicast(0)
