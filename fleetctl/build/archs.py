@@ -46,6 +46,13 @@ MEM_HEADROOM_FRACTION = 0.05
 #: ``VIRTUAL_ENV``/``CONDA_PREFIX``; ``PYTHONHOME`` breaks every interpreter but the one it names).
 STRAY_ENV = ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONHOME")
 
+#: Variables of the login environment that put other folders ahead of the venv's site-packages
+#: on its python's sys.path (PYTHONPATH first of all; PYTHONUSERBASE where the venv sees the user
+#: site-packages). fleetctl's own python steps run without them (a build must not import a source
+#: tree), a ``command`` as given keeps them, and so do the host's users' jobs: the note says so,
+#: and verify imports the package with them too (:mod:`fleetctl.tasks.verify`).
+SHADOW_ENV = ("PYTHONPATH", "PYTHONUSERBASE")
+
 #: Minimum nvcc release for the arch-specific (``a``) variant of each compute capability
 #: (CUDA release notes: 9.0a in 12.0; 10.0a/10.1a/12.0a in 12.8; 10.3a/12.1a in 12.9;
 #: 11.0a in 13.0, where 10.1 was renamed 11.0).
@@ -327,6 +334,12 @@ def build_plan(
     if stray:
         env_notes.append("the login environment sets " + ", ".join(f"{k}={v}" for k, v in stray.items())
                          + ": every step runs with them unset")
+    login = raw_facts.get("login_env") or {}
+    shadow = {k: login[k] for k in SHADOW_ENV if login.get(k)}
+    if shadow:
+        env_notes.append("the login environment sets " + ", ".join(f"{k}={v}" for k, v in shadow.items())
+                         + ": fleetctl's python steps run without it, the host's users' python puts it ahead of "
+                           "the venv (verify checks the package imports from the venv with it too)")
     notes += env_notes
     tmp = raw_facts.get("tmp") or {}
     if tmp.get("noexec") or not tmp.get("writable", True):

@@ -7,6 +7,12 @@ unset, so the package is imported from the venv's site-packages, never from a so
 host whose facts list GPUs it runs on the GPU (``--device cuda``), on EVERY GPU the facts list
 (``--gpus``), and fails if torch cannot see one (a ``CUDA_VISIBLE_DEVICES`` of the login
 environment that hides some makes that a warning in the result instead).
+When the login environment (facts' ``login_env``) sets PYTHONPATH, PYTHONUSERBASE,
+PYTHONNOUSERSITE or PYTHONHOME, they are handed to the script (``--login-env``), which also imports
+the package as the host's users would (the venv's python without ``-I``, with those values) and
+FAILS when another copy of the package comes first there, or the import fails there: fleetctl's own
+steps are right to run without PYTHONPATH (a build must not pick up a source tree), but a verify
+that only looked isolated said OK for a host where every user's job imports a stale copy.
 See the script's docstring for the checks. Verify reads and changes nothing on the host besides its
 own script, so it runs in a deploy, never in a dry run (there is nothing installed yet to check).
 """
@@ -88,6 +94,17 @@ class VerifyArgs(ActionArgs):
         return v
 
 
+#: Login-environment variables that change what the venv's python imports (the script's
+#: ``LOGIN_PATH_VARS``): handed to the script from ``facts["login_env"]``.
+LOGIN_PATH_VARS = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE")
+
+
+def login_path_env(facts: dict) -> dict[str, str]:
+    """The :data:`LOGIN_PATH_VARS` the host's login environment sets (``facts["login_env"]``)."""
+    login = facts.get("login_env") or {}
+    return {k: str(login[k]) for k in LOGIN_PATH_VARS if isinstance(login, dict) and login.get(k)}
+
+
 def verify_device(args: VerifyArgs, host_device: str, sms: list[str]) -> str:
     """Where verify runs: the task's ``device``, else the host var ``verify_device``, else the GPU
     when the host's facts list GPUs (``sms``), else the CPU."""
@@ -96,11 +113,13 @@ def verify_device(args: VerifyArgs, host_device: str, sms: list[str]) -> str:
 
 
 def verify_argv(python: str, script: str, args: VerifyArgs, venv: str | None, sms: list[str],
-                host_device: str = "auto", gpus: list[dict] | None = None) -> list[str]:
+                host_device: str = "auto", gpus: list[dict] | None = None,
+                login_env: dict[str, str] | None = None) -> list[str]:
     """The verification script's command line (pure): ``python -I`` (isolated mode).
 
     ``gpus``: the host's facts' GPUs; on the GPU (``--device cuda``) each one is verified
-    (``--gpus``: JSON of their ``index``, ``name``, ``uuid``, ``pci_bus_id``, ``mig_mode``)."""
+    (``--gpus``: JSON of their ``index``, ``name``, ``uuid``, ``pci_bus_id``, ``mig_mode``).
+    ``login_env``: :func:`login_path_env` (``--login-env``, JSON), when it holds any."""
     device = verify_device(args, host_device, sms)
     argv = [python, "-I", script, "--package", args.package, "--device", device]
     if device == "cuda" and gpus:
@@ -117,6 +136,8 @@ def verify_argv(python: str, script: str, args: VerifyArgs, venv: str | None, sm
         argv.append("--smoke")
     if args.fa3_fallback is not None:
         argv += ["--fa3-fallback", "yes" if args.fa3_fallback else "no"]
+    if login_env:
+        argv += ["--login-env", json.dumps(login_env, sort_keys=True, separators=(",", ":"))]
     return argv
 
 
@@ -202,7 +223,8 @@ def plan(args: VerifyArgs, host: HostView) -> Plan:
         return TaskResult(Status.FAILED, msg=f"verify: {err}")
     ok_summary = {"ok": True, "checks": [], "simulated": True}
     argv = verify_argv(host.python, remote, args, host.venv, host.gpu_caps, host.verify_device,
-                       gpus=[g for g in host.facts.get("gpus") or [] if isinstance(g, dict)])
+                       gpus=[g for g in host.facts.get("gpus") or [] if isinstance(g, dict)],
+                       login_env=login_path_env(host.facts))
     res = yield Run(argv=tuple(argv), cwd="/", quiet=True,
                     env=CLEAN_PYTHON_ENV, mutating=False, after_change=True,
                     reason="import and check the installed package, isolated from the login environment",

@@ -69,7 +69,7 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     source}``: the newest majors its ``crt/host_config.h`` accepts (absent when unread).
 ``login_env``       ``{NAME: value}`` for the variables of :data:`LOGIN_ENV_NAMES` the login
                     environment sets (a stray ``VIRTUAL_ENV``, ``CONDA_PREFIX``, ``PYTHONPATH``,
-                    ``TMPDIR``...). The probes of this script run without the stray ones.
+                    ``PYTHONUSERBASE``, ``TMPDIR``...). The probes of this script run without the stray ones.
 ``environments``    null, or, when ``--venv`` is a symlink into a versions folder fleetctl manages
                     (docs/staged.md): ``{versions_dir, live_version, versions: {N: {state, created,
                     live_since, torch, torch_cuda}}, disk: {total_mib, versions: {N: {size_mib,
@@ -136,7 +136,8 @@ MIB = 1024 * 1024
 _MARK = "@@FLEETCTL_FACTS@@ "
 
 #: Login-environment variables reported in ``login_env``.
-LOGIN_ENV_NAMES = ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "PYTHONHOME", "TMPDIR")
+LOGIN_ENV_NAMES = ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "PYTHONHOME", "TMPDIR",
+                   "PYTHONUSERBASE", "PYTHONNOUSERSITE")
 #: Of those, the ones that would make a probe see another Python environment: removed for probes.
 STRAY_ENV_NAMES = ("VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "PYTHONHOME")
 #: Versioned toolkits searched after PATH (the newest first), as NVIDIA's installers lay them out.

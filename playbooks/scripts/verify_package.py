@@ -27,18 +27,26 @@ so the package is imported from the venv, never from a source checkout. Checks, 
 - ``gpu N`` (``--device cuda``), one per GPU the host's facts list (``--gpus``): ``selfcheck`` on
   that GPU (:func:`verify_devices`); a failing GPU is named by index, UUID and bus id; a GPU
   nvidia-smi lists and torch does not see FAILS, unless ``CUDA_VISIBLE_DEVICES`` (or
-  ``NVIDIA_VISIBLE_DEVICES``) explains it: then a warning names the variable and both counts.
+  ``NVIDIA_VISIBLE_DEVICES``) explains it: then a warning names the variable and both counts;
+- ``login-import`` (``--login-env``, or a venv whose user site-packages is on its sys.path): the
+  package as the host's users import it, with the login environment's :data:`LOGIN_PATH_VARS`
+  (:func:`login_import_check`): FAILS when another copy of the package comes first there.
 
-One interpreter start and one torch import per verify (the GPU checks share them).
+One interpreter start and one torch import per verify (the GPU checks share them); the
+``login-import`` check adds one short interpreter start (``sys.path`` only), and a second one that
+imports the package only when another copy shadows it or what it imports.
 
 Prints one line per check (``PASS name: detail`` / ``FAIL ...``) and, last, one JSON object.
 Exit 0 when every check passed, 1 otherwise.
 """
 
 import argparse
+import importlib.machinery
 import json
 import os
+import subprocess
 import sys
+import sysconfig
 import traceback
 
 RESULTS = []
@@ -215,6 +223,136 @@ def selfcheck_on(torch, module, ordinal):
         if bad else "")
 
 
+#: Login-environment variables that change what the venv's python imports (Python's docs, "Command
+#: line and environment", and the ``site`` module): PYTHONPATH's folders come before the standard
+#: library and the venv; PYTHONUSERBASE moves the user site-packages, which a venv with
+#: ``include-system-site-packages = true`` puts after its own site-packages and BEFORE the system's
+#: (so it shadows what the venv takes from the system); PYTHONNOUSERSITE drops it; PYTHONHOME moves
+#: the standard library. ``python -I`` ignores them all, the users' jobs do not.
+LOGIN_PATH_VARS = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE")
+
+
+def login_environ(login_env, environ=None):
+    """``environ`` (default this process's) with :data:`LOGIN_PATH_VARS` as the login sets them."""
+    env = {k: v for k, v in (os.environ if environ is None else environ).items() if k not in LOGIN_PATH_VARS}
+    env.update({k: v for k, v in login_env.items() if k in LOGIN_PATH_VARS and v})
+    return env
+
+
+def user_site(environ):
+    """The user site-packages folder ``environ`` gives this python (PYTHONUSERBASE, else ``~/.local``)."""
+    base = environ.get("PYTHONUSERBASE") or os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".local")
+    return sysconfig.get_path("purelib", "posix_user", vars={"userbase": base})
+
+
+def user_site_on(venv):
+    """True when the venv's ``pyvenv.cfg`` says ``include-system-site-packages = true``: the user
+    site-packages is then on its sys.path (after the venv's own, before the system's)."""
+    try:
+        with open(os.path.join(venv, "pyvenv.cfg")) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return False
+    return any(k.strip().lower() == "include-system-site-packages" and v.strip().lower() == "true"
+               for k, _, v in (line.partition("=") for line in lines))
+
+
+def _real(path):
+    return os.path.realpath(os.path.abspath(path))
+
+
+def _run_login(code, environ, timeout_s):
+    """``(rc, stdout, last stderr line)`` of this venv's python ``-c code`` in ``environ``, from ``/``."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], env=environ, cwd="/", stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, "", "%s: %s" % (type(exc).__name__, exc)
+    err = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    return proc.returncode, proc.stdout, err[-1] if err else "exit status %s" % proc.returncode
+
+
+def shadows(names, login_path, own_path):
+    """``[(name, login_file, own_file, entry)]``: the loaded top-level modules whose first copy on
+    ``login_path`` is another file, under a folder ``entry`` that ``own_path`` (this isolated
+    interpreter's sys.path) lacks (``importlib.machinery.PathFinder``: the path search Python does)."""
+    own = set(_real(p) for p in own_path if p)
+    extra = [p for p in login_path if p and _real(p) not in own]
+    out = []
+    for name in names:
+        spec = getattr(sys.modules.get(name), "__spec__", None)
+        if spec is None or not getattr(spec, "has_location", False) or not spec.origin:
+            continue
+        try:
+            found = importlib.machinery.PathFinder.find_spec(name, login_path)
+        except Exception:  # noqa: BLE001 - an unreadable folder shadows nothing
+            continue
+        origin = getattr(found, "origin", None)
+        if not origin or origin == "namespace" or _real(origin) == _real(spec.origin):
+            continue
+        entry = next((p for p in extra if _real(origin).startswith(_real(p) + os.sep)), None)
+        if entry:
+            out.append((name, _real(origin), _real(spec.origin), entry))
+    return out
+
+
+def source_of(entry, login_env, environ, copy):
+    """``(what put entry on the login sys.path, the fix)``; ``copy``: the shadowing file or package folder."""
+    for part in (login_env.get("PYTHONPATH") or "").split(os.pathsep):
+        if part and _real(os.path.join("/", part)) == _real(entry):
+            return ("PYTHONPATH=%s in the login environment" % login_env["PYTHONPATH"],
+                    "remove PYTHONPATH (or %s in it) from the login environment (the rc file or module that "
+                    "exports it: ~/.bashrc, ~/.profile, /etc/profile.d/...), or delete %s" % (part, copy))
+    if _real(entry) == _real(user_site(environ)):
+        what = ("PYTHONUSERBASE=%s in the login environment" % login_env["PYTHONUSERBASE"]
+                if login_env.get("PYTHONUSERBASE") else "the user site-packages %s" % entry)
+        return (what + " (a venv with include-system-site-packages = true puts it before the system's)",
+                "delete %s (pip uninstall --user), or set PYTHONNOUSERSITE=1 in the login environment" % copy)
+    if login_env.get("PYTHONHOME"):
+        return ("PYTHONHOME=%s in the login environment" % login_env["PYTHONHOME"],
+                "remove PYTHONHOME from the login environment")
+    return "%s on the login sys.path" % entry, "delete %s" % copy
+
+
+def login_import_check(package, login_env, environ=None, timeout_s=300):
+    """The package as the host's users import it: this venv's python WITHOUT ``-I``, in the login
+    environment (``login_env``: its :data:`LOGIN_PATH_VARS`, from fleetctl's facts, since fleetctl
+    runs this script with them unset), compared with this isolated interpreter's imports (the
+    venv's installed copy).
+
+    Returns ``(ok, detail, warnings)``: not ok when the login sys.path finds another copy of the
+    package first (whether that copy imports or not: every job of the host's users gets it), or
+    when the package does not import there (a shadowed dependency, or a python that does not start
+    with the login's PYTHONHOME); detail names the variable, its value, the shadowing path and the
+    fix. A dependency (torch...) shadowed by a copy that still imports is a warning."""
+    env = login_environ(login_env, environ)
+    shown = ", ".join("%s=%s" % (k, login_env[k]) for k in LOGIN_PATH_VARS if login_env.get(k)) or \
+        "the user site-packages %s" % user_site(env)
+    rc, out, err = _run_login("import json, os, sys\np = sys.path\n"
+                              "print(json.dumps(p[1:] if p and p[0] in ('', os.getcwd()) else p))", env, 60)
+    if rc != 0:
+        return False, ("the venv's python does not start with %s of the login environment: %s; remove it from "
+                       "the login environment (the rc file that exports it)" % (shown, err)), []
+    top = package.split(".")[0]
+    found = shadows([top] + sorted(n for n in sys.modules if "." not in n and n != top),
+                    json.loads(out.strip().splitlines()[-1]), sys.path)
+    if not found:
+        return True, ("imports the venv's copy with %s (the login environment): no other copy of %s or of what "
+                      "it imports comes first" % (shown, top)), []
+    rc, out, err = _run_login("import importlib; m = importlib.import_module(%r); print(getattr(m, '__file__', ''))"
+                              % package, env, timeout_s)
+    imported = "imports it" if rc == 0 else "fails: %s" % err
+    lines = []
+    for name, login_file, own_file, entry in found:
+        copy = os.path.dirname(login_file) if os.path.basename(login_file).startswith("__init__.") else login_file
+        what, fix = source_of(entry, login_env, env, copy)
+        lines.append("%s comes from %s (%s), not the venv's %s: %s" % (name, login_file, what, own_file, fix))
+    if found[0][0] == top or rc != 0:
+        return False, ("as the host's users import it (the venv's python with %s), `import %s` %s; %s"
+                       % (shown, package, imported, "; ".join(lines))), []
+    return True, "imports the venv's copy with %s (the login environment)" % shown, lines
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--package", required=True)
@@ -227,6 +365,8 @@ def main(argv=None):
     ap.add_argument("--fa3-fallback", choices=["yes", "no"], default=None)
     ap.add_argument("--gpus", default="", help="JSON list of the GPUs the host's facts list (index, uuid, "
                                                "pci_bus_id, name): each is verified")
+    ap.add_argument("--login-env", default="", help="JSON: the login environment's PYTHONPATH, PYTHONUSERBASE, "
+                                                    "PYTHONNOUSERSITE, PYTHONHOME (fleetctl's facts)")
     ap.add_argument("--strict-import-order", action="store_true", help=argparse.SUPPRESS)  # always strict now
     args = ap.parse_args(argv)
     summary = {"package": args.package, "python": sys.executable, "cwd": os.getcwd(),
@@ -342,6 +482,14 @@ def main(argv=None):
             except Exception as exc:  # noqa: BLE001
                 traceback.print_exc()
                 check("smoke", False, "%s selfcheck raised %r" % (device, exc))
+
+        login_env = json.loads(args.login_env) if args.login_env else {}
+        if login_env or (args.venv and user_site_on(args.venv) and os.path.isdir(user_site(os.environ))):
+            ok, detail, warned = login_import_check(args.package, login_env)
+            check("login-import", ok, detail)
+            summary["warnings"] = summary.get("warnings", []) + warned
+            for w in warned:
+                print("WARN login-import: %s" % w, flush=True)
 
     summary["checks"] = RESULTS
     summary["ok"] = all(r["ok"] for r in RESULTS)

@@ -475,6 +475,21 @@ case("verify", "a-failed-check-is-named", args={"package": "sgl_kernel"}, host={
      steps=[{"expect": {"type": "Put"}, "answer": None},
             {"expect": {"type": "Run"}, "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "checks": [{"name": "import-order", "ok": False, "detail": "sgl_kernel imports only after torch (libc10.so: cannot open)"}]})}}],
      result={"status": "failed", "msg": "import-order: sgl_kernel imports only after torch"})
+case("verify", "a-login-pythonpath-is-handed-to-the-script-and-a-copy-it-shadows-fails",
+     args={"package": "fp4_kernels"},
+     host={"facts": {**FACTS90, "gpus": [], "login_env": {"PYTHONPATH": "/home/u/junk", "VIRTUAL_ENV": "/old",
+                                                            "TMPDIR": "/scratch"}}},
+     steps=[{"expect": {"type": "Put"}, "answer": None},
+            {"expect": {"type": "Run", "env": {"PYTHONPATH": None, "PYTHONHOME": None, "VIRTUAL_ENV": None,
+                                               "CONDA_PREFIX": None, "CONDA_DEFAULT_ENV": None},
+                        "argv": ["/venv/bin/python3", "-I", "/w/runs/r1/verify/verify_package.py", "--package",
+                                 "fp4_kernels", "--device", "cpu", "--venv", "/venv", "--smoke",
+                                 "--login-env", '{"PYTHONPATH":"/home/u/junk"}']},
+             "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "checks": [{"name": "login-import", "ok": False, "detail": (
+                 "as the host's users import it (the venv's python with PYTHONPATH=/home/u/junk), `import fp4_kernels` "
+                 "fails: ImportError: stale")}]})}}],
+     result={"status": "failed", "msg": "verify fp4_kernels: login-import: as the host's users import it (the venv's "
+                                        "python with PYTHONPATH=/home/u/junk)"})
 
 # venv_stage / venv_upgrade / venv_switch (staged environments, docs/staged.md)
 from fleetctl.tasks.envs import versions_dir as _vdir
