@@ -179,9 +179,14 @@ def test_verify_tells_the_truth(torch_build, sshd_farm, tmp_path):
     assert t["order"]["verify"]["status"] == "failed"
     assert "import-order: tiny_torch_ext._C imports only after torch (ImportError: libc10.so" in t["order"]["verify"]["msg"]
     shadowed = t["shadowed"]["verify"]
-    assert shadowed["status"] == "ok", shadowed["msg"]  # python -I: the stray PYTHONPATH is not on sys.path
+    # installed and checked isolated (python -I: the stray PYTHONPATH is not on sys.path), the venv's copy...
     assert [c for c in shadowed["data"]["checks"] if c["name"] == "location"][0]["detail"].startswith(
         str(site_packages(hosts["shadowed"]["venv"]).resolve()))
+    # ...but the host's users import the checkout on their PYTHONPATH: verify fails, naming it
+    assert shadowed["status"] == "failed", shadowed
+    assert (f"login-import: as the host's users import it (the venv's python with PYTHONPATH={shadow.parent}), "
+            "`import tiny_torch_ext.ops` fails: ImportError: the source checkout was imported, not the install; "
+            f"tiny_torch_ext comes from {shadow.resolve()}/__init__.py") in shadowed["msg"], shadowed["msg"]
     assert t["pure"]["pip_install"]["status"] == "changed"
     assert "pip check: tiny-pure 0.1.0 requires tiny-missing-dep" in t["pure"]["pip_install"]["msg"]
     assert t["pure"]["verify"]["status"] == "ok"  # no torch in that venv, a GPU host: a plain import and the checks
