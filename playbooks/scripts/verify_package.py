@@ -330,12 +330,15 @@ def login_import_check(package, login_env, environ=None, timeout_s=300):
         "the user site-packages %s" % user_site(env)
     rc, out, err = _run_login("import json, os, sys\np = sys.path\n"
                               "print(json.dumps(p[1:] if p and p[0] in ('', os.getcwd()) else p))", env, 60)
-    if rc != 0:
+    try:
+        login_path = json.loads(out.strip().splitlines()[-1]) if rc == 0 else None
+    except (ValueError, IndexError):
+        login_path, err = None, "printed no sys.path"
+    if not isinstance(login_path, list):
         return False, ("the venv's python does not start with %s of the login environment: %s; remove it from "
                        "the login environment (the rc file that exports it)" % (shown, err)), []
     top = package.split(".")[0]
-    found = shadows([top] + sorted(n for n in sys.modules if "." not in n and n != top),
-                    json.loads(out.strip().splitlines()[-1]), sys.path)
+    found = shadows([top] + sorted(n for n in sys.modules if "." not in n and n != top), login_path, sys.path)
     if not found:
         return True, ("imports the venv's copy with %s (the login environment): no other copy of %s or of what "
                       "it imports comes first" % (shown, top)), []
