@@ -203,8 +203,9 @@ COMMON_OPTIONS = [
                       "collector), atomically."),
     accept_option, timeout_option,
     click.option("--output", type=click.Choice(["auto", "lines", "folded"]), default="auto", show_default=True,
-                 help=f"lines: every host line as it arrives; folded: a progress row per host, then identical "
-                      f"lines folded by host set; auto: folded above {FOLD_THRESHOLD} hosts."),
+                 help=f"lines: every host line as it arrives; folded: a live board of counts and working hosts "
+                      f"(not a terminal: a line per finished task and host as they happen), then identical "
+                      f"lines and failures folded by host set; auto: folded above {FOLD_THRESHOLD} hosts."),
     phase_timeout_option,
     click.option("--dry-run", is_flag=True, help="Print per host the commands and environment; change nothing."),
     click.option("--plan", is_flag=True, help="Per host: each task's decision (build / push / reinstall / skip, "

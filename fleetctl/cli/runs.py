@@ -28,21 +28,22 @@ def runs(ctx: click.Context, as_json: bool) -> None:
         return
     for r in items:
         s = _summary(r)
-        later = "".join(f"  {s[k]} {k.replace('_', ' ')}" for k in ("interrupted", "not_started") if s[k])
+        later = "".join(f"  {s[k]} {k.replace('_', ' ')}" for k in ("unreachable", "interrupted", "not_started")
+                        if s[k])
         click.echo(f"{s['run_id']}  {s['what']:16} {s['status']:12} {s['hosts']} hosts  {s['failed']} failed{later}")
 
 
-#: Host states counted as ``failed``.
-_FAILED = ("failed", "unreachable")
-
-
 def _summary(r: dict) -> dict:
-    """One run's line: ``failed`` counts the hosts that failed or were unreachable;
+    """One run's line, in the words and counts of the run's own summary line
+    (:func:`fleetctl.reporting.gathered.summary_line`: one status set, that of run.json):
+    ``ok``, ``failed`` and ``unreachable`` count the hosts of those statuses (an unreachable host
+    did not fail: ``9 hosts  0 failed  2 unreachable`` for ``ok 7, failed 0, unreachable 2``);
     ``interrupted`` the hosts a Ctrl-C (SIGINT) or SIGTERM stopped while they were in progress;
     ``not_started`` the hosts the run never started on (the batches a failed canary stopped:
-    ``--serial``, ``max_fail_percentage``; the hosts an interrupted run had not reached). All three
-    are in the record's ``failed_hosts`` (the retry set deploys them again), but only the first
-    failed: an operator who pressed Ctrl-C is not told that hosts failed. The counts come from the
+    ``--serial``, ``max_fail_percentage``; the hosts an interrupted run had not reached). All four
+    but ``ok`` are in the record's ``failed_hosts`` (the retry set deploys them again), but only
+    ``failed`` failed: an operator who pressed Ctrl-C, or whose hosts were down, is not told that
+    hosts failed. The counts come from the
     hosts' statuses (a run killed before it wrote ``failed_hosts`` counts its failures all the
     same), as :func:`~fleetctl.reporting.history.settled` reads them (a run whose controller is
     gone: its hosts still ``running`` are ``interrupted``)."""
@@ -55,12 +56,14 @@ def _summary(r: dict) -> dict:
     status = {h: o.get("status") if isinstance(o, dict) else None for h, o in hosts.items()}
     not_started = sum(1 for st in status.values() if st == "not started")
     interrupted = sum(1 for st in status.values() if st == "interrupted")
-    failed = sum(1 for st in status.values() if st in _FAILED)
+    ok = sum(1 for st in status.values() if st == "ok")
+    unreachable = sum(1 for st in status.values() if st == "unreachable")
+    failed = sum(1 for st in status.values() if st == "failed")  # a run in progress: its running hosts not yet
     return {"run_id": r.get("run_id"), "kind": kind, "mode": mode,
             "what": kind if mode == "apply" else f"{kind} ({mode})", "status": r.get("status", "?"),
             "started": r.get("started"), "finished": r.get("finished"), "hosts": len(hosts),
-            "failed": failed, "interrupted": interrupted, "not_started": not_started, "playbook": r.get("playbook"),
-            "pattern": r.get("pattern")}
+            "ok": ok, "failed": failed, "unreachable": unreachable, "interrupted": interrupted,
+            "not_started": not_started, "playbook": r.get("playbook"), "pattern": r.get("pattern")}
 
 
 @runs.command("prune")

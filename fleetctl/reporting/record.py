@@ -16,7 +16,8 @@ no later event comes: a run killed by SIGKILL keeps all that was written before.
 
 An event's long argv arguments (scripts) are kept once per run in ``scripts/<sha>.txt`` and named
 ``@scripts/<sha>.txt (N chars)`` in the event (:data:`SCRIPT_CHARS`). Per-host logs hold every line the host printed, as the exact bytes, each prefixed with ``out| ``
-or ``err| `` (and task boundaries as ``==> `` lines). Schemas: ``docs/schema/``.
+or ``err| `` (and task boundaries as ``==> `` lines; in a playbook run, a host that failed outside any task,
+at facts or planning, gets its cause as a last ``==> host FAILED: ...`` line). Schemas: ``docs/schema/``.
 
 ``events.jsonl`` lines are what a structlog JSON logger bound to ``run_id`` writes (``run_id``,
 ``host``, the event's fields, ``event``, ``level``, ``timestamp`` in ISO 8601 UTC with ``Z``),
@@ -43,6 +44,7 @@ from ..connection.base import OutputLine
 from ..engine.model import Event, RunModel
 from ..errors import InputError
 from ..util.paths import safe_name
+from ..util.retention import AD_HOC_KINDS
 from .history import runs_root
 
 SAVE_INTERVAL_S = 0.5
@@ -106,6 +108,7 @@ class RunRecord:
         self._hosts_text: dict[str, tuple[tuple, str]] = {}
         self._continues: set[tuple[str, str]] = set()  # (host, stream) whose last piece was partial
         self._scripts: set[str] = set()  # scripts/<name> written (see _scripts_out)
+        self._cause_logged: set[str] = set()  # hosts whose log holds a failed task's line (_cause_missing)
         self.save(force=True)
         _OPEN.add(self)
         self._flusher = threading.Thread(target=self._flush_loop, name="fleetctl-record-flush", daemon=True)
@@ -156,13 +159,26 @@ class RunRecord:
                 self.mark(event.host, f"task {data.get('index')}/{data.get('total')}: {data.get('task')}")
             elif event.name == "task.finished":
                 self.mark(event.host, f"{data.get('task')}: {str(data.get('status')).upper()} {data.get('msg') or ''}")
+                if data.get("status") in ("failed", "unreachable"):
+                    self._cause_logged.add(event.host)
             elif event.name == "host.started":
                 with self._lock:
                     self.host_log(event.host)  # every host has a log, even a silent one
             elif event.name == "host.finished":
+                if self._cause_missing(run, event.host, data):
+                    self.mark(event.host, "host FAILED: " + " ".join(str(data.get("error")).splitlines()))
                 self._finished.add(event.host)
                 self._close_log(event.host)  # a finished host's buffer is let go of (reopened if it says more)
         self.save(force=event.name in _SAVE_NOW)
+
+    def _cause_missing(self, run: RunModel, host: str, data: dict) -> bool:
+        """Whether a finished host's log lacks the cause of its failure: in a playbook run (whose
+        logs mark each task's result with ``==> ``), a host that failed outside any task (facts,
+        planning, its lock: ``fleetctl logs RUN HOST`` named a log without a word of why). An
+        ad-hoc run's log stays the command's bytes alone (its rc is in the run's summary), and
+        an unreachable host's cause is in run.json, which ``fleetctl logs`` prints for it."""
+        return (data.get("status") == "failed" and bool(data.get("error")) and host not in self._cause_logged
+                and run.kind not in AD_HOC_KINDS)
 
     def line(self, run: RunModel, host: str, line: OutputLine, shown: bool = True) -> None:
         """Append one output line to the host's log, as the exact bytes (secrets redacted); after

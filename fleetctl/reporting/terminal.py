@@ -135,12 +135,17 @@ class _Board:
 
 
 class FoldedOutput:
-    """An observer for many hosts: a live board while the run goes (counts per status, and the
-    hosts still working with their task i/n and ninja's [k/N], at most :data:`LIVE_ROWS` of them),
-    then identical error-like lines, notes and failures printed once each with the folded host
-    set, ClusterShell style (``gpu[03,07-09]: nvcc fatal : ...``). Every event costs O(1) and the
-    board's refresh O(LIVE_ROWS), whatever the number of hosts. Per-host logs stay complete in the
-    run record either way."""
+    """An observer for many hosts: on a terminal, a live board while the run goes (counts per
+    status, and the hosts still working with their task i/n and ninja's [k/N], at most
+    :data:`LIVE_ROWS` of them); elsewhere (a file, a pipe: cron, CI) no board to redraw, but a
+    line per finished task per host and a line per finished host (a failed or unreachable one
+    with its whole cause) as they happen, as Ansible writes a log, and the board's counts once at
+    the end. Then, either way, identical error-like lines, notes and failures printed once each
+    with the folded host set, ClusterShell style (``gpu[03,07-09]: nvcc fatal : ...``); a host
+    that failed before its first task (facts, planning: ``host.finished`` with an error) is among
+    the failures with its cause (``h-nvml: FAILED: GPU stack broken: ...; fix: ...``), as the
+    summary of a few hosts gives it. Every event costs O(1) and the board's refresh O(LIVE_ROWS),
+    whatever the number of hosts. Per-host logs stay complete in the run record either way."""
 
     #: The events it shows (the live valve queues no other).
     EVENTS = frozenset({"host.started", "task.started", "task.finished", "host.finished", "note.added"})
@@ -158,9 +163,11 @@ class FoldedOutput:
         self.lines: dict[str, dict[str, None]] = {}  # text -> hosts (an ordered set)
         self.notes: dict[str, list[str]] = {}
         self.failures: dict[str, list[str]] = {}
-        self.live = Live(self.board, console=self.console, transient=False, refresh_per_second=4,
-                         auto_refresh=self.console.is_terminal)
-        self.live.start()
+        self.lines_out = LinePrinter(hosts, stream) if not self.console.is_terminal else None
+        self.live = None
+        if self.lines_out is None:
+            self.live = Live(self.board, console=self.console, transient=False, refresh_per_second=4)
+            self.live.start()
 
     def line(self, run, host: str, line: OutputLine, shown: bool = True) -> None:
         if not shown:
@@ -181,29 +188,49 @@ class FoldedOutput:
             self.board.started[host] = "connecting"
         elif event.name == "task.started" and host in self.board.started:
             self.board.started[host] = f"task {d.get('index')}/{d.get('total')} {run.redactor.text(str(d.get('task')))}"
-        elif event.name == "task.finished" and d.get("status") in ("failed", "unreachable"):
-            name = run.redactor.text(str(d.get("task")))
-            self.failures.setdefault(f"{str(d.get('status')).upper()} {name}: {run.redactor.text(str(d.get('msg')))}",
-                                     []).append(host)
-            self.failed.add(host)
+        elif event.name == "task.finished":
+            status, name = str(d.get("status")), run.redactor.text(str(d.get("task")))
+            msg = run.redactor.text(str(d.get("msg") or ""))
+            self._print_line(host, status, name + (f": {msg}" if msg else ""))
+            if status in ("failed", "unreachable"):
+                self.failures.setdefault(f"{status.upper()} {name}: {run.redactor.text(str(d.get('msg')))}",
+                                         []).append(host)
+                self.failed.add(host)
         elif event.name == "host.finished":
             status = str(d.get("status"))
+            error = run.redactor.text(str(d.get("error"))) if d.get("error") else ""
             self.board.started.pop(host, None)
             if host not in self.finished:
                 self.finished.add(host)
                 self.board.done[status] = self.board.done.get(status, 0) + 1
-            if status == "unreachable" and host not in self.failed:
-                self.failures.setdefault(f"UNREACHABLE: {d.get('error')}", []).append(host)
+            duration = d.get("duration_s")
+            cause = error if host not in self.failed else ""  # a failed task's line said it already
+            self._print_line(host, status, "host done" + (f" in {float(duration):.1f} s" if duration is not None
+                                                        else "") + (f": {cause}" if cause else ""))
+            # a host that ended failed or unreachable before any task failed (facts, planning,
+            # connecting): its own error is the cause
+            if status in ("failed", "unreachable") and error and host not in self.failed:
+                self.failures.setdefault(f"{status.upper()}: {error}", []).append(host)
                 self.failed.add(host)
         elif event.name == "note.added":
             message = run.redactor.text(str(d.get("message")))
             if self.verbose or not is_detail_note(message):
                 self.notes.setdefault(fold_note(message), []).append(host)
 
+    def _print_line(self, host: str, status: str, text: str) -> None:
+        """``host | STATUS      text`` when the output is no terminal (see the class); else nothing."""
+        if self.lines_out is None:
+            return
+        line = self.lines_out.prefix(host)
+        line.append(f"{status.upper():11}", style=STYLE.get(status, ""))
+        line.append(f" {text}")
+        self.console.print(line, markup=False)
+
     def close(self, run) -> None:
-        self.live.stop()
-        if not self.console.is_terminal:
-            self.console.print()  # rich leaves the last board without its newline there
+        if self.live is not None:
+            self.live.stop()
+        else:
+            self.console.print(self.board)  # the counts, once
         for title, groups in (("notes", self.notes), ("error and warning lines", self.lines),
                               ("failures", self.failures)):
             if groups:
