@@ -15,8 +15,7 @@ from ..errors import InputError
 from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, forks_option, json_option,
                   limit_option, main, metrics_observer, pass_ctx, phase_timeout_option, run_async, timeout_option)
 
-#: Above this many hosts the terminal folds output by host set (``--output auto``).
-FOLD_THRESHOLD = 8
+from ..reporting.terminal import FOLD_THRESHOLD  # above it, --output auto folds by host set
 
 
 def run_play_command(obj: Context, playbook_path: str, *, kind: str, pattern: str | None = None,

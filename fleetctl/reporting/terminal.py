@@ -97,6 +97,7 @@ class LiveOutput(LinePrinter):
             self.console.print(text)
 
 
+#: Above this many hosts the terminal folds output by host set (``--output auto``).
 FOLD_THRESHOLD = 8
 _NINJA = re.compile(rb"^\[(\d+)/(\d+)\]")
 MAX_FOLDED_LINES = 200
