@@ -86,10 +86,29 @@ def test_a_no_change_deploy_sends_nothing_and_makes_one_round_trip_per_host(sshd
     venv = hosts["n2"]["venv"]
     subprocess.run([f"{venv}/bin/python3", "-m", "pip", "uninstall", "-y", "-q", "toyfp4"], check=True,
                    capture_output=True)
+    # n3's installed files cut short and deleted by hand: --plan and the install line say so (new-user
+    # trial: "reinstall" with an empty cause column, and "installed ..." alone)
+    purelib = subprocess.run([f"{hosts['n3']['venv']}/bin/python3", "-c",
+                              "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    (record_file,) = Path(purelib).glob("toyfp4-*.dist-info/RECORD")
+    cut, gone = "toyfp4/__init__.py", f"{record_file.parent.name}/WHEEL"  # both listed in the RECORD, with sizes
+    assert f"\n{cut}," in "\n" + record_file.read_text() and f"\n{gone}," in record_file.read_text()
+    os.truncate(Path(purelib, cut), 0)
+    Path(purelib, gone).unlink()
+    why = "installed files differ from their RECORD ("
+    shown = fleetctl("-i", str(inv), "deploy", "--hosts", "fleet", "--playbook", str(play), "--plan", home=tmp_path,
+                     env={"COLUMNS": "300"})
+    rows = {ln.split()[0]: " ".join(ln.split()) for ln in shown.stdout.replace("│", " ").splitlines()
+            if ln.split()[:1] in (["n2"], ["n3"]) and "reinstall" in ln}
+    assert "nothing installed" in rows["n2"] and why in rows["n3"] and f"{cut} is 0 bytes, RECORD says" in rows["n3"] \
+        and f"{gone} missing" in rows["n3"], shown.stdout
     deploy()
     record = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]
     changed = {h: [t["action"] for t in r["tasks"] if t["status"] == "changed"] for h, r in record.items()}
-    assert changed == {"n1": [], "n2": ["pip_install"], "n3": []}, changed
+    assert changed == {"n1": [], "n2": ["pip_install"], "n3": ["pip_install"]}, changed
+    line = next(t["msg"] for t in record["n3"]["tasks"] if t["action"] == "pip_install")
+    assert why in line and f"{gone} missing" in line, line
     assert record["n1"]["connection"]["execs"] == MAX_EXECS and record["n2"]["connection"]["execs"] > MAX_EXECS
     assert plan_rows(record)["n1"]["status"] == "ok"
 

@@ -80,6 +80,43 @@ SUPERVISOR = (
 )
 
 
+#: What util-linux's setsid(1) prints (err(3): ``setsid: failed to execute PROGRAM: REASON``) when
+#: the program the :data:`SUPERVISOR` starts cannot be executed.
+SETSID_FAILED = b"setsid: failed to execute "
+#: Bytes of a first stderr line held back while it may still be that message.
+_WRAPPER_LINE_MAX = 4096
+
+
+class OwnWrapperStderr:
+    """A supervised command's stderr (any ``async read(n)`` reader) with the supervisor's own words
+    taken out: ``setsid: failed to execute X: REASON``, the first line of a command whose program
+    could not start, becomes ``X: REASON``, as a shell and the local connection say it (the user ran
+    X, not setsid; new-user trial: ``h | setsid: failed to execute nvidia-smi: ...``). The exit
+    status (127 or 126) is setsid's and unchanged. Only the first line is looked at: setsid prints
+    nothing else, and once the program runs every byte is its own, passed on as it comes (a first
+    line that begins like the message is held until its newline, at most 4 KiB)."""
+
+    def __init__(self, reader) -> None:
+        self._reader = reader
+        self._first = True
+
+    async def read(self, n: int = -1) -> bytes:
+        data = await self._reader.read(n)
+        if not self._first:
+            return data
+        buf = bytearray(data)
+        while buf and b"\n" not in buf and len(buf) < _WRAPPER_LINE_MAX and (
+                SETSID_FAILED.startswith(bytes(buf)) or buf.startswith(SETSID_FAILED)):
+            more = await self._reader.read(n)
+            if not more:
+                break
+            buf += more
+        self._first = False
+        if buf.startswith(SETSID_FAILED):
+            return bytes(buf[len(SETSID_FAILED):])
+        return bytes(buf)
+
+
 def validate_env(env: Mapping[str, str | None]) -> None:
     """Check that every name is a POSIX environment variable name and every value a string, or
     ``None`` (the variable is unset).

@@ -45,7 +45,7 @@ import asyncssh
 
 from ..errors import CommandTimeout, HostUnreachable
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback
-from .command import remote_command_line
+from .command import OwnWrapperStderr, remote_command_line
 from .lifeline import beat, lifeline_s
 from .login_output import (LOGIN_OUTPUT_NOTE, NO_HOME, LoginWatch, SkipLogin, check_started, login_output_note,
                            login_stall_message, marked_line, new_marker, parse_login_answer)
@@ -397,7 +397,8 @@ class SSHConnection(SFTPFiles, Connection):
                     if supervise or hold_stdin else None
                 try:
                     await asyncio.gather(pump_lines(reader, "stdout", out, on_line),
-                                         pump_lines(proc.stderr, "stderr", err, on_line))
+                                         pump_lines(OwnWrapperStderr(proc.stderr) if supervise else proc.stderr,
+                                                    "stderr", err, on_line))
                     await proc.wait_closed()
                 finally:
                     if beats is not None:

@@ -159,9 +159,12 @@ class HostSession:
         self.run_dir = posixpath.join(workdir, "runs", self.run_id)
 
     def folder_error(self, what: str) -> TaskFailed:
-        """The run folder could not be made: ``what`` plus a hint (a missing home folder named)."""
+        """The run folder could not be made: ``what`` plus a hint (a missing home folder named),
+        unless ``what`` names the fix itself (a read-only or full workdir)."""
         hint = ""
-        if not self.host.workdir and getattr(self.conn, "home_missing", False):
+        if "set the host var workdir" in what:
+            pass
+        elif not self.host.workdir and getattr(self.conn, "home_missing", False):
             hint = (f" (the home folder {self.conn.home} of the login user does not exist on the host: set the "
                     f"workdir var to a folder the user can write, e.g. workdir: /tmp/fleetctl)")
         elif not self.host.workdir:

@@ -19,6 +19,7 @@ from ..build.hostcompiler import choose as choose_host_compiler
 from ..connection.base import Connection
 from ..errors import FleetError, TaskFailed
 from ..build.gpustack import check_gpu_stack, slurm_label_warnings, unmet_gres_warning
+from .workdir import workdir_warning
 from .scripts import script_path
 
 #: Name of the facts script, locally (``playbooks/scripts/``) and in the remote workdir.
@@ -210,6 +211,9 @@ def complete_facts(host: str, facts: dict[str, Any], *,
         facts["build"]["notes"].append(
             f"warning: venv {py['venv']}: {py.get('error') or 'no interpreter'}: the host var venv names an environment "
             "that is not there (builds, installs and verify use it): create it, or fix the var")
+    wd = workdir_warning(facts)  # new-user trial: a read-only or full workdir read "ok: disk free GiB 0"
+    if wd:
+        facts["build"]["notes"].append(wd)
     unmet = unmet_gres_warning(facts, verify_device)
     # about the host, not only its build: told by every play (env_notes), verify included
     for warning in ([unmet] if unmet else []) + slurm_label_warnings(facts):

@@ -226,7 +226,8 @@ def plan_rows(hosts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     "tasks": [...]}``. A build row's ``action`` is ``build``, ``push`` (the class's wheel comes
     from another member), ``reinstall`` (this host holds the wheel but another is installed) or
     ``skip`` (the wheel for exactly these inputs is installed); ``changed`` names the inputs that
-    differ from the installed wheel's."""
+    differ from the installed wheel's; ``why`` a reinstall's cause, the install's own (``nothing
+    installed``, ``installed files differ from their RECORD (_C.so missing)``...)."""
     out: dict[str, dict[str, Any]] = {}
     for host, r in hosts.items():
         tasks = [t for t in r.get("tasks", []) if t.get("action") != "facts"]
@@ -243,9 +244,12 @@ def plan_rows(hosts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 continue
             d = (t.get("data") or {}).get("decision") or {}
             role = d.get("action")
+            why = ""
             if role in ("reuse", "serve"):
-                inst = ((installs[0].get("data") or {}).get("decision") or {}).get("action") if installs else None
+                inst_d = ((installs[0].get("data") or {}).get("decision") or {}) if installs else {}
+                inst = inst_d.get("action")
                 action = "skip" if inst == "skip" or (inst is None and d.get("installed")) else "reinstall"
+                why = str(inst_d.get("why") or "") if action == "reinstall" else ""
             elif role == "fail" or t.get("status") == "failed":
                 action = "fail"
             else:
@@ -254,7 +258,7 @@ def plan_rows(hosts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
                     action = "build (forced)"
             builds.append({"task": t["name"], "key": d.get("key", ""), "action": action,
                            "changed": d.get("changed", []), "archs": d.get("archs"), "msg": t.get("msg", ""),
-                           "platform": d.get("platform"), "deps": d.get("deps") or []})
+                           "platform": d.get("platform"), "deps": d.get("deps") or [], "why": why})
         row["builds"] = builds
         out[host] = row
     return out
@@ -311,7 +315,7 @@ def print_plan_table(console: Console, title: str, rows: dict[str, dict[str, Any
         for b in r.get("builds", []):
             style = {"skip": "green", "push": "cyan", "fail": "red"}.get(b["action"], "yellow")
             out.append([host, b["task"], Text(b["action"], style=style), str(b.get("archs") or ""),
-                        b.get("key", ""), ", ".join(b["changed"])])
+                        b.get("key", ""), ", ".join(b["changed"]) or b.get("why", "")])
             out.extend([host, f"  dependency {d.get('name', '?')}", Text(dep_state(d)), "", "", dep_line(d)]
                        for d in b.get("deps") or [])
         if r.get("builds"):

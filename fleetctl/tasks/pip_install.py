@@ -268,7 +268,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     for note in notes:
         yield Note(message=note)
     return TaskResult(Status.CHANGED, data=data,
-                      msg=f"installed {version} ({tool}); "
+                      msg=f"installed {version} ({tool}): {why}; "
                           + (f"torch {after['torch']} unchanged" if after.get("torch") else "no torch in the venv, none added")
                           + "".join(f"; {n}" for n in notes))
 

@@ -179,6 +179,36 @@ def own_workdir(base, create=True):
     return mine, None
 
 
+#: The fix of a workdir that cannot take this run's files (fleetctl/facts/workdir.py WORKDIR_FIX).
+WORKDIR_FIX = "set the host var %s to a writable folder with space"
+
+
+class WorkdirUnwritable(Exception):
+    """A file or folder under the workdir could not be written: ``args[0]`` is its line (:func:`cannot_write`)."""
+
+
+def cause(exc):
+    """``"No space left on device (ENOSPC)"``: an OSError's words and its errno name."""
+    text = exc.strerror or str(exc)
+    return "%s (%s)" % (text, errno.errorcode[exc.errno]) if exc.errno in errno.errorcode else text
+
+
+def write_fix(exc, var="workdir"):
+    """``"; set the host var VAR to ..."`` when ``exc`` says the file system cannot take files at
+    all (read-only, full, over quota), else ``""`` (other causes have lines of their own)."""
+    if exc.errno in (errno.EROFS, errno.ENOSPC, errno.EDQUOT):
+        return "; " + WORKDIR_FIX % var
+    return ""
+
+
+def cannot_write(what, path, exc, var="workdir"):
+    """The one rule for every "cannot write the workdir" line (the run folder, the facts script's
+    copy, the deploy lock): ``"cannot WHAT PATH: CAUSE (ENAME)"`` and, for a read-only, full or
+    over-quota file system, the fix naming the host var (``deploy_lock`` when that var put the lock
+    elsewhere)."""
+    return "cannot %s %s: %s%s" % (what, path, cause(exc), write_fix(exc, var))
+
+
 def lock_refusal(path, exc):
     """What a lock file that cannot be opened is, for the line saying so: ``": PATH (owner, mode)
     is ...; what to do"``, or ``""`` when that says nothing more (a full disk, a missing folder)."""
@@ -477,6 +507,9 @@ def run_facts(source, folder, argv, read_only=False):
     so Python's own bytecode cache (``__pycache__``, checked against the file's size and mtime)
     spares every later run the compile (a fifth of the facts' CPU); its NVML child runs it again
     by that path. ``read_only``: nothing is written in ``folder`` (see the module docstring).
+    This copy (a deploy, its ``--plan`` and ``--dry-run``) is what the facts write in the workdir
+    besides ``facts.py``'s own id file and kept answers (which report their own failures): when it
+    cannot be written, :class:`WorkdirUnwritable` says where and the fix (:func:`cannot_write`).
     """
     import hashlib
 
@@ -505,11 +538,18 @@ def _import_and_run(path, source, folder, argv):
     import io
 
     if not os.path.exists(path):
-        os.makedirs(folder, exist_ok=True)
         tmp = "%s.%d.part" % (path, os.getpid())
-        with open(tmp, "wb") as fh:
-            fh.write(source)
-        os.replace(tmp, path)
+        try:
+            os.makedirs(folder, exist_ok=True)
+            with open(tmp, "wb") as fh:
+                fh.write(source)
+            os.replace(tmp, path)
+        except OSError as exc:  # a full disk: write(2) names no file ("[Errno 28] No space left on device")
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise WorkdirUnwritable(cannot_write("write", path, exc)) from None
     spec = importlib.util.spec_from_file_location("fleetctl_facts", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -552,7 +592,7 @@ def main():
         if not read_only:
             os.makedirs(run_dir, exist_ok=True)
     except OSError as exc:
-        out["error"] = "cannot create %s: %s" % (run_dir, exc.strerror or exc)
+        out["error"] = cannot_write("create", run_dir, exc)
         return finish(out, None)
     fd = None
     if job.get("lock"):
@@ -562,10 +602,8 @@ def main():
             fd, out["lock"] = take_lock(path, job["lock"]["record"])
         except OSError as exc:
             # the path taken, not the var (empty without deploy_lock: "cannot take the deploy lock :")
-            cause = exc.strerror or str(exc)
-            if exc.errno in errno.errorcode:
-                cause = "%s (%s)" % (cause, errno.errorcode[exc.errno])
-            out["lock"] = {"path": path, "error": cause + lock_refusal(path, exc)}
+            out["lock"] = {"path": path, "error": cause(exc) + lock_refusal(path, exc)
+                           + write_fix(exc, "deploy_lock" if where else "workdir")}
             return finish(out, None)
         if fd is None:
             return finish(out, None)
@@ -606,6 +644,8 @@ def main():
                                             os.path.join(workdir, "scripts") if trusted else None,
                                             ["--workdir", run_dir] + cache + (["--read-only", "1"] if read_only else [])
                                             + list(job.get("facts_argv") or []), read_only)
+        except WorkdirUnwritable as exc:  # the workdir's file system, not the facts: the run folder's rule
+            out["error"] = exc.args[0]
         except BaseException as exc:  # noqa: BLE001 - reported, never fatal
             out["facts_error"] = "%s: %s" % (type(exc).__name__, exc)
     for t in threads:

@@ -1,0 +1,46 @@
+"""Whether a host's workdir can take a deploy's files, from its facts (``workdir_fs``, measured by
+``playbooks/scripts/facts.py`` at the workdir or its nearest existing parent). Pure.
+
+The rule is the host script's (``playbooks/scripts/session_start.py``, :func:`cannot_write` there):
+a run writes its run folder, logs, the facts script's copy and the deploy lock under the workdir,
+so a workdir on a read-only, full or unwritable file system fails every deploy and ``--plan`` at
+once; ``fleetctl facts`` (which writes nothing) says so beforehand, with the same fix.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+#: Free MiB (2**20 bytes) under which the workdir counts as full: a run's folder, its logs and the
+#: facts script's copy need a few MiB; a build's own needs are checked by its planner
+#: (:mod:`fleetctl.tasks.build_space`).
+WORKDIR_MIN_FREE_MIB = 16
+
+#: The fix every "cannot write the workdir" line ends with.
+WORKDIR_FIX = "set the host var workdir to a writable folder with space"
+
+
+def workdir_warning(facts: dict[str, Any]) -> str | None:
+    """``"warning: workdir W: ..."`` naming the folder, why a deploy cannot write there and the fix
+    (:data:`WORKDIR_FIX`), or None when its file system is writable with space (or unmeasured).
+
+    ``facts["workdir"]`` is the folder the facts were measured for: a run's folder
+    ``<workdir>/runs/<run_id>`` is named by its workdir."""
+    fs = facts.get("workdir_fs")
+    if not isinstance(fs, dict) or not fs.get("path"):
+        return None
+    folder = str(facts.get("workdir") or fs["path"])
+    if posixpath.basename(posixpath.dirname(folder)) == "runs":
+        folder = posixpath.dirname(posixpath.dirname(folder))
+    where = fs["path"] if fs["path"] == folder else f"{fs['path']}, its nearest existing folder,"
+    if fs.get("readonly"):
+        why = f"the file system of {where} is mounted read-only"
+    elif fs.get("writable") is False:
+        why = f"{where} is not writable by the login user"
+    elif isinstance(fs.get("free_mib"), int) and fs["free_mib"] < WORKDIR_MIN_FREE_MIB:
+        why = f"the file system of {where} is full ({fs['free_mib']} MiB free)"
+    else:
+        return None
+    return (f"warning: workdir {folder}: {why}: a deploy (and --plan) cannot make its run folder, lock or "
+            f"build there; {WORKDIR_FIX}")
