@@ -3,6 +3,7 @@
 # bench/issue28_probe.py, Nsight Compute of the wgmma kernel at M = 128 and 32 (8192^2), then the
 # issue's table. Usage (repo root): bash bench/issue28_diag.sh OUTDIR
 # (env: TABLE=0, NCU=0, NCU_CFGS='N K M [g u l];...', PROBE=0, PROBE_ARGS, FP4_WG_SWEEP=ON for every tuning,
+#  BENCH_ARGS: more arguments of bench/issue28.py (--m, --shapes, --fp16-m),
 #  FLOW=1: bench/issue28_flow.py, the stage-round-trip A/B, flows 0 (baseline) 1 2 3 interleaved in one
 #  process, after its bit-identity selfcheck; FLOW_ARGS. The next device call of issue 28:
 #  NCU=0 TABLE=0 PROBE=0 FLOW=1 bash bench/issue28_diag.sh OUT)
@@ -35,7 +36,7 @@ IFS=";" read -ra cfgs <<< "${NCU_CFGS:-8192 8192 128;8192 8192 32}"  # N K M [gr
   head -40 "$out/stall_$tag.txt"
 done
 if [ "${TABLE:-1}" = 1 ]; then
-  timeout ${BENCH_TIMEOUT:-300} $py bench/issue28.py --out "$out" > "$out/issue28.txt" 2>&1
+  timeout ${BENCH_TIMEOUT:-300} $py bench/issue28.py --out "$out" ${BENCH_ARGS:-} > "$out/issue28.txt" 2>&1
   tail -80 "$out/issue28.txt" | cut -c1-150
 fi
 rm -rf "$work"
