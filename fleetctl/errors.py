@@ -68,6 +68,12 @@ class InventoryNotFound(InventoryError):
         super().__init__(f"inventory file not found ({named_by})", file=source)
 
 
+class CommandRefused(InputError, ValueError):
+    """An argv or environment that no process can be given (a NUL byte: execve(2) ends each string
+    at NUL; a variable name that is not a POSIX name), refused by every connection before anything
+    runs, in one line. Also a ``ValueError``, as the connection helpers documented it."""
+
+
 class PlaybookError(InputError):
     """A playbook is invalid (unknown action, missing argument, undefined variable...)."""
 

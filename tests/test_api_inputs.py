@@ -73,3 +73,104 @@ def test_an_extra_var_that_makes_a_task_argument_invalid_is_refused_before_anyth
     prep = prepare_play(Fleet(INV), play, pattern="local", mode="plan", tags="install", extra_vars={"archs": "sm_90a"})
     assert prep.extra_vars["archs"] == "sm_90a"
     prepare_play(Fleet(INV), play, pattern="local", mode="plan", extra_vars={"archs": "12.0a;9.0a"})
+
+
+# -- the new-user trial of docs/api.md: each wrong type one InputError line, before anything connects --
+
+def _nodes():
+    return Fleet.from_inventory(INV).select("local")
+
+
+_PLAY = str(REPO / "playbooks" / "verify.yaml")
+
+WRONG_TYPES = [
+    # a flag is a bool ("no" is truthy: host keys would have been accepted); a bool is no number
+    (lambda: Fleet.from_inventory(INV, accept_new_host_keys="no"), "accept_new_host_keys: want True or False, got 'no'"),
+    (lambda: Fleet(INV, accept_new_host_keys=1), "accept_new_host_keys: want True or False, got 1"),
+    (lambda: Fleet.from_inventory(INV, connect_timeout=True), "connect_timeout: want a positive number of seconds, got True"),
+    (lambda: _nodes().run(["true"], timeout=True), "timeout: want a positive number of seconds, got True"),
+    (lambda: _nodes().fetch("/etc/hostname", "out", flat="yes"), "flat: want True or False, got 'yes'"),
+    # shapes that reached users as TypeError / ValueError from deep inside
+    (lambda: Fleet(123).inventory, "inventory sources: want paths (or one list of them), got 123"),
+    (lambda: Fleet.from_inventory(INV, ssh_options=[1]), "ssh_options: want a list of 'Name=value' strings, got [1]"),
+    (lambda: _nodes().run(["true"], observers=1),
+     "observers: want a callable, an observer object (event/line methods) or a list of them, got 1"),
+    (lambda: _nodes().run(["echo", "a\0b"]),
+     r"argv[1] 'a\x00b': holds a NUL byte, which no program can be given (execve ends an argument at NUL)"),
+    (lambda: _nodes().deploy(_PLAY, mode="plan", extra_vars="a=1"),
+     "extra_vars: want a mapping of variable names (strings) to values, got 'a=1'"),
+    (lambda: _nodes().deploy(_PLAY, mode="plan", extra_vars={1: 2}),
+     "extra_vars: want a mapping of variable names (strings) to values, got {1: 2}"),
+    (lambda: _nodes().rollback(mode="plan", extra_vars=["a=1"]),
+     "extra_vars: want a mapping of variable names (strings) to values, got ['a=1']"),
+    (lambda: _nodes().copy(123, "/tmp/x"), "src: want a path here (a non-empty string without NUL bytes), got 123"),
+    (lambda: _nodes().fetch(None, "out"), "src: want a path on the hosts (a non-empty string without NUL bytes), got None"),
+    (lambda: _nodes().fetch("/etc/hostname", 123), "dest: want a path here (a non-empty string without NUL bytes), got 123"),
+    (lambda: _nodes().copy(INV, "/tmp/a\0b"),
+     r"dest: want a path on the hosts (a non-empty string without NUL bytes), got '/tmp/a\x00b'"),
+]
+
+
+@pytest.mark.parametrize("call, message", WRONG_TYPES, ids=[m.split(":")[0] + f"-{i}" for i, (_, m) in enumerate(WRONG_TYPES)])
+def test_a_wrong_type_is_one_input_error_line_naming_the_argument(call, message, tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEETCTL_HOME", str(tmp_path / "state"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as err:
+        call()
+    assert str(err.value) == message
+    assert not (tmp_path / "state" / "runs").exists()  # refused before any run began
+
+
+def test_an_iterator_argv_and_one_observer_alone_run_as_given(tmp_path, monkeypatch):
+    """``run(x for x in [...])`` was checked by reading it, then ran nothing ("program name is
+    empty ([])"); ``observers=print`` was a TypeError: one callable is a list of one."""
+    monkeypatch.setenv("FLEETCTL_HOME", str(tmp_path / "state"))
+    seen: list = []
+    res = _nodes().run((a for a in ["echo", "from", "a generator"]), timeout=30, observers=seen.append)
+    assert res.ok and res["localhost"].stdout == "from a generator\n"
+    assert [e.data["text"] for e in seen if e.name == "output.line"] == ["from a generator"]
+    assert Fleet(INV, accept_new_host_keys=True).accept_new_host_keys is True
+
+
+def test_a_nul_byte_is_refused_by_every_connection_in_one_line(tmp_path, monkeypatch):
+    """Where argv and env reach a connection (a playbook's rendered command), a NUL byte fails the
+    host with the one line, never subprocess's "embedded null byte" as a planner crash; the SSH
+    and Slurm command line (wrap_argv) and the local connection share the check."""
+    import asyncio
+
+    from fleetctl.connection.command import wrap_argv
+    from fleetctl.connection.local import LocalConnection
+    from fleetctl.errors import CommandRefused
+
+    for call in (lambda: wrap_argv(["echo", "a\0b"]), lambda: wrap_argv(["true"], env={"X": "c\0d"}),
+                 lambda: asyncio.run(LocalConnection().run(["echo", "a\0b"])),
+                 lambda: asyncio.run(LocalConnection().run(["true"], env={"X": "c\0d"}))):
+        with pytest.raises(CommandRefused, match="holds a NUL byte"):
+            call()
+    monkeypatch.setenv("FLEETCTL_HOME", str(tmp_path / "state"))
+    play = tmp_path / "nul.yaml"
+    play.write_text('name: p\nhosts: all\ntasks:\n  - name: t\n    command: {argv: ["echo", "{{ x }}"]}\n')
+    res = _nodes().deploy(str(play), extra_vars={"x": "a\0b"})
+    assert res.failed == ["localhost"]
+    assert res["localhost"].error == r"t: argv[1] 'a\x00b': holds a NUL byte, which no program can be given " \
+                                     "(execve ends an argument at NUL)", res["localhost"].error
+
+
+def test_facts_json_gives_every_host_its_status(tmp_path):
+    """``fleetctl facts --json`` named ``status`` only for failed hosts; every entry has it now,
+    as the API's HostFacts.status."""
+    import json
+
+    from tests.support.fleet import fleetctl, write_inventory
+    from tests.support.sshd import free_port
+
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {
+        "me": {"ansible_connection": "local", "workdir": str(tmp_path / "work")},
+        "dead": {"ansible_host": "127.0.0.1", "ansible_port": free_port(), "known_hosts": str(tmp_path / "kh")}}})
+    res = fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", "--connect-timeout", "5", home=tmp_path / "home",
+                   timeout_s=300)
+    assert res.returncode == 1, res.stderr
+    facts = json.loads(res.stdout)
+    assert {h: (f["status"], f["reachable"]) for h, f in facts.items()} == {"me": ("ok", True),
+                                                                            "dead": ("unreachable", False)}
+    assert facts["me"]["gpus"] is not None and "connection refused" in facts["dead"]["error"]

@@ -98,12 +98,23 @@ def facts_document(run: Any) -> dict[str, dict[str, Any]]:
 
 
 def facts_entry(run: Any, host: str) -> dict[str, Any]:
-    """What ``fleetctl facts --json`` shows for one host of ``run``: the facts; for a host whose
-    facts were gathered and then refused (a broken GPU stack) the facts with ``status: failed`` and
-    ``error``; for one without facts ``reachable`` and ``error``. Not redacted."""
+    """What ``fleetctl facts --json`` shows for one host of ``run``: every entry has ``status``
+    (:func:`facts_status`: ``ok``, ``failed`` or ``unreachable``, as the API's
+    :attr:`HostFacts.status <fleetctl.api.facts.HostFacts.status>`) and ``reachable``; a host
+    with facts has them beside; a host that is not ok has ``error`` (one that was reached, its
+    facts gathered and then refused: a broken GPU stack, keeps the facts; an unreachable one has
+    what its connection kind knows without reaching it). Not redacted."""
     out = run.hosts[host]
-    if out.facts is not None and out.status == "failed":
-        return {**out.facts, "reachable": True, "status": "failed", "error": out.error}
-    if out.facts is not None:
-        return out.facts
-    return {"reachable": bool(out.reachable), "error": out.error}
+    entry = {**(out.facts or {}), "reachable": bool(out.reachable), "status": facts_status(out)}
+    if entry["status"] != "ok":
+        entry["error"] = out.error
+    return entry
+
+
+def facts_status(outcome: Any) -> str:
+    """A facts run's host status: ``ok``, ``unreachable``, or ``failed`` (anything else: a host
+    that was never finished is not ok), for ``fleetctl facts --json`` and the API's
+    :class:`~fleetctl.api.facts.HostFacts` alike."""
+    if outcome.status == "unreachable" or outcome.status == "ok" and outcome.facts is not None:
+        return outcome.status
+    return "failed"

@@ -79,7 +79,9 @@ class HostFacts(_Facts):
         """From a facts run's :class:`~fleetctl.engine.model.HostOutcome`."""
         raw = dict(outcome.facts or {})
         cuda, python, build = raw.get("cuda") or {}, raw.get("python") or {}, raw.get("build") or {}
-        status = outcome.status if outcome.status in ("ok", "failed", "unreachable") else "failed"
+        from .adhoc import facts_status
+
+        status = facts_status(outcome)
         return cls(host=host, status=status, error=outcome.error,
                    gpus=tuple(Gpu.model_validate(g) for g in raw.get("gpus") or () if isinstance(g, dict)),
                    driver_version=raw.get("driver_version"), cuda_version=cuda.get("version"),

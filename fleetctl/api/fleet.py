@@ -45,8 +45,10 @@ class Fleet:
             LINE`` on stderr).
 
     Raises:
-        InputError: ``connect_timeout`` is not a positive number of seconds, or an ssh option is
-            one fleetctl refuses (the CLI's one line for ``-o``).
+        InputError: an argument of the wrong kind (:mod:`fleetctl.api.inputs`: a flag that is not
+            a bool, ``connect_timeout`` that is not a positive number of seconds, sources that are
+            not paths, extra vars that are not a mapping of names), or an ssh option fleetctl
+            refuses (the CLI's one line for ``-o``).
 
     Attributes:
         sources: the inventory sources, as given.
@@ -62,39 +64,34 @@ class Fleet:
                  extra_vars: Mapping[str, Any] | None = None, connect_timeout: float = 30.0,
                  accept_new_host_keys: bool = False, verbose: int = 0, ssh_options: Sequence[str] = (),
                  on_warning: Callable[[str], None] = warn) -> None:
-        import math
+        from .inputs import want_bool, want_count, want_extra_vars, want_seconds, want_sources, want_strings
 
-        from ..errors import InputError
-
-        if isinstance(sources, (str, os.PathLike)):  # Fleet("inv.yaml"): one source, not its characters
-            sources = (sources,)
-        given = _paths(sources or ())
+        given = want_sources(sources or ())
         #: True when no source was given: ``inventory.yaml`` here, else fleetctl's own (the only
         #: case that falls back to the checkout: :func:`fleetctl.util.paths.inventory_sources`).
         self.default_inventory = not given
         self.sources = given or ("inventory.yaml",)
-        if extra_vars is not None and not (isinstance(extra_vars, Mapping) and all(isinstance(k, str) for k in extra_vars)):
-            raise InputError(f"extra_vars: want a mapping of variable names (strings) to values, got {extra_vars!r}")
-        if isinstance(verbose, bool) or not isinstance(verbose, int) or verbose < 0:
-            raise InputError(f"verbose: want a whole number of 0 or more, got {verbose!r}")
-        self.extra_vars = dict(extra_vars or {})
-        if not (isinstance(connect_timeout, (int, float)) and math.isfinite(connect_timeout) and connect_timeout > 0):
-            raise InputError(f"connect_timeout: want a positive number of seconds, got {connect_timeout!r}")
-        self.connect_timeout = float(connect_timeout)
-        self.accept_new_host_keys = accept_new_host_keys
-        self.ssh_options: tuple[str, ...] = ()
-        if ssh_options:  # the ssh layer is imported only when options are given
-            from ..connection.ssh_options import SSHOptionError, accepts_new_keys, parse_options
+        self.extra_vars = want_extra_vars(extra_vars)
+        verbose = want_count("verbose", verbose)
+        self.connect_timeout = want_seconds("connect_timeout", connect_timeout)
+        self.accept_new_host_keys = want_bool("accept_new_host_keys", accept_new_host_keys)
+        if on_warning is not None and not callable(on_warning):
+            from ..errors import InputError
 
-            if isinstance(ssh_options, (str, bytes, Mapping)):
-                raise InputError(f"ssh_options: want a list of 'Name=value' strings, got {ssh_options!r}")
+            raise InputError(f"on_warning: want a callable taking one line, got {on_warning!r}")
+        self.ssh_options: tuple[str, ...] = ()
+        options = want_strings("ssh_options", ssh_options, "'Name=value'")
+        if options:  # the ssh layer is imported only when options are given
+            from ..connection.ssh_options import SSHOptionError, accepts_new_keys, parse_options
+            from ..errors import InputError
+
             try:
-                self.ssh_options = tuple(parse_options(tuple(ssh_options)))
+                self.ssh_options = tuple(parse_options(options))
             except SSHOptionError as exc:
                 raise InputError(str(exc)) from None
-            self.accept_new_host_keys = accept_new_host_keys or accepts_new_keys(self.ssh_options)
+            self.accept_new_host_keys = self.accept_new_host_keys or accepts_new_keys(self.ssh_options)
         self.verbose = verbose
-        self.on_warning = on_warning
+        self.on_warning = on_warning or warn
         self._inventory: Inventory | None = None
 
     def __repr__(self) -> str:
@@ -224,21 +221,3 @@ def select_hosts(fleet: Fleet, pattern: str, limit: str | None = None, *, venv: 
     ensure_fd_budget(len(hosts), forks)
     return inv, hosts
 
-
-def _paths(sources: Any) -> tuple[str, ...]:
-    """Inventory sources as strings: paths, ``os.PathLike``, or one list/tuple of them (as a caller
-    may pass ``["a.yaml", "b.yaml"]`` to ``from_inventory``).
-
-    Raises:
-        InputError: a source that is neither a path nor a list of paths.
-    """
-    from ..errors import InputError
-
-    out: list[str] = []
-    for s in sources:
-        items = s if isinstance(s, (list, tuple)) else (s,)
-        for item in items:
-            if not isinstance(item, (str, os.PathLike)):
-                raise InputError(f"inventory sources: want paths (or one list of them), got {item!r}")
-            out.append(os.fspath(item))
-    return tuple(out)

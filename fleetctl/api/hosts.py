@@ -9,28 +9,16 @@ anything connects, with the CLI's one line.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from .inputs import want_argv, want_bool, want_extra_vars, want_forks, want_path, want_seconds
 from .results import RunResult
 from .sync import run_sync
 
 Observer = Any  # an observer object or a callable: see fleetctl.api.observe
-
-
-def _check_positive(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise InputError(f"{name}: want a positive number of seconds, got {value!r}")
-    return float(value)
-
-
-def _check_forks(forks: Any) -> int:
-    if isinstance(forks, bool) or not isinstance(forks, int) or not 1 <= forks <= 10000:
-        raise InputError(f"forks: want a whole number from 1 to 10000, got {forks!r}")
-    return forks
 
 
 class AsyncHosts:
@@ -97,17 +85,16 @@ class AsyncHosts:
             ``status`` (``ok`` when rc is 0), ``error``.
 
         Raises:
-            InputError: argv is not a non-empty list of strings, a bad timeout or forks, or the
-                selection is invalid.
+            InputError: argv is not a non-empty list of strings (an iterator is read once, before
+                the check), an argument holds a NUL byte (no connection can run it), a bad timeout,
+                forks or observers, or the selection is invalid.
         """
         from .adhoc import run_command
         from .observe import as_observers
 
-        if isinstance(argv, (str, bytes)) or not argv or not all(isinstance(a, str) for a in argv):
-            raise InputError(f"argv: want a non-empty list of strings (run without a shell; for one, "
-                             f"['sh', '-c', LINE]), got {argv!r}")
-        timeout = _check_positive("timeout", timeout)
-        hosts = self._select(venv=False, forks=_check_forks(forks))  # `run` may be what creates the venv
+        argv = want_argv(argv)  # an iterator is read once, here
+        timeout = want_seconds("timeout", timeout)
+        hosts = self._select(venv=False, forks=want_forks(forks))  # `run` may be what creates the venv
         obs = as_observers(observers)
         run, record, outputs = await run_command(
             hosts, list(argv), pattern=self.pattern, command=self._command("run", "--", *argv), observers=obs,
@@ -138,7 +125,7 @@ class AsyncHosts:
         from .adhoc import gather_facts
         from .observe import as_observers
 
-        hosts = self._select(forks=_check_forks(forks))
+        hosts = self._select(forks=want_forks(forks))
         run, record = await gather_facts(
             hosts, pattern=self.pattern, command=self._command("facts"), observers=as_observers(observers),
             verbose=self.fleet.verbose, forks=forks, connect_timeout_s=self.fleet.connect_timeout,
@@ -166,10 +153,10 @@ class AsyncHosts:
             ``bytes``, ``error`` (a full disk or a permission names the path and cause).
 
         Raises:
-            InputError: ``src`` does not exist here, a bad timeout or forks, or the selection is invalid.
+            InputError: ``src`` or ``dest`` is not a path (a string or ``os.PathLike``, no NUL), ``src``
+                does not exist here, a bad timeout or forks, or the selection is invalid.
         """
-        if not isinstance(dest, str) or not dest:
-            raise InputError(f"dest: want a path on the hosts (a non-empty string), got {dest!r}")
+        src, dest = want_path("src", src, "here"), want_path("dest", dest, "on the hosts")
         return await self._transfer("copy", src, dest, timeout=timeout, forks=forks, observers=observers)
 
     async def fetch(self, src: str, dest: str | Path, *, timeout: float = 600.0, forks: int = 50,
@@ -189,21 +176,21 @@ class AsyncHosts:
             ``src`` missing on a host fails that host, naming the path.
 
         Raises:
-            InputError: a bad timeout or forks, the selection is invalid, or the hosts would write
+            InputError: ``src`` or ``dest`` is not a path (a string or ``os.PathLike``, no NUL),
+                ``flat`` is not a bool, a bad timeout or forks, the selection is invalid, or the hosts would write
                 over each other or outside ``dest`` (:func:`fleetctl.engine.fetch_paths.check_fetch`).
         """
-        return await self._transfer("fetch", src, dest, timeout=timeout, forks=forks, observers=observers, flat=flat)
+        src, dest = want_path("src", src, "on the hosts"), want_path("dest", dest, "here")
+        return await self._transfer("fetch", src, dest, timeout=timeout, forks=forks, observers=observers,
+                                    flat=want_bool("flat", flat))
 
     async def _transfer(self, kind: str, src: Any, dest: Any, *, timeout: float, forks: int,
                         observers: Iterable[Observer] | None, flat: bool = False) -> RunResult:
-        import os
-
         from .observe import as_observers
         from .transfer import transfer_files
 
-        timeout = _check_positive("timeout", timeout)
-        hosts = self._select(venv=False, forks=_check_forks(forks))
-        src, dest = os.fspath(src), os.fspath(dest)
+        timeout = want_seconds("timeout", timeout)
+        hosts = self._select(venv=False, forks=want_forks(forks))
         run, record = await transfer_files(
             kind, hosts, src, dest, pattern=self.pattern, command=self._command(kind, src, dest),
             observers=as_observers(observers), verbose=self.fleet.verbose, forks=forks, timeout_s=timeout,
@@ -270,7 +257,7 @@ class AsyncHosts:
         """
         from .play import rollback_to
 
-        extra = {**(extra_vars or {}), "rollback_to": rollback_to(to)}
+        extra = {**want_extra_vars(extra_vars), "rollback_to": rollback_to(to)}
         return await self._play("rollback", None, mode=mode, extra_vars=extra, forks=forks, observers=observers)
 
     async def _play(self, kind: str, playbook: str | Path | None, *, observers: Iterable[Observer] | None,
@@ -278,7 +265,7 @@ class AsyncHosts:
         from .observe import as_observers
         from .play import prepare_play, run_play
 
-        _check_forks(kw.get("forks", 50))
+        want_forks(kw.get("forks", 50))
         obs = as_observers(observers)
         prep = prepare_play(self.fleet, playbook, kind=kind, pattern=self.pattern, limit=self.limit, **kw)
         run, record = await run_play(prep, command=self._command(kind, "--playbook", prep.play_file),

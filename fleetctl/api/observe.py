@@ -20,7 +20,7 @@ A callable that raises is dropped with one warning on stderr; the run goes on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 
@@ -45,17 +45,27 @@ class CallbackObserver:
                                                                  "text": run.redactor.text(text)}))
 
 
-def as_observers(observers: Iterable[Any] | None) -> list[Any]:
+def as_observers(observers: Iterable[Any] | Any | None) -> list[Any]:
     """Observer objects as given; a callable without ``event``/``line`` wrapped in a
-    :class:`CallbackObserver`.
+    :class:`CallbackObserver`. One observer or callable alone (``observers=print``) is a list of
+    one.
 
     Raises:
-        InputError: an item that is neither.
+        InputError: neither a list of them nor one of them (``observers=1``), or an item that is
+            neither.
     """
     from ..errors import InputError
 
+    if observers is None:
+        return []
+    if hasattr(observers, "event") or hasattr(observers, "line") or callable(observers) or (
+            hasattr(observers, "close") and not isinstance(observers, Iterable)):  # a generator has close()
+        observers = [observers]
+    elif isinstance(observers, (str, bytes, Mapping)) or not isinstance(observers, Iterable):
+        raise InputError(f"observers: want a callable, an observer object (event/line methods) or a list of "
+                         f"them, got {observers!r}")
     out = []
-    for obs in observers or ():
+    for obs in observers:
         if hasattr(obs, "event") or hasattr(obs, "line") or hasattr(obs, "close"):
             out.append(obs)
         elif callable(obs):
@@ -63,3 +73,4 @@ def as_observers(observers: Iterable[Any] | None) -> list[Any]:
         else:
             raise InputError(f"observers: want callables or observer objects (event/line methods), got {obs!r}")
     return out
+

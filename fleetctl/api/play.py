@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FleetError, InputError
+from .inputs import want_bool, want_extra_vars, want_forks
 from .lifecycle import finish_run, new_run
 from ..util.didyoumean import close_matches
 from .playchecks import check_extra_var_args, check_local_sources, check_unread_build_vars, extra_var_warnings
@@ -235,9 +236,9 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
         if given is not None and not (isinstance(given, str) or (isinstance(given, (list, tuple))
                                                                 and all(isinstance(t, str) for t in given))):
             raise InputError(f"{which}: want a tag name, a comma-separated string or a list of names; got {given!r}")
-    for flag, value in (("force", force), ("staged", staged)):
-        if not isinstance(value, bool):  # "no" is truthy: force="no" would rebuild (new-user trial)
-            raise InputError(f"{flag}: want True or False, got {value!r}")
+    force, staged = want_bool("force", force), want_bool("staged", staged)  # "no" is truthy: it would rebuild
+    extra_vars = want_extra_vars(extra_vars)  # as Fleet(extra_vars=...) checks them
+    want_forks(forks)
     if max_fail_percentage is not None and (isinstance(max_fail_percentage, bool)
                                             or not isinstance(max_fail_percentage, (int, float))
                                             or not (0 <= max_fail_percentage <= 100)):

@@ -43,6 +43,8 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 
+from ..errors import CommandRefused
+
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 #: Login shells known to parse POSIX quoting as sh does.
@@ -117,22 +119,37 @@ class OwnWrapperStderr:
         return bytes(buf)
 
 
-def validate_env(env: Mapping[str, str | None]) -> None:
-    """Check that every name is a POSIX environment variable name and every value a string, or
-    ``None`` (the variable is unset).
+def check_argv(argv: Sequence[str]) -> None:
+    """Refuse an argument no process can be given: one holding a NUL byte (execve(2) ends each
+    argument at the first NUL, so the program would get a different argv than the one given).
+    Every connection (local, SSH, Slurm) checks here before it runs anything.
 
     Raises:
-        ValueError: naming the offending variable.
+        CommandRefused: naming the argument (its index in argv, 0 the program).
+    """
+    for n, arg in enumerate(argv):
+        if "\x00" in str(arg):
+            raise CommandRefused(f"argv[{n}] {str(arg)!r}: holds a NUL byte, which no program can be given "
+                                 "(execve ends an argument at NUL)")
+
+
+def validate_env(env: Mapping[str, str | None]) -> None:
+    """Check that every name is a POSIX environment variable name and every value a string, or
+    ``None`` (the variable is unset), without a NUL byte.
+
+    Raises:
+        CommandRefused: (a ``ValueError``) naming the offending variable.
     """
     for name, value in env.items():
         if not isinstance(name, str) or not _ENV_NAME.match(name):
-            raise ValueError(f"invalid environment variable name {name!r}")
+            raise CommandRefused(f"invalid environment variable name {name!r}")
         if value is None:
             continue
         if not isinstance(value, str):
-            raise ValueError(f"environment variable {name}: value must be a string, got {type(value).__name__}")
+            raise CommandRefused(f"environment variable {name}: value must be a string, got {type(value).__name__}")
         if "\x00" in value:
-            raise ValueError(f"environment variable {name}: value contains a NUL byte")
+            raise CommandRefused(f"environment variable {name}: {value!r} holds a NUL byte, which no program "
+                                 "can be given (execve ends a variable at NUL)")
 
 
 def env_argv(env: Mapping[str, str | None]) -> list[str]:
@@ -179,14 +196,13 @@ def wrap_argv(
     ``lifeline_s`` seconds (0: none, only EOF stops the command).
 
     Raises:
-        ValueError: empty argv, a NUL byte in an argument, or a bad environment name.
+        ValueError: empty argv; CommandRefused (a ValueError): a NUL byte in an argument or a
+            variable, or a bad environment name (:func:`check_argv`, :func:`validate_env`).
     """
     if not argv:
         raise ValueError("empty argv")
     argv = [str(a) for a in argv]
-    for arg in argv:
-        if "\x00" in arg:
-            raise ValueError("argument contains a NUL byte")
+    check_argv(argv)
     out = list(argv)
     if env or cwd or become or argv[0].startswith("-"):
         # `env --` also when only cwd is set (the cd script's `exec` would read a first word

@@ -21,7 +21,7 @@ from ..errors import CommandTimeout, TransferError
 from ..util.paths import keep_mode
 from .storagefaults import name_write_error
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback, OutputLine
-from .command import command_argv, env_argv, validate_env
+from .command import check_argv, command_argv, env_argv, validate_env
 from .groupwatch import GroupWatch
 from .streams import OutputTail, pump_lines
 
@@ -63,6 +63,7 @@ class LocalConnection(Connection):
         the same way by its watcher (:mod:`fleetctl.connection.groupwatch`), within seconds.
         """
         argv = [str(a) for a in argv]
+        check_argv(argv)  # as over SSH and Slurm: one line, not subprocess's "embedded null byte"
         full_env = dict(os.environ)
         if env:
             validate_env(env)
