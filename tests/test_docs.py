@@ -304,3 +304,18 @@ def test_readme_and_inventory_page_say_a_legacy_and_modern_name_together_are_ref
         text = " ".join((REPO / name).read_text(encoding="utf-8").split())
         assert not re.search(r"win(s|ning)? wherever (they are|it is) set", text), name
         assert re.search(r"sets? (both|a legacy name and its modern one) to different values is refused", text), name
+
+
+def test_the_home_folder_page_names_every_folder_fleetctl_writes_under_state_and_cache():
+    """docs/files.md is the one list of what fleetctl writes under ~ (new-user trial: probes/ and
+    sass-check/ in ~/.cache/fleetctl were in no doc): every ``cache_dir() / "X"`` and
+    ``state_dir() / "X"`` in the code, and the schedule's files, are named on it."""
+    page = (DOCS / "files.md").read_text(encoding="utf-8")
+    code = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "fleetctl").rglob("*.py"))
+    found = set(re.findall(r"(?:cache_dir|state_dir)\(\) / \"([^\"]+)\"", code))
+    assert {"wheels", "probes", "sass-check", "fetchdeps", "runs"} <= found, found
+    for name in found:
+        assert re.search(rf"`<(?:cache|state)>/{re.escape(name)}[/`.]", page), name
+    for name in ("locks", "schedule", "cron.log", "tmp/<key16>", "~/.cache/uv", "~/.config/systemd/user"):
+        assert name in page, name
+    assert "docs/files.md" in (REPO / "README.md").read_text(encoding="utf-8")

@@ -127,10 +127,16 @@ def test_a_deploy_prunes_the_run_folders_on_the_host(tmp_path):
     for name in [*old, *recent]:
         os.utime(host_runs / name, (now - 7200, now - 7200))
     (host_runs / "not-a-run").mkdir()
-    stale_tmp, live_tmp = work / "tmp" / "0123456789abcdef", work / "tmp" / "fedcba9876543210"
+    stale_tmp, recent_tmp = work / "tmp" / "0123456789abcdef", work / "tmp" / "fedcba9876543210"
     (stale_tmp / "nvcc").mkdir(parents=True)
-    live_tmp.mkdir()
     os.utime(stale_tmp, (now - 7200, now - 7200))  # a killed build's TMPDIR
+    # a build SIGTERMed a minute ago (new-user trial): pip's tmpXXXX build tree and nvcc's tmpxft_* files
+    # in its TMPDIR; under the deploy lock no build of this workdir runs, so it goes too
+    (recent_tmp / "tmpab12cd34" / "build").mkdir(parents=True)
+    (recent_tmp / "tmpxft_0000abcd_00000000-6_kernel.cudafe1.cpp").write_text("x" * 4096)
+    elsewhere = tmp_path / "not-ours"
+    (elsewhere / "keep").mkdir(parents=True)
+    (work / "tmp" / "link").symlink_to(elsewhere)  # a link is never followed nor removed
     inv = tmp_path / "inv.yaml"
     inv.write_text(f"all:\n  hosts:\n    me: {{ansible_connection: local, workdir: {work}, keep_runs: 4}}\n")
     play = tmp_path / "play.yaml"
@@ -146,7 +152,8 @@ def test_a_deploy_prunes_the_run_folders_on_the_host(tmp_path):
     assert not any(n in left for n in old)  # past the policy
     kept_recent = sorted(recent)[-2:]  # 4 runs: this deploy, the `run` before it, the 2 newest of these
     assert {n for n in left if n in recent} == set(kept_recent)
-    assert not stale_tmp.exists() and live_tmp.exists()
+    assert not stale_tmp.exists() and not recent_tmp.exists()
+    assert (work / "tmp" / "link").is_symlink() and (elsewhere / "keep").is_dir()
 
 
 def test_each_class_keeps_its_newest_n_and_pinned_runs_and_each_plays_last_failure_stay():

@@ -767,7 +767,7 @@ def test_the_job_keeps_the_order_of_e_items_so_a_later_one_wins_as_in_deploy(tmp
     (["--at", "02:30", "--playbook", "nope.yaml"], "nope.yaml: --playbook: playbook file not found"),
     (["--at", "02:30", "--hosts", "nosuchgroup"], "nosuchgroup"),
     (["--at", "02:30", "-i", "missing.yaml"], "inventory file not found"),
-    ([], "Missing option '--at'"),
+    ([], "--at HH:MM: required (or --remove to unschedule)"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, args, message):
     d = fleet_dir(tmp_path)

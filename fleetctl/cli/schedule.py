@@ -2,9 +2,9 @@
 (systemd.timer(5), systemd.service(5)) or as a crontab(5) line. What is written is rendered by
 :mod:`fleetctl.schedule`; this module validates the options and writes the job's files;
 :mod:`fleetctl.cli.schedule_install` writes the units or the crontab line and runs ``systemctl`` or
-``crontab``.
+``crontab``; :mod:`fleetctl.cli.schedule_remove` takes a job away (``--remove``).
 
-Exit status: 0 installed (or printed); 1 the units are written but systemctl is missing or failed, or
+Exit status (``--remove``: see that module): 0 installed (or printed); 1 the units are written but systemctl is missing or failed, or
 crontab is missing or failed (the message says what to run); 2 bad input.
 """
 
@@ -123,6 +123,41 @@ def _installed(name: str, cron: bool, unit_dir: Path) -> sch.Installed | None:
     return sch.from_units(*texts)
 
 
+#: What --remove takes besides itself: how the job is addressed; every other option is refused.
+_REMOVE_TAKES = {"remove", "name", "playbook_path", "cron", "user_units", "print_only"}
+
+
+def _unschedule(name: str, *, cron: bool, system: bool, print_only: bool) -> None:
+    """``--remove`` (:mod:`fleetctl.cli.schedule_remove`); exits with its status. Raises InputError
+    for an option that installs (``--at``, ``-e``...): it would be silently ignored."""
+    from .schedule_remove import remove_cron, remove_systemd
+
+    ctx = click.get_current_context()
+    for param in ctx.command.params:
+        if param.name not in _REMOVE_TAKES and ctx.get_parameter_source(param.name) not in (
+                click.core.ParameterSource.DEFAULT, None):
+            raise InputError(f"--remove: {param.opts[-1] if param.name != 'extra' else '-e'} is for scheduling; "
+                             "--remove takes only --name/--playbook, --cron, --user/--system and --print")
+    home = _abs(state_dir())
+
+    def err(line: str) -> None:
+        click.echo(line, err=True)
+
+    if cron:
+        rc = remove_cron(name, home=home, crontab=shutil.which("crontab"), print_only=print_only,
+                         out=click.echo, err=err)
+    else:
+        unit_dir = SYSTEM_UNIT_DIR if system else user_unit_dir()
+        try:
+            rc = remove_systemd(name, unit_dir, system=system, home=home, systemctl=shutil.which("systemctl"),
+                                print_only=print_only, out=click.echo, err=err)
+        except OSError as exc:
+            err(f"fleetctl: error: cannot remove the job's files: {exc}"
+                + (" (system units need root)" if system else ""))
+            rc = EXIT_FAILED
+    raise click.exceptions.Exit(rc)
+
+
 def _abs(path: str | Path) -> str:
     """Absolute, normalized, symlinks kept (a job that names /srv/fleet/current/... follows that link)."""
     return os.path.abspath(os.path.expanduser(str(path)))
@@ -132,7 +167,8 @@ def _abs(path: str | Path) -> str:
 @click.option("--playbook", "playbook_path", default="playbooks/nightly.yaml", show_default=True,
               help="The playbook the job deploys.")
 @click.option("--hosts", "pattern", default=None, help="Host pattern (default: the playbook's hosts).")
-@click.option("--at", "at", required=True, metavar="HH:MM", help="Time of day, 24-hour clock, local time.")
+@click.option("--at", "at", default=None, metavar="HH:MM",
+              help="Time of day, 24-hour clock, local time (required unless --remove).")
 @click.option("--user/--system", "user_units", default=True, show_default=True,
               help="User units in ~/.config/systemd/user, or system units in /etc/systemd/system.")
 @click.option("--cron", is_flag=True, help="A line in the current user's crontab instead of systemd units.")
@@ -141,6 +177,10 @@ def _abs(path: str | Path) -> str:
 @click.option("--name", default=None,
               help="Unit name / crontab marker [default: fleetctl-<playbook stem>]: one job per NAME; a second "
                    "job for the same playbook (other hosts or inventory) needs its own NAME.")
+@click.option("--remove", is_flag=True,
+              help="Unschedule: disable and remove the job NAME that fleetctl schedule installed (the timer and "
+                   "service, or the crontab line, and its vars files); with --name or --playbook, --cron, "
+                   "--user/--system as it was scheduled. Nothing of that name: one line, exit 0.")
 @click.option("--replace", is_flag=True,
               help="Replace the job NAME holds even when it deploys another playbook, inventory or hosts "
                    "(the same job is always replaced).")
@@ -161,7 +201,7 @@ def _abs(path: str | Path) -> str:
 @click.option("--idle-io", is_flag=True, help="IOSchedulingClass=idle (with --cron: ionice -c 3).")
 @pass_ctx
 def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, user_units: bool, cron: bool,
-             print_only: bool, name: str | None, replace: bool, extra: tuple[str, ...], metrics_file: str | None,
+             print_only: bool, name: str | None, remove: bool, replace: bool, extra: tuple[str, ...], metrics_file: str | None,
              on_failure: tuple[str, ...], timeout: str, randomized_delay: str, nice: int | None,
              idle_io: bool) -> None:
     """Run a deploy unattended every day at HH:MM (a systemd timer, or cron).
@@ -194,11 +234,25 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     for a second job, or --replace.
 
     \b
+    --remove unschedules: systemctl [--user] disable --now NAME.timer,
+    the unit files (only ones fleetctl wrote) and the job's vars files
+    removed, systemctl [--user] daemon-reload; with --cron, only the
+    line marked # fleetctl:NAME. Address the job as it was scheduled
+    (--name, or --playbook for the default name; --cron; --system).
+
+    \b
     Example:
       fleetctl schedule --playbook playbooks/nightly.yaml --hosts gpu-nodes --at 02:30
+      fleetctl schedule --remove --name fleetctl-nightly
     """
-    hour, minute = sch.parse_at(at)
     name = sch.check_name(name if name is not None else sch.default_name(playbook_path))
+    if cron and not user_units:
+        raise InputError("--system: --cron writes the current user's crontab; leave out --system (or --cron)")
+    if remove:
+        _unschedule(name, cron=cron, system=not user_units, print_only=print_only)
+    if at is None:
+        raise InputError("--at HH:MM: required (or --remove to unschedule)")
+    hour, minute = sch.parse_at(at)
     segments = _split_extra(extra)
     files = [value for kind, value in segments if kind == "file"]
     inline_docs = [value for kind, value in segments if kind == "inline"]
@@ -208,8 +262,6 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     sch.parse_timespan(timeout, "--timeout")
     if sch.parse_timespan(randomized_delay, "--randomized-delay") is None:
         raise InputError("--randomized-delay: infinity makes no sense for a daily run")
-    if cron and not user_units:
-        raise InputError("--system: --cron writes the current user's crontab; leave out --system (or --cron)")
     if cron and on_failure:
         raise InputError("--on-failure: names a systemd unit, which cron cannot start; leave out --cron "
                          "(or alert on the exit status in cron.log or on the run record)")

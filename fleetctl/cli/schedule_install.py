@@ -55,7 +55,8 @@ def install_systemd(units: dict[Path, str], name: str, *, system: bool, systemct
         out, err: where messages go (callables taking one line).
 
     Returns:
-        0 enabled; 1 systemctl missing or failed (the unit files stay written; err says what to run).
+        0 enabled; 1 systemctl missing or failed (the unit files stay written; err says what to run, and
+        ``fleetctl schedule --remove`` to take them away).
     """
     err = err or (lambda line: print(line, file=sys.stderr))
     for path, text in units.items():
@@ -63,9 +64,11 @@ def install_systemd(units: dict[Path, str], name: str, *, system: bool, systemct
     scope = [] if system else ["--user"]
     steps = [[*scope, "daemon-reload"], [*scope, "enable", "--now", f"{name}.timer"]]
     howto = " && ".join(shlex.join(["systemctl", *s]) for s in steps)
+    undo = f"fleetctl schedule --remove --name {name}{' --system' if system else ''}"
     if not systemctl:
         err("fleetctl: error: systemctl not found: the unit files are written but the timer is not enabled; "
-            f"on a machine run by systemd, enable it with: {howto}  (or schedule with --cron)")
+            f"on a machine run by systemd, enable it with: {howto}  (or schedule with --cron); "
+            f"to take the files away: {undo}")
         return EXIT_FAILED
     for step in steps:
         try:
@@ -77,7 +80,8 @@ def install_systemd(units: dict[Path, str], name: str, *, system: bool, systemct
                 f"{_tail(res.stderr or res.stdout)}")
             err(f"fleetctl: the unit files are written but the timer is not enabled; enable it with: {howto}"
                 + ("" if system else "  (a --user manager needs a login session or lingering: "
-                                     "loginctl enable-linger)"))
+                                     "loginctl enable-linger)")
+                + f"; to take the files away: {undo}")
             return EXIT_FAILED
     return 0
 

@@ -13,15 +13,15 @@ service units, systemd's quoting), :mod:`.crontab` (the crontab line, merged int
 :mod:`.installed` (the job a name already holds, read back, so only the same job is replaced).
 """
 
-from .crontab import cron_line, marker, merge_crontab
-from .installed import Installed, check_replace, from_crontab, from_units
+from .crontab import cron_line, marker, merge_crontab, remove_from_crontab
+from .installed import HEADER, Installed, check_replace, from_crontab, from_units, written_by_fleetctl
 from .job import (
     DEFAULT_TIMEOUT, KILL_AFTER_S, NAME_RE, ON_FAILURE_RE, UNIT_TYPES, Job, check_name,
     check_on_failure, default_name, parse_at, parse_timespan,
 )
 from .systemd import on_calendar, render_service, render_timer, systemd_exec, systemd_path, systemd_quote
 
-__all__ = ["DEFAULT_TIMEOUT", "KILL_AFTER_S", "NAME_RE", "ON_FAILURE_RE", "UNIT_TYPES",
+__all__ = ["DEFAULT_TIMEOUT", "HEADER", "remove_from_crontab", "written_by_fleetctl", "KILL_AFTER_S", "NAME_RE", "ON_FAILURE_RE", "UNIT_TYPES",
            "Installed", "Job", "check_name", "check_on_failure", "check_replace", "cron_line", "default_name",
            "from_crontab", "from_units",
            "marker", "merge_crontab", "on_calendar", "parse_at", "parse_timespan", "render_service",

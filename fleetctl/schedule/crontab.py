@@ -17,7 +17,7 @@ import shlex
 from ..errors import InputError
 from .job import KILL_AFTER_S, Job, check_utf8, parse_timespan
 
-__all__ = ["cron_line", "marker", "merge_crontab"]
+__all__ = ["cron_line", "marker", "merge_crontab", "remove_from_crontab"]
 
 
 def marker(name: str) -> str:
@@ -83,3 +83,18 @@ def merge_crontab(current: str, line: str, name: str) -> tuple[str, str]:
     if action == "unchanged" and text != (current if current.endswith("\n") else current + "\n"):
         action = "replaced"  # a duplicate of our line was dropped
     return text, action
+
+
+def remove_from_crontab(current: str, name: str) -> tuple[str, list[str]]:
+    """The crontab without our lines for ``name`` (every line ending in ``# fleetctl:NAME``, as
+    :func:`merge_crontab` finds them); every other line is kept as it was.
+
+    Returns:
+        (new crontab text, ending in a newline unless empty; the lines removed, in order).
+    """
+    tail = " " + marker(name)
+    kept: list[str] = []
+    removed: list[str] = []
+    for old in current.splitlines():
+        (removed if old.rstrip().endswith(tail) else kept).append(old)
+    return ("\n".join(kept) + "\n" if kept else ""), removed

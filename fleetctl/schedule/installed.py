@@ -19,7 +19,17 @@ from ..errors import InputError
 from .crontab import marker
 from .job import Job
 
-__all__ = ["Installed", "check_replace", "from_crontab", "from_units"]
+__all__ = ["HEADER", "Installed", "check_replace", "from_crontab", "from_units", "written_by_fleetctl"]
+
+
+#: The first line of every unit file ``fleetctl schedule`` writes (:mod:`.systemd`).
+HEADER = "# Written by `fleetctl schedule`"
+
+
+def written_by_fleetctl(text: str | None) -> bool:
+    """True when a unit file's text is one ``fleetctl schedule`` wrote (it starts with :data:`HEADER`):
+    ``fleetctl schedule --remove`` removes only those, never a unit of the same name made otherwise."""
+    return text is not None and text.startswith(HEADER)
 
 
 @dataclass(frozen=True)
@@ -32,6 +42,7 @@ class Installed:
     inventory: tuple[str, ...] | None = None
     playbook: str | None = None
     pattern: str | None = None
+    extra_vars: tuple[str, ...] = ()  # the job's -e items (``@FILE`` for its vars files)
 
     def same_job(self, job: Job) -> bool:
         return (self.inventory, self.playbook, self.pattern) == (tuple(job.inventory), job.playbook, job.pattern)
@@ -44,9 +55,9 @@ class Installed:
                 f"({self.where})")
 
 
-def _deploy_words(words: list[str]) -> tuple[tuple[str, ...], str, str] | None:
-    """``(inventory, playbook, pattern)`` from the words of :meth:`.job.Job.argv` anywhere in ``words``:
-    ``... [-i INV | -o OPT]... deploy --hosts P --playbook PB ...``."""
+def _deploy_words(words: list[str]) -> tuple[tuple[str, ...], str, str, tuple[str, ...]] | None:
+    """``(inventory, playbook, pattern, extra_vars)`` from the words of :meth:`.job.Job.argv` anywhere in
+    ``words``: ``... [-i INV | -o OPT]... deploy --hosts P --playbook PB [-e ITEM]... ...``."""
     for k in range(len(words) - 3):
         if words[k:k + 2] == ["deploy", "--hosts"] and words[k + 3] == "--playbook" and k + 4 < len(words):
             inventory: list[str] = []
@@ -55,7 +66,8 @@ def _deploy_words(words: list[str]) -> tuple[tuple[str, ...], str, str] | None:
                 if words[j - 2] == "-i":
                     inventory.insert(0, words[j - 1])
                 j -= 2
-            return (tuple(inventory), words[k + 4], words[k + 2]) if inventory else None
+            extra = tuple(words[j + 1] for j in range(k + 5, len(words) - 1) if words[j] == "-e")
+            return (tuple(inventory), words[k + 4], words[k + 2], extra) if inventory else None
     return None
 
 

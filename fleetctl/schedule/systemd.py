@@ -30,6 +30,7 @@ import re
 from pathlib import PurePosixPath
 
 from ..errors import InputError
+from .installed import HEADER
 from .job import Job, check_utf8, parse_timespan
 
 __all__ = ["on_calendar", "render_service", "render_timer", "systemd_exec", "systemd_path", "systemd_quote"]
@@ -115,7 +116,7 @@ def render_service(job: Job) -> str:
     status; OnFailure= (systemd.unit(5)) is the alerting hook."""
     timeout_us = parse_timespan(job.timeout, "--timeout")
     lines = [
-        "# Written by `fleetctl schedule`; run it again to change this unit, do not edit it by hand.",
+        f"{HEADER}; run it again to change this unit, do not edit it by hand.",
         "# The exit status is the deploy's: 0 every host ok, 1 a host failed, 2 bad input. Its JSON summary",
         f"# goes to the journal, its run record to {_text(job.home)}/runs/<run_id>/run.json.",
         "# Alerting: OnFailure= starts the given units when this run fails (fleetctl schedule --on-failure UNIT).",
@@ -153,7 +154,7 @@ def render_timer(job: Job) -> str:
     if parse_timespan(job.randomized_delay, "--randomized-delay") is None:
         raise InputError("--randomized-delay: infinity makes no sense for a daily run")
     return "\n".join([
-        "# Written by `fleetctl schedule`; run it again to change this unit, do not edit it by hand.",
+        f"{HEADER}; run it again to change this unit, do not edit it by hand.",
         "[Unit]",
         f"Description={_text(f'{job.name}: fleetctl deploy every day at {job.at}')}",
         "Documentation=man:systemd.timer(5)",

@@ -19,8 +19,10 @@ after a line holding its size, so nothing is uploaded first and no other command
    retention policy (:mod:`fleetctl.util.retention`: the newest ``keep_runs`` kept, none older than
    ``keep_days`` days) are removed, never this run's nor one changed within the last hour (a
    ``verify`` or ``run`` takes no lock and may be using it); so are the build folders of
-   ``<workdir>/tmp/`` (a build's TMPDIR, left by a build that was killed) not changed within the
-   last hour: under the deploy lock no build of this workdir runs; their names are reported;
+   ``<workdir>/tmp/`` (a build's TMPDIR with nvcc's ``tmpxft_*`` files and pip's build tree, left by
+   a build that was killed: SIGTERM, a lost connection) whatever their age: every run that builds
+   takes this deploy lock first (``PlayOptions.host_lock`` is on for every applying run), so under
+   it no build of this workdir is running; their names are reported;
 6. ``probes``: read-only commands the planners asked last time (argv, env, cwd), run beside the
    facts, each with its own deadline; an answer is the exit status, the signal and every byte of
    stdout and stderr, or nothing at all when the command could not start, ran past its deadline
@@ -310,8 +312,9 @@ def prune_runs(runs_dir, current, keep_runs, keep_days, now):
     return removed
 
 
-def prune_tmp(tmp_dir, now):
-    """Remove the build folders of ``tmp_dir`` not changed within :data:`BUSY_S`; their names."""
+def prune_tmp(tmp_dir):
+    """Remove the build folders of ``tmp_dir`` (called only under the deploy lock: they belong to
+    builds no longer running, however recent); their names. A symbolic link is left alone."""
     import shutil
 
     removed = []
@@ -325,7 +328,7 @@ def prune_tmp(tmp_dir, now):
             st = os.lstat(path)
         except OSError:
             continue
-        if os.path.isdir(path) and not os.path.islink(path) and now - st.st_mtime >= BUSY_S:
+        if stat.S_ISDIR(st.st_mode):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(name)
     return removed
@@ -618,7 +621,7 @@ def main():
         policy = job["prune"]
         out["pruned"] = prune_runs(os.path.join(workdir, "runs"), job["run_id"], int(policy["keep_runs"]),
                                    float(policy["keep_days"]), time.time())
-        out["pruned_tmp"] = prune_tmp(os.path.join(workdir, "tmp"), time.time())
+        out["pruned_tmp"] = prune_tmp(os.path.join(workdir, "tmp"))
     probes = [fill(p, workdir) for p in job.get("probes") or []]
     answers = [None] * len(probes)
     limit = int(job.get("probe_limit_bytes") or 4 << 20)
