@@ -261,6 +261,31 @@ def test_slurm_time_formats(text, seconds):
     assert slurm_time_s(text) == seconds
 
 
+@pytest.mark.parametrize("value, seconds", [
+    ("30", 1800), (30, 1800), ("5:30", 330), ("2:00:00", 7200), ("1-0", 86400), ("1-2:30", 95400),
+    ("1-2:30:15", 95415), ("UNLIMITED", None), ("infinite", None), ("-1", None), ("0", None)])
+def test_slurm_time_takes_slurms_time_forms(value, seconds):
+    from fleetctl.connection.slurm_settings import SlurmSettings, time_limit_s
+    assert time_limit_s(value) == seconds
+    assert SlurmSettings.model_validate({"slurm_time": value}).time == str(value)
+
+
+@pytest.mark.parametrize("var, value, words", [
+    ("slurm_time", "abc", "not a Slurm time limit: 'abc'"), ("slurm_time", "1:2:3:4", "not a Slurm time limit"),
+    ("slurm_time", "1.5", "not a Slurm time limit"), ("slurm_time", 1.5, "not a Slurm time limit"),
+    ("slurm_time", "1-", "not a Slurm time limit"), ("slurm_time", True, "not a Slurm time limit"),
+    ("slurm_partition", "gpu debug", "not a Slurm partition"), ("slurm_account", "a,b", "not a Slurm account"),
+    ("slurm_qos", "high prio", "not a Slurm QOS"), ("slurm_reservation", "m a", "not a Slurm reservation"),
+    ("slurm_node", "n[1-2],n3", "not a Slurm node name")])
+def test_slurm_vars_of_the_wrong_form_are_refused_naming_the_var(var, value, words):
+    from fleetctl.connection.slurm_settings import SlurmSettings
+    from fleetctl.util.settingsmodel import SettingsError
+    with pytest.raises(SettingsError) as err:
+        SlurmSettings.model_validate({var: value})
+    assert err.value.loc == var and words in str(err.value), str(err.value)
+    assert SlurmSettings.model_validate({"slurm_partition": "gpu,debug"}).partition == "gpu,debug"
+
+
 def test_plan_warns_when_slurm_time_is_shorter_than_the_last_build_of_the_class():
     def rec(run_id, mode, took, action="build", status="changed"):
         return {"run_id": run_id, "mode": mode, "hosts": {"n1": {"tasks": [
