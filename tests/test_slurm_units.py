@@ -376,3 +376,19 @@ def test_login_env_fills_what_sshd_would_set_and_keeps_what_the_node_set():
     seen = dict(line.split("=", 1) for line in step(["PATH=/site/bin:/usr/bin:/bin", "HOME=/scratch/me"],
                                                      "/usr/bin/env").splitlines())
     assert (seen["PATH"], seen["HOME"], seen["USER"]) == ("/site/bin:/usr/bin:/bin", "/scratch/me", me.pw_name), seen
+
+
+def test_an_allocation_refused_for_a_var_names_the_var_its_value_and_slurms_words():
+    from fleetctl.connection.slurm_alloc import AllocationRequest, refused_setting
+    req = AllocationRequest(partition="nosuch", qos="gold", time="1", account="acme", reservation="maint")
+    line = refused_setting("salloc: error: Job submit/allocate failed: Invalid partition name specified", req,
+                           ("debug", "gpu"))
+    assert line == ("Slurm refused the host var slurm_partition='nosuch' (Slurm said: Job submit/allocate failed: "
+                    "Invalid partition name specified); the node is in partition debug, gpu")
+    for said, var in (("Invalid qos specification", "slurm_qos='gold'"),
+                      ("Invalid account or account/partition combination specified", "slurm_account='acme'"),
+                      ("Requested time limit is invalid (missing or exceeds some limit)", "slurm_time='1'"),
+                      ("Requested reservation is invalid", "slurm_reservation='maint'")):
+        assert var in (refused_setting(f"salloc: error: Job submit/allocate failed: {said}", req) or ""), said
+    assert refused_setting("salloc: error: Unable to allocate resources: Requested node configuration is not "
+                           "available", req) is None
