@@ -47,19 +47,23 @@ def time_limit_s(value: object) -> float | None:
     return total or None
 
 
-def _time_text(value: object) -> object:
+def time_text(value: object) -> object:
     """``slurm_time: 30`` (YAML's int) is Slurm's ``"30"`` minutes; a value that is not one of
     Slurm's ``--time`` forms is refused (:func:`time_limit_s`), so a typo is bad input when the
-    inventory is read, not an allocation slurmctld refuses."""
-    if value is None:
-        return None
+    inventory is read, not an allocation slurmctld refuses. ``None`` and ``""`` are unset.
+
+    Raises:
+        ValueError: not a Slurm time limit."""
+    if value is None or value == "":
+        return value
     time_limit_s(value)
     return str(value).strip()
 
 
-def _names(what: str, *, many: bool) -> Callable[[object], object]:
+def name_check(what: str, *, many: bool) -> Callable[[object], object]:
     """A validator of a Slurm name (partition, account, QOS, reservation, node): no blanks and no
-    commas (``many``: a comma-separated list of such names, as ``--partition`` takes)."""
+    commas (``many``: a comma-separated list of such names, as ``--partition`` takes); its
+    ValueError names ``what`` and the form."""
     one = r"[^\s,]+"
     form = re.compile(rf"^{one}(?:,{one})*$" if many else rf"^{one}$")
 
@@ -100,12 +104,12 @@ class SlurmSettings(ConnectionSettings):
     """
 
     node: str | None = setting(str, "slurm_node", "ansible_host", "ansible_ssh_host", optional=True,
-                                   before=_names("node name", many=False))
-    partition: str | None = setting(str, "slurm_partition", optional=True, before=_names("partition", many=True))
-    account: str | None = setting(str, "slurm_account", optional=True, before=_names("account", many=False))
-    qos: str | None = setting(str, "slurm_qos", optional=True, before=_names("QOS", many=False))
-    time: str | None = setting(str, "slurm_time", optional=True, before=_time_text)
+                                   before=name_check("node name", many=False))
+    partition: str | None = setting(str, "slurm_partition", optional=True, before=name_check("partition", many=True))
+    account: str | None = setting(str, "slurm_account", optional=True, before=name_check("account", many=False))
+    qos: str | None = setting(str, "slurm_qos", optional=True, before=name_check("QOS", many=False))
+    time: str | None = setting(str, "slurm_time", optional=True, before=time_text)
     reservation: str | None = setting(str, "slurm_reservation", optional=True,
-                                      before=_names("reservation", many=True))
+                                      before=name_check("reservation", many=True))
     exclusive: bool = setting(bool, "slurm_exclusive", default=True)
     launcher: tuple[str, ...] = setting("words", "slurm_launcher", default=(), before=_launcher_words)
