@@ -964,6 +964,26 @@ def test_gather_facts_refuses_a_broken_stack_never_the_fallback(tmp_path, smi_di
     assert err.value.facts["gpu_stack"]["status"] == "broken" and "build" not in err.value.facts
 
 
+@pytest.mark.parametrize("body, reason, fix", [
+    ("exit 0", "nvidia-smi: exit 0 but it listed no GPU (no output)", "a stub or wrapper on PATH?"),
+    ("ulimit -c 0; kill -SEGV $$", "nvidia-smi: killed by SIGSEGV: no output", "nvidia-smi crashed"),
+], ids=["silent-exit-0", "sigsegv"])
+def test_an_nvidia_smi_that_is_silent_or_crashes_is_named_as_it_ended(tmp_path, smi_dir, body, reason, fix):
+    """nvidia-smi that exits 0 printing nothing, and one that dies by SIGSEGV: the host is broken,
+    and the line says how nvidia-smi ended (new-user trial: "exit 6: No devices were found" for the
+    first, "exit -11" for the second)."""
+    smi_dir.mkdir(parents=True, exist_ok=True)
+    smi = smi_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + body + "\n")
+    smi.chmod(0o755)
+    conn = SubprocessConnection("node09", tmp_path / "home", path_dirs=[smi_dir])
+    with pytest.raises(GpuStackBroken) as err:
+        asyncio.run(gather_facts(conn, workdir="w", python=sys.executable, fallback_archs="10.0a"))
+    assert str(err.value).startswith(f"node09: GPU stack broken: {reason}; fix: "), str(err.value)
+    assert fix in str(err.value) and "exit 6" not in str(err.value) and "exit -" not in str(err.value)
+    assert err.value.facts["gpu_stack"]["status"] == "broken"
+
+
 @pytest.mark.parametrize("stream", ["stdout", "stderr"])
 def test_a_lost_gpu_is_named_never_the_healthy_gpus_row(tmp_path, smi_dir, stream):
     """GPU 1 fallen off the bus (Xid 79): nvidia-smi prints GPU 0's row, then "Unable to determine

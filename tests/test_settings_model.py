@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fleetctl.connection.slurm_client import parse_launcher
-from fleetctl.connection.slurm_settings import SlurmSettings
+from fleetctl.connection.slurm_settings import SlurmSettings, name_check, time_text
 from fleetctl.connection.ssh_kind import SSHSettings
 from fleetctl.inventory.settings import HostSettings
 from fleetctl.util.settingsmodel import SettingsError
@@ -54,7 +54,22 @@ class OldSlurmSettings(OldConnectionSettings):
     @field_validator("time", mode="before")
     @classmethod
     def _time_text(cls, value: object) -> object:
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        return time_text(value)  # Slurm's --time forms (the rule itself is tested in test_slurm_units)
+
+    @field_validator("node", mode="before")
+    @classmethod
+    def _node(cls, value: object) -> object:
+        return name_check("node name", many=False)(value)
+
+    @field_validator("partition", "reservation", mode="before")
+    @classmethod
+    def _many(cls, value: object, info) -> object:
+        return name_check(info.field_name, many=True)(value)
+
+    @field_validator("account", "qos", mode="before")
+    @classmethod
+    def _one(cls, value: object, info) -> object:
+        return name_check(info.field_name, many=False)(value)
 
     @field_validator("launcher", mode="before")
     @classmethod

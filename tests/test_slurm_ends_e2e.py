@@ -189,3 +189,20 @@ def test_a_job_cancelled_between_steps_is_named_by_uploads_and_commands(slurm_cl
     assert len(errors) == 2, errors
     assert all(f"Slurm job {job} was cancelled while this command ran on n1" in e for e in errors), errors
     assert "JobState=CANCELLED" in errors[0]
+
+
+def test_a_partition_slurm_refuses_fails_the_host_naming_the_var_never_unreachable(slurm_cluster, tmp_path):
+    """``slurm_partition: nosuch``: slurmctld refuses the allocation ("Invalid partition name
+    specified"); the host fails (exit 1) naming the var, its value, Slurm's words and the node's
+    partitions (new-user trial: "UNREACHABLE: allocation of n1 refused: ...")."""
+    site = tmp_path / "site.yaml"
+    site.write_text(yaml.safe_dump({"all": {"hosts": {"n1": {"slurm_partition": "nosuch"}}}}))
+    proc = start(tmp_path, slurm_cluster.launcher_text, "-i", "slurm:", "-i", str(site), "run", "--hosts", "n1,n3",
+                 "--", "true")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out[-3000:] + err[-3000:]
+    line = next(ln for ln in (out + err).splitlines() if "n1" in ln and "slurm_partition" in ln)
+    assert "UNREACHABLE" not in line.upper(), line
+    assert "Slurm refused the host var slurm_partition='nosuch'" in line, line
+    assert "Invalid partition name specified" in line and "the node is in partition" in line, line
+    assert slurm_cluster.jobs() == []

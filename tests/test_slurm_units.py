@@ -261,6 +261,31 @@ def test_slurm_time_formats(text, seconds):
     assert slurm_time_s(text) == seconds
 
 
+@pytest.mark.parametrize("value, seconds", [
+    ("30", 1800), (30, 1800), ("5:30", 330), ("2:00:00", 7200), ("1-0", 86400), ("1-2:30", 95400),
+    ("1-2:30:15", 95415), ("UNLIMITED", None), ("infinite", None), ("-1", None), ("0", None)])
+def test_slurm_time_takes_slurms_time_forms(value, seconds):
+    from fleetctl.connection.slurm_settings import SlurmSettings, time_limit_s
+    assert time_limit_s(value) == seconds
+    assert SlurmSettings.model_validate({"slurm_time": value}).time == str(value)
+
+
+@pytest.mark.parametrize("var, value, words", [
+    ("slurm_time", "abc", "not a Slurm time limit: 'abc'"), ("slurm_time", "1:2:3:4", "not a Slurm time limit"),
+    ("slurm_time", "1.5", "not a Slurm time limit"), ("slurm_time", 1.5, "not a Slurm time limit"),
+    ("slurm_time", "1-", "not a Slurm time limit"), ("slurm_time", True, "not a Slurm time limit"),
+    ("slurm_partition", "gpu debug", "not a Slurm partition"), ("slurm_account", "a,b", "not a Slurm account"),
+    ("slurm_qos", "high prio", "not a Slurm QOS"), ("slurm_reservation", "m a", "not a Slurm reservation"),
+    ("slurm_node", "n[1-2],n3", "not a Slurm node name")])
+def test_slurm_vars_of_the_wrong_form_are_refused_naming_the_var(var, value, words):
+    from fleetctl.connection.slurm_settings import SlurmSettings
+    from fleetctl.util.settingsmodel import SettingsError
+    with pytest.raises(SettingsError) as err:
+        SlurmSettings.model_validate({var: value})
+    assert err.value.loc == var and words in str(err.value), str(err.value)
+    assert SlurmSettings.model_validate({"slurm_partition": "gpu,debug"}).partition == "gpu,debug"
+
+
 def test_plan_warns_when_slurm_time_is_shorter_than_the_last_build_of_the_class():
     def rec(run_id, mode, took, action="build", status="changed"):
         return {"run_id": run_id, "mode": mode, "hosts": {"n1": {"tasks": [
@@ -351,3 +376,73 @@ def test_login_env_fills_what_sshd_would_set_and_keeps_what_the_node_set():
     seen = dict(line.split("=", 1) for line in step(["PATH=/site/bin:/usr/bin:/bin", "HOME=/scratch/me"],
                                                      "/usr/bin/env").splitlines())
     assert (seen["PATH"], seen["HOME"], seen["USER"]) == ("/site/bin:/usr/bin:/bin", "/scratch/me", me.pw_name), seen
+
+
+def test_an_allocation_refused_for_a_var_names_the_var_its_value_and_slurms_words():
+    from fleetctl.connection.slurm_alloc import AllocationRequest, refused_setting
+    req = AllocationRequest(partition="nosuch", qos="gold", time="1", account="acme", reservation="maint")
+    line = refused_setting("salloc: error: Job submit/allocate failed: Invalid partition name specified", req,
+                           ("debug", "gpu"))
+    assert line == ("Slurm refused the host var slurm_partition='nosuch' (Slurm said: Job submit/allocate failed: "
+                    "Invalid partition name specified); the node is in partition debug, gpu")
+    for said, var in (("Invalid qos specification", "slurm_qos='gold'"),
+                      ("Invalid account or account/partition combination specified", "slurm_account='acme'"),
+                      ("Requested time limit is invalid (missing or exceeds some limit)", "slurm_time='1'"),
+                      ("Requested reservation is invalid", "slurm_reservation='maint'")):
+        assert var in (refused_setting(f"salloc: error: Job submit/allocate failed: {said}", req) or ""), said
+    assert refused_setting("salloc: error: Unable to allocate resources: Requested node configuration is not "
+                           "available", req) is None
+
+
+#: ``scontrol show job -o 1`` on the test cluster (Slurm 22.05) 0.01 s after slurmctld ended job 1 at
+#: its time limit (slurm_time=1), when the next ``srun --jobid 1`` said "Slurm job 1 has expired"
+COMPLETING_AT_TIME_LIMIT = (
+    "JobId=1 JobName=no-shell UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901759 Nice=0 "
+    "Account=(null) QOS=(null) JobState=COMPLETING Reason=TimeLimit Dependency=(null) Requeue=1 Restarts=0 "
+    "BatchFlag=0 Reboot=0 ExitCode=0:0 RunTime=00:01:00 TimeLimit=00:01:00 TimeMin=N/A "
+    "SubmitTime=2026-12-06T01:37:46 EligibleTime=2026-12-06T01:37:46 AccrueTime=Unknown "
+    "StartTime=2026-12-06T01:37:46 EndTime=2026-12-06T01:38:46 Deadline=N/A SuspendTime=None SecsPreSuspend=0 "
+    "Partition=gpu NodeList=n1 BatchHost=n1 NumNodes=1 NumCPUs=1 Command=(null) WorkDir=/work\n")
+
+
+class _Scontrol:
+    """Our Slurm client seam answering ``scontrol show job -o`` with a recorded record."""
+
+    def __init__(self, stdout: str) -> None:
+        self.stdout = stdout
+
+    async def call(self, argv, **_):
+        from types import SimpleNamespace
+        assert argv[:4] == ["scontrol", "show", "job", "-o"]
+        return SimpleNamespace(rc=0, stdout_text=self.stdout)
+
+
+@pytest.mark.parametrize("refused", [
+    "srun: error: Slurm job 1 has expired",
+    "srun: error: Unable to create step for job 1: Job/step already completing or completed"])
+def test_a_step_refused_after_the_time_limit_names_the_time_limit_from_a_completing_job(refused):
+    """New-user trial: the build step ended, the next step was refused, and the line said "slurmctld
+    no longer knows why" while scontrol showed the job COMPLETING with Reason=TimeLimit."""
+    import asyncio
+
+    from fleetctl.connection.slurm_end import StepEnd, describe_end, learn_end
+    end, limit = asyncio.run(learn_end(_Scontrol(COMPLETING_AT_TIME_LIMIT), StepEnd("ended", refused), job_id="1"))
+    assert end.kind == "time limit" and end.before_step and limit == "00:01:00"
+    line = describe_end(end, job_id="1", node="n1", slurm_time="1", time_limit=limit)
+    assert line.startswith("Slurm job 1 reached its time limit (TimeLimit 00:01:00, slurm_time=1) before this "
+                           "command could start on n1"), line
+    assert refused in line and "JobState=COMPLETING Reason=TimeLimit" in line and "no longer knows" not in line
+
+
+def test_a_running_job_past_its_time_limit_has_reached_it_and_one_within_it_has_not():
+    from fleetctl.connection.slurm_end import duration_s, end_from_job_state
+    past = end_from_job_state({"JobState": "RUNNING", "Reason": "None", "RunTime": "00:01:03",
+                               "TimeLimit": "00:01:00"})
+    assert past is not None and past.kind == "time limit"
+    assert end_from_job_state({"JobState": "RUNNING", "Reason": "None", "RunTime": "00:00:59",
+                               "TimeLimit": "00:01:00"}) is None
+    assert end_from_job_state({"JobState": "RUNNING", "RunTime": "5-00:00:00", "TimeLimit": "UNLIMITED"}) is None
+    node = end_from_job_state({"JobState": "COMPLETING", "Reason": "NodeDown", "RunTime": "00:00:09",
+                               "TimeLimit": "UNLIMITED"})
+    assert node is not None and node.kind == "node failure"
+    assert duration_s("1-02:03:04") == 93784 and duration_s("05:06") == 306 and duration_s("Partition_Limit") is None

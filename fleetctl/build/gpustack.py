@@ -72,7 +72,7 @@ def stack_of(facts: Mapping[str, Any]) -> dict[str, Any]:
     if facts.get("gpus"):
         return {"status": "ok", "reason": None, "fix": None}
     err = str(facts.get("gpu_error") or "")
-    if "nvidia-smi: exit" in err or "timed out" in err or "did not answer" in err:
+    if "nvidia-smi: exit" in err or "nvidia-smi: killed by" in err or "timed out" in err or "did not answer" in err:
         return {"status": "broken", "reason": err, "fix": "check the NVIDIA driver installation (nvidia-smi, dmesg)"}
     return {"status": "none", "reason": err or None, "fix": None}
 

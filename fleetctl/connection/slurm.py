@@ -38,9 +38,9 @@ import os
 import secrets
 from collections.abc import Sequence
 
-from ..errors import HostUnreachable, TransferError
+from ..errors import FleetError, HostUnreachable, TransferError
 from .registry import ConnectionKind, ConnectOptions, HostRef, KindScope
-from .slurm_alloc import Allocation, AllocationError, AllocationRequest, allocate
+from .slurm_alloc import Allocation, AllocationError, AllocationRequest, allocate, refused_setting
 from .slurm_client import SlurmClient, SlurmError, last_line
 from .slurm_fanout import PutCoalescer, send
 from .slurm_host import SlurmConnection, SlurmMember, resolve_remote
@@ -63,6 +63,12 @@ MAX_NODES_PER_JOB = 256
 
 #: Fixed script of the probe step: each node says its name and home.
 _PROBE = 'printf "%s\\t%s\\n" "$SLURMD_NODENAME" "$HOME"'
+
+
+class SlurmRequestRefused(FleetError):
+    """slurmctld refused the allocation for a host var's value (``slurm_partition`` it does not
+    know, an invalid ``slurm_qos``...): the host *failed* (it is not unreachable); ``str`` names
+    the var, its value and Slurm's words."""
 
 
 class SlurmScope(KindScope):
@@ -114,7 +120,9 @@ class SlurmScope(KindScope):
 
         Returns:
             host name -> why it cannot be reached (Slurm's reason for a drained node, an
-            allocation refused or not granted in time, a node where no step starts).
+            allocation refused or not granted in time, a node where no step starts). A host whose
+            request Slurm refused for a host var's value is not listed: it fails when connected
+            (:class:`SlurmRequestRefused`).
         """
         async with self._lock:
             fresh: list[SlurmMember] = []
@@ -171,8 +179,13 @@ class SlurmScope(KindScope):
                     alloc = await allocate(client, request, nodes, job_name=self.job_name(), deadline_s=left_s,
                                            run_deadline_s=deadline_s)
                 except SlurmError as exc:
+                    cause = getattr(exc, "cause", "")
                     for m in group:
-                        m.error = str(exc)
+                        refused = refused_setting(cause, request, m.info.partitions if m.info else ()) if cause else None
+                        if refused:
+                            m.refused = refused
+                        else:
+                            m.error = str(exc)
                     return
             self.allocations.append(alloc)
             for m in group:
@@ -241,12 +254,15 @@ class SlurmScope(KindScope):
 
         Raises:
             HostUnreachable: with the reason prepare found.
+            SlurmRequestRefused: Slurm refused a host var's value (an unknown partition...).
         """
         if host.name not in self.members:
             await self.prepare([host])
         m = self.members[host.name]
         if m.error:
             raise HostUnreachable(host.name, m.error)
+        if m.refused:
+            raise SlurmRequestRefused(m.refused)
         return m
 
     # -- fan-out --------------------------------------------------------------------------------
@@ -286,7 +302,8 @@ class SlurmScope(KindScope):
             name = h.name if isinstance(h, HostRef) else h
             m = self.members.get(name)
             if m is None or m.error or m.allocation is None:
-                results[name] = (m.error if m and m.error else f"{name}: not prepared in this Slurm scope")
+                results[name] = (m.error or m.refused if m and (m.error or m.refused)
+                                 else f"{name}: not prepared in this Slurm scope")
                 continue
             dest = resolve_remote(remote_path, m.home)
             jobs.setdefault((id(m.allocation), dest), []).append(m)
@@ -341,4 +358,4 @@ class _SlurmKind(ConnectionKind):
 SETTINGS = SlurmSettings
 KIND = _SlurmKind()
 
-__all__ = ["SETTINGS", "KIND", "SlurmScope", "broadcast", "AllocationError"]
+__all__ = ["SETTINGS", "KIND", "SlurmScope", "SlurmRequestRefused", "broadcast", "AllocationError"]

@@ -37,7 +37,44 @@ _LIFELINE = 'read -r line; [ "$line" = released ] || exec "$@" >/dev/null 2>&1'
 
 
 class AllocationError(SlurmError):
-    """An allocation was refused or not granted within its deadline; ``str`` says which and why."""
+    """An allocation was refused or not granted within its deadline; ``str`` says which and why;
+    ``cause`` is salloc's own last line when it refused."""
+
+    def __init__(self, message: str, cause: str = "") -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+#: slurmctld's words for a request option it refuses (Slurm 22.05 ``slurm_errno.c``) -> the host var
+#: that set it and the request's attribute: such a refusal is the inventory's value, not the host.
+_REFUSALS = (
+    (re.compile(r"Invalid partition name specified|invalid partition", re.I), "slurm_partition", "partition"),
+    (re.compile(r"Invalid account|account/partition combination", re.I), "slurm_account", "account"),
+    (re.compile(r"Invalid qos", re.I), "slurm_qos", "qos"),
+    (re.compile(r"Invalid --time specification|Requested time limit is invalid", re.I), "slurm_time", "time"),
+    (re.compile(r"reservation is invalid|Invalid reservation|Access denied to requested reservation", re.I),
+     "slurm_reservation", "reservation"),
+)
+
+
+def refused_setting(cause: str, request: "AllocationRequest", partitions: Sequence[str] = ()) -> str | None:
+    """The one line for an allocation slurmctld refused for a host var's value (``Invalid
+    partition name specified``, ``Invalid qos specification``...), or ``None`` when ``cause``
+    names no such option (pure).
+
+    Args:
+        cause: salloc's last error line.
+        request: what was asked (the var's value is named).
+        partitions: the partitions sinfo lists the node in (named for a refused partition).
+    """
+    for words, var, attr in _REFUSALS:
+        if words.search(cause):
+            value = getattr(request, attr)
+            said = cause.removeprefix("salloc: error: ")
+            where = (f"; the node is in partition {', '.join(partitions)}" if var == "slurm_partition" and partitions
+                     else "")
+            return f"Slurm refused the host var {var}={value!r} (Slurm said: {said}){where}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -210,7 +247,7 @@ async def allocate(client: SlurmClient, request: AllocationRequest, nodes: Seque
     if "timed out" in cause.lower() and pending:
         raise AllocationError(f"allocation of {hostlist(nodes)} not granted within {shown_s:g} s "
                               f"(queued and waiting for resources; the request was withdrawn)")
-    raise AllocationError(f"allocation of {hostlist(nodes)} refused: {cause.removeprefix('salloc: error: ')}")
+    raise AllocationError(f"allocation of {hostlist(nodes)} refused: {cause.removeprefix('salloc: error: ')}", cause)
 
 
 async def _withdraw(client: SlurmClient, proc: asyncio.subprocess.Process, job_name: str) -> None:

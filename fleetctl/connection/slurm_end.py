@@ -16,7 +16,8 @@ Slurm 22.05 tells it in three places, as seen on the test cluster (tests/support
   ``srun: error: n1: task 0: Out Of Memory``; a later step of the ended job gets
   ``srun: error: Slurm job 12 has expired``;
 - ``scontrol show job -o J``: ``JobState=TIMEOUT Reason=TimeLimit ... TimeLimit=00:01:00``,
-  ``NODE_FAIL``/``NodeDown``, ``PREEMPTED``, ``OUT_OF_MEMORY``, ``CANCELLED`` (for ``MinJobAge``
+  ``NODE_FAIL``/``NodeDown``, ``PREEMPTED``, ``OUT_OF_MEMORY``, ``CANCELLED``, and ``JobState=COMPLETING Reason=TimeLimit`` while an ended job's steps are cleaned up
+  (for ``MinJobAge``
   seconds after the end; ``sacct`` needs accounting storage, which many sites and the test
   cluster lack).
 
@@ -53,11 +54,14 @@ JOB_STATES = {"TIMEOUT": "time limit", "PREEMPTED": "preemption", "NODE_FAIL": "
 class StepEnd:
     """How Slurm ended a step: ``kind`` (``time limit``, ``preemption``, ``node failure``,
     ``cancelled``, ``out of memory``...), ``line`` (Slurm's own words), ``whole_job`` (the
-    allocation is gone, not only this step)."""
+    allocation is gone, not only this step), ``before_step`` (the job was over before the command's
+    step could start)."""
 
     kind: str
     line: str
     whole_job: bool = True
+    #: Slurm ended it before the command started (srun refused the step), not under it
+    before_step: bool = False
 
 
 def read_step_end(stderr: bytes) -> StepEnd | None:
@@ -94,13 +98,52 @@ def parse_job_record(line: str) -> dict[str, str]:
     return out
 
 
+_DURATION = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)$")
+
+
+def duration_s(text: str | None) -> int | None:
+    """Seconds of a duration as ``scontrol show job`` prints ``RunTime`` and ``TimeLimit``
+    (``[days-]hours:minutes:seconds``, ``minutes:seconds``); ``None`` for ``UNLIMITED``,
+    ``Partition_Limit``, ``NONE`` or anything else."""
+    m = _DURATION.match((text or "").strip())
+    if not m:
+        return None
+    d, h, mi, sec = (int(x) if x else 0 for x in m.groups())
+    return ((d * 24 + h) * 60 + mi) * 60 + sec
+
+
+#: scontrol's ``Reason`` of a job that is ending (``JobState=COMPLETING``, or still ``RUNNING``)
+#: -> the kind of end.
+JOB_REASONS = {"TimeLimit": "time limit", "NodeDown": "node failure", "Preempted": "preemption",
+               "OutOfMemory": "out of memory", "DeadLine": "deadline"}
+
+
 def end_from_job_state(record: dict[str, str]) -> StepEnd | None:
-    """The end an ended job's ``JobState`` names (``None`` while it runs or is unknown)."""
+    """The end an ended (or ending) job's ``scontrol show job`` record names; ``None`` while it
+    runs within its limit, or when unknown.
+
+    Seen on the test cluster (Slurm 22.05, KillWait=2): right after slurmctld ends a job at its
+    time limit it is ``JobState=COMPLETING Reason=TimeLimit RunTime=00:01:00 TimeLimit=00:01:00``
+    until its steps are cleaned up, and a step asked for meanwhile is refused ("Slurm job 1 has
+    expired", "Job/step already completing or completed"): the ``Reason`` says why. A job still
+    ``RUNNING`` whose ``RunTime`` has reached its ``TimeLimit`` has reached it too (slurmctld
+    refuses new steps from its ``EndTime`` on and ends the job at its next time-limit pass).
+    """
     state = record.get("JobState", "")
     kind = JOB_STATES.get(state)
+    if kind is not None:
+        return StepEnd(kind, f"JobState={state} Reason={record.get('Reason', '?')}")
+    if state not in ("COMPLETING", "RUNNING"):
+        return None
+    reason = record.get("Reason", "")
+    run_s, limit_s = duration_s(record.get("RunTime")), duration_s(record.get("TimeLimit"))
+    kind = JOB_REASONS.get(reason)
+    if kind is None and run_s is not None and limit_s and run_s >= limit_s:
+        kind = "time limit"
     if kind is None:
         return None
-    return StepEnd(kind, f"JobState={state} Reason={record.get('Reason', '?')}")
+    return StepEnd(kind, f"JobState={state} Reason={reason or '?'} RunTime={record.get('RunTime', '?')} "
+                         f"TimeLimit={record.get('TimeLimit', '?')}")
 
 
 class SlurmJobEnded(FleetError):
@@ -126,9 +169,11 @@ def describe_end(end: StepEnd, *, job_id: str, node: str, slurm_time: str | None
     if end.kind == "time limit":
         limit = f"TimeLimit {time_limit}" if time_limit else "its time limit"
         origin = f"slurm_time={slurm_time}" if slurm_time else "slurm_time unset: the partition's default"
-        return (f"Slurm job {job_id} reached its time limit ({limit}, {origin}) while this command ran on {node}, "
-                f"and Slurm cancelled it ({said}): set the host var slurm_time above what the run takes "
-                f"(fleetctl deploy --plan warns when it is shorter than the last build took)")
+        when = (f"before this command could start on {node} (the previous one ran past it), and Slurm refused "
+                f"new steps" if end.before_step else f"while this command ran on {node}, and Slurm cancelled it")
+        return (f"Slurm job {job_id} reached its time limit ({limit}, {origin}) {when} ({said}): set the host var "
+                f"slurm_time above what the run takes (fleetctl deploy --plan warns when it is shorter than the "
+                f"last build took)")
     if end.kind == "preemption":
         return (f"Slurm preempted job {job_id} on {node} while this command ran (a job of a higher-priority "
                 f"partition or QOS took the node; {said}): run again, or use a partition or QOS that is not "
@@ -165,7 +210,10 @@ async def learn_end(client, end: StepEnd, *, job_id: str) -> tuple[StepEnd, str 
     except Exception:  # noqa: BLE001 - Slurm unreachable now: the step's own words stand
         record = {}
     if end.kind in ("ended", "suspected"):  # the step did not say: the job's state does
-        end = end_from_job_state(record) or end
+        learnt = end_from_job_state(record)
+        if learnt is not None and end.kind == "ended":  # srun refused the step: the job ended before it
+            learnt = StepEnd(learnt.kind, f"{end.line}; scontrol: {learnt.line}", learnt.whole_job, before_step=True)
+        end = learnt or end
     return end, record.get("TimeLimit")
 
 

@@ -30,7 +30,8 @@ from .slurm_transfer import download
 class SlurmMember:
     """One host of a :class:`~fleetctl.connection.slurm.SlurmScope`: its node, and what
     ``prepare`` found (``info``: sinfo's answer; ``allocation``: its job; ``home``: the node's
-    ``$HOME``; ``error``: why it cannot be reached, one line)."""
+    ``$HOME``; ``error``: why it cannot be reached, one line; ``refused``: why Slurm refused its
+    request's settings, one line)."""
 
     ref: HostRef
     node: str
@@ -39,6 +40,9 @@ class SlurmMember:
     allocation: Allocation | None = None
     home: str = ""
     error: str | None = None
+    #: the allocation was refused for a host var's value (``slurm_partition`` Slurm does not
+    #: know...): the host *fails* with this line; it is not unreachable
+    refused: str | None = None
 
 
 def resolve_remote(path: str, home: str) -> str:

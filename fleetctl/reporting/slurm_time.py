@@ -13,31 +13,18 @@ Slurm's time formats (sbatch(1), ``--time``): ``minutes``, ``minutes:seconds``,
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-_DAYS = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?::(\d+))?$")
-
 
 def slurm_time_s(value: object) -> float | None:
-    """Seconds of a Slurm time limit, or ``None`` for no limit or a value Slurm would refuse."""
-    text = str(value).strip()
-    if not text or text.upper() in ("UNLIMITED", "INFINITE", "-1"):
+    """Seconds of a Slurm time limit, or ``None`` for no limit or a value Slurm would refuse
+    (:func:`fleetctl.connection.slurm_settings.time_limit_s`, which the inventory already ran)."""
+    from ..connection.slurm_settings import time_limit_s
+    try:
+        return time_limit_s(value)
+    except ValueError:
         return None
-    m = _DAYS.match(text)
-    if m:
-        d, h, mi, s = (int(x) if x else 0 for x in m.groups())
-        return float(((d * 24 + h) * 60 + mi) * 60 + s)
-    parts = text.split(":")
-    if not all(p.isdigit() for p in parts) or len(parts) > 3:
-        return None
-    nums = [int(p) for p in parts]
-    if len(nums) == 1:
-        return nums[0] * 60.0
-    if len(nums) == 2:
-        return nums[0] * 60.0 + nums[1]
-    return nums[0] * 3600.0 + nums[1] * 60.0 + nums[2]
 
 
 def last_builds(records: Iterable[Mapping[str, Any]]) -> dict[str, tuple[float, str, str]]:

@@ -704,6 +704,19 @@ SMI_TOO_OLD_FIX = ("update the NVIDIA driver to %s or newer (and at least what t
                    "CUDA release notes, minimum driver versions)" % COMPUTE_CAP_MIN_DRIVER)
 
 
+def smi_ended(rc):
+    """How nvidia-smi ended, in words: ``exit 6``, or ``killed by SIGSEGV`` for a negative ``rc``
+    (Python's subprocess: ``-N`` is death by signal N); ``None`` (no answer) is ``no answer``."""
+    if rc is None:
+        return "no answer"
+    if rc < 0:
+        try:
+            return "killed by %s" % signal.Signals(-rc).name
+        except ValueError:
+            return "killed by signal %d" % -rc
+    return "exit %d" % rc
+
+
 def smi_failure(rc, text, timeout_s=None, loaded=None):
     """What a failing nvidia-smi means and how to fix it: ``(reason, fix)``.
 
@@ -719,6 +732,16 @@ def smi_failure(rc, text, timeout_s=None, loaded=None):
     healthy GPUs' rows before the lost one's "Unable to determine the device handle ..." line.
     """
     first = _first_line("\n".join(smi_message_lines(text))) or "no output"
+    ended = smi_ended(rc)
+    if rc == 0:  # it succeeded and listed no GPU: not a status nvidia-smi gives for "no GPU" (that is 6)
+        return ("nvidia-smi: exit 0 but it listed no GPU (%s)" % first,
+                "run nvidia-smi on the host: NVIDIA's nvidia-smi prints a row per GPU or exits 6 'No devices were "
+                "found'; one that prints nothing is not NVIDIA's (a stub or wrapper on PATH?) or a broken driver "
+                "install (check lspci -d 10de: and dmesg)")
+    if rc is not None and rc < 0:
+        return ("nvidia-smi: %s: %s" % (ended, first),
+                "nvidia-smi crashed: the driver's user-space libraries (libnvidia-ml) may not match the kernel "
+                "module or be damaged: reinstall the NVIDIA driver; see dmesg")
     if rc is None:
         return ("nvidia-smi did not answer in %g s: a GPU may have fallen off the bus; see dmesg for Xid"
                 % timeout_s, "a GPU that has fallen off the bus (Xid 79) needs a GPU reset or a reboot of the host")
@@ -727,21 +750,21 @@ def smi_failure(rc, text, timeout_s=None, loaded=None):
         known = [w for w in ("kernel module %s" % loaded if loaded else None,
                              "NVML library %s" % lib.group(1) if lib else None) if w]
         versions = " (%s)" % ", ".join(known) if known else ""
-        return ("nvidia-smi: exit %s: %s%s" % (rc, first, versions),
+        return ("nvidia-smi: %s: %s%s" % (ended, first, versions),
                 "the driver was updated without a reboot: reboot the host, or reload the nvidia kernel modules "
                 "(rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia; modprobe nvidia)")
     if rc == 9 or "couldn't communicate with the NVIDIA driver" in text:
-        return ("nvidia-smi: exit %s: %s" % (rc, first),
+        return ("nvidia-smi: %s: %s" % (ended, first),
                 "load the NVIDIA kernel module (modprobe nvidia; dmesg shows why it failed) or, after a kernel "
                 "update, rebuild it for the running kernel (dkms autoinstall) and reboot")
     if rc == 15 or "GPU is lost" in text:
-        return ("nvidia-smi: exit %s: %s" % (rc, first),
+        return ("nvidia-smi: %s: %s" % (ended, first),
                 "a GPU that is lost (fallen off the bus, Xid 79) needs a GPU reset (nvidia-smi -r -i GPU) or a reboot "
                 "of the host; see dmesg for Xid")
     if rc == 6 or "No devices were found" in text:
-        return ("nvidia-smi: exit %s: %s: the NVIDIA driver is installed but sees no GPU" % (rc, first),
+        return ("nvidia-smi: %s: %s: the NVIDIA driver is installed but sees no GPU" % (ended, first),
                 "check lspci -d 10de: and dmesg for Xid errors (79: fallen off the bus); reset the GPU or reboot")
-    return ("nvidia-smi: exit %s: %s" % (rc, first), "check the NVIDIA driver installation (nvidia-smi, dmesg)")
+    return ("nvidia-smi: %s: %s" % (ended, first), "check the NVIDIA driver installation (nvidia-smi, dmesg)")
 
 
 #: Where the driver's installers put nvidia-smi, looked at beside PATH for one that cannot run:
@@ -839,8 +862,8 @@ def probe_nvidia_smi(timeout_s=None):
         except ValueError as exc:
             out["error"] = "nvidia-smi: unexpected output: %s" % exc
             return out
-        if not gpus:
-            out["error"] = smi_failure(6, "No devices were found")[0]
+        if not gpus:  # exit 0 and no row: said as it is (the real "no GPU" is exit 6, handled above)
+            out["error"] = smi_failure(res["rc"], text)[0]
             return out
         out.update(gpus=gpus, driver=driver)
         return out
