@@ -45,6 +45,22 @@ def _tail(text: str) -> str:
     return " / ".join(lines[-3:]) or "no message"
 
 
+def run_tool(tool: str, exe: str, args: list[str], *, input: str | None = None,
+             timeout_s: float = 120) -> str | None:
+    """Run ``tool`` (``systemctl`` or ``crontab``, found at ``exe``) with ``args`` (``input`` on its
+    stdin); ``None`` when it exited 0, else the line that says how it failed: ``\`systemctl --user
+    enable ...\` failed (exit N): its last 3 lines of output`` (a program that cannot start or
+    outlives ``timeout_s`` seconds fails with exit 1)."""
+    argv = [exe, *args]
+    try:
+        res = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        res = subprocess.CompletedProcess(argv, 1, "", str(exc))
+    if res.returncode == 0:
+        return None
+    return f"`{shlex.join([tool, *args])}` failed (exit {res.returncode}): {_tail(res.stderr or res.stdout)}"
+
+
 def install_systemd(units: dict[Path, str], name: str, *, system: bool, systemctl: str | None,
                     out=print, err=None) -> int:
     """Write the unit files, then ``systemctl [--user] daemon-reload`` and ``enable --now NAME.timer``.
@@ -71,13 +87,9 @@ def install_systemd(units: dict[Path, str], name: str, *, system: bool, systemct
             f"to take the files away: {undo}")
         return EXIT_FAILED
     for step in steps:
-        try:
-            res = subprocess.run([systemctl, *step], capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            res = subprocess.CompletedProcess([systemctl, *step], 1, "", str(exc))
-        if res.returncode != 0:
-            err(f"fleetctl: error: `{shlex.join(['systemctl', *step])}` failed (exit {res.returncode}): "
-                f"{_tail(res.stderr or res.stdout)}")
+        failed = run_tool("systemctl", systemctl, step)
+        if failed is not None:
+            err(f"fleetctl: error: {failed}")
             err(f"fleetctl: the unit files are written but the timer is not enabled; enable it with: {howto}"
                 + ("" if system else "  (a --user manager needs a login session or lingering: "
                                      "loginctl enable-linger)")
@@ -116,9 +128,9 @@ def install_cron(line: str, name: str, *, crontab: str | None, out=print, err=No
         current = read_crontab(crontab)
         text, action = sch.merge_crontab(current, line, name)
         if action != "unchanged":
-            res = subprocess.run([crontab, "-"], input=text, capture_output=True, text=True, timeout=60)
-            if res.returncode != 0:
-                raise RuntimeError(f"`crontab -` failed (exit {res.returncode}): {_tail(res.stderr or res.stdout)}")
+            failed = run_tool("crontab", crontab, ["-"], input=text, timeout_s=60)
+            if failed is not None:
+                raise RuntimeError(failed)
     except (OSError, subprocess.TimeoutExpired, RuntimeError) as exc:
         err(f"fleetctl: error: {exc}; the crontab is unchanged")
         return EXIT_FAILED

@@ -25,7 +25,7 @@ from .. import schedule as sch
 from ..errors import InputError
 from ..schedule import varsfile
 from .app import EXIT_FAILED
-from .schedule_install import read_crontab
+from .schedule_install import read_crontab, run_tool
 
 Say = Callable[[str], None]
 
@@ -85,16 +85,8 @@ def remove_systemd(name: str, unit_dir: Path, *, system: bool, home: str, system
     failed: list[str] = []
 
     def run(step: list[str]) -> None:
-        if not systemctl:
-            return
-        try:
-            res = subprocess.run([systemctl, *step], capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            res = subprocess.CompletedProcess([systemctl, *step], 1, "", str(exc))
-        if res.returncode != 0:
-            lines = [ln.strip() for ln in (res.stderr or res.stdout or "").splitlines() if ln.strip()]
-            failed.append(f"`{shlex.join(['systemctl', *step])}` failed (exit {res.returncode}): "
-                          f"{' / '.join(lines[-3:]) or 'no message'}")
+        if systemctl and (why := run_tool("systemctl", systemctl, step)) is not None:
+            failed.append(why)
 
     if texts:
         run(steps[0])  # while the unit files are still there to be disabled
@@ -142,14 +134,9 @@ def remove_cron(name: str, *, home: str, crontab: str | None, print_only: bool, 
             out(f"would remove {path}")
         return 0
     if removed:
-        try:
-            res = subprocess.run([crontab, "-"], input=text, capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            res = subprocess.CompletedProcess([crontab, "-"], 1, "", str(exc))
-        if res.returncode != 0:
-            lines = [ln.strip() for ln in (res.stderr or res.stdout or "").splitlines() if ln.strip()]
-            err(f"fleetctl: error: `crontab -` failed (exit {res.returncode}): {' / '.join(lines[-3:]) or 'no message'}"
-                "; the crontab and the job's files are unchanged")
+        failed = run_tool("crontab", crontab, ["-"], input=text, timeout_s=60)
+        if failed is not None:
+            err(f"fleetctl: error: {failed}; the crontab and the job's files are unchanged")
             return EXIT_FAILED
         if installed is not None:
             out(f"{name}: removed {installed.describe()}")

@@ -21,8 +21,8 @@ from .job import (
 )
 from .systemd import on_calendar, render_service, render_timer, systemd_exec, systemd_path, systemd_quote
 
-__all__ = ["DEFAULT_TIMEOUT", "HEADER", "remove_from_crontab", "written_by_fleetctl", "KILL_AFTER_S", "NAME_RE", "ON_FAILURE_RE", "UNIT_TYPES",
+__all__ = ["DEFAULT_TIMEOUT", "HEADER", "KILL_AFTER_S", "NAME_RE", "ON_FAILURE_RE", "UNIT_TYPES",
            "Installed", "Job", "check_name", "check_on_failure", "check_replace", "cron_line", "default_name",
            "from_crontab", "from_units",
            "marker", "merge_crontab", "on_calendar", "parse_at", "parse_timespan", "render_service",
-           "render_timer", "systemd_exec", "systemd_path", "systemd_quote"]
+           "remove_from_crontab", "render_timer", "systemd_exec", "systemd_path", "systemd_quote", "written_by_fleetctl"]
