@@ -156,16 +156,17 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
 
 def _exec_meaning(rc: int, argv: Sequence[str], stderr: str) -> str:
     """Why the command did not start, when rc is 126 or 127 (POSIX sh's "cannot execute" / "not
-    found") AND the host's own last stderr line says the program could not be executed: util-linux's
-    ``setsid: failed to execute X: REASON`` (fleetctl's SSH wrapper), ``env: 'X': REASON``, the local
-    connection's ``X: REASON``. Returns ``": X could not start on the host: REASON"``, else ""
+    found") AND the host's own last stderr line says the program could not be executed: ``env: 'X':
+    REASON``, or ``X: REASON`` (the local connection's, and the SSH connection's once it has taken its
+    wrapper's ``setsid: failed to execute`` away: :class:`fleetctl.connection.command.OwnWrapperStderr`).
+    Returns ``": X could not start on the host: REASON"``, else ""
     (a command that exits 127 itself keeps its bare status: the code alone cannot tell)."""
     if rc not in (126, 127) or not argv:
         return ""
     name = argv[0]
     lines = [ln for ln in stderr.splitlines() if ln.strip()]
     last = lines[-1].strip() if lines else ""
-    for lead in (f"setsid: failed to execute {name}: ", f"env: '{name}': ", f"env: {name}: ", f"{name}: "):
+    for lead in (f"env: '{name}': ", f"env: {name}: ", f"{name}: "):
         reason = last[len(lead):] if last.startswith(lead) else ""
         if reason in _EXEC_ERRORS and len(lines) <= 2:
             return f": {name} could not start on the host: {reason}"
