@@ -23,12 +23,17 @@ for bench/NOTES.md.
             tile (w1) and as one tensor box (w2; d0's output bit-identical to w1's or MISMATCH): ns per 128-k unit per CTA against how many SMs run at once, and the L2 -> SM
             bytes a second the grid moves (activation tile + weight tile per unit and CTA). Flat
             d0 per-unit time = a per-SM limit; rising with the CTA count = a shared one (L2, crossbar)
+  epi       the wgmma kernel (forced) with its epilogue reading the partial sums four at a time (e4, the
+            default: one 16-byte load from every rank of a split-K cluster before the adds) against one
+            at a time (e1, wg_set_reduce(3), the epilogue before), M = 16 .. 256, at the plan's tuning
+            (def) and with two consumer warpgroups (g2, a FP4_WG_SWEEP build, M <= 128), each as built
+            (d0) and as the MMA and epilogue alone (d3): time, and e4 bit-identical to e1 or MISMATCH
   pdl       the default dispatch with and without the wgmma kernel's programmatic dependent launch,
             M = 1 .. 256,
             and a chain of 8 GEMMs each reading the one before's output (8192^2), replayed as a
             CUDA graph with PDL, against eager calls without it: bit-identical or MISMATCH
 
-    python bench/issue28_probe.py [--only dequant,cublas,overlap,lanes,mc,pdl]
+    python bench/issue28_probe.py [--only dequant,cublas,overlap,lanes,mc,pdl,epi]
 """
 from __future__ import annotations
 
@@ -184,6 +189,39 @@ def occupancy_at(gen, k, units, tun):
             torch.cuda.empty_cache()
 
 
+def epilogue_ab(gen, ws, n, k, m):
+    """The ``epi`` mode at one shape and M (see the module's docstring)."""
+    a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
+    res = []
+    _gemm_fast.set_pk_kernel("wg")
+    try:
+        for name, tun in (("def", (0, 0, 0)), ("g2", (2, 1, 0))):
+            fk._C.wg_set_tuning(*tun)
+            try:
+                plan = fk._C.wg_plan_cuda(1, m, n, k, 0, 0)
+                fk.scaled_fp4_w4a16_mm(a, ws[0], None, 1.0)
+            except (ValueError, RuntimeError):  # no such kernel in this build at this tile
+                continue
+            res.append("%s(s%d)" % (name, plan[1]))
+            outs = []
+            for d in (0, 3):
+                fk._C.wg_set_diag(d)
+                for mode, tag in ((3, "e1"), (0, "e4")):
+                    fk._C.wg_set_reduce(mode)
+                    if d == 0:
+                        outs.append(fk.scaled_fp4_w4a16_mm(a, ws[0], None, 1.0))
+                    res.append("d%d %s %.1f" % (d, tag, graph_us(
+                        [lambda p=p: fk.scaled_fp4_w4a16_mm(a, p, None, 1.0) for p in ws])))
+            torch.cuda.synchronize()
+            res.append("same" if torch.equal(outs[0], outs[1]) else "MISMATCH")
+    finally:
+        fk._C.wg_set_diag(0)
+        fk._C.wg_set_reduce(0)
+        fk._C.wg_set_tuning(0, 0, 0)
+        _gemm_fast.set_pk_kernel("auto")
+    print("epi     %5dx%-5d M=%-4d %s" % (n, k, m, " ".join(res)), flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="pdl,lanes")
@@ -332,6 +370,9 @@ def main() -> int:
                     fk._C.wg_set_tuning(0, 0, 0)
                     _gemm_fast.set_pk_kernel("auto")
                 print("stages  %5dx%-5d M=%-4d %s" % (n, k, m, " ".join(res)), flush=True)
+        if "epi" in only and fk._C.wg_supported(0):
+            for m in (16, 32, 64, 128, 256):
+                epilogue_ab(gen, ws, n, k, m)
         if "diag" in only and fk._C.wg_supported(0):
             for m in (16, 32, 64, 128, 256):
                 a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)

@@ -79,6 +79,8 @@ struct WgArgs {
                 // each wait for the stage and issue their copy (bench/NOTES.md, "the stage round trip")
     int diag;   // benchmarks only, results wrong: bit 0 no decode (A constant), bit 1 no loads (no copies, waits),
                 // bit 2 no MMA (no wgmma issued: loads and decode alone)
+    int epi1;   // benchmarks, same results: 1 = the epilogue reads the partial sums one float at a time
+                // (the epilogue before bench/NOTES.md, "Issue 28: the epilogue"), 0 = four at a time
     float* ws;  // reduce through global memory: [tz][gy][split][NT * 64] partial sums, else null
     int* sem;   // and [tz][gy] arrival counters, zero at launch (the last CTA resets its own)
 };
@@ -382,16 +384,60 @@ __global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_const
     if (p.split > 1) {
         cg::cluster_group cluster = cg::this_cluster();
         cluster.sync();
-        const int per = (tot + p.split - 1) / p.split, lo = rank * per, hi = min(tot, lo + per);
-        for (int i = lo + tid; i < hi; i += kThreads) {
-            float v = 0.0f;
-            for (int s = 0; s < p.split; ++s) v += cluster.map_shared_rank(red, s + p.split * my)[i];
-            put(i, v);
+        if (p.epi1) {
+            const int per = (tot + p.split - 1) / p.split, lo = rank * per, hi = min(tot, lo + per);
+            for (int i = lo + tid; i < hi; i += kThreads) {
+                float v = 0.0f;
+                for (int s = 0; s < p.split; ++s) v += cluster.map_shared_rank(red, s + p.split * my)[i];
+                put(i, v);
+            }
+        } else {
+            // Four consecutive sums a thread: one 16-byte load from every rank's tile, all issued before
+            // the adds, so a distributed-shared-memory load's latency is paid once an iteration, not
+            // once a rank and element. Added in rank order from 0.0f, as one at a time: bit-identical.
+            constexpr int kMaxSplit = 8;  // split x mc <= 8, the portable cluster size
+            const float4* src[kMaxSplit];
+#pragma unroll
+            for (int s = 0; s < kMaxSplit; ++s)
+                src[s] = reinterpret_cast<const float4*>(
+                    cluster.map_shared_rank(red, min(s, p.split - 1) + p.split * my));
+            constexpr int q = tot / 4;
+            const int per = (q + p.split - 1) / p.split, lo = rank * per, hi = min(q, lo + per);
+            for (int i = lo + tid; i < hi; i += kThreads) {
+                float4 v[kMaxSplit];
+#pragma unroll
+                for (int s = 0; s < kMaxSplit; ++s)
+                    if (s < p.split) v[s] = src[s][i];
+                float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+                for (int s = 0; s < kMaxSplit; ++s)
+                    if (s < p.split) {
+                        a.x += v[s].x;
+                        a.y += v[s].y;
+                        a.z += v[s].z;
+                        a.w += v[s].w;
+                    }
+                put(4 * i, a.x);
+                put(4 * i + 1, a.y);
+                put(4 * i + 2, a.z);
+                put(4 * i + 3, a.w);
+            }
         }
         cluster.sync();  // keep this CTA's shared memory alive until the others have read it
         return;
     }
-    for (int i = tid; i < tot; i += kThreads) put(i, red[i]);
+    if (p.epi1) {
+        for (int i = tid; i < tot; i += kThreads) put(i, red[i]);
+    } else {
+        const float4* r4 = reinterpret_cast<const float4*>(red);
+        for (int i = tid; i < tot / 4; i += kThreads) {
+            const float4 v = r4[i];
+            put(4 * i, v.x);
+            put(4 * i + 1, v.y);
+            put(4 * i + 2, v.z);
+            put(4 * i + 3, v.w);
+        }
+    }
     if (mc > 1) cluster_sync_all();  // no CTA leaves while a peer may still signal its barriers
 #endif
 }
@@ -528,10 +574,12 @@ int wg_resident(int device, const WgCfg& c, int* sms) {
 }  // namespace
 
 // How split-K partial sums meet: 0 by the plan (a cluster's DSMEM), 1 through a cluster's
-// distributed shared memory, 2 global memory (the last CTA of a tile adds them). Process-wide.
+// distributed shared memory, 2 global memory (the last CTA of a tile adds them), 3 as 0 with the
+// epilogue reading one partial sum at a time (benchmarks: the A/B of bench/NOTES.md, "Issue 28:
+// the epilogue"; same results). Process-wide.
 static int g_wg_reduce = 0;
 void wg_set_reduce(int mode) {
-    if (mode < 0 || mode > 2) throw std::invalid_argument("wgmma GEMM: reduce mode must be 0, 1 or 2");
+    if (mode < 0 || mode > 3) throw std::invalid_argument("wgmma GEMM: reduce mode must be 0, 1, 2 or 3");
     g_wg_reduce = mode;
 }
 // Tuning for benchmarks, process-wide; 0 = the plan's choice: consumer warpgroups per CTA (1, 2),
@@ -593,6 +641,9 @@ WgPlan wg_plan(const PkProblem& pr, int device) {
     WgPlan pl;
     pl.nt = wg_tile(pr.t);
     pl.groups = g_wg_groups ? g_wg_groups : wg_default(pl.nt).groups;
+    // two warpgroups' accumulators of 256 tokens do not fit the register file (wg_fits): such a plan
+    // runs 256 tokens as two 128-token tiles
+    if (pl.groups > 1 && pl.nt > 128) pl.nt = 128;
     pl.units = g_wg_units ? g_wg_units : wg_default(pl.nt).units;
     // lane 0 issues every bulk copy, but for 256-token tiles one lane per copy: 1-3% either way in
     // the A/B of both on the H200 (bench/NOTES.md, "Issue 28: PDL, rotation, lanes")
@@ -708,6 +759,7 @@ void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream) {
     a.wtma = box && wg_weight_map(&a.wmap, pr.w, pr.u, pr.nt, pl.units, rows);
     a.flow = pl.flow;
     a.diag = g_wg_diag;
+    a.epi1 = g_wg_reduce == 3;
     if (pl.global_reduce) {
         const int64_t act = wg_act_bytes(pl, pr.u, tz), part = tz * gy * pl.split * (int64_t)pl.nt * 64 * pl.groups * 4;
         a.ws = reinterpret_cast<float*>(scratch + act);

@@ -128,7 +128,7 @@ struct WgPlan {
     int64_t scratch = 0;    // bytes of permuted activations (+ partial sums and counters)
     bool global_reduce = false;  // split-K sums meet in global memory (else: a cluster's DSMEM)
 };
-void wg_set_reduce(int mode);  // 0 by the plan, 1 cluster DSMEM, 2 global memory (benchmarks)
+void wg_set_reduce(int mode);  // 0 by the plan, 1 cluster DSMEM, 2 global memory, 3 the one-at-a-time epilogue (benchmarks)
 void wg_set_tuning(int groups, int units, int lanes);  // benchmarks; 0 = the plan's choice
 void wg_set_multicast(int ctas);
 void wg_set_diag(int mode);  // benchmarks only, wrong results: bit 0 no decode, bit 1 no loads, bit 2 no MMA; 0 off
