@@ -24,7 +24,7 @@ def staging_path(run_id: str, key: str, name: str) -> str:
 
 async def _fan_out(coord: ClassCoordinator, scope: Any, key: str, wheel: BuiltWheel) -> dict[str, str | None]:
     members = sorted((h for h, (k, r) in coord.assigned.items()
-                      if k == key and r == "push" and coord.scope_of.get(h) is scope and not coord.gone(h)
+                      if k == key and r == "push" and coord.scope_of.get(h) is scope and not coord.wheels.gone(h)
                       and refusal(h, wheel.name, {"python": {"platform": coord.platforms.get(h)}},
                                   wheel.data.get("inputs")) is None),
                      key=lambda h: coord.order.get(h, 1 << 30))

@@ -28,13 +28,11 @@ late is assigned on its own when it has planned: it gets the wheel when its clas
 (cached, published, or being built or served by a member assigned before), else it builds (or
 serves) it itself. A later group is assigned as such a host is.
 
-A builder that becomes unreachable, or ends without publishing, hands the build to the next member
-still waiting; a build that fails fails its whole class (the others would fail the same way) with
-the builder's error. The cache is content-addressed: ``<cache_dir>/wheels/<key16>/`` holds the
-wheel and ``record.json`` (its sha256, size, mtime, builder, archs and SASS); a cached wheel that is
-not the wheel its record describes is never pushed, and the run says why in one line
-(:mod:`fleetctl.engine.wheelcache`: checked once per run as a host's build stamp is, and its
-sha256 once more before it is first pushed).
+Once the roles are assigned, the wheel's hand-off from builder to members (a builder that goes
+away hands the build to the next member still waiting; a build that fails fails its whole class
+with the builder's error) and this run's view of the controller's content-addressed cache
+(``<cache_dir>/wheels/<key16>/``: a cached wheel that is not the wheel its record describes is never
+pushed, and the run says why in one line) are :mod:`fleetctl.engine.class_wheels`'s.
 """
 
 from __future__ import annotations
@@ -43,17 +41,12 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from .aio import observe
-from ..errors import FleetError
+from .class_wheels import ClassBuildFailed, ClassWheels
 from .targets import InstallTargets
-from .wheelcache import BuiltWheel, check_cached, sha256_problem, store_wheel, wheels_root
+from .wheelcache import BuiltWheel, store_wheel, wheels_root
 
 __all__ = ["BuiltWheel", "ClassBuildFailed", "ClassCoordinator", "store_wheel",
            "wheels_root"]
-
-
-class ClassBuildFailed(FleetError):
-    """The class's builder failed; the message is the builder's error."""
 
 
 @dataclass
@@ -66,8 +59,9 @@ class _Request:
 
 
 class ClassCoordinator:
-    """One per run: collects each host's class request while the batch is planned, assigns roles,
-    then hands the built wheel from builder to members while the batch is applied.
+    """One per run: collects each host's class request while the batch is planned and assigns
+    roles; the wheel's hand-off from builder to members while the batch is applied is
+    :attr:`wheels`' (:class:`~fleetctl.engine.class_wheels.ClassWheels`).
 
     Args:
         order: every host of the run, in inventory order (ties are broken by it).
@@ -78,21 +72,14 @@ class ClassCoordinator:
         self.requests: dict[str, _Request] = {}
         self.answered: dict[str, str] = {}
         self.assigned: dict[str, tuple[str, str]] = {}
-        self._wheels: dict[str, asyncio.Future] = {}
-        self._builder: dict[str, str] = {}
-        self._waiting: dict[str, list[str]] = {}
-        self._takeover: dict[str, asyncio.Future] = {}
-        self._gone: set[str] = set()
-        self._lock = asyncio.Lock()
+        #: each class's wheel, its builder now, and the members waiting for it (applying)
+        self.wheels = ClassWheels(self.order, self._successors)
         #: host -> its connection kind's run scope (set by the runner), for one-to-many fan-out
         self.scope_of: dict[str, Any] = {}
         self.run_id = "run"
         #: (key, id(scope)) -> the one-to-many send of the class's wheel to that scope's members
         #: (:func:`fleetctl.engine.class_fanout.broadcast_once`: a task the members share)
         self.fanouts: dict[tuple[str, int], asyncio.Task] = {}
-        #: classes for which only a wheel built in this run counts: asked with ``--force``, or whose
-        #: wheel's builder is a member that lost it (it builds again: see :meth:`lost_own`)
-        self.fresh: set[str] = set()
         #: key -> the member that builds its class again because it lost the wheel it built
         self.rebuilds: dict[str, str] = {}
         #: class key -> its members when more than one and none passed the build preflight
@@ -105,11 +92,6 @@ class ClassCoordinator:
         self.planned_wheels: dict[str, str] = {}
         #: hosts whose plan failed before any command would run: in no class
         self.withdrawn: set[str] = set()
-        #: key -> the cache's check this run: (its wheel, None) or (None, why it is not used)
-        self._checked: dict[str, tuple[BuiltWheel | None, str | None]] = {}
-        self._told: set[str] = set()
-        #: (wheel path, sha256) -> its sha256 check before the first push (a task: members share it)
-        self._hashed: dict[tuple[str, str], asyncio.Future] = {}
         #: hosts whose builder-only question (:class:`~fleetctl.tasks.steps.BuilderProbe`) waited
         #: for their role: planned again when it makes them the builder
         self._deferred: set[str] = set()
@@ -125,64 +107,19 @@ class ClassCoordinator:
 
     def builder_of(self, key: str) -> str | None:
         """The member that builds (or serves) class ``key``'s wheel, once the class is assigned."""
-        return self._builder.get(key)
+        return self.wheels.builders.get(key)
 
     def known_wheel(self, key: str) -> tuple[str | None, str | None]:
         """``(wheel file name, builder)`` as far as they are known before anything is built: what a
         builder's planned pass would publish (its wheel from an earlier run), else the controller's
         cache (unless ``--force``), and the assigned builder (for ``--dry-run``)."""
-        builder = self._builder.get(key)
+        builder = self.wheels.builders.get(key)
         name = self.planned_wheels.get(key)
-        if name is None and key not in self.fresh:
-            cached = self._cached(key)
+        if name is None and key not in self.wheels.fresh:
+            cached = self.wheels.givable(key)
             if cached is not None:
                 name, builder = cached.name, builder or cached.builder
         return name, builder
-
-    def _cached(self, key: str) -> BuiltWheel | None:
-        """The class's wheel that members may be given: the cache's, or for a :attr:`fresh` class
-        only one published in this run."""
-        if key in self.fresh:
-            fut = self._wheels.get(key)
-            if fut is not None and fut.done() and not fut.cancelled() and fut.exception() is None:
-                return fut.result()
-            return None
-        self.check_cache(key)
-        return self._checked[key][0]
-
-    def check_cache(self, key: str) -> None:
-        """Check the controller cache's wheel for ``key`` once per run
-        (:func:`~fleetctl.engine.wheelcache.check_cached`; it may hash the wheel: the step runner
-        calls this from a worker thread before asking for a role)."""
-        if key not in self._checked:
-            self._checked[key] = check_cached(key)
-
-    def cache_problem(self, key: str) -> str | None:
-        """Why the cache's wheel for ``key`` is not used (one line), the first time it is asked in
-        this run; ``None`` after that, or when there is nothing to say."""
-        why = self._checked.get(key, (None, None))[1]
-        if why is None or key in self._told:
-            return None
-        self._told.add(key)
-        return why
-
-    async def pushable(self, key: str, wheel: BuiltWheel) -> str | None:
-        """Why ``wheel`` must not be pushed (its sha256 is not its record's), checked once per run
-        in a worker thread and shared by every member (:func:`~fleetctl.engine.wheelcache.sha256_problem`);
-        a wheel that fails is dropped from this run's view of the cache (it is never pushed, and
-        the next member to ask builds the class again: :meth:`wait`)."""
-        slot = (str(wheel.local), wheel.sha256)
-        task = self._hashed.get(slot)
-        if task is None:
-            task = self._hashed[slot] = asyncio.ensure_future(asyncio.to_thread(sha256_problem, wheel))
-            observe(task)
-        why = await asyncio.shield(task)
-        if why is not None and self._checked.get(key, (None, None))[0] == wheel:
-            self._checked[key] = (None, why)
-            self._told.add(key)
-        return why
-
-    # -- planning -----------------------------------------------------------------------------
 
     def role(self, host: str, key: str, holds: bool, once: bool, build_host: str | None, *,
              force: bool = False, can_build: bool = True, origin: str | None = None) -> str:
@@ -196,13 +133,13 @@ class ClassCoordinator:
         if not once:
             return "reuse" if holds else "build"
         if host in self.withdrawn:  # failed while planning: in no class (see withdraw)
-            return "reuse" if holds else "push" if self._cached(key) is not None else "build"
+            return "reuse" if holds else "push" if self.wheels.givable(key) is not None else "build"
         if force:
-            self.fresh.add(key)
+            self.wheels.fresh.add(key)
         can_build = can_build and (host, key) not in self.unreached
         self.requests[host] = _Request(key, holds, build_host, can_build, origin if holds else None)
         got = self.assigned.get(host)
-        cached = self._cached(key)
+        cached = self.wheels.givable(key)
         if got is not None and got[0] == key:
             answer = got[1]
         elif cached is not None:  # never pushed a wheel it built itself (lost_own)
@@ -236,7 +173,7 @@ class ClassCoordinator:
         if host in self.requests:
             self.requests[host].can_build = False
         able = [h for h in self._members.get(key, ())  # of the group planned with it, still at work
-                if h != host and h not in self._gone and (h, key) not in self.unreached and self._can_build(h)]
+                if h != host and not self.wheels.gone(h) and (h, key) not in self.unreached and self._can_build(h)]
         if key not in self._rounds:
             self._rounds.add(key)
             for h in able:
@@ -278,18 +215,18 @@ class ClassCoordinator:
             self._members[key] = members
             holders = [h for h in members if self.requests[h].holds]
             lacking = [h for h in members if not self.requests[h].holds]
-            building = self._builder.get(key)
+            building = self.wheels.builders.get(key)
             lost = self.lost_own(key, members, holders, lacking)
             if lost is not None:  # it builds again; members lacking the wheel get this run's
                 able = [h for h in lacking if self.requests[h].can_build]
                 builder = lost if lost in able or not able else able[0]
                 roles = {h: "reuse" for h in holders} | {h: "push" for h in lacking} | {builder: "build"}
-                self._builder[key] = builder
-                self.fresh.add(key)
+                self.wheels.builders[key] = builder
+                self.wheels.fresh.add(key)
                 self.rebuilds[key] = lost
-            elif self._cached(key) is not None or key in self._wheels and self._wheels[key].done():
+            elif self.wheels.givable(key) is not None or self.wheels.settled(key):
                 roles = {h: "reuse" for h in holders} | {h: "push" for h in lacking}
-            elif building is not None and building not in members and building not in self._gone:
+            elif building is not None and building not in members and not self.wheels.gone(building):
                 # a host that connected late (see fleetctl.engine.runner) or a later batch: a member
                 # assigned before builds or serves the wheel, and it reaches this host as well
                 roles = {h: "reuse" for h in holders} | {h: "push" for h in lacking}
@@ -297,12 +234,12 @@ class ClassCoordinator:
                 roles = {h: "reuse" for h in holders} | {h: "push" for h in lacking}
                 if lacking:
                     roles[holders[0]] = "serve"
-                    self._builder[key] = holders[0]
+                    self.wheels.builders[key] = holders[0]
             elif not any(self.requests[h].can_build for h in members):
                 # no member can build it: none is told "push" (a wheel no one will build); each
                 # is its own builder and fails with its own preflight's line (new-user trial)
                 roles = {h: "build" for h in members}
-                self._builder[key] = members[0]
+                self.wheels.builders[key] = members[0]
                 if len(members) > 1:
                     self.unbuildable[key] = list(members)
             else:
@@ -310,7 +247,7 @@ class ClassCoordinator:
                 wanted = next((self.requests[h].build_host for h in members if self.requests[h].build_host), None)
                 builder = wanted if wanted in able else able[0]
                 roles = {h: "push" for h in members} | {builder: "build"}
-                self._builder[key] = builder
+                self.wheels.builders[key] = builder
             for h, r in roles.items():
                 self.assigned[h] = (key, r)
         deferred = {h for h in hosts if h in self._deferred and self.assigned.get(h, ("", ""))[1] == "build"}
@@ -331,14 +268,14 @@ class ClassCoordinator:
         next run rebuilds it). Pushing the cache's copy back would hide that under "pushed ...
         (built once for this arch class on n1)" on n1 itself (new-user trial), and after a
         stopped ``--force`` would quietly undo what the operator asked for."""
-        if not lacking or key in self.fresh:
+        if not lacking or key in self.wheels.fresh:
             return None
-        cached = self._cached(key)
+        cached = self.wheels.givable(key)
         if cached is not None:
             origin = cached.builder
-        elif key in self._wheels and self._wheels[key].done():  # built in this run: not lost
+        elif self.wheels.settled(key):  # built in this run: not lost
             return None
-        elif (b := self._builder.get(key)) is not None and b not in members and b not in self._gone:
+        elif (b := self.wheels.builders.get(key)) is not None and b not in members and not self.wheels.gone(b):
             return None  # being built or served by a member assigned before
         elif holders:
             origin = self.requests[holders[0]].origin or holders[0]
@@ -346,92 +283,13 @@ class ClassCoordinator:
             return None
         return origin if origin in lacking else None
 
-    def gone(self, host: str) -> bool:
-        """``host`` ended its run, or failed as its class's builder: it is sent nothing more."""
-        return host in self._gone
-
     def _can_build(self, host: str) -> bool:
         req = self.requests.get(host)
         return req is None or req.can_build
 
-    # -- applying -----------------------------------------------------------------------------
-
-    def _future(self, key: str) -> asyncio.Future:
-        fut = self._wheels.get(key)
-        if fut is None:
-            fut = self._wheels[key] = asyncio.get_running_loop().create_future()
-        return fut
-
-    async def publish(self, key: str, wheel: BuiltWheel) -> None:
-        """The class's wheel is in the cache: release every member waiting for it."""
-        async with self._lock:
-            self._checked[key] = (wheel, None)  # in the cache now: its sha256 computed as it was fetched
-            done = asyncio.get_running_loop().create_future()
-            done.set_result(None)
-            self._hashed[(str(wheel.local), wheel.sha256)] = done
-            fut = self._future(key)
-            if not fut.done():
-                fut.set_result(wheel)
-
-    async def fail(self, key: str, message: str, *, retryable: bool, host: str | None = None) -> None:
-        """The builder failed. ``retryable`` (it became unreachable or ended early): the next member
-        waiting builds instead; otherwise every member fails with ``message``."""
-        async with self._lock:
-            fut = self._future(key)
-            if fut.done():
-                return
-            if retryable:
-                if host is not None and self._builder.get(key) not in (None, host):
-                    return
-                if host is not None:
-                    self._gone.add(host)
-                self._builder.pop(key, None)
-                # The next member in inventory order that is still running builds, whether it is
-                # already waiting or not: the same host whatever the timing.
-                members = sorted((h for h, (k, _) in self.assigned.items() if k == key and h not in self._gone),
-                                 key=lambda h: (not self._can_build(h), self.order.get(h, 1 << 30)))
-                nxt = next(iter(members), None) or min(self._waiting.get(key) or [None],
-                                                       key=lambda h: self.order.get(h, 1 << 30) if h else 0)
-                if nxt is not None:
-                    self._builder[key] = nxt
-                    take = self._takeover.pop(nxt, None)
-                    if take is not None and not take.done():
-                        take.set_result("build")
-                return
-            fut.set_exception(ClassBuildFailed(message))
-            fut.exception()  # retrieved: nobody may be waiting
-
-    async def host_done(self, host: str) -> None:
-        """``host`` finished its run: if it was to build or serve a class that it never published,
-        the next waiting member takes over."""
-        self._gone.add(host)
-        for key, builder in list(self._builder.items()):
-            if builder == host and not self._future(key).done():
-                await self.fail(key, f"{host} ended before building", retryable=True, host=host)
-
-    async def wait(self, host: str, key: str) -> BuiltWheel | str:
-        """Wait for the class's wheel (a :class:`BuiltWheel`), or ``"build"`` when this host must
-        build it instead (the builder went away).
-
-        Raises:
-            ClassBuildFailed: the builder's build failed.
-        """
-        cached = self._cached(key)
-        if cached is not None:
-            return cached
-        async with self._lock:
-            fut = self._future(key)
-            if not fut.done() and self._builder.get(key, host) == host:
-                self._builder[key] = host
-                return "build"
-            take = self._takeover[host] = asyncio.get_running_loop().create_future()
-            self._waiting.setdefault(key, []).append(host)
-        try:
-            done, _ = await asyncio.wait({fut, take}, return_when=asyncio.FIRST_COMPLETED)
-            if fut in done:
-                return fut.result()
-            return "build"
-        finally:
-            async with self._lock:
-                self._waiting.get(key, []).remove(host) if host in self._waiting.get(key, []) else None
-                self._takeover.pop(host, None)
+    def _successors(self, key: str) -> list[str]:
+        """The members assigned to class ``key`` still at work, in the order they take over its
+        build (:meth:`~fleetctl.engine.class_wheels.ClassWheels.fail`): those that passed the build
+        preflight first, then inventory order."""
+        return sorted((h for h, (k, _) in self.assigned.items() if k == key and not self.wheels.gone(h)),
+                      key=lambda h: (not self._can_build(h), self.order.get(h, 1 << 30)))

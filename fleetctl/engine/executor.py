@@ -11,15 +11,15 @@
 - in a dry run, a mutating step, and a read-only step marked ``after_change``, is recorded as
   planned (shown by ``--dry-run``) and answered with its simulated outcome;
 - local work (hashing, a controller-side SASS check) runs in a worker thread, never on the event
-  loop.
+  loop;
+- the steps of the host's part in its arch class's build (its role, publishing or receiving the
+  class's wheel) are handed to :class:`~fleetctl.engine.class_steps.ClassSteps`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import posixpath
-import secrets
 import tempfile
 import time
 from collections.abc import Generator
@@ -27,24 +27,17 @@ from typing import Any
 
 from ..build.archs import stray_env
 from ..connection.base import CommandResult, OutputLine
-from ..errors import FleetError, TransferError, host_message
+from ..errors import TransferError, host_message
 from ..tasks import steps as S
 from ..tasks.base import TaskResult
-from ..build.wheeltags import PlatformMismatch, refusal
-from .class_fanout import broadcast_once
-from .classes import ClassBuildFailed, ClassCoordinator, store_wheel, wheels_root
+from .class_steps import CLASS_STEPS, ClassSteps
+from .classes import ClassCoordinator
 from .deadlines import Clock
 from .observer import Observers
 from .session import HostSession
 
 #: Uploads in flight at once for one :class:`~fleetctl.tasks.steps.PutFiles`.
 PARALLEL_UPLOADS = 4
-
-#: Moves a broadcast wheel from its staging path ($1, ``<staging>/<run>/<key16>/<name>``) to the
-#: member's wheel folder ($2), then removes the two staging folders if nothing else is left in them
-#: (so runs leave no empty folders behind in the nodes' /tmp). Exit status: mv's.
-_UNSTAGE = 'mv -f -- "$1" "$2" || exit; rmdir -- "${1%/*}" "${1%/*/*}" 2>/dev/null; exit 0'
-
 
 class StepRunner:
     """Runs the steps of one task on one host.
@@ -75,6 +68,8 @@ class StepRunner:
         # unset for every command (facts["login_env"]); the task's and the step's env come on top
         self.env = {**{name: None for name in stray_env(session.facts)}, **dict(env or {})}
         self.become = become
+        #: the steps of the host's part in its arch class's build
+        self.class_steps = ClassSteps(session, observers, classes=classes, clock=clock, apply=apply)
         self.planned: list[dict[str, Any]] = []
         #: a command was simulated (dry run): later probes of this host may see a stale state
         self.simulated_command = False
@@ -94,6 +89,8 @@ class StepRunner:
             self.session.prefetched.clear()
             self.session.changed = True
             self.changed = True
+        if type(step) in CLASS_STEPS:
+            return await self.class_steps.run(step)
         handler = getattr(self, f"_do_{type(step).__name__.lower()}")
         return await handler(step)
 
@@ -114,21 +111,9 @@ class StepRunner:
             self.observers.emit("step.planned", self.host, task=self.task, step=desc)
         if isinstance(step, S.PutFiles):
             return [None] * len(step.files)
-        if isinstance(step, S.ClassRole):
-            return self._do_classrole_sync(step)
-        if isinstance(step, S.Publish) and step.wheel and not posixpath.basename(step.wheel).startswith("<"):
-            self.classes.planned_wheels[step.key] = posixpath.basename(step.wheel)
-        if isinstance(step, S.Fetch):
-            return self._simulated_fetch(step)
+        if isinstance(step, CLASS_STEPS):
+            return self.class_steps.simulate(step)
         return step.simulated
-
-    def _simulated_fetch(self, step: S.Fetch) -> S.ClassWheel:
-        """What a member would receive (``--dry-run``): the class's real builder and, when known
-        before the build, its wheel's file name (see :meth:`ClassCoordinator.known_wheel`)."""
-        name, builder = self.classes.known_wheel(step.key)
-        builder = builder or "?"
-        name = name or f"the wheel {builder} builds for class {step.key[:16]}"
-        return S.ClassWheel(name=name, sha256="", builder=builder, remote=posixpath.join(step.dest, name), data={})
 
     # -- commands -----------------------------------------------------------------------------
 
@@ -225,40 +210,7 @@ class StepRunner:
         except Exception as exc:  # noqa: BLE001 - handed to the planner as data
             return exc
 
-    # -- arch classes -------------------------------------------------------------------------
-
-    def _do_classrole_sync(self, step: S.ClassRole) -> str:
-        self.classes.platforms[self.host] = (self.session.facts.get("python") or {}).get("platform")
-        role = self.classes.role(self.host, step.key, step.holds, step.once, self.session.host.settings.build_host,
-                                 force=step.force, can_build=step.can_build, origin=step.origin)
-        if role == "build" and self.host in self.classes.unbuildable.get(step.key, ()):
-            message = (f"no host of this arch class ({', '.join(self.classes.unbuildable[step.key])}) can build its "
-                       "wheel: none receives it, each fails with its own cause")
-            if message not in self.session.told:
-                self.session.told.add(message)
-                self.observers.emit("note.added", self.host, message=message)
-        why = self.classes.unreached.get((self.host, step.key))
-        if role == "push" and why is not None:  # its class's builder, it could not: it receives the wheel
-            message = f"{why}: this host receives its arch class's wheel from the member that builds it"
-            if message not in self.session.told:
-                self.session.told.add(message)
-                self.observers.emit("note.added", self.host, message=message)
-        if role == "build" and self.classes.rebuilds.get(step.key) == self.host:
-            message = ("this host built its arch class's wheel and no longer holds it (its build folder was emptied "
-                       "or its wheel is not the one built): it builds it again (a host is never pushed its own wheel)")
-            if message not in self.session.told:
-                self.session.told.add(message)
-                self.observers.emit("note.added", self.host, message=message)
-        return role
-
-    async def _do_classrole(self, step: S.ClassRole) -> str:
-        if step.once and not step.force:  # the cache's wheel is checked first (it may be hashed: not on the loop)
-            await asyncio.to_thread(self.classes.check_cache, step.key)
-            why = self.classes.cache_problem(step.key)
-            if why is not None:
-                self.observers.emit("note.added", self.host, message=f"{why}: never pushed; a member builds or "
-                                                                     "serves the class's wheel when one lacks it")
-        return self._do_classrole_sync(step)
+    # -- arch classes: the builder's own question (the class's other steps: ClassSteps) ---------
 
     async def _do_builderprobe(self, step: S.BuilderProbe) -> CommandResult | None:
         """Asked only of a host the class's settled roles make its builder; ``None`` (not asked)
@@ -266,85 +218,6 @@ class StepRunner:
         if not self.apply and not self.classes.defer(self.host, step.key):
             return None
         return await self._do_run(step)
-
-    async def _do_unreached(self, step: S.Unreached) -> str:
-        """While planning the class's roles are chosen again without this host; applying, they are
-        settled (a builder that reached while planning and no longer does fails, as a build would)."""
-        return self.classes.cannot_reach(self.host, step.key, step.message) if not self.apply else "build"
-
-    async def _do_targetclaim(self, step: S.TargetClaim) -> tuple:
-        return self.classes.targets.claim(self.host, step.ids, step.archs, tuple(step.writes))
-
-    async def _do_publish(self, step: S.Publish) -> FleetError | None:
-        name = posixpath.basename(step.wheel)
-        folder = wheels_root() / step.key[:16]
-        try:
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            tmp = folder / f".{name}.{secrets.token_hex(4)}.part"
-            await self.session.conn.get(step.wheel, str(tmp))
-            from ..tasks.copy import sha256_of
-
-            digest = await asyncio.to_thread(sha256_of, tmp)
-            if step.sha256 and digest != step.sha256:
-                tmp.unlink(missing_ok=True)
-                raise FleetError(f"fetched {name} does not match its sha256 {step.sha256[:12]}")
-            # a served wheel's builder is where it was built (its stamp's pushed_from), not the server
-            builder = str(step.data.get("pushed_from") or self.host)
-            built = await asyncio.to_thread(store_wheel, step.key, tmp, name, digest, builder, dict(step.data))
-        except (FleetError, OSError) as exc:
-            await self.classes.fail(step.key, f"{self.host}: cannot fetch the wheel: {exc}", retryable=True,
-                                    host=self.host)
-            return exc if isinstance(exc, FleetError) else FleetError(str(exc))
-        await self.classes.publish(step.key, built)
-        self.observers.emit("class.published", self.host, key=step.key[:16], wheel=name, sha256=digest)
-        return None
-
-    async def _do_fail(self, step: S.Fail) -> None:
-        await self.classes.fail(step.key, step.message, retryable=step.retryable, host=self.host)
-
-    async def _wheel_for(self, key: str) -> Any:
-        """The class's wheel this host may be pushed (its sha256 checked: :meth:`ClassCoordinator.pushable`),
-        ``"build"``, or the :class:`ClassBuildFailed`. A cached wheel that fails the check is never
-        pushed: the class's wheel is asked for again, now built in this run (by this host or another)."""
-        for attempt in range(2):
-            try:
-                got = await self.classes.wait(self.host, key)
-            except ClassBuildFailed as exc:
-                return exc
-            if got == "build":
-                return got
-            why = await self.classes.pushable(key, got)
-            if why is None:
-                return got
-            self.observers.emit("note.added", self.host, message=f"{why}: not pushed; the class's wheel is built "
-                                                                 "again in this run")
-        return ClassBuildFailed(why)
-
-    async def _do_fetch(self, step: S.Fetch) -> Any:
-        got = await self._wheel_for(step.key)
-        if isinstance(got, ClassBuildFailed):
-            return got
-        if got == "build":
-            self.observers.emit("class.builder_changed", self.host, key=step.key[:16])
-            return "build"
-        remote = posixpath.join(step.dest, got.name)
-        if step.platform is not None:  # defence in depth: never send a wheel pip there would refuse
-            why = refusal(self.host, got.name, {"python": {"platform": step.platform}}, (got.data or {}).get("inputs"))
-            if why is not None:
-                self.observers.emit("class.push_refused", self.host, key=step.key[:16], wheel=got.name, error=why)
-                return PlatformMismatch(why)
-        try:
-            await self.session.conn.run(["mkdir", "-p", "-m", "0700", step.dest], timeout_s=self.clock.cap(60))
-            staged = await broadcast_once(self.classes, self.host, step.key, got)
-            moved = None
-            if staged is not None:
-                moved = await self.session.conn.run(["/bin/sh", "-c", _UNSTAGE, "fleetctl-unstage", staged, remote],
-                                                    timeout_s=self.clock.cap(60))
-            if moved is None or moved.rc != 0:
-                await self.session.conn.put(str(got.local), remote, mode=0o644)
-        except TransferError as exc:
-            return TransferError(host_message(self.host, exc))
-        return S.ClassWheel(name=got.name, sha256=got.sha256, builder=got.builder, remote=remote, data=got.data)
 
     # -- notices ------------------------------------------------------------------------------
 

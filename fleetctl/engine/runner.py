@@ -301,7 +301,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             finish_host(run, observers, host.name, result, first.get(host.name, []), started=t0,
                     stats=getattr(session.conn, "stats", None))
         finally:
-            await classes.host_done(host.name)
+            await classes.wheels.host_done(host.name)
 
     async def release(name: str) -> None:
         """The host's outcome is in the run model: let go of its session (its connection and the

@@ -1,0 +1,198 @@
+"""A host's part in its arch class's build: the steps a planner yields to take its role, publish
+the wheel it built, or receive the class's wheel (:mod:`fleetctl.engine.classes` assigns the
+roles; :mod:`fleetctl.engine.class_wheels` hands the wheel over).
+
+:class:`ClassSteps` runs the steps of :data:`CLASS_STEPS` for one host, or in a planning pass
+(dry run, plan) answers them as the run would (:meth:`ClassSteps.simulate`): the role the batch's
+plan gives, the wheel a member would receive. Every other step is
+:class:`fleetctl.engine.executor.StepRunner`'s, which hands these to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import posixpath
+import secrets
+from typing import Any
+
+from ..build.wheeltags import PlatformMismatch, refusal
+from ..errors import FleetError, TransferError, host_message
+from ..tasks import steps as S
+from .class_fanout import broadcast_once
+from .class_wheels import ClassBuildFailed
+from .classes import ClassCoordinator
+from .deadlines import Clock
+from .observer import Observers
+from .session import HostSession
+from .wheelcache import store_wheel, wheels_root
+
+__all__ = ["CLASS_STEPS", "ClassSteps"]
+
+#: The steps :class:`ClassSteps` runs.
+CLASS_STEPS = (S.ClassRole, S.Unreached, S.TargetClaim, S.Publish, S.Fail, S.Fetch)
+
+#: Moves a broadcast wheel from its staging path ($1, ``<staging>/<run>/<key16>/<name>``) to the
+#: member's wheel folder ($2), then removes the two staging folders if nothing else is left in them
+#: (so runs leave no empty folders behind in the nodes' /tmp). Exit status: mv's.
+_UNSTAGE = 'mv -f -- "$1" "$2" || exit; rmdir -- "${1%/*}" "${1%/*/*}" 2>/dev/null; exit 0'
+
+
+class ClassSteps:
+    """Runs the arch-class steps (:data:`CLASS_STEPS`) of one host's tasks.
+
+    Args:
+        session: the host's session (connection, facts, the lines already told).
+        observers: where events go.
+        classes: the run's arch-class coordinator.
+        clock: the task's deadline (caps the commands that move a received wheel).
+        apply: the host applies its plan (its class's roles are settled); ``False`` while planning.
+    """
+
+    def __init__(self, session: HostSession, observers: Observers, *, classes: ClassCoordinator, clock: Clock,
+                 apply: bool) -> None:
+        self.session = session
+        self.observers = observers
+        self.classes = classes
+        self.clock = clock
+        self.apply = apply
+
+    @property
+    def host(self) -> str:
+        return self.session.name
+
+    async def run(self, step: S.Step) -> Any:
+        """Execute ``step`` (one of :data:`CLASS_STEPS`); return what the planner receives."""
+        return await getattr(self, f"_do_{type(step).__name__.lower()}")(step)
+
+    def simulate(self, step: S.Step) -> Any:
+        """What the planner receives for ``step`` (one of :data:`CLASS_STEPS`) in a planning pass:
+        the host's role, the wheel a member would receive (see :meth:`ClassCoordinator.known_wheel`);
+        a :class:`~fleetctl.tasks.steps.Publish` notes the wheel its builder would hand out."""
+        if isinstance(step, S.ClassRole):
+            return self.role(step)
+        if isinstance(step, S.Publish) and step.wheel and not posixpath.basename(step.wheel).startswith("<"):
+            self.classes.planned_wheels[step.key] = posixpath.basename(step.wheel)
+        if isinstance(step, S.Fetch):
+            return self._simulated_fetch(step)
+        return step.simulated
+
+    def _simulated_fetch(self, step: S.Fetch) -> S.ClassWheel:
+        """What a member would receive (``--dry-run``): the class's real builder and, when known
+        before the build, its wheel's file name (see :meth:`ClassCoordinator.known_wheel`)."""
+        name, builder = self.classes.known_wheel(step.key)
+        builder = builder or "?"
+        name = name or f"the wheel {builder} builds for class {step.key[:16]}"
+        return S.ClassWheel(name=name, sha256="", builder=builder, remote=posixpath.join(step.dest, name), data={})
+
+    def _tell(self, message: str) -> None:
+        """Say ``message`` once in the host's run (a later pass does not repeat it)."""
+        if message not in self.session.told:
+            self.session.told.add(message)
+            self.observers.emit("note.added", self.host, message=message)
+
+    def role(self, step: S.ClassRole) -> str:
+        """The host's role in its class (:meth:`ClassCoordinator.role`), with the line that explains
+        a role out of the ordinary: no member can build, the builder does not reach the downloads,
+        the builder lost its own wheel."""
+        self.classes.platforms[self.host] = (self.session.facts.get("python") or {}).get("platform")
+        role = self.classes.role(self.host, step.key, step.holds, step.once, self.session.host.settings.build_host,
+                                 force=step.force, can_build=step.can_build, origin=step.origin)
+        if role == "build" and self.host in self.classes.unbuildable.get(step.key, ()):
+            self._tell(f"no host of this arch class ({', '.join(self.classes.unbuildable[step.key])}) can build its "
+                       "wheel: none receives it, each fails with its own cause")
+        why = self.classes.unreached.get((self.host, step.key))
+        if role == "push" and why is not None:  # its class's builder, it could not: it receives the wheel
+            self._tell(f"{why}: this host receives its arch class's wheel from the member that builds it")
+        if role == "build" and self.classes.rebuilds.get(step.key) == self.host:
+            self._tell("this host built its arch class's wheel and no longer holds it (its build folder was emptied "
+                       "or its wheel is not the one built): it builds it again (a host is never pushed its own wheel)")
+        return role
+
+    async def _do_classrole(self, step: S.ClassRole) -> str:
+        if step.once and not step.force:  # the cache's wheel is checked first (it may be hashed: not on the loop)
+            await asyncio.to_thread(self.classes.wheels.check_cache, step.key)
+            why = self.classes.wheels.cache_problem(step.key)
+            if why is not None:
+                self.observers.emit("note.added", self.host, message=f"{why}: never pushed; a member builds or "
+                                                                     "serves the class's wheel when one lacks it")
+        return self.role(step)
+
+    async def _do_unreached(self, step: S.Unreached) -> str:
+        """While planning the class's roles are chosen again without this host; applying, they are
+        settled (a builder that reached while planning and no longer does fails, as a build would)."""
+        return self.classes.cannot_reach(self.host, step.key, step.message) if not self.apply else "build"
+
+    async def _do_targetclaim(self, step: S.TargetClaim) -> tuple:
+        return self.classes.targets.claim(self.host, step.ids, step.archs, tuple(step.writes))
+
+    async def _do_publish(self, step: S.Publish) -> FleetError | None:
+        name = posixpath.basename(step.wheel)
+        folder = wheels_root() / step.key[:16]
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp = folder / f".{name}.{secrets.token_hex(4)}.part"
+            await self.session.conn.get(step.wheel, str(tmp))
+            from ..tasks.copy import sha256_of
+
+            digest = await asyncio.to_thread(sha256_of, tmp)
+            if step.sha256 and digest != step.sha256:
+                tmp.unlink(missing_ok=True)
+                raise FleetError(f"fetched {name} does not match its sha256 {step.sha256[:12]}")
+            # a served wheel's builder is where it was built (its stamp's pushed_from), not the server
+            builder = str(step.data.get("pushed_from") or self.host)
+            built = await asyncio.to_thread(store_wheel, step.key, tmp, name, digest, builder, dict(step.data))
+        except (FleetError, OSError) as exc:
+            await self.classes.wheels.fail(step.key, f"{self.host}: cannot fetch the wheel: {exc}", retryable=True,
+                                           host=self.host)
+            return exc if isinstance(exc, FleetError) else FleetError(str(exc))
+        await self.classes.wheels.publish(step.key, built)
+        self.observers.emit("class.published", self.host, key=step.key[:16], wheel=name, sha256=digest)
+        return None
+
+    async def _do_fail(self, step: S.Fail) -> None:
+        await self.classes.wheels.fail(step.key, step.message, retryable=step.retryable, host=self.host)
+
+    async def _wheel_for(self, key: str) -> Any:
+        """The class's wheel this host may be pushed (its sha256 checked:
+        :meth:`~fleetctl.engine.class_wheels.ClassWheels.pushable`),
+        ``"build"``, or the :class:`ClassBuildFailed`. A cached wheel that fails the check is never
+        pushed: the class's wheel is asked for again, now built in this run (by this host or another)."""
+        for attempt in range(2):
+            try:
+                got = await self.classes.wheels.wait(self.host, key)
+            except ClassBuildFailed as exc:
+                return exc
+            if got == "build":
+                return got
+            why = await self.classes.wheels.pushable(key, got)
+            if why is None:
+                return got
+            self.observers.emit("note.added", self.host, message=f"{why}: not pushed; the class's wheel is built "
+                                                                 "again in this run")
+        return ClassBuildFailed(why)
+
+    async def _do_fetch(self, step: S.Fetch) -> Any:
+        got = await self._wheel_for(step.key)
+        if isinstance(got, ClassBuildFailed):
+            return got
+        if got == "build":
+            self.observers.emit("class.builder_changed", self.host, key=step.key[:16])
+            return "build"
+        remote = posixpath.join(step.dest, got.name)
+        if step.platform is not None:  # defence in depth: never send a wheel pip there would refuse
+            why = refusal(self.host, got.name, {"python": {"platform": step.platform}}, (got.data or {}).get("inputs"))
+            if why is not None:
+                self.observers.emit("class.push_refused", self.host, key=step.key[:16], wheel=got.name, error=why)
+                return PlatformMismatch(why)
+        try:
+            await self.session.conn.run(["mkdir", "-p", "-m", "0700", step.dest], timeout_s=self.clock.cap(60))
+            staged = await broadcast_once(self.classes, self.host, step.key, got)
+            moved = None
+            if staged is not None:
+                moved = await self.session.conn.run(["/bin/sh", "-c", _UNSTAGE, "fleetctl-unstage", staged, remote],
+                                                    timeout_s=self.clock.cap(60))
+            if moved is None or moved.rc != 0:
+                await self.session.conn.put(str(got.local), remote, mode=0o644)
+        except TransferError as exc:
+            return TransferError(host_message(self.host, exc))
+        return S.ClassWheel(name=got.name, sha256=got.sha256, builder=got.builder, remote=remote, data=got.data)
