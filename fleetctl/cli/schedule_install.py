@@ -47,7 +47,7 @@ def _tail(text: str) -> str:
 
 def run_tool(tool: str, exe: str, args: list[str], *, input: str | None = None,
              timeout_s: float = 120) -> str | None:
-    """Run ``tool`` (``systemctl`` or ``crontab``, found at ``exe``) with ``args`` (``input`` on its
+    r"""Run ``tool`` (``systemctl`` or ``crontab``, found at ``exe``) with ``args`` (``input`` on its
     stdin); ``None`` when it exited 0, else the line that says how it failed: ``\`systemctl --user
     enable ...\` failed (exit N): its last 3 lines of output`` (a program that cannot start or
     outlives ``timeout_s`` seconds fails with exit 1)."""
