@@ -1,6 +1,6 @@
 """The SSH connection, on asyncssh. asyncssh is imported only by this module and its helpers
 ``ssh_target`` (ssh_config), ``ssh_hostkeys`` (known_hosts), ``ssh_identity`` (keys and agent),
-``ssh_route`` (TCP, gates, jump hosts), ``ssh_handshake`` (one login and what its failures mean),
+``ssh_route`` (jump hosts), ``ssh_hop`` (TCP, gates, retries), ``ssh_handshake`` (one login and what its failures mean),
 ``ssh_errors`` (what a server's refusals mean), ``ssh_sessions`` (channels within MaxSessions) and
 ``ssh_files`` (SFTP and its exec fallback); the connection kind is ``ssh_kind``.
 
@@ -53,7 +53,8 @@ from .ssh_files import SFTPFiles
 from .ssh_sessions import Sessions, UseOverflow, stop_process
 from .ssh_handshake import LoginFailed, RouteOptions
 from .ssh_options import apply_options
-from .ssh_route import MAX_HANDSHAKES, LoginStats, login
+from .ssh_hop import MAX_HANDSHAKES, LoginStats
+from .ssh_route import login
 from .ssh_target import SSHConfigError, SSHTarget, resolve_target
 from .streams import OutputTail, pump_lines
 

@@ -1,7 +1,7 @@
 """What an SSH server's refusals mean: asyncssh exceptions read as OpenSSH's sshd means them.
 
-Pure classification and one-line messages (no I/O); :mod:`fleetctl.connection.ssh_route` (login,
-jump hosts) and :mod:`fleetctl.connection.ssh` (sessions, SFTP) raise them.
+Pure classification and one-line messages (no I/O); :mod:`fleetctl.connection.ssh_hop` (login,
+through jump hosts too) and :mod:`fleetctl.connection.ssh` (sessions, SFTP) raise them.
 
 - A connection closed before login is a *drop*. sshd drops connections past ``MaxStartups``
   (sshd_config(5), default ``10:30:100``) at random once more than 10 are unauthenticated at once,
