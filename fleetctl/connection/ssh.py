@@ -1,8 +1,9 @@
 """The SSH connection, on asyncssh. asyncssh is imported only by this module and its helpers
 ``ssh_target`` (ssh_config), ``ssh_hostkeys`` (known_hosts), ``ssh_identity`` (keys and agent),
-``ssh_route`` (TCP, gates, jump hosts), ``ssh_handshake`` (one login and what its failures mean),
-``ssh_errors`` (what a server's refusals mean), ``ssh_sessions`` (channels within MaxSessions) and
-``ssh_files`` (SFTP and its exec fallback); the connection kind is ``ssh_kind``.
+``ssh_route`` (jump hosts), ``ssh_hop`` (TCP, gates, retries), ``ssh_handshake`` (one login and
+what its failures mean), ``ssh_errors`` (what a server's refusals mean), ``ssh_sessions``
+(channels within MaxSessions), ``ssh_exec`` (one command on its channel) and ``ssh_files`` (SFTP
+and its exec fallback); the connection kind is ``ssh_kind``.
 
 One SSH connection per host, reused for every command and transfer of a run; commands are exec
 channels multiplexed on it and files go over one SFTP session. The host is reached exactly as
@@ -26,36 +27,37 @@ command (:meth:`SSHConnection.learn_login`), and until then command lines are wr
 every login shell parses them alike (:func:`~fleetctl.connection.command.is_portable`), so
 ``fleetctl run`` costs one exec per host.
 
-Login output (:mod:`fleetctl.connection.login_output`): what the login shell's rc files print
-before a command never reaches its stdout (each command line echoes this connection's marker
-first; what came before it is reported once, as a detail note, ``on_note``); a command whose
-marker has not come was not started by the login shell (a timeout says so,
-:meth:`SSHConnection.login_stall`; a wait past ``connect_timeout_s`` is told at once), and one
-whose channel ended before its marker never ran (:class:`~fleetctl.errors.CommandNotStarted`).
+Login output (:mod:`fleetctl.connection.login_output`; a command's channel:
+:mod:`fleetctl.connection.ssh_exec`): what the login shell's rc files print before a command never
+reaches its stdout (each command line echoes this connection's marker first; what came before it
+is reported once per connection, as a detail note, ``on_note``); a command whose marker has not
+come was not started by the login shell (a timeout says so, :meth:`SSHConnection.login_stall`; a
+wait past ``connect_timeout_s`` is told at once), and one whose channel ended before its marker
+never ran (:class:`~fleetctl.errors.CommandNotStarted`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 
 import asyncssh
 
-from ..errors import CommandTimeout, HostUnreachable
+from ..errors import HostUnreachable
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback
-from .command import OwnWrapperStderr, remote_command_line
-from .lifeline import beat, lifeline_s
-from .login_output import (LOGIN_OUTPUT_NOTE, NO_HOME, LoginWatch, SkipLogin, check_started, login_output_note,
-                           login_stall_message, marked_line, new_marker, parse_login_answer)
+from .command import remote_command_line
+from .lifeline import lifeline_s
+from .login_output import (LOGIN_OUTPUT_NOTE, NO_HOME, LoginWatch, login_output_note, login_stall_message, marked_line,
+                           new_marker, parse_login_answer)
+from .ssh_exec import open_exec
 from .ssh_files import SFTPFiles
-from .ssh_sessions import Sessions, UseOverflow, stop_process
+from .ssh_sessions import Sessions, UseOverflow
 from .ssh_handshake import LoginFailed, RouteOptions
 from .ssh_options import apply_options
-from .ssh_route import MAX_HANDSHAKES, LoginStats, login
+from .ssh_hop import MAX_HANDSHAKES, LoginStats
+from .ssh_route import login
 from .ssh_target import SSHConfigError, SSHTarget, resolve_target
-from .streams import OutputTail, pump_lines
 
 __all__ = ["SSHConnection", "MAX_HANDSHAKES", "LOGIN_OUTPUT_NOTE"]
 
@@ -279,15 +281,6 @@ class SSHConnection(SFTPFiles, Connection):
             raise HostUnreachable(self.host, "not connected")
         return self._conn
 
-    def _describe(self, exc: BaseException) -> str:
-        if isinstance(exc, asyncssh.DisconnectError):
-            return f"disconnected: {exc.reason}"
-        if isinstance(exc, asyncssh.ConnectionLost):
-            return "connection lost"
-        if isinstance(exc, OSError):
-            return exc.strerror or str(exc)
-        return f"{type(exc).__name__}: {exc}"
-
     def _note_login_output(self, text: bytes) -> None:
         """Report what the login shell printed before a command, once per connection."""
         note = login_output_note(text)
@@ -334,22 +327,18 @@ class SSHConnection(SFTPFiles, Connection):
         ``hold_stdin`` the command itself watches its stdin (it gets ``stdin``, and EOF only when
         this call is cancelled) and its session is pinned (see the module docstring).
         """
+        kw = {"env": env, "cwd": cwd, "timeout_s": timeout_s, "on_line": on_line, "become": become,
+              "capture_bytes": capture_bytes, "supervise": supervise}
         if not hold_stdin and self._saturated():
-            return await (await self._second()).run(argv, env=env, cwd=cwd, timeout_s=timeout_s, on_line=on_line,
-                                                     stdin=stdin, become=become, capture_bytes=capture_bytes,
-                                                     supervise=supervise)
+            return await (await self._second()).run(argv, stdin=stdin, **kw)
         # the stdin bytes are let go of once written (a command that lives for the run would
         # otherwise keep them: the first command's script and job, on every host of a deploy)
         box = [stdin] if stdin is not None else []
         del stdin
         try:
-            return await self._run(argv, env=env, cwd=cwd, timeout_s=timeout_s, on_line=on_line, stdin=box,
-                                   become=become, capture_bytes=capture_bytes, supervise=supervise,
-                                   hold_stdin=hold_stdin)
+            return await self._run(argv, stdin=box, hold_stdin=hold_stdin, **kw)
         except UseOverflow:
-            return await (await self._second()).run(argv, env=env, cwd=cwd, timeout_s=timeout_s, on_line=on_line,
-                                                     stdin=box[0] if box else None, become=become,
-                                                     capture_bytes=capture_bytes, supervise=supervise)
+            return await (await self._second()).run(argv, stdin=box[0] if box else None, **kw)
 
     async def _run(self, argv: Sequence[str], *, env: Mapping[str, str] | None, cwd: str | None,
                    timeout_s: float | None, on_line: LineCallback | None, stdin: list[bytes], become: bool,
@@ -361,76 +350,20 @@ class SSHConnection(SFTPFiles, Connection):
                                                   login_shell=self.login_shell,
                                                   lifeline_s=lifeline_s(self.keepalive_interval_s)), self._marker)
         conn = self._require()
-        async def open_process() -> tuple[asyncssh.SSHClientProcess, float]:
-            return await conn.create_process(command, encoding=None), time.monotonic()
-
-        try:
-            proc, started = await self._sessions.open_channel(
-                open_process, make_room=self._close_idle_sftp, overflow=lambda: not hold_stdin and self._saturated(),
-                on_retry=lambda: self._count("channel_retries"))
-        except asyncssh.ChannelOpenError as exc:
-            if conn.is_closed():  # it went away while the host waited between commands (new-user
-                # trial: an sshd killed while its host waited for a wheel read "MaxSessions?")
-                raise HostUnreachable(self.host, f"connection lost before {argv[0]} (it closed while the host waited "
-                                                 f"between commands): {exc.reason}") from None
-            raise HostUnreachable(self.host, f"cannot open a session (MaxSessions?): {exc.reason}") from None
-        except (OSError, asyncssh.Error) as exc:
-            raise HostUnreachable(self.host, self._describe(exc)) from None
-        out, err = OutputTail(capture_bytes), OutputTail(capture_bytes)
-        reader = SkipLogin(proc.stdout, self._marker)
-        self._login_watch.watch(reader, lambda s: login_stall_message(self.login_shell, s, self.host),
-                                lambda text: self.on_note(text) if self.on_note is not None else None)
-        stopped = False
+        channel = await open_exec(conn, command, self._sessions, host=self.host, argv=argv, marker=self._marker,
+                                  capture_bytes=capture_bytes, make_room=self._close_idle_sftp,
+                                  overflow=lambda: not hold_stdin and self._saturated(),
+                                  on_retry=lambda: self._count("channel_retries"))
         if hold_stdin:
             self._pinned += 1
         try:
-            async def everything() -> None:
-                try:
-                    if stdin:
-                        proc.stdin.write(stdin.pop())
-                    if not supervise and not hold_stdin:
-                        proc.stdin.write_eof()  # a supervised command's stdin is its lifeline
-                except BrokenPipeError:  # the channel already ended (its status and output say why)
-                    pass
-                # the host stops a command whose heartbeats stop (fleetctl/connection/lifeline.py)
-                beats = asyncio.ensure_future(beat(proc.stdin.write, self.keepalive_interval_s)) \
-                    if supervise or hold_stdin else None
-                try:
-                    await asyncio.gather(pump_lines(reader, "stdout", out, on_line),
-                                         pump_lines(OwnWrapperStderr(proc.stderr) if supervise else proc.stderr,
-                                                    "stderr", err, on_line))
-                    await proc.wait_closed()
-                finally:
-                    if beats is not None:
-                        beats.cancel()
-
-            try:
-                await asyncio.wait_for(everything(), timeout_s)
-            except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
-                stopped = True
-                await stop_process(proc, supervised=supervise or hold_stdin, started=not reader.waiting)
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
-                stall = login_stall_message(self.login_shell, timeout_s or 0, self.host) if reader.waiting else ""
-                raise CommandTimeout(self.host, argv, timeout_s or 0, login_stall=stall) from None
-            except (OSError, asyncssh.Error) as exc:
-                proc.close()
-                raise HostUnreachable(self.host, f"connection lost during {argv[0]}: {self._describe(exc)}") from None
+            await channel.drive(stdin=stdin, supervise=supervise, hold_stdin=hold_stdin, timeout_s=timeout_s,
+                                heartbeat_s=self.keepalive_interval_s, on_line=on_line, login_watch=self._login_watch,
+                                stall_message=lambda s: login_stall_message(self.login_shell, s, self.host),
+                                on_note=lambda text: self.on_note(text) if self.on_note is not None else None)
         finally:
-            self._login_watch.done(reader, stopped=stopped)
             if hold_stdin:
                 self._pinned -= 1
             await self._sessions.release()
-        self._note_login_output(reader.login_output)
-        sig = proc.exit_signal[0] if proc.exit_signal else None
-        rc = proc.exit_status
-        if rc is not None and rc < 0:
-            rc = None
-        if conn.is_closed() and rc is None and sig is None:
-            raise HostUnreachable(self.host, f"connection lost during {argv[0]}")
-        stdout, stdout_dropped = out.result()
-        stderr, stderr_dropped = err.result()
-        check_started(reader, self.host, argv, self.login_shell, rc=rc, signal=sig, printed=stdout + b"\n" + stderr)
-        return CommandResult(argv=argv, rc=rc, stdout=stdout, stderr=stderr, signal=sig,
-                             duration_s=time.monotonic() - started, stdout_dropped=stdout_dropped,
-                             stderr_dropped=stderr_dropped)
+        self._note_login_output(channel.reader.login_output)
+        return channel.result(connection_closed=conn.is_closed(), login_shell=self.login_shell)

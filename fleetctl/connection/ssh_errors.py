@@ -1,7 +1,8 @@
 """What an SSH server's refusals mean: asyncssh exceptions read as OpenSSH's sshd means them.
 
-Pure classification and one-line messages (no I/O); :mod:`fleetctl.connection.ssh_route` (login,
-jump hosts) and :mod:`fleetctl.connection.ssh` (sessions, SFTP) raise them.
+Pure classification and one-line messages (no I/O); :mod:`fleetctl.connection.ssh_hop` (login,
+through jump hosts too), :mod:`fleetctl.connection.ssh_exec` (commands) and
+:mod:`fleetctl.connection.ssh_files` (SFTP) raise them.
 
 - A connection closed before login is a *drop*. sshd drops connections past ``MaxStartups``
   (sshd_config(5), default ``10:30:100``) at random once more than 10 are unauthenticated at once,
@@ -88,6 +89,19 @@ def drop_message(where: str, attempts: int, reason: str, *, alone: bool, banner_
     return (f"{where} closed the connection {phase} {count} ({reason}); "
             f"{heard}, not 'Exceeded MaxStartups' as sshd past MaxStartups does, so not MaxStartups (other "
             f"connections of this run to it overlapped): {keys}")
+
+
+def describe_error(exc: BaseException) -> str:
+    """A broken connection or channel in a few words, for ``connection lost during ...``:
+    ``disconnected: REASON`` (the server sent a disconnect), ``connection lost``, the OS's words
+    for an :class:`OSError`, else the exception's type and text."""
+    if isinstance(exc, asyncssh.DisconnectError):
+        return f"disconnected: {exc.reason}"
+    if isinstance(exc, asyncssh.ConnectionLost):
+        return "connection lost"
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return f"{type(exc).__name__}: {exc}"
 
 
 def not_ssh_message(where: str, answer: bytes) -> str | None:

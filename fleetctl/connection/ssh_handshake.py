@@ -1,8 +1,9 @@
 """One SSH handshake and login (asyncssh's ``connect`` with ssh(1)'s non-interactive rules), and
 what its failures mean in one line: :func:`handshake` turns an :class:`~fleetctl.connection.ssh_target.SSHTarget`
 and a connected socket or tunnel into an authenticated connection, or raises :class:`LoginFailed`
-(or :class:`Dropped`, for a drop before login that is worth a retry). The route around it (gates per
-sshd, retries, jump hosts) is :mod:`fleetctl.connection.ssh_route`.
+(or :class:`Dropped`, for a drop before login that is worth a retry). Around it: one hop (gates per
+sshd, retries) is :mod:`fleetctl.connection.ssh_hop`, the route (jump hosts)
+:mod:`fleetctl.connection.ssh_route`.
 """
 
 from __future__ import annotations

@@ -1,163 +1,34 @@
-"""Reaching and logging in to an SSH host: TCP connect, per-sshd gates, jump hosts, host keys, keys.
+"""Reaching and logging in to an SSH host through its route: the ``ProxyJump`` chain of jump hosts,
+shared among the hosts behind them, then the target.
 
 :func:`login` turns an :class:`~fleetctl.connection.ssh_target.SSHTarget` into an authenticated
 :class:`asyncssh.SSHClientConnection`, the way ssh(1) would, and raises
-:class:`~fleetctl.connection.ssh_handshake.LoginFailed` with one line naming the cause otherwise
-(one handshake and its messages: :mod:`fleetctl.connection.ssh_handshake`).
-
-Unreachable hosts never delay reachable ones:
-
-- There is no fleet-wide handshake gate. sshd's ``MaxStartups`` (default ``10:30:100``,
-  sshd_config(5)) limits the unauthenticated connections of ONE sshd, so the gate is per
-  destination (the address and port connected to, or the jump route and target): at most
-  :data:`MAX_HANDSHAKES` connections to one sshd are between TCP connect and login at once. A
-  dead destination holds only its own gate, never another host's.
-- A TCP connect that failed (timed out, refused, no route) is remembered for its destination for
-  one connect timeout, so other inventory names for the same dead address fail at once with the
-  same cause instead of queueing behind it.
-- A handshake the server closes before login (what sshd does past ``MaxStartups``) is retried
-  with jittered exponential backoff (tenacity, see :mod:`fleetctl.connection.retry`), outside the gate; each retry is counted in
-  :attr:`LoginStats.handshake_retries`; each retry first peeks at what the server sends, and the
-  final failure names ``MaxStartups`` only when the server said ``Exceeded MaxStartups`` (sshd's
-  words past it); otherwise it names what the server did (closed before key exchange, sending
-  nothing: an sshd without host keys, or one refusing this address), overlapping handshakes to
-  that sshd or not (:func:`~fleetctl.connection.ssh_errors.drop_message`).
-
-A ``ProxyCommand`` runs as ssh(1) runs it (:mod:`fleetctl.connection.ssh_proxy`). Final, named
-after the command (as expanded) with its last stderr lines, never a transient drop: it exits
-non-zero before the banner; it is still silent at the connect timeout (then killed, with its
-process group); it exits 0 before the banner and, run once more, ends again without passing on a
-byte (``Exceeded MaxStartups`` or a banner coming through it is a drop, retried). A server whose
-answer to an SSH identification string is another protocol (HTTP) is final too, named with its
-words (RFC 4253 4.2), on the route the login took: TCP, through the jump host (a ``direct-tcpip``
-channel, naming the hop and the jump host it was reached through) or through the ProxyCommand
-(:mod:`fleetctl.connection.ssh_probe`).
+:class:`~fleetctl.connection.ssh_handshake.LoginFailed` with one line naming the cause otherwise.
+Each hop (a jump host, or the target) is reached by :func:`fleetctl.connection.ssh_hop.login_hop`:
+TCP or ``ProxyCommand``, per-sshd gates, retries of dropped handshakes and what their failures mean
+are there.
 
 Jump hosts (``ProxyJump``) are connected with the same rules (their own ssh_config, host key
-check and keys) and shared: every host behind one bastion in a run uses one connection to it.
+check and keys) and shared: every host behind one bastion in a run uses one connection to it. A
+route whose jump hosts failed is remembered for one connect timeout, so the hosts behind them fail
+at once with its cause.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import errno
-import os
-import socket
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import asyncssh
 
-from .retry import retrying
-from .ssh_errors import drop_message, not_ssh_message
-from .ssh_handshake import Dropped, LoginFailed, RouteOptions, TimedOut, handshake
-from .ssh_probe import peek_first_words, probe_answer, probe_proxy, tcp_opener, tunnel_opener
-from .ssh_proxy import ProxyProcess, ended_silent_message
+from .ssh_handshake import LoginFailed, RouteOptions
+from .ssh_hop import LoginStats, login_hop
 from .ssh_target import SSHTarget, resolve_jump
 
-#: Connections to ONE sshd between TCP connect and login at once (below MaxStartups' default 10).
-MAX_HANDSHAKES = int(os.environ.get("FLEETCTL_MAX_HANDSHAKES", "8"))
-HANDSHAKE_ATTEMPTS = 6
+__all__ = ["login"]
 
-
-@dataclass
-class LoginStats:
-    """What reaching one host took: ``handshake_retries`` (drops before login, MaxStartups),
-    ``tcp_connect_s`` and ``login_s`` (seconds), ``recorded_host_keys`` (names whose key was
-    newly recorded), ``route`` (jump hosts used)."""
-
-    handshake_retries: int = 0
-    tcp_connect_s: float = 0.0
-    login_s: float = 0.0
-    recorded_host_keys: list[str] = field(default_factory=list)
-    route: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if v not in (0, 0.0, [], None)}
-
-
-# -- per event loop state: destination gates, failure memos, shared jump connections ------------
-
-class _Destination:
-    """One sshd's gate, its remembered TCP failure, and its handshakes: ``in_flight`` now and
-    ``entered`` in all (so a handshake knows whether another overlapped it)."""
-
-    def __init__(self) -> None:
-        self.gate = asyncio.Semaphore(MAX_HANDSHAKES)
-        self.failure: tuple[str, float] | None = None
-        self.in_flight = 0
-        self.entered = 0
-
-
-_state: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = weakref.WeakKeyDictionary()
-
-
-def _loop_state() -> dict:
-    loop = asyncio.get_running_loop()
-    st = _state.get(loop)
-    if st is None:
-        st = _state[loop] = {"dest": {}, "jumps": {}}
-    return st
-
-
-def _destination(key: tuple) -> _Destination:
-    dests = _loop_state()["dest"]
-    d = dests.get(key)
-    if d is None:
-        d = dests[key] = _Destination()
-    return d
-
-
-# -- TCP ----------------------------------------------------------------------------------------
-
-async def _resolve(host: str, port: int) -> list[tuple]:
-    """getaddrinfo: IP literals without a resolver round trip; names in the loop's executor."""
-    try:
-        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
-    except socket.gaierror:
-        pass
-    try:
-        return await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise LoginFailed(f"cannot resolve {host}: {exc.strerror}") from None
-
-
-async def _tcp_connect(infos: list[tuple], where: str, timeout_s: float) -> socket.socket:
-    """Connect to the first address that answers, within ``timeout_s`` seconds in all."""
-    loop = asyncio.get_running_loop()
-    deadline = time.monotonic() + timeout_s
-    errors = []
-    for family, type_, proto, _, addr in infos:
-        sock = socket.socket(family, type_, proto)
-        sock.setblocking(False)
-        try:
-            await asyncio.wait_for(loop.sock_connect(sock, addr), max(0.01, deadline - time.monotonic()))
-            return sock
-        except (asyncio.TimeoutError, TimeoutError):
-            sock.close()
-            errors.append("timeout")
-            break
-        except OSError as exc:
-            sock.close()
-            errors.append(exc)
-        except BaseException:
-            sock.close()
-            raise
-    last = errors[-1] if errors else None
-    if last == "timeout":
-        raise TimedOut(f"timed out after {round(timeout_s, 1):g} s: no TCP connection to {where} (packets dropped: "
-                          f"the host is down, a firewall drops them, or there is no route)")
-    if isinstance(last, ConnectionRefusedError):
-        raise LoginFailed(f"connection refused by {where} (no sshd listening on that port)")
-    if isinstance(last, OSError) and last.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
-        raise LoginFailed(f"no route to {where} ({last.strerror})")
-    raise LoginFailed(f"cannot connect to {where}: {getattr(last, 'strerror', None) or last}")
-
-
-# -- the route: jumps, gates, retries -----------------------------------------------------------
 
 async def login(target: SSHTarget, opts: RouteOptions, *, label: str = "",
                 stats: LoginStats | None = None) -> tuple[asyncssh.SSHClientConnection, Callable[[], None]]:
@@ -195,159 +66,17 @@ async def login(target: SSHTarget, opts: RouteOptions, *, label: str = "",
             r()
 
     try:
-        conn = await _login_direct(target, opts, label, tunnel, stats,
-                                   via=target.proxy_jump[-1] if target.proxy_jump else None)
+        conn = await login_hop(target, opts, label, tunnel, stats,
+                               via=target.proxy_jump[-1] if target.proxy_jump else None)
     except BaseException:
         release_all()
         raise
     return conn, release_all
 
 
-async def _login_direct(target: SSHTarget, opts: RouteOptions, label: str, tunnel, stats: LoginStats, *,
-                        via: str | None = None):
-    """Log in to ``target`` directly (TCP, its ProxyCommand, or through ``tunnel``, the
-    connection to the jump host ``via``), through its destination's gate, retrying drops.
-
-    A drop made while no other handshake of this run to the same sshd overlapped it is counted as
-    *alone*: when every drop was, the final message says it is not MaxStartups
-    (:func:`~fleetctl.connection.ssh_errors.drop_message`)."""
-    where = f"{target.host}:{target.port}"
-    infos: list[tuple] = []
-    if tunnel is not None:
-        key: tuple = ("via", id(tunnel), target.host, target.port)
-    elif target.proxy_command:
-        key = ("proxy", target.proxy_command, target.host, target.port)
-    else:
-        try:
-            infos = await _resolve(target.host, target.port)
-        except LoginFailed as exc:
-            raise LoginFailed(label + str(exc)) from None
-        key = ("tcp", infos[0][4][0], target.port)
-    dest = _destination(key)
-    drops: dict = {"alone": 0, "banner": False, "said": None, "n": 0, "reason": ""}
-    budget: dict = {"deadline": None}  # set as the first attempt enters the gate
-
-    def left_s() -> float:
-        return budget["deadline"] - time.monotonic()
-
-    def given_up(extra: str = "") -> LoginFailed:
-        """The final failure after ``drops["n"]`` dropped handshakes."""
-        n = drops["n"]
-        cut = (f"; the connect timeout ({opts.timeout_s:g} s, for all attempts together) ended the retries"
-               if n < HANDSHAKE_ATTEMPTS else "")
-        return LoginFailed(label + drop_message(where, n, drops["reason"], alone=drops["alone"] == n,
-                                                banner_seen=bool(drops["banner"]), said=drops["said"]) + cut + extra)
-
-    async def in_gate(n: int):
-        if budget["deadline"] is None:
-            budget["deadline"] = time.monotonic() + opts.timeout_s
-        if dest.failure and time.monotonic() - dest.failure[1] < opts.timeout_s:
-            raise LoginFailed(label + dest.failure[0])
-        sock, peer_ip = None, None
-        if infos:
-            t0 = time.monotonic()
-            try:
-                sock = await _tcp_connect(infos, where, max(0.01, left_s()))
-            except LoginFailed as exc:
-                dest.failure = (str(exc), time.monotonic())
-                raise type(exc)(label + str(exc)) from None
-            stats.tcp_connect_s = round(time.monotonic() - t0, 3)
-            peer_ip = sock.getpeername()[0]
-            if n > 1:  # after a drop: what does the server say first?
-                drops["said"] = await peek_first_words(sock, max(0.01, min(5.0, left_s())))
-        proxy = None
-        if tunnel is None and target.proxy_command:  # run as ssh(1) runs it (see ssh_proxy)
-            try:
-                proxy = ProxyProcess(target.proxy_command)
-            except OSError as exc:
-                raise LoginFailed(f"{label}ProxyCommand `{target.proxy_command}`: {exc.strerror or exc}") from None
-            sock = proxy.sock
-        t0 = time.monotonic()
-        try:
-            conn, policy = await handshake(target, dataclasses.replace(opts, timeout_s=round(max(0.01, left_s()), 2)),
-                                            label, sock=sock, tunnel=tunnel, peer_ip=peer_ip, via=via)
-        except BaseException as exc:
-            final = None
-            if proxy is not None:
-                final = await _proxy_verdict(proxy, exc, where, n == 1, opts.timeout_s, max(0.01, min(2.0, left_s())))
-            elif isinstance(exc, Dropped) and not exc.banner and n == 1 and (peer_ip is not None or tunnel is not None):
-                # another protocol, or an sshd? asked on the route the login took
-                opener = (tcp_opener(peer_ip, target.port) if tunnel is None
-                          else tunnel_opener(tunnel, target.host, target.port))
-                answer = await probe_answer(opener, max(0.01, min(2.0, left_s())))
-                final = not_ssh_message(where if tunnel is None else f"{where} (reached through the jump host {via})",
-                                        answer)
-            if final:  # final: the same route would fail the same way, no transient drop
-                raise LoginFailed(label + final) from None
-            raise
-        if proxy is not None:
-            proxy.reap_after(conn.wait_closed())
-        stats.login_s = round(time.monotonic() - t0, 3)
-        stats.recorded_host_keys += policy.recorded
-        return conn
-
-    async def attempt(n: int):
-        if n > 1:
-            stats.handshake_retries += 1
-        try:
-            async with dest.gate:
-                dest.in_flight += 1
-                dest.entered += 1
-                mine, crowded = dest.entered, dest.in_flight > 1
-                try:
-                    if n > 1 and left_s() <= 0:  # the gate's queue took what was left
-                        raise given_up()
-                    return await in_gate(n)
-                except Dropped:
-                    if not crowded and dest.entered == mine:
-                        drops["alone"] += 1
-                    raise
-                finally:
-                    dest.in_flight -= 1
-        except Dropped as exc:
-            drops["banner"] = drops["banner"] or exc.banner
-            drops["n"], drops["reason"] = n, str(exc)
-            if n >= HANDSHAKE_ATTEMPTS:
-                raise given_up() from None
-            raise
-        except TimedOut as exc:
-            if n > 1:  # a retry that ran out of the time left: the drops are the story
-                raise given_up(f" (attempt {n} was cut short by it)") from None
-            raise
-
-    try:
-        return await retrying(attempt, retryable=lambda e: isinstance(e, Dropped), attempts=HANDSHAKE_ATTEMPTS,
-                              initial_s=0.2, max_s=5.0, deadline=lambda: budget["deadline"])
-    except Dropped:  # the deadline stopped the retries before HANDSHAKE_ATTEMPTS
-        raise given_up() from None
-
-
-async def _proxy_verdict(proxy: ProxyProcess, exc: BaseException, where: str, first: bool, timeout_s: float,
-                         wait_s: float) -> str | None:
-    """The final one-line failure of a login through ``proxy`` (then killed), or ``None`` when
-    ``exc`` stands (a drop worth a retry, a refusal of the server behind it): still silent at the
-    connect timeout (``timeout_s`` seconds); exited non-zero before the banner; on a first drop
-    with exit 0, run once more (``wait_s`` seconds at most): nothing came through it before it
-    ended, or another protocol answered. ``Exceeded MaxStartups`` or a banner: a retry."""
-    try:
-        if isinstance(exc, TimedOut) and not exc.banner and proxy.proc.poll() is None:
-            return f"{where}: {proxy.silent_message(timeout_s)}"
-        if not isinstance(exc, (Dropped, TimedOut)):
-            return None
-        failed = await proxy.failure(wait_s)
-        if failed:
-            return f"{where}: {failed}"
-        if not (isinstance(exc, Dropped) and not exc.banner and first and proxy.proc.returncode == 0):
-            return None
-    finally:
-        proxy.close()
-    answer, rc, words = await probe_proxy(proxy.command, wait_s)
-    if not answer.strip() and rc == 0:
-        return f"{where}: {ended_silent_message(proxy.command, words)}"
-    return not_ssh_message(f"{where} (reached through ProxyCommand `{proxy.command}`)", answer)
-
-
 class _SharedJump:
+    """One run's connection to the last jump host of a route, its users, and its last failure."""
+
     def __init__(self) -> None:
         self.conn: asyncssh.SSHClientConnection | None = None
         self.users = 0
@@ -356,11 +85,18 @@ class _SharedJump:
         self.failure: tuple[str, float] | None = None  # so hosts behind a dead bastion fail at once
 
 
+#: per event loop: route key -> its :class:`_SharedJump`
+_jumps: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = weakref.WeakKeyDictionary()
+
+
 async def _jump(target: SSHTarget, opts: RouteOptions, stats: LoginStats):
     """The (shared) connection to the last jump host of ``target``'s ProxyJump chain."""
     hops = [resolve_jump(spec, target) for spec in target.proxy_jump]
     key = (tuple(h.where for h in hops), tuple(hops[0].user_known_hosts), opts.accept_new, target.config_file)
-    jumps = _loop_state()["jumps"]
+    loop = asyncio.get_running_loop()
+    jumps = _jumps.get(loop)
+    if jumps is None:
+        jumps = _jumps[loop] = {}
     shared = jumps.get(key)
     if shared is None:
         shared = jumps[key] = _SharedJump()
@@ -374,7 +110,7 @@ async def _jump(target: SSHTarget, opts: RouteOptions, stats: LoginStats):
                 prev = None
                 for spec, hop in zip(target.proxy_jump, hops):
                     label = f"jump host {spec}: "
-                    conn = await _login_direct(hop, opts, label, tunnel, stats, via=prev)
+                    conn = await login_hop(hop, opts, label, tunnel, stats, via=prev)
                     prev = spec
                     conns.append(conn)
                     tunnel = conn

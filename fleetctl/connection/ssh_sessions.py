@@ -1,5 +1,5 @@
-"""Counting the sessions open on one SSH connection against the server's ``MaxSessions``, and
-stopping a command's session (:func:`stop_process`).
+"""Counting the sessions open on one SSH connection against the server's ``MaxSessions`` (stopping
+a command is :func:`fleetctl.connection.ssh_exec.stop_process`).
 
 Exec channels and the SFTP session together stay within sshd's ``MaxSessions`` (sshd_config(5),
 default 10); see :mod:`fleetctl.connection.ssh` for how a refusal lowers the limit.
@@ -10,7 +10,6 @@ refusal lower the limit, back off and try again, or send the request over the se
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -107,33 +106,3 @@ class Sessions:
 class UseOverflow(Exception):
     """Every session the host allows is pinned: this request goes over the second connection."""
 
-
-async def stop_process(proc: asyncssh.SSHClientProcess, *, supervised: bool = False, started: bool = True) -> None:
-    """Stop the remote process, then close the channel. A supervised command's stdin is closed
-    first: its supervisor stops the whole process group (TERM, then KILL after 5 s) and exits.
-    Otherwise, or if that does not end it, the process is signalled (TERM, then KILL). A command
-    the login shell had not ``started`` (no marker: still in its rc files): the shell gets TERM and
-    the channel closes at once (nothing of ours runs yet; the shell's command line finds it closed)."""
-    if not started:
-        with contextlib.suppress(OSError, asyncssh.Error):
-            proc.send_signal("TERM")
-        proc.close()
-        return
-    if supervised:
-        try:
-            proc.stdin.write_eof()
-            await asyncio.wait_for(proc.wait_closed(), 8)
-            return
-        except (OSError, asyncssh.Error, asyncio.TimeoutError):
-            pass
-    for sig in ("TERM", "KILL"):
-        try:
-            proc.send_signal(sig)
-        except (OSError, asyncssh.Error):
-            break
-        try:
-            await asyncio.wait_for(proc.wait_closed(), 3)
-            return
-        except asyncio.TimeoutError:
-            continue
-    proc.close()

@@ -14,7 +14,8 @@ forgets positions once it has built Python objects, so this module builds them w
 
 Both container types are ordinary ``dict``/``list`` subclasses, so code that does not care about
 positions (``json.dumps``, pydantic, jinja2) uses them unchanged. :func:`where` and :func:`locate`
-read positions back.
+read positions back. The containers and those functions are :mod:`fleetctl.util.yamlpos` (named
+here too, as they always were); the words of every error are :mod:`fleetctl.util.yamlerrors`.
 
 Beyond ``yaml.safe_load`` the loader is stricter in three ways, all reported as one line through the
 caller's error class (``InventoryError``, ``PlaybookError``, ... any :class:`~fleetctl.errors.InputError`):
@@ -41,7 +42,6 @@ breaks, ``%`` directives, characters PyYAML's reader refuses).
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable, Sequence
 from typing import Any
 
 import yaml
@@ -50,7 +50,9 @@ from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from fleetctl.errors import InputError
 
+from .yamlerrors import syntax_error, vault_error
 from .yamlfast import MERGE_TAG, load_by_libyaml, with_libyaml
+from .yamlpos import LineDict, LineList, join_key, locate, where
 
 __all__ = [
     "LineDict",
@@ -63,110 +65,6 @@ __all__ = [
 ]
 
 _MAX_BYTES = 16 * 1024 * 1024
-
-
-class LineDict(dict):
-    """A mapping loaded from YAML that knows the line of each of its keys.
-
-    Attributes:
-        line: 1-based line where the mapping starts (its first key, or the ``{``).
-        key_lines: key -> 1-based line of that key.
-    """
-
-    __slots__ = ("line", "key_lines")
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.line: int | None = None
-        self.key_lines: dict[Hashable, int] = {}
-
-
-class LineList(list):
-    """A sequence loaded from YAML that knows the line of each item.
-
-    Attributes:
-        line: 1-based line where the sequence starts.
-        item_lines: index -> 1-based line of that item (a list, same length as the sequence).
-    """
-
-    __slots__ = ("line", "item_lines")
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.line: int | None = None
-        self.item_lines: list[int] = []
-
-
-def where(node: Any, key: Any = None) -> int | None:
-    """The 1-based line of ``key`` inside ``node``, or of ``node`` itself when ``key`` is None.
-
-    Args:
-        node: a :class:`LineDict` or :class:`LineList` from :func:`load_yaml`; anything else
-            (a plain dict, a scalar) has no position and gives None.
-        key: a mapping key, or a sequence index (negative indexes count from the end).
-
-    Returns:
-        The line, or None when unknown (key absent, index out of range, node built elsewhere).
-    """
-    if key is None:
-        return getattr(node, "line", None) if isinstance(node, (LineDict, LineList)) else None
-    if isinstance(node, LineDict):
-        try:
-            return node.key_lines.get(key)
-        except TypeError:  # unhashable key asked for
-            return None
-    if isinstance(node, LineList) and isinstance(key, int) and not isinstance(key, bool):
-        try:
-            return node.item_lines[key]
-        except IndexError:
-            return None
-    return None
-
-
-def locate(root: Any, path: Sequence[Any]) -> int | None:
-    """The line of the last element of ``path`` walked down from ``root``.
-
-    ``locate(data, ["all", "children", "gpu", "vars", "port"])`` is the line of ``port:``. When the
-    path breaks off (a key is missing), the line of the deepest element that exists is returned,
-    which is where a "missing key" error should point.
-
-    Args:
-        root: the value :func:`load_yaml` returned.
-        path: mapping keys and sequence indexes.
-    """
-    node = root
-    line = where(root)
-    for key in path:
-        found = where(node, key)
-        if found is None:
-            return line
-        line = found
-        try:
-            node = node[key]
-        except (KeyError, IndexError, TypeError):
-            return line
-    return line
-
-
-def join_key(parts: Sequence[Any]) -> str:
-    """A dotted key path for error messages: ``["tasks", 0, "name"]`` -> ``tasks[0].name``."""
-    out = ""
-    for part in parts:
-        if isinstance(part, int) and not isinstance(part, bool):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
-
-
-def _vault_error(error_cls: type[InputError], **where_: Any) -> InputError:
-    """The error for an Ansible Vault value; ``vault`` is set on it, so that a caller able to hand
-    the file to Ansible (the inventory, through ``ansible-inventory``) can tell it apart."""
-    err = error_cls(
-        "Ansible Vault values (!vault) are not supported; decrypt the value or keep it out of this file", **where_
-    )
-    err.vault = True  # type: ignore[attr-defined]
-    return err
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -205,7 +103,7 @@ class _LineLoader(yaml.SafeLoader):
                     )
                 return super().compose_node(parent, index)
             if getattr(event, "tag", None) == "!vault":
-                raise _vault_error(self.fleet_error, **where_)
+                raise vault_error(self.fleet_error, **where_)
             anchor = event.anchor if isinstance(event, (MappingStartEvent, SequenceStartEvent)) else None
             if anchor is not None:
                 self.fleet_open_anchors.append(anchor)
@@ -276,7 +174,7 @@ class _LineLoader(yaml.SafeLoader):
             data.item_lines.append(item.start_mark.line + 1)
 
     def construct_vault(self, node: Any) -> Any:
-        raise _vault_error(self.fleet_error, file=self.fleet_file, line=node.start_mark.line + 1, key=None)
+        raise vault_error(self.fleet_error, file=self.fleet_file, line=node.start_mark.line + 1, key=None)
 
     def construct_unsafe(self, node: Any) -> Any:
         if isinstance(node, ScalarNode):
@@ -292,48 +190,6 @@ _LineLoader.add_constructor("!vault", _LineLoader.construct_vault)
 _LineLoader.add_constructor("!unsafe", _LineLoader.construct_unsafe)
 #: libyaml's parser with the constructors above, or None (PyYAML without libyaml)
 _CLineLoader = with_libyaml(_LineLoader)
-
-
-def _syntax_error(exc: yaml.YAMLError, text: str, file: str, error_cls: type[InputError]) -> InputError:
-    """One line for a PyYAML error: where it is and what is wrong, no YAML internals."""
-    if isinstance(exc, yaml.reader.ReaderError):
-        line = text.count("\n", 0, max(exc.position, 0)) + 1
-        char = exc.character
-        shown = repr(chr(char)) if isinstance(char, int) else repr(char)
-        return error_cls(
-            f"YAML syntax error: character {shown} is not allowed in YAML", file=file, line=line
-        )
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)
-    context = getattr(exc, "context", None)
-    context_mark = getattr(exc, "context_mark", None)
-    if problem.startswith("expected <block end>"):
-        problem = "indentation does not line up with the lines above " + (
-            "(a key at a level that was not opened, or a list item among keys)"
-        )
-    elif "'<stream end>'" in problem or "unexpected end of stream" in problem:
-        if context and "quoted scalar" in context and context_mark is not None:
-            problem = "unexpected end of file: the quoted string that starts here is not closed"
-            mark = context_mark
-        elif context and "flow" in context:
-            problem = "unexpected end of file: a '[' or '{' is not closed"
-        else:
-            problem = f"unexpected end of file ({context or problem})"
-    elif "'\\t'" in problem or "tab character" in problem:
-        problem = "tab character; YAML allows only spaces for indentation and separation"
-    elif problem.startswith("could not determine a constructor for the tag"):
-        problem = "unknown YAML tag " + problem.rsplit(" ", 1)[-1]
-    elif context and problem.startswith("but "):
-        problem = f"{context}, {problem}"
-    elif context and problem != context and context.startswith(("while parsing", "while scanning")):
-        problem = f"{problem} ({context})"
-    problem = " ".join(problem.split())
-    if mark is None:
-        return error_cls(f"YAML syntax error: {problem}", file=file)
-    last_line = max(1, len(text.splitlines()))
-    if mark.line + 1 > last_line:  # the end of the file: no column to show
-        return error_cls(f"YAML syntax error: {problem}", file=file, line=last_line)
-    return error_cls(f"YAML syntax error: {problem} (column {mark.column + 1})", file=file, line=mark.line + 1)
 
 
 def load_yaml_text(text: str, file: str, *, error_cls: type[InputError] = InputError) -> Any:
@@ -354,7 +210,7 @@ def load_yaml_text(text: str, file: str, *, error_cls: type[InputError] = InputE
     except InputError:
         raise
     except yaml.YAMLError as exc:
-        raise _syntax_error(exc, text, file, error_cls) from None
+        raise syntax_error(exc, text, file, error_cls) from None
     except RecursionError:
         raise error_cls("YAML nesting is too deep", file=file) from None
     finally:
