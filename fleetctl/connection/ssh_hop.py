@@ -268,7 +268,7 @@ async def login_hop(target: SSHTarget, opts: RouteOptions, label: str, tunnel: a
             if n >= HANDSHAKE_ATTEMPTS:
                 raise given_up() from None
             raise
-        except TimedOut as exc:
+        except TimedOut:
             if n > 1:  # a retry that ran out of the time left: the drops are the story
                 raise given_up(f" (attempt {n} was cut short by it)") from None
             raise
