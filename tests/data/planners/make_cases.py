@@ -1,7 +1,8 @@
-"""Writes the planner data cases in this folder (run it after changing a planner on purpose, then
+"""Writes every planner data case in this folder (run it after changing a planner on purpose, then
 review the diff): ``python tests/data/planners/make_cases.py [OUT_DIR]`` (OUT_DIR: where the
-``<action>/<case>.json`` files go, this folder by default). tests/test_planners.py runs it into a
-temporary folder and fails when what it writes is not, byte for byte, the committed cases."""
+``<action>/<case>.json`` files go, this folder by default). A case is changed here, never in its
+JSON by hand: tests/test_planners.py runs this into a temporary folder and fails when what it
+writes is not, byte for byte, the committed cases (one more, one fewer or one different)."""
 import json
 import sys
 from pathlib import Path
@@ -38,7 +39,11 @@ WHEEL = f"{DEST}/fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl"
 SHA = "a" * 64
 STAMP = {"wheel": WHEEL, "sha256": SHA, "key": K, "inputs": inputs_for(FACTS90)}
 
+WRITTEN = set()
 def case(action, name, **c):
+    if (action, name) in WRITTEN:  # the later one would silently replace the first
+        raise SystemExit(f"make_cases.py: case {action}/{name} is written twice")
+    WRITTEN.add((action, name))
     (OUT / action).mkdir(parents=True, exist_ok=True)
     (OUT / action / f"{name}.json").write_text(json.dumps({"action": action, **c}, indent=2) + "\n")
 
@@ -267,13 +272,13 @@ def after_wheel(stat=f"{SIZE} {MTIME} "):
     return [{"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": f"{stat}{SHA}  {WHEEL}\n"}},
             {"expect": {"type": "Put", "remote": "/w/runs/r1/scripts/wheel_sass.py"}, "answer": None}]
 AFTER = after_wheel()
-case("build_wheel", "builds-for-exactly-the-host-sm", args=BW, host=H90,
-     steps=BUILD_STEPS + [{"expect": {"type": "Run", "argv": BUILD_ARGV, "env": ENV, "cwd": "/w/src/k"}, "answer": {"rc": 0}}]
-     + after_build() + AFTER + [
-         {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "/w/runs/r1/scripts/wheel_sass.py", WHEEL, "/usr/local/cuda/bin/cuobjdump"]},
-          "answer": {"rc": 0, "stdout": json.dumps({"archs": ["sm_90a"], "ptx": ["compute_90a"], "error": None})}},
-         {"expect": {"type": "Put", "remote": f"{DEST}/.fleetctl-build.json"}, "answer": None},
-         {"expect": {"type": "Publish", "key": K, "wheel": WHEEL}, "answer": None}],
+# a build that succeeds, from pip wheel to the wheel published to its arch class
+BUILT = [{"expect": {"type": "Run", "argv": BUILD_ARGV, "env": ENV, "cwd": "/w/src/k"}, "answer": {"rc": 0}}] + after_build() + AFTER + [
+    {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "/w/runs/r1/scripts/wheel_sass.py", WHEEL, "/usr/local/cuda/bin/cuobjdump"]},
+     "answer": {"rc": 0, "stdout": json.dumps({"archs": ["sm_90a"], "ptx": ["compute_90a"], "error": None})}},
+    {"expect": {"type": "Put", "remote": f"{DEST}/.fleetctl-build.json"}, "answer": None},
+    {"expect": {"type": "Publish", "key": K, "wheel": WHEEL}, "answer": None}]
+case("build_wheel", "builds-for-exactly-the-host-sm", args=BW, host=H90, steps=BUILD_STEPS + BUILT,
      result={"status": "changed", "msg": "built fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl for 9.0a",
              "decision": {"action": "build"}, "data": {"size_bytes": SIZE, "mtime_s": MTIME}})
 case("build_wheel", "sass-missing-fails-the-class", args=BW, host=H90,
@@ -735,222 +740,225 @@ case("pip_install", "no-answer-after-the-install-is-not-a-torch-change-and-rolls
              "answer": {"rc": -9, "stdout": "@@FLEETCTL_PROBE_STARTED@@\n", "stderr": ""}}],
      result={"status": "failed", "msg": "but whether torch moved is unknown: fleetctl's probe install-state (after the install) failed"})
 
-# -- CASES-ADDED
+# -- arch classes: a member that cannot build receives its class's wheel (build_space, receiver_space)
+VENV_SKB_OK = venv_out({"scikit-build-core>=0.10": {"name": "scikit-build-core", "installed": "0.10.7", "ok": True},
+                        "nanobind>=2.0": {"name": "nanobind", "installed": "2.1.0", "ok": True}})
+VENV_SKB_OLD = venv_out({"scikit-build-core>=0.10": {"name": "scikit-build-core", "installed": "0.9.0", "ok": False},
+                         "nanobind>=2.0": {"name": "nanobind", "installed": "2.1.0", "ok": True}})
+SKB_MISSING = ("build requirements missing in /venv: scikit-build-core>=0.10 (have 0.9.0) (the package's own [build-system] "
+               "requires); install them into the venv: /venv/bin/python3 -m pip install 'scikit-build-core>=0.10' (or set "
+               "the build_wheel task's install_build_requirements: true in your playbook)")
+H_SHORT = {**H90, "facts": {**FACTS90, "disk_free_mib": 1000, "disk_free_path": "/w"}}
+SHORT_FOR_THE_BUILD = ("only 1000 MiB free at /w; the build needs 2048 MiB (the build_wheel task's min_free_disk_mib argument in "
+                       "the playbook, not a host var): free space there, or set the host var workdir to a larger file system")
+def receiver_space(free_mib):
+    """The receiver's space check's answer: where the wheel lands and where pip unpacks it."""
+    return {"rc": 0, "stdout": json.dumps({p: {"dir": "/w", "ok": True, "checked": True, "errno": None, "error": None,
+                                               "free_mib": free_mib} for p in ("/w/wheels", "/w/runs/r1")}) + "\n"}
+RECEIVED = [{"expect": {"type": "Fetch"}, "answer": {"name": "w.whl", "sha256": SHA, "builder": "h0", "remote": "/w/wheels/k/w.whl",
+                                                     "data": {}}},
+            {"expect": {"type": "Run", "argv": ["stat", "-L", "-c", "%s %Y", "/w/wheels/k/w.whl"], "mutating": False},
+             "answer": {"rc": 0, "stdout": f"{SIZE} {MTIME}\n"}},
+            {"expect": {"type": "Put"}, "answer": None}]
+PUSHED_TO_ONE_THAT_CANNOT_BUILD = {"expect": {"type": "ClassRole", "holds": False, "once": True}, "answer": "push"}
 case("build_wheel", "a-builder-short-of-the-builds-disk-space-fails-with-the-builds-number",
-     about="the member that builds keeps the build's check: min_free_disk_mib (2048 MiB)",
-     args=BW,
-     host={**H90, "facts": {**FACTS90, "disk_free_mib": 1000, "disk_free_path": "/w"}},
-     steps=[META_SKB,
-            NO_STAMPS,
-            {"expect": {"type": "Run"}, "answer": venv_out({"scikit-build-core>=0.10": {"name": "scikit-build-core", "installed": "0.10.7", "ok": True}, "nanobind>=2.0": {"name": "nanobind", "installed": "2.1.0", "ok": True}})},
-            {"expect": {"type": "ClassRole", "holds": False, "once": True}, "answer": "build"},
-            {"expect": {"type": "Fail"}, "answer": None}],
-     result=refused("preflight: only 1000 MiB free at /w; the build needs 2048 MiB (the build_wheel task's min_free_disk_mib argument in the playbook, not a host var): free space there, or set the host var workdir to a larger file system", "only 1000 MiB free at /w; the build needs 2048 MiB (the build_wheel task's min_free_disk_mib argument in the playbook, not a host var): free space there, or set the host var workdir to a larger file system", preflight=False))
+     about="the member that builds keeps the build's check: min_free_disk_mib (2048 MiB)", args=BW, host=H_SHORT,
+     steps=[META_SKB, NO_STAMPS, {"expect": {"type": "Run"}, "answer": VENV_SKB_OK}, *NO_MEMBER_BUILDS],
+     result=refused(f"preflight: {SHORT_FOR_THE_BUILD}", SHORT_FOR_THE_BUILD, preflight=False))
 case("build_wheel", "a-host-short-of-the-builds-disk-space-receives-its-class-wheel",
-     about="new-user trial: a member with room for the wheel but not for the build (min_free_disk_mib, 2048) was refused; it receives the wheel once its room for the wheel and its install is checked (512 MiB)",
-     args=BW,
-     host={**H90, "facts": {**FACTS90, "disk_free_mib": 1000, "disk_free_path": "/w"}},
-     steps=[META_SKB,
-            NO_STAMPS,
-            {"expect": {"type": "Run"}, "answer": venv_out({"scikit-build-core>=0.10": {"name": "scikit-build-core", "installed": "0.10.7", "ok": True}, "nanobind>=2.0": {"name": "nanobind", "installed": "2.1.0", "ok": True}})},
-            {"expect": {"type": "ClassRole", "holds": False, "once": True}, "answer": "push"},
-            {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": json.dumps({"/w/wheels": {"dir": "/w", "ok": True, "checked": True, "errno": None, "error": None, "free_mib": 1000}, "/w/runs/r1": {"dir": "/w", "ok": True, "checked": True, "errno": None, "error": None, "free_mib": 1000}}) + "\n"}},
-            {"expect": {"type": "Fetch"}, "answer": {"name": "w.whl", "sha256": SHA, "builder": "h0", "remote": "/w/wheels/k/w.whl", "data": {}}},
-            {"expect": {"type": "Run", "argv": ["stat", "-L", "-c", "%s %Y", "/w/wheels/k/w.whl"], "mutating": False}, "answer": {"rc": 0, "stdout": "1234 1700000000\n"}},
-            {"expect": {"type": "Put"}, "answer": None}],
-     result={"status": "changed", "msg": "built once for this arch class on h0", "decision": {"action": "push", "cannot_build": "preflight: only 1000 MiB free at /w; the build needs 2048 MiB (the build_wheel task's min_free_disk_mib argument in the playbook, not a host var): free space there, or set the host var workdir to a larger file system"}})
-case("build_wheel", "a-host-that-cannot-build-receives-its-class-wheel",
-     args=BW,
-     host=H90,
-     steps=[META_SKB,
-            NO_STAMPS,
-            {"expect": {"type": "Run"}, "answer": venv_out({"scikit-build-core>=0.10": {"name": "scikit-build-core", "installed": "0.9.0", "ok": False}, "nanobind>=2.0": {"name": "nanobind", "installed": "2.1.0", "ok": True}})},
-            {"expect": {"type": "ClassRole", "holds": False, "once": True}, "answer": "push"},
-            {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": json.dumps({"/w/wheels": {"dir": "/w", "ok": True, "checked": True, "errno": None, "error": None, "free_mib": 200000}, "/w/runs/r1": {"dir": "/w", "ok": True, "checked": True, "errno": None, "error": None, "free_mib": 200000}}) + "\n"}},
-            {"expect": {"type": "Fetch"}, "answer": {"name": "w.whl", "sha256": SHA, "builder": "h0", "remote": "/w/wheels/k/w.whl", "data": {}}},
-            {"expect": {"type": "Run", "argv": ["stat", "-L", "-c", "%s %Y", "/w/wheels/k/w.whl"], "mutating": False}, "answer": {"rc": 0, "stdout": "1234 1700000000\n"}},
-            {"expect": {"type": "Put"}, "answer": None}],
-     result={"status": "changed", "msg": "built once for this arch class on h0", "decision": {"action": "push", "cannot_build": "preflight: build requirements missing in /venv: scikit-build-core>=0.10 (have 0.9.0) (the package's own [build-system] requires); install them into the venv: /venv/bin/python3 -m pip install 'scikit-build-core>=0.10' (or set the build_wheel task's install_build_requirements: true in your playbook)"}})
-case("build_wheel", "a-member-whose-builder-was-lost-and-cannot-build-says-both",
-     args=BW,
-     host=H90,
-     steps=[META_SKB,
-            NO_STAMPS,
-            {"expect": {"type": "Run"}, "answer": venv_out({"scikit-build-core>=0.10": {"name": "scikit-build-core", "installed": "0.9.0", "ok": False}, "nanobind>=2.0": {"name": "nanobind", "installed": "2.1.0", "ok": True}})},
-            {"expect": {"type": "ClassRole", "holds": False, "once": True}, "answer": "push"},
-            {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": json.dumps({"/w/wheels": {"dir": "/w", "ok": True, "checked": True, "errno": None, "error": None, "free_mib": 200000}, "/w/runs/r1": {"dir": "/w", "ok": True, "checked": True, "errno": None, "error": None, "free_mib": 200000}}) + "\n"}},
-            {"expect": {"type": "Fetch"}, "answer": "build"},
+     about="new-user trial: a member with room for the wheel but not for the build (min_free_disk_mib, 2048) was refused; "
+           "it receives the wheel once its room for the wheel and its install is checked (512 MiB)", args=BW, host=H_SHORT,
+     steps=[META_SKB, NO_STAMPS, {"expect": {"type": "Run"}, "answer": VENV_SKB_OK}, PUSHED_TO_ONE_THAT_CANNOT_BUILD,
+            {"expect": {"type": "Run", "mutating": False}, "answer": receiver_space(1000)}, *RECEIVED],
+     result={"status": "changed", "msg": "built once for this arch class on h0",
+             "decision": {"action": "push", "cannot_build": f"preflight: {SHORT_FOR_THE_BUILD}"}})
+case("build_wheel", "a-host-that-cannot-build-receives-its-class-wheel", args=BW, host=H90,
+     steps=[META_SKB, NO_STAMPS, {"expect": {"type": "Run"}, "answer": VENV_SKB_OLD}, PUSHED_TO_ONE_THAT_CANNOT_BUILD,
+            {"expect": {"type": "Run", "mutating": False}, "answer": receiver_space(200000)}, *RECEIVED],
+     result={"status": "changed", "msg": "built once for this arch class on h0",
+             "decision": {"action": "push", "cannot_build": f"preflight: {SKB_MISSING}"}})
+case("build_wheel", "a-member-whose-builder-was-lost-and-cannot-build-says-both", args=BW, host=H90,
+     steps=[META_SKB, NO_STAMPS, {"expect": {"type": "Run"}, "answer": VENV_SKB_OLD}, PUSHED_TO_ONE_THAT_CANNOT_BUILD,
+            {"expect": {"type": "Run", "mutating": False}, "answer": receiver_space(200000)},
+            {"expect": {"type": "Fetch"}, "answer": "build"},  # the builder was lost: this host is next to build
             {"expect": {"type": "Fail"}, "answer": None}],
-     result=refused("the arch class's builder was lost during the run and this host was next to build, but preflight: build requirements missing", "build requirements missing in /venv: scikit-build-core>=0.10 (have 0.9.0) (the package's own [build-system] requires); install them into the venv: /venv/bin/python3 -m pip install 'scikit-build-core>=0.10' (or set the build_wheel task's install_build_requirements: true in your playbook)", preflight=False))
+     result=refused("the arch class's builder was lost during the run and this host was next to build, but preflight: "
+                    "build requirements missing", SKB_MISSING, preflight=False))
+SHORT_TO_RECEIVE = ("only 511 MiB free at /w; receiving this arch class's wheel (not building it) needs 512 MiB (the build_wheel "
+                    "task's receiver_min_free_disk_mib argument in the playbook, not a host var)")
 case("build_wheel", "a-receiver-short-of-room-for-the-wheel-fails-before-the-transfer",
-     about="a receiver below receiver_min_free_disk_mib (default 512 MiB) fails while planning, nothing is sent",
-     args=BW,
+     about="a receiver below receiver_min_free_disk_mib (default 512 MiB) fails while planning, nothing is sent", args=BW,
      host={**H90, "facts": {**FACTS90, "disk_free_mib": 511, "disk_free_path": "/w"}},
-     steps=[META_SKB,
-            NO_STAMPS,
-            {"expect": {"type": "Run"}, "answer": venv_out({"scikit-build-core>=0.10": {"name": "scikit-build-core", "installed": "0.10.7", "ok": True}, "nanobind>=2.0": {"name": "nanobind", "installed": "2.1.0", "ok": True}})},
-            {"expect": {"type": "ClassRole", "holds": False, "once": True}, "answer": "push"}],
-     result=refused("preflight: only 511 MiB free at /w; receiving this arch class's wheel (not building it) needs 512 MiB (the build_wheel task's receiver_min_free_disk_mib argument in the playbook, not a host var)", "only 511 MiB free at /w; receiving this arch class's wheel (not building it) needs 512 MiB (the build_wheel task's receiver_min_free_disk_mib argument in the playbook, not a host var): free space there, or set the host var workdir to a larger file system", preflight=False, decision={"action": "fail"}))
-case("build_wheel", "a-refused-default-host-compiler-is-replaced-by-an-accepted-one",
-     args=BW,
-     host={**H90, "facts": {**FACTS90, "cuda": {**CUDA, "host_compiler_max": {"gnu": 15, "clang": 20, "source": "/usr/local/cuda/include/crt/host_config.h"}}, "host_compilers": {"default": {"path": "/usr/bin/gcc", "realpath": "/usr/bin/gcc-16", "name": "gcc", "kind": "gnu", "major": 16, "minor": 1, "version": "16.1", "banner": "gcc (GCC) 16.1.0", "error": None}, "candidates": [{"path": "/usr/bin/g++-14", "realpath": "/usr/bin/g++-14", "name": "g++-14", "kind": "gnu", "major": 14, "minor": 2, "version": "14.2", "banner": "g++-14 (GCC) 14.2.0", "error": None}]}}},
-     steps=[META_SKB,
-            {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}},
-            {"expect": {"type": "Run"}, "answer": venv_out(["scikit-build-core>=0.10", "nanobind>=2.0"])},
-            SPACE_OK,
-            {"expect": {"type": "ClassRole"}, "answer": "build"},
-            {"expect": {"type": "Run"}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run"}, "answer": {"rc": 0}},
-            {"expect": {"type": "PutFiles"}, "answer": None},
-            {"expect": {"type": "Run"}, "answer": {"rc": 0}},
+     steps=[META_SKB, NO_STAMPS, {"expect": {"type": "Run"}, "answer": VENV_SKB_OK}, PUSHED_TO_ONE_THAT_CANNOT_BUILD],
+     result=refused(f"preflight: {SHORT_TO_RECEIVE}", f"{SHORT_TO_RECEIVE}: free space there, or set the host var workdir to "
+                    "a larger file system", preflight=False, decision={"action": "fail"}))
+QUOTA = {"dir": "/w", "ok": False, "checked": True, "errno": 122, "error": "Disk quota exceeded", "free_mib": 200000}
+QUOTA_MSG = ("Disk quota exceeded (EDQUOT) writing 2048 MiB in /w (for /w/tmp, /w/wheels; statvfs shows 200000 MiB free there; "
+             "min_free_disk_mib)")
+case("build_wheel", "preflight-a-quota-statvfs-does-not-show", args=BW, host=H90,
+     steps=[META_SKB, NO_STAMPS, {"expect": {"type": "Run"}, "answer": PYINFO},
+            {"expect": {"type": "Run", "mutating": False},
+             "answer": {"rc": 0, "stdout": json.dumps({"/w/tmp": QUOTA, "/w/wheels": QUOTA}) + "\n"}},
+            *NO_MEMBER_BUILDS],
+     result=refused(f"preflight: {QUOTA_MSG}", f"{QUOTA_MSG}: a disk quota (user, group or project quota, or a btrfs qgroup) "
+                    "on that file system is used up, though df may show space free; free space under the quota (quota -s "
+                    "shows it) or ask for a larger one, or set the host var workdir to a folder on another file system",
+                    preflight=False))
+
+# -- the host compiler nvcc compiles host code with (build_toolchain, build.hostcompiler)
+from fleetctl.tasks.build_toolchain import host_compiler_preflight  # noqa: E402
+CUDA_MAX15 = {**CUDA, "host_compiler_max": {"gnu": 15, "clang": 20, "source": "/usr/local/cuda/include/crt/host_config.h"}}
+GCC16 = {"path": "/usr/bin/gcc", "realpath": "/usr/bin/gcc-16", "name": "gcc", "kind": "gnu", "major": 16, "minor": 1,
+         "version": "16.1", "banner": "gcc (GCC) 16.1.0", "error": None}
+GXX14 = {"path": "/usr/bin/g++-14", "realpath": "/usr/bin/g++-14", "name": "g++-14", "kind": "gnu", "major": 14, "minor": 2,
+         "version": "14.2", "banner": "g++-14 (GCC) 14.2.0", "error": None}
+FACTS_GXX14 = {**FACTS90, "cuda": CUDA_MAX15, "host_compilers": {"default": GCC16, "candidates": [GXX14]}}
+K_GXX14 = key_for(host_compiler_preflight(FACTS_GXX14, BW)[0])  # the chosen compiler is part of the class key
+DEST_GXX14 = f"/w/wheels/{K_GXX14[:16]}"
+case("build_wheel", "a-refused-default-host-compiler-is-replaced-by-an-accepted-one", args=BW,
+     host={**H90, "facts": FACTS_GXX14},
+     steps=[META_SKB, {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}}, {"expect": {"type": "Run"}, "answer": PYINFO},
+            SPACE_OK, {"expect": {"type": "ClassRole"}, "answer": "build"},
+            {"expect": {"type": "Run"}, "answer": {"rc": 0}}, {"expect": {"type": "Run"}, "answer": {"rc": 0}},
+            {"expect": {"type": "PutFiles"}, "answer": None}, {"expect": {"type": "Run"}, "answer": {"rc": 0}},
             {"expect": {"type": "Emit", "name": "build.started"}, "answer": None},
-            {"expect": {"type": "Run", "cwd": "/w/src/k", "argv": ["/venv/bin/python3", "-m", "pip", "wheel", "--no-deps", "-v", "--wheel-dir", "/w/wheels/ea98223b5f39bdf2", "--no-build-isolation", "--config-settings=cmake.define.CMAKE_POLICY_VERSION_MINIMUM=3.5", "--config-settings=cmake.define.CMAKE_CUDA_ARCHITECTURES=90a", "--config-settings=cmake.define.CMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc", "--config-settings=cmake.define.CUDAToolkit_ROOT=/usr/local/cuda", "--config-settings=cmake.define.CMAKE_CUDA_HOST_COMPILER=/usr/bin/g++-14", "--config-settings=cmake.define.CMAKE_PROJECT_INCLUDE=/w/runs/r1/scripts/build_hook/fleetctl_record.cmake", "--config-settings=cmake.define.FLEETCTL_EXPECT_CUDA_COMPILER=/usr/local/cuda/bin/nvcc", "/w/src/k"], "env": {"PYTHONPATH": "/w/runs/r1/scripts/build_hook", "PYTHONHOME": None, "VIRTUAL_ENV": "/venv", "CONDA_PREFIX": None, "CONDA_DEFAULT_ENV": None, "CUDA_HOME": "/usr/local/cuda", "CUDA_PATH": "/usr/local/cuda", "CUDACXX": "/usr/local/cuda/bin/nvcc", "PATH": "/venv/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "TORCH_CUDA_ARCH_LIST": "9.0a", "CMAKE_CUDA_ARCHITECTURES": "90a", "CUDAARCHS": "90a", "MAX_JOBS": "8", "CMAKE_BUILD_PARALLEL_LEVEL": "8", "NVCC_THREADS": "1", "CMAKE_POLICY_VERSION_MINIMUM": "3.5", "TMPDIR": "/w/tmp/ea98223b5f39bdf2", "FLEETCTL_BUILD_RECORD": "/w/wheels/ea98223b5f39bdf2/.fleetctl-build-record.jsonl", "CUDAHOSTCXX": "/usr/bin/g++-14", "NVCC_CCBIN": "/usr/bin/g++-14"}}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run"}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run"}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": "{\"kind\": \"cmake\", \"path\": \"/usr/bin/cmake\", \"version\": \"4.1.2\", \"policy_version_minimum\": \"3.5\"}\n{\"kind\": \"cuda_compiler\", \"path\": \"/usr/local/cuda/bin/nvcc\", \"realpath\": \"/usr/local/cuda-13.0/bin/nvcc\", \"id\": \"NVIDIA\", \"version\": \"13.0.88\"}"}},
-            {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": f"{SHA}  /w/wheels/ea98223b5f39bdf2/fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl\n"}},
+            {"expect": {"type": "Run", "cwd": "/w/src/k",
+                        "argv": [*BUILD_ARGV[:7], DEST_GXX14, *BUILD_ARGV[8:13],
+                                 "--config-settings=cmake.define.CMAKE_CUDA_HOST_COMPILER=/usr/bin/g++-14", *BUILD_ARGV[13:]],
+                        "env": {**ENV, "TMPDIR": f"/w/tmp/{K_GXX14[:16]}", "FLEETCTL_BUILD_RECORD": f"{DEST_GXX14}/.fleetctl-build-record.jsonl",
+                                "CUDAHOSTCXX": "/usr/bin/g++-14", "NVCC_CCBIN": "/usr/bin/g++-14"}},
+             "answer": {"rc": 0}},
+            {"expect": {"type": "Run"}, "answer": {"rc": 0}}, {"expect": {"type": "Run"}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": RECORD_OK}},
+            {"expect": {"type": "Run", "mutating": False},
+             "answer": {"rc": 0, "stdout": f"{SHA}  {DEST_GXX14}/fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl\n"}},
             {"expect": {"type": "Put"}, "answer": None},
             {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": json.dumps({"archs": ["sm_90a"], "ptx": ["compute_90a"], "error": None})}},
-            {"expect": {"type": "Put"}, "answer": None},
-            {"expect": {"type": "Publish"}, "answer": None}],
-     result={"status": "changed", "msg": "built fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl for 9.0a", "decision": {"host_compiler": "host compiler: nvcc's default gcc 16.1 (/usr/bin/gcc) is refused by nvcc 13.0 at /usr/local/cuda/bin/nvcc (gcc 16.1 is newer than 15; it accepts clang <= 20 and gcc <= 15, /usr/local/cuda/include/crt/host_config.h): using gcc 14.2 (/usr/bin/g++-14) (CUDAHOSTCXX, NVCC_CCBIN, CMAKE_CUDA_HOST_COMPILER)"}})
-case("build_wheel", "a-stamp-without-size-and-mtime-is-trusted-once-its-wheel-hashes-to-its-sha256",
-     args=BW,
-     host=H90,
-     steps=[META_SKB,
-            {"expect": {"type": "Run", "mutating": False}, "answer": stamps_out(STAMP)},
+            {"expect": {"type": "Put"}, "answer": None}, {"expect": {"type": "Publish"}, "answer": None}],
+     result={"status": "changed", "msg": "built fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl for 9.0a",
+             "decision": {"host_compiler": "host compiler: nvcc's default gcc 16.1 (/usr/bin/gcc) is refused by nvcc 13.0 at "
+                                           "/usr/local/cuda/bin/nvcc (gcc 16.1 is newer than 15; it accepts clang <= 20 and gcc "
+                                           "<= 15, /usr/local/cuda/include/crt/host_config.h): using gcc 14.2 (/usr/bin/g++-14) "
+                                           "(CUDAHOSTCXX, NVCC_CCBIN, CMAKE_CUDA_HOST_COMPILER)"}})
+NO_CXX = ("nvcc 13.0 at /usr/local/cuda/bin/nvcc refuses the host compiler gcc 16.1 (/usr/bin/gcc) (gcc 16.1 is newer than 15; "
+          "it accepts clang <= 20 and gcc <= 15, /usr/local/cuda/include/crt/host_config.h) and no accepted one is installed "
+          "(others found: none): install g++-15 or older")
+case("build_wheel", "preflight-no-host-compiler-nvcc-accepts", args=BW,
+     host={**H90, "facts": {**FACTS90, "cuda": CUDA_MAX15, "host_compilers": {"default": GCC16, "candidates": []}}}, steps=[],
+     result=refused(f"preflight: {NO_CXX}", f"{NO_CXX} (e.g. apt-get install g++-15, dnf install gcc-toolset-15) or a newer "
+                    "CUDA toolkit (host var cuda_home); fleetctl then uses it"))
+
+# -- build stamps: a stamp is trusted for the wheel it describes only (build_keys.stale_stamp)
+case("build_wheel", "a-stamp-without-size-and-mtime-is-trusted-once-its-wheel-hashes-to-its-sha256", args=BW, host=H90,
+     steps=[META_SKB, {"expect": {"type": "Run", "mutating": False}, "answer": stamps_out(STAMP)},
             {"expect": {"type": "Run", "argv": ["sha256sum", WHEEL], "mutating": False}, "answer": {"rc": 0, "stdout": f"{SHA}  {WHEEL}\n"}},
+            # the stamp is rewritten with the size and mtime the wheel has now: hashed once, not every run
             {"expect": {"type": "Put", "remote": f"{DEST}/.fleetctl-build.json", "mutating": True}, "answer": None},
             {"expect": {"type": "ClassRole", "key": K, "holds": True, "once": True}, "answer": "reuse"}],
      result={"status": "ok", "decision": {"action": "reuse", "installed": True, "changed": []}})
-case("build_wheel", "a-truncated-wheel-is-rebuilt-not-reused-its-size-says-so-without-hashing",
-     args=BW,
-     host=H90,
-     steps=[META_SKB,
-            {"expect": {"type": "Run"}, "answer": stamps_out(STAMP_SIZED, seen=(5, 1700000000))},
-            {"expect": {"type": "Note"}, "answer": None},
-            {"expect": {"type": "Run"}, "answer": venv_out(["scikit-build-core>=0.10", "nanobind>=2.0"])},
-            SPACE_OK,
-            {"expect": {"type": "ClassRole", "holds": False}, "answer": "build"},
-            {"expect": {"type": "Run", "argv": ["rm", "-rf", DEST, "/w/tmp/d31f983803c86cd1"]}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", DEST, "/w/tmp/d31f983803c86cd1"]}, "answer": {"rc": 0}},
-            {"expect": {"type": "PutFiles"}, "answer": None},
-            {"expect": {"type": "Run", "argv": ["/bin/sh", "-c", "cd \"$1\" 2>/dev/null || exit 0; shift; for p in build _skbuild .eggs dist *.egg-info; do [ -e \"$p\" ] || continue; keep=; for k in \"$@\"; do [ \"$k\" = \"$p\" ] && keep=1; done; [ -n \"$keep\" ] || { rm -rf -- \"$p\" && echo \"fleetctl: removed $p from the source tree\"; }; done; true", "fleetctl-clean", "/w/src/k"]}, "answer": {"rc": 0}},
-            {"expect": {"type": "Emit", "name": "build.started"}, "answer": None},
-            {"expect": {"type": "Run", "argv": BUILD_ARGV, "env": ENV, "cwd": "/w/src/k"}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run", "argv": ["/bin/sh", "-c", "cd \"$1\" 2>/dev/null || exit 0; shift; for p in build _skbuild .eggs dist *.egg-info; do [ -e \"$p\" ] || continue; keep=; for k in \"$@\"; do [ \"$k\" = \"$p\" ] && keep=1; done; [ -n \"$keep\" ] || { rm -rf -- \"$p\" && echo \"fleetctl: removed $p from the source tree\"; }; done; true", "fleetctl-clean", "/w/src/k"]}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run", "argv": ["rm", "-rf", "/w/tmp/d31f983803c86cd1"]}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": "{\"kind\": \"cmake\", \"path\": \"/usr/bin/cmake\", \"version\": \"4.1.2\", \"policy_version_minimum\": \"3.5\"}\n{\"kind\": \"cuda_compiler\", \"path\": \"/usr/local/cuda/bin/nvcc\", \"realpath\": \"/usr/local/cuda-13.0/bin/nvcc\", \"id\": \"NVIDIA\", \"version\": \"13.0.88\"}"}},
-            {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": f"1234 1700000000 {SHA}  {WHEEL}\n"}},
-            {"expect": {"type": "Put", "remote": "/w/runs/r1/scripts/wheel_sass.py"}, "answer": None},
-            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "/w/runs/r1/scripts/wheel_sass.py", WHEEL, "/usr/local/cuda/bin/cuobjdump"]}, "answer": {"rc": 0, "stdout": json.dumps({"archs": ["sm_90a"], "ptx": ["compute_90a"], "error": None})}},
-            {"expect": {"type": "Put", "remote": f"{DEST}/.fleetctl-build.json"}, "answer": None},
-            {"expect": {"type": "Publish", "key": K, "wheel": WHEEL}, "answer": None}],
-     result={"status": "changed", "msg": "built fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl for 9.0a (rebuilt: fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl is 5 bytes, its build stamp says 1234 (truncated or replaced since it was built))", "decision": {"action": "build", "stale_wheel": "fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl is 5 bytes, its build stamp says 1234 (truncated or replaced since it was built)", "installed": False}})
-case("build_wheel", "a-wheel-of-the-stamps-size-whose-sha256-differs-is-rebuilt",
-     args=BW,
-     host=H90,
-     steps=[META_SKB,
-            {"expect": {"type": "Run"}, "answer": stamps_out(STAMP_SIZED, seen=(1234, 1700000007))},
-            {"expect": {"type": "Run", "argv": ["sha256sum", WHEEL], "mutating": False}, "answer": {"rc": 0, "stdout": f"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb  {WHEEL}\n"}},
-            {"expect": {"type": "Note"}, "answer": None},
-            {"expect": {"type": "Run"}, "answer": venv_out(["scikit-build-core>=0.10", "nanobind>=2.0"])},
-            SPACE_OK,
-            {"expect": {"type": "ClassRole", "holds": False}, "answer": "build"},
-            {"expect": {"type": "Run", "argv": ["rm", "-rf", DEST, "/w/tmp/d31f983803c86cd1"]}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", DEST, "/w/tmp/d31f983803c86cd1"]}, "answer": {"rc": 0}},
-            {"expect": {"type": "PutFiles"}, "answer": None},
-            {"expect": {"type": "Run", "argv": ["/bin/sh", "-c", "cd \"$1\" 2>/dev/null || exit 0; shift; for p in build _skbuild .eggs dist *.egg-info; do [ -e \"$p\" ] || continue; keep=; for k in \"$@\"; do [ \"$k\" = \"$p\" ] && keep=1; done; [ -n \"$keep\" ] || { rm -rf -- \"$p\" && echo \"fleetctl: removed $p from the source tree\"; }; done; true", "fleetctl-clean", "/w/src/k"]}, "answer": {"rc": 0}},
-            {"expect": {"type": "Emit", "name": "build.started"}, "answer": None},
-            {"expect": {"type": "Run", "argv": BUILD_ARGV, "env": ENV, "cwd": "/w/src/k"}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run", "argv": ["/bin/sh", "-c", "cd \"$1\" 2>/dev/null || exit 0; shift; for p in build _skbuild .eggs dist *.egg-info; do [ -e \"$p\" ] || continue; keep=; for k in \"$@\"; do [ \"$k\" = \"$p\" ] && keep=1; done; [ -n \"$keep\" ] || { rm -rf -- \"$p\" && echo \"fleetctl: removed $p from the source tree\"; }; done; true", "fleetctl-clean", "/w/src/k"]}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run", "argv": ["rm", "-rf", "/w/tmp/d31f983803c86cd1"]}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": "{\"kind\": \"cmake\", \"path\": \"/usr/bin/cmake\", \"version\": \"4.1.2\", \"policy_version_minimum\": \"3.5\"}\n{\"kind\": \"cuda_compiler\", \"path\": \"/usr/local/cuda/bin/nvcc\", \"realpath\": \"/usr/local/cuda-13.0/bin/nvcc\", \"id\": \"NVIDIA\", \"version\": \"13.0.88\"}"}},
-            {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": f"1234 1700000000 {SHA}  {WHEEL}\n"}},
-            {"expect": {"type": "Put", "remote": "/w/runs/r1/scripts/wheel_sass.py"}, "answer": None},
-            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "/w/runs/r1/scripts/wheel_sass.py", WHEEL, "/usr/local/cuda/bin/cuobjdump"]}, "answer": {"rc": 0, "stdout": json.dumps({"archs": ["sm_90a"], "ptx": ["compute_90a"], "error": None})}},
-            {"expect": {"type": "Put", "remote": f"{DEST}/.fleetctl-build.json"}, "answer": None},
-            {"expect": {"type": "Publish", "key": K, "wheel": WHEEL}, "answer": None}],
-     result={"status": "changed", "msg": "built fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl for 9.0a (rebuilt: fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl's sha256 is bbbbbbbbbbbb..., its build stamp says aaaaaaaaaaaa... (changed since it was built))", "decision": {"action": "build", "stale_wheel": "fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl's sha256 is bbbbbbbbbbbb..., its build stamp says aaaaaaaaaaaa... (changed since it was built)", "installed": False}})
-case("build_wheel", "a-wheel-pushed-earlier-is-reused-not-pushed-again",
-     args=BW,
-     host=H90,
-     steps=[META_SKB,
-            {"expect": {"type": "Run", "mutating": False}, "answer": stamps_out({**STAMP, "pushed_from": "n1", "reused": False, "size_bytes": 1234, "mtime_s": 1700000000})},
+def rebuilt(why):
+    """A stale stamp's wheel built again, with the line saying why (note, summary, --plan's cause column)."""
+    return {"status": "changed", "msg": f"built fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl for 9.0a (rebuilt: {why})",
+            "decision": {"action": "build", "stale_wheel": why, "installed": False}}
+STALE_BUILD = [{"expect": {"type": "Note"}, "answer": None}, {"expect": {"type": "Run"}, "answer": PYINFO}, SPACE_OK,
+               {"expect": {"type": "ClassRole", "holds": False}, "answer": "build"}, *BUILD_STEPS[5:], *BUILT]
+case("build_wheel", "a-truncated-wheel-is-rebuilt-not-reused-its-size-says-so-without-hashing", args=BW, host=H90,
+     steps=[META_SKB, {"expect": {"type": "Run"}, "answer": stamps_out(STAMP_SIZED, seen=(5, MTIME))}, *STALE_BUILD],
+     result=rebuilt("fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl is 5 bytes, its build stamp says 1234 (truncated or "
+                    "replaced since it was built)"))
+case("build_wheel", "a-wheel-of-the-stamps-size-whose-sha256-differs-is-rebuilt", args=BW, host=H90,
+     steps=[META_SKB, {"expect": {"type": "Run"}, "answer": stamps_out(STAMP_SIZED, seen=(SIZE, MTIME + 7))},
+            {"expect": {"type": "Run", "argv": ["sha256sum", WHEEL], "mutating": False}, "answer": {"rc": 0, "stdout": f"{'b' * 64}  {WHEEL}\n"}},
+            *STALE_BUILD],
+     result=rebuilt("fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl's sha256 is bbbbbbbbbbbb..., its build stamp says "
+                    "aaaaaaaaaaaa... (changed since it was built)"))
+case("build_wheel", "a-wheel-pushed-earlier-is-reused-not-pushed-again", args=BW, host=H90,
+     steps=[META_SKB, {"expect": {"type": "Run", "mutating": False},
+                       "answer": stamps_out({**STAMP, "pushed_from": "n1", "reused": False, "size_bytes": SIZE, "mtime_s": MTIME})},
             {"expect": {"type": "ClassRole", "key": K, "holds": True, "once": True}, "answer": "reuse"}],
-     result={"status": "ok", "decision": {"action": "reuse", "installed": True, "changed": []}, "data": {"reused": True, "pushed_from": None, "wheel_from": "n1"}},
-     about="a wheel pushed to this host in an earlier run is reused now: this run's data says reused, not pushed from its builder (the summary says '(reused)' over SSH and Slurm alike)")
-case("build_wheel", "a-workdir-another-host-shares-is-refused-before-anything",
-     args=BW,
-     host={**H90, "facts": {**FACTS90, "targets": {"venv": {"path": "/venv", "id": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "error": None}, "workdir": {"path": "/nfs/fleet", "id": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "error": None}}}},
+     result={"status": "ok", "decision": {"action": "reuse", "installed": True, "changed": []},
+             "data": {"reused": True, "pushed_from": None, "wheel_from": "n1"}},
+     about="a wheel pushed to this host in an earlier run is reused now: this run's data says reused, not pushed from its "
+           "builder (the summary says '(reused)' over SSH and Slurm alike)")
+AARCH64 = {"machine": "aarch64", "sysconfig": "linux-aarch64", "libc": "glibc", "libc_version": "2.39",
+           "interp": "/lib/ld-linux-aarch64.so.1", "bits": 64}
+FACTS_ARM = {**FACTS90, "python": {**PY, "platform": AARCH64}}
+K_ARM = key_for(FACTS_ARM)
+case("build_wheel", "the-platform-is-part-of-the-class-key", args=BW, host={**H90, "facts": FACTS_ARM},
+     steps=[META_SKB, {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}}, {"expect": {"type": "Run"}, "answer": PYINFO},
+            SPACE_OK, {"expect": {"type": "ClassRole", "holds": False}, "answer": "push"},
+            {"expect": {"type": "Fetch", "key": K_ARM, "dest": f"/w/wheels/{K_ARM[:16]}"},
+             "answer": {"name": "w.whl", "sha256": SHA, "builder": "h0", "remote": f"/w/wheels/{K_ARM[:16]}/w.whl", "data": {"archs": "9.0a"}}},
+            {"expect": {"type": "Run", "argv": ["stat", "-L", "-c", "%s %Y", f"/w/wheels/{K_ARM[:16]}/w.whl"], "mutating": False},
+             "answer": {"rc": 0, "stdout": f"{SIZE} {MTIME}\n"}},
+            {"expect": {"type": "Put", "remote": f"/w/wheels/{K_ARM[:16]}/.fleetctl-build.json"}, "answer": None}],
+     result={"status": "changed", "msg": "built once for this arch class on h0",
+             "decision": {"action": "push", "changed": ["nothing installed"], "platform": "linux_aarch64 glibc 2.39"}})
+
+# -- shared folders: who else builds or installs there (TargetClaim, the folder's .fleetctl-id)
+case("build_wheel", "a-workdir-another-host-shares-is-refused-before-anything", args=BW,
+     host={**H90, "facts": {**FACTS90, "targets": {"venv": {"path": "/venv", "id": "a" * 32, "error": None},
+                                                   "workdir": {"path": "/nfs/fleet", "id": "b" * 32, "error": None}}}},
      steps=[{"expect": {"type": "TargetClaim", "mutating": False}, "answer": [["workdir", "/nfs/fleet", ["h0", "h1"], "9.0a"]]}],
-     result=refused("h0 and h1 share the workdir /nfs/fleet (one /nfs/fleet/.fleetctl-id): their builds would overwrite each other's files", "h0 and h1 share the workdir /nfs/fleet (one /nfs/fleet/.fleetctl-id): their builds would overwrite each other's files: give each host its own workdir (the host var workdir, set per host in host_vars/, e.g. h0: /nfs/fleet/h0, h1: /nfs/fleet/h1)", decision={"action": "fail"}))
-case("build_wheel", "preflight-a-quota-statvfs-does-not-show",
-     args=BW,
-     host=H90,
-     steps=[META_SKB,
-            NO_STAMPS,
-            {"expect": {"type": "Run"}, "answer": venv_out(["scikit-build-core>=0.10", "nanobind>=2.0"])},
-            {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": json.dumps({"/w/tmp": {"dir": "/w", "ok": False, "checked": True, "errno": 122, "error": "Disk quota exceeded", "free_mib": 200000}, "/w/wheels": {"dir": "/w", "ok": False, "checked": True, "errno": 122, "error": "Disk quota exceeded", "free_mib": 200000}}) + "\n"}},
-            {"expect": {"type": "ClassRole", "holds": False, "once": True}, "answer": "build"},
-            {"expect": {"type": "Fail"}, "answer": None}],
-     result=refused("preflight: Disk quota exceeded (EDQUOT) writing 2048 MiB in /w (for /w/tmp, /w/wheels; statvfs shows 200000 MiB free there; min_free_disk_mib)", "Disk quota exceeded (EDQUOT) writing 2048 MiB in /w (for /w/tmp, /w/wheels; statvfs shows 200000 MiB free there; min_free_disk_mib): a disk quota (user, group or project quota, or a btrfs qgroup) on that file system is used up, though df may show space free; free space under the quota (quota -s shows it) or ask for a larger one, or set the host var workdir to a folder on another file system", preflight=False))
-case("build_wheel", "preflight-no-host-compiler-nvcc-accepts",
-     args=BW,
-     host={**H90, "facts": {**FACTS90, "cuda": {**CUDA, "host_compiler_max": {"gnu": 15, "clang": 20, "source": "/usr/local/cuda/include/crt/host_config.h"}}, "host_compilers": {"default": {"path": "/usr/bin/gcc", "realpath": "/usr/bin/gcc-16", "name": "gcc", "kind": "gnu", "major": 16, "minor": 1, "version": "16.1", "banner": "gcc (GCC) 16.1.0", "error": None}, "candidates": []}}},
-     steps=[],
-     result=refused("preflight: nvcc 13.0 at /usr/local/cuda/bin/nvcc refuses the host compiler gcc 16.1 (/usr/bin/gcc) (gcc 16.1 is newer than 15; it accepts clang <= 20 and gcc <= 15, /usr/local/cuda/include/crt/host_config.h) and no accepted one is installed (others found: none): install g++-15 or older", "nvcc 13.0 at /usr/local/cuda/bin/nvcc refuses the host compiler gcc 16.1 (/usr/bin/gcc) (gcc 16.1 is newer than 15; it accepts clang <= 20 and gcc <= 15, /usr/local/cuda/include/crt/host_config.h) and no accepted one is installed (others found: none): install g++-15 or older (e.g. apt-get install g++-15, dnf install gcc-toolset-15) or a newer CUDA toolkit (host var cuda_home); fleetctl then uses it"))
-case("build_wheel", "the-platform-is-part-of-the-class-key",
-     args=BW,
-     host={**H90, "facts": {**FACTS90, "python": {**PY, "platform": {"machine": "aarch64", "sysconfig": "linux-aarch64", "libc": "glibc", "libc_version": "2.39", "interp": "/lib/ld-linux-aarch64.so.1", "bits": 64}}}},
-     steps=[META_SKB,
-            {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}},
-            {"expect": {"type": "Run"}, "answer": venv_out(["scikit-build-core>=0.10", "nanobind>=2.0"])},
-            SPACE_OK,
-            {"expect": {"type": "ClassRole", "holds": False}, "answer": "push"},
-            {"expect": {"type": "Fetch", "key": "26d7ef909021f623fbaa439eace244c173277eebb9b42db146f3ca13914a2aef", "dest": "/w/wheels/26d7ef909021f623"}, "answer": {"name": "w.whl", "sha256": SHA, "builder": "h0", "remote": "/w/wheels/26d7ef909021f623/w.whl", "data": {"archs": "9.0a"}}},
-            {"expect": {"type": "Run", "argv": ["stat", "-L", "-c", "%s %Y", "/w/wheels/26d7ef909021f623/w.whl"], "mutating": False}, "answer": {"rc": 0, "stdout": "1234 1700000000\n"}},
-            {"expect": {"type": "Put", "remote": "/w/wheels/26d7ef909021f623/.fleetctl-build.json"}, "answer": None}],
-     result={"status": "changed", "msg": "built once for this arch class on h0", "decision": {"action": "push", "changed": ["nothing installed"], "platform": "linux_aarch64 glibc 2.39"}})
-case("pip_install", "a-venv-another-host-shares-is-refused",
-     args=PI,
-     host={**HP, "facts": {**FACTS90, "targets": {"venv": {"path": "/nfs/rack1/venv", "id": "ffffffffffffffffffffffffffffffff", "error": None}}}},
+     result=refused("h0 and h1 share the workdir /nfs/fleet (one /nfs/fleet/.fleetctl-id): their builds would overwrite each "
+                    "other's files", "h0 and h1 share the workdir /nfs/fleet (one /nfs/fleet/.fleetctl-id): their builds would "
+                    "overwrite each other's files: give each host its own workdir (the host var workdir, set per host in "
+                    "host_vars/, e.g. h0: /nfs/fleet/h0, h1: /nfs/fleet/h1)", decision={"action": "fail"}))
+SHARED_VENV = {"path": "/nfs/rack1/venv", "id": "f" * 32, "error": None}
+case("pip_install", "a-venv-another-host-shares-is-refused", args=PI,
+     host={**HP, "facts": {**FACTS90, "targets": {"venv": SHARED_VENV}}},
      steps=[{"expect": {"type": "TargetClaim", "mutating": False}, "answer": [["venv", "/nfs/rack1/venv", ["h1", "h2"], "9.0a;12.0a"]]}],
-     result={"status": "failed", "msg": "h1 and h2 share the venv /nfs/rack1/venv (one /nfs/rack1/venv/.fleetctl-id): one venv holds one wheel, so each host's install would replace the others' SM: give each host its own venv, or deploy once to one of them for all their GPUs (--hosts h1 -e archs='9.0a;12.0a')"})
-case("pip_install", "a-venv-whose-id-file-this-user-cannot-read-is-refused-before-any-step",
-     args=PI,
-     host={**HP, "facts": {**FACTS90, "targets": {"venv": {"path": "/nfs/rack1/venv", "id": None, "error": "/nfs/rack1/venv/.fleetctl-id exists but user bob cannot read it (Permission denied): is /nfs/rack1/venv shared with another user or host? fleetctl cannot tell which hosts share it, so nothing is built or installed there: make the file readable (chmod 0644 /nfs/rack1/venv/.fleetctl-id), or give each host its own folder", "unreadable": True}}}},
-     steps=[],
-     result={"status": "failed", "msg": "the venv's id: /nfs/rack1/venv/.fleetctl-id exists but user bob cannot read it (Permission denied): is /nfs/rack1/venv shared with another user or host? fleetctl cannot tell which hosts share it, so nothing is built or installed there: make the file readable (chmod 0644 /nfs/rack1/venv/.fleetctl-id), or give each host its own folder"})
-case("pip_install", "a-wheel-built-on-a-newer-glibc-is-refused-before-installing",
-     args={"wheel": f"{DEST}/fp4_kernels-0.1.0-cp312-cp312-linux_aarch64.whl"},
-     host={**HP, "facts": {**FACTS90, "python": {**PY, "platform": {"machine": "aarch64", "sysconfig": "linux-aarch64", "libc": "glibc", "libc_version": "2.39", "interp": "/lib/ld-linux-aarch64.so.1", "bits": 64}}}, "files": {f"{DEST}/fp4_kernels-0.1.0-cp312-cp312-linux_aarch64.whl": SHA}},
-     steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None, dists={"torch": "2.11.0+cu130"}, stamp={"inputs": {"platform": "linux_aarch64", "libc": "glibc 2.41"}})}],
-     result={"status": "failed", "msg": "h1: refusing fp4_kernels-0.1.0-cp312-cp312-linux_aarch64.whl: its platform tag linux_aarch64 was built against glibc 2.41, which does not fit the host's platform linux_aarch64 glibc 2.39"})
-case("pip_install", "a-wheel-changed-in-place-since-its-build-fails-naming-both-sha256s-and-forgets-its-stamp",
-     args={"wheel": WHEEL, "no_deps": True, "keep_previous": False},
-     host=HP,
-     steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None)},
-            CHECK,
-            {"expect": {"type": "Run"}, "answer": {"rc": 1, "stderr": "zlib.error: Error -3 while decompressing data: invalid block type\n"}},
-            {"expect": {"type": "Run", "argv": ["sha256sum", WHEEL], "mutating": False}, "answer": {"rc": 0, "stdout": f"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb  {WHEEL}\n"}},
-            {"expect": {"type": "Run", "argv": ["rm", "-f", "--", f"{DEST}/.fleetctl-build.json"], "mutating": True}, "answer": {"rc": 0}}],
-     result={"status": "failed", "msg": "changed since it was built: sha256 bbbbbbbbbbbb..., its build recorded aaaaaaaaaaaa... (damaged or copied over in place, size and mtime kept); nothing was installed; its build stamp was removed, so the next run rebuilds it"})
-case("pip_install", "a-wheel-for-another-platform-is-refused-before-installing",
-     args=PI,
-     host={**HP, "facts": {**FACTS90, "python": {**PY, "platform": {"machine": "aarch64", "sysconfig": "linux-aarch64", "libc": "glibc", "libc_version": "2.39", "interp": "/lib/ld-linux-aarch64.so.1", "bits": 64}}}},
-     steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None, dists={"torch": "2.11.0+cu130"})}],
-     result={"status": "failed", "msg": "h1: refusing fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl: its platform tag linux_x86_64 does not fit the host's platform linux_aarch64 glibc 2.39; nothing was installed", "decision": {"action": "fail"}})
-case("pip_install", "an-install-that-would-take-another-runs-host-sm-away-is-refused",
-     args=PI,
-     host={**HP, "facts": {**FACTS90, "targets": {"venv": {"path": "/nfs/rack1/venv", "id": "ffffffffffffffffffffffffffffffff", "error": None, "installed": {"host": "gpu01", "archs": "9.0a;10.0a", "wheel": "fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl"}}}}},
+     result={"status": "failed", "msg": "h1 and h2 share the venv /nfs/rack1/venv (one /nfs/rack1/venv/.fleetctl-id): one venv "
+                                        "holds one wheel, so each host's install would replace the others' SM: give each host "
+                                        "its own venv, or deploy once to one of them for all their GPUs (--hosts h1 -e "
+                                        "archs='9.0a;12.0a')"})
+UNREADABLE_ID = ("/nfs/rack1/venv/.fleetctl-id exists but user bob cannot read it (Permission denied): is /nfs/rack1/venv "
+                 "shared with another user or host? fleetctl cannot tell which hosts share it, so nothing is built or installed "
+                 "there: make the file readable (chmod 0644 /nfs/rack1/venv/.fleetctl-id), or give each host its own folder")
+case("pip_install", "a-venv-whose-id-file-this-user-cannot-read-is-refused-before-any-step", args=PI,
+     host={**HP, "facts": {**FACTS90, "targets": {"venv": {"path": "/nfs/rack1/venv", "id": None, "error": UNREADABLE_ID,
+                                                           "unreadable": True}}}},
+     steps=[], result={"status": "failed", "msg": f"the venv's id: {UNREADABLE_ID}"})
+GPU01 = {**SHARED_VENV, "installed": {"host": "gpu01", "archs": "9.0a;10.0a", "wheel": "fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl"}}
+TAKES_SM_AWAY = {"status": "failed", "msg": "/venv holds gpu01's install for 9.0a;10.0a (fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl): "
+                                            "this wheel for 12.0a would take 9.0a;10.0a away from gpu01, which shares the venv; "
+                                            "deploy once for all their GPUs (--hosts h1 -e archs='9.0a;10.0a;12.0a'), or give "
+                                            "each host its own venv; nothing was installed", "preflight": True}
+case("pip_install", "an-install-that-would-take-another-runs-host-sm-away-is-refused", args=PI,
+     host={**HP, "facts": {**FACTS90, "targets": {"venv": GPU01}}},
      steps=[{"expect": {"type": "TargetClaim", "mutating": False}, "answer": []},
             {"expect": {"type": "Run"}, "answer": STATE(None, None, dists={"torch": "2.11.0+cu130"}, stamp={"inputs": {"archs": "12.0a"}})}],
-     result={"status": "failed", "msg": "/venv holds gpu01's install for 9.0a;10.0a (fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl): this wheel for 12.0a would take 9.0a;10.0a away from gpu01, which shares the venv; deploy once for all their GPUs (--hosts h1 -e archs='9.0a;10.0a;12.0a'), or give each host its own venv; nothing was installed", "preflight": True})
+     result=TAKES_SM_AWAY)
+PENDING = f"{DEST}/<built wheel>"  # a dry run's wheel: the build that writes it has not run
 case("pip_install", "the-shared-venv-refusal-does-not-wait-for-the-wheel-a-pending-build-stamp-says-its-archs",
-     args={"wheel": f"{DEST}/<built wheel>"},
-     host={**HP, "facts": {**FACTS90, "targets": {"venv": {"path": "/nfs/rack1/venv", "id": "ffffffffffffffffffffffffffffffff", "error": None, "installed": {"host": "gpu01", "archs": "9.0a;10.0a", "wheel": "fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl"}}}}, "files": {f"{DEST}/<built wheel>": None}, "stamps": {f"{DEST}/<built wheel>": {"wheel": f"{DEST}/<built wheel>", "sha256": None, "archs": "12.0a", "inputs": {"archs": "12.0a"}}}},
+     args={"wheel": PENDING},
+     host={**HP, "facts": {**FACTS90, "targets": {"venv": GPU01}}, "files": {PENDING: None},
+           "stamps": {PENDING: {"wheel": PENDING, "sha256": None, "archs": "12.0a", "inputs": {"archs": "12.0a"}}}},
      steps=[{"expect": {"type": "TargetClaim", "mutating": False}, "answer": []},
             {"expect": {"type": "Run"}, "answer": STATE(None, None, dists={"torch": "2.11.0+cu130"})}],
-     result={"status": "failed", "msg": "/venv holds gpu01's install for 9.0a;10.0a (fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl): this wheel for 12.0a would take 9.0a;10.0a away from gpu01, which shares the venv; deploy once for all their GPUs (--hosts h1 -e archs='9.0a;10.0a;12.0a'), or give each host its own venv; nothing was installed", "preflight": True})
-print("ok", K[:16])
+     result=TAKES_SM_AWAY)
+
+# -- pip_install: the wheel fits the host (wheeltags) and is the one its build wrote
+ARM_WHEEL = f"{DEST}/fp4_kernels-0.1.0-cp312-cp312-linux_aarch64.whl"
+case("pip_install", "a-wheel-built-on-a-newer-glibc-is-refused-before-installing", args={"wheel": ARM_WHEEL},
+     host={**HP, "facts": FACTS_ARM, "files": {ARM_WHEEL: SHA}},
+     steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None, dists={"torch": "2.11.0+cu130"},
+                                                        stamp={"inputs": {"platform": "linux_aarch64", "libc": "glibc 2.41"}})}],
+     result={"status": "failed", "msg": "h1: refusing fp4_kernels-0.1.0-cp312-cp312-linux_aarch64.whl: its platform tag "
+                                        "linux_aarch64 was built against glibc 2.41, which does not fit the host's platform "
+                                        "linux_aarch64 glibc 2.39"})
+case("pip_install", "a-wheel-for-another-platform-is-refused-before-installing", args=PI, host={**HP, "facts": FACTS_ARM},
+     steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None, dists={"torch": "2.11.0+cu130"})}],
+     result={"status": "failed", "msg": "h1: refusing fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl: its platform tag "
+                                        "linux_x86_64 does not fit the host's platform linux_aarch64 glibc 2.39; nothing was "
+                                        "installed", "decision": {"action": "fail"}})
+case("pip_install", "a-wheel-changed-in-place-since-its-build-fails-naming-both-sha256s-and-forgets-its-stamp",
+     args={"wheel": WHEEL, "no_deps": True, "keep_previous": False}, host=HP,
+     steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None)}, CHECK,
+            {"expect": {"type": "Run"}, "answer": {"rc": 1, "stderr": "zlib.error: Error -3 while decompressing data: invalid block type\n"}},
+            {"expect": {"type": "Run", "argv": ["sha256sum", WHEEL], "mutating": False}, "answer": {"rc": 0, "stdout": f"{'b' * 64}  {WHEEL}\n"}},
+            {"expect": {"type": "Run", "argv": ["rm", "-f", "--", f"{DEST}/.fleetctl-build.json"], "mutating": True}, "answer": {"rc": 0}}],
+     result={"status": "failed", "msg": "changed since it was built: sha256 bbbbbbbbbbbb..., its build recorded aaaaaaaaaaaa... "
+                                        "(damaged or copied over in place, size and mtime kept); nothing was installed; its "
+                                        "build stamp was removed, so the next run rebuilds it"})
+print("ok", len(WRITTEN), "cases, class key", K[:16])
