@@ -16,6 +16,8 @@ The planners are pure, so these run in milliseconds with no host at all.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +105,46 @@ def test_planner_case(path: Path) -> None:
 
 def test_every_action_has_a_case() -> None:
     assert {p.parent.name for p in CASES} >= set(ACTIONS) - {"debug"}
+
+
+def _first_difference(want: Any, got: Any, where: str = "") -> str:
+    """The JSON path of the first place two decoded cases differ, and both values there."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        for key in [*want, *(k for k in got if k not in want)]:
+            if key not in want or key not in got:
+                return f"{where}.{key}: committed {want.get(key, '(absent)')!r}, generated {got.get(key, '(absent)')!r}"
+            if want[key] != got[key]:
+                return _first_difference(want[key], got[key], f"{where}.{key}")
+        return f"{where}: the same keys in another order"
+    if isinstance(want, list) and isinstance(got, list):
+        for i, (w, g) in enumerate(zip(want, got)):
+            if w != g:
+                return _first_difference(w, g, f"{where}[{i}]")
+        return f"{where}: committed {len(want)} items, generated {len(got)}"
+    return f"{where or '(top)'}: committed {want!r}, generated {got!r}"
+
+
+def _some(names: set[str], shown: int = 5) -> str:
+    listed = ", ".join(sorted(names)[:shown])
+    return listed + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def test_the_generator_writes_exactly_the_committed_cases(tmp_path: Path) -> None:
+    """make_cases.py is how cases are changed on purpose: it must reproduce every committed case byte for
+    byte and write none that is not committed, or rerunning it would silently rewrite correct cases."""
+    run = subprocess.run([sys.executable, str(DATA / "make_cases.py"), str(tmp_path)], capture_output=True, text=True,
+                         cwd=DATA.parents[2], env={"PYTHONPATH": str(DATA.parents[2]), "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert run.returncode == 0, run.stderr[-3000:]
+    written = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.json")}
+    committed = {p.relative_to(DATA).as_posix() for p in CASES}
+    assert not written - committed, f"make_cases.py writes cases that are not committed: {_some(written - committed)}"
+    assert not committed - written, f"committed cases make_cases.py does not write: {_some(committed - written)}"
+    for name in sorted(committed):
+        want, got = (DATA / name).read_text(), (tmp_path / name).read_text()
+        if want != got:
+            try:
+                w, g = json.loads(want), json.loads(got)
+                where = _first_difference(w, g) if w != g else "the same JSON in other bytes (indent, key order, newline)"
+            except ValueError as e:
+                where = f"one of them is not JSON ({e})"
+            raise AssertionError(f"make_cases.py writes {name} unlike the committed case: {where}")

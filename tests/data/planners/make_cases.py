@@ -1,10 +1,14 @@
-"""Writes the planner data cases in this folder (run it after changing a planner on purpose, then
-review the diff): ``python tests/data/planners/make_cases.py``."""
+"""Writes every planner data case in this folder (run it after changing a planner on purpose, then
+review the diff): ``python tests/data/planners/make_cases.py [OUT_DIR]`` (OUT_DIR: where the
+``<action>/<case>.json`` files go, this folder by default). A case is changed here, never in its
+JSON by hand: tests/test_planners.py runs this into a temporary folder and fails when what it
+writes is not, byte for byte, the committed cases (one more, one fewer or one different)."""
 import json
 import sys
 from pathlib import Path
 
 D = Path(__file__).resolve().parent
+OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else D
 sys.path.insert(0, str(D.parents[2]))
 CUDA = {"home": "/usr/local/cuda", "nvcc": "/usr/local/cuda/bin/nvcc", "version": "13.0", "source": "/usr/local/cuda",
         "archs": ["compute_80", "compute_90", "compute_100", "compute_120"], "cuobjdump": "/usr/local/cuda/bin/cuobjdump"}
@@ -35,9 +39,13 @@ WHEEL = f"{DEST}/fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl"
 SHA = "a" * 64
 STAMP = {"wheel": WHEEL, "sha256": SHA, "key": K, "inputs": inputs_for(FACTS90)}
 
+WRITTEN = set()
 def case(action, name, **c):
-    (D / action).mkdir(parents=True, exist_ok=True)
-    (D / action / f"{name}.json").write_text(json.dumps({"action": action, **c}, indent=2) + "\n")
+    if (action, name) in WRITTEN:  # the later one would silently replace the first
+        raise SystemExit(f"make_cases.py: case {action}/{name} is written twice")
+    WRITTEN.add((action, name))
+    (OUT / action).mkdir(parents=True, exist_ok=True)
+    (OUT / action / f"{name}.json").write_text(json.dumps({"action": action, **c}, indent=2) + "\n")
 
 # command
 case("command", "runs-the-argv-exactly", args={"argv": ["echo", "a b", "$HOME"]},
@@ -107,8 +115,21 @@ def venv_out(requirements=None, torch_archs=None, missing=(), tmp=None, setuptoo
     return {"rc": 0, "stdout": json.dumps({"executable": "/venv/bin/python3", "prefix": "/venv", "missing": list(missing),
                                            "requirements": reqs, "setuptools": setuptools, "torch_archs": torch_archs,
                                            "torch_archs_error": None, "tmp": tmp}) + "\n"}
-META_SKB = {"expect": {"type": "Run", "mutating": False}, "answer": meta_out(SKB)}
-META_TEXT = {"expect": {"type": "Run", "mutating": False}, "answer": meta_out(TEXT)}
+READ_TREE = "the tree's build and CMake files, read on the host in one probe (no copy task put it there)"
+META_SKB = {"expect": {"type": "Run", "mutating": False}, "answer": meta_out(SKB), "note": READ_TREE}
+META_TEXT = {"expect": {"type": "Run", "mutating": False}, "answer": meta_out(TEXT), "note": READ_TREE}
+# the stamps probe (build_keys.stamps_probe) of a host that holds no wheel yet, asked before the venv probe
+NO_STAMPS = {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": ""}}
+# the space allocation a builder is checked for (build_space): the build's TMPDIR in the workdir
+SPACE_OK = {"expect": {"type": "Run", "mutating": False},
+            "answer": {"rc": 0, "stdout": json.dumps({"/w/tmp": {"dir": "/w", "ok": True, "errno": None, "error": None,
+                                                                "free_mib": 200000}}) + "\n"}}
+def refused(msg, line, preflight=True, **more):
+    """A build_wheel refusal: msg (a substring) of the line data["preflight"] holds; preflight: while planning."""
+    return {"status": "failed", "msg": msg, **more, "preflight": preflight, "data": {"preflight": [line]}}
+def build_failed(msg):
+    """A build that ran and failed: not a preflight refusal."""
+    return {"status": "failed", "msg": msg, "preflight": False, "data": {"preflight": None}}
 PYINFO = venv_out(["scikit-build-core>=0.10", "nanobind>=2.0"])
 # a host that cannot build asks its class's role (a member that can build may build for it); asked
 # to build, no member can: it tells its class and fails with its preflight's line
@@ -116,76 +137,109 @@ NO_MEMBER_BUILDS = [{"expect": {"type": "ClassRole", "holds": False, "once": Tru
                     {"expect": {"type": "Fail"}, "answer": None}]
 case("build_wheel", "preflight-wrong-cuda-home-fails-before-any-step", args=BW,
      host={**H90, "cuda_home": "/opt/cuda-12.9"}, steps=[],
-     result={"status": "failed", "msg": "cuda_home /opt/cuda-12.9 has no bin/nvcc", "decision": {"action": "fail"}})
+     result=refused("cuda_home /opt/cuda-12.9 has no bin/nvcc", "cuda_home /opt/cuda-12.9 has no bin/nvcc (fix the host var "
+                    "'cuda_home')", decision={"action": "fail"}))
 case("build_wheel", "preflight-no-venv", args=BW, host={**H90, "venv": None, "python": "python3"}, steps=[],
-     result={"status": "failed", "msg": "no venv for this host"})
+     result=refused("no venv for this host", "no venv for this host: set the host var 'venv' (the build must not pick the "
+                    "system Python)"))
 case("build_wheel", "preflight-nvcc-rejects-an-arch-token", args={**BW, "archs": "7.0;9.0a"}, host=H90, steps=[],
-     result={"status": "failed", "msg": "nvcc 13.0 at /usr/local/cuda/bin/nvcc rejects compute_70 (arch list 7.0;9.0a"})
+     result=refused("nvcc 13.0 at /usr/local/cuda/bin/nvcc rejects compute_70 (arch list 7.0;9.0a",
+                    "nvcc 13.0 at /usr/local/cuda/bin/nvcc rejects compute_70 (arch list 7.0;9.0a; its --list-gpu-arch: "
+                    "compute_80 compute_90 compute_100 compute_120): use archs this nvcc knows, or a newer toolkit (host var cuda_home)"))
+DRIVER_MSG = ("driver 535.104.05 is older than nvcc 13.0 at /usr/local/cuda/bin/nvcc needs (CUDA 13.x needs driver >= "
+              "580.65.06): install driver >= 580")
 case("build_wheel", "preflight-driver-older-than-the-toolkit", args=BW,
      host={**H90, "facts": {**FACTS90, "driver_version": "535.104.05"}}, steps=[],
-     result={"status": "failed", "msg": "driver 535.104.05 is older than nvcc 13.0 at /usr/local/cuda/bin/nvcc needs "
-                                        "(CUDA 13.x needs driver >= 580.65.06): install driver >= 580"})
+     result=refused(DRIVER_MSG, DRIVER_MSG + " or build with an older toolkit (host var cuda_home)"))
 case("build_wheel", "preflight-archs-that-run-on-no-gpu-of-the-host", args={**BW, "archs": "8.0"}, host=H90, steps=[],
-     result={"status": "failed", "msg": "arch list 8.0 runs on none of GPU 0 (NVIDIA H200, 9.0)"})
+     result=refused("arch list 8.0 runs on none of GPU 0 (NVIDIA H200, 9.0)",
+                    "arch list 8.0 runs on none of GPU 0 (NVIDIA H200, 9.0) (SASS runs only on its own major version, "
+                    "arch-specific 'a' SASS only on exactly its GPU): add the GPU's own arch, or an older arch with +PTX"))
 case("build_wheel", "preflight-workdir-on-a-noexec-file-system", args=BW,
      host={**H90, "facts": {**FACTS90, "workdir_fs": {"path": "/mnt/work", "free_mib": 9000, "noexec": True, "readonly": False}}},
-     steps=[], result={"status": "failed", "msg": "the workdir's file system (/mnt/work) is mounted noexec"})
+     steps=[], result=refused("the workdir's file system (/mnt/work) is mounted noexec",
+                              "the workdir's file system (/mnt/work) is mounted noexec: builds run the programs they make "
+                              "there (TMPDIR is put in the workdir); set the host var workdir to a folder on an exec, "
+                              "writable file system"))
 case("build_wheel", "preflight-memory-under-the-cgroup-limit", args=BW,
      host={**H90, "facts": {**FACTS90, "mem_available_mib": 20000, "mem_limit_mib": 512,
                             "cgroup": {"version": 1, "memory_used_mib": 12},
                             "mem_limit_source": "cgroup v1 /sys/fs/cgroup/memory/ci/memory.limit_in_bytes"}},
-     steps=[], result={"status": "failed", "msg": "only 500 MiB of memory for the build (cgroup v1 limit 512 MiB, 12 MiB used"})
+     steps=[], result=refused("only 500 MiB of memory for the build (cgroup v1 limit 512 MiB, 12 MiB used",
+                              "only 500 MiB of memory for the build (cgroup v1 limit 512 MiB, 12 MiB used (cgroup v1 "
+                              "/sys/fs/cgroup/memory/ci/memory.limit_in_bytes)); it needs 1024 MiB (min_free_mem_mib): raise "
+                              "the memory limit, free memory, or let another member build (build_host)"))
 H120 = {**H90, "facts": {**FACTS90, "gpus": [{"index": 0, "name": "NVIDIA RTX PRO 6000", "compute_cap": "12.0"}]}}
 case("build_wheel", "preflight-torch-rejects-an-arch-token", args={**BW, "archs": "12.0f"}, host=H120,
-     steps=[META_TEXT,
+     steps=[META_TEXT, NO_STAMPS,
             {"expect": {"type": "Run", "mutating": False, "cwd": "/"},
              "answer": venv_out(["setuptools>=64", "packaging", "ninja", "wheel"],
                                 torch_archs={"12.0f": {"ok": False, "error": "Unknown CUDA arch (12.0f) or GPU not supported"}})},
             *NO_MEMBER_BUILDS],
-     result={"status": "failed", "msg": "arch 12.0f: torch 2.11.0+cu130's torch.utils.cpp_extension rejects it "
-                                        "(Unknown CUDA arch (12.0f) or GPU not supported)"})
+     result=refused("arch 12.0f: torch 2.11.0+cu130's torch.utils.cpp_extension rejects it (Unknown CUDA arch (12.0f) or "
+                    "GPU not supported)", "arch 12.0f: torch 2.11.0+cu130's torch.utils.cpp_extension rejects it (Unknown "
+                    "CUDA arch (12.0f) or GPU not supported); use an arch name this torch knows (such as 12.0a for an "
+                    "arch-specific build)", preflight=False))
 case("build_wheel", "preflight-build-tools-of-a-torch-extension-are-checked", args=BW, host=H90,
-     steps=[META_TEXT,
+     steps=[META_TEXT, NO_STAMPS,
             {"expect": {"type": "Run"}, "answer": venv_out({"setuptools>=64": {"name": "setuptools", "installed": "59.6.0", "ok": False},
                                                             "packaging": {"name": "packaging", "installed": "24.0", "ok": True},
                                                             "ninja": {"name": "ninja", "installed": None, "ok": False},
                                                             "wheel": {"name": "wheel", "installed": None, "ok": False}},
                                                            torch_archs={"9.0a": {"ok": True, "flags": []}}, setuptools="59.6.0")},
             *NO_MEMBER_BUILDS],
-     result={"status": "failed", "msg": "build requirements missing in /venv: setuptools>=64 (have 59.6.0), ninja, wheel "
-                                        "(the package's own [build-system] requires and the torch extension build tools); "
-                                        "install them into the venv: /venv/bin/python3 -m pip install"})
+     result=refused("build requirements missing in /venv: setuptools>=64 (have 59.6.0), ninja, wheel (the package's own "
+                    "[build-system] requires and the torch extension build tools); install them into the venv: "
+                    "/venv/bin/python3 -m pip install",
+                    "build requirements missing in /venv: setuptools>=64 (have 59.6.0), ninja, wheel (the package's own "
+                    "[build-system] requires and the torch extension build tools); install them into the venv: "
+                    "/venv/bin/python3 -m pip install 'setuptools>=64' ninja wheel (or set the build_wheel task's "
+                    "install_build_requirements: true in your playbook)", preflight=False))
 case("build_wheel", "preflight-isolated-torch-extension-that-cannot-import-torch", args={**BW, "no_build_isolation": False},
-     host=H90, steps=[META_TEXT, {"expect": {"type": "Run"}, "answer": venv_out(torch_archs={"9.0a": {"ok": True}})},
+     host=H90, steps=[META_TEXT, NO_STAMPS, {"expect": {"type": "Run"}, "answer": venv_out(torch_archs={"9.0a": {"ok": True}})},
                       *NO_MEMBER_BUILDS],
-     result={"status": "failed", "msg": "an isolated build cannot import torch (ModuleNotFoundError: No module named "
-                                        "'torch'): the package's [build-system] requires lacks torch"})
+     result=refused("an isolated build cannot import torch (ModuleNotFoundError: No module named 'torch'): the package's "
+                    "[build-system] requires lacks torch", "an isolated build cannot import torch (ModuleNotFoundError: No "
+                    "module named 'torch'): the package's [build-system] requires lacks torch, and it builds against torch; "
+                    "build in the venv with its own torch: no_build_isolation: true (the default)", preflight=False))
 case("build_wheel", "preflight-requirements-are-the-packages-own", args=BW, host=H90,
-     steps=[META_SKB, {"expect": {"type": "Run"}, "answer": venv_out({"scikit-build-core>=0.10": {"name": "scikit-build-core", "installed": "0.9.0", "ok": False},
+     steps=[META_SKB, NO_STAMPS, {"expect": {"type": "Run"}, "answer": venv_out({"scikit-build-core>=0.10": {"name": "scikit-build-core", "installed": "0.9.0", "ok": False},
                                                                       "nanobind>=2.0": {"name": "nanobind", "installed": "2.1.0", "ok": True}})},
             *NO_MEMBER_BUILDS],
-     result={"status": "failed", "msg": "build requirements missing in /venv: scikit-build-core>=0.10 (have 0.9.0)"})
-STAMPS_OK = {"rc": 0, "stdout": json.dumps(STAMP) + "\nINSTALLED " + json.dumps({"sha256": SHA}) + "\n"}
+     result=refused("build requirements missing in /venv: scikit-build-core>=0.10 (have 0.9.0)",
+                    "build requirements missing in /venv: scikit-build-core>=0.10 (have 0.9.0) (the package's own "
+                    "[build-system] requires); install them into the venv: /venv/bin/python3 -m pip install "
+                    "'scikit-build-core>=0.10' (or set the build_wheel task's install_build_requirements: true in your "
+                    "playbook)", preflight=False))
+# the wheel's size (bytes) and mtime (s) as the stamps probe stats them, and as its stamp records them
+SIZE, MTIME = 1234, 1700000000
+def stamps_out(*stamps, installed=({"sha256": SHA},), seen=(SIZE, MTIME)):
+    """The stamps probe's answer: ``STAMP <size> <mtime> <stamp>`` per stamp, ``INSTALLED <record>`` per record."""
+    lines = [f"STAMP {seen[0]} {seen[1]} {json.dumps(s)}" for s in stamps] + [f"INSTALLED {json.dumps(i)}" for i in installed]
+    return {"rc": 0, "stdout": "".join(line + "\n" for line in lines)}
+STAMP_SIZED = {**STAMP, "size_bytes": SIZE, "mtime_s": MTIME}
+STAMPS_OK = stamps_out(STAMP_SIZED)
+# a host that holds the wheel of these inputs reuses or serves it: no venv probe, no space check
 case("build_wheel", "same-inputs-reuse-the-wheel", args=BW, host=H90,
-     steps=[META_SKB, {"expect": {"type": "Run", "mutating": False}, "answer": PYINFO},
-            {"expect": {"type": "Run", "mutating": False}, "answer": STAMPS_OK},
+     steps=[META_SKB, {"expect": {"type": "Run", "mutating": False}, "answer": STAMPS_OK},
             {"expect": {"type": "ClassRole", "key": K, "holds": True, "once": True}, "answer": "reuse"}],
      result={"status": "ok", "decision": {"action": "reuse", "installed": True, "changed": []}})
 case("build_wheel", "another-member-builds-this-host-receives", args=BW, host=H90,
-     steps=[META_SKB, {"expect": {"type": "Run"}, "answer": PYINFO},
-            {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}},
-            {"expect": {"type": "ClassRole", "holds": False}, "answer": "push"},
+     steps=[META_SKB, {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}}, {"expect": {"type": "Run"}, "answer": PYINFO},
+            SPACE_OK, {"expect": {"type": "ClassRole", "holds": False}, "answer": "push"},
             {"expect": {"type": "Fetch", "key": K, "dest": DEST},
              "answer": {"name": "w.whl", "sha256": SHA, "builder": "h0", "remote": f"{DEST}/w.whl", "data": {"archs": "9.0a"}}},
+            # the stamp records the received wheel's size and mtime (the next run's check)
+            {"expect": {"type": "Run", "argv": ["stat", "-L", "-c", "%s %Y", f"{DEST}/w.whl"], "mutating": False},
+             "answer": {"rc": 0, "stdout": f"{SIZE} {MTIME}\n"}},
             {"expect": {"type": "Put", "remote": f"{DEST}/.fleetctl-build.json"}, "answer": None}],
      result={"status": "changed", "msg": "built once for this arch class on h0",
-             "decision": {"action": "push", "changed": ["nothing installed"]}})
+             "decision": {"action": "push", "changed": ["nothing installed"]}, "data": {"size_bytes": SIZE, "mtime_s": MTIME}})
 TMP = f"/w/tmp/{K[:16]}"
 HOOKS = "/w/runs/r1/scripts/build_hook"
 def build_steps(meta=META_SKB, info=PYINFO, dest=DEST, tmp=TMP):
-    return [meta, {"expect": {"type": "Run"}, "answer": info},
-            {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}},
-            {"expect": {"type": "ClassRole"}, "answer": "build"},
+    return [meta, {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}}, {"expect": {"type": "Run"}, "answer": info},
+            SPACE_OK, {"expect": {"type": "ClassRole"}, "answer": "build"},
             {"expect": {"type": "Run", "argv": ["rm", "-rf", dest, tmp]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", dest, tmp]}, "answer": {"rc": 0}},
             {"expect": {"type": "PutFiles"}, "answer": None},
@@ -213,22 +267,25 @@ def after_build(record=RECORD_OK):
     return [{"expect": {"type": "Run", "argv": ["/bin/sh", "-c", CLEAN, "fleetctl-clean", "/w/src/k"]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "argv": ["rm", "-rf", TMP]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": record}}]
-AFTER = [{"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": f"{SHA}  {WHEEL}\n"}},
-         {"expect": {"type": "Put", "remote": "/w/runs/r1/scripts/wheel_sass.py"}, "answer": None}]
-case("build_wheel", "builds-for-exactly-the-host-sm", args=BW, host=H90,
-     steps=BUILD_STEPS + [{"expect": {"type": "Run", "argv": BUILD_ARGV, "env": ENV, "cwd": "/w/src/k"}, "answer": {"rc": 0}}]
-     + after_build() + AFTER + [
-         {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "/w/runs/r1/scripts/wheel_sass.py", WHEEL, "/usr/local/cuda/bin/cuobjdump"]},
-          "answer": {"rc": 0, "stdout": json.dumps({"archs": ["sm_90a"], "ptx": ["compute_90a"], "error": None})}},
-         {"expect": {"type": "Put", "remote": f"{DEST}/.fleetctl-build.json"}, "answer": None},
-         {"expect": {"type": "Publish", "key": K, "wheel": WHEEL}, "answer": None}],
+# the built wheel's size, mtime and sha256, in one probe (the stamp records all three)
+def after_wheel(stat=f"{SIZE} {MTIME} "):
+    return [{"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": f"{stat}{SHA}  {WHEEL}\n"}},
+            {"expect": {"type": "Put", "remote": "/w/runs/r1/scripts/wheel_sass.py"}, "answer": None}]
+AFTER = after_wheel()
+# a build that succeeds, from pip wheel to the wheel published to its arch class
+BUILT = [{"expect": {"type": "Run", "argv": BUILD_ARGV, "env": ENV, "cwd": "/w/src/k"}, "answer": {"rc": 0}}] + after_build() + AFTER + [
+    {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "/w/runs/r1/scripts/wheel_sass.py", WHEEL, "/usr/local/cuda/bin/cuobjdump"]},
+     "answer": {"rc": 0, "stdout": json.dumps({"archs": ["sm_90a"], "ptx": ["compute_90a"], "error": None})}},
+    {"expect": {"type": "Put", "remote": f"{DEST}/.fleetctl-build.json"}, "answer": None},
+    {"expect": {"type": "Publish", "key": K, "wheel": WHEEL}, "answer": None}]
+case("build_wheel", "builds-for-exactly-the-host-sm", args=BW, host=H90, steps=BUILD_STEPS + BUILT,
      result={"status": "changed", "msg": "built fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl for 9.0a",
-             "decision": {"action": "build"}})
+             "decision": {"action": "build"}, "data": {"size_bytes": SIZE, "mtime_s": MTIME}})
 case("build_wheel", "sass-missing-fails-the-class", args=BW, host=H90,
-     steps=BUILD_STEPS + [{"expect": {"type": "Run", "argv": BUILD_ARGV}, "answer": {"rc": 0}}] + after_build() + AFTER + [
+     steps=BUILD_STEPS + [{"expect": {"type": "Run", "argv": BUILD_ARGV}, "answer": {"rc": 0}}] + after_build() + after_wheel("") + [
          {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": json.dumps({"archs": ["sm_80"], "error": None})}},
          {"expect": {"type": "Fail", "key": K}, "answer": None}],
-     result={"status": "failed", "msg": "lacks sm_90a (holds sm_80)"})
+     result=build_failed("lacks sm_90a (holds sm_80)"))
 ENV4 = {**ENV, "MAX_JOBS": "4", "CMAKE_BUILD_PARALLEL_LEVEL": "4"}
 case("build_wheel", "compiler-killed-for-memory-retries-with-half-the-jobs", args=BW, host=H90,
      steps=BUILD_STEPS + [
@@ -237,31 +294,31 @@ case("build_wheel", "compiler-killed-for-memory-retries-with-half-the-jobs", arg
          {"expect": {"type": "Emit", "name": "build.started"}, "answer": None},
          {"expect": {"type": "Run", "env": ENV4}, "answer": {"rc": 137, "stderr": "Killed\n"}}] + after_build("") + [
          {"expect": {"type": "Fail"}, "answer": None}],
-     result={"status": "failed", "msg": "compiler killed (likely out of memory) with MAX_JOBS=4 (full log: fleetctl logs r1 h1)"})
+     result=build_failed("compiler killed (likely out of memory) with MAX_JOBS=4 (full log: fleetctl logs r1 h1)"))
 case("build_wheel", "compile-error-is-the-summary", args=BW, host=H90,
      steps=BUILD_STEPS + [
          {"expect": {"type": "Run", "argv": BUILD_ARGV},
           "answer": {"rc": 1, "stdout": "[1/4] Building CUDA object\n/w/src/k/csrc/cuda_quant.cu(13): error: expected an expression\n1 error detected\nninja: build stopped\n",
                      "stderr": "ERROR: Failed to build installable wheels for some pyproject.toml based projects (fp4_kernels)\n"}}]
      + after_build() + [{"expect": {"type": "Fail"}, "answer": None}],
-     result={"status": "failed", "msg": "build failed (pip): /w/src/k/csrc/cuda_quant.cu(13): error: expected an expression "
-                                        "(full log: fleetctl logs r1 h1)"})
+     result=build_failed("build failed (pip): /w/src/k/csrc/cuda_quant.cu(13): error: expected an expression "
+                         "(full log: fleetctl logs r1 h1)"))
 case("build_wheel", "the-cuda-compiler-cmake-used-is-not-the-one-asked-for", args=BW, host=H90,
      steps=BUILD_STEPS + [
          {"expect": {"type": "Run", "argv": BUILD_ARGV},
           "answer": {"rc": 1, "stdout": "-- The CUDA compiler identification is NVIDIA 12.0.140\nCMake Error at /w/runs/r1/scripts/build_hook/fleetctl_record.cmake:34 (message):\n  fleetctl: CMake uses the CUDA compiler /usr/bin/nvcc\n"}}]
      + after_build(json.dumps({"kind": "cuda_compiler", "path": "/usr/bin/nvcc", "realpath": "/usr/bin/nvcc", "version": "12.0.140"}))
      + [{"expect": {"type": "Fail"}, "answer": None}],
-     result={"status": "failed", "msg": "build failed (pip): the build used the CUDA compiler /usr/bin/nvcc (12.0.140), not "
-                                        "/usr/local/cuda/bin/nvcc (13.0) that fleetctl asked for"})
+     result=build_failed("build failed (pip): the build used the CUDA compiler /usr/bin/nvcc (12.0.140), not "
+                         "/usr/local/cuda/bin/nvcc (13.0) that fleetctl asked for"))
 case("build_wheel", "torch-drift-read-inside-the-build-fails-naming-both", args=BW, host=H90,
      steps=BUILD_STEPS + [{"expect": {"type": "Run", "argv": BUILD_ARGV}, "answer": {"rc": 0}}]
      + after_build(RECORD_OK + "\n" + json.dumps({"kind": "torch", "torch": "2.12.0+cu130", "torch_cuda": "13.0",
                                                   "torch_file": "/tmp/pip-build-env-x/lib/python3.12/site-packages/torch/__init__.py"}))
      + [{"expect": {"type": "Fail"}, "answer": None}],
-     result={"status": "failed", "msg": "torch drift: the build compiled against torch 2.12.0+cu130 (CUDA 13.0) from "
-                                        "/tmp/pip-build-env-x/lib/python3.12/site-packages/torch/__init__.py, but the venv "
-                                        "runs torch 2.11.0+cu130 (CUDA 13.0)"})
+     result=build_failed("torch drift: the build compiled against torch 2.12.0+cu130 (CUDA 13.0) from "
+                         "/tmp/pip-build-env-x/lib/python3.12/site-packages/torch/__init__.py, but the venv "
+                         "runs torch 2.11.0+cu130 (CUDA 13.0)"))
 def ptx_case(name, archs, sass_answer, result):
     k = key_for(FACTS90, archs=archs)
     dest, tmp = f"/w/wheels/{k[:16]}", f"/w/tmp/{k[:16]}"
@@ -283,7 +340,7 @@ def ptx_case(name, archs, sass_answer, result):
 ptx_case("ptx-covers-a-gpu-its-sass-does-not-run-on", "8.0+PTX",
          {"archs": ["sm_80"], "ptx": ["compute_80"], "error": None}, {"status": "changed", "msg": "for 8.0+PTX"})
 ptx_case("ptx-dropped-by-the-build-fails-loudly", "8.0+PTX;9.0a", {"archs": ["sm_80", "sm_90a"], "ptx": [], "error": None},
-         {"status": "failed", "msg": "lacks the compute_80 PTX that +PTX asked for (holds no PTX): the build dropped it"})
+         build_failed("lacks the compute_80 PTX that +PTX asked for (holds no PTX): the build dropped it"))
 CUDA124 = {**CUDA, "version": "12.4", "archs": ["compute_80", "compute_90"], "nvcc_realpath": "/usr/local/cuda-12.4/bin/nvcc",
            "toolkits": [{"home": "/usr/local/cuda", "nvcc": "/usr/local/cuda/bin/nvcc", "version": "12.4", "archs": ["compute_80", "compute_90"], "source": "/usr/local/cuda"},
                         {"home": "/usr/local/cuda-12.9", "nvcc": "/usr/local/cuda-12.9/bin/nvcc", "version": "12.9", "archs": ["compute_90", "compute_120"], "source": "/usr/local/cuda-*"},
@@ -303,12 +360,13 @@ case("build_wheel", "the-newest-toolkit-that-builds-the-arch-is-used", args=BW, 
      + [{"expect": {"type": "Run", "env": ENV120}, "answer": {"rc": 1, "stdout": "k.cu(1): error: boom\n"}},
         {"expect": {"type": "Run"}, "answer": {"rc": 0}}, {"expect": {"type": "Run"}, "answer": {"rc": 0}},
         {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}}, {"expect": {"type": "Fail"}, "answer": None}],
-     result={"status": "failed", "msg": "k.cu(1): error: boom"})
+     result=build_failed("k.cu(1): error: boom"))
 # pip_install
 DISTS = {"torch": "2.11.0+cu130", "numpy": "2.1.0", "fp4-kernels": "0.1.0"}
-def STATE(rec, dist, torch="2.11.0+cu130", dists=None, stamp=None):
+def STATE(rec, dist, torch="2.11.0+cu130", dists=None, stamp=None, end=""):
+    """The install-state probe's answer (pip_install.STATE_SCRIPT); end: what follows the JSON."""
     return {"rc": 0, "stdout": json.dumps({"record": rec, "dist": dist, "torch": torch, "cuda": "13.0",
-                                           "dists": dists or {**DISTS, "torch": torch}, "stamp": stamp})}
+                                           "dists": dists or {**DISTS, "torch": torch}, "stamp": stamp}) + end}
 REC = {"sha256": SHA, "kept": "/w/installed/w.whl", "record_sha256": "r" * 64}
 PI = {"wheel": WHEEL}
 HP = {"facts": FACTS90, "files": {WHEEL: SHA}}
@@ -355,7 +413,7 @@ case("pip_install", "a-copy-outside-the-venv-is-not-taken-for-the-install", args
 DAMAGED = ["fp4_kernels/_C.cpython-312-x86_64-linux-gnu.so is 1000 bytes, RECORD says 2234805"]
 case("pip_install", "a-damaged-install-is-installed-again", args=PI, host=HP,
      steps=[{"expect": {"type": "Run", "mutating": False},
-             "answer": STATE(REC, {"version": "0.1.0", "record_sha256": "r" * 64, "damaged": DAMAGED, "n_damaged": 1})},
+             "answer": STATE(REC, {"version": "0.1.0", "record_sha256": "r" * 64, "damaged": DAMAGED, "n_damaged": 1}, end="\n")},
             CHECK,
             {"expect": {"type": "Run", "argv": INSTALL_ARGV, "env": {**PIP_ENV, "TMPDIR": "/w/runs/r1"}, "cwd": "/"}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, {"record_sha256": "s" * 64})}, CHECK,
@@ -390,7 +448,9 @@ case("pip_install", "dependencies-allowed-torch-is-pinned", args={**PI, "no_deps
             {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall",
                                                 "--constraint", "/w/runs/r1/install-constraints.txt", WHEEL]},
              "answer": {"rc": 1, "stderr": "ERROR: Cannot install fp4_kernels because these package versions have conflicting dependencies.\n"
-                                           "The conflict is caused by: The user requested (constraint) torch==2.11.0+cu130\n"}}],
+                                           "The conflict is caused by: The user requested (constraint) torch==2.11.0+cu130\n"}},
+            # pip failed: the wheel is hashed, in case its bytes changed since its build (they did not)
+            {"expect": {"type": "Run", "argv": ["sha256sum", WHEEL], "mutating": False}, "answer": {"rc": 0, "stdout": f"{SHA}  {WHEEL}\n"}}],
      result={"status": "failed", "msg": "fleetctl never lets an install move torch"})
 STAMP_OLD_TORCH = {"build_record": {"torch": [{"torch": "2.10.0+cu130", "torch_cuda": "13.0", "torch_file": "/venv/x"}]}}
 case("pip_install", "a-wheel-built-against-another-torch-is-refused-before-installing", args=PI, host=HP,
@@ -611,10 +671,13 @@ FACTS_NO_PIP = {**FACTS90, "python": PY_NO_PIP, "uv": {"path": None}}
 NO_PIP_MSG = ("the venv /venv has no pip and this host has no uv, so nothing can build or install into it: add pip to it "
               "(/venv/bin/python3 -m ensurepip --upgrade), or install uv on the host")
 case("build_wheel", "a-venv-without-pip-on-a-host-without-uv-fails-while-planning", args=BW,
-     host={**H90, "facts": FACTS_NO_PIP}, steps=[], result={"status": "failed", "msg": NO_PIP_MSG, "decision": {"action": "fail"}})
+     host={**H90, "facts": FACTS_NO_PIP}, steps=[],
+     result=refused(NO_PIP_MSG, NO_PIP_MSG + " (https://docs.astral.sh/uv/getting-started/installation/)", decision={"action": "fail"}))
 case("build_wheel", "tool-uv-on-a-host-without-uv-fails-while-planning", args={**BW, "tool": "uv"},
      host={**H90, "facts": {**FACTS90, "uv": {"path": None}}}, steps=[],
-     result={"status": "failed", "msg": "tool: uv, but this host has no uv (looked on PATH, ~/.local/bin, ~/.cargo/bin)"})
+     result=refused("tool: uv, but this host has no uv (looked on PATH, ~/.local/bin, ~/.cargo/bin)",
+                    "tool: uv, but this host has no uv (looked on PATH, ~/.local/bin, ~/.cargo/bin): install uv on the host "
+                    "(https://docs.astral.sh/uv/getting-started/installation/), or use tool: pip (the venv has pip)"))
 case("pip_install", "a-venv-without-pip-on-a-host-without-uv-fails-before-any-step", args=PI,
      host={"facts": FACTS_NO_PIP, "files": {WHEEL: SHA}}, steps=[], result={"status": "failed", "msg": NO_PIP_MSG})
 case("pip_install", "a-venv-without-pip-installs-with-the-hosts-uv",
@@ -627,29 +690,39 @@ case("pip_install", "a-venv-without-pip-installs-with-the-hosts-uv",
             {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0}}],
      result={"status": "changed", "msg": "(uv)"})
 VENV_STARTED = "@@FLEETCTL_PROBE_STARTED@@\n"
+# a fault of fleetctl's probe is reported with the host's log
+REPORT_IT = "(please report it with the host's log: fleetctl logs RUN_ID HOST)"
+TORCH_ARCHS_FAULT = ("fleetctl's probe torch_archs (which arch names torch.utils.cpp_extension accepts) failed on this host: "
+                     "killed by signal 11: no answer")
 def crashed_probe(question, error):
     out = json.loads(venv_out(["setuptools>=64", "packaging", "ninja", "wheel"])["stdout"])
     return {"rc": 0, "stdout": VENV_STARTED + json.dumps({**out, "probe_errors": {question: error}}) + "\n"}
 case("build_wheel", "a-crashed-probe-question-is-fleetctls-fault-not-the-hosts", args=BW, host=H90,
-     steps=[META_TEXT, {"expect": {"type": "Run", "mutating": False, "cwd": "/"},
+     steps=[META_TEXT, NO_STAMPS, {"expect": {"type": "Run", "mutating": False, "cwd": "/"},
                         "answer": crashed_probe("torch_archs", "killed by signal 11: no answer")}],
-     result={"status": "failed", "msg": "fleetctl's probe torch_archs (which arch names torch.utils.cpp_extension accepts) "
-                                        "failed on this host: killed by signal 11: no answer; this is a fault of fleetctl, not of the host"})
+     result=refused(f"{TORCH_ARCHS_FAULT}; this is a fault of fleetctl, not of the host",
+                    f"{TORCH_ARCHS_FAULT}; this is a fault of fleetctl, not of the host {REPORT_IT}", preflight=False))
 case("build_wheel", "a-probe-that-started-and-printed-no-answer-is-fleetctls-fault", args=BW, host=H90,
-     steps=[META_TEXT, {"expect": {"type": "Run", "mutating": False, "cwd": "/"},
+     steps=[META_TEXT, NO_STAMPS, {"expect": {"type": "Run", "mutating": False, "cwd": "/"},
                         "answer": {"rc": 1, "stdout": VENV_STARTED, "stderr": "Traceback (most recent call last):\nOSError: [Errno 5] Input/output error\n"}}],
-     result={"status": "failed", "msg": "fleetctl's probe venv (the probe of the venv's python) failed on this host: rc=1: OSError: [Errno 5]"})
+     result=refused("fleetctl's probe venv (the probe of the venv's python) failed on this host: rc=1: OSError: [Errno 5]",
+                    "fleetctl's probe venv (the probe of the venv's python) failed on this host: rc=1: OSError: [Errno 5] "
+                    f"Input/output error; this is a fault of fleetctl, not of the host {REPORT_IT}", preflight=False))
 case("build_wheel", "a-venv-python-that-does-not-start-is-the-hosts-fault", args=BW, host=H90,
-     steps=[META_TEXT, {"expect": {"type": "Run", "mutating": False, "cwd": "/"},
+     steps=[META_TEXT, NO_STAMPS, {"expect": {"type": "Run", "mutating": False, "cwd": "/"},
                         "answer": {"rc": 127, "stderr": "/bin/sh: 1: /venv/bin/python3: not found\n"}}],
-     result={"status": "failed", "msg": "preflight: venv python /venv/bin/python3 does not run: /bin/sh: 1: /venv/bin/python3: not found"})
+     result=refused("preflight: venv python /venv/bin/python3 does not run: /bin/sh: 1: /venv/bin/python3: not found",
+                    "venv python /venv/bin/python3 does not run: /bin/sh: 1: /venv/bin/python3: not found", preflight=False))
 case("build_wheel", "torch-facts-that-fleetctls-reader-could-not-read-are-not-called-a-broken-torch", args=BW,
      host={**H90, "facts": {**FACTS90, "python": {**PY, "torch": None, "torch_cuda": None,
                                                   "torch_probe_error": "fleetctl's probe read_torch failed: IndexError: list index out of range"}}},
-     steps=[META_TEXT, {"expect": {"type": "Run", "mutating": False, "cwd": "/"}, "answer": venv_out(["setuptools>=64", "packaging", "ninja", "wheel"])},
+     steps=[META_TEXT, NO_STAMPS, {"expect": {"type": "Run", "mutating": False, "cwd": "/"}, "answer": venv_out(["setuptools>=64", "packaging", "ninja", "wheel"])},
             *NO_MEMBER_BUILDS],
-     result={"status": "failed", "msg": "fleetctl's probe read_torch failed: IndexError: list index out of range: fleetctl could not "
-                                        "read the venv's torch, a fault of fleetctl, not of the host"})
+     result=refused("fleetctl's probe read_torch failed: IndexError: list index out of range: fleetctl could not read the "
+                    "venv's torch, a fault of fleetctl, not of the host",
+                    "fleetctl's probe read_torch failed: IndexError: list index out of range: fleetctl could not read the "
+                    "venv's torch, a fault of fleetctl, not of the host (its torch may be fine); please report it with the "
+                    "host's log (fleetctl logs RUN_ID HOST)", preflight=False))
 case("pip_install", "a-crashed-install-state-probe-is-fleetctls-fault-and-installs-nothing", args=PI, host=HP,
      steps=[{"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV},
              "answer": {"rc": 1, "stdout": "@@FLEETCTL_PROBE_STARTED@@\n", "stderr": "Traceback (most recent call last):\nKeyError: 'x'\n"}}],
@@ -666,4 +739,226 @@ case("pip_install", "no-answer-after-the-install-is-not-a-torch-change-and-rolls
             {"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV},
              "answer": {"rc": -9, "stdout": "@@FLEETCTL_PROBE_STARTED@@\n", "stderr": ""}}],
      result={"status": "failed", "msg": "but whether torch moved is unknown: fleetctl's probe install-state (after the install) failed"})
-print("ok", K[:16])
+
+# -- arch classes: a member that cannot build receives its class's wheel (build_space, receiver_space)
+VENV_SKB_OK = venv_out({"scikit-build-core>=0.10": {"name": "scikit-build-core", "installed": "0.10.7", "ok": True},
+                        "nanobind>=2.0": {"name": "nanobind", "installed": "2.1.0", "ok": True}})
+VENV_SKB_OLD = venv_out({"scikit-build-core>=0.10": {"name": "scikit-build-core", "installed": "0.9.0", "ok": False},
+                         "nanobind>=2.0": {"name": "nanobind", "installed": "2.1.0", "ok": True}})
+SKB_MISSING = ("build requirements missing in /venv: scikit-build-core>=0.10 (have 0.9.0) (the package's own [build-system] "
+               "requires); install them into the venv: /venv/bin/python3 -m pip install 'scikit-build-core>=0.10' (or set "
+               "the build_wheel task's install_build_requirements: true in your playbook)")
+H_SHORT = {**H90, "facts": {**FACTS90, "disk_free_mib": 1000, "disk_free_path": "/w"}}
+SHORT_FOR_THE_BUILD = ("only 1000 MiB free at /w; the build needs 2048 MiB (the build_wheel task's min_free_disk_mib argument in "
+                       "the playbook, not a host var): free space there, or set the host var workdir to a larger file system")
+def receiver_space(free_mib):
+    """The receiver's space check's answer: where the wheel lands and where pip unpacks it."""
+    return {"rc": 0, "stdout": json.dumps({p: {"dir": "/w", "ok": True, "checked": True, "errno": None, "error": None,
+                                               "free_mib": free_mib} for p in ("/w/wheels", "/w/runs/r1")}) + "\n"}
+RECEIVED = [{"expect": {"type": "Fetch"}, "answer": {"name": "w.whl", "sha256": SHA, "builder": "h0", "remote": "/w/wheels/k/w.whl",
+                                                     "data": {}}},
+            {"expect": {"type": "Run", "argv": ["stat", "-L", "-c", "%s %Y", "/w/wheels/k/w.whl"], "mutating": False},
+             "answer": {"rc": 0, "stdout": f"{SIZE} {MTIME}\n"}},
+            {"expect": {"type": "Put"}, "answer": None}]
+PUSHED_TO_ONE_THAT_CANNOT_BUILD = {"expect": {"type": "ClassRole", "holds": False, "once": True}, "answer": "push"}
+case("build_wheel", "a-builder-short-of-the-builds-disk-space-fails-with-the-builds-number",
+     about="the member that builds keeps the build's check: min_free_disk_mib (2048 MiB)", args=BW, host=H_SHORT,
+     steps=[META_SKB, NO_STAMPS, {"expect": {"type": "Run"}, "answer": VENV_SKB_OK}, *NO_MEMBER_BUILDS],
+     result=refused(f"preflight: {SHORT_FOR_THE_BUILD}", SHORT_FOR_THE_BUILD, preflight=False))
+case("build_wheel", "a-host-short-of-the-builds-disk-space-receives-its-class-wheel",
+     about="new-user trial: a member with room for the wheel but not for the build (min_free_disk_mib, 2048) was refused; "
+           "it receives the wheel once its room for the wheel and its install is checked (512 MiB)", args=BW, host=H_SHORT,
+     steps=[META_SKB, NO_STAMPS, {"expect": {"type": "Run"}, "answer": VENV_SKB_OK}, PUSHED_TO_ONE_THAT_CANNOT_BUILD,
+            {"expect": {"type": "Run", "mutating": False}, "answer": receiver_space(1000)}, *RECEIVED],
+     result={"status": "changed", "msg": "built once for this arch class on h0",
+             "decision": {"action": "push", "cannot_build": f"preflight: {SHORT_FOR_THE_BUILD}"}})
+case("build_wheel", "a-host-that-cannot-build-receives-its-class-wheel", args=BW, host=H90,
+     steps=[META_SKB, NO_STAMPS, {"expect": {"type": "Run"}, "answer": VENV_SKB_OLD}, PUSHED_TO_ONE_THAT_CANNOT_BUILD,
+            {"expect": {"type": "Run", "mutating": False}, "answer": receiver_space(200000)}, *RECEIVED],
+     result={"status": "changed", "msg": "built once for this arch class on h0",
+             "decision": {"action": "push", "cannot_build": f"preflight: {SKB_MISSING}"}})
+case("build_wheel", "a-member-whose-builder-was-lost-and-cannot-build-says-both", args=BW, host=H90,
+     steps=[META_SKB, NO_STAMPS, {"expect": {"type": "Run"}, "answer": VENV_SKB_OLD}, PUSHED_TO_ONE_THAT_CANNOT_BUILD,
+            {"expect": {"type": "Run", "mutating": False}, "answer": receiver_space(200000)},
+            {"expect": {"type": "Fetch"}, "answer": "build"},  # the builder was lost: this host is next to build
+            {"expect": {"type": "Fail"}, "answer": None}],
+     result=refused("the arch class's builder was lost during the run and this host was next to build, but preflight: "
+                    "build requirements missing", SKB_MISSING, preflight=False))
+SHORT_TO_RECEIVE = ("only 511 MiB free at /w; receiving this arch class's wheel (not building it) needs 512 MiB (the build_wheel "
+                    "task's receiver_min_free_disk_mib argument in the playbook, not a host var)")
+case("build_wheel", "a-receiver-short-of-room-for-the-wheel-fails-before-the-transfer",
+     about="a receiver below receiver_min_free_disk_mib (default 512 MiB) fails while planning, nothing is sent", args=BW,
+     host={**H90, "facts": {**FACTS90, "disk_free_mib": 511, "disk_free_path": "/w"}},
+     steps=[META_SKB, NO_STAMPS, {"expect": {"type": "Run"}, "answer": VENV_SKB_OK}, PUSHED_TO_ONE_THAT_CANNOT_BUILD],
+     result=refused(f"preflight: {SHORT_TO_RECEIVE}", f"{SHORT_TO_RECEIVE}: free space there, or set the host var workdir to "
+                    "a larger file system", preflight=False, decision={"action": "fail"}))
+QUOTA = {"dir": "/w", "ok": False, "checked": True, "errno": 122, "error": "Disk quota exceeded", "free_mib": 200000}
+QUOTA_MSG = ("Disk quota exceeded (EDQUOT) writing 2048 MiB in /w (for /w/tmp, /w/wheels; statvfs shows 200000 MiB free there; "
+             "min_free_disk_mib)")
+case("build_wheel", "preflight-a-quota-statvfs-does-not-show", args=BW, host=H90,
+     steps=[META_SKB, NO_STAMPS, {"expect": {"type": "Run"}, "answer": PYINFO},
+            {"expect": {"type": "Run", "mutating": False},
+             "answer": {"rc": 0, "stdout": json.dumps({"/w/tmp": QUOTA, "/w/wheels": QUOTA}) + "\n"}},
+            *NO_MEMBER_BUILDS],
+     result=refused(f"preflight: {QUOTA_MSG}", f"{QUOTA_MSG}: a disk quota (user, group or project quota, or a btrfs qgroup) "
+                    "on that file system is used up, though df may show space free; free space under the quota (quota -s "
+                    "shows it) or ask for a larger one, or set the host var workdir to a folder on another file system",
+                    preflight=False))
+
+# -- the host compiler nvcc compiles host code with (build_toolchain, build.hostcompiler)
+from fleetctl.tasks.build_toolchain import host_compiler_preflight  # noqa: E402
+CUDA_MAX15 = {**CUDA, "host_compiler_max": {"gnu": 15, "clang": 20, "source": "/usr/local/cuda/include/crt/host_config.h"}}
+GCC16 = {"path": "/usr/bin/gcc", "realpath": "/usr/bin/gcc-16", "name": "gcc", "kind": "gnu", "major": 16, "minor": 1,
+         "version": "16.1", "banner": "gcc (GCC) 16.1.0", "error": None}
+GXX14 = {"path": "/usr/bin/g++-14", "realpath": "/usr/bin/g++-14", "name": "g++-14", "kind": "gnu", "major": 14, "minor": 2,
+         "version": "14.2", "banner": "g++-14 (GCC) 14.2.0", "error": None}
+FACTS_GXX14 = {**FACTS90, "cuda": CUDA_MAX15, "host_compilers": {"default": GCC16, "candidates": [GXX14]}}
+K_GXX14 = key_for(host_compiler_preflight(FACTS_GXX14, BW)[0])  # the chosen compiler is part of the class key
+DEST_GXX14 = f"/w/wheels/{K_GXX14[:16]}"
+case("build_wheel", "a-refused-default-host-compiler-is-replaced-by-an-accepted-one", args=BW,
+     host={**H90, "facts": FACTS_GXX14},
+     steps=[META_SKB, {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}}, {"expect": {"type": "Run"}, "answer": PYINFO},
+            SPACE_OK, {"expect": {"type": "ClassRole"}, "answer": "build"},
+            {"expect": {"type": "Run"}, "answer": {"rc": 0}}, {"expect": {"type": "Run"}, "answer": {"rc": 0}},
+            {"expect": {"type": "PutFiles"}, "answer": None}, {"expect": {"type": "Run"}, "answer": {"rc": 0}},
+            {"expect": {"type": "Emit", "name": "build.started"}, "answer": None},
+            {"expect": {"type": "Run", "cwd": "/w/src/k",
+                        "argv": [*BUILD_ARGV[:7], DEST_GXX14, *BUILD_ARGV[8:13],
+                                 "--config-settings=cmake.define.CMAKE_CUDA_HOST_COMPILER=/usr/bin/g++-14", *BUILD_ARGV[13:]],
+                        "env": {**ENV, "TMPDIR": f"/w/tmp/{K_GXX14[:16]}", "FLEETCTL_BUILD_RECORD": f"{DEST_GXX14}/.fleetctl-build-record.jsonl",
+                                "CUDAHOSTCXX": "/usr/bin/g++-14", "NVCC_CCBIN": "/usr/bin/g++-14"}},
+             "answer": {"rc": 0}},
+            {"expect": {"type": "Run"}, "answer": {"rc": 0}}, {"expect": {"type": "Run"}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0, "stdout": RECORD_OK}},
+            {"expect": {"type": "Run", "mutating": False},
+             "answer": {"rc": 0, "stdout": f"{SHA}  {DEST_GXX14}/fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl\n"}},
+            {"expect": {"type": "Put"}, "answer": None},
+            {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": json.dumps({"archs": ["sm_90a"], "ptx": ["compute_90a"], "error": None})}},
+            {"expect": {"type": "Put"}, "answer": None}, {"expect": {"type": "Publish"}, "answer": None}],
+     result={"status": "changed", "msg": "built fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl for 9.0a",
+             "decision": {"host_compiler": "host compiler: nvcc's default gcc 16.1 (/usr/bin/gcc) is refused by nvcc 13.0 at "
+                                           "/usr/local/cuda/bin/nvcc (gcc 16.1 is newer than 15; it accepts clang <= 20 and gcc "
+                                           "<= 15, /usr/local/cuda/include/crt/host_config.h): using gcc 14.2 (/usr/bin/g++-14) "
+                                           "(CUDAHOSTCXX, NVCC_CCBIN, CMAKE_CUDA_HOST_COMPILER)"}})
+NO_CXX = ("nvcc 13.0 at /usr/local/cuda/bin/nvcc refuses the host compiler gcc 16.1 (/usr/bin/gcc) (gcc 16.1 is newer than 15; "
+          "it accepts clang <= 20 and gcc <= 15, /usr/local/cuda/include/crt/host_config.h) and no accepted one is installed "
+          "(others found: none): install g++-15 or older")
+case("build_wheel", "preflight-no-host-compiler-nvcc-accepts", args=BW,
+     host={**H90, "facts": {**FACTS90, "cuda": CUDA_MAX15, "host_compilers": {"default": GCC16, "candidates": []}}}, steps=[],
+     result=refused(f"preflight: {NO_CXX}", f"{NO_CXX} (e.g. apt-get install g++-15, dnf install gcc-toolset-15) or a newer "
+                    "CUDA toolkit (host var cuda_home); fleetctl then uses it"))
+
+# -- build stamps: a stamp is trusted for the wheel it describes only (build_keys.stale_stamp)
+case("build_wheel", "a-stamp-without-size-and-mtime-is-trusted-once-its-wheel-hashes-to-its-sha256", args=BW, host=H90,
+     steps=[META_SKB, {"expect": {"type": "Run", "mutating": False}, "answer": stamps_out(STAMP)},
+            {"expect": {"type": "Run", "argv": ["sha256sum", WHEEL], "mutating": False}, "answer": {"rc": 0, "stdout": f"{SHA}  {WHEEL}\n"}},
+            # the stamp is rewritten with the size and mtime the wheel has now: hashed once, not every run
+            {"expect": {"type": "Put", "remote": f"{DEST}/.fleetctl-build.json", "mutating": True}, "answer": None},
+            {"expect": {"type": "ClassRole", "key": K, "holds": True, "once": True}, "answer": "reuse"}],
+     result={"status": "ok", "decision": {"action": "reuse", "installed": True, "changed": []}})
+def rebuilt(why):
+    """A stale stamp's wheel built again, with the line saying why (note, summary, --plan's cause column)."""
+    return {"status": "changed", "msg": f"built fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl for 9.0a (rebuilt: {why})",
+            "decision": {"action": "build", "stale_wheel": why, "installed": False}}
+STALE_BUILD = [{"expect": {"type": "Note"}, "answer": None}, {"expect": {"type": "Run"}, "answer": PYINFO}, SPACE_OK,
+               {"expect": {"type": "ClassRole", "holds": False}, "answer": "build"}, *BUILD_STEPS[5:], *BUILT]
+case("build_wheel", "a-truncated-wheel-is-rebuilt-not-reused-its-size-says-so-without-hashing", args=BW, host=H90,
+     steps=[META_SKB, {"expect": {"type": "Run"}, "answer": stamps_out(STAMP_SIZED, seen=(5, MTIME))}, *STALE_BUILD],
+     result=rebuilt("fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl is 5 bytes, its build stamp says 1234 (truncated or "
+                    "replaced since it was built)"))
+case("build_wheel", "a-wheel-of-the-stamps-size-whose-sha256-differs-is-rebuilt", args=BW, host=H90,
+     steps=[META_SKB, {"expect": {"type": "Run"}, "answer": stamps_out(STAMP_SIZED, seen=(SIZE, MTIME + 7))},
+            {"expect": {"type": "Run", "argv": ["sha256sum", WHEEL], "mutating": False}, "answer": {"rc": 0, "stdout": f"{'b' * 64}  {WHEEL}\n"}},
+            *STALE_BUILD],
+     result=rebuilt("fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl's sha256 is bbbbbbbbbbbb..., its build stamp says "
+                    "aaaaaaaaaaaa... (changed since it was built)"))
+case("build_wheel", "a-wheel-pushed-earlier-is-reused-not-pushed-again", args=BW, host=H90,
+     steps=[META_SKB, {"expect": {"type": "Run", "mutating": False},
+                       "answer": stamps_out({**STAMP, "pushed_from": "n1", "reused": False, "size_bytes": SIZE, "mtime_s": MTIME})},
+            {"expect": {"type": "ClassRole", "key": K, "holds": True, "once": True}, "answer": "reuse"}],
+     result={"status": "ok", "decision": {"action": "reuse", "installed": True, "changed": []},
+             "data": {"reused": True, "pushed_from": None, "wheel_from": "n1"}},
+     about="a wheel pushed to this host in an earlier run is reused now: this run's data says reused, not pushed from its "
+           "builder (the summary says '(reused)' over SSH and Slurm alike)")
+AARCH64 = {"machine": "aarch64", "sysconfig": "linux-aarch64", "libc": "glibc", "libc_version": "2.39",
+           "interp": "/lib/ld-linux-aarch64.so.1", "bits": 64}
+FACTS_ARM = {**FACTS90, "python": {**PY, "platform": AARCH64}}
+K_ARM = key_for(FACTS_ARM)
+case("build_wheel", "the-platform-is-part-of-the-class-key", args=BW, host={**H90, "facts": FACTS_ARM},
+     steps=[META_SKB, {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}}, {"expect": {"type": "Run"}, "answer": PYINFO},
+            SPACE_OK, {"expect": {"type": "ClassRole", "holds": False}, "answer": "push"},
+            {"expect": {"type": "Fetch", "key": K_ARM, "dest": f"/w/wheels/{K_ARM[:16]}"},
+             "answer": {"name": "w.whl", "sha256": SHA, "builder": "h0", "remote": f"/w/wheels/{K_ARM[:16]}/w.whl", "data": {"archs": "9.0a"}}},
+            {"expect": {"type": "Run", "argv": ["stat", "-L", "-c", "%s %Y", f"/w/wheels/{K_ARM[:16]}/w.whl"], "mutating": False},
+             "answer": {"rc": 0, "stdout": f"{SIZE} {MTIME}\n"}},
+            {"expect": {"type": "Put", "remote": f"/w/wheels/{K_ARM[:16]}/.fleetctl-build.json"}, "answer": None}],
+     result={"status": "changed", "msg": "built once for this arch class on h0",
+             "decision": {"action": "push", "changed": ["nothing installed"], "platform": "linux_aarch64 glibc 2.39"}})
+
+# -- shared folders: who else builds or installs there (TargetClaim, the folder's .fleetctl-id)
+case("build_wheel", "a-workdir-another-host-shares-is-refused-before-anything", args=BW,
+     host={**H90, "facts": {**FACTS90, "targets": {"venv": {"path": "/venv", "id": "a" * 32, "error": None},
+                                                   "workdir": {"path": "/nfs/fleet", "id": "b" * 32, "error": None}}}},
+     steps=[{"expect": {"type": "TargetClaim", "mutating": False}, "answer": [["workdir", "/nfs/fleet", ["h0", "h1"], "9.0a"]]}],
+     result=refused("h0 and h1 share the workdir /nfs/fleet (one /nfs/fleet/.fleetctl-id): their builds would overwrite each "
+                    "other's files", "h0 and h1 share the workdir /nfs/fleet (one /nfs/fleet/.fleetctl-id): their builds would "
+                    "overwrite each other's files: give each host its own workdir (the host var workdir, set per host in "
+                    "host_vars/, e.g. h0: /nfs/fleet/h0, h1: /nfs/fleet/h1)", decision={"action": "fail"}))
+SHARED_VENV = {"path": "/nfs/rack1/venv", "id": "f" * 32, "error": None}
+case("pip_install", "a-venv-another-host-shares-is-refused", args=PI,
+     host={**HP, "facts": {**FACTS90, "targets": {"venv": SHARED_VENV}}},
+     steps=[{"expect": {"type": "TargetClaim", "mutating": False}, "answer": [["venv", "/nfs/rack1/venv", ["h1", "h2"], "9.0a;12.0a"]]}],
+     result={"status": "failed", "msg": "h1 and h2 share the venv /nfs/rack1/venv (one /nfs/rack1/venv/.fleetctl-id): one venv "
+                                        "holds one wheel, so each host's install would replace the others' SM: give each host "
+                                        "its own venv, or deploy once to one of them for all their GPUs (--hosts h1 -e "
+                                        "archs='9.0a;12.0a')"})
+UNREADABLE_ID = ("/nfs/rack1/venv/.fleetctl-id exists but user bob cannot read it (Permission denied): is /nfs/rack1/venv "
+                 "shared with another user or host? fleetctl cannot tell which hosts share it, so nothing is built or installed "
+                 "there: make the file readable (chmod 0644 /nfs/rack1/venv/.fleetctl-id), or give each host its own folder")
+case("pip_install", "a-venv-whose-id-file-this-user-cannot-read-is-refused-before-any-step", args=PI,
+     host={**HP, "facts": {**FACTS90, "targets": {"venv": {"path": "/nfs/rack1/venv", "id": None, "error": UNREADABLE_ID,
+                                                           "unreadable": True}}}},
+     steps=[], result={"status": "failed", "msg": f"the venv's id: {UNREADABLE_ID}"})
+GPU01 = {**SHARED_VENV, "installed": {"host": "gpu01", "archs": "9.0a;10.0a", "wheel": "fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl"}}
+TAKES_SM_AWAY = {"status": "failed", "msg": "/venv holds gpu01's install for 9.0a;10.0a (fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl): "
+                                            "this wheel for 12.0a would take 9.0a;10.0a away from gpu01, which shares the venv; "
+                                            "deploy once for all their GPUs (--hosts h1 -e archs='9.0a;10.0a;12.0a'), or give "
+                                            "each host its own venv; nothing was installed", "preflight": True}
+case("pip_install", "an-install-that-would-take-another-runs-host-sm-away-is-refused", args=PI,
+     host={**HP, "facts": {**FACTS90, "targets": {"venv": GPU01}}},
+     steps=[{"expect": {"type": "TargetClaim", "mutating": False}, "answer": []},
+            {"expect": {"type": "Run"}, "answer": STATE(None, None, dists={"torch": "2.11.0+cu130"}, stamp={"inputs": {"archs": "12.0a"}})}],
+     result=TAKES_SM_AWAY)
+PENDING = f"{DEST}/<built wheel>"  # a dry run's wheel: the build that writes it has not run
+case("pip_install", "the-shared-venv-refusal-does-not-wait-for-the-wheel-a-pending-build-stamp-says-its-archs",
+     args={"wheel": PENDING},
+     host={**HP, "facts": {**FACTS90, "targets": {"venv": GPU01}}, "files": {PENDING: None},
+           "stamps": {PENDING: {"wheel": PENDING, "sha256": None, "archs": "12.0a", "inputs": {"archs": "12.0a"}}}},
+     steps=[{"expect": {"type": "TargetClaim", "mutating": False}, "answer": []},
+            {"expect": {"type": "Run"}, "answer": STATE(None, None, dists={"torch": "2.11.0+cu130"})}],
+     result=TAKES_SM_AWAY)
+
+# -- pip_install: the wheel fits the host (wheeltags) and is the one its build wrote
+ARM_WHEEL = f"{DEST}/fp4_kernels-0.1.0-cp312-cp312-linux_aarch64.whl"
+case("pip_install", "a-wheel-built-on-a-newer-glibc-is-refused-before-installing", args={"wheel": ARM_WHEEL},
+     host={**HP, "facts": FACTS_ARM, "files": {ARM_WHEEL: SHA}},
+     steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None, dists={"torch": "2.11.0+cu130"},
+                                                        stamp={"inputs": {"platform": "linux_aarch64", "libc": "glibc 2.41"}})}],
+     result={"status": "failed", "msg": "h1: refusing fp4_kernels-0.1.0-cp312-cp312-linux_aarch64.whl: its platform tag "
+                                        "linux_aarch64 was built against glibc 2.41, which does not fit the host's platform "
+                                        "linux_aarch64 glibc 2.39"})
+case("pip_install", "a-wheel-for-another-platform-is-refused-before-installing", args=PI, host={**HP, "facts": FACTS_ARM},
+     steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None, dists={"torch": "2.11.0+cu130"})}],
+     result={"status": "failed", "msg": "h1: refusing fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl: its platform tag "
+                                        "linux_x86_64 does not fit the host's platform linux_aarch64 glibc 2.39; nothing was "
+                                        "installed", "decision": {"action": "fail"}})
+case("pip_install", "a-wheel-changed-in-place-since-its-build-fails-naming-both-sha256s-and-forgets-its-stamp",
+     args={"wheel": WHEEL, "no_deps": True, "keep_previous": False}, host=HP,
+     steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None)}, CHECK,
+            {"expect": {"type": "Run"}, "answer": {"rc": 1, "stderr": "zlib.error: Error -3 while decompressing data: invalid block type\n"}},
+            {"expect": {"type": "Run", "argv": ["sha256sum", WHEEL], "mutating": False}, "answer": {"rc": 0, "stdout": f"{'b' * 64}  {WHEEL}\n"}},
+            {"expect": {"type": "Run", "argv": ["rm", "-f", "--", f"{DEST}/.fleetctl-build.json"], "mutating": True}, "answer": {"rc": 0}}],
+     result={"status": "failed", "msg": "changed since it was built: sha256 bbbbbbbbbbbb..., its build recorded aaaaaaaaaaaa... "
+                                        "(damaged or copied over in place, size and mtime kept); nothing was installed; its "
+                                        "build stamp was removed, so the next run rebuilds it"})
+print("ok", len(WRITTEN), "cases, class key", K[:16])
