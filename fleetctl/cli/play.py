@@ -135,7 +135,7 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
     host would fail (a preflight problem) or could not be planned."""
     from rich.console import Console
 
-    from ..reporting.tables import plan_classes, plan_rows, print_plan_table
+    from ..reporting.tables import plan_classes, plan_rows, print_long, print_plan_table
     from ..reporting.terminal import print_json
 
     rows = plan_rows(results)
@@ -152,7 +152,7 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
         if classes:
             console.print("build classes:")
             for line in classes:
-                console.print(f"  {line}", markup=False, highlight=False)
+                print_long(console, line)
         for host, warning in warnings.items():
             console.print(Text.assemble(("warning", "yellow"), f": {host}: {warning}"))
         builds = [b for r in rows.values() for b in r.get("builds", [])]
