@@ -37,11 +37,13 @@ class FiniteFloatRange(click.FloatRange):
         return rv
 
 
-def fail_input(message: str) -> "click.exceptions.Exit":
-    """Print ``fleetctl: error: MESSAGE`` (control characters escaped: one line) and return Exit(2)."""
-    if not message.isprintable():
-        message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
-    click.echo(f"fleetctl: error: {message}", err=True)
+def fail_input(*messages: str) -> "click.exceptions.Exit":
+    """Print ``fleetctl: error: MESSAGE`` for each message (control characters escaped: one line
+    each; several for :class:`~fleetctl.errors.InventoryErrors`) and return Exit(2)."""
+    for message in messages:
+        if not message.isprintable():
+            message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+        click.echo(f"fleetctl: error: {message}", err=True)
     return click.exceptions.Exit(EXIT_BAD_INPUT)
 
 
@@ -177,8 +179,8 @@ class FleetGroup(click.Group):
             return super().invoke(ctx)
         except InventoryNotFound as exc:  # named as the CLI takes sources
             raise fail_input(str(InventoryNotFound(exc.file, INVENTORY_FLAGS))) from None
-        except InputError as exc:
-            raise fail_input(str(exc)) from None
+        except InputError as exc:  # several at once (every bad var of an inventory): a line each
+            raise fail_input(*(str(e) for e in getattr(exc, "errors", (exc,)))) from None
         except click.UsageError as exc:
             raise usage_exit(exc) from None
 
