@@ -266,6 +266,13 @@ forks_option = click.option("--forks", default=50, show_default=True, type=click
 json_option = click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 accept_option = click.option("--accept-new-host-keys", is_flag=True,
                              help="Record host keys of hosts that have none (a changed key is still refused).")
+extra_vars_option = click.option(
+    "-e", "--extra-var", "--extra-vars", "extra", multiple=True, metavar="NAME=VALUE|JSON|@FILE",
+    help="Extra vars, as Ansible's --extra-vars, above every inventory and play var (host settings too: "
+         "ansible_user, ansible_port, venv, slurm_partition...): NAME=VALUE (several: 'a=1 b=2'; strings), a "
+         "JSON/YAML mapping ('{\"archs\": \"9.0a\"}'; values keep their type), or @FILE, a YAML/JSON mapping of "
+         "them (keep secrets there, mode 0600).")
+"""deploy's, verify's, rollback's and run's ``-e``: one option, one parser (:mod:`fleetctl.cli.extravars`)."""
 phase_timeout_option = click.option("--phase-timeout", multiple=True, metavar="PHASE=SECONDS",
                                     help="Deadline for a phase: connect, facts, upload, build, install, verify, "
                                          "command.")

@@ -12,8 +12,9 @@ import click
 from rich.text import Text
 
 from ..errors import InputError
-from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, forks_option, json_option,
-                  limit_option, main, metrics_observer, pass_ctx, phase_timeout_option, run_async, timeout_option)
+from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, extra_vars_option,
+                  forks_option, json_option, limit_option, main, metrics_observer, pass_ctx, phase_timeout_option,
+                  run_async, timeout_option)
 
 from ..reporting.terminal import FOLD_THRESHOLD  # above it, --output auto folds by host set
 
@@ -193,10 +194,7 @@ def _print_unverified(console, run, hosts: list[str]) -> bool:
 COMMON_OPTIONS = [
     click.option("--hosts", "pattern", default=None, help="Host pattern (default: the playbook's hosts)."),
     limit_option, forks_option, json_option,
-    click.option("-e", "--extra-var", "--extra-vars", "extra", multiple=True, metavar="NAME=VALUE|JSON|@FILE",
-                 help="Overrides play vars, as Ansible's --extra-vars: NAME=VALUE (several: 'a=1 b=2'; strings), "
-                      "a JSON/YAML mapping ('{\"archs\": \"9.0a\"}'; values keep their type), or @FILE, a YAML/JSON "
-                      "mapping of them (keep secrets there, mode 0600)."),
+    extra_vars_option,
     click.option("--metrics-file", default=None, metavar="PATH",
                  help="At the end, write Prometheus metrics to PATH (*.prom, node_exporter's textfile "
                       "collector), atomically."),
