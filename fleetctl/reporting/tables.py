@@ -35,9 +35,9 @@ def column_widths(columns: list[tuple[str, bool, str]], rows: list[list[Any]], w
     or None when it would not be readable there. Each column gets its widest cell or header when
     that fits, else it is narrowed, widest first: an identifying column never below its widest
     cell (its header wraps at words), a wrapping one never below its longest word (cell or
-    header) nor below
-    :data:`READABLE_COLS` (or its whole text, when shorter). rich's own shrinking heeds no
-    minimum (it cut ``changed`` into ``change`` / ``d``), so the widths are given to it whole."""
+    header) nor below :data:`READABLE_COLS` (or its whole text, when shorter). rich's own
+    shrinking heeds no minimum (it cut ``changed`` into ``change`` / ``d``), so the widths are
+    given to it whole. Widths are in terminal cells (``rich.cells.cell_len``)."""
     from rich.cells import cell_len
 
     natural, floor = [], []
