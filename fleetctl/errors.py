@@ -57,6 +57,35 @@ class InventoryError(InputError):
     """An inventory file or host pattern is invalid."""
 
 
+class InventoryErrors(InventoryError):
+    """Several inventory errors found at once: every bad var of the inventory, as ansible-core and
+    pydantic report all validation errors of an input together, so that one run names every fix.
+
+    Build it with :meth:`of`. ``errors``: the one-line errors, each once, in file and line order;
+    ``str()`` is their lines, one a line (the only error whose ``str()`` is several lines);
+    ``message``, ``file``, ``line`` and ``key`` are the first's.
+    """
+
+    def __init__(self, errors: "list[InventoryError]") -> None:
+        self.errors = tuple(errors)
+        first = self.errors[0]
+        super().__init__(first.message, file=first.file, line=first.line, key=first.key)
+
+    def __str__(self) -> str:
+        return "\n".join(InventoryError.__str__(e) for e in getattr(self, "errors", ()))
+
+    @classmethod
+    def of(cls, errors: "list[InventoryError]") -> "InventoryError | None":
+        """None for no error, the error itself for one, else all of them (nested ones flattened,
+        duplicates, such as one group var refused for each of its hosts, once)."""
+        flat: dict[str, InventoryError] = {}
+        for e in errors:
+            for one in getattr(e, "errors", (e,)):
+                flat.setdefault(InventoryError.__str__(one), one)
+        found = sorted(flat.values(), key=lambda e: (str(e.file or ""), e.line or 0))
+        return None if not found else found[0] if len(found) == 1 else cls(found)
+
+
 class InventoryNotFound(InventoryError):
     """A given inventory source is not there: neither an existing file or folder, nor a scheme
     source (``slurm:``), nor a host list. ``file`` is the source as given; the message says where

@@ -150,10 +150,15 @@ def test_a_nul_byte_is_refused_by_every_connection_in_one_line(tmp_path, monkeyp
     monkeypatch.setenv("FLEETCTL_HOME", str(tmp_path / "state"))
     play = tmp_path / "nul.yaml"
     play.write_text('name: p\nhosts: all\ntasks:\n  - name: t\n    command: {argv: ["echo", "{{ x }}"]}\n')
-    res = _nodes().deploy(str(play), extra_vars={"x": "a\0b"})
+    from fleetctl.errors import InputError
+
+    with pytest.raises(InputError, match=r"^-e x: 'a\\x00b' holds a NUL byte"):  # -e alone feeds it: before any host
+        _nodes().deploy(str(play), extra_vars={"x": "a\0b"})
+    play.write_text('name: p\nhosts: all\ntasks:\n  - name: t\n    command: {argv: ["echo", "{{ x }}{{ host }}"]}\n')
+    res = _nodes().deploy(str(play), extra_vars={"x": "a\0b"})  # a host var too: rendered on the host's turn
     assert res.failed == ["localhost"]
-    assert res["localhost"].error == r"t: argv[1] 'a\x00b': holds a NUL byte, which no program can be given " \
-                                     "(execve ends an argument at NUL)", res["localhost"].error
+    assert res["localhost"].error == r"t: argv[1] 'a\x00blocalhost': holds a NUL byte, which no program can be " \
+                                     "given (execve ends an argument at NUL)", res["localhost"].error
 
 
 def test_facts_json_gives_every_host_its_status(tmp_path):

@@ -38,7 +38,9 @@ def test_e_venv_wins_over_the_host_var_in_plan_dry_run_and_deploy(tmp_path):
 
 
 @pytest.mark.sshd
-def test_e_connection_vars_win_over_the_inventory(sshd_farm, tmp_path):
+def test_e_connection_vars_win_over_the_inventory_in_deploy_and_run(sshd_farm, tmp_path):
+    """deploy's -e and run's are one option and one parser: the SSH user and port the inventory
+    gets wrong are overridden alike (new-user trial: `fleetctl run` had no -e)."""
     host = sshd_farm.start("extra")
     wrong = {**host.inventory_vars(sshd_farm.known_hosts), "ansible_port": free_port(), "ansible_user": "nobody"}
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h": wrong}})
@@ -52,6 +54,12 @@ def test_e_connection_vars_win_over_the_inventory(sshd_farm, tmp_path):
                    home=tmp_path)
     assert res.returncode == 2 and res.stderr.startswith("fleetctl: error: -e: ansible_port: "), res.stderr
     assert "Traceback" not in res.stderr
+    run = fleetctl("-i", str(inv), "run", "--hosts", "g", "--json", "-e", f"ansible_port={host.port}",
+                   "-e", f"ansible_user={host.user}", "--", "echo", "from run", home=tmp_path)
+    assert run.returncode == 0 and json.loads(run.stdout)["h"]["stdout"] == "from run\n", run.stderr
+    assert fleetctl("-i", str(inv), "run", "--hosts", "g", "--", "true", home=tmp_path).returncode == 1  # the inventory's
+    bad = fleetctl("-i", str(inv), "run", "--hosts", "g", "-e", "ansible_port=many", "--", "true", home=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.startswith("fleetctl: error: -e: ansible_port: "), bad.stderr
 
 
 def test_an_extra_var_nothing_reads_is_named_with_the_closest_name_it_may_mean(tmp_path):

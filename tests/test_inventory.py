@@ -725,9 +725,11 @@ def test_a_relative_venv_or_cuda_home_is_refused_at_load_naming_file_line_host_a
                     "  hosts:\n    n1:\n      venv: venv\n    n2:\n      cuda_home: cuda-12.8\n")
     with pytest.raises(InventoryError) as info:
         load_inventory("inventory.yaml")
-    assert str(info.value) == (
+    assert str(info.value) == (  # both hosts' bad values, a line each
         "inventory.yaml:7: all.hosts.n1.venv: 'venv' is a relative path, which the host would take against "
-        "whatever folder a command runs in: write it absolute (e.g. /home/USER/venv)")
+        "whatever folder a command runs in: write it absolute (e.g. /home/USER/venv)\n"
+        "inventory.yaml:9: all.hosts.n2.cuda_home: 'cuda-12.8' is a relative path, which the host would take "
+        "against whatever folder a command runs in: write it absolute (e.g. /home/USER/venv)")
     write(tmp_path, "all:\n  hosts:\n    n2:\n      cuda_home: cuda-12.8\n")
     with pytest.raises(InventoryError, match=r"^inventory.yaml:4: all.hosts.n2.cuda_home: 'cuda-12.8' is a relative"):
         load_inventory("inventory.yaml")

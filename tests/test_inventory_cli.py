@@ -296,3 +296,28 @@ def test_a_var_only_the_merge_order_decides_is_refused_alike_by_inventory_hosts_
     assert res.returncode == 0 and json.loads(res.stdout) == {"ansible_connection": "local", "max_jobs": 5}, res.stderr
     res = fleet(tmp_path, "-i", "inv/inventory.yaml", "hosts", "h100:!a100")
     assert res.returncode == 0 and "g2" in res.stdout and "g1" not in res.stdout, res.stderr
+
+
+def test_every_bad_var_of_an_inventory_is_named_at_once_a_line_each(tmp_path):
+    """New-user trial: a file with several bad vars named only the first, one fix per run. As
+    ansible-core and pydantic do, every bad value and misspelt name is reported, one line each
+    ``FILE:LINE: KEY: why``, in file order; a group var refused for each of its hosts is one line;
+    a ``host_vars/`` file's bad var too; exit 2, no traceback."""
+    write(tmp_path, "inv/hosts.yaml", "all:\n  vars:\n    ansible_port: yes\n  hosts:\n"
+                                      "    n1:\n      ansible_user: ''\n      venv: relative/venv\n"
+                                      "      max_jobs: -3\n      keepalive_intervl: 5\n"
+                                      "    n2:\n      ansible_connection: local\n")
+    write(tmp_path, "inv/host_vars/n2.yml", "gpu_probe_timeout_s: soon\n")
+    res = fleet(tmp_path, "-i", "inv", "hosts", "all")
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    inv, hv = "inv/hosts.yaml", "inv/host_vars/n2.yml"  # as given (-i inv, in tmp_path)
+    assert res.stderr.splitlines() == [
+        f"fleetctl: error: {hv}:1: gpu_probe_timeout_s: must be a number greater than 0, not 'soon' (a string)",
+        f"fleetctl: error: {inv}:3: all.vars.ansible_port: must be an integer from 1 to 65535, not true (a boolean)",
+        f"fleetctl: error: {inv}:6: all.hosts.n1.ansible_user: must not be empty",
+        f"fleetctl: error: {inv}:7: all.hosts.n1.venv: 'relative/venv' is a relative path, which the host would "
+        "take against whatever folder a command runs in: write it absolute (e.g. /home/USER/venv)",
+        f"fleetctl: error: {inv}:8: all.hosts.n1.max_jobs: must be an integer of at least 1, not -3 (a number)",
+        f"fleetctl: error: {inv}:9: all.hosts.n1.keepalive_intervl: unknown variable 'keepalive_intervl' looks like "
+        "fleetctl's 'keepalive_interval'; did you mean 'keepalive_interval'?",
+    ], res.stderr

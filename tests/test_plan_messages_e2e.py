@@ -45,3 +45,27 @@ def test_verify_and_rollback_take_plan_and_it_says_no_deploy_words(tmp_path):
     assert "verify" in res.stdout and "rebuild and reinstall" not in " ".join(res.stdout.split())
     help_ = fleetctl("rollback", "--help", home=home)
     assert "--plan" in help_.stdout
+
+
+def test_plan_at_80_columns_is_one_readable_block_per_host(tmp_path):
+    """New-user trial: at 80 columns ``--plan``'s six columns were squeezed until a task name stood
+    a word a line and the header read ``change`` / ``d``. Below the width a readable table needs,
+    each host is one block: its name once, then a line per task (``task: action``) with its cause
+    under it, whole words; with room, the table, a row a line."""
+    home = tmp_path / "home"
+    names = ["Show the kernel version of every host in the fleet", "Say hello to the operator of this fleet"]
+    cmd = _play(tmp_path, f"    - name: {names[0]}\n      command: {{argv: [uname, -a]}}\n"
+                          f"    - name: {names[1]}\n      debug: {{msg: 'hello operator, a long debug message it is'}}\n")
+    narrow = fleetctl("deploy", "--playbook", str(cmd), "--hosts", "local", "--plan", home=home,
+                      env={"COLUMNS": "80"})
+    assert narrow.returncode == 0, narrow.stderr
+    lines = narrow.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), narrow.stdout
+    assert f"  {names[0]}: run" in lines and f"  {names[1]}: ok" in lines, narrow.stdout
+    assert "    changed inputs / cause: hello operator, a long debug message it is" in lines, narrow.stdout
+    assert lines.count("localhost") == 1, narrow.stdout  # the host's name heads its block, once
+    wide = fleetctl("deploy", "--playbook", str(cmd), "--hosts", "local", "--plan", home=home,
+                    env={"COLUMNS": "200"})
+    rows = [line for line in wide.stdout.splitlines() if line.startswith("│ localhost")]
+    assert len(rows) == 2 and names[0] in rows[0] and "hello operator, a long debug message it is" in rows[1], \
+        wide.stdout

@@ -560,3 +560,27 @@ def test_valid_text_loads_unmutated(tmp_path):
     pb.check_undefined(())
     assert len(pb.tasks) == 8
     assert os.path.basename(pb.tasks[0].file) == "valid.yaml"
+
+
+def test_a_nul_byte_in_a_tasks_literal_argv_or_env_is_refused_when_the_playbook_loads(tmp_path):
+    """New-user trial: a NUL byte in a playbook's literal argv was refused only when the command
+    ran (CommandRefused on the host, after the tasks before it had run). It is refused at load:
+    one line FILE:LINE naming the task and the argument, exit 2, nothing run; env values too.
+    (A NUL that only a template renders is refused by the connection: test_api_inputs.)"""
+    from tests.support.fleet import fleetctl
+
+    marker = tmp_path / "ran"
+    play = write(tmp_path, "- name: p\n  hosts: local\n  tasks:\n"
+                           f"    - name: first\n      command: {{argv: [touch, {marker}]}}\n"
+                           '    - name: nul arg\n      command: {argv: [echo, "a\\0b"]}\n')
+    res = fleetctl("deploy", "--playbook", str(play), "--hosts", "local", home=tmp_path / "home")
+    assert res.returncode == 2 and not marker.exists(), res.stdout[-2000:] + res.stderr
+    assert res.stderr.splitlines() == [
+        f"fleetctl: error: {play}:7: tasks[1] (nul arg).command.argv[1]: 'a\\x00b' holds a NUL byte, which no "
+        "program, environment variable or path can be given (execve ends a string at NUL): remove it"]
+    for task, key in (('    - name: s\n      shell: "echo a\\0b"\n', "tasks[0] (s).shell"),
+                      ('    - name: e\n      command: [env]\n      env: {X: "c\\0"}\n', "tasks[0] (e).env.X")):
+        bad = write(tmp_path, f"- name: p\n  hosts: all\n  tasks:\n{task}", name="bad.yaml")
+        with pytest.raises(PlaybookError, match="holds a NUL byte") as info:
+            load_playbook(bad)
+        assert info.value.key == key and info.value.line is not None, str(info.value)

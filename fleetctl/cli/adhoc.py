@@ -7,9 +7,9 @@ import sys
 
 import click
 
-from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, forks_option, hosts_option,
-                  json_option, limit_option, main, metrics_observer, pass_ctx, phase_timeout_option, run_async,
-                  timeout_option)
+from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, extra_vars_option,
+                  forks_option, hosts_option, json_option, limit_option, main, metrics_observer, pass_ctx,
+                  phase_timeout_option, run_async, timeout_option)
 
 
 @main.command()
@@ -65,20 +65,30 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
               help="At the end, write Prometheus metrics to PATH (*.prom, node_exporter's textfile collector).")
 @click.option("-b", "--gather", "gather", is_flag=True,
               help="As clush -b: hosts with the same output and exit status shown once, under their node set.")
+@extra_vars_option
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @pass_ctx
 def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool, accept_new_host_keys: bool,
-        connect_timeout: float, timeout_s: float, metrics_file: str | None, gather: bool,
+        connect_timeout: float, timeout_s: float, metrics_file: str | None, gather: bool, extra: tuple[str, ...],
         argv: tuple[str, ...]) -> None:
     """Run ARGV exactly as given (no shell) on every host: fleetctl run --hosts all -- uname -r
+
+    -e overrides host vars as in deploy (-e ansible_user=admin -e ansible_port=2222).
 
     The last line, on stderr (stdout keeps only what the hosts printed, for pipes), is
     'ok N, failed N, unreachable N'."""
     from ..api.adhoc import run_command
+    from ..inventory.extra import setting_names
     from ..util.paths import safe_name
     from ..reporting.lines import HostLines, print_json
+    from .extravars import parse_extra_vars
 
-    _, hosts = obj.select(pattern, limit, venv=False, forks=forks)  # `run` may be what creates the venv
+    extra_vars = parse_extra_vars(extra)
+    _, hosts = obj.select(pattern, limit, venv=False, forks=forks,  # `run` may be what creates the venv
+                          extra_vars=extra_vars)
+    for name in (n for n in extra_vars if n not in setting_names(extra_vars)):  # no template reads the others
+        click.echo(f"fleetctl: warning: -e {name}: fleetctl run reads only host settings (ansible_user, "
+                   f"ansible_port, venv...), and no template; it is ignored", err=True)
     metrics = metrics_observer(metrics_file)
     from ..reporting.livevalve import LiveValve, ValvedObserver
 

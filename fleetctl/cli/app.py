@@ -37,11 +37,13 @@ class FiniteFloatRange(click.FloatRange):
         return rv
 
 
-def fail_input(message: str) -> "click.exceptions.Exit":
-    """Print ``fleetctl: error: MESSAGE`` (control characters escaped: one line) and return Exit(2)."""
-    if not message.isprintable():
-        message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
-    click.echo(f"fleetctl: error: {message}", err=True)
+def fail_input(*messages: str) -> "click.exceptions.Exit":
+    """Print ``fleetctl: error: MESSAGE`` for each message (control characters escaped: one line
+    each; several for :class:`~fleetctl.errors.InventoryErrors`) and return Exit(2)."""
+    for message in messages:
+        if not message.isprintable():
+            message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+        click.echo(f"fleetctl: error: {message}", err=True)
     return click.exceptions.Exit(EXIT_BAD_INPUT)
 
 
@@ -177,8 +179,8 @@ class FleetGroup(click.Group):
             return super().invoke(ctx)
         except InventoryNotFound as exc:  # named as the CLI takes sources
             raise fail_input(str(InventoryNotFound(exc.file, INVENTORY_FLAGS))) from None
-        except InputError as exc:
-            raise fail_input(str(exc)) from None
+        except InputError as exc:  # several at once (every bad var of an inventory): a line each
+            raise fail_input(*(str(e) for e in getattr(exc, "errors", (exc,)))) from None
         except click.UsageError as exc:
             raise usage_exit(exc) from None
 
@@ -264,6 +266,13 @@ forks_option = click.option("--forks", default=50, show_default=True, type=click
 json_option = click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 accept_option = click.option("--accept-new-host-keys", is_flag=True,
                              help="Record host keys of hosts that have none (a changed key is still refused).")
+extra_vars_option = click.option(
+    "-e", "--extra-var", "--extra-vars", "extra", multiple=True, metavar="NAME=VALUE|JSON|@FILE",
+    help="Extra vars, as Ansible's --extra-vars, above every inventory and play var (host settings too: "
+         "ansible_user, ansible_port, venv, slurm_partition...): NAME=VALUE (several: 'a=1 b=2'; strings), a "
+         "JSON/YAML mapping ('{\"archs\": \"9.0a\"}'; values keep their type), or @FILE, a YAML/JSON mapping of "
+         "them (keep secrets there, mode 0600).")
+"""deploy's, verify's, rollback's and run's ``-e``: one option, one parser (:mod:`fleetctl.cli.extravars`)."""
 phase_timeout_option = click.option("--phase-timeout", multiple=True, metavar="PHASE=SECONDS",
                                     help="Deadline for a phase: connect, facts, upload, build, install, verify, "
                                          "command.")

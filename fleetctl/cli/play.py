@@ -12,8 +12,9 @@ import click
 from rich.text import Text
 
 from ..errors import InputError
-from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, forks_option, json_option,
-                  limit_option, main, metrics_observer, pass_ctx, phase_timeout_option, run_async, timeout_option)
+from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, extra_vars_option,
+                  forks_option, json_option, limit_option, main, metrics_observer, pass_ctx, phase_timeout_option,
+                  run_async, timeout_option)
 
 from ..reporting.terminal import FOLD_THRESHOLD  # above it, --output auto folds by host set
 
@@ -135,7 +136,7 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
     host would fail (a preflight problem) or could not be planned."""
     from rich.console import Console
 
-    from ..reporting.tables import plan_classes, plan_rows, print_plan_table
+    from ..reporting.tables import plan_classes, plan_rows, print_long, print_plan_table
     from ..reporting.terminal import print_json
 
     rows = plan_rows(results)
@@ -152,7 +153,7 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
         if classes:
             console.print("build classes:")
             for line in classes:
-                console.print(f"  {line}", markup=False, highlight=False)
+                print_long(console, line)
         for host, warning in warnings.items():
             console.print(Text.assemble(("warning", "yellow"), f": {host}: {warning}"))
         builds = [b for r in rows.values() for b in r.get("builds", [])]
@@ -193,10 +194,7 @@ def _print_unverified(console, run, hosts: list[str]) -> bool:
 COMMON_OPTIONS = [
     click.option("--hosts", "pattern", default=None, help="Host pattern (default: the playbook's hosts)."),
     limit_option, forks_option, json_option,
-    click.option("-e", "--extra-var", "--extra-vars", "extra", multiple=True, metavar="NAME=VALUE|JSON|@FILE",
-                 help="Overrides play vars, as Ansible's --extra-vars: NAME=VALUE (several: 'a=1 b=2'; strings), "
-                      "a JSON/YAML mapping ('{\"archs\": \"9.0a\"}'; values keep their type), or @FILE, a YAML/JSON "
-                      "mapping of them (keep secrets there, mode 0600)."),
+    extra_vars_option,
     click.option("--metrics-file", default=None, metavar="PATH",
                  help="At the end, write Prometheus metrics to PATH (*.prom, node_exporter's textfile "
                       "collector), atomically."),

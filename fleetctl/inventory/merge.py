@@ -26,7 +26,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from fleetctl.errors import InventoryError
+from fleetctl.errors import InventoryError, InventoryErrors
 
 from .data import InventoryBuilder, VarsFiles
 from .model import Group, Host, Inventory
@@ -136,34 +136,42 @@ def _alias_conflicts(host: Host) -> list[VarConflict]:
     return out
 
 
-def _check_names(b: InventoryBuilder, files: list[VarsFiles], hosts: dict[str, Host]) -> None:
+def _check_names(b: InventoryBuilder, files: list[VarsFiles], kinds: set[str]) -> list[InventoryError]:
+    """A line for each var name that is a typo of an Ansible or fleetctl name (``kinds``: the
+    connection kinds of the hosts, whose settings' names are known)."""
     from fleetctl.connection.registry import load_kind
 
     own = set(own_var_names())  # every var fleetctl reads, whatever kinds the hosts use
     known_ansible: set[str] = set()
-    for kind in {h.kind for h in hosts.values() if h.connection_settings is not None}:
+    for kind in kinds:
         for var in aliases_of(load_kind(kind).settings_model):
             (known_ansible if var.startswith("ansible_") else own).add(var)
     defined = list(b.defined)
     for vf in files:
         for _values, sources in (*vf.groups.values(), *vf.hosts.values()):
             defined.extend(sources.values())
+    problems = []
     for src in defined:
         problem = name_problem(src.name, frozenset(own), frozenset(known_ansible))
         if problem:
-            raise InventoryError(problem, file=src.file, line=src.line, key=src.key)
+            problems.append(InventoryError(problem, file=src.file, line=src.line, key=src.key))
+    return problems
 
 
-def _check_build_hosts(hosts: dict[str, Host]) -> None:
+def _check_build_hosts(hosts: dict[str, Host], names: Iterable[str]) -> list[InventoryError]:
+    """A line for each ``build_host`` (of the typed ``hosts``) that is none of ``names``."""
+    names = list(names)
+    problems = []
     for h in hosts.values():
         target = h.settings.build_host
-        if target is not None and target not in hosts:
+        if target is not None and target not in names:
             src = h.sources.get("build_host")
-            close = close_matches(target, list(hosts), n=1, cutoff=0.6)
+            close = close_matches(target, names, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise InventoryError(f"build_host {target!r} is not a host in the inventory{hint}",
-                                 file=src.file if src else None, line=src.line if src else None,
-                                 key=src.key if src else f"{h.name}.build_host")
+            problems.append(InventoryError(f"build_host {target!r} is not a host in the inventory{hint}",
+                                           file=src.file if src else None, line=src.line if src else None,
+                                           key=src.key if src else f"{h.name}.build_host"))
+    return problems
 
 
 def _typed(name: str, merged: dict[str, Any], sources: dict[str, VarSource], cache: dict[Any, Any]) -> Any:
@@ -199,8 +207,14 @@ def finish(b: InventoryBuilder, vars_files: list[VarsFiles], *, source: str, sou
     Raises:
         InventoryError: a name that is both a host and a group, a var name that is a typo of an
             Ansible or fleetctl name, a setting of the wrong type or form, a ``build_host`` that
-            names no host.
+            names no host; :class:`~fleetctl.errors.InventoryErrors` when there are several: every
+            one found, a line each (new-user trial: a file with several bad vars named only the
+            first, one fix per run).
     """
+    from fleetctl.connection.registry import KINDS
+
+    from .settings import kind_of
+
     for name, draft in b.hosts.items():
         if name in b.groups:
             raise InventoryError(
@@ -212,16 +226,28 @@ def finish(b: InventoryBuilder, vars_files: list[VarsFiles], *, source: str, sou
     hosts: dict[str, Host] = {}
     cache: dict[Any, Any] = {}
     members: dict[str, list[str]] = {}
+    problems: list[InventoryError] = []
+    kinds: set[str] = set()
     for name, draft in b.hosts.items():
         merged, sources_, groups, found = _merge_host(ctx, name, vars_files)
         conflicts.extend(found)
-        settings, kind, conn, problem = _typed(name, merged, sources_, cache)
+        try:
+            settings, kind, conn, problem = _typed(name, merged, sources_, cache)
+        except InventoryError as exc:  # every host's bad values, then every bad name: all at once
+            problems.append(exc)
+            kinds.add(kind_of(merged.get("ansible_connection"), KINDS) or "")
+            continue
+        if conn is not None:
+            kinds.add(kind)
         hosts[name] = host = Host(name=name, vars=MappingProxyType(merged), groups=groups,
                                   sources=MappingProxyType(sources_), line=draft.line, file=draft.file,
                                   settings=settings, kind=kind, connection_settings=conn, problem=problem)
         conflicts.extend(_alias_conflicts(host))
-    _check_names(b, vars_files, hosts)
-    _check_build_hosts(hosts)
+    problems += _check_names(b, vars_files, kinds - {""})
+    problems += _check_build_hosts(hosts, b.hosts)
+    error = InventoryErrors.of(problems)
+    if error is not None:
+        raise error
     for name in b.groups:
         members[name] = b.members(name)
     groups = {

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Literal
 
-from fleetctl.errors import InventoryError
+from fleetctl.errors import InventoryError, InventoryErrors
 from fleetctl.util.redact import is_marked
 from fleetctl.util.settingsmodel import Setting, Settings, SettingsError, setting
 
@@ -278,12 +278,13 @@ def validate_settings(model: type[Settings], variables: Mapping[str, Any], sourc
         what: ``"connection settings"`` or ``"fleetctl's host settings"``, for messages.
 
     Raises:
-        InventoryError: one line ``FILE:LINE: KEY: must be ..., not ...`` at the var that set the
-            first wrong value.
+        InventoryError: one line ``FILE:LINE: KEY: must be ..., not ...`` at the var that set a
+            wrong value; :class:`~fleetctl.errors.InventoryErrors` (a line each) when several are.
     """
     aliases = aliases_of(model)
     data: dict[str, Any] = {}
     taken: set[str] = set()
+    problems: list[InventoryError] = []
     for name, fname in aliases.items():
         value = variables.get(name)
         if value is None or fname in taken:
@@ -291,30 +292,45 @@ def validate_settings(model: type[Settings], variables: Mapping[str, Any], sourc
         taken.add(fname)
         src = sources.get(name)
         value = _value_for(name, value, src)
-        info = model.model_fields[fname]
-        expected = _expectation(info)
-        if isinstance(value, bool) and expected != "a string":
-            raise _error(f"must be {expected}, not {describe(value)}", src, name, host)
-        if isinstance(value, str):
-            if "{{" in value or "{%" in value:
-                raise _error(f"templated values ('{{{{ ... }}}}') are not supported in inventory {what}", src, name,
-                             host)
-            if not value.strip():
-                raise _error("must not be empty", src, name, host)
-            if name in _NO_WHITESPACE and any(c.isspace() for c in value):
-                raise _error(f"must not contain whitespace, got {value!r}", src, name, host)
-        data[name] = value
+        problem = _form_problem(name, value, _expectation(model.model_fields[fname]), what)
+        if problem:
+            problems.append(_error(problem, src, name, host))
+        else:
+            data[name] = value
     try:
-        return model.model_validate(data)
+        settings = model.model_validate(data)
     except SettingsError as exc:
-        first = exc.errors()[0]
-        name = str(first["loc"][0]) if first["loc"] else "?"
-        info = model.model_fields.get(aliases.get(name, name))
-        if str(first["msg"]).startswith("Value error, "):  # a field's own check says what is wrong
-            raise _error(str(first["msg"])[len("Value error, "):], sources.get(name), name, host) from None
-        expected = _expectation(info) if info is not None else first["msg"].lower()
-        raise _error(f"must be {expected}, not {describe(variables.get(name))}", sources.get(name), name,
-                     host) from None
+        problems.extend(_refusal(model, aliases, e, variables, sources, host) for e in exc.errors())
+    error = InventoryErrors.of(problems)
+    if error is not None:
+        raise error
+    return settings
+
+
+def _form_problem(name: str, value: Any, expected: str, what: str) -> str | None:
+    """What is wrong with a value's form before its model sees it (a boolean for a number, a
+    template, an empty string, whitespace in a user or address), or None."""
+    if isinstance(value, bool) and expected != "a string":
+        return f"must be {expected}, not {describe(value)}"
+    if isinstance(value, str):
+        if "{{" in value or "{%" in value:
+            return f"templated values ('{{{{ ... }}}}') are not supported in inventory {what}"
+        if not value.strip():
+            return "must not be empty"
+        if name in _NO_WHITESPACE and any(c.isspace() for c in value):
+            return f"must not contain whitespace, got {value!r}"
+    return None
+
+
+def _refusal(model: type[Settings], aliases: Mapping[str, str], err: Mapping[str, Any], variables: Mapping[str, Any],
+             sources: Mapping[str, VarSource], host: str) -> InventoryError:
+    """One error of the model's (:meth:`SettingsError.errors`) as the line naming its var."""
+    name = str(err["loc"][0]) if err["loc"] else "?"
+    info = model.model_fields.get(aliases.get(name, name))
+    if str(err["msg"]).startswith("Value error, "):  # a field's own check says what is wrong
+        return _error(str(err["msg"])[len("Value error, "):], sources.get(name), name, host)
+    expected = _expectation(info) if info is not None else str(err["msg"]).lower()
+    return _error(f"must be {expected}, not {describe(variables.get(name))}", sources.get(name), name, host)
 
 
 def typed_settings(host: str, variables: Mapping[str, Any], sources: Mapping[str, VarSource]
@@ -328,16 +344,30 @@ def typed_settings(host: str, variables: Mapping[str, Any], sources: Mapping[str
         only if the host is used: an inventory may hold hosts for tools other than fleetctl).
 
     Raises:
-        InventoryError: a value of the wrong type or form, at the var that set it.
+        InventoryError: a value of the wrong type or form, at the var that set it;
+            :class:`~fleetctl.errors.InventoryErrors` for each such value of both models.
     """
     from fleetctl.connection.registry import KINDS, load_kind
 
-    settings = validate_settings(HostSettings, variables, sources, host=host, what="fleetctl's host settings")
+    problems: list[InventoryError] = []
+    settings: Any = None
+    try:
+        settings = validate_settings(HostSettings, variables, sources, host=host, what="fleetctl's host settings")
+    except InventoryError as exc:
+        problems.append(exc)
     raw = variables.get("ansible_connection")
     kind = kind_of(raw, KINDS)
+    conn = None
+    if kind is not None:
+        try:
+            conn = validate_settings(load_kind(kind).settings_model, variables, sources, host=host,
+                                     what="connection settings")
+        except InventoryError as exc:
+            problems.append(exc)
+    error = InventoryErrors.of(problems)
+    if error is not None:
+        raise error
     if kind is None:
         src = sources.get("ansible_connection")
         return settings, str(raw), None, _error(kind_problem(raw, KINDS), src, "ansible_connection", host)
-    model = load_kind(kind).settings_model
-    conn = validate_settings(model, variables, sources, host=host, what="connection settings")
-    return settings, kind, conn, None  # type: ignore[return-value]
+    return settings, kind, conn, None

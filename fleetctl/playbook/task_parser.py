@@ -161,6 +161,8 @@ class TaskParser:
                 raise fail(f"must be a mapping of NAME: value, got a {typename(checked)}", ("env",))
             env = checked  # type: ignore[assignment]
             for key, text in env.items():
+                if "\x00" in text:
+                    raise fail(nul_problem(text), ("env", key))
                 try:
                     templating.check_template(text)
                 except templating.RenderError as exc:
@@ -294,6 +296,8 @@ class TaskParser:
     def _validate_args(action: str, raw: dict[str, Any], fail) -> ActionArgs:
         model = ACTIONS[action].args
         for path, text in strings(raw):
+            if "\x00" in text:  # refused here, at its line, not by the connection when the task runs
+                raise fail(nul_problem(text), (action,) + path)
             try:
                 templating.check_template(text)
             except templating.RenderError as exc:
@@ -320,6 +324,15 @@ class TaskParser:
             sub, message = validation_message(exc2, raw, action, model)
             raise fail(message, (action,) + sub) from None
         return model.model_construct(_fields_set=partial.model_fields_set, **dict(partial))
+
+
+def nul_problem(text: str) -> str:
+    """Why a task's string holding a NUL byte is refused when the playbook loads: every string of
+    a task's arguments or env ends in an argv, an environment or a path, and execve(2) and path
+    lookup end each at the first NUL (the check every connection makes again before it runs
+    anything: :func:`fleetctl.connection.command.check_argv`)."""
+    return (f"{text!r} holds a NUL byte, which no program, environment variable or path can be given "
+            f"(execve ends a string at NUL): remove it")
 
 
 def args_problem(action: str, raw: dict[str, Any]) -> str | None:

@@ -1,8 +1,9 @@
 """Tables for the terminal (rich): facts, the run summary, the plan, arch classes.
 
 A table never cuts what identifies a host or its problem: identifying columns do not wrap, the
-others wrap, and a table that would not fit the console (80 columns when piped) is printed as a
-list instead (:func:`print_table`); long causes go on lines of their own under the table.
+others wrap at words but are never squeezed below a readable width, and a table that would not
+be readable at the console's width (80 columns when piped) is printed as blocks instead
+(:func:`print_table`); long causes go on lines of their own under the table.
 """
 
 from __future__ import annotations
@@ -18,21 +19,47 @@ from .terminal import STYLE, fold_note, is_detail_note
 
 
 
-def min_width(columns: list[tuple[str, bool, str]], rows: list[list[Any]]) -> int:
-    """Columns needed by a table of ``rows`` with no cell cut and no word broken: identifying
-    columns their widest cell (or header word), wrapping ones their longest word; plus the border
-    and one space of padding each side of each column (rich's default box)."""
+#: The narrowest a wrapping column may be made (columns of text): narrower, a sentence stands
+#: two or three words a line and a 6-column ``--plan`` at 80 columns read ``change`` / ``d`` /
+#: ``inputs`` (a new-user trial). A table that cannot give each wrapping column this much (or its
+#: whole text, when shorter) is printed as blocks instead (:func:`print_table`).
+READABLE_COLS = 20
+
+
+def _cell_lines(cell: Any) -> list[str]:
+    return str(cell).splitlines() or [""]
+
+
+def column_widths(columns: list[tuple[str, bool, str]], rows: list[list[Any]], width: int) -> list[int] | None:
+    """Each column's width (cells, without padding) for a table of ``rows`` on ``width`` columns,
+    or None when it would not be readable there. Each column gets its widest cell or header when
+    that fits, else it is narrowed, widest first: an identifying column never below its widest
+    cell (its header wraps at words), a wrapping one never below its longest word (cell or
+    header) nor below :data:`READABLE_COLS` (or its whole text, when shorter). rich's own
+    shrinking heeds no minimum (it cut ``changed`` into ``change`` / ``d``), so the widths are
+    given to it whole. Widths are in terminal cells (``rich.cells.cell_len``)."""
     from rich.cells import cell_len
 
-    total = 1
+    natural, floor = [], []
     for i, (name, ident, _) in enumerate(columns):
-        cells = [str(r[i]) for r in rows if i < len(r)]
-        if ident:
-            need = max([cell_len(c) for c in cells] + [max(cell_len(w) for w in name.split())])
-        else:
-            need = max([cell_len(w) for c in cells for w in c.split()] + [1])
-        total += need + 3
-    return total
+        cells = [line for r in rows if i < len(r) for line in _cell_lines(r[i])]
+        head_word = max(cell_len(w) for w in name.split())
+        widest = max([cell_len(c) for c in cells] + [head_word])
+        natural.append(max(widest, cell_len(name)))  # the header on one line when there is room
+        word = max([cell_len(w) for c in cells for w in c.split()] + [head_word])
+        floor.append(widest if ident else max(word, min(READABLE_COLS, natural[-1])))
+    room = width - 1 - 3 * len(columns)  # rich's default box: a border each side, one space of padding
+    widths = list(natural)
+    while sum(widths) > room:
+        over = [i for i, w in enumerate(widths) if w > floor[i]]
+        if not over:
+            return None
+        top = max(widths[i] for i in over)
+        for i in (i for i in over if widths[i] == top):  # the widest give first, as rich's collapse does
+            widths[i] -= 1
+            if sum(widths) <= room:
+                break
+    return widths
 
 
 def print_long(console: Console, text: Text | str, *, indent: int = 2, continuation: int = 4) -> None:
@@ -50,26 +77,42 @@ def print_long(console: Console, text: Text | str, *, indent: int = 2, continuat
         console.print(Text(" " * (indent if i == 0 else continuation)).append(line), soft_wrap=True)
 
 
-def print_table(console: Console, title: str, columns: list[tuple[str, bool, str]], rows: list[list[Any]]) -> None:
-    """Print ``rows`` as a table when it fits the console's width (80 columns when piped), else as
-    a list: each row's first cell on a line of its own, then ``  column: value`` lines. Columns are
-    ``(name, identifies, justify)``: a column that identifies a host or its problem (host names,
-    arch lists, versions) is never wrapped or cut; the others wrap, never losing text."""
-    table = Table(title=title)
-    for name, ident, justify in columns:
-        table.add_column(name, no_wrap=ident, overflow="fold", justify=justify)  # type: ignore[arg-type]
-    for row in rows:  # a str cell is text, never rich markup (an error may say "[build-system] requires")
-        table.add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in row))
-    if min_width(columns, rows) <= console.width:
+def print_table(console: Console, title: str, columns: list[tuple[str, bool, str]], rows: list[list[Any]], *,
+                nested: bool = False) -> None:
+    """Print ``rows`` as a table when it is readable at the console's width (80 columns when piped;
+    :func:`column_widths`), else as blocks: each row's first cell on a line of its own, then
+    ``  column: value`` lines. Columns are ``(name, identifies, justify)``: a column that identifies
+    a host or its problem (host names, arch lists, versions) is never wrapped or cut; the others
+    wrap at words, never losing text. ``nested`` (rows of one host, as ``--plan``'s): rows whose
+    first cell repeats share one head, and each row is a line ``  second: third`` (``Build the
+    wheel: build``) with its other cells under it, indented: one block per host, as an operator
+    reads a plan top down, rather than the host's name repeated over each of its tasks."""
+    widths = column_widths(columns, rows, console.width)
+    if widths is not None:
+        table = Table(title=title)
+        for (name, _, justify), w in zip(columns, widths):  # a given width: rich wraps to it, never below
+            table.add_column(name, width=w, overflow="fold", justify=justify)  # type: ignore[arg-type]
+        for row in rows:  # a str cell is text, never rich markup (an error may say "[build-system] requires")
+            table.add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in row))
         console.print(table)
         return
     console.print(Text(title, style="bold"))
+    head_before = None
     for row in rows:
-        head = row[0] if isinstance(row[0], Text) else Text(str(row[0]), style="bold cyan")
-        console.print(head, soft_wrap=True)
-        for (name, _, _), cell in zip(columns[1:], row[1:]):
-            if str(cell):
-                print_long(console, Text(f"{name}: ").append(cell if isinstance(cell, Text) else Text(str(cell))))
+        cells = [c if isinstance(c, Text) else Text(str(c)) for c in row]
+        if not nested or cells[0].plain != head_before:
+            console.print(cells[0] if isinstance(row[0], Text) else Text(cells[0].plain, style="bold cyan"),
+                          soft_wrap=True)
+        head_before = cells[0].plain
+        fields = list(zip((name for name, _, _ in columns[1:]), cells[1:]))
+        indent = 2
+        if nested and len(fields) >= 2:
+            lead = [c for _, c in fields[:2] if c.plain]
+            print_long(console, Text(": ").join(lead), indent=2, continuation=6)
+            fields, indent = fields[2:], 4
+        for name, cell in fields:
+            if cell.plain:
+                print_long(console, Text(f"{name}: ").append(cell), indent=indent, continuation=indent + 2)
 
 
 def print_facts(console: Console, facts: dict[str, dict[str, Any]]) -> None:
@@ -327,4 +370,4 @@ def print_plan_table(console: Console, title: str, rows: dict[str, dict[str, Any
                 out.append([host, t["task"], Text(str(d.get("action") or t["status"])), "", "", t.get("msg", "")])
     cols = [("host", True, "left"), ("task", False, "left"), ("action", True, "left"), ("arch list", True, "left"),
             ("class", True, "left"), ("changed inputs / cause", False, "left")]
-    print_table(console, title, cols, out)
+    print_table(console, title, cols, out, nested=True)

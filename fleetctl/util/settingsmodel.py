@@ -35,9 +35,12 @@ class SettingsError(ValueError):
     def __init__(self, loc: str, msg: str, value: Any) -> None:
         super().__init__(f"{loc}: {msg}")
         self.loc, self.msg, self.value = loc, msg, value
+        self.others: list[SettingsError] = []  # the fields refused after this one (model_validate)
 
     def errors(self) -> list[dict[str, Any]]:
-        return [{"loc": (self.loc,), "msg": self.msg, "input": self.value}]
+        """Every refused field, this one first, as pydantic's ``ValidationError.errors()`` lists
+        all of a model's errors at once."""
+        return [{"loc": (e.loc,), "msg": e.msg, "input": e.value} for e in (self, *self.others)]
 
 
 class Setting:
@@ -162,7 +165,7 @@ def setting(kind: Any, *aliases: str, default: Any = None, optional: bool = Fals
 
 class Settings:
     """Base of typed, frozen settings. Subclasses declare fields with :func:`setting`, in the
-    order they are validated (the first refused one is reported, as pydantic's first error).
+    order they are validated (every refused one is reported, the first first, as pydantic's errors).
 
     Class attributes:
         model_fields: field name -> its :class:`Setting`, in order (inherited ones first).
@@ -207,15 +210,22 @@ class Settings:
         """The settings from ``data`` (var name -> value; names no field reads are ignored).
 
         Raises:
-            SettingsError: the first field (in order) whose value is refused.
+            SettingsError: the first field (in order) whose value is refused; every later refused
+                field is in its :meth:`~SettingsError.errors` too (pydantic reports all at once).
         """
         values = {}
+        refused: list[SettingsError] = []
         for name, spec in cls.model_fields.items():
-            for alias in spec.aliases:
-                if alias in data:
-                    values[name] = spec.validate(data[alias], alias)
-                    break
-            else:
-                if cls.by_name and name in data:
-                    values[name] = spec.validate(data[name], name)
+            read = next((alias for alias in spec.aliases if alias in data), None)
+            if read is None and cls.by_name and name in data:
+                read = name
+            if read is None:
+                continue
+            try:
+                values[name] = spec.validate(data[read], read)
+            except SettingsError as exc:
+                refused.append(exc)
+        if refused:
+            refused[0].others = refused[1:]
+            raise refused[0]
         return cls(**values)
