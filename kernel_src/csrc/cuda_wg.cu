@@ -486,12 +486,18 @@ constexpr WgChoice wg_default(int nt) { return {1, nt <= 32 ? 4 : 1}; }
 // are 78-93% of a CTA's loads), measured slower on every shape and M (bench/NOTES.md, "Issue 28:
 // multicast"): 2 CTAs 3-15%, 4 CTAs up to 2x where clusters of 4 leave a second wave.
 constexpr int wg_default_mc(int) { return 1; }
+// Two consumer warpgroups (128 weight rows a CTA sharing each activation stage) for 128-token tiles,
+// i.e. M = 65 .. 256, where the plan's K split stays <= 2 (wg_plan): with the epilogue reading four
+// partial sums at a time, 4-25% faster than one warpgroup at M = 128 and 4-11% at 256 on the five
+// shapes, slower at a split of 4 (clusters of 4 one-CTA-per-SM CTAs leave a second wave) and at
+// 64 tokens (bench/NOTES.md, "Issue 28: the epilogue", H100 run e1).
+constexpr int kWgG2Tile = 128, kWgG2MaxSplit = 2;
 template <int NT, int G, int UP>
 constexpr bool wg_built() {
 #ifdef FP4_WG_SWEEP
     return wg_fits<NT, G, UP>();
 #else
-    return wg_default(NT).groups == G && wg_default(NT).units == UP;
+    return (wg_default(NT).groups == G && wg_default(NT).units == UP) || (NT == kWgG2Tile && G == 2 && UP == 1);
 #endif
 }
 
@@ -637,14 +643,27 @@ static int64_t wg_red_bytes(const WgPlan& pl, int64_t gy, int64_t tz) {
 // From the sweep of every S on the five shapes (bench/results/2026-12-02-h200-issue28-wg/
 // sweep.txt): 8192^2 M = 16..64 fastest at S = 2 (256 CTAs), 128 and 256 tokens at S = 1
 // (1 CTA per SM); more CTAs than that made it slower, not faster (cluster waves).
+static int wg_auto_split(const PkProblem& pr, int sms, int occ, int64_t gy, int64_t tz) {
+    const int64_t cap = (int64_t)sms * std::min(occ, 2);
+    int split = 1;
+    while (split < 8 && gy * tz * (split + 1) <= cap && pr.u / (split + 1) >= 4) ++split;
+    return split;
+}
+
 WgPlan wg_plan(const PkProblem& pr, int device) {
     WgPlan pl;
     pl.nt = wg_tile(pr.t);
     pl.groups = g_wg_groups ? g_wg_groups : wg_default(pl.nt).groups;
+    int sms = 0;
+    if (!g_wg_groups && !g_wg_units && pl.nt >= kWgG2Tile) {  // two warpgroups where their split stays small
+        const int occ2 = wg_resident(device, wg_config(pr.a_kind == 1, kWgG2Tile, 2, 1), &sms);
+        const int64_t tz2 = (pr.t + kWgG2Tile - 1) / kWgG2Tile, gy2 = (pr.nt + 2 * kWgRowTiles - 1) / (2 * kWgRowTiles);
+        if ((pr.split > 0 ? pr.split : wg_auto_split(pr, sms, occ2, gy2, tz2)) <= kWgG2MaxSplit) pl.groups = 2;
+    }
     // two warpgroups' accumulators of 256 tokens do not fit the register file (wg_fits): such a plan
     // runs 256 tokens as two 128-token tiles
     if (pl.groups > 1 && pl.nt > 128) pl.nt = 128;
-    pl.units = g_wg_units ? g_wg_units : wg_default(pl.nt).units;
+    pl.units = g_wg_units ? g_wg_units : pl.groups > 1 ? 1 : wg_default(pl.nt).units;
     // lane 0 issues every bulk copy, but for 256-token tiles one lane per copy: 1-3% either way in
     // the A/B of both on the H200 (bench/NOTES.md, "Issue 28: PDL, rotation, lanes")
     pl.lanes = g_wg_lanes ? g_wg_lanes : pl.nt >= 256 ? 32 : 1;
@@ -654,17 +673,10 @@ WgPlan wg_plan(const PkProblem& pr, int device) {
     // stage-flow variants, measured"; bench/results/2026-12-06-h200-issue28/f1)
     pl.flow = g_wg_flow >= 0 ? g_wg_flow : (pl.nt >= 256 || pl.nt <= 32) ? 2 : 0;
     const WgCfg c = wg_config(pr.a_kind == 1, pl.nt, pl.groups, pl.units);
-    int sms = 0;
     const int occ = wg_resident(device, c, &sms);
     const int rows = kWgRowTiles * pl.groups;
     const int64_t tz = (pr.t + pl.nt - 1) / pl.nt, gy = (pr.nt + rows - 1) / rows;
-    pl.split = 1;
-    if (pr.split > 0) {
-        pl.split = pr.split;
-    } else {
-        const int64_t cap = (int64_t)sms * std::min(occ, 2);
-        while (pl.split < 8 && gy * tz * (pl.split + 1) <= cap && pr.u / (pl.split + 1) >= 4) ++pl.split;
-    }
+    pl.split = pr.split > 0 ? pr.split : wg_auto_split(pr, sms, occ, gy, tz);
     pl.global_reduce = pl.split > 1 && g_wg_reduce == 2;  // the sweep: DSMEM faster at every split
     // Activation multicast over mc CTAs along N (a cluster of split x mc, at most 8, the portable
     // cluster size: CUDA Programming Guide, "Thread Block Clusters"): each L2 read of an
