@@ -557,11 +557,19 @@ void set_pk_kernel(const std::string& name) {
 
 // The largest M the prepacked kernels take on `device` for an [n, k] weight (above it:
 // dequantize + cuBLAS).
+// A smaller weight keeps the wgmma kernel up to kWgMaxRows too where the plan gives 128-token tiles
+// two consumer warpgroups (its K split stays small: enough row groups): 7168x2048 M = 128 18.2 us
+// against dequantize + cuBLAS's 21.3, M = 256 24.6 against 27.2; not 2048x7168 (split 8, one
+// warpgroup: 29.9 against 29.1, 42.6 against 33.4; bench/NOTES.md, "Issue 28: the epilogue", H100 e2).
 int64_t pk_max_rows(int device, int64_t n, int64_t k) {
     need_cuda();
     if (g_pk_kernel == 1 || !fp4::wg_supported(device)) return kPkMaxRows;
     if (g_pk_kernel == 2) return int64_t(1) << 30;  // forced: the wgmma kernel at every M
-    return n * k >= kWgMinElems ? kWgMaxRows : kPkMaxRows;
+    if (n * k >= kWgMinElems) return kWgMaxRows;
+    if (n <= 0 || k <= 0 || k % 128) return kPkMaxRows;
+    const fp4::PkProblem p = pk_problem(1, 0, k, 0, 0, 1.0f, 0, 2, 128, n, k, (int)((n + 15) / 16),
+                                        (int)((k + 127) / 128), 0, 0, 0);
+    return fp4::wg_plan(p, device).groups > 1 ? kWgMaxRows : kPkMaxRows;
 }
 
 void pk_mm_cuda(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uintptr_t alpha, float alpha_value,
