@@ -298,6 +298,39 @@ def test_a_var_only_the_merge_order_decides_is_refused_alike_by_inventory_hosts_
     assert res.returncode == 0 and "g2" in res.stdout and "g1" not in res.stdout, res.stderr
 
 
+def test_group_vars_and_host_vars_files_override_inventory_vars_as_ansible_does(tmp_path):
+    """New-operator trial: ``bar: 1`` on host nbash in hosts.yaml and ``bar: 2`` in
+    ``host_vars/nbash.yml`` was refused ("gets bar from inv/host_vars/nbash.yml ... set bar in one
+    place", exit 2); so were ``group_vars/lab.yml`` over ``lab: vars:`` and ``group_vars/all.yml``
+    over lab's inventory var, for ansible_user and venv too. Ansible's precedence ("Understanding
+    variable precedence") puts inventory group vars (4) below ``group_vars/all`` (5) and
+    ``group_vars/*`` (7), inventory host vars (9) below ``host_vars/*`` (10): the file's value wins,
+    silently. ``inventory --host`` shows it, ``hosts`` selects, and ``facts`` runs in the venv the
+    files name (a real one; the inventory's venvs do not exist, and a local host's missing venv is
+    refused)."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    write(tmp_path, "inv/hosts.yaml",
+          "all:\n  vars: {ansible_connection: local}\n  children:\n    lab:\n"
+          f"      vars: {{foo: 1, ansible_user: lab-inv, venv: {tmp_path}/lab-inv, cuda_home: /usr/local/cuda-12.8}}\n"
+          f"      hosts:\n        nbash: {{ansible_user: tcbash, bar: 1, venv: {tmp_path}/host-inv}}\n"
+          "        n2:\n")
+    write(tmp_path, "inv/host_vars/nbash.yml", f"bar: 2\nansible_user: tcfile\nvenv: {venv}\n")
+    write(tmp_path, "inv/group_vars/lab.yml", f"foo: 2\nansible_user: lab-file\nvenv: {venv}\n")
+    write(tmp_path, "inv/group_vars/all.yml", "cuda_home: /usr/local/cuda-13.0\n")
+    common = {"ansible_connection": "local", "cuda_home": "/usr/local/cuda-13.0", "foo": 2, "venv": str(venv)}
+    for host, own in (("nbash", {"ansible_user": "tcfile", "bar": 2}), ("n2", {"ansible_user": "lab-file"})):
+        res = fleet(tmp_path, "-i", "inv", "inventory", "--host", host)
+        assert (res.returncode, res.stderr) == (0, ""), res.stderr
+        assert json.loads(res.stdout) == {**common, **own}
+    res = fleet(tmp_path, "-i", "inv", "hosts", "lab")
+    assert (res.returncode, res.stdout, res.stderr) == (0, "  hosts (2):\n    nbash\n    n2\n", "")
+    res = fleet(tmp_path, "-i", "inv", "facts", "--hosts", "lab", "--json")
+    assert res.returncode == 0, res.stderr
+    facts = json.loads(res.stdout)
+    assert {h: facts[h]["python"]["prefix"] for h in ("nbash", "n2")} == {"nbash": str(venv), "n2": str(venv)}
+
+
 def test_every_bad_var_of_an_inventory_is_named_at_once_a_line_each(tmp_path):
     """New-user trial: a file with several bad vars named only the first, one fix per run. As
     ansible-core and pydantic do, every bad value and misspelt name is reported, one line each

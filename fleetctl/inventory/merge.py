@@ -13,8 +13,10 @@ lowest first, each level replacing earlier values whole:
 4. the host's inventory vars;
 5. ``host_vars/HOST`` of each source folder.
 
-So a ``group_vars/all.yml`` beats a child group's inventory vars, and ``all < parent < child <
-host``. Where this order rather than the structure decides between different values, a
+So a ``group_vars/all.yml`` beats a child group's inventory vars and a ``host_vars/`` file the
+host's inventory vars (Ansible's levels: used as they are, never refused), and ``all < parent <
+child < host``. Where, within one level, only the load order rather than the structure decides
+between different values (two unrelated groups; ``group_vars/`` of two ``-i`` sources), a
 :class:`~fleetctl.inventory.vars.VarConflict` is recorded (and refused for selected hosts).
 """
 
@@ -46,19 +48,21 @@ class _Context:
         self.key = {name: (self.depth[name], g.priority, name) for name, g in b.groups.items()}
 
     def structural(self, loser: VarSource, winner: VarSource) -> str | None:
-        """None when the structure (or a later source) explains why ``winner`` beats ``loser``;
-        else how Ansible's order decided: ``vars_file``, ``depth``, ``name`` or ``priority``."""
-        crossed = loser.level == "inventory" and winner.level == "vars_file"
-        if winner.group is None:
-            return "vars_file" if loser.group is None and crossed else None
-        if loser.group is None:  # pragma: no cover - host vars always come after group vars
+        """None when Ansible's precedence levels, the structure, or a later source of the same
+        entity explain why ``winner`` beats ``loser``; else how Ansible's load order decided within
+        one level: ``source``, ``depth``, ``name`` or ``priority``.
+
+        A ``group_vars/``/``host_vars/`` file over an inventory var is a level, not load order:
+        ansible-core's precedence ("Understanding variable precedence") puts inventory group vars
+        (4) below ``group_vars/all`` (5) and ``group_vars/*`` (7), inventory host vars (9) below
+        ``host_vars/*`` (10), whatever the groups' depth.
+        """
+        if loser.level != winner.level or winner.group is None or loser.group == winner.group:
             return None
-        if loser.group == winner.group:
-            return "vars_file" if crossed else None
-        if loser.group in self.ancestors[winner.group]:
-            return None
-        if winner.group in self.ancestors[loser.group] or loser.level != winner.level:
-            return "vars_file"
+        if loser.group is None or loser.group in self.ancestors[winner.group]:
+            return None  # host vars always come after group vars; a child group over its parent
+        if winner.level == "vars_file" and winner.base_dir != loser.base_dir:
+            return "source"  # Ansible merges each -i source's group_vars/ in turn, whatever the depth
         w_depth, w_prio, _ = self.key[winner.group]
         l_depth, l_prio, _ = self.key[loser.group]
         if w_depth != l_depth:
@@ -67,7 +71,7 @@ class _Context:
 
 
 _REASONS = {
-    "vars_file": "group_vars/ and host_vars/ files rank above every inventory var",
+    "source": "a later -i source's group_vars/ files come after an earlier source's, whatever the groups' depth",
     "depth": "the deeper group wins (Ansible merges groups by depth)",
     "priority": "the group with the higher ansible_group_priority wins",
     "name": "groups of the same depth merge in ASCII order of their names; the last one wins",
@@ -112,7 +116,7 @@ def _merge_host(ctx: _Context, name: str, files: list[VarsFiles]
         if not losers:
             continue
         hows = {how for how, _ in losers}
-        how = next(h for h in ("vars_file", "depth", "name", "priority") if h in hows)
+        how = next(h for h in ("source", "depth", "name", "priority") if h in hows)
         conflicts.append(VarConflict(var=var, winner=winner, others=tuple(s for _, s in losers), host=name,
                                      reason=_REASONS[how], decided_by=how))
     return merged, sources, tuple(ordered), conflicts

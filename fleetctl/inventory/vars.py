@@ -1,10 +1,11 @@
 """Where a variable's value came from, and the values only Ansible's merge order decided.
 
 fleetctl merges a host's vars exactly as Ansible does (see :mod:`fleetctl.inventory.merge`). Where
-that order, rather than the inventory's structure, picks between different values, the choice is
-recorded as a :class:`VarConflict`; :meth:`fleetctl.inventory.Inventory.check_hosts` refuses the ones
-that decide a selected host's value, unless ``ansible_group_priority`` (the user's explicit choice)
-decided.
+that order within one precedence level, rather than the inventory's structure, picks between
+different values (never where a ``group_vars/``/``host_vars/`` file beats an inventory var: that is
+Ansible's precedence, a higher level), the choice is recorded as a :class:`VarConflict`;
+:meth:`fleetctl.inventory.Inventory.check_hosts` refuses the ones that decide a selected host's
+value, unless ``ansible_group_priority`` (the user's explicit choice) decided.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ class VarSource:
         file: the file (inventory, ``group_vars/...`` file, script) that set it.
         line: 1-based line of the var, when the format has lines (None for JSON).
         key: dotted path of the var in the file (``all.children.gpu.vars.ansible_user``).
-        base_dir: the folder relative paths in the value resolve against (the inventory's folder).
+        base_dir: the folder relative paths in the value resolve against (the inventory's folder;
+            for a vars file, the folder of its ``-i`` source, which tells two sources apart).
         level: ``"inventory"`` (an inventory file or script) or ``"vars_file"`` (``group_vars/``,
             ``host_vars/``): Ansible puts every vars file above every inventory var of its kind;
             ``"extra"``: ``-e`` (above everything, see :mod:`fleetctl.inventory.extra`).
@@ -44,15 +46,6 @@ class VarSource:
     base_dir: str | None = field(default=None, compare=False)
     level: str = field(default="inventory", compare=False)
 
-    @property
-    def scope(self) -> str:
-        """``"group 'gpu'"``, ``"group_vars/gpu.yml"`` or ``"host vars"``, for messages."""
-        if self.level == "vars_file":
-            return self.file
-        if self.level == "extra":
-            return "-e (extra vars)"
-        return f"group {self.group!r}" if self.group is not None else "host vars"
-
     def where(self, relative_to: str | None = None) -> str:
         """``(line 5)`` in the file ``relative_to``, else ``(group_vars/gpu.yml:5)``, for messages."""
         if self.file != relative_to:
@@ -62,7 +55,9 @@ class VarSource:
 
 @dataclass(frozen=True)
 class VarConflict:
-    """A variable whose value Ansible's merge order, not the inventory's structure, decided.
+    """A variable whose value Ansible's load order within one precedence level, not the inventory's
+    structure, decided. A ``group_vars/``/``host_vars/`` file over an inventory var is Ansible's
+    precedence (a higher level), never a conflict.
 
     Recorded at load time (never raised there). ``str()`` is one line ``FILE:LINE: KEY: MESSAGE``
     pointing at the winning value.
@@ -76,8 +71,8 @@ class VarConflict:
         reason: why the winner won, in words.
         decided_by: ``"order"`` (a host listed, or a group declared, twice in one file: the later
             value), ``"depth"`` (the deeper of two unrelated groups), ``"name"`` (groups of one
-            depth, in ASCII order), ``"vars_file"`` (a ``group_vars/`` or ``host_vars/`` file over
-            an inventory var of a group inside it or the same entity), ``"alias"`` (a legacy
+            depth, in ASCII order), ``"source"`` (a ``group_vars/`` file of a later ``-i`` source over
+            an earlier source's file for a group other than the same one or one of its parents), ``"alias"`` (a legacy
             ``ansible_ssh_*`` name over the modern one) or ``"priority"`` (``ansible_group_priority``:
             the user's explicit choice, never refused).
     """
@@ -102,11 +97,11 @@ class VarConflict:
         if self.decided_by == "alias":
             return (f"host {self.host!r} has {values}: Ansible uses {self.winner.name} wherever it is set "
                     f"(the legacy name wins); keep one")
-        if self.decided_by == "vars_file":
-            lost = ", ".join(s.scope for s in self.others)
-            return (f"host {self.host!r} gets {self.var} from {self.winner.scope}, not from {lost}: {values}; "
-                    f"Ansible puts group_vars/ and host_vars/ files above every inventory var, whatever the "
-                    f"group's depth; set {self.var} in one place")
+        if self.decided_by == "source":
+            lost = ", ".join(s.file for s in self.others)
+            return (f"host {self.host!r} gets {self.var} from {self.winner.file}, not from {lost}: {values}; "
+                    f"Ansible merges the group_vars/ of each -i source after the earlier sources', whatever "
+                    f"the groups' depth; set {self.var} in one source or in the host's vars")
         groups = ", ".join(repr(s.group) for s in self.others) + f" and {self.winner.group!r}"
         why = "the deeper group" if self.decided_by == "depth" else "the group last in ASCII order"
         return (f"host {self.host!r} is in groups {groups}, neither inside the other, that set {self.var} "
