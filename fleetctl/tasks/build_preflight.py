@@ -22,6 +22,7 @@ from typing import Any
 
 from ..build.archs import DEFAULT_PATH, available_memory_mib, unsupported_archs
 from ..build.cudacompat import ArchToken, driver_problem, predicted_binaries, uncovered_gpus
+from ..facts.refusals import cuda_home_problem, not_a_venv_problem
 from ..status import Status
 from .base import HostView, Plan, TaskResult, first_error_line
 from .build_deps import plan_deps, read_tree
@@ -49,13 +50,15 @@ def facts_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: 
     """
     problems = []
     cuda = facts.get("cuda") or {}
-    if cuda_home and cuda.get("source") != "cuda_home var":
-        problems.append(f"cuda_home {cuda_home} has no bin/nvcc (fix the host var 'cuda_home')")
+    wrong_home = cuda_home_problem(facts, cuda_home)  # worded once: facts warns with the same line
+    problems += [wrong_home] if wrong_home else []
     if not venv:
         problems.append("no venv for this host: set the host var 'venv' (the build must not pick the system Python)")
     py = facts.get("python") or {}
     if venv and not py.get("exists", True):
         problems.append(f"venv python {posixpath.join(venv, 'bin', 'python3')} does not exist (venv var: {venv})")
+    not_venv = not_a_venv_problem(facts, venv)
+    problems += [not_venv] if not_venv else []
     arch_list = ";".join(t.text for t in tokens)
     if not cuda.get("nvcc"):
         problems.append(f"nvcc not found (looked in the cuda_home var, $CUDA_HOME, /usr/local/cuda, PATH, "
