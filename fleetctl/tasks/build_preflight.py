@@ -131,7 +131,7 @@ def probe_problems(info: Mapping[str, Any], meta: BuildMeta, facts: Mapping[str,
         problems.append("an isolated build cannot import torch (ModuleNotFoundError: No module named 'torch'): "
                         "the package's [build-system] requires lacks torch, and it builds against torch; build in the "
                         "venv with its own torch: no_build_isolation: true (the default)")
-    too_old = cmake_too_old(facts, meta, isolated)
+    too_old = cmake_too_old(facts, meta, isolated, python)
     problems += [too_old] if too_old else []
     tools = missing_tools(info, facts, venv)
     needs_torch = not isolated and (meta.torch_extension or meta.torch_required)
@@ -186,7 +186,7 @@ def missing_tools(info: Mapping[str, Any], facts: Mapping[str, Any], venv: str |
     return out
 
 
-def cmake_too_old(facts: Mapping[str, Any], meta: BuildMeta, isolated: bool) -> str | None:
+def cmake_too_old(facts: Mapping[str, Any], meta: BuildMeta, isolated: bool, python: str = "python3") -> str | None:
     """The build's cmake (facts ``cmake``: the venv's ``bin/cmake``, else the login PATH's first,
     which :func:`fleetctl.build.env.build_environment` keeps on the build's PATH) against the
     tree's own floor (:attr:`BuildMeta.cmake_minimum`), or ``None``. An isolated
@@ -198,7 +198,8 @@ def cmake_too_old(facts: Mapping[str, Any], meta: BuildMeta, isolated: bool) -> 
     if _version(cmake["version"]) >= _version(floor[0]):
         return None
     return (f"cmake {cmake['version']} at {cmake.get('path')} is older than {floor[0]}, which the tree requires "
-            f"({floor[1]}): install a newer cmake into the venv (pip install 'cmake>={floor[0]}') or put one first "
+            f"({floor[1]}): install a newer cmake into the venv "
+            f"({install_command(facts, python, shlex.quote(f'cmake>={floor[0]}'))}) or put one first "
             "on the host's login PATH")
 
 

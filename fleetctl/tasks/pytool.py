@@ -60,10 +60,19 @@ def pick_tool(requested: str, facts: Mapping[str, Any], venv: str | None, python
 
 
 def install_command(facts: Mapping[str, Any], python: str, packages: str) -> str:
-    """The command an operator runs to put ``packages`` (one shell-quoted string) into the venv:
-    ``PY -m pip install ...``, or ``uv pip install --python PY ...`` when the venv has no pip
-    (uv made it, or ``python -m venv --without-pip``) and the host has uv."""
+    """The command an operator runs to put ``packages`` (one shell-quoted string, pip's options
+    first when any) into the venv, the one every hint that tells an install prints:
+
+    - ``PY -m pip install ...`` when the venv has pip (or facts do not say);
+    - ``UV pip install --python PY ...`` when it has none (``uv venv`` made it, or ``python -m venv
+      --without-pip``) and the host has uv (uv's docs, "Using Python environments");
+    - ``PY -m ensurepip --upgrade && PY -m pip install ...`` when it has none and the host has no uv:
+      ensurepip puts the pip bundled with that Python into the venv (the ensurepip docs), since
+      ``PY -m pip`` alone fails with ``No module named pip``.
+    """
     uv = (facts.get("uv") or {}).get("path")
-    if venv_has_pip(facts) is False and uv:
-        return f"{uv} pip install --python {python} {packages}"
+    if venv_has_pip(facts) is False:
+        if uv:
+            return f"{uv} pip install --python {python} {packages}"
+        return f"{python} -m ensurepip --upgrade && {python} -m pip install {packages}"
     return f"{python} -m pip install {packages}"
