@@ -28,7 +28,7 @@ from .base import HostView, Plan, TaskResult, first_error_line
 from .build_deps import plan_deps, read_tree
 from .build_meta import TORCH_EXTENSION_TOOLS, BuildMeta, meta_from_texts, requirement_name
 from .build_space import RECEIVER_MIN_FREE_DISK_MIB, build_paths, receive_paths, space_check
-from .pytool import install_command
+from .pytool import existing_venv, install_command
 from .venv_probe import CLEAN_PYTHON_ENV, VENV_PROBE, torch_probe_problem, venv_probe  # noqa: F401 - their home
 from .venv_probe import parse_venv_probe, probe_fault_problems, probe_started
 
@@ -122,10 +122,11 @@ def probe_problems(info: Mapping[str, Any], meta: BuildMeta, facts: Mapping[str,
     """Problems found from the venv probe's answer (see :data:`VENV_PROBE`) and the tree's metadata."""
     problems = []
     py = facts.get("python") or {}
+    where = existing_venv(facts, venv, python)[0]  # a stage not made yet: the live venv it copies
     if venv and posixpath.realpath(info["prefix"]) != posixpath.realpath(venv) and info["prefix"] != venv.rstrip("/"):
         problems.append(f"{python} runs in {info['prefix']}, not the venv {venv}")
     if info.get("missing"):
-        problems.append(f"build requirements missing in {venv}: {', '.join(info['missing'])} "
+        problems.append(f"build requirements missing in {where}: {', '.join(info['missing'])} "
                         f"(install them into the venv: {install_command(facts, python, ' '.join(info['missing']))})")
     if isolated and meta.torch_extension and not meta.torch_required:
         problems.append("an isolated build cannot import torch (ModuleNotFoundError: No module named 'torch'): "
@@ -138,13 +139,13 @@ def probe_problems(info: Mapping[str, Any], meta: BuildMeta, facts: Mapping[str,
     if needs_torch and not py.get("torch") and py.get("torch_probe_error"):
         problems.append(torch_probe_problem(py["torch_probe_error"]))
     elif needs_torch and not py.get("torch"):
-        problems.append(f"torch does not import in {venv} ({py.get('torch_error') or 'not installed'}): the build "
+        problems.append(f"torch does not import in {where} ({py.get('torch_error') or 'not installed'}): the build "
                         "compiles against the venv's torch; install the torch build for this host's CUDA into the venv "
                         "(not an isolated build: that would compile against another torch)")
     if tools and not args.install_build_requirements:
         reqs = info.get("requirements") or {}
         what = ", ".join(f"{m} (have {reqs[m]['installed']})" if reqs.get(m, {}).get("installed") else m for m in tools)
-        problems.append(f"build requirements missing in {venv}: {what} (the package's own [build-system] requires"
+        problems.append(f"build requirements missing in {where}: {what} (the package's own [build-system] requires"
                         f"{' and the torch extension build tools' if meta.torch_extension else ''}); install them into "
                         f"the venv: {install_command(facts, python, ' '.join(shlex.quote(t) for t in tools))} "
                         "(or set the build_wheel task's install_build_requirements: true in your playbook)")
