@@ -125,6 +125,8 @@ def test_preflight_fails_in_seconds_with_the_cause(sshd_farm, tmp_path):
         "badvenv": ({"venv": str(tmp_path / "no-such-venv")}, [H200], "does not exist"),
         "nonvcc": ({"venv": venv, "cuda_home": str(tmp_path / "no-cuda")}, [H200], "has no bin/nvcc"),
         "oldarch": ({"venv": venv}, [("7.7", "Imaginary GPU", 1024)], "rejects compute_77"),
+        # a Python installation that is no venv (the trial's venv: /usr): pip would write into it
+        "notvenv": ({"venv": sys.base_prefix}, [H200], f"venv {sys.base_prefix} is not a virtual environment"),
     }
     hosts = {}
     for name, (extra, gpus, _) in cases.items():
@@ -141,6 +143,22 @@ def test_preflight_fails_in_seconds_with_the_cause(sshd_farm, tmp_path):
     for name, (_, _, expected) in cases.items():
         build = [t for t in record["hosts"][name]["tasks"] if t["action"] == "build_wheel"][0]
         assert build["status"] == "failed" and "preflight" in build["msg"] and expected in build["msg"], build
+    assert "make one (python3 -m venv ~/venv, or uv venv ~/venv) and point the host var 'venv' at it" in \
+        " ".join(res.stdout.replace("│", " ").split())
+
+    # facts: every host the deploy refused reads WARNING, never ok, with the deploy's own line, and
+    # --json lists it in warnings (one rule: the trial's cuda_home read "ok" with a bare note)
+    facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
+    assert facts.returncode == 0, facts.stdout + facts.stderr
+    notes = " ".join(facts.stdout.split())
+    for name in ("badvenv", "nonvcc", "notvenv"):
+        assert f"{name}: WARNING (below): gpus " in facts.stdout and f"{name}: ok" not in facts.stdout, facts.stdout
+    assert (f"nonvcc: warning: cuda_home {tmp_path / 'no-cuda'} has no bin/nvcc (fix the host var 'cuda_home'); "
+            "found ") in notes, notes
+    assert f"notvenv: warning: venv {sys.base_prefix} is not a virtual environment" in notes, notes
+    doc = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path).stdout)
+    assert [w for w in doc["nonvcc"]["warnings"] if "has no bin/nvcc (fix the host var 'cuda_home')" in w], doc["nonvcc"]
+    assert [w for w in doc["notvenv"]["warnings"] if "is not a virtual environment" in w], doc["notvenv"]
 
     # a full disk: the workdir's file system has less room than the build needs
     ok = {"ok": host_entry(sshd_farm, sshd_farm.start("ok"), tmp_path, venv=venv)}

@@ -30,6 +30,9 @@ def test_a_venv_without_pip_is_told_the_uv_command():
                         "packages": {"pip": None}}, "uv": {"path": "/usr/local/bin/uv"}}
     line = torch_runtime_problem(facts, VENV, PY, "fp4_kernels")
     assert line and f"(/usr/local/bin/uv pip install --python {PY} torch)" in line and "-m pip" not in line
+    facts["uv"] = {"path": None}  # no uv either: pip is put there first (ensurepip), never a bare `-m pip`
+    assert f"({PY} -m ensurepip --upgrade && {PY} -m pip install torch)" in torch_runtime_problem(
+        facts, VENV, PY, "fp4_kernels")
     facts["python"]["packages"] = {"pip": "25.0"}  # pip there: pip's command
     assert f"({PY} -m pip install torch)" in torch_runtime_problem(facts, VENV, PY, "fp4_kernels")
 

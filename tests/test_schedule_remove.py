@@ -70,7 +70,10 @@ def test_a_schedule_without_a_running_systemd_can_be_taken_back(tmp_path):
         in res.stderr, res.stderr
     res = fleet(tmp_path, "schedule", "--remove", "--name", "fleetctl-nightly", cwd=d, env=env)
     assert res.returncode == 1, res.stdout + res.stderr
-    assert not list(unit_dir.iterdir()) and not list((tmp_path / STATE / "schedule").iterdir())
+    # the folders schedule made (mkdir -p) go with the last unit: no empty ~/.config/systemd/user left
+    assert not unit_dir.parent.exists() and unit_dir.parent.parent.is_dir(), res.stdout
+    assert f"removed the empty folder {unit_dir}" in res.stdout
+    assert not list((tmp_path / STATE / "schedule").iterdir())
     assert "`systemctl --user disable --now fleetctl-nightly.timer` failed (exit 1): Failed to connect" in res.stderr
     assert "systemctl --user disable --now fleetctl-nightly.timer && systemctl --user daemon-reload" in res.stderr
     assert "Traceback" not in res.stderr
@@ -80,7 +83,26 @@ def test_a_schedule_without_a_running_systemd_can_be_taken_back(tmp_path):
     assert sched(tmp_path, d, {"PATH": str(empty)}, "--at", "02:30").returncode == 1
     res = fleet(tmp_path, "schedule", "--remove", "--name", "fleetctl-nightly", cwd=d, env={"PATH": str(empty)})
     assert res.returncode == 1 and "systemctl not found" in res.stderr
-    assert not list(unit_dir.iterdir())
+    assert not unit_dir.parent.exists()
+
+    # a folder with anything else in it stays
+    assert sched(tmp_path, d, {"PATH": str(empty)}, "--at", "02:30").returncode == 1
+    (unit_dir / "mine.timer").write_text("[Timer]\nOnCalendar=daily\n")
+    res = fleet(tmp_path, "schedule", "--remove", "--name", "fleetctl-nightly", cwd=d, env={"PATH": str(empty)})
+    assert res.returncode == 1 and [p.name for p in unit_dir.iterdir()] == ["mine.timer"]
+
+
+def test_cron_remove_without_a_crontab_program_says_nothing_was_scheduled(tmp_path):
+    """No crontab program: there is no crontab, so no line of ours to remove: one line, exit 0
+    (README: "nothing of that name: one line, exit 0"), not exit 1 with a crontab -e hint."""
+    d = two_groups(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = fleet(tmp_path, "schedule", "--remove", "--cron", cwd=d, env={"PATH": str(empty)})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.strip().splitlines() == [
+        "fleetctl-nightly: no crontab program on this machine, so no cron job of that name; nothing removed"]
+    assert not res.stderr.strip(), res.stderr
 
 
 def test_cron_remove_takes_only_our_marked_line_and_the_jobs_vars_file(tmp_path):

@@ -137,8 +137,31 @@ def test_interrupt_stops_remote_work_and_keeps_the_record(sshd_farm, tmp_path, s
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
+    # README: the last line is the counts, an interrupted run's too
+    assert err.splitlines()[-1] == "ok 0, failed 0, unreachable 0, interrupted 1", err[-2000:]
     record = json.loads((last_run(tmp_path) / "run.json").read_text())
     assert record["status"] == "interrupted"
     assert record["hosts"]["h"]["status"] == "interrupted"
     assert b"out| compiling" in (last_run(tmp_path) / "logs" / "h.log").read_bytes()
+    assert wait_for(lambda: not [p for p in pids_with(marker) if b"sleep 300" in cmdline(p)], 15)
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_ad_hoc_run_ends_with_the_counts_line(sshd_farm, tmp_path, sig, code):
+    """`fleetctl run` cut off by Ctrl-C or SIGTERM ends as deploy does: its last line on stderr is
+    `ok N, failed N, unreachable N, interrupted N` (README), not only `fleetctl: interrupted`."""
+    h = sshd_farm.start(f"int-{code}")
+    marker = f"fleetctl-runint-{code}-{os.getpid()}"
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h": h.inventory_vars(sshd_farm.known_hosts)}})
+    proc = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "run", "--hosts", "g", "--",
+                             "sh", "-c", f"echo started; sleep 300 # {marker}"], cwd=REPO,
+                            env={**os.environ, "FLEETCTL_HOME": str(tmp_path)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert wait_for(lambda: any(b"started" in p.read_bytes() for p in (tmp_path / "runs").glob("*/logs/h.log")), 30)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    lines = err.splitlines()
+    assert lines[-2:] == [f"fleetctl: {'interrupted (SIGINT)' if code == 130 else 'terminated (SIGTERM)'}",
+                          "ok 0, failed 0, unreachable 0, interrupted 1"], err[-2000:]
     assert wait_for(lambda: not [p for p in pids_with(marker) if b"sleep 300" in cmdline(p)], 15)

@@ -44,6 +44,11 @@ def test_a_staged_force_deploy_missing_build_requirements_fails_before_staging(s
     tasks = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["gpu01"]["tasks"]
     assert [t["action"] for t in tasks if t["action"] != "facts"] == ["build_wheel"], tasks
     assert tasks[-1]["status"] == "failed" and "found while planning: nothing was uploaded or run" in tasks[-1]["msg"]
+    # the fix names the venv that exists (the live one the stage copies), never .serve-versions/v2,
+    # which is not there yet
+    msg = tasks[-1]["msg"]
+    assert f"build requirements missing in {venv}: " in msg and f"{venv}/bin/python3 -m pip install " in msg, msg
+    assert ".serve-versions" not in msg, msg
     assert not (tmp_path / ".serve-versions").exists()  # nothing staged: no version copied, none left behind
     assert Path(venv).is_dir() and not Path(venv).is_symlink()
     assert not (work / "src").exists()  # the sources were never uploaded

@@ -129,3 +129,29 @@ def test_plan_never_says_nothing_changed_for_a_host_whose_last_deploy_failed_at_
     retry = fleetctl(*base, "--retry-failed", "--plan", home=tmp_path)
     assert "nothing changed" not in retry.stdout and f"last deploy {failed_run} failed at verify" in " ".join(
         retry.stdout.split()), retry.stdout
+
+
+def test_a_venv_without_pip_is_told_a_command_that_works_in_it(sshd_farm, tmp_path):
+    """The trial: a venv `python -m venv --without-pip` (as `uv venv`) made, on a host without uv:
+    the hint was `PY -m pip install torch`, which says "No module named pip". The hint now puts pip
+    there first (ensurepip), and its first half, run on the host as printed, gives the venv a pip."""
+    import shlex
+    import subprocess
+
+    h = sshd_farm.start("nopip")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = make_venv(tmp_path / "venv", "bare", torch=False)
+    py = f"{venv}/bin/python3"
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"nopip": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                  "workdir": str(tmp_path / "work"), "venv": venv}}})
+    res = fleetctl("-i", str(inv), "verify", "--hosts", "g", home=tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    msgs = [t["msg"] for t in record["hosts"]["nopip"]["tasks"] if "torch does not import" in (t["msg"] or "")]
+    assert msgs, res.stdout[-3000:]
+    hint = msgs[0].split("into the venv (", 1)[1].split("), or point", 1)[0]
+    assert hint == f"{py} -m ensurepip --upgrade && {py} -m pip install torch", msgs[0]
+    assert subprocess.run([py, "-m", "pip", "--version"], capture_output=True).returncode != 0  # no pip yet
+    first = hint.split(" && ")[0]
+    assert subprocess.run(shlex.split(first), capture_output=True).returncode == 0
+    assert subprocess.run([py, "-m", "pip", "--version"], capture_output=True).returncode == 0  # what followed works

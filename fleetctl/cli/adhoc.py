@@ -9,7 +9,7 @@ import click
 
 from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, extra_vars_option,
                   forks_option, hosts_option, json_option, limit_option, main, metrics_observer, pass_ctx,
-                  phase_timeout_option, run_async, timeout_option)
+                  phase_timeout_option, RunEnd, run_async, timeout_option)
 
 
 @main.command()
@@ -32,10 +32,11 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
 
     _, hosts = obj.select(pattern, limit, forks=forks)
     live = None if as_json else FactsLines(facts_entry)
-    run, _ = run_async(gather_facts(hosts, pattern=pattern, command=command_line(), observers=[live],
+    ends = RunEnd()
+    run, _ = run_async(gather_facts(hosts, pattern=pattern, command=command_line(), observers=[live, ends],
                                     verbose=obj.verbose, forks=forks, connect_timeout_s=connect_timeout,
                                     accept_new_host_keys=accept_new_host_keys, ssh_options=obj.ssh_options,
-                                    phase_timeout=phase_timeout))
+                                    phase_timeout=phase_timeout), ends)
     result = facts_document(run)
     bad = run.failed_hosts
     if as_json:
@@ -94,11 +95,12 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
 
     printer = HostLines([h.name for h in hosts], stream=sys.stderr if as_json else sys.stdout)
     live = ValvedObserver(_LinesOnly(printer), LiveValve(log_hint=lambda h: f"fleetctl logs RUN {h}"))
+    ends = RunEnd()
     run_, record, outputs = run_async(run_command(
         hosts, list(argv), pattern=pattern, command=command_line(),
-        observers=[None if gather and not as_json else live, metrics], verbose=obj.verbose,
+        observers=[None if gather and not as_json else live, metrics, ends], verbose=obj.verbose,
         forks=forks, timeout_s=timeout_s, connect_timeout_s=connect_timeout,
-        accept_new_host_keys=accept_new_host_keys, ssh_options=obj.ssh_options))
+        accept_new_host_keys=accept_new_host_keys, ssh_options=obj.ssh_options), ends)
     bad = run_.failed_hosts
     if as_json:
         doc = {}

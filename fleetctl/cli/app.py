@@ -97,10 +97,24 @@ class Context:
 pass_ctx = click.make_pass_decorator(Context)
 
 
-def run_async(coro):
+class RunEnd:
+    """An observer keeping the run it is told about, so that an interrupted command can still end
+    with the counts line (:func:`run_async`)."""
+
+    def __init__(self) -> None:
+        self.run = None
+
+    def event(self, run, event) -> None:
+        self.run = run
+
+
+def run_async(coro, ends: RunEnd | None = None):
     """Run the engine. SIGINT (Ctrl-C) exits 130, SIGTERM 143: both cancel the run, which stops
     the remote commands (their channels close, see fleetctl.connection.command) and marks the
-    run record interrupted before exiting."""
+    run record interrupted before exiting. With ``ends`` (a :class:`RunEnd` among the run's
+    observers), an interrupted command ends as a finished one does (README): ``fleetctl:
+    interrupted (SIGINT)``, then the counts line on stderr, ``ok N, failed N, unreachable N``
+    (then ``not started N``, ``interrupted N``: :func:`fleetctl.reporting.gathered.summary_line`)."""
     collect_as_usual()
     terminated = False
 
@@ -119,15 +133,21 @@ def run_async(coro):
         finally:
             loop.remove_signal_handler(signal.SIGTERM)
 
+    def stopped(line: str, code: int) -> "click.exceptions.Exit":
+        click.echo(line, err=True)
+        if ends is not None and ends.run is not None:
+            from ..reporting.gathered import summary_line
+
+            click.echo(summary_line(ends.run.hosts), err=True)
+        return click.exceptions.Exit(code)
+
     try:
         return asyncio.run(main())
     except KeyboardInterrupt:
-        click.echo("fleetctl: interrupted (SIGINT)", err=True)
-        raise click.exceptions.Exit(130) from None
+        raise stopped("fleetctl: interrupted (SIGINT)", 130) from None
     except asyncio.CancelledError:
         if terminated:
-            click.echo("fleetctl: terminated (SIGTERM)", err=True)
-            raise click.exceptions.Exit(143) from None
+            raise stopped("fleetctl: terminated (SIGTERM)", 143) from None
         raise
 
 

@@ -14,7 +14,7 @@ from rich.text import Text
 from ..errors import InputError
 from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, extra_vars_option,
                   forks_option, json_option, limit_option, main, metrics_observer, pass_ctx, phase_timeout_option,
-                  run_async, timeout_option)
+                  RunEnd, run_async, timeout_option)
 
 from ..reporting.terminal import FOLD_THRESHOLD  # above it, --output auto folds by host set
 
@@ -60,8 +60,9 @@ def run_play_command(obj: Context, playbook_path: str, *, kind: str, pattern: st
                                f"{' (dry run: nothing is changed)' if dry_run else ''}; record in {record.dir}",
                                markup=False, highlight=False)
 
-    run, record = run_async(run_play(prep, command=command_line(), observers=[live, metrics], verbose=obj.verbose,
-                                     on_start=started))
+    ends = RunEnd()
+    run, record = run_async(run_play(prep, command=command_line(), observers=[live, metrics, ends],
+                                     verbose=obj.verbose, on_start=started), ends)
     bad = run.failed_hosts
     if plan:
         return _print_plan(playbook, run, run.as_json()["hosts"], as_json)

@@ -8,9 +8,14 @@ same name. Only what ``fleetctl schedule`` put there goes: unit files that start
 files (``<state>/schedule/NAME.vars*.yaml``: the ones the job names and those of this state folder).
 Nothing under the name is not an error (idempotent, as ``state: absent``): one line, exit 0.
 
-Exit status: 0 removed (or nothing to remove); 1 the files are removed but ``systemctl`` is missing or
-failed, or ``crontab`` is missing or failed (the crontab is then unchanged); the line says what to run;
-2 a unit of that name that fleetctl did not write (it is left alone).
+Exit status: 0 removed (or nothing to remove: with no ``crontab`` program there is no crontab, so no
+line of ours either); 1 the files are removed but ``systemctl`` is missing or failed, or ``crontab``
+failed (the crontab is then unchanged); the line says what to run; 2 a unit of that name that
+fleetctl did not write (it is left alone).
+
+The user unit folder (``~/.config/systemd/user``) and its ``systemd`` parent, which ``schedule`` makes
+when they are not there, are removed once the last unit in them is gone (only when empty: an empty
+folder holds nothing of anyone's; ``~/.config`` itself stays).
 """
 
 from __future__ import annotations
@@ -46,6 +51,17 @@ def _unlink(paths: list[Path], out: Say) -> None:
     for path in paths:
         path.unlink(missing_ok=True)
         out(f"removed {path}")
+
+
+def _drop_empty_unit_dirs(unit_dir: Path, out: Say) -> None:
+    """Remove ``unit_dir`` (``.../systemd/user``) and then its ``systemd`` parent when they are empty
+    (``schedule`` makes both with ``mkdir -p``); a folder with anything in it stays."""
+    for folder in (unit_dir, unit_dir.parent) if unit_dir.parent.name == "systemd" else (unit_dir,):
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (or not there, or not ours to remove): it stays
+            return
+        out(f"removed the empty folder {folder}")
 
 
 def remove_systemd(name: str, unit_dir: Path, *, system: bool, home: str, systemctl: str | None,
@@ -93,6 +109,8 @@ def remove_systemd(name: str, unit_dir: Path, *, system: bool, home: str, system
     _unlink([*texts, *files], out)
     if texts:
         run(steps[1])
+    if not system:
+        _drop_empty_unit_dirs(unit_dir, out)
     if not texts:
         return 0
     if not systemctl:
@@ -111,11 +129,19 @@ def remove_cron(name: str, *, home: str, crontab: str | None, print_only: bool, 
     and the job's vars files.
 
     Returns:
-        0 removed (or nothing there); 1 crontab missing or failed (crontab and files left as they were).
+        0 removed, or nothing there (no ``crontab`` program: no crontab, so nothing of ours in one;
+        the job's vars files, if any, are removed); 1 crontab failed (crontab and files left as
+        they were).
     """
     if not crontab:
-        err(f"fleetctl: error: crontab not found; remove the line ending in `{sch.marker(name)}` with `crontab -e`")
-        return EXIT_FAILED
+        files = _job_vars_files(name, home, ())
+        for path in files:
+            out(f"{'would remove' if print_only else 'removed'} {path}")
+            if not print_only:
+                path.unlink(missing_ok=True)
+        out(f"{name}: no crontab program on this machine, so no cron job of that name; nothing "
+            f"{'else ' if files else ''}removed")
+        return 0
     try:
         current = read_crontab(crontab)
     except (OSError, subprocess.TimeoutExpired, RuntimeError) as exc:

@@ -8,7 +8,7 @@ import sys
 import click
 
 from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, forks_option, hosts_option,
-                  json_option, limit_option, main, pass_ctx, run_async, timeout_option)
+                  json_option, limit_option, main, pass_ctx, RunEnd, run_async, timeout_option)
 
 _timeout = click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=FiniteFloatRange(0.1),
                         help="Seconds one host's whole transfer may take.")
@@ -26,10 +26,11 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
     if kind == "copy":  # a missing SRC is bad input (exit 2) before any host is touched
         skipped = transfer.local_sources(src)[1]
     _, hosts = obj.select(pattern, limit, venv=False, forks=forks)
+    ends = RunEnd()
     run, _record = run_async(transfer_files(
         kind, hosts, src, dest, pattern=pattern, command=command_line(), verbose=obj.verbose, forks=forks,
         timeout_s=timeout_s, connect_timeout_s=connect_timeout, accept_new_host_keys=accept_new_host_keys,
-        ssh_options=obj.ssh_options, flat=flat))
+        ssh_options=obj.ssh_options, flat=flat, observers=[ends]), ends)
     bad = run.failed_hosts
     if as_json:
         print_json(run.redactor.obj({h: {"status": o.status, "files": o.files or [], "bytes": o.bytes or 0,

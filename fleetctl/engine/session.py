@@ -196,11 +196,12 @@ class HostSession:
         """Facts as the run keeps them: the connection's own view added, a ``cuda_home`` var the
         host does not honour noted; stored and returned."""
         facts.update(self.conn.extra_facts())
-        cuda = facts.get("cuda") or {}
-        if self.host.cuda_home and cuda.get("source") != "cuda_home var":
-            notes = facts.setdefault("build", {}).setdefault("notes", [])
-            notes.insert(0, f"cuda_home {self.host.cuda_home} has no bin/nvcc; found {cuda.get('home') or 'no toolkit'} "
-                            f"instead (builds refuse this until cuda_home is fixed)")
+        from ..facts.refusals import cuda_home_problem, warning
+
+        problem = cuda_home_problem(facts, self.host.cuda_home)
+        if problem:  # a warning, as every problem a deploy refuses (facts reads WARNING, not ok)
+            found = (facts.get("cuda") or {}).get("home") or "no toolkit"
+            facts.setdefault("build", {}).setdefault("notes", []).insert(0, warning(f"{problem}; found {found} instead"))
         from ..util.shared import share
 
         self.facts = share(facts)  # the run keeps every host's facts: equal strings kept once

@@ -19,6 +19,7 @@ from ..build.hostcompiler import choose as choose_host_compiler
 from ..connection.base import Connection
 from ..errors import FleetError, TaskFailed
 from ..build.gpustack import check_gpu_stack, slurm_label_warnings, unmet_gres_warning
+from .refusals import not_a_venv_problem, warning as refusal_warning
 from .workdir import workdir_warning
 from .scripts import script_path
 
@@ -200,8 +201,10 @@ def complete_facts(host: str, facts: dict[str, Any], *,
             facts["build"] = build_plan(facts, fallback_archs=fallback_archs, max_jobs=max_jobs)
             facts["build"]["notes"].insert(0, note)
         cxx = choose_host_compiler(facts)  # what nvcc will compile host code with (fleetctl/build/hostcompiler.py)
-        if cxx.note or cxx.problem:
-            facts["build"]["notes"].append(cxx.note or cxx.problem)
+        if cxx.note:
+            facts["build"]["notes"].append(cxx.note)
+        if cxx.problem:  # the build's toolchain check refuses it (fleetctl/tasks/build_toolchain.py)
+            facts["build"]["notes"].append(refusal_warning(cxx.problem))
     except ValueError as exc:
         raise FleetError(f"{host}: cannot plan the build: {exc}") from None
     for warning in (facts.get("gpu_stack") or {}).get("warnings") or []:
@@ -211,6 +214,9 @@ def complete_facts(host: str, facts: dict[str, Any], *,
         facts["build"]["notes"].append(
             f"warning: venv {py['venv']}: {py.get('error') or 'no interpreter'}: the host var venv names an environment "
             "that is not there (builds, installs and verify use it): create it, or fix the var")
+    not_venv = not_a_venv_problem(facts, py.get("venv"))
+    if not_venv:  # new-user trial: venv: /usr read "ok", and --plan suggested pip into the system's Python
+        facts["build"]["notes"].append(refusal_warning(not_venv))
     wd = workdir_warning(facts)  # new-user trial: a read-only or full workdir read "ok: disk free GiB 0"
     if wd:
         facts["build"]["notes"].append(wd)

@@ -22,12 +22,13 @@ from typing import Any
 
 from ..build.archs import DEFAULT_PATH, available_memory_mib, unsupported_archs
 from ..build.cudacompat import ArchToken, driver_problem, predicted_binaries, uncovered_gpus
+from ..facts.refusals import cuda_home_problem, not_a_venv_problem
 from ..status import Status
 from .base import HostView, Plan, TaskResult, first_error_line
 from .build_deps import plan_deps, read_tree
 from .build_meta import TORCH_EXTENSION_TOOLS, BuildMeta, meta_from_texts, requirement_name
 from .build_space import RECEIVER_MIN_FREE_DISK_MIB, build_paths, receive_paths, space_check
-from .pytool import install_command
+from .pytool import existing_venv, install_command
 from .venv_probe import CLEAN_PYTHON_ENV, VENV_PROBE, torch_probe_problem, venv_probe  # noqa: F401 - their home
 from .venv_probe import parse_venv_probe, probe_fault_problems, probe_started
 
@@ -49,13 +50,15 @@ def facts_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: 
     """
     problems = []
     cuda = facts.get("cuda") or {}
-    if cuda_home and cuda.get("source") != "cuda_home var":
-        problems.append(f"cuda_home {cuda_home} has no bin/nvcc (fix the host var 'cuda_home')")
+    wrong_home = cuda_home_problem(facts, cuda_home)  # worded once: facts warns with the same line
+    problems += [wrong_home] if wrong_home else []
     if not venv:
         problems.append("no venv for this host: set the host var 'venv' (the build must not pick the system Python)")
     py = facts.get("python") or {}
     if venv and not py.get("exists", True):
         problems.append(f"venv python {posixpath.join(venv, 'bin', 'python3')} does not exist (venv var: {venv})")
+    not_venv = not_a_venv_problem(facts, venv)
+    problems += [not_venv] if not_venv else []
     arch_list = ";".join(t.text for t in tokens)
     if not cuda.get("nvcc"):
         problems.append(f"nvcc not found (looked in the cuda_home var, $CUDA_HOME, /usr/local/cuda, PATH, "
@@ -119,29 +122,30 @@ def probe_problems(info: Mapping[str, Any], meta: BuildMeta, facts: Mapping[str,
     """Problems found from the venv probe's answer (see :data:`VENV_PROBE`) and the tree's metadata."""
     problems = []
     py = facts.get("python") or {}
+    where = existing_venv(facts, venv, python)[0]  # a stage not made yet: the live venv it copies
     if venv and posixpath.realpath(info["prefix"]) != posixpath.realpath(venv) and info["prefix"] != venv.rstrip("/"):
         problems.append(f"{python} runs in {info['prefix']}, not the venv {venv}")
     if info.get("missing"):
-        problems.append(f"build requirements missing in {venv}: {', '.join(info['missing'])} "
+        problems.append(f"build requirements missing in {where}: {', '.join(info['missing'])} "
                         f"(install them into the venv: {install_command(facts, python, ' '.join(info['missing']))})")
     if isolated and meta.torch_extension and not meta.torch_required:
         problems.append("an isolated build cannot import torch (ModuleNotFoundError: No module named 'torch'): "
                         "the package's [build-system] requires lacks torch, and it builds against torch; build in the "
                         "venv with its own torch: no_build_isolation: true (the default)")
-    too_old = cmake_too_old(facts, meta, isolated)
+    too_old = cmake_too_old(facts, meta, isolated, python)
     problems += [too_old] if too_old else []
     tools = missing_tools(info, facts, venv)
     needs_torch = not isolated and (meta.torch_extension or meta.torch_required)
     if needs_torch and not py.get("torch") and py.get("torch_probe_error"):
         problems.append(torch_probe_problem(py["torch_probe_error"]))
     elif needs_torch and not py.get("torch"):
-        problems.append(f"torch does not import in {venv} ({py.get('torch_error') or 'not installed'}): the build "
+        problems.append(f"torch does not import in {where} ({py.get('torch_error') or 'not installed'}): the build "
                         "compiles against the venv's torch; install the torch build for this host's CUDA into the venv "
                         "(not an isolated build: that would compile against another torch)")
     if tools and not args.install_build_requirements:
         reqs = info.get("requirements") or {}
         what = ", ".join(f"{m} (have {reqs[m]['installed']})" if reqs.get(m, {}).get("installed") else m for m in tools)
-        problems.append(f"build requirements missing in {venv}: {what} (the package's own [build-system] requires"
+        problems.append(f"build requirements missing in {where}: {what} (the package's own [build-system] requires"
                         f"{' and the torch extension build tools' if meta.torch_extension else ''}); install them into "
                         f"the venv: {install_command(facts, python, ' '.join(shlex.quote(t) for t in tools))} "
                         "(or set the build_wheel task's install_build_requirements: true in your playbook)")
@@ -183,7 +187,7 @@ def missing_tools(info: Mapping[str, Any], facts: Mapping[str, Any], venv: str |
     return out
 
 
-def cmake_too_old(facts: Mapping[str, Any], meta: BuildMeta, isolated: bool) -> str | None:
+def cmake_too_old(facts: Mapping[str, Any], meta: BuildMeta, isolated: bool, python: str = "python3") -> str | None:
     """The build's cmake (facts ``cmake``: the venv's ``bin/cmake``, else the login PATH's first,
     which :func:`fleetctl.build.env.build_environment` keeps on the build's PATH) against the
     tree's own floor (:attr:`BuildMeta.cmake_minimum`), or ``None``. An isolated
@@ -195,7 +199,8 @@ def cmake_too_old(facts: Mapping[str, Any], meta: BuildMeta, isolated: bool) -> 
     if _version(cmake["version"]) >= _version(floor[0]):
         return None
     return (f"cmake {cmake['version']} at {cmake.get('path')} is older than {floor[0]}, which the tree requires "
-            f"({floor[1]}): install a newer cmake into the venv (pip install 'cmake>={floor[0]}') or put one first "
+            f"({floor[1]}): install a newer cmake into the venv "
+            f"({install_command(facts, python, shlex.quote(f'cmake>={floor[0]}'))}) or put one first "
             "on the host's login PATH")
 
 

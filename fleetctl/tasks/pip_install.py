@@ -47,7 +47,7 @@ from .build_preflight import CLEAN_PYTHON_ENV
 from .venv_probe import PIP_INSTALL_ENV
 from .install_target import INSTALL_RECORD, dropped_by, shared_message, target_ids, unreadable_target
 from .envs import STAGED_FACT
-from .pytool import pick_tool
+from .pytool import install_command, pick_tool
 from .steps import Note, Put, Run, TargetClaim, probe
 from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, misplaced, norm_dist,
                          parse_state, state_failure)
@@ -321,8 +321,8 @@ def _roll_back(args: PipInstallArgs, host: HostView, tool: str, uv: str | None, 
             done.append(f"reinstalled torch {old}")
         else:
             left.append(f"torch {old} could not be reinstalled ({first_error_line(res)}): restore it with "
-                        f"{host.python} -m pip install --force-reinstall --no-deps torch=={old} (from the index it "
-                        "came from)")
+                        f"{install_command(host.facts, host.python, f'--force-reinstall --no-deps torch=={old}')} "
+                        "(from the index it came from)")
     data["rolled_back"] = done
     msg = (f"the install changed torch: {before.get('torch')} (cu {before.get('cuda')}) -> {after.get('torch')} "
            f"(cu {after.get('cuda')}); rolled back: {', '.join(done) or 'nothing'}" + "".join(f"; {x}" for x in left))

@@ -59,11 +59,37 @@ def pick_tool(requested: str, facts: Mapping[str, Any], venv: str | None, python
                          f"into it: {add_pip}, or install uv on the host ({UV_INSTALL})")
 
 
+def existing_venv(facts: Mapping[str, Any], venv: str | None, python: str) -> tuple[str | None, str]:
+    """``(venv, python)`` an operator can install into now: the live venv a staged version is made
+    from while the play runs in a stage (facts ``staged_env``, :data:`fleetctl.tasks.envs.STAGED_FACT`:
+    ``{path, live}``; ``<versions>/vN`` does not exist yet while planning, and a failed run's stage is
+    replaced by the next one, which copies the live venv again), else ``venv`` and ``python`` as given."""
+    staged = facts.get("staged_env")
+    if not isinstance(staged, Mapping) or not staged.get("live") or not staged.get("path"):
+        return venv, python
+    path, live = str(staged["path"]).rstrip("/"), str(staged["live"]).rstrip("/")
+    if python.startswith(path + "/"):
+        python = live + python[len(path):]
+    return (live if venv and venv.rstrip("/") == path else venv), python
+
+
 def install_command(facts: Mapping[str, Any], python: str, packages: str) -> str:
-    """The command an operator runs to put ``packages`` (one shell-quoted string) into the venv:
-    ``PY -m pip install ...``, or ``uv pip install --python PY ...`` when the venv has no pip
-    (uv made it, or ``python -m venv --without-pip``) and the host has uv."""
+    """The command an operator runs to put ``packages`` (one shell-quoted string, pip's options
+    first when any) into the venv, the one every hint that tells an install prints:
+
+    - ``PY -m pip install ...`` when the venv has pip (or facts do not say);
+    - ``UV pip install --python PY ...`` when it has none (``uv venv`` made it, or ``python -m venv
+      --without-pip``) and the host has uv (uv's docs, "Using Python environments");
+    - ``PY -m ensurepip --upgrade && PY -m pip install ...`` when it has none and the host has no uv:
+      ensurepip puts the pip bundled with that Python into the venv (the ensurepip docs), since
+      ``PY -m pip`` alone fails with ``No module named pip``.
+
+    A staged version's interpreter is named by its live venv's (:func:`existing_venv`).
+    """
+    _, python = existing_venv(facts, None, python)  # a stage's vN: its live venv (the one that exists)
     uv = (facts.get("uv") or {}).get("path")
-    if venv_has_pip(facts) is False and uv:
-        return f"{uv} pip install --python {python} {packages}"
+    if venv_has_pip(facts) is False:
+        if uv:
+            return f"{uv} pip install --python {python} {packages}"
+        return f"{python} -m ensurepip --upgrade && {python} -m pip install {packages}"
     return f"{python} -m pip install {packages}"

@@ -25,7 +25,7 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from .pytool import install_command
+from .pytool import existing_venv, install_command
 
 
 def torch_runtime_problem(facts: Mapping[str, Any], venv: str | None, python: str, package: str) -> str | None:
@@ -50,6 +50,7 @@ def torch_runtime_problem(facts: Mapping[str, Any], venv: str | None, python: st
     if (not isinstance(py, Mapping) or py.get("torch") or py.get("torch_probe_error") or py.get("torch_pending")
             or not py.get("exists", True)):
         return None
+    venv, _ = existing_venv(facts, venv, python)  # in a stage not made yet: the live venv it copies
     where = venv or posixpath.dirname(posixpath.dirname(python)) or python
     why = py.get("torch_error") or "not installed"
     return (f"torch does not import in {where} ({why}): {package} needs torch at run time and fleetctl never "

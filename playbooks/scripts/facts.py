@@ -39,7 +39,9 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     ``"interactive login PATH"`` | null. ``toolkits``: every distinct toolkit found,
                     in search order, as ``{home, nvcc, nvcc_realpath, version, archs, source}``.
 ``python``          ``{executable, venv, exists, version: "3.12.3", tag: "cp312", implementation,
-                    site_packages, prefix, in_venv, packages: {dist: version | null}, torch,
+                    site_packages, prefix, in_venv, conda_env, externally_managed (the path of
+                    the stdlib's EXTERNALLY-MANAGED file, PEP 668, outside a venv; else null),
+                    packages: {dist: version | null}, torch,
                     torch_cuda, torch_cxx11_abi, torch_arch_list, torch_file, torch_error,
                     torch_probe_error, error}``; ``torch_error`` is what is wrong with the host's torch,
                     ``torch_probe_error`` what went wrong in fleetctl's own reader (never the host's).
@@ -1315,7 +1317,7 @@ def probe_cuda(cuda_home, cache=None):
 # Runs in the probed interpreter (any Python >= 3.8); prints two marked JSON lines so that a torch
 # import that hangs past the timeout still leaves the interpreter facts behind.
 _PYTHON_PROBE = r"""
-import json, sys, sysconfig
+import json, os, sys, sysconfig
 MARK = %(mark)r
 try:
     deps = probe_deps()
@@ -1329,8 +1331,11 @@ info = {
     "site_packages": sysconfig.get_paths().get("purelib"),
     "prefix": sys.prefix,
     "in_venv": sys.prefix != getattr(sys, "base_prefix", sys.prefix),
+    "conda_env": os.path.isdir(os.path.join(sys.prefix, "conda-meta")),
     "packages": {},
 }
+_managed = os.path.join(sysconfig.get_paths().get("stdlib") or "", "EXTERNALLY-MANAGED")
+info["externally_managed"] = _managed if not info["in_venv"] and os.path.isfile(_managed) else None
 try:
     info["platform"] = platform_facts()
 except Exception as exc:
@@ -1639,7 +1644,7 @@ def probe_python(venv, cache=None):
     py = {
         "executable": exe, "venv": venv, "exists": _is_exe(exe), "version": None, "tag": None,
         "implementation": None, "site_packages": None, "prefix": None, "in_venv": None,
-        "packages": {}, "torch": None, "torch_cuda": None, "torch_file": None,
+        "conda_env": None, "externally_managed": None, "packages": {}, "torch": None, "torch_cuda": None, "torch_file": None,
         "torch_error": None, "torch_cxx11_abi": None, "torch_arch_list": None, "error": None,
         "torch_probe_error": None,
     }

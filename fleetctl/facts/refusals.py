@@ -1,0 +1,48 @@
+"""Problems in a host's facts that a deploy refuses, worded once: the build preflight refuses the
+host with the line (:func:`fleetctl.tasks.build_preflight.facts_problems`), and ``fleetctl facts``
+shows the same line as a ``warning:`` note (:func:`warning`), so that such a host reads ``WARNING``,
+never ``ok``, and is in ``--json``'s ``warnings`` (docs/contracts.md: one rule for both).
+
+Each function takes facts (``python``: the venv interpreter's, ``playbooks/scripts/facts.py``) and
+returns one line (the cause and the fix) or None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def warning(problem: str) -> str:
+    """The ``fleetctl facts`` note of a problem a deploy refuses: ``warning: PROBLEM; a deploy
+    refuses this host until it is fixed``."""
+    return f"warning: {problem}; a deploy refuses this host until it is fixed"
+
+
+def cuda_home_problem(facts: Mapping[str, Any], cuda_home: str | None) -> str | None:
+    """The host var ``cuda_home`` names a folder without ``bin/nvcc`` (facts then found another
+    toolkit, or none: a silent fallback is how builds end up with the wrong nvcc). ``fleetctl facts``
+    adds which toolkit it found instead."""
+    cuda = facts.get("cuda") or {}
+    if not cuda_home or cuda.get("source") == "cuda_home var":
+        return None
+    return f"cuda_home {cuda_home} has no bin/nvcc (fix the host var 'cuda_home')"
+
+
+def not_a_venv_problem(facts: Mapping[str, Any], venv: str | None) -> str | None:
+    """The host var ``venv`` names a Python installation that is no virtual environment: its
+    interpreter runs with ``sys.prefix == sys.base_prefix`` (no ``pyvenv.cfg``: the venv module's
+    docs, "How venvs work") and it is no conda environment (no ``conda-meta`` folder). ``venv:
+    /usr`` is the case: builds and installs would write into the system's Python, which Debian's
+    marks externally managed (PEP 668: an ``EXTERNALLY-MANAGED`` file in its stdlib folder), so pip
+    refuses to install there. None when facts do not say (an older facts script, no interpreter).
+    """
+    py = facts.get("python") or {}
+    if not venv or not isinstance(py, Mapping) or py.get("in_venv") is not False or py.get("conda_env"):
+        return None
+    managed = py.get("externally_managed")
+    return (f"venv {venv} is not a virtual environment (its python runs with sys.prefix == sys.base_prefix "
+            f"{py.get('prefix') or venv}, no pyvenv.cfg"
+            + (f"; it is externally managed, PEP 668: {managed} exists, so pip refuses to install into it"
+               if isinstance(managed, str) else "")
+            + "): make one (python3 -m venv ~/venv, or uv venv ~/venv) and point the host var 'venv' at it")
