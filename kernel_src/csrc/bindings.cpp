@@ -534,18 +534,22 @@ constexpr int64_t kWgMinRows = 17, kWgMaxRows = 256, kPkMaxRows = 64;
 // dequantize path wins or ties on every shape).
 constexpr int64_t kWgMinElems = int64_t(1) << 25;
 
-// 9..16 tokens: the wgmma kernel for weights of at least kWgMinElems with N >= 8192 (H200, two
-// runs: 14336x4096 M = 16 21.5-21.7 us against the mma.sync kernel's 25.5-26.7, 8192^2 23.6-25.3
-// against 24.8-25.8; narrower weights stay faster on cuda_pk.cu: 4096x14336 25 against 22, bench/NOTES.md).
+// 9..16 tokens: the wgmma kernel for bf16 activations and weights of at least kWgMinElems with
+// N >= 8192 where its plan splits no K range (14336x4096 M = 16: 24.2-24.9 us against the mma.sync
+// kernel's 25.0-25.5 in four runs on an H200 and an H100); with a K split (8192^2: 27.7-28.9 against
+// 24.1-24.9) and for fp16 activations (14336x4096 28.2-29.1 against 25.5-26.6) cuda_pk.cu is faster,
+// as for narrower weights (4096x14336 27.6 against 21.2; bench/NOTES.md, "Issue 28", runs t1, e1-e3).
 constexpr int64_t kWgWideMinRows = 9, kWgWideN = 8192;
 
-bool use_wg(int64_t t, int64_t n, int64_t k, int device) {
+bool use_wg(const fp4::PkProblem& p, int device) {
     if (g_pk_kernel == 1) return false;
     if (!fp4::wg_supported(device)) {
         if (g_pk_kernel == 2) fail("the wgmma GEMM needs an sm_90a build on a compute capability 9.0 GPU");
         return false;
     }
-    return g_pk_kernel == 2 || t >= kWgMinRows || (t >= kWgWideMinRows && n >= kWgWideN && n * k >= kWgMinElems);
+    if (g_pk_kernel == 2 || p.t >= kWgMinRows) return true;
+    return p.t >= kWgWideMinRows && p.a_kind == 1 && p.n >= kWgWideN && p.n * p.k >= kWgMinElems &&
+           fp4::wg_plan(p, device).split == 1;
 }
 
 void set_pk_kernel(const std::string& name) {
@@ -579,7 +583,7 @@ void pk_mm_cuda(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uintptr_t alp
     const fp4::PkProblem p = pk_problem(a_kind, a, lda, w, alpha, alpha_value, out, out_dtype_code, t, n,
                                         k, nt, u, rt, split, un);
     if (t == 0 || n == 0) return;
-    if (use_wg(t, n, k, device)) fp4::cuda_wg_mm(p, device, stream);
+    if (use_wg(p, device)) fp4::cuda_wg_mm(p, device, stream);
     else fp4::cuda_pk_mm(p, device, stream);
 }
 

@@ -14,7 +14,8 @@ FUSED_MAX_ROWS = 128
 # The same for prepacked weights (the kernel of csrc/cuda_pk.cu; bench/NOTES.md, "v8"): above it,
 # the prepacked weight is dequantized (exactly) and cuBLAS runs. On a compute capability 9.0 GPU
 # with an sm_90a build the wgmma kernel (csrc/cuda_wg.cu) takes M = 17 .. 256 instead for weights
-# of at least 2^25 elements (from M = 9 where such a weight has N >= 8192), and for smaller ones
+# of at least 2^25 elements (from M = 9 for bf16 activations where such a weight has N >= 8192 and
+# the plan splits no K range), and for smaller ones
 # whose 128-token plan runs two consumer warpgroups (bench/NOTES.md, "Issue 28"):
 # pk_max_rows(device, n, k) says which bound holds.
 PK_MAX_ROWS = 64
