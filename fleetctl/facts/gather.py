@@ -19,6 +19,7 @@ from ..build.hostcompiler import choose as choose_host_compiler
 from ..connection.base import Connection
 from ..errors import FleetError, TaskFailed
 from ..build.gpustack import check_gpu_stack, slurm_label_warnings, unmet_gres_warning
+from .venv import venv_warnings
 from .workdir import workdir_warning
 from .scripts import script_path
 
@@ -211,6 +212,8 @@ def complete_facts(host: str, facts: dict[str, Any], *,
         facts["build"]["notes"].append(
             f"warning: venv {py['venv']}: {py.get('error') or 'no interpreter'}: the host var venv names an environment "
             "that is not there (builds, installs and verify use it): create it, or fix the var")
+    # new-user trial: a venv the login user cannot write, a full one, a torch that does not import
+    facts["build"]["notes"].extend(venv_warnings(facts))
     wd = workdir_warning(facts)  # new-user trial: a read-only or full workdir read "ok: disk free GiB 0"
     if wd:
         facts["build"]["notes"].append(wd)
