@@ -9,15 +9,138 @@ playbooks/scripts/verify_package.py (``install_problem``).
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import hashlib
 import json
+import os
+import shutil
 import subprocess
+import zipfile
 from pathlib import Path
 
+import pytest
+
+from tests.support.fake_gpu import H200, write_fake_nvidia_smi
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
 from tests.support.hostvenv import make_venv, site_packages
+from tests.support.tiny_ext import tmpfs
+
+INSTALL_PLAY = """\
+name: install a wheel
+hosts: all
+tasks:
+  - name: Install
+    pip_install: {{wheel: "{wheel}", tool: pip}}
+"""
+
+def _wheel(folder: Path, blob_bytes: int = 4096) -> Path:
+    """A real pure wheel ``toyinst`` (``__init__.py`` with ``op``, a ``_C.so`` blob of zeros of
+    ``blob_bytes``: small packed, that size unpacked), with its RECORD, as build backends write it."""
+    files = {"toyinst/__init__.py": b"def op():\n    return 1\n", "toyinst/_C.so": b"\0" * blob_bytes,
+             "toyinst-0.1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: toyinst\nVersion: 0.1.0\n",
+             "toyinst-0.1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                              b"Tag: py3-none-any\n"}
+    record = "".join(f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}\n"
+                     for p, d in files.items()) + "toyinst-0.1.0.dist-info/RECORD,,\n"
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / "toyinst-0.1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        for p, d in files.items():
+            zf.writestr(p, d)
+        zf.writestr("toyinst-0.1.0.dist-info/RECORD", record)
+    os.chmod(folder, 0o755)
+    os.chmod(wheel, 0o644)
+    return wheel
+
+
+def _task(home: Path, host: str, action: str) -> dict:
+    """The last run's task of ``action`` on ``host``, from its run record."""
+    tasks = json.loads((last_run(home) / "run.json").read_text())["hosts"][host]["tasks"]
+    return [t for t in tasks if t["action"] == action][-1]
+
 
 def _flat(text: str) -> str:
     return " ".join(text.replace("│", " ").split())
+
+
+def _fill(folder: Path) -> None:
+    with open(folder / "filler", "wb") as f:  # the disk full to its last byte
+        with contextlib.suppress(OSError):
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+
+
+@pytest.mark.sshd
+def test_a_venv_the_login_user_cannot_write_is_named_by_facts_plan_and_deploy(sshd_farm, tmp_path):
+    h = sshd_farm.start("ro-venv", shell="bash")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = sshd_farm.root / "venv-of-root"  # root's venv; the login user may run it, not write it
+    subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True)
+    sp = subprocess.run([str(venv / "bin" / "python3"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                        check=True, capture_output=True, text=True).stdout.strip()
+    wheel = _wheel(sshd_farm.root / "wheels")
+    play = tmp_path / "play.yaml"
+    play.write_text(INSTALL_PLAY.format(wheel=wheel))
+    work = Path(os.path.expanduser(f"~{h.user}")) / "fleetctl-work"
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"rov": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                "venv": str(venv), "workdir": str(work)}}})
+    before = sorted(os.listdir(sp))
+    line = (f"venv's site-packages {sp} is not writable by {h.user} (owned by root): pip would fail in the middle "
+            f"of the install (Permission denied); fix: deploy as root (ansible_user), give {h.user} write access "
+            f"to the venv, or point the host var 'venv' at a venv {h.user} owns")
+
+    facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
+    assert facts.returncode == 0, facts.stdout + facts.stderr
+    assert "rov: WARNING (below)" in facts.stdout and f"warning: {line}" in _flat(facts.stdout), facts.stdout
+    base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play))
+    plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
+    assert plan.returncode == 1, plan.stdout + plan.stderr
+    tasks = json.loads(plan.stdout)["rov"]["tasks"]
+    assert any(t["msg"] == f"preflight: {line}" for t in tasks), tasks
+    dep = fleetctl(*base, home=tmp_path)
+    assert dep.returncode == 1, dep.stdout[-3000:]
+    task = _task(tmp_path, "rov", "pip_install")
+    assert task["status"] == "failed" and task["msg"].startswith(f"preflight: {line}"), task
+    assert sorted(os.listdir(sp)) == before  # nothing was installed, nothing half-written
+
+
+def test_a_venv_on_a_full_disk_is_refused_before_pip_runs(tmp_path):
+    """A wheel whose unpacked size does not fit the venv's file system is refused before pip runs
+    (pip would stop with ENOSPC and leave a partial install); a file system with 0 bytes free is
+    named by facts, --plan and the deploy. The workdir is elsewhere, with space."""
+    with tmpfs(tmp_path / "disk", "48m") as disk:
+        venv = make_venv(disk / "venv", "venv", torch=False)
+        sp = str(site_packages(Path(venv)))
+        free_mib = shutil.disk_usage(disk).free // 1048576
+        wheel = _wheel(tmp_path / "wheels", (free_mib - 8) * 1048576)  # fits the disk, not with the margin
+        play = tmp_path / "play.yaml"
+        play.write_text(INSTALL_PLAY.format(wheel=wheel))
+        inv = write_inventory(tmp_path / "inv.yaml", {"g": {"lh": {"ansible_connection": "local", "venv": venv,
+                                                                   "workdir": str(tmp_path / "work")}}})
+        base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play))
+        dep = fleetctl(*base, home=tmp_path)
+        assert dep.returncode == 1, dep.stdout[-3000:]
+        task = _task(tmp_path, "lh", "pip_install")
+        need = free_mib - 8 + 1 + 16  # the blob, the wheel's small files (1 MiB rounded up), the margin
+        assert task["msg"].startswith(f"preflight: venv's site-packages {sp} has ") and (
+            f"MiB free; {wheel.name} (unpacked, with a margin) needs {need} MiB: pip would stop with ENOSPC and "
+            "leave a partial install; fix: free space on that file system, or point the host var 'venv' at a venv "
+            "with space; nothing was installed") in task["msg"], task
+        assert not (Path(sp) / "toyinst").exists()
+
+        _fill(disk)
+        full = (f"venv's site-packages {sp} has 0 MiB free; an install needs 16 MiB: pip would stop with ENOSPC "
+                "and leave a partial install")
+        facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
+        assert "lh: WARNING (below)" in facts.stdout and f"warning: {full}" in _flat(facts.stdout), facts.stdout
+        plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
+        assert plan.returncode == 1 and any(t["msg"].startswith(f"preflight: {full}")
+                                            for t in json.loads(plan.stdout)["lh"]["tasks"]), plan.stdout
+        dep = fleetctl(*base, home=tmp_path)
+        task = _task(tmp_path, "lh", "pip_install")
+        assert dep.returncode == 1 and task["msg"].startswith(f"preflight: {full}"), task
 
 
 def test_a_torch_missing_its_own_library_is_named_by_facts_and_refused_while_planning(tmp_path):

@@ -48,6 +48,9 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     (:data:`TORCH_READER`), so a broken torch is reported, never fatal; with
                     ``torch`` set, ``torch_error`` says torch is there but does not import (a
                     library of its own that ``torch._C`` needs is missing from ``torch/lib``).
+                    ``site_packages_fs``: ``{path, free_mib, noexec, readonly, writable, owner,
+                    user}`` of ``site_packages`` (``writable`` by this login ``user``; ``owner`` of the
+                    folder), where installs write.
 ``cmake``           ``{path, version: "3.28.3", error}``; ``ninja`` ``{path, version}``; ``uv`` ``{path}``.
 ``cpu_count``       int: CPUs this process may run on (``os.sched_getaffinity``).
 ``cpu_quota``       float | null: the cgroup's CPU quota in CPUs (v2 ``cpu.max``, v1
@@ -1707,6 +1710,11 @@ def probe_python(venv, cache=None):
     elif len(parts) == 1:
         py["torch_probe_error"] = "fleetctl's probe read_torch did not answer: " + (
             error or "probe exited %s: %s" % (rc, _first_line(err) or "no output"))
+    if py.get("site_packages"):
+        try:
+            py["site_packages_fs"] = site_packages_fs(py["site_packages"])
+        except OSError as exc:
+            log("python: site-packages: %s" % exc)
     if py["error"]:
         log("python: " + py["error"])
     if py["torch_error"]:
@@ -1796,6 +1804,23 @@ def fs_info(path):
             "noexec": bool(st.f_flag & getattr(os, "ST_NOEXEC", 8)),
             "readonly": bool(st.f_flag & getattr(os, "ST_RDONLY", 1)),
             "writable": os.access(probe, os.W_OK | os.X_OK)}
+
+
+def site_packages_fs(path):
+    """:func:`fs_info` of a venv's site-packages, with its ``owner`` and this login ``user`` (names,
+    else uids): where pip writes an install, so a venv another user owns is named before one."""
+    import pwd
+
+    info = fs_info(path)
+
+    def name(uid):
+        try:
+            return pwd.getpwuid(uid).pw_name
+        except KeyError:
+            return str(uid)
+
+    info["owner"], info["user"] = name(os.stat(info["path"]).st_uid), name(os.geteuid())
+    return info
 
 
 def probe_cgroup(proc_cgroup="/proc/self/cgroup", mountinfo="/proc/self/mountinfo"):
