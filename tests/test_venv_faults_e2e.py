@@ -34,6 +34,13 @@ tasks:
     pip_install: {{wheel: "{wheel}", tool: pip}}
 """
 
+VERIFY_PLAY = INSTALL_PLAY + """\
+  - name: Verify
+    verify: {{package: toyinst, smoke: false, symbols: [op]}}
+    tags: [verify]
+"""
+
+
 def _wheel(folder: Path, blob_bytes: int = 4096) -> Path:
     """A real pure wheel ``toyinst`` (``__init__.py`` with ``op``, a ``_C.so`` blob of zeros of
     ``blob_bytes``: small packed, that size unpacked), with its RECORD, as build backends write it."""
@@ -141,6 +148,36 @@ def test_a_venv_on_a_full_disk_is_refused_before_pip_runs(tmp_path):
         dep = fleetctl(*base, home=tmp_path)
         task = _task(tmp_path, "lh", "pip_install")
         assert dep.returncode == 1 and task["msg"].startswith(f"preflight: {full}"), task
+
+
+def test_verify_names_an_install_cut_short_and_the_fix(tmp_path):
+    """A truncated file, then no dist-info and no __init__.py (what pip left on ENOSPC): verify says
+    the install is incomplete, naming the files and the fix, not only ``symbols: missing``."""
+    venv = make_venv(tmp_path / "venv", "venv")
+    sp = site_packages(Path(venv))
+    play = tmp_path / "play.yaml"
+    play.write_text(VERIFY_PLAY.format(wheel=_wheel(tmp_path / "wheels")))
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"lh": {"ansible_connection": "local", "venv": venv,
+                                                               "workdir": str(tmp_path / "work"), "verify_device": "cpu"}}})
+    verify = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--tags", "verify")
+    dep = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
+    assert dep.returncode == 0, dep.stdout[-3000:]
+    fix = "fix: free space in the venv if it is full, then fleetctl deploy --force (reinstalls it)"
+
+    with open(sp / "toyinst" / "_C.so", "r+b") as f:
+        f.truncate(100)
+    res = fleetctl(*verify, home=tmp_path)
+    msg = _task(tmp_path, "lh", "verify")["msg"]
+    assert res.returncode == 1 and (
+        f"install: toyinst in {sp} is incomplete: 1 file(s) its toyinst-0.1.0.dist-info/RECORD lists are missing or "
+        f"truncated (toyinst/_C.so 100 of 4096 bytes); {fix}") in msg, msg
+
+    shutil.rmtree(sp / "toyinst-0.1.0.dist-info")
+    (sp / "toyinst" / "__init__.py").unlink()
+    res = fleetctl(*verify, home=tmp_path)
+    msg = _task(tmp_path, "lh", "verify")["msg"]
+    assert res.returncode == 1 and (f"install: toyinst in {sp} is incomplete: no .dist-info lists it (an install "
+                                    f"cut short: pip writes the dist-info last); {fix}") in msg, msg
 
 
 def test_a_torch_missing_its_own_library_is_named_by_facts_and_refused_while_planning(tmp_path):
