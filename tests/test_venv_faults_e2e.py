@@ -217,3 +217,27 @@ def test_a_torch_missing_its_own_library_is_named_by_facts_and_refused_while_pla
     tasks = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["lh"]["tasks"]
     assert dep.returncode == 1 and any(t["msg"].startswith(line) for t in tasks), tasks
     assert not (work / "src").exists() and not (work / "wheels").exists()  # nothing uploaded or built
+
+
+def test_a_build_host_without_the_build_requirements_is_told_an_e_var_not_a_playbook_edit(tmp_path):
+    """kernel_src builds in the venv, which must hold scikit-build-core and nanobind: the refusal
+    names the pip command and ``-e install_build_requirements=true``, which the shipped playbook
+    reads (no edit of it): with it, --plan plans the build."""
+    import torch
+
+    venv = make_venv(tmp_path / "venv", "venv", torch=False)
+    (site_packages(Path(venv)) / "torch").symlink_to(Path(torch.__file__).parent)  # torch, no build tools
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"lh": {"ansible_connection": "local", "venv": venv,
+                                                               "workdir": str(tmp_path / "work"), "verify_device": "cpu"}}})
+    base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(REPO / "playbooks" / "fp4-kernels.yaml"),
+            "--plan", "--json")
+    plan = fleetctl(*base, home=tmp_path)
+    assert plan.returncode == 1, plan.stdout + plan.stderr
+    msgs = " ".join(t["msg"] or "" for t in json.loads(plan.stdout)["lh"]["tasks"])
+    assert f"build requirements missing in {venv}: scikit-build-core" in msgs and "nanobind" in msgs, msgs
+    assert ("(or have the build install them: -e install_build_requirements=true with the shipped fp4-kernels "
+            "playbook; install_build_requirements: true in a build_wheel task of your own)") in msgs, msgs
+    plan = fleetctl(*base, "-e", "install_build_requirements=true", home=tmp_path)
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    row = json.loads(plan.stdout)["lh"]
+    assert row["status"] == "ok" and [b["action"] for b in row["builds"]] == ["build"], row
