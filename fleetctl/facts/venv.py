@@ -83,10 +83,12 @@ def torch_import_warning(facts: Mapping[str, Any]) -> str | None:
 
 
 def venv_warnings(facts: Mapping[str, Any]) -> list[str]:
-    """The ``warning:`` notes ``fleetctl facts`` gives about the venv (see the module docstring)."""
+    """The ``warning:`` notes ``fleetctl facts`` gives about the venv (see the module docstring);
+    the install rule only for a host with the ``venv`` var (builds and installs need one)."""
     out = []
-    problem = install_problem(facts)
-    if problem:
+    py = facts.get("python")
+    problem = install_problem(facts) if isinstance(py, Mapping) and py.get("venv") else None
+    if problem:  # only the host var's venv: without one, facts describe the system's python
         out.append(f"warning: {problem}")
     broken = torch_import_warning(facts)
     if broken:
