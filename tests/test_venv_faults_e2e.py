@@ -176,8 +176,9 @@ def test_verify_names_an_install_cut_short_and_the_fix(tmp_path):
     (sp / "toyinst" / "__init__.py").unlink()
     res = fleetctl(*verify, home=tmp_path)
     msg = _task(tmp_path, "lh", "verify")["msg"]
-    assert res.returncode == 1 and (f"install: toyinst in {sp} is incomplete: no .dist-info lists it (an install "
-                                    f"cut short: pip writes the dist-info last); {fix}") in msg, msg
+    assert res.returncode == 1 and (f"install: toyinst in {sp} is incomplete: no .dist-info lists it and its "
+                                    f"__init__.py is missing (an install cut short: pip writes the dist-info "
+                                    f"last); {fix}") in msg, msg
 
 
 def test_a_torch_missing_its_own_library_is_named_by_facts_and_refused_while_planning(tmp_path):

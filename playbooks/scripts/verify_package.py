@@ -13,8 +13,9 @@ so the package is imported from the venv, never from a source checkout. Checks, 
 - ``cuda`` (``--device cuda``, the host's facts list GPUs): torch sees a GPU; a CPU-only torch, or
   one that cannot reach the driver, FAILS here instead of passing its smoke test on the CPU;
 - ``install`` (only when it fails): the package's files in site-packages are a finished install:
-  a ``.dist-info`` whose RECORD lists them, every file RECORD lists there with its size
-  (:func:`install_problem`); an install cut short by a full disk leaves neither;
+  every file the ``.dist-info``'s RECORD lists there, with its size, or, with no dist-info, at
+  least the package's ``__init__.py`` (:func:`install_problem`); an install cut short by a full
+  disk leaves neither;
 - ``import``: the package imports (when it fails alone, once more after torch, as sgl-kernel-style
   extensions that need libtorch loaded would);
 - ``import-order``: the package imports in a fresh interpreter WITHOUT torch imported first (this
@@ -376,10 +377,11 @@ def _record_rows(dist_info):
 
 
 def install_problem(package, sites):
-    """Why the install of ``package`` in ``sites`` is incomplete, or None: a package folder (or
-    module) with no ``.dist-info`` whose RECORD lists it (pip writes the dist-info last, so an
-    install cut short, by ENOSPC for one, has none), or files that RECORD lists missing or of
-    another size (a truncated ``.so``). Only sizes are compared (no hashing: the install's own
+    """Why the install of ``package`` in ``sites`` is incomplete, or None: a package folder with
+    no ``.dist-info`` whose RECORD lists it and no ``__init__.py`` (pip writes the dist-info last,
+    so an install cut short, by ENOSPC for one, has none; a package copied in by hand, whole, has
+    its ``__init__.py`` and is not judged), or files that RECORD lists missing or of another size
+    (a truncated ``.so``). Only sizes are compared (no hashing: the install's own
     RECORD check is pip_install's). The fix named: ``fleetctl deploy --force``."""
     top = package.split(".")[0]
     fix = "; fix: free space in the venv if it is full, then fleetctl deploy --force (reinstalls it)"
@@ -407,8 +409,10 @@ def install_problem(package, sites):
                 return None
             return ("%s in %s is incomplete: %d file(s) its %s/RECORD lists are missing or truncated (%s%s)%s"
                     % (top, site, len(bad), name, "; ".join(bad[:3]), "; ..." if len(bad) > 3 else "", fix))
-        return ("%s in %s is incomplete: no .dist-info lists it (an install cut short: pip writes the "
-                "dist-info last)%s" % (top, site, fix))
+        if top in here and not os.path.exists(os.path.join(site, top, "__init__.py")):
+            return ("%s in %s is incomplete: no .dist-info lists it and its __init__.py is missing (an install cut "
+                    "short: pip writes the dist-info last)%s" % (top, site, fix))
+        return None  # a whole package put there by hand, not by pip: not for this check to judge
     return None
 
 
