@@ -118,7 +118,7 @@ def test_a_venv_on_a_full_disk_is_refused_before_pip_runs(tmp_path):
     (pip would stop with ENOSPC and leave a partial install); a file system with 0 bytes free is
     named by facts, --plan and the deploy. The workdir is elsewhere, with space."""
     with tmpfs(tmp_path / "disk", "48m") as disk:
-        venv = make_venv(disk / "venv", "venv", torch=False)
+        venv = make_venv(disk / "venv", "virtualenv", torch=False)
         sp = str(site_packages(Path(venv)))
         free_mib = shutil.disk_usage(disk).free // 1048576
         wheel = _wheel(tmp_path / "wheels", (free_mib - 8) * 1048576)  # fits the disk, not with the margin
@@ -153,7 +153,7 @@ def test_a_venv_on_a_full_disk_is_refused_before_pip_runs(tmp_path):
 def test_verify_names_an_install_cut_short_and_the_fix(tmp_path):
     """A truncated file, then no dist-info and no __init__.py (what pip left on ENOSPC): verify says
     the install is incomplete, naming the files and the fix, not only ``symbols: missing``."""
-    venv = make_venv(tmp_path / "venv", "venv")
+    venv = make_venv(tmp_path / "venv", "virtualenv")
     sp = site_packages(Path(venv))
     play = tmp_path / "play.yaml"
     play.write_text(VERIFY_PLAY.format(wheel=_wheel(tmp_path / "wheels")))
