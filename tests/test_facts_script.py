@@ -493,7 +493,8 @@ def test_default_interpreter_is_the_one_running_the_script(tmp_path):
 def _make_venv(path: Path, torch_init: str | None, version: str | None = None) -> Path:
     """A venv whose ``torch`` package is ``__init__.py`` = ``torch_init`` and, with ``version``,
     the files torch's facts are read from (``version.py``, ``lib/libc10.so``,
-    ``lib/libtorch_python.so``: the libraries copied from the controller's real torch)."""
+    ``lib/libtorch_python.so``: the libraries copied from the controller's real torch; the other
+    libraries of torch's own that they need, linked: facts read whether they are there)."""
     venv_mod.EnvBuilder(with_pip=False, symlinks=True).create(path)
     if torch_init is not None:
         site = Path(glob.glob(str(path / "lib" / "python3*" / "site-packages"))[0])
@@ -506,6 +507,9 @@ def _make_venv(path: Path, torch_init: str | None, version: str | None = None) -
             (site / "torch" / "lib").mkdir()
             for name in ("libc10.so", "libtorch_python.so"):
                 shutil.copyfile(real / name, site / "torch" / "lib" / name)
+            for lib in real.iterdir():  # the rest of torch's own libraries libtorch_python.so needs
+                if lib.name.startswith(("libtorch", "libc10", "libshm")) and not (site / "torch" / "lib" / lib.name).exists():
+                    (site / "torch" / "lib" / lib.name).symlink_to(lib)
     return path
 
 

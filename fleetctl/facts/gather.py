@@ -20,6 +20,7 @@ from ..connection.base import Connection
 from ..errors import FleetError, TaskFailed
 from ..build.gpustack import check_gpu_stack, slurm_label_warnings, unmet_gres_warning
 from .refusals import not_a_venv_problem, warning as refusal_warning
+from .venv import venv_warnings
 from .workdir import workdir_warning
 from .scripts import script_path
 
@@ -217,6 +218,8 @@ def complete_facts(host: str, facts: dict[str, Any], *,
     not_venv = not_a_venv_problem(facts, py.get("venv"))
     if not_venv:  # new-user trial: venv: /usr read "ok", and --plan suggested pip into the system's Python
         facts["build"]["notes"].append(refusal_warning(not_venv))
+    # new-user trial: a venv the login user cannot write, a full one, a torch that does not import
+    facts["build"]["notes"].extend(venv_warnings(facts))
     wd = workdir_warning(facts)  # new-user trial: a read-only or full workdir read "ok: disk free GiB 0"
     if wd:
         facts["build"]["notes"].append(wd)

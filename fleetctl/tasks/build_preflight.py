@@ -148,7 +148,8 @@ def probe_problems(info: Mapping[str, Any], meta: BuildMeta, facts: Mapping[str,
         problems.append(f"build requirements missing in {where}: {what} (the package's own [build-system] requires"
                         f"{' and the torch extension build tools' if meta.torch_extension else ''}); install them into "
                         f"the venv: {install_command(facts, python, ' '.join(shlex.quote(t) for t in tools))} "
-                        "(or set the build_wheel task's install_build_requirements: true in your playbook)")
+                        "(or have the build install them: -e install_build_requirements=true with the shipped "
+                        "fp4-kernels playbook; install_build_requirements: true in a build_wheel task of your own)")
     if info.get("torch_archs_error") and meta.torch_extension and py.get("torch"):
         problems.append(f"cannot ask torch which archs it accepts ({info['torch_archs_error']}): the build imports "
                         "torch.utils.cpp_extension too, so it would fail the same way")

@@ -24,6 +24,12 @@ The install goes into the venv whatever the login user's pip configuration says:
 ``~/.local``), and an install that exits 0 but leaves the distribution outside the venv's
 ``sys.prefix`` (or not on its ``sys.path``) FAILS naming the pip setting that sent it there. A copy
 outside the venv (left by such an install) is never taken for the installed wheel; it is named.
+
+A venv pip cannot write (not writable by the login user, read-only, full: facts'
+``python.site_packages_fs``) is refused while planning, before anything is built or installed
+(:func:`fleetctl.facts.venv.install_problem`, which ``fleetctl facts`` warns with); a wheel whose
+unpacked size does not fit the venv's free space is refused before pip runs: pip would stop with
+ENOSPC and leave a partial install.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from pydantic import field_validator
 from ..connection.base import CommandResult
 from ..status import Status
 from ..build.wheeltags import refusal
+from ..facts.venv import VENV_MIN_FREE_MIB, install_problem
 from .argtypes import ActionArgs, non_empty
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .causes import cause_line
@@ -53,6 +60,13 @@ from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems
                          parse_state, state_failure)
 
 _MISSING = object()
+
+#: Bytes a wheel's files take unpacked (the sum of its zip members' sizes): what the install
+#: writes into site-packages, checked against the venv's free space before pip runs.
+#: Free MiB in the venv's site-packages above which no wheel's size is asked (no wheel fleetctl builds
+#: unpacks to 4 GiB): a healthy host pays no extra interpreter start.
+SIZE_ASKED_BELOW_MIB = 4096
+UNPACKED_SIZE = "import sys, zipfile; print(sum(i.file_size for i in zipfile.ZipFile(sys.argv[1]).infolist()))"
 
 
 class PipInstallArgs(ActionArgs):
@@ -111,6 +125,10 @@ def install_argv(tool: str, python: str, uv: str | None, wheel: str, args: PipIn
 def plan(args: PipInstallArgs, host: HostView) -> Plan:
     """Install unless this exact wheel is what the venv holds; FAILED (and rolled back) if torch moved."""
     wheel = args.wheel
+    full = install_problem(host.facts) if host.venv else None
+    if full:  # facts alone: stops the host while planning, before anything is built or installed
+        return TaskResult(Status.FAILED, msg=f"preflight: {full}", preflight=True,
+                          data={"decision": {"action": "fail"}, "preflight": [full]})
     if any(c in wheel for c in "*?["):
         known = [p for p in host.files if fnmatch.fnmatchcase(p, wheel)]
         if len(known) == 1:
@@ -202,6 +220,15 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                         reason="dependencies may be installed, torch may not move")
         if err is not None:
             return TaskResult(Status.FAILED, msg=f"cannot write the install constraints: {err}")
+    free = ((host.facts.get("python") or {}).get("site_packages_fs") or {}).get("free_mib")
+    size = (yield probe((host.python, "-c", UNPACKED_SIZE, wheel), f"the unpacked size of {posixpath.basename(wheel)}",
+                        env=CLEAN_PYTHON_ENV, cwd="/")) if isinstance(free, int) and free < SIZE_ASKED_BELOW_MIB else None
+    if size is not None and size.rc == 0 and size.stdout_text.strip().isdigit():
+        need = -(-int(size.stdout_text.strip()) // 1048576) + VENV_MIN_FREE_MIB
+        full = install_problem(host.facts, need, f"{posixpath.basename(wheel)} (unpacked, with a margin)")
+        if full:
+            return TaskResult(Status.FAILED, msg=f"preflight: {full}; nothing was installed",
+                              data={"decision": {**decision, "action": "fail"}, "preflight": [full]})
     res = yield Run(argv=tuple(install_argv(tool, host.python, uv, wheel, args, constraint)), env=env,
                     cwd="/", reason=f"install {posixpath.basename(wheel)} ({why})")
     if res.rc != 0:

@@ -47,7 +47,12 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     ``torch_probe_error`` what went wrong in fleetctl's own reader (never the host's).
                     from a subprocess of that interpreter; torch is NOT imported (seconds of CPU):
                     its version, CUDA build, C++ ABI flag and arch list are read from its files
-                    (:data:`TORCH_READER`), so a broken torch is reported, never fatal.
+                    (:data:`TORCH_READER`), so a broken torch is reported, never fatal; with
+                    ``torch`` set, ``torch_error`` says torch is there but does not import (a
+                    library of its own that ``torch._C`` needs is missing from ``torch/lib``).
+                    ``site_packages_fs``: ``{path, free_mib, noexec, readonly, writable, owner,
+                    user}`` of ``site_packages`` (``writable`` by this login ``user``; ``owner`` of the
+                    folder), where installs write.
 ``cmake``           ``{path, version: "3.28.3", error}``; ``ninja`` ``{path, version}``; ``uv`` ``{path}``.
 ``cpu_count``       int: CPUs this process may run on (``os.sched_getaffinity``).
 ``cpu_quota``       float | null: the cgroup's CPU quota in CPUs (v2 ``cpu.max``, v1
@@ -1496,8 +1501,9 @@ def probe_deps():
     spec = importlib.util.find_spec("torch")
     if spec is not None and spec.origin:
         root = os.path.dirname(spec.origin)
-        paths += [root, spec.origin] + [os.path.join(root, p) for p in (
+        paths += [root, spec.origin, os.path.join(root, "lib")] + [os.path.join(root, p) for p in (
             "version.py", os.path.join("lib", "libc10.so"), os.path.join("lib", "libtorch_python.so"))]
+        paths += [os.path.join(root, n) for n in sorted(os.listdir(root)) if n.startswith("_C.") and n.endswith(".so")]
     try:
         interp = _elf_interp(exe)
     except (OSError, struct.error):
@@ -1560,6 +1566,27 @@ def _elf_sections(path, wanted):
     return out
 
 
+# torch's own shared objects, as DT_NEEDED names them in .dynstr: its wheels ship them in torch/lib
+_OWN_LIB = re.compile(rb"(?<=\0)(lib(?:torch|c10|shm)[A-Za-z0-9_.+-]*\.so[0-9.]*)(?=\0)")
+
+
+def _missing_own_libs(root):
+    # the libraries of torch's own (_OWN_LIB) that torch._C or libtorch_python.so needs and torch/lib
+    # lacks (one moved aside, a half-finished install): `import torch` fails in the dynamic loader
+    lib = os.path.join(root, "lib")
+    objs = [os.path.join(root, n) for n in sorted(os.listdir(root)) if n.startswith("_C.") and n.endswith(".so")]
+    objs.append(os.path.join(lib, "libtorch_python.so"))
+    missing = []
+    for obj in objs:
+        if not os.path.exists(obj):
+            continue
+        for m in _OWN_LIB.finditer(_elf_sections(obj, (".dynstr",)).get(".dynstr", b"")):
+            name = m.group(1).decode("ascii")
+            if not os.path.exists(os.path.join(lib, name)) and name not in missing:
+                missing.append(name)
+    return missing
+
+
 def _version_literals(path):
     found = {}
     with open(path) as fh:
@@ -1606,6 +1633,9 @@ def read_torch():
         t["torch_cxx11_abi"] = True
     elif re.search(rb"(?:RKSs|NSs|Ss[A-Z0-9_E])", dynstr):
         t["torch_cxx11_abi"] = False
+    gone = _missing_own_libs(root)
+    if gone:  # the version is known, but torch does not import: what the import would say
+        t["torch_error"] = "ImportError: %s: cannot open shared object file: No such file or directory" % gone[0]
     if not t["torch_cuda"] and not v.get("hip"):
         t["torch_arch_list"] = []
     elif os.path.join("lib", "libtorch_python.so") not in missing:
@@ -1685,6 +1715,11 @@ def probe_python(venv, cache=None):
     elif len(parts) == 1:
         py["torch_probe_error"] = "fleetctl's probe read_torch did not answer: " + (
             error or "probe exited %s: %s" % (rc, _first_line(err) or "no output"))
+    if py.get("site_packages"):
+        try:
+            py["site_packages_fs"] = site_packages_fs(py["site_packages"])
+        except OSError as exc:
+            log("python: site-packages: %s" % exc)
     if py["error"]:
         log("python: " + py["error"])
     if py["torch_error"]:
@@ -1774,6 +1809,23 @@ def fs_info(path):
             "noexec": bool(st.f_flag & getattr(os, "ST_NOEXEC", 8)),
             "readonly": bool(st.f_flag & getattr(os, "ST_RDONLY", 1)),
             "writable": os.access(probe, os.W_OK | os.X_OK)}
+
+
+def site_packages_fs(path):
+    """:func:`fs_info` of a venv's site-packages, with its ``owner`` and this login ``user`` (names,
+    else uids): where pip writes an install, so a venv another user owns is named before one."""
+    import pwd
+
+    info = fs_info(path)
+
+    def name(uid):
+        try:
+            return pwd.getpwuid(uid).pw_name
+        except KeyError:
+            return str(uid)
+
+    info["owner"], info["user"] = name(os.stat(info["path"]).st_uid), name(os.geteuid())
+    return info
 
 
 def probe_cgroup(proc_cgroup="/proc/self/cgroup", mountinfo="/proc/self/mountinfo"):

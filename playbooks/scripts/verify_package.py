@@ -12,6 +12,10 @@ so the package is imported from the venv, never from a source checkout. Checks, 
   verified without it;
 - ``cuda`` (``--device cuda``, the host's facts list GPUs): torch sees a GPU; a CPU-only torch, or
   one that cannot reach the driver, FAILS here instead of passing its smoke test on the CPU;
+- ``install`` (only when it fails): the package's files in site-packages are a finished install:
+  every file the ``.dist-info``'s RECORD lists there, with its size, or, with no dist-info, at
+  least the package's ``__init__.py`` (:func:`install_problem`); an install cut short by a full
+  disk leaves neither;
 - ``import``: the package imports (when it fails alone, once more after torch, as sgl-kernel-style
   extensions that need libtorch loaded would);
 - ``import-order``: the package imports in a fresh interpreter WITHOUT torch imported first (this
@@ -356,6 +360,62 @@ def login_import_check(package, login_env, environ=None, timeout_s=300):
     return True, "imports the venv's copy with %s (the login environment)" % shown, lines
 
 
+def site_dirs():
+    """This interpreter's site-packages folders (purelib, platlib), each once."""
+    paths = sysconfig.get_paths()
+    return sorted({p for p in (paths.get("purelib"), paths.get("platlib")) if p and os.path.isdir(p)})
+
+
+def _record_rows(dist_info):
+    rows = []
+    with open(os.path.join(dist_info, "RECORD"), encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            parts = line.rstrip("\n").rsplit(",", 2)
+            if len(parts) == 3 and parts[0]:
+                rows.append((parts[0], int(parts[2]) if parts[2].isdigit() else None))
+    return rows
+
+
+def install_problem(package, sites):
+    """Why the install of ``package`` in ``sites`` is incomplete, or None: a package folder with
+    no ``.dist-info`` whose RECORD lists it and no ``__init__.py`` (pip writes the dist-info last,
+    so an install cut short, by ENOSPC for one, has none; a package copied in by hand, whole, has
+    its ``__init__.py`` and is not judged), or files that RECORD lists missing or of another size
+    (a truncated ``.so``). Only sizes are compared (no hashing: the install's own
+    RECORD check is pip_install's). The fix named: ``fleetctl deploy --force``."""
+    top = package.split(".")[0]
+    fix = "; fix: free space in the venv if it is full, then fleetctl deploy --force (reinstalls it)"
+    for site in sites:
+        here = [n for n in os.listdir(site) if n == top or n.startswith(top + ".") and n.endswith((".py", ".so"))]
+        if not here:
+            continue
+        for name in sorted(n for n in os.listdir(site) if n.endswith(".dist-info")):
+            try:
+                rows = _record_rows(os.path.join(site, name))
+            except OSError:
+                continue
+            if not any(r[0].split("/")[0] in here for r in rows):
+                continue
+            bad = []
+            for rel, size in rows:
+                if rel.endswith(".pyc"):  # byte code pip compiled: removing it harms nothing
+                    continue
+                path = os.path.normpath(os.path.join(site, rel))
+                if not os.path.lexists(path):
+                    bad.append("%s missing" % rel)
+                elif size is not None and os.path.getsize(path) != size:
+                    bad.append("%s %d of %d bytes" % (rel, os.path.getsize(path), size))
+            if not bad:
+                return None
+            return ("%s in %s is incomplete: %d file(s) its %s/RECORD lists are missing or truncated (%s%s)%s"
+                    % (top, site, len(bad), name, "; ".join(bad[:3]), "; ..." if len(bad) > 3 else "", fix))
+        if top in here and not os.path.exists(os.path.join(site, top, "__init__.py")):
+            return ("%s in %s is incomplete: no .dist-info lists it and its __init__.py is missing (an install cut "
+                    "short: pip writes the dist-info last)%s" % (top, site, fix))
+        return None  # a whole package put there by hand, not by pip: not for this check to judge
+    return None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--package", required=True)
@@ -407,6 +467,9 @@ def main(argv=None):
                                                                 ": a CPU-only build" if torch.version.cuda is None else ""))
         check("cuda", seen, detail)
 
+    incomplete = install_problem(args.package, site_dirs())
+    if incomplete:
+        check("install", False, incomplete)
     after = " after torch" if torch is not None else ""
     module = alone_module
     try:

@@ -193,8 +193,9 @@ case("build_wheel", "preflight-build-tools-of-a-torch-extension-are-checked", ar
                     "/venv/bin/python3 -m pip install",
                     "build requirements missing in /venv: setuptools>=64 (have 59.6.0), ninja, wheel (the package's own "
                     "[build-system] requires and the torch extension build tools); install them into the venv: "
-                    "/venv/bin/python3 -m pip install 'setuptools>=64' ninja wheel (or set the build_wheel task's "
-                    "install_build_requirements: true in your playbook)", preflight=False))
+                    "/venv/bin/python3 -m pip install 'setuptools>=64' ninja wheel (or have the build install them: "
+                    "-e install_build_requirements=true with the shipped fp4-kernels playbook; "
+                    "install_build_requirements: true in a build_wheel task of your own)", preflight=False))
 case("build_wheel", "preflight-isolated-torch-extension-that-cannot-import-torch", args={**BW, "no_build_isolation": False},
      host=H90, steps=[META_TEXT, NO_STAMPS, {"expect": {"type": "Run"}, "answer": venv_out(torch_archs={"9.0a": {"ok": True}})},
                       *NO_MEMBER_BUILDS],
@@ -209,8 +210,9 @@ case("build_wheel", "preflight-requirements-are-the-packages-own", args=BW, host
      result=refused("build requirements missing in /venv: scikit-build-core>=0.10 (have 0.9.0)",
                     "build requirements missing in /venv: scikit-build-core>=0.10 (have 0.9.0) (the package's own "
                     "[build-system] requires); install them into the venv: /venv/bin/python3 -m pip install "
-                    "'scikit-build-core>=0.10' (or set the build_wheel task's install_build_requirements: true in your "
-                    "playbook)", preflight=False))
+                    "'scikit-build-core>=0.10' (or have the build install them: -e install_build_requirements=true with the "
+                    "shipped fp4-kernels playbook; install_build_requirements: true in a build_wheel task of your own)",
+                    preflight=False))
 # the wheel's size (bytes) and mtime (s) as the stamps probe stats them, and as its stamp records them
 SIZE, MTIME = 1234, 1700000000
 def stamps_out(*stamps, installed=({"sha256": SHA},), seen=(SIZE, MTIME)):
@@ -746,8 +748,9 @@ VENV_SKB_OK = venv_out({"scikit-build-core>=0.10": {"name": "scikit-build-core",
 VENV_SKB_OLD = venv_out({"scikit-build-core>=0.10": {"name": "scikit-build-core", "installed": "0.9.0", "ok": False},
                          "nanobind>=2.0": {"name": "nanobind", "installed": "2.1.0", "ok": True}})
 SKB_MISSING = ("build requirements missing in /venv: scikit-build-core>=0.10 (have 0.9.0) (the package's own [build-system] "
-               "requires); install them into the venv: /venv/bin/python3 -m pip install 'scikit-build-core>=0.10' (or set "
-               "the build_wheel task's install_build_requirements: true in your playbook)")
+               "requires); install them into the venv: /venv/bin/python3 -m pip install 'scikit-build-core>=0.10' (or have "
+               "the build install them: -e install_build_requirements=true with the shipped fp4-kernels playbook; "
+               "install_build_requirements: true in a build_wheel task of your own)")
 H_SHORT = {**H90, "facts": {**FACTS90, "disk_free_mib": 1000, "disk_free_path": "/w"}}
 SHORT_FOR_THE_BUILD = ("only 1000 MiB free at /w; the build needs 2048 MiB (the build_wheel task's min_free_disk_mib argument in "
                        "the playbook, not a host var): free space there, or set the host var workdir to a larger file system")

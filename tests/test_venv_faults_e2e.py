@@ -1,0 +1,244 @@
+"""Venvs where ``fleetctl facts`` said ok and ``deploy --plan`` said push, and the deploy then
+failed (a new operator's trial): a venv the login user cannot write, a venv on a full disk, a
+torch whose own library was moved aside, and an install cut short that verify named only as
+``symbols: missing``. Each is made real: a real sshd login as an unprivileged user, a real tmpfs,
+real venvs (tests/support/hostvenv.py), a real torch's files, real wheels installed by pip.
+The rules: fleetctl/facts/venv.py, fleetctl/tasks/pip_install.py, fleetctl/tasks/runtime_preflight.py,
+playbooks/scripts/verify_package.py (``install_problem``).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.support.fake_gpu import H200, write_fake_nvidia_smi
+from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+from tests.support.hostvenv import make_venv, site_packages
+from tests.support.tiny_ext import tmpfs
+
+INSTALL_PLAY = """\
+name: install a wheel
+hosts: all
+tasks:
+  - name: Install
+    pip_install: {{wheel: "{wheel}", tool: pip}}
+"""
+
+VERIFY_PLAY = INSTALL_PLAY + """\
+  - name: Verify
+    verify: {{package: toyinst, smoke: false, symbols: [op]}}
+    tags: [verify]
+"""
+
+
+def _wheel(folder: Path, blob_bytes: int = 4096) -> Path:
+    """A real pure wheel ``toyinst`` (``__init__.py`` with ``op``, a ``_C.so`` blob of zeros of
+    ``blob_bytes``: small packed, that size unpacked), with its RECORD, as build backends write it."""
+    files = {"toyinst/__init__.py": b"def op():\n    return 1\n", "toyinst/_C.so": b"\0" * blob_bytes,
+             "toyinst-0.1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: toyinst\nVersion: 0.1.0\n",
+             "toyinst-0.1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                              b"Tag: py3-none-any\n"}
+    record = "".join(f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}\n"
+                     for p, d in files.items()) + "toyinst-0.1.0.dist-info/RECORD,,\n"
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / "toyinst-0.1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        for p, d in files.items():
+            zf.writestr(p, d)
+        zf.writestr("toyinst-0.1.0.dist-info/RECORD", record)
+    os.chmod(folder, 0o755)
+    os.chmod(wheel, 0o644)
+    return wheel
+
+
+def _task(home: Path, host: str, action: str) -> dict:
+    """The last run's task of ``action`` on ``host``, from its run record."""
+    tasks = json.loads((last_run(home) / "run.json").read_text())["hosts"][host]["tasks"]
+    return [t for t in tasks if t["action"] == action][-1]
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.replace("│", " ").split())
+
+
+def _fill(folder: Path) -> None:
+    with open(folder / "filler", "wb") as f:  # the disk full to its last byte
+        with contextlib.suppress(OSError):
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+
+
+@pytest.mark.sshd
+def test_a_venv_the_login_user_cannot_write_is_named_by_facts_plan_and_deploy(sshd_farm, tmp_path):
+    h = sshd_farm.start("ro-venv", shell="bash")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = sshd_farm.root / "venv-of-root"  # root's venv; the login user may run it, not write it
+    subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True)
+    sp = subprocess.run([str(venv / "bin" / "python3"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                        check=True, capture_output=True, text=True).stdout.strip()
+    wheel = _wheel(sshd_farm.root / "wheels")
+    play = tmp_path / "play.yaml"
+    play.write_text(INSTALL_PLAY.format(wheel=wheel))
+    work = Path(os.path.expanduser(f"~{h.user}")) / "fleetctl-work"
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"rov": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                "venv": str(venv), "workdir": str(work)}}})
+    before = sorted(os.listdir(sp))
+    line = (f"venv's site-packages {sp} is not writable by {h.user} (owned by root): pip would fail in the middle "
+            f"of the install (Permission denied); fix: deploy as root (ansible_user), give {h.user} write access "
+            f"to the venv, or point the host var 'venv' at a venv {h.user} owns")
+
+    facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
+    assert facts.returncode == 0, facts.stdout + facts.stderr
+    assert "rov: WARNING (below)" in facts.stdout and f"warning: {line}" in _flat(facts.stdout), facts.stdout
+    base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play))
+    plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
+    assert plan.returncode == 1, plan.stdout + plan.stderr
+    tasks = json.loads(plan.stdout)["rov"]["tasks"]
+    assert any(t["msg"] == f"preflight: {line}" for t in tasks), tasks
+    dep = fleetctl(*base, home=tmp_path)
+    assert dep.returncode == 1, dep.stdout[-3000:]
+    task = _task(tmp_path, "rov", "pip_install")
+    assert task["status"] == "failed" and task["msg"].startswith(f"preflight: {line}"), task
+    assert sorted(os.listdir(sp)) == before  # nothing was installed, nothing half-written
+
+
+def test_a_venv_on_a_full_disk_is_refused_before_pip_runs(tmp_path):
+    """A wheel whose unpacked size does not fit the venv's file system is refused before pip runs
+    (pip would stop with ENOSPC and leave a partial install); a file system with 0 bytes free is
+    named by facts, --plan and the deploy. The workdir is elsewhere, with space."""
+    with tmpfs(tmp_path / "disk", "48m") as disk:
+        venv = make_venv(disk / "venv", "virtualenv", torch=False)
+        sp = str(site_packages(Path(venv)))
+        free_mib = shutil.disk_usage(disk).free // 1048576
+        wheel = _wheel(tmp_path / "wheels", (free_mib - 8) * 1048576)  # fits the disk, not with the margin
+        play = tmp_path / "play.yaml"
+        play.write_text(INSTALL_PLAY.format(wheel=wheel))
+        inv = write_inventory(tmp_path / "inv.yaml", {"g": {"lh": {"ansible_connection": "local", "venv": venv,
+                                                                   "workdir": str(tmp_path / "work")}}})
+        base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play))
+        dep = fleetctl(*base, home=tmp_path)
+        assert dep.returncode == 1, dep.stdout[-3000:]
+        task = _task(tmp_path, "lh", "pip_install")
+        need = free_mib - 8 + 1 + 16  # the blob, the wheel's small files (1 MiB rounded up), the margin
+        assert task["msg"].startswith(f"preflight: venv's site-packages {sp} has ") and (
+            f"MiB free; {wheel.name} (unpacked, with a margin) needs {need} MiB: pip would stop with ENOSPC and "
+            "leave a partial install; fix: free space on that file system, or point the host var 'venv' at a venv "
+            "with space; nothing was installed") in task["msg"], task
+        assert not (Path(sp) / "toyinst").exists()
+
+        _fill(disk)
+        full = (f"venv's site-packages {sp} has 0 MiB free; an install needs 16 MiB: pip would stop with ENOSPC "
+                "and leave a partial install")
+        facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
+        assert "lh: WARNING (below)" in facts.stdout and f"warning: {full}" in _flat(facts.stdout), facts.stdout
+        plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
+        assert plan.returncode == 1 and any(t["msg"].startswith(f"preflight: {full}")
+                                            for t in json.loads(plan.stdout)["lh"]["tasks"]), plan.stdout
+        dep = fleetctl(*base, home=tmp_path)
+        task = _task(tmp_path, "lh", "pip_install")
+        assert dep.returncode == 1 and task["msg"].startswith(f"preflight: {full}"), task
+
+
+def test_verify_names_an_install_cut_short_and_the_fix(tmp_path):
+    """A truncated file, then no dist-info and no __init__.py (what pip left on ENOSPC): verify says
+    the install is incomplete, naming the files and the fix, not only ``symbols: missing``."""
+    venv = make_venv(tmp_path / "venv", "virtualenv")
+    sp = site_packages(Path(venv))
+    play = tmp_path / "play.yaml"
+    play.write_text(VERIFY_PLAY.format(wheel=_wheel(tmp_path / "wheels")))
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"lh": {"ansible_connection": "local", "venv": venv,
+                                                               "workdir": str(tmp_path / "work"), "verify_device": "cpu"}}})
+    verify = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--tags", "verify")
+    dep = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
+    assert dep.returncode == 0, dep.stdout[-3000:]
+    fix = "fix: free space in the venv if it is full, then fleetctl deploy --force (reinstalls it)"
+
+    with open(sp / "toyinst" / "_C.so", "r+b") as f:
+        f.truncate(100)
+    res = fleetctl(*verify, home=tmp_path)
+    msg = _task(tmp_path, "lh", "verify")["msg"]
+    assert res.returncode == 1 and (
+        f"install: toyinst in {sp} is incomplete: 1 file(s) its toyinst-0.1.0.dist-info/RECORD lists are missing or "
+        f"truncated (toyinst/_C.so 100 of 4096 bytes); {fix}") in msg, msg
+
+    shutil.rmtree(sp / "toyinst-0.1.0.dist-info")
+    (sp / "toyinst" / "__init__.py").unlink()
+    res = fleetctl(*verify, home=tmp_path)
+    msg = _task(tmp_path, "lh", "verify")["msg"]
+    assert res.returncode == 1 and (f"install: toyinst in {sp} is incomplete: no .dist-info lists it and its "
+                                    f"__init__.py is missing (an install cut short: pip writes the dist-info "
+                                    f"last); {fix}") in msg, msg
+
+
+def test_a_torch_missing_its_own_library_is_named_by_facts_and_refused_while_planning(tmp_path):
+    """torch's files read fine (version.py, libc10.so, libtorch_python.so) but libtorch_cpu.so
+    was moved aside: `import torch` fails in the loader. facts warns with the import's error;
+    --plan and the deploy refuse before anything is uploaded or installed."""
+    import torch
+
+    venv = make_venv(tmp_path / "venv", "venv", torch=False, build_tools=True)
+    real = Path(torch.__file__).parent
+    broken = site_packages(Path(venv)) / "torch"  # the real torch's files, libtorch_cpu.so moved aside
+    broken.mkdir()
+    for entry in real.iterdir():
+        if entry.name != "lib":
+            (broken / entry.name).symlink_to(entry)
+    (broken / "lib").mkdir()
+    for entry in (real / "lib").iterdir():
+        if entry.name != "libtorch_cpu.so":
+            (broken / "lib" / entry.name).symlink_to(entry)
+    err = "ImportError: libtorch_cpu.so: cannot open shared object file: No such file or directory"
+    said = subprocess.run([f"{venv}/bin/python3", "-c", "import torch"], capture_output=True, text=True, cwd="/")
+    assert said.stderr.strip().splitlines()[-1] == err  # what the import really says
+
+    work = tmp_path / "work"
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"lh": {"ansible_connection": "local", "venv": venv,
+                                                               "workdir": str(work), "verify_device": "cpu"}}})
+    facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
+    assert facts.returncode == 0, facts.stdout + facts.stderr
+    assert "lh: WARNING (below)" in facts.stdout and (
+        f"warning: venv {venv}: torch {torch.__version__} does not import ({err})") in _flat(facts.stdout), facts.stdout
+    line = f"preflight: torch {torch.__version__} in {venv} does not import ({err}): fp4_kernels needs torch at run time"
+    base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(REPO / "playbooks" / "fp4-kernels.yaml"))
+    plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
+    assert plan.returncode == 1, plan.stdout + plan.stderr
+    assert any(t["msg"].startswith(line) for t in json.loads(plan.stdout)["lh"]["tasks"]), plan.stdout
+    dep = fleetctl(*base, home=tmp_path)
+    tasks = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["lh"]["tasks"]
+    assert dep.returncode == 1 and any(t["msg"].startswith(line) for t in tasks), tasks
+    assert not (work / "src").exists() and not (work / "wheels").exists()  # nothing uploaded or built
+
+
+def test_a_build_host_without_the_build_requirements_is_told_an_e_var_not_a_playbook_edit(tmp_path):
+    """kernel_src builds in the venv, which must hold scikit-build-core and nanobind: the refusal
+    names the pip command and ``-e install_build_requirements=true``, which the shipped playbook
+    reads (no edit of it): with it, --plan plans the build."""
+    import torch
+
+    venv = make_venv(tmp_path / "venv", "venv", torch=False)
+    (site_packages(Path(venv)) / "torch").symlink_to(Path(torch.__file__).parent)  # torch, no build tools
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"lh": {"ansible_connection": "local", "venv": venv,
+                                                               "workdir": str(tmp_path / "work"), "verify_device": "cpu"}}})
+    base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(REPO / "playbooks" / "fp4-kernels.yaml"),
+            "--plan", "--json")
+    plan = fleetctl(*base, home=tmp_path)
+    assert plan.returncode == 1, plan.stdout + plan.stderr
+    msgs = " ".join(t["msg"] or "" for t in json.loads(plan.stdout)["lh"]["tasks"])
+    assert f"build requirements missing in {venv}: scikit-build-core" in msgs and "nanobind" in msgs, msgs
+    assert ("(or have the build install them: -e install_build_requirements=true with the shipped fp4-kernels "
+            "playbook; install_build_requirements: true in a build_wheel task of your own)") in msgs, msgs
+    plan = fleetctl(*base, "-e", "install_build_requirements=true", home=tmp_path)
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    row = json.loads(plan.stdout)["lh"]
+    assert row["status"] == "ok" and [b["action"] for b in row["builds"]] == ["build"], row
