@@ -212,7 +212,9 @@ def run_script(*args, path_dirs=(), python=sys.executable, env=None, timeout=120
     """
     if venv is not None:
         args = (*args, "--venv", venv)
-    full_env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH")}
+    # the host's environment, not the test runner's: its CUDA and Python search paths are not the host's
+    full_env = {k: v for k, v in os.environ.items()
+                if k not in ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME")}
     full_env["PATH"] = ":".join([str(d) for d in path_dirs] + [SYSTEM_PATH])
     full_env.update(env or {})
     proc = subprocess.run([python, str(SCRIPT), *map(str, args)], capture_output=True, text=True,
