@@ -10,7 +10,6 @@ playbooks/scripts/verify_package.py (``install_problem``).
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
 import os
@@ -24,7 +23,7 @@ import pytest
 from tests.support.fake_gpu import H200, write_fake_nvidia_smi
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
 from tests.support.hostvenv import make_venv, site_packages
-from tests.support.tiny_ext import tmpfs
+from tests.support.tiny_ext import fill, tmpfs
 
 INSTALL_PLAY = """\
 name: install a wheel
@@ -69,14 +68,6 @@ def _task(home: Path, host: str, action: str) -> dict:
 
 def _flat(text: str) -> str:
     return " ".join(text.replace("│", " ").split())
-
-
-def _fill(folder: Path) -> None:
-    with open(folder / "filler", "wb") as f:  # the disk full to its last byte
-        with contextlib.suppress(OSError):
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
 
 
 @pytest.mark.sshd
@@ -137,7 +128,7 @@ def test_a_venv_on_a_full_disk_is_refused_before_pip_runs(tmp_path):
             "with space; nothing was installed") in task["msg"], task
         assert not (Path(sp) / "toyinst").exists()
 
-        _fill(disk)
+        fill(disk)
         full = (f"venv's site-packages {sp} has 0 MiB free; an install needs 16 MiB: pip would stop with ENOSPC "
                 "and leave a partial install")
         facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})

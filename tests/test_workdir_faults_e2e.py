@@ -4,23 +4,14 @@ line naming the path, the cause and the fix (set the host var workdir)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import pytest
 
 from tests.support.fleet import fleetctl, last_run, write_inventory
-from tests.support.tiny_ext import tmpfs
+from tests.support.tiny_ext import fill, tmpfs
 
 PLAY = "name: q\nhosts: all\ntasks:\n  - name: t\n    command: {argv: ['true']}\n"
-
-
-def _fill(folder) -> None:
-    with open(folder / "filler", "wb") as f:  # the disk full to its last byte
-        with contextlib.suppress(OSError):
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
 
 
 @pytest.mark.sshd
@@ -28,7 +19,7 @@ def test_a_read_only_or_full_workdir_is_flagged_by_facts_and_named_with_its_fix(
     host = sshd_farm.start("wd1")
     with tmpfs(tmp_path / "ro", "1m", "ro") as ro, tmpfs(tmp_path / "full", "1m") as full:
         (full / "wd").mkdir()
-        _fill(full)
+        fill(full)
         base = host.inventory_vars(sshd_farm.known_hosts)
         inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h-ro": {**base, "workdir": str(ro / "wd")},
                                                             "h-full": {**base, "workdir": str(full / "wd")}}})

@@ -110,6 +110,15 @@ def tmpfs(path: Path, size: str, *options: str):
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
+def fill(folder: Path) -> None:
+    """Fill the file system that holds ``folder`` to its last byte (a file ``filler`` in it)."""
+    with open(folder / "filler", "wb") as f:
+        with contextlib.suppress(OSError):
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+
+
 def _v2_root() -> Path | None:
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         left, _, right = line.partition(" - ")
