@@ -31,7 +31,9 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     from ..reporting.lines import FactsLines, print_json
 
     _, hosts = obj.select(pattern, limit, forks=forks)
-    live = None if as_json else FactsLines(facts_entry)
+    from ..reporting.terminal import FOLD_THRESHOLD
+
+    live = None if as_json else FactsLines(facts_entry, brief=len(hosts) > FOLD_THRESHOLD)
     run, _ = run_async(gather_facts(hosts, pattern=pattern, command=command_line(), observers=[live],
                                     verbose=obj.verbose, forks=forks, connect_timeout_s=connect_timeout,
                                     accept_new_host_keys=accept_new_host_keys, ssh_options=obj.ssh_options,

@@ -192,10 +192,13 @@ class FoldedOutput:
         elif event.name == "task.finished":
             status, name = str(d.get("status")), run.redactor.text(str(d.get("task")))
             msg = run.redactor.text(str(d.get("msg") or ""))
-            self._print_line(host, status, name + (f": {msg}" if msg else ""))
+            key = f"{status.upper()} {name}: {run.redactor.text(str(d.get('msg')))}"
+            said = self.failures.get(key) if status in ("failed", "unreachable") else None
+            # a cause another host's line gave already (120 hosts sharing one venv) is said once
+            self._print_line(host, status, name + (f": the same as {said[0]} (failures below)" if said
+                                                   else f": {msg}" if msg else ""))
             if status in ("failed", "unreachable"):
-                self.failures.setdefault(f"{status.upper()} {name}: {run.redactor.text(str(d.get('msg')))}",
-                                         []).append(host)
+                self.failures.setdefault(key, []).append(host)
                 self.failed.add(host)
         elif event.name == "host.finished":
             status = str(d.get("status"))
