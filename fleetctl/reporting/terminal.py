@@ -43,6 +43,17 @@ def first_sentence(text: str) -> str:
     return head + ("." if sep else "")
 
 
+def make_console(file: TextIO | None = None) -> Console:
+    """The rich Console every command prints through (stdout unless ``file``): on a terminal rich
+    wraps long lines at words to its width; anywhere else (a file, a pipe: cron, CI, grep) a line
+    is never cut (``soft_wrap``): rich's 80 columns off a terminal broke ``(--force overrides)``
+    over two lines (fresh operator's trial). Tables still lay out to the console's width
+    (:func:`fleetctl.reporting.tables.print_table`)."""
+    console = Console(file=file, highlight=False)
+    console.soft_wrap = not console.is_terminal
+    return console
+
+
 STYLE = {"ok": "green", "changed": "yellow", "failed": "bold red", "skipped": "dim", "unreachable": "bold magenta"}
 
 
