@@ -98,7 +98,9 @@ class LiveOutput(LinePrinter):
             self.console.print(text)
         elif event.name == "note.added" and (self.verbose or not is_detail_note(str(d.get("message")))):
             text = self.prefix(event.host)
-            text.append(f"note: {run.redactor.text(str(d.get('message')))}", style="yellow")
+            message = run.redactor.text(str(d.get("message")))
+            # a warning note says so itself (facts' "warning: ..."): never "note: warning: ..."
+            text.append(message if message.startswith("warning: ") else f"note: {message}", style="yellow")
             self.console.print(text)
         elif event.name == "host.finished" and d.get("status") == "unreachable":
             text = self.prefix(event.host)
