@@ -157,6 +157,14 @@ def test_build_isolation_hints_and_the_packages_own_requirements(sshd_farm, tmp_
                                 f"build requirements missing in {bare}: packaging, wheel",
                                 f"install them into the venv: {bare}/bin/python3 -m pip install packaging wheel")
     assert "no_build_isolation: false" not in msg and "build-isolation" not in msg  # never the setting that fails
+    # the venv probe's own lines (its start marker, its JSON answer) are fleetctl's protocol, not the
+    # host's words: kept in the log marked apart, left out of `fleetctl logs RUN` (fresh operator's
+    # trial: "bare: @@FLEETCTL_PROBE_STARTED@@" and raw JSON shown as if the host printed them)
+    raw = (last_run(tmp_path) / "logs" / "bare.log").read_text()
+    assert "out~ @@FLEETCTL_PROBE_STARTED@@\n" in raw and "out| @@FLEETCTL" not in raw, raw[-3000:]
+    shown = fleetctl("logs", last_run(tmp_path).name, home=tmp_path)
+    assert shown.returncode == 0 and "bare: ==> build: FAILED preflight: " in shown.stdout, shown.stderr
+    assert "@@FLEETCTL" not in shown.stdout and '": {' not in shown.stdout, shown.stdout[-3000:]
     refused_before_upload(res, tmp_path, tmp_path, "isolated",
                           "an isolated build cannot import torch (ModuleNotFoundError: No module named 'torch')",
                           "no_build_isolation: true (the default)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -426,6 +427,39 @@ def test_accept_new_host_keys_before_the_command_as_after_it(sshd_farm, tmp_path
         assert h.known_hosts_line.split()[2] in known.read_text(), where  # recorded either way
     res = fleetctl("-i", str(inv), "--help", home=tmp_path)
     assert "--accept-new-host-keys" in res.stdout
+
+
+def test_extra_vars_and_connect_timeout_before_the_command_as_after_it(sshd_farm, tmp_path):
+    # fresh-operator trial: `fleetctl -i hosts.yaml -e archs=9.0a deploy ...` was click's "No such
+    # option '-e'" (so was --connect-timeout), though -i, -o and --accept-new-host-keys go there; an
+    # Ansible user writes options in any order (ansible-playbook -i hosts.yaml -e x=1 site.yml)
+    from tests.support.netfaults import SilentServer
+
+    h = sshd_farm.start("ke")
+    _greet(h, "hi")
+    silent = SilentServer()
+    try:
+        inv = write_inventory(tmp_path / "inv.yaml", {"g": {
+            "ke": {**h.inventory_vars(sshd_farm.known_hosts), "ansible_port": silent.port},  # the wrong port
+            "hung": {**h.inventory_vars(sshd_farm.known_hosts), "ansible_port": silent.port}}})
+        res = fleetctl("-i", str(inv), "-e", f"ansible_port={h.port}", "run", "--hosts", "ke", "--", "greet",
+                       home=tmp_path)
+        assert res.returncode == 0 and res.stdout.startswith("ke | hi\n"), res.stderr
+        # both: those before the command first, so the one after it wins, as a later -e in Ansible
+        res = fleetctl("-i", str(inv), "-e", "ansible_port=1", "run", "--hosts", "ke", "-e", f"ansible_port={h.port}",
+                       "--", "greet", home=tmp_path)
+        assert res.returncode == 0 and res.stdout.startswith("ke | hi\n"), res.stderr
+        start = time.monotonic()  # a hung sshd waits out the connect timeout: 1 s, not the default 30
+        res = fleetctl("-i", str(inv), "--connect-timeout", "1", "run", "--hosts", "hung", "--", "greet", home=tmp_path)
+        assert res.returncode == 1 and "UNREACHABLE" in res.stdout + res.stderr, res.stdout + res.stderr
+        assert time.monotonic() - start < 20, res.stderr
+    finally:
+        silent.close()
+    for argv, why in (("-e x=1 facts", "-e is not an option of facts (it is one of deploy, rollback, run, schedule, "
+                                       "verify)"),
+                      ("--connect-timeout 5 logs", "--connect-timeout is not an option of logs")):
+        res = fleetctl("-i", str(inv), *argv.split(), "--hosts", "ke", home=tmp_path)
+        assert res.returncode == 2 and len(res.stderr.splitlines()) == 1 and why in res.stderr, res.stderr
 
 
 def test_copy_never_follows_a_symlink_in_the_source_and_names_it_skipped(tmp_path):

@@ -143,3 +143,42 @@ def test_a_pushed_wheel_on_a_host_with_a_login_banner_is_not_pushed_again(sshd_f
         record = json.loads((last_run(tmp_path) / "run.json").read_text())
         for name in hosts:
             assert {t["status"] for t in record["hosts"][name]["tasks"]} == {"ok"}, record["hosts"][name]["tasks"]
+
+
+@pytest.mark.parametrize("shell", sorted(RC))
+def test_a_banner_on_stderr_is_not_command_stderr(sshd_farm, tmp_path, shell):
+    """An rc file echoing to STDERR (fresh operator's trial: it was in ``run``'s output and in
+    ``--json``'s "stderr", where a stdout banner is not): the marker on stderr
+    (``marked_both``) tells it apart, on every login shell; a supervised command's stderr too."""
+    host = sshd_farm.start(f"le-{shell}", shell=shell)
+    rc = Path(pwd.getpwnam(host.user).pw_dir) / RC[shell]
+    to_err = "> /dev/stderr" if shell == "tcsh" else ">&2"  # csh's >& is both streams
+    rc.write_text(f'echo "Welcome to gpu01 ({shell})"\necho "Quota warning ({shell})" {to_err}\n')
+    try:
+        notes: list[str] = []
+
+        async def go():
+            conn = connect(host, sshd_farm)
+            conn.on_note = notes.append
+            async with conn:
+                both = await conn.run(["sh", "-c", "echo out; echo err >&2"])
+                supervised = await conn.run(["sh", "-c", "echo err2 >&2; exit 3"], supervise=True)
+                missing = await conn.run(["no-such-program-here"], supervise=True)
+                return both, supervised, missing
+
+        both, supervised, missing = asyncio.run(go())
+        assert (both.stdout, both.stderr) == (b"out\n", b"err\n"), (both.stdout, both.stderr)
+        assert (supervised.rc, supervised.stderr) == (3, b"err2\n"), supervised.stderr
+        # setsid's own words still taken out of the first line, now that the banner is not before it
+        assert missing.rc == 127 and missing.stderr.startswith(b"no-such-program-here: "), missing.stderr
+        assert notes == [f"{LOGIN_OUTPUT_NOTE}Welcome to gpu01 ({shell}) | Quota warning ({shell})"], notes
+        if shell == "bash":  # the CLI: run's lines and --json's "stderr"
+            inv = write_inventory(tmp_path / "inv.yaml", {"g": {"le": host.inventory_vars(sshd_farm.known_hosts)}})
+            res = fleetctl("-i", str(inv), "run", "--hosts", "le", "--json", "--", "sh", "-c", "echo out; echo err >&2",
+                           home=tmp_path)
+            assert res.returncode == 0, res.stderr
+            assert json.loads(res.stdout)["le"]["stderr"] == "err\n", res.stdout
+            res = fleetctl("-i", str(inv), "run", "--hosts", "le", "--", "sh", "-c", "echo err >&2", home=tmp_path)
+            assert "Quota warning" not in res.stdout + res.stderr and "le | err" in res.stdout + res.stderr, res
+    finally:
+        rc.write_text("")

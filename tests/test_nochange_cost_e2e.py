@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import textwrap
@@ -109,6 +110,10 @@ def test_a_no_change_deploy_sends_nothing_and_makes_one_round_trip_per_host(sshd
     assert changed == {"n1": [], "n2": ["pip_install"], "n3": ["pip_install"]}, changed
     line = next(t["msg"] for t in record["n3"]["tasks"] if t["action"] == "pip_install")
     assert why in line and f"{gone} missing" in line, line
+    assert re.match(r"installed toyfp4-\S+ \(pip\): replaced what was there: installed files differ", line), line
+    # what happened, not the plan's reason: "installed ... (pip): nothing installed" read as a contradiction
+    line = next(t["msg"] for t in record["n2"]["tasks"] if t["action"] == "pip_install")
+    assert re.match(r"installed toyfp4-\S+ \(pip\): none was installed before; torch \S+ unchanged", line), line
     assert record["n1"]["connection"]["execs"] == MAX_EXECS and record["n2"]["connection"]["execs"] > MAX_EXECS
     assert plan_rows(record)["n1"]["status"] == "ok"
 

@@ -39,6 +39,10 @@ def test_a_gres_count_the_gpus_found_contradict_is_a_warning_in_slurms_words(slu
         "n1's Gres in slurm.conf/gres.conf (or its GPUs)"], notes
     assert not [n for n in facts["n2"]["build"]["notes"] if "Slurm" in n]  # n2's GRES fits its one GPU
     assert play_res.returncode == 0, play_res.stderr[-3000:]
+    # the note is a warning and says so once (it read "n1 | note: warning: Slurm's Gres=...")
+    assert any(line.startswith("n1 | warning: Slurm's Gres=") for line in play_res.stdout.splitlines()), \
+        play_res.stdout[-3000:]
+    assert "note: warning:" not in play_res.stdout + play_res.stderr, play_res.stdout[-3000:]
     flat = " ".join((play_res.stdout + play_res.stderr).split())
     assert f"Slurm's Gres={shown[1]} of node n1 (scontrol show node n1) gives it 1 GPU, but facts found 2" in flat, \
         flat[-3000:]

@@ -31,7 +31,9 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     from ..reporting.lines import FactsLines, print_json
 
     _, hosts = obj.select(pattern, limit, forks=forks)
-    live = None if as_json else FactsLines(facts_entry)
+    from ..reporting.terminal import FOLD_THRESHOLD
+
+    live = None if as_json else FactsLines(facts_entry, brief=len(hosts) > FOLD_THRESHOLD)
     ends = RunEnd()
     run, _ = run_async(gather_facts(hosts, pattern=pattern, command=command_line(), observers=[live, ends],
                                     verbose=obj.verbose, forks=forks, connect_timeout_s=connect_timeout,
@@ -42,11 +44,10 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     if as_json:
         print_json(run.redactor.obj(result))
     else:
-        from rich.console import Console
-
         from ..reporting.tables import folded_notes, print_facts
+        from ..reporting.terminal import make_console
 
-        console = Console(highlight=False)
+        console = make_console()
         print_facts(console, result)
         for line in folded_notes(result, verbose=obj.verbose > 0):
             console.print(line, markup=False, soft_wrap=True)
@@ -125,12 +126,12 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
             sys.stdout.flush()
         not_ok = [h for h, o in run_.hosts.items() if o.status != "ok"]
         if not_ok:  # rich (0.05 CPU-s to import) only when there is a failure to word-wrap
-            from rich.console import Console
             from rich.text import Text
 
             from ..reporting.tables import print_long
+            from ..reporting.terminal import make_console
 
-            err = Console(file=sys.stderr, highlight=False)
+            err = make_console(sys.stderr)
             for h in not_ok:  # a terminal wraps them at words (print_long), a pipe gets whole lines
                 o = run_.hosts[h]
                 state = "UNREACHABLE" if o.status == "unreachable" else "FAILED"

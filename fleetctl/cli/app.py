@@ -65,6 +65,7 @@ class Context:
         self.inventory_paths = inventory or ("inventory.yaml",)
         self.inventory_path = self.inventory_paths[0]
         self.verbose = verbose
+        self.extra_before: tuple[str, ...] = ()  # -e given before the command (passed_down)
         self._fleet = None
 
     @property
@@ -215,12 +216,18 @@ class FleetGroup(click.Group):
               help="A one-off ssh_config option for every ssh host of the command (as ssh -o); repeatable.")
 @click.option("--accept-new-host-keys", "accept_new_host_keys", is_flag=True,
               help="As the command's own --accept-new-host-keys (here or after the command).")
+@click.option("-e", "--extra-var", "--extra-vars", "extra_before", multiple=True, metavar="NAME=VALUE|JSON|@FILE",
+              help="As the command's own -e (deploy, verify, rollback, run, schedule), here or after the command; these "
+                   "come first, so one after the command wins.")
+@click.option("--connect-timeout", "connect_timeout_before", default=None, type=FiniteFloatRange(0.1),
+              help="As the command's own --connect-timeout (here or after the command; after it wins).")
 @click.version_option(__version__, prog_name="fleetctl")
 @click.pass_context
 def main(ctx: click.Context, inventory: tuple[str, ...], verbose: int, ssh_option: tuple[str, ...],
-         accept_new_host_keys: bool) -> None:
+         accept_new_host_keys: bool, extra_before: tuple[str, ...], connect_timeout_before: float | None) -> None:
     """Provision GPU hosts over SSH: facts, per-SM FP4 kernel builds, install, verify."""
     collect_in_batches()
+    passed_down(ctx, extra_before, connect_timeout_before)
     options: tuple[str, ...] = ()
     accept = accept_new_host_keys  # before the command, as -i and -o are: the same as after it
     if ssh_option:  # imported only when given: the ssh layer costs ~0.1 s of start-up (asyncssh)
@@ -235,6 +242,38 @@ def main(ctx: click.Context, inventory: tuple[str, ...], verbose: int, ssh_optio
         ctx.default_map = {**(ctx.default_map or {}),
                            **{name: {"accept_new_host_keys": True} for name in COMMAND_MODULES}}
     ctx.obj = Context(inventory, verbose, options)
+    ctx.obj.extra_before = tuple(extra_before)
+
+
+def passed_down(ctx: click.Context, extra: tuple[str, ...], connect_timeout_s: float | None) -> None:
+    """``-e`` and ``--connect-timeout`` given before the command, as an Ansible user writes them
+    (``ansible-playbook -i hosts.yaml -e archs=9.0a site.yml`` takes options in any order; a
+    fresh operator's ``fleetctl -i hosts.yaml -e archs=9.0a deploy ...`` was click's ``No such
+    option '-e'``, though ``-i``, ``-o`` and ``--accept-new-host-keys`` go there): they are the
+    command's own, as if given after it (``--connect-timeout`` through click's default_map, so one
+    after the command wins; ``-e`` through :func:`with_extra_before`, before the command's own,
+    so a later one wins as in Ansible). A command without the option is bad usage (exit 2):
+    ``-e is not an option of facts (it is one of deploy, rollback, run, verify)``."""
+    if not extra and connect_timeout_s is None:
+        return
+    name = ctx.invoked_subcommand
+    command = ctx.command.get_command(ctx, name) if name else None  # type: ignore[attr-defined]
+    params = {p.name for p in command.params} if command is not None else set()
+    for given, param, flag in ((bool(extra), "extra", "-e"),
+                               (connect_timeout_s is not None, "connect_timeout", "--connect-timeout")):
+        if given and command is not None and param not in params:
+            having = [n for n in sorted(COMMAND_MODULES)
+                      if param in {p.name for p in ctx.command.get_command(ctx, n).params}]  # type: ignore[attr-defined]
+            raise click.UsageError(f"{flag} is not an option of {name} (it is one of {', '.join(having)})", ctx)
+    if connect_timeout_s is not None and name:
+        ctx.default_map = {**(ctx.default_map or {}), name: {**((ctx.default_map or {}).get(name) or {}),
+                                                             "connect_timeout": connect_timeout_s}}
+
+
+def with_extra_before(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """A command's ``-e`` values after those given before the command (:func:`passed_down`)."""
+    obj = ctx.find_object(Context)
+    return (*getattr(obj, "extra_before", ()), *(value or ()))
 
 
 #: The cyclic garbage collector's thresholds for a CLI command's start-up (:func:`gc.set_threshold`;
@@ -288,6 +327,7 @@ accept_option = click.option("--accept-new-host-keys", is_flag=True,
                              help="Record host keys of hosts that have none (a changed key is still refused).")
 extra_vars_option = click.option(
     "-e", "--extra-var", "--extra-vars", "extra", multiple=True, metavar="NAME=VALUE|JSON|@FILE",
+    callback=with_extra_before,
     help="Extra vars, as Ansible's --extra-vars, above every inventory and play var (host settings too: "
          "ansible_user, ansible_port, venv, slurm_partition...): NAME=VALUE (several: 'a=1 b=2'; strings), a "
          "JSON/YAML mapping ('{\"archs\": \"9.0a\"}'; values keep their type), or @FILE, a YAML/JSON mapping of "

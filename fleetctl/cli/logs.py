@@ -18,7 +18,9 @@ from .app import EXIT_FAILED, fail_input, main
               help="Follow a running run (default: the newest) until it ends; exit with its status.")
 def logs(run_id: str | None, host: str | None, host_opt: str | None, follow: bool) -> None:
     """Print run RUN_ID's logs: every host's lines as `host: line`; with HOST (or --host) that
-    host's log as recorded: every byte it printed, behind the record's ``out| ``/``err| `` stream markers. Without RUN_ID: the newest run."""
+    host's log as recorded: every byte it printed, behind the record's ``out| ``/``err| `` stream markers
+    (``out~ ``/``err~ ``: fleetctl's own protocol lines, a probe's start marker or answer, which the
+    all-hosts view leaves out). Without RUN_ID: the newest run."""
     from ..reporting.history import list_runs, runs_root, valid_run_id
 
     if host and host_opt and host != host_opt:

@@ -135,10 +135,8 @@ def _slurm_time_warnings(run, rows: dict) -> dict[str, str]:
 def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
     """``--plan``: per host build / push / reinstall / skip and which inputs changed; exit 1 when a
     host would fail (a preflight problem) or could not be planned."""
-    from rich.console import Console
-
     from ..reporting.tables import plan_classes, plan_rows, print_long, print_plan_table
-    from ..reporting.terminal import print_json
+    from ..reporting.terminal import make_console, print_json
 
     rows = plan_rows(results)
     bad = [h for h, r in rows.items() if r.get("status") != "ok"]
@@ -148,7 +146,7 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
     if as_json:
         print_json(rows)
     else:
-        console = Console(highlight=False)
+        console = make_console()
         print_plan_table(console, f"plan: {playbook.name}", rows)
         classes = plan_classes(rows)
         if classes:

@@ -23,7 +23,7 @@ import click
 
 from .. import schedule as sch
 from ..schedule import varsfile
-from .app import EXIT_FAILED, INVENTORY_FLAGS, Context, main, pass_ctx
+from .app import EXIT_FAILED, INVENTORY_FLAGS, Context, main, pass_ctx, with_extra_before
 from ..errors import InputError
 from ..util.paths import not_regular, resolve_default, state_dir
 from .schedule_env import job_env, not_carried_notes
@@ -185,7 +185,7 @@ def _abs(path: str | Path) -> str:
               help="Replace the job NAME holds even when it deploys another playbook, inventory or hosts "
                    "(the same job is always replaced).")
 @click.option("-e", "--extra-var", "--extra-vars", "extra", multiple=True, metavar="NAME=VALUE|JSON|@FILE",
-              help="Passed to deploy as -e (deploy's forms: NAME=VALUE, a JSON/YAML mapping, @FILE), through a "
+              callback=with_extra_before, help="Passed to deploy as -e (deploy's forms: NAME=VALUE, a JSON/YAML mapping, @FILE), through a "
                    "file only you can read (mode 0600), never in the unit or crontab; @FILE is passed on (it "
                    "must be mode 0600 if it holds secrets).")
 @click.option("--metrics-file", default=None, metavar="PATH",

@@ -14,6 +14,13 @@ text (:attr:`SkipLogin.login_output`) for the connection to report once. When th
 comes (the shell did not start, or printed more than :data:`MAX_LOGIN_BYTES` first) nothing is
 dropped: every byte goes on as the command's stdout.
 
+What the rc files print on stderr (``echo "Welcome" >&2``) arrives before the command's own stderr
+in the same way, but nothing orders it against stdout's marker: so a command's line also prints
+the marker on stderr before the command (:func:`marked_both`), and its stderr is read through a
+:class:`SkipLogin` of its own. The redirection is sh's, in single quotes (``/bin/sh -c 'echo
+MARKER >&2'``): csh and tcsh read an unquoted ``>&`` as "stdout and stderr both", and every login
+shell passes a single-quoted word on as it is.
+
 The marker also tells when the login shell has not started a command yet: an rc file that sleeps
 or waits (``sleep 100`` in ``~/.zshenv``, a dead NFS mount in ``~/.bashrc``) holds every ssh
 command before its first byte. :class:`LoginWatch` keeps a connection's commands still waiting for
@@ -71,6 +78,13 @@ def new_marker() -> str:
     """A word no login banner prints: ``fleetctl-start-`` and 16 random hex digits (letters,
     digits and ``-`` only, so every shell passes it through as it is)."""
     return f"fleetctl-start-{secrets.token_hex(8)}"
+
+
+def marked_both(line: str, marker: str) -> str:
+    """:func:`marked_line` with the marker printed on stderr too, by ``/bin/sh`` after the rc files
+    and before the command (see the module docstring): ``echo MARKER; /bin/sh -c 'echo MARKER >&2';
+    LINE``. The marker is letters, digits and ``-``: nothing in the quotes needs escaping."""
+    return marked_line(f"/bin/sh -c 'echo {marker} >&2'; {line}", marker)
 
 
 def marked_line(line: str, marker: str) -> str:

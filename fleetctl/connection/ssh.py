@@ -48,8 +48,8 @@ from ..errors import HostUnreachable
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback
 from .command import remote_command_line
 from .lifeline import lifeline_s
-from .login_output import (LOGIN_OUTPUT_NOTE, NO_HOME, LoginWatch, login_output_note, login_stall_message, marked_line,
-                           new_marker, parse_login_answer)
+from .login_output import (LOGIN_OUTPUT_NOTE, NO_HOME, LoginWatch, login_output_note, login_stall_message, marked_both,
+                           marked_line, new_marker, parse_login_answer)
 from .ssh_exec import open_exec
 from .ssh_files import SFTPFiles
 from .ssh_sessions import Sessions, UseOverflow
@@ -346,7 +346,7 @@ class SSHConnection(SFTPFiles, Connection):
         argv = [str(a) for a in argv]
         self._count("execs")  # round trips, for the run record (a no-change deploy's test counts them)
         supervise = supervise and not stdin and not hold_stdin
-        command = marked_line(remote_command_line(argv, env=env, cwd=cwd, supervise=supervise, become=become,
+        command = marked_both(remote_command_line(argv, env=env, cwd=cwd, supervise=supervise, become=become,
                                                   login_shell=self.login_shell,
                                                   lifeline_s=lifeline_s(self.keepalive_interval_s)), self._marker)
         conn = self._require()
@@ -365,5 +365,5 @@ class SSHConnection(SFTPFiles, Connection):
             if hold_stdin:
                 self._pinned -= 1
             await self._sessions.release()
-        self._note_login_output(channel.reader.login_output)
+        self._note_login_output(channel.reader.login_output + channel.err_reader.login_output)
         return channel.result(connection_closed=conn.is_closed(), login_shell=self.login_shell)

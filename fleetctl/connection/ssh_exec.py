@@ -88,6 +88,9 @@ class ExecChannel:
                  capture_bytes: int | None) -> None:
         self.proc, self.started, self.host, self.argv = proc, started, host, argv
         self.reader = SkipLogin(proc.stdout, marker)
+        #: stderr after its marker (:func:`~fleetctl.connection.login_output.marked_both`): the
+        #: login shell's stderr banner is not the command's
+        self.err_reader = SkipLogin(proc.stderr, marker)
         self._out, self._err = OutputTail(capture_bytes), OutputTail(capture_bytes)
 
     async def drive(self, *, stdin: list[bytes], supervise: bool, hold_stdin: bool, timeout_s: float | None,
@@ -120,7 +123,7 @@ class ExecChannel:
                 beats = asyncio.ensure_future(beat(proc.stdin.write, heartbeat_s)) if supervise or hold_stdin else None
                 try:
                     await asyncio.gather(pump_lines(reader, "stdout", self._out, on_line),
-                                         pump_lines(OwnWrapperStderr(proc.stderr) if supervise else proc.stderr,
+                                         pump_lines(OwnWrapperStderr(self.err_reader) if supervise else self.err_reader,
                                                     "stderr", self._err, on_line))
                     await proc.wait_closed()
                 finally:

@@ -86,11 +86,15 @@ class FactsLines:
     Args:
         entry: ``(run, host) -> dict``, the host's ``fleetctl facts --json`` entry.
         stream: where to print (default stdout).
+        brief: a line is the host and its state alone (``m007: ok``): above the fold threshold,
+            where the table at the end folds identical hosts into one row, 120 lines repeating
+            the same columns would bury it.
     """
 
-    def __init__(self, entry: Any, stream: TextIO | None = None) -> None:
+    def __init__(self, entry: Any, stream: TextIO | None = None, brief: bool = False) -> None:
         self.entry = entry
         self.stream = stream or sys.stdout
+        self.brief = brief
 
     def event(self, run: Any, event: Any) -> None:
         if event.name != "host.finished" or event.host is None:
@@ -102,8 +106,8 @@ class FactsLines:
             cells = facts_row(event.host, f)
             warned = any(str(n).startswith("warning: ") for n in (f.get("build") or {}).get("notes") or [])
             # gathered (exit 0), but a host a deploy would fail never reads as a healthy "ok"
-            text = f"{event.host}: {'WARNING (below)' if warned else 'ok'}: " + "; ".join(
-                f"{k} {v}" for k, v in zip(FACTS_COLUMNS[1:], cells[1:]))
+            text = f"{event.host}: {'WARNING (below)' if warned else 'ok'}" + ("" if self.brief else ": " + "; ".join(
+                f"{k} {v}" for k, v in zip(FACTS_COLUMNS[1:], cells[1:])))
         self.stream.write(run.redactor.text(text.translate(_DROP)) + "\n")
         self.stream.flush()
 

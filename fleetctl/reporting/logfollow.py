@@ -2,7 +2,8 @@
 
 A host log (:mod:`fleetctl.reporting.record`) holds each line's exact bytes behind a marker:
 ``out| `` / ``err| `` (``out+ `` / ``err+ `` for the continuation of a line longer than 1 MiB) and
-``==> `` task lines. Shown here as clush and Ansible show many hosts: each line prefixed
+``==> `` task lines; ``out~ `` / ``err~ `` lines are fleetctl's own protocol (a probe's start marker
+and JSON answer, never shown on the terminal either) and are left out here. Shown here as clush and Ansible show many hosts: each line prefixed
 ``host: ``, the bytes decoded as UTF-8 (U+FFFD for invalid bytes), control characters other than
 tab dropped, continuations joined to their line.
 
@@ -23,13 +24,19 @@ READ_CHUNK_BYTES = 1024 * 1024
 
 _DROP = {c: None for c in range(32) if c != 9} | {127: None}
 
+#: The markers of fleetctl's own protocol lines in a host log (:mod:`fleetctl.reporting.record`).
+PROTOCOL_MARKS = (b"out~ ", b"err~ ")
+
 
 def readable(raw: bytes) -> str | None:
     """One raw log line (without its newline) as text, or ``None`` for an empty one.
 
     ``out| x`` -> ``x``; ``err| x`` -> ``x``; ``==> task`` stays as it is; a line of another shape
-    (a log written by an older fleetctl) is shown whole.
+    (a log written by an older fleetctl) is shown whole; ``out~ x`` / ``err~ x`` (fleetctl's own
+    protocol, :mod:`fleetctl.reporting.record`) -> ``None``: not the host's words.
     """
+    if raw.startswith(PROTOCOL_MARKS):
+        return None
     for mark in (b"out| ", b"err| ", b"out+ ", b"err+ "):
         if raw.startswith(mark):
             raw = raw[len(mark):]
@@ -64,18 +71,20 @@ class LogTail:
                     self.offset += len(chunk)
                     data = self._partial + chunk
                     *done, self._partial = data.split(b"\n")
-                    lines.extend(self._show(d) for d in done)
+                    lines.extend(s for s in map(self._show, done) if s is not None)
                     if len(chunk) < READ_CHUNK_BYTES:
                         break
         except OSError:
             pass
         if final and self._partial:
-            lines.append(self._show(self._partial))
+            shown = self._show(self._partial)
+            lines.extend([shown] if shown is not None else [])
             self._partial = b""
         return lines
 
-    def _show(self, raw: bytes) -> str:
-        return f"{self.host}: {readable(raw)}"
+    def _show(self, raw: bytes) -> str | None:
+        text = readable(raw)
+        return None if text is None else f"{self.host}: {text}"
 
 
 def host_names(run_dir: Path) -> dict[str, str]:

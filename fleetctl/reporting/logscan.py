@@ -73,6 +73,7 @@ def read_tail(path: Path, lines: int) -> tuple[list[str], bool, int]:
         parts.pop()
     if start > 0 and parts:
         parts = parts[1:]  # the first piece is part of a longer line
+    parts = [p for p in parts if not p.startswith((b"out~ ", b"err~ "))]  # fleetctl's own protocol lines
     cut = start > 0 or len(parts) > lines
     return [_text(p) for p in parts[-lines:]] if lines > 0 else [], cut, size
 

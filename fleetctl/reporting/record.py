@@ -16,7 +16,9 @@ no later event comes: a run killed by SIGKILL keeps all that was written before.
 
 An event's long argv arguments (scripts) are kept once per run in ``scripts/<sha>.txt`` and named
 ``@scripts/<sha>.txt (N chars)`` in the event (:data:`SCRIPT_CHARS`). Per-host logs hold every line the host printed, as the exact bytes, each prefixed with ``out| ``
-or ``err| `` (and task boundaries as ``==> `` lines; in a playbook run, a host that failed outside any task,
+or ``err| ``; a line of fleetctl's own protocol (a probe's start marker, its JSON answer: the lines
+the terminal never shows) with ``out~ `` or ``err~ ``, which ``fleetctl logs RUN`` and the report
+leave out (and task boundaries as ``==> `` lines; in a playbook run, a host that failed outside any task,
 at facts or planning, gets its cause as a last ``==> host FAILED: ...`` line). Schemas: ``docs/schema/``.
 
 ``events.jsonl`` lines are what a structlog JSON logger bound to ``run_id`` writes (``run_id``,
@@ -185,11 +187,11 @@ class RunRecord:
         :meth:`close` too (see :meth:`event`)."""
         if self._closed.is_set():
             with self._late():
-                self._line(run, host, line)
+                self._line(run, host, line, shown)
             return
-        self._line(run, host, line)
+        self._line(run, host, line, shown)
 
-    def _line(self, run: RunModel, host: str, line: OutputLine) -> None:
+    def _line(self, run: RunModel, host: str, line: OutputLine, shown: bool = True) -> None:
         data = run.redactor.bytes(line.data)
         data = data if data.endswith(b"\n") else data + b"\n"
         # a line longer than 1 MiB arrives in pieces: the pieces after the first are marked
@@ -197,7 +199,8 @@ class RunRecord:
         key = (host, line.stream)
         with self._lock:
             fh = self.host_log(host)
-            mark = b"+ " if key in self._continues else b"| "
+            # fleetctl's own protocol lines (never shown) keep their bytes, marked apart from the host's
+            mark = b"~ " if not shown else b"+ " if key in self._continues else b"| "
             if getattr(line, "partial", False):
                 self._continues.add(key)
             else:

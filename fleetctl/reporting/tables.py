@@ -14,10 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .terminal import STYLE, fold_note, is_detail_note
-
-
-
+from .terminal import FOLD_THRESHOLD, STYLE, fold_note, is_detail_note
 
 #: The narrowest a wrapping column may be made (columns of text): narrower, a sentence stands
 #: two or three words a line and a 6-column ``--plan`` at 80 columns read ``change`` / ``d`` /
@@ -117,15 +114,25 @@ def print_table(console: Console, title: str, columns: list[tuple[str, bool, str
 
 def print_facts(console: Console, facts: dict[str, dict[str, Any]]) -> None:
     """One row per reachable host (GPUs and SMs, arch list, CUDA, Python/torch, cores, memory,
-    disk, max jobs); then one line per host that could not be reached or read, with its cause."""
+    disk, max jobs); then one line per host that could not be reached or read, with its cause.
+    Above :data:`~fleetctl.reporting.terminal.FOLD_THRESHOLD` hosts (where the deploy summary
+    folds), hosts with identical cells share one row under their node set and count
+    (``m[001-120] (120)``, as ``fleetctl run -b``), and hosts failing alike share one line."""
+    from ..inventory import fold_hosts
     from .lines import facts_failed, facts_row
 
-    rows, bad = [], []
+    fold = len(facts) > FOLD_THRESHOLD
+    groups: dict[tuple[str, ...], list[str]] = {}
+    bad: dict[tuple[str, ...], list[str]] = {}
     for host, f in facts.items():
         if facts_failed(f):
-            bad.append((host, f))
+            state = "UNREACHABLE" if not f.get("reachable", True) else "FAILED"
+            bad.setdefault((state, str(f.get("error"))) if fold else (state, str(f.get("error")), host), []).append(host)
             continue
-        rows.append(facts_row(host, f))
+        cells = facts_row(host, f)
+        groups.setdefault(tuple(cells[1:]) if fold else (host,), []).append(host)
+    rows = [[f"{fold_hosts(names)} ({len(names)})" if fold else names[0], *facts_row(names[0], facts[names[0]])[1:]]
+            for names in groups.values()]
     if rows:
         cols = [("host", True, "left"), ("gpus", False, "left"), ("arch list", True, "left"),
                 ("cuda", False, "left"), ("python / torch", True, "left"), ("cores", True, "right"),
@@ -142,10 +149,9 @@ def print_facts(console: Console, facts: dict[str, dict[str, Any]]) -> None:
             print_long(console, f"{host}: environments in {envs.get('versions_dir')}: live v{envs.get('live_version')}; "
                        f"{kept}; {disk.get('total_mib', '?')} MiB together (measured {disk.get('measured', '?')})",
                        indent=0)
-    for host, f in bad:
-        state = "UNREACHABLE" if not f.get("reachable", True) else "FAILED"
-        print_long(console, Text(f"{host}: ", style="bold cyan").append(f"{state}: {f.get('error')}",
-                                                                       style=STYLE["unreachable"]), indent=0)
+    for (state, error, *_), names in bad.items():
+        print_long(console, Text(f"{fold_hosts(names)}: ", style="bold cyan").append(f"{state}: {error}",
+                                                                                 style=STYLE["unreachable"]), indent=0)
 
 
 def folded_notes(facts: dict[str, dict[str, Any]], *, verbose: bool = False) -> list[str]:
@@ -345,11 +351,20 @@ def dep_line(d: dict[str, Any]) -> str:
 
 
 def print_plan_table(console: Console, title: str, rows: dict[str, dict[str, Any]]) -> None:
-    """``--plan``'s table: host, task, action, arch list, class, changed inputs or the failure."""
-    out = []
+    """``--plan``'s table: host, task, action, arch list, class, changed inputs or the failure.
+    Hosts that fail planning alike (one cause, as every host sharing one venv) share one row
+    under their node set (``m[001-120]``): the cause is said once, not once per host."""
+    from ..inventory import fold_hosts
+
+    out: list[list[Any]] = []
+    failing: dict[tuple[str, str], list[Any]] = {}  # cause -> its row (at its first host's place), then its hosts
     for host, r in rows.items():
         if r.get("status") != "ok":
-            out.append([host, "", Text(str(r.get("status", "?")), style="red"), "", "", r.get("error", "")])
+            status, error = str(r.get("status", "?")), str(r.get("error", ""))
+            if (status, error) not in failing:
+                failing[(status, error)] = [[host, "", Text(status, style="red"), "", "", error]]
+                out.append(failing[(status, error)][0])
+            failing[(status, error)].append(host)
             continue
         envs = [t for t in r.get("tasks", []) if t.get("action") in ENV_ACTIONS and t.get("status") != "skipped"]
         if r.get("builds"):  # staged environments (docs/staged.md): the stage first, the switch last
@@ -368,6 +383,8 @@ def print_plan_table(console: Console, title: str, rows: dict[str, dict[str, Any
             for t in r.get("tasks", []):
                 d = t.get("decision") or {}
                 out.append([host, t["task"], Text(str(d.get("action") or t["status"])), "", "", t.get("msg", "")])
+    for row, *names in failing.values():
+        row[0] = fold_hosts(names)
     cols = [("host", True, "left"), ("task", False, "left"), ("action", True, "left"), ("arch list", True, "left"),
             ("class", True, "left"), ("changed inputs / cause", False, "left")]
     print_table(console, title, cols, out, nested=True)

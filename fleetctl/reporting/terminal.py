@@ -43,6 +43,17 @@ def first_sentence(text: str) -> str:
     return head + ("." if sep else "")
 
 
+def make_console(file: TextIO | None = None) -> Console:
+    """The rich Console every command prints through (stdout unless ``file``): on a terminal rich
+    wraps long lines at words to its width; anywhere else (a file, a pipe: cron, CI, grep) a line
+    is never cut (``soft_wrap``): rich's 80 columns off a terminal broke ``(--force overrides)``
+    over two lines (fresh operator's trial). Tables still lay out to the console's width
+    (:func:`fleetctl.reporting.tables.print_table`)."""
+    console = Console(file=file, highlight=False)
+    console.soft_wrap = not console.is_terminal
+    return console
+
+
 STYLE = {"ok": "green", "changed": "yellow", "failed": "bold red", "skipped": "dim", "unreachable": "bold magenta"}
 
 
@@ -87,7 +98,9 @@ class LiveOutput(LinePrinter):
             self.console.print(text)
         elif event.name == "note.added" and (self.verbose or not is_detail_note(str(d.get("message")))):
             text = self.prefix(event.host)
-            text.append(f"note: {run.redactor.text(str(d.get('message')))}", style="yellow")
+            message = run.redactor.text(str(d.get("message")))
+            # a warning note says so itself (facts' "warning: ..."): never "note: warning: ..."
+            text.append(message if message.startswith("warning: ") else f"note: {message}", style="yellow")
             self.console.print(text)
         elif event.name == "host.finished" and d.get("status") == "unreachable":
             text = self.prefix(event.host)
@@ -192,10 +205,13 @@ class FoldedOutput:
         elif event.name == "task.finished":
             status, name = str(d.get("status")), run.redactor.text(str(d.get("task")))
             msg = run.redactor.text(str(d.get("msg") or ""))
-            self._print_line(host, status, name + (f": {msg}" if msg else ""))
+            key = f"{status.upper()} {name}: {run.redactor.text(str(d.get('msg')))}"
+            said = self.failures.get(key) if status in ("failed", "unreachable") else None
+            # a cause another host's line gave already (120 hosts sharing one venv) is said once
+            self._print_line(host, status, name + (f": the same as {said[0]} (failures below)" if said
+                                                   else f": {msg}" if msg else ""))
             if status in ("failed", "unreachable"):
-                self.failures.setdefault(f"{status.upper()} {name}: {run.redactor.text(str(d.get('msg')))}",
-                                         []).append(host)
+                self.failures.setdefault(key, []).append(host)
                 self.failed.add(host)
         elif event.name == "host.finished":
             status = str(d.get("status"))

@@ -16,10 +16,15 @@ Shared = tuple[str, str, tuple[str, ...], str]
 
 def shared_message(host: str, shared: tuple[Shared, ...]) -> str:
     """One line for a host whose folders other hosts share, e.g. ``gpu01 and gpu02 share the venv
-    /nfs/v (one /nfs/v/.fleetctl-id): one venv holds one wheel, ...``."""
+    /nfs/v (one /nfs/v/.fleetctl-id): one venv holds one wheel, ...``. The same line for every
+    host sharing the folders (reporters say it once, under their node set); more than two hosts
+    are named as a ClusterShell node set (``m[001-120] share the venv ...``,
+    :func:`fleetctl.inventory.nodeset.fold_hosts`), never one name after another."""
+    from ..inventory.nodeset import fold_hosts
+
     parts, fixes = [], []
     for kind, path, hosts, _ in shared:
-        names = ", ".join(hosts[:-1]) + f" and {hosts[-1]}"
+        names = f"{hosts[0]} and {hosts[1]}" if len(hosts) == 2 else fold_hosts(hosts)
         parts.append(f"{names} share the {kind} {path} (one {path.rstrip('/')}/.fleetctl-id)")
     kinds = {s[0] for s in shared}
     venv = next((s for s in shared if s[0] == "venv"), None)

@@ -295,9 +295,19 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     for note in notes:
         yield Note(message=note)
     return TaskResult(Status.CHANGED, data=data,
-                      msg=f"installed {version} ({tool}): {why}; "
+                      msg=f"installed {version} ({tool}): {_as_done(why)}; "
                           + (f"torch {after['torch']} unchanged" if after.get("torch") else "no torch in the venv, none added")
                           + "".join(f"; {n}" for n in notes))
+
+
+def _as_done(why: str) -> str:
+    """The install's reason (``decision["why"]``, which ``--plan`` shows ahead of it) as what the
+    install did: ``nothing installed`` after ``installed X`` read as a contradiction (fresh
+    operator's trial), so ``none was installed before``; ``forced`` -> ``reinstalled (--force)``;
+    ``a new wheel`` -> ``replaced the earlier wheel``; any other cause -> ``replaced what was
+    there: CAUSE``."""
+    return {"nothing installed": "none was installed before", "forced": "reinstalled (--force)",
+            "a new wheel": "replaced the earlier wheel"}.get(why, f"replaced what was there: {why}")
 
 
 def _damaged_since_built(wheel: str, digest: str | None, stamp_path: str) -> Plan:
