@@ -29,10 +29,9 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     the build notes (with --json: one document at the end)."""
     from ..api.adhoc import facts_document, facts_entry, gather_facts
     from ..reporting.lines import FactsLines, print_json
-
-    _, hosts = obj.select(pattern, limit, forks=forks)
     from ..reporting.terminal import FOLD_THRESHOLD
 
+    _, hosts = obj.select(pattern, limit, forks=forks)
     live = None if as_json else FactsLines(facts_entry, brief=len(hosts) > FOLD_THRESHOLD)
     ends = RunEnd()
     run, _ = run_async(gather_facts(hosts, pattern=pattern, command=command_line(), observers=[live, ends],
