@@ -540,6 +540,12 @@ constexpr int64_t kWgMinElems = int64_t(1) << 25;
 // 24.1-24.9) and for fp16 activations (14336x4096 28.2-29.1 against 25.5-26.6) cuda_pk.cu is faster,
 // as for narrower weights (4096x14336 27.6 against 21.2; bench/NOTES.md, "Issue 28", runs t1, e1-e3).
 constexpr int64_t kWgWideMinRows = 9, kWgWideN = 8192;
+// 17..32 tokens: the wgmma kernel where its plan splits K at most in 2; narrow weights whose plan
+// splits K in 4 or 8 (few row groups) are faster on cuda_pk.cu (2048x7168 M = 32: 14.3-14.5 us
+// against 19.2-19.9, 4096x14336 38.2-39.3 against 41.0-42.8 in five runs on an H200 and H100s),
+// while at 64 tokens the wgmma kernel wins even there (4096x14336 49.6 against 73.9).
+constexpr int64_t kWgSplitRows = 32;
+constexpr int kWgMaxSplitSmall = 2;
 
 bool use_wg(const fp4::PkProblem& p, int device) {
     if (g_pk_kernel == 1) return false;
@@ -547,7 +553,8 @@ bool use_wg(const fp4::PkProblem& p, int device) {
         if (g_pk_kernel == 2) fail("the wgmma GEMM needs an sm_90a build on a compute capability 9.0 GPU");
         return false;
     }
-    if (g_pk_kernel == 2 || p.t >= kWgMinRows) return true;
+    if (g_pk_kernel == 2 || p.t > kWgSplitRows) return true;
+    if (p.t >= kWgMinRows) return fp4::wg_plan(p, device).split <= kWgMaxSplitSmall;
     return p.t >= kWgWideMinRows && p.a_kind == 1 && p.n >= kWgWideN && p.n * p.k >= kWgMinElems &&
            fp4::wg_plan(p, device).split == 1;
 }

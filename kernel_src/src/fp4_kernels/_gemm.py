@@ -13,7 +13,7 @@ The default picks "fused" for M <= _gemm_fast.FUSED_MAX_ROWS (and K % 128 == 0),
 
 Prepacked weights (fp4_kernels.prepack_fp4_weight -> PackedFP4Weight, passed as b_q with
 b_scale=None): cuda_pk.cu's kernel (and cuda_wg.cu's wgmma kernel from M = 17 on compute capability
-9.0, from M = 9 for bf16 activations and weights of >= 2^25 elements with N >= 8192 whose plan
+9.0 (up to M = 32 where its plan splits K at most in 2), from M = 9 for bf16 activations and weights of >= 2^25 elements with N >= 8192 whose plan
 splits no K range) for M <= _gemm_fast.pk_max_rows(device, n, k) (W4A4: after an exact
 dequantization of the FP4 activations to bf16), else the weight is dequantized exactly from
 the packed layout and cuBLAS runs. On CPU the weight is unpacked (bit-exact inverse) and the CPU

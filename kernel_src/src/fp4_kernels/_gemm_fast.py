@@ -13,11 +13,11 @@ _C = _load()
 FUSED_MAX_ROWS = 128
 # The same for prepacked weights (the kernel of csrc/cuda_pk.cu; bench/NOTES.md, "v8"): above it,
 # the prepacked weight is dequantized (exactly) and cuBLAS runs. On a compute capability 9.0 GPU
-# with an sm_90a build the wgmma kernel (csrc/cuda_wg.cu) takes M = 17 .. 256 instead for weights
-# of at least 2^25 elements (from M = 9 for bf16 activations where such a weight has N >= 8192 and
-# the plan splits no K range), and for smaller ones
-# whose 128-token plan runs two consumer warpgroups (bench/NOTES.md, "Issue 28"):
-# pk_max_rows(device, n, k) says which bound holds.
+# with an sm_90a build the wgmma kernel (csrc/cuda_wg.cu) takes M = 17 .. 64 instead (up to 32
+# where its plan splits K at most in 2), up to 256 for weights of at least 2^25 elements and for
+# smaller ones whose 128-token plan has two consumer warpgroups, and from M = 9 for bf16
+# activations and such weights with N >= 8192 where its plan splits no K range (bench/NOTES.md,
+# "Issue 28"): pk_max_rows(device, n, k) says which bound holds.
 PK_MAX_ROWS = 64
 _pk_rows: dict = {}  # (device index, n, k) -> the largest M the prepacked kernels take there
 
