@@ -77,9 +77,12 @@ def torch_import_warning(facts: Mapping[str, Any]) -> str | None:
     py = facts.get("python")
     if not isinstance(py, Mapping) or not py.get("torch") or not py.get("torch_error"):
         return None
+    # no install command here: the one that works depends on the venv's installer (pip, uv, neither),
+    # and the preflight that refuses the host prints it (tasks.runtime_preflight.torch_runtime_problem)
     return (f"warning: venv {py.get('venv') or py.get('prefix')}: torch {py['torch']} does not import "
             f"({py['torch_error']}): a package that needs torch at run time cannot verify; repair torch in the venv "
-            f"(pip install --force-reinstall torch=={py['torch']})")
+            f"(reinstall torch {py['torch']} from the index it came from; 'fleetctl verify' names the command for "
+            f"this venv)")
 
 
 def venv_warnings(facts: Mapping[str, Any]) -> list[str]:
