@@ -85,7 +85,8 @@ def _index_line(text: str) -> str | None:
     the innermost of uv's ``Caused by:`` chain), at most 300 characters; ``None`` when no line
     names a network cause."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    cause = next((ln for ln in reversed(lines) if _INDEX_CAUSE.search(ln)), None)
+    cause = next((ln for ln in reversed(lines) if _INDEX_CAUSE.search(ln) and not ln.startswith(("hint:", "help:"))),
+                 None)
     if cause is None:
         return None
     cause = cause.removeprefix("Caused by: ").removeprefix("╰─▶ ")
