@@ -24,7 +24,7 @@ import pytest
 from tests.support.fake_gpu import H200, write_fake_nvidia_smi
 from tests.support.fleet import fleetctl, last_run, write_inventory
 from tests.support.sshd import free_port
-from tests.support.tiny_ext import cmake_ext, tool_venv
+from tests.support.tiny_ext import cmake_ext, tool_venv, write_wheel
 
 pytestmark = pytest.mark.sshd
 
@@ -41,6 +41,14 @@ tasks:
       no_build_isolation: true
       install_build_requirements: true
       max_jobs: 1
+"""
+
+INSTALL = """\
+name: install a wheel with its dependencies
+hosts: all
+tasks:
+  - name: install
+    pip_install: {wheel: "{{ wheel }}", no_deps: false}
 """
 
 
@@ -77,3 +85,16 @@ def test_build_requirements_use_the_venvs_pip_and_the_sites_pip_conf_and_name_th
     assert "Connection refused" in msg, msg
     log = (last_run(tmp_path) / "logs" / "mirror.log").read_text()
     assert f"Looking in indexes: http://127.0.0.1:{port}/simple" in log, log[-3000:]  # pip read the site's pip.conf
+    # a local wheel whose dependencies come from the index: the same rule (pip_install, no_deps: false)
+    wheel = write_wheel(tmp_path / "wheels", "tiny_needs_codegen", "0.1.0", {"tiny_needs_codegen/__init__.py": ""},
+                        requires=("tiny-codegen>=1.0",))
+    install = tmp_path / "install.yaml"
+    install.write_text(INSTALL)
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(install), "-e", f"wheel={wheel}",
+                   home=tmp_path)
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-2000:]
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    msg = [t for t in record["hosts"]["mirror"]["tasks"] if t["action"] == "pip_install"][0]["msg"]
+    assert msg.startswith("install failed (pip): ERROR: Could not find a version that satisfies the requirement "
+                          "tiny-codegen>=1.0"), msg
+    assert "Connection refused" in msg, msg
