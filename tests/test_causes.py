@@ -89,6 +89,10 @@ def test_a_real_pip_resolution_impossible_names_the_conflict_not_the_help_link(t
      "certificates with the `--system-certs` command-line flag\n", None, None,
      "error: Request failed after 3 retries (the package index could not be read: invalid peer certificate: "
      "UnknownIssuer)"),
+    ("error: Failed to fetch: `https://pypi.org/simple/x/`\n  cause: Request failed after 3 retries\n  cause: client "
+     "error (Connect)\n  cause: invalid peer certificate: UnknownIssuer\n", None, None,
+     "error: Failed to fetch: `https://pypi.org/simple/x/` (the package index could not be read: invalid peer "
+     "certificate: UnknownIssuer)"),
     # pip's: its retry warning's SSL error beside its "(from versions: none)" (recorded from pip 24)
     ("WARNING: Retrying (Retry(total=0, connect=None, read=None, redirect=None, status=None)) after connection broken "
      "by 'SSLError(SSLCertVerificationError(1, '[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable "

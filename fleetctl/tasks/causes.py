@@ -89,7 +89,7 @@ def _index_line(text: str) -> str | None:
                  None)
     if cause is None:
         return None
-    cause = cause.removeprefix("Caused by: ").removeprefix("╰─▶ ")
+    cause = re.sub(r"^(Caused by|cause|╰─▶)\s*:?\s*", "", cause)  # uv's chain: "Caused by: " (older), "cause: "
     if len(cause) > 160:  # pip's retry warning: the repr of urllib3's exception around the cause
         m = list(_INDEX_CAUSE.finditer(cause))[-1]  # the innermost: the quoted message holding it
         start = cause.rfind("'", 0, m.start()) + 1
