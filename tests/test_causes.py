@@ -81,6 +81,27 @@ def test_a_real_pip_resolution_impossible_names_the_conflict_not_the_help_link(t
     ("  × No solution found when resolving dependencies:\n  ╰─▶ Because fltoyk==0.1 depends on fltorchk==2.12.0 and you "
      "require fltorchk==2.11.0, we can conclude that your requirements are unsatisfiable.\n", None, None,
      "no solution found when resolving dependencies: Because fltoyk==0.1 depends on fltorchk==2.12.0"),
+    # the index could not be read: uv's innermost cause, not its generic "client error (Connect)" nor its hint
+    # (recorded: the fresh operator's trial, a site mirror set in pip.conf that uv does not read)
+    ("error: Request failed after 3 retries\n  Caused by: Failed to fetch: `https://pypi.org/simple/nanobind/`\n"
+     "  Caused by: error sending request for url (https://pypi.org/simple/nanobind/)\n  Caused by: client error "
+     "(Connect)\n  Caused by: invalid peer certificate: UnknownIssuer\nhint: Consider enabling use of system TLS "
+     "certificates with the `--system-certs` command-line flag\n", None, None,
+     "error: Request failed after 3 retries (the package index could not be read: invalid peer certificate: "
+     "UnknownIssuer)"),
+    ("error: Failed to fetch: `https://pypi.org/simple/x/`\n  cause: Request failed after 3 retries\n  cause: client "
+     "error (Connect)\n  cause: invalid peer certificate: UnknownIssuer\n", None, None,
+     "error: Failed to fetch: `https://pypi.org/simple/x/` (the package index could not be read: invalid peer "
+     "certificate: UnknownIssuer)"),
+    # pip's: its retry warning's SSL error beside its "(from versions: none)" (recorded from pip 24)
+    ("WARNING: Retrying (Retry(total=0, connect=None, read=None, redirect=None, status=None)) after connection broken "
+     "by 'SSLError(SSLCertVerificationError(1, '[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable "
+     "to get local issuer certificate (_ssl.c:1000)'))': /simple/nanobind/\nERROR: Could not find a version that "
+     "satisfies the requirement nanobind>=2.0 (from versions: none)\nERROR: No matching distribution found for "
+     "nanobind>=2.0\n", None, None,
+     "ERROR: Could not find a version that satisfies the requirement nanobind>=2.0 (from versions: none) (the package "
+     "index could not be read: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable to get local issuer "
+     "certificate (_ssl.c:1000))"),
     # no rule: the last error-looking line, else stderr's last line
     ("env: '/venv/bin/python3': No such file or directory\n", None, None,
      "env: '/venv/bin/python3': No such file or directory"),

@@ -14,6 +14,17 @@ from ..tasks.base import controller_path
 from ..util.didyoumean import close_matches
 
 
+def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
+    """``did you mean NAME?`` for an extra var nothing reads: the closest of Ansible's names for
+    an ``ansible_...`` one (``ansible_usr`` -> ``ansible_user``), else of ``candidates`` (difflib,
+    cutoff 0.6); ``None`` when none is close. Deploy's warnings and ``fleetctl run``'s use it."""
+    from ..inventory.ansible_names import ANSIBLE_NAMES
+
+    close = close_matches(name, sorted(ANSIBLE_NAMES) if name.startswith("ansible_") else sorted(candidates),
+                          n=1, cutoff=0.6)
+    return f"did you mean {close[0]}?" if close else None
+
+
 def extra_var_warnings(playbook: Any, names: Iterable[str]) -> list[str]:
     """One warning line for each extra var (``-e``) that nothing reads, naming the closest name
     that is read (difflib), e.g. ``-e arhcs: ...; did you mean archs?``.
@@ -30,7 +41,7 @@ def extra_var_warnings(playbook: Any, names: Iterable[str]) -> list[str]:
     where a build would mislead (:func:`check_unread_build_vars`); a misspelt one (``-e
     arhcs=9.0a``, which builds for the host's own SM as if it were not given) is named.
     """
-    from ..inventory.ansible_names import ANSIBLE_NAMES, is_ansible_name
+    from ..inventory.ansible_names import is_ansible_name
     from ..inventory.own_vars import OWN_VARS, PLAY_TEMPLATE_VARS, own_var_names
     from ..playbook.variables import RESERVED_NAMES
 
@@ -48,9 +59,7 @@ def extra_var_warnings(playbook: Any, names: Iterable[str]) -> list[str]:
             out.append(f"-e {name}: {Path(str(playbook.path)).name} does not read it ({name}: {OWN_VARS[name]}); "
                        "it is ignored")
             continue
-        close = close_matches(name, sorted(ANSIBLE_NAMES) if name.startswith("ansible_") else candidates,
-                                  n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]}?" if close else "it is ignored"
+        hint = did_you_mean(name, candidates) or "it is ignored"
         out.append(f"-e {name}: no task or template of {Path(str(playbook.path)).name} reads it, nor does "
                    f"fleetctl; {hint}")
     return out

@@ -79,7 +79,9 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     The last line, on stderr (stdout keeps only what the hosts printed, for pipes), is
     'ok N, failed N, unreachable N'."""
     from ..api.adhoc import run_command
+    from ..api.playchecks import did_you_mean
     from ..inventory.extra import setting_names
+    from ..inventory.own_vars import PLAY_TEMPLATE_VARS, own_var_names
     from ..util.paths import safe_name
     from ..reporting.lines import HostLines, print_json
     from .extravars import parse_extra_vars
@@ -88,8 +90,9 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     _, hosts = obj.select(pattern, limit, venv=False, forks=forks,  # `run` may be what creates the venv
                           extra_vars=extra_vars)
     for name in (n for n in extra_vars if n not in setting_names(extra_vars)):  # no template reads the others
+        hint = did_you_mean(name, own_var_names() - PLAY_TEMPLATE_VARS)  # deploy's suggestion, among settings
         click.echo(f"fleetctl: warning: -e {name}: fleetctl run reads only host settings (ansible_user, "
-                   f"ansible_port, venv...), and no template; it is ignored", err=True)
+                   f"ansible_port, venv...), and no template; it is ignored" + (f"; {hint}" if hint else ""), err=True)
     metrics = metrics_observer(metrics_file)
     from ..reporting.livevalve import LiveValve, ValvedObserver
 

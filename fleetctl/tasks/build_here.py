@@ -39,7 +39,7 @@ from .build_preflight import CLEAN_PYTHON_ENV, missing_tools
 from .causes import cause_line
 from .venv_probe import PIP_INSTALL_ENV
 from .build_record import HOOK_FILES, RECORD_NAME, compiler_mismatch, parse_record, torch_drift
-from .pytool import pick_tool
+from .pytool import index_tool, pick_tool
 from .steps import Emit, Fail, Get, Local, Publish, Put, PutFiles, Run, probe
 
 #: Prints the build leftovers present in the tree ``$1`` (one name a line).
@@ -111,12 +111,13 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
               reason="no stale build leftovers in the source tree")
     tools = missing_tools(info, facts, host.venv)
     if tools and args.install_build_requirements:
-        install = ((uv, "pip", "install", "--python", host.python) if tool == "uv" and uv
+        installer = index_tool(args.tool, tool, facts)  # from the index: the venv's pip reads pip.conf
+        install = ((uv, "pip", "install", "--python", host.python) if installer == "uv" and uv
                    else (host.python, "-m", "pip", "install", "--no-input"))
         res = yield Run(argv=(*install, *tools), env=PIP_INSTALL_ENV, cwd="/",
-                        reason=f"install the missing build requirements {', '.join(tools)}")
+                        reason=f"install the missing build requirements {', '.join(tools)} ({installer})")
         if res.rc != 0:
-            return (yield from fail(f"installing the build requirements {' '.join(tools)} failed: "
+            return (yield from fail(f"installing the build requirements {' '.join(tools)} failed ({installer}): "
                                     f"{cause_line(res, host.venv)}"))
     constraint = None
     if isolated and py.get("torch"):

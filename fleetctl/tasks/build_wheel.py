@@ -94,7 +94,9 @@ class BuildWheelArgs(ActionArgs):
         min_free_mem_mib: memory (MiB) the build must have, after the cgroup's limit and usage.
         check_sass: after the build, require every target arch in the built extension's SASS, every
             ``+PTX`` arch's PTX, and code that runs on every GPU of the host.
-        tool: ``"uv"``, ``"pip"``, or ``"auto"`` (uv when the host has it).
+        tool: ``"uv"``, ``"pip"``, or ``"auto"``: uv when the host has it, except that the missing
+            build requirements (read from the index) are installed by the venv's pip when it has pip,
+            which honours the site's pip.conf (:func:`fleetctl.tasks.pytool.index_tool`).
         build: ``"once"`` builds one wheel per arch class (hosts that would build the same
             wheel) on one member and pushes it to the others; ``"each"`` builds on every host.
         fetch_mirror: a folder of git repositories or a git URL prefix the controller reaches:

@@ -18,7 +18,13 @@ wins (the end of each stream is scanned, :data:`SCAN_CHARS`: that is where a fai
    versions have conflicting dependencies.`` with the conflict's own lines (``The conflict is
    caused by:``), not its last ``ERROR: ResolutionImpossible: for help visit ...``; uv's
    ``No solution found`` with its ``Because ...`` explanation (pip's and uv's resolver docs).
-5. else :func:`fleetctl.tasks.base.first_error_line`: the compiler's own first diagnostic
+5. the package index could not be read: the front end's own failure line (pip's ``ERROR: Could
+   not find a version that satisfies ...``, uv's first ``error: ...``) with the network's cause
+   in brackets, found anywhere in the output (pip's ``WARNING: Retrying ... Connection refused``,
+   ``CERTIFICATE_VERIFY_FAILED``; uv's last ``Caused by: invalid peer certificate:
+   UnknownIssuer``), not uv's generic ``client error (Connect)`` nor pip's ``(from versions:
+   none)`` alone (fresh operator's trial: a site mirror in pip.conf, uv's failure named no cause).
+6. else :func:`fleetctl.tasks.base.first_error_line`: the compiler's own first diagnostic
    (``file.cu(13): error``, ``file.cpp:3:5: error``, ``nvcc fatal``, ``CMake Error at ...`` with
    its message), else the last error-looking line, else stderr's last line.
 """
@@ -67,9 +73,38 @@ def _resolver_line(text: str) -> str | None:
     return None
 
 
+_INDEX_CAUSE = re.compile(
+    r"certificate|CERTIFICATE_VERIFY_FAILED|SSLError|UnknownIssuer|Connection refused|Name or service not known"
+    r"|Temporary failure in name resolution|Network is unreachable|No route to host|ProxyError|dns error"
+    r"|Connection timed out|Read timed out|ConnectTimeout|\b40[1379] Client Error|HTTP status client error", re.I)
+_INDEX_FAILED = re.compile(r"^ERROR: Could not find a version|^ERROR: No matching distribution|^error: ")
+
+
+def _index_line(text: str) -> str | None:
+    """Rule 5: the front end's failure line with the network's cause (the last line naming one:
+    the innermost of uv's ``Caused by:`` chain), at most 300 characters; ``None`` when no line
+    names a network cause."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    cause = next((ln for ln in reversed(lines) if _INDEX_CAUSE.search(ln) and not ln.startswith(("hint:", "help:"))),
+                 None)
+    if cause is None:
+        return None
+    cause = re.sub(r"^(Caused by|cause|╰─▶)\s*:?\s*", "", cause)  # uv's chain: "Caused by: " (older), "cause: "
+    if len(cause) > 160:  # pip's retry warning: the repr of urllib3's exception around the cause
+        m = list(_INDEX_CAUSE.finditer(cause))[-1]  # the innermost: the quoted message holding it
+        start = cause.rfind("'", 0, m.start()) + 1
+        start = start if m.start() - start <= 200 else m.start() - 60
+        end = min((i for i in (cause.find(q, m.end()) for q in "'\"") if i >= 0), default=m.end() + 60)
+        cause = re.split(r"[>)]: ", cause[start:end])[-1].strip()  # past the connection's repr
+    head = next((ln for ln in lines if _INDEX_FAILED.search(ln)), None)
+    if head is None or head == cause:
+        return f"the package index could not be read: {cause}"[:300]
+    return f"{head} (the package index could not be read: {cause})"[:300]
+
+
 def cause_line(res: CommandResult, where: str | None = None, *, facts: Mapping[str, Any] | None = None,
                max_jobs: int | None = None) -> str:
-    """One line naming why the build or install ``res`` failed (rules 1-5 of the module docstring).
+    """One line naming why the build or install ``res`` failed (rules 1-6 of the module docstring).
 
     Args:
         res: the failed command (a build: ``pip wheel``/``uv build``; an install: ``pip install``,
@@ -87,4 +122,4 @@ def cause_line(res: CommandResult, where: str | None = None, *, facts: Mapping[s
     if is_killed(res):
         who = "compiler" if facts is not None else "process"
         return f"{who} killed (likely out of memory)" + (f" with MAX_JOBS={max_jobs}" if max_jobs else "")
-    return _resolver_line(text) or first_error_line(res)
+    return _resolver_line(text) or _index_line(text) or first_error_line(res)

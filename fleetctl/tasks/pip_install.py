@@ -54,7 +54,7 @@ from .build_preflight import CLEAN_PYTHON_ENV
 from .venv_probe import PIP_INSTALL_ENV
 from .install_target import INSTALL_RECORD, dropped_by, shared_message, target_ids, unreadable_target
 from .envs import STAGED_FACT
-from .pytool import install_command, pick_tool
+from .pytool import index_tool, install_command, pick_tool
 from .steps import Note, Put, Run, TargetClaim, probe
 from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, misplaced, norm_dist,
                          parse_state, state_failure)
@@ -78,7 +78,9 @@ class PipInstallArgs(ActionArgs):
         force_reinstall: reinstall even when the same version is installed.
         no_deps: do not install dependencies.
         keep_previous: keep the previously installed wheel so that a failed verify can roll back.
-        tool: ``"uv"``, ``"pip"``, or ``"auto"`` (uv when the host has it).
+        tool: ``"uv"``, ``"pip"``, or ``"auto"``: uv when the host has it, except an install that
+            reads the index (``no_deps: false``, torch put back) uses the venv's pip when it has
+            pip, which honours the site's pip.conf (:func:`fleetctl.tasks.pytool.index_tool`).
     """
 
     wheel: str
@@ -154,6 +156,8 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     tool, uv, problem = pick_tool(args.tool, host.facts, host.venv, host.python)
     if problem:
         return TaskResult(Status.FAILED, msg=problem, data={"decision": {"action": "fail"}})
+    if not args.no_deps:  # dependencies come from the index: the venv's pip reads the site's pip.conf
+        tool = index_tool(args.tool, tool, host.facts)
     dist = dist_name(wheel)
     record_path = posixpath.join(installed_dir(host.workdir), f"{dist}.json")
     stamp_path = posixpath.join(posixpath.dirname(wheel), STAMP_NAME)
@@ -352,7 +356,8 @@ def _roll_back(args: PipInstallArgs, host: HostView, tool: str, uv: str | None, 
     old = before.get("torch")
     if old:
         pin = PipInstallArgs(wheel=f"torch=={old}", force_reinstall=True, no_deps=True, tool=args.tool)
-        res = yield Run(argv=tuple(install_argv(tool, host.python, uv, f"torch=={old}", pin)), env=env,
+        res = yield Run(argv=tuple(install_argv(index_tool(args.tool, tool, host.facts), host.python, uv,
+                                                f"torch=={old}", pin)), env=env,
                         cwd="/", reason=f"roll back torch to {old}")
         if res.rc == 0:
             done.append(f"reinstalled torch {old}")

@@ -8,6 +8,15 @@ named pip``, after the sources were uploaded. uv needs no pip in the venv (``uv 
 
 Facts (``python.packages.pip``: the venv's pip version, ``None`` when it has none; ``uv.path``)
 decide; when facts do not list the venv's packages (an older facts script), pip is assumed.
+
+Installing FROM AN INDEX (build requirements, a wheel's dependencies, ``torch==X`` back) is the
+venv's pip whenever the venv has pip, uv only when it has none (:func:`index_tool`, and the hints
+of :func:`install_command`): pip reads the site's configuration (``/etc/pip.conf``,
+``~/.config/pip/pip.conf``, ``PIP_INDEX_URL``, ``PIP_CERT``: pip's docs, "Configuration") and
+uv does not (it reads ``uv.toml`` and ``UV_INDEX_URL``: uv's docs, "Configuration files"), so
+on a site whose mirror is set in pip.conf uv goes to pypi.org and fails (``invalid peer
+certificate: UnknownIssuer``, ``client error (Connect)``). A local wheel installed with
+``--no-deps`` reads no index: uv may install it.
 """
 
 from __future__ import annotations
@@ -59,6 +68,15 @@ def pick_tool(requested: str, facts: Mapping[str, Any], venv: str | None, python
                          f"into it: {add_pip}, or install uv on the host ({UV_INSTALL})")
 
 
+def index_tool(requested: str, tool: str, facts: Mapping[str, Any]) -> str:
+    """The front end for an install that reads a package index: ``"pip"`` (the venv's own) when
+    the venv has pip (or facts do not say) and the task did not ask for uv by name (``tool: uv``),
+    else ``tool`` (:func:`pick_tool`'s choice). Why pip: the module docstring."""
+    if requested != "uv" and venv_has_pip(facts) is not False:
+        return "pip"
+    return tool
+
+
 def existing_venv(facts: Mapping[str, Any], venv: str | None, python: str) -> tuple[str | None, str]:
     """``(venv, python)`` an operator can install into now: the live venv a staged version is made
     from while the play runs in a stage (facts ``staged_env``, :data:`fleetctl.tasks.envs.STAGED_FACT`:
@@ -77,7 +95,8 @@ def install_command(facts: Mapping[str, Any], python: str, packages: str) -> str
     """The command an operator runs to put ``packages`` (one shell-quoted string, pip's options
     first when any) into the venv, the one every hint that tells an install prints:
 
-    - ``PY -m pip install ...`` when the venv has pip (or facts do not say);
+    - ``PY -m pip install ...`` when the venv has pip (or facts do not say): the rule of
+      :func:`index_tool`, so a hint's command honours the site's pip.conf as fleetctl's does;
     - ``UV pip install --python PY ...`` when it has none (``uv venv`` made it, or ``python -m venv
       --without-pip``) and the host has uv (uv's docs, "Using Python environments");
     - ``PY -m ensurepip --upgrade && PY -m pip install ...`` when it has none and the host has no uv:

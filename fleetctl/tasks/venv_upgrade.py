@@ -26,7 +26,7 @@ from .venv_probe import PIP_INSTALL_ENV
 from .envs import STAGED_FACT, staged_environment, venv_facts
 from .venv_state import STATE_SCRIPT, dist_changes, parse_state, state_failure
 from .steps import Run, probe
-from .pytool import pick_tool
+from .pytool import index_tool, pick_tool
 
 
 class VenvUpgradeArgs(ActionArgs):
@@ -87,7 +87,8 @@ def plan(args: VenvUpgradeArgs, host: HostView) -> Plan:
         return TaskResult(Status.FAILED, msg=state_failure(before, host.python, "before the upgrade"))
     uv = (host.facts.get("uv") or {}).get("path")
     has_pip = "pip" in (before.get("dists") or {})
-    tool = args.tool if args.tool != "auto" else ("pip" if has_pip or not uv else "uv")
+    held = {"python": {"packages": {"pip": "" if has_pip else None}}}  # what the venv holds, probed just now
+    tool = args.tool if args.tool != "auto" else index_tool("auto", "uv" if uv else "pip", held)  # pip reads pip.conf
     if tool == "uv" and not uv:
         return TaskResult(Status.FAILED, msg="tool: uv, but the host has no uv (facts: uv.path)")
     if tool == "pip" and not has_pip:  # a venv made by uv venv or --without-pip
