@@ -12,6 +12,7 @@ Real venvs (virtualenv), a real .pth file, real pip, on the local host.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 from tests.support.fleet import fleetctl, last_run, write_inventory
@@ -35,8 +36,8 @@ def _install_task(home) -> dict:
 def test_a_copy_another_venv_puts_on_sys_path_is_named_truly_never_to_be_removed(tmp_path):
     other = make_venv(tmp_path / "pv", torch=False)
     old = write_wheel(tmp_path / "old", "tiny_pth", "0.0.9", {"tiny_pth/__init__.py": "VALUE = 0\n"})
-    subprocess.run([f"{other}/bin/python3", "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(old)],
-                   check=True, env={"PIP_CONFIG_FILE": "/dev/null", "PATH": "/usr/bin:/bin"})
+    subprocess.run([f"{other}/bin/python3", "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-cache-dir",
+                    str(old)], check=True, env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
     venv = make_venv(tmp_path / "my venv", torch=False)
     theirs, ours = site_packages(tmp_path / "pv"), site_packages(tmp_path / "my venv")
     pth = ours / "zz_pv.pth"

@@ -303,7 +303,8 @@ def plan_rows(hosts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for host, r in hosts.items():
         tasks = [t for t in r.get("tasks", []) if t.get("action") != "facts"]
         row: dict[str, Any] = {"status": "ok" if r.get("status") in ("ok", "running") else r.get("status"),
-                               "tasks": [{"task": t["name"], "action": t["action"], "status": planned_status(t["status"]),
+                               "tasks": [{"task": t["name"], "action": t["action"],
+                                          "status": planned_status(t["status"]),
                                           "decision": (t.get("data") or {}).get("decision"),
                                           "msg": planned_msg(t["status"], t.get("msg", ""))}
                                          for t in tasks]}

@@ -24,6 +24,10 @@ The install goes into the venv whatever the login user's pip configuration says:
 ``~/.local``), and an install that exits 0 but leaves the distribution outside the venv's
 ``sys.prefix`` (or not on its ``sys.path``) FAILS naming the pip setting that sent it there. A copy
 outside the venv (left by such an install) is never taken for the installed wheel; it is named.
+Another environment's copy on the venv's sys.path (a ``.pth`` line naming its site-packages) is
+said as what it is, where the install went and which copy Python imports, and left alone; one a
+``.pth`` puts ahead of the venv's site-packages shadows the new install, which FAILS naming both
+copies and the ``.pth`` (:func:`.venv_state.outside_copy`, :func:`.venv_state.misplaced`).
 
 A venv pip cannot write (not writable by the login user, read-only, full: facts'
 ``python.site_packages_fs``) is refused while planning, before anything is built or installed

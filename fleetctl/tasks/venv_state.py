@@ -326,7 +326,8 @@ def outside_copy(dist_state: dict[str, Any], dist: str) -> str:
     a .pth file: never fleetctl's to remove)."""
     where = dist_state.get("location")
     if dist_state.get("venv_copy"):
-        return f"the venv's copy in {dist_state['venv_copy']} is shadowed by the one in {where} ({where} {reached(dist_state)})"
+        return (f"the venv's copy in {dist_state['venv_copy']} is shadowed by the one in {where} "
+                f"({where} {reached(dist_state)})")
     if dist_state.get("user_site"):
         return f"installed outside the venv ({where})"
     return f"none in the venv (Python imported the copy of {dist} in {where}, which {reached(dist_state)})"
