@@ -224,11 +224,19 @@ def test_what_the_reference_says_plan_shows_is_what_plan_shows(tmp_path):
     for row in rows:
         word = _shown_word(row)
         assert f"`{word}`" in ACTIONS[row["action"]].plan_shows, (row, ACTIONS[row["action"]].plan_shows)
+    # a plan says what WOULD happen, never that it happened (fresh operator's trial: "changed",
+    # "uploaded 1 of 1 files"), and does nothing
+    upload = next(r for r in rows if r["action"] == "copy")
+    assert (upload["status"], upload["msg"]) == ("would change", "would upload 1 of 1 files"), upload
+    assert "changed" not in {r["status"] for r in rows}, rows
+    assert not (tmp_path / "work" / "src").exists()
     dry = fleetctl("-i", str(inv), "deploy", "--playbook", str(play), "--hosts", "me", "--dry-run", "--json",
                    home=home)
     record = json.loads((last_run(home) / "run.json").read_text())
     statuses = {t["name"]: t["status"] for t in record["hosts"]["me"]["tasks"] if t.get("action") != "facts"}
-    assert statuses == {r["task"]: r["status"] for r in rows}, dry.stderr[-2000:]
+    # the same planners: a dry run's simulated change is the plan's "would change"
+    assert {t: "would change" if s == "changed" else s for t, s in statuses.items()} == \
+        {r["task"]: r["status"] for r in rows}, dry.stderr[-2000:]
 
 
 def test_the_architecture_pages_example_action_documents_itself():

@@ -47,7 +47,7 @@ def test_install_state_finds_each_distribution_as_importlib_metadata_does(tmp_pa
     for name in DISTS:
         got = json.loads(subprocess.run([sys.executable, "-c", STATE_SCRIPT, name, str(tmp_path / "none.json")],
                                         check=True, capture_output=True, text=True, cwd=tmp_path).stdout.splitlines()[-1])
-        where = ("in_venv", "user_site", "prefix")  # where it lies (read below), not importlib.metadata's
+        where = ("in_venv", "user_site", "prefix", "venv_copy", "via")  # where it lies (read below), not importlib.metadata's
         dist = got["dist"] and {k: v for k, v in got["dist"].items() if k not in ("damaged", "n_damaged", *where)}
         assert dist == expected[name], name
         assert not (got["dist"] or {}).get("damaged"), got["dist"]  # this venv's installs are whole

@@ -156,7 +156,7 @@ def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
         for host, warning in warnings.items():
             console.print(Text.assemble(("warning", "yellow"), f": {host}: {warning}"))
         builds = [b for r in rows.values() for b in r.get("builds", [])]
-        would_change = [t for r in rows.values() for t in r.get("tasks", []) if t.get("status") == "changed"]
+        would_change = [t for r in rows.values() for t in r.get("tasks", []) if t.get("status") == "would change"]
         verifies = [h for h, r in rows.items() if any(t.get("action") == "verify" and t.get("status") == "ok"
                                                       for t in r.get("tasks", []))]
         deploy_current = run.kind == "deploy" and rows and not bad and all(b["action"] == "skip" for b in builds)

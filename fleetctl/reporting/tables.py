@@ -270,6 +270,28 @@ def plan_classes(rows: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+#: A planned change's past-tense verb (the planners' message, written as done) -> what it would do.
+_WOULD = {"uploaded": "upload", "installed": "install", "built": "build", "pushed": "push", "staged": "stage",
+          "upgraded": "upgrade", "reinstalled": "reinstall", "removed": "remove", "copied": "copy", "wrote": "write",
+          "ran": "run", "switched": "switch", "fetched": "fetch", "applied": "apply", "patched": "patch"}
+
+
+def planned_status(status: str) -> str:
+    """A task's status as ``--plan`` shows it: ``would change`` for ``changed`` (a plan changes
+    nothing: it says what a deploy would do); every other status as it is."""
+    return "would change" if status == "changed" else status
+
+
+def planned_msg(status: str, msg: str) -> str:
+    """A planned change's message as what it WOULD do: the planners write it as done (``uploaded
+    34 of 34 files``; ``--plan`` simulated the step), so its leading past-tense verb becomes
+    ``would upload 34 of 34 files``; any other message as it is."""
+    verb, _, rest = msg.partition(" ")
+    if status != "changed" or verb not in _WOULD:
+        return msg
+    return f"would {_WOULD[verb]} {rest}".rstrip()
+
+
 def plan_rows(hosts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per host, ``--plan``'s view of a planned run: ``{"status", "error"?, "builds": [...],
     "tasks": [...]}``. A build row's ``action`` is ``build``, ``push`` (the class's wheel comes
@@ -281,8 +303,10 @@ def plan_rows(hosts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for host, r in hosts.items():
         tasks = [t for t in r.get("tasks", []) if t.get("action") != "facts"]
         row: dict[str, Any] = {"status": "ok" if r.get("status") in ("ok", "running") else r.get("status"),
-                               "tasks": [{"task": t["name"], "action": t["action"], "status": t["status"],
-                                          "decision": (t.get("data") or {}).get("decision"), "msg": t.get("msg", "")}
+                               "tasks": [{"task": t["name"], "action": t["action"],
+                                          "status": planned_status(t["status"]),
+                                          "decision": (t.get("data") or {}).get("decision"),
+                                          "msg": planned_msg(t["status"], t.get("msg", ""))}
                                          for t in tasks]}
         if r.get("error"):
             row["error"] = r["error"]

@@ -171,7 +171,7 @@ def plan(args: CopyArgs, host: HostView) -> Plan:
 
 #: What ``--plan`` shows for the task (the playbook reference prints it).
 PLAN_SHOWS = (
-    "`upload` and how many files differ from what the host holds (`uploaded 3 of 120 files`), or "
+    "`upload` and how many files differ from what the host holds (`would upload 3 of 120 files`), or "
     "`unchanged` when the host already holds every file with the same content (sha256)."
 )
 

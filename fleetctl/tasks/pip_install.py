@@ -24,6 +24,10 @@ The install goes into the venv whatever the login user's pip configuration says:
 ``~/.local``), and an install that exits 0 but leaves the distribution outside the venv's
 ``sys.prefix`` (or not on its ``sys.path``) FAILS naming the pip setting that sent it there. A copy
 outside the venv (left by such an install) is never taken for the installed wheel; it is named.
+Another environment's copy on the venv's sys.path (a ``.pth`` line naming its site-packages) is
+said as what it is, where the install went and which copy Python imports, and left alone; one a
+``.pth`` puts ahead of the venv's site-packages shadows the new install, which FAILS naming both
+copies and the ``.pth`` (:func:`.venv_state.outside_copy`, :func:`.venv_state.misplaced`).
 
 A venv pip cannot write (not writable by the login user, read-only, full: facts'
 ``python.site_packages_fs``) is refused while planning, before anything is built or installed
@@ -57,7 +61,7 @@ from .envs import STAGED_FACT
 from .pytool import index_tool, install_command, pick_tool
 from .steps import Note, Put, Run, TargetClaim, probe
 from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, misplaced, norm_dist,
-                         parse_state, state_failure)
+                         outside_copy, outside_note, parse_state, state_failure)
 
 _MISSING = object()
 
@@ -206,7 +210,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                           data={"wheel": previous.get("kept"), "sha256": digest, "skipped": True,
                                 "decision": {"action": "skip"}})
     why = ("forced" if same else "nothing installed" if not held else
-           f"installed outside the venv ({held.get('location')})" if held.get("in_venv") is False else
+           outside_copy(held, dist) if held.get("in_venv") is False else
            f"installed files differ from their RECORD ({'; '.join(damaged)}"
            f"{'...' if held.get('n_damaged', 0) > len(damaged) else ''})" if damaged else
            "installed package differs from the wheel" if previous and previous.get("sha256") == digest else
@@ -245,7 +249,10 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         return TaskResult(Status.FAILED, rc=res.rc, msg=f"install failed ({tool}): "
                           f"{cause_line(res, f'{host.venv} or the TMPDIR {host.run_dir}')}{hint}",
                           data={"decision": decision})
-    assume = {**before, "dist": {**held, "record_sha256": None, "in_venv": True, "user_site": False}}
+    # simulated (--plan, --dry-run): the install lands in the venv's site-packages (facts) and comes first
+    into = held.get("venv_copy") or (host.facts.get("python") or {}).get("site_packages") or host.venv
+    assume = {**before, "dist": {**held, "record_sha256": None, "in_venv": True, "user_site": False, "location": into,
+                                 "via": None}}
     after_res = yield Run(argv=state_argv, mutating=False, after_change=True, quiet=True, timeout_s=300,
                           env=CLEAN_PYTHON_ENV, cwd="/", reason="torch and the other distributions unchanged?",
                           assume=CommandResult(argv=[], rc=0, stdout=json.dumps(assume).encode()))
@@ -290,8 +297,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     version = re.sub(r"\.whl$", "", posixpath.basename(wheel))
     notes = []
     if held.get("in_venv") is False:  # the venv's copy now comes first on sys.path; the stray one stays
-        notes.append(f"a copy of {dist} outside the venv remains in {held.get('location')} (an earlier install "
-                     "there, e.g. by pip's install.user = true): remove it")
+        notes.append(outside_note(held, after.get("dist") or {}, dist))
     if others:
         notes.append(f"the install also changed other packages: {', '.join(others)}")
     if new_problems:
@@ -310,6 +316,8 @@ def _as_done(why: str) -> str:
     operator's trial), so ``none was installed before``; ``forced`` -> ``reinstalled (--force)``;
     ``a new wheel`` -> ``replaced the earlier wheel``; any other cause -> ``replaced what was
     there: CAUSE``."""
+    if why.startswith("none in the venv"):  # nothing of the venv's was replaced (another environment's copy)
+        return why.replace("none in the venv", "none was in the venv before", 1)
     return {"nothing installed": "none was installed before", "forced": "reinstalled (--force)",
             "a new wheel": "replaced the earlier wheel"}.get(why, f"replaced what was there: {why}")
 

@@ -95,6 +95,7 @@ def meta_version(info):
 
 
 found = {}
+copies = []  # every folder on sys.path holding the asked distribution, in import order
 for entry in sys.path:
     folder = entry or "."
     dep(os.path.abspath(folder))
@@ -105,8 +106,34 @@ for entry in sys.path:
     for item in listing:
         if item.endswith((".dist-info", ".egg-info")):
             name = norm(item.rsplit(".", 1)[0].split("-")[0])
+            if name == norm(sys.argv[1]) and folder not in copies:
+                copies.append(folder)
             if name not in found:
                 found[name] = (folder, os.path.join(folder, item))
+
+
+def pth_of(location):
+    # the .pth file (site docs: a line is a folder added after its site folder; a line starting
+    # with "import" is run, and may put a folder anywhere) that put location on sys.path, or None
+    import site
+    want = os.path.realpath(location)
+    sites = list(getattr(site, "getsitepackages", lambda: [])())
+    sites += [site.USER_SITE] if isinstance(getattr(site, "USER_SITE", None), str) else []
+    for sitedir in sites:
+        try:
+            names = sorted(n for n in os.listdir(sitedir) if n.endswith(".pth"))
+        except OSError:
+            continue
+        for n in names:
+            for line in (read(os.path.join(sitedir, n)) or "").splitlines():
+                if not line.strip() or line.startswith("#"):
+                    continue
+                if line.startswith(("import ", "import\t")):
+                    if want in line or location in line:
+                        return os.path.join(sitedir, n)
+                elif os.path.realpath(os.path.join(sitedir, line.rstrip())) == want:
+                    return os.path.join(sitedir, n)
+    return None
 for name, (folder, info) in found.items():
     try:
         out["dists"][name] = meta_version(info)
@@ -147,6 +174,11 @@ try:
                        "record_sha256": hashlib.sha256("\n".join(lines).encode()).hexdigest(),
                        "in_venv": real == prefix or real.startswith(prefix.rstrip(os.sep) + os.sep),
                        "user_site": isinstance(user, str) and os.path.realpath(user) == real, "prefix": sys.prefix}
+        inside = [c for c in copies if os.path.realpath(c) == prefix
+                  or os.path.realpath(c).startswith(prefix.rstrip(os.sep) + os.sep)]
+        # the venv's own copy (where an install into it went), when another one comes first
+        out["dist"]["venv_copy"] = inside[0] if inside else None
+        out["dist"]["via"] = None if out["dist"]["in_venv"] else pth_of(location)
 except Exception:
     pass
 spec = importlib.util.find_spec("torch")
@@ -262,6 +294,10 @@ def misplaced(dist_state: dict[str, Any] | None, dist: str, venv: str, tool: str
     if dist_state.get("in_venv") is not False:
         return None
     where = dist_state.get("location")
+    if dist_state.get("venv_copy"):  # the install went into the venv, but Python imports another copy
+        return (f"a copy of {dist} in {where} shadows the one just installed in {dist_state['venv_copy']} ({where} "
+                f"{reached(dist_state)}, ahead of the venv's site-packages): Python imports that one; remove it or "
+                + ("the .pth line" if dist_state.get("via") else "the setting that puts it on sys.path"))
     if dist_state.get("user_site"):
         return (f"{tool} put {dist} into the user site {where}, not the venv {venv}: the login user's pip "
                 "configuration asks for user installs (install.user = true in a pip.conf such as "
@@ -270,3 +306,41 @@ def misplaced(dist_state: dict[str, Any] | None, dist: str, venv: str, tool: str
     return (f"{tool} put {dist} into {where}, outside the venv {venv} (sys.prefix {dist_state.get('prefix')}): a pip "
             "configuration sent it there (install.target, install.prefix or install.root in a pip.conf, or "
             "PIP_TARGET/PIP_PREFIX/PIP_ROOT in the login environment)")
+
+
+def reached(dist_state: dict[str, Any]) -> str:
+    """How a copy outside the venv (:data:`STATE_SCRIPT`'s ``dist``) is on the venv's sys.path:
+    ``is on sys.path through /v/lib/python3.11/site-packages/x.pth`` (its ``via``; Python's
+    ``site`` docs: a .pth line adds a folder), ``is the user site``, else ``is on sys.path``
+    (a ``--system-site-packages`` base, or a .pth line fleetctl could not tie to it)."""
+    if dist_state.get("via"):
+        return f"is on sys.path through {dist_state['via']}"
+    return "is the user site" if dist_state.get("user_site") else "is on sys.path"
+
+
+def outside_copy(dist_state: dict[str, Any], dist: str) -> str:
+    """Before an install: why a copy found first outside the venv is not the venv's install, one
+    line for ``decision["why"]``: the venv's own copy shadowed by it, ``installed outside the
+    venv (LOCATION)`` for the user site (where pip's ``install.user`` put an earlier install), or
+    ``none in the venv`` naming the copy Python imported (another environment's, reached through
+    a .pth file: never fleetctl's to remove)."""
+    where = dist_state.get("location")
+    if dist_state.get("venv_copy"):
+        return (f"the venv's copy in {dist_state['venv_copy']} is shadowed by the one in {where} "
+                f"({where} {reached(dist_state)})")
+    if dist_state.get("user_site"):
+        return f"installed outside the venv ({where})"
+    return f"none in the venv (Python imported the copy of {dist} in {where}, which {reached(dist_state)})"
+
+
+def outside_note(before: dict[str, Any], after: dict[str, Any], dist: str) -> str:
+    """After an install into the venv that Python now imports (``after``): the line about the copy
+    outside the venv found first before it (``before``). A user-site copy is a stray of an earlier
+    install (pip's ``install.user``): remove it. Any other is another environment's (a .pth file
+    or a ``--system-site-packages`` base): it now comes after the venv's own and is left alone."""
+    where = before.get("location")
+    if before.get("user_site"):
+        return (f"a copy of {dist} outside the venv remains in {where} (an earlier install there, e.g. by pip's "
+                "install.user = true): remove it")
+    return (f"Python now imports the copy of {dist} just installed in {after.get('location')}; the one in {where} "
+            f"({where} {reached(before)}, after the venv's site-packages) is not the venv's and was left as it is")
