@@ -3,7 +3,9 @@ on a shared file system: an NFS home, one venv for a rack) are found before anyt
 
 Each host's facts carry an id per folder (``facts["targets"]``, a random id the facts script keeps
 in ``<folder>/.fleetctl-id``: the same file read on two machines is the same folder, which inode
-numbers cannot tell across NFS clients). Planners claim their folders with a
+numbers cannot tell across NFS clients) and its local id (boot id, device, inode: read, never
+written), which tells one folder on one kernel whether or not an earlier run wrote the id file, so
+that two identical plans agree (a plan's own id file does not change the next one's answer). Planners claim their folders with a
 :class:`~fleetctl.tasks.steps.TargetClaim`; the answer names every other host of the run that
 claimed the same id. It works like the arch classes (:mod:`fleetctl.engine.classes`): answers given
 while the batch is still planning are provisional, and :meth:`InstallTargets.changed` (called when
@@ -42,9 +44,10 @@ class InstallTargets:
 
     def __init__(self, order: Mapping[str, int]) -> None:
         self.order = order
-        self.claims: dict[str, dict[str, tuple[str, str]]] = {}
+        #: host -> kind -> (the folder's keys, its real path); two folders with a key in common are one
+        self.claims: dict[str, dict[str, tuple[frozenset[str], str]]] = {}
         self.archs: dict[str, str] = {}
-        #: host -> the ids of the folders it writes (a build's workdir, an install's venv)
+        #: host -> the keys of the folders it writes (a build's workdir, an install's venv)
         self.writes: dict[str, set[str]] = {}
         #: every answer each host was given while planning (one task's may differ from another's)
         self.answered: dict[str, set[tuple[Shared, ...]]] = {}
@@ -56,12 +59,12 @@ class InstallTargets:
 
     def _answer(self, host: str) -> tuple[Shared, ...]:
         out = []
-        for kind, (ident, path) in sorted(self.claims.get(host, {}).items()):
-            sharing = sorted((h for h in self._by_id.get(ident, ())
-                              if any(i == ident for i, _ in self.claims.get(h, {}).values())),
+        for kind, (keys, path) in sorted(self.claims.get(host, {}).items()):
+            near = {h for k in keys for h in self._by_id.get(k, ())}
+            sharing = sorted((h for h in near if any(keys & ks for ks, _ in self.claims.get(h, {}).values())),
                              key=lambda h: self.order.get(h, 1 << 30))
             # only a folder one of them writes is a problem: builds may all read one venv
-            if len(sharing) > 1 and any(ident in self.writes.get(h, ()) for h in sharing):
+            if len(sharing) > 1 and any(keys & self.writes.get(h, set()) for h in sharing):
                 out.append((kind, path, tuple(sharing), self._union(sharing)))
         return tuple(out)
 
@@ -73,8 +76,9 @@ class InstallTargets:
 
     def claim(self, host: str, ids: Mapping[str, tuple[str, str]], archs: str | None = None,
               writes: tuple[str, ...] = ()) -> tuple[Shared, ...]:
-        """Record that ``host`` builds or installs in the folders ``ids`` (kind -> ``(id, real
-        path)``, e.g. ``{"venv": ("9f1c...", "/nfs/rack1/venv")}``), of which it writes the kinds
+        """Record that ``host`` builds or installs in the folders ``ids`` (kind -> ``(keys, real
+        path)``, the keys space-separated (:func:`fleetctl.tasks.install_target.target_ids`), e.g.
+        ``{"venv": ("9f1c... local:<boot id>:64769:1234", "/nfs/rack1/venv")}``), of which it writes the kinds
         ``writes``, building for ``archs`` (``"9.0a"``); return the folders another host of the
         run claimed too, when one of those hosts writes them (empty: none)."""
         if host in self.settled:  # the batch's answer, as its arch classes are
@@ -82,10 +86,12 @@ class InstallTargets:
         if archs:
             self.archs[host] = archs
         mine = self.claims.setdefault(host, {})
-        mine.update({k: (str(i), str(p)) for k, (i, p) in ids.items() if i})
-        for ident, _ in mine.values():
-            self._by_id.setdefault(ident, {})[host] = None
-        self.writes.setdefault(host, set()).update(str(ids[k][0]) for k in writes if k in ids and ids[k][0])
+        mine.update({k: (frozenset(str(i).split()), str(p)) for k, (i, p) in ids.items() if i})
+        for keys, _ in mine.values():
+            for key in keys:
+                self._by_id.setdefault(key, {})[host] = None
+        self.writes.setdefault(host, set()).update(key for k in writes if k in ids and ids[k][0]
+                                                   for key in str(ids[k][0]).split())
         answer = self._answer(host)
         self.answered.setdefault(host, set()).add(answer)
         return answer

@@ -249,7 +249,15 @@ def build_classes(results: dict[str, dict[str, Any]]) -> list[str]:
 def plan_classes(rows: dict[str, dict[str, Any]]) -> list[str]:
     """``--plan``'s arch classes, one line each, from :func:`plan_rows`: the class key, its hosts
     (folded), arch list and platform, and who builds: ``3f2a... gpu[01-04] 9.0a linux_aarch64 glibc
-    2.39 (build on gpu01)``."""
+    2.39 (build on gpu01)``.
+
+    The builder is the deploy's (:meth:`fleetctl.engine.classes.ClassCoordinator.assign`): a
+    member whose plan fails before any command would run (a later task's preflight) is withdrawn
+    from its class and another member is planned as the builder, so a member whose row failed is
+    neither the builder nor one receiving the wheel, whatever its build row said (new-user trial:
+    ``(build on b-other)`` for a host that failed planning, the deploy then ``built on a-pv``).
+    Only when no member that plans through builds is a failed member with the role ``build`` the
+    builder: it builds, and fails at a later task (``fail`` after the build)."""
     from ..inventory import fold_hosts
 
     classes: dict[str, dict[str, Any]] = {}
@@ -257,12 +265,19 @@ def plan_classes(rows: dict[str, dict[str, Any]]) -> list[str]:
         for b in r.get("builds", []):
             if not b.get("key") or b["action"] == "fail":
                 continue
-            c = classes.setdefault(b["key"], {"hosts": [], "b": b, "builder": None})
+            c = classes.setdefault(b["key"], {"hosts": [], "b": b, "builds": [], "failed": set()})
             c["hosts"].append(host)
+            if r.get("status") != "ok":
+                c["failed"].add(host)
             if b["action"].startswith("build"):
-                c["builder"] = host
+                c["builds"].append(host)
+    for c in classes.values():
+        c["builder"] = next((h for h in c["builds"] if h not in c["failed"]), c["builds"][0] if c["builds"] else None)
+        c["hosts"] = [h for h in c["hosts"] if h not in c["failed"] or h == c["builder"]]
     lines = []
     for key, c in classes.items():
+        if not c["hosts"]:  # every member fails planning: each row says why
+            continue
         b = c["b"]
         how = f"build on {c['builder']}" if c["builder"] else "no build"
         lines.append(f"{key} {fold_hosts(c['hosts'])} {b.get('archs') or '?'} {b.get('platform') or 'platform unknown'}"

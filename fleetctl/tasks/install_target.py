@@ -42,13 +42,23 @@ def shared_message(host: str, shared: tuple[Shared, ...]) -> str:
 
 
 def target_ids(facts: Mapping[str, object], kinds: tuple[str, ...] = ("venv", "workdir")) -> dict[str, tuple[str, str]]:
-    """``{kind: (id, real path)}`` from ``facts["targets"]`` for the kinds that have an id."""
+    """``{kind: (ids, real path)}`` from ``facts["targets"]`` for the kinds that have an id:
+    ``ids`` the folder's keys, space-separated: the random id of its ``.fleetctl-id`` (when one
+    exists) and its local id ``local:<boot id>:<dev>:<inode>`` (facts' ``local``, read without
+    writing anything). Two hosts whose keys meet share the folder
+    (:class:`fleetctl.engine.targets.InstallTargets`): on one kernel the local id tells so
+    whether or not an earlier run wrote the id file, so two identical plans agree."""
     targets = facts.get("targets") or {}
     out = {}
     for kind in kinds:
         t = targets.get(kind) if isinstance(targets, Mapping) else None
-        if isinstance(t, Mapping) and t.get("id") and t.get("path"):
-            out[kind] = (str(t["id"]), str(t["path"]))
+        if not isinstance(t, Mapping) or not t.get("path"):
+            continue
+        keys = [str(t["id"])] if t.get("id") else []
+        if t.get("local"):
+            keys.append(f"local:{t['local']}")
+        if keys:
+            out[kind] = (" ".join(keys), str(t["path"]))
     return out
 
 

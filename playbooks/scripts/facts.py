@@ -103,6 +103,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -2126,11 +2127,12 @@ TARGET_INSTALL_NAME = ".fleetctl-install.json"
 
 
 def target_id(folder, write=True):
-    """``{path, id, error, unreadable, installed}`` of a folder builds or installs write to: ``path``
+    """``{path, id, local, error, unreadable, installed}`` of a folder builds or installs write to: ``path``
     its real path and ``id`` the random id in ``<folder>/.fleetctl-id``, written when absent (only
     when ``write``: ``fleetctl facts`` reads, a deploy writes). Two inventory hosts that report one
     id share the folder (an NFS home, one venv for a rack): an inode number alone does not say so
-    across machines, a file both read does. The id is written to a unique temporary name and
+    across machines, a file both read does; ``local`` (:func:`local_id`) tells one folder on one
+    kernel without the file, so the verdict does not depend on whether an earlier run wrote it. The id is written to a unique temporary name and
     hard-linked into place (atomic on NFS too), so two hosts writing at once agree on one id.
 
     The file is made mode 0644 whatever the umask (``os.open`` with the mode, then ``fchmod``: a
@@ -2141,11 +2143,12 @@ def target_id(folder, write=True):
     the cause: the planners refuse such a host (``fleetctl/tasks/install_target.py``), since
     whether another host shares the folder cannot be told. A folder that does not exist or cannot
     be written gives ``id`` null (``error`` says why when writing failed)."""
-    out = {"path": None, "id": None, "error": None, "unreadable": False, "installed": None}
+    out = {"path": None, "id": None, "local": None, "error": None, "unreadable": False, "installed": None}
     if not folder:
         return out
     path = os.path.realpath(os.path.expanduser(folder))
     out["path"] = path
+    out["local"] = local_id(path)
     try:  # who installed into it last (pip_install writes it): another run's host may share it
         with open(os.path.join(path, TARGET_INSTALL_NAME)) as fh:
             out["installed"] = json.load(fh)
@@ -2185,6 +2188,26 @@ def target_id(folder, write=True):
             except OSError:
                 pass
     return out
+
+
+def local_id(path):
+    """``"<boot id>:<st_dev>:<st_ino>"`` of the folder ``path`` (read, never written), or ``None``
+    when it cannot be stat'ed or the kernel has no boot id: the folder itself as this kernel knows
+    it. Two logins (two users, two containers) on one kernel that report one local id are in one
+    folder whether or not an earlier run wrote its ``.fleetctl-id``: the id file alone was written
+    by the first ``--plan`` (by the user who may write the folder), so a second identical plan saw
+    a sharing the first could not (new-user trial). A device number is one kernel's, so it is
+    never compared across machines: the boot id (``/proc/sys/kernel/random/boot_id``) is part of
+    the key, and across machines (NFS) only the id file tells."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            boot = fh.read().strip()
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not boot or not stat.S_ISDIR(st.st_mode):
+        return None
+    return "%s:%d:%d" % (boot, st.st_dev, st.st_ino)
 
 
 def unreadable_message(final, exc):
