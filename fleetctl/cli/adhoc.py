@@ -29,10 +29,13 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     the build notes (with --json: one document at the end)."""
     from ..api.adhoc import facts_document, facts_entry, gather_facts
     from ..reporting.lines import FactsLines, print_json
-    from ..reporting.terminal import FOLD_THRESHOLD
 
     _, hosts = obj.select(pattern, limit, forks=forks)
-    live = None if as_json else FactsLines(facts_entry, brief=len(hosts) > FOLD_THRESHOLD)
+    live = None
+    if not as_json:  # --json stays off rich (tests/test_fast_paths.py)
+        from ..reporting.terminal import FOLD_THRESHOLD
+
+        live = FactsLines(facts_entry, brief=len(hosts) > FOLD_THRESHOLD)
     ends = RunEnd()
     run, _ = run_async(gather_facts(hosts, pattern=pattern, command=command_line(), observers=[live, ends],
                                     verbose=obj.verbose, forks=forks, connect_timeout_s=connect_timeout,

@@ -52,6 +52,8 @@ OWN_VARS: Mapping[str, str] = MappingProxyType({
     "venv_versions_dir": "where staged venv versions are kept (--staged, nightly)",
     "venv_keep": "how many venv versions are kept (--staged, rollback)",
     "archs": "the arch list fp4-kernels builds for instead of the host's GPUs (-e archs='9.0a;10.0a')",
+    "install_build_requirements": "the build installs missing build requirements into the venv first "
+                                  "(fp4-kernels' build_wheel task; -e install_build_requirements=true)",
     "fetch_mirror": "the controller's folder of bare git repositories (or git URL prefix) CMake FetchContent "
                     "dependencies and submodules come from (sgl-kernel play; nodes need no internet)",
 })
