@@ -199,7 +199,7 @@ _LOCAL_ACTIONS = ("copy", "script", "command", "shell", "debug", "fail")
 
 def _shown_word(row: dict) -> str:
     """What ``--plan``'s table prints in its action column for a task row of a play without builds
-    (:func:`fleetctl.reporting.tables.print_plan_table`)."""
+    (:func:`fleetctl.reporting.plan_table.print_plan_table`)."""
     return str((row.get("decision") or {}).get("action") or row["status"])
 
 

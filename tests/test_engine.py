@@ -466,7 +466,7 @@ def test_force_rebuilds_even_when_the_controller_cache_holds_the_class_wheel(fak
     """--force is for a wheel the operator suspects: the builder builds again (not the cache's wheel,
     not its own stamp's), the new wheel replaces the cached one and reaches every member."""
     from fleetctl.engine.classes import wheels_root
-    from fleetctl.reporting.tables import plan_rows
+    from fleetctl.reporting.plan_table import plan_rows
 
     pb = playbook(tmp_path)
     hosts = make_hosts(["n1", "n2"])

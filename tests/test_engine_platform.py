@@ -24,7 +24,7 @@ def wheels_put(name):
 
 
 def test_hosts_of_another_platform_build_their_own_class_and_plan_says_so(fake_kind, tmp_path):
-    from fleetctl.reporting.tables import plan_classes, plan_rows
+    from fleetctl.reporting.plan_table import plan_classes, plan_rows
 
     pb = playbook(tmp_path)
     hosts = platform_hosts(x1=X86, a1=ARM, x2=X86, a2=ARM)

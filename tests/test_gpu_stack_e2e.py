@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetctl.reporting.tables import plan_rows
+from fleetctl.reporting.plan_table import plan_rows
 from tests.support.fake_gpu import (
     H200,
     RTX_PRO_6000,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetctl.reporting.tables import plan_rows
+from fleetctl.reporting.plan_table import plan_rows
 from tests.support.fake_gpu import H200, write_fake_nvidia_smi
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
 from tests.test_agreement_e2e import PLAY, _plan_hosts, actions

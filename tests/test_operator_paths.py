@@ -137,7 +137,7 @@ def _plan_lines(width: int, terminal: bool) -> list[str]:
 
     from rich.console import Console
 
-    from fleetctl.reporting.tables import plan_rows, print_plan_table
+    from fleetctl.reporting.plan_table import plan_rows, print_plan_table
 
     results = {
         "h1": {"status": "unreachable", "error": "connection refused by 127.0.0.1:1 (no sshd listening on that port)"},

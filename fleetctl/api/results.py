@@ -146,7 +146,7 @@ class RunResult(Mapping[str, HostResult]):
         the ``changed`` inputs) and ``tasks``. Empty for other runs."""
         if self.model.mode != "plan":
             return {}
-        from ..reporting.tables import plan_rows
+        from ..reporting.plan_table import plan_rows
 
         return plan_rows(self.model.as_json()["hosts"])
 

@@ -135,7 +135,8 @@ def _slurm_time_warnings(run, rows: dict) -> dict[str, str]:
 def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
     """``--plan``: per host build / push / reinstall / skip and which inputs changed; exit 1 when a
     host would fail (a preflight problem) or could not be planned."""
-    from ..reporting.tables import plan_classes, plan_rows, print_long, print_plan_table
+    from ..reporting.tables import print_long
+    from ..reporting.plan_table import plan_classes, plan_rows, print_plan_table
     from ..reporting.terminal import make_console, print_json
 
     rows = plan_rows(results)

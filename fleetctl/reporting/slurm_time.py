@@ -51,7 +51,7 @@ def slurm_time_warnings(rows: Mapping[str, Mapping[str, Any]], host_vars: Mappin
     ``slurm_time`` is shorter than the last build of that class took.
 
     Args:
-        rows: :func:`fleetctl.reporting.tables.plan_rows`' rows.
+        rows: :func:`fleetctl.reporting.plan_table.plan_rows`' rows.
         host_vars: each host's inventory vars (``slurm_time``).
         builds: :func:`last_builds`.
     """

@@ -58,7 +58,8 @@ from .build_preflight import CLEAN_PYTHON_ENV
 from .venv_probe import PIP_INSTALL_ENV
 from .install_target import INSTALL_RECORD, dropped_by, shared_message, target_ids, unreadable_target
 from .envs import STAGED_FACT
-from .pytool import index_tool, install_command, pick_tool
+from .pip_rollback import damaged_since_built, roll_back
+from .pytool import index_tool, pick_tool
 from .steps import Note, Put, Run, TargetClaim, probe
 from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, misplaced, norm_dist,
                          outside_copy, outside_note, parse_state, state_failure)
@@ -126,6 +127,12 @@ def install_argv(tool: str, python: str, uv: str | None, wheel: str, args: PipIn
     if tool == "uv":
         return [uv or "uv", "pip", "install", "--python", python, "--no-cache", "--link-mode", "copy", *flags, wheel]
     return [python, "-m", "pip", "install", "--no-input", *flags, wheel]
+
+
+def _reinstall_argv(args: PipInstallArgs, python: str, uv: str | None):
+    """``(tool, wheel) -> argv`` of a ``--force-reinstall --no-deps`` install (the roll-back's)."""
+    return lambda tool, wheel: install_argv(tool, python, uv, wheel, PipInstallArgs(
+        wheel=wheel, force_reinstall=True, no_deps=True, tool=args.tool))
 
 
 def plan(args: PipInstallArgs, host: HostView) -> Plan:
@@ -240,7 +247,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     res = yield Run(argv=tuple(install_argv(tool, host.python, uv, wheel, args, constraint)), env=env,
                     cwd="/", reason=f"install {posixpath.basename(wheel)} ({why})")
     if res.rc != 0:
-        damaged_wheel = yield from _damaged_since_built(wheel, digest, stamp_path)
+        damaged_wheel = yield from damaged_since_built(wheel, digest, stamp_path)
         if damaged_wheel:
             return TaskResult(Status.FAILED, rc=res.rc, msg=damaged_wheel, data={"decision": decision})
         hint = " (the install needs another torch than the venv's; fleetctl never lets an install move torch)" if (
@@ -276,7 +283,8 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                             "other_changes": others, "pip_check": new_problems,
                             "pip_check_before": sorted(old_problems)}
     if (before.get("torch"), before.get("cuda")) != (after.get("torch"), after.get("cuda")):
-        result = yield from _roll_back(args, host, tool, uv, dist, previous, before, after, data, env)
+        result = yield from roll_back(host, tool, index_tool(args.tool, tool, host.facts), uv, dist, previous,
+                                         before, after, data, env, _reinstall_argv(args, host.python, uv))
         return result
     if args.keep_previous:
         keep_dir = installed_dir(host.workdir)
@@ -320,63 +328,6 @@ def _as_done(why: str) -> str:
         return why.replace("none in the venv", "none was in the venv before", 1)
     return {"nothing installed": "none was installed before", "forced": "reinstalled (--force)",
             "a new wheel": "replaced the earlier wheel"}.get(why, f"replaced what was there: {why}")
-
-
-def _damaged_since_built(wheel: str, digest: str | None, stamp_path: str) -> Plan:
-    """After a failed install: is the wheel no longer the bytes its build recorded? The reuse check
-    (build_wheel) trusts a wheel whose size and mtime match its stamp, so bytes changed in place
-    with both kept (bit rot, ``cp -p`` or ``rsync -t`` over it) reach pip, which fails with an
-    unzip error naming neither the file nor the cause. Then the wheel is hashed (one read, only on
-    this failure path), and on a mismatch its build stamp is removed, so the next run rebuilds or
-    receives it again instead of failing the same way until ``--force``. Returns the line to
-    report, or ``None`` when the wheel is what was built (pip's own error stands)."""
-    if not digest:
-        return None
-    res = yield probe(["sha256sum", wheel], f"is {posixpath.basename(wheel)} still the wheel that was built?")
-    now = res.stdout_text.split()[0] if res.rc == 0 and res.stdout_text.split() else None
-    if now is None or now == digest:
-        return None
-    gone = yield Run(argv=("rm", "-f", "--", stamp_path), reason="forget the build stamp of a wheel changed since")
-    then = ("its build stamp was removed, so the next run rebuilds it" if gone.rc == 0 else
-            f"remove {stamp_path} (or run with --force) to have it rebuilt")
-    return (f"wheel {wheel} changed since it was built: sha256 {now[:12]}..., its build recorded {digest[:12]}... "
-            f"(damaged or copied over in place, size and mtime kept); nothing was installed; {then}")
-
-
-def _roll_back(args: PipInstallArgs, host: HostView, tool: str, uv: str | None, dist: str, previous: dict | None,
-               before: dict[str, Any], after: dict[str, Any], data: dict[str, Any], env: dict[str, Any]) -> Plan:
-    """The install moved torch: put the previous wheel back (or remove the new package), then the
-    previous torch; FAILED either way, saying what was restored."""
-    done, left = [], []
-    kept = (previous or {}).get("kept")
-    if kept:
-        back = PipInstallArgs(wheel=kept, force_reinstall=True, no_deps=True, tool=args.tool)
-        res = yield Run(argv=tuple(install_argv(tool, host.python, uv, kept, back)), env=env, cwd="/",
-                        reason="roll back to the previous wheel")
-        (done if res.rc == 0 else left).append(f"reinstalled {posixpath.basename(kept)}" if res.rc == 0
-                                                else f"reinstalling {kept} failed: {first_error_line(res)}")
-    else:
-        argv = ([uv or "uv", "pip", "uninstall", "--python", host.python, dist] if tool == "uv"
-                else [host.python, "-m", "pip", "uninstall", "-y", dist])
-        res = yield Run(argv=tuple(argv), env=env, cwd="/", reason="roll back: nothing was installed before")
-        (done if res.rc == 0 else left).append(f"removed {dist}" if res.rc == 0
-                                                else f"removing {dist} failed: {first_error_line(res)}")
-    old = before.get("torch")
-    if old:
-        pin = PipInstallArgs(wheel=f"torch=={old}", force_reinstall=True, no_deps=True, tool=args.tool)
-        res = yield Run(argv=tuple(install_argv(index_tool(args.tool, tool, host.facts), host.python, uv,
-                                                f"torch=={old}", pin)), env=env,
-                        cwd="/", reason=f"roll back torch to {old}")
-        if res.rc == 0:
-            done.append(f"reinstalled torch {old}")
-        else:
-            left.append(f"torch {old} could not be reinstalled ({first_error_line(res)}): restore it with "
-                        f"{install_command(host.facts, host.python, f'--force-reinstall --no-deps torch=={old}')} "
-                        "(from the index it came from)")
-    data["rolled_back"] = done
-    msg = (f"the install changed torch: {before.get('torch')} (cu {before.get('cuda')}) -> {after.get('torch')} "
-           f"(cu {after.get('cuda')}); rolled back: {', '.join(done) or 'nothing'}" + "".join(f"; {x}" for x in left))
-    return TaskResult(Status.FAILED, data=data, msg=msg)
 
 
 #: A wheel named by a build that --tags left out and that has not built it on this host yet.
