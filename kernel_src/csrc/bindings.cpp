@@ -547,16 +547,22 @@ constexpr int64_t kWgWideMinRows = 9, kWgWideN = 8192;
 constexpr int64_t kWgSplitRows = 32;
 constexpr int kWgMaxSplitSmall = 2;
 
-bool use_wg(const fp4::PkProblem& p, int device) {
+// `plan` receives the wgmma kernel's plan where the choice needed it (M = 9 .. 32), so the launch
+// does not make it twice (its occupancy lookups take a lock: host time per eager call).
+bool use_wg(const fp4::PkProblem& p, int device, fp4::WgPlan* plan, bool* planned) {
+    *planned = false;
     if (g_pk_kernel == 1) return false;
     if (!fp4::wg_supported(device)) {
         if (g_pk_kernel == 2) fail("the wgmma GEMM needs an sm_90a build on a compute capability 9.0 GPU");
         return false;
     }
     if (g_pk_kernel == 2 || p.t > kWgSplitRows) return true;
-    if (p.t >= kWgMinRows) return fp4::wg_plan(p, device).split <= kWgMaxSplitSmall;
-    return p.t >= kWgWideMinRows && p.a_kind == 1 && p.n >= kWgWideN && p.n * p.k >= kWgMinElems &&
-           fp4::wg_plan(p, device).split == 1;
+    if (p.t < kWgMinRows &&
+        !(p.t >= kWgWideMinRows && p.a_kind == 1 && p.n >= kWgWideN && p.n * p.k >= kWgMinElems))
+        return false;
+    *plan = fp4::wg_plan(p, device);
+    *planned = true;
+    return plan->split <= (p.t >= kWgMinRows ? kWgMaxSplitSmall : 1);
 }
 
 void set_pk_kernel(const std::string& name) {
@@ -590,7 +596,9 @@ void pk_mm_cuda(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uintptr_t alp
     const fp4::PkProblem p = pk_problem(a_kind, a, lda, w, alpha, alpha_value, out, out_dtype_code, t, n,
                                         k, nt, u, rt, split, un);
     if (t == 0 || n == 0) return;
-    if (use_wg(p, device)) fp4::cuda_wg_mm(p, device, stream);
+    fp4::WgPlan plan;
+    bool planned = false;
+    if (use_wg(p, device, &plan, &planned)) fp4::cuda_wg_mm(p, device, stream, planned ? &plan : nullptr);
     else fp4::cuda_pk_mm(p, device, stream);
 }
 
@@ -690,6 +698,7 @@ NB_MODULE(_C, m) {
     m.def("wg_set_pdl", &fp4::wg_set_pdl, nb::arg("on"));
     m.def("wg_set_tuning", &fp4::wg_set_tuning, nb::arg("groups"), nb::arg("units"), nb::arg("lanes"));
     m.def("wg_set_multicast", &fp4::wg_set_multicast, nb::arg("ctas"));
+    m.def("wg_set_tile", &fp4::wg_set_tile, nb::arg("nt"));
     m.def("wg_set_stages", &fp4::wg_set_stages, nb::arg("st"));
     m.def("wg_set_diag", &fp4::wg_set_diag, nb::arg("mode"));
     m.def("wg_set_weight_copy", &fp4::wg_set_weight_copy, nb::arg("mode"));

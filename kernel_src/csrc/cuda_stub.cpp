@@ -32,10 +32,11 @@ void wg_set_reduce(int) {}
 void wg_set_tuning(int, int, int) {}
 void wg_set_pdl(bool) {}
 void wg_set_multicast(int) {}
+void wg_set_tile(int) {}
 void wg_set_stages(int) {}
 void wg_set_diag(int) {}
 void wg_set_weight_copy(int) {}
 void wg_set_stage_flow(int) {}
 WgPlan wg_plan(const PkProblem&, int) { no_cuda(); }
-void cuda_wg_mm(const PkProblem&, int, uintptr_t) { no_cuda(); }
+void cuda_wg_mm(const PkProblem&, int, uintptr_t, const WgPlan*) { no_cuda(); }
 }  // namespace fp4

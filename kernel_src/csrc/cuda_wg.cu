@@ -56,7 +56,14 @@ namespace cg = cooperative_groups;
 constexpr int kWgRowTiles = 4;   // 16-row tiles per consumer warpgroup (wgmma M = 64)
 constexpr int kWgW = kWgRowTiles * kPkUnitBytes;
 // G consumer warpgroups (64 G weight rows per CTA, sharing each activation stage) + 1 producer warp
-__host__ __device__ constexpr int wg_threads(int g) { return 128 * g + 32; }
+// A CTA of two warpgroups on 256 tokens ("wide") holds 128 accumulators a consumer thread, more than the
+// 168 registers ptxas grants 288 threads (it counts whole warpgroups): its producer is a warpgroup
+// of its own that gives registers back (setmaxnreg, PTX ISA; as CUTLASS's warp-specialized kernels)
+__host__ __device__ constexpr bool wg_wide(int g, int nt) { return g > 1 && nt > 128; }
+__host__ __device__ constexpr int wg_threads(int g, int nt) { return 128 * g + (wg_wide(g, nt) ? 128 : 32); }
+// registers a thread of a wide CTA: consumers while their main loop runs, the producer warpgroup
+// meanwhile (2 x 128 x 232 + 128 x 40 <= 64 Ki), and everyone before and after (384 x 168)
+constexpr int kWgWideConsumerRegs = 232, kWgWideProducerRegs = 40, kWgWideRegs = 168;
 
 #include "sm90_async.cuh"  // mbarrier, bulk copy and descriptor helpers (inside this namespace)
 
@@ -129,13 +136,14 @@ __global__ void wg_permute(const uint16_t* __restrict__ x, int64_t lda, int64_t 
 }
 
 template <bool BF16, int NT, int ST, int G, int UP>
-__global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_constant__ WgArgs p) {
+__global__ void __launch_bounds__(wg_threads(G, NT), 1) wg_kernel(const __grid_constant__ WgArgs p) {
 #if !FP4_WG_DEVICE
     __trap();
 #else
     constexpr int NACC = NT <= 16 ? 4 : NT <= 32 ? 2 : 1;  // independent chains: small wgmma are latency-bound
     using S = WgSmem<NT, ST, G, UP>;
-    constexpr int kThreads = wg_threads(G), kRows = G * kWgRowTiles;  // row tiles per CTA
+    constexpr int kThreads = wg_threads(G, NT), kRows = G * kWgRowTiles;  // row tiles per CTA
+    constexpr bool kWide = wg_wide(G, NT);
     extern __shared__ __align__(1024) uint8_t smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int rank = (int)blockIdx.x;
@@ -161,98 +169,118 @@ __global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_const
     __syncthreads();
     if (mc > 1) cluster_sync_all();  // every CTA's barriers exist before a peer's copy signals them
     float acc[NACC][NT / 2];
+    auto zero_acc = [&]() {
 #pragma unroll
-    for (int c = 0; c < NACC; ++c)
+        for (int c = 0; c < NACC; ++c)
 #pragma unroll
-        for (int i = 0; i < NT / 2; ++i) acc[c][i] = 0.f;
-    if (warp == kRows) {  // producer: stage b holds units UP b .. UP b + UP - 1
-        const int nrt = min(kRows, p.Nt - rt0);
-        const uint8_t* xs = p.xp + (z * p.U + u0) * (int64_t)S::kAct;
-        const uint8_t* ws = p.w + ((int64_t)rt0 * p.U + u0) * kPkUnitBytes;
-        const int nb = (nu + UP - 1) / UP;
-        // Programmatic dependent launch (CUDA Programming Guide, "Programmatic Dependent Launch"):
-        // this grid may start while the activation permute still runs. The weights were written
-        // before the permute started (stream order), so the first stages' weight copies go out at
-        // once; the activation copies only after griddepcontrol.wait (the permute is complete and
-        // its writes visible). Launched without the attribute, the wait returns at once.
-        const bool solo = p.lanes <= 1;
-        auto arm = [&](int b) {  // lane 0: the stage is free again, and how many bytes will land
-            const int s = b % ST, n = min(UP, nu - b * UP);
-            if (b >= ST) mbar_wait(empty0 + 8 * s, ((b / ST) - 1) & 1);
-            // a tensor box always completes with its full size (UP units of kRows row tiles, the
-            // units past the CTA's range and the row tiles past N included, the latter zero-filled)
-            mbar_expect_tx(full0 + 8 * s, n * S::kAct + (p.wtma ? UP * kRows : n * nrt) * kPkUnitBytes);
-        };
-        auto copy_w = [&](int b) {  // the stage's weight row tiles: lane r (or lane 0 alone)
-            const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
-            const uint32_t st = sbase + s * S::kStage + UP * S::kAct;
-            if (p.wtma) {  // one copy: per SM the copy count, not the bytes, bounds the stage rate
-                if (lane == 0) tma_load_3d(st, &p.wmap, 0, u0 + k0, rt0, full0 + 8 * s);
-                return;
-            }
-            for (int r = solo ? 0 : lane; r < (solo ? nrt : min(lane + 1, nrt)); ++r)
-                bulk_g2s(st + r * UP * kPkUnitBytes, ws + ((int64_t)r * p.U + k0) * kPkUnitBytes, n * kPkUnitBytes,
-                         full0 + 8 * s);
-        };
-        auto copy_x = [&](int b) {  // the stage's activation tile: lane 31 (or lane 0 alone)
-            const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
-            if (mc == 1) {
-                bulk_g2s(sbase + s * S::kStage, xs + (int64_t)k0 * S::kAct, n * S::kAct, full0 + 8 * s);
-            } else {  // this CTA's 1/mc of the tile (n * kAct is a multiple of 4096 bytes), to all
-                const uint32_t piece = (uint32_t)(n * S::kAct / mc);
-                bulk_g2s_mc(sbase + s * S::kStage + my * piece, xs + (int64_t)k0 * S::kAct + my * piece, piece,
-                            full0 + 8 * s, mc_mask);
-            }
-        };
-        const int xl = solo ? 0 : 31;  // the lane that copies activations
-        if (p.diag & 2) {
-            // nothing is loaded
-        } else if (p.flow & 2) {
-            // Split producer: lane 0 (weights) and lane 31 (activations) each wait for the stage to
-            // be free and issue their own copy, no __syncwarp between them; lane 0 arrives with the
-            // stage's byte count after its copy. A complete_tx before that expect_tx only takes the
-            // tx-count below zero while lane 0's pending arrival keeps the phase open (PTX ISA,
-            // "mbarrier": tx-count range +-(2^20 - 1)), so the stage still completes once, with every byte.
-            if (lane == 0) {
-                for (int b = 0; b < nb; ++b) {
-                    const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
-                    if (b >= ST) mbar_wait(empty0 + 8 * s, ((b / ST) - 1) & 1);
-                    const uint32_t st = sbase + s * S::kStage + UP * S::kAct;
-                    if (p.wtma) tma_load_3d(st, &p.wmap, 0, u0 + k0, rt0, full0 + 8 * s);
-                    else
-                        for (int r = 0; r < nrt; ++r)
-                            bulk_g2s(st + r * UP * kPkUnitBytes, ws + ((int64_t)r * p.U + k0) * kPkUnitBytes,
-                                     n * kPkUnitBytes, full0 + 8 * s);
-                    mbar_expect_tx(full0 + 8 * s, n * S::kAct + (p.wtma ? UP * kRows : n * nrt) * kPkUnitBytes);
+            for (int i = 0; i < NT / 2; ++i) acc[c][i] = 0.f;
+    };
+    // a wide CTA's producer warpgroup holds no sums (its registers are given back)
+    if constexpr (!kWide) zero_acc();
+    float* red = reinterpret_cast<float*>(smem);  // [NT tokens][64 G rows]
+    auto put_acc = [&]() {
+        const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                red[(8 * j + 2 * t + (i & 1)) * (64 * G) + 16 * warp + g + (i >= 2 ? 8 : 0)] = acc[0][4 * j + i];
+    };
+    // setmaxnreg inside each role's branch: ptxas keeps it only where no path joins two register limits
+    if (warp >= kRows) {  // the producer warp (a wide CTA: and its warpgroup's three idle warps)
+        if constexpr (kWide) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kWgWideProducerRegs));
+        if (warp == kRows) {  // producer: stage b holds units UP b .. UP b + UP - 1
+            const int nrt = min(kRows, p.Nt - rt0);
+            const uint8_t* xs = p.xp + (z * p.U + u0) * (int64_t)S::kAct;
+            const uint8_t* ws = p.w + ((int64_t)rt0 * p.U + u0) * kPkUnitBytes;
+            const int nb = (nu + UP - 1) / UP;
+            // Programmatic dependent launch (CUDA Programming Guide, "Programmatic Dependent Launch"):
+            // this grid may start while the activation permute still runs. The weights were written
+            // before the permute started (stream order), so the first stages' weight copies go out at
+            // once; the activation copies only after griddepcontrol.wait (the permute is complete and
+            // its writes visible). Launched without the attribute, the wait returns at once.
+            const bool solo = p.lanes <= 1;
+            auto arm = [&](int b) {  // lane 0: the stage is free again, and how many bytes will land
+                const int s = b % ST, n = min(UP, nu - b * UP);
+                if (b >= ST) mbar_wait(empty0 + 8 * s, ((b / ST) - 1) & 1);
+                // a tensor box always completes with its full size (UP units of kRows row tiles, the
+                // units past the CTA's range and the row tiles past N included, the latter zero-filled)
+                mbar_expect_tx(full0 + 8 * s, n * S::kAct + (p.wtma ? UP * kRows : n * nrt) * kPkUnitBytes);
+            };
+            auto copy_w = [&](int b) {  // the stage's weight row tiles: lane r (or lane 0 alone)
+                const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
+                const uint32_t st = sbase + s * S::kStage + UP * S::kAct;
+                if (p.wtma) {  // one copy: per SM the copy count, not the bytes, bounds the stage rate
+                    if (lane == 0) tma_load_3d(st, &p.wmap, 0, u0 + k0, rt0, full0 + 8 * s);
+                    return;
                 }
-            } else if (lane == 31) {
+                for (int r = solo ? 0 : lane; r < (solo ? nrt : min(lane + 1, nrt)); ++r)
+                    bulk_g2s(st + r * UP * kPkUnitBytes, ws + ((int64_t)r * p.U + k0) * kPkUnitBytes, n * kPkUnitBytes,
+                             full0 + 8 * s);
+            };
+            auto copy_x = [&](int b) {  // the stage's activation tile: lane 31 (or lane 0 alone)
+                const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
+                if (mc == 1) {
+                    bulk_g2s(sbase + s * S::kStage, xs + (int64_t)k0 * S::kAct, n * S::kAct, full0 + 8 * s);
+                } else {  // this CTA's 1/mc of the tile (n * kAct is a multiple of 4096 bytes), to all
+                    const uint32_t piece = (uint32_t)(n * S::kAct / mc);
+                    bulk_g2s_mc(sbase + s * S::kStage + my * piece, xs + (int64_t)k0 * S::kAct + my * piece, piece,
+                                full0 + 8 * s, mc_mask);
+                }
+            };
+            const int xl = solo ? 0 : 31;  // the lane that copies activations
+            if (p.diag & 2) {
+                // nothing is loaded
+            } else if (p.flow & 2) {
+                // Split producer: lane 0 (weights) and lane 31 (activations) each wait for the stage to
+                // be free and issue their own copy, no __syncwarp between them; lane 0 arrives with the
+                // stage's byte count after its copy. A complete_tx before that expect_tx only takes the
+                // tx-count below zero while lane 0's pending arrival keeps the phase open (PTX ISA,
+                // "mbarrier": tx-count range +-(2^20 - 1)), so the stage still completes once, with every byte.
+                if (lane == 0) {
+                    for (int b = 0; b < nb; ++b) {
+                        const int s = b % ST, k0 = b * UP, n = min(UP, nu - k0);
+                        if (b >= ST) mbar_wait(empty0 + 8 * s, ((b / ST) - 1) & 1);
+                        const uint32_t st = sbase + s * S::kStage + UP * S::kAct;
+                        if (p.wtma) tma_load_3d(st, &p.wmap, 0, u0 + k0, rt0, full0 + 8 * s);
+                        else
+                            for (int r = 0; r < nrt; ++r)
+                                bulk_g2s(st + r * UP * kPkUnitBytes, ws + ((int64_t)r * p.U + k0) * kPkUnitBytes,
+                                         n * kPkUnitBytes, full0 + 8 * s);
+                        mbar_expect_tx(full0 + 8 * s, n * S::kAct + (p.wtma ? UP * kRows : n * nrt) * kPkUnitBytes);
+                    }
+                } else if (lane == 31) {
+                    asm volatile("griddepcontrol.wait;" ::: "memory");
+                    for (int b = 0; b < nb; ++b) {
+                        if (b >= ST) mbar_wait(empty0 + 8 * (b % ST), ((b / ST) - 1) & 1);
+                        copy_x(b);
+                    }
+                }
+            } else if (solo && lane != 0) {
+                // the other lanes have nothing to do
+            } else {
+                const int pre = min(ST, nb);
+                for (int b = 0; b < pre; ++b) {
+                    if (lane == 0) arm(b);
+                    if (!solo) __syncwarp();
+                    copy_w(b);
+                }
                 asm volatile("griddepcontrol.wait;" ::: "memory");
-                for (int b = 0; b < nb; ++b) {
-                    if (b >= ST) mbar_wait(empty0 + 8 * (b % ST), ((b / ST) - 1) & 1);
-                    copy_x(b);
+                if (lane == xl)
+                    for (int b = 0; b < pre; ++b) copy_x(b);
+                for (int b = pre; b < nb; ++b) {
+                    if (lane == 0) arm(b);
+                    if (!solo) __syncwarp();
+                    copy_w(b);
+                    if (lane == xl) copy_x(b);
                 }
-            }
-        } else if (solo && lane != 0) {
-            // the other lanes have nothing to do
-        } else {
-            const int pre = min(ST, nb);
-            for (int b = 0; b < pre; ++b) {
-                if (lane == 0) arm(b);
-                if (!solo) __syncwarp();
-                copy_w(b);
-            }
-            asm volatile("griddepcontrol.wait;" ::: "memory");
-            if (lane == xl)
-                for (int b = 0; b < pre; ++b) copy_x(b);
-            for (int b = pre; b < nb; ++b) {
-                if (lane == 0) arm(b);
-                if (!solo) __syncwarp();
-                copy_w(b);
-                if (lane == xl) copy_x(b);
             }
         }
+        if constexpr (kWide) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kWgWideRegs));
     } else {  // consumers: warp wq owns row tile rt0 + wq
+        if constexpr (kWide) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kWgWideConsumerRegs));
         const int wq = warp;
+        if constexpr (kWide) zero_acc();
         uint32_t A0[8][4], A1[8][4];
         auto decode = [&](uint32_t(&A)[8][4], int k) {
             const int b = k / UP, s = b % ST;
@@ -340,18 +368,15 @@ __global__ void __launch_bounds__(wg_threads(G), 1) wg_kernel(const __grid_const
         for (int c = 1; c < NACC; ++c)
 #pragma unroll
             for (int i = 0; i < NT / 2; ++i) acc[0][i] += acc[c][i];
+        if constexpr (kWide) {  // the consumers alone (named barrier 1) put their sums down, then hand registers back
+            asm volatile("bar.sync 1, %0;" ::"n"(128 * G) : "memory");
+            put_acc();
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kWgWideRegs));
+        }
     }
     // ---- epilogue: every stage is idle (the consumers waited for each one the producer filled)
     __syncthreads();
-    float* red = reinterpret_cast<float*>(smem);  // [NT tokens][64 G rows]
-    if (warp < kRows) {
-        const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-        for (int j = 0; j < NT / 8; ++j)
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-                red[(8 * j + 2 * t + (i & 1)) * (64 * G) + 16 * warp + g + (i >= 2 ? 8 : 0)] = acc[0][4 * j + i];
-    }
+    if (!kWide && warp < kRows) put_acc();
     __syncthreads();
     const float al = __fmul_rn(p.alpha ? *p.alpha : p.alpha_val, 128.0f);  // undoes the decode's 2^-7
     constexpr int tot = NT * 64 * G;
@@ -447,7 +472,7 @@ struct WgCfg {
     int nt, st, groups, units;
     const void* func;
     int smem;
-    int threads() const { return wg_threads(groups); }
+    int threads() const { return wg_threads(groups, nt); }
 };
 
 template <bool BF16, int NT, int ST, int G, int UP>
@@ -466,14 +491,15 @@ WgCfg wg_cfg() {
 template <int NT, int G, int UP>
 constexpr int wg_stages() {
     constexpr int one = NT * 256 + G * kWgW;
-    int st = G == 1 ? (NT <= 32 ? 6 : NT <= 128 ? 4 : 3) : (200 * 1024) / one;
+    // two warpgroups on 256 tokens: 3 stages of 73 KiB (the most that fit in 227 KiB)
+    int st = G == 1 ? (NT <= 32 ? 6 : NT <= 128 ? 4 : 3) : NT > 128 ? 3 : (200 * 1024) / one;
     st = st > 12 ? 12 : st;
     st = st / UP;
     return st < 2 ? 2 : st;
 }
 template <int NT, int G, int UP>
 constexpr bool wg_fits() {
-    return wg_stages<NT, G, UP>() * (UP * (NT * 256 + G * kWgW) + 16) <= 227 * 1024 && (G == 1 || NT <= 128);
+    return wg_stages<NT, G, UP>() * (UP * (NT * 256 + G * kWgW) + 16) <= 227 * 1024 && G <= 2;
 }
 struct WgChoice {
     int groups, units;
@@ -497,7 +523,7 @@ constexpr bool wg_built() {
 #ifdef FP4_WG_SWEEP
     return wg_fits<NT, G, UP>();
 #else
-    return (wg_default(NT).groups == G && wg_default(NT).units == UP) || (NT == kWgG2Tile && G == 2 && UP == 1);
+    return (wg_default(NT).groups == G && wg_default(NT).units == UP) || (NT >= kWgG2Tile && G == 2 && UP == 1);
 #endif
 }
 
@@ -527,7 +553,7 @@ WgCfg wg_cfg_stages(int st) {
         default: return wg_cfg_st<BF16, NT, 10>();
     }
 }
-static int g_wg_stages = 0, g_wg_diag = 0;
+static int g_wg_stages = 0, g_wg_diag = 0, g_wg_tile = 0;
 
 template <bool BF16, int NT>
 WgCfg wg_cfg_t(int g, int up) {
@@ -613,6 +639,12 @@ void wg_set_stages(int st) {
         throw std::invalid_argument("wgmma GEMM: stages must be 0, 2, 3, 4, 6, 8 or 10");
     g_wg_stages = st;
 }
+// Tokens per CTA for benchmarks (16, 32, 64, 128, 256; 0 = the plan's choice by M). Process-wide.
+void wg_set_tile(int nt) {
+    if (nt != 0 && nt != 16 && nt != 32 && nt != 64 && nt != 128 && nt != 256)
+        throw std::invalid_argument("wgmma GEMM: token tile must be 0, 16, 32, 64, 128 or 256");
+    g_wg_tile = nt;
+}
 // Activation multicast for benchmarks: CTAs along N per cluster sharing each activation tile
 // (1, 2, 4; 0 = the plan's choice). Process-wide.
 void wg_set_multicast(int ctas) {
@@ -652,7 +684,7 @@ static int wg_auto_split(const PkProblem& pr, int sms, int occ, int64_t gy, int6
 
 WgPlan wg_plan(const PkProblem& pr, int device) {
     WgPlan pl;
-    pl.nt = wg_tile(pr.t);
+    pl.nt = g_wg_tile ? g_wg_tile : wg_tile(pr.t);
     pl.groups = g_wg_groups ? g_wg_groups : wg_default(pl.nt).groups;
     int sms = 0;
     if (!g_wg_groups && !g_wg_units && pl.nt >= kWgG2Tile) {  // two warpgroups where their split stays small
@@ -662,7 +694,7 @@ WgPlan wg_plan(const PkProblem& pr, int device) {
     }
     // two warpgroups' accumulators of 256 tokens do not fit the register file (wg_fits): such a plan
     // runs 256 tokens as two 128-token tiles
-    if (pl.groups > 1 && pl.nt > 128) pl.nt = 128;
+    if (pl.groups > 1 && pl.nt > 128 && !g_wg_tile) pl.nt = 128;
     pl.units = g_wg_units ? g_wg_units : pl.groups > 1 ? 1 : wg_default(pl.nt).units;
     // lane 0 issues every bulk copy, but for 256-token tiles one lane per copy: 1-3% either way in
     // the A/B of both on the H200 (bench/NOTES.md, "Issue 28: PDL, rotation, lanes")
@@ -728,12 +760,12 @@ static bool wg_weight_map(CUtensorMap* map, const void* w, int64_t u, int64_t nt
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream) {
+void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream, const WgPlan* plan) {
     DeviceGuard guard(device);
     if (!wg_supported(device))
         throw std::runtime_error("fp4_kernels: the wgmma GEMM needs an sm_90a build on a compute capability 9.0 GPU");
     if (pr.n <= 0 || pr.t <= 0) return;
-    const WgPlan pl = wg_plan(pr, device);
+    const WgPlan pl = plan ? *plan : wg_plan(pr, device);
     const WgCfg c = wg_config(pr.a_kind == 1, pl.nt, pl.groups, pl.units);
     const int rows = kWgRowTiles * pl.groups;
     const int64_t tz = (pr.t + pl.nt - 1) / pl.nt, gy = (pr.nt + rows - 1) / rows;

@@ -117,6 +117,7 @@ void cuda_pk_dequant(const uint8_t* w, void* out, int64_t n, int64_t k, int nt, 
 // ---- the same GEMM with wgmma (cuda_wg.cu; sm_90a builds on compute capability 9.0 GPUs) ----
 // wg_built: this build holds sm_90a SASS; wg_supported: and `device` is a 9.0 GPU.
 // cuda_wg_mm: rt / un of the problem are ignored, split > 0 forces the cluster split along K;
+// `plan`: wg_plan(p, device) where the caller already made it (else made here);
 // the permuted activations (WgPlan::scratch bytes) are allocated stream-ordered on `stream`.
 struct WgPlan {
     int nt = 0, split = 1;  // tokens per CTA, CTAs per cluster along K
@@ -131,6 +132,7 @@ struct WgPlan {
 void wg_set_reduce(int mode);  // 0 by the plan, 1 cluster DSMEM, 2 global memory, 3 the one-at-a-time epilogue (benchmarks)
 void wg_set_tuning(int groups, int units, int lanes);  // benchmarks; 0 = the plan's choice
 void wg_set_multicast(int ctas);
+void wg_set_tile(int nt);  // benchmarks: tokens per CTA (16 .. 256); 0 = the plan's
 void wg_set_diag(int mode);  // benchmarks only, wrong results: bit 0 no decode, bit 1 no loads, bit 2 no MMA; 0 off
 void wg_set_stage_flow(int mode);  // benchmarks, same results: bit 0 early stage release, bit 1 split producer; -1 the plan's
 void wg_set_weight_copy(int mode);  // benchmarks: a stage's weight tiles 0 as planned, 1 bulk copy a row tile, 2 one tensor box
@@ -141,7 +143,7 @@ void wg_set_pdl(bool on);
 bool wg_built();
 bool wg_supported(int device);
 WgPlan wg_plan(const PkProblem& p, int device);
-void cuda_wg_mm(const PkProblem& p, int device, uintptr_t stream);
+void cuda_wg_mm(const PkProblem& p, int device, uintptr_t stream, const WgPlan* plan = nullptr);
 
 // ---- CPU versions of the W4A16 and grouped GEMMs (cpu_kernels.cpp) ----
 // The same problem with HOST pointers (offsets a host array, alpha host floats). Products are
