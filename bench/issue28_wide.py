@@ -57,7 +57,7 @@ def row(ws, ds, n, k, m, dt, rounds, gen):
             torch.cuda.synchronize()
             err[path] = float((out.float() - ref).abs().max()) / scale
             if path == "wide":
-                split = fk._C.wg_plan_cuda(1 if dt == torch.bfloat16 else 0, m, n, k, 0, 0)[1]
+                split = fk._C.wg_plan_cuda(1 if dt == torch.bfloat16 else 2, m, n, k, 0, 0)[1]
         for _ in range(rounds):
             for path in PATHS:
                 knobs(path)

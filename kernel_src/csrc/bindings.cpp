@@ -528,6 +528,11 @@ int g_pk_kernel = 0;
 // M from which the wgmma kernel runs on a 9.0 GPU (below: cuda_pk.cu), and up to which either
 // beats dequantize + cuBLAS (bench/NOTES.md, "Issue 28").
 constexpr int64_t kWgMinRows = 17, kWgMaxRows = 256, kPkMaxRows = 64;
+// Weights whose plan at M = kWgWideRows has two warpgroups on 256-token tiles keep the wgmma kernel up
+// to there: M = 512 8192^2 112.0 us against dequantize + cuBLAS's 150.5, 14336x4096 119.8 / 141.9,
+// 4096x14336 101.9 / 130.4; at M = 1024 it won on two of the three large shapes by 5-9% and lost on
+// 14336x4096 (243 / 205: 3.4 waves), at 2048 on none (bench/NOTES.md, "Issue 28: wide tiles", H100).
+constexpr int64_t kWgWideRows = 512;
 // Weights of at least this many elements (N x K) keep the wgmma kernel up to kWgMaxRows; smaller
 // ones go to dequantize + cuBLAS above kPkMaxRows (bench/results/2026-12-02-h200-issue28-wg/
 // r2_final.txt: 2048x7168 M = 128 wg 32.1 vs 26.3 us, 8192x8192 43.2 vs 84.9; M = 512 the
@@ -582,8 +587,13 @@ int64_t pk_max_rows(int device, int64_t n, int64_t k) {
     need_cuda();
     if (g_pk_kernel == 1 || !fp4::wg_supported(device)) return kPkMaxRows;
     if (g_pk_kernel == 2) return int64_t(1) << 30;  // forced: the wgmma kernel at every M
-    if (n * k >= kWgMinElems) return kWgMaxRows;
-    if (n <= 0 || k <= 0 || k % 128) return kPkMaxRows;
+    if (n <= 0 || k <= 0 || k % 128) return n * k >= kWgMinElems ? kWgMaxRows : kPkMaxRows;
+    if (n * k >= kWgMinElems) {
+        const fp4::PkProblem p = pk_problem(1, 0, k, 0, 0, 1.0f, 0, 2, kWgWideRows, n, k, (int)((n + 15) / 16),
+                                            (int)((k + 127) / 128), 0, 0, 0);
+        const fp4::WgPlan pl = fp4::wg_plan(p, device);
+        return pl.groups > 1 && pl.nt > 128 ? kWgWideRows : kWgMaxRows;
+    }
     const fp4::PkProblem p = pk_problem(1, 0, k, 0, 0, 1.0f, 0, 2, 128, n, k, (int)((n + 15) / 16),
                                         (int)((k + 127) / 128), 0, 0, 0);
     return fp4::wg_plan(p, device).groups > 1 ? kWgMaxRows : kPkMaxRows;

@@ -518,6 +518,14 @@ constexpr int wg_default_mc(int) { return 1; }
 // shapes, slower at a split of 4 (clusters of 4 one-CTA-per-SM CTAs leave a second wave) and at
 // 64 tokens (bench/NOTES.md, "Issue 28: the epilogue", H100 run e1).
 constexpr int kWgG2Tile = 128, kWgG2MaxSplit = 2;
+// Two consumer warpgroups on 256-token tiles ("wide", 384 threads with setmaxnreg) for M > 128 on
+// weights of at least 2^25 elements where their K split stays <= kWgG2MaxSplit: on an H100 against
+// the 128-token plan (graph, bench/NOTES.md "Issue 28: wide tiles", runs w1/w2) M = 256 8192^2 65.6 ->
+// 61.6 us, 14336x4096 74.1 -> 61.8 (one wave instead of 1.7); M = 512 against dequantize + cuBLAS
+// 150.5 -> 112.0, 141.9 -> 119.8, 4096x14336 130.4 -> 101.9. Lost at a split of 4 (4096x14336
+// M = 256 102.5 against 60.9) and on the two smaller weights (2048x7168, 7168x2048).
+constexpr int kWgWideTile = 256;
+constexpr int64_t kWgWideMinElems = int64_t(1) << 25;
 template <int NT, int G, int UP>
 constexpr bool wg_built() {
 #ifdef FP4_WG_SWEEP
@@ -687,14 +695,20 @@ WgPlan wg_plan(const PkProblem& pr, int device) {
     pl.nt = g_wg_tile ? g_wg_tile : wg_tile(pr.t);
     pl.groups = g_wg_groups ? g_wg_groups : wg_default(pl.nt).groups;
     int sms = 0;
-    if (!g_wg_groups && !g_wg_units && pl.nt >= kWgG2Tile) {  // two warpgroups where their split stays small
+    bool wide = false;
+    if (!g_wg_groups && !g_wg_units && !g_wg_tile && pl.nt >= kWgWideTile && pr.n * pr.k >= kWgWideMinElems) {
+        const int occw = wg_resident(device, wg_config(pr.a_kind == 1, kWgWideTile, 2, 1), &sms);
+        const int64_t tzw = (pr.t + kWgWideTile - 1) / kWgWideTile, gyw = (pr.nt + 2 * kWgRowTiles - 1) / (2 * kWgRowTiles);
+        wide = (pr.split > 0 ? pr.split : wg_auto_split(pr, sms, occw, gyw, tzw)) <= kWgG2MaxSplit;
+        if (wide) pl.groups = 2;
+    }
+    if (!wide && !g_wg_groups && !g_wg_units && pl.nt >= kWgG2Tile) {  // two warpgroups where their split stays small
         const int occ2 = wg_resident(device, wg_config(pr.a_kind == 1, kWgG2Tile, 2, 1), &sms);
         const int64_t tz2 = (pr.t + kWgG2Tile - 1) / kWgG2Tile, gy2 = (pr.nt + 2 * kWgRowTiles - 1) / (2 * kWgRowTiles);
         if ((pr.split > 0 ? pr.split : wg_auto_split(pr, sms, occ2, gy2, tz2)) <= kWgG2MaxSplit) pl.groups = 2;
     }
-    // two warpgroups' accumulators of 256 tokens do not fit the register file (wg_fits): such a plan
-    // runs 256 tokens as two 128-token tiles
-    if (pl.groups > 1 && pl.nt > 128 && !g_wg_tile) pl.nt = 128;
+    // otherwise two warpgroups run 256 tokens as two 128-token tiles
+    if (pl.groups > 1 && pl.nt > 128 && !g_wg_tile && !wide) pl.nt = 128;
     pl.units = g_wg_units ? g_wg_units : pl.groups > 1 ? 1 : wg_default(pl.nt).units;
     // lane 0 issues every bulk copy, but for 256-token tiles one lane per copy: 1-3% either way in
     // the A/B of both on the H200 (bench/NOTES.md, "Issue 28: PDL, rotation, lanes")

@@ -15,16 +15,17 @@ FUSED_MAX_ROWS = 128
 # the prepacked weight is dequantized (exactly) and cuBLAS runs. On a compute capability 9.0 GPU
 # with an sm_90a build the wgmma kernel (csrc/cuda_wg.cu) takes M = 17 .. 64 instead (up to 32
 # where its plan splits K at most in 2), up to 256 for weights of at least 2^25 elements and for
-# smaller ones whose 128-token plan has two consumer warpgroups, and from M = 9 for bf16
-# activations and such weights with N >= 8192 where its plan splits no K range (bench/NOTES.md,
-# "Issue 28"): pk_max_rows(device, n, k) says which bound holds.
+# smaller ones whose 128-token plan has two consumer warpgroups, up to 512 for large weights whose
+# plan there has two warpgroups on 256-token tiles, and from M = 9 for bf16 activations and such
+# weights with N >= 8192 where its plan splits no K range (bench/NOTES.md, "Issue 28"):
+# pk_max_rows(device, n, k) says which bound holds.
 PK_MAX_ROWS = 64
 _pk_rows: dict = {}  # (device index, n, k) -> the largest M the prepacked kernels take there
 
 
 def pk_max_rows(dev, n, k):
     """The largest M (rows of the activations) the prepacked kernels take on CUDA device `dev`
-    (an index) for an [n, k] weight: 256 where the wgmma kernel runs, else PK_MAX_ROWS."""
+    (an index) for an [n, k] weight: 256 or 512 where the wgmma kernel runs, else PK_MAX_ROWS."""
     key = (dev, n, k)
     r = _pk_rows.get(key)
     if r is None:
