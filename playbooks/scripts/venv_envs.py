@@ -208,15 +208,20 @@ def record_digest(venv: str, dist: str):
 
 def describe(venv: str, installed_dir: str = "", kernels=()) -> dict:
     """What an environment holds: torch, its CUDA build, and the kernels fleetctl installed
-    (``{dist: {version, files_sha256, wheel_sha256}}``; the wheel's sha256 when the install
-    record in ``installed_dir`` matches the installed files)."""
+    (``{dist: {version, files_sha256, wheel_sha256}}``; the wheel's sha256 when this venv's install
+    record in ``installed_dir`` matches the installed files: records are per venv,
+    ``<installed_dir>/<key>/<dist>.json`` naming the venv's real path, ``fleetctl.tasks.venv_state``'s
+    RECORD_LAYOUT; another venv's, or one naming none, says nothing of this one)."""
     out = torch_of(venv)
     records = {}
-    if installed_dir and os.path.isdir(installed_dir):
-        for name in sorted(os.listdir(installed_dir)):
+    real = os.path.realpath(venv)
+    folders = sorted(os.listdir(installed_dir)) if installed_dir and os.path.isdir(installed_dir) else []
+    for folder in folders:
+        path = os.path.join(installed_dir, folder)
+        for name in sorted(os.listdir(path)) if os.path.isdir(path) else []:
             if name.endswith(".json"):
-                rec = read_json(os.path.join(installed_dir, name), {})
-                if rec.get("dist"):
+                rec = read_json(os.path.join(path, name), {})
+                if isinstance(rec, dict) and rec.get("dist") and rec.get("venv") == real:
                     records[rec["dist"]] = rec
     found = {}
     for dist in sorted(set(records) | set(kernels)):
