@@ -15,7 +15,10 @@ The cases, from a new operator's trial, where facts said ok and ``--plan`` said 
   'RECORD'``);
 - a venv on a full file system: pip failed with ENOSPC and left a partial install (a truncated
   ``.so``, no ``__init__.py``, no dist-info);
-- a torch whose ``libtorch_cpu.so`` was moved aside: the version reads, the import fails.
+- a torch whose ``libtorch_cpu.so`` was moved aside: the version reads, the import fails;
+- a venv without torch: the kernels build without it (no torch in their ``[build-system]
+  requires``) but import it at run time, so the deploy's verify refuses the host while planning;
+  facts said ``ok`` and nothing of torch.
 """
 
 from __future__ import annotations
@@ -113,11 +116,17 @@ def torch_problem(facts: Mapping[str, Any], venv: str | None, python: str, packa
             f"({install_command(facts, python, 'torch')}), or point the host var 'venv' at the venv that has it")
 
 
+#: The package the shipped deploy verifies (``playbooks/fp4-kernels.yaml``'s ``verify``), which
+#: ``fleetctl facts`` names in its torch warning: facts do not know the playbook a deploy will run.
+DEPLOYED_PACKAGE = "fp4_kernels"
+
+
 def venv_warnings(facts: Mapping[str, Any]) -> list[str]:
     """The ``warning:`` notes ``fleetctl facts`` gives about the venv (see the module docstring),
     each a problem a deploy refuses, worded by :func:`fleetctl.facts.refusals.warning`: the install
     rule only for a host with the ``venv`` var (builds and installs need one), torch's for a torch
-    that is there but does not import."""
+    that does not import, and, for a host with the ``venv`` var, for a venv without torch (the
+    shipped deploy's verify refuses it: :data:`DEPLOYED_PACKAGE` imports torch at run time)."""
     out = []
     py = facts.get("python")
     if not isinstance(py, Mapping):
@@ -127,7 +136,7 @@ def venv_warnings(facts: Mapping[str, Any]) -> list[str]:
     if problem:  # only the host var's venv: without one, facts describe the system's python
         out.append(refusal_warning(problem))
     python = py.get("executable") or (posixpath.join(venv, "bin", "python3") if venv else "python3")
-    torch = torch_problem(facts, venv, python, "fp4_kernels") if py.get("torch") else None
-    if torch:  # the shipped deploy's verify (fp4_kernels) refuses it with this line
+    torch = torch_problem(facts, venv, python, DEPLOYED_PACKAGE) if venv or py.get("torch") else None
+    if torch:  # a missing torch only in the host var's venv: a build host's system python needs none
         out.append(refusal_warning(torch))
     return out
