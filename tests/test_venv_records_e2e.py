@@ -25,6 +25,12 @@ tasks:
   - name: install
     pip_install: {wheel: "{{ wheel }}", tool: pip}
 """
+#: A play that always changes the venv's host (``command`` reports changed), then installs: with
+#: --staged it stages a new version, whose install records are the live one's (same files).
+CHANGE_INSTALL = PLAY + """\
+  - name: always changes
+    command: {argv: [echo, hi]}
+"""
 VERIFY = """\
 name: verify
 hosts: all
@@ -53,10 +59,13 @@ def test_two_venvs_of_one_host_each_keep_their_own_install_record(tmp_path):
     (tmp_path / "p.yaml").write_text(PLAY)
     (tmp_path / "v.yaml").write_text(VERIFY)
 
-    def deploy(venv: str, wheel: Path, *more: str) -> dict:
-        res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(tmp_path / "p.yaml"),
+    (tmp_path / "c.yaml").write_text(CHANGE_INSTALL)
+
+    def deploy(venv: str, wheel: Path, *more: str, play: str = "p.yaml") -> dict:
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(tmp_path / play),
                        "-e", f"venv={venv}", "-e", f"wheel={wheel}", *more, home=tmp_path)
-        task = _task(tmp_path)
+        record = json.loads((last_run(tmp_path) / "run.json").read_text())
+        task = next(t for t in record["hosts"]["box"]["tasks"] if t["action"] == "pip_install")
         assert res.returncode == 0, (task, res.stdout[-3000:], res.stderr[-2000:])
         return task
 
@@ -82,6 +91,16 @@ def test_two_venvs_of_one_host_each_keep_their_own_install_record(tmp_path):
     task = deploy(a, w2)
     assert task["status"] == "ok" and task["data"]["decision"] == {"action": "skip"}, task
     assert (_value(a), _value(b)) == ("2", "1")
+    # a --staged deploy that changes something else: the new version holds the live one's install
+    # (its files, and its record), so the install is skipped there, as --plan said
+    live = os.path.realpath(a)
+    plan = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(tmp_path / "c.yaml"), "-e", f"venv={a}",
+                    "-e", f"wheel={w2}", "--staged", "--plan", "--json", home=tmp_path)
+    planned = {t["action"]: t for t in json.loads(plan.stdout)["box"]["tasks"]}
+    assert planned["pip_install"]["decision"] == {"action": "skip"}, planned["pip_install"]
+    task = deploy(a, w2, "--staged", play="c.yaml")
+    assert os.path.realpath(a) != live and task["status"] == "ok", task
+    assert task["data"]["decision"] == {"action": "skip"}, task
 
     # verify says the truth of each venv: A holds w2 (TWO), B holds w1 (no TWO)
     res = fleetctl("-i", str(inv), "verify", "--hosts", "g", "--playbook", str(tmp_path / "v.yaml"), "-e", f"venv={a}",

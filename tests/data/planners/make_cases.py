@@ -588,7 +588,8 @@ FACTS_RUN = [{"expect": {"type": "Put", "remote": "/w/runs/r1/scripts/facts.py"}
 case("venv_stage", "stages-the-next-version-beside-a-real-venv-with-uv", host={"facts": FACTS_UV},
      steps=[UPLOAD, {**STATUS_RUN, "answer": STATUS_DIR},
             {"expect": {"type": "Run", "mutating": True, "argv": ["python3", SCRIPT, "stage", "--venv", "/venv", "--versions", VD,
-                                                                 "--run-id", "r1", "--uv", "/usr/local/bin/uv"]},
+                                                                 "--run-id", "r1", "--installed", "/w/installed",
+                                                                 "--uv", "/usr/local/bin/uv"]},
              "answer": ENVS(version=2, path=f"{VD}/v2", made_with="uv venv", linked_files=812, copied_files=0, packages=41, seconds=1.2)},
             {"expect": {"type": "Note"}, "answer": None}, *FACTS_RUN],
      result={"status": "changed", "msg": "staged v2 at", "decision": {"action": "stage", "version": 2, "tool": "uv venv"}})
