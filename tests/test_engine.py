@@ -394,6 +394,7 @@ def envs_script(host, argv, env, cwd):
     else:
         return 1, "", f"unknown {argv[2]}\n"
     host.files["/envs.json"] = json.dumps(state).encode()
+    host.links["/venv"] = f"{vd}/v{state['live']}"  # the live path is a symlink to the live version
     return 0, json.dumps({"ok": True, **out}) + "\n", ""
 
 

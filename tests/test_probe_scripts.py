@@ -183,10 +183,17 @@ def test_an_install_state_answer_kept_on_the_host_is_given_only_while_its_files_
 
     venv = _make_venv(tmp_path / "venv", None)
     pip_install(venv, str(write_wheel(tmp_path / "wheels", "toyx", "1.0", {"toyx/__init__.py": ""})))
-    record = tmp_path / "w" / "installed" / "toyx.json"
+    import hashlib
+
+    from fleetctl.tasks.venv_state import record_path
+
+    # the venv's own record (venv_state.RECORD_LAYOUT): <installed>/<key of its real path>/toyx.json
+    real = os.path.realpath(venv)
+    base = tmp_path / "w" / "installed" / "toyx.json"
+    record = base.parent / hashlib.sha256(real.encode()).hexdigest()[:16] / "toyx.json"
     record.parent.mkdir(parents=True)
-    record.write_text('{"sha256": "a"}')
-    probe = {"argv": [str(venv / "bin" / "python3"), "-c", STATE_SCRIPT, "toyx", str(record), ""],
+    record.write_text(json.dumps({"sha256": "a", "venv": real}))
+    probe = {"argv": [str(venv / "bin" / "python3"), "-c", STATE_SCRIPT, "toyx", str(base), ""],
              "env": {"PYTHONPATH": None}, "cwd": "/", "timeout_s": 60}
 
     def first_command() -> tuple[dict, dict]:
@@ -200,7 +207,8 @@ def test_an_install_state_answer_kept_on_the_host_is_given_only_while_its_files_
         return json.loads(base64.b64decode(answer["out"]).decode().splitlines()[-1]), out
 
     state, out = first_command()
-    assert state["dist"]["version"] == "1.0" and state["record"] == {"sha256": "a"} and out["kept"] == 0
+    assert state["dist"]["version"] == "1.0" and state["record"] == {"sha256": "a", "venv": real} and out["kept"] == 0
+    assert state["venv"] == real and record_path(str(base.parent), "toyx", real) == str(record)
     again, out = first_command()
     assert again == state and out["kept"] == 1  # from the file: no interpreter started
     subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python3"), "uninstall", "-y", "-q",
@@ -210,8 +218,10 @@ def test_an_install_state_answer_kept_on_the_host_is_given_only_while_its_files_
     pip_install(venv, str(write_wheel(tmp_path / "wheels", "toyx", "2.0", {"toyx/__init__.py": ""})))
     assert first_command()[0]["dist"]["version"] == "2.0"
     assert first_command()[1]["kept"] == 1
-    record.write_text('{"sha256": "b"}')  # the same size, rewritten in place
-    assert first_command()[0]["record"] == {"sha256": "b"}
+    record.write_text(json.dumps({"sha256": "b", "venv": real}))  # the same size, rewritten in place
+    assert first_command()[0]["record"] == {"sha256": "b", "venv": real}
+    record.write_text(json.dumps({"sha256": "c", "venv": real + "x"}))  # another venv's: counts for none
+    assert first_command()[0]["record"] is None
     plain = subprocess.run(probe["argv"], capture_output=True, cwd="/", env={"PATH": os.environ["PATH"]})
     assert plain.returncode == 0 and b"@@FLEETCTL_DEPS@@" not in plain.stderr
 

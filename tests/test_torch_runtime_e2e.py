@@ -39,6 +39,17 @@ def test_a_venv_without_torch_fails_while_planning_in_plan_dry_run_and_deploy(ss
     base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", PLAYBOOK)
     line = _refusal(venv)
 
+    # facts, gathered fine (exit 0), show the host as WARNING with the line the deploy refuses it
+    # with, in the form of every such problem (fleetctl/facts/refusals.py); they said "ok" and
+    # nothing of torch
+    facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
+    said = " ".join(facts.stdout.replace("│", " ").split())
+    assert facts.returncode == 0 and "notorch: WARNING (below)" in facts.stdout, facts.stdout + facts.stderr
+    warning = f"warning: {line[len('preflight: '):]}; a deploy refuses this host until it is fixed"
+    assert warning in said, facts.stdout
+    doc = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path).stdout)
+    assert warning in doc["notorch"]["warnings"], doc["notorch"].get("warnings")
+
     plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
     assert plan.returncode == 1, plan.stdout + plan.stderr
     row = json.loads(plan.stdout)["notorch"]

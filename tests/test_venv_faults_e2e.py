@@ -91,7 +91,8 @@ def test_a_venv_the_login_user_cannot_write_is_named_by_facts_plan_and_deploy(ss
 
     facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
     assert facts.returncode == 0, facts.stdout + facts.stderr
-    assert "rov: WARNING (below)" in facts.stdout and f"warning: {line}" in _flat(facts.stdout), facts.stdout
+    assert "rov: WARNING (below)" in facts.stdout, facts.stdout
+    assert f"warning: {line}; a deploy refuses this host until it is fixed" in _flat(facts.stdout), facts.stdout
     base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play))
     plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
     assert plan.returncode == 1, plan.stdout + plan.stderr
@@ -132,7 +133,9 @@ def test_a_venv_on_a_full_disk_is_refused_before_pip_runs(tmp_path):
         full = (f"venv's site-packages {sp} has 0 MiB free; an install needs 16 MiB: pip would stop with ENOSPC "
                 "and leave a partial install")
         facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
-        assert "lh: WARNING (below)" in facts.stdout and f"warning: {full}" in _flat(facts.stdout), facts.stdout
+        assert "lh: WARNING (below)" in facts.stdout, facts.stdout
+        assert f"warning: {full}; fix: free space on that file system, or point the host var 'venv' at a venv with " \
+               "space; a deploy refuses this host until it is fixed" in _flat(facts.stdout), facts.stdout
         plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
         assert plan.returncode == 1 and any(t["msg"].startswith(f"preflight: {full}")
                                             for t in json.loads(plan.stdout)["lh"]["tasks"]), plan.stdout
@@ -198,9 +201,12 @@ def test_a_torch_missing_its_own_library_is_named_by_facts_and_refused_while_pla
                                                                "workdir": str(work), "verify_device": "cpu"}}})
     facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
     assert facts.returncode == 0, facts.stdout + facts.stderr
-    assert "lh: WARNING (below)" in facts.stdout and (
-        f"warning: venv {venv}: torch {torch.__version__} does not import ({err})") in _flat(facts.stdout), facts.stdout
     line = f"preflight: torch {torch.__version__} in {venv} does not import ({err}): fp4_kernels needs torch at run time"
+    # the deploy's own line, in the one form facts gives every problem a deploy refuses
+    said = _flat(facts.stdout)
+    assert "lh: WARNING (below)" in facts.stdout and f"warning: {line[len('preflight: '):]}" in said, facts.stdout
+    assert "or point the host var 'venv' at a venv whose torch imports; a deploy refuses this host until it is fixed" \
+        in said, facts.stdout
     base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(REPO / "playbooks" / "fp4-kernels.yaml"))
     plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
     assert plan.returncode == 1, plan.stdout + plan.stderr
@@ -233,3 +239,4 @@ def test_a_build_host_without_the_build_requirements_is_told_an_e_var_not_a_play
     assert plan.returncode == 0, plan.stdout + plan.stderr
     row = json.loads(plan.stdout)["lh"]
     assert row["status"] == "ok" and [b["action"] for b in row["builds"]] == ["build"], row
+

@@ -212,9 +212,9 @@ def complete_facts(host: str, facts: dict[str, Any], *,
         facts["build"]["notes"].append(f"warning: {warning}")
     py = facts.get("python") or {}
     if py.get("venv") and py.get("exists") is False:  # new-user trial: facts said ok, "python -"
-        facts["build"]["notes"].append(
-            f"warning: venv {py['venv']}: {py.get('error') or 'no interpreter'}: the host var venv names an environment "
-            "that is not there (builds, installs and verify use it): create it, or fix the var")
+        facts["build"]["notes"].append(refusal_warning(
+            f"venv {py['venv']}: {py.get('error') or 'no interpreter'}: the host var venv names an environment "
+            "that is not there (builds, installs and verify use it): create it, or fix the var"))
     not_venv = not_a_venv_problem(facts, py.get("venv"))
     if not_venv:  # new-user trial: venv: /usr read "ok", and --plan suggested pip into the system's Python
         facts["build"]["notes"].append(refusal_warning(not_venv))

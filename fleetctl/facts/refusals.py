@@ -1,7 +1,10 @@
-"""Problems in a host's facts that a deploy refuses, worded once: the build preflight refuses the
-host with the line (:func:`fleetctl.tasks.build_preflight.facts_problems`), and ``fleetctl facts``
-shows the same line as a ``warning:`` note (:func:`warning`), so that such a host reads ``WARNING``,
-never ``ok``, and is in ``--json``'s ``warnings`` (docs/contracts.md: one rule for both).
+"""Problems in a host's facts that a deploy refuses, worded once: the preflight refuses the host
+with the line (:func:`fleetctl.tasks.build_preflight.facts_problems`, and the venv's:
+:mod:`fleetctl.facts.venv`), and ``fleetctl facts`` shows the same line in one form, whichever
+rule found it (:func:`warning`: ``warning: LINE; a deploy refuses this host until it is fixed``),
+so that such a host reads ``WARNING``, never ``ok``, and is in ``--json``'s ``warnings``
+(docs/contracts.md: one rule for both). ``fleetctl facts`` itself still exits 0: the facts were
+gathered; what they show is the host's problem, said where a deploy would stop.
 
 Each function takes facts (``python``: the venv interpreter's, ``playbooks/scripts/facts.py``) and
 returns one line (the cause and the fix) or None.

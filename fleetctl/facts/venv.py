@@ -1,11 +1,12 @@
 """Whether a host's venv can take an install and run what is installed, from its facts. Pure.
 
 Both rules read what ``playbooks/scripts/facts.py`` measured as the login user (``python``:
-``site_packages_fs`` and torch's files), and each is said twice with the same words: by ``fleetctl
-facts`` as a ``warning:`` note (:func:`fleetctl.facts.gather.complete_facts`), and by the planner
-that would fail on it, as a preflight that stops the host while planning, before anything is
-uploaded, built or installed (``pip_install``: :func:`install_problem`; ``verify``:
-:func:`fleetctl.tasks.runtime_preflight.torch_runtime_problem`).
+``site_packages_fs`` and torch's files), and each is said twice with the same words: by the
+planner that would fail on it, as a preflight that stops the host while planning, before anything
+is uploaded, built or installed (``pip_install``: :func:`install_problem`; ``verify``:
+:func:`torch_problem`), and by ``fleetctl facts`` as that line in the one form every problem a
+deploy refuses takes there (:func:`fleetctl.facts.refusals.warning`: ``warning: LINE; a deploy
+refuses this host until it is fixed``), so the host reads ``WARNING``, never ``ok``.
 
 The cases, from a new operator's trial, where facts said ok and ``--plan`` said push:
 
@@ -14,13 +15,20 @@ The cases, from a new operator's trial, where facts said ok and ``--plan`` said 
   'RECORD'``);
 - a venv on a full file system: pip failed with ENOSPC and left a partial install (a truncated
   ``.so``, no ``__init__.py``, no dist-info);
-- a torch whose ``libtorch_cpu.so`` was moved aside: the version reads, the import fails.
+- a torch whose ``libtorch_cpu.so`` was moved aside: the version reads, the import fails;
+- a venv without torch: the kernels build without it (no torch in their ``[build-system]
+  requires``) but import it at run time, so the deploy's verify refuses the host while planning;
+  facts said ``ok`` and nothing of torch.
 """
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping
 from typing import Any
+
+from .install_hint import existing_venv, install_command
+from .refusals import warning as refusal_warning
 
 #: Free MiB (2**20 bytes) a venv's site-packages needs for any install: under it an install is
 #: refused before pip runs (pip cuts an install short on ENOSPC, leaving a partial package). A
@@ -69,31 +77,66 @@ def install_problem(facts: Mapping[str, Any], need_mib: int = VENV_MIN_FREE_MIB,
     return None
 
 
-def torch_import_warning(facts: Mapping[str, Any]) -> str | None:
-    """``"warning: venv V: torch X does not import (ImportError: ...): ..."`` for a torch whose
-    version reads but whose import fails (``python.torch`` and ``python.torch_error`` both set:
-    a library of torch's own is missing), or None. A venv without torch is no warning: a build
-    host needs none, and the plays that need one refuse it by name."""
+def torch_problem(facts: Mapping[str, Any], venv: str | None, python: str, package: str) -> str | None:
+    """The one line refusing a venv whose torch does not import, or None: ``verify``'s preflight
+    refuses the host with it (:func:`fleetctl.tasks.runtime_preflight.torch_runtime_problem`) and
+    ``fleetctl facts`` warns with it (:func:`venv_warnings`), the same words.
+
+    Args:
+        facts: the host's facts (``python``: the venv interpreter's facts).
+        venv: the host's venv (its ``venv`` var), or None.
+        python: the interpreter the package runs with (``<venv>/bin/python3``).
+        package: the import name checked (``fp4_kernels``), named in the line.
+
+    Returns:
+        None when torch imports (its version read and no ``torch_error``), when an earlier task
+        would install it (``torch_pending``), when the venv's interpreter is missing (the build's
+        preflight names that) or when fleetctl's own torch reader failed (``torch_probe_error``:
+        it says nothing about the host's torch; ``verify`` then tells). Else ``"torch does not
+        import in VENV (ModuleNotFoundError: ...): PACKAGE needs torch at run time and fleetctl
+        never installs it; install ... into the venv (CMD), or point the host var 'venv' at the venv
+        that has it"``; for a torch that is there but does not import (a library of torch's own
+        missing), ``"torch 2.13.0 in VENV does not import (ImportError: libtorch_cpu.so: ...): ..."``.
+        ``CMD`` is :func:`fleetctl.facts.install_hint.install_command`'s for this venv.
+    """
     py = facts.get("python")
-    if not isinstance(py, Mapping) or not py.get("torch") or not py.get("torch_error"):
+    if (not isinstance(py, Mapping) or (py.get("torch") and not py.get("torch_error")) or py.get("torch_probe_error")
+            or py.get("torch_pending") or not py.get("exists", True)):
         return None
-    # no install command here: the one that works depends on the venv's installer (pip, uv, neither),
-    # and the preflight that refuses the host prints it (tasks.runtime_preflight.torch_runtime_problem)
-    return (f"warning: venv {py.get('venv') or py.get('prefix')}: torch {py['torch']} does not import "
-            f"({py['torch_error']}): a package that needs torch at run time cannot verify; repair torch in the venv "
-            f"(reinstall torch {py['torch']} from the index it came from; 'fleetctl verify' names the command for "
-            f"this venv)")
+    venv, _ = existing_venv(facts, venv, python)  # in a stage not made yet: the live venv it copies
+    where = venv or posixpath.dirname(posixpath.dirname(python)) or python
+    why = py.get("torch_error") or "not installed"
+    if py.get("torch"):  # there, but broken: what the import says (facts read it from torch's files)
+        return (f"torch {py['torch']} in {where} does not import ({why}): {package} needs torch at run time, so it "
+                f"could be built and installed but never verified; repair torch in the venv "
+                f"({install_command(facts, python, '--force-reinstall torch==' + str(py['torch']))}, from the index "
+                f"it came from), or point the host var 'venv' at a venv whose torch imports")
+    return (f"torch does not import in {where} ({why}): {package} needs torch at run time and fleetctl never "
+            f"installs it; install the torch build for this host's CUDA into the venv "
+            f"({install_command(facts, python, 'torch')}), or point the host var 'venv' at the venv that has it")
+
+
+#: The package the shipped deploy verifies (``playbooks/fp4-kernels.yaml``'s ``verify``), which
+#: ``fleetctl facts`` names in its torch warning: facts do not know the playbook a deploy will run.
+DEPLOYED_PACKAGE = "fp4_kernels"
 
 
 def venv_warnings(facts: Mapping[str, Any]) -> list[str]:
-    """The ``warning:`` notes ``fleetctl facts`` gives about the venv (see the module docstring);
-    the install rule only for a host with the ``venv`` var (builds and installs need one)."""
+    """The ``warning:`` notes ``fleetctl facts`` gives about the venv (see the module docstring),
+    each a problem a deploy refuses, worded by :func:`fleetctl.facts.refusals.warning`: the install
+    rule only for a host with the ``venv`` var (builds and installs need one), torch's for a torch
+    that does not import, and, for a host with the ``venv`` var, for a venv without torch (the
+    shipped deploy's verify refuses it: :data:`DEPLOYED_PACKAGE` imports torch at run time)."""
     out = []
     py = facts.get("python")
-    problem = install_problem(facts) if isinstance(py, Mapping) and py.get("venv") else None
+    if not isinstance(py, Mapping):
+        return out
+    venv = py.get("venv")
+    problem = install_problem(facts) if venv else None
     if problem:  # only the host var's venv: without one, facts describe the system's python
-        out.append(f"warning: {problem}")
-    broken = torch_import_warning(facts)
-    if broken:
-        out.append(broken)
+        out.append(refusal_warning(problem))
+    python = py.get("executable") or (posixpath.join(venv, "bin", "python3") if venv else "python3")
+    torch = torch_problem(facts, venv, python, DEPLOYED_PACKAGE) if venv or py.get("torch") else None
+    if torch:  # a missing torch only in the host var's venv: a build host's system python needs none
+        out.append(refusal_warning(torch))
     return out

@@ -42,11 +42,14 @@ KILLED = re.compile(r"\bKilled\b|out of memory|Cannot allocate memory|signal 9|s
 
 #: Per stamp whose wheel exists, ``STAMP <size> <mtime> <stamp JSON>``: the wheel's size (bytes)
 #: and mtime (whole seconds) now (``stat -L -c '%s %Y'``, GNU and busybox; ``- -`` when stat
-#: cannot say); then ``INSTALLED <record JSON>`` per install record.
+#: cannot say); then ``VENV <real path>`` of the venv (``$3``, ``pwd -P``: what ``os.path.realpath``
+#: of its ``sys.prefix`` gives) and ``INSTALLED <record JSON>`` per install record of any venv
+#: (``$2/<key>/<dist>.json``, :data:`.venv_state.RECORD_LAYOUT`; :func:`parse_stamps` keeps this venv's).
 _STAMPS = (f'for f in "$1"/*/{STAMP_NAME}; do [ -f "$f" ] || continue; w=$(sed -n \'s/.*"wheel": "\\([^"]*\\)".*/\\1/p\' "$f"); '
            '[ -n "$w" ] && [ -f "$w" ] || continue; s=$(stat -L -c "%s %Y" "$w" 2>/dev/null) || s="- -"; '
            'printf "STAMP %s " "$s"; cat "$f"; echo; done; '
-           'for f in "$2"/*.json; do [ -f "$f" ] && { printf "INSTALLED "; cat "$f"; echo; }; done; true')
+           'v=$(cd "$3" 2>/dev/null && pwd -P) || v=""; printf "VENV %s\n" "$v"; '
+           'for f in "$2"/*/*.json; do [ -f "$f" ] && { printf "INSTALLED "; cat "$f"; echo; }; done; true')
 
 #: Prints ``<size> <mtime>`` of the file ``$1`` (bytes, whole seconds), as :data:`_STAMPS` reads them.
 STAT_ARGV = ("stat", "-L", "-c", "%s %Y")
@@ -134,8 +137,8 @@ def changed_inputs(inputs: Mapping[str, Any], stamps: Sequence[Mapping[str, Any]
     """Which inputs differ from those of the wheel installed now (``["tree", "torch"]``), or
     ``["nothing installed"]`` / ``["inputs not recorded"]``; ``[]`` when they are equal.
 
-    ``installed`` are the host's install records (``<workdir>/installed/<dist>.json``: the wheel
-    kept, its sha256). When one exists but no wheel's stamp on the host has its sha256 (a failed
+    ``installed`` are the venv's install records (``<workdir>/installed/<key>/<dist>.json``: the
+    wheel kept, its sha256). When one exists but no wheel's stamp on the host has its sha256 (a failed
     ``--force`` build removed the folder it was built in), the installed wheel is named:
     ``["installed fp4_kernels-0.1.0-...whl (its build stamp is gone: inputs not known)"]``."""
     current = next((s for s in stamps if s.get("sha256") in installed_shas), None)
@@ -157,9 +160,10 @@ def is_killed(res: CommandResult) -> bool:
             or bool(KILLED.search(res.stderr_text[-20000:] + res.stdout_text[-20000:])))
 
 
-def stamps_probe(out_dir: str, installed_dir: str) -> Run:
-    """Every stamp under ``out_dir`` whose wheel still exists, and the install records."""
-    return probe(["/bin/sh", "-c", _STAMPS, "fleetctl-stamps", out_dir, installed_dir],
+def stamps_probe(out_dir: str, installed_dir: str, venv: str | None) -> Run:
+    """Every stamp under ``out_dir`` whose wheel still exists, and the install records (those of
+    ``venv`` are kept by :func:`parse_stamps`)."""
+    return probe(["/bin/sh", "-c", _STAMPS, "fleetctl-stamps", out_dir, installed_dir, venv or ""],
                  "the wheels this host holds and the one installed")
 
 
@@ -184,11 +188,16 @@ def _int(text: str) -> int | None:
 
 def parse_stamps(text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Seen]]:
     """``(stamps, install records, wheel path -> (size, mtime) it has now)`` from
-    :func:`stamps_probe`'s output; unreadable lines skipped."""
+    :func:`stamps_probe`'s output; unreadable lines skipped. Only the records of the venv it names
+    (``VENV``) are returned: another venv's install, or a record naming no venv (an older
+    fleetctl's), says nothing of what this venv holds (:data:`.venv_state.RECORD_LAYOUT`)."""
     stamps, installed, seen = [], [], {}
+    venv = None
     for line in text.splitlines():
         try:
-            if line.startswith("INSTALLED "):
+            if line.startswith("VENV "):
+                venv = line[len("VENV "):].strip() or None
+            elif line.startswith("INSTALLED "):
                 installed.append(json.loads(line[len("INSTALLED "):]))
             elif line.startswith("STAMP "):
                 _, size, mtime, body = line.split(" ", 3)
@@ -197,6 +206,7 @@ def parse_stamps(text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
                 seen[str(stamp.get("wheel"))] = parse_stat(f"{size} {mtime}")
         except ValueError:
             continue
+    installed = [i for i in installed if isinstance(i, dict) and venv and i.get("venv") == venv]
     return stamps, installed, seen
 
 

@@ -226,7 +226,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     key = build_key(inputs)
     dest = posixpath.join(args.out_dir, key[:16])
     stamp_path = posixpath.join(dest, STAMP_NAME)
-    listing = yield stamps_probe(args.out_dir, posixpath.join(host.workdir, "installed"))
+    listing = yield stamps_probe(args.out_dir, posixpath.join(host.workdir, "installed"), host.venv)
     stamps, installed, seen = parse_stamps(listing.stdout_text)
     mine = next((s for s in stamps if s.get("key") == key), None)
     if mine is not None and not host.force:  # a stamp is trusted for the wheel it describes only

@@ -12,8 +12,9 @@ torch is guarded three ways:
   built before torch was upgraded fails here, naming both;
 - with dependencies allowed (``no_deps: false``) the install is constrained to the venv's torch;
 - if torch changed anyway, the task FAILS and rolls back: the previous wheel (kept under
-  ``<workdir>/installed/``) is reinstalled, or the new package removed, and the previous torch
-  version reinstalled (or the exact command to do it is named).
+  ``<workdir>/installed/<key>/``, the venv's own: :data:`.venv_state.RECORD_LAYOUT`) is
+  reinstalled, or the new package removed, and the previous torch version reinstalled (or the
+  exact command to do it is named).
 
 Every other distribution's version is compared before and after (added, changed, removed are
 reported), and ``pip check`` problems the install brought are reported too. Every command runs
@@ -63,6 +64,7 @@ from .pytool import index_tool, pick_tool
 from .steps import Note, Put, Run, TargetClaim, probe
 from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, misplaced, norm_dist,
                          outside_copy, outside_note, parse_state, state_failure)
+from .venv_state import record_path as venv_record
 
 _MISSING = object()
 
@@ -101,7 +103,8 @@ class PipInstallArgs(ActionArgs):
 
 
 def installed_dir(workdir: str) -> str:
-    """Where install records (``<dist>.json``: sha256, kept wheel, previous) and kept wheels live."""
+    """The folder of install records and kept wheels, one sub-folder per venv (``<key>/<dist>.json``:
+    venv, sha256, kept wheel, previous; :data:`.venv_state.RECORD_LAYOUT`)."""
     return posixpath.join(workdir, "installed")
 
 
@@ -170,7 +173,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     if not args.no_deps:  # dependencies come from the index: the venv's pip reads the site's pip.conf
         tool = index_tool(args.tool, tool, host.facts)
     dist = dist_name(wheel)
-    record_path = posixpath.join(installed_dir(host.workdir), f"{dist}.json")
+    record_base = posixpath.join(installed_dir(host.workdir), f"{dist}.json")  # the probe adds the venv's key
     stamp_path = posixpath.join(posixpath.dirname(wheel), STAMP_NAME)
     digest = host.files.get(wheel, _MISSING)
     if digest is _MISSING:
@@ -178,7 +181,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         if res.rc != 0:
             return TaskResult(Status.FAILED, msg=f"wheel {wheel}: {first_error_line(res)}")
         digest = res.stdout_text.split()[0]
-    state_argv = (host.python, "-c", STATE_SCRIPT, dist, record_path, stamp_path)
+    state_argv = (host.python, "-c", STATE_SCRIPT, dist, record_base, stamp_path)
     state_res = yield probe(state_argv, f"what {host.venv} holds now (dist-info, torch, every distribution)",
                             timeout_s=300, env=CLEAN_PYTHON_ENV, cwd="/")
     before = parse_state(state_res)
@@ -186,6 +189,10 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         return TaskResult(Status.FAILED, msg=state_failure(before, host.python, "before the install") + "; nothing was installed",
                           data={"decision": {"action": "fail"}})
     previous = before.get("record") or None
+    if previous is not None and previous.get("venv") != before.get("venv"):
+        previous = None  # not this venv's (venv_state.RECORD_LAYOUT): never "already installed" on a guess
+    # this venv's own record (the probe's venv: a dry run's staged version answers with its own path)
+    record_path = venv_record(installed_dir(host.workdir), dist, before["venv"]) if before.get("venv") else None
     held = before.get("dist") or {}
     # the wheel's build stamp: the host's, else the one this run's build of it will write (a wheel
     # a dry run or --plan has not built yet): what it is built for never waits for the wheel
@@ -220,7 +227,8 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
            outside_copy(held, dist) if held.get("in_venv") is False else
            f"installed files differ from their RECORD ({'; '.join(damaged)}"
            f"{'...' if held.get('n_damaged', 0) > len(damaged) else ''})" if damaged else
-           "installed package differs from the wheel" if previous and previous.get("sha256") == digest else
+           "no install record of fleetctl's for this venv" if previous is None else
+           "installed package differs from the wheel" if previous.get("sha256") == digest else
            "a new wheel")
     decision = {"action": "install", "why": why}
     # pip unpacks (and may build) in TMPDIR: the run's private folder, not a login /tmp that may be
@@ -286,13 +294,13 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         result = yield from roll_back(host, tool, index_tool(args.tool, tool, host.facts), uv, dist, previous,
                                          before, after, data, env, _reinstall_argv(args, host.python, uv))
         return result
-    if args.keep_previous:
-        keep_dir = installed_dir(host.workdir)
+    if args.keep_previous and record_path:
+        keep_dir = posixpath.dirname(record_path)  # this venv's own (venv_state.RECORD_LAYOUT)
         kept = posixpath.join(keep_dir, posixpath.basename(wheel))
-        yield Run(argv=("mkdir", "-p", "-m", "0700", keep_dir), quiet=True)
+        yield Run(argv=("mkdir", "-p", "-m", "0700", installed_dir(host.workdir), keep_dir), quiet=True)
         yield Run(argv=("cp", "-f", wheel, kept), quiet=True, reason="keep the wheel for a rollback")
-        rec = {"dist": dist, "sha256": digest, "kept": kept, "previous": (previous or {}).get("kept"),
-               "record_sha256": (after.get("dist") or {}).get("record_sha256")}
+        rec = {"dist": dist, "venv": before.get("venv"), "sha256": digest, "kept": kept,
+               "previous": (previous or {}).get("kept"), "record_sha256": (after.get("dist") or {}).get("record_sha256")}
         yield Put(data=json.dumps(rec).encode(), remote=record_path, mode=0o600, reason="the install record")
         data["kept"] = kept
     if ids:  # who installed last: a host of another run sharing this venv reads it in its facts

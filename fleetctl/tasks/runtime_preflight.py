@@ -25,46 +25,13 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from .pytool import existing_venv, install_command
+from ..facts.venv import torch_problem
 
 
 def torch_runtime_problem(facts: Mapping[str, Any], venv: str | None, python: str, package: str) -> str | None:
-    """The one line refusing a venv whose torch does not import, or None.
-
-    Args:
-        facts: the host's facts (``python``: the venv interpreter's facts).
-        venv: the host's venv (its ``venv`` var), or None.
-        python: the interpreter the package runs with (``<venv>/bin/python3``).
-        package: the import name checked (``fp4_kernels``), named in the line.
-
-    Returns:
-        None when torch imports (its version read and no ``torch_error``: a torch whose own
-        libraries are missing has both: ``fleetctl facts`` warns,
-        :func:`fleetctl.facts.venv.torch_import_warning`), when an earlier task would install it
-        (``torch_pending``), when
-        the venv's interpreter is missing (``build_wheel``'s
-        preflight names that) or when fleetctl's own torch reader failed (``torch_probe_error``:
-        it says nothing about the host's torch; ``verify`` then tells). Else
-        ``"torch does not import in VENV (ModuleNotFoundError: ...): PACKAGE needs torch at run
-        time and fleetctl never installs it; install ... into the venv ..., or point the host var
-        'venv' at the venv that has it"``; for a torch that is there but does not import,
-        ``"torch 2.13.0 in VENV does not import (ImportError: libtorch_cpu.so: ...): ..."``.
-    """
-    py = facts.get("python")
-    if (not isinstance(py, Mapping) or (py.get("torch") and not py.get("torch_error")) or py.get("torch_probe_error")
-            or py.get("torch_pending") or not py.get("exists", True)):
-        return None
-    venv, _ = existing_venv(facts, venv, python)  # in a stage not made yet: the live venv it copies
-    where = venv or posixpath.dirname(posixpath.dirname(python)) or python
-    why = py.get("torch_error") or "not installed"
-    if py.get("torch"):  # there, but broken: what the import says (facts read it from torch's files)
-        return (f"torch {py['torch']} in {where} does not import ({why}): {package} needs torch at run time, so it "
-                f"could be built and installed but never verified; repair torch in the venv "
-                f"({install_command(facts, python, '--force-reinstall torch==' + str(py['torch']))}, from the index "
-                f"it came from), or point the host var 'venv' at a venv whose torch imports")
-    return (f"torch does not import in {where} ({why}): {package} needs torch at run time and fleetctl never "
-            f"installs it; install the torch build for this host's CUDA into the venv "
-            f"({install_command(facts, python, 'torch')}), or point the host var 'venv' at the venv that has it")
+    """The one line refusing a venv whose torch does not import, or None: the rule and its words
+    are :func:`fleetctl.facts.venv.torch_problem`'s, which ``fleetctl facts`` warns with too."""
+    return torch_problem(facts, venv, python, package)
 
 
 def torch_cuda_problem(facts: Mapping[str, Any], venv: str | None, python: str, package: str,

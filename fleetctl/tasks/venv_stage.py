@@ -18,7 +18,7 @@ from typing import Literal
 from ..status import Status
 from .argtypes import ActionArgs
 from .base import Action, HostView, Plan, TaskResult
-from .envs import STAGED_FACT, answer, controller_problem, live_env, staged_environment, moved_facts, script_argv, simulated, status_probe, upload, venv_facts, versions_dir
+from .envs import STAGED_FACT, answer, controller_problem, installed_dir, live_env, staged_environment, moved_facts, script_argv, simulated, status_probe, upload, venv_facts, versions_dir
 from .build_preflight import CLEAN_PYTHON_ENV
 from .steps import Note, Run
 
@@ -97,7 +97,9 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
     if host.keep_live:
         return keep(st, live)
     dest = posixpath.join(folder, f"v{n}")
-    argv = ["--venv", live, "--versions", folder, "--run-id", posixpath.basename(host.run_dir)]
+    # the live venv's install records become the new version's (same files): the deploy skips what --plan skips
+    argv = ["--venv", live, "--versions", folder, "--run-id", posixpath.basename(host.run_dir),
+            "--installed", installed_dir(host.workdir)]
     if uv and args.tool != "venv":
         argv += ["--uv", uv]
     res = yield Run(argv=script_argv(remote, "stage", *argv), env=CLEAN_PYTHON_ENV, cwd="/", timeout_s=None, quiet=True,

@@ -6,7 +6,9 @@ here does I/O. Used by ``pip_install`` (:mod:`.pip_install`) and ``venv_upgrade`
 
 from __future__ import annotations
 
+import hashlib
 import json
+import posixpath
 import re
 from typing import Any
 
@@ -17,7 +19,11 @@ from .venv_probe import probe_started
 #: Reads fleetctl's install record, the installed distribution (version, location, a digest of its
 #: RECORD without the installer's own files), torch's version and CUDA build without importing
 #: torch, every distribution's version (``dists``, names normalised) and the wheel's build stamp
-#: (``stamp``). stdlib only, Python 3.8+. argv: DIST RECORD_PATH [STAMP_PATH]. A distribution is
+#: (``stamp``). stdlib only, Python 3.8+. argv: DIST RECORD_PATH [STAMP_PATH]. Install records are
+#: per venv (:data:`RECORD_LAYOUT`): RECORD_PATH (``<workdir>/installed/<dist>.json``) names the
+#: records folder and the file name; the record read is this venv's own (:func:`record_path` of
+#: ``venv`` in the answer, the real path of ``sys.prefix``), and one that does not name this venv
+#: counts for none (a record of an older fleetctl, one per host, named no venv). A distribution is
 #: found as ``importlib.metadata.distribution(DIST)`` finds it (the first ``.dist-info``/``.egg-info``
 #: of that normalized name along sys.path) without importing importlib.metadata, whose import is
 #: most of this probe's time; tests/test_planners.py checks both agree. With FLEETCTL_PROBE_DEPS=1
@@ -44,7 +50,8 @@ def dep(path):
 
 if DEPS is not None:  # what makes sys.path: the interpreter, pyvenv.cfg, the site folders and their .pth files
     import site
-    for path in (sys.executable, os.path.realpath(sys.executable), os.path.join(sys.prefix, "pyvenv.cfg")):
+    # sys.prefix itself (followed): a venv path that now points at another folder reads another record
+    for path in (sys.executable, os.path.realpath(sys.executable), sys.prefix, os.path.join(sys.prefix, "pyvenv.cfg")):
         dep(path)
     sites = list(getattr(site, "getsitepackages", lambda: [])())
     sites += [site.USER_SITE] if isinstance(getattr(site, "USER_SITE", None), str) else []
@@ -56,14 +63,22 @@ if DEPS is not None:  # what makes sys.path: the interpreter, pyvenv.cfg, the si
                     dep(os.path.join(folder, n))
         except OSError:
             pass
-out = {"record": None, "dist": None, "torch": None, "cuda": None, "dists": {}, "stamp": None}
-for key, path in (("record", sys.argv[2]), ("stamp", sys.argv[3] if len(sys.argv) > 3 else "")):
+# the venv this interpreter runs (its real path) and its own install record: one folder per venv
+# under the records folder (fleetctl.tasks.venv_state.RECORD_LAYOUT, record_path), never another venv's
+VENV = os.path.realpath(sys.prefix)
+import hashlib
+RECORD_FILE = os.path.join(os.path.dirname(sys.argv[2]), hashlib.sha256(VENV.encode()).hexdigest()[:16],
+                           os.path.basename(sys.argv[2]))
+out = {"record": None, "dist": None, "torch": None, "cuda": None, "dists": {}, "stamp": None, "venv": VENV}
+for key, path in (("record", RECORD_FILE), ("stamp", sys.argv[3] if len(sys.argv) > 3 else "")):
     dep(path)
     try:
         with open(path) as fh:
             out[key] = json.load(fh)
     except (OSError, ValueError):
         pass
+if not isinstance(out["record"], dict) or out["record"].get("venv") != VENV:
+    out["record"] = None  # a record that names no venv, or another one, counts for none
 
 
 def norm(name):
@@ -143,7 +158,6 @@ try:
     location, info = found.get(norm(sys.argv[1]), (None, None))
     if info is not None:
         version = out["dists"].get(norm(sys.argv[1]))
-        import hashlib
         skip = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD")
         dep(os.path.join(info, "RECORD"))
         lines = sorted(l for l in (read(os.path.join(info, "RECORD")) or "").splitlines()
@@ -213,6 +227,27 @@ print(json.dumps(out))
 if DEPS is not None:
     sys.stderr.write("@@FLEETCTL_DEPS@@ " + json.dumps(DEPS) + "\n")
 '''
+
+
+#: Where install records live: one folder per venv, ``<key>`` the first 16 hex digits of the SHA-256
+#: of the venv's real path (``os.path.realpath(sys.prefix)`` of its interpreter, as
+#: :data:`STATE_SCRIPT` computes it and answers as ``venv``), each record naming its venv
+#: (``venv``); the wheel kept for a roll-back lies beside it. Why per venv: one host (or two
+#: inventory aliases of one machine, one workdir) may deploy into two venvs (``-e venv=A``, then
+#: ``-e venv=B``); one record per host made the second deploy's record replace the first's, so a
+#: later deploy into A, intact, reinstalled ("replaced the earlier wheel"), ``--plan`` said
+#: reinstall, and A's kept wheel for a roll-back was B's (same file name, another build). A record
+#: of an older fleetctl (``<workdir>/installed/<dist>.json``, no ``venv``) is never read as any
+#: venv's: the next deploy installs once, and records per venv from then on.
+RECORD_LAYOUT = "<workdir>/installed/<key>/<dist>.json"
+
+
+def record_path(records: str, dist: str, venv: str) -> str:
+    """``<records>/<key>/<dist>.json``: the install record of ``dist`` in the venv whose real path is
+    ``venv`` (:data:`RECORD_LAYOUT`; :data:`STATE_SCRIPT` reads the same file). The planner names it
+    from the probe's ``venv``, which a dry run's staged version answers with its own path
+    (:func:`fleetctl.engine.executor.answered_as`), so the dry run names the file the deploy writes."""
+    return posixpath.join(records, hashlib.sha256(venv.encode()).hexdigest()[:16], f"{dist}.json")
 
 
 def check_argv(tool: str, python: str, uv: str | None) -> list[str]:

@@ -16,13 +16,16 @@ undone):
 ``status --venv PATH [--versions DIR]``
     what PATH is (a real folder, a managed symlink, a staged version), the versions folder, its
     versions, the next version number; read-only.
-``stage --venv LIVE --versions DIR --run-id ID [--uv UV]``
+``stage --venv LIVE --versions DIR --run-id ID [--uv UV] [--installed DIR]``
     make the next version: a new venv at ``DIR/vN`` (``uv venv`` when UV is given, else the
     base interpreter's ``-m venv``) whose files are hard links to the live venv's (so it costs
     inodes, not bytes; copies where the file systems differ), console scripts rewritten for
     their new interpreter; then checked: its ``pip freeze`` (local distributions, read with
     importlib.metadata) must equal the live venv's. Leftover versions that never went live
-    (a failed stage) are removed first. The live venv is only read.
+    (a failed stage) are removed first. The live venv is only read. fleetctl's install records
+    of the live venv (``--installed``: ``<DIR>/<key>/<dist>.json``, ``fleetctl.tasks.venv_state``'s
+    RECORD_LAYOUT) are copied as the new version's: it holds the same installed files, so a
+    deploy into it skips what ``--plan`` (which reads the live venv for it) said it skips.
 ``switch --venv PATH --to staged|previous|N --run-id ID [--keep K] [--why WHY] [--installed DIR]``
     make version N the live one: the venv path becomes (or stays) a symlink to ``DIR/vN``,
     replaced atomically with ``rename(2)`` of a new symlink over the old one. On first use the
@@ -208,15 +211,20 @@ def record_digest(venv: str, dist: str):
 
 def describe(venv: str, installed_dir: str = "", kernels=()) -> dict:
     """What an environment holds: torch, its CUDA build, and the kernels fleetctl installed
-    (``{dist: {version, files_sha256, wheel_sha256}}``; the wheel's sha256 when the install
-    record in ``installed_dir`` matches the installed files)."""
+    (``{dist: {version, files_sha256, wheel_sha256}}``; the wheel's sha256 when this venv's install
+    record in ``installed_dir`` matches the installed files: records are per venv,
+    ``<installed_dir>/<key>/<dist>.json`` naming the venv's real path, ``fleetctl.tasks.venv_state``'s
+    RECORD_LAYOUT; another venv's, or one naming none, says nothing of this one)."""
     out = torch_of(venv)
     records = {}
-    if installed_dir and os.path.isdir(installed_dir):
-        for name in sorted(os.listdir(installed_dir)):
+    real = os.path.realpath(venv)
+    folders = sorted(os.listdir(installed_dir)) if installed_dir and os.path.isdir(installed_dir) else []
+    for folder in folders:
+        path = os.path.join(installed_dir, folder)
+        for name in sorted(os.listdir(path)) if os.path.isdir(path) else []:
             if name.endswith(".json"):
-                rec = read_json(os.path.join(installed_dir, name), {})
-                if rec.get("dist"):
+                rec = read_json(os.path.join(path, name), {})
+                if isinstance(rec, dict) and rec.get("dist") and rec.get("venv") == real:
                     records[rec["dist"]] = rec
     found = {}
     for dist in sorted(set(records) | set(kernels)):
@@ -228,6 +236,33 @@ def describe(venv: str, installed_dir: str = "", kernels=()) -> dict:
                        "wheel_sha256": rec.get("sha256") if digest and rec.get("record_sha256") == digest else None}
     out["kernels"] = found
     return out
+
+
+def records_dir(installed_dir: str, venv_real: str) -> str:
+    """``<installed_dir>/<key>``: the install records of the venv whose real path is ``venv_real``
+    (the key as ``fleetctl.tasks.venv_state.record_path`` and its install-state probe make it)."""
+    return os.path.join(installed_dir, hashlib.sha256(venv_real.encode()).hexdigest()[:16])
+
+
+def carry_records(installed_dir: str, src: str, dest: str) -> int:
+    """Copy the install records of the venv ``src`` (real path) as those of ``dest``, a venv that
+    reproduces it file for file (each record's ``venv`` rewritten, mode 0600 in a 0700 folder);
+    returns how many. A record of another venv, or naming none, is not copied."""
+    old, new = records_dir(installed_dir, src), records_dir(installed_dir, dest)
+    names = sorted(n for n in os.listdir(old) if n.endswith(".json")) if os.path.isdir(old) else []
+    carried = 0
+    for name in names:
+        rec = read_json(os.path.join(old, name), {})
+        if not isinstance(rec, dict) or rec.get("venv") != src:
+            continue
+        os.makedirs(new, mode=0o700, exist_ok=True)
+        tmp = os.path.join(new, ".%s.%d" % (name, os.getpid()))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(dict(rec, venv=dest), fh)
+        os.replace(tmp, os.path.join(new, name))
+        carried += 1
+    return carried
 
 
 def freeze(python: str) -> dict:
@@ -570,7 +605,8 @@ def stage(args) -> dict:
                  **torch_of(dest))
     index["disk"] = disk_use(folder, index)
     write_json(os.path.join(folder, INDEX), index)
-    return {"ok": True, "version": n, "path": dest, "versions_dir": folder, "live": live,
+    carried = carry_records(args.installed, src, os.path.realpath(dest)) if args.installed else 0
+    return {"ok": True, "version": n, "path": dest, "versions_dir": folder, "live": live, "records_carried": carried,
             "live_version": info.get("live_version"), "adopt_as": top if adopt else None, "removed": removed,
             "made_with": made_with, "linked_files": linker.linked, "copied_files": linker.copied,
             "copied_mib": entry["copied_mib"], "rewritten_files": linker.rewritten, "packages": len(want),
@@ -725,6 +761,7 @@ def main(argv=None) -> int:
     p.add_argument("--versions", required=True)
     p.add_argument("--run-id", default="")
     p.add_argument("--uv", default="")
+    p.add_argument("--installed", default="")
     p = sub.add_parser("switch")
     p.add_argument("--venv", required=True)
     p.add_argument("--to", default="staged")

@@ -58,6 +58,8 @@ class FakeHost:
             the run's first command runs for it are in ``log`` only.
         answer_wait: awaited with each command's argv (once it is in ``log``) before it answers:
             a test sees which commands of several hosts are asked together.
+        links: path -> the folder it is a symlink to (a staged venv's live path), as
+            ``os.path.realpath`` resolves it for the install-state and stamps probes.
     """
 
     name: str
@@ -72,6 +74,7 @@ class FakeHost:
     first_wait: Callable[[], Awaitable[None]] | None = None
     execs: list[list[str]] = field(default_factory=list)
     answer_wait: Callable[[list[str]], Awaitable[None]] | None = None
+    links: dict[str, str] = field(default_factory=dict)
 
     def commands(self) -> list[list[str]]:
         return [a for kind, a in self.log if kind == "run"]
@@ -313,7 +316,7 @@ def python_packaging(host: FakeHost, argv: list[str], env: dict[str, str], cwd: 
 
     from fleetctl.tasks.build_keys import STAMP_NAME
     from fleetctl.tasks.build_preflight import VENV_PROBE
-    from fleetctl.tasks.venv_state import STATE_SCRIPT
+    from fleetctl.tasks.venv_state import STATE_SCRIPT, record_path
 
     if len(argv) > 3 and argv[1] == "-c" and argv[2] == VENV_PROBE:
         asked = json.loads(argv[3])
@@ -325,7 +328,8 @@ def python_packaging(host: FakeHost, argv: list[str], env: dict[str, str], cwd: 
                               "setuptools": "80.0", "torch_archs": None, "tmp": None}) + "\n", ""
     if len(argv) > 3 and argv[0] == "/bin/sh" and argv[3] == "fleetctl-stamps":
         out_dir, inst = argv[4], argv[5]
-        lines = []
+        venv = argv[6] if len(argv) > 6 else ""
+        lines = [f"VENV {host.links.get(venv, venv)}"]  # the venv's real path
         for path, data in sorted(host.files.items()):
             if path.startswith(out_dir + "/") and path.endswith("/" + STAMP_NAME):
                 stamp = json.loads(data)
@@ -333,7 +337,7 @@ def python_packaging(host: FakeHost, argv: list[str], env: dict[str, str], cwd: 
                 if wheel is not None:
                     lines.append(f"STAMP {len(wheel)} {fake_mtime(wheel)} {json.dumps(stamp)}")
         for path, data in sorted(host.files.items()):
-            if posixpath.dirname(path) == inst and path.endswith(".json"):
+            if posixpath.dirname(posixpath.dirname(path)) == inst and path.endswith(".json"):
                 lines.append("INSTALLED " + data.decode())
         return 0, "".join(line + "\n" for line in lines), ""
     if len(argv) > 3 and argv[0] == "/bin/sh" and argv[3] == "fleetctl-wheels":
@@ -356,10 +360,13 @@ def python_packaging(host: FakeHost, argv: list[str], env: dict[str, str], cwd: 
         host.files[f"/venv-state/{posixpath.basename(wheel).split('-')[0]}"] = hashlib.sha256(host.files[wheel]).hexdigest().encode()
         return 0, "Successfully installed toy\n", ""
     if len(argv) > 3 and argv[1] == "-c" and argv[2] == STATE_SCRIPT:
-        dist, rec_path = argv[3], argv[4]
+        dist, venv = argv[3], posixpath.dirname(posixpath.dirname(argv[0]))
+        venv = host.links.get(venv, venv)
+        # the venv's own record, as the script finds it (venv_state.RECORD_LAYOUT)
+        rec_path = record_path(posixpath.dirname(argv[4]), dist, venv)
         rec = json.loads(host.files[rec_path]) if rec_path in host.files else None
         held = host.files.get(f"/venv-state/{dist}")
-        state = {"record": rec, "dist": {"version": "0.1", "record_sha256": held.decode()} if held else None,
+        state = {"record": rec if (rec or {}).get("venv") == venv else None, "venv": venv,"dist": {"version": "0.1", "record_sha256": held.decode()} if held else None,
                  "torch": host.facts["python"]["torch"], "cuda": host.facts["python"]["torch_cuda"],
                  "stamp": json.loads(host.files[argv[5]]) if len(argv) > 5 and argv[5] in host.files else None}
         return 0, json.dumps(state) + "\n", ""

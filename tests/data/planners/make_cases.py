@@ -215,9 +215,10 @@ case("build_wheel", "preflight-requirements-are-the-packages-own", args=BW, host
                     preflight=False))
 # the wheel's size (bytes) and mtime (s) as the stamps probe stats them, and as its stamp records them
 SIZE, MTIME = 1234, 1700000000
-def stamps_out(*stamps, installed=({"sha256": SHA},), seen=(SIZE, MTIME)):
-    """The stamps probe's answer: ``STAMP <size> <mtime> <stamp>`` per stamp, ``INSTALLED <record>`` per record."""
-    lines = [f"STAMP {seen[0]} {seen[1]} {json.dumps(s)}" for s in stamps] + [f"INSTALLED {json.dumps(i)}" for i in installed]
+def stamps_out(*stamps, installed=({"sha256": SHA, "venv": "/venv"},), seen=(SIZE, MTIME)):
+    """The stamps probe's answer: ``STAMP <size> <mtime> <stamp>`` per stamp, ``VENV /venv``, ``INSTALLED <record>`` per record."""
+    lines = ([f"STAMP {seen[0]} {seen[1]} {json.dumps(s)}" for s in stamps] + ["VENV /venv"]
+             + [f"INSTALLED {json.dumps(i)}" for i in installed])
     return {"rc": 0, "stdout": "".join(line + "\n" for line in lines)}
 STAMP_SIZED = {**STAMP, "size_bytes": SIZE, "mtime_s": MTIME}
 STAMPS_OK = stamps_out(STAMP_SIZED)
@@ -365,11 +366,15 @@ case("build_wheel", "the-newest-toolkit-that-builds-the-arch-is-used", args=BW, 
      result=build_failed("k.cu(1): error: boom"))
 # pip_install
 DISTS = {"torch": "2.11.0+cu130", "numpy": "2.1.0", "fp4-kernels": "0.1.0"}
+# the venv's own install records (venv_state.RECORD_LAYOUT): /venv's folder under /w/installed
+VKEY = __import__("hashlib").sha256(b"/venv").hexdigest()[:16]
+RECORD = f"/w/installed/{VKEY}/fp4_kernels.json"
 def STATE(rec, dist, torch="2.11.0+cu130", dists=None, stamp=None, end=""):
     """The install-state probe's answer (pip_install.STATE_SCRIPT); end: what follows the JSON."""
     return {"rc": 0, "stdout": json.dumps({"record": rec, "dist": dist, "torch": torch, "cuda": "13.0",
-                                           "dists": dists or {**DISTS, "torch": torch}, "stamp": stamp}) + end}
-REC = {"sha256": SHA, "kept": "/w/installed/w.whl", "record_sha256": "r" * 64}
+                                           "dists": dists or {**DISTS, "torch": torch}, "stamp": stamp,
+                                           "venv": "/venv"}) + end}
+REC = {"sha256": SHA, "venv": "/venv", "kept": "/w/installed/w.whl", "record_sha256": "r" * 64}
 PI = {"wheel": WHEEL}
 HP = {"facts": FACTS90, "files": {WHEEL: SHA}}
 STATE_ARGV = ["/venv/bin/python3", "-c", __import__("fleetctl.tasks.pip_install", fromlist=["_"]).STATE_SCRIPT,
@@ -383,13 +388,24 @@ case("pip_install", "same-wheel-installed-is-skipped", args=PI, host=HP,
 INSTALL_ARGV = ["/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall", "--no-deps", WHEEL]
 CHECK = {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-m", "pip", "check"], "mutating": False},
          "answer": {"rc": 0, "stdout": "No broken requirements found.\n"}}
+# the same wheel's files in this venv, but the record is another venv's (or names none: an older
+# fleetctl's, one per host): never "already installed" on it; installed once, this venv's record written
+case("pip_install", "a-record-of-another-venv-is-no-install-into-this-one", args=PI, host=HP,
+     steps=[{"expect": {"type": "Run", "mutating": False},
+             "answer": STATE({**REC, "venv": "/other"}, {"version": "0.1.0", "record_sha256": "r" * 64})}, CHECK,
+            {"expect": {"type": "Run", "argv": INSTALL_ARGV}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "mutating": False}, "answer": STATE(None, {"record_sha256": "r" * 64})}, CHECK,
+            {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", "/w/installed", f"/w/installed/{VKEY}"]}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "argv": ["cp", "-f", WHEEL, f"/w/installed/{VKEY}/{WHEEL.rsplit('/', 1)[1]}"]}, "answer": {"rc": 0}},
+            {"expect": {"type": "Put", "remote": RECORD}, "answer": None}],
+     result={"status": "changed", "decision": {"action": "install", "why": "no install record of fleetctl's for this venv"}})
 case("pip_install", "uninstalled-by-hand-is-installed-again", args=PI, host=HP,
      steps=[{"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, None)}, CHECK,
             {"expect": {"type": "Run", "argv": INSTALL_ARGV, "env": {**PIP_ENV, "TMPDIR": "/w/runs/r1"}, "cwd": "/"}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, {"record_sha256": "s" * 64})}, CHECK,
-            {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", "/w/installed"]}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", "/w/installed", f"/w/installed/{VKEY}"]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run"}, "answer": {"rc": 0}},
-            {"expect": {"type": "Put", "remote": "/w/installed/fp4_kernels.json"}, "answer": None}],
+            {"expect": {"type": "Put", "remote": RECORD}, "answer": None}],
      result={"status": "changed", "msg": "torch 2.11.0+cu130 unchanged", "decision": {"action": "install", "why": "nothing installed"}})
 USER_SITE = "/home/u/.local/lib/python3.12/site-packages"
 case("pip_install", "an-install-pip-put-in-the-user-site-fails-naming-the-cause", args=PI, host=HP,
@@ -406,9 +422,9 @@ case("pip_install", "a-copy-outside-the-venv-is-not-taken-for-the-install", args
                                    "user_site": True, "prefix": "/venv"})}, CHECK,
             {"expect": {"type": "Run", "argv": INSTALL_ARGV, "env": {**PIP_ENV, "TMPDIR": "/w/runs/r1"}, "cwd": "/"}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, {"record_sha256": "s" * 64, "in_venv": True})}, CHECK,
-            {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", "/w/installed"]}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", "/w/installed", f"/w/installed/{VKEY}"]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run"}, "answer": {"rc": 0}},
-            {"expect": {"type": "Put", "remote": "/w/installed/fp4_kernels.json"}, "answer": None},
+            {"expect": {"type": "Put", "remote": RECORD}, "answer": None},
             {"expect": {"type": "Note"}, "answer": None}],
      result={"status": "changed", "msg": f"a copy of fp4_kernels outside the venv remains in {USER_SITE}",
              "decision": {"action": "install", "why": f"installed outside the venv ({USER_SITE})"}})
@@ -419,9 +435,9 @@ case("pip_install", "a-damaged-install-is-installed-again", args=PI, host=HP,
             CHECK,
             {"expect": {"type": "Run", "argv": INSTALL_ARGV, "env": {**PIP_ENV, "TMPDIR": "/w/runs/r1"}, "cwd": "/"}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, {"record_sha256": "s" * 64})}, CHECK,
-            {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", "/w/installed"]}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", "/w/installed", f"/w/installed/{VKEY}"]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run"}, "answer": {"rc": 0}},
-            {"expect": {"type": "Put", "remote": "/w/installed/fp4_kernels.json"}, "answer": None}],
+            {"expect": {"type": "Put", "remote": RECORD}, "answer": None}],
      result={"status": "changed", "decision": {"action": "install", "why": f"installed files differ from their RECORD ({DAMAGED[0]})"}})
 case("pip_install", "other-packages-the-install-changed-and-pip-check-problems-are-reported", args={**PI, "keep_previous": False},
      host=HP,
@@ -572,7 +588,8 @@ FACTS_RUN = [{"expect": {"type": "Put", "remote": "/w/runs/r1/scripts/facts.py"}
 case("venv_stage", "stages-the-next-version-beside-a-real-venv-with-uv", host={"facts": FACTS_UV},
      steps=[UPLOAD, {**STATUS_RUN, "answer": STATUS_DIR},
             {"expect": {"type": "Run", "mutating": True, "argv": ["python3", SCRIPT, "stage", "--venv", "/venv", "--versions", VD,
-                                                                 "--run-id", "r1", "--uv", "/usr/local/bin/uv"]},
+                                                                 "--run-id", "r1", "--installed", "/w/installed",
+                                                                 "--uv", "/usr/local/bin/uv"]},
              "answer": ENVS(version=2, path=f"{VD}/v2", made_with="uv venv", linked_files=812, copied_files=0, packages=41, seconds=1.2)},
             {"expect": {"type": "Note"}, "answer": None}, *FACTS_RUN],
      result={"status": "changed", "msg": "staged v2 at", "decision": {"action": "stage", "version": 2, "tool": "uv venv"}})
