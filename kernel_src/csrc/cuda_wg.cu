@@ -15,7 +15,9 @@
 //       4 s + 0..3), so a first small launch (wg_permute) writes the activations as the exact
 //       shared-memory image of each unit; one cp.async.bulk then brings a unit's tile.
 //
-// A CTA is 4 consumer warps (one warpgroup) and 1 producer warp. The producer's lane 0 brings,
+// A CTA is 4 consumer warps (one warpgroup; or two, 128 weight rows, sharing each activation
+// stage) and 1 producer warp; two warpgroups on 256 tokens ("wide") make the producer a warpgroup
+// of its own that hands its registers to the consumers (setmaxnreg). The producer's lane 0 brings,
 // per 128-k unit, the activation tile and the 4 weight row tiles with cp.async.bulk into one of
 // ST stages, all completing on the stage's "full" mbarrier (expect_tx); the consumers wait on it,
 // decode unit k + 1 while unit k's 8 wgmma run (wait_group 1), and arrive on the stage's "empty"
