@@ -348,12 +348,13 @@ void dequant_pair_cuda(uintptr_t aq, uintptr_t as, uintptr_t bq, uintptr_t bs, u
 
 void cublas_gemm(uintptr_t handle, int64_t m, int64_t n, int64_t k, uintptr_t a, uintptr_t b,
                  int ab_dtype_code, uintptr_t out, int out_dtype_code, uintptr_t alpha,
-                 uintptr_t zero) {
+                 uintptr_t zero, float alpha_value) {
     need_cuda();
     fp4::cublas_gemm_nt(handle, m, n, k, reinterpret_cast<const void*>(a),
                         reinterpret_cast<const void*>(b), dtype_of(ab_dtype_code),
                         reinterpret_cast<void*>(out), dtype_of(out_dtype_code),
-                        reinterpret_cast<const float*>(alpha), reinterpret_cast<const float*>(zero));
+                        reinterpret_cast<const float*>(alpha), reinterpret_cast<const float*>(zero),
+                        alpha_value);
 }
 
 void dequant(const Arr& q, const Arr& s, const Arr& gs, const Arr& out, uintptr_t stream) {
@@ -724,7 +725,7 @@ NB_MODULE(_C, m) {
     m.def("cublas_load", &fp4::cublas_load, nb::arg("lib"));
     m.def("cublas_gemm", &cublas_gemm, nb::arg("handle"), nb::arg("m"), nb::arg("n"), nb::arg("k"),
           nb::arg("a"), nb::arg("b"), nb::arg("ab_dtype_code"), nb::arg("out"),
-          nb::arg("out_dtype_code"), nb::arg("alpha"), nb::arg("zero"));
+          nb::arg("out_dtype_code"), nb::arg("alpha"), nb::arg("zero"), nb::arg("alpha_value") = 0.0f);
     m.def("cuda_compiled", &fp4::cuda_compiled);
     m.def("cuda_device_count", &fp4::cuda_device_count);
     m.def("cuda_archs", []() { return split_archs(FP4_CUDA_ARCHS); });

@@ -23,6 +23,7 @@ constexpr int kOpN = 0, kOpT = 1;
 constexpr int kR32F = 0, kR16F = 2, kR16BF = 14;
 constexpr int kCompute32F = 68;       // CUBLAS_COMPUTE_32F
 constexpr int kGemmDefault = -1;      // CUBLAS_GEMM_DEFAULT
+constexpr int kPointerModeHost = 0;   // CUBLAS_POINTER_MODE_HOST
 constexpr int kPointerModeDevice = 1; // CUBLAS_POINTER_MODE_DEVICE
 constexpr int kDisallowRPR = 16;      // CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION
 
@@ -77,7 +78,7 @@ std::string cublas_load(const std::string& lib) {
 
 void cublas_gemm_nt(uintptr_t handle, int64_t m, int64_t n, int64_t k, const void* a, const void* b,
                     DType ab_dt, void* out, DType out_dt, const float* alpha_dev,
-                    const float* zero_dev) {
+                    const float* zero_dev, float alpha_host) {
     Api api;
     {
         std::lock_guard<std::mutex> lock(g_mu);
@@ -90,12 +91,14 @@ void cublas_gemm_nt(uintptr_t handle, int64_t m, int64_t n, int64_t k, const voi
     int old_ptr = 0, old_math = 0;
     if (api.get_ptr(h, &old_ptr) != 0 || api.get_math(h, &old_math) != 0)
         throw std::runtime_error("fp4_kernels: cublasGet{Pointer,Math}Mode failed");
-    api.set_ptr(h, kPointerModeDevice);
+    const bool host = alpha_dev == nullptr;
+    const float zero_host = 0.0f;
+    api.set_ptr(h, host ? kPointerModeHost : kPointerModeDevice);
     api.set_math(h, old_math | kDisallowRPR);
     // Column-major view: out^T [n, m] = B [n, k] . A^T; B and A are k-major (lda = ldb = k).
-    const int st = api.gemm(h, kOpT, kOpN, (int)n, (int)m, (int)k, alpha_dev, b, cuda_type(ab_dt),
-                            (int)k, a, cuda_type(ab_dt), (int)k, zero_dev, out, cuda_type(out_dt),
-                            (int)n, kCompute32F, kGemmDefault);
+    const int st = api.gemm(h, kOpT, kOpN, (int)n, (int)m, (int)k, host ? &alpha_host : alpha_dev, b,
+                            cuda_type(ab_dt), (int)k, a, cuda_type(ab_dt), (int)k, host ? &zero_host : zero_dev,
+                            out, cuda_type(out_dt), (int)n, kCompute32F, kGemmDefault);
     api.set_ptr(h, old_ptr);
     api.set_math(h, old_math);
     if (st != 0)

@@ -155,9 +155,10 @@ void cpu_skinny_mm(const SkinnyProblem& p);
 std::string cublas_load(const std::string& lib);
 // out[m, n] (row-major, out_dt) = alpha * A[m, k] . B[n, k]^T with A, B of ab_dt (bf16 or
 // fp16), fp32 accumulation (CUBLAS_COMPUTE_32F, no reduced-precision reductions) and alpha /
-// beta = 0 read from DEVICE memory; runs on the stream already set on `handle`.
+// beta = 0 read from DEVICE memory, or, where alpha_dev is null, alpha_host / 0 read from the host
+// (cuBLAS documentation, cublasSetPointerMode); runs on the stream already set on `handle`.
 void cublas_gemm_nt(uintptr_t handle, int64_t m, int64_t n, int64_t k, const void* a,
                     const void* b, DType ab_dt, void* out, DType out_dt, const float* alpha_dev,
-                    const float* zero_dev);
+                    const float* zero_dev, float alpha_host = 0.0f);
 
 }  // namespace fp4

@@ -80,15 +80,28 @@ def _zero(torch, device):
     return z
 
 
+def _alpha(torch, alpha, dev):
+    """alpha for _gemm_16: a python number as it is (cuBLAS reads it from the host: no one-element
+    device tensor, ~8 us of host time a call on an H100 host, bench/issue28_host.py), else the
+    one-element float32 device tensor of _scalar."""
+    if isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
+        return float(alpha)
+    return _scalar(torch, alpha, dev, "alpha")
+
+
 def _gemm_16(torch, a16, b16, al, out_dtype, m, n, k, dev):
     """out = alpha * a16 @ b16^T (both bf16 or both fp16, exact values), fp32 accumulation,
-    one rounding: cuBLAS with alpha in its epilogue, else torch.mm to fp32 and one scale pass."""
+    one rounding: cuBLAS with alpha in its epilogue, else torch.mm to fp32 and one scale pass.
+    ``al``: a one-element float32 device tensor, or a python float (rounded to float32 once, as the
+    tensor would be, and read by cuBLAS from the host)."""
     ab_code = _dtype_code(torch, a16.dtype, "ab")
     if _cublas(torch):
         out = torch.empty((m, n), dtype=out_dtype, device=dev)
+        host = isinstance(al, float)
         _C.cublas_gemm(torch.cuda.current_blas_handle(), m, n, k, a16.data_ptr(), b16.data_ptr(),
                        ab_code, out.data_ptr(), _dtype_code(torch, out_dtype, "out_dtype"),
-                       al.data_ptr(), _zero(torch, dev).data_ptr())
+                       0 if host else al.data_ptr(), 0 if host else _zero(torch, dev).data_ptr(),
+                       al if host else 0.0)
         return out
     try:
         c = torch.mm(a16, b16.t(), out_dtype=torch.float32)
@@ -359,7 +372,7 @@ def scaled_fp4_w4a16_mm(a, b_q, b_scale, alpha, out_dtype=None):
         b16 = torch.empty((n, k), dtype=a.dtype, device=dev)
         _C.dequant_cuda(b_q.data_ptr(), b_scale.data_ptr(), 0, b16.data_ptr(), n, k,
                         _dtype_code(torch, a.dtype, "a"), dev.index, _stream(torch, dev))
-        return _gemm_16(torch, a, b16, _scalar(torch, alpha, dev, "alpha"), out_dtype, m, n, k, dev)
+        return _gemm_16(torch, a, b16, _alpha(torch, alpha, dev), out_dtype, m, n, k, dev)
     return _run_fused(torch, akind, a, None, b_q, b_scale, alpha, None, out_dtype, m, n, k, 1, dev)
 
 
@@ -414,7 +427,7 @@ def _packed_w4a16(torch, a, pw, b_scale, alpha, out_dtype):
     if m <= _gemm_fast.pk_max_rows(dev.index, n, k):
         return _run_pk(torch, _AK_BF16 if a.dtype == torch.bfloat16 else _AK_F16, a, pw, alpha, out_dtype,
                        m, n, k, dev)
-    return _gemm_16(torch, a, _pk_dense(torch, pw, a.dtype, dev), _scalar(torch, alpha, dev, "alpha"),
+    return _gemm_16(torch, a, _pk_dense(torch, pw, a.dtype, dev), _alpha(torch, alpha, dev),
                     out_dtype, m, n, k, dev)
 
 
@@ -446,7 +459,7 @@ def _packed_w4a4(torch, a_q, a_scale, pw, b_scale, alpha, out_dtype, impl):
                     dev.index, _stream(torch, dev))
     if pk:
         return _run_pk(torch, _AK_BF16, a16, pw, alpha, out_dtype, m, n, k, dev)
-    return _gemm_16(torch, a16, _pk_dense(torch, pw, ab, dev), _scalar(torch, alpha, dev, "alpha"),
+    return _gemm_16(torch, a16, _pk_dense(torch, pw, ab, dev), _alpha(torch, alpha, dev),
                     out_dtype, m, n, k, dev)
 
 
