@@ -81,6 +81,17 @@ def test_each_variable_is_decided_on_its_own():
     assert not_carried_notes({}) == []
 
 
+def test_a_bad_numeric_variable_is_refused_when_scheduling_not_every_night(tmp_path):
+    """FLEETCTL_MAX_HANDSHAKES=0 made every SSH login wait forever; the job carries it, so the
+    refusal comes now (one line, exit 2), as the job's own fleetctl would refuse it."""
+    d = fleet_dir(tmp_path)
+    for name, value in (("FLEETCTL_MAX_HANDSHAKES", "0"), ("FLEETCTL_KEEP_RUNS", "-1")):
+        res = fleet(tmp_path, *ARGS, "--cron", "--print", cwd=d, env={name: value})
+        assert (res.returncode, res.stdout) == (2, ""), res
+        assert res.stderr == f"fleetctl: error: {name}: want a whole number of {'connections' if 'HAND' in name else 'runs'} " \
+                             f">= 1, got '{value}'\n"
+
+
 def test_scheduling_ssh_hosts_with_an_agent_notes_that_the_agent_is_not_carried(tmp_path):
     d = fleet_dir(tmp_path)
     (d / "ssh.yaml").write_text("all:\n  hosts:\n    gpu01:\n      ansible_host: 127.0.0.1\n")
