@@ -180,8 +180,8 @@ def _abs(path: str | Path) -> str:
                    "job for the same playbook (other hosts or inventory) needs its own NAME.")
 @click.option("--remove", is_flag=True,
               help="Unschedule: disable and remove the job NAME that fleetctl schedule installed (the timer and "
-                   "service, or the crontab line, and its vars files); with --name or --playbook, --cron, "
-                   "--user/--system as it was scheduled. Nothing of that name: one line, exit 0.")
+                   "service, or the crontab line, and its vars files, then their folder once empty); with --name "
+                   "or --playbook, --cron, --user/--system as it was scheduled. Nothing of that name: one line, exit 0.")
 @click.option("--replace", is_flag=True,
               help="Replace the job NAME holds even when it deploys another playbook, inventory or hosts "
                    "(the same job is always replaced).")
