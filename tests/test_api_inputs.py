@@ -50,6 +50,21 @@ def test_an_extra_var_nothing_reads_goes_to_on_warning_before_anything_runs(tmp_
         "-e arhcs: no task or template of fp4-kernels.yaml reads it, nor does fleetctl; did you mean archs?"]
 
 
+def test_an_empty_pattern_or_limit_is_refused_never_taken_for_the_playbooks_hosts(tmp_path, monkeypatch):
+    """``pattern=""`` (``--hosts "$UNSET"``) is given, not absent: it once became the playbook's
+    ``hosts`` (``gpu-nodes``: the whole fleet) and an empty limit was dropped (new-user trial)."""
+    from fleetctl.api.play import prepare_play
+
+    monkeypatch.setenv("FLEETCTL_HOME", str(tmp_path / "state"))
+    fleet = Fleet(INV)
+    for kw, message in (({"pattern": ""}, "pattern '' is empty"), ({"pattern": " "}, "pattern ' ' is empty"),
+                        ({"pattern": "local", "limit": ""}, "limit '' is empty")):
+        with pytest.raises(InputError) as err:
+            prepare_play(fleet, REPO / "playbooks" / "verify.yaml", kind="verify", mode="plan", **kw)
+        assert str(err.value) == message
+    assert not (tmp_path / "state").exists()
+
+
 def test_an_extra_var_that_makes_a_task_argument_invalid_is_refused_before_anything_runs(tmp_path, monkeypatch):
     """An extra var is the same on every host: one that alone feeds a task argument (the main
     play's ``archs: "{{ archs | default(none) }}"``) is checked by that argument's validator before

@@ -227,6 +227,30 @@ def test_logs_of_an_unreachable_host_print_its_reason(tmp_path):
     assert record["hosts"]["gone"]["error"]
 
 
+def test_logs_of_a_host_without_a_run_id_show_that_hosts_newest_run(tmp_path):
+    """``fleetctl logs --host H`` looked only in the newest run and failed ``no log for host H`` when
+    a run on other hosts came after H's (new-user trial): it shows H's newest run, naming it."""
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("all:\n  hosts:\n" + "".join(f"    {h}:\n      ansible_connection: local\n      workdir: "
+                                                  f"{tmp_path}/work-{h}\n" for h in ("me", "you")))
+    runs = []
+    for host, word in (("me", "older"), ("me", "first"), ("you", "second")):
+        res = fleetctl("-i", str(inv), "run", "--hosts", host, "--", "echo", word, home=tmp_path)
+        assert res.returncode == 0, res.stderr
+        runs.append(last_run(tmp_path).name)
+    assert len(set(runs)) == 3
+    logs = fleetctl("logs", "--host", "me", home=tmp_path)
+    assert logs.returncode == 0, logs.stderr
+    assert "first" in logs.stdout and "older" not in logs.stdout and "second" not in logs.stdout
+    assert logs.stderr == f"fleetctl: note: run {runs[1]}: the newest run with a log for me\n"
+    assert fleetctl("logs", "--host", "you", home=tmp_path).stdout == fleetctl("logs", runs[2], "you",
+                                                                                home=tmp_path).stdout
+    none = fleetctl("logs", "--host", "nobody", home=tmp_path)
+    assert (none.returncode, none.stdout) == (2, "")
+    assert none.stderr.startswith("fleetctl: error: logs: no run in ") and none.stderr.endswith(
+        " has a log for host nobody (fleetctl runs lists them)\n") and none.stderr.count("\n") == 1
+
+
 def test_verify_that_changes_nothing_says_verified(tmp_path):
     inv, _ = write(tmp_path)
     play = tmp_path / "check.yaml"

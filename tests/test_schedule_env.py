@@ -81,6 +81,37 @@ def test_each_variable_is_decided_on_its_own():
     assert not_carried_notes({}) == []
 
 
+def test_a_bad_numeric_variable_is_refused_when_scheduling_not_every_night(tmp_path):
+    """FLEETCTL_MAX_HANDSHAKES=0 made every SSH login wait forever; the job carries it, so the
+    refusal comes now (one line, exit 2), as the job's own fleetctl would refuse it."""
+    d = fleet_dir(tmp_path)
+    for name, value in (("FLEETCTL_MAX_HANDSHAKES", "0"), ("FLEETCTL_KEEP_RUNS", "-1")):
+        res = fleet(tmp_path, *ARGS, "--cron", "--print", cwd=d, env={name: value})
+        assert (res.returncode, res.stdout) == (2, ""), res
+        assert res.stderr == f"fleetctl: error: {name}: want a whole number of {'connections' if 'HAND' in name else 'runs'} " \
+                             f">= 1, got '{value}'\n"
+
+
+def test_a_relative_fleetctl_home_is_refused_and_nothing_is_made_in_the_current_folder(tmp_path):
+    """FLEETCTL_HOME=relative/state put the run records, retry set and locks in whichever folder
+    fleetctl started in (new-user trial): a deploy from another folder, or the nightly job, saw
+    other records and other locks. Refused (one line, exit 2) by a run and by schedule, naming the
+    absolute path to give; ``~/state`` is the user's own and stays allowed."""
+    d = fleet_dir(tmp_path)
+    before = sorted(p.name for p in d.iterdir())
+    want = (f"fleetctl: error: FLEETCTL_HOME: want an absolute path (or ~/...), got 'relative/state': a relative one "
+            f"puts run records, the retry set and locks in whichever folder fleetctl starts in; give "
+            f"{str(d / 'relative' / 'state')!r} for this folder's\n")
+    for args in (("-i", "inv.yaml", "run", "--hosts", "localhost", "--", "true"), (*ARGS, "--cron", "--print")):
+        res = fleet(tmp_path, *args, cwd=d, env={"FLEETCTL_HOME": "relative/state"})
+        assert (res.returncode, res.stdout, res.stderr) == (2, "", want)
+    assert sorted(p.name for p in d.iterdir()) == before
+    res = fleet(tmp_path, "-i", "inv.yaml", "run", "--hosts", "localhost", "--", "true", cwd=d,
+                env={"FLEETCTL_HOME": "~/state"})
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "home" / "state" / "runs").is_dir() and sorted(p.name for p in d.iterdir()) == before
+
+
 def test_scheduling_ssh_hosts_with_an_agent_notes_that_the_agent_is_not_carried(tmp_path):
     d = fleet_dir(tmp_path)
     (d / "ssh.yaml").write_text("all:\n  hosts:\n    gpu01:\n      ansible_host: 127.0.0.1\n")

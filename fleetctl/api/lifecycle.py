@@ -62,15 +62,18 @@ def new_run(kind: str, *, command: Sequence[str], observers: Iterable[Any] = (),
         :class:`~fleetctl.engine.observer.Observers` to hand the engine.
 
     Raises:
-        InputError: a bad FLEETCTL_KEEP_RUNS/DAYS, or a runs folder that cannot be written (before
+        InputError: a bad FLEETCTL_KEEP_RUNS/DAYS or FLEETCTL_MAX_HANDSHAKES
+            (:mod:`fleetctl.util.envvars`), or a runs folder that cannot be written (before
             anything runs).
     """
     from ..engine.model import RunModel
     from ..engine.observer import Observers
     from ..reporting.record import RunRecord
+    from ..util.envvars import max_handshakes
     from ..util.retention import policy_from_env
 
     policy_from_env()
+    max_handshakes()  # FLEETCTL_MAX_HANDSHAKES=0 would hold every SSH login forever
     run = RunModel(kind=kind, command=list(command), **who())
     record = RunRecord(run)
     return run, record, Observers(run, [record, diagnostics(verbose), *observers])

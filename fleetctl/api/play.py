@@ -194,8 +194,9 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
         fleet: the :class:`~fleetctl.api.fleet.Fleet`.
         playbook: the playbook file (None: :data:`DEFAULT_PLAYBOOKS` of ``kind``).
         kind: ``deploy``, ``verify`` or ``rollback``.
-        pattern: the hosts (None: the playbook's ``hosts``).
-        limit: a second pattern narrowing them.
+        pattern: the hosts (None: the playbook's ``hosts``; an empty or blank pattern is refused,
+            never taken for None: :func:`fleetctl.inventory.patterns.given_pattern`).
+        limit: a second pattern narrowing them (empty or blank: refused, as ``pattern``).
         mode: ``apply``, ``plan`` or ``dry_run`` (``dry-run``).
         forks: hosts worked on at once.
         tags, skip_tags: Ansible's ``--tags``/``--skip-tags`` (a list or a comma-separated string).
@@ -222,6 +223,7 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
     """
     from ..engine.deadlines import Deadlines
     from ..engine.runner import PlayOptions
+    from ..inventory.patterns import given_pattern
     from ..playbook import load_playbook
     from ..reporting.history import play_key
     from ..util.paths import resolve_default
@@ -237,6 +239,8 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
                                                                 and all(isinstance(t, str) for t in given))):
             raise InputError(f"{which}: want a tag name, a comma-separated string or a list of names; got {given!r}")
     force, staged = want_bool("force", force), want_bool("staged", staged)  # "no" is truthy: it would rebuild
+    # An empty --hosts is given, not absent: it must not become the playbook's hosts (the fleet).
+    pattern, limit = given_pattern(pattern), given_pattern(limit, "limit")
     extra_vars = want_extra_vars(extra_vars)  # as Fleet(extra_vars=...) checks them
     want_forks(forks)
     if max_fail_percentage is not None and (isinstance(max_fail_percentage, bool)
@@ -259,12 +263,12 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
         # The failed run's hosts: within the pattern when given, else they are the selection (the
         # playbook's own `hosts` may not name them: that run may have had --hosts).
         failed = ",".join(retry_names(retry_failed, key, play_file))
-        if pattern:
-            limit = failed if not limit else f"{limit}:&{failed}"
+        if pattern is not None:
+            limit = failed if limit is None else f"{limit}:&{failed}"
         else:
             pattern = failed
-    from_play = not pattern
-    pattern = pattern or play.hosts
+    from_play = pattern is None
+    pattern = play.hosts if from_play else pattern
     if not pattern:
         raise InputError("no hosts: give --hosts or set 'hosts' in the playbook", file=str(path))
     tag_list, skip_list = names(tags), names(skip_tags)

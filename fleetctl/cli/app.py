@@ -317,9 +317,18 @@ def collect_as_usual() -> None:
         gc.set_threshold(*_DEFAULT_THRESHOLDS.pop())
 
 
-hosts_option = click.option("--hosts", "pattern", required=True,
+def given_pattern_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Every ``--hosts``/``--limit`` option's callback: an empty or blank pattern is refused
+    (exit 2) before the inventory is read, never taken for "not given"
+    (:func:`fleetctl.inventory.patterns.given_pattern`)."""
+    from ..inventory.patterns import given_pattern
+
+    return given_pattern(value, "limit" if param.name == "limit" else "pattern")
+
+
+hosts_option = click.option("--hosts", "pattern", required=True, callback=given_pattern_option,
                             help="Host pattern: names, groups, a:b, a:&b, a:!b, node[01:16].")
-limit_option = click.option("--limit", default=None, help="Further limit the selected hosts (a pattern).")
+limit_option = click.option("--limit", default=None, callback=given_pattern_option, help="Further limit the selected hosts (a pattern).")
 forks_option = click.option("--forks", default=50, show_default=True, type=click.IntRange(1, 10000),
                             help="Hosts worked on at once.")
 json_option = click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")

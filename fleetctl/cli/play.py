@@ -13,7 +13,7 @@ from rich.text import Text
 
 from ..errors import InputError
 from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, extra_vars_option,
-                  forks_option, json_option, limit_option, main, metrics_observer, pass_ctx, phase_timeout_option,
+                  forks_option, given_pattern_option, json_option, limit_option, main, metrics_observer, pass_ctx, phase_timeout_option,
                   RunEnd, run_async, timeout_option)
 
 from ..reporting.terminal import FOLD_THRESHOLD  # above it, --output auto folds by host set
@@ -192,7 +192,8 @@ def _print_unverified(console, run, hosts: list[str]) -> bool:
 
 
 COMMON_OPTIONS = [
-    click.option("--hosts", "pattern", default=None, help="Host pattern (default: the playbook's hosts)."),
+    click.option("--hosts", "pattern", default=None, callback=given_pattern_option,
+                 help="Host pattern (default: the playbook's hosts; an empty one is refused)."),
     limit_option, forks_option, json_option,
     extra_vars_option,
     click.option("--metrics-file", default=None, metavar="PATH",

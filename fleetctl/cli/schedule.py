@@ -23,7 +23,7 @@ import click
 
 from .. import schedule as sch
 from ..schedule import varsfile
-from .app import EXIT_FAILED, INVENTORY_FLAGS, Context, main, pass_ctx, with_extra_before
+from .app import EXIT_FAILED, INVENTORY_FLAGS, Context, given_pattern_option, main, pass_ctx, with_extra_before
 from ..errors import InputError
 from ..util.paths import not_regular, resolve_default, state_dir
 from .schedule_env import job_env, not_carried_notes
@@ -166,7 +166,8 @@ def _abs(path: str | Path) -> str:
 @main.command()
 @click.option("--playbook", "playbook_path", default="playbooks/nightly.yaml", show_default=True,
               help="The playbook the job deploys.")
-@click.option("--hosts", "pattern", default=None, help="Host pattern (default: the playbook's hosts).")
+@click.option("--hosts", "pattern", default=None, callback=given_pattern_option,
+              help="Host pattern (default: the playbook's hosts; an empty one is refused).")
 @click.option("--at", "at", default=None, metavar="HH:MM",
               help="Time of day, 24-hour clock, local time (required unless --remove).")
 @click.option("--user/--system", "user_units", default=True, show_default=True,
@@ -179,8 +180,8 @@ def _abs(path: str | Path) -> str:
                    "job for the same playbook (other hosts or inventory) needs its own NAME.")
 @click.option("--remove", is_flag=True,
               help="Unschedule: disable and remove the job NAME that fleetctl schedule installed (the timer and "
-                   "service, or the crontab line, and its vars files); with --name or --playbook, --cron, "
-                   "--user/--system as it was scheduled. Nothing of that name: one line, exit 0.")
+                   "service, or the crontab line, and its vars files, then their folder once empty); with --name "
+                   "or --playbook, --cron, --user/--system as it was scheduled. Nothing of that name: one line, exit 0.")
 @click.option("--replace", is_flag=True,
               help="Replace the job NAME holds even when it deploys another playbook, inventory or hosts "
                    "(the same job is always replaced).")
@@ -276,7 +277,7 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     if not playbook.is_file():
         raise InputError("--playbook: playbook file not found", file=str(playbook))
     pb = load_playbook(str(playbook))
-    pattern = pattern or pb.hosts
+    pattern = pb.hosts if pattern is None else pattern  # an empty --hosts was refused (given_pattern_option)
     if not pattern:
         raise InputError("--hosts: none given and the playbook sets no 'hosts'", file=str(playbook))
     inventory = _job_inventory(obj.inventory_sources())

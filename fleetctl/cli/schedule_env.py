@@ -72,13 +72,34 @@ def uses_slurm(inventory: Iterable[str], hosts: Iterable[Any]) -> bool:
     return any(str(src).startswith("slurm:") for src in inventory) or any(h.kind == "slurm" for h in hosts)
 
 
+def check_carried(environ: Mapping[str, str]) -> None:
+    """The numeric variables of :data:`CARRIED_WHEN_SET`, checked as the job's fleetctl will
+    check them, so that a bad one is refused now (exit 2) and not by every night's run.
+
+    Raises:
+        InputError: naming the variable and its value.
+    """
+    from ..inventory.sources.script import script_timeout_s
+    from ..util.envvars import max_handshakes
+    from ..util.retention import policy_from_env
+
+    policy_from_env(environ)
+    script_timeout_s(environ)
+    max_handshakes(environ)
+
+
 def job_env(inventory: Iterable[str], hosts: Iterable[Any],
             environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """What the scheduled job carries (see the module docstring), in a stable order: the state
     folder's variable, ``XDG_CACHE_HOME``, :data:`CARRIED_WHEN_SET`, :data:`CARRIED_PATHS`, then
     the Slurm variables when the job reaches hosts through Slurm (a job carries nothing it does
-    not use). ``environ`` defaults to ``os.environ``."""
+    not use). ``environ`` defaults to ``os.environ``.
+
+    Raises:
+        InputError: a carried variable the job's fleetctl would refuse (:func:`check_carried`).
+    """
     env = os.environ if environ is None else environ
+    check_carried(env)
     out = {**state_env(env), **cache_env(env)}
     out.update({name: env[name] for name in CARRIED_WHEN_SET if env.get(name)})
     out.update({name: os.path.abspath(os.path.expanduser(env[name])) for name in CARRIED_PATHS if env.get(name)})

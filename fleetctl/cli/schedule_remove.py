@@ -5,7 +5,8 @@ installed (``--name``, or the default ``fleetctl-<playbook stem>`` from ``--play
 ``--user``/``--system``), as Ansible's ``cron`` and ``systemd`` modules take ``state: absent`` with the
 same name. Only what ``fleetctl schedule`` put there goes: unit files that start with its header
 (:data:`fleetctl.schedule.HEADER`), crontab lines ending in ``# fleetctl:NAME``, and the job's own vars
-files (``<state>/schedule/NAME.vars*.yaml``: the ones the job names and those of this state folder).
+files (``<state>/schedule/NAME.vars*.yaml``: the ones the job names and those of this state folder),
+and that ``schedule`` folder once it is empty.
 Nothing under the name is not an error (idempotent, as ``state: absent``): one line, exit 0.
 
 Exit status: 0 removed (or nothing to remove: with no ``crontab`` program there is no crontab, so no
@@ -48,9 +49,18 @@ def _job_vars_files(name: str, home: str, extra_vars: tuple[str, ...]) -> list[P
 
 
 def _unlink(paths: list[Path], out: Say) -> None:
+    """Remove ``paths`` (unit files, the job's vars files), then each vars files' ``schedule``
+    folder that is left empty (``schedule`` makes ``<state>/schedule/`` for them: the last job
+    removed leaves no empty folder behind); a folder with anything in it stays."""
     for path in paths:
         path.unlink(missing_ok=True)
         out(f"removed {path}")
+    for folder in dict.fromkeys(p.parent for p in paths if p.parent.name == "schedule"):
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another job's vars files), or already gone: it stays
+            continue
+        out(f"removed the empty folder {folder}")
 
 
 def _drop_empty_unit_dirs(unit_dir: Path, out: Say) -> None:
@@ -135,10 +145,11 @@ def remove_cron(name: str, *, home: str, crontab: str | None, print_only: bool, 
     """
     if not crontab:
         files = _job_vars_files(name, home, ())
-        for path in files:
-            out(f"{'would remove' if print_only else 'removed'} {path}")
-            if not print_only:
-                path.unlink(missing_ok=True)
+        if print_only:
+            for path in files:
+                out(f"would remove {path}")
+        else:
+            _unlink(files, out)
         out(f"{name}: no crontab program on this machine, so no cron job of that name; nothing "
             f"{'else ' if files else ''}removed")
         return 0

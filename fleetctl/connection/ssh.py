@@ -55,11 +55,11 @@ from .ssh_files import SFTPFiles
 from .ssh_sessions import Sessions, UseOverflow
 from .ssh_handshake import LoginFailed, RouteOptions
 from .ssh_options import apply_options
-from .ssh_hop import MAX_HANDSHAKES, LoginStats
+from .ssh_hop import LoginStats
 from .ssh_route import login
 from .ssh_target import SSHConfigError, SSHTarget, resolve_target
 
-__all__ = ["SSHConnection", "MAX_HANDSHAKES", "LOGIN_OUTPUT_NOTE"]
+__all__ = ["SSHConnection", "LOGIN_OUTPUT_NOTE"]
 
 #: sshd's default MaxSessions (sshd_config(5)).
 DEFAULT_MAX_SESSIONS = 10

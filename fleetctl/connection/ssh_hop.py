@@ -9,8 +9,8 @@ Unreachable hosts never delay reachable ones:
 - There is no fleet-wide handshake gate. sshd's ``MaxStartups`` (default ``10:30:100``,
   sshd_config(5)) limits the unauthenticated connections of ONE sshd, so the gate is per
   destination (the address and port connected to, or the jump route and target): at most
-  :data:`MAX_HANDSHAKES` connections to one sshd are between TCP connect and login at once. A
-  dead destination holds only its own gate, never another host's.
+  ``FLEETCTL_MAX_HANDSHAKES`` (default 8: :func:`fleetctl.util.envvars.max_handshakes`)
+  connections to one sshd are between TCP connect and login at once. A dead destination holds only its own gate, never another host's.
 - A TCP connect that failed (timed out, refused, no route) is remembered for its destination for
   one connect timeout, so other inventory names for the same dead address fail at once with the
   same cause instead of queueing behind it.
@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import errno
-import os
 import socket
 import time
 import weakref
@@ -53,11 +52,10 @@ from .ssh_handshake import Dropped, LoginFailed, RouteOptions, TimedOut, handsha
 from .ssh_probe import peek_first_words, probe_answer, probe_proxy, tcp_opener, tunnel_opener
 from .ssh_proxy import ProxyProcess, ended_silent_message
 from .ssh_target import SSHTarget
+from ..util.envvars import max_handshakes
 
-__all__ = ["MAX_HANDSHAKES", "HANDSHAKE_ATTEMPTS", "LoginStats", "login_hop"]
+__all__ = ["HANDSHAKE_ATTEMPTS", "LoginStats", "login_hop"]
 
-#: Connections to ONE sshd between TCP connect and login at once (below MaxStartups' default 10).
-MAX_HANDSHAKES = int(os.environ.get("FLEETCTL_MAX_HANDSHAKES", "8"))
 #: Handshakes tried per hop while the server drops them before login (all within its connect timeout).
 HANDSHAKE_ATTEMPTS = 6
 
@@ -85,7 +83,7 @@ class _Destination:
     ``entered`` in all (so a handshake knows whether another overlapped it)."""
 
     def __init__(self) -> None:
-        self.gate = asyncio.Semaphore(MAX_HANDSHAKES)
+        self.gate = asyncio.Semaphore(max_handshakes())  # checked when the run started (new_run)
         self.failure: tuple[str, float] | None = None
         self.in_flight = 0
         self.entered = 0

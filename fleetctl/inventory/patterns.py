@@ -49,7 +49,7 @@ from .address import is_single_address
 from .nodeset import NodesetError, fold_hosts, parse_nodeset, split_top
 from ..util.didyoumean import close_matches
 
-__all__ = ["HostIndex", "PatternError", "split_pattern", "select_hosts"]
+__all__ = ["HostIndex", "PatternError", "given_pattern", "split_pattern", "select_hosts"]
 
 _SUBSCRIPT = re.compile(r"^(?P<base>.+)\[(?:(?P<idx>-?[0-9]+)|(?P<start>[0-9]+)(?P<sep>[:-])(?P<end>[0-9]*))\]$")
 _COLON_SPLIT = re.compile(r"(?:[^\s:\[\]]|\[[^\]]*\])+")
@@ -105,6 +105,23 @@ def split_pattern(pattern: str) -> list[str]:
     else:
         pieces = _COLON_SPLIT.findall(pattern)
     return [p.strip() for p in pieces if p.strip()]
+
+
+def given_pattern(value: str | None, what: str = "pattern") -> str | None:
+    """``value`` (a ``--hosts`` or ``--limit`` as typed) when it names something, None when it
+    was not given.
+
+    An empty or blank value is given, not absent: ``--hosts "$GROUP"`` with ``GROUP`` unset must
+    never fall back to the playbook's ``hosts`` (the whole fleet) or drop the limit. Every command
+    that takes ``--hosts``/``--limit`` (and :func:`fleetctl.api.play.prepare_play`) checks here
+    first, before the inventory is read.
+
+    Raises:
+        PatternError: ``value`` holds no term (``''``, ``' '``, ``','``), naming ``what``.
+    """
+    if value is not None and not split_pattern(value):
+        raise PatternError(f"{what} {value!r} is empty", pattern=value, source="")
+    return value
 
 
 _IMPLICIT = ("all", "ungrouped")  # Ansible's implicit groups: every inventory has them

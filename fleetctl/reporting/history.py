@@ -123,6 +123,29 @@ def host_log_path(run_id: str, host: str, root: Path | None = None) -> Path:
     return (root or runs_root()) / run_id / "logs" / f"{safe_name(host)}.log"
 
 
+def newest_run_of_host(host: str, root: Path | None = None) -> str | None:
+    """The id of the newest run (newest first, as :func:`list_runs`) that has a log for ``host``
+    or names it among its hosts (a host never reached has its reason in ``run.json``), or None
+    when no run has it. ``fleetctl logs --host HOST`` without a run id shows this run: the newest
+    run of all may not have that host (a run on other hosts came after)."""
+    root = root or runs_root()
+    if not root.is_dir():
+        return None
+    for path in sorted(root.iterdir(), reverse=True):
+        record = path / "run.json"
+        if not record.is_file():
+            continue
+        if host_log_path(path.name, host, root).exists():
+            return path.name
+        try:
+            hosts = json.loads(record.read_text()).get("hosts")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(hosts, dict) and host in hosts:
+            return path.name
+    return None
+
+
 def play_key(inventory: list[str], playbook: str) -> str:
     """The retry set's key for a play: its inventory sources (in ``-i`` order) and its playbook, each
     made absolute when it is a path (``slurm:`` stays as given)."""

@@ -8,7 +8,8 @@ Two kinds of place:
   person in their checkout, the nightly timer in ``/srv/fleet``) sees the same run records, retry
   set and controller-side locks:
 
-  - state (run records, the retry set, controller-side locks): ``$FLEETCTL_HOME`` when set, else
+  - state (run records, the retry set, controller-side locks): ``$FLEETCTL_HOME`` when set (an
+    absolute path or ``~/...``; a relative one is refused: :func:`fleetctl_home`), else
     ``$XDG_STATE_HOME/fleetctl``, else ``~/.local/state/fleetctl`` (the XDG Base Directory
     specification's place for state that persists between runs but is not worth backing up);
   - cache (the wheel cache of arch classes): ``$XDG_CACHE_HOME/fleetctl``, else
@@ -59,11 +60,43 @@ def _xdg(name: str, default: str) -> Path:
     return Path(os.path.expanduser("~")) / default
 
 
+def fleetctl_home(environ: Mapping[str, str] | None = None) -> Path | None:
+    """``$FLEETCTL_HOME`` (``~`` expanded) when set and not empty, else None. ``environ``
+    defaults to ``os.environ``.
+
+    A relative value is refused, not resolved: state belongs to the user, not to the folder a
+    command starts in (the module docstring), and ``FLEETCTL_HOME=state`` would give each folder
+    (a person's checkout, the nightly timer's ``/srv/fleet``) its own run records, retry set and
+    locks, so two deploys from two folders would not see each other's controller-side locks and
+    ``fleetctl runs`` would list another set in each. Resolving it once against the current
+    folder would only hide that; the refusal names the absolute path to give instead. (Relative
+    ``XDG_*`` values are ignored rather than refused, as the XDG specification says.)
+
+    Raises:
+        InputError: a relative path (one line naming the variable and its value, exit 2).
+    """
+    from ..errors import InputError
+
+    home = (os.environ if environ is None else environ).get("FLEETCTL_HOME")
+    if not home:
+        return None
+    path = os.path.expanduser(home)
+    if not os.path.isabs(path):
+        raise InputError(f"FLEETCTL_HOME: want an absolute path (or ~/...), got {home!r}: a relative one puts run "
+                         f"records, the retry set and locks in whichever folder fleetctl starts in; give "
+                         f"{os.path.abspath(path)!r} for this folder's")
+    return Path(path)
+
+
 def state_dir() -> Path:
-    """The user's fleetctl state folder (see the module docstring); not created here."""
-    home = os.environ.get("FLEETCTL_HOME")
-    if home:
-        return Path(home).expanduser()
+    """The user's fleetctl state folder (see the module docstring); not created here.
+
+    Raises:
+        InputError: a relative ``FLEETCTL_HOME`` (:func:`fleetctl_home`).
+    """
+    home = fleetctl_home()
+    if home is not None:
+        return home
     return _xdg("XDG_STATE_HOME", ".local/state") / "fleetctl"
 
 
@@ -72,11 +105,15 @@ def state_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     ``FLEETCTL_HOME`` when set, else an absolute ``XDG_STATE_HOME``; empty when the default
     (``~/.local/state/fleetctl``) applies. What a job started elsewhere (a timer, cron) must carry
     to keep its runs where this user's interactive runs are, and nothing more. ``environ``
-    defaults to ``os.environ``."""
+    defaults to ``os.environ``.
+
+    Raises:
+        InputError: a relative ``FLEETCTL_HOME`` (:func:`fleetctl_home`).
+    """
     env = os.environ if environ is None else environ
-    home = env.get("FLEETCTL_HOME")
-    if home:
-        return {"FLEETCTL_HOME": os.path.abspath(os.path.expanduser(home))}
+    home = fleetctl_home(env)
+    if home is not None:
+        return {"FLEETCTL_HOME": os.path.normpath(home)}
     xdg = env.get("XDG_STATE_HOME", "")
     if xdg and os.path.isabs(xdg):
         return {"XDG_STATE_HOME": xdg}

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from ..errors import InputError
+from .envvars import check_count
 
 DEFAULT_KEEP_RUNS = 50
 DEFAULT_KEEP_DAYS = 30.0
@@ -49,18 +50,12 @@ class RetentionPolicy:
 
 
 def check_keep_runs(value: object, what: str) -> int:
-    """``value`` as a run count >= 1.
+    """``value`` as a run count >= 1 (:func:`fleetctl.util.envvars.check_count`).
 
     Raises:
         InputError: naming ``what`` (the variable or option) and the value.
     """
-    try:
-        n = int(str(value).strip())
-    except ValueError:
-        n = 0
-    if n < 1 or str(value).strip() != str(n):
-        raise InputError(f"{what}: want a whole number of runs >= 1, got {value!r}")
-    return n
+    return check_count(value, what, "runs")
 
 
 def check_keep_days(value: object, what: str) -> float:
