@@ -240,7 +240,11 @@ def _cmake_message(line: str, raw: list[str], i: int) -> str:
     ``cmMessenger``); a paragraph ending in ``:`` goes on in the next one (``Cannot find source
     file:``, a blank line, then the file's path, indented deeper). The message ends at the first
     line that is not indented (``Call Stack (most recent call first):``) or at a blank line after a
-    paragraph that does not end in ``:`` (``Tried extensions .c .C ...`` is left out)."""
+    paragraph that does not end in ``:`` (``Tried extensions .c .C ...`` is left out).
+
+    At most 300 characters, the end kept (what is missing is named last): over that, the file
+    CMake was reading is shortened to its last two path parts (``CMake Error at
+    .../cmake/nanobind-config.cmake:158 (add_library): ...``), then the middle is cut (``…``)."""
     indent = len(raw[i]) - len(raw[i].lstrip())
     for more in raw[i + 1:]:
         if not more.strip():
@@ -250,7 +254,10 @@ def _cmake_message(line: str, raw: list[str], i: int) -> str:
         if len(more) - len(more.lstrip()) <= indent:
             break
         line += " " + more.strip()
-    return line
+    if len(line) > 300:
+        line = re.sub(r"^(CMake Error at )(\S*?)([^/\s]+/[^/\s]+:\d+)", lambda m: m.group(1) + (".../" if m.group(2) else "") + m.group(3),
+                      line, count=1)
+    return line if len(line) <= 300 else line[:140] + " \u2026 " + line[-157:]
 
 
 _COMPILER_ERROR = re.compile(
