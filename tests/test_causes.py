@@ -41,6 +41,28 @@ def test_a_real_gxx_error_and_a_real_cmake_error(tmp_path):
     assert why.startswith("CMake Error at CMakeLists.txt:1 (cmake_minimum_required): CMake 99.0 or higher is required."), why
 
 
+def test_a_real_cmake_missing_source_error_carries_the_files_path(tmp_path):
+    """CMake prints ``Cannot find source file:``, a blank line, then the path, indented deeper (a
+    venv's nanobind with a source file removed: the fresh operator's trial cut the summary at the
+    colon). The one line carries the path, not the ``Tried extensions`` paragraph after it."""
+    # outside the source tree (CMake names it by its full path), deep enough that the line passes 300
+    # characters: the file CMake read is shortened, the missing file's path is kept whole
+    nanobind = tmp_path / ("site-packages-" + "x" * 80) / "nanobind"
+    (nanobind / "cmake").mkdir(parents=True)
+    (nanobind / "cmake" / "nanobind-config.cmake").write_text(
+        "get_filename_component(NB_DIR ${CMAKE_CURRENT_LIST_DIR} DIRECTORY)\n"
+        "function(nanobind_add_module name)\n  add_library(${name} MODULE ${NB_DIR}/src/nb_func.cpp)\nendfunction()\n")
+    (tmp_path / "k").mkdir()
+    (tmp_path / "k" / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(p LANGUAGES NONE)\n"
+        f"include({nanobind}/cmake/nanobind-config.cmake)\nnanobind_add_module(m)\n")
+    res = ran(["cmake", "-S", "k", "-B", "b"], tmp_path)
+    gone = nanobind / "src" / "nb_func.cpp"
+    assert f"\n  Cannot find source file:\n\n    {gone}\n" in res.stderr_text, res.stderr_text  # CMake's own layout
+    why = cause_line(res, "/w/tmp", facts=BUILD_FACTS)
+    assert why == f"CMake Error at .../cmake/nanobind-config.cmake:3 (add_library): Cannot find source file: {gone}", why
+
+
 def _wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> None:
     """A minimal pure-Python wheel (PEP 427: METADATA, WHEEL, RECORD) that pip resolves."""
     dist = f"{name}-{version}.dist-info"

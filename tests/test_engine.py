@@ -711,6 +711,47 @@ def test_a_lost_builder_hands_the_build_to_a_member_that_can_build(fake_kind, tm
     assert fake.HOSTS["n2"].files.get("/venv-state/toy")
 
 
+NANOBIND_GONE = ("CMake Error at /venv/lib/python3.12/site-packages/nanobind/cmake/nanobind-config.cmake:158 "
+                 "(add_library):\n  Cannot find source file:\n\n    /venv/lib/python3.12/site-packages/nanobind/src/"
+                 "nb_func.cpp\n\nCall Stack (most recent call first):\n  CMakeLists.txt:20 (nanobind_build_library)\n")
+
+
+def _build_fails(host, argv, env, cwd):
+    """This host's build fails as a venv whose nanobind lost a source file makes it fail."""
+    return (1, "", NANOBIND_GONE) if "wheel" in argv and "--wheel-dir" in argv else None
+
+
+def test_a_build_that_fails_on_its_builder_is_tried_once_by_the_next_member_that_can_build(fake_kind, tmp_path):
+    """Fresh operator's trial: u1's venv had a broken nanobind; its build failed the whole class
+    although u2 and u3 could build. The next member that can build tries once: the first builder
+    fails with its own cause, the others get the retry's wheel."""
+    hosts = make_hosts(["n1", "n2", "n3", "n4"])
+    fake.HOSTS["n1"].handlers.insert(0, _build_fails)
+    fake.HOSTS["n2"].facts["missing_modules"] = ["setuptools"]  # next in inventory order, but cannot build
+    model, ev = run(playbook(tmp_path), hosts, force=True)
+    assert model.hosts["n1"].status == "failed" and "Cannot find source file: /venv/lib/python3.12/site-packages/" \
+        "nanobind/src/nb_func.cpp" in model.hosts["n1"].error, model.hosts["n1"].error
+    assert {h: model.hosts[h].status for h in ("n2", "n3", "n4")} == {"n2": "ok", "n3": "ok", "n4": "ok"}, \
+        {h: o.error for h, o in model.hosts.items()}
+    assert [h for h in ("n2", "n3", "n4") if fake.HOSTS[h].ran("--wheel-dir")] == ["n3"]
+    assert actions(model) == {"n1": "build", "n2": "push", "n3": "build", "n4": "push"}
+    assert any(e.name == "class.builder_changed" and e.host == "n3" for e in ev.events)
+
+
+def test_a_build_that_fails_again_on_the_retry_fails_the_class_with_both_causes_and_no_third_try(fake_kind, tmp_path):
+    """A real source error fails everywhere: one retry per class, then every member fails naming it."""
+    hosts = make_hosts(["n1", "n2", "n3"])
+    for h in hosts:
+        fake.HOSTS[h.name].handlers.insert(0, _build_fails)
+    model, _ = run(playbook(tmp_path), hosts, force=True)
+    assert {h: o.status for h, o in model.hosts.items()} == {"n1": "failed", "n2": "failed", "n3": "failed"}
+    assert [h for h in fake.HOSTS if fake.HOSTS[h].ran("--wheel-dir")] == ["n1", "n2"]  # no third try
+    assert "build failed (pip): CMake Error at" in model.hosts["n2"].error, model.hosts["n2"].error
+    err = model.hosts["n3"].error
+    assert "the build of this arch class failed on its builder: n2: build failed (pip): CMake Error at" in err, err
+    assert "(tried again after the first builder failed: n1: build failed (pip): CMake Error at" in err, err
+
+
 @pytest.mark.parametrize("mode", ["dry-run", "apply"])
 def test_a_host_failed_while_planning_is_in_no_class_so_the_plan_names_the_real_builder(fake_kind, tmp_path, mode):
     """n1 comes first; its build plans, but a later task refuses it before any command (as a verify

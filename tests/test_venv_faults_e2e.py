@@ -144,6 +144,43 @@ def test_a_venv_on_a_full_disk_is_refused_before_pip_runs(tmp_path):
         assert dep.returncode == 1 and task["msg"].startswith(f"preflight: {full}"), task
 
 
+@pytest.mark.sshd
+def test_a_venv_without_room_for_the_wheel_to_build_is_refused_by_plan_and_before_the_build(sshd_farm, tmp_path):
+    """A venv with more than the margin free but less than the wheel a build would make needs
+    (the fresh operator's trial: 16.5 MiB free, ``--plan`` said build, the deploy built for 57 s
+    and the install then refused it): ``--plan`` and the deploy use one estimate
+    (``install_need_mib``) and refuse the host before anything is built."""
+    from tests.test_agreement_e2e import PLAY
+
+    h = sshd_farm.start("tight-venv")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    src = tmp_path / "toy"
+    shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
+    play = tmp_path / "play.yaml"
+    play.write_text(PLAY.format(src=src))
+    with tmpfs(tmp_path / "disk", "64m") as disk:
+        venv = make_venv(disk / "venv", "virtualenv")
+        sp = str(site_packages(Path(venv)))
+        (disk / "filler").write_bytes(b"\0" * (shutil.disk_usage(disk).free - 24 * 1048576))  # 24 MiB left
+        free_mib = shutil.disk_usage(disk).free // 1048576
+        assert 16 < free_mib < 48, free_mib  # above the margin, below an unbuilt wheel's estimate
+        inv = write_inventory(tmp_path / "inv.yaml", {"g": {"tv": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                   "venv": venv, "workdir": str(tmp_path / "work")}}})
+        base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play))
+        line = f"venv's site-packages {sp} has "  # then its free MiB (the facts', a moment later)
+        need = "(not built yet: taken as 32 MiB unpacked, with a margin) needs 48 MiB: pip would stop with ENOSPC"
+        plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
+        assert plan.returncode == 1, plan.stdout + plan.stderr
+        msgs = [t["msg"] for t in json.loads(plan.stdout)["tv"]["tasks"] if t["action"] == "pip_install"]
+        assert msgs and msgs[0].startswith(f"preflight: {line}") and need in msgs[0], msgs
+        dep = fleetctl(*base, home=tmp_path, timeout_s=600)
+        assert dep.returncode == 1, dep.stdout[-3000:]
+        task = _task(tmp_path, "tv", "pip_install")
+        assert task["status"] == "failed" and task["msg"].startswith(f"preflight: {line}") and need in task["msg"], task
+        assert not list((tmp_path / "work").rglob("*.whl")), "built although the venv cannot take the wheel"
+        assert not (tmp_path / "work" / "src").exists()  # refused while planning: nothing uploaded
+
+
 def test_verify_names_an_install_cut_short_and_the_fix(tmp_path):
     """A truncated file, then no dist-info and no __init__.py (what pip left on ENOSPC): verify says
     the install is incomplete, naming the files and the fix, not only ``symbols: missing``."""

@@ -10,8 +10,11 @@ this is what the applying hosts share once they have them:
   it is first pushed: :meth:`ClassWheels.pushable`);
 - who builds (or serves) each class now (:attr:`~ClassWheels.builders`): a builder that becomes
   unreachable, or ends without publishing, hands the build to the next member still waiting
-  (:meth:`ClassWheels.fail`, :meth:`ClassWheels.host_done`); a build that fails fails its whole
-  class (the others would fail the same way) with the builder's error (:class:`ClassBuildFailed`);
+  (:meth:`ClassWheels.fail`, :meth:`ClassWheels.host_done`); a build that fails is tried once more,
+  by the next member that can build (the first builder's own venv or disk may be what broke it: a
+  fresh operator's trial, a builder's nanobind missing a source file failed its whole class), and
+  when that one fails too, or no member can build, the class fails with the builders' errors
+  (:class:`ClassBuildFailed`): a real source error fails everywhere, after one retry per class;
 - the members waiting for the wheel (:meth:`ClassWheels.wait`), released when it is published
   (:meth:`ClassWheels.publish`).
 """
@@ -42,9 +45,14 @@ class ClassWheels:
             they take over its build when its builder goes away (see :meth:`fail`).
     """
 
-    def __init__(self, order: dict[str, int], successors: Callable[[str], list[str]]) -> None:
+    def __init__(self, order: dict[str, int], successors: Callable[[str], list[str]],
+                 can_build: Callable[[str], bool] = lambda host: True) -> None:
         self.order = order
         self.successors = successors
+        self.can_build = can_build
+        #: key -> the first builder's error, once its failed build was handed to another member
+        #: (at most one retry per class)
+        self.retried: dict[str, str] = {}
         #: key -> the member that builds (or serves) the class's wheel now
         self.builders: dict[str, str] = {}
         #: classes for which only a wheel built in this run counts: asked with ``--force``, or whose
@@ -136,11 +144,25 @@ class ClassWheels:
 
     async def fail(self, key: str, message: str, *, retryable: bool, host: str | None = None) -> None:
         """The builder failed. ``retryable`` (it became unreachable or ended early): the next member
-        waiting builds instead; otherwise every member fails with ``message``."""
+        waiting builds instead. Otherwise (its build failed: ``message``, the host's one line) the
+        next member still at work that can build tries once (:attr:`retried`); when it fails too,
+        or none can, every member waiting fails with ``message`` (and the first builder's line)."""
         async with self._lock:
             fut = self._future(key)
             if fut.done():
                 return
+            if not retryable and host is not None and key not in self.retried:
+                nxt = next((h for h in self.successors(key) if h != host and self.can_build(h)), None)
+                if nxt is not None:  # one retry: this builder's own host may be what broke the build
+                    self.retried[key] = message
+                    self._gone.add(host)
+                    self.builders[key] = nxt
+                    take = self._takeover.pop(nxt, None)
+                    if take is not None and not take.done():
+                        take.set_result("build")
+                    return
+            if not retryable and key in self.retried and self.retried[key] != message:
+                message = f"{message} (tried again after the first builder failed: {self.retried[key]})"
             if retryable:
                 if host is not None and self.builders.get(key) not in (None, host):
                     return

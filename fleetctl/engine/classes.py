@@ -29,8 +29,9 @@ late is assigned on its own when it has planned: it gets the wheel when its clas
 serves) it itself. A later group is assigned as such a host is.
 
 Once the roles are assigned, the wheel's hand-off from builder to members (a builder that goes
-away hands the build to the next member still waiting; a build that fails fails its whole class
-with the builder's error) and this run's view of the controller's content-addressed cache
+away hands the build to the next member still waiting; a build that fails is tried once more by
+the next member that can build, and when that fails too its whole class fails with the builders'
+errors) and this run's view of the controller's content-addressed cache
 (``<cache_dir>/wheels/<key16>/``: a cached wheel that is not the wheel its record describes is never
 pushed, and the run says why in one line) are :mod:`fleetctl.engine.class_wheels`'s.
 """
@@ -73,7 +74,7 @@ class ClassCoordinator:
         self.answered: dict[str, str] = {}
         self.assigned: dict[str, tuple[str, str]] = {}
         #: each class's wheel, its builder now, and the members waiting for it (applying)
-        self.wheels = ClassWheels(self.order, self._successors)
+        self.wheels = ClassWheels(self.order, self._successors, self._can_build)
         #: host -> its connection kind's run scope (set by the runner), for one-to-many fan-out
         self.scope_of: dict[str, Any] = {}
         self.run_id = "run"

@@ -32,8 +32,26 @@ from .refusals import warning as refusal_warning
 
 #: Free MiB (2**20 bytes) a venv's site-packages needs for any install: under it an install is
 #: refused before pip runs (pip cuts an install short on ENOSPC, leaving a partial package). A
-#: wheel on the host is measured too (its unpacked size: ``pip_install``'s planner).
+#: wheel needs its unpacked size on top (:func:`install_need_mib`).
 VENV_MIN_FREE_MIB = 16
+#: MiB a wheel not built yet is taken to unpack to (``--plan``, and a deploy's planning pass, before
+#: the build): fp4_kernels' wheel unpacks to about 10 MiB for one SM, about 20 for two.
+UNBUILT_WHEEL_MIB = 32
+
+
+def install_need_mib(unpacked_bytes: int | None) -> int:
+    """The free MiB an install of a wheel needs in the venv's site-packages: the one estimate
+    ``--plan``, ``--dry-run`` and the deploy use (``pip_install``'s planner), so that they agree.
+
+    Args:
+        unpacked_bytes: the wheel's unpacked size in bytes (the sum of its zip members' sizes),
+            or None for a wheel not built yet (:data:`UNBUILT_WHEEL_MIB` stands in).
+
+    Returns:
+        that size in MiB, rounded up, plus :data:`VENV_MIN_FREE_MIB` (the margin).
+    """
+    wheel = UNBUILT_WHEEL_MIB if unpacked_bytes is None else -(-int(unpacked_bytes) // 1048576)
+    return wheel + VENV_MIN_FREE_MIB
 
 
 def _fs(facts: Mapping[str, Any]) -> Mapping[str, Any] | None:

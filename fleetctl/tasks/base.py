@@ -224,18 +224,40 @@ def first_error_line(res: CommandResult) -> str:
     for i, line in enumerate(raw):
         line = line.strip()
         if _COMPILER_ERROR.search(line):
-            if line.startswith("CMake Error") and line.endswith(":"):  # its message follows, indented
-                indent = len(raw[i]) - len(raw[i].lstrip())
-                for more in raw[i + 1:]:
-                    if not more.strip() or len(more) - len(more.lstrip()) <= indent:
-                        break
-                    line += " " + more.strip()
+            if line.startswith("CMake Error") and line.endswith(":"):
+                line = _cmake_message(line, raw, i)
             return line[:300]
     for line in reversed(lines):
         if re.search(r"error|fatal|failed|not found|killed|Traceback", line, re.I):
             return line[:300]
     tail = [ln.strip() for ln in res.stderr_text.splitlines() if ln.strip()] or lines
     return tail[-1][:300] if tail else f"exit status {res.rc}"
+
+
+def _cmake_message(line: str, raw: list[str], i: int) -> str:
+    """``CMake Error at FILE:LINE (CMD):`` (``raw[i]``) with its message, one line: CMake prints the
+    message on the lines after it, indented, in paragraphs parted by blank lines (cmake's
+    ``cmMessenger``); a paragraph ending in ``:`` goes on in the next one (``Cannot find source
+    file:``, a blank line, then the file's path, indented deeper). The message ends at the first
+    line that is not indented (``Call Stack (most recent call first):``) or at a blank line after a
+    paragraph that does not end in ``:`` (``Tried extensions .c .C ...`` is left out).
+
+    At most 300 characters, the end kept (what is missing is named last): over that, the file
+    CMake was reading is shortened to its last two path parts (``CMake Error at
+    .../cmake/nanobind-config.cmake:158 (add_library): ...``), then the middle is cut (``…``)."""
+    indent = len(raw[i]) - len(raw[i].lstrip())
+    for more in raw[i + 1:]:
+        if not more.strip():
+            if line.endswith(":"):
+                continue
+            break
+        if len(more) - len(more.lstrip()) <= indent:
+            break
+        line += " " + more.strip()
+    if len(line) > 300:
+        line = re.sub(r"^(CMake Error at )(\S*?)([^/\s]+/[^/\s]+:\d+)", lambda m: m.group(1) + (".../" if m.group(2) else "") + m.group(3),
+                      line, count=1)
+    return line if len(line) <= 300 else line[:140] + " \u2026 " + line[-157:]
 
 
 _COMPILER_ERROR = re.compile(

@@ -34,7 +34,9 @@ A venv pip cannot write (not writable by the login user, read-only, full: facts'
 ``python.site_packages_fs``) is refused while planning, before anything is built or installed
 (:func:`fleetctl.facts.venv.install_problem`, which ``fleetctl facts`` warns with); a wheel whose
 unpacked size does not fit the venv's free space is refused before pip runs: pip would stop with
-ENOSPC and leave a partial install.
+ENOSPC and leave a partial install. ``--plan``, ``--dry-run`` and the deploy use one estimate of
+that room (:func:`fleetctl.facts.venv.install_need_mib`); a wheel not built yet (``--plan``, a
+deploy's planning pass) counts its estimate, so a venv without room is refused before the build.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from pydantic import field_validator
 from ..connection.base import CommandResult
 from ..status import Status
 from ..build.wheeltags import refusal
-from ..facts.venv import VENV_MIN_FREE_MIB, install_problem
+from ..facts.venv import UNBUILT_WHEEL_MIB, install_need_mib, install_problem
 from .argtypes import ActionArgs, non_empty
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .causes import cause_line
@@ -136,6 +138,23 @@ def _reinstall_argv(args: PipInstallArgs, python: str, uv: str | None):
     """``(tool, wheel) -> argv`` of a ``--force-reinstall --no-deps`` install (the roll-back's)."""
     return lambda tool, wheel: install_argv(tool, python, uv, wheel, PipInstallArgs(
         wheel=wheel, force_reinstall=True, no_deps=True, tool=args.tool))
+
+
+def _room_for(host: HostView, wheel: str):
+    """Plan steps: the line refusing a venv whose site-packages lacks the room the install of
+    ``wheel`` needs (:func:`fleetctl.facts.venv.install_need_mib`: its unpacked size, asked when
+    the venv has under :data:`SIZE_ASKED_BELOW_MIB` free; a wheel not built yet, in ``--plan`` or
+    a deploy's planning pass, counts the estimate), or None."""
+    free = ((host.facts.get("python") or {}).get("site_packages_fs") or {}).get("free_mib")
+    if not isinstance(free, int) or free >= SIZE_ASKED_BELOW_MIB:
+        return None
+    size = yield probe((host.python, "-c", UNPACKED_SIZE, wheel), f"the unpacked size of {posixpath.basename(wheel)}",
+                       env=CLEAN_PYTHON_ENV, cwd="/")
+    measured = size.rc == 0 and size.stdout_text.strip().isdigit()
+    need = install_need_mib(int(size.stdout_text.strip()) if measured else None)
+    what = (f"{posixpath.basename(wheel)} (unpacked, with a margin)" if measured else
+            f"{posixpath.basename(wheel)} (not built yet: taken as {UNBUILT_WHEEL_MIB} MiB unpacked, with a margin)")
+    return install_problem(host.facts, need, what)
 
 
 def plan(args: PipInstallArgs, host: HostView) -> Plan:
@@ -243,15 +262,10 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                         reason="dependencies may be installed, torch may not move")
         if err is not None:
             return TaskResult(Status.FAILED, msg=f"cannot write the install constraints: {err}")
-    free = ((host.facts.get("python") or {}).get("site_packages_fs") or {}).get("free_mib")
-    size = (yield probe((host.python, "-c", UNPACKED_SIZE, wheel), f"the unpacked size of {posixpath.basename(wheel)}",
-                        env=CLEAN_PYTHON_ENV, cwd="/")) if isinstance(free, int) and free < SIZE_ASKED_BELOW_MIB else None
-    if size is not None and size.rc == 0 and size.stdout_text.strip().isdigit():
-        need = -(-int(size.stdout_text.strip()) // 1048576) + VENV_MIN_FREE_MIB
-        full = install_problem(host.facts, need, f"{posixpath.basename(wheel)} (unpacked, with a margin)")
-        if full:
-            return TaskResult(Status.FAILED, msg=f"preflight: {full}; nothing was installed",
-                              data={"decision": {**decision, "action": "fail"}, "preflight": [full]})
+    full = yield from _room_for(host, wheel)
+    if full:  # facts and probes alone: stops the host while planning, before the build of the wheel
+        return TaskResult(Status.FAILED, msg=f"preflight: {full}; nothing was installed", preflight=True,
+                          data={"decision": {**decision, "action": "fail"}, "preflight": [full]})
     res = yield Run(argv=tuple(install_argv(tool, host.python, uv, wheel, args, constraint)), env=env,
                     cwd="/", reason=f"install {posixpath.basename(wheel)} ({why})")
     if res.rc != 0:

@@ -3,7 +3,8 @@
 The extensions live in ``tests/data/ext/`` (a setuptools torch ``CUDAExtension`` and a CPU-only
 ``CppExtension``; a
 scikit-build-core CMake project with a FetchContent and an ExternalProject dependency and a
-generator it builds and runs); they are copied into a test's folder before use. The conditions are
+generator it builds and runs; ``nb_ext``, a scikit-build-core project using the venv's nanobind
+CMake package, built without isolation); they are copied into a test's folder before use. The conditions are
 real, not simulated: a noexec or tiny tmpfs (``mount``), a memory cgroup (v1 or v2) around a test
 host's sshd, a mount namespace in which ``/usr/local`` holds no CUDA (``unshare``), CMake 4 (PyPI's
 ``cmake``, installed by ``scripts/setup.sh``), wheels written with ``zipfile``. Only the GPU and the

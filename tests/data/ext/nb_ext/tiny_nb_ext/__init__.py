@@ -1,0 +1,1 @@
+from ._C import answer  # noqa: F401
