@@ -1,30 +1,16 @@
 """Issue 28: where the host time of one eager prepacked W4A16 call goes on the dequantize + cuBLAS
-path (M above pk_max_rows), against torch.matmul's. Host time = wall time of N calls queued without
-waiting, per call (us); the GPU's work is queued, not waited for.
+path (M above pk_max_rows), against torch.matmul's. Host time = wall time of 200 calls queued without
+waiting, per call (us; issue28.host_us); the GPU's work is queued, not waited for.
 
     python bench/issue28_host.py
 """
 from __future__ import annotations
 
-import time
-
 import torch
 
 import fp4_kernels as fk
 from fp4_kernels import _gemm, _ops
-
-N = 200
-
-
-def host_us(fn):
-    fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(N):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) * 1e6 / N
+from issue28 import host_us
 
 
 def main() -> int:
