@@ -59,3 +59,33 @@ def test_facts_warn_of_a_venv_without_build_requirements_and_of_no_pip_nor_uv_as
     assert nopip == [f"warning: {line}{TAIL}"], doc["nopip"]
     assert line in refused["nopip"], refused["nopip"]
     assert not [w for w in doc["nopip"]["warnings"] if "build requirements" in w]  # it has them
+
+
+def test_a_venv_whose_python_links_to_a_base_interpreter_that_is_gone_is_named_so(sshd_farm, tmp_path):
+    """New-user trial: a venv whose bin/python3 is a symlink to a base interpreter that was
+    upgraded away read ``venv python ... does not exist``. Facts and --plan name the link and its
+    missing target, and say to make the venv again."""
+    import os
+
+    h = sshd_farm.start("dangling")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = tmp_path / "venv"
+    make_venv(venv, "bare", torch=False)
+    gone = tmp_path / "python-3.11.4" / "bin" / "python3.11"  # the base interpreter, removed
+    for name in ("python", "python3", "python3.11"):
+        (venv / "bin" / name).unlink(missing_ok=True)
+    os.symlink(gone, venv / "bin" / "python3.11")
+    os.symlink("python3.11", venv / "bin" / "python3")
+    os.symlink("python3.11", venv / "bin" / "python")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"dangling": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                     "workdir": str(tmp_path / "w"), "venv": str(venv)}}})
+    line = (f"venv {venv}: {venv}/bin/python3 is a symlink to {gone}, which does not exist: the base interpreter the "
+            f"venv was made from is gone (Python upgraded or removed): make the venv again with a python3 that exists "
+            f"(python3 -m venv --clear {venv}, then install its packages again), or point the host var 'venv' at "
+            "another venv")
+    doc = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path).stdout)
+    assert f"warning: {line}{TAIL}" in doc["dangling"]["warnings"], doc["dangling"].get("warnings")
+    plan = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", PLAYBOOK, "--plan", "--json", home=tmp_path)
+    assert plan.returncode == 1, plan.stdout + plan.stderr
+    msgs = " ".join(t.get("msg") or "" for t in json.loads(plan.stdout)["dangling"]["tasks"])
+    assert line in msgs and "does not exist (venv var" not in msgs, msgs

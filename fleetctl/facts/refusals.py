@@ -35,6 +35,24 @@ def cuda_home_problem(facts: Mapping[str, Any], cuda_home: str | None) -> str | 
     return f"cuda_home {cuda_home} has no bin/nvcc (fix the host var 'cuda_home')"
 
 
+def missing_python_problem(facts: Mapping[str, Any], venv: str | None) -> str | None:
+    """The host var ``venv`` names an environment whose interpreter is not there (facts
+    ``python.exists`` false), or None. A venv's ``bin/python3`` is a symlink to the interpreter it
+    was made from (the venv module's docs, "How venvs work"): when that one is gone (Python
+    upgraded or removed, facts ``python.dangling``: the missing path the link resolves to), the
+    line names the link and its target, and says to make the venv again, not that it is missing.
+    The build's preflight refuses the host with the line and ``fleetctl facts`` warns with it."""
+    py = facts.get("python") or {}
+    if not venv or not isinstance(py, Mapping) or py.get("exists") is not False:
+        return None
+    if py.get("dangling"):
+        return (f"venv {venv}: {py.get('error')}: make the venv again with a python3 that exists "
+                f"(python3 -m venv --clear {venv}, then install its packages again), or point the host var "
+                "'venv' at another venv")
+    return (f"venv {venv}: {py.get('error') or 'no interpreter'}: the host var venv names an environment that is not "
+            "there (builds, installs and verify use it): create it, or fix the var")
+
+
 def not_a_venv_problem(facts: Mapping[str, Any], venv: str | None) -> str | None:
     """The host var ``venv`` names a Python installation that is no virtual environment: its
     interpreter runs with ``sys.prefix == sys.base_prefix`` (no ``pyvenv.cfg``: the venv module's

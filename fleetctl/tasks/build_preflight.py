@@ -22,7 +22,7 @@ from typing import Any
 
 from ..build.archs import DEFAULT_PATH, available_memory_mib, unsupported_archs
 from ..build.cudacompat import ArchToken, driver_problem, predicted_binaries, uncovered_gpus
-from ..facts.refusals import build_requirements_problem, cuda_home_problem, not_a_venv_problem
+from ..facts.refusals import build_requirements_problem, cuda_home_problem, missing_python_problem, not_a_venv_problem
 from ..status import Status
 from .base import HostView, Plan, TaskResult, first_error_line
 from .build_deps import plan_deps, read_tree
@@ -55,7 +55,9 @@ def facts_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: 
     if not venv:
         problems.append("no venv for this host: set the host var 'venv' (the build must not pick the system Python)")
     py = facts.get("python") or {}
-    if venv and not py.get("exists", True):
+    if venv and py.get("dangling"):  # worded once: facts warns with the same line
+        problems.append(missing_python_problem(facts, venv) or "")
+    elif venv and not py.get("exists", True):
         problems.append(f"venv python {posixpath.join(venv, 'bin', 'python3')} does not exist (venv var: {venv})")
     not_venv = not_a_venv_problem(facts, venv)
     problems += [not_venv] if not_venv else []
