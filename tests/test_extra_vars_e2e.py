@@ -34,7 +34,7 @@ def test_e_venv_wins_over_the_host_var_in_plan_dry_run_and_deploy(tmp_path):
     res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "-e", "venv=/nonexistent/v",
                    home=tmp_path)
     assert res.returncode == 2
-    assert res.stderr.strip() == "fleetctl: error: -e: venv: venv '/nonexistent/v' of local host 'box' does not exist"
+    assert res.stderr.strip() == "fleetctl: error: -e venv: venv '/nonexistent/v' of local host 'box' does not exist"
 
 
 @pytest.mark.sshd
@@ -52,14 +52,14 @@ def test_e_connection_vars_win_over_the_inventory_in_deploy_and_run(sshd_farm, t
     assert "h | hello" in res.stdout.replace("h  |", "h |")
     res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "-e", "ansible_port=many",
                    home=tmp_path)
-    assert res.returncode == 2 and res.stderr.startswith("fleetctl: error: -e: ansible_port: "), res.stderr
+    assert res.returncode == 2 and res.stderr.startswith("fleetctl: error: -e ansible_port: "), res.stderr
     assert "Traceback" not in res.stderr
     run = fleetctl("-i", str(inv), "run", "--hosts", "g", "--json", "-e", f"ansible_port={host.port}",
                    "-e", f"ansible_user={host.user}", "--", "echo", "from run", home=tmp_path)
     assert run.returncode == 0 and json.loads(run.stdout)["h"]["stdout"] == "from run\n", run.stderr
     assert fleetctl("-i", str(inv), "run", "--hosts", "g", "--", "true", home=tmp_path).returncode == 1  # the inventory's
     bad = fleetctl("-i", str(inv), "run", "--hosts", "g", "-e", "ansible_port=many", "--", "true", home=tmp_path)
-    assert bad.returncode == 2 and bad.stderr.startswith("fleetctl: error: -e: ansible_port: "), bad.stderr
+    assert bad.returncode == 2 and bad.stderr.startswith("fleetctl: error: -e ansible_port: "), bad.stderr
 
 
 def test_an_extra_var_nothing_reads_is_named_with_the_closest_name_it_may_mean(tmp_path):
@@ -165,3 +165,37 @@ def test_e_archs_to_a_play_that_does_not_read_it_is_named_and_refused_where_it_b
                    "--skip-tags", "build", "-e", "archs=9.0a", home=tmp_path)
     assert res.returncode != 2, res.stderr
     assert "fleetctl: warning: -e archs: nightly.yaml does not read it" in res.stderr
+
+
+def test_a_bad_e_value_is_named_as_the_e_var_with_a_readable_cause(tmp_path):
+    """New-user trial: a bad ``-e`` value was named as the inventory's (``inventory.yaml:
+    u1-bash.fallback_archs: not a torch arch``), a template in ``-e workdir`` read "not supported in
+    inventory fleetctl's host settings", and ``-e 'venv=$HOME/venv'`` "is a relative path". Each is
+    one line naming ``-e VAR`` (exit 2, before anything connects); the inventory's own bad value is
+    still named at its file, line and key."""
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"box": {"ansible_connection": "local",
+                                                                "workdir": str(tmp_path / "work")}}})
+    play = tmp_path / "quick.yaml"
+    play.write_text(QUICK)
+
+    def refused(*extra: str) -> str:
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--plan", *extra, home=tmp_path,
+                       env={"HOME": str(tmp_path)})
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stdout + res.stderr
+        return res.stderr.strip()
+
+    assert refused("-e", "fallback_archs=sm_90a") == (
+        "fleetctl: error: -e fallback_archs: not a torch arch (want MAJOR.MINOR[a|f] such as '9.0a'): 'sm_90a'")
+    assert refused("-e", "workdir=/x/{{inventory_hostname}}") == (
+        "fleetctl: error: -e workdir: templated values ('{{ ... }}') are not supported in fleetctl's host settings: "
+        "they are read as written, before any template is rendered; write the value itself")
+    said = refused("-e", "venv=$HOME/venv")
+    assert said.startswith("fleetctl: error: -e venv: '$HOME/venv' holds $HOME, an unexpanded shell variable: "
+                           "fleetctl does not expand shell variables"), said
+    assert f"gives {tmp_path}/venv;" in said and "relative" not in said, said  # the shell's form ($HOME: tests' home)
+
+    bad = write_inventory(tmp_path / "bad.yaml", {"g": {"box": {"ansible_connection": "local", "fallback_archs": "sm_90a"}}})
+    res = fleetctl("-i", str(bad), "deploy", "--hosts", "g", "--playbook", str(play), "--plan", home=tmp_path)
+    assert res.returncode == 2 and res.stderr.strip() == (
+        f"fleetctl: error: {bad}:8: all.children.g.hosts.box.fallback_archs: not a torch arch (want MAJOR.MINOR[a|f] "
+        "such as '9.0a'): 'sm_90a'"), res.stderr

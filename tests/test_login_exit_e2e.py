@@ -28,11 +28,12 @@ CASES = {
     "zsh-exit": ("zsh", ".zshenv", "exit 0\n"),
     "bash-exec": ("bash", ".bashrc", "exec true\n"),
 }
-#: The first command's cause: the login shell is not known yet, so every usual rc file is named.
+#: The first command's cause: the login shell is not known yet, so every usual rc file is named;
+#: the hint is the real ssh command (the inventory's address, port and user), never the alias ``h``.
 NOT_RUN = ("the remote login shell exited with status 0 before running the command: a file it reads before every "
            "ssh command ends it (an `exit`, `exec` or `logout` there; look at ~/.bashrc, ~/.zshenv, ~/.tcshrc, "
            "~/.cshrc, ~/.config/fish/config.fish), or the login shell does not run commands (nologin); "
-           "try: ssh h echo ok")
+           "try: ssh -p {port} {user}@127.0.0.1 echo ok")
 
 
 class EndingRc:
@@ -58,6 +59,7 @@ def _failed_line(res) -> str:
 def test_run_facts_and_deploy_fail_a_host_whose_login_shell_exits_before_the_command(sshd_farm, tmp_path, case):
     shell, rc, text = CASES[case]
     host = sshd_farm.start(f"ex-{case}", shell=shell)
+    not_run = NOT_RUN.format(port=host.port, user=host.user)
     home = Path(pwd.getpwnam(host.user).pw_dir)
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h": {**host.inventory_vars(sshd_farm.known_hosts),
                                                               "workdir": str(home / "fl")}}})
@@ -68,8 +70,8 @@ def test_run_facts_and_deploy_fail_a_host_whose_login_shell_exits_before_the_com
             for argv in (["false"], ["true"]):  # `true` never ran either: not ok
                 res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--", *argv, home=tmp_path)
                 assert res.returncode == 1, res.stdout + res.stderr
-                assert _failed_line(res) == f"h: FAILED: {NOT_RUN}", res.stderr
-                assert json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["h"]["error"] == NOT_RUN
+                assert _failed_line(res) == f"h: FAILED: {not_run}", res.stderr
+                assert json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["h"]["error"] == not_run
             src = tmp_path / "payload.txt"
             src.write_text("x\n")
             transfers = ([["copy", "--hosts", "g", str(src), str(home / "payload.txt")],
@@ -78,14 +80,14 @@ def test_run_facts_and_deploy_fail_a_host_whose_login_shell_exits_before_the_com
             for args in transfers:
                 res = fleetctl("-i", str(inv), *args, home=tmp_path)
                 assert res.returncode == 1, res.stdout + res.stderr
-                assert NOT_RUN in _failed_line(res), res.stderr
+                assert not_run in _failed_line(res), res.stderr
             res = fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path)
             assert res.returncode == 1, res.stdout + res.stderr
-            assert json.loads(res.stdout)["h"]["error"] == NOT_RUN, res.stdout
+            assert json.loads(res.stdout)["h"]["error"] == not_run, res.stdout
             res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
             assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
             error = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["h"]["error"]
-            assert NOT_RUN in error, error
+            assert not_run in error, error
         res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--", "true", home=tmp_path)  # fixed: runs again
         assert res.returncode == 0, res.stdout + res.stderr
     finally:
@@ -114,5 +116,27 @@ def test_a_command_after_the_first_names_the_known_login_shell_and_what_it_print
     assert err.cause == ("the remote login shell (zsh) exited with status 3 before running the command: a file it "
                          "reads before every ssh command ends it (an `exit`, `exec` or `logout` there; look at "
                          "~/.zshenv, /etc/zsh/zshenv), or the login shell does not run commands (nologin); try: ssh "
-                         f"{host.name} echo ok; it printed: maintenance: logins are closed"), err.cause
+                         f"-p {host.port} {host.user}@127.0.0.1 echo ok; it printed: maintenance: logins are closed"), err.cause
     assert str(err) == f"{host.name}: {err.cause}"
+
+
+def test_a_nologin_account_is_named_as_the_cause_and_its_words_are_no_command_output(sshd_farm, tmp_path):
+    """New-user trial: with a nologin login shell, ``run -- true`` showed ``u5 | This account is
+    currently not available.`` as if ``true`` had printed it, and the cause said ``try: ssh
+    u5-brokendriver echo ok``, an inventory alias ssh cannot resolve. The account is named as one
+    that runs no commands, nologin's words are only quoted in the cause, and the hint is the real
+    ssh command (ansible_host, ansible_port, ansible_user)."""
+    host = sshd_farm.start("ex-nologin", shell="nologin")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"u5-nologin": host.inventory_vars(sshd_farm.known_hosts)}})
+    cause = ("the login shell of the account is nologin: it runs no commands, so none ran (the account cannot be "
+             "deployed to); give the account a login shell (as root: chsh -s /bin/bash USER) or log in as another "
+             f"account (ansible_user); try: ssh -p {host.port} {host.user}@127.0.0.1 echo ok; it printed: This "
+             "account is currently not available.")
+    res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--", "true", home=tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "not available" not in res.stdout, res.stdout  # no line of `true`'s
+    assert f"u5-nologin: FAILED: {cause}" in res.stderr.splitlines(), res.stderr
+    doc = json.loads(fleetctl("-i", str(inv), "run", "--hosts", "g", "--json", "--", "true", home=tmp_path).stdout)
+    assert doc["u5-nologin"]["stdout"] == "" and doc["u5-nologin"]["error"] == cause, doc
+    facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path)
+    assert facts.returncode == 1 and json.loads(facts.stdout)["u5-nologin"]["error"] == cause, facts.stdout

@@ -37,10 +37,13 @@ def test_the_banner_is_dropped_wherever_the_reads_split_it(split):
     assert reader.found and reader.login_output == b"Welcome to gpu01\nno newline"
 
 
-def test_without_a_marker_nothing_is_dropped():
+def test_a_stream_that_ends_without_its_marker_was_the_login_shells_and_a_long_one_is_passed_on():
+    """A channel that ends before the marker never ran the command (nologin's "This account is
+    currently not available."): what it held is the login shell's, kept, never the command's
+    output (new-user trial: ``run -- true`` showed nologin's line as if ``true`` printed it)."""
     m = new_marker()
     out, lines, reader = pump(b"sh: 1: cannot start\n", b"x", marker=m)
-    assert out == b"sh: 1: cannot start\nx" and not reader.found and reader.login_output == b""
+    assert out == b"" and not lines and reader.ended_early and reader.login_output == b"sh: 1: cannot start\nx"
     big = b"y" * (MAX_LOGIN_BYTES + 10)  # more than a banner: passed on, never held without end
     out, _, reader = pump(big, f"{m}\nz\n".encode(), marker=m)
     assert out == big + f"{m}\nz\n".encode() and not reader.found
@@ -79,9 +82,9 @@ def test_a_stall_names_the_files_that_shell_reads_before_a_command(shell, files)
     from fleetctl.connection.login_output import login_stall_message
 
     name = shell.rsplit("/", 1)[1]
-    assert login_stall_message(shell, 2.96, "gpu01") == (
+    assert login_stall_message(shell, 2.96, "ssh -p 2222 u@10.0.0.5") == (
         f"the remote login shell ({name}) had not started the command after 3 s: a file it reads before every ssh "
-        f"command is slow or waits (look at {files}~/.ssh/rc, /etc/ssh/sshrc; try: time ssh gpu01 true)")
+        f"command is slow or waits (look at {files}~/.ssh/rc, /etc/ssh/sshrc; try: time ssh -p 2222 u@10.0.0.5 true)")
 
 
 def test_a_stall_is_forgotten_once_the_login_shell_starts_a_command_again():

@@ -270,3 +270,29 @@ def test_fetch_refuses_hosts_that_would_write_over_each_other_or_outside_dest(tm
     assert res.stderr == ("fleetctl: error: fetch: SRC ../x climbs above the login folder ('..'): its files would "
                           "land outside DEST/<host>/; give the path without '..' (an absolute path)\n"), res.stderr
     assert not out.exists() and not (tmp_path / "runs").exists()  # refused before any host was touched
+
+
+def test_copy_into_a_folder_the_user_cannot_write_leads_with_permission_denied_not_sftp(sshd_farm, tmp_path):
+    """New-user trial: under a login shell whose ~/.bashrc prints a banner (SFTP cannot start:
+    ``Max packet size exceeded``), a copy into a folder the user cannot write led with ``cannot
+    start SFTP: ...`` and gave ``Permission denied`` second, after the part file's ``rm`` noise.
+    The real cause leads; why SFTP was not used follows it."""
+    u = sshd_farm.start("chatty-locked", shell="bash")
+    rc, banner = BANNERS["bash"]
+    (_home(u) / rc).write_text(banner)
+    inv = _inv(tmp_path, sshd_farm, {"u": u})
+    locked = u.root.parent / "locked-chatty"
+    locked.mkdir(mode=0o700)  # root's own: the dedicated user cannot write it
+    src = tmp_path / "one.txt"
+    src.write_text("one\n")
+    try:
+        res = fleetctl("-i", str(inv), "copy", "--hosts", "u", str(src), f"{locked}/x.txt", home=tmp_path)
+        assert res.returncode == 1, res.stdout + res.stderr
+        line = next(ln for ln in res.stderr.splitlines() if ln.startswith("u: FAILED: "))
+        assert line.startswith(f"u: FAILED: upload {src} -> {locked}/x.txt: cannot create {locked}/x.txt.part: "
+                               "Permission denied (sent through the shell, as SFTP could not be used: cannot start "
+                               "SFTP: "), line
+        assert "rm: " not in res.stderr and "fleetctl-put" not in res.stderr, res.stderr
+    finally:
+        (_home(u) / rc).write_text("")
+        shutil.rmtree(locked, ignore_errors=True)

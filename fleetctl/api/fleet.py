@@ -202,7 +202,7 @@ def select_hosts(fleet: Fleet, pattern: str, limit: str | None = None, *, venv: 
     """
     from ..build.archs import parse_arch_list
     from ..engine.fdlimit import ensure_fd_budget
-    from ..errors import InputError
+    from ..inventory.settings import var_error
 
     inv = fleet.inventory
     hosts = inv.select(pattern, limit=limit)
@@ -216,8 +216,8 @@ def select_hosts(fleet: Fleet, pattern: str, limit: str | None = None, *, venv: 
         if "fallback_archs" in host.vars:
             try:
                 parse_arch_list(str(host.vars["fallback_archs"]))
-            except ValueError as exc:
-                raise InputError(str(exc), file=str(inv.source), key=f"{host.name}.fallback_archs") from None
+            except ValueError as exc:  # named where the value was set: -e, or the file, line and key
+                raise var_error(str(exc), host.sources.get("fallback_archs"), "fallback_archs", host.name) from None
     ensure_fd_budget(len(hosts), forks)
     return inv, hosts
 

@@ -226,6 +226,11 @@ class Connection(abc.ABC):
         """``(login shell or "", home folder)``; a transport may ask the host (one command)."""
         return getattr(self, "login_shell", ""), self.home
 
+    def ssh_hint(self) -> str | None:
+        """The command an operator types to reach this host by hand (``ssh -p 2222 u@10.0.0.5``),
+        for hints that tell them to try one; ``None`` when the transport is not ssh (the default)."""
+        return None
+
     def login_stall(self) -> str | None:
         """Why a command of this connection never started, when its login shell was still in its
         rc files as a deadline passed (``the remote login shell (zsh) had not started the command

@@ -70,6 +70,11 @@ SSHD_RC_FILES = ("~/.ssh/rc", "/etc/ssh/sshrc")
 STALL_MIN_S = 1.0
 #: How the note about a login shell's own output starts (a detail note: the run record and ``-v``).
 LOGIN_OUTPUT_NOTE = "login output (printed by the login shell before every command; not command output): "
+#: Login shells that run no commands: ``nologin`` (util-linux and shadow: it prints
+#: :data:`NOLOGIN_SAYS`, or ``/etc/nologin.txt``, and exits 1) and ``false``.
+NO_COMMAND_SHELLS = ("nologin", "false")
+#: What ``nologin`` prints (util-linux login-utils/nologin.c, shadow src/nologin.c).
+NOLOGIN_SAYS = b"This account is currently not available."
 #: What sshd prints when the login user's home folder is missing (OpenSSH session.c do_child).
 NO_HOME = b"Could not chdir to home directory"
 
@@ -93,33 +98,46 @@ def marked_line(line: str, marker: str) -> str:
     return f"echo {marker}; {line}"
 
 
-def login_stall_message(shell: str, waited_s: float, host: str) -> str:
+def login_stall_message(shell: str, waited_s: float, ssh: str) -> str:
     """Why a command never started: ``the remote login shell (zsh) had not started the command
     after 3 s: ...``, naming the files to look at (:data:`RC_FILES` for ``shell``, the path or
-    name of the login shell, "" when not known; then :data:`SSHD_RC_FILES`)."""
+    name of the login shell, "" when not known; then :data:`SSHD_RC_FILES`) and what to try:
+    ``time SSH true``, ``ssh`` the command that reaches the host by hand (``ssh -p 2222
+    user@10.0.0.5``: the real address, not the inventory's alias)."""
     name = posixpath.basename(shell)
     files = RC_FILES.get(name, ()) if name else ANY_SHELL_RC_FILES
     who = f"the remote login shell ({name})" if name else "the remote login shell"
     return (f"{who} had not started the command after {round(waited_s, 1):g} s: a file it reads before every ssh "
-            f"command is slow or waits (look at {', '.join((*files, *SSHD_RC_FILES))}; try: time ssh {host} true)")
+            f"command is slow or waits (look at {', '.join((*files, *SSHD_RC_FILES))}; try: time {ssh} true)")
 
 
-def not_started_message(shell: str, host: str, *, rc: int | None, signal: str | None, printed: bytes = b"") -> str:
+def not_started_message(shell: str, ssh: str, *, rc: int | None, signal: str | None, printed: bytes = b"") -> str:
     """Why a command whose channel ended before its marker never ran: ``the remote login shell
     (bash) exited with status 0 before running the command: ...``, naming the files that can end
     it (:data:`RC_FILES` for ``shell``, the path or name of the login shell, "" when not known:
     then :data:`ANY_SHELL_RC_FILES`) and the first line of what it ``printed`` (stdout then
     stderr bytes; a ``nologin`` shell says why). ``rc``/``signal``: how the channel ended (both
-    ``None``: it closed with neither, as sshd(8) does when the shell could not be started)."""
+    ``None``: it closed with neither, as sshd(8) does when the shell could not be started).
+    ``ssh``: the command that reaches the host by hand (``ssh -p 2222 user@10.0.0.5``), for the
+    hint ``try: SSH echo ok``.
+
+    A login shell that runs no commands at all (``nologin``, ``false``: known as ``shell``, or
+    ``nologin``'s own words, :data:`NOLOGIN_SAYS`, in what it printed) is named as the cause:
+    ``the login shell of the account is nologin: it runs no commands ...``."""
     name = posixpath.basename(shell)
+    said = next((ln.strip() for ln in printed.decode("utf-8", "replace").splitlines() if ln.strip()), "")
+    if name in NO_COMMAND_SHELLS or NOLOGIN_SAYS in printed:
+        which = name if name in NO_COMMAND_SHELLS else "nologin"
+        return (f"the login shell of the account is {which}: it runs no commands, so none ran (the account cannot "
+                "be deployed to); give the account a login shell (as root: chsh -s /bin/bash USER) or log in as "
+                f"another account (ansible_user); try: {ssh} echo ok" + (f"; it printed: {said[:200]}" if said else ""))
     files = RC_FILES.get(name, ()) if name else ANY_SHELL_RC_FILES
     who = f"the remote login shell ({name})" if name else "the remote login shell"
     how = (f"exited with status {rc}" if rc is not None else f"was killed by signal {signal}" if signal
            else "ended without an exit status")
-    said = next((ln.strip() for ln in printed.decode("utf-8", "replace").splitlines() if ln.strip()), "")
     return (f"{who} {how} before running the command: a file it reads before every ssh command ends it "
             f"(an `exit`, `exec` or `logout` there; look at {', '.join(files)}), or the login shell does not run "
-            f"commands (nologin); try: ssh {host} echo ok" + (f"; it printed: {said[:200]}" if said else ""))
+            f"commands (nologin); try: {ssh} echo ok" + (f"; it printed: {said[:200]}" if said else ""))
 
 
 def login_output_note(text: bytes) -> str | None:
@@ -132,8 +150,8 @@ def login_output_note(text: bytes) -> str | None:
     return f"{LOGIN_OUTPUT_NOTE}{shown[:300]}"
 
 
-def parse_login_answer(stdout: bytes, stderr: bytes, marker: str, *, host: str, shell: str, rc: int | None,
-                       signal: str | None) -> tuple[str, str]:
+def parse_login_answer(stdout: bytes, stderr: bytes, marker: str, *, host: str, ssh: str, shell: str,
+                       rc: int | None, signal: str | None) -> tuple[str, str]:
     """``(login shell, home folder)`` from the output of ``echo "$SHELL"; echo "$HOME"`` sent
     after :func:`marked_line` (``""`` for what it did not print); what came before the marker was
     the login shell's own output.
@@ -144,7 +162,7 @@ def parse_login_answer(stdout: bytes, stderr: bytes, marker: str, *, host: str, 
     """
     before, marked, after = stdout.partition(marker.encode("ascii") + b"\n")
     if not marked:  # the login shell ended before it ran this one either
-        raise CommandNotStarted(host, ["echo"], not_started_message(shell, host, rc=rc, signal=signal,
+        raise CommandNotStarted(host, ["echo"], not_started_message(shell, ssh, rc=rc, signal=signal,
                                                                     printed=before + b"\n" + stderr))
     lines = after.decode("utf-8", "replace").strip().splitlines()
     if len(lines) < 2:
@@ -153,11 +171,11 @@ def parse_login_answer(stdout: bytes, stderr: bytes, marker: str, *, host: str, 
 
 
 def check_started(reader: "SkipLogin", host: str, argv: list[str], shell: str, *, rc: int | None,
-                  signal: str | None, printed: bytes = b"") -> None:
+                  signal: str | None, ssh: str, printed: bytes = b"") -> None:
     """Raise :class:`~fleetctl.errors.CommandNotStarted` when ``reader``'s channel ended before
     its marker came (see :func:`not_started_message`); the command's exit status means nothing then."""
     if reader.ended_early:
-        raise CommandNotStarted(host, argv, not_started_message(shell, host, rc=rc, signal=signal, printed=printed))
+        raise CommandNotStarted(host, argv, not_started_message(shell, ssh, rc=rc, signal=signal, printed=printed))
 
 
 class SkipLogin:
@@ -165,10 +183,13 @@ class SkipLogin:
     before and including the first ``MARKER\\n``.
 
     Attributes:
-        login_output: what was skipped before the marker (the login shell's output), once found.
+        login_output: what was skipped before the marker (the login shell's output), once found;
+            or all the stream held when it ended before the marker (``ended_early``).
         found: the marker was seen.
         ended_early: the stream ended (EOF) before the marker came: the command never ran (a
-            reader that gave up after :data:`MAX_LOGIN_BYTES` does not count: it cannot tell).
+            reader that gave up after :data:`MAX_LOGIN_BYTES` does not count: it cannot tell), so
+            what it held was the login shell's (``nologin``'s "This account is currently not
+            available."), kept in ``login_output`` and never passed on as the command's.
     """
 
     def __init__(self, reader: ByteReader, marker: str) -> None:
@@ -189,10 +210,10 @@ class SkipLogin:
     async def read(self, n: int = -1) -> bytes:
         while not self._done:
             chunk = await self._reader.read(n)
-            if not chunk:  # EOF and no marker: nothing was the login shell's, pass it all on
+            if not chunk:  # EOF and no marker: the command never ran, all of it was the login shell's
                 self._done = self.ended_early = True
-                held, self._held = bytes(self._held), bytearray()
-                return held
+                self.login_output, self._held = bytes(self._held), bytearray()
+                return b""
             self._held += chunk
             at = self._held.find(self._marker)
             if at >= 0:

@@ -21,6 +21,7 @@ ever parsed by a shell), run through :meth:`Connection.run`:
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from ..errors import TransferError
@@ -60,30 +61,46 @@ async def put_by_exec(conn: Connection, local_path: str, remote_path: str, mode:
             fleetctl's own folders: a full disk's advice never names the ``workdir`` host var.
 
     Raises:
-        TransferError: a folder is at ``remote_path``; the command failed (its stderr's last 300
-            characters; ``why`` first, when given: why SFTP was not used); or what is at the
-            path afterwards is not the file that was sent (naming both sizes).
+        TransferError: a folder is at ``remote_path``; the command failed (``HOST: upload SRC ->
+            DEST: CAUSE``, the cause in the script's words, :func:`put_failure`, first, then, when
+            ``why`` is given, why SFTP was not used: the real cause leads, never SFTP's); or what
+            is at the path afterwards is not the file that was sent (naming both sizes).
     """
     data = Path(local_path).read_bytes()
     res = await conn.run(["/bin/sh", "-c", _PUT, "fleetctl-put", remote_path, f"{mode or 0o644:o}",
                           f"{0o777 & ~(0o700 if dir_mode is None else dir_mode):03o}"], stdin=data,
                          timeout_s=TRANSFER_TIMEOUT_S)
     if res.rc != 0:
-        detail = res.stderr_text.strip()[-300:] or f"exit status {res.rc}"
+        detail = put_failure(res.stderr_text, remote_path) or f"exit status {res.rc}"
         from .storagefaults import name_write_error  # only for a failed write
 
         named = name_write_error(detail, remote_path, explicit_dest=explicit_dest, quote=not why)
         if named:  # the disk, its quota or its mount, named with the path (no partial file is left)
             raise TransferError(f"{conn.host}: upload {local_path} -> {remote_path}: {named} (the partial file "
                                 "was removed)")
-        prefix = f"{why}; upload through the shell failed too" if why else \
-            f"{conn.host}: upload {local_path} -> {remote_path} over an exec channel"
-        raise TransferError(f"{prefix}: {detail}")
+        # the real cause first; why SFTP was not used (a chatty rc file, a missing subsystem) after it
+        cause = why[len(conn.host) + 2:] if why.startswith(f"{conn.host}: ") else why
+        raise TransferError(f"{conn.host}: upload {local_path} -> {remote_path}: {detail}"
+                            + (f" (sent through the shell, as SFTP could not be used: {cause})" if why
+                               else " (over an exec channel)"))
     sizes = [ln[len(PUT_MARK):].strip() for ln in res.stdout_text.splitlines() if ln.startswith(PUT_MARK)]
     if not sizes or sizes[-1] != str(len(data)):
         got = f"{sizes[-1]} bytes" if sizes else "no answer"
         raise TransferError(f"{conn.host}: upload {local_path} -> {remote_path}: what is at that path afterwards "
                             f"is not the file sent ({got}, {len(data)} bytes sent)")
+
+
+def put_failure(stderr: str, remote_path: str) -> str:
+    """The put script's failure in its own words, one line (at most 300 characters): its lines
+    without the shell's ``fleetctl-put: 1:`` prefix, nor the ``rm`` of the part file that
+    follows a failed write (``rm: cannot remove 'X.part': Permission denied`` repeats the cause);
+    empty when it printed nothing."""
+    lines = []
+    for line in stderr.splitlines():
+        line = re.sub(r"^fleetctl-put: (line )?\d+: ", "", line.strip())
+        if line and not (line.startswith("rm: ") and f"{remote_path}.part" in line):
+            lines.append(line)
+    return "; ".join(lines)[-300:]
 
 
 class _AfterMark:

@@ -253,7 +253,7 @@ class SSHConnection(SFTPFiles, Connection):
             await self._sessions.release()
         if res.stderr and NO_HOME in res.stderr:
             self.home_missing = True  # sshd's own message (session.c do_child)
-        return parse_login_answer(res.stdout or b"", res.stderr or b"", self._marker, host=self.host,
+        return parse_login_answer(res.stdout or b"", res.stderr or b"", self._marker, host=self.host, ssh=self.ssh_hint(),
                                   shell=self.login_shell, rc=res.exit_status,
                                   signal=res.exit_signal and res.exit_signal[0])
 
@@ -291,13 +291,22 @@ class SSHConnection(SFTPFiles, Connection):
         if self.on_note is not None:
             self.on_note(note)
 
+    def ssh_hint(self) -> str:
+        """See :meth:`Connection.ssh_hint`: :attr:`SSHTarget.ssh_command` of :meth:`target` (the
+        inventory's address, port and user over ssh_config), or ``ssh ADDRESS`` when ssh_config
+        cannot be read."""
+        try:
+            return self.target().ssh_command
+        except HostUnreachable:
+            return f"ssh {self.address}"
+
     def login_stall(self) -> str | None:
         """See :meth:`Connection.login_stall`: a command here (or on the second connection) has
         waited at least :data:`~fleetctl.connection.login_output.STALL_MIN_S` for its marker."""
         waited = self._login_watch.stall_s()
         if waited is None:
             return self._overflow.login_stall() if self._overflow is not None else None
-        return login_stall_message(self.login_shell, waited, self.host)
+        return login_stall_message(self.login_shell, waited, self.ssh_hint())
 
     def _count(self, name: str) -> None:
         self.stats[name] = self.stats.get(name, 0) + 1
@@ -359,11 +368,11 @@ class SSHConnection(SFTPFiles, Connection):
         try:
             await channel.drive(stdin=stdin, supervise=supervise, hold_stdin=hold_stdin, timeout_s=timeout_s,
                                 heartbeat_s=self.keepalive_interval_s, on_line=on_line, login_watch=self._login_watch,
-                                stall_message=lambda s: login_stall_message(self.login_shell, s, self.host),
+                                stall_message=lambda s: login_stall_message(self.login_shell, s, self.ssh_hint()),
                                 on_note=lambda text: self.on_note(text) if self.on_note is not None else None)
         finally:
             if hold_stdin:
                 self._pinned -= 1
             await self._sessions.release()
         self._note_login_output(channel.reader.login_output + channel.err_reader.login_output)
-        return channel.result(connection_closed=conn.is_closed(), login_shell=self.login_shell)
+        return channel.result(connection_closed=conn.is_closed(), login_shell=self.login_shell, ssh=self.ssh_hint())

@@ -146,13 +146,15 @@ class ExecChannel:
         finally:
             login_watch.done(reader, stopped=stopped)
 
-    def result(self, *, connection_closed: bool, login_shell: str) -> CommandResult:
+    def result(self, *, connection_closed: bool, login_shell: str, ssh: str) -> CommandResult:
         """The command's result, once :meth:`drive` returned (``rc`` None when a signal, or
         nothing, ended it).
 
         Args:
             connection_closed: the SSH connection is closed now.
             login_shell: the login shell that parsed the command line (for messages).
+            ssh: the ssh command that reaches the host by hand, for the hint of a command that
+                never started (:attr:`~fleetctl.connection.ssh_target.SSHTarget.ssh_command`).
 
         Raises:
             HostUnreachable: the connection closed with no exit status or signal from the command.
@@ -168,8 +170,11 @@ class ExecChannel:
             raise HostUnreachable(self.host, f"connection lost during {self.argv[0]}")
         stdout, stdout_dropped = self._out.result()
         stderr, stderr_dropped = self._err.result()
-        check_started(self.reader, self.host, self.argv, login_shell, rc=rc, signal=sig,
-                      printed=stdout + b"\n" + stderr)
+        # what the login shell printed before it ended is no output of the command (it never ran)
+        check_started(self.reader, self.host, self.argv, login_shell, rc=rc, signal=sig, ssh=ssh,
+                      printed=self.reader.login_output + b"\n" + self.err_reader.login_output + stderr)
+        if self.err_reader.ended_early and self.err_reader.login_output:  # the command ran: its stderr
+            stderr = self.err_reader.login_output + stderr
         return CommandResult(argv=self.argv, rc=rc, stdout=stdout, stderr=stderr, signal=sig,
                              duration_s=time.monotonic() - self.started, stdout_dropped=stdout_dropped,
                              stderr_dropped=stderr_dropped)

@@ -102,6 +102,16 @@ class SSHTarget:
         return self.host_key_alias or host_port_name(self.host, self.port)
 
     @property
+    def ssh_command(self) -> str:
+        """The ssh(1) command line an operator types to reach the host as fleetctl does, for hints
+        (``try: ssh -p 2222 fltrial5@127.0.0.1 echo ok``): the real address, port and user, never
+        the inventory's alias (ssh cannot resolve it unless ssh_config names it), and the jump hosts
+        (``-J``)."""
+        port = [] if self.port == DEFAULT_PORT else ["-p", str(self.port)]
+        jump = ["-J", ",".join(self.proxy_jump)] if self.proxy_jump else []
+        return " ".join(["ssh", *port, *jump, f"{self.user}@{self.host}"])
+
+    @property
     def where(self) -> str:
         """``user@host:port`` for messages."""
         return f"{self.user}@{self.host}:{self.port}"

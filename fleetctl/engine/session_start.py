@@ -170,7 +170,8 @@ async def _exec(session: HostSession, job: dict[str, Any], *, hold: bool,
     if how == "silent":  # the login shell still in its rc files, or the command itself waiting
         raise TaskFailed(session.name, f"the run's first command did not answer within {timeout_s:g} s: "
                          + (conn.login_stall() or f"(it runs under the login shell: an rc file that waits, e.g. on "
-                                                  f"a dead NFS mount, or a hung nvidia-smi; try: ssh {session.name} true)"))
+                                                  f"a dead NFS mount, or a hung nvidia-smi"
+                                                  + (f"; try: {conn.ssh_hint()} true)" if conn.ssh_hint() else ")")))
     res = task.result()  # HostUnreachable propagates
     return _result(res.stdout_text), res, None
 

@@ -19,7 +19,7 @@ from ..build.hostcompiler import choose as choose_host_compiler
 from ..connection.base import Connection
 from ..errors import FleetError, TaskFailed
 from ..build.gpustack import check_gpu_stack, slurm_label_warnings, unmet_gres_warning
-from .refusals import not_a_venv_problem, warning as refusal_warning
+from .refusals import missing_python_problem, not_a_venv_problem, warning as refusal_warning
 from .venv import venv_warnings
 from .workdir import workdir_warning
 from .scripts import script_path
@@ -211,10 +211,9 @@ def complete_facts(host: str, facts: dict[str, Any], *,
     for warning in (facts.get("gpu_stack") or {}).get("warnings") or []:
         facts["build"]["notes"].append(f"warning: {warning}")
     py = facts.get("python") or {}
-    if py.get("venv") and py.get("exists") is False:  # new-user trial: facts said ok, "python -"
-        facts["build"]["notes"].append(refusal_warning(
-            f"venv {py['venv']}: {py.get('error') or 'no interpreter'}: the host var venv names an environment "
-            "that is not there (builds, installs and verify use it): create it, or fix the var"))
+    missing = missing_python_problem(facts, py.get("venv"))
+    if missing:  # new-user trials: facts said ok, "python -"; a venv whose base python was upgraded away
+        facts["build"]["notes"].append(refusal_warning(missing))
     not_venv = not_a_venv_problem(facts, py.get("venv"))
     if not_venv:  # new-user trial: venv: /usr read "ok", and --plan suggested pip into the system's Python
         facts["build"]["notes"].append(refusal_warning(not_venv))

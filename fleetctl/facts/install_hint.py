@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+#: Where to get uv (Astral's install page).
+UV_INSTALL = "https://docs.astral.sh/uv/getting-started/installation/"
+
 
 def venv_has_pip(facts: Mapping[str, Any]) -> bool | None:
     """Whether the venv's python finds a pip distribution (``None``: facts do not say)."""
@@ -54,3 +57,10 @@ def install_command(facts: Mapping[str, Any], python: str, packages: str) -> str
             return f"{uv} pip install --python {python} {packages}"
         return f"{python} -m ensurepip --upgrade && {python} -m pip install {packages}"
     return f"{python} -m pip install {packages}"
+
+
+def add_pip_hint(python: str, uv: str | None) -> str:
+    """How to put pip into a venv that has none: ``add pip to it (PY -m ensurepip --upgrade[, or
+    UV pip install --python PY pip])`` (the ensurepip docs; uv's, "Using Python environments")."""
+    return f"add pip to it ({python} -m ensurepip --upgrade" + (f", or {uv} pip install --python {python} pip)"
+                                                                 if uv else ")")

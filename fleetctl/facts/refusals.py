@@ -12,8 +12,11 @@ returns one line (the cause and the fix) or None.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from .install_hint import UV_INSTALL, add_pip_hint, install_command, venv_has_pip
 
 
 def warning(problem: str) -> str:
@@ -30,6 +33,24 @@ def cuda_home_problem(facts: Mapping[str, Any], cuda_home: str | None) -> str | 
     if not cuda_home or cuda.get("source") == "cuda_home var":
         return None
     return f"cuda_home {cuda_home} has no bin/nvcc (fix the host var 'cuda_home')"
+
+
+def missing_python_problem(facts: Mapping[str, Any], venv: str | None) -> str | None:
+    """The host var ``venv`` names an environment whose interpreter is not there (facts
+    ``python.exists`` false), or None. A venv's ``bin/python3`` is a symlink to the interpreter it
+    was made from (the venv module's docs, "How venvs work"): when that one is gone (Python
+    upgraded or removed, facts ``python.dangling``: the missing path the link resolves to), the
+    line names the link and its target, and says to make the venv again, not that it is missing.
+    The build's preflight refuses the host with the line and ``fleetctl facts`` warns with it."""
+    py = facts.get("python") or {}
+    if not venv or not isinstance(py, Mapping) or py.get("exists") is not False:
+        return None
+    if py.get("dangling"):
+        return (f"venv {venv}: {py.get('error')}: make the venv again with a python3 that exists "
+                f"(python3 -m venv --clear {venv}, then install its packages again), or point the host var "
+                "'venv' at another venv")
+    return (f"venv {venv}: {py.get('error') or 'no interpreter'}: the host var venv names an environment that is not "
+            "there (builds, installs and verify use it): create it, or fix the var")
 
 
 def not_a_venv_problem(facts: Mapping[str, Any], venv: str | None) -> str | None:
@@ -49,3 +70,38 @@ def not_a_venv_problem(facts: Mapping[str, Any], venv: str | None) -> str | None
             + (f"; it is externally managed, PEP 668: {managed} exists, so pip refuses to install into it"
                if isinstance(managed, str) else "")
             + "): make one (python3 -m venv ~/venv, or uv venv ~/venv) and point the host var 'venv' at it")
+
+
+def no_front_end_problem(facts: Mapping[str, Any], venv: str | None, python: str) -> str | None:
+    """The venv has no pip (facts ``python.packages.pip`` is None: ``uv venv`` or ``python -m venv
+    --without-pip`` made it) and the host has no uv (facts ``uv.path``), so nothing can build or
+    install into it: the refusal of ``tool: auto`` (:func:`fleetctl.tasks.pytool.pick_tool`, the
+    build's and the install's preflight). None when either is there or facts do not say."""
+    uv = (facts.get("uv") or {}).get("path")
+    if uv or venv_has_pip(facts) is not False:
+        return None
+    return (f"the venv {venv or python} has no pip and this host has no uv, so nothing can build or install "
+            f"into it: {add_pip_hint(python, uv)}, or install uv on the host ({UV_INSTALL})")
+
+
+def build_requirements_problem(facts: Mapping[str, Any], where: str | None, python: str,
+                               missing: Sequence[tuple[str, str | None]], torch_extension: bool = False) -> str:
+    """The build's refusal of a venv without its build requirements (a non-isolated build runs in
+    the venv): ``build requirements missing in WHERE: REQ (have V), ...; install them into the
+    venv: CMD (or have the build install them: ...)``.
+
+    Args:
+        where: the venv named (the live one of a stage not made yet).
+        python: the venv's interpreter, for the install command
+            (:func:`fleetctl.facts.install_hint.install_command`).
+        missing: ``(requirement, installed version or None)`` for each requirement not satisfied,
+            torch aside (fleetctl never installs torch).
+        torch_extension: the package builds against torch (its extension build tools are named).
+    """
+    what = ", ".join(f"{req} (have {have})" if have else req for req, have in missing)
+    reqs = " ".join(shlex.quote(req) for req, _ in missing)
+    return (f"build requirements missing in {where}: {what} (the package's own [build-system] requires"
+            f"{' and the torch extension build tools' if torch_extension else ''}); install them into "
+            f"the venv: {install_command(facts, python, reqs)} "
+            "(or have the build install them: -e install_build_requirements=true with the shipped "
+            "fp4-kernels playbook; install_build_requirements: true in a build_wheel task of your own)")

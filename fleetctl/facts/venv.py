@@ -18,7 +18,12 @@ The cases, from a new operator's trial, where facts said ok and ``--plan`` said 
 - a torch whose ``libtorch_cpu.so`` was moved aside: the version reads, the import fails;
 - a venv without torch: the kernels build without it (no torch in their ``[build-system]
   requires``) but import it at run time, so the deploy's verify refuses the host while planning;
-  facts said ``ok`` and nothing of torch.
+  facts said ``ok`` and nothing of torch;
+- a venv without scikit-build-core and nanobind (kernel_src's ``[build-system] requires``, which
+  the README lists as what facts check): the build's preflight refuses it
+  (:func:`fleetctl.facts.refusals.build_requirements_problem`);
+- a ``uv venv`` (no pip) on a host without uv: nothing can build or install into it
+  (:func:`fleetctl.facts.refusals.no_front_end_problem`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .install_hint import existing_venv, install_command
+from .refusals import build_requirements_problem, no_front_end_problem
 from .refusals import warning as refusal_warning
 
 #: Free MiB (2**20 bytes) a venv's site-packages needs for any install: under it an install is
@@ -139,12 +145,49 @@ def torch_problem(facts: Mapping[str, Any], venv: str | None, python: str, packa
 DEPLOYED_PACKAGE = "fp4_kernels"
 
 
+#: kernel_src's ``[build-system] requires`` (``kernel_src/pyproject.toml``), which the shipped
+#: deploy's build needs in the venv (it builds without isolation): ``fleetctl facts`` checks them
+#: against the venv's ``python.packages`` (tests/test_venv_facts_e2e.py keeps them equal).
+DEPLOYED_BUILD_REQUIRES = ("scikit-build-core>=0.10", "nanobind>=2.0")
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    out = []
+    for part in version.split("."):
+        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
+        if not digits:
+            break
+        out.append(int(digits))
+    return tuple(out)
+
+
+def missing_build_requirements(facts: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+    """``(requirement, installed version or None)`` for each of :data:`DEPLOYED_BUILD_REQUIRES` the
+    venv's packages (facts ``python.packages``: ``{dist: version | None}``) do not satisfy (not
+    installed, or older than its ``>=`` floor); empty when facts do not list them."""
+    py = facts.get("python") or {}
+    packages = py.get("packages") if isinstance(py, Mapping) else None
+    if not isinstance(packages, Mapping) or py.get("packages_error"):
+        return []
+    out = []
+    for req in DEPLOYED_BUILD_REQUIRES:
+        name, _, floor = req.partition(">=")
+        if name not in packages:
+            continue
+        have = packages[name]
+        if have is None or _numbers(str(have)) < _numbers(floor):
+            out.append((req, have))
+    return out
+
+
 def venv_warnings(facts: Mapping[str, Any]) -> list[str]:
     """The ``warning:`` notes ``fleetctl facts`` gives about the venv (see the module docstring),
     each a problem a deploy refuses, worded by :func:`fleetctl.facts.refusals.warning`: the install
     rule only for a host with the ``venv`` var (builds and installs need one), torch's for a torch
     that does not import, and, for a host with the ``venv`` var, for a venv without torch (the
-    shipped deploy's verify refuses it: :data:`DEPLOYED_PACKAGE` imports torch at run time)."""
+    shipped deploy's verify refuses it: :data:`DEPLOYED_PACKAGE` imports torch at run time),
+    without pip on a host without uv, and without :data:`DEPLOYED_BUILD_REQUIRES` (the shipped
+    deploy's build refuses it)."""
     out = []
     py = facts.get("python")
     if not isinstance(py, Mapping):
@@ -157,4 +200,13 @@ def venv_warnings(facts: Mapping[str, Any]) -> list[str]:
     torch = torch_problem(facts, venv, python, DEPLOYED_PACKAGE) if venv or py.get("torch") else None
     if torch:  # a missing torch only in the host var's venv: a build host's system python needs none
         out.append(refusal_warning(torch))
+    if not venv or not py.get("exists", True):
+        return out
+    no_tool = no_front_end_problem(facts, venv, python)
+    if no_tool:
+        out.append(refusal_warning(no_tool))
+    missing = missing_build_requirements(facts)
+    if missing:
+        where, run_with = existing_venv(facts, venv, python)
+        out.append(refusal_warning(build_requirements_problem(facts, where, run_with, missing)))
     return out

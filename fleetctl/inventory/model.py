@@ -18,7 +18,7 @@ from fleetctl.errors import InventoryError
 
 from .ansible_support import unsupported
 from .patterns import HostIndex, select_hosts
-from .settings import HostSettings, aliases_of, typed_settings
+from .settings import HostSettings, aliases_of, typed_settings, var_error
 from .vars import VarConflict, VarSource
 from .vars import shown as shown_value
 
@@ -332,7 +332,7 @@ def jsonable(value: Any) -> Any:
 def _source_error(host: Host, src: VarSource | None, message: str) -> InventoryError:
     if src is None:
         return InventoryError(f"host {host.name!r}: {message}")
-    return InventoryError(message, file=src.file, line=src.line, key=src.key)
+    return var_error(message, src, src.name, host.name)  # -e VAR, or FILE:LINE: KEY
 
 
 def _check_ansible_vars(host: Host) -> None:

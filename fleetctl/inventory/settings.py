@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Literal
@@ -41,6 +42,7 @@ __all__ = [
     "name_problem",
     "typed_settings",
     "validate_settings",
+    "var_error",
 ]
 
 PATH_VARS = frozenset({"ansible_ssh_private_key_file", "ansible_private_key_file", "known_hosts"})
@@ -52,6 +54,20 @@ _KIND_ALIASES = {"smart": "ssh"}
 
 
 
+_SHELL_VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+
+
+def _shell_var_refusal(value: str, var: str, home: str | None) -> Any:
+    """Refuse a host path holding ``$NAME``/``${NAME}``: no shell ever reads a setting, so
+    ``-e 'venv=$HOME/venv'`` (single quotes) would name a folder called ``$HOME``; ``home`` (the
+    controller's ``$HOME``, for ``$HOME``) is the form the operator's shell would give."""
+    expanded = f" gives {value.replace(var, home, 1)}" if home else " expands it"
+    raise ValueError(f"{value!r} holds {var}, an unexpanded shell variable: fleetctl does not expand shell variables "
+                     "(the path is used as it is on the host): write the path in full (e.g. /home/USER/venv), or let "
+                     f"your shell expand it (-e with double quotes, not single:{expanded}; right only when the host's "
+                     "path is the same as here)")
+
+
 def _absolute_host_path(value: Any) -> Any:
     """Refuse a host path that is not absolute: ``venv`` and ``cuda_home`` are used as program
     paths on the host (``<venv>/bin/python3``, ``<cuda_home>/bin/nvcc``), with no shell to expand
@@ -61,6 +77,10 @@ def _absolute_host_path(value: Any) -> Any:
     takes a relative remote path against the login folder; fleetctl does that only for ``workdir``
     and ``deploy_lock``, which it resolves itself (``~/x`` and ``x`` alike, :func:`fleetctl.facts.
     gather.remote_workdir`), and asks for these two in full rather than guess a folder."""
+    shell_var = _SHELL_VAR.search(value) if isinstance(value, str) else None
+    if shell_var:  # -e 'venv=$HOME/venv' (single quotes: no shell expanded it), or the same in a file
+        home = os.environ.get("HOME") if (shell_var.group(1) or shell_var.group(2)) == "HOME" else None
+        return _shell_var_refusal(value, shell_var.group(0), home)
     if isinstance(value, str) and value.startswith("~"):
         raise ValueError(f"{value!r} starts with ~, which no shell expands here: this path is used as it is "
                          "on the host; write it in full (e.g. /home/USER/venv)")
@@ -260,9 +280,15 @@ def _value_for(name: str, value: Any, src: VarSource | None) -> Any:
     return value
 
 
-def _error(message: str, src: VarSource | None, name: str, host: str) -> InventoryError:
+def var_error(message: str, src: VarSource | None, name: str, host: str) -> InventoryError:
+    """The one-line error about var ``name``'s value, naming where the value came from: an extra
+    var as typed (``-e fallback_archs: MESSAGE``: level ``"extra"``, :mod:`fleetctl.inventory.extra`),
+    else the file, line and key that set it (``inventory.yaml:7: all.hosts.n1.venv: MESSAGE``), or,
+    with no source recorded, the host (``host 'n1': venv: MESSAGE``)."""
     if src is None:
         return InventoryError(f"host {host!r}: {name}: {message}")
+    if src.level == "extra":  # set by -e, not by any file: named as typed (extra.EXTRA_FILE)
+        return InventoryError(message, key=f"-e {src.key}")
     return InventoryError(message, file=src.file, line=src.line, key=src.key)
 
 
@@ -275,7 +301,8 @@ def validate_settings(model: type[Settings], variables: Mapping[str, Any], sourc
         variables: the host's merged vars; only the model's aliases are read, null means not said.
         sources: var name -> where its value was set (for the error and for resolving paths).
         host: the host name, for errors about values with no recorded source.
-        what: ``"connection settings"`` or ``"fleetctl's host settings"``, for messages.
+        what: ``"connection settings"`` or ``"fleetctl's host settings"``, for messages (``templated
+            values ('{{ ... }}') are not supported in fleetctl's host settings: ...``).
 
     Raises:
         InventoryError: one line ``FILE:LINE: KEY: must be ..., not ...`` at the var that set a
@@ -294,7 +321,7 @@ def validate_settings(model: type[Settings], variables: Mapping[str, Any], sourc
         value = _value_for(name, value, src)
         problem = _form_problem(name, value, _expectation(model.model_fields[fname]), what)
         if problem:
-            problems.append(_error(problem, src, name, host))
+            problems.append(var_error(problem, src, name, host))
         else:
             data[name] = value
     try:
@@ -314,7 +341,8 @@ def _form_problem(name: str, value: Any, expected: str, what: str) -> str | None
         return f"must be {expected}, not {describe(value)}"
     if isinstance(value, str):
         if "{{" in value or "{%" in value:
-            return f"templated values ('{{{{ ... }}}}') are not supported in inventory {what}"
+            return (f"templated values ('{{{{ ... }}}}') are not supported in {what}: they are read as written, "
+                    "before any template is rendered; write the value itself")
         if not value.strip():
             return "must not be empty"
         if name in _NO_WHITESPACE and any(c.isspace() for c in value):
@@ -328,9 +356,9 @@ def _refusal(model: type[Settings], aliases: Mapping[str, str], err: Mapping[str
     name = str(err["loc"][0]) if err["loc"] else "?"
     info = model.model_fields.get(aliases.get(name, name))
     if str(err["msg"]).startswith("Value error, "):  # a field's own check says what is wrong
-        return _error(str(err["msg"])[len("Value error, "):], sources.get(name), name, host)
+        return var_error(str(err["msg"])[len("Value error, "):], sources.get(name), name, host)
     expected = _expectation(info) if info is not None else str(err["msg"]).lower()
-    return _error(f"must be {expected}, not {describe(variables.get(name))}", sources.get(name), name, host)
+    return var_error(f"must be {expected}, not {describe(variables.get(name))}", sources.get(name), name, host)
 
 
 def typed_settings(host: str, variables: Mapping[str, Any], sources: Mapping[str, VarSource]
@@ -369,5 +397,5 @@ def typed_settings(host: str, variables: Mapping[str, Any], sources: Mapping[str
         raise error
     if kind is None:
         src = sources.get("ansible_connection")
-        return settings, str(raw), None, _error(kind_problem(raw, KINDS), src, "ansible_connection", host)
+        return settings, str(raw), None, var_error(kind_problem(raw, KINDS), src, "ansible_connection", host)
     return settings, kind, conn, None

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..build.archs import DEFAULT_PATH, available_memory_mib, unsupported_archs
 from ..build.cudacompat import ArchToken, driver_problem, predicted_binaries, uncovered_gpus
-from ..facts.refusals import cuda_home_problem, not_a_venv_problem
+from ..facts.refusals import build_requirements_problem, cuda_home_problem, missing_python_problem, not_a_venv_problem
 from ..status import Status
 from .base import HostView, Plan, TaskResult, first_error_line
 from .build_deps import plan_deps, read_tree
@@ -55,7 +55,9 @@ def facts_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: 
     if not venv:
         problems.append("no venv for this host: set the host var 'venv' (the build must not pick the system Python)")
     py = facts.get("python") or {}
-    if venv and not py.get("exists", True):
+    if venv and py.get("dangling"):  # worded once: facts warns with the same line
+        problems.append(missing_python_problem(facts, venv) or "")
+    elif venv and not py.get("exists", True):
         problems.append(f"venv python {posixpath.join(venv, 'bin', 'python3')} does not exist (venv var: {venv})")
     not_venv = not_a_venv_problem(facts, venv)
     problems += [not_venv] if not_venv else []
@@ -144,12 +146,8 @@ def probe_problems(info: Mapping[str, Any], meta: BuildMeta, facts: Mapping[str,
                         "(not an isolated build: that would compile against another torch)")
     if tools and not args.install_build_requirements:
         reqs = info.get("requirements") or {}
-        what = ", ".join(f"{m} (have {reqs[m]['installed']})" if reqs.get(m, {}).get("installed") else m for m in tools)
-        problems.append(f"build requirements missing in {where}: {what} (the package's own [build-system] requires"
-                        f"{' and the torch extension build tools' if meta.torch_extension else ''}); install them into "
-                        f"the venv: {install_command(facts, python, ' '.join(shlex.quote(t) for t in tools))} "
-                        "(or have the build install them: -e install_build_requirements=true with the shipped "
-                        "fp4-kernels playbook; install_build_requirements: true in a build_wheel task of your own)")
+        have = [(m, reqs.get(m, {}).get("installed")) for m in tools]
+        problems.append(build_requirements_problem(facts, where, python, have, meta.torch_extension))
     if info.get("torch_archs_error") and meta.torch_extension and py.get("torch"):
         problems.append(f"cannot ask torch which archs it accepts ({info['torch_archs_error']}): the build imports "
                         "torch.utils.cpp_extension too, so it would fail the same way")

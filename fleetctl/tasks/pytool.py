@@ -25,10 +25,8 @@ from collections.abc import Mapping
 from typing import Any
 
 # their home is facts (``fleetctl facts`` names the same commands as the preflights)
-from ..facts.install_hint import existing_venv, install_command, venv_has_pip  # noqa: F401 - re-exported
-
-#: Where to get uv (Astral's install page).
-UV_INSTALL = "https://docs.astral.sh/uv/getting-started/installation/"
+from ..facts.install_hint import UV_INSTALL, add_pip_hint, existing_venv, install_command, venv_has_pip  # noqa: F401 - re-exported
+from ..facts.refusals import no_front_end_problem
 
 
 def pick_tool(requested: str, facts: Mapping[str, Any], venv: str | None, python: str) -> tuple[str, str | None, str | None]:
@@ -41,8 +39,7 @@ def pick_tool(requested: str, facts: Mapping[str, Any], venv: str | None, python
     uv = (facts.get("uv") or {}).get("path")
     pip = venv_has_pip(facts)
     where = venv or python
-    add_pip = f"add pip to it ({python} -m ensurepip --upgrade" + (f", or {uv} pip install --python {python} pip)"
-                                                                   if uv else ")")
+    add_pip = add_pip_hint(python, uv)
     if requested == "uv":
         if uv:
             return "uv", uv, None
@@ -59,8 +56,7 @@ def pick_tool(requested: str, facts: Mapping[str, Any], venv: str | None, python
         return "uv", uv, None
     if pip is not False:
         return "pip", None, None
-    return "pip", None, (f"the venv {where} has no pip and this host has no uv, so nothing can build or install "
-                         f"into it: {add_pip}, or install uv on the host ({UV_INSTALL})")
+    return "pip", None, no_front_end_problem(facts, venv, python)
 
 
 def index_tool(requested: str, tool: str, facts: Mapping[str, Any]) -> str:

@@ -43,7 +43,9 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     the stdlib's EXTERNALLY-MANAGED file, PEP 668, outside a venv; else null),
                     packages: {dist: version | null}, torch,
                     torch_cuda, torch_cxx11_abi, torch_arch_list, torch_file, torch_error,
-                    torch_probe_error, error}``; ``torch_error`` is what is wrong with the host's torch,
+                    torch_probe_error, error}``, and ``dangling`` (the missing path it resolves to)
+                    when the venv's python is a symlink to an interpreter that is gone;
+                    ``torch_error`` is what is wrong with the host's torch,
                     ``torch_probe_error`` what went wrong in fleetctl's own reader (never the host's).
                     from a subprocess of that interpreter; torch is NOT imported (seconds of CPU):
                     its version, CUDA build, C++ ABI flag and arch list are read from its files
@@ -1679,8 +1681,14 @@ def probe_python(venv, cache=None):
         "torch_error": None, "torch_cxx11_abi": None, "torch_arch_list": None, "error": None,
         "torch_probe_error": None,
     }
-    if not py["exists"]:
+    if not py["exists"] and os.path.islink(exe) and not os.path.exists(exe):
+        # a venv's python is a link to the interpreter it was made from: that one is gone
+        py["dangling"] = os.path.realpath(exe)
+        py["error"] = ("%s is a symlink to %s, which does not exist: the base interpreter the venv was made from "
+                       "is gone (Python upgraded or removed)" % (exe, py["dangling"]))
+    elif not py["exists"]:
         py["error"] = "%s: no such interpreter" % exe
+    if not py["exists"]:
         py["torch_error"] = "interpreter missing"
         log("python: " + py["error"])
         return py

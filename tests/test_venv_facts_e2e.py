@@ -1,0 +1,91 @@
+"""What the README says ``fleetctl facts`` checks of a host's venv before anything is uploaded,
+facts checks, in the words ``--plan`` refuses the host with (fleetctl/facts/refusals.py's
+``warning``): a venv without kernel_src's build requirements (scikit-build-core, nanobind), and a
+``uv venv`` (no pip) on a host without uv. Both read ``ok`` in facts while ``--plan`` refused them.
+One real sshd test host, real venvs made as users make them (tests/support/hostvenv.py).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+import pytest
+
+from fleetctl.facts.venv import DEPLOYED_BUILD_REQUIRES
+from tests.support.fake_gpu import H200, write_fake_nvidia_smi
+from tests.support.fleet import REPO, fleetctl, write_inventory
+from tests.support.hostvenv import make_venv
+
+pytestmark = pytest.mark.sshd
+
+PLAYBOOK = str(REPO / "playbooks" / "fp4-kernels.yaml")
+TAIL = "; a deploy refuses this host until it is fixed"
+
+
+def test_the_deployed_build_requirements_are_kernel_srcs():
+    meta = tomllib.loads((REPO / "kernel_src" / "pyproject.toml").read_text())
+    assert tuple(meta["build-system"]["requires"]) == DEPLOYED_BUILD_REQUIRES
+
+
+def test_facts_warn_of_a_venv_without_build_requirements_and_of_no_pip_nor_uv_as_plan_refuses(sshd_farm, tmp_path):
+    h = sshd_farm.start("venvfacts")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    notools = make_venv(tmp_path / "notools", "virtualenv", torch=False, build_tools=False)
+    uvvenv = make_venv(tmp_path / "uvvenv", "uv", torch=False, build_tools=True)
+    conn = h.inventory_vars(sshd_farm.known_hosts)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {
+        "notools": {**conn, "workdir": str(tmp_path / "w1"), "venv": notools},
+        "nopip": {**conn, "workdir": str(tmp_path / "w2"), "venv": uvvenv}}})
+
+    doc = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path).stdout)
+    plan = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", PLAYBOOK, "--plan", "--json", home=tmp_path)
+    assert plan.returncode == 1, plan.stdout + plan.stderr
+    rows = json.loads(plan.stdout)
+    refused = {name: " ".join(t["msg"] for t in row["tasks"] if t.get("msg")) for name, row in rows.items()}
+
+    tools = [w for w in doc["notools"]["warnings"] if "build requirements missing" in w]
+    assert tools == [f"warning: build requirements missing in {notools}: scikit-build-core>=0.10, nanobind>=2.0 "
+                     f"(the package's own [build-system] requires); install them into the venv: {notools}/bin/python3 "
+                     f"-m pip install 'scikit-build-core>=0.10' 'nanobind>=2.0' (or have the build install them: -e "
+                     f"install_build_requirements=true with the shipped fp4-kernels playbook; "
+                     f"install_build_requirements: true in a build_wheel task of your own){TAIL}"], doc["notools"]
+    assert tools[0][len("warning: "):-len(TAIL)] in refused["notools"], refused["notools"]
+
+    nopip = [w for w in doc["nopip"]["warnings"] if "no pip" in w]
+    line = (f"the venv {uvvenv} has no pip and this host has no uv, so nothing can build or install into it: add "
+            f"pip to it ({uvvenv}/bin/python3 -m ensurepip --upgrade), or install uv on the host "
+            f"(https://docs.astral.sh/uv/getting-started/installation/)")
+    assert nopip == [f"warning: {line}{TAIL}"], doc["nopip"]
+    assert line in refused["nopip"], refused["nopip"]
+    assert not [w for w in doc["nopip"]["warnings"] if "build requirements" in w]  # it has them
+
+
+def test_a_venv_whose_python_links_to_a_base_interpreter_that_is_gone_is_named_so(sshd_farm, tmp_path):
+    """New-user trial: a venv whose bin/python3 is a symlink to a base interpreter that was
+    upgraded away read ``venv python ... does not exist``. Facts and --plan name the link and its
+    missing target, and say to make the venv again."""
+    import os
+
+    h = sshd_farm.start("dangling")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = tmp_path / "venv"
+    make_venv(venv, "bare", torch=False)
+    gone = tmp_path / "python-3.11.4" / "bin" / "python3.11"  # the base interpreter, removed
+    for name in ("python", "python3", "python3.11"):
+        (venv / "bin" / name).unlink(missing_ok=True)
+    os.symlink(gone, venv / "bin" / "python3.11")
+    os.symlink("python3.11", venv / "bin" / "python3")
+    os.symlink("python3.11", venv / "bin" / "python")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"dangling": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                     "workdir": str(tmp_path / "w"), "venv": str(venv)}}})
+    line = (f"venv {venv}: {venv}/bin/python3 is a symlink to {gone}, which does not exist: the base interpreter the "
+            f"venv was made from is gone (Python upgraded or removed): make the venv again with a python3 that exists "
+            f"(python3 -m venv --clear {venv}, then install its packages again), or point the host var 'venv' at "
+            "another venv")
+    doc = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path).stdout)
+    assert f"warning: {line}{TAIL}" in doc["dangling"]["warnings"], doc["dangling"].get("warnings")
+    plan = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", PLAYBOOK, "--plan", "--json", home=tmp_path)
+    assert plan.returncode == 1, plan.stdout + plan.stderr
+    msgs = " ".join(t.get("msg") or "" for t in json.loads(plan.stdout)["dangling"]["tasks"])
+    assert line in msgs and "does not exist (venv var" not in msgs, msgs
