@@ -33,7 +33,8 @@ from fleetctl.errors import InventoryError, InventoryErrors
 from .data import InventoryBuilder, VarsFiles
 from .model import Group, Host, Inventory
 from .own_vars import own_var_names
-from .settings import HostSettings, aliases_of, name_problem, typed_settings
+from .settings import HostSettings, aliases_of, typed_settings
+from .var_names import name_problem
 from .vars import VarConflict, VarSource, same
 from ..util.didyoumean import close_matches
 
