@@ -697,18 +697,16 @@ WgPlan wg_plan(const PkProblem& pr, int device) {
     pl.nt = g_wg_tile ? g_wg_tile : wg_tile(pr.t);
     pl.groups = g_wg_groups ? g_wg_groups : wg_default(pl.nt).groups;
     int sms = 0;
-    bool wide = false;
-    if (!g_wg_groups && !g_wg_units && !g_wg_tile && pl.nt >= kWgWideTile && pr.n * pr.k >= kWgWideMinElems) {
-        const int occw = wg_resident(device, wg_config(pr.a_kind == 1, kWgWideTile, 2, 1), &sms);
-        const int64_t tzw = (pr.t + kWgWideTile - 1) / kWgWideTile, gyw = (pr.nt + 2 * kWgRowTiles - 1) / (2 * kWgRowTiles);
-        wide = (pr.split > 0 ? pr.split : wg_auto_split(pr, sms, occw, gyw, tzw)) <= kWgG2MaxSplit;
-        if (wide) pl.groups = 2;
-    }
-    if (!wide && !g_wg_groups && !g_wg_units && pl.nt >= kWgG2Tile) {  // two warpgroups where their split stays small
-        const int occ2 = wg_resident(device, wg_config(pr.a_kind == 1, kWgG2Tile, 2, 1), &sms);
-        const int64_t tz2 = (pr.t + kWgG2Tile - 1) / kWgG2Tile, gy2 = (pr.nt + 2 * kWgRowTiles - 1) / (2 * kWgRowTiles);
-        if ((pr.split > 0 ? pr.split : wg_auto_split(pr, sms, occ2, gy2, tz2)) <= kWgG2MaxSplit) pl.groups = 2;
-    }
+    // two warpgroups on `tile`-token tiles keep their K split small (<= kWgG2MaxSplit)
+    auto g2_split_small = [&](int tile) {
+        const int occ = wg_resident(device, wg_config(pr.a_kind == 1, tile, 2, 1), &sms);
+        const int64_t tz = (pr.t + tile - 1) / tile, gy = (pr.nt + 2 * kWgRowTiles - 1) / (2 * kWgRowTiles);
+        return (pr.split > 0 ? pr.split : wg_auto_split(pr, sms, occ, gy, tz)) <= kWgG2MaxSplit;
+    };
+    const bool tuned = g_wg_groups || g_wg_units;
+    const bool wide = !tuned && !g_wg_tile && pl.nt >= kWgWideTile && pr.n * pr.k >= kWgWideMinElems &&
+                      g2_split_small(kWgWideTile);
+    if (wide || (!tuned && pl.nt >= kWgG2Tile && g2_split_small(kWgG2Tile))) pl.groups = 2;
     // otherwise two warpgroups run 256 tokens as two 128-token tiles
     if (pl.groups > 1 && pl.nt > 128 && !g_wg_tile && !wide) pl.nt = 128;
     pl.units = g_wg_units ? g_wg_units : pl.groups > 1 ? 1 : wg_default(pl.nt).units;
