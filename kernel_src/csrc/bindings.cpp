@@ -704,9 +704,11 @@ NB_MODULE(_C, m) {
           nb::arg("n"), nb::arg("k"), nb::arg("nt"), nb::arg("u"), nb::arg("rt"), nb::arg("split"),
           nb::arg("un"), nb::arg("device"), nb::arg("stream"));
     m.def("set_pk_kernel", &set_pk_kernel, nb::arg("name"));
+    m.def("pk_set_launch", &fp4::pk_set_launch, nb::arg("pdl"), nb::arg("prefetch"));
     m.def("pk_max_rows", &pk_max_rows, nb::arg("device"), nb::arg("n"), nb::arg("k"));
     m.def("wg_set_reduce", &fp4::wg_set_reduce, nb::arg("mode"));
     m.def("wg_set_pdl", &fp4::wg_set_pdl, nb::arg("on"));
+    m.def("wg_set_chain", &fp4::wg_set_chain, nb::arg("on"));
     m.def("wg_set_tuning", &fp4::wg_set_tuning, nb::arg("groups"), nb::arg("units"), nb::arg("lanes"));
     m.def("wg_set_multicast", &fp4::wg_set_multicast, nb::arg("ctas"));
     m.def("wg_set_tile", &fp4::wg_set_tile, nb::arg("nt"));

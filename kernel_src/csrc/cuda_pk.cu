@@ -44,6 +44,8 @@ namespace cg = cooperative_groups;
 
 constexpr int kPkThreads = 256;
 constexpr int kABf16Pk = 1, kAF16Pk = 2;  // a_kind codes (fp4_api.h)
+// Defaults of pk_set_launch (bench/NOTES.md, "Issue 28: launch overlap of the prepacked kernel").
+constexpr int kPkPdlDefault = 0, kPkPrefetchDefault = 0;
 
 struct PkArgs {
     const uint8_t* w;  // [Nt][U][1152]
@@ -58,6 +60,8 @@ struct PkArgs {
     int lrt;    // log2(row tiles per CTA)
     int split;  // CTAs per cluster along K
     float fix;  // power of two undoing the decode scaling
+    int pdl;    // 1: launched as a programmatic dependent (griddepcontrol.wait before the activations)
+    int pf;     // bytes of each warp's weight range prefetched into L2 at the start (0 none)
 };
 
 __device__ __forceinline__ uint4 ldg_stream128(const void* p) {
@@ -123,6 +127,27 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
     const int u1 = cu0 + (cu1 - cu0) * (kg + 1) / KG;
     const int64_t tok0 = (int64_t)blockIdx.z * TM;
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // A warp's weight range (units u0 .. u1 of row tile rt) is contiguous: one bulk L2 prefetch
+    // (cp.async.bulk.prefetch.L2, PTX ISA; sm_90) asks for its first pf bytes at once, so DRAM is
+    // busy from the first instruction. A prefetch only fills L2, which every SM's writes reach
+    // first: it cannot make a load see stale data, so it may precede griddepcontrol.wait even
+    // when the grid before this one writes the weight (a weight update, a prepack).
+    if (p.pf > 0 && lane == 0 && rt < p.Nt && u1 > u0) {
+        const int64_t all = (int64_t)(u1 - u0) * kPkUnitBytes;
+        const uint32_t bytes = (uint32_t)min(all, (int64_t)p.pf / kPkUnitBytes * kPkUnitBytes);
+        if (bytes)
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;"
+                         :: "l"(p.w + ((int64_t)rt * p.U + u0) * kPkUnitBytes), "r"(bytes) : "memory");
+    }
+    // Programmatic dependent launch (CUDA Programming Guide, "Programmatic Dependent Launch"): the
+    // next grid (launched with the attribute) may start once every CTA of this one got here; this
+    // grid reads the activations and writes its output only after the grid before it completed.
+    if (p.pdl) {
+        asm volatile("griddepcontrol.launch_dependents;");
+        asm volatile("griddepcontrol.wait;" ::: "memory");
+    }
+#endif
     float acc[MT][4];
 #pragma unroll
     for (int nt = 0; nt < MT; ++nt)
@@ -401,6 +426,17 @@ int pk_resident(const void* func, int device, int smem) {
 // (latency: the loads of one warp cover ~1 KB in flight) and 1 for larger tiles (bound by L1,
 // which serves the activations), F = 1.5 us per CTA (first loads, reduction), S = 0.7 us (cluster
 // barrier and the DSMEM reduction). bench/NOTES.md ("v8" .. "v10") has the sweeps behind it.
+// Launch of the prepacked kernel on compute capability >= 9.0, process-wide (benchmarks switch them
+// to measure them): programmatic dependent launch, and the bytes of each warp's weight range
+// prefetched into L2 when a CTA starts (0 none).
+static int g_pk_pdl = kPkPdlDefault, g_pk_pf = kPkPrefetchDefault;
+void pk_set_launch(int pdl, int prefetch) {
+    if (pdl < -1 || pdl > 1) throw std::invalid_argument("prepacked GEMM: pdl must be -1 (default), 0 or 1");
+    if (prefetch < -1) throw std::invalid_argument("prepacked GEMM: prefetch bytes must be -1 (default) or >= 0");
+    g_pk_pdl = pdl < 0 ? kPkPdlDefault : pdl;
+    g_pk_pf = prefetch < 0 ? kPkPrefetchDefault : prefetch;
+}
+
 PkPlan pk_plan(const PkProblem& pr, int device) {
     const PkDev d = pk_dev(device);
     PkPlan best;
@@ -513,25 +549,32 @@ void cuda_pk_mm(const PkProblem& pr, int device, uintptr_t stream) {
     a.lrt = pl.rt == 1 ? 0 : pl.rt == 2 ? 1 : pl.rt == 4 ? 2 : 3;
     a.split = pl.split;
     a.fix = 128.0f;
+    a.pdl = d.cc >= 90 && g_pk_pdl;
+    a.pf = d.cc >= 90 ? g_pk_pf : 0;
     const int64_t tz = (pr.t + 8 * pl.mt - 1) / (8 * pl.mt);
     const int64_t gy = (pr.nt + pl.rt - 1) / pl.rt;
     if (gy > 65535 || tz > 65535)
         throw std::runtime_error("fp4_kernels: prepacked GEMM: N or M too large for one launch");
     const void* func = pk_kernel_for(pr.a_kind, pl.mt, pl.un);
     cudaLaunchConfig_t cfg{};
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     cfg.blockDim = dim3(kPkThreads);
     cfg.gridDim = dim3((unsigned)pl.split, (unsigned)gy, (unsigned)tz);
     cfg.dynamicSmemBytes = (size_t)pk_smem(pl.mt);
     cfg.stream = reinterpret_cast<cudaStream_t>(stream);
+    cfg.attrs = attr;
     cfg.numAttrs = 0;
     if (pl.split > 1) {
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = (unsigned)pl.split;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
+        attr[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
+        attr[cfg.numAttrs].val.clusterDim.x = (unsigned)pl.split;
+        attr[cfg.numAttrs].val.clusterDim.y = 1;
+        attr[cfg.numAttrs].val.clusterDim.z = 1;
+        ++cfg.numAttrs;
+    }
+    if (a.pdl) {
+        attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+        ++cfg.numAttrs;
     }
     void* args[] = {&a};
     const cudaError_t e = cudaLaunchKernelExC(&cfg, func, args);

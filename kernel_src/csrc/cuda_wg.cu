@@ -88,6 +88,8 @@ struct WgArgs {
                 // each wait for the stage and issue their copy (bench/NOTES.md, "the stage round trip")
     int diag;   // benchmarks only, results wrong: bit 0 no decode (A constant), bit 1 no loads (no copies, waits),
                 // bit 2 no MMA (no wgmma issued: loads and decode alone)
+    int chain;  // 1: the next call's permute (launched as a programmatic dependent) may launch once
+                // every CTA of this grid started (wg_set_chain)
     int epi1;   // benchmarks, same results: 1 = the epilogue reads the partial sums one float at a time
                 // (the epilogue before bench/NOTES.md, "Issue 28: the epilogue"), 0 = four at a time
     float* ws;  // reduce through global memory: [tz][gy][split][NT * 64] partial sums, else null
@@ -114,6 +116,10 @@ __global__ void wg_permute(const uint16_t* __restrict__ x, int64_t lda, int64_t 
     // the GEMM launched after this (programmatic dependent launch) may start now: it reads this
     // grid's output only after griddepcontrol.wait, which waits for this grid's completion
     asm volatile("griddepcontrol.launch_dependents;");
+    // launched itself as a programmatic dependent (wg_set_chain): x may be the grid before's output,
+    // and xp may be memory that grid still reads (stream-ordered reuse), so nothing is read or
+    // written before that grid completed; launched without the attribute this returns at once
+    asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
     const int64_t total = tz * U * NT * 16;  // (z, u, n, s, khalf): 16 bytes each
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
@@ -146,6 +152,7 @@ __global__ void __launch_bounds__(wg_threads(G, NT), 1) wg_kernel(const __grid_c
     using S = WgSmem<NT, ST, G, UP>;
     constexpr int kThreads = wg_threads(G, NT), kRows = G * kWgRowTiles;  // row tiles per CTA
     constexpr bool kWide = wg_wide(G, NT);
+    if (p.chain) asm volatile("griddepcontrol.launch_dependents;");
     extern __shared__ __align__(1024) uint8_t smem[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int rank = (int)blockIdx.x;
@@ -664,6 +671,11 @@ void wg_set_multicast(int ctas) {
 }
 static bool g_wg_pdl = true;
 void wg_set_pdl(bool on) { g_wg_pdl = on; }
+// The next call's permute launched as a programmatic dependent of this call's GEMM, which lets it
+// launch from its start (hides the permute's launch behind the GEMM's tail); off by default until
+// measured (bench/NOTES.md, "Issue 28: launch overlap of the prepacked kernel").
+static bool g_wg_chain = false;
+void wg_set_chain(bool on) { g_wg_chain = on; }
 void wg_set_tuning(int groups, int units, int lanes) {
     if (groups < 0 || groups > 2) throw std::invalid_argument("wgmma GEMM: warpgroups must be 0, 1 or 2");
     if (units != 0 && units != 1 && units != 2 && units != 4)
@@ -789,9 +801,25 @@ void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream, const WgPlan*
     uint8_t* scratch = wg_scratch(device, pl.scratch, st);
     const int64_t pieces = tz * pr.u * pl.nt * 16;
     const unsigned pblocks = (unsigned)std::min<int64_t>((pieces + 255) / 256, 4096);
-    wg_permute<<<pblocks, 256, 0, st>>>(static_cast<const uint16_t*>(pr.a), pr.lda, pr.t, pr.k, pr.u, pl.nt, tz,
-                                        scratch);
-    const cudaError_t pe = cudaGetLastError();
+    cudaError_t pe;
+    {
+        cudaLaunchConfig_t pc{};
+        cudaLaunchAttribute pa[1];
+        pc.gridDim = dim3(pblocks);
+        pc.blockDim = dim3(256);
+        pc.stream = st;
+        pc.attrs = pa;
+        pc.numAttrs = 0;
+        if (g_wg_chain) {
+            pa[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            pa[0].val.programmaticStreamSerializationAllowed = 1;
+            pc.numAttrs = 1;
+        }
+        pe = cudaLaunchKernelEx(&pc, wg_permute, static_cast<const uint16_t*>(pr.a), pr.lda, pr.t, pr.k, pr.u,
+                                pl.nt, tz, scratch);
+        if (pe == cudaSuccess) pe = cudaGetLastError();
+        else cudaGetLastError();
+    }
     if (pe != cudaSuccess) {
         cudaFreeAsync(scratch, st);
         cuda_check(pe, "wgmma GEMM (activation permute)");
@@ -818,6 +846,7 @@ void cuda_wg_mm(const PkProblem& pr, int device, uintptr_t stream, const WgPlan*
     a.flow = pl.flow;
     a.diag = g_wg_diag;
     a.epi1 = g_wg_reduce == 3;
+    a.chain = g_wg_chain;
     if (pl.global_reduce) {
         const int64_t act = wg_act_bytes(pl, pr.u, tz), part = tz * gy * pl.split * (int64_t)pl.nt * 64 * pl.groups * 4;
         a.ws = reinterpret_cast<float*>(scratch + act);

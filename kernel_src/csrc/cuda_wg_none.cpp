@@ -10,6 +10,7 @@ bool wg_supported(int) { return false; }
 void wg_set_reduce(int) {}
 void wg_set_tuning(int, int, int) {}
 void wg_set_pdl(bool) {}
+void wg_set_chain(bool) {}
 void wg_set_multicast(int) {}
 void wg_set_tile(int) {}
 void wg_set_stages(int) {}
