@@ -6,7 +6,8 @@ weight and lasts 5-25 us, so its ramp (launch, first loads, the tail of the last
 part of it. Two knobs (``fk._C.pk_set_launch(pdl, prefetch)``, compute capability >= 9.0):
 
   pdl       programmatic dependent launch: the call may start while the grid before it finishes;
-            it reads activations and writes its output only after ``griddepcontrol.wait``
+            it reads activations and writes its output only after ``griddepcontrol.wait``; it lets
+            the next grid launch from its start (1) or once its k loop is done (2)
   prefetch  each warp asks for the first PREFETCH bytes of its weight range (contiguous) with one
             bulk L2 prefetch when its CTA starts (before that wait)
 
@@ -35,8 +36,10 @@ from issue28 import eager_us, graph_us
 from issue28_probe import SHAPES, copy_rate, dense, weights
 
 WHOLE = 1 << 30
-PK_PATHS = {"base": (0, 0), "pf16k": (0, 16384), "pf": (0, WHOLE), "pdl": (1, 0), "pdl+pf16k": (1, 16384),
-            "pdl+pf": (1, WHOLE)}
+# (pdl, prefetch) of fk._C.pk_set_launch: pdl 1 triggers the next grid at the start, 2 after the k
+# loop; prefetch bytes, -2 the rule (small weights, 8-token tiles: the whole range)
+PK_PATHS = {"base": (0, 0), "pf": (0, WHOLE), "rule": (0, -2), "pdl1": (1, 0), "pdl2": (2, 0),
+            "pdl1+rule": (1, -2), "pdl2+rule": (2, -2)}
 WG_PATHS = {"base": False, "chain": True}
 
 
@@ -110,7 +113,7 @@ def wg_row(ws, ds, n, k, m, rounds, gen, sep):
                 old = best.get(name, (1e30, 1e30))
                 best[name] = min(old[0], g), min(old[1], e)
     finally:
-        fk._C.wg_set_chain(False)
+        fk._C.wg_set_chain(True)  # the default
     t = best["torch"][0]
     print("%5dx%-5d M=%-4d %s torch %6.1f | " % (n, k, m, "sep " if sep else "    ", t) +
           " | ".join("%s %6.1f (%.2fx) e %6.1f" % (nm, best[nm][0], t / best[nm][0], best[nm][1]) for nm in WG_PATHS),

@@ -45,7 +45,12 @@ namespace cg = cooperative_groups;
 constexpr int kPkThreads = 256;
 constexpr int kABf16Pk = 1, kAF16Pk = 2;  // a_kind codes (fp4_api.h)
 // Defaults of pk_set_launch (bench/NOTES.md, "Issue 28: launch overlap of the prepacked kernel").
-constexpr int kPkPdlDefault = 0, kPkPrefetchDefault = 0;
+// pdl: 0 plain launch, 1 trigger the next grid at the start, 2 after the k loop; prefetch: bytes, or
+// kPkPrefetchAuto: each warp's whole range where the call's weight takes at most a quarter of L2 and
+// a CTA holds 8 tokens (bench/results/2026-12-06-h100-issue28/p1: 2048x7168 and 7168x2048 M = 1
+// 7.7 -> 7.2 and 6.6 -> 5.9 us; 28-34 MiB weights 15-30% slower, M = 16 unchanged).
+constexpr int kPkPrefetchAuto = -1;
+constexpr int kPkPdlDefault = 0, kPkPrefetchDefault = kPkPrefetchAuto;
 
 struct PkArgs {
     const uint8_t* w;  // [Nt][U][1152]
@@ -60,7 +65,8 @@ struct PkArgs {
     int lrt;    // log2(row tiles per CTA)
     int split;  // CTAs per cluster along K
     float fix;  // power of two undoing the decode scaling
-    int pdl;    // 1: launched as a programmatic dependent (griddepcontrol.wait before the activations)
+    int pdl;    // launched as a programmatic dependent (griddepcontrol.wait before the activations),
+                // triggering the next grid 1 at the start, 2 after the k loop; 0 a plain launch
     int pf;     // bytes of each warp's weight range prefetched into L2 at the start (0 none)
 };
 
@@ -144,7 +150,7 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
     // next grid (launched with the attribute) may start once every CTA of this one got here; this
     // grid reads the activations and writes its output only after the grid before it completed.
     if (p.pdl) {
-        asm volatile("griddepcontrol.launch_dependents;");
+        if (p.pdl == 1) asm volatile("griddepcontrol.launch_dependents;");
         asm volatile("griddepcontrol.wait;" ::: "memory");
     }
 #endif
@@ -248,6 +254,9 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
         }
     }
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (p.pdl == 2) asm volatile("griddepcontrol.launch_dependents;");
+#endif
     // ---- epilogue: red[warp][token][row] -> sum over the CTA's k-groups, then the cluster
     {
         float* mine = red + warp * PER;
@@ -363,7 +372,7 @@ __global__ void __launch_bounds__(256) pk_dequant_kernel(const uint8_t* __restri
 
 // ---- host side --------------------------------------------------------------------------------
 struct PkDev {
-    int sms = 0, cc = 0;
+    int sms = 0, cc = 0, l2 = 0;  // SMs, compute capability, L2 bytes
 };
 
 PkDev pk_dev(int device) {
@@ -374,6 +383,7 @@ PkDev pk_dev(int device) {
     if (it != cache.end()) return it->second;
     PkDev d;
     cuda_check(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, device), "sm count");
+    cuda_check(cudaDeviceGetAttribute(&d.l2, cudaDevAttrL2CacheSize, device), "L2 size");
     d.cc = device_cc(device);
     cache[device] = d;
     return d;
@@ -431,10 +441,10 @@ int pk_resident(const void* func, int device, int smem) {
 // prefetched into L2 when a CTA starts (0 none).
 static int g_pk_pdl = kPkPdlDefault, g_pk_pf = kPkPrefetchDefault;
 void pk_set_launch(int pdl, int prefetch) {
-    if (pdl < -1 || pdl > 1) throw std::invalid_argument("prepacked GEMM: pdl must be -1 (default), 0 or 1");
-    if (prefetch < -1) throw std::invalid_argument("prepacked GEMM: prefetch bytes must be -1 (default) or >= 0");
+    if (pdl < -1 || pdl > 2) throw std::invalid_argument("prepacked GEMM: pdl must be -1 (default), 0, 1 or 2");
+    if (prefetch < -2) throw std::invalid_argument("prepacked GEMM: prefetch must be -2 (the rule), -1 (default) or bytes >= 0");
     g_pk_pdl = pdl < 0 ? kPkPdlDefault : pdl;
-    g_pk_pf = prefetch < 0 ? kPkPrefetchDefault : prefetch;
+    g_pk_pf = prefetch == -1 ? kPkPrefetchDefault : prefetch == -2 ? kPkPrefetchAuto : prefetch;
 }
 
 PkPlan pk_plan(const PkProblem& pr, int device) {
@@ -549,8 +559,9 @@ void cuda_pk_mm(const PkProblem& pr, int device, uintptr_t stream) {
     a.lrt = pl.rt == 1 ? 0 : pl.rt == 2 ? 1 : pl.rt == 4 ? 2 : 3;
     a.split = pl.split;
     a.fix = 128.0f;
-    a.pdl = d.cc >= 90 && g_pk_pdl;
-    a.pf = d.cc >= 90 ? g_pk_pf : 0;
+    a.pdl = d.cc >= 90 ? g_pk_pdl : 0;
+    a.pf = d.cc < 90 ? 0 : g_pk_pf != kPkPrefetchAuto ? g_pk_pf
+         : pl.mt == 1 && (int64_t)pr.nt * pr.u * kPkUnitBytes <= d.l2 / 4 ? (1 << 30) : 0;
     const int64_t tz = (pr.t + 8 * pl.mt - 1) / (8 * pl.mt);
     const int64_t gy = (pr.nt + pl.rt - 1) / pl.rt;
     if (gy > 65535 || tz > 65535)

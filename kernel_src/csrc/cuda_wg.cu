@@ -672,9 +672,10 @@ void wg_set_multicast(int ctas) {
 static bool g_wg_pdl = true;
 void wg_set_pdl(bool on) { g_wg_pdl = on; }
 // The next call's permute launched as a programmatic dependent of this call's GEMM, which lets it
-// launch from its start (hides the permute's launch behind the GEMM's tail); off by default until
-// measured (bench/NOTES.md, "Issue 28: launch overlap of the prepacked kernel").
-static bool g_wg_chain = false;
+// launch from its start (the permute's launch, and the next GEMM's first weight stages, behind this
+// GEMM's tail). On an H100 (bench/results/2026-12-06-h100-issue28/p1, graph): M = 512 on the three
+// large shapes 4-8% faster, M = 256 -2 .. +1%, M <= 128 +-0.5%; eager 2-8% faster at M = 64 .. 512.
+static bool g_wg_chain = true;
 void wg_set_chain(bool on) { g_wg_chain = on; }
 void wg_set_tuning(int groups, int units, int lanes) {
     if (groups < 0 || groups > 2) throw std::invalid_argument("wgmma GEMM: warpgroups must be 0, 1 or 2");

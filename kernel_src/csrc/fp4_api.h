@@ -109,8 +109,9 @@ struct PkPlan {
     int mt = 1, rt = 1, split = 1, un = 1;
 };
 PkPlan pk_plan(const PkProblem& p, int device);
-// Launch knobs on compute capability >= 9.0 (benchmarks): pdl 1 = programmatic dependent launch,
-// prefetch = bytes of each warp's weight range prefetched into L2 at the start; -1 = the default.
+// Launch knobs on compute capability >= 9.0 (benchmarks): pdl 1 / 2 = programmatic dependent launch
+// triggering the next grid at the start / after the k loop, 0 plain; prefetch = bytes of each warp's
+// weight range prefetched into L2 at the start, -2 the rule (cuda_pk.cu); -1 = the default.
 void pk_set_launch(int pdl, int prefetch);
 void cuda_pk_mm(const PkProblem& p, int device, uintptr_t stream);
 // Prepacked weight (nt x u units) -> dense [n, k] bf16 / fp16 values e2m1 * scale (exact).
@@ -143,7 +144,7 @@ void wg_set_stages(int st);  // benchmarks, a sweep build: G = 1, UP = 1 with st
 // Programmatic dependent launch of the wgmma kernel after its activation permute (on by default;
 // benchmarks switch it off to measure it)
 void wg_set_pdl(bool on);
-// the next call's permute as a programmatic dependent of this GEMM (benchmarks; off by default)
+// the next call's permute as a programmatic dependent of this GEMM (on by default; benchmarks switch it)
 void wg_set_chain(bool on);
 bool wg_built();
 bool wg_supported(int device);
