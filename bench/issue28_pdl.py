@@ -37,9 +37,9 @@ from issue28_probe import SHAPES, copy_rate, dense, weights
 
 WHOLE = 1 << 30
 # (pdl, prefetch) of fk._C.pk_set_launch: pdl 1 triggers the next grid at the start, 2 after the k
-# loop; prefetch bytes, -2 the rule (small weights, 8-token tiles: the whole range)
-PK_PATHS = {"base": (0, 0), "pf": (0, WHOLE), "rule": (0, -2), "pdl1": (1, 0), "pdl2": (2, 0),
-            "pdl1+rule": (1, -2), "pdl2+rule": (2, -2)}
+# loop; prefetch bytes; -1 the package's rule (cuda_pk.cu, kPkAuto)
+PK_PATHS = {"base": (0, 0), "pf": (0, WHOLE), "pdl1": (1, 0), "pdl2": (2, 0), "pdl2+pf": (2, WHOLE),
+            "default": (-1, -1)}
 WG_PATHS = {"base": False, "chain": True}
 
 

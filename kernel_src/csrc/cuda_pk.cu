@@ -45,12 +45,18 @@ namespace cg = cooperative_groups;
 constexpr int kPkThreads = 256;
 constexpr int kABf16Pk = 1, kAF16Pk = 2;  // a_kind codes (fp4_api.h)
 // Defaults of pk_set_launch (bench/NOTES.md, "Issue 28: launch overlap of the prepacked kernel").
-// pdl: 0 plain launch, 1 trigger the next grid at the start, 2 after the k loop; prefetch: bytes, or
-// kPkPrefetchAuto: each warp's whole range where the call's weight takes at most a quarter of L2 and
-// a CTA holds 8 tokens (bench/results/2026-12-06-h100-issue28/p1: 2048x7168 and 7168x2048 M = 1
-// 7.7 -> 7.2 and 6.6 -> 5.9 us; 28-34 MiB weights 15-30% slower, M = 16 unchanged).
-constexpr int kPkPrefetchAuto = -1;
-constexpr int kPkPdlDefault = 0, kPkPrefetchDefault = kPkPrefetchAuto;
+// Launch (pk_set_launch; kPkAuto = the rule below). pdl: 0 plain launch, 1 programmatic dependent
+// launch triggering the next grid at the start, 2 after the k loop; prefetch: bytes of each warp's
+// weight range asked into L2 when its CTA starts. The rule, from the A/Bs on an H100
+// (bench/results/2026-12-06-h100-issue28/p1, p2; bench/NOTES.md, "Issue 28: launch overlap"):
+// - a small weight (at most a quarter of L2) and 8-token tiles: prefetch the whole range and pdl 2
+//   (2048x7168 M = 1 7.7 -> 5.9 us, 7168x2048 6.6 -> 4.9; alone the prefetch 7.3 and 6.0). On the
+//   28-34 MiB weights the prefetch made every call 15-30% slower, at 16 tokens it did nothing.
+// - pdl 2 where the grid fills >= 90% of the resident CTA slots (8192^2 M = 1 15.9 -> 15.3,
+//   4096x14336 M = 32 39.5 -> 38.2). Where it leaves slots free the next grid's CTAs land in the
+//   slots that free first, unevenly, and the call gets slower: 4096x14336 M = 1 (48% of the slots)
+//   15.2 -> 16.2, 8192^2 M = 16 (65%) 24.5 -> 33.0. pdl 1 was never better than 2.
+constexpr int kPkAuto = -1;
 
 struct PkArgs {
     const uint8_t* w;  // [Nt][U][1152]
@@ -439,12 +445,12 @@ int pk_resident(const void* func, int device, int smem) {
 // Launch of the prepacked kernel on compute capability >= 9.0, process-wide (benchmarks switch them
 // to measure them): programmatic dependent launch, and the bytes of each warp's weight range
 // prefetched into L2 when a CTA starts (0 none).
-static int g_pk_pdl = kPkPdlDefault, g_pk_pf = kPkPrefetchDefault;
+static int g_pk_pdl = kPkAuto, g_pk_pf = kPkAuto;
 void pk_set_launch(int pdl, int prefetch) {
     if (pdl < -1 || pdl > 2) throw std::invalid_argument("prepacked GEMM: pdl must be -1 (default), 0, 1 or 2");
-    if (prefetch < -2) throw std::invalid_argument("prepacked GEMM: prefetch must be -2 (the rule), -1 (default) or bytes >= 0");
-    g_pk_pdl = pdl < 0 ? kPkPdlDefault : pdl;
-    g_pk_pf = prefetch == -1 ? kPkPrefetchDefault : prefetch == -2 ? kPkPrefetchAuto : prefetch;
+    if (prefetch < -1) throw std::invalid_argument("prepacked GEMM: prefetch must be -1 (default) or bytes >= 0");
+    g_pk_pdl = pdl;
+    g_pk_pf = prefetch;
 }
 
 PkPlan pk_plan(const PkProblem& pr, int device) {
@@ -485,6 +491,8 @@ PkPlan pk_plan(const PkProblem& pr, int device) {
                     best.rt = rt;
                     best.split = split;
                     best.un = un;
+                    best.ctas = ctas;
+                    best.slots = slots;
                 }
             }
         }
@@ -559,9 +567,9 @@ void cuda_pk_mm(const PkProblem& pr, int device, uintptr_t stream) {
     a.lrt = pl.rt == 1 ? 0 : pl.rt == 2 ? 1 : pl.rt == 4 ? 2 : 3;
     a.split = pl.split;
     a.fix = 128.0f;
-    a.pdl = d.cc >= 90 ? g_pk_pdl : 0;
-    a.pf = d.cc < 90 ? 0 : g_pk_pf != kPkPrefetchAuto ? g_pk_pf
-         : pl.mt == 1 && (int64_t)pr.nt * pr.u * kPkUnitBytes <= d.l2 / 4 ? (1 << 30) : 0;
+    const bool small = pl.mt == 1 && (int64_t)pr.nt * pr.u * kPkUnitBytes <= d.l2 / 4;
+    a.pdl = d.cc < 90 ? 0 : g_pk_pdl != kPkAuto ? g_pk_pdl : small || 10 * pl.ctas >= 9 * pl.slots ? 2 : 0;
+    a.pf = d.cc < 90 ? 0 : g_pk_pf != kPkAuto ? g_pk_pf : small ? (1 << 30) : 0;
     const int64_t tz = (pr.t + 8 * pl.mt - 1) / (8 * pl.mt);
     const int64_t gy = (pr.nt + pl.rt - 1) / pl.rt;
     if (gy > 65535 || tz > 65535)

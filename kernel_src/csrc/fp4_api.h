@@ -107,11 +107,12 @@ struct PkProblem {
 };
 struct PkPlan {
     int mt = 1, rt = 1, split = 1, un = 1;
+    int64_t ctas = 0, slots = 0;  // CTAs of the grid, resident CTA slots of the GPU
 };
 PkPlan pk_plan(const PkProblem& p, int device);
 // Launch knobs on compute capability >= 9.0 (benchmarks): pdl 1 / 2 = programmatic dependent launch
 // triggering the next grid at the start / after the k loop, 0 plain; prefetch = bytes of each warp's
-// weight range prefetched into L2 at the start, -2 the rule (cuda_pk.cu); -1 = the default.
+// weight range prefetched into L2 at the start; -1 = the default, the rule in cuda_pk.cu.
 void pk_set_launch(int pdl, int prefetch);
 void cuda_pk_mm(const PkProblem& p, int device, uintptr_t stream);
 // Prepacked weight (nt x u units) -> dense [n, k] bf16 / fp16 values e2m1 * scale (exact).
