@@ -9,7 +9,8 @@
 #  NCU=0 TABLE=0 PROBE=0 FLOW=1 bash bench/issue28_diag.sh OUT;
 #  HOST=1: bench/issue28_host.py, the host time of an eager call's parts on the dequantize + cuBLAS path;
 #  WIDE=1: bench/issue28_wide.py, two warpgroups on 256-token tiles against today's paths, M = 256 .. 4096; WIDE_ARGS;
-#  PDL=1: bench/issue28_pdl.py, launch overlap (programmatic dependent launch, L2 prefetch) A/B; PDL_ARGS)
+#  PDL=1: bench/issue28_pdl.py, launch overlap (programmatic dependent launch, L2 prefetch) A/B; PDL_ARGS;
+#  PKSWEEP=1: bench/issue28_pk_sweep.py, every prepacked-kernel configuration at M = 1 .. 4, plain and pdl)
 set -uo pipefail
 out=${1:?OUTDIR}; mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -28,6 +29,7 @@ print('selfcheck', r['ok'], len(r['checks']), bad[:5])" 2>&1 | tee "$out/selfche
 [ "${HOST:-0}" = 1 ] && timeout 150 $py bench/issue28_host.py 2>&1 | tee "$out/host.txt"
 [ "${WIDE:-0}" = 1 ] && timeout ${WIDE_TIMEOUT:-300} $py bench/issue28_wide.py ${WIDE_ARGS:-} 2>&1 | tee "$out/wide.txt"
 [ "${PDL:-0}" = 1 ] && timeout ${PDL_TIMEOUT:-300} $py bench/issue28_pdl.py ${PDL_ARGS:-} 2>&1 | tee "$out/pdl.txt"
+[ "${PKSWEEP:-0}" = 1 ] && timeout 300 $py bench/issue28_pk_sweep.py ${PKSWEEP_ARGS:-} 2>&1 | tee "$out/pk_sweep.txt"
 [ "${PROBE:-1}" = 1 ] && timeout ${PROBE_TIMEOUT:-150} $py bench/issue28_probe.py ${PROBE_ARGS:-} 2>&1 | tee "$out/probe.txt"
 IFS=";" read -ra cfgs <<< "${NCU_CFGS:-8192 8192 128;8192 8192 32}"  # N K M [groups units lanes]
 [ "${NCU:-1}" = 1 ] && for cfg in "${cfgs[@]}"; do

@@ -52,10 +52,12 @@ constexpr int kABf16Pk = 1, kAF16Pk = 2;  // a_kind codes (fp4_api.h)
 // - a small weight (at most a quarter of L2) and 8-token tiles: prefetch the whole range and pdl 2
 //   (2048x7168 M = 1 7.7 -> 5.9 us, 7168x2048 6.6 -> 4.9; alone the prefetch 7.3 and 6.0). On the
 //   28-34 MiB weights the prefetch made every call 15-30% slower, at 16 tokens it did nothing.
-// - pdl 2 where the grid fills >= 90% of the resident CTA slots (8192^2 M = 1 15.9 -> 15.3,
-//   4096x14336 M = 32 39.5 -> 38.2). Where it leaves slots free the next grid's CTAs land in the
-//   slots that free first, unevenly, and the call gets slower: 4096x14336 M = 1 (48% of the slots)
-//   15.2 -> 16.2, 8192^2 M = 16 (65%) 24.5 -> 33.0. pdl 1 was never better than 2.
+// - pdl 2 where the grid fills >= 80% of the resident CTA slots (8192^2 M = 1 15.9 -> 15.3,
+//   14336x4096 (85%) 14.8 -> 14.5, H200 13.3 -> 12.8; 4096x14336 M = 32 39.5 -> 38.2). Where it
+//   leaves slots free the next grid's CTAs land in the slots that free first, unevenly, and the call
+//   gets slower: 4096x14336 M = 1 (48% of the slots) 15.2 -> 16.2, 8192^2 M = 16 (65%) 24.5 -> 33.0.
+//   pdl 1 was never better than 2. pk_plan counts the ~1 us it hides at 8-token tiles, so
+//   4096x14336 M = 1 takes a K split of 2 (97% of the slots): 14.2 -> 12.4 us on the H200 (p4).
 constexpr int kPkAuto = -1;
 
 struct PkArgs {
@@ -461,6 +463,8 @@ PkPlan pk_plan(const PkProblem& pr, int device) {
     const int smem = pk_smem(best.mt);
     double best_cost = 0.0;
     bool found = false;
+    // a small weight at 8-token tiles: prefetched whole and launched programmatically (kPkAuto)
+    const bool small = best.mt == 1 && (int64_t)pr.nt * pr.u * kPkUnitBytes <= d.l2 / 4;
     for (int un = 1; un <= 2; ++un) {
         if (pr.un > 0 && un != pr.un) continue;
         if (pr.un == 0 && un != 1) continue;  // default: one unit per load (sweep: bench/NOTES.md)
@@ -482,8 +486,11 @@ PkPlan pk_plan(const PkProblem& pr, int device) {
                 const double eff = best.mt > 1 ? 1.0 : std::min(1.0, (double)on_sm * 8.0 / 16.0);
                 const double units_cta = std::ceil((double)pr.u / split);
                 const double bytes = (double)rt * units_cta * kPkUnitBytes;
+                // programmatic dependent launch where the grid fills >= 80% of the CTA slots (or the
+                // weight is small); at 8-token tiles it hides ~1 us of the call's ramp (kPkAuto)
+                const bool pdl = d.cc >= 90 && (small || 10 * ctas >= 8 * slots);
                 const double t = (double)waves * (1.5e-6 + (double)on_sm * bytes / (30e9 * eff)) +
-                                 (split > 1 ? 0.7e-6 : 0.0);
+                                 (split > 1 ? 0.7e-6 : 0.0) - (pdl && best.mt == 1 ? 1.0e-6 : 0.0);
                 const double cost = t + 1e-10 * split + 1e-11 * rt;  // ties: fewer splits, fewer rows
                 if (!found || cost < best_cost) {
                     found = true;
@@ -491,8 +498,8 @@ PkPlan pk_plan(const PkProblem& pr, int device) {
                     best.rt = rt;
                     best.split = split;
                     best.un = un;
-                    best.ctas = ctas;
-                    best.slots = slots;
+                    best.pdl = pdl;
+                    best.prefetch = d.cc >= 90 && small;
                 }
             }
         }
@@ -567,9 +574,8 @@ void cuda_pk_mm(const PkProblem& pr, int device, uintptr_t stream) {
     a.lrt = pl.rt == 1 ? 0 : pl.rt == 2 ? 1 : pl.rt == 4 ? 2 : 3;
     a.split = pl.split;
     a.fix = 128.0f;
-    const bool small = pl.mt == 1 && (int64_t)pr.nt * pr.u * kPkUnitBytes <= d.l2 / 4;
-    a.pdl = d.cc < 90 ? 0 : g_pk_pdl != kPkAuto ? g_pk_pdl : small || 10 * pl.ctas >= 9 * pl.slots ? 2 : 0;
-    a.pf = d.cc < 90 ? 0 : g_pk_pf != kPkAuto ? g_pk_pf : small ? (1 << 30) : 0;
+    a.pdl = d.cc < 90 ? 0 : g_pk_pdl != kPkAuto ? g_pk_pdl : pl.pdl ? 2 : 0;
+    a.pf = d.cc < 90 ? 0 : g_pk_pf != kPkAuto ? g_pk_pf : pl.prefetch ? (1 << 30) : 0;
     const int64_t tz = (pr.t + 8 * pl.mt - 1) / (8 * pl.mt);
     const int64_t gy = (pr.nt + pl.rt - 1) / pl.rt;
     if (gy > 65535 || tz > 65535)

@@ -107,7 +107,8 @@ struct PkProblem {
 };
 struct PkPlan {
     int mt = 1, rt = 1, split = 1, un = 1;
-    int64_t ctas = 0, slots = 0;  // CTAs of the grid, resident CTA slots of the GPU
+    bool pdl = false, prefetch = false;  // launch rule (cuda_pk.cu, kPkAuto): programmatic dependent
+                                         // launch; each warp's weight range prefetched into L2
 };
 PkPlan pk_plan(const PkProblem& p, int device);
 // Launch knobs on compute capability >= 9.0 (benchmarks): pdl 1 / 2 = programmatic dependent launch
