@@ -20,10 +20,7 @@ the baseline's (exit 1 on a difference). ``sep`` rows put a non-PDL kernel (``to
 the activation written by the grid before, as in a model) before every call: the overlap a model
 gets when the kernel before is not ours.
 
-    python bench/issue28_pdl.py [--m 1,4,16,32] [--wg-m 64,128,256,512] [--apf-m 16,32] [--rounds 2]
-
-``--apf-m``: the prepacked kernel forced (``set_pk_kernel("pk")``) at those M with its activations
-prefetched into L1 0 .. 3 loads ahead (``fk._C.pk_set_act_prefetch``).
+    python bench/issue28_pdl.py [--m 1,4,16,32] [--wg-m 64,128,256,512] [--rounds 2]
 
 Needs a compute capability 9.0 GPU (sm_90a build for the wgmma rows).
 """
@@ -35,7 +32,6 @@ import sys
 import torch
 
 import fp4_kernels as fk
-from fp4_kernels import _gemm_fast
 from issue28 import eager_us, graph_us
 from issue28_probe import SHAPES, copy_rate, dense, weights
 
@@ -45,7 +41,6 @@ WHOLE = 1 << 30
 PK_PATHS = {"base": (0, 0), "pf": (0, WHOLE), "pdl1": (1, 0), "pdl2": (2, 0), "pdl2+pf": (2, WHOLE),
             "default": (-1, -1)}
 WG_PATHS = {"base": False, "chain": True}
-APF = (0, 1, 2, 3)
 
 
 def timed(fns, sep):
@@ -91,42 +86,6 @@ def pk_row(ws, ds, n, k, m, rounds, gen, sep):
     return ok
 
 
-def apf_row(ws, ds, n, k, m, rounds, gen):
-    """The prepacked kernel at 16 / 32 tokens with its activations prefetched into L1 0 .. 3 loads
-    ahead (``fk._C.pk_set_act_prefetch``), the launch rule as default; outputs bit-identical."""
-    a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
-    fns = [lambda p=p: fk.scaled_fp4_w4a16_mm(a, p, None, 1.0) for p in ws]
-    tfns = [lambda d=d: torch.matmul(a, d.T) for d in ds]
-    best, ok, base = {}, True, None
-    try:
-        for d in APF:
-            fk._C.pk_set_act_prefetch(d)
-            out = fns[0]()
-            torch.cuda.synchronize()
-            if base is None:
-                base = out
-            elif not torch.equal(out, base):
-                print("MISMATCH apf%d %dx%d M=%d" % (d, n, k, m), flush=True)
-                ok = False
-        for _ in range(rounds):
-            fk._C.pk_set_act_prefetch(-1)
-            g, e = timed(tfns, None)
-            old = best.get("torch", (1e30, 1e30))
-            best["torch"] = min(old[0], g), min(old[1], e)
-            for d in APF:
-                fk._C.pk_set_act_prefetch(d)
-                g, e = timed(fns, None)
-                old = best.get(d, (1e30, 1e30))
-                best[d] = min(old[0], g), min(old[1], e)
-    finally:
-        fk._C.pk_set_act_prefetch(-1)
-    t = best["torch"][0]
-    print("%5dx%-5d M=%-4d apf  torch %6.1f | " % (n, k, m, t) +
-          " | ".join("apf%d %6.1f (%.2fx) e %6.1f" % (d, best[d][0], t / best[d][0], best[d][1]) for d in APF),
-          flush=True)
-    return ok
-
-
 def wg_row(ws, ds, n, k, m, rounds, gen, sep):
     a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
     x = a.clone()
@@ -167,7 +126,6 @@ def main() -> int:
     ap.add_argument("--m", default="1,4,16,32")
     ap.add_argument("--wg-m", default="64,128,256,512")
     ap.add_argument("--sep-m", default="1,16,128", help="M also run with a non-PDL kernel before every call")
-    ap.add_argument("--apf-m", default="", help="M run with the activation prefetch A/B (pk path: 9 .. 32)")
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     gen = torch.Generator(device="cuda").manual_seed(2829)
@@ -179,12 +137,6 @@ def main() -> int:
     for n, k in SHAPES:
         ws = weights(n, k, gen)
         ds = [dense(p) for p in ws]
-        for m in (int(v) for v in args.apf_m.split(",") if v):
-            _gemm_fast.set_pk_kernel("pk")
-            try:
-                ok &= apf_row(ws, ds, n, k, m, args.rounds, gen)
-            finally:
-                _gemm_fast.set_pk_kernel("auto")
         for m in ms + wms:
             row = pk_row if m in ms else wg_row
             ok &= row(ws, ds, n, k, m, args.rounds, gen, False)

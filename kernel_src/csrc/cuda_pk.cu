@@ -76,7 +76,6 @@ struct PkArgs {
     int pdl;    // launched as a programmatic dependent (griddepcontrol.wait before the activations),
                 // triggering the next grid 1 at the start, 2 after the k loop; 0 a plain launch
     int pf;     // bytes of each warp's weight range prefetched into L2 at the start (0 none)
-    int apf;    // 16 and 32 tokens: each unit's activations asked into L1 apf loads ahead (0 none)
 };
 
 __device__ __forceinline__ uint4 ldg_stream128(const void* p) {
@@ -180,7 +179,6 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
 #pragma unroll
         for (int nt = 0; nt < MT; ++nt) aok |= (uint32_t)(tok0 + nt * 8 + g < p.T) << nt;
         int kleft = (int)(p.K - (int64_t)u0 * kPkUnitK) - 32 * t;  // valid k of this lane in the unit
-        int acur = u0;  // the unit ap points at
         auto load_act = [&](int nt, int i) -> uint4 {
             if (((aok >> nt) & 1u) && 8 * i < kleft) return ldg_act128(ap + nt * astep + 8 * i);
             return make_uint4(0u, 0u, 0u, 0u);
@@ -227,7 +225,6 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
             }
             ap += kPkUnitK;
             kleft -= kPkUnitK;
-            ++acur;
         };
         struct Buf {
             uint4 c[UN][2];
@@ -245,24 +242,6 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
             }
             wp += UN * kPkUnitBytes;
             sp += UN * kPkUnitBytes;
-            // The activations are read by every warp right when its unit is decoded; asking for the
-            // lines apf loads ahead brings them into L1 meanwhile (lanes t = 0 and 2 hold the unit's
-            // two 128-byte lines of each token row).
-            if constexpr (MT >= 2) {
-                if (p.apf > 0 && !(t & 1)) {
-#pragma unroll
-                    for (int j = 0; j < UN; ++j) {
-                        const int v = u + j + (p.apf - 1) * UN;
-                        if (v < u1 && (v - acur) * kPkUnitK < kleft) {
-#pragma unroll
-                            for (int nt = 0; nt < MT; ++nt)
-                                if ((aok >> nt) & 1u)
-                                    asm volatile("prefetch.global.L1 [%0];" ::"l"(ap + nt * astep +
-                                                                                  (int64_t)(v - acur) * kPkUnitK));
-                        }
-                    }
-                }
-            }
         };
         auto compute = [&](const Buf& b, int u) {
 #pragma unroll
@@ -469,11 +448,6 @@ int pk_resident(const void* func, int device, int smem) {
 // to measure them): programmatic dependent launch, and the bytes of each warp's weight range
 // prefetched into L2 when a CTA starts (0 none).
 static int g_pk_pdl = kPkAuto, g_pk_pf = kPkAuto;
-static int g_pk_apf = 0;
-void pk_set_act_prefetch(int loads) {
-    if (loads < -1 || loads > 4) throw std::invalid_argument("prepacked GEMM: activation prefetch must be -1 (default) or 0 .. 4 loads ahead");
-    g_pk_apf = loads < 0 ? 0 : loads;
-}
 void pk_set_launch(int pdl, int prefetch) {
     if (pdl < -1 || pdl > 2) throw std::invalid_argument("prepacked GEMM: pdl must be -1 (default), 0, 1 or 2");
     if (prefetch < -1) throw std::invalid_argument("prepacked GEMM: prefetch must be -1 (default) or bytes >= 0");
@@ -602,7 +576,6 @@ void cuda_pk_mm(const PkProblem& pr, int device, uintptr_t stream) {
     a.fix = 128.0f;
     a.pdl = d.cc < 90 ? 0 : g_pk_pdl != kPkAuto ? g_pk_pdl : pl.pdl ? 2 : 0;
     a.pf = d.cc < 90 ? 0 : g_pk_pf != kPkAuto ? g_pk_pf : pl.prefetch ? (1 << 30) : 0;
-    a.apf = g_pk_apf;
     const int64_t tz = (pr.t + 8 * pl.mt - 1) / (8 * pl.mt);
     const int64_t gy = (pr.nt + pl.rt - 1) / pl.rt;
     if (gy > 65535 || tz > 65535)
