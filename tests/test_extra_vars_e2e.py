@@ -202,6 +202,25 @@ def test_a_bad_e_value_is_named_as_the_e_var_with_a_readable_cause(tmp_path):
         "such as '9.0a'): 'sm_90a'"), res.stderr
 
 
+@pytest.mark.sshd
+def test_a_key_file_takes_a_set_braced_variable_as_ansibles_ssh_does(sshd_farm, tmp_path):
+    """Ansible hands ``ansible_ssh_private_key_file`` to ssh as ``-o IdentityFile=...``, where ssh
+    expands ``${NAME}`` from the controller's environment: such an inventory reaches the host here
+    too; ``$NAME`` (no braces: ssh leaves it) and an unset ``${NAME}`` fall under the one rule."""
+    host = sshd_farm.start("keyvar")
+    keys = str(host.client_key.parent)
+    for key, rc in ((f"${{KEYS_DIR}}/{host.client_key.name}", 0), (f"$KEYS_DIR/{host.client_key.name}", 2),
+                    (f"${{NO_SUCH_DIR}}/{host.client_key.name}", 2)):
+        inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h": {**host.inventory_vars(sshd_farm.known_hosts),
+                                                                  "ansible_ssh_private_key_file": key}}})
+        res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--", "true", home=tmp_path, env={"KEYS_DIR": keys})
+        assert res.returncode == rc, (key, res.stdout + res.stderr)
+        if rc == 2:
+            var = key.split("/", 1)[0]
+            assert res.stderr.startswith(f"fleetctl: error: {inv}:") and f"ansible_ssh_private_key_file: {key!r} " \
+                f"holds {var}, an unexpanded shell variable" in res.stderr, res.stderr
+
+
 def test_a_shell_variable_in_any_path_var_is_refused_by_one_rule(tmp_path):
     """Operator trial: ``workdir: $HOME/fleetctl`` (inventory or ``-e``) was taken as a folder
     ``~/$HOME/fleetctl`` while ``venv``/``cuda_home`` were refused. Every path-valued var, on the
@@ -233,6 +252,14 @@ def test_a_shell_variable_in_any_path_var_is_refused_by_one_rule(tmp_path):
         assert "an unexpanded shell variable: fleetctl does not expand shell variables" in by_key[key]
     assert "on the controller" in by_key["known_hosts"] and "on the host" in by_key["deploy_lock"]
     assert not home.exists() and not (tmp_path / "$HOME").exists()
+    # a host whose settings equal another's but for a path var no settings model reads: refused too
+    # (the merge computes each distinct set of settings once)
+    twins = write_inventory(tmp_path / "twins.yaml", {"g": {"a": {}, "b": {"venv_versions_dir": "$SCRATCH/venvs"}}},
+                            all_vars={"ansible_connection": "local"})
+    res = fleetctl("-i", str(twins), "deploy", "--hosts", "g", "--playbook", str(play), "--plan", home=tmp_path)
+    assert res.returncode == 2 and res.stderr.startswith(
+        f"fleetctl: error: {twins}:9: all.children.g.hosts.b.venv_versions_dir: '$SCRATCH/venvs' holds $SCRATCH, "
+        "an unexpanded shell variable"), res.stdout + res.stderr
     # the same through -e, over a good inventory: named as typed
     inv = write_inventory(tmp_path / "ok.yaml", {"g": {"box": {"ansible_connection": "local",
                                                                "workdir": str(tmp_path / "work")}}})

@@ -33,8 +33,11 @@ from .vars import VarSource, describe
 from ..util.didyoumean import close_matches
 
 __all__ = [
+    "CONTROLLER_PATH_VARS",
+    "HOST_PATH_VARS",
     "HostSettings",
     "PATH_VARS",
+    "SSH_EXPANDED_VARS",
     "aliases_of",
     "kind_of",
     "kind_problem",
@@ -61,13 +64,21 @@ HOST_PATH_VARS = frozenset({"venv", "cuda_home", "workdir", "deploy_lock", "venv
 CONTROLLER_PATH_VARS = PATH_VARS | {"ssh_config", "fetch_mirror"}
 """Vars holding a path on the controller (:data:`PATH_VARS`, the ssh_config file, the fetch mirror)."""
 
+SSH_EXPANDED_VARS = frozenset({"ansible_ssh_private_key_file", "ansible_private_key_file"})
+"""Ansible hands these to ssh(1) as ``-o IdentityFile="..."`` (its ssh connection plugin), and ssh
+expands ``${NAME}`` there from the controller's environment (ssh_config(5) "ENVIRONMENT
+VARIABLES", OpenSSH 8.4): fleetctl expands a set ``${NAME}`` the same way, so an inventory that
+works with Ansible works here; ``$NAME`` without braces, which ssh leaves as it is, is refused."""
+
+_BRACED = re.compile(r"\$\{(\w+)\}")
+
 
 def shell_var_problem(name: str, value: Any, home: str | None = None) -> str | None:
     """Why a path-valued var (:data:`HOST_PATH_VARS`, :data:`CONTROLLER_PATH_VARS`) holding
     ``$NAME``/``${NAME}`` is refused, or None (not such a var, or no shell variable in it).
 
     No shell ever reads a setting (argv travels without one; the controller opens its paths as
-    written), so ``-e 'workdir=$HOME/fleetctl'`` (single quotes) or ``venv: $HOME/venv`` in a file
+    written; a key file's set ``${NAME}`` is the one exception, :data:`SSH_EXPANDED_VARS`), so ``-e 'workdir=$HOME/fleetctl'`` (single quotes) or ``venv: $HOME/venv`` in a file
     would name a folder called ``$HOME``. One rule for every path var (an operator trial found
     ``workdir`` taken as ``~/$HOME/fleetctl`` while ``venv`` was refused). ``home``: the
     controller's ``$HOME`` (default ``os.environ``'s), to show the form the operator's shell would
@@ -75,7 +86,9 @@ def shell_var_problem(name: str, value: Any, home: str | None = None) -> str | N
     on_host = name in HOST_PATH_VARS
     if not isinstance(value, str) or not (on_host or name in CONTROLLER_PATH_VARS):
         return None
-    found = _SHELL_VAR.search(value)
+    probe = _BRACED.sub(lambda m: "" if m.group(1) in os.environ else m.group(0), value) \
+        if name in SSH_EXPANDED_VARS else value  # ssh's own expansion (SSH_EXPANDED_VARS)
+    found = _SHELL_VAR.search(probe)
     if found is None:
         return None
     var = found.group(0)
@@ -200,6 +213,8 @@ def _expectation(info: Setting) -> str:
 def _value_for(name: str, value: Any, src: VarSource | None) -> Any:
     if is_marked(value):
         value = value["value"]
+    if name in SSH_EXPANDED_VARS and isinstance(value, str):  # as ssh(1) expands IdentityFile
+        value = _BRACED.sub(lambda m: os.environ.get(m.group(1), m.group(0)), value)
     if name in PATH_VARS and isinstance(value, str) and value.strip() and "{{" not in value:
         base = src.base_dir if src is not None and src.base_dir else os.getcwd()
         value = os.path.normpath(os.path.join(base, os.path.expanduser(value)))
