@@ -271,6 +271,40 @@ def test_logs_follow_a_live_run_to_its_end(tmp_path):
         assert err.splitlines()[-1] == f"run {run_dir.name}: {'ok' if want == 0 else 'failed'}"
 
 
+def test_logs_follow_with_a_host_follows_that_hosts_live_run_not_the_newest(tmp_path):
+    """Operator trial: ``logs --follow --host me`` followed the newest run of all (a failed run on
+    another host that came after), printed nothing of ``me`` and exited 1; ``logs --host me``
+    already picked me's newest run. Both pick it (one helper): here me's run is live, the other
+    host's run came after it and failed, and the follower shows me's lines to the end, exit 0."""
+    import os
+
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"me": {"ansible_connection": "local"},
+                                                        "you": {"ansible_connection": "local"}}})
+    gate = tmp_path / "gate"
+    env = {**os.environ, "FLEETCTL_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    live = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "run", "--hosts", "me", "--", "sh", "-c",
+                             f"echo a; while [ ! -e {gate} ]; do sleep 0.05; done; echo b"], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        run_dir = _wait(lambda: next(iter((tmp_path / "runs").iterdir()), None) if (tmp_path / "runs").exists() else None)
+        _wait(lambda: (run_dir / "logs" / "me.log").exists() and b"a" in (run_dir / "logs" / "me.log").read_bytes())
+        other = fleetctl("-i", str(inv), "run", "--hosts", "you", "--", "sh", "-c", "echo other; exit 3", home=tmp_path)
+        assert other.returncode == 1 and last_run(tmp_path).name != run_dir.name, other.stderr
+        follow = subprocess.Popen([sys.executable, "-m", "fleetctl", "logs", "--follow", "--host", "me"], cwd=REPO,
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first = follow.stdout.readline()  # the follower is live before the run goes on
+        gate.touch()
+        rest, err = follow.stdout.read(), follow.stderr.read()
+        follow.wait(timeout=120)
+    finally:
+        gate.touch()
+        live.wait(timeout=120)
+    assert [first.rstrip("\n"), *rest.splitlines()] == ["me: a", "me: b"], (first, rest, err)
+    assert follow.returncode == 0, err
+    assert err.splitlines() == [f"fleetctl: note: run {run_dir.name}: the newest run with a log for me",
+                                f"run {run_dir.name}: ok"], err
+
+
 def _wait(fn, timeout_s: float = 60.0):
     import time
 

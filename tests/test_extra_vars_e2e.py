@@ -5,6 +5,7 @@ the real CLI."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -199,3 +200,78 @@ def test_a_bad_e_value_is_named_as_the_e_var_with_a_readable_cause(tmp_path):
     assert res.returncode == 2 and res.stderr.strip() == (
         f"fleetctl: error: {bad}:8: all.children.g.hosts.box.fallback_archs: not a torch arch (want MAJOR.MINOR[a|f] "
         "such as '9.0a'): 'sm_90a'"), res.stderr
+
+
+@pytest.mark.sshd
+def test_a_key_file_takes_a_set_braced_variable_as_ansibles_ssh_does(sshd_farm, tmp_path):
+    """Ansible hands ``ansible_ssh_private_key_file`` to ssh as ``-o IdentityFile=...``, where ssh
+    expands ``${NAME}`` from the controller's environment: such an inventory reaches the host here
+    too; ``$NAME`` (no braces: ssh leaves it) and an unset ``${NAME}`` fall under the one rule."""
+    host = sshd_farm.start("keyvar")
+    keys = str(host.client_key.parent)
+    for key, rc in ((f"${{KEYS_DIR}}/{host.client_key.name}", 0), (f"$KEYS_DIR/{host.client_key.name}", 2),
+                    (f"${{NO_SUCH_DIR}}/{host.client_key.name}", 2)):
+        inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h": {**host.inventory_vars(sshd_farm.known_hosts),
+                                                                  "ansible_ssh_private_key_file": key}}})
+        res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--", "true", home=tmp_path, env={"KEYS_DIR": keys})
+        assert res.returncode == rc, (key, res.stdout + res.stderr)
+        if rc == 2:
+            var = key.split("/", 1)[0]
+            assert res.stderr.startswith(f"fleetctl: error: {inv}:") and f"ansible_ssh_private_key_file: {key!r} " \
+                f"holds {var}, an unexpanded shell variable" in res.stderr, res.stderr
+
+
+def test_a_shell_variable_in_any_path_var_is_refused_by_one_rule(tmp_path):
+    """Operator trial: ``workdir: $HOME/fleetctl`` (inventory or ``-e``) was taken as a folder
+    ``~/$HOME/fleetctl`` while ``venv``/``cuda_home`` were refused. Every path-valued var, on the
+    host or on the controller, is refused alike: one line each naming file:line:key or ``-e KEY``,
+    exit 2, before anything runs (no workdir is made)."""
+    from fleetctl.inventory.own_vars import OWN_VARS
+    from fleetctl.inventory.settings import CONTROLLER_PATH_VARS, HOST_PATH_VARS
+
+    path_like = {n for n, what in OWN_VARS.items() if re.search(r"\b(path|folder|file)\b", what)}
+    assert path_like - HOST_PATH_VARS - CONTROLLER_PATH_VARS == set()  # a new path var joins the rule
+    home = tmp_path / "home"
+    bad = {"ansible_connection": "local", "workdir": "$HOME/fleetctl", "deploy_lock": "${HOME}/d.lock",
+           "known_hosts": "$KH_DIR/known_hosts", "venv_versions_dir": "$SCRATCH/venvs"}
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"box": bad}})
+    play = tmp_path / "quick.yaml"
+    play.write_text(QUICK)
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path,
+                   env={"HOME": str(home)})
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and "Traceback" not in res.stderr and len(lines) == 4, res.stdout + res.stderr
+    by_key = {re.search(r"box\.(\w+): ", ln).group(1): ln for ln in lines}
+    assert by_key["workdir"] == (
+        f"fleetctl: error: {inv}:8: all.children.g.hosts.box.workdir: '$HOME/fleetctl' holds $HOME, an unexpanded "
+        "shell variable: fleetctl does not expand shell variables (the path is used as it is, on the host): write "
+        "the path in full (e.g. /home/USER/fleetctl), or let your shell expand it (-e with double quotes, not "
+        f"single: gives {home}/fleetctl; right only when the host's path is the same as here)")
+    for key in ("deploy_lock", "known_hosts", "venv_versions_dir"):
+        assert f"all.children.g.hosts.box.{key}: '{bad[key]}' holds $" in by_key[key], by_key
+        assert "an unexpanded shell variable: fleetctl does not expand shell variables" in by_key[key]
+    assert "on the controller" in by_key["known_hosts"] and "on the host" in by_key["deploy_lock"]
+    assert not home.exists() and not (tmp_path / "$HOME").exists()
+    # a host whose settings equal another's but for a path var no settings model reads: refused too
+    # (the merge computes each distinct set of settings once)
+    twins = write_inventory(tmp_path / "twins.yaml", {"g": {"a": {}, "b": {"venv_versions_dir": "$SCRATCH/venvs"}}},
+                            all_vars={"ansible_connection": "local"})
+    res = fleetctl("-i", str(twins), "deploy", "--hosts", "g", "--playbook", str(play), "--plan", home=tmp_path)
+    assert res.returncode == 2 and res.stderr.startswith(
+        f"fleetctl: error: {twins}:9: all.children.g.hosts.b.venv_versions_dir: '$SCRATCH/venvs' holds $SCRATCH, "
+        "an unexpanded shell variable"), res.stdout + res.stderr
+    # the same through -e, over a good inventory: named as typed
+    inv = write_inventory(tmp_path / "ok.yaml", {"g": {"box": {"ansible_connection": "local",
+                                                               "workdir": str(tmp_path / "work")}}})
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "-e", "workdir=$HOME/fleetctl",
+                   "-e", "ssh_config=$HOME/ssh_config", home=tmp_path, env={"HOME": str(home)})
+    assert res.returncode == 2 and res.stderr.strip().splitlines() == [
+        "fleetctl: error: -e ssh_config: '$HOME/ssh_config' holds $HOME, an unexpanded shell variable: fleetctl "
+        "does not expand shell variables (the path is used as it is, on the controller): write the path in full "
+        f"(e.g. /home/USER/ssh_config), or let your shell expand it (-e with double quotes, not single: gives "
+        f"{home}/ssh_config)",
+        "fleetctl: error: -e workdir: '$HOME/fleetctl' holds $HOME, an unexpanded shell variable: fleetctl does not "
+        "expand shell variables (the path is used as it is, on the host): write the path in full (e.g. "
+        f"/home/USER/fleetctl), or let your shell expand it (-e with double quotes, not single: gives {home}/fleetctl; "
+        "right only when the host's path is the same as here)"], res.stderr
+    assert not (tmp_path / "work").exists() and not home.exists()

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import pwd
+import shlex
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -33,7 +36,7 @@ CASES = {
 NOT_RUN = ("the remote login shell exited with status 0 before running the command: a file it reads before every "
            "ssh command ends it (an `exit`, `exec` or `logout` there; look at ~/.bashrc, ~/.zshenv, ~/.tcshrc, "
            "~/.cshrc, ~/.config/fish/config.fish), or the login shell does not run commands (nologin); "
-           "try: ssh -p {port} {user}@127.0.0.1 echo ok")
+           "try: {ssh} echo ok")
 
 
 class EndingRc:
@@ -59,7 +62,7 @@ def _failed_line(res) -> str:
 def test_run_facts_and_deploy_fail_a_host_whose_login_shell_exits_before_the_command(sshd_farm, tmp_path, case):
     shell, rc, text = CASES[case]
     host = sshd_farm.start(f"ex-{case}", shell=shell)
-    not_run = NOT_RUN.format(port=host.port, user=host.user)
+    not_run = NOT_RUN.format(ssh=host.ssh_hint)
     home = Path(pwd.getpwnam(host.user).pw_dir)
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h": {**host.inventory_vars(sshd_farm.known_hosts),
                                                               "workdir": str(home / "fl")}}})
@@ -115,9 +118,21 @@ def test_a_command_after_the_first_names_the_known_login_shell_and_what_it_print
     assert first.stdout == b"hi\n"
     assert err.cause == ("the remote login shell (zsh) exited with status 3 before running the command: a file it "
                          "reads before every ssh command ends it (an `exit`, `exec` or `logout` there; look at "
-                         "~/.zshenv, /etc/zsh/zshenv), or the login shell does not run commands (nologin); try: ssh "
-                         f"-p {host.port} {host.user}@127.0.0.1 echo ok; it printed: maintenance: logins are closed"), err.cause
+                         "~/.zshenv, /etc/zsh/zshenv), or the login shell does not run commands (nologin); try: "
+                         f"{host.ssh_hint} echo ok; it printed: maintenance: logins are closed"), err.cause
     assert str(err) == f"{host.name}: {err.cause}"
+    # the hint works as typed, with the inventory's key only (operator trial: it lacked -i KEY, and
+    # ssh found no key of its own: this HOME has none, no agent); BatchMode and the known_hosts
+    # file only keep ssh from asking
+    hint = shlex.split(err.cause.split("try: ", 1)[1].split(" echo ok", 1)[0])
+    assert hint[hint.index("-i") + 1] == str(host.client_key), hint
+    said = subprocess.run([hint[0], "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={sshd_farm.known_hosts}",
+                           *hint[1:], "echo", "ok"], capture_output=True, text=True, timeout=60, env=_no_agent())
+    assert (said.returncode, said.stdout) == (0, "ok\n"), said.stderr
+
+
+def _no_agent() -> dict:
+    return {k: v for k, v in os.environ.items() if k not in ("SSH_AUTH_SOCK", "SSH_AGENT_PID")}
 
 
 def test_a_nologin_account_is_named_as_the_cause_and_its_words_are_no_command_output(sshd_farm, tmp_path):
@@ -130,7 +145,7 @@ def test_a_nologin_account_is_named_as_the_cause_and_its_words_are_no_command_ou
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"u5-nologin": host.inventory_vars(sshd_farm.known_hosts)}})
     cause = ("the login shell of the account is nologin: it runs no commands, so none ran (the account cannot be "
              "deployed to); give the account a login shell (as root: chsh -s /bin/bash USER) or log in as another "
-             f"account (ansible_user); try: ssh -p {host.port} {host.user}@127.0.0.1 echo ok; it printed: This "
+             f"account (ansible_user); try: {host.ssh_hint} echo ok; it printed: This "
              "account is currently not available.")
     res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--", "true", home=tmp_path)
     assert res.returncode == 1, res.stdout + res.stderr

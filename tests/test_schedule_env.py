@@ -55,6 +55,7 @@ def test_the_cron_job_uses_the_cache_and_retention_of_the_user_who_scheduled_it(
 
 def test_the_unit_carries_the_same_variables_as_the_cron_line(tmp_path):
     d = fleet_dir(tmp_path)
+    (d / "scripts").mkdir()  # a folder that does not exist is refused (util.envvars.scripts_dir)
     env = {"XDG_CACHE_HOME": str(tmp_path / "c"), "FLEETCTL_KEEP_DAYS": "90", "FLEETCTL_SCRIPTS_DIR": "scripts"}
     res = fleet(tmp_path, *ARGS, "--print", cwd=d, env=env)
     assert res.returncode == 0, res.stderr
@@ -90,6 +91,38 @@ def test_a_bad_numeric_variable_is_refused_when_scheduling_not_every_night(tmp_p
         assert (res.returncode, res.stdout) == (2, ""), res
         assert res.stderr == f"fleetctl: error: {name}: want a whole number of {'connections' if 'HAND' in name else 'runs'} " \
                              f">= 1, got '{value}'\n"
+
+
+def test_an_empty_or_unknown_string_variable_is_refused_before_any_host_and_when_scheduling(tmp_path):
+    """Operator trial: ``FLEETCTL_SLURM_LAUNCHER=""`` (set but empty) was taken as no launcher, and
+    the other string-valued FLEETCTL_* variables were not checked either, while the numeric ones
+    were. Each empty or unknown value is one line naming the variable (exit 2), before the local
+    host runs anything, and at ``schedule`` time, not by every night's run."""
+    d = fleet_dir(tmp_path)
+    marker = tmp_path / "touched"
+    run = ("-i", "inv.yaml", "run", "--hosts", "localhost", "--", "touch", str(marker))
+    empty_launcher = ("fleetctl: error: FLEETCTL_SLURM_LAUNCHER: set but empty: unset it to run srun, salloc and "
+                      "sinfo from this machine's PATH, or give a command prefix that reaches them (e.g. 'ssh login01')\n")
+    cases = [("FLEETCTL_SLURM_LAUNCHER", "", empty_launcher),
+             ("FLEETCTL_SLURM_LAUNCHER", "no-such-launcher login01", "program 'no-such-launcher' not found"),
+             ("FLEETCTL_SLURM_LAUNCHER", "ssh 'login01", "No closing quotation"),
+             ("FLEETCTL_SCRIPTS_DIR", " ", "set but empty"),
+             ("FLEETCTL_SCRIPTS_DIR", str(tmp_path / "no-scripts"), "is not a folder"),
+             ("FLEETCTL_ANSIBLE_INVENTORY", str(tmp_path / "no-ansible-inventory"), "not found"),
+             ("FLEETCTL_HOME", "", "set but empty")]
+    for name, value, said in cases:
+        for args in (run, (*ARGS, "--cron", "--print")) if value.strip() == "" else (run,):
+            res = fleet(tmp_path, *args, cwd=d, env={name: value})
+            assert (res.returncode, res.stdout) == (2, ""), (name, value, res)
+            assert res.stderr.startswith(f"fleetctl: error: {name}: ") and said in res.stderr, (name, value, res.stderr)
+            assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
+    assert not marker.exists()
+    # the slurm: source reads it the same way (it runs sinfo before any run starts), naming itself
+    res = fleet(tmp_path, "-i", "slurm:", "hosts", "all", cwd=d, env={"FLEETCTL_SLURM_LAUNCHER": ""})
+    assert (res.returncode, res.stderr) == (2, empty_launcher.replace("error: ", "error: slurm:: ")), res
+    # unset, or the documented empty FLEETCTL_ANSIBLE_INVENTORY (never delegate), still run
+    res = fleet(tmp_path, *run, cwd=d, env={"FLEETCTL_ANSIBLE_INVENTORY": ""})
+    assert res.returncode == 0 and marker.exists(), res.stderr
 
 
 def test_a_relative_fleetctl_home_is_refused_and_nothing_is_made_in_the_current_folder(tmp_path):

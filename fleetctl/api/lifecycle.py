@@ -62,18 +62,19 @@ def new_run(kind: str, *, command: Sequence[str], observers: Iterable[Any] = (),
         :class:`~fleetctl.engine.observer.Observers` to hand the engine.
 
     Raises:
-        InputError: a bad FLEETCTL_KEEP_RUNS/DAYS or FLEETCTL_MAX_HANDSHAKES
-            (:mod:`fleetctl.util.envvars`), or a runs folder that cannot be written (before
+        InputError: a bad FLEETCTL_KEEP_RUNS/DAYS or FLEETCTL_MAX_HANDSHAKES, an empty or
+            unknown string-valued FLEETCTL_* variable (:mod:`fleetctl.util.envvars`), or a runs folder that cannot be written (before
             anything runs).
     """
     from ..engine.model import RunModel
     from ..engine.observer import Observers
     from ..reporting.record import RunRecord
-    from ..util.envvars import max_handshakes
+    from ..util.envvars import check_strings, max_handshakes
     from ..util.retention import policy_from_env
 
     policy_from_env()
     max_handshakes()  # FLEETCTL_MAX_HANDSHAKES=0 would hold every SSH login forever
+    check_strings()  # FLEETCTL_SLURM_LAUNCHER="" would run the Slurm tools here, silently
     run = RunModel(kind=kind, command=list(command), **who())
     record = RunRecord(run)
     return run, record, Observers(run, [record, diagnostics(verbose), *observers])

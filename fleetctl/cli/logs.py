@@ -15,31 +15,28 @@ from .app import EXIT_FAILED, fail_input, main
 @click.argument("host", required=False)
 @click.option("--host", "host_opt", default=None, metavar="HOST", help="Only this host's log.")
 @click.option("-f", "--follow", is_flag=True,
-              help="Follow a running run (default: the newest) until it ends; exit with its status.")
+              help="Follow a running run (default: the newest; with --host, the newest with that host) until it "
+                   "ends; exit with its status.")
 def logs(run_id: str | None, host: str | None, host_opt: str | None, follow: bool) -> None:
     """Print run RUN_ID's logs: every host's lines as `host: line`; with HOST (or --host) that
     host's log as recorded: every byte it printed, behind the record's ``out| ``/``err| `` stream markers
     (``out~ ``/``err~ ``: fleetctl's own protocol lines, a probe's start marker or answer, which the
     all-hosts view leaves out). Without RUN_ID: the newest run; with --host HOST, the newest run
-    that has HOST's log (named on stderr), an error when no run has it."""
-    from ..reporting.history import list_runs, runs_root, valid_run_id
+    that has HOST's log (named on stderr), an error when no run has it; --follow picks the same."""
+    from ..reporting.history import newest_run, runs_root, valid_run_id
 
     if host and host_opt and host != host_opt:
         raise fail_input(f"logs: two hosts given ({host} and --host {host_opt}); give one")
     host = host or host_opt
-    if run_id is None and host is not None and not follow:
-        from ..reporting.history import newest_run_of_host
-
-        found = newest_run_of_host(host)
-        if found is None:
+    if run_id is None:  # one choice with and without --follow (history.newest_run)
+        found = newest_run(host)
+        if found is None and host is not None:
             raise fail_input(f"logs: no run in {runs_root()} has a log for host {host} (fleetctl runs lists them)")
-        click.echo(f"fleetctl: note: run {found}: the newest run with a log for {host}", err=True)
-        run_id = found
-    if run_id is None:
-        newest = next((r.get("run_id") for r in list_runs() if r.get("run_id")), None)
-        if newest is None:
+        if found is None:
             raise fail_input(f"logs: no runs yet in {runs_root()}")
-        run_id = str(newest)
+        if host is not None:
+            click.echo(f"fleetctl: note: run {found}: the newest run with a log for {host}", err=True)
+        run_id = found
     if not valid_run_id(run_id) or not (runs_root() / run_id).is_dir():
         raise fail_input(f"no run {run_id!r} in {runs_root()} (fleetctl runs lists them)")
     run_dir = runs_root() / run_id

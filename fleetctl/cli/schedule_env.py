@@ -73,19 +73,21 @@ def uses_slurm(inventory: Iterable[str], hosts: Iterable[Any]) -> bool:
 
 
 def check_carried(environ: Mapping[str, str]) -> None:
-    """The numeric variables of :data:`CARRIED_WHEN_SET`, checked as the job's fleetctl will
-    check them, so that a bad one is refused now (exit 2) and not by every night's run.
+    """The numeric variables of :data:`CARRIED_WHEN_SET` and the string-valued ``FLEETCTL_*``
+    ones (:func:`fleetctl.util.envvars.check_strings`), checked as the job's fleetctl will check
+    them, so that a bad one is refused now (exit 2) and not by every night's run.
 
     Raises:
         InputError: naming the variable and its value.
     """
     from ..inventory.sources.script import script_timeout_s
-    from ..util.envvars import max_handshakes
+    from ..util.envvars import check_strings, max_handshakes
     from ..util.retention import policy_from_env
 
     policy_from_env(environ)
     script_timeout_s(environ)
     max_handshakes(environ)
+    check_strings(environ)
 
 
 def job_env(inventory: Iterable[str], hosts: Iterable[Any],

@@ -35,10 +35,12 @@ from dataclasses import dataclass
 from typing import IO
 
 from ..errors import FleetError
+from ..util.envvars import SLURM_LAUNCHER_ENV
 from .base import CommandResult
 
-#: Environment variable naming a launcher when no host var can (the ``slurm:`` inventory source).
-LAUNCHER_ENV = "FLEETCTL_SLURM_LAUNCHER"
+#: Environment variable naming a launcher when no host var can (the ``slurm:`` inventory source;
+#: read and checked by :func:`fleetctl.util.envvars.slurm_launcher`).
+LAUNCHER_ENV = SLURM_LAUNCHER_ENV
 
 #: ``SLURM_*`` variables that configure the client tools themselves (slurm.conf(5), srun(1)
 #: "INPUT ENVIRONMENT VARIABLES"); every other ``SLURM_*`` is job context and is dropped.

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import shlex
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -64,6 +65,8 @@ class SSHTarget:
         proxy_jump: jump hosts, ``[user@]host[:port]`` each, first hop first (``ProxyJump``).
         proxy_command: the ``ProxyCommand``, or ``None``.
         identity_files: private key paths to offer, in order (inventory key first).
+        key_file: the inventory's private key (``ansible_ssh_private_key_file``), ``~`` expanded,
+            or None: the one key ssh(1) would not find by itself (``-i`` in :attr:`ssh_command`).
         identities_named: True when the inventory or ``IdentityFile`` named keys (otherwise
             ``identity_files`` are OpenSSH's defaults).
         identities_only: offer only ``identity_files``, never other agent keys (``IdentitiesOnly``).
@@ -88,6 +91,7 @@ class SSHTarget:
     proxy_jump: tuple[str, ...] = ()
     proxy_command: str | None = None
     identity_files: tuple[str, ...] = ()
+    key_file: str | None = None
     identities_named: bool = False
     identities_only: bool = False
     agent_path: str | None = None
@@ -104,12 +108,15 @@ class SSHTarget:
     @property
     def ssh_command(self) -> str:
         """The ssh(1) command line an operator types to reach the host as fleetctl does, for hints
-        (``try: ssh -p 2222 fltrial5@127.0.0.1 echo ok``): the real address, port and user, never
-        the inventory's alias (ssh cannot resolve it unless ssh_config names it), and the jump hosts
-        (``-J``)."""
+        (``try: ssh -p 2222 -i /keys/id_fleet fltrial5@127.0.0.1 echo ok``): the real address, port
+        and user, never the inventory's alias (ssh cannot resolve it unless ssh_config names it), the
+        inventory's key (``-i``: a host reached with that key only refused the hint's ssh, operator
+        trial; ``IdentityFile`` keys ssh reads itself) and the jump hosts (``-J``); each word quoted
+        for a POSIX shell (``shlex.join``: a key path with a space is one word)."""
         port = [] if self.port == DEFAULT_PORT else ["-p", str(self.port)]
+        key = ["-i", self.key_file] if self.key_file else []
         jump = ["-J", ",".join(self.proxy_jump)] if self.proxy_jump else []
-        return " ".join(["ssh", *port, *jump, f"{self.user}@{self.host}"])
+        return shlex.join(["ssh", *port, *key, *jump, f"{self.user}@{self.host}"])
 
     @property
     def where(self) -> str:
@@ -281,6 +288,7 @@ def resolve_target(name: str, *, port: int | None = None, user: str | None = Non
         proxy_jump=parse_jumps(config.get("ProxyJump")),
         proxy_command=proxy_command or None,
         identity_files=identities,
+        key_file=os.path.expanduser(key_file) if key_file else None,
         identities_named=bool(named),
         identities_only=bool(config.get("IdentitiesOnly", False)),
         agent_path=_agent_path(config.get("IdentityAgent")),

@@ -6,22 +6,24 @@ repository's ``playbooks/scripts/`` folder, next to the package, and travel to h
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ..errors import FleetError
+from ..util.envvars import scripts_dir
 from ..util.paths import REPO_ROOT
-
-#: Environment variable naming another scripts folder (searched first).
-SCRIPTS_DIR_ENV = "FLEETCTL_SCRIPTS_DIR"
 
 
 def scripts_dirs() -> list[Path]:
     """Folders searched for host scripts, in order: ``$FLEETCTL_SCRIPTS_DIR`` when set, then
-    ``<repo>/playbooks/scripts`` next to the ``fleetctl`` package."""
+    ``<repo>/playbooks/scripts`` next to the ``fleetctl`` package.
+
+    Raises:
+        InputError: ``FLEETCTL_SCRIPTS_DIR`` set but empty, or not a folder.
+    """
     dirs = []
-    if os.environ.get(SCRIPTS_DIR_ENV):
-        dirs.append(Path(os.environ[SCRIPTS_DIR_ENV]))
+    given = scripts_dir()  # set but empty, or not a folder: refused (util.envvars)
+    if given:
+        dirs.append(Path(given))
     dirs.append(REPO_ROOT / "playbooks" / "scripts")
     return dirs
 

@@ -33,7 +33,7 @@ from fleetctl.errors import InventoryError, InventoryErrors
 from .data import InventoryBuilder, VarsFiles
 from .model import Group, Host, Inventory
 from .own_vars import own_var_names
-from .settings import HostSettings, aliases_of, typed_settings
+from .settings import CONTROLLER_PATH_VARS, HOST_PATH_VARS, HostSettings, aliases_of, typed_settings
 from .var_names import name_problem
 from .vars import VarConflict, VarSource, same
 from ..util.didyoumean import close_matches
@@ -198,12 +198,14 @@ def _typed(name: str, merged: dict[str, Any], sources: dict[str, VarSource], cac
 
 
 _OWN = frozenset(aliases_of(HostSettings))
+_PATHS = HOST_PATH_VARS | CONTROLLER_PATH_VARS
 
 
 @functools.lru_cache(maxsize=None)
 def _read_by(kind: str | None, model: Any) -> tuple[str, ...]:
-    """The var names the typed settings of a host of ``kind`` read, sorted."""
-    return tuple(sorted(_OWN | (set(aliases_of(model)) if model is not None else set())))
+    """The var names the typed settings of a host of ``kind`` read, sorted: the models' and every
+    path var the shell-variable rule reads (:func:`.settings.shell_var_problem`), models' or not."""
+    return tuple(sorted(_OWN | _PATHS | (set(aliases_of(model)) if model is not None else set())))
 
 
 def finish(b: InventoryBuilder, vars_files: list[VarsFiles], *, source: str, sources: tuple[str, ...]) -> Inventory:

@@ -33,11 +33,15 @@ from .vars import VarSource, describe
 from ..util.didyoumean import close_matches
 
 __all__ = [
+    "CONTROLLER_PATH_VARS",
+    "HOST_PATH_VARS",
     "HostSettings",
     "PATH_VARS",
+    "SSH_EXPANDED_VARS",
     "aliases_of",
     "kind_of",
     "kind_problem",
+    "shell_var_problem",
     "typed_settings",
     "validate_settings",
     "var_error",
@@ -54,16 +58,49 @@ _KIND_ALIASES = {"smart": "ssh"}
 
 _SHELL_VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
+HOST_PATH_VARS = frozenset({"venv", "cuda_home", "workdir", "deploy_lock", "venv_versions_dir"})
+"""Vars holding a path on the host (fleetctl's settings and the shipped plays' ``venv_versions_dir``)."""
 
-def _shell_var_refusal(value: str, var: str, home: str | None) -> Any:
-    """Refuse a host path holding ``$NAME``/``${NAME}``: no shell ever reads a setting, so
-    ``-e 'venv=$HOME/venv'`` (single quotes) would name a folder called ``$HOME``; ``home`` (the
-    controller's ``$HOME``, for ``$HOME``) is the form the operator's shell would give."""
+CONTROLLER_PATH_VARS = PATH_VARS | {"ssh_config", "fetch_mirror"}
+"""Vars holding a path on the controller (:data:`PATH_VARS`, the ssh_config file, the fetch mirror)."""
+
+SSH_EXPANDED_VARS = frozenset({"ansible_ssh_private_key_file", "ansible_private_key_file"})
+"""Ansible hands these to ssh(1) as ``-o IdentityFile="..."`` (its ssh connection plugin), and ssh
+expands ``${NAME}`` there from the controller's environment (ssh_config(5) "ENVIRONMENT
+VARIABLES", OpenSSH 8.4): fleetctl expands a set ``${NAME}`` the same way, so an inventory that
+works with Ansible works here; ``$NAME`` without braces, which ssh leaves as it is, is refused."""
+
+_BRACED = re.compile(r"\$\{(\w+)\}")
+
+
+def shell_var_problem(name: str, value: Any, home: str | None = None) -> str | None:
+    """Why a path-valued var (:data:`HOST_PATH_VARS`, :data:`CONTROLLER_PATH_VARS`) holding
+    ``$NAME``/``${NAME}`` is refused, or None (not such a var, or no shell variable in it).
+
+    No shell ever reads a setting (argv travels without one; the controller opens its paths as
+    written; a key file's set ``${NAME}`` is the one exception, :data:`SSH_EXPANDED_VARS`), so ``-e 'workdir=$HOME/fleetctl'`` (single quotes) or ``venv: $HOME/venv`` in a file
+    would name a folder called ``$HOME``. One rule for every path var (an operator trial found
+    ``workdir`` taken as ``~/$HOME/fleetctl`` while ``venv`` was refused). ``home``: the
+    controller's ``$HOME`` (default ``os.environ``'s), to show the form the operator's shell would
+    give."""
+    on_host = name in HOST_PATH_VARS
+    if not isinstance(value, str) or not (on_host or name in CONTROLLER_PATH_VARS):
+        return None
+    probe = _BRACED.sub(lambda m: "" if m.group(1) in os.environ else m.group(0), value) \
+        if name in SSH_EXPANDED_VARS else value  # ssh's own expansion (SSH_EXPANDED_VARS)
+    found = _SHELL_VAR.search(probe)
+    if found is None:
+        return None
+    var = found.group(0)
+    is_home = (found.group(1) or found.group(2)) == "HOME"
+    home = (home if home is not None else os.environ.get("HOME")) if is_home else None
     expanded = f" gives {value.replace(var, home, 1)}" if home else " expands it"
-    raise ValueError(f"{value!r} holds {var}, an unexpanded shell variable: fleetctl does not expand shell variables "
-                     "(the path is used as it is on the host): write the path in full (e.g. /home/USER/venv), or let "
-                     f"your shell expand it (-e with double quotes, not single:{expanded}; right only when the host's "
-                     "path is the same as here)")
+    example = value.replace(var, "/home/USER" if is_home else "/FULL/PATH", 1)
+    where, caveat = ("on the host", "; right only when the host's path is the same as here") if on_host else \
+        ("on the controller", "")
+    return (f"{value!r} holds {var}, an unexpanded shell variable: fleetctl does not expand shell variables (the "
+            f"path is used as it is, {where}): write the path in full (e.g. {example}), or let your shell expand "
+            f"it (-e with double quotes, not single:{expanded}{caveat})")
 
 
 def _absolute_host_path(value: Any) -> Any:
@@ -74,11 +111,8 @@ def _absolute_host_path(value: Any) -> Any:
     does not exist``, and ``venv: venv`` gave facts of no Python at all, with no warning). Ansible
     takes a relative remote path against the login folder; fleetctl does that only for ``workdir``
     and ``deploy_lock``, which it resolves itself (``~/x`` and ``x`` alike, :func:`fleetctl.facts.
-    gather.remote_workdir`), and asks for these two in full rather than guess a folder."""
-    shell_var = _SHELL_VAR.search(value) if isinstance(value, str) else None
-    if shell_var:  # -e 'venv=$HOME/venv' (single quotes: no shell expanded it), or the same in a file
-        home = os.environ.get("HOME") if (shell_var.group(1) or shell_var.group(2)) == "HOME" else None
-        return _shell_var_refusal(value, shell_var.group(0), home)
+    gather.remote_workdir`), and asks for these two in full rather than guess a folder. (A shell
+    variable in any path var is refused before, by :func:`shell_var_problem`.)"""
     if isinstance(value, str) and value.startswith("~"):
         raise ValueError(f"{value!r} starts with ~, which no shell expands here: this path is used as it is "
                          "on the host; write it in full (e.g. /home/USER/venv)")
@@ -179,6 +213,8 @@ def _expectation(info: Setting) -> str:
 def _value_for(name: str, value: Any, src: VarSource | None) -> Any:
     if is_marked(value):
         value = value["value"]
+    if name in SSH_EXPANDED_VARS and isinstance(value, str):  # as ssh(1) expands IdentityFile
+        value = _BRACED.sub(lambda m: os.environ.get(m.group(1), m.group(0)), value)
     if name in PATH_VARS and isinstance(value, str) and value.strip() and "{{" not in value:
         base = src.base_dir if src is not None and src.base_dir else os.getcwd()
         value = os.path.normpath(os.path.join(base, os.path.expanduser(value)))
@@ -282,7 +318,10 @@ def typed_settings(host: str, variables: Mapping[str, Any], sources: Mapping[str
     """
     from fleetctl.connection.registry import KINDS, load_kind
 
-    problems: list[InventoryError] = []
+    refused = _shell_var_problems(host, variables, sources)
+    problems: list[InventoryError] = list(refused.values())
+    if refused:  # the models would only repeat them (as "a relative path"); their other problems still show
+        variables = {k: v for k, v in variables.items() if k not in refused}
     settings: Any = None
     try:
         settings = validate_settings(HostSettings, variables, sources, host=host, what="fleetctl's host settings")
@@ -304,3 +343,16 @@ def typed_settings(host: str, variables: Mapping[str, Any], sources: Mapping[str
         src = sources.get("ansible_connection")
         return settings, str(raw), None, var_error(kind_problem(raw, KINDS), src, "ansible_connection", host)
     return settings, kind, conn, None
+
+
+def _shell_var_problems(host: str, variables: Mapping[str, Any], sources: Mapping[str, VarSource]
+                        ) -> dict[str, InventoryError]:
+    """Var name -> :func:`shell_var_problem` as the line naming where it was set, for each path var
+    of the host's that holds a shell variable."""
+    out: dict[str, InventoryError] = {}
+    for name in sorted(HOST_PATH_VARS | CONTROLLER_PATH_VARS):
+        value = variables.get(name)
+        problem = shell_var_problem(name, value["value"] if is_marked(value) else value)
+        if problem:
+            out[name] = var_error(problem, sources.get(name), name, host)
+    return out

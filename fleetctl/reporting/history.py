@@ -123,19 +123,21 @@ def host_log_path(run_id: str, host: str, root: Path | None = None) -> Path:
     return (root or runs_root()) / run_id / "logs" / f"{safe_name(host)}.log"
 
 
-def newest_run_of_host(host: str, root: Path | None = None) -> str | None:
-    """The id of the newest run (newest first, as :func:`list_runs`) that has a log for ``host``
-    or names it among its hosts (a host never reached has its reason in ``run.json``), or None
-    when no run has it. ``fleetctl logs --host HOST`` without a run id shows this run: the newest
-    run of all may not have that host (a run on other hosts came after)."""
+def newest_run(host: str | None = None, root: Path | None = None) -> str | None:
+    """The run ``fleetctl logs`` shows (or follows, ``--follow``) when no run id is given: the
+    id of the newest run (newest first, as :func:`list_runs`), or with ``host`` the newest that
+    has a log for ``host`` or names it among its hosts (a host never reached has its reason in
+    ``run.json``); None when there is none. One choice for both: the newest run of all may not
+    have that host (a run on other hosts came after, or is running beside it), and following that
+    one showed nothing of the host and ended with another run's status (operator trial)."""
     root = root or runs_root()
     if not root.is_dir():
         return None
     for path in sorted(root.iterdir(), reverse=True):
         record = path / "run.json"
-        if not record.is_file():
+        if not valid_run_id(path.name) or not record.is_file():
             continue
-        if host_log_path(path.name, host, root).exists():
+        if host is None or host_log_path(path.name, host, root).exists():
             return path.name
         try:
             hosts = json.loads(record.read_text()).get("hosts")

@@ -11,8 +11,9 @@ torch is guarded three ways:
   build) must be the venv's torch, read from ``torch/version.py`` without importing torch: a wheel
   built before torch was upgraded fails here, naming both;
 - with dependencies allowed (``no_deps: false``) the install is constrained to the venv's torch;
-- if torch changed anyway, the task FAILS and rolls back: the previous wheel (kept under
-  ``<workdir>/installed/<key>/``, the venv's own: :data:`.venv_state.RECORD_LAYOUT`) is
+- if torch changed anyway, the task FAILS and rolls back: the previous wheel (kept by content under
+  ``<workdir>/installed/<key>/<dist>.wheels/``, the venv's own: :data:`.venv_state.RECORD_LAYOUT`,
+  :func:`.pip_rollback.keep_wheel`) is
   reinstalled, or the new package removed, and the previous torch version reinstalled (or the
   exact command to do it is named).
 
@@ -61,7 +62,7 @@ from .build_preflight import CLEAN_PYTHON_ENV
 from .venv_probe import PIP_INSTALL_ENV
 from .install_target import INSTALL_RECORD, dropped_by, shared_message, target_ids, unreadable_target
 from .envs import STAGED_FACT
-from .pip_rollback import damaged_since_built, roll_back
+from .pip_rollback import damaged_since_built, keep_wheel, roll_back
 from .pytool import index_tool, pick_tool
 from .steps import Note, Put, Run, TargetClaim, probe
 from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, misplaced, norm_dist,
@@ -310,9 +311,8 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         return result
     if args.keep_previous and record_path:
         keep_dir = posixpath.dirname(record_path)  # this venv's own (venv_state.RECORD_LAYOUT)
-        kept = posixpath.join(keep_dir, posixpath.basename(wheel))
         yield Run(argv=("mkdir", "-p", "-m", "0700", installed_dir(host.workdir), keep_dir), quiet=True)
-        yield Run(argv=("cp", "-f", wheel, kept), quiet=True, reason="keep the wheel for a rollback")
+        kept = yield from keep_wheel(keep_dir, wheel, digest, dist, (previous or {}).get("kept"))
         rec = {"dist": dist, "venv": before.get("venv"), "sha256": digest, "kept": kept,
                "previous": (previous or {}).get("kept"), "record_sha256": (after.get("dist") or {}).get("record_sha256")}
         yield Put(data=json.dumps(rec).encode(), remote=record_path, mode=0o600, reason="the install record")

@@ -1,6 +1,7 @@
-"""What ``pip_install`` does after an install went wrong: tell a wheel damaged since its build from
-pip's own failure (:func:`damaged_since_built`), and put the venv back when an install moved torch
-(:func:`roll_back`). Steps of the task's plan (yielded from it), one module of their own.
+"""What ``pip_install`` does for an install that goes wrong: keep each installed wheel to go back to
+(:func:`keep_wheel`), tell a wheel damaged since its build from pip's own failure
+(:func:`damaged_since_built`), and put the venv back when an install moved torch (:func:`roll_back`).
+Steps of the task's plan (yielded from it), one module of their own.
 """
 
 from __future__ import annotations
@@ -13,6 +14,34 @@ from ..status import Status
 from .base import HostView, Plan, TaskResult, first_error_line
 from .pytool import install_command
 from .steps import Run, probe
+
+
+#: Keeps a wheel in ``$1/$2/`` (``$1`` a distribution's kept wheels of one venv, ``$2`` the wheel's
+#: sha256 prefix), first removing that distribution's kept wheels other than ``$2`` and ``$3`` (the
+#: previous install's), then copying ``$4`` there under its own file name (pip reads the name).
+KEEP_SCRIPT = ('mkdir -p -m 0700 -- "$1" "$1/$2" || exit 1; for d in "$1"/*/; do d=${d%/}; d=${d##*/}; '
+         '[ -d "$1/$d" ] || continue; [ "$d" = "$2" ] || [ "$d" = "$3" ] || rm -rf -- "${1:?}/$d"; done; '
+         'cp -f -- "$4" "$1/$2/${4##*/}"')
+
+
+def keep_wheel(keep_dir: str, wheel: str, digest: str | None, dist: str, previous_kept: str | None) -> Plan:
+    """Keep the wheel just installed, to roll back to: ``<keep_dir>/<dist>.wheels/<sha256[:16]>/<file>``,
+    by content, so two builds of one version (a rebuild, ``--force``: one file name) are two files;
+    kept under one name, the second overwrote the first, and the record's ``previous`` named the
+    new bytes (operator trial). Of that distribution's kept wheels only this one and
+    ``previous_kept`` (the install it replaces) stay. Returns the kept path.
+
+    Args:
+        keep_dir: the venv's own records folder (:data:`.venv_state.RECORD_LAYOUT`), made already.
+        digest: the wheel's sha256 (hex).
+    """
+    folder = posixpath.join(keep_dir, f"{dist}.wheels")
+    name = (digest or "unhashed")[:16]
+    prev = posixpath.basename(posixpath.dirname(previous_kept)) if previous_kept and \
+        posixpath.dirname(posixpath.dirname(previous_kept)) == folder else ""
+    yield Run(argv=("/bin/sh", "-c", KEEP_SCRIPT, "fleetctl-keep", folder, name, prev, wheel), quiet=True,
+              reason="keep the wheel for a rollback")
+    return posixpath.join(folder, name, posixpath.basename(wheel))
 
 
 def damaged_since_built(wheel: str, digest: str | None, stamp_path: str) -> Plan:

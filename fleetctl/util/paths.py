@@ -61,8 +61,7 @@ def _xdg(name: str, default: str) -> Path:
 
 
 def fleetctl_home(environ: Mapping[str, str] | None = None) -> Path | None:
-    """``$FLEETCTL_HOME`` (``~`` expanded) when set and not empty, else None. ``environ``
-    defaults to ``os.environ``.
+    """``$FLEETCTL_HOME`` (``~`` expanded) when set, else None. ``environ`` defaults to ``os.environ``.
 
     A relative value is refused, not resolved: state belongs to the user, not to the folder a
     command starts in (the module docstring), and ``FLEETCTL_HOME=state`` would give each folder
@@ -73,13 +72,16 @@ def fleetctl_home(environ: Mapping[str, str] | None = None) -> Path | None:
     ``XDG_*`` values are ignored rather than refused, as the XDG specification says.)
 
     Raises:
-        InputError: a relative path (one line naming the variable and its value, exit 2).
+        InputError: a relative path, or set but empty (one line naming the variable and its value, exit 2).
     """
     from ..errors import InputError
 
     home = (os.environ if environ is None else environ).get("FLEETCTL_HOME")
-    if not home:
+    if home is None:
         return None
+    if not home.strip():  # FLEETCTL_HOME="" chose the default folder silently (util.envvars)
+        raise InputError("FLEETCTL_HOME: set but empty: unset it to keep state in $XDG_STATE_HOME/fleetctl "
+                         "(default ~/.local/state/fleetctl), or give an absolute folder")
     path = os.path.expanduser(home)
     if not os.path.isabs(path):
         raise InputError(f"FLEETCTL_HOME: want an absolute path (or ~/...), got {home!r}: a relative one puts run "

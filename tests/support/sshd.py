@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shlex
 import shutil
 import socket
 import subprocess
@@ -129,6 +130,12 @@ class SshdHost:
     def log(self) -> str:
         path = self.root / "sshd.log"
         return path.read_text(errors="replace") if path.exists() else ""
+
+    @property
+    def ssh_hint(self) -> str:
+        """The ssh command fleetctl's hints name for this host reached with :meth:`inventory_vars`
+        (``SSHTarget.ssh_command``): port, the inventory's key, user@address, quoted for sh."""
+        return shlex.join(["ssh", "-p", str(self.port), "-i", str(self.client_key), f"{self.user}@127.0.0.1"])
 
     def inventory_vars(self, known_hosts: Path) -> dict:
         """Host vars for an inventory entry that reaches this host."""

@@ -28,6 +28,7 @@ import sys
 from typing import Any
 
 from fleetctl.errors import InventoryError
+from fleetctl.util.envvars import ansible_inventory_program
 
 from ..data import InventoryBuilder
 from .list_json import ingest_list_json
@@ -39,10 +40,15 @@ TIMEOUT_S = 600.0
 
 
 def ansible_inventory_command() -> list[str] | None:
-    """The argv prefix that runs ``ansible-inventory``, or None when ansible-core is not installed."""
-    override = os.environ.get("FLEETCTL_ANSIBLE_INVENTORY")
+    """The argv prefix that runs ``ansible-inventory``, or None when ansible-core is not installed.
+
+    Raises:
+        InputError: ``FLEETCTL_ANSIBLE_INVENTORY`` names no program
+            (:func:`fleetctl.util.envvars.ansible_inventory_program`).
+    """
+    override = ansible_inventory_program()  # one naming no program is refused (util.envvars)
     if override is not None:
-        return [override] if override.strip() else None
+        return [override] if override else None
     beside = os.path.join(os.path.dirname(sys.executable), "ansible-inventory")
     if os.access(beside, os.X_OK):
         return [beside]

@@ -31,7 +31,8 @@ from typing import Any
 
 from ...connection.slurm_client import LAUNCHER_ENV, SlurmClient, client_env, last_line, parse_launcher
 from ...connection.slurm_nodes import gres_type, parse_sinfo, sinfo_argv
-from ...errors import InventoryError
+from ...errors import InputError, InventoryError
+from ...util.envvars import slurm_launcher
 
 #: The source scheme: ``-i slurm:`` / ``-i slurm:PARTITION``.
 SCHEME = "slurm"
@@ -125,11 +126,11 @@ def load_slurm_inventory(spec: str, *, env: Mapping[str, str] | None = None,
     """
     env = os.environ if env is None else env
     partition = parse_spec(spec)
-    launcher_text = env.get(LAUNCHER_ENV) or None
     try:
-        client = SlurmClient(parse_launcher(launcher_text))
-    except ValueError as exc:
-        raise InventoryError(f"{LAUNCHER_ENV}: {exc}", file=spec) from None
+        launcher_text = slurm_launcher(env)  # set but empty, or naming no program: refused (util.envvars)
+    except InputError as exc:
+        raise InventoryError(str(exc), file=spec) from None
+    client = SlurmClient(parse_launcher(launcher_text))
     argv = client.command(sinfo_argv(partition=partition))
     try:
         res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=client_env(env),

@@ -388,6 +388,8 @@ case("pip_install", "same-wheel-installed-is-skipped", args=PI, host=HP,
 INSTALL_ARGV = ["/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall", "--no-deps", WHEEL]
 CHECK = {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-m", "pip", "check"], "mutating": False},
          "answer": {"rc": 0, "stdout": "No broken requirements found.\n"}}
+from fleetctl.tasks.pip_rollback import KEEP_SCRIPT  # noqa: E402 (the kept wheel's folder is by content)
+
 # the same wheel's files in this venv, but the record is another venv's (or names none: an older
 # fleetctl's, one per host): never "already installed" on it; installed once, this venv's record written
 case("pip_install", "a-record-of-another-venv-is-no-install-into-this-one", args=PI, host=HP,
@@ -396,7 +398,9 @@ case("pip_install", "a-record-of-another-venv-is-no-install-into-this-one", args
             {"expect": {"type": "Run", "argv": INSTALL_ARGV}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "mutating": False}, "answer": STATE(None, {"record_sha256": "r" * 64})}, CHECK,
             {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", "/w/installed", f"/w/installed/{VKEY}"]}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run", "argv": ["cp", "-f", WHEEL, f"/w/installed/{VKEY}/{WHEEL.rsplit('/', 1)[1]}"]}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "argv": ["/bin/sh", "-c", KEEP_SCRIPT, "fleetctl-keep",
+                                                f"/w/installed/{VKEY}/fp4_kernels.wheels", "a" * 16, "", WHEEL]},
+             "answer": {"rc": 0}},
             {"expect": {"type": "Put", "remote": RECORD}, "answer": None}],
      result={"status": "changed", "decision": {"action": "install", "why": "no install record of fleetctl's for this venv"}})
 case("pip_install", "uninstalled-by-hand-is-installed-again", args=PI, host=HP,
