@@ -10,7 +10,9 @@
 #  HOST=1: bench/issue28_host.py, the host time of an eager call's parts on the dequantize + cuBLAS path;
 #  WIDE=1: bench/issue28_wide.py, two warpgroups on 256-token tiles against today's paths, M = 256 .. 4096; WIDE_ARGS;
 #  PDL=1: bench/issue28_pdl.py, launch overlap (programmatic dependent launch, L2 prefetch) A/B; PDL_ARGS;
-#  PKSWEEP=1: bench/issue28_pk_sweep.py, every prepacked-kernel configuration at M = 1 .. 4, plain and pdl)
+#  PKSWEEP=1: bench/issue28_pk_sweep.py, every prepacked-kernel configuration at M = 1 .. 4, plain and pdl;
+#  NCU_KERNEL=pk: Nsight Compute of the prepacked kernel (forced) instead of the wgmma one;
+#  PKFORCED=1: bench/issue28_pk_forced.py, the plan's prepacked configuration against forced ones at 16 / 32 tokens)
 set -uo pipefail
 out=${1:?OUTDIR}; mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -29,18 +31,20 @@ print('selfcheck', r['ok'], len(r['checks']), bad[:5])" 2>&1 | tee "$out/selfche
 [ "${HOST:-0}" = 1 ] && timeout 150 $py bench/issue28_host.py 2>&1 | tee "$out/host.txt"
 [ "${WIDE:-0}" = 1 ] && timeout ${WIDE_TIMEOUT:-300} $py bench/issue28_wide.py ${WIDE_ARGS:-} 2>&1 | tee "$out/wide.txt"
 [ "${PDL:-0}" = 1 ] && timeout ${PDL_TIMEOUT:-300} $py bench/issue28_pdl.py ${PDL_ARGS:-} 2>&1 | tee "$out/pdl.txt"
+[ "${PKFORCED:-0}" = 1 ] && timeout 200 $py bench/issue28_pk_forced.py 2>&1 | tee "$out/pk_forced.txt"
 [ "${PKSWEEP:-0}" = 1 ] && timeout 300 $py bench/issue28_pk_sweep.py ${PKSWEEP_ARGS:-} 2>&1 | tee "$out/pk_sweep.txt"
 [ "${PROBE:-1}" = 1 ] && timeout ${PROBE_TIMEOUT:-150} $py bench/issue28_probe.py ${PROBE_ARGS:-} 2>&1 | tee "$out/probe.txt"
 IFS=";" read -ra cfgs <<< "${NCU_CFGS:-8192 8192 128;8192 8192 32}"  # N K M [groups units lanes]
 [ "${NCU:-1}" = 1 ] && for cfg in "${cfgs[@]}"; do
   tag=$(echo $cfg | tr ' ' _)
-  timeout 120 ncu --clock-control none -k regex:wg_kernel -s 2 -c 1 --set full --import-source no \
-      -o "$work/rep_$tag" $py bench/issue28_ncu.py run $cfg > "$work/ncu_$tag.log" 2>&1 || tail -5 "$work/ncu_$tag.log"
+  FP4_NCU_KERNEL=${NCU_KERNEL:-wg} timeout 120 ncu --clock-control none -k regex:${NCU_KERNEL:-wg}_kernel -s 2 -c 1 \
+      --set full --import-source no -o "$work/rep_$tag" $py bench/issue28_ncu.py run $cfg > "$work/ncu_$tag.log" 2>&1 \
+      || tail -5 "$work/ncu_$tag.log"
   ncu -i "$work/rep_$tag.ncu-rep" --page details > "$out/ncu_$tag.txt" 2>&1
   ncu -i "$work/rep_$tag.ncu-rep" --page source --print-source sass --csv > "$work/src_$tag.csv" 2>&1
   $py bench/issue28_ncu.py summary "$work/src_$tag.csv" > "$out/stall_$tag.txt" 2>&1
   [ "${KEEP_SRC:-0}" = 1 ] && head -c 3000000 "$work/src_$tag.csv" > "$out/src_$tag.csv"
-  grep -E "Duration|Throughput|Issued Ipc|Eligible|No Eligible|Tensor|Occupancy" "$out/ncu_$tag.txt" | head -30
+  grep -E "Duration|Throughput|Issued Ipc|Eligible|No Eligible|Tensor|Occupancy|Stall|stall|Hit Rate|Warp Cycles" "$out/ncu_$tag.txt" | head -45
   head -40 "$out/stall_$tag.txt"
 done
 if [ "${TABLE:-1}" = 1 ]; then

@@ -1,12 +1,14 @@
 """Issue 28: one prepacked W4A16 GEMM for Nsight Compute, and a summary of its source page.
 
     python bench/issue28_ncu.py run N K M [groups units lanes]   # 3 calls of the forced wgmma kernel
+                                                                 # (FP4_NCU_KERNEL=pk: the prepacked one)
     python bench/issue28_ncu.py summary SOURCE.csv               # top SASS lines by stall samples
 
 Used as: ncu --clock-control none -k regex:wg_kernel -s 2 -c 1 --set full --import-source no
 -o REP python bench/issue28_ncu.py run 8192 8192 128; then ncu -i REP.ncu-rep --page source
 --print-source sass --csv > SOURCE.csv and the summary."""
 import csv
+import os
 import sys
 from collections import Counter
 
@@ -20,7 +22,7 @@ def run(n, k, m, groups=0, units=0, lanes=0):
     gs = 448 * 6 / float(w.abs().max())
     pw = fk.prepack_fp4_weight(*fk.scaled_fp4_quant(w, gs))
     a = torch.randn((m, k), generator=g, device="cuda", dtype=torch.bfloat16)
-    _gemm_fast.set_pk_kernel("wg")
+    _gemm_fast.set_pk_kernel(os.environ.get("FP4_NCU_KERNEL", "wg"))  # pk: the prepacked mma.sync kernel
     fk._C.wg_set_tuning(groups, units, lanes)
     for _ in range(3):
         fk.scaled_fp4_w4a16_mm(a, pw, None, 1.0 / gs)

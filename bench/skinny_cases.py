@@ -373,8 +373,19 @@ def dense_cases(torch, fk, dev, copy_gbs, l2, shapes, ms, iters, graph=True):
 
 def sweep_pk(torch, fk, dev, l2, shapes, ms, iters):
     """GPU time (graph replay) of every launch configuration (rt, split, un) of the prepacked W4A16
-    kernel; the best per (shape, M) next to the plan's choice."""
-    from fp4_kernels import _gemm
+    kernel; the best per (shape, M) next to the plan's choice. The prepacked (mma.sync) kernel is
+    forced for the sweep: on a 9.0 GPU the dispatch sends M >= 9 to the wgmma kernel where the
+    (forced) K split is small, so an unforced sweep times that kernel for some configurations."""
+    from fp4_kernels import _gemm, _gemm_fast
+
+    _gemm_fast.set_pk_kernel("pk")
+    try:
+        return _sweep_pk(torch, fk, dev, l2, shapes, ms, iters, _gemm)
+    finally:
+        _gemm_fast.set_pk_kernel("auto")
+
+
+def _sweep_pk(torch, fk, dev, l2, shapes, ms, iters, _gemm):
 
     out = []
     for si, (n, k) in enumerate(shapes):
