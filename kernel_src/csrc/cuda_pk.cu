@@ -44,7 +44,6 @@ namespace cg = cooperative_groups;
 
 constexpr int kPkThreads = 256;
 constexpr int kABf16Pk = 1, kAF16Pk = 2;  // a_kind codes (fp4_api.h)
-// Defaults of pk_set_launch (bench/NOTES.md, "Issue 28: launch overlap of the prepacked kernel").
 // Launch (pk_set_launch; kPkAuto = the rule below). pdl: 0 plain launch, 1 programmatic dependent
 // launch triggering the next grid at the start, 2 after the k loop; prefetch: bytes of each warp's
 // weight range asked into L2 when its CTA starts. The rule, from the A/Bs on an H100
@@ -437,13 +436,6 @@ int pk_resident(const void* func, int device, int smem) {
 
 }  // namespace
 
-// Launch plan. Token tile 8 / 16 / 32 by M (more tokens: several 32-token tiles, grid z). For each RT (row tiles per CTA; 8 / RT warps
-// split the CTA's k range), cluster split along K (1..8) and units per load (1 or 2), the time is
-// estimated as waves * (F + bytes on the busiest SM / (B * e)) + S (split > 1): B = 30 GB/s of
-// weight bytes per SM (4 TB/s over 132 SMs), e = min(1, resident warps / 16) for 8-token tiles
-// (latency: the loads of one warp cover ~1 KB in flight) and 1 for larger tiles (bound by L1,
-// which serves the activations), F = 1.5 us per CTA (first loads, reduction), S = 0.7 us (cluster
-// barrier and the DSMEM reduction). bench/NOTES.md ("v8" .. "v10") has the sweeps behind it.
 // Launch of the prepacked kernel on compute capability >= 9.0, process-wide (benchmarks switch them
 // to measure them): programmatic dependent launch, and the bytes of each warp's weight range
 // prefetched into L2 when a CTA starts (0 none).
@@ -455,6 +447,13 @@ void pk_set_launch(int pdl, int prefetch) {
     g_pk_pf = prefetch;
 }
 
+// Launch plan. Token tile 8 / 16 / 32 by M (more tokens: several 32-token tiles, grid z). For each RT (row tiles per CTA; 8 / RT warps
+// split the CTA's k range), cluster split along K (1..8) and units per load (1 or 2), the time is
+// estimated as waves * (F + bytes on the busiest SM / (B * e)) + S (split > 1): B = 30 GB/s of
+// weight bytes per SM (4 TB/s over 132 SMs), e = min(1, resident warps / 16) for 8-token tiles
+// (latency: the loads of one warp cover ~1 KB in flight) and 1 for larger tiles (bound by L1,
+// which serves the activations), F = 1.5 us per CTA (first loads, reduction), S = 0.7 us (cluster
+// barrier and the DSMEM reduction). bench/NOTES.md ("v8" .. "v10") has the sweeps behind it.
 PkPlan pk_plan(const PkProblem& pr, int device) {
     const PkDev d = pk_dev(device);
     PkPlan best;
