@@ -41,7 +41,6 @@ WHOLE = 1 << 30
 PK_PATHS = {"base": (0, 0), "pf": (0, WHOLE), "pdl1": (1, 0), "pdl2": (2, 0), "pdl2+pf": (2, WHOLE),
             "default": (-1, -1)}
 WG_PATHS = {"base": False, "chain": True}
-AHEAD = (0, 1, 2, 4)
 
 
 def timed(fns, sep):
@@ -87,42 +86,6 @@ def pk_row(ws, ds, n, k, m, rounds, gen, sep):
     return ok
 
 
-def ahead_row(ws, ds, n, k, m, rounds, gen):
-    """The prepacked kernel with lanes 0 .. 8 asking L2 for the unit d loads past the one being
-    loaded (``fk._C.pk_set_lookahead``), d in AHEAD, the launch rule as default; outputs bit-identical."""
-    a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
-    fns = [lambda p=p: fk.scaled_fp4_w4a16_mm(a, p, None, 1.0) for p in ws]
-    tfns = [lambda d=d: torch.matmul(a, d.T) for d in ds]
-    best, ok, base = {}, True, None
-    try:
-        for d in AHEAD:
-            fk._C.pk_set_lookahead(d)
-            out = fns[0]()
-            torch.cuda.synchronize()
-            if base is None:
-                base = out
-            elif not torch.equal(out, base):
-                print("MISMATCH ahead%d %dx%d M=%d" % (d, n, k, m), flush=True)
-                ok = False
-        for _ in range(rounds):
-            fk._C.pk_set_lookahead(-1)
-            g, e = timed(tfns, None)
-            old = best.get("torch", (1e30, 1e30))
-            best["torch"] = min(old[0], g), min(old[1], e)
-            for d in AHEAD:
-                fk._C.pk_set_lookahead(d)
-                g, e = timed(fns, None)
-                old = best.get(d, (1e30, 1e30))
-                best[d] = min(old[0], g), min(old[1], e)
-    finally:
-        fk._C.pk_set_lookahead(-1)
-    t = best["torch"][0]
-    print("%5dx%-5d M=%-4d ahead torch %6.1f | " % (n, k, m, t) +
-          " | ".join("ahead%d %6.1f (%.2fx) e %6.1f" % (d, best[d][0], t / best[d][0], best[d][1]) for d in AHEAD),
-          flush=True)
-    return ok
-
-
 def wg_row(ws, ds, n, k, m, rounds, gen, sep):
     a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
     x = a.clone()
@@ -163,7 +126,6 @@ def main() -> int:
     ap.add_argument("--m", default="1,4,16,32")
     ap.add_argument("--wg-m", default="64,128,256,512")
     ap.add_argument("--sep-m", default="1,16,128", help="M also run with a non-PDL kernel before every call")
-    ap.add_argument("--ahead-m", default="", help="M run with the L2 lookahead A/B (prepacked kernel: 1 .. 32)")
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     gen = torch.Generator(device="cuda").manual_seed(2829)
@@ -175,8 +137,6 @@ def main() -> int:
     for n, k in SHAPES:
         ws = weights(n, k, gen)
         ds = [dense(p) for p in ws]
-        for m in (int(v) for v in args.ahead_m.split(",") if v):
-            ok &= ahead_row(ws, ds, n, k, m, args.rounds, gen)
         for m in ms + wms:
             row = pk_row if m in ms else wg_row
             ok &= row(ws, ds, n, k, m, args.rounds, gen, False)

@@ -705,7 +705,6 @@ NB_MODULE(_C, m) {
           nb::arg("un"), nb::arg("device"), nb::arg("stream"));
     m.def("set_pk_kernel", &set_pk_kernel, nb::arg("name"));
     m.def("pk_set_launch", &fp4::pk_set_launch, nb::arg("pdl"), nb::arg("prefetch"));
-    m.def("pk_set_lookahead", &fp4::pk_set_lookahead, nb::arg("loads"));
     m.def("pk_max_rows", &pk_max_rows, nb::arg("device"), nb::arg("n"), nb::arg("k"));
     m.def("wg_set_reduce", &fp4::wg_set_reduce, nb::arg("mode"));
     m.def("wg_set_pdl", &fp4::wg_set_pdl, nb::arg("on"));

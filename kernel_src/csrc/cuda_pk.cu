@@ -75,7 +75,6 @@ struct PkArgs {
     int pdl;    // launched as a programmatic dependent (griddepcontrol.wait before the activations),
                 // triggering the next grid 1 at the start, 2 after the k loop; 0 a plain launch
     int pf;     // bytes of each warp's weight range prefetched into L2 at the start (0 none)
-    int ahead;  // the unit `ahead` loads past the one being loaded asked into L2 by lanes 0 .. 8 (0 none)
 };
 
 __device__ __forceinline__ uint4 ldg_stream128(const void* p) {
@@ -240,10 +239,6 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
                     b.s[j] = ldg_stream32(sp + j * kPkUnitBytes);
                 }
             }
-            // one more unit in flight without registers: lanes 0 .. 8 ask for the 9 lines of the unit
-            // `ahead` loads further on (prefetch.global.L2, PTX ISA)
-            if (p.ahead > 0 && lane < kPkUnitBytes / 128 && u + (p.ahead + 1) * UN - 1 < u1)
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(wp + (p.ahead * UN + UN - 1) * kPkUnitBytes + lane * 128));
             wp += UN * kPkUnitBytes;
             sp += UN * kPkUnitBytes;
         };
@@ -445,11 +440,6 @@ int pk_resident(const void* func, int device, int smem) {
 // to measure them): programmatic dependent launch, and the bytes of each warp's weight range
 // prefetched into L2 when a CTA starts (0 none).
 static int g_pk_pdl = kPkAuto, g_pk_pf = kPkAuto;
-static int g_pk_ahead = 0;
-void pk_set_lookahead(int loads) {
-    if (loads < -1 || loads > 8) throw std::invalid_argument("prepacked GEMM: lookahead must be -1 (default) or 0 .. 8 loads");
-    g_pk_ahead = loads < 0 ? 0 : loads;
-}
 void pk_set_launch(int pdl, int prefetch) {
     if (pdl < -1 || pdl > 2) throw std::invalid_argument("prepacked GEMM: pdl must be -1 (default), 0, 1 or 2");
     if (prefetch < -1) throw std::invalid_argument("prepacked GEMM: prefetch must be -1 (default) or bytes >= 0");
@@ -585,7 +575,6 @@ void cuda_pk_mm(const PkProblem& pr, int device, uintptr_t stream) {
     a.fix = 128.0f;
     a.pdl = d.cc < 90 ? 0 : g_pk_pdl != kPkAuto ? g_pk_pdl : pl.pdl ? 2 : 0;
     a.pf = d.cc < 90 ? 0 : g_pk_pf != kPkAuto ? g_pk_pf : pl.prefetch ? (1 << 30) : 0;
-    a.ahead = g_pk_ahead;
     const int64_t tz = (pr.t + 8 * pl.mt - 1) / (8 * pl.mt);
     const int64_t gy = (pr.nt + pl.rt - 1) / pl.rt;
     if (gy > 65535 || tz > 65535)

@@ -26,7 +26,6 @@ void cuda_skinny_mm(const SkinnyProblem&, int, uintptr_t) { no_cuda(); }
 PkPlan pk_plan(const PkProblem&, int) { no_cuda(); }
 void cuda_pk_mm(const PkProblem&, int, uintptr_t) { no_cuda(); }
 void pk_set_launch(int, int) {}
-void pk_set_lookahead(int) {}
 void cuda_pk_dequant(const uint8_t*, void*, int64_t, int64_t, int, int, DType, int, uintptr_t) { no_cuda(); }
 bool wg_built() { return false; }
 bool wg_supported(int) { return false; }

@@ -115,8 +115,6 @@ PkPlan pk_plan(const PkProblem& p, int device);
 // triggering the next grid at the start / after the k loop, 0 plain; prefetch = bytes of each warp's
 // weight range prefetched into L2 at the start; -1 = the default, the rule in cuda_pk.cu.
 void pk_set_launch(int pdl, int prefetch);
-// benchmarks: lanes 0 .. 8 ask L2 for the unit `loads` loads past the one being loaded (0 off; -1 default)
-void pk_set_lookahead(int loads);
 void cuda_pk_mm(const PkProblem& p, int device, uintptr_t stream);
 // Prepacked weight (nt x u units) -> dense [n, k] bf16 / fp16 values e2m1 * scale (exact).
 void cuda_pk_dequant(const uint8_t* w, void* out, int64_t n, int64_t k, int nt, int u, DType out_dt,
