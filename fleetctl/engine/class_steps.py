@@ -24,7 +24,7 @@ from .classes import ClassCoordinator
 from .deadlines import Clock
 from .observer import Observers
 from .session import HostSession
-from .wheelcache import store_wheel, wheels_root
+from .wheelcache import BuiltWheel, run_scratch, store_wheel, wheels_root
 
 __all__ = ["CLASS_STEPS", "ClassSteps"]
 
@@ -130,6 +130,10 @@ class ClassSteps:
         folder = wheels_root() / step.key[:16]
         try:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:  # the cache is an optimisation: the wheel in hand goes on (run_scratch)
+            return await self._publish_scratch(step, name, f"the controller's wheel cache {folder} cannot be "
+                                                           f"written ({exc.strerror or exc})")
+        try:
             tmp = folder / f".{name}.{secrets.token_hex(4)}.part"
             await self.session.conn.get(step.wheel, str(tmp))
             from ..tasks.copy import sha256_of
@@ -140,12 +144,41 @@ class ClassSteps:
                 raise FleetError(f"fetched {name} does not match its sha256 {step.sha256[:12]}")
             # a served wheel's builder is where it was built (its stamp's pushed_from), not the server
             builder = str(step.data.get("pushed_from") or self.host)
-            built = await asyncio.to_thread(store_wheel, step.key, tmp, name, digest, builder, dict(step.data))
+            try:
+                built = await asyncio.to_thread(store_wheel, step.key, tmp, name, digest, builder, dict(step.data))
+            except OSError as exc:
+                tmp.unlink(missing_ok=True)
+                return await self._publish_scratch(step, name, f"the controller's wheel cache {folder} cannot be "
+                                                               f"written ({exc.strerror or exc})")
         except (FleetError, OSError) as exc:
             await self.classes.wheels.fail(step.key, f"{self.host}: cannot fetch the wheel: {exc}", retryable=True,
                                            host=self.host)
             return exc if isinstance(exc, FleetError) else FleetError(str(exc))
         await self.classes.wheels.publish(step.key, built)
+        self.observers.emit("class.published", self.host, key=step.key[:16], wheel=name, sha256=digest)
+        return None
+
+    async def _publish_scratch(self, step: S.Publish, name: str, why: str) -> FleetError | None:
+        """Publish the class's wheel from a folder of this run (:func:`run_scratch`, removed when
+        the controller exits) when the cache cannot hold it: one warning, and the members are
+        given the wheel all the same (it is not kept for the next run)."""
+        self.observers.emit("note.added", self.host, message=f"warning: {why}; the wheel is kept for this run only")
+        try:
+            local = run_scratch() / step.key[:16] / name
+            local.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            await self.session.conn.get(step.wheel, str(local))
+            from ..tasks.copy import sha256_of
+
+            digest = await asyncio.to_thread(sha256_of, local)
+            if step.sha256 and digest != step.sha256:
+                raise FleetError(f"fetched {name} does not match its sha256 {step.sha256[:12]}")
+        except (FleetError, OSError) as exc:
+            await self.classes.wheels.fail(step.key, f"{self.host}: cannot fetch the wheel: {exc}", retryable=True,
+                                           host=self.host)
+            return exc if isinstance(exc, FleetError) else FleetError(str(exc))
+        builder = str(step.data.get("pushed_from") or self.host)
+        await self.classes.wheels.publish(step.key, BuiltWheel(local=local, name=name, sha256=digest, builder=builder,
+                                                               data=dict(step.data)))
         self.observers.emit("class.published", self.host, key=step.key[:16], wheel=name, sha256=digest)
         return None
 

@@ -59,6 +59,22 @@ def wheels_root() -> Path:
     return cache_dir() / "wheels"
 
 
+_SCRATCH: list[Path] = []
+
+
+def run_scratch() -> Path:
+    """A private folder of this controller process for class wheels the cache cannot hold (its
+    folder is a file, read-only, full): made in the system's temporary folder on first use and
+    removed when the process exits (a cache write that fails never loses a built wheel)."""
+    if not _SCRATCH:
+        import atexit
+        import tempfile
+
+        _SCRATCH.append(Path(tempfile.mkdtemp(prefix="fleetctl-wheels-")))
+        atexit.register(shutil.rmtree, _SCRATCH[0], True)
+    return _SCRATCH[0]
+
+
 def _stat(path: Path) -> tuple[int, int] | None:
     try:
         st = path.stat()
