@@ -24,7 +24,7 @@ from .classes import ClassCoordinator
 from .deadlines import Clock
 from .observer import Observers
 from .session import HostSession
-from .wheelcache import BuiltWheel, run_scratch, store_wheel, wheels_root
+from .wheelcache import BuiltWheel, run_scratch, store_wheel, unpacked_size, wheels_root
 
 __all__ = ["CLASS_STEPS", "ClassSteps"]
 
@@ -81,8 +81,11 @@ class ClassSteps:
         before the build, its wheel's file name (see :meth:`ClassCoordinator.known_wheel`)."""
         name, builder = self.classes.known_wheel(step.key)
         builder = builder or "?"
+        cached = self.classes.wheels.givable(step.key)  # the cache's wheel: its real unpacked size
+        unpacked = cached.unpacked_bytes if cached is not None and cached.name == name else None
         name = name or f"the wheel {builder} builds for class {step.key[:16]}"
-        return S.ClassWheel(name=name, sha256="", builder=builder, remote=posixpath.join(step.dest, name), data={})
+        return S.ClassWheel(name=name, sha256="", builder=builder, remote=posixpath.join(step.dest, name), data={},
+                            unpacked_bytes=unpacked)
 
     def _tell(self, message: str) -> None:
         """Say ``message`` once in the host's run (a later pass does not repeat it)."""
@@ -178,7 +181,8 @@ class ClassSteps:
             return exc if isinstance(exc, FleetError) else FleetError(str(exc))
         builder = str(step.data.get("pushed_from") or self.host)
         await self.classes.wheels.publish(step.key, BuiltWheel(local=local, name=name, sha256=digest, builder=builder,
-                                                               data=dict(step.data)))
+                                                               data=dict(step.data),
+                                                               unpacked_bytes=unpacked_size(local)))
         self.observers.emit("class.published", self.host, key=step.key[:16], wheel=name, sha256=digest)
         return None
 
@@ -228,4 +232,5 @@ class ClassSteps:
                 await self.session.conn.put(str(got.local), remote, mode=0o644)
         except TransferError as exc:
             return TransferError(host_message(self.host, exc))
-        return S.ClassWheel(name=got.name, sha256=got.sha256, builder=got.builder, remote=remote, data=got.data)
+        return S.ClassWheel(name=got.name, sha256=got.sha256, builder=got.builder, remote=remote, data=got.data,
+                            unpacked_bytes=got.unpacked_bytes)
