@@ -47,7 +47,10 @@ def plan_classes(rows: dict[str, dict[str, Any]]) -> list[str]:
         if not c["hosts"]:  # every member fails planning: each row says why
             continue
         b = c["b"]
-        how = f"build on {c['builder']}" if c["builder"] else "no build"
+        builds = [h for h in c["builds"] if h in c["hosts"]]
+        how = ("build on each host" if len(builds) > 1 and len(builds) == len(c["hosts"]) else
+               f"build on each of {fold_hosts(builds)}" if len(builds) > 1 else
+               f"build on {c['builder']}" if c["builder"] else "no build")
         lines.append(f"{key} {fold_hosts(c['hosts'])} {b.get('archs') or '?'} {b.get('platform') or 'platform unknown'}"
                      f" ({how})")
     return lines
