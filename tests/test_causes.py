@@ -185,3 +185,11 @@ def test_a_real_ninja_build_whose_nvcc_fails_is_summed_up_by_nvccs_line_and_the_
     res = ran(["ninja"], tmp_path)
     assert cause_line(res, "/w/tmp", facts=BUILD_FACTS) == (
         "nvcc error : 'ptxas' died due to signal 11 (Invalid memory reference) (building obj/gemm.cu.o)")
+
+
+def test_a_compiler_line_naming_its_source_file_gets_no_object_after_it(tmp_path):
+    """A real ninja run whose compiler names the file and line (a real g++ error): that line alone."""
+    (tmp_path / "a.cpp").write_text("int f() {\n  return x;\n}\n")
+    (tmp_path / "build.ninja").write_text("rule cxx\n  command = g++ -c $in -o $out\nbuild obj/a.o: cxx a.cpp\n")
+    why = cause_line(ran(["ninja"], tmp_path), "/w/tmp", facts=BUILD_FACTS)
+    assert why.startswith("a.cpp:2:10: error: ") and "(building" not in why, why

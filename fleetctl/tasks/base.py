@@ -216,7 +216,8 @@ def first_error_line(res: CommandResult) -> str:
     due to signal 11``; runs of blanks squeezed), ``CMake Error at ...`` with its indented message)
     wins over the front end's wrap-up (pip's ``Failed to build``): the first such line is the
     cause, the rest follow from it. Ninja's ``FAILED: OBJECT`` (the object it could not build)
-    follows a compiler line as ``(building OBJECT)``; without one it is the line itself. Otherwise
+    follows a compiler line that names no source file (nvcc's own) as ``(building OBJECT)``;
+    without a compiler line it is the line itself. Otherwise
     the last ``error``-looking line, else stderr's last line (where a program says why it failed:
     ``env: '.../python3': No such file or directory``), else stdout's. A build's or an install's
     failure is named by :func:`fleetctl.tasks.causes.cause_line`, which falls back to this.
@@ -231,7 +232,7 @@ def first_error_line(res: CommandResult) -> str:
                 line = _cmake_message(line, raw, i)
             if line.startswith("nvcc "):
                 line = " ".join(line.split())
-            if failed is not None:
+            if failed is not None and not _AT_SOURCE.match(line):  # nvcc's own line names no file
                 obj = f" (building {failed[1]})"
                 return (line[:300 - len(obj)] + obj) if len(obj) < 150 else line[:300]
             return line[:300]
@@ -276,6 +277,8 @@ _COMPILER_ERROR = re.compile(
     r"|^ERROR: Could not find a version|^ModuleNotFoundError: ")
 
 
+#: A diagnostic that names its source file and line (``file.cu(13): ``, ``file.cpp:3:5: ``).
+_AT_SOURCE = re.compile(r"^\S+?(\(\d+\)|:\d+(:\d+)?): ")
 #: Ninja's line for the object it could not build (``FAILED: [code=1] OBJ``: ninja 1.12 adds the code).
 _NINJA_FAILED = re.compile(r"^\s*FAILED: (?:\[code=\d+\] )?(\S+)")
 
