@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +79,33 @@ def test_a_cache_write_that_fails_after_the_build_warns_and_the_class_gets_the_w
         show = subprocess.run([f"{venvs[name]}/bin/python3", "-m", "pip", "show", "toyfp4"],
                               capture_output=True, text=True)
         assert show.returncode == 0, (name, show.stdout, show.stderr)
+
+
+def test_the_sass_check_reads_a_temporary_copy_when_the_cache_cannot_hold_one(sshd_farm, tmp_path):
+    """The host has no cuobjdump: the wheel is fetched to the controller to list its SASS, into
+    ``<cache>/sass-check/``, which became a file during the build. The check still runs (from a
+    temporary copy, removed after it) and says what it found: the toy wheel holds no SASS."""
+    import tempfile
+
+    src = tmp_path / "toy"
+    shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
+    sass = tmp_path / "cache" / "fleetctl" / "sass-check"
+    text = textwrap.dedent(PLAY.format(src=src)).replace("check_sass: false", "check_sass: true")
+    head, tail = text.split("  - name: Build the toy wheel\n")
+    play = tmp_path / "play.yaml"
+    play.write_text(head + SPOIL.format(wheels=sass) + "  - name: Build the toy wheel\n" + tail)
+    h = sshd_farm.start("n1")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"n1": {
+        **h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work"),
+        "venv": make_host_venv(tmp_path / "venv")}}})
+    before = set(Path(tempfile.gettempdir()).glob("fleetctl-sass-*"))
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "fleet", "--playbook", str(play), home=tmp_path)
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out[-3000:]
+    build = next(t for t in json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["n1"]["tasks"]
+                 if t["action"] == "build_wheel")
+    assert build["msg"].startswith("SASS check (on the controller): toyfp4-0.1.0-py3-none-any.whl lacks sm_90a"), build
+    assert f"the controller cannot make {sass}/" in out and "checked from a temporary copy" in out, out[-3000:]
+    assert "a fault of fleetctl" not in out
+    assert set(Path(tempfile.gettempdir()).glob("fleetctl-sass-*")) == before  # the copy is gone
