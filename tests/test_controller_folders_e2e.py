@@ -66,10 +66,14 @@ def test_a_cache_write_that_fails_after_the_build_warns_and_the_class_gets_the_w
         hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / name),
                        "venv": venvs[name]}
     inv = write_inventory(tmp_path / "inv.yaml", {"fleet": hosts})
+    import tempfile
+
+    before = set(Path(tempfile.gettempdir()).glob("fleetctl-wheels-*"))
     res = fleetctl("-i", str(inv), "deploy", "--hosts", "fleet", "--playbook", str(play), home=tmp_path,
                    timeout_s=900)
     out = res.stdout + res.stderr
     assert res.returncode == 0, out[-4000:]
+    assert set(Path(tempfile.gettempdir()).glob("fleetctl-wheels-*")) == before  # the run's copy is gone
     assert wheels.is_file()  # the cache stayed unusable for the whole run
     assert f"the controller's wheel cache {wheels}/" in out and "the wheel is kept for this run only" in out, out[-3000:]
     assert "a fault of fleetctl" not in out

@@ -11,6 +11,7 @@ plan gives, the wheel a member would receive. Every other step is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import posixpath
 import secrets
 from typing import Any
@@ -150,7 +151,8 @@ class ClassSteps:
             try:
                 built = await asyncio.to_thread(store_wheel, step.key, tmp, name, digest, builder, dict(step.data))
             except OSError as exc:
-                tmp.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    tmp.unlink(missing_ok=True)
                 return await self._publish_scratch(step, name, f"the controller's wheel cache {folder} cannot be "
                                                                f"written ({exc.strerror or exc})")
         except (FleetError, OSError) as exc:
