@@ -21,7 +21,9 @@ The cases, from a new operator's trial, where facts said ok and ``--plan`` said 
   facts said ``ok`` and nothing of torch;
 - a venv without scikit-build-core and nanobind (kernel_src's ``[build-system] requires``, which
   the README lists as what facts check): the build's preflight refuses it
-  (:func:`fleetctl.facts.refusals.build_requirements_problem`);
+  (:func:`fleetctl.facts.refusals.build_requirements_problem`), unless the host's
+  ``install_build_requirements`` var (or ``-e``) has the build install them
+  (:func:`installs_build_requirements`): then a note says so, not a warning;
 - a ``uv venv`` (no pip) on a host without uv: nothing can build or install into it
   (:func:`fleetctl.facts.refusals.no_front_end_problem`).
 """

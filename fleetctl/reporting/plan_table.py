@@ -25,7 +25,9 @@ def plan_classes(rows: dict[str, dict[str, Any]]) -> list[str]:
     neither the builder nor one receiving the wheel, whatever its build row said (new-user trial:
     ``(build on b-other)`` for a host that failed planning, the deploy then ``built on a-pv``).
     Only when no member that plans through builds is a failed member with the role ``build`` the
-    builder: it builds, and fails at a later task (``fail`` after the build)."""
+    builder: it builds, and fails at a later task (``fail`` after the build). When several
+    members build their own (``--build each``): ``(build on each host)``, or ``(build on each of
+    HOSTS)`` when the others reuse theirs."""
     from ..inventory import fold_hosts
 
     classes: dict[str, dict[str, Any]] = {}
