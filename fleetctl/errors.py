@@ -155,6 +155,11 @@ class TransferError(FleetError):
     """A file transfer (SFTP put/get) failed; ``str`` names the host, path and cause."""
 
 
+class ControllerWriteError(TransferError):
+    """A download's controller side failed: the local file or its folder cannot be written (a cache
+    folder that is a file, read-only or full); the host's file was fine."""
+
+
 class TaskFailed(FleetError):
     """A task failed on a host; carries the host and the command's result when there is one."""
 

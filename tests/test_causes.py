@@ -132,3 +132,64 @@ def test_recorded_causes(stderr, facts, jobs, want):
     res = CommandResult(argv=["x"], rc=1, stdout=b"Processing ./toy\n", stderr=stderr.encode())
     assert cause_line(res, "/venv or the TMPDIR /w/runs/r1" if facts is None else "/w/tmp", facts=facts,
                       max_jobs=jobs).startswith(want), cause_line(res, "/w/tmp", facts=facts, max_jobs=jobs)
+
+
+#: What pip printed for a scikit-build-core build whose ptxas crashed (a fresh operator's trial: the
+#: summary read ``build failed (pip): Failed to build fp4-kernels``), the middle of ninja's log cut.
+PTXAS_DIED = """\
+  *** Building project with Ninja...
+  [1/6] Building CUDA object CMakeFiles/fp4_cuda.dir/csrc/cuda_quant.cu.o
+  [2/6] Building CUDA object CMakeFiles/fp4_cuda.dir/csrc/cuda_gemm.cu.o
+  FAILED: CMakeFiles/fp4_cuda.dir/csrc/cuda_gemm.cu.o
+  /usr/local/cuda/bin/nvcc -forward-unknown-to-host-compiler -DFP4_WITH_CUDA -O3 -std=c++17 "--generate-code=arch=compute_120a,code=[sm_120a]" -x cu -c /w/src/kernel_src/csrc/cuda_gemm.cu -o CMakeFiles/fp4_cuda.dir/csrc/cuda_gemm.cu.o
+  nvcc error   : 'ptxas' died due to signal 11 (Invalid memory reference)
+  ninja: build stopped: subcommand failed.
+
+  *** CMake build failed
+  error: subprocess-exited-with-error
+
+  × Building wheel for fp4-kernels (pyproject.toml) did not run successfully.
+  │ exit code: 1
+  ╰─> See above for output.
+
+  note: This error originates from a subprocess, and is likely not a problem with pip.
+  ERROR: Failed building wheel for fp4-kernels
+Failed to build fp4-kernels
+ERROR: Failed to build installable wheels for some pyproject.toml based projects (fp4-kernels)
+"""
+
+
+def test_nvccs_own_error_and_ninjas_failed_object_are_the_summary_not_pips_wrap_up():
+    res = CommandResult(argv=["pip", "wheel"], rc=1, stdout=b"", stderr=PTXAS_DIED.encode())
+    assert cause_line(res, "/w/tmp", facts=BUILD_FACTS, max_jobs=8) == (
+        "nvcc error : 'ptxas' died due to signal 11 (Invalid memory reference) "
+        "(building CMakeFiles/fp4_cuda.dir/csrc/cuda_gemm.cu.o)")
+    fatal = PTXAS_DIED.replace("nvcc error   : 'ptxas' died due to signal 11 (Invalid memory reference)",
+                               "nvcc fatal   : Unsupported gpu architecture 'compute_120a'")
+    res = CommandResult(argv=["pip", "wheel"], rc=1, stdout=b"", stderr=fatal.encode())
+    assert cause_line(res, "/w/tmp", facts=BUILD_FACTS) == (
+        "nvcc fatal : Unsupported gpu architecture 'compute_120a' (building CMakeFiles/fp4_cuda.dir/csrc/cuda_gemm.cu.o)")
+
+
+def test_a_real_ninja_build_whose_nvcc_fails_is_summed_up_by_nvccs_line_and_the_object(tmp_path):
+    """A real ninja run; its ``nvcc`` a stand-in printing what nvcc 13 prints when ptxas dies
+    (nvcc reports a tool's death only when the tool itself is signalled, which a stand-in ptxas
+    under nvcc's ``sh -c`` cannot be)."""
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho \"nvcc error   : 'ptxas' died due to signal 11 (Invalid memory reference)\" >&2\n"
+                    "exit 1\n")
+    nvcc.chmod(0o755)
+    (tmp_path / "gemm.cu").write_text("__global__ void k() {}\n")
+    (tmp_path / "build.ninja").write_text(f"rule cu\n  command = {nvcc} -c $in -o $out\n"
+                                          "build obj/gemm.cu.o: cu gemm.cu\n")
+    res = ran(["ninja"], tmp_path)
+    assert cause_line(res, "/w/tmp", facts=BUILD_FACTS) == (
+        "nvcc error : 'ptxas' died due to signal 11 (Invalid memory reference) (building obj/gemm.cu.o)")
+
+
+def test_a_compiler_line_naming_its_source_file_gets_no_object_after_it(tmp_path):
+    """A real ninja run whose compiler names the file and line (a real g++ error): that line alone."""
+    (tmp_path / "a.cpp").write_text("int f() {\n  return x;\n}\n")
+    (tmp_path / "build.ninja").write_text("rule cxx\n  command = g++ -c $in -o $out\nbuild obj/a.o: cxx a.cpp\n")
+    why = cause_line(ran(["ninja"], tmp_path), "/w/tmp", facts=BUILD_FACTS)
+    assert why.startswith("a.cpp:2:10: error: ") and "(building" not in why, why

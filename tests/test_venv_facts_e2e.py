@@ -14,7 +14,7 @@ import pytest
 
 from fleetctl.facts.venv import DEPLOYED_BUILD_REQUIRES
 from tests.support.fake_gpu import H200, write_fake_nvidia_smi
-from tests.support.fleet import REPO, fleetctl, write_inventory
+from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
 from tests.support.hostvenv import make_venv
 
 pytestmark = pytest.mark.sshd
@@ -89,3 +89,31 @@ def test_a_venv_whose_python_links_to_a_base_interpreter_that_is_gone_is_named_s
     assert plan.returncode == 1, plan.stdout + plan.stderr
     msgs = " ".join(t.get("msg") or "" for t in json.loads(plan.stdout)["dangling"]["tasks"])
     assert line in msgs and "does not exist (venv var" not in msgs, msgs
+
+
+def test_facts_do_not_warn_of_missing_build_requirements_that_the_deploy_installs(sshd_farm, tmp_path):
+    """A fresh operator's trial: facts warned ``build requirements missing ... a deploy refuses
+    this host`` with ``install_build_requirements`` set (host var, or ``-e``), under which the
+    deploy installs them. Facts read the var as the shipped playbook's build does: a note, no warning."""
+    h = sshd_farm.start("installs")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    notools = make_venv(tmp_path / "notools", "virtualenv", torch=False, build_tools=False)
+    conn = h.inventory_vars(sshd_farm.known_hosts)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {
+        "byvar": {**conn, "workdir": str(tmp_path / "w1"), "venv": notools, "install_build_requirements": "yes"},
+        "byextra": {**conn, "workdir": str(tmp_path / "w2"), "venv": notools}}})
+    note = (f"build requirements missing in {notools}: scikit-build-core>=0.10, nanobind>=2.0; the deploy's build "
+            "installs them first (install_build_requirements=true)")
+
+    doc = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "byvar", "--json", home=tmp_path).stdout)
+    assert not [w for w in doc["byvar"]["warnings"] if "build requirements" in w], doc["byvar"]
+    assert note in doc["byvar"]["build"]["notes"], doc["byvar"]["build"]["notes"]
+
+    # the deploy tells the facts' notes (it then refuses the host: its venv has no torch)
+    dep = fleetctl("-i", str(inv), "-e", "install_build_requirements=true", "deploy", "--hosts", "byextra",
+                   "--playbook", PLAYBOOK, home=tmp_path)
+    out = dep.stdout + dep.stderr
+    assert "build requirements missing" in out, out[-3000:]
+    assert note in out and not [ln for ln in out.splitlines() if "build requirements" in ln and "warning" in ln], out
+    host = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["byextra"]
+    assert not [w for w in host.get("warnings") or [] if "build requirements" in w], host.get("warnings")

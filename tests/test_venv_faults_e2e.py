@@ -181,6 +181,43 @@ def test_a_venv_without_room_for_the_wheel_to_build_is_refused_by_plan_and_befor
         assert not (tmp_path / "work" / "src").exists()  # refused while planning: nothing uploaded
 
 
+@pytest.mark.sshd
+def test_the_room_check_counts_the_cached_class_wheels_real_size_not_the_unbuilt_estimate(sshd_farm, tmp_path):
+    """The class's wheel, cached from deploying n1; n2 (same class) has a venv with 24 MiB free,
+    above the margin plus the wheel's real unpacked size, below the estimate for a wheel not built
+    yet (the fresh operator's trial: ``deploy --hosts B`` and ``--plan`` refused ``(not built yet:
+    taken as 32 MiB unpacked, with a margin) needs 48 MiB``). ``--plan`` and the deploy both count
+    the cached wheel's size: n2 is pushed the wheel and installs it."""
+    from tests.test_agreement_e2e import PLAY
+
+    src = tmp_path / "toy"
+    shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
+    play = tmp_path / "play.yaml"
+    play.write_text(PLAY.format(src=src))
+    with tmpfs(tmp_path / "disk", "64m") as disk:
+        hosts = {}
+        for name, venv in (("n1", make_venv(tmp_path / "venv-n1", "virtualenv")),
+                           ("n2", make_venv(disk / "venv", "virtualenv"))):
+            h = sshd_farm.start(name)
+            write_fake_nvidia_smi(h.bin_dir, [H200])
+            hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "venv": venv,
+                           "workdir": str(tmp_path / "work" / name)}
+        inv = write_inventory(tmp_path / "inv.yaml", {"g": hosts})
+        base = ("-i", str(inv), "deploy", "--playbook", str(play))
+        first = fleetctl(*base, "--hosts", "n1", home=tmp_path)
+        assert first.returncode == 0, first.stdout[-3000:]
+        (disk / "filler").write_bytes(b"\0" * (shutil.disk_usage(disk).free - 24 * 1048576))  # 24 MiB left
+        assert 17 < shutil.disk_usage(disk).free // 1048576 < 48
+        plan = fleetctl(*base, "--hosts", "n2", "--plan", "--json", home=tmp_path)
+        assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
+        tasks = {t["action"]: t for t in json.loads(plan.stdout)["n2"]["tasks"]}
+        assert tasks["pip_install"]["status"] != "failed", tasks["pip_install"]
+        dep = fleetctl(*base, "--hosts", "n2", home=tmp_path, timeout_s=600)
+        assert dep.returncode == 0, dep.stdout[-3000:]
+        assert _task(tmp_path, "n2", "build_wheel")["data"]["pushed_from"] == "n1"
+        assert _task(tmp_path, "n2", "pip_install")["status"] == "changed"
+
+
 def test_verify_names_an_install_cut_short_and_the_fix(tmp_path):
     """A truncated file, then no dist-info and no __init__.py (what pip left on ENOSPC): verify says
     the install is incomplete, naming the files and the fix, not only ``symbols: missing``."""

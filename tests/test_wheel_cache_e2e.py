@@ -97,3 +97,59 @@ def test_a_cached_wheel_that_is_not_what_its_record_says_is_never_pushed_and_the
     assert ran["n1"]["build_wheel"]["data"]["pushed_from"] == "n2"
     rec = json.loads((folder / "record.json").read_text())
     assert (rec["size_bytes"], rec["mtime_s"]) == (len(cached.read_bytes()), later), rec
+
+
+def test_build_each_says_every_host_built_its_own(sshd_farm, tmp_path):
+    """A fresh operator's trial: ``--force --build each`` on two hosts of one class, both logged
+    ``built ...``, and the class line said ``(built on ntcsh)``. With --build each every member
+    builds its own wheel: the class line says so, in --plan and after the deploy."""
+    src = tmp_path / "toy"
+    shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
+    play = tmp_path / "play.yaml"
+    play.write_text(textwrap.dedent(PLAY.format(src=src)))
+    hosts = {}
+    for name in ("n1", "n2"):  # one arch class
+        h = sshd_farm.start(name)
+        write_fake_nvidia_smi(h.bin_dir, [H200])
+        hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / name),
+                       "venv": make_host_venv(tmp_path / f"venv-{name}")}
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": hosts})
+    base = ("-i", str(inv), "deploy", "--hosts", "fleet", "--playbook", str(play), "--force", "--build", "each")
+    plan = fleetctl(*base, "--plan", home=tmp_path)
+    assert plan.returncode == 0 and "n[1-2]" in plan.stdout and "(build on each host)" in plan.stdout, plan.stdout
+    res = fleetctl(*base, home=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    ran = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]
+    built = {h: next(t["msg"] for t in r["tasks"] if t["action"] == "build_wheel") for h, r in ran.items()}
+    assert all(msg.startswith("built ") for msg in built.values()), built
+    classes = res.stdout.split("build classes:\n")[1].splitlines()
+    assert classes[0].strip().startswith("n[1-2] ") and classes[0].endswith("(built on each host)"), classes
+
+
+def test_a_host_whose_class_wheel_is_cached_does_not_wait_for_a_host_with_a_hung_nvidia_smi(sshd_farm, tmp_path):
+    """A fresh operator's trial: ``deploy --hosts nzsh,nbash``, nzsh's nvidia-smi hung; nbash, up
+    to date, had its facts at 10:18:15 and its first task at 10:18:35 (the group's settle grace).
+    A host whose every build reuses its wheel or is given the class's wheel from the controller's
+    cache needs nobody: it goes on at once (README: dead hosts delay no one)."""
+    src = tmp_path / "toy"
+    shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
+    play = tmp_path / "play.yaml"
+    play.write_text(textwrap.dedent(PLAY.format(src=src)))
+    hosts, bins = {}, {}
+    for name in ("n1", "n2"):  # one arch class
+        h = sshd_farm.start(name)
+        bins[name] = h.bin_dir
+        write_fake_nvidia_smi(h.bin_dir, [H200])
+        hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / name),
+                       "venv": make_host_venv(tmp_path / f"venv-{name}"), "gpu_probe_timeout_s": 8}
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": hosts})
+    base = ("-i", str(inv), "deploy", "--hosts", "fleet", "--playbook", str(play))
+    first = fleetctl(*base, home=tmp_path)
+    assert first.returncode == 0, first.stdout[-3000:]
+    hung = Path(bins["n2"]) / "nvidia-smi"
+    hung.write_text("#!/bin/sh\nexec sleep 30\n")  # a GPU off the bus: nvidia-smi never answers
+    res = fleetctl(*base, home=tmp_path)
+    ran = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]
+    assert ran["n1"]["status"] == "ok", res.stdout[-3000:]
+    assert ran["n2"]["duration_s"] >= 8, ran["n2"]  # its facts waited out the probe timeout
+    assert ran["n1"]["duration_s"] < 5, (ran["n1"]["duration_s"], res.stdout[-3000:])

@@ -218,7 +218,9 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
     Raises:
         InputError: a bad argument, a missing or invalid playbook, a pattern matching nothing, an
             unknown tag, a var the playbook uses that no host defines, an extra var that makes a
-            task argument invalid (:func:`check_extra_var_args`)...: the CLI's one line.
+            task argument invalid (:func:`check_extra_var_args`), a controller folder the run
+            would write that cannot be written
+            (:func:`fleetctl.util.ctlfolders.check_controller_folders`)...: the CLI's one line.
         NothingToRetry: ``retry_failed`` names a run that left no failed host.
     """
     from ..engine.deadlines import Deadlines
@@ -226,6 +228,7 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
     from ..inventory.patterns import given_pattern
     from ..playbook import load_playbook
     from ..reporting.history import play_key
+    from ..util.ctlfolders import check_controller_folders
     from ..util.paths import resolve_default
     from .fleet import select_hosts
 
@@ -289,6 +292,7 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
     check_local_sources(play, play.select_tags(tag_list, skip_list))
     check_unread_build_vars(play, play.select_tags(tag_list, skip_list), all_extra)
     deadlines = Deadlines(overrides=phase_timeouts(phase_timeout), connect_s=fleet.connect_timeout)
+    check_controller_folders()  # a cache that cannot be written must not fail a finished build
     for line in extra_var_warnings(play, {**fleet.extra_vars, **(extra_vars or {})}):
         fleet.on_warning(line)
     opts = PlayOptions(host_lock=mode == "apply", forks=forks, mode=mode, force=force, tags=tuple(tag_list),

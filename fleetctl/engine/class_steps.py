@@ -11,6 +11,7 @@ plan gives, the wheel a member would receive. Every other step is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import posixpath
 import secrets
 from typing import Any
@@ -24,7 +25,7 @@ from .classes import ClassCoordinator
 from .deadlines import Clock
 from .observer import Observers
 from .session import HostSession
-from .wheelcache import store_wheel, wheels_root
+from .wheelcache import BuiltWheel, run_scratch, store_wheel, unpacked_size, wheels_root
 
 __all__ = ["CLASS_STEPS", "ClassSteps"]
 
@@ -81,8 +82,11 @@ class ClassSteps:
         before the build, its wheel's file name (see :meth:`ClassCoordinator.known_wheel`)."""
         name, builder = self.classes.known_wheel(step.key)
         builder = builder or "?"
+        cached = self.classes.wheels.givable(step.key)  # the cache's wheel: its real unpacked size
+        unpacked = cached.unpacked_bytes if cached is not None and cached.name == name else None
         name = name or f"the wheel {builder} builds for class {step.key[:16]}"
-        return S.ClassWheel(name=name, sha256="", builder=builder, remote=posixpath.join(step.dest, name), data={})
+        return S.ClassWheel(name=name, sha256="", builder=builder, remote=posixpath.join(step.dest, name), data={},
+                            unpacked_bytes=unpacked)
 
     def _tell(self, message: str) -> None:
         """Say ``message`` once in the host's run (a later pass does not repeat it)."""
@@ -130,6 +134,10 @@ class ClassSteps:
         folder = wheels_root() / step.key[:16]
         try:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:  # the cache is an optimisation: the wheel in hand goes on (run_scratch)
+            return await self._publish_scratch(step, name, f"the controller's wheel cache {folder} cannot be "
+                                                           f"written ({exc.strerror or exc})")
+        try:
             tmp = folder / f".{name}.{secrets.token_hex(4)}.part"
             await self.session.conn.get(step.wheel, str(tmp))
             from ..tasks.copy import sha256_of
@@ -140,12 +148,43 @@ class ClassSteps:
                 raise FleetError(f"fetched {name} does not match its sha256 {step.sha256[:12]}")
             # a served wheel's builder is where it was built (its stamp's pushed_from), not the server
             builder = str(step.data.get("pushed_from") or self.host)
-            built = await asyncio.to_thread(store_wheel, step.key, tmp, name, digest, builder, dict(step.data))
+            try:
+                built = await asyncio.to_thread(store_wheel, step.key, tmp, name, digest, builder, dict(step.data))
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    tmp.unlink(missing_ok=True)
+                return await self._publish_scratch(step, name, f"the controller's wheel cache {folder} cannot be "
+                                                               f"written ({exc.strerror or exc})")
         except (FleetError, OSError) as exc:
             await self.classes.wheels.fail(step.key, f"{self.host}: cannot fetch the wheel: {exc}", retryable=True,
                                            host=self.host)
             return exc if isinstance(exc, FleetError) else FleetError(str(exc))
         await self.classes.wheels.publish(step.key, built)
+        self.observers.emit("class.published", self.host, key=step.key[:16], wheel=name, sha256=digest)
+        return None
+
+    async def _publish_scratch(self, step: S.Publish, name: str, why: str) -> FleetError | None:
+        """Publish the class's wheel from a folder of this run (:func:`run_scratch`, removed when
+        the controller exits) when the cache cannot hold it: one warning, and the members are
+        given the wheel all the same (it is not kept for the next run)."""
+        self.observers.emit("note.added", self.host, message=f"warning: {why}; the wheel is kept for this run only")
+        try:
+            local = run_scratch() / step.key[:16] / name
+            local.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            await self.session.conn.get(step.wheel, str(local))
+            from ..tasks.copy import sha256_of
+
+            digest = await asyncio.to_thread(sha256_of, local)
+            if step.sha256 and digest != step.sha256:
+                raise FleetError(f"fetched {name} does not match its sha256 {step.sha256[:12]}")
+        except (FleetError, OSError) as exc:
+            await self.classes.wheels.fail(step.key, f"{self.host}: cannot fetch the wheel: {exc}", retryable=True,
+                                           host=self.host)
+            return exc if isinstance(exc, FleetError) else FleetError(str(exc))
+        builder = str(step.data.get("pushed_from") or self.host)
+        await self.classes.wheels.publish(step.key, BuiltWheel(local=local, name=name, sha256=digest, builder=builder,
+                                                               data=dict(step.data),
+                                                               unpacked_bytes=unpacked_size(local)))
         self.observers.emit("class.published", self.host, key=step.key[:16], wheel=name, sha256=digest)
         return None
 
@@ -195,4 +234,5 @@ class ClassSteps:
                 await self.session.conn.put(str(got.local), remote, mode=0o644)
         except TransferError as exc:
             return TransferError(host_message(self.host, exc))
-        return S.ClassWheel(name=got.name, sha256=got.sha256, builder=got.builder, remote=remote, data=got.data)
+        return S.ClassWheel(name=got.name, sha256=got.sha256, builder=got.builder, remote=remote, data=got.data,
+                            unpacked_bytes=got.unpacked_bytes)

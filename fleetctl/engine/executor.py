@@ -23,11 +23,12 @@ import os
 import tempfile
 import time
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 from ..build.archs import stray_env
 from ..connection.base import CommandResult, OutputLine
-from ..errors import TransferError, host_message
+from ..errors import ControllerWriteError, TransferError, host_message
 from ..tasks import steps as S
 from ..tasks.base import TaskResult
 from .class_steps import CLASS_STEPS, ClassSteps
@@ -198,10 +199,19 @@ class StepRunner:
         return list(await asyncio.gather(*(one(*f) for f in step.files)))
 
     async def _do_get(self, step: S.Get) -> TransferError | None:
+        """``None``, a :class:`TransferError`, or a :class:`ControllerWriteError` when the
+        controller cannot make ``step.local``'s folder or write the file (never raised: a planner
+        may go on another way, e.g. with a temporary copy)."""
+        try:
+            Path(step.local).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            return ControllerWriteError(f"the controller cannot make {Path(step.local).parent}: {exc.strerror or exc}")
         try:
             await self.session.conn.get(step.remote, step.local)
         except TransferError as exc:
             return TransferError(host_message(self.host, exc))
+        except OSError as exc:  # the local side (the connection wraps the host's errors)
+            return ControllerWriteError(f"the controller cannot write {step.local}: {exc.strerror or exc}")
         return None
 
     async def _do_local(self, step: S.Local) -> Any:

@@ -29,7 +29,9 @@ batch's (a host sharing a folder with a host of an earlier group is refused, the
 not; a member holding the wheel in a later group reuses it, but the class was built by then when
 the controller's cache lacked it).
 
-Dead hosts delay no one: a group is settled once none of its hosts is past its connect but not yet
+Dead hosts delay no one: a host that needs no class settled (every build reuses its wheel or is
+pushed its class's wheel from the controller's cache: :func:`needs_no_class`) goes on at once, as a
+late host; a group is settled once none of its hosts is past its connect but not yet
 planned, and at least one has planned, or :data:`SETTLE_GRACE_S` seconds after its first host
 planned (a host past connect whose first command hangs, e.g. a login rc file waiting on a dead NFS
 mount, is then late, as below). A host still *connecting* then (a dead address waiting for
@@ -77,6 +79,28 @@ from .windows import Group, each_host, window_order
 #: Seconds a group waits, after its first host planned, for its other hosts past connect (their
 #: facts and plans) before its arch classes are settled; those still at work then join late.
 SETTLE_GRACE_S = 20.0
+
+def needs_no_class(plan: Any, classes: ClassCoordinator, each: bool) -> bool:
+    """Whether a host's first plan needs no arch class settled: it has a ``build_wheel`` task and
+    every one reuses the wheel the host holds or is pushed its class's wheel, with that wheel in the
+    controller's cache (checked this run; not with ``--force``), so that no member needs this host
+    to serve it; with ``each`` (``--build each``: no member serves another) reusing is enough.
+    Such a host goes on as a late host does (its role assigned alone), never waiting
+    :data:`SETTLE_GRACE_S` for a member stuck after connect (a fresh operator's trial: an
+    up-to-date host waited 20 s for a host whose nvidia-smi hung). A host that builds, may serve
+    its wheel, or is refused waits for its group."""
+    if plan is None or plan.blocking is not None:
+        return False
+    builds = [o for o in plan.outcomes if o.action == "build_wheel" and o.status != "skipped"]
+    for o in builds:
+        data = o.data or {}
+        action, key = (data.get("decision") or {}).get("action"), data.get("key")
+        if each and action == "reuse":
+            continue
+        if action not in ("reuse", "push") or not isinstance(key, str) or classes.wheels.givable(key) is None:
+            return False
+    return bool(builds)
+
 
 @dataclass
 class PlayOptions:
@@ -189,6 +213,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     current = [Group()]  # the group a host that starts now joins
     settlings: list[asyncio.Future] = []
     timers: list[asyncio.TimerHandle] = []
+    alone: set[str] = set()  # planned needing no build nor its group (needs_no_class): never wait to settle
 
     async def settle(names: list[str]) -> None:
         for h in names:  # a host failed while planning is in no class: it would name a builder that never builds
@@ -269,6 +294,9 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             out.phases = list(spans)  # connect, facts: in the record from now on
             plans[host.name] = await plan_pass(session, playbook, tasks, selected, run, planning_observers, classes,
                                            pass_opts)
+            if needs_no_class(plans[host.name], classes, opts.build_each):  # nothing of its class waits on it, nor it on them
+                alone.add(host.name)
+                return
             g.planned.add(host.name)
             if len(g.planned) == 1 and g.settling is None:  # hosts stuck after connect delay it a while only
                 timers.append(asyncio.get_running_loop().call_later(SETTLE_GRACE_S, begin, g))
@@ -329,7 +357,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                 leave(name, g)
             if name not in plans:
                 return
-            if g.settling is None or name in g.early:  # planned in time: settled with its group
+            if name not in alone and (g.settling is None or name in g.early):  # planned in time: settled with its group
                 await g.triggered.wait()
                 assert g.settling is not None
                 await asyncio.shield(g.settling)

@@ -284,6 +284,7 @@ def _take_answers(session: HostSession, remembered: list[list], answers: list, w
 
 def _facts(session: HostSession, out: dict) -> dict[str, Any]:
     from ..facts.gather import complete_facts, parse_facts_output
+    from ..facts.venv import installs_build_requirements
 
     if out.get("facts_error"):
         raise TaskFailed(session.name, f"facts script failed: {out['facts_error']}")
@@ -291,7 +292,8 @@ def _facts(session: HostSession, out: dict) -> dict[str, Any]:
     settings = session.host.settings
     facts = complete_facts(session.name, facts, fallback_archs=settings.fallback_archs, max_jobs=settings.max_jobs,
                            cuda_home=settings.cuda_home, extra=session.conn.extra_facts(),
-                           verify_device=settings.verify_device)
+                           verify_device=settings.verify_device,
+                           install_requirements=installs_build_requirements(session.host.vars))
     return session.finish_facts(facts)
 
 

@@ -3,7 +3,8 @@
 ``<cache_dir>/wheels/<key16>/`` holds the wheel and ``record.json``: the class ``key``, the wheel's
 ``name``, its ``sha256`` (computed on the controller when the wheel entered the cache: fetched from
 its builder and checked against the builder's sha256), ``size_bytes`` and ``mtime_s`` (bytes, whole
-seconds, as written into the cache), the ``builder`` and the build's record ``data``. ``size`` repeats
+seconds, as written into the cache), ``unpacked_bytes`` (what it unpacks to: the install's room
+check, :func:`fleetctl.facts.venv.install_need_mib`), the ``builder`` and the build's record ``data``. ``size`` repeats
 ``size_bytes`` for older fleetctl versions reading the same cache.
 
 A cached wheel is trusted only while it is the wheel its record describes, checked as a host's
@@ -52,11 +53,41 @@ class BuiltWheel:
     sha256: str
     builder: str
     data: dict = field(default_factory=dict)
+    #: the sum of its zip members' sizes, bytes (what pip unpacks into site-packages), or None
+    unpacked_bytes: int | None = None
+
+
+def unpacked_size(path: Path) -> int | None:
+    """The bytes a wheel unpacks to (the sum of its zip members' uncompressed sizes, read from its
+    central directory: no member is decompressed), or None when it cannot be read as a zip."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return sum(info.file_size for info in zf.infolist())
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return None
 
 
 def wheels_root() -> Path:
     """``<cache_dir>/wheels``."""
     return cache_dir() / "wheels"
+
+
+_SCRATCH: list[Path] = []
+
+
+def run_scratch() -> Path:
+    """A private folder of this controller process for class wheels the cache cannot hold (its
+    folder is a file, read-only, full): made in the system's temporary folder on first use and
+    removed when the process exits (a cache write that fails never loses a built wheel)."""
+    if not _SCRATCH:
+        import atexit
+        import tempfile
+
+        _SCRATCH.append(Path(tempfile.mkdtemp(prefix="fleetctl-wheels-")))
+        atexit.register(shutil.rmtree, _SCRATCH[0], True)
+    return _SCRATCH[0]
 
 
 def _stat(path: Path) -> tuple[int, int] | None:
@@ -95,7 +126,11 @@ def check_cached(key: str) -> tuple[BuiltWheel | None, str | None]:
             return None, (f"{where}: its sha256 is {digest[:12]}..., its record says {str(sha256)[:12]}... "
                           "(changed since it was cached)")
         _write_record(folder, {**rec, "mtime_s": seen[1]})  # hashed once: the next run's stat settles it
-    wheel = BuiltWheel(local=local, name=name, sha256=sha256, builder=rec.get("builder", "?"), data=rec.get("data") or {})
+    unpacked = rec.get("unpacked_bytes")
+    if not isinstance(unpacked, int):  # a record of an older fleetctl: read from the wheel's zip directory
+        unpacked = unpacked_size(local)
+    wheel = BuiltWheel(local=local, name=name, sha256=sha256, builder=rec.get("builder", "?"), data=rec.get("data") or {},
+                       unpacked_bytes=unpacked)
     return wheel, None
 
 
@@ -133,12 +168,13 @@ def store_wheel(key: str, tmp: Path, name: str, sha256: str, builder: str, data:
     os.replace(tmp, local)
     keep = {k: v for k, v in data.items() if k in ("archs", "sass", "key", "inputs", "max_jobs", "tool")}
     size, mtime = _stat(local) or (None, None)
+    unpacked = unpacked_size(local)
     rec = {"key": key, "name": name, "sha256": sha256, "size_bytes": size, "size": size, "mtime_s": mtime,
-           "builder": builder, "data": keep}
+           "unpacked_bytes": unpacked, "builder": builder, "data": keep}
     part = folder / "record.json.part"
     part.write_text(json.dumps(rec, indent=2) + "\n")
     os.replace(part, folder / RECORD)
-    return BuiltWheel(local=local, name=name, sha256=sha256, builder=builder, data=keep)
+    return BuiltWheel(local=local, name=name, sha256=sha256, builder=builder, data=keep, unpacked_bytes=unpacked)
 
 
 def copy_into_cache(src: Path, key: str, name: str, sha256: str, builder: str, data: dict[str, Any]) -> BuiltWheel:

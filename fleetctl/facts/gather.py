@@ -109,6 +109,7 @@ async def gather_facts(
     gpu_timeout_s: float | None = None,
     verify_device: str = "auto",
     read_only: bool = False,
+    install_requirements: bool = False,
 ) -> dict[str, Any]:
     """Upload and run the facts script on ``conn``'s host; return its facts plus ``build``.
 
@@ -127,6 +128,7 @@ async def gather_facts(
         read_only: write nothing that stays on the host (``fleetctl facts``): the script goes to
             a private folder ``mktemp -d`` makes (removed after the run), not ``workdir``, and runs
             with ``--read-only 1`` (no id file, no cache saved; ``workdir`` need not exist).
+        install_requirements: see :func:`complete_facts`.
 
     Returns:
         The script's JSON object (see ``playbooks/scripts/facts.py``) with ``reachable: True``
@@ -161,13 +163,15 @@ async def gather_facts(
             await conn.run(["rm", "-rf", "--", scratch], timeout_s=timeout_s)
     facts = parse_facts_output(conn.host, result.rc, result.stdout_text, result.stderr_text)
     return complete_facts(conn.host, facts, fallback_archs=fallback_archs, max_jobs=max_jobs, cuda_home=cuda_home,
-                          extra=conn.extra_facts(), verify_device=verify_device)
+                          extra=conn.extra_facts(), verify_device=verify_device,
+                          install_requirements=install_requirements)
 
 
 def complete_facts(host: str, facts: dict[str, Any], *,
                    fallback_archs: str | Sequence[str] = DEFAULT_FALLBACK_ARCHS,
                    max_jobs: int | None = None, cuda_home: str | None = None,
-                   extra: Mapping[str, Any] | None = None, verify_device: str = "auto") -> dict[str, Any]:
+                   extra: Mapping[str, Any] | None = None, verify_device: str = "auto",
+                   install_requirements: bool = False) -> dict[str, Any]:
     """The script's facts with ``build`` (:func:`fleetctl.build.archs.build_plan`) and ``reachable``
     added. When the toolkit found first cannot compile the host's archs and another of the host's
     toolkits can, the returned facts (a new dict) describe that one, with a build note, unless
@@ -183,6 +187,9 @@ def complete_facts(host: str, facts: dict[str, Any], *,
             (:func:`fleetctl.build.gpustack.unmet_gres_warning`). A GRES type or ``sm_XY``
             feature that no GPU found fits is a warning the same way
             (:func:`fleetctl.build.gpustack.slurm_label_warnings`).
+        install_requirements: the deploy's build installs missing build requirements on this
+            host (:func:`fleetctl.facts.venv.installs_build_requirements`): said as a note, not
+            as a refusal's warning.
 
     Raises:
         GpuStackBroken: (a :class:`TaskFailed`) the host's NVIDIA stack is installed but broken, or
@@ -218,7 +225,7 @@ def complete_facts(host: str, facts: dict[str, Any], *,
     if not_venv:  # new-user trial: venv: /usr read "ok", and --plan suggested pip into the system's Python
         facts["build"]["notes"].append(refusal_warning(not_venv))
     # new-user trial: a venv the login user cannot write, a full one, a torch that does not import
-    facts["build"]["notes"].extend(venv_warnings(facts))
+    facts["build"]["notes"].extend(venv_warnings(facts, install_requirements))
     wd = workdir_warning(facts)  # new-user trial: a read-only or full workdir read "ok: disk free GiB 0"
     if wd:
         facts["build"]["notes"].append(wd)

@@ -21,7 +21,9 @@ The cases, from a new operator's trial, where facts said ok and ``--plan`` said 
   facts said ``ok`` and nothing of torch;
 - a venv without scikit-build-core and nanobind (kernel_src's ``[build-system] requires``, which
   the README lists as what facts check): the build's preflight refuses it
-  (:func:`fleetctl.facts.refusals.build_requirements_problem`);
+  (:func:`fleetctl.facts.refusals.build_requirements_problem`), unless the host's
+  ``install_build_requirements`` var (or ``-e``) has the build install them
+  (:func:`installs_build_requirements`): then a note says so, not a warning;
 - a ``uv venv`` (no pip) on a host without uv: nothing can build or install into it
   (:func:`fleetctl.facts.refusals.no_front_end_problem`).
 """
@@ -180,14 +182,34 @@ def missing_build_requirements(facts: Mapping[str, Any]) -> list[tuple[str, str 
     return out
 
 
-def venv_warnings(facts: Mapping[str, Any]) -> list[str]:
+#: The var the shipped fp4-kernels playbook reads for build_wheel's ``install_build_requirements``.
+INSTALL_BUILD_REQUIREMENTS_VAR = "install_build_requirements"
+
+
+def installs_build_requirements(host_vars: Mapping[str, Any]) -> bool:
+    """Whether a deploy of the shipped playbook installs missing build requirements on this host:
+    its ``install_build_requirements`` var (host var, or ``-e``, merged in), read as the deploy
+    reads it (``{{ install_build_requirements | default(false) }}`` into build_wheel's boolean
+    argument: pydantic's bool, so ``true``, ``yes``, ``on``, ``1``... count; a value pydantic
+    refuses, or a template, counts as not set)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    value = host_vars.get(INSTALL_BUILD_REQUIREMENTS_VAR, False)
+    try:
+        return TypeAdapter(bool).validate_python(str(value) if not isinstance(value, (bool, int)) else value)
+    except ValidationError:
+        return False
+
+
+def venv_warnings(facts: Mapping[str, Any], install_requirements: bool = False) -> list[str]:
     """The ``warning:`` notes ``fleetctl facts`` gives about the venv (see the module docstring),
     each a problem a deploy refuses, worded by :func:`fleetctl.facts.refusals.warning`: the install
     rule only for a host with the ``venv`` var (builds and installs need one), torch's for a torch
     that does not import, and, for a host with the ``venv`` var, for a venv without torch (the
     shipped deploy's verify refuses it: :data:`DEPLOYED_PACKAGE` imports torch at run time),
     without pip on a host without uv, and without :data:`DEPLOYED_BUILD_REQUIRES` (the shipped
-    deploy's build refuses it)."""
+    deploy's build refuses it), unless ``install_requirements`` (:func:`installs_build_requirements`):
+    the build installs them first, which a plain note says."""
     out = []
     py = facts.get("python")
     if not isinstance(py, Mapping):
@@ -206,7 +228,11 @@ def venv_warnings(facts: Mapping[str, Any]) -> list[str]:
     if no_tool:
         out.append(refusal_warning(no_tool))
     missing = missing_build_requirements(facts)
-    if missing:
+    if missing and install_requirements:
+        what = ", ".join(f"{req} (have {have})" if have else req for req, have in missing)
+        out.append(f"build requirements missing in {venv}: {what}; the deploy's build installs them first "
+                   f"({INSTALL_BUILD_REQUIREMENTS_VAR}=true)")
+    elif missing:
         where, run_with = existing_venv(facts, venv, python)
         out.append(refusal_warning(build_requirements_problem(facts, where, run_with, missing)))
     return out

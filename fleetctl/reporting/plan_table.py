@@ -25,7 +25,9 @@ def plan_classes(rows: dict[str, dict[str, Any]]) -> list[str]:
     neither the builder nor one receiving the wheel, whatever its build row said (new-user trial:
     ``(build on b-other)`` for a host that failed planning, the deploy then ``built on a-pv``).
     Only when no member that plans through builds is a failed member with the role ``build`` the
-    builder: it builds, and fails at a later task (``fail`` after the build)."""
+    builder: it builds, and fails at a later task (``fail`` after the build). When several
+    members build their own (``--build each``): ``(build on each host)``, or ``(build on each of
+    HOSTS)`` when the others reuse theirs."""
     from ..inventory import fold_hosts
 
     classes: dict[str, dict[str, Any]] = {}
@@ -47,7 +49,10 @@ def plan_classes(rows: dict[str, dict[str, Any]]) -> list[str]:
         if not c["hosts"]:  # every member fails planning: each row says why
             continue
         b = c["b"]
-        how = f"build on {c['builder']}" if c["builder"] else "no build"
+        builds = [h for h in c["builds"] if h in c["hosts"]]
+        how = ("build on each host" if len(builds) > 1 and len(builds) == len(c["hosts"]) else
+               f"build on each of {fold_hosts(builds)}" if len(builds) > 1 else
+               f"build on {c['builder']}" if c["builder"] else "no build")
         lines.append(f"{key} {fold_hosts(c['hosts'])} {b.get('archs') or '?'} {b.get('platform') or 'platform unknown'}"
                      f" ({how})")
     return lines

@@ -206,7 +206,9 @@ def print_summary(console: Console, results: dict[str, dict[str, Any]], run_id: 
 
 def build_classes(results: dict[str, dict[str, Any]]) -> list[str]:
     """One line per arch class, hosts folded the way ClusterShell prints node sets:
-    ``gpu[01-12] sm_120a cu13.0 torch2.12 cp312 (built on gpu01)``. A member refused by the
+    ``gpu[01-12] sm_120a cu13.0 torch2.12 cp312 (built on gpu01)``; ``(built on each host)`` when
+    every member built its own (``--build each``), ``(built on each of HOSTS)`` when several did
+    and the others reused or were pushed a wheel. A member refused by the
     build's preflight (its task's ``data["preflight"]``: nothing was built there) is not a failed
     build: ``(not built: preflight failed on gpu[01-12])``."""
     from ..inventory import fold_hosts
@@ -218,13 +220,14 @@ def build_classes(results: dict[str, dict[str, Any]]) -> list[str]:
             if t.get("action") != "build_wheel" or not data.get("key") or t.get("status") == "skipped":
                 continue
             c = classes.setdefault(data["key"], {"hosts": [], "data": data, "builder": None, "failed": [],
-                                                 "refused": [], "unfinished": False})
+                                                 "refused": [], "unfinished": False, "built": []})
             c["hosts"].append(host)
             if data.get("pushed_from"):
                 c["builder"] = c["builder"] or data["pushed_from"]
             elif t.get("status") in ("ok", "changed"):
                 if not data.get("reused"):
-                    c["builder"] = host
+                    c["builder"] = c["builder"] or host
+                    c["built"].append(host)
             elif data.get("role") != "push":  # this host's own build failed (a failed push is the receiver's),
                 c["refused" if data.get("preflight") else "failed"].append(host)  # or its preflight refused it
             else:
@@ -237,7 +240,12 @@ def build_classes(results: dict[str, dict[str, Any]]) -> list[str]:
         sass = " ".join(d.get("sass") or [f"arch {d.get('archs')}"])
         # only a build that succeeded names its builder (new-user trial: a class whose every build
         # failed read "(built on gpu04)")
-        how = (f"built on {c['builder']}" if c["builder"] else f"build failed on {fold_hosts(c['failed'])}"
+        # several members built their own (--build each): never one of them named for all (fresh
+        # operator's trial: both hosts logged "built", the class line named one)
+        built = c["built"] if len(c["built"]) > 1 else []
+        how = ("built on each host" if built and len(built) == len(c["hosts"]) else
+               f"built on each of {fold_hosts(built)}" if built else
+               f"built on {c['builder']}" if c["builder"] else f"build failed on {fold_hosts(c['failed'])}"
                if c["failed"] else f"not built: preflight failed on {fold_hosts(c['refused'])}" if c["refused"]
                else "not built" if c["unfinished"] else "reused")
         plat = " ".join(str(x) for x in (inputs.get("platform"), inputs.get("libc")) if x)

@@ -212,21 +212,32 @@ def first_error_line(res: CommandResult) -> str:
     """The most telling line of a failed command, for the one-line summary.
 
     A compiler's own diagnostic (``file.cu(13): error: ...``, ``file.cpp:3:5: error: ...``,
-    ``nvcc fatal : ...``, ``CMake Error at ...`` with its indented message) wins over the front
-    end's wrap-up (pip's ``Failed to build``): the first such line is the cause, the rest follow
-    from it. Otherwise the last ``error``-looking line, else stderr's last line (where a program
-    says why it failed: ``env: '.../python3': No such file or directory``), else stdout's. A build's
-    or an install's failure is named by :func:`fleetctl.tasks.causes.cause_line`, which falls back
-    to this.
+    nvcc's ``nvcc fatal   : ...`` and ``nvcc error   : ...`` (a tool it ran died: ``'ptxas' died
+    due to signal 11``; runs of blanks squeezed), ``CMake Error at ...`` with its indented message)
+    wins over the front end's wrap-up (pip's ``Failed to build``): the first such line is the
+    cause, the rest follow from it. Ninja's ``FAILED: OBJECT`` (the object it could not build)
+    follows a compiler line that names no source file (nvcc's own) as ``(building OBJECT)``;
+    without a compiler line it is the line itself. Otherwise
+    the last ``error``-looking line, else stderr's last line (where a program says why it failed:
+    ``env: '.../python3': No such file or directory``), else stdout's. A build's or an install's
+    failure is named by :func:`fleetctl.tasks.causes.cause_line`, which falls back to this.
     """
     raw = (res.stderr_text + "\n" + res.stdout_text).splitlines()
     lines = [ln.strip() for ln in raw if ln.strip()]
+    failed = next((m for m in map(_NINJA_FAILED.match, raw) if m), None)
     for i, line in enumerate(raw):
         line = line.strip()
         if _COMPILER_ERROR.search(line):
             if line.startswith("CMake Error") and line.endswith(":"):
                 line = _cmake_message(line, raw, i)
+            if line.startswith("nvcc "):
+                line = " ".join(line.split())
+            if failed is not None and not _AT_SOURCE.match(line):  # nvcc's own line names no file
+                obj = f" (building {failed[1]})"
+                return (line[:300 - len(obj)] + obj) if len(obj) < 150 else line[:300]
             return line[:300]
+    if failed is not None:
+        return failed[0].strip()[:300]
     for line in reversed(lines):
         if re.search(r"error|fatal|failed|not found|killed|Traceback", line, re.I):
             return line[:300]
@@ -262,8 +273,14 @@ def _cmake_message(line: str, raw: list[str], i: int) -> str:
 
 _COMPILER_ERROR = re.compile(
     r"^\S+?(\(\d+\)|:\d+(:\d+)?): (fatal )?error\b"       # nvcc/EDG file(13): error, gcc file:3:5: error
-    r"|\bnvcc fatal\s*:|^CMake Error\b|^ld(\.\w+)?: .*error|^error: command '.*' failed"
+    r"|\bnvcc (fatal|error)\s*:|^CMake Error\b|^ld(\.\w+)?: .*error|^error: command '.*' failed"
     r"|^ERROR: Could not find a version|^ModuleNotFoundError: ")
+
+
+#: A diagnostic that names its source file and line (``file.cu(13): ``, ``file.cpp:3:5: ``).
+_AT_SOURCE = re.compile(r"^\S+?(\(\d+\)|:\d+(:\d+)?): ")
+#: Ninja's line for the object it could not build (``FAILED: [code=1] OBJ``: ninja 1.12 adds the code).
+_NINJA_FAILED = re.compile(r"^\s*FAILED: (?:\[code=\d+\] )?(\S+)")
 
 
 def result_of(res: CommandResult, *, ok_status: Status = Status.CHANGED, what: str = "") -> TaskResult:

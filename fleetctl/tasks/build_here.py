@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ..build.env import build_environment
@@ -40,7 +41,7 @@ from .causes import cause_line
 from .venv_probe import PIP_INSTALL_ENV
 from .build_record import HOOK_FILES, RECORD_NAME, compiler_mismatch, parse_record, torch_drift
 from .pytool import index_tool, pick_tool
-from .steps import Emit, Fail, Get, Local, Publish, Put, PutFiles, Run, probe
+from .steps import Emit, Fail, Get, Local, Note, Publish, Put, PutFiles, Run, probe
 
 #: Prints the build leftovers present in the tree ``$1`` (one name a line).
 LIST_LEFTOVERS = ('cd "$1" 2>/dev/null || exit 0; for p in build _skbuild .eggs dist *.egg-info; do '
@@ -226,14 +227,23 @@ def _sass_archs(host: HostView, wheel: str, digest: str | None, targets: list[st
                 return out["archs"], out.get("ptx") or [], "on the host", None
         except (ValueError, IndexError):
             pass
-    from ..util.paths import cache_dir
+    import tempfile
+
+    from ..errors import ControllerWriteError
+    from ..util.paths import cache_dir, safe_name
 
     name = posixpath.basename(wheel)
     local = cache_dir() / "sass-check" / (digest or "unknown")[:16] / name
     err = yield Get(remote=wheel, local=str(local), after_change=True, reason="check the SASS on the controller")
+    scratch = isinstance(err, ControllerWriteError)
+    if scratch:  # the cache is an optimisation: a finished build is never lost to it
+        yield Note(message=f"warning: {err}; the wheel is checked from a temporary copy, removed after the check")
+        local = (Path(tempfile.gettempdir()) / f"fleetctl-sass-{safe_name(host.name)}-{(digest or 'unknown')[:16]}"
+                 / name)
+        err = yield Get(remote=wheel, local=str(local), after_change=True, reason="check the SASS on the controller")
     if err is not None:
         return [], [], "on the controller", f"cannot fetch the wheel to check it: {err}"
-    out = yield Local(fn=wheel_sass_local, args=(str(local_script), str(local)), after_change=True,
+    out = yield Local(fn=wheel_sass_local, args=(str(local_script), str(local), scratch), after_change=True,
                       assume=assume, reason="cuobjdump on the controller")
     if isinstance(out, BaseException):
         return [], [], "on the controller", str(out)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import posixpath
 import re
 import subprocess
@@ -279,10 +280,17 @@ def stale_by_hash(stamp: Mapping[str, Any], digest: str | None, error: str = "")
             "(changed since it was built)")
 
 
-def wheel_sass_local(script: str, wheel: str) -> dict[str, Any]:
+def wheel_sass_local(script: str, wheel: str, remove: bool = False) -> dict[str, Any]:
     """Run the SASS listing script on the controller (in a worker thread, see
-    :class:`~fleetctl.tasks.steps.Local`); ``{"archs": [...], "error": str|None}``."""
-    proc = subprocess.run([sys.executable, script, wheel], capture_output=True, text=True, timeout=300)
+    :class:`~fleetctl.tasks.steps.Local`); ``{"archs": [...], "error": str|None}``. ``remove``: the
+    wheel is a temporary copy: it and its folder are removed afterwards."""
+    try:
+        proc = subprocess.run([sys.executable, script, wheel], capture_output=True, text=True, timeout=300)
+    finally:
+        if remove:
+            import shutil
+
+            shutil.rmtree(os.path.dirname(wheel), ignore_errors=True)
     try:
         return json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):

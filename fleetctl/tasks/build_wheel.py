@@ -308,6 +308,8 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
             data = {"inputs": inputs, "archs": target.get("torch_cuda_arch_list"), **dict(got.data),
                     "wheel": got.remote, "sha256": got.sha256, "size_bytes": size, "mtime_s": mtime, "key": key,
                     "reused": False, "pushed_from": got.builder, "decision": {**decision, "action": "push"}}
+            if got.unpacked_bytes is not None:  # the install's room check, before the wheel is here
+                data["unpacked_bytes"] = got.unpacked_bytes
             err = yield Put(data=stamp_bytes(data), remote=stamp_path, mode=0o600, reason="the build stamp")
             if err is not None:
                 return failed(f"cannot write the build stamp: {err}", decision)

@@ -25,8 +25,9 @@ wins (the end of each stream is scanned, :data:`SCAN_CHARS`: that is where a fai
    UnknownIssuer``), not uv's generic ``client error (Connect)`` nor pip's ``(from versions:
    none)`` alone (fresh operator's trial: a site mirror in pip.conf, uv's failure named no cause).
 6. else :func:`fleetctl.tasks.base.first_error_line`: the compiler's own first diagnostic
-   (``file.cu(13): error``, ``file.cpp:3:5: error``, ``nvcc fatal``, ``CMake Error at ...`` with
-   its message), else the last error-looking line, else stderr's last line.
+   (``file.cu(13): error``, ``file.cpp:3:5: error``, ``nvcc fatal   :``, ``nvcc error   :``,
+   ``CMake Error at ...`` with its message; ninja's ``FAILED:`` object after it), else the last
+   error-looking line, else stderr's last line.
 """
 
 from __future__ import annotations

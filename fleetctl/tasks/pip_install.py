@@ -36,8 +36,10 @@ A venv pip cannot write (not writable by the login user, read-only, full: facts'
 (:func:`fleetctl.facts.venv.install_problem`, which ``fleetctl facts`` warns with); a wheel whose
 unpacked size does not fit the venv's free space is refused before pip runs: pip would stop with
 ENOSPC and leave a partial install. ``--plan``, ``--dry-run`` and the deploy use one estimate of
-that room (:func:`fleetctl.facts.venv.install_need_mib`); a wheel not built yet (``--plan``, a
-deploy's planning pass) counts its estimate, so a venv without room is refused before the build.
+that room (:func:`fleetctl.facts.venv.install_need_mib`); a wheel not on the host yet (``--plan``, a
+deploy's planning pass) counts the real unpacked size of its arch class's wheel when the controller's
+cache holds it (a member is pushed it), else the estimate for a wheel not built yet, so a venv
+without room is refused before the build.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import fnmatch
 import json
 import posixpath
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import field_validator
@@ -141,20 +144,29 @@ def _reinstall_argv(args: PipInstallArgs, python: str, uv: str | None):
         wheel=wheel, force_reinstall=True, no_deps=True, tool=args.tool))
 
 
-def _room_for(host: HostView, wheel: str):
+def _room_for(host: HostView, wheel: str, stamp: Mapping[str, Any]):
     """Plan steps: the line refusing a venv whose site-packages lacks the room the install of
     ``wheel`` needs (:func:`fleetctl.facts.venv.install_need_mib`: its unpacked size, asked when
-    the venv has under :data:`SIZE_ASKED_BELOW_MIB` free; a wheel not built yet, in ``--plan`` or
-    a deploy's planning pass, counts the estimate), or None."""
+    the venv has under :data:`SIZE_ASKED_BELOW_MIB` free), or None. A wheel not on the host yet
+    (``--plan``, a deploy's planning pass) counts the unpacked size its build stamp names (a
+    member pushed its class's wheel from the controller's cache: ``unpacked_bytes``), else the
+    estimate for a wheel not built yet."""
     free = ((host.facts.get("python") or {}).get("site_packages_fs") or {}).get("free_mib")
     if not isinstance(free, int) or free >= SIZE_ASKED_BELOW_MIB:
         return None
     size = yield probe((host.python, "-c", UNPACKED_SIZE, wheel), f"the unpacked size of {posixpath.basename(wheel)}",
                        env=CLEAN_PYTHON_ENV, cwd="/")
-    measured = size.rc == 0 and size.stdout_text.strip().isdigit()
-    need = install_need_mib(int(size.stdout_text.strip()) if measured else None)
-    what = (f"{posixpath.basename(wheel)} (unpacked, with a margin)" if measured else
-            f"{posixpath.basename(wheel)} (not built yet: taken as {UNBUILT_WHEEL_MIB} MiB unpacked, with a margin)")
+    name = posixpath.basename(wheel)
+    cached = stamp.get("unpacked_bytes")
+    if size.rc == 0 and size.stdout_text.strip().isdigit():
+        need, what = install_need_mib(int(size.stdout_text.strip())), f"{name} (unpacked, with a margin)"
+    elif isinstance(cached, int) and not isinstance(cached, bool):
+        need = install_need_mib(cached)
+        what = (f"{name} (the arch class's wheel in the controller's cache: {-(-cached // 1048576)} MiB unpacked, "
+                "with a margin)")
+    else:
+        need = install_need_mib(None)
+        what = f"{name} (not built yet: taken as {UNBUILT_WHEEL_MIB} MiB unpacked, with a margin)"
     return install_problem(host.facts, need, what)
 
 
@@ -263,7 +275,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                         reason="dependencies may be installed, torch may not move")
         if err is not None:
             return TaskResult(Status.FAILED, msg=f"cannot write the install constraints: {err}")
-    full = yield from _room_for(host, wheel)
+    full = yield from _room_for(host, wheel, stamp)
     if full:  # facts and probes alone: stops the host while planning, before the build of the wheel
         return TaskResult(Status.FAILED, msg=f"preflight: {full}; nothing was installed", preflight=True,
                           data={"decision": {**decision, "action": "fail"}, "preflight": [full]})

@@ -307,13 +307,15 @@ class Fetch(Step):
 @dataclass(frozen=True)
 class ClassWheel:
     """A class's wheel as a member received it: file ``name``, ``sha256``, the ``builder`` host,
-    the ``remote`` path it now has on this host, and the builder's build record ``data``."""
+    the ``remote`` path it now has on this host, the builder's build record ``data``, and the
+    bytes it unpacks to (``unpacked_bytes``, from the controller's cache; None when unknown)."""
 
     name: str
     sha256: str
     builder: str
     remote: str
     data: Mapping[str, Any]
+    unpacked_bytes: int | None = None
 
 
 @dataclass(frozen=True)
