@@ -33,7 +33,7 @@ def test_a_cache_or_state_folder_that_cannot_be_written_is_refused_before_any_ho
     a_file.write_text("x")
     for variable, value in (("XDG_CACHE_HOME", a_file), ("FLEETCTL_HOME", a_file / "state"),
                             ("XDG_STATE_HOME", a_file)):
-        env = {variable: str(value), **({"FLEETCTL_HOME": ""} if variable == "XDG_STATE_HOME" else {})}
+        env = {variable: str(value), **({"FLEETCTL_HOME": None} if variable == "XDG_STATE_HOME" else {})}
         for mode in (["--plan"], []):
             res = fleetctl("-i", str(inv), "deploy", "--hosts", "fleet", *mode, home=tmp_path, env=env, timeout_s=120)
             assert res.returncode == 2, (variable, mode, res.stdout[-2000:], res.stderr[-2000:])

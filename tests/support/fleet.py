@@ -23,9 +23,10 @@ def write_inventory(path: Path, groups: dict[str, dict[str, dict[str, Any]]], al
 
 def fleetctl(*args: str, home: Path, timeout_s: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``python -m fleetctl.cli ARGS`` (the real CLI) with FLEETCTL_HOME=home and the wheel cache
-    under it (nothing in the real ``~``); never through a shell."""
-    full_env = {**os.environ, "FLEETCTL_HOME": str(home), "XDG_CACHE_HOME": str(Path(home) / "cache"),
-                **(env or {})}
+    under it (nothing in the real ``~``); never through a shell. A None value in ``env`` unsets that
+    variable (e.g. FLEETCTL_HOME, so that XDG_STATE_HOME decides: set but empty is refused)."""
+    full = {**os.environ, "FLEETCTL_HOME": str(home), "XDG_CACHE_HOME": str(Path(home) / "cache"), **(env or {})}
+    full_env = {k: v for k, v in full.items() if v is not None}
     return subprocess.run([sys.executable, "-m", "fleetctl", *args], capture_output=True, text=True,
                           timeout=timeout_s, env=full_env, cwd=REPO)
 
