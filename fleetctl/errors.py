@@ -142,12 +142,15 @@ class CommandTimeout(FleetError):
 class CommandNotStarted(FleetError):
     """The host's login shell ended before it ran a command (an rc file's ``exit`` or ``exec``, a
     ``nologin`` shell: see :mod:`fleetctl.connection.login_output`): the command did not run, so
-    it has no exit status of its own. ``cause``: one line naming the shell and the files to look at."""
+    it has no exit status of its own. ``cause``: one line naming the shell and the files to look at.
+    ``printed``: every byte the login shell printed before it ended, ``(stdout, stderr)``: no output
+    of the command, yet the host's (the engine writes it to the host's log)."""
 
-    def __init__(self, host: str, argv: list[str], cause: str) -> None:
+    def __init__(self, host: str, argv: list[str], cause: str, printed: tuple[bytes, bytes] = (b"", b"")) -> None:
         self.host = host
         self.argv = argv
         self.cause = cause
+        self.printed = printed
         super().__init__(f"{host}: {cause}")
 
 

@@ -155,3 +155,23 @@ def test_a_nologin_account_is_named_as_the_cause_and_its_words_are_no_command_ou
     assert doc["u5-nologin"]["stdout"] == "" and doc["u5-nologin"]["error"] == cause, doc
     facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path)
     assert facts.returncode == 1 and json.loads(facts.stdout)["u5-nologin"]["error"] == cause, facts.stdout
+
+
+def test_a_login_shell_that_dies_is_quoted_on_both_streams_and_its_bytes_are_in_the_host_log(sshd_farm, tmp_path):
+    """Operator trial: ``.zshenv`` ending ``echo "zshenv: broken module" >&2; exit 3`` failed the
+    host quoting only its stdout line, and ``logs/hzsh.log`` was empty (the stderr line only in
+    events.jsonl). The cause quotes both streams, stderr first; the host's log holds every byte
+    (never as the command's output on the terminal); ``fleetctl logs`` shows them."""
+    host = sshd_farm.start("ex-zsh-stderr", shell="zsh")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"hzsh": host.inventory_vars(sshd_farm.known_hosts)}})
+    with EndingRc(host, ".zshenv", 'echo "zshenv says hi"\necho "zshenv: broken module" >&2\nexit 3\n'):
+        res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--", "true", home=tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    failed = next(ln for ln in res.stderr.splitlines() if ln.startswith("hzsh: FAILED: "))
+    assert failed.endswith("; it printed on stderr: zshenv: broken module; on stdout: zshenv says hi"), failed
+    assert "zshenv says hi" not in res.stdout, res.stdout  # not `true`'s output
+    run = last_run(tmp_path)
+    log = (run / "logs" / "hzsh.log").read_bytes()
+    assert b"out| zshenv says hi\n" in log and b"err| zshenv: broken module\n" in log, log
+    shown = fleetctl("logs", run.name, "--host", "hzsh", home=tmp_path)
+    assert "zshenv: broken module" in shown.stdout and "zshenv says hi" in shown.stdout, shown.stdout + shown.stderr

@@ -29,11 +29,14 @@ class OutputLine:
             of a stream may lack it).
         partial: True when the line goes on in the next :class:`OutputLine` of the same stream (a
             line longer than 1 MiB arrives in pieces; see :mod:`fleetctl.connection.streams`).
+        login: True when the login shell printed it before it ended without running the command
+            (:attr:`Connection.on_login_line`): the host's bytes, no command's output.
     """
 
     stream: Stream
     data: bytes
     partial: bool = False
+    login: bool = False
 
     @property
     def text(self) -> str:
@@ -124,6 +127,10 @@ class Connection(abc.ABC):
     #: Set by the engine: called with one line the connection learnt about the host on its own
     #: (an SSH server without SFTP, so files go over exec channels), at most once per fact.
     on_note: Callable[[str], None] | None = None
+    #: Set by the engine: called with each line (``login=True``) that the login shell printed
+    #: before it ended without running a command (:class:`~fleetctl.errors.CommandNotStarted`),
+    #: just before that is raised, so the host's log keeps every byte the host printed.
+    on_login_line: Callable[[OutputLine], None] | None = None
 
     async def __aenter__(self) -> "Connection":
         await self.open()

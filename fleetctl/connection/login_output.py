@@ -111,7 +111,8 @@ def login_stall_message(shell: str, waited_s: float, ssh: str) -> str:
             f"command is slow or waits (look at {', '.join((*files, *SSHD_RC_FILES))}; try: time {ssh} true)")
 
 
-def not_started_message(shell: str, ssh: str, *, rc: int | None, signal: str | None, printed: bytes = b"") -> str:
+def not_started_message(shell: str, ssh: str, *, rc: int | None, signal: str | None, printed: bytes = b"",
+                        printed_err: bytes = b"") -> str:
     """Why a command whose channel ended before its marker never ran: ``the remote login shell
     (bash) exited with status 0 before running the command: ...``, naming the files that can end
     it (:data:`RC_FILES` for ``shell``, the path or name of the login shell, "" when not known:
@@ -125,19 +126,33 @@ def not_started_message(shell: str, ssh: str, *, rc: int | None, signal: str | N
     ``nologin``'s own words, :data:`NOLOGIN_SAYS`, in what it printed) is named as the cause:
     ``the login shell of the account is nologin: it runs no commands ...``."""
     name = posixpath.basename(shell)
-    said = next((ln.strip() for ln in printed.decode("utf-8", "replace").splitlines() if ln.strip()), "")
-    if name in NO_COMMAND_SHELLS or NOLOGIN_SAYS in printed:
+    said = quote_printed(printed, printed_err)
+    if name in NO_COMMAND_SHELLS or NOLOGIN_SAYS in printed + printed_err:
         which = name if name in NO_COMMAND_SHELLS else "nologin"
         return (f"the login shell of the account is {which}: it runs no commands, so none ran (the account cannot "
                 "be deployed to); give the account a login shell (as root: chsh -s /bin/bash USER) or log in as "
-                f"another account (ansible_user); try: {ssh} echo ok" + (f"; it printed: {said[:200]}" if said else ""))
+                f"another account (ansible_user); try: {ssh} echo ok" + (f"; it printed{said}" if said else ""))
     files = RC_FILES.get(name, ()) if name else ANY_SHELL_RC_FILES
     who = f"the remote login shell ({name})" if name else "the remote login shell"
     how = (f"exited with status {rc}" if rc is not None else f"was killed by signal {signal}" if signal
            else "ended without an exit status")
     return (f"{who} {how} before running the command: a file it reads before every ssh command ends it "
             f"(an `exit`, `exec` or `logout` there; look at {', '.join(files)}), or the login shell does not run "
-            f"commands (nologin); try: {ssh} echo ok" + (f"; it printed: {said[:200]}" if said else ""))
+            f"commands (nologin); try: {ssh} echo ok" + (f"; it printed{said}" if said else ""))
+
+
+def quote_printed(out: bytes, err: bytes, limit: int = 200) -> str:
+    """What a login shell printed before it ended, for :func:`not_started_message`: each stream's
+    non-blank lines joined by `` | `` (at most ``limit`` characters a stream), ``": TEXT"`` when
+    one stream holds any, ``" on stderr: ERR; on stdout: OUT"`` when both do (stderr first: the
+    cause is written there); "" when neither does."""
+    def lines(data: bytes) -> str:
+        return " | ".join(ln.strip() for ln in data.decode("utf-8", "replace").splitlines() if ln.strip())[:limit]
+
+    said_out, said_err = lines(out), lines(err)
+    if said_out and said_err:
+        return f" on stderr: {said_err}; on stdout: {said_out}"
+    return f": {said_err or said_out}" if said_err or said_out else ""
 
 
 def login_output_note(text: bytes) -> str | None:
@@ -163,7 +178,8 @@ def parse_login_answer(stdout: bytes, stderr: bytes, marker: str, *, host: str, 
     before, marked, after = stdout.partition(marker.encode("ascii") + b"\n")
     if not marked:  # the login shell ended before it ran this one either
         raise CommandNotStarted(host, ["echo"], not_started_message(shell, ssh, rc=rc, signal=signal,
-                                                                    printed=before + b"\n" + stderr))
+                                                                    printed=before, printed_err=stderr),
+                                printed=(before, stderr))
     lines = after.decode("utf-8", "replace").strip().splitlines()
     if len(lines) < 2:
         return (lines[-1].strip() if lines else ""), ""
@@ -171,11 +187,15 @@ def parse_login_answer(stdout: bytes, stderr: bytes, marker: str, *, host: str, 
 
 
 def check_started(reader: "SkipLogin", host: str, argv: list[str], shell: str, *, rc: int | None,
-                  signal: str | None, ssh: str, printed: bytes = b"") -> None:
+                  signal: str | None, ssh: str, printed: bytes = b"", printed_err: bytes = b"") -> None:
     """Raise :class:`~fleetctl.errors.CommandNotStarted` when ``reader``'s channel ended before
-    its marker came (see :func:`not_started_message`); the command's exit status means nothing then."""
+    its marker came (see :func:`not_started_message`; ``printed``/``printed_err``: all the login
+    shell printed on stdout/stderr, kept in the error's ``printed`` for the host's log); the
+    command's exit status means nothing then."""
     if reader.ended_early:
-        raise CommandNotStarted(host, argv, not_started_message(shell, ssh, rc=rc, signal=signal, printed=printed))
+        raise CommandNotStarted(host, argv, not_started_message(shell, ssh, rc=rc, signal=signal, printed=printed,
+                                                                printed_err=printed_err),
+                                printed=(printed, printed_err))
 
 
 class SkipLogin:

@@ -39,13 +39,14 @@ never ran (:class:`~fleetctl.errors.CommandNotStarted`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 
 import asyncssh
 
-from ..errors import HostUnreachable
-from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback
+from ..errors import CommandNotStarted, HostUnreachable
+from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback, OutputLine
 from .command import remote_command_line
 from .lifeline import lifeline_s
 from .login_output import (LOGIN_OUTPUT_NOTE, NO_HOME, LoginWatch, login_output_note, login_stall_message, marked_both,
@@ -221,7 +222,7 @@ class SSHConnection(SFTPFiles, Connection):
                               max_sessions=self.max_sessions, ssh_config=self.ssh_config,
                               ssh_options=self.ssh_options)
         other._target = self._target
-        other._no_sftp, other.on_note = self._no_sftp, self.on_note
+        other._no_sftp, other.on_note, other.on_login_line = self._no_sftp, self.on_note, self.on_login_line
         other.login_shell, other.home, other.home_missing = self.login_shell, self.home, self.home_missing
         await other.open()
         return other
@@ -253,9 +254,23 @@ class SSHConnection(SFTPFiles, Connection):
             await self._sessions.release()
         if res.stderr and NO_HOME in res.stderr:
             self.home_missing = True  # sshd's own message (session.c do_child)
-        return parse_login_answer(res.stdout or b"", res.stderr or b"", self._marker, host=self.host, ssh=self.ssh_hint(),
-                                  shell=self.login_shell, rc=res.exit_status,
-                                  signal=res.exit_signal and res.exit_signal[0])
+        with self._login_lines():
+            return parse_login_answer(res.stdout or b"", res.stderr or b"", self._marker, host=self.host,
+                                      ssh=self.ssh_hint(), shell=self.login_shell, rc=res.exit_status,
+                                      signal=res.exit_signal and res.exit_signal[0])
+
+    @contextlib.contextmanager
+    def _login_lines(self):
+        """Around what may raise :class:`CommandNotStarted`: its ``printed`` bytes go to
+        :attr:`on_login_line` line by line (stdout's, then stderr's) before it goes on."""
+        try:
+            yield
+        except CommandNotStarted as exc:
+            if self.on_login_line is not None:
+                for stream, data in zip(("stdout", "stderr"), exc.printed):
+                    for piece in data.splitlines(keepends=True):
+                        self.on_login_line(OutputLine(stream, piece, login=True))
+            raise
 
     async def close(self) -> None:
         """Close SFTP and the connection (and let go of shared jump hosts); safe to call twice."""
@@ -375,4 +390,6 @@ class SSHConnection(SFTPFiles, Connection):
                 self._pinned -= 1
             await self._sessions.release()
         self._note_login_output(channel.reader.login_output + channel.err_reader.login_output)
-        return channel.result(connection_closed=conn.is_closed(), login_shell=self.login_shell, ssh=self.ssh_hint())
+        with self._login_lines():
+            return channel.result(connection_closed=conn.is_closed(), login_shell=self.login_shell,
+                                  ssh=self.ssh_hint())

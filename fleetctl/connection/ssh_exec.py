@@ -172,7 +172,7 @@ class ExecChannel:
         stderr, stderr_dropped = self._err.result()
         # what the login shell printed before it ended is no output of the command (it never ran)
         check_started(self.reader, self.host, self.argv, login_shell, rc=rc, signal=sig, ssh=ssh,
-                      printed=self.reader.login_output + b"\n" + self.err_reader.login_output + stderr)
+                      printed=self.reader.login_output, printed_err=self.err_reader.login_output + stderr)
         if self.err_reader.ended_early and self.err_reader.login_output:  # the command ran: its stderr
             stderr = self.err_reader.login_output + stderr
         return CommandResult(argv=self.argv, rc=rc, stdout=stdout, stderr=stderr, signal=sig,

@@ -59,6 +59,7 @@ async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunMod
                 conn = scopes[host.connection].connection(host_ref(host))
                 # what the connection learns on its own (a login shell's banner) goes to the record
                 conn.on_note = lambda message, name=host.name: observers.emit("note.added", name, message=message)
+                conn.on_login_line = lambda ln, name=host.name: observers.line(name, ln, False)  # the log keeps it
                 await conn.open()
 
                 def line(ln: OutputLine) -> None:
@@ -120,6 +121,7 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
                 # what the connection learns on its own (a login shell's banner) goes to the record
                 session.conn.on_note = lambda message, name=host.name: observers.emit("note.added", name,
                                                                                       message=message)
+                session.conn.on_login_line = lambda ln, name=host.name: observers.line(name, ln, False)
                 if session.conn.holds_stdin:
                     # facts change nothing on a host (as Ansible's setup module): no run folder, no id file
                     started = await start_host(session, facts=True, lock=False, remembered=[], timeout_s=timeout_s,

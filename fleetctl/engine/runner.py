@@ -285,6 +285,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                                status="ok"))
         record_connection(run, observers, host.name, getattr(session.conn, "stats", None))
         session.conn.on_note = lambda message, name=host.name: observers.emit("note.added", name, message=message)
+        session.conn.on_login_line = lambda ln, name=host.name: observers.line(name, ln, False)  # the log keeps it
         sessions[host.name] = session
         try:
             await first_command(session, run, observers, opts.deadlines, spans, facts=playbook.gather_facts,

@@ -200,7 +200,9 @@ class RunRecord:
         with self._lock:
             fh = self.host_log(host)
             # fleetctl's own protocol lines (never shown) keep their bytes, marked apart from the host's
-            mark = b"~ " if not shown else b"+ " if key in self._continues else b"| "
+            # (a login shell's last words before it ended, ``login``, are the host's: not shown, yet ``| ``)
+            mark = (b"~ " if not shown and not getattr(line, "login", False) else b"+ " if key in self._continues
+                    else b"| ")
             if getattr(line, "partial", False):
                 self._continues.add(key)
             else:
