@@ -61,6 +61,27 @@ def test_plan_names_as_builder_the_member_the_deploy_builds_on_not_one_that_fail
         assert record["hosts"]["cA"]["status"] == "ok" and record["hosts"]["cB"]["status"] == "failed"
 
 
+def test_plan_never_names_a_refused_member_as_builder_even_when_it_is_the_only_one(sshd_farm, tmp_path):
+    """Operator trial: ``--plan`` ended with ``4136a9c112ec9fc3 hro 9.0a ... (build on hro)`` for a
+    class whose one member the plan refused (its venv could not be installed into): the deploy
+    refuses it before any command, so nothing builds. The class says it has no builder."""
+    play = _setup(tmp_path)
+    with tmpfs(tmp_path / "disk", "48m") as disk:
+        h = sshd_farm.start("cR")
+        write_fake_nvidia_smi(h.bin_dir, [H200])
+        venv = make_host_venv(disk / "venv-cR")
+        fill(disk)
+        inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"cR": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                       "workdir": str(tmp_path / "work"), "venv": venv}}})
+        plan = fleetctl("-i", str(inv), "deploy", "--hosts", "fleet", "--playbook", str(play), "--plan",
+                        home=tmp_path, timeout_s=600, env={"COLUMNS": "250"})
+    assert plan.returncode == 1 and "has 0 MiB free" in plan.stdout, plan.stdout[-3000:] + plan.stderr[-3000:]
+    assert "(build on cR)" not in plan.stdout, plan.stdout
+    classes = [" ".join(ln.split()) for ln in plan.stdout.splitlines() if "(no builder: " in ln]
+    assert len(classes) == 1 and " cR 9.0a " in classes[0] and classes[0].endswith(
+        "(no builder: every member is refused)"), plan.stdout
+
+
 SHARED_PLAY = """\
 name: one venv, two users
 hosts: all

@@ -367,8 +367,11 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                     plans[name] = await plan_pass(sessions[name], playbook, tasks, selected, run,
                                               planning_observers if apply else observers, classes, pass_opts)
             if not apply:
-                finish_host(run, observers, name, plans.pop(name), first.get(name, []),
-                        stats=getattr(sessions[name].conn, "stats", None))
+                planned = plans.pop(name)
+                if planned.blocking is not None:  # --plan's class line never names it as a builder
+                    planned.blocking.data = {**planned.blocking.data, "refused_while_planning": True}
+                finish_host(run, observers, name, planned, first.get(name, []),
+                            stats=getattr(sessions[name].conn, "stats", None))
                 return
             await apply_one(host)
         finally:

@@ -25,7 +25,11 @@ def plan_classes(rows: dict[str, dict[str, Any]]) -> list[str]:
     neither the builder nor one receiving the wheel, whatever its build row said (new-user trial:
     ``(build on b-other)`` for a host that failed planning, the deploy then ``built on a-pv``).
     Only when no member that plans through builds is a failed member with the role ``build`` the
-    builder: it builds, and fails at a later task (``fail`` after the build). When several
+    builder: it builds, and fails at a later task (``fail`` after the build); never one the plan
+    refused (a task of its failed before any command would run, marked ``refused_while_planning``
+    by the engine: a venv it cannot write), which the deploy refuses before it builds (operator
+    trial: ``(build on hro)`` for a host whose venv was not writable). A class whose members are
+    all refused says ``(no builder: every member is refused)``. When several
     members build their own (``--build each``): ``(build on each host)``, or ``(build on each of
     HOSTS)`` when the others reuse theirs."""
     from ..inventory import fold_hosts
@@ -35,20 +39,25 @@ def plan_classes(rows: dict[str, dict[str, Any]]) -> list[str]:
         for b in r.get("builds", []):
             if not b.get("key") or b["action"] == "fail":
                 continue
-            c = classes.setdefault(b["key"], {"hosts": [], "b": b, "builds": [], "failed": set()})
+            c = classes.setdefault(b["key"], {"hosts": [], "b": b, "builds": [], "failed": set(), "refused": []})
             c["hosts"].append(host)
             if r.get("status") != "ok":
                 c["failed"].add(host)
-            if b["action"].startswith("build"):
+            if r.get("refused"):
+                c["refused"].append(host)
+            elif b["action"].startswith("build"):
                 c["builds"].append(host)
     for c in classes.values():
         c["builder"] = next((h for h in c["builds"] if h not in c["failed"]), c["builds"][0] if c["builds"] else None)
         c["hosts"] = [h for h in c["hosts"] if h not in c["failed"] or h == c["builder"]]
     lines = []
     for key, c in classes.items():
-        if not c["hosts"]:  # every member fails planning: each row says why
-            continue
         b = c["b"]
+        if not c["hosts"]:  # every member fails planning: each row says why
+            if c["refused"] and len(c["refused"]) == len(c["failed"]):
+                lines.append(f"{key} {fold_hosts(c['refused'])} {b.get('archs') or '?'} "
+                             f"{b.get('platform') or 'platform unknown'} (no builder: every member is refused)")
+            continue
         builds = [h for h in c["builds"] if h in c["hosts"]]
         how = ("build on each host" if len(builds) > 1 and len(builds) == len(c["hosts"]) else
                f"build on each of {fold_hosts(builds)}" if len(builds) > 1 else
@@ -81,8 +90,9 @@ def planned_msg(status: str, msg: str) -> str:
 
 
 def plan_rows(hosts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per host, ``--plan``'s view of a planned run: ``{"status", "error"?, "builds": [...],
-    "tasks": [...]}``. A build row's ``action`` is ``build``, ``push`` (the class's wheel comes
+    """Per host, ``--plan``'s view of a planned run: ``{"status", "error"?, "refused"?, "builds":
+    [...], "tasks": [...]}`` (``refused``: a task failed while planning, before any command would
+    run: the deploy refuses the host). A build row's ``action`` is ``build``, ``push`` (the class's wheel comes
     from another member), ``reinstall`` (this host holds the wheel but another is installed) or
     ``skip`` (the wheel for exactly these inputs is installed); ``changed`` names the inputs that
     differ from the installed wheel's; ``why`` a reinstall's cause, the install's own (``nothing
@@ -98,6 +108,8 @@ def plan_rows(hosts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
                                          for t in tasks]}
         if r.get("error"):
             row["error"] = r["error"]
+        if any((t.get("data") or {}).get("refused_while_planning") for t in tasks):
+            row["refused"] = True  # the deploy refuses it before any command: it builds nothing
         installs = [t for t in tasks if t.get("action") == "pip_install"]
         builds = []
         for t in tasks:
