@@ -30,7 +30,7 @@ from .wheelcache import BuiltWheel, run_scratch, store_wheel, unpacked_size, whe
 __all__ = ["CLASS_STEPS", "ClassSteps"]
 
 #: The steps :class:`ClassSteps` runs.
-CLASS_STEPS = (S.ClassRole, S.Unreached, S.TargetClaim, S.Publish, S.Fail, S.Fetch)
+CLASS_STEPS = (S.ClassRole, S.Unreached, S.TargetClaim, S.Publish, S.Fail, S.Fetch, S.CachedWheelSize)
 
 #: Moves a broadcast wheel from its staging path ($1, ``<staging>/<run>/<key16>/<name>``) to the
 #: member's wheel folder ($2), then removes the two staging folders if nothing else is left in them
@@ -120,6 +120,11 @@ class ClassSteps:
                 self.observers.emit("note.added", self.host, message=f"{why}: never pushed; a member builds or "
                                                                      "serves the class's wheel when one lacks it")
         return self.role(step)
+
+    async def _do_cachedwheelsize(self, step: S.CachedWheelSize) -> int | None:
+        """The unpacked bytes of the cache's wheel for ``step.key`` (checked in a worker thread: it
+        may be hashed), whether or not this run reuses it (``--force``); ``None`` when none."""
+        return await asyncio.to_thread(self.classes.wheels.cached_unpacked, step.key)
 
     async def _do_unreached(self, step: S.Unreached) -> str:
         """While planning the class's roles are chosen again without this host; applying, they are

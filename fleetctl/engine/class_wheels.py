@@ -94,6 +94,14 @@ class ClassWheels:
         if key not in self._checked:
             self._checked[key] = check_cached(key)
 
+    def cached_unpacked(self, key: str) -> int | None:
+        """The bytes the controller cache's wheel for ``key`` unpacks to, even for a :attr:`fresh`
+        class (``--force`` rebuilds it from the same inputs): an install's room estimate; ``None``
+        when the cache holds none or its record does not say."""
+        self.check_cache(key)
+        wheel = self._checked[key][0]
+        return wheel.unpacked_bytes if wheel is not None else None
+
     def cache_problem(self, key: str) -> str | None:
         """Why the cache's wheel for ``key`` is not used (one line), the first time it is asked in
         this run; ``None`` after that, or when there is nothing to say."""

@@ -67,7 +67,7 @@ from .install_target import INSTALL_RECORD, dropped_by, shared_message, target_i
 from .envs import STAGED_FACT
 from .pip_rollback import damaged_since_built, keep_wheel, roll_back
 from .pytool import index_tool, pick_tool
-from .steps import Note, Put, Run, TargetClaim, probe
+from .steps import CachedWheelSize, Note, Put, Run, TargetClaim, probe
 from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, misplaced, norm_dist,
                          outside_copy, outside_note, parse_state, state_failure)
 from .venv_state import record_path as venv_record
@@ -150,7 +150,9 @@ def _room_for(host: HostView, wheel: str, stamp: Mapping[str, Any]):
     the venv has under :data:`SIZE_ASKED_BELOW_MIB` free), or None. A wheel not on the host yet
     (``--plan``, a deploy's planning pass) counts the unpacked size its build stamp names (a
     member pushed its class's wheel from the controller's cache: ``unpacked_bytes``), else the
-    estimate for a wheel not built yet."""
+    estimate for a wheel not built yet. A wheel this run builds (``--force`` too: the same
+    inputs) counts the size of the controller cache's wheel of its class key when there is one
+    (:class:`~fleetctl.tasks.steps.CachedWheelSize`), else :data:`UNBUILT_WHEEL_MIB`."""
     free = ((host.facts.get("python") or {}).get("site_packages_fs") or {}).get("free_mib")
     if not isinstance(free, int) or free >= SIZE_ASKED_BELOW_MIB:
         return None
@@ -158,6 +160,8 @@ def _room_for(host: HostView, wheel: str, stamp: Mapping[str, Any]):
                        env=CLEAN_PYTHON_ENV, cwd="/")
     name = posixpath.basename(wheel)
     cached = stamp.get("unpacked_bytes")
+    if not (size.rc == 0 and size.stdout_text.strip().isdigit()) and not isinstance(cached, int) and stamp.get("key"):
+        cached = yield CachedWheelSize(key=str(stamp["key"]), reason="the unpacked size of the class's cached wheel")
     if size.rc == 0 and size.stdout_text.strip().isdigit():
         need, what = install_need_mib(int(size.stdout_text.strip())), f"{name} (unpacked, with a margin)"
     elif isinstance(cached, int) and not isinstance(cached, bool):
@@ -173,8 +177,10 @@ def _room_for(host: HostView, wheel: str, stamp: Mapping[str, Any]):
 def plan(args: PipInstallArgs, host: HostView) -> Plan:
     """Install unless this exact wheel is what the venv holds; FAILED (and rolled back) if torch moved."""
     wheel = args.wheel
-    full = install_problem(host.facts) if host.venv else None
-    if full:  # facts alone: stops the host while planning, before anything is built or installed
+    # facts alone: a venv pip cannot write stops the host while planning, before anything is built
+    # or installed; its free space is weighed against the one estimate of the wheel (_room_for)
+    full = install_problem(host.facts, need_mib=0) if host.venv else None
+    if full:
         return TaskResult(Status.FAILED, msg=f"preflight: {full}", preflight=True,
                           data={"decision": {"action": "fail"}, "preflight": [full]})
     if any(c in wheel for c in "*?["):

@@ -263,6 +263,18 @@ class Fail(Step):
 
 
 @dataclass(frozen=True)
+class CachedWheelSize(Step):
+    """Ask the controller's wheel cache the bytes its wheel for build key ``key`` unpacks to
+    (:class:`fleetctl.engine.wheelcache.BuiltWheel` ``unpacked_bytes``), even under ``--force``
+    (which rebuilds it, from the same inputs: about the same size); yields an int, or ``None``
+    when the cache holds no such wheel. An install's room check uses it for a wheel not built yet
+    (``pip_install``'s planner) instead of the flat estimate."""
+
+    key: str = ""
+    mutating: bool = False
+
+
+@dataclass(frozen=True)
 class Unreached(Step):
     """This host, its arch class's builder, does not reach what CMake would download (the
     :class:`BuilderProbe` said so): yields its role now, ``"push"`` (another member may build: this
