@@ -327,3 +327,22 @@ def test_the_home_folder_page_names_every_folder_fleetctl_writes_under_state_and
     for name in ("locks", "schedule", "cron.log", "tmp/<key16>", "~/.cache/uv", "~/.config/systemd/user"):
         assert name in page, name
     assert "docs/files.md" in (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_says_runs_timeout_and_copys_host_placeholder(tmp_path):
+    """Operator trial: README's command table did not say that ``run`` stops a command after 600 s
+    (nor how to change it), and only ``fetch`` documented ``{host}``, which ``copy`` replaces in
+    DEST too; ``run --json`` carries the words the CLI and the API use (checked on a real run)."""
+    from fleetctl.cli.adhoc import run
+
+    rows: dict[str, str] = {}
+    for m in re.finditer(r"^\| `fleetctl (\w+)[^|]*\| (.*) \|$", (REPO / "README.md").read_text(encoding="utf-8"),
+                         re.M):
+        rows.setdefault(m.group(1), m.group(2))  # the command's first row
+    timeout = next(p for p in run.params if p.name == "timeout_s")
+    assert f"{timeout.default:g} s" in rows["run"] and "--timeout SECONDS" in rows["run"], rows["run"]
+    assert "`{host}` in DEST" in rows["copy"], rows["copy"]
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("all:\n  hosts:\n    lh:\n      ansible_connection: local\n")
+    doc = json.loads(fleetctl("-i", str(inv), "run", "--hosts", "all", "--json", "--", "true", home=tmp_path).stdout)
+    assert doc["lh"]["status"] == "ok" and "`ok`, `failed`, `unreachable`" in rows["run"], doc
