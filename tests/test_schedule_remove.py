@@ -71,9 +71,11 @@ def test_a_schedule_without_a_running_systemd_can_be_taken_back(tmp_path):
         in res.stderr, res.stderr
     res = fleet(tmp_path, "schedule", "--remove", "--name", "fleetctl-nightly", cwd=d, env=env)
     assert res.returncode == 1, res.stdout + res.stderr
-    # the folders schedule made (mkdir -p) go with the last unit: no empty ~/.config/systemd/user left
-    assert not unit_dir.parent.exists() and unit_dir.parent.parent.is_dir(), res.stdout
+    # the folders schedule made (mkdir -p) go with the last unit: no empty ~/.config/systemd/user left,
+    # nor the ~/.config it made (operator trial: an empty ~/.config stayed)
+    assert not unit_dir.parent.parent.exists() and (tmp_path / "home").is_dir(), res.stdout
     assert f"removed the empty folder {unit_dir}" in res.stdout
+    assert f"removed the empty folder {unit_dir.parent.parent}" in res.stdout
     # the vars files' folder schedule made goes with the last of them (a fresh operator's trial found it left)
     assert not (tmp_path / STATE / "schedule").exists() and (tmp_path / STATE).is_dir()
     assert f"removed the empty folder {tmp_path / STATE / 'schedule'}" in res.stdout
@@ -86,7 +88,21 @@ def test_a_schedule_without_a_running_systemd_can_be_taken_back(tmp_path):
     assert sched(tmp_path, d, {"PATH": str(empty)}, "--at", "02:30").returncode == 1
     res = fleet(tmp_path, "schedule", "--remove", "--name", "fleetctl-nightly", cwd=d, env={"PATH": str(empty)})
     assert res.returncode == 1 and "systemctl not found" in res.stderr
-    assert not unit_dir.parent.exists()
+    assert not unit_dir.parent.parent.exists()
+
+    # two jobs, the first made ~/.config: it goes with the last of them, whichever that is
+    assert sched(tmp_path, d, {"PATH": str(empty)}, "--hosts", "users", "--at", "02:30").returncode == 1
+    assert sched(tmp_path, d, {"PATH": str(empty)}, "--hosts", "rack", "--at", "03:30", "--name", "rack").returncode == 1
+    fleet(tmp_path, "schedule", "--remove", "--name", "fleetctl-nightly", cwd=d, env={"PATH": str(empty)})
+    assert sorted(p.name for p in unit_dir.iterdir()) == ["rack.service", "rack.timer"]
+    fleet(tmp_path, "schedule", "--remove", "--name", "rack", cwd=d, env={"PATH": str(empty)})
+    assert not unit_dir.parent.parent.exists()
+
+    # a ~/.config that was there before stays, empty or not
+    unit_dir.parent.parent.mkdir()
+    assert sched(tmp_path, d, {"PATH": str(empty)}, "--at", "02:30").returncode == 1
+    fleet(tmp_path, "schedule", "--remove", "--name", "fleetctl-nightly", cwd=d, env={"PATH": str(empty)})
+    assert not unit_dir.parent.exists() and unit_dir.parent.parent.is_dir()
 
     # a folder with anything else in it stays
     assert sched(tmp_path, d, {"PATH": str(empty)}, "--at", "02:30").returncode == 1

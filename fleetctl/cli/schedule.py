@@ -27,7 +27,8 @@ from .app import EXIT_FAILED, INVENTORY_FLAGS, Context, given_pattern_option, ma
 from ..errors import InputError
 from ..util.paths import not_regular, resolve_default, state_dir
 from .schedule_env import job_env, not_carried_notes
-from .schedule_install import SYSTEM_UNIT_DIR, install_cron, install_systemd, read_crontab, user_unit_dir
+from .schedule_install import (SYSTEM_UNIT_DIR, install_cron, install_systemd, read_crontab, user_unit_dir,
+                               with_made_folders)
 
 def fleetctl_command(argv0: str | None = None, executable: str | None = None) -> tuple[str, ...]:
     """How the job runs fleetctl: this ``fleetctl`` script (``sys.argv[0]`` resolved) when that is what
@@ -360,6 +361,8 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
 
     units = {unit_dir / f"{name}.service": sch.render_service(job),
              unit_dir / f"{name}.timer": sch.render_timer(job)}
+    if not job.system:  # --print shows them as they would be written
+        units = with_made_folders(units, unit_dir)
     scope = "" if job.system else " --user"
     if print_only:
         for i, (path, text) in enumerate(units.items()):

@@ -27,6 +27,51 @@ def user_unit_dir() -> Path:
     return base / "systemd" / "user"
 
 
+#: The comment line of a service unit naming the folders ``fleetctl schedule`` made for its unit
+#: files (a JSON list): ``--remove`` takes each away once it is left empty, and only those.
+MADE_FOLDERS = "# fleetctl schedule made these folders (removed when left empty): "
+
+
+def made_folders(text: str | None) -> list[str]:
+    """The folders a unit file's :data:`MADE_FOLDERS` line names (``[]`` when none, or unreadable)."""
+    import json
+
+    for line in (text or "").splitlines():
+        if line.startswith(MADE_FOLDERS):
+            try:
+                got = json.loads(line[len(MADE_FOLDERS):])
+            except ValueError:
+                return []
+            return [str(p) for p in got if isinstance(p, str) and p.startswith("/")] if isinstance(got, list) else []
+    return []
+
+
+def with_made_folders(units: dict[Path, str], unit_dir: Path) -> dict[Path, str]:
+    """``units`` with the service's :data:`MADE_FOLDERS` line: the folders writing them will make
+    (``unit_dir`` and the parents of it not there yet, below the home folder: ``~/.config``,
+    ``systemd``, ``user`` on a fresh account), with those another of fleetctl's units in ``unit_dir`` names (the last job
+    removed takes them all away)."""
+    import json
+
+    made = []
+    folder, home = unit_dir, Path.home()
+    while not folder.exists() and folder != folder.parent and folder != home and home in folder.parents:
+        made.append(str(folder))
+        folder = folder.parent
+    if unit_dir.is_dir():
+        for other in sorted(unit_dir.glob("*.service")):
+            try:
+                text = other.read_text(errors="replace")
+            except OSError:
+                continue
+            if sch.written_by_fleetctl(text):
+                made += [p for p in made_folders(text) if p not in made]
+    if not made:
+        return units
+    return {path: text + f"{MADE_FOLDERS}{json.dumps(sorted(made, key=len, reverse=True))}\n"
+            if path.suffix == ".service" else text for path, text in units.items()}
+
+
 def _write(path: Path, text: str) -> str:
     """Write atomically (temporary file + rename), mode 0644; returns ``wrote``/``updated``/``unchanged``."""
     old = path.read_text() if path.exists() else None

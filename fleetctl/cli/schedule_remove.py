@@ -16,7 +16,9 @@ fleetctl did not write (it is left alone).
 
 The user unit folder (``~/.config/systemd/user``) and its ``systemd`` parent, which ``schedule`` makes
 when they are not there, are removed once the last unit in them is gone (only when empty: an empty
-folder holds nothing of anyone's; ``~/.config`` itself stays).
+folder holds nothing of anyone's); so is ``~/.config`` when ``schedule`` made it (the service unit
+names the folders it made: :data:`~fleetctl.cli.schedule_install.MADE_FOLDERS`), never one that was
+there before.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from .. import schedule as sch
 from ..errors import InputError
 from ..schedule import varsfile
 from .app import EXIT_FAILED
-from .schedule_install import read_crontab, run_tool
+from .schedule_install import made_folders, read_crontab, run_tool
 
 Say = Callable[[str], None]
 
@@ -63,13 +65,18 @@ def _unlink(paths: list[Path], out: Say) -> None:
         out(f"removed the empty folder {folder}")
 
 
-def _drop_empty_unit_dirs(unit_dir: Path, out: Say) -> None:
+def _drop_empty_unit_dirs(unit_dir: Path, out: Say, made: list[str] = ()) -> None:
     """Remove ``unit_dir`` (``.../systemd/user``) and then its ``systemd`` parent when they are empty
-    (``schedule`` makes both with ``mkdir -p``); a folder with anything in it stays."""
-    for folder in (unit_dir, unit_dir.parent) if unit_dir.parent.name == "systemd" else (unit_dir,):
+    (``schedule`` makes both with ``mkdir -p``), then each folder of ``made`` (those the removed
+    service's :data:`~fleetctl.cli.schedule_install.MADE_FOLDERS` line names: a ``~/.config`` that
+    ``schedule`` made), deepest first, when empty; a folder with anything in it stays."""
+    fixed = [unit_dir, unit_dir.parent] if unit_dir.parent.name == "systemd" else [unit_dir]
+    for folder in [*fixed, *sorted((Path(p) for p in made if Path(p) not in fixed), key=lambda p: -len(p.parts))]:
+        if not folder.is_dir():
+            continue
         try:
             folder.rmdir()
-        except OSError:  # not empty (or not there, or not ours to remove): it stays
+        except OSError:  # not empty (or not ours to remove): it stays, and so do the folders above it
             return
         out(f"removed the empty folder {folder}")
 
@@ -120,7 +127,7 @@ def remove_systemd(name: str, unit_dir: Path, *, system: bool, home: str, system
     if texts:
         run(steps[1])
     if not system:
-        _drop_empty_unit_dirs(unit_dir, out)
+        _drop_empty_unit_dirs(unit_dir, out, [p for t in texts.values() for p in made_folders(t)])
     if not texts:
         return 0
     if not systemctl:
