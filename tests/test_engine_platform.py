@@ -166,7 +166,9 @@ def test_another_runs_host_sharing_the_venv_may_not_take_its_sm_away(fake_kind, 
     first, _ = run(pb, [n1])
     assert first.hosts["n1"].status == "ok"
     mark = json.loads(fake.HOSTS["n1"].files["/nfs/rack1/venv/.fleetctl-install.json"])
-    assert mark == {"host": "n1", "archs": "9.0a", "wheel": "toy-0.1-py3-none-any.whl"}
+    assert {k: mark[k] for k in ("host", "archs", "wheel", "dist")} == {
+        "host": "n1", "archs": "9.0a", "wheel": "toy-0.1-py3-none-any.whl", "dist": "toy"}
+    assert mark["sha256"] and "record_sha256" in mark  # what is installed, for hosts with no record of theirs
     # another run, another host of the rack: its facts read the record from the shared folder
     (n2,) = shared_hosts(["n2"], shared={"n2"})
     fake.HOSTS["n2"].facts["targets"]["venv"]["installed"] = mark

@@ -110,3 +110,35 @@ def test_two_venvs_of_one_host_each_keep_their_own_install_record(tmp_path):
                    home=tmp_path)
     task = _task(tmp_path)
     assert res.returncode == 1 and task["status"] == "failed" and "TWO" in task["msg"], (task, res.stdout[-3000:])
+
+
+def test_two_hosts_reaching_one_venv_through_two_workdirs_read_the_venvs_own_record(tmp_path):
+    """Operator trial: sA and sB are one user's same venv, each with its own workdir (so each its
+    own per-venv records); after sA installed, sB's deploy said ``replaced what was there: no
+    install record of fleetctl's for this venv`` for the identical wheel. The venv's own
+    ``.fleetctl-install.json`` says what is installed: the same wheel is skipped, in --plan and
+    the deploy; another wheel replaces "the earlier wheel"."""
+    venv = make_venv(tmp_path / "shared")
+    w1 = write_wheel(tmp_path / "w1", "tinyv", "1.0", {"tinyv/__init__.py": "VALUE = 1\n"})
+    w2 = write_wheel(tmp_path / "w2", "tinyv", "1.0", {"tinyv/__init__.py": "VALUE = 2\n"})
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {
+        name: {"ansible_connection": "local", "workdir": str(tmp_path / f"work-{name}"), "venv": venv}
+        for name in ("sA", "sB")}})
+    (tmp_path / "p.yaml").write_text(PLAY)
+
+    def deploy(host: str, wheel: Path, *more: str) -> dict:
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", host, "--playbook", str(tmp_path / "p.yaml"),
+                       "-e", f"wheel={wheel}", *more, home=tmp_path)
+        if "--json" in more:
+            return {t["action"]: t for t in json.loads(res.stdout)[host]["tasks"]}["pip_install"]
+        record = json.loads((last_run(tmp_path) / "run.json").read_text())
+        assert res.returncode == 0, (res.stdout[-3000:], res.stderr[-2000:])
+        return next(t for t in record["hosts"][host]["tasks"] if t["action"] == "pip_install")
+
+    assert deploy("sA", w1)["status"] == "changed"
+    assert deploy("sB", w1, "--plan", "--json")["decision"] == {"action": "skip"}
+    task = deploy("sB", w1)
+    assert task["status"] == "ok" and task["data"]["decision"] == {"action": "skip"}, task
+    task = deploy("sB", w2)
+    assert task["status"] == "changed" and "replaced the earlier wheel" in task["msg"], task
+    assert _value(venv) == "2"

@@ -232,6 +232,8 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     # this venv's own record (the probe's venv: a dry run's staged version answers with its own path)
     record_path = venv_record(installed_dir(host.workdir), dist, before["venv"]) if before.get("venv") else None
     held = before.get("dist") or {}
+    if previous is None and held:  # no record in this host's workdir: the venv's own says what is there
+        previous = venv_mark(host.facts, dist)
     # the wheel's build stamp: the host's, else the one this run's build of it will write (a wheel
     # a dry run or --plan has not built yet): what it is built for never waits for the wheel
     stamp = before.get("stamp") or host.stamps.get(wheel) or {}
@@ -335,8 +337,10 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                "previous": (previous or {}).get("kept"), "record_sha256": (after.get("dist") or {}).get("record_sha256")}
         yield Put(data=json.dumps(rec).encode(), remote=record_path, mode=0o600, reason="the install record")
         data["kept"] = kept
-    if ids:  # who installed last: a host of another run sharing this venv reads it in its facts
-        mark = {"host": host.name, "archs": new_archs, "wheel": posixpath.basename(wheel)}
+    if ids:  # who installed last: a host of another run sharing this venv reads it in its facts, and
+        # any host reaching the venv through another workdir reads what is installed (venv_mark)
+        mark = {"host": host.name, "archs": new_archs, "wheel": posixpath.basename(wheel), "dist": dist,
+                "sha256": digest, "record_sha256": (after.get("dist") or {}).get("record_sha256")}
         # a staged version (host.venv after venv_stage) gets its own record: it becomes the live
         # venv's only with the switch, and a failed staged deploy leaves the live record as it was
         into = host.venv if host.facts.get(STAGED_FACT) else ids["venv"][1]
@@ -356,6 +360,22 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                       msg=f"installed {version} ({tool}): {_as_done(why)}; "
                           + (f"torch {after['torch']} unchanged" if after.get("torch") else "no torch in the venv, none added")
                           + "".join(f"; {n}" for n in notes))
+
+
+def venv_mark(facts: Mapping[str, Any], dist: str) -> dict[str, Any] | None:
+    """The install record the venv itself holds (``<venv>/.fleetctl-install.json``, read by facts as
+    ``targets.venv.installed``: who installed last, the wheel's ``sha256`` and the installed
+    ``RECORD``'s) as a ``previous`` record, when it is about ``dist`` and names a sha256; else None.
+    The per-venv records live under each inventory host's workdir, so two hosts reaching one venv
+    through different workdirs (one user's venv on two names) see each other's install only here
+    (operator trial: ``no install record of fleetctl's for this venv`` / ``nothing installed`` for
+    a venv holding the identical wheel another host had installed)."""
+    targets = facts.get("targets")
+    rec = ((targets.get("venv") or {}) if isinstance(targets, Mapping) else {}).get("installed")
+    if not isinstance(rec, Mapping) or not isinstance(rec.get("sha256"), str) or rec.get("dist") != dist:
+        return None
+    return {"dist": dist, "sha256": rec["sha256"], "record_sha256": rec.get("record_sha256"), "kept": None,
+            "by": rec.get("host"), "from": INSTALL_RECORD}
 
 
 def _as_done(why: str) -> str:
