@@ -129,3 +129,37 @@ def test_two_identical_plans_give_a_venv_shared_by_two_users_the_same_verdict(ss
         assert f"y-other and x-owner share the venv {venv} (one {venv}/.fleetctl-id)" in first["x-owner"][1], first
     finally:
         shutil.rmtree(venv, ignore_errors=True)
+
+
+def test_plan_of_a_host_reaching_a_venv_another_host_installed_into_says_the_wheel_is_there(sshd_farm, tmp_path):
+    """Operator trial: sA and sB are one venv under two inventory names (two workdirs); after
+    ``deploy --hosts sA``, ``--plan --hosts sB`` said ``push ... nothing installed`` though the venv
+    held the identical wheel. sB is pushed the class's wheel into its own workdir (it has none),
+    and its install is a skip: the venv's own record names that wheel (its sha256 is the cached
+    wheel's), and the deploy agrees."""
+    play = _setup(tmp_path)
+    venv = make_host_venv(tmp_path / "venv-shared")
+    hosts = {}
+    for name in ("sA", "sB"):
+        h = sshd_farm.start(name)
+        write_fake_nvidia_smi(h.bin_dir, [H200])
+        hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / name),
+                       "venv": venv}
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": hosts})
+
+    def deploy(pattern: str, *extra: str):
+        return fleetctl("-i", str(inv), "deploy", "--hosts", pattern, "--playbook", str(play), *extra,
+                        home=tmp_path, timeout_s=900)
+
+    first = deploy("sA")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    plan = deploy("sB", "--plan", "--json")
+    assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
+    tasks = {t["action"]: t for t in json.loads(plan.stdout)["sB"]["tasks"]}
+    assert tasks["build_wheel"]["decision"]["action"] == "push", tasks
+    assert tasks["pip_install"]["decision"] == {"action": "skip"}, tasks["pip_install"]
+    real = deploy("sB", "--json")
+    assert real.returncode == 0, real.stdout[-3000:]
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    done = [t for t in record["hosts"]["sB"]["tasks"] if t["action"] == "pip_install"][0]
+    assert done["status"] == "ok" and done["data"]["decision"] == {"action": "skip"}, done

@@ -79,14 +79,16 @@ class ClassSteps:
 
     def _simulated_fetch(self, step: S.Fetch) -> S.ClassWheel:
         """What a member would receive (``--dry-run``): the class's real builder and, when known
-        before the build, its wheel's file name (see :meth:`ClassCoordinator.known_wheel`)."""
+        before the build, its wheel's file name (see :meth:`ClassCoordinator.known_wheel`); the
+        controller cache's wheel of that name gives its sha256 and unpacked size."""
         name, builder = self.classes.known_wheel(step.key)
         builder = builder or "?"
-        cached = self.classes.wheels.givable(step.key)  # the cache's wheel: its real unpacked size
-        unpacked = cached.unpacked_bytes if cached is not None and cached.name == name else None
+        cached = self.classes.wheels.givable(step.key)  # the cache's wheel: its real unpacked size and
+        known = cached is not None and cached.name == name  # sha256 (an install of it can say "already there")
+        unpacked = cached.unpacked_bytes if known else None
         name = name or f"the wheel {builder} builds for class {step.key[:16]}"
-        return S.ClassWheel(name=name, sha256="", builder=builder, remote=posixpath.join(step.dest, name), data={},
-                            unpacked_bytes=unpacked)
+        return S.ClassWheel(name=name, sha256=cached.sha256 if known else "", builder=builder,
+                            remote=posixpath.join(step.dest, name), data={}, unpacked_bytes=unpacked)
 
     def _tell(self, message: str) -> None:
         """Say ``message`` once in the host's run (a later pass does not repeat it)."""
