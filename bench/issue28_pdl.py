@@ -27,7 +27,6 @@ Needs a compute capability 9.0 GPU (sm_90a build for the wgmma rows).
 from __future__ import annotations
 
 import argparse
-import sys
 
 import torch
 
@@ -51,50 +50,22 @@ def timed(fns, sep):
     return graph_us(fns), eager_us(fns)
 
 
-def pk_row(ws, ds, n, k, m, rounds, gen, sep):
-    a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
-    x = a.clone()
-    fns = [lambda p=p: fk.scaled_fp4_w4a16_mm(a, p, None, 1.0) for p in ws]
-    tfns = [lambda d=d: torch.matmul(a, d.T) for d in ds]
-    best, ok = {}, True
-    base = None
-    try:
-        for name, knob in PK_PATHS.items():
-            fk._C.pk_set_launch(*knob)
-            out = fns[0]()
-            torch.cuda.synchronize()
-            if base is None:
-                base = out
-            elif not torch.equal(out, base):
-                print("MISMATCH %s %dx%d M=%d" % (name, n, k, m), flush=True)
-                ok = False
-        for _ in range(rounds):
-            fk._C.pk_set_launch(-1, -1)
-            g, e = timed(tfns, (x, a) if sep else None)
-            best["torch"] = min(best.get("torch", (1e30, 1e30))[0], g), min(best.get("torch", (1e30, 1e30))[1], e)
-            for name, knob in PK_PATHS.items():
-                fk._C.pk_set_launch(*knob)
-                g, e = timed(fns, (x, a) if sep else None)
-                old = best.get(name, (1e30, 1e30))
-                best[name] = min(old[0], g), min(old[1], e)
-    finally:
-        fk._C.pk_set_launch(-1, -1)
-    t = best["torch"][0]
-    print("%5dx%-5d M=%-4d %s torch %6.1f | " % (n, k, m, "sep " if sep else "    ", t) +
-          " | ".join("%s %6.1f (%.2fx) e %6.1f" % (nm, best[nm][0], t / best[nm][0], best[nm][1]) for nm in PK_PATHS),
-          flush=True)
-    return ok
-
-
-def wg_row(ws, ds, n, k, m, rounds, gen, sep):
+def ab_row(ws, ds, n, k, m, rounds, gen, sep, paths, knob, default):
+    """One row of the A/B: each of `paths` (name -> the value `knob` is called with) timed against torch
+    in `rounds` interleaved rounds, best of the rounds; outputs compared bit for bit with the first
+    path's. `knob(default)` restores the package's default. False on a mismatch."""
     a = torch.randn((m, k), generator=gen, device="cuda", dtype=torch.bfloat16)
     x = a.clone()
     fns = [lambda p=p: fk.scaled_fp4_w4a16_mm(a, p, None, 1.0) for p in ws]
     tfns = [lambda d=d: torch.matmul(a, d.T) for d in ds]
     best, ok, base = {}, True, None
+
+    def keep(name, g, e):
+        old = best.get(name, (1e30, 1e30))
+        best[name] = min(old[0], g), min(old[1], e)
     try:
-        for name, on in WG_PATHS.items():
-            fk._C.wg_set_chain(on)
+        for name, value in paths.items():
+            knob(value)
             out = fns[0]()
             torch.cuda.synchronize()
             if base is None:
@@ -103,22 +74,26 @@ def wg_row(ws, ds, n, k, m, rounds, gen, sep):
                 print("MISMATCH %s %dx%d M=%d" % (name, n, k, m), flush=True)
                 ok = False
         for _ in range(rounds):
-            fk._C.wg_set_chain(False)
-            g, e = timed(tfns, (x, a) if sep else None)
-            old = best.get("torch", (1e30, 1e30))
-            best["torch"] = min(old[0], g), min(old[1], e)
-            for name, on in WG_PATHS.items():
-                fk._C.wg_set_chain(on)
-                g, e = timed(fns, (x, a) if sep else None)
-                old = best.get(name, (1e30, 1e30))
-                best[name] = min(old[0], g), min(old[1], e)
+            knob(default)
+            keep("torch", *timed(tfns, (x, a) if sep else None))
+            for name, value in paths.items():
+                knob(value)
+                keep(name, *timed(fns, (x, a) if sep else None))
     finally:
-        fk._C.wg_set_chain(True)  # the default
+        knob(default)
     t = best["torch"][0]
     print("%5dx%-5d M=%-4d %s torch %6.1f | " % (n, k, m, "sep " if sep else "    ", t) +
-          " | ".join("%s %6.1f (%.2fx) e %6.1f" % (nm, best[nm][0], t / best[nm][0], best[nm][1]) for nm in WG_PATHS),
+          " | ".join("%s %6.1f (%.2fx) e %6.1f" % (nm, best[nm][0], t / best[nm][0], best[nm][1]) for nm in paths),
           flush=True)
     return ok
+
+
+def pk_row(ws, ds, n, k, m, rounds, gen, sep):
+    return ab_row(ws, ds, n, k, m, rounds, gen, sep, PK_PATHS, lambda v: fk._C.pk_set_launch(*v), (-1, -1))
+
+
+def wg_row(ws, ds, n, k, m, rounds, gen, sep):
+    return ab_row(ws, ds, n, k, m, rounds, gen, sep, WG_PATHS, fk._C.wg_set_chain, True)
 
 
 def main() -> int:

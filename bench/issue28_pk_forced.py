@@ -41,7 +41,7 @@ def _main() -> int:
         plan = tuple(_gemm._pk_plan("bf16", m, n, k, device=0)[1:])
         api = [lambda p=p: fk.scaled_fp4_w4a16_mm(a, p, None, 1.0) for p in ws]
 
-        def run(cfg):
+        def run(cfg, ws=ws):
             return [lambda p=p: _gemm._run_pk(torch, 1, a, p, 1.0, torch.bfloat16, m, n, k, dev,
                                               rt=cfg[0], split=cfg[1], un=cfg[2]) for p in ws]
         base = api[0]()

@@ -19,6 +19,7 @@ from tests.support.fake_gpu import H200, write_fake_nvidia_smi
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
 from tests.test_agreement_e2e import PLAY
 from tests.test_deploy_e2e import make_host_venv
+from tests.test_wheel_cache_e2e import one_class_fleet
 
 pytestmark = pytest.mark.sshd
 
@@ -58,14 +59,7 @@ def test_a_cache_write_that_fails_after_the_build_warns_and_the_class_gets_the_w
     head, tail = text.split("  - name: Build the toy wheel\n")
     play = tmp_path / "play.yaml"
     play.write_text(head + SPOIL.format(wheels=wheels) + "  - name: Build the toy wheel\n" + tail)
-    hosts, venvs = {}, {}
-    for name in ("n1", "n2"):  # one arch class: n1 builds, n2 is given the wheel
-        h = sshd_farm.start(name)
-        write_fake_nvidia_smi(h.bin_dir, [H200])
-        venvs[name] = make_host_venv(tmp_path / f"venv-{name}")
-        hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / name),
-                       "venv": venvs[name]}
-    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": hosts})
+    inv, venvs = one_class_fleet(sshd_farm, tmp_path)  # one arch class: n1 builds, n2 is given the wheel
     import tempfile
 
     before = set(Path(tempfile.gettempdir()).glob("fleetctl-wheels-*"))

@@ -25,19 +25,25 @@ from tests.test_deploy_e2e import make_host_venv
 pytestmark = pytest.mark.sshd
 
 
-def test_a_cached_wheel_that_is_not_what_its_record_says_is_never_pushed_and_the_run_says_why(sshd_farm, tmp_path):
-    src = tmp_path / "toy"
-    shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
-    play = tmp_path / "play.yaml"
-    play.write_text(textwrap.dedent(PLAY.format(src=src)))
+def one_class_fleet(sshd_farm, tmp_path: Path) -> tuple[Path, dict]:
+    """Two sshd hosts n1, n2 of one arch class (an H200 each, a real venv each, own workdirs):
+    n1 builds, n2 is pushed the wheel. Returns (the inventory's path, {host: venv})."""
     hosts, venvs = {}, {}
-    for name in ("n1", "n2"):  # one arch class: n1 builds, n2 is pushed the wheel
+    for name in ("n1", "n2"):
         h = sshd_farm.start(name)
         write_fake_nvidia_smi(h.bin_dir, [H200])
         venvs[name] = make_host_venv(tmp_path / f"venv-{name}")
         hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / name),
                        "venv": venvs[name]}
-    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": hosts})
+    return write_inventory(tmp_path / "inv.yaml", {"fleet": hosts}), venvs
+
+
+def test_a_cached_wheel_that_is_not_what_its_record_says_is_never_pushed_and_the_run_says_why(sshd_farm, tmp_path):
+    src = tmp_path / "toy"
+    shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
+    play = tmp_path / "play.yaml"
+    play.write_text(textwrap.dedent(PLAY.format(src=src)))
+    inv, venvs = one_class_fleet(sshd_farm, tmp_path)
 
     def deploy() -> tuple[str, dict]:
         res = fleetctl("-i", str(inv), "deploy", "--hosts", "fleet", "--playbook", str(play), home=tmp_path,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,29 @@ def find_cuobjdump() -> str:
         return c
     raise RuntimeError("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
 
+
+
+def sass_functions(path, fn_substr: str, arch: str | None = None) -> dict:
+    """SASS text of every function of the ELF / cubin ``path`` whose mangled name contains
+    ``fn_substr``: {(arch, name): text}, arch as cuobjdump prints it (``sm_90a``; ``arch`` for a
+    cubin whose listing names none)."""
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(find_cuobjdump()) + os.pathsep + env.get("PATH", "")  # nvdisasm beside it
+    out = subprocess.run([find_cuobjdump(), "-sass", str(path)], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, universal_newlines=True, env=env)
+    assert out.returncode == 0, out.stdout[-2000:]
+    funcs, cur = {}, None
+    for line in out.stdout.splitlines():
+        m = re.search(r"arch = (sm_\d+a?)", line)
+        if m:
+            arch = m.group(1)
+        m = re.search(r"Function : (\S+)", line)
+        if m:
+            cur = (arch, m.group(1))
+            funcs[cur] = []
+        elif cur is not None:
+            funcs[cur].append(line)
+    return {k: "\n".join(v) for k, v in funcs.items() if fn_substr in k[1]}
 
 
 def same_bytes(a, b) -> None:

@@ -61,34 +61,6 @@ def test_kernel_count_within_the_build_budget(fp4_build):
     assert count["sm_90a"] - count["sm_120a"] == WG_KERNELS_SM90A, count
 
 
-def test_prepacked_kernel_overlaps_its_launch_on_every_sm90_plus_arch(fp4_build):
-    """Each prepacked W4A16 kernel (csrc/cuda_pk.cu) carries the launch overlap on every arch of the
-    build (bench/NOTES.md, "Issue 28: launch overlap"): the wait for the grid before
-    (griddepcontrol.wait: ACQBULK), the trigger of the next (launch_dependents: PREEXIT, twice: at
-    the start or after the k loop) and the bulk L2 prefetch of a warp's weight range (UBLKPF.L2)."""
-    import re
-    out = subprocess.run([find_cuobjdump(), "-sass", str(fp4_build.so)], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, universal_newlines=True)
-    assert out.returncode == 0, out.stdout[-2000:]
-    found, arch, fn = {}, None, None
-    for line in out.stdout.splitlines():
-        m = re.search(r"arch = (sm_\d+a?)", line)
-        if m:
-            arch = m.group(1)
-        m = re.search(r"Function : (\S+)", line)
-        if m:
-            fn = (arch, m.group(1)) if "pk_kernel" in m.group(1) else None
-            if fn:
-                found[fn] = {"ACQBULK": 0, "PREEXIT": 0, "UBLKPF.L2": 0}
-        elif fn:
-            for op in found[fn]:
-                found[fn][op] += op in line
-    assert {a for a, _ in found} == {"sm_90a", "sm_120a"}, sorted(found)
-    assert len(found) == 20, sorted(found)  # 10 instantiations (bf16 / fp16 x 5 tilings) per arch
-    for key, ops in found.items():
-        assert ops["ACQBULK"] >= 1 and ops["PREEXIT"] >= 2 and ops["UBLKPF.L2"] >= 1, (key, ops)
-
-
 def test_build_info(fk, fp4_build):
     info = fk.build_info()
     assert info["cuda"] is True

@@ -16,7 +16,7 @@ import subprocess
 import pytest
 import torch
 
-from fp4_helpers import KERNEL_SRC, cuda_home, find_cuobjdump, same_bytes
+from fp4_helpers import KERNEL_SRC, cuda_home, same_bytes, sass_functions
 
 OUT = [torch.bfloat16, torch.float16, torch.float32]
 
@@ -185,34 +185,10 @@ def test_register_decode_is_exact(dtype, P, fix):
 
 
 # ---- CUDA: compiled, tensor-core SASS, no local memory -------------------------------------------
-def _nvdisasm_env():
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(find_cuobjdump()) + os.pathsep + env.get("PATH", "")
-    return env
-
-
-def _sass(path, fn_substr, arch=None):
-    out = subprocess.run([find_cuobjdump(), "-sass", str(path)], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, universal_newlines=True, env=_nvdisasm_env())
-    assert out.returncode == 0, out.stdout[-2000:]
-    funcs, cur = {}, None
-    for line in out.stdout.splitlines():
-        m = re.search(r"arch = (sm_\d+a?)", line)
-        if m:
-            arch = m.group(1)
-        m = re.search(r"Function : (\S+)", line)
-        if m:
-            cur = (arch, m.group(1))
-            funcs[cur] = []
-        elif cur is not None:
-            funcs[cur].append(line)
-    return {k: "\n".join(v) for k, v in funcs.items() if fn_substr in k[1]}
-
-
 def test_fused_kernels_sass_sm90a_sm120a(fp4_build):
     """sm_90a: the skinny kernels run mma.sync (HMMA) on bf16 / fp16; sm_120a: the W4A4 kernel
     uses the block-scaled FP4 tensor-core MMA (OMMA ... E2M1.E2M1.UE4M3.4X)."""
-    funcs = _sass(fp4_build.so, "skinny")
+    funcs = sass_functions(fp4_build.so, "skinny")
     k90 = {k: v for k, v in funcs.items() if k[0] == "sm_90a" and "skinny_kernel" in k[1]}
     assert len(k90) == 12, sorted(k[1] for k in k90)  # 3 activation kinds x 4 token tiles
     for (arch, name), text in k90.items():
@@ -237,7 +213,7 @@ def test_fused_kernels_compile_for_sm100a(tmp_path):
                         str(KERNEL_SRC / "csrc" / "cuda_skinny.cu")],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:]
-    funcs = _sass(cubin, "skinny_kernel", arch="sm_100a")
+    funcs = sass_functions(cubin, "skinny_kernel", arch="sm_100a")
     assert len(funcs) == 12
     for (arch, name), text in funcs.items():
         assert arch == "sm_100a" and "HMMA" in text and "LDL" not in text, name
