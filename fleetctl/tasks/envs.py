@@ -51,7 +51,8 @@ def versions_dir(venv: str) -> str:
 
 
 def installed_dir(workdir: str) -> str:
-    """Where ``pip_install`` keeps its install records (their sha256 name the kernels' wheels)."""
+    """The folder of ``pip_install``'s install records and kept wheels, one sub-folder per venv
+    (``<key>/<dist>.json``: venv, sha256, kept wheel, previous; :data:`.venv_state.RECORD_LAYOUT`)."""
     return posixpath.join(workdir, "installed")
 
 

@@ -56,7 +56,7 @@ from pydantic import field_validator
 from ..connection.base import CommandResult
 from ..status import Status
 from ..build.wheeltags import refusal
-from ..facts.venv import UNBUILT_WHEEL_MIB, install_need_mib, install_problem
+from ..facts.venv import install_problem
 from .argtypes import ActionArgs, non_empty
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .causes import cause_line
@@ -64,23 +64,16 @@ from .build_keys import STAMP_NAME
 from .build_preflight import CLEAN_PYTHON_ENV
 from .venv_probe import PIP_INSTALL_ENV
 from .install_target import INSTALL_RECORD, dropped_by, shared_message, target_ids, unreadable_target
-from .envs import STAGED_FACT
+from .envs import STAGED_FACT, installed_dir
+from .install_room import room_for
 from .pip_rollback import damaged_since_built, keep_wheel, roll_back
 from .pytool import index_tool, pick_tool
-from .steps import CachedWheelSize, Note, Put, Run, TargetClaim, probe
+from .steps import Note, Put, Run, TargetClaim, probe
 from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, misplaced, norm_dist,
                          outside_copy, outside_note, parse_state, state_failure)
 from .venv_state import record_path as venv_record
 
 _MISSING = object()
-
-#: Bytes a wheel's files take unpacked (the sum of its zip members' sizes): what the install
-#: writes into site-packages, checked against the venv's free space before pip runs.
-#: Free MiB in the venv's site-packages above which no wheel's size is asked (no wheel fleetctl builds
-#: unpacks to 4 GiB): a healthy host pays no extra interpreter start.
-SIZE_ASKED_BELOW_MIB = 4096
-UNPACKED_SIZE = "import sys, zipfile; print(sum(i.file_size for i in zipfile.ZipFile(sys.argv[1]).infolist()))"
-
 
 class PipInstallArgs(ActionArgs):
     """``pip_install``: install a wheel into the host's venv.
@@ -106,12 +99,6 @@ class PipInstallArgs(ActionArgs):
     @classmethod
     def _wheel(cls, v: str) -> str:
         return non_empty(v, "wheel")
-
-
-def installed_dir(workdir: str) -> str:
-    """The folder of install records and kept wheels, one sub-folder per venv (``<key>/<dist>.json``:
-    venv, sha256, kept wheel, previous; :data:`.venv_state.RECORD_LAYOUT`)."""
-    return posixpath.join(workdir, "installed")
 
 
 def dist_name(wheel: str) -> str:
@@ -142,36 +129,6 @@ def _reinstall_argv(args: PipInstallArgs, python: str, uv: str | None):
     """``(tool, wheel) -> argv`` of a ``--force-reinstall --no-deps`` install (the roll-back's)."""
     return lambda tool, wheel: install_argv(tool, python, uv, wheel, PipInstallArgs(
         wheel=wheel, force_reinstall=True, no_deps=True, tool=args.tool))
-
-
-def _room_for(host: HostView, wheel: str, stamp: Mapping[str, Any]):
-    """Plan steps: the line refusing a venv whose site-packages lacks the room the install of
-    ``wheel`` needs (:func:`fleetctl.facts.venv.install_need_mib`: its unpacked size, asked when
-    the venv has under :data:`SIZE_ASKED_BELOW_MIB` free), or None. A wheel not on the host yet
-    (``--plan``, a deploy's planning pass) counts the unpacked size its build stamp names (a
-    member pushed its class's wheel from the controller's cache: ``unpacked_bytes``), else the
-    estimate for a wheel not built yet. A wheel this run builds (``--force`` too: the same
-    inputs) counts the size of the controller cache's wheel of its class key when there is one
-    (:class:`~fleetctl.tasks.steps.CachedWheelSize`), else :data:`UNBUILT_WHEEL_MIB`."""
-    free = ((host.facts.get("python") or {}).get("site_packages_fs") or {}).get("free_mib")
-    if not isinstance(free, int) or free >= SIZE_ASKED_BELOW_MIB:
-        return None
-    size = yield probe((host.python, "-c", UNPACKED_SIZE, wheel), f"the unpacked size of {posixpath.basename(wheel)}",
-                       env=CLEAN_PYTHON_ENV, cwd="/")
-    name = posixpath.basename(wheel)
-    cached = stamp.get("unpacked_bytes")
-    if not (size.rc == 0 and size.stdout_text.strip().isdigit()) and not isinstance(cached, int) and stamp.get("key"):
-        cached = yield CachedWheelSize(key=str(stamp["key"]), reason="the unpacked size of the class's cached wheel")
-    if size.rc == 0 and size.stdout_text.strip().isdigit():
-        need, what = install_need_mib(int(size.stdout_text.strip())), f"{name} (unpacked, with a margin)"
-    elif isinstance(cached, int) and not isinstance(cached, bool):
-        need = install_need_mib(cached)
-        what = (f"{name} (the arch class's wheel in the controller's cache: {-(-cached // 1048576)} MiB unpacked, "
-                "with a margin)")
-    else:
-        need = install_need_mib(None)
-        what = f"{name} (not built yet: taken as {UNBUILT_WHEEL_MIB} MiB unpacked, with a margin)"
-    return install_problem(host.facts, need, what)
 
 
 def plan(args: PipInstallArgs, host: HostView) -> Plan:
@@ -283,7 +240,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                         reason="dependencies may be installed, torch may not move")
         if err is not None:
             return TaskResult(Status.FAILED, msg=f"cannot write the install constraints: {err}")
-    full = yield from _room_for(host, wheel, stamp)
+    full = yield from room_for(host, wheel, stamp)
     if full:  # facts and probes alone: stops the host while planning, before the build of the wheel
         return TaskResult(Status.FAILED, msg=f"preflight: {full}; nothing was installed", preflight=True,
                           data={"decision": {**decision, "action": "fail"}, "preflight": [full]})

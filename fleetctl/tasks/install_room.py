@@ -1,0 +1,56 @@
+"""The room an install needs in the venv's site-packages, checked before pip runs (``pip_install``).
+
+A wheel whose unpacked size does not fit the venv's free space is refused while planning: pip would
+stop with ENOSPC and leave a partial install. ``--plan``, ``--dry-run`` and the deploy use one
+estimate (:func:`fleetctl.facts.venv.install_need_mib`).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from typing import Any
+
+from ..facts.venv import UNBUILT_WHEEL_MIB, install_need_mib, install_problem
+from .base import HostView
+from .build_preflight import CLEAN_PYTHON_ENV
+from .steps import CachedWheelSize, probe
+
+__all__ = ["SIZE_ASKED_BELOW_MIB", "UNPACKED_SIZE", "room_for"]
+
+#: Free MiB in the venv's site-packages above which no wheel's size is asked (no wheel fleetctl builds
+#: unpacks to 4 GiB): a healthy host pays no extra interpreter start.
+SIZE_ASKED_BELOW_MIB = 4096
+#: Bytes a wheel's files take unpacked (the sum of its zip members' sizes): what the install
+#: writes into site-packages, checked against the venv's free space before pip runs.
+UNPACKED_SIZE = "import sys, zipfile; print(sum(i.file_size for i in zipfile.ZipFile(sys.argv[1]).infolist()))"
+
+
+def room_for(host: HostView, wheel: str, stamp: Mapping[str, Any]):
+    """Plan steps: the line refusing a venv whose site-packages lacks the room the install of
+    ``wheel`` needs (:func:`fleetctl.facts.venv.install_need_mib`: its unpacked size, asked when
+    the venv has under :data:`SIZE_ASKED_BELOW_MIB` free), or None. A wheel not on the host yet
+    (``--plan``, a deploy's planning pass) counts the unpacked size its build stamp names (a
+    member pushed its class's wheel from the controller's cache: ``unpacked_bytes``), else the
+    estimate for a wheel not built yet. A wheel this run builds (``--force`` too: the same
+    inputs) counts the size of the controller cache's wheel of its class key when there is one
+    (:class:`~fleetctl.tasks.steps.CachedWheelSize`), else :data:`UNBUILT_WHEEL_MIB`."""
+    free = ((host.facts.get("python") or {}).get("site_packages_fs") or {}).get("free_mib")
+    if not isinstance(free, int) or free >= SIZE_ASKED_BELOW_MIB:
+        return None
+    size = yield probe((host.python, "-c", UNPACKED_SIZE, wheel), f"the unpacked size of {posixpath.basename(wheel)}",
+                       env=CLEAN_PYTHON_ENV, cwd="/")
+    name = posixpath.basename(wheel)
+    cached = stamp.get("unpacked_bytes")
+    if not (size.rc == 0 and size.stdout_text.strip().isdigit()) and not isinstance(cached, int) and stamp.get("key"):
+        cached = yield CachedWheelSize(key=str(stamp["key"]), reason="the unpacked size of the class's cached wheel")
+    if size.rc == 0 and size.stdout_text.strip().isdigit():
+        need, what = install_need_mib(int(size.stdout_text.strip())), f"{name} (unpacked, with a margin)"
+    elif isinstance(cached, int) and not isinstance(cached, bool):
+        need = install_need_mib(cached)
+        what = (f"{name} (the arch class's wheel in the controller's cache: {-(-cached // 1048576)} MiB unpacked, "
+                "with a margin)")
+    else:
+        need = install_need_mib(None)
+        what = f"{name} (not built yet: taken as {UNBUILT_WHEEL_MIB} MiB unpacked, with a margin)"
+    return install_problem(host.facts, need, what)
