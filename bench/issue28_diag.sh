@@ -12,7 +12,8 @@
 #  PDL=1: bench/issue28_pdl.py, launch overlap (programmatic dependent launch, L2 prefetch) A/B; PDL_ARGS;
 #  PKSWEEP=1: bench/issue28_pk_sweep.py, every prepacked-kernel configuration at M = 1 .. 4, plain and pdl;
 #  NCU_KERNEL=pk: Nsight Compute of the prepacked kernel (forced) instead of the wgmma one;
-#  PKFORCED=1: bench/issue28_pk_forced.py, the plan's prepacked configuration against forced ones at 16 / 32 tokens)
+#  PKFORCED=1: bench/issue28_pk_forced.py, the plan's prepacked configuration against forced ones at 16 / 32 tokens;
+#  BUILD_AB=DIR: bench/issue28_build_ab.py, DIR (an older kernel_src) against this one, alternating runs; AB_ARGS)
 set -uo pipefail
 out=${1:?OUTDIR}; mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -27,6 +28,16 @@ timeout 200 $py -c "
 import json, fp4_kernels as fk
 r = fk.selfcheck('cuda', seed=4321); bad = [c for c in r['checks'] if not c['ok']]
 print('selfcheck', r['ok'], len(r['checks']), bad[:5])" 2>&1 | tee "$out/selfcheck.txt"
+if [ -n "${BUILD_AB:-}" ]; then  # BUILD_AB=DIR: DIR's kernel_src (the build before) against this one
+  $py -m pip wheel -v --no-build-isolation --no-deps -w "$work/whl_base" "$BUILD_AB" > "$work/build_base.log" 2>&1 \
+    || { cp "$work/build_base.log" "$out/"; tail -40 "$out/build_base.log"; exit 1; }
+  $py -m pip install -q --no-deps --target "$work/site_base" "$work"/whl_base/*.whl
+  for r in 1 2; do
+    PYTHONPATH="$work/site_base" timeout 240 $py bench/issue28_build_ab.py run base "$out/ab_base_$r.json" ${AB_ARGS:-} > /dev/null
+    timeout 240 $py bench/issue28_build_ab.py run new "$out/ab_new_$r.json" ${AB_ARGS:-} > /dev/null
+  done
+  $py bench/issue28_build_ab.py compare "$out"/ab_base_*.json "$out"/ab_new_*.json 2>&1 | tee "$out/ab.txt"
+fi
 [ "${FLOW:-0}" = 1 ] && timeout ${FLOW_TIMEOUT:-240} $py bench/issue28_flow.py ${FLOW_ARGS:-} 2>&1 | tee "$out/flow.txt"
 [ "${HOST:-0}" = 1 ] && timeout 150 $py bench/issue28_host.py 2>&1 | tee "$out/host.txt"
 [ "${WIDE:-0}" = 1 ] && timeout ${WIDE_TIMEOUT:-300} $py bench/issue28_wide.py ${WIDE_ARGS:-} 2>&1 | tee "$out/wide.txt"

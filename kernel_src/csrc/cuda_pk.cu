@@ -10,7 +10,7 @@
 // the next unit's loads are issued before the current unit is decoded (no shared memory, no
 // barrier in the k loop). The activations (B fragments: tokens = mma columns) are read through
 // L1 as 16-byte loads of 8 consecutive k, which is what the k order of the layout was chosen
-// for. Decode per 8 codes: pk_decode (5 shifts, 5 LOP3) and 4 HMUL2 by the block scale
+// for. Decode per 8 codes: pk_decode (4 shifts, 4 LOP3) and 4 HMUL2 by the block scale
 // (* 2^119 in bf16, * 2^7 in fp16; the HMUL2 reads the row's scale straight from the scale-pair
 // register, .H0_H0 / .H1_H1), then mma.sync.m16n8k16 with fp32 accumulation; the power of two
 // is undone with alpha on the fp32 sum (one rounding, as documented).
@@ -119,7 +119,8 @@ constexpr int pk_min_blocks(int mt, int un) {
     return mt == 1 ? (un == 1 ? 4 : 3) : mt == 2 ? (un == 1 ? 3 : 2) : 2;
 }
 
-template <int AK, int MT, int UN>
+// KF: every unit lies inside K (K = 128 U), so no activation load needs a k bound.
+template <int AK, int MT, int UN, bool KF>
 __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
     pk_kernel(const __grid_constant__ PkArgs p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -172,14 +173,17 @@ __global__ void __launch_bounds__(kPkThreads, pk_min_blocks(MT, UN))
         // activations (token tok0 + 8 nt + g, k = kb + 32 t ...) of the current unit.
         const uint8_t* wp = p.w + ((int64_t)rt * p.U + u0) * kPkUnitBytes + lane * 16;
         const uint8_t* sp = p.w + ((int64_t)rt * p.U + u0) * kPkUnitBytes + kPkCodeBytes + lane * 4;
-        const int64_t astep = 8 * p.lda;
-        const uint16_t* ap = static_cast<const uint16_t*>(p.a) + (tok0 + g) * p.lda + (int64_t)u0 * kPkUnitK + 32 * t;
-        uint32_t aok = 0;  // bit nt: token tok0 + 8 nt + g exists
+        // A token past T reads the last token's row instead: an mma's output column depends on
+        // its own B column only, and those columns are never stored, so no load needs a token
+        // predicate (nor a zero fill). Loads past K (the last unit when K < 128 U) read zeros.
+        const int64_t tl = p.T - 1, r0 = min(tok0 + g, tl);
+        const uint16_t* ap = static_cast<const uint16_t*>(p.a) + r0 * p.lda + (int64_t)u0 * kPkUnitK + 32 * t;
+        int64_t aoff[MT];  // row of token tok0 + 8 nt + g (clamped) relative to ap's
 #pragma unroll
-        for (int nt = 0; nt < MT; ++nt) aok |= (uint32_t)(tok0 + nt * 8 + g < p.T) << nt;
+        for (int nt = 0; nt < MT; ++nt) aoff[nt] = (min(tok0 + 8 * nt + g, tl) - r0) * p.lda;
         int kleft = (int)(p.K - (int64_t)u0 * kPkUnitK) - 32 * t;  // valid k of this lane in the unit
         auto load_act = [&](int nt, int i) -> uint4 {
-            if (((aok >> nt) & 1u) && 8 * i < kleft) return ldg_act128(ap + nt * astep + 8 * i);
+            if (KF || 8 * i < kleft) return ldg_act128(ap + aoff[nt] + 8 * i);
             return make_uint4(0u, 0u, 0u, 0u);
         };
         // One unit (8 k-steps of 16 k for this warp's 16 rows) from its codes and scale word.
@@ -396,23 +400,24 @@ PkDev pk_dev(int device) {
     return d;
 }
 
-template <int AK, int MT, int UN>
-const void* pk_ptr() { return reinterpret_cast<const void*>(&pk_kernel<AK, MT, UN>); }
+template <int AK, int MT, int UN, bool KF>
+const void* pk_ptr() { return reinterpret_cast<const void*>(&pk_kernel<AK, MT, UN, KF>); }
 
-const void* pk_kernel_for(int akind, int mt, int un) {
+template <int AK, bool KF>
+const void* pk_kernel_for_kind(int mt, int un) {
     // two units per load only for the 8- and 16-token tiles (registers)
-    if (akind == kABf16Pk) {
-        switch (mt) {
-            case 1: return un == 1 ? pk_ptr<kABf16Pk, 1, 1>() : pk_ptr<kABf16Pk, 1, 2>();
-            case 2: return un == 1 ? pk_ptr<kABf16Pk, 2, 1>() : pk_ptr<kABf16Pk, 2, 2>();
-            default: return pk_ptr<kABf16Pk, 4, 1>();
-        }
-    }
     switch (mt) {
-        case 1: return un == 1 ? pk_ptr<kAF16Pk, 1, 1>() : pk_ptr<kAF16Pk, 1, 2>();
-        case 2: return un == 1 ? pk_ptr<kAF16Pk, 2, 1>() : pk_ptr<kAF16Pk, 2, 2>();
-        default: return pk_ptr<kAF16Pk, 4, 1>();
+        case 1: return un == 1 ? pk_ptr<AK, 1, 1, KF>() : pk_ptr<AK, 1, 2, KF>();
+        case 2: return un == 1 ? pk_ptr<AK, 2, 1, KF>() : pk_ptr<AK, 2, 2, KF>();
+        default: return pk_ptr<AK, 4, 1, KF>();
     }
+}
+
+// kfull: K = 128 U (no unit reaches past K)
+const void* pk_kernel_for(int akind, int mt, int un, bool kfull) {
+    if (akind == kABf16Pk)
+        return kfull ? pk_kernel_for_kind<kABf16Pk, true>(mt, un) : pk_kernel_for_kind<kABf16Pk, false>(mt, un);
+    return kfull ? pk_kernel_for_kind<kAF16Pk, true>(mt, un) : pk_kernel_for_kind<kAF16Pk, false>(mt, un);
 }
 
 int pk_smem(int mt) { return 8 * (8 * mt) * 16 * 4; }
@@ -468,7 +473,7 @@ PkPlan pk_plan(const PkProblem& pr, int device) {
         if (pr.un > 0 && un != pr.un) continue;
         if (pr.un == 0 && un != 1) continue;  // default: one unit per load (sweep: bench/NOTES.md)
         if (un == 2 && best.mt > 2) continue;  // not instantiated
-        const void* func = pk_kernel_for(pr.a_kind, best.mt, un);
+        const void* func = pk_kernel_for(pr.a_kind, best.mt, un, pr.k == (int64_t)pr.u * kPkUnitK);
         const int occ = pk_resident(func, device, smem);
         const int64_t slots = (int64_t)d.sms * occ;
         for (int rt = 1; rt <= 8; rt *= 2) {
@@ -579,7 +584,7 @@ void cuda_pk_mm(const PkProblem& pr, int device, uintptr_t stream) {
     const int64_t gy = (pr.nt + pl.rt - 1) / pl.rt;
     if (gy > 65535 || tz > 65535)
         throw std::runtime_error("fp4_kernels: prepacked GEMM: N or M too large for one launch");
-    const void* func = pk_kernel_for(pr.a_kind, pl.mt, pl.un);
+    const void* func = pk_kernel_for(pr.a_kind, pl.mt, pl.un, pr.k == (int64_t)pr.u * kPkUnitK);
     cudaLaunchConfig_t cfg{};
     cudaLaunchAttribute attr[2];
     cfg.blockDim = dim3(kPkThreads);

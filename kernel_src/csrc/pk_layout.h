@@ -19,9 +19,11 @@
 // bit pattern: magnitude bits (e1 e0 m) at bits 8 7 6, sign at bit 15 (and +16 for the high
 // half), i.e. the value e2m1 * 2^-126 (a bf16 subnormal for 0.5). The word is NOT the plain
 // nibbles: it is the unique w with pk_decode(w) = the wanted placement, a linear map over GF(2)
-// (shifts, XOR, AND with a constant) that the prepack inverts. Cost per 8 codes: 5 shifts and
-// 5 LOP3 (3 registers are a shifted copy masked, the 4th an XOR of three shifted copies) where
-// placing plain nibbles costs ~20 (bench/NOTES.md, "v8").
+// (shifts, a rotate, XOR, AND with a constant) that the prepack inverts. Cost per 8 codes: 4
+// shifts (one a 32-bit rotate, SHF.L.W) and 4 LOP3: register 0 is the word masked, 1 and 2 a
+// shifted / rotated copy masked, 3 the XOR of two shifted copies masked. Without the rotate no
+// shift / XOR / mask program does it in fewer than 5 + 5 (bench/NOTES.md, "v8" and "the decode
+// in 8 instructions"); placing plain nibbles costs ~20.
 #pragma once
 #include <cstdint>
 
@@ -38,11 +40,19 @@ constexpr int kPkUnitBytes = 1152;   // 1024 code bytes + 128 scale bytes
 constexpr int kPkCodeBytes = 1024;
 constexpr uint32_t kPkBf16Mask = 0x81C081C0u;  // bits 6, 7, 8, 15 of each half
 
+FP4_PK_HD uint32_t pk_rotl(uint32_t w, int n) {
+#if defined(__CUDA_ARCH__)
+    return __funnelshift_l(w, w, n);
+#else
+    return (w << n) | (w >> (32 - n));
+#endif
+}
+
 FP4_PK_HD void pk_decode(uint32_t w, uint32_t r[4]) {
     r[0] = w & kPkBf16Mask;
-    r[1] = (w << 3) & kPkBf16Mask;
-    r[2] = (w << 6) & kPkBf16Mask;
-    r[3] = ((w >> 4) ^ (w << 1) ^ (w >> 5)) & kPkBf16Mask;
+    r[1] = (w << 4) & kPkBf16Mask;
+    r[2] = pk_rotl(w, 10) & kPkBf16Mask;
+    r[3] = ((w >> 2) ^ (w << 6)) & kPkBf16Mask;
 }
 
 // bf16 placement -> fp16 placement (magnitude bits at 9..11, sign kept): (r | r << 3) masked.

@@ -141,20 +141,22 @@ def test_prepack_rejects_bad_input(fk):
 
 
 def test_prepacked_kernels_sass_sm90a(fp4_build):
-    """bf16 / fp16 activations x 8 / 16 / 32-token tiles (x 1 or 2 units per load for 8 and 16):
-    HMMA on bf16 / fp16, 16-byte non-allocating loads of the weights, no local memory."""
+    """bf16 / fp16 activations x 8 / 16 / 32-token tiles (x 1 or 2 units per load for 8 and 16)
+    x K a multiple of the unit or not: HMMA on bf16 / fp16, 16-byte non-allocating loads of the
+    weights, the decode's 32-bit rotate (SHF.L.W, csrc/pk_layout.h), no local memory."""
     funcs = sass_functions(fp4_build.so, "pk_kernel")
     k90 = {k: v for k, v in funcs.items() if k[0] == "sm_90a"}
-    assert len(k90) == 10, sorted(k[1] for k in k90)
+    assert len(k90) == 20, sorted(k[1] for k in k90)
     for (arch, name), text in k90.items():
         assert re.search(r"HMMA\.16816\.F32(\.BF16)?", text), name
         assert "LDG.E.NA.128.CONSTANT" in text, name
+        assert "SHF.L.W" in text, name
         assert "LDL" not in text and "STL" not in text, name
     deq = {k: v for k, v in sass_functions(fp4_build.so, "pk_dequant").items() if k[0] == "sm_90a"}
     assert len(deq) == 2 and all("LDL" not in v for v in deq.values())
     # the launch overlap on every arch of the build (bench/NOTES.md, "Issue 28: launch overlap"): the
     # wait for the grid before (griddepcontrol.wait: ACQBULK), the trigger of the next (launch_dependents:
     # PREEXIT, at the start or after the k loop) and the bulk L2 prefetch of a warp's range (UBLKPF.L2)
-    assert {k[0] for k in funcs} == {"sm_90a", "sm_120a"} and len(funcs) == 20, sorted(funcs)
+    assert {k[0] for k in funcs} == {"sm_90a", "sm_120a"} and len(funcs) == 40, sorted(funcs)
     for (arch, name), text in funcs.items():
         assert "ACQBULK" in text and text.count("PREEXIT") >= 2 and "UBLKPF.L2" in text, (arch, name)

@@ -6,7 +6,7 @@ Layout (csrc/pk_layout.h has the full description): the weight [N, K] is padded 
 and zero scales to 16-row x 128-k units; unit (rt, u) is 1152 bytes: 1024 bytes of codes (per
 lane of a warp, two 16-byte pieces of four 32-bit words, one word per mma k-step) and 128 bytes
 of E4M3 scales (4 per lane). A word is not the plain nibbles: it is the w for which
-``pk_decode(w)`` (shifts, XOR and masks; mirrored by :func:`_decode_regs`) places the 8 codes of
+``pk_decode(w)`` (shifts, a rotate, XOR and masks; mirrored by :func:`_decode_regs`) places the 8 codes of
 the step as bf16 bit patterns, i.e. the inverse of that GF(2)-linear map applied to the codes.
 Prepacking and unpacking are exact inverses (tests/kernel/test_fp4_prepack.py) and run as torch
 operations on the tensors' device (CPU or CUDA).
@@ -23,7 +23,8 @@ _TMASK = 0x81C081C0  # bf16 placement: magnitude bits 6..8, sign bit 15 (and +16
 def _decode_regs(w):
     """csrc/pk_layout.h pk_decode: one 32-bit word -> 4 registers (python ints or int64 tensors
     holding values below 2^32)."""
-    return (w & _TMASK, (w << 3) & _TMASK, (w << 6) & _TMASK, ((w >> 4) ^ (w << 1) ^ (w >> 5)) & _TMASK)
+    rot10 = (w << 10) | (w >> 22)  # a 32-bit rotate left by 10 (the mask drops bits above 31)
+    return (w & _TMASK, (w << 4) & _TMASK, rot10 & _TMASK, ((w >> 2) ^ (w << 6)) & _TMASK)
 
 
 def _nibbles(regs):
