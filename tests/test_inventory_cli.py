@@ -354,3 +354,17 @@ def test_every_bad_var_of_an_inventory_is_named_at_once_a_line_each(tmp_path):
         f"fleetctl: error: {inv}:9: all.hosts.n1.keepalive_intervl: unknown variable 'keepalive_intervl' looks like "
         "fleetctl's 'keepalive_interval'; did you mean 'keepalive_interval'?",
     ], res.stderr
+
+
+def test_commands_that_start_no_run_refuse_an_empty_string_variable_as_a_run_does(tmp_path):
+    """Operator trial: ``FLEETCTL_INVENTORY="" fleetctl hosts all`` listed ./inventory.yaml's hosts
+    (a run refuses the empty variable), and ``hosts``, ``inventory`` and ``logs`` took every other
+    empty string-valued FLEETCTL_* variable too. Each is one line naming the variable, exit 2."""
+    write(tmp_path, "inventory.yaml", "all:\n  hosts:\n    box: {ansible_connection: local}\n")
+    assert fleet(tmp_path, "hosts", "all").returncode == 0  # the inventory itself is fine
+    for name in ("FLEETCTL_INVENTORY", "FLEETCTL_SLURM_LAUNCHER", "FLEETCTL_SCRIPTS_DIR"):
+        for args in (("hosts", "all"), ("inventory", "--list"), ("inventory", "--host", "box"), ("logs",)):
+            res = fleet(tmp_path, *args, env={name: ""})
+            assert (res.returncode, res.stdout) == (2, ""), (name, args, res)
+            assert res.stderr.startswith(f"fleetctl: error: {name}: set but empty: "), (name, args, res.stderr)
+            assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr

@@ -62,7 +62,7 @@ def _failed_line(res) -> str:
 def test_run_facts_and_deploy_fail_a_host_whose_login_shell_exits_before_the_command(sshd_farm, tmp_path, case):
     shell, rc, text = CASES[case]
     host = sshd_farm.start(f"ex-{case}", shell=shell)
-    not_run = NOT_RUN.format(ssh=host.ssh_hint)
+    not_run = NOT_RUN.format(ssh=host.ssh_hint(sshd_farm.known_hosts))
     home = Path(pwd.getpwnam(host.user).pw_dir)
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h": {**host.inventory_vars(sshd_farm.known_hosts),
                                                               "workdir": str(home / "fl")}}})
@@ -97,15 +97,23 @@ def test_run_facts_and_deploy_fail_a_host_whose_login_shell_exits_before_the_com
         shutil.rmtree(home / "fl", ignore_errors=True)
 
 
-def test_a_command_after_the_first_names_the_known_login_shell_and_what_it_printed(sshd_farm):
+def test_a_command_after_the_first_names_the_known_login_shell_and_what_it_printed(sshd_farm, tmp_path):
     """Once the run learnt the login shell, the cause names it and only its rc files; what the
-    shell printed before it exited is quoted."""
+    shell printed before it exited is quoted. The host is reached through the inventory's own
+    ssh_config and known_hosts files (in a folder with a space), and the hint names both."""
     host = sshd_farm.start("ex-known", shell="zsh")
     rc = EndingRc(host, ".zshenv", "echo 'maintenance: logins are closed'\nexit 3\n")
+    site = tmp_path / "site dir"
+    site.mkdir()
+    # the key is known only under the alias the ssh_config names: ssh without this -F, or without
+    # this known_hosts file, finds no key for the host and (BatchMode) refuses it
+    cfg, kh = site / "ssh_config", site / "known_hosts"
+    cfg.write_text("Host *\n  HostKeyAlias ex-known-alias\n  GlobalKnownHostsFile /dev/null\n")
+    kh.write_text("ex-known-alias " + host.known_hosts_line.split(" ", 1)[1] + "\n")
 
     async def go():
         conn = SSHConnection(host.name, address="127.0.0.1", port=host.port, user=host.user,
-                             key_file=str(host.client_key), known_hosts=str(sshd_farm.known_hosts))
+                             key_file=str(host.client_key), known_hosts=str(kh), ssh_config=str(cfg))
         async with conn:
             first = await conn.run(["echo", "hi"])
             conn.learn_login(shutil.which("zsh"), str(rc.path.parent))
@@ -116,18 +124,20 @@ def test_a_command_after_the_first_names_the_known_login_shell_and_what_it_print
 
     first, err = asyncio.run(go())
     assert first.stdout == b"hi\n"
+    hint = host.ssh_hint(f'"{kh}"', cfg)  # the known_hosts path, one ssh_config word (a space in it)
     assert err.cause == ("the remote login shell (zsh) exited with status 3 before running the command: a file it "
                          "reads before every ssh command ends it (an `exit`, `exec` or `logout` there; look at "
                          "~/.zshenv, /etc/zsh/zshenv), or the login shell does not run commands (nologin); try: "
-                         f"{host.ssh_hint} echo ok; it printed: maintenance: logins are closed"), err.cause
+                         f"{hint} echo ok; it printed: maintenance: logins are closed"), err.cause
     assert str(err) == f"{host.name}: {err.cause}"
     # the hint works as typed, with the inventory's key only (operator trial: it lacked -i KEY, and
-    # ssh found no key of its own: this HOME has none, no agent); BatchMode and the known_hosts
-    # file only keep ssh from asking
-    hint = shlex.split(err.cause.split("try: ", 1)[1].split(" echo ok", 1)[0])
-    assert hint[hint.index("-i") + 1] == str(host.client_key), hint
-    said = subprocess.run([hint[0], "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={sshd_farm.known_hosts}",
-                           *hint[1:], "echo", "ok"], capture_output=True, text=True, timeout=60, env=_no_agent())
+    # ssh found no key of its own: this HOME has none, no agent), and the inventory's ssh_config and
+    # known_hosts (operator trial: without them the hint reached another host config); BatchMode
+    # only keeps ssh from asking
+    words = shlex.split(err.cause.split("try: ", 1)[1].split(" echo ok", 1)[0])
+    assert words[words.index("-i") + 1] == str(host.client_key), words
+    said = subprocess.run([words[0], "-o", "BatchMode=yes", *words[1:], "echo", "ok"], capture_output=True,
+                          text=True, timeout=60, env=_no_agent(), stdin=subprocess.DEVNULL)
     assert (said.returncode, said.stdout) == (0, "ok\n"), said.stderr
 
 
@@ -145,7 +155,7 @@ def test_a_nologin_account_is_named_as_the_cause_and_its_words_are_no_command_ou
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"u5-nologin": host.inventory_vars(sshd_farm.known_hosts)}})
     cause = ("the login shell of the account is nologin: it runs no commands, so none ran (the account cannot be "
              "deployed to); give the account a login shell (as root: chsh -s /bin/bash USER) or log in as another "
-             f"account (ansible_user); try: {host.ssh_hint} echo ok; it printed: This "
+             f"account (ansible_user); try: {host.ssh_hint(sshd_farm.known_hosts)} echo ok; it printed: This "
              "account is currently not available.")
     res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--", "true", home=tmp_path)
     assert res.returncode == 1, res.stdout + res.stderr

@@ -70,7 +70,7 @@ def test_a_command_the_login_shell_never_started_times_out_naming_the_shell_and_
              "tcsh": "~/.tcshrc, ~/.cshrc, /etc/csh.cshrc"}[shell]
     cause = (f"the remote login shell ({shell}) had not started the command after 3 s: a file it reads before every "
              f"ssh command is slow or waits (look at {files}, ~/.ssh/rc, /etc/ssh/sshrc; try: time "
-             f"{host.ssh_hint} true)")
+             f"{host.ssh_hint(sshd_farm.known_hosts)} true)")
     assert str(err) == f"{host.name}: command timed out after 3 s: echo: {cause}", str(err)
     assert err.login_stall == cause
     # the engine's own deadlines (a task's, a transfer's) ask the connection after the fact
@@ -90,7 +90,7 @@ def test_run_and_fetch_say_the_login_shell_never_started_the_command(sshd_farm, 
         line = next(ln for ln in res.stderr.splitlines() if ln.startswith("h: FAILED: "))
         assert line == (f"h: FAILED: command timed out after 3 s: true: the remote login shell had not started the "
                         f"command after 3 s: a file it reads before every ssh command is slow or waits ({ANY_SHELL}; "
-                        f"try: time {host.ssh_hint} true)"), line
+                        f"try: time {host.ssh_hint(sshd_farm.known_hosts)} true)"), line
         assert json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["h"]["error"] == line[11:]
         res = fleetctl("-i", str(inv), "fetch", "--hosts", "g", "--timeout", "3", "/etc/hostname",
                        str(tmp_path / "out"), home=tmp_path)
@@ -122,7 +122,7 @@ def test_a_deploy_task_whose_command_the_login_shell_never_started_names_the_she
         assert re.fullmatch(r"timed out after 3 s: the remote login shell \(zsh\) had not started the command after "
                             r"[\d.]+ s: a file it reads before every ssh command is slow or waits \(look at "
                             r"~/\.zshenv, /etc/zsh/zshenv, ~/\.ssh/rc, /etc/ssh/sshrc; try: time "
-                            rf"{re.escape(host.ssh_hint)} true\)",
+                            rf"{re.escape(host.ssh_hint(sshd_farm.known_hosts))} true\)",
                             task["msg"]), task["msg"]
         assert "the remote login shell (zsh) had not started the command" in res.stdout, res.stdout[-3000:]
         # the run's first command (folders, lock, facts) in a login shell that never starts it: the
@@ -135,7 +135,7 @@ def test_a_deploy_task_whose_command_the_login_shell_never_started_names_the_she
         assert re.fullmatch(r"the run's first command did not answer within 3 s: the remote login shell had not "
                             r"started the command after [\d.]+ s: a file it reads before every ssh command is slow "
                             rf"or waits \({re.escape(ANY_SHELL)}; try: time "
-                            rf"{re.escape(host.ssh_hint)} true\)",
+                            rf"{re.escape(host.ssh_hint(sshd_farm.known_hosts))} true\)",
                             error), error
     finally:
         shutil.rmtree(home / "fl", ignore_errors=True)

@@ -11,7 +11,11 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from fleetctl.cli.schedule_env import job_env, not_carried_notes
+from fleetctl.errors import InventoryError
+from fleetctl.inventory import load_inventory
 from tests.test_schedule import (cron_sh_command, fleet, fleet_dir, specifiers, split_printed, unit_settings,
                                  unquote_words)
 
@@ -93,7 +97,7 @@ def test_a_bad_numeric_variable_is_refused_when_scheduling_not_every_night(tmp_p
                              f">= 1, got '{value}'\n"
 
 
-def test_an_empty_or_unknown_string_variable_is_refused_before_any_host_and_when_scheduling(tmp_path):
+def test_an_empty_or_unknown_string_variable_is_refused_before_any_host_and_when_scheduling(tmp_path, monkeypatch):
     """Operator trial: ``FLEETCTL_SLURM_LAUNCHER=""`` (set but empty) was taken as no launcher, and
     the other string-valued FLEETCTL_* variables were not checked either, while the numeric ones
     were. Each empty or unknown value is one line naming the variable (exit 2), before the local
@@ -117,9 +121,14 @@ def test_an_empty_or_unknown_string_variable_is_refused_before_any_host_and_when
             assert res.stderr.startswith(f"fleetctl: error: {name}: ") and said in res.stderr, (name, value, res.stderr)
             assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
     assert not marker.exists()
-    # the slurm: source reads it the same way (it runs sinfo before any run starts), naming itself
+    # `hosts` refuses it where it starts, as a run does (envvars.check_strings)...
     res = fleet(tmp_path, "-i", "slurm:", "hosts", "all", cwd=d, env={"FLEETCTL_SLURM_LAUNCHER": ""})
-    assert (res.returncode, res.stderr) == (2, empty_launcher.replace("error: ", "error: slurm:: ")), res
+    assert (res.returncode, res.stderr) == (2, empty_launcher), res
+    # ...and the slurm: source reads it the same way (it runs sinfo before any run starts), naming itself
+    with monkeypatch.context() as m, pytest.raises(InventoryError) as err:
+        m.setenv("FLEETCTL_SLURM_LAUNCHER", "")
+        load_inventory(["slurm:"])
+    assert f"fleetctl: error: {err.value}\n" == empty_launcher.replace("error: ", "error: slurm:: "), err.value
     # unset, or the documented empty FLEETCTL_ANSIBLE_INVENTORY (never delegate), still run
     res = fleet(tmp_path, *run, cwd=d, env={"FLEETCTL_ANSIBLE_INVENTORY": ""})
     assert res.returncode == 0 and marker.exists(), res.stderr

@@ -269,3 +269,29 @@ def test_accept_new_records_one_line_per_known_hosts_name_however_many_aliases(s
     for name in ("127.0.0.1", "localhost"):
         res = openssh(cfg, name, "-p", str(host.port), "true")
         assert res.returncode == 0, res.stderr
+
+
+def test_a_relative_ssh_config_is_the_file_next_to_the_inventory(sshd_farm, tmp_path):
+    """``ssh_config: ssh_config`` in an inventory read from another folder (fleetctl runs in the
+    repository here) names the file next to the inventory, by the same rule as ``known_hosts: kh``
+    (operator trial: it was taken against the current folder and every host failed as
+    unreachable); a missing one is refused at the line that names it, exit 2, before connecting."""
+    host = sshd_farm.start("relcfg")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "ssh_config").write_text(f"Host gpu\n  HostName 127.0.0.1\n  Port {host.port}\n  User {host.user}\n"
+                                     f"  IdentityFile {sshd_farm.client_key}\n  IdentitiesOnly yes\n"
+                                     "  GlobalKnownHostsFile /dev/null\n")
+    (site / "kh").write_text(host.known_hosts_line + "\n")
+    inv = write_inventory(site / "inv.yaml", {"g": {"gpu": {"ssh_config": "ssh_config", "known_hosts": "kh"}}})
+    assert not (REPO / "ssh_config").exists()  # the current folder holds no such file
+    res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--json", "--", "echo", "hi", home=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert json.loads(res.stdout)["gpu"]["stdout"] == "hi\n"
+    (site / "ssh_config").unlink()
+    res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--", "echo", "hi", home=tmp_path)
+    assert (res.returncode, res.stdout) == (2, ""), res.stdout + res.stderr
+    line = next(ln for ln in res.stderr.splitlines() if ln.startswith("fleetctl: error:"))
+    assert line == (f"fleetctl: error: {inv}:7: all.children.g.hosts.gpu.ssh_config: host 'gpu': ssh_config file "
+                    f"'ssh_config' ({site / 'ssh_config'}) does not exist on this controller"), res.stderr
+    assert "Traceback" not in res.stderr

@@ -7,7 +7,8 @@ script can read fleetctl's view of any source. ``fleetctl hosts PATTERN`` prints
 order. Secrets (``{value: ..., secret: true}`` and secret-looking names) are masked. A var whose
 value only Ansible's merge order decides is refused by ``--host`` and ``hosts`` as by ``run``
 (:meth:`Inventory.check_conflicts`, one line, exit 2); ``--list`` and ``--graph`` show Ansible's
-merge, for comparison with ``ansible-inventory``.
+merge, for comparison with ``ansible-inventory``. Both check the string-valued ``FLEETCTL_*``
+variables first, as a run does (:func:`fleetctl.util.envvars.check_strings`: one line, exit 2).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from ..errors import InputError
 
 def _load(obj: Context):
     from ..inventory import load_inventory
+    from ..util.envvars import check_strings
 
+    check_strings()  # as a run: FLEETCTL_INVENTORY="" would read ./inventory.yaml, silently
     inv = load_inventory(obj.inventory_sources())
     for warning in inv.warnings:
         click.echo(f"fleetctl: warning: {warning}", err=True)

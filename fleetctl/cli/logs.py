@@ -24,7 +24,9 @@ def logs(run_id: str | None, host: str | None, host_opt: str | None, follow: boo
     all-hosts view leaves out). Without RUN_ID: the newest run; with --host HOST, the newest run
     that has HOST's log (named on stderr), an error when no run has it; --follow picks the same."""
     from ..reporting.history import newest_run, runs_root, valid_run_id
+    from ..util.envvars import check_strings
 
+    check_strings()  # the string FLEETCTL_* variables, as a run checks them (one line, exit 2)
     if host and host_opt and host != host_opt:
         raise fail_input(f"logs: two hosts given ({host} and --host {host_opt}); give one")
     host = host or host_opt

@@ -73,6 +73,8 @@ class SSHTarget:
         agent_path: the ssh-agent socket (``IdentityAgent``, else ``$SSH_AUTH_SOCK``), or ``None``.
         config_paths: the ssh_config files read, in order.
         config_file: the one ssh_config file named by the ``ssh_config`` var (``ssh -F``), if any.
+        known_hosts: the known_hosts file named by the inventory's ``known_hosts`` var (it replaced
+            ``UserKnownHostsFile``), if any.
         options: asyncssh's connection options for the target, built from the ssh_config read
             that made it (``asyncssh.connect(options=..., config=None)`` reads no file again), or
             None: asyncssh must read ``config_paths`` itself (``-o`` changed the target, or the
@@ -97,6 +99,7 @@ class SSHTarget:
     agent_path: str | None = None
     config_paths: tuple[str, ...] = ()
     config_file: str | None = None
+    known_hosts: str | None = None
     options: Any = field(default=None, compare=False, repr=False)
 
     @property
@@ -108,15 +111,21 @@ class SSHTarget:
     @property
     def ssh_command(self) -> str:
         """The ssh(1) command line an operator types to reach the host as fleetctl does, for hints
-        (``try: ssh -p 2222 -i /keys/id_fleet fltrial5@127.0.0.1 echo ok``): the real address, port
-        and user, never the inventory's alias (ssh cannot resolve it unless ssh_config names it), the
-        inventory's key (``-i``: a host reached with that key only refused the hint's ssh, operator
-        trial; ``IdentityFile`` keys ssh reads itself) and the jump hosts (``-J``); each word quoted
-        for a POSIX shell (``shlex.join``: a key path with a space is one word)."""
+        (``try: ssh -F /site/ssh_config -o UserKnownHostsFile=/site/kh -p 2222 -i /keys/id_fleet
+        fltrial5@127.0.0.1 echo ok``): the real address, port and user, never the inventory's alias
+        (ssh cannot resolve it unless ssh_config names it), the inventory's ssh_config file (``-F``:
+        without it ssh reads ~/.ssh/config, another host config) and known_hosts file (``-o
+        UserKnownHostsFile``: ssh would check the key in ~/.ssh/known_hosts; operator trial: the
+        copied hint reached a different host config than fleetctl did), the inventory's key (``-i``:
+        a host reached with that key only refused the hint's ssh, operator trial; ``IdentityFile``
+        keys ssh reads itself) and the jump hosts (``-J``); each word quoted for a POSIX shell
+        (``shlex.join``: a key path with a space is one word)."""
+        config = ["-F", self.config_file] if self.config_file else []
+        known = ["-o", f"UserKnownHostsFile={_config_word(self.known_hosts)}"] if self.known_hosts else []
         port = [] if self.port == DEFAULT_PORT else ["-p", str(self.port)]
         key = ["-i", self.key_file] if self.key_file else []
         jump = ["-J", ",".join(self.proxy_jump)] if self.proxy_jump else []
-        return shlex.join(["ssh", *port, *key, *jump, f"{self.user}@{self.host}"])
+        return shlex.join(["ssh", *config, *known, *port, *key, *jump, f"{self.user}@{self.host}"])
 
     @property
     def where(self) -> str:
@@ -240,6 +249,17 @@ def split_jump(spec: str) -> tuple[str | None, str, int | None]:
         raise SSHConfigError(f"ProxyJump host {spec!r}: port {port!r} is not a number") from None
 
 
+def _config_word(path: str) -> str:
+    """``path`` as one word of an ssh_config value (``ssh -o NAME=VALUE``): ``%`` doubled (ssh
+    expands ``%`` tokens in ``UserKnownHostsFile``, ssh_config(5) TOKENS), and in double quotes,
+    ``\\`` and ``"`` escaped, when it holds whitespace, a quote, ``\\`` or ``#`` (ssh splits the
+    value into words there: ``UserKnownHostsFile`` takes several files)."""
+    path = path.replace("%", "%%")
+    if any(c.isspace() or c in "\"'\\#" for c in path):
+        return '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return path
+
+
 def resolve_target(name: str, *, port: int | None = None, user: str | None = None, key_file: str | None = None,
                    known_hosts: str | None = None, config_file: str | None = None) -> SSHTarget:
     """The :class:`SSHTarget` for ``name`` after ssh_config, with the inventory's settings on top.
@@ -294,6 +314,7 @@ def resolve_target(name: str, *, port: int | None = None, user: str | None = Non
         agent_path=_agent_path(config.get("IdentityAgent")),
         config_paths=paths,
         config_file=paths[0] if config_file else None,
+        known_hosts=os.path.expanduser(known_hosts) if known_hosts else None,
         options=opts if reusable else None,
     )
 

@@ -246,8 +246,8 @@ class Inventory:
           (:data:`fleetctl.inventory.ansible_support.REFUSED`: ``ansible_ssh_common_args``,
           ``ansible_become: true``, a password...): ignoring it would connect another way or run
           as another user.
-        - A private key file (``ansible_ssh_private_key_file``/``ansible_private_key_file``) that
-          does not exist on this controller, or is a folder: the inventory names a path that is
+        - A private key file (``ansible_ssh_private_key_file``/``ansible_private_key_file``) or an
+          ``ssh_config`` file that does not exist on this controller, or is a folder: the inventory names a path that is
           not there, bad input like ``venv: ~/x`` (``~`` and relative paths were resolved at load,
           as OpenSSH expands ``~`` in ``-i``/``IdentityFile``). Only the selected hosts' keys are
           checked: as Ansible fails only the hosts it connects to, a host the command does not
@@ -266,7 +266,7 @@ class Inventory:
         self.check_conflicts(chosen.values())
         for h in chosen.values():
             _check_ansible_vars(h)
-            _check_key_file(h)
+            _check_controller_files(h)
             if venv and h.kind == "local":
                 _check_local_venv(h)
 
@@ -353,18 +353,23 @@ def _check_ansible_vars(host: Host) -> None:
     raise _source_error(host, src, f"host {host.name!r} sets {shown}, which fleetctl does not honour: {advice}")
 
 
-def _check_key_file(host: Host) -> None:
-    """Refuse a private key path of ``host``'s connection settings that names no file on this
-    controller. OpenSSH warns ("Identity file ... not accessible") and logs in with other keys, if
-    any; fleetctl refuses the typo instead of reporting the host unreachable (new-user trial)."""
-    path = host.key_file
-    if path is None or os.path.isfile(path):
-        return
-    src = host.source_of("private_key_file")
-    written = src.value if src is not None and isinstance(src.value, str) else path
-    shown = repr(written) + ("" if written == path else f" ({path})")
-    why = "is a folder, not a key file" if os.path.isdir(path) else "does not exist on this controller"
-    raise _source_error(host, src, f"host {host.name!r}: private key file {shown} {why}")
+def _check_controller_files(host: Host) -> None:
+    """Refuse a file on this controller that ``host``'s connection settings name and that is not
+    there: the private key (OpenSSH warns "Identity file ... not accessible" and logs in with other
+    keys, if any; fleetctl refuses the typo instead of reporting the host unreachable, new-user
+    trial) and the ``ssh_config`` file (``ssh -F`` stops at a missing one: an operator trial saw a
+    relative one, taken against the current folder, fail every host as unreachable). Both were
+    resolved at load against the inventory file's folder (:data:`~fleetctl.inventory.settings.PATH_VARS`)."""
+    for field_name, what in (("private_key_file", "private key file"), ("ssh_config", "ssh_config file")):
+        path = getattr(host.connection_settings, field_name, None)
+        if path is None or os.path.isfile(path):
+            continue
+        src = host.source_of(field_name)
+        written = src.value if src is not None and isinstance(src.value, str) else path
+        shown = repr(written) + ("" if written == path else f" ({path})")
+        why = f"is a folder, not {'a key' if what.startswith('private') else 'an ssh_config'} file" \
+            if os.path.isdir(path) else "does not exist on this controller"
+        raise _source_error(host, src, f"host {host.name!r}: {what} {shown} {why}")
 
 
 def _check_local_venv(host: Host) -> None:

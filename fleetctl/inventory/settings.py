@@ -47,9 +47,11 @@ __all__ = [
     "var_error",
 ]
 
-PATH_VARS = frozenset({"ansible_ssh_private_key_file", "ansible_private_key_file", "known_hosts"})
-"""Vars holding a path on the controller: ``~`` expanded, relative ones resolved against the folder
-of the inventory file that set them (Ansible leaves them to ssh, relative to the current folder)."""
+PATH_VARS = frozenset({"ansible_ssh_private_key_file", "ansible_private_key_file", "known_hosts", "ssh_config"})
+"""Vars holding a file on the controller that an inventory names: ``~`` expanded, relative ones
+resolved against the folder of the inventory file that set them (Ansible leaves them to ssh,
+relative to the current folder), by the one rule of :func:`_value_for`: ``ssh_config: ssh_config``
+next to the inventory names that file from any current folder, as ``known_hosts: kh`` does."""
 
 _NO_WHITESPACE = frozenset({"ansible_host", "ansible_ssh_host", "ansible_user", "ansible_ssh_user"})
 _KIND_ALIASES = {"smart": "ssh"}

@@ -169,8 +169,9 @@ def inventory_sources(environ: Mapping[str, str] | None = None) -> None:
 
 def check_strings(environ: Mapping[str, str] | None = None) -> None:
     """Every string-valued ``FLEETCTL_*`` variable (the module docstring), checked as its reader
-    checks it; called before any host is touched (:func:`fleetctl.api.lifecycle.new_run`) and when
-    ``fleetctl schedule`` writes a job.
+    checks it; called before any host is touched (:func:`fleetctl.api.lifecycle.new_run`), when
+    ``fleetctl schedule`` writes a job, and where the commands that start no run but read them
+    start (``hosts``, ``inventory``: the inventory sources; ``logs``: ``FLEETCTL_HOME``).
 
     Raises:
         InputError: the first bad one, naming it.

@@ -131,11 +131,13 @@ class SshdHost:
         path = self.root / "sshd.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
-    @property
-    def ssh_hint(self) -> str:
+    def ssh_hint(self, known_hosts: Path | str, ssh_config: Path | None = None) -> str:
         """The ssh command fleetctl's hints name for this host reached with :meth:`inventory_vars`
-        (``SSHTarget.ssh_command``): port, the inventory's key, user@address, quoted for sh."""
-        return shlex.join(["ssh", "-p", str(self.port), "-i", str(self.client_key), f"{self.user}@127.0.0.1"])
+        (``SSHTarget.ssh_command``): the inventory's ssh_config file (if given) and known_hosts
+        file, port, the inventory's key, user@address, quoted for sh."""
+        config = ["-F", str(ssh_config)] if ssh_config else []
+        return shlex.join(["ssh", *config, "-o", f"UserKnownHostsFile={known_hosts}", "-p", str(self.port),
+                           "-i", str(self.client_key), f"{self.user}@127.0.0.1"])
 
     def inventory_vars(self, known_hosts: Path) -> dict:
         """Host vars for an inventory entry that reaches this host."""
