@@ -24,7 +24,10 @@ def _cuobjdump_archs(so) -> set:
 
 # Kernel instantiations per arch: what the build time grows with (each is a separate cicc / ptxas
 # job per arch). Raising it is a decision: say in bench/NOTES.md what the new kernels buy.
-KERNEL_BUDGET_PER_ARCH = 48
+# 48 -> 58: the prepacked kernel's second instance per tile for K = 128 U (no k bound on the
+# activation loads: 12 fewer instructions a unit; bench/NOTES.md, "the decode in 8 instructions";
+# cuda_pk.cu's compile 3 -> 5 s an arch).
+KERNEL_BUDGET_PER_ARCH = 58
 # sm_90a alone also holds the wgmma GEMM (csrc/cuda_wg.cu, compiled for that target only): its
 # activation permute and 14 instantiations (bf16 / fp16 x 16, 32, 64, 128, 256 tokens per CTA with
 # one consumer warpgroup, and 128 and 256 with two; bench/NOTES.md, "Issue 28": M = 9 .. 256 at
