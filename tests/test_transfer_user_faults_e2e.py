@@ -333,3 +333,29 @@ def test_fetch_of_a_folder_keeps_every_readable_file_and_names_each_unreadable_o
         assert f"qa: skipped {fdir}/link: not a regular file (symlinks are never followed)" in logs, logs
     finally:
         shutil.rmtree(fdir, ignore_errors=True)
+
+
+def test_copy_and_fetch_refuse_a_templated_dest_before_any_host_is_touched(tmp_path):
+    """Operator trial: ``copy src/a.txt '/tmp/x_{{ inventory_hostname }}'`` made that literal path
+    (and a typo ``{hostname}`` too). A DEST (fetch's SRC too) holding ``{{ }}`` or a placeholder
+    other than ``{host}`` is bad input: one line naming it, exit 2, no host touched, no run."""
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"qa": {"ansible_connection": "local"},
+                                                        "qb": {"ansible_connection": "local"}}})
+    src = tmp_path / "a.txt"
+    src.write_text("a\n")
+    hint = "{host} is the placeholder, each host's inventory name"
+    for cmd, args, bad, what in (
+            ("copy", [str(src), f"{tmp_path}/x_{{{{ inventory_hostname }}}}"], "DEST", "holds a Jinja template "
+             "(never rendered here)"),
+            ("copy", [str(src), f"{tmp_path}/x_{{hostname}}"], "DEST", "holds the unknown placeholder {hostname}"),
+            ("fetch", [str(src), f"{tmp_path}/x_{{{{ inventory_hostname }}}}/"], "DEST", "holds a Jinja template "
+             "(never rendered here)"),
+            ("fetch", [f"{tmp_path}/{{name}}.txt", f"{tmp_path}/out"], "SRC", "holds the unknown placeholder {name}")):
+        res = fleetctl("-i", str(inv), cmd, "--hosts", "g", *args, home=tmp_path)
+        value = args[0] if bad == "SRC" else args[1]
+        example = value.replace("{{ inventory_hostname }}", "{host}").replace("{hostname}", "{host}").replace(
+            "{name}", "{host}")
+        assert (res.returncode, res.stdout) == (2, ""), res.stderr
+        assert res.stderr == f"fleetctl: error: {cmd}: {bad} {value} {what}: {hint} (e.g. {example})\n", res.stderr
+    made = [p.name for p in tmp_path.iterdir() if p.name.startswith(("x_", "out", "runs"))]
+    assert made == [], made  # no path made, no run recorded

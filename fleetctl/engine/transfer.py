@@ -44,7 +44,7 @@ from ..connection.base import OutputLine
 from ..connection.registry import ConnectOptions
 from ..errors import CommandTimeout, FleetError, HostUnreachable, InputError, TransferError, host_message
 from .fanout import for_each_host
-from .fetch_paths import FetchSource, check_fetch, host_src, local_dest
+from .fetch_paths import FetchSource, check_fetch, check_placeholders, host_src, local_dest
 from .model import RunModel, utc_now
 from .observer import Observers
 from .scopes import enter_scopes, prepare_hosts
@@ -167,8 +167,10 @@ async def copy_to_hosts(hosts: Sequence[Any], src: str, dest: str, *, run: RunMo
         host -> the files put there (``src``, ``dest``, ``bytes``).
 
     Raises:
-        InputError: ``src`` is missing or unreadable on the controller (before any host is touched).
+        InputError: ``src`` is missing or unreadable on the controller, or ``dest`` holds ``{{ }}`` or
+            a placeholder other than ``{host}`` (before any host is touched).
     """
+    check_placeholders("copy", "DEST", dest)
     files, skipped = local_sources(src)
     single = len(files) == 1 and Path(src).is_file()
 
