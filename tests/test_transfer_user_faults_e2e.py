@@ -137,6 +137,9 @@ def test_copy_fills_host_in_dest_and_names_permission_denied(sshd_farm, tmp_path
         line = next(ln for ln in res.stderr.splitlines() if ln.startswith("u: FAILED: "))
         assert "Permission denied" in line and str(locked) in line, line
         assert "No such file" not in line
+        # a folder that cannot be made names the source as every upload error does (operator trial:
+        # `upload -> DEST: FOLDER: Permission denied` over SFTP)
+        assert line.startswith(f"u: FAILED: upload {src / 'one.txt'} -> {locked}/sub/deeper/x.txt: "), line
         (locked / "secret.txt").write_text("s\n")
         res = fleetctl("-i", str(inv), "fetch", "--hosts", "u", str(locked / "secret.txt"), str(tmp_path / "got"),
                        home=tmp_path)
