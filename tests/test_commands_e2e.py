@@ -305,6 +305,39 @@ def test_logs_follow_with_a_host_follows_that_hosts_live_run_not_the_newest(tmp_
                                 f"run {run_dir.name}: ok"], err
 
 
+def test_logs_follow_a_live_run_names_why_a_silent_host_failed(tmp_path):
+    """Operator trial: following a live run with an unreachable host printed the reachable host's
+    lines and ``run ...: failed``, never why the other failed; it ends with the cause line that
+    ``fleetctl logs RUN`` prints (one rendering)."""
+    import os
+
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"l1": {"ansible_connection": "local"},
+                                                        "gone": {"ansible_host": "127.0.0.1",
+                                                                 "ansible_port": free_port()}}})
+    gate = tmp_path / "gate"
+    env = {**os.environ, "FLEETCTL_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    live = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "run", "--hosts", "g", "--", "sh", "-c",
+                             f"echo a; while [ ! -e {gate} ]; do sleep 0.05; done; echo b"], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        run_dir = _wait(lambda: next(iter((tmp_path / "runs").iterdir()), None) if (tmp_path / "runs").exists() else None)
+        _wait(lambda: (run_dir / "logs" / "l1.log").exists() and b"a" in (run_dir / "logs" / "l1.log").read_bytes())
+        follow = subprocess.Popen([sys.executable, "-m", "fleetctl", "logs", "--follow"], cwd=REPO,
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first = follow.stdout.readline()  # the follower is live before the run goes on
+        gate.touch()
+        rest, err = follow.stdout.read(), follow.stderr.read()
+        follow.wait(timeout=120)
+    finally:
+        gate.touch()
+        live.wait(timeout=120)
+    got = [first.rstrip("\n"), *rest.splitlines()]
+    assert got[:2] == ["l1: a", "l1: b"] and len(got) == 3, (got, err)
+    assert got[2].startswith("gone: unreachable: ") and "127.0.0.1" in got[2], got
+    assert fleetctl("logs", run_dir.name, home=tmp_path).stdout.splitlines() == got  # the same lines
+    assert follow.returncode == 1 and err.splitlines()[-1] == f"run {run_dir.name}: failed", err
+
+
 def _wait(fn, timeout_s: float = 60.0):
     import time
 
@@ -331,6 +364,13 @@ def test_logs_every_host_prefixed_one_host_exact_and_runs_show(tmp_path):
     lines = logs.stdout.splitlines()
     assert lines[:4] == ["h1: x[31my", "h1: e", "h2: x[31my", "h2: e"]  # markers gone, control bytes dropped
     assert lines[4].startswith("gone: unreachable: ")
+    # --follow on the finished run: the same lines, the unreachable host's cause included (operator
+    # trial: it printed only the run's status); with a host, that host's line
+    follow = fleetctl("logs", "--follow", run_id, home=tmp_path)
+    assert follow.returncode == 1 and follow.stdout == logs.stdout, follow.stdout + follow.stderr
+    assert follow.stderr.splitlines()[-1] == f"run {run_id}: failed"
+    one = fleetctl("logs", "--follow", run_id, "gone", home=tmp_path)
+    assert one.stdout == lines[4] + "\n", one.stdout + one.stderr
     exact = fleetctl("logs", run_id, "--host", "h1", home=tmp_path)
     assert exact.stdout == "out| x\x1b[31my\nerr| e\n"  # one host: the exact bytes, as before
     assert fleetctl("logs", run_id, "h1", home=tmp_path).stdout == exact.stdout

@@ -137,6 +137,9 @@ def test_copy_fills_host_in_dest_and_names_permission_denied(sshd_farm, tmp_path
         line = next(ln for ln in res.stderr.splitlines() if ln.startswith("u: FAILED: "))
         assert "Permission denied" in line and str(locked) in line, line
         assert "No such file" not in line
+        # a folder that cannot be made names the source as every upload error does (operator trial:
+        # `upload -> DEST: FOLDER: Permission denied` over SFTP)
+        assert line.startswith(f"u: FAILED: upload {src / 'one.txt'} -> {locked}/sub/deeper/x.txt: "), line
         (locked / "secret.txt").write_text("s\n")
         res = fleetctl("-i", str(inv), "fetch", "--hosts", "u", str(locked / "secret.txt"), str(tmp_path / "got"),
                        home=tmp_path)
@@ -296,3 +299,66 @@ def test_copy_into_a_folder_the_user_cannot_write_leads_with_permission_denied_n
     finally:
         (_home(u) / rc).write_text("")
         shutil.rmtree(locked, ignore_errors=True)
+
+
+@pytest.mark.parametrize("sftp", [True, False], ids=["sftp", "exec-fallback"])
+def test_fetch_of_a_folder_keeps_every_readable_file_and_names_each_unreadable_one(sshd_farm, tmp_path, sftp):
+    """Operator trial: ``fetch '~/fdir' fo`` with one mode-000 file in fdir failed on it and fetched
+    nothing else (``fo/qa/.../fdir`` an empty tree), and called a FIFO ``not a regular file
+    (symlinks are never followed)``. Every readable file lands; the host fails naming each file it
+    could not read; a skipped entry is named for what it is."""
+    h = sshd_farm.start("fd" + ("s" if sftp else "e"), shell="bash", sftp=sftp)
+    home = _home(h)
+    inv = _inv(tmp_path, sshd_farm, {"qa": h})
+    fdir = home / "fdir"
+    try:
+        (fdir / "sub").mkdir(parents=True)
+        (fdir / "a").write_text("a\n")
+        (fdir / "sub" / "b").write_text("b\n")
+        (fdir / "secret").write_text("s\n")
+        (fdir / "link").symlink_to("a")
+        os.mkfifo(fdir / "fifo")
+        for p in [fdir, fdir / "sub", fdir / "a", fdir / "sub" / "b", fdir / "secret", fdir / "fifo"]:
+            shutil.chown(p, h.user)
+        os.lchown(fdir / "link", pwd.getpwnam(h.user).pw_uid, -1)
+        (fdir / "secret").chmod(0)  # its owner, the login user, cannot read it
+        out = tmp_path / "fo"
+        res = fleetctl("-i", str(inv), "fetch", "--hosts", "qa", "~/fdir", str(out), home=tmp_path)
+        assert res.returncode == 1, res.stdout + res.stderr
+        got = out / "qa" / str(fdir).lstrip("/")
+        assert _files(got) == {"a": b"a\n", "sub/b": b"b\n"}  # nothing readable lost, nothing else made
+        line = next(ln for ln in res.stderr.splitlines() if ln.startswith("qa: FAILED: "))
+        assert line.startswith(f"qa: FAILED: fetch ~/fdir: 1 of 3 files could not be read (the other 2 were "
+                               f"fetched): get {fdir}/secret: "), line
+        assert "Permission denied" in line, line
+        logs = fleetctl("logs", (tmp_path / "runs").iterdir().__next__().name, home=tmp_path).stdout
+        assert f"qa: skipped {fdir}/fifo: a FIFO (named pipe), not a regular file" in logs, logs
+        assert f"qa: skipped {fdir}/link: not a regular file (symlinks are never followed)" in logs, logs
+    finally:
+        shutil.rmtree(fdir, ignore_errors=True)
+
+
+def test_copy_and_fetch_refuse_a_templated_dest_before_any_host_is_touched(tmp_path):
+    """Operator trial: ``copy src/a.txt '/tmp/x_{{ inventory_hostname }}'`` made that literal path
+    (and a typo ``{hostname}`` too). A DEST (fetch's SRC too) holding ``{{ }}`` or a placeholder
+    other than ``{host}`` is bad input: one line naming it, exit 2, no host touched, no run."""
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"qa": {"ansible_connection": "local"},
+                                                        "qb": {"ansible_connection": "local"}}})
+    src = tmp_path / "a.txt"
+    src.write_text("a\n")
+    hint = "{host} is the placeholder, each host's inventory name"
+    for cmd, args, bad, what in (
+            ("copy", [str(src), f"{tmp_path}/x_{{{{ inventory_hostname }}}}"], "DEST", "holds a Jinja template "
+             "(never rendered here)"),
+            ("copy", [str(src), f"{tmp_path}/x_{{hostname}}"], "DEST", "holds the unknown placeholder {hostname}"),
+            ("fetch", [str(src), f"{tmp_path}/x_{{{{ inventory_hostname }}}}/"], "DEST", "holds a Jinja template "
+             "(never rendered here)"),
+            ("fetch", [f"{tmp_path}/{{name}}.txt", f"{tmp_path}/out"], "SRC", "holds the unknown placeholder {name}")):
+        res = fleetctl("-i", str(inv), cmd, "--hosts", "g", *args, home=tmp_path)
+        value = args[0] if bad == "SRC" else args[1]
+        example = value.replace("{{ inventory_hostname }}", "{host}").replace("{hostname}", "{host}").replace(
+            "{name}", "{host}")
+        assert (res.returncode, res.stdout) == (2, ""), res.stderr
+        assert res.stderr == f"fleetctl: error: {cmd}: {bad} {value} {what}: {hint} (e.g. {example})\n", res.stderr
+    made = [p.name for p in tmp_path.iterdir() if p.name.startswith(("x_", "out", "runs"))]
+    assert made == [], made  # no path made, no run recorded

@@ -40,19 +40,21 @@ async def transfer_files(kind: str, hosts: Sequence[Any], src: str, dest: str, *
         ``(run, record)``; each host's outcome holds ``files`` and ``bytes``.
 
     Raises:
-        InputError: ``copy`` of a ``src`` missing on this controller, a ``fetch`` whose hosts would
+        InputError: a ``dest`` (or fetch's ``src``) holding ``{{ }}`` or a placeholder other than
+            ``{host}``, ``copy`` of a ``src`` missing on this controller, a ``fetch`` whose hosts would
             write over each other or outside ``dest`` (both before any host is touched), or the
             run record cannot be written.
     """
     from ..connection.registry import ConnectOptions
     from ..engine import transfer
-    from ..engine.fetch_paths import check_fetch
+    from ..engine.fetch_paths import check_fetch, check_placeholders
 
     if kind not in ("copy", "fetch"):
         raise ValueError(f"kind: copy or fetch, not {kind!r}")
     if kind == "copy":
         if flat:
             raise ValueError("flat: fetch only")
+        check_placeholders("copy", "DEST", dest)  # {{ }} or {hostname}: bad input, as a missing SRC
         transfer.local_sources(src)  # a missing SRC is bad input before any host is touched
     else:  # hosts that would write over each other: bad input before any host is touched
         check_fetch(src, dest, [h.name for h in hosts], flat=flat)

@@ -52,59 +52,28 @@ def logs(run_id: str | None, host: str | None, host_opt: str | None, follow: boo
         click.echo(f"run {run_id}: {state}", err=True)
         raise click.exceptions.Exit(0 if state == "ok" else EXIT_FAILED)
     if host is None:
-        from ..reporting.logfollow import all_lines
+        from ..reporting.logfollow import all_lines, silent_reasons
 
         for line in all_lines(run_dir):
             click.echo(line)
-        for reason in _unreached(run_id):
+        for reason in silent_reasons(run_dir):
             click.echo(reason)
         return
     _one_host(run_id, host)
 
 
 def _one_host(run_id: str, host: str) -> None:
-    from ..reporting.history import host_log_path
+    from ..reporting.history import host_log_path, runs_root
+    from ..reporting.logfollow import host_reason
 
     path = host_log_path(run_id, host)
     data = path.read_bytes() if path.exists() else b""
     if not data:
         # A host that was never reached printed nothing: its reason is in run.json.
-        reason = _host_reason(run_id, host)
+        reason = host_reason(runs_root() / run_id, host)
         if reason is not None:
             click.echo(reason)
             return
     if not path.exists():
         raise fail_input(f"{path}: no log for host {host} in run {run_id}")
     sys.stdout.buffer.write(data)
-
-
-def _unreached(run_id: str) -> list[str]:
-    """``HOST: unreachable: CAUSE`` for each host of the run that has no log lines."""
-    from ..reporting.history import host_log_path, load_run
-
-    try:
-        hosts = load_run(run_id).get("hosts") or {}
-    except (OSError, ValueError, AttributeError):
-        return []
-    out = []
-    for name in hosts:
-        path = host_log_path(run_id, name)
-        if not path.exists() or path.stat().st_size == 0:
-            reason = _host_reason(run_id, name)
-            if reason is not None:
-                out.append(reason)
-    return out
-
-
-def _host_reason(run_id: str, host: str) -> str | None:
-    """``HOST: unreachable: CAUSE`` for a host of the run that printed nothing, from run.json."""
-    from ..reporting.history import load_run, settled
-
-    try:
-        h = (settled(load_run(run_id)).get("hosts") or {}).get(host)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(h, dict) or h.get("status") in (None, "ok", "changed"):
-        return None
-    error = h.get("error") or next((t.get("msg") for t in h.get("tasks") or [] if t.get("msg")), None)
-    return f"{host}: {h.get('status')}" + (f": {error}" if error else " (it printed nothing)")

@@ -19,10 +19,14 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
               flat: bool = False) -> None:
     from ..api.transfer import transfer_files
     from ..engine import transfer
+    from ..engine.fetch_paths import check_placeholders
     from ..reporting.gathered import summary_line
     from ..reporting.lines import print_json
 
     skipped: list[str] = []
+    if kind == "fetch":  # {{ }} or {hostname}: bad input (exit 2) before any host is touched
+        check_placeholders(kind, "SRC", src)
+    check_placeholders(kind, "DEST", dest)
     if kind == "copy":  # a missing SRC is bad input (exit 2) before any host is touched
         skipped = transfer.local_sources(src)[1]
     _, hosts = obj.select(pattern, limit, venv=False, forks=forks)
@@ -68,7 +72,8 @@ def copy(obj: Context, pattern: str, limit: str | None, forks: int, as_json: boo
 
     SRC/ copies a folder's contents, SRC the folder itself; a DEST ending in /, or an existing
     folder, gets SRC inside it (as cp). DEST may hold {host}: each host its own DEST
-    (/tmp/dst_{host}). Symlinks in SRC are skipped and named; modes are kept."""
+    (/tmp/dst_{host}); a DEST holding {{ }} or another {NAME} is refused (exit 2). Symlinks in SRC
+    are skipped and named; modes are kept."""
     _transfer(obj, "copy", pattern, limit, forks, as_json, accept_new_host_keys, connect_timeout, timeout_s, src, dest)
 
 
@@ -93,7 +98,9 @@ def fetch(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     As Ansible's fetch: each file lands at DEST/<host>/<its path on the host> (/var/log/syslog ->
     DEST/gpu01/var/log/syslog; ~/ is the login user's $HOME), so hosts never overwrite each other.
     A DEST holding {host} is taken as given, one per host: 'out/{host}/' gets the file under its
-    own name, 'out/{host}.log' is the file. {host} in SRC is each host's inventory name. A host
-    without SRC fails, naming it; symlinks are never followed."""
+    own name, 'out/{host}.log' is the file. {host} in SRC is each host's inventory name ({{ }} or
+    another {NAME} in SRC or DEST is refused, exit 2). A host without SRC fails, naming it;
+    symlinks are never followed; a file the host cannot read fails it, naming the file, after
+    every other file is fetched."""
     _transfer(obj, "fetch", pattern, limit, forks, as_json, accept_new_host_keys, connect_timeout, timeout_s, src, dest,
               flat=flat)

@@ -141,19 +141,20 @@ class SFTPFiles:
             await put_by_exec(self, local_path, remote_path, mode, why=str(exc), dir_mode=dir_mode,
                               explicit_dest=explicit_dest)
 
-    async def _makedirs(self, sftp, parent: str, dir_mode: int, target: str) -> None:
-        """Create ``parent`` and its missing folders (mode ``dir_mode``) for the upload to
-        ``target``, naming the folder that refused: asyncssh's ``makedirs`` passes over a refused
-        middle folder and then reports the next one as "No such file". One ``stat`` when
-        ``parent`` is there already.
+    async def _makedirs(self, sftp, parent: str, dir_mode: int, local_path: str, target: str) -> None:
+        """Create ``parent`` and its missing folders (mode ``dir_mode``) for the upload of
+        ``local_path`` to ``target``, naming the folder that refused: asyncssh's ``makedirs`` passes
+        over a refused middle folder and then reports the next one as "No such file". One ``stat``
+        when ``parent`` is there already.
 
         Raises:
-            TransferError: ``upload -> TARGET: FOLDER: Permission denied`` (or the server's reason).
+            TransferError: ``upload SRC -> TARGET: FOLDER: Permission denied`` (or the server's
+                reason; every upload error names its source and target alike).
         """
         with contextlib.suppress(OSError, asyncssh.Error):
             if (await sftp.stat(parent)).type == asyncssh.FILEXFER_TYPE_DIRECTORY:
                 return
-        where = f"{self.host}: upload -> {target}"
+        where = f"{self.host}: upload {local_path} -> {target}"
         cur = "/" if parent.startswith("/") else ""
         for part in [p for p in parent.split("/") if p]:
             cur = posixpath.join(cur, part) if cur else part
@@ -185,7 +186,7 @@ class SFTPFiles:
         tmp = posixpath.join(parent, f".{posixpath.basename(remote_path)}.{secrets.token_hex(4)}.part")
         size = Path(local_path).stat().st_size
         if parent:
-            await self._makedirs(sftp, parent, 0o700 if dir_mode is None else dir_mode, remote_path)
+            await self._makedirs(sftp, parent, 0o700 if dir_mode is None else dir_mode, local_path, remote_path)
         try:
             there = await sftp.lstat(remote_path)
         except (OSError, asyncssh.Error):

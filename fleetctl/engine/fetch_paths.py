@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,6 +40,31 @@ from ..errors import InputError, TransferError
 from ..util.paths import safe_name
 
 HOST = "{host}"
+
+#: A ``{{ ... }}`` (Jinja, Ansible's ``{{ inventory_hostname }}``) or a lone ``{{``/``}}``; else a ``{NAME}``.
+_TEMPLATE = re.compile(r"\{\{.*?\}\}|\{\{|\}\}")
+_BRACED = re.compile(r"\{[^{}]*\}")
+
+
+def check_placeholders(command: str, arg: str, value: str) -> None:
+    """Refuse a path argument (copy's DEST, fetch's SRC and DEST) holding a template fleetctl would
+    take literally: ``{{ ... }}`` (Jinja is never rendered in arguments, as it is not in
+    inventory settings) or a ``{NAME}`` other than ``{host}``, the one placeholder (a typo such as
+    ``{hostname}`` would make a path of that name on every host).
+
+    Raises:
+        InputError (exit 2, one line naming the command, the argument and the placeholder to use),
+            before any host is touched.
+    """
+    found = _TEMPLATE.search(value)
+    what = "holds a Jinja template (never rendered here)" if found else ""
+    if not found:
+        found = next((m for m in _BRACED.finditer(value) if m.group(0) != HOST), None)
+        what = f"holds the unknown placeholder {found.group(0)}" if found else ""
+    if found:
+        example = value[:found.start()] + HOST + value[found.end():]
+        raise InputError(f"{command}: {arg} {value} {what}: {HOST} is the placeholder, each host's inventory name "
+                         f"(e.g. {example})")
 
 
 @dataclass(frozen=True)
@@ -70,11 +96,14 @@ def check_fetch(src: str, dest: str, hosts: Sequence[str], *, flat: bool = False
     outside DEST.
 
     Raises:
-        InputError (exit 2, one line): ``flat`` without ``{host}`` in DEST for more than one host;
+        InputError (exit 2, one line): a template in SRC or DEST other than ``{host}``
+            (:func:`check_placeholders`); ``flat`` without ``{host}`` in DEST for more than one host;
             two hosts whose names are the same file name (``a:b`` and ``a_b``); a mirrored SRC
             that climbs above the login folder (``../x``: its place under ``DEST/<host>/`` would
             be outside it).
     """
+    check_placeholders("fetch", "SRC", src)
+    check_placeholders("fetch", "DEST", dest)
     if flat and HOST not in dest and len(hosts) > 1:
         folder, name = posixpath.split(dest)
         example = posixpath.join(folder, HOST, name) if name else f"{dest}{HOST}/"

@@ -15,8 +15,9 @@ Paths, as ``ansible -m copy`` and ``rsync`` read them:
   path, when it is not: a host never says ``ok`` for a file that is not there.
 - SRC a folder: copied recursively, the folder itself into DEST (``SRC`` -> ``DEST/<name of SRC>/``),
   or its contents when SRC ends in ``/`` (``SRC/`` -> ``DEST/``). Regular files only: a symlink or
-  special file on a host is refused for fetch (never followed), skipped on the controller for copy
-  (named in the host's log and in the command's output); empty folders are not made. Folders made
+  special file is skipped (never followed), named in the host's log for what it is (a symlink, a
+  FIFO, a socket, a device; copy's output names them too); empty folders are not made. A fetched
+  folder's file the host cannot read fails the host, naming it, after every other file is fetched. Folders made
   on a host keep the SRC folder's mode bits, fetched files their host's (less the umask).
 - copy's DEST may hold ``{host}`` too: each host its own DEST (``/tmp/dst_{host}``).
 - fetch: see :mod:`fleetctl.engine.fetch_paths` (Ansible's ``fetch`` layout: each file at
@@ -43,12 +44,12 @@ from ..connection.base import OutputLine
 from ..connection.registry import ConnectOptions
 from ..errors import CommandTimeout, FleetError, HostUnreachable, InputError, TransferError, host_message
 from .fanout import for_each_host
-from .fetch_paths import FetchSource, check_fetch, host_src, local_dest
+from .fetch_paths import FetchSource, check_fetch, check_placeholders, host_src, local_dest
 from .model import RunModel, utc_now
 from .observer import Observers
 from .scopes import enter_scopes, prepare_hosts
 from .session import host_ref
-from .transfer_probes import dest_is_folder, remote_sources
+from .transfer_probes import dest_is_folder, remote_sources, skip_note
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,18 @@ def local_sources(src: str) -> tuple[list[LocalFile], list[str]]:
     return files, skipped
 
 
+def _local_kind(path: str) -> str:
+    """What a skipped controller entry is, as a :data:`fleetctl.engine.transfer_probes.SPECIAL_KINDS` letter."""
+    import stat
+
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return "o"
+    return next((k for k, test in (("l", stat.S_ISLNK), ("p", stat.S_ISFIFO), ("s", stat.S_ISSOCK),
+                                   ("b", stat.S_ISBLK), ("c", stat.S_ISCHR)) if test(mode)), "o")
+
+
 def _walk_error(src: str):
     def fail(exc: OSError) -> None:
         raise InputError(f"copy: {exc.filename or src}: {exc.strerror or exc}")
@@ -154,8 +167,10 @@ async def copy_to_hosts(hosts: Sequence[Any], src: str, dest: str, *, run: RunMo
         host -> the files put there (``src``, ``dest``, ``bytes``).
 
     Raises:
-        InputError: ``src`` is missing or unreadable on the controller (before any host is touched).
+        InputError: ``src`` is missing or unreadable on the controller, or ``dest`` holds ``{{ }}`` or
+            a placeholder other than ``{host}`` (before any host is touched).
     """
+    check_placeholders("copy", "DEST", dest)
     files, skipped = local_sources(src)
     single = len(files) == 1 and Path(src).is_file()
 
@@ -177,8 +192,7 @@ async def copy_to_hosts(hosts: Sequence[Any], src: str, dest: str, *, run: RunMo
         async def one(host: Any) -> None:
             async def work(out, conn_box: list) -> None:
                 for path in skipped:
-                    _log(observers, host.name, f"skipped {path}: not a regular file (symlinks are never followed)",
-                         "stderr")
+                    _log(observers, host.name, f"skipped {path}: {skip_note(_local_kind(path))}", "stderr")
                 if host.name in broadcast:  # sent by sbcast: say what landed, or why not
                     for f, target in plan_for(host.name):
                         why = broadcast[host.name].get(target)
@@ -287,7 +301,9 @@ async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *
         dest_template: the controller path (:mod:`fleetctl.engine.fetch_paths`): files land at
             ``DEST/<host>/<path on the host>``, or, with ``{host}`` in it or ``flat``, as given.
         run: the run (kind ``fetch``); outcomes as :func:`copy_to_hosts`. A host where ``src`` is
-            missing fails, naming the path; a symlink there is refused, never followed.
+            missing fails, naming the path; a symlink there is refused, never followed. A file of a
+            folder that cannot be read there (``Permission denied``) fails the host, naming each
+            such file, after every other file is fetched.
         observers, forks, timeout_s, connect_options: as :func:`copy_to_hosts`.
         flat: Ansible's ``flat: yes``: DEST is the file (a folder when it ends in ``/``).
 
@@ -313,14 +329,21 @@ async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *
                 await conn.open()
                 mine = host_src(src, host.name)
                 kind, root, paths, skipped = await remote_sources(conn, host.name, mine, timeout_s)
-                for path in skipped:
-                    _log(observers, host.name, f"skipped {path}: not a regular file (symlinks are never followed)",
-                         "stderr")
+                for path, what in skipped:
+                    _log(observers, host.name, f"skipped {path}: {skip_note(what)}", "stderr")
+                unread: list[str] = []  # one unreadable file loses none of the others
                 for remote in paths:
                     local = local_dest(dest_template, host.name, FetchSource(mine, root, kind), remote, flat=flat)
                     try:
                         await conn.get(remote, local)
                         size = os.path.getsize(local)
+                    except TransferError as exc:  # the host's side: this file cannot be read there
+                        why = host_message(host.name, exc)
+                        if not why.startswith("get "):
+                            raise  # the connection itself failed: no other file would come
+                        unread.append(why)
+                        _log(observers, host.name, f"not fetched: {why}", "stderr")
+                        continue
                     except OSError as exc:  # the controller's disk: full, read-only, permission denied
                         from ..connection.storagefaults import name_write_error
 
@@ -328,6 +351,10 @@ async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *
                         raise TransferError(f"{host.name}: fetch {remote} -> {local}: "
                                             f"{named or exc.strerror or exc}") from None
                     _record_file(out, observers, host.name, remote, local, size, "fetched")
+                if unread:
+                    raise TransferError(f"{host.name}: fetch {mine}: {len(unread)} of {len(paths)} files could not "
+                                        f"be read (the other {len(paths) - len(unread)} were fetched): "
+                                        + "; ".join(unread))
 
             await _host(run, observers, host, unavailable, work, timeout_s, done)
 

@@ -22,17 +22,36 @@ _B, _E = '\\0FLEETCTL-ANSWER-BEGIN\\0', '\\0FLEETCTL-ANSWER-END\\0'
 DEST_SCRIPT = f'printf "{_B}"; if [ -d "$1" ]; then printf dir; else printf other; fi; printf "{_E}"'
 
 #: Lists a fetch's SRC: ``file`` and its path; or ``dir``, its path, its regular files, an empty
-#: entry, then what is neither a folder nor a regular file (symlinks: skipped, never followed); or ``missing``
+#: entry, then what is neither a folder nor a regular file (skipped; symlinks never followed), each
+#: behind one letter saying what it is (:data:`SPECIAL_KINDS`, ``test(1)``'s file types); or ``missing``
 #: with ``ls``'s reason ("No such file or directory", "Permission denied"). NUL-separated
 #: (``find -print0``: GNU, BSD and busybox; a path is never empty). A leading ``~`` or ``~/`` is
 #: the login user's ``$HOME`` first, as Ansible's fetch expands it (``_remote_expand_user``), so
 #: every path in the answer is the path on the host (absolute for ``~/x``).
 LIST_SCRIPT = ('case "$1" in "~") set -- "$HOME";; "~/"*) set -- "$HOME/${1#??}";; esac; '
                f'printf "{_B}"; if [ -d "$1" ] && [ ! -L "$1" ]; then printf "dir\\0%s\\0" "$1"; find "$1" -type f -print0; '
-               'printf "\\0"; find "$1" ! -type d ! -type f -print0; '
+               'printf "\\0"; find "$1" ! -type d ! -type f -exec sh -c \''
+               'for p do if [ -L "$p" ]; then t=l; elif [ -p "$p" ]; then t=p; elif [ -S "$p" ]; then t=s; '
+               'elif [ -b "$p" ]; then t=b; elif [ -c "$p" ]; then t=c; else t=o; fi; printf "%s%s\\0" "$t" "$p"; '
+               'done\' sh {} +; '
                'elif [ -e "$1" ] || [ -L "$1" ]; then printf "file\\0%s\\0" "$1"; '
                'else printf "missing\\0"; ls -d -- "$1" 2>&1 >/dev/null | tail -n 1 | tr -d "\\n"; '
                f'printf "\\0"; fi; printf "{_E}"')
+
+
+#: What a skipped entry is, by the letter the listing gives it (``stat(2)``'s file types).
+SPECIAL_KINDS = {"l": "a symlink", "p": "a FIFO (named pipe)", "s": "a socket", "b": "a block device",
+                 "c": "a character device", "o": "not a regular file"}
+
+
+def skip_note(kind: str) -> str:
+    """Why an entry of a copied or fetched folder was skipped, by its :data:`SPECIAL_KINDS` letter:
+    ``not a regular file (symlinks are never followed)`` for a symlink (the wording transfers have
+    always used), ``a FIFO (named pipe), not a regular file`` and the like for the others."""
+    if kind == "l":
+        return "not a regular file (symlinks are never followed)"
+    what = SPECIAL_KINDS.get(kind, SPECIAL_KINDS["o"])
+    return what if what == SPECIAL_KINDS["o"] else f"{what}, not a regular file"
 
 
 def answer(stdout: bytes) -> bytes | None:
@@ -62,10 +81,12 @@ async def dest_is_folder(conn: Any, host: str, dest: str, timeout_s: float) -> b
     return got == b"dir"
 
 
-async def remote_sources(conn: Any, host: str, src: str, timeout_s: float) -> tuple[str, str, list[str], list[str]]:
+async def remote_sources(conn: Any, host: str, src: str,
+                         timeout_s: float) -> tuple[str, str, list[str], list[tuple[str, str]]]:
     """``(kind, root, files, skipped)`` of a fetch's SRC on the host: kind ``file`` or ``dir``;
-    root is SRC as the host names it (``~/`` made ``$HOME/``); files and skipped are paths as the
-    host names them (``root`` itself, or under it).
+    root is SRC as the host names it (``~/`` made ``$HOME/``); files are paths as the host names
+    them (``root`` itself, or under it); skipped are ``(path, letter)`` pairs, the letter saying
+    what the entry is (:data:`SPECIAL_KINDS`, :func:`skip_note`).
 
     Raises:
         TransferError: SRC does not exist on the host ("no such file or folder on the host"),
@@ -88,4 +109,4 @@ async def remote_sources(conn: Any, host: str, src: str, timeout_s: float) -> tu
         return kind, root, [root], []
     rest = parts[2:]
     cut = rest.index("") if "" in rest else len(rest)
-    return kind, root, rest[:cut], [p for p in rest[cut + 1:] if p]
+    return kind, root, rest[:cut], [(p[1:], p[0]) for p in rest[cut + 1:] if len(p) > 1]

@@ -118,6 +118,46 @@ def all_lines(run_dir: Path, only: str | None = None) -> Iterator[str]:
         yield from tail.poll(final=True)
 
 
+def host_reason(run_dir: Path, host: str) -> str | None:
+    """``HOST: STATUS: CAUSE`` for a host of the run that is not ok (``unreachable``, ``not
+    started``, ``failed``...), from run.json as listings read it (:func:`fleetctl.reporting.history.
+    settled`): its error, else its first task message; None for a host that is ok, changed or not
+    in the record. The one rendering ``fleetctl logs`` uses with and without
+    ``--follow`` (a host that printed nothing has no other line saying why)."""
+    from .history import settled
+
+    try:
+        h = (settled(json.loads((run_dir / "run.json").read_text())).get("hosts") or {}).get(host)
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(h, dict) or h.get("status") in (None, "ok", "changed"):
+        return None
+    error = h.get("error") or next((t.get("msg") for t in h.get("tasks") or []
+                                    if isinstance(t, dict) and t.get("msg")), None)
+    return f"{host}: {h.get('status')}" + (f": {error}" if error else " (it printed nothing)")
+
+
+def silent_reasons(run_dir: Path, only: str | None = None) -> list[str]:
+    """:func:`host_reason` for each host of the run (``only``: that host) whose log is missing or
+    empty, in run.json's order: the lines ``fleetctl logs`` prints after the hosts' own lines."""
+    from ..util.paths import safe_name
+
+    try:
+        hosts = json.loads((run_dir / "run.json").read_text()).get("hosts") or {}
+    except (OSError, ValueError, AttributeError):
+        return []
+    out = []
+    for name in hosts:
+        if only is not None and name != only:
+            continue
+        path = run_dir / "logs" / f"{safe_name(name)}.log"
+        if not path.exists() or path.stat().st_size == 0:
+            reason = host_reason(run_dir, name)
+            if reason is not None:
+                out.append(reason)
+    return out
+
+
 def run_state(run_dir: Path) -> str | None:
     """The run's shown status (:func:`fleetctl.reporting.history.shown_status`: a ``running``
     record whose controller is gone is not running), or ``None`` while run.json is unreadable."""
@@ -133,11 +173,12 @@ def follow(run_dir: Path, emit: Callable[[str], None], *, only: str | None = Non
            poll_s: float = 0.25, sleep: Callable[[float], None] | None = None) -> str:
     """Print (through ``emit``) every host log line of the run, and the lines added while it runs,
     new hosts' logs included as they appear, until the run is no longer ``running`` (its run.json
-    says so, or its controller process is gone); then the lines written last.
+    says so, or its controller process is gone); then the lines written last, and the cause line
+    of each host that printed nothing (:func:`silent_reasons`, as ``fleetctl logs RUN`` prints them).
 
     Args:
         run_dir: ``<runs>/<run_id>``.
-        emit: called with each ``host: text`` line.
+        emit: called with each ``host: text`` line (and each ``host: status: cause`` line).
         only: follow that host's log only.
         poll_s: seconds between polls of the files.
 
@@ -173,5 +214,7 @@ def follow(run_dir: Path, emit: Callable[[str], None], *, only: str | None = Non
         sweep()
         if state is not None and state != "running":
             sweep(final=True)
+            for line in silent_reasons(run_dir, only):
+                emit(line)
             return state
         sleep(poll_s)
