@@ -209,8 +209,9 @@ class FleetGroup(click.Group):
 @click.group(cls=FleetGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-i", "--inventory", "inventory", multiple=True, default=(), envvar="FLEETCTL_INVENTORY",
               type=InventorySources(),
-              help="Inventory source (Ansible YAML/INI file, folder, script, slurm:), read where given; repeat "
-                   "to add more. Default: inventory.yaml here, else fleetctl's own.")
+              help="Inventory source (Ansible YAML/INI file, folder, script, slurm:), read where given; one per "
+                   "-i, repeat to add more (a value with a comma that is no path is a host list, as in Ansible; "
+                   "FLEETCTL_INVENTORY splits at commas). Default: inventory.yaml here, else fleetctl's own.")
 @click.option("-v", "--verbose", count=True, help="Diagnostics on stderr: -v each host's tasks, -vv every command.")
 @click.option("-o", "ssh_option", multiple=True, metavar="OPTION=VALUE",
               help="A one-off ssh_config option for every ssh host of the command (as ssh -o); repeatable.")
