@@ -81,3 +81,27 @@ def test_ssh_options_are_checked_as_dash_o_and_change_where_the_api_connects(ssh
     res = Fleet.from_inventory(inv, connect_timeout=20, ssh_options=[f"Port={port}"]).select("fleet").run(
         ["sh", "-c", "echo reached"])
     assert res.ok and res["oo"].stdout == "reached\n"
+
+
+def test_a_callback_and_the_record_get_run_started_first_for_run_facts_copy_and_fetch(sshd_farm, tmp_path, home):
+    """Every run kind begins with ``run.started`` (api.observe lists it; a deploy always had it): an
+    operator's callback on ``run``/``copy``/``facts`` got ``host.started`` first, and those runs'
+    events.jsonl lacked it."""
+    inv = write_inventory(tmp_path / "inv.yaml",
+                          {"fleet": {"ev": sshd_farm.start("ev").inventory_vars(sshd_farm.known_hosts)}})
+    sel = Fleet.from_inventory(inv, connect_timeout=20).select("fleet")
+    src = tmp_path / "one.txt"
+    src.write_text("one\n")
+    calls = {"run": lambda obs: sel.run(["true"], observers=obs),
+             "facts": lambda obs: sel.facts(observers=obs),
+             "copy": lambda obs: sel.copy(src, str(tmp_path / "copied") + "/", observers=obs),
+             "fetch": lambda obs: sel.fetch(str(src), str(tmp_path / "fetched") + "/", observers=obs)}
+    for kind, call in calls.items():
+        seen: list = []
+        res = call(seen.append)
+        names = [e.name for e in seen if e.name != "output.line"]
+        assert names[0] == "run.started" and names.count("run.started") == 1 and names[-1] == "run.finished", \
+            (kind, names)
+        assert seen[0].data == {"kind": kind, "mode": "apply", "hosts": 1, "tasks": [], "batches": []}, kind
+        lines = [json.loads(ln) for ln in (res.record_dir / "events.jsonl").read_text().splitlines()]
+        assert [ln["event"] for ln in lines][0] == "run.started" and lines[0]["kind"] == kind, (kind, lines[:2])

@@ -529,8 +529,8 @@ def test_extra_vars_and_connect_timeout_before_the_command_as_after_it(sshd_farm
         assert time.monotonic() - start < 20, res.stderr
     finally:
         silent.close()
-    for argv, why in (("-e x=1 facts", "-e is not an option of facts (it is one of deploy, rollback, run, schedule, "
-                                       "verify)"),
+    for argv, why in (("-e x=1 hosts", "-e is not an option of hosts (it is one of copy, deploy, facts, fetch, "
+                                       "rollback, run, schedule, verify)"),
                       ("--connect-timeout 5 logs", "--connect-timeout is not an option of logs")):
         res = fleetctl("-i", str(inv), *argv.split(), "--hosts", "ke", home=tmp_path)
         assert res.returncode == 2 and len(res.stderr.splitlines()) == 1 and why in res.stderr, res.stderr

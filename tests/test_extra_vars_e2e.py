@@ -63,6 +63,44 @@ def test_e_connection_vars_win_over_the_inventory_in_deploy_and_run(sshd_farm, t
     assert bad.returncode == 2 and bad.stderr.startswith("fleetctl: error: -e ansible_port: "), bad.stderr
 
 
+@pytest.mark.sshd
+def test_facts_copy_and_fetch_take_the_deploys_e_for_venv_and_connection_vars(sshd_farm, tmp_path):
+    """An operator checks facts, and moves files, with the -e the deploy will use (operator's
+    trial: ``-e is not an option of facts``): the same option and parser as run's, the SSH user,
+    port and venv the inventory gets wrong overridden alike, a bad value refused (exit 2), a var
+    none of them reads named once."""
+    host = sshd_farm.start("extra3")
+    v = tmp_path / "v"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(v)], check=True)
+    wrong = {**host.inventory_vars(sshd_farm.known_hosts), "ansible_port": free_port(), "ansible_user": "nobody",
+             "venv": str(tmp_path / "not-this-venv")}
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h": wrong}})
+    right = ["-e", f"ansible_port={host.port}", "-e", f"ansible_user={host.user}", "-e", f"venv={v}"]
+    res = fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", *right, home=tmp_path)
+    doc = json.loads(res.stdout)["h"]
+    assert doc["reachable"] and doc["python"]["venv"] == str(v), res.stderr[-2000:]
+    # before the command too, as run's and deploy's
+    res = fleetctl("-i", str(inv), *right, "facts", "--hosts", "g", "--json", home=tmp_path)
+    assert json.loads(res.stdout)["h"]["python"]["venv"] == str(v), res.stderr[-2000:]
+    src = tmp_path / "payload.txt"
+    src.write_text("payload\n")
+    res = fleetctl("-i", str(inv), "copy", "--hosts", "g", *right, "-e", "zzqx=1", str(src),
+                   str(tmp_path / "on-host") + "/", home=tmp_path)
+    assert res.returncode == 0 and (tmp_path / "on-host" / "payload.txt").read_text() == "payload\n", res.stderr
+    assert [ln for ln in res.stderr.splitlines() if "warning" in ln] == [
+        "fleetctl: warning: -e zzqx: fleetctl copy reads only host settings (ansible_user, ansible_port, "
+        "venv...), and no template; it is ignored"]
+    res = fleetctl("-i", str(inv), "fetch", "--hosts", "g", *right, str(src), str(tmp_path / "back") + "/",
+                   home=tmp_path)
+    assert res.returncode == 0 and (tmp_path / "back" / "h" / str(src).lstrip("/")).read_text() == "payload\n", \
+        res.stderr
+    for command in ("facts", "copy", "fetch"):  # a bad value: one line naming -e and the var, before any host
+        args = [] if command == "facts" else [str(src), str(tmp_path / "x") + "/"]
+        bad = fleetctl("-i", str(inv), command, "--hosts", "g", "-e", "ansible_port=many", *args, home=tmp_path)
+        assert bad.returncode == 2 and bad.stderr.startswith("fleetctl: error: -e ansible_port: "), bad.stderr
+        assert len(bad.stderr.splitlines()) == 1, bad.stderr
+
+
 def test_an_extra_var_nothing_reads_is_named_with_the_closest_name_it_may_mean(tmp_path):
     """Ansible's extra vars are free-form: a -e var no template of the play reads (and that is
     not a fleetctl or Ansible setting) is run with, but named in one warning line, with the

@@ -157,6 +157,28 @@ def test_several_sources_and_the_environment_variable(tmp_path):
     assert json.loads(res.stdout)["color"] == "base"
 
 
+def test_a_comma_in_i_is_a_host_list_and_files_named_there_get_the_hint(tmp_path):
+    """``-i m1/hosts,m2/site.yaml`` is a host list of two hosts (Ansible's host_list rule), while
+    ``FLEETCTL_INVENTORY=m1/hosts,m2/site.yaml`` reads two sources (operator's trial: the docs'
+    "several comma-separated" read as both). A host list entry that is a file here fails to
+    resolve with the hint to give each file its own -i; an entry that is no file has none."""
+    write(tmp_path, "m1/hosts", "[g]\nbox ansible_connection=local\n")
+    write(tmp_path, "m2/site.yaml", "all:\n  hosts:\n    other: {ansible_connection: local}\n")
+    res = fleet(tmp_path, "hosts", "all", env={"FLEETCTL_INVENTORY": "m1/hosts,m2/site.yaml"})
+    assert sorted(res.stdout.split()) == ["(2):", "box", "hosts", "other"], res.stdout + res.stderr
+    res = fleet(tmp_path, "-i", "m1/hosts", "-i", "m2/site.yaml", "run", "--hosts", "all", "--", "true")
+    assert res.returncode == 0, res.stderr
+    hint = "(-i with a comma is a host list, as in Ansible; give each inventory file its own -i)"
+    for command in (["run", "--hosts", "all", "--", "true"], ["facts", "--hosts", "all"]):
+        res = fleet(tmp_path, "-i", "m1/hosts,m2/site.yaml,m3/none.yaml", "--connect-timeout", "5", *command)
+        lines = [ln for ln in (res.stdout + res.stderr).splitlines() if "UNREACHABLE: cannot resolve" in ln]
+        assert res.returncode == 1 and len(lines) == 3, res.stdout + res.stderr
+        for name in ("m1/hosts", "m2/site.yaml"):
+            assert any(ln.startswith(f"{name}: UNREACHABLE: cannot resolve {name}: ") and ln.endswith(hint)
+                       for ln in lines), (name, lines)
+        assert not any(hint in ln for ln in lines if ln.startswith("m3/none.yaml")), lines
+
+
 def test_hosts_json_fold_limit_and_secrets(tmp_path):
     write(tmp_path, "inventory.yaml", "all:\n  vars:\n    api_token: abc123secret\n    db: {value: s3cr3tpass, secret: true}\n"
                                       "  hosts:\n    gpu[01:12].dc1:\n    other:\n")

@@ -20,17 +20,23 @@ from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command
 @accept_option
 @timeout_option
 @phase_timeout_option
+@extra_vars_option
 @pass_ctx
 def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool,
-          accept_new_host_keys: bool, connect_timeout: float, phase_timeout: tuple[str, ...]) -> None:
+          accept_new_host_keys: bool, connect_timeout: float, phase_timeout: tuple[str, ...],
+          extra: tuple[str, ...]) -> None:
     """Gather and print facts: GPUs and SMs, CUDA, venv and torch, cores, memory, disk, build plan.
+
+    -e overrides host vars as in deploy (-e venv=/opt/venv -e ansible_user=admin): the facts of
+    the hosts as that deploy will see them.
 
     Each host's line is printed as its facts come in; then the table, every failure's cause and
     the build notes (with --json: one document at the end)."""
     from ..api.adhoc import facts_document, facts_entry, gather_facts
     from ..reporting.lines import FactsLines, print_json
+    from .extravars import host_setting_vars
 
-    _, hosts = obj.select(pattern, limit, forks=forks)
+    _, hosts = obj.select(pattern, limit, forks=forks, extra_vars=host_setting_vars(extra, "facts"))
     live = None
     if not as_json:  # --json stays off rich (tests/test_fast_paths.py)
         from ..reporting.terminal import FOLD_THRESHOLD
@@ -82,20 +88,12 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     The last line, on stderr (stdout keeps only what the hosts printed, for pipes), is
     'ok N, failed N, unreachable N'."""
     from ..api.adhoc import run_command
-    from ..api.playchecks import did_you_mean
-    from ..inventory.extra import setting_names
-    from ..inventory.own_vars import PLAY_TEMPLATE_VARS, own_var_names
     from ..util.paths import safe_name
     from ..reporting.lines import HostLines, print_json
-    from .extravars import parse_extra_vars
+    from .extravars import host_setting_vars
 
-    extra_vars = parse_extra_vars(extra)
     _, hosts = obj.select(pattern, limit, venv=False, forks=forks,  # `run` may be what creates the venv
-                          extra_vars=extra_vars)
-    for name in (n for n in extra_vars if n not in setting_names(extra_vars)):  # no template reads the others
-        hint = did_you_mean(name, own_var_names() - PLAY_TEMPLATE_VARS)  # deploy's suggestion, among settings
-        click.echo(f"fleetctl: warning: -e {name}: fleetctl run reads only host settings (ansible_user, "
-                   f"ansible_port, venv...), and no template; it is ignored" + (f"; {hint}" if hint else ""), err=True)
+                          extra_vars=host_setting_vars(extra, "run"))
     metrics = metrics_observer(metrics_file)
     from ..reporting.livevalve import LiveValve, ValvedObserver
 

@@ -209,15 +209,17 @@ class FleetGroup(click.Group):
 @click.group(cls=FleetGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-i", "--inventory", "inventory", multiple=True, default=(), envvar="FLEETCTL_INVENTORY",
               type=InventorySources(),
-              help="Inventory source (Ansible YAML/INI file, folder, script, slurm:), read where given; repeat "
-                   "to add more. Default: inventory.yaml here, else fleetctl's own.")
+              help="Inventory source (Ansible YAML/INI file, folder, script, slurm:), read where given; one per "
+                   "-i, repeat to add more (a value with a comma that is no path is a host list, as in Ansible; "
+                   "FLEETCTL_INVENTORY splits at commas). Default: inventory.yaml here, else fleetctl's own.")
 @click.option("-v", "--verbose", count=True, help="Diagnostics on stderr: -v each host's tasks, -vv every command.")
 @click.option("-o", "ssh_option", multiple=True, metavar="OPTION=VALUE",
               help="A one-off ssh_config option for every ssh host of the command (as ssh -o); repeatable.")
 @click.option("--accept-new-host-keys", "accept_new_host_keys", is_flag=True,
               help="As the command's own --accept-new-host-keys (here or after the command).")
 @click.option("-e", "--extra-var", "--extra-vars", "extra_before", multiple=True, metavar="NAME=VALUE|JSON|@FILE",
-              help="As the command's own -e (deploy, verify, rollback, run, schedule), here or after the command; these "
+              help="As the command's own -e (deploy, verify, rollback, run, facts, copy, fetch, schedule), here or after "
+                   "the command; these "
                    "come first, so one after the command wins.")
 @click.option("--connect-timeout", "connect_timeout_before", default=None, type=FiniteFloatRange(0.1),
               help="As the command's own --connect-timeout (here or after the command; after it wins).")
@@ -253,7 +255,8 @@ def passed_down(ctx: click.Context, extra: tuple[str, ...], connect_timeout_s: f
     command's own, as if given after it (``--connect-timeout`` through click's default_map, so one
     after the command wins; ``-e`` through :func:`with_extra_before`, before the command's own,
     so a later one wins as in Ansible). A command without the option is bad usage (exit 2):
-    ``-e is not an option of facts (it is one of deploy, rollback, run, verify)``."""
+    ``-e is not an option of hosts (it is one of copy, deploy, facts, fetch, rollback, run, schedule,
+    verify)``."""
     if not extra and connect_timeout_s is None:
         return
     name = ctx.invoked_subcommand
@@ -341,7 +344,8 @@ extra_vars_option = click.option(
          "ansible_user, ansible_port, venv, slurm_partition...): NAME=VALUE (several: 'a=1 b=2'; strings), a "
          "JSON/YAML mapping ('{\"archs\": \"9.0a\"}'; values keep their type), or @FILE, a YAML/JSON mapping of "
          "them (keep secrets there, mode 0600).")
-"""deploy's, verify's, rollback's and run's ``-e``: one option, one parser (:mod:`fleetctl.cli.extravars`)."""
+"""deploy's, verify's, rollback's, run's, facts', copy's and fetch's ``-e``: one option, one parser
+(:mod:`fleetctl.cli.extravars`)."""
 phase_timeout_option = click.option("--phase-timeout", multiple=True, metavar="PHASE=SECONDS",
                                     help="Deadline for a phase: connect, facts, upload, build, install, verify, "
                                          "command.")

@@ -1,4 +1,5 @@
-"""``-e`` (Ansible's extra vars), shared by deploy, verify and schedule: the forms
+"""``-e`` (Ansible's extra vars), shared by deploy, verify, rollback, schedule, run, facts, copy and
+fetch: the forms
 ansible-playbook's ``--extra-vars`` documents ("set additional variables as key=value or
 YAML/JSON, if filename prepend with @"; Ansible's ``load_extra_vars``, lib/ansible/utils/vars.py):
 
@@ -168,6 +169,34 @@ def parse_extra_vars(items: tuple[str, ...] | list[str]) -> dict[str, Any]:
         given = inline_vars(item)
         out.update(load_vars_file(item[1:]) if given is None else given)
     return out
+
+
+def host_setting_vars(items: tuple[str, ...] | list[str], command: str) -> dict[str, Any]:
+    """The ``-e`` of a command that runs no playbook (``run``, ``facts``, ``copy``, ``fetch``):
+    parsed as deploy's (:func:`parse_extra_vars`), all of them returned (the caller merges the host
+    settings among them over the inventory's: :func:`fleetctl.inventory.extra.with_extra_vars`), and
+    one ``fleetctl: warning:`` line on stderr for each name that is no host setting (no template
+    reads it there, so it would change nothing), with deploy's did-you-mean among the settings.
+    So ``fleetctl facts -e venv=... -e ansible_user=...`` checks the hosts as the deploy with the
+    same ``-e`` will reach them (an operator's trial: facts, copy and fetch refused ``-e``).
+
+    Raises:
+        InputError: as :func:`parse_extra_vars`.
+    """
+    import sys
+
+    from ..api.playchecks import did_you_mean
+    from ..inventory.extra import setting_names
+    from ..inventory.own_vars import PLAY_TEMPLATE_VARS, own_var_names
+
+    extra = parse_extra_vars(items)
+    settings = set(setting_names(extra))
+    for name in (n for n in extra if n not in settings):
+        hint = did_you_mean(name, own_var_names() - PLAY_TEMPLATE_VARS)  # deploy's suggestion, among settings
+        print(f"fleetctl: warning: -e {name}: fleetctl {command} reads only host settings (ansible_user, "
+              f"ansible_port, venv...), and no template; it is ignored" + (f"; {hint}" if hint else ""),
+              file=sys.stderr, flush=True)
+    return extra
 
 
 def private_to_owner(path: Path) -> bool:

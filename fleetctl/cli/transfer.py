@@ -7,8 +7,9 @@ import sys
 
 import click
 
-from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, forks_option, hosts_option,
-                  json_option, limit_option, main, pass_ctx, RunEnd, run_async, timeout_option)
+from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, extra_vars_option,
+                  forks_option, hosts_option, json_option, limit_option, main, pass_ctx, RunEnd, run_async,
+                  timeout_option)
 
 _timeout = click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=FiniteFloatRange(0.1),
                         help="Seconds one host's whole transfer may take.")
@@ -16,12 +17,13 @@ _timeout = click.option("--timeout", "timeout_s", default=600.0, show_default=Tr
 
 def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: int, as_json: bool,
               accept_new_host_keys: bool, connect_timeout: float, timeout_s: float, src: str, dest: str,
-              flat: bool = False) -> None:
+              extra: tuple[str, ...], flat: bool = False) -> None:
     from ..api.transfer import transfer_files
     from ..engine import transfer
     from ..engine.fetch_paths import check_placeholders
     from ..reporting.gathered import summary_line
     from ..reporting.lines import print_json
+    from .extravars import host_setting_vars
 
     skipped: list[str] = []
     if kind == "fetch":  # {{ }} or {hostname}: bad input (exit 2) before any host is touched
@@ -29,7 +31,7 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
     check_placeholders(kind, "DEST", dest)
     if kind == "copy":  # a missing SRC is bad input (exit 2) before any host is touched
         skipped = transfer.local_sources(src)[1]
-    _, hosts = obj.select(pattern, limit, venv=False, forks=forks)
+    _, hosts = obj.select(pattern, limit, venv=False, forks=forks, extra_vars=host_setting_vars(extra, kind))
     ends = RunEnd()
     run, _record = run_async(transfer_files(
         kind, hosts, src, dest, pattern=pattern, command=command_line(), verbose=obj.verbose, forks=forks,
@@ -63,18 +65,21 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
 @accept_option
 @timeout_option
 @_timeout
+@extra_vars_option
 @click.argument("src")
 @click.argument("dest")
 @pass_ctx
 def copy(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool, accept_new_host_keys: bool,
-         connect_timeout: float, timeout_s: float, src: str, dest: str) -> None:
+         connect_timeout: float, timeout_s: float, extra: tuple[str, ...], src: str, dest: str) -> None:
     """Copy SRC (a file, or a folder recursively) from this controller to DEST on every host.
 
     SRC/ copies a folder's contents, SRC the folder itself; a DEST ending in /, or an existing
     folder, gets SRC inside it (as cp). DEST may hold {host}: each host its own DEST
     (/tmp/dst_{host}); a DEST holding {{ }} or another {NAME} is refused (exit 2). Symlinks in SRC
-    are skipped and named; modes are kept."""
-    _transfer(obj, "copy", pattern, limit, forks, as_json, accept_new_host_keys, connect_timeout, timeout_s, src, dest)
+    are skipped and named; modes are kept. -e overrides host vars as in deploy (-e
+    ansible_user=admin)."""
+    _transfer(obj, "copy", pattern, limit, forks, as_json, accept_new_host_keys, connect_timeout, timeout_s, src, dest,
+              extra)
 
 
 @main.command()
@@ -88,11 +93,12 @@ def copy(obj: Context, pattern: str, limit: str | None, forks: int, as_json: boo
 @click.option("--flat", is_flag=True,
               help="As Ansible's fetch flat: yes: DEST is the file (a folder when it ends in /); one host only "
                    "unless DEST holds {host}.")
+@extra_vars_option
 @click.argument("src")
 @click.argument("dest")
 @pass_ctx
 def fetch(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool, accept_new_host_keys: bool,
-          connect_timeout: float, timeout_s: float, flat: bool, src: str, dest: str) -> None:
+          connect_timeout: float, timeout_s: float, flat: bool, extra: tuple[str, ...], src: str, dest: str) -> None:
     """Fetch SRC (a file, or a folder recursively) from every host to DEST here.
 
     As Ansible's fetch: each file lands at DEST/<host>/<its path on the host> (/var/log/syslog ->
@@ -101,6 +107,6 @@ def fetch(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     own name, 'out/{host}.log' is the file. {host} in SRC is each host's inventory name ({{ }} or
     another {NAME} in SRC or DEST is refused, exit 2). A host without SRC fails, naming it;
     symlinks are never followed; a file the host cannot read fails it, naming the file, after
-    every other file is fetched."""
+    every other file is fetched. -e overrides host vars as in deploy (-e ansible_user=admin)."""
     _transfer(obj, "fetch", pattern, limit, forks, as_json, accept_new_host_keys, connect_timeout, timeout_s, src, dest,
-              flat=flat)
+              extra, flat=flat)

@@ -71,10 +71,15 @@ class ConnectOptions:
 
 @dataclass(frozen=True)
 class HostRef:
-    """A host as a connection kind sees it: the inventory name and its typed settings."""
+    """A host as a connection kind sees it: the inventory name and its typed settings.
+
+    ``unresolved_hint``: what the inventory adds, in parentheses, to a ``cannot resolve ADDRESS``
+    failure of this host (:data:`fleetctl.inventory.sources.HOST_LIST_HINT`: a host list entry
+    that is a file here, ``-i a,b`` taken for two sources); empty for none."""
 
     name: str
     settings: ConnectionSettings
+    unresolved_hint: str = ""
 
 
 class KindScope(abc.ABC):

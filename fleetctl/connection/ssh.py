@@ -113,8 +113,10 @@ class SSHConnection(SFTPFiles, Connection):
         max_sessions: int = DEFAULT_MAX_SESSIONS,
         ssh_config: str | None = None,
         ssh_options: tuple[str, ...] = (),
+        unresolved_hint: str = "",
     ) -> None:
         self.host = host
+        self.unresolved_hint = unresolved_hint  # HostRef.unresolved_hint: said after "cannot resolve ADDRESS"
         self.address = address or host
         self.port = port
         self.user = user
@@ -190,7 +192,10 @@ class SSHConnection(SFTPFiles, Connection):
                 self._conn, self._release_route = await login(target, opts, stats=login_stats)
             except LoginFailed as exc:
                 self.stats.update(login_stats.as_dict())
-                raise HostUnreachable(self.host, str(exc)) from None
+                cause = str(exc)
+                if self.unresolved_hint and cause.startswith("cannot resolve "):  # the destination's, not a hop's
+                    cause = f"{cause} ({self.unresolved_hint})"
+                raise HostUnreachable(self.host, cause) from None
             self.stats.update(login_stats.as_dict())
 
     def learn_login(self, shell: str, home: str, *, home_missing: bool = False) -> None:
@@ -220,7 +225,7 @@ class SSHConnection(SFTPFiles, Connection):
                               accept_new_host_keys=self.accept_new_host_keys,
                               connect_timeout_s=self.connect_timeout_s, keepalive_interval_s=self.keepalive_interval_s,
                               max_sessions=self.max_sessions, ssh_config=self.ssh_config,
-                              ssh_options=self.ssh_options)
+                              ssh_options=self.ssh_options, unresolved_hint=self.unresolved_hint)
         other._target = self._target
         other._no_sftp, other.on_note, other.on_login_line = self._no_sftp, self.on_note, self.on_login_line
         other.login_shell, other.home, other.home_missing = self.login_shell, self.home, self.home_missing

@@ -64,7 +64,7 @@ class _SSHScope(KindScope):
             host.name, address=s.address or host.name, port=s.port, user=s.user, key_file=s.private_key_file,
             known_hosts=s.known_hosts, accept_new_host_keys=self.options.accept_new_host_keys,
             connect_timeout_s=self.options.connect_timeout_s, keepalive_interval_s=s.keepalive_interval_s,
-            ssh_config=s.ssh_config, ssh_options=self.options.ssh_options)
+            ssh_config=s.ssh_config, ssh_options=self.options.ssh_options, unresolved_hint=host.unresolved_hint)
 
 
 class _SSHKind(ConnectionKind):

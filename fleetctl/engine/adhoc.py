@@ -45,7 +45,7 @@ async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunMod
     run.argv = list(argv)
     outputs: dict[str, tuple[str, str]] = {}
     async with contextlib.AsyncExitStack() as stack:
-        scopes = await enter_scopes(stack, hosts, options)
+        scopes = await enter_scopes(stack, hosts, options, run=run, observers=observers)
         unavailable = await prepare_hosts(scopes, hosts)
 
         async def one(host: Any) -> None:
@@ -107,7 +107,7 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
     options = ConnectOptions(accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout_s,
                              run_id=run.run_id, ssh_options=tuple(ssh_options))
     async with contextlib.AsyncExitStack() as stack:
-        scopes = await enter_scopes(stack, hosts, options)
+        scopes = await enter_scopes(stack, hosts, options, run=run, observers=observers)
         unavailable = await prepare_hosts(scopes, hosts)
 
         async def one(host: Any) -> None:

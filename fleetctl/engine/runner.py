@@ -164,12 +164,10 @@ async def run_playbook(playbook: Any, hosts: Sequence[Any], *, run: RunModel, ob
     classes = ClassCoordinator([h.name for h in hosts])
     pass_opts = PassOptions(extra_vars=dict(opts.extra_vars), deadlines=opts.deadlines, force=opts.force,
                             build_each=opts.build_each)
-    observers.emit("run.started", kind=run.kind, mode=run.mode, hosts=len(hosts), tasks=run.tasks,
-                   batches=run.batches)
     async with contextlib.AsyncExitStack() as stack:
         scopes = await enter_scopes(stack, hosts, ConnectOptions(
             accept_new_host_keys=opts.accept_new_host_keys, connect_timeout_s=opts.deadlines.connect,
-            run_id=run.run_id, ssh_options=opts.ssh_options))
+            run_id=run.run_id, ssh_options=opts.ssh_options), run=run, observers=observers)
         classes.scope_of = {h.name: scopes[h.connection] for h in hosts}
         classes.run_id = run.run_id
         for n, batch in enumerate(plan):

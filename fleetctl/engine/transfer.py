@@ -182,7 +182,7 @@ async def copy_to_hosts(hosts: Sequence[Any], src: str, dest: str, *, run: RunMo
     done: dict[str, list[dict]] = {}
     options = replace(connect_options or ConnectOptions(), run_id=run.run_id)
     async with contextlib.AsyncExitStack() as stack:
-        scopes = await enter_scopes(stack, hosts, options)
+        scopes = await enter_scopes(stack, hosts, options, run=run, observers=observers)
         unavailable = await prepare_hosts(scopes, hosts)
         # a single file's DEST may be an existing folder on some hosts: each host asks first, then
         # puts (Slurm's puts of the same bytes to the same path still share one sbcast)
@@ -319,7 +319,7 @@ async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *
     done: dict[str, list[dict]] = {}
     options = replace(connect_options or ConnectOptions(), run_id=run.run_id)
     async with contextlib.AsyncExitStack() as stack:
-        scopes = await enter_scopes(stack, hosts, options)
+        scopes = await enter_scopes(stack, hosts, options, run=run, observers=observers)
         unavailable = await prepare_hosts(scopes, hosts)
 
         async def one(host: Any) -> None:

@@ -80,7 +80,17 @@ class Host:
         """
         if self.connection_settings is None:
             raise self.problem or InventoryError(f"host {self.name!r} has no connection settings")
-        return HostRef(self.name, self.connection_settings)
+        return HostRef(self.name, self.connection_settings, self._unresolved_hint())
+
+    def _unresolved_hint(self) -> str:
+        """:data:`~fleetctl.inventory.sources.HOST_LIST_HINT` for a host a host list named (its
+        ``file`` is the ``-i`` value) whose name, its address, is a file or folder here: ``-i
+        m1/hosts,m2/site.yaml`` meant as two sources; else ``""``."""
+        if not self.file or self.address != self.name or not os.path.exists(self.name):
+            return ""
+        from .sources import HOST_LIST_HINT, is_host_list
+
+        return HOST_LIST_HINT if is_host_list(self.file) else ""
 
     def _conn(self, attr: str) -> Any:
         return getattr(self.connection_settings, attr, None)

@@ -47,7 +47,13 @@ from .script import ScriptBudget, run_host_calls, run_script
 from .vars_files import is_vaulted
 from .yaml_inventory import ingest_yaml, is_list_json
 
-__all__ = ["SCHEMES", "scheme_function", "is_scheme_source", "add_source"]
+__all__ = ["SCHEMES", "scheme_function", "is_scheme_source", "is_host_list", "add_source", "HOST_LIST_HINT"]
+
+#: Said after ``cannot resolve NAME`` for a host of a host list whose NAME is a file here: ``-i
+#: m1/hosts,m2/site.yaml`` is a host list of two hosts (Ansible's ``host_list`` plugin reads any
+#: ``-i`` value with a comma that is not a path so), not two sources (an operator's trial);
+#: ``FLEETCTL_INVENTORY`` alone splits at commas.
+HOST_LIST_HINT = "-i with a comma is a host list, as in Ansible; give each inventory file its own -i"
 
 SCHEMES: dict[str, str] = {
     "slurm": "fleetctl.inventory.sources.slurm:list_json",
@@ -95,6 +101,13 @@ class _Plan:
     def hand_over(self, why: str, file: str, line: int | None = None, key: str | None = None) -> None:
         if self.delegate is None:
             self.delegate, self.where = why, {"file": file, "line": line, "key": key}
+
+
+def is_host_list(spec: str) -> bool:
+    """Whether one ``-i`` value is a host list (``gpu01,gpu02:2222,``): it holds a ``,``, is no
+    path here and names no scheme (Ansible's ``host_list`` plugin: "a string with a comma that is
+    not a path")."""
+    return "," in spec and not os.path.exists(spec) and not is_scheme_source(spec)
 
 
 def _is_script(path: str) -> bool:
@@ -212,7 +225,7 @@ def _plan(spec: str, budget: ScriptBudget) -> _Plan:
             raise InventoryError(special, file=spec)
         _plan_file(plan, spec)
         plan.vars_folder = os.path.dirname(spec)  # "" for a file in the current folder: paths stay as typed
-    elif "," in spec:
+    elif is_host_list(spec):
         plan.steps.append(("hosts", [h.strip() for h in spec.split(",") if h.strip()], spec))
         return plan
     else:
