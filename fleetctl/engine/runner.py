@@ -215,7 +215,10 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     settlings: list[asyncio.Future] = []
     timers: list[asyncio.TimerHandle] = []
     alone: set[str] = set()  # planned needing no build nor its group (needs_no_class): never wait to settle
-    twins = machine_twins(batch)  # may share a folder with another host of the batch: always settled with it
+    # hosts that may share a folder with another host of the batch: always settled with it (worked out
+    # in a thread while hosts connect: ssh_config is read for each host, seconds for 10,000)
+    twins = asyncio.ensure_future(asyncio.to_thread(machine_twins, batch))
+    observe(twins)
 
     async def settle(names: list[str]) -> None:
         for h in names:  # a host failed while planning is in no class: it would name a builder that never builds
@@ -298,7 +301,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             plans[host.name] = await plan_pass(session, playbook, tasks, selected, run, planning_observers, classes,
                                            pass_opts)
             # nothing of its class waits on it, nor it on them (a twin's shared folders do)
-            if host.name not in twins and needs_no_class(plans[host.name], classes, opts.build_each):
+            if needs_no_class(plans[host.name], classes, opts.build_each) and host.name not in await twins:
                 alone.add(host.name)
                 return
             g.planned.add(host.name)
@@ -391,6 +394,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         for settling in settlings:
             if not settling.done():
                 settling.cancel()
+        twins.cancel()
         if memory is not None:
             for name, s in sessions.items():
                 if s.workdir:
