@@ -44,7 +44,9 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     packages: {dist: version | null}, torch,
                     torch_cuda, torch_cxx11_abi, torch_arch_list, torch_file, torch_error,
                     torch_probe_error, error}``, and ``dangling`` (the missing path it resolves to)
-                    when the venv's python is a symlink to an interpreter that is gone;
+                    when the venv's python is a symlink to an interpreter that is gone, or
+                    ``denied`` (the folder the login user may not enter, or the file it may
+                    not run) when that interpreter is there but not for this user;
                     ``torch_error`` is what is wrong with the host's torch,
                     ``torch_probe_error`` what went wrong in fleetctl's own reader (never the host's).
                     from a subprocess of that interpreter; torch is NOT imported (seconds of CPU):
