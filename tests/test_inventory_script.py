@@ -89,3 +89,18 @@ echo '{}'
     res = fleet(tmp_path, "-i", "bad.sh", "hosts", "gpu", env={"FLEETCTL_INVENTORY_SCRIPT_TIMEOUT_S": "600"})
     assert (res.returncode, res.stderr) == (2, "fleetctl: error: bad.sh: inventory script exited with status 3 for "
                                                "--host g07: CMDB: no such host\n")
+
+
+def test_a_bad_var_from_a_host_call_is_named_by_that_call_not_by_a_meta_key(tmp_path):
+    """Operator trial: a script with no ``_meta``; ``ansible_prot`` came from ``dyn.sh --host qb``,
+    and the error read ``dyn.sh: _meta.hostvars.qb.ansible_prot: unknown Ansible variable``, a key
+    the script never printed. It names the call the var came from."""
+    write(tmp_path, "dyn.sh", """#!/bin/sh
+if [ "$1" = --list ]; then echo '{"gpu": {"hosts": ["qa", "qb"]}}'; exit 0; fi
+case "$2" in qb) echo '{"ansible_prot": 22}';; *) echo '{}';; esac
+""", mode=0o755)
+    res = fleet(tmp_path, "-i", "dyn.sh", "hosts", "gpu")
+    assert res.returncode == 2 and res.stdout == "", res.stderr
+    assert res.stderr.startswith("fleetctl: error: dyn.sh --host qb: ansible_prot: unknown Ansible variable "
+                                 "'ansible_prot'"), res.stderr
+    assert "_meta" not in res.stderr and res.stderr.count("\n") == 1, res.stderr

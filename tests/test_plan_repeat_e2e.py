@@ -11,9 +11,11 @@ real sshd test hosts:
 from __future__ import annotations
 
 import json
+import os
 import pwd
 import shutil
 import subprocess
+from pathlib import Path
 
 from tests.support.fake_gpu import H200
 from tests.support.fake_gpu import write_fake_nvidia_smi
@@ -163,3 +165,54 @@ def test_plan_of_a_host_reaching_a_venv_another_host_installed_into_says_the_whe
     record = json.loads((last_run(tmp_path) / "run.json").read_text())
     done = [t for t in record["hosts"]["sB"]["tasks"] if t["action"] == "pip_install"][0]
     assert done["status"] == "ok" and done["data"]["decision"] == {"action": "skip"}, done
+
+
+def test_two_names_of_one_machine_on_one_venv_get_the_same_verdict_however_fast_each_plans(sshd_farm, tmp_path):
+    """Operator trial: qa (up to date: its wheel in the controller's cache, its install in the
+    venv) and qa2, a second inventory name of qa's machine and user with qa's venv and its own
+    workdir. ``rm -rf`` qa2's workdir, ``--plan`` twice: the first said ``qa = skip ; qa2 =
+    failed``, the second refused both. qa needed no class settled, so it went on alone before qa2
+    (slower: its workdir to make) claimed the venv. Here qa2's facts take seconds more (the nvcc of
+    its toolkit, a copy of the machine's): both plans refuse both, naming the venv."""
+    play = _setup(tmp_path)
+    venv = make_host_venv(tmp_path / "venv-qa")
+    h = sshd_farm.start("qa")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    slow = _slow_nvcc_toolkit(tmp_path / "cuda-slow")  # qa2's facts take seconds more: its toolkit's nvcc
+    base = h.inventory_vars(sshd_farm.known_hosts)
+    hosts = {"qa": {**base, "workdir": str(tmp_path / "work" / "qa"), "venv": venv},
+             "qa2": {**base, "workdir": str(tmp_path / "work" / "wd2"), "venv": venv, "cuda_home": slow}}
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": hosts})
+
+    def deploy(pattern: str, *extra: str):
+        return fleetctl("-i", str(inv), "deploy", "--hosts", pattern, "--playbook", str(play), *extra,
+                        home=tmp_path, timeout_s=600)
+
+    first = deploy("qa")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    verdicts = []
+    for _ in range(2):
+        shutil.rmtree(tmp_path / "work" / "wd2", ignore_errors=True)
+        plan = deploy("qa:qa2", "--plan", "--json")
+        assert plan.returncode == 1, plan.stdout[-3000:] + plan.stderr[-3000:]
+        verdicts.append({n: (r["status"], r.get("error")) for n, r in json.loads(plan.stdout).items()})
+    assert verdicts[0] == verdicts[1], verdicts
+    for name in ("qa", "qa2"):
+        assert verdicts[0][name][0] == "failed", verdicts
+        assert f"qa and qa2 share the venv {venv} (one {venv}/.fleetctl-id)" in verdicts[0][name][1], verdicts
+
+
+def _slow_nvcc_toolkit(home: Path) -> str:
+    """A CUDA toolkit folder: the machine's (links), its ``bin/nvcc`` a script that answers 1 s late."""
+    real = Path(os.path.realpath("/usr/local/cuda"))
+    (home / "bin").mkdir(parents=True)
+    for entry in real.iterdir():
+        if entry.name != "bin":
+            (home / entry.name).symlink_to(entry)
+    for entry in (real / "bin").iterdir():
+        if entry.name != "nvcc":
+            (home / "bin" / entry.name).symlink_to(entry)
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text(f'#!/bin/sh\nsleep 1\nexec {real / "bin" / "nvcc"} "$@"\n')
+    nvcc.chmod(0o755)
+    return str(home)

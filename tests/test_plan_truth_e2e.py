@@ -77,3 +77,30 @@ def test_plan_dry_run_and_class_lines_tell_the_truth_after_a_failed_forced_build
     build = next(t for t in plan["a"]["tasks"] if t["action"] == "build_wheel")
     changed = build["decision"]["changed"]
     assert changed != ["nothing installed"] and wheel in changed[0], changed
+
+
+def test_a_plans_log_says_what_it_would_do_in_its_tables_words(sshd_farm, tmp_path):
+    """Operator trial: ``logs <plan run> qa`` read ``==> Install ...: CHANGED installed <built wheel>
+    (pip): none was installed before`` of a venv holding fp4_kernels, the plan's table having said
+    it was installed. A plan's log says WOULD CHANGE, as its table does, and names what the venv
+    holds (the venv's install record: the wheel to be built has no name yet)."""
+    from tests.test_platform_targets_e2e import _setup
+
+    play = _setup(tmp_path)
+    h = sshd_farm.start("pl")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"pl": {
+        **h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work"),
+        "venv": make_host_venv(tmp_path / "venv")}}})
+    base = ("-i", str(inv), "deploy", "--hosts", "pl", "--playbook", str(play))
+    first = fleetctl(*base, home=tmp_path, timeout_s=600)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    plan = fleetctl(*base, "--plan", "--force", "--json", home=tmp_path, timeout_s=600)
+    assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
+    install = next(t for t in json.loads(plan.stdout)["pl"]["tasks"] if t["action"] == "pip_install")
+    logs = fleetctl("logs", last_run(tmp_path).name, "pl", home=tmp_path, timeout_s=60)
+    assert logs.returncode == 0, logs.stderr
+    line = next(ln for ln in logs.stdout.splitlines() if ln.startswith("==> Install the toy wheel: "))
+    assert line == f"==> Install the toy wheel: {install['status'].upper()} {install['msg']}", (line, install)
+    assert line.startswith("==> Install the toy wheel: WOULD CHANGE would install "), line
+    assert "none was installed before" not in line and "replaced the earlier wheel" in line, line

@@ -117,3 +117,37 @@ def test_facts_do_not_warn_of_missing_build_requirements_that_the_deploy_install
     assert note in out and not [ln for ln in out.splitlines() if "build requirements" in ln and "warning" in ln], out
     host = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["byextra"]
     assert not [w for w in host.get("warnings") or [] if "build requirements" in w], host.get("warnings")
+
+
+def test_a_venv_whose_python_links_into_a_folder_the_login_user_cannot_enter_says_so(sshd_farm, tmp_path):
+    """Operator trial: root made ``python3 -m venv /tmp/x`` from root's pyenv (a folder the login
+    user cannot enter); ``--plan`` said the link's target ``does not exist: the base interpreter
+    ... is gone``. It exists: facts and --plan name the path, the login user and the folder."""
+    import os
+    import shutil
+    import subprocess
+
+    h = sshd_farm.start("denied", shell="bash")  # a user of its own, not root
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    root = sshd_farm.root / f"denied-{tmp_path.name}"
+    base = root / "rootonly" / "versions" / "3.11.7" / "bin"  # root's pyenv, as root keeps it
+    base.mkdir(parents=True)
+    os.symlink("/usr/bin/python3", base / "python3")
+    venv = root / "venv"
+    try:
+        subprocess.run([str(base / "python3"), "-m", "venv", "--without-pip", str(venv)], check=True)
+        os.chmod(root, 0o755)
+        os.chmod(root / "rootonly", 0o700)
+        target = os.readlink(venv / "bin" / "python3")
+        assert target.startswith(str(root / "rootonly")), target
+        inv = write_inventory(tmp_path / "inv.yaml", {"g": {"denied": {
+            **h.inventory_vars(sshd_farm.known_hosts), "workdir": f".fleetctl-{tmp_path.name}", "venv": str(venv)}}})
+        plan = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", PLAYBOOK, "--plan", "--json",
+                        home=tmp_path)
+        assert plan.returncode == 1, plan.stdout + plan.stderr
+        msgs = " ".join(t.get("msg") or "" for t in json.loads(plan.stdout)["denied"]["tasks"])
+        assert (f"{venv}/bin/python3 is a symlink to {base}/python3, which the login user {h.user} cannot run "
+                f"(Permission denied: user {h.user} may not enter {root / 'rootonly'})") in msgs, msgs
+        assert "does not exist" not in msgs, msgs
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -74,7 +74,7 @@ from .probeplan import ProbeMemory
 from .reach import connect, first_command, record_connection
 from .scopes import enter_scopes, prepare_hosts
 from .session import HostSession, close_session, unreachable_facts
-from .windows import Group, each_host, window_order
+from .windows import Group, each_host, machine_twins, window_order
 
 #: Seconds a group waits, after its first host planned, for its other hosts past connect (their
 #: facts and plans) before its arch classes are settled; those still at work then join late.
@@ -88,7 +88,8 @@ def needs_no_class(plan: Any, classes: ClassCoordinator, each: bool) -> bool:
     Such a host goes on as a late host does (its role assigned alone), never waiting
     :data:`SETTLE_GRACE_S` for a member stuck after connect (a fresh operator's trial: an
     up-to-date host waited 20 s for a host whose nvidia-smi hung). A host that builds, may serve
-    its wheel, or is refused waits for its group."""
+    its wheel, or is refused waits for its group, and so does a host another host of the batch
+    names on one machine (:func:`fleetctl.engine.windows.machine_twins`)."""
     if plan is None or plan.blocking is not None:
         return False
     builds = [o for o in plan.outcomes if o.action == "build_wheel" and o.status != "skipped"]
@@ -212,6 +213,10 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     settlings: list[asyncio.Future] = []
     timers: list[asyncio.TimerHandle] = []
     alone: set[str] = set()  # planned needing no build nor its group (needs_no_class): never wait to settle
+    # hosts that may share a folder with another host of the batch: always settled with it (worked out
+    # in a thread while hosts connect: ssh_config is read for each host, seconds for 10,000)
+    twins = asyncio.ensure_future(asyncio.to_thread(machine_twins, batch))
+    observe(twins)
 
     async def settle(names: list[str]) -> None:
         for h in names:  # a host failed while planning is in no class: it would name a builder that never builds
@@ -293,7 +298,8 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             out.phases = list(spans)  # connect, facts: in the record from now on
             plans[host.name] = await plan_pass(session, playbook, tasks, selected, run, planning_observers, classes,
                                            pass_opts)
-            if needs_no_class(plans[host.name], classes, opts.build_each):  # nothing of its class waits on it, nor it on them
+            # nothing of its class waits on it, nor it on them (a twin's shared folders do)
+            if needs_no_class(plans[host.name], classes, opts.build_each) and host.name not in await twins:
                 alone.add(host.name)
                 return
             g.planned.add(host.name)
@@ -386,6 +392,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         for settling in settlings:
             if not settling.done():
                 settling.cancel()
+        twins.cancel()
         if memory is not None:
             for name, s in sessions.items():
                 if s.workdir:

@@ -40,7 +40,8 @@ def missing_python_problem(facts: Mapping[str, Any], venv: str | None) -> str | 
     ``python.exists`` false), or None. A venv's ``bin/python3`` is a symlink to the interpreter it
     was made from (the venv module's docs, "How venvs work"): when that one is gone (Python
     upgraded or removed, facts ``python.dangling``: the missing path the link resolves to), the
-    line names the link and its target, and says to make the venv again, not that it is missing.
+    line names the link and its target, and says to make the venv again, not that it is missing;
+    one the login user may not run (facts ``python.denied``: the folder it may not enter) is named so.
     The build's preflight refuses the host with the line and ``fleetctl facts`` warns with it."""
     py = facts.get("python") or {}
     if not venv or not isinstance(py, Mapping) or py.get("exists") is not False:
@@ -49,6 +50,9 @@ def missing_python_problem(facts: Mapping[str, Any], venv: str | None) -> str | 
         return (f"venv {venv}: {py.get('error')}: make the venv again with a python3 that exists "
                 f"(python3 -m venv --clear {venv}, then install its packages again), or point the host var "
                 "'venv' at another venv")
+    if py.get("denied"):  # there, but the login user may not run it (made by root from root's python)
+        return (f"venv {venv}: {py.get('error')}: make the venv with a python3 the login user can run, or let "
+                f"that user read and enter {py['denied']}, or point the host var 'venv' at another venv")
     return (f"venv {venv}: {py.get('error') or 'no interpreter'}: the host var venv names an environment that is not "
             "there (builds, installs and verify use it): create it, or fix the var")
 

@@ -160,7 +160,12 @@ class RunRecord:
             if event.name == "task.started":
                 self.mark(event.host, f"task {data.get('index')}/{data.get('total')}: {data.get('task')}")
             elif event.name == "task.finished":
-                self.mark(event.host, f"{data.get('task')}: {str(data.get('status')).upper()} {data.get('msg') or ''}")
+                status, msg = str(data.get("status")), str(data.get("msg") or "")
+                if run.mode != "apply":  # a plan changes nothing: what it would do, in its table's words
+                    from .plan_table import planned_msg, planned_status  # rich: only a plan's record needs it
+
+                    status, msg = planned_status(status), planned_msg(status, msg)
+                self.mark(event.host, f"{data.get('task')}: {status.upper()} {msg}")
                 if data.get("status") in ("failed", "unreachable"):
                     self._cause_logged.add(event.host)
             elif event.name == "host.started":

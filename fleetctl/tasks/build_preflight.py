@@ -55,7 +55,7 @@ def facts_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: 
     if not venv:
         problems.append("no venv for this host: set the host var 'venv' (the build must not pick the system Python)")
     py = facts.get("python") or {}
-    if venv and py.get("dangling"):  # worded once: facts warns with the same line
+    if venv and (py.get("dangling") or py.get("denied")):  # worded once: facts warns with the same line
         problems.append(missing_python_problem(facts, venv) or "")
     elif venv and not py.get("exists", True):
         problems.append(f"venv python {posixpath.join(venv, 'bin', 'python3')} does not exist (venv var: {venv})")

@@ -168,6 +168,8 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     if not args.no_deps:  # dependencies come from the index: the venv's pip reads the site's pip.conf
         tool = index_tool(args.tool, tool, host.facts)
     dist = dist_name(wheel)
+    if dist.startswith("<"):  # this run's build has not written it yet (--plan, --dry-run): no name to read
+        dist = _recorded_dist(host.facts) or dist
     record_base = posixpath.join(installed_dir(host.workdir), f"{dist}.json")  # the probe adds the venv's key
     stamp_path = posixpath.join(posixpath.dirname(wheel), STAMP_NAME)
     digest = host.files.get(wheel, _MISSING)
@@ -317,6 +319,17 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                       msg=f"installed {version} ({tool}): {_as_done(why)}; "
                           + (f"torch {after['torch']} unchanged" if after.get("torch") else "no torch in the venv, none added")
                           + "".join(f"; {n}" for n in notes))
+
+
+def _recorded_dist(facts: Mapping[str, Any]) -> str | None:
+    """The distribution the venv's own install record names (facts' ``targets.venv.installed``),
+    or None: what a wheel this run's build has not written yet (``<built wheel>``) will replace.
+    Without it the plan asked the venv about a distribution named ``<built wheel>`` and said
+    ``none was installed before`` of a venv holding fp4_kernels (operator trial)."""
+    targets = facts.get("targets")
+    rec = ((targets.get("venv") or {}) if isinstance(targets, Mapping) else {}).get("installed")
+    dist = rec.get("dist") if isinstance(rec, Mapping) else None
+    return dist if isinstance(dist, str) and dist else None
 
 
 def venv_mark(facts: Mapping[str, Any], dist: str) -> dict[str, Any] | None:

@@ -44,7 +44,9 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     packages: {dist: version | null}, torch,
                     torch_cuda, torch_cxx11_abi, torch_arch_list, torch_file, torch_error,
                     torch_probe_error, error}``, and ``dangling`` (the missing path it resolves to)
-                    when the venv's python is a symlink to an interpreter that is gone;
+                    when the venv's python is a symlink to an interpreter that is gone, or
+                    ``denied`` (the folder the login user may not enter, or the file it may
+                    not run) when that interpreter is there but not for this user;
                     ``torch_error`` is what is wrong with the host's torch,
                     ``torch_probe_error`` what went wrong in fleetctl's own reader (never the host's).
                     from a subprocess of that interpreter; torch is NOT imported (seconds of CPU):
@@ -1660,6 +1662,38 @@ sys.stdout.flush()
 """
 
 
+def denied_on_way(path):
+    """The first folder on the way to ``path`` (its links followed) that this user may not enter,
+    or ``path``'s target itself when it is a file this user may not run; None when neither.
+    ``os.path.exists`` is False for both a missing file and one behind such a folder, so a venv
+    whose python links into ``/root/.pyenv`` (made by root) read "which does not exist"."""
+    real = os.path.realpath(path)
+    folder = "/"
+    for part in real.split("/")[1:-1]:
+        folder = os.path.join(folder, part)
+        if os.path.isdir(folder) and not os.access(folder, os.X_OK):
+            return folder
+    if os.path.isfile(real) and not os.access(real, os.X_OK):
+        return real
+    return None
+
+
+def denied_message(exe, blocked):
+    """One line: ``exe`` (the venv's python) cannot be run by this user, ``blocked`` says where."""
+    try:
+        import pwd
+
+        user = pwd.getpwuid(os.geteuid()).pw_name
+    except (ImportError, KeyError):
+        user = "uid %d" % os.geteuid()
+    real = os.path.realpath(exe)
+    what = "%s is a symlink to %s, which" % (exe, real) if real != exe else exe
+    where = ("user %s may not enter %s" % (user, blocked) if blocked != real
+             else "user %s may not execute it" % user)
+    return ("%s the login user %s cannot run (Permission denied: %s): the base interpreter the venv was made from "
+            "is not readable by that user" % (what, user, where))
+
+
 def probe_python(venv, cache=None):
     """The interpreter builds will use, as the ``python`` dict (see the module docstring).
 
@@ -1681,11 +1715,15 @@ def probe_python(venv, cache=None):
         "torch_error": None, "torch_cxx11_abi": None, "torch_arch_list": None, "error": None,
         "torch_probe_error": None,
     }
-    if not py["exists"] and os.path.islink(exe) and not os.path.exists(exe):
+    if not py["exists"] and os.path.islink(exe) and not os.path.exists(exe) and not denied_on_way(exe):
         # a venv's python is a link to the interpreter it was made from: that one is gone
         py["dangling"] = os.path.realpath(exe)
         py["error"] = ("%s is a symlink to %s, which does not exist: the base interpreter the venv was made from "
                        "is gone (Python upgraded or removed)" % (exe, py["dangling"]))
+    elif not py["exists"] and denied_on_way(exe):
+        # there, but not for this user: a venv made by root from root's pyenv (its folder 0700)
+        py["denied"] = denied_on_way(exe)
+        py["error"] = denied_message(exe, py["denied"])
     elif not py["exists"]:
         py["error"] = "%s: no such interpreter" % exe
     if not py["exists"]:

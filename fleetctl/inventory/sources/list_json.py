@@ -99,12 +99,15 @@ def ingest_list_json(builder: InventoryBuilder, data: Any, *, file: str, base_di
                 raise error(f"a group name must be a non-empty string, not {describe(child)}", f"{group}.children")
             builder.add_group(child, file=file)
             builder.add_child(group, child, file=file, key=f"{group}.children")
-    if hostvars is None:
+    called = hostvars is None  # each host's vars are what ``FILE --host NAME`` printed, not a key of the document
+    if called:
         hostvars = host_vars(list(listed)) if host_vars is not None and listed else {}
     for name in listed:
         got = hostvars.get(name, {})
+        where, prefix = (f"{file} --host {name}", "") if called else (file, f"_meta.hostvars.{name}.")
         if not isinstance(got, Mapping):
-            raise error(f"host vars of {name!r} must be an object, not {describe(got)}", f"_meta.hostvars.{name}")
+            raise InventoryError(f"host vars of {name!r} must be an object, not {describe(got)}", file=where,
+                                 key=prefix.rstrip(".") or None)
         for var, value in got.items():
-            builder.set_var(builder.hosts[name], src(var, value, None, f"_meta.hostvars.{name}.{var}"),
+            builder.set_var(builder.hosts[name], VarSource(var, value, None, where, None, f"{prefix}{var}", base_dir),
                             check_name=check_names)
