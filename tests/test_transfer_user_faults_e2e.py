@@ -362,3 +362,28 @@ def test_copy_and_fetch_refuse_a_templated_dest_before_any_host_is_touched(tmp_p
         assert res.stderr == f"fleetctl: error: {cmd}: {bad} {value} {what}: {hint} (e.g. {example})\n", res.stderr
     made = [p.name for p in tmp_path.iterdir() if p.name.startswith(("x_", "out", "runs"))]
     assert made == [], made  # no path made, no run recorded
+
+
+def test_fetch_of_a_folder_with_a_subfolder_the_user_cannot_list_fails_naming_it(sshd_farm, tmp_path):
+    """Operator trial: ``fetch /tmp/r out`` with ``r/closed/`` root-owned mode 700 said ``ok: 1
+    files`` (closed/z silently missing). The folder is named and fails the host like an unreadable
+    file; the readable files are still fetched."""
+    h = sshd_farm.start("fcl", shell="bash")
+    inv = _inv(tmp_path, sshd_farm, {"hb": h})
+    r = _home(h) / "r"
+    try:
+        (r / "closed").mkdir(parents=True)
+        (r / "ok.txt").write_text("ok")
+        (r / "closed" / "z").write_text("z\n")
+        for p in [r, r / "ok.txt"]:
+            shutil.chown(p, h.user)
+        (r / "closed").chmod(0o700)  # root's: the login user cannot list it
+        out = tmp_path / "out"
+        res = fleetctl("-i", str(inv), "fetch", "--hosts", "hb", str(r), str(out), home=tmp_path)
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert _files(out / "hb" / str(r).lstrip("/")) == {"ok.txt": b"ok"}
+        line = next(ln for ln in res.stderr.splitlines() if ln.startswith("hb: FAILED: "))
+        assert line == (f"hb: FAILED: fetch {r}: 1 folder could not be read (1 files were fetched): {r}/closed/: "
+                        f"Permission denied (the login user cannot list it)"), line
+    finally:
+        shutil.rmtree(r, ignore_errors=True)

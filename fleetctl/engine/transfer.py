@@ -17,7 +17,8 @@ Paths, as ``ansible -m copy`` and ``rsync`` read them:
   or its contents when SRC ends in ``/`` (``SRC/`` -> ``DEST/``). Regular files only: a symlink or
   special file is skipped (never followed), named in the host's log for what it is (a symlink, a
   FIFO, a socket, a device; copy's output names them too); empty folders are not made. A fetched
-  folder's file the host cannot read fails the host, naming it, after every other file is fetched. Folders made
+  folder's file the host cannot read, or a folder in it the login user cannot list, fails the host,
+  naming it, after every other file is fetched. Folders made
   on a host keep the SRC folder's mode bits, fetched files their host's (less the umask).
 - copy's DEST may hold ``{host}`` too: each host its own DEST (``/tmp/dst_{host}``).
 - fetch: see :mod:`fleetctl.engine.fetch_paths` (Ansible's ``fetch`` layout: each file at
@@ -49,7 +50,7 @@ from .model import RunModel, utc_now
 from .observer import Observers
 from .scopes import enter_scopes, prepare_hosts
 from .session import host_ref
-from .transfer_probes import dest_is_folder, remote_sources, skip_note
+from .transfer_probes import CLOSED, dest_is_folder, remote_sources, skip_note
 
 
 @dataclass(frozen=True)
@@ -302,8 +303,8 @@ async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *
             ``DEST/<host>/<path on the host>``, or, with ``{host}`` in it or ``flat``, as given.
         run: the run (kind ``fetch``); outcomes as :func:`copy_to_hosts`. A host where ``src`` is
             missing fails, naming the path; a symlink there is refused, never followed. A file of a
-            folder that cannot be read there (``Permission denied``) fails the host, naming each
-            such file, after every other file is fetched.
+            folder that cannot be read there (``Permission denied``), or a folder in it the login user
+            cannot list or enter, fails the host, naming each, after every other file is fetched.
         observers, forks, timeout_s, connect_options: as :func:`copy_to_hosts`.
         flat: Ansible's ``flat: yes``: DEST is the file (a folder when it ends in ``/``).
 
@@ -329,8 +330,13 @@ async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *
                 await conn.open()
                 mine = host_src(src, host.name)
                 kind, root, paths, skipped = await remote_sources(conn, host.name, mine, timeout_s)
+                closed = [f"{path.rstrip('/')}/: Permission denied (the login user cannot list it)"
+                          for path, what in skipped if what == CLOSED]  # its files never listed: not "ok"
                 for path, what in skipped:
-                    _log(observers, host.name, f"skipped {path}: {skip_note(what)}", "stderr")
+                    if what != CLOSED:
+                        _log(observers, host.name, f"skipped {path}: {skip_note(what)}", "stderr")
+                for why in closed:
+                    _log(observers, host.name, f"not fetched: {why}", "stderr")
                 unread: list[str] = []  # one unreadable file loses none of the others
                 for remote in paths:
                     local = local_dest(dest_template, host.name, FetchSource(mine, root, kind), remote, flat=flat)
@@ -351,10 +357,13 @@ async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *
                         raise TransferError(f"{host.name}: fetch {remote} -> {local}: "
                                             f"{named or exc.strerror or exc}") from None
                     _record_file(out, observers, host.name, remote, local, size, "fetched")
-                if unread:
-                    raise TransferError(f"{host.name}: fetch {mine}: {len(unread)} of {len(paths)} files could not "
-                                        f"be read (the other {len(paths) - len(unread)} were fetched): "
-                                        + "; ".join(unread))
+                if unread or closed:
+                    what = [f"{len(unread)} of {len(paths)} files"] if unread else []
+                    what += [f"{len(closed)} folder{'s' if len(closed) > 1 else ''}"] if closed else []
+                    got = len(paths) - len(unread)
+                    raise TransferError(f"{host.name}: fetch {mine}: {' and '.join(what)} could not be read ("
+                                        + (f"the other {got} were fetched" if not closed else f"{got} files were "
+                                           f"fetched") + "): " + "; ".join(closed + unread))
 
             await _host(run, observers, host, unavailable, work, timeout_s, done)
 

@@ -23,21 +23,27 @@ DEST_SCRIPT = f'printf "{_B}"; if [ -d "$1" ]; then printf dir; else printf othe
 
 #: Lists a fetch's SRC: ``file`` and its path; or ``dir``, its path, its regular files, an empty
 #: entry, then what is neither a folder nor a regular file (skipped; symlinks never followed), each
-#: behind one letter saying what it is (:data:`SPECIAL_KINDS`, ``test(1)``'s file types); or ``missing``
+#: behind one letter saying what it is (:data:`SPECIAL_KINDS`, ``test(1)``'s file types), and each
+#: folder the login user cannot list or enter (letter :data:`CLOSED`: ``find`` lists it but never
+#: sees the files in it, so the fetch fails naming it); or ``missing``
 #: with ``ls``'s reason ("No such file or directory", "Permission denied"). NUL-separated
 #: (``find -print0``: GNU, BSD and busybox; a path is never empty). A leading ``~`` or ``~/`` is
 #: the login user's ``$HOME`` first, as Ansible's fetch expands it (``_remote_expand_user``), so
 #: every path in the answer is the path on the host (absolute for ``~/x``).
 LIST_SCRIPT = ('case "$1" in "~") set -- "$HOME";; "~/"*) set -- "$HOME/${1#??}";; esac; '
                f'printf "{_B}"; if [ -d "$1" ] && [ ! -L "$1" ]; then printf "dir\\0%s\\0" "$1"; find "$1" -type f -print0; '
-               'printf "\\0"; find "$1" ! -type d ! -type f -exec sh -c \''
-               'for p do if [ -L "$p" ]; then t=l; elif [ -p "$p" ]; then t=p; elif [ -S "$p" ]; then t=s; '
+               'printf "\\0"; find "$1" ! -type f -exec sh -c \''
+               'for p do if [ -d "$p" ] && [ ! -L "$p" ]; then [ -r "$p" ] && [ -x "$p" ] && continue; t=D; '
+               'elif [ -L "$p" ]; then t=l; elif [ -p "$p" ]; then t=p; elif [ -S "$p" ]; then t=s; '
                'elif [ -b "$p" ]; then t=b; elif [ -c "$p" ]; then t=c; else t=o; fi; printf "%s%s\\0" "$t" "$p"; '
                'done\' sh {} +; '
                'elif [ -e "$1" ] || [ -L "$1" ]; then printf "file\\0%s\\0" "$1"; '
                'else printf "missing\\0"; ls -d -- "$1" 2>&1 >/dev/null | tail -n 1 | tr -d "\\n"; '
                f'printf "\\0"; fi; printf "{_E}"')
 
+
+#: The letter of a folder the login user cannot read or enter (``[ -r ] && [ -x ]`` false).
+CLOSED = "D"
 
 #: What a skipped entry is, by the letter the listing gives it (``stat(2)``'s file types).
 SPECIAL_KINDS = {"l": "a symlink", "p": "a FIFO (named pipe)", "s": "a socket", "b": "a block device",
@@ -86,7 +92,8 @@ async def remote_sources(conn: Any, host: str, src: str,
     """``(kind, root, files, skipped)`` of a fetch's SRC on the host: kind ``file`` or ``dir``;
     root is SRC as the host names it (``~/`` made ``$HOME/``); files are paths as the host names
     them (``root`` itself, or under it); skipped are ``(path, letter)`` pairs, the letter saying
-    what the entry is (:data:`SPECIAL_KINDS`, :func:`skip_note`).
+    what the entry is (:data:`SPECIAL_KINDS`, :func:`skip_note`; :data:`CLOSED` for a folder the
+    login user cannot list or enter, whose files are not in ``files``).
 
     Raises:
         TransferError: SRC does not exist on the host ("no such file or folder on the host"),
