@@ -387,3 +387,41 @@ def test_fetch_of_a_folder_with_a_subfolder_the_user_cannot_list_fails_naming_it
                         f"Permission denied (the login user cannot list it)"), line
     finally:
         shutil.rmtree(r, ignore_errors=True)
+
+
+@pytest.mark.parametrize("sftp", [True, False], ids=["sftp", "exec-fallback"])
+def test_fetch_onto_a_full_controller_disk_names_the_local_dest_and_leaves_no_cut_short_file(sshd_farm, tmp_path,
+                                                                                               sftp):
+    """Operator trial: a 1 MiB DEST here, a 3,000,000-byte file: ``1 of 1 files could not be read
+    (...): [Errno 28] No space left on device`` and a 1,044,480-byte file left under its final name
+    (SFTP; the exec fallback left ``.big.bin.part`` and advice about the host's workdir). The
+    message names the local DEST and the controller's cause; no partial file is left."""
+    import subprocess
+    import sys
+
+    from tests.support.fleet import REPO
+
+    h = sshd_farm.start("fdk" + ("s" if sftp else "e"), shell="bash", sftp=sftp)
+    inv = _inv(tmp_path, sshd_farm, {"hb": h})
+    big = _home(h) / "big.bin"
+    out = tmp_path.parent / f"{tmp_path.name}-out"
+    try:
+        big.write_bytes(b"\1" * 3_000_000)
+        shutil.chown(big, h.user)
+        env = {**os.environ, "FLEETCTL_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+        out.mkdir()
+        listing = tmp_path / "left.txt"  # what is on the 1 MiB disk when fleetctl is done (it goes with its namespace)
+        script = ('d=$0; l=$1; shift; mount -t tmpfs -o size=1m tmpfs "$d" && '
+                  '{ "$@"; rc=$?; find "$d" -type f -printf "%s %P\\n" > "$l"; exit $rc; }')
+        res = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(out),
+                              str(listing), sys.executable, "-m", "fleetctl", "-i", str(inv), "fetch", "--hosts", "hb",
+                              str(big), str(out)], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+        assert res.returncode == 1, res.stdout + res.stderr
+        line = next(ln for ln in res.stderr.splitlines() if ln.startswith("hb: FAILED: "))
+        assert line == (f"hb: FAILED: fetch {big}: could not be written here: {out}/hb/{str(big).lstrip('/')}: "
+                        f"No space left on device"), line
+        assert "workdir" not in res.stderr and "could not be read" not in res.stderr, res.stderr
+        assert listing.read_text() == "", listing.read_text()  # no cut-short file, under any name
+    finally:
+        big.unlink(missing_ok=True)
+        shutil.rmtree(out, ignore_errors=True)

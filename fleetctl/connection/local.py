@@ -21,6 +21,7 @@ from ..errors import CommandTimeout, TransferError
 from ..util.paths import keep_mode
 from .storagefaults import name_write_error
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback, OutputLine
+from .download import local_download
 from .command import check_argv, command_argv, env_argv, validate_env
 from .groupwatch import GroupWatch
 from .streams import OutputTail, pump_lines
@@ -180,11 +181,14 @@ class LocalConnection(Connection):
         if src.is_symlink() or not src.is_file():
             raise TransferError(f"{self.host}: get {remote_path}: not a regular file (symlinks are never followed)")
         try:
-            Path(local_path).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, local_path)
-            keep_mode(Path(local_path), src.stat().st_mode & 0o777)
+            reader = open(src, "rb")  # noqa: SIM115 - closed below; its errors are the host's side
+            mode = os.fstat(reader.fileno()).st_mode & 0o777
         except OSError as exc:
             raise TransferError(f"{self.host}: get {remote_path}: {exc}") from None
+        with reader, local_download(self.host, remote_path, local_path) as part:  # OSError: the controller's
+            with open(part, "wb") as sink:
+                shutil.copyfileobj(reader, sink)
+            keep_mode(part, mode)
 
 
 async def _kill_group(proc: asyncio.subprocess.Process) -> None:

@@ -14,19 +14,20 @@ ever parsed by a shell), run through :meth:`Connection.run`:
   name, and a failure removes the part file;
 - get: the file must be a regular file (a symlink or special file is refused, as the SFTP path
   refuses it with ``lstat``); its bytes come back on stdout and are written, as they arrive, to
-  ``LOCAL.part`` on the controller, renamed into place once the command succeeded;
+  ``.LOCAL.part`` on the controller, renamed into place once the command succeeded
+  (:mod:`fleetctl.connection.download`, SFTP's downloads' one local writer);
 - realpath: ``cd`` and ``pwd -P``.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 from ..errors import TransferError
 from ..util.paths import keep_mode
 from .base import Connection, OutputLine
+from .download import local_download
 
 #: Seconds one exec transfer may take (as long as a whole upload phase's default budget).
 TRANSFER_TIMEOUT_S = 600.0
@@ -133,25 +134,29 @@ async def get_by_exec(conn: Connection, remote_path: str, local_path: str) -> No
     Raises:
         TransferError: missing ("No such file or directory"), unreadable ("Permission denied"),
             not a regular file, or the command failed.
+        ControllerWriteError: the local file cannot be written (a full disk: the part file is
+            removed; :func:`fleetctl.connection.download.local_download`).
     """
-    local = Path(local_path)
-    local.parent.mkdir(parents=True, exist_ok=True)
-    part = local.with_name(f".{local.name}.part")
-    with open(part, "wb") as sink:
-        body = _AfterMark(sink)
+    failed: list[OSError] = []  # the controller's write failed: the rest of the bytes are dropped
+    with local_download(conn.host, remote_path, local_path) as part:
+        with open(part, "wb") as sink:
+            body = _AfterMark(sink)
 
-        def take(line: OutputLine) -> None:
-            if line.stream == "stdout":
-                body.feed(line.data)
+            def take(line: OutputLine) -> None:
+                if line.stream == "stdout" and not failed:
+                    try:
+                        body.feed(line.data)
+                    except OSError as exc:
+                        failed.append(exc)
 
-        res = await conn.run(["/bin/sh", "-c", _GET, "fleetctl-get", remote_path], on_line=take,
-                             timeout_s=TRANSFER_TIMEOUT_S, capture_bytes=64 * 1024)
-    if res.rc != 0 or body.executable is None:
-        part.unlink(missing_ok=True)
-        detail = res.stderr_text.strip()[-300:] or f"exit status {res.rc}"
-        raise TransferError(f"{conn.host}: get {remote_path}: {detail}")
-    keep_mode(part, 0o755 if body.executable else 0o644)
-    os.replace(part, local)
+            res = await conn.run(["/bin/sh", "-c", _GET, "fleetctl-get", remote_path], on_line=take,
+                                 timeout_s=TRANSFER_TIMEOUT_S, capture_bytes=64 * 1024)
+            if failed:
+                raise failed[0]
+        if res.rc != 0 or body.executable is None:
+            detail = res.stderr_text.strip()[-300:] or f"exit status {res.rc}"
+            raise TransferError(f"{conn.host}: get {remote_path}: {detail}")
+        keep_mode(part, 0o755 if body.executable else 0o644)
 
 
 async def realpath_by_exec(conn: Connection, path: str) -> str:

@@ -28,6 +28,7 @@ import asyncssh
 
 from ..errors import TransferError
 from ..util.paths import keep_mode
+from .download import local_download
 from .sftp_fallback import get_by_exec, put_by_exec, realpath_by_exec
 from .ssh_errors import is_subsystem_refused, sftp_refused_note
 from .ssh_sessions import UseOverflow
@@ -222,7 +223,9 @@ class SFTPFiles:
 
     async def get(self, remote_path: str, local_path: str) -> None:
         """Download a regular file over SFTP (over an exec channel where SFTP cannot be used); a
-        symlink or special file is refused."""
+        symlink or special file is refused. The local file is written as
+        :func:`fleetctl.connection.download.local_download` writes it (a part file renamed when
+        complete; a local write failure is a ``ControllerWriteError``)."""
         if self._no_sftp:
             return await get_by_exec(self, remote_path, local_path)
         if self._saturated() and self._sftp is None:
@@ -241,10 +244,10 @@ class SFTPFiles:
                 if attrs.type != asyncssh.FILEXFER_TYPE_REGULAR:
                     raise TransferError(f"{self.host}: get {remote_path}: not a regular file (symlinks are never "
                                         f"followed)")
-                Path(local_path).parent.mkdir(parents=True, exist_ok=True)
-                await sftp.get(remote_path, local_path)
-                keep_mode(Path(local_path), (attrs.permissions or 0o644) & 0o777)
-            except (OSError, asyncssh.Error) as exc:
+                with local_download(self.host, remote_path, local_path) as part:  # OSError: the controller's
+                    await sftp.get(remote_path, str(part))
+                    keep_mode(part, (attrs.permissions or 0o644) & 0o777)
+            except asyncssh.Error as exc:
                 reason = getattr(exc, "reason", None) or str(exc)
                 raise TransferError(f"{self.host}: get {remote_path}: {reason}") from None
 

@@ -208,6 +208,8 @@ class StepRunner:
             return ControllerWriteError(f"the controller cannot make {Path(step.local).parent}: {exc.strerror or exc}")
         try:
             await self.session.conn.get(step.remote, step.local)
+        except ControllerWriteError as exc:  # the connection's local write (a full disk here)
+            return ControllerWriteError(host_message(self.host, exc))
         except TransferError as exc:
             return TransferError(host_message(self.host, exc))
         except OSError as exc:  # the local side (the connection wraps the host's errors)

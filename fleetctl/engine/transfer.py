@@ -43,7 +43,7 @@ from typing import Any
 
 from ..connection.base import OutputLine
 from ..connection.registry import ConnectOptions
-from ..errors import CommandTimeout, FleetError, HostUnreachable, InputError, TransferError, host_message
+from ..errors import CommandTimeout, ControllerWriteError, FleetError, HostUnreachable, InputError, TransferError, host_message
 from .fanout import for_each_host
 from .fetch_paths import FetchSource, check_fetch, check_placeholders, host_src, local_dest
 from .model import RunModel, utc_now
@@ -343,6 +343,9 @@ async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *
                     try:
                         await conn.get(remote, local)
                         size = os.path.getsize(local)
+                    except ControllerWriteError as exc:  # this controller's disk (full, read-only): no other
+                        raise TransferError(host_message(host.name, exc).replace(  # file would land either
+                            f"get {remote}: ", f"fetch {remote}: ", 1)) from None
                     except TransferError as exc:  # the host's side: this file cannot be read there
                         why = host_message(host.name, exc)
                         if not why.startswith("get "):
