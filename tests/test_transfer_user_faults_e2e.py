@@ -425,3 +425,31 @@ def test_fetch_onto_a_full_controller_disk_names_the_local_dest_and_leaves_no_cu
     finally:
         big.unlink(missing_ok=True)
         shutil.rmtree(out, ignore_errors=True)
+
+
+def test_copy_and_fetch_refuse_an_empty_unbalanced_or_unmakeable_dest_before_any_host_is_touched(tmp_path):
+    """Operator trial: ``copy src/a.txt ''`` connected and failed ``upload src/a.txt -> : No such file``;
+    ``'/tmp/d_{host'`` made a folder of that literal name; ``fetch /tmp/f_{host} '/proc/x/{host}'
+    --flat`` called the host's file unreadable (``[Errno 2] ... '/proc/x'``). Each is bad input:
+    one line, exit 2, no run, no path made."""
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"qa": {"ansible_connection": "local"}}})
+    src = tmp_path / "a.txt"
+    src.write_text("a\n")
+    (tmp_path / "afile").write_text("")
+    hint = "{host} is the placeholder, each host's inventory name"
+    for cmd, args, want in (
+            ("copy", [str(src), ""], "copy: DEST is empty: give a path"),
+            ("copy", ["", f"{tmp_path}/d"], "copy: SRC is empty: give a path"),
+            ("fetch", ["", f"{tmp_path}/out"], "fetch: SRC is empty: give a path"),
+            ("fetch", [str(src), ""], "fetch: DEST is empty: give a path"),
+            ("copy", [str(src), f"{tmp_path}/d_{{host"], f"copy: DEST {tmp_path}/d_{{host holds an unbalanced {{ or }} "
+             f"({{host): {hint} (e.g. {tmp_path}/d_{{host}})"),
+            ("fetch", [str(src), f"{tmp_path}/afile/{{host}}", "--flat"], f"fetch: DEST {tmp_path}/afile/qa cannot be "
+             f"made here: {tmp_path}/afile is not a folder"),
+            ("fetch", [str(src), "/proc/x/{host}", "--flat"], "fetch: DEST /proc/x/qa cannot be made here: no folder "
+             "can be made in /proc (")):
+        res = fleetctl("-i", str(inv), cmd, "--hosts", "g", *args, home=tmp_path)
+        assert (res.returncode, res.stdout) == (2, ""), (args, res.stderr)
+        assert res.stderr.startswith(f"fleetctl: error: {want}") and len(res.stderr.splitlines()) == 1, res.stderr
+    made = sorted(p.name for p in tmp_path.iterdir())
+    assert made == ["a.txt", "afile", "inv.yaml"], made  # no path made, no run recorded

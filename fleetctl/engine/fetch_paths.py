@@ -1,4 +1,5 @@
-"""Where ``fleetctl fetch`` puts each host's files: Ansible's ``fetch`` layout, pure functions.
+"""Where ``fleetctl fetch`` puts each host's files: Ansible's ``fetch`` layout, pure functions
+(but :func:`check_local_dest`, which tries DEST's folder on this controller before any host is touched).
 
 Ansible's ``ansible.builtin.fetch`` (its documentation, and ``plugins/action/fetch.py`` of
 ansible-core) stores a file at ``DEST/<inventory_hostname>/<src as given>`` (``src=/etc/profile``,
@@ -33,6 +34,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,23 +46,31 @@ HOST = "{host}"
 #: A ``{{ ... }}`` (Jinja, Ansible's ``{{ inventory_hostname }}``) or a lone ``{{``/``}}``; else a ``{NAME}``.
 _TEMPLATE = re.compile(r"\{\{.*?\}\}|\{\{|\}\}")
 _BRACED = re.compile(r"\{[^{}]*\}")
+#: A balanced ``{...}``, else a lone ``{`` with the name after it, or a lone ``}`` with the name before it.
+_LONE = re.compile(r"\{[^{}]*\}|\{\w*|\w*\}")
 
 
 def check_placeholders(command: str, arg: str, value: str) -> None:
     """Refuse a path argument (copy's DEST, fetch's SRC and DEST) holding a template fleetctl would
     take literally: ``{{ ... }}`` (Jinja is never rendered in arguments, as it is not in
     inventory settings) or a ``{NAME}`` other than ``{host}``, the one placeholder (a typo such as
-    ``{hostname}`` would make a path of that name on every host).
+    ``{hostname}`` would make a path of that name on every host), an unbalanced ``{`` or ``}``
+    (``/tmp/d_{host``), or nothing at all (an empty DEST would be the login folder's ``''``).
 
     Raises:
         InputError (exit 2, one line naming the command, the argument and the placeholder to use),
             before any host is touched.
     """
+    if not value:
+        raise InputError(f"{command}: {arg} is empty: give a path")
     found = _TEMPLATE.search(value)
     what = "holds a Jinja template (never rendered here)" if found else ""
     if not found:
         found = next((m for m in _BRACED.finditer(value) if m.group(0) != HOST), None)
         what = f"holds the unknown placeholder {found.group(0)}" if found else ""
+    if not found:  # a lone { or } (``/tmp/d_{host``): taken literally it would name a path of that name
+        found = next((m for m in _LONE.finditer(value) if not _BRACED.fullmatch(m.group(0))), None)
+        what = f"holds an unbalanced {{ or }} ({found.group(0)})" if found else ""
     if found:
         example = value[:found.start()] + HOST + value[found.end():]
         raise InputError(f"{command}: {arg} {value} {what}: {HOST} is the placeholder, each host's inventory name "
@@ -100,7 +110,7 @@ def check_fetch(src: str, dest: str, hosts: Sequence[str], *, flat: bool = False
             (:func:`check_placeholders`); ``flat`` without ``{host}`` in DEST for more than one host;
             two hosts whose names are the same file name (``a:b`` and ``a_b``); a mirrored SRC
             that climbs above the login folder (``../x``: its place under ``DEST/<host>/`` would
-            be outside it).
+            be outside it); a DEST that cannot be made here (:func:`check_local_dest`).
     """
     check_placeholders("fetch", "SRC", src)
     check_placeholders("fetch", "DEST", dest)
@@ -113,6 +123,7 @@ def check_fetch(src: str, dest: str, hosts: Sequence[str], *, flat: bool = False
     if mirrors(dest, flat=flat) and posixpath.normpath(host_src(src, "h")).split("/")[0] == "..":
         raise InputError(f"fetch: SRC {src} climbs above the login folder ('..'): its files would land outside "
                          f"DEST/<host>/; give the path without '..' (an absolute path)")
+    check_local_dest(dest, hosts, flat=flat)
     if not flat or HOST in dest:
         seen: dict[str, str] = {}
         for host in hosts:
@@ -120,6 +131,37 @@ def check_fetch(src: str, dest: str, hosts: Sequence[str], *, flat: bool = False
             if other != host:
                 raise InputError(f"fetch: hosts {other} and {host} are the same file name under DEST "
                                  f"({safe_name(host)}): one would overwrite the other's files; fetch them apart")
+
+
+def check_local_dest(dest: str, hosts: Sequence[str], *, flat: bool = False) -> None:
+    """Refuse a fetch DEST (each host's, ``{host}`` filled in) whose nearest existing folder on the
+    way is not one this controller can make a folder in: a file on the way (``out.txt/{host}``),
+    a read-only mount, a folder of another user, ``/proc``. Tried for real (a hidden folder made
+    and removed there: ``access(2)`` says yes to root on ``/proc``), once per such folder.
+
+    Raises:
+        InputError (exit 2, one line naming DEST, the path and the cause), before any host is touched.
+    """
+    tried: set[str] = set()
+    for host in hosts if HOST in dest else hosts[:1]:
+        path = os.path.abspath(dest.replace(HOST, safe_name(host)) or ".")
+        near = path
+        while not os.path.lexists(near) and os.path.dirname(near) != near:
+            near = os.path.dirname(near)
+        if near != path and not os.path.isdir(near):
+            raise InputError(f"fetch: DEST {path} cannot be made here: {near} is not a folder")
+        if not os.path.isdir(near):  # DEST itself exists, a file: a flat file DEST's is overwritten
+            if mirrors(dest, flat=flat) or dest.endswith("/"):
+                raise InputError(f"fetch: DEST {path} is not a folder")
+            near = os.path.dirname(near)
+        if near in tried:
+            continue
+        tried.add(near)
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".fleetctl-probe-", dir=near))
+        except OSError as exc:
+            raise InputError(f"fetch: DEST {path} cannot be made here: no folder can be made in {near} "
+                             f"({exc.strerror or exc})") from None
 
 
 def local_dest(dest: str, host: str, src: FetchSource, remote: str, *, flat: bool = False) -> str:

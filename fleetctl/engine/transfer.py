@@ -74,8 +74,10 @@ def local_sources(src: str) -> tuple[list[LocalFile], list[str]]:
         followed (Ansible's copy follows a source's symlinks by default, ``local_follow: yes``).
 
     Raises:
-        InputError: ``src`` does not exist or cannot be read on the controller (exit 2).
+        InputError: ``src`` is empty, does not exist or cannot be read on the controller (exit 2).
     """
+    if not src:  # Path("") is "." (the current folder): never copied by accident
+        raise InputError("copy: SRC is empty: give a path")
     path = Path(src)
     if not path.exists() and not path.is_symlink():
         raise InputError(f"copy: {src}: no such file or folder on this controller")
