@@ -43,7 +43,8 @@ from typing import Any
 
 from ..connection.base import OutputLine
 from ..connection.registry import ConnectOptions
-from ..errors import CommandTimeout, ControllerWriteError, FleetError, HostUnreachable, InputError, TransferError, host_message
+from ..errors import (CommandTimeout, ControllerWriteError, FleetError, HostUnreachable, InputError, TransferError,
+                      host_message)
 from .fanout import for_each_host
 from .fetch_paths import FetchSource, check_fetch, check_placeholders, host_src, local_dest
 from .model import RunModel, utc_now
