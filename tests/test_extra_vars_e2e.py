@@ -158,11 +158,17 @@ def test_an_extra_var_nothing_reads_is_named_with_the_closest_name_it_may_mean(t
         "fleetctl: warning: -e zzqx: no task or template of quick.yaml reads it, nor does fleetctl; it is ignored"]
     # `fleetctl run` reads host settings only: its warning gives deploy's suggestion too (fresh
     # operator's trial: `run -e ansible_usr=x` said only "it is ignored")
-    run = fleetctl("-i", str(inv), "run", "--hosts", "g", "-e", "ansible_usr=root", "-e", "zzqx=1", "--", "true",
-                   home=tmp_path)
+    # a transposition in the prefix is named too (operator's trial: `-e ansbile_user=x` got no suggestion)
+    assert warnings("-e", "ansbile_user=root") == [
+        "fleetctl: warning: -e ansbile_user: no task or template of quick.yaml reads it, nor does fleetctl; "
+        "did you mean ansible_user?"]
+    run = fleetctl("-i", str(inv), "run", "--hosts", "g", "-e", "ansible_usr=root", "-e", "ansbile_user=root",
+                   "-e", "zzqx=1", "--", "true", home=tmp_path)
     assert run.returncode == 0, run.stderr
     assert [ln for ln in run.stderr.splitlines() if "warning" in ln] == [
         "fleetctl: warning: -e ansible_usr: fleetctl run reads only host settings (ansible_user, ansible_port, "
+        "venv...), and no template; it is ignored; did you mean ansible_user?",
+        "fleetctl: warning: -e ansbile_user: fleetctl run reads only host settings (ansible_user, ansible_port, "
         "venv...), and no template; it is ignored; did you mean ansible_user?",
         "fleetctl: warning: -e zzqx: fleetctl run reads only host settings (ansible_user, ansible_port, "
         "venv...), and no template; it is ignored"]
