@@ -222,7 +222,7 @@ def test_logs_of_an_unreachable_host_print_its_reason(tmp_path):
     record = json.loads((last_run(tmp_path) / "run.json").read_text())
     assert record["hosts"]["gone"]["status"] == "unreachable"
     logs = fleetctl("logs", run_id, "gone", home=tmp_path)
-    assert logs.returncode == 0, logs.stderr
+    assert logs.returncode == 1, logs.stderr  # the host's status
     assert logs.stdout == f"gone: unreachable: {record['hosts']['gone']['error']}\n"
     assert record["hosts"]["gone"]["error"]
 
@@ -242,7 +242,8 @@ def test_logs_of_a_host_without_a_run_id_show_that_hosts_newest_run(tmp_path):
     logs = fleetctl("logs", "--host", "me", home=tmp_path)
     assert logs.returncode == 0, logs.stderr
     assert "first" in logs.stdout and "older" not in logs.stdout and "second" not in logs.stdout
-    assert logs.stderr == f"fleetctl: note: run {runs[1]}: the newest run with a log for me\n"
+    assert logs.stderr == (f"fleetctl: note: run {runs[1]}: the newest run with a log for me\n"
+                           f"run {runs[1]}: me: ok\n")
     assert fleetctl("logs", "--host", "you", home=tmp_path).stdout == fleetctl("logs", runs[2], "you",
                                                                                 home=tmp_path).stdout
     none = fleetctl("logs", "--host", "nobody", home=tmp_path)

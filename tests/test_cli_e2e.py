@@ -105,7 +105,7 @@ def test_run_exit_codes_and_host_prefixed_lines(sshd_farm, tmp_path):
                   home=tmp_path)
     assert ok.returncode == 0, ok.stderr
     assert "a | hello from a" in ok.stdout and "b | hello from b" in ok.stdout
-    assert (last_run(tmp_path) / "logs" / "a.log").read_bytes() == b"out| hello from a\n"
+    assert (last_run(tmp_path) / "logs" / "a.log").read_bytes() == b"out| hello from a\n==> host OK: rc=0\n"
     bad = fleetctl("-i", str(inv), "run", "--hosts", "g", "--", "sh", "-c", 'test "$FLEETCTL_TEST_HOST" = a',
                    home=tmp_path)
     assert bad.returncode == 1

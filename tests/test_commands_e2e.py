@@ -70,7 +70,8 @@ def test_run_b_says_when_a_block_is_the_end_of_a_longer_output(tmp_path):
     assert head == "l[1-2] (2) (the end of the output: fleetctl logs RUN --host H has every byte)", head
     assert res.stdout.endswith(f"{29999:08d}{'x' * 64}\n")
     log = (last_run(tmp_path) / "logs" / "l1.log").read_bytes()
-    assert log.count(b"\n") == 30000 and log.startswith(b"out| 00000000")  # the log kept every line
+    assert log.count(b"\n") == 30001 and log.startswith(b"out| 00000000")  # the log kept every line
+    assert log.endswith(b"\n==> host OK: rc=0\n")  # and the host's outcome, last
 
 
 # -- copy and fetch ------------------------------------------------------------------------------
@@ -266,7 +267,8 @@ def test_logs_follow_a_live_run_to_its_end(tmp_path):
         finally:
             run.wait(timeout=120)
         lines = sorted([first.rstrip("\n"), *rest.splitlines()])
-        assert lines == ["l1: a", "l1: b", "l2: a", "l2: b"], (first, rest, err)
+        end = "OK: rc=0" if rc == 0 else f"FAILED: rc={rc}"
+        assert lines == ["l1: ==> host " + end, "l1: a", "l1: b", "l2: ==> host " + end, "l2: a", "l2: b"], (first, rest, err)
         assert follow.returncode == want, err
         assert err.splitlines()[-1] == f"run {run_dir.name}: {'ok' if want == 0 else 'failed'}"
 
@@ -299,10 +301,10 @@ def test_logs_follow_with_a_host_follows_that_hosts_live_run_not_the_newest(tmp_
     finally:
         gate.touch()
         live.wait(timeout=120)
-    assert [first.rstrip("\n"), *rest.splitlines()] == ["me: a", "me: b"], (first, rest, err)
+    assert [first.rstrip("\n"), *rest.splitlines()] == ["me: a", "me: b", "me: ==> host OK: rc=0"], (first, rest, err)
     assert follow.returncode == 0, err
     assert err.splitlines() == [f"fleetctl: note: run {run_dir.name}: the newest run with a log for me",
-                                f"run {run_dir.name}: ok"], err
+                                f"run {run_dir.name}: me: ok"], err
 
 
 def test_logs_follow_a_live_run_names_why_a_silent_host_failed(tmp_path):
@@ -332,8 +334,8 @@ def test_logs_follow_a_live_run_names_why_a_silent_host_failed(tmp_path):
         gate.touch()
         live.wait(timeout=120)
     got = [first.rstrip("\n"), *rest.splitlines()]
-    assert got[:2] == ["l1: a", "l1: b"] and len(got) == 3, (got, err)
-    assert got[2].startswith("gone: unreachable: ") and "127.0.0.1" in got[2], got
+    assert got[:3] == ["l1: a", "l1: b", "l1: ==> host OK: rc=0"] and len(got) == 4, (got, err)
+    assert got[3].startswith("gone: unreachable: ") and "127.0.0.1" in got[3], got
     assert fleetctl("logs", run_dir.name, home=tmp_path).stdout.splitlines() == got  # the same lines
     assert follow.returncode == 1 and err.splitlines()[-1] == f"run {run_dir.name}: failed", err
 
@@ -362,18 +364,37 @@ def test_logs_every_host_prefixed_one_host_exact_and_runs_show(tmp_path):
     logs = fleetctl("logs", run_id, home=tmp_path)
     assert logs.returncode == 0, logs.stderr
     lines = logs.stdout.splitlines()
-    assert lines[:4] == ["h1: x[31my", "h1: e", "h2: x[31my", "h2: e"]  # markers gone, control bytes dropped
-    assert lines[4].startswith("gone: unreachable: ")
+    assert lines[:6] == ["h1: x[31my", "h1: e", "h1: ==> host FAILED: rc=2",  # markers gone, control bytes dropped,
+                         "h2: x[31my", "h2: e", "h2: ==> host FAILED: rc=2"]  # each host's outcome last
+    assert lines[6].startswith("gone: unreachable: ")
     # --follow on the finished run: the same lines, the unreachable host's cause included (operator
     # trial: it printed only the run's status); with a host, that host's line
     follow = fleetctl("logs", "--follow", run_id, home=tmp_path)
     assert follow.returncode == 1 and follow.stdout == logs.stdout, follow.stdout + follow.stderr
     assert follow.stderr.splitlines()[-1] == f"run {run_id}: failed"
     one = fleetctl("logs", "--follow", run_id, "gone", home=tmp_path)
-    assert one.stdout == lines[4] + "\n", one.stdout + one.stderr
+    assert one.stdout == lines[6] + "\n", one.stdout + one.stderr
+    assert (one.returncode, one.stderr) == (1, f"run {run_id}: gone: unreachable\n"), one.stderr
     exact = fleetctl("logs", run_id, "--host", "h1", home=tmp_path)
-    assert exact.stdout == "out| x\x1b[31my\nerr| e\n"  # one host: the exact bytes, as before
+    # one host: the exact bytes, as before, then its outcome (operator's trial: a run's rc was in no log)
+    assert exact.stdout == "out| x\x1b[31my\nerr| e\n==> host FAILED: rc=2\n"
+    assert (exact.returncode, exact.stderr) == (1, f"run {run_id}: h1: failed\n"), exact.stderr
     assert fleetctl("logs", run_id, "h1", home=tmp_path).stdout == exact.stdout
+    # with a host, --follow and plain logs exit by that host's status, not the run's (operator's
+    # trial: `logs --follow --host hz` exited 1, `run ...: failed`, for an ok hz: another host was unreachable)
+    okrun = fleetctl("-i", str(inv), "run", "--hosts", "g", "--", "true", home=tmp_path)
+    assert okrun.returncode == 1, okrun.stderr  # gone: unreachable
+    ok_id = last_run(tmp_path).name
+    for argv in (("logs", "--follow", "--host", "h2", ok_id), ("logs", "--host", "h2", ok_id)):
+        got = fleetctl(*argv, home=tmp_path)
+        assert (got.returncode, got.stderr) == (0, f"run {ok_id}: h2: ok\n"), (argv, got.stderr)
+        assert got.stdout.splitlines()[-1].endswith("==> host OK: rc=0"), got.stdout
+    whole = fleetctl("logs", "--follow", ok_id, home=tmp_path)
+    assert (whole.returncode, whole.stderr) == (1, f"run {ok_id}: failed\n"), whole.stderr  # the run's, without a host
+    for argv in (("logs", "--host", ""), ("logs", ok_id, ""), ("logs", "--follow", "--host", " ")):
+        empty = fleetctl(*argv, home=tmp_path)
+        assert (empty.returncode, empty.stdout, empty.stderr.count("\n")) == (2, "", 1), (argv, empty.stderr)
+        assert empty.stderr.startswith("fleetctl: error: logs: ") and "an empty host name" in empty.stderr
     show = fleetctl("runs", "show", run_id, home=tmp_path)
     assert show.returncode == 0, show.stderr
     out = show.stdout

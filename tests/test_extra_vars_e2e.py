@@ -64,6 +64,31 @@ def test_e_connection_vars_win_over_the_inventory_in_deploy_and_run(sshd_farm, t
 
 
 @pytest.mark.sshd
+def test_e_wins_for_the_setting_whichever_of_its_legacy_and_modern_names_either_side_uses(sshd_farm, tmp_path):
+    """Operator's trial: an -e given by the modern name lost to the inventory's legacy name (and two
+    -e naming one setting by both names let the legacy one win silently). -e wins for the setting,
+    by either name; two -e with different values for one setting are refused, naming both."""
+    host = sshd_farm.start("extra_alias")
+    wrong = {**host.inventory_vars(sshd_farm.known_hosts)}
+    del wrong["ansible_port"], wrong["ansible_user"]
+    wrong.update(ansible_ssh_port=free_port(), ansible_ssh_user="nobody")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h": wrong}})
+    run = fleetctl("-i", str(inv), "run", "--hosts", "g", "--json", "-e", f"ansible_port={host.port}",
+                   "-e", f"ansible_user={host.user}", "--", "id", "-un", home=tmp_path)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert json.loads(run.stdout)["h"]["stdout"] == f"{host.user}\n"
+    both = fleetctl("-i", str(inv), "run", "--hosts", "g", "-e", f"ansible_port={host.port}", "-e", "ansible_ssh_port=2299",
+                    "--", "true", home=tmp_path)
+    assert both.returncode == 2, both.stdout + both.stderr
+    assert both.stderr == (f"fleetctl: error: -e ansible_port={host.port} and -e ansible_ssh_port=2299 name one setting "
+                           f"by its two names with different values; keep one\n"), both.stderr
+    same = fleetctl("-i", str(inv), "run", "--hosts", "g", "--json", "-e", f"ansible_port={host.port}",
+                    "-e", f"ansible_ssh_port={host.port}", "-e", f"ansible_ssh_user={host.user}", "--", "true",
+                    home=tmp_path)
+    assert same.returncode == 0, same.stderr[-2000:]
+
+
+@pytest.mark.sshd
 def test_facts_copy_and_fetch_take_the_deploys_e_for_venv_and_connection_vars(sshd_farm, tmp_path):
     """An operator checks facts, and moves files, with the -e the deploy will use (operator's
     trial: ``-e is not an option of facts``): the same option and parser as run's, the SSH user,
@@ -133,11 +158,17 @@ def test_an_extra_var_nothing_reads_is_named_with_the_closest_name_it_may_mean(t
         "fleetctl: warning: -e zzqx: no task or template of quick.yaml reads it, nor does fleetctl; it is ignored"]
     # `fleetctl run` reads host settings only: its warning gives deploy's suggestion too (fresh
     # operator's trial: `run -e ansible_usr=x` said only "it is ignored")
-    run = fleetctl("-i", str(inv), "run", "--hosts", "g", "-e", "ansible_usr=root", "-e", "zzqx=1", "--", "true",
-                   home=tmp_path)
+    # a transposition in the prefix is named too (operator's trial: `-e ansbile_user=x` got no suggestion)
+    assert warnings("-e", "ansbile_user=root") == [
+        "fleetctl: warning: -e ansbile_user: no task or template of quick.yaml reads it, nor does fleetctl; "
+        "did you mean ansible_user?"]
+    run = fleetctl("-i", str(inv), "run", "--hosts", "g", "-e", "ansible_usr=root", "-e", "ansbile_user=root",
+                   "-e", "zzqx=1", "--", "true", home=tmp_path)
     assert run.returncode == 0, run.stderr
     assert [ln for ln in run.stderr.splitlines() if "warning" in ln] == [
         "fleetctl: warning: -e ansible_usr: fleetctl run reads only host settings (ansible_user, ansible_port, "
+        "venv...), and no template; it is ignored; did you mean ansible_user?",
+        "fleetctl: warning: -e ansbile_user: fleetctl run reads only host settings (ansible_user, ansible_port, "
         "venv...), and no template; it is ignored; did you mean ansible_user?",
         "fleetctl: warning: -e zzqx: fleetctl run reads only host settings (ansible_user, ansible_port, "
         "venv...), and no template; it is ignored"]

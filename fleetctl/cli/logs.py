@@ -22,11 +22,17 @@ def logs(run_id: str | None, host: str | None, host_opt: str | None, follow: boo
     host's log as recorded: every byte it printed, behind the record's ``out| ``/``err| `` stream markers
     (``out~ ``/``err~ ``: fleetctl's own protocol lines, a probe's start marker or answer, which the
     all-hosts view leaves out). Without RUN_ID: the newest run; with --host HOST, the newest run
-    that has HOST's log (named on stderr), an error when no run has it; --follow picks the same."""
+    that has HOST's log (named on stderr), an error when no run has it; --follow picks the same.
+    With a host, both end with ``run RUN: HOST: STATUS`` on stderr and exit by that host's status
+    (0 when it was ok or changed, 1 when it failed, was unreachable or interrupted), whatever the
+    other hosts did; without, --follow exits by the run's status."""
     from ..reporting.history import newest_run, runs_root, valid_run_id
     from ..util.envvars import check_strings
 
     check_strings()  # the string FLEETCTL_* variables, as a run checks them (one line, exit 2)
+    for given, how in ((host, "HOST"), (host_opt, "--host")):
+        if given is not None and not given.strip():
+            raise fail_input(f"logs: {how} {given!r}: an empty host name; give an inventory host name")
     if host and host_opt and host != host_opt:
         raise fail_input(f"logs: two hosts given ({host} and --host {host_opt}); give one")
     host = host or host_opt
@@ -49,6 +55,8 @@ def logs(run_id: str | None, host: str | None, host_opt: str | None, follow: boo
             click.echo(line)
 
         state = follow_logs(run_dir, emit, only=host)
+        if host is not None:
+            _host_outcome(run_dir, host, state)
         click.echo(f"run {run_id}: {state}", err=True)
         raise click.exceptions.Exit(0 if state == "ok" else EXIT_FAILED)
     if host is None:
@@ -60,6 +68,22 @@ def logs(run_id: str | None, host: str | None, host_opt: str | None, follow: boo
             click.echo(reason)
         return
     _one_host(run_id, host)
+    _host_outcome(run_dir, host, None)
+
+
+def _host_outcome(run_dir, host: str, state: str | None) -> None:
+    """End ``logs`` of one host: ``run RUN: HOST: STATUS`` on stderr, and exit by that host's status
+    (operator's trial: ``logs --follow --host hz`` exited 1, ``run ...: failed``, for an ok hz because
+    another host was unreachable). A host run.json does not name (yet) takes the run's ``state``
+    (``--follow``), or exits 0 (a live run's host, still at work)."""
+    from ..reporting.logfollow import host_status
+
+    status = host_status(run_dir, host)
+    if status is None and state is None:
+        return
+    click.echo(f"run {run_dir.name}: {host}: {status or state}", err=True)
+    ok = status in ("ok", "changed") if status is not None else state == "ok"
+    raise click.exceptions.Exit(0 if ok else EXIT_FAILED)
 
 
 def _one_host(run_id: str, host: str) -> None:

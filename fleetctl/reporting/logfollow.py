@@ -137,6 +137,20 @@ def host_reason(run_dir: Path, host: str) -> str | None:
     return f"{host}: {h.get('status')}" + (f": {error}" if error else " (it printed nothing)")
 
 
+def host_status(run_dir: Path, host: str) -> str | None:
+    """The host's status in the run as listings read it (:func:`fleetctl.reporting.history.settled`:
+    ``ok``, ``changed``, ``failed``, ``unreachable``, ``interrupted``...), or None while run.json is
+    unreadable or does not name the host (yet)."""
+    from .history import settled
+
+    try:
+        h = (settled(json.loads((run_dir / "run.json").read_text())).get("hosts") or {}).get(host)
+    except (OSError, ValueError, AttributeError):
+        return None
+    status = h.get("status") if isinstance(h, dict) else None
+    return str(status) if status else None
+
+
 def silent_reasons(run_dir: Path, only: str | None = None) -> list[str]:
     """:func:`host_reason` for each host of the run (``only``: that host) whose log is missing or
     empty, in run.json's order: the lines ``fleetctl logs`` prints after the hosts' own lines."""

@@ -174,6 +174,8 @@ class RunRecord:
             elif event.name == "host.finished":
                 if self._cause_missing(run, event.host, data):
                     self.mark(event.host, "host FAILED: " + " ".join(str(data.get("error")).splitlines()))
+                elif run.kind == "run" and data.get("status") in ("ok", "failed"):
+                    self.mark(event.host, _command_outcome(data))
                 self._finished.add(event.host)
                 self._close_log(event.host)  # a finished host's buffer is let go of (reopened if it says more)
         self.save(force=event.name in _SAVE_NOW)
@@ -181,9 +183,10 @@ class RunRecord:
     def _cause_missing(self, run: RunModel, host: str, data: dict) -> bool:
         """Whether a finished host's log lacks the cause of its failure: in a playbook run (whose
         logs mark each task's result with ``==> ``), a host that failed outside any task (facts,
-        planning, its lock: ``fleetctl logs RUN HOST`` named a log without a word of why). An
-        ad-hoc run's log stays the command's bytes alone (its rc is in the run's summary), and
-        an unreachable host's cause is in run.json, which ``fleetctl logs`` prints for it."""
+        planning, its lock: ``fleetctl logs RUN HOST`` named a log without a word of why). A
+        ``run``'s host log ends with the command's outcome instead (:func:`_command_outcome`), a
+        copy's or fetch's with its ``failed:`` line, and an unreachable host's cause is in
+        run.json, which ``fleetctl logs`` prints for it."""
         return (data.get("status") == "failed" and bool(data.get("error")) and host not in self._cause_logged
                 and run.kind not in AD_HOC_KINDS)
 
@@ -364,3 +367,14 @@ class RunRecord:
             os.replace(tmp, self.dir / "run.json")
         self._saved_at = time.monotonic()
         self._save_cost_s = self._saved_at - now
+
+
+def _command_outcome(data: dict) -> str:
+    """The last line of a ``fleetctl run`` host's log (after its ``==> ``): its status and how the
+    command ended, as run.json has them (``host OK: rc=0``, ``host FAILED: rc=3``, ``host FAILED:
+    rc=127 (...not found...)``, a signal's cause), so that ``fleetctl logs RUN --host H`` says how
+    the host ended as a deploy's and a fetch's logs do (operator's trial: only its output lines)."""
+    status = str(data.get("status")).upper()
+    rc = data.get("rc")
+    how = data.get("error") or (f"rc={rc}" if rc is not None else "")
+    return f"host {status}: " + " ".join(str(how).splitlines()) if how else f"host {status}"
