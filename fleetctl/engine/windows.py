@@ -36,18 +36,19 @@ class Group:
 
 def machine_twins(batch: Sequence[Any]) -> set[str]:
     """The hosts of ``batch`` whose connection reaches one machine as another host of the batch
-    does (:func:`fleetctl.engine.machinelock.machine_of`, any login user): two inventory names of one
+    does (:func:`fleetctl.engine.machinelock.machine_of`, any login user, the address resolved:
+    ``localhost`` and ``127.0.0.1`` are one machine): two inventory names of one
     machine may share any folder of it (a venv, a workdir), which only their facts tell. Such a
     host never goes on alone before its group settles (:func:`fleetctl.engine.runner.needs_no_class`):
     whether it shares a folder with its twin must not depend on which of them planned first
     (an up to date host went on alone before its twin, slower for a workdir to make, claimed the
     venv: one ``--plan`` refused the twin alone, the next both; README, "share the venv")."""
-    from .machinelock import machine_of
+    from .machinelock import machines_of
 
     seen: dict[str, list[str]] = {}
-    for h in batch:
-        machine = re.sub(r"^([^:@]*:)[^@]*@", r"\1", machine_of(h))  # ssh:user@addr:port -> ssh:addr:port
-        seen.setdefault(machine, []).append(h.name)
+    for name, machine in machines_of(batch).items():
+        machine = re.sub(r"^([^:@]*:)[^@]*@", r"\1", machine)  # ssh:user@addr:port -> ssh:addr:port
+        seen.setdefault(machine, []).append(name)
     return {name for names in seen.values() if len(names) > 1 for name in names}
 
 

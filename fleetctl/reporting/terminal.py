@@ -68,6 +68,19 @@ def fold_note(message: str) -> str:
     return re.sub(r"memory \d+ MiB", "memory \u2026 MiB", message)
 
 
+def shown_result(run, status: str, msg: str) -> tuple[str, str]:
+    """A finished task's status and message as the terminal prints them: in a dry run or plan
+    (``run.mode`` not ``apply``) nothing is changed, so a change is what it WOULD do, in the plan
+    table's and the record's words (``WOULD CHANGE would upload 34 of 34 files``; once ``CHANGED
+    uploaded 34 of 34 files`` under ``(dry run: nothing is changed)``,
+    :func:`fleetctl.reporting.plan_table.planned_msg`); else as they are."""
+    if getattr(run, "mode", "apply") == "apply":
+        return status, msg
+    from .plan_table import planned_msg, planned_status
+
+    return planned_status(status), planned_msg(status, msg)
+
+
 class LiveOutput(LinePrinter):
     """An observer printing every shown host line as it arrives (``host | line``), each task's
     start and result, and notes, to ``stream``. Detail notes only with ``verbose``."""
@@ -92,8 +105,8 @@ class LiveOutput(LinePrinter):
         elif event.name == "task.finished":
             status = str(d.get("status"))
             text = self.prefix(event.host)
-            text.append(f"{status.upper():11}", style=STYLE.get(status, ""))
-            msg = run.redactor.text(str(d.get("msg") or ""))
+            label, msg = shown_result(run, status, run.redactor.text(str(d.get("msg") or "")))
+            text.append(f"{label.upper():11}", style=STYLE.get(status, ""))
             text.append(f" {run.redactor.text(str(d.get('task')))}" + (f": {msg}" if msg else ""))
             self.console.print(text)
         elif event.name == "note.added" and (self.verbose or not is_detail_note(str(d.get("message")))):
@@ -204,12 +217,12 @@ class FoldedOutput:
             self.board.started[host] = f"task {d.get('index')}/{d.get('total')} {run.redactor.text(str(d.get('task')))}"
         elif event.name == "task.finished":
             status, name = str(d.get("status")), run.redactor.text(str(d.get("task")))
-            msg = run.redactor.text(str(d.get("msg") or ""))
+            label, msg = shown_result(run, status, run.redactor.text(str(d.get("msg") or "")))
             key = f"{status.upper()} {name}: {run.redactor.text(str(d.get('msg')))}"
             said = self.failures.get(key) if status in ("failed", "unreachable") else None
             # a cause another host's line gave already (120 hosts sharing one venv) is said once
             self._print_line(host, status, name + (f": the same as {said[0]} (failures below)" if said
-                                                   else f": {msg}" if msg else ""))
+                                                   else f": {msg}" if msg else ""), label=label)
             if status in ("failed", "unreachable"):
                 self.failures.setdefault(key, []).append(host)
                 self.failed.add(host)
@@ -234,12 +247,13 @@ class FoldedOutput:
             if self.verbose or not is_detail_note(message):
                 self.notes.setdefault(fold_note(message), []).append(host)
 
-    def _print_line(self, host: str, status: str, text: str) -> None:
-        """``host | STATUS      text`` when the output is no terminal (see the class); else nothing."""
+    def _print_line(self, host: str, status: str, text: str, label: str | None = None) -> None:
+        """``host | STATUS      text`` when the output is no terminal (see the class); else nothing
+        (``label``: the status as shown, :func:`shown_result`)."""
         if self.lines_out is None:
             return
         line = self.lines_out.prefix(host)
-        line.append(f"{status.upper():11}", style=STYLE.get(status, ""))
+        line.append(f"{(label or status).upper():11}", style=STYLE.get(status, ""))
         line.append(f" {text}")
         self.console.print(line, markup=False)
 

@@ -139,10 +139,13 @@ def changed_inputs(inputs: Mapping[str, Any], stamps: Sequence[Mapping[str, Any]
     ``["nothing installed"]`` / ``["inputs not recorded"]``; ``[]`` when they are equal.
 
     ``installed`` are the venv's install records (``<workdir>/installed/<key>/<dist>.json``: the
-    wheel kept, its sha256). When one exists but no wheel's stamp on the host has its sha256 (a failed
+    wheel kept, its sha256), else the venv's own mark (:func:`venv_install_mark`, whose ``inputs``
+    stand in for a stamp this host's workdir lacks). When one exists but no wheel's stamp on the host has its sha256 (a failed
     ``--force`` build removed the folder it was built in), the installed wheel is named:
     ``["installed fp4_kernels-0.1.0-...whl (its build stamp is gone: inputs not known)"]``."""
     current = next((s for s in stamps if s.get("sha256") in installed_shas), None)
+    if current is None:  # the venv's own mark (a second name's workdir holds no stamp of it) may say
+        current = next((i for i in installed if i.get("sha256") in installed_shas and i.get("inputs")), None)
     if current is None:
         held = [posixpath.basename(str(i.get("kept") or i.get("dist") or "a wheel")) for i in installed
                 if i.get("sha256")]
@@ -153,6 +156,21 @@ def changed_inputs(inputs: Mapping[str, Any], stamps: Sequence[Mapping[str, Any]
     if not old:
         return ["inputs not recorded"]
     return sorted(k for k in set(old) | set(inputs) if old.get(k) != inputs.get(k))
+
+
+def venv_install_mark(facts: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The venv's own install record (``<venv>/.fleetctl-install.json``, facts'
+    ``targets.venv.installed``: ``{host, dist, wheel, sha256, inputs?}``) when it names a sha256,
+    else None. The per-venv records (``<workdir>/installed/``) are per inventory host, so a second
+    name of a deployed venv (its own workdir) finds none there: without this mark its ``--plan``
+    said ``nothing installed`` while the install's own planner (which reads it,
+    :func:`fleetctl.tasks.pip_install.venv_mark`) said ``already installed (same sha256)``."""
+    targets = facts.get("targets")
+    rec = ((targets.get("venv") or {}) if isinstance(targets, Mapping) else {}).get("installed")
+    if not isinstance(rec, Mapping) or not isinstance(rec.get("sha256"), str):
+        return None
+    return {"sha256": rec["sha256"], "kept": rec.get("wheel"), "dist": rec.get("dist"),
+            "inputs": rec.get("inputs") if isinstance(rec.get("inputs"), Mapping) else None}
 
 
 def is_killed(res: CommandResult) -> bool:

@@ -47,7 +47,7 @@ from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_deps import reach_deps, ship_deps, tree_with
 from .build_here import build_here, stamp_bytes, stamp_of
 from .build_keys import (STAMP_NAME, STAT_ARGV, build_inputs, build_key, changed_inputs, parse_stamps, parse_stat,
-                         plan_tokens, stale_stamp, stamps_probe, target_plan)
+                         plan_tokens, stale_stamp, stamps_probe, target_plan, venv_install_mark)
 from .build_preflight import facts_problems, failed, receiver_space, refuse, source_checks, venv_checks
 from .build_toolchain import host_compiler_preflight
 from .copy import REMOTE_TREE_HASH
@@ -235,6 +235,8 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
             decision["stale_wheel"] = stale
             yield Note(message=f"{stale}: not reused (built again, or its arch class's wheel received)")
             mine = None
+    if not installed:  # no record in this host's workdir: the venv's own mark says what it holds
+        installed = [m for m in [venv_install_mark(host.facts)] if m is not None]
     installed_shas = {i.get("sha256") for i in installed}
     # the changed inputs, after what makes the wheel this host holds unusable (--plan's cause column)
     decision.update(key=key[:16], installed=bool(mine and mine.get("sha256") in installed_shas),

@@ -77,7 +77,8 @@ def unreadable_target(facts: Mapping[str, object], kinds: tuple[str, ...] = ("ve
     return None
 
 
-#: The record of fleetctl's last install into a venv (``{host, archs, wheel}``), which facts read.
+#: The record of fleetctl's last install into a venv (``{host, archs, wheel, dist, sha256, record_sha256,
+#: inputs}``: ``inputs`` the wheel's build inputs, which a second name's build plan compares), which facts read.
 INSTALL_RECORD = ".fleetctl-install.json"
 
 

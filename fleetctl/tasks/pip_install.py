@@ -299,7 +299,8 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     if ids:  # who installed last: a host of another run sharing this venv reads it in its facts, and
         # any host reaching the venv through another workdir reads what is installed (venv_mark)
         mark = {"host": host.name, "archs": new_archs, "wheel": posixpath.basename(wheel), "dist": dist,
-                "sha256": digest, "record_sha256": (after.get("dist") or {}).get("record_sha256")}
+                "sha256": digest, "record_sha256": (after.get("dist") or {}).get("record_sha256"),
+                "inputs": stamp.get("inputs")}  # what the wheel was built from: a second name's --plan reads it
         # a staged version (host.venv after venv_stage) gets its own record: it becomes the live
         # venv's only with the switch, and a failed staged deploy leaves the live record as it was
         into = host.venv if host.facts.get(STAGED_FACT) else ids["venv"][1]

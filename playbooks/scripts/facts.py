@@ -90,7 +90,7 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     each folder this host builds or installs in and its id (:func:`target_id`): equal ids
                     on two hosts mean one shared folder; ``unreadable`` true: the id file is there but
                     this user cannot read it (``error`` says so, planners refuse the host); ``installed`` is fleetctl's last install
-                    there (``{host, archs, wheel}``, :data:`TARGET_INSTALL_NAME`), or null.
+                    there (``{host, archs, wheel, dist, sha256, record_sha256, inputs}``, :data:`TARGET_INSTALL_NAME`), or null.
 ``python.platform`` ``{machine, sysconfig: "linux-aarch64", libc: "glibc" | "musl" | null,
                     libc_version: "2.39", interp, host_platform_env, bits: 64}`` of the venv's
                     interpreter (:data:`PLATFORM_READER`): what pip there accepts is decided by it.
