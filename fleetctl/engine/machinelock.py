@@ -54,11 +54,9 @@ def machine_of(host) -> str:
 
 
 def machines_of(hosts) -> dict[str, str]:
-    """Host name -> :func:`machine_of` for each of ``hosts``, in inventory order. Blocking (ssh_config
-    is read, an SSH host's address resolved: cached per name, see
-    :func:`fleetctl.connection.ssh_kind.machine_address`; IP literals never ask the resolver):
-    call it in a thread. One lookup at a time: a pool of 16 was no faster against a resolver that
-    answers a burst of names slowly (200 unknown names: 15 s either way, then 0.1 s cached)."""
+    """Host name -> :func:`machine_of` for each of ``hosts``. Blocking (ssh_config is read, an
+    SSH host's address resolved: cached per name, see
+    :func:`fleetctl.connection.ssh_kind.machine_address`): call it in a thread."""
     return {h.name: machine_of(h) for h in hosts}
 
 

@@ -43,12 +43,12 @@ def machine_twins(batch: Sequence[Any]) -> set[str]:
     whether it shares a folder with its twin must not depend on which of them planned first
     (an up to date host went on alone before its twin, slower for a workdir to make, claimed the
     venv: one ``--plan`` refused the twin alone, the next both; README, "share the venv")."""
-    from .machinelock import machines_of
+    from .machinelock import machine_of
 
     seen: dict[str, list[str]] = {}
-    for name, machine in machines_of(batch).items():
-        machine = re.sub(r"^([^:@]*:)[^@]*@", r"\1", machine)  # ssh:user@addr:port -> ssh:addr:port
-        seen.setdefault(machine, []).append(name)
+    for h in batch:
+        machine = re.sub(r"^([^:@]*:)[^@]*@", r"\1", machine_of(h))  # ssh:user@addr:port -> ssh:addr:port
+        seen.setdefault(machine, []).append(h.name)
     return {name for names in seen.values() if len(names) > 1 for name in names}
 
 
