@@ -9,7 +9,6 @@ planners (:mod:`fleetctl.engine.runner`).
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -305,14 +304,13 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
                         key=key, play_inventory=play_inventory, play_file=play_file, extra_vars=all_extra)
 
 
-def take_locks(machines: dict[str, str], run: Any, observers: Any):
-    """The controller-side lock of every host's machine (per user, :mod:`fleetctl.engine.machinelock`;
-    ``machines``: host name -> :func:`~fleetctl.engine.machinelock.machine_of`, worked out off the
-    event loop). A host whose machine another live run holds fails at once, naming that run (see
+def take_locks(hosts: Sequence[Any], run: Any, observers: Any):
+    """The controller-side lock of every host's machine (per user, :mod:`fleetctl.engine.machinelock`).
+    A host whose machine another live run holds fails at once, naming that run (see
     ``PlayOptions.refused``); the others run. Each refusal and stale take-over is one warning line."""
-    from ..engine.machinelock import HostLocks
+    from ..engine.machinelock import HostLocks, machine_of
 
-    locks = HostLocks(machines, run.run_id).acquire()
+    locks = HostLocks({h.name: machine_of(h) for h in hosts}, run.run_id).acquire()
     for host, reason in locks.refused.items():
         _stderr_line(f"{host} {reason}; {host} fails, the other hosts run")
         observers.emit("lock.refused", host, path=str(locks.paths[host]), error=reason)
@@ -354,11 +352,7 @@ async def run_play(prep: PreparedPlay, *, command: Sequence[str], observers: Ite
     run, record, obs = new_run(prep.kind, command=command, observers=observers, verbose=verbose)
     run.mode, run.pattern = prep.mode, prep.pattern
     run.inventory = {"path": str(prep.inventory.path), "hosts": {h.name: dict(h.vars) for h in prep.hosts}}
-    locks = None
-    if prep.mode == "apply":  # ssh_config and the resolver name each machine: in a thread, not on the loop
-        from ..engine.machinelock import machines_of
-
-        locks = take_locks(await asyncio.to_thread(machines_of, prep.hosts), run, obs)
+    locks = take_locks(prep.hosts, run, obs) if prep.mode == "apply" else None
     from dataclasses import replace
 
     opts = replace(prep.opts, refused=dict(locks.refused) if locks is not None else {})

@@ -9,9 +9,6 @@ host is connected to or its machine named, so ``fleetctl run --hosts local`` nev
 
 from __future__ import annotations
 
-import functools
-import ipaddress
-import socket
 from typing import TYPE_CHECKING
 
 from ..util.settingsmodel import setting
@@ -20,7 +17,7 @@ from .registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRe
 if TYPE_CHECKING:
     from .ssh import SSHConnection
 
-__all__ = ["SSHSettings", "SETTINGS", "KIND", "machine_address"]
+__all__ = ["SSHSettings", "SETTINGS", "KIND"]
 
 
 
@@ -81,10 +78,8 @@ class _SSHKind(ConnectionKind):
 
     def machine(self, host: HostRef) -> str:
         """``ssh:user@address:port`` where ssh would connect (ssh_config's ``HostName``,
-        ``Port``, ``User`` applied, the inventory's over them; the address resolved by
-        :func:`machine_address`, so ``localhost`` and ``127.0.0.1`` are one machine), and the route
-        when it goes through jump hosts or a ``ProxyCommand`` (``localhost`` behind two bastions is
-        two machines). Blocking (ssh_config, the resolver): call it off the event loop."""
+        ``Port``, ``User`` applied, the inventory's over them), and the route when it goes through
+        jump hosts or a ``ProxyCommand`` (``localhost`` behind two bastions is two machines)."""
         from .ssh_target import SSHConfigError, resolve_target
 
         s = host.settings
@@ -94,44 +89,7 @@ class _SSHKind(ConnectionKind):
         except SSHConfigError:  # the host fails to connect anyway; its name is all there is
             return f"ssh:{host.name}"
         route = "".join(f" via {j}" for j in t.proxy_jump) + (f" via ({t.proxy_command})" if t.proxy_command else "")
-        # behind a jump host or a ProxyCommand the name is resolved there, not here: kept as written
-        address = t.host.lower() if route else machine_address(t.host)
-        return f"ssh:{t.user}@{address}:{t.port}{route}"
-
-
-@functools.lru_cache(maxsize=65536)
-def machine_address(host: str) -> str:
-    """The address ``host`` (a name or an IP literal, after ssh_config) resolves to on the
-    controller, as canonical IP text, so that two names of one machine (``localhost``,
-    ``127.0.0.1``, ``db1`` and its address) give one :meth:`_SSHKind.machine` (README: the deploy
-    lock is per machine, not per inventory name).
-
-    Rules: an IP literal is written canonically without a resolver call; any loopback address
-    (``127.0.0.0/8``, ``::1``) is ``127.0.0.1`` (one machine: this controller); a name's addresses
-    (``getaddrinfo``) give the lowest IPv4 one, else the lowest IPv6 one (stable whatever order the
-    resolver returns them in); a name that does not resolve stays its lower-cased name (it fails
-    to connect anyway). Blocking (the resolver): call it off the event loop; cached per name, so
-    10,000 hosts on a few names cost a few lookups.
-    """
-    name = host.strip("[]").lower()
-    try:
-        ips = {ipaddress.ip_address(name.split("%")[0])}
-    except ValueError:
-        try:
-            infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
-        except (OSError, UnicodeError):
-            return name
-        ips = set()
-        for info in infos:
-            try:
-                ips.add(ipaddress.ip_address(str(info[4][0]).split("%")[0]))
-            except ValueError:
-                continue
-        if not ips:
-            return name
-    if any(ip.is_loopback for ip in ips):
-        return "127.0.0.1"
-    return str(min(ips, key=lambda ip: (ip.version, ip.packed)))
+        return f"ssh:{t.user}@{t.host.lower()}:{t.port}{route}"
 
 
 SETTINGS = SSHSettings

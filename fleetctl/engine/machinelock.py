@@ -4,8 +4,7 @@ One lock file per *machine* in the user's state folder (:func:`fleetctl.util.pat
 ``$FLEETCTL_HOME/locks``, else ``$XDG_STATE_HOME/fleetctl/locks``), never the working directory, so
 two runs of one user started from two folders exclude each other. A machine is what the host's
 connection will reach (:meth:`fleetctl.connection.registry.ConnectionKind.machine`: for SSH
-``ssh:user@address:port`` after ssh_config, the address resolved to canonical IP text, every
-loopback name ``127.0.0.1``; for a local host the controller's host name), not
+``ssh:user@address:port`` after ssh_config, for a local host the controller's host name), not
 the inventory name: two inventories that call two different machines ``s1`` do not exclude each
 other, two names for one machine do. Hosts of one run that name one machine share its lock.
 
@@ -51,13 +50,6 @@ def machine_of(host) -> str:
         return load_kind(host.connection).machine(host.ref)
     except Exception:  # noqa: BLE001 - an unknown kind or bad settings: reported when connecting
         return f"{host.connection}:{host.name}"
-
-
-def machines_of(hosts) -> dict[str, str]:
-    """Host name -> :func:`machine_of` for each of ``hosts``. Blocking (ssh_config is read, an
-    SSH host's address resolved: cached per name, see
-    :func:`fleetctl.connection.ssh_kind.machine_address`): call it in a thread."""
-    return {h.name: machine_of(h) for h in hosts}
 
 
 def lock_path(machine: str, root: Path | None = None) -> Path:

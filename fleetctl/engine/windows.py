@@ -36,8 +36,7 @@ class Group:
 
 def machine_twins(batch: Sequence[Any]) -> set[str]:
     """The hosts of ``batch`` whose connection reaches one machine as another host of the batch
-    does (:func:`fleetctl.engine.machinelock.machine_of`, any login user, the address resolved:
-    ``localhost`` and ``127.0.0.1`` are one machine): two inventory names of one
+    does (:func:`fleetctl.engine.machinelock.machine_of`, any login user): two inventory names of one
     machine may share any folder of it (a venv, a workdir), which only their facts tell. Such a
     host never goes on alone before its group settles (:func:`fleetctl.engine.runner.needs_no_class`):
     whether it shares a folder with its twin must not depend on which of them planned first
