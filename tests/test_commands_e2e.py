@@ -284,12 +284,8 @@ def test_logs_follow_with_a_host_follows_that_hosts_live_run_not_the_newest(tmp_
                                                         "you": {"ansible_connection": "local"}}})
     gate = tmp_path / "gate"
     env = {**os.environ, "FLEETCTL_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    live = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "run", "--hosts", "me", "--", "sh", "-c",
-                             f"echo a; while [ ! -e {gate} ]; do sleep 0.05; done; echo b"], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    live, run_dir = _gated_run(tmp_path, inv, env, gate, "me", "me")
     try:
-        run_dir = _wait(lambda: next(iter((tmp_path / "runs").iterdir()), None) if (tmp_path / "runs").exists() else None)
-        _wait(lambda: (run_dir / "logs" / "me.log").exists() and b"a" in (run_dir / "logs" / "me.log").read_bytes())
         other = fleetctl("-i", str(inv), "run", "--hosts", "you", "--", "sh", "-c", "echo other; exit 3", home=tmp_path)
         assert other.returncode == 1 and last_run(tmp_path).name != run_dir.name, other.stderr
         follow = subprocess.Popen([sys.executable, "-m", "fleetctl", "logs", "--follow", "--host", "me"], cwd=REPO,
@@ -318,12 +314,8 @@ def test_logs_follow_a_live_run_names_why_a_silent_host_failed(tmp_path):
                                                                  "ansible_port": free_port()}}})
     gate = tmp_path / "gate"
     env = {**os.environ, "FLEETCTL_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    live = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "run", "--hosts", "g", "--", "sh", "-c",
-                             f"echo a; while [ ! -e {gate} ]; do sleep 0.05; done; echo b"], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    live, run_dir = _gated_run(tmp_path, inv, env, gate, "g", "l1")
     try:
-        run_dir = _wait(lambda: next(iter((tmp_path / "runs").iterdir()), None) if (tmp_path / "runs").exists() else None)
-        _wait(lambda: (run_dir / "logs" / "l1.log").exists() and b"a" in (run_dir / "logs" / "l1.log").read_bytes())
         follow = subprocess.Popen([sys.executable, "-m", "fleetctl", "logs", "--follow"], cwd=REPO,
                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         first = follow.stdout.readline()  # the follower is live before the run goes on
@@ -338,6 +330,23 @@ def test_logs_follow_a_live_run_names_why_a_silent_host_failed(tmp_path):
     assert got[3].startswith("gone: unreachable: ") and "127.0.0.1" in got[3], got
     assert fleetctl("logs", run_dir.name, home=tmp_path).stdout.splitlines() == got  # the same lines
     assert follow.returncode == 1 and err.splitlines()[-1] == f"run {run_dir.name}: failed", err
+
+
+def _gated_run(tmp_path: Path, inv: Path, env: dict, gate: Path, pattern: str, first: str):
+    """A live ``fleetctl run`` on ``pattern`` whose command prints ``a``, waits for ``gate`` to exist,
+    then prints ``b``: (its process, its run folder) once ``first``'s log holds ``a``."""
+    live = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "run", "--hosts", pattern, "--", "sh",
+                             "-c", f"echo a; while [ ! -e {gate} ]; do sleep 0.05; done; echo b"], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        run_dir = _wait(lambda: next(iter((tmp_path / "runs").iterdir()), None) if (tmp_path / "runs").exists() else None)
+        log = run_dir / "logs" / f"{first}.log"
+        _wait(lambda: log.exists() and b"a" in log.read_bytes())
+    except BaseException:
+        gate.touch()
+        live.wait(timeout=120)
+        raise
+    return live, run_dir
 
 
 def _wait(fn, timeout_s: float = 60.0):

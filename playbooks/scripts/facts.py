@@ -1678,14 +1678,19 @@ def denied_on_way(path):
     return None
 
 
-def denied_message(exe, blocked):
-    """One line: ``exe`` (the venv's python) cannot be run by this user, ``blocked`` says where."""
+def login_user():
+    """This process's user name (``uid N`` where the passwd database has none)."""
     try:
         import pwd
 
-        user = pwd.getpwuid(os.geteuid()).pw_name
+        return pwd.getpwuid(os.geteuid()).pw_name
     except (ImportError, KeyError):
-        user = "uid %d" % os.geteuid()
+        return "uid %d" % os.geteuid()
+
+
+def denied_message(exe, blocked):
+    """One line: ``exe`` (the venv's python) cannot be run by this user, ``blocked`` says where."""
+    user = login_user()
     real = os.path.realpath(exe)
     what = "%s is a symlink to %s, which" % (exe, real) if real != exe else exe
     where = ("user %s may not enter %s" % (user, blocked) if blocked != real
@@ -2258,12 +2263,7 @@ def local_id(path):
 
 def unreadable_message(final, exc):
     """One line for an id file that exists but this user cannot read (``exc``: why not)."""
-    try:
-        import pwd
-
-        user = pwd.getpwuid(os.geteuid()).pw_name
-    except (ImportError, KeyError):
-        user = "uid %d" % os.geteuid()
+    user = login_user()
     folder = os.path.dirname(final)
     return ("%s exists but user %s cannot read it (%s): is %s shared with another user or host? fleetctl cannot "
             "tell which hosts share it, so nothing is built or installed there: make the file readable "
