@@ -146,7 +146,7 @@ def test_observers_get_the_events_the_record_gets(home, caplog):
     nodes = Fleet.from_inventory("inventory.yaml").select("local")
     res = nodes.run(["echo", "hello"], timeout=30, observers=[got.append, obj])
     names = [e.name for e in got]
-    assert names[0] == "host.started" and names[-1] == "run.finished"
+    assert names[0] == "run.started" and names[1] == "host.started" and names[-1] == "run.finished"
     line = next(e for e in got if e.name == "output.line")
     assert line.host == "localhost" and line.data == {"stream": "stdout", "text": "hello"}
     finished = next(e for e in got if e.name == "host.finished")
