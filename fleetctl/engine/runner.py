@@ -213,8 +213,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     settlings: list[asyncio.Future] = []
     timers: list[asyncio.TimerHandle] = []
     alone: set[str] = set()  # planned needing no build nor its group (needs_no_class): never wait to settle
-    # hosts that may share a folder with another host of the batch: always settled with it (worked out
-    # in a thread while hosts connect: ssh_config is read for each host, seconds for 10,000)
+    # hosts that may share a folder with another of the batch, settled with it (a thread: ssh_config read per host)
     twins = asyncio.ensure_future(asyncio.to_thread(machine_twins, batch))
     observe(twins)
 

@@ -83,9 +83,7 @@ class Host:
         return HostRef(self.name, self.connection_settings, self._unresolved_hint())
 
     def _unresolved_hint(self) -> str:
-        """:data:`~fleetctl.inventory.sources.HOST_LIST_HINT` for a host a host list named (its
-        ``file`` is the ``-i`` value) whose name, its address, is a file or folder here: ``-i
-        m1/hosts,m2/site.yaml`` meant as two sources; else ``""``."""
+        """:data:`~fleetctl.inventory.sources.HOST_LIST_HINT` for a host-list host named as a file here, else ""."""
         if not self.file or self.address != self.name or not os.path.exists(self.name):
             return ""
         from .sources import HOST_LIST_HINT, is_host_list
@@ -256,10 +254,9 @@ class Inventory:
           (:data:`fleetctl.inventory.ansible_support.REFUSED`: ``ansible_ssh_common_args``,
           ``ansible_become: true``, a password...): ignoring it would connect another way or run
           as another user.
-        - A private key file (``ansible_ssh_private_key_file``/``ansible_private_key_file``) or an
-          ``ssh_config`` file that does not exist on this controller, or is a folder: the inventory names a path that is
-          not there, bad input like ``venv: ~/x`` (``~`` and relative paths were resolved at load,
-          as OpenSSH expands ``~`` in ``-i``/``IdentityFile``). Only the selected hosts' keys are
+        - A private key (``ansible_ssh_private_key_file``/``ansible_private_key_file``) or ``ssh_config``
+          file not on this controller, or a folder: bad input like ``venv: ~/x`` (``~`` resolved at
+          load, as OpenSSH expands it in ``-i``/``IdentityFile``). Only the selected hosts' keys are
           checked: as Ansible fails only the hosts it connects to, a host the command does not
           touch never stops it. (A key file whose mode OpenSSH refuses is not input: that host
           fails when it connects, saying ``chmod 600``, the others run.)
