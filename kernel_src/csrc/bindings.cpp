@@ -600,6 +600,25 @@ int64_t pk_max_rows(int device, int64_t n, int64_t k) {
     return fp4::wg_plan(p, device).groups > 1 ? kWgMaxRows : kPkMaxRows;
 }
 
+// Above kWgWideRows, up to kWgWideMaxRows: the wide plan where its grid fills at least kWgWideFill of
+// its waves' CTA slots and token tiles (WgPlan::fill), else dequantize + cuBLAS. M = 1024 (H100, graph,
+// the wgmma kernel forced against dequantize + cuBLAS, runs w2 and d3): 8192^2 222.4 / 224.4 us against
+// 243.8 / 251.5 (256 CTAs in 2 waves of 132: fill 0.97), 4096x14336 193.3 / 197.7 against 205.6 / 207.8
+// (128 CTAs: 0.97), but 14336x4096 243.2 / 244.6 against 204.8 / 218.4 (448 CTAs in 4 waves: 0.85); at
+// 2048 the wide tile lost on every shape (bench/NOTES.md, "Issue 28: wide tiles").
+constexpr int64_t kWgWideMaxRows = 1024;
+constexpr float kWgWideFill = 0.9f;
+bool pk_wide_takes(int device, int64_t n, int64_t k, int64_t m) {
+    need_cuda();
+    if (m <= kWgWideRows || m > kWgWideMaxRows || g_pk_kernel != 0 || k % 128 ||
+        pk_max_rows(device, n, k) != kWgWideRows)
+        return false;
+    const fp4::PkProblem p = pk_problem(1, 0, k, 0, 0, 1.0f, 0, 2, m, n, k, (int)((n + 15) / 16),
+                                        (int)((k + 127) / 128), 0, 0, 0);
+    const fp4::WgPlan pl = fp4::wg_plan(p, device);
+    return pl.groups > 1 && pl.nt > 128 && pl.fill >= kWgWideFill;
+}
+
 void pk_mm_cuda(int a_kind, uintptr_t a, int64_t lda, uintptr_t w, uintptr_t alpha, float alpha_value,
                 uintptr_t out, int out_dtype_code, int64_t t, int64_t n, int64_t k, int nt, int u, int rt,
                 int split, int un, int device, uintptr_t stream) {
@@ -706,6 +725,7 @@ NB_MODULE(_C, m) {
     m.def("set_pk_kernel", &set_pk_kernel, nb::arg("name"));
     m.def("pk_set_launch", &fp4::pk_set_launch, nb::arg("pdl"), nb::arg("prefetch"));
     m.def("pk_max_rows", &pk_max_rows, nb::arg("device"), nb::arg("n"), nb::arg("k"));
+    m.def("pk_wide_takes", &pk_wide_takes, nb::arg("device"), nb::arg("n"), nb::arg("k"), nb::arg("m"));
     m.def("wg_set_reduce", &fp4::wg_set_reduce, nb::arg("mode"));
     m.def("wg_set_pdl", &fp4::wg_set_pdl, nb::arg("on"));
     m.def("wg_set_chain", &fp4::wg_set_chain, nb::arg("on"));

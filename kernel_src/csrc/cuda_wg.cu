@@ -736,6 +736,12 @@ WgPlan wg_plan(const PkProblem& pr, int device) {
     const int rows = kWgRowTiles * pl.groups;
     const int64_t tz = (pr.t + pl.nt - 1) / pl.nt, gy = (pr.nt + rows - 1) / rows;
     pl.split = pr.split > 0 ? pr.split : wg_auto_split(pr, sms, occ, gy, tz);
+    // the last wave's idle CTA slots and the last token tile's missing tokens, as a share of the work
+    // the grid's waves could hold (one CTA slot = one SM's share of `occ`)
+    const int64_t ctas = gy * tz * pl.split, slots = (int64_t)sms * occ;
+    if (ctas > 0 && slots > 0)
+        pl.fill = (float)((double)ctas / (double)(((ctas + slots - 1) / slots) * slots) * (double)pr.t /
+                          (double)(tz * pl.nt));
     pl.global_reduce = pl.split > 1 && g_wg_reduce == 2;  // the sweep: DSMEM faster at every split
     // Activation multicast over mc CTAs along N (a cluster of split x mc, at most 8, the portable
     // cluster size: CUDA Programming Guide, "Thread Block Clusters"): each L2 read of an

@@ -134,6 +134,7 @@ struct WgPlan {
     int flow = 0;           // stage flow: bit 0 early stage release, bit 1 split producer (lanes 0 and 31)
     int64_t scratch = 0;    // bytes of permuted activations (+ partial sums and counters)
     bool global_reduce = false;  // split-K sums meet in global memory (else: a cluster's DSMEM)
+    float fill = 1.0f;      // share of the grid's waves of CTA slots, times its token tiles, that holds work
 };
 void wg_set_reduce(int mode);  // 0 by the plan, 1 cluster DSMEM, 2 global memory, 3 the one-at-a-time epilogue (benchmarks)
 void wg_set_tuning(int groups, int units, int lanes);  // benchmarks; 0 = the plan's choice

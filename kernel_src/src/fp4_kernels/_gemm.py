@@ -14,7 +14,7 @@ The default picks "fused" for M <= _gemm_fast.FUSED_MAX_ROWS (and K % 128 == 0),
 Prepacked weights (fp4_kernels.prepack_fp4_weight -> PackedFP4Weight, passed as b_q with
 b_scale=None): cuda_pk.cu's kernel (and cuda_wg.cu's wgmma kernel from M = 17 on compute capability
 9.0 (up to M = 32 where its plan splits K at most in 2), from M = 9 for bf16 activations and weights of >= 2^25 elements with N >= 8192 whose plan
-splits no K range) for M <= _gemm_fast.pk_max_rows(device, n, k) (W4A4: after an exact
+splits no K range) where _gemm_fast.pk_takes(device, n, k, M) (W4A4: after an exact
 dequantization of the FP4 activations to bf16), else the weight is dequantized exactly from
 the packed layout and cuBLAS runs. On CPU the weight is unpacked (bit-exact inverse) and the CPU
 path runs, so results there are identical to the unpacked weight's.
@@ -424,7 +424,7 @@ def _packed_w4a16(torch, a, pw, b_scale, alpha, out_dtype):
         return torch.zeros((m, n), dtype=out_dtype, device=dev)
     if a.data_ptr() & 15:
         a = a.clone()
-    if m <= _gemm_fast.pk_max_rows(dev.index, n, k):
+    if _gemm_fast.pk_takes(dev.index, n, k, m):
         return _run_pk(torch, _AK_BF16 if a.dtype == torch.bfloat16 else _AK_F16, a, pw, alpha, out_dtype,
                        m, n, k, dev)
     return _gemm_16(torch, a, _pk_dense(torch, pw, a.dtype, dev), _alpha(torch, alpha, dev),
@@ -452,7 +452,7 @@ def _packed_w4a4(torch, a_q, a_scale, pw, b_scale, alpha, out_dtype, impl):
         return torch.zeros((m, n), dtype=out_dtype, device=dev)
     if a_q.data_ptr() & 15:
         a_q = a_q.clone()
-    pk = impl == "fused" or (impl is None and m <= _gemm_fast.pk_max_rows(dev.index, n, k))
+    pk = impl == "fused" or (impl is None and _gemm_fast.pk_takes(dev.index, n, k, m))
     ab = torch.bfloat16 if pk or out_dtype != torch.float16 else torch.float16
     a16 = torch.empty((m, k), dtype=ab, device=dev)
     _C.dequant_cuda(a_q.data_ptr(), a_scale.data_ptr(), 0, a16.data_ptr(), m, k, _dtype_code(torch, ab, "ab"),

@@ -18,9 +18,12 @@ FUSED_MAX_ROWS = 128
 # smaller ones whose 128-token plan has two consumer warpgroups, up to 512 for large weights whose
 # plan there has two warpgroups on 256-token tiles, and from M = 9 for bf16 activations and such
 # weights with N >= 8192 where its plan splits no K range (bench/NOTES.md, "Issue 28"):
-# pk_max_rows(device, n, k) says which bound holds.
+# pk_max_rows(device, n, k) says which bound holds; above 512, up to 1024, such weights keep the wgmma
+# kernel where its grid fills its waves (pk_takes).
 PK_MAX_ROWS = 64
+WIDE_ROWS, WIDE_MAX_ROWS = 512, 1024
 _pk_rows: dict = {}  # (device index, n, k) -> the largest M the prepacked kernels take there
+_pk_wide: dict = {}  # (device index, n, k, m) -> whether they take M = 513 .. 1024 there
 
 
 def pk_max_rows(dev, n, k):
@@ -35,12 +38,32 @@ def pk_max_rows(dev, n, k):
     return r
 
 
+def pk_takes(dev, n, k, m):
+    """Whether the prepacked kernels take M rows on CUDA device `dev` for an [n, k] weight (else the
+    weight is dequantized and cuBLAS runs): M <= pk_max_rows, or M = 513 .. 1024 on a weight whose
+    wgmma plan has 256-token tiles where that plan's grid fills at least 90% of its waves of CTA slots
+    and of its token tiles (bindings.cpp, ``pk_wide_takes``)."""
+    r = pk_max_rows(dev, n, k)
+    if m <= r:
+        return True
+    if r != WIDE_ROWS or m > WIDE_MAX_ROWS:
+        return False
+    key = (dev, n, k, m)
+    w = _pk_wide.get(key)
+    if w is None:
+        if len(_pk_wide) > 4096:
+            _pk_wide.clear()
+        w = _pk_wide[key] = bool(_C.pk_wide_takes(dev, n, k, m))
+    return w
+
+
 def set_pk_kernel(name):
     """Which kernel runs the prepacked GEMM, process-wide: "auto" (by M and the GPU; the default),
     "pk" (cuda_pk.cu's mma.sync kernel at every M up to PK_MAX_ROWS) or "wg" (the wgmma kernel,
     sm_90a on 9.0 GPUs only). For benchmarks. Raises ValueError for another name."""
     _C.set_pk_kernel(name)
     _pk_rows.clear()
+    _pk_wide.clear()
 
 # ---- the lean CUDA fast path: ~20 attribute reads, one allocation, one call into _C ---------
 _fast = None  # (torch, Tensor, uint8, float8_e4m3fn, float32, {out dtype: code}, raw stream fn)
@@ -227,7 +250,7 @@ def _fast_grouped(a, a_scale, b_q, b_scale, alpha, offsets, out_dtype):
 def _fast_pk_checks(a, pw, m, k, dev, tensor):
     """Common checks of the prepacked fast paths: shapes, device, alignment."""
     data = pw.data
-    if k != pw.k or not m or not pw.n or dev < 0 or m > pk_max_rows(dev, pw.n, k) or data.get_device() != dev:
+    if k != pw.k or not m or not pw.n or dev < 0 or not pk_takes(dev, pw.n, k, m) or data.get_device() != dev:
         return None
     if not a.is_contiguous():
         return None
