@@ -172,6 +172,34 @@ def test_an_extra_var_nothing_reads_is_named_with_the_closest_name_it_may_mean(t
         "venv...), and no template; it is ignored; did you mean ansible_user?",
         "fleetctl: warning: -e zzqx: fleetctl run reads only host settings (ansible_user, ansible_port, "
         "venv...), and no template; it is ignored"]
+    # a did-you-mean never points at a name fleetctl refuses: `-e become=yes` was told "did you mean
+    # ansible_become?", which `-e ansible_become=yes` then refuses; it says what fleetctl offers instead
+    offer = ("fleetctl refuses Ansible's ansible_become: fleetctl has no host-wide privilege escalation and would "
+             "run every command as the login user: log in as the user the commands must run as (ansible_user), or "
+             "mark the playbook tasks that need root 'become: true' (sudo -n)")
+    run = fleetctl("-i", str(inv), "run", "--hosts", "g", "-e", "become=yes", "--", "true", home=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert [ln for ln in run.stderr.splitlines() if "warning" in ln] == [
+        "fleetctl: warning: -e become: fleetctl run reads only host settings (ansible_user, ansible_port, "
+        f"venv...), and no template; it is ignored; {offer}"]
+    assert warnings("-e", "become=yes") == [
+        f"fleetctl: warning: -e become: no task or template of quick.yaml reads it, nor does fleetctl; it is ignored; "
+        f"{offer}"]
+
+
+def test_no_did_you_mean_names_a_var_fleetctl_refuses():
+    """Every refused Ansible var, misspelt (a letter dropped, its prefix dropped), gets what fleetctl
+    offers instead, never ``did you mean`` it (the -e hint of run, facts, copy, fetch and deploy)."""
+    from fleetctl.api.playchecks import did_you_mean
+    from fleetctl.inventory.ansible_support import REFUSED
+    from fleetctl.inventory.own_vars import own_var_names
+
+    for name, (_kinds, advice) in REFUSED.items():
+        for typo in (name[:-1], name[len("ansible_"):]):
+            hint = did_you_mean(typo, own_var_names()) or ""
+            assert not hint.startswith("did you mean ansible_") or hint[len("did you mean "):-1] not in REFUSED, typo
+            if hint.startswith("fleetctl refuses"):
+                assert hint.endswith(advice), (typo, hint)
 
 
 def test_e_takes_the_forms_of_ansibles_extra_vars_json_yaml_pairs_and_files(tmp_path):

@@ -22,7 +22,7 @@ import sys
 import pytest
 
 from tests.support.agent import Agent, fingerprint, keygen
-from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+from tests.support.fleet import NO_READ_OVERRIDE, REPO, fleetctl, last_run, write_inventory
 
 pytestmark = pytest.mark.sshd
 
@@ -295,3 +295,42 @@ def test_a_relative_ssh_config_is_the_file_next_to_the_inventory(sshd_farm, tmp_
     assert line == (f"fleetctl: error: {inv}:7: all.children.g.hosts.gpu.ssh_config: host 'gpu': ssh_config file "
                     f"'ssh_config' ({site / 'ssh_config'}) does not exist on this controller"), res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_an_unreadable_ssh_config_or_key_file_is_refused_before_any_host_is_touched(sshd_farm, tmp_path):
+    """A file the connection settings name that exists but the controller's user cannot read (mode
+    000 for a user without root's read override, a folder, a FIFO) is bad input like a missing one:
+    one line naming the file:line or ``-e``, the key, the host and why, exit 2, no login (it was
+    ``UNREACHABLE: ssh_config file ... cannot be read``, no reason, and for a key a login attempt)."""
+    host = sshd_farm.start("unreadable")
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host *\n  User {host.user}\n")
+    cfg.chmod(0o000)
+    key = tmp_path / "id_copy"
+    key.write_bytes(host.client_key.read_bytes())
+    key.chmod(0o000)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    good = host.inventory_vars(sshd_farm.known_hosts)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"cfg": {**good, "ssh_config": str(cfg)},
+                                                        "key": {**good, "ansible_ssh_private_key_file": str(key)},
+                                                        "ok": good}})
+    before = host.log
+    cases = [
+        ("cfg", (), f"{inv}:12: all.children.g.hosts.cfg.ssh_config: host 'cfg': ssh_config file '{cfg}' cannot "
+                    "be read: Permission denied"),
+        ("key", (), f"{inv}:17: all.children.g.hosts.key.ansible_ssh_private_key_file: host 'key': private key "
+                    f"file '{key}' cannot be read: Permission denied"),
+        ("ok", ("-e", f"ssh_config={tmp_path}"), f"-e ssh_config: host 'ok': ssh_config file '{tmp_path}' is a "
+                                                  "folder, not an ssh_config file"),
+        ("ok", ("-e", f"ansible_private_key_file={fifo}"),
+         f"-e ansible_private_key_file: host 'ok': private key file '{fifo}' is a FIFO (named pipe), not a "
+         "regular file: reading it could block forever; give a file"),
+    ]
+    for name, extra, line in cases:
+        res = fleetctl("-i", str(inv), "run", "--hosts", name, *extra, "--", "true", home=tmp_path,
+                       prefix=NO_READ_OVERRIDE, timeout_s=60)
+        assert (res.returncode, res.stdout, res.stderr) == (2, "", f"fleetctl: error: {line}\n"), (name, res.stderr)
+    assert host.log == before  # no host was touched
+    res = fleetctl("-i", str(inv), "run", "--hosts", "ok", "--", "true", home=tmp_path, prefix=NO_READ_OVERRIDE)
+    assert res.returncode == 0, res.stderr  # the same controller user reaches the host otherwise

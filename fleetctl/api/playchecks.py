@@ -21,11 +21,30 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
     missing letter; ``None`` when none is close. Deploy's warnings and ``fleetctl run``'s use it.
 
     The candidates are never chosen by the name's own prefix: a misspelt prefix (``ansbile_``) is
-    exactly the typo to name (operator's trial: ``-e ansbile_user=x`` got no suggestion)."""
+    exactly the typo to name (operator's trial: ``-e ansbile_user=x`` got no suggestion).
+
+    A hint never points at a name fleetctl then refuses: when the closest is one of
+    :data:`~fleetctl.inventory.ansible_support.REFUSED` (``-e become=yes`` -> ``ansible_become``),
+    it says so and what fleetctl offers instead (``fleetctl refuses Ansible's ansible_become: ...
+    mark the playbook tasks that need root 'become: true' (sudo -n)``), not ``did you mean``."""
     from ..inventory.ansible_names import ANSIBLE_NAMES
+    from ..inventory.ansible_support import REFUSED
 
     close = close_matches(name, sorted(set(ANSIBLE_NAMES) | set(candidates)), n=1, cutoff=0.6)
-    return f"did you mean {close[0]}?" if close else None
+    if not close:
+        return None
+    if close[0] in REFUSED:
+        return f"fleetctl refuses Ansible's {close[0]}: {REFUSED[close[0]][1]}"
+    return f"did you mean {close[0]}?"
+
+
+def ignored_hint(name: str, candidates: Iterable[str]) -> str:
+    """``it is ignored``, with :func:`did_you_mean`'s hint: a did-you-mean in its place, any other
+    hint after it."""
+    hint = did_you_mean(name, candidates)
+    if hint is None:
+        return "it is ignored"
+    return hint if hint.startswith("did you mean ") else f"it is ignored; {hint}"
 
 
 def extra_var_warnings(playbook: Any, names: Iterable[str]) -> list[str]:
@@ -62,7 +81,7 @@ def extra_var_warnings(playbook: Any, names: Iterable[str]) -> list[str]:
             out.append(f"-e {name}: {Path(str(playbook.path)).name} does not read it ({name}: {OWN_VARS[name]}); "
                        "it is ignored")
             continue
-        hint = did_you_mean(name, candidates) or "it is ignored"
+        hint = ignored_hint(name, candidates)
         out.append(f"-e {name}: no task or template of {Path(str(playbook.path)).name} reads it, nor does "
                    f"fleetctl; {hint}")
     return out

@@ -21,11 +21,12 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
     from ..api.transfer import transfer_files
     from ..engine import transfer
     from ..engine.fetch_paths import check_placeholders
+    from ..engine.transfer_probes import skip_note
     from ..reporting.gathered import summary_line
     from ..reporting.lines import print_json
     from .extravars import host_setting_vars
 
-    skipped: list[str] = []
+    skipped: list[tuple[str, str]] = []
     if kind == "fetch":  # {{ }} or {hostname}: bad input (exit 2) before any host is touched
         check_placeholders(kind, "SRC", src)
     check_placeholders(kind, "DEST", dest)
@@ -46,8 +47,8 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
         for h, o in run.hosts.items():
             if o.status == "ok":
                 click.echo(f"{h}: ok: {len(o.files or [])} files, {o.bytes or 0} bytes"
-                           + (f"; skipped {len(skipped)} not a regular file (symlinks are never followed): "
-                              + ", ".join(skipped) if skipped else ""))
+                           + (f"; skipped {len(skipped)}: " + "; ".join(f"{path}: {skip_note(what)}"
+                                                                         for path, what in skipped) if skipped else ""))
             else:
                 click.echo(f"{h}: {o.status.upper()}: {o.error}", err=True)
         if bad:
@@ -75,8 +76,8 @@ def copy(obj: Context, pattern: str, limit: str | None, forks: int, as_json: boo
 
     SRC/ copies a folder's contents, SRC the folder itself; a DEST ending in /, or an existing
     folder, gets SRC inside it (as cp). DEST may hold {host}: each host its own DEST
-    (/tmp/dst_{host}); a DEST holding {{ }} or another {NAME} is refused (exit 2). Symlinks in SRC
-    are skipped and named; modes are kept. -e overrides host vars as in deploy (-e
+    (/tmp/dst_{host}); a DEST holding {{ }} or another {NAME} is refused (exit 2). Symlinks, FIFOs,
+    sockets and devices in SRC are skipped, each named for what it is; modes are kept. -e overrides host vars as in deploy (-e
     ansible_user=admin)."""
     _transfer(obj, "copy", pattern, limit, forks, as_json, accept_new_host_keys, connect_timeout, timeout_s, src, dest,
               extra)

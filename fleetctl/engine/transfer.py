@@ -67,12 +67,15 @@ class LocalFile:
     dir_mode: int | None = None
 
 
-def local_sources(src: str) -> tuple[list[LocalFile], list[str]]:
+def local_sources(src: str) -> tuple[list[LocalFile], list[tuple[str, str]]]:
     """The regular files under ``src`` (itself when a file) with their DEST-relative paths.
 
     Returns:
         ``(files, skipped)``: skipped are symlinks (to files or folders) and special files, never
-        followed (Ansible's copy follows a source's symlinks by default, ``local_follow: yes``).
+        followed (Ansible's copy follows a source's symlinks by default, ``local_follow: yes``), as
+        ``(path, letter)`` pairs, the letter saying what each is (fetch's
+        :data:`~fleetctl.engine.transfer_probes.SPECIAL_KINDS`; :func:`~fleetctl.engine.transfer_probes.skip_note`
+        words it).
 
     Raises:
         InputError: ``src`` is empty, does not exist or cannot be read on the controller (exit 2).
@@ -94,13 +97,13 @@ def local_sources(src: str) -> tuple[list[LocalFile], list[str]]:
     for root, dirs, names in os.walk(path, onerror=_walk_error(src)):
         dirs.sort()
         links = [d for d in dirs if (Path(root) / d).is_symlink()]  # os.walk lists them, never enters them
-        skipped.extend(str(Path(root) / d) for d in links)
+        skipped.extend((str(Path(root) / d), "l") for d in links)
         dirs[:] = [d for d in dirs if d not in links]
         for name in sorted(names):
             full = Path(root) / name
             rel = posixpath.join(base, full.relative_to(path).as_posix()) if base else full.relative_to(path).as_posix()
             if full.is_symlink() or not full.is_file():
-                skipped.append(str(full))
+                skipped.append((str(full), _local_kind(str(full))))
                 continue
             if not os.access(full, os.R_OK):
                 raise InputError(f"copy: {full}: cannot be read (permission denied)")
@@ -195,8 +198,8 @@ async def copy_to_hosts(hosts: Sequence[Any], src: str, dest: str, *, run: RunMo
 
         async def one(host: Any) -> None:
             async def work(out, conn_box: list) -> None:
-                for path in skipped:
-                    _log(observers, host.name, f"skipped {path}: {skip_note(_local_kind(path))}", "stderr")
+                for path, what in skipped:
+                    _log(observers, host.name, f"skipped {path}: {skip_note(what)}", "stderr")
                 if host.name in broadcast:  # sent by sbcast: say what landed, or why not
                     for f, target in plan_for(host.name):
                         why = broadcast[host.name].get(target)

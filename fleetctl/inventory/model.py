@@ -15,6 +15,7 @@ from typing import Any
 
 from fleetctl.connection.registry import ConnectionSettings, HostRef
 from fleetctl.errors import InventoryError
+from fleetctl.util.paths import unreadable_file
 
 from .ansible_support import unsupported
 from .patterns import HostIndex, select_hosts
@@ -255,7 +256,7 @@ class Inventory:
           ``ansible_become: true``, a password...): ignoring it would connect another way or run
           as another user.
         - A private key (``ansible_ssh_private_key_file``/``ansible_private_key_file``) or ``ssh_config``
-          file not on this controller, or a folder: bad input like ``venv: ~/x`` (``~`` resolved at
+          file this controller's user cannot read (not there, a folder, no read permission): bad input like ``venv: ~/x`` (``~`` resolved at
           load, as OpenSSH expands it in ``-i``/``IdentityFile``). Only the selected hosts' keys are
           checked: as Ansible fails only the hosts it connects to, a host the command does not
           touch never stops it. (A key file whose mode OpenSSH refuses is not input: that host
@@ -361,21 +362,23 @@ def _check_ansible_vars(host: Host) -> None:
 
 
 def _check_controller_files(host: Host) -> None:
-    """Refuse a file on this controller that ``host``'s connection settings name and that is not
-    there: the private key (OpenSSH warns "Identity file ... not accessible" and logs in with other
-    keys, if any; fleetctl refuses the typo instead of reporting the host unreachable, new-user
-    trial) and the ``ssh_config`` file (``ssh -F`` stops at a missing one: an operator trial saw a
-    relative one, taken against the current folder, fail every host as unreachable). Both were
-    resolved at load against the inventory file's folder (:data:`~fleetctl.inventory.settings.PATH_VARS`)."""
+    """Refuse a file on this controller that ``host``'s connection settings name and that its user
+    cannot read (:func:`~fleetctl.util.paths.unreadable_file`: not there, a folder, a FIFO, no read
+    permission): the private key (OpenSSH warns "Identity file ... not accessible" and logs in with
+    other keys, if any; fleetctl refuses it instead of reporting the host unreachable, new-user
+    trial; an identity ssh-agent holds is named by its public key, ``KEY.pub``) and the
+    ``ssh_config`` file (``ssh -F`` stops at one it cannot read: an operator trial saw a relative
+    one, taken against the current folder, fail every host as unreachable). Both were resolved at
+    load against the inventory file's folder (:data:`~fleetctl.inventory.settings.PATH_VARS`)."""
     for field_name, what in (("private_key_file", "private key file"), ("ssh_config", "ssh_config file")):
         path = getattr(host.connection_settings, field_name, None)
-        if path is None or os.path.isfile(path):
+        why = None if path is None else unreadable_file(path, "a key file" if field_name != "ssh_config"
+                                                        else "an ssh_config file")
+        if why is None:
             continue
         src = host.source_of(field_name)
         written = src.value if src is not None and isinstance(src.value, str) else path
         shown = repr(written) + ("" if written == path else f" ({path})")
-        why = f"is a folder, not {'a key' if what.startswith('private') else 'an ssh_config'} file" \
-            if os.path.isdir(path) else "does not exist on this controller"
         raise _source_error(host, src, f"host {host.name!r}: {what} {shown} {why}")
 
 

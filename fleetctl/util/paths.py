@@ -179,3 +179,32 @@ def not_regular(path: str | os.PathLike[str]) -> str | None:
             else "a character device" if st.S_ISCHR(mode) else "a block device" if st.S_ISBLK(mode)
             else "not a regular file")
     return f"is {kind}, not a regular file: reading it could block forever; give a file"
+
+
+def unreadable_file(path: str | os.PathLike[str], what: str) -> str | None:
+    """Why this controller's user cannot read ``path`` as ``what`` (``"a key file"``...), as the end
+    of a sentence naming it, or None when it can: ``does not exist on this controller``, ``is a
+    folder, not WHAT``, :func:`not_regular`'s reason for a FIFO/socket/device, or ``cannot be read:
+    STRERROR`` (``open(2)``'s error: a mode the user has no read permission for, a parent folder it
+    cannot enter, a symlink loop). The file is opened, not judged by its mode bits: root reads a
+    mode-000 file, another user does not (``os.access`` would answer for the real, not the
+    effective, user)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return "does not exist on this controller"
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    import stat as st
+
+    if st.S_ISDIR(mode):
+        return f"is a folder, not {what}"
+    special = not_regular(path)
+    if special:
+        return special
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    os.close(fd)
+    return None

@@ -6,12 +6,18 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
+
+#: A command prefix running root without CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH (``setpriv(1)``
+#: drops them from the bounding set before exec): a mode-000 file is then unreadable to it, as to
+#: any other controller user (capabilities(7)); root reads one otherwise.
+NO_READ_OVERRIDE = ("setpriv", "--bounding-set=-dac_override,-dac_read_search")
 
 
 def write_inventory(path: Path, groups: dict[str, dict[str, dict[str, Any]]], all_vars: dict | None = None) -> Path:
@@ -21,13 +27,16 @@ def write_inventory(path: Path, groups: dict[str, dict[str, dict[str, Any]]], al
     return path
 
 
-def fleetctl(*args: str, home: Path, timeout_s: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
+def fleetctl(*args: str, home: Path, timeout_s: float = 900, env: dict | None = None,
+             prefix: Sequence[str] = ()) -> subprocess.CompletedProcess:
     """Run ``python -m fleetctl.cli ARGS`` (the real CLI) with FLEETCTL_HOME=home and the wheel cache
     under it (nothing in the real ``~``); never through a shell. A None value in ``env`` unsets that
-    variable (e.g. FLEETCTL_HOME, so that XDG_STATE_HOME decides: set but empty is refused)."""
+    variable (e.g. FLEETCTL_HOME, so that XDG_STATE_HOME decides: set but empty is refused).
+    ``prefix`` runs it under a command (:data:`NO_READ_OVERRIDE`: root that reads only what its
+    file modes let it)."""
     full = {**os.environ, "FLEETCTL_HOME": str(home), "XDG_CACHE_HOME": str(Path(home) / "cache"), **(env or {})}
     full_env = {k: v for k, v in full.items() if v is not None}
-    return subprocess.run([sys.executable, "-m", "fleetctl", *args], capture_output=True, text=True,
+    return subprocess.run([*prefix, sys.executable, "-m", "fleetctl", *args], capture_output=True, text=True,
                           timeout=timeout_s, env=full_env, cwd=REPO)
 
 
