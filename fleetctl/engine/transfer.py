@@ -285,8 +285,6 @@ async def _host(run: RunModel, observers: Observers, host: Any, unavailable: dic
             if getattr(conn, "stats", None):
                 out.connection = dict(conn.stats)
             await conn.close()
-    if out.error:
-        _log(observers, host.name, f"{out.status}: {out.error}", "stderr")
     done[host.name] = list(out.files or [])
     out.duration_s = round(time.monotonic() - t0, 3)
     observers.emit("host.finished", host.name, status=out.status, error=out.error, duration_s=out.duration_s,
