@@ -28,7 +28,7 @@ from pathlib import Path
 from ..errors import ControllerWriteError, TransferError, TransferLost
 from ..util.paths import keep_mode
 
-#: Bytes read from the host's file per step of a download (the controller never holds the whole file).
+#: Bytes read per step of a local download (the controller never holds the whole file).
 COPY_CHUNK_BYTES = 1024 * 1024
 
 
@@ -77,9 +77,16 @@ class PartFile:
         except OSError as exc:
             raise write_error(self.host, self.remote_path, self.local_path, exc) from None
 
-    def write(self, data: bytes) -> None:
-        """Append ``data``. Raises :class:`ControllerWriteError` (the local disk)."""
-        self._local(lambda: self._file.write(data))
+    def write(self, data: bytes, offset: int | None = None) -> None:
+        """Write ``data`` at ``offset`` bytes from the start (None: after the last write). Raises
+        :class:`ControllerWriteError` (the local disk)."""
+
+        def put() -> None:
+            if offset is not None and offset != self._file.tell():
+                self._file.seek(offset)
+            self._file.write(data)
+
+        self._local(put)
 
     def keep_mode(self, mode: int) -> None:
         """Give the file the host file's permission bits ``mode`` less the umask

@@ -27,7 +27,7 @@ from pathlib import Path
 import asyncssh
 
 from ..errors import TransferError
-from .download import COPY_CHUNK_BYTES, local_download, lost_error, read_error
+from .download import local_download, lost_error, read_error
 from .sftp_fallback import get_by_exec, put_by_exec, realpath_by_exec
 from .ssh_errors import is_lost, is_subsystem_refused, sftp_refused_note
 from .ssh_sessions import UseOverflow
@@ -237,9 +237,9 @@ class SFTPFiles:
             await get_by_exec(self, remote_path, local_path)
 
     async def _get(self, remote_path: str, local_path: str) -> None:
-        """Read the host's file in :data:`~fleetctl.connection.download.COPY_CHUNK_BYTES` steps (each
-        read as parallel SFTP requests) into the part file: a failed read is the host's (its path
-        named; a lost channel or connection a ``TransferLost``), a failed write the controller's."""
+        """Read the host's file (asyncssh's ``read_parallel``: the server's largest read requests, 16
+        or more in flight, as its ``get`` does) into the part file: a failed read is the host's (its
+        path named; a lost channel or connection a ``TransferLost``), a failed write the controller's."""
         async with self._sftp_session() as sftp:
             try:
                 attrs = await sftp.lstat(remote_path)
@@ -248,9 +248,9 @@ class SFTPFiles:
                                         f"followed)")
                 with local_download(self.host, remote_path, local_path) as part:
                     async with await sftp.open(remote_path, "rb") as src:
-                        got = 0
-                        while chunk := await src.read(COPY_CHUNK_BYTES):
-                            part.write(chunk)
+                        got = 0  # blocks of the size lstat saw, requested in parallel, may come out of order
+                        async for offset, chunk in await src.read_parallel(attrs.size or 0, 0):
+                            part.write(chunk, offset)
                             got += len(chunk)
                     if got < (attrs.size or 0):  # asyncssh's own get says "Unexpected EOF during file copy"
                         raise TransferError(f"{self.host}: get {remote_path}: the file shrank while it was read "
