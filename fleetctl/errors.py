@@ -163,6 +163,11 @@ class ControllerWriteError(TransferError):
     folder that is a file, read-only or full); the host's file was fine."""
 
 
+class TransferLost(TransferError):
+    """A download was cut off because the connection or its SFTP channel was lost: no other file
+    would come over it (a folder fetch stops there, :func:`fleetctl.engine.transfer.fetch_from_hosts`)."""
+
+
 class TaskFailed(FleetError):
     """A task failed on a host; carries the host and the command's result when there is one."""
 

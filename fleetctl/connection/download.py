@@ -1,12 +1,21 @@
 """The controller's side of every download (:meth:`Connection.get` of SSH's SFTP, its exec
-fallback and ``local``): one place that writes the local file.
+fallback and ``local``): one place that writes the local file, and that tells the two sides'
+failures apart.
 
 The bytes go to a part file beside the target (``.NAME.part`` in the same folder, so the rename
 is atomic, ``rename(2)``), renamed to the final name only once the whole file is in; any failure
-removes the part file, so a cut-short file never has the final name. A failure of the local
-write (a full disk, a read-only mount, a folder that cannot be made) is a
-:class:`~fleetctl.errors.ControllerWriteError` naming the local path and its cause: the host's
-file was fine, and no advice about the host's ``workdir`` applies.
+removes the part file, so a cut-short file never has the final name.
+
+Which side failed is known where the error is raised, never guessed from its type afterwards:
+
+- writing (:meth:`PartFile.write`, the folder, the part file's open, close, mode and rename) is
+  the controller's side: a :class:`~fleetctl.errors.ControllerWriteError` naming the local DEST
+  and its cause (a full disk, a read-only mount, a folder that cannot be made); the host's file
+  was fine, and no advice about the host's ``workdir`` applies;
+- any other ``OSError`` out of the body is the reading side's, the host's: a
+  :class:`~fleetctl.errors.TransferError` naming the remote path (an I/O error, a folder given
+  as a file); a lost SFTP channel or connection is a :class:`~fleetctl.errors.TransferLost`
+  (:func:`lost_error`), after which no other file of the same connection would come.
 """
 
 from __future__ import annotations
@@ -16,7 +25,11 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import ControllerWriteError
+from ..errors import ControllerWriteError, TransferError, TransferLost
+from ..util.paths import keep_mode
+
+#: Bytes read per step of a local download (the controller never holds the whole file).
+COPY_CHUNK_BYTES = 1024 * 1024
 
 
 def part_path(local_path: str | Path) -> Path:
@@ -32,26 +45,92 @@ def write_error(host: str, remote_path: str, local_path: str | Path, exc: OSErro
                                 f"{exc.strerror or exc}")
 
 
+def read_error(host: str, remote_path: str, exc: BaseException) -> TransferError:
+    """The error for a read of the host's ``remote_path`` that failed with ``exc`` (``Input/output
+    error``, ``Is a directory``): ``HOST: get REMOTE: could not be read on the host: CAUSE``."""
+    cause = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+    return TransferError(f"{host}: get {remote_path}: could not be read on the host: {cause}")
+
+
+def lost_error(host: str, remote_path: str, exc: BaseException) -> TransferLost:
+    """The error for a download of ``remote_path`` cut off because the connection or its SFTP
+    channel was lost (``exc``: asyncssh's ``SFTPConnectionLost``, ``ConnectionLost``, or the
+    ``BrokenPipeError`` of a channel no longer open)."""
+    cause = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+    return TransferLost(f"{host}: get {remote_path}: the SFTP session with the host was lost while reading it "
+                        f"({cause})")
+
+
+class PartFile:
+    """The open part file of one download: the body writes the bytes through it, so a failed
+    write is known to be the controller's. ``path`` is the part file's path."""
+
+    def __init__(self, host: str, remote_path: str, local_path: str | Path) -> None:
+        self.host, self.remote_path, self.local_path = host, remote_path, local_path
+        self.path = part_path(local_path)
+        self._file = None
+        self._file = self._local(lambda: open(self.path, "wb"))  # noqa: SIM115 - closed by close()
+
+    def _local(self, action):
+        try:
+            return action()
+        except OSError as exc:
+            raise write_error(self.host, self.remote_path, self.local_path, exc) from None
+
+    def write(self, data: bytes, offset: int | None = None) -> None:
+        """Write ``data`` at ``offset`` bytes from the start (None: after the last write). Raises
+        :class:`ControllerWriteError` (the local disk)."""
+
+        def put() -> None:
+            if offset is not None and offset != self._file.tell():
+                self._file.seek(offset)
+            self._file.write(data)
+
+        self._local(put)
+
+    def keep_mode(self, mode: int) -> None:
+        """Give the file the host file's permission bits ``mode`` less the umask
+        (:func:`fleetctl.util.paths.keep_mode`). Raises :class:`ControllerWriteError`."""
+        self._local(lambda: keep_mode(self.path, mode))
+
+    def finish(self) -> None:
+        """Flush and close (a full disk may show only here), then rename the part file to the final
+        name. Raises :class:`ControllerWriteError`."""
+        self._local(self._file.close)
+        self._local(lambda: os.replace(self.path, self.local_path))
+
+    def discard(self) -> None:
+        """Close without caring and remove the part file (after any failure)."""
+        with contextlib.suppress(OSError):
+            if self._file is not None:
+                self._file.close()
+        self.path.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
-def local_download(host: str, remote_path: str, local_path: str | Path) -> Iterator[Path]:
-    """Make ``local_path``'s folder, yield the part file to write, then rename it into place.
+def local_download(host: str, remote_path: str, local_path: str | Path) -> Iterator[PartFile]:
+    """Make ``local_path``'s folder, yield the open :class:`PartFile` to write, then close it and
+    rename it into place.
 
     Raises:
-        ControllerWriteError: the folder cannot be made, or writing or renaming the file failed
-            (an ``OSError`` in the body is taken as the local write's); the part file is removed.
-        Whatever else the body raises (the host's side), after removing the part file.
+        ControllerWriteError: the folder cannot be made, or opening, writing, closing, the mode or
+            renaming the part file failed (the local DEST named); the part file is removed.
+        TransferError: any other ``OSError`` out of the body: the reading side, the host's (its
+            remote path named, :func:`read_error`); the part file is removed.
+        Whatever else the body raises (the host's side: a ``TransferLost``...), after removing
+            the part file.
     """
-    part = part_path(local_path)
     try:
-        part.parent.mkdir(parents=True, exist_ok=True)
+        Path(local_path).parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise write_error(host, remote_path, local_path, exc) from None
+    part = PartFile(host, remote_path, local_path)
     try:
         yield part
-        os.replace(part, local_path)
-    except OSError as exc:
-        part.unlink(missing_ok=True)
-        raise write_error(host, remote_path, local_path, exc) from None
+        part.finish()
+    except OSError as exc:  # not a write of ours (those are ControllerWriteError): the host's read
+        part.discard()
+        raise read_error(host, remote_path, exc) from None
     except BaseException:
-        part.unlink(missing_ok=True)
+        part.discard()
         raise

@@ -18,10 +18,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import CommandTimeout, TransferError
-from ..util.paths import keep_mode
 from .storagefaults import name_write_error
 from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback, OutputLine
-from .download import local_download
+from .download import COPY_CHUNK_BYTES, local_download
 from .command import check_argv, command_argv, env_argv, validate_env
 from .groupwatch import GroupWatch
 from .streams import OutputTail, pump_lines
@@ -185,10 +184,11 @@ class LocalConnection(Connection):
             mode = os.fstat(reader.fileno()).st_mode & 0o777
         except OSError as exc:
             raise TransferError(f"{self.host}: get {remote_path}: {exc}") from None
-        with reader, local_download(self.host, remote_path, local_path) as part:  # OSError: the controller's
-            with open(part, "wb") as sink:
-                shutil.copyfileobj(reader, sink)
-            keep_mode(part, mode)
+        # reader.read's OSError is the host's side (named by its path), part.write's the controller's
+        with reader, local_download(self.host, remote_path, local_path) as part:
+            while chunk := reader.read(COPY_CHUNK_BYTES):
+                part.write(chunk)
+            part.keep_mode(mode)
 
 
 async def _kill_group(proc: asyncio.subprocess.Process) -> None:

@@ -24,8 +24,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..errors import TransferError
-from ..util.paths import keep_mode
+from ..errors import ControllerWriteError, TransferError
 from .base import Connection, OutputLine
 from .download import local_download
 
@@ -137,26 +136,25 @@ async def get_by_exec(conn: Connection, remote_path: str, local_path: str) -> No
         ControllerWriteError: the local file cannot be written (a full disk: the part file is
             removed; :func:`fleetctl.connection.download.local_download`).
     """
-    failed: list[OSError] = []  # the controller's write failed: the rest of the bytes are dropped
+    failed: list[ControllerWriteError] = []  # the controller's write failed: the rest of the bytes are dropped
     with local_download(conn.host, remote_path, local_path) as part:
-        with open(part, "wb") as sink:
-            body = _AfterMark(sink)
+        body = _AfterMark(part)
 
-            def take(line: OutputLine) -> None:
-                if line.stream == "stdout" and not failed:
-                    try:
-                        body.feed(line.data)
-                    except OSError as exc:
-                        failed.append(exc)
+        def take(line: OutputLine) -> None:
+            if line.stream == "stdout" and not failed:
+                try:
+                    body.feed(line.data)
+                except ControllerWriteError as exc:
+                    failed.append(exc)
 
-            res = await conn.run(["/bin/sh", "-c", _GET, "fleetctl-get", remote_path], on_line=take,
-                                 timeout_s=TRANSFER_TIMEOUT_S, capture_bytes=64 * 1024)
-            if failed:
-                raise failed[0]
+        res = await conn.run(["/bin/sh", "-c", _GET, "fleetctl-get", remote_path], on_line=take,
+                             timeout_s=TRANSFER_TIMEOUT_S, capture_bytes=64 * 1024)
+        if failed:
+            raise failed[0]
         if res.rc != 0 or body.executable is None:
             detail = res.stderr_text.strip()[-300:] or f"exit status {res.rc}"
             raise TransferError(f"{conn.host}: get {remote_path}: {detail}")
-        keep_mode(part, 0o755 if body.executable else 0o644)
+        part.keep_mode(0o755 if body.executable else 0o644)
 
 
 async def realpath_by_exec(conn: Connection, path: str) -> str:

@@ -127,6 +127,16 @@ def is_subsystem_refused(exc: BaseException) -> bool:
     return isinstance(exc, asyncssh.ChannelOpenError) and exc.code == asyncssh.OPEN_REQUEST_SESSION_FAILED
 
 
+def is_lost(exc: BaseException) -> bool:
+    """The SFTP channel or the connection under it is gone, mid-transfer or before it: asyncssh's
+    ``SFTPConnectionLost`` (the sftp-server process died, the channel closed), ``ConnectionLost``
+    or a disconnect, and ``BrokenPipeError`` (asyncssh ``channel.py``: ``Channel not open for
+    sending``) or a reset from a request on a channel already closed. No later request on it can
+    succeed."""
+    return isinstance(exc, (asyncssh.SFTPConnectionLost, asyncssh.ConnectionLost, asyncssh.DisconnectError,
+                            BrokenPipeError, ConnectionResetError, asyncio.IncompleteReadError))
+
+
 def sftp_refused_note() -> str:
     """The one note for a host whose sshd has no SFTP subsystem."""
     return ("the server refused the SFTP subsystem (subsystem request failed: no 'Subsystem sftp' in "

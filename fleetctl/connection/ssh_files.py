@@ -27,10 +27,9 @@ from pathlib import Path
 import asyncssh
 
 from ..errors import TransferError
-from ..util.paths import keep_mode
-from .download import local_download
+from .download import local_download, lost_error, read_error
 from .sftp_fallback import get_by_exec, put_by_exec, realpath_by_exec
-from .ssh_errors import is_subsystem_refused, sftp_refused_note
+from .ssh_errors import is_lost, is_subsystem_refused, sftp_refused_note
 from .ssh_sessions import UseOverflow
 
 #: SFTP write requests in flight per upload.
@@ -238,16 +237,30 @@ class SFTPFiles:
             await get_by_exec(self, remote_path, local_path)
 
     async def _get(self, remote_path: str, local_path: str) -> None:
+        """Read the host's file (asyncssh's ``read_parallel``: the server's largest read requests, 16
+        or more in flight, as its ``get`` does) into the part file: a failed read is the host's (its
+        path named; a lost channel or connection a ``TransferLost``), a failed write the controller's."""
         async with self._sftp_session() as sftp:
             try:
                 attrs = await sftp.lstat(remote_path)
                 if attrs.type != asyncssh.FILEXFER_TYPE_REGULAR:
                     raise TransferError(f"{self.host}: get {remote_path}: not a regular file (symlinks are never "
                                         f"followed)")
-                with local_download(self.host, remote_path, local_path) as part:  # OSError: the controller's
-                    await sftp.get(remote_path, str(part))
-                    keep_mode(part, (attrs.permissions or 0o644) & 0o777)
-            except asyncssh.Error as exc:
+                with local_download(self.host, remote_path, local_path) as part:
+                    async with await sftp.open(remote_path, "rb") as src:
+                        got = 0  # blocks of the size lstat saw, requested in parallel, may come out of order
+                        async for offset, chunk in await src.read_parallel(attrs.size or 0, 0):
+                            part.write(chunk, offset)
+                            got += len(chunk)
+                    if got < (attrs.size or 0):  # asyncssh's own get says "Unexpected EOF during file copy"
+                        raise TransferError(f"{self.host}: get {remote_path}: the file shrank while it was read "
+                                            f"({got} of {attrs.size} bytes)")
+                    part.keep_mode((attrs.permissions or 0o644) & 0o777)
+            except (OSError, asyncssh.Error) as exc:
+                if is_lost(exc):
+                    raise lost_error(self.host, remote_path, exc) from None
+                if isinstance(exc, OSError):
+                    raise read_error(self.host, remote_path, exc) from None
                 reason = getattr(exc, "reason", None) or str(exc)
                 raise TransferError(f"{self.host}: get {remote_path}: {reason}") from None
 

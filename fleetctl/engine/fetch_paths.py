@@ -31,10 +31,11 @@ goes into under its own name; a flat DEST that is an existing folder without the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import re
-import tempfile
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -157,11 +158,39 @@ def check_local_dest(dest: str, hosts: Sequence[str], *, flat: bool = False) -> 
         if near in tried:
             continue
         tried.add(near)
-        try:
-            os.rmdir(tempfile.mkdtemp(prefix=".fleetctl-probe-", dir=near))
-        except OSError as exc:
+        refused = folder_refused(near)
+        if refused is not None:
             raise InputError(f"fetch: DEST {path} cannot be made here: no folder can be made in {near} "
-                             f"({exc.strerror or exc})") from None
+                             f"({refused.strerror or refused})")
+
+
+def folder_refused(near: str) -> OSError | None:
+    """Whether a folder can be made in the existing folder ``near``, tried for real: a new hidden
+    folder ``.fleetctl-probe-<16 hex>`` made (mode 0700) and removed. None when it could be made,
+    else the ``OSError`` of ``mkdir(2)``.
+
+    It leaves nothing behind, whatever happens: its name is chosen before ``mkdir``, so the removal
+    runs in a ``finally`` (a Ctrl-C or SIGTERM the moment after ``mkdir`` still removes it; ``mkdtemp``
+    returned the name only after the folder was made, so an interrupt in between left it). It never
+    touches a folder it did not make: a name already there (``EEXIST``) is left alone and another
+    tried, and ``rmdir(2)`` removes only an empty folder.
+    """
+    for _ in range(8):
+        probe = os.path.join(near, f".fleetctl-probe-{secrets.token_hex(8)}")
+        made_here = True  # until mkdir says the name was already there
+        try:
+            os.mkdir(probe, 0o700)
+            return None
+        except FileExistsError:
+            made_here = False
+        except OSError as exc:
+            made_here = False
+            return exc
+        finally:
+            if made_here:
+                with contextlib.suppress(OSError):
+                    os.rmdir(probe)
+    return FileExistsError(f"8 probe names in {near} were taken")
 
 
 def local_dest(dest: str, host: str, src: FetchSource, remote: str, *, flat: bool = False) -> str:

@@ -44,7 +44,7 @@ from typing import Any
 from ..connection.base import OutputLine
 from ..connection.registry import ConnectOptions
 from ..errors import (CommandTimeout, ControllerWriteError, FleetError, HostUnreachable, InputError, TransferError,
-                      host_message)
+                      TransferLost, host_message)
 from .fanout import for_each_host
 from .fetch_paths import FetchSource, check_fetch, check_placeholders, host_src, local_dest
 from .model import RunModel, utc_now
@@ -288,12 +288,22 @@ async def _host(run: RunModel, observers: Observers, host: Any, unavailable: dic
             if getattr(conn, "stats", None):
                 out.connection = dict(conn.stats)
             await conn.close()
-    if out.error:
-        _log(observers, host.name, f"{out.status}: {out.error}", "stderr")
     done[host.name] = list(out.files or [])
     out.duration_s = round(time.monotonic() - t0, 3)
     observers.emit("host.finished", host.name, status=out.status, error=out.error, duration_s=out.duration_s,
                    files=len(out.files or []), bytes=out.bytes or 0)
+
+
+def lost_message(host: str, src: str, exc: TransferLost, left: Sequence[str], fetched: int,
+                 also: Sequence[str] = (), shown: int = 3) -> str:
+    """One line for a fetch of ``src`` cut off by a lost connection or SFTP channel (``exc``, its
+    cause named once): how many files were not fetched (``left``, from the one being read; the first
+    ``shown`` named), that the ``fetched`` ones before are kept (their part files were removed), then
+    ``also``: what had failed before the loss (unreadable files, closed folders)."""
+    named = ", ".join(left[:shown]) + (f" and {len(left) - shown} more" if len(left) > shown else "")
+    kept = f"the {fetched} fetched before {'are' if fetched != 1 else 'is'} kept" if fetched else "none was fetched"
+    return (f"{host}: fetch {src}: {host_message(host, exc)}: {len(left)} file{'s' if len(left) != 1 else ''} "
+            f"not fetched ({named}); {kept}" + ("; " + "; ".join(also) if also else ""))
 
 
 async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *, run: RunModel,
@@ -344,11 +354,14 @@ async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *
                 for why in closed:
                     _log(observers, host.name, f"not fetched: {why}", "stderr")
                 unread: list[str] = []  # one unreadable file loses none of the others
-                for remote in paths:
+                for at, remote in enumerate(paths):
                     local = local_dest(dest_template, host.name, FetchSource(mine, root, kind), remote, flat=flat)
                     try:
                         await conn.get(remote, local)
                         size = os.path.getsize(local)
+                    except TransferLost as exc:  # the channel or connection is gone: no other file would come
+                        raise TransferError(lost_message(host.name, mine, exc, paths[at:], at - len(unread),
+                                                         unread + closed)) from None
                     except ControllerWriteError as exc:  # this controller's disk (full, read-only): no other
                         raise TransferError(host_message(host.name, exc).replace(  # file would land either
                             f"get {remote}: ", f"fetch {remote}: ", 1)) from None

@@ -19,7 +19,8 @@ An event's long argv arguments (scripts) are kept once per run in ``scripts/<sha
 or ``err| ``; a line of fleetctl's own protocol (a probe's start marker, its JSON answer: the lines
 the terminal never shows) with ``out~ `` or ``err~ ``, which ``fleetctl logs RUN`` and the report
 leave out (and task boundaries as ``==> `` lines; in a playbook run, a host that failed outside any task,
-at facts or planning, gets its cause as a last ``==> host FAILED: ...`` line). Schemas: ``docs/schema/``.
+at facts or planning, gets its cause as a last ``==> host FAILED: ...`` line; an ad hoc run's host log
+ends with ``==> host OK...`` or ``==> host FAILED: ...``, :func:`host_outcome`). Schemas: ``docs/schema/``.
 
 ``events.jsonl`` lines are what a structlog JSON logger bound to ``run_id`` writes (``run_id``,
 ``host``, the event's fields, ``event``, ``level``, ``timestamp`` in ISO 8601 UTC with ``Z``),
@@ -174,8 +175,8 @@ class RunRecord:
             elif event.name == "host.finished":
                 if self._cause_missing(run, event.host, data):
                     self.mark(event.host, "host FAILED: " + " ".join(str(data.get("error")).splitlines()))
-                elif run.kind == "run" and data.get("status") in ("ok", "failed"):
-                    self.mark(event.host, _command_outcome(data))
+                elif run.kind in AD_HOC_KINDS and data.get("status") in ("ok", "failed"):
+                    self.mark(event.host, host_outcome(run.kind, data))
                 self._finished.add(event.host)
                 self._close_log(event.host)  # a finished host's buffer is let go of (reopened if it says more)
         self.save(force=event.name in _SAVE_NOW)
@@ -183,10 +184,10 @@ class RunRecord:
     def _cause_missing(self, run: RunModel, host: str, data: dict) -> bool:
         """Whether a finished host's log lacks the cause of its failure: in a playbook run (whose
         logs mark each task's result with ``==> ``), a host that failed outside any task (facts,
-        planning, its lock: ``fleetctl logs RUN HOST`` named a log without a word of why). A
-        ``run``'s host log ends with the command's outcome instead (:func:`_command_outcome`), a
-        copy's or fetch's with its ``failed:`` line, and an unreachable host's cause is in
-        run.json, which ``fleetctl logs`` prints for it."""
+        planning, its lock: ``fleetctl logs RUN HOST`` named a log without a word of why). An ad
+        hoc run's host log (``run``, ``facts``, ``copy``, ``fetch``) ends with its outcome line
+        instead (:func:`host_outcome`), and an unreachable host's cause is in run.json, which
+        ``fleetctl logs`` prints for it."""
         return (data.get("status") == "failed" and bool(data.get("error")) and host not in self._cause_logged
                 and run.kind not in AD_HOC_KINDS)
 
@@ -369,12 +370,19 @@ class RunRecord:
         self._save_cost_s = self._saved_at - now
 
 
-def _command_outcome(data: dict) -> str:
-    """The last line of a ``fleetctl run`` host's log (after its ``==> ``): its status and how the
-    command ended, as run.json has them (``host OK: rc=0``, ``host FAILED: rc=3``, ``host FAILED:
-    rc=127 (...not found...)``, a signal's cause), so that ``fleetctl logs RUN --host H`` says how
-    the host ended as a deploy's and a fetch's logs do (operator's trial: only its output lines)."""
+def host_outcome(kind: str, data: dict) -> str:
+    """The last line of an ad hoc run's host log (``run``, ``facts``, ``copy``, ``fetch``; after its
+    ``==> ``), from the host's ``host.finished`` event: its status and how it ended, as run.json has
+    them, so that ``fleetctl logs RUN HOST`` says how the host ended for every kind as a deploy's
+    logs do (operator's trial: only its output lines, or nothing at all for facts). ``host OK: rc=0``,
+    ``host FAILED: rc=3`` (``run``; a signal's or a missing command's cause instead when it has one);
+    ``host OK: 2 files, 10 bytes`` (``copy``, ``fetch``); ``host OK`` (``facts``); ``host FAILED:
+    CAUSE`` for any kind. An unreachable host's log gets none: its cause is in run.json, which
+    ``fleetctl logs`` prints for it."""
     status = str(data.get("status")).upper()
-    rc = data.get("rc")
-    how = data.get("error") or (f"rc={rc}" if rc is not None else "")
+    how = data.get("error")
+    if not how and kind == "run" and data.get("rc") is not None:
+        how = f"rc={data.get('rc')}"
+    elif not how and kind in ("copy", "fetch") and data.get("files") is not None:
+        how = f"{data.get('files')} files, {data.get('bytes') or 0} bytes"
     return f"host {status}: " + " ".join(str(how).splitlines()) if how else f"host {status}"

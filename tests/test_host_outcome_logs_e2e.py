@@ -1,0 +1,45 @@
+"""Every ad hoc kind's host log ends with the host's outcome line (``==> host OK...`` /
+``==> host FAILED: CAUSE``), as a ``run`` host's log does: ``fleetctl logs RUN HOST`` of a
+``facts`` host said nothing at all, and a ``copy``'s or ``fetch``'s ended with its own lines or a
+``failed:`` line dressed as the host's stderr (``err| failed: ...``)."""
+
+from __future__ import annotations
+
+import os
+
+from tests.support.fake_gpu import write_failing_nvidia_smi
+from tests.support.fleet import fleetctl, last_run, write_inventory
+
+NVML = "Failed to initialize NVML: Driver/library version mismatch"
+
+
+def test_every_kinds_host_log_ends_with_the_hosts_outcome_line(tmp_path):
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"lh": {"ansible_connection": "local"}}})
+    src = tmp_path / "f.txt"
+    src.write_text("hi\n")
+    broken = tmp_path / "broken-bin"  # a local host whose nvidia-smi fails: facts fail
+    write_failing_nvidia_smi(broken, rc=18, message=NVML)
+    env_broken = {"PATH": f"{broken}{os.pathsep}{os.environ['PATH']}"}
+    cases = [
+        (("facts", "--hosts", "lh"), {}, 0, "==> host OK"),
+        (("facts", "--hosts", "lh"), env_broken, 1, "==> host FAILED: GPU stack broken: nvidia-smi: exit 18"),
+        (("copy", "--hosts", "lh", str(src), f"{tmp_path}/dest/"), {}, 0, "==> host OK: 1 files, 3 bytes"),
+        (("copy", "--hosts", "lh", str(src), "/proc/fleetctl-no/"), {}, 1, f"==> host FAILED: put {src} -> /proc/fleetctl-no/f.txt: "),
+        (("fetch", "--hosts", "lh", str(src), f"{tmp_path}/got"), {}, 0, "==> host OK: 1 files, 3 bytes"),
+        (("fetch", "--hosts", "lh", f"{tmp_path}/nope", f"{tmp_path}/got"), {}, 1,
+         f"==> host FAILED: fetch {tmp_path}/nope: no such file or folder on the host"),
+        (("run", "--hosts", "lh", "--", "true"), {}, 0, "==> host OK: rc=0"),
+        (("run", "--hosts", "lh", "--", "sh", "-c", "exit 3"), {}, 1, "==> host FAILED: rc=3"),
+    ]
+    for args, env, rc, last in cases:
+        res = fleetctl("-i", str(inv), *args, home=tmp_path, env=env)
+        assert res.returncode == rc, (args, res.stdout + res.stderr)
+        run_id = last_run(tmp_path).name
+        one = fleetctl("logs", run_id, "lh", home=tmp_path)
+        assert one.returncode == rc, (args, one.stdout + one.stderr)  # logs RUN HOST exits by the host's status
+        lines = one.stdout.splitlines()
+        assert lines and lines[-1].startswith(last), (args, one.stdout)
+        assert sum(ln.startswith("==> host ") for ln in lines) == 1, (args, one.stdout)  # one outcome line
+        assert not any(ln.startswith("err| failed: ") for ln in lines), (args, one.stdout)  # never dressed as the host's
+        every = fleetctl("logs", run_id, home=tmp_path)
+        assert every.stdout.splitlines()[-1] == "lh: " + lines[-1], (args, every.stdout)
