@@ -334,3 +334,8 @@ def test_an_unreadable_ssh_config_or_key_file_is_refused_before_any_host_is_touc
     assert host.log == before  # no host was touched
     res = fleetctl("-i", str(inv), "run", "--hosts", "ok", "--", "true", home=tmp_path, prefix=NO_READ_OVERRIDE)
     assert res.returncode == 0, res.stderr  # the same controller user reaches the host otherwise
+    # OpenSSH's "-F /dev/null" (no ssh_config at all) is not an unreadable file: a character device
+    # that reads empty, taken as the empty config it is
+    res = fleetctl("-i", str(inv), "run", "--hosts", "ok", "-e", "ssh_config=/dev/null", "--", "true",
+                   home=tmp_path, prefix=NO_READ_OVERRIDE)
+    assert res.returncode == 0, res.stderr

@@ -84,3 +84,21 @@ def test_a_folder_fetch_whose_sftp_session_dies_stops_names_what_is_missing_and_
     assert f": {missing} files not fetched ({many}/f" in line and f"and {missing - 3} more); " in line, line
     assert line.endswith(f"the {len(fetched)} fetched before are kept"), line
     assert line.count("lost") == 1 and "written here" not in line, line
+
+
+@pytest.mark.sshd
+def test_a_file_the_kernel_sizes_zero_is_fetched_whole_over_sftp(sshd_farm, tmp_path):
+    """``/proc/version`` and ``/proc/sys/kernel/ostype`` stat as 0 bytes and hold text only when read
+    (as /proc/cpuinfo and sysfs files do): an SFTP fetch reads on to EOF past the size lstat saw, as
+    OpenSSH's sftp does, instead of failing or keeping an empty file."""
+    h = sshd_farm.start("procfs")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h": h.inventory_vars(sshd_farm.known_hosts)}})
+    out = tmp_path / "out"
+    for path in ("/proc/version", "/proc/sys/kernel/ostype"):
+        assert os.stat(path).st_size == 0
+        res = subprocess.run([sys.executable, "-m", "fleetctl", "-i", str(inv), "fetch", "--hosts", "h", path,
+                              str(out)], capture_output=True, text=True, timeout=120, env=_fleetctl_env(tmp_path),
+                             cwd=REPO)
+        assert res.returncode == 0, res.stdout + res.stderr
+        got = (out / "h" / path.lstrip("/")).read_bytes()
+        assert got and got == Path(path).read_bytes(), (path, got)

@@ -36,6 +36,8 @@ from .ssh_sessions import UseOverflow
 UPLOAD_REQUESTS = 4
 
 
+_TAIL_BLOCK = 65536  # bytes a read past the size lstat saw asks for (sequential, to EOF)
+
 class SFTPFiles:
     """Put, get and realpath for :class:`~fleetctl.connection.ssh.SSHConnection` (see the module
     docstring)."""
@@ -247,14 +249,21 @@ class SFTPFiles:
                     raise TransferError(f"{self.host}: get {remote_path}: not a regular file (symlinks are never "
                                         f"followed)")
                 with local_download(self.host, remote_path, local_path) as part:
+                    size = attrs.size or 0
                     async with await sftp.open(remote_path, "rb") as src:
                         got = 0  # blocks of the size lstat saw, requested in parallel, may come out of order
-                        async for offset, chunk in await src.read_parallel(attrs.size or 0, 0):
-                            part.write(chunk, offset)
+                        if size:
+                            async for offset, chunk in await src.read_parallel(size, 0):
+                                part.write(chunk, offset)
+                                got += len(chunk)
+                        if got < size:  # asyncssh's own get says "Unexpected EOF during file copy"
+                            raise TransferError(f"{self.host}: get {remote_path}: the file shrank while it was "
+                                                f"read ({got} of {size} bytes)")
+                        # then on to EOF, as OpenSSH's sftp reads: a file that grew, or one the kernel
+                        # sizes 0 (/proc/cpuinfo, /sys files) whose bytes exist only when read
+                        while chunk := await src.read(_TAIL_BLOCK, got):
+                            part.write(chunk, got)
                             got += len(chunk)
-                    if got < (attrs.size or 0):  # asyncssh's own get says "Unexpected EOF during file copy"
-                        raise TransferError(f"{self.host}: get {remote_path}: the file shrank while it was read "
-                                            f"({got} of {attrs.size} bytes)")
                     part.keep_mode((attrs.permissions or 0o644) & 0o777)
             except (OSError, asyncssh.Error) as exc:
                 if is_lost(exc):

@@ -374,7 +374,7 @@ def _check_controller_files(host: Host) -> None:
         path = getattr(host.connection_settings, field_name, None)
         why = None if path is None else unreadable_file(path, "a key file" if field_name != "ssh_config"
                                                         else "an ssh_config file")
-        if why is None:
+        if why is None or (path == os.devnull and field_name == "ssh_config"):  # ssh -F /dev/null: none
             continue
         src = host.source_of(field_name)
         written = src.value if src is not None and isinstance(src.value, str) else path
