@@ -102,3 +102,48 @@ def test_a_file_the_kernel_sizes_zero_is_fetched_whole_over_sftp(sshd_farm, tmp_
         assert res.returncode == 0, res.stdout + res.stderr
         got = (out / "h" / path.lstrip("/")).read_bytes()
         assert got and got == Path(path).read_bytes(), (path, got)
+
+
+@pytest.mark.sshd
+def test_a_transfer_after_the_sftp_server_died_opens_a_new_session(sshd_farm, tmp_path):
+    """The host's sftp-server dies between two transfers on one connection (as it may mid-deploy):
+    the transfer that meets the dead channel fails as lost, and the next one opens a new SFTP
+    session instead of failing on the dead one with "Channel not open"."""
+    import asyncio
+
+    from fleetctl.connection.ssh import SSHConnection
+    from fleetctl.errors import TransferError
+
+    wrapper = sshd_farm.root / "sftp-wrapper2.sh"
+    pidfile = sshd_farm.root / "sftp2.pid"
+    wrapper.write_text(f'#!/bin/sh\necho $$ > {pidfile}\nexec {sftp_server()}\n')
+    wrapper.chmod(0o755)
+    h = sshd_farm.start("respawn", sftp=False, extra_config=f"Subsystem sftp {wrapper}")
+    (h.home / "a").write_bytes(b"first\n")
+    (h.home / "b").write_bytes(b"second\n")
+    src = tmp_path / "up"
+    src.write_bytes(b"third\n")
+
+    async def go():
+        conn = SSHConnection(h.name, address="127.0.0.1", port=h.port, user=h.user, key_file=str(h.client_key),
+                             known_hosts=str(sshd_farm.known_hosts))
+        await conn.open()
+        try:
+            await conn.get(str(h.home / "a"), str(tmp_path / "a"))
+            first = int(pidfile.read_text())
+            os.kill(first, 9)
+            for _ in range(200):  # until the kernel has reaped it (sshd waits for its child)
+                if not Path(f"/proc/{first}").exists():
+                    break
+                await asyncio.sleep(0.01)
+            with pytest.raises(TransferError):
+                await conn.get(str(h.home / "b"), str(tmp_path / "b"))
+            await conn.get(str(h.home / "b"), str(tmp_path / "b"))
+            await conn.put(str(src), str(h.home / "c"))
+            assert int(pidfile.read_text()) != first
+        finally:
+            await conn.close()
+
+    asyncio.run(go())
+    assert (tmp_path / "a").read_bytes() == b"first\n" and (tmp_path / "b").read_bytes() == b"second\n"
+    assert (h.home / "c").read_bytes() == b"third\n"

@@ -132,8 +132,10 @@ def is_lost(exc: BaseException) -> bool:
     ``SFTPConnectionLost`` (the sftp-server process died, the channel closed), ``ConnectionLost``
     or a disconnect, and ``BrokenPipeError`` (asyncssh ``channel.py``: ``Channel not open for
     sending``) or a reset from a request on a channel already closed. No later request on it can
-    succeed."""
-    return isinstance(exc, (asyncssh.SFTPConnectionLost, asyncssh.ConnectionLost, asyncssh.DisconnectError,
+    succeed; ``SFTPNoConnection`` (``FX_NO_CONNECTION``, "Connection not open": a request on a
+    session already closed) is the same fact seen one request later."""
+    return isinstance(exc, (asyncssh.SFTPConnectionLost, asyncssh.SFTPNoConnection, asyncssh.ConnectionLost,
+                            asyncssh.DisconnectError,
                             BrokenPipeError, ConnectionResetError, asyncio.IncompleteReadError))
 
 

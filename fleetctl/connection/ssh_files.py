@@ -26,7 +26,7 @@ from pathlib import Path
 
 import asyncssh
 
-from ..errors import TransferError
+from ..errors import TransferError, TransferLost
 from .download import local_download, lost_error, read_error
 from .sftp_fallback import get_by_exec, put_by_exec, realpath_by_exec
 from .ssh_errors import is_lost, is_subsystem_refused, sftp_refused_note
@@ -59,13 +59,23 @@ class SFTPFiles:
         """The SFTP session, opened (within the session limit) when needed; it stays open
         while unused, until a command needs its session."""
         self._sftp_users += 1
+        sftp = None
         try:
             async with self._sftp_lock:
                 if self._sftp is None:
                     if self._no_sftp:  # learnt while this request waited for the lock
                         raise _NoSFTP(self._no_sftp["why"])
                     self._sftp = await self._start_sftp()
-            yield self._sftp
+                sftp = self._sftp
+            yield sftp
+        except BaseException as exc:
+            # a session whose channel is gone (its sftp-server died) is dropped, so the next
+            # transfer opens a new one instead of failing on it with "Channel not open"
+            if sftp is not None and self._sftp is sftp and (isinstance(exc, TransferLost) or is_lost(exc)):
+                self._sftp = None
+                sftp.exit()
+                self._sessions.in_use -= 1
+            raise
         finally:
             self._sftp_users -= 1
             if not self._sftp_users:
