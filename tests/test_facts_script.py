@@ -1070,6 +1070,33 @@ def test_smi_failure_names_the_loaded_and_library_versions():
     assert reason == "nvidia-smi did not answer in 5 s: a GPU may have fallen off the bus; see dmesg for Xid"
 
 
+def test_cause_line_is_the_error_not_what_was_printed_before_it():
+    """Operator trial: the first line a failed tool printed was quoted as its cause, though it was
+    context (nvidia-smi's GPU line before NVML's error, Python's ``Traceback`` head)."""
+    gpu = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1234)"
+    nvml = "Failed to initialize NVML: Driver/library version mismatch"
+    assert fs.cause_line(gpu + "\n", nvml + "\n") == nvml
+    assert fs.smi_failure(18, gpu, err=nvml)[0] == "nvidia-smi: exit 18: " + nvml
+    assert fs.smi_failure(15, "0, NVIDIA H200, 9.0\nUnable to determine the device handle for GPU1: GPU is lost",
+                          err="")[0].endswith("Unable to determine the device handle for GPU1: GPU is lost")
+    tb = ("Traceback (most recent call last):\n  File \"<string>\", line 2, in <module>\n"
+          "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n")
+    assert fs.cause_line("", tb) == "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory"
+    assert fs.cause_line("nvcc: NVIDIA (R) Cuda compiler driver\n",
+                         "nvcc warning : ok\nnvcc fatal   : Unknown option '--version'\n") \
+        == "nvcc fatal   : Unknown option '--version'"
+    assert fs.cause_line("only stdout\n", "") == "only stdout" and fs.cause_line("", "") == ""
+
+
+def test_python_probe_quotes_the_interpreters_exception(monkeypatch):
+    """A login environment with a bad PYTHONIOENCODING: the real interpreter dies before the probe
+    runs, printing ``Fatal Python error: ...`` and then the exception that is the cause."""
+    monkeypatch.setenv("PYTHONIOENCODING", "no-such-codec")
+    py = fs.probe_python(None)
+    assert py["error"].startswith("probe exited 1: "), py["error"]
+    assert "LookupError: unknown encoding: no-such-codec" in py["error"], py["error"]
+
+
 def test_more_device_files_than_gpus_listed_is_a_warning():
     smi = {"gpus": [{"index": 0}], "missing": False, "error": None, "rc": 0, "hung": False}
     stack = fs.gpu_stack(smi, None, None, ["/proc/driver/nvidia/version", "/dev/nvidia0", "/dev/nvidia1",

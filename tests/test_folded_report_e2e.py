@@ -9,6 +9,10 @@ Ten inventory hosts, cheaply: g01-g07 are seven names for one sshd test host (ea
 workdir; a fake H200), h-nvml another sshd host whose nvidia-smi fails as on a driver/library
 version mismatch, u1-u2 two ports where nothing listens. g07 waits for a gate file, so the run is
 still going while the test reads what was printed so far.
+
+With 8 hosts or fewer (the nightly's ``--json``, stdout and stderr to files), each failed or
+unreachable host has one line as it ends, a facts failure's with its cause (only the final table
+named it).
 """
 
 from __future__ import annotations
@@ -33,12 +37,12 @@ PLAY = ("name: greet\nhosts: all\ntasks:\n"
         "  - name: greet\n    command: {argv: [sh, -c, '{{ script }}']}\n")
 
 
-def _lines(proc: subprocess.Popen) -> queue.Queue:
-    """The process's stdout lines as they come (None at its end), read by a thread."""
+def _lines(proc: subprocess.Popen, stream=None) -> queue.Queue:
+    """The process's stdout lines (or ``stream``'s) as they come (None at its end), read by a thread."""
     q: queue.Queue = queue.Queue()
 
     def read() -> None:
-        for line in proc.stdout:
+        for line in stream or proc.stdout:
             q.put(line.rstrip("\n"))
         q.put(None)
 
@@ -117,3 +121,66 @@ def test_more_than_8_hosts_stream_to_a_pipe_and_name_every_cause_logs_and_runs_a
     assert (row["hosts"], row["ok"], row["failed"], row["unreachable"]) == (10, 7, 1, 2), row
     line = fleetctl("runs", home=tmp_path).stdout.splitlines()[0]
     assert line.endswith("10 hosts  1 failed  2 unreachable"), line
+
+
+def test_a_few_hosts_name_each_failed_host_once_as_it_ends_json_or_not(sshd_farm, tmp_path):
+    """Operator trial, the nightly's own ExecStart (``deploy --hosts all --playbook ... --json``,
+    stdout to one file, stderr to another): with 8 hosts or fewer, a host that failed at facts (a
+    driver/library mismatch) had no line on stderr, nor on stdout without ``--json``: only the
+    final table named it. Each failed or unreachable host has one line as it ends, in both modes:
+    the facts failure's with its cause and fix, while another host is still running."""
+    good, bad = sshd_farm.start("good"), sshd_farm.start("nvml")
+    write_fake_nvidia_smi(good.bin_dir, [H200])
+    write_mismatched_nvidia_smi(bad.bin_dir)
+    gate = tmp_path / "gate"
+    hosts = {"slow": {**good.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / "slow"),
+                      "script": f"while [ ! -e {gate} ]; do sleep 0.05; done"},
+             "task3": {**good.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / "task3"),
+                       "script": "exit 3"},
+             "h-nvml": {**bad.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / "nvml"),
+                        "script": "true"},
+             "u1": {**good.inventory_vars(sshd_farm.known_hosts), "ansible_port": free_port(), "script": "true"}}
+    inv = write_inventory(tmp_path / "inv.yaml", {"lab": hosts})
+    play = tmp_path / "play.yaml"
+    play.write_text(PLAY)
+    env = {**os.environ, "FLEETCTL_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    nvml = ("h-nvml | FAILED      host done in ", ": GPU stack broken: nvidia-smi: exit 18: Failed to initialize NVML: "
+                                                 "Driver/library version mismatch")
+
+    def ends(text: str) -> dict[str, list[str]]:
+        """host -> its live lines saying it failed or was unreachable."""
+        return {h: [ln for ln in text.splitlines() if ln.startswith(f"{h:<6} | FAILED ")
+                    or ln.startswith(f"{h:<6} | UNREACHABLE ")] for h in hosts}
+
+    for as_json in (True, False):
+        gate.unlink(missing_ok=True)
+        with open(tmp_path / "stdout.txt", "w") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "deploy", "--hosts", "all",
+                                     "--playbook", str(play), *(["--json"] if as_json else [])], cwd=REPO, env=env,
+                                    stdout=out if as_json else subprocess.PIPE,
+                                    stderr=subprocess.PIPE if as_json else subprocess.DEVNULL, text=True)
+        try:
+            lines = _lines(proc, proc.stderr if as_json else proc.stdout)
+            seen: list[str] = []
+            deadline = time.monotonic() + 120
+            while not (any(ln.startswith(nvml[0]) for ln in seen) and any(ln.startswith("u1 ") for ln in seen)
+                       and any(ln.startswith("task3  | FAILED ") for ln in seen)):
+                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+                assert line is not None and time.monotonic() < deadline, (as_json, "\n".join(seen))
+                seen.append(line)
+            assert proc.poll() is None, "\n".join(seen)  # as it happened: "slow" still waits for its gate
+            gate.touch()
+            rest = []
+            while (line := lines.get(timeout=120)) is not None:
+                rest.append(line)
+            assert proc.wait(timeout=60) == 1
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        said = ends("\n".join(seen + rest))
+        assert [len(said[h]) for h in ("h-nvml", "u1", "task3", "slow")] == [1, 1, 1, 0], (as_json, said)
+        assert nvml[1] in said["h-nvml"][0] and "; fix: the driver was updated" in said["h-nvml"][0], said
+        assert said["u1"][0].startswith("u1     | UNREACHABLE "), said
+        if as_json:
+            assert set(json.loads((tmp_path / "stdout.txt").read_text())["hosts"]) == set(hosts)

@@ -24,7 +24,9 @@ from tests.support.fake_gpu import (
     FrozenCgroup,
     fake_bus_id,
     fake_uuid,
+    GPU_LINE_FIRST,
     write_fake_nvidia_smi,
+    write_gpu_line_then_mismatch_nvidia_smi,
     write_hanging_nvidia_smi,
     write_mismatched_nvidia_smi,
     write_unrunnable_nvidia_smi,
@@ -70,6 +72,26 @@ def test_mismatched_driver_fails_at_facts_others_succeed(sshd_farm, tmp_path):
     # a host without any NVIDIA driver is the one case for fallback_archs
     assert doc["buildhost"]["gpu_stack"]["status"] == "none"
     assert doc["buildhost"]["build"]["source"] == "fallback"
+
+
+def test_nvml_error_is_the_cause_when_a_gpu_line_comes_first(sshd_farm, tmp_path):
+    """Operator trial: an nvidia-smi that printed ``GPU 0: ...`` on stdout before NVML's ``Failed to
+    initialize NVML: Driver/library version mismatch`` on stderr (exit 18) failed the host quoting
+    the GPU line; the NVML line was nowhere. The cause quoted is the error line, in every field."""
+    host, host_vars = _host(sshd_farm, "nvml18", tmp_path)
+    write_gpu_line_then_mismatch_nvidia_smi(host.bin_dir)
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"nvml18": host_vars}})
+    nvml = "Failed to initialize NVML: Driver/library version mismatch"
+    res = fleetctl("-i", str(inv), "facts", "--hosts", "nvml18", "--json", home=tmp_path, timeout_s=300)
+    assert res.returncode == 1, res.stderr
+    facts = json.loads(res.stdout)["nvml18"]
+    assert facts["gpu_probe_errors"][0] == f"nvidia-smi: exit 18: {nvml}", facts["gpu_probe_errors"]
+    assert nvml in facts["gpu_error"] and nvml in facts["gpu_stack"]["reason"]
+    assert GPU_LINE_FIRST not in facts["gpu_stack"]["reason"]
+    human = fleetctl("-i", str(inv), "facts", "--hosts", "nvml18", home=tmp_path, timeout_s=300)
+    assert human.returncode == 1
+    assert f"nvml18: FAILED: GPU stack broken: nvidia-smi: exit 18: {nvml}; fix: the driver was updated" \
+        in human.stdout + human.stderr, human.stdout + human.stderr
 
 
 def test_an_nvidia_smi_that_may_not_be_executed_is_named_as_found_not_missing(sshd_farm, tmp_path):

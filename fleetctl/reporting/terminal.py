@@ -83,7 +83,13 @@ def shown_result(run, status: str, msg: str) -> tuple[str, str]:
 
 class LiveOutput(LinePrinter):
     """An observer printing every shown host line as it arrives (``host | line``), each task's
-    start and result, and notes, to ``stream``. Detail notes only with ``verbose``."""
+    start and result, and notes, to ``stream``. Detail notes only with ``verbose``.
+
+    Each failed or unreachable host gets one line as it ends (README, "Output": a line per
+    finished host as it happens, for cron and CI): the failed task's result line, or, for a host
+    that ended before any task failed (facts: a broken GPU stack, a hung nvidia-smi; planning;
+    connecting), ``host | FAILED      host done in 30.1 s: CAUSE`` or ``host | UNREACHABLE CAUSE's
+    first sentence`` when its ``host.finished`` comes, never a second line for the same host."""
 
     #: The events it prints (the live valve queues no other).
     EVENTS = frozenset({"task.started", "task.finished", "note.added", "host.finished"})
@@ -91,6 +97,7 @@ class LiveOutput(LinePrinter):
     def __init__(self, hosts: list[str], stream: TextIO | None = None, verbose: int = 0) -> None:
         super().__init__(hosts, stream)
         self.verbose = verbose
+        self.ended: set[str] = set()  # hosts whose failure has its line already
 
     def line(self, run, host: str, line: OutputLine, shown: bool = True) -> None:
         if shown:
@@ -109,17 +116,27 @@ class LiveOutput(LinePrinter):
             text.append(f"{label.upper():11}", style=STYLE.get(status, ""))
             text.append(f" {run.redactor.text(str(d.get('task')))}" + (f": {msg}" if msg else ""))
             self.console.print(text)
+            if status in ("failed", "unreachable"):
+                self.ended.add(event.host)
         elif event.name == "note.added" and (self.verbose or not is_detail_note(str(d.get("message")))):
             text = self.prefix(event.host)
             message = run.redactor.text(str(d.get("message")))
             # a warning note says so itself (facts' "warning: ..."): never "note: warning: ..."
             text.append(message if message.startswith("warning: ") else f"note: {message}", style="yellow")
             self.console.print(text)
-        elif event.name == "host.finished" and d.get("status") == "unreachable":
+        elif event.name == "host.finished" and d.get("status") in ("failed", "unreachable") \
+                and event.host not in self.ended:
+            self.ended.add(event.host)
             text = self.prefix(event.host)
-            # the first sentence live; the whole cause (fingerprints, the fix) once, in the summary
-            text.append(f"UNREACHABLE {first_sentence(run.redactor.text(str(d.get('error'))))}",
-                        style=STYLE["unreachable"])
+            error = run.redactor.text(str(d.get("error") or "no cause given"))
+            if d.get("status") == "unreachable":
+                # the first sentence live; the whole cause (fingerprints, the fix) once, in the summary
+                text.append(f"UNREACHABLE {first_sentence(error)}", style=STYLE["unreachable"])
+            else:  # the whole cause and its fix: with --json no summary follows on the terminal
+                duration = d.get("duration_s")
+                text.append(f"{'FAILED':11}", style=STYLE["failed"])
+                text.append(" host done" + (f" in {float(duration):.1f} s" if duration is not None else "")
+                            + f": {error}")
             self.console.print(text)
 
 
@@ -230,9 +247,10 @@ class FoldedOutput:
             status = str(d.get("status"))
             error = run.redactor.text(str(d.get("error"))) if d.get("error") else ""
             self.board.started.pop(host, None)
-            if host not in self.finished:
-                self.finished.add(host)
-                self.board.done[status] = self.board.done.get(status, 0) + 1
+            if host in self.finished:  # one line per host
+                return
+            self.finished.add(host)
+            self.board.done[status] = self.board.done.get(status, 0) + 1
             duration = d.get("duration_s")
             cause = error if host not in self.failed else ""  # a failed task's line said it already
             self._print_line(host, status, "host done" + (f" in {float(duration):.1f} s" if duration is not None

@@ -437,6 +437,39 @@ def _first_line(*texts):
     return ""
 
 
+#: A Python exception's own line, as a traceback ends (``ImportError: libcudart.so.12: ...``).
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)")
+#: Words that mark a line saying why a tool failed (NVML's ``Failed to initialize NVML: ...``,
+#: ``Unable to determine the device handle ...``, ``No devices were found``, ``nvcc fatal : ...``).
+_CAUSE_WORDS = re.compile(r"error|fatal|fail|unable|cannot|can't|couldn't|could not|not found|no such|denied|"
+                          r"mismatch|invalid|not a valid|lost|no devices|not supported|segmentation", re.I)
+
+
+def cause_line(out, err, context=None):
+    """The one line that says why a failed tool failed, from its ``out`` (stdout) and ``err`` (stderr).
+
+    A tool may print what it did manage before the error (nvidia-smi's ``GPU 0: NVIDIA H100 ...``
+    on stdout, then NVML's ``Failed to initialize NVML: ...`` on stderr), and Python prints
+    ``Traceback (most recent call last):`` before the exception: the first line of the output is
+    then context, not the cause. In order: a Python exception line (the last on stderr, as the
+    traceback ends with it), else the first line on stderr then stdout that says it failed
+    (:data:`_CAUSE_WORDS`), else the first line on stderr, else on stdout. ``context(line)`` true
+    marks a stdout line as never the cause while another line is there (nvidia-smi's CSV rows).
+    Returns "" when both are empty.
+    """
+    err_lines = [ln.strip() for ln in (err or "").splitlines() if ln.strip()]
+    out_lines = [ln.strip() for ln in (out or "").splitlines() if ln.strip()]
+    if context is not None:
+        out_lines = [ln for ln in out_lines if not context(ln)] or ([] if err_lines else out_lines)
+    exceptions = [ln for ln in err_lines if _EXCEPTION_LINE.match(ln)]
+    if exceptions:
+        return exceptions[-1]
+    for line in err_lines + out_lines:
+        if _CAUSE_WORDS.search(line):
+            return line
+    return (err_lines + out_lines + [""])[0]
+
+
 def _is_exe(path):
     return bool(path) and os.path.isfile(path) and os.access(path, os.X_OK)
 
@@ -691,12 +724,10 @@ def loaded_driver_version(proc_version=NVIDIA_PROC_VERSION):
 _SMI_ROW = re.compile(r"^\d+, ")
 
 
-def smi_message_lines(text):
-    """The lines of nvidia-smi's output that are messages, not a GPU's ``--query-gpu`` row (rows
-    start with the GPU's ``index`` field: ``"0, NVIDIA H200, 9.0, ..."``); all lines when every
-    one looks like a row."""
-    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
-    return [ln for ln in lines if not _SMI_ROW.match(ln)] or lines
+def smi_row(line):
+    """Whether ``line`` is a GPU's ``--query-gpu`` CSV row (rows start with the GPU's ``index``
+    field: ``"0, NVIDIA H200, 9.0, ..."``), never the cause of a failure while a message is there."""
+    return bool(_SMI_ROW.match(line))
 
 
 #: The first driver whose nvidia-smi knows ``--query-gpu=compute_cap`` (NVIDIA's nvidia-smi
@@ -729,21 +760,25 @@ def smi_ended(rc):
     return "exit %d" % rc
 
 
-def smi_failure(rc, text, timeout_s=None, loaded=None):
+def smi_failure(rc, text, timeout_s=None, loaded=None, err=""):
     """What a failing nvidia-smi means and how to fix it: ``(reason, fix)``.
 
     Args:
         rc: its exit status (None: it did not answer in ``timeout_s`` seconds).
-        text: its stdout and stderr.
+        text: its stdout (or its stdout and stderr together, where they were not kept apart).
         loaded: the loaded kernel module's version, if known.
+        err: its stderr.
 
     The exit statuses are nvidia-smi's own (``nvidia-smi -h``, RETURN VALUE): 6 no GPU found,
     9 the driver is not loaded, 15 a GPU has fallen off the bus or is otherwise inaccessible
-    ("GPU is lost"), 18 driver/library version mismatch. The line quoted is the first that is not
-    a GPU's CSV row (:func:`smi_message_lines`): with one GPU lost, nvidia-smi still prints the
-    healthy GPUs' rows before the lost one's "Unable to determine the device handle ..." line.
+    ("GPU is lost"), 18 driver/library version mismatch. The line quoted is the cause
+    (:func:`cause_line`), never a GPU's CSV row (:func:`smi_row`) nor a line it printed before the
+    error: with one GPU lost, nvidia-smi still prints the healthy GPUs' rows before the lost one's
+    "Unable to determine the device handle ..." line; a wrapper may print ``GPU 0: NVIDIA H100 ...``
+    on stdout before NVML's ``Failed to initialize NVML: ...`` on stderr.
     """
-    first = _first_line("\n".join(smi_message_lines(text))) or "no output"
+    first = cause_line(text, err, context=smi_row) or "no output"
+    text = "%s\n%s" % (text or "", err or "")
     ended = smi_ended(rc)
     if rc == 0:  # it succeeded and listed no GPU: not a status nvidia-smi gives for "no GPU" (that is 6)
         return ("nvidia-smi: exit 0 but it listed no GPU (%s)" % first,
@@ -851,7 +886,7 @@ def probe_nvidia_smi(timeout_s=None):
         text = res["out"] + "\n" + res["err"]
         out.update(rc=res["rc"], text=text.strip())
         if res["timed_out"]:
-            out.update(hung=True, stuck=res["stuck"], error=smi_failure(None, text, timeout_s)[0])
+            out.update(hung=True, stuck=res["stuck"], error=smi_failure(None, res["out"], timeout_s, err=res["err"])[0])
             return out
         if res["errno"] == errno.EACCES:  # x bit, but a noexec mount, an LSM, an interpreter it may not run
             out.update(denied=True, path=exe, error=smi_not_runnable(exe, None))
@@ -867,7 +902,7 @@ def probe_nvidia_smi(timeout_s=None):
             out.update(too_old=True, driver=driver, error=smi_too_old(driver))
             return out
         if res["rc"] != 0:
-            out["error"] = smi_failure(res["rc"], text)[0]
+            out["error"] = smi_failure(res["rc"], res["out"], err=res["err"])[0]
             return out
         try:
             gpus, driver = parse_nvidia_smi_csv(res["out"], fields)
@@ -875,7 +910,7 @@ def probe_nvidia_smi(timeout_s=None):
             out["error"] = "nvidia-smi: unexpected output: %s" % exc
             return out
         if not gpus:  # exit 0 and no row: said as it is (the real "no GPU" is exit 6, handled above)
-            out["error"] = smi_failure(res["rc"], text)[0]
+            out["error"] = smi_failure(res["rc"], res["out"], err=res["err"])[0]
             return out
         out.update(gpus=gpus, driver=driver)
         return out
@@ -1036,7 +1071,7 @@ def probe_nvml(timeout_s=None):
             if data.get("error"):
                 return None, None, "nvml: " + data["error"]
             return data.get("gpus") or [], data.get("driver_version"), None
-    return None, None, "nvml: probe exited %s: %s" % (res["rc"], _first_line(res["err"], res["out"]) or "no output")
+    return None, None, "nvml: probe exited %s: %s" % (res["rc"], cause_line(res["out"], res["err"]) or "no output")
 
 
 def nvml_child():
@@ -1258,7 +1293,7 @@ def ask_nvcc(nvcc):
     tk = {"version": None, "archs": None, "codes": None, "errors": []}
     rc, out, err, error = run_command([nvcc, "--version"])
     if error or rc != 0:
-        tk["errors"].append(error or "nvcc --version: exit %s: %s" % (rc, _first_line(err, out)))
+        tk["errors"].append(error or "nvcc --version: exit %s: %s" % (rc, cause_line(out, err)))
     else:
         tk["version"] = parse_nvcc_version(out)
         if tk["version"] is None:
@@ -1266,7 +1301,7 @@ def ask_nvcc(nvcc):
     for key, flag in (("archs", "--list-gpu-arch"), ("codes", "--list-gpu-code")):
         rc, out, err, error = run_command([nvcc, flag])
         if error or rc != 0:
-            tk["errors"].append(error or "nvcc %s: exit %s: %s" % (flag, rc, _first_line(err, out)))
+            tk["errors"].append(error or "nvcc %s: exit %s: %s" % (flag, rc, cause_line(out, err)))
         else:
             tk[key] = parse_word_list(out)
     return tk
@@ -1762,11 +1797,11 @@ def probe_python(venv, cache=None):
     for part in parts:
         py.update(part)
     if not parts:
-        py["error"] = error or "probe exited %s: %s" % (rc, _first_line(err, out) or "no output")
+        py["error"] = error or "probe exited %s: %s" % (rc, cause_line(out, err) or "no output")
         py["torch_error"] = py["torch_error"] or "interpreter probe failed"
     elif len(parts) == 1:
         py["torch_probe_error"] = "fleetctl's probe read_torch did not answer: " + (
-            error or "probe exited %s: %s" % (rc, _first_line(err) or "no output"))
+            error or "probe exited %s: %s" % (rc, cause_line("", err) or "no output"))
     if py.get("site_packages"):
         try:
             py["site_packages_fs"] = site_packages_fs(py["site_packages"])
@@ -1800,7 +1835,7 @@ def probe_tool(name, venv, version_flag="--version", parse=parse_cmake_version, 
         rc, out, err, error = run_command([path, version_flag])
         if error or rc != 0:
             return {"version": None, "error": error or "%s %s: exit %s: %s" % (name, version_flag, rc,
-                                                                                 _first_line(err, out))}
+                                                                                 cause_line(out, err))}
         return {"version": parse(out), "error": None}
 
     real = os.path.realpath(path)
@@ -2087,7 +2122,7 @@ def probe_compiler(path):
             "major": None, "minor": None, "version": None, "banner": None, "error": None}
     rc, out, err, error = run_command([path, "-dM", "-E", "-x", "c++", os.devnull])
     if error or rc != 0:
-        comp["error"] = error or "%s -dM -E: exit %s: %s" % (path, rc, _first_line(err, out))
+        comp["error"] = error or "%s -dM -E: exit %s: %s" % (path, rc, cause_line(out, err))
     else:
         comp.update(parse_compiler_macros(out))
         if comp["major"] is not None:

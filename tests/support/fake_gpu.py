@@ -322,6 +322,23 @@ def write_mismatched_nvidia_smi(bin_dir: str | os.PathLike[str]) -> Path:
     return path
 
 
+#: What a driver/library mismatch looked like on an operator's host: the GPU's ``nvidia-smi -L``
+#: line on stdout first, then NVML's error on stderr, exit 18.
+GPU_LINE_FIRST = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1234)"
+
+
+def write_gpu_line_then_mismatch_nvidia_smi(bin_dir: str | os.PathLike[str]) -> Path:
+    """Write an ``nvidia-smi`` that prints :data:`GPU_LINE_FIRST` on stdout, then the first line of
+    :data:`MISMATCH_MESSAGE` on stderr, and exits :data:`MISMATCH_RC`."""
+    folder = Path(bin_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "nvidia-smi"
+    path.write_text("#!/bin/sh\necho " + shlex.quote(GPU_LINE_FIRST) + "\necho "
+                    + shlex.quote(MISMATCH_MESSAGE.splitlines()[0]) + f" >&2\nexit {MISMATCH_RC}\n")
+    path.chmod(0o755)
+    return path
+
+
 class FrozenCgroup:
     """A cgroup v1 freezer group in state FROZEN (root only): a process that enters it stops in
     the kernel (state ``D``) and SIGKILL stays pending until the group thaws, as nvidia-smi does
