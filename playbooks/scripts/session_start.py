@@ -49,6 +49,14 @@ exits 4 leaving the file alone, so the controller sees the lock lost when the ru
 it installs) and reads who holds it (fleetctl/engine/lockwatch.py). It does so as ``/bin/sh``
 (:data:`HOLD`, exec'd in this process, so the recorded pid stays right), so a held lock costs a
 shell, not an interpreter. Without the lock it exits 0 at once.
+
+Stopping: a job marked ``watch_stdin`` (the controller keeps the stdin open after the job, with
+heartbeats) has a thread read it to EOF, which comes when the controller is interrupted, times the
+command out or is gone; then, and on SIGTERM, SIGHUP or SIGINT, the script kills its children with
+their sessions (the facts' GPU commands and the probes run in sessions of their own, out of reach
+of a stop sent to this process's group), clears the lock record when it holds the lock, and exits
+(:func:`stop`). A command given stdin is not under fleetctl's supervisor
+(fleetctl/connection/command.py), so this is its supervision.
 """
 
 import base64
