@@ -579,36 +579,29 @@ def stop_children():
     the stop that reaches this process's group (the controller interrupted: its supervisor's TERM,
     the channel's EOF) does not reach them; this is how it does (operator trial: a hung
     ``nvidia-smi`` left running under init after Ctrl-C). Children are found in ``/proc``
-    (``ppid`` field of ``/proc/PID/stat``, proc(5)); where there is none, only the own group."""
-    me = os.getpid()
+    (``ppid`` and ``pgrp`` fields of ``/proc/PID/stat``, proc(5)); without ``/proc``, none are."""
+    me, own = os.getpid(), os.getpgrp()
     try:
         names = os.listdir("/proc")
     except OSError:
         names = []
     for name in names:
-        if not name.isdigit():
+        if not name.isdigit() or int(name) == me:
             continue
         try:
             with open("/proc/%s/stat" % name, "rb") as fh:
                 fields = fh.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
+            ppid, pgrp = int(fields[1]), int(fields[2])  # fields: state, ppid, pgrp, session
+        except (OSError, IndexError, ValueError):
             continue
-        if len(fields) > 2 and int(fields[1]) == me:  # fields: state, ppid, pgrp, session
-            pid, pgrp = int(name), int(fields[2])
-            try:
-                if pgrp == pid:
-                    os.killpg(pid, signal.SIGKILL)
-                else:
-                    os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-    try:
-        own = os.getpgrp()
-        if own == me:  # a group of its own (os.setsid below): its other members are ours
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            os.killpg(own, signal.SIGTERM)
-    except OSError:
-        pass
+        pid = int(name)
+        try:
+            if ppid == me and pgrp == pid:  # a child leading its own group (session): all of it
+                os.killpg(pid, signal.SIGKILL)
+            elif ppid == me or (own == me and pgrp == own):  # a child, or a member of this group
+                os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 #: The deploy lock's file descriptor while this process holds it (cleared on a stop).
