@@ -19,6 +19,11 @@ Stream = Literal["stdout", "stderr"]
 CAPTURE_BYTES = 4 * 1024 * 1024
 
 
+#: How a connection's note (``on_note``) that names something an interrupted transfer left on the
+#: host begins; the run record writes such notes into the host's log.
+LEFT_ON_HOST = "left on the host: "
+
+
 @dataclass(frozen=True)
 class OutputLine:
     """One line a remote command printed.

@@ -11,7 +11,9 @@ ever parsed by a shell), run through :meth:`Connection.run`:
 
 - put: the bytes go to the command's stdin; ``cat`` writes them to ``FILE.part`` beside the
   target, which is ``chmod``-ed and renamed into place, so no partial file ever has the final
-  name, and a failure removes the part file;
+  name, and a failure removes the part file, as does an interrupted upload (the controller
+  stopped: ``cat`` sees EOF short of the size given, so nothing cut off is renamed into place, or
+  the shell gets TERM, HUP or INT);
 - get: the file must be a regular file (a symlink or special file is refused, as the SFTP path
   refuses it with ``lstat``); its bytes come back on stdout and are written, as they arrive, to
   ``.LOCAL.part`` on the controller, renamed into place once the command succeeded
@@ -39,7 +41,9 @@ PUT_MARK = "FLEETCTL-PUT-SIZE:"
 GET_MARK = b"FLEETCTL-GET-DATA:"
 
 _PUT = ('umask 077; if [ -d "$1" ]; then echo "$1: Is a directory (a folder is there)" >&2; exit 21; fi; '
-        'd=$(dirname -- "$1"); (umask "$3" && mkdir -p -- "$d") && cat > "$1.part" && '
+        'd=$(dirname -- "$1"); (umask "$3" && mkdir -p -- "$d") && '
+        'trap \'rm -f -- "$1.part"; exit 143\' TERM HUP INT PIPE && cat > "$1.part" && '
+        '{ [ "$(wc -c < "$1.part" | tr -d " ")" = "$4" ] || { echo "$1: the upload was cut off" >&2; false; }; } && '
         'chmod "$2" "$1.part" && mv -f -- "$1.part" "$1" || { rc=$?; rm -f -- "$1.part"; exit $rc; }; '
         'if [ -L "$1" ] || [ ! -f "$1" ]; then echo "$1: not a regular file after the rename" >&2; exit 1; fi; '
         'printf "\\n%s%s\\n" "' + PUT_MARK + '" "$(wc -c < "$1" | tr -d " ")"')
@@ -68,7 +72,7 @@ async def put_by_exec(conn: Connection, local_path: str, remote_path: str, mode:
     """
     data = Path(local_path).read_bytes()
     res = await conn.run(["/bin/sh", "-c", _PUT, "fleetctl-put", remote_path, f"{mode or 0o644:o}",
-                          f"{0o777 & ~(0o700 if dir_mode is None else dir_mode):03o}"], stdin=data,
+                          f"{0o777 & ~(0o700 if dir_mode is None else dir_mode):03o}", str(len(data))], stdin=data,
                          timeout_s=TRANSFER_TIMEOUT_S)
     if res.rc != 0:
         detail = put_failure(res.stderr_text, remote_path) or f"exit status {res.rc}"

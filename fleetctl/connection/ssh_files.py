@@ -6,7 +6,11 @@ uses the connection's ``host``, ``stats``, ``on_note``, ``_sessions``, ``_sftp``
 ``_sftp_lock``, ``_no_sftp``, ``_require()``, ``_count()``, ``_saturated()``, ``_second()`` and
 ``run()``).
 
-- Uploads go to a temporary ``.part`` name and are renamed into place; a failed upload removes it.
+- Uploads go to a temporary ``.part`` name and are renamed into place; a failed upload removes it,
+  and so does an interrupted one (Ctrl-C, SIGTERM), within :data:`PART_REMOVE_S` seconds a step (a
+  host that stops answering must not hold up the exit); a part file it could not remove is named
+  in the host's log (:data:`~fleetctl.connection.base.LEFT_ON_HOST`), and a later upload to the
+  same path removes those of its own naming unchanged for :data:`STALE_PART_S` seconds.
 - The SFTP session is opened when a transfer needs it and stays open while unused, until a command
   needs its session (``_close_idle_sftp``).
 - A server that refuses the ``sftp`` subsystem (no ``Subsystem sftp`` in sshd_config) is learnt
@@ -21,12 +25,14 @@ import asyncio
 import contextlib
 import os
 import posixpath
+import re
 import secrets
 from pathlib import Path
 
 import asyncssh
 
 from ..errors import TransferError, TransferLost
+from .base import LEFT_ON_HOST
 from .download import local_download, lost_error, read_error
 from .sftp_fallback import get_by_exec, put_by_exec, realpath_by_exec
 from .ssh_errors import is_lost, is_subsystem_refused, sftp_refused_note
@@ -35,8 +41,12 @@ from .ssh_sessions import UseOverflow
 #: SFTP write requests in flight per upload.
 UPLOAD_REQUESTS = 4
 
-
+#: Seconds an interrupted upload waits for its part file's removal before it lets go (and says so).
+PART_REMOVE_S = 5.0
+#: Seconds a part file of the same destination must be unchanged before a later upload removes it.
+STALE_PART_S = 300
 _TAIL_BLOCK = 65536  # bytes a read past the size lstat saw asks for (sequential, to EOF)
+
 
 class SFTPFiles:
     """Put, get and realpath for :class:`~fleetctl.connection.ssh.SSHConnection` (see the module
@@ -209,10 +219,16 @@ class SFTPFiles:
         try:
             # 4 requests in flight (asyncssh's default is 16 x 256 KiB per upload): what 20+
             # simultaneous uploads cost in controller memory, without a measurable loss of speed.
-            await sftp.put(local_path, tmp, max_requests=UPLOAD_REQUESTS)
+            await self._put_bounded(sftp, local_path, tmp)
             await sftp.chmod(tmp, mode if mode is not None else 0o644)
             await sftp.posix_rename(tmp, remote_path)
             after = await sftp.lstat(remote_path)
+        except asyncio.CancelledError:  # interrupted (Ctrl-C, SIGTERM): never a part file for good
+            await self._drop_part(sftp, tmp)
+            raise
+        except _HostSilent as exc:
+            self._note_left(tmp, str(exc))
+            raise asyncio.CancelledError() from None
         except (OSError, asyncssh.Error) as exc:
             try:
                 await sftp.remove(tmp)
@@ -228,9 +244,65 @@ class SFTPFiles:
             named = name_write_error(reason, remote_path, explicit_dest=explicit_dest)
             raise TransferError(f"{self.host}: upload {local_path} -> {remote_path}: {named or reason}"
                                 + (" (the partial file was removed)" if named else "")) from None
+        await self._drop_stale_parts(sftp, remote_path, after.mtime)
         if after.type != asyncssh.FILEXFER_TYPE_REGULAR or after.size != size:
             raise TransferError(f"{self.host}: upload {local_path} -> {remote_path}: what is at that path afterwards "
                                 f"is not the file sent ({after.size} bytes, {size} bytes sent)")
+
+    async def _put_bounded(self, sftp, local_path: str, tmp: str) -> None:
+        """``sftp.put`` into ``tmp``; cancelled, it is given :data:`PART_REMOVE_S` seconds to end
+        (asyncssh's put closes the remote file first, which a host that stopped answering never
+        confirms: the interrupted run hung there) before the host is taken as gone.
+
+        Raises:
+            asyncio.CancelledError: cancelled, once the put ended.
+            _HostSilent: cancelled, and the put did not end in time.
+        """
+        put = asyncio.ensure_future(sftp.put(local_path, tmp, max_requests=UPLOAD_REQUESTS))
+        try:
+            await asyncio.shield(put)
+        except asyncio.CancelledError:
+            put.cancel()
+            done, _ = await asyncio.wait({put}, timeout=PART_REMOVE_S)
+            if not done:
+                raise _HostSilent(f"the host did not answer in {PART_REMOVE_S:g} s") from None
+            raise
+
+    def _note_left(self, tmp: str, why: str) -> None:
+        """Name a part file left on the host in the host's log (``on_note``, :data:`LEFT_ON_HOST`)."""
+        if self.on_note is not None:
+            self.on_note(f"{LEFT_ON_HOST}{tmp} (an interrupted upload's part file; removing it failed: {why})")
+
+    async def _drop_part(self, sftp, tmp: str) -> None:
+        """Remove an interrupted upload's part file, waiting at most :data:`PART_REMOVE_S` seconds
+        (a dead host must not hold up the exit); when it cannot be removed, the host's log names
+        it (``on_note``: :data:`~fleetctl.connection.base.LEFT_ON_HOST`)."""
+        try:
+            await asyncio.wait_for(asyncio.shield(sftp.remove(tmp)), PART_REMOVE_S)
+            return
+        except asyncssh.SFTPNoSuchFile:
+            return
+        except (OSError, asyncssh.Error, asyncio.TimeoutError, asyncio.CancelledError) as exc:
+            why = getattr(exc, "reason", None) or str(exc) or (
+                f"no answer in {PART_REMOVE_S:g} s" if isinstance(exc, asyncio.TimeoutError) else "interrupted again")
+        self._note_left(tmp, why)
+
+    async def _drop_stale_parts(self, sftp, remote_path: str, now: int | None) -> None:
+        """Remove part files an earlier upload to ``remote_path`` left (its own naming scheme,
+        ``.NAME.<8 hex digits>.part``, regular files of this user) once they are unchanged for
+        :data:`STALE_PART_S` seconds before ``now`` (the finished file's mtime: the host's clock),
+        so an upload still writing one (another controller's) is never cut off. Best effort."""
+        parent, name = posixpath.split(remote_path)
+        pattern = re.compile(r"\." + re.escape(name) + r"\.[0-9a-f]{8}\.part")
+        if now is None:
+            return
+        with contextlib.suppress(OSError, asyncssh.Error):
+            for entry in await sftp.readdir(parent or "."):
+                a = entry.attrs
+                if (pattern.fullmatch(entry.filename) and a.type == asyncssh.FILEXFER_TYPE_REGULAR
+                        and a.mtime is not None and now - a.mtime >= STALE_PART_S):
+                    with contextlib.suppress(OSError, asyncssh.Error):
+                        await sftp.remove(posixpath.join(parent, entry.filename))
 
     async def get(self, remote_path: str, local_path: str) -> None:
         """Download a regular file over SFTP (over an exec channel where SFTP cannot be used); a
@@ -282,6 +354,10 @@ class SFTPFiles:
                     raise read_error(self.host, remote_path, exc) from None
                 reason = getattr(exc, "reason", None) or str(exc)
                 raise TransferError(f"{self.host}: get {remote_path}: {reason}") from None
+
+
+class _HostSilent(Exception):
+    """An interrupted upload's host did not answer in time (see ``_put_bounded``)."""
 
 
 class _NoSFTP(TransferError):

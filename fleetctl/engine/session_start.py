@@ -141,9 +141,14 @@ async def _exec(session: HostSession, job: dict[str, Any], *, hold: bool,
     """Run the first command; ``(result, finished command, holder task)``."""
     conn = session.conn
     argv = ["python3", "-S", "-c", BOOT]  # -S: no site (its imports and .pth files): the scripts are stdlib only
-    stdin = boot_stdin(job)
+    # the stdin stays open after the job wherever it can, and the script stops itself and its
+    # children (the facts' nvidia-smi runs in a session of its own) once it closes: as a
+    # supervised command is stopped (fleetctl/connection/command.py), which a command given
+    # stdin cannot be (operator trial: a hung nvidia-smi left running after Ctrl-C on facts)
+    watch = bool(conn.holds_stdin)
+    stdin = boot_stdin({**job, "watch_stdin": watch})
     if not hold:
-        res = await conn.run(argv, stdin=stdin, timeout_s=timeout_s)
+        res = await conn.run(argv, stdin=stdin, timeout_s=timeout_s, hold_stdin=watch)
         return _result(res.stdout_text), res, None
     got: asyncio.Future = asyncio.get_running_loop().create_future()
     box: list[asyncio.Future] = [got]  # emptied once read: the holder lives for the run, its result need not

@@ -209,6 +209,8 @@ async def copy_to_hosts(hosts: Sequence[Any], src: str, dest: str, *, run: RunMo
                     return
                 conn = scopes[host.connection].connection(host_ref(host))
                 conn_box.append(conn)
+                # what the connection learns on its own (a part file an interrupt left) goes to the record
+                conn.on_note = lambda message, name=host.name: observers.emit("note.added", name, message=message)
                 await conn.open()
                 into = False
                 if ask_first:  # an existing folder gets the file, as cp/scp
@@ -343,6 +345,8 @@ async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *
             async def work(out, conn_box: list) -> None:
                 conn = scopes[host.connection].connection(host_ref(host))
                 conn_box.append(conn)
+                # what the connection learns on its own (a part file an interrupt left) goes to the record
+                conn.on_note = lambda message, name=host.name: observers.emit("note.added", name, message=message)
                 await conn.open()
                 mine = host_src(src, host.name)
                 kind, root, paths, skipped = await remote_sources(conn, host.name, mine, timeout_s)

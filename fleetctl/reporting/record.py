@@ -43,7 +43,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from ..connection.base import OutputLine
+from ..connection.base import LEFT_ON_HOST, OutputLine
 from ..engine.model import Event, RunModel
 from ..errors import InputError
 from ..util.paths import safe_name
@@ -169,6 +169,8 @@ class RunRecord:
                 self.mark(event.host, f"{data.get('task')}: {status.upper()} {msg}")
                 if data.get("status") in ("failed", "unreachable"):
                     self._cause_logged.add(event.host)
+            elif event.name == "note.added" and str(data.get("message", "")).startswith(LEFT_ON_HOST):
+                self.mark(event.host, str(data["message"]))  # a part file an interrupt left behind
             elif event.name == "host.started":
                 with self._lock:
                     self.host_log(event.host)  # every host has a log, even a silent one

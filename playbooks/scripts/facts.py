@@ -607,6 +607,24 @@ def remembered(cache, key, deps, ask, keep):
     return json.loads(json.dumps(got))  # a copy: the caller's edits never reach the file
 
 
+#: Sessions :func:`run_bounded` started whose child has not ended (stopped by :func:`stop_on_signal`).
+LIVE_SESSIONS = set()
+
+
+def stop_on_signal(signum, _frame=None):
+    """SIGTERM, SIGHUP, SIGINT of this script run on its own (``python3 facts.py``, under
+    fleetctl's supervisor, which stops the script's process group when the run is interrupted):
+    kill the sessions of :data:`LIVE_SESSIONS` too (each GPU command runs in its own, out of that
+    group's reach: operator trial, a hung nvidia-smi left running after Ctrl-C), then exit
+    128 + the signal's number."""
+    for pid in list(LIVE_SESSIONS):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    os._exit(128 + signum)
+
+
 def run_bounded(argv, timeout_s, env=None):
     """Run argv without a shell, never waiting on it past ``timeout_s`` seconds (+ a short grace).
 
@@ -631,9 +649,11 @@ def run_bounded(argv, timeout_s, env=None):
         res["errno"] = exc.errno
         return res
     res["pid"] = proc.pid
+    LIVE_SESSIONS.add(proc.pid)
     try:
         out, err = proc.communicate(timeout=timeout_s)
         res.update(rc=proc.returncode, out=_decode(out), err=_decode(err))
+        LIVE_SESSIONS.discard(proc.pid)
         return res
     except subprocess.TimeoutExpired:
         res["timed_out"] = True
@@ -2489,4 +2509,6 @@ def parse_options(argv):
 
 
 if __name__ == "__main__":
+    for _sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(_sig, stop_on_signal)
     sys.exit(main())

@@ -49,6 +49,14 @@ exits 4 leaving the file alone, so the controller sees the lock lost when the ru
 it installs) and reads who holds it (fleetctl/engine/lockwatch.py). It does so as ``/bin/sh``
 (:data:`HOLD`, exec'd in this process, so the recorded pid stays right), so a held lock costs a
 shell, not an interpreter. Without the lock it exits 0 at once.
+
+Stopping: a job marked ``watch_stdin`` (the controller keeps the stdin open after the job, with
+heartbeats) has a thread read it to EOF, which comes when the controller is interrupted, times the
+command out or is gone; then, and on SIGTERM, SIGHUP or SIGINT, the script kills its children with
+their sessions (the facts' GPU commands and the probes run in sessions of their own, out of reach
+of a stop sent to this process's group), clears the lock record when it holds the lock, and exits
+(:func:`stop`). A command given stdin is not under fleetctl's supervisor
+(fleetctl/connection/command.py), so this is its supervision.
 """
 
 import base64
@@ -564,6 +572,66 @@ def _import_and_run(path, source, folder, argv):
         sys.stdout = saved
 
 
+def stop_children():
+    """Kill (SIGKILL) every child of this process with its whole process group, and the rest of
+    this process's own group (itself excepted). The facts' GPU commands and the probes run in
+    sessions of their own (``start_new_session``: a timed-out wrapper's children go with it), so
+    the stop that reaches this process's group (the controller interrupted: its supervisor's TERM,
+    the channel's EOF) does not reach them; this is how it does (operator trial: a hung
+    ``nvidia-smi`` left running under init after Ctrl-C). Children are found in ``/proc``
+    (``ppid`` and ``pgrp`` fields of ``/proc/PID/stat``, proc(5)); without ``/proc``, none are."""
+    me, own = os.getpid(), os.getpgrp()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        names = []
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            ppid, pgrp = int(fields[1]), int(fields[2])  # fields: state, ppid, pgrp, session
+        except (OSError, IndexError, ValueError):
+            continue
+        pid = int(name)
+        try:
+            if ppid == me and pgrp == pid:  # a child leading its own group (session): all of it
+                os.killpg(pid, signal.SIGKILL)
+            elif ppid == me or (own == me and pgrp == own):  # a child, or a member of this group
+                os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+#: The deploy lock's file descriptor while this process holds it (cleared on a stop).
+HELD = []
+
+
+def stop(code):
+    """End now: the children stopped (:func:`stop_children`), the lock record cleared when held."""
+    stop_children()
+    for fd in HELD:
+        try:
+            os.ftruncate(fd, 0)
+        except OSError:
+            pass
+    os._exit(code)
+
+
+def watch_stdin():
+    """Read stdin (the controller's heartbeats after the job) until EOF, then :func:`stop`: the
+    controller closes it when it is interrupted or times the command out, or the connection is
+    gone (sshd closes the channel). A daemon thread, for a job marked ``watch_stdin``; it reads
+    fd 0 itself (a daemon thread blocked in ``sys.stdin.buffer`` would hold its lock at exit)."""
+    try:
+        while os.read(0, 65536):
+            pass
+    except OSError:
+        pass
+    stop(143)
+
+
 def main():
     stdin = sys.stdin.buffer
     facts_source = read_block(stdin)
@@ -573,6 +641,10 @@ def main():
         os.setsid()  # its own process group: a stale holder is stopped with kill -TERM -- -PID
     except OSError:
         pass
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):  # the children are stopped too
+        signal.signal(sig, lambda num, _frame: stop(128 + num))
+    if job.get("watch_stdin"):  # the stdin stays open until the controller lets go (or is gone)
+        threading.Thread(target=watch_stdin, daemon=True).start()
     home = os.environ.get("HOME", "")
     out = {"login": {"shell": os.environ.get("SHELL", ""), "home": home,
                      "home_missing": not (home and os.path.isdir(home))}}
@@ -611,12 +683,9 @@ def main():
         if fd is None:
             return finish(out, None)
     if fd is not None:
-        def release(*_):
-            os.ftruncate(fd, 0)
-            os._exit(0)
-
+        HELD.append(fd)
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-            signal.signal(sig, release)
+            signal.signal(sig, lambda *_: stop(0))
     if fd is not None and job.get("prune"):
         policy = job["prune"]
         out["pruned"] = prune_runs(os.path.join(workdir, "runs"), job["run_id"], int(policy["keep_runs"]),
