@@ -169,6 +169,11 @@ class RunRecord:
                 self.mark(event.host, f"{data.get('task')}: {status.upper()} {msg}")
                 if data.get("status") in ("failed", "unreachable"):
                     self._cause_logged.add(event.host)
+            elif event.name == "class.waiting":  # the gap before its first task, explained where it shows
+                from ..inventory import fold_hosts
+
+                self.mark(event.host, f"waiting for {fold_hosts(map(str, data.get('waiting_for') or []))}: "
+                                      f"{data.get('reason')}")
             elif event.name == "host.started":
                 with self._lock:
                     self.host_log(event.host)  # every host has a log, even a silent one
