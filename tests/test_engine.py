@@ -786,6 +786,7 @@ def test_a_host_whose_first_command_hangs_after_connect_delays_the_others_a_grac
 
     class Release(Events):
         def event(self, run_, ev):
+            super().event(run_, ev)
             if ev.name == "host.finished" and ev.host == "n1" and not released.is_set():
                 by.append("n1")
                 released.set()
@@ -798,12 +799,16 @@ def test_a_host_whose_first_command_hangs_after_connect_delays_the_others_a_grac
     watchdog = threading.Timer(20, lambda: (by.append("watchdog"), released.set()))
     watchdog.start()
     try:
-        model = RunModel(kind="deploy", mode="apply")
-        asyncio.run(run_playbook(playbook(tmp_path), hosts, run=model, observers=Observers(model, [Release()]),
+        model, seen = RunModel(kind="deploy", mode="apply"), Release()
+        asyncio.run(run_playbook(playbook(tmp_path), hosts, run=model, observers=Observers(model, [seen]),
                                  opts=PlayOptions()))
     finally:
         watchdog.cancel()
     assert by == ["n1"]  # n1 finished while n2 still hung
+    # n1 said for whom it waited, and that it went on without it
+    assert [(e.host, e.data["waiting_for"]) for e in seen.events if e.name == "class.waiting"] == [("n1", ["n2"])]
+    assert [e.host for e in seen.events if e.name == "note.added"
+            and e.data["message"].startswith("waited 0.2 s for n2 ")] == ["n1"]
     assert model.hosts["n1"].status == model.hosts["n2"].status == "ok"
     assert actions(model) == {"n1": "build", "n2": "push"}
 

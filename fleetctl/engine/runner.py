@@ -29,11 +29,12 @@ batch's (a host sharing a folder with a host of an earlier group is refused, the
 not; a member holding the wheel in a later group reuses it, but the class was built by then when
 the controller's cache lacked it).
 
-Dead hosts delay no one: a host that needs no class settled (every build reuses its wheel or is
-pushed its class's wheel from the controller's cache: :func:`needs_no_class`) goes on at once, as a
-late host; a group is settled once none of its hosts is past its connect but not yet
-planned, and at least one has planned, or :data:`SETTLE_GRACE_S` seconds after its first host
-planned (a host past connect whose first command hangs, e.g. a login rc file waiting on a dead NFS
+Dead hosts delay no one: a host that needs no class settled (it builds nothing, was refused while
+planning, or every build reuses its wheel or is pushed its class's wheel from the controller's
+cache: :func:`needs_no_class`) goes on at once, as a late host; one that waits for its group says
+for whom (``class.waiting``) and, when the grace runs out, a note. A group is settled once none of
+its hosts is past its connect but not yet planned, and at least one has planned, or
+:data:`SETTLE_GRACE_S` seconds after its first host planned (a host past connect whose first command hangs, e.g. a login rc file waiting on a dead NFS
 mount, is then late, as below). A host still *connecting* then (a dead address waiting for
 its connect timeout, an sshd that never sends its banner) is not waited for: anyone that could
 have got through connect, facts and planning in that time is not a connect away. Such a late
@@ -80,27 +81,52 @@ from .windows import Group, each_host, machine_twins, window_order
 #: facts and plans) before its arch classes are settled; those still at work then join late.
 SETTLE_GRACE_S = 20.0
 
+#: Why a host that planned waits for its group (``class.waiting``, with the hosts it waits for).
+WAIT_REASON = (f"its arch class is settled with the hosts of its group still gathering facts or planning (one "
+               f"may hold, build or need the class's wheel), for at most {SETTLE_GRACE_S:g} s")
+
 def needs_no_class(plan: Any, classes: ClassCoordinator, each: bool) -> bool:
-    """Whether a host's first plan needs no arch class settled: it has a ``build_wheel`` task and
-    every one reuses the wheel the host holds or is pushed its class's wheel, with that wheel in the
-    controller's cache (checked this run; not with ``--force``), so that no member needs this host
-    to serve it; with ``each`` (``--build each``: no member serves another) reusing is enough.
-    Such a host goes on as a late host does (its role assigned alone), never waiting
-    :data:`SETTLE_GRACE_S` for a member stuck after connect (a fresh operator's trial: an
-    up-to-date host waited 20 s for a host whose nvidia-smi hung). A host that builds, may serve
-    its wheel, or is refused waits for its group, and so does a host another host of the batch
-    names on one machine (:func:`fleetctl.engine.windows.machine_twins`)."""
-    if plan is None or plan.blocking is not None:
+    """Whether a host's first plan gives it no part in settling an arch class, so that it goes on
+    at once, as a late host does (its role assigned alone), never waiting :data:`SETTLE_GRACE_S`
+    for a member stuck after connect (fresh operators' trials: an up-to-date host, a host of
+    ``verify`` and a host refused while planning each waited 20 s for a host whose nvidia-smi hung):
+
+    - a plan refused before any command would run, for a cause of its own: it is in no class
+      (:func:`refused_alone`); not one that fails only the build preflight (``cannot_build``), which
+      may yet receive the wheel a member builds;
+    - a plan with no ``build_wheel`` to do (``verify``, a playbook that builds nothing, every
+      build skipped): it builds, serves and receives nothing;
+    - every build reuses the wheel the host holds or is pushed its class's wheel, with that wheel
+      in the controller's cache (checked this run; not with ``--force``), so that no member needs
+      this host to serve it; with ``each`` (``--build each``: no member serves another) reusing is
+      enough.
+
+    A host that builds, may serve its wheel, or may receive one waits for its group (and says for
+    whom: ``class.waiting``), and so does a host another host of the batch names on one machine
+    (:func:`fleetctl.engine.windows.machine_twins`)."""
+    if plan is None:
         return False
-    builds = [o for o in plan.outcomes if o.action == "build_wheel" and o.status != "skipped"]
-    for o in builds:
+    if plan.blocking is not None:
+        return refused_alone(plan)
+    for o in plan.outcomes:
+        if o.action != "build_wheel" or o.status == "skipped":
+            continue
         data = o.data or {}
         action, key = (data.get("decision") or {}).get("action"), data.get("key")
         if each and action == "reuse":
             continue
         if action not in ("reuse", "push") or not isinstance(key, str) or classes.wheels.givable(key) is None:
             return False
-    return bool(builds)
+    return True
+
+
+def refused_alone(plan: Any) -> bool:
+    """Whether ``plan`` failed before any command would run for a cause of the host's own: it is
+    in no arch class (:meth:`ClassCoordinator.withdraw`: it would name a builder that never
+    builds). A host that fails only the build preflight (``decision.cannot_build``) is not: a
+    member that can build may yet hand it the wheel."""
+    blocking = getattr(plan, "blocking", None)
+    return blocking is not None and not ((blocking.data or {}).get("decision") or {}).get("cannot_build")
 
 
 @dataclass
@@ -219,8 +245,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
 
     async def settle(names: list[str]) -> None:
         for h in names:  # a host failed while planning is in no class: it would name a builder that never builds
-            blocking = getattr(plans.get(h), "blocking", None)
-            if blocking is not None and not ((blocking.data or {}).get("decision") or {}).get("cannot_build"):
+            if refused_alone(plans.get(h)):
                 classes.withdraw(h)
         changed = classes.assign(names)
         # builders asked what they reach (once their role is known), and when one cannot, the
@@ -250,6 +275,14 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             g.triggered.set()
             if current[0] is g:
                 current[0] = Group()
+
+    def expire(g: Group) -> None:
+        if g.settling is None and g.waiting:  # the grace ran out: those still at work join late
+            late = ", ".join(sorted(g.waiting, key=order.__getitem__))
+            for h in sorted(g.planned, key=order.__getitem__):
+                observers.emit("note.added", h, message=f"waited {SETTLE_GRACE_S:g} s for {late} (connected, facts or "
+                                                        f"plan not done) to settle its arch class; going on without it")
+        begin(g)
 
     async def plan_one(host: Any, g: Group) -> None:
         out = run.host(host.name)
@@ -303,7 +336,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                 return
             g.planned.add(host.name)
             if len(g.planned) == 1 and g.settling is None:  # hosts stuck after connect delay it a while only
-                timers.append(asyncio.get_running_loop().call_later(SETTLE_GRACE_S, begin, g))
+                timers.append(asyncio.get_running_loop().call_later(SETTLE_GRACE_S, expire, g))
         except HostUnreachable as exc:
             end_early(run, observers, host.name, "unreachable", exc.cause, t0, spans)
         except FleetError as exc:
@@ -362,10 +395,15 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             if name not in plans:
                 return
             if name not in alone and (g.settling is None or name in g.early):  # planned in time: settled with its group
+                if not g.triggered.is_set() and g.waiting:  # a host stuck after connect holds it up to the grace
+                    observers.emit("class.waiting", name, waiting_for=sorted(g.waiting, key=order.__getitem__),
+                                   grace_s=SETTLE_GRACE_S, reason=WAIT_REASON)
                 await g.triggered.wait()
                 assert g.settling is not None
                 await asyncio.shield(g.settling)
-            else:  # late: it joins the classes on its own
+            else:  # late: it joins the classes on its own (or none: refused while planning)
+                if refused_alone(plans[name]):
+                    classes.withdraw(name)
                 if classes.assign([name]) or not apply:
                     plans[name] = await plan_pass(sessions[name], playbook, tasks, selected, run,
                                               planning_observers if apply else observers, classes, pass_opts)

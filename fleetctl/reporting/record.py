@@ -171,6 +171,11 @@ class RunRecord:
                     self._cause_logged.add(event.host)
             elif event.name == "note.added" and str(data.get("message", "")).startswith(LEFT_ON_HOST):
                 self.mark(event.host, str(data["message"]))  # a part file an interrupt left behind
+            elif event.name == "class.waiting":  # the gap before its first task, explained where it shows
+                from ..inventory import fold_hosts
+
+                self.mark(event.host, f"waiting for {fold_hosts(map(str, data.get('waiting_for') or []))}: "
+                                      f"{data.get('reason')}")
             elif event.name == "host.started":
                 with self._lock:
                     self.host_log(event.host)  # every host has a log, even a silent one

@@ -52,6 +52,9 @@ EVENTS: dict[str, tuple[dict[str, Any], str]] = {
                         "the compiler was killed for memory: built again with fewer jobs"),
     "class.published": ({"key": S, "wheel": S, "sha256": S}, "an arch class's wheel reached the controller's cache"),
     "class.builder_changed": ({"key": S}, "the class's builder went away: this host builds instead"),
+    "class.waiting": ({"waiting_for": A, "grace_s": N, "reason": S},
+                      "the host planned and waits for its group's hosts still gathering facts or planning "
+                      "(waiting_for) before its arch class is settled, at most grace_s seconds"),
     "class.serve_failed": ({"task": S, "key": S, "error": S}, "a host holding the class's wheel could not hand it on"),
     "debug.message": ({"task": S, "msg": {}}, "a debug task's message"),
     "lock.stale_taken_over": ({"previous": O, "path": S}, "the lock of a dead run was taken over"),

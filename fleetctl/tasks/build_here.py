@@ -57,6 +57,40 @@ LIST_WHEELS = ('for f in "$1"/*.whl; do [ -f "$f" ] || continue; s=$(stat -L -c 
                'h=$(sha256sum "$f") && echo "$s $h"; done; true')
 
 
+#: Written into a build's folder when what the build wrote failed its checks (its rc, what it used,
+#: its SASS): that wheel is never kept as an interrupted build's (:func:`left_wheel`).
+REFUSED_NAME = ".fleetctl-refused"
+
+#: Prints the one wheel in the build folder ``argv[1]`` that a build left with neither its stamp
+#: ``argv[2]`` nor the refusal ``argv[3]``, when it is a whole zip (every CRC) holding a RECORD.
+LEFT_WHEEL = """import glob, os, sys, zipfile
+d = sys.argv[1]
+found = glob.glob(os.path.join(glob.escape(d), "*.whl"))
+if not any(os.path.lexists(os.path.join(d, n)) for n in sys.argv[2:4]) and len(found) == 1:
+    try:
+        with zipfile.ZipFile(found[0]) as z:
+            if z.testzip() is None and any(n.endswith(".dist-info/RECORD") for n in z.namelist()):
+                print(found[0])
+    except (OSError, zipfile.BadZipFile, EOFError):
+        pass
+"""
+
+
+def left_wheel(host: HostView, dest: str) -> Plan:
+    """The wheel a build of these very inputs left in its folder ``dest`` without its stamp, whole
+    (every member's CRC, a RECORD): the connection dropped after the build and before its checks
+    and stamp (a fresh operator's trial: the next deploy built it all again). ``dest`` is named by
+    the build key and made afresh before each build, and pip and uv write the wheel there only once
+    the build succeeded; a wheel that failed its checks is marked :data:`REFUSED_NAME`. ``None``
+    when there is none; the builder then checks it as a fresh build's wheel is checked (:func:`build_here`
+    with ``left``: the build's record, the SASS; what only the build's output told is gone) instead of
+    building."""
+    res = yield probe([host.python, "-c", LEFT_WHEEL, dest, STAMP_NAME, REFUSED_NAME],
+                      "a wheel an interrupted build left, without its stamp")
+    lines = res.stdout_text.strip().splitlines() if res.rc == 0 else []
+    return lines[-1] if lines and lines[-1].startswith(dest.rstrip("/") + "/") else None
+
+
 def stamp_of(data: Mapping[str, Any]) -> dict[str, Any]:
     """The build stamp a build's result data is written as (everything but ``--plan``'s ``decision``)."""
     return {k: v for k, v in data.items() if k != "decision"}
@@ -80,34 +114,123 @@ def _build_env(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
 
 def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapping[str, Any], inputs: dict[str, Any],
                key: str, dest: str, defines: dict[str, str], decision: dict[str, Any], once: bool, meta: BuildMeta,
-               info: Mapping[str, Any]) -> Plan:
-    """Build on this host, check what it used and the wheel, write the stamp, publish to the class."""
-    tool, uv, _ = pick_tool(args.tool, facts, host.venv, host.python)  # a missing tool failed the preflight
+               info: Mapping[str, Any], left: str | None = None) -> Plan:
+    """Build on this host, check what it used and the wheel, write the stamp, publish to the class.
+    ``left``: the wheel an interrupted build of these inputs left (:func:`left_wheel`): not built
+    again, checked from its build's record on as a fresh build's wheel is."""
+    tool = pick_tool(args.tool, facts, host.venv, host.python)[0]  # a missing tool failed the preflight
     jobs = int(target.get("max_jobs") or 1)
     logs = f"full log: fleetctl logs {posixpath.basename(host.run_dir)} {host.name}"
     src = args.src.rstrip("/") or "/"
     tmp = posixpath.join(host.workdir, "tmp", key[:16])
     record_path = posixpath.join(dest, RECORD_NAME)
-    hook_dir = posixpath.join(host.run_dir, "scripts", "build_hook")
     cuda = facts.get("cuda") or {}
-    isolated = not args.no_build_isolation
     py = facts.get("python") or {}
 
-    def fail(msg: str, data: dict[str, Any] | None = None, rc: int | None = None) -> Plan:
+    def fail(msg: str, data: dict[str, Any] | None = None, rc: int | None = None, refused: bool = False) -> Plan:
+        if refused:  # what the build wrote failed its checks: never kept as an interrupted build's wheel
+            yield Run(argv=("touch", posixpath.join(dest, REFUSED_NAME)), quiet=True, reason="the wheel is refused")
         if once:
             yield Fail(key=key, message=f"{host.name}: {msg}")
         return TaskResult(Status.FAILED, rc=rc, msg=msg, data={**(data or {}), "decision": decision})
 
+    res = CommandResult(argv=[], rc=0)  # an interrupted build's wheel (left): its build's rc was 0
+    if left is None:
+        built = yield from _build(args, host, facts, target, dest, tmp, defines, meta, info, jobs, fail)
+        if isinstance(built, TaskResult):
+            return built
+        res, jobs, keep = built
+    else:
+        keep = yield from _kept_leftovers(host, src)
+    yield Run(argv=("/bin/sh", "-c", CLEAN_LEFTOVERS, "fleetctl-clean", src, *keep), quiet=True,
+              reason="leave no build leftovers in the source tree")
+    yield Run(argv=("rm", "-rf", tmp), quiet=True, reason="the build's TMPDIR")
+    rec = yield Run(argv=("/bin/sh", "-c", 'cat "$1" 2>/dev/null; true', "fleetctl-record", record_path),
+                    mutating=False, after_change=True, quiet=True, reason="what the build used (its record)")
+    record = parse_record(rec.stdout_text, res.stdout_text + "\n" + res.stderr_text)
+    data: dict[str, Any] = {"max_jobs": jobs, "tool": tool, "key": key, "build_record": record,
+                            "tmpdir": tmp, "build_meta": meta.as_dict(), "host_compiler": chosen_record(facts)}
+    mismatch = compiler_mismatch(record, cuda)
+    if res.rc != 0:
+        why = mismatch or cause_line(res, tmp, facts=facts, max_jobs=jobs)  # the compiler's line, or a named cause
+        return (yield from fail(f"build failed ({tool}): {why} ({logs})", data, rc=res.rc, refused=True))
+    drift = torch_drift(record, py)
+    if mismatch or drift:
+        return (yield from fail("; ".join(m for m in (mismatch, drift) if m) + f" ({logs})", data, refused=True))
+
+    wheel_name = "<built wheel>"
+    found = yield Run(argv=("/bin/sh", "-c", LIST_WHEELS, "fleetctl-wheels", dest), mutating=False, after_change=True,
+                      quiet=True, assume=CommandResult(argv=[], rc=0,
+                                                       stdout=f"- - -  {posixpath.join(dest, wheel_name)}\n".encode()),
+                      reason="the wheel the build wrote")
+    wheels = [ln.split("  ", 1) for ln in found.stdout_text.splitlines() if "  " in ln]
+    if len(wheels) != 1:
+        return (yield from fail(f"build produced {len(wheels)} wheels in {dest}, expected 1", data))
+    head, wheel = wheels[0][0].split(), wheels[0][1]
+    digest = None if not head or head[-1] == "-" else head[-1]
+    size, mtime = parse_stat(" ".join(head[:-1]))
+    # the stamp's size and mtime are the wheel's as written: the next run stats it against them
+    data.update({"wheel": wheel, "sha256": digest, "size_bytes": size, "mtime_s": mtime,
+                 "archs": target.get("torch_cuda_arch_list"), "reused": False, "inputs": inputs})
+    if args.check_sass and cuda.get("nvcc"):
+        targets, ptx_wanted = sass_targets(target), ptx_targets(target)
+        archs, ptx, where, err = yield from _sass_archs(host, wheel, digest, targets, ptx_wanted)
+        data.update(sass=archs, ptx=ptx)
+        missing = [t for t in targets if t not in archs]
+        missing_ptx = [p for p in ptx_wanted if p not in ptx]
+        uncovered = uncovered_gpus(facts.get("gpus") or [], archs, ptx)
+        name = posixpath.basename(wheel)
+        msg = (f"SASS check: {err}" if err else
+               f"SASS check ({where}): {name} lacks {', '.join(missing)} (holds {', '.join(archs) or 'no SASS'})"
+               if missing else
+               f"PTX check ({where}): {name} lacks the {', '.join(missing_ptx)} PTX that +PTX asked for (holds "
+               f"{', '.join(ptx) or 'no PTX'}): the build dropped it" if missing_ptx else
+               f"SASS check ({where}): {name} runs on none of {', '.join(uncovered)} (holds {', '.join(archs)}"
+               f"{'; PTX ' + ', '.join(ptx) if ptx else ''})" if uncovered else "")
+        if msg:
+            return (yield from fail(msg, data, refused=True))
+        data["coverage"] = {f"GPU {g.get('index', i)} ({g.get('name')}, {g.get('compute_cap')})":
+                            how_covered(str(g.get("compute_cap")), archs, ptx)
+                            for i, g in enumerate(facts.get("gpus") or []) if g.get("compute_cap")}
+    err = yield Put(data=stamp_bytes(data), remote=posixpath.join(dest, STAMP_NAME), mode=0o600, reason="the build stamp")
+    if err is not None:
+        return TaskResult(Status.FAILED, msg=f"cannot write the build stamp: {err}", data={**data, "decision": decision})
+    if once:
+        err = yield Publish(key=key, wheel=wheel, sha256=digest or "", data=data,
+                            reason="fetch the wheel into the controller's cache for the rest of the class")
+        if err is not None:
+            return TaskResult(Status.FAILED, msg=f"built, but cannot fetch the wheel for the class: {err}",
+                              data={**data, "decision": decision})
+    forced = " (forced: --force, no earlier wheel reused)" if decision.get("forced") else ""
+    stale = f" (rebuilt: {decision['stale_wheel']})" if decision.get("stale_wheel") else ""
+    if left is not None:
+        return TaskResult(Status.CHANGED, msg=f"kept {posixpath.basename(wheel)} for {data['archs']}: an interrupted "
+                                              f"run built it (its connection dropped before the wheel was checked); "
+                                              f"checked and stamped now, not built again",
+                          data={**data, "kept_after_interrupt": True, "decision": decision}, files={wheel: digest},
+                          stamps={wheel: stamp_of(data)})
+    return TaskResult(Status.CHANGED, msg=f"built {posixpath.basename(wheel)} for {data['archs']}{forced}{stale}",
+                      data={**data, "decision": decision}, files={wheel: digest}, stamps={wheel: stamp_of(data)})
+
+
+def _build(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapping[str, Any], dest: str, tmp: str,
+           defines: dict[str, str], meta: BuildMeta, info: Mapping[str, Any], jobs: int, fail: Any) -> Plan:
+    """The build itself (steps 1 to 3 of the module docstring): ``(its result, the jobs it ran
+    with, the leftovers to keep)``, or the failed task's result when it could not start."""
+    tool, uv, _ = pick_tool(args.tool, facts, host.venv, host.python)
+    src = args.src.rstrip("/") or "/"
+    record_path = posixpath.join(dest, RECORD_NAME)
+    hook_dir = posixpath.join(host.run_dir, "scripts", "build_hook")
+    cuda = facts.get("cuda") or {}
+    isolated = not args.no_build_isolation
+    py = facts.get("python") or {}
     yield Run(argv=("rm", "-rf", dest, tmp), quiet=True, reason="a fresh folder and TMPDIR for this build key")
     yield Run(argv=("mkdir", "-p", "-m", "0700", dest, tmp), quiet=True)
     hooks = tuple((str(script_path(local)), posixpath.join(hook_dir, name), 0o644) for local, name in HOOK_FILES.items())
     errors = yield PutFiles(files=hooks, reason="fleetctl's build hooks (what the build used, read inside it)")
     if any(e is not None for e in errors or []):
         return (yield from fail(f"cannot upload the build hooks: {next(e for e in errors if e is not None)}"))
-    keep: list[str] = []
-    if src not in host.trees:  # not this run's copy: leave what was there before alone
-        res = yield probe(["/bin/sh", "-c", LIST_LEFTOVERS, "fleetctl-leftovers", src], "build leftovers already there")
-        keep = res.stdout_text.split()
+    keep = yield from _kept_leftovers(host, src)
     yield Run(argv=("/bin/sh", "-c", CLEAN_LEFTOVERS, "fleetctl-clean", src, *keep), quiet=True,
               reason="no stale build leftovers in the source tree")
     tools = missing_tools(info, facts, host.venv)
@@ -145,69 +268,16 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
             break
         yield Emit(name="build.oom_retry", data={"max_jobs": jobs, "next_max_jobs": max(1, jobs // 2)})
         jobs = max(1, jobs // 2)
-    yield Run(argv=("/bin/sh", "-c", CLEAN_LEFTOVERS, "fleetctl-clean", src, *keep), quiet=True,
-              reason="leave no build leftovers in the source tree")
-    yield Run(argv=("rm", "-rf", tmp), quiet=True, reason="the build's TMPDIR")
-    rec = yield Run(argv=("/bin/sh", "-c", 'cat "$1" 2>/dev/null; true', "fleetctl-record", record_path),
-                    mutating=False, after_change=True, quiet=True, reason="what the build used (its record)")
-    record = parse_record(rec.stdout_text, res.stdout_text + "\n" + res.stderr_text)
-    data: dict[str, Any] = {"max_jobs": jobs, "tool": tool, "key": key, "build_record": record,
-                            "tmpdir": tmp, "build_meta": meta.as_dict(), "host_compiler": chosen_record(facts)}
-    mismatch = compiler_mismatch(record, cuda)
-    if res.rc != 0:
-        why = mismatch or cause_line(res, tmp, facts=facts, max_jobs=jobs)  # the compiler's line, or a named cause
-        return (yield from fail(f"build failed ({tool}): {why} ({logs})", data, rc=res.rc))
-    drift = torch_drift(record, py)
-    if mismatch or drift:
-        return (yield from fail("; ".join(m for m in (mismatch, drift) if m) + f" ({logs})", data))
+    return res, jobs, keep
 
-    wheel_name = "<built wheel>"
-    found = yield Run(argv=("/bin/sh", "-c", LIST_WHEELS, "fleetctl-wheels", dest), mutating=False, after_change=True,
-                      quiet=True, assume=CommandResult(argv=[], rc=0,
-                                                       stdout=f"- - -  {posixpath.join(dest, wheel_name)}\n".encode()),
-                      reason="the wheel the build wrote")
-    wheels = [ln.split("  ", 1) for ln in found.stdout_text.splitlines() if "  " in ln]
-    if len(wheels) != 1:
-        return (yield from fail(f"build produced {len(wheels)} wheels in {dest}, expected 1", data))
-    head, wheel = wheels[0][0].split(), wheels[0][1]
-    digest = None if not head or head[-1] == "-" else head[-1]
-    size, mtime = parse_stat(" ".join(head[:-1]))
-    # the stamp's size and mtime are the wheel's as written: the next run stats it against them
-    data.update({"wheel": wheel, "sha256": digest, "size_bytes": size, "mtime_s": mtime,
-                 "archs": target.get("torch_cuda_arch_list"), "reused": False, "inputs": inputs})
-    if args.check_sass and cuda.get("nvcc"):
-        targets, ptx_wanted = sass_targets(target), ptx_targets(target)
-        archs, ptx, where, err = yield from _sass_archs(host, wheel, digest, targets, ptx_wanted)
-        data.update(sass=archs, ptx=ptx)
-        missing = [t for t in targets if t not in archs]
-        missing_ptx = [p for p in ptx_wanted if p not in ptx]
-        uncovered = uncovered_gpus(facts.get("gpus") or [], archs, ptx)
-        name = posixpath.basename(wheel)
-        msg = (f"SASS check: {err}" if err else
-               f"SASS check ({where}): {name} lacks {', '.join(missing)} (holds {', '.join(archs) or 'no SASS'})"
-               if missing else
-               f"PTX check ({where}): {name} lacks the {', '.join(missing_ptx)} PTX that +PTX asked for (holds "
-               f"{', '.join(ptx) or 'no PTX'}): the build dropped it" if missing_ptx else
-               f"SASS check ({where}): {name} runs on none of {', '.join(uncovered)} (holds {', '.join(archs)}"
-               f"{'; PTX ' + ', '.join(ptx) if ptx else ''})" if uncovered else "")
-        if msg:
-            return (yield from fail(msg, data))
-        data["coverage"] = {f"GPU {g.get('index', i)} ({g.get('name')}, {g.get('compute_cap')})":
-                            how_covered(str(g.get("compute_cap")), archs, ptx)
-                            for i, g in enumerate(facts.get("gpus") or []) if g.get("compute_cap")}
-    err = yield Put(data=stamp_bytes(data), remote=posixpath.join(dest, STAMP_NAME), mode=0o600, reason="the build stamp")
-    if err is not None:
-        return TaskResult(Status.FAILED, msg=f"cannot write the build stamp: {err}", data={**data, "decision": decision})
-    if once:
-        err = yield Publish(key=key, wheel=wheel, sha256=digest or "", data=data,
-                            reason="fetch the wheel into the controller's cache for the rest of the class")
-        if err is not None:
-            return TaskResult(Status.FAILED, msg=f"built, but cannot fetch the wheel for the class: {err}",
-                              data={**data, "decision": decision})
-    forced = " (forced: --force, no earlier wheel reused)" if decision.get("forced") else ""
-    stale = f" (rebuilt: {decision['stale_wheel']})" if decision.get("stale_wheel") else ""
-    return TaskResult(Status.CHANGED, msg=f"built {posixpath.basename(wheel)} for {data['archs']}{forced}{stale}",
-                      data={**data, "decision": decision}, files={wheel: digest}, stamps={wheel: stamp_of(data)})
+
+def _kept_leftovers(host: HostView, src: str) -> Plan:
+    """The build leftovers already in ``src`` that are not ours to remove: none in a tree a
+    ``copy`` of this run manages, else those there before the build."""
+    if src in host.trees:
+        return []
+    res = yield probe(["/bin/sh", "-c", LIST_LEFTOVERS, "fleetctl-leftovers", src], "build leftovers already there")
+    return res.stdout_text.split()
 
 
 def _sass_archs(host: HostView, wheel: str, digest: str | None, targets: list[str], ptx: list[str]):

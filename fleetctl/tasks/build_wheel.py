@@ -45,7 +45,7 @@ from ..build.wheeltags import PlatformMismatch, platform_label
 from .argtypes import ActionArgs, ARCH_TOKEN, CMAKE_NAME, VERSION_RE, env_mapping, is_template, non_empty, scalar_to_str
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_deps import reach_deps, ship_deps, tree_with
-from .build_here import build_here, stamp_bytes, stamp_of
+from .build_here import build_here, left_wheel, stamp_bytes, stamp_of
 from .build_keys import (STAMP_NAME, STAT_ARGV, build_inputs, build_key, changed_inputs, parse_stamps, parse_stat,
                          plan_tokens, stale_stamp, stamps_probe, target_plan, venv_install_mark)
 from .build_preflight import facts_problems, failed, receiver_space, refuse, source_checks, venv_checks
@@ -338,14 +338,19 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         info, refused = yield from venv_checks(args, host, facts, tokens, meta, decision)
         if refused is not None:
             return refused
-    err, sent = yield from ship_deps(deps)
-    if deps.ship:
+    left = None if host.force else (yield from left_wheel(host, dest))  # a drop after the build, before its stamp
+    if left is not None:
+        decision["changed"] = [*decision.get("changed", []), f"{posixpath.basename(left)}, built by an interrupted "
+                               "run, is checked and kept: not built again"]
+    err, sent = (None, []) if left is not None else (yield from ship_deps(deps))
+    if deps.ship and left is None:
         decision["deps_sent"] = sent
     if err:
         if once:  # the class's members wait for this builder's wheel: tell them it failed
             yield Fail(key=key, message=f"{host.name}: {err}")
         return with_class(failed(err, decision), key, inputs, target)
-    result = yield from build_here(args, host, facts, target, inputs, key, dest, defines, decision, once, meta, info)
+    result = yield from build_here(args, host, facts, target, inputs, key, dest, defines, decision, once, meta, info,
+                                   left=left)
     return with_class(result, key, inputs, target)
 
 

@@ -240,15 +240,23 @@ case("build_wheel", "another-member-builds-this-host-receives", args=BW, host=H9
              "decision": {"action": "push", "changed": ["nothing installed"]}, "data": {"size_bytes": SIZE, "mtime_s": MTIME}})
 TMP = f"/w/tmp/{K[:16]}"
 HOOKS = "/w/runs/r1/scripts/build_hook"
+def left(dest=DEST, found=""):
+    """The builder's question: did an interrupted build of these inputs leave its wheel (build_here.left_wheel)?"""
+    return {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-c", LEFT_WHEEL, dest, ".fleetctl-build.json",
+                                               ".fleetctl-refused"], "mutating": False},
+            "answer": {"rc": 0, "stdout": found}}
+def refused_wheel(dest=DEST):
+    """What the build wrote failed its checks: marked, never kept as an interrupted build's wheel."""
+    return {"expect": {"type": "Run", "argv": ["touch", f"{dest}/.fleetctl-refused"]}, "answer": {"rc": 0}}
 def build_steps(meta=META_SKB, info=PYINFO, dest=DEST, tmp=TMP):
     return [meta, {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}}, {"expect": {"type": "Run"}, "answer": info},
-            SPACE_OK, {"expect": {"type": "ClassRole"}, "answer": "build"},
+            SPACE_OK, {"expect": {"type": "ClassRole"}, "answer": "build"}, left(dest),
             {"expect": {"type": "Run", "argv": ["rm", "-rf", dest, tmp]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", dest, tmp]}, "answer": {"rc": 0}},
             {"expect": {"type": "PutFiles"}, "answer": None},
             {"expect": {"type": "Run", "argv": ["/bin/sh", "-c", CLEAN, "fleetctl-clean", "/w/src/k"]}, "answer": {"rc": 0}},
             {"expect": {"type": "Emit", "name": "build.started"}, "answer": None}]
-from fleetctl.tasks.build_here import CLEAN_LEFTOVERS as CLEAN
+from fleetctl.tasks.build_here import CLEAN_LEFTOVERS as CLEAN, LEFT_WHEEL
 BUILD_STEPS = build_steps()
 HOOK_DEFINES = [f"--config-settings=cmake.define.CMAKE_PROJECT_INCLUDE={HOOKS}/fleetctl_record.cmake",
                 "--config-settings=cmake.define.FLEETCTL_EXPECT_CUDA_COMPILER=/usr/local/cuda/bin/nvcc"]
@@ -284,10 +292,15 @@ BUILT = [{"expect": {"type": "Run", "argv": BUILD_ARGV, "env": ENV, "cwd": "/w/s
 case("build_wheel", "builds-for-exactly-the-host-sm", args=BW, host=H90, steps=BUILD_STEPS + BUILT,
      result={"status": "changed", "msg": "built fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl for 9.0a",
              "decision": {"action": "build"}, "data": {"size_bytes": SIZE, "mtime_s": MTIME}})
+# the connection dropped after the build, before its checks and stamp: the wheel is checked and kept, not built again
+case("build_wheel", "a-wheel-an-interrupted-build-left-is-checked-and-kept-not-built-again", args=BW, host=H90,
+     steps=BUILD_STEPS[:5] + [left(DEST, f"{WHEEL}\n")] + BUILT[1:],
+     result={"status": "changed", "msg": "kept fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl for 9.0a: an interrupted run built it",
+             "decision": {"action": "build"}, "data": {"size_bytes": SIZE, "mtime_s": MTIME, "kept_after_interrupt": True}})
 case("build_wheel", "sass-missing-fails-the-class", args=BW, host=H90,
      steps=BUILD_STEPS + [{"expect": {"type": "Run", "argv": BUILD_ARGV}, "answer": {"rc": 0}}] + after_build() + after_wheel("") + [
          {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": json.dumps({"archs": ["sm_80"], "error": None})}},
-         {"expect": {"type": "Fail", "key": K}, "answer": None}],
+         refused_wheel(), {"expect": {"type": "Fail", "key": K}, "answer": None}],
      result=build_failed("lacks sm_90a (holds sm_80)"))
 ENV4 = {**ENV, "MAX_JOBS": "4", "CMAKE_BUILD_PARALLEL_LEVEL": "4"}
 case("build_wheel", "compiler-killed-for-memory-retries-with-half-the-jobs", args=BW, host=H90,
@@ -296,14 +309,14 @@ case("build_wheel", "compiler-killed-for-memory-retries-with-half-the-jobs", arg
          {"expect": {"type": "Emit", "name": "build.oom_retry"}, "answer": None},
          {"expect": {"type": "Emit", "name": "build.started"}, "answer": None},
          {"expect": {"type": "Run", "env": ENV4}, "answer": {"rc": 137, "stderr": "Killed\n"}}] + after_build("") + [
-         {"expect": {"type": "Fail"}, "answer": None}],
+         refused_wheel(), {"expect": {"type": "Fail"}, "answer": None}],
      result=build_failed("compiler killed (likely out of memory) with MAX_JOBS=4 (full log: fleetctl logs r1 h1)"))
 case("build_wheel", "compile-error-is-the-summary", args=BW, host=H90,
      steps=BUILD_STEPS + [
          {"expect": {"type": "Run", "argv": BUILD_ARGV},
           "answer": {"rc": 1, "stdout": "[1/4] Building CUDA object\n/w/src/k/csrc/cuda_quant.cu(13): error: expected an expression\n1 error detected\nninja: build stopped\n",
                      "stderr": "ERROR: Failed to build installable wheels for some pyproject.toml based projects (fp4_kernels)\n"}}]
-     + after_build() + [{"expect": {"type": "Fail"}, "answer": None}],
+     + after_build() + [refused_wheel(), {"expect": {"type": "Fail"}, "answer": None}],
      result=build_failed("build failed (pip): /w/src/k/csrc/cuda_quant.cu(13): error: expected an expression "
                          "(full log: fleetctl logs r1 h1)"))
 case("build_wheel", "the-cuda-compiler-cmake-used-is-not-the-one-asked-for", args=BW, host=H90,
@@ -311,14 +324,14 @@ case("build_wheel", "the-cuda-compiler-cmake-used-is-not-the-one-asked-for", arg
          {"expect": {"type": "Run", "argv": BUILD_ARGV},
           "answer": {"rc": 1, "stdout": "-- The CUDA compiler identification is NVIDIA 12.0.140\nCMake Error at /w/runs/r1/scripts/build_hook/fleetctl_record.cmake:34 (message):\n  fleetctl: CMake uses the CUDA compiler /usr/bin/nvcc\n"}}]
      + after_build(json.dumps({"kind": "cuda_compiler", "path": "/usr/bin/nvcc", "realpath": "/usr/bin/nvcc", "version": "12.0.140"}))
-     + [{"expect": {"type": "Fail"}, "answer": None}],
+     + [refused_wheel(), {"expect": {"type": "Fail"}, "answer": None}],
      result=build_failed("build failed (pip): the build used the CUDA compiler /usr/bin/nvcc (12.0.140), not "
                          "/usr/local/cuda/bin/nvcc (13.0) that fleetctl asked for"))
 case("build_wheel", "torch-drift-read-inside-the-build-fails-naming-both", args=BW, host=H90,
      steps=BUILD_STEPS + [{"expect": {"type": "Run", "argv": BUILD_ARGV}, "answer": {"rc": 0}}]
      + after_build(RECORD_OK + "\n" + json.dumps({"kind": "torch", "torch": "2.12.0+cu130", "torch_cuda": "13.0",
                                                   "torch_file": "/tmp/pip-build-env-x/lib/python3.12/site-packages/torch/__init__.py"}))
-     + [{"expect": {"type": "Fail"}, "answer": None}],
+     + [refused_wheel(), {"expect": {"type": "Fail"}, "answer": None}],
      result=build_failed("torch drift: the build compiled against torch 2.12.0+cu130 (CUDA 13.0) from "
                          "/tmp/pip-build-env-x/lib/python3.12/site-packages/torch/__init__.py, but the venv "
                          "runs torch 2.11.0+cu130 (CUDA 13.0)"))
@@ -330,7 +343,7 @@ def ptx_case(name, archs, sass_answer, result):
            "TMPDIR": tmp, "FLEETCTL_BUILD_RECORD": f"{dest}/.fleetctl-build-record.jsonl"}
     tail = [{"expect": {"type": "Put", "remote": f"{dest}/.fleetctl-build.json"}, "answer": None},
             {"expect": {"type": "Publish"}, "answer": None}] if result["status"] == "changed" else [
-            {"expect": {"type": "Fail"}, "answer": None}]
+            refused_wheel(dest), {"expect": {"type": "Fail"}, "answer": None}]
     case("build_wheel", name, args={**BW, "archs": archs}, host=H90,
          steps=build_steps(dest=dest, tmp=tmp) + [
              {"expect": {"type": "Run", "env": env}, "answer": {"rc": 0}},
@@ -362,7 +375,8 @@ case("build_wheel", "the-newest-toolkit-that-builds-the-arch-is-used", args=BW, 
      steps=build_steps(dest=f"/w/wheels/{K120[:16]}", tmp=f"/w/tmp/{K120[:16]}")
      + [{"expect": {"type": "Run", "env": ENV120}, "answer": {"rc": 1, "stdout": "k.cu(1): error: boom\n"}},
         {"expect": {"type": "Run"}, "answer": {"rc": 0}}, {"expect": {"type": "Run"}, "answer": {"rc": 0}},
-        {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}}, {"expect": {"type": "Fail"}, "answer": None}],
+        {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}}, refused_wheel(f"/w/wheels/{K120[:16]}"),
+        {"expect": {"type": "Fail"}, "answer": None}],
      result=build_failed("k.cu(1): error: boom"))
 # pip_install
 DISTS = {"torch": "2.11.0+cu130", "numpy": "2.1.0", "fp4-kernels": "0.1.0"}
@@ -842,7 +856,7 @@ DEST_GXX14 = f"/w/wheels/{K_GXX14[:16]}"
 case("build_wheel", "a-refused-default-host-compiler-is-replaced-by-an-accepted-one", args=BW,
      host={**H90, "facts": FACTS_GXX14},
      steps=[META_SKB, {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}}, {"expect": {"type": "Run"}, "answer": PYINFO},
-            SPACE_OK, {"expect": {"type": "ClassRole"}, "answer": "build"},
+            SPACE_OK, {"expect": {"type": "ClassRole"}, "answer": "build"}, left(DEST_GXX14),
             {"expect": {"type": "Run"}, "answer": {"rc": 0}}, {"expect": {"type": "Run"}, "answer": {"rc": 0}},
             {"expect": {"type": "PutFiles"}, "answer": None}, {"expect": {"type": "Run"}, "answer": {"rc": 0}},
             {"expect": {"type": "Emit", "name": "build.started"}, "answer": None},
