@@ -38,7 +38,7 @@ def machine_twins(batch: Sequence[Any]) -> set[str]:
     """The hosts of ``batch`` whose connection reaches one machine as another host of the batch
     does (:func:`fleetctl.engine.machinelock.machine_of`, any login user): two inventory names of one
     machine may share any folder of it (a venv, a workdir), which only their facts tell. Such a
-    host never goes on alone before its group settles (:func:`fleetctl.engine.runner.needs_no_class`):
+    host never goes on alone before its group settles (:func:`fleetctl.engine.class_need.needs_no_class`):
     whether it shares a folder with its twin must not depend on which of them planned first
     (an up to date host went on alone before its twin, slower for a workdir to make, claimed the
     venv: one ``--plan`` refused the twin alone, the next both; README, "share the venv")."""
