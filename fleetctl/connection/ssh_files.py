@@ -258,7 +258,9 @@ class SFTPFiles:
             asyncio.CancelledError: cancelled, once the put ended.
             _HostSilent: cancelled, and the put did not end in time.
         """
-        put = asyncio.ensure_future(sftp.put(local_path, tmp, max_requests=UPLOAD_REQUESTS))
+        # sparse=False: holes go as zeros (asyncssh's sparse copy never extends a hole at the end:
+        # an all-hole file arrived as 0 bytes)
+        put = asyncio.ensure_future(sftp.put(local_path, tmp, max_requests=UPLOAD_REQUESTS, sparse=False))
         try:
             await asyncio.shield(put)
         except asyncio.CancelledError:
