@@ -841,6 +841,19 @@ def test_parse_facts_output():
         parse_facts_output("h", 1, '{"partial": 1}\n', "Traceback (most recent call last):\n")
 
 
+def test_a_facts_script_that_crashes_is_named_by_its_exception_not_the_traceback_header(tmp_path):
+    """A host whose python3 dies in a traceback (a quota, a broken stdlib) is failed with the exception
+    line, not ``Traceback (most recent call last):``, which says nothing."""
+    crashing = tmp_path / "python3"
+    crashing.write_text(f"#!/bin/sh\nexec {sys.executable} -c \"raise OSError(122, 'Disk quota exceeded')\"\n")
+    crashing.chmod(0o755)
+    conn = SubprocessConnection("node04", tmp_path / "home")
+    with pytest.raises(TaskFailed) as info:
+        asyncio.run(gather_facts(conn, workdir="w", python=str(crashing)))
+    assert str(info.value) == ("node04: facts script printed no JSON object (exit 1): "
+                               "OSError: [Errno 122] Disk quota exceeded")
+
+
 def test_remote_workdir_and_argv():
     assert remote_workdir("~", "/home/u") == "/home/u"
     assert remote_workdir("~/fleetctl", "/home/u") == "/home/u/fleetctl"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -68,6 +69,22 @@ def _first_line(text: str) -> str:
     return ""
 
 
+#: A Python exception line (``OSError: [Errno 122] Disk quota exceeded``, ``KeyboardInterrupt``).
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)")
+
+
+def _cause(stderr: str, stdout: str) -> str:
+    """The line that says why the script failed: after a Python traceback its exception line (the
+    last such line: the traceback's first line, ``Traceback (most recent call last):``, says
+    nothing), else the first line of stderr, else of stdout."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    if "Traceback (most recent call last):" in lines:
+        raised = [ln for ln in lines if _EXCEPTION_LINE.match(ln)]
+        if raised:
+            return raised[-1]
+    return _first_line(stderr) or _first_line(stdout)
+
+
 def parse_facts_output(host: str, rc: int | None, stdout: str, stderr: str) -> dict[str, Any]:
     """Parse the script's stdout into the facts dict.
 
@@ -77,7 +94,7 @@ def parse_facts_output(host: str, rc: int | None, stdout: str, stderr: str) -> d
     Raises:
         TaskFailed: (a :class:`FleetError`) the script exited non-zero or printed no JSON object;
             the message names the host, the exit status and the first stderr line
-            (``python3: command not found`` and the like).
+            (``python3: command not found`` and the like), or a traceback's exception line.
     """
     for line in reversed(stdout.splitlines()):
         line = line.strip()
@@ -91,7 +108,7 @@ def parse_facts_output(host: str, rc: int | None, stdout: str, stderr: str) -> d
             if rc not in (0, None):
                 break
             return data
-    cause = _first_line(stderr) or _first_line(stdout) or "no output"
+    cause = _cause(stderr, stdout) or "no output"
     status = f"exit {rc}" if rc is not None else "killed by a signal"
     raise TaskFailed(host, f"facts script printed no JSON object ({status}): {cause}")
 
