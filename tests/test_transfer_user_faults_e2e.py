@@ -469,7 +469,6 @@ def test_copy_of_a_sparse_file_arrives_whole(sshd_farm, tmp_path, sftp):
     size and bytes: asyncssh's put skips holes by default and never extends the file over a hole at
     its end, so an all-hole 256 MiB file arrived as 0 bytes and the copy failed its size check."""
     h = sshd_farm.start("sp" + ("s" if sftp else "e"), sftp=sftp)
-    home = _home(h)
     inv = _inv(tmp_path, sshd_farm, {"h": h})
     src = tmp_path / "sparse.img"
     with open(src, "wb") as f:
@@ -477,7 +476,8 @@ def test_copy_of_a_sparse_file_arrives_whole(sshd_farm, tmp_path, sftp):
         f.seek(3 << 20)
         f.write(b"data in the middle")
     assert os.stat(src).st_blocks * 512 < (1 << 20)  # really sparse here
-    res = fleetctl("-i", str(inv), "copy", "--hosts", "h", str(src), "sparse.img", home=tmp_path)
+    dest = tmp_path / "landed" / "sparse.img"  # the host is this machine: never the login user's real home
+    res = fleetctl("-i", str(inv), "copy", "--hosts", "h", str(src), str(dest), home=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     assert res.stdout == f"h: ok: 1 files, {8 << 20} bytes\n"
-    assert (home / "sparse.img").read_bytes() == src.read_bytes()
+    assert dest.read_bytes() == src.read_bytes()
