@@ -199,3 +199,23 @@ def test_every_gpu_hidden_by_the_login_environment_fails_naming_the_variable(stu
     assert "install a CUDA build of torch" not in proc.stdout
     proc, _ = run_verify(stubs, [], FACTS_GPUS[:2])  # no variable: torch or the driver is the cause
     assert proc.returncode == 1 and "cannot see the host's GPUs: install a CUDA build of torch" in proc.stdout
+
+
+def test_a_copy_imported_from_outside_the_venv_is_named_as_such(tmp_path):
+    """A venv made by ``python -m venv`` whose site-packages holds a ``.pth`` line to another folder
+    with the package (an operator's shared checkout): verify's location check says the venv's
+    python imports the package from outside its site-packages and why that can be, not a bare
+    path."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    outside = tmp_path / "shared"
+    (outside / "tinypkg").mkdir(parents=True)
+    (outside / "tinypkg" / "__init__.py").write_text("X = 1\n")
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "shared.pth").write_text(str(outside) + "\n")
+    res = subprocess.run([str(venv / "bin" / "python"), "-I", str(VERIFY), "--package", "tinypkg", "--venv",
+                          str(venv), "--device", "cpu"], capture_output=True, text=True, timeout=120, cwd="/")
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("FAIL location: "))
+    assert line == (f"FAIL location: the venv's python imports tinypkg from {(outside / 'tinypkg').resolve()}/__init__.py, "
+                    f"outside the venv's site-packages (venv {venv.resolve()}): another copy comes first on "
+                    "sys.path (a .pth file, --system-site-packages or a user site)"), line

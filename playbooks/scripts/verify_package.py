@@ -493,8 +493,11 @@ def main(argv=None):
         path = os.path.realpath(getattr(module, "__file__", "") or "")
         if args.venv:
             venv = os.path.realpath(args.venv)
-            check("location", path.startswith(venv + os.sep) and "site-packages" in path,
-                  "%s (venv %s)" % (path, venv))
+            inside = path.startswith(venv + os.sep) and "site-packages" in path
+            check("location", inside, "%s (venv %s)" % (path, venv) if inside else
+                  "the venv's python imports %s from %s, outside the venv's site-packages (venv %s): another copy "
+                  "comes first on sys.path (a .pth file, --system-site-packages or a user site)"
+                  % (args.package, path, venv))
         missing = [s for s in args.symbols.split(",") if s and not hasattr(module, s)]
         check("symbols", not missing, "missing: %s" % ", ".join(missing) if missing else
               "%d present" % len([s for s in args.symbols.split(",") if s]))
