@@ -87,6 +87,15 @@ def test_cuda_arch_rejects(bad):
         cuda_arch(bad)
 
 
+def test_an_arch_in_nvcc_spelling_gets_the_torch_spelling_as_a_hint():
+    for nvcc, torch_form in (("sm_90a", "9.0a"), ("compute_120a", "12.0a"), ("100f", "10.0f"), ("sm_89", "8.9")):
+        with pytest.raises(ValueError, match=re.escape(f"did you mean '{torch_form}'?")):
+            cuda_arch(nvcc)
+    with pytest.raises(ValueError) as info:
+        cuda_arch("9.0b")
+    assert "did you mean" not in str(info.value)
+
+
 def test_cuda_arch_family_suffix():
     assert cuda_arch("10.0f") == "100f"
 

@@ -283,7 +283,8 @@ def test_a_bad_e_value_is_named_as_the_e_var_with_a_readable_cause(tmp_path):
         return res.stderr.strip()
 
     assert refused("-e", "fallback_archs=sm_90a") == (
-        "fleetctl: error: -e fallback_archs: not a torch arch (want MAJOR.MINOR[a|f] such as '9.0a'): 'sm_90a'")
+        "fleetctl: error: -e fallback_archs: not a torch arch (want MAJOR.MINOR[a|f] such as '9.0a'): 'sm_90a'; "
+        "did you mean '9.0a'?")
     assert refused("-e", "workdir=/x/{{inventory_hostname}}") == (
         "fleetctl: error: -e workdir: templated values ('{{ ... }}') are not supported in fleetctl's host settings: "
         "they are read as written, before any template is rendered; write the value itself")
@@ -296,7 +297,7 @@ def test_a_bad_e_value_is_named_as_the_e_var_with_a_readable_cause(tmp_path):
     res = fleetctl("-i", str(bad), "deploy", "--hosts", "g", "--playbook", str(play), "--plan", home=tmp_path)
     assert res.returncode == 2 and res.stderr.strip() == (
         f"fleetctl: error: {bad}:8: all.children.g.hosts.box.fallback_archs: not a torch arch (want MAJOR.MINOR[a|f] "
-        "such as '9.0a'): 'sm_90a'"), res.stderr
+        "such as '9.0a'): 'sm_90a'; did you mean '9.0a'?"), res.stderr
 
 
 @pytest.mark.sshd

@@ -80,7 +80,10 @@ def _parse_cap(compute_cap: str) -> tuple[int, int]:
 def _parse_arch(arch: str) -> tuple[int, int, str]:
     m = _ARCH_RE.match(str(arch).strip())
     if not m:
-        raise ValueError(f"not a torch arch (want MAJOR.MINOR[a|f] such as '9.0a'): {arch!r}")
+        # nvcc's / CMake's spelling (sm_90a, compute_120a, 90a) of an arch torch writes 9.0a
+        other = re.fullmatch(r"(?:sm_|compute_)?(\d+)(\d)([af]?)", str(arch).strip())
+        hint = f"; did you mean '{other.group(1)}.{other.group(2)}{other.group(3)}'?" if other else ""
+        raise ValueError(f"not a torch arch (want MAJOR.MINOR[a|f] such as '9.0a'): {arch!r}{hint}")
     return int(m.group(1)), int(m.group(2)), m.group(3)
 
 
