@@ -331,6 +331,10 @@ def test_evaluate_when():
     assert evaluate_when("facts.gpus | length == 2", CTX) is False
     assert evaluate_when("facts.cuda.version is version('13.0', '>=')", CTX) is True
     assert evaluate_when("facts.gpus[0].compute_cap is version('9.0', '<')", CTX) is False
+    # Ansible's regex tests: re.search / re.match of the pattern in the value
+    assert evaluate_when("'flttbash' is search('bash')", CTX) is True
+    assert evaluate_when("'flttbash' is match('bash')", CTX) is False
+    assert evaluate_when("'GPU01' is match('gpu', ignorecase=True)", CTX) is True
     assert evaluate_when("missing is not defined", CTX) is True
     assert evaluate_when("'yes' | bool", CTX) is True
     assert evaluate_when(False, CTX) is False

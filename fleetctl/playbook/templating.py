@@ -79,6 +79,17 @@ def _version_test(value: object, other: object, op: str = ">=") -> bool:
     return ops[op]
 
 
+def _regex_test(how: str):
+    """Ansible's ``search`` / ``match`` tests (``x is search('bash')``, ``x is match('^gpu', ignorecase=True)``):
+    :func:`re.search` / :func:`re.match` of the pattern in ``str(x)``."""
+
+    def test(value: object, pattern: str, ignorecase: bool = False, multiline: bool = False) -> bool:
+        flags = (re.I if ignorecase else 0) | (re.M if multiline else 0)
+        return getattr(re, how)(pattern, str(value), flags) is not None
+
+    return test
+
+
 def _bool_filter(value: object) -> bool:
     """Jinja filter ``| bool``: ``"yes"``, ``"true"``, ``"on"``, ``"1"`` are true (Ansible)."""
     if isinstance(value, str):
@@ -108,13 +119,17 @@ def _target_arch_list(facts: Any, archs: Any = None) -> str:
 
 @lru_cache(maxsize=1)
 def environment() -> SandboxedEnvironment:
-    """The shared sandboxed Jinja environment (StrictUndefined, no autoescape, keeps newlines)."""
+    """The shared sandboxed Jinja environment (StrictUndefined, no autoescape, keeps newlines), with
+    Ansible's ``version``, ``search`` and ``match`` tests and its ``bool``, ``basename``, ``dirname``,
+    ``to_json`` and ``combine`` filters."""
     env = SandboxedEnvironment(
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
     )
     env.tests["version"] = _version_test
+    env.tests["search"] = _regex_test("search")
+    env.tests["match"] = _regex_test("match")
     env.filters["bool"] = _bool_filter
     env.filters["basename"] = os.path.basename
     env.filters["dirname"] = os.path.dirname
