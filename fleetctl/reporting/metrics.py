@@ -31,6 +31,9 @@ Every series carries ``playbook`` (the playbook's file stem, e.g. ``nightly``; `
                                                             kernels' sha256, live_since, failed_stage)
 ``fleetctl_host_environments_disk_mib{host}``               disk the kept environments use together
 ``fleetctl_host_last_success_timestamp_seconds{host}``      when the host last succeeded; kept
+                                                            from the previous file (same playbook)
+                                                            unless it succeeded in this run, also
+                                                            for a host this run left out
 ==========================================================  =========================================
 
 One alert rule for "no successful nightly in 26 h"::
@@ -166,6 +169,9 @@ def registry_for(run: dict[str, Any], previous: tuple[float | None, dict[str, fl
                 env_disk.labels(pb, name).set(float(disk))
         last = ended if st == "ok" and applied else last_hosts.get(name)
         if last:
+            host_last.labels(pb, name).set(last)
+    for name, last in last_hosts.items():  # a host this run left out keeps its last success too
+        if name not in hosts and last:
             host_last.labels(pb, name).set(last)
     return reg
 
