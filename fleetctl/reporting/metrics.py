@@ -176,6 +176,23 @@ def registry_for(run: dict[str, Any], previous: tuple[float | None, dict[str, fl
     return reg
 
 
+def check_writable(path: Path) -> None:
+    """Make sure ``path``'s folder takes the file before the run starts: create and remove a probe
+    file there (the write itself is a temporary file in that folder renamed over ``path``), so a
+    read-only file system or a folder without write permission is refused up front rather than a
+    warning after the run, which cron never notices.
+
+    Raises:
+        OSError: the folder does not take a new file (e.g. ``EROFS``, ``EACCES``, ``ENOSPC``).
+    """
+    import os
+    import tempfile
+
+    fd, probe = tempfile.mkstemp(prefix=".fleetctl-probe-", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    os.unlink(probe)
+
+
 def write_metrics(run: dict[str, Any], path: Path) -> None:
     """Write ``run``'s metrics to ``path`` atomically, carrying the last-success times over from
     the file already there.
