@@ -83,3 +83,42 @@ def test_verify_and_refused_hosts_never_wait_for_a_hung_host_and_a_builder_says_
     assert _at(events, "host.finished", "good") > _at(events, "host.finished", "hang")  # it did wait for it
     log = (run_dir / "logs" / "good.log").read_text()
     assert "waiting for hang" in log, log
+
+
+def test_a_run_that_installs_nothing_never_waits_for_a_hung_twin(sshd_farm, tmp_path):
+    """An operator's trial: gpu03 and gpu04, two inventory names of one machine (two login users),
+    gpu04's nvidia-smi hung. ``verify --hosts gpu03,gpu04`` held gpu03 until gpu04 planned (the
+    machine-twins rule settled them together), and so did a playbook of commands: twins settle
+    together only when their plans build or install into a folder they may share."""
+    from tests.support.sshd import ensure_user
+
+    h = sshd_farm.start("twinhost")
+    other = ensure_user("bash")  # gpu04 logs in as another user of the same machine
+    real = write_fake_nvidia_smi(tmp_path / "gpu-bin", [H200])
+    (h.bin_dir / "nvidia-smi").write_text(  # for gpu04's user only: a GPU off the bus, never answers
+        f'#!/bin/sh\n[ "$(id -un)" = "{other}" ] && exec sleep 60\nexec {real} "$@"\n')
+    (h.bin_dir / "nvidia-smi").chmod(0o755)
+    good = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / "gpu03"),
+            "venv": make_host_venv(tmp_path / "venv-gpu03"), "verify_device": "cpu", "gpu_probe_timeout_s": HUNG_S}
+    work04 = sshd_farm.root / f"w04-{tmp_path.name}"  # gpu04's user's workdir (tmp_path is root's own)
+    work04.mkdir()
+    shutil.chown(work04, other, other)
+    hung = {**good, "ansible_user": other, "workdir": str(work04)}
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"gpu03": good, "gpu04": hung}})
+    play = tmp_path / "cmds.yaml"
+    play.write_text("name: commands\nhosts: all\ntasks:\n  - name: say hi\n    command: echo hi\n")
+
+    try:
+        for args in (("verify",), ("deploy", "--playbook", str(play))):
+            res = fleetctl("-i", str(inv), *args, "--hosts", "gpu03,gpu04", home=tmp_path, timeout_s=300)
+            run_dir = last_run(tmp_path)
+            ran = json.loads((run_dir / "run.json").read_text())["hosts"]
+            events = _events(run_dir)
+            assert ran["gpu04"]["duration_s"] >= HUNG_S, ran["gpu04"]  # its facts waited out the probe timeout
+            assert ran["gpu03"]["tasks"], (args, ran["gpu03"], res.stdout[-2000:])  # its tasks ran (verify's
+            # fails: fp4_kernels is not installed here)
+            started = _at(events, "task.started", "gpu03") - _at(events, "facts.gathered", "gpu03")
+            assert started.total_seconds() < HUNG_S / 2, (args, started)  # its first task right after its facts
+            assert not [e for e in events if e["event"] == "class.waiting"], (args, events)
+    finally:
+        shutil.rmtree(work04, ignore_errors=True)

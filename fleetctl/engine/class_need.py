@@ -27,7 +27,8 @@ def needs_no_class(plan: Any, classes: ClassCoordinator, each: bool) -> bool:
 
     A host that builds, may serve its wheel, or may receive one waits for its group (and says for
     whom: ``class.waiting``), and so does a host another host of the batch names on one machine
-    (:func:`fleetctl.engine.windows.machine_twins`)."""
+    (:func:`fleetctl.engine.windows.machine_twins`) when its plan builds or installs into a folder
+    (:func:`twin_settles`)."""
     if plan is None:
         return False
     if plan.blocking is not None:
@@ -51,3 +52,15 @@ def refused_alone(plan: Any) -> bool:
     member that can build may yet hand it the wheel."""
     blocking = getattr(plan, "blocking", None)
     return blocking is not None and not ((blocking.data or {}).get("decision") or {}).get("cannot_build")
+
+
+def twin_settles(host: str, classes: ClassCoordinator) -> bool:
+    """Whether ``host``, when another host of the batch names its machine
+    (:func:`fleetctl.engine.windows.machine_twins`), settles with its group rather than going on
+    alone: only when its plan claimed a folder it builds or installs in
+    (:class:`~fleetctl.engine.targets.InstallTargets`, a venv or a workdir its twin may share), so
+    that whether two twins are refused for one folder never depends on which planned first. A run
+    that claims none (``verify``, a playbook without ``build_wheel`` or ``pip_install``) waits for no
+    twin (README, "Dead hosts delay no one": an operator's ``verify`` of gpu03 waited 20 s for its
+    twin gpu04, whose nvidia-smi hung)."""
+    return bool(classes.targets.claims.get(host))

@@ -64,7 +64,7 @@ from ..connection.registry import ConnectOptions
 from ..errors import FleetError, HostUnreachable, host_message
 from ..tasks import ACTIONS
 from .batches import FAILED_STATES, batches, stop_reason
-from .class_need import needs_no_class, refused_alone
+from .class_need import needs_no_class, refused_alone, twin_settles
 from .classes import ClassCoordinator
 from .deadlines import Deadlines
 from .host import HostPass, PassOptions, plan_pass, run_pass
@@ -196,7 +196,8 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     settlings: list[asyncio.Future] = []
     timers: list[asyncio.TimerHandle] = []
     alone: set[str] = set()  # planned needing no build nor its group (needs_no_class): never wait to settle
-    # hosts that may share a folder with another of the batch, settled with it (a thread: ssh_config read per host)
+    # hosts that may share a folder with another of the batch, settled with it when they build or
+    # install in one (a thread: ssh_config read per host)
     twins = asyncio.ensure_future(asyncio.to_thread(machine_twins, batch))
     observe(twins)
 
@@ -287,8 +288,10 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             out.phases = list(spans)  # connect, facts: in the record from now on
             plans[host.name] = await plan_pass(session, playbook, tasks, selected, run, planning_observers, classes,
                                            pass_opts)
-            # nothing of its class waits on it, nor it on them (a twin's shared folders do)
-            if needs_no_class(plans[host.name], classes, opts.build_each) and host.name not in await twins:
+            # nothing of its class waits on it, nor it on them (a twin that builds or installs into
+            # a folder its twin may share does: twin_settles)
+            if needs_no_class(plans[host.name], classes, opts.build_each) and not (
+                    twin_settles(host.name, classes) and host.name in await twins):
                 alone.add(host.name)
                 return
             g.planned.add(host.name)

@@ -31,6 +31,9 @@ Every series carries ``playbook`` (the playbook's file stem, e.g. ``nightly``; `
                                                             kernels' sha256, live_since, failed_stage)
 ``fleetctl_host_environments_disk_mib{host}``               disk the kept environments use together
 ``fleetctl_host_last_success_timestamp_seconds{host}``      when the host last succeeded; kept
+                                                            from the previous file (same playbook)
+                                                            unless it succeeded in this run, also
+                                                            for a host this run left out
 ==========================================================  =========================================
 
 One alert rule for "no successful nightly in 26 h"::
@@ -167,7 +170,27 @@ def registry_for(run: dict[str, Any], previous: tuple[float | None, dict[str, fl
         last = ended if st == "ok" and applied else last_hosts.get(name)
         if last:
             host_last.labels(pb, name).set(last)
+    for name, last in last_hosts.items():  # a host this run left out keeps its last success too
+        if name not in hosts and last:
+            host_last.labels(pb, name).set(last)
     return reg
+
+
+def check_writable(path: Path) -> None:
+    """Make sure ``path``'s folder takes the file before the run starts: create and remove a probe
+    file there (the write itself is a temporary file in that folder renamed over ``path``), so a
+    read-only file system or a folder without write permission is refused up front rather than a
+    warning after the run, which cron never notices.
+
+    Raises:
+        OSError: the folder does not take a new file (e.g. ``EROFS``, ``EACCES``, ``ENOSPC``).
+    """
+    import os
+    import tempfile
+
+    fd, probe = tempfile.mkstemp(prefix=".fleetctl-probe-", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    os.unlink(probe)
 
 
 def write_metrics(run: dict[str, Any], path: Path) -> None:
