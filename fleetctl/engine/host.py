@@ -140,7 +140,7 @@ async def _run_task(task: Any, session: HostSession, playbook: Any, *, apply: bo
 
     A ``when`` or argument that reads what an earlier, simulated command registered
     (:mod:`fleetctl.playbook.unknown`) is not decided: while planning the task is planned as
-    "unknown until applied" (and counts as simulated); applied, it fails naming the register."""
+    "unknown until applied" (and counts as simulated)."""
     try:
         with unknown.shown(not apply):
             if not task.should_run(ctx_vars):
@@ -148,9 +148,8 @@ async def _run_task(task: Any, session: HostSession, playbook: Any, *, apply: bo
             args = task.resolve_args(ctx_vars)
             env = task.resolve_env(ctx_vars)
     except unknown.NotKnown as exc:
-        if apply:  # only a task left out by --tags/--skip-tags registers unknowns in a deploy
-            return TaskResult(Status.FAILED, msg=f"{exc.field} is not known: {exc.name} was registered by a "
-                              "task left out by --tags/--skip-tags, never run here"), [], False
+        if apply:  # never: a deploy registers no unknowns (registered_value); no guess is run
+            return TaskResult(Status.FAILED, msg=str(exc)), [], False
         why = f"unknown until applied: depends on {exc.name}"
         return TaskResult(Status.CHANGED, msg=f"would run if its condition holds, {why}" if task.when else why,
                           data={"decision": {"action": "unknown", "why": why}}), [], True
@@ -259,7 +258,7 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
             # the title as rendered when it was (the one task.started showed), not the raw template
             result, planned, simulated = TaskResult(Status.FAILED, msg=str(exc)), [], False
         if task.register:
-            session.registered[task.register] = registered_value(task.register, result, simulated)
+            session.registered[task.register] = registered_value(task.register, result, simulated, planning=not apply)
             if not is_selected and (result.status is Status.CHANGED or result.status.is_failure):
                 unapplied[task.register] = name
             else:
@@ -334,17 +333,24 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
 CONDITION_FALSE = "condition false"
 
 
-def registered_value(name: str, result: TaskResult, simulated: bool) -> dict[str, Any]:
+def registered_value(name: str, result: TaskResult, simulated: bool, *, planning: bool) -> dict[str, Any]:
     """What ``register: name`` stores for ``result``: its command's real result
-    (:meth:`TaskResult.as_registered`); when the command was only simulated (a plan, or a task
-    left out by ``--tags``), every field a run decides is unknown (:func:`unknown.unknown_result`);
-    skipped by its ``when``, Ansible's skipped result (``skipped: true``, ``changed``/``failed``
-    false, ``skip_reason``; no ``rc``/``stdout``/``stderr``, so ``| default(...)`` applies)."""
+    (:meth:`TaskResult.as_registered`). When the command was only simulated, every field a run
+    decides (``rc``, ``stdout``, ``failed``...) is not known: while planning (``planning``) it is
+    :class:`unknown.Unknown` (the plan says "unknown until applied"); in a deploy (a task left out
+    by ``--tags``, never run) it is absent, as in Ansible, so ``| default(...)`` applies and a bare
+    use fails naming it. ``data`` (what the planner computed: ``build.data.wheel``) stays. Skipped
+    by its ``when``: Ansible's skipped result (``skipped: true``, ``changed``/``failed`` false,
+    ``skip_reason``; no ``rc``/``stdout``/``stderr``, so ``| default(...)`` applies)."""
     known = result.as_registered()
     if result.status is Status.SKIPPED and result.msg == CONDITION_FALSE:
         return {**{k: v for k, v in known.items() if k not in ("rc", "stdout", "stderr")},
                 "skip_reason": "Conditional result was False"}
-    return unknown.unknown_result(name, known) if simulated else known
+    if not simulated:
+        return known
+    if planning:
+        return unknown.unknown_result(name, known)
+    return {k: v for k, v in known.items() if k not in unknown.DECIDED}
 
 
 def _names_unapplied(task: Any, unapplied: dict[str, str]) -> str | None:

@@ -72,6 +72,10 @@ class Unknown:
         return f"Unknown({self.field!r})"
 
 
+#: The registered fields a command's run decides.
+DECIDED: tuple[str, ...] = ("status", "rc", "msg", "stdout", "stderr", "changed", "failed")
+
+
 @contextlib.contextmanager
 def shown(on: bool) -> Iterator[None]:
     """While ``on`` (a plan), an unknown's text is its ``(unknown until applied: ...)`` marker;
@@ -87,5 +91,4 @@ def unknown_result(name: str, known: dict[str, Any]) -> dict[str, Any]:
     """``register: name`` of a task whose command was simulated: every field a command's run
     decides is :class:`Unknown`; ``data`` (what the planner itself computed, ``build.data.wheel``)
     and ``skipped`` stay as planned."""
-    decided = ("status", "rc", "msg", "stdout", "stderr", "changed", "failed")
-    return {**known, **{k: Unknown(f"{name}.{k}") for k in decided}}
+    return {**known, **{k: Unknown(f"{name}.{k}") for k in DECIDED}}
