@@ -142,11 +142,10 @@ async def _run_task(task: Any, session: HostSession, playbook: Any, *, apply: bo
     (:mod:`fleetctl.playbook.unknown`) is not decided: while planning the task is planned as
     "unknown until applied" (and counts as simulated)."""
     try:
-        with unknown.shown(not apply):
-            if not task.should_run(ctx_vars):
-                return TaskResult(Status.SKIPPED, msg=CONDITION_FALSE), [], False
-            args = task.resolve_args(ctx_vars)
-            env = task.resolve_env(ctx_vars)
+        if not task.should_run(ctx_vars):
+            return TaskResult(Status.SKIPPED, msg=CONDITION_FALSE), [], False
+        args = task.resolve_args(ctx_vars)
+        env = task.resolve_env(ctx_vars)
     except unknown.NotKnown as exc:
         if apply:  # never: a deploy registers no unknowns (registered_value); no guess is run
             return TaskResult(Status.FAILED, msg=str(exc)), [], False
@@ -220,8 +219,7 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
                 raise templating.RenderError(exc.message, file=str(playbook.path),
                                              key="vars." + ".".join(str(p) for p in exc.path) if exc.path else "vars") from exc
             try:
-                with unknown.shown(not (apply and is_selected)):
-                    name = task.resolve_name(ctx_vars)
+                name = task.resolve_name(ctx_vars)
             except PlaybookError:
                 name = task.display_name
             if label:

@@ -6,20 +6,15 @@ runs it. The engine registers :class:`Unknown` values there instead of the simul
 (:func:`fleetctl.engine.host.registered_value`). Shown in a template while planning, an unknown
 renders as ``(unknown until applied: NAME.FIELD)``; anything that needs its value (a ``when``, a
 comparison, ``in``, a filter that reads it) raises :class:`NotKnown`, and the task is planned as
-"unknown until applied: depends on NAME". Outside a plan (:func:`shown` off) even its text raises
-:class:`NotKnown`, so no command is ever run with a value nobody saw.
+"unknown until applied: depends on NAME". Only a planning pass registers unknowns (a deploy's
+registered results are its commands' real ones), so no command is ever run with a value nobody saw.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from collections.abc import Iterator
 from typing import Any
 
 from ..errors import PlaybookError
-
-_SHOWN: contextvars.ContextVar[bool] = contextvars.ContextVar("fleetctl_unknown_shown", default=False)
 
 
 class NotKnown(PlaybookError):
@@ -62,29 +57,16 @@ class Unknown:
         return Unknown(f"{self.field}.{key}")
 
     def __str__(self) -> str:
-        if not _SHOWN.get():
-            raise NotKnown(self.field)
         return f"(unknown until applied: {self.field})"
 
-    __format__ = lambda self, spec: str(self)  # noqa: E731 - f-strings and format() as str()
+    __repr__ = __str__
 
-    def __repr__(self) -> str:
-        return f"Unknown({self.field!r})"
+    def __format__(self, spec: str) -> str:
+        return str(self)
 
 
 #: The registered fields a command's run decides.
 DECIDED: tuple[str, ...] = ("status", "rc", "msg", "stdout", "stderr", "changed", "failed")
-
-
-@contextlib.contextmanager
-def shown(on: bool) -> Iterator[None]:
-    """While ``on`` (a plan), an unknown's text is its ``(unknown until applied: ...)`` marker;
-    otherwise reading it raises :class:`NotKnown`."""
-    token = _SHOWN.set(on)
-    try:
-        yield
-    finally:
-        _SHOWN.reset(token)
 
 
 def unknown_result(name: str, known: dict[str, Any]) -> dict[str, Any]:
