@@ -70,6 +70,8 @@ def test_tags_run_only_their_tasks_and_the_others_are_planned(tmp_path):
     assert tasks["second"]["status"] == "changed"
     log = (last_run(tmp_path) / "logs" / "me.log").read_bytes()
     assert b"out| one" not in log  # the build-tagged command was planned, never run
+    # what it registers is not a made-up empty stdout: absent, as in Ansible, so the default applies
+    assert b"out| no build" in log
 
 
 def test_verbose_adds_diagnostics_on_stderr(tmp_path):

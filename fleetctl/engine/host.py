@@ -18,7 +18,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..playbook import templating
+from ..playbook import templating, unknown
 from ..errors import CommandTimeout, FleetError, HostUnreachable, PlaybookError, host_message
 from ..util.paths import REPO_ROOT
 from ..status import Status
@@ -136,11 +136,22 @@ def nothing_to_stage(outcomes: list[TaskOutcome]) -> bool:
 async def _run_task(task: Any, session: HostSession, playbook: Any, *, apply: bool, run: RunModel,
                     observers: Observers, classes: ClassCoordinator, opts: PassOptions,
                     ctx_vars: dict[str, Any], name: str) -> tuple[TaskResult, list[dict], bool]:
-    """``(result, planned steps, a command was simulated)`` for one task on one host."""
-    if not task.should_run(ctx_vars):
-        return TaskResult(Status.SKIPPED, msg="condition false"), [], False
-    args = task.resolve_args(ctx_vars)
-    env = task.resolve_env(ctx_vars)
+    """``(result, planned steps, a command was simulated)`` for one task on one host.
+
+    A ``when`` or argument that reads what an earlier, simulated command registered
+    (:mod:`fleetctl.playbook.unknown`) is not decided: while planning the task is planned as
+    "unknown until applied" (and counts as simulated)."""
+    try:
+        if not task.should_run(ctx_vars):
+            return TaskResult(Status.SKIPPED, msg=CONDITION_FALSE), [], False
+        args = task.resolve_args(ctx_vars)
+        env = task.resolve_env(ctx_vars)
+    except unknown.NotKnown as exc:
+        if apply:  # never: a deploy registers no unknowns (registered_value); no guess is run
+            return TaskResult(Status.FAILED, msg=str(exc)), [], False
+        why = f"unknown until applied: depends on {exc.name}"
+        return TaskResult(Status.CHANGED, msg=f"would run if its condition holds, {why}" if task.when else why,
+                          data={"decision": {"action": "unknown", "why": why}}), [], True
     action = ACTIONS[task.action]
     attempts = task.retries + 1 if apply else 1
     seconds = opts.deadlines.for_phase(action.phase, task.timeout_s)
@@ -245,7 +256,7 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
             # the title as rendered when it was (the one task.started showed), not the raw template
             result, planned, simulated = TaskResult(Status.FAILED, msg=str(exc)), [], False
         if task.register:
-            session.registered[task.register] = result.as_registered()
+            session.registered[task.register] = registered_value(task.register, result, simulated, planning=not apply)
             if not is_selected and (result.status is Status.CHANGED or result.status.is_failure):
                 unapplied[task.register] = name
             else:
@@ -314,6 +325,30 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
                 out.status, out.error = "failed", f"{out.outcomes[-1].name}: {res.msg}"
                 break
     return out
+
+
+#: The message of a task skipped by its ``when``.
+CONDITION_FALSE = "condition false"
+
+
+def registered_value(name: str, result: TaskResult, simulated: bool, *, planning: bool) -> dict[str, Any]:
+    """What ``register: name`` stores for ``result``: its command's real result
+    (:meth:`TaskResult.as_registered`). When the command was only simulated, every field a run
+    decides (``rc``, ``stdout``, ``failed``...) is not known: while planning (``planning``) it is
+    :class:`unknown.Unknown` (the plan says "unknown until applied"); in a deploy (a task left out
+    by ``--tags``, never run) it is absent, as in Ansible, so ``| default(...)`` applies and a bare
+    use fails naming it. ``data`` (what the planner computed: ``build.data.wheel``) stays. Skipped
+    by its ``when``: Ansible's skipped result (``skipped: true``, ``changed``/``failed`` false,
+    ``skip_reason``; no ``rc``/``stdout``/``stderr``, so ``| default(...)`` applies)."""
+    known = result.as_registered()
+    if result.status is Status.SKIPPED and result.msg == CONDITION_FALSE:
+        return {**{k: v for k, v in known.items() if k not in ("rc", "stdout", "stderr")},
+                "skip_reason": "Conditional result was False"}
+    if not simulated:
+        return known
+    if planning:
+        return unknown.unknown_result(name, known)
+    return {k: v for k, v in known.items() if k not in unknown.DECIDED}
 
 
 def _names_unapplied(task: Any, unapplied: dict[str, str]) -> str | None:

@@ -44,7 +44,12 @@ TASK_KEY_DOCS: dict[str, tuple[str, str]] = {
              "the task is skipped on a host where one is false."),
     "register": ("variable name",
                  "Store the result for later tasks: `status`, `rc`, `msg`, `stdout`, `stderr`, `data`, and "
-                 "`changed`, `failed`, `skipped` (Ansible's names)."),
+                 "`changed`, `failed`, `skipped` (Ansible's names). A task skipped by its `when` stores "
+                 "Ansible's skipped result (`skipped: true`, `skip_reason`; no `rc`, `stdout`, `stderr`, so "
+                 "`| default(...)` applies). `--plan` and `--dry-run` run no command, so what a command "
+                 "registers is not known to them: a `when` that reads it makes the task `would run if its "
+                 "condition holds, unknown until applied: depends on NAME`, and a template shows "
+                 "`(unknown until applied: NAME.FIELD)`; `data` (what the planner decided) is known."),
     "timeout": ("number of seconds > 0",
                 "The task's deadline, replacing the action's default (each action below lists it); "
                 "`--phase-timeout PHASE=S` limits a whole phase."),
@@ -55,7 +60,8 @@ TASK_KEY_DOCS: dict[str, tuple[str, str]] = {
     "tags": ("tag, comma-separated string, or a list of tags",
              "Select the task with `--tags`/`--skip-tags` (Ansible's rules: `always` runs unless skipped as "
              "`always`, `never` only when named; `all`, `tagged`, `untagged`). Unselected tasks are still "
-             "planned, never applied, so what they register is known."),
+             "planned, never applied, so what their planner decides (`data`: a build's wheel) is known; "
+             "what a command of theirs would return (`rc`, `stdout`...) is absent, as in Ansible."),
     "notify": ("handler name or a list of them", "Handlers to run when this task reports `changed`."),
     "env": ("mapping of NAME -> string (templates allowed)",
             "Extra environment variables for every command the task runs (actions that run commands only)."),

@@ -29,6 +29,7 @@ from fleetctl.build.cudacompat import target_arch_list
 from fleetctl.build.sgl_recipe import sgl_kernel_recipe
 
 from .messages import one_line
+from .unknown import NotKnown, Unknown
 
 __all__ = [
     "BUILTIN_NAMES",
@@ -195,15 +196,17 @@ def render_string(text: str, context: Mapping[str, Any]) -> Any:
 
     Raises:
         RenderError: undefined name, syntax error, or an error raised while evaluating.
+        NotKnown: it reads a registered value no command has produced yet (:mod:`.unknown`).
     """
     if not is_template(text):
         return text
     try:
         expr = _native_expression(text)
         if expr is not None:
-            return _fail_if_undefined(_compiled_expression(expr)(**context))
+            value = _fail_if_undefined(_compiled_expression(expr)(**context))
+            return str(value) if isinstance(value, Unknown) else value  # its marker, or NotKnown
         return _compiled_template(text).render(**context)
-    except RenderError:
+    except (RenderError, NotKnown):
         raise
     except Exception as exc:  # jinja and the expression's own errors (TypeError, ZeroDivision...)
         raise RenderError(_describe(exc)) from exc
@@ -254,13 +257,14 @@ def evaluate_when(expr: str | bool, context: Mapping[str, Any]) -> bool:
 
     Raises:
         RenderError: undefined name, syntax error, or an error raised while evaluating.
+        NotKnown: it reads a registered value no command has produced yet (:mod:`.unknown`).
     """
     if isinstance(expr, bool):
         return expr
     text = _check_expression_text(expr)
     try:
         return bool(_fail_if_undefined(_compiled_expression(text)(**context)))
-    except RenderError:
+    except (RenderError, NotKnown):
         raise
     except Exception as exc:
         raise RenderError(_describe(exc)) from exc
