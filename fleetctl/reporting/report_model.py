@@ -254,14 +254,19 @@ def _classes(rows: list[HostRow], hosts: dict[str, dict[str, Any]]) -> list[Arch
                 continue
             role = "fail" if t.get("status") in ("failed", "unreachable") else str(decision.get("action") or "build")
             c = found.setdefault(key, {"hosts": [], "roles": {}, "archs": "", "sass": "", "wheel": "", "sha256": "",
-                                       "refused": set()})
+                                       "refused": set(), "sass_got": False, "asked": ""})
             if name not in c["hosts"]:
                 c["hosts"].append(name)
             c["roles"][name] = role
             if role == "fail" and data.get("preflight"):  # refused before building: never its class's builder
                 c["refused"].add(name)
             c["archs"] = c["archs"] or str(data.get("archs") or decision.get("archs") or "")
-            c["sass"] = c["sass"] or " ".join(data.get("sass") or [])
+            # the SASS a wheel holds (its check), a member's that got the wheel first; else what was
+            # asked, labelled so (fresh operator's trial: a failed builder's asked list was shown)
+            got = t.get("status") in ("ok", "changed")
+            if data.get("sass") and (got and not c["sass_got"] or not c["sass"]):
+                c["sass"], c["sass_got"] = " ".join(data["sass"]), got
+            c["asked"] = c["asked"] or " ".join(data.get("sass_asked") or [])
             if data.get("sha256") and t.get("status") in ("ok", "changed"):
                 c["sha256"] = c["sha256"] or str(data["sha256"])
                 c["wheel"] = c["wheel"] or str(data.get("wheel") or "").rsplit("/", 1)[-1]
@@ -285,7 +290,9 @@ def _classes(rows: list[HostRow], hosts: dict[str, dict[str, Any]]) -> list[Arch
         def of(*want: str, _roles=roles) -> str:
             return _fold([h for h, r in _roles.items() if r in want])
 
-        out.append(ArchClass(id=i, key=key, archs=c["archs"], sass=c["sass"], hosts=c["hosts"], folded=_fold(c["hosts"]),
+        out.append(ArchClass(id=i, key=key, archs=c["archs"],
+                             sass=c["sass"] or (f"asked {c['asked']}" if c["asked"] else ""), hosts=c["hosts"],
+                             folded=_fold(c["hosts"]),
                              built_on=builders, pushed=of("push"), reused=of("reuse"), failed=of("fail"),
                              wheel=c["wheel"], sha256=c["sha256"]))
     return out

@@ -210,7 +210,11 @@ def build_classes(results: dict[str, dict[str, Any]]) -> list[str]:
     every member built its own (``--build each``), ``(built on each of HOSTS)`` when several did
     and the others reused or were pushed a wheel. A member refused by the
     build's preflight (its task's ``data["preflight"]``: nothing was built there) is not a failed
-    build: ``(not built: preflight failed on gpu[01-12])``."""
+    build: ``(not built: preflight failed on gpu[01-12])``. When some members got the wheel and
+    others did not, the line names those that got it and the others apart: ``gpu[01-02] sm_90a ...
+    (built on gpu01; preflight failed on gpu03)``. The SASS is what the wheel holds (its SASS
+    check, ``data["sass"]``), else what was asked, labelled so (``asked sm_90a``: no wheel was
+    built), else the arch list (``arch 9.0a``)."""
     from ..inventory import fold_hosts
 
     classes: dict[str, dict[str, Any]] = {}
@@ -220,8 +224,14 @@ def build_classes(results: dict[str, dict[str, Any]]) -> list[str]:
             if t.get("action") != "build_wheel" or not data.get("key") or t.get("status") == "skipped":
                 continue
             c = classes.setdefault(data["key"], {"hosts": [], "data": data, "builder": None, "failed": [],
-                                                 "refused": [], "unfinished": False, "built": []})
+                                                 "refused": [], "unfinished": False, "built": [], "got": [],
+                                                 "not_got": [], "sass": [], "sass_got": [],
+                                                 "lost": [], "refused_rx": []})
             c["hosts"].append(host)
+            got = t.get("status") in ("ok", "changed")
+            c["got" if got else "not_got"].append(host)
+            if data.get("sass"):  # a wheel's own SASS (its check): a member's that got the wheel first
+                c["sass_got" if got else "sass"] = c["sass_got" if got else "sass"] or data["sass"]
             if data.get("pushed_from"):
                 c["builder"] = c["builder"] or data["pushed_from"]
             elif t.get("status") in ("ok", "changed"):
@@ -232,12 +242,16 @@ def build_classes(results: dict[str, dict[str, Any]]) -> list[str]:
                 c["refused" if data.get("preflight") else "failed"].append(host)  # or its preflight refused it
             else:
                 c["unfinished"] = True
+                c["lost" if not data.get("preflight") else "refused_rx"].append(host)
     lines = []
     for c in classes.values():
         d = c["data"]
         inputs = d.get("inputs") or {}
         torch = ".".join(str(inputs.get("torch") or "?").split("+")[0].split(".")[:2])
-        sass = " ".join(d.get("sass") or [f"arch {d.get('archs')}"])
+        # what a wheel holds (its SASS check), else what was asked, labelled so (fresh operator's
+        # trial: a build handed over to gpu02 printed the facts' arch list, not the wheel's)
+        asked = " ".join(d.get("sass_asked") or [])
+        sass = " ".join(c["sass_got"] or c["sass"]) or (f"asked {asked}" if asked else f"arch {d.get('archs')}")
         # only a build that succeeded names its builder (new-user trial: a class whose every build
         # failed read "(built on gpu04)")
         # several members built their own (--build each): never one of them named for all (fresh
@@ -249,6 +263,14 @@ def build_classes(results: dict[str, dict[str, Any]]) -> list[str]:
                if c["failed"] else f"not built: preflight failed on {fold_hosts(c['refused'])}" if c["refused"]
                else "not built" if c["unfinished"] else "reused")
         plat = " ".join(str(x) for x in (inputs.get("platform"), inputs.get("libc")) if x)
-        lines.append(f"{fold_hosts(c['hosts'])} {sass} cu{inputs.get('cuda')} torch{torch} {inputs.get('python')}"
+        # the hosts named first are those that got the wheel; a member that did not (its preflight,
+        # its receiving or its build failed) is named apart (fresh operator's trial: gpu03, refused
+        # for its disk, was folded into "gpu[01-03] ... (built on gpu01)")
+        shown = c["got"] if c["got"] and c["not_got"] else c["hosts"]
+        if shown is c["got"]:
+            apart = (("build failed", c["failed"]), ("preflight failed", c["refused"] + c["refused_rx"]),
+                     ("not received", c["lost"]))
+            how += "".join(f"; {what} on {fold_hosts(names)}" for what, names in apart if names)
+        lines.append(f"{fold_hosts(shown)} {sass} cu{inputs.get('cuda')} torch{torch} {inputs.get('python')}"
                      f"{' ' + plat if plat else ''} ({how})")
     return lines

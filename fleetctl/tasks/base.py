@@ -229,6 +229,9 @@ def first_error_line(res: CommandResult) -> str:
         line = line.strip()
         if _COMPILER_ERROR.search(line):
             if line.startswith("CMake Error") and line.endswith(":"):
+                quoted = _quoted_compiler_line(raw, i)
+                if quoted:  # the compiler's own line in CMake's block (its compiler check failed)
+                    return quoted[:300]
                 line = _cmake_message(line, raw, i)
             if line.startswith("nvcc "):
                 line = " ".join(line.split())
@@ -243,6 +246,34 @@ def first_error_line(res: CommandResult) -> str:
             return line[:300]
     tail = [ln.strip() for ln in res.stderr_text.splitlines() if ln.strip()] or lines
     return tail[-1][:300] if tail else f"exit status {res.rc}"
+
+
+def _quoted_compiler_line(raw: list[str], i: int) -> str | None:
+    """The compiler's own diagnostic quoted in the ``CMake Error at ...:`` block at ``raw[i]``, with
+    what CMake was doing, or ``None``. CMake's compiler checks print the compiler's output inside
+    their error (``CMakeDetermineCompilerId.cmake``: ``Compiling the CUDA compiler identification
+    source file "CMakeCUDACompilerId.cu" failed.`` ... ``The output was:``, the output indented;
+    ``CMakeTestCUDACompiler.cmake``: ``is not able to compile a simple test program``), so nvcc's
+    ``nvcc fatal   : Memory allocation failure`` is the cause, not CMake's wrap-up (fresh operator's
+    trial: the summary named CMake's line, nvcc's was line 64 of the log): ``nvcc fatal : Memory
+    allocation failure (CMake's CUDA compiler identification)``."""
+    indent = len(raw[i]) - len(raw[i].lstrip())
+    what = ""
+    for more in raw[i + 1:]:
+        if more.strip() and len(more) - len(more.lstrip()) <= indent:
+            return None  # the block ended: no compiler line in it
+        text = more.strip()
+        m = _CHECK_KIND.search(text)
+        if m and not what:
+            what = f" (CMake's {m[1]} compiler {'identification' if m[2] else 'check'})"
+        if _COMPILER_ERROR.search(text) and not text.startswith("CMake Error"):
+            return (" ".join(text.split()) if text.startswith("nvcc ") else text)[:300 - len(what)] + what
+    return None
+
+
+#: CMake's compiler checks: ``Compiling the CUDA compiler identification source file``, ``The
+#: CUDA compiler ... is not able to compile a simple test program.``
+_CHECK_KIND = re.compile(r"\b(C|CXX|CUDA|HIP|Fortran) compiler\b( identification)?")
 
 
 def _cmake_message(line: str, raw: list[str], i: int) -> str:

@@ -60,7 +60,8 @@ def target_plan(facts: Mapping[str, Any], args: Any) -> dict[str, Any]:
     """The build plan from facts (:func:`fleetctl.build.archs.build_plan`), with the task's ``archs`` and
     ``max_jobs`` overrides applied. ``+PTX`` is kept: ``"8.0+PTX;9.0a"`` stays in
     ``torch_cuda_arch_list`` (torch embeds ``compute_80`` PTX beside the SASS) and becomes
-    ``"80;90a"`` in ``cuda_architectures`` (CMake's plain number means SASS and PTX).
+    ``"80;90a"`` in ``cuda_architectures`` (CMake's plain number means SASS and PTX); ``archs`` and
+    ``sass`` (the SASS asked for: ``["sm_90a"]``) follow the override too.
 
     Raises:
         ValueError: ``archs`` holds an entry that is not an arch.
@@ -70,6 +71,10 @@ def target_plan(facts: Mapping[str, Any], args: Any) -> dict[str, Any]:
         plan["torch_cuda_arch_list"] = target_arch_list(facts, args.archs)  # what a task title names too
         tokens = parse_tokens(plan["torch_cuda_arch_list"])
         plan["cuda_architectures"] = ";".join(f"{t.major}{t.minor}{t.suffix}" for t in tokens)
+        # the plan's lists follow the override (fresh operator's trial: -e archs=9.0a built sm_90a
+        # while run.json, the summary and the report named the facts' sm_90a sm_120a)
+        plan["archs"] = [a for a in plan["torch_cuda_arch_list"].split(";") if a]
+        plan["sass"] = sass_targets(plan)
     if args.max_jobs:
         plan["max_jobs"] = args.max_jobs
     return plan

@@ -47,7 +47,7 @@ from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_deps import reach_deps, ship_deps, tree_with
 from .build_here import build_here, left_wheel, stamp_bytes, stamp_of
 from .build_keys import (STAMP_NAME, STAT_ARGV, build_inputs, build_key, changed_inputs, parse_stamps, parse_stat,
-                         plan_tokens, stale_stamp, stamps_probe, target_plan, venv_install_mark)
+                         plan_tokens, stale_stamp, stamps_probe, target_plan, venv_install_mark, sass_targets)
 from .build_preflight import facts_problems, failed, receiver_space, refuse, source_checks, venv_checks
 from .build_toolchain import host_compiler_preflight
 from .copy import REMOTE_TREE_HASH
@@ -355,12 +355,14 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
 
 
 def with_class(result: TaskResult, key: str, inputs: dict[str, Any], target: Mapping[str, Any]) -> TaskResult:
-    """A failed build still names its arch class (key, archs, SASS, inputs: CUDA, torch, Python),
-    known before it started, so that the class lines of ``--plan``, the summary and the report
-    print the class's real arch, CUDA and torch, not ``arch None cuNone torch?``."""
+    """A failed build still names its arch class (key, archs, the SASS asked for, inputs: CUDA,
+    torch, Python), known before it started, so that the class lines of ``--plan``, the summary and
+    the report print the class's real arch, CUDA and torch, not ``arch None cuNone torch?``. The
+    SASS asked for is ``sass_asked``: ``sass`` is only ever what a built wheel holds (its SASS
+    check), so that no record names SASS no wheel has (fresh operator's trial)."""
     if not result.status.is_failure:
         return result
-    known = {"key": key, "archs": target.get("torch_cuda_arch_list"), "sass": list(target.get("sass") or []),
+    known = {"key": key, "archs": target.get("torch_cuda_arch_list"), "sass_asked": sass_targets(target),
              "inputs": inputs}
     return dataclasses.replace(result, data={**known, **result.data})
 
