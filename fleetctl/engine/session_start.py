@@ -148,7 +148,8 @@ async def _exec(session: HostSession, job: dict[str, Any], *, hold: bool,
     watch = bool(conn.holds_stdin)
     stdin = boot_stdin({**job, "watch_stdin": watch})
     if not hold:
-        res = await conn.run(argv, stdin=stdin, timeout_s=timeout_s, hold_stdin=watch)
+        held = {"hold_stdin": True} if watch else {}  # a kind that cannot hold stdin takes no such argument
+        res = await conn.run(argv, stdin=stdin, timeout_s=timeout_s, **held)
         return _result(res.stdout_text), res, None
     got: asyncio.Future = asyncio.get_running_loop().create_future()
     box: list[asyncio.Future] = [got]  # emptied once read: the holder lives for the run, its result need not
