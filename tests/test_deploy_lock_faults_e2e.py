@@ -40,6 +40,10 @@ def test_a_full_workdir_disk_names_the_lock_file_and_enospc_and_shows_the_hosts_
     assert full["status"] == "failed"
     assert f"cannot take the deploy lock {lock}: No space left on device (ENOSPC)" in full["error"], full["error"]
     assert [(t["name"], t["status"]) for t in full["tasks"]] == [("deploy lock", "failed")]
-    row = next(ln for ln in (res.stdout + res.stderr).splitlines() if ln.split()[:2] == ["full", "failed"]
-               or ln.strip("│┃| ").startswith("full "))
+    lines = (res.stdout + res.stderr).splitlines()
+    # the live line as the host ends (once), then its row in the summary table
+    assert [ln for ln in lines if ln.startswith("full | FAILED")] == [
+        f"full | FAILED      host done in {full['duration_s']:.1f} s: {full['error']}"], lines
+    row = next(ln for ln in lines if not ln.startswith("full | ") and (ln.split()[:2] == ["full", "failed"]
+               or ln.strip("│┃| ").startswith("full ")))
     assert " F " in row.replace("│", " ").replace("┃", " ") + " ", row
