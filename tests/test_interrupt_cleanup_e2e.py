@@ -66,7 +66,9 @@ def _interrupt(argv: list[str], env: dict, ready, sig: int) -> subprocess.Comple
 
 
 def test_an_interrupted_facts_stops_a_hung_nvidia_smi_on_the_host(sshd_farm, tmp_path):
-    host = sshd_farm.start("hang")
+    hosttmp = tmp_path / "host-tmp"  # the host's TMPDIR: a --dry-run's scratch copy of the facts script
+    hosttmp.mkdir()
+    host = sshd_farm.start("hang", env={"TMPDIR": str(hosttmp)})
     token = str(900000 + os.getpid() % 99999)  # this test's sleep, told apart from any other
     marks = tmp_path / "smi-started"
     smi = host.bin_dir / "nvidia-smi"
@@ -85,6 +87,7 @@ def test_an_interrupted_facts_stops_a_hung_nvidia_smi_on_the_host(sshd_farm, tmp
             assert wait_for(lambda: not _running(token), 10), (argv, "nvidia-smi's sleep still runs")
             smi_pid = int(marks.read_text().split()[-1])
             assert wait_for(lambda: not _alive(smi_pid), 10), (argv, "the hung nvidia-smi still runs")
+            assert list(hosttmp.iterdir()) == [], (argv, "a stop left its scratch folder on the host")
     finally:
         for pid in _running(token):
             os.kill(pid, signal.SIGKILL)

@@ -532,6 +532,7 @@ def run_facts(source, folder, argv, read_only=False):
             import tempfile
 
             scratch = tempfile.mkdtemp(prefix="fleetctl-facts-")
+            SCRATCH.append(scratch)  # a stop (os._exit: no finally runs) removes it too
             path = os.path.join(scratch, os.path.basename(path))
             with open(path, "wb") as fh:
                 fh.write(source)
@@ -606,6 +607,8 @@ def stop_children():
 
 #: The deploy lock's file descriptor while this process holds it (cleared on a stop).
 HELD = []
+#: Scratch folders this process made (a read-only run's copy of the facts script), removed on a stop.
+SCRATCH = []
 
 
 def stop(code):
@@ -616,6 +619,11 @@ def stop(code):
             os.ftruncate(fd, 0)
         except OSError:
             pass
+    if SCRATCH:
+        import shutil
+
+        for folder in SCRATCH:
+            shutil.rmtree(folder, ignore_errors=True)
     os._exit(code)
 
 
