@@ -32,6 +32,7 @@ from .executor import StepRunner, drive
 from .lockwatch import lock_loss
 from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
 from .observer import Observers
+from .registered import CONDITION_FALSE, names_unapplied, registered_value
 from .session import HostSession
 
 
@@ -229,7 +230,7 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
             # only actions that say what a missing result means (pip_install: no wheel built yet)
             # refuse: elsewhere a template may handle the absence itself (``| default(...)``)
             hint = ACTIONS[task.action].unapplied_hint
-            missing = _names_unapplied(task, unapplied) if is_selected and hint else None
+            missing = names_unapplied(task, unapplied) if is_selected and hint else None
             lost = (await lock_loss(session) if apply and is_selected and ACTIONS[task.action].phase == "install"
                     else None)
             if missing is not None:
@@ -325,44 +326,6 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
                 out.status, out.error = "failed", f"{out.outcomes[-1].name}: {res.msg}"
                 break
     return out
-
-
-#: The message of a task skipped by its ``when``.
-CONDITION_FALSE = "condition false"
-
-
-def registered_value(name: str, result: TaskResult, simulated: bool, *, planning: bool) -> dict[str, Any]:
-    """What ``register: name`` stores for ``result``: its command's real result
-    (:meth:`TaskResult.as_registered`). When the command was only simulated, every field a run
-    decides (``rc``, ``stdout``, ``failed``...) is not known: while planning (``planning``) it is
-    :class:`unknown.Unknown` (the plan says "unknown until applied"); in a deploy (a task left out
-    by ``--tags``, never run) it is absent, as in Ansible, so ``| default(...)`` applies and a bare
-    use fails naming it. ``data`` (what the planner computed: ``build.data.wheel``) stays. Skipped
-    by its ``when``: Ansible's skipped result (``skipped: true``, ``changed``/``failed`` false,
-    ``skip_reason``; no ``rc``/``stdout``/``stderr``, so ``| default(...)`` applies)."""
-    known = result.as_registered()
-    if result.status is Status.SKIPPED and result.msg == CONDITION_FALSE:
-        return {**{k: v for k, v in known.items() if k not in ("rc", "stdout", "stderr")},
-                "skip_reason": "Conditional result was False"}
-    if not simulated:
-        return known
-    if planning:
-        return unknown.unknown_result(name, known)
-    return {k: v for k, v in known.items() if k not in unknown.DECIDED}
-
-
-def _names_unapplied(task: Any, unapplied: dict[str, str]) -> str | None:
-    """The first register name in ``unapplied`` that ``task``'s arguments use in a template."""
-    if not unapplied:
-        return None
-    import json
-    import re
-
-    text = json.dumps(task.raw_args, default=str)
-    for name in unapplied:
-        if re.search(r"\{[{%][^}]*\b" + re.escape(name) + r"\b", text):
-            return name
-    return None
 
 
 def phase_spans(run: RunModel, outcomes: list[TaskOutcome], first: list[PhaseSpan]) -> list[PhaseSpan]:

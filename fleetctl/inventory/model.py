@@ -15,13 +15,11 @@ from typing import Any
 
 from fleetctl.connection.registry import ConnectionSettings, HostRef
 from fleetctl.errors import InventoryError
-from fleetctl.util.paths import unreadable_file
 
-from .ansible_support import unsupported
+from .host_checks import check_ansible_vars, check_controller_files, check_local_venv
 from .patterns import HostIndex, select_hosts
-from .settings import HostSettings, aliases_of, typed_settings, var_error
+from .settings import HostSettings, aliases_of, typed_settings
 from .vars import VarConflict, VarSource
-from .vars import shown as shown_value
 
 __all__ = ["Host", "Group", "Inventory"]
 
@@ -273,10 +271,10 @@ class Inventory:
                 raise h.problem
         self.check_conflicts(chosen.values())
         for h in chosen.values():
-            _check_ansible_vars(h)
-            _check_controller_files(h)
+            check_ansible_vars(h)
+            check_controller_files(h)
             if venv and h.kind == "local":
-                _check_local_venv(h)
+                check_local_venv(h)
 
     def check_conflicts(self, hosts: Iterable[Host]) -> None:
         """Refuse a var of one of ``hosts`` whose value only Ansible's merge order decides
@@ -335,69 +333,3 @@ def jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
-
-
-def _source_error(host: Host, src: VarSource | None, message: str) -> InventoryError:
-    if src is None:
-        return InventoryError(f"host {host.name!r}: {message}")
-    return var_error(message, src, src.name, host.name)  # -e VAR, or FILE:LINE: KEY
-
-
-def _check_ansible_vars(host: Host) -> None:
-    found = unsupported(host.kind, host.vars)
-    if found is None:
-        return
-    var, advice = found
-    src = host.sources.get(var)
-    value = host.vars[var]
-    if var == "ansible_become":
-        who = host.vars.get("ansible_become_user") or "root"
-        shown = f"ansible_become (to run as {who!r})"
-    elif var in ("ansible_password", "ansible_ssh_pass", "ansible_ssh_password", "ansible_private_key",
-                 "ansible_ssh_private_key", "ansible_private_key_passphrase", "ansible_ssh_private_key_passphrase"):
-        shown = var
-    else:
-        shown = f"{var} = {shown_value(value)}"
-    raise _source_error(host, src, f"host {host.name!r} sets {shown}, which fleetctl does not honour: {advice}")
-
-
-def _check_controller_files(host: Host) -> None:
-    """Refuse a file on this controller that ``host``'s connection settings name and that its user
-    cannot read (:func:`~fleetctl.util.paths.unreadable_file`: not there, a folder, a FIFO, no read
-    permission): the private key (OpenSSH warns "Identity file ... not accessible" and logs in with
-    other keys, if any; fleetctl refuses it instead of reporting the host unreachable, new-user
-    trial; an identity ssh-agent holds is named by its public key, ``KEY.pub``) and the
-    ``ssh_config`` file (``ssh -F`` stops at one it cannot read: an operator trial saw a relative
-    one, taken against the current folder, fail every host as unreachable). Both were resolved at
-    load against the inventory file's folder (:data:`~fleetctl.inventory.settings.PATH_VARS`)."""
-    for field_name, what in (("private_key_file", "private key file"), ("ssh_config", "ssh_config file")):
-        path = getattr(host.connection_settings, field_name, None)
-        why = None if path is None else unreadable_file(path, "a key file" if field_name != "ssh_config"
-                                                        else "an ssh_config file")
-        if why is None or (path == os.devnull and field_name == "ssh_config"):  # ssh -F /dev/null: none
-            continue
-        src = host.source_of(field_name)
-        written = src.value if src is not None and isinstance(src.value, str) else path
-        shown = repr(written) + ("" if written == path else f" ({path})")
-        raise _source_error(host, src, f"host {host.name!r}: {what} {shown} {why}")
-
-
-def _check_local_venv(host: Host) -> None:
-    venv = host.venv
-    if venv is None:
-        return
-    root = os.path.abspath(os.path.expanduser(venv))
-    python = os.path.join(root, "bin", "python3")
-    shown = f"venv {venv!r}" + ("" if root == venv else f" ({root})")
-    if not os.path.exists(root):
-        problem = f"{shown} of local host {host.name!r} does not exist"
-    elif not os.path.isdir(root):
-        problem = f"{shown} of local host {host.name!r} is not a folder"
-    elif not (os.path.isfile(python) and os.access(python, os.X_OK)):
-        problem = (
-            f"venv {venv!r} of local host {host.name!r} is not a Python environment: {python} is missing "
-            f"(create one with: python3 -m venv {root})"
-        )
-    else:
-        return
-    raise _source_error(host, host.sources.get("venv"), problem)

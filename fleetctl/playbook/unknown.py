@@ -3,7 +3,7 @@
 ``--plan`` and ``--dry-run`` simulate every command (rc 0, no output: :mod:`fleetctl.tasks.steps`),
 so what such a task registers (``rc``, ``stdout``, ``failed``...) is not known until the deploy
 runs it. The engine registers :class:`Unknown` values there instead of the simulated ones
-(:func:`fleetctl.engine.host.registered_value`). Shown in a template while planning, an unknown
+(:func:`fleetctl.engine.registered.registered_value`). Shown in a template while planning, an unknown
 renders as ``(unknown until applied: NAME.FIELD)``; anything that needs its value (a ``when``, a
 comparison, ``in``, a filter that reads it) raises :class:`NotKnown`, and the task is planned as
 "unknown until applied: depends on NAME". Only a planning pass registers unknowns (a deploy's

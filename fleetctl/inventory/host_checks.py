@@ -1,0 +1,86 @@
+"""The per-host input checks of :meth:`fleetctl.inventory.model.Inventory.check_hosts`: Ansible
+variables fleetctl refuses, controller files a host's connection settings name that cannot be read,
+and a local host's venv; each raises :class:`~fleetctl.errors.InventoryError` naming where the
+value was set (``FILE:LINE: KEY`` or ``-e KEY``)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from fleetctl.errors import InventoryError
+from fleetctl.util.paths import unreadable_file
+
+from .ansible_support import unsupported
+from .settings import var_error
+from .vars import VarSource
+from .vars import shown as shown_value
+
+if TYPE_CHECKING:
+    from .model import Host
+
+
+def source_error(host: Host, src: VarSource | None, message: str) -> InventoryError:
+    if src is None:
+        return InventoryError(f"host {host.name!r}: {message}")
+    return var_error(message, src, src.name, host.name)  # -e VAR, or FILE:LINE: KEY
+
+
+def check_ansible_vars(host: Host) -> None:
+    found = unsupported(host.kind, host.vars)
+    if found is None:
+        return
+    var, advice = found
+    src = host.sources.get(var)
+    value = host.vars[var]
+    if var == "ansible_become":
+        who = host.vars.get("ansible_become_user") or "root"
+        shown = f"ansible_become (to run as {who!r})"
+    elif var in ("ansible_password", "ansible_ssh_pass", "ansible_ssh_password", "ansible_private_key",
+                 "ansible_ssh_private_key", "ansible_private_key_passphrase", "ansible_ssh_private_key_passphrase"):
+        shown = var
+    else:
+        shown = f"{var} = {shown_value(value)}"
+    raise source_error(host, src, f"host {host.name!r} sets {shown}, which fleetctl does not honour: {advice}")
+
+
+def check_controller_files(host: Host) -> None:
+    """Refuse a file on this controller that ``host``'s connection settings name and that its user
+    cannot read (:func:`~fleetctl.util.paths.unreadable_file`: not there, a folder, a FIFO, no read
+    permission): the private key (OpenSSH warns "Identity file ... not accessible" and logs in with
+    other keys, if any; fleetctl refuses it instead of reporting the host unreachable, new-user
+    trial; an identity ssh-agent holds is named by its public key, ``KEY.pub``) and the
+    ``ssh_config`` file (``ssh -F`` stops at one it cannot read: an operator trial saw a relative
+    one, taken against the current folder, fail every host as unreachable). Both were resolved at
+    load against the inventory file's folder (:data:`~fleetctl.inventory.settings.PATH_VARS`)."""
+    for field_name, what in (("private_key_file", "private key file"), ("ssh_config", "ssh_config file")):
+        path = getattr(host.connection_settings, field_name, None)
+        why = None if path is None else unreadable_file(path, "a key file" if field_name != "ssh_config"
+                                                        else "an ssh_config file")
+        if why is None or (path == os.devnull and field_name == "ssh_config"):  # ssh -F /dev/null: none
+            continue
+        src = host.source_of(field_name)
+        written = src.value if src is not None and isinstance(src.value, str) else path
+        shown = repr(written) + ("" if written == path else f" ({path})")
+        raise source_error(host, src, f"host {host.name!r}: {what} {shown} {why}")
+
+
+def check_local_venv(host: Host) -> None:
+    venv = host.venv
+    if venv is None:
+        return
+    root = os.path.abspath(os.path.expanduser(venv))
+    python = os.path.join(root, "bin", "python3")
+    shown = f"venv {venv!r}" + ("" if root == venv else f" ({root})")
+    if not os.path.exists(root):
+        problem = f"{shown} of local host {host.name!r} does not exist"
+    elif not os.path.isdir(root):
+        problem = f"{shown} of local host {host.name!r} is not a folder"
+    elif not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        problem = (
+            f"venv {venv!r} of local host {host.name!r} is not a Python environment: {python} is missing "
+            f"(create one with: python3 -m venv {root})"
+        )
+    else:
+        return
+    raise source_error(host, host.sources.get("venv"), problem)
