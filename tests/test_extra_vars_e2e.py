@@ -235,6 +235,9 @@ def test_become_user_and_method_are_refused_where_a_task_becomes_and_never_sugge
     assert (f"g.hosts.box.ansible_become_user: host 'box' sets ansible_become_user = 'svc', {refusal}the task as "
             f"root through sudo -n, never as another user: log in as the user the commands must run as "
             f"(ansible_user)") in bad.stderr, bad.stderr
+    job = fleetctl("-i", str(inv), "schedule", "--playbook", str(becomes), "--hosts", "g", "--at", "02:30", "--print",
+                   home=tmp_path)  # the unattended job's deploy would be refused: refused when it is made
+    assert (job.returncode, job.stdout, job.stderr) == (2, "", bad.stderr), job.stdout + job.stderr
     bad = deploy(root_inv, becomes, "-e", "ansible_become_method=su")
     assert (bad.returncode, len(bad.stderr.splitlines())) == (2, 1), bad.stderr
     assert bad.stderr.startswith(f"fleetctl: error: -e ansible_become_method: host 'box' sets ansible_become_method "

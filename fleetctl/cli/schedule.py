@@ -290,12 +290,13 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     # (:class:`fleetctl.schedule.Job`); a later item wins, as in deploy
     job_vars = {k: v for kind, value in segments for k, v in (given[value] if kind == "file" else value).items()}
     pb.check_undefined(known | set(job_vars))
-    from ..api.playchecks import check_extra_var_args, check_unread_build_vars, extra_var_warnings
+    from ..api.playchecks import check_become_vars, check_extra_var_args, check_unread_build_vars, extra_var_warnings
 
     # the job runs unattended: a -e value the play cannot take is refused now and a misspelt -e
     # name is named now, as deploy does, not in a log read after a wrong nightly
     check_extra_var_args(pb, [*pb.select_tags(), *pb.handlers], job_vars)
     check_unread_build_vars(pb, pb.select_tags(), job_vars)
+    check_become_vars([*pb.select_tags(), *pb.handlers], hosts)
     for line in extra_var_warnings(pb, dict.fromkeys([*(k for doc in given.values() for k in doc), *pairs])):
         click.echo(f"fleetctl: warning: {line}", err=True)
     metrics = None
