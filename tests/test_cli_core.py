@@ -210,7 +210,7 @@ def test_a_run_whose_controller_was_sigkilled_is_shown_interrupted(tmp_path):
 
 def test_logs_of_an_unreachable_host_print_its_reason(tmp_path):
     """The summary points at ``fleetctl logs RUN HOST``; for a host never reached that prints the
-    cause from run.json, not nothing."""
+    cause as run.json has it, not nothing: its log's outcome line."""
     import socket
 
     with socket.socket() as s:  # a port nothing listens on: connection refused
@@ -225,7 +225,7 @@ def test_logs_of_an_unreachable_host_print_its_reason(tmp_path):
     assert record["hosts"]["gone"]["status"] == "unreachable"
     logs = fleetctl("logs", run_id, "gone", home=tmp_path)
     assert logs.returncode == 1, logs.stderr  # the host's status
-    assert logs.stdout == f"gone: unreachable: {record['hosts']['gone']['error']}\n"
+    assert logs.stdout == f"==> host UNREACHABLE: {record['hosts']['gone']['error']}\n"  # its log's last line
     assert record["hosts"]["gone"]["error"]
 
 

@@ -188,18 +188,70 @@ def test_an_extra_var_nothing_reads_is_named_with_the_closest_name_it_may_mean(t
 
 
 def test_no_did_you_mean_names_a_var_fleetctl_refuses():
-    """Every refused Ansible var, misspelt (a letter dropped, its prefix dropped), gets what fleetctl
-    offers instead, never ``did you mean`` it (the -e hint of run, facts, copy, fetch and deploy)."""
+    """Every refused or ignored Ansible var, misspelt (a letter dropped, its prefix dropped), gets
+    what fleetctl does instead, never ``did you mean`` it (the -e hint of run, facts, copy, fetch
+    and deploy: ``-e become_user=x`` was told "did you mean ansible_become_user?", which fleetctl
+    then ignored)."""
     from fleetctl.api.playchecks import did_you_mean
-    from fleetctl.inventory.ansible_support import REFUSED
+    from fleetctl.inventory.ansible_support import BECOME_REFUSED, IGNORED, REFUSED
     from fleetctl.inventory.own_vars import own_var_names
 
-    for name, (_kinds, advice) in REFUSED.items():
+    advice = {**{n: a for n, (_k, a) in REFUSED.items()}, **{n: a for n, (_d, a) in BECOME_REFUSED.items()},
+              **IGNORED}
+    for name, why in advice.items():
         for typo in (name[:-1], name[len("ansible_"):]):
             hint = did_you_mean(typo, own_var_names()) or ""
-            assert not hint.startswith("did you mean ansible_") or hint[len("did you mean "):-1] not in REFUSED, typo
-            if hint.startswith("fleetctl refuses"):
-                assert hint.endswith(advice), (typo, hint)
+            assert not hint.startswith("did you mean ansible_") or hint[len("did you mean "):-1] not in advice, typo
+            if hint.startswith(f"fleetctl refuses Ansible's {name}") or hint.startswith(f"fleetctl ignores "
+                                                                                          f"Ansible's {name}:"):
+                assert hint.endswith(why), (typo, hint)
+
+
+def test_become_user_and_method_are_refused_where_a_task_becomes_and_never_suggested(tmp_path):
+    """Operator trial: ``-e become_user=svc`` warned "did you mean ansible_become_user?", and
+    ``ansible_become_user: svc`` was ignored: a task with ``become: true`` ran as root, not svc.
+    Ansible reads ansible_become_user/ansible_become_method only where become is on; fleetctl's
+    become (a task's ``become: true``) is root through ``sudo -n``. So a play with such a task is
+    refused (one line, exit 2, naming file:line or -e, host and task) for a host that sets either to
+    anything but Ansible's default; a play without one runs; the -e hint says what fleetctl does."""
+    v = tmp_path / "v"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(v)], check=True)
+    box = {"ansible_connection": "local", "venv": str(v), "workdir": str(tmp_path / "work")}
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"box": {**box, "ansible_become_user": "svc"}}})
+    root_inv = write_inventory(tmp_path / "root.yaml", {"g": {"box": {**box, "ansible_become_user": "root"}}})
+    quick, becomes = tmp_path / "quick.yaml", tmp_path / "becomes.yaml"
+    quick.write_text(QUICK)
+    becomes.write_text(QUICK + "  - name: as root\n    become: true\n    command: {argv: [id, -u]}\n")
+    refusal = ("which fleetctl does not honour where a task becomes (task 'as root' has become: true): fleetctl's "
+               "become (a task's 'become: true') runs ")
+
+    def deploy(inventory, play, *extra: str):
+        return fleetctl("-i", str(inventory), "deploy", "--hosts", "g", "--playbook", str(play), "--plan", *extra,
+                        home=tmp_path)
+
+    bad = deploy(inv, becomes)
+    assert (bad.returncode, len(bad.stderr.splitlines())) == (2, 1), bad.stderr
+    assert bad.stderr.startswith(f"fleetctl: error: {tmp_path / 'inv.yaml'}:"), bad.stderr
+    assert (f"g.hosts.box.ansible_become_user: host 'box' sets ansible_become_user = 'svc', {refusal}the task as "
+            f"root through sudo -n, never as another user: log in as the user the commands must run as "
+            f"(ansible_user)") in bad.stderr, bad.stderr
+    job = fleetctl("-i", str(inv), "schedule", "--playbook", str(becomes), "--hosts", "g", "--at", "02:30", "--print",
+                   home=tmp_path)  # the unattended job's deploy would be refused: refused when it is made
+    assert (job.returncode, job.stdout, job.stderr) == (2, "", bad.stderr), job.stdout + job.stderr
+    bad = deploy(root_inv, becomes, "-e", "ansible_become_method=su")
+    assert (bad.returncode, len(bad.stderr.splitlines())) == (2, 1), bad.stderr
+    assert bad.stderr.startswith(f"fleetctl: error: -e ansible_become_method: host 'box' sets ansible_become_method "
+                                 f"= 'su', {refusal}sudo -n only, never su"), bad.stderr
+    for inventory, play in ((root_inv, becomes), (inv, quick)):  # Ansible's default; a play that never becomes
+        ok = deploy(inventory, play)
+        assert ok.returncode == 0, (play, ok.stderr[-2000:])
+    offer = ("fleetctl refuses Ansible's ansible_become_user where a task becomes: fleetctl's become (a task's "
+             "'become: true') runs the task as root through sudo -n")
+    warned = [ln for ln in deploy(root_inv, quick, "-e", "become_user=svc").stderr.splitlines() if "warning" in ln]
+    assert len(warned) == 1 and warned[0].startswith("fleetctl: warning: -e become_user: ") and offer in warned[0], \
+        warned
+    run = fleetctl("-i", str(root_inv), "run", "--hosts", "g", "-e", "become_user=svc", "--", "true", home=tmp_path)
+    assert run.returncode == 0 and offer in run.stderr and "did you mean" not in run.stderr, run.stderr
 
 
 def test_e_takes_the_forms_of_ansibles_extra_vars_json_yaml_pairs_and_files(tmp_path):

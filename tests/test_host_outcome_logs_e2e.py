@@ -5,10 +5,15 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+
+import pytest
 
 from tests.support.fake_gpu import write_failing_nvidia_smi
 from tests.support.fleet import fleetctl, last_run, write_inventory
+from tests.support.sshd import free_port
 
 NVML = "Failed to initialize NVML: Driver/library version mismatch"
 
@@ -43,3 +48,38 @@ def test_every_kinds_host_log_ends_with_the_hosts_outcome_line(tmp_path):
         assert not any(ln.startswith("err| failed: ") for ln in lines), (args, one.stdout)  # never dressed as the host's
         every = fleetctl("logs", run_id, home=tmp_path)
         assert every.stdout.splitlines()[-1] == "lh: " + lines[-1], (args, every.stdout)
+
+
+@pytest.mark.sshd
+def test_an_unreachable_hosts_log_ends_with_its_cause_in_every_kind_of_run(sshd_farm, tmp_path):
+    """Operator trial: ``fleetctl logs`` of an unreachable host's log file held nothing at all (its
+    cause only in run.json), where every other outcome ends its log with a ``==> host`` line. A
+    refused connection, a host key that does not match known_hosts, a refused login: each log ends
+    with ``==> host UNREACHABLE: CAUSE``, the cause as run.json has it, in ad hoc and playbook runs."""
+    h = sshd_farm.start("ur", shell="bash")
+    stranger_kh = tmp_path / "stranger_known_hosts"  # another key for the host's address: a mismatch
+    stranger_kh.write_text(f"[127.0.0.1]:{h.port} {(sshd_farm.client_key.with_suffix('.pub')).read_text()}")
+    other_key = tmp_path / "other_key"  # a key the host does not authorize: the login is refused
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other_key)], check=True)
+    hosts = {"gone": {"ansible_host": "127.0.0.1", "ansible_port": free_port()},
+             "stranger": {**h.inventory_vars(sshd_farm.known_hosts), "known_hosts": str(stranger_kh)},
+             "denied": {**h.inventory_vars(sshd_farm.known_hosts), "ansible_ssh_private_key_file": str(other_key)}}
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": hosts})
+    causes = {"gone": "refused", "stranger": "host key", "denied": "authentication failed"}
+    for args in (("run", "--hosts", "g", "--", "true"), ("fetch", "--hosts", "g", "/etc/hostname", str(tmp_path / "o")),
+                 ("verify", "--hosts", "g")):
+        res = fleetctl("-i", str(inv), *args, home=tmp_path)
+        assert res.returncode == 1, (args, res.stdout + res.stderr)
+        run_dir = last_run(tmp_path)
+        record = json.loads((run_dir / "run.json").read_text())["hosts"]
+        for name, word in causes.items():
+            assert record[name]["status"] == "unreachable", (args, name, record[name])
+            error = record[name]["error"]
+            assert word in error.lower(), (args, name, error)
+            log = (run_dir / "logs" / f"{name}.log").read_text()
+            assert log.splitlines()[-1] == "==> host UNREACHABLE: " + " ".join(error.splitlines()), (args, name, log)
+            assert log.count("==> host ") == 1, (args, name, log)
+        every = fleetctl("logs", run_dir.name, home=tmp_path).stdout.splitlines()
+        assert sum(ln.startswith(("gone: ", "stranger: ", "denied: ")) for ln in every) == 3, (args, every)
+        one = fleetctl("logs", run_dir.name, "stranger", home=tmp_path)
+        assert one.stdout.splitlines()[-1].startswith("==> host UNREACHABLE: "), (args, one.stdout)

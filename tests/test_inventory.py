@@ -697,9 +697,12 @@ def test_every_ansible_connection_var_has_a_decision_and_the_docs_list_it():
     or ignored; every refused or ignored name is one Ansible knows; docs/inventory.md names each."""
     from fleetctl.connection.registry import KINDS, load_kind
     from fleetctl.inventory.ansible_names import ANSIBLE_NAMES
-    from fleetctl.inventory.ansible_support import IGNORED, REFUSED
+    from fleetctl.inventory.ansible_support import BECOME_REFUSED, IGNORED
+    from fleetctl.inventory.ansible_support import REFUSED as HOST_REFUSED
     from fleetctl.inventory.settings import aliases_of
 
+    REFUSED = {**HOST_REFUSED, **BECOME_REFUSED}  # noqa: N806 - refused everywhere, or where a task becomes
+    assert not (set(HOST_REFUSED) & set(BECOME_REFUSED))
     honoured = {"ansible_connection"}
     for kind in KINDS:
         honoured |= {v for v in aliases_of(load_kind(kind).settings_model) if v.startswith("ansible_")}

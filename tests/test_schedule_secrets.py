@@ -69,3 +69,29 @@ def test_a_vars_file_holding_secrets_must_be_private(tmp_path):
     # a missing file is one line, exit 2
     res = fleet(tmp_path, *args[:-1], f"@{tmp_path / 'nope.yaml'}", cwd=d)
     assert res.returncode == 2 and "extra vars file not found" in res.stderr
+
+
+def test_a_metrics_file_the_job_could_not_write_is_refused_when_scheduling(tmp_path):
+    """``schedule --metrics-file`` checked only that the folder exists, so a job whose deploy
+    refuses its read-only metrics folder (exit 2, every night) was made without a word. The run's
+    own check applies when the job is made: one line naming the path and the cause, exit 2,
+    nothing written; a writable folder is scheduled."""
+    import subprocess
+    import sys
+
+    from tests.test_metrics_file_e2e import READ_ONLY
+
+    d = fleet_dir(tmp_path)
+    prom = tmp_path / "textfile"
+    prom.mkdir()
+    env = {**{k: v for k, v in os.environ.items() if k not in ("XDG_CONFIG_HOME", "FLEETCTL_INVENTORY")},
+           "HOME": str(tmp_path / "home"), "FLEETCTL_HOME": str(tmp_path / "state")}
+    argv = [sys.executable, "-m", "fleetctl", "-i", "inv.yaml", "schedule", "--playbook", "pb.yaml", "--at", "02:30",
+            "--print", "--metrics-file", str(prom / "nightly.prom")]
+    res = subprocess.run([*READ_ONLY, str(prom), *argv], capture_output=True, text=True, timeout=120, env=env, cwd=d)
+    assert (res.returncode, res.stdout) == (2, ""), res.stdout + res.stderr
+    assert res.stderr == (f"fleetctl: error: --metrics-file {prom / 'nightly.prom'}: cannot write in folder {prom}: "
+                          f"Read-only file system\n"), res.stderr
+    assert list(prom.iterdir()) == []  # no probe file left
+    ok = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=d)
+    assert ok.returncode == 0 and f"--metrics-file {prom / 'nightly.prom'}" in ok.stdout, ok.stderr

@@ -258,3 +258,35 @@ def test_maxsessions_2_with_parallel_uploads_and_commands(sshd_farm, tmp_path):
     assert [r.stdout for r in results[6:]] == [f"{i}\n".encode() for i in range(8)]
     for f in files:
         assert (tmp_path / "up" / f.name).read_bytes() == f.read_bytes()
+
+
+def test_an_ssh_config_unreadable_when_connecting_names_the_host_the_file_and_why(sshd_farm, tmp_path):
+    """The connection's own ssh_config check (a file changed since the inventory's check, or a
+    connection made without an inventory) said ``ssh_config file X cannot be read``, no reason
+    (and passed a folder to asyncssh). It names the host, the file and why, in the inventory
+    check's words; run as root without its read override, so mode 000 is as a user meets it."""
+    import sys
+
+    from tests.support.fleet import NO_READ_OVERRIDE, REPO
+
+    host = sshd_farm.start("cfgread")
+    good, closed = tmp_path / "good_config", tmp_path / "closed_config"
+    for cfg in (good, closed):
+        cfg.write_text(f"Host *\n  User {host.user}\n")
+    closed.chmod(0o000)
+    script = ("import asyncio, sys\nfrom fleetctl.connection.ssh import SSHConnection\n"
+              "from fleetctl.errors import HostUnreachable\n"
+              "async def go(cfg):\n"
+              "    conn = SSHConnection('cfgread', address='127.0.0.1', port=int(sys.argv[1]), key_file=sys.argv[2],\n"
+              "                         known_hosts=sys.argv[3], ssh_config=cfg)\n"
+              "    try:\n        await conn.open()\n        print('ok', (await conn.run(['whoami'])).stdout.decode().strip())\n"
+              "    except HostUnreachable as exc:\n        print(exc)\n    finally:\n        await conn.close()\n"
+              "for cfg in sys.argv[4:]:\n    asyncio.run(go(cfg))\n")
+    res = subprocess.run([*NO_READ_OVERRIDE, sys.executable, "-c", script, str(host.port), str(host.client_key),
+                          str(sshd_farm.known_hosts), str(closed), str(tmp_path), str(tmp_path / "gone"), str(good)],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert res.stdout.splitlines() == [
+        f"cfgread: unreachable: ssh_config file '{closed}' cannot be read: Permission denied",
+        f"cfgread: unreachable: ssh_config file '{tmp_path}' is a folder, not an ssh_config file",
+        f"cfgread: unreachable: ssh_config file '{tmp_path / 'gone'}' does not exist on this controller",
+        f"ok {host.user}"], res.stdout + res.stderr

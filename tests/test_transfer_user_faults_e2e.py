@@ -481,3 +481,33 @@ def test_copy_of_a_sparse_file_arrives_whole(sshd_farm, tmp_path, sftp):
     assert res.returncode == 0, res.stdout + res.stderr
     assert res.stdout == f"h: ok: 1 files, {8 << 20} bytes\n"
     assert dest.read_bytes() == src.read_bytes()
+
+
+def test_a_failed_fetch_leaves_no_empty_folder_it_made_and_keeps_those_that_were_there(sshd_farm, tmp_path):
+    """Operator trial: ``fetch '~/fdir/deep/er/secret' out`` of an unreadable file failed and left
+    ``out/qa/home/<user>/fdir/deep/er/``, empty folders it had made. Every folder the failed fetch
+    made and left empty is removed; one that existed before (empty or not) is kept, and so is
+    every folder holding a fetched file."""
+    h = sshd_farm.start("fe", shell="bash")
+    home = _home(h)
+    inv = _inv(tmp_path, sshd_farm, {"qa": h})
+    fdir = home / "fdir"
+    out = tmp_path / "out"
+    (out / "keep").mkdir(parents=True)  # there before: stays, though empty
+    try:
+        (fdir / "deep" / "er").mkdir(parents=True)
+        (fdir / "a").write_text("a\n")
+        (fdir / "deep" / "er" / "secret").write_text("s\n")
+        for p in [fdir, fdir / "deep", fdir / "deep" / "er", fdir / "a", fdir / "deep" / "er" / "secret"]:
+            shutil.chown(p, h.user)
+        (fdir / "deep" / "er" / "secret").chmod(0)  # its owner, the login user, cannot read it
+        for dest in [str(out / "gone"), str(out / "new_{host}" / "x") + "/", str(out)]:
+            res = fleetctl("-i", str(inv), "fetch", "--hosts", "qa", "~/fdir/deep/er/secret", dest, home=tmp_path)
+            assert res.returncode == 1 and "Permission denied" in res.stderr, res.stdout + res.stderr
+            assert sorted(p.name for p in out.iterdir()) == ["keep"], list(out.rglob("*"))
+        res = fleetctl("-i", str(inv), "fetch", "--hosts", "qa", "~/fdir", str(out), home=tmp_path)
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert [p.relative_to(out).as_posix() for p in sorted(out.rglob("*")) if not p.is_dir() or
+                not any(p.iterdir())] == ["keep", f"qa/{str(fdir).lstrip('/')}/a"], list(out.rglob("*"))
+    finally:
+        shutil.rmtree(fdir, ignore_errors=True)

@@ -20,7 +20,8 @@ from ..errors import FleetError, InputError
 from .inputs import want_bool, want_extra_vars, want_forks
 from .lifecycle import finish_run, new_run
 from ..util.didyoumean import close_matches
-from .playchecks import check_extra_var_args, check_local_sources, check_unread_build_vars, extra_var_warnings
+from .playchecks import (check_become_vars, check_extra_var_args, check_local_sources, check_unread_build_vars,
+                         extra_var_warnings)
 
 MODES = {"apply": "apply", "plan": "plan", "dry_run": "dry-run", "dry-run": "dry-run"}
 _SPECIAL_TAGS = ("all", "always", "never", "tagged", "untagged")
@@ -291,6 +292,7 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
     check_extra_var_args(play, [*play.select_tags(tag_list, skip_list), *play.handlers], all_extra)
     check_local_sources(play, play.select_tags(tag_list, skip_list))
     check_unread_build_vars(play, play.select_tags(tag_list, skip_list), all_extra)
+    check_become_vars([*play.select_tags(tag_list, skip_list), *play.handlers], hosts)
     deadlines = Deadlines(overrides=phase_timeouts(phase_timeout), connect_s=fleet.connect_timeout)
     check_controller_folders()  # a cache that cannot be written must not fail a finished build
     for line in extra_var_warnings(play, {**fleet.extra_vars, **(extra_vars or {})}):

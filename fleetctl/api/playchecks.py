@@ -23,19 +23,18 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
     The candidates are never chosen by the name's own prefix: a misspelt prefix (``ansbile_``) is
     exactly the typo to name (operator's trial: ``-e ansbile_user=x`` got no suggestion).
 
-    A hint never points at a name fleetctl then refuses: when the closest is one of
-    :data:`~fleetctl.inventory.ansible_support.REFUSED` (``-e become=yes`` -> ``ansible_become``),
-    it says so and what fleetctl offers instead (``fleetctl refuses Ansible's ansible_become: ...
-    mark the playbook tasks that need root 'become: true' (sudo -n)``), not ``did you mean``."""
+    A hint never points at a name fleetctl then refuses or ignores: when the closest is one of
+    Ansible's vars fleetctl does not honour (:func:`~fleetctl.inventory.ansible_support.not_honoured`:
+    ``-e become=yes`` -> ``ansible_become``, ``-e become_user=x`` -> ``ansible_become_user``), it
+    says so and what fleetctl offers instead (``fleetctl refuses Ansible's ansible_become: ... mark
+    the playbook tasks that need root 'become: true' (sudo -n)``), not ``did you mean``."""
     from ..inventory.ansible_names import ANSIBLE_NAMES
-    from ..inventory.ansible_support import REFUSED
+    from ..inventory.ansible_support import not_honoured
 
     close = close_matches(name, sorted(set(ANSIBLE_NAMES) | set(candidates)), n=1, cutoff=0.6)
     if not close:
         return None
-    if close[0] in REFUSED:
-        return f"fleetctl refuses Ansible's {close[0]}: {REFUSED[close[0]][1]}"
-    return f"did you mean {close[0]}?"
+    return not_honoured(close[0]) or f"did you mean {close[0]}?"
 
 
 def ignored_hint(name: str, candidates: Iterable[str]) -> str:
@@ -172,3 +171,18 @@ def check_local_sources(playbook: Any, tasks: Iterable[Any]) -> None:
         if not path.exists():
             raise task.error(f"local source {path} does not exist (src is on the controller: absolute, or "
                              "relative to the playbook's folder)", (task.action, "src"))
+
+
+def check_become_vars(tasks: Iterable[Any], hosts: Iterable[Any]) -> None:
+    """Refuse, before any host is reached, a play whose selected ``tasks`` (handlers included)
+    have one that becomes (``become: true``: root through ``sudo -n``) for a host that sets
+    ``ansible_become_user``/``ansible_become_method`` to anything but Ansible's default
+    (:func:`fleetctl.inventory.host_checks.check_become_vars`: Ansible would run the task as that
+    user, or through that method). Raises InventoryError (one line, exit 2)."""
+    from ..inventory.host_checks import check_become_vars as check_host
+
+    task = next((t for t in tasks if getattr(t, "become", False)), None)
+    if task is None:
+        return
+    for host in hosts:
+        check_host(host, task.name)

@@ -371,22 +371,17 @@ def diagnostics(obj: Context) -> Any:
 
 def metrics_observer(path: str | None, mode: str = "apply"):
     """The ``--metrics-file`` observer, or None; bad input (a dry run, a missing folder, a folder
-    that takes no file: :func:`~fleetctl.reporting.metrics.check_writable`) is exit 2."""
+    that takes no file: :func:`~fleetctl.reporting.metrics.check_metrics_path`) is exit 2."""
     if not path:
         return None
     from pathlib import Path
 
-    from ..reporting.metrics import MetricsFile, check_writable
+    from ..reporting.metrics import MetricsFile, check_metrics_path
 
     if mode != "apply":
         raise InputError(f"--metrics-file: a {mode} changes nothing; metrics describe applied runs")
     p = Path(path)
-    if not p.parent.is_dir():
-        raise InputError(f"--metrics-file: folder {p.parent} does not exist")
-    try:
-        check_writable(p)
-    except OSError as exc:
-        raise InputError(f"--metrics-file {p}: cannot write in folder {p.parent}: {exc.strerror or exc}") from None
+    check_metrics_path(p)
     if p.suffix != ".prom":
         click.echo(f"fleetctl: warning: --metrics-file {p}: node_exporter's textfile collector reads only "
                    "*.prom files", err=True)

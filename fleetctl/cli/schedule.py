@@ -192,7 +192,8 @@ def _abs(path: str | Path) -> str:
                    "must be mode 0600 if it holds secrets).")
 @click.option("--metrics-file", default=None, metavar="PATH",
               help="The job writes Prometheus metrics to PATH (*.prom in node_exporter's textfile "
-                   "directory), with fleetctl_last_success_timestamp_seconds for alerting.")
+                   "directory), with fleetctl_last_success_timestamp_seconds for alerting. A PATH whose folder is "
+                   "missing or takes no file (read-only, no permission) is refused now, as the run would (exit 2).")
 @click.option("--on-failure", "on_failure", multiple=True, metavar="UNIT",
               help="OnFailure=: a unit systemd starts when the run fails (alerting), e.g. notify@%n.service.")
 @click.option("--timeout", default=sch.DEFAULT_TIMEOUT, show_default=True, metavar="SPAN",
@@ -289,19 +290,21 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     # (:class:`fleetctl.schedule.Job`); a later item wins, as in deploy
     job_vars = {k: v for kind, value in segments for k, v in (given[value] if kind == "file" else value).items()}
     pb.check_undefined(known | set(job_vars))
-    from ..api.playchecks import check_extra_var_args, check_unread_build_vars, extra_var_warnings
+    from ..api.playchecks import check_become_vars, check_extra_var_args, check_unread_build_vars, extra_var_warnings
 
     # the job runs unattended: a -e value the play cannot take is refused now and a misspelt -e
     # name is named now, as deploy does, not in a log read after a wrong nightly
     check_extra_var_args(pb, [*pb.select_tags(), *pb.handlers], job_vars)
     check_unread_build_vars(pb, pb.select_tags(), job_vars)
+    check_become_vars([*pb.select_tags(), *pb.handlers], hosts)
     for line in extra_var_warnings(pb, dict.fromkeys([*(k for doc in given.values() for k in doc), *pairs])):
         click.echo(f"fleetctl: warning: {line}", err=True)
     metrics = None
-    if metrics_file:
+    if metrics_file:  # the job's deploy refuses a file it cannot write: refused now, as that run would
+        from ..reporting.metrics import check_metrics_path
+
         metrics = _abs(metrics_file)
-        if not Path(metrics).parent.is_dir():
-            raise InputError(f"--metrics-file: folder {Path(metrics).parent} does not exist")
+        check_metrics_path(Path(metrics))
 
     user = pwd.getpwuid(os.geteuid()).pw_name
     # The job uses this user's state and cache folders, retention, inventory settings and (with

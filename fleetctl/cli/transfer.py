@@ -108,6 +108,7 @@ def fetch(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     own name, 'out/{host}.log' is the file. {host} in SRC is each host's inventory name ({{ }} or
     another {NAME} in SRC or DEST is refused, exit 2). A host without SRC fails, naming it;
     symlinks are never followed; a file or folder the host cannot read fails it, naming it, after
-    every other file is fetched. -e overrides host vars as in deploy (-e ansible_user=admin)."""
+    every other file is fetched; the folders a failed fetch made under DEST and left empty are
+    removed. -e overrides host vars as in deploy (-e ansible_user=admin)."""
     _transfer(obj, "fetch", pattern, limit, forks, as_json, accept_new_host_keys, connect_timeout, timeout_s, src, dest,
               extra, flat=flat)

@@ -4,7 +4,9 @@ failures apart.
 
 The bytes go to a part file beside the target (``.NAME.part`` in the same folder, so the rename
 is atomic, ``rename(2)``), renamed to the final name only once the whole file is in; any failure
-removes the part file, so a cut-short file never has the final name.
+removes the part file, so a cut-short file never has the final name, and the folders this download
+made for it (:func:`make_folders`) that are left empty: a failed fetch leaves no empty tree under
+DEST (a folder that was there before, or one holding any file, is never removed).
 
 Which side failed is known where the error is raised, never guessed from its type afterwards:
 
@@ -107,30 +109,79 @@ class PartFile:
         self.path.unlink(missing_ok=True)
 
 
+def make_folders(folder: str | Path) -> list[str]:
+    """Make ``folder`` and its missing parents (mode 0777 less the umask, as ``mkdir -p``).
+
+    Returns:
+        the folders this call made, outermost first (one another process made meanwhile is not
+        among them: each is made by its own ``mkdir(2)``, ``EEXIST`` meaning "not ours").
+
+    Raises:
+        OSError: a folder could not be made (a file in the way, a read-only mount); the folders
+            made before it are removed again.
+    """
+    missing: list[str] = []
+    at = os.path.abspath(folder)
+    while not os.path.lexists(at) and os.path.dirname(at) != at:
+        missing.append(at)
+        at = os.path.dirname(at)
+    made: list[str] = []
+    try:
+        for path in reversed(missing):
+            try:
+                os.mkdir(path)
+            except FileExistsError:
+                if not os.path.isdir(path):
+                    raise
+                continue
+            made.append(path)
+    except OSError:
+        remove_empty(made)
+        raise
+    return made
+
+
+def remove_empty(made: list[str]) -> None:
+    """Remove the folders ``made`` (outermost first, as :func:`make_folders` returns them) from
+    the innermost out while they are empty (``rmdir(2)`` removes nothing else); the first that
+    is not stops it, its parents holding it."""
+    for path in reversed(made):
+        try:
+            os.rmdir(path)
+        except OSError:
+            return
+
+
 @contextlib.contextmanager
 def local_download(host: str, remote_path: str, local_path: str | Path) -> Iterator[PartFile]:
     """Make ``local_path``'s folder, yield the open :class:`PartFile` to write, then close it and
-    rename it into place.
+    rename it into place. On any failure the part file is removed, and so are the folders made
+    here for it that are left empty (:func:`remove_empty`).
 
     Raises:
         ControllerWriteError: the folder cannot be made, or opening, writing, closing, the mode or
-            renaming the part file failed (the local DEST named); the part file is removed.
+            renaming the part file failed (the local DEST named).
         TransferError: any other ``OSError`` out of the body: the reading side, the host's (its
-            remote path named, :func:`read_error`); the part file is removed.
-        Whatever else the body raises (the host's side: a ``TransferLost``...), after removing
-            the part file.
+            remote path named, :func:`read_error`).
+        Whatever else the body raises (the host's side: a ``TransferLost``...).
     """
     try:
-        Path(local_path).parent.mkdir(parents=True, exist_ok=True)
+        made = make_folders(Path(local_path).parent)
     except OSError as exc:
         raise write_error(host, remote_path, local_path, exc) from None
-    part = PartFile(host, remote_path, local_path)
+    try:
+        part = PartFile(host, remote_path, local_path)
+    except BaseException:
+        remove_empty(made)
+        raise
     try:
         yield part
         part.finish()
     except OSError as exc:  # not a write of ours (those are ControllerWriteError): the host's read
         part.discard()
+        remove_empty(made)
         raise read_error(host, remote_path, exc) from None
     except BaseException:
         part.discard()
+        remove_empty(made)
         raise

@@ -34,6 +34,8 @@ import asyncssh
 from asyncssh.config import SSHClientConfig, SSHConfig
 from asyncssh.misc import Options
 
+from ..util.paths import unreadable_file
+
 DEFAULT_PORT = 22
 #: OpenSSH's defaults (ssh_config(5)).
 DEFAULT_USER_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
@@ -274,11 +276,18 @@ def resolve_target(name: str, *, port: int | None = None, user: str | None = Non
             then ``/etc/ssh/ssh_config``.
 
     Raises:
-        SSHConfigError: an ssh_config file is unreadable or invalid (naming file and line).
+        SSHConfigError: an ssh_config file is unreadable or invalid (naming file and line); for
+            ``config_file``, the file as given (and as expanded) and why, in the words of the
+            inventory's check (:func:`fleetctl.util.paths.unreadable_file`: ``does not exist on
+            this controller``, ``is a folder, not an ssh_config file``, ``cannot be read:
+            Permission denied``), for a file changed since that check or a connection made without
+            an inventory. ``/dev/null`` (``ssh -F /dev/null``) is no ssh_config at all.
     """
     paths = (os.path.expanduser(config_file),) if config_file else default_config_paths()
-    if config_file and not os.access(paths[0], os.R_OK):
-        raise SSHConfigError(f"ssh_config file {paths[0]} cannot be read")
+    why = unreadable_file(paths[0], "an ssh_config file") if config_file and paths[0] != os.devnull else None
+    if why is not None:
+        shown = repr(config_file) + ("" if paths[0] == config_file else f" ({paths[0]})")
+        raise SSHConfigError(f"ssh_config file {shown} {why}")
     try:
         read, opts, reusable = _read_config(paths, name, user, port)
     except (asyncssh.ConfigParseError, ValueError, OSError) as exc:

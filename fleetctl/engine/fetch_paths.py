@@ -164,6 +164,30 @@ def check_local_dest(dest: str, hosts: Sequence[str], *, flat: bool = False) -> 
                              f"({refused.strerror or refused})")
 
 
+def missing_folders(dest: str, hosts: Sequence[str]) -> list[str]:
+    """The folders on the way to each host's DEST (``{host}`` filled in; without it,
+    ``DEST/<host>``) that do not exist on this controller now, before any host is touched,
+    deepest first: what a fetch may make. Those a failed fetch leaves empty are removed after it
+    (:func:`remove_empty_folders`); each download removes its own (:mod:`fleetctl.connection.download`),
+    but a folder two hosts share (DEST itself) may still hold another host's part file then."""
+    found: set[str] = set()
+    for host in hosts:
+        path = os.path.abspath(dest.replace(HOST, safe_name(host)) if HOST in dest
+                               else os.path.join(dest, safe_name(host)))
+        while not os.path.lexists(path) and os.path.dirname(path) != path:
+            found.add(path)
+            path = os.path.dirname(path)
+    return sorted(found, key=lambda p: (-p.count(os.sep), p))
+
+
+def remove_empty_folders(folders: Sequence[str]) -> None:
+    """``rmdir(2)`` each of ``folders`` (deepest first) that is an empty folder now; anything else
+    (a folder holding a file, a file, a path gone) is left as it is."""
+    for path in folders:
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+
+
 def folder_refused(near: str) -> OSError | None:
     """Whether a folder can be made in the existing folder ``near``, tried for real: a new hidden
     folder ``.fleetctl-probe-<16 hex>`` made (mode 0700) and removed. None when it could be made,

@@ -46,7 +46,8 @@ from ..connection.registry import ConnectOptions
 from ..errors import (CommandTimeout, ControllerWriteError, FleetError, HostUnreachable, InputError, TransferError,
                       TransferLost, host_message)
 from .fanout import for_each_host
-from .fetch_paths import FetchSource, check_fetch, check_placeholders, host_src, local_dest
+from .fetch_paths import (FetchSource, check_fetch, check_placeholders, host_src, local_dest, missing_folders,
+                          remove_empty_folders)
 from .model import RunModel, utc_now
 from .observer import Observers
 from .scopes import enter_scopes, prepare_hosts
@@ -337,7 +338,9 @@ async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *
     run.argv = ["fetch", *(["--flat"] if flat else []), src, dest_template]
     done: dict[str, list[dict]] = {}
     options = replace(connect_options or ConnectOptions(), run_id=run.run_id)
+    made = missing_folders(dest_template, [h.name for h in hosts])
     async with contextlib.AsyncExitStack() as stack:
+        stack.callback(remove_empty_folders, made)  # those this fetch made and left empty, last
         scopes = await enter_scopes(stack, hosts, options, run=run, observers=observers)
         unavailable = await prepare_hosts(scopes, hosts)
 

@@ -11,6 +11,14 @@ bastion) or run as another user (``ansible_become``). A selected host that sets 
 before anything connects (:func:`unsupported`), naming the var and what to do instead. Ansible's
 defaults (``ansible_become: false``, an empty ``ansible_ssh_extra_args``) are not refused.
 
+Refused where a task becomes (:data:`BECOME_REFUSED`, :func:`become_unsupported`): the vars that
+say as whom and how Ansible's become runs (``ansible_become_user``, ``ansible_become_method``), set
+to anything but Ansible's default (``root``, ``sudo``). Ansible reads them only where become is on;
+fleetctl's become is a task's ``become: true``, which runs the task as root through ``sudo -n``,
+so a play with such a task is refused for a host that sets one (ignoring it would run the task as
+root, not as the user named, or through sudo, not ``su``); elsewhere they are harmless, as in
+Ansible.
+
 Ignored (:data:`IGNORED`): vars that tune how Ansible itself works (pipelining, the module
 interpreter, control sockets, transfer method...) and have no counterpart in what fleetctl does, or
 where fleetctl is stricter (host keys are always checked).
@@ -22,7 +30,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["IGNORED", "REFUSED", "unsupported"]
+__all__ = ["BECOME_REFUSED", "IGNORED", "REFUSED", "become_unsupported", "not_honoured", "unsupported"]
 
 _SSH_OPTIONS = ("fleetctl speaks SSH itself (asyncssh) and passes no ssh command-line options: put ProxyJump "
                 "and other ssh options in ~/.ssh/config, or in a file the host var ssh_config names (as ssh -F)")
@@ -53,16 +61,26 @@ REFUSED: Mapping[str, tuple[frozenset[str] | None, str]] = MappingProxyType({
     "ansible_become": (None, _BECOME),
 })
 
+#: var -> (Ansible's default, why refused where a task becomes and what to do instead)
+BECOME_REFUSED: Mapping[str, tuple[str, str]] = MappingProxyType({
+    "ansible_become_user": ("root", "fleetctl's become (a task's 'become: true') runs the task as root through "
+                                    "sudo -n, never as another user: log in as the user the commands must run as "
+                                    "(ansible_user), or leave ansible_become_user unset (root)"),
+    "ansible_become_method": ("sudo", "fleetctl's become (a task's 'become: true') runs sudo -n only, never su, "
+                                      "doas or another method: let the login user run sudo without a password, or "
+                                      "log in as the user the commands must run as (ansible_user)"),
+})
+
 #: var -> why ignoring it is harmless (for docs and tests)
 IGNORED: Mapping[str, str] = MappingProxyType({
     "ansible_python_interpreter": "fleetctl runs its host scripts with python3 from PATH and builds and installs "
                                   "with the venv var's bin/python3 (set venv to choose the environment)",
-    "ansible_become_user": "Ansible uses it only with become on; ansible_become: true is refused",
-    "ansible_become_method": "as ansible_become_user",
-    "ansible_become_password": "as ansible_become_user",
-    "ansible_become_pass": "as ansible_become_user",
-    "ansible_become_exe": "as ansible_become_user",
-    "ansible_become_flags": "as ansible_become_user",
+    "ansible_become_password": "fleetctl's become (a task's 'become: true') runs sudo -n, which never asks for "
+                               "a password: a sudo that wants one fails the task, saying so",
+    "ansible_become_pass": "as ansible_become_password",
+    "ansible_become_exe": "fleetctl's become runs the host's sudo (from PATH) with -n; a sudo that cannot run "
+                          "fails the task, saying so",
+    "ansible_become_flags": "as ansible_become_exe",
     "ansible_ssh_pipelining": "a speed-up of Ansible's module transfer; fleetctl sends no modules",
     "ansible_pipelining": "as ansible_ssh_pipelining",
     "ansible_shell_type": "fleetctl quotes each command so that every common login shell (sh, bash, zsh, fish, "
@@ -108,4 +126,31 @@ def unsupported(kind: str, variables: Mapping[str, Any]) -> tuple[str, str] | No
                 value = value["value"]
             if _in_effect(name, value):
                 return name, advice
+    return None
+
+
+def become_unsupported(variables: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first of :data:`BECOME_REFUSED` that ``variables`` (a host's) set to anything but
+    Ansible's default (empty counts as unset): ``(var, message)``; None when none is. Asked only
+    for the hosts of a play with a task that becomes."""
+    for name, (default, advice) in BECOME_REFUSED.items():
+        value = variables.get(name)
+        if isinstance(value, Mapping) and "value" in value:
+            value = value["value"]
+        if value is not None and value != "" and str(value).strip() != default:
+            return name, advice
+    return None
+
+
+def not_honoured(name: str) -> str | None:
+    """What fleetctl does instead of honouring Ansible's var ``name``, as a hint for a name close
+    to it (``-e become_user=x``): ``fleetctl refuses Ansible's NAME: ...`` (:data:`REFUSED`),
+    ``... refuses Ansible's NAME where a task becomes: ...`` (:data:`BECOME_REFUSED`), ``fleetctl
+    ignores Ansible's NAME: ...`` (:data:`IGNORED`); None for a var fleetctl honours or does not know."""
+    if name in REFUSED:
+        return f"fleetctl refuses Ansible's {name}: {REFUSED[name][1]}"
+    if name in BECOME_REFUSED:
+        return f"fleetctl refuses Ansible's {name} where a task becomes: {BECOME_REFUSED[name][1]}"
+    if name in IGNORED:
+        return f"fleetctl ignores Ansible's {name}: {IGNORED[name]}"
     return None

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from fleetctl.errors import InventoryError
 from fleetctl.util.paths import unreadable_file
 
-from .ansible_support import unsupported
+from .ansible_support import become_unsupported, unsupported
 from .settings import var_error
 from .vars import VarSource
 from .vars import shown as shown_value
@@ -42,6 +42,25 @@ def check_ansible_vars(host: Host) -> None:
     else:
         shown = f"{var} = {shown_value(value)}"
     raise source_error(host, src, f"host {host.name!r} sets {shown}, which fleetctl does not honour: {advice}")
+
+
+def check_become_vars(host: Host, task: str) -> None:
+    """Refuse ``host`` for a play whose task ``task`` (its name) becomes (``become: true``) when
+    the host sets ``ansible_become_user`` or ``ansible_become_method`` to anything but Ansible's
+    default (:func:`~fleetctl.inventory.ansible_support.become_unsupported`): Ansible would run
+    that task as that user or through that method; fleetctl would run it as root through sudo.
+
+    Raises:
+        InventoryError: one line naming where the var was set (``FILE:LINE: KEY`` or ``-e KEY``),
+            the host, the task and what to do instead.
+    """
+    found = become_unsupported(host.vars)
+    if found is None:
+        return
+    var, advice = found
+    raise source_error(host, host.sources.get(var),
+                       f"host {host.name!r} sets {var} = {shown_value(host.vars[var])}, which fleetctl does not "
+                       f"honour where a task becomes (task {task!r} has become: true): {advice}")
 
 
 def check_controller_files(host: Host) -> None:

@@ -66,8 +66,9 @@ TASK_KEY_DOCS: dict[str, tuple[str, str]] = {
     "env": ("mapping of NAME -> string (templates allowed)",
             "Extra environment variables for every command the task runs (actions that run commands only)."),
     "become": ("true | false (default false)",
-               "Run the task's commands under `sudo -n` (never prompts: a sudo that wants a password fails at "
-               "once, naming it)."),
+               "Run the task's commands as root under `sudo -n` (never prompts: a sudo that wants a password "
+               "fails at once, naming it); a host that sets `ansible_become_user` or `ansible_become_method` "
+               "to anything but root/sudo is refused for such a play (exit 2)."),
     "include_tasks": ("file path (static, no templates)",
                       "Inline the list of tasks in that file (relative to the including file) at load time; "
                       "only `name`, `when` and `tags` may stand beside it and apply to every included task."),

@@ -193,6 +193,26 @@ def check_writable(path: Path) -> None:
     os.unlink(probe)
 
 
+def check_metrics_path(path: Path, option: str = "--metrics-file") -> None:
+    """Refuse a metrics file this controller's user could not write, before anything runs or is
+    scheduled: its folder missing, or one that takes no new file (:func:`check_writable`: a
+    read-only file system, no write permission). The one check of a run's ``--metrics-file``
+    and of ``fleetctl schedule --metrics-file`` (a job whose metrics could never be written is
+    refused when it is made, not found out after a night's run).
+
+    Raises:
+        InputError (exit 2, one line naming ``option``, the path and the cause).
+    """
+    from ..errors import InputError
+
+    if not path.parent.is_dir():
+        raise InputError(f"{option}: folder {path.parent} does not exist")
+    try:
+        check_writable(path)
+    except OSError as exc:
+        raise InputError(f"{option} {path}: cannot write in folder {path.parent}: {exc.strerror or exc}") from None
+
+
 def write_metrics(run: dict[str, Any], path: Path) -> None:
     """Write ``run``'s metrics to ``path`` atomically, carrying the last-success times over from
     the file already there.

@@ -20,7 +20,8 @@ or ``err| ``; a line of fleetctl's own protocol (a probe's start marker, its JSO
 the terminal never shows) with ``out~ `` or ``err~ ``, which ``fleetctl logs RUN`` and the report
 leave out (and task boundaries as ``==> `` lines; in a playbook run, a host that failed outside any task,
 at facts or planning, gets its cause as a last ``==> host FAILED: ...`` line; an ad hoc run's host log
-ends with ``==> host OK...`` or ``==> host FAILED: ...``, :func:`host_outcome`). Schemas: ``docs/schema/``.
+ends with ``==> host OK...`` or ``==> host FAILED: ...``; an unreachable host's, in any run, with
+``==> host UNREACHABLE: CAUSE``, :func:`host_outcome`). Schemas: ``docs/schema/``.
 
 ``events.jsonl`` lines are what a structlog JSON logger bound to ``run_id`` writes (``run_id``,
 ``host``, the event's fields, ``event``, ``level``, ``timestamp`` in ISO 8601 UTC with ``Z``),
@@ -181,7 +182,7 @@ class RunRecord:
                     self.host_log(event.host)  # every host has a log, even a silent one
             elif event.name == "host.finished":
                 if self._cause_missing(run, event.host, data):
-                    self.mark(event.host, "host FAILED: " + " ".join(str(data.get("error")).splitlines()))
+                    self.mark(event.host, host_outcome(run.kind, data))
                 elif run.kind in AD_HOC_KINDS and data.get("status") in ("ok", "failed"):
                     self.mark(event.host, host_outcome(run.kind, data))
                 self._finished.add(event.host)
@@ -189,14 +190,17 @@ class RunRecord:
         self.save(force=event.name in _SAVE_NOW)
 
     def _cause_missing(self, run: RunModel, host: str, data: dict) -> bool:
-        """Whether a finished host's log lacks the cause of its failure: in a playbook run (whose
-        logs mark each task's result with ``==> ``), a host that failed outside any task (facts,
-        planning, its lock: ``fleetctl logs RUN HOST`` named a log without a word of why). An ad
-        hoc run's host log (``run``, ``facts``, ``copy``, ``fetch``) ends with its outcome line
-        instead (:func:`host_outcome`), and an unreachable host's cause is in run.json, which
-        ``fleetctl logs`` prints for it."""
-        return (data.get("status") == "failed" and bool(data.get("error")) and host not in self._cause_logged
-                and run.kind not in AD_HOC_KINDS)
+        """Whether a finished host's log lacks the cause of its end: an unreachable host whose
+        log does not name it yet (no task ended ``UNREACHABLE`` there: the connection was refused,
+        the host key did not match, the login was refused before any task; its log held nothing,
+        operator's trial), in any run; in a playbook run (whose logs mark each task's result with
+        ``==> ``), a host that failed outside any task (facts, planning, its lock: ``fleetctl logs
+        RUN HOST`` named a log without a word of why). An ad hoc run's ok or failed host's log
+        ends with its outcome line instead (:func:`host_outcome`)."""
+        if not data.get("error") or host in self._cause_logged:
+            return False
+        return data.get("status") == "unreachable" or (data.get("status") == "failed"
+                                                       and run.kind not in AD_HOC_KINDS)
 
     def line(self, run: RunModel, host: str, line: OutputLine, shown: bool = True) -> None:
         """Append one output line to the host's log, as the exact bytes (secrets redacted); after
@@ -384,8 +388,9 @@ def host_outcome(kind: str, data: dict) -> str:
     logs do (operator's trial: only its output lines, or nothing at all for facts). ``host OK: rc=0``,
     ``host FAILED: rc=3`` (``run``; a signal's or a missing command's cause instead when it has one);
     ``host OK: 2 files, 10 bytes`` (``copy``, ``fetch``); ``host OK`` (``facts``); ``host FAILED:
-    CAUSE`` for any kind. An unreachable host's log gets none: its cause is in run.json, which
-    ``fleetctl logs`` prints for it."""
+    CAUSE`` for any kind. Also the last line of a host that failed outside any task in a playbook
+    run, and of an unreachable host in any run: ``host UNREACHABLE: CAUSE``, the cause as run.json
+    has it (``Connection refused``, a host key mismatch, a refused login)."""
     status = str(data.get("status")).upper()
     how = data.get("error")
     if not how and kind == "run" and data.get("rc") is not None:
