@@ -242,6 +242,10 @@ def test_become_user_and_method_are_refused_where_a_task_becomes_and_never_sugge
     assert (bad.returncode, len(bad.stderr.splitlines())) == (2, 1), bad.stderr
     assert bad.stderr.startswith(f"fleetctl: error: -e ansible_become_method: host 'box' sets ansible_become_method "
                                  f"= 'su', {refusal}sudo -n only, never su"), bad.stderr
+    bad = deploy(root_inv, becomes, "-e", "ansible_sudo_user=svc")  # ansible-core's sudo plugin: become_user
+    assert (bad.returncode, len(bad.stderr.splitlines())) == (2, 1), bad.stderr
+    assert bad.stderr.startswith(f"fleetctl: error: -e ansible_sudo_user: host 'box' sets ansible_sudo_user = 'svc', "
+                                 f"{refusal}the task as root"), bad.stderr
     for inventory, play in ((root_inv, becomes), (inv, quick)):  # Ansible's default; a play that never becomes
         ok = deploy(inventory, play)
         assert ok.returncode == 0, (play, ok.stderr[-2000:])

@@ -709,7 +709,8 @@ def test_every_ansible_connection_var_has_a_decision_and_the_docs_list_it():
     assert not (set(REFUSED) & set(IGNORED)) and not (honoured & (set(REFUSED) | set(IGNORED)))
     assert (set(REFUSED) | set(IGNORED)) <= ANSIBLE_NAMES
     connection_vars = {n for n in ANSIBLE_NAMES if n.startswith(("ansible_ssh_", "ansible_become", "ansible_scp_",
-                                                                 "ansible_sftp_", "ansible_shell_"))}
+                                                                 "ansible_sftp_", "ansible_shell_", "ansible_sudo_",
+                                                                 "ansible_su_"))}
     connection_vars |= {"ansible_password", "ansible_host", "ansible_port", "ansible_user", "ansible_pipelining",
                         "ansible_private_key_file", "ansible_private_key", "ansible_python_interpreter",
                         "ansible_timeout", "ansible_remote_tmp", "ansible_host_key_checking"}

@@ -12,7 +12,8 @@ before anything connects (:func:`unsupported`), naming the var and what to do in
 defaults (``ansible_become: false``, an empty ``ansible_ssh_extra_args``) are not refused.
 
 Refused where a task becomes (:data:`BECOME_REFUSED`, :func:`become_unsupported`): the vars that
-say as whom and how Ansible's become runs (``ansible_become_user``, ``ansible_become_method``), set
+say as whom and how Ansible's become runs (``ansible_become_user`` and its sudo-plugin name
+``ansible_sudo_user``, ``ansible_become_method``; ansible-core's ``sudo`` become plugin), set
 to anything but Ansible's default (``root``, ``sudo``). Ansible reads them only where become is on;
 fleetctl's become is a task's ``become: true``, which runs the task as root through ``sudo -n``,
 so a play with such a task is refused for a host that sets one (ignoring it would run the task as
@@ -69,6 +70,10 @@ BECOME_REFUSED: Mapping[str, tuple[str, str]] = MappingProxyType({
     "ansible_become_method": ("sudo", "fleetctl's become (a task's 'become: true') runs sudo -n only, never su, "
                                       "doas or another method: let the login user run sudo without a password, or "
                                       "log in as the user the commands must run as (ansible_user)"),
+    # ansible-core's sudo become plugin reads ansible_sudo_user as another name of become_user
+    "ansible_sudo_user": ("root", "fleetctl's become (a task's 'become: true') runs the task as root through "
+                                  "sudo -n, never as another user: log in as the user the commands must run as "
+                                  "(ansible_user), or leave ansible_sudo_user unset (root)"),
 })
 
 #: var -> why ignoring it is harmless (for docs and tests)
@@ -81,6 +86,14 @@ IGNORED: Mapping[str, str] = MappingProxyType({
     "ansible_become_exe": "fleetctl's become runs the host's sudo (from PATH) with -n; a sudo that cannot run "
                           "fails the task, saying so",
     "ansible_become_flags": "as ansible_become_exe",
+    "ansible_sudo_pass": "as ansible_become_password (Ansible's sudo become reads it as another name of that)",
+    "ansible_sudo_exe": "as ansible_become_exe (Ansible's sudo become reads it as another name of that)",
+    "ansible_sudo_flags": "as ansible_become_exe",
+    "ansible_sudo_chdir": "fleetctl's become runs sudo without -D, so a command runs in the folder it would run "
+                          "in without become",
+    **{name: ("read only by Ansible's su become method; fleetctl's become is sudo -n, and a host setting "
+              "ansible_become_method to su is refused where a task becomes") for name in (
+        "ansible_su_user", "ansible_su_pass", "ansible_su_exe", "ansible_su_flags", "ansible_su_prompt_l10n")},
     "ansible_ssh_pipelining": "a speed-up of Ansible's module transfer; fleetctl sends no modules",
     "ansible_pipelining": "as ansible_ssh_pipelining",
     "ansible_shell_type": "fleetctl quotes each command so that every common login shell (sh, bash, zsh, fish, "
