@@ -118,7 +118,7 @@ row() {{
       index) v="$1" ;;
       name) v="$2" ;;
       compute_cap) v="$3" ;;
-      memory.total) case "$nounits$4" in 1*|*\]) v="$4" ;; *) v="$4 MiB" ;; esac ;;
+      memory.total) case "$nounits$4" in 1*|*\\]) v="$4" ;; *) v="$4 MiB" ;; esac ;;
       driver_version) v="$5" ;;
       uuid) v="$6" ;;
       pci.bus_id) v="$7" ;;
