@@ -35,8 +35,8 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
 ``gpu_source``      ``"nvidia-smi"`` | ``"nvml"`` | null (no source answered).
 ``gpu_error``       str | null: why no source listed a GPU (null when one did).
 ``gpu_probe_errors`` list of str: every failed source, including one a later source made up for.
-``driver_version``  str | null, e.g. ``"580.82.07"``: the GPU source's, else (no source answered: a
-                    version mismatch...) the loaded kernel module's, ``driver_module_version``.
+``driver_version``  str | null, e.g. ``"580.82.07"``: the GPU source's, else (none said it: a version
+                    mismatch...) the loaded kernel module's, ``driver_module_version``.
 ``driver_module_version`` str | null: the loaded kernel module's version, from
                     ``/proc/driver/nvidia/version`` (null when the file is not there or unread).
 ``cuda``            ``{home, nvcc, nvcc_realpath, version: "13.0", archs: ["compute_75", ...],
@@ -1227,8 +1227,7 @@ def gpu_stack(smi, nvml_gpus, nvml_error, traces, stuck, loaded=None, timeout_s=
 
 def gather_gpus(facts, timeout_s=None):
     """Fill ``gpus``, ``gpu_source``, ``gpu_error``, ``gpu_probe_errors``, ``driver_version``,
-    ``driver_module_version`` and
-    ``gpu_stack`` (:func:`gpu_stack`); every GPU command is bounded by ``timeout_s`` seconds
+    ``driver_module_version`` and ``gpu_stack`` (:func:`gpu_stack`); every GPU command is bounded by ``timeout_s`` seconds
     (default :data:`GPU_PROBE_TIMEOUT_S`), and none is started while an earlier nvidia-smi is
     stuck in the kernel (:func:`stuck_gpu_probes`)."""
     timeout_s = GPU_PROBE_TIMEOUT_S if timeout_s is None else timeout_s
@@ -1254,7 +1253,7 @@ def gather_gpus(facts, timeout_s=None):
                     errors.append(nvml_error)
                     log(nvml_error)
     facts["gpu_stack"] = gpu_stack(smi, nvml_gpus, nvml_error, traces, stuck, loaded, timeout_s)
-    if facts["driver_version"] is None:  # no source answered (a version mismatch...): the module's
+    if facts["driver_version"] is None:  # no source said it (a version mismatch...): the loaded module's
         facts["driver_version"] = loaded
     if stuck:
         errors.append(facts["gpu_stack"]["reason"])
