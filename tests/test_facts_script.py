@@ -1077,10 +1077,52 @@ def test_smi_failure_names_the_loaded_and_library_versions():
     reason, fix = fs.smi_failure(18, "Failed to initialize NVML: Driver/library version mismatch\n"
                                      "NVML library version: 580.95", loaded="580.82.07")
     assert reason == ("nvidia-smi: exit 18: Failed to initialize NVML: Driver/library version mismatch "
-                      "(kernel module 580.82.07, NVML library 580.95)")
+                      "(loaded kernel module 580.82.07, NVML library 580.95)")
     assert "reboot the host" in fix and "modprobe nvidia" in fix
     reason, _ = fs.smi_failure(None, "", timeout_s=5)
     assert reason == "nvidia-smi did not answer in 5 s: a GPU may have fallen off the bus; see dmesg for Xid"
+
+
+#: ``--query-gpu=index,name,compute_cap,memory.total,driver_version,uuid,pci.bus_id,mig.mode.current``
+#: of a host with GPU 1 in an error state (after an Xid 79 or an uncorrectable ECC error), exit 0
+SMI_ERROR_STATE = ("0, NVIDIA H100 80GB HBM3, 9.0, 81559, 580.95.05, GPU-aaaa, 00000000:18:00.0, Disabled\n"
+                   "1, NVIDIA H100 80GB HBM3, [Unknown Error], [Unknown Error], 580.95.05, GPU-bbbb, 00000000:3C:00.0, "
+                   "[Unknown Error]\n")
+
+
+@pytest.mark.parametrize("field, value, fault", [
+    ("compute_cap", "[Unknown Error]", "[Unknown Error]"),
+    ("memory.total", "[GPU requires reset]", "[GPU requires reset]"),
+    ("mig.mode.current", "[GPU is lost]", "[GPU is lost]"),
+    ("name", "[Unknown Error]", "[Unknown Error]"),
+    # normal on healthy GPUs: no MIG, a board the driver does not name, memory shared with the system
+    ("mig.mode.current", "[N/A]", None), ("compute_cap", "[N/A]", None), ("memory.total", "[Not Supported]", None),
+    ("driver_version", "[N/A]", None),
+    # answered for every GPU the driver manages: a placeholder there is a GPU that did not answer
+    ("uuid", "[N/A]", "[N/A]"), ("pci.bus_id", "[Not Supported]", "[Not Supported]"),
+    ("compute_cap", "9.0", None), ("name", "NVIDIA H100 80GB HBM3", None),
+])
+def test_smi_field_fault_is_decided_per_field(field, value, fault):
+    assert fs.smi_field_fault(field, value) == fault
+
+
+def test_a_gpu_in_an_error_state_is_a_broken_stack_never_ok():
+    """Operator trial: nvidia-smi listed a healthy H100 and one whose fields read ``[Unknown Error]``,
+    exit 0: facts said ``ok``, the GPU "compute capability unknown; not a target", and --plan built."""
+    gpus, driver = fs.parse_nvidia_smi_csv(SMI_ERROR_STATE, fs.GPU_QUERY_FIELDS + fs.GPU_DETAIL_FIELDS)
+    assert driver == "580.95.05" and "fault" not in gpus[0]
+    assert gpus[1]["fault"] == {"compute_cap": "[Unknown Error]", "memory.total": "[Unknown Error]",
+                                "mig.mode.current": "[Unknown Error]"}
+    smi = {"gpus": gpus, "missing": False, "error": None, "rc": 0, "hung": False}
+    stack = fs.gpu_stack(smi, None, None, ["/dev/nvidia0", "/dev/nvidia1"], [])
+    assert stack["status"] == "broken"
+    assert stack["reason"] == ("nvidia-smi: a GPU is in an error state: GPU 1 (NVIDIA H100 80GB HBM3, bus "
+                               "00000000:3C:00.0): compute_cap [Unknown Error], memory.total [Unknown Error], "
+                               "mig.mode.current [Unknown Error]")
+    assert stack["fix"].startswith("reset the GPU (nvidia-smi -r -i 00000000:3C:00.0, with no process using it) or "
+                                   "reboot the node; see dmesg for Xid errors (79: fallen off the bus")
+    healthy = fs.parse_nvidia_smi_csv(SMI_DETAIL, SMI_DETAIL_FIELDS)[0]  # an L40S without MIG: [N/A]
+    assert fs.gpu_stack({"gpus": healthy}, None, None, [], [])["status"] == "ok"
 
 
 def test_cause_line_is_the_error_not_what_was_printed_before_it():

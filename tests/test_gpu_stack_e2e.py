@@ -19,12 +19,14 @@ import pytest
 
 from fleetctl.reporting.plan_table import plan_rows
 from tests.support.fake_gpu import (
+    H100,
     H200,
     RTX_PRO_6000,
     FrozenCgroup,
     fake_bus_id,
     fake_uuid,
     GPU_LINE_FIRST,
+    loaded_module_wrap,
     write_fake_nvidia_smi,
     write_gpu_line_then_mismatch_nvidia_smi,
     write_hanging_nvidia_smi,
@@ -38,20 +40,44 @@ from tests.test_deploy_e2e import make_host_venv
 pytestmark = pytest.mark.sshd
 
 
-def _host(farm, name, tmp_path, **extra):
-    h = farm.start(name)
+def _host(farm, name, tmp_path, wrap=None, **extra):
+    h = farm.start(name, wrap=wrap)
     return h, {**h.inventory_vars(farm.known_hosts), "workdir": str(tmp_path / "work" / name), **extra}
 
 
+#: Operator trial: GPU 1 after an Xid 79 / uncorrectable ECC error, GPU 2 needing a reset; nvidia-smi
+#: prints their rows with these markers in the fields' places and exits 0 (GPU 0 is healthy).
+ERROR_STATE = {1: {"compute_cap": "[Unknown Error]", "memory.total": "[Unknown Error]",
+                   "mig.mode.current": "[Unknown Error]", "pci.bus_id": "00000000:3C:00.0"},
+               2: {"compute_cap": "[GPU requires reset]", "memory.total": "[GPU requires reset]",
+                   "mig.mode.current": "[GPU requires reset]", "pci.bus_id": "00000000:4D:00.0"}}
+ERROR_STATE_REASON = ("nvidia-smi: 2 GPUs are in an error state: GPU 1 (NVIDIA H100 80GB HBM3, bus 00000000:3C:00.0): "
+                      "compute_cap [Unknown Error], memory.total [Unknown Error], mig.mode.current [Unknown Error]; "
+                      "GPU 2 (NVIDIA H100 80GB HBM3, bus 00000000:4D:00.0): compute_cap [GPU requires reset], "
+                      "memory.total [GPU requires reset], mig.mode.current [GPU requires reset]")
+ERROR_STATE_FIX = ("reset the GPU (nvidia-smi -r -i 00000000:3C:00.0; nvidia-smi -r -i 00000000:4D:00.0, with no "
+                   "process using it) or reboot the node; see dmesg for Xid errors")
+
+
+def _error_state_host(farm, tmp_path, **extra):
+    h, hv = _host(farm, "errgpu", tmp_path, **extra)
+    write_fake_nvidia_smi(h.bin_dir, [H100, H100, H100], driver="580.95.05", values=ERROR_STATE)
+    return h, hv
+
+
 def test_mismatched_driver_fails_at_facts_others_succeed(sshd_farm, tmp_path):
-    bad, bad_vars = _host(sshd_farm, "mismatch", tmp_path)
+    # the mismatch host's loaded module (its /proc/driver/nvidia/version, in its own mount namespace)
+    # is 575.57.08, its NVML library 580.95 (operator trial: the module's version was named nowhere)
+    bad, bad_vars = _host(sshd_farm, "mismatch", tmp_path, wrap=loaded_module_wrap(tmp_path / "proc-driver", "575.57.08"))
     good, good_vars = _host(sshd_farm, "mixed", tmp_path)
     nodrv, nodrv_vars = _host(sshd_farm, "buildhost", tmp_path)  # no nvidia-smi, no /dev/nvidia*: no driver
+    err, err_vars = _error_state_host(sshd_farm, tmp_path)
     write_mismatched_nvidia_smi(bad.bin_dir)
     write_fake_nvidia_smi(good.bin_dir, [H200, RTX_PRO_6000])
     inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"mismatch": bad_vars, "mixed": good_vars,
-                                                            "buildhost": nodrv_vars}})
+                                                            "buildhost": nodrv_vars, "errgpu": err_vars}})
     res = fleetctl("-i", str(inv), "facts", "--hosts", "fleet", "--json", home=tmp_path, timeout_s=300)
+    human = fleetctl("-i", str(inv), "facts", "--hosts", "mismatch,errgpu", home=tmp_path, timeout_s=300)
     assert res.returncode == 1, res.stderr
     doc = json.loads(res.stdout)
     text = json.dumps(doc["mismatch"])
@@ -59,10 +85,26 @@ def test_mismatched_driver_fails_at_facts_others_succeed(sshd_farm, tmp_path):
     assert "reboot the host, or reload the nvidia kernel modules" in text
     assert "fallback_archs" not in text or "only for hosts without an NVIDIA driver" not in text
     assert doc["mismatch"]["gpu_stack"]["status"] == "broken"
-    human = fleetctl("-i", str(inv), "facts", "--hosts", "mismatch", home=tmp_path, timeout_s=300)
+    assert doc["mismatch"]["gpu_stack"]["reason"] == ("nvidia-smi: exit 18: Failed to initialize NVML: Driver/library "
+                                                      "version mismatch (loaded kernel module 575.57.08, NVML library "
+                                                      "580.95)")
+    assert doc["mismatch"]["driver_version"] == doc["mismatch"]["driver_module_version"] == "575.57.08"
+    assert doc["mixed"]["driver_module_version"] is None  # no /proc/driver/nvidia there
     assert human.returncode == 1
     assert "mismatch: FAILED: GPU stack broken: nvidia-smi: exit 18: Failed to initialize NVML: Driver/library version " \
-           "mismatch" in human.stdout + human.stderr, human.stdout + human.stderr
+           "mismatch (loaded kernel module 575.57.08, NVML library 580.95); fix: the driver was updated" \
+           in human.stdout + human.stderr, human.stdout + human.stderr
+    # GPUs in an error state (listed, exit 0) are a broken stack too, named with their markers
+    errgpu = doc["errgpu"]
+    assert errgpu["status"] == "failed" and errgpu["gpu_stack"]["status"] == "broken"
+    assert errgpu["gpu_stack"]["reason"] == ERROR_STATE_REASON
+    assert errgpu["gpu_stack"]["fix"].startswith(ERROR_STATE_FIX)
+    assert [g.get("fault") for g in errgpu["gpus"]] == [None, *[{f: v for f, v in ERROR_STATE[i].items()
+                                                                 if f != "pci.bus_id"} for i in (1, 2)]]
+    assert "build" not in errgpu
+    assert f"errgpu: FAILED: GPU stack broken: {ERROR_STATE_REASON}; fix: {ERROR_STATE_FIX}" \
+        in human.stdout + human.stderr, human.stdout + human.stderr
+    assert "not a target" not in human.stdout + human.stderr
     # every GPU counts: each listed with uuid and bus id, the build is for the union
     mixed = doc["mixed"]
     assert [(g["index"], g["compute_cap"], g["uuid"], g["pci_bus_id"]) for g in mixed["gpus"]] == [
@@ -122,9 +164,11 @@ def test_plan_dry_run_and_deploy_agree_on_a_broken_stack(sshd_farm, tmp_path):
     play.write_text(textwrap.dedent(PLAY.format(src=src)))
     bad, bad_vars = _host(sshd_farm, "mismatch", tmp_path, venv=make_host_venv(tmp_path / "venv-bad"))
     good, good_vars = _host(sshd_farm, "good", tmp_path, venv=make_host_venv(tmp_path / "venv-good"))
+    _, err_vars = _error_state_host(sshd_farm, tmp_path, venv=make_host_venv(tmp_path / "venv-err"))
     write_mismatched_nvidia_smi(bad.bin_dir)
     write_fake_nvidia_smi(good.bin_dir, [H200])
-    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"mismatch": bad_vars, "good": good_vars}})
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"mismatch": bad_vars, "good": good_vars,
+                                                            "errgpu": err_vars}})
 
     def deploy(*extra):
         return fleetctl("-i", str(inv), "deploy", "--hosts", "fleet", "--playbook", str(play), *extra,
@@ -138,6 +182,11 @@ def test_plan_dry_run_and_deploy_agree_on_a_broken_stack(sshd_farm, tmp_path):
         assert where["status"] == "failed"
         assert "GPU stack broken" in where["error"] and "Driver/library version mismatch" in where["error"]
         assert "reboot the host" in where["error"]
+    for where in (plan_doc["errgpu"], dry_doc["errgpu"], record["errgpu"]):  # a GPU in an error state: the same
+        assert where["status"] == "failed"
+        assert where["error"] == f"GPU stack broken: {ERROR_STATE_REASON}; fix: {ERROR_STATE_FIX}" \
+            " (79: fallen off the bus; 48, 94, 95: uncorrectable ECC)", where["error"]
+    assert not (tmp_path / "work" / "errgpu" / "src").exists()
     assert plan_doc["good"]["status"] == "ok" and dry_doc["good"]["status"] == "ok"
     assert record["good"]["status"] in ("ok", "changed")
     assert plan_rows(record)["good"]["builds"][0]["action"] == "build"

@@ -22,16 +22,23 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     pci.bus_id,mig.mode.current --format=csv,noheader,nounits`` (field meanings:
                     ``nvidia-smi --help-query-gpu``), or from NVML through ctypes when nvidia-smi is
                     missing or fails. Each GPU command is bounded by ``--gpu-timeout-s`` seconds.
+                    A GPU in an error state also has ``fault: {field: marker}``, the fields nvidia-smi
+                    printed an error marker for (``{"compute_cap": "[Unknown Error]"}``,
+                    :func:`smi_field_fault`); such a GPU makes ``gpu_stack`` ``broken``.
 ``gpu_stack``       ``{status: "ok" | "none" | "broken", reason, fix, traces}``: ``none`` only when the
                     host has no NVIDIA driver at all (a build host); ``broken`` when one is installed
                     but does not answer (version mismatch, module not loaded, no GPU seen, a hung or
                     still-stuck nvidia-smi, an nvidia-smi this user may not execute: "found at PATH but
-                    not executable (permission denied)"), with what failed and the fix. ``gpu_stuck_probes``:
+                    not executable (permission denied)", a listed GPU in an error state: ``fault``),
+                    with what failed and the fix. ``gpu_stuck_probes``:
                     ``[{pid, age_s, state}]`` of an earlier stuck nvidia-smi (then none is started).
 ``gpu_source``      ``"nvidia-smi"`` | ``"nvml"`` | null (no source answered).
 ``gpu_error``       str | null: why no source listed a GPU (null when one did).
 ``gpu_probe_errors`` list of str: every failed source, including one a later source made up for.
-``driver_version``  str | null, e.g. ``"580.82.07"``.
+``driver_version``  str | null, e.g. ``"580.82.07"``: the GPU source's, else (none said it: a version
+                    mismatch...) the loaded kernel module's, ``driver_module_version``.
+``driver_module_version`` str | null: the loaded kernel module's version, from
+                    ``/proc/driver/nvidia/version`` (null when the file is not there or unread).
 ``cuda``            ``{home, nvcc, nvcc_realpath, version: "13.0", archs: ["compute_75", ...],
                     codes: ["sm_75", ...], cuobjdump, cuobjdump_source, cccl_include, source,
                     requested_home, toolkits, error}``; ``source`` is ``"cuda_home var"`` |
@@ -124,6 +131,17 @@ GPU_QUERY_FIELDS = ("index", "name", "compute_cap", "memory.total", "driver_vers
 #: Per-GPU detail fields asked with them (``nvidia-smi --help-query-gpu``); a driver that lacks one
 #: is asked :data:`GPU_QUERY_FIELDS` alone.
 GPU_DETAIL_FIELDS = ("uuid", "pci.bus_id", "mig.mode.current")
+#: What nvidia-smi prints in a field the GPU or driver has no value for (``nvidia-smi --help-query-gpu``):
+#: normal in some fields (:data:`GPU_FIELDS_ALWAYS_ANSWERED`), never an error by itself.
+SMI_UNAVAILABLE = ("[N/A]", "[NOT SUPPORTED]", "N/A")
+#: Fields NVIDIA's driver answers for every GPU it manages (NVML API reference: nvmlDeviceGetName,
+#: nvmlDeviceGetUUID, nvmlDeviceGetPciInfo are "for all products"; ``index`` is nvidia-smi's own
+#: count): an :data:`SMI_UNAVAILABLE` placeholder there means the GPU did not answer. In the other
+#: fields it is normal on healthy GPUs, so it is no fault there: ``compute_cap`` (recorded ``[N/A]``
+#: on a board the driver does not name, "NVIDIA Graphics Device"), ``memory.total`` (GPUs that share
+#: the system's memory, such as GB10, have no framebuffer size), ``driver_version`` (recorded
+#: ``[N/A]`` beside a GPU's row), ``mig.mode.current`` (``[N/A]`` on every GPU without MIG).
+GPU_FIELDS_ALWAYS_ANSWERED = ("index", "name", "uuid", "pci.bus_id")
 #: Seconds nvidia-smi (and the NVML child) may take: a GPU off the bus blocks it in the kernel
 #: forever (``--gpu-timeout-s``; the host var ``gpu_probe_timeout_s``).
 GPU_PROBE_TIMEOUT_S = 30.0
@@ -180,6 +198,19 @@ def _na(value: str):
     return value
 
 
+def smi_field_fault(field, value):
+    """The marker that says a GPU's ``field`` is in error (pure), or None: nvidia-smi prints an NVML
+    call's failure in brackets in the field's place (``[Unknown Error]`` for NVML_ERROR_UNKNOWN, as after
+    an Xid 79 "fallen off the bus" or an uncorrectable ECC error, ``[GPU requires reset]`` for
+    NVML_ERROR_RESET_REQUIRED, ``[GPU is lost]``; NVIDIA's nvidia-smi documentation and ``nvidia-smi
+    -q``), in any field, with exit 0. Every bracketed value but :data:`SMI_UNAVAILABLE` is such a
+    marker; those are markers only in :data:`GPU_FIELDS_ALWAYS_ANSWERED`."""
+    value = value.strip()
+    if value.upper() in SMI_UNAVAILABLE:
+        return value if field in GPU_FIELDS_ALWAYS_ANSWERED else None
+    return value if value.startswith("[") and value.endswith("]") else None
+
+
 def _to_int(value):
     if value is None:
         return None
@@ -206,7 +237,8 @@ def parse_nvidia_smi_csv(text: str, fields=GPU_QUERY_FIELDS):
         when asked);
         ``driver_version`` the first non-placeholder driver version, or ``None``.
         Placeholders such as ``[N/A]`` become ``None``; a GPU name that itself holds commas is
-        rejoined; blank lines are skipped.
+        rejoined; blank lines are skipped. A GPU with a field in error (:func:`smi_field_fault`)
+        also has ``"fault": {field: marker}``, in the order asked.
 
     Raises:
         ValueError: a line has fewer fields than asked (not CSV of that query).
@@ -228,6 +260,7 @@ def parse_nvidia_smi_csv(text: str, fields=GPU_QUERY_FIELDS):
             extra = len(parts) - len(fields)
             parts = parts[:name_at] + [", ".join(parts[name_at:name_at + extra + 1])] + parts[name_at + extra + 1:]
         row = dict(zip(fields, parts))
+        fault = {f: smi_field_fault(f, v) for f, v in row.items() if smi_field_fault(f, v)}
         index = _to_int(_na(row.get("index", "")))
         cap = _na(row.get("compute_cap", ""))
         if cap is not None and not re.match(r"^\d+\.\d+$", cap):
@@ -241,6 +274,8 @@ def parse_nvidia_smi_csv(text: str, fields=GPU_QUERY_FIELDS):
             "pci_bus_id": _na(row.get("pci.bus_id", "")),
             "mig_mode": _na(row.get("mig.mode.current", "")),
         })
+        if fault:
+            gpus[-1]["fault"] = fault
         if driver is None:
             driver = _na(row.get("driver_version", ""))
     return gpus, driver
@@ -814,7 +849,7 @@ def smi_failure(rc, text, timeout_s=None, loaded=None, err=""):
                 % timeout_s, "a GPU that has fallen off the bus (Xid 79) needs a GPU reset or a reboot of the host")
     if rc == 18 or "version mismatch" in text:
         lib = re.search(r"NVML library version:\s*(\S+)", text)
-        known = [w for w in ("kernel module %s" % loaded if loaded else None,
+        known = [w for w in ("loaded kernel module %s" % loaded if loaded else None,
                              "NVML library %s" % lib.group(1) if lib else None) if w]
         versions = " (%s)" % ", ".join(known) if known else ""
         return ("nvidia-smi: %s: %s%s" % (ended, first, versions),
@@ -874,8 +909,10 @@ def smi_not_runnable_fix(where):
             "too), or reinstall the NVIDIA driver's utilities" % (where, where))
 
 
-def probe_nvidia_smi(timeout_s=None):
-    """GPUs through nvidia-smi, bounded by ``timeout_s`` seconds (default :data:`GPU_PROBE_TIMEOUT_S`).
+def probe_nvidia_smi(timeout_s=None, loaded=None):
+    """GPUs through nvidia-smi, bounded by ``timeout_s`` seconds (default :data:`GPU_PROBE_TIMEOUT_S`);
+    ``loaded``: the loaded kernel module's version (:func:`loaded_driver_version`), named in a
+    version mismatch's ``error`` (:func:`smi_failure`).
 
     Returns:
         ``{"gpus": list | None, "driver": str | None, "error": str | None, "missing": bool,
@@ -922,7 +959,7 @@ def probe_nvidia_smi(timeout_s=None):
             out.update(too_old=True, driver=driver, error=smi_too_old(driver))
             return out
         if res["rc"] != 0:
-            out["error"] = smi_failure(res["rc"], res["out"], err=res["err"])[0]
+            out["error"] = smi_failure(res["rc"], res["out"], loaded=loaded, err=res["err"])[0]
             return out
         try:
             gpus, driver = parse_nvidia_smi_csv(res["out"], fields)
@@ -1104,11 +1141,28 @@ def nvml_child():
     sys.stdout.flush()
 
 
+def gpu_fault(gpus):
+    """What GPUs in an error state (a ``fault`` of :func:`parse_nvidia_smi_csv`) mean: ``(reason,
+    fix)``, or None when no GPU of ``gpus`` has one (pure). The reason names each such GPU (index,
+    name, bus id) and the fields' markers; the fix is NVIDIA's for a GPU that needs a reset
+    (``nvidia-smi -r``, with no process on the GPU, or a reboot; the Xid in dmesg says why)."""
+    faulty = [g for g in gpus or [] if g.get("fault")]
+    if not faulty:
+        return None
+    said = ["GPU %s (%s, bus %s): %s" % (g.get("index"), g.get("name") or "unnamed", g.get("pci_bus_id") or "unknown",
+                                         ", ".join("%s %s" % kv for kv in g["fault"].items())) for g in faulty]
+    resets = "; ".join("nvidia-smi -r -i %s" % (g.get("pci_bus_id") or g.get("index")) for g in faulty)
+    return ("nvidia-smi: %s in an error state: %s" % ("a GPU is" if len(faulty) == 1 else "%d GPUs are" % len(faulty),
+                                                      "; ".join(said)),
+            "reset the GPU (%s, with no process using it) or reboot the node; see dmesg for Xid errors (79: fallen "
+            "off the bus; 48, 94, 95: uncorrectable ECC)" % resets)
+
+
 def gpu_stack(smi, nvml_gpus, nvml_error, traces, stuck, loaded=None, timeout_s=None):
     """Which case a host is (pure): ``{"status", "reason", "fix", "traces"}``.
 
     ``warnings``: e.g. more ``/dev/nvidiaN`` files than GPUs listed (a GPU may be missing).
-    ``status``: ``"ok"`` (a source listed the GPUs), ``"none"`` (no NVIDIA driver at all: no
+    ``status``: ``"ok"`` (a source listed the GPUs, none in an error state: :func:`gpu_fault`), ``"none"`` (no NVIDIA driver at all: no
     nvidia-smi, no ``/proc/driver/nvidia``, no ``/dev/nvidia*``, NVML not answering: a build
     host, the only case ``fallback_archs`` is for), ``"broken"`` (an NVIDIA stack is installed
     but does not answer: ``reason`` says what failed, ``fix`` what to do; ``too_old`` true when
@@ -1133,6 +1187,10 @@ def gpu_stack(smi, nvml_gpus, nvml_error, traces, stuck, loaded=None, timeout_s=
                    reason="an earlier nvidia-smi (pid %d) has been stuck in the kernel for %g s: a GPU may have "
                           "fallen off the bus; see dmesg for Xid; not starting another" % (p["pid"], p["age_s"]),
                    fix="a GPU that has fallen off the bus (Xid 79) needs a GPU reset or a reboot of the host")
+        return out
+    fault = gpu_fault((smi or {}).get("gpus"))
+    if fault:  # listed with exit 0, yet in an error state: as broken as a lost GPU's exit 15
+        out.update(status="broken", reason=fault[0], fix=fault[1])
         return out
     if smi and smi.get("gpus"):
         return out
@@ -1168,18 +1226,20 @@ def gpu_stack(smi, nvml_gpus, nvml_error, traces, stuck, loaded=None, timeout_s=
 
 
 def gather_gpus(facts, timeout_s=None):
-    """Fill ``gpus``, ``gpu_source``, ``gpu_error``, ``gpu_probe_errors``, ``driver_version`` and
-    ``gpu_stack`` (:func:`gpu_stack`); every GPU command is bounded by ``timeout_s`` seconds
+    """Fill ``gpus``, ``gpu_source``, ``gpu_error``, ``gpu_probe_errors``, ``driver_version``,
+    ``driver_module_version`` and ``gpu_stack`` (:func:`gpu_stack`); every GPU command is bounded by ``timeout_s`` seconds
     (default :data:`GPU_PROBE_TIMEOUT_S`), and none is started while an earlier nvidia-smi is
     stuck in the kernel (:func:`stuck_gpu_probes`)."""
     timeout_s = GPU_PROBE_TIMEOUT_S if timeout_s is None else timeout_s
     errors = []
-    facts.update({"gpus": [], "gpu_source": None, "gpu_error": None, "driver_version": None})
+    loaded = loaded_driver_version()
+    facts.update({"gpus": [], "gpu_source": None, "gpu_error": None, "driver_version": None,
+                  "driver_module_version": loaded})
     stuck = stuck_gpu_probes(timeout_s)
     traces = driver_traces()
     smi, nvml_gpus, nvml_error = None, None, None
     if not stuck:
-        smi = probe_nvidia_smi(timeout_s)
+        smi = probe_nvidia_smi(timeout_s, loaded)
         if smi["gpus"]:
             facts.update({"gpus": smi["gpus"], "gpu_source": "nvidia-smi", "driver_version": smi["driver"]})
         else:
@@ -1192,7 +1252,9 @@ def gather_gpus(facts, timeout_s=None):
                 elif nvml_error:
                     errors.append(nvml_error)
                     log(nvml_error)
-    facts["gpu_stack"] = gpu_stack(smi, nvml_gpus, nvml_error, traces, stuck, loaded_driver_version(), timeout_s)
+    facts["gpu_stack"] = gpu_stack(smi, nvml_gpus, nvml_error, traces, stuck, loaded, timeout_s)
+    if facts["driver_version"] is None:  # no source said it (a version mismatch...): the loaded module's
+        facts["driver_version"] = loaded
     if stuck:
         errors.append(facts["gpu_stack"]["reason"])
         facts["gpu_stuck_probes"] = stuck

@@ -8,7 +8,10 @@ one, or one with no GPU. It answers the way the real tool does for what fleetctl
   ``pci.bus_id`` (:func:`fake_bus_id`) and ``mig.mode.current`` (``[N/A]``) (any order; any other field
   -> ``Field "X" is not a valid field to query.``, exit 2);
 * ``-L``: ``GPU 0: NAME (UUID: GPU-...)`` lines;
-* no GPU: ``No devices were found`` on stdout, exit 6, whatever was asked.
+* no GPU: ``No devices were found`` on stdout, exit 6, whatever was asked;
+* a GPU in an error state (``values``): the markers the real one prints in a field's place, exit 0,
+  as in ``1, NVIDIA H100 80GB HBM3, [Unknown Error], [Unknown Error], 580.95.05, GPU-..., 00000000:3C:00.0,
+  [Unknown Error]`` (no `` MiB`` unit after a marker).
 """
 
 from __future__ import annotations
@@ -39,13 +42,16 @@ FAKE_FIELDS = ("index", "name", "compute_cap", "memory.total", "driver_version",
                "mig.mode.current")
 
 
-def _script(gpus: list[tuple[str, str, int]], driver: str, unknown_fields: tuple[str, ...] = ()) -> str:
+def _script(gpus: list[tuple[str, str, int]], driver: str, unknown_fields: tuple[str, ...] = (),
+            values: dict[int, dict[str, str]] | None = None) -> str:
     q = shlex.quote
     if not gpus:
         return "#!/bin/sh\necho 'No devices were found'\nexit 6\n"
     rows = []
     for i, (cap, name, mem) in enumerate(gpus):
-        rows.append(f"  row {i} {q(name)} {q(cap)} {q(str(mem))} {q(driver)} {q(fake_uuid(i))} {q(fake_bus_id(i))}")
+        row = dict(zip(FAKE_FIELDS, (str(i), name, cap, str(mem), driver, fake_uuid(i), fake_bus_id(i), "[N/A]")))
+        row.update((values or {}).get(i, {}))
+        rows.append("  row " + " ".join(q(row[f]) for f in FAKE_FIELDS))
     listing = "\n".join(
         f"  echo {q(f'GPU {i}: {name} (UUID: {fake_uuid(i)})')}"
         for i, (_, name, _) in enumerate(gpus)
@@ -112,11 +118,11 @@ row() {{
       index) v="$1" ;;
       name) v="$2" ;;
       compute_cap) v="$3" ;;
-      memory.total) if [ "$nounits" = 1 ]; then v="$4"; else v="$4 MiB"; fi ;;
+      memory.total) case "$nounits$4" in 1*|*\\]) v="$4" ;; *) v="$4 MiB" ;; esac ;;
       driver_version) v="$5" ;;
       uuid) v="$6" ;;
       pci.bus_id) v="$7" ;;
-      mig.mode.current) v="[N/A]" ;;
+      mig.mode.current) v="$8" ;;
     esac
     if [ -z "$line" ]; then line="$v"; else line="$line, $v"; fi
   done
@@ -133,6 +139,7 @@ def write_fake_nvidia_smi(
     gpus: list[tuple[str, str, int]],
     driver: str = "580.82.07",
     unknown_fields: tuple[str, ...] = (),
+    values: dict[int, dict[str, str]] | None = None,
 ) -> Path:
     """Write an executable fake ``nvidia-smi`` into ``bin_dir`` (created if missing).
 
@@ -145,6 +152,9 @@ def write_fake_nvidia_smi(
         unknown_fields: fields this driver's nvidia-smi does not know (``("compute_cap",)`` for
             a driver before R510): asked, it prints ``Field "compute_cap" is not a valid field to
             query.`` on stdout and exits 2, as the real one does.
+        values: ``{index: {field: value}}``, what GPU ``index`` prints for a field instead
+            (``{1: {"compute_cap": "[Unknown Error]"}}``: a GPU in an error state); a field of
+            :data:`FAKE_FIELDS`.
 
     Returns:
         The script's path.
@@ -152,7 +162,7 @@ def write_fake_nvidia_smi(
     folder = Path(bin_dir)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "nvidia-smi"
-    path.write_text(_script(list(gpus), driver, tuple(unknown_fields)))
+    path.write_text(_script(list(gpus), driver, tuple(unknown_fields), values))
     path.chmod(0o755)
     return path
 
@@ -304,6 +314,24 @@ int nvmlDeviceGetMemoryInfo(void *h, nvmlMemory_t *m) {{
     subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(out), str(src)], check=True,
                    capture_output=True)
     return out
+
+
+#: What the proprietary module's ``/proc/driver/nvidia/version`` says (its first line, as on a host).
+PROC_VERSION = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Release Build  "
+                "(dvs-builder@U16-I3-A17-3-1)  Wed May 21 03:41:20 UTC 2025\n"
+                "GCC version:  gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04)\n")
+
+
+def loaded_module_wrap(folder: str | os.PathLike[str], version: str) -> list[str]:
+    """An sshd ``wrap`` (tests/support/sshd.py) for a host whose loaded NVIDIA kernel module is
+    ``version``: sshd, and so every session, runs in a private mount namespace where ``folder``
+    (holding ``nvidia/version``, :data:`PROC_VERSION`) is bind-mounted on ``/proc/driver`` (needs root
+    and ``unshare``). ``folder`` must stay until the host is stopped."""
+    folder = Path(folder)
+    (folder / "nvidia").mkdir(parents=True, exist_ok=True)
+    (folder / "nvidia" / "version").write_text(PROC_VERSION.format(version=version))
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount --bind "$0" /proc/driver && exec "$@"', str(folder)]
 
 
 #: What nvidia-smi prints and returns after a driver update without a reboot (the loaded kernel
