@@ -190,22 +190,32 @@ def test_bad_input_raises_input_error_with_the_line_the_cli_prints(tmp_path, hom
     play = tmp_path / "play.yaml"
     play.write_text("name: p\nhosts: all\ntasks:\n  - name: t\n    command: {argv: [\"true\"]}\n    tags: [build]\n")
     fleet = Fleet.from_inventory("inventory.yaml")
+    # (the call, the CLI's command line, the CLI's flag the API's message names as the argument instead)
     cases = [
         (lambda: Fleet.from_inventory(bad_inv), ("-i", str(bad_inv), "run", "--hosts", "all", "--", "true")),
         (lambda: fleet.select("nosuchgroup"), ("run", "--hosts", "nosuchgroup", "--", "true")),
         (lambda: fleet.select("local").deploy(str(tmp_path / "missing.yaml"), mode="plan"),
          ("deploy", "--hosts", "local", "--playbook", str(tmp_path / "missing.yaml"), "--plan")),
         (lambda: fleet.select("local").deploy(str(play), tags=["biuld"], mode="plan"),
-         ("deploy", "--hosts", "local", "--playbook", str(play), "--tags", "biuld", "--plan")),
+         ("deploy", "--hosts", "local", "--playbook", str(play), "--tags", "biuld", "--plan"), ("--tags", "tags")),
         (lambda: fleet.select("local").deploy(str(play), serial="0", mode="plan"),
-         ("deploy", "--hosts", "local", "--playbook", str(play), "--serial", "0", "--plan")),
+         ("deploy", "--hosts", "local", "--playbook", str(play), "--serial", "0", "--plan"), ("--serial", "serial")),
         (lambda: fleet.select("local").rollback(to="latest", mode="dry_run"),
-         ("rollback", "--hosts", "local", "--to", "latest", "--dry-run")),
+         ("rollback", "--hosts", "local", "--to", "latest", "--dry-run"), ("--to", "to")),
+        (lambda: fleet.select("local").deploy(str(play), phase_timeout={"buld": 3}, mode="plan"),
+         ("deploy", "--hosts", "local", "--playbook", str(play), "--phase-timeout", "buld=3", "--plan"),
+         ("--phase-timeout", "phase_timeout")),
     ]
-    for api_call, argv in cases:
+    for api_call, argv, *named in cases:
         with pytest.raises(InputError) as err:
             api_call()
-        assert str(err.value) == _cli_error(*argv, home=home), argv
+        line = _cli_error(*argv, home=home)
+        if named:  # operator's trial: from Python the argument (serial: ...), from the CLI the flag (--serial: ...)
+            flag, arg = named[0]
+            assert f"{flag}: " in line or f"{flag} " in line, line
+            assert flag not in str(err.value), str(err.value)
+            line = line.replace(flag, arg, 1)
+        assert str(err.value) == line, argv
     for call, message in [(lambda: fleet.select("local").run("uname -r"), "argv: want a non-empty list"),
                           (lambda: fleet.select("local").run(["true"], timeout=0), "timeout: want a positive"),
                           (lambda: fleet.select("local").run(["true"], forks=0), "forks: want a whole number"),
@@ -228,6 +238,54 @@ def test_bad_input_raises_input_error_with_the_line_the_cli_prints(tmp_path, hom
     assert not (home / "runs").exists() or not _runs(home)  # bad input: nothing ran, nothing recorded
 
 
+_VNEV = ("-e vnev: fleetctl {kind} reads only host settings (ansible_user, ansible_port, venv...), and no template; "
+         "it is ignored; did you mean venv?")
+
+
+def test_an_extra_var_no_host_setting_reads_is_warned_from_python_as_from_the_cli(home, tmp_path, capfd):
+    """Operator's trial: ``Fleet.from_inventory(INV, extra_vars={"vnev": "/x"}).select(...).facts()``
+    warned nothing where ``fleetctl facts -e vnev=/x`` says ``did you mean venv?``. The API's
+    warnings go to the fleet's ``on_warning`` (default: the CLI's stderr line), from the CLI's code."""
+    res = Fleet.from_inventory("inventory.yaml", extra_vars={"vnev": "/x"}).select("local").facts()
+    assert res.ok and res.facts["localhost"].cores >= 1  # ignored: the run is the same
+    api_err = capfd.readouterr().err.splitlines()
+    assert api_err.count("fleetctl: warning: " + _VNEV.format(kind="facts")) == 1, api_err
+    cli_res = cli("facts", "--hosts", "local", "-e", "vnev=/x", "--json", home=home, timeout_s=120)
+    assert cli_res.returncode == 0, cli_res.stderr
+    assert "fleetctl: warning: " + _VNEV.format(kind="facts") in cli_res.stderr.splitlines(), cli_res.stderr
+    seen: list[str] = []
+    nodes = Fleet.from_inventory("inventory.yaml", extra_vars={"vnev": "/x", "venv": sys.prefix},
+                                 on_warning=seen.append).select("local")
+    (tmp_path / "a.txt").write_text("a\n")
+    assert nodes.run(["true"]).ok and nodes.copy(tmp_path / "a.txt", str(tmp_path / "b.txt")).ok
+    assert nodes.fetch(str(tmp_path / "b.txt"), tmp_path / "out").ok
+    assert seen == [_VNEV.format(kind=kind) for kind in ("run", "copy", "fetch")]  # venv is a setting: read
+    assert capfd.readouterr().err.count("vnev") == 0  # on_warning given: nothing on stderr
+
+
+def test_copy_follows_the_path_rule_its_docstring_and_help_state(home, tmp_path):
+    """Operator's trial: ``Hosts.copy`` said DEST is taken "as ``cp``", but a folder copied to a
+    DEST that did not exist lands at ``DEST/<folder>/`` (Ansible's copy: no trailing slash copies the
+    folder itself, a trailing slash its contents). The docstring, the CLI help and the code agree."""
+    from fleetctl.cli.transfer import copy as copy_command
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f.txt").write_text("f\n")
+    nodes = Fleet.from_inventory("inventory.yaml").select("local")
+    assert nodes.copy(tmp_path / "d", str(tmp_path / "new1")).ok  # new1 did not exist
+    assert (tmp_path / "new1" / "d" / "f.txt").read_text() == "f\n" and not (tmp_path / "new1" / "f.txt").exists()
+    assert nodes.copy(f"{tmp_path / 'd'}/", str(tmp_path / "new2")).ok
+    assert (tmp_path / "new2" / "f.txt").read_text() == "f\n"
+    (tmp_path / "there").mkdir()
+    assert nodes.copy(tmp_path / "d" / "f.txt", str(tmp_path / "there")).ok  # an existing folder: inside it
+    assert (tmp_path / "there" / "f.txt").is_file()
+    doc, helptext = " ".join(fleetctl.api.AsyncHosts.copy.__doc__.split()), " ".join(copy_command.help.split())
+    for text in (doc, helptext):
+        assert "Ansible's copy" in text and "as ``cp``" not in text and "(as cp)" not in text, text
+    assert "writes ``/tmp/x/kernel_src/...``, whether ``/tmp/x`` existed or not" in doc
+    assert "kernel_src -> DEST/kernel_src/, DEST made when missing" in helptext
+
+
 def test_facts_take_the_phase_timeout_the_cli_takes(home):
     # new-user trial: `fleetctl facts --phase-timeout facts=S` existed, Fleet.facts() had no such argument
     nodes = Fleet.from_inventory("inventory.yaml").select("local")
@@ -236,8 +294,9 @@ def test_facts_take_the_phase_timeout_the_cli_takes(home):
                         ("fact=10", ("--phase-timeout", "fact=10"))]:
         with pytest.raises(InputError) as err:
             nodes.facts(phase_timeout=value)
-        assert str(err.value) == _cli_error("facts", "--hosts", "local", *argv, home=home), value
-    with pytest.raises(InputError, match="^--phase-timeout facts: want a positive number of seconds, got 0$"):
+        line = _cli_error("facts", "--hosts", "local", *argv, home=home)  # names the flag; the API the argument
+        assert line.startswith("--phase-timeout") and str(err.value) == line.replace("--phase-timeout", "phase_timeout")
+    with pytest.raises(InputError, match="^phase_timeout facts: want a positive number of seconds, got 0$"):
         nodes.facts(phase_timeout={"facts": 0})
     with pytest.raises(InputError, match="phase_timeout: want a mapping"):
         nodes.facts(phase_timeout=10)

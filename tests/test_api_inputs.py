@@ -8,6 +8,7 @@ import traceback
 import pytest
 
 from fleetctl import Fleet, InputError
+from fleetctl.playbook import load_playbook
 from tests.support.fleet import REPO
 
 INV = str(REPO / "inventory.yaml")
@@ -27,7 +28,8 @@ def test_a_sync_calls_bad_input_is_not_chained_to_the_event_loop_lookup(tmp_path
 def test_sources_as_one_list_and_wrong_shapes_are_one_line(tmp_path):
     fleet = Fleet.from_inventory([INV])
     assert fleet.sources == (INV,) and repr(fleet) == f"<Fleet {INV}: {len(fleet.inventory.hosts)} host(s)>"
-    with pytest.raises(InputError, match=r"inventory sources: want paths \(or one list of them\), got 3"):
+    with pytest.raises(InputError, match=r"inventory sources: want a path here \(a non-empty string without NUL "
+                                         r"bytes\), got 3"):
         Fleet.from_inventory(3)
     assert Fleet(INV).sources == (INV,)  # one path, not its characters
     with pytest.raises(InputError, match=r"ssh_options: want a list of 'Name=value' strings, got \{'Port': 'abc'\}"):
@@ -123,6 +125,44 @@ WRONG_TYPES = [
     (lambda: _nodes().fetch("/etc/hostname", 123), "dest: want a path here (a non-empty string without NUL bytes), got 123"),
     (lambda: _nodes().copy(INV, "/tmp/a\0b"),
      r"dest: want a path on the hosts (a non-empty string without NUL bytes), got '/tmp/a\x00b'"),
+    # operator's trial: every function taking a path makes the one check (fleetctl.util.paths.want_path),
+    # load_playbook(5) was pathlib's TypeError
+    (lambda: load_playbook(5), "path: want a path here (a non-empty string without NUL bytes), got 5"),
+    (lambda: load_playbook(b"play.yaml"), "path: want a path here (a non-empty string without NUL bytes), got b'play.yaml'"),
+    (lambda: load_playbook(""), "path: want a path here (a non-empty string without NUL bytes), got ''"),
+    (lambda: _nodes().deploy(5, mode="plan"), "playbook: want a path here (a non-empty string without NUL bytes), got 5"),
+    (lambda: _nodes().verify(b"v.yaml", mode="plan"),
+     "playbook: want a path here (a non-empty string without NUL bytes), got b'v.yaml'"),
+    (lambda: Fleet.from_inventory(INV, 5),
+     "inventory sources: want a path here (a non-empty string without NUL bytes), got 5"),
+    (lambda: Fleet.from_inventory(INV, "a\0b"),
+     r"inventory sources: want a path here (a non-empty string without NUL bytes), got 'a\x00b'"),
+    # extra vars are a mapping of variable names, Ansible's rule (ansible-core utils/vars.py isidentifier)
+    (lambda: Fleet(INV, extra_vars={"": 1}), "extra_vars: '' is not a variable name (Ansible's rule: letters, digits "
+                                             "and '_', not starting with a digit, not a Python keyword)"),
+    (lambda: Fleet(INV, extra_vars={"a b": 1}), "extra_vars: 'a b' is not a variable name (Ansible's rule: letters, "
+                                                "digits and '_', not starting with a digit, not a Python keyword)"),
+    (lambda: _nodes().deploy(_PLAY, mode="plan", extra_vars={"class": 1}),
+     "extra_vars: 'class' is not a variable name (Ansible's rule: letters, digits and '_', not starting with a digit, "
+     "not a Python keyword)"),
+    (lambda: _nodes().rollback(mode="plan", extra_vars={"9lives": 1}),
+     "extra_vars: '9lives' is not a variable name (Ansible's rule: letters, digits and '_', not starting with a digit, "
+     "not a Python keyword)"),
+    # from Python a message names the argument passed, not the CLI's flag (the CLI's: tests/test_api.py)
+    (lambda: _nodes().deploy(_PLAY, mode="plan", phase_timeout={"buld": 3}),
+     "phase_timeout: want PHASE=SECONDS with PHASE one of connect, facts, upload, build, install, verify, command, "
+     "got 'buld=3'"),
+    (lambda: _nodes().verify(_PLAY, mode="plan", phase_timeout={"build": -1}),
+     "phase_timeout build: want a positive number of seconds, got -1"),
+    (lambda: _nodes().facts(phase_timeout="fact=10"),
+     "phase_timeout: want PHASE=SECONDS with PHASE one of connect, facts, upload, build, install, verify, command, "
+     "got 'fact=10'"),
+    (lambda: _nodes().deploy(_PLAY, mode="plan", serial="0"),
+     "serial: want host counts or percentages up to 100%, like 1,10%,100%; got '0'"),
+    (lambda: _nodes().deploy(_PLAY, mode="plan", serial="1,"),
+     "serial: batch size 2 of '1,' is empty: want host counts or percentages up to 100%, like 1,10%,100%"),
+    (lambda: _nodes().rollback(to="yesterday", mode="plan"), "to: want 'previous' or a version number such as 2, "
+                                                             "got 'yesterday'"),
 ]
 
 

@@ -58,7 +58,8 @@ async def run_command(hosts: Sequence[Any], argv: Sequence[str], *, pattern: str
 async def gather_facts(hosts: Sequence[Any], *, pattern: str, command: Sequence[str], observers: Iterable[Any] = (),
                        verbose: int = 0, forks: int = 50, connect_timeout_s: float = 30.0,
                        accept_new_host_keys: bool = False, ssh_options: Sequence[str] = (),
-                       phase_timeout: Mapping[str, float] | Iterable[str] | None = None):
+                       phase_timeout: Mapping[str, float] | Iterable[str] | None = None,
+                       flags: Mapping[str, str] | None = None):
     """Gather every host's facts and close the run's record.
 
     Args:
@@ -66,6 +67,8 @@ async def gather_facts(hosts: Sequence[Any], *, pattern: str, command: Sequence[
             (``{"facts": 10}`` or ``["facts=10"]``): ``facts`` limits each host's gathering (default
             :data:`~fleetctl.engine.deadlines.FACTS_TIMEOUT_S`), ``connect`` its connect and login
             (default ``connect_timeout_s``); the other phases have no work here.
+        flags: how messages name the arguments (:func:`fleetctl.api.inputs.arg_name`: the CLI
+            passes its flags, ``--phase-timeout``; None: ``phase_timeout``).
 
     Returns:
         ``(run, record)``; each host's outcome holds ``facts`` (None for an unreachable host) and
@@ -79,9 +82,11 @@ async def gather_facts(hosts: Sequence[Any], *, pattern: str, command: Sequence[
     limits = {"connect_timeout_s": connect_timeout_s}  # the facts deadline: facts_on_hosts' default
     if phase_timeout is not None:  # deploy's parser and deadlines, imported only when asked (facts stays near the floor)
         from ..engine.deadlines import Deadlines
+        from .inputs import arg_name
         from .play import phase_timeouts
 
-        deadlines = Deadlines(overrides=phase_timeouts(phase_timeout), connect_s=connect_timeout_s)
+        deadlines = Deadlines(overrides=phase_timeouts(phase_timeout, arg_name(flags, "phase_timeout")),
+                              connect_s=connect_timeout_s)
         limits = {"connect_timeout_s": deadlines.connect, "timeout_s": deadlines.facts}
     run, record, obs = new_run("facts", command=command, observers=observers, verbose=verbose)
     run.pattern = pattern

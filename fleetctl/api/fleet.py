@@ -40,14 +40,18 @@ class Fleet:
         ssh_options: one-off ssh_config options for every ssh host, ``"Name=value"`` each, as
             ``fleetctl -o`` (:mod:`fleetctl.connection.ssh_options`: the options fleetctl honours;
             ``StrictHostKeyChecking=accept-new`` is ``accept_new_host_keys``).
-        on_warning: called with each inventory warning, and each extra var a play does not read
-            (:func:`fleetctl.api.playchecks.extra_var_warnings`) (one line; default: ``fleetctl: warning:
-            LINE`` on stderr).
+        on_warning: called with each inventory warning, each extra var a play does not read
+            (:func:`fleetctl.api.playchecks.extra_var_warnings`), and each extra var that ``run``,
+            ``facts``, ``copy`` or ``fetch`` does not read: one that is no host setting, with the
+            CLI's did-you-mean (:func:`fleetctl.api.playchecks.setting_var_warnings`: ``vnev`` ->
+            ``did you mean venv?``) (one line; default: ``fleetctl: warning: LINE`` on stderr, as
+            the CLI prints it).
 
     Raises:
         InputError: an argument of the wrong kind (:mod:`fleetctl.api.inputs`: a flag that is not
             a bool, ``connect_timeout`` that is not a positive number of seconds, sources that are
-            not paths, extra vars that are not a mapping of names), or an ssh option fleetctl
+            not paths, extra vars that are not a mapping of variable names: Ansible's rule,
+            :func:`~fleetctl.api.inputs.is_variable_name`), or an ssh option fleetctl
             refuses (the CLI's one line for ``-o``).
 
     Attributes:
@@ -101,7 +105,8 @@ class Fleet:
     @classmethod
     def from_inventory(cls, *sources: str | os.PathLike[str], extra_vars: Mapping[str, Any] | None = None,
                        connect_timeout: float = 30.0, accept_new_host_keys: bool = False,
-                       verbose: int = 0, ssh_options: Sequence[str] = ()) -> "Fleet":
+                       verbose: int = 0, ssh_options: Sequence[str] = (),
+                       on_warning: Callable[[str], None] = warn) -> "Fleet":
         """Load an inventory now (so that a bad one raises here, not at the first run).
 
         Args:
@@ -114,6 +119,7 @@ class Fleet:
             accept_new_host_keys: record host keys of hosts that have none.
             verbose: diagnostics on stderr: 1 each host's tasks, 2 every command.
             ssh_options: one-off ssh_config options, ``"Name=value"`` each (``fleetctl -o``).
+            on_warning: called with each warning line (see :class:`Fleet`; default: stderr).
 
         Returns:
             The :class:`Fleet`.
@@ -124,7 +130,8 @@ class Fleet:
                 key, cause).
         """
         fleet = cls(sources or None, extra_vars=extra_vars, connect_timeout=connect_timeout,
-                    accept_new_host_keys=accept_new_host_keys, verbose=verbose, ssh_options=ssh_options)
+                    accept_new_host_keys=accept_new_host_keys, verbose=verbose, ssh_options=ssh_options,
+                    on_warning=on_warning)
         fleet.inventory  # noqa: B018 - load now: bad input raises here
         return fleet
 

@@ -66,6 +66,15 @@ class AsyncHosts:
 
         return select_hosts(self.fleet, self.pattern, self.limit, venv=venv, forks=forks, extra_vars=extra_vars)[1]
 
+    def _warn_unread(self, kind: str) -> None:
+        """The fleet's extra vars that ``kind`` (run, facts, copy, fetch: no playbook, no template)
+        does not read, one line each to the fleet's ``on_warning``: the lines ``fleetctl KIND -e``
+        prints (:func:`fleetctl.api.playchecks.setting_var_warnings`)."""
+        from .playchecks import setting_var_warnings
+
+        for line in setting_var_warnings(self.fleet.extra_vars, kind):
+            self.fleet.on_warning(line)
+
     def _command(self, kind: str, *rest: str) -> list[str]:
         return ["fleetctl.api", kind, "--hosts", self.pattern, *(("--limit", self.limit) if self.limit else ()), *rest]
 
@@ -96,6 +105,7 @@ class AsyncHosts:
         timeout = want_seconds("timeout", timeout)
         hosts = self._select(venv=False, forks=want_forks(forks))  # `run` may be what creates the venv
         obs = as_observers(observers)
+        self._warn_unread("run")
         run, record, outputs = await run_command(
             hosts, list(argv), pattern=self.pattern, command=self._command("run", "--", *argv), observers=obs,
             verbose=self.fleet.verbose, forks=forks, timeout_s=timeout, connect_timeout_s=self.fleet.connect_timeout,
@@ -126,8 +136,10 @@ class AsyncHosts:
         from .observe import as_observers
 
         hosts = self._select(forks=want_forks(forks))
+        obs = as_observers(observers)
+        self._warn_unread("facts")
         run, record = await gather_facts(
-            hosts, pattern=self.pattern, command=self._command("facts"), observers=as_observers(observers),
+            hosts, pattern=self.pattern, command=self._command("facts"), observers=obs,
             verbose=self.fleet.verbose, forks=forks, connect_timeout_s=self.fleet.connect_timeout,
             accept_new_host_keys=self.fleet.accept_new_host_keys, ssh_options=self.fleet.ssh_options,
             phase_timeout=phase_timeout)
@@ -135,15 +147,25 @@ class AsyncHosts:
 
     async def copy(self, src: str | Path, dest: str, *, timeout: float = 600.0, forks: int = 50,
                    observers: Iterable[Observer] | None = None) -> RunResult:
-        """Copy ``src`` (a file, or a folder recursively; ``"dir/"`` copies its contents) from this
-        controller to ``dest`` on every host, as ``fleetctl copy``: over SFTP (exec channels on
-        servers without it), one ``sbcast`` per file for Slurm hosts.
+        """Copy ``src`` (a file, or a folder recursively) from this controller to ``dest`` on every
+        host, as ``fleetctl copy``: over SFTP (exec channels on servers without it), one ``sbcast``
+        per file for Slurm hosts.
+
+        Paths follow Ansible's copy module (``ansible.builtin.copy``, its ``src`` and ``dest``
+        options: "if path ends with "/", only inside contents of that directory are copied to
+        destination. Otherwise ... the directory itself with all contents is copied", as rsync):
+
+        - a folder ``src`` without a trailing ``/`` is copied itself: ``copy("kernel_src", "/tmp/x")``
+          writes ``/tmp/x/kernel_src/...``, whether ``/tmp/x`` existed or not (it is made);
+        - a folder ``src`` with a trailing ``/`` copies its contents: ``copy("kernel_src/", "/tmp/x")``
+          writes ``/tmp/x/...``;
+        - a file ``src``: ``dest`` is the file's path, unless it ends in ``/`` or is a folder
+          that exists on the host; then the file goes into it under its own name.
 
         Args:
             src: the controller's file or folder.
-            dest: the host path (a folder when it ends in ``/`` or is an existing folder there,
-                as ``cp``); ``{host}`` in it is each host's name (``"/tmp/dst_{host}"``), so
-                every host gets its own DEST.
+            dest: the host path (see above); ``{host}`` in it is each host's name
+                (``"/tmp/dst_{host}"``), so every host gets its own DEST.
             timeout: seconds one host's whole transfer may take.
             forks: hosts worked on at once.
             observers: callables or observer objects (:mod:`fleetctl.api.observe`).
@@ -191,9 +213,11 @@ class AsyncHosts:
 
         timeout = want_seconds("timeout", timeout)
         hosts = self._select(venv=False, forks=want_forks(forks))
+        obs = as_observers(observers)
+        self._warn_unread(kind)
         run, record = await transfer_files(
             kind, hosts, src, dest, pattern=self.pattern, command=self._command(kind, src, dest),
-            observers=as_observers(observers), verbose=self.fleet.verbose, forks=forks, timeout_s=timeout,
+            observers=obs, verbose=self.fleet.verbose, forks=forks, timeout_s=timeout,
             connect_timeout_s=self.fleet.connect_timeout, accept_new_host_keys=self.fleet.accept_new_host_keys,
             ssh_options=self.fleet.ssh_options, flat=flat)
         return RunResult(run, record.dir)

@@ -19,6 +19,20 @@ from typing import Any
 from ..errors import InputError
 
 
+#: How the CLI's messages name the arguments of the shared paths
+#: (:func:`~fleetctl.api.play.prepare_play`, :func:`~fleetctl.api.adhoc.gather_facts`): its flags.
+#: A validator takes the name to report from its caller (:func:`arg_name`), so a Python caller
+#: reads ``serial: ...`` and the command line ``--serial: ...``.
+CLI_FLAGS = {"playbook": "--playbook", "tags": "--tags", "skip_tags": "--skip-tags", "serial": "--serial",
+             "phase_timeout": "--phase-timeout", "retry_failed": "--retry-failed", "to": "--to"}
+
+
+def arg_name(flags: Mapping[str, str] | None, arg: str) -> str:
+    """How a message names argument ``arg``: ``flags[arg]`` (the CLI's :data:`CLI_FLAGS`) or, for a
+    Python caller (``flags`` None), the argument itself."""
+    return (flags or {}).get(arg, arg)
+
+
 def want_bool(name: str, value: Any) -> bool:
     """``value`` if it is ``True`` or ``False``.
 
@@ -63,16 +77,31 @@ def want_count(name: str, value: Any) -> int:
     return value
 
 
+def is_variable_name(name: Any) -> bool:
+    """Ansible's rule for a variable name (``isidentifier`` in ansible-core's
+    lib/ansible/utils/vars.py): a string that is a Python identifier, ASCII only, and not a Python
+    keyword (``class``, ``None``...). Extra vars from Python and ``-e`` alike are held to it."""
+    import keyword
+
+    return isinstance(name, str) and name.isascii() and name.isidentifier() and not keyword.iskeyword(name)
+
+
 def want_extra_vars(value: Any, name: str = "extra_vars") -> dict[str, Any]:
-    """Extra vars (``-e``): a mapping of variable names (strings) to values; None is none.
+    """Extra vars (``-e``): a mapping of variable names (:func:`is_variable_name`) to values; None
+    is none.
 
     Raises:
-        InputError: not a mapping (``"a=1"``, a list), or a name that is not a string.
+        InputError: not a mapping (``"a=1"``, a list), or a name that is not a variable name
+            (``1``, ``""``, ``"a b"``, ``"class"``), naming it.
     """
     if value is None:
         return {}
     if not (isinstance(value, Mapping) and all(isinstance(k, str) for k in value)):
         raise InputError(f"{name}: want a mapping of variable names (strings) to values, got {value!r}")
+    for key in value:
+        if not is_variable_name(key):
+            raise InputError(f"{name}: {key!r} is not a variable name (Ansible's rule: letters, digits and '_', "
+                             "not starting with a digit, not a Python keyword)")
     return dict(value)
 
 
@@ -98,15 +127,15 @@ def want_argv(value: Any) -> list[str]:
 
 
 def want_path(name: str, value: Any, where: str) -> str:
-    """A path (``str`` or ``os.PathLike``; ``where``: ``"here"`` or ``"on the hosts"``), as a string.
+    """A path (``str`` or ``os.PathLike``; ``where``: ``"here"`` or ``"on the hosts"``), as a string:
+    :func:`fleetctl.util.paths.want_path`, the one check of every public function taking a path.
 
     Raises:
         InputError: not a path, empty, or holding a NUL byte.
     """
-    text = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
-    if not isinstance(text, str) or not text or "\x00" in text:
-        raise InputError(f"{name}: want a path {where} (a non-empty string without NUL bytes), got {value!r}")
-    return text
+    from ..util.paths import want_path as check
+
+    return check(name, value, where)
 
 
 def want_strings(name: str, value: Any, shape: str) -> tuple[str, ...]:
@@ -129,7 +158,8 @@ def want_sources(sources: Any) -> tuple[str, ...]:
     may pass ``["a.yaml", "b.yaml"]`` to ``from_inventory``); one path alone is one source.
 
     Raises:
-        InputError: a source that is neither a path nor a list of paths.
+        InputError: a source that is neither a path (:func:`want_path`: empty or holding a NUL
+            byte included) nor a list of paths.
     """
     if isinstance(sources, (str, os.PathLike)):  # Fleet("inv.yaml"): one source, not its characters
         sources = (sources,)
@@ -138,8 +168,5 @@ def want_sources(sources: Any) -> tuple[str, ...]:
     out: list[str] = []
     for s in sources:
         items = s if isinstance(s, (list, tuple)) else (s,)
-        for item in items:
-            if not isinstance(item, (str, os.PathLike)):
-                raise InputError(f"inventory sources: want paths (or one list of them), got {item!r}")
-            out.append(os.fspath(item))
+        out.extend(want_path("inventory sources", item, "here") for item in items)
     return tuple(out)

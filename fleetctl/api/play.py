@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FleetError, InputError
-from .inputs import want_bool, want_extra_vars, want_forks
+from .inputs import arg_name, want_bool, want_extra_vars, want_forks, want_path
 from .lifecycle import finish_run, new_run
 from ..util.didyoumean import close_matches
 from .playchecks import (check_become_vars, check_extra_var_args, check_local_sources, check_unread_build_vars,
@@ -55,9 +55,11 @@ def check_tags(playbook: Any, option: str, tags: list[str]) -> None:
                              file=str(playbook.path))
 
 
-def phase_timeouts(items: Mapping[str, float] | Iterable[str] | None) -> dict[str, float]:
+def phase_timeouts(items: Mapping[str, float] | Iterable[str] | None,
+                   name: str = "phase_timeout") -> dict[str, float]:
     """Per-phase deadlines, seconds: ``{"build": 3600}``, ``["build=3600"]`` or ``"build=3600"``
-    (``--phase-timeout``).
+    (``--phase-timeout``). ``name``: the argument as messages name it, the caller's (the API's
+    ``phase_timeout``, the CLI's ``--phase-timeout``).
 
     Raises:
         InputError: an unknown phase (one of :data:`fleetctl.tasks.base.PHASES`), or seconds that
@@ -69,7 +71,7 @@ def phase_timeouts(items: Mapping[str, float] | Iterable[str] | None) -> dict[st
     if isinstance(items, str):  # one PHASE=SECONDS, not its characters
         items = [items]
     elif items is not None and not isinstance(items, (Mapping, Iterable)):
-        raise InputError(f"phase_timeout: want a mapping of phase to seconds or PHASE=SECONDS strings, got {items!r}")
+        raise InputError(f"{name}: want a mapping of phase to seconds or PHASE=SECONDS strings, got {items!r}")
     if isinstance(items, Mapping):
         pairs = [(str(k), v, f"{k}={v}") for k, v in items.items()]
     else:
@@ -79,23 +81,24 @@ def phase_timeouts(items: Mapping[str, float] | Iterable[str] | None) -> dict[st
     out: dict[str, float] = {}
     for phase, value, item in pairs:
         if phase not in PHASES:
-            raise InputError(f"--phase-timeout: want PHASE=SECONDS with PHASE one of {', '.join(PHASES)}, got {item!r}")
+            raise InputError(f"{name}: want PHASE=SECONDS with PHASE one of {', '.join(PHASES)}, got {item!r}")
         try:
             seconds = float(value)
         except (TypeError, ValueError):
             seconds = float("nan")
         if not math.isfinite(seconds) or seconds <= 0:
-            raise InputError(f"--phase-timeout {phase}: want a positive number of seconds, got {value!r}")
+            raise InputError(f"{name} {phase}: want a positive number of seconds, got {value!r}")
         out[phase] = seconds
     return out
 
 
-def serial_sizes(serial: str | int | Iterable[str | int] | None) -> list[str]:
+def serial_sizes(serial: str | int | Iterable[str | int] | None, name: str = "serial") -> list[str]:
     """Rolling batch sizes: ``"1,10%,100%"``, ``2`` or ``[1, "10%"]`` -> ``["1", "10%", "100%"]``.
 
     Every item must be a size, as in Ansible's ``serial`` list (each entry a host count or a
     percentage, playbooks_strategies "Setting the batch size with serial"): an empty one
     (``"1,,2"``, ``"1,"``, ``""``) is refused, never dropped, so the batches run are the ones typed.
+    ``name``: the argument as messages name it (the API's ``serial``, the CLI's ``--serial``).
 
     Raises:
         InputError: a size that is not a positive count or a percentage up to 100%, or an empty one.
@@ -103,36 +106,37 @@ def serial_sizes(serial: str | int | Iterable[str | int] | None) -> list[str]:
     if serial is not None and not isinstance(serial, (str, int, list, tuple)) or isinstance(serial, bool) or (
             isinstance(serial, (list, tuple)) and not all(isinstance(s, (str, int)) and not isinstance(s, bool)
                                                           for s in serial)):
-        raise InputError(f"serial: want a host count, a percentage such as '10%', or a list of them; got {serial!r}")
+        raise InputError(f"{name}: want a host count, a percentage such as '10%', or a list of them; got {serial!r}")
     if serial is None:
         return []
     items = ([t.strip() for t in serial.split(",")] if isinstance(serial, str) else [str(serial)]
              if isinstance(serial, int) else [str(s).strip() for s in serial])
     for n, item in enumerate(items, 1):
         if not item:
-            raise InputError(f"--serial: batch size {n} of {serial if isinstance(serial, str) else items!r} is empty: "
+            raise InputError(f"{name}: batch size {n} of {serial if isinstance(serial, str) else items!r} is empty: "
                              "want host counts or percentages up to 100%, like 1,10%,100%")
         m = re.fullmatch(r"([0-9]+)(%?)", item)
         if not (m and int(m[1]) > 0 and (not m[2] or int(m[1]) <= 100)):
-            raise InputError(f"--serial: want host counts or percentages up to 100%, like 1,10%,100%; got {item!r}")
+            raise InputError(f"{name}: want host counts or percentages up to 100%, like 1,10%,100%; got {item!r}")
     return items
 
 
-def rollback_to(to: str | int) -> str:
-    """``rollback``'s target: ``"previous"`` or a version number (``2``, ``"v2"``).
+def rollback_to(to: str | int, name: str = "to") -> str:
+    """``rollback``'s target: ``"previous"`` or a version number (``2``, ``"v2"``). ``name``: the
+    argument as the message names it (the API's ``to``, the CLI's ``--to``).
 
     Raises:
         InputError: anything else.
     """
     text = str(to).strip()
     if not re.fullmatch(r"previous|v?[0-9]+", text):
-        raise InputError(f"--to: want 'previous' or a version number such as 2, got {text!r}")
+        raise InputError(f"{name}: want 'previous' or a version number such as 2, got {text!r}")
     return text
 
 
-def retry_names(retry_failed: str, key: str, playbook: str) -> list[str]:
+def retry_names(retry_failed: str, key: str, playbook: str, name: str = "retry_failed") -> list[str]:
     """The hosts ``retry_failed`` selects: those the run (an id, or ``"last"``: the play's last)
-    left failed.
+    left failed. ``name``: the argument as messages name it (the CLI's ``--retry-failed``).
 
     Raises:
         InputError: no such run, or no retry set of this play.
@@ -145,9 +149,9 @@ def retry_names(retry_failed: str, key: str, playbook: str) -> list[str]:
     except FileNotFoundError:
         what = (f"no run of {playbook} on this inventory has left a retry set" if retry_failed == "last"
                 else f"no run {retry_failed!r}")
-        raise InputError(f"--retry-failed: {what} in {runs_root()}") from None
+        raise InputError(f"{name}: {what} in {runs_root()}") from None
     except (OSError, ValueError, KeyError) as exc:
-        raise InputError(f"--retry-failed: no retry set to read ({exc})") from None
+        raise InputError(f"{name}: no retry set to read ({exc})") from None
     if not hosts:
         raise NothingToRetry(from_run)
     return hosts
@@ -188,7 +192,7 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
                  serial: str | int | Iterable[str | int] | None = None, max_fail_percentage: float | None = None,
                  retry_failed: str | None = None, build: str | None = None,
                  phase_timeout: Mapping[str, float] | Iterable[str] | None = None, staged: bool = False,
-                 ) -> PreparedPlay:
+                 flags: Mapping[str, str] | None = None) -> PreparedPlay:
     """Check a playbook run before anything connects (the order of the checks is the CLI's).
 
     Args:
@@ -209,6 +213,9 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
         build: ``once`` (one build per arch class, the default) or ``each``.
         phase_timeout: per-phase deadlines, seconds (``{"build": 3600}``).
         staged: run in a new version of each host's venv, switched to when every task passed.
+        flags: how messages name the arguments: argument -> name (the CLI passes its flags,
+            :data:`fleetctl.api.inputs.CLI_FLAGS`: ``--serial``); an argument not in it is named
+            as itself (``serial``), so a Python caller reads the argument it passed.
 
     Each extra var (the fleet's and ``extra_vars``) that the play does not read is one line to the
     fleet's ``on_warning`` once every check passed (:func:`extra_var_warnings`); it is kept.
@@ -233,6 +240,9 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
     from ..util.paths import resolve_default
     from .fleet import select_hosts
 
+    def shown(arg: str) -> str:
+        return arg_name(flags, arg)
+
     if mode not in MODES:
         raise InputError(f"mode: want one of apply, plan, dry_run; got {mode!r}")
     mode = MODES[mode]
@@ -251,7 +261,8 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
                                             or not isinstance(max_fail_percentage, (int, float))
                                             or not (0 <= max_fail_percentage <= 100)):
         raise InputError(f"max_fail_percentage: want 0 to 100, got {max_fail_percentage!r}")
-    path = resolve_default(str(playbook or DEFAULT_PLAYBOOKS[kind]))
+    given = DEFAULT_PLAYBOOKS[kind] if playbook is None else want_path(shown("playbook"), playbook, "here")
+    path = resolve_default(given)
     if not path.exists():
         raise InputError("playbook file not found", file=str(path))
     play = load_playbook(str(path))
@@ -266,7 +277,7 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
     if retry_failed is not None:
         # The failed run's hosts: within the pattern when given, else they are the selection (the
         # playbook's own `hosts` may not name them: that run may have had --hosts).
-        failed = ",".join(retry_names(retry_failed, key, play_file))
+        failed = ",".join(retry_names(retry_failed, key, play_file, shown("retry_failed")))
         if pattern is not None:
             limit = failed if limit is None else f"{limit}:&{failed}"
         else:
@@ -276,8 +287,8 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
     if not pattern:
         raise InputError("no hosts: give --hosts or set 'hosts' in the playbook", file=str(path))
     tag_list, skip_list = names(tags), names(skip_tags)
-    check_tags(play, "--tags", tag_list)
-    check_tags(play, "--skip-tags", skip_list)
+    check_tags(play, shown("tags"), tag_list)
+    check_tags(play, shown("skip_tags"), skip_list)
     try:
         inv, hosts = select_hosts(fleet, pattern, limit, forks=forks, extra_vars=extra)
     except InputError as exc:
@@ -285,7 +296,7 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
             raise InputError(f"{exc.message} (the playbook's hosts: {play.hosts!r} in {path}; give --hosts)",
                              file=exc.file, line=exc.line, key=exc.key) from None
         raise
-    serial_items = serial_sizes(serial)
+    serial_items = serial_sizes(serial, shown("serial"))
     known = set.intersection(*(set(h.vars) for h in hosts)) if hosts else set()
     all_extra = {**fleet.extra_vars, **extra}
     play.check_undefined(known | set(all_extra))
@@ -293,7 +304,8 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
     check_local_sources(play, play.select_tags(tag_list, skip_list))
     check_unread_build_vars(play, play.select_tags(tag_list, skip_list), all_extra)
     check_become_vars([*play.select_tags(tag_list, skip_list), *play.handlers], hosts)
-    deadlines = Deadlines(overrides=phase_timeouts(phase_timeout), connect_s=fleet.connect_timeout)
+    deadlines = Deadlines(overrides=phase_timeouts(phase_timeout, shown("phase_timeout")),
+                          connect_s=fleet.connect_timeout)
     check_controller_folders()  # a cache that cannot be written must not fail a finished build
     for line in extra_var_warnings(play, {**fleet.extra_vars, **(extra_vars or {})}):
         fleet.on_warning(line)

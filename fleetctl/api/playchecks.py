@@ -86,6 +86,27 @@ def extra_var_warnings(playbook: Any, names: Iterable[str]) -> list[str]:
     return out
 
 
+def setting_var_warnings(names: Iterable[str], command: str) -> list[str]:
+    """One warning line for each extra var given to a command that runs no playbook (``command``:
+    ``run``, ``facts``, ``copy`` or ``fetch``) that is no host setting
+    (:func:`fleetctl.inventory.extra.setting_names`): no template reads it there, so it changes
+    nothing. The line has deploy's did-you-mean among the settings (:func:`did_you_mean`):
+    ``-e vnev: fleetctl facts reads only host settings (...); it is ignored; did you mean venv?``.
+    The CLI prints each (``fleetctl facts -e vnev=/x``); the API hands each to the fleet's
+    ``on_warning`` (``Fleet(extra_vars={"vnev": "/x"}).select(...).facts()``)."""
+    from ..inventory.extra import setting_names
+    from ..inventory.own_vars import PLAY_TEMPLATE_VARS, own_var_names
+
+    names = list(names)
+    settings = set(setting_names(dict.fromkeys(names)))
+    out = []
+    for name in (n for n in names if n not in settings):
+        hint = did_you_mean(name, own_var_names() - PLAY_TEMPLATE_VARS)  # deploy's suggestion, among settings
+        out.append(f"-e {name}: fleetctl {command} reads only host settings (ansible_user, ansible_port, venv...), "
+                   "and no template; it is ignored" + (f"; {hint}" if hint else ""))
+    return out
+
+
 #: Extra vars that choose what a build makes, and what the play that reads none of them builds for.
 BUILD_CHOICE_VARS = {"archs": "the host's GPUs (facts), or the task's own arguments"}
 

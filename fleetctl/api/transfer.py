@@ -15,7 +15,7 @@ async def transfer_files(kind: str, hosts: Sequence[Any], src: str, dest: str, *
                          timeout_s: float = 600.0, connect_timeout_s: float = 30.0,
                          accept_new_host_keys: bool = False, ssh_options: Sequence[str] = (), flat: bool = False):
     """Copy ``src`` to ``dest`` on every host (``kind="copy"``; ``dest`` may hold ``{host}``, each
-    host's own DEST; an existing folder at ``dest`` gets the file inside it, as ``cp``) or fetch ``src`` from every host to
+    host's own DEST; paths as Ansible's copy module reads them: :mod:`fleetctl.engine.transfer`) or fetch ``src`` from every host to
     ``dest`` here (``kind="fetch"``: as Ansible's fetch, each file at ``dest/<host>/<its path on
     the host>``; ``dest`` holding ``{host}``, or ``flat``, is taken as given:
     :mod:`fleetctl.engine.fetch_paths`), recorded as a run of that kind.

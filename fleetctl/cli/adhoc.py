@@ -33,6 +33,7 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     Each host's line is printed as its facts come in; then the table, every failure's cause and
     the build notes (with --json: one document at the end)."""
     from ..api.adhoc import facts_document, facts_entry, gather_facts
+    from ..api.inputs import CLI_FLAGS
     from ..reporting.lines import FactsLines, print_json
     from .extravars import host_setting_vars
 
@@ -46,7 +47,7 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     run, _ = run_async(gather_facts(hosts, pattern=pattern, command=command_line(), observers=[live, ends],
                                     verbose=obj.verbose, forks=forks, connect_timeout_s=connect_timeout,
                                     accept_new_host_keys=accept_new_host_keys, ssh_options=obj.ssh_options,
-                                    phase_timeout=phase_timeout), ends)
+                                    phase_timeout=phase_timeout, flags=CLI_FLAGS), ends)
     result = facts_document(run)
     bad = run.failed_hosts
     if as_json:

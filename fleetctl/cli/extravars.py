@@ -24,6 +24,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from ..api.inputs import is_variable_name
 from ..errors import InputError
 
 
@@ -50,7 +51,7 @@ def load_vars_file(path: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise InputError("-e @FILE: want a mapping of NAME: VALUE", file=str(p))
     for name in doc:
-        if not isinstance(name, str) or not name.isidentifier():
+        if not is_variable_name(name):
             raise InputError(f"-e @FILE: {name!r} is not a variable name", file=str(p))
     return dict(doc)
 
@@ -82,12 +83,12 @@ def pairs_of(item: str) -> dict[str, str] | None:
     ``hello`` and drop ``world`` into a ``_raw_params`` no play reads.
     """
     name, sep, value = item.partition("=")
-    if not sep or not name.isidentifier():
+    if not sep or not is_variable_name(name):
         return None
     if not _WORDS.fullmatch(item):  # an unclosed quote: the value as written
         return {name: value}
     pairs = [w.partition("=") for w in _WORD.findall(item)]
-    if not all(sep and key.isidentifier() for key, sep, _ in pairs):
+    if not all(sep and is_variable_name(key) for key, sep, _ in pairs):
         return {name: value}
     return {key: _unquote(val) for key, _, val in pairs}
 
@@ -119,7 +120,7 @@ def mapping_of(item: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise InputError(f"-e {_shown(item)}: a JSON/YAML list, not a mapping of NAME: VALUE")
     for name in doc:
-        if not isinstance(name, str) or not name.isidentifier():
+        if not is_variable_name(name):
             raise InputError(f"-e {_shown(item)}: {name!r} is not a variable name")
     return dict(doc)
 
@@ -183,19 +184,12 @@ def host_setting_vars(items: tuple[str, ...] | list[str], command: str) -> dict[
     Raises:
         InputError: as :func:`parse_extra_vars`.
     """
-    import sys
-
-    from ..api.playchecks import did_you_mean
-    from ..inventory.extra import setting_names
-    from ..inventory.own_vars import PLAY_TEMPLATE_VARS, own_var_names
+    from ..api.lifecycle import warn
+    from ..api.playchecks import setting_var_warnings
 
     extra = parse_extra_vars(items)
-    settings = set(setting_names(extra))
-    for name in (n for n in extra if n not in settings):
-        hint = did_you_mean(name, own_var_names() - PLAY_TEMPLATE_VARS)  # deploy's suggestion, among settings
-        print(f"fleetctl: warning: -e {name}: fleetctl {command} reads only host settings (ansible_user, "
-              f"ansible_port, venv...), and no template; it is ignored" + (f"; {hint}" if hint else ""),
-              file=sys.stderr, flush=True)
+    for line in setting_var_warnings(extra, command):  # the API's Hosts.facts/run/copy/fetch: the same lines
+        warn(line)
     return extra
 
 

@@ -30,6 +30,7 @@ def run_play_command(obj: Context, playbook_path: str, *, kind: str, pattern: st
     """``deploy``, ``verify`` and ``rollback``: check (:func:`fleetctl.api.play.prepare_play`), run
     (:func:`fleetctl.api.play.run_play`) and print: the live terminal, the plan table, the summary
     or one JSON document. Exits 0 when every host succeeded, else 1; bad input is InputError (2)."""
+    from ..api.inputs import CLI_FLAGS
     from ..api.play import NothingToRetry, prepare_play, run_play
     from .extravars import parse_extra_vars
 
@@ -43,7 +44,7 @@ def run_play_command(obj: Context, playbook_path: str, *, kind: str, pattern: st
         prep = prepare_play(fleet, playbook_path, kind=kind, pattern=pattern, limit=limit, mode=mode, forks=forks,
                             tags=tags, skip_tags=skip_tags, force=force, extra_vars=parse_extra_vars(extra),
                             serial=serial, max_fail_percentage=max_fail_percentage, retry_failed=retry_failed,
-                            build=build, phase_timeout=phase_timeout, staged=staged)
+                            build=build, phase_timeout=phase_timeout, staged=staged, flags=CLI_FLAGS)
     except NothingToRetry as exc:
         click.echo(str(exc), err=True)
         raise click.exceptions.Exit(0) from None

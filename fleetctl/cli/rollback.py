@@ -22,4 +22,5 @@ from .play import COMMON_OPTIONS, run_play_command, with_options
 @pass_ctx
 def rollback(obj, to: str, playbook_path: str, extra: tuple[str, ...] = (), **kw: Any) -> None:
     """Switch each host's venv back to a previous staged environment (kept: the last 3)."""
-    run_play_command(obj, playbook_path, kind="rollback", extra=(*extra, f"rollback_to={rollback_to(to)}"), **kw)
+    target = rollback_to(to, "--to")  # the flag, as the message names it (the API: ``to``)
+    run_play_command(obj, playbook_path, kind="rollback", extra=(*extra, f"rollback_to={target}"), **kw)

@@ -74,8 +74,10 @@ def copy(obj: Context, pattern: str, limit: str | None, forks: int, as_json: boo
          connect_timeout: float, timeout_s: float, extra: tuple[str, ...], src: str, dest: str) -> None:
     """Copy SRC (a file, or a folder recursively) from this controller to DEST on every host.
 
-    SRC/ copies a folder's contents, SRC the folder itself; a DEST ending in /, or an existing
-    folder, gets SRC inside it (as cp). DEST may hold {host}: each host its own DEST
+    Paths as Ansible's copy module reads them: a folder SRC is copied itself, into DEST
+    (kernel_src -> DEST/kernel_src/, DEST made when missing), SRC/ copies its contents
+    (kernel_src/ -> DEST/); a file SRC is written at DEST, or inside it when DEST ends in / or
+    is an existing folder. DEST may hold {host}: each host its own DEST
     (/tmp/dst_{host}); a DEST holding {{ }} or another {NAME} is refused (exit 2). Symlinks, FIFOs,
     sockets and devices in SRC are skipped, each named for what it is; modes are kept. -e overrides host vars as in deploy (-e
     ansible_user=admin)."""

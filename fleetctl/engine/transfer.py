@@ -7,14 +7,16 @@ Each file goes over the host's connection (:meth:`~fleetctl.connection.base.Conn
 (:meth:`~fleetctl.connection.registry.KindScope.broadcast`). Hosts are worked on ``forks`` at
 once; one host's failure never stops the others.
 
-Paths, as ``ansible -m copy`` and ``rsync`` read them:
+Paths, as ``ansible -m copy`` (``ansible.builtin.copy``'s ``src``/``dest`` documentation) and
+``rsync`` read them:
 
 - SRC a file: DEST is the file's path; a DEST ending in ``/``, or one that is an existing folder
   on the host (as ``cp`` and ``scp`` read it), is a folder the file goes into. A put checks what
   is at the path afterwards (a regular file of the size sent) and fails the host, naming the
   path, when it is not: a host never says ``ok`` for a file that is not there.
-- SRC a folder: copied recursively, the folder itself into DEST (``SRC`` -> ``DEST/<name of SRC>/``),
-  or its contents when SRC ends in ``/`` (``SRC/`` -> ``DEST/``). Regular files only: a symlink or
+- SRC a folder: copied recursively, the folder itself into DEST (``SRC`` -> ``DEST/<name of SRC>/``,
+  whether DEST existed or not: not ``cp -r``'s rule), or its contents when SRC ends in ``/``
+  (``SRC/`` -> ``DEST/``). Regular files only: a symlink or
   special file is skipped (never followed), named in the host's log for what it is (a symlink, a
   FIFO, a socket, a device; copy's output names them too); empty folders are not made. A fetched
   folder's file the host cannot read, or a folder in it the login user cannot list, fails the host,

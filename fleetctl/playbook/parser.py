@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetctl.errors import PlaybookError
+from fleetctl.util.paths import want_path
 
 from . import templating, variables
 from .messages import Path_, did_you_mean, fmt_path, playbook_error, short, strings, typename
@@ -26,7 +27,7 @@ def load_playbook(path: str | os.PathLike[str], *, known_names: Iterable[str] | 
     """Load and validate a playbook file.
 
     Args:
-        path: the playbook YAML file.
+        path: the playbook YAML file (a ``str`` or ``os.PathLike``).
         known_names: when given, also run the static undefined-variable check with these names
             known besides the standard ones (pass the inventory vars of the selected hosts).
 
@@ -34,9 +35,11 @@ def load_playbook(path: str | os.PathLike[str], *, known_names: Iterable[str] | 
         The validated :class:`Playbook`.
 
     Raises:
+        InputError: ``path`` is not a path (``load_playbook(5)``), is empty or holds a NUL byte
+            (:func:`fleetctl.util.paths.want_path`).
         PlaybookError: anything wrong with the file, as one line naming file, line, task and key.
     """
-    path = Path(path)
+    path = Path(want_path("path", path))
     display = str(path)
     doc = load_doc(path, display=display)
     playbook = _Parser(doc, path).parse()

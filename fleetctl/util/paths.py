@@ -208,3 +208,27 @@ def unreadable_file(path: str | os.PathLike[str], what: str) -> str | None:
         return f"cannot be read: {exc.strerror or exc}"
     os.close(fd)
     return None
+
+
+def want_path(name: str, value: object, where: str = "here") -> str:
+    """``value`` as a path string: the one check of every public function that takes a path
+    (the API's inventory sources, playbook, ``copy``/``fetch`` src and dest, and
+    :func:`fleetctl.playbook.load_playbook`), so that ``load_playbook(5)`` is one line, not
+    pathlib's ``TypeError``.
+
+    Args:
+        name: the argument, as the message names it (``"path"``, ``"src"``...).
+        value: what the caller passed: a ``str`` or an ``os.PathLike`` whose ``__fspath__`` gives
+            a ``str`` (os.fspath; bytes paths are not taken: every message and record is text).
+        where: ``"here"`` (this controller) or ``"on the hosts"``, for the message.
+
+    Raises:
+        InputError: not such a path, empty, or holding a NUL byte (no file name can:
+            path_resolution(7)).
+    """
+    from ..errors import InputError
+
+    text = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+    if not isinstance(text, str) or not text or "\x00" in text:
+        raise InputError(f"{name}: want a path {where} (a non-empty string without NUL bytes), got {value!r}")
+    return text
