@@ -193,3 +193,15 @@ def test_a_compiler_line_naming_its_source_file_gets_no_object_after_it(tmp_path
     (tmp_path / "build.ninja").write_text("rule cxx\n  command = g++ -c $in -o $out\nbuild obj/a.o: cxx a.cpp\n")
     why = cause_line(ran(["ninja"], tmp_path), "/w/tmp", facts=BUILD_FACTS)
     assert why.startswith("a.cpp:2:10: error: ") and "(building" not in why, why
+
+
+def test_no_space_left_anywhere_in_a_long_build_log_wins_over_ninjas_failed_line():
+    """A verbose build's log put the linker's ENOSPC line more than SCAN_CHARS before its end; ninja's
+    ``FAILED: OBJECT`` came last: the write error is still the cause (it is searched for everywhere)."""
+    from fleetctl.tasks.causes import SCAN_CHARS
+
+    out = ("/usr/bin/ld: final link failed: No space left on device\n" + "-- a verbose build line\n" * (SCAN_CHARS // 20)
+           + "FAILED: CMakeFiles/fp4_cuda.dir/csrc/cuda_pk.cu.o\nninja: build stopped: subcommand failed.\n")
+    res = CommandResult(argv=["pip", "wheel"], rc=1, stdout=out.encode(), stderr=b"ERROR: Failed to build fp4_kernels\n")
+    why = cause_line(res, "/w/tmp/k", facts=BUILD_FACTS, max_jobs=8)
+    assert why.startswith("No space left on device (ENOSPC) writing /w/tmp/k: the file system is full"), why

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -251,6 +252,57 @@ def test_a_disk_that_fills_during_the_build_is_named_with_the_path(sshd_farm, tm
         failed = [t for t in tasks_of(tmp_path, "fills").values() if t["status"] == "failed"][0]
         assert f"No space left on device (ENOSPC) writing {work}" in failed["msg"], failed["msg"]
         assert "df -i" in failed["msg"]
+
+
+SILENT_FILL_CMAKE = """cmake_minimum_required(VERSION 3.18)
+project(silent_fill LANGUAGES C)
+# a "compiler" that, as nvcc did on a full tmpfs, writes its intermediate under TMPDIR until the disk
+# is full and exits 1 printing nothing: ninja then says only FAILED: OBJECT
+add_custom_command(OUTPUT "${CMAKE_CURRENT_BINARY_DIR}/cuda_pk.cu.o"
+                   COMMAND sh "${CMAKE_CURRENT_SOURCE_DIR}/fake_nvcc.sh" "${CMAKE_CURRENT_BINARY_DIR}/cuda_pk.cu.o")
+add_custom_target(kernels ALL DEPENDS "${CMAKE_CURRENT_BINARY_DIR}/cuda_pk.cu.o")
+"""
+
+
+def test_a_disk_that_fills_while_the_compiler_says_nothing_is_named_from_what_df_shows(sshd_farm, tmp_path):
+    """Operator trial: a tmpfs workdir filled during the build, nvcc exited 1 printing nothing and
+    the summary was ninja's ``FAILED: OBJECT``. The build's own step measures its file systems when
+    it fails (before its TMPDIR is removed): the cause names the full one, what was being built and
+    that the compiler said nothing."""
+    from tests.support.tiny_ext import tmpfs
+
+    src = tmp_path / "silent_fill"
+    src.mkdir()
+    (src / "pyproject.toml").write_text('[build-system]\nrequires = ["scikit-build-core>=0.10"]\n'
+                                        'build-backend = "scikit_build_core.build"\n[project]\nname = "silent_fill"\n'
+                                        'version = "0.1.0"\n[tool.scikit-build]\nwheel.packages = []\n')
+    (src / "CMakeLists.txt").write_text(SILENT_FILL_CMAKE)
+    (src / "fake_nvcc.sh").write_text('cat /dev/zero > "${TMPDIR:-/tmp}/fake_nvcc_$$.ii" 2>/dev/null\nexit 1\n')
+    with tmpfs(tmp_path / "ws", "12m") as ws:
+        h = sshd_farm.start("fillws")
+        write_fake_nvidia_smi(h.bin_dir, [H200])
+        work = ws / "work"
+        inv = write_inventory(tmp_path / "inv.yaml", {"g": {"fillws": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                       "workdir": str(work), "verify_device": "cpu",
+                                                                       "venv": tool_venv(tmp_path / "venv")}}})
+        play = tmp_path / "build.yaml"
+        play.write_text(BUILD_PLAY.format(src=src, package="silent_fill")
+                        .replace("max_jobs: 1", "max_jobs: 1\n      min_free_disk_mib: 0"))
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--force", home=tmp_path)
+        assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-2000:]
+        failed = [t for t in tasks_of(tmp_path, "fillws").values() if t["status"] == "failed"][0]
+        msg = failed["msg"]
+        free = re.match(rf"build failed \(pip\): no space left on {re.escape(str(ws))} \((\d+) (bytes|KiB) free of 12 MiB; "
+                        rf"the build's workdir {re.escape(str(work))}, TMPDIR {re.escape(str(work))}/tmp/", msg)
+        assert free, msg
+        assert " while building cuda_pk.cu.o (ENOSPC, measured after the build failed; the compiler's own message " \
+               "was empty): the file system is full (or out of inodes: df -h, df -i)" in msg, msg
+        assert "fleetctl: room after the failed build: TMPDIR bytes: tmpfs" in failed_log(tmp_path, "fillws")
+
+
+def failed_log(home, host: str) -> str:
+    """The host's log of the last run (every line the build printed)."""
+    return fleetctl("logs", last_run(home).name, host, home=home).stdout
 
 
 def test_an_install_into_a_full_venv_disk_names_enospc_with_the_venv(sshd_farm, tmp_path):

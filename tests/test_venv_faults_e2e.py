@@ -130,12 +130,14 @@ def test_a_venv_on_a_full_disk_is_refused_before_pip_runs(tmp_path):
         assert not (Path(sp) / "toyinst").exists()
 
         fill(disk)
-        full = (f"venv's site-packages {sp} has 0 MiB free; an install needs 16 MiB: pip would stop with ENOSPC "
-                "and leave a partial install")  # facts' warning: no wheel known
+        # facts' warning: facts know no playbook, so they count the shipped deploy's wheel as --plan
+        # counts a wheel not built yet (nothing of its class is cached here)
+        full = (f"venv's site-packages {sp} has 0 MiB free; the fp4_kernels wheel (not built yet: taken as 32 MiB "
+                "unpacked, with a margin) needs 48 MiB: pip would stop with ENOSPC and leave a partial install")
         refused = (f"preflight: venv's site-packages {sp} has 0 MiB free; {wheel.name} (unpacked, with a margin) "
                    f"needs {need} MiB: pip would stop with ENOSPC")  # the one estimate, as above
         facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
-        assert "lh: WARNING (below)" in facts.stdout, facts.stdout
+        assert "lh: WARNING (below)" in facts.stdout and "; venv free 0 MiB;" in facts.stdout, facts.stdout
         assert f"warning: {full}; fix: free space on that file system, or point the host var 'venv' at a venv with " \
                "space; a deploy refuses this host until it is fixed" in _flat(facts.stdout), facts.stdout
         plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
@@ -171,6 +173,12 @@ def test_a_venv_without_room_for_the_wheel_to_build_is_refused_by_plan_and_befor
         base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play))
         line = f"venv's site-packages {sp} has "  # then its free MiB (the facts', a moment later)
         need = "(not built yet: taken as 32 MiB unpacked, with a margin) needs 48 MiB: pip would stop with ENOSPC"
+        # facts make --plan's check with --plan's number (operator trial: facts said ok, showing the
+        # workdir's free GiB, where --plan refused), and show the venv's own free space
+        facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
+        assert facts.returncode == 0 and "tv: WARNING (below)" in facts.stdout, facts.stdout
+        assert f"; venv free {free_mib} MiB;" in facts.stdout, facts.stdout
+        assert f"warning: {line}{free_mib} MiB free; the fp4_kernels wheel {need}" in _flat(facts.stdout), facts.stdout
         plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
         assert plan.returncode == 1, plan.stdout + plan.stderr
         msgs = [t["msg"] for t in json.loads(plan.stdout)["tv"]["tasks"] if t["action"] == "pip_install"]
@@ -214,6 +222,8 @@ def test_the_room_check_counts_the_cached_class_wheels_real_size_not_the_unbuilt
         assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
         tasks = {t["action"]: t for t in json.loads(plan.stdout)["n2"]["tasks"]}
         assert tasks["pip_install"]["status"] != "failed", tasks["pip_install"]
+        facts = fleetctl("-i", str(inv), "facts", "--hosts", "n2", home=tmp_path, env={"COLUMNS": "250"})
+        assert "n2: ok: " in facts.stdout and "venv free 2" in facts.stdout, facts.stdout  # as --plan: room for it
         # --force rebuilds the class's wheel from the same inputs: the cached one's size is the
         # estimate (operator trial: `needs 48 MiB`, the unbuilt estimate, with that wheel cached)
         forced = fleetctl(*base, "--hosts", "n2", "--plan", "--json", "--force", home=tmp_path)
@@ -226,9 +236,13 @@ def test_the_room_check_counts_the_cached_class_wheels_real_size_not_the_unbuilt
             f.write(b"\0" * (shutil.disk_usage(disk).free - 4 * 1048576))  # 4 MiB left
         small = fleetctl(*base, "--hosts", "n2", "--plan", "--json", home=tmp_path)
         msg = {t["action"]: t for t in json.loads(small.stdout)["n2"]["tasks"]}["pip_install"]["msg"]
-        cached = json.loads(next((tmp_path / "cache").rglob("record.json")).read_text())["unpacked_bytes"]
-        assert small.returncode == 1 and (
-            f"MiB unpacked, with a margin) needs {-(-cached // 1048576) + 16} MiB: pip would stop") in msg, msg
+        record = json.loads(next((tmp_path / "cache").rglob("record.json")).read_text())
+        cached, name = record["unpacked_bytes"], record["name"]
+        same = (f" MiB free; {name} (the arch class's wheel in the controller's cache: {-(-cached // 1048576)} "
+                f"MiB unpacked, with a margin) needs {-(-cached // 1048576) + 16} MiB: pip would stop")
+        assert small.returncode == 1 and same in msg, msg
+        facts = fleetctl("-i", str(inv), "facts", "--hosts", "n2", home=tmp_path, env={"COLUMNS": "250"})
+        assert "n2: WARNING (below)" in facts.stdout and same in _flat(facts.stdout), facts.stdout  # --plan's number
         (disk / "filler").write_bytes(b"\0" * (shutil.disk_usage(disk).free + 4 * 1048576 - 24 * 1048576))
         dep = fleetctl(*base, "--hosts", "n2", home=tmp_path, timeout_s=600)
         assert dep.returncode == 0, dep.stdout[-3000:]

@@ -184,13 +184,14 @@ class HostSession:
         """
         from ..facts.gather import gather_facts
         from ..facts.venv import installs_build_requirements
+        from .wheelcache import class_wheel_like
 
         settings = self.host.settings
         facts = await gather_facts(
             self.conn, venv=self.venv, cuda_home=settings.cuda_home, workdir=self.run_dir,
             fallback_archs=settings.fallback_archs, timeout_s=timeout_s, max_jobs=settings.max_jobs,
             gpu_timeout_s=settings.gpu_probe_timeout_s, verify_device=settings.verify_device, read_only=read_only,
-            install_requirements=installs_build_requirements(self.host.vars),
+            install_requirements=installs_build_requirements(self.host.vars), class_wheel=class_wheel_like,
         )
         return self.finish_facts(facts)
 

@@ -291,6 +291,7 @@ def _take_answers(session: HostSession, remembered: list[list], answers: list, w
 def _facts(session: HostSession, out: dict) -> dict[str, Any]:
     from ..facts.gather import complete_facts, parse_facts_output
     from ..facts.venv import installs_build_requirements
+    from .wheelcache import class_wheel_like
 
     if out.get("facts_error"):
         raise TaskFailed(session.name, f"facts script failed: {out['facts_error']}")
@@ -299,7 +300,8 @@ def _facts(session: HostSession, out: dict) -> dict[str, Any]:
     facts = complete_facts(session.name, facts, fallback_archs=settings.fallback_archs, max_jobs=settings.max_jobs,
                            cuda_home=settings.cuda_home, extra=session.conn.extra_facts(),
                            verify_device=settings.verify_device,
-                           install_requirements=installs_build_requirements(session.host.vars))
+                           install_requirements=installs_build_requirements(session.host.vars),
+                           class_wheel=class_wheel_like)
     return session.finish_facts(facts)
 
 

@@ -33,6 +33,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import FleetError
@@ -184,3 +185,41 @@ def copy_into_cache(src: Path, key: str, name: str, sha256: str, builder: str, d
     tmp = folder / f".{name}.part"
     shutil.copyfile(src, tmp)
     return store_wheel(key, tmp, name, sha256, builder, data)
+
+
+#: Build inputs a class wheel is matched by for ``fleetctl facts``, which know no playbook: all but
+#: the source tree's hash and the playbook's CMake defines.
+_NOT_FROM_FACTS = ("tree", "defines")
+
+
+def class_wheel_like(host: str, facts: Mapping[str, Any]) -> tuple[str, int] | None:
+    """``(file name, unpacked bytes)`` of the newest cached wheel built from the inputs ``facts``
+    give the host (:func:`fleetctl.tasks.build_keys.build_inputs` but the tree and the defines:
+    its arch list, CUDA, torch, Python, host compiler, platform), or None: what ``fleetctl facts``
+    counts as the wheel a deploy would install (:func:`fleetctl.facts.gather.complete_facts`'s
+    ``class_wheel``), as ``--plan`` counts its class key's cached wheel. Reads the records only."""
+    from ..build.hostcompiler import choose, with_choice
+    from ..tasks.build_keys import build_inputs
+
+    chosen = with_choice(facts, choose(facts))  # the compiler nvcc will run: the build task's choice
+    want = {k: v for k, v in build_inputs("", facts.get("build") or {}, {}, chosen, host).items()
+            if k not in _NOT_FROM_FACTS}
+    best: tuple[float, str, int] | None = None
+    try:
+        folders = list(wheels_root().iterdir())
+    except OSError:
+        return None
+    for folder in folders:
+        try:
+            path = folder / RECORD
+            rec = json.loads(path.read_text())
+            inputs = (rec.get("data") or {}).get("inputs") or {}
+            when = path.stat().st_mtime
+        except (OSError, ValueError, AttributeError):
+            continue
+        unpacked, name = rec.get("unpacked_bytes"), rec.get("name")
+        if not isinstance(unpacked, int) or not isinstance(name, str) or not isinstance(inputs, dict):
+            continue
+        if {k: v for k, v in inputs.items() if k not in _NOT_FROM_FACTS} == want and (best is None or when > best[0]):
+            best = (when, name, unpacked)
+    return (best[1], best[2]) if best else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..build.archs import DEFAULT_FALLBACK_ARCHS, build_plan
@@ -21,7 +21,7 @@ from ..connection.base import Connection
 from ..errors import FleetError, TaskFailed
 from ..build.gpustack import check_gpu_stack, slurm_label_warnings, unmet_gres_warning
 from .refusals import missing_python_problem, not_a_venv_problem, warning as refusal_warning
-from .venv import venv_warnings
+from .venv import SIZE_ASKED_BELOW_MIB, venv_free_mib, venv_warnings
 from .workdir import workdir_warning
 from .scripts import script_path
 
@@ -127,6 +127,7 @@ async def gather_facts(
     verify_device: str = "auto",
     read_only: bool = False,
     install_requirements: bool = False,
+    class_wheel: ClassWheel | None = None,
 ) -> dict[str, Any]:
     """Upload and run the facts script on ``conn``'s host; return its facts plus ``build``.
 
@@ -146,6 +147,7 @@ async def gather_facts(
             a private folder ``mktemp -d`` makes (removed after the run), not ``workdir``, and runs
             with ``--read-only 1`` (no id file, no cache saved; ``workdir`` need not exist).
         install_requirements: see :func:`complete_facts`.
+        class_wheel: see :func:`complete_facts`.
 
     Returns:
         The script's JSON object (see ``playbooks/scripts/facts.py``) with ``reachable: True``
@@ -181,14 +183,20 @@ async def gather_facts(
     facts = parse_facts_output(conn.host, result.rc, result.stdout_text, result.stderr_text)
     return complete_facts(conn.host, facts, fallback_archs=fallback_archs, max_jobs=max_jobs, cuda_home=cuda_home,
                           extra=conn.extra_facts(), verify_device=verify_device,
-                          install_requirements=install_requirements)
+                          install_requirements=install_requirements, class_wheel=class_wheel)
+
+
+#: Finds the wheel a deploy would install on a host from its completed facts: ``(file name,
+#: unpacked bytes)`` of its arch class's wheel in the controller's cache, or None (the engine's
+#: :func:`fleetctl.engine.wheelcache.class_wheel_like`: this layer does not read the cache).
+ClassWheel = Callable[[str, Mapping[str, Any]], "tuple[str, int] | None"]
 
 
 def complete_facts(host: str, facts: dict[str, Any], *,
                    fallback_archs: str | Sequence[str] = DEFAULT_FALLBACK_ARCHS,
                    max_jobs: int | None = None, cuda_home: str | None = None,
                    extra: Mapping[str, Any] | None = None, verify_device: str = "auto",
-                   install_requirements: bool = False) -> dict[str, Any]:
+                   install_requirements: bool = False, class_wheel: ClassWheel | None = None) -> dict[str, Any]:
     """The script's facts with ``build`` (:func:`fleetctl.build.archs.build_plan`) and ``reachable``
     added. When the toolkit found first cannot compile the host's archs and another of the host's
     toolkits can, the returned facts (a new dict) describe that one, with a build note, unless
@@ -207,6 +215,9 @@ def complete_facts(host: str, facts: dict[str, Any], *,
         install_requirements: the deploy's build installs missing build requirements on this
             host (:func:`fleetctl.facts.venv.installs_build_requirements`): said as a note, not
             as a refusal's warning.
+        class_wheel: asked ``(host, facts)`` for the wheel a deploy would install, when the venv
+            has under :data:`fleetctl.facts.venv.SIZE_ASKED_BELOW_MIB` free: the venv's room
+            warning then counts its size as ``--plan`` does (:func:`fleetctl.facts.venv.install_need`).
 
     Raises:
         GpuStackBroken: (a :class:`TaskFailed`) the host's NVIDIA stack is installed but broken, or
@@ -242,7 +253,9 @@ def complete_facts(host: str, facts: dict[str, Any], *,
     if not_venv:  # new-user trial: venv: /usr read "ok", and --plan suggested pip into the system's Python
         facts["build"]["notes"].append(refusal_warning(not_venv))
     # new-user trial: a venv the login user cannot write, a full one, a torch that does not import
-    facts["build"]["notes"].extend(venv_warnings(facts, install_requirements))
+    free = venv_free_mib(facts)
+    wheel = class_wheel(host, facts) if class_wheel and free is not None and free < SIZE_ASKED_BELOW_MIB else None
+    facts["build"]["notes"].extend(venv_warnings(facts, install_requirements, wheel))
     wd = workdir_warning(facts)  # new-user trial: a read-only or full workdir read "ok: disk free GiB 0"
     if wd:
         facts["build"]["notes"].append(wd)

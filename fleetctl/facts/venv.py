@@ -42,6 +42,10 @@ from .refusals import warning as refusal_warning
 #: refused before pip runs (pip cuts an install short on ENOSPC, leaving a partial package). A
 #: wheel needs its unpacked size on top (:func:`install_need_mib`).
 VENV_MIN_FREE_MIB = 16
+#: Free MiB in the venv's site-packages at and above which no install's room is checked (no wheel
+#: fleetctl builds unpacks to 4 GiB): a healthy host pays no extra interpreter start, and facts
+#: look no wheel up.
+SIZE_ASKED_BELOW_MIB = 4096
 #: MiB a wheel not built yet is taken to unpack to (``--plan``, and a deploy's planning pass, before
 #: the build): fp4_kernels' wheel unpacks to about 10 MiB for one SM, about 20 for two.
 UNBUILT_WHEEL_MIB = 32
@@ -60,6 +64,33 @@ def install_need_mib(unpacked_bytes: int | None) -> int:
     """
     wheel = UNBUILT_WHEEL_MIB if unpacked_bytes is None else -(-int(unpacked_bytes) // 1048576)
     return wheel + VENV_MIN_FREE_MIB
+
+
+def install_need(name: str, unpacked_bytes: int | None = None, cached_bytes: int | None = None) -> tuple[int, str]:
+    """``(MiB, what)``: the room an install of the wheel ``name`` needs in site-packages
+    (:func:`install_need_mib`) and how it was counted, worded for :func:`install_problem`. The one
+    rule ``pip_install``'s planner (``--plan``, ``--dry-run``, the deploy) and ``fleetctl facts``
+    count with, so they give the same number.
+
+    Args:
+        name: the wheel's file name (facts, which know no playbook: ``the fp4_kernels wheel``).
+        unpacked_bytes: the wheel's own unpacked size (it is on the host), or None.
+        cached_bytes: else the unpacked size of its arch class's wheel in the controller's cache,
+            or None: then it counts as not built yet (:data:`UNBUILT_WHEEL_MIB`).
+    """
+    if unpacked_bytes is not None:
+        return install_need_mib(unpacked_bytes), f"{name} (unpacked, with a margin)"
+    if cached_bytes is not None:
+        return install_need_mib(cached_bytes), (f"{name} (the arch class's wheel in the controller's cache: "
+                                                f"{-(-int(cached_bytes) // 1048576)} MiB unpacked, with a margin)")
+    return install_need_mib(None), f"{name} (not built yet: taken as {UNBUILT_WHEEL_MIB} MiB unpacked, with a margin)"
+
+
+def venv_free_mib(facts: Mapping[str, Any]) -> int | None:
+    """Free MiB (for the login user) on the file system of the venv's site-packages, or None."""
+    fs = _fs(facts)
+    free = fs.get("free_mib") if fs else None
+    return free if isinstance(free, int) and not isinstance(free, bool) else None
 
 
 def _fs(facts: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -201,7 +232,8 @@ def installs_build_requirements(host_vars: Mapping[str, Any]) -> bool:
         return False
 
 
-def venv_warnings(facts: Mapping[str, Any], install_requirements: bool = False) -> list[str]:
+def venv_warnings(facts: Mapping[str, Any], install_requirements: bool = False,
+                  class_wheel: tuple[str, int] | None = None) -> list[str]:
     """The ``warning:`` notes ``fleetctl facts`` gives about the venv (see the module docstring),
     each a problem a deploy refuses, worded by :func:`fleetctl.facts.refusals.warning`: the install
     rule only for a host with the ``venv`` var (builds and installs need one), torch's for a torch
@@ -209,13 +241,19 @@ def venv_warnings(facts: Mapping[str, Any], install_requirements: bool = False) 
     shipped deploy's verify refuses it: :data:`DEPLOYED_PACKAGE` imports torch at run time),
     without pip on a host without uv, and without :data:`DEPLOYED_BUILD_REQUIRES` (the shipped
     deploy's build refuses it), unless ``install_requirements`` (:func:`installs_build_requirements`):
-    the build installs them first, which a plain note says."""
+    the build installs them first, which a plain note says.
+
+    The install rule counts the shipped deploy's wheel as ``--plan`` does (:func:`install_need`):
+    ``class_wheel`` (``(name, unpacked bytes)``: the host's arch class's wheel in the controller's
+    cache, when there is one) or one not built yet; so facts warn with --plan's number (operator
+    trial: facts said ok at 25 MiB free, --plan refused: ``needs 36 MiB``)."""
     out = []
     py = facts.get("python")
     if not isinstance(py, Mapping):
         return out
     venv = py.get("venv")
-    problem = install_problem(facts) if venv else None
+    name, cached = class_wheel or (f"the {DEPLOYED_PACKAGE} wheel", None)
+    problem = install_problem(facts, *install_need(name, cached_bytes=cached)) if venv else None
     if problem:  # only the host var's venv: without one, facts describe the system's python
         out.append(refusal_warning(problem))
     python = py.get("executable") or (posixpath.join(venv, "bin", "python3") if venv else "python3")

@@ -55,8 +55,18 @@ class HostLines:
 
 
 #: The columns of ``fleetctl facts``' table, in order (:func:`facts_row`).
-FACTS_COLUMNS = ("host", "gpus", "arch list", "cuda", "python / torch", "cores", "mem GiB", "disk free GiB",
-                 "max jobs")
+FACTS_COLUMNS = ("host", "gpus", "arch list", "cuda", "python / torch", "cores", "mem GiB", "workdir free GiB",
+                 "venv free", "max jobs")
+
+
+def _venv_free(f: dict[str, Any]) -> str:
+    """The free space of the venv's file system (``python.site_packages_fs``): where an install
+    writes, often not the workdir's (operator trial: facts showed the workdir's 72 GiB for a venv
+    on a tmpfs with 25 MiB free). MiB under 10 GiB, else GiB; ``-`` when not measured."""
+    free = ((f.get("python") or {}).get("site_packages_fs") or {}).get("free_mib")
+    if not isinstance(free, int) or isinstance(free, bool):
+        return "-"
+    return f"{free} MiB" if free < 10240 else f"{free / 1024:.0f} GiB"
 
 
 def facts_failed(f: dict[str, Any]) -> bool:
@@ -65,14 +75,15 @@ def facts_failed(f: dict[str, Any]) -> bool:
 
 
 def facts_row(host: str, f: dict[str, Any]) -> list[str]:
-    """One reachable host's cells, :data:`FACTS_COLUMNS` in order (memory and disk in GiB = 2**30 bytes)."""
+    """One reachable host's cells, :data:`FACTS_COLUMNS` in order (memory and the workdir's free disk
+    in GiB = 2**30 bytes; the venv's free disk in MiB or GiB)."""
     gpus = f.get("gpus") or []
     build, cuda, py = f.get("build") or {}, f.get("cuda") or {}, f.get("python") or {}
     return [host, ", ".join(f"{g.get('name')} ({g.get('compute_cap')})" for g in gpus) or "none",
             str(build.get("torch_cuda_arch_list", "")), f"{cuda.get('version') or '-'} {cuda.get('home') or ''}".strip(),
             f"{py.get('version') or '-'} / torch {py.get('torch') or '-'} (cu {py.get('torch_cuda') or '-'})",
             str(f.get("cpu_count", "")), f"{(f.get('mem_total_mib') or 0) / 1024:.0f}",
-            f"{(f.get('disk_free_mib') or 0) / 1024:.0f}", str(build.get("max_jobs", ""))]
+            f"{(f.get('disk_free_mib') or 0) / 1024:.0f}", _venv_free(f), str(build.get("max_jobs", ""))]
 
 
 class FactsLines:

@@ -136,7 +136,8 @@ def print_facts(console: Console, facts: dict[str, dict[str, Any]]) -> None:
     if rows:
         cols = [("host", True, "left"), ("gpus", False, "left"), ("arch list", True, "left"),
                 ("cuda", False, "left"), ("python / torch", True, "left"), ("cores", True, "right"),
-                ("mem GiB", True, "right"), ("disk free GiB", True, "right"), ("max jobs", True, "right")]
+                ("mem GiB", True, "right"), ("workdir free GiB", True, "right"), ("venv free", True, "right"),
+                ("max jobs", True, "right")]
         print_table(console, "facts", cols, rows)
     for host, f in facts.items():
         envs = f.get("environments") or {}

@@ -11,7 +11,9 @@
    --no-deps``; a compiler killed for memory (exit 137, "Killed") is retried once with half the
    jobs. A failed build's summary is the compiler's own first error, then where the full log is;
    nvcc refusing its host compiler and a write error (quota, full disk, read-only, I/O) are named
-   first (:mod:`~fleetctl.tasks.causes`, the same rules as an install's).
+   first (:mod:`~fleetctl.tasks.causes`, the same rules as an install's); the build runs under
+   :data:`~fleetctl.tasks.build_room.ROOM_SCRIPT`, which measures the workdir's, the TMPDIR's and
+   the venv's file systems when it fails, so a full one is named though the compiler said nothing.
 4. What the build used (the torch it compiled against, the cmake, the CUDA compiler) is checked
    against what fleetctl asked for: another torch or another compiler fails the task.
 5. The wheel's SASS and PTX (``cuobjdump --list-elf`` / ``--list-ptx``) must hold every target
@@ -39,6 +41,7 @@ from .build_meta import BuildMeta
 from .build_preflight import CLEAN_PYTHON_ENV, missing_tools
 from .causes import cause_line
 from .venv_probe import PIP_INSTALL_ENV
+from .build_room import wrap as room_wrap
 from .build_record import HOOK_FILES, RECORD_NAME, compiler_mismatch, parse_record, torch_drift
 from .pytool import index_tool, pick_tool
 from .steps import Emit, Fail, Get, Local, Note, Publish, Put, PutFiles, Run, probe
@@ -152,7 +155,8 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
                             "tmpdir": tmp, "build_meta": meta.as_dict(), "host_compiler": chosen_record(facts)}
     mismatch = compiler_mismatch(record, cuda)
     if res.rc != 0:
-        why = mismatch or cause_line(res, tmp, facts=facts, max_jobs=jobs)  # the compiler's line, or a named cause
+        room = {"workdir": host.workdir, "TMPDIR": tmp, "venv": host.venv or ""}
+        why = mismatch or cause_line(res, tmp, facts=facts, max_jobs=jobs, room=room)  # the compiler's line, or a cause
         return (yield from fail(f"build failed ({tool}): {why} ({logs})", data, rc=res.rc, refused=True))
     drift = torch_drift(record, py)
     if mismatch or drift:
@@ -259,7 +263,8 @@ def _build(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapping[
     res = CommandResult(argv=[], rc=None)
     for attempt in range(2):
         env = _build_env(args, host, facts, target, jobs, tmp, hook_dir, record_path, constraint)
-        argv = build_argv(tool, host.python, uv, src, dest, argv_defines, args.no_build_isolation)
+        argv = room_wrap(build_argv(tool, host.python, uv, src, dest, argv_defines, args.no_build_isolation),
+                         host.workdir, tmp, host.venv)  # a failed build says how full its file systems are
         yield Emit(name="build.started", data={"tool": tool, "archs": target.get("torch_cuda_arch_list"),
                                                "max_jobs": jobs, "attempt": attempt + 1})
         res = yield Run(argv=tuple(argv), env=env, cwd=src,

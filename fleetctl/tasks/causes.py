@@ -10,7 +10,13 @@ wins (the end of each stream is scanned, :data:`SCAN_CHARS`: that is where a fai
 2. a write failed (``No space left on device``/ENOSPC, ``Disk quota exceeded``/EDQUOT,
    ``Read-only file system``/EROFS, ``Input/output error``/EIO; pip's ``OSError: [Errno 28]``):
    :func:`fleetctl.connection.storagefaults.name_write_error`, with the path the tool named (pip
-   names none: else ``where``) and the likely cause.
+   names none: else ``where``) and the likely cause; the whole captured output is searched for it
+   (a build's verbose log can put it far from the end), and it wins over every rule below.
+2b. a build's file system full or nearly, measured on the host when the build failed
+   (:mod:`~fleetctl.tasks.build_room`: the workdir, the TMPDIR, the venv): a compiler whose write
+   failed may print nothing, leaving ninja's ``FAILED: OBJECT`` alone (operator trial: nvcc, a
+   full 2300 MiB tmpfs): ``no space left on MOUNT (0 bytes free of 2.2 GiB; ...) while building
+   OBJECT (ENOSPC, measured after the build failed; the compiler's own message was empty): ...``.
 3. the process was killed for memory (exit 137, SIGKILL, ``Killed``, g++'s ``Killed signal
    terminated program cc1plus``, ``std::bad_alloc``: :func:`~fleetctl.tasks.build_keys.is_killed`);
    a build's line names its ``MAX_JOBS`` (the build retries once with half, then says so).
@@ -40,6 +46,7 @@ from ..build.hostcompiler import rejected_in_output
 from ..connection.base import CommandResult
 from ..connection.storagefaults import name_write_error
 from .base import first_error_line
+from .build_room import room_cause, split_room
 from .build_keys import is_killed
 
 #: Characters of each stream scanned (the end of the output, where the failure is).
@@ -104,7 +111,7 @@ def _index_line(text: str) -> str | None:
 
 
 def cause_line(res: CommandResult, where: str | None = None, *, facts: Mapping[str, Any] | None = None,
-               max_jobs: int | None = None) -> str:
+               max_jobs: int | None = None, room: Mapping[str, str] | None = None) -> str:
     """One line naming why the build or install ``res`` failed (rules 1-6 of the module docstring).
 
     Args:
@@ -115,11 +122,20 @@ def cause_line(res: CommandResult, where: str | None = None, *, facts: Mapping[s
         facts: the facts a build ran with (the toolkit, ``host_compilers.used``); ``None`` for an
             install (no compiler ran).
         max_jobs: a build's parallel compile jobs, named when it was killed for memory.
+        room: a build run under :data:`fleetctl.tasks.build_room.ROOM_SCRIPT`: the path it
+            measured for each role (``{"workdir": ..., "TMPDIR": ..., "venv": ...}``), rule 2b.
     """
+    rooms = []
+    if room is not None:
+        res, rooms = split_room(res, room)
     text = res.stderr_text[-SCAN_CHARS:] + "\n" + res.stdout_text[-SCAN_CHARS:]
-    named = (rejected_in_output(text, facts) if facts is not None else None) or name_write_error(text, where)
+    named = ((rejected_in_output(text, facts) if facts is not None else None)
+             or name_write_error(res.stderr_text + "\n" + res.stdout_text, where))
     if named:
         return named
+    full = room_cause(res, rooms, first_error_line(res)) if rooms else None
+    if full:
+        return full
     if is_killed(res):
         who = "compiler" if facts is not None else "process"
         return f"{who} killed (likely out of memory)" + (f" with MAX_JOBS={max_jobs}" if max_jobs else "")

@@ -11,16 +11,13 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from ..facts.venv import UNBUILT_WHEEL_MIB, install_need_mib, install_problem
+from ..facts.venv import SIZE_ASKED_BELOW_MIB, install_need, install_problem
 from .base import HostView
 from .build_preflight import CLEAN_PYTHON_ENV
 from .steps import CachedWheelSize, probe
 
 __all__ = ["SIZE_ASKED_BELOW_MIB", "UNPACKED_SIZE", "room_for"]
 
-#: Free MiB in the venv's site-packages above which no wheel's size is asked (no wheel fleetctl builds
-#: unpacks to 4 GiB): a healthy host pays no extra interpreter start.
-SIZE_ASKED_BELOW_MIB = 4096
 #: Bytes a wheel's files take unpacked (the sum of its zip members' sizes): what the install
 #: writes into site-packages, checked against the venv's free space before pip runs.
 UNPACKED_SIZE = "import sys, zipfile; print(sum(i.file_size for i in zipfile.ZipFile(sys.argv[1]).infolist()))"
@@ -34,7 +31,9 @@ def room_for(host: HostView, wheel: str, stamp: Mapping[str, Any]):
     member pushed its class's wheel from the controller's cache: ``unpacked_bytes``), else the
     estimate for a wheel not built yet. A wheel this run builds (``--force`` too: the same
     inputs) counts the size of the controller cache's wheel of its class key when there is one
-    (:class:`~fleetctl.tasks.steps.CachedWheelSize`), else :data:`UNBUILT_WHEEL_MIB`."""
+    (:class:`~fleetctl.tasks.steps.CachedWheelSize`), else the estimate for one not built yet
+    (:func:`fleetctl.facts.venv.install_need`: the rule ``fleetctl facts`` warns with).
+    ``SIZE_ASKED_BELOW_MIB``: :data:`fleetctl.facts.venv.SIZE_ASKED_BELOW_MIB`."""
     free = ((host.facts.get("python") or {}).get("site_packages_fs") or {}).get("free_mib")
     if not isinstance(free, int) or free >= SIZE_ASKED_BELOW_MIB:
         return None
@@ -44,13 +43,6 @@ def room_for(host: HostView, wheel: str, stamp: Mapping[str, Any]):
     cached = stamp.get("unpacked_bytes")
     if not (size.rc == 0 and size.stdout_text.strip().isdigit()) and not isinstance(cached, int) and stamp.get("key"):
         cached = yield CachedWheelSize(key=str(stamp["key"]), reason="the unpacked size of the class's cached wheel")
-    if size.rc == 0 and size.stdout_text.strip().isdigit():
-        need, what = install_need_mib(int(size.stdout_text.strip())), f"{name} (unpacked, with a margin)"
-    elif isinstance(cached, int) and not isinstance(cached, bool):
-        need = install_need_mib(cached)
-        what = (f"{name} (the arch class's wheel in the controller's cache: {-(-cached // 1048576)} MiB unpacked, "
-                "with a margin)")
-    else:
-        need = install_need_mib(None)
-        what = f"{name} (not built yet: taken as {UNBUILT_WHEEL_MIB} MiB unpacked, with a margin)"
-    return install_problem(host.facts, need, what)
+    own = int(size.stdout_text.strip()) if size.rc == 0 and size.stdout_text.strip().isdigit() else None
+    known = cached if isinstance(cached, int) and not isinstance(cached, bool) else None
+    return install_problem(host.facts, *install_need(name, own, known))

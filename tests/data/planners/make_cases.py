@@ -260,11 +260,16 @@ from fleetctl.tasks.build_here import CLEAN_LEFTOVERS as CLEAN, LEFT_WHEEL
 BUILD_STEPS = build_steps()
 HOOK_DEFINES = [f"--config-settings=cmake.define.CMAKE_PROJECT_INCLUDE={HOOKS}/fleetctl_record.cmake",
                 "--config-settings=cmake.define.FLEETCTL_EXPECT_CUDA_COMPILER=/usr/local/cuda/bin/nvcc"]
-BUILD_ARGV = ["/venv/bin/python3", "-m", "pip", "wheel", "--no-deps", "-v", "--wheel-dir", DEST, "--no-build-isolation",
+PIP_ARGV = ["/venv/bin/python3", "-m", "pip", "wheel", "--no-deps", "-v", "--wheel-dir", DEST, "--no-build-isolation",
               "--config-settings=cmake.define.CMAKE_POLICY_VERSION_MINIMUM=3.5",
               "--config-settings=cmake.define.CMAKE_CUDA_ARCHITECTURES=90a",
               "--config-settings=cmake.define.CMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc",
               "--config-settings=cmake.define.CUDAToolkit_ROOT=/usr/local/cuda", *HOOK_DEFINES, "/w/src/k"]
+def in_room(argv, tmp=TMP):
+    """The build under build_room's script: on failure it says how full the workdir, TMPDIR and venv are."""
+    from fleetctl.tasks.build_room import wrap
+    return list(wrap(argv, "/w", tmp, "/venv"))
+BUILD_ARGV = in_room(PIP_ARGV)
 ENV = {"PYTHONPATH": HOOKS, "PYTHONHOME": None, "VIRTUAL_ENV": "/venv", "CONDA_PREFIX": None, "CONDA_DEFAULT_ENV": None,
        "CUDA_HOME": "/usr/local/cuda", "CUDA_PATH": "/usr/local/cuda", "CUDACXX": "/usr/local/cuda/bin/nvcc",
        "PATH": "/venv/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -316,6 +321,33 @@ case("build_wheel", "compile-error-is-the-summary", args=BW, host=H90,
          {"expect": {"type": "Run", "argv": BUILD_ARGV},
           "answer": {"rc": 1, "stdout": "[1/4] Building CUDA object\n/w/src/k/csrc/cuda_quant.cu(13): error: expected an expression\n1 error detected\nninja: build stopped\n",
                      "stderr": "ERROR: Failed to build installable wheels for some pyproject.toml based projects (fp4_kernels)\n"}}]
+     + after_build() + [refused_wheel(), {"expect": {"type": "Fail"}, "answer": None}],
+     result=build_failed("build failed (pip): /w/src/k/csrc/cuda_quant.cu(13): error: expected an expression "
+                         "(full log: fleetctl logs r1 h1)"))
+# nvcc's write failed and it printed nothing (operator trial): the room the build's script measured names the full disk
+ROOM_FULL = ("fleetctl: room after the failed build: workdir bytes: tmpfs 2355200 2355200 0 100% /mnt/ws\n"
+             "fleetctl: room after the failed build: workdir inodes: tmpfs 4000 120 3880 3% /mnt/ws\n"
+             "fleetctl: room after the failed build: TMPDIR bytes: tmpfs 2355200 2355200 0 100% /mnt/ws\n"
+             "fleetctl: room after the failed build: TMPDIR inodes: tmpfs 4000 120 3880 3% /mnt/ws\n"
+             "fleetctl: room after the failed build: venv bytes: /dev/vda 264212084 28853676 77537236 28% /\n"
+             "fleetctl: room after the failed build: venv inodes: /dev/vda 16777216 612539 16164677 4% /\n")
+NINJA_SILENT = ("[1/3] Building CUDA object CMakeFiles/fp4_cuda.dir/csrc/cuda_pk.cu.o\n"
+                "FAILED: CMakeFiles/fp4_cuda.dir/csrc/cuda_pk.cu.o\n/usr/local/cuda/bin/nvcc -c x.cu -o x.o\n"
+                "ninja: build stopped: subcommand failed.\n")
+case("build_wheel", "a-disk-that-filled-while-the-compiler-said-nothing-is-named", args=BW, host=H90,
+     steps=BUILD_STEPS + [
+         {"expect": {"type": "Run", "argv": BUILD_ARGV},
+          "answer": {"rc": 1, "stdout": NINJA_SILENT, "stderr": "ERROR: Failed to build fp4_kernels\n" + ROOM_FULL}}]
+     + after_build() + [refused_wheel(), {"expect": {"type": "Fail"}, "answer": None}],
+     result=build_failed(f"build failed (pip): no space left on /mnt/ws (0 bytes free of 2.2 GiB; the build's workdir /w, "
+                         f"TMPDIR {TMP}) while building CMakeFiles/fp4_cuda.dir/csrc/cuda_pk.cu.o (ENOSPC, measured after "
+                         "the build failed; the compiler's own message was empty): the file system is full"))
+# a disk with room after the failure: the compiler's line stays the cause
+case("build_wheel", "a-compile-error-on-a-disk-with-room-stays-the-summary", args=BW, host=H90,
+     steps=BUILD_STEPS + [
+         {"expect": {"type": "Run", "argv": BUILD_ARGV},
+          "answer": {"rc": 1, "stdout": "/w/src/k/csrc/cuda_quant.cu(13): error: expected an expression\n",
+                     "stderr": ROOM_FULL.replace(" 2355200 0 100%", " 355200 2000000 15%")}}]
      + after_build() + [refused_wheel(), {"expect": {"type": "Fail"}, "answer": None}],
      result=build_failed("build failed (pip): /w/src/k/csrc/cuda_quant.cu(13): error: expected an expression "
                          "(full log: fleetctl logs r1 h1)"))
@@ -861,8 +893,9 @@ case("build_wheel", "a-refused-default-host-compiler-is-replaced-by-an-accepted-
             {"expect": {"type": "PutFiles"}, "answer": None}, {"expect": {"type": "Run"}, "answer": {"rc": 0}},
             {"expect": {"type": "Emit", "name": "build.started"}, "answer": None},
             {"expect": {"type": "Run", "cwd": "/w/src/k",
-                        "argv": [*BUILD_ARGV[:7], DEST_GXX14, *BUILD_ARGV[8:13],
-                                 "--config-settings=cmake.define.CMAKE_CUDA_HOST_COMPILER=/usr/bin/g++-14", *BUILD_ARGV[13:]],
+                        "argv": in_room([*PIP_ARGV[:7], DEST_GXX14, *PIP_ARGV[8:13],
+                                         "--config-settings=cmake.define.CMAKE_CUDA_HOST_COMPILER=/usr/bin/g++-14",
+                                         *PIP_ARGV[13:]], f"/w/tmp/{K_GXX14[:16]}"),
                         "env": {**ENV, "TMPDIR": f"/w/tmp/{K_GXX14[:16]}", "FLEETCTL_BUILD_RECORD": f"{DEST_GXX14}/.fleetctl-build-record.jsonl",
                                 "CUDAHOSTCXX": "/usr/bin/g++-14", "NVCC_CCBIN": "/usr/bin/g++-14"}},
              "answer": {"rc": 0}},
