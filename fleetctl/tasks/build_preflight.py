@@ -61,6 +61,36 @@ def facts_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: 
         problems.append(f"venv python {posixpath.join(venv, 'bin', 'python3')} does not exist (venv var: {venv})")
     not_venv = not_a_venv_problem(facts, venv)
     problems += [not_venv] if not_venv else []
+    if cuda.get("nvcc"):
+        drv = driver_problem(facts.get("driver_version"), cuda.get("version"), f"nvcc {cuda.get('version')} at {cuda['nvcc']}")
+        if drv and facts.get("gpus"):
+            problems.append(drv)
+    drv = driver_problem(facts.get("driver_version"), py.get("torch_cuda"),
+                         f"the venv's torch {py.get('torch')} (built for CUDA {py.get('torch_cuda')})")
+    if drv and facts.get("gpus") and (not cuda.get("version") or
+                                      _version(py.get("torch_cuda"))[:1] != _version(cuda.get("version"))[:1]):
+        problems.append(drv)
+    sass, ptx = predicted_binaries(tokens)
+    uncovered = uncovered_gpus(facts.get("gpus") or [], sass, ptx)
+    if uncovered:
+        arch_list = ";".join(t.text for t in tokens)
+        problems.append(f"arch list {arch_list} runs on none of {', '.join(uncovered)} (SASS runs only on its own "
+                        "major version, arch-specific 'a' SASS only on exactly its GPU): add the GPU's own arch, "
+                        "or an older arch with +PTX")
+    return problems
+
+
+def compile_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: Any) -> list[str]:
+    """Problems found from facts that only a host which compiles has: no nvcc, an arch its nvcc
+    rejects, a noexec or read-only workdir (the build runs what it makes there), too little memory
+    (``min_free_mem_mib``, after the cgroup's limit: :func:`~fleetctl.build.archs.available_memory_mib`).
+    A host that reuses the wheel it holds, or receives its arch class's wheel, compiles nothing, so
+    these never refuse it (fresh operator's trial: a host whose wheel was installed and current was
+    refused for build memory). The build's cmake is checked with the tree's own floor
+    (:func:`cmake_too_old`), the host compiler by :mod:`~fleetctl.tasks.build_toolchain`.
+    """
+    problems: list[str] = []
+    cuda = facts.get("cuda") or {}
     arch_list = ";".join(t.text for t in tokens)
     if not cuda.get("nvcc"):
         problems.append(f"nvcc not found (looked in the cuda_home var, $CUDA_HOME, /usr/local/cuda, PATH, "
@@ -75,23 +105,6 @@ def facts_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: 
                             f"(arch list {arch_list}; its --list-gpu-arch: {' '.join(cuda.get('archs') or [])})"
                             + (f"; no other toolkit here does either ({', '.join(others)})" if others else "")
                             + ": use archs this nvcc knows, or a newer toolkit (host var cuda_home)")
-        drv = driver_problem(facts.get("driver_version"), cuda.get("version"), f"nvcc {cuda.get('version')} at {cuda['nvcc']}")
-        if drv and facts.get("gpus"):
-            problems.append(drv)
-    drv = driver_problem(facts.get("driver_version"), py.get("torch_cuda"),
-                         f"the venv's torch {py.get('torch')} (built for CUDA {py.get('torch_cuda')})")
-    if drv and facts.get("gpus") and (not cuda.get("version") or
-                                      _version(py.get("torch_cuda"))[:1] != _version(cuda.get("version"))[:1]):
-        problems.append(drv)
-    sass, ptx = predicted_binaries(tokens)
-    uncovered = uncovered_gpus(facts.get("gpus") or [], sass, ptx)
-    if uncovered:
-        problems.append(f"arch list {arch_list} runs on none of {', '.join(uncovered)} (SASS runs only on its own "
-                        "major version, arch-specific 'a' SASS only on exactly its GPU): add the GPU's own arch, "
-                        "or an older arch with +PTX")
-    cmake = facts.get("cmake") or {}
-    if cmake.get("version") and _version(cmake["version"]) < _version(args.min_cmake):
-        problems.append(f"cmake {cmake['version']} at {cmake.get('path')} is older than {args.min_cmake}")
     wfs = facts.get("workdir_fs") or {}
     if "TMPDIR" not in (args.env or {}) and (wfs.get("noexec") or wfs.get("readonly")):
         problems.append(f"the workdir's file system ({wfs.get('path')}) is mounted "
@@ -134,7 +147,7 @@ def probe_problems(info: Mapping[str, Any], meta: BuildMeta, facts: Mapping[str,
         problems.append("an isolated build cannot import torch (ModuleNotFoundError: No module named 'torch'): "
                         "the package's [build-system] requires lacks torch, and it builds against torch; build in the "
                         "venv with its own torch: no_build_isolation: true (the default)")
-    too_old = cmake_too_old(facts, meta, isolated, python)
+    too_old = cmake_too_old(facts, meta, isolated, python, args.min_cmake)
     problems += [too_old] if too_old else []
     tools = missing_tools(info, facts, venv)
     needs_torch = not isolated and (meta.torch_extension or meta.torch_required)
@@ -186,18 +199,24 @@ def missing_tools(info: Mapping[str, Any], facts: Mapping[str, Any], venv: str |
     return out
 
 
-def cmake_too_old(facts: Mapping[str, Any], meta: BuildMeta, isolated: bool, python: str = "python3") -> str | None:
+def cmake_too_old(facts: Mapping[str, Any], meta: BuildMeta, isolated: bool, python: str = "python3",
+                  min_cmake: str | None = None) -> str | None:
     """The build's cmake (facts ``cmake``: the venv's ``bin/cmake``, else the login PATH's first,
     which :func:`fleetctl.build.env.build_environment` keeps on the build's PATH) against the
-    tree's own floor (:attr:`BuildMeta.cmake_minimum`), or ``None``. An isolated
+    tree's own floor (:attr:`BuildMeta.cmake_minimum`), raised by the task's ``min_cmake`` when
+    that is newer, or ``None``: the one minimum every message names (fresh operator's trial: a
+    default ``min_cmake`` of 3.18 said "older than 3.18" for a tree that requires 3.25). An isolated
     scikit-build-core build is not checked: scikit-build-core adds PyPI's ``cmake`` to its build
     requirements when the one it finds is too old (its docs, "Configuration")."""
     cmake, floor = facts.get("cmake") or {}, meta.cmake_minimum
+    if min_cmake and (not floor or _version(min_cmake) > _version(floor[0])):
+        floor = (min_cmake.strip(), "build_wheel min_cmake")
     if not floor or not cmake.get("version") or (isolated and (meta.backend or "").startswith("scikit_build_core")):
         return None
     if _version(cmake["version"]) >= _version(floor[0]):
         return None
-    return (f"cmake {cmake['version']} at {cmake.get('path')} is older than {floor[0]}, which the tree requires "
+    who = "the task requires" if floor[1] == "build_wheel min_cmake" else "the tree requires"
+    return (f"cmake {cmake['version']} at {cmake.get('path')} is older than {floor[0]}, which {who} "
             f"({floor[1]}): install a newer cmake into the venv "
             f"({install_command(facts, python, shlex.quote(f'cmake>={floor[0]}'))}) or put one first "
             "on the host's login PATH")

@@ -48,7 +48,7 @@ from .build_deps import reach_deps, ship_deps, tree_with
 from .build_here import build_here, left_wheel, stamp_bytes, stamp_of
 from .build_keys import (STAMP_NAME, STAT_ARGV, build_inputs, build_key, changed_inputs, parse_stamps, parse_stat,
                          plan_tokens, stale_stamp, stamps_probe, target_plan, venv_install_mark, sass_targets)
-from .build_preflight import facts_problems, failed, receiver_space, refuse, source_checks, venv_checks
+from .build_preflight import compile_problems, facts_problems, failed, receiver_space, refuse, source_checks, venv_checks
 from .build_toolchain import host_compiler_preflight
 from .copy import REMOTE_TREE_HASH
 from .install_target import shared_message, target_ids, unreadable_target
@@ -81,7 +81,10 @@ class BuildWheelArgs(ActionArgs):
             checked, and for a torch extension setuptools, wheel, ninja and packaging too.
         install_build_requirements: install missing build requirements (never torch) into the venv
             before building, instead of failing the preflight.
-        min_cmake: lowest CMake version accepted (a string: ``"3.18"``).
+        min_cmake: lowest CMake version accepted (a string: ``"3.28"``) when it is newer than the
+            tree's own floor (its ``CMakeLists.txt`` ``cmake_minimum_required``, its
+            ``[tool.scikit-build] cmake.version``); not set: the tree's floor alone. Checked only on a
+            host that compiles.
         min_free_disk_mib: free disk space (MiB) required in the workdir's file system (the build's
             TMPDIR is there too): checked against ``statvfs`` and then really allocated (a probe
             file, removed at once) where the build writes, so a quota ``statvfs`` does not show
@@ -91,7 +94,8 @@ class BuildWheelArgs(ActionArgs):
             class's wheel (``push``) needs where the wheel lands and pip unpacks it, checked the same
             way; not set: the smaller of 512 (about three times a 170 MiB wheel) and
             ``min_free_disk_mib``.
-        min_free_mem_mib: memory (MiB) the build must have, after the cgroup's limit and usage.
+        min_free_mem_mib: memory (MiB) the build must have, after the cgroup's limit and usage;
+            checked only on a host that compiles (one that reuses or receives a wheel is not refused).
         check_sass: after the build, require every target arch in the built extension's SASS, every
             ``+PTX`` arch's PTX, and code that runs on every GPU of the host.
         tool: ``"uv"``, ``"pip"``, or ``"auto"``: uv when the host has it, except that the missing
@@ -114,7 +118,7 @@ class BuildWheelArgs(ActionArgs):
     archs: str | None = None
     required_build_packages: list[str] = Field(default_factory=list)
     install_build_requirements: bool = False
-    min_cmake: str = "3.18"
+    min_cmake: str | None = None
     min_free_disk_mib: int = Field(default=2048, ge=0)
     receiver_min_free_disk_mib: int | None = Field(default=None, ge=0)
     min_free_mem_mib: int = Field(default=1024, ge=0)
@@ -203,7 +207,9 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     facts, cxx_problems, cxx_note = host_compiler_preflight(facts, args)
     if cxx_note:  # nvcc refuses its default host compiler: another one the host has is used
         decision["host_compiler"] = cxx_note
-    problems = facts_problems(facts, tokens, args, host.venv, host.cuda_home) + cxx_problems
+    problems = facts_problems(facts, tokens, args, host.venv, host.cuda_home)
+    # what only a compile needs: a host that reuses or receives its class's wheel is not refused for it
+    no_compile = compile_problems(facts, tokens, args) + cxx_problems
     tool_problem = pick_tool(args.tool, facts, host.venv, host.python)[2] if host.venv else None
     problems += [tool_problem] if tool_problem else []
     if problems:
@@ -246,7 +252,9 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
     # controller's cache: the class's builder builds, the new wheel replaces the cached one
     holds = bool(mine) and not host.force
     info = cannot_build = None
-    if not holds:  # a host holding the wheel of these inputs reuses or serves it (ClassRole): no build to check
+    if not holds and no_compile:  # it cannot compile (facts say so): its venv is not asked what a build needs
+        cannot_build = refuse(no_compile, decision, facts_only=True)
+    elif not holds:  # a host holding the wheel of these inputs reuses or serves it (ClassRole): no build to check
         info, cannot_build = yield from venv_checks(args, host, facts, tokens, meta, decision)
         if cannot_build is not None and info is None:  # its venv does not run: broken whatever its role
             return cannot_build

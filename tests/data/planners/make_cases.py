@@ -142,7 +142,7 @@ case("build_wheel", "preflight-wrong-cuda-home-fails-before-any-step", args=BW,
 case("build_wheel", "preflight-no-venv", args=BW, host={**H90, "venv": None, "python": "python3"}, steps=[],
      result=refused("no venv for this host", "no venv for this host: set the host var 'venv' (the build must not pick the "
                     "system Python)"))
-case("build_wheel", "preflight-nvcc-rejects-an-arch-token", args={**BW, "archs": "7.0;9.0a"}, host=H90, steps=[],
+case("build_wheel", "preflight-nvcc-rejects-an-arch-token", args={**BW, "archs": "7.0;9.0a"}, host=H90, steps=[META_SKB, NO_STAMPS, *NO_MEMBER_BUILDS],
      result=refused("nvcc 13.0 at /usr/local/cuda/bin/nvcc rejects compute_70 (arch list 7.0;9.0a",
                     "nvcc 13.0 at /usr/local/cuda/bin/nvcc rejects compute_70 (arch list 7.0;9.0a; its --list-gpu-arch: "
                     "compute_80 compute_90 compute_100 compute_120): use archs this nvcc knows, or a newer toolkit (host var cuda_home)"))
@@ -157,7 +157,7 @@ case("build_wheel", "preflight-archs-that-run-on-no-gpu-of-the-host", args={**BW
                     "arch-specific 'a' SASS only on exactly its GPU): add the GPU's own arch, or an older arch with +PTX"))
 case("build_wheel", "preflight-workdir-on-a-noexec-file-system", args=BW,
      host={**H90, "facts": {**FACTS90, "workdir_fs": {"path": "/mnt/work", "free_mib": 9000, "noexec": True, "readonly": False}}},
-     steps=[], result=refused("the workdir's file system (/mnt/work) is mounted noexec",
+     steps=[META_SKB, NO_STAMPS, *NO_MEMBER_BUILDS], result=refused("the workdir's file system (/mnt/work) is mounted noexec",
                               "the workdir's file system (/mnt/work) is mounted noexec: builds run the programs they make "
                               "there (TMPDIR is put in the workdir); set the host var workdir to a folder on an exec, "
                               "writable file system"))
@@ -165,7 +165,7 @@ case("build_wheel", "preflight-memory-under-the-cgroup-limit", args=BW,
      host={**H90, "facts": {**FACTS90, "mem_available_mib": 20000, "mem_limit_mib": 512,
                             "cgroup": {"version": 1, "memory_used_mib": 12},
                             "mem_limit_source": "cgroup v1 /sys/fs/cgroup/memory/ci/memory.limit_in_bytes"}},
-     steps=[], result=refused("only 500 MiB of memory for the build (cgroup v1 limit 512 MiB, 12 MiB used",
+     steps=[META_SKB, NO_STAMPS, *NO_MEMBER_BUILDS], result=refused("only 500 MiB of memory for the build (cgroup v1 limit 512 MiB, 12 MiB used",
                               "only 500 MiB of memory for the build (cgroup v1 limit 512 MiB, 12 MiB used (cgroup v1 "
                               "/sys/fs/cgroup/memory/ci/memory.limit_in_bytes)); it needs 1024 MiB (min_free_mem_mib): raise "
                               "the memory limit, free memory, or let another member build (build_host)"))
@@ -875,6 +875,51 @@ case("build_wheel", "preflight-a-quota-statvfs-does-not-show", args=BW, host=H90
                     "shows it) or ask for a larger one, or set the host var workdir to a folder on another file system",
                     preflight=False))
 
+# -- what only a compile needs (memory, nvcc, the workdir's exec, the host compiler, cmake) refuses
+# only a host that compiles (fresh operator's trial: nodea, its wheel installed and current, was
+# refused for build memory in deploy and in --plan, with its class's wheel in the controller's cache)
+LOW_MEM = {**FACTS90, "mem_available_mib": 20000, "mem_limit_mib": 500, "cgroup": {"version": 1, "memory_used_mib": 72},
+           "mem_limit_source": "cgroup v1 /sys/fs/cgroup/memory/user/memory.limit_in_bytes"}
+LOW_MEM_LINE = ("only 428 MiB of memory for the build (cgroup v1 limit 500 MiB, 72 MiB used (cgroup v1 "
+                "/sys/fs/cgroup/memory/user/memory.limit_in_bytes)); it needs 1024 MiB (min_free_mem_mib): raise the memory "
+                "limit, free memory, or let another member build (build_host)")
+case("build_wheel", "a-host-short-of-build-memory-that-holds-its-wheel-reuses-it", args=BW, host={**H90, "facts": LOW_MEM},
+     steps=[META_SKB, {"expect": {"type": "Run", "mutating": False}, "answer": STAMPS_OK},
+            {"expect": {"type": "ClassRole", "key": K, "holds": True, "once": True}, "answer": "reuse"}],
+     result={"status": "ok", "decision": {"action": "reuse", "installed": True, "changed": []}})
+case("build_wheel", "a-host-short-of-build-memory-receives-its-class-wheel", args=BW, host={**H90, "facts": LOW_MEM},
+     about="no venv probe: it cannot compile, so what a build needs is not asked; the receiver's room is",
+     steps=[META_SKB, NO_STAMPS, PUSHED_TO_ONE_THAT_CANNOT_BUILD,
+            {"expect": {"type": "Run", "mutating": False}, "answer": receiver_space(200000)}, *RECEIVED],
+     result={"status": "changed", "msg": "built once for this arch class on h0",
+             "decision": {"action": "push", "cannot_build": f"preflight: {LOW_MEM_LINE}"}})
+NO_NVCC = {**FACTS90, "cuda": {"home": None, "nvcc": None, "version": None}}
+case("build_wheel", "a-host-without-nvcc-receives-its-class-wheel", args=BW, host={**H90, "facts": NO_NVCC},
+     steps=[META_SKB, NO_STAMPS, PUSHED_TO_ONE_THAT_CANNOT_BUILD,
+            {"expect": {"type": "Run", "mutating": False}, "answer": receiver_space(200000)}, *RECEIVED],
+     result={"status": "changed", "decision": {"action": "push"}})
+case("build_wheel", "a-host-short-of-build-memory-that-builds-each-fails", args={**BW, "build": "each"},
+     host={**H90, "facts": LOW_MEM},
+     steps=[META_SKB, NO_STAMPS, {"expect": {"type": "ClassRole", "holds": False, "once": False}, "answer": "build"}],
+     result=refused(f"preflight: {LOW_MEM_LINE}", LOW_MEM_LINE))
+# the build's cmake is checked against one minimum, the tree's own (fresh operator's trial: cmake
+# 3.16.3 was "older than 3.18", the task's old default, for a tree that requires 3.25)
+TREE325 = {**SKB, "CMakeLists.txt": "cmake_minimum_required(VERSION 3.25...3.31)\nproject(k LANGUAGES CXX CUDA)\n"}
+CMAKE_OLD = ("cmake 3.16.3 at /opt/cm/bin/cmake is older than 3.25, which the tree requires (CMakeLists.txt "
+             "cmake_minimum_required): install a newer cmake into the venv (/venv/bin/python3 -m pip install "
+             "'cmake>=3.25') or put one first on the host's login PATH")
+case("build_wheel", "an-old-cmake-is-refused-with-the-trees-minimum", args=BW,
+     host={**H90, "facts": {**FACTS90, "cmake": {"version": "3.16.3", "path": "/opt/cm/bin/cmake"}}},
+     steps=[{**META_SKB, "answer": meta_out(TREE325)}, NO_STAMPS, {"expect": {"type": "Run"}, "answer": PYINFO},
+            *NO_MEMBER_BUILDS],
+     result=refused(f"preflight: {CMAKE_OLD}", CMAKE_OLD, preflight=False))
+case("build_wheel", "min-cmake-above-the-trees-minimum-is-the-one-named", args={**BW, "min_cmake": "3.28"},
+     host={**H90, "facts": {**FACTS90, "cmake": {"version": "3.26.0", "path": "/opt/cm/bin/cmake"}}},
+     steps=[{**META_SKB, "answer": meta_out(TREE325)}, NO_STAMPS, {"expect": {"type": "Run"}, "answer": PYINFO},
+            *NO_MEMBER_BUILDS],
+     result={"status": "failed", "msg": "cmake 3.26.0 at /opt/cm/bin/cmake is older than 3.28, which the task requires "
+                                        "(build_wheel min_cmake)"})
+
 # -- the host compiler nvcc compiles host code with (build_toolchain, build.hostcompiler)
 from fleetctl.tasks.build_toolchain import host_compiler_preflight  # noqa: E402
 CUDA_MAX15 = {**CUDA, "host_compiler_max": {"gnu": 15, "clang": 20, "source": "/usr/local/cuda/include/crt/host_config.h"}}
@@ -915,7 +960,7 @@ NO_CXX = ("nvcc 13.0 at /usr/local/cuda/bin/nvcc refuses the host compiler gcc 1
           "it accepts clang <= 20 and gcc <= 15, /usr/local/cuda/include/crt/host_config.h) and no accepted one is installed "
           "(others found: none): install g++-15 or older")
 case("build_wheel", "preflight-no-host-compiler-nvcc-accepts", args=BW,
-     host={**H90, "facts": {**FACTS90, "cuda": CUDA_MAX15, "host_compilers": {"default": GCC16, "candidates": []}}}, steps=[],
+     host={**H90, "facts": {**FACTS90, "cuda": CUDA_MAX15, "host_compilers": {"default": GCC16, "candidates": []}}}, steps=[META_SKB, NO_STAMPS, *NO_MEMBER_BUILDS],
      result=refused(f"preflight: {NO_CXX}", f"{NO_CXX} (e.g. apt-get install g++-15, dnf install gcc-toolset-15) or a newer "
                     "CUDA toolkit (host var cuda_home); fleetctl then uses it"))
 
