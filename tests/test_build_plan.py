@@ -17,6 +17,7 @@ from fleetctl.build.archs import (
     cuda_arch,
     derive_max_jobs,
     parse_arch_list,
+    told_notes,
     unsupported_archs,
 )
 from fleetctl.build.env import build_environment, cmake_defines, config_settings_args
@@ -155,6 +156,18 @@ def test_no_gpu_with_probe_error_and_custom_fallback():
     assert plan["torch_cuda_arch_list"] == "10.0a;12.0a"
     assert plan["notes"][0] == ("no GPU found (nvidia-smi: not found on PATH; nvml: libnvidia-ml.so.1: cannot open): "
                                 "building for fallback_archs 10.0a;12.0a")
+
+
+def test_e_archs_replaces_the_note_of_the_archs_facts_chose():
+    """Fresh operator's trial: ``-e archs=9.0a`` on a host with no GPU noted "building for
+    fallback_archs 9.0a;12.0a", then built only sm_90a: the note says what is built and why."""
+    plan = build_plan(facts_from(SMI["none"]))
+    assert told_notes(plan, None) == plan["notes"]
+    assert told_notes(plan, "9.0a")[0] == "no GPU found: building for 9.0a (-e archs=9.0a), not fallback_archs 9.0a;12.0a"
+    mixed = build_plan(facts_from(SMI["mixed"]))
+    said = [n for n in told_notes(mixed, "12.0a") if n.startswith("GPUs of different SMs")]
+    assert said == ["GPUs of different SMs (9.0 on GPU 0,2, 12.0 on GPU 1): building for 12.0a (-e archs=12.0a), "
+                    "not all of 9.0a;12.0a"], said
 
 
 def test_unknown_compute_cap_is_not_a_target():

@@ -54,6 +54,17 @@ def test_the_trees_cmake_floor_is_checked_and_the_login_paths_newer_cmake_builds
     assert (f"cmake {version} at /usr/bin/cmake is older than 3.28, which the tree requires (pyproject.toml "
             "[tool.scikit-build] cmake.version '>=3.28')") in flat, flat
 
+    # an older cmake first on the login PATH: the one minimum named is the tree's, never a second
+    # one (fresh operator's trial: cmake 3.16.3 was "older than 3.18", the task's old default)
+    fake = h.bin_dir / "cmake"
+    fake.write_text("#!/bin/sh\necho 'cmake version 3.16.3'\n")
+    fake.chmod(0o755)
+    res = fleetctl(*deploy, "--plan", home=tmp_path, env={"COLUMNS": "400"})
+    flat = " ".join(res.stdout.split())
+    assert res.returncode == 1 and f"cmake 3.16.3 at {fake} is older than 3.28, which the tree requires" in flat, flat
+    assert "3.18" not in flat, flat
+    fake.unlink()
+
     # CMake 4 first on the login PATH (not in the venv): facts show it, and the build runs it
     link_into(h.bin_dir, cmake4())
     res = fleetctl(*deploy, home=tmp_path)

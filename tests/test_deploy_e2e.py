@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -153,11 +154,23 @@ def test_preflight_fails_in_seconds_with_the_cause(sshd_farm, tmp_path):
     notes = " ".join(facts.stdout.split())
     for name in ("badvenv", "nonvcc", "notvenv"):
         assert f"{name}: WARNING (below): gpus " in facts.stdout and f"{name}: ok" not in facts.stdout, facts.stdout
-    assert (f"nonvcc: warning: cuda_home {tmp_path / 'no-cuda'} has no bin/nvcc (fix the host var 'cuda_home'); "
-            "found ") in notes, notes
+    # the fix names where the value was set: the inventory file and line (fresh operator's trial)
+    assert re.search(rf"nonvcc: warning: cuda_home {re.escape(str(tmp_path / 'no-cuda'))} has no bin/nvcc \(fix the "
+                     rf"inventory var 'cuda_home' \({re.escape(str(inv))}:\d+\)\); found ", notes), notes
     assert f"notvenv: warning: venv {sys.base_prefix} is not a virtual environment" in notes, notes
     doc = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path).stdout)
-    assert [w for w in doc["nonvcc"]["warnings"] if "has no bin/nvcc (fix the host var 'cuda_home')" in w], doc["nonvcc"]
+    assert [w for w in doc["nonvcc"]["warnings"] if "has no bin/nvcc (fix the inventory var 'cuda_home' (" in w], doc["nonvcc"]
+    nonvcc = [t for t in record["hosts"]["nonvcc"]["tasks"] if t["action"] == "build_wheel"][0]
+    assert f"(fix the inventory var 'cuda_home' ({inv}:" in nonvcc["msg"], nonvcc
+    # a value given with -e is named as typed, in facts and in the deploy's preflight alike
+    other = tmp_path / "notcuda"
+    given = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "nonvcc", "--json", "-e", f"cuda_home={other}",
+                                home=tmp_path).stdout)
+    assert [w for w in given["nonvcc"]["warnings"] if f"cuda_home {other} has no bin/nvcc (fix -e cuda_home)" in w], given
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "nonvcc", "--playbook", str(play), "--plan", "-e",
+                   f"cuda_home={other}", home=tmp_path, env={"COLUMNS": "400"})
+    assert res.returncode == 1 and f"cuda_home {other} has no bin/nvcc (fix -e cuda_home)" in " ".join(res.stdout.split()), \
+        res.stdout[-3000:]
     assert [w for w in doc["notvenv"]["warnings"] if "is not a virtual environment" in w], doc["notvenv"]
 
     # a full disk: the workdir's file system has less room than the build needs

@@ -130,6 +130,12 @@ def test_only_a_build_says_it_builds_for_fallback_archs(tmp_path):
         assert "Traceback" not in res.stderr
     dry = fleetctl("-i", str(inv), "deploy", "--hosts", "me", "--dry-run", home=tmp_path, env=env)
     assert "no GPU found" in dry.stdout and "building for fallback_archs 9.0a;12.0a" in dry.stdout, dry.stdout
+    # -e archs: the note says what is built and why (fresh operator's trial: it named fallback_archs
+    # 9.0a;12.0a, then only sm_90a was built)
+    given = fleetctl("-i", str(inv), "deploy", "--hosts", "me", "--dry-run", "-e", "archs=9.0a", home=tmp_path, env=env)
+    flat = " ".join(given.stdout.split())
+    assert "no GPU found (no NVIDIA driver: a build host): building for 9.0a (-e archs=9.0a), not fallback_archs " \
+           "9.0a;12.0a" in flat and "building for fallback_archs" not in flat, given.stdout
 
 
 def _plan_lines(width: int, terminal: bool) -> list[str]:

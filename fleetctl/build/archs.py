@@ -274,6 +274,7 @@ def build_plan(
             no GPU answered on a host whose GPU stack is broken (never the fallback there).
     """
     notes: list[str] = []
+    arch_choice: dict[str, str] | None = None  # the note saying which archs are built and why
     gpus = [g for g in (raw_facts.get("gpus") or []) if isinstance(g, Mapping)]
     by_cap: dict[str, dict[str, Any]] = {}
     for pos, gpu in enumerate(gpus):
@@ -312,12 +313,17 @@ def build_plan(
             why += " (no NVIDIA driver: a build host)"
         elif raw_facts.get("gpu_error"):
             why += f" ({raw_facts['gpu_error']})"
-        notes.append(f"{why}: building for fallback_archs {';'.join(archs)}")
+        arch_choice = {"why": why, "note": f"{why}: building for fallback_archs {';'.join(archs)}",
+                       "instead": f"fallback_archs {';'.join(archs)}"}
+        notes.append(arch_choice["note"])
 
     mixed = len(by_cap) > 1
     if mixed:
         detail = ", ".join(f"{t['compute_cap']} on GPU {','.join(str(i) for i in t['gpus'])}" for t in targets)
-        notes.append(f"GPUs of different SMs ({detail}): building for all of {';'.join(archs)}")
+        arch_choice = {"why": f"GPUs of different SMs ({detail})",
+                       "note": f"GPUs of different SMs ({detail}): building for all of {';'.join(archs)}",
+                       "instead": f"all of {';'.join(archs)}"}
+        notes.append(arch_choice["note"])
 
     cuda = raw_facts.get("cuda") or {}
     nvcc_archs = cuda.get("archs")
@@ -374,4 +380,24 @@ def build_plan(
         "archs_checked": archs_checked,
         "notes": notes,
         "env_notes": env_notes,
+        "arch_choice": arch_choice,
     }
+
+
+def told_notes(plan: Mapping[str, Any], archs_given: str | None) -> list[str]:
+    """The build plan's notes as a play that builds tells them. With ``-e archs`` given (its value,
+    ``archs_given``) the build is for those archs, not the ones facts chose, so the note of that
+    choice (:func:`build_plan`'s ``arch_choice``: no GPU -> ``fallback_archs``, GPUs of different
+    SMs -> all of them) says what is built and why instead (fresh operator's trial: ``-e
+    archs=9.0a`` on a host with no GPU noted "building for fallback_archs 9.0a;12.0a", then built
+    only sm_90a)."""
+    notes = [str(n) for n in plan.get("notes") or []]
+    choice = plan.get("arch_choice")
+    if not archs_given or not choice:
+        return notes
+    try:
+        built = ";".join(parse_arch_list(str(archs_given)))
+    except ValueError:  # the task refuses it with its own line
+        built = str(archs_given)
+    said = f"{choice['why']}: building for {built} (-e archs={archs_given}), not {choice['instead']}"
+    return [said if n == choice["note"] else n for n in notes]

@@ -10,6 +10,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..build.archs import told_notes
 from ..errors import FleetError, HostUnreachable, host_message
 from ..status import Status
 from .hostlock import HostLockBusy, HostLockError
@@ -42,11 +43,12 @@ async def connect(host: Any, scope: Any, run: RunModel, *, timeout_s: float,
 
 async def first_command(session: HostSession, run: RunModel, observers: Any, deadlines: Deadlines,
                         spans: list[PhaseSpan], *, facts: bool, lock: bool, remembered: list[list],
-                        build_notes: bool = True) -> None:
+                        build_notes: bool = True, archs_given: str | None = None) -> None:
     """The host's first command (:mod:`fleetctl.engine.session_start`): run folder, deploy lock,
     facts and the probes answered ahead; facts recorded on the host, lock events told. The build
     plan's notes ("no GPU found: building for fallback_archs ...") are told only with
-    ``build_notes`` (the play builds); the facts keep them either way. ``deadlines``: its
+    ``build_notes`` (the play builds), the note of the archs chosen as ``-e archs`` (``archs_given``)
+    changes it (:func:`fleetctl.build.archs.told_notes`); the facts keep them as found. ``deadlines``: its
     ``facts`` deadline bounds the command, its ``connect`` deadline a legacy start's connects
     (seconds). Facts, lock and probe events go to ``observers``; the connect and facts phase
     spans are appended to ``spans``.
@@ -108,7 +110,7 @@ async def first_command(session: HostSession, run: RunModel, observers: Any, dea
     facts_ = started.facts
     out.facts = facts_
     build = facts_.get("build") or {}
-    told = build.get("notes", []) if build_notes else build.get("env_notes", [])
+    told = told_notes(build, archs_given) if build_notes else build.get("env_notes", [])
     for note in told:
         observers.emit("note.added", session.name, message=note)
     warned = [str(n) for n in told if str(n).startswith("warning: ")]

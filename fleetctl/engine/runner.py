@@ -284,7 +284,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             await first_command(session, run, observers, opts.deadlines, spans, facts=playbook.gather_facts,
                                 lock=apply and opts.host_lock,
                                 remembered=memory.entries(host.name) if memory is not None else [],
-                                build_notes=builds)
+                                build_notes=builds, archs_given=str(opts.extra_vars.get("archs") or "") or None)
             out.phases = list(spans)  # connect, facts: in the record from now on
             plans[host.name] = await plan_pass(session, playbook, tasks, selected, run, planning_observers, classes,
                                            pass_opts)

@@ -201,7 +201,7 @@ class HostSession:
         facts.update(self.conn.extra_facts())
         from ..facts.refusals import cuda_home_problem, warning
 
-        problem = cuda_home_problem(facts, self.host.cuda_home)
+        problem = cuda_home_problem(facts, self.host.cuda_home, self.host.var_origin("cuda_home"))
         if problem:  # a warning, as every problem a deploy refuses (facts reads WARNING, not ok)
             found = (facts.get("cuda") or {}).get("home") or "no toolkit"
             facts.setdefault("build", {}).setdefault("notes", []).insert(0, warning(f"{problem}; found {found} instead"))

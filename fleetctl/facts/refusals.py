@@ -25,14 +25,17 @@ def warning(problem: str) -> str:
     return f"warning: {problem}; a deploy refuses this host until it is fixed"
 
 
-def cuda_home_problem(facts: Mapping[str, Any], cuda_home: str | None) -> str | None:
-    """The host var ``cuda_home`` names a folder without ``bin/nvcc`` (facts then found another
+def cuda_home_problem(facts: Mapping[str, Any], cuda_home: str | None, origin: str | None = None) -> str | None:
+    """The ``cuda_home`` var names a folder without ``bin/nvcc`` (facts then found another
     toolkit, or none: a silent fallback is how builds end up with the wrong nvcc). ``fleetctl facts``
-    adds which toolkit it found instead."""
+    adds which toolkit it found instead. ``origin``: where the value was set, named in the fix
+    (:meth:`fleetctl.inventory.vars.VarSource.origin`: ``-e cuda_home``, or the inventory var with
+    its file and line; fresh operator's trial: ``-e cuda_home=/opt/notcuda`` said "fix the host
+    var"); not known: the host var."""
     cuda = facts.get("cuda") or {}
     if not cuda_home or cuda.get("source") == "cuda_home var":
         return None
-    return f"cuda_home {cuda_home} has no bin/nvcc (fix the host var 'cuda_home')"
+    return f"cuda_home {cuda_home} has no bin/nvcc (fix {origin or 'the host var ' + repr('cuda_home')})"
 
 
 def missing_python_problem(facts: Mapping[str, Any], venv: str | None) -> str | None:

@@ -89,6 +89,13 @@ class Host:
 
         return HOST_LIST_HINT if is_host_list(self.file) else ""
 
+    def var_origin(self, name: str) -> str | None:
+        """Where var ``name``'s value was set, as a message names it for its fix (``-e cuda_home``,
+        ``the inventory var 'cuda_home' (inventory.yaml:7)``: :meth:`VarSource.origin`), or
+        ``None`` when no source is recorded."""
+        src = self.sources.get(name)
+        return src.origin() if src is not None else None
+
     def _conn(self, attr: str) -> Any:
         return getattr(self.connection_settings, attr, None)
 

@@ -52,6 +52,14 @@ class VarSource:
             return f"({self.file}:{self.line})" if self.line else f"({self.file})"
         return f"(line {self.line})" if self.line else ""
 
+    def origin(self) -> str:
+        """Where a message says the value came from, so that the fix is made where the value is:
+        ``-e cuda_home`` for an extra var (as :func:`fleetctl.inventory.settings.var_error` names
+        it), else ``the inventory var 'cuda_home' (inventory.yaml:7)``."""
+        if self.level == "extra":
+            return f"-e {self.key}"
+        return f"the inventory var '{self.name}' {self.where()}".rstrip()
+
 
 @dataclass(frozen=True)
 class VarConflict:

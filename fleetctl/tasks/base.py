@@ -108,6 +108,9 @@ class HostView:
         venv: the Python environment builds and installs use, or ``None``.
         python: its interpreter (``<venv>/bin/python3``; ``python3`` without a venv).
         cuda_home: the ``cuda_home`` host var, or ``None`` (then facts found the toolkit).
+        cuda_home_origin: where ``cuda_home`` was set, as a fix names it (``-e cuda_home``, or
+            ``the inventory var 'cuda_home' (inventory.yaml:7)``: :meth:`~fleetctl.inventory.vars.VarSource.origin`),
+            or ``None`` when not known.
         build_host: the ``build_host`` host var: the member that builds for its arch class.
         workdir: the host's absolute fleetctl folder.
         run_dir: this run's folder on the host (``<workdir>/runs/<run_id>``).
@@ -139,6 +142,7 @@ class HostView:
     playbook_dir: Path
     project_root: Path
     cuda_home: str | None = None
+    cuda_home_origin: str | None = None
     build_host: str | None = None
     verify_device: str = "auto"
     files: Mapping[str, str | None] = field(default_factory=dict)

@@ -40,17 +40,18 @@ def _version(text: str | None) -> tuple[int, ...]:
 
 
 def facts_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: Any, venv: str | None,
-                   cuda_home: str | None = None) -> list[str]:
+                   cuda_home: str | None = None, cuda_home_origin: str | None = None) -> list[str]:
     """Problems found from facts alone (see the module docstring), which fail the host whatever its
     role. Free disk space is not one: a host short of the build's space may still receive its arch
     class's wheel (:mod:`~fleetctl.tasks.build_space`).
 
     ``cuda_home`` is the host var: when set, the toolkit found must be that one (a silent fallback
-    to another toolkit is how builds end up with the wrong nvcc).
+    to another toolkit is how builds end up with the wrong nvcc); ``cuda_home_origin`` names where
+    it was set (``-e cuda_home``, or the inventory file) in the fix.
     """
     problems = []
     cuda = facts.get("cuda") or {}
-    wrong_home = cuda_home_problem(facts, cuda_home)  # worded once: facts warns with the same line
+    wrong_home = cuda_home_problem(facts, cuda_home, cuda_home_origin)  # worded once: facts warns with the same line
     problems += [wrong_home] if wrong_home else []
     if not venv:
         problems.append("no venv for this host: set the host var 'venv' (the build must not pick the system Python)")
