@@ -17,6 +17,7 @@ import pytest
 from fleetctl.reporting.plan_table import plan_rows
 from tests.support.fake_gpu import H200, write_fake_nvidia_smi
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+from tests.support.tiny_ext import memory_cgroup
 from tests.test_deploy_e2e import make_host_venv
 
 pytestmark = pytest.mark.sshd
@@ -59,9 +60,9 @@ def test_plan_dry_run_and_deploy_agree_on_a_mixed_fleet(sshd_farm, tmp_path):
     shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
     play = tmp_path / "play.yaml"
     play.write_text(textwrap.dedent(PLAY.format(src=src)))
-    hosts = {}
+    hosts, started = {}, {}
     for name in ("uptodate", "fresh", "oldsrc", "newtorch", "badcuda"):
-        h = sshd_farm.start(name)
+        h = started[name] = sshd_farm.start(name)
         write_fake_nvidia_smi(h.bin_dir, [H200])
         hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work" / name),
                        "venv": make_host_venv(tmp_path / f"venv-{name}")}
@@ -92,6 +93,17 @@ def test_plan_dry_run_and_deploy_agree_on_a_mixed_fleet(sshd_farm, tmp_path):
     assert not (tmp_path / "work" / "badcuda" / "src").exists()  # failed while planning: nothing uploaded
     builds = {h: [t for t in r["tasks"] if t["action"] == "build_wheel"] for h, r in record["hosts"].items()}
     assert builds["newtorch"][0]["status"] == "changed" and builds["uptodate"][0]["status"] == "ok"
+
+    # fresh operator's trial: a host whose wheel is installed and current, its login's memory cgroup
+    # then set below the build's 1024 MiB (min_free_mem_mib), was refused "only ... MiB of memory for
+    # the build" in --plan and in deploy: it compiles nothing, so what a compile needs is not asked
+    with memory_cgroup(started["uptodate"].proc.pid, 700, "uptodate"):
+        plan = deploy("uptodate", "--plan", "--json")
+        real = deploy("uptodate")
+    assert plan.returncode == 0 and actions(_plan_hosts(json.loads(plan.stdout))) == {"uptodate": "skip"}, plan.stdout
+    facts = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["uptodate"]["facts"]
+    assert facts["mem_limit_mib"] == 700, facts.get("mem_limit_mib")  # the limit was there: not refused for it
+    assert real.returncode == 0, real.stdout[-3000:]
 
 
 def _plan_hosts(doc: dict) -> dict:

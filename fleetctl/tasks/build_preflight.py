@@ -4,7 +4,9 @@ metadata (:mod:`~fleetctl.tasks.build_meta`) and the venv probe's answer
 (:data:`~fleetctl.tasks.venv_probe.VENV_PROBE`: each question in its own process), and the plan
 steps that ask those questions (:func:`source_checks`: the tree and its dependencies;
 :func:`venv_checks`: the venv and the build's space; :func:`receiver_space`), each refusal made
-by :func:`refuse`.
+by :func:`refuse`. :func:`facts_problems` refuse a host whatever its role; what only a compile
+needs (:func:`compile_problems`, the venv's build requirements, cmake, the build's space) refuses
+only a host that will compile: one that reuses or receives its arch class's wheel compiles nothing.
 
 Each problem is one line: the cause and the fix. The task joins them into its message, so a
 failed preflight reads ``preflight: driver 535.104.05 is older than ... (install driver >= 580 ...)``

@@ -8,8 +8,9 @@ set. The planner:
 1. picks the toolkit (the newest of the host's toolkits that compiles the arch list, unless the
    ``cuda_home`` host var pins one) and the host compiler that toolkit's nvcc accepts
    (:mod:`~fleetctl.tasks.build_toolchain`), and runs the preflight (:mod:`~fleetctl.tasks.build_preflight`)
-   from facts (driver vs toolkit, archs nvcc rejects, GPUs the archs would not cover, disk,
-   memory, the workdir's file system) and from the tree, read once
+   from facts (driver vs toolkit, GPUs the archs would not cover: every host; archs nvcc rejects,
+   memory, the workdir's file system, the host compiler: only a host that compiles, so one that
+   reuses or receives its class's wheel is not refused for them) and from the tree, read once
    (:func:`~fleetctl.tasks.build_preflight.source_checks`: its own ``pyproject.toml``/``setup.py``,
    :mod:`~fleetctl.tasks.build_meta`, and what its CMake files fetch, :mod:`~fleetctl.tasks.build_deps`);
 2. the build key (:func:`fleetctl.tasks.build_keys.build_key`: source tree, archs, defines,
