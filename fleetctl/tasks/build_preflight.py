@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..build.archs import DEFAULT_PATH, available_memory_mib, unsupported_archs
-from ..build.cudacompat import ArchToken, driver_problem, predicted_binaries, uncovered_gpus
+from ..build.cudacompat import ArchToken, driver_problem, predicted_binaries, toolkit_torch_mismatch, uncovered_gpus
 from ..facts.refusals import build_requirements_problem, cuda_home_problem, missing_python_problem, not_a_venv_problem
 from ..status import Status
 from .base import HostView, Plan, TaskResult, first_error_line
@@ -75,6 +75,8 @@ def facts_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: 
                             f"(arch list {arch_list}; its --list-gpu-arch: {' '.join(cuda.get('archs') or [])})"
                             + (f"; no other toolkit here does either ({', '.join(others)})" if others else "")
                             + ": use archs this nvcc knows, or a newer toolkit (host var cuda_home)")
+        mismatch = toolkit_torch_mismatch(facts)  # worded once: facts warns with the same line
+        problems += [mismatch] if mismatch else []
         drv = driver_problem(facts.get("driver_version"), cuda.get("version"), f"nvcc {cuda.get('version')} at {cuda['nvcc']}")
         if drv and facts.get("gpus"):
             problems.append(drv)

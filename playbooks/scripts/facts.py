@@ -41,10 +41,12 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     ``/proc/driver/nvidia/version`` (null when the file is not there or unread).
 ``cuda``            ``{home, nvcc, nvcc_realpath, version: "13.0", archs: ["compute_75", ...],
                     codes: ["sm_75", ...], cuobjdump, cuobjdump_source, cccl_include, source,
-                    requested_home, toolkits, error}``; ``source`` is ``"cuda_home var"`` |
+                    requested_home, toolkits, skipped, error}``; ``source`` is ``"cuda_home var"`` |
                     ``"CUDA_HOME env"`` | ``"/usr/local/cuda"`` | ``"PATH"`` | ``"/usr/local/cuda-*"`` |
                     ``"interactive login PATH"`` | null. ``toolkits``: every distinct toolkit found,
-                    in search order, as ``{home, nvcc, nvcc_realpath, version, archs, source}``.
+                    in search order, as ``{home, nvcc, nvcc_realpath, version, archs, source}``;
+                    ``skipped``: ``[{home, source, why}]`` of the login environment's ``CUDA_HOME``
+                    (or ``CUDA_PATH``) that was passed over (no executable ``bin/nvcc``).
 ``python``          ``{executable, venv, exists, version: "3.12.3", tag: "cp312", implementation,
                     site_packages, prefix, in_venv, conda_env, externally_managed (the path of
                     the stdlib's EXTERNALLY-MANAGED file, PEP 668, outside a venv; else null),
@@ -1412,7 +1414,7 @@ def probe_cuda(cuda_home, cache=None):
     cuda = {
         "home": None, "nvcc": None, "nvcc_realpath": None, "version": None, "archs": None, "codes": None,
         "cuobjdump": None, "cuobjdump_source": None, "cccl_include": None,
-        "source": None, "requested_home": cuda_home, "toolkits": [], "error": None,
+        "source": None, "requested_home": cuda_home, "toolkits": [], "skipped": [], "error": None,
     }
     errors = []
     found, seen = [], set()
@@ -1430,6 +1432,7 @@ def probe_cuda(cuda_home, cache=None):
             errors.append("cuda_home %s has no executable bin/nvcc" % home)
         elif source == "CUDA_HOME env":
             errors.append("CUDA_HOME %s has no executable bin/nvcc" % home)
+            cuda["skipped"].append({"home": home, "source": source, "why": "no executable bin/nvcc"})
     if not found:
         home, detail = login_path_nvcc()
         if home:
