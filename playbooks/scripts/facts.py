@@ -1802,7 +1802,7 @@ if t.get("torch") and not t.get("torch_error") and not t.get("torch_probe_error"
         line = ("%s: %s" % (type(exc).__name__, exc)).strip().splitlines()[0][:400]
         r = {"torch_import": {"ok": False, "error": line}, "torch_error": line}
     r["torch_import"]["seconds"] = round(time.time() - started, 3)
-    sys.stdout.write(MARK + json.dumps(r) + "\n")
+    sys.stdout.write("\n" + MARK + json.dumps(r) + "\n")  # on a line of its own, whatever the import printed
     sys.stdout.flush()
 """
 
