@@ -394,7 +394,7 @@ def test_fake_cuda_home(tmp_path, light_venv):
         "home": str(home), "nvcc": str(home / "bin" / "nvcc"), "nvcc_realpath": str(home / "bin" / "nvcc"),
         "version": "12.4", "archs": ["compute_50", "compute_80", "compute_90"], "codes": ["sm_50", "sm_80", "sm_90"],
         "cuobjdump": str(home / "bin" / "cuobjdump"), "cuobjdump_source": "cuda home",
-        "cccl_include": None, "source": "cuda_home var", "requested_home": str(home), "error": None,
+        "cccl_include": None, "source": "cuda_home var", "requested_home": str(home), "skipped": [], "error": None,
     }
     assert toolkits[0] == {"home": str(home), "nvcc": str(home / "bin" / "nvcc"), "nvcc_realpath": str(home / "bin" / "nvcc"),
                            "version": "12.4", "archs": ["compute_50", "compute_80", "compute_90"], "source": "cuda_home var"}

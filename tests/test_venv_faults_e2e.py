@@ -24,7 +24,7 @@ import pytest
 
 from tests.support.fake_gpu import H200, write_fake_nvidia_smi
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
-from tests.support.hostvenv import make_venv, site_packages
+from tests.support.hostvenv import base_site, make_venv, site_packages
 from tests.support.tiny_ext import fill, tmpfs
 
 INSTALL_PLAY = """\
@@ -389,10 +389,14 @@ def test_a_build_host_without_the_build_requirements_is_told_an_e_var_not_a_play
     """kernel_src builds in the venv, which must hold scikit-build-core and nanobind: the refusal
     names the pip command and ``-e install_build_requirements=true``, which the shipped playbook
     reads (no edit of it): with it, --plan plans the build."""
-    import torch
-
     venv = make_venv(tmp_path / "venv", "venv", torch=False)
-    (site_packages(Path(venv)) / "torch").symlink_to(Path(torch.__file__).parent)  # torch, no build tools
+    # torch and what it imports (facts import it), no build tools
+    only_torch = tmp_path / "torch-site"
+    only_torch.mkdir()
+    for entry in base_site().iterdir():
+        if entry.is_symlink() and not entry.name.startswith(("scikit_build_core", "nanobind")):
+            (only_torch / entry.name).symlink_to(os.readlink(entry))
+    (site_packages(Path(venv)) / "_torch_only.pth").write_text(f"{only_torch}\n")
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"lh": {"ansible_connection": "local", "venv": venv,
                                                                "workdir": str(tmp_path / "work"), "verify_device": "cpu"}}})
     base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(REPO / "playbooks" / "fp4-kernels.yaml"),
