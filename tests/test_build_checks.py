@@ -8,7 +8,7 @@ import json
 import pytest
 
 from fleetctl.build.cudacompat import (driver_problem, how_covered, parse_tokens, predicted_binaries, runs_on,
-                                 uncovered_gpus, with_toolkit_for)
+                                 toolkit_torch_mismatch, torch_cuda_of, uncovered_gpus, with_toolkit_for)
 from fleetctl.tasks.build_meta import META_FILES, meta_from_texts, requirement_name
 from fleetctl.util.cmaketree import read_cmake_tree
 from fleetctl.tasks.build_record import compiler_mismatch, parse_record, torch_drift
@@ -139,3 +139,20 @@ def test_the_build_path_keeps_the_login_paths_cmake_that_facts_report():
     assert path[:3] == ["/v/bin", "/usr/local/cuda/bin", "/opt/cmake/bin"] and path.index("/opt/cmake/bin") < path.index("/usr/bin")
     facts["cmake"]["path"] = "/usr/bin/cmake"  # already on the default PATH: its order is kept
     assert build_environment(facts, venv="/v")["PATH"].split(":")[2] == "/usr/local/sbin"
+
+
+@pytest.mark.parametrize("python,nvcc,refused", [
+    ({"torch": "2.9.0+cu130", "torch_cuda": "13.0"}, "12.4", True),
+    ({"torch": "2.9.0+cu130", "torch_cuda": "13.0"}, "13.1", False),  # a minor difference: torch only warns
+    ({"torch": "2.9.0+cu126"}, "13.0", True),  # torch_cuda not read: the wheel's +cuXYZ says 12.6
+    ({"torch": "2.9.0+cpu", "torch_cuda": None}, "12.4", False),  # CPU-only: nothing to match
+    ({"torch": "2.9.0+cu130", "torch_cuda": "13.0", "torch_pending": True}, "12.4", False),
+])
+def test_a_toolkit_of_another_cuda_major_than_torch_is_refused(python, nvcc, refused):
+    facts = {"python": python, "cuda": {"nvcc": "/t/bin/nvcc", "version": nvcc, "source": "/usr/local/cuda",
+                                        "toolkits": [{"home": "/usr/local/cuda-13.0", "version": "13.0"}]}}
+    line = toolkit_torch_mismatch(facts)
+    assert bool(line) is refused, line
+    if line and torch_cuda_of(python) == "13.0":
+        assert line.endswith("set the host var cuda_home to a CUDA 13 toolkit (this host has /usr/local/cuda-13.0) "
+                             "or install the torch build for CUDA 12 into the venv"), line

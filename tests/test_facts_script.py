@@ -394,7 +394,7 @@ def test_fake_cuda_home(tmp_path, light_venv):
         "home": str(home), "nvcc": str(home / "bin" / "nvcc"), "nvcc_realpath": str(home / "bin" / "nvcc"),
         "version": "12.4", "archs": ["compute_50", "compute_80", "compute_90"], "codes": ["sm_50", "sm_80", "sm_90"],
         "cuobjdump": str(home / "bin" / "cuobjdump"), "cuobjdump_source": "cuda home",
-        "cccl_include": None, "source": "cuda_home var", "requested_home": str(home), "error": None,
+        "cccl_include": None, "source": "cuda_home var", "requested_home": str(home), "skipped": [], "error": None,
     }
     assert toolkits[0] == {"home": str(home), "nvcc": str(home / "bin" / "nvcc"), "nvcc_realpath": str(home / "bin" / "nvcc"),
                            "version": "12.4", "archs": ["compute_50", "compute_80", "compute_90"], "source": "cuda_home var"}
@@ -515,14 +515,16 @@ def _make_venv(path: Path, torch_init: str | None, version: str | None = None) -
     return path
 
 
-def test_torch_is_read_from_its_files_never_imported(tmp_path):
+def test_torch_is_read_from_its_files_and_an_import_that_kills_the_interpreter_is_its_error(tmp_path):
     pytest.importorskip("torch")
-    # importing this torch would kill the interpreter: the facts never import it
+    # importing this torch kills the interpreter: its files' facts are still read first, and the
+    # import (tried after them, as verify and the build would) is what is wrong with it
     venv = _make_venv(tmp_path / "venv", "import os\nos._exit(139)\n", version="2.99.0+cu130")
     facts, _ = run_script("--workdir", tmp_path, "--venv", venv)
     py = facts["python"]
     assert py["exists"] is True and py["in_venv"] is True
-    assert py["torch"] == "2.99.0+cu130" and py["torch_error"] is None
+    assert py["torch"] == "2.99.0+cu130" and py["torch_error"].startswith("import torch ended the interpreter: exit 139")
+    assert py["torch_import"]["ok"] is False and py["torch_probe_error"] is None
     assert py["torch_cxx11_abi"] is True and py["torch_arch_list"] == []
     assert py["site_packages"].startswith(str(venv))
 
@@ -532,6 +534,7 @@ def test_torch_whose_import_hangs_costs_nothing(tmp_path):
     venv = _make_venv(tmp_path / "venv", "import time\ntime.sleep(60)\n", version="2.99.0")
     facts, _ = run_script("--workdir", tmp_path, "--venv", venv, "--probe-timeout-s", "1.5")
     assert facts["python"]["torch"] == "2.99.0" and facts["python"]["torch_error"] is None
+    assert facts["python"]["torch_import"]["ok"] is None  # a slow import is a note, not a broken torch
     assert facts["duration_s"] < 30
 
 

@@ -336,3 +336,46 @@ def test_an_install_into_a_full_venv_disk_names_enospc_with_the_venv(sshd_farm, 
         assert f" MiB free; {wheel.name} (unpacked, with a margin) needs 18 MiB: pip would stop with ENOSPC" in \
             failed["msg"], failed["msg"]  # the one estimate: 1.2 MB unpacked (2 MiB rounded up) + the margin
         assert "(found while planning: nothing was uploaded or run)" in failed["msg"], failed["msg"]
+
+
+def test_a_login_cuda_home_of_another_cuda_major_than_torch_is_refused_while_planning(sshd_farm, tmp_path):
+    """The login environment (~/.bashrc) exports CUDA_HOME=<a 12.4 toolkit> while the venv's torch is
+    +cu130: facts warn (and show the build's cmake), --plan refuses the build with the fix (the host
+    var cuda_home). With cuda_home set to a CUDA 13 toolkit and the login's CUDA_HOME pointing at a
+    folder without bin/nvcc, that folder is a facts note and nothing warns."""
+    from tests.support.hostvenv import make_venv, site_packages
+    from tests.test_facts_script import write_fake_cuda
+
+    h = sshd_farm.start("cuda-env")  # the current user, bash: ~/.bashrc runs for every ssh command
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    old, new = write_fake_cuda(tmp_path / "cuda-12.4", "12.4"), write_fake_cuda(tmp_path / "cuda-13.0", "13.0")
+    venv = make_venv(tmp_path / "venv", "virtualenv", torch=False, build_tools=True)
+    torch_dir = site_packages(Path(venv)) / "torch"
+    torch_dir.mkdir()
+    (torch_dir / "version.py").write_text("__version__ = '2.9.0+cu130'\ncuda = '13.0'\n")
+    (torch_dir / "__init__.py").write_text("from .version import __version__, cuda\n")
+    rc = h.home / ".bashrc"
+    rc.write_text(f"export CUDA_HOME={old}\n")
+    host = {**h.inventory_vars(sshd_farm.known_hosts), "venv": venv, "workdir": str(tmp_path / "work"),
+            "verify_device": "cpu"}
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"cu": host}})
+    line = (f"nvcc 12.4 at {old}/bin/nvcc (the login environment's CUDA_HOME/CUDA_PATH chose it) is CUDA 12, but "
+            f"the venv's torch 2.9.0+cu130 is built for CUDA 13.0: torch.utils.cpp_extension refuses a CUDA major "
+            f"mismatch and the build would fail or load two CUDA runtimes; set the host var cuda_home to a CUDA 13 toolkit")
+
+    facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
+    flat = " ".join(facts.stdout.replace("│", " ").split())
+    assert "cu: WARNING (below)" in facts.stdout and f"warning: {line}" in flat, facts.stdout
+    assert re.search(r"; cuda 12\.4 \S+; cmake \d+\.\d+\S* /\S*/cmake; python", facts.stdout), facts.stdout
+    plan = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--plan", "--json", home=tmp_path)
+    assert plan.returncode == 1, plan.stdout + plan.stderr
+    build = json.loads(plan.stdout)["cu"]["builds"][0]
+    assert build["action"] == "fail" and build["msg"].startswith("preflight: " + line), build
+
+    rc.write_text(f"export CUDA_HOME={tmp_path / 'no-cuda'}\n")  # a folder without bin/nvcc: skipped, said
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"cu": {**host, "cuda_home": str(new)}}})
+    facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
+    flat = " ".join(facts.stdout.replace("│", " ").split())
+    assert "cu: ok: " in facts.stdout and "CUDA major" not in flat, facts.stdout
+    assert (f"cu: the login environment's CUDA_HOME {tmp_path / 'no-cuda'} has no executable bin/nvcc: skipped; "
+            f"nvcc 13.0 at {new}/bin/nvcc (cuda_home var) is used") in flat, facts.stdout

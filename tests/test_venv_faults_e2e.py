@@ -15,6 +15,8 @@ import json
 import os
 import shutil
 import subprocess
+import sysconfig
+import time
 import zipfile
 from pathlib import Path
 
@@ -22,7 +24,7 @@ import pytest
 
 from tests.support.fake_gpu import H200, write_fake_nvidia_smi
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
-from tests.support.hostvenv import make_venv, site_packages
+from tests.support.hostvenv import base_site, make_venv, site_packages
 from tests.support.tiny_ext import fill, tmpfs
 
 INSTALL_PLAY = """\
@@ -323,14 +325,78 @@ def test_a_torch_missing_its_own_library_is_named_by_facts_and_refused_while_pla
     assert not (work / "src").exists() and not (work / "wheels").exists()  # nothing uploaded or built
 
 
+def _unmappable_torch(site: Path, build: Path) -> None:
+    """A tiny torch laid out as a real one: ``torch/_C<EXT_SUFFIX>`` (a real extension module)
+    needs ``torch/lib/libtorch_cpu.so``, whose 2 GiB ``.bss`` the loader must map: under
+    ``ulimit -v 1500000`` the import fails as a real CUDA torch's does there."""
+    torch_dir = site / "torch"
+    (torch_dir / "lib").mkdir(parents=True)
+    build.mkdir()
+    (build / "cpu.c").write_text("char torch_cpu_arena[2048u << 20];\n"
+                                 "int torch_cpu_answer(void) { return torch_cpu_arena[0] + 42; }\n")
+    (build / "c.c").write_text("#include <Python.h>\nint torch_cpu_answer(void);\n"
+                               "static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, \"_C\", NULL, -1, NULL};\n"
+                               "PyMODINIT_FUNC PyInit__C(void) { PyObject *m = PyModule_Create(&def);\n"
+                               "  if (m) PyModule_AddIntConstant(m, \"answer\", torch_cpu_answer()); return m; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(torch_dir / "lib" / "libtorch_cpu.so"),
+                    str(build / "cpu.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", f"-I{sysconfig.get_paths()['include']}",
+                    "-o", str(torch_dir / f"_C{sysconfig.get_config_var('EXT_SUFFIX')}"), str(build / "c.c"),
+                    f"-L{torch_dir / 'lib'}", "-ltorch_cpu", "-Wl,-rpath,$ORIGIN/lib"], check=True)
+    (torch_dir / "version.py").write_text("__version__ = '2.99.0+cu130'\ncuda = '13.0'\n")
+    (torch_dir / "__init__.py").write_text("from .version import __version__, cuda\nfrom torch._C import *  # noqa\n")
+
+
+@pytest.mark.sshd
+def test_a_torch_that_cannot_import_under_the_logins_ulimit_is_refused_and_the_cache_sees_the_limit_go(
+        sshd_farm, tmp_path):
+    """The login's ~/.bashrc says ``ulimit -v 1500000``: torch's files read fine, but ``import
+    torch`` fails in the loader. facts (which now import torch in the venv's interpreter, under
+    the login's limits) warn with the import's own line, --plan refuses the host; the limit taken
+    away, the next --plan sees torch import, though its kept answers (facts-cache.json) were made
+    under the limit: the limits are part of what the kept answer depends on (without them, the
+    second --plan repeats the first one's refusal)."""
+    h = sshd_farm.start("ulimit-v")  # the current user, bash: ~/.bashrc runs for every ssh command
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = make_venv(tmp_path / "venv", "virtualenv", torch=False, build_tools=True)
+    _unmappable_torch(site_packages(Path(venv)), tmp_path / "build")
+    rc = h.home / ".bashrc"
+    rc.write_text("ulimit -v 1500000\n")
+    err = "ImportError: libtorch_cpu.so: failed to map segment from shared object"
+    said = subprocess.run(["bash", "-c", f"ulimit -v 1500000; exec {venv}/bin/python3 -c 'import torch'"],
+                          capture_output=True, text=True, cwd="/")
+    assert said.stderr.strip().splitlines()[-1] == err  # what the import really says there
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"lim": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                "venv": venv, "workdir": str(tmp_path / "work"),
+                                                                "verify_device": "cpu"}}})
+    line = f"torch 2.99.0+cu130 in {venv} does not import ({err}): fp4_kernels needs torch at run time"
+
+    facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
+    assert facts.returncode == 0, facts.stdout + facts.stderr
+    assert "lim: WARNING (below)" in facts.stdout and f"warning: {line}" in _flat(facts.stdout), facts.stdout
+    time.sleep(2.0)  # the facts script keeps no answer about files younger than its RACY_S
+    base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(REPO / "playbooks" / "fp4-kernels.yaml"))
+    plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
+    assert plan.returncode == 1, plan.stdout + plan.stderr
+    assert any(t["msg"].startswith("preflight: " + line) for t in json.loads(plan.stdout)["lim"]["tasks"]), plan.stdout
+
+    rc.write_text("")  # the limit taken away: torch imports, though the plan's kept answers were made under it
+    again = fleetctl(*base, "--plan", "--json", home=tmp_path)
+    assert not any("does not import" in (t["msg"] or "") for t in json.loads(again.stdout)["lim"]["tasks"]), again.stdout
+
+
 def test_a_build_host_without_the_build_requirements_is_told_an_e_var_not_a_playbook_edit(tmp_path):
     """kernel_src builds in the venv, which must hold scikit-build-core and nanobind: the refusal
     names the pip command and ``-e install_build_requirements=true``, which the shipped playbook
     reads (no edit of it): with it, --plan plans the build."""
-    import torch
-
     venv = make_venv(tmp_path / "venv", "venv", torch=False)
-    (site_packages(Path(venv)) / "torch").symlink_to(Path(torch.__file__).parent)  # torch, no build tools
+    # torch and what it imports (facts import it), no build tools
+    only_torch = tmp_path / "torch-site"
+    only_torch.mkdir()
+    for entry in base_site().iterdir():
+        if entry.is_symlink() and not entry.name.startswith(("scikit_build_core", "nanobind")):
+            (only_torch / entry.name).symlink_to(os.readlink(entry))
+    (site_packages(Path(venv)) / "_torch_only.pth").write_text(f"{only_torch}\n")
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"lh": {"ansible_connection": "local", "venv": venv,
                                                                "workdir": str(tmp_path / "work"), "verify_device": "cpu"}}})
     base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(REPO / "playbooks" / "fp4-kernels.yaml"),

@@ -222,3 +222,46 @@ def with_toolkit_for(facts: Mapping[str, Any], tokens: Sequence[ArchToken],
     note = (f"nvcc {cuda.get('version')} at {cuda.get('nvcc')} cannot build {';'.join(t.text for t in tokens)}: "
             f"using nvcc {best.get('version')} at {best['nvcc']} ({best.get('source')}) instead")
     return {**facts, "cuda": chosen}, note
+
+
+# -- the toolkit against torch ----------------------------------------------------------------------
+
+_CU_SUFFIX = re.compile(r"\+cu(\d+)(\d)$")
+
+
+def torch_cuda_of(python: Mapping[str, Any]) -> str | None:
+    """The CUDA release the venv's torch was built for (facts ``python``): ``torch.version.cuda``
+    (``torch_cuda``, read from its ``version.py``), else, when facts did not read that, the
+    ``+cuXYZ`` local version of its wheel (``2.9.0+cu130`` -> ``"13.0"``); None for a CPU-only
+    or unknown torch."""
+    if python.get("torch_cuda"):
+        return str(python["torch_cuda"])
+    m = _CU_SUFFIX.search(str(python.get("torch") or "")) if "torch_cuda" not in python else None
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def toolkit_torch_mismatch(facts: Mapping[str, Any]) -> str | None:
+    """The one line refusing a build whose nvcc (facts ``cuda``: the toolkit the build would use)
+    is of another CUDA major release than the venv's torch, or None.
+
+    Rule: torch's own ``torch.utils.cpp_extension`` (``_check_cuda_version``) raises "The detected
+    CUDA version (X) mismatches the version that was used to compile PyTorch (Y)" when the majors
+    differ (a minor difference is only a warning there), and a wheel compiled against another CUDA
+    major than the torch it is imported beside needs another runtime than the one torch loaded.
+    None when torch is CPU-only, unknown or about to be upgraded (``torch_pending``), or nvcc's
+    release is unknown. The fix names the host's toolkits of torch's major (facts ``cuda.toolkits``)."""
+    cuda, py = facts.get("cuda") or {}, facts.get("python") or {}
+    if not isinstance(py, Mapping) or py.get("torch_pending") or not cuda.get("nvcc"):
+        return None
+    want, have = torch_cuda_of(py), cuda.get("version")
+    if not want or not have or _ver(want)[:1] == _ver(have)[:1]:
+        return None
+    major = _ver(want)[0]
+    fits = [tk["home"] for tk in cuda.get("toolkits") or [] if tk.get("home") and _ver(tk.get("version"))[:1] == (major,)]
+    by = {"CUDA_HOME env": " (the login environment's CUDA_HOME/CUDA_PATH chose it)",
+          "cuda_home var": " (the host var cuda_home chose it)"}.get(str(cuda.get("source")), "")
+    return (f"nvcc {have} at {cuda['nvcc']}{by} is CUDA {_ver(have)[0]}, but the venv's torch {py.get('torch')} is "
+            f"built for CUDA {want}: torch.utils.cpp_extension refuses a CUDA major mismatch and the build would fail "
+            f"or load two CUDA runtimes; set the host var cuda_home to a CUDA {major} toolkit"
+            + (f" (this host has {', '.join(fits)})" if fits else "") + " or install the torch build for CUDA "
+            f"{_ver(have)[0]} into the venv")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..build.archs import DEFAULT_FALLBACK_ARCHS, build_plan
-from ..build.cudacompat import parse_tokens, with_toolkit_for
+from ..build.cudacompat import parse_tokens, toolkit_torch_mismatch, with_toolkit_for
 from ..build.hostcompiler import choose as choose_host_compiler
 from ..connection.base import Connection
 from ..errors import FleetError, TaskFailed
@@ -241,6 +241,15 @@ def complete_facts(host: str, facts: dict[str, Any], *,
             facts["build"]["notes"].append(cxx.note)
         if cxx.problem:  # the build's toolchain check refuses it (fleetctl/tasks/build_toolchain.py)
             facts["build"]["notes"].append(refusal_warning(cxx.problem))
+        cuda = facts.get("cuda") or {}
+        for skipped in cuda.get("skipped") or []:  # the login's CUDA_HOME passed over: said, never silent
+            facts["build"]["notes"].append(
+                f"the login environment's CUDA_HOME {skipped.get('home')} has {skipped.get('why')}: skipped; "
+                + (f"nvcc {cuda.get('version')} at {cuda['nvcc']} ({cuda.get('source')}) is used"
+                   if cuda.get("nvcc") else "no other nvcc was found either"))
+        mismatch = toolkit_torch_mismatch(facts)  # operator trial: CUDA_HOME=cuda-12.4 beside a +cu130 torch
+        if mismatch:
+            facts["build"]["notes"].append(refusal_warning(mismatch))
     except ValueError as exc:
         raise FleetError(f"{host}: cannot plan the build: {exc}") from None
     for warning in (facts.get("gpu_stack") or {}).get("warnings") or []:

@@ -55,8 +55,8 @@ class HostLines:
 
 
 #: The columns of ``fleetctl facts``' table, in order (:func:`facts_row`).
-FACTS_COLUMNS = ("host", "gpus", "arch list", "cuda", "python / torch", "cores", "mem GiB", "workdir free GiB",
-                 "venv free", "max jobs")
+FACTS_COLUMNS = ("host", "gpus", "arch list", "cuda", "cmake", "python / torch", "cores", "mem GiB",
+                 "workdir free GiB", "venv free", "max jobs")
 
 
 def _venv_free(f: dict[str, Any]) -> str:
@@ -74,13 +74,23 @@ def facts_failed(f: dict[str, Any]) -> bool:
     return not f.get("reachable", True) or "error" in f and ("gpus" not in f or f.get("status") == "failed")
 
 
+def _cmake(f: dict[str, Any]) -> str:
+    """The build's cmake (facts ``cmake``: the venv's ``bin/cmake``, else the login PATH's first):
+    ``3.28.3 /usr/bin/cmake``, ``- (cmake: not found)`` when there is none."""
+    cmake = f.get("cmake") or {}
+    if not cmake.get("path"):
+        return f"- ({cmake['error']})" if cmake.get("error") else "-"
+    return f"{cmake.get('version') or '?'} {cmake['path']}"
+
+
 def facts_row(host: str, f: dict[str, Any]) -> list[str]:
     """One reachable host's cells, :data:`FACTS_COLUMNS` in order (memory and the workdir's free disk
-    in GiB = 2**30 bytes; the venv's free disk in MiB or GiB)."""
+    in GiB = 2**30 bytes; the venv's free disk in MiB or GiB; cmake as :func:`_cmake`)."""
     gpus = f.get("gpus") or []
     build, cuda, py = f.get("build") or {}, f.get("cuda") or {}, f.get("python") or {}
     return [host, ", ".join(f"{g.get('name')} ({g.get('compute_cap')})" for g in gpus) or "none",
             str(build.get("torch_cuda_arch_list", "")), f"{cuda.get('version') or '-'} {cuda.get('home') or ''}".strip(),
+            _cmake(f),
             f"{py.get('version') or '-'} / torch {py.get('torch') or '-'} (cu {py.get('torch_cuda') or '-'})",
             str(f.get("cpu_count", "")), f"{(f.get('mem_total_mib') or 0) / 1024:.0f}",
             f"{(f.get('disk_free_mib') or 0) / 1024:.0f}", _venv_free(f), str(build.get("max_jobs", ""))]

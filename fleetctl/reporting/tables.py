@@ -135,7 +135,7 @@ def print_facts(console: Console, facts: dict[str, dict[str, Any]]) -> None:
             for names in groups.values()]
     if rows:
         cols = [("host", True, "left"), ("gpus", False, "left"), ("arch list", True, "left"),
-                ("cuda", False, "left"), ("python / torch", True, "left"), ("cores", True, "right"),
+                ("cuda", False, "left"), ("cmake", False, "left"), ("python / torch", True, "left"), ("cores", True, "right"),
                 ("mem GiB", True, "right"), ("workdir free GiB", True, "right"), ("venv free", True, "right"),
                 ("max jobs", True, "right")]
         print_table(console, "facts", cols, rows)

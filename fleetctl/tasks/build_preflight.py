@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..build.archs import DEFAULT_PATH, available_memory_mib, unsupported_archs
-from ..build.cudacompat import ArchToken, driver_problem, predicted_binaries, uncovered_gpus
+from ..build.cudacompat import ArchToken, driver_problem, predicted_binaries, toolkit_torch_mismatch, uncovered_gpus
 from ..facts.refusals import build_requirements_problem, cuda_home_problem, missing_python_problem, not_a_venv_problem
 from ..status import Status
 from .base import HostView, Plan, TaskResult, first_error_line
@@ -108,6 +108,8 @@ def compile_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args
                             f"(arch list {arch_list}; its --list-gpu-arch: {' '.join(cuda.get('archs') or [])})"
                             + (f"; no other toolkit here does either ({', '.join(others)})" if others else "")
                             + ": use archs this nvcc knows, or a newer toolkit (host var cuda_home)")
+        mismatch = toolkit_torch_mismatch(facts)  # worded once: facts warns with the same line
+        problems += [mismatch] if mismatch else []
     wfs = facts.get("workdir_fs") or {}
     if "TMPDIR" not in (args.env or {}) and (wfs.get("noexec") or wfs.get("readonly")):
         problems.append(f"the workdir's file system ({wfs.get('path')}) is mounted "

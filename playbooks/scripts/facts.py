@@ -41,26 +41,35 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     ``/proc/driver/nvidia/version`` (null when the file is not there or unread).
 ``cuda``            ``{home, nvcc, nvcc_realpath, version: "13.0", archs: ["compute_75", ...],
                     codes: ["sm_75", ...], cuobjdump, cuobjdump_source, cccl_include, source,
-                    requested_home, toolkits, error}``; ``source`` is ``"cuda_home var"`` |
+                    requested_home, toolkits, skipped, error}``; ``source`` is ``"cuda_home var"`` |
                     ``"CUDA_HOME env"`` | ``"/usr/local/cuda"`` | ``"PATH"`` | ``"/usr/local/cuda-*"`` |
                     ``"interactive login PATH"`` | null. ``toolkits``: every distinct toolkit found,
-                    in search order, as ``{home, nvcc, nvcc_realpath, version, archs, source}``.
+                    in search order, as ``{home, nvcc, nvcc_realpath, version, archs, source}``;
+                    ``skipped``: ``[{home, source, why}]`` of the login environment's ``CUDA_HOME``
+                    (or ``CUDA_PATH``) that was passed over (no executable ``bin/nvcc``).
 ``python``          ``{executable, venv, exists, version: "3.12.3", tag: "cp312", implementation,
                     site_packages, prefix, in_venv, conda_env, externally_managed (the path of
                     the stdlib's EXTERNALLY-MANAGED file, PEP 668, outside a venv; else null),
                     packages: {dist: version | null}, torch,
                     torch_cuda, torch_cxx11_abi, torch_arch_list, torch_file, torch_error,
-                    torch_probe_error, error}``, and ``dangling`` (the missing path it resolves to)
+                    torch_probe_error, torch_import, error}``, and ``dangling`` (the missing path it resolves to)
                     when the venv's python is a symlink to an interpreter that is gone, or
                     ``denied`` (the folder the login user may not enter, or the file it may
                     not run) when that interpreter is there but not for this user;
                     ``torch_error`` is what is wrong with the host's torch,
                     ``torch_probe_error`` what went wrong in fleetctl's own reader (never the host's).
-                    from a subprocess of that interpreter; torch is NOT imported (seconds of CPU):
-                    its version, CUDA build, C++ ABI flag and arch list are read from its files
-                    (:data:`TORCH_READER`), so a broken torch is reported, never fatal; with
-                    ``torch`` set, ``torch_error`` says torch is there but does not import (a
-                    library of its own that ``torch._C`` needs is missing from ``torch/lib``).
+                    from a subprocess of that interpreter: torch's version, CUDA build, C++ ABI
+                    flag and arch list are read from its files (:data:`TORCH_READER`), so a broken
+                    torch is reported, never fatal; when they read fine, the same child then
+                    imports torch (seconds of CPU; under the probe's timeout, twice
+                    ``--probe-timeout-s``), as verify and a build will, with this login's limits
+                    (``ulimit -v`` of ``~/.bashrc``): ``torch_import`` ``{ok: true | false | null,
+                    error, seconds}`` (``ok`` null: the import did not finish in time, a note, not a
+                    fault). With ``torch`` set, ``torch_error`` says torch is there but does not
+                    import: a library of its own that ``torch._C`` needs is missing from
+                    ``torch/lib``, or the import's own error line (``ImportError: libtorch_cpu.so:
+                    failed to map segment from shared object``). Kept in ``--cache`` only with the
+                    loader's variables and these resource limits (:data:`IMPORT_RLIMITS`) unchanged.
                     ``site_packages_fs``: ``{path, free_mib, noexec, readonly, writable, owner,
                     user}`` of ``site_packages`` (``writable`` by this login ``user``; ``owner`` of the
                     folder), where installs write.
@@ -69,6 +78,9 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
 ``cpu_quota``       float | null: the cgroup's CPU quota in CPUs (v2 ``cpu.max``, v1
                     ``cpu.cfs_quota_us / cpu.cfs_period_us``), null when unlimited.
 ``mem_total_mib``, ``mem_available_mib``  int | null from ``/proc/meminfo``.
+``rlimit_as_mib``   int | null: this login's address-space limit (``ulimit -v``, ``RLIMIT_AS``) in MiB,
+                    null when unlimited. Per process, so it is not a budget shared by a build's jobs
+                    (``mem_limit_mib`` is): each nvcc must fit it on its own.
 ``mem_limit_mib``   int | null: the lowest cgroup memory limit on the way to the root (v2
                     ``memory.max``, v1 ``memory.limit_in_bytes``), null when unlimited.
 ``cgroup``          ``{version: 1 | 2 | null, memory_dir, memory_limit_mib, memory_used_mib,
@@ -1402,7 +1414,7 @@ def probe_cuda(cuda_home, cache=None):
     cuda = {
         "home": None, "nvcc": None, "nvcc_realpath": None, "version": None, "archs": None, "codes": None,
         "cuobjdump": None, "cuobjdump_source": None, "cccl_include": None,
-        "source": None, "requested_home": cuda_home, "toolkits": [], "error": None,
+        "source": None, "requested_home": cuda_home, "toolkits": [], "skipped": [], "error": None,
     }
     errors = []
     found, seen = [], set()
@@ -1420,6 +1432,7 @@ def probe_cuda(cuda_home, cache=None):
             errors.append("cuda_home %s has no executable bin/nvcc" % home)
         elif source == "CUDA_HOME env":
             errors.append("CUDA_HOME %s has no executable bin/nvcc" % home)
+            cuda["skipped"].append({"home": home, "source": source, "why": "no executable bin/nvcc"})
     if not found:
         home, detail = login_path_nvcc()
         if home:
@@ -1776,7 +1789,42 @@ except BaseException as exc:  # the reader's own fault: says nothing about the h
     t = {"torch_probe_error": "fleetctl's probe read_torch failed: %s: %s" % (type(exc).__name__, exc)}
 sys.stdout.write(MARK + json.dumps(t) + "\n")
 sys.stdout.flush()
+if t.get("torch") and not t.get("torch_error") and not t.get("torch_probe_error"):
+    # the files read fine: now the import itself, as verify and the build will do it (this
+    # interpreter, this login's limits: `ulimit -v` makes the loader fail to map libtorch_cpu.so)
+    import time
+    sys.dont_write_bytecode = True  # facts never write into the venv
+    started = time.time()
+    try:
+        import torch  # noqa: F401
+        r = {"torch_import": {"ok": True, "error": None}}
+    except (Exception, SystemExit) as exc:
+        line = ("%s: %s" % (type(exc).__name__, exc)).strip().splitlines()[0][:400]
+        r = {"torch_import": {"ok": False, "error": line}, "torch_error": line}
+    r["torch_import"]["seconds"] = round(time.time() - started, 3)
+    sys.stdout.write("\n" + MARK + json.dumps(r) + "\n")  # on a line of its own, whatever the import printed
+    sys.stdout.flush()
 """
+
+#: Resource limits a child inherits that decide whether ``import torch`` works (``ulimit -v``
+#: makes the loader fail to map torch's libraries): part of the interpreter probe's cache key.
+IMPORT_RLIMITS = ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_STACK", "RLIMIT_NOFILE", "RLIMIT_MEMLOCK")
+#: Environment variables the dynamic loader reads (ld.so(8)): part of that key too.
+LOADER_ENV = ("LD_LIBRARY_PATH", "LD_PRELOAD")
+
+
+def import_limits():
+    """``[[name, soft, hard]]`` of :data:`IMPORT_RLIMITS` for this process (``-1``: unlimited)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not Linux
+        return []
+    out = []
+    for name in IMPORT_RLIMITS:
+        if hasattr(resource, name):
+            soft, hard = resource.getrlimit(getattr(resource, name))
+            out.append([name, soft, hard])
+    return out
 
 
 def denied_on_way(path):
@@ -1821,8 +1869,10 @@ def probe_python(venv, cache=None):
 
     ``<venv>/bin/python3`` when ``venv`` is given, else the interpreter running this script.
     One child process of that interpreter reports its version, tag, purelib, package versions
-    and torch's facts read from its files (timeout ``PYTHON_PROBE_TIMEOUT_S`` seconds). Its
-    answer is kept in ``cache`` while every file it depends on (:data:`DEPS_READER`) is unchanged.
+    and torch's facts read from its files, then imports torch when those read fine (timeout
+    ``PYTHON_PROBE_TIMEOUT_S`` seconds for the whole child). Its answer is kept in ``cache`` while
+    every file it depends on (:data:`DEPS_READER`), the loader's variables and this process's
+    resource limits (:func:`import_limits`) are unchanged.
     """
     if venv:
         exe = os.path.join(venv, "bin", "python3")
@@ -1835,7 +1885,7 @@ def probe_python(venv, cache=None):
         "implementation": None, "site_packages": None, "prefix": None, "in_venv": None,
         "conda_env": None, "externally_managed": None, "packages": {}, "torch": None, "torch_cuda": None, "torch_file": None,
         "torch_error": None, "torch_cxx11_abi": None, "torch_arch_list": None, "error": None,
-        "torch_probe_error": None,
+        "torch_probe_error": None, "torch_import": None,
     }
     if not py["exists"] and os.path.islink(exe) and not os.path.exists(exe) and not denied_on_way(exe):
         # a venv's python is a link to the interpreter it was made from: that one is gone
@@ -1856,7 +1906,10 @@ def probe_python(venv, cache=None):
     # run in /, not the login's folder: ``-c`` puts the working folder first on sys.path, and what
     # a build's interpreter holds must not depend on where the facts ran (nor a kept answer on
     # every file added to a home folder); sys.path also depends on the PYTHON* variables
-    key = json.dumps(["python", exe, sorted((k, v) for k, v in env.items() if k.startswith(("PYTHON", "_PYTHON")))])
+    # and so does the import of torch on the loader's variables and this login's limits (a cache
+    # must not hide a `ulimit -v` added to ~/.bashrc, nor one taken away)
+    key = json.dumps(["python", exe, sorted((k, v) for k, v in env.items() if k.startswith(("PYTHON", "_PYTHON"))),
+                      [[k, env.get(k)] for k in LOADER_ENV], import_limits()])
     parts = cache.get(key) if cache is not None else None
     rc, out, err, error = 0, "", "", None
     if parts is not None:
@@ -1872,7 +1925,7 @@ def probe_python(venv, cache=None):
                 except ValueError:
                     pass
         deps = parts[0].pop("_deps", None) if parts else None
-        if (cache is not None and rc == 0 and len(parts) == 2 and deps
+        if (cache is not None and rc == 0 and len(parts) in (2, 3) and deps
                 and not parts[1].get("torch_probe_error") and "packages_error" not in parts[0]
                 and "error" not in (parts[0].get("platform") or {})):
             cache.put(key, before + deps, parts)
@@ -1884,6 +1937,13 @@ def probe_python(venv, cache=None):
     elif len(parts) == 1:
         py["torch_probe_error"] = "fleetctl's probe read_torch did not answer: " + (
             error or "probe exited %s: %s" % (rc, cause_line("", err) or "no output"))
+    elif len(parts) == 2 and py.get("torch") and not py.get("torch_error") and not py.get("torch_probe_error"):
+        if error:  # past the deadline: a slow file system is no broken torch (a note, not an error)
+            py["torch_import"] = {"ok": None, "error": "import torch did not finish: %s" % error, "seconds": None}
+        else:  # the interpreter died in the import (a crash in a library's constructor)
+            line = "import torch ended the interpreter: exit %s: %s" % (rc, cause_line("", err) or "no output")
+            py["torch_import"] = {"ok": False, "error": line, "seconds": None}
+            py["torch_error"] = line
     if py.get("site_packages"):
         try:
             py["site_packages_fs"] = site_packages_fs(py["site_packages"])
@@ -2086,6 +2146,8 @@ def gather_system(facts, workdir):
 
     def meminfo():
         facts.update(parse_meminfo(_read("/proc/meminfo")))
+        limit = dict((n, soft) for n, soft, _ in import_limits()).get("RLIMIT_AS", -1)
+        facts["rlimit_as_mib"] = limit // MIB if limit is not None and limit >= 0 else None
 
     def disk():
         facts["disk_free_mib"], facts["disk_free_path"] = disk_free_mib(workdir)
@@ -2108,7 +2170,7 @@ def gather_system(facts, workdir):
 
         facts["os"] = platform.platform()
 
-    for key in ("cpu_count", "cpu_quota", "mem_total_mib", "mem_available_mib", "mem_limit_mib", "mem_limit_source",
+    for key in ("cpu_count", "cpu_quota", "rlimit_as_mib", "mem_total_mib", "mem_available_mib", "mem_limit_mib", "mem_limit_source",
                 "cgroup", "disk_free_mib", "disk_free_path", "workdir_fs", "tmp", "hostname", "os", "kernel",
                 "machine"):
         facts.setdefault(key, None)
