@@ -17,9 +17,9 @@ from fleetctl.build.archs import (
     cuda_arch,
     derive_max_jobs,
     parse_arch_list,
-    told_notes,
     unsupported_archs,
 )
+from fleetctl.build.arch_notes import told_notes
 from fleetctl.build.env import build_environment, cmake_defines, config_settings_args
 from fleetctl.errors import FleetError
 

@@ -47,6 +47,7 @@ async def transfer_files(kind: str, hosts: Sequence[Any], src: str, dest: str, *
     """
     from ..connection.registry import ConnectOptions
     from ..engine import transfer
+    from ..engine.copy_sources import local_sources
     from ..engine.fetch_paths import check_fetch, check_placeholders
 
     if kind not in ("copy", "fetch"):
@@ -55,7 +56,7 @@ async def transfer_files(kind: str, hosts: Sequence[Any], src: str, dest: str, *
         if flat:
             raise ValueError("flat: fetch only")
         check_placeholders("copy", "DEST", dest)  # {{ }} or {hostname}: bad input, as a missing SRC
-        transfer.local_sources(src)  # a missing SRC is bad input before any host is touched
+        local_sources(src)  # a missing SRC is bad input before any host is touched
     else:  # hosts that would write over each other: bad input before any host is touched
         check_fetch(src, dest, [h.name for h in hosts], flat=flat)
     run, record, obs = new_run(kind, command=command, observers=observers, verbose=verbose)

@@ -382,22 +382,3 @@ def build_plan(
         "env_notes": env_notes,
         "arch_choice": arch_choice,
     }
-
-
-def told_notes(plan: Mapping[str, Any], archs_given: str | None) -> list[str]:
-    """The build plan's notes as a play that builds tells them. With ``-e archs`` given (its value,
-    ``archs_given``) the build is for those archs, not the ones facts chose, so the note of that
-    choice (:func:`build_plan`'s ``arch_choice``: no GPU -> ``fallback_archs``, GPUs of different
-    SMs -> all of them) says what is built and why instead (fresh operator's trial: ``-e
-    archs=9.0a`` on a host with no GPU noted "building for fallback_archs 9.0a;12.0a", then built
-    only sm_90a)."""
-    notes = [str(n) for n in plan.get("notes") or []]
-    choice = plan.get("arch_choice")
-    if not archs_given or not choice:
-        return notes
-    try:
-        built = ";".join(parse_arch_list(str(archs_given)))
-    except ValueError:  # the task refuses it with its own line
-        built = str(archs_given)
-    said = f"{choice['why']}: building for {built} (-e archs={archs_given}), not {choice['instead']}"
-    return [said if n == choice["note"] else n for n in notes]

@@ -19,7 +19,7 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
               accept_new_host_keys: bool, connect_timeout: float, timeout_s: float, src: str, dest: str,
               extra: tuple[str, ...], flat: bool = False) -> None:
     from ..api.transfer import transfer_files
-    from ..engine import transfer
+    from ..engine.copy_sources import local_sources
     from ..engine.fetch_paths import check_placeholders
     from ..engine.transfer_probes import skip_note
     from ..reporting.gathered import summary_line
@@ -31,7 +31,7 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
         check_placeholders(kind, "SRC", src)
     check_placeholders(kind, "DEST", dest)
     if kind == "copy":  # a missing SRC is bad input (exit 2) before any host is touched
-        skipped = transfer.local_sources(src)[1]
+        skipped = local_sources(src)[1]
     _, hosts = obj.select(pattern, limit, venv=False, forks=forks, extra_vars=host_setting_vars(extra, kind))
     ends = RunEnd()
     run, _record = run_async(transfer_files(

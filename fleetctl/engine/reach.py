@@ -10,7 +10,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..build.archs import told_notes
+from ..build.arch_notes import told_notes
 from ..errors import FleetError, HostUnreachable, host_message
 from ..status import Status
 from .hostlock import HostLockBusy, HostLockError
@@ -48,7 +48,7 @@ async def first_command(session: HostSession, run: RunModel, observers: Any, dea
     facts and the probes answered ahead; facts recorded on the host, lock events told. The build
     plan's notes ("no GPU found: building for fallback_archs ...") are told only with
     ``build_notes`` (the play builds), the note of the archs chosen as ``-e archs`` (``archs_given``)
-    changes it (:func:`fleetctl.build.archs.told_notes`); the facts keep them as found. ``deadlines``: its
+    changes it (:func:`fleetctl.build.arch_notes.told_notes`); the facts keep them as found. ``deadlines``: its
     ``facts`` deadline bounds the command, its ``connect`` deadline a legacy start's connects
     (seconds). Facts, lock and probe events go to ``observers``; the connect and facts phase
     spans are appended to ``spans``.
