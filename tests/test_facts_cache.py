@@ -39,7 +39,9 @@ def facts_run(tmp_path: Path, *args: str, path_dirs=(), min_age_s: float | None 
     """One run of the real script with ``--cache``: its facts and every argv it started."""
     forks = tmp_path / "forks.jsonl"
     forks.unlink(missing_ok=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH")}
+    # a login's environment as a deploy meets it: no PYTHONDONTWRITEBYTECODE (``--read-only 1`` sets it)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH", "PYTHONDONTWRITEBYTECODE")}
     env.update(PATH=":".join([str(d) for d in path_dirs] + [SYSTEM_PATH]), FORKS_LOG=str(forks))
     extra = [] if min_age_s is None else ["--cache-min-age-s", str(min_age_s)]
     proc = subprocess.run([sys.executable, "-c", COUNTING, str(script), "--workdir", str(tmp_path),
@@ -216,7 +218,11 @@ def test_the_next_run_sees_each_change_the_one_before_answered_from_the_file(tmp
 def live(facts: dict) -> dict:
     """Facts without what changes by itself between two runs (time, free memory and disk)."""
     skip = ("duration_s", "probe_cache", "mem_available_mib", "disk_free_mib", "workdir_fs", "tmp", "cgroup")
-    return {k: v for k, v in facts.items() if k not in skip}
+    out = {k: v for k, v in facts.items() if k not in skip}
+    # the venv's file system's free space is measured every run (another process writes there)
+    fs = dict(out["python"].get("site_packages_fs") or {}, free_mib=None)
+    out["python"] = dict(out["python"], site_packages_fs=fs, torch_import=dict(out["python"]["torch_import"] or {}, seconds=None))
+    return out
 
 
 def test_an_unchanged_host_answers_the_same_from_the_file_and_keeps_no_gpu_or_system_fact(tmp_path):
@@ -263,3 +269,15 @@ def test_another_script_another_host_or_a_broken_file_starts_afresh(tmp_path):
     facts, argvs = h.run()
     assert "nvcc" in asked(argvs) and facts["cuda"]["version"] == "12.4" and facts["probe_cache"]["error"] is None
     assert json.loads(cache.read_text())["entries"]
+
+
+def test_a_read_only_run_answers_the_interpreter_probe_from_what_a_deploy_kept(tmp_path):
+    """``fleetctl facts`` runs the script with ``--read-only 1``, which sets
+    ``PYTHONDONTWRITEBYTECODE`` for its probes: that variable changes no answer, so the answer a
+    deploy kept (torch's import included) is used, and no interpreter is started."""
+    h = Host(tmp_path)
+    h.run()  # a deploy's gathering: keeps its answers
+    facts, argvs = facts_run(tmp_path, "--cuda-home", str(h.cuda), "--venv", str(h.venv), "--read-only", "1",
+                             path_dirs=[h.smi])
+    assert "python3" not in asked(argvs), asked(argvs)
+    assert facts["python"]["torch"] == "2.9.0+cu130" and facts["probe_cache"]["misses"] == 0, facts["probe_cache"]

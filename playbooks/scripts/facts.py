@@ -1811,6 +1811,8 @@ if t.get("torch") and not t.get("torch_error") and not t.get("torch_probe_error"
 IMPORT_RLIMITS = ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_STACK", "RLIMIT_NOFILE", "RLIMIT_MEMLOCK")
 #: Environment variables the dynamic loader reads (ld.so(8)): part of that key too.
 LOADER_ENV = ("LD_LIBRARY_PATH", "LD_PRELOAD")
+#: ``PYTHON*`` variables left out of the interpreter probe's cache key: they change no answer.
+KEY_IGNORED_ENV = ("PYTHONDONTWRITEBYTECODE",)
 
 
 def import_limits():
@@ -1908,7 +1910,10 @@ def probe_python(venv, cache=None):
     # every file added to a home folder); sys.path also depends on the PYTHON* variables
     # and so does the import of torch on the loader's variables and this login's limits (a cache
     # must not hide a `ulimit -v` added to ~/.bashrc, nor one taken away)
-    key = json.dumps(["python", exe, sorted((k, v) for k, v in env.items() if k.startswith(("PYTHON", "_PYTHON"))),
+    # (not PYTHONDONTWRITEBYTECODE: it decides whether .pyc files are written, never what is found
+    # or imported, and ``--read-only`` sets it, so ``fleetctl facts`` reuses a deploy's answer)
+    key = json.dumps(["python", exe, sorted((k, v) for k, v in env.items()
+                                            if k.startswith(("PYTHON", "_PYTHON")) and k not in KEY_IGNORED_ENV),
                       [[k, env.get(k)] for k in LOADER_ENV], import_limits()])
     parts = cache.get(key) if cache is not None else None
     rc, out, err, error = 0, "", "", None
