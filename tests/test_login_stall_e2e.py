@@ -8,17 +8,21 @@ rc file sleeps 30 s against deadlines of 3 s."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import pwd
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from fleetctl import Fleet
 from fleetctl.connection.ssh import SSHConnection
 from fleetctl.errors import CommandTimeout
-from tests.support.fleet import fleetctl, last_run, write_inventory
+from fleetctl.tasks import ACTIONS, command, steps
+from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
 
 pytestmark = pytest.mark.sshd
 
@@ -137,5 +141,44 @@ def test_a_deploy_task_whose_command_the_login_shell_never_started_names_the_she
                             rf"or waits \({re.escape(ANY_SHELL)}; try: time "
                             rf"{re.escape(host.ssh_hint(sshd_farm.known_hosts))} true\)",
                             error), error
+    finally:
+        shutil.rmtree(home / "fl", ignore_errors=True)
+
+
+@pytest.mark.parametrize("phase", ["build", "install", "command"])
+def test_a_step_whose_own_limit_fires_on_a_login_that_starts_hanging_mid_run_names_that_limit(
+        sshd_farm, tmp_path, monkeypatch, phase):
+    """An operator's trial: ``sleep 900`` appended to ``~/.zshenv`` during ``deploy --force``; the
+    class wheel's ``mkdir`` (its own limit, 60 s) stopped waiting for the login shell, and the host
+    was reported ``FAILED Build the wheel ...: timed out after 7200 s`` (the build phase's deadline,
+    never reached). A step stopped by its own limit says that limit, in every phase. Here the step
+    is ``command``'s ``creates`` probe (its limit, 120 s, cut to 2 s), the task's deadline 7200 s."""
+    host = sshd_farm.start(f"st-lim-{phase}", shell="zsh")
+    home = Path(pwd.getpwnam(host.user).pw_dir)
+    flag = home / "stall-next"
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h": {**host.inventory_vars(sshd_farm.known_hosts),
+                                                              "workdir": str(home / "fl")}}})
+    play = tmp_path / "play.yaml"
+    play.write_text("name: stall\nhosts: all\ngather_facts: false\ntasks:\n"
+                    f"  - name: mark\n    command: {{argv: [touch, {flag}]}}\n"
+                    f"  - name: next\n    command: {{argv: ['true'], creates: {home / 'nothing-here'}}}\n")
+    monkeypatch.setitem(ACTIONS, "command", replace(ACTIONS["command"], phase=phase, timeout_s=7200.0))
+    monkeypatch.setattr(command, "probe", functools.partial(steps.probe, timeout_s=2))
+    monkeypatch.setenv("FLEETCTL_HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(REPO)
+    try:
+        # the one command after `mark` (the probe `test -e`) stalls in ~/.zshenv: a new login that hangs
+        with SlowRc(host, "zsh", f"if [ -e {flag} ]; then rm -f {flag}; sleep 30; fi\n"):
+            res = Fleet.from_inventory(inv).select("g").deploy(play)
+        record = json.loads((res.record_dir / "run.json").read_text())
+        task = next(t for t in record["hosts"]["h"]["tasks"] if t["name"] == "next")
+        assert task["status"] == "failed" and task["phase"] == phase, task
+        assert re.fullmatch(r"command timed out after 2 s: test: the remote login shell \(zsh\) had not started the "
+                            r"command after 2 s: a file it reads before every ssh command is slow or waits \(look at "
+                            r"~/\.zshenv, /etc/zsh/zshenv, ~/\.ssh/rc, /etc/ssh/sshrc; try: time "
+                            rf"{re.escape(host.ssh_hint(sshd_farm.known_hosts))} true\)",
+                            task["msg"]), task["msg"]
+        assert task["duration_s"] < 30, task  # it failed as the step's 2 s ran out, far from 7200 s
     finally:
         shutil.rmtree(home / "fl", ignore_errors=True)

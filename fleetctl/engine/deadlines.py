@@ -12,7 +12,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..errors import CommandTimeout
+from ..errors import CommandTimeout, host_message
+
+#: Seconds early asyncio may fire a timer (its loop's clock resolution, ``time.get_clock_info``;
+#: nanoseconds on Linux): a step capped at what was left of a deadline that fired this early still
+#: ran the deadline out (:meth:`Clock.ran_out`).
+TIMER_SLACK_S = 0.01
 
 #: Default deadlines of the engine's own phases, seconds.
 CONNECT_TIMEOUT_S = 30.0
@@ -78,3 +83,23 @@ class Clock:
         """A step's timeout: its own, capped at what is left of the deadline."""
         left = self.remaining(argv)
         return min(step_timeout_s, left) if step_timeout_s else left
+
+    def ran_out(self) -> bool:
+        """Whether the deadline has passed (within :data:`TIMER_SLACK_S`): a step stopped now was
+        stopped by it, not by a shorter limit of its own."""
+        return time.monotonic() >= self._end - TIMER_SLACK_S
+
+
+def timeout_message(host: str, exc: BaseException, clock: Clock, stall: str | None) -> str:
+    """One line for a task stopped by a time limit, whose first number is the seconds it waited.
+
+    The task's deadline (``clock``) ran out: ``timed out after S s`` (``S``: the deadline, the
+    task's whole time). A step's own, shorter limit fired first (a :class:`CommandTimeout` with
+    the deadline not yet out: a probe's 120 s, a class wheel's ``mkdir`` 60 s): that command's own
+    line, ``command timed out after 60 s: mkdir``, never the task's deadline (an operator trial:
+    "timed out after 7200 s" for a host that failed 60 s into its build, its login shell hung).
+    ``stall``: why the login shell never started the command (:meth:`Connection.login_stall`), or
+    ``None``; a :class:`CommandTimeout` carries its own."""
+    if isinstance(exc, CommandTimeout) and not clock.ran_out():
+        return host_message(host, exc)
+    return f"timed out after {clock.seconds:g} s" + (f": {stall}" if stall else "")

@@ -27,7 +27,7 @@ from ..tasks.base import HostView, TaskResult
 from ..tasks.envs import kept_line
 from .classes import ClassCoordinator
 from .context import host_context
-from .deadlines import Clock, Deadlines
+from .deadlines import Clock, Deadlines, timeout_message
 from .executor import StepRunner, drive
 from .lockwatch import lock_loss
 from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
@@ -168,7 +168,7 @@ async def _run_task(task: Any, session: HostSession, playbook: Any, *, apply: bo
             result = await asyncio.wait_for(drive(action.plan(args, view), runner), seconds + 30)
         except (CommandTimeout, asyncio.TimeoutError) as exc:  # naming a login shell that never started it
             stall = exc.login_stall if isinstance(exc, CommandTimeout) else session.conn.login_stall()
-            result = TaskResult(Status.FAILED, msg=f"timed out after {seconds:g} s" + (f": {stall}" if stall else ""))
+            result = TaskResult(Status.FAILED, msg=timeout_message(session.name, exc, clock, stall))
         except HostUnreachable as exc:
             result = TaskResult(Status.UNREACHABLE, msg=exc.cause)
         except FleetError as exc:
