@@ -262,3 +262,43 @@ def test_verify_that_changes_nothing_says_verified(tmp_path):
     assert res.returncode == 0, res.stderr
     assert "verified: every host passed, nothing changed" in res.stdout
     assert "already up to date" not in res.stdout
+
+
+def _commands(group, prefix=()):
+    """``(path, command)`` for every command below ``group``, subcommands included."""
+    import click
+
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        yield (*prefix, name), cmd
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, (*prefix, name))
+
+
+def test_l_is_the_short_form_of_limit_wherever_limit_is(tmp_path):
+    """An operator's trial: ``fleetctl run --hosts all -l node01 -- true`` was "No such option '-l'"
+    (exit 2); ``ansible-playbook -l`` and ClusterShell users type ``-l``. Every command with
+    ``--limit`` takes ``-l`` too, and ``-l`` means nothing else anywhere."""
+    from fleetctl.cli.app import main
+
+    with_limit = []
+    for path, cmd in _commands(main):
+        for param in cmd.params:
+            if "-l" in param.opts:
+                assert param.name == "limit", (path, param.opts)
+            if "--limit" in param.opts:
+                assert "-l" in param.opts, (path, param.opts)
+                with_limit.append(path[-1])
+    assert {"run", "deploy", "verify", "facts", "copy", "fetch", "hosts"} <= set(with_limit), with_limit
+
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("all:\n  hosts:\n" + "".join(f"    {h}:\n      ansible_connection: local\n"
+                                                  f"      workdir: {tmp_path}/work-{h}\n" for h in ("node01", "node02")))
+    res = fleetctl("-i", str(inv), "run", "--hosts", "all", "-l", "node01", "--json", "--", "true", home=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert sorted(json.loads(res.stdout)) == ["node01"], res.stdout
+    res = fleetctl("-i", str(inv), "hosts", "all", "-l", "node0[2]", "--json", home=tmp_path)
+    assert res.returncode == 0 and json.loads(res.stdout) == ["node02"], res.stdout + res.stderr
+    res = fleetctl("-i", str(inv), "run", "--hosts", "all", "-l", "", "--", "true", home=tmp_path)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "limit" in res.stderr, res.stderr

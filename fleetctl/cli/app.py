@@ -331,7 +331,9 @@ def given_pattern_option(ctx: click.Context, param: click.Parameter, value: str 
 
 hosts_option = click.option("--hosts", "pattern", required=True, callback=given_pattern_option,
                             help="Host pattern: names, groups, a:b, a:&b, a:!b, node[01:16].")
-limit_option = click.option("--limit", default=None, callback=given_pattern_option, help="Further limit the selected hosts (a pattern).")
+#: ``-l``: ansible-playbook's and ClusterShell's short form of ``--limit`` (``ansible-playbook -l``).
+limit_option = click.option("-l", "--limit", "limit", default=None, callback=given_pattern_option,
+                            help="Further limit the selected hosts (a pattern; -l as in ansible-playbook).")
 forks_option = click.option("--forks", default=50, show_default=True, type=click.IntRange(1, 10000),
                             help="Hosts worked on at once.")
 json_option = click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
