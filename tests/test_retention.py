@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from fleetctl.util.retention import RetentionPolicy, RunEntry, policy_from_env, run_time, runs_to_prune
+from fleetctl.util.retention import (KEEP_MIN, RetentionPolicy, RunEntry, clock_disagrees, policy_from_env, run_time,
+                                     runs_to_prune)
 from fleetctl.errors import InputError
+from fleetctl.reporting.order import stamp
 from tests.support.fleet import fleetctl, last_run
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
@@ -33,7 +35,7 @@ def test_the_policy_keeps_the_newest_n_and_none_older_than_d_days():
     runs = [entry(h) for h in range(10)]
     gone = runs_to_prune(runs, RetentionPolicy(keep_runs=4, keep_days=30), NOW)
     assert gone == sorted(r.run_id for r in runs[4:])
-    old = [entry(24 * 40), entry(1)]
+    old = [entry(24 * 40), *(entry(h) for h in range(1, KEEP_MIN + 1))]  # past the newest KEEP_MIN: its age counts
     assert runs_to_prune(old, RetentionPolicy(keep_runs=50, keep_days=30), NOW) == [old[0].run_id]
     assert run_time(rid(NOW)) == NOW
 
@@ -47,6 +49,25 @@ def test_never_a_run_in_progress_nor_the_last_success_of_each_play():
     assert gone == sorted([runs[2].run_id, runs[5].run_id])
     unknown = RunEntry(run_id="x", started=None)
     assert runs_to_prune([entry(0), unknown], RetentionPolicy(keep_runs=5, keep_days=1), NOW) == []
+
+
+def test_a_wrong_clock_removes_no_record_for_its_age():
+    """Operator trial (fleetctl/util/retention.py): ages read from a wrong clock remove nothing."""
+    policy = RetentionPolicy(keep_runs=50, keep_days=30)
+    made = [RunEntry(run_id=e.run_id, started=e.started, seq=i) for i, e in enumerate(entry(h) for h in range(5, 0, -1))]
+    ahead = NOW + timedelta(days=270)  # a clock a year ahead: every record looks 9 months old
+    assert runs_to_prune(made, policy, ahead) == []
+    past = NOW - timedelta(days=400)  # a run made under a clock 400 days behind, made last
+    behind = RunEntry(run_id=rid(past, 7), started=past, seq=len(made))
+    assert runs_to_prune([*made, behind], policy, NOW) == []  # among the newest: not "old"
+    # while a record is dated later than the clock, no record goes for its age, not even past the floor
+    many = [*(entry(24 * 40 + h) for h in range(KEEP_MIN + 3)), entry(-24 * 270)]
+    assert runs_to_prune(many, policy, NOW) == []
+    assert len(runs_to_prune(many[:-1], policy, NOW)) == 3  # a clock that agrees: the age counts past the floor
+    assert clock_disagrees(many, policy, NOW).startswith("the controller's clock says 2026-12-01 12:00:00 UTC, ")
+    assert "over 30 days after" in clock_disagrees([*made, RunEntry(run_id=rid(ahead), started=ahead, seq=9)],
+                                                  policy, ahead)
+    assert clock_disagrees(made, policy, NOW) is None
 
 
 @pytest.mark.parametrize(("env", "message"), [
@@ -205,8 +226,11 @@ def test_a_notebook_loop_of_adhoc_runs_never_removes_a_failed_deploy_nor_its_ret
     assert [json.loads(p.read_text())["run_id"] for p in retry_sets] == [failed]
     doc = json.loads((runs / failed / "run.json").read_text())
     newer = rid(datetime.now(timezone.utc) + timedelta(seconds=5), 0xfff0)
+    later = rid(datetime.now(timezone.utc) + timedelta(seconds=6), 0xfff1)
     _record(runs, newer, playbook=doc["playbook"], inventory=doc["inventory"])
-    _record(runs, rid(datetime.now(timezone.utc) + timedelta(seconds=6), 0xfff1), playbook="x.yaml")
+    _record(runs, later, playbook="x.yaml")
+    for run_id in (newer, later):  # made after the real runs, as a run numbers its record (reporting.order)
+        stamp(runs / run_id, runs)
     assert fleetctl("runs", "prune", "--keep", "1", home=tmp_path).returncode == 0
     assert (runs / failed / "logs").is_dir()
     retry_sets[0].unlink()

@@ -68,6 +68,7 @@ def new_run(kind: str, *, command: Sequence[str], observers: Iterable[Any] = (),
     """
     from ..engine.model import RunModel
     from ..engine.observer import Observers
+    from ..reporting.order import stamp
     from ..reporting.record import RunRecord
     from ..util.envvars import check_strings, max_handshakes
     from ..util.retention import policy_from_env
@@ -77,6 +78,7 @@ def new_run(kind: str, *, command: Sequence[str], observers: Iterable[Any] = (),
     check_strings()  # FLEETCTL_SLURM_LAUNCHER="" would run the Slurm tools here, silently
     run = RunModel(kind=kind, command=list(command), **who())
     record = RunRecord(run)
+    stamp(record.dir, record.dir.parent)  # its place in the order records are made (reporting.order)
     return run, record, Observers(run, [record, diagnostics(verbose), *observers])
 
 
@@ -108,6 +110,8 @@ def finish_run(run, observers, status: str) -> None:
         return
     for error in pruned.errors:
         warn(f"cannot prune the run record {error}")
+    if pruned.warning:
+        warn(pruned.warning)
 
 
 async def guarded_async(run, observers, work: Awaitable[T]) -> T:

@@ -29,10 +29,12 @@ def report(run_id: str | None, html_path: str | None, open_it: bool) -> None:
 
     root = runs_root()
     if run_id is None:
-        runs = sorted(p.name for p in root.iterdir() if (p / "run.json").is_file()) if root.is_dir() else []
-        if not runs:
+        from ..reporting.history import newest_run
+
+        found = newest_run()  # the run made last (reporting.order), not the latest clock
+        if found is None:
             raise fail_input(f"no runs yet in {root}: nothing to report")
-        run_id = runs[-1]
+        run_id = found
     if not valid_run_id(run_id) or not (root / run_id / "run.json").is_file():
         raise fail_input(f"no run {run_id!r} in {root} (fleetctl runs lists them)")
     out = Path(html_path) if html_path else root / run_id / "report.html"

@@ -75,13 +75,16 @@ def _summary(r: dict) -> dict:
 def runs_prune(keep: str | None, older_than: str | None, dry_run: bool) -> None:
     """Remove past run records beyond the newest N runs of each class (ad-hoc: run, facts, copy,
     fetch; playbook: deploy, verify, rollback) or older than DAYS days; never a run in progress,
-    a run a retry set points to, nor the newest successful and newest failed run of each play
-    (fleetctl/util/retention.py). Every run prunes this way when it ends."""
+    a run a retry set points to, nor the newest successful and newest failed run of each play;
+    newest means made last on this controller, whatever the clock said; the newest 10 of each
+    class are never removed for their age, nor is any while a record is dated later than the
+    controller's clock (a wrong clock removes nothing: one warning names both times;
+    fleetctl/util/retention.py). Every run prunes this way when it ends."""
     from dataclasses import replace
 
     from ..reporting.history import runs_root
     from ..reporting.prune import prune_runs
-    from ..util.retention import check_keep_days, check_keep_runs, policy_from_env
+    from ..util.retention import KEEP_MIN, check_keep_days, check_keep_runs, policy_from_env
 
     policy = policy_from_env()
     if keep is not None:
@@ -94,9 +97,11 @@ def runs_prune(keep: str | None, older_than: str | None, dry_run: bool) -> None:
         click.echo(f"{verb} {run_id}")
     for error in result.errors:
         click.echo(f"fleetctl: warning: cannot remove {error}", err=True)
+    if result.warning:
+        click.echo(f"fleetctl: warning: {result.warning}", err=True)
     click.echo(f"{verb} {len(result.removed)} run(s), kept {result.kept} in {runs_root()} "
                f"(the newest {policy.keep_runs} ad-hoc and {policy.keep_runs} playbook runs, none older than "
-               f"{policy.keep_days:g} days, runs in progress, retry sets' runs and each play's last success "
+               f"{policy.keep_days:g} days but the newest {min(KEEP_MIN, policy.keep_runs)} of each, runs in progress, retry sets' runs and each play's last success "
                f"and last failure)")
     if result.errors:
         raise click.exceptions.Exit(1)

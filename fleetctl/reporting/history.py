@@ -25,12 +25,15 @@ def valid_run_id(run_id: str) -> bool:
 
 
 def list_runs(root: Path | None = None) -> list[dict]:
-    """Every run's ``run.json`` (newest first); unreadable ones are reported with an error key."""
+    """Every run's ``run.json``, the one made last first (:mod:`fleetctl.reporting.order`: not by
+    the clock its id was made with); unreadable ones are reported with an error key."""
+    from .order import newest_first
+
     root = root or runs_root()
     out = []
     if not root.exists():
         return out
-    for path in sorted(root.iterdir(), reverse=True):
+    for path in newest_first(root.iterdir()):
         rj = path / "run.json"
         if not rj.exists():
             continue
@@ -125,15 +128,18 @@ def host_log_path(run_id: str, host: str, root: Path | None = None) -> Path:
 
 def newest_run(host: str | None = None, root: Path | None = None) -> str | None:
     """The run ``fleetctl logs`` shows (or follows, ``--follow``) when no run id is given: the
-    id of the newest run (newest first, as :func:`list_runs`), or with ``host`` the newest that
+    id of the newest run (the one made last, as :func:`list_runs`: a record made under a clock
+    set ahead is not newer for it), or with ``host`` the newest that
     has a log for ``host`` or names it among its hosts (a host never reached has its reason in
     ``run.json``); None when there is none. One choice for both: the newest run of all may not
     have that host (a run on other hosts came after, or is running beside it), and following that
     one showed nothing of the host and ended with another run's status (operator trial)."""
+    from .order import newest_first
+
     root = root or runs_root()
     if not root.is_dir():
         return None
-    for path in sorted(root.iterdir(), reverse=True):
+    for path in newest_first(root.iterdir()):
         record = path / "run.json"
         if not valid_run_id(path.name) or not record.is_file():
             continue

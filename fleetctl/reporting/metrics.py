@@ -51,6 +51,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Gauge, Info, write_to_textfile
 from prometheus_client.parser import text_string_to_metric_families
 
+from ..util.retention import CLOCK_SLACK_S
 from .environments import from_facts, metric_labels
 
 HOST_STATES = ("ok", "failed", "unreachable", "not started", "interrupted")
@@ -213,15 +214,31 @@ def check_metrics_path(path: Path, option: str = "--metrics-file") -> None:
         raise InputError(f"{option} {path}: cannot write in folder {path.parent}: {exc.strerror or exc}") from None
 
 
-def write_metrics(run: dict[str, Any], path: Path) -> None:
+def write_metrics(run: dict[str, Any], path: Path) -> str | None:
     """Write ``run``'s metrics to ``path`` atomically, carrying the last-success times over from
-    the file already there.
+    the file already there. Returns a warning when this successful run ended before the last
+    success the file held (the controller's clock went back, as before NTP syncs after a bad RTC;
+    operator trial: a clock 400 days behind wrote a success 400 days old): the time is written as
+    the clock gives it all the same, since keeping the later one would hide every failure for as
+    long as a clock set ahead had put that one ahead, while an alert on an old success
+    (``time() - fleetctl_last_success_timestamp_seconds > ...``) errs on the side of a page.
 
     Raises:
         OSError: the file cannot be written.
     """
     previous = previous_successes(path, job_label(run))
     write_to_textfile(str(path), registry_for(run, previous))
+    ended, last = _epoch(run.get("finished")) or _epoch(run.get("started")), previous[0]
+    if run.get("status") != "ok" or (run.get("mode") or "apply") != "apply" or not ended or not last \
+            or ended >= last - CLOCK_SLACK_S:
+        return None
+    return (f"--metrics-file {path}: this run ended at {_utc(ended)} by the controller's clock, before the last "
+            f"success the file held ({_utc(last)}): the clock is behind, or was ahead then; "
+            f"fleetctl_last_success_timestamp_seconds is written as the clock says")
+
+
+def _utc(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 class MetricsFile:
@@ -232,7 +249,9 @@ class MetricsFile:
 
     def close(self, run: Any) -> None:
         try:
-            write_metrics(run.as_json(), self.path)
+            warning = write_metrics(run.as_json(), self.path)
+            if warning:
+                print(f"fleetctl: warning: {warning}", file=sys.stderr)
         except OSError as exc:
             print(f"fleetctl: warning: --metrics-file {self.path}: cannot write: {exc.strerror or exc}",
                   file=sys.stderr)

@@ -5,7 +5,9 @@ Only folders fleetctl made are touched: names that are run ids (:func:`fleetctl.
 reads them); the retry sets (``.retry-*.json``) and anything else in the folder stay, and the run
 each retry set points to is never removed (``--retry-failed`` reads it). A record that
 cannot be read counts as in progress while its folder changed within the last hour (a run that has
-not written its ``run.json`` yet), else as a failed run of no known play.
+not written its ``run.json`` yet), else as a failed run of no known play. When the controller's
+clock disagrees with the records (:func:`fleetctl.util.retention.clock_disagrees`) the result
+carries one warning line saying so.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..util.retention import RetentionPolicy, RunEntry, run_time, runs_to_prune
+from ..util.retention import RetentionPolicy, RunEntry, clock_disagrees, run_time, runs_to_prune
 from .history import runs_root, shown_status
+from .order import seq_of
 
 #: Seconds a record folder without a readable run.json is taken for a run still starting.
 YOUNG_S = 3600.0
@@ -71,15 +74,17 @@ def _line_value(mm: mmap.mmap, start: int) -> object:
 
 @dataclass
 class PruneResult:
-    """What a prune removed (or, dry, would remove): run ids oldest first, and how many it kept."""
+    """What a prune removed (or, dry, would remove): run ids oldest first (in the order made), how
+    many it kept, and the warning when the clock disagrees with the records."""
 
     removed: list[str] = field(default_factory=list)
     kept: int = 0
     errors: list[str] = field(default_factory=list)
+    warning: str | None = None
 
 
 def _entry(folder: Path, now_s: float) -> RunEntry:
-    started = run_time(folder.name)
+    started, seq = run_time(folder.name), seq_of(folder)
     try:
         record = record_head(folder / "run.json")
     except (OSError, ValueError):
@@ -87,14 +92,14 @@ def _entry(folder: Path, now_s: float) -> RunEntry:
             young = now_s - folder.stat().st_mtime < YOUNG_S
         except OSError:
             young = False
-        return RunEntry(run_id=folder.name, started=started, in_progress=young)
+        return RunEntry(run_id=folder.name, started=started, in_progress=young, seq=seq)
     status = shown_status(record)
     play = (record.get("kind"), record.get("playbook"), (record.get("inventory") or {}).get("path"))
     applied = record.get("mode", "apply") == "apply"
     kind = record.get("kind")
     return RunEntry(run_id=folder.name, started=started, in_progress=status == "running",
                     succeeded=status == "ok" and applied, failed=applied and status not in ("ok", "running"),
-                    play=play, kind=str(kind) if kind else None)
+                    play=play, kind=str(kind) if kind else None, seq=seq)
 
 
 def retry_pins(root: Path) -> set[str]:
@@ -132,6 +137,8 @@ def prune_runs(policy: RetentionPolicy, *, root: Path | None = None, dry_run: bo
     now_s = time.time()
     started = {p: run_time(p.name) for p in root.iterdir() if p.is_dir() and not p.is_symlink()}
     folders = [p for p, t in started.items() if t is not None]
+    bare = [RunEntry(run_id=p.name, started=started[p], seq=seq_of(p)) for p in folders]
+    out.warning = clock_disagrees(bare, policy, now)
     if len(folders) <= policy.keep_runs and all((now - t).total_seconds() <= policy.keep_days * 86400
                                                 for t in started.values() if t is not None):
         out.kept = len(folders)  # no class holds more than keep_runs, none is too old: no record is read

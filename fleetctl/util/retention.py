@@ -14,6 +14,16 @@ per-run folders fleetctl leaves on a host (``<workdir>/runs/<run_id>``, pruned b
 of a deploy: ``playbooks/scripts/session_start.py``; there a folder changed within the last hour is
 kept too, since ``verify`` and ``run`` take no deploy lock and may be using it).
 
+A wrong controller clock removes no record (operator trial: a clock a year ahead pruned real
+records, one 400 days behind had its run's record pruned by the next normal run). "Newest" is the
+order the records were made in (``seq``, :mod:`fleetctl.reporting.order`), not their ids' times;
+the newest :data:`KEEP_MIN` runs of each class (at most ``keep_runs``) are never removed for their
+age, as restic's ``forget --keep-last n`` never deletes the n latest snapshots whatever the
+other rules say (a clock set ahead makes every record look old); and while any record is dated
+later than now (by more than :data:`CLOCK_SLACK_S`: the clock went back, or that record was made
+under a clock set ahead) no record is removed for its age at all, since ages measured from such a
+clock mean nothing. :func:`clock_disagrees` words the warning.
+
 Defaults: ``FLEETCTL_KEEP_RUNS`` (50 per class) and ``FLEETCTL_KEEP_DAYS`` (30) in the controller's
 environment; per host, the host vars ``keep_runs`` and ``keep_days`` win for its folders.
 """
@@ -34,6 +44,11 @@ DEFAULT_KEEP_DAYS = 30.0
 #: Run kinds that are ad-hoc commands (counted apart from playbook runs).
 AD_HOC_KINDS = frozenset({"run", "facts", "copy", "fetch"})
 RUN_ID_TIME = "%Y%m%dT%H%M%S.%fZ"
+#: The newest runs of each class (in the order made) never removed for their age.
+KEEP_MIN = 10
+#: Seconds a record may be dated later than now before the clock is taken to disagree with it
+#: (clocks of one controller step by less after NTP's first sync; a minute of slack).
+CLOCK_SLACK_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -115,7 +130,8 @@ def run_class(kind: object) -> str:
 class RunEntry:
     """What the policy knows of one run: its id, start, whether it is in progress, succeeded or
     failed (an applied run, not a plan), its play (``(kind, playbook, inventory)``; None when
-    unknown) and its kind (``run``, ``deploy``...; None when unknown)."""
+    unknown), its kind (``run``, ``deploy``...; None when unknown) and its place in the order
+    records were made (``seq``, :mod:`fleetctl.reporting.order`; None for a record made before it)."""
 
     run_id: str
     started: datetime | None
@@ -124,15 +140,51 @@ class RunEntry:
     play: tuple | None = None
     kind: str | None = None
     failed: bool = False
+    seq: int | None = None
+
+
+def made_order(r: RunEntry) -> tuple[int, int, str]:
+    """Sort key: the order runs were made in (``seq``; runs without one first, by id)."""
+    return (0, 0, r.run_id) if r.seq is None else (1, r.seq, r.run_id)
+
+
+def clock_disagrees(runs: Sequence[RunEntry], policy: RetentionPolicy, now: datetime) -> str | None:
+    """One line saying how the clock ``now`` disagrees with the records, or None: a record dated
+    later than now (the clock went back, or that run was made under a clock set ahead), else the
+    newest run dated more than ``keep_days`` after the one made before it (the clock jumped
+    ahead, or nothing ran for that long)."""
+    dated = [r for r in runs if r.started is not None]
+    if not dated:
+        return None
+    late = max(dated, key=lambda r: r.started)
+    if (late.started - now).total_seconds() > CLOCK_SLACK_S:
+        return (f"the controller's clock says {_utc(now)}, earlier than run record {late.run_id} "
+                f"(made at {_utc(late.started)} by the clock of then): the clock went back, or that run "
+                f"was made under a clock set ahead; no run record is removed for its age until they agree")
+    made = sorted(dated, key=made_order)
+    if len(made) >= 2 and (made[-1].started - made[-2].started).total_seconds() > policy.keep_days * 86400:
+        return (f"run {made[-1].run_id} is dated {_utc(made[-1].started)}, over {policy.keep_days:g} days after "
+                f"the run made before it ({made[-2].run_id}, {_utc(made[-2].started)}): if the controller's clock "
+                f"is set ahead, set it right; the newest {min(KEEP_MIN, policy.keep_runs)} runs of each class are "
+                f"kept whatever their age")
+    return None
+
+
+def _utc(t: datetime) -> str:
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def runs_to_prune(runs: Sequence[RunEntry], policy: RetentionPolicy, now: datetime,
                   pinned: frozenset[str] | set[str] = frozenset()) -> list[str]:
     """The ids of ``runs`` the policy removes, oldest first (see the module docstring): each class
-    (:func:`run_class`) keeps its newest ``policy.keep_runs``; never one in progress, in
-    ``pinned``, or a play's newest success or newest failure. A run whose start is unknown counts
-    as new (it is never removed for its age)."""
-    newest_first = sorted(runs, key=lambda r: r.run_id, reverse=True)
+    (:func:`run_class`) keeps its newest ``policy.keep_runs`` (in the order made, :func:`made_order`);
+    never one in progress, in ``pinned``, or a play's newest success or newest failure; none for
+    its age among its class's newest :data:`KEEP_MIN`, nor at all while a run is dated later than
+    ``now`` (by over :data:`CLOCK_SLACK_S`). A run whose start is unknown counts as new (it is
+    never removed for its age)."""
+    newest_first = sorted(runs, key=made_order, reverse=True)
+    floor = min(KEEP_MIN, policy.keep_runs)
+    ages_count = all((r.started - now).total_seconds() <= CLOCK_SLACK_S for r in runs if r.started is not None)
     keep: set[str] = set(pinned)
     seen: set[tuple] = set()
     for r in newest_first:
@@ -143,6 +195,7 @@ def runs_to_prune(runs: Sequence[RunEntry], policy: RetentionPolicy, now: dateti
                 seen.add((outcome, r.play))
                 keep.add(r.run_id)
     out = []
+    by_id = {r.run_id: r for r in runs}
     counted: dict[str, int] = {}
     for r in newest_first:
         cls = run_class(r.kind)
@@ -150,7 +203,8 @@ def runs_to_prune(runs: Sequence[RunEntry], policy: RetentionPolicy, now: dateti
         counted[cls] = rank + 1
         if r.in_progress or r.run_id in keep:
             continue
-        too_old = r.started is not None and (now - r.started).total_seconds() > policy.keep_days * 86400
+        too_old = ages_count and rank >= floor and r.started is not None \
+            and (now - r.started).total_seconds() > policy.keep_days * 86400
         if rank >= policy.keep_runs or too_old:
             out.append(r.run_id)
-    return sorted(out)
+    return sorted(out, key=lambda i: made_order(by_id[i]))
