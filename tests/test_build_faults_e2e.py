@@ -82,15 +82,18 @@ def test_compiler_killed_for_memory_is_named_and_retried_with_half_the_jobs(sshd
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"oom": {
         **h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "work"),
         "venv": make_host_venv(tmp_path / "venv"), "cuda_home": str(fake_cuda_home(tmp_path))}}})
+    # the toy CUDA package (tests/data/toy_kernels: real nvcc, seconds a build): the retry is the
+    # build task's, whatever the package; kernel_src's own build is tested in test_deploy_e2e
     play = tmp_path / "build.yaml"
     play.write_text(textwrap.dedent(f"""\
         name: build with too many jobs
         hosts: all
         tasks:
           - name: upload
-            copy: {{src: {REPO / 'kernel_src'}, dest: "{{{{ workdir }}}}/src"}}
+            copy: {{src: {REPO / 'tests' / 'data' / 'toy_kernels'}, dest: "{{{{ workdir }}}}/src"}}
           - name: build
-            build_wheel: {{src: "{{{{ workdir }}}}/src", out_dir: "{{{{ workdir }}}}/wheels", max_jobs: 4}}
+            build_wheel: {{src: "{{{{ workdir }}}}/src", out_dir: "{{{{ workdir }}}}/wheels", max_jobs: 4,
+                          required_build_packages: [], check_sass: false, tool: pip}}
         """))
     res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path, timeout_s=900)
     assert res.returncode == 0, res.stdout[-4000:]

@@ -64,27 +64,49 @@ def find_cuobjdump() -> str:
 
 
 
+#: Functions of ``cuobjdump -sass`` listings already made, by (path, size, mtime_ns, arch): the
+#: session's .so is listed and parsed once (73 MB of SASS, ~15 s of CPU), not once per test.
+_LISTINGS: dict = {}
+
+
+def sass_all(path, arch: str | None = None) -> dict:
+    """SASS text of every function of the ELF / cubin ``path``: {(arch, mangled name): text}, arch
+    as cuobjdump prints it (``sm_90a``; ``arch`` for a cubin whose listing names none). Made
+    once per state of the file; the caller gets a copy of the mapping."""
+    st = os.stat(path)
+    key = (str(path), st.st_size, st.st_mtime_ns, arch)
+    if key not in _LISTINGS:
+        env = dict(os.environ)
+        env["PATH"] = os.path.dirname(find_cuobjdump()) + os.pathsep + env.get("PATH", "")  # nvdisasm beside it
+        out = subprocess.run([find_cuobjdump(), "-sass", str(path)], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, universal_newlines=True, env=env)
+        assert out.returncode == 0, out.stdout[-2000:]
+        funcs, counts, cur = {}, {}, None
+        for line in out.stdout.splitlines():
+            m = re.search(r"arch = (sm_\d+a?)", line)
+            if m:
+                arch = m.group(1)
+            m = re.search(r"Function : (\S+)", line)
+            if m:
+                cur = (arch, m.group(1))
+                funcs[cur] = []
+                counts[arch] = counts.get(arch, 0) + 1
+            elif cur is not None:
+                funcs[cur].append(line)
+        _LISTINGS[key] = ({k: "\n".join(v) for k, v in funcs.items()}, counts)
+    return dict(_LISTINGS[key][0])
+
+
+def sass_function_counts(path) -> dict:
+    """{arch: number of ``Function :`` entries} of ``path``'s listing (every ELF of the fatbins)."""
+    sass_all(path)
+    st = os.stat(path)
+    return dict(_LISTINGS[(str(path), st.st_size, st.st_mtime_ns, None)][1])
+
+
 def sass_functions(path, fn_substr: str, arch: str | None = None) -> dict:
-    """SASS text of every function of the ELF / cubin ``path`` whose mangled name contains
-    ``fn_substr``: {(arch, name): text}, arch as cuobjdump prints it (``sm_90a``; ``arch`` for a
-    cubin whose listing names none)."""
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(find_cuobjdump()) + os.pathsep + env.get("PATH", "")  # nvdisasm beside it
-    out = subprocess.run([find_cuobjdump(), "-sass", str(path)], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, universal_newlines=True, env=env)
-    assert out.returncode == 0, out.stdout[-2000:]
-    funcs, cur = {}, None
-    for line in out.stdout.splitlines():
-        m = re.search(r"arch = (sm_\d+a?)", line)
-        if m:
-            arch = m.group(1)
-        m = re.search(r"Function : (\S+)", line)
-        if m:
-            cur = (arch, m.group(1))
-            funcs[cur] = []
-        elif cur is not None:
-            funcs[cur].append(line)
-    return {k: "\n".join(v) for k, v in funcs.items() if fn_substr in k[1]}
+    """:func:`sass_all` of ``path``, only the functions whose mangled name contains ``fn_substr``."""
+    return {k: v for k, v in sass_all(path, arch).items() if fn_substr in k[1]}
 
 
 def same_bytes(a, b) -> None:

@@ -9,7 +9,7 @@ import zipfile
 
 import pytest
 
-from fp4_helpers import KERNEL_SRC, build_env, cuda_home, find_cuobjdump, pip_wheel
+from fp4_helpers import KERNEL_SRC, build_env, cuda_home, find_cuobjdump, pip_wheel, sass_function_counts
 
 pytestmark = pytest.mark.build
 
@@ -45,17 +45,7 @@ def test_sass_holds_both_archs(fp4_build):
 def test_kernel_count_within_the_build_budget(fp4_build):
     """The build's cost driver, counted instead of timed: the number of kernels compiled per arch
     stays within the budget (speed claims live in bench/, not in timed tests)."""
-    import re
-    out = subprocess.run([find_cuobjdump(), "-sass", str(fp4_build.so)], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, universal_newlines=True)
-    assert out.returncode == 0, out.stdout[-2000:]
-    count, arch = {}, None
-    for line in out.stdout.splitlines():
-        m = re.search(r"arch = (sm_\d+a?)", line)
-        if m:
-            arch = m.group(1)
-        if "Function :" in line:
-            count[arch] = count.get(arch, 0) + 1
+    count = sass_function_counts(fp4_build.so)
     assert set(count) == {"sm_90a", "sm_120a"}, count
     for arch, n in count.items():
         budget = KERNEL_BUDGET_PER_ARCH + (WG_KERNELS_SM90A if arch == "sm_90a" else 0)
