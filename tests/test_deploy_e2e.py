@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -35,23 +36,41 @@ def host_entry(farm, host, tmp_path: Path, **extra) -> dict:
 
 
 def test_deploy_builds_each_host_for_its_own_sm_installs_and_verifies(sshd_farm, tmp_path):
+    """The main job (the shipped playbook, kernel_src) on three hosts in two arch classes: each
+    class builds once, for exactly its SM (the ``build_host`` var names the H200 class's builder),
+    the other member receives that wheel, and all three install and verify."""
     hosts = {}
     # venvs as users make them: python -m venv (Python's bundled pip, then a current setuptools),
     # and virtualenv
-    for name, gpu, kind in (("sm90", H200, "venv"), ("sm120", RTX_PRO_6000, "virtualenv")):
+    for name, gpu, kind in (("sm90-1", H200, "venv"), ("sm90-2", H200, "virtualenv"),
+                            ("sm120", RTX_PRO_6000, "virtualenv")):
         h = sshd_farm.start(name)
         write_fake_nvidia_smi(h.bin_dir, [gpu])
         hosts[name] = host_entry(sshd_farm, h, tmp_path, venv=make_host_venv(tmp_path / f"venv-{name}", kind))
+    for name in ("sm90-1", "sm90-2"):
+        hosts[name]["build_host"] = "sm90-2"
     inv = write_inventory(tmp_path / "inv.yaml", {"gpu-nodes": hosts})
+    default_play = REPO / "playbooks" / "fp4-kernels.yaml"
+    before = plan_of(inv, default_play, tmp_path)
+    assert before == {"sm90-1": [("push", ["nothing installed"])], "sm90-2": [("build", ["nothing installed"])],
+                      "sm120": [("build", ["nothing installed"])]}, before
 
     res = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", home=tmp_path, timeout_s=1500)
     assert res.returncode == 0, res.stdout[-5000:] + res.stderr[-3000:]
     # live output, prefixed by host, as it arrived
-    assert "sm90  | " in res.stdout and "sm120 | " in res.stdout
+    assert re.search(r"^sm90-2 +\| ", res.stdout, re.M) and re.search(r"^sm120 +\| ", res.stdout, re.M)
     run_dir = last_run(tmp_path)
     record = json.loads((run_dir / "run.json").read_text())
     assert record["status"] == "ok"
-    for name, arch, sass in (("sm90", "9.0a", ["sm_90a"]), ("sm120", "12.0a", ["sm_120a"])):
+    builds = {h: [t for t in r["tasks"] if t["action"] == "build_wheel"][0] for h, r in record["hosts"].items()}
+    assert [h for h, t in builds.items() if not t["data"].get("pushed_from")] == ["sm90-2", "sm120"]
+    assert builds["sm90-1"]["data"]["pushed_from"] == "sm90-2"
+    assert builds["sm90-1"]["data"]["sha256"] == builds["sm90-2"]["data"]["sha256"] != builds["sm120"]["data"]["sha256"]
+    assert res.stdout.count("*** Created fp4_kernels") == 2  # scikit-build-core ran once per class
+    assert "sm90-[1-2] sm_90a cu13.0" in res.stdout and "(built on sm90-2)" in res.stdout
+    assert list((tmp_path / "cache" / "fleetctl" / "wheels").glob("*/fp4_kernels-*.whl"))
+    for name, arch, sass in (("sm90-1", "9.0a", ["sm_90a"]), ("sm90-2", "9.0a", ["sm_90a"]),
+                             ("sm120", "12.0a", ["sm_120a"])):
         tasks = {t["action"]: t for t in record["hosts"][name]["tasks"]}
         assert tasks["build_wheel"]["status"] == "changed"
         assert tasks["build_wheel"]["data"]["archs"] == arch
@@ -61,10 +80,12 @@ def test_deploy_builds_each_host_for_its_own_sm_installs_and_verifies(sshd_farm,
         torch_before = tasks["pip_install"]["data"]["torch_before"]
         assert torch_before == tasks["pip_install"]["data"]["torch_after"]
         log = (run_dir / "logs" / f"{name}.log").read_bytes()
-        assert b"*** Created fp4_kernels" in log or b"Successfully built" in log
         assert b"PASS smoke" in log
         site = Path(hosts[name]["venv"], "lib", f"python{sys.version_info.major}.{sys.version_info.minor}", "site-packages")
         assert (site / "fp4_kernels" / "__init__.py").exists()
+    for name in ("sm90-2", "sm120"):  # the builders' logs hold their builds
+        log = (run_dir / "logs" / f"{name}.log").read_bytes()
+        assert b"*** Created fp4_kernels" in log or b"Successfully built" in log
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert any(e["event"] == "task.finished" and e["host"] == "sm120" for e in events)
 
@@ -83,21 +104,34 @@ def test_deploy_builds_each_host_for_its_own_sm_installs_and_verifies(sshd_farm,
         assert tasks["pip_install"]["status"] == "ok" and "already installed" in tasks["pip_install"]["msg"]
         assert tasks["verify"]["status"] == "ok"
         assert _sessions(sshd_farm, name) - sessions[name] == 2, name  # the first command and verify's
+    assert {a for (a, _), in plan_of(inv, default_play, tmp_path).values()} == {"skip"}
 
     # The package uninstalled by hand: the next deploy reads the venv, not only its own stamp,
     # and installs it again (verify would otherwise fail the host, or pass on another copy).
-    venv_py = Path(hosts["sm90"]["venv"]) / "bin" / "python3"
+    venv_py = Path(hosts["sm90-1"]["venv"]) / "bin" / "python3"
     subprocess.run([str(venv_py), "-m", "pip", "uninstall", "-y", "fp4_kernels"], check=True, capture_output=True)
     third = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", home=tmp_path, timeout_s=600)
     assert third.returncode == 0, third.stdout[-3000:]
     record = json.loads((last_run(tmp_path) / "run.json").read_text())
-    tasks = {t["action"]: t for t in record["hosts"]["sm90"]["tasks"]}
+    tasks = {t["action"]: t for t in record["hosts"]["sm90-1"]["tasks"]}
     assert tasks["build_wheel"]["status"] == "ok"  # the wheel it holds is reused, not rebuilt
     assert tasks["pip_install"]["status"] == "changed"
     assert tasks["pip_install"]["data"]["decision"] == {"action": "install", "why": "nothing installed"}
     assert tasks["verify"]["status"] == "ok"
     other = {t["action"]: t for t in record["hosts"]["sm120"]["tasks"]}
     assert other["pip_install"]["status"] == "ok"
+
+    # The same tree copied elsewhere plans as the same build (its key is the files, not their
+    # path); one file changed there, every class builds again, for the tree alone
+    src = tmp_path / "kernel_src"
+    shutil.copytree(REPO / "kernel_src", src, ignore=shutil.ignore_patterns("build", "__pycache__", "*.so"))
+    play = tmp_path / "fp4.yaml"
+    play.write_text(default_play.read_text().replace("src: ../kernel_src", f"src: {src}"))
+    assert {a for (a, _), in plan_of(inv, play, tmp_path).values()} == {"skip"}
+    with open(src / "src" / "fp4_kernels" / "__init__.py", "a") as fh:
+        fh.write("# a change\n")
+    after = plan_of(inv, play, tmp_path)
+    assert after == {"sm90-1": [("push", ["tree"])], "sm90-2": [("build", ["tree"])], "sm120": [("build", ["tree"])]}, after
 
 
 def _sessions(farm, name: str) -> int:
@@ -214,42 +248,3 @@ def plan_of(inv, play, home) -> dict:
                    home=home)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     return {h: [(b["action"], b["changed"]) for b in r["builds"]] for h, r in json.loads(res.stdout).items()}
-
-
-def test_a_class_of_three_hosts_builds_once_and_all_three_verify(sshd_farm, tmp_path):
-    import shutil
-
-    src = tmp_path / "kernel_src"
-    shutil.copytree(REPO / "kernel_src", src, ignore=shutil.ignore_patterns("build", "__pycache__", "*.so"))
-    play = tmp_path / "fp4.yaml"
-    play.write_text((REPO / "playbooks" / "fp4-kernels.yaml").read_text().replace("src: ../kernel_src", f"src: {src}"))
-    hosts = {}
-    for i in (1, 2, 3):
-        h = sshd_farm.start(f"gpu0{i}")
-        write_fake_nvidia_smi(h.bin_dir, [H200])
-        hosts[f"gpu0{i}"] = host_entry(sshd_farm, h, tmp_path, venv=make_host_venv(tmp_path / f"venv{i}"),
-                                       build_host="gpu02")
-    inv = write_inventory(tmp_path / "inv.yaml", {"gpu-nodes": hosts})
-    before = plan_of(inv, play, tmp_path)
-    assert sorted(a for (a, _), in before.values()) == ["build", "push", "push"]
-    assert all(c == ["nothing installed"] for (_, c), in before.values())
-    res = fleetctl("-i", str(inv), "deploy", "--hosts", "gpu-nodes", "--playbook", str(play), home=tmp_path,
-                   timeout_s=1500)
-    assert res.returncode == 0, res.stdout[-5000:]
-    record = json.loads((last_run(tmp_path) / "run.json").read_text())
-    builds = {h: [t for t in r["tasks"] if t["action"] == "build_wheel"][0] for h, r in record["hosts"].items()}
-    built_here = [h for h, t in builds.items() if not t["data"].get("pushed_from")]
-    assert built_here == ["gpu02"]  # the build_host built; the others got the wheel pushed
-    assert {t["data"].get("pushed_from") for h, t in builds.items() if h != "gpu02"} == {"gpu02"}
-    assert len({t["data"]["sha256"] for t in builds.values()}) == 1
-    for h, r in record["hosts"].items():
-        assert [t["status"] for t in r["tasks"] if t["action"] == "verify"] == ["ok"], h
-    assert "gpu[01-03] sm_90a cu13.0" in res.stdout and "(built on gpu02)" in res.stdout
-    assert list((tmp_path / "cache" / "fleetctl" / "wheels").glob("*/fp4_kernels-*.whl"))
-    assert res.stdout.count("*** Created fp4_kernels") == 1  # scikit-build-core ran once
-    assert {a for (a, _), in plan_of(inv, play, tmp_path).values()} == {"skip"}
-    with open(src / "src" / "fp4_kernels" / "__init__.py", "a") as fh:
-        fh.write("# a change\n")
-    after = plan_of(inv, play, tmp_path)
-    assert sorted(a for (a, _), in after.values()) == ["build", "push", "push"]
-    assert all(c == ["tree"] for (_, c), in after.values())
