@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -281,3 +282,37 @@ def test_a_read_only_run_answers_the_interpreter_probe_from_what_a_deploy_kept(t
                              path_dirs=[h.smi])
     assert "python3" not in asked(argvs), asked(argvs)
     assert facts["python"]["torch"] == "2.9.0+cu130" and facts["probe_cache"]["misses"] == 0, facts["probe_cache"]
+
+
+def test_answers_about_files_just_made_are_kept_where_the_file_system_stamps_finer_than_a_second(tmp_path):
+    """The default window (no ``--cache-min-age-s``): the venv, the toolkit and the tools were made
+    a moment ago on a file system with nanosecond times (the suite's temporary folder), so one tick
+    of the coarse clock (>= 10 ms) is the racy window, not 2 s: the next run answers from the file."""
+    h = Host(tmp_path)
+    h.run(min_age_s=None)
+    facts, argvs = h.run(min_age_s=None)
+    assert asked(argvs) == [] and facts["probe_cache"]["misses"] == 0, (asked(argvs), facts["probe_cache"])
+
+
+def test_the_racy_window_is_two_seconds_for_whole_second_times_and_a_tick_for_finer_ones(tmp_path):
+    """:meth:`AnswerCache.put` on the stats a file system gives: whole-second mtime and ctime (FAT,
+    ext3, an NFS server sending seconds) must be :data:`RACY_S` old; sub-second ones
+    :data:`FINE_RACY_S`; a window given (``--cache-min-age-s``) holds for every file."""
+    from tests.test_facts_script import fs
+
+    now = time.time_ns()
+
+    def stat(age_s: float, whole: bool) -> list:
+        t = now - int(age_s * 1e9)
+        t = t - t % 10**9 if whole else t - t % 10**9 + 123_456_789
+        return [1, t, t, 1, 1, 0o100644]
+
+    def kept(st, min_age_s=None) -> bool:
+        cache = fs.AnswerCache(str(tmp_path / "c.json"), "digest", min_age_s)
+        cache.put("k", [["/some/file", st]], {"a": 1})
+        return "k" in cache.used
+
+    assert not kept(stat(0.5, whole=True))   # under a second ago, seconds-only stamps: could change unseen
+    assert kept(stat(3.2, whole=True))
+    assert kept(stat(0.5, whole=False))      # finer stamps: a tick is enough
+    assert not kept(stat(0.5, whole=False), min_age_s=3600)

@@ -554,6 +554,11 @@ CACHE_VERSION = 1
 #: system's timestamp granularity a file can change again without its stat changing (git's
 #: "racy git" problem, Documentation/technical/racy-git.txt); such an answer is asked again next run.
 RACY_S = 2.0
+#: The same, for a dependency whose mtime or ctime has a sub-second part: its file system keeps
+#: times finer than a second, and Linux stamps them from the coarse clock (current_time(): one
+#: tick, 10 ms at CONFIG_HZ=100, the lowest), so a change one tick after the stat gets a later
+#: stamp. Whole-second times (FAT's 2 s, ext3, NFS servers that send seconds) keep :data:`RACY_S`.
+FINE_RACY_S = 0.05
 
 
 def machine_id():
@@ -586,6 +591,7 @@ class AnswerCache:
     def __init__(self, path, digest, min_age_s=None):
         self.path, self.used, self.hits, self.misses, self.error = path, {}, 0, 0, None
         self.min_age_s = RACY_S if min_age_s is None else float(min_age_s)
+        self.fixed_age = min_age_s is not None  # given: one window for every file (tests, slow file systems)
         self.header = {"version": CACHE_VERSION, "script": digest, "hostname": os.uname().nodename,
                        "machine_id": machine_id()}
         self.entries, self.dirty, self.lock = {}, False, threading.Lock()
@@ -614,10 +620,15 @@ class AnswerCache:
 
     def put(self, key, deps, answer):
         """Keep ``answer`` with ``deps`` (``[[path, file_stat(path)]]``, statted before it was
-        asked) unless one of them changed within ``min_age_s`` seconds (:data:`RACY_S`)."""
+        asked) unless one of them changed within its window: ``min_age_s`` seconds when given,
+        else :data:`RACY_S`, or :data:`FINE_RACY_S` for a file with sub-second times."""
         now_ns = time.time_ns() if hasattr(time, "time_ns") else int(time.time() * 1e9)
-        if any(st is not None and now_ns - max(st[1], st[2]) < self.min_age_s * 1e9 for _, st in deps):
-            return
+        for _, st in deps:
+            if st is None:
+                continue
+            fine = not self.fixed_age and (st[1] % 10**9 or st[2] % 10**9)
+            if now_ns - max(st[1], st[2]) < (FINE_RACY_S if fine else self.min_age_s) * 1e9:
+                return
         with self.lock:
             self.used[key] = {"deps": deps, "answer": answer}
             self.dirty = True

@@ -358,6 +358,9 @@ DEPS_MARK = b"@@FLEETCTL_DEPS@@ "
 #: Seconds a dependency must be older than an answer for it to be kept (as facts.py's RACY_S: a
 #: file system's timestamps may be a second or two coarse, git's racy-git problem).
 RACY_S = 2.0
+#: The same for a file whose mtime or ctime has a sub-second part (facts.py's FINE_RACY_S: a file
+#: system finer than a second, stamped from the coarse clock, one tick >= 10 ms).
+FINE_RACY_S = 0.05
 
 
 def file_stat(path):
@@ -374,13 +377,15 @@ class KeptAnswers:
     ``<workdir>/state/probe-answers.json`` between runs and given again only while every one of
     those files and folders stats the same (a package installed, removed or upgraded renames a
     folder entry of sys.path and changes that folder's mtime; a record rewritten changes its own
-    stat); an answer about a file changed within :data:`RACY_S` seconds, or of a probe that did not
+    stat); an answer about a file changed within :data:`RACY_S` seconds (:data:`FINE_RACY_S` where its
+    times are finer than a second), or of a probe that did not
     exit 0, is not kept. One host's (hostname and /etc/machine-id), keyed by the probe's argv,
     environment and folder (a new fleetctl's probe text is another key)."""
 
-    def __init__(self, path, min_age_s=RACY_S):
+    def __init__(self, path, min_age_s=None):
         self.path, self.used, self.dirty, self.lock, self.kept = path, {}, False, threading.Lock(), 0
-        self.min_age_s = float(min_age_s)
+        self.min_age_s = RACY_S if min_age_s is None else float(min_age_s)
+        self.fixed_age = min_age_s is not None  # given: one window for every file
         self.header = {"version": 1, "hostname": os.uname().nodename, "machine_id": _machine_id()}
         self.entries = {}
         try:
@@ -413,8 +418,12 @@ class KeptAnswers:
 
     def put(self, key, deps, answer):
         now_ns = time.time_ns()
-        if any(st is not None and now_ns - max(st[1], st[2]) < self.min_age_s * 1e9 for _, st in deps):
-            return
+        for _, st in deps:
+            if st is None:
+                continue
+            fine = not self.fixed_age and (st[1] % 10**9 or st[2] % 10**9)
+            if now_ns - max(st[1], st[2]) < (FINE_RACY_S if fine else self.min_age_s) * 1e9:
+                return
         with self.lock:
             self.used[key] = {"deps": deps, "answer": answer}
             self.dirty = True
@@ -702,7 +711,7 @@ def main():
     probes = [fill(p, workdir) for p in job.get("probes") or []]
     answers = [None] * len(probes)
     limit = int(job.get("probe_limit_bytes") or 4 << 20)
-    kept = KeptAnswers(os.path.join(workdir, STATE, PROBE_ANSWERS), job.get("kept_min_age_s", RACY_S)) \
+    kept = KeptAnswers(os.path.join(workdir, STATE, PROBE_ANSWERS), job.get("kept_min_age_s")) \
         if probes and fd is not None else None  # under the deploy lock: one run at a time writes the file
 
     def worker(indexes):
