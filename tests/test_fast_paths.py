@@ -195,16 +195,16 @@ def test_a_cli_process_collects_garbage_in_batches(tmp_path):
     its start-up objects live to its end, so CPython's default (a collection every 700
     allocations) walks them again and again for nothing. When the engine starts they are frozen
     and the defaults come back; gc stays enabled throughout."""
-    from fleetctl.cli import app
+    from fleetctl.cli import app, runend
 
     seen = []
-    real = app.collect_as_usual
-    app.collect_as_usual = lambda: (seen.append(__import__("gc").get_threshold()), real())
+    real = runend.collect_as_usual
+    runend.collect_as_usual = lambda: (seen.append(__import__("gc").get_threshold()), real())
     try:
         app.collect_in_batches()
-        app.run_async(asyncio.sleep(0))
+        runend.run_async(asyncio.sleep(0))
     finally:
-        app.collect_as_usual = real
+        runend.collect_as_usual = real
     assert seen == [app.GC_THRESHOLDS]  # start-up in batches, then back to what it was
     inv = write_inventory(tmp_path / "inv.yaml", {"loc": {"l1": {"ansible_connection": "local"}}})
     code = ("import gc, sys\nfrom fleetctl.cli import main\nbefore = gc.get_threshold()\n"

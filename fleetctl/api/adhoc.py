@@ -13,7 +13,7 @@ from .lifecycle import finish_run, guarded_async, new_run
 async def run_command(hosts: Sequence[Any], argv: Sequence[str], *, pattern: str, command: Sequence[str],
                       observers: Iterable[Any] = (), verbose: int = 0, forks: int = 50, timeout_s: float = 600.0,
                       connect_timeout_s: float = 30.0, accept_new_host_keys: bool = False,
-                      ssh_options: Sequence[str] = ()):
+                      ssh_options: Sequence[str] = (), outputs: dict[str, tuple[str, str]] | None = None):
     """Run ``argv`` exactly as given (no shell) on every host and close the run's record.
 
     Args:
@@ -29,6 +29,8 @@ async def run_command(hosts: Sequence[Any], argv: Sequence[str], *, pattern: str
         accept_new_host_keys: record host keys of hosts that have none.
         ssh_options: one-off ssh_config options, ``"Name=value"`` each, checked
             (:func:`fleetctl.connection.ssh_options.parse_options`), as ``fleetctl -o``.
+        outputs: a dict to fill with host -> ``(stdout, stderr)`` as each host finishes (None: a
+            new one), which keeps what the finished hosts printed when the run is interrupted.
 
     Returns:
         ``(run, record, outputs)``: the finished run model, its record, and host ->
@@ -50,7 +52,8 @@ async def run_command(hosts: Sequence[Any], argv: Sequence[str], *, pattern: str
     run.redactor.add(set().union(*(unwrap(h.vars)[1] for h in hosts)))
     outputs = await guarded_async(run, obs, run_on_hosts(
         hosts, list(argv), run=run, observers=obs, forks=forks, timeout_s=timeout_s,
-        connect_timeout_s=connect_timeout_s, accept_new_host_keys=accept_new_host_keys, ssh_options=ssh_options))
+        connect_timeout_s=connect_timeout_s, accept_new_host_keys=accept_new_host_keys, ssh_options=ssh_options,
+        outputs=outputs))
     finish_run(run, obs, "failed" if run.failed_hosts else "ok")
     return run, record, outputs
 
@@ -104,7 +107,8 @@ def facts_document(run: Any) -> dict[str, dict[str, Any]]:
 
 def facts_entry(run: Any, host: str) -> dict[str, Any]:
     """What ``fleetctl facts --json`` shows for one host of ``run``: every entry has ``status``
-    (:func:`facts_status`: ``ok``, ``failed`` or ``unreachable``, as the API's
+    (:func:`facts_status`: ``ok``, ``failed`` or ``unreachable``; ``interrupted`` or ``not
+    started`` in an interrupted run's document; as the API's
     :attr:`HostFacts.status <fleetctl.api.facts.HostFacts.status>`) and ``reachable``; a host
     with facts has them beside; a host that is not ok has ``error`` (one that was reached, its
     facts gathered and then refused: a broken GPU stack, keeps the facts; an unreachable one has
@@ -120,9 +124,11 @@ def facts_entry(run: Any, host: str) -> dict[str, Any]:
 
 
 def facts_status(outcome: Any) -> str:
-    """A facts run's host status: ``ok``, ``unreachable``, or ``failed`` (anything else: a host
-    that was never finished is not ok), for ``fleetctl facts --json`` and the API's
+    """A facts run's host status: ``ok``, ``unreachable``, ``interrupted`` or ``not started`` (a
+    signal ended the run: docs/contracts.md's words), or ``failed`` (anything else: a host that was
+    never finished is not ok), for ``fleetctl facts --json`` and the API's
     :class:`~fleetctl.api.facts.HostFacts` alike."""
-    if outcome.status == "unreachable" or outcome.status == "ok" and outcome.facts is not None:
+    if outcome.status in ("unreachable", "interrupted", "not started") or \
+            outcome.status == "ok" and outcome.facts is not None:
         return outcome.status
     return "failed"

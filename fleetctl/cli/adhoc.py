@@ -9,7 +9,8 @@ import click
 
 from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, extra_vars_option,
                   forks_option, hosts_option, json_option, limit_option, main, metrics_observer, pass_ctx,
-                  phase_timeout_option, RunEnd, run_async, timeout_option)
+                  phase_timeout_option, timeout_option)
+from .runend import RunEnd, run_async
 
 
 @main.command()
@@ -43,16 +44,14 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
         from ..reporting.terminal import FOLD_THRESHOLD
 
         live = FactsLines(facts_entry, brief=len(hosts) > FOLD_THRESHOLD)
-    ends = RunEnd()
+    ends = RunEnd((lambda run, _: print_json(run.redactor.obj(facts_document(run)))) if as_json else None)
     run, _ = run_async(gather_facts(hosts, pattern=pattern, command=command_line(), observers=[live, ends],
                                     verbose=obj.verbose, forks=forks, connect_timeout_s=connect_timeout,
                                     accept_new_host_keys=accept_new_host_keys, ssh_options=obj.ssh_options,
                                     phase_timeout=phase_timeout, flags=CLI_FLAGS), ends)
-    result = facts_document(run)
     bad = run.failed_hosts
-    if as_json:
-        print_json(run.redactor.obj(result))
-    else:
+    if not as_json:  # --json: its document is written when the run ends (fleetctl.cli.runend)
+        result = facts_document(run)
         from ..reporting.tables import folded_notes, print_facts
         from ..reporting.terminal import make_console
 
@@ -89,7 +88,6 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     The last line, on stderr (stdout keeps only what the hosts printed, for pipes), is
     'ok N, failed N, unreachable N'."""
     from ..api.adhoc import run_command
-    from ..util.paths import safe_name
     from ..reporting.lines import HostLines, print_json
     from .extravars import host_setting_vars
 
@@ -100,29 +98,15 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
 
     printer = HostLines([h.name for h in hosts], stream=sys.stderr if as_json else sys.stdout)
     live = ValvedObserver(_LinesOnly(printer), LiveValve(log_hint=lambda h: f"fleetctl logs RUN {h}"))
-    ends = RunEnd()
-    run_, record, outputs = run_async(run_command(
+    outputs: dict[str, tuple[str, str]] = {}  # filled as hosts finish: an interrupted run's document keeps them
+    ends = RunEnd((lambda run, _: print_json(run.redactor.obj(_run_document(run, outputs)))) if as_json else None)
+    run_, _record, _ = run_async(run_command(
         hosts, list(argv), pattern=pattern, command=command_line(),
         observers=[None if gather and not as_json else live, metrics, ends], verbose=obj.verbose,
         forks=forks, timeout_s=timeout_s, connect_timeout_s=connect_timeout,
-        accept_new_host_keys=accept_new_host_keys, ssh_options=obj.ssh_options), ends)
+        accept_new_host_keys=accept_new_host_keys, ssh_options=obj.ssh_options, outputs=outputs), ends)
     bad = run_.failed_hosts
-    if as_json:
-        doc = {}
-        for h, o in run_.hosts.items():
-            out, err = outputs.get(h, ("", ""))
-            # "status" (ok / failed / unreachable) as deploy's, copy's and fetch's JSON have it per host
-            doc[h] = ({"status": o.status, "unreachable": True, "error": o.error} if o.status == "unreachable" else
-                      {"status": o.status, "rc": o.rc, "stdout": out, "stderr": err,
-                       **({"signal": o.signal} if o.signal else {}),
-                       **({"error": o.error} if o.error and o.rc is None else {})})
-            if o.output_truncated:  # memory stays bounded: only the tail is kept; the log has every byte
-                doc[h]["output_truncated"] = {**o.output_truncated,
-                                              "log": str(record.dir / "logs" / f"{safe_name(h)}.log")}
-            if o.connection:
-                doc[h]["connection"] = o.connection
-        print_json(run_.redactor.obj(doc))
-    else:
+    if not as_json:  # --json: its document is written when the run ends (fleetctl.cli.runend)
         if gather:
             from ..reporting.gathered import gather as gather_blocks, render_blocks
 
@@ -147,6 +131,27 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
 
     click.echo(summary_line(run_.hosts), err=True)
     raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
+
+
+def _run_document(run, outputs: dict[str, tuple[str, str]]) -> dict[str, dict]:
+    """``fleetctl run --json``'s document (not redacted): per host its ``status`` (``ok``,
+    ``failed``, ``unreachable``; ``interrupted`` or ``not started`` when a signal ended the run) as
+    deploy's, copy's and fetch's JSON have it, ``rc``, ``stdout``, ``stderr`` (``outputs``: what the
+    hosts that finished printed, the last :data:`~fleetctl.engine.adhoc.RUN_CAPTURE_BYTES` of each)."""
+    from ..reporting.history import host_log_path
+
+    doc = {}
+    for h, o in run.hosts.items():
+        out, err = outputs.get(h, ("", ""))
+        doc[h] = ({"status": o.status, "unreachable": True, "error": o.error} if o.status == "unreachable" else
+                  {"status": o.status, "rc": o.rc, "stdout": out, "stderr": err,
+                   **({"signal": o.signal} if o.signal else {}),
+                   **({"error": o.error} if o.error and o.rc is None else {})})
+        if o.output_truncated:  # memory stays bounded: only the tail is kept; the log has every byte
+            doc[h]["output_truncated"] = {**o.output_truncated, "log": str(host_log_path(run.run_id, h))}
+        if o.connection:
+            doc[h]["connection"] = o.connection
+    return doc
 
 
 class _LinesOnly:

@@ -2,7 +2,7 @@
 
 Exit status (docs/contracts.md): 0 every host succeeded; 1 one or more hosts failed or were unreachable
 (after all others finished); 2 bad usage or bad input (one line naming the file, key or option, no
-traceback); 130/143 when interrupted by SIGINT/SIGTERM.
+traceback); 130/143 when interrupted by SIGINT/SIGTERM (:mod:`fleetctl.cli.runend`).
 
 Before ``--`` every token is fleetctl's: an option fleetctl does not know is exit 2 with click's
 did-you-mean, never passed on to the hosts.
@@ -10,8 +10,6 @@ did-you-mean, never passed on to the hosts.
 
 from __future__ import annotations
 
-import asyncio
-import signal
 import sys
 from typing import Any
 
@@ -96,60 +94,6 @@ class Context:
 
 
 pass_ctx = click.make_pass_decorator(Context)
-
-
-class RunEnd:
-    """An observer keeping the run it is told about, so that an interrupted command can still end
-    with the counts line (:func:`run_async`)."""
-
-    def __init__(self) -> None:
-        self.run = None
-
-    def event(self, run, event) -> None:
-        self.run = run
-
-
-def run_async(coro, ends: RunEnd | None = None):
-    """Run the engine. SIGINT (Ctrl-C) exits 130, SIGTERM 143: both cancel the run, which stops
-    the remote commands (their channels close, see fleetctl.connection.command) and marks the
-    run record interrupted before exiting. With ``ends`` (a :class:`RunEnd` among the run's
-    observers), an interrupted command ends as a finished one does (README): ``fleetctl:
-    interrupted (SIGINT)``, then the counts line on stderr, ``ok N, failed N, unreachable N``
-    (then ``not started N``, ``interrupted N``: :func:`fleetctl.reporting.gathered.summary_line`)."""
-    collect_as_usual()
-    terminated = False
-
-    async def main():
-        task = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-
-        def on_term() -> None:
-            nonlocal terminated
-            terminated = True
-            task.cancel()
-
-        loop.add_signal_handler(signal.SIGTERM, on_term)
-        try:
-            return await coro
-        finally:
-            loop.remove_signal_handler(signal.SIGTERM)
-
-    def stopped(line: str, code: int) -> "click.exceptions.Exit":
-        click.echo(line, err=True)
-        if ends is not None and ends.run is not None:
-            from ..reporting.gathered import summary_line
-
-            click.echo(summary_line(ends.run.hosts), err=True)
-        return click.exceptions.Exit(code)
-
-    try:
-        return asyncio.run(main())
-    except KeyboardInterrupt:
-        raise stopped("fleetctl: interrupted (SIGINT)", 130) from None
-    except asyncio.CancelledError:
-        if terminated:
-            raise stopped("fleetctl: terminated (SIGTERM)", 143) from None
-        raise
 
 
 def usage_exit(exc: click.UsageError) -> Exception:

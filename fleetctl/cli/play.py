@@ -14,7 +14,8 @@ from rich.text import Text
 from ..errors import InputError
 from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, extra_vars_option,
                   forks_option, given_pattern_option, json_option, limit_option, main, metrics_observer, pass_ctx, phase_timeout_option,
-                  RunEnd, run_async, timeout_option)
+                  timeout_option)
+from .runend import RunEnd, run_async
 
 from ..reporting.terminal import FOLD_THRESHOLD  # above it, --output auto folds by host set
 
@@ -55,18 +56,35 @@ def run_play_command(obj: Context, playbook_path: str, *, kind: str, pattern: st
     folded = output == "folded" or (output == "auto" and len(hosts) > FOLD_THRESHOLD)
     live = _terminal(hosts, stream, folded, obj.verbose) if not plan else None
 
+    records = []
+
     def started(run, record) -> None:
+        records.append(record)
         if live is not None:
             live.console.print(f"run {run.run_id}: {playbook.name} on {len(hosts)} host(s)"
                                f"{' (dry run: nothing is changed)' if dry_run else ''}; record in {record.dir}",
                                markup=False, highlight=False)
 
-    ends = RunEnd()
-    run, record = run_async(run_play(prep, command=command_line(), observers=[live, metrics, ends],
+    def document(run, result) -> None:  # result None: a signal ended the run
+        if plan:
+            from ..reporting.terminal import print_json
+
+            print_json(_plan_rows(run)[0])
+            return
+        from ..reporting.lines import print_json_hosts
+
+        # host by host, the parts run.json holds (encoded once for both): 10,000 hosts' outcomes
+        # and facts are never one document in memory
+        status = "interrupted" if result is None else "failed" if run.failed_hosts else "ok"
+        print_json_hosts({"run_id": run.run_id, "mode": mode, "status": status},
+                         records[0].host_parts() if records else ())
+
+    ends = RunEnd(document if as_json else None)
+    run, _record = run_async(run_play(prep, command=command_line(), observers=[live, metrics, ends],
                                      verbose=obj.verbose, on_start=started), ends)
     bad = run.failed_hosts
     if plan:
-        return _print_plan(playbook, run, run.as_json()["hosts"], as_json)
+        return _print_plan(playbook, run, as_json)
     console = live.console
     if run.stopped:
         console.print(Text(f"stopped: {run.stopped}", style="bold red"))
@@ -76,14 +94,7 @@ def run_play_command(obj: Context, playbook_path: str, *, kind: str, pattern: st
             for t in run.host_json(host, facts=False).get("tasks", []):
                 for p in t.get("planned", []):
                     console.print(f"  [{t['name']}] " + json.dumps(p), markup=False, highlight=False)
-    if as_json:
-        from ..reporting.lines import print_json_hosts
-
-        # host by host, the parts run.json holds (encoded once for both): 10,000 hosts' outcomes
-        # and facts are never one document in memory
-        print_json_hosts({"run_id": run.run_id, "mode": mode, "status": "failed" if bad else "ok"},
-                         record.host_parts())
-    else:
+    if not as_json:  # --json: its document is written when the run ends (fleetctl.cli.runend)
         results = {name: run.host_json(name, facts=False) for name in run.hosts}  # the summary reads no facts
         from ..reporting.tables import build_classes, print_summary
 
@@ -133,21 +144,29 @@ def _slurm_time_warnings(run, rows: dict) -> dict[str, str]:
     return slurm_time_warnings(rows, host_vars, last_builds(list_runs()))
 
 
-def _print_plan(playbook, run, results: dict, as_json: bool) -> None:
-    """``--plan``: per host build / push / reinstall / skip and which inputs changed; exit 1 when a
-    host would fail (a preflight problem) or could not be planned."""
-    from ..reporting.tables import print_long
-    from ..reporting.plan_table import plan_classes, plan_rows, print_plan_table
-    from ..reporting.terminal import make_console, print_json
+def _plan_rows(run) -> tuple[dict, dict[str, str]]:
+    """``--plan``'s rows (:func:`fleetctl.reporting.plan_table.plan_rows`; ``--plan --json``'s
+    document), each host's ``slurm_time`` warning among its ``warnings``, and those warnings."""
+    from ..reporting.plan_table import plan_rows
 
-    rows = plan_rows(results)
-    bad = [h for h, r in rows.items() if r.get("status") != "ok"]
+    rows = plan_rows(run.as_json()["hosts"])
     warnings = _slurm_time_warnings(run, rows)
     for host, warning in warnings.items():
         rows[host].setdefault("warnings", []).append(warning)
-    if as_json:
-        print_json(rows)
-    else:
+    return rows, warnings
+
+
+def _print_plan(playbook, run, as_json: bool) -> None:
+    """``--plan``: per host build / push / reinstall / skip and which inputs changed; exit 1 when a
+    host would fail (a preflight problem) or could not be planned (``--json``: the rows were
+    written when the run ended, :mod:`fleetctl.cli.runend`)."""
+    from ..reporting.tables import print_long
+    from ..reporting.plan_table import plan_classes, print_plan_table
+    from ..reporting.terminal import make_console
+
+    rows, warnings = _plan_rows(run)
+    bad = [h for h, r in rows.items() if r.get("status") != "ok"]
+    if not as_json:
         console = make_console()
         print_plan_table(console, f"plan: {playbook.name}", rows)
         classes = plan_classes(rows)

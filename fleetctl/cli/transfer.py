@@ -8,8 +8,8 @@ import sys
 import click
 
 from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, extra_vars_option,
-                  forks_option, hosts_option, json_option, limit_option, main, pass_ctx, RunEnd, run_async,
-                  timeout_option)
+                  forks_option, hosts_option, json_option, limit_option, main, pass_ctx, timeout_option)
+from .runend import RunEnd, run_async
 
 _timeout = click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=FiniteFloatRange(0.1),
                         help="Seconds one host's whole transfer may take.")
@@ -33,17 +33,18 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
     if kind == "copy":  # a missing SRC is bad input (exit 2) before any host is touched
         skipped = local_sources(src)[1]
     _, hosts = obj.select(pattern, limit, venv=False, forks=forks, extra_vars=host_setting_vars(extra, kind))
-    ends = RunEnd()
+    def document(run, _) -> None:  # per host: interrupted / not started too when a signal ended the run
+        print_json(run.redactor.obj({h: {"status": o.status, "files": o.files or [], "bytes": o.bytes or 0,
+                                         **({"error": o.error} if o.error else {})}
+                                     for h, o in run.hosts.items()}))
+
+    ends = RunEnd(document if as_json else None)
     run, _record = run_async(transfer_files(
         kind, hosts, src, dest, pattern=pattern, command=command_line(), verbose=obj.verbose, forks=forks,
         timeout_s=timeout_s, connect_timeout_s=connect_timeout, accept_new_host_keys=accept_new_host_keys,
         ssh_options=obj.ssh_options, flat=flat, observers=[ends]), ends)
     bad = run.failed_hosts
-    if as_json:
-        print_json(run.redactor.obj({h: {"status": o.status, "files": o.files or [], "bytes": o.bytes or 0,
-                                         **({"error": o.error} if o.error else {})}
-                                     for h, o in run.hosts.items()}))
-    else:
+    if not as_json:  # --json: its document is written when the run ends (fleetctl.cli.runend)
         for h, o in run.hosts.items():
             if o.status == "ok":
                 click.echo(f"{h}: ok: {len(o.files or [])} files, {o.bytes or 0} bytes"

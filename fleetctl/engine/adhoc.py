@@ -28,22 +28,24 @@ RUN_CAPTURE_BYTES = 1024 * 1024
 
 async def run_on_hosts(hosts: Sequence[Any], argv: Sequence[str], *, run: RunModel, observers: Observers,
                        forks: int = 50, timeout_s: float = 600.0, connect_timeout_s: float = CONNECT_TIMEOUT_S,
-                       accept_new_host_keys: bool = False, ssh_options: Sequence[str] = ()
-                       ) -> dict[str, tuple[str, str]]:
+                       accept_new_host_keys: bool = False, ssh_options: Sequence[str] = (),
+                       outputs: dict[str, tuple[str, str]] | None = None) -> dict[str, tuple[str, str]]:
     """Run ``argv`` exactly as given on every host, concurrently (``forks`` at once).
 
     Each host's outcome: ``rc`` (and ``signal``), or ``status: unreachable`` with ``error``; its
-    output goes line by line to the observers (and so to its log).
+    output goes line by line to the observers (and so to its log). ``outputs``: the caller's dict
+    to fill as each host finishes (a new one when None), so that what the finished hosts printed
+    outlives an interrupted run (``fleetctl run --json``'s document, :mod:`fleetctl.cli.runend`).
 
     Returns:
-        host -> ``(stdout, stderr)`` as the connection kept them (for ``--json``).
+        ``outputs``: host -> ``(stdout, stderr)`` as the connection kept them (for ``--json``).
     """
     import contextlib
 
     options = ConnectOptions(accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout_s,
                              run_id=run.run_id, ssh_options=tuple(ssh_options))
     run.argv = list(argv)
-    outputs: dict[str, tuple[str, str]] = {}
+    outputs = {} if outputs is None else outputs
     async with contextlib.AsyncExitStack() as stack:
         scopes = await enter_scopes(stack, hosts, options, run=run, observers=observers)
         unavailable = await prepare_hosts(scopes, hosts)
