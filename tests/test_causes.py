@@ -205,3 +205,31 @@ def test_no_space_left_anywhere_in_a_long_build_log_wins_over_ninjas_failed_line
     res = CommandResult(argv=["pip", "wheel"], rc=1, stdout=out.encode(), stderr=b"ERROR: Failed to build fp4_kernels\n")
     why = cause_line(res, "/w/tmp/k", facts=BUILD_FACTS, max_jobs=8)
     assert why.startswith("No space left on device (ENOSPC) writing /w/tmp/k: the file system is full"), why
+
+
+def test_an_install_enospc_names_the_full_file_system_and_its_own_fix():
+    """An install's ENOSPC with its file systems measured (build_room.measure's lines appended):
+    named by the full one, the venv's fix for the venv's site-packages (never the workdir: the
+    operator trial), the workdir's for the workdir and fleetctl's TMPDIR in it. The real tmpfs
+    case: tests/test_install_room_e2e.py."""
+    from fleetctl.tasks.build_room import ROOM_MARK
+
+    def df(role, dev, total_k, avail_k, mount):
+        return (f"{ROOM_MARK} {role} bytes: {dev} {total_k} {total_k - avail_k} {avail_k} 50% {mount}\n"
+                f"{ROOM_MARK} {role} inodes: {dev} 1000 10 990 1% {mount}\n")
+
+    pip = "ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device\n"
+    paths = {"workdir": "/w", "TMPDIR": "/w/runs/r1", "venv": "/v/lib/python3.11/site-packages"}
+    venv_full = (pip + df("workdir", "/dev/sda1", 100 << 20, 50 << 20, "/") + df("TMPDIR", "/dev/sda1", 100 << 20,
+                 50 << 20, "/") + df("venv", "tmpfs", 40960, 5120, "/v")).encode()
+    why = cause_line(CommandResult(argv=["pip"], rc=1, stderr=venv_full), "/v or the TMPDIR /w/runs/r1", room=paths)
+    assert why.startswith("No space left on device (ENOSPC) on /v (5.0 MiB free of 40 MiB, measured after the install "
+                          "failed; the venv's site-packages /v/lib/python3.11/site-packages): the file system is full"), why
+    assert "free space on /v (the venv's site-packages), or point the host var 'venv' at a venv on a larger" in why, why
+    assert "workdir" not in why, why
+    work_full = (pip + df("workdir", "/dev/sdb1", 40960, 1024, "/w") + df("TMPDIR", "/dev/sdb1", 40960, 1024, "/w")
+                 + df("venv", "/dev/sda1", 100 << 20, 50 << 20, "/")).encode()
+    why = cause_line(CommandResult(argv=["pip"], rc=1, stderr=work_full), "/v or the TMPDIR /w/runs/r1", room=paths)
+    assert ("on /w (1.0 MiB free of 40 MiB, measured after the install failed; the workdir /w, the TMPDIR /w/runs/r1)"
+            in why and "free space on /w (the workdir and the TMPDIR), or set the host var workdir to a folder on a "
+            "larger file system" in why and "host var 'venv'" not in why), why

@@ -157,7 +157,8 @@ tasks:
 def test_preflight_fails_in_seconds_with_the_cause(sshd_farm, tmp_path):
     venv = make_host_venv(tmp_path / "venv")
     cases = {
-        "badvenv": ({"venv": str(tmp_path / "no-such-venv")}, [H200], "does not exist"),
+        # the line facts warns with too (fleetctl/facts/refusals.py missing_python_problem)
+        "badvenv": ({"venv": str(tmp_path / "no-such-venv")}, [H200], "the host var venv names an environment that is not there"),
         "nonvcc": ({"venv": venv, "cuda_home": str(tmp_path / "no-cuda")}, [H200], "has no bin/nvcc"),
         "oldarch": ({"venv": venv}, [("7.7", "Imaginary GPU", 1024)], "rejects compute_77"),
         # a Python installation that is no venv (the trial's venv: /usr): pip would write into it

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -151,3 +152,68 @@ def test_a_venv_whose_python_links_into_a_folder_the_login_user_cannot_enter_say
         assert "does not exist" not in msgs, msgs
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_facts_warn_of_a_cpu_only_torch_on_a_gpu_host_as_plan_refuses(sshd_farm, tmp_path):
+    """Operator trial: an H100 host whose venv has a CPU-only torch (``2.13.0+cpu``: its version.py
+    says ``cuda = None``) read ``node03: ok: ... torch 2.13.0+cpu (cu -)`` in facts, exit 0, while
+    ``deploy --plan`` refused it (verify on the GPU cannot pass). Facts warn with the refusal's own
+    line (one rule: :func:`fleetctl.facts.venv.cpu_torch_problem`); ``verify_device: cpu`` clears both."""
+    from tests.support.fake_gpu import H100
+    from tests.support.tiny_ext import site_packages
+    from tests.support.tiny_ext import fake_torch_files
+
+    h = sshd_farm.start("node03")
+    write_fake_nvidia_smi(h.bin_dir, [H100])
+    venv = make_venv(tmp_path / "venv", "virtualenv", torch=False, build_tools=True)
+    for rel, text in fake_torch_files("2.13.0+cpu").items():
+        (site_packages(venv) / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site_packages(venv) / rel).write_text(text)
+    entry = {**h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "w"), "venv": venv}
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"node03": entry}})
+    plan = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", PLAYBOOK, "--plan", "--json", home=tmp_path)
+    assert plan.returncode == 1, plan.stdout + plan.stderr
+    refusals = [t["msg"] for t in json.loads(plan.stdout)["node03"]["tasks"] if "CPU-only build" in (t.get("msg") or "")]
+    assert refusals and refusals[0].startswith("preflight: torch 2.13.0+cpu in "), refusals
+    line = refusals[0][len("preflight: "):]
+    facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
+    assert facts.returncode == 0 and "node03: WARNING (below)" in facts.stdout, facts.stdout + facts.stderr
+    doc = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path).stdout)
+    assert f"warning: {line}{TAIL}" in doc["node03"]["warnings"], doc["node03"].get("warnings")
+    # verify on the CPU, as the fix says: neither refuses
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"node03": {**entry, "verify_device": "cpu"}}})
+    doc = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path).stdout)
+    assert not [w for w in doc["node03"].get("warnings") or [] if "CPU-only" in w], doc["node03"]
+
+
+def test_facts_warn_of_every_refusal_the_builds_facts_preflight_makes(sshd_farm, tmp_path):
+    """Every line the build's facts preflight refuses a host with (whatever its role:
+    :func:`fleetctl.facts.refusals.host_refusals`) is a facts warning, word for word. The host: a
+    driver (535) older than the toolkit's CUDA 13 needs, which read ``ok`` in facts, and a venv
+    python that is not there; verify on the CPU (the test venv's torch is a CPU build)."""
+    import shutil
+
+    h = sshd_farm.start("olddrv")
+    write_fake_nvidia_smi(h.bin_dir, [H200], driver="535.104.05")
+    venv = make_venv(tmp_path / "venv", "virtualenv", torch=True, build_tools=True)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"olddrv": {
+        **h.inventory_vars(sshd_farm.known_hosts), "workdir": str(tmp_path / "w"), "venv": venv,
+        "verify_device": "cpu"}}})
+
+    def refused_and_warned() -> tuple[str, list[str]]:
+        plan = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", PLAYBOOK, "--plan", "--json",
+                        home=tmp_path)
+        assert plan.returncode == 1, plan.stdout + plan.stderr
+        build = [t for t in json.loads(plan.stdout)["olddrv"]["tasks"] if t["action"] == "build_wheel"][0]
+        doc = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path).stdout)
+        warned = [w[len("warning: "):-len(TAIL)] for w in doc["olddrv"].get("warnings") or [] if w.endswith(TAIL)]
+        assert build["msg"].startswith("preflight: "), build
+        return build["msg"][len("preflight: "):], warned
+
+    refused, warned = refused_and_warned()  # the refusal is exactly the facts warnings it names, in order
+    assert refused.startswith("driver 535.104.05 is older than nvcc 13.0 at "), refused
+    assert refused == "; ".join(w for w in warned if w in refused), (refused, warned)
+    shutil.rmtree(Path(venv) / "bin")  # the venv's interpreter gone too: both lines, both places
+    refused, warned = refused_and_warned()
+    assert refused.startswith(f"venv {venv}: ") and "driver 535.104.05" in refused, refused
+    assert refused == "; ".join(w for w in warned if w in refused), (refused, warned)

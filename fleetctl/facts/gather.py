@@ -20,7 +20,7 @@ from ..build.hostcompiler import choose as choose_host_compiler
 from ..connection.base import Connection
 from ..errors import FleetError, TaskFailed
 from ..build.gpustack import check_gpu_stack, slurm_label_warnings, unmet_gres_warning
-from .refusals import missing_python_problem, not_a_venv_problem, warning as refusal_warning
+from .refusals import host_refusals, warning as refusal_warning
 from .venv import SIZE_ASKED_BELOW_MIB, venv_free_mib, venv_warnings
 from .workdir import workdir_warning
 from .scripts import script_path
@@ -255,16 +255,16 @@ def complete_facts(host: str, facts: dict[str, Any], *,
     for warning in (facts.get("gpu_stack") or {}).get("warnings") or []:
         facts["build"]["notes"].append(f"warning: {warning}")
     py = facts.get("python") or {}
-    missing = missing_python_problem(facts, py.get("venv"))
-    if missing:  # new-user trials: facts said ok, "python -"; a venv whose base python was upgraded away
-        facts["build"]["notes"].append(refusal_warning(missing))
-    not_venv = not_a_venv_problem(facts, py.get("venv"))
-    if not_venv:  # new-user trial: venv: /usr read "ok", and --plan suggested pip into the system's Python
-        facts["build"]["notes"].append(refusal_warning(not_venv))
+    # every refusal of the build's facts preflight, by its own rule (new-user trials: a missing venv
+    # python, venv: /usr; operator trial: a driver too old for the toolkit read "ok"); cuda_home's is
+    # the session's, which knows where the var was set (fleetctl/engine/session.py finish_facts)
+    tokens = parse_tokens(facts["build"]["torch_cuda_arch_list"])
+    for problem in host_refusals(facts, tokens, py.get("venv"), need_venv=False):
+        facts["build"]["notes"].append(refusal_warning(problem))
     # new-user trial: a venv the login user cannot write, a full one, a torch that does not import
     free = venv_free_mib(facts)
     wheel = class_wheel(host, facts) if class_wheel and free is not None and free < SIZE_ASKED_BELOW_MIB else None
-    facts["build"]["notes"].extend(venv_warnings(facts, install_requirements, wheel))
+    facts["build"]["notes"].extend(venv_warnings(facts, install_requirements, wheel, verify_device))
     wd = workdir_warning(facts)  # new-user trial: a read-only or full workdir read "ok: disk free GiB 0"
     if wd:
         facts["build"]["notes"].append(wd)

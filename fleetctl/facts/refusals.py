@@ -12,10 +12,12 @@ returns one line (the cause and the fix) or None.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..build.cudacompat import ArchToken, driver_problem, predicted_binaries, uncovered_gpus
 from .install_hint import UV_INSTALL, add_pip_hint, install_command, venv_has_pip
 
 
@@ -23,6 +25,57 @@ def warning(problem: str) -> str:
     """The ``fleetctl facts`` note of a problem a deploy refuses: ``warning: PROBLEM; a deploy
     refuses this host until it is fixed``."""
     return f"warning: {problem}; a deploy refuses this host until it is fixed"
+
+
+def _major(text: str | None) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", text or "")[:1])
+
+
+def host_refusals(facts: Mapping[str, Any], tokens: Sequence[ArchToken], venv: str | None,
+                  cuda_home: str | None = None, cuda_home_origin: str | None = None, *,
+                  need_venv: bool = True) -> list[str]:
+    """The problems a deploy's build refuses a host for whatever its role (build, receive or reuse
+    the class's wheel), from facts alone: ``build_wheel``'s preflight
+    (:func:`fleetctl.tasks.build_preflight.facts_problems`) refuses with them and ``fleetctl facts``
+    warns with each (:func:`warning`), so the two cannot disagree (operator trial: facts said ok
+    where ``--plan`` refused). In order: the ``cuda_home`` var without ``bin/nvcc``
+    (:func:`cuda_home_problem`), no ``venv`` var (only with ``need_venv``: facts of a host without
+    one describe its system Python), a venv interpreter that is not there
+    (:func:`missing_python_problem`), a venv that is no virtual environment
+    (:func:`not_a_venv_problem`), a driver older than nvcc's CUDA or than the venv's torch's
+    (when their majors differ) needs, on a host with GPUs
+    (:func:`fleetctl.build.cudacompat.driver_problem`: NVIDIA's minimum driver per CUDA major), and
+    an arch list ``tokens`` that runs on none of a GPU (:func:`fleetctl.build.cudacompat.uncovered_gpus`).
+
+    ``cuda_home`` is the host var: when set, the toolkit found must be that one (a silent fallback
+    to another toolkit is how builds end up with the wrong nvcc); ``cuda_home_origin`` names where
+    it was set (``-e cuda_home``, or the inventory file) in the fix.
+    """
+    problems = []
+    cuda = facts.get("cuda") or {}
+    wrong_home = cuda_home_problem(facts, cuda_home, cuda_home_origin)
+    problems += [wrong_home] if wrong_home else []
+    if not venv and need_venv:
+        problems.append("no venv for this host: set the host var 'venv' (the build must not pick the system Python)")
+    py = facts.get("python") or {}
+    for problem in (missing_python_problem(facts, venv), not_a_venv_problem(facts, venv)):
+        problems += [problem] if problem else []
+    if cuda.get("nvcc"):
+        drv = driver_problem(facts.get("driver_version"), cuda.get("version"), f"nvcc {cuda.get('version')} at {cuda['nvcc']}")
+        if drv and facts.get("gpus"):
+            problems.append(drv)
+    drv = driver_problem(facts.get("driver_version"), py.get("torch_cuda"),
+                         f"the venv's torch {py.get('torch')} (built for CUDA {py.get('torch_cuda')})")
+    if drv and facts.get("gpus") and (not cuda.get("version") or _major(py.get("torch_cuda")) != _major(cuda.get("version"))):
+        problems.append(drv)
+    sass, ptx = predicted_binaries(tokens)
+    uncovered = uncovered_gpus(facts.get("gpus") or [], sass, ptx)
+    if uncovered:
+        arch_list = ";".join(t.text for t in tokens)
+        problems.append(f"arch list {arch_list} runs on none of {', '.join(uncovered)} (SASS runs only on its own "
+                        "major version, arch-specific 'a' SASS only on exactly its GPU): add the GPU's own arch, "
+                        "or an older arch with +PTX")
+    return problems
 
 
 def cuda_home_problem(facts: Mapping[str, Any], cuda_home: str | None, origin: str | None = None) -> str | None:

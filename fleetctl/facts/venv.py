@@ -173,6 +173,45 @@ def torch_problem(facts: Mapping[str, Any], venv: str | None, python: str, packa
             f"({install_command(facts, python, 'torch')}), or point the host var 'venv' at the venv that has it")
 
 
+def cpu_torch_problem(facts: Mapping[str, Any], venv: str | None, python: str, package: str,
+                      device: str) -> str | None:
+    """The one line refusing a CPU-only torch where ``verify`` will run on the GPU, or None:
+    ``verify``'s preflight refuses the host with it
+    (:func:`fleetctl.tasks.runtime_preflight.torch_cuda_problem`) and ``fleetctl facts`` warns
+    with it (:func:`venv_warnings`), the same words.
+
+    ``verify`` runs on the GPU (``device == "cuda"``: the host's facts list GPUs, or the host var
+    ``verify_device`` says so) and its ``cuda`` check needs torch to see them; a torch without CUDA
+    (``python.torch_cuda`` of the facts is None: its ``version.py`` says ``cuda = None``, PyTorch's
+    CPU wheels) never can, so the host would build, install and then fail verify. None when torch
+    is unknown or missing (that line is :func:`torch_problem`'s), pending (an earlier task
+    upgrades it), or has CUDA.
+    """
+    py = facts.get("python")
+    if device != "cuda" or not isinstance(py, Mapping) or not py.get("torch") or py.get("torch_pending"):
+        return None
+    if py.get("torch_cuda") or "torch_cuda" not in py or py.get("torch_probe_error"):
+        return None
+    gpus = [g for g in facts.get("gpus") or [] if isinstance(g, Mapping)]
+    where = venv or posixpath.dirname(posixpath.dirname(python)) or python
+    have = f"{len(gpus)} GPU(s) nvidia-smi lists" if gpus else "GPUs (host var verify_device: cuda)"
+    return (f"torch {py.get('torch')} in {where} is a CPU-only build (its version.py says cuda = None) and the "
+            f"host has {have}: {package} would build and install, but verify on the GPU cannot pass; install "
+            f"the CUDA build of torch for this host's driver into the venv, or set the host var verify_device: "
+            f"cpu to verify on the CPU")
+
+
+def deployed_verify_device(facts: Mapping[str, Any], host_device: str = "auto") -> str:
+    """Where the shipped deploy's ``verify`` runs (its ``device: "{{ verify_device | default('auto')
+    }}"``, resolved as :func:`fleetctl.tasks.verify.verify_device` does): the host var
+    ``verify_device`` when not ``auto``, else ``cuda`` when the facts list a GPU with a compute
+    capability, else ``cpu``."""
+    if host_device != "auto":
+        return host_device
+    gpus = [g for g in facts.get("gpus") or [] if isinstance(g, Mapping) and g.get("compute_cap")]
+    return "cuda" if gpus else "cpu"
+
+
 #: The package the shipped deploy verifies (``playbooks/fp4-kernels.yaml``'s ``verify``), which
 #: ``fleetctl facts`` names in its torch warning: facts do not know the playbook a deploy will run.
 DEPLOYED_PACKAGE = "fp4_kernels"
@@ -233,7 +272,7 @@ def installs_build_requirements(host_vars: Mapping[str, Any]) -> bool:
 
 
 def venv_warnings(facts: Mapping[str, Any], install_requirements: bool = False,
-                  class_wheel: tuple[str, int] | None = None) -> list[str]:
+                  class_wheel: tuple[str, int] | None = None, verify_device: str = "auto") -> list[str]:
     """The ``warning:`` notes ``fleetctl facts`` gives about the venv (see the module docstring),
     each a problem a deploy refuses, worded by :func:`fleetctl.facts.refusals.warning`: the install
     rule only for a host with the ``venv`` var (builds and installs need one), torch's for a torch
@@ -246,7 +285,9 @@ def venv_warnings(facts: Mapping[str, Any], install_requirements: bool = False,
     The install rule counts the shipped deploy's wheel as ``--plan`` does (:func:`install_need`):
     ``class_wheel`` (``(name, unpacked bytes)``: the host's arch class's wheel in the controller's
     cache, when there is one) or one not built yet; so facts warn with --plan's number (operator
-    trial: facts said ok at 25 MiB free, --plan refused: ``needs 36 MiB``)."""
+    trial: facts said ok at 25 MiB free, --plan refused: ``needs 36 MiB``). A CPU-only torch
+    where the shipped deploy verifies on the GPU (``verify_device``: the host var, resolved by
+    :func:`deployed_verify_device`) is :func:`cpu_torch_problem`'s warning."""
     out = []
     py = facts.get("python")
     if not isinstance(py, Mapping):
@@ -260,6 +301,10 @@ def venv_warnings(facts: Mapping[str, Any], install_requirements: bool = False,
     torch = torch_problem(facts, venv, python, DEPLOYED_PACKAGE) if venv or py.get("torch") else None
     if torch:  # a missing torch only in the host var's venv: a build host's system python needs none
         out.append(refusal_warning(torch))
+    cpu_only = cpu_torch_problem(facts, venv, python, DEPLOYED_PACKAGE,
+                                 deployed_verify_device(facts, verify_device)) if venv else None
+    if cpu_only:  # operator trial: facts said ok for a +cpu torch on an H100 that --plan refused
+        out.append(refusal_warning(cpu_only))
     if not venv or not py.get("exists", True):
         return out
     no_tool = no_front_end_problem(facts, venv, python)

@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..build.archs import DEFAULT_PATH, available_memory_mib, unsupported_archs
-from ..build.cudacompat import ArchToken, driver_problem, predicted_binaries, toolkit_torch_mismatch, uncovered_gpus
-from ..facts.refusals import build_requirements_problem, cuda_home_problem, missing_python_problem, not_a_venv_problem
+from ..build.cudacompat import ArchToken, toolkit_torch_mismatch
+from ..facts.refusals import build_requirements_problem, host_refusals
 from ..status import Status
 from .base import HostView, Plan, TaskResult, first_error_line
 from .build_deps import plan_deps, read_tree
@@ -44,43 +44,11 @@ def _version(text: str | None) -> tuple[int, ...]:
 def facts_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: Any, venv: str | None,
                    cuda_home: str | None = None, cuda_home_origin: str | None = None) -> list[str]:
     """Problems found from facts alone (see the module docstring), which fail the host whatever its
-    role. Free disk space is not one: a host short of the build's space may still receive its arch
-    class's wheel (:mod:`~fleetctl.tasks.build_space`).
-
-    ``cuda_home`` is the host var: when set, the toolkit found must be that one (a silent fallback
-    to another toolkit is how builds end up with the wrong nvcc); ``cuda_home_origin`` names where
-    it was set (``-e cuda_home``, or the inventory file) in the fix.
-    """
-    problems = []
-    cuda = facts.get("cuda") or {}
-    wrong_home = cuda_home_problem(facts, cuda_home, cuda_home_origin)  # worded once: facts warns with the same line
-    problems += [wrong_home] if wrong_home else []
-    if not venv:
-        problems.append("no venv for this host: set the host var 'venv' (the build must not pick the system Python)")
-    py = facts.get("python") or {}
-    if venv and (py.get("dangling") or py.get("denied")):  # worded once: facts warns with the same line
-        problems.append(missing_python_problem(facts, venv) or "")
-    elif venv and not py.get("exists", True):
-        problems.append(f"venv python {posixpath.join(venv, 'bin', 'python3')} does not exist (venv var: {venv})")
-    not_venv = not_a_venv_problem(facts, venv)
-    problems += [not_venv] if not_venv else []
-    if cuda.get("nvcc"):
-        drv = driver_problem(facts.get("driver_version"), cuda.get("version"), f"nvcc {cuda.get('version')} at {cuda['nvcc']}")
-        if drv and facts.get("gpus"):
-            problems.append(drv)
-    drv = driver_problem(facts.get("driver_version"), py.get("torch_cuda"),
-                         f"the venv's torch {py.get('torch')} (built for CUDA {py.get('torch_cuda')})")
-    if drv and facts.get("gpus") and (not cuda.get("version") or
-                                      _version(py.get("torch_cuda"))[:1] != _version(cuda.get("version"))[:1]):
-        problems.append(drv)
-    sass, ptx = predicted_binaries(tokens)
-    uncovered = uncovered_gpus(facts.get("gpus") or [], sass, ptx)
-    if uncovered:
-        arch_list = ";".join(t.text for t in tokens)
-        problems.append(f"arch list {arch_list} runs on none of {', '.join(uncovered)} (SASS runs only on its own "
-                        "major version, arch-specific 'a' SASS only on exactly its GPU): add the GPU's own arch, "
-                        "or an older arch with +PTX")
-    return problems
+    role: :func:`fleetctl.facts.refusals.host_refusals`, the one rule ``fleetctl facts`` warns
+    with too (operator trial: facts said ok where ``--plan`` refused). Free disk space is not one:
+    a host short of the build's space may still receive its arch class's wheel
+    (:mod:`~fleetctl.tasks.build_space`). ``args`` is the task's (none of these depends on it)."""
+    return host_refusals(facts, tokens, venv, cuda_home, cuda_home_origin)
 
 
 def compile_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: Any) -> list[str]:

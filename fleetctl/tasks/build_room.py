@@ -60,6 +60,13 @@ def wrap(argv: Sequence[str], workdir: str, tmpdir: str, venv: str | None) -> tu
     return ("/bin/sh", "-c", ROOM_SCRIPT, "fleetctl-build", workdir, tmpdir, venv or "", *argv)
 
 
+def measure(workdir: str, tmpdir: str, venv: str | None) -> tuple[str, ...]:
+    """A read-only command printing the :data:`ROOM_MARK` lines of the three paths now (``false``
+    run under :data:`ROOM_SCRIPT`: it exits 1), for a command that failed unwrapped (an install:
+    pip's ``[Errno 28] No space left on device`` names no path)."""
+    return wrap(("false",), workdir, tmpdir, venv)
+
+
 @dataclass(frozen=True)
 class Room:
     """One file system a failed build wrote: its ``mount`` point, bytes available and in all,
@@ -156,3 +163,39 @@ def room_cause(res: CommandResult, rooms: Sequence[Room], compiler_line: str) ->
     fix = ("free space there, or point the host var 'venv' at a venv on a larger file system" if only_venv
            else _ENOSPC.fix)
     return f"{head}{what} (ENOSPC, measured after the build failed; {said}): {_ENOSPC.cause}; {fix}"
+
+
+_ROLE_WORDS = {"venv": "the venv's site-packages", "workdir": "the workdir", "TMPDIR": "the TMPDIR"}
+
+
+def full_room_fault(line: str, path: str | None, rooms: Sequence[Room]) -> str | None:
+    """An install's ``No space left on device`` (``line``, the tool's own) named by the file system
+    that was full, or None (no room measured). The one full is the measured file system holding
+    ``path`` (the path the line names, when one of the roles' paths holds it), else the one with
+    the least space available (pip names no path, and the full one may read a few MiB free again
+    once pip removed its partial files). The fix fits what is full (operator trial: a full venv
+    file system was told to move the workdir, which holds none of the venv): the venv's
+    site-packages: free space there or point the host var ``venv`` elsewhere, never the workdir;
+    else (the workdir, fleetctl's TMPDIR in it): free space there or move the workdir::
+
+        No space left on device (ENOSPC) on /mnt/v (5.0 MiB free of 40 MiB, measured after the
+        install failed; the venv's site-packages /mnt/v/venv/lib/python3.11/site-packages): the file
+        system is full ...; free space on /mnt/v (the venv's site-packages), or point the host var
+        'venv' at a venv on a larger file system ("ERROR: ... [Errno 28] No space left on device")
+    """
+    if not rooms:
+        return None
+    holding = [r for r in rooms if path and any(path == p or path.startswith(p.rstrip("/") + "/") for _, p in r.roles)]
+    room = holding[0] if holding else min(rooms, key=lambda r: r.avail_bytes)
+    roles = [role for role, _ in room.roles]
+    holds = ", ".join(f"{_ROLE_WORDS.get(role, role)} {p}" for role, p in room.roles)
+    if "venv" in roles:
+        others = [_ROLE_WORDS[r] for r in roles if r != "venv" and r in _ROLE_WORDS]
+        fix = (f"free space on {room.mount} (the venv's site-packages{' and ' + ', '.join(others) if others else ''}), "
+               "or point the host var 'venv' at a venv on a larger file system")
+    else:
+        fix = (f"free space on {room.mount} ({' and '.join(_ROLE_WORDS.get(r, r) for r in roles)}), or set the host "
+               "var workdir to a folder on a larger file system (fleetctl's TMPDIR is in the workdir)")
+    return (f"{_ENOSPC.text} ({_ENOSPC.name}) on {room.mount} ({human_bytes(room.avail_bytes)} free of "
+            f"{human_bytes(room.total_bytes)}, measured after the install failed; {holds}): {_ENOSPC.cause}; {fix}"
+            f" (\"{line[:160]}\")")

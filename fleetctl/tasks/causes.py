@@ -11,7 +11,9 @@ wins (the end of each stream is scanned, :data:`SCAN_CHARS`: that is where a fai
    ``Read-only file system``/EROFS, ``Input/output error``/EIO; pip's ``OSError: [Errno 28]``):
    :func:`fleetctl.connection.storagefaults.name_write_error`, with the path the tool named (pip
    names none: else ``where``) and the likely cause; the whole captured output is searched for it
-   (a build's verbose log can put it far from the end), and it wins over every rule below.
+   (a build's verbose log can put it far from the end), and it wins over every rule below. An
+   install's ENOSPC with its file systems measured (``room``) is named by the full one and a fix
+   that fits it: the venv's site-packages is never told to move the workdir.
 2b. a build's file system full or nearly, measured on the host when the build failed
    (:mod:`~fleetctl.tasks.build_room`: the workdir, the TMPDIR, the venv): a compiler whose write
    failed may print nothing, leaving ninja's ``FAILED: OBJECT`` alone (operator trial: nvcc, a
@@ -39,15 +41,17 @@ wins (the end of each stream is scanned, :data:`SCAN_CHARS`: that is where a fai
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..build.hostcompiler import rejected_in_output
 from ..connection.base import CommandResult
-from ..connection.storagefaults import name_write_error
+from ..connection.storagefaults import find_fault, name_write_error, path_in
 from .base import first_error_line
-from .build_room import room_cause, split_room
+from .build_room import full_room_fault, measure, room_cause, split_room
 from .build_keys import is_killed
+from .steps import probe
 
 #: Characters of each stream scanned (the end of the output, where the failure is).
 SCAN_CHARS = 400_000
@@ -122,15 +126,25 @@ def cause_line(res: CommandResult, where: str | None = None, *, facts: Mapping[s
         facts: the facts a build ran with (the toolkit, ``host_compilers.used``); ``None`` for an
             install (no compiler ran).
         max_jobs: a build's parallel compile jobs, named when it was killed for memory.
-        room: a build run under :data:`fleetctl.tasks.build_room.ROOM_SCRIPT`: the path it
-            measured for each role (``{"workdir": ..., "TMPDIR": ..., "venv": ...}``), rule 2b.
+        room: a build run under :data:`fleetctl.tasks.build_room.ROOM_SCRIPT`, or an install whose
+            stderr has :func:`fleetctl.tasks.build_room.measure`'s lines appended: the path it
+            measured for each role (``{"workdir": ..., "TMPDIR": ..., "venv": ...}``), rule 2b; for
+            an install (no ``facts``) an ENOSPC is named by the file system that was full, with the
+            fix that fits it (:func:`fleetctl.tasks.build_room.full_room_fault`), rule 2.
     """
     rooms = []
     if room is not None:
         res, rooms = split_room(res, room)
     text = res.stderr_text[-SCAN_CHARS:] + "\n" + res.stdout_text[-SCAN_CHARS:]
-    named = ((rejected_in_output(text, facts) if facts is not None else None)
-             or name_write_error(res.stderr_text + "\n" + res.stdout_text, where))
+    rejected = rejected_in_output(text, facts) if facts is not None else None
+    if rejected:
+        return rejected
+    hit = find_fault(res.stderr_text + "\n" + res.stdout_text)
+    if hit is not None and hit[0].name == "ENOSPC" and rooms and facts is None:  # an install: which file system
+        placed = full_room_fault(hit[1], path_in(hit[1]), rooms)
+        if placed:
+            return placed
+    named = name_write_error(res.stderr_text + "\n" + res.stdout_text, where)
     if named:
         return named
     full = room_cause(res, rooms, first_error_line(res)) if rooms else None
@@ -140,3 +154,17 @@ def cause_line(res: CommandResult, where: str | None = None, *, facts: Mapping[s
         who = "compiler" if facts is not None else "process"
         return f"{who} killed (likely out of memory)" + (f" with MAX_JOBS={max_jobs}" if max_jobs else "")
     return _resolver_line(text) or _index_line(text) or first_error_line(res)
+
+
+def install_cause(res: CommandResult, host: Any, where: str) -> Generator[Any, Any, str]:
+    """:func:`cause_line` of a failed install (``pip install``, ``uv pip install``) into the host's
+    venv, a plan step: when its output has a write error, the install's file systems are measured
+    first (one read-only probe, :func:`fleetctl.tasks.build_room.measure`: the workdir, the TMPDIR
+    ``host.run_dir`` and the venv's site-packages, facts ``python.site_packages``), so an ENOSPC is
+    named by the one that was full (pip names no path). ``where``: as :func:`cause_line`'s."""
+    if find_fault(res.stderr_text + "\n" + res.stdout_text) is None:
+        return cause_line(res, where)
+    site = (host.facts.get("python") or {}).get("site_packages") or host.venv or ""
+    paths = {"workdir": host.workdir, "TMPDIR": host.run_dir, "venv": site}
+    got = yield probe(measure(host.workdir, host.run_dir, site), "how full are the install's file systems?")
+    return cause_line(replace(res, stderr=res.stderr + b"\n" + (got.stderr or b"")), where, room=paths)

@@ -59,7 +59,7 @@ from ..build.wheeltags import refusal
 from ..facts.venv import install_problem
 from .argtypes import ActionArgs, non_empty
 from .base import Action, HostView, Plan, TaskResult, first_error_line
-from .causes import cause_line
+from .causes import install_cause
 from .build_keys import STAMP_NAME
 from .build_preflight import CLEAN_PYTHON_ENV
 from .venv_probe import PIP_INSTALL_ENV
@@ -255,8 +255,8 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         hint = " (the install needs another torch than the venv's; fleetctl never lets an install move torch)" if (
             constraint and "torch" in (res.stdout_text + res.stderr_text).lower() and "conflict" in
             (res.stdout_text + res.stderr_text).lower()) else ""
-        return TaskResult(Status.FAILED, rc=res.rc, msg=f"install failed ({tool}): "
-                          f"{cause_line(res, f'{host.venv} or the TMPDIR {host.run_dir}')}{hint}",
+        why_failed = yield from install_cause(res, host, f"{host.venv} or the TMPDIR {host.run_dir}")
+        return TaskResult(Status.FAILED, rc=res.rc, msg=f"install failed ({tool}): {why_failed}{hint}",
                           data={"decision": decision})
     # simulated (--plan, --dry-run): the install lands in the venv's site-packages (facts) and comes first
     into = held.get("venv_copy") or (host.facts.get("python") or {}).get("site_packages") or host.venv

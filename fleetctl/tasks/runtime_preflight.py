@@ -21,11 +21,10 @@ with a ``command`` task is not seen here; it must let verify run in a play of it
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from ..facts.venv import torch_problem
+from ..facts.venv import cpu_torch_problem, torch_problem
 
 
 def torch_runtime_problem(facts: Mapping[str, Any], venv: str | None, python: str, package: str) -> str | None:
@@ -36,25 +35,7 @@ def torch_runtime_problem(facts: Mapping[str, Any], venv: str | None, python: st
 
 def torch_cuda_problem(facts: Mapping[str, Any], venv: str | None, python: str, package: str,
                        device: str) -> str | None:
-    """The one line refusing a CPU-only torch where ``verify`` will run on the GPU, or None.
-
-    ``verify`` runs on the GPU (``device == "cuda"``: the host's facts list GPUs, or the host var
-    ``verify_device`` says so) and its ``cuda`` check needs torch to see them; a torch without CUDA
-    (``python.torch_cuda`` of the facts is None: its ``version.py`` says ``cuda = None``, PyTorch's
-    CPU wheels) never can, so the host would build, install and then fail verify. Refused while
-    planning instead, as :func:`torch_runtime_problem` refuses a missing torch. None when torch is
-    unknown or missing (that line is :func:`torch_runtime_problem`'s), pending (an earlier task
-    upgrades it), or has CUDA.
-    """
-    py = facts.get("python")
-    if device != "cuda" or not isinstance(py, Mapping) or not py.get("torch") or py.get("torch_pending"):
-        return None
-    if py.get("torch_cuda") or "torch_cuda" not in py or py.get("torch_probe_error"):
-        return None
-    gpus = [g for g in facts.get("gpus") or [] if isinstance(g, Mapping)]
-    where = venv or posixpath.dirname(posixpath.dirname(python)) or python
-    have = f"{len(gpus)} GPU(s) nvidia-smi lists" if gpus else "GPUs (host var verify_device: cuda)"
-    return (f"torch {py.get('torch')} in {where} is a CPU-only build (its version.py says cuda = None) and the "
-            f"host has {have}: {package} would build and install, but verify on the GPU cannot pass; install "
-            f"the CUDA build of torch for this host's driver into the venv, or set the host var verify_device: "
-            f"cpu to verify on the CPU")
+    """The one line refusing a CPU-only torch where ``verify`` will run on the GPU, or None: the
+    rule and its words are :func:`fleetctl.facts.venv.cpu_torch_problem`'s, which ``fleetctl
+    facts`` warns with too (operator trial: facts said ok where ``--plan`` refused)."""
+    return cpu_torch_problem(facts, venv, python, package, device)

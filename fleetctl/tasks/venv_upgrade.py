@@ -20,7 +20,7 @@ from ..connection.base import CommandResult
 from ..status import Status
 from .argtypes import ActionArgs, argv_list
 from .base import Action, HostView, Plan, TaskResult
-from .causes import cause_line
+from .causes import install_cause
 from .build_preflight import CLEAN_PYTHON_ENV
 from .venv_probe import PIP_INSTALL_ENV
 from .envs import STAGED_FACT, staged_environment, venv_facts
@@ -100,8 +100,8 @@ def plan(args: VenvUpgradeArgs, host: HostView) -> Plan:
     res = yield Run(argv=tuple(install_argv(tool, host.python, uv, args)), env=env, cwd="/",
                     reason=f"{'upgrade' if args.upgrade else 'install'} {', '.join(args.packages)} in {host.venv}")
     if res.rc != 0:
-        return TaskResult(Status.FAILED, rc=res.rc, msg=f"{tool} install {' '.join(args.packages)}: "
-                              f"{cause_line(res, f'{host.venv} or the TMPDIR {host.run_dir}')}",
+        why = yield from install_cause(res, host, f"{host.venv} or the TMPDIR {host.run_dir}")
+        return TaskResult(Status.FAILED, rc=res.rc, msg=f"{tool} install {' '.join(args.packages)}: {why}",
                           data={"decision": {"action": "upgrade", "packages": names}})
     after = parse_state((yield Run(argv=state_argv, mutating=False, after_change=True, quiet=True, timeout_s=300,
                                    env=CLEAN_PYTHON_ENV, cwd="/", reason="what the install changed",
