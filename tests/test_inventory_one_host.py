@@ -45,6 +45,19 @@ def test_a_misspelt_var_of_one_host_refuses_only_the_commands_that_select_it(tmp
                  ("inventory", "--graph"), ("run", "--hosts", "node0*", "--", "true")):
         res = fleet(tmp_path, *inv, *argv)
         assert (res.returncode, res.stdout, res.stderr) == (2, "", line), argv
+    # the nightly refused: its metrics say so (not the last good run's success), the last success kept
+    res = fleet(tmp_path, *inv, "deploy", "--playbook", "nightly.yaml", "--hosts", "all", "--json",
+                "--metrics-file", str(prom))
+    assert (res.returncode, res.stdout, res.stderr) == (2, "", line)
+    refused = _samples(prom)
+    assert refused[("fleetctl_run_success", (("playbook", "nightly"),))] == 0
+    info = [labels for (name, labels), _ in refused.items() if name == "fleetctl_run_info"]
+    assert [dict(labels)["status"] for labels in info] == ["input_error"]
+    last = ("fleetctl_last_success_timestamp_seconds", (("playbook", "nightly"),))
+    assert refused[last] == good[last] > 0
+    for host in ("node01", "node02"):
+        key = ("fleetctl_host_last_success_timestamp_seconds", (("host", host), ("playbook", "nightly")))
+        assert refused[key] == good[key] > 0
 
 
 def test_bad_values_in_a_host_vars_file_refuse_only_that_host_and_every_line_is_named(tmp_path):
