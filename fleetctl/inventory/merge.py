@@ -234,8 +234,8 @@ def finish(b: InventoryBuilder, vars_files: list[VarsFiles], *, source: str, sou
 
     Raises:
         InventoryError: a name that is both a host and a group, or a problem above at a group's
-            var; :class:`~fleetctl.errors.InventoryErrors` when there are several: every one
-            found, a line each (new-user trial: a file with several bad vars named only the first,
+            var (with every host's own problems then); :class:`~fleetctl.errors.InventoryErrors`
+            when there are several: every one found, a line each (new-user trial: a file with several bad vars named only the first,
             one fix per run).
     """
     from fleetctl.connection.registry import KINDS
@@ -276,7 +276,8 @@ def finish(b: InventoryBuilder, vars_files: list[VarsFiles], *, source: str, sou
         conflicts.extend(_alias_conflicts(host))
     for exc, owner in (*_check_names(b, vars_files, kinds - {""}), *_check_build_hosts(hosts, b.hosts)):
         (own[owner] if owner is not None else problems).append(exc)
-    error = InventoryErrors.of(problems)
+    # refused whatever is selected: with every host's own problems too, so that one run names every fix
+    error = InventoryErrors.of(problems + [e for found in own.values() for e in found]) if problems else None
     if error is not None:
         raise error
     for name, draft in b.hosts.items():
