@@ -62,12 +62,14 @@ def test_a_misspelt_var_of_one_host_refuses_only_the_commands_that_select_it(tmp
 
 def test_bad_values_in_a_host_vars_file_refuse_only_that_host_and_every_line_is_named(tmp_path):
     write(tmp_path, "inventory.yaml", HOSTS)
-    write(tmp_path, "host_vars/node03.yml", "max_jobs: 0\nventv: /opt/venv\n")
-    assert fleet(tmp_path, "run", "--hosts", "node01,node02", "--", "true").returncode == 0
+    write(tmp_path, "host_vars/node01.yml", "max_jobs: 0\nventv: /opt/venv\n")
+    assert fleet(tmp_path, "run", "--hosts", "node02,node03", "--", "true").returncode == 0
+    # node01 keeps its place in the inventory's order (all[1:2] is what it was)
+    assert fleet(tmp_path, "hosts", "all[1:2]").stdout == "  hosts (2):\n    node02\n    node03\n"
     res = fleet(tmp_path, "run", "--hosts", "all", "--", "true")
     assert (res.returncode, res.stdout, res.stderr) == (2, "", (
-        "fleetctl: error: host_vars/node03.yml:1: max_jobs: must be an integer of at least 1, not 0 (a number)\n"
-        "fleetctl: error: host_vars/node03.yml:2: ventv: unknown variable 'ventv' looks like fleetctl's 'venv'; "
+        "fleetctl: error: host_vars/node01.yml:1: max_jobs: must be an integer of at least 1, not 0 (a number)\n"
+        "fleetctl: error: host_vars/node01.yml:2: ventv: unknown variable 'ventv' looks like fleetctl's 'venv'; "
         "did you mean 'venv'?\n"))
 
 

@@ -235,8 +235,8 @@ def finish(b: InventoryBuilder, vars_files: list[VarsFiles], *, source: str, sou
     Raises:
         InventoryError: a name that is both a host and a group, or a problem above at a group's
             var (with every host's own problems then); :class:`~fleetctl.errors.InventoryErrors`
-            when there are several: every one found, a line each (new-user trial: a file with several bad vars named only the first,
-            one fix per run).
+            when there are several: every one found, a line each (new-user trial: a file with
+            several bad vars named only the first, one fix per run).
     """
     from fleetctl.connection.registry import KINDS
 
@@ -291,6 +291,7 @@ def finish(b: InventoryBuilder, vars_files: list[VarsFiles], *, source: str, sou
                                connection_settings=None, refused=refused)
         elif refused is not None:
             hosts[name] = dataclasses.replace(hosts[name], refused=refused)
+    hosts = {name: hosts[name] for name in b.hosts}  # in the order they entered the inventory
     for name in b.groups:
         members[name] = b.members(name)
     groups = {
