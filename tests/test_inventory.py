@@ -760,3 +760,11 @@ def test_a_host_name_holding_a_line_break_is_named_on_one_line(tmp_path):
         load_inventory(path)
     text = str(info.value)
     assert "\n" not in text and "contains whitespace" in text and str(path) in text, text
+
+
+def test_a_host_refused_for_its_own_values_keeps_its_place_and_refuses_where_selected(tmp_path):
+    inv = load_inventory(write(tmp_path, "all:\n  hosts:\n    a: {max_jobs: 0}\n    b:\n"))
+    assert list(inv.hosts) == ["a", "b"]  # the run record's snapshot and selection keep the inventory's order
+    inv.check_hosts(inv.select("b"))
+    with pytest.raises(InventoryError, match=r":3: all.hosts.a.max_jobs: must be an integer of at least 1"):
+        inv.check_hosts(inv.select("all"))

@@ -64,7 +64,7 @@ def test_bad_values_in_a_host_vars_file_refuse_only_that_host_and_every_line_is_
     write(tmp_path, "inventory.yaml", HOSTS)
     write(tmp_path, "host_vars/node01.yml", "max_jobs: 0\nventv: /opt/venv\n")
     assert fleet(tmp_path, "run", "--hosts", "node02,node03", "--", "true").returncode == 0
-    # node01 keeps its place in the inventory's order (all[1:2] is what it was)
+    # a pattern that leaves node01 out selects as before
     assert fleet(tmp_path, "hosts", "all[1:2]").stdout == "  hosts (2):\n    node02\n    node03\n"
     res = fleet(tmp_path, "run", "--hosts", "all", "--", "true")
     assert (res.returncode, res.stdout, res.stderr) == (2, "", (
