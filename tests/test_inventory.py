@@ -324,6 +324,14 @@ def test_unsafe_tag_is_a_plain_string(tmp_path):
 # -- validation: each error is one exact line ---------------------------------------------------
 
 
+def load_all(source):
+    """:func:`load_inventory`, then what a command that selects every host refuses of their own vars
+    (a host's bad var refuses only the commands that select it: :meth:`Inventory.check_refused`)."""
+    inv = load_inventory(source)
+    inv.check_refused(inv)
+    return inv
+
+
 def _expected_errors() -> list[tuple[str, str]]:
     rows = []
     for line in (ERRORS / "expected.txt").read_text().splitlines():
@@ -342,7 +350,7 @@ def test_every_error_file_has_an_expectation():
 def test_validation_error_message(name, expected):
     path = ERRORS / name
     with pytest.raises(InventoryError) as info:
-        load_inventory(path)
+        load_all(path)
     message = str(info.value)
     assert message == f"{path}:" + expected.replace("{dir}", str(ERRORS))
     assert "\n" not in message
@@ -353,7 +361,7 @@ def test_error_names_the_file_as_the_user_typed_it(tmp_path, monkeypatch):
     write(tmp_path, "all:\n  hosts:\n    n1: {ansible_port: 0}\n")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(InventoryError) as info:
-        load_inventory("inventory.yaml")
+        load_all("inventory.yaml")
     assert str(info.value) == (
         "inventory.yaml:3: all.hosts.n1.ansible_port: must be an integer from 1 to 65535, not 0 (a number)"
     )
@@ -587,7 +595,7 @@ def test_misspelt_own_var_is_refused_whatever_kind_the_hosts_use(tmp_path, typo,
     """A local-only inventory still refuses a typo of an ssh, slurm or template var."""
     path = write(tmp_path, f"all:\n  hosts:\n    box:\n      ansible_connection: local\n      {typo}: x\n")
     with pytest.raises(InventoryError) as info:
-        load_inventory(path)
+        load_all(path)
     assert str(info.value) == (f"{path}:5: all.hosts.box.{typo}: unknown variable {typo!r} looks like fleetctl's "
                                f"{meant!r}; did you mean {meant!r}?")
 
@@ -602,7 +610,7 @@ def test_a_misspelt_ansible_prefix_gets_the_same_did_you_mean(tmp_path, typo, me
     for a var of one's own and connect as someone else."""
     path = write(tmp_path, f"all:\n  hosts:\n    box:\n      ansible_connection: local\n      {typo}: x\n")
     with pytest.raises(InventoryError) as info:
-        load_inventory(path)
+        load_all(path)
     assert str(info.value) == (f"{path}:5: all.hosts.box.{typo}: unknown variable {typo!r} looks like Ansible's "
                                f"{meant!r}; did you mean {meant!r}?")
 
@@ -720,7 +728,7 @@ def test_every_ansible_connection_var_has_a_decision_and_the_docs_list_it():
     assert [n for n in sorted(set(REFUSED) | set(IGNORED)) if f"`{n}`" not in doc] == []
 
 
-def test_a_relative_venv_or_cuda_home_is_refused_at_load_naming_file_line_host_and_key(tmp_path, monkeypatch):
+def test_a_relative_venv_or_cuda_home_is_refused_naming_file_line_host_and_key(tmp_path, monkeypatch):
     # New-user trial: `venv: venv` loaded, and `fleetctl facts` said `python / torch: - / torch -`
     # with no warning (the host took it against whatever folder a command ran in); only
     # `deploy --plan` said it does not run. workdir and deploy_lock stay home-relative.
@@ -728,7 +736,7 @@ def test_a_relative_venv_or_cuda_home_is_refused_at_load_naming_file_line_host_a
     write(tmp_path, "all:\n  vars:\n    workdir: fleet/work\n    deploy_lock: fleet.lock\n"
                     "  hosts:\n    n1:\n      venv: venv\n    n2:\n      cuda_home: cuda-12.8\n")
     with pytest.raises(InventoryError) as info:
-        load_inventory("inventory.yaml")
+        load_all("inventory.yaml")
     assert str(info.value) == (  # both hosts' bad values, a line each
         "inventory.yaml:7: all.hosts.n1.venv: 'venv' is a relative path, which the host would take against "
         "whatever folder a command runs in: write it absolute (e.g. /home/USER/venv)\n"
@@ -736,7 +744,7 @@ def test_a_relative_venv_or_cuda_home_is_refused_at_load_naming_file_line_host_a
         "against whatever folder a command runs in: write it absolute (e.g. /home/USER/venv)")
     write(tmp_path, "all:\n  hosts:\n    n2:\n      cuda_home: cuda-12.8\n")
     with pytest.raises(InventoryError, match=r"^inventory.yaml:4: all.hosts.n2.cuda_home: 'cuda-12.8' is a relative"):
-        load_inventory("inventory.yaml")
+        load_all("inventory.yaml")
     write(tmp_path, "all:\n  vars:\n    workdir: fleet/work\n    deploy_lock: fleet.lock\n"
                     "  hosts:\n    n1:\n      venv: /home/u/venv\n      cuda_home: /usr/local/cuda\n")
     host = load_inventory("inventory.yaml").hosts["n1"]
@@ -752,3 +760,11 @@ def test_a_host_name_holding_a_line_break_is_named_on_one_line(tmp_path):
         load_inventory(path)
     text = str(info.value)
     assert "\n" not in text and "contains whitespace" in text and str(path) in text, text
+
+
+def test_a_host_refused_for_its_own_values_keeps_its_place_and_refuses_where_selected(tmp_path):
+    inv = load_inventory(write(tmp_path, "all:\n  hosts:\n    a: {max_jobs: 0}\n    b:\n"))
+    assert list(inv.hosts) == ["a", "b"]  # the run record's snapshot and selection keep the inventory's order
+    inv.check_hosts(inv.select("b"))
+    with pytest.raises(InventoryError, match=r":3: all.hosts.a.max_jobs: must be an integer of at least 1"):
+        inv.check_hosts(inv.select("all"))

@@ -5,9 +5,10 @@ prints for the same sources (its JSON and graph formats), so a user can compare 
 script can read fleetctl's view of any source. ``fleetctl hosts PATTERN`` prints what
 ``ansible PATTERN --list-hosts`` prints: the selection a ``--hosts PATTERN`` would work on, in
 order. Secrets (``{value: ..., secret: true}`` and secret-looking names) are masked. A var whose
-value only Ansible's merge order decides is refused by ``--host`` and ``hosts`` as by ``run``
-(:meth:`Inventory.check_conflicts`, one line, exit 2); ``--list`` and ``--graph`` show Ansible's
-merge, for comparison with ``ansible-inventory``. Both check the string-valued ``FLEETCTL_*``
+value only Ansible's merge order decides, and a host's own bad vars, are refused by ``--host`` and
+``hosts`` as by ``run`` when they select the host (:meth:`Inventory.check_input`, one line, exit 2);
+``--list`` and ``--graph`` refuse the bad vars of the hosts they show and show Ansible's merge, for
+comparison with ``ansible-inventory``. Both check the string-valued ``FLEETCTL_*``
 variables first, as a run does (:func:`fleetctl.util.envvars.check_strings`: one line, exit 2).
 """
 
@@ -58,12 +59,16 @@ def inventory_command(obj: Context, as_list: bool, as_graph: bool, host: str | N
     inv = _load(obj)
     redact = _redactor(inv)
     if as_list:
-        click.echo(render.dumps(redact.obj(render.list_json(inv, limit=limit))))
+        listed = render.list_json(inv, limit=limit)
+        inv.check_refused(inv.select("all", limit=limit) if limit is not None else inv)  # listed hosts' bad vars
+        click.echo(render.dumps(redact.obj(listed)))
     elif as_graph:
-        click.echo(redact.text(render.graph(inv, group or "all", show_vars=show_vars)))
+        shown = render.graph(inv, group or "all", show_vars=show_vars)
+        inv.check_refused(inv.hosts[h] for h in inv.groups[group or "all"].hosts)
+        click.echo(redact.text(shown))
     else:
         if host in inv:  # an unknown name is render.host_vars's refusal
-            inv.check_conflicts([inv.hosts[host]])  # run's rule: a merge-order guess is refused, not shown
+            inv.check_input([inv.hosts[host]])  # run's rule: bad vars, a merge-order guess are refused, not shown
         click.echo(render.dumps(redact.obj(render.host_vars(inv, host))))
 
 
@@ -79,7 +84,7 @@ def hosts_command(obj: Context, pattern: str, limit: str | None, as_json: bool, 
 
     inv = _load(obj)
     selected = inv.select(pattern, limit=limit)
-    inv.check_conflicts(selected)  # what --hosts PATTERN would refuse, hosts refuses too (same line)
+    inv.check_input(selected)  # what --hosts PATTERN would refuse for its input, hosts refuses too (same line)
     names = [h.name for h in selected]
     if as_json:
         click.echo(json.dumps(names))

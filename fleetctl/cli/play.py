@@ -49,6 +49,12 @@ def run_play_command(obj: Context, playbook_path: str, *, kind: str, pattern: st
     except NothingToRetry as exc:
         click.echo(str(exc), err=True)
         raise click.exceptions.Exit(0) from None
+    except InputError:
+        if metrics_file and mode == "apply":  # a scheduled job refused: its metrics say so (not green)
+            from ..reporting.metrics import write_refused
+
+            write_refused(metrics_file, playbook_path, kind)
+        raise
     playbook, hosts = prep.playbook, prep.hosts
     metrics = metrics_observer(metrics_file, mode)
 

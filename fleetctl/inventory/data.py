@@ -69,7 +69,8 @@ class InventoryBuilder:
         self.groups: dict[str, GroupDraft] = {}
         self.hosts: dict[str, HostDraft] = {}
         self.vars_files: list[VarsFiles] = []
-        self.defined: list[VarSource] = []  # var definitions whose names are checked
+        # var definitions whose names are checked, each with the host whose own vars set it (None: a group's)
+        self.defined: list[tuple[VarSource, str | None]] = []
         self.conflicts: list[VarConflict] = []
         self.warnings: list[str] = []
         self.sources: list[str] = []
@@ -137,7 +138,7 @@ class InventoryBuilder:
     def set_var(self, entity: GroupDraft | HostDraft, src: VarSource, *, check_name: bool = True) -> None:
         """Ansible's ``set_variable``: the value replaces any earlier one whole."""
         if check_name:
-            self.defined.append(src)
+            self.defined.append((src, entity.name if isinstance(entity, HostDraft) else None))
         if isinstance(entity, GroupDraft) and src.name == PRIORITY_VAR:
             entity.priority = _priority(src)
             return

@@ -22,6 +22,7 @@ between different values (two unrelated groups; ``group_vars/`` of two ``-i`` so
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterable
 from pathlib import Path
@@ -141,9 +142,11 @@ def _alias_conflicts(host: Host) -> list[VarConflict]:
     return out
 
 
-def _check_names(b: InventoryBuilder, files: list[VarsFiles], kinds: set[str]) -> list[InventoryError]:
+def _check_names(b: InventoryBuilder, files: list[VarsFiles], kinds: set[str]
+                 ) -> list[tuple[InventoryError, str | None]]:
     """A line for each var name that is a typo of an Ansible or fleetctl name (``kinds``: the
-    connection kinds of the hosts, whose settings' names are known)."""
+    connection kinds of the hosts, whose settings' names are known), each with the host whose own
+    vars (inventory host vars, ``host_vars/HOST``) hold the name, or None for a group's."""
     from fleetctl.connection.registry import load_kind
 
     own = set(own_var_names())  # every var fleetctl reads, whatever kinds the hosts use
@@ -153,18 +156,21 @@ def _check_names(b: InventoryBuilder, files: list[VarsFiles], kinds: set[str]) -
             (known_ansible if var.startswith("ansible_") else own).add(var)
     defined = list(b.defined)
     for vf in files:
-        for _values, sources in (*vf.groups.values(), *vf.hosts.values()):
-            defined.extend(sources.values())
+        for _values, sources in vf.groups.values():
+            defined.extend((src, None) for src in sources.values())
+        for host, (_values, sources) in vf.hosts.items():
+            defined.extend((src, host) for src in sources.values())
     problems = []
-    for src in defined:
+    for src, owner in defined:
         problem = name_problem(src.name, frozenset(own), frozenset(known_ansible))
         if problem:
-            problems.append(InventoryError(problem, file=src.file, line=src.line, key=src.key))
+            problems.append((InventoryError(problem, file=src.file, line=src.line, key=src.key), owner))
     return problems
 
 
-def _check_build_hosts(hosts: dict[str, Host], names: Iterable[str]) -> list[InventoryError]:
-    """A line for each ``build_host`` (of the typed ``hosts``) that is none of ``names``."""
+def _check_build_hosts(hosts: dict[str, Host], names: Iterable[str]) -> list[tuple[InventoryError, str | None]]:
+    """A line for each ``build_host`` (of the typed ``hosts``) that is none of ``names``, with the
+    host whose own vars set it, or None when a group's did."""
     names = list(names)
     problems = []
     for h in hosts.values():
@@ -173,10 +179,18 @@ def _check_build_hosts(hosts: dict[str, Host], names: Iterable[str]) -> list[Inv
             src = h.sources.get("build_host")
             close = close_matches(target, names, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            problems.append(InventoryError(f"build_host {target!r} is not a host in the inventory{hint}",
-                                           file=src.file if src else None, line=src.line if src else None,
-                                           key=src.key if src else f"{h.name}.build_host"))
+            problems.append((InventoryError(f"build_host {target!r} is not a host in the inventory{hint}",
+                                            file=src.file if src else None, line=src.line if src else None,
+                                            key=src.key if src else f"{h.name}.build_host"),
+                             h.name if src is None or src.group is None else None))
     return problems
+
+
+def _own_error(exc: InventoryError, sources: dict[str, VarSource]) -> bool:
+    """Whether every line of ``exc`` (a typed-settings refusal) is at a var of the host's own
+    (inventory host vars, ``host_vars/HOST``: ``group`` None), not at a group's."""
+    own = {(s.file, s.line, s.key) for s in sources.values() if s.group is None}
+    return all((e.file, e.line, e.key) in own for e in getattr(exc, "errors", (exc,)))
 
 
 def _typed(name: str, merged: dict[str, Any], sources: dict[str, VarSource], cache: dict[Any, Any]) -> Any:
@@ -211,12 +225,18 @@ def _read_by(kind: str | None, model: Any) -> tuple[str, ...]:
 def finish(b: InventoryBuilder, vars_files: list[VarsFiles], *, source: str, sources: tuple[str, ...]) -> Inventory:
     """Merge every host's vars, type its settings, and freeze the inventory.
 
+    A problem of one host's own vars (its inventory host vars or ``host_vars/HOST``: a var name
+    that is a typo, a setting of the wrong type or form, a ``build_host`` that names no host) is
+    kept on the host (:attr:`Host.refused`) and refused by every command that selects it
+    (:meth:`Inventory.check_input`), as Ansible fails only the hosts it works on: an operator trial
+    saw one host's ``ansible_prot`` stop a deploy of two others, and the nightly's metrics stay
+    green. The same problem at a group's var is every member's, so it is the inventory's.
+
     Raises:
-        InventoryError: a name that is both a host and a group, a var name that is a typo of an
-            Ansible or fleetctl name, a setting of the wrong type or form, a ``build_host`` that
-            names no host; :class:`~fleetctl.errors.InventoryErrors` when there are several: every
-            one found, a line each (new-user trial: a file with several bad vars named only the
-            first, one fix per run).
+        InventoryError: a name that is both a host and a group, or a problem above at a group's
+            var (with every host's own problems then); :class:`~fleetctl.errors.InventoryErrors`
+            when there are several: every one found, a line each (new-user trial: a file with
+            several bad vars named only the first, one fix per run).
     """
     from fleetctl.connection.registry import KINDS
 
@@ -233,16 +253,20 @@ def finish(b: InventoryBuilder, vars_files: list[VarsFiles], *, source: str, sou
     hosts: dict[str, Host] = {}
     cache: dict[Any, Any] = {}
     members: dict[str, list[str]] = {}
-    problems: list[InventoryError] = []
+    problems: list[InventoryError] = []  # the whole inventory's: every command refuses them
+    own: dict[str, list[InventoryError]] = {name: [] for name in b.hosts}  # one host's: only where selected
     kinds: set[str] = set()
+    drafts: dict[str, tuple[dict[str, Any], dict[str, VarSource], tuple[str, ...]]] = {}
     for name, draft in b.hosts.items():
         merged, sources_, groups, found = _merge_host(ctx, name, vars_files)
         conflicts.extend(found)
+        drafts[name] = merged, sources_, groups
         try:
             settings, kind, conn, problem = _typed(name, merged, sources_, cache)
         except InventoryError as exc:  # every host's bad values, then every bad name: all at once
-            problems.append(exc)
-            kinds.add(kind_of(merged.get("ansible_connection"), KINDS) or "")
+            kind = kind_of(merged.get("ansible_connection"), KINDS) or ""
+            kinds.add(kind)
+            (own[name] if _own_error(exc, sources_) else problems).append(exc)
             continue
         if conn is not None:
             kinds.add(kind)
@@ -250,11 +274,24 @@ def finish(b: InventoryBuilder, vars_files: list[VarsFiles], *, source: str, sou
                                   sources=MappingProxyType(sources_), line=draft.line, file=draft.file,
                                   settings=settings, kind=kind, connection_settings=conn, problem=problem)
         conflicts.extend(_alias_conflicts(host))
-    problems += _check_names(b, vars_files, kinds - {""})
-    problems += _check_build_hosts(hosts, b.hosts)
-    error = InventoryErrors.of(problems)
+    for exc, owner in (*_check_names(b, vars_files, kinds - {""}), *_check_build_hosts(hosts, b.hosts)):
+        (own[owner] if owner is not None else problems).append(exc)
+    # refused whatever is selected: with every host's own problems too, so that one run names every fix
+    error = InventoryErrors.of(problems + [e for found in own.values() for e in found]) if problems else None
     if error is not None:
         raise error
+    for name, draft in b.hosts.items():
+        refused = InventoryErrors.of(own[name])
+        if name not in hosts:  # its own values could not be typed: a host every command that selects it refuses
+            merged, sources_, groups = drafts[name]
+            raw = merged.get("ansible_connection")
+            hosts[name] = Host(name=name, vars=MappingProxyType(merged), groups=groups,
+                               sources=MappingProxyType(sources_), line=draft.line, file=draft.file,
+                               settings=HostSettings(), kind=kind_of(raw, KINDS) or str(raw or ""),
+                               connection_settings=None, refused=refused)
+        elif refused is not None:
+            hosts[name] = dataclasses.replace(hosts[name], refused=refused)
+    hosts = {name: hosts[name] for name in b.hosts}  # in the order they entered the inventory
     for name in b.groups:
         members[name] = b.members(name)
     groups = {

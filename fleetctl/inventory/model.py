@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from fleetctl.connection.registry import ConnectionSettings, HostRef
-from fleetctl.errors import InventoryError
+from fleetctl.errors import InventoryError, InventoryErrors
 
 from .host_checks import check_ansible_vars, check_controller_files, check_local_venv
 from .patterns import HostIndex, select_hosts
@@ -44,6 +44,10 @@ class Host:
             user, key...), or None when the kind is unknown.
         problem: why the host cannot be connected to (an unknown connection kind), raised by
             :attr:`ref` and by :meth:`Inventory.check_hosts` when the host is selected.
+        refused: bad input in the host's own vars, found at load (a misspelt var name, a value of
+            the wrong type or form: every line of it), raised by every command that selects the
+            host (:meth:`Inventory.check_input`); ``settings`` are the defaults and
+            ``connection_settings`` None when a value could not be typed.
     """
 
     name: str
@@ -56,6 +60,7 @@ class Host:
     kind: str = field(default="", compare=False, repr=False)
     connection_settings: ConnectionSettings | None = field(default=None, compare=False, repr=False)
     problem: InventoryError | None = field(default=None, compare=False, repr=False)
+    refused: InventoryError | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.settings is None:
@@ -75,10 +80,11 @@ class Host:
         """The host as a connection kind sees it: its name and typed connection settings.
 
         Raises:
-            InventoryError: the host's ``ansible_connection`` names no registered kind.
+            InventoryError: the host's ``ansible_connection`` names no registered kind, or its own
+                vars were refused at load (:attr:`refused`).
         """
         if self.connection_settings is None:
-            raise self.problem or InventoryError(f"host {self.name!r} has no connection settings")
+            raise self.refused or self.problem or InventoryError(f"host {self.name!r} has no connection settings")
         return HostRef(self.name, self.connection_settings, self._unresolved_hint())
 
     def _unresolved_hint(self) -> str:
@@ -270,9 +276,11 @@ class Inventory:
           ``bin/python3``). For a remote host that is a remote preflight, not input.
 
         Raises:
-            InventoryError: the first problem, one line naming the file, the line and the key.
+            InventoryError: the chosen hosts' own bad vars (:meth:`check_input`), else the first
+                problem, one line naming the file, the line and the key.
         """
         chosen = {h.name: h for h in hosts}
+        self.check_refused(chosen.values())
         for h in chosen.values():
             if h.problem is not None:
                 raise h.problem
@@ -282,6 +290,32 @@ class Inventory:
             check_controller_files(h)
             if venv and h.kind == "local":
                 check_local_venv(h)
+
+    def check_input(self, hosts: Iterable[Host]) -> None:
+        """Refuse the inventory input of ``hosts`` found bad: :meth:`check_refused`, then
+        :meth:`check_conflicts`. Commands that only show the selected hosts (``fleetctl hosts``,
+        ``fleetctl inventory --host``) apply it; :meth:`check_hosts` does, and more.
+
+        Raises:
+            InventoryError: as the two checks.
+        """
+        chosen = list(hosts)
+        self.check_refused(chosen)
+        self.check_conflicts(chosen)
+
+    @staticmethod
+    def check_refused(hosts: Iterable[Host]) -> None:
+        """Refuse ``hosts``' own vars found bad at load (:attr:`Host.refused`: a misspelt name, a
+        value of the wrong type or form), as :func:`~fleetctl.inventory.load_inventory` refuses the
+        whole inventory for a group's: every line of every such host.
+
+        Raises:
+            InventoryError: one line each (:class:`~fleetctl.errors.InventoryErrors` for several),
+                in file and line order.
+        """
+        error = InventoryErrors.of([h.refused for h in hosts if h.refused is not None])
+        if error is not None:
+            raise error
 
     def check_conflicts(self, hosts: Iterable[Host]) -> None:
         """Refuse a var of one of ``hosts`` whose value only Ansible's merge order decides

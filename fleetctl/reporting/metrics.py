@@ -11,6 +11,8 @@ Every series carries ``playbook`` (the playbook's file stem, e.g. ``nightly``; `
 
 ==========================================================  =========================================
 ``fleetctl_run_info{run_id,kind,mode,status}``              1, naming the run the file describes
+                                                            (``status`` ``input_error``: refused
+                                                            before it started, :func:`write_refused`)
 ``fleetctl_run_success``                                    1 when every host succeeded, else 0
 ``fleetctl_run_timestamp_seconds``                          when the run ended (Unix time)
 ``fleetctl_run_duration_seconds``                           how long it took
@@ -239,6 +241,32 @@ def write_metrics(run: dict[str, Any], path: Path) -> str | None:
 
 def _utc(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+#: ``fleetctl_run_info``'s ``status`` of a run refused for its input (:func:`write_refused`).
+INPUT_ERROR = "input_error"
+
+
+def write_refused(path: Path | str, playbook: str, kind: str) -> None:
+    """Record in ``path`` a run refused for its input before it started (exit 2: a bad inventory,
+    playbook or option): ``fleetctl_run_info{status="input_error"}``, ``fleetctl_run_success 0``,
+    no host, the last-success times kept from the file already there (:func:`write_metrics`).
+    Without it a scheduled job whose input went bad (an operator trial: one host's misspelt var)
+    left the last good run's file, ``fleetctl_run_success 1``, and the dashboards green. A file
+    that cannot be written is left as it is: the refusal is the one line the command prints.
+
+    Args:
+        path: the ``--metrics-file``.
+        playbook: the playbook as given (its stem is the ``playbook`` label, as a run's).
+        kind: the command (``deploy``, ``verify``).
+    """
+    now = dt.datetime.now(dt.timezone.utc).isoformat()
+    run = {"playbook": playbook, "kind": kind, "mode": "apply", "status": INPUT_ERROR, "run_id": "",
+           "started": now, "finished": now, "hosts": {}}
+    try:
+        write_metrics(run, Path(path))
+    except OSError:
+        pass
 
 
 class MetricsFile:
