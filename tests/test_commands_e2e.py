@@ -244,15 +244,14 @@ def test_logs_follow_a_live_run_to_its_end(tmp_path):
     for rc, want in ((0, 0), (4, 1)):
         if gate.exists():
             gate.unlink()
-        before = set((tmp_path / "runs").iterdir()) if (tmp_path / "runs").exists() else set()
+        before = set(_records(tmp_path))
         # --forks 1: l2 starts only once l1 is done, so its log appears while the follower runs
         run = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "run", "--hosts", "g", "--forks", "1",
                                 "--",
                                 "sh", "-c", script, "sh", str(rc)], cwd=REPO, env={**os.environ, **env},
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            run_dir = _wait(lambda: next(iter(set((tmp_path / "runs").iterdir()) - before), None)
-                            if (tmp_path / "runs").exists() else None)
+            run_dir = _wait(lambda: next(iter(set(_records(tmp_path)) - before), None))
             log1 = run_dir / "logs" / "l1.log"
             _wait(lambda: log1.exists() and b"a" in log1.read_bytes())
             assert not (run_dir / "logs" / "l2.log").exists()
@@ -341,7 +340,7 @@ def _gated_run(tmp_path: Path, inv: Path, env: dict, gate: Path, pattern: str, f
                              "-c", f"echo a; while [ ! -e {gate} ]; do sleep 0.05; done; echo b"], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        run_dir = _wait(lambda: next(iter((tmp_path / "runs").iterdir()), None) if (tmp_path / "runs").exists() else None)
+        run_dir = _wait(lambda: next(iter(_records(tmp_path)), None))
         log = run_dir / "logs" / f"{first}.log"
         _wait(lambda: log.exists() and b"a" in log.read_bytes())
     except BaseException:
@@ -349,6 +348,11 @@ def _gated_run(tmp_path: Path, inv: Path, env: dict, gate: Path, pattern: str, f
         live.wait(timeout=120)
         raise
     return live, run_dir
+
+
+def _records(home: Path) -> list[Path]:
+    """The run record folders under ``home/runs`` (not the order counter, ``runs/.seq``)."""
+    return [p for p in (home / "runs").iterdir() if p.is_dir()] if (home / "runs").is_dir() else []
 
 
 def _wait(fn, timeout_s: float = 60.0):

@@ -339,7 +339,8 @@ def test_fetch_of_a_folder_keeps_every_readable_file_and_names_each_unreadable_o
         assert line.startswith(f"qa: FAILED: fetch ~/fdir: 1 of 3 files could not be read (the other 2 were "
                                f"fetched): get {fdir}/secret: "), line
         assert "Permission denied" in line, line
-        logs = fleetctl("logs", (tmp_path / "runs").iterdir().__next__().name, home=tmp_path).stdout
+        record = next(p for p in (tmp_path / "runs").iterdir() if p.is_dir())  # (not runs/.seq)
+        logs = fleetctl("logs", record.name, home=tmp_path).stdout
         assert f"qa: skipped {fdir}/fifo: a FIFO (named pipe), not a regular file" in logs, logs
         assert f"qa: skipped {fdir}/link: not a regular file (symlinks are never followed)" in logs, logs
     finally:
