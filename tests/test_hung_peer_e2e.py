@@ -26,8 +26,9 @@ from tests.test_deploy_e2e import make_host_venv
 pytestmark = pytest.mark.sshd
 
 #: Seconds hang's facts wait for its nvidia-smi (its ``gpu_probe_timeout_s``): what a host waiting
-#: for it would lose, well above what good takes alone.
-HUNG_S = 6
+#: for it would lose, well above what good takes alone (its facts import torch, and so does its
+#: verify: ~5 s on 2 busy cores, where 6 s left good finishing after hang in 2 runs of the suite).
+HUNG_S = 8
 
 
 def _events(run_dir: Path) -> list[dict]:
@@ -59,7 +60,9 @@ def test_verify_and_refused_hosts_never_wait_for_a_hung_host_and_a_builder_says_
     ran = json.loads((run_dir / "run.json").read_text())["hosts"]
     events = _events(run_dir)
     assert ran["hang"]["duration_s"] >= HUNG_S, ran["hang"]  # its facts waited out the probe timeout
-    assert _at(events, "host.finished", "good") < _at(events, "host.finished", "hang"), ran["good"]
+    # good's own work began while hang still waited for its GPUs (good's facts and verify each import
+    # torch: on 2 busy cores good may end after hang, which is no wait)
+    assert _at(events, "task.started", "good") < _at(events, "host.finished", "hang"), ran["good"]
     started = _at(events, "task.started", "good") - _at(events, "facts.gathered", "good")
     assert started.total_seconds() < HUNG_S / 2, started  # its first task right after its facts
     assert not [e for e in events if e["event"] == "class.waiting"], events
