@@ -170,6 +170,18 @@ def test_e_archs_replaces_the_note_of_the_archs_facts_chose():
                     "not all of 9.0a;12.0a"], said
 
 
+def test_a_note_of_a_phase_the_play_lacks_is_not_told():
+    """A venv note that only verify refuses for (a CPU-only torch) is told by a play that verifies,
+    not by one that builds and installs only; every note without ``phases`` (``fleetctl facts``)."""
+    plan = {**build_plan(facts_from(SMI["none"])), "phase_notes": {"verify": ["warning: torch is CPU-only"],
+                                                                   "install": ["warning: venv full"]}}
+    plan["notes"] = [*plan["notes"], "warning: venv full", "warning: torch is CPU-only"]
+    assert told_notes(plan, None) == plan["notes"]
+    assert told_notes(plan, None, {"build", "install", "verify"}) == plan["notes"]
+    assert told_notes(plan, None, {"build", "install"}) == plan["notes"][:-1]
+    assert told_notes(plan, None, {"build"}) == plan["notes"][:-2]
+
+
 def test_unknown_compute_cap_is_not_a_target():
     plan = build_plan(facts_from(SMI["na"]))
     assert plan["source"] == "fallback"

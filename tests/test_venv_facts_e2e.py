@@ -8,6 +8,7 @@ One real sshd test host, real venvs made as users make them (tests/support/hostv
 from __future__ import annotations
 
 import json
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -22,6 +23,16 @@ pytestmark = pytest.mark.sshd
 
 PLAYBOOK = str(REPO / "playbooks" / "fp4-kernels.yaml")
 TAIL = "; a deploy refuses this host until it is fixed"
+TOY_PLAY = """\
+name: toy kernels, built and installed, never verified
+hosts: all
+tasks:
+  - copy: {{src: {src}, dest: "{{{{ workdir }}}}/src/toy"}}
+  - build_wheel: {{src: "{{{{ workdir }}}}/src/toy", out_dir: "{{{{ workdir }}}}/wheels", required_build_packages: [],
+                  check_sass: false, tool: pip, min_free_disk_mib: 1}}
+    register: build
+  - pip_install: {{wheel: "{{{{ build.data.wheel }}}}"}}
+"""
 
 
 def test_the_deployed_build_requirements_are_kernel_srcs():
@@ -125,7 +136,6 @@ def test_a_venv_whose_python_links_into_a_folder_the_login_user_cannot_enter_say
     user cannot enter); ``--plan`` said the link's target ``does not exist: the base interpreter
     ... is gone``. It exists: facts and --plan name the path, the login user and the folder."""
     import os
-    import shutil
     import subprocess
 
     h = sshd_farm.start("denied", shell="bash")  # a user of its own, not root
@@ -180,6 +190,17 @@ def test_facts_warn_of_a_cpu_only_torch_on_a_gpu_host_as_plan_refuses(sshd_farm,
     assert facts.returncode == 0 and "node03: WARNING (below)" in facts.stdout, facts.stdout + facts.stderr
     doc = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path).stdout)
     assert f"warning: {line}{TAIL}" in doc["node03"]["warnings"], doc["node03"].get("warnings")
+    # a playbook of the operator's own that builds and installs, and never verifies: verify's
+    # refusal is not its warning (it was, in every deploy's record: "a deploy refuses this host")
+    shutil.copytree(REPO / "tests" / "data" / "toy_kernels", tmp_path / "toy")
+    play = tmp_path / "toy.yaml"
+    play.write_text(TOY_PLAY.format(src=tmp_path / "toy"))
+    run = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--json", home=tmp_path)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    host = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["node03"]
+    assert host["status"] == "ok" and [t["action"] for t in host["tasks"]][-1] == "pip_install", host
+    assert not [w for w in host.get("warnings") or [] if "CPU-only" in w or "refuses" in w], host.get("warnings")
+    assert "CPU-only" not in run.stderr, run.stderr[-3000:]
     # verify on the CPU, as the fix says: neither refuses
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"node03": {**entry, "verify_device": "cpu"}}})
     doc = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path).stdout)
@@ -191,7 +212,6 @@ def test_facts_warn_of_every_refusal_the_builds_facts_preflight_makes(sshd_farm,
     :func:`fleetctl.facts.refusals.host_refusals`) is a facts warning, word for word. The host: a
     driver (535) older than the toolkit's CUDA 13 needs, which read ``ok`` in facts, and a venv
     python that is not there; verify on the CPU (the test venv's torch is a CPU build)."""
-    import shutil
 
     h = sshd_farm.start("olddrv")
     write_fake_nvidia_smi(h.bin_dir, [H200], driver="535.104.05")

@@ -43,12 +43,13 @@ async def connect(host: Any, scope: Any, run: RunModel, *, timeout_s: float,
 
 async def first_command(session: HostSession, run: RunModel, observers: Any, deadlines: Deadlines,
                         spans: list[PhaseSpan], *, facts: bool, lock: bool, remembered: list[list],
-                        build_notes: bool = True, archs_given: str | None = None) -> None:
+                        phases: frozenset[str] | None = None, archs_given: str | None = None) -> None:
     """The host's first command (:mod:`fleetctl.engine.session_start`): run folder, deploy lock,
     facts and the probes answered ahead; facts recorded on the host, lock events told. The build
-    plan's notes ("no GPU found: building for fallback_archs ...") are told only with
-    ``build_notes`` (the play builds), the note of the archs chosen as ``-e archs`` (``archs_given``)
-    changes it (:func:`fleetctl.build.arch_notes.told_notes`); the facts keep them as found. ``deadlines``: its
+    plan's notes ("no GPU found: building for fallback_archs ...") are told only when ``phases`` (those
+    of the play's tasks; None: every phase) has ``build``, a note about a later phase only when it has
+    that phase, and the note of the archs chosen as ``-e archs`` (``archs_given``) changes it
+    (:func:`fleetctl.build.arch_notes.told_notes`); the facts keep them as found. ``deadlines``: its
     ``facts`` deadline bounds the command, its ``connect`` deadline a legacy start's connects
     (seconds). Facts, lock and probe events go to ``observers``; the connect and facts phase
     spans are appended to ``spans``.
@@ -110,7 +111,8 @@ async def first_command(session: HostSession, run: RunModel, observers: Any, dea
     facts_ = started.facts
     out.facts = facts_
     build = facts_.get("build") or {}
-    told = told_notes(build, archs_given) if build_notes else build.get("env_notes", [])
+    builds = phases is None or "build" in phases
+    told = told_notes(build, archs_given, phases) if builds else build.get("env_notes", [])
     for note in told:
         observers.emit("note.added", session.name, message=note)
     warned = [str(n) for n in told if str(n).startswith("warning: ")]

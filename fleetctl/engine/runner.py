@@ -190,7 +190,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     # deploy shows what it applies.
     planning_observers: Any = MutedObservers(observers)
     memory = ProbeMemory(playbook.path) if opts.remember_probes else None
-    builds = any(ACTIONS[t.action].phase == "build" for t in tasks if t.action in ACTIONS)
+    phases = frozenset(ACTIONS[t.action].phase for t in tasks if t.action in ACTIONS)
     order = {h.name: i for i, h in enumerate(batch)}
     current = [Group()]  # the group a host that starts now joins
     settlings: list[asyncio.Future] = []
@@ -284,7 +284,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             await first_command(session, run, observers, opts.deadlines, spans, facts=playbook.gather_facts,
                                 lock=apply and opts.host_lock,
                                 remembered=memory.entries(host.name) if memory is not None else [],
-                                build_notes=builds, archs_given=str(opts.extra_vars.get("archs") or "") or None)
+                                phases=phases, archs_given=str(opts.extra_vars.get("archs") or "") or None)
             out.phases = list(spans)  # connect, facts: in the record from now on
             plans[host.name] = await plan_pass(session, playbook, tasks, selected, run, planning_observers, classes,
                                            pass_opts)

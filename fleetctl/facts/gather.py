@@ -201,6 +201,10 @@ def complete_facts(host: str, facts: dict[str, Any], *,
     added. When the toolkit found first cannot compile the host's archs and another of the host's
     toolkits can, the returned facts (a new dict) describe that one, with a build note, unless
     ``cuda_home`` (the host var) pins the toolkit. Use the returned dict, not ``facts``.
+    ``build.notes`` holds every warning ``fleetctl facts`` gives; those about the venv that only the
+    shipped deploy's ``install`` or ``verify`` refuses for are listed under their phase in
+    ``build.phase_notes`` too (``{"verify": [str]}``), so that a play without that phase does not
+    tell them (:func:`fleetctl.build.arch_notes.told_notes`).
 
     Args:
         extra: what the connection knows of the host (:meth:`Connection.extra_facts`: Slurm's view
@@ -264,7 +268,10 @@ def complete_facts(host: str, facts: dict[str, Any], *,
     # new-user trial: a venv the login user cannot write, a full one, a torch that does not import
     free = venv_free_mib(facts)
     wheel = class_wheel(host, facts) if class_wheel and free is not None and free < SIZE_ASKED_BELOW_MIB else None
-    facts["build"]["notes"].extend(venv_warnings(facts, install_requirements, wheel, verify_device))
+    for note in venv_warnings(facts, install_requirements, wheel, verify_device):
+        facts["build"]["notes"].append(note.text)
+        if note.phase != "build":  # told only by a play with that phase (fleetctl/build/arch_notes.py)
+            facts["build"].setdefault("phase_notes", {}).setdefault(note.phase, []).append(note.text)
     wd = workdir_warning(facts)  # new-user trial: a read-only or full workdir read "ok: disk free GiB 0"
     if wd:
         facts["build"]["notes"].append(wd)

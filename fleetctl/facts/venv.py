@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from .install_hint import existing_venv, install_command
 from .refusals import build_requirements_problem, no_front_end_problem
@@ -271,8 +271,18 @@ def installs_build_requirements(host_vars: Mapping[str, Any]) -> bool:
         return False
 
 
+class PhaseNote(NamedTuple):
+    """A note about the venv and the phase of the shipped deploy that refuses for it: ``build``,
+    ``install`` or ``verify`` (:attr:`fleetctl.tasks.base.Action.phase`'s names). A play without a
+    task of that phase is not told it (:func:`fleetctl.build.arch_notes.told_notes`): a custom
+    playbook with no verify is never warned that verify would refuse its host."""
+
+    phase: str
+    text: str
+
+
 def venv_warnings(facts: Mapping[str, Any], install_requirements: bool = False,
-                  class_wheel: tuple[str, int] | None = None, verify_device: str = "auto") -> list[str]:
+                  class_wheel: tuple[str, int] | None = None, verify_device: str = "auto") -> list[PhaseNote]:
     """The ``warning:`` notes ``fleetctl facts`` gives about the venv (see the module docstring),
     each a problem a deploy refuses, worded by :func:`fleetctl.facts.refusals.warning`: the install
     rule only for a host with the ``venv`` var (builds and installs need one), torch's for a torch
@@ -296,26 +306,26 @@ def venv_warnings(facts: Mapping[str, Any], install_requirements: bool = False,
     name, cached = class_wheel or (f"the {DEPLOYED_PACKAGE} wheel", None)
     problem = install_problem(facts, *install_need(name, cached_bytes=cached)) if venv else None
     if problem:  # only the host var's venv: without one, facts describe the system's python
-        out.append(refusal_warning(problem))
+        out.append(PhaseNote("install", refusal_warning(problem)))
     python = py.get("executable") or (posixpath.join(venv, "bin", "python3") if venv else "python3")
     torch = torch_problem(facts, venv, python, DEPLOYED_PACKAGE) if venv or py.get("torch") else None
     if torch:  # a missing torch only in the host var's venv: a build host's system python needs none
-        out.append(refusal_warning(torch))
+        out.append(PhaseNote("verify", refusal_warning(torch)))
     cpu_only = cpu_torch_problem(facts, venv, python, DEPLOYED_PACKAGE,
                                  deployed_verify_device(facts, verify_device)) if venv else None
     if cpu_only:  # operator trial: facts said ok for a +cpu torch on an H100 that --plan refused
-        out.append(refusal_warning(cpu_only))
+        out.append(PhaseNote("verify", refusal_warning(cpu_only)))
     if not venv or not py.get("exists", True):
         return out
     no_tool = no_front_end_problem(facts, venv, python)
     if no_tool:
-        out.append(refusal_warning(no_tool))
+        out.append(PhaseNote("build", refusal_warning(no_tool)))
     missing = missing_build_requirements(facts)
     if missing and install_requirements:
         what = ", ".join(f"{req} (have {have})" if have else req for req, have in missing)
-        out.append(f"build requirements missing in {venv}: {what}; the deploy's build installs them first "
-                   f"({INSTALL_BUILD_REQUIREMENTS_VAR}=true)")
+        out.append(PhaseNote("build", f"build requirements missing in {venv}: {what}; the deploy's build installs "
+                                      f"them first ({INSTALL_BUILD_REQUIREMENTS_VAR}=true)"))
     elif missing:
         where, run_with = existing_venv(facts, venv, python)
-        out.append(refusal_warning(build_requirements_problem(facts, where, run_with, missing)))
+        out.append(PhaseNote("build", refusal_warning(build_requirements_problem(facts, where, run_with, missing))))
     return out
