@@ -1,18 +1,22 @@
 """The plan tells the truth after a failure: a real nvcc build on real sshd test hosts, then a
 ``--force`` build that fails (its compiler fails the way a broken toolkit does); ``--plan`` still
 names the wheel installed, ``--dry-run`` names the class's real builder and wheel, and the failed
-build's class line prints the class's real arch, CUDA and torch."""
+build's class line prints the class's real arch, CUDA and torch. The package built is the toy CUDA
+package (tests/data/toy_kernels: real nvcc, seconds): what is checked is the engine's and the
+plan's, whatever the package."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from tests.support.fake_gpu import H200, write_fake_nvidia_smi
-from tests.support.fleet import fleetctl, last_run, write_inventory
+from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+from tests.test_agreement_e2e import PLAY
 from tests.test_deploy_e2e import host_entry, make_host_venv
 
 pytestmark = pytest.mark.sshd
@@ -32,7 +36,7 @@ def breakable_cuda_home(root: Path, marker: Path) -> Path:
     nvcc = home / "bin" / "nvcc"
     nvcc.write_text(textwrap.dedent(f"""\
         #!/bin/sh
-        case " $* " in *" -c "*) if [ -e {marker} ]; then echo "nvcc fatal   : Could not open output file" >&2; exit 1; fi;; esac
+        case " $* " in *" -c "*|*" -cubin "*) if [ -e {marker} ]; then echo "nvcc fatal   : Could not open output file" >&2; exit 1; fi;; esac
         exec /usr/local/cuda/bin/nvcc "$@"
         """))
     nvcc.chmod(0o755)
@@ -49,20 +53,25 @@ def test_plan_dry_run_and_class_lines_tell_the_truth_after_a_failed_forced_build
         hosts[name] = host_entry(sshd_farm, h, tmp_path, venv=make_host_venv(tmp_path / f"venv-{name}"),
                                  cuda_home=str(cuda))
     inv = write_inventory(tmp_path / "inv.yaml", {"gpu-nodes": hosts})
+    src = tmp_path / "toy"
+    shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
+    play = tmp_path / "play.yaml"
+    play.write_text(PLAY.format(src=src))
     i = ["-i", str(inv)]
-    res = fleetctl(*i, "deploy", "--hosts", "a", home=tmp_path, timeout_s=1500)
+    p = ["--playbook", str(play)]
+    res = fleetctl(*i, "deploy", "--hosts", "a", *p, home=tmp_path, timeout_s=1500)
     assert res.returncode == 0, res.stdout[-4000:]
     wheel = next(t for t in json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["a"]["tasks"]
                  if t["action"] == "build_wheel")["data"]["wheel"].rsplit("/", 1)[-1]
 
     # --dry-run for both: b receives a's class wheel, named, from a (never "<class wheel>"/"<builder>")
-    res = fleetctl(*i, "deploy", "--hosts", "gpu-nodes", "--dry-run", home=tmp_path)
+    res = fleetctl(*i, "deploy", "--hosts", "gpu-nodes", *p, "--dry-run", home=tmp_path)
     assert res.returncode == 0, res.stdout[-4000:]
     assert "<class wheel>" not in res.stdout and "<builder>" not in res.stdout
     assert wheel in res.stdout.split("--- b: planned commands", 1)[1]
 
     marker.touch()
-    res = fleetctl(*i, "deploy", "--hosts", "a", "--force", home=tmp_path, timeout_s=1500)
+    res = fleetctl(*i, "deploy", "--hosts", "a", *p, "--force", home=tmp_path, timeout_s=1500)
     assert res.returncode == 1, res.stdout[-4000:]
     assert "Could not open output file" in res.stdout
     summary = res.stdout
@@ -72,7 +81,7 @@ def test_plan_dry_run_and_class_lines_tell_the_truth_after_a_failed_forced_build
 
     # the earlier wheel is still installed: --plan says so (not "nothing installed")
     marker.unlink()
-    res = fleetctl(*i, "deploy", "--hosts", "a", "--plan", "--json", home=tmp_path)
+    res = fleetctl(*i, "deploy", "--hosts", "a", *p, "--plan", "--json", home=tmp_path)
     plan = json.loads(res.stdout)
     build = next(t for t in plan["a"]["tasks"] if t["action"] == "build_wheel")
     changed = build["decision"]["changed"]
