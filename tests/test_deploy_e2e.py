@@ -65,6 +65,11 @@ def test_deploy_builds_each_host_for_its_own_sm_installs_and_verifies(sshd_farm,
     builds = {h: [t for t in r["tasks"] if t["action"] == "build_wheel"][0] for h, r in record["hosts"].items()}
     assert [h for h, t in builds.items() if not t["data"].get("pushed_from")] == ["sm90-2", "sm120"]
     assert builds["sm90-1"]["data"]["pushed_from"] == "sm90-2"
+    # the builders' task lines say the SASS was checked, and where (a package's own "cuobjdump not
+    # found: SASS check SKIPPED" in the build log is then not the last word)
+    for name, sass in (("sm90-2", "sm_90a"), ("sm120", "sm_120a")):
+        msg = builds[name]["msg"]
+        assert re.search(rf"; SASS {sass} checked on the (host|controller)$", msg), msg
     assert builds["sm90-1"]["data"]["sha256"] == builds["sm90-2"]["data"]["sha256"] != builds["sm120"]["data"]["sha256"]
     assert res.stdout.count("*** Created fp4_kernels") == 2  # scikit-build-core ran once per class
     assert "sm90-[1-2] sm_90a cu13.0" in res.stdout and "(built on sm90-2)" in res.stdout

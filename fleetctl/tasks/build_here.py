@@ -176,6 +176,7 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
     # the stamp's size and mtime are the wheel's as written: the next run stats it against them
     data.update({"wheel": wheel, "sha256": digest, "size_bytes": size, "mtime_s": mtime,
                  "archs": target.get("torch_cuda_arch_list"), "reused": False, "inputs": inputs})
+    checked = ""  # said on the task's line: a package's own "cuobjdump not found: SASS check SKIPPED" is not the last word
     if args.check_sass and cuda.get("nvcc"):
         targets, ptx_wanted = sass_targets(target), ptx_targets(target)
         archs, ptx, where, err = yield from _sass_archs(host, wheel, digest, targets, ptx_wanted)
@@ -193,6 +194,7 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
                f"{'; PTX ' + ', '.join(ptx) if ptx else ''})" if uncovered else "")
         if msg:
             return (yield from fail(msg, data, refused=True))
+        checked = f"; SASS {', '.join(archs) or 'none'} checked {where}"
         data["coverage"] = {f"GPU {g.get('index', i)} ({g.get('name')}, {g.get('compute_cap')})":
                             how_covered(str(g.get("compute_cap")), archs, ptx)
                             for i, g in enumerate(facts.get("gpus") or []) if g.get("compute_cap")}
@@ -210,10 +212,10 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
     if left is not None:
         return TaskResult(Status.CHANGED, msg=f"kept {posixpath.basename(wheel)} for {data['archs']}: an interrupted "
                                               f"run built it (its connection dropped before the wheel was checked); "
-                                              f"checked and stamped now, not built again",
+                                              f"checked and stamped now, not built again{checked}",
                           data={**data, "kept_after_interrupt": True, "decision": decision}, files={wheel: digest},
                           stamps={wheel: stamp_of(data)})
-    return TaskResult(Status.CHANGED, msg=f"built {posixpath.basename(wheel)} for {data['archs']}{forced}{stale}",
+    return TaskResult(Status.CHANGED, msg=f"built {posixpath.basename(wheel)} for {data['archs']}{forced}{stale}{checked}",
                       data={**data, "decision": decision}, files={wheel: digest}, stamps={wheel: stamp_of(data)})
 
 
