@@ -391,13 +391,14 @@ def test_fake_cuda_home(tmp_path, light_venv):
     cuda = facts["cuda"]
     toolkits = cuda.pop("toolkits")
     assert cuda == {
-        "home": str(home), "nvcc": str(home / "bin" / "nvcc"), "nvcc_realpath": str(home / "bin" / "nvcc"),
-        "version": "12.4", "archs": ["compute_50", "compute_80", "compute_90"], "codes": ["sm_50", "sm_80", "sm_90"],
+        "home": str(home), "home_realpath": str(home), "nvcc": str(home / "bin" / "nvcc"),
+        "nvcc_realpath": str(home / "bin" / "nvcc"), "version": "12.4", "build": "V12.4.99",
+        "archs": ["compute_50", "compute_80", "compute_90"], "codes": ["sm_50", "sm_80", "sm_90"],
         "cuobjdump": str(home / "bin" / "cuobjdump"), "cuobjdump_source": "cuda home",
         "cccl_include": None, "source": "cuda_home var", "requested_home": str(home), "skipped": [], "error": None,
     }
-    assert toolkits[0] == {"home": str(home), "nvcc": str(home / "bin" / "nvcc"), "nvcc_realpath": str(home / "bin" / "nvcc"),
-                           "version": "12.4", "archs": ["compute_50", "compute_80", "compute_90"], "source": "cuda_home var"}
+    assert toolkits[0] == {"home": str(home), "home_realpath": str(home), "nvcc": str(home / "bin" / "nvcc"),
+                           "nvcc_realpath": str(home / "bin" / "nvcc"), "version": "12.4", "build": "V12.4.99", "archs": ["compute_50", "compute_80", "compute_90"], "source": "cuda_home var"}
 
 
 def test_nvcc_search_order(tmp_path, monkeypatch):

@@ -144,6 +144,38 @@ def wheel_defines(defines: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in defines.items() if k not in PARALLELISM_DEFINES}
 
 
+#: The defines :func:`cmake_defines` fills with the toolkit's path, and the ``cuda`` facts keys of
+#: that path as the host spelled it and as ``os.path.realpath`` resolves it (playbooks/scripts/facts.py).
+TOOLKIT_PATH_DEFINES = {"CMAKE_CUDA_COMPILER": ("nvcc", "nvcc_realpath"), "CUDAToolkit_ROOT": ("home", "home_realpath")}
+
+
+def keyed_defines(defines: Mapping[str, str], facts: Mapping[str, Any]) -> dict[str, str]:
+    """The defines as a build key holds them (:func:`fleetctl.tasks.build_keys.build_inputs`):
+    :func:`wheel_defines`, with the toolkit's path (:data:`TOOLKIT_PATH_DEFINES`) spelled as its
+    real path when the host reported it, so that ``/usr/local/cuda`` and the ``/usr/local/cuda-13.0``
+    it links to (NVIDIA's installers lay toolkits out so) are one arch class, not two (operator
+    trial: two hosts built the same wheel twice). A define the task set to another path is kept as
+    written (the controller cannot resolve a host's symlink)."""
+    cuda = facts.get("cuda") or {}
+    out = wheel_defines(defines)
+    for name, (spelled, real) in TOOLKIT_PATH_DEFINES.items():
+        if name in out and cuda.get(real) and out[name] == cuda.get(spelled):
+            out[name] = cuda[real]
+    return out
+
+
+def toolkit_identity(facts: Mapping[str, Any]) -> dict[str, str]:
+    """What the CUDA toolkit is, for a build key: ``{"cuda": "13.0", "cuda_build": "V13.0.88
+    cuda_13.0.r13.0/compiler.36424714_0"}`` (``nvcc --version``'s release, V number and Build line,
+    facts ``cuda.version`` / ``cuda.build``); ``cuda_build`` is left out when the facts lack it, and
+    ``cuda`` is None without a toolkit. Two nvcc builds of one release do not share a wheel."""
+    cuda = facts.get("cuda") or {}
+    out = {"cuda": cuda.get("version")}
+    if cuda.get("build"):
+        out["cuda_build"] = cuda["build"]
+    return out
+
+
 #: The config-settings flag each PEP 517 front end accepts (``-C`` works for all three):
 #: pip ``--config-settings``; uv (``uv build``, ``uv pip install``) and pypa/build
 #: ``--config-setting``.

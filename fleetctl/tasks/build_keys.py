@@ -28,7 +28,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..build.env import config_settings_args, wheel_defines
+from ..build.env import config_settings_args, keyed_defines, toolkit_identity
 from ..connection.base import CommandResult
 from ..build.cudacompat import ArchToken, parse_tokens, target_arch_list
 from ..build.hostcompiler import key_material as host_compiler_key
@@ -118,13 +118,20 @@ def build_inputs(tree_hash: str, plan: Mapping[str, Any], defines: Mapping[str, 
     A host whose GPUs mix SMs is its own class (``host`` is part of its inputs). The platform
     (``platform``: ``"linux_aarch64"``, ``libc``: ``"glibc 2.39"``, :func:`fleetctl.build.wheeltags.platform_inputs`)
     is part of them: an x86_64 wheel never goes to an aarch64 host of the same SM, CUDA and torch.
+
+    The CUDA toolkit counts by what it is, not by the path that reached it: its real folder and
+    real nvcc (:func:`fleetctl.build.env.keyed_defines`: ``/usr/local/cuda`` and the
+    ``/usr/local/cuda-13.0`` it links to are one class), its release and its nvcc build
+    (:func:`fleetctl.build.env.toolkit_identity`: V13.0.48 and V13.0.88 are two). Two toolkits of
+    one release in two real folders stay two classes: a wheel may hold its toolkit's paths, and
+    another folder may hold another patch level or an edited ``bin/nvcc.profile``.
     """
     py = facts.get("python") or {}
     material = {
-        "tree": tree_hash, "archs": plan.get("torch_cuda_arch_list"), "defines": wheel_defines(defines),
-        "cuda": (facts.get("cuda") or {}).get("version"), "torch": py.get("torch"),
-        "torch_cuda": py.get("torch_cuda"), "python": py.get("tag") or py.get("version"),
+        "tree": tree_hash, "archs": plan.get("torch_cuda_arch_list"), "defines": keyed_defines(defines, facts),
+        "torch": py.get("torch"), "torch_cuda": py.get("torch_cuda"), "python": py.get("tag") or py.get("version"),
     }
+    material.update(toolkit_identity(facts))
     material.update(host_compiler_key(facts))
     # the wheel's platform tag and the libc it needs (left out when the host did not say)
     material.update({k: v for k, v in platform_inputs(facts).items() if v is not None})

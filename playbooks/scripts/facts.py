@@ -39,12 +39,16 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     mismatch...) the loaded kernel module's, ``driver_module_version``.
 ``driver_module_version`` str | null: the loaded kernel module's version, from
                     ``/proc/driver/nvidia/version`` (null when the file is not there or unread).
-``cuda``            ``{home, nvcc, nvcc_realpath, version: "13.0", archs: ["compute_75", ...],
+``cuda``            ``{home, home_realpath, nvcc, nvcc_realpath, version: "13.0", build: "V13.0.88
+                    cuda_13.0.r13.0/compiler.36424714_0" (``nvcc --version``'s V number and Build line:
+                    two nvcc of one release but another build differ), archs: ["compute_75", ...],
                     codes: ["sm_75", ...], cuobjdump, cuobjdump_source, cccl_include, source,
                     requested_home, toolkits, skipped, error}``; ``source`` is ``"cuda_home var"`` |
                     ``"CUDA_HOME env"`` | ``"/usr/local/cuda"`` | ``"PATH"`` | ``"/usr/local/cuda-*"`` |
                     ``"interactive login PATH"`` | null. ``toolkits``: every distinct toolkit found,
-                    in search order, as ``{home, nvcc, nvcc_realpath, version, archs, source}``;
+                    in search order, as ``{home, home_realpath, nvcc, nvcc_realpath, version, build, archs, source}``
+                    (``*_realpath``: ``os.path.realpath``, so ``/usr/local/cuda`` and the
+                    ``/usr/local/cuda-13.0`` it links to are seen as one toolkit);
                     ``skipped``: ``[{home, source, why}]`` of the login environment's ``CUDA_HOME``
                     (or ``CUDA_PATH``) that was passed over (no executable ``bin/nvcc``).
 ``python``          ``{executable, venv, exists, version: "3.12.3", tag: "cp312", implementation,
@@ -300,6 +304,14 @@ def parse_nvcc_version(text: str):
         return m.group(1)
     m = re.search(r"\bV(\d+\.\d+)", text)
     return m.group(1) if m else None
+
+
+def parse_nvcc_build(text: str):
+    """``"V13.0.88 cuda_13.0.r13.0/compiler.36424714_0"`` from ``nvcc --version`` (its ``V`` number and
+    its ``Build`` line: what tells two builds of one release apart), the parts it printed, else None."""
+    parts = [m.group(1) for m in (re.search(r"\b(V\d+(?:\.\d+)+)", text), re.search(r"^Build\s+(\S+)", text, re.M))
+             if m]
+    return " ".join(parts) or None
 
 
 def parse_word_list(text: str):
@@ -1383,24 +1395,25 @@ def find_cuobjdump(home, site_packages):
 
 
 def probe_toolkit(home, source, cache=None):
-    """One toolkit: ``{home, nvcc, nvcc_realpath, version, archs, codes, source, errors}``
+    """One toolkit: ``{home, home_realpath, nvcc, nvcc_realpath, version, build, archs, codes, source, errors}``
     (``nvcc --version``, ``--list-gpu-arch``, ``--list-gpu-code``; kept in ``cache`` while
     nvcc, the file it resolves to and ``bin/nvcc.profile`` are unchanged, :class:`AnswerCache`)."""
     nvcc = os.path.join(home, "bin", "nvcc")
     real = os.path.realpath(nvcc)
-    answer = remembered(cache, ["nvcc", nvcc, real], [nvcc, real, os.path.join(home, "bin", "nvcc.profile")],
+    answer = remembered(cache, ["nvcc", 2, nvcc, real], [nvcc, real, os.path.join(home, "bin", "nvcc.profile")],
                         lambda: ask_nvcc(nvcc), lambda a: not a["errors"])
-    return dict(answer, home=home, nvcc=nvcc, nvcc_realpath=real, source=source)
+    return dict(answer, home=home, home_realpath=os.path.realpath(home), nvcc=nvcc, nvcc_realpath=real, source=source)
 
 
 def ask_nvcc(nvcc):
-    """``{version, archs, codes, errors}`` from the three nvcc commands."""
-    tk = {"version": None, "archs": None, "codes": None, "errors": []}
+    """``{version, build, archs, codes, errors}`` from the three nvcc commands."""
+    tk = {"version": None, "build": None, "archs": None, "codes": None, "errors": []}
     rc, out, err, error = run_command([nvcc, "--version"])
     if error or rc != 0:
         tk["errors"].append(error or "nvcc --version: exit %s: %s" % (rc, cause_line(out, err)))
     else:
         tk["version"] = parse_nvcc_version(out)
+        tk["build"] = parse_nvcc_build(out)
         if tk["version"] is None:
             tk["errors"].append("nvcc --version: no release number in %r" % _first_line(out))
     for key, flag in (("archs", "--list-gpu-arch"), ("codes", "--list-gpu-code")):
@@ -1423,7 +1436,8 @@ def probe_cuda(cuda_home, cache=None):
     :func:`find_cuobjdump` (it may live in the venv).
     """
     cuda = {
-        "home": None, "nvcc": None, "nvcc_realpath": None, "version": None, "archs": None, "codes": None,
+        "home": None, "home_realpath": None, "nvcc": None, "nvcc_realpath": None, "version": None, "build": None,
+        "archs": None, "codes": None,
         "cuobjdump": None, "cuobjdump_source": None, "cccl_include": None,
         "source": None, "requested_home": cuda_home, "toolkits": [], "skipped": [], "error": None,
     }
@@ -1454,7 +1468,8 @@ def probe_cuda(cuda_home, cache=None):
             errors.append("nvcc not found (looked in %s)" % ", ".join(looked))
     if found:
         first = found[0]
-        cuda.update({k: first[k] for k in ("home", "nvcc", "nvcc_realpath", "version", "archs", "codes", "source")})
+        cuda.update({k: first.get(k) for k in ("home", "home_realpath", "nvcc", "nvcc_realpath", "version", "build",
+                                                "archs", "codes", "source")})
         errors.extend(first["errors"])
         cccl = os.path.join(first["home"], "include", "cccl")
         cuda["cccl_include"] = cccl if os.path.isdir(cccl) else None
