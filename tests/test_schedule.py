@@ -754,6 +754,32 @@ def test_the_job_keeps_the_order_of_e_items_so_a_later_one_wins_as_in_deploy(tmp
     assert not list((home / "schedule").glob("nightly.vars*.yaml"))
 
 
+def test_a_relative_e_file_is_the_one_in_the_folder_schedule_ran_in(tmp_path):
+    """Operator trial: ``schedule ... --cron --print -e @ev_ok.yml`` (a path relative to the current
+    folder) raised ``KeyError: 'ev_ok.yml'``: the vars files were checked and keyed by their
+    absolute path, then looked up by the path as given. The job names the file by its absolute
+    path (it runs at night, not from this shell), and running it reads that file."""
+    d = fleet_dir(tmp_path)
+    (d / "ev_ok.yml").write_text("greeting: from the relative file\n")
+    fake_bin(tmp_path / "bin", "crontab", FAKE_CRONTAB)
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "FAKE_CRONTAB_FILE": str(tmp_path / "tab")}
+    args = ["-i", "inv.yaml", "schedule", "--playbook", "pb.yaml", "--hosts", "here", "--at", "02:30", "--cron"]
+    printed = fleet(tmp_path, *args, "--print", "-e", "@ev_ok.yml", cwd=d, env=env)
+    assert printed.returncode == 0, printed.stderr
+    assert shlex.quote(f"@{d / 'ev_ok.yml'}") in cron_sh_command(printed.stdout.splitlines()[0])[0], printed.stdout
+    res = fleet(tmp_path, *args, "-e", "@./ev_ok.yml", cwd=d, env=env)
+    assert res.returncode == 0, res.stderr
+    cmd, stdin = cron_sh_command((tmp_path / "tab").read_text().rstrip("\n"))
+    assert shlex.quote(f"@{d / 'ev_ok.yml'}") in cmd, cmd
+    run = subprocess.run(["/bin/sh", "-c", cmd], input=stdin, capture_output=True, text=True, timeout=300,
+                         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SHELL": "/bin/sh"}, cwd="/")
+    assert run.returncode == 0, run.stderr
+    home = tmp_path / "runs home %$'\""
+    log = (home / "cron.log").read_text()
+    summary = json.loads(log[log.rindex("\n{\n") + 1:log.rindex("}") + 1])
+    assert "hi from the relative file" in (home / "runs" / summary["run_id"] / "logs/localhost.log").read_text()
+
+
 @pytest.mark.parametrize("args,message", [
     (["--at", "25:00"], "fleetctl: error: --at: want HH:MM on a 24-hour clock (00:00 to 23:59), got '25:00'"),
     (["--at", "02:30", "--name", "my job"], "fleetctl: error: --name: 'my job' is not a usable unit name"),

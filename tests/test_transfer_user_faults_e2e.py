@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import shutil
 import socket
 from pathlib import Path
@@ -300,9 +301,9 @@ def test_copy_into_a_folder_the_user_cannot_write_leads_with_permission_denied_n
         res = fleetctl("-i", str(inv), "copy", "--hosts", "u", str(src), f"{locked}/x.txt", home=tmp_path)
         assert res.returncode == 1, res.stdout + res.stderr
         line = next(ln for ln in res.stderr.splitlines() if ln.startswith("u: FAILED: "))
-        assert line.startswith(f"u: FAILED: upload {src} -> {locked}/x.txt: cannot create {locked}/x.txt.part: "
-                               "Permission denied (sent through the shell, as SFTP could not be used: cannot start "
-                               "SFTP: "), line
+        assert re.match(re.escape(f"u: FAILED: upload {src} -> {locked}/x.txt: cannot create {locked}/.x.txt.")
+                        + r"[0-9a-f]{8}\.part: " + re.escape("Permission denied (sent through the shell, as SFTP could "
+                                                             "not be used: cannot start SFTP: "), line), line
         assert "rm: " not in res.stderr and "fleetctl-put" not in res.stderr, res.stderr
     finally:
         (_home(u) / rc).write_text("")

@@ -60,16 +60,18 @@ def _check_vars_files(files: list[str]) -> dict[str, dict]:
 
 def _split_extra(items: tuple[str, ...]) -> list[tuple[str, Any]]:
     """``-e`` items, each checked now (:func:`fleetctl.cli.extravars.inline_vars`: deploy's forms),
-    in the order given: ``("file", PATH)`` for an ``@FILE``, ``("inline", {...})`` for the
-    ``NAME=VALUE`` pairs and JSON/YAML mappings between two of them (merged). Kept in order because
-    a later ``-e`` wins in deploy (as in Ansible), so the job's ``-e`` items must keep it too."""
+    in the order given: ``("file", PATH)`` for an ``@FILE``, PATH made absolute against the current
+    folder now (:func:`_abs`: the job runs later, from elsewhere; ``_check_vars_files`` keys its
+    answer by that same path), ``("inline", {...})`` for the ``NAME=VALUE`` pairs and JSON/YAML
+    mappings between two of them (merged). Kept in order because a later ``-e`` wins in deploy (as
+    in Ansible), so the job's ``-e`` items must keep it too."""
     from .extravars import inline_vars
 
     segments: list[tuple[str, Any]] = []
     for item in items:
         inline = inline_vars(item)
         if inline is None:
-            segments.append(("file", item[1:]))
+            segments.append(("file", _abs(item[1:])))
         elif segments and segments[-1][0] == "inline":
             segments[-1][1].update(inline)
         else:

@@ -2,8 +2,9 @@
 fallback and ``local``): one place that writes the local file, and that tells the two sides'
 failures apart.
 
-The bytes go to a part file beside the target (``.NAME.part`` in the same folder, so the rename
-is atomic, ``rename(2)``), renamed to the final name only once the whole file is in; any failure
+The bytes go to a part file beside the target, this download's own (``.NAME.<8 hex digits>.part``
+in the same folder, so the rename is atomic, ``rename(2)``; made with ``O_EXCL``: two hosts' files
+fetched to one local path, or two runs, never write one part file), renamed to the final name only once the whole file is in; any failure
 removes the part file, so a cut-short file never has the final name, and the folders this download
 made for it (:func:`make_folders`) that are left empty: a failed fetch leaves no empty tree under
 DEST (a folder that was there before, or one holding any file, is never removed).
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,9 +37,10 @@ COPY_CHUNK_BYTES = 1024 * 1024
 
 
 def part_path(local_path: str | Path) -> Path:
-    """Where a download of ``local_path`` is written until it is complete (its folder, hidden name)."""
+    """Where one download of ``local_path`` is written until it is complete (its folder, a hidden
+    name new for each call: ``.NAME.<8 random hex digits>.part``)."""
     local = Path(local_path)
-    return local.with_name(f".{local.name}.part")
+    return local.with_name(f".{local.name}.{secrets.token_hex(4)}.part")
 
 
 def write_error(host: str, remote_path: str, local_path: str | Path, exc: OSError) -> ControllerWriteError:
@@ -71,7 +74,7 @@ class PartFile:
         self.host, self.remote_path, self.local_path = host, remote_path, local_path
         self.path = part_path(local_path)
         self._file = None
-        self._file = self._local(lambda: open(self.path, "wb"))  # noqa: SIM115 - closed by close()
+        self._file = self._local(lambda: open(self.path, "xb"))  # noqa: SIM115 - closed by close()
 
     def _local(self, action):
         try:

@@ -9,11 +9,16 @@ The SSH connection learns this once per connection and from then on sends every 
 Each transfer is one fixed ``/bin/sh`` script with the paths as positional parameters (no path is
 ever parsed by a shell), run through :meth:`Connection.run`:
 
-- put: the bytes go to the command's stdin; ``cat`` writes them to ``FILE.part`` beside the
-  target, which is ``chmod``-ed and renamed into place, so no partial file ever has the final
-  name, and a failure removes the part file, as does an interrupted upload (the controller
-  stopped: ``cat`` sees EOF short of the size given, so nothing cut off is renamed into place, or
-  the shell gets TERM, HUP or INT);
+- put: the bytes go to the command's stdin; ``cat`` writes them to a part file beside the target
+  that is this upload's own (:func:`part_name`: ``.NAME.<8 hex digits>.part``, SFTP's naming, made
+  exclusively with the shell's ``set -C``, ``O_EXCL``), which is checked (its size is the size
+  sent), ``chmod``-ed and renamed into place, so no partial file ever has the final name, and a
+  failure removes the part file, as does an interrupted upload (the controller stopped: ``cat``
+  sees EOF short of the size given, so nothing cut off is renamed into place, or the shell gets
+  TERM, HUP or INT). A fixed ``FILE.part`` was shared by every upload to one path: two hosts
+  that are one machine, or share an NFS home, truncated and renamed each other's part file
+  (``cannot open FILE.part``, a short file briefly at FILE, and a size check that read the
+  other's file);
 - get: the file must be a regular file (a symlink or special file is refused, as the SFTP path
   refuses it with ``lstat``); its bytes come back on stdout and are written, as they arrive, to
   ``.LOCAL.part`` on the controller, renamed into place once the command succeeded
@@ -23,7 +28,9 @@ ever parsed by a shell), run through :meth:`Connection.run`:
 
 from __future__ import annotations
 
+import posixpath
 import re
+import secrets
 from pathlib import Path
 
 from ..errors import ControllerWriteError, TransferError
@@ -34,19 +41,23 @@ from .download import local_download
 TRANSFER_TIMEOUT_S = 600.0
 
 #: Printed by the put script once the file is in place: ``FLEETCTL-PUT-SIZE:<bytes>``, the size
-#: of what is at the path now (the login shell's chatter before it is never read as the answer).
+#: of the part file this upload wrote and renamed into place (another upload to the same path,
+#: from a host sharing the disk, may have replaced it since: last rename wins); the login shell's
+#: chatter before it is never read as the answer.
 PUT_MARK = "FLEETCTL-PUT-SIZE:"
 #: Printed by the get script before the file's bytes: ``FLEETCTL-GET-DATA:x`` (executable) or
 #: ``FLEETCTL-GET-DATA:-``, then a newline; whatever a login rc file printed before it is dropped.
 GET_MARK = b"FLEETCTL-GET-DATA:"
 
 _PUT = ('umask 077; if [ -d "$1" ]; then echo "$1: Is a directory (a folder is there)" >&2; exit 21; fi; '
-        'd=$(dirname -- "$1"); (umask "$3" && mkdir -p -- "$d") && '
-        'trap \'rm -f -- "$1.part"; exit 143\' TERM HUP INT PIPE && cat > "$1.part" && '
-        '{ [ "$(wc -c < "$1.part" | tr -d " ")" = "$4" ] || { echo "$1: the upload was cut off" >&2; false; }; } && '
-        'chmod "$2" "$1.part" && mv -f -- "$1.part" "$1" || { rc=$?; rm -f -- "$1.part"; exit $rc; }; '
+        'd=$(dirname -- "$1"); t="$d/$5"; (umask "$3" && mkdir -p -- "$d") || exit $?; '
+        '(set -C && : > "$t") || exit $?; '
+        'trap \'rm -f -- "$t"; exit 143\' TERM HUP INT PIPE; '
+        '{ cat > "$t" && s=$(wc -c < "$t" | tr -d " ") && '
+        '{ [ "$s" = "$4" ] || { echo "$1: the upload was cut off" >&2; false; }; } && '
+        'chmod "$2" "$t" && mv -f -- "$t" "$1"; } || { rc=$?; rm -f -- "$t"; exit $rc; }; '
         'if [ -L "$1" ] || [ ! -f "$1" ]; then echo "$1: not a regular file after the rename" >&2; exit 1; fi; '
-        'printf "\\n%s%s\\n" "' + PUT_MARK + '" "$(wc -c < "$1" | tr -d " ")"')
+        'printf "\\n%s%s\\n" "' + PUT_MARK + '" "$s"')
 _GET = ('if [ ! -e "$1" ] && [ ! -L "$1" ]; then ls -d -- "$1" 2>&1 >/dev/null | tail -n 1 >&2; exit 2; fi; '
         'if [ -L "$1" ] || [ ! -f "$1" ]; then echo "not a regular file (symlinks are never followed)" >&2; '
         'exit 3; fi; if [ ! -r "$1" ]; then echo "$1: Permission denied" >&2; exit 13; fi; '
@@ -57,7 +68,8 @@ _REALPATH = 'cd -- "$1" && pwd -P'
 async def put_by_exec(conn: Connection, local_path: str, remote_path: str, mode: int | None, *,
                       why: str = "", dir_mode: int | None = None, explicit_dest: bool = False) -> None:
     """Upload ``local_path`` to ``remote_path`` (file mode ``mode``, default 0644) over an exec
-    channel, then check what is at ``remote_path``: a regular file of the local file's size.
+    channel through a part file of its own (:func:`part_name`), checked to hold the local file's
+    size before it is renamed into place; what is at ``remote_path`` then must be a regular file.
 
     Args:
         dir_mode: the mode of folders it creates (default 0700: fleetctl's own folders are private).
@@ -68,14 +80,15 @@ async def put_by_exec(conn: Connection, local_path: str, remote_path: str, mode:
         TransferError: a folder is at ``remote_path``; the command failed (``HOST: upload SRC ->
             DEST: CAUSE``, the cause in the script's words, :func:`put_failure`, first, then, when
             ``why`` is given, why SFTP was not used: the real cause leads, never SFTP's); or what
-            is at the path afterwards is not the file that was sent (naming both sizes).
+            this upload wrote is not the file that was sent (naming both sizes).
     """
     data = Path(local_path).read_bytes()
+    part = part_name(remote_path)
     res = await conn.run(["/bin/sh", "-c", _PUT, "fleetctl-put", remote_path, f"{mode or 0o644:o}",
-                          f"{0o777 & ~(0o700 if dir_mode is None else dir_mode):03o}", str(len(data))], stdin=data,
-                         timeout_s=TRANSFER_TIMEOUT_S)
+                          f"{0o777 & ~(0o700 if dir_mode is None else dir_mode):03o}", str(len(data)), part],
+                         stdin=data, timeout_s=TRANSFER_TIMEOUT_S)
     if res.rc != 0:
-        detail = put_failure(res.stderr_text, remote_path) or f"exit status {res.rc}"
+        detail = put_failure(res.stderr_text, part) or f"exit status {res.rc}"
         from .storagefaults import name_write_error  # only for a failed write
 
         named = name_write_error(detail, remote_path, explicit_dest=explicit_dest, quote=not why)
@@ -90,19 +103,27 @@ async def put_by_exec(conn: Connection, local_path: str, remote_path: str, mode:
     sizes = [ln[len(PUT_MARK):].strip() for ln in res.stdout_text.splitlines() if ln.startswith(PUT_MARK)]
     if not sizes or sizes[-1] != str(len(data)):
         got = f"{sizes[-1]} bytes" if sizes else "no answer"
-        raise TransferError(f"{conn.host}: upload {local_path} -> {remote_path}: what is at that path afterwards "
+        raise TransferError(f"{conn.host}: upload {local_path} -> {remote_path}: what this upload wrote there "
                             f"is not the file sent ({got}, {len(data)} bytes sent)")
 
 
-def put_failure(stderr: str, remote_path: str) -> str:
+def part_name(remote_path: str) -> str:
+    """The name (no folder) of the part file one upload to ``remote_path`` writes beside it:
+    ``.NAME.<8 random hex digits>.part``, SFTP's naming
+    (:class:`fleetctl.connection.ssh_files.SFTPFiles` removes stale ones), new for each
+    upload, so uploads to one path from hosts sharing a disk never share a part file."""
+    return f".{posixpath.basename(remote_path)}.{secrets.token_hex(4)}.part"
+
+
+def put_failure(stderr: str, part: str) -> str:
     """The put script's failure in its own words, one line (at most 300 characters): its lines
-    without the shell's ``fleetctl-put: 1:`` prefix, nor the ``rm`` of the part file that
-    follows a failed write (``rm: cannot remove 'X.part': Permission denied`` repeats the cause);
-    empty when it printed nothing."""
+    without the shell's ``fleetctl-put: 1:`` prefix, nor the ``rm`` of the part file ``part``
+    (its name, :func:`part_name`) that follows a failed write (``rm: cannot remove 'X.part':
+    Permission denied`` repeats the cause); empty when it printed nothing."""
     lines = []
     for line in stderr.splitlines():
         line = re.sub(r"^fleetctl-put: (line )?\d+: ", "", line.strip())
-        if line and not (line.startswith("rm: ") and f"{remote_path}.part" in line):
+        if line and not (line.startswith("rm: ") and part in line):
             lines.append(line)
     return "; ".join(lines)[-300:]
 

@@ -26,7 +26,6 @@ import contextlib
 import os
 import posixpath
 import re
-import secrets
 from pathlib import Path
 
 import asyncssh
@@ -34,7 +33,7 @@ import asyncssh
 from ..errors import TransferError, TransferLost
 from .base import LEFT_ON_HOST
 from .download import local_download, lost_error, read_error
-from .sftp_fallback import get_by_exec, put_by_exec, realpath_by_exec
+from .sftp_fallback import get_by_exec, part_name, put_by_exec, realpath_by_exec
 from .ssh_errors import is_lost, is_subsystem_refused, sftp_refused_note
 from .ssh_sessions import UseOverflow
 
@@ -205,7 +204,7 @@ class SFTPFiles:
     async def _put_sftp(self, sftp, local_path: str, remote_path: str, mode: int | None, dir_mode: int | None,
                         explicit_dest: bool) -> None:
         parent = posixpath.dirname(remote_path)
-        tmp = posixpath.join(parent, f".{posixpath.basename(remote_path)}.{secrets.token_hex(4)}.part")
+        tmp = posixpath.join(parent, part_name(remote_path))
         size = Path(local_path).stat().st_size
         if parent:
             await self._makedirs(sftp, parent, 0o700 if dir_mode is None else dir_mode, local_path, remote_path)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,7 +151,7 @@ def sha256_problem(wheel: BuiltWheel) -> str | None:
 
 
 def _write_record(folder: Path, rec: dict[str, Any]) -> None:
-    part = folder / f"{RECORD}.{os.getpid()}.part"
+    part = folder / f"{RECORD}.{os.getpid()}.{secrets.token_hex(4)}.part"
     try:
         part.write_text(json.dumps(rec, indent=2) + "\n")
         os.replace(part, folder / RECORD)
@@ -172,7 +173,7 @@ def store_wheel(key: str, tmp: Path, name: str, sha256: str, builder: str, data:
     unpacked = unpacked_size(local)
     rec = {"key": key, "name": name, "sha256": sha256, "size_bytes": size, "size": size, "mtime_s": mtime,
            "unpacked_bytes": unpacked, "builder": builder, "data": keep}
-    part = folder / "record.json.part"
+    part = folder / f"{RECORD}.{os.getpid()}.{secrets.token_hex(4)}.part"  # never another run's part file
     part.write_text(json.dumps(rec, indent=2) + "\n")
     os.replace(part, folder / RECORD)
     return BuiltWheel(local=local, name=name, sha256=sha256, builder=builder, data=keep, unpacked_bytes=unpacked)
@@ -182,7 +183,7 @@ def copy_into_cache(src: Path, key: str, name: str, sha256: str, builder: str, d
     """Cache a wheel that is already on the controller (a local host built it)."""
     folder = wheels_root() / key[:16]
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = folder / f".{name}.part"
+    tmp = folder / f".{name}.{os.getpid()}.{secrets.token_hex(4)}.part"
     shutil.copyfile(src, tmp)
     return store_wheel(key, tmp, name, sha256, builder, data)
 
