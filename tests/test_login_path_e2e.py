@@ -79,3 +79,25 @@ def test_run_says_a_command_is_not_found_on_the_login_path(sshd_farm, tmp_path):
     cause = f"rc=127: id could not start on the host: not found on the login's PATH ({lp.login_path})"
     assert f"h: FAILED: {cause}" in missing.stderr.splitlines(), missing.stderr
     assert json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["h"]["error"] == cause
+
+
+def test_copy_and_fetch_under_a_login_path_without_usr_bin(sshd_farm, tmp_path):
+    """Operator trial: ``copy`` failed with ``base64: not found`` (the ``/bin/sh`` wrapper of a line
+    no login shell may parse alike decoded it with ``base64`` looked up on the login's PATH); it
+    comes from the fixed helper PATH now, and copy and fetch both work."""
+    host = sshd_farm.start("lp-copy", shell="zsh")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"h": host.inventory_vars(sshd_farm.known_hosts)}})
+    src = tmp_path / "payload.txt"
+    src.write_text("x\n")
+    with LoginPath(host) as lp:
+        dest = lp.home / "payload.txt"
+        try:
+            copied = fleetctl("-i", str(inv), "copy", "--hosts", "g", str(src), str(dest), home=tmp_path)
+            fetched = fleetctl("-i", str(inv), "fetch", "--hosts", "g", str(dest), str(tmp_path / "out"),
+                               home=tmp_path)
+        finally:
+            dest.unlink(missing_ok=True)
+    assert copied.returncode == 0, copied.stdout + copied.stderr
+    assert fetched.returncode == 0, fetched.stdout + fetched.stderr
+    got = [p.read_text() for p in (tmp_path / "out").rglob("payload.txt")]
+    assert got == ["x\n"], list((tmp_path / "out").rglob("*"))

@@ -8,7 +8,8 @@ dropped by most sshd configurations (``AcceptEnv`` in sshd_config(5)), so it is 
 
 Login shells that do not parse POSIX quoting the same way (fish treats ``\\`` inside single quotes
 specially, tcsh/csh break on quoted newlines and ``!``) get the same POSIX command line wrapped as
-``/bin/sh -c 'eval "$(echo BASE64 | base64 -d)"'``: one single-quoted word holding only characters
+``/bin/sh -c 'eval "$(echo BASE64 | base64 -d)"'`` (:func:`sh_eval_word`; ``base64`` from a fixed
+PATH): one single-quoted word holding only characters
 that every shell passes through literally, so ``/bin/sh`` parses the real command.
 
 The login shell need not be known first (that would cost a round trip before the first command):
@@ -29,6 +30,8 @@ keepalive takes (Linux: over 2 hours). So the controller also writes a heartbeat
 channel (:data:`HEARTBEAT`, every ``keepalive_interval`` seconds), and a watcher given a
 lifeline of N seconds stops the group after N seconds without one, as after EOF (``timeout(1)``
 of coreutils or busybox reads each byte; a host without ``timeout`` waits for EOF only).
+The supervisor's own helpers come from a fixed PATH (:data:`HELPER_PATH`), never the login's,
+which a rc file may have set without /usr/bin; the command keeps the login's PATH.
 
 Unsetting: an environment value of ``None`` removes that variable from the command's environment
 (``env -u NAME``, understood by GNU coreutils, BSD and busybox ``env``), so a variable the login
@@ -288,5 +291,14 @@ def remote_command_line(
     posix = bool(login_shell) and posixpath.basename(login_shell) in POSIX_SHELLS
     if posix or (not login_shell and is_portable(line)):
         return line
+    return sh_eval_word(line)
+
+
+def sh_eval_word(line: str) -> str:
+    """``/bin/sh -c 'eval "$(echo BASE64 | (PATH=...; base64 -d))"'``: the POSIX command ``line``
+    as one single-quoted word every login shell passes to ``/bin/sh`` unchanged (see the module
+    docstring). ``base64`` is fleetctl's own helper, found on :data:`HELPER_PATH` in a subshell
+    (operator trial: a login PATH without /usr/bin failed copy and fetch with ``base64: not
+    found``); the decoded line is evaluated by the outer ``/bin/sh``, with the login's PATH."""
     encoded = base64.b64encode(line.encode("utf-8")).decode("ascii")
-    return f"/bin/sh -c 'eval \"$(echo {encoded} | base64 -d)\"'"
+    return f"/bin/sh -c 'eval \"$(echo {encoded} | (PATH={HELPER_PATH}; base64 -d))\"'"
