@@ -14,7 +14,7 @@ from fleetctl.connection.ssh import SSHConnection
 
 def test_none_values_become_env_u_and_set_values_follow():
     assert wrap_argv(["python3", "-V"], env={"VIRTUAL_ENV": None, "A": "1", "CONDA_PREFIX": None}) == [
-        "env", "-u", "VIRTUAL_ENV", "-u", "CONDA_PREFIX", "--", "A=1", "python3", "-V"]
+        "/usr/bin/env", "-u", "VIRTUAL_ENV", "-u", "CONDA_PREFIX", "--", "A=1", "python3", "-V"]
     with pytest.raises(ValueError, match="invalid environment variable name"):
         wrap_argv(["true"], env={"A B": None})
 
@@ -53,10 +53,11 @@ def test_ssh_connection_unsets_what_the_login_environment_sets(sshd_farm, shell)
 
 
 def test_a_first_word_never_reaches_a_wrappers_option_parser():
-    assert wrap_argv(["--version"]) == ["env", "--", "--version"]  # never the line `$SHELL -c` reads as options
+    # never the line `$SHELL -c` reads as options
+    assert wrap_argv(["--version"]) == ["/usr/bin/env", "--", "--version"]
     assert wrap_argv(["ls", "-l"]) == ["ls", "-l"]
-    assert wrap_argv(["A=1", "x"], env={"B": "2"}) == ["env", "--", "B=2", "/bin/sh", "-c", '"$@"', "fleetctl-run",
-                                                       "A=1", "x"]  # a program named A=1, not an assignment
-    assert wrap_argv(["-n"], become=True) == ["sudo", "-n", "--", "env", "--", "-n"]
-    assert wrap_argv(["-n"], cwd="/w")[-3:] == ["env", "--", "-n"]  # not `exec -n` in the cd script
-    assert 'setsid -- "$@"' in wrap_argv(["-n"], supervise=True)[2]
+    assert wrap_argv(["A=1", "x"], env={"B": "2"}) == ["/usr/bin/env", "--", "B=2", "/bin/sh", "-c", '"$@"',
+                                                       "fleetctl-run", "A=1", "x"]  # a program named A=1
+    assert wrap_argv(["-n"], become=True) == ["sudo", "-n", "--", "/usr/bin/env", "--", "-n"]
+    assert wrap_argv(["-n"], cwd="/w")[-3:] == ["/usr/bin/env", "--", "-n"]  # not `exec -n` in the cd script
+    assert '"$s" -- "$@"' in wrap_argv(["-n"], supervise=True)[2]  # $s: setsid, by its full path

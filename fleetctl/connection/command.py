@@ -8,7 +8,8 @@ dropped by most sshd configurations (``AcceptEnv`` in sshd_config(5)), so it is 
 
 Login shells that do not parse POSIX quoting the same way (fish treats ``\\`` inside single quotes
 specially, tcsh/csh break on quoted newlines and ``!``) get the same POSIX command line wrapped as
-``/bin/sh -c 'eval "$(echo BASE64 | base64 -d)"'``: one single-quoted word holding only characters
+``/bin/sh -c 'eval "$(echo BASE64 | base64 -d)"'`` (:func:`sh_eval_word`; ``base64`` from a fixed
+PATH): one single-quoted word holding only characters
 that every shell passes through literally, so ``/bin/sh`` parses the real command.
 
 The login shell need not be known first (that would cost a round trip before the first command):
@@ -29,6 +30,8 @@ keepalive takes (Linux: over 2 hours). So the controller also writes a heartbeat
 channel (:data:`HEARTBEAT`, every ``keepalive_interval`` seconds), and a watcher given a
 lifeline of N seconds stops the group after N seconds without one, as after EOF (``timeout(1)``
 of coreutils or busybox reads each byte; a host without ``timeout`` waits for EOF only).
+The supervisor's own helpers come from a fixed PATH (:data:`HELPER_PATH`), never the login's,
+which a rc file may have set without /usr/bin; the command keeps the login's PATH.
 
 Unsetting: an environment value of ``None`` removes that variable from the command's environment
 (``env -u NAME``, understood by GNU coreutils, BSD and busybox ``env``), so a variable the login
@@ -63,23 +66,58 @@ _RUN_SCRIPT = '"$@"'
 #: The byte the controller writes to a supervised command's stdin to say it is still there.
 HEARTBEAT = b"."
 
+#: The PATH the :data:`SUPERVISOR` finds its own helpers on (``setsid``, ``timeout``, ``dd``,
+#: ``sleep``): OpenSSH's ``_PATH_STDPATH`` (pathnames.h, the PATH sshd gives a session when nothing
+#: else sets one). Never the login's PATH: a rc file may set one without /usr/bin (``export
+#: PATH=$HOME/bin`` with ``$PATH`` left off; operator trial: the watcher found no ``cat`` and stopped
+#: every command at once, a bare rc=143), or put a user's own ``timeout`` first. The command itself
+#: is started from the supervisor's own shell and keeps the login's PATH, untouched.
+HELPER_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
+
+#: What the :data:`SUPERVISOR` prints on stderr, after ``NAME``, when the command ended 127 and its
+#: program (a bare name) is not on the login's PATH: ``NAME: not found on PATH=VALUE``, worded as a
+#: shell's own line so that the host's output reads as the host's (:func:`not_found_on_path` reads it).
+NOT_FOUND_ON_PATH = ": not found on PATH="
+
 #: Runs "$@" in its own session and stops that session's process group when stdin (the SSH
 #: channel) reaches EOF, or, with a lifeline of ``$1`` seconds (> 0), when no :data:`HEARTBEAT`
 #: byte came for that long. Fixed text: the lifeline and the argv arrive as positional parameters.
+#: Its helpers come from :data:`HELPER_PATH` (setsid by its full path, the watcher in a subshell
+#: whose PATH is that one); a helper missing there is done without (no setsid: the command runs
+#: in the supervisor's session; no timeout or dd: EOF only, read by the shell's own ``read``; no
+#: sleep: KILL right after TERM), never a watcher that ends early and stops the command. A
+#: command ending 127 whose first word is a bare name ``command -v`` cannot find on the login's
+#: PATH gets one line saying so (:data:`NOT_FOUND_ON_PATH`).
 SUPERVISOR = (
     # fd 3 keeps the channel's stdin: a background job's own stdin is /dev/null (POSIX, no job control)
-    'exec 3<&0; l=$1; shift; '
-    'if command -v setsid >/dev/null 2>&1; then setsid -- "$@" </dev/null 3<&- & else "$@" </dev/null 3<&- & fi; '
+    'exec 3<&0; l=$1; shift; s=; '
+    f'for d in {HELPER_PATH.replace(":", " ")}; do if [ -x "$d/setsid" ]; then s=$d/setsid; break; fi; done; '
+    'if [ -n "$s" ]; then "$s" -- "$@" </dev/null 3<&- & else "$@" </dev/null 3<&- & fi; '
     'child=$!; '
-    '( if [ "$l" -gt 0 ] && command -v timeout >/dev/null 2>&1; then '
-    'while [ -n "$(timeout "$l" dd bs=1 count=1 2>/dev/null)" ]; do :; done; else cat >/dev/null; fi; '
+    f'( PATH={HELPER_PATH}; export PATH; '
+    'if [ "$l" -gt 0 ] && command -v timeout >/dev/null 2>&1 && command -v dd >/dev/null 2>&1; then '
+    'while [ -n "$(timeout "$l" dd bs=1 count=1 2>/dev/null)" ]; do :; done; '
+    'else while read -r x; do :; done; fi; '
     'kill -TERM -"$child" "$child" 2>/dev/null; sleep 5; '
     'kill -KILL -"$child" "$child" 2>/dev/null ) <&3 >/dev/null 2>&1 3<&- & '
     'watcher=$!; exec 3<&-; '
     'wait "$child"; rc=$?; '
     'kill "$watcher" 2>/dev/null; '
+    'if [ "$rc" -eq 127 ]; then case $1 in */*) ;; *) command -v "$1" >/dev/null 2>&1 || '
+    f'{{ printf %s "$1{NOT_FOUND_ON_PATH}$PATH"; echo; }} >&2;; esac; fi; '
     'exit "$rc"'
 )
+
+
+def not_found_on_path(stderr: str, name: str) -> str | None:
+    """The login's PATH when the last line of a supervised command's ``stderr`` is the
+    :data:`SUPERVISOR`'s ``NAME: not found on PATH=VALUE`` for program ``name`` (a bare name the
+    login's PATH does not hold); else None."""
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    lead = f"{name}{NOT_FOUND_ON_PATH}"
+    if not lines or not lines[-1].startswith(lead):
+        return None
+    return lines[-1][len(lead):]
 
 
 #: What util-linux's setsid(1) prints (err(3): ``setsid: failed to execute PROGRAM: REASON``) when
@@ -153,14 +191,17 @@ def validate_env(env: Mapping[str, str | None]) -> None:
 
 
 def env_argv(env: Mapping[str, str | None]) -> list[str]:
-    """``["env", "-u", "GONE", "--", "NAME=VALUE", ...]``: the ``env`` prefix that unsets the names
+    """``["/usr/bin/env", "-u", "GONE", "--", "NAME=VALUE", ...]``: the ``env`` prefix that unsets the names
     whose value is ``None`` and sets the others (in ``env``'s order; unsets first). ``--`` ends
     ``env``'s options (POSIX utility syntax guideline 10; GNU, BSD and busybox ``env``), so a
     command whose first word starts with ``-`` is run, not read as an option of ``env``. Follow it
-    with :func:`command_argv`, never with the bare argv."""
+    with :func:`command_argv`, never with the bare argv. ``env`` goes by its full path (where
+    every system keeps it: ``#!/usr/bin/env`` lines rely on it), never looked up on the login's
+    PATH, which may lack /usr/bin (see :data:`HELPER_PATH`); the program it runs is looked up on
+    that PATH, as the user's own command."""
     validate_env(env)
     unset = [a for k, v in env.items() if v is None for a in ("-u", k)]
-    return ["env", *unset, "--", *(f"{k}={v}" for k, v in env.items() if v is not None)]
+    return ["/usr/bin/env", *unset, "--", *(f"{k}={v}" for k, v in env.items() if v is not None)]
 
 
 def command_argv(argv: Sequence[str]) -> list[str]:
@@ -250,5 +291,14 @@ def remote_command_line(
     posix = bool(login_shell) and posixpath.basename(login_shell) in POSIX_SHELLS
     if posix or (not login_shell and is_portable(line)):
         return line
+    return sh_eval_word(line)
+
+
+def sh_eval_word(line: str) -> str:
+    """``/bin/sh -c 'eval "$(echo BASE64 | (PATH=...; base64 -d))"'``: the POSIX command ``line``
+    as one single-quoted word every login shell passes to ``/bin/sh`` unchanged (see the module
+    docstring). ``base64`` is fleetctl's own helper, found on :data:`HELPER_PATH` in a subshell
+    (operator trial: a login PATH without /usr/bin failed copy and fetch with ``base64: not
+    found``); the decoded line is evaluated by the outer ``/bin/sh``, with the login's PATH."""
     encoded = base64.b64encode(line.encode("utf-8")).decode("ascii")
-    return f"/bin/sh -c 'eval \"$(echo {encoded} | base64 -d)\"'"
+    return f"/bin/sh -c 'eval \"$(echo {encoded} | (PATH={HELPER_PATH}; base64 -d))\"'"

@@ -23,7 +23,6 @@ decide which ``python3`` a node runs.
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 import posixpath
 import shlex
@@ -37,6 +36,7 @@ from typing import IO
 from ..errors import FleetError
 from ..util.envvars import SLURM_LAUNCHER_ENV
 from .base import CommandResult
+from .command import sh_eval_word
 
 #: Environment variable naming a launcher when no host var can (the ``slurm:`` inventory source;
 #: read and checked by :func:`fleetctl.util.envvars.slurm_launcher`).
@@ -107,9 +107,9 @@ def client_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def _one_shell_word(argv: Sequence[str]) -> str:
     """``argv`` as one command line any login shell passes to ``/bin/sh`` unchanged: quoted once
-    with ``shlex.join``, base64-encoded, and decoded by ``/bin/sh`` on the far side."""
-    encoded = base64.b64encode(shlex.join(argv).encode("utf-8")).decode("ascii")
-    return f"/bin/sh -c 'eval \"$(echo {encoded} | base64 -d)\"'"
+    with ``shlex.join``, base64-encoded, and decoded by ``/bin/sh`` on the far side
+    (:func:`~fleetctl.connection.command.sh_eval_word`)."""
+    return sh_eval_word(shlex.join(argv))
 
 
 @dataclass(frozen=True)

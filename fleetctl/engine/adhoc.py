@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..connection.base import OutputLine
+from ..connection.command import not_found_on_path
 from ..connection.registry import ConnectOptions
 from ..errors import CommandTimeout, FleetError, HostUnreachable, host_message
 from .deadlines import CONNECT_TIMEOUT_S, FACTS_TIMEOUT_S
@@ -163,11 +164,18 @@ def _exec_meaning(rc: int, argv: Sequence[str], stderr: str) -> str:
     found") AND the host's own last stderr line says the program could not be executed: ``env: 'X':
     REASON``, or ``X: REASON`` (the local connection's, and the SSH connection's once it has taken its
     wrapper's ``setsid: failed to execute`` away: :class:`fleetctl.connection.command.OwnWrapperStderr`).
+    A bare name the login's PATH does not hold (the supervisor's own line,
+    :func:`fleetctl.connection.command.not_found_on_path`; operator trial: ``rc=127`` and nothing
+    more under a ``~/.zshenv`` PATH without /usr/bin) gives ``": X could not start on the host: not
+    found on the login's PATH (PATH)"``.
     Returns ``": X could not start on the host: REASON"``, else ""
     (a command that exits 127 itself keeps its bare status: the code alone cannot tell)."""
     if rc not in (126, 127) or not argv:
         return ""
     name = argv[0]
+    path = not_found_on_path(stderr, name) if rc == 127 else None
+    if path is not None:
+        return f": {name} could not start on the host: not found on the login's PATH ({path})"
     lines = [ln for ln in stderr.splitlines() if ln.strip()]
     last = lines[-1].strip() if lines else ""
     for lead in (f"env: '{name}': ", f"env: {name}: ", f"{name}: "):
