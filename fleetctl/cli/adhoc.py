@@ -97,7 +97,7 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     from ..reporting.livevalve import LiveValve, ValvedObserver
 
     printer = HostLines([h.name for h in hosts], stream=sys.stderr if as_json else sys.stdout)
-    live = ValvedObserver(_LinesOnly(printer), LiveValve(log_hint=lambda h: f"fleetctl logs RUN {h}"))
+    live = ValvedObserver(_LinesOnly(printer), LiveValve())
     outputs: dict[str, tuple[str, str]] = {}  # filled as hosts finish: an interrupted run's document keeps them
     ends = RunEnd((lambda run, _: print_json(run.redactor.obj(_run_document(run, outputs)))) if as_json else None)
     run_, _record, _ = run_async(run_command(

@@ -136,7 +136,7 @@ def _terminal(hosts, stream, folded: bool, verbose: int = 0):
     inner = FoldedOutput(names, stream, fold_hosts, verbose) if folded else LiveOutput(names, stream, verbose)
     # printing goes through a valve: a chatty build is never slowed by the terminal (the log keeps
     # every byte)
-    return ValvedObserver(inner, LiveValve(log_hint=lambda h: f"fleetctl logs RUN {h}"))
+    return ValvedObserver(inner, LiveValve())
 
 
 def _slurm_time_warnings(run, rows: dict) -> dict[str, str]:
