@@ -8,7 +8,8 @@ prints at most ``lines_per_s`` lines a second. When the display falls behind, li
 from the display only (the run record's log keeps every byte): at a host's first gap one line says
 that its lines are not all shown and where they all are (``fleetctl logs RUN_ID HOST``, the run's
 real id: :meth:`LiveValve.name_run`), and at the end one line per host says how many were not
-shown (operator trial: a notice per gap, hundreds of them, naming ``RUN`` rather than the run). Lines longer than ``max_line_bytes`` are shortened for display.
+shown (operator trial: a notice per gap, hundreds of them, naming ``RUN`` rather than the run).
+Lines longer than ``max_line_bytes`` are shortened for display.
 Non-line messages (task starts, results, notes) are never dropped and keep their order with the
 lines around them.
 
