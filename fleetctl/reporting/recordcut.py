@@ -1,7 +1,7 @@
 """A run record whose folder stopped taking bytes (a full disk, a quota, an I/O error): what it
 lost, said where it was lost.
 
-The rule (README, DESIGN.md "Run record"): nothing logged is lost, and a run whose record lost
+The project's rule for run records: nothing logged is lost, and a run whose record lost
 something is never "ok". A full file system cannot be helped, but it must never pass unseen
 (operator trial: ``FLEETCTL_HOME`` on a 3 MiB tmpfs, a host printing 5.4 MB: the record observer
 was dropped with a one-line warning, the logs ended at ~1.9 MB without a word, run.json stayed
