@@ -50,6 +50,9 @@ def test_a_full_runs_folder_cuts_the_record_where_it_says_so_and_fails_the_run(t
         assert one.returncode == 1 and f"run {run.name}: gpu-a: log cut: " in one.stderr, one.stderr[-2000:]
         every = fleetctl("logs", run.name, home=state, env=env, timeout_s=60)
         assert every.returncode == 1 and f"run {run.name}: gpu-z: log cut: " in every.stderr, every.stderr[-2000:]
+        runs = fleetctl("runs", home=state, env=env, timeout_s=60)
+        line = next(ln for ln in runs.stdout.splitlines() if run.name in ln)
+        assert "failed" in line and "controller gone" not in line and "no hosts" not in line, runs.stdout
         assert not (run / ".reserve").exists()
     notices = [ln for ln in (res.stdout + res.stderr).splitlines() if "not shown here" in ln]
     for h in hosts:  # the display fell behind: told once per host, then counted at the end, naming the run

@@ -240,14 +240,14 @@ class RunRecord:
             self.flush()
         except (OSError, ValueError):  # a full disk: closing below tries again
             pass
+        if not self.cut.error:
+            self.save(force=True)  # a full disk now cuts it here: what follows still says so
         self.cut.release()
-        if self.cut.error:
-            self._closed.set()
-            self._close_files()  # what the buffers still hold goes into the freed room first
-            self.cut.mark_logs(lambda host: self.dir / "logs" / f"{safe_name(host)}.log")
-        self.save(force=True)
         self._closed.set()
-        self._close_files()
+        self._close_files()  # a cut record's buffers go into the freed room first
+        if self.cut.error:
+            self.cut.mark_logs(lambda host: self.dir / "logs" / f"{safe_name(host)}.log")
+            self.save(force=True)
         _OPEN.discard(self)
 
     def _close_files(self) -> None:
