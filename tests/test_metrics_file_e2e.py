@@ -64,3 +64,18 @@ def test_a_metrics_file_on_a_read_only_file_system_is_refused_before_the_run(two
     assert "Traceback" not in res.stderr
     assert not mark.exists()  # refused before the run: the host ran nothing
     assert list(folder.iterdir()) == []  # no probe file left
+
+
+def test_a_metrics_file_that_is_a_folder_is_refused_before_the_run(two_hosts, tmp_path):
+    """Operator trial: ``--metrics-file FOLDER`` ran everything, then warned ``cannot write: Is a
+    directory`` and exited with the run's own code; docs/report.md says it is refused before the
+    run: exit 2, one line naming the path."""
+    folder = tmp_path / "textfile"
+    folder.mkdir()
+    mark = tmp_path / "ran"
+    res = fleetctl("-i", str(two_hosts), "run", "--hosts", "gpu01", "--metrics-file", str(folder), "--",
+                   "touch", str(mark), home=tmp_path, timeout_s=120)
+    err = res.stderr.strip().splitlines()
+    assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-2000:]
+    assert len(err) == 1 and f"--metrics-file {folder}: is a folder" in err[0], err
+    assert not mark.exists() and list(folder.iterdir()) == []

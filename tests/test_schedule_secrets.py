@@ -95,3 +95,22 @@ def test_a_metrics_file_the_job_could_not_write_is_refused_when_scheduling(tmp_p
     assert list(prom.iterdir()) == []  # no probe file left
     ok = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=d)
     assert ok.returncode == 0 and f"--metrics-file {prom / 'nightly.prom'}" in ok.stdout, ok.stderr
+
+
+def test_a_metrics_file_that_is_a_folder_is_refused_when_scheduling(tmp_path):
+    """``schedule --metrics-file FOLDER --print`` put the folder into the nightly job, whose every
+    run would then fail to write it: refused as the run refuses it (exit 2, one line)."""
+    import subprocess
+    import sys
+
+    d = fleet_dir(tmp_path)
+    prom = tmp_path / "textfile"
+    prom.mkdir()
+    env = {**{k: v for k, v in os.environ.items() if k not in ("XDG_CONFIG_HOME", "FLEETCTL_INVENTORY")},
+           "HOME": str(tmp_path / "home"), "FLEETCTL_HOME": str(tmp_path / "state")}
+    argv = [sys.executable, "-m", "fleetctl", "-i", "inv.yaml", "schedule", "--playbook", "pb.yaml", "--at", "02:30",
+            "--print", "--metrics-file", str(prom)]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=d)
+    assert (res.returncode, res.stdout) == (2, ""), res.stdout + res.stderr
+    assert res.stderr.startswith(f"fleetctl: error: --metrics-file {prom}: is a folder") and \
+        res.stderr.count("\n") == 1, res.stderr

@@ -150,10 +150,41 @@ def test_the_valve_drops_display_lines_never_messages_and_keeps_order():
     kinds = [s[0] for s in shown]
     assert kinds.count("note") == 1 and valve.dropped_total > 0
     marker = [s for s in shown if s[0] == "line" and b"not shown here" in s[2]]
-    assert len(marker) == 1 and b"%d line(s)" % valve.dropped_total in marker[0][2]
+    # the first gap told once, before the note (in order); the count at the end
+    assert len(marker) == 2 and b"line(s)" not in marker[0][2], marker
+    assert marker[1][2].startswith(b"... %d line(s) of h1 not shown here" % valve.dropped_total), marker
     numbers = [int(s[2]) for s in shown if s[0] == "line" and s[2].strip().isdigit()]
     assert numbers == sorted(numbers) and numbers[0] == 0 and len(numbers) + valve.dropped_total == 100
-    assert kinds[-1] == "note" and shown[-2] == marker[0]  # the marker, then the note, in order
+    assert shown[-1] == marker[1] and shown[-2][0] == "note" and shown[-3] == marker[0]
+
+
+def test_the_valve_tells_a_host_s_gaps_once_naming_the_run_then_counts_them_at_the_end():
+    """Operator trial: a display that kept falling behind printed ``... 126 line(s) not shown here
+    (...; all are in fleetctl logs RUN gpu-a)`` at every gap, hundreds of times, with the literal
+    word RUN. Now: once at the first gap, naming the run's id, then one count per host at the end."""
+    gate = threading.Event()
+    shown: list[bytes] = []
+
+    def printer(host, line):
+        gate.wait()  # a terminal that cannot keep up while the gate is shut
+        shown.append(line.data)
+
+    valve = LiveValve(max_queued_lines=5, lines_per_s=0)
+    valve.name_run("20261207T042600.000Z-abc123")
+    on_line = valve.wrap_line(printer)
+    for _ in range(20):  # twenty gaps: a burst the terminal cannot keep up with, then it catches up
+        gate.clear()
+        for i in range(20):
+            on_line("gpu-a", OutputLine("stdout", b"%d\n" % i))
+        caught_up = threading.Event()
+        valve.call(caught_up.set)  # printed after every line queued before it
+        gate.set()
+        assert caught_up.wait(10)
+    valve.close()
+    notices = [d for d in shown if b"not shown here" in d]
+    assert len(notices) == 2, notices
+    assert all(b"fleetctl logs 20261207T042600.000Z-abc123 gpu-a" in d and b" RUN " not in d for d in notices)
+    assert notices[1] == shown[-1] and b"%d line(s)" % valve.dropped_total in notices[1]
 
 
 def test_the_valve_shortens_long_lines_for_display():

@@ -10,7 +10,7 @@ import click
 from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, extra_vars_option,
                   forks_option, hosts_option, json_option, limit_option, main, metrics_observer, pass_ctx,
                   phase_timeout_option, timeout_option)
-from .runend import RunEnd, run_async
+from .runend import RunEnd, record_cut, run_async
 
 
 @main.command()
@@ -45,7 +45,7 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
 
         live = FactsLines(facts_entry, brief=len(hosts) > FOLD_THRESHOLD)
     ends = RunEnd((lambda run, _: print_json(run.redactor.obj(facts_document(run)))) if as_json else None)
-    run, _ = run_async(gather_facts(hosts, pattern=pattern, command=command_line(), observers=[live, ends],
+    run, record = run_async(gather_facts(hosts, pattern=pattern, command=command_line(), observers=[live, ends],
                                     verbose=obj.verbose, forks=forks, connect_timeout_s=connect_timeout,
                                     accept_new_host_keys=accept_new_host_keys, ssh_options=obj.ssh_options,
                                     phase_timeout=phase_timeout, flags=CLI_FLAGS), ends)
@@ -59,7 +59,8 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
         print_facts(console, result)
         for line in folded_notes(result, verbose=obj.verbose > 0):
             console.print(line, markup=False, soft_wrap=True)
-    raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
+    cut = record_cut(record)
+    raise click.exceptions.Exit(EXIT_FAILED if bad or cut else 0)
 
 
 @main.command(context_settings={"allow_interspersed_args": False})
@@ -97,7 +98,7 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     from ..reporting.livevalve import LiveValve, ValvedObserver
 
     printer = HostLines([h.name for h in hosts], stream=sys.stderr if as_json else sys.stdout)
-    live = ValvedObserver(_LinesOnly(printer), LiveValve(log_hint=lambda h: f"fleetctl logs RUN {h}"))
+    live = ValvedObserver(_LinesOnly(printer), LiveValve())
     outputs: dict[str, tuple[str, str]] = {}  # filled as hosts finish: an interrupted run's document keeps them
     ends = RunEnd((lambda run, _: print_json(run.redactor.obj(_run_document(run, outputs)))) if as_json else None)
     run_, _record, _ = run_async(run_command(
@@ -130,7 +131,8 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     from ..reporting.gathered import summary_line
 
     click.echo(summary_line(run_.hosts), err=True)
-    raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
+    cut = record_cut(_record)  # after the counts: its last line says why an all-ok run failed
+    raise click.exceptions.Exit(EXIT_FAILED if bad or cut else 0)
 
 
 def _run_document(run, outputs: dict[str, tuple[str, str]]) -> dict[str, dict]:

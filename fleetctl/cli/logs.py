@@ -25,7 +25,8 @@ def logs(run_id: str | None, host: str | None, host_opt: str | None, follow: boo
     that has HOST's log (named on stderr), an error when no run has it; --follow picks the same.
     With a host, both end with ``run RUN: HOST: STATUS`` on stderr and exit by that host's status
     (0 when it was ok or changed, 1 when it failed, was unreachable or interrupted), whatever the
-    other hosts did; without, --follow exits by the run's status."""
+    other hosts did; without, --follow exits by the run's status. A log the run could not write in
+    full (a full disk) ends with a ``==> log cut here`` line: named on stderr, exit 1."""
     from ..reporting.history import newest_run, runs_root, valid_run_id
     from ..util.envvars import check_strings
 
@@ -66,9 +67,26 @@ def logs(run_id: str | None, host: str | None, host_opt: str | None, follow: boo
             click.echo(line)
         for reason in silent_reasons(run_dir):
             click.echo(reason)
+        _cut(run_dir)
         return
     _one_host(run_id, host)
+    _cut(run_dir, host)
     _host_outcome(run_dir, host, None)
+
+
+def _cut(run_dir, host: str | None = None) -> None:
+    """A cut log is never presented as whole (operator trial: a log cut by a full disk, rc 0): one
+    line per cut log on stderr, ``run RUN: HOST: log cut: ...``, and exit 1."""
+    from ..reporting.recordcut import cut_logs
+    from ..util.paths import safe_name
+
+    cut = cut_logs(run_dir)
+    if host is not None:
+        cut = {host: cut[safe_name(host)]} if safe_name(host) in cut else {}
+    for name, what in cut.items():
+        click.echo(f"run {run_dir.name}: {name}: log cut: {what}", err=True)
+    if cut:
+        raise click.exceptions.Exit(EXIT_FAILED)
 
 
 def _host_outcome(run_dir, host: str, state: str | None) -> None:

@@ -15,7 +15,7 @@ from ..errors import InputError
 from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, extra_vars_option,
                   forks_option, given_pattern_option, json_option, limit_option, main, metrics_observer, pass_ctx, phase_timeout_option,
                   timeout_option)
-from .runend import RunEnd, run_async
+from .runend import RunEnd, record_cut, run_async
 
 from ..reporting.terminal import FOLD_THRESHOLD  # above it, --output auto folds by host set
 
@@ -116,7 +116,8 @@ def run_play_command(obj: Context, playbook_path: str, *, kind: str, pattern: st
                 console.print(f"  {line}", markup=False, highlight=False)
         if bad:
             failed_pointer(console, run.run_id, bad)
-    raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
+    cut = record_cut(_record)
+    raise click.exceptions.Exit(EXIT_FAILED if bad or cut else 0)
 
 
 def failed_pointer(console, run_id: str, bad: list[str]) -> None:
@@ -136,7 +137,7 @@ def _terminal(hosts, stream, folded: bool, verbose: int = 0):
     inner = FoldedOutput(names, stream, fold_hosts, verbose) if folded else LiveOutput(names, stream, verbose)
     # printing goes through a valve: a chatty build is never slowed by the terminal (the log keeps
     # every byte)
-    return ValvedObserver(inner, LiveValve(log_hint=lambda h: f"fleetctl logs RUN {h}"))
+    return ValvedObserver(inner, LiveValve())
 
 
 def _slurm_time_warnings(run, rows: dict) -> dict[str, str]:

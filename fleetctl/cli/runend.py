@@ -101,3 +101,14 @@ def run_async(coro, ends: RunEnd | None = None):
     if ends is not None:
         ends.write(result)
     return result
+
+
+def record_cut(record) -> bool:
+    """Whether ``record`` (the run's :class:`~fleetctl.reporting.record.RunRecord`) could not be
+    written in full (a full disk: :mod:`fleetctl.reporting.recordcut`); if so, its one error line
+    on stderr, naming the runs folder, its free space and the cut logs. The command then exits
+    non-zero whatever its hosts did: a run that lost its record is never ok (operator trial: rc 0)."""
+    message = record.cut.message(record.dir.parent) if record is not None else None
+    if message:
+        click.echo(f"fleetctl: error: {message}", err=True)
+    return message is not None

@@ -9,7 +9,7 @@ import click
 
 from .app import (EXIT_FAILED, Context, FiniteFloatRange, accept_option, command_line, extra_vars_option,
                   forks_option, hosts_option, json_option, limit_option, main, pass_ctx, timeout_option)
-from .runend import RunEnd, run_async
+from .runend import RunEnd, record_cut, run_async
 
 _timeout = click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=FiniteFloatRange(0.1),
                         help="Seconds one host's whole transfer may take.")
@@ -56,7 +56,8 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
             click.echo(f"what happened on a host: fleetctl logs {run.run_id} --host {bad[0]}", err=True)
     click.echo(summary_line(run.hosts), err=True)
     sys.stdout.flush()
-    raise click.exceptions.Exit(EXIT_FAILED if bad else 0)
+    cut = record_cut(_record)
+    raise click.exceptions.Exit(EXIT_FAILED if bad or cut else 0)
 
 
 @main.command()

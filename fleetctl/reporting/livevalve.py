@@ -5,8 +5,11 @@ Done on the event loop, that would stall reading the host's output, fill the SSH
 the build on the host while it waits to write. So the live display goes through a
 :class:`LiveValve`: the engine's thread only appends to a bounded queue (O(1)); a printer thread
 prints at most ``lines_per_s`` lines a second. When the display falls behind, lines are dropped
-from the display only (the run record's log keeps every byte) and one marker line per host says
-how many were not shown. Lines longer than ``max_line_bytes`` are shortened for display.
+from the display only (the run record's log keeps every byte): at a host's first gap one line says
+that its lines are not all shown and where they all are (``fleetctl logs RUN_ID HOST``, the run's
+real id: :meth:`LiveValve.name_run`), and at the end one line per host says how many were not
+shown (operator trial: a notice per gap, hundreds of them, naming ``RUN`` rather than the run).
+Lines longer than ``max_line_bytes`` are shortened for display.
 Non-line messages (task starts, results, notes) are never dropped and keep their order with the
 lines around them.
 
@@ -41,8 +44,8 @@ class LiveValve:
         max_queued_lines: lines waiting to be printed before new ones are dropped.
         lines_per_s: most lines printed per second (the display's CPU budget).
         max_line_bytes: longer lines are shortened for display, with a note.
-        log_hint: ``hint(host) -> str`` naming where the dropped lines are
-            (``fleetctl logs RUN HOST``).
+        log_hint: ``hint(host) -> str`` naming where the dropped lines are; default
+            ``fleetctl logs RUN_ID HOST`` once :meth:`name_run` named the run (``the run's log`` before).
     """
 
     def __init__(self, *, max_queued_lines: int = MAX_QUEUED_LINES, lines_per_s: float = LINES_PER_S,
@@ -50,17 +53,26 @@ class LiveValve:
         self.max_queued_lines = max_queued_lines
         self.lines_per_s = lines_per_s
         self.max_line_bytes = max_line_bytes
-        self.log_hint = log_hint or (lambda host: "the run's log")
+        self.log_hint = log_hint or self._run_log
+        self.run_id: str | None = None
         self.dropped_total = 0
         self._queue: collections.deque = collections.deque()
         self._queued_lines = 0
-        self._dropped: dict[str, int] = {}
+        self._dropped: dict[str, int] = {}  # host -> lines not shown, all run long (counted at the end)
+        self._told: set[str] = set()  # hosts whose first gap was told
         self._marker_printer: dict[str, Callable] = {}
         self._cond = threading.Condition()
         self._closing = False
         self._idle = False
         self._thread = threading.Thread(target=self._drain, name="fleetctl-live", daemon=True)
         self._thread.start()
+
+    def name_run(self, run_id: str) -> None:
+        """The run whose lines these are: the notices name ``fleetctl logs RUN_ID HOST``."""
+        self.run_id = run_id
+
+    def _run_log(self, host: str) -> str:
+        return f"fleetctl logs {self.run_id} {host}" if self.run_id else "the run's log"
 
     # -- producer side (the engine's thread) ---------------------------------------------------
 
@@ -83,7 +95,7 @@ class LiveValve:
                 self._marker_printer[host] = printer
                 self.dropped_total += 1
                 return
-            self._flush_marker(host)
+            self._tell_gap(host)
             if len(line.data) > self.max_line_bytes:
                 extra = len(line.data) - self.max_line_bytes
                 line = OutputLine(line.stream, line.data[: self.max_line_bytes]
@@ -96,16 +108,21 @@ class LiveValve:
     def call(self, fn: Callable[..., Any], *args: Any) -> None:
         with self._cond:
             for host in list(self._dropped):
-                self._flush_marker(host)
+                self._tell_gap(host)
             self._queue.append((False, fn, args))
             if self._idle:
                 self._cond.notify()
 
-    def _flush_marker(self, host: str) -> None:
-        n = self._dropped.pop(host, 0)
-        if n:
-            text = f"... {n} line(s) not shown here (the display fell behind; all are in {self.log_hint(host)})\n"
-            self._queue.append((False, self._marker_printer.pop(host), (host, OutputLine("stderr", text.encode()))))
+    def _tell_gap(self, host: str) -> None:
+        """At ``host``'s first gap (lines dropped, then one shown or a message queued), once: its
+        lines are not all shown, and where they are. Later gaps are counted for :meth:`close`."""
+        if host in self._dropped and host not in self._told:
+            self._told.add(host)
+            self._notice(host, f"... some lines of {host} are not shown here: the display falls behind; all are in "
+                               f"{self.log_hint(host)} (a count at the end)\n")
+
+    def _notice(self, host: str, text: str) -> None:
+        self._queue.append((False, self._marker_printer[host], (host, OutputLine("stderr", text.encode()))))
 
     # -- consumer side (the printer thread) ----------------------------------------------------
 
@@ -136,8 +153,10 @@ class LiveValve:
     def close(self) -> None:
         """Print what is queued (and the drop markers), then stop the printer thread."""
         with self._cond:
-            for host in list(self._dropped):
-                self._flush_marker(host)
+            for host, n in self._dropped.items():  # one count per host, at the end
+                self._notice(host, f"... {n} line(s) of {host} not shown here (the display fell behind; all are "
+                                   f"in {self.log_hint(host)})\n")
+            self._dropped.clear()
             self._closing = True
             self._cond.notify_all()
         self._thread.join()
@@ -157,10 +176,14 @@ class ValvedObserver:
         return self.inner.console
 
     def line(self, run: Any, host: str, line: OutputLine, shown: bool = True) -> None:
+        if self.valve.run_id is None:
+            self.valve.name_run(run.run_id)
         if shown and hasattr(self.inner, "line"):
             self.valve.line(lambda h, ln: self.inner.line(run, h, ln, True), host, line)
 
     def event(self, run: Any, event: Any) -> None:
+        if self.valve.run_id is None:
+            self.valve.name_run(run.run_id)
         wanted = getattr(self.inner, "EVENTS", None)  # the events the terminal shows: the rest never queue
         if hasattr(self.inner, "event") and (wanted is None or event.name in wanted):
             self.valve.call(self.inner.event, run, event)

@@ -198,8 +198,10 @@ def check_writable(path: Path) -> None:
 
 def check_metrics_path(path: Path, option: str = "--metrics-file") -> None:
     """Refuse a metrics file this controller's user could not write, before anything runs or is
-    scheduled: its folder missing, or one that takes no new file (:func:`check_writable`: a
-    read-only file system, no write permission). The one check of a run's ``--metrics-file``
+    scheduled: its folder missing, ``path`` itself a folder (the file is written by renaming a
+    temporary file over it, which a folder refuses: operator trial, a warning after the whole run,
+    ``cannot write: Is a directory``, and the run's own exit code; docs/report.md), or a folder that
+    takes no new file (:func:`check_writable`: a read-only file system, no write permission). The one check of a run's ``--metrics-file``
     and of ``fleetctl schedule --metrics-file`` (a job whose metrics could never be written is
     refused when it is made, not found out after a night's run).
 
@@ -210,6 +212,9 @@ def check_metrics_path(path: Path, option: str = "--metrics-file") -> None:
 
     if not path.parent.is_dir():
         raise InputError(f"{option}: folder {path.parent} does not exist")
+    if path.is_dir():
+        raise InputError(f"{option} {path}: is a folder, not a file; give a file in it "
+                         f"(e.g. {path / 'fleetctl.prom'})")
     try:
         check_writable(path)
     except OSError as exc:

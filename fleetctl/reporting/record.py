@@ -34,7 +34,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime as dt
-import hashlib
 import json
 import os
 import threading
@@ -50,6 +49,9 @@ from ..errors import InputError
 from ..util.paths import safe_name
 from ..util.retention import AD_HOC_KINDS
 from .history import runs_root
+from .hostend import cause_missing, host_outcome
+from .recordcut import RecordCut
+from .scripts_out import SCRIPT_CHARS, scripts_out  # noqa: F401 - SCRIPT_CHARS: re-exported
 
 SAVE_INTERVAL_S = 0.5
 #: run.json rewrites take at most this share of the run's time (they slow down as it grows).
@@ -63,8 +65,6 @@ _SAVE_NOW = frozenset({"run.finished", "run.stopped", "batch.started"})
 LOG_BUFFER_BYTES = 8 * 1024
 #: Host logs kept open at once (see RunRecord.host_log).
 MAX_OPEN_LOGS = 256
-#: An event's argv argument this long or longer is kept once in ``scripts/`` (see RunRecord._scripts_out).
-SCRIPT_CHARS = 1024
 
 _OPEN: "weakref.WeakSet[RunRecord]" = weakref.WeakSet()
 _HOSTS_MARK = "\x00fleetctl-hosts"
@@ -85,7 +85,8 @@ class RunRecord:
         root: the runs folder (default :func:`~fleetctl.reporting.history.runs_root`).
 
     Raises:
-        InputError: the runs folder cannot be written (names it and ``FLEETCTL_HOME``).
+        InputError: the runs folder cannot be written, or has no room for the record's reserve
+            (:mod:`fleetctl.reporting.recordcut`; names it and ``FLEETCTL_HOME``).
     """
 
     def __init__(self, run: RunModel, *, root: Path | None = None) -> None:
@@ -97,6 +98,7 @@ class RunRecord:
             os.chmod(root, 0o700)
             os.chmod(self.dir, 0o700)
             self._events = open(self.dir / "events.jsonl", "a", encoding="utf-8")
+            self.cut = RecordCut(self.dir)  # what a full disk cut, said where (recordcut)
         except OSError as exc:
             raise InputError(f"cannot write run records in {root}: {exc.strerror or exc} (set FLEETCTL_HOME to a "
                              f"writable folder)", key="FLEETCTL_HOME") from None
@@ -111,8 +113,8 @@ class RunRecord:
         self._finished: set[str] = set()  # hosts whose outcome is final (their run.json part is kept)
         self._hosts_text: dict[str, tuple[tuple, str]] = {}
         self._continues: set[tuple[str, str]] = set()  # (host, stream) whose last piece was partial
-        self._scripts: set[str] = set()  # scripts/<name> written (see _scripts_out)
-        self._cause_logged: set[str] = set()  # hosts whose log holds a failed task's line (_cause_missing)
+        self._scripts: set[str] = set()  # scripts/<name> written (see scripts_out)
+        self._cause_logged: set[str] = set()  # hosts whose log holds a failed task's line (hostend.cause_missing)
         self.save(force=True)
         _OPEN.add(self)
         self._flusher = threading.Thread(target=self._flush_loop, name="fleetctl-record-flush", daemon=True)
@@ -127,11 +129,15 @@ class RunRecord:
         closed on Ctrl-C) is written all the same, and run.json rewritten: nothing is lost."""
         if event.name in ("progress.updated",):
             return
-        if self._closed.is_set():
-            with self._late():
-                self._event(run, event)
-            return
-        self._event(run, event)
+        try:
+            if self._closed.is_set():
+                with self._late():
+                    self._event(run, event)
+                return
+            self._event(run, event)
+        except OSError as exc:  # a full disk: the record is cut, the run goes on (recordcut)
+            self.cut.cut(exc)
+            self.cut.lost(event.host)
 
     @contextlib.contextmanager
     def _late(self):
@@ -148,16 +154,19 @@ class RunRecord:
 
     def _event(self, run: RunModel, event: Event) -> None:
         data = run.redactor.obj(dict(event.data))
-        for holder in (data, data.get("step")):  # command.started; a dry run's step.planned
+        for holder in () if self.cut.error else (data, data.get("step")):  # command.started, step.planned
             if isinstance(holder, dict) and isinstance(holder.get("argv"), list):
-                holder["argv"] = self._scripts_out(holder["argv"])
+                holder["argv"] = scripts_out(holder["argv"], self.dir / "scripts", self._scripts)
         line = {"run_id": run.run_id, **({"host": event.host} if event.host is not None else {}), **data,
                 "event": event.name, "level": "info",
                 "timestamp": dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z")}
         text = json.dumps(line, default=str) + "\n"
         with self._lock:
-            self._events.write(text)
-            self._dirty.add(self._events)
+            if self.cut.error:
+                self.cut.lost(None)
+            else:
+                self._events.write(text)
+                self._dirty.add(self._events)
         if event.host is not None:
             if event.name == "task.started":
                 self.mark(event.host, f"task {data.get('index')}/{data.get('total')}: {data.get('task')}")
@@ -181,7 +190,7 @@ class RunRecord:
                 with self._lock:
                     self.host_log(event.host)  # every host has a log, even a silent one
             elif event.name == "host.finished":
-                if self._cause_missing(run, event.host, data):
+                if cause_missing(run.kind, data, logged=event.host in self._cause_logged):
                     self.mark(event.host, host_outcome(run.kind, data))
                 elif run.kind in AD_HOC_KINDS and data.get("status") in ("ok", "failed"):
                     self.mark(event.host, host_outcome(run.kind, data))
@@ -189,27 +198,18 @@ class RunRecord:
                 self._close_log(event.host)  # a finished host's buffer is let go of (reopened if it says more)
         self.save(force=event.name in _SAVE_NOW)
 
-    def _cause_missing(self, run: RunModel, host: str, data: dict) -> bool:
-        """Whether a finished host's log lacks the cause of its end: an unreachable host whose
-        log does not name it yet (no task ended ``UNREACHABLE`` there: the connection was refused,
-        the host key did not match, the login was refused before any task; its log held nothing,
-        operator's trial), in any run; in a playbook run (whose logs mark each task's result with
-        ``==> ``), a host that failed outside any task (facts, planning, its lock: ``fleetctl logs
-        RUN HOST`` named a log without a word of why). An ad hoc run's ok or failed host's log
-        ends with its outcome line instead (:func:`host_outcome`)."""
-        if not data.get("error") or host in self._cause_logged:
-            return False
-        return data.get("status") == "unreachable" or (data.get("status") == "failed"
-                                                       and run.kind not in AD_HOC_KINDS)
-
     def line(self, run: RunModel, host: str, line: OutputLine, shown: bool = True) -> None:
         """Append one output line to the host's log, as the exact bytes (secrets redacted); after
         :meth:`close` too (see :meth:`event`)."""
-        if self._closed.is_set():
-            with self._late():
-                self._line(run, host, line, shown)
-            return
-        self._line(run, host, line, shown)
+        try:
+            if self._closed.is_set():
+                with self._late():
+                    self._line(run, host, line, shown)
+                return
+            self._line(run, host, line, shown)
+        except OSError as exc:  # a full disk: this host's log is cut here (recordcut)
+            self.cut.cut(exc)
+            self.cut.lost(host, len(line.data))
 
     def _line(self, run: RunModel, host: str, line: OutputLine, shown: bool = True) -> None:
         data = run.redactor.bytes(line.data)
@@ -218,6 +218,8 @@ class RunRecord:
         # ``out+``/``err+`` (the newline before such a piece was added here, not printed by the host)
         key = (host, line.stream)
         with self._lock:
+            if self.cut.error:
+                return self.cut.lost(host, len(data))
             fh = self.host_log(host)
             # fleetctl's own protocol lines (never shown) keep their bytes, marked apart from the host's
             # (a login shell's last words before it ended, ``login``, are the host's: not shown, yet ``| ``)
@@ -232,31 +234,49 @@ class RunRecord:
 
     def close(self, run: RunModel) -> None:
         """Flush every log, then write the final run.json and close every file: a reader that sees
-        the run end (``fleetctl logs --follow``) finds every byte already in the logs."""
+        the run end (``fleetctl logs --follow``) finds every byte already in the logs. A record cut
+        by a full disk frees its reserve first, then says where each log was cut (recordcut)."""
         try:
             self.flush()
         except (OSError, ValueError):  # a full disk: closing below tries again
             pass
-        self.save(force=True)
+        if not self.cut.error:
+            self.save(force=True)  # a full disk now cuts it here: what follows still says so
+        self.cut.release()
         self._closed.set()
-        self._close_files()
+        self._close_files()  # a cut record's buffers go into the freed room first
+        if self.cut.error:
+            self.cut.mark_logs(lambda host: self.dir / "logs" / f"{safe_name(host)}.log")
+            self.save(force=True)
         _OPEN.discard(self)
 
     def _close_files(self) -> None:
         with self._lock:
-            for fh in self._logs.values():
-                fh.close()
+            for host, fh in [*self._logs.items(), (None, self._events)]:
+                self._close_fh(fh, host)
             self._logs.clear()
             self._dirty.clear()
-            self._events.close()
+
+    def _close_fh(self, fh, host: str | None) -> None:
+        """Close ``fh`` (``host``'s log, or events.jsonl for None); a buffer that cannot be
+        written cuts the record there (recordcut)."""
+        try:
+            fh.close()
+        except OSError as exc:
+            self.cut.cut(exc)
+            self.cut.lost(host)
 
     def flush(self) -> None:
         """Hand every written byte to the kernel now."""
         with self._lock:
             dirty, self._dirty = self._dirty, set()
             for fh in dirty:
-                if not fh.closed:
-                    fh.flush()
+                try:
+                    if not fh.closed:
+                        fh.flush()
+                except OSError as exc:  # a full disk: the record is cut at this file (recordcut)
+                    self.cut.cut(exc)
+                    self.cut.lost(next((h for h, f in self._logs.items() if f is fh), None))
 
     def _flush_loop(self) -> None:
         while not self._closed.wait(FLUSH_INTERVAL_S):
@@ -279,12 +299,14 @@ class RunRecord:
         run = self.run
         for name, out in list(run.hosts.items()):
             key = (out.status, out.error, out.duration_s, len(out.tasks), len(out.phases), id(out.facts),
-                   id(out.connection), id(out.output_truncated), out.rc, out.reachable, run.redactor.version)
+                   id(out.connection), id(out.output_truncated), out.rc, out.reachable, run.redactor.version,
+                   name in self.cut.hosts)
             cached = self._hosts_text.get(name)
             if cached is not None and cached[0] == key and name in self._finished:
                 yield zlib.decompress(cached[1]).decode("utf-8")
                 continue
-            body = json.dumps(run.host_json(name), indent=2, default=str).replace("\n", "\n    ")
+            doc = self.cut.host_json(name, run.host_json(name))  # a cut log's host is never ok (recordcut)
+            body = json.dumps(doc, indent=2, default=str).replace("\n", "\n    ")
             text = f"    {json.dumps(name)}: {body}"
             if name in self._finished:
                 self._hosts_text[name] = (key, zlib.compress(text.encode("utf-8"), 1))
@@ -294,6 +316,9 @@ class RunRecord:
         """run.json's text in pieces, as ``json.dumps(run.as_json(), indent=2)`` (+ newline) would
         write it (:meth:`host_parts` for the hosts)."""
         head = self.run.head_json()
+        if self.cut.error:  # a run that lost part of its record is never ok (recordcut)
+            head["status"] = "failed" if head.get("status") == "ok" else head.get("status")
+            head["record_cut"] = self.cut.message(self.dir.parent)
         head["hosts"] = _HOSTS_MARK
         before, _, after = json.dumps(head, indent=2, default=str).partition(json.dumps(_HOSTS_MARK))
         yield before
@@ -309,26 +334,6 @@ class RunRecord:
 
     # -- files --------------------------------------------------------------------------------
 
-    def _scripts_out(self, argv: list) -> list:
-        """``argv`` with each argument of :data:`SCRIPT_CHARS` or more (fleetctl's probe scripts,
-        ``python -c`` texts: kilobytes each, the same on every host) replaced by
-        ``@scripts/<sha256, 16 digits>.txt (N chars)``, the text written once per run to
-        ``<run>/scripts/`` (so events.jsonl grows by a line per command, not by the script: a
-        no-change deploy wrote 19 KiB of events a host, 190 MiB at 10,000 hosts)."""
-        out = []
-        for arg in argv:
-            if not isinstance(arg, str) or len(arg) < SCRIPT_CHARS:
-                out.append(arg)
-                continue
-            name = hashlib.sha256(arg.encode("utf-8", "surrogateescape")).hexdigest()[:16] + ".txt"
-            if name not in self._scripts:
-                folder = self.dir / "scripts"
-                folder.mkdir(exist_ok=True)
-                (folder / name).write_text(arg, encoding="utf-8", errors="surrogateescape")
-                self._scripts.add(name)
-            out.append(f"@scripts/{name} ({len(arg)} chars)")
-        return out
-
     def host_log(self, host: str):
         """The host's open log (appending). At most :data:`MAX_OPEN_LOGS` are open: the one used
         longest ago is closed (its bytes handed to the kernel) and reopened when its host says
@@ -337,9 +342,10 @@ class RunRecord:
         fh = self._logs.pop(host, None)
         if fh is None:
             if len(self._logs) >= MAX_OPEN_LOGS:
-                old = self._logs.pop(next(iter(self._logs)))
+                host_old = next(iter(self._logs))
+                old = self._logs.pop(host_old)
                 self._dirty.discard(old)
-                old.close()
+                self._close_fh(old, host_old)
             fh = open(self.dir / "logs" / f"{safe_name(host)}.log", "ab", buffering=LOG_BUFFER_BYTES)
         self._logs[host] = fh  # the most recently used last
         return fh
@@ -349,11 +355,13 @@ class RunRecord:
             fh = self._logs.pop(host, None)
             if fh is not None:
                 self._dirty.discard(fh)
-                fh.close()
+                self._close_fh(fh, host)
 
     def mark(self, host: str, text: str) -> None:
         """Append a marker line (task start/end) to the host's log."""
         with self._lock:
+            if self.cut.error:
+                return self.cut.lost(host)
             fh = self.host_log(host)
             fh.write(b"==> " + self.run.redactor.text(text).encode("utf-8", "replace") + b"\n")
             self._dirty.add(fh)
@@ -373,28 +381,15 @@ class RunRecord:
             # piece by piece (never the whole text at once), under the save lock alone: the
             # engine's events and lines are not held up while 10,000 hosts' parts are written
             tmp = self.dir / "run.json.tmp"
-            with open(tmp, "w", encoding="utf-8") as fh:
-                for piece in self._parts():
-                    fh.write(piece)
-            os.replace(tmp, self.dir / "run.json")
+            try:
+                with open(tmp, "w", encoding="utf-8") as fh:
+                    for piece in self._parts():
+                        fh.write(piece)
+                os.replace(tmp, self.dir / "run.json")
+            except OSError as exc:  # a full disk: the record is cut (recordcut); the last run.json stays
+                self.cut.cut(exc)
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
         self._saved_at = time.monotonic()
         self._save_cost_s = self._saved_at - now
 
-
-def host_outcome(kind: str, data: dict) -> str:
-    """The last line of an ad hoc run's host log (``run``, ``facts``, ``copy``, ``fetch``; after its
-    ``==> ``), from the host's ``host.finished`` event: its status and how it ended, as run.json has
-    them, so that ``fleetctl logs RUN HOST`` says how the host ended for every kind as a deploy's
-    logs do (operator's trial: only its output lines, or nothing at all for facts). ``host OK: rc=0``,
-    ``host FAILED: rc=3`` (``run``; a signal's or a missing command's cause instead when it has one);
-    ``host OK: 2 files, 10 bytes`` (``copy``, ``fetch``); ``host OK`` (``facts``); ``host FAILED:
-    CAUSE`` for any kind. Also the last line of a host that failed outside any task in a playbook
-    run, and of an unreachable host in any run: ``host UNREACHABLE: CAUSE``, the cause as run.json
-    has it (``Connection refused``, a host key mismatch, a refused login)."""
-    status = str(data.get("status")).upper()
-    how = data.get("error")
-    if not how and kind == "run" and data.get("rc") is not None:
-        how = f"rc={data.get('rc')}"
-    elif not how and kind in ("copy", "fetch") and data.get("files") is not None:
-        how = f"{data.get('files')} files, {data.get('bytes') or 0} bytes"
-    return f"host {status}: " + " ".join(str(how).splitlines()) if how else f"host {status}"
