@@ -24,13 +24,13 @@ from typing import Any
 
 from ..build.archs import DEFAULT_PATH, available_memory_mib, unsupported_archs
 from ..build.cudacompat import ArchToken, toolkit_torch_mismatch
-from ..facts.refusals import build_requirements_problem, host_refusals
+from ..facts.refusals import build_requirements_problem, host_refusals, old_pip_problem
 from ..status import Status
 from .base import HostView, Plan, TaskResult, first_error_line
 from .build_deps import plan_deps, read_tree
 from .build_meta import TORCH_EXTENSION_TOOLS, BuildMeta, meta_from_texts, requirement_name
 from .build_space import RECEIVER_MIN_FREE_DISK_MIB, build_paths, receive_paths, space_check
-from .pytool import existing_venv, install_command
+from .pytool import existing_venv, install_command, pick_tool
 from .venv_probe import CLEAN_PYTHON_ENV, VENV_PROBE, torch_probe_problem, venv_probe  # noqa: F401 - their home
 from .venv_probe import parse_venv_probe, probe_fault_problems, probe_started
 
@@ -51,14 +51,17 @@ def facts_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: 
     return host_refusals(facts, tokens, venv, cuda_home, cuda_home_origin)
 
 
-def compile_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: Any) -> list[str]:
+def compile_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: Any, venv: str | None = None,
+                     python: str = "python3") -> list[str]:
     """Problems found from facts that only a host which compiles has: no nvcc, an arch its nvcc
     rejects, a noexec or read-only workdir (the build runs what it makes there), too little memory
     (``min_free_mem_mib``, after the cgroup's limit: :func:`~fleetctl.build.archs.available_memory_mib`).
     A host that reuses the wheel it holds, or receives its arch class's wheel, compiles nothing, so
     these never refuse it (fresh operator's trial: a host whose wheel was installed and current was
     refused for build memory). The build's cmake is checked with the tree's own floor
-    (:func:`cmake_too_old`), the host compiler by :mod:`~fleetctl.tasks.build_toolchain`.
+    (:func:`cmake_too_old`), the host compiler by :mod:`~fleetctl.tasks.build_toolchain`. A venv
+    (``venv``, its interpreter ``python``) whose pip is too old for the build, where pip builds
+    (:func:`fleetctl.facts.refusals.old_pip_problem`, the line ``fleetctl facts`` warns with).
     """
     problems: list[str] = []
     cuda = facts.get("cuda") or {}
@@ -89,7 +92,8 @@ def compile_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args
         problems.append(f"only {int(mem)} MiB of memory for the build ({source}); it needs {args.min_free_mem_mib} MiB "
                         "(min_free_mem_mib): raise the memory limit, free memory, or let another member build "
                         "(build_host)")
-    return problems
+    old_pip = old_pip_problem(facts, venv, python, pick_tool(args.tool, facts, venv, python)[0]) if venv else None
+    return problems + ([old_pip] if old_pip else [])
 
 
 def requirement_list(meta: BuildMeta, args: Any, isolated: bool) -> list[str]:

@@ -210,7 +210,7 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
         decision["host_compiler"] = cxx_note
     problems = facts_problems(facts, tokens, args, host.venv, host.cuda_home, host.cuda_home_origin)
     # what only a compile needs: a host that reuses or receives its class's wheel is not refused for it
-    no_compile = compile_problems(facts, tokens, args) + cxx_problems
+    no_compile = compile_problems(facts, tokens, args, host.venv, host.python) + cxx_problems
     tool_problem = pick_tool(args.tool, facts, host.venv, host.python)[2] if host.venv else None
     problems += [tool_problem] if tool_problem else []
     if problems:
