@@ -10,12 +10,21 @@ once; ``fleetctl facts`` (which writes nothing) says so beforehand, with the sam
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 from typing import Any
 
 #: Free MiB (2**20 bytes) under which the workdir counts as full: a run's folder, its logs and the
 #: facts script's copy need a few MiB; a build's own needs are checked by its planner
 #: (:mod:`fleetctl.tasks.build_space`).
 WORKDIR_MIN_FREE_MIB = 16
+
+#: MiB free the shipped deploy's build needs in the workdir's file system: ``build_wheel``'s
+#: ``min_free_disk_mib`` default (``playbooks/fp4-kernels.yaml`` sets none), which ``fleetctl facts``
+#: warns with (:func:`statvfs_problem`; operator trial: facts said ok at 29 MiB free, the deploy refused).
+BUILD_MIN_FREE_DISK_MIB = 2048
+#: MiB a host that only receives its arch class's wheel must have free where the wheel lands, when
+#: the build_wheel task does not say (``receiver_min_free_disk_mib``): :mod:`fleetctl.tasks.build_space`.
+RECEIVER_MIN_FREE_DISK_MIB = 512
 
 #: The fix every "cannot write the workdir" line ends with.
 WORKDIR_FIX = "set the host var workdir to a writable folder with space"
@@ -44,3 +53,18 @@ def workdir_warning(facts: dict[str, Any]) -> str | None:
         return None
     return (f"warning: workdir {folder}: {why}: a deploy (and --plan) cannot make its run folder, lock or "
             f"build there; {WORKDIR_FIX}")
+
+
+def statvfs_problem(facts: Mapping[str, Any], mib: int = BUILD_MIN_FREE_DISK_MIB, needs: str = "the build needs",
+                    arg: str = "min_free_disk_mib") -> str | None:
+    """The line for a workdir whose free space (facts' ``disk_free_mib``, from ``statvfs``, MiB) is
+    below ``mib``, or None. ``needs`` says who needs it (``"the build needs"``), ``arg`` the task
+    argument that sets ``mib``. The one rule ``build_wheel``'s space check
+    (:func:`fleetctl.tasks.build_space.space_check`) refuses with and ``fleetctl facts`` warns with
+    (its defaults: the shipped deploy's build, :data:`BUILD_MIN_FREE_DISK_MIB`)."""
+    free = facts.get("disk_free_mib")
+    if not isinstance(free, (int, float)) or isinstance(free, bool) or free >= mib:
+        return None
+    where = facts.get("disk_free_path") or facts.get("workdir") or "the workdir"
+    return (f"only {free} MiB free at {where}; {needs} {mib} MiB (the build_wheel task's {arg} argument in the "
+            "playbook, not a host var): free space there, or set the host var workdir to a larger file system")

@@ -51,17 +51,14 @@ def facts_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: 
     return host_refusals(facts, tokens, venv, cuda_home, cuda_home_origin)
 
 
-def compile_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: Any, venv: str | None = None,
-                     python: str = "python3") -> list[str]:
+def compile_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args: Any) -> list[str]:
     """Problems found from facts that only a host which compiles has: no nvcc, an arch its nvcc
     rejects, a noexec or read-only workdir (the build runs what it makes there), too little memory
     (``min_free_mem_mib``, after the cgroup's limit: :func:`~fleetctl.build.archs.available_memory_mib`).
     A host that reuses the wheel it holds, or receives its arch class's wheel, compiles nothing, so
     these never refuse it (fresh operator's trial: a host whose wheel was installed and current was
     refused for build memory). The build's cmake is checked with the tree's own floor
-    (:func:`cmake_too_old`), the host compiler by :mod:`~fleetctl.tasks.build_toolchain`. A venv
-    (``venv``, its interpreter ``python``) whose pip is too old for the build, where pip builds
-    (:func:`fleetctl.facts.refusals.old_pip_problem`, the line ``fleetctl facts`` warns with).
+    (:func:`cmake_too_old`), the host compiler by :mod:`~fleetctl.tasks.build_toolchain`.
     """
     problems: list[str] = []
     cuda = facts.get("cuda") or {}
@@ -92,8 +89,7 @@ def compile_problems(facts: Mapping[str, Any], tokens: Sequence[ArchToken], args
         problems.append(f"only {int(mem)} MiB of memory for the build ({source}); it needs {args.min_free_mem_mib} MiB "
                         "(min_free_mem_mib): raise the memory limit, free memory, or let another member build "
                         "(build_host)")
-    old_pip = old_pip_problem(facts, venv, python, pick_tool(args.tool, facts, venv, python)[0]) if venv else None
-    return problems + ([old_pip] if old_pip else [])
+    return problems
 
 
 def requirement_list(meta: BuildMeta, args: Any, isolated: bool) -> list[str]:
@@ -250,7 +246,10 @@ def venv_checks(args: Any, host: HostView, facts: Mapping[str, Any], tokens: lis
     requirement missing, too little space: a host that receives its class's wheel needs neither);
     ``(None, the failed result)`` when the venv's interpreter does not run or fleetctl's probe
     failed (the host is broken whatever it would do). Only a host that may build is asked (two
-    interpreter starts on it): one holding the wheel of these inputs builds nothing."""
+    interpreter starts on it): one holding the wheel of these inputs builds nothing. A venv whose
+    pip is too old for ``pip wheel --config-settings`` (passed for a CMake tree, or one whose build
+    metadata was not found) where pip builds is refused with the line ``fleetctl facts`` warns with
+    (:func:`fleetctl.facts.refusals.old_pip_problem`)."""
     isolated = not args.no_build_isolation
     reqs = requirement_list(meta, args, isolated)
     torch_tokens = [t.text for t in tokens] if meta.torch_extension and (facts.get("python") or {}).get("torch") else None
@@ -265,6 +264,9 @@ def venv_checks(args: Any, host: HostView, facts: Mapping[str, Any], tokens: lis
     if problems:
         return None, refuse(problems, decision)
     problems = probe_problems(info, meta, facts, args, host.venv, host.python, isolated)
+    tool = pick_tool(args.tool, facts, host.venv, host.python)[0]
+    old_pip = old_pip_problem(facts, host.venv, host.python, tool) if meta.cmake or not meta.found else None
+    problems += [old_pip] if old_pip else []
     if problems:
         return info, refuse(problems, decision, build_meta=meta.as_dict())
     problems = yield from space_check(host.python, build_paths(host.workdir, args.out_dir), facts,
