@@ -30,6 +30,14 @@ RECEIVER_MIN_FREE_DISK_MIB = 512
 WORKDIR_FIX = "set the host var workdir to a writable folder with space"
 
 
+def workdir_of(folder: str) -> str:
+    """The workdir a folder facts were measured in names: a run's folder ``<workdir>/runs/<run_id>``
+    (a deploy's facts) is named by its workdir, so ``fleetctl facts`` and the deploy say the same."""
+    if posixpath.basename(posixpath.dirname(folder)) == "runs":
+        return posixpath.dirname(posixpath.dirname(folder))
+    return folder
+
+
 def workdir_warning(facts: dict[str, Any]) -> str | None:
     """``"warning: workdir W: ..."`` naming the folder, why a deploy cannot write there and the fix
     (:data:`WORKDIR_FIX`), or None when its file system is writable with space (or unmeasured).
@@ -39,9 +47,7 @@ def workdir_warning(facts: dict[str, Any]) -> str | None:
     fs = facts.get("workdir_fs")
     if not isinstance(fs, dict) or not fs.get("path"):
         return None
-    folder = str(facts.get("workdir") or fs["path"])
-    if posixpath.basename(posixpath.dirname(folder)) == "runs":
-        folder = posixpath.dirname(posixpath.dirname(folder))
+    folder = workdir_of(str(facts.get("workdir") or fs["path"]))
     where = fs["path"] if fs["path"] == folder else f"{fs['path']}, its nearest existing folder,"
     if fs.get("readonly"):
         why = f"the file system of {where} is mounted read-only"
@@ -58,13 +64,13 @@ def workdir_warning(facts: dict[str, Any]) -> str | None:
 def statvfs_problem(facts: Mapping[str, Any], mib: int = BUILD_MIN_FREE_DISK_MIB, needs: str = "the build needs",
                     arg: str = "min_free_disk_mib") -> str | None:
     """The line for a workdir whose free space (facts' ``disk_free_mib``, from ``statvfs``, MiB) is
-    below ``mib``, or None. ``needs`` says who needs it (``"the build needs"``), ``arg`` the task
+    below ``mib``, or None (a run's folder named by its workdir: :func:`workdir_of`). ``needs`` says who needs it (``"the build needs"``), ``arg`` the task
     argument that sets ``mib``. The one rule ``build_wheel``'s space check
     (:func:`fleetctl.tasks.build_space.space_check`) refuses with and ``fleetctl facts`` warns with
     (its defaults: the shipped deploy's build, :data:`BUILD_MIN_FREE_DISK_MIB`)."""
     free = facts.get("disk_free_mib")
     if not isinstance(free, (int, float)) or isinstance(free, bool) or free >= mib:
         return None
-    where = facts.get("disk_free_path") or facts.get("workdir") or "the workdir"
+    where = workdir_of(str(facts.get("disk_free_path") or facts.get("workdir") or "the workdir"))
     return (f"only {free} MiB free at {where}; {needs} {mib} MiB (the build_wheel task's {arg} argument in the "
             "playbook, not a host var): free space there, or set the host var workdir to a larger file system")
