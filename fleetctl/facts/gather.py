@@ -22,7 +22,7 @@ from ..errors import FleetError, TaskFailed
 from ..build.gpustack import check_gpu_stack, slurm_label_warnings, unmet_gres_warning
 from .refusals import host_refusals, warning as refusal_warning
 from .venv import SIZE_ASKED_BELOW_MIB, venv_free_mib, venv_warnings
-from .workdir import workdir_warning
+from .workdir import statvfs_problem, workdir_warning
 from .scripts import script_path
 
 #: Name of the facts script, locally (``playbooks/scripts/``) and in the remote workdir.
@@ -273,8 +273,9 @@ def complete_facts(host: str, facts: dict[str, Any], *,
         if note.phase != "build":  # told only by a play with that phase (fleetctl/build/arch_notes.py)
             facts["build"].setdefault("phase_notes", {}).setdefault(note.phase, []).append(note.text)
     wd = workdir_warning(facts)  # new-user trial: a read-only or full workdir read "ok: disk free GiB 0"
-    if wd:
-        facts["build"]["notes"].append(wd)
+    short = None if wd else statvfs_problem(facts)  # operator trial: 29 MiB free read ok; the build refuses it
+    for note in ([wd] if wd else []) + ([refusal_warning(short)] if short else []):
+        facts["build"]["notes"].append(note)
     unmet = unmet_gres_warning(facts, verify_device)
     # about the host, not only its build: told by every play (env_notes), verify included
     for warning in ([unmet] if unmet else []) + slurm_label_warnings(facts):

@@ -144,6 +144,55 @@ def no_front_end_problem(facts: Mapping[str, Any], venv: str | None, python: str
             f"into it: {add_pip_hint(python, uv)}, or install uv on the host ({UV_INSTALL})")
 
 
+#: The oldest pip that runs every pip command fleetctl's build gives the venv's pip: ``pip wheel
+#: --config-settings=cmake.define.NAME=VALUE`` (:func:`fleetctl.build.env.config_settings_args`:
+#: the CMake defines), an option pip 22.1 added (pip's changelog, 22.1 (2022-05-11): config settings
+#: for PEP 517 backends; pip 22.0.4's ``pip/_internal/cli/cmdoptions.py`` has no ``--config-settings``,
+#: 22.1's does, and pip 20.3.4 stops with ``no such option: --config-settings``). The other pip
+#: commands fleetctl runs need no more than pip 20.3.4 gives (checked with it, Python 3.11): the
+#: installs (``pip install --no-input [--force-reinstall] [--no-deps] [--constraint F] WHEEL``,
+#: :func:`fleetctl.tasks.pip_install.install_argv`; ``venv_upgrade``'s and the build requirements'
+#: ``pip install --no-input [--pre] [--upgrade]``), ``pip check`` and ``pip uninstall -y``, and the
+#: build's other options (``--no-deps -v --wheel-dir D --no-build-isolation``): none refuses a pip.
+PIP_BUILD_FLOOR = (22, 1)
+
+
+def old_pip_problem(facts: Mapping[str, Any], venv: str | None, python: str, tool: str | None = None) -> str | None:
+    """The venv's pip (facts ``python.packages.pip``) is older than :data:`PIP_BUILD_FLOOR`, so the
+    build's ``pip wheel --config-settings`` fails (operator trial: pip 20.3.4 passed ``--plan``, then
+    the build failed with ``no such option: --config-settings``). The build's preflight refuses a
+    host that compiles with it (:func:`fleetctl.tasks.build_preflight.compile_problems`) and
+    ``fleetctl facts`` warns with it (:func:`fleetctl.facts.venv.venv_warnings`).
+
+    Args:
+        facts: the host's facts.
+        venv: the host's venv (its ``venv`` var), named in the line.
+        python: the venv's interpreter, for the upgrade command.
+        tool: the front end that builds (:func:`fleetctl.tasks.pytool.pick_tool`'s choice); None:
+            as ``tool: auto`` picks, uv when the host has it (facts ``uv.path``). uv builds without
+            the venv's pip, so a host that builds with uv is never refused for pip's version.
+
+    Returns:
+        ``"pip 20.3.4 in the venv V is too old to build: ...; upgrade pip in the venv (PY -m pip
+        install -U pip), or install uv on the host (...)"``, or None (pip new enough, no pip, or
+        facts do not say).
+    """
+    if tool is None:
+        tool = "uv" if (facts.get("uv") or {}).get("path") else "pip"
+    py = facts.get("python") or {}
+    packages = py.get("packages") if isinstance(py, Mapping) else None
+    have = packages.get("pip") if isinstance(packages, Mapping) else None
+    if tool != "pip" or not isinstance(have, str):
+        return None
+    numbers = tuple(int(x) for x in re.findall(r"\d+", have)[:2])
+    if not numbers or numbers >= PIP_BUILD_FLOOR:
+        return None
+    floor = ".".join(map(str, PIP_BUILD_FLOOR))
+    return (f"pip {have} in the venv {venv or python} is too old to build: the build runs pip wheel "
+            f"--config-settings (the CMake defines), which pip {floor} added; upgrade pip in the venv "
+            f"({python} -m pip install -U pip), or install uv on the host ({UV_INSTALL})")
+
+
 def build_requirements_problem(facts: Mapping[str, Any], where: str | None, python: str,
                                missing: Sequence[tuple[str, str | None]], torch_extension: bool = False) -> str:
     """The build's refusal of a venv without its build requirements (a non-isolated build runs in

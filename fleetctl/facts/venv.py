@@ -25,7 +25,9 @@ The cases, from a new operator's trial, where facts said ok and ``--plan`` said 
   ``install_build_requirements`` var (or ``-e``) has the build install them
   (:func:`installs_build_requirements`): then a note says so, not a warning;
 - a ``uv venv`` (no pip) on a host without uv: nothing can build or install into it
-  (:func:`fleetctl.facts.refusals.no_front_end_problem`).
+  (:func:`fleetctl.facts.refusals.no_front_end_problem`);
+- a venv whose pip is older than the build's ``pip wheel --config-settings`` needs (pip 20.3.4),
+  on a host without uv (:func:`fleetctl.facts.refusals.old_pip_problem`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from .install_hint import existing_venv, install_command
-from .refusals import build_requirements_problem, no_front_end_problem
+from .refusals import build_requirements_problem, no_front_end_problem, old_pip_problem
 from .refusals import warning as refusal_warning
 
 #: Free MiB (2**20 bytes) a venv's site-packages needs for any install: under it an install is
@@ -320,6 +322,9 @@ def venv_warnings(facts: Mapping[str, Any], install_requirements: bool = False,
     no_tool = no_front_end_problem(facts, venv, python)
     if no_tool:
         out.append(PhaseNote("build", refusal_warning(no_tool)))
+    old_pip = old_pip_problem(facts, venv, python)  # the build's pip wheel --config-settings: pip >= 22.1
+    if old_pip:
+        out.append(PhaseNote("build", refusal_warning(old_pip)))
     missing = missing_build_requirements(facts)
     if missing and install_requirements:
         what = ", ".join(f"{req} (have {have})" if have else req for req, have in missing)

@@ -1,6 +1,9 @@
 """``build_wheel`` on the member that builds: run the build, read what it used, check the wheel.
 
-1. A fresh folder for the build key, a private TMPDIR in the workdir (``<workdir>/tmp/<key16>``:
+1. A fresh folder for the build key (the wheel and build stamp a folder of the key held are set
+   aside, :func:`previous_dir`, and put back when this build fails: they describe the wheel that is
+   installed, so a failed ``--force`` build leaves the next plan reusing it, not "its build stamp is
+   gone"; removed once this build's stamp is written), a private TMPDIR in the workdir (``<workdir>/tmp/<key16>``:
    nvcc's intermediates, scikit-build-core's build tree and pip's isolated environments live
    there, never in a login TMPDIR that may be noexec, full or small), and fleetctl's build hooks
    (:mod:`~fleetctl.tasks.build_record`) on the build's PYTHONPATH and ``CMAKE_PROJECT_INCLUDE``.
@@ -63,6 +66,20 @@ LIST_WHEELS = ('for f in "$1"/*.whl; do [ -f "$f" ] || continue; s=$(stat -L -c 
 #: Written into a build's folder when what the build wrote failed its checks (its rc, what it used,
 #: its SASS): that wheel is never kept as an interrupted build's (:func:`left_wheel`).
 REFUSED_NAME = ".fleetctl-refused"
+
+#: ``sh -c SET_ASIDE _ DEST PREVIOUS``: a build key's folder that holds a build stamp is moved to
+#: PREVIOUS (outside ``out_dir``: no stamp probe sees it), any other is removed (a PREVIOUS an
+#: interrupted build left is kept: it is still the installed wheel's).
+SET_ASIDE = (f'if [ -f "$1/{STAMP_NAME}" ] && [ ! -e "$1/{REFUSED_NAME}" ]; then rm -rf "$2" && mkdir -p "${{2%/*}}" '
+             '&& mv "$1" "$2"; else rm -rf "$1"; fi')
+#: ``sh -c PUT_BACK _ DEST PREVIOUS``: the folder set aside back in place of a failed build's.
+PUT_BACK = 'if [ -d "$2" ]; then rm -rf "$1" && mv "$2" "$1"; fi'
+
+
+def previous_dir(tmp: str) -> str:
+    """Where the wheel and stamp of a build key's folder wait while it is built again, beside the
+    build's TMPDIR ``tmp`` (``<workdir>/tmp/<key16>``): ``<workdir>/tmp/<key16>.previous``."""
+    return f"{tmp.rstrip('/')}.previous"
 
 #: Prints the one wheel in the build folder ``argv[1]`` that a build left with neither its stamp
 #: ``argv[2]`` nor the refusal ``argv[3]``, when it is a whole zip (every CRC) holding a RECORD.
@@ -133,6 +150,8 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
     def fail(msg: str, data: dict[str, Any] | None = None, rc: int | None = None, refused: bool = False) -> Plan:
         if refused:  # what the build wrote failed its checks: never kept as an interrupted build's wheel
             yield Run(argv=("touch", posixpath.join(dest, REFUSED_NAME)), quiet=True, reason="the wheel is refused")
+        yield Run(argv=("/bin/sh", "-c", PUT_BACK, "fleetctl-put-back", dest, previous_dir(tmp)),
+                  quiet=True, reason="the wheel and build stamp this build was to replace, back in place")
         if once:
             yield Fail(key=key, message=f"{host.name}: {msg}")
         return TaskResult(Status.FAILED, rc=rc, msg=msg, data={**(data or {}), "decision": decision})
@@ -201,6 +220,7 @@ def build_here(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapp
     err = yield Put(data=stamp_bytes(data), remote=posixpath.join(dest, STAMP_NAME), mode=0o600, reason="the build stamp")
     if err is not None:
         return TaskResult(Status.FAILED, msg=f"cannot write the build stamp: {err}", data={**data, "decision": decision})
+    yield Run(argv=("rm", "-rf", previous_dir(tmp)), quiet=True, reason="the replaced wheel and stamp")
     if once:
         err = yield Publish(key=key, wheel=wheel, sha256=digest or "", data=data,
                             reason="fetch the wheel into the controller's cache for the rest of the class")
@@ -230,6 +250,8 @@ def _build(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapping[
     cuda = facts.get("cuda") or {}
     isolated = not args.no_build_isolation
     py = facts.get("python") or {}
+    yield Run(argv=("/bin/sh", "-c", SET_ASIDE, "fleetctl-set-aside", dest, previous_dir(tmp)), quiet=True,
+              reason="the wheel and build stamp of this key set aside until this build succeeds")
     yield Run(argv=("rm", "-rf", dest, tmp), quiet=True, reason="a fresh folder and TMPDIR for this build key")
     yield Run(argv=("mkdir", "-p", "-m", "0700", dest, tmp), quiet=True)
     hooks = tuple((str(script_path(local)), posixpath.join(hook_dir, name), 0o644) for local, name in HOOK_FILES.items())

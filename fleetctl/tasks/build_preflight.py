@@ -24,13 +24,13 @@ from typing import Any
 
 from ..build.archs import DEFAULT_PATH, available_memory_mib, unsupported_archs
 from ..build.cudacompat import ArchToken, toolkit_torch_mismatch
-from ..facts.refusals import build_requirements_problem, host_refusals
+from ..facts.refusals import build_requirements_problem, host_refusals, old_pip_problem
 from ..status import Status
 from .base import HostView, Plan, TaskResult, first_error_line
 from .build_deps import plan_deps, read_tree
 from .build_meta import TORCH_EXTENSION_TOOLS, BuildMeta, meta_from_texts, requirement_name
 from .build_space import RECEIVER_MIN_FREE_DISK_MIB, build_paths, receive_paths, space_check
-from .pytool import existing_venv, install_command
+from .pytool import existing_venv, install_command, pick_tool
 from .venv_probe import CLEAN_PYTHON_ENV, VENV_PROBE, torch_probe_problem, venv_probe  # noqa: F401 - their home
 from .venv_probe import parse_venv_probe, probe_fault_problems, probe_started
 
@@ -246,7 +246,10 @@ def venv_checks(args: Any, host: HostView, facts: Mapping[str, Any], tokens: lis
     requirement missing, too little space: a host that receives its class's wheel needs neither);
     ``(None, the failed result)`` when the venv's interpreter does not run or fleetctl's probe
     failed (the host is broken whatever it would do). Only a host that may build is asked (two
-    interpreter starts on it): one holding the wheel of these inputs builds nothing."""
+    interpreter starts on it): one holding the wheel of these inputs builds nothing. A venv whose
+    pip is too old for ``pip wheel --config-settings`` (passed for a CMake tree, or one whose build
+    metadata was not found) where pip builds is refused with the line ``fleetctl facts`` warns with
+    (:func:`fleetctl.facts.refusals.old_pip_problem`)."""
     isolated = not args.no_build_isolation
     reqs = requirement_list(meta, args, isolated)
     torch_tokens = [t.text for t in tokens] if meta.torch_extension and (facts.get("python") or {}).get("torch") else None
@@ -261,6 +264,9 @@ def venv_checks(args: Any, host: HostView, facts: Mapping[str, Any], tokens: lis
     if problems:
         return None, refuse(problems, decision)
     problems = probe_problems(info, meta, facts, args, host.venv, host.python, isolated)
+    tool = pick_tool(args.tool, facts, host.venv, host.python)[0]
+    old_pip = old_pip_problem(facts, host.venv, host.python, tool) if meta.cmake or not meta.found else None
+    problems += [old_pip] if old_pip else []
     if problems:
         return info, refuse(problems, decision, build_meta=meta.as_dict())
     problems = yield from space_check(host.python, build_paths(host.workdir, args.out_dir), facts,

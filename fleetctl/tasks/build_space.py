@@ -29,6 +29,8 @@ from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
 from ..connection.storagefaults import FAULTS
+# their home is facts (``fleetctl facts`` warns with the same rule and line)
+from ..facts.workdir import BUILD_MIN_FREE_DISK_MIB, RECEIVER_MIN_FREE_DISK_MIB, statvfs_problem  # noqa: F401
 from .steps import Run, probe
 
 #: Runs in any Python 3.8+ with JSON ``{"paths": [...], "mib": N}``; prints one JSON object
@@ -88,23 +90,6 @@ def space_probe(python: str, paths: Sequence[str], mib: int) -> Run:
     arg = json.dumps({"paths": list(dict.fromkeys(paths)), "mib": int(mib)})
     return probe([python, "-c", SPACE_PROBE, arg], f"can {mib} MiB really be written where the build writes?",
                  env={"PYTHONPATH": None, "PYTHONHOME": None}, cwd="/", timeout_s=120)
-
-
-#: MiB a host that only receives its arch class's wheel must have free where the wheel lands, when
-#: the build_wheel task does not say (``receiver_min_free_disk_mib``): see the module docstring.
-RECEIVER_MIN_FREE_DISK_MIB = 512
-
-
-def statvfs_problem(facts: Mapping[str, Any], mib: int, needs: str, arg: str) -> str | None:
-    """The line for a workdir whose free space (facts' ``disk_free_mib``, from ``statvfs``, MiB) is
-    below ``mib``, or None. ``needs`` says who needs it (``"the build needs"``), ``arg`` the task
-    argument that sets ``mib``."""
-    free = facts.get("disk_free_mib")
-    if not isinstance(free, (int, float)) or isinstance(free, bool) or free >= mib:
-        return None
-    where = facts.get("disk_free_path") or facts.get("workdir") or "the workdir"
-    return (f"only {free} MiB free at {where}; {needs} {mib} MiB (the build_wheel task's {arg} argument in the "
-            "playbook, not a host var): free space there, or set the host var workdir to a larger file system")
 
 
 def receive_paths(run_dir: str, out_dir: str) -> list[str]:

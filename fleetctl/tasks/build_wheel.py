@@ -37,7 +37,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 import re
-
+from ..facts.workdir import BUILD_MIN_FREE_DISK_MIB
 from ..build.env import cmake_defines
 from ..build.cudacompat import parse_tokens, torch_arch_of, with_toolkit_for
 from ..errors import TransferError
@@ -120,7 +120,7 @@ class BuildWheelArgs(ActionArgs):
     required_build_packages: list[str] = Field(default_factory=list)
     install_build_requirements: bool = False
     min_cmake: str | None = None
-    min_free_disk_mib: int = Field(default=2048, ge=0)
+    min_free_disk_mib: int = Field(default=BUILD_MIN_FREE_DISK_MIB, ge=0)
     receiver_min_free_disk_mib: int | None = Field(default=None, ge=0)
     min_free_mem_mib: int = Field(default=1024, ge=0)
     check_sass: bool = True

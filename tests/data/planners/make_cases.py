@@ -248,15 +248,26 @@ def left(dest=DEST, found=""):
 def refused_wheel(dest=DEST):
     """What the build wrote failed its checks: marked, never kept as an interrupted build's wheel."""
     return {"expect": {"type": "Run", "argv": ["touch", f"{dest}/.fleetctl-refused"]}, "answer": {"rc": 0}}
+def set_aside(dest=DEST):
+    """The wheel and stamp a folder of the build key held, set aside until this build succeeds (build_here.SET_ASIDE)."""
+    return {"expect": {"type": "Run", "argv": ["/bin/sh", "-c", SET_ASIDE, "fleetctl-set-aside", dest,
+                                               f"/w/tmp/{dest.rsplit('/', 1)[-1]}.previous"]}, "answer": {"rc": 0}}
+def put_back(dest=DEST):
+    """A failed build puts back the wheel and stamp it was to replace (they describe what is installed)."""
+    return {"expect": {"type": "Run", "argv": ["/bin/sh", "-c", PUT_BACK, "fleetctl-put-back", dest,
+                                               f"/w/tmp/{dest.rsplit('/', 1)[-1]}.previous"]}, "answer": {"rc": 0}}
+def drop_previous(dest=DEST):
+    """A build that succeeded (its stamp written) removes the wheel and stamp it replaced."""
+    return {"expect": {"type": "Run", "argv": ["rm", "-rf", f"/w/tmp/{dest.rsplit('/', 1)[-1]}.previous"]}, "answer": {"rc": 0}}
 def build_steps(meta=META_SKB, info=PYINFO, dest=DEST, tmp=TMP):
     return [meta, {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}}, {"expect": {"type": "Run"}, "answer": info},
-            SPACE_OK, {"expect": {"type": "ClassRole"}, "answer": "build"}, left(dest),
+            SPACE_OK, {"expect": {"type": "ClassRole"}, "answer": "build"}, left(dest), set_aside(dest),
             {"expect": {"type": "Run", "argv": ["rm", "-rf", dest, tmp]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", dest, tmp]}, "answer": {"rc": 0}},
             {"expect": {"type": "PutFiles"}, "answer": None},
             {"expect": {"type": "Run", "argv": ["/bin/sh", "-c", CLEAN, "fleetctl-clean", "/w/src/k"]}, "answer": {"rc": 0}},
             {"expect": {"type": "Emit", "name": "build.started"}, "answer": None}]
-from fleetctl.tasks.build_here import CLEAN_LEFTOVERS as CLEAN, LEFT_WHEEL
+from fleetctl.tasks.build_here import CLEAN_LEFTOVERS as CLEAN, LEFT_WHEEL, PUT_BACK, SET_ASIDE
 BUILD_STEPS = build_steps()
 HOOK_DEFINES = [f"--config-settings=cmake.define.CMAKE_PROJECT_INCLUDE={HOOKS}/fleetctl_record.cmake",
                 "--config-settings=cmake.define.FLEETCTL_EXPECT_CUDA_COMPILER=/usr/local/cuda/bin/nvcc"]
@@ -292,7 +303,7 @@ AFTER = after_wheel()
 BUILT = [{"expect": {"type": "Run", "argv": BUILD_ARGV, "env": ENV, "cwd": "/w/src/k"}, "answer": {"rc": 0}}] + after_build() + AFTER + [
     {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "/w/runs/r1/scripts/wheel_sass.py", WHEEL, "/usr/local/cuda/bin/cuobjdump"]},
      "answer": {"rc": 0, "stdout": json.dumps({"archs": ["sm_90a"], "ptx": ["compute_90a"], "error": None})}},
-    {"expect": {"type": "Put", "remote": f"{DEST}/.fleetctl-build.json"}, "answer": None},
+    {"expect": {"type": "Put", "remote": f"{DEST}/.fleetctl-build.json"}, "answer": None}, drop_previous(),
     {"expect": {"type": "Publish", "key": K, "wheel": WHEEL}, "answer": None}]
 case("build_wheel", "builds-for-exactly-the-host-sm", args=BW, host=H90, steps=BUILD_STEPS + BUILT,
      result={"status": "changed", "msg": "built fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl for 9.0a",
@@ -305,7 +316,7 @@ case("build_wheel", "a-wheel-an-interrupted-build-left-is-checked-and-kept-not-b
 case("build_wheel", "sass-missing-fails-the-class", args=BW, host=H90,
      steps=BUILD_STEPS + [{"expect": {"type": "Run", "argv": BUILD_ARGV}, "answer": {"rc": 0}}] + after_build() + after_wheel("") + [
          {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": json.dumps({"archs": ["sm_80"], "error": None})}},
-         refused_wheel(), {"expect": {"type": "Fail", "key": K}, "answer": None}],
+         refused_wheel(), put_back(), {"expect": {"type": "Fail", "key": K}, "answer": None}],
      result=build_failed("lacks sm_90a (holds sm_80)"))
 ENV4 = {**ENV, "MAX_JOBS": "4", "CMAKE_BUILD_PARALLEL_LEVEL": "4"}
 case("build_wheel", "compiler-killed-for-memory-retries-with-half-the-jobs", args=BW, host=H90,
@@ -314,14 +325,14 @@ case("build_wheel", "compiler-killed-for-memory-retries-with-half-the-jobs", arg
          {"expect": {"type": "Emit", "name": "build.oom_retry"}, "answer": None},
          {"expect": {"type": "Emit", "name": "build.started"}, "answer": None},
          {"expect": {"type": "Run", "env": ENV4}, "answer": {"rc": 137, "stderr": "Killed\n"}}] + after_build("") + [
-         refused_wheel(), {"expect": {"type": "Fail"}, "answer": None}],
+         refused_wheel(), put_back(), {"expect": {"type": "Fail"}, "answer": None}],
      result=build_failed("compiler killed (likely out of memory) with MAX_JOBS=4 (full log: fleetctl logs r1 h1)"))
 case("build_wheel", "compile-error-is-the-summary", args=BW, host=H90,
      steps=BUILD_STEPS + [
          {"expect": {"type": "Run", "argv": BUILD_ARGV},
           "answer": {"rc": 1, "stdout": "[1/4] Building CUDA object\n/w/src/k/csrc/cuda_quant.cu(13): error: expected an expression\n1 error detected\nninja: build stopped\n",
                      "stderr": "ERROR: Failed to build installable wheels for some pyproject.toml based projects (fp4_kernels)\n"}}]
-     + after_build() + [refused_wheel(), {"expect": {"type": "Fail"}, "answer": None}],
+     + after_build() + [refused_wheel(), put_back(), {"expect": {"type": "Fail"}, "answer": None}],
      result=build_failed("build failed (pip): /w/src/k/csrc/cuda_quant.cu(13): error: expected an expression "
                          "(full log: fleetctl logs r1 h1)"))
 # nvcc's write failed and it printed nothing (operator trial): the room the build's script measured names the full disk
@@ -338,7 +349,7 @@ case("build_wheel", "a-disk-that-filled-while-the-compiler-said-nothing-is-named
      steps=BUILD_STEPS + [
          {"expect": {"type": "Run", "argv": BUILD_ARGV},
           "answer": {"rc": 1, "stdout": NINJA_SILENT, "stderr": "ERROR: Failed to build fp4_kernels\n" + ROOM_FULL}}]
-     + after_build() + [refused_wheel(), {"expect": {"type": "Fail"}, "answer": None}],
+     + after_build() + [refused_wheel(), put_back(), {"expect": {"type": "Fail"}, "answer": None}],
      result=build_failed(f"build failed (pip): no space left on /mnt/ws (0 bytes free of 2.2 GiB; the build's workdir /w, "
                          f"TMPDIR {TMP}) while building CMakeFiles/fp4_cuda.dir/csrc/cuda_pk.cu.o (ENOSPC, measured after "
                          "the build failed; the compiler's own message was empty): the file system is full"))
@@ -348,7 +359,7 @@ case("build_wheel", "a-compile-error-on-a-disk-with-room-stays-the-summary", arg
          {"expect": {"type": "Run", "argv": BUILD_ARGV},
           "answer": {"rc": 1, "stdout": "/w/src/k/csrc/cuda_quant.cu(13): error: expected an expression\n",
                      "stderr": ROOM_FULL.replace(" 2355200 0 100%", " 355200 2000000 15%")}}]
-     + after_build() + [refused_wheel(), {"expect": {"type": "Fail"}, "answer": None}],
+     + after_build() + [refused_wheel(), put_back(), {"expect": {"type": "Fail"}, "answer": None}],
      result=build_failed("build failed (pip): /w/src/k/csrc/cuda_quant.cu(13): error: expected an expression "
                          "(full log: fleetctl logs r1 h1)"))
 case("build_wheel", "the-cuda-compiler-cmake-used-is-not-the-one-asked-for", args=BW, host=H90,
@@ -356,14 +367,14 @@ case("build_wheel", "the-cuda-compiler-cmake-used-is-not-the-one-asked-for", arg
          {"expect": {"type": "Run", "argv": BUILD_ARGV},
           "answer": {"rc": 1, "stdout": "-- The CUDA compiler identification is NVIDIA 12.0.140\nCMake Error at /w/runs/r1/scripts/build_hook/fleetctl_record.cmake:34 (message):\n  fleetctl: CMake uses the CUDA compiler /usr/bin/nvcc\n"}}]
      + after_build(json.dumps({"kind": "cuda_compiler", "path": "/usr/bin/nvcc", "realpath": "/usr/bin/nvcc", "version": "12.0.140"}))
-     + [refused_wheel(), {"expect": {"type": "Fail"}, "answer": None}],
+     + [refused_wheel(), put_back(), {"expect": {"type": "Fail"}, "answer": None}],
      result=build_failed("build failed (pip): the build used the CUDA compiler /usr/bin/nvcc (12.0.140), not "
                          "/usr/local/cuda/bin/nvcc (13.0) that fleetctl asked for"))
 case("build_wheel", "torch-drift-read-inside-the-build-fails-naming-both", args=BW, host=H90,
      steps=BUILD_STEPS + [{"expect": {"type": "Run", "argv": BUILD_ARGV}, "answer": {"rc": 0}}]
      + after_build(RECORD_OK + "\n" + json.dumps({"kind": "torch", "torch": "2.12.0+cu130", "torch_cuda": "13.0",
                                                   "torch_file": "/tmp/pip-build-env-x/lib/python3.12/site-packages/torch/__init__.py"}))
-     + [refused_wheel(), {"expect": {"type": "Fail"}, "answer": None}],
+     + [refused_wheel(), put_back(), {"expect": {"type": "Fail"}, "answer": None}],
      result=build_failed("torch drift: the build compiled against torch 2.12.0+cu130 (CUDA 13.0) from "
                          "/tmp/pip-build-env-x/lib/python3.12/site-packages/torch/__init__.py, but the venv "
                          "runs torch 2.11.0+cu130 (CUDA 13.0)"))
@@ -373,9 +384,9 @@ def ptx_case(name, archs, sass_answer, result):
     cuda_archs = ";".join(a.split("+")[0].replace(".", "") for a in archs.split(";"))
     env = {**ENV, "TORCH_CUDA_ARCH_LIST": archs, "CMAKE_CUDA_ARCHITECTURES": cuda_archs, "CUDAARCHS": cuda_archs,
            "TMPDIR": tmp, "FLEETCTL_BUILD_RECORD": f"{dest}/.fleetctl-build-record.jsonl"}
-    tail = [{"expect": {"type": "Put", "remote": f"{dest}/.fleetctl-build.json"}, "answer": None},
+    tail = [{"expect": {"type": "Put", "remote": f"{dest}/.fleetctl-build.json"}, "answer": None}, drop_previous(dest),
             {"expect": {"type": "Publish"}, "answer": None}] if result["status"] == "changed" else [
-            refused_wheel(dest), {"expect": {"type": "Fail"}, "answer": None}]
+            refused_wheel(dest), put_back(dest), {"expect": {"type": "Fail"}, "answer": None}]
     case("build_wheel", name, args={**BW, "archs": archs}, host=H90,
          steps=build_steps(dest=dest, tmp=tmp) + [
              {"expect": {"type": "Run", "env": env}, "answer": {"rc": 0}},
@@ -407,7 +418,7 @@ case("build_wheel", "the-newest-toolkit-that-builds-the-arch-is-used", args=BW, 
      steps=build_steps(dest=f"/w/wheels/{K120[:16]}", tmp=f"/w/tmp/{K120[:16]}")
      + [{"expect": {"type": "Run", "env": ENV120}, "answer": {"rc": 1, "stdout": "k.cu(1): error: boom\n"}},
         {"expect": {"type": "Run"}, "answer": {"rc": 0}}, {"expect": {"type": "Run"}, "answer": {"rc": 0}},
-        {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}}, refused_wheel(f"/w/wheels/{K120[:16]}"),
+        {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}}, refused_wheel(f"/w/wheels/{K120[:16]}"), put_back(f"/w/wheels/{K120[:16]}"),
         {"expect": {"type": "Fail"}, "answer": None}],
      result=build_failed("k.cu(1): error: boom"))
 # pip_install
@@ -933,7 +944,7 @@ DEST_GXX14 = f"/w/wheels/{K_GXX14[:16]}"
 case("build_wheel", "a-refused-default-host-compiler-is-replaced-by-an-accepted-one", args=BW,
      host={**H90, "facts": FACTS_GXX14},
      steps=[META_SKB, {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": ""}}, {"expect": {"type": "Run"}, "answer": PYINFO},
-            SPACE_OK, {"expect": {"type": "ClassRole"}, "answer": "build"}, left(DEST_GXX14),
+            SPACE_OK, {"expect": {"type": "ClassRole"}, "answer": "build"}, left(DEST_GXX14), set_aside(DEST_GXX14),
             {"expect": {"type": "Run"}, "answer": {"rc": 0}}, {"expect": {"type": "Run"}, "answer": {"rc": 0}},
             {"expect": {"type": "PutFiles"}, "answer": None}, {"expect": {"type": "Run"}, "answer": {"rc": 0}},
             {"expect": {"type": "Emit", "name": "build.started"}, "answer": None},
@@ -950,7 +961,7 @@ case("build_wheel", "a-refused-default-host-compiler-is-replaced-by-an-accepted-
              "answer": {"rc": 0, "stdout": f"{SHA}  {DEST_GXX14}/fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl\n"}},
             {"expect": {"type": "Put"}, "answer": None},
             {"expect": {"type": "Run"}, "answer": {"rc": 0, "stdout": json.dumps({"archs": ["sm_90a"], "ptx": ["compute_90a"], "error": None})}},
-            {"expect": {"type": "Put"}, "answer": None}, {"expect": {"type": "Publish"}, "answer": None}],
+            {"expect": {"type": "Put"}, "answer": None}, drop_previous(DEST_GXX14), {"expect": {"type": "Publish"}, "answer": None}],
      result={"status": "changed", "msg": "built fp4_kernels-0.1.0-cp312-cp312-linux_x86_64.whl for 9.0a",
              "decision": {"host_compiler": "host compiler: nvcc's default gcc 16.1 (/usr/bin/gcc) is refused by nvcc 13.0 at "
                                            "/usr/local/cuda/bin/nvcc (gcc 16.1 is newer than 15; it accepts clang <= 20 and gcc "
