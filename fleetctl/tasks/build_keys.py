@@ -129,9 +129,9 @@ def build_inputs(tree_hash: str, plan: Mapping[str, Any], defines: Mapping[str, 
     py = facts.get("python") or {}
     material = {
         "tree": tree_hash, "archs": plan.get("torch_cuda_arch_list"), "defines": keyed_defines(defines, facts),
-        "torch": py.get("torch"), "torch_cuda": py.get("torch_cuda"), "python": py.get("tag") or py.get("version"),
+        **toolkit_identity(facts), "torch": py.get("torch"), "torch_cuda": py.get("torch_cuda"),
+        "python": py.get("tag") or py.get("version"),
     }
-    material.update(toolkit_identity(facts))
     material.update(host_compiler_key(facts))
     # the wheel's platform tag and the libc it needs (left out when the host did not say)
     material.update({k: v for k, v in platform_inputs(facts).items() if v is not None})
