@@ -79,13 +79,15 @@ def test_plan_dry_run_and_class_lines_tell_the_truth_after_a_failed_forced_build
     assert "torch?" not in summary and "cuNone" not in summary
     assert any("sm_90a cu" in ln and "torch2." in ln for ln in summary.splitlines()), summary[-3000:]
 
-    # the earlier wheel is still installed: --plan says so (not "nothing installed")
+    # the earlier wheel is still installed, its stamp kept by the failed build: --plan reuses it and
+    # names it (never "nothing installed", nor a rebuild for a stamp the failure removed)
     marker.unlink()
     res = fleetctl(*i, "deploy", "--hosts", "a", *p, "--plan", "--json", home=tmp_path)
     plan = json.loads(res.stdout)
     build = next(t for t in plan["a"]["tasks"] if t["action"] == "build_wheel")
-    changed = build["decision"]["changed"]
-    assert changed != ["nothing installed"] and wheel in changed[0], changed
+    decision = build["decision"]
+    assert decision["action"] == "reuse" and decision["installed"] is True and decision["changed"] == [], build
+    assert build["msg"] == f"unchanged inputs: reusing {wheel}", build
 
 
 def test_a_plans_log_says_what_it_would_do_in_its_tables_words(sshd_farm, tmp_path):
