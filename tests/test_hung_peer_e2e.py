@@ -81,7 +81,11 @@ def test_verify_and_refused_hosts_never_wait_for_a_hung_host_and_a_builder_says_
     assert ran["nonvcc"]["status"] == "failed" and "no-cuda-here" in ran["nonvcc"]["error"], ran["nonvcc"]
     assert _at(events, "host.finished", "nonvcc") < _at(events, "host.finished", "hang"), res.stdout[-2000:]
     waits = [e for e in events if e["event"] == "class.waiting"]
-    assert [e["host"] for e in waits] == ["good"] and "hang" in waits[0]["waiting_for"], waits
+    # on a miss, when each host connected, gathered facts and ended: a host still connecting when
+    # good planned is not waited for by design (fleetctl/engine/runner.py), a race the test assumes away
+    timeline = [(e["timestamp"], e["event"], e.get("host")) for e in events if e["event"] in
+                ("connection.opened", "facts.gathered", "class.waiting", "host.finished")]
+    assert [e["host"] for e in waits] == ["good"] and "hang" in waits[0]["waiting_for"], (waits, timeline)
     assert "arch class" in waits[0]["reason"], waits
     assert _at(events, "host.finished", "good") > _at(events, "host.finished", "hang")  # it did wait for it
     log = (run_dir / "logs" / "good.log").read_text()
