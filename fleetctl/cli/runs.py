@@ -27,6 +27,9 @@ def runs(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"no runs yet in {runs_root()}")
         return
     for r in items:
+        if r.get("error"):  # not JSON, or not a run record's shape: said so, never a row of "?" and zeros
+            click.echo(f"{r['run_id']}  unreadable: {r['error']}")
+            continue
         s = _summary(r)
         later = "".join(f"  {s[k]} {k.replace('_', ' ')}" for k in ("unreachable", "interrupted", "not_started")
                         if s[k])
@@ -49,6 +52,8 @@ def _summary(r: dict) -> dict:
     gone: its hosts still ``running`` are ``interrupted``)."""
     from ..reporting.history import settled
 
+    if r.get("error"):  # unreadable (history.read_record): its reason, not a row of zeros
+        return {"run_id": r.get("run_id"), "error": r["error"]}
     r = settled(r)
     kind = r.get("kind", "?")
     mode = r.get("mode", "apply")

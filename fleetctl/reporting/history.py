@@ -38,10 +38,32 @@ def list_runs(root: Path | None = None) -> list[dict]:
         if not rj.exists():
             continue
         try:
-            out.append(json.loads(rj.read_text()))
+            out.append(read_record(rj))
         except (OSError, ValueError) as exc:
             out.append({"run_id": path.name, "error": str(exc)})
     return out
+
+
+def read_record(path: Path) -> dict:
+    """A ``run.json`` read and checked for the shape every reader relies on: an object whose
+    ``hosts``, when present, maps each host name to an object (docs/schema). A file edited by hand
+    or by another tool is refused with one line naming it, never a traceback in ``runs``, ``runs
+    show``, ``report`` or ``logs`` (operator trial 10: ``"hosts": [...]``).
+
+    Raises:
+        OSError: it cannot be read.
+        ValueError: it is not JSON, or not of that shape (names the path and what is wrong).
+    """
+    record = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: not a JSON object but {type(record).__name__}")
+    hosts = record.get("hosts")
+    if hosts is not None and not isinstance(hosts, dict):
+        raise ValueError(f"{path}: 'hosts' is a {type(hosts).__name__}, not an object of host -> outcome")
+    for name, outcome in (hosts or {}).items():
+        if not isinstance(outcome, dict):
+            raise ValueError(f"{path}: host {name!r} is a {type(outcome).__name__}, not an object")
+    return record
 
 
 GONE = "interrupted (controller gone)"
@@ -115,10 +137,9 @@ def load_run(run_id: str, root: Path | None = None) -> dict:
 
     Raises:
         FileNotFoundError: no such run (names the path).
-        ValueError: the file is not JSON.
+        ValueError: the file is not JSON, or not a run record's shape (:func:`read_record`).
     """
-    path = (root or runs_root()) / run_id / "run.json"
-    return json.loads(path.read_text())
+    return read_record((root or runs_root()) / run_id / "run.json")
 
 
 def host_log_path(run_id: str, host: str, root: Path | None = None) -> Path:

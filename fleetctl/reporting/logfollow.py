@@ -14,7 +14,6 @@ Nothing here prints: callers get lines.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -87,12 +86,19 @@ class LogTail:
         return None if text is None else f"{self.host}: {text}"
 
 
+def _record(run_dir: Path) -> dict:
+    """The run's ``run.json``, of a run record's shape (:func:`fleetctl.reporting.history.read_record`)."""
+    from .history import read_record
+
+    return read_record(run_dir / "run.json")
+
+
 def host_names(run_dir: Path) -> dict[str, str]:
     """log file name -> host name, from run.json (a host not there yet is named by its file)."""
     from ..util.paths import safe_name
 
     try:
-        hosts = json.loads((run_dir / "run.json").read_text()).get("hosts") or {}
+        hosts = _record(run_dir).get("hosts") or {}
     except (OSError, ValueError, AttributeError):
         return {}
     return {f"{safe_name(h)}.log": h for h in hosts}
@@ -127,7 +133,7 @@ def host_reason(run_dir: Path, host: str) -> str | None:
     from .history import settled
 
     try:
-        h = (settled(json.loads((run_dir / "run.json").read_text())).get("hosts") or {}).get(host)
+        h = (settled(_record(run_dir)).get("hosts") or {}).get(host)
     except (OSError, ValueError, AttributeError):
         return None
     if not isinstance(h, dict) or h.get("status") in (None, "ok", "changed"):
@@ -144,7 +150,7 @@ def host_status(run_dir: Path, host: str) -> str | None:
     from .history import settled
 
     try:
-        h = (settled(json.loads((run_dir / "run.json").read_text())).get("hosts") or {}).get(host)
+        h = (settled(_record(run_dir)).get("hosts") or {}).get(host)
     except (OSError, ValueError, AttributeError):
         return None
     status = h.get("status") if isinstance(h, dict) else None
@@ -157,7 +163,7 @@ def silent_reasons(run_dir: Path, only: str | None = None) -> list[str]:
     from ..util.paths import safe_name
 
     try:
-        hosts = json.loads((run_dir / "run.json").read_text()).get("hosts") or {}
+        hosts = _record(run_dir).get("hosts") or {}
     except (OSError, ValueError, AttributeError):
         return []
     out = []
@@ -178,7 +184,7 @@ def run_state(run_dir: Path) -> str | None:
     from .history import shown_status
 
     try:
-        return shown_status(json.loads((run_dir / "run.json").read_text()))
+        return shown_status(_record(run_dir))
     except (OSError, ValueError):
         return None
 

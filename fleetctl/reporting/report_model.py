@@ -107,12 +107,11 @@ def load_report(run_dir: Path, *, version: str = "") -> Report:
 
     Raises:
         FileNotFoundError: no ``run.json`` in ``run_dir``.
-        ValueError: ``run.json`` is not a JSON object.
+        ValueError: ``run.json`` is not a run record (:func:`fleetctl.reporting.history.read_record`).
     """
-    run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-    if not isinstance(run, dict):
-        raise ValueError(f"{run_dir / 'run.json'}: not a JSON object")
-    from .history import settled
+    from .history import read_record, settled
+
+    run = read_record(run_dir / "run.json")
 
     run = settled(run)  # a run whose controller is gone: its hosts still running are interrupted
     hosts: dict[str, dict[str, Any]] = run.get("hosts") or {}
