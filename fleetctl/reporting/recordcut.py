@@ -23,6 +23,8 @@ import os
 import threading
 from pathlib import Path
 
+from ..util.sizes import human_bytes
+
 #: Bytes kept free for the record's last words (markers, the last event, run.json): 128 KiB, about
 #: 1,000 hosts' markers or run.json of a hundred hosts.
 RESERVE_BYTES = 128 * 1024
@@ -41,12 +43,7 @@ def free_bytes(folder: Path) -> int | None:
 
 
 def _size(n: int | None) -> str:
-    if n is None:
-        return "free space unknown"
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit} free"
-    return f"{n} bytes free"
+    return "free space unknown" if n is None else f"{human_bytes(n)} free"
 
 
 class RecordCut:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 from ..connection.base import CommandResult
 from ..connection.storagefaults import FAULTS
+from ..util.sizes import human_bytes
 
 #: How each line :data:`ROOM_SCRIPT` prints begins (followed by ``ROLE bytes:`` or ``ROLE inodes:``
 #: and ``df -P``'s line for that role's path).
@@ -120,17 +121,6 @@ def is_full(room: Room) -> str | None:
             room.free_inodes < min(NEAR_FULL_INODES, room.total_inodes // 20):
         return "inodes"
     return None
-
-
-def human_bytes(n: int) -> str:
-    """``"0 bytes"``, ``"512 KiB"``, ``"12 MiB"``, ``"2.2 GiB"`` (powers of 1024)."""
-    if n < 1024:
-        return f"{n} bytes"
-    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20)):
-        if n >= size:
-            value = n / size
-            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
-    return f"{n // 1024} KiB"
 
 
 def room_cause(res: CommandResult, rooms: Sequence[Room], compiler_line: str) -> str | None:
