@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from fleetctl.facts.refusals import BUILDER_TAIL
 from tests.support.fake_gpu import H200, write_fake_nvidia_smi
 from tests.support.fleet import fleetctl, last_run, write_inventory
 from tests.support.hostvenv import make_venv, uv
@@ -74,7 +75,8 @@ def test_an_old_pip_is_warned_by_facts_and_refused_while_planning_but_not_where_
     expected = OLD_PIP.format(venv=venv)
     facts = facts_of(inv, tmp_path)["oldpip"]
     assert facts["python"]["packages"]["pip"] == "20.3.4" and facts["uv"]["path"] is None
-    warning = f"warning: {expected}; a deploy refuses this host until it is fixed"
+    # only a host that builds needs the newer pip: facts say so (a receiver of its class's wheel is not refused)
+    warning = f"warning: {expected}{BUILDER_TAIL}"
     assert warning in facts["build"]["notes"], facts["build"]["notes"]
     play = tmp_path / "play.yaml"
     play.write_text(BUILD_PLAY.format(src=cmake_ext(tmp_path / "cmake_ext")))
@@ -88,6 +90,16 @@ def test_an_old_pip_is_warned_by_facts_and_refused_while_planning_but_not_where_
     assert build["status"] == "failed" and expected in build["msg"], build["msg"]
     assert "no such option" not in res.stdout
     assert not (tmp_path / "work" / "oldpip" / "src").exists()  # refused before anything was uploaded
+
+    # operator trial 10: facts said "a deploy refuses this host"; beside a member of its class that
+    # can build, the deploy makes it a receiver of that member's wheel, as the warning now says
+    ok = sshd_farm.start("newpip")
+    write_fake_nvidia_smi(ok.bin_dir, [H200])
+    inv2 = write_inventory(tmp_path / "inv2.yaml", {"g": {
+        "oldpip": entry(sshd_farm, h, tmp_path / "work", venv=venv),
+        "newpip": entry(sshd_farm, ok, tmp_path / "work", venv=make_venv(tmp_path / "venv2", "virtualenv"))}})
+    rows = plan(inv2, play, tmp_path)
+    assert [rows[n]["builds"][0]["action"] for n in ("newpip", "oldpip")] == ["build", "push"], rows
 
     # uv on the host: the build runs uv build, which needs no pip in the venv: not refused for pip's version
     link_into(h.bin_dir, Path(uv()))

@@ -17,6 +17,7 @@ import pytest
 from fleetctl.facts.venv import DEPLOYED_BUILD_REQUIRES
 from tests.support.fake_gpu import H200, write_fake_nvidia_smi
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+from fleetctl.facts.refusals import BUILDER_TAIL
 from tests.support.hostvenv import make_venv
 
 pytestmark = pytest.mark.sshd
@@ -61,8 +62,8 @@ def test_facts_warn_of_a_venv_without_build_requirements_and_of_no_pip_nor_uv_as
                      f"(the package's own [build-system] requires); install them into the venv: {notools}/bin/python3 "
                      f"-m pip install 'scikit-build-core>=0.10' 'nanobind>=2.0' (or have the build install them: -e "
                      f"install_build_requirements=true with the shipped fp4-kernels playbook; "
-                     f"install_build_requirements: true in a build_wheel task of your own){TAIL}"], doc["notools"]
-    assert tools[0][len("warning: "):-len(TAIL)] in refused["notools"], refused["notools"]
+                     f"install_build_requirements: true in a build_wheel task of your own){BUILDER_TAIL}"], doc["notools"]
+    assert tools[0][len("warning: "):-len(BUILDER_TAIL)] in refused["notools"], refused["notools"]
 
     nopip = [w for w in doc["nopip"]["warnings"] if "no pip" in w]
     line = (f"the venv {uvvenv} has no pip and this host has no uv, so nothing can build or install into it: add "

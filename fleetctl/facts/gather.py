@@ -20,9 +20,9 @@ from ..build.hostcompiler import choose as choose_host_compiler
 from ..connection.base import Connection
 from ..errors import FleetError, TaskFailed
 from ..build.gpustack import check_gpu_stack, slurm_label_warnings, unmet_gres_warning
-from .refusals import host_refusals, warning as refusal_warning
+from .refusals import builder_warning, host_refusals, warning as refusal_warning
 from .venv import SIZE_ASKED_BELOW_MIB, venv_free_mib, venv_warnings
-from .workdir import statvfs_problem, workdir_warning
+from .workdir import RECEIVER_MIN_FREE_DISK_MIB, statvfs_problem, workdir_warning
 from .scripts import script_path
 
 #: Name of the facts script, locally (``playbooks/scripts/``) and in the remote workdir.
@@ -244,7 +244,7 @@ def complete_facts(host: str, facts: dict[str, Any], *,
         if cxx.note:
             facts["build"]["notes"].append(cxx.note)
         if cxx.problem:  # the build's toolchain check refuses it (fleetctl/tasks/build_toolchain.py)
-            facts["build"]["notes"].append(refusal_warning(cxx.problem))
+            facts["build"]["notes"].append(builder_warning(cxx.problem))
         cuda = facts.get("cuda") or {}
         for skipped in cuda.get("skipped") or []:  # the login's CUDA_HOME passed over: said, never silent
             facts["build"]["notes"].append(
@@ -253,7 +253,7 @@ def complete_facts(host: str, facts: dict[str, Any], *,
                    if cuda.get("nvcc") else "no other nvcc was found either"))
         mismatch = toolkit_torch_mismatch(facts)  # operator trial: CUDA_HOME=cuda-12.4 beside a +cu130 torch
         if mismatch:
-            facts["build"]["notes"].append(refusal_warning(mismatch))
+            facts["build"]["notes"].append(builder_warning(mismatch))
     except ValueError as exc:
         raise FleetError(f"{host}: cannot plan the build: {exc}") from None
     for warning in (facts.get("gpu_stack") or {}).get("warnings") or []:
@@ -274,7 +274,9 @@ def complete_facts(host: str, facts: dict[str, Any], *,
             facts["build"].setdefault("phase_notes", {}).setdefault(note.phase, []).append(note.text)
     wd = workdir_warning(facts)  # new-user trial: a read-only or full workdir read "ok: disk free GiB 0"
     short = None if wd else statvfs_problem(facts)  # operator trial: 29 MiB free read ok; the build refuses it
-    for note in ([wd] if wd else []) + ([refusal_warning(short)] if short else []):
+    # below the receiver's own floor the host is refused whatever its role (fleetctl/tasks/build_space.py)
+    either = short and statvfs_problem(facts, RECEIVER_MIN_FREE_DISK_MIB)
+    for note in ([wd] if wd else []) + ([(refusal_warning if either else builder_warning)(short)] if short else []):
         facts["build"]["notes"].append(note)
     unmet = unmet_gres_warning(facts, verify_device)
     # about the host, not only its build: told by every play (env_notes), verify included

@@ -27,6 +27,23 @@ def warning(problem: str) -> str:
     return f"warning: {problem}; a deploy refuses this host until it is fixed"
 
 
+#: What :func:`builder_warning` ends with: the deploy's arch-class roles
+#: (:mod:`fleetctl.engine.classes`) make a member that passed the build preflight the builder, and a
+#: member that did not receives the wheel; only a class with no able member refuses its hosts.
+BUILDER_TAIL = ("; a deploy refuses this host as its arch class's builder until it is fixed "
+                "(it still receives the class's wheel when another host of its class can build it)")
+
+
+def builder_warning(problem: str) -> str:
+    """The ``fleetctl facts`` note of a problem only a host that compiles has (an old pip, missing
+    build requirements, a host compiler or toolkit the build refuses, too little room to build):
+    ``warning: PROBLEM`` + :data:`BUILDER_TAIL`. A host that receives its arch class's wheel is
+    not refused for it (``fleetctl/tasks/build_wheel.py``: ``cannot_build``), so facts of one host,
+    which cannot know its class's other members, say both (operator trial 10: "a deploy refuses
+    this host" for a host the deploy then made a receiver)."""
+    return f"warning: {problem}{BUILDER_TAIL}"
+
+
 def _major(text: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", text or "")[:1])
 

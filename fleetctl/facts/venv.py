@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 
 from .install_hint import existing_venv, install_command
 from .refusals import build_requirements_problem, no_front_end_problem, old_pip_problem
-from .refusals import warning as refusal_warning
+from .refusals import builder_warning, warning as refusal_warning
 
 #: Free MiB (2**20 bytes) a venv's site-packages needs for any install: under it an install is
 #: refused before pip runs (pip cuts an install short on ENOSPC, leaving a partial package). A
@@ -324,7 +324,7 @@ def venv_warnings(facts: Mapping[str, Any], install_requirements: bool = False,
         out.append(PhaseNote("build", refusal_warning(no_tool)))
     old_pip = old_pip_problem(facts, venv, python)  # the build's pip wheel --config-settings: pip >= 22.1
     if old_pip:
-        out.append(PhaseNote("build", refusal_warning(old_pip)))
+        out.append(PhaseNote("build", builder_warning(old_pip)))
     missing = missing_build_requirements(facts)
     if missing and install_requirements:
         what = ", ".join(f"{req} (have {have})" if have else req for req, have in missing)
@@ -332,5 +332,5 @@ def venv_warnings(facts: Mapping[str, Any], install_requirements: bool = False,
                                       f"them first ({INSTALL_BUILD_REQUIREMENTS_VAR}=true)"))
     elif missing:
         where, run_with = existing_venv(facts, venv, python)
-        out.append(PhaseNote("build", refusal_warning(build_requirements_problem(facts, where, run_with, missing))))
+        out.append(PhaseNote("build", builder_warning(build_requirements_problem(facts, where, run_with, missing))))
     return out
