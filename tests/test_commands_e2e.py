@@ -74,6 +74,22 @@ def test_run_b_says_when_a_block_is_the_end_of_a_longer_output(tmp_path):
     assert log.endswith(b"\n==> host OK: rc=0\n")  # and the host's outcome, last
 
 
+def test_piped_facts_say_each_host_once_and_a_wide_terminal_gets_the_table(tmp_path):
+    """Operator trial 10: piped (80 columns), ``fleetctl facts`` printed each host's line as it
+    came in, then the table's fallback: a block per host with the same cells again."""
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"l1": {"ansible_connection": "local"},
+                                                        "l2": {"ansible_connection": "local"}}})
+    narrow = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "80"})
+    assert narrow.returncode == 0, narrow.stdout + narrow.stderr
+    lines = narrow.stdout.splitlines()
+    for host in ("l1", "l2"):
+        assert sum(line.startswith(f"{host}: ") and "; cores " in line for line in lines) == 1, narrow.stdout
+        assert host not in lines, narrow.stdout  # no block headed by the host's name
+    assert not any(line.startswith("  cores: ") for line in lines), narrow.stdout
+    wide = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
+    assert wide.returncode == 0 and "\u2503 host" in wide.stdout, wide.stdout
+
+
 # -- copy and fetch ------------------------------------------------------------------------------
 
 def _tree(root: Path) -> dict[str, bytes]:

@@ -146,6 +146,14 @@ def test_facts_at_80_columns_cut_nothing_that_identifies_a_host():
     c, buf = console(250)
     print_facts(c, FACTS)
     assert "┃ host" in buf.getvalue()  # wide enough: a table
+    # each host's line already shown (fleetctl facts): no block repeats its cells; failures still said
+    c, buf = console(80)
+    print_facts(c, FACTS, lines_shown=True)
+    assert "localhost-with-a-long-name-01" not in buf.getvalue(), buf.getvalue()
+    assert "localhost-with-a-long-name-02: UNREACHABLE: connection refused" in buf.getvalue()
+    c, buf = console(250)
+    print_facts(c, FACTS, lines_shown=True)
+    assert "┃ host" in buf.getvalue()
 
 
 def test_max_jobs_note_folds_and_hides_behind_verbose():

@@ -56,7 +56,7 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
         from ..reporting.terminal import make_console
 
         console = make_console()
-        print_facts(console, result)
+        print_facts(console, result, lines_shown=live is not None and not live.brief)
         for line in folded_notes(result, verbose=obj.verbose > 0):
             console.print(line, markup=False, soft_wrap=True)
     cut = record_cut(record)

@@ -112,12 +112,17 @@ def print_table(console: Console, title: str, columns: list[tuple[str, bool, str
                 print_long(console, Text(f"{name}: ").append(cell), indent=indent, continuation=indent + 2)
 
 
-def print_facts(console: Console, facts: dict[str, dict[str, Any]]) -> None:
+def print_facts(console: Console, facts: dict[str, dict[str, Any]], *, lines_shown: bool = False) -> None:
     """One row per reachable host (GPUs and SMs, arch list, CUDA, Python/torch, cores, memory,
     disk, max jobs); then one line per host that could not be reached or read, with its cause.
     Above :data:`~fleetctl.reporting.terminal.FOLD_THRESHOLD` hosts (where the deploy summary
     folds), hosts with identical cells share one row under their node set and count
-    (``m[001-120] (120)``, as ``fleetctl run -b``), and hosts failing alike share one line."""
+    (``m[001-120] (120)``, as ``fleetctl run -b``), and hosts failing alike share one line.
+
+    ``lines_shown``: each host's line with every cell was printed as its facts came in
+    (:class:`~fleetctl.reporting.lines.FactsLines`, not brief); then the table is printed only
+    where it is one (the console is wide enough): its fallback, a block per host, would say each
+    host's cells a second time (operator trial 10: every host printed twice when piped)."""
     from ..inventory import fold_hosts
     from .lines import facts_failed, facts_row
 
@@ -133,11 +138,11 @@ def print_facts(console: Console, facts: dict[str, dict[str, Any]]) -> None:
         groups.setdefault(tuple(cells[1:]) if fold else (host,), []).append(host)
     rows = [[f"{fold_hosts(names)} ({len(names)})" if fold else names[0], *facts_row(names[0], facts[names[0]])[1:]]
             for names in groups.values()]
-    if rows:
-        cols = [("host", True, "left"), ("gpus", False, "left"), ("arch list", True, "left"),
-                ("cuda", False, "left"), ("cmake", False, "left"), ("python / torch", True, "left"), ("cores", True, "right"),
-                ("mem GiB", True, "right"), ("workdir free GiB", True, "right"), ("venv free", True, "right"),
-                ("max jobs", True, "right")]
+    cols = [("host", True, "left"), ("gpus", False, "left"), ("arch list", True, "left"),
+            ("cuda", False, "left"), ("cmake", False, "left"), ("python / torch", True, "left"), ("cores", True, "right"),
+            ("mem GiB", True, "right"), ("workdir free GiB", True, "right"), ("venv free", True, "right"),
+            ("max jobs", True, "right")]
+    if rows and not (lines_shown and column_widths(cols, rows, console.width) is None):
         print_table(console, "facts", cols, rows)
     for host, f in facts.items():
         envs = f.get("environments") or {}
