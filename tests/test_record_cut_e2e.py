@@ -18,6 +18,7 @@ run.json and the follower agree: the cut hosts are ``failed`` with ``log_cut``, 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -27,7 +28,7 @@ import pytest
 from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
 from tests.support.tiny_ext import tmpfs
 
-pytestmark = pytest.mark.skipif(__import__("os").geteuid() != 0, reason="mounts a tmpfs: needs root")
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs: needs root")
 
 CHATTY = "head -c 4000000 /dev/urandom | base64 -w 100; echo LAST-LINE"
 
@@ -92,11 +93,10 @@ def _follows_the_schema(doc: dict) -> None:
 def test_json_and_a_follower_of_the_live_run_say_the_record_was_cut(tmp_path):
     """``run --json``: each cut host ``failed`` with run.json's ``log_cut``, the same summary line on
     stderr; ``logs --follow`` started while the run goes ends with each cut log named, exit 1."""
-    hosts = {h: {"ansible_connection": "local", "workdir": str(tmp_path / h)} for h in ("gpu-a", "gpu-z")}
-    hosts["gpu-q"] = {"ansible_connection": "local", "workdir": str(tmp_path / "gpu-q")}
+    hosts = {h: {"ansible_connection": "local", "workdir": str(tmp_path / h)} for h in ("gpu-a", "gpu-q", "gpu-z")}
     inv = write_inventory(tmp_path / "hosts.yaml", {"gpus": hosts})
     with tmpfs(tmp_path / "state", "3m") as state:
-        env = {**__import__("os").environ, "FLEETCTL_HOME": str(state), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+        env = {**os.environ, "FLEETCTL_HOME": str(state), "XDG_CACHE_HOME": str(tmp_path / "cache")}
         # the first host to make the folder prints one line (its log is whole), the others fill the disk
         chat = f'if mkdir {tmp_path / "quiet"} 2>/dev/null; then echo quiet; else {CHATTY}; fi'
         proc = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "run", "--json", "--hosts", "gpus",
