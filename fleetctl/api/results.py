@@ -174,7 +174,7 @@ class RunResult(Mapping[str, HostResult]):
         any): the CLI's summary line (:func:`fleetctl.reporting.gathered.summary_line`)."""
         from ..reporting.gathered import summary_line
 
-        return summary_line(self.model.hosts)
+        return summary_line(self.model.hosts, self.model.record_cut)
 
     def __repr__(self) -> str:
         return f"<RunResult {self.run_id} {self.kind} {self.mode} {self.status}: {self.summary()}>"

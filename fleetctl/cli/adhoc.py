@@ -130,7 +130,7 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
             click.echo(f"every line a host printed: fleetctl logs {run_.run_id} --host {reached[0]}", err=True)
     from ..reporting.gathered import summary_line
 
-    click.echo(summary_line(run_.hosts), err=True)
+    click.echo(summary_line(run_.hosts, run_.record_cut), err=True)
     cut = record_cut(_record)  # after the counts: its last line says why an all-ok run failed
     raise click.exceptions.Exit(EXIT_FAILED if bad or cut else 0)
 
@@ -139,7 +139,8 @@ def _run_document(run, outputs: dict[str, tuple[str, str]]) -> dict[str, dict]:
     """``fleetctl run --json``'s document (not redacted): per host its ``status`` (``ok``,
     ``failed``, ``unreachable``; ``interrupted`` or ``not started`` when a signal ended the run) as
     deploy's, copy's and fetch's JSON have it, ``rc``, ``stdout``, ``stderr`` (``outputs``: what the
-    hosts that finished printed, the last :data:`~fleetctl.engine.adhoc.RUN_CAPTURE_BYTES` of each)."""
+    hosts that finished printed, the last :data:`~fleetctl.engine.adhoc.RUN_CAPTURE_BYTES` of each),
+    and ``log_cut`` as run.json has it (the host's log in the record is incomplete: it is ``failed``)."""
     from ..reporting.history import host_log_path
 
     doc = {}
@@ -153,6 +154,8 @@ def _run_document(run, outputs: dict[str, tuple[str, str]]) -> dict[str, dict]:
             doc[h]["output_truncated"] = {**o.output_truncated, "log": str(host_log_path(run.run_id, h))}
         if o.connection:
             doc[h]["connection"] = o.connection
+        if o.log_cut:  # its log in the record is incomplete: run.json's words (recordcut)
+            doc[h]["log_cut"] = o.log_cut
     return doc
 
 

@@ -26,7 +26,8 @@ def logs(run_id: str | None, host: str | None, host_opt: str | None, follow: boo
     With a host, both end with ``run RUN: HOST: STATUS`` on stderr and exit by that host's status
     (0 when it was ok or changed, 1 when it failed, was unreachable or interrupted), whatever the
     other hosts did; without, --follow exits by the run's status. A log the run could not write in
-    full (a full disk) ends with a ``==> log cut here`` line: named on stderr, exit 1."""
+    full (a full disk) ends with a ``==> log cut here`` line: named on stderr, ``run RUN: HOST: log
+    cut: ...``, exit 1, with and without --follow (once the followed run has ended)."""
     from ..reporting.history import newest_run, runs_root, valid_run_id
     from ..util.envvars import check_strings
 
@@ -56,9 +57,11 @@ def logs(run_id: str | None, host: str | None, host_opt: str | None, follow: boo
             click.echo(line)
 
         state = follow_logs(run_dir, emit, only=host)
+        if host is None:
+            click.echo(f"run {run_id}: {state}", err=True)
+        _cut(run_dir, host)  # the run ended: a log it cut says so last, exit 1, as without --follow
         if host is not None:
             _host_outcome(run_dir, host, state)
-        click.echo(f"run {run_id}: {state}", err=True)
         raise click.exceptions.Exit(0 if state == "ok" else EXIT_FAILED)
     if host is None:
         from ..reporting.logfollow import all_lines, silent_reasons

@@ -82,7 +82,9 @@ def run_play_command(obj: Context, playbook_path: str, *, kind: str, pattern: st
         # host by host, the parts run.json holds (encoded once for both): 10,000 hosts' outcomes
         # and facts are never one document in memory
         status = "interrupted" if result is None else "failed" if run.failed_hosts else "ok"
-        print_json_hosts({"run_id": run.run_id, "mode": mode, "status": status},
+        head = {"run_id": run.run_id, "mode": mode, "status": status,
+                **({"record_cut": run.record_cut} if run.record_cut else {})}  # as run.json (recordcut)
+        print_json_hosts(head,
                          records[0].host_parts() if records else ())
 
     ends = RunEnd(document if as_json else None)

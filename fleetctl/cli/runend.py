@@ -83,7 +83,7 @@ def run_async(coro, ends: RunEnd | None = None):
         if ends is not None and ends.run is not None:
             from ..reporting.gathered import summary_line
 
-            click.echo(summary_line(ends.run.hosts), err=True)
+            click.echo(summary_line(ends.run.hosts, ends.run.record_cut), err=True)
             try:
                 ends.write(None)
             except KeyboardInterrupt:  # the operator insists: the document stays cut short

@@ -35,7 +35,8 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
     _, hosts = obj.select(pattern, limit, venv=False, forks=forks, extra_vars=host_setting_vars(extra, kind))
     def document(run, _) -> None:  # per host: interrupted / not started too when a signal ended the run
         print_json(run.redactor.obj({h: {"status": o.status, "files": o.files or [], "bytes": o.bytes or 0,
-                                         **({"error": o.error} if o.error else {})}
+                                         **({"error": o.error} if o.error else {}),
+                                         **({"log_cut": o.log_cut} if o.log_cut else {})}
                                      for h, o in run.hosts.items()}))
 
     ends = RunEnd(document if as_json else None)
@@ -54,7 +55,7 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
                 click.echo(f"{h}: {o.status.upper()}: {o.error}", err=True)
         if bad:
             click.echo(f"what happened on a host: fleetctl logs {run.run_id} --host {bad[0]}", err=True)
-    click.echo(summary_line(run.hosts), err=True)
+    click.echo(summary_line(run.hosts, run.record_cut), err=True)
     sys.stdout.flush()
     cut = record_cut(_record)
     raise click.exceptions.Exit(EXIT_FAILED if bad or cut else 0)

@@ -202,6 +202,10 @@ class HostOutcome(_Model):
             does not clear: e.g. a node whose Slurm GRES gives it GPUs that facts did not find, run
             as a host without GPUs because ``verify_device: cpu`` says so; its deploy lock lost
             during the run with no other run holding it (:mod:`fleetctl.engine.lockwatch`).
+        log_cut: the host's log in the run record is incomplete (the record's file system was
+            full, :mod:`fleetctl.reporting.recordcut`): what its ``==> log cut here: `` line says
+            (the cause, the free space, the lines not kept). Such a host is never ``ok``: its
+            status is ``failed`` (``error`` says the log was cut, unless it had failed already).
     """
 
     status: HostStatus = "running"
@@ -220,6 +224,7 @@ class HostOutcome(_Model):
     files: list[dict[str, Any]] | None = None
     bytes: int | None = None
     warnings: list[str] | None = None
+    log_cut: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -248,6 +253,9 @@ class RunModel(_Model):
         failed_hosts: hosts that failed, were unreachable or did not start.
         inventory: the inventory's path and the selected hosts' vars (secrets redacted).
         tasks: the play's task names.
+        record_cut: the run record could not be written in full (its file system full,
+            :mod:`fleetctl.reporting.recordcut`): the command's error line (the cause, the runs
+            folder and its free space, the cut host logs). Such a run is never ``ok``.
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -272,6 +280,7 @@ class RunModel(_Model):
     failed_hosts: list[str] = field(default_factory=list)
     inventory: dict[str, Any] = field(default_factory=dict)
     tasks: list[str] = field(default_factory=list)
+    record_cut: str | None = None
 
     def __post_init__(self) -> None:
         #: Secrets found so far (see :mod:`fleetctl.util.redact`); every observer redacts through it.

@@ -77,11 +77,21 @@ def render_blocks(blocks: list[Block]) -> str:
     return "".join(parts)
 
 
-def summary_line(hosts: Mapping[str, Any]) -> str:
+def summary_line(hosts: Mapping[str, Any], record_cut: str | None = None) -> str:
     """``ok N, failed N, unreachable N``, then ``not started N`` and ``interrupted N`` when any,
-    over the hosts' outcomes (every host counts once, by its status as run.json holds it)."""
+    over the hosts' outcomes (every host counts once, by its status as run.json holds it: a host
+    whose log the record could not keep is ``failed``, :meth:`fleetctl.reporting.recordcut.
+    RecordCut.settle`). A run whose record was cut (``record_cut``, the run's ``record_cut``) says
+    so at the end, after ``; ``: ``run record incomplete: 2 host logs cut`` (``run record
+    incomplete`` when no host's log was cut: events were lost), so that the counts never read as
+    a whole run (operator trial: ``ok 2, failed 0, unreachable 0`` above the error line, exit 1)."""
     counts = {"ok": 0, "failed": 0, "unreachable": 0, "not started": 0, "interrupted": 0}
+    cut = 0
     for out in hosts.values():
         status = getattr(out, "status", None)
         counts[status if status in counts else "failed"] += 1
-    return ", ".join(f"{k} {v}" for k, v in counts.items() if v or k in ("ok", "failed", "unreachable"))
+        cut += bool(getattr(out, "log_cut", None))
+    line = ", ".join(f"{k} {v}" for k, v in counts.items() if v or k in ("ok", "failed", "unreachable"))
+    if record_cut or cut:
+        line += "; run record incomplete" + (f": {cut} host log{'s' if cut != 1 else ''} cut" if cut else "")
+    return line

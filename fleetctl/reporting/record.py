@@ -235,7 +235,8 @@ class RunRecord:
     def close(self, run: RunModel) -> None:
         """Flush every log, then write the final run.json and close every file: a reader that sees
         the run end (``fleetctl logs --follow``) finds every byte already in the logs. A record cut
-        by a full disk frees its reserve first, then says where each log was cut (recordcut)."""
+        by a full disk frees its reserve first, then says where each log was cut, and writes the
+        cut into ``run`` (``record_cut``, each cut host's ``log_cut``: recordcut's ``settle``)."""
         try:
             self.flush()
         except (OSError, ValueError):  # a full disk: closing below tries again
@@ -247,6 +248,7 @@ class RunRecord:
         self._close_files()  # a cut record's buffers go into the freed room first
         if self.cut.error:
             self.cut.mark_logs(lambda host: self.dir / "logs" / f"{safe_name(host)}.log")
+            self.cut.settle(run)  # the run itself says so: run.json, summary, --json, API (recordcut)
             self.save(force=True)
         _OPEN.discard(self)
 
@@ -300,12 +302,12 @@ class RunRecord:
         for name, out in list(run.hosts.items()):
             key = (out.status, out.error, out.duration_s, len(out.tasks), len(out.phases), id(out.facts),
                    id(out.connection), id(out.output_truncated), out.rc, out.reachable, run.redactor.version,
-                   name in self.cut.hosts)
+                   out.log_cut)
             cached = self._hosts_text.get(name)
             if cached is not None and cached[0] == key and name in self._finished:
                 yield zlib.decompress(cached[1]).decode("utf-8")
                 continue
-            doc = self.cut.host_json(name, run.host_json(name))  # a cut log's host is never ok (recordcut)
+            doc = run.host_json(name)
             body = json.dumps(doc, indent=2, default=str).replace("\n", "\n    ")
             text = f"    {json.dumps(name)}: {body}"
             if name in self._finished:
@@ -316,9 +318,6 @@ class RunRecord:
         """run.json's text in pieces, as ``json.dumps(run.as_json(), indent=2)`` (+ newline) would
         write it (:meth:`host_parts` for the hosts)."""
         head = self.run.head_json()
-        if self.cut.error:  # a run that lost part of its record is never ok (recordcut)
-            head["status"] = "failed" if head.get("status") == "ok" else head.get("status")
-            head["record_cut"] = self.cut.message(self.dir.parent)
         head["hosts"] = _HOSTS_MARK
         before, _, after = json.dumps(head, indent=2, default=str).partition(json.dumps(_HOSTS_MARK))
         yield before

@@ -11,9 +11,16 @@ So each record keeps :data:`RESERVE_BYTES` of its file system in a file of its o
 (``<run>/.reserve``) while the run goes. From the first write that fails, the record writes no
 more output (it counts what it did not keep, per host); when it closes, it frees the reserve and
 writes, in that room, a marker line where each cut log ends (:data:`CUT_MARK`, with the cause and
-what was not kept) and run.json (``record_cut``; status ``failed``, as each cut log's host), and
-the command ends non-zero naming the folder and its free space (:meth:`RecordCut.message`).
-``fleetctl logs`` never presents a cut log as whole (:func:`log_cut`).
+what was not kept) and run.json (``record_cut``; status ``failed``, as each cut log's host, with
+``log_cut``), and the command ends non-zero naming the folder and its free space
+(:meth:`RecordCut.message`). ``fleetctl logs`` (``--follow`` too) never presents a cut log as whole
+(:func:`log_cut`).
+
+The cut is written into the run model itself when the record closes (:meth:`RecordCut.settle`),
+the one place a reporter writes into the model: the record alone knows what it lost, and every
+view of the run (run.json, the summary line ``ok 0, failed 2, unreachable 0; run record
+incomplete: 2 host logs cut``, ``--json``, the API's result, the metrics file, which closes after
+the record) reads the model, so none of them can call a run ``ok`` that run.json calls ``failed``.
 """
 
 from __future__ import annotations
@@ -91,15 +98,28 @@ class RecordCut:
         except OSError:
             pass
 
-    def host_json(self, host: str, doc: dict) -> dict:
-        """``host``'s part of run.json (``doc``), as a cut log leaves it: an ``ok``/``changed`` host
-        whose log was cut is ``failed``, with ``log_cut`` saying why."""
-        if host in self.hosts:
-            lines, nbytes = self.hosts[host]
-            doc["log_cut"] = self.what(lines, nbytes)
-            if doc.get("status") in ("ok", "changed"):
-                doc["status"] = "failed"
-        return doc
+    def settle(self, run) -> None:
+        """Write the cut into ``run`` (the :class:`~fleetctl.engine.model.RunModel`), so that
+        every view of the run says it: run.json, the summary line, ``--json``, the API's result,
+        the metrics file. Nothing when nothing was lost. Called once, when the record closes (the
+        cut is final then): ``record_cut`` is :meth:`message`; each cut log's host gets
+        ``log_cut`` (the marker's text); an ``ok``/``changed`` one becomes ``failed``, its
+        ``error`` saying why, and joins ``failed_hosts``; an ``ok`` run becomes ``failed``."""
+        if self.error is None:
+            return
+        run.record_cut = self.message(self.folder.parent)
+        for host, (lines, nbytes) in self.hosts.items():
+            out = run.hosts.get(host)
+            if out is None:
+                continue
+            out.log_cut = self.what(lines, nbytes)
+            if out.status in ("ok", "changed"):
+                out.status = "failed"
+                out.error = out.error or f"log cut: {out.log_cut}"
+            if out.status != "ok" and host not in run.failed_hosts:
+                run.failed_hosts = [*run.failed_hosts, host]
+        if run.status == "ok":
+            run.status = "failed"
 
     def mark_logs(self, log_path) -> None:
         """Append :data:`CUT_MARK` lines: to each cut host's log (``log_path(host)``), on a line
