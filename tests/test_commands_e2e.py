@@ -67,7 +67,7 @@ def test_run_b_says_when_a_block_is_the_end_of_a_longer_output(tmp_path):
                    "import sys\nfor i in range(30000): print(f'{i:08d}' + 'x' * 64)", home=tmp_path)
     assert res.returncode == 0, res.stderr
     head = res.stdout.splitlines()[1]
-    assert head == "l[1-2] (2) (the end of the output: fleetctl logs RUN --host H has every byte)", head
+    assert head == "l[1-2] (2) (the end of the output: fleetctl logs RUN HOST has every byte)", head
     assert res.stdout.endswith(f"{29999:08d}{'x' * 64}\n")
     log = (last_run(tmp_path) / "logs" / "l1.log").read_bytes()
     assert log.count(b"\n") == 30001 and log.startswith(b"out| 00000000")  # the log kept every line
@@ -434,7 +434,7 @@ def test_logs_every_host_prefixed_one_host_exact_and_runs_show(tmp_path):
         assert want in out, out
     assert "h[1-2] (2): rc=2" in out
     assert any(ln.startswith("gone ") and "unreachable" in ln for ln in out.splitlines())
-    assert f"fleetctl logs {run_id} --host h1" in out
+    assert f"fleetctl logs {run_id} h1" in out
     assert json.loads(fleetctl("runs", "show", run_id, "--json", home=tmp_path).stdout)["run_id"] == run_id
 
 

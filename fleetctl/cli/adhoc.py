@@ -127,7 +127,7 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
                 print_long(err, Text(f"{h}: {state}: {o.error}"), indent=0)
         reached = [h for h in bad if run_.hosts[h].status != "unreachable"]  # an unreachable host's log is empty
         if reached:
-            click.echo(f"every line a host printed: fleetctl logs {run_.run_id} --host {reached[0]}", err=True)
+            click.echo(f"every line a host printed: fleetctl logs {run_.run_id} {reached[0]}", err=True)
     from ..reporting.gathered import summary_line
 
     click.echo(summary_line(run_.hosts, run_.record_cut), err=True)

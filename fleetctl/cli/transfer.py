@@ -54,7 +54,7 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
             else:
                 click.echo(f"{h}: {o.status.upper()}: {o.error}", err=True)
         if bad:
-            click.echo(f"what happened on a host: fleetctl logs {run.run_id} --host {bad[0]}", err=True)
+            click.echo(f"what happened on a host: fleetctl logs {run.run_id} {bad[0]}", err=True)
     click.echo(summary_line(run.hosts, run.record_cut), err=True)
     sys.stdout.flush()
     cut = record_cut(_record)

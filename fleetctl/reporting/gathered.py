@@ -70,7 +70,7 @@ def render_blocks(blocks: list[Block]) -> str:
     parts = []
     for b in blocks:
         head = (f"{b.nodes} ({b.count})" + ("" if b.rc == 0 else f" rc={b.rc if b.rc is not None else 'none'}")
-                + (" (the end of the output: fleetctl logs RUN --host H has every byte)" if b.cut else ""))
+                + (" (the end of the output: fleetctl logs RUN HOST has every byte)" if b.cut else ""))
         rule = "-" * max(15, min(len(head), 79))
         text = b.text if not b.text or b.text.endswith("\n") else b.text + "\n"
         parts.append(f"{rule}\n{head}\n{rule}\n{text}")

@@ -94,7 +94,7 @@ def render(record: dict, shown_status: str) -> list[str]:
     if warned:  # the host's status stands, with these lines (a deploy lock lost during the run)
         lines += ["", "warnings:"] + [f"  {n}: {w}" for n, w in warned]
     bad = [n for n, h in hosts.items() if h.get("status") != "ok"]
-    lines += ["", f"every line a host printed: fleetctl logs {run_id} --host {bad[0] if bad else next(iter(hosts))}",
+    lines += ["", f"every line a host printed: fleetctl logs {run_id} {bad[0] if bad else next(iter(hosts))}",
               f"all hosts: fleetctl logs {run_id}"]
     if kind in ("deploy", "verify", "rollback"):
         lines.append(f"the report: fleetctl report {run_id}")
