@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -17,7 +19,7 @@ from fleetctl.util.retention import (KEEP_MIN, RetentionPolicy, RunEntry, clock_
                                      runs_to_prune)
 from fleetctl.errors import InputError
 from fleetctl.reporting.order import stamp
-from tests.support.fleet import fleetctl, last_run
+from tests.support.fleet import REPO, fleetctl, last_run
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -49,6 +51,64 @@ def test_never_a_run_in_progress_nor_the_last_success_of_each_play():
     assert gone == sorted([runs[2].run_id, runs[5].run_id])
     unknown = RunEntry(run_id="x", started=None)
     assert runs_to_prune([entry(0), unknown], RetentionPolicy(keep_runs=5, keep_days=1), NOW) == []
+
+
+def test_newest_is_by_end_so_the_run_that_just_ended_is_kept_and_runs_in_progress_push_nothing_out():
+    """Operator trial: a long ad-hoc run, started before 3 quick ones (FLEETCTL_KEEP_RUNS=3), was
+    removed by its own prune when it ended; ranked by the order runs ended, it is the newest."""
+    policy = RetentionPolicy(keep_runs=3, keep_days=30)
+    long_run = entry(1, kind="run", seq=1, ended=8)  # started first, ended last
+    quick = [entry(0.5 - i / 10, kind="run", seq=2 + 2 * i, ended=3 + 2 * i) for i in range(3)]
+    gone = runs_to_prune([long_run, *quick], policy, NOW)
+    assert gone == [quick[0].run_id]  # the quick run that ended first goes, not the one that just ended
+    # runs in progress are never removed and take no place among the newest: the run that just
+    # ended stays even when keep_runs (1) runs of its class, started after it, still run
+    live = [entry(0.1 - i / 100, kind="run", seq=10 + i, in_progress=True) for i in range(3)]
+    ended = entry(0.2, kind="run", seq=9, ended=13)
+    older = entry(0.3, kind="run", seq=5, ended=6)
+    assert runs_to_prune([*live, ended, older], RetentionPolicy(keep_runs=1), NOW) == [older.run_id]
+    # a record without an end number (an older fleetctl, a killed controller) ended when it was made
+    legacy = entry(0.4, kind="run", seq=7)
+    assert runs_to_prune([legacy, older], RetentionPolicy(keep_runs=1), NOW) == [older.run_id]
+
+
+def test_a_long_adhoc_run_keeps_its_record_past_quick_runs_that_started_after_it(tmp_path):
+    """The operator trial's commands: a long ``fleetctl run`` beside 3 quick ones with
+    FLEETCTL_KEEP_RUNS=3 is listed by ``fleetctl runs`` and its log read by ``fleetctl logs --host``
+    after it ends (it was removed by its own prune)."""
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"all:\n  hosts:\n    h1: {{ansible_connection: local, workdir: {tmp_path}/w1}}\n"
+                   f"    me: {{ansible_connection: local, workdir: {tmp_path}/w2}}\n")
+    go = tmp_path / "go"
+    env = {"FLEETCTL_KEEP_RUNS": "3"}
+    full = {**os.environ, "FLEETCTL_HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"), **env}
+    long_run = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "run", "--hosts", "h1", "--", "sh",
+                                 "-c", f"echo important burn-in result; while [ ! -e {go} ]; do sleep 0.05; done"],
+                                cwd=REPO, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not list((tmp_path / "runs").glob("*/logs/h1.log")) or "important" not in \
+                next((tmp_path / "runs").glob("*/logs/h1.log")).read_text():
+            assert long_run.poll() is None and time.monotonic() < deadline, long_run.communicate()
+            time.sleep(0.05)
+        long_id = next((tmp_path / "runs").glob("*/logs/h1.log")).parents[1].name
+        for _ in range(3):
+            assert fleetctl("-i", str(inv), "run", "--hosts", "me", "--", "true", home=tmp_path,
+                            env=env).returncode == 0
+        go.touch()
+        out, err = long_run.communicate(timeout=60)
+    finally:
+        go.touch()
+        if long_run.poll() is None:
+            long_run.kill()
+            long_run.communicate()
+    assert long_run.returncode == 0, out + err
+    listed = fleetctl("runs", "--json", home=tmp_path, env=env)
+    assert long_id in listed.stdout, listed.stdout
+    log = fleetctl("logs", "--host", "h1", home=tmp_path, env=env)
+    assert log.returncode == 0 and "important burn-in result" in log.stdout, log.stdout + log.stderr
+    # kept: the long run (ended last) and the 2 quick runs that ended last
+    assert len([p for p in (tmp_path / "runs").iterdir() if p.is_dir()]) == 3
 
 
 def test_a_wrong_clock_removes_no_record_for_its_age():

@@ -86,11 +86,14 @@ def finish_run(run, observers, status: str) -> None:
     """Close the run: status, end time, observers flushed (an ``interrupted`` run first records
     each host still running as ``interrupted``, or ``not started`` when it had not started:
     :func:`fleetctl.engine.outcomes.interrupt_rest`, and puts them in ``failed_hosts``, the retry
-    set); then the run records past the
+    set); then the record takes its place in the order runs ended (:func:`fleetctl.reporting.order.stamp_end`:
+    this run is now the newest of its class) and the run records past the
     retention policy are pruned (:mod:`fleetctl.reporting.prune`; never this run, never one in
     progress; a record that cannot be removed is a warning on stderr, the run's status stands)."""
     from ..engine.model import utc_now
     from ..errors import InputError
+    from ..reporting.history import runs_root
+    from ..reporting.order import stamp_end
     from ..reporting.prune import prune_runs
     from ..util.retention import policy_from_env
 
@@ -104,7 +107,10 @@ def finish_run(run, observers, status: str) -> None:
     observers.emit("run.finished", status=status)
     observers.close()
     try:
-        pruned = prune_runs(policy_from_env())
+        root = runs_root()
+        if (root / run.run_id).is_dir():
+            stamp_end(root / run.run_id)
+        pruned = prune_runs(policy_from_env(), root=root)
     except (InputError, OSError) as exc:
         warn(f"run records not pruned: {exc}")
         return

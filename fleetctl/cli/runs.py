@@ -105,7 +105,7 @@ def runs_prune(keep: str | None, older_than: str | None, dry_run: bool) -> None:
     if result.warning:
         click.echo(f"fleetctl: warning: {result.warning}", err=True)
     click.echo(f"{verb} {len(result.removed)} run(s), kept {result.kept} in {runs_root()} "
-               f"(the newest {policy.keep_runs} ad-hoc and {policy.keep_runs} playbook runs, none older than "
+               f"(the newest {policy.keep_runs} ad-hoc and {policy.keep_runs} playbook runs by when they ended, none older than "
                f"{policy.keep_days:g} days but the newest {min(KEEP_MIN, policy.keep_runs)} of each, runs in progress, retry sets' runs and each play's last success "
                f"and last failure)")
     if result.errors:

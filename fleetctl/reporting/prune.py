@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..util.retention import RetentionPolicy, RunEntry, clock_disagrees, run_time, runs_to_prune
 from .history import runs_root, shown_status
-from .order import seq_of
+from .order import ENDED, seq_of
 
 #: Seconds a record folder without a readable run.json is taken for a run still starting.
 YOUNG_S = 3600.0
@@ -84,7 +84,7 @@ class PruneResult:
 
 
 def _entry(folder: Path, now_s: float) -> RunEntry:
-    started, seq = run_time(folder.name), seq_of(folder)
+    started, seq, ended = run_time(folder.name), seq_of(folder), seq_of(folder, ENDED)
     try:
         record = record_head(folder / "run.json")
     except (OSError, ValueError):
@@ -99,7 +99,7 @@ def _entry(folder: Path, now_s: float) -> RunEntry:
     kind = record.get("kind")
     return RunEntry(run_id=folder.name, started=started, in_progress=status == "running",
                     succeeded=status == "ok" and applied, failed=applied and status not in ("ok", "running"),
-                    play=play, kind=str(kind) if kind else None, seq=seq)
+                    play=play, kind=str(kind) if kind else None, seq=seq, ended=ended)
 
 
 def retry_pins(root: Path) -> set[str]:

@@ -3,8 +3,9 @@
 Runs are counted per class (:func:`run_class`): ad-hoc runs (``run``, ``facts``, ``copy``,
 ``fetch``) apart from playbook runs (``deploy``, ``verify``, ``rollback``, a schedule's), so a
 notebook loop of quick ``fleetctl run`` calls never pushes a failed deploy's record (and its build
-log) out. A run is kept while it is one of the newest ``keep_runs`` runs OF ITS CLASS and not older
-than ``keep_days`` days; the others are pruned, except a run still in progress, the runs named in
+log) out. A run is kept while it is one of the newest ``keep_runs`` ENDED runs OF ITS CLASS and not
+older than ``keep_days`` days; the others are pruned, except a run still in progress (never
+pruned, and not counted among the ``keep_runs``), the runs named in
 ``pinned`` (the runs the retry sets point to: ``--retry-failed`` reads them) and, per play (its
 kind, playbook and inventory), the newest run that succeeded and the newest run that failed (a
 deploy's last good state is never lost to a burst of failed retries, and the failure a retry
@@ -14,9 +15,19 @@ per-run folders fleetctl leaves on a host (``<workdir>/runs/<run_id>``, pruned b
 of a deploy: ``playbooks/scripts/session_start.py``; there a folder changed within the last hour is
 kept too, since ``verify`` and ``run`` take no deploy lock and may be using it).
 
+"Newest" is by when a run ENDED, not when it started (:func:`end_order`): each run prunes when
+it ends, and the run that just ended is then the newest of its class, so it never removes its own
+record. Ranked by start, a one-hour burn-in ``fleetctl run`` beside a script calling
+``nodes.run(...)`` every minute was kept while it ran, then removed by its own prune at its end as
+"older" than the ``keep_runs`` quick runs started after it (operator trial: ``fleetctl runs``
+lacked it, ``fleetctl logs --host`` found no log, ``RunResult.record_dir`` named a removed folder).
+Runs in progress are not counted, so any number of them never pushes out the run that just ended.
+
 A wrong controller clock removes no record (operator trial: a clock a year ahead pruned real
-records, one 400 days behind had its run's record pruned by the next normal run). "Newest" is the
-order the records were made in (``seq``, :mod:`fleetctl.reporting.order`), not their ids' times;
+records, one 400 days behind had its run's record pruned by the next normal run). The order of
+ends is the order of numbers the runs took when they ended from the counter that numbers the
+records as they are made (``ended``, else ``seq`` for a record without one,
+:mod:`fleetctl.reporting.order`), not their ids' times;
 the newest :data:`KEEP_MIN` runs of each class (at most ``keep_runs``) are never removed for their
 age, as restic's ``forget --keep-last n`` never deletes the n latest snapshots whatever the
 other rules say (a clock set ahead makes every record look old); and while any record is dated
@@ -131,7 +142,9 @@ class RunEntry:
     """What the policy knows of one run: its id, start, whether it is in progress, succeeded or
     failed (an applied run, not a plan), its play (``(kind, playbook, inventory)``; None when
     unknown), its kind (``run``, ``deploy``...; None when unknown) and its place in the order
-    records were made (``seq``, :mod:`fleetctl.reporting.order`; None for a record made before it)."""
+    records were made (``seq``, :mod:`fleetctl.reporting.order`; None for a record made before it)
+    and in the order runs ended (``ended``: the number it took from the same counter when it ended;
+    None while in progress, for a run whose controller was killed, or a record made before it)."""
 
     run_id: str
     started: datetime | None
@@ -141,11 +154,20 @@ class RunEntry:
     kind: str | None = None
     failed: bool = False
     seq: int | None = None
+    ended: int | None = None
 
 
 def made_order(r: RunEntry) -> tuple[int, int, str]:
     """Sort key: the order runs were made in (``seq``; runs without one first, by id)."""
     return (0, 0, r.run_id) if r.seq is None else (1, r.seq, r.run_id)
+
+
+def end_order(r: RunEntry) -> tuple[int, int, str]:
+    """Sort key: the order runs ended in (``ended``; a run without one ended, as far as is known,
+    when it was made: ``seq``; runs with neither first, by id). Both numbers come from one counter
+    (:mod:`fleetctl.reporting.order`), so they compare."""
+    n = r.ended if r.ended is not None else r.seq
+    return (0, 0, r.run_id) if n is None else (1, n, r.run_id)
 
 
 def clock_disagrees(runs: Sequence[RunEntry], policy: RetentionPolicy, now: datetime) -> str | None:
@@ -176,13 +198,14 @@ def _utc(t: datetime) -> str:
 
 def runs_to_prune(runs: Sequence[RunEntry], policy: RetentionPolicy, now: datetime,
                   pinned: frozenset[str] | set[str] = frozenset()) -> list[str]:
-    """The ids of ``runs`` the policy removes, oldest first (see the module docstring): each class
-    (:func:`run_class`) keeps its newest ``policy.keep_runs`` (in the order made, :func:`made_order`);
-    never one in progress, in ``pinned``, or a play's newest success or newest failure; none for
-    its age among its class's newest :data:`KEEP_MIN`, nor at all while a run is dated later than
-    ``now`` (by over :data:`CLOCK_SLACK_S`). A run whose start is unknown counts as new (it is
-    never removed for its age)."""
-    newest_first = sorted(runs, key=made_order, reverse=True)
+    """The ids of ``runs`` the policy removes, oldest first (in the order made; see the module
+    docstring): each class (:func:`run_class`) keeps its newest ``policy.keep_runs`` ended runs (in
+    the order they ended, :func:`end_order`; runs in progress are not counted); never one in
+    progress, in ``pinned``, or a play's newest (by end) success or failure; none for its age among
+    its class's newest :data:`KEEP_MIN`, nor at all while a run is dated later than ``now`` (by
+    over :data:`CLOCK_SLACK_S`). A run whose start is unknown counts as new (it is never removed
+    for its age)."""
+    newest_first = sorted((r for r in runs if not r.in_progress), key=end_order, reverse=True)
     floor = min(KEEP_MIN, policy.keep_runs)
     ages_count = all((r.started - now).total_seconds() <= CLOCK_SLACK_S for r in runs if r.started is not None)
     keep: set[str] = set(pinned)
@@ -201,7 +224,7 @@ def runs_to_prune(runs: Sequence[RunEntry], policy: RetentionPolicy, now: dateti
         cls = run_class(r.kind)
         rank = counted.get(cls, 0)
         counted[cls] = rank + 1
-        if r.in_progress or r.run_id in keep:
+        if r.run_id in keep:
             continue
         too_old = ages_count and rank >= floor and r.started is not None \
             and (now - r.started).total_seconds() > policy.keep_days * 86400
