@@ -31,11 +31,12 @@ def test_e_venv_wins_over_the_host_var_in_plan_dry_run_and_deploy(tmp_path):
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
         record = json.loads((last_run(tmp_path) / "run.json").read_text())
         assert record["hosts"]["box"]["facts"]["python"]["venv"] == str(b), mode  # not the inventory's a
-    # a bad value is one line naming -e and the var (exit 2), never ignored
-    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "-e", "venv=/nonexistent/v",
-                   home=tmp_path)
-    assert res.returncode == 2
-    assert res.stderr.strip() == "fleetctl: error: -e venv: venv '/nonexistent/v' of local host 'box' does not exist"
+    # a venv that is not there is never ignored: the host fails on it (as any host whose venv is
+    # gone: a failure of that host, not bad input), the inventory's good venv is not used instead
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--plan", "-e", "venv=/nonexistent/v", home=tmp_path)
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-2000:]
+    record = (last_run(tmp_path) / "run.json").read_text()
+    assert "preflight: venv /nonexistent/v: /nonexistent/v/bin/python3: no such interpreter" in record, res.stdout
 
 
 @pytest.mark.sshd

@@ -697,7 +697,7 @@ def test_harmless_ansible_vars_and_ssh_options_of_other_kinds_pass(tmp_path):
                            "  hosts:\n    s1: {ansible_host: 10.0.0.1}\n"
                            "    box: {ansible_connection: local, ansible_ssh_common_args: '-o ProxyJump=b'}\n")
     inv = load_inventory(path)
-    inv.check_hosts(inv.select("all"), venv=False)
+    inv.check_hosts(inv.select("all"))
 
 
 def test_every_ansible_connection_var_has_a_decision_and_the_docs_list_it():

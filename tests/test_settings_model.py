@@ -190,7 +190,7 @@ def test_fleetctl_run_imports_no_pydantic(tmp_path):
             "from fleetctl.api.fleet import Fleet, select_hosts\n"
             "from fleetctl.api.lifecycle import new_run\n"
             "import fleetctl.engine.adhoc, fleetctl.connection.ssh_kind\n"
-            f"_, hosts = select_hosts(Fleet([{str(inv)!r}]), 'all', venv=False)\n"
+            f"_, hosts = select_hosts(Fleet([{str(inv)!r}]), 'all')\n"
             "assert hosts[0].port == 2222 and hosts[0].connection_settings.keepalive_interval_s == 5.0\n"
             "run, record, obs = new_run('run', command=['x'])\n"
             "record.close(run)\n"

@@ -191,14 +191,14 @@ class Fleet:
         return self.select(pattern, limit).aio
 
 
-def select_hosts(fleet: Fleet, pattern: str, limit: str | None = None, *, venv: bool = True, forks: int = 50,
+def select_hosts(fleet: Fleet, pattern: str, limit: str | None = None, *, forks: int = 50,
                  extra_vars: Mapping[str, Any] | None = None) -> tuple["Inventory", list["Host"]]:
     """Select hosts and check them for one operation (the CLI's and the API's one path).
 
     Selects ``pattern`` (and ``limit``), merges ``extra_vars`` (the fleet's, then these; settings
     included, :mod:`fleetctl.inventory.extra`), refuses settings that cannot work
-    (:meth:`Inventory.check_hosts`; ``venv=False`` leaves local venvs unchecked: ``run`` may be
-    what creates one), checks ``fallback_archs``, and makes sure the open-file limit fits
+    (:meth:`Inventory.check_hosts`; a host's venv that is not there is not one of them: it
+    fails that host alone), checks ``fallback_archs``, and makes sure the open-file limit fits
     ``forks`` hosts at once (:mod:`fleetctl.engine.fdlimit`).
 
     Returns:
@@ -218,7 +218,7 @@ def select_hosts(fleet: Fleet, pattern: str, limit: str | None = None, *, venv: 
         from ..inventory.extra import with_extra_vars
 
         hosts = with_extra_vars(hosts, merged)
-    inv.check_hosts(hosts, venv=venv)
+    inv.check_hosts(hosts)
     for host in hosts:
         if "fallback_archs" in host.vars:
             try:

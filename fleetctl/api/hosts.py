@@ -52,7 +52,7 @@ class AsyncHosts:
             InputError: the pattern matches nothing or a host's settings cannot work.
         """
         if self._names is None:
-            self._names = [h.name for h in self._select(venv=False)]
+            self._names = [h.name for h in self._select()]
         return list(self._names)
 
     def __len__(self) -> int:
@@ -61,10 +61,10 @@ class AsyncHosts:
     def __iter__(self):
         return iter(self.names)
 
-    def _select(self, *, venv: bool = True, forks: int = 50, extra_vars: Mapping[str, Any] | None = None):
+    def _select(self, *, forks: int = 50, extra_vars: Mapping[str, Any] | None = None):
         from .fleet import select_hosts
 
-        return select_hosts(self.fleet, self.pattern, self.limit, venv=venv, forks=forks, extra_vars=extra_vars)[1]
+        return select_hosts(self.fleet, self.pattern, self.limit, forks=forks, extra_vars=extra_vars)[1]
 
     def _warn_unread(self, kind: str) -> None:
         """The fleet's extra vars that ``kind`` (run, facts, copy, fetch: no playbook, no template)
@@ -103,7 +103,7 @@ class AsyncHosts:
 
         argv = want_argv(argv)  # an iterator is read once, here
         timeout = want_seconds("timeout", timeout)
-        hosts = self._select(venv=False, forks=want_forks(forks))  # `run` may be what creates the venv
+        hosts = self._select(forks=want_forks(forks))
         obs = as_observers(observers)
         self._warn_unread("run")
         run, record, outputs = await run_command(
@@ -212,7 +212,7 @@ class AsyncHosts:
         from .transfer import transfer_files
 
         timeout = want_seconds("timeout", timeout)
-        hosts = self._select(venv=False, forks=want_forks(forks))
+        hosts = self._select(forks=want_forks(forks))
         obs = as_observers(observers)
         self._warn_unread(kind)
         run, record = await transfer_files(

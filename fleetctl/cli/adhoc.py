@@ -92,8 +92,7 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     from ..reporting.lines import HostLines, print_json
     from .extravars import host_setting_vars
 
-    _, hosts = obj.select(pattern, limit, venv=False, forks=forks,  # `run` may be what creates the venv
-                          extra_vars=host_setting_vars(extra, "run"))
+    _, hosts = obj.select(pattern, limit, forks=forks, extra_vars=host_setting_vars(extra, "run"))
     metrics = metrics_observer(metrics_file)
     from ..reporting.livevalve import LiveValve, ValvedObserver
 

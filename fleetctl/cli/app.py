@@ -83,14 +83,14 @@ class Context:
 
         return inventory_sources(self.inventory_paths if self.inventory_given else None)
 
-    def select(self, pattern: str, limit: str | None = None, *, venv: bool = True, forks: int = 50,
+    def select(self, pattern: str, limit: str | None = None, *, forks: int = 50,
                extra_vars: dict | None = None):
         """Load the inventory, select hosts and check them (:func:`fleetctl.api.fleet.select_hosts`:
-        conflicts, key modes, local venvs, the open-file limit). ``extra_vars`` (``-e``) win over
+        conflicts, key files, the open-file limit). ``extra_vars`` (``-e``) win over
         the hosts' vars, settings included (:mod:`fleetctl.inventory.extra`)."""
         from ..api.fleet import select_hosts
 
-        return select_hosts(self.fleet, pattern, limit, venv=venv, forks=forks, extra_vars=extra_vars)
+        return select_hosts(self.fleet, pattern, limit, forks=forks, extra_vars=extra_vars)
 
 
 pass_ctx = click.make_pass_decorator(Context)

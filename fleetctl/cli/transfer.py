@@ -32,7 +32,7 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
     check_placeholders(kind, "DEST", dest)
     if kind == "copy":  # a missing SRC is bad input (exit 2) before any host is touched
         skipped = local_sources(src)[1]
-    _, hosts = obj.select(pattern, limit, venv=False, forks=forks, extra_vars=host_setting_vars(extra, kind))
+    _, hosts = obj.select(pattern, limit, forks=forks, extra_vars=host_setting_vars(extra, kind))
     def document(run, _) -> None:  # per host: interrupted / not started too when a signal ended the run
         print_json(run.redactor.obj({h: {"status": o.status, "files": o.files or [], "bytes": o.bytes or 0,
                                          **({"error": o.error} if o.error else {}),

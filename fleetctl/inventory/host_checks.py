@@ -1,7 +1,8 @@
 """The per-host input checks of :meth:`fleetctl.inventory.model.Inventory.check_hosts`: Ansible
-variables fleetctl refuses, controller files a host's connection settings name that cannot be read,
-and a local host's venv; each raises :class:`~fleetctl.errors.InventoryError` naming where the
-value was set (``FILE:LINE: KEY`` or ``-e KEY``)."""
+variables fleetctl refuses and controller files a host's connection settings name that cannot be
+read; each raises :class:`~fleetctl.errors.InventoryError` naming where the value was set
+(``FILE:LINE: KEY`` or ``-e KEY``). A host's ``venv`` is not checked here, local or remote: one that
+is not there fails that host alone (see :meth:`~fleetctl.inventory.model.Inventory.check_hosts`)."""
 
 from __future__ import annotations
 
@@ -82,24 +83,3 @@ def check_controller_files(host: Host) -> None:
         written = src.value if src is not None and isinstance(src.value, str) else path
         shown = repr(written) + ("" if written == path else f" ({path})")
         raise source_error(host, src, f"host {host.name!r}: {what} {shown} {why}")
-
-
-def check_local_venv(host: Host) -> None:
-    venv = host.venv
-    if venv is None:
-        return
-    root = os.path.abspath(os.path.expanduser(venv))
-    python = os.path.join(root, "bin", "python3")
-    shown = f"venv {venv!r}" + ("" if root == venv else f" ({root})")
-    if not os.path.exists(root):
-        problem = f"{shown} of local host {host.name!r} does not exist"
-    elif not os.path.isdir(root):
-        problem = f"{shown} of local host {host.name!r} is not a folder"
-    elif not (os.path.isfile(python) and os.access(python, os.X_OK)):
-        problem = (
-            f"venv {venv!r} of local host {host.name!r} is not a Python environment: {python} is missing "
-            f"(create one with: python3 -m venv {root})"
-        )
-    else:
-        return
-    raise source_error(host, host.sources.get("venv"), problem)

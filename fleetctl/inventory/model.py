@@ -16,7 +16,7 @@ from typing import Any
 from fleetctl.connection.registry import ConnectionSettings, HostRef
 from fleetctl.errors import InventoryError, InventoryErrors
 
-from .host_checks import check_ansible_vars, check_controller_files, check_local_venv
+from .host_checks import check_ansible_vars, check_controller_files
 from .patterns import HostIndex, select_hosts
 from .settings import HostSettings, aliases_of, typed_settings
 from .vars import VarConflict, VarSource
@@ -256,7 +256,7 @@ class Inventory:
         """
         return [self.hosts[name] for name in select_hosts(pattern, self.index, limit=limit)]
 
-    def check_hosts(self, hosts: Iterable[Host], *, venv: bool = True) -> None:
+    def check_hosts(self, hosts: Iterable[Host]) -> None:
         """Refuse, before anything connects, settings of the chosen hosts that cannot work.
 
         - A host whose ``ansible_connection`` names no connection kind fleetctl has.
@@ -272,8 +272,14 @@ class Inventory:
           checked: as Ansible fails only the hosts it connects to, a host the command does not
           touch never stops it. (A key file whose mode OpenSSH refuses is not input: that host
           fails when it connects, saying ``chmod 600``, the others run.)
-        - With ``venv``, for a local host, a ``venv`` var that is not a Python environment (no
-          ``bin/python3``). For a remote host that is a remote preflight, not input.
+
+        A host's ``venv`` that is not a Python environment is not refused here, for a local host
+        as for a remote one: it is that host's state, not input, and fails that host alone, with
+        the same line for every connection kind (facts' ``venv V: V/bin/python3: no such
+        interpreter: ...``, a warning of ``facts``, the preflight of a build, install or verify
+        under ``--plan`` and in a deploy). Refusing it here stopped every host of the run (operator
+        trial: one removed venv on the controller's ``local`` host stopped a nightly of the whole
+        fleet, for a playbook that never used it) and refused a playbook that creates it.
 
         Raises:
             InventoryError: the chosen hosts' own bad vars (:meth:`check_input`), else the first
@@ -288,8 +294,6 @@ class Inventory:
         for h in chosen.values():
             check_ansible_vars(h)
             check_controller_files(h)
-            if venv and h.kind == "local":
-                check_local_venv(h)
 
     def check_input(self, hosts: Iterable[Host]) -> None:
         """Refuse the inventory input of ``hosts`` found bad: :meth:`check_refused`, then
