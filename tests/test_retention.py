@@ -18,7 +18,8 @@ import pytest
 from fleetctl.util.retention import (KEEP_MIN, RetentionPolicy, RunEntry, clock_disagrees, policy_from_env, run_time,
                                      runs_to_prune)
 from fleetctl.errors import InputError
-from fleetctl.reporting.order import stamp
+from fleetctl.reporting.order import ENDED, stamp
+from fleetctl.reporting.prune import prune_runs
 from tests.support.fleet import REPO, fleetctl, last_run
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
@@ -70,6 +71,21 @@ def test_newest_is_by_end_so_the_run_that_just_ended_is_kept_and_runs_in_progres
     # a record without an end number (an older fleetctl, a killed controller) ended when it was made
     legacy = entry(0.4, kind="run", seq=7)
     assert runs_to_prune([legacy, older], RetentionPolicy(keep_runs=1), NOW) == [older.run_id]
+
+
+def test_the_prune_at_a_runs_end_spares_that_run_even_when_others_ended_since(tmp_path):
+    """Two runs ending at once (FLEETCTL_KEEP_RUNS=1): the one that ended first prunes after the
+    other ended; its own prune keeps its record all the same (a later prune removes it)."""
+    runs = tmp_path / "runs"
+    now = datetime.now(timezone.utc)
+    first, second = rid(now - timedelta(seconds=2), 1), rid(now - timedelta(seconds=1), 2)
+    for run_id in (first, second):
+        _record(runs, run_id, status="ok", kind="run")
+        stamp(runs / run_id, runs)
+    for run_id in (first, second):
+        stamp(runs / run_id, runs, ENDED)
+    assert prune_runs(RetentionPolicy(keep_runs=1), root=runs, spare=frozenset({first})).removed == []
+    assert prune_runs(RetentionPolicy(keep_runs=1), root=runs).removed == [first]
 
 
 def test_a_long_adhoc_run_keeps_its_record_past_quick_runs_that_started_after_it(tmp_path):

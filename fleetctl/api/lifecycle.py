@@ -110,7 +110,7 @@ def finish_run(run, observers, status: str) -> None:
         root = runs_root()
         if (root / run.run_id).is_dir():
             stamp_end(root / run.run_id)
-        pruned = prune_runs(policy_from_env(), root=root)
+        pruned = prune_runs(policy_from_env(), root=root, spare=frozenset({run.run_id}))
     except (InputError, OSError) as exc:
         warn(f"run records not pruned: {exc}")
         return

@@ -117,7 +117,7 @@ def retry_pins(root: Path) -> set[str]:
 
 
 def prune_runs(policy: RetentionPolicy, *, root: Path | None = None, dry_run: bool = False,
-               now: datetime | None = None) -> PruneResult:
+               now: datetime | None = None, spare: frozenset[str] = frozenset()) -> PruneResult:
     """Remove the run records ``policy`` does not keep (none with ``dry_run``).
 
     Args:
@@ -125,6 +125,8 @@ def prune_runs(policy: RetentionPolicy, *, root: Path | None = None, dry_run: bo
         root: the runs folder (default :func:`fleetctl.reporting.history.runs_root`).
         dry_run: only say what would be removed.
         now: the time ages are measured from (default: now, UTC).
+        spare: run ids never removed by this prune (the run whose end prunes: its own record stays
+            even when other runs of its class ended between its end and this prune).
 
     Returns:
         :class:`PruneResult`; a folder that cannot be removed is named in ``errors``, never raised.
@@ -143,7 +145,7 @@ def prune_runs(policy: RetentionPolicy, *, root: Path | None = None, dry_run: bo
                                                 for t in started.values() if t is not None):
         out.kept = len(folders)  # no class holds more than keep_runs, none is too old: no record is read
         return out
-    doomed = runs_to_prune([_entry(p, now_s) for p in folders], policy, now, pinned=retry_pins(root))
+    doomed = runs_to_prune([_entry(p, now_s) for p in folders], policy, now, pinned=retry_pins(root) | set(spare))
     out.kept = len(folders) - len(doomed)
     for run_id in doomed:
         if not dry_run:
