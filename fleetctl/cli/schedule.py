@@ -178,8 +178,9 @@ def _abs(path: str | Path) -> str:
                    "must be mode 0600 if it holds secrets).")
 @click.option("--metrics-file", default=None, metavar="PATH",
               help="The job writes Prometheus metrics to PATH (*.prom in node_exporter's textfile "
-                   "directory), with fleetctl_last_success_timestamp_seconds for alerting. A PATH whose folder is "
-                   "missing or takes no file (read-only, no permission) is refused now, as the run would (exit 2).")
+                   "directory, one file per job), with fleetctl_last_success_timestamp_seconds for alerting. A PATH "
+                   "whose folder is missing or takes no file (read-only, no permission), not ending .prom, or "
+                   "written by another installed job is refused now (exit 2).")
 @click.option("--on-failure", "on_failure", multiple=True, metavar="UNIT",
               help="OnFailure=: a unit systemd starts when the run fails (alerting), e.g. notify@%n.service.")
 @click.option("--timeout", default=sch.DEFAULT_TIMEOUT, show_default=True, metavar="SPAN",
@@ -216,7 +217,7 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     (OnCalendar=*-*-* HH:MM:00, Persistent=true), then runs systemctl [--user]
     daemon-reload and systemctl [--user] enable --now NAME.timer.
     --cron: one line in the current user's crontab, marked # fleetctl:NAME;
-    output goes to STATE/cron.log.
+    the line's output goes to STATE/cron.log (cron.log.1 once over 10 MiB).
     Scheduling the same job again (same playbook, -i sources and --hosts)
     replaces it; a NAME that holds a job for another playbook, inventory or
     hosts is refused (exit 2) before anything is written: give --name NAME
