@@ -232,7 +232,8 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
 
     \b
     Example:
-      fleetctl schedule --playbook playbooks/nightly.yaml --hosts gpu-nodes --at 02:30
+      fleetctl schedule --playbook playbooks/nightly.yaml --hosts gpu-nodes --at 02:30 \\
+          --metrics-file /var/lib/node_exporter/textfile/fleetctl-nightly.prom
       fleetctl schedule --remove --name fleetctl-nightly
     """
     name = sch.check_name(name if name is not None else sch.default_name(playbook_path))
