@@ -100,6 +100,18 @@ def _nodes():
 
 _PLAY = str(REPO / "playbooks" / "verify.yaml")
 
+async def _async_observer(event):
+    pass
+
+
+class _AsyncEvents:
+    async def event(self, run, event):
+        pass
+
+
+_ASYNC_REFUSED = ("observers: _async_observer is an async function, which observers are not (they are called, never "
+                  "awaited); give a plain function (it may schedule a task: lambda e: loop.create_task(...))")
+
 WRONG_TYPES = [
     # a flag is a bool ("no" is truthy: host keys would have been accepted); a bool is no number
     (lambda: Fleet.from_inventory(INV, accept_new_host_keys="no"), "accept_new_host_keys: want True or False, got 'no'"),
@@ -157,6 +169,18 @@ WRONG_TYPES = [
     (lambda: _nodes().facts(phase_timeout="fact=10"),
      "phase_timeout: want PHASE=SECONDS with PHASE one of connect, facts, upload, build, install, verify, command, "
      "got 'fact=10'"),
+    # a bool or text where phase_timeout wants seconds is refused, as timeout's are (docs/api.md)
+    (lambda: _nodes().facts(phase_timeout={"facts": True}), "phase_timeout facts: want a positive number of seconds, "
+                                                            "got True"),
+    (lambda: _nodes().deploy(_PLAY, mode="plan", phase_timeout={"build": "10"}),
+     "phase_timeout build: want a positive number of seconds, got '10'"),
+    # an async def observer was called and never awaited: no callback, only a RuntimeWarning
+    (lambda: _nodes().run(["true"], observers=_async_observer),
+     _ASYNC_REFUSED),
+    (lambda: _nodes().facts(observers=[print, _async_observer]), _ASYNC_REFUSED),
+    (lambda: _nodes().deploy(_PLAY, mode="plan", observers=_async_observer), _ASYNC_REFUSED),
+    (lambda: _nodes().fetch("/etc/hostname", "out", observers=_AsyncEvents()),
+     _ASYNC_REFUSED.replace("_async_observer", "_AsyncEvents.event")),
     (lambda: _nodes().deploy(_PLAY, mode="plan", serial="0"),
      "serial: want host counts or percentages up to 100%, like 1,10%,100%; got '0'"),
     (lambda: _nodes().deploy(_PLAY, mode="plan", serial="1,"),

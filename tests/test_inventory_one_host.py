@@ -35,7 +35,7 @@ def test_a_misspelt_var_of_one_host_refuses_only_the_commands_that_select_it(tmp
                 "--metrics-file", str(prom))
     assert res.returncode == 0, res.stderr
     good = _samples(prom)
-    assert good[("fleetctl_run_success", (("playbook", "nightly"),))] == 1
+    assert good[("fleetctl_run_success", (("file", "nightly.prom"), ("playbook", "nightly")))] == 1
     assert fleet(tmp_path, *inv, "hosts", "node[01-02]").stdout == "  hosts (2):\n    node01\n    node02\n"
     assert json.loads(fleet(tmp_path, *inv, "inventory", "--host", "node01").stdout) == {
         "ansible_connection": "local"}
@@ -50,13 +50,14 @@ def test_a_misspelt_var_of_one_host_refuses_only_the_commands_that_select_it(tmp
                 "--metrics-file", str(prom))
     assert (res.returncode, res.stdout, res.stderr) == (2, "", line)
     refused = _samples(prom)
-    assert refused[("fleetctl_run_success", (("playbook", "nightly"),))] == 0
+    assert refused[("fleetctl_run_success", (("file", "nightly.prom"), ("playbook", "nightly")))] == 0
     info = [labels for (name, labels), _ in refused.items() if name == "fleetctl_run_info"]
     assert [dict(labels)["status"] for labels in info] == ["input_error"]
-    last = ("fleetctl_last_success_timestamp_seconds", (("playbook", "nightly"),))
+    last = ("fleetctl_last_success_timestamp_seconds", (("file", "nightly.prom"), ("playbook", "nightly")))
     assert refused[last] == good[last] > 0
     for host in ("node01", "node02"):
-        key = ("fleetctl_host_last_success_timestamp_seconds", (("host", host), ("playbook", "nightly")))
+        key = ("fleetctl_host_last_success_timestamp_seconds", (("file", "nightly.prom"), ("host", host),
+                                                                ("playbook", "nightly")))
         assert refused[key] == good[key] > 0
 
 

@@ -90,7 +90,7 @@ def metrics(path: Path) -> dict[tuple[str, tuple], float]:
 
 
 def sample(m, name, **labels):
-    return m[(name, tuple(sorted({"playbook": "play", **labels}.items())))]
+    return m[(name, tuple(sorted({"playbook": "play", "file": "fleetctl.prom", **labels}.items())))]
 
 
 @pytest.fixture(scope="module")

@@ -106,16 +106,37 @@ def test_metrics_keep_the_last_success_and_label_each_host(tmp_path):
     write_metrics(run.as_json(), prom)
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for f in text_string_to_metric_families(prom.read_text()) for s in f.samples}
-    assert samples[("fleetctl_last_success_timestamp_seconds", (("playbook", "nightly"),))] == t_ok[0]
-    assert samples[("fleetctl_run_success", (("playbook", "nightly"),))] == 0
-    assert samples[("fleetctl_host_status", (("host", "gpu04"), ("playbook", "nightly"), ("status", "unreachable")))] == 1
-    assert samples[("fleetctl_host_phase_duration_seconds", (("host", "gpu01"), ("phase", "build"),
-                                                               ("playbook", "nightly")))] == 300
+    assert samples[("fleetctl_last_success_timestamp_seconds", (("file", "fleetctl.prom"), ("playbook", "nightly")))] == t_ok[0]
+    assert samples[("fleetctl_run_success", (("file", "fleetctl.prom"), ("playbook", "nightly")))] == 0
+    assert samples[("fleetctl_host_status", (("file", "fleetctl.prom"), ("host", "gpu04"), ("playbook", "nightly"),
+                                        ("status", "unreachable")))] == 1
+    assert samples[("fleetctl_host_phase_duration_seconds", (("file", "fleetctl.prom"), ("host", "gpu01"),
+                                                               ("phase", "build"), ("playbook", "nightly")))] == 300
     # a dry run never counts as a success
     dry = RunModel.model_validate(ok.as_json())
     dry.mode = "dry-run"
     reg = registry_for(dry.as_json())
     assert reg.get_sample_value("fleetctl_run_success", {"playbook": "nightly"}) == 0
+
+
+def test_two_jobs_of_one_playbook_write_no_series_twice_into_one_textfile_folder(tmp_path):
+    """Operator trial: two scheduled jobs of one playbook (hello-a to h1, hello-b to d1), each with its own
+    file now, wrote series with the same names and labels; node_exporter serves a series once and
+    errors on the second file's ("was collected before with the same name and label values",
+    prometheus/node_exporter#753). Each series carries its file's name: none is in both files."""
+    run = sample_run()
+    seen: dict[tuple, str] = {}
+    twice = []
+    for name in ("hello-a.prom", "hello-b.prom"):
+        write_metrics(run.as_json(), tmp_path / name)
+        for f in text_string_to_metric_families((tmp_path / name).read_text()):
+            for s in f.samples:
+                key = (s.name, tuple(sorted(s.labels.items())))
+                if key in seen:
+                    twice.append(key)
+                seen[key] = name
+                assert s.labels.get("file") == name
+    assert twice == []
 
 
 def console(width: int = 80) -> tuple[Console, io.StringIO]:

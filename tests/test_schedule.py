@@ -331,10 +331,11 @@ def cron_sh_command(line: str) -> tuple[str, str]:
 def test_cron_line_shape(tmp_path):
     j = job(tmp_path, extra_vars=("v=50% off",))
     line = sch.cron_line(j)
-    assert line.startswith("30 2 * * * cd /srv/fleet && FLEETCTL_HOME='/var/lib/fleet 100\\%' timeout "
+    assert line.startswith("30 2 * * * log='/var/lib/fleet 100\\%/cron.log'; [ -z \"$(find \"$log\" -size "
+                           "+10485760c 2>/dev/null)\" ] || mv -f \"$log\" \"$log.1\"; { cd /srv/fleet && FLEETCTL_HOME='/var/lib/fleet 100\\%' timeout "
                            "--kill-after=90s 21600s '/opt/fleet ctl/bin/fleetctl' -i /srv/fleet/inventory.yaml "
                            "deploy --hosts 'gpu-nodes:!gpu03' --playbook /srv/fleet/playbooks/nightly.yaml "
-                           "-e 'v=50\\% off' --json >> '/var/lib/fleet 100\\%/cron.log' 2>&1 ")
+                           "-e 'v=50\\% off' --json; } >> \"$log\" 2>&1 ")
     assert line.endswith(" # fleetctl:fleetctl-nightly")
     assert "\n" not in line
     cmd, stdin = cron_sh_command(line)
@@ -368,6 +369,45 @@ def test_cron_line_runs_through_sh_as_written(tmp_path):
     assert res.returncode == 0, res.stderr
     got = json.loads((weird / "cron.log").read_text())
     assert got == {"argv": j.argv()[1:], "cwd": str(weird), "home": str(weird)}
+
+
+def test_cron_logs_a_failing_cd_and_keeps_cron_log_bounded(tmp_path):
+    """Operator trial: the redirection covered only fleetctl, so ``can't cd`` (the folder the job was
+    scheduled in, since removed) went to cron's mail; and cron.log grew by every night's JSON
+    document with nothing pruning it. The whole command's output is logged, and a cron.log over
+    CRON_LOG_KEEP_BYTES is moved to cron.log.1 (the one before replaced) when a run starts."""
+    home = tmp_path / "state 100%"
+    home.mkdir()
+    fake = tmp_path / "fleetctl"
+    fake.write_text("#!/bin/sh\necho ran in \"$(pwd)\"\n")
+    fake.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+
+    def run_line(**kw) -> subprocess.CompletedProcess:
+        cmd, stdin = cron_sh_command(sch.cron_line(job(tmp_path, fleetctl=(str(fake),), home=str(home), env=(),
+                                                        timeout="infinity", **kw)))
+        return subprocess.run(["/bin/sh", "-c", cmd], input=stdin, capture_output=True, text=True, timeout=60,
+                              env=env)
+
+    res = run_line(workdir=str(tmp_path / "gone"))
+    assert res.returncode != 0 and res.stdout == res.stderr == "", res  # nothing for cron to mail
+    log = (home / "cron.log").read_text()
+    assert "gone" in log and "ran in" not in log, log
+
+    # at the limit: kept and appended to; over it: moved to cron.log.1 and a fresh log started
+    os.truncate(home / "cron.log", sch.CRON_LOG_KEEP_BYTES)
+    assert run_line(workdir=str(tmp_path)).returncode == 0
+    assert not (home / "cron.log.1").exists()
+    assert (home / "cron.log").stat().st_size > sch.CRON_LOG_KEEP_BYTES
+    res = run_line(workdir=str(tmp_path))
+    assert res.returncode == 0 and res.stdout == res.stderr == "", res
+    assert (home / "cron.log").read_text() == f"ran in {tmp_path}\n"
+    assert (home / "cron.log.1").stat().st_size > sch.CRON_LOG_KEEP_BYTES
+    os.truncate(home / "cron.log", sch.CRON_LOG_KEEP_BYTES + 1)
+    assert run_line(workdir=str(tmp_path)).returncode == 0
+    assert (home / "cron.log").read_text() == f"ran in {tmp_path}\n"
+    assert (home / "cron.log.1").stat().st_size == sch.CRON_LOG_KEEP_BYTES + 1  # the one before replaced
+    assert sorted(p.name for p in home.iterdir()) == ["cron.log", "cron.log.1"]
 
 
 OTHER_LINES = textwrap.dedent("""\
@@ -581,8 +621,9 @@ def test_cli_print_cron_line_really_deploys_through_sh(tmp_path):
                 "--name", "nightly", "-e", "greeting=50% off $(id) `id`", cwd=d)
     assert res.returncode == 0, res.stderr
     line = res.stdout.rstrip("\n")
-    assert "\n" not in line and line.startswith("5 7 * * * cd ") and line.endswith(" --json >> " + shlex.quote(
-        str(tmp_path / "runs home %$'\"") + "/cron.log").replace("%", "\\%") + " 2>&1 # fleetctl:nightly")
+    assert "\n" not in line and line.startswith("5 7 * * * log=" + shlex.quote(
+        str(tmp_path / "runs home %$'\"") + "/cron.log").replace("%", "\\%") + "; [ -z ") and line.endswith(
+        ' --json; } >> "$log" 2>&1 # fleetctl:nightly')
     assert "crontab" in res.stderr and not (tmp_path / "home").exists()
     assert "50" not in line.split("deploy", 1)[1].split("--json")[0]  # the -e value is not in the line
     home = tmp_path / "runs home %$'\""
@@ -839,7 +880,8 @@ def test_without_fleetctl_home_the_job_uses_the_default_state_folder_and_runs_li
     assert res.returncode == 0, res.stderr
     line = res.stdout.rstrip("\n")
     assert "FLEETCTL_HOME" not in line and str(d) not in line.split(">>", 1)[1]
-    assert line.endswith(" >> " + shlex.quote(str(state / "cron.log")) + " 2>&1 # fleetctl:nightly")
+    assert line.startswith("5 7 * * * log=" + shlex.quote(str(state / "cron.log")) + "; ")
+    assert line.endswith('; } >> "$log" 2>&1 # fleetctl:nightly')
     state.mkdir(parents=True)  # schedule (not --print) makes it
     cmd, stdin = cron_sh_command(line)
     run = subprocess.run(["/bin/sh", "-c", cmd], input=stdin, capture_output=True, text=True, timeout=300,

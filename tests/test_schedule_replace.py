@@ -121,3 +121,44 @@ def test_a_job_that_cannot_be_read_back_is_not_replaced_without_replace(tmp_path
     sch.check_replace(got, j, replace=True)
     edited = sch.from_units("[Service]\nExecStart=/bin/true\n", None)
     assert edited.playbook is None and edited.at == "?"
+
+
+@pytest.mark.parametrize("kind", ["cron", "systemd"])
+def test_a_metrics_file_another_job_writes_is_refused_naming_that_job(tmp_path, kind):
+    """Operator trial: two jobs given one --metrics-file were both accepted; each run replaces the whole
+    file, so the second job's success wiped the first one's failure (and its hosts' series)."""
+    d = two_groups(tmp_path)
+    fake_bin(tmp_path / "bin", "crontab", FAKE_CRONTAB)
+    fake_bin(tmp_path / "bin", "systemctl", FAKE_SYSTEMCTL)
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "FAKE_CRONTAB_FILE": str(tmp_path / "table"),
+           "FAKE_SYSTEMCTL_LOG": str(tmp_path / "systemctl.log")}
+    (tmp_path / "textfile").mkdir()
+    prom = str(tmp_path / "textfile/fleetctl.prom")
+    how = ["--cron"] if kind == "cron" else []
+    res = sched(tmp_path, d, env, "--hosts", "users", "--at", "02:30", "--metrics-file", prom, *how)
+    assert res.returncode == 0, res.stderr
+    installed = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
+    # the same job again keeps its file
+    res = sched(tmp_path, d, env, "--hosts", "users", "--at", "03:00", "--metrics-file", prom, *how)
+    assert res.returncode == 0, res.stderr
+
+    for extra in ([], ["--print"], ["--cron"] if kind != "cron" else []):
+        res = sched(tmp_path, d, env, "--hosts", "rack", "--at", "03:30", "--name", "nightly-rack",
+                    "--metrics-file", prom, *how, *extra)
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr, res.stderr
+        for part in (prom, "fleetctl-nightly", f"({kind})", "nightly-rack.prom"):
+            assert part in res.stderr, (part, res.stderr)
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == installed
+    res = sched(tmp_path, d, env, "--hosts", "rack", "--at", "03:30", "--name", "nightly-rack",
+                "--metrics-file", str(tmp_path / "textfile/nightly-rack.prom"), *how)
+    assert res.returncode == 0, res.stderr
+
+
+def test_a_metrics_file_node_exporter_would_not_read_is_refused_when_scheduling(tmp_path):
+    d = two_groups(tmp_path)
+    res = sched(tmp_path, d, {}, "--hosts", "users", "--at", "02:30", "--print",
+                "--metrics-file", str(tmp_path / "fleetctl.txt"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "*.prom" in res.stderr, res.stderr
+    assert f"{tmp_path}/fleetctl-nightly.prom" in res.stderr and not (tmp_path / "fleetctl.txt").exists()

@@ -13,8 +13,8 @@ Example::
     async def main():
         result = await fleet.aselect("all").run(["uname", "-r"])   # the async form
 
-Modules: :mod:`~fleetctl.api.fleet` (:class:`Fleet`), :mod:`~fleetctl.api.hosts` (:class:`Hosts`,
-:class:`AsyncHosts`), :mod:`~fleetctl.api.results`, :mod:`~fleetctl.api.facts`,
+Modules: :mod:`~fleetctl.api.fleet` (:class:`Fleet`), :mod:`~fleetctl.api.hosts` (:class:`AsyncHosts`;
+:class:`Hosts`, its blocking form, in :mod:`~fleetctl.api.hosts_sync`), :mod:`~fleetctl.api.results`, :mod:`~fleetctl.api.facts`,
 :mod:`~fleetctl.api.observe` (observers and event names). The rest of :mod:`fleetctl.api`
 (``play``, ``adhoc``, ``lifecycle``, ``sync``) is the CLI's and the API's shared plumbing.
 """
@@ -29,7 +29,7 @@ __all__ = ["AsyncHosts", "Fleet", "Gpu", "HostFacts", "HostResult", "Hosts", "Ru
 #: uses only the run paths (``fleetctl.api.play``, ``.adhoc``, ``.fleet``), does not load the
 #: result and facts models at start-up.
 _WHERE = {"AsyncHosts": "hosts", "Fleet": "fleet", "Gpu": "facts", "HostFacts": "facts", "HostResult": "results",
-          "Hosts": "hosts", "RunResult": "results"}
+          "Hosts": "hosts_sync", "RunResult": "results"}
 
 
 def __getattr__(name: str) -> Any:

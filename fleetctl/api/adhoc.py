@@ -74,7 +74,7 @@ async def gather_facts(hosts: Sequence[Any], *, pattern: str, command: Sequence[
             passes its flags, ``--phase-timeout``; None: ``phase_timeout``).
 
     Returns:
-        ``(run, record)``; each host's outcome holds ``facts`` (None for an unreachable host) and
+        ``(run, record)``; each host's outcome holds ``facts`` (a dict, for an unreachable host too) and
         its ``status``/``error``.
 
     Raises:

@@ -19,7 +19,8 @@ from .lifecycle import warn
 
 if TYPE_CHECKING:
     from ..inventory.model import Host, Inventory
-    from .hosts import AsyncHosts, Hosts
+    from .hosts import AsyncHosts
+    from .hosts_sync import Hosts
 
 
 
@@ -172,7 +173,7 @@ class Fleet:
             limit: a second pattern the selection is narrowed by (``--limit``).
 
         Returns:
-            A :class:`~fleetctl.api.hosts.Hosts` (sync methods; its ``.aio`` has the same as
+            A :class:`~fleetctl.api.hosts_sync.Hosts` (sync methods; its ``.aio`` has the same as
             coroutines).
 
         Raises:
@@ -180,7 +181,7 @@ class Fleet:
                 cannot work (an unknown connection kind, a conflicting var, a key file readable by
                 others...): the CLI's one line.
         """
-        from .hosts import Hosts
+        from .hosts_sync import Hosts
 
         hosts = Hosts(self, pattern, limit)
         hosts.names  # noqa: B018 - select now: bad input raises here

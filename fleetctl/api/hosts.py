@@ -1,5 +1,6 @@
-"""A selection of hosts and what can be done on it: :class:`Hosts` (sync) and :class:`AsyncHosts`
-(the same operations as coroutines; the sync ones run them, :mod:`fleetctl.api.sync`).
+"""A selection of hosts and what can be done on it: :class:`AsyncHosts` (the operations as
+coroutines) and :class:`~fleetctl.api.hosts_sync.Hosts` (the same, blocking: it runs them,
+:mod:`fleetctl.api.sync`; defined in :mod:`fleetctl.api.hosts_sync`, importable from here).
 
 Every operation is one run, recorded as the CLI's are (``<state>/runs/<run_id>/``, listed by
 ``fleetctl runs``), and returns a :class:`~fleetctl.api.results.RunResult`. A host's failure is in
@@ -9,14 +10,13 @@ anything connects, with the CLI's one line.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
 from .inputs import want_argv, want_bool, want_extra_vars, want_forks, want_path, want_seconds
 from .results import RunResult
-from .sync import run_sync
 
 Observer = Any  # an observer object or a callable: see fleetctl.api.observe
 
@@ -118,19 +118,23 @@ class AsyncHosts:
         torch, cores, memory, disk), as ``fleetctl facts``.
 
         Args:
+            forks: hosts worked on at once (1 to 10000).
+            observers: callables or observer objects (:mod:`fleetctl.api.observe`).
             phase_timeout: per-phase deadlines, seconds, as ``fleetctl facts --phase-timeout``
-                (``{"facts": 60}``, ``["facts=60"]`` or ``"facts=60"``): ``facts`` limits each host's
-                gathering (default :data:`~fleetctl.engine.deadlines.FACTS_TIMEOUT_S`, 180 s),
-                ``connect`` its connect and login (default the fleet's ``connect_timeout``).
+                (``{"facts": 60}``, ``["facts=60"]`` or ``"facts=60"``; a mapping's values are
+                numbers): ``facts`` limits each host's gathering (default
+                :data:`~fleetctl.engine.deadlines.FACTS_TIMEOUT_S`, 180 s), ``connect`` its connect
+                and login (default the fleet's ``connect_timeout``).
 
         Returns:
             The :class:`~fleetctl.api.results.RunResult`; ``result.facts`` is host ->
-            :class:`~fleetctl.api.facts.HostFacts` (``result["h"].facts`` for one host; None
-            when unreachable).
+            :class:`~fleetctl.api.facts.HostFacts`, every host included (``result["h"].facts`` for
+            one host): an unreachable host's has ``status="unreachable"``, its ``error`` and no
+            facts (empty ``gpus``, None elsewhere); a host refused after gathering ``"failed"``.
 
         Raises:
-            InputError: bad forks or ``phase_timeout`` (the line the CLI prints), or the selection
-                is invalid.
+            InputError: bad forks, observers or ``phase_timeout`` (the line the CLI prints), or the
+                selection is invalid.
         """
         from .adhoc import gather_facts
         from .observe import as_observers
@@ -190,6 +194,12 @@ class AsyncHosts:
         ``{host}`` in ``src`` is each host's inventory name. Symlinks are never followed.
 
         Args:
+            src: the file or folder on each host (``{host}``: the host's inventory name).
+            dest: the folder here (made when missing) that gets ``<host>/<src's path>``; see above
+                for ``{host}`` in it and for ``flat``.
+            timeout: seconds one host's whole transfer may take.
+            forks: hosts worked on at once (1 to 10000).
+            observers: callables or observer objects (:mod:`fleetctl.api.observe`).
             flat: Ansible's ``flat: yes``: ``dest`` is the file (a folder when it ends in ``/``);
                 without ``{host}`` in ``dest``, for one host only.
 
@@ -245,8 +255,8 @@ class AsyncHosts:
             staged: install into a new version of each host's venv, made live only when every task
                 passed (docs/staged.md).
             build: ``"once"`` (one build per arch class, pushed to the others; default) or ``"each"``.
-            phase_timeout: per-phase deadlines, seconds (``{"build": 3600}``; phases: connect,
-                facts, upload, build, install, verify, command).
+            phase_timeout: per-phase deadlines, seconds (``{"build": 3600}``, the values numbers, or
+                ``["build=3600"]``; phases: connect, facts, upload, build, install, verify, command).
             forks: hosts worked on at once.
             observers: callables or observer objects (:mod:`fleetctl.api.observe`).
 
@@ -265,7 +275,22 @@ class AsyncHosts:
                      extra_vars: Mapping[str, Any] | None = None, phase_timeout: Mapping[str, float] | None = None,
                      forks: int = 50, observers: Iterable[Observer] | None = None) -> RunResult:
         """Verify the installed kernels on each host (default ``playbooks/verify.yaml``), as
-        ``fleetctl verify``. Arguments, return and errors as :meth:`deploy`'s."""
+        ``fleetctl verify``: the verify playbook alone, nothing built or installed.
+
+        Args:
+            playbook: the verification playbook (default ``playbooks/verify.yaml``).
+            mode: ``"apply"``, ``"plan"`` or ``"dry_run"``, as :meth:`deploy`'s.
+            extra_vars: vars over the hosts' (``-e``).
+            phase_timeout: per-phase deadlines, seconds (``{"verify": 600}``), as :meth:`deploy`'s.
+            forks: hosts worked on at once (1 to 10000).
+            observers: callables or observer objects (:mod:`fleetctl.api.observe`).
+
+        Returns:
+            The :class:`~fleetctl.api.results.RunResult` (``kind`` ``verify``).
+
+        Raises:
+            InputError: as :meth:`deploy`'s.
+        """
         return await self._play("verify", playbook, mode=mode, extra_vars=extra_vars, phase_timeout=phase_timeout,
                                 forks=forks, observers=observers)
 
@@ -275,6 +300,17 @@ class AsyncHosts:
         """Make a kept staged environment of each host's venv live again, as ``fleetctl rollback``:
         ``"previous"`` (the one live before the current one) or a version number (``2``). Only
         the venv's symlink moves.
+
+        Args:
+            to: ``"previous"`` or a kept version's number (an int, or its digits).
+            mode: ``"apply"``, ``"plan"`` or ``"dry_run"``, as :meth:`deploy`'s.
+            extra_vars: vars over the hosts' (``-e``).
+            forks: hosts worked on at once (1 to 10000).
+            observers: callables or observer objects (:mod:`fleetctl.api.observe`).
+
+        Returns:
+            The :class:`~fleetctl.api.results.RunResult` (``kind`` ``rollback``); a host without
+            such a kept environment fails, naming what it keeps.
 
         Raises:
             InputError: ``to`` is neither, or as :meth:`deploy`.
@@ -297,83 +333,4 @@ class AsyncHosts:
         return RunResult(run, record.dir)
 
 
-class Hosts:
-    """The hosts a pattern selects in a :class:`~fleetctl.api.fleet.Fleet` (``fleet.select(...)``),
-    with blocking operations: each is :class:`AsyncHosts`' coroutine run to its end
-    (:func:`fleetctl.api.sync.run_sync`; inside a running event loop, e.g. Jupyter, it runs in a
-    worker thread and blocks that loop until done: use :attr:`aio` there instead).
-
-    Example::
-
-        nodes = fleet.select("gpu-nodes:!gpu03")
-        result = nodes.run(["nvidia-smi", "-L"], timeout=30)
-        for host, r in result.items():
-            print(host, r.status, r.stdout)
-    """
-
-    def __init__(self, fleet: Any, pattern: str, limit: str | None = None) -> None:
-        self.aio = AsyncHosts(fleet, pattern, limit)
-        """The same selection with the operations as coroutines (:class:`AsyncHosts`)."""
-
-    fleet = property(lambda self: self.aio.fleet, doc="The fleet.")
-    pattern = property(lambda self: self.aio.pattern, doc="The host pattern.")
-    limit = property(lambda self: self.aio.limit, doc="The ``--limit`` pattern, or None.")
-    names = property(lambda self: self.aio.names, doc="The selected host names, in Ansible's order.")
-
-    def __repr__(self) -> str:
-        return repr(self.aio).replace("AsyncHosts", "Hosts", 1)
-
-    def __len__(self) -> int:
-        return len(self.aio)
-
-    def __iter__(self):
-        return iter(self.aio)
-
-    def _sync(self, method: Callable[..., Any], *args: Any, **kw: Any) -> RunResult:
-        return run_sync(lambda: method(*args, **kw))
-
-    def run(self, argv: Sequence[str], *, timeout: float = 600.0, forks: int = 50,
-            observers: Iterable[Observer] | None = None) -> RunResult:
-        """Run ``argv`` on every host and wait for the result: :meth:`AsyncHosts.run` (arguments,
-        return value and errors are its)."""
-        return self._sync(self.aio.run, argv, timeout=timeout, forks=forks, observers=observers)
-
-    def facts(self, *, forks: int = 50, observers: Iterable[Observer] | None = None,
-              phase_timeout: Mapping[str, float] | Sequence[str] | str | None = None) -> RunResult:
-        """Gather every host's facts and wait: :meth:`AsyncHosts.facts`."""
-        return self._sync(self.aio.facts, forks=forks, observers=observers, phase_timeout=phase_timeout)
-
-    def copy(self, src: str | Path, dest: str, *, timeout: float = 600.0, forks: int = 50,
-             observers: Iterable[Observer] | None = None) -> RunResult:
-        """Copy a file or folder to every host and wait: :meth:`AsyncHosts.copy`."""
-        return self._sync(self.aio.copy, src, dest, timeout=timeout, forks=forks, observers=observers)
-
-    def fetch(self, src: str, dest: str | Path, *, timeout: float = 600.0, forks: int = 50,
-              observers: Iterable[Observer] | None = None, flat: bool = False) -> RunResult:
-        """Fetch a file or folder from every host and wait: :meth:`AsyncHosts.fetch`."""
-        return self._sync(self.aio.fetch, src, dest, timeout=timeout, forks=forks, observers=observers, flat=flat)
-
-    def deploy(self, playbook: str | Path | None = None, *, mode: str = "apply",
-               tags: str | Sequence[str] | None = None, skip_tags: str | Sequence[str] | None = None,
-               extra_vars: Mapping[str, Any] | None = None, serial: str | int | Sequence[str | int] | None = None,
-               max_fail_percentage: float | None = None, force: bool = False, staged: bool = False,
-               build: str | None = None, phase_timeout: Mapping[str, float] | None = None, forks: int = 50,
-               observers: Iterable[Observer] | None = None) -> RunResult:
-        """Run a playbook on the hosts and wait: :meth:`AsyncHosts.deploy` (``mode``: ``"apply"``,
-        ``"plan"`` or ``"dry_run"``)."""
-        return self._sync(self.aio.deploy, playbook, mode=mode, tags=tags, skip_tags=skip_tags, extra_vars=extra_vars,
-                          serial=serial, max_fail_percentage=max_fail_percentage, force=force, staged=staged,
-                          build=build, phase_timeout=phase_timeout, forks=forks, observers=observers)
-
-    def verify(self, playbook: str | Path | None = None, *, mode: str = "apply",
-               extra_vars: Mapping[str, Any] | None = None, phase_timeout: Mapping[str, float] | None = None,
-               forks: int = 50, observers: Iterable[Observer] | None = None) -> RunResult:
-        """Verify the installed kernels and wait: :meth:`AsyncHosts.verify`."""
-        return self._sync(self.aio.verify, playbook, mode=mode, extra_vars=extra_vars, phase_timeout=phase_timeout,
-                          forks=forks, observers=observers)
-
-    def rollback(self, to: str | int = "previous", *, mode: str = "apply",
-                 extra_vars: Mapping[str, Any] | None = None, forks: int = 50,
-                 observers: Iterable[Observer] | None = None) -> RunResult:
-        """Make a kept staged environment live again and wait: :meth:`AsyncHosts.rollback`."""
-        return self._sync(self.aio.rollback, to, mode=mode, extra_vars=extra_vars, forks=forks, observers=observers)
+from .hosts_sync import Hosts  # noqa: E402  (the sync form; fleetctl.api.hosts.Hosts as before)

@@ -16,6 +16,12 @@ A callable gets the same events the CLI's terminal gets (``event.name``, ``event
   for each line a host printed that the terminal shows (probes' lines go only to the log).
 
 A callable that raises is dropped with one warning on stderr; the run goes on.
+
+Observers are called synchronously, in the run's event loop, and must return quickly: an
+``async def`` callback (or an observer whose ``event``/``line``/``close`` is one) is refused with
+one InputError line when the run is asked for (calling it would only make a coroutine that
+nothing awaits: Python's ``RuntimeWarning: coroutine ... was never awaited``, and no callback).
+To do async work from an observer, schedule it: ``lambda e: loop.create_task(handle(e))``.
 """
 
 from __future__ import annotations
@@ -51,8 +57,8 @@ def as_observers(observers: Iterable[Any] | Any | None) -> list[Any]:
     one.
 
     Raises:
-        InputError: neither a list of them nor one of them (``observers=1``), or an item that is
-            neither.
+        InputError: neither a list of them nor one of them (``observers=1``), an item that is
+            neither, or one that is a coroutine function (``async def``: see the module docstring).
     """
     from ..errors import InputError
 
@@ -66,6 +72,7 @@ def as_observers(observers: Iterable[Any] | Any | None) -> list[Any]:
                          f"them, got {observers!r}")
     out = []
     for obs in observers:
+        _refuse_async(obs)
         if hasattr(obs, "event") or hasattr(obs, "line") or hasattr(obs, "close"):
             out.append(obs)
         elif callable(obs):
@@ -74,3 +81,17 @@ def as_observers(observers: Iterable[Any] | Any | None) -> list[Any]:
             raise InputError(f"observers: want callables or observer objects (event/line methods), got {obs!r}")
     return out
 
+
+def _refuse_async(obs: Any) -> None:
+    """InputError for an observer that is (or whose ``event``/``line``/``close`` or ``__call__`` is)
+    an ``async def``: observers are called, never awaited (the module docstring)."""
+    import inspect
+
+    from ..errors import InputError
+
+    for part in (obs, *(getattr(obs, n, None) for n in ("event", "line", "close", "__call__"))):
+        if part is not None and (inspect.iscoroutinefunction(part) or inspect.isasyncgenfunction(part)):
+            name = getattr(part, "__qualname__", repr(part))
+            raise InputError(f"observers: {name} is an async function, which observers are not (they are called, "
+                             f"never awaited); give a plain function (it may schedule a task: "
+                             f"lambda e: loop.create_task(...))")

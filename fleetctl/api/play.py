@@ -63,7 +63,9 @@ def phase_timeouts(items: Mapping[str, float] | Iterable[str] | None,
 
     Raises:
         InputError: an unknown phase (one of :data:`fleetctl.tasks.base.PHASES`), or seconds that
-            are not a positive finite number.
+            are not a positive finite number; a mapping's value must be a number (int or float),
+            as ``timeout`` must (:func:`fleetctl.api.inputs.want_seconds`): ``True`` is not 1 s and
+            ``"10"`` is not 10 s (text is for the ``PHASE=SECONDS`` form).
     """
     from ..tasks.base import PHASES
 
@@ -82,8 +84,11 @@ def phase_timeouts(items: Mapping[str, float] | Iterable[str] | None,
     for phase, value, item in pairs:
         if phase not in PHASES:
             raise InputError(f"{name}: want PHASE=SECONDS with PHASE one of {', '.join(PHASES)}, got {item!r}")
+        # a mapping's value is a number, never a bool or text (docs/api.md, as timeout's); the
+        # PHASE=SECONDS form is text
+        number = not isinstance(items, Mapping) or (isinstance(value, (int, float)) and not isinstance(value, bool))
         try:
-            seconds = float(value)
+            seconds = float(value) if number else float("nan")
         except (TypeError, ValueError):
             seconds = float("nan")
         if not math.isfinite(seconds) or seconds <= 0:

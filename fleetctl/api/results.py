@@ -35,7 +35,9 @@ class HostResult:
         stdout, stderr: ``run``: the command's output as text (the last MiB of each stream; the
             run record's log keeps every byte), secrets redacted; ``""`` otherwise.
         duration_s: seconds the host took.
-        facts: ``facts`` runs, and plays: the host's typed facts, or None.
+        facts: the host's typed facts (:class:`~fleetctl.api.facts.HostFacts`): in a ``facts``
+            run every host has them (an unreachable one ``status="unreachable"``, no facts); in a
+            play, a host that gathered them; else None (``run``, ``copy``, ``fetch``).
         files: ``copy``/``fetch``: one ``{"src", "dest", "bytes"}`` per file moved (``dest`` on the
             host for copy, here for fetch).
         bytes: ``copy``/``fetch``: the bytes moved.
@@ -72,7 +74,7 @@ class RunResult(Mapping[str, HostResult]):
 
     Attributes:
         run_id: the run's id; its record is ``<state>/runs/<run_id>/`` (``fleetctl runs show``).
-        kind: ``run``, ``facts``, ``deploy``, ``verify`` or ``rollback``.
+        kind: ``run``, ``facts``, ``deploy``, ``verify``, ``rollback``, ``copy`` or ``fetch``.
         mode: ``apply``, ``plan`` or ``dry-run``.
         status: ``ok`` (every host ok), ``failed`` or ``interrupted``.
         record_dir: the run record's folder.
@@ -94,7 +96,8 @@ class RunResult(Mapping[str, HostResult]):
                 bytes=int(getattr(out, "bytes", None) or 0), outcome=out)
 
     run_id = property(lambda self: self.model.run_id, doc="The run's id.")
-    kind = property(lambda self: self.model.kind, doc="The run's kind.")
+    kind = property(lambda self: self.model.kind, doc="The run's kind: ``run``, ``facts``, ``deploy``, ``verify``, "
+                    "``rollback``, ``copy`` or ``fetch``.")
     mode = property(lambda self: self.model.mode, doc="``apply``, ``plan`` or ``dry-run``.")
     status = property(lambda self: self.model.status, doc="``ok``, ``failed`` or ``interrupted``.")
 

@@ -14,7 +14,6 @@ import os
 import pwd
 import shlex
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,8 @@ from .app import EXIT_FAILED, INVENTORY_FLAGS, Context, given_pattern_option, ma
 from ..errors import InputError
 from ..util.paths import not_regular, resolve_default, state_dir
 from .schedule_env import job_env, not_carried_notes
-from .schedule_install import (SYSTEM_UNIT_DIR, install_cron, install_systemd, read_crontab, user_unit_dir,
-                               with_made_folders)
+from .schedule_install import (SYSTEM_UNIT_DIR, install_cron, install_systemd, installed_job, installed_jobs,
+                               user_unit_dir, with_made_folders)
 
 def fleetctl_command(argv0: str | None = None, executable: str | None = None) -> tuple[str, ...]:
     """How the job runs fleetctl: this ``fleetctl`` script (``sys.argv[0]`` resolved) when that is what
@@ -111,21 +110,6 @@ def _job_inventory(sources: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _installed(name: str, cron: bool, unit_dir: Path) -> sch.Installed | None:
-    """The job ``name`` holds now (:mod:`fleetctl.schedule.installed`): our crontab line, or the unit
-    files in ``unit_dir``. None when there is none, or the crontab cannot be read (installing then
-    fails and says so)."""
-    if cron:
-        crontab = shutil.which("crontab")
-        try:
-            return sch.from_crontab(read_crontab(crontab), name) if crontab else None
-        except (OSError, subprocess.TimeoutExpired, RuntimeError):
-            return None
-    texts = [p.read_text(errors="replace") if p.is_file() else None
-             for p in (unit_dir / f"{name}.service", unit_dir / f"{name}.timer")]
-    return sch.from_units(*texts)
-
-
 #: What --remove takes besides itself: how the job is addressed; every other option is refused.
 _REMOVE_TAKES = {"remove", "name", "playbook_path", "cron", "user_units", "print_only"}
 
@@ -194,8 +178,9 @@ def _abs(path: str | Path) -> str:
                    "must be mode 0600 if it holds secrets).")
 @click.option("--metrics-file", default=None, metavar="PATH",
               help="The job writes Prometheus metrics to PATH (*.prom in node_exporter's textfile "
-                   "directory), with fleetctl_last_success_timestamp_seconds for alerting. A PATH whose folder is "
-                   "missing or takes no file (read-only, no permission) is refused now, as the run would (exit 2).")
+                   "directory, one file per job), with fleetctl_last_success_timestamp_seconds for alerting. A PATH "
+                   "whose folder is missing or takes no file (read-only, no permission), not ending .prom, or "
+                   "written by another installed job is refused now (exit 2).")
 @click.option("--on-failure", "on_failure", multiple=True, metavar="UNIT",
               help="OnFailure=: a unit systemd starts when the run fails (alerting), e.g. notify@%n.service.")
 @click.option("--timeout", default=sch.DEFAULT_TIMEOUT, show_default=True, metavar="SPAN",
@@ -232,7 +217,7 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     (OnCalendar=*-*-* HH:MM:00, Persistent=true), then runs systemctl [--user]
     daemon-reload and systemctl [--user] enable --now NAME.timer.
     --cron: one line in the current user's crontab, marked # fleetctl:NAME;
-    output goes to STATE/cron.log.
+    the line's output goes to STATE/cron.log (cron.log.1 once over 10 MiB).
     Scheduling the same job again (same playbook, -i sources and --hosts)
     replaces it; a NAME that holds a job for another playbook, inventory or
     hosts is refused (exit 2) before anything is written: give --name NAME
@@ -247,7 +232,8 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
 
     \b
     Example:
-      fleetctl schedule --playbook playbooks/nightly.yaml --hosts gpu-nodes --at 02:30
+      fleetctl schedule --playbook playbooks/nightly.yaml --hosts gpu-nodes --at 02:30 \\
+          --metrics-file /var/lib/node_exporter/textfile/fleetctl-nightly.prom
       fleetctl schedule --remove --name fleetctl-nightly
     """
     name = sch.check_name(name if name is not None else sch.default_name(playbook_path))
@@ -307,6 +293,9 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
 
         metrics = _abs(metrics_file)
         check_metrics_path(Path(metrics))
+        if not metrics.endswith(".prom"):  # docs/report.md: the file ends in .prom
+            raise InputError(f"--metrics-file {metrics}: node_exporter's textfile collector reads only *.prom "
+                             f"files; give a name ending in .prom (e.g. {Path(metrics).parent / name}.prom)")
 
     user = pwd.getpwuid(os.geteuid()).pw_name
     # The job uses this user's state and cache folders, retention, inventory settings and (with
@@ -332,8 +321,10 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
             err(f"fleetctl: note: {note}")
 
     unit_dir = SYSTEM_UNIT_DIR if job.system else user_unit_dir()
+    # one metrics file per job: each run replaces the whole file (docs/report.md)
+    sch.check_metrics_shared(installed_jobs([user_unit_dir(), SYSTEM_UNIT_DIR]), job)
     if not print_only:  # before any file is written or removed
-        previous = _installed(name, cron, unit_dir)
+        previous = installed_job(name, cron, unit_dir)
         sch.check_replace(previous, job, replace=replace)
         if previous is not None:
             click.echo(f"{name}: replacing {previous.describe()}; now every day at {job.at}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -181,3 +182,47 @@ def install_cron(line: str, name: str, *, crontab: str | None, out=print, err=No
         return EXIT_FAILED
     out(f"crontab: {action} {sch.marker(name)}")
     return 0
+
+
+def installed_job(name: str, cron: bool, unit_dir: Path) -> sch.Installed | None:
+    """The job ``name`` holds now (:mod:`fleetctl.schedule.installed`): our crontab line, or the unit
+    files in ``unit_dir``. None when there is none, or the crontab cannot be read (installing then
+    fails and says so)."""
+    if cron:
+        crontab = shutil.which("crontab")
+        try:
+            return sch.from_crontab(read_crontab(crontab), name) if crontab else None
+        except (OSError, subprocess.TimeoutExpired, RuntimeError):
+            return None
+    texts = [p.read_text(errors="replace") if p.is_file() else None
+             for p in (unit_dir / f"{name}.service", unit_dir / f"{name}.timer")]
+    return sch.from_units(*texts)
+
+
+def installed_jobs(unit_dirs: list[Path]) -> list[tuple[str, sch.Installed]]:
+    """Every job ``fleetctl schedule`` installed that this user can read: the lines of the current
+    user's crontab marked ``# fleetctl:NAME`` and the services in ``unit_dirs`` that fleetctl wrote
+    (:func:`fleetctl.schedule.written_by_fleetctl`), as ``(NAME, job)``. What cannot be read is left out."""
+    jobs: list[tuple[str, sch.Installed]] = []
+    crontab = shutil.which("crontab")
+    try:
+        table = read_crontab(crontab) if crontab else ""
+    except (OSError, subprocess.TimeoutExpired, RuntimeError):
+        table = ""
+    for name in sch.crontab_names(table):
+        found = sch.from_crontab(table, name)
+        if found is not None:
+            jobs.append((name, found))
+    for folder in dict.fromkeys(unit_dirs):
+        try:
+            services = sorted(folder.glob("*.service"))
+        except OSError:
+            continue
+        for path in services:
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            if sch.written_by_fleetctl(text):
+                jobs.append((path.name[:-len(".service")], sch.from_units(text, None)))
+    return jobs

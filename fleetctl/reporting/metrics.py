@@ -7,7 +7,12 @@ never reads half a file). node_exporter reads only files ending in ``.prom``
 (``--collector.textfile.directory``).
 
 Every series carries ``playbook`` (the playbook's file stem, e.g. ``nightly``; ``run`` for
-``fleetctl run``) so that several scheduled jobs can write files side by side:
+``fleetctl run``) and ``file`` (the metrics file's name, ``fleetctl-nightly.prom``: the label
+node_exporter's ``node_textfile_mtime_seconds`` has), so that several scheduled jobs can write
+files side by side, one file per job (``fleetctl schedule`` refuses a file another job writes),
+two jobs of one playbook included: without ``file`` their series would be the same series from two
+files, which node_exporter refuses to serve ("was collected before with the same name and label
+values", prometheus/node_exporter#753):
 
 ==========================================================  =========================================
 ``fleetctl_run_info{run_id,kind,mode,status}``              1, naming the run the file describes
@@ -94,88 +99,93 @@ def previous_successes(path: Path, playbook: str) -> tuple[float | None, dict[st
     return run_last, hosts
 
 
-def registry_for(run: dict[str, Any], previous: tuple[float | None, dict[str, float]] = (None, {})) -> CollectorRegistry:
+def registry_for(run: dict[str, Any], previous: tuple[float | None, dict[str, float]] = (None, {}),
+                 file: str | None = None) -> CollectorRegistry:
     """The metrics of ``run`` (``run.json`` as a dict), with the last-success times carried over
-    from ``previous`` (:func:`previous_successes`) where this run does not renew them (pure)."""
+    from ``previous`` (:func:`previous_successes`) where this run does not renew them (pure).
+    ``file``: the metrics file's name (``fleetctl-nightly.prom``), the ``file`` label of every
+    series; None: no such label."""
     reg = CollectorRegistry(auto_describe=True)
     pb = job_label(run)
+    base = ["playbook", "file"] if file else ["playbook"]
+    bv = (pb, file) if file else (pb,)
     hosts: dict[str, dict[str, Any]] = run.get("hosts") or {}
     ended = _epoch(run.get("finished")) or _epoch(run.get("started")) or 0.0
     started = _epoch(run.get("started"))
     applied = (run.get("mode") or "apply") == "apply"
     success = run.get("status") == "ok" and applied
 
-    Info("fleetctl_run", "The run this file describes.", ["playbook"], registry=reg).labels(pb).info(
+    Info("fleetctl_run", "The run this file describes.", [*base], registry=reg).labels(*bv).info(
         {"run_id": str(run.get("run_id", "")), "kind": str(run.get("kind", "")), "mode": str(run.get("mode", "")),
          "status": str(run.get("status", ""))})
-    g = Gauge("fleetctl_run_success", "1 when every host of the run succeeded, else 0.", ["playbook"], registry=reg)
-    g.labels(pb).set(1 if success else 0)
-    Gauge("fleetctl_run_timestamp_seconds", "When the run ended (Unix time).", ["playbook"],
-          registry=reg).labels(pb).set(ended)
-    Gauge("fleetctl_run_duration_seconds", "How long the run took.", ["playbook"],
-          registry=reg).labels(pb).set(max(0.0, ended - started) if started else 0.0)
-    counts = Gauge("fleetctl_run_hosts", "Hosts of the run per status.", ["playbook", "status"], registry=reg)
+    g = Gauge("fleetctl_run_success", "1 when every host of the run succeeded, else 0.", [*base], registry=reg)
+    g.labels(*bv).set(1 if success else 0)
+    Gauge("fleetctl_run_timestamp_seconds", "When the run ended (Unix time).", [*base],
+          registry=reg).labels(*bv).set(ended)
+    Gauge("fleetctl_run_duration_seconds", "How long the run took.", [*base],
+          registry=reg).labels(*bv).set(max(0.0, ended - started) if started else 0.0)
+    counts = Gauge("fleetctl_run_hosts", "Hosts of the run per status.", [*base, "status"], registry=reg)
     for state in HOST_STATES:
-        counts.labels(pb, state).set(sum(1 for h in hosts.values() if h.get("status") == state))
+        counts.labels(*bv, state).set(sum(1 for h in hosts.values() if h.get("status") == state))
     last_run, last_hosts = previous
     Gauge("fleetctl_last_success_timestamp_seconds",
           "When the last successful run ended (Unix time; kept across failed runs; 0: none yet).",
-          ["playbook"], registry=reg).labels(pb).set(ended if success else (last_run or 0.0))
+          [*base], registry=reg).labels(*bv).set(ended if success else (last_run or 0.0))
 
-    ok = Gauge("fleetctl_host_success", "1 when the host succeeded in this run, else 0.", ["playbook", "host"],
+    ok = Gauge("fleetctl_host_success", "1 when the host succeeded in this run, else 0.", [*base, "host"],
                registry=reg)
     status = Gauge("fleetctl_host_status", "1 for the host's status in this run, 0 for the others.",
-                   ["playbook", "host", "status"], registry=reg)
-    took = Gauge("fleetctl_host_duration_seconds", "The host's time in this run.", ["playbook", "host"], registry=reg)
+                   [*base, "host", "status"], registry=reg)
+    took = Gauge("fleetctl_host_duration_seconds", "The host's time in this run.", [*base, "host"], registry=reg)
     phase = Gauge("fleetctl_host_phase_duration_seconds", "The host's seconds per phase in this run.",
-                  ["playbook", "host", "phase"], registry=reg)
+                  [*base, "host", "phase"], registry=reg)
     build = Info("fleetctl_host_build", "The host's arch class and its role in it (build, push, reuse, serve, "
-                 "fail).", ["playbook", "host"], registry=reg)
-    wheel = Info("fleetctl_host_wheel", "The wheel installed on the host.", ["playbook", "host"], registry=reg)
+                 "fail).", [*base, "host"], registry=reg)
+    wheel = Info("fleetctl_host_wheel", "The wheel installed on the host.", [*base, "host"], registry=reg)
     environment = Info("fleetctl_host_environment", "The Python environment the host runs (staged environments: "
                        "version, state, torch, kernels' sha256, since when; failed_stage after a failed stage).",
-                       ["playbook", "host"], registry=reg)
+                       [*base, "host"], registry=reg)
     env_disk = Gauge("fleetctl_host_environments_disk_mib", "Disk the host's kept environments use together (MiB, "
-                     "shared files once).", ["playbook", "host"], registry=reg)
+                     "shared files once).", [*base, "host"], registry=reg)
     host_last = Gauge("fleetctl_host_last_success_timestamp_seconds",
-                      "When the host last succeeded (Unix time; kept across failed runs).", ["playbook", "host"],
+                      "When the host last succeeded (Unix time; kept across failed runs).", [*base, "host"],
                       registry=reg)
     for name, h in hosts.items():
         st = str(h.get("status") or "?")
-        ok.labels(pb, name).set(1 if st == "ok" else 0)
+        ok.labels(*bv, name).set(1 if st == "ok" else 0)
         for state in dict.fromkeys((*HOST_STATES, st)):
-            status.labels(pb, name, state).set(1 if state == st else 0)
-        took.labels(pb, name).set(float(h.get("duration_s") or 0))
+            status.labels(*bv, name, state).set(1 if state == st else 0)
+        took.labels(*bv, name).set(float(h.get("duration_s") or 0))
         per_phase: dict[str, float] = {}
         for span in h.get("phases") or []:
             per_phase[str(span.get("phase"))] = per_phase.get(str(span.get("phase")), 0.0) + float(
                 span.get("duration_s") or 0)
         for p, seconds in per_phase.items():
-            phase.labels(pb, name, p).set(round(seconds, 3))
+            phase.labels(*bv, name, p).set(round(seconds, 3))
         for t in h.get("tasks") or []:
             data = t.get("data") or {}
             decision = data.get("decision") or {}
             key = str(data.get("key") or decision.get("key") or "")[:16]
             if t.get("action") == "build_wheel" and key and t.get("status") != "skipped":
                 role = "fail" if t.get("status") in ("failed", "unreachable") else str(decision.get("action") or "build")
-                build.labels(pb, name).info({"class": key, "archs": str(data.get("archs") or decision.get("archs") or ""),
+                build.labels(*bv, name).info({"class": key, "archs": str(data.get("archs") or decision.get("archs") or ""),
                                              "role": role, "built_on": str(data.get("pushed_from") or
                                                                            (name if role == "build" else ""))})
             if t.get("action") == "pip_install" and t.get("status") in ("ok", "changed") and data.get("sha256"):
-                wheel.labels(pb, name).info({"wheel": PurePath(str(data.get("wheel") or "")).name,
+                wheel.labels(*bv, name).info({"wheel": PurePath(str(data.get("wheel") or "")).name,
                                              "sha256": str(data["sha256"])})
         env = h.get("environment") or from_facts(h.get("facts"))
         if env:
-            environment.labels(pb, name).info(metric_labels(env))
+            environment.labels(*bv, name).info(metric_labels(env))
             disk = (env.get("disk") or {}).get("total_mib")
             if disk is not None:
-                env_disk.labels(pb, name).set(float(disk))
+                env_disk.labels(*bv, name).set(float(disk))
         last = ended if st == "ok" and applied else last_hosts.get(name)
         if last:
-            host_last.labels(pb, name).set(last)
+            host_last.labels(*bv, name).set(last)
     for name, last in last_hosts.items():  # a host this run left out keeps its last success too
         if name not in hosts and last:
-            host_last.labels(pb, name).set(last)
+            host_last.labels(*bv, name).set(last)
     return reg
 
 
@@ -234,7 +244,7 @@ def write_metrics(run: dict[str, Any], path: Path) -> str | None:
         OSError: the file cannot be written.
     """
     previous = previous_successes(path, job_label(run))
-    write_to_textfile(str(path), registry_for(run, previous))
+    write_to_textfile(str(path), registry_for(run, previous, file=path.name))
     ended, last = _epoch(run.get("finished")) or _epoch(run.get("started")), previous[0]
     if run.get("status") != "ok" or (run.get("mode") or "apply") != "apply" or not ended or not last \
             or ended >= last - CLOCK_SLACK_S:

@@ -13,16 +13,17 @@ service units, systemd's quoting), :mod:`.crontab` (the crontab line, merged int
 :mod:`.installed` (the job a name already holds, read back, so only the same job is replaced).
 """
 
-from .crontab import cron_line, marker, merge_crontab, remove_from_crontab
-from .installed import HEADER, Installed, check_replace, from_crontab, from_units, written_by_fleetctl
+from .crontab import CRON_LOG_KEEP_BYTES, cron_line, marker, merge_crontab, remove_from_crontab
+from .installed import (HEADER, Installed, check_metrics_shared, check_replace, crontab_names, from_crontab,
+                        from_units, written_by_fleetctl)
 from .job import (
     DEFAULT_TIMEOUT, KILL_AFTER_S, NAME_RE, ON_FAILURE_RE, UNIT_TYPES, Job, check_name,
     check_on_failure, default_name, parse_at, parse_timespan,
 )
 from .systemd import on_calendar, render_service, render_timer, systemd_exec, systemd_path, systemd_quote
 
-__all__ = ["DEFAULT_TIMEOUT", "HEADER", "KILL_AFTER_S", "NAME_RE", "ON_FAILURE_RE", "UNIT_TYPES",
-           "Installed", "Job", "check_name", "check_on_failure", "check_replace", "cron_line", "default_name",
+__all__ = ["CRON_LOG_KEEP_BYTES", "DEFAULT_TIMEOUT", "HEADER", "KILL_AFTER_S", "NAME_RE", "ON_FAILURE_RE", "UNIT_TYPES",
+           "Installed", "Job", "check_metrics_shared", "check_name", "check_on_failure", "check_replace", "cron_line", "crontab_names", "default_name",
            "from_crontab", "from_units",
            "marker", "merge_crontab", "on_calendar", "parse_at", "parse_timespan", "render_service",
            "remove_from_crontab", "render_timer", "systemd_exec", "systemd_path", "systemd_quote", "written_by_fleetctl"]

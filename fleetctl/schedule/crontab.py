@@ -17,7 +17,12 @@ import shlex
 from ..errors import InputError
 from .job import KILL_AFTER_S, Job, check_utf8, parse_timespan
 
-__all__ = ["cron_line", "marker", "merge_crontab", "remove_from_crontab"]
+__all__ = ["CRON_LOG_KEEP_BYTES", "cron_line", "marker", "merge_crontab", "remove_from_crontab"]
+
+#: ``STATE/cron.log`` is moved to ``cron.log.1`` (replacing the one before) when a run starts and finds it
+#: larger than this: the log stays within about twice this plus one run's output (a ``--json`` run
+#: prints every host's facts: ~16 KB a host), as journald bounds the systemd job's output.
+CRON_LOG_KEEP_BYTES = 10 * 1024 * 1024
 
 
 def marker(name: str) -> str:
@@ -26,11 +31,17 @@ def marker(name: str) -> str:
 
 
 def cron_line(job: Job) -> str:
-    """One crontab(5) line: ``M H * * * cd DIR && [NAME=VALUE ...] [timeout ...] [nice ...] FLEETCTL
-    -i ... deploy ... --json >> STATE/cron.log 2>&1 # fleetctl:NAME`` (the variables of ``Job.env``,
-    e.g. ``FLEETCTL_HOME`` only when the user set it); words quoted for /bin/sh with
+    """One crontab(5) line: ``M H * * * log=STATE/cron.log; ROTATE; { cd DIR && [NAME=VALUE ...]
+    [timeout ...] [nice ...] FLEETCTL -i ... deploy ... --json; } >> "$log" 2>&1 # fleetctl:NAME`` (the variables of
+    ``Job.env``, e.g. ``FLEETCTL_HOME`` only when the user set it); words quoted for /bin/sh with
     shlex.quote, then each ``%`` escaped as ``\\%`` for cron. The timeout, randomized delay, nice and
-    idle-I/O options become ``timeout``, ``sleep``, ``nice`` and ``ionice`` (coreutils, util-linux)."""
+    idle-I/O options become ``timeout``, ``sleep``, ``nice`` and ``ionice`` (coreutils, util-linux).
+
+    The braces put the whole command's output in cron.log, a ``cd`` into a folder since removed
+    included (operator trial: only fleetctl's was, so ``can't cd`` went to cron's mail, usually
+    nowhere). ROTATE moves cron.log to cron.log.1 when it is over :data:`CRON_LOG_KEEP_BYTES`
+    (``find -size +Nc``, POSIX), before the redirection opens it (operator trial: cron.log grew by
+    every night's JSON document, ~16 MB for 1,000 hosts, and nothing pruned it)."""
     if job.on_failure:
         raise InputError("--on-failure: names a systemd unit; cron has none to start (alert on the exit "
                          "status in cron.log or on the run record instead)")
@@ -53,9 +64,12 @@ def cron_line(job: Job) -> str:
         raise InputError("--randomized-delay: infinity makes no sense for a daily run")
     sleep = f'sleep "$(shuf -i 0-{delay_us // 10**6} -n 1)" && ' if delay_us >= 10**6 else ""
     env = "".join(f"{k}={q(v)} " for k, v in job.env)
-    command = (f"cd {q(job.workdir)} && {sleep}{env}"
+    # the log's path once (a shell variable): Debian's cron cuts a command at 1000 bytes
+    rotate = (f"log={q(job.home.rstrip('/') + '/cron.log')}; "
+              f'[ -z "$(find "$log" -size +{CRON_LOG_KEEP_BYTES}c 2>/dev/null)" ] || mv -f "$log" "$log.1"; ')
+    command = (f"{rotate}{{ cd {q(job.workdir)} && {sleep}{env}"
                + " ".join(q(w) for w in wrap + words)
-               + f" >> {q(job.home.rstrip('/') + '/cron.log')} 2>&1 {marker(job.name)}")
+               + f'; }} >> "$log" 2>&1 {marker(job.name)}')
     return f"{job.minute} {job.hour} * * * " + command.replace("%", "\\%")
 
 

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import InputError
 from .crontab import marker
 from .job import Job
 
-__all__ = ["HEADER", "Installed", "check_replace", "from_crontab", "from_units", "written_by_fleetctl"]
+__all__ = ["HEADER", "Installed", "check_metrics_shared", "check_replace", "crontab_names", "from_crontab",
+           "from_units", "written_by_fleetctl"]
 
 
 #: The first line of every unit file ``fleetctl schedule`` writes (:mod:`.systemd`).
@@ -43,6 +45,7 @@ class Installed:
     playbook: str | None = None
     pattern: str | None = None
     extra_vars: tuple[str, ...] = ()  # the job's -e items (``@FILE`` for its vars files)
+    metrics_file: str | None = None  # the job's --metrics-file, as written
 
     def same_job(self, job: Job) -> bool:
         return (self.inventory, self.playbook, self.pattern) == (tuple(job.inventory), job.playbook, job.pattern)
@@ -55,9 +58,10 @@ class Installed:
                 f"({self.where})")
 
 
-def _deploy_words(words: list[str]) -> tuple[tuple[str, ...], str, str, tuple[str, ...]] | None:
-    """``(inventory, playbook, pattern, extra_vars)`` from the words of :meth:`.job.Job.argv` anywhere in
-    ``words``: ``... [-i INV | -o OPT]... deploy --hosts P --playbook PB [-e ITEM]... ...``."""
+def _deploy_words(words: list[str]) -> tuple[tuple[str, ...], str, str, tuple[str, ...], str | None] | None:
+    """``(inventory, playbook, pattern, extra_vars, metrics_file)`` from the words of :meth:`.job.Job.argv`
+    anywhere in ``words``: ``... [-i INV | -o OPT]... deploy --hosts P --playbook PB [-e ITEM]...
+    [--metrics-file PATH] ...``."""
     for k in range(len(words) - 3):
         if words[k:k + 2] == ["deploy", "--hosts"] and words[k + 3] == "--playbook" and k + 4 < len(words):
             inventory: list[str] = []
@@ -67,8 +71,19 @@ def _deploy_words(words: list[str]) -> tuple[tuple[str, ...], str, str, tuple[st
                     inventory.insert(0, words[j - 1])
                 j -= 2
             extra = tuple(words[j + 1] for j in range(k + 5, len(words) - 1) if words[j] == "-e")
-            return (tuple(inventory), words[k + 4], words[k + 2], extra) if inventory else None
+            metrics = next((words[j + 1] for j in range(k + 5, len(words) - 1) if words[j] == "--metrics-file"),
+                           None)
+            return (tuple(inventory), words[k + 4], words[k + 2], extra, metrics) if inventory else None
     return None
+
+
+_MARKED = re.compile(r" # fleetctl:([A-Za-z0-9][A-Za-z0-9_.-]{0,99})$")
+
+
+def crontab_names(current: str) -> list[str]:
+    """The names of every job marked ``# fleetctl:NAME`` in a crontab, in order, each once."""
+    found = (_MARKED.search(line.rstrip()) for line in current.splitlines())
+    return list(dict.fromkeys(m.group(1) for m in found if m))
 
 
 def from_crontab(current: str, name: str) -> Installed | None:
@@ -126,3 +141,20 @@ def check_replace(installed: Installed | None, job: Job, *, replace: bool) -> No
         return
     raise InputError(f"schedule: the name {job.name} already holds {installed.describe()}; to keep it, give "
                      f"this job its own --name NAME (e.g. --name {job.name}-2); to replace it, add --replace")
+
+
+def check_metrics_shared(installed: Iterable[tuple[str, Installed]], job: Job) -> None:
+    """Refuse (InputError, exit 2) a ``--metrics-file`` that another installed job already writes
+    (``installed``: ``(name, job)`` pairs; one named ``job.name`` is this job, to be replaced, so never
+    counted). Why: each run rewrites the whole file (:mod:`fleetctl.reporting.metrics`), so two jobs sharing one file wipe each other's failures
+    (operator trial: a job whose host was unreachable, then another's success: the file said
+    ``fleetctl_run_success 1`` and held no series of the failed host); node_exporter's textfile
+    collector convention is one file per job."""
+    if not job.metrics_file:
+        return
+    for name, other in installed:
+        if name != job.name and other.metrics_file == job.metrics_file:
+            folder = job.metrics_file.rsplit("/", 1)[0]
+            raise InputError(f"--metrics-file {job.metrics_file}: the job {name} ({other.where}) writes it already, "
+                             f"and each run replaces the whole file; give this job its own file "
+                             f"(e.g. {folder}/{job.name}.prom)")
