@@ -539,6 +539,29 @@ def test_torch_whose_import_hangs_costs_nothing(tmp_path):
     assert facts["duration_s"] < 30
 
 
+def test_a_venv_python_that_hangs_at_start_is_named_not_torch(tmp_path):
+    """Operator trial 11: a ``.pth`` in the venv's site-packages that waits (on a dead NFS mount)
+    hangs its python at every start; facts warned "torch does not import (interpreter probe
+    failed)" for a venv whose torch was fine. The line now names the interpreter's start."""
+    from fleetctl.build.cudacompat import parse_tokens
+    from fleetctl.facts.refusals import host_refusals, silent_python_problem
+    from fleetctl.facts.venv import torch_problem, venv_warnings
+
+    venv = _make_venv(tmp_path / "venv", "")
+    site = Path(glob.glob(str(venv / "lib" / "python3*" / "site-packages"))[0])
+    (site / "zz_nfs.pth").write_text("import time; time.sleep(60)\n")
+    facts, _ = run_script("--workdir", tmp_path, "--venv", venv, "--probe-timeout-s", "1")
+    py = facts["python"]
+    assert py["exists"] is True and py["version"] is None and "timed out after 2 s" in py["error"], py
+    line = silent_python_problem(facts, str(venv))
+    assert line and line.startswith(f"venv {venv}: its python {venv}/bin/python3 did not start ("), line
+    assert "a .pth file or sitecustomize in its site-packages" in line and "-X importtime" in line, line
+    assert line in host_refusals(facts, parse_tokens("9.0a"), str(venv))
+    assert torch_problem(facts, str(venv), f"{venv}/bin/python3", "fp4_kernels") is None
+    assert not any("torch" in n.text for n in venv_warnings(facts)), venv_warnings(facts)
+    assert silent_python_problem(facts, None) is None  # no venv var: the system's python, not the host's venv
+
+
 def test_an_incomplete_torch_is_reported_not_fatal(tmp_path):
     venv = _make_venv(tmp_path / "venv", "raise ImportError('libtorch_cuda.so: cannot open shared object file')\n")
     facts, _ = run_script("--workdir", tmp_path, "--venv", venv)

@@ -75,7 +75,8 @@ def host_refusals(facts: Mapping[str, Any], tokens: Sequence[ArchToken], venv: s
     if not venv and need_venv:
         problems.append("no venv for this host: set the host var 'venv' (the build must not pick the system Python)")
     py = facts.get("python") or {}
-    for problem in (missing_python_problem(facts, venv), not_a_venv_problem(facts, venv)):
+    for problem in (missing_python_problem(facts, venv), silent_python_problem(facts, venv),
+                    not_a_venv_problem(facts, venv)):
         problems += [problem] if problem else []
     if cuda.get("nvcc"):
         drv = driver_problem(facts.get("driver_version"), cuda.get("version"), f"nvcc {cuda.get('version')} at {cuda['nvcc']}")
@@ -128,6 +129,25 @@ def missing_python_problem(facts: Mapping[str, Any], venv: str | None) -> str | 
                 f"that user read and enter {py['denied']}, or point the host var 'venv' at another venv")
     return (f"venv {venv}: {py.get('error') or 'no interpreter'}: the host var venv names an environment that is not "
             "there (builds, installs and verify use it): create it, or fix the var")
+
+
+def silent_python_problem(facts: Mapping[str, Any], venv: str | None) -> str | None:
+    """The venv's interpreter is there but gave fleetctl's probe no answer (facts ``python.error``
+    with no ``version``: it hung past the probe's timeout, or died before its first line), or None.
+    The cause is the interpreter's start, never torch: a ``.pth`` file or ``sitecustomize`` in its
+    site-packages runs at every start (the site module's docs), and one that waits on a dead NFS
+    mount hangs every command the venv runs (operator trial 11: facts said "torch does not import
+    (interpreter probe failed)" for a venv whose torch was fine). The build's preflight refuses the
+    host with the line and ``fleetctl facts`` warns with it."""
+    py = facts.get("python") or {}
+    if not venv or not isinstance(py, Mapping) or not py.get("exists") or py.get("version") or not py.get("error"):
+        return None
+    exe = py.get("executable") or f"{venv}/bin/python3"
+    hung = "timed out" in str(py["error"])
+    return (f"venv {venv}: its python {exe} " + ("did not start" if hung else "did not answer") + f" ({py['error']}): "
+            "every build, install and verify runs it; a .pth file or sitecustomize in its site-packages runs at each "
+            "start (one that waits on a dead NFS mount hangs it): find the cause with "
+            f"{exe} -X importtime -c pass, or point the host var 'venv' at another venv")
 
 
 def not_a_venv_problem(facts: Mapping[str, Any], venv: str | None) -> str | None:

@@ -149,8 +149,8 @@ def torch_problem(facts: Mapping[str, Any], venv: str | None, python: str, packa
 
     Returns:
         None when torch imports (its version read and no ``torch_error``), when an earlier task
-        would install it (``torch_pending``), when the venv's interpreter is missing (the build's
-        preflight names that) or when fleetctl's own torch reader failed (``torch_probe_error``:
+        would install it (``torch_pending``), when the venv's interpreter is missing or gave no
+        answer (the build's preflight names that: :mod:`fleetctl.facts.refusals`) or when fleetctl's own torch reader failed (``torch_probe_error``:
         it says nothing about the host's torch; ``verify`` then tells). Else ``"torch does not
         import in VENV (ModuleNotFoundError: ...): PACKAGE needs torch at run time and fleetctl
         never installs it; install ... into the venv (CMD), or point the host var 'venv' at the venv
@@ -160,7 +160,8 @@ def torch_problem(facts: Mapping[str, Any], venv: str | None, python: str, packa
     """
     py = facts.get("python")
     if (not isinstance(py, Mapping) or (py.get("torch") and not py.get("torch_error")) or py.get("torch_probe_error")
-            or py.get("torch_pending") or not py.get("exists", True)):
+            or py.get("torch_pending") or not py.get("exists", True)
+            or (py.get("error") and not py.get("version"))):  # the interpreter gave no answer: not torch's fault
         return None
     venv, _ = existing_venv(facts, venv, python)  # in a stage not made yet: the live venv it copies
     where = venv or posixpath.dirname(posixpath.dirname(python)) or python
