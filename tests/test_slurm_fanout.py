@@ -34,7 +34,7 @@ class Sender:
         self.gate = gate
         self.cancelled = 0
 
-    async def __call__(self, alloc, local_path, dest, size, nodes, *, mode, timeout_s, on_node=None):
+    async def __call__(self, alloc, local_path, dest, size, nodes, *, mode, timeout_s, on_node=None, dir_mode=0o700):
         self.calls.append({"alloc": alloc.name, "source": local_path, "bytes": Path(local_path).read_bytes(),
                            "dest": dest, "size": size, "nodes": list(nodes), "mode": mode})
         if self.gate is not None:

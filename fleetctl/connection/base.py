@@ -60,7 +60,10 @@ class CommandResult:
         argv: the argv that ran (before environment wrapping).
         rc: exit status; ``None`` when the process was killed by a signal or the channel closed
             without one.
-        signal: the signal name when the process died of one (``"KILL"``), else ``None``.
+        signal: the signal name when the process died of one (``"KILL"``), else ``None``. Over
+            SSH it is the name sshd sent (RFC 4254 section 6.10 ``exit-signal``); OpenSSH names
+            only the 13 signals RFC 4254 lists and sends :data:`UNNAMED_SIGNAL` for any other
+            (SIGBUS, SIGSYS, SIGTRAP, SIGXCPU...: session.c ``sig2name``).
         stdout: the stdout bytes, in order: all of them, or the last ``capture_bytes`` (see
             :meth:`Connection.run`; the host's log keeps every byte).
         stderr: the stderr bytes, likewise.
@@ -101,6 +104,26 @@ class CommandResult:
     def stderr_text(self) -> str:
         """stderr decoded as UTF-8 with replacement characters."""
         return self.stderr.decode("utf-8", errors="replace")
+
+
+#: The ``signal`` of a command over SSH that a signal OpenSSH does not name ended (session.c
+#: ``sig2name``: every signal but RFC 4254's ABRT ALRM FPE HUP ILL INT KILL PIPE QUIT SEGV TERM
+#: USR1 USR2); which one it was is not sent.
+UNNAMED_SIGNAL = "SIG@openssh.com"
+
+#: The mode of the folders a put makes for fleetctl's own files (run folders, scripts, sources):
+#: private to the login user.
+OWN_DIR_MODE = 0o700
+
+
+def folder_mode(dir_mode: int | None, explicit_dest: bool) -> int | None:
+    """The mode a put gives the folders it makes (:meth:`Connection.put`): ``dir_mode`` when given;
+    else :data:`OWN_DIR_MODE` for fleetctl's own folders, or None for an operator's
+    ``explicit_dest``: made as ``mkdir -p`` makes them, 0777 less the login's umask (POSIX
+    mkdir(1) ``-p``; a 0700 ``/new/a/b`` kept other users from the 0644 file copied into it)."""
+    if dir_mode is not None:
+        return dir_mode
+    return None if explicit_dest else OWN_DIR_MODE
 
 
 class Connection(abc.ABC):
@@ -207,9 +230,12 @@ class Connection(abc.ABC):
     @abc.abstractmethod
     async def put(self, local_path: str, remote_path: str, *, mode: int | None = None, dir_mode: int | None = None,
                   explicit_dest: bool = False) -> None:
-        """Upload one file (SFTP for SSH); parent folders are created (mode ``dir_mode``, default
-        0700); what is at ``remote_path`` afterwards is checked to be that file. ``explicit_dest``:
-        the operator chose the path (``fleetctl copy``), so a full disk's advice never names ``workdir``.
+        """Upload one file (SFTP for SSH); parent folders are created (mode ``dir_mode``; when
+        None, 0700 for fleetctl's own folders, or, with ``explicit_dest``, as ``mkdir -p`` makes
+        them: 0777 less the login's umask, typically 0755, so that other users reach a file the
+        operator copied to a new folder); what is at ``remote_path`` afterwards is checked to be
+        that file. ``explicit_dest``: the operator chose the path (``fleetctl copy``), so a full
+        disk's advice never names ``workdir``, and its new folders are no private ones of fleetctl.
 
         Raises:
             TransferError: naming the host, the path and the cause (a folder at ``remote_path``

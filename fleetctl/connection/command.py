@@ -19,8 +19,10 @@ is parsed the same by sh, bash, dash, zsh, ksh, fish, csh and tcsh, so it is sen
 and any other line goes wrapped as above while the shell is unknown.
 
 Supervision: remote commands run under a small fixed ``/bin/sh`` script (:data:`SUPERVISOR`) that
-starts the command in its own session (``setsid``) with stdin from /dev/null, and watches the SSH
-channel's stdin. When the channel closes (the controller timed the command out, was interrupted,
+starts a watcher of the SSH channel's stdin, then becomes the command (``exec``, in a process group
+of its own, stdin from /dev/null), so that sshd sees the command's own end: its exit status or
+the signal that killed it (every shell on the way ``exec``'s too: :func:`remote_command_line`).
+When the channel closes (the controller timed the command out, was interrupted,
 or the connection dropped), the watcher sees EOF and stops the command's whole process group
 (TERM, then KILL after 5 s), so a build never keeps running unobserved. OpenSSH sends a no-pty
 session's processes no SIGHUP when its channel goes (sshd(8); session.c only closes the pipes),
@@ -79,33 +81,55 @@ HELPER_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
 #: shell's own line so that the host's output reads as the host's (:func:`not_found_on_path` reads it).
 NOT_FOUND_ON_PATH = ": not found on PATH="
 
-#: Runs "$@" in its own session and stops that session's process group when stdin (the SSH
-#: channel) reaches EOF, or, with a lifeline of ``$1`` seconds (> 0), when no :data:`HEARTBEAT`
-#: byte came for that long. Fixed text: the lifeline and the argv arrive as positional parameters.
-#: Its helpers come from :data:`HELPER_PATH` (setsid by its full path, the watcher in a subshell
-#: whose PATH is that one); a helper missing there is done without (no setsid: the command runs
-#: in the supervisor's session; no timeout or dd: EOF only, read by the shell's own ``read``; no
-#: sleep: KILL right after TERM), never a watcher that ends early and stops the command. A
-#: command ending 127 whose first word is a bare name ``command -v`` cannot find on the login's
-#: PATH gets one line saying so (:data:`NOT_FOUND_ON_PATH`).
+#: Becomes "$@" (``exec``: the command keeps the supervisor's pid, so sshd, its parent, sees how it
+#: ended: its exit status, or the signal that killed it, which OpenSSH reports as the channel's
+#: ``exit-signal``, RFC 4254 section 6.10) after starting a watcher that stops the command's process
+#: group when stdin (the SSH channel) reaches EOF, or, with a lifeline of ``$1`` seconds (> 0), when
+#: no :data:`HEARTBEAT` byte came for that long. A shell that waited for the command instead (as
+#: this script did) turned a signal into exit status 128+N (operator trial: ``kill -KILL $$`` and an
+#: OOM kill read as rc=137 over SSH, ``signal KILL`` on the local host), and a shell cannot tell
+#: that from a program's own ``exit 137``. Fixed text: the lifeline and the argv arrive as
+#: positional parameters.
+#:
+#: The command runs in a process group of its own, the group the watcher stops: sshd starts each
+#: session's process in a new session (``setsid``, session.c), so a supervisor the login shell
+#: ``exec``'d (:func:`fleetctl.connection.login_output.marked_both` asks for that) leads its group
+#: already; one a login shell forked is not a group leader, and ``setsid`` (by its full path on
+#: :data:`HELPER_PATH`) makes it one without a fork before running the command (util-linux and
+#: busybox fork only in a group leader; /proc/$$/stat's fifth field says which). The watcher
+#: ignores TERM (it is in that group) and signals only a command still running, never a pid
+#: after the command ended. Its helpers come from :data:`HELPER_PATH` (in a subshell whose PATH
+#: is that one); a helper missing there is done without (no setsid: the command keeps the group
+#: it has; no timeout or dd: EOF only, read by the shell's own ``read``; no sleep: KILL right after
+#: TERM), never a watcher that ends early and stops the command.
+#:
+#: Nothing runs after the command, so a command that cannot start is told before the ``exec``,
+#: in the words of a shell or ``execve``: a bare name ``command -v`` cannot find on the login's PATH
+#: prints ``NAME: No such file or directory`` and :data:`NOT_FOUND_ON_PATH`'s line, exit 127; a path
+#: that is not there ``No such file or directory`` (127), a folder or a file without an x bit
+#: ``Permission denied`` (126).
 SUPERVISOR = (
-    # fd 3 keeps the channel's stdin: a background job's own stdin is /dev/null (POSIX, no job control)
-    'exec 3<&0; l=$1; shift; s=; '
-    f'for d in {HELPER_PATH.replace(":", " ")}; do if [ -x "$d/setsid" ]; then s=$d/setsid; break; fi; done; '
-    'if [ -n "$s" ]; then "$s" -- "$@" </dev/null 3<&- & else "$@" </dev/null 3<&- & fi; '
-    'child=$!; '
-    f'( PATH={HELPER_PATH}; export PATH; '
+    # fd 3 keeps the channel's stdin for the watcher; the command's stdin is /dev/null. No `!` or
+    # backslash anywhere: csh and fish read them even inside single quotes (see is_portable)
+    'exec 3<&0; l=$1; shift; me=$$; g=; s=; '
+    'read -r x x x x g x 2>/dev/null </proc/$$/stat; '
+    'case $g in ""|"$$") ;; *) '
+    f'for d in {HELPER_PATH.replace(":", " ")}; do if [ -x "$d/setsid" ]; then s=$d/setsid; break; fi; done;; esac; '
+    'case $1 in */*) if [ -e "$1" ]; then :; else '
+    '{ printf %s "$1: No such file or directory"; echo; } >&2; exit 127; fi; '
+    'if [ -d "$1" ]; then { printf %s "$1: Permission denied"; echo; } >&2; exit 126; fi; '
+    'if [ -x "$1" ]; then :; else { printf %s "$1: Permission denied"; echo; } >&2; exit 126; fi;; '
+    '*) if command -v "$1" >/dev/null 2>&1; then :; else '
+    f'{{ printf %s "$1: No such file or directory"; echo; printf %s "$1{NOT_FOUND_ON_PATH}$PATH"; echo; }} >&2; '
+    'exit 127; fi;; esac; '
+    f'( PATH={HELPER_PATH}; export PATH; trap "" TERM; '
     'if [ "$l" -gt 0 ] && command -v timeout >/dev/null 2>&1 && command -v dd >/dev/null 2>&1; then '
     'while [ -n "$(timeout "$l" dd bs=1 count=1 2>/dev/null)" ]; do :; done; '
     'else while read -r x; do :; done; fi; '
-    'kill -TERM -"$child" "$child" 2>/dev/null; sleep 5; '
-    'kill -KILL -"$child" "$child" 2>/dev/null ) <&3 >/dev/null 2>&1 3<&- & '
-    'watcher=$!; exec 3<&-; '
-    'wait "$child"; rc=$?; '
-    'kill "$watcher" 2>/dev/null; '
-    'if [ "$rc" -eq 127 ]; then case $1 in */*) ;; *) command -v "$1" >/dev/null 2>&1 || '
-    f'{{ printf %s "$1{NOT_FOUND_ON_PATH}$PATH"; echo; }} >&2;; esac; fi; '
-    'exit "$rc"'
+    'if kill -0 "$me" 2>/dev/null; then kill -TERM -"$me" "$me" 2>/dev/null; sleep 5; '
+    'kill -KILL -"$me" "$me" 2>/dev/null; fi ) <&3 >/dev/null 2>&1 3<&- & '
+    'exec 3<&-; '
+    'if [ -n "$s" ]; then exec "$s" -- "$@" </dev/null; fi; exec "$@" </dev/null'
 )
 
 
@@ -284,14 +308,23 @@ def remote_command_line(
     login_shell: str | None = None,
     lifeline_s: int = 0,
 ) -> str:
-    """The single string sent over SSH: :func:`wrap_argv` quoted once by :func:`shlex.join`,
-    wrapped for ``/bin/sh`` when the login shell is not a POSIX shell, or is not known yet
-    (``None`` or ``""``) and the line is not :func:`is_portable` (see the module docstring)."""
-    line = shlex.join(wrap_argv(argv, env=env, cwd=cwd, supervise=supervise, become=become, lifeline_s=lifeline_s))
+    """The single string sent over SSH: ``exec`` and :func:`wrap_argv` quoted once by
+    :func:`shlex.join`, wrapped for ``/bin/sh`` (``exec /bin/sh -c 'eval ...'``) when the login
+    shell is not a POSIX shell, or is not known yet (``None`` or ``""``) and the line is not
+    :func:`is_portable` (see the module docstring).
+
+    ``exec`` (POSIX sh, fish, csh and tcsh alike) makes each shell on the way replace itself
+    rather than wait: the command (or the :data:`SUPERVISOR`, which ``exec``'s it) is then sshd's
+    own child, so a signal that kills it reaches the controller as the channel's ``exit-signal``
+    (RFC 4254 section 6.10), as on the local host; a shell that waits turns it into status 128+N.
+    It goes after whatever the caller puts first (the login marker's ``echo``:
+    :func:`fleetctl.connection.login_output.marked_both`)."""
+    line = "exec " + shlex.join(wrap_argv(argv, env=env, cwd=cwd, supervise=supervise, become=become,
+                                          lifeline_s=lifeline_s))
     posix = bool(login_shell) and posixpath.basename(login_shell) in POSIX_SHELLS
     if posix or (not login_shell and is_portable(line)):
         return line
-    return sh_eval_word(line)
+    return "exec " + sh_eval_word(line)
 
 
 def sh_eval_word(line: str) -> str:

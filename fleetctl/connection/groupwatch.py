@@ -17,7 +17,7 @@ process group id the kernel may hand out again is never signalled.
 
 The watcher is a separate process, not the command's parent: the command's exit status, its
 signal and its stdout/stderr reach the controller exactly as without it (a parent like the SSH
-supervisor would turn a signal into status 128+N, and an ``exec`` wrapper would change what a
+supervisor once did turns a signal into status 128+N, and an ``exec`` wrapper would change what a
 missing program prints). Its argv names the group it watches (``ps``: ``fleetctl-watch PGID``).
 It starts right after the command (the group's id is the command's pid): a controller killed in
 those few milliseconds leaves that one command unwatched.

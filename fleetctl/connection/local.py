@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import CommandTimeout, TransferError
 from .storagefaults import name_write_error
-from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback, OutputLine
+from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback, OutputLine, folder_mode
 from .download import COPY_CHUNK_BYTES, local_download
 from .command import check_argv, command_argv, env_argv, validate_env
 from .groupwatch import GroupWatch
@@ -152,13 +152,16 @@ class LocalConnection(Connection):
     async def put(self, local_path: str, remote_path: str, *, mode: int | None = None, dir_mode: int | None = None,
                   explicit_dest: bool = False) -> None:
         """Copy a file atomically (temp file + rename); missing parents are created with
-        ``dir_mode`` (default 0700). A folder at ``remote_path`` fails (``Is a directory``)."""
+        ``dir_mode`` (default 0700; with ``explicit_dest``, 0777 less this process's umask, as
+        ``mkdir -p``: :meth:`Connection.put`). A folder at ``remote_path`` fails (``Is a directory``)."""
         dest = Path(remote_path)
         try:
             missing = [p for p in [dest.parent, *dest.parent.parents] if not p.exists()]
+            made = folder_mode(dir_mode, explicit_dest)
             for folder in reversed(missing):
-                folder.mkdir(exist_ok=True)
-                os.chmod(folder, 0o700 if dir_mode is None else dir_mode)
+                folder.mkdir(mode=0o777, exist_ok=True)  # less the umask, as mkdir -p
+                if made is not None:
+                    os.chmod(folder, made)
             if dest.is_dir() and not dest.is_symlink():
                 raise IsADirectoryError(errno.EISDIR, "Is a directory (a folder is there)", remote_path)
             fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)

@@ -34,7 +34,7 @@ import secrets
 from pathlib import Path
 
 from ..errors import ControllerWriteError, TransferError
-from .base import Connection, OutputLine
+from .base import Connection, OutputLine, folder_mode
 from .download import local_download
 
 #: Seconds one exec transfer may take (as long as a whole upload phase's default budget).
@@ -49,8 +49,8 @@ PUT_MARK = "FLEETCTL-PUT-SIZE:"
 #: ``FLEETCTL-GET-DATA:-``, then a newline; whatever a login rc file printed before it is dropped.
 GET_MARK = b"FLEETCTL-GET-DATA:"
 
-_PUT = ('umask 077; if [ -d "$1" ]; then echo "$1: Is a directory (a folder is there)" >&2; exit 21; fi; '
-        'd=$(dirname -- "$1"); t="$d/$5"; (umask "$3" && mkdir -p -- "$d") || exit $?; '
+_PUT = ('u=$(umask); umask 077; if [ -d "$1" ]; then echo "$1: Is a directory (a folder is there)" >&2; exit 21; fi; '
+        'd=$(dirname -- "$1"); t="$d/$5"; (umask "${3:-$u}" && mkdir -p -- "$d") || exit $?; '
         '(set -C && : > "$t") || exit $?; '
         'trap \'rm -f -- "$t"; exit 143\' TERM HUP INT PIPE; '
         '{ cat > "$t" && s=$(wc -c < "$t" | tr -d " ") && '
@@ -72,7 +72,9 @@ async def put_by_exec(conn: Connection, local_path: str, remote_path: str, mode:
     size before it is renamed into place; what is at ``remote_path`` then must be a regular file.
 
     Args:
-        dir_mode: the mode of folders it creates (default 0700: fleetctl's own folders are private).
+        dir_mode: the mode of folders it creates (default 0700: fleetctl's own folders are private;
+            with ``explicit_dest``, 0777 less the login's umask, as ``mkdir -p``: the script's
+            ``umask`` argument is then empty and the login's own is kept).
         explicit_dest: the path is the operator's (``fleetctl copy``'s DEST), not one of
             fleetctl's own folders: a full disk's advice never names the ``workdir`` host var.
 
@@ -85,7 +87,7 @@ async def put_by_exec(conn: Connection, local_path: str, remote_path: str, mode:
     data = Path(local_path).read_bytes()
     part = part_name(remote_path)
     res = await conn.run(["/bin/sh", "-c", _PUT, "fleetctl-put", remote_path, f"{mode or 0o644:o}",
-                          f"{0o777 & ~(0o700 if dir_mode is None else dir_mode):03o}", str(len(data)), part],
+                          _umask_arg(folder_mode(dir_mode, explicit_dest)), str(len(data)), part],
                          stdin=data, timeout_s=TRANSFER_TIMEOUT_S)
     if res.rc != 0:
         detail = put_failure(res.stderr_text, part) or f"exit status {res.rc}"
@@ -105,6 +107,12 @@ async def put_by_exec(conn: Connection, local_path: str, remote_path: str, mode:
         got = f"{sizes[-1]} bytes" if sizes else "no answer"
         raise TransferError(f"{conn.host}: upload {local_path} -> {remote_path}: what this upload wrote there "
                             f"is not the file sent ({got}, {len(data)} bytes sent)")
+
+
+def _umask_arg(dir_mode: int | None) -> str:
+    """The put script's umask for the folders it makes: ``0777 & ~dir_mode`` in octal, or "" (the
+    login's own umask) when ``dir_mode`` is None."""
+    return "" if dir_mode is None else f"{0o777 & ~dir_mode:03o}"
 
 
 def part_name(remote_path: str) -> str:

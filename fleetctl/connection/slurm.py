@@ -39,6 +39,7 @@ import secrets
 from collections.abc import Sequence
 
 from ..errors import FleetError, HostUnreachable, TransferError
+from .base import OWN_DIR_MODE
 from .registry import ConnectionKind, ConnectOptions, HostRef, KindScope
 from .slurm_alloc import Allocation, AllocationError, AllocationRequest, allocate, refused_setting
 from .slurm_client import SlurmClient, SlurmError, last_line
@@ -268,13 +269,15 @@ class SlurmScope(KindScope):
     # -- fan-out --------------------------------------------------------------------------------
 
     async def broadcast(self, local_path: str, remote_path: str, hosts: Sequence[str | HostRef], *,
-                        mode: int | None = None, timeout_s: float = 600.0) -> dict[str, str | None]:
+                        mode: int | None = None, timeout_s: float = 600.0,
+                        dir_mode: int | None = OWN_DIR_MODE) -> dict[str, str | None]:
         """Send one local file to ``remote_path`` on many hosts: one ``sbcast`` per allocation.
 
         ``remote_path`` is absolute, or relative to / ``~``-prefixed for each node's home. On each
         node the file first lands beside its destination under a temporary name, is checked for its
         full size, gets ``mode`` (default 0644) and is renamed into place; parent folders are
-        created (0700). A node where any of it fails reports why; the others are not affected
+        created (``dir_mode``, default 0700; None: 0777 less the step's umask, as ``mkdir -p``, for
+        an operator's DEST: :func:`~fleetctl.connection.base.folder_mode`). A node where any of it fails reports why; the others are not affected
         (when the group failed as a group, each node is tried again alone).
 
         Args:
@@ -308,15 +311,18 @@ class SlurmScope(KindScope):
             dest = resolve_remote(remote_path, m.home)
             jobs.setdefault((id(m.allocation), dest), []).append(m)
         outcomes = await asyncio.gather(*(
-            self._broadcast_job(group[0].allocation, local_path, dest, size, group, mode, timeout_s)  # type: ignore[arg-type]
+            self._broadcast_job(group[0].allocation, local_path, dest, size, group, (mode, dir_mode),  # type: ignore[arg-type]
+                                timeout_s)
             for (_, dest), group in jobs.items()))
         for outcome in outcomes:
             results.update(outcome)
         return results
 
     async def _broadcast_job(self, alloc: Allocation, local_path: str, dest: str, size: int,
-                             group: list[SlurmMember], mode: int | None, timeout_s: float) -> dict[str, str | None]:
-        status = await send(alloc, local_path, dest, size, [m.node for m in group], mode=mode, timeout_s=timeout_s)
+                             group: list[SlurmMember], modes: tuple[int | None, int | None],
+                             timeout_s: float) -> dict[str, str | None]:
+        status = await send(alloc, local_path, dest, size, [m.node for m in group], mode=modes[0], dir_mode=modes[1],
+                            timeout_s=timeout_s)
         out: dict[str, str | None] = {}
         for m in group:
             why = status.get(m.node, "no answer from the upload step")

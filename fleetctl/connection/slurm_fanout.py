@@ -61,6 +61,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import TransferError
+from .base import OWN_DIR_MODE
 from .slurm_alloc import Allocation
 from .slurm_client import SlurmError
 from .slurm_transfer import upload
@@ -83,7 +84,7 @@ RETRY_AT_ONCE = 16
 # -- one file to a group of nodes -----------------------------------------------------------------
 
 async def send(alloc: Allocation, local_path: str, dest: str, size: int, nodes: Sequence[str], *,
-               mode: int | None = None, timeout_s: float = 600.0,
+               mode: int | None = None, timeout_s: float = 600.0, dir_mode: int | None = OWN_DIR_MODE,
                on_node: Callable[[str, str | None], None] | None = None) -> dict[str, str | None]:
     """Put ``local_path`` (``size`` bytes) at ``dest`` on ``nodes`` of ``alloc``: one sbcast for
     all, then each node the group failed as a group (its step did not start, sbcast failed) alone.
@@ -96,6 +97,7 @@ async def send(alloc: Allocation, local_path: str, dest: str, size: int, nodes: 
         nodes: Slurm node names.
         mode: permission bits of the result (default 0644).
         timeout_s: deadline for all of it, seconds.
+        dir_mode: the mode of missing folders (None: as ``mkdir -p``, :func:`upload`).
         on_node: called with ``(node, answer)`` as soon as a node's answer is final (a node that
             is tried again alone answers later than the others: a node whose slurmd died takes
             srun ~10 s to give up on, ``MessageTimeout``).
@@ -105,7 +107,7 @@ async def send(alloc: Allocation, local_path: str, dest: str, size: int, nodes: 
     """
     nodes = sorted(set(nodes))
     deadline = time.monotonic() + timeout_s
-    status, own = await _attempt(alloc, local_path, dest, size, nodes, mode, timeout_s)
+    status, own = await _attempt(alloc, local_path, dest, size, nodes, (mode, dir_mode), timeout_s)
     again = [n for n in nodes if status.get(n) is not None and n not in own] if len(nodes) > 1 else []
     if on_node is not None:
         for n in nodes:
@@ -118,7 +120,7 @@ async def send(alloc: Allocation, local_path: str, dest: str, size: int, nodes: 
             async with gate:
                 left_s = deadline - time.monotonic()
                 result = {node: status[node]} if left_s <= 0 else \
-                    (await _attempt(alloc, local_path, dest, size, [node], mode, left_s))[0]
+                    (await _attempt(alloc, local_path, dest, size, [node], (mode, dir_mode), left_s))[0]
                 if on_node is not None:
                     on_node(node, result.get(node, status[node]))
                 return result
@@ -128,11 +130,11 @@ async def send(alloc: Allocation, local_path: str, dest: str, size: int, nodes: 
     return status
 
 
-async def _attempt(alloc: Allocation, local_path: str, dest: str, size: int, nodes: list[str], mode: int | None,
-                   timeout_s: float) -> tuple[dict[str, str | None], set[str]]:
+async def _attempt(alloc: Allocation, local_path: str, dest: str, size: int, nodes: list[str],
+                   modes: tuple[int | None, int | None], timeout_s: float) -> tuple[dict[str, str | None], set[str]]:
     try:
         return await asyncio.wait_for(upload(alloc.client, alloc.job_id, nodes, local_path, dest, size=size,
-                                             mode=mode), timeout_s)
+                                             mode=modes[0], dir_mode=modes[1]), timeout_s)
     except asyncio.TimeoutError:
         return {n: f"upload did not finish within {timeout_s:g} s" for n in nodes}, set(nodes)
     except (SlurmError, OSError) as exc:
@@ -172,6 +174,7 @@ class _Batch:
     gone: set[str] = field(default_factory=set)  # hosts whose put here was cancelled: not waited for
     timers: list[asyncio.TimerHandle] = field(default_factory=list)
     task: asyncio.Task | None = None
+    dir_mode: int | None = OWN_DIR_MODE  # of the folders made on the way (None: as mkdir -p)
 
 
 Sender = Callable[..., Awaitable[dict[str, "str | None"]]]
@@ -234,7 +237,7 @@ class PutCoalescer:
     # -- a put --------------------------------------------------------------------------------
 
     async def put(self, host: str, node: str, alloc: Allocation, local_path: str, dest: str, *,
-                  mode: int = 0o644) -> str | None:
+                  mode: int = 0o644, dir_mode: int | None = OWN_DIR_MODE) -> str | None:
         """Put ``local_path`` at ``dest`` (absolute) on ``node`` for ``host``, together with every
         other host of ``alloc`` that asks for the same bytes at the same path and mode meanwhile.
 
@@ -245,12 +248,12 @@ class PutCoalescer:
             TransferError: ``local_path`` cannot be read or is not a regular file.
         """
         data, content, size = _content(local_path)
-        key = (id(alloc), dest, mode, content)
+        key = (id(alloc), dest, mode, dir_mode, content)
         batch = self._open.get(key)
         now = time.monotonic()
         if batch is None:
             batch = self._open[key] = _Batch(key=key, alloc=alloc, dest=dest, size=size, mode=mode, data=data,
-                                             opened=now)
+                                             opened=now, dir_mode=dir_mode)
             loop = asyncio.get_running_loop()
             batch.timers = [loop.call_later(SETTLE_S, self._check, batch),
                             loop.call_later(WINDOW_S, self._check, batch)]
@@ -345,7 +348,7 @@ class PutCoalescer:
                         w.future.set_result(why)
 
             status = await self._sender(batch.alloc, source, batch.dest, batch.size, nodes, mode=batch.mode,
-                                        timeout_s=self._timeout_s, on_node=answer)
+                                        dir_mode=batch.dir_mode, timeout_s=self._timeout_s, on_node=answer)
         except Exception as exc:  # noqa: BLE001 - every waiting put gets an answer, never a hang
             status = {n: f"upload failed: {exc}" for n in nodes}
         finally:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import HostUnreachable, TransferError
-from .base import CommandResult, Connection, LineCallback
+from .base import CommandResult, Connection, LineCallback, folder_mode
 from .command import wrap_argv
 from .registry import HostRef
 from .slurm_alloc import Allocation
@@ -157,7 +157,8 @@ class SlurmConnection(Connection):
     async def put(self, local_path: str, remote_path: str, *, mode: int | None = None, dir_mode: int | None = None,
                   explicit_dest: bool = False) -> None:
         """Upload with ``sbcast`` to the node's own disk (temporary name, size check, rename);
-        ``dir_mode`` and ``explicit_dest`` are not used (sbcast makes the folders).
+        missing folders get ``dir_mode`` (None: 0700, or, with ``explicit_dest``, 0777 less the
+        step's umask, as ``mkdir -p``: :func:`~fleetctl.connection.base.folder_mode`).
 
         Other hosts of the allocation putting the same bytes to the same path with the same mode
         at about the same time share the sbcast (:class:`~fleetctl.connection.slurm_fanout.PutCoalescer`);
@@ -171,7 +172,8 @@ class SlurmConnection(Connection):
         dest = resolve_remote(remote_path, m.home)
         try:
             why = await self.scope.fanout.put(self.host, m.node, m.allocation, local_path, dest,  # type: ignore[arg-type]
-                                              mode=0o644 if mode is None else mode)
+                                              mode=0o644 if mode is None else mode,
+                                              dir_mode=folder_mode(dir_mode, explicit_dest))
         except TransferError as exc:
             await self._learn_end(m, SUSPECTED)  # a job Slurm ended is named as such
             raise TransferError(f"{self.host}: {exc}") from None

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import HostUnreachable, TransferError
-from .base import CommandResult
+from .base import OWN_DIR_MODE, CommandResult
 from .slurm_client import SlurmClient, SlurmError, last_line, stop_process
 from .slurm_nodes import hostlist
 from .slurm_step import LAUNCH_FAILED, run_step, step_argv, step_name
@@ -38,10 +38,11 @@ STRIPE_BYTES = 8 * 1024 * 1024
 MAX_STRIPES = 4
 _STRIPE_EXIT = 10
 
-#: Fixed script of the upload helper step (one task per node). Arguments: DEST TMP MODE SIZE.
+#: Fixed script of the upload helper step (one task per node). Arguments: DEST TMP MODE SIZE UMASK
+#: (the umask the missing folders are made under; empty: the step's own, as ``mkdir -p``).
 UPLOAD_HELPER = r'''set -f
 n=$SLURMD_NODENAME
-if ! err=$(umask 077 && mkdir -p -- "$(dirname -- "$1")" 2>&1); then printf 'fail %s %s\n' "$n" "$(echo $err)"; exit 1; fi
+if ! err=$( { [ -z "$5" ] || umask "$5"; } && mkdir -p -- "$(dirname -- "$1")" 2>&1); then printf 'fail %s %s\n' "$n" "$(echo $err)"; exit 1; fi
 printf 'ready %s %s.%s\n' "$n" "$SLURM_JOB_ID" "$SLURM_STEP_ID"
 IFS= read -r cmd
 if [ "$cmd" != commit ]; then rm -f -- "$2"; printf 'aborted %s\n' "$n"; exit 1; fi
@@ -65,9 +66,11 @@ DOWNLOAD_RANGE = 'exec dd if="$1" bs=1M skip="$2" count="$3" iflag=skip_bytes,co
 
 
 async def upload(client: SlurmClient, job_id: str, nodes: Sequence[str], local_path: str, dest: str, *,
-                 size: int, mode: int | None = None) -> tuple[dict[str, str | None], set[str]]:
+                 size: int, mode: int | None = None, dir_mode: int | None = OWN_DIR_MODE,
+                 ) -> tuple[dict[str, str | None], set[str]]:
     """Put ``local_path`` at ``dest`` on every node of ``nodes`` (all in job ``job_id``) with one
-    sbcast (see the module docstring). No deadline of its own: cancel the task to stop it (the
+    sbcast (see the module docstring). Missing folders on the way get ``dir_mode`` (None: 0777
+    less the step's umask, as ``mkdir -p``: :func:`fleetctl.connection.base.folder_mode`). No deadline of its own: cancel the task to stop it (the
     helper then removes its temporary files).
 
     Returns:
@@ -84,7 +87,8 @@ async def upload(client: SlurmClient, job_id: str, nodes: Sequence[str], local_p
     nodes = sorted(set(nodes))
     tmp = posixpath.join(posixpath.dirname(dest), f".{posixpath.basename(dest)}.{secrets.token_hex(4)}.part")
     helper = step_argv(job_id, hostlist(nodes), ["/bin/sh", "-c", UPLOAD_HELPER, "fleetctl-put", dest, tmp,
-                                                 f"{0o644 if mode is None else mode:o}", str(size)],
+                                                 f"{0o644 if mode is None else mode:o}", str(size),
+                                                 "" if dir_mode is None else f"{0o777 & ~dir_mode:03o}"],
                        tasks=len(nodes), node_count=len(nodes), name=step_name())
     proc = await client.spawn(helper, stdin=True)
     assert proc.stdout is not None and proc.stdin is not None

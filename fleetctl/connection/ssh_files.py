@@ -31,7 +31,7 @@ from pathlib import Path
 import asyncssh
 
 from ..errors import TransferError, TransferLost
-from .base import LEFT_ON_HOST
+from .base import LEFT_ON_HOST, folder_mode
 from .download import local_download, lost_error, read_error
 from .sftp_fallback import get_by_exec, part_name, put_by_exec, realpath_by_exec
 from .ssh_errors import is_lost, is_subsystem_refused, sftp_refused_note
@@ -134,7 +134,8 @@ class SFTPFiles:
         left under the final name; a failed upload removes its temporary file), then check that
         what is at ``remote_path`` is a regular file of the local file's size.
 
-        Folders it creates get ``dir_mode`` (default 0700: fleetctl's own folders are private).
+        Folders it creates get ``dir_mode`` (default 0700: fleetctl's own folders are private; with
+        ``explicit_dest``, 0777 less the login's umask, as ``mkdir -p``: :meth:`Connection.put`).
         ``explicit_dest``: the operator chose the path (a full disk's advice never names ``workdir``).
         When SFTP cannot start (a login rc file that prints text corrupts the SFTP stream), the
         file goes through an exec channel's stdin instead (``cat``), which such output cannot
@@ -162,8 +163,9 @@ class SFTPFiles:
             await put_by_exec(self, local_path, remote_path, mode, why=str(exc), dir_mode=dir_mode,
                               explicit_dest=explicit_dest)
 
-    async def _makedirs(self, sftp, parent: str, dir_mode: int, local_path: str, target: str) -> None:
-        """Create ``parent`` and its missing folders (mode ``dir_mode``) for the upload of
+    async def _makedirs(self, sftp, parent: str, dir_mode: int | None, local_path: str, target: str) -> None:
+        """Create ``parent`` and its missing folders (mode ``dir_mode``; None: no mode sent, so
+        sftp-server makes them 0777 less its umask, the login's, as ``mkdir -p``) for the upload of
         ``local_path`` to ``target``, naming the folder that refused: asyncssh's ``makedirs`` passes
         over a refused middle folder and then reports the next one as "No such file". One ``stat``
         when ``parent`` is there already.
@@ -190,8 +192,11 @@ class SFTPFiles:
                     raise TransferError(f"{where}: {cur}: Not a directory (a file is there)")
                 continue
             try:
-                await sftp.mkdir(cur, asyncssh.SFTPAttrs(permissions=dir_mode))
-                await sftp.chmod(cur, dir_mode)  # mkdir's mode is less sftp-server's umask
+                if dir_mode is None:
+                    await sftp.mkdir(cur)
+                else:
+                    await sftp.mkdir(cur, asyncssh.SFTPAttrs(permissions=dir_mode))
+                    await sftp.chmod(cur, dir_mode)  # mkdir's mode is less sftp-server's umask
             except (OSError, asyncssh.Error) as exc:
                 with contextlib.suppress(OSError, asyncssh.Error):
                     if (await sftp.stat(cur)).type == asyncssh.FILEXFER_TYPE_DIRECTORY:
@@ -207,7 +212,7 @@ class SFTPFiles:
         tmp = posixpath.join(parent, part_name(remote_path))
         size = Path(local_path).stat().st_size
         if parent:
-            await self._makedirs(sftp, parent, 0o700 if dir_mode is None else dir_mode, local_path, remote_path)
+            await self._makedirs(sftp, parent, folder_mode(dir_mode, explicit_dest), local_path, remote_path)
         try:
             there = await sftp.lstat(remote_path)
         except (OSError, asyncssh.Error):

@@ -18,6 +18,7 @@ from typing import Any
 from ..connection.base import Connection
 from ..connection.registry import HostRef
 from ..errors import FleetError, TaskFailed
+from ..util.paths import host_folder
 from .deadlines import FACTS_TIMEOUT_S
 
 
@@ -147,8 +148,9 @@ class HostSession:
 
     def base_workdir(self) -> str:
         """The workdir as the inventory gives it: absolute, or relative to the home folder
-        (``~/x`` and ``x`` alike); ``.fleetctl/<host>`` by default."""
-        base = self.host.workdir or posixpath.join(".fleetctl", self.host.name)
+        (``~/x`` and ``x`` alike); ``.fleetctl/<host>`` by default (the name made one folder name:
+        :func:`~fleetctl.util.paths.host_folder`)."""
+        base = self.host.workdir or posixpath.join(".fleetctl", host_folder(self.host.name))
         if base == "~":
             return "."
         return base[2:] if base.startswith("~/") else base

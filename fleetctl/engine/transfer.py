@@ -43,7 +43,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..connection.base import OutputLine
+from ..connection.base import OutputLine, folder_mode
 from ..connection.registry import ConnectOptions
 from ..errors import (CommandTimeout, ControllerWriteError, FleetError, HostUnreachable, TransferError,
                       TransferLost, host_message)
@@ -177,7 +177,8 @@ async def _broadcast(hosts: Sequence[Any], scopes: dict[str, Any], unavailable: 
                 if not alive:
                     break
                 try:
-                    got = await scope.broadcast(f.path, target, alive, mode=f.mode, timeout_s=timeout_s)
+                    got = await scope.broadcast(f.path, target, alive, mode=f.mode, timeout_s=timeout_s,
+                                                dir_mode=folder_mode(f.dir_mode, explicit_dest=True))
                 except TransferError as exc:
                     got = {h: str(exc) for h in alive}
                 for h in alive:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from ..connection.base import CommandResult
+from ..connection.base import UNNAMED_SIGNAL, CommandResult
 from ..status import Status
 from .argtypes import ActionArgs, is_template
 from .base import Action, HostView, Plan, TaskResult, first_error_line
@@ -121,7 +121,7 @@ def verify_argv(python: str, script: str, args: VerifyArgs, venv: str | None, sm
     (``--gpus``: JSON of their ``index``, ``name``, ``uuid``, ``pci_bus_id``, ``mig_mode``).
     ``login_env``: :func:`login_path_env` (``--login-env``, JSON), when it holds any."""
     device = verify_device(args, host_device, sms)
-    argv = [python, "-I", script, "--package", args.package, "--device", device]
+    argv = [python, "-I", "-X", "faulthandler", script, "--package", args.package, "--device", device]
     if device == "cuda" and gpus:
         argv += ["--gpus", json.dumps([{k: g.get(k) for k in ("index", "name", "uuid", "pci_bus_id", "mig_mode")}
                                        for g in gpus],
@@ -155,6 +155,10 @@ def summary_of(res: CommandResult) -> dict:
 #: Signals a Python process dies of when a shared object it maps or imports is broken
 #: (signal(7): SIGBUS for a file truncated after it was mapped, SIGSEGV / SIGILL for corrupt code).
 _FILE_SIGNALS = {"BUS", "SEGV", "ILL"}
+#: Python's faulthandler's first line as a fatal signal ends the interpreter (its text: strsignal(3)'s).
+_FAULT_LINE = re.compile(r"^Fatal Python error: ([^\n]+)$", re.M)
+#: strsignal(3) text -> signal name (``"Bus error"`` -> ``"BUS"``).
+_SIGNAL_TEXT = {signal.strsignal(s): s.name.removeprefix("SIG") for s in signal.Signals if signal.strsignal(s)}
 #: A shared object's path in what the verify printed (a loader's or faulthandler's line).
 _SO_PATH = re.compile(r"(/[^\s:'\"]+\.so(?:\.[0-9]+)*)\b")
 
@@ -162,10 +166,18 @@ _SO_PATH = re.compile(r"(/[^\s:'\"]+\.so(?:\.[0-9]+)*)\b")
 def signal_of(res: CommandResult) -> tuple[str, str] | None:
     """``(name, how)`` of the signal that killed the command (``("BUS", "signal 7")``), else None.
 
-    From the connection's ``signal``, a negative exit status (Python's :mod:`subprocess`: ``-7``),
-    or an exit status above 128 (``135``): POSIX XCU 2.8.2, a shell reports a command killed by
-    signal N as 128+N, and a remote command runs under a shell (OpenSSH runs ``$SHELL -c``,
-    fleetctl's supervisor waits for it). The verify script itself exits 0 or 1."""
+    From the connection's ``signal``; over SSH, one OpenSSH does not name (SIGBUS among them:
+    :data:`~fleetctl.connection.base.UNNAMED_SIGNAL`) from the line Python's faulthandler printed
+    as it died (``Fatal Python error: Bus error``: the interpreter runs with ``-X faulthandler``);
+    else from a negative exit status (Python's :mod:`subprocess`: ``-7``), or an exit status above
+    128 (``135``): POSIX XCU 2.8.2, a shell that ran the interpreter reports signal N as 128+N (the
+    verify script itself exits 0 or 1)."""
+    if res.signal == UNNAMED_SIGNAL:
+        told = _FAULT_LINE.findall(res.stderr_text)
+        name = _SIGNAL_TEXT.get(told[-1].strip()) if told else None
+        if name is None:
+            return "?", "a signal OpenSSH does not name"
+        return name, f"signal {int(getattr(signal.Signals, 'SIG' + name))}, named by Python's faulthandler"
     if res.signal:
         name = res.signal.upper().removeprefix("SIG")
         try:

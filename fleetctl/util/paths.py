@@ -138,9 +138,25 @@ def locks_dir() -> Path:
 
 
 def safe_name(host: str) -> str:
-    """A host name as a file name (a host's log ``logs/<safe_name>.log``, fetch's ``{host}``):
-    anything but letters, digits and ``-_.[]`` becomes ``_``; ``"_"`` for an empty name."""
-    return "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in host) or "_"
+    """A host name as one file name, the one rule wherever a host's name becomes a path part on
+    the controller or a host (a host's log ``logs/<safe_name>.log``, fetch's ``DEST/<host>/`` and
+    ``{host}``, copy's ``{host}``, a controller cache or scratch folder): anything but letters,
+    digits and ``-_.[]`` becomes ``_`` (so ``/`` never splits it), ``"_"`` for an empty name, and a
+    name of dots alone that path resolution reads as a folder (``.`` this one, ``..`` its parent:
+    path_resolution(7)) has its dots made ``_`` (``..`` -> ``__``): an inventory may name a host
+    ``..`` (Ansible takes any name, and its fetch then writes ``dest/../<src>``, outside ``dest``),
+    and a path built from it must never leave the folder it is put under."""
+    name = "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in host) or "_"
+    return "_" * len(name) if name in (".", "..") else name
+
+
+def host_folder(host: str) -> str:
+    """A host name as one folder name on the host (the default workdir ``~/.fleetctl/<host>``):
+    the name itself when it is one usable path component, so that the folder of a host named
+    ``gpu01`` or ``node:7`` stays where earlier runs put it, else :func:`safe_name` (a name
+    holding ``/``, ``.``, ``..``, empty): ``.fleetctl/..`` is the home folder itself and
+    ``.fleetctl/a/../../b`` a folder beside it."""
+    return host if host and "/" not in host and "\x00" not in host and host not in (".", "..") else safe_name(host)
 
 
 def keep_mode(path, mode: int) -> None:
