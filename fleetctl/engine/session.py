@@ -147,7 +147,7 @@ class HostSession:
 
     def base_workdir(self) -> str:
         """The workdir as the inventory gives it: absolute, or relative to the home folder
-        (``~/x`` and ``x`` alike); ``.fleetctl/<host>`` by default."""
+        (``~/x``; a bare relative one is refused at load); ``.fleetctl/<host>`` by default."""
         base = self.host.workdir or posixpath.join(".fleetctl", self.host.name)
         if base == "~":
             return "."
