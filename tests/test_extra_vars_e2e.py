@@ -430,3 +430,34 @@ def test_a_shell_variable_in_any_path_var_is_refused_by_one_rule(tmp_path):
         f"/home/USER/fleetctl), or let your shell expand it (-e with double quotes, not single: gives {home}/fleetctl; "
         "right only when the host's path is the same as here)"], res.stderr
     assert not (tmp_path / "work").exists() and not home.exists()
+
+
+def test_a_relative_workdir_is_refused_as_venv_is_and_a_home_one_reaches_the_play_resolved(tmp_path):
+    """Operator trial: ``-e workdir=fleetwd`` passed ``facts``; ``deploy --plan`` made ``~/fleetwd``
+    on the host, then failed ``cannot write 2048 MiB in / (for fleetwd/wheels)``: the run folder
+    took it under the home folder, the play's ``{{ workdir }}`` as written (against /). A relative
+    workdir is refused at load as a relative venv is (inventory, host vars, -e; exit 2, nothing
+    made); ``~/x`` (the home folder said) stays, and the play sees it resolved."""
+    home = tmp_path / "home"
+    home.mkdir()
+    play = tmp_path / "quick.yaml"
+    play.write_text(QUICK.replace("[echo, hello]", '[echo, "wd={{ workdir }}"]'))
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"box": {"ansible_connection": "local", "workdir": "fleetwd"}}})
+    for cmd in (("facts", "--hosts", "g"), ("deploy", "--hosts", "g", "--playbook", str(play), "--plan")):
+        res = fleetctl("-i", str(inv), *cmd, home=tmp_path, env={"HOME": str(home)})
+        assert res.returncode == 2 and res.stderr.strip().splitlines() == [
+            f"fleetctl: error: {inv}:8: all.children.g.hosts.box.workdir: 'fleetwd' is a relative path, which the "
+            "host would take against whatever folder a command runs in: write it absolute (e.g. /home/USER/fleetwd), "
+            "or ~/fleetwd for a folder in the login user's home"], res.stdout + res.stderr
+    ok = write_inventory(tmp_path / "ok.yaml", {"g": {"box": {"ansible_connection": "local"}}})
+    for cmd in (("facts", "--hosts", "g"), ("deploy", "--hosts", "g", "--playbook", str(play), "--plan")):
+        res = fleetctl("-i", str(ok), *cmd, "-e", "workdir=fleetwd", home=tmp_path, env={"HOME": str(home)})
+        assert res.returncode == 2 and res.stderr.strip() == (
+            "fleetctl: error: -e workdir: 'fleetwd' is a relative path, which the host would take against whatever "
+            "folder a command runs in: write it absolute (e.g. /home/USER/fleetwd), or ~/fleetwd for a folder in "
+            "the login user's home"), res.stdout + res.stderr
+    assert sorted(p.name for p in home.iterdir()) == []  # nothing made on the host
+    res = fleetctl("-i", str(ok), "deploy", "--hosts", "g", "--playbook", str(play), "-e", "workdir=~/fleetwd",
+                   home=tmp_path, env={"HOME": str(home)})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"wd={home}/fleetwd" in res.stdout and (home / "fleetwd" / "runs").is_dir(), res.stdout

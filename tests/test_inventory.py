@@ -731,9 +731,10 @@ def test_every_ansible_connection_var_has_a_decision_and_the_docs_list_it():
 def test_a_relative_venv_or_cuda_home_is_refused_naming_file_line_host_and_key(tmp_path, monkeypatch):
     # New-user trial: `venv: venv` loaded, and `fleetctl facts` said `python / torch: - / torch -`
     # with no warning (the host took it against whatever folder a command ran in); only
-    # `deploy --plan` said it does not run. workdir and deploy_lock stay home-relative.
+    # `deploy --plan` said it does not run. A workdir of ~/x and deploy_lock stay home-relative (a
+    # bare relative workdir is refused as venv is: test_extra_vars_e2e.py).
     monkeypatch.chdir(tmp_path)
-    write(tmp_path, "all:\n  vars:\n    workdir: fleet/work\n    deploy_lock: fleet.lock\n"
+    write(tmp_path, "all:\n  vars:\n    workdir: ~/fleet/work\n    deploy_lock: fleet.lock\n"
                     "  hosts:\n    n1:\n      venv: venv\n    n2:\n      cuda_home: cuda-12.8\n")
     with pytest.raises(InventoryError) as info:
         load_all("inventory.yaml")
@@ -745,10 +746,17 @@ def test_a_relative_venv_or_cuda_home_is_refused_naming_file_line_host_and_key(t
     write(tmp_path, "all:\n  hosts:\n    n2:\n      cuda_home: cuda-12.8\n")
     with pytest.raises(InventoryError, match=r"^inventory.yaml:4: all.hosts.n2.cuda_home: 'cuda-12.8' is a relative"):
         load_all("inventory.yaml")
-    write(tmp_path, "all:\n  vars:\n    workdir: fleet/work\n    deploy_lock: fleet.lock\n"
+    write(tmp_path, "all:\n  vars:\n    workdir: ~/fleet/work\n    deploy_lock: fleet.lock\n"
                     "  hosts:\n    n1:\n      venv: /home/u/venv\n      cuda_home: /usr/local/cuda\n")
     host = load_inventory("inventory.yaml").hosts["n1"]
-    assert (host.venv, host.settings.cuda_home, host.workdir) == ("/home/u/venv", "/usr/local/cuda", "fleet/work")
+    assert (host.venv, host.settings.cuda_home, host.workdir) == ("/home/u/venv", "/usr/local/cuda", "~/fleet/work")
+    write(tmp_path, "all:\n  hosts:\n    n1:\n      workdir: fleet/work\n")
+    with pytest.raises(InventoryError) as info:
+        load_all("inventory.yaml")
+    assert str(info.value) == (
+        "inventory.yaml:4: all.hosts.n1.workdir: 'fleet/work' is a relative path, which the host would take against "
+        "whatever folder a command runs in: write it absolute (e.g. /home/USER/fleet/work), or ~/fleet/work for a folder "
+        "in the login user's home")
 
 
 def test_a_host_name_holding_a_line_break_is_named_on_one_line(tmp_path):

@@ -52,3 +52,40 @@ def test_a_staged_force_deploy_missing_build_requirements_fails_before_staging(s
     assert not (tmp_path / ".serve-versions").exists()  # nothing staged: no version copied, none left behind
     assert Path(venv).is_dir() and not Path(venv).is_symlink()
     assert not (work / "src").exists()  # the sources were never uploaded
+
+
+def test_a_venv_in_a_folder_the_login_cannot_write_is_refused_while_planning(sshd_farm, tmp_path):
+    """Operator trial: the login user's venv inside a root-owned 0755 folder. ``--staged --plan``
+    exited 0 (``would stage v2 at .../.venv-ve-versions/v2``) and the deploy failed in the stage
+    with ``stage: stage: PermissionError: ... .venv-ve-versions``, no fix. --plan, --dry-run and the
+    deploy refuse it alike, in one line naming the folder, the user and the fix; nothing is made."""
+    import os
+    import subprocess
+
+    from tests.test_staged_e2e import CHANGES
+
+    h = sshd_farm.start("stagedro", shell="bash")  # logs in as a dedicated (non-root) test user
+    parent = Path(h.home) / f"rootowned-{os.getpid()}"  # root's, 0755: the login enters it, cannot write it
+    parent.mkdir(mode=0o755)
+    try:
+        os.chmod(parent, 0o755)
+        venv = parent / "venv-ve"
+        venv.mkdir()
+        shutil.chown(venv, h.user)  # the login's venv, made by it in the folder root gave it
+        subprocess.run(["runuser", "-u", h.user, "--", "/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)],
+                       check=True, cwd="/", capture_output=True)
+        inv = write_inventory(tmp_path / "inv.yaml", {"gpus": {"gpu01": {
+            **h.inventory_vars(sshd_farm.known_hosts), "venv": str(venv)}}})
+        play = tmp_path / "changes.yaml"
+        play.write_text(CHANGES)
+        want = (f"preflight: the venv's parent {parent} is not writable by {h.user}: --staged makes .venv-ve-versions "
+                f"beside the venv and renames a symlink over it; fix: give {h.user} write access to {parent}")
+        for more in (("--plan",), ("--dry-run",), ()):
+            res = fleetctl("-i", str(inv), "deploy", "--hosts", "gpus", "--playbook", str(play), "--staged", *more,
+                           home=tmp_path, timeout_s=300)
+            out = res.stdout + res.stderr
+            assert res.returncode == 1 and want in out, (more, out[-4000:])
+            assert "PermissionError" not in out and "stage: stage:" not in out and "Traceback" not in out, out
+        assert sorted(p.name for p in parent.iterdir()) == ["venv-ve"] and not venv.is_symlink()
+    finally:
+        subprocess.run(["rm", "-rf", str(parent)], check=False)

@@ -143,3 +143,54 @@ def test_a_stage_under_umask_077_keeps_the_venv_as_readable_as_it_was(tmp_path):
     assert mode(folder) == 0o755
     for rel in ("", "bin", "pyvenv.cfg", str(site_packages(live).relative_to(live))):
         assert mode(dest / rel) == mode(Path(live) / rel), rel
+
+
+def test_status_tells_which_folders_the_login_cannot_write(tmp_path):
+    """Operator trial: a venv the login user owns in a root-owned 0755 folder. The stage would make
+    ``.serve-versions`` there and the switch rename a symlink over the venv, so ``status`` (what the
+    planner refuses on, in --plan and the deploy alike) must say the parent is not writable, as
+    that user: root writes everywhere, so it runs as a dedicated test user (needs root)."""
+    from tests.support.sshd import SshdUnavailable, ensure_user
+
+    try:
+        user = ensure_user("bash")
+    except SshdUnavailable as exc:
+        pytest.skip(str(exc))
+    import pwd
+
+    home = Path(pwd.getpwnam(user).pw_dir)
+    parent = home / f"rootowned-{os.getpid()}"  # root's, 0755: the user can enter it, not write it
+    parent.mkdir(mode=0o755)
+    try:
+        os.chmod(parent, 0o755)
+        venv = parent / "serve"
+        venv.mkdir()
+        shutil.chown(venv, user)
+
+        def status(versions: Path) -> dict:
+            res = subprocess.run(["runuser", "-u", user, "--", "/usr/bin/python3", str(SCRIPT), "status", "--venv", str(venv),
+                                  "--versions", str(versions)], capture_output=True, text=True, cwd="/")
+            assert res.stdout.strip(), res.stderr
+            return json.loads(res.stdout.strip().splitlines()[-1])
+
+        out = status(parent / ".serve-versions")
+        assert out["ok"] and out["user"] == user and out["parent"] == str(parent), out
+        assert out["parent_writable"] is False and out["versions_writable"] is False, out
+        # the stage itself (had the planner let it run) fails in one line that does not name its
+        # command: the planner says "stage: " (the trial saw "stage: stage: PermissionError")
+        (venv / "bin").mkdir()
+        (venv / "bin" / "python3").touch()
+        res = subprocess.run(["runuser", "-u", user, "--", "/usr/bin/python3", str(SCRIPT), "stage", "--venv", str(venv),
+                              "--versions", str(parent / ".serve-versions")], capture_output=True, text=True, cwd="/")
+        err = json.loads(res.stdout.strip().splitlines()[-1])["error"]
+        assert err.startswith("PermissionError: [Errno 13] Permission denied: "), err
+        # writable once the folder is the user's: nothing refused
+        shutil.chown(parent, user)
+        out = status(parent / ".serve-versions")
+        assert out["parent_writable"] is True and out["versions_writable"] is True, out
+        # an existing versions folder is itself asked, not its parent
+        (parent / ".serve-versions").mkdir(mode=0o755)
+        out = status(parent / ".serve-versions")
+        assert out["versions_probe"] == str(parent / ".serve-versions") and out["versions_writable"] is False, out
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)

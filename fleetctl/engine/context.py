@@ -37,10 +37,14 @@ def host_context(session: HostSession, playbook: Any, extra_vars: Mapping[str, A
         "venv": session.venv,
         "python": session.python,
     }
-    # -e extra vars win over play vars (Ansible's precedence) and play-var templates see them.
+    # -e extra vars win over play vars (Ansible's precedence) and play-var templates see them,
+    # except ``workdir``: ``-e workdir=~/w`` is the host setting, already resolved into
+    # session.workdir (absolute, per user in a shared one); the raw value sent a play's
+    # ``{{ workdir }}/wheels`` elsewhere (operator trial: taken against /)
+    resolved = {"workdir": session.workdir} if session.workdir else {}
     raw_play_vars = {k: v for k, v in unwrap(playbook.vars)[0].items() if k not in extra}
-    play_vars = render_vars(raw_play_vars, {**base, **extra})
+    play_vars = render_vars(raw_play_vars, {**base, **extra, **resolved})
     _, play_secrets = unwrap({k: ({"value": play_vars[k], "secret": True} if is_marked(v) else play_vars[k])
                               for k, v in playbook.vars.items() if k in play_vars})
     redactor.add(play_secrets)
-    return {**base, **play_vars, **extra, **session.registered}
+    return {**base, **play_vars, **extra, **resolved, **session.registered}

@@ -148,8 +148,8 @@ class HostSession:
 
     def base_workdir(self) -> str:
         """The workdir as the inventory gives it: absolute, or relative to the home folder
-        (``~/x`` and ``x`` alike); ``.fleetctl/<host>`` by default (the name made one folder name:
-        :func:`~fleetctl.util.paths.host_folder`)."""
+        (``~/x``; a bare relative one is refused at load); ``.fleetctl/<host>`` by default (the name
+        made one folder name: :func:`~fleetctl.util.paths.host_folder`)."""
         base = self.host.workdir or posixpath.join(".fleetctl", host_folder(self.host.name))
         if base == "~":
             return "."

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
+import posixpath
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -111,17 +112,40 @@ def _absolute_host_path(value: Any) -> Any:
     ``~`` and from whatever folder a command runs in, so ``~/venv`` would name a folder called ``~``
     and ``venv`` a folder under the current one (new-user trials: ``--plan`` said ``~/venv/bin/python3
     does not exist``, and ``venv: venv`` gave facts of no Python at all, with no warning). Ansible
-    takes a relative remote path against the login folder; fleetctl does that only for ``workdir``
-    and ``deploy_lock``, which it resolves itself (``~/x`` and ``x`` alike, :func:`fleetctl.facts.
-    gather.remote_workdir`), and asks for these two in full rather than guess a folder. (A shell
+    takes a relative remote path against the login folder; fleetctl does that only for ``~/x`` in
+    ``workdir`` (a bare ``x`` is refused, :func:`_workdir_path`) and for ``deploy_lock``, which it
+    resolves itself (:func:`fleetctl.facts.gather.remote_workdir`), and asks for these two in full
+    rather than guess a folder. (A shell
     variable in any path var is refused before, by :func:`shell_var_problem`.)"""
     if isinstance(value, str) and value.startswith("~"):
         raise ValueError(f"{value!r} starts with ~, which no shell expands here: this path is used as it is "
                          "on the host; write it in full (e.g. /home/USER/venv)")
+    return _not_relative(value, "/home/USER/venv")
+
+
+def _not_relative(value: Any, example: str, home_form: str = "") -> Any:
+    """The one relative-path refusal of host path vars (``venv``, ``cuda_home``, ``workdir``);
+    ``home_form``: the home-relative spelling the var accepts instead, said in the fix."""
     if isinstance(value, str) and value and not value.startswith("/"):
+        also = f", or {home_form} for a folder in the login user's home" if home_form else ""
         raise ValueError(f"{value!r} is a relative path, which the host would take against whatever folder a "
-                         "command runs in: write it absolute (e.g. /home/USER/venv)")
+                         f"command runs in: write it absolute (e.g. {example}){also}")
     return value
+
+
+def _workdir_path(value: Any) -> Any:
+    """Refuse a relative ``workdir`` other than ``~`` and ``~/x``: the run folder took ``x`` under
+    the login home while a play's ``{{ workdir }}`` (``-e workdir=x``) and the build preflight's
+    space probe took it against ``/`` (operator trial: ``-e workdir=fleetwd`` made
+    ``~/fleetwd`` on the host, then failed ``cannot write 2048 MiB in / (for fleetwd/wheels)``).
+    ``~`` and ``~/x`` say the home folder explicitly and stay (:func:`fleetctl.facts.gather.
+    remote_workdir` resolves them; the default is ``~/.fleetctl/<host>``). Same rule and words
+    as ``venv``'s, :func:`_absolute_host_path`."""
+    if isinstance(value, str) and (value == "~" or value.startswith("~/")):
+        return value
+    name = posixpath.normpath(value).lstrip("./") if isinstance(value, str) and value else ""
+    name = name or "fleetctl"
+    return _not_relative(value, f"/home/USER/{name}", f"~/{name}")
 
 class HostSettings(Settings):
     """fleetctl's own host vars, typed. ``None``: not said (fleetctl's default applies).
@@ -130,7 +154,8 @@ class HostSettings(Settings):
         venv: the Python environment builds and installs use, on the host (its ``bin/python3``;
             absolute: a relative path or ``~`` is refused at load).
         cuda_home: the CUDA toolkit folder on the host (absolute), or None to detect it.
-        workdir: the working folder on the host, or None for ``~/.fleetctl/<host>``.
+        workdir: the working folder on the host (absolute, or ``~/x`` in the login home; another
+            relative path is refused at load), or None for ``~/.fleetctl/<host>``.
         known_hosts: a known_hosts file on the controller (absolute; ``~`` expanded, relative to
             the inventory file's folder), or None for OpenSSH's ``~/.ssh/known_hosts``.
         fallback_archs: the arch list built when the host has no NVIDIA driver (``"9.0a;12.0a"``);
@@ -155,7 +180,7 @@ class HostSettings(Settings):
 
     venv: str | None = setting(str, "venv", optional=True, before=_absolute_host_path)
     cuda_home: str | None = setting(str, "cuda_home", optional=True, before=_absolute_host_path)
-    workdir: str | None = setting(str, "workdir", optional=True)
+    workdir: str | None = setting(str, "workdir", optional=True, before=_workdir_path)
     known_hosts: str | None = setting(str, "known_hosts", optional=True)
     fallback_archs: str = setting(str, "fallback_archs", default="9.0a;12.0a")
     build_host: str | None = setting(str, "build_host", optional=True)

@@ -74,6 +74,8 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
                    "the real folder, or make it one")
     elif st.get("kind") != "dir" and st.get("kind") != "symlink":
         problem = f"venv {live} is not a folder"
+    elif st.get("parent_writable") is False or st.get("versions_writable") is False:
+        problem = unwritable(st, live, folder)
     elif st.get("others_reach_live") and not st.get("others_reach_versions"):
         # the switch makes the venv path a symlink into the versions folder: a folder other users
         # cannot search (o-x on the way) would take the venv from everyone but the login user
@@ -155,6 +157,27 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
     return TaskResult(Status.CHANGED, data=data, venv=dest, facts=facts, environment=environment,
                       msg=f"staged v{n} at {dest} ({out.get('made_with', decision['tool'])}, {how}, "
                           f"{out.get('packages', '?')} packages as live, {out.get('seconds', 0)} s); the live venv is untouched")
+
+
+def unwritable(st: dict, live: str, folder: str) -> str:
+    """Why the login user could not stage or switch ``live`` (the status probe's ``parent_writable``
+    and ``versions_writable``, from ``os.access`` on the host), with the fix. The rights come from
+    docs/staged.md: the stage makes the versions folder (default ``.<name>-versions`` beside the
+    venv) and a version in it; the switch renames a symlink over the venv path, in its parent."""
+    user = st.get("user") or "the login user"
+    folder = st.get("versions_dir") or folder
+    if st.get("parent_writable") is False:
+        parent = st.get("parent") or posixpath.dirname(live)
+        return (f"the venv's parent {parent} is not writable by {user}: --staged makes "
+                f"{posixpath.basename(versions_dir(live))} beside the venv and renames a symlink over it; fix: "
+                f"give {user} write access to {parent} (chown or chmod), or keep the venv in a folder {user} owns, "
+                "or deploy without --staged")
+    probe = st.get("versions_probe") or folder
+    what = (f"the versions folder {folder} is" if probe == folder
+            else f"{probe}, where the versions folder {folder} would be made, is")
+    return (f"{what} not writable by {user}: the stage makes each version there; fix: give {user} write access "
+            f"to {probe} (chown or chmod), or set the host var venv_versions_dir to a folder {user} can write on "
+            "the venv's file system")
 
 
 def keep(st: dict, live: str) -> TaskResult:

@@ -49,6 +49,7 @@ import errno
 import hashlib
 import json
 import os
+import pwd
 import re
 import shutil
 import stat
@@ -133,6 +134,14 @@ def others_reach(path: str) -> bool:
         if os.path.dirname(p) == p:
             return True
         p = os.path.dirname(p)
+
+
+def login_name() -> str:
+    """The name of the user this script runs as (its uid where the password database has none)."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return "uid %d" % os.geteuid()
 
 
 def make_versions_dir(folder: str) -> None:
@@ -386,6 +395,13 @@ def status(args) -> dict:
             # the folder users open the venv path in: with others_reach_live false under a symlink,
             # a layout that already took the venv from them (versions in a private folder)
             out["others_reach_path"] = others_reach(os.path.dirname(os.path.abspath(live)))
+            # the rights a stage and a switch need (docs/staged.md): the versions folder (or the
+            # folder it is made in) written into, and the venv's parent (a symlink renamed over it)
+            out["user"] = login_name()
+            out["parent"] = os.path.dirname(os.path.abspath(live))
+            out["parent_writable"] = os.access(out["parent"], os.W_OK | os.X_OK)
+            out["versions_probe"] = probe_at
+            out["versions_writable"] = os.access(probe_at, os.W_OK | os.X_OK)
     if lkind != "missing":
         out["environment"] = describe(os.path.realpath(live), args.installed or "")
         since = None
@@ -777,7 +793,8 @@ def main(argv=None) -> int:
     except SystemExit:
         raise
     except Exception as exc:  # one line for the operator, never a traceback alone
-        fail("%s: %s: %s" % (args.cmd, type(exc).__name__, exc))
+        # the planner names the command ("stage: ..."): not named here again
+        fail("%s: %s" % (type(exc).__name__, exc))
     sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
     return 0
 

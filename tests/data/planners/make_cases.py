@@ -661,6 +661,18 @@ case("venv_stage", "a-versions-folder-other-users-cannot-reach-is-refused", host
      steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(**{**json.loads(STATUS_DIR["stdout"]), "others_reach_versions": False})}],
      result={"status": "failed", "msg": "other users can run /venv now but could not reach the versions folder",
              "decision": {"action": "fail"}})
+# operator trial: a venv the login owns in a root-owned 0755 folder; --plan approved the stage and the
+# deploy failed in it with a raw PermissionError on .venv-versions
+case("venv_stage", "a-venv-parent-the-login-cannot-write-is-refused", host={"facts": FACTS90},
+     steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(**{**json.loads(STATUS_DIR["stdout"]), "user": "u", "parent": "/",
+                                                    "parent_writable": False, "versions_probe": "/", "versions_writable": False})}],
+     result={"status": "failed", "msg": "preflight: the venv's parent / is not writable by u: --staged makes .venv-versions "
+                                        "beside the venv and renames a symlink over it; fix: ", "decision": {"action": "fail"}})
+case("venv_stage", "a-versions-folder-the-login-cannot-write-is-refused", host={"facts": FACTS90},
+     steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(**{**json.loads(STATUS_DIR["stdout"]), "user": "u", "parent": "/",
+                                                    "parent_writable": True, "versions_probe": VD, "versions_writable": False})}],
+     result={"status": "failed", "msg": f"preflight: the versions folder {VD} is not writable by u: the stage makes each "
+                                        "version there; fix: ", "decision": {"action": "fail"}})
 case("venv_stage", "a-symlink-fleetctl-did-not-make-is-refused", host={"facts": FACTS90},
      steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(kind="symlink", live="/venv", target="/opt/other", unmanaged_link=True,
                                                   versions_dir=None, next=None, staged_version=None)}],
