@@ -53,6 +53,9 @@ def test_twins_on_one_workdir_get_one_verdict_in_plan_dry_run_and_deploy(sshd_fa
         error = record["hosts"][name].get("error") or ""
         assert record["hosts"][name]["status"] == "failed", record["hosts"][name]
         assert line in error and fix in error and "kill" not in error and "/runs/2" not in error, error
+    events = [json.loads(ln) for ln in (last_run(tmp_path) / "events.jsonl").read_text().splitlines()]
+    notes = [e for e in events if e["event"] == "note.added" and "held by this run itself" in e.get("message", "")]
+    assert len(notes) == 1 and f"deploy lock {wd}/deploy.lock is held" in notes[0]["message"], notes
 
 
 def test_a_lock_held_by_the_run_itself_is_said_so_without_advice_to_kill_it():

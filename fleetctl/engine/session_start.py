@@ -58,6 +58,8 @@ class Started:
     Attributes:
         facts: the facts (empty when not gathered).
         lock_path: the deploy lock file (absolute), when one was taken.
+        run_lock: the deploy lock file another host of this run holds (one workdir), when this
+            host goes on under it (no ``lock_path``).
         stale: the record of a dead run whose lock was taken over, or ``None``.
         answered: probes answered ahead (count).
         kept: of those, answers the host kept from an earlier run, its files unchanged (count).
@@ -66,6 +68,7 @@ class Started:
 
     facts: dict[str, Any] = field(default_factory=dict)
     lock_path: str | None = None
+    run_lock: str | None = None
     stale: dict | None = None
     answered: int = 0
     kept: int = 0
@@ -231,6 +234,7 @@ async def start_host(session: HostSession, *, facts: bool, lock: bool, remembere
     job = _job(session, facts=facts, lock=hold, remembered=[] if read_only else remembered, read_only=read_only)
     stale_taken: dict | None = None
     holder: asyncio.Task | None = None
+    run_lock: str | None = None
     try:
         for attempt in range(TAKEOVER_TRIES):
             await drop_task(holder)  # an earlier try's (it found the lock busy)
@@ -256,6 +260,7 @@ async def start_host(session: HostSession, *, facts: bool, lock: bool, remembere
                     continue
                 if holder_rec.get("run_id") == session.run_id:  # another host of this run: its lock is ours
                     hold, job = False, _job(session, facts=facts, lock=False, remembered=remembered)
+                    run_lock = state.get("path", "?")
                     continue
                 raise HostLockBusy(session.name, state.get("path", "?"), holder_rec, session.run_id)
             if hold and "locked" not in state:
@@ -269,7 +274,8 @@ async def start_host(session: HostSession, *, facts: bool, lock: bool, remembere
         # connection: never leave it unobserved
         await drop_task(holder)
         raise
-    started = Started(_holder=holder, duration_s=float(out.get("duration_s") or 0.0), kept=int(out.get("kept") or 0))
+    started = Started(_holder=holder, duration_s=float(out.get("duration_s") or 0.0), kept=int(out.get("kept") or 0),
+                      run_lock=run_lock)
     try:
         if hold:
             started.lock_path = state["path"]
@@ -352,6 +358,7 @@ async def legacy_start(session: HostSession, *, facts: bool, lock: bool, timeout
         except HostLockBusy as busy:  # another host of this run holds it (one workdir): the run's own
             if busy.holder.get("run_id") != session.run_id:
                 raise
+            started.run_lock = path
     if facts:
         try:
             started.facts = await session.gather_facts(timeout_s=timeout_s, read_only=read_only)
