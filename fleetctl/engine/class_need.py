@@ -9,6 +9,21 @@ from typing import Any
 from .classes import ClassCoordinator
 
 
+def wait_reason(grace_s: float, twins: tuple[str, ...] = ()) -> str:
+    """Why a host that planned waits for its group (``class.waiting``'s ``reason``), for at most
+    ``grace_s`` seconds: its arch class is settled with its group, or, for a host that needs no
+    class (:func:`needs_no_class`) but has ``twins`` (:func:`fleetctl.engine.windows.machine_twins`),
+    its twins may share a folder it builds or installs in (:func:`twin_settles`), named as such
+    (operator trial: a twin's wait read "its arch class is settled ...")."""
+    if twins:
+        from ..inventory.nodeset import fold_hosts
+
+        return (f"{fold_hosts(twins)}, another inventory name of its machine and login user, may share a folder it "
+                f"builds or installs in (only their facts tell): it is settled with them, for at most {grace_s:g} s")
+    return (f"its arch class is settled with the hosts of its group still gathering facts or planning (one "
+            f"may hold, build or need the class's wheel), for at most {grace_s:g} s")
+
+
 def needs_no_class(plan: Any, classes: ClassCoordinator, each: bool) -> bool:
     """Whether a host's first plan gives it no part in settling an arch class, so that it goes on
     at once, as a late host does (its role assigned alone), never waiting :data:`~fleetctl.engine.runner.SETTLE_GRACE_S`

@@ -108,12 +108,18 @@ RELEASE_WAIT_S = 10.0
 
 class HostLockBusy(FleetError):
     """Another run holds the host's deploy lock; ``holder`` is its record (``run_id``,
-    ``controller``, ``pid``, ``user``, ``started``, ``remote_pid``)."""
+    ``controller``, ``pid``, ``user``, ``started``, ``remote_pid``). ``run_id``: this run's id; a
+    holder of that id is another inventory host of this run whose workdir is the same folder,
+    said as such (operator trial: the line named the current run and advised killing its lock)."""
 
-    def __init__(self, host: str, path: str, holder: dict) -> None:
+    def __init__(self, host: str, path: str, holder: dict, run_id: str | None = None) -> None:
         self.host = host
         self.path = path
         self.holder = holder
+        if run_id and holder.get("run_id") == run_id:  # another host of this run: never advise killing it
+            super().__init__(f"{host}: deploy lock {path} is held by this run itself ({run_id}): another inventory "
+                             "host of this run has the same workdir; give each host its own workdir")
+            return
         if not holder.get("run_id"):  # flock(1) by hand, a backup script, a controller killed while writing
             who = "a process that left no fleetctl run record in the file (not a fleetctl run)"
             hint = (f"find it on the host with: fuser -v {path} (or lsof {path}); wait for it to end, or stop it "
@@ -183,8 +189,9 @@ class HostLock:
 def lock_path(conn: Connection, workdir: str | None = None, override: str | None = None) -> str:
     """The lock file: ``override`` (the ``deploy_lock`` host var), else ``<workdir>/deploy.lock``.
 
-    The host's working folder is per inventory host (``~/.fleetctl/<host>`` by default), so the
-    lock is too: hosts that share a home folder over NFS never share a lock (flock on NFS is
+    The host's working folder is per inventory host by default (``~/.fleetctl/<host>``), so the
+    lock is too (a ``workdir`` var naming one folder for several hosts gives them one lock; within
+    one run that is the run's own: :func:`fleetctl.engine.session_start.start_host`): hosts that share a home folder over NFS never share a lock (flock on NFS is
     cluster-wide), several inventory names for one machine in one run do not block each other,
     and every deploy of that inventory host, from any folder or controller, meets the same lock.
     When different inventories name one machine differently (or several users deploy into one
@@ -267,7 +274,7 @@ async def _try(conn: Connection, host: str, path: str, record: dict, timeout_s: 
     res = task.result()  # HostUnreachable propagates
     if res.rc == 75:
         busy = next((t[len("BUSY "):] for t in lines if t.startswith("BUSY ")), "")
-        raise HostLockBusy(host, path, parse_holder(busy))
+        raise HostLockBusy(host, path, parse_holder(busy), record.get("run_id"))
     if res.rc == 127 and any("NOFLOCK" in t for t in lines):
         raise HostLockError(f"{host}: flock(1) is not installed on the host, so the deploy lock cannot be taken "
                             f"(install util-linux)")

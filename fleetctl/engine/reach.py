@@ -103,6 +103,9 @@ async def first_command(session: HostSession, run: RunModel, observers: Any, dea
                                    f"{prev.get('controller')}, pid {prev.get('pid')}, started {prev.get('started')}): "
                                    f"that run is gone")
             observers.emit("lock.stale_taken_over", session.name, path=started.lock_path, previous=prev)
+    if started.run_lock:
+        observers.emit("note.added", session.name, message=f"the deploy lock {started.run_lock} is held by this run "
+                       "itself (another inventory host of it has the same workdir): this host goes on under it")
     if started.answered:
         observers.emit("probes.answered_ahead", session.name, count=started.answered, of=len(remembered),
                        kept=started.kept)

@@ -64,7 +64,7 @@ from ..connection.registry import ConnectOptions
 from ..errors import FleetError, HostUnreachable, host_message
 from ..tasks import ACTIONS
 from .batches import FAILED_STATES, batches, stop_reason
-from .class_need import needs_no_class, refused_alone, twin_settles
+from .class_need import needs_no_class, refused_alone, twin_settles, wait_reason
 from .classes import ClassCoordinator
 from .deadlines import Deadlines
 from .host import HostPass, PassOptions, plan_pass, run_pass
@@ -82,9 +82,6 @@ from .windows import Group, each_host, machine_twins, window_order
 #: facts and plans) before its arch classes are settled; those still at work then join late.
 SETTLE_GRACE_S = 20.0
 
-#: Why a host that planned waits for its group (``class.waiting``, with the hosts it waits for).
-WAIT_REASON = (f"its arch class is settled with the hosts of its group still gathering facts or planning (one "
-               f"may hold, build or need the class's wheel), for at most {SETTLE_GRACE_S:g} s")
 
 @dataclass
 class PlayOptions:
@@ -196,6 +193,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     settlings: list[asyncio.Future] = []
     timers: list[asyncio.TimerHandle] = []
     alone: set[str] = set()  # planned needing no build nor its group (needs_no_class): never wait to settle
+    twin_waits: dict[str, tuple[str, ...]] = {}  # planned needing no class, settled with its twins (twin_settles)
     # hosts that may share a folder with another of the batch, settled with it when they build or
     # install in one (a thread: ssh_config read per host)
     twins = asyncio.ensure_future(asyncio.to_thread(machine_twins, batch))
@@ -290,10 +288,11 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                                            pass_opts)
             # nothing of its class waits on it, nor it on them (a twin that builds or installs into
             # a folder its twin may share does: twin_settles)
-            if needs_no_class(plans[host.name], classes, opts.build_each) and not (
-                    twin_settles(host.name, classes) and host.name in await twins):
-                alone.add(host.name)
-                return
+            if needs_no_class(plans[host.name], classes, opts.build_each):
+                if not (twin_settles(host.name, classes) and host.name in await twins):
+                    alone.add(host.name)
+                    return
+                twin_waits[host.name] = (await twins)[host.name]  # waits for its twins alone: said so
             g.planned.add(host.name)
             if len(g.planned) == 1 and g.settling is None:  # hosts stuck after connect delay it a while only
                 timers.append(asyncio.get_running_loop().call_later(SETTLE_GRACE_S, expire, g))
@@ -357,7 +356,8 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
             if name not in alone and (g.settling is None or name in g.early):  # planned in time: settled with its group
                 if not g.triggered.is_set() and g.waiting:  # a host stuck after connect holds it up to the grace
                     observers.emit("class.waiting", name, waiting_for=sorted(g.waiting, key=order.__getitem__),
-                                   grace_s=SETTLE_GRACE_S, reason=WAIT_REASON)
+                                   grace_s=SETTLE_GRACE_S,
+                                   reason=wait_reason(SETTLE_GRACE_S, twin_waits.get(name, ())))
                 await g.triggered.wait()
                 assert g.settling is not None
                 await asyncio.shield(g.settling)

@@ -58,6 +58,8 @@ class Started:
     Attributes:
         facts: the facts (empty when not gathered).
         lock_path: the deploy lock file (absolute), when one was taken.
+        run_lock: the deploy lock file another host of this run holds (one workdir), when this
+            host goes on under it (no ``lock_path``).
         stale: the record of a dead run whose lock was taken over, or ``None``.
         answered: probes answered ahead (count).
         kept: of those, answers the host kept from an earlier run, its files unchanged (count).
@@ -66,6 +68,7 @@ class Started:
 
     facts: dict[str, Any] = field(default_factory=dict)
     lock_path: str | None = None
+    run_lock: str | None = None
     stale: dict | None = None
     answered: int = 0
     kept: int = 0
@@ -209,7 +212,11 @@ async def start_host(session: HostSession, *, facts: bool, lock: bool, remembere
 
     Args:
         facts: gather facts (``session.facts`` is set).
-        lock: take the deploy lock (held until :meth:`Started.release`).
+        lock: take the deploy lock (held until :meth:`Started.release`). One held by this run
+            (another inventory host of it whose workdir is the same folder) is the run's own: the
+            host goes on without one of its own (no ``lock_path``), so that its planners, not the
+            lock, refuse hosts sharing a workdir, as ``--plan`` does (operator trial: one twin
+            failed on "a lock held by run R", R the current run, the other deployed).
         remembered: probes to answer ahead (:meth:`fleetctl.engine.probeplan.ProbeMemory.entries`).
         timeout_s: seconds for the command to answer (seconds).
         read_only: write nothing on the host (``fleetctl facts``, like Ansible's setup module): no
@@ -227,6 +234,7 @@ async def start_host(session: HostSession, *, facts: bool, lock: bool, remembere
     job = _job(session, facts=facts, lock=hold, remembered=[] if read_only else remembered, read_only=read_only)
     stale_taken: dict | None = None
     holder: asyncio.Task | None = None
+    run_lock: str | None = None
     try:
         for attempt in range(TAKEOVER_TRIES):
             await drop_task(holder)  # an earlier try's (it found the lock busy)
@@ -250,7 +258,11 @@ async def start_host(session: HostSession, *, facts: bool, lock: bool, remembere
                 if stale_taken is not None and holder_rec.get("remote_pid") == stale_taken.get("remote_pid"):
                     await asyncio.sleep(0.2)  # the stopped process is still exiting
                     continue
-                raise HostLockBusy(session.name, state.get("path", "?"), holder_rec)
+                if holder_rec.get("run_id") == session.run_id:  # another host of this run: its lock is ours
+                    hold, job = False, _job(session, facts=facts, lock=False, remembered=remembered)
+                    run_lock = state.get("path", "?")
+                    continue
+                raise HostLockBusy(session.name, state.get("path", "?"), holder_rec, session.run_id)
             if hold and "locked" not in state:
                 raise HostLockError(f"{session.name}: cannot take the deploy lock {state.get('path', '?')}: "
                                     f"{state.get('error', 'no answer')}")
@@ -262,7 +274,8 @@ async def start_host(session: HostSession, *, facts: bool, lock: bool, remembere
         # connection: never leave it unobserved
         await drop_task(holder)
         raise
-    started = Started(_holder=holder, duration_s=float(out.get("duration_s") or 0.0), kept=int(out.get("kept") or 0))
+    started = Started(_holder=holder, duration_s=float(out.get("duration_s") or 0.0), kept=int(out.get("kept") or 0),
+                      run_lock=run_lock)
     try:
         if hold:
             started.lock_path = state["path"]
@@ -339,8 +352,13 @@ async def legacy_start(session: HostSession, *, facts: bool, lock: bool, timeout
     started = Started()
     if lock:
         path = lock_path(session.conn, session.workdir, session.host.settings.deploy_lock)
-        held = await acquire_host_lock(session.conn, path, run_id=session.run_id)
-        started.lock_path, started.stale, started._lock = path, held.stale, held
+        try:
+            held = await acquire_host_lock(session.conn, path, run_id=session.run_id)
+            started.lock_path, started.stale, started._lock = path, held.stale, held
+        except HostLockBusy as busy:  # another host of this run holds it (one workdir): the run's own
+            if busy.holder.get("run_id") != session.run_id:
+                raise
+            started.run_lock = path
     if facts:
         try:
             started.facts = await session.gather_facts(timeout_s=timeout_s, read_only=read_only)

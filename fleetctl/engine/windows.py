@@ -9,7 +9,6 @@ once, each with its session, facts and plan; the rest are names in a queue.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -34,21 +33,27 @@ class Group:
         self.triggered = asyncio.Event()
 
 
-def machine_twins(batch: Sequence[Any]) -> set[str]:
-    """The hosts of ``batch`` whose connection reaches one machine as another host of the batch
-    does (:func:`fleetctl.engine.machinelock.machine_of`, any login user): two inventory names of one
-    machine may share any folder of it (a venv, a workdir), which only their facts tell. Such a
-    host never goes on alone before its group settles (:func:`fleetctl.engine.class_need.needs_no_class`):
-    whether it shares a folder with its twin must not depend on which of them planned first
-    (an up to date host went on alone before its twin, slower for a workdir to make, claimed the
-    venv: one ``--plan`` refused the twin alone, the next both; README, "share the venv")."""
+def machine_twins(batch: Sequence[Any]) -> dict[str, tuple[str, ...]]:
+    """The hosts of ``batch`` whose connection reaches one machine as one login user as another
+    host of the batch does (:func:`fleetctl.engine.machinelock.machine_of`, ``ssh:user@address:port``,
+    the key of the controller-side lock), each with those others ("twins"), in batch order.
+
+    One login user can write every folder of the other name (a venv, a workdir), which only their
+    facts tell: such a host never goes on alone before its group settles
+    (:func:`fleetctl.engine.class_need.twin_settles`), so that whether it shares a folder with its
+    twin does not depend on which of them planned first (an up to date host went on alone before its
+    twin, slower for a workdir to make, claimed the venv: one ``--plan`` refused the twin alone, the
+    next both; README, "share the venv"). Another login user of the machine is no twin: a workdir
+    shared by users is each one's own (``<workdir>/<user>``), and a venv two users write is still
+    refused when their claims meet (:class:`~fleetctl.engine.targets.InstallTargets`); keyed by
+    address alone, a host with its class wheel cached waited 20 s for another user's host whose
+    nvidia-smi hung (operator trial; README, "Dead hosts delay no one")."""
     from .machinelock import machine_of
 
     seen: dict[str, list[str]] = {}
     for h in batch:
-        machine = re.sub(r"^([^:@]*:)[^@]*@", r"\1", machine_of(h))  # ssh:user@addr:port -> ssh:addr:port
-        seen.setdefault(machine, []).append(h.name)
-    return {name for names in seen.values() if len(names) > 1 for name in names}
+        seen.setdefault(machine_of(h), []).append(h.name)
+    return {name: tuple(n for n in names if n != name) for names in seen.values() if len(names) > 1 for name in names}
 
 
 def window_order(batch: Sequence[Any]) -> list[Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..build.archs import parse_arch_list
+from ..facts.workdir import workdir_of
 
 #: ``(kind, real path, every host claiming it in inventory order, the union of their arch lists)``.
 Shared = tuple[str, str, tuple[str, ...], str]
@@ -19,13 +20,19 @@ def shared_message(host: str, shared: tuple[Shared, ...]) -> str:
     /nfs/v (one /nfs/v/.fleetctl-id): one venv holds one wheel, ...``. The same line for every
     host sharing the folders (reporters say it once, under their node set); more than two hosts
     are named as a ClusterShell node set (``m[001-120] share the venv ...``,
-    :func:`fleetctl.inventory.nodeset.fold_hosts`), never one name after another."""
+    :func:`fleetctl.inventory.nodeset.fold_hosts`), never one name after another. A workdir is
+    named as the host var gives it, never by the run folder its id was read in
+    (``<workdir>/runs/<run_id>``, :func:`fleetctl.facts.workdir.workdir_of`; operator trial: the fix
+    offered ``/tmp/wd/runs/<run_id>/h1`` as h1's own workdir)."""
     from ..inventory.nodeset import fold_hosts
 
     parts, fixes = [], []
     for kind, path, hosts, _ in shared:
         names = f"{hosts[0]} and {hosts[1]}" if len(hosts) == 2 else fold_hosts(hosts)
-        parts.append(f"{names} share the {kind} {path} (one {path.rstrip('/')}/.fleetctl-id)")
+        # a deploy's workdir id is its run folder's, <workdir>/runs/<run_id>: named by its workdir
+        folder = workdir_of(path) if kind == "workdir" else path
+        one = f"one {path.rstrip('/')}/.fleetctl-id" if folder == path else f"one run folder {folder}/runs/<run_id>"
+        parts.append(f"{names} share the {kind} {folder} ({one})")
     kinds = {s[0] for s in shared}
     venv = next((s for s in shared if s[0] == "venv"), None)
     if venv is not None:
@@ -35,7 +42,7 @@ def shared_message(host: str, shared: tuple[Shared, ...]) -> str:
     work = next((s for s in shared if s[0] == "workdir"), None)
     if work is not None:
         # inventory values are not templated: name a folder per host, as host_vars would set it
-        per_host = ", ".join(f"{h}: {work[1].rstrip('/')}/{h}" for h in work[2][:2])
+        per_host = ", ".join(f"{h}: {workdir_of(work[1]).rstrip('/')}/{h}" for h in work[2][:2])
         fixes.append("their builds would overwrite each other's files: give each host its own workdir "
                      f"(the host var workdir, set per host in host_vars/, e.g. {per_host})")
     return "; ".join(parts) + ": " + "; ".join(fixes)
