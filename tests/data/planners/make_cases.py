@@ -540,7 +540,7 @@ case("pip_install", "unknown-wheel-is-hashed-on-the-host", args=PI, host={"facts
      steps=[{"expect": {"type": "Run", "argv": ["sha256sum", WHEEL]}, "answer": {"rc": 1, "stderr": f"sha256sum: {WHEEL}: No such file or directory"}}],
      result={"status": "failed", "msg": "No such file or directory"})
 # verify
-VERIFY_ARGV = ["/venv/bin/python3", "-I", "/w/runs/r1/verify/verify_package.py", "--package", "fp4_kernels", "--device", "cuda",
+VERIFY_ARGV = ["/venv/bin/python3", "-I", "-X", "faulthandler", "/w/runs/r1/verify/verify_package.py", "--package", "fp4_kernels", "--device", "cuda",
                "--gpus", '[{"index":0,"name":"NVIDIA H200","uuid":null,"pci_bus_id":null,"mig_mode":null}]',
                "--venv", "/venv", "--symbols", "a", "--sm", "9.0", "--smoke"]
 GPUS2 = [{"index": 0, "name": "NVIDIA H200", "compute_cap": "9.0", "memory_mib": 143771, "uuid": "GPU-a", "pci_bus_id": "00000000:18:00.0"},
@@ -548,7 +548,7 @@ GPUS2 = [{"index": 0, "name": "NVIDIA H200", "compute_cap": "9.0", "memory_mib":
 case("verify", "every-gpu-of-the-host-is-verified-and-a-failing-one-named", args={"package": "fp4_kernels"},
      host={"facts": {**FACTS90, "gpus": GPUS2}},
      steps=[{"expect": {"type": "Put"}, "answer": None},
-            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-I", "/w/runs/r1/verify/verify_package.py", "--package", "fp4_kernels",
+            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-I", "-X", "faulthandler", "/w/runs/r1/verify/verify_package.py", "--package", "fp4_kernels",
                                                 "--device", "cuda", "--gpus",
                                                 '[{"index":0,"name":"NVIDIA H200","uuid":"GPU-a","pci_bus_id":"00000000:18:00.0","mig_mode":null},'
                                                 '{"index":1,"name":"NVIDIA RTX PRO 6000","uuid":"GPU-b","pci_bus_id":"00000000:2A:00.0","mig_mode":null}]',
@@ -572,7 +572,7 @@ case("verify", "all-checks-pass-isolated-from-the-login-environment-on-the-gpu",
      result={"status": "ok", "msg": "smoke on cuda"})
 case("verify", "a-host-without-gpus-verifies-on-the-cpu", args={"package": "tiny"}, host={"facts": {**FACTS90, "gpus": []}},
      steps=[{"expect": {"type": "Put"}, "answer": None},
-            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-I", "/w/runs/r1/verify/verify_package.py", "--package", "tiny",
+            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-I", "-X", "faulthandler", "/w/runs/r1/verify/verify_package.py", "--package", "tiny",
                                                 "--device", "cpu", "--venv", "/venv", "--smoke"]},
              "answer": {"rc": 0, "stdout": json.dumps({"ok": True, "device": "cpu", "checks": []})}}],
      result={"status": "ok", "msg": "on cpu"})
@@ -588,7 +588,7 @@ case("verify", "a-cpu-only-torch-on-a-gpu-host-is-refused-while-planning", args=
 case("verify", "a-cpu-only-torch-verifies-on-the-cpu-where-the-host-says-so", args={"package": "fp4_kernels"},
      host={"facts": {**FACTS90, "python": {**PY, "torch": "2.13.0+cpu", "torch_cuda": None}}, "verify_device": "cpu"},
      steps=[{"expect": {"type": "Put"}, "answer": None},
-            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-I", "/w/runs/r1/verify/verify_package.py",
+            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-I", "-X", "faulthandler", "/w/runs/r1/verify/verify_package.py",
                                                 "--package", "fp4_kernels", "--device", "cpu", "--venv", "/venv",
                                                 "--sm", "9.0", "--smoke"]},
              "answer": {"rc": 0, "stdout": json.dumps({"ok": True, "checks": [{"name": "smoke", "ok": True, "detail": "6 checks"}],
@@ -621,7 +621,7 @@ case("verify", "a-login-pythonpath-is-handed-to-the-script-and-a-copy-it-shadows
      steps=[{"expect": {"type": "Put"}, "answer": None},
             {"expect": {"type": "Run", "env": {"PYTHONPATH": None, "PYTHONHOME": None, "VIRTUAL_ENV": None,
                                                "CONDA_PREFIX": None, "CONDA_DEFAULT_ENV": None},
-                        "argv": ["/venv/bin/python3", "-I", "/w/runs/r1/verify/verify_package.py", "--package",
+                        "argv": ["/venv/bin/python3", "-I", "-X", "faulthandler", "/w/runs/r1/verify/verify_package.py", "--package",
                                  "fp4_kernels", "--device", "cpu", "--venv", "/venv", "--smoke",
                                  "--login-env", '{"PYTHONPATH":"/home/u/junk"}']},
              "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "checks": [{"name": "login-import", "ok": False, "detail": (
