@@ -39,7 +39,8 @@ class LocalConnection(Connection):
         """Nothing to connect; present for the interface."""
 
     async def close(self) -> None:
-        """Nothing to close; present for the interface."""
+        """Nothing to close (a command here is never cut off by it); marks :attr:`closed_here`."""
+        self.closed_here = True
 
     async def run(
         self,
