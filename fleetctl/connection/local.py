@@ -24,6 +24,7 @@ from .download import COPY_CHUNK_BYTES, local_download
 from .command import check_argv, command_argv, env_argv, validate_env
 from .groupwatch import GroupWatch
 from .streams import OutputTail, pump_lines
+from ..util.within import within
 
 
 class LocalConnection(Connection):
@@ -127,7 +128,7 @@ class LocalConnection(Connection):
             return await proc.wait()
 
         try:
-            rc = await asyncio.wait_for(everything(), timeout_s)
+            rc = await within(everything(), timeout_s)
         except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
             if hold_stdin and proc.stdin is not None and isinstance(exc, asyncio.CancelledError):
                 proc.stdin.close()

@@ -59,6 +59,7 @@ from .ssh_options import apply_options
 from .ssh_hop import LoginStats
 from .ssh_route import login
 from .ssh_target import SSHConfigError, SSHTarget, resolve_target
+from ..util.within import within
 
 __all__ = ["SSHConnection", "LOGIN_OUTPUT_NOTE"]
 
@@ -248,7 +249,7 @@ class SSHConnection(SFTPFiles, Connection):
         login rc file prints come first and are skipped."""
         await self._sessions.acquire()
         try:
-            res = await asyncio.wait_for(self._require().run(marked_line('echo "$SHELL"; echo "$HOME"', self._marker),
+            res = await within(self._require().run(marked_line('echo "$SHELL"; echo "$HOME"', self._marker),
                                                              encoding=None), self.connect_timeout_s)
         except (OSError, asyncssh.Error, asyncio.TimeoutError):
             return "", ""
