@@ -7,6 +7,8 @@ of the whole run.
 
 from __future__ import annotations
 
+import asyncio
+
 
 class FleetError(Exception):
     """Base of every error fleetctl raises on purpose."""
@@ -123,6 +125,25 @@ class HostUnreachable(FleetError):
         self.cause = cause
         self.stats: dict = {}
         super().__init__(f"{host}: unreachable: {cause}")
+
+
+class ClosedHere(asyncio.CancelledError):
+    """A command (or transfer) was cut off because fleetctl itself closed its connection: the run
+    is ending (Ctrl-C, SIGTERM, an error escaping the engine) and let go of the host while the
+    command was still at work. It is no fault of the host, so it is never
+    :class:`HostUnreachable`: it is a cancellation (an :class:`asyncio.CancelledError`), and
+    whoever records the host's outcome records it ``interrupted`` as for any interrupted command
+    (operator trial: a SIGTERM recorded a healthy host "unreachable: connection lost during sh").
+
+    Args:
+        host: the inventory host name.
+        what: the command (its ``argv[0]``) or transfer that was cut off.
+    """
+
+    def __init__(self, host: str, what: str) -> None:
+        self.host = host
+        self.what = what
+        super().__init__(f"{host}: {what} cut off: fleetctl closed the connection (the run was interrupted)")
 
 
 class CommandTimeout(FleetError):

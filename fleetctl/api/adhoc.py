@@ -53,7 +53,7 @@ async def run_command(hosts: Sequence[Any], argv: Sequence[str], *, pattern: str
     outputs = await guarded_async(run, obs, run_on_hosts(
         hosts, list(argv), run=run, observers=obs, forks=forks, timeout_s=timeout_s,
         connect_timeout_s=connect_timeout_s, accept_new_host_keys=accept_new_host_keys, ssh_options=ssh_options,
-        outputs=outputs))
+        outputs=outputs), hosts)
     finish_run(run, obs, "failed" if run.failed_hosts else "ok")
     return run, record, outputs
 
@@ -95,7 +95,7 @@ async def gather_facts(hosts: Sequence[Any], *, pattern: str, command: Sequence[
     run.pattern = pattern
     await guarded_async(run, obs, facts_on_hosts(hosts, run=run, observers=obs, forks=forks,
                                                  **limits, accept_new_host_keys=accept_new_host_keys,
-                                                 ssh_options=ssh_options))
+                                                 ssh_options=ssh_options), hosts)
     finish_run(run, obs, "failed" if run.failed_hosts else "ok")
     return run, record
 

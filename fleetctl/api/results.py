@@ -162,15 +162,18 @@ class RunResult(Mapping[str, HostResult]):
         """Raise when any host failed or was unreachable; else return this result.
 
         Raises:
-            HostsFailed: naming the count and each bad host's error (``gpu03: unreachable:
-                connection refused``).
+            HostsFailed: naming the counts by status and each bad host's error (``run R: 1 of 4
+                host(s) failed, 3 not started: gpu03: unreachable: connection refused; ...``):
+                failed and unreachable hosts count as failed, ``interrupted`` and ``not
+                started`` ones each by their own status, never as failed (operator trial: "4 of
+                4 host(s) failed" for 1 failed and 3 not started).
         """
         bad = [r for r in self._hosts.values() if not r.ok]
         if not bad and self.model.status == "ok":
             return self
         lines = "; ".join(f"{r.host}: {r.status}: {r.error}" if r.error else f"{r.host}: {r.status}" for r in bad)
-        what = f"{len(bad)} of {len(self)} host(s) failed" if bad else f"run {self.model.status}"
-        raise HostsFailed(f"run {self.run_id}: {what}" + (f": {lines}" if lines else ""), self)
+        raise HostsFailed(f"run {self.run_id}: {_bad_counts(bad, len(self)) if bad else f'run {self.model.status}'}"
+                          + (f": {lines}" if lines else ""), self)
 
     def summary(self) -> str:
         """``ok N, failed N, unreachable N`` (then ``not started N``, ``interrupted N`` when
@@ -201,3 +204,17 @@ class RunResult(Mapping[str, HostResult]):
             f"<td>{e(r.error or '')}</td><td><pre>{e(r.stdout[-2000:])}</pre></td></tr>" for r in self._hosts.values())
         return (head + "<table><thead><tr><th>host</th><th>status</th><th>rc</th><th>error</th><th>stdout</th>"
                 f"</tr></thead><tbody>{rows}</tbody></table>")
+
+
+def _bad_counts(bad: list[HostResult], total: int) -> str:
+    """``1 of 4 host(s) failed, 3 not started``: the hosts of ``bad`` counted by status (failed
+    and unreachable together as failed, then interrupted, not started, any other), the first of
+    ``total``."""
+    counts: dict[str, int] = {}
+    for r in bad:
+        key = "failed" if r.status in ("failed", "unreachable") else r.status
+        counts[key] = counts.get(key, 0) + 1
+    order = ["failed", "interrupted", "not started"]
+    parts = sorted(counts.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
+    first, *rest = parts
+    return ", ".join([f"{first[1]} of {total} host(s) {first[0]}", *(f"{n} {status}" for status, n in rest)])

@@ -69,6 +69,6 @@ async def transfer_files(kind: str, hosts: Sequence[Any], src: str, dest: str, *
     else:
         work = transfer.fetch_from_hosts(hosts, src, dest, run=run, observers=obs, forks=forks, timeout_s=timeout_s,
                                          connect_options=options, flat=flat)
-    await guarded_async(run, obs, work)
+    await guarded_async(run, obs, work, hosts)
     finish_run(run, obs, "failed" if run.failed_hosts else "ok")
     return run, record

@@ -8,10 +8,13 @@ bytes while the command runs.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
+
+from ..errors import ClosedHere, HostUnreachable
 
 Stream = Literal["stdout", "stderr"]
 
@@ -159,6 +162,11 @@ class Connection(abc.ABC):
     #: before it ended without running a command (:class:`~fleetctl.errors.CommandNotStarted`),
     #: just before that is raised, so the host's log keeps every byte the host printed.
     on_login_line: Callable[[OutputLine], None] | None = None
+    #: Set by the engine before it closes the connection (:func:`fleetctl.engine.session.
+    #: close_session`), and by :meth:`close`: from then on a command or transfer the closing cuts
+    #: off raises :class:`~fleetctl.errors.ClosedHere` (an interruption), never
+    #: :class:`~fleetctl.errors.HostUnreachable` (:func:`cut_off_by_close`).
+    closed_here: bool = False
 
     async def __aenter__(self) -> "Connection":
         await self.open()
@@ -225,6 +233,8 @@ class Connection(abc.ABC):
         Raises:
             CommandTimeout: the deadline passed (the remote process was signalled).
             HostUnreachable: the connection was lost.
+            ClosedHere: fleetctl closed the connection (:attr:`closed_here`) while the command
+                ran, or before it started: the run is ending, the host did nothing wrong.
         """
 
     @abc.abstractmethod
@@ -292,3 +302,19 @@ class Connection(abc.ABC):
             HostUnreachable: as :meth:`open`.
         """
         return self
+
+
+@contextlib.contextmanager
+def cut_off_by_close(conn: Connection, what: str) -> Iterator[None]:
+    """Around a command or transfer of ``conn`` (``what``: its ``argv[0]``, for the message): a
+    lost connection that fleetctl itself closed (:attr:`Connection.closed_here`: the run is
+    ending) is re-raised as :class:`~fleetctl.errors.ClosedHere`, an interruption; one the host
+    or the network lost stays :class:`~fleetctl.errors.HostUnreachable`. Whichever transport, the
+    host's outcome is then decided as for any interrupted command (operator trial: a SIGTERM
+    recorded a healthy host "unreachable: connection lost during sh")."""
+    try:
+        yield
+    except HostUnreachable:
+        if conn.closed_here:
+            raise ClosedHere(conn.host, what) from None
+        raise

@@ -24,6 +24,7 @@ from .download import COPY_CHUNK_BYTES, local_download
 from .command import check_argv, command_argv, env_argv, validate_env
 from .groupwatch import GroupWatch
 from .streams import OutputTail, pump_lines
+from ..util.within import within
 
 
 class LocalConnection(Connection):
@@ -39,7 +40,8 @@ class LocalConnection(Connection):
         """Nothing to connect; present for the interface."""
 
     async def close(self) -> None:
-        """Nothing to close; present for the interface."""
+        """Nothing to close (a command here is never cut off by it); marks :attr:`closed_here`."""
+        self.closed_here = True
 
     async def run(
         self,
@@ -126,7 +128,7 @@ class LocalConnection(Connection):
             return await proc.wait()
 
         try:
-            rc = await asyncio.wait_for(everything(), timeout_s)
+            rc = await within(everything(), timeout_s)
         except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
             if hold_stdin and proc.stdin is not None and isinstance(exc, asyncio.CancelledError):
                 proc.stdin.close()

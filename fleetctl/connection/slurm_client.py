@@ -37,6 +37,7 @@ from ..errors import FleetError
 from ..util.envvars import SLURM_LAUNCHER_ENV
 from .base import CommandResult
 from .command import sh_eval_word
+from ..util.within import within
 
 #: Environment variable naming a launcher when no host var can (the ``slurm:`` inventory source;
 #: read and checked by :func:`fleetctl.util.envvars.slurm_launcher`).
@@ -177,7 +178,7 @@ class SlurmClient:
         started = time.monotonic()
         proc = await self.spawn(argv, stdin=stdin_file if stdin_file is not None else stdin is not None)
         try:
-            out, err = await asyncio.wait_for(proc.communicate(stdin), timeout_s)
+            out, err = await within(proc.communicate(stdin), timeout_s)
         except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
             await stop_process(proc)
             if isinstance(exc, asyncio.CancelledError):

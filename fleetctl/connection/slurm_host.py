@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import HostUnreachable, TransferError
-from .base import CommandResult, Connection, LineCallback, folder_mode
+from .base import CommandResult, Connection, LineCallback, cut_off_by_close, folder_mode
 from .command import wrap_argv
 from .registry import HostRef
 from .slurm_alloc import Allocation
@@ -104,7 +104,9 @@ class SlurmConnection(Connection):
         self.home = self._member.home
 
     async def close(self) -> None:
-        """Nothing to close: the allocation belongs to the scope."""
+        """Nothing to close: the allocation belongs to the scope (a step it ends from now on is
+        :class:`~fleetctl.errors.ClosedHere`, as over SSH)."""
+        self.closed_here = True
 
     def _require(self) -> SlurmMember:
         if self._member is None:
@@ -129,7 +131,7 @@ class SlurmConnection(Connection):
         wrapped = wrap_argv(argv, env=env, cwd=cwd, become=become)
         self._check_job(m)
         try:
-            with self.scope.fanout.busy(self.host):
+            with self.scope.fanout.busy(self.host), cut_off_by_close(self, argv[0]):
                 res = await run_step(m.client, self.host, m.allocation.job_id, m.node, wrapped,  # type: ignore[union-attr]
                                      chdir=m.home or "/", timeout_s=timeout_s, on_line=on_line, stdin=stdin,
                                      display_argv=argv)

@@ -50,6 +50,7 @@ from .base import CommandResult, LineCallback, OutputLine
 from .slurm_client import SlurmClient, SlurmError, last_line, stop_process
 from .slurm_end import SlurmJobEnded, StepEnd, job_expired, read_step_end
 from .streams import CHUNK_BYTES, pump_lines
+from ..util.within import within
 
 #: srun's line naming a node where a step's launch failed (srun/launch.c); the step then ends on
 #: every node (srun starts a step on all of its nodes or on none).
@@ -233,7 +234,7 @@ async def run_step(client: SlurmClient, host: str, job_id: str, node: str, argv:
         return await proc.wait()
 
     try:
-        srun_rc = await asyncio.wait_for(everything(), timeout_s)
+        srun_rc = await within(everything(), timeout_s)
     except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
         await asyncio.shield(cancel_step(client, proc, job_id, name))
         if isinstance(exc, asyncio.CancelledError):

@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 import asyncssh
 
 from ..errors import CommandNotStarted, HostUnreachable
-from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback, OutputLine
+from .base import CAPTURE_BYTES, CommandResult, Connection, LineCallback, OutputLine, cut_off_by_close
 from .command import remote_command_line
 from .lifeline import lifeline_s
 from .login_output import (LOGIN_OUTPUT_NOTE, NO_HOME, LoginWatch, login_output_note, login_stall_message, marked_both,
@@ -59,6 +59,7 @@ from .ssh_options import apply_options
 from .ssh_hop import LoginStats
 from .ssh_route import login
 from .ssh_target import SSHConfigError, SSHTarget, resolve_target
+from ..util.within import within
 
 __all__ = ["SSHConnection", "LOGIN_OUTPUT_NOTE"]
 
@@ -117,11 +118,8 @@ class SSHConnection(SFTPFiles, Connection):
     ) -> None:
         self.host = host
         self.unresolved_hint = unresolved_hint  # HostRef.unresolved_hint: said after "cannot resolve ADDRESS"
-        self.address = address or host
-        self.port = port
-        self.user = user
-        self.key_file = key_file
-        self.known_hosts = known_hosts
+        self.address, self.port, self.user = address or host, port, user
+        self.key_file, self.known_hosts = key_file, known_hosts
         self.accept_new_host_keys = accept_new_host_keys
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_interval_s = keepalive_interval_s
@@ -251,7 +249,7 @@ class SSHConnection(SFTPFiles, Connection):
         login rc file prints come first and are skipped."""
         await self._sessions.acquire()
         try:
-            res = await asyncio.wait_for(self._require().run(marked_line('echo "$SHELL"; echo "$HOME"', self._marker),
+            res = await within(self._require().run(marked_line('echo "$SHELL"; echo "$HOME"', self._marker),
                                                              encoding=None), self.connect_timeout_s)
         except (OSError, asyncssh.Error, asyncio.TimeoutError):
             return "", ""
@@ -278,7 +276,9 @@ class SSHConnection(SFTPFiles, Connection):
             raise
 
     async def close(self) -> None:
-        """Close SFTP and the connection (and let go of shared jump hosts); safe to call twice."""
+        """Close SFTP and the connection (and shared jump hosts); safe to call twice. A command
+        it cuts off raises :class:`~fleetctl.errors.ClosedHere` (:attr:`closed_here`)."""
+        self.closed_here = True
         if self._overflow is not None:
             other, self._overflow = self._overflow, None
             await other.close()
@@ -287,10 +287,8 @@ class SSHConnection(SFTPFiles, Connection):
             self._sftp = None
         if self._conn is not None:
             self._conn.close()
-            try:
+            with contextlib.suppress(asyncio.TimeoutError, OSError):
                 await asyncio.wait_for(self._conn.wait_closed(), 5)
-            except (asyncio.TimeoutError, OSError):
-                pass
             self._conn = None
         if self._release_route is not None:
             self._release_route()
@@ -365,7 +363,8 @@ class SSHConnection(SFTPFiles, Connection):
         box = [stdin] if stdin is not None else []
         del stdin
         try:
-            return await self._run(argv, stdin=box, hold_stdin=hold_stdin, **kw)
+            with cut_off_by_close(self, argv[0] if argv else "command"):
+                return await self._run(argv, stdin=box, hold_stdin=hold_stdin, **kw)
         except UseOverflow:
             return await (await self._second()).run(argv, stdin=box[0] if box else None, **kw)
 

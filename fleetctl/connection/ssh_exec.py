@@ -33,6 +33,7 @@ from .login_output import LoginWatch, SkipLogin, check_started
 from .ssh_errors import describe_error
 from .ssh_sessions import Sessions
 from .streams import OutputTail, pump_lines
+from ..util.within import within
 
 __all__ = ["ExecChannel", "open_exec", "stop_process"]
 
@@ -131,7 +132,7 @@ class ExecChannel:
                         beats.cancel()
 
             try:
-                await asyncio.wait_for(everything(), timeout_s)
+                await within(everything(), timeout_s)
             except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
                 stopped = True
                 await stop_process(proc, supervised=supervise or hold_stdin, started=not reader.waiting)

@@ -17,6 +17,7 @@ from .ssh_errors import forwarding_refused, is_drop
 from .ssh_hostkeys import HostKeyPolicy
 from .ssh_identity import Identities, load_identities
 from .ssh_target import SSHTarget
+from ..util.within import within
 
 
 class LoginFailed(Exception):
@@ -109,13 +110,16 @@ async def handshake(target: SSHTarget, opts: RouteOptions, label: str, *, sock=N
     else:
         kwargs["config"] = list(target.config_paths)
     try:
-        conn = await asyncssh.connect(
+        # the connect deadline is ours (within), not asyncssh's connect_timeout: that is an
+        # asyncio.wait_for, which on Python < 3.12 drops a Ctrl-C that comes as the login completes
+        conn = await within(asyncssh.connect(
             target.name, target.port, tunnel=tunnel, username=target.user,
             known_hosts=policy.known_hosts, client_factory=lambda: client,
             client_keys=ids.keys or None, agent_path=None, agent_forwarding=False, passphrase=None,
-            connect_timeout=opts.timeout_s, login_timeout=opts.timeout_s,
+            connect_timeout=None, login_timeout=opts.timeout_s,
             keepalive_interval=opts.keepalive_interval_s, keepalive_count_max=3,
-            gss_auth=False, gss_kex=False, password_auth=False, kbdint_auth=False, request_pty=False, **kwargs)
+            gss_auth=False, gss_kex=False, password_auth=False, kbdint_auth=False, request_pty=False, **kwargs),
+            opts.timeout_s)
     except BaseException as exc:
         if sock is not None:
             sock.close()

@@ -53,6 +53,7 @@ from .ssh_probe import peek_first_words, probe_answer, probe_proxy, tcp_opener, 
 from .ssh_proxy import ProxyProcess, ended_silent_message
 from .ssh_target import SSHTarget
 from ..util.envvars import max_handshakes
+from ..util.within import within
 
 __all__ = ["HANDSHAKE_ATTEMPTS", "LoginStats", "login_hop"]
 
@@ -127,7 +128,7 @@ async def _tcp_connect(infos: list[tuple], where: str, timeout_s: float) -> sock
         sock = socket.socket(family, type_, proto)
         sock.setblocking(False)
         try:
-            await asyncio.wait_for(loop.sock_connect(sock, addr), max(0.01, deadline - time.monotonic()))
+            await within(loop.sock_connect(sock, addr), max(0.01, deadline - time.monotonic()))
             return sock
         except (asyncio.TimeoutError, TimeoutError):
             sock.close()

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import asyncssh
 
 from .ssh_target import SSHTarget
+from ..util.within import within
 
 AGENT_TIMEOUT_S = 10.0
 
@@ -110,8 +111,8 @@ async def _agent_keys(target: SSHTarget) -> tuple["asyncssh.SSHAgentClient | Non
     if not target.agent_path:
         return None, [], "no ssh-agent (SSH_AUTH_SOCK is not set)"
     try:
-        agent = await asyncio.wait_for(asyncssh.connect_agent(target.agent_path), AGENT_TIMEOUT_S)
-        keys = list(await asyncio.wait_for(agent.get_keys(), AGENT_TIMEOUT_S))
+        agent = await within(asyncssh.connect_agent(target.agent_path), AGENT_TIMEOUT_S)
+        keys = list(await within(agent.get_keys(), AGENT_TIMEOUT_S))
     except (OSError, ValueError, asyncio.TimeoutError, asyncssh.Error) as exc:
         return None, [], f"ssh-agent at {target.agent_path} did not answer ({exc})"
     return agent, keys, None

@@ -34,6 +34,7 @@ from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
 from .observer import Observers
 from .registered import CONDITION_FALSE, names_unapplied, registered_value
 from .session import HostSession
+from ..util.within import within
 
 
 @dataclass
@@ -165,7 +166,7 @@ async def _run_task(task: Any, session: HostSession, playbook: Any, *, apply: bo
                             become=task.become)
         view = _view(session, playbook, opts, env)
         try:
-            result = await asyncio.wait_for(drive(action.plan(args, view), runner), seconds + 30)
+            result = await within(drive(action.plan(args, view), runner), seconds + 30)
         except (CommandTimeout, asyncio.TimeoutError) as exc:  # naming a login shell that never started it
             stall = exc.login_stall if isinstance(exc, CommandTimeout) else session.conn.login_stall()
             result = TaskResult(Status.FAILED, msg=timeout_message(session.name, exc, clock, stall))

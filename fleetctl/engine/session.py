@@ -214,11 +214,15 @@ class HostSession:
 
 
 async def close_session(session: HostSession) -> None:
-    """Run the session's cleanups (never raising), then close its connection."""
+    """Run the session's cleanups (never raising), then close its connection: a command the
+    closing cuts off is an interruption (:attr:`Connection.closed_here`,
+    :class:`~fleetctl.errors.ClosedHere`), never the host unreachable: the host is let go of
+    because the run is done with it or ending, not because it failed."""
     for fn in reversed(session.cleanups):
         try:
             await fn()
         except Exception:  # noqa: BLE001 - closing must go on
             pass
     session.cleanups.clear()
+    session.conn.closed_here = True  # whatever the kind's close does (a no-op for local)
     await session.conn.close()

@@ -56,6 +56,7 @@ from .scopes import enter_scopes, prepare_hosts
 from .session import host_ref
 from .copy_sources import LocalFile, local_sources
 from .transfer_probes import CLOSED, dest_is_folder, remote_sources, skip_note
+from ..util.within import within
 
 
 def host_dest(dest: str, host: str) -> str:
@@ -204,7 +205,7 @@ async def _host(run: RunModel, observers: Observers, host: Any, unavailable: dic
     try:
         if host.name in unavailable:
             raise HostUnreachable(host.name, unavailable[host.name])
-        await asyncio.wait_for(work(out, conn_box), timeout_s)
+        await within(work(out, conn_box), timeout_s)
         out.status = "ok"
     except HostUnreachable as exc:
         out.status, out.error, out.reachable = "unreachable", exc.cause, False

@@ -64,11 +64,22 @@ def window_order(batch: Sequence[Any]) -> list[Any]:
     return sorted(batch, key=lambda h: h.name not in wanted) if wanted else list(batch)
 
 
+#: Seconds an interrupted batch waits for its hosts to wind down (a supervised command gets 8 s
+#: to exit: :func:`fleetctl.connection.ssh_exec.stop_process`) before it cancels those still at
+#: work again.
+WIND_DOWN_S = 10.0
+
+
 async def each_host(hosts: Sequence[Any], forks: int, one: Callable[[Any], Awaitable[None]]) -> None:
     """``await one(host)`` for every host of ``hosts``, in order, at most ``forks`` at once (a
     worker takes the next host when its host is done, so nothing waits for a slow host but its
     worker). One host's bug (an exception from ``one``) never stops the others: the first is
-    raised once every host is done. Cancellation reaches every host at work."""
+    raised once every host is done. Cancellation reaches every host at work, and is raised once
+    every one of them has ended (stopped its command, written its outcome): ``asyncio.gather``
+    alone raises at the first worker cancelled, and the runner then marked the others and closed
+    their connections under them (operator trial: a healthy host read "unreachable: connection
+    lost during sh"). One still at work after :data:`WIND_DOWN_S` is cancelled again, and a second
+    cancellation meanwhile hastens them all."""
     queue = iter(hosts)
     bugs: list[BaseException] = []
 
@@ -79,6 +90,27 @@ async def each_host(hosts: Sequence[Any], forks: int, one: Callable[[Any], Await
             except Exception as exc:  # noqa: BLE001 - re-raised below, after the others
                 bugs.append(exc)
 
-    await asyncio.gather(*(worker() for _ in range(min(max(1, forks), len(hosts)))))
+    workers = [asyncio.ensure_future(worker()) for _ in range(min(max(1, forks), len(hosts)))]
+    try:
+        await asyncio.gather(*workers)
+    except BaseException:
+        for _ in queue:  # no worker takes another host
+            pass
+        pending = [w for w in workers if not w.done()]
+        for w in pending:
+            if not getattr(w, "cancelling", lambda: 0)():  # not yet told (a worker's own end raised it)
+                w.cancel()
+        try:
+            if pending:  # a host still at work after WIND_DOWN_S (its cancellation lost) is told again
+                _, late = await asyncio.wait(pending, timeout=WIND_DOWN_S)
+                for w in late:
+                    w.cancel()
+                if late:
+                    await asyncio.wait(late)
+        except BaseException:  # the operator insists: hasten them, do not wait
+            for w in pending:
+                w.cancel()
+            raise
+        raise
     if bugs:
         raise bugs[0]
