@@ -287,6 +287,43 @@ def test_verify_names_an_install_cut_short_and_the_fix(tmp_path):
                                     f"last); {fix}") in msg, msg
 
 
+def test_a_file_changed_in_place_at_its_size_is_named_by_plan_verify_and_reinstalled(tmp_path):
+    """Operator trial: bytes of the installed ``.so`` overwritten in place (``dd conv=notrunc``,
+    the size kept): ``--plan`` said "nothing changed" and verify "every host passed", both
+    comparing sizes only. Now both compare the file with its RECORD's sha256 and name it, and the
+    deploy reinstalls it."""
+    venv = make_venv(tmp_path / "venv", "virtualenv")
+    sp = site_packages(Path(venv))
+    play = tmp_path / "play.yaml"
+    play.write_text(VERIFY_PLAY.format(wheel=_wheel(tmp_path / "wheels")))
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"lh": {"ansible_connection": "local", "venv": venv,
+                                                               "workdir": str(tmp_path / "work"), "verify_device": "cpu"}}})
+    base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play))
+    dep = fleetctl(*base, home=tmp_path)
+    assert dep.returncode == 0, dep.stdout[-3000:]
+    with open(sp / "toyinst" / "_C.so", "r+b") as f:
+        f.seek(1000)
+        f.write(b"CORRUPTCORRUPT!!")
+    assert (sp / "toyinst" / "_C.so").stat().st_size == 4096
+
+    res = fleetctl(*base, "--tags", "verify", home=tmp_path)
+    msg = _task(tmp_path, "lh", "verify")["msg"]
+    assert res.returncode == 1 and (
+        f"install: toyinst in {sp} is incomplete: 1 file(s) its toyinst-0.1.0.dist-info/RECORD lists are missing, "
+        "truncated or changed (toyinst/_C.so changed in place (its sha256 is not RECORD's, same size)); fix: "
+        "free space in the venv if it is full, then fleetctl deploy --force (reinstalls it)") in msg, msg
+    plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
+    tasks = json.loads(plan.stdout)["lh"]["tasks"]
+    install = next(t for t in tasks if t.get("action") == "pip_install")
+    assert install["decision"]["action"] == "install" and install["decision"]["why"] == (
+        "installed files differ from their RECORD (toyinst/_C.so is 4096 bytes as RECORD says, but its sha256 is "
+        "not RECORD's (changed in place))"), install
+    dep = fleetctl(*base, home=tmp_path)
+    assert dep.returncode == 0, dep.stdout[-3000:]
+    assert _task(tmp_path, "lh", "pip_install")["status"] == "changed"
+    assert (sp / "toyinst" / "_C.so").read_bytes() == b"\0" * 4096
+
+
 def test_a_torch_missing_its_own_library_is_named_by_facts_and_refused_while_planning(tmp_path):
     """torch's files read fine (version.py, libc10.so, libtorch_python.so) but libtorch_cpu.so
     was moved aside: `import torch` fails in the loader. facts warns with the import's error;

@@ -178,7 +178,10 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         if res.rc != 0:
             return TaskResult(Status.FAILED, msg=f"wheel {wheel}: {first_error_line(res)}")
         digest = res.stdout_text.split()[0]
-    state_argv = (host.python, "-c", STATE_SCRIPT, dist, record_base, stamp_path)
+    # "hash": the installed files are compared with their RECORD's hashes, not only sizes (a file
+    # overwritten in place at its size said "nothing changed"; operator trial): one read of the
+    # package's own files, in the same probe (no round trip more), and only when its answer is not kept
+    state_argv = (host.python, "-c", STATE_SCRIPT, dist, record_base, stamp_path, "hash")
     state_res = yield probe(state_argv, f"what {host.venv} holds now (dist-info, torch, every distribution)",
                             timeout_s=300, env=CLEAN_PYTHON_ENV, cwd="/")
     before = parse_state(state_res)
