@@ -107,6 +107,59 @@ def test_a_venv_the_login_user_cannot_write_is_named_by_facts_plan_and_deploy(ss
     assert sorted(os.listdir(sp)) == before  # nothing was installed, nothing half-written
 
 
+@pytest.mark.sshd
+def test_a_package_folder_another_user_owns_is_refused_while_planning_and_pips_stash_is_named(sshd_farm, tmp_path):
+    """Operator trial: after a ``sudo pip install`` the package's folders in the login user's venv
+    are root's. ``--plan`` said reinstall, the deploy's pip moved them aside, installed, then failed
+    removing them (``Permission denied: 'RECORD'``), leaving root-owned ``~oyinst`` stash folders
+    that the next ``--plan`` never named. Now ``--plan`` and the deploy refuse the host naming the
+    folder, its owner and the fix, and a stash left in site-packages is named with its removal."""
+    h = sshd_farm.start("pkg-of-root", shell="bash")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = sshd_farm.root / "venv-of-user"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True)
+    wheel = _wheel(sshd_farm.root / "wheels")
+    subprocess.run([str(venv / "bin" / "python3"), "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+                    str(wheel)], check=True, capture_output=True)  # root's install (sudo pip install)
+    sp = Path(subprocess.run([str(venv / "bin" / "python3"), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                              "['purelib'])"], check=True, capture_output=True, text=True).stdout.strip())
+    subprocess.run(["chown", "-R", h.user, str(venv)], check=True)
+    pkg, info = sp / "toyinst", sp / "toyinst-0.1.0.dist-info"
+    subprocess.run(["chown", "-R", "root", str(pkg), str(info)], check=True)
+    play = tmp_path / "play.yaml"
+    play.write_text(INSTALL_PLAY.format(wheel=wheel))
+    work = Path(os.path.expanduser(f"~{h.user}")) / "fleetctl-work"
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"pr": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                               "venv": str(venv), "workdir": str(work)}}})
+    base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play))
+    line = (f"preflight: {pkg}, a folder of the installed toyinst, is owned by root and not writable by {h.user} "
+            "(and 2 more of its folders): pip "
+            "must remove it to replace toyinst, and would fail in the middle of the install (Permission denied), "
+            f"leaving its stash (~...) behind; fix: sudo chown -R {h.user} {pkg} {info}, or deploy as root "
+            "(ansible_user); nothing was installed")
+
+    plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
+    assert plan.returncode == 1, plan.stdout + plan.stderr
+    assert any(t["msg"] == line for t in json.loads(plan.stdout)["pr"]["tasks"]), plan.stdout
+    dep = fleetctl(*base, home=tmp_path)
+    task = _task(tmp_path, "pr", "pip_install")
+    assert dep.returncode == 1 and task["status"] == "failed" and task["msg"].startswith(line), task
+    assert not [n for n in os.listdir(sp) if n.startswith("~")]  # pip never ran: no stash
+
+    # what the failed pip of the trial left (its stash, root's), the folders then given back to the user
+    stash = sp / "~oyinst"
+    stash.mkdir()
+    subprocess.run(["chown", "-R", h.user, str(pkg), str(info)], check=True)
+    named = (f"pip's uninstall stash of toyinst remains from an install that failed half-way: {stash} (owned by "
+             f"root); remove it: sudo rm -rf {stash}")
+    dep = fleetctl(*base, home=tmp_path)
+    task = _task(tmp_path, "pr", "pip_install")
+    assert dep.returncode == 0 and task["status"] == "changed" and named in task["msg"], task
+    plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
+    install = next(t for t in json.loads(plan.stdout)["pr"]["tasks"] if t["action"] == "pip_install")
+    assert plan.returncode == 0 and install["decision"]["action"] == "skip" and named in install["msg"], install
+
+
 def test_a_venv_on_a_full_disk_is_refused_before_pip_runs(tmp_path):
     """A wheel whose unpacked size does not fit the venv's file system is refused before pip runs
     (pip would stop with ENOSPC and leave a partial install); a file system with 0 bytes free is
