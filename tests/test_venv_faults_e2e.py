@@ -13,6 +13,7 @@ import base64
 import hashlib
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sysconfig
@@ -375,6 +376,17 @@ def test_a_file_changed_in_place_at_its_size_is_named_by_plan_verify_and_reinsta
     assert dep.returncode == 0, dep.stdout[-3000:]
     assert _task(tmp_path, "lh", "pip_install")["status"] == "changed"
     assert (sp / "toyinst" / "_C.so").read_bytes() == b"\0" * 4096
+
+    # pip's uninstall stash left by an install that failed half-way: verify names it (a warning)
+    (sp / "~oyinst").mkdir()
+    (sp / "~oyinst-0.1.0.dist-info").mkdir()
+    res = fleetctl(*base, "--tags", "verify", home=tmp_path)
+    msg = _task(tmp_path, "lh", "verify")["msg"]
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    assert res.returncode == 0 and (
+        f"warning: pip's uninstall stash of toyinst remains from an install that failed half-way: {sp}/~oyinst (owned "
+        f"by {me}), {sp}/~oyinst-0.1.0.dist-info (owned by {me}); remove it: rm -rf {sp}/~oyinst "
+        f"{sp}/~oyinst-0.1.0.dist-info") in msg, msg
 
 
 def test_a_torch_missing_its_own_library_is_named_by_facts_and_refused_while_planning(tmp_path):

@@ -441,6 +441,37 @@ def install_problem(package, sites):
     return None
 
 
+def stash_left(package, sites):
+    """The warning naming pip's uninstall stash of ``package`` left in a site folder, or None: pip
+    moves the installed folders aside before an install (``AdjacentTempDirectory``: the name with
+    its first characters replaced by ``~`` and ``-~.=%0-9``, same length: ``~p4_kernels``,
+    ``~p4_kernels-0.1.0.dist-info``) and removes them after; a removal that fails (a folder another
+    user owns, after a ``sudo pip install``) leaves them (operator trial). Python never imports
+    them: a warning, with its removal, not a failed check."""
+    import pwd
+    top, found = package.split(".")[0], []
+    for site in sites:
+        for n in sorted(os.listdir(site)):
+            core = n.lstrip("-~.=%0123456789")
+            k = len(n) - len(core)
+            if not n.startswith("~") or not core or k >= len(top):
+                continue
+            if (len(n) == len(top) and top.endswith(core)) or (
+                    n.endswith(".dist-info") and core.startswith(top[k:] + "-")):
+                path = os.path.join(site, n)
+                try:
+                    owner = pwd.getpwuid(os.stat(path).st_uid).pw_name
+                except (KeyError, OSError):
+                    owner = "another user"
+                found.append((path, owner))
+    if not found:
+        return None
+    me = pwd.getpwuid(os.geteuid()).pw_name if hasattr(os, "geteuid") else None
+    sudo = "sudo " if any(o != me for _, o in found) else ""
+    return ("pip's uninstall stash of %s remains from an install that failed half-way: %s; remove it: %srm -rf %s"
+            % (top, ", ".join("%s (owned by %s)" % f for f in found), sudo, " ".join(p for p, _ in found)))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--package", required=True)
@@ -585,6 +616,13 @@ def main(argv=None):
             for w in warned:
                 print("WARN login-import: %s" % w, flush=True)
 
+    try:
+        stash = stash_left(args.package, site_dirs())
+    except (OSError, KeyError):
+        stash = None
+    if stash:
+        summary["warnings"] = summary.get("warnings", []) + [stash]
+        print("WARN install: %s" % stash, flush=True)
     summary["checks"] = RESULTS
     summary["ok"] = all(r["ok"] for r in RESULTS)
     print(json.dumps(summary, default=str))
