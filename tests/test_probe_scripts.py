@@ -48,9 +48,12 @@ def test_install_state_finds_each_distribution_as_importlib_metadata_does(tmp_pa
         got = json.loads(subprocess.run([sys.executable, "-c", STATE_SCRIPT, name, str(tmp_path / "none.json")],
                                         check=True, capture_output=True, text=True, cwd=tmp_path).stdout.splitlines()[-1])
         where = ("in_venv", "user_site", "prefix", "venv_copy", "via")  # where it lies (read below), not importlib.metadata's
-        dist = got["dist"] and {k: v for k, v in got["dist"].items() if k not in ("damaged", "n_damaged", *where)}
+        # what stands in the way of replacing it (folders the login user cannot write, pip's stash): not importlib's
+        blocks = ("locked", "n_locked", "locked_tops", "login_user", "stash")
+        dist = got["dist"] and {k: v for k, v in got["dist"].items() if k not in ("damaged", "n_damaged", *where, *blocks)}
         assert dist == expected[name], name
         assert not (got["dist"] or {}).get("damaged"), got["dist"]  # this venv's installs are whole
+        assert not (got["dist"] or {}).get("locked") and not (got["dist"] or {}).get("stash"), got["dist"]
         if got["dist"]:  # what the controller's venv holds is in it (sys.prefix), none in the user site
             assert (got["dist"]["in_venv"], got["dist"]["user_site"], got["dist"]["prefix"]) == (True, False, sys.prefix)
         assert got["record"] is None
@@ -262,3 +265,32 @@ def test_an_installed_file_truncated_or_deleted_is_named_and_its_kept_answer_dro
     data.unlink()
     state, kept = first_command()
     assert kept == 0 and state["dist"]["damaged"] == ["toyz/data.bin missing"]
+
+
+def test_an_installed_file_changed_in_place_at_its_size_is_named_by_its_record_hash(tmp_path):
+    """Operator trial: bytes of the installed ``.so`` overwritten in place (``dd conv=notrunc``), the
+    size unchanged: the probe compared sizes only, so ``--plan`` said "nothing changed". With
+    ``hash`` (pip_install's probe) the file's sha256 is compared with its RECORD's (PEP 376 / 627);
+    the probe that passes no ``hash`` (venv_upgrade's, about torch) still only stats."""
+    from tests.support.tiny_ext import write_wheel
+    from tests.test_facts_cache import pip_install
+    from tests.test_facts_script import _make_venv
+
+    venv = _make_venv(tmp_path / "venv", None)
+    pip_install(venv, str(write_wheel(tmp_path / "wheels", "toyh", "1.0",
+                                      {"toyh/__init__.py": "", "toyh/_C.so": "x" * 4096})))
+
+    def damaged(*extra: str) -> list:
+        res = subprocess.run([str(venv / "bin" / "python3"), "-c", STATE_SCRIPT, "toyh", str(tmp_path / "rec.json"),
+                              "", *extra], capture_output=True, check=True, cwd="/", timeout=60)
+        return json.loads(res.stdout.decode().splitlines()[-1])["dist"]["damaged"]
+
+    assert damaged("hash") == []
+    so = next(venv.glob("lib/python3*/site-packages/toyh/_C.so"))
+    with open(so, "r+b") as fh:
+        fh.seek(1000)
+        fh.write(b"CORRUPTCORRUPT!!")
+    assert so.stat().st_size == 4096
+    assert damaged("hash") == ["toyh/_C.so is 4096 bytes as RECORD says, but its sha256 is not RECORD's "
+                               "(changed in place)"]
+    assert damaged() == []

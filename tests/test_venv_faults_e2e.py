@@ -13,6 +13,7 @@ import base64
 import hashlib
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sysconfig
@@ -105,6 +106,59 @@ def test_a_venv_the_login_user_cannot_write_is_named_by_facts_plan_and_deploy(ss
     task = _task(tmp_path, "rov", "pip_install")
     assert task["status"] == "failed" and task["msg"].startswith(f"preflight: {line}"), task
     assert sorted(os.listdir(sp)) == before  # nothing was installed, nothing half-written
+
+
+@pytest.mark.sshd
+def test_a_package_folder_another_user_owns_is_refused_while_planning_and_pips_stash_is_named(sshd_farm, tmp_path):
+    """Operator trial: after a ``sudo pip install`` the package's folders in the login user's venv
+    are root's. ``--plan`` said reinstall, the deploy's pip moved them aside, installed, then failed
+    removing them (``Permission denied: 'RECORD'``), leaving root-owned ``~oyinst`` stash folders
+    that the next ``--plan`` never named. Now ``--plan`` and the deploy refuse the host naming the
+    folder, its owner and the fix, and a stash left in site-packages is named with its removal."""
+    h = sshd_farm.start("pkg-of-root", shell="bash")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = sshd_farm.root / "venv-of-user"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True)
+    wheel = _wheel(sshd_farm.root / "wheels")
+    subprocess.run([str(venv / "bin" / "python3"), "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+                    str(wheel)], check=True, capture_output=True)  # root's install (sudo pip install)
+    sp = Path(subprocess.run([str(venv / "bin" / "python3"), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                              "['purelib'])"], check=True, capture_output=True, text=True).stdout.strip())
+    subprocess.run(["chown", "-R", h.user, str(venv)], check=True)
+    pkg, info = sp / "toyinst", sp / "toyinst-0.1.0.dist-info"
+    subprocess.run(["chown", "-R", "root", str(pkg), str(info)], check=True)
+    play = tmp_path / "play.yaml"
+    play.write_text(INSTALL_PLAY.format(wheel=wheel))
+    work = Path(os.path.expanduser(f"~{h.user}")) / "fleetctl-work"
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"pr": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                               "venv": str(venv), "workdir": str(work)}}})
+    base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play))
+    line = (f"preflight: {pkg}, a folder of the installed toyinst, is owned by root and not writable by {h.user} "
+            "(and 2 more of its folders): pip "
+            "must remove it to replace toyinst, and would fail in the middle of the install (Permission denied), "
+            f"leaving its stash (~...) behind; fix: sudo chown -R {h.user} {pkg} {info}, or deploy as root "
+            "(ansible_user); nothing was installed")
+
+    plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
+    assert plan.returncode == 1, plan.stdout + plan.stderr
+    assert any(t["msg"] == line for t in json.loads(plan.stdout)["pr"]["tasks"]), plan.stdout
+    dep = fleetctl(*base, home=tmp_path)
+    task = _task(tmp_path, "pr", "pip_install")
+    assert dep.returncode == 1 and task["status"] == "failed" and task["msg"].startswith(line), task
+    assert not [n for n in os.listdir(sp) if n.startswith("~")]  # pip never ran: no stash
+
+    # what the failed pip of the trial left (its stash, root's), the folders then given back to the user
+    stash = sp / "~oyinst"
+    stash.mkdir()
+    subprocess.run(["chown", "-R", h.user, str(pkg), str(info)], check=True)
+    named = (f"pip's uninstall stash of toyinst remains from an install that failed half-way: {stash} (owned by "
+             f"root); remove it: sudo rm -rf {stash}")
+    dep = fleetctl(*base, home=tmp_path)
+    task = _task(tmp_path, "pr", "pip_install")
+    assert dep.returncode == 0 and task["status"] == "changed" and named in task["msg"], task
+    plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
+    install = next(t for t in json.loads(plan.stdout)["pr"]["tasks"] if t["action"] == "pip_install")
+    assert plan.returncode == 0 and install["decision"]["action"] == "skip" and named in install["msg"], install
 
 
 def test_a_venv_on_a_full_disk_is_refused_before_pip_runs(tmp_path):
@@ -285,6 +339,54 @@ def test_verify_names_an_install_cut_short_and_the_fix(tmp_path):
     assert res.returncode == 1 and (f"install: toyinst in {sp} is incomplete: no .dist-info lists it and its "
                                     f"__init__.py is missing (an install cut short: pip writes the dist-info "
                                     f"last); {fix}") in msg, msg
+
+
+def test_a_file_changed_in_place_at_its_size_is_named_by_plan_verify_and_reinstalled(tmp_path):
+    """Operator trial: bytes of the installed ``.so`` overwritten in place (``dd conv=notrunc``,
+    the size kept): ``--plan`` said "nothing changed" and verify "every host passed", both
+    comparing sizes only. Now both compare the file with its RECORD's sha256 and name it, and the
+    deploy reinstalls it."""
+    venv = make_venv(tmp_path / "venv", "virtualenv")
+    sp = site_packages(Path(venv))
+    play = tmp_path / "play.yaml"
+    play.write_text(VERIFY_PLAY.format(wheel=_wheel(tmp_path / "wheels")))
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"lh": {"ansible_connection": "local", "venv": venv,
+                                                               "workdir": str(tmp_path / "work"), "verify_device": "cpu"}}})
+    base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play))
+    dep = fleetctl(*base, home=tmp_path)
+    assert dep.returncode == 0, dep.stdout[-3000:]
+    with open(sp / "toyinst" / "_C.so", "r+b") as f:
+        f.seek(1000)
+        f.write(b"CORRUPTCORRUPT!!")
+    assert (sp / "toyinst" / "_C.so").stat().st_size == 4096
+
+    res = fleetctl(*base, "--tags", "verify", home=tmp_path)
+    msg = _task(tmp_path, "lh", "verify")["msg"]
+    assert res.returncode == 1 and (
+        f"install: toyinst in {sp} is incomplete: 1 file(s) its toyinst-0.1.0.dist-info/RECORD lists are missing, "
+        "truncated or changed (toyinst/_C.so changed in place (its sha256 is not RECORD's, same size)); fix: "
+        "free space in the venv if it is full, then fleetctl deploy --force (reinstalls it)") in msg, msg
+    plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
+    tasks = json.loads(plan.stdout)["lh"]["tasks"]
+    install = next(t for t in tasks if t.get("action") == "pip_install")
+    assert install["decision"]["action"] == "install" and install["decision"]["why"] == (
+        "installed files differ from their RECORD (toyinst/_C.so is 4096 bytes as RECORD says, but its sha256 is "
+        "not RECORD's (changed in place))"), install
+    dep = fleetctl(*base, home=tmp_path)
+    assert dep.returncode == 0, dep.stdout[-3000:]
+    assert _task(tmp_path, "lh", "pip_install")["status"] == "changed"
+    assert (sp / "toyinst" / "_C.so").read_bytes() == b"\0" * 4096
+
+    # pip's uninstall stash left by an install that failed half-way: verify names it (a warning)
+    (sp / "~oyinst").mkdir()
+    (sp / "~oyinst-0.1.0.dist-info").mkdir()
+    res = fleetctl(*base, "--tags", "verify", home=tmp_path)
+    msg = _task(tmp_path, "lh", "verify")["msg"]
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    assert res.returncode == 0 and (
+        f"warning: pip's uninstall stash of toyinst remains from an install that failed half-way: {sp}/~oyinst (owned "
+        f"by {me}), {sp}/~oyinst-0.1.0.dist-info (owned by {me}); remove it: rm -rf {sp}/~oyinst "
+        f"{sp}/~oyinst-0.1.0.dist-info") in msg, msg
 
 
 def test_a_torch_missing_its_own_library_is_named_by_facts_and_refused_while_planning(tmp_path):

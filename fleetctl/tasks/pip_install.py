@@ -29,7 +29,7 @@ outside the venv (left by such an install) is never taken for the installed whee
 Another environment's copy on the venv's sys.path (a ``.pth`` line naming its site-packages) is
 said as what it is, where the install went and which copy Python imports, and left alone; one a
 ``.pth`` puts ahead of the venv's site-packages shadows the new install, which FAILS naming both
-copies and the ``.pth`` (:func:`.venv_state.outside_copy`, :func:`.venv_state.misplaced`).
+copies and the ``.pth`` (:func:`.venv_copies.outside_copy`, :func:`.venv_copies.misplaced`).
 
 A venv pip cannot write (not writable by the login user, read-only, full: facts'
 ``python.site_packages_fs``) is refused while planning, before anything is built or installed
@@ -69,8 +69,9 @@ from .install_room import room_for
 from .pip_rollback import damaged_since_built, keep_wheel, roll_back
 from .pytool import index_tool, pick_tool
 from .steps import Note, Put, Run, TargetClaim, probe
-from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, misplaced, norm_dist,
-                         outside_copy, outside_note, parse_state, state_failure)
+from .venv_copies import locked_line, misplaced, outside_copy, outside_note, stash_line
+from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, norm_dist, parse_state,
+                         state_failure)
 from .venv_state import record_path as venv_record
 
 _MISSING = object()
@@ -178,7 +179,10 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         if res.rc != 0:
             return TaskResult(Status.FAILED, msg=f"wheel {wheel}: {first_error_line(res)}")
         digest = res.stdout_text.split()[0]
-    state_argv = (host.python, "-c", STATE_SCRIPT, dist, record_base, stamp_path)
+    # "hash": the installed files are compared with their RECORD's hashes, not only sizes (a file
+    # overwritten in place at its size said "nothing changed"; operator trial): one read of the
+    # package's own files, in the same probe (no round trip more), and only when its answer is not kept
+    state_argv = (host.python, "-c", STATE_SCRIPT, dist, record_base, stamp_path, "hash")
     state_res = yield probe(state_argv, f"what {host.venv} holds now (dist-info, torch, every distribution)",
                             timeout_s=300, env=CLEAN_PYTHON_ENV, cwd="/")
     before = parse_state(state_res)
@@ -218,8 +222,12 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     same = (previous is not None and digest is not None and previous.get("sha256") == digest
             and held.get("record_sha256") and held.get("record_sha256") == previous.get("record_sha256")
             and not damaged and held.get("in_venv") is not False)
+    stash = stash_line(held, dist)
     if same and not host.force:
-        return TaskResult(Status.OK, msg=f"{posixpath.basename(wheel)} already installed (same sha256)",
+        if stash:
+            yield Note(message=stash)
+        return TaskResult(Status.OK, msg=f"{posixpath.basename(wheel)} already installed (same sha256)"
+                          + (f"; {stash}" if stash else ""),
                           data={"wheel": previous.get("kept"), "sha256": digest, "skipped": True,
                                 "decision": {"action": "skip"}})
     why = ("forced" if same else "nothing installed" if not held else
@@ -230,6 +238,10 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
            "installed package differs from the wheel" if previous.get("sha256") == digest else
            "a new wheel")
     decision = {"action": "install", "why": why}
+    locked = locked_line(held, dist) if held.get("in_venv") is not False else None
+    if locked:  # pip would fail half-way, its stash left behind: stops the host while planning
+        return TaskResult(Status.FAILED, msg=f"preflight: {locked}; nothing was installed", preflight=True,
+                          data={"decision": {**decision, "action": "fail"}, "preflight": [locked]})
     # pip unpacks (and may build) in TMPDIR: the run's private folder, not a login /tmp that may be
     # small, full or noexec
     env = {**PIP_INSTALL_ENV, "TMPDIR": host.run_dir}
@@ -314,6 +326,8 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         notes.append(f"the install also changed other packages: {', '.join(others)}")
     if new_problems:
         notes.append(f"pip check: {'; '.join(new_problems)}")
+    if stash:  # read before the install: pip's stash of an earlier one that failed half-way
+        notes.append(stash)
     for note in notes:
         yield Note(message=note)
     return TaskResult(Status.CHANGED, data=data,

@@ -163,8 +163,12 @@ try:
         lines = sorted(l for l in (read(os.path.join(info, "RECORD")) or "").splitlines()
                        if l and not l.split(",")[0].endswith(skip) and "__pycache__" not in l)
         # every installed file of the distribution at the size its RECORD says (a stat each: a
-        # truncated or deleted file is found without reading it; PEP 376 / PEP 627 RECORD)
+        # truncated or deleted file is found without reading it; PEP 376 / PEP 627 RECORD), and,
+        # with argv[4] "hash" (pip_install's probe: a package's own files, ~11 MB), of the hash
+        # RECORD gives ("sha256=<urlsafe base64, no padding>"): a file overwritten in place at its
+        # own size is found too
         damaged = []
+        hashing = sys.argv[4:5] == ["hash"]
         for line in lines:
             parts = line.rsplit(",", 2)
             if len(parts) != 3 or not parts[2].isdigit():
@@ -178,6 +182,55 @@ try:
                 continue
             if size != int(parts[2]):
                 damaged.append("%s is %d bytes, RECORD says %s" % (parts[0], size, parts[2]))
+            elif (hashing and "=" in parts[1] and parts[1].split("=", 1)[0] in hashlib.algorithms_guaranteed
+                  and not parts[0].startswith("..")):  # the site folder's own files, not bin/'s scripts
+                algo, want = parts[1].split("=", 1)
+                h = hashlib.new(algo)
+                try:
+                    with open(path, "rb") as fh:
+                        for block in iter(lambda: fh.read(1 << 20), b""):
+                            h.update(block)
+                except OSError:
+                    continue  # unreadable to the login user: not judged here
+                import base64
+                if base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode() != want:
+                    damaged.append("%s is %s bytes as RECORD says, but its %s is not RECORD's (changed in place)"
+                                   % (parts[0], parts[2], algo))
+        # the folders pip must empty to replace the install (each holding a file RECORD lists, up to
+        # the site folder): pip moves them aside and then removes them, which needs write access to
+        # each (a folder owned by root after a sudo pip install); and pip's uninstall stash of them
+        # (pip's AdjacentTempDirectory: "~" and leading chars of "-~.=%0-9" for the first ones,
+        # same length) left by an install that failed so
+        import pwd
+
+        def owner(path):
+            try:
+                return pwd.getpwuid(os.stat(path).st_uid).pw_name
+            except (KeyError, OSError):
+                return None
+        root = os.path.realpath(location)
+        folders = set()
+        for line in (read(os.path.join(info, "RECORD")) or "").splitlines():
+            d = os.path.dirname(os.path.normpath(os.path.join(location, line.rsplit(",", 2)[0])))
+            while os.path.realpath(d).startswith(root + os.sep) and d not in folders:
+                folders.add(d)
+                d = os.path.dirname(d)
+        locked = []
+        for d in sorted(folders):
+            dep(d)
+            if os.path.isdir(d) and not os.access(d, os.W_OK | os.X_OK):
+                locked.append({"path": d, "owner": owner(d)})
+        tops = sorted({os.path.relpath(d, location).split(os.sep)[0] for d in folders})
+        try:
+            names = os.listdir(location)
+        except OSError:
+            names = []
+        stash = [n for n in sorted(names) if n.startswith("~") and n.lstrip("-~.=%0123456789") and any(
+            len(n) == len(t) and t.endswith(n.lstrip("-~.=%0123456789")) for t in tops)]
+        try:
+            login = pwd.getpwuid(os.geteuid()).pw_name
+        except KeyError:
+            login = str(os.geteuid())
         # inside the venv (sys.prefix), or somewhere sys.path reaches from it: the user site
         # (~/.local/lib/pythonX.Y/site-packages, where pip's install.user = true puts it) or a
         # --system-site-packages base
@@ -187,7 +240,12 @@ try:
         out["dist"] = {"version": version, "location": location, "damaged": damaged[:5], "n_damaged": len(damaged),
                        "record_sha256": hashlib.sha256("\n".join(lines).encode()).hexdigest(),
                        "in_venv": real == prefix or real.startswith(prefix.rstrip(os.sep) + os.sep),
-                       "user_site": isinstance(user, str) and os.path.realpath(user) == real, "prefix": sys.prefix}
+                       "user_site": isinstance(user, str) and os.path.realpath(user) == real, "prefix": sys.prefix,
+                       "locked": locked[:3], "n_locked": len(locked), "login_user": login,
+                       "locked_tops": sorted({os.path.join(location, os.path.relpath(l["path"], location).split(os.sep)[0])
+                                              for l in locked}),
+                       "stash": [{"path": os.path.join(location, n), "owner": owner(os.path.join(location, n))}
+                                 for n in stash]}
         inside = [c for c in copies if os.path.realpath(c) == prefix
                   or os.path.realpath(c).startswith(prefix.rstrip(os.sep) + os.sep)]
         # the venv's own copy (where an install into it went), when another one comes first
@@ -311,71 +369,3 @@ def dist_changes(before: dict[str, str], after: dict[str, str], own: str) -> lis
 def norm_dist(name: str) -> str:
     """A distribution name normalised (PEP 503: runs of ``-_.`` to ``-``, lower case)."""
     return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def misplaced(dist_state: dict[str, Any] | None, dist: str, venv: str, tool: str) -> str | None:
-    """Why an install that exited 0 did not put ``dist`` into ``venv`` (one line), or ``None``:
-    :data:`STATE_SCRIPT`'s ``dist`` after the install is not found on the venv's ``sys.path`` at
-    all, or found outside ``sys.prefix``. The causes are pip's configuration (pip's docs,
-    "Configuration" and ``pip install --help``): ``[install] user = true`` in a pip.conf or
-    ``PIP_USER=1`` put it in the user site (``~/.local/lib/pythonX.Y/site-packages``, which a venv
-    made with ``--system-site-packages`` sees, so pip accepts it); ``target``/``prefix``/``root``
-    (or ``PIP_TARGET``/``PIP_PREFIX``/``PIP_ROOT``) put it elsewhere. Other accounts using the
-    venv would get nothing, so the install is a failure, not a success."""
-    if dist_state is None:
-        return (f"{tool} reported {dist} installed, but {venv} does not hold it (not on its sys.path): a pip "
-                "configuration sent it elsewhere (install.target, install.prefix or install.root in a pip.conf, or "
-                "PIP_TARGET/PIP_PREFIX/PIP_ROOT in the login environment); remove that setting for this venv")
-    if dist_state.get("in_venv") is not False:
-        return None
-    where = dist_state.get("location")
-    if dist_state.get("venv_copy"):  # the install went into the venv, but Python imports another copy
-        return (f"a copy of {dist} in {where} shadows the one just installed in {dist_state['venv_copy']} ({where} "
-                f"{reached(dist_state)}, ahead of the venv's site-packages): Python imports that one; remove it or "
-                + ("the .pth line" if dist_state.get("via") else "the setting that puts it on sys.path"))
-    if dist_state.get("user_site"):
-        return (f"{tool} put {dist} into the user site {where}, not the venv {venv}: the login user's pip "
-                "configuration asks for user installs (install.user = true in a pip.conf such as "
-                "~/.config/pip/pip.conf, or PIP_USER=1); other accounts using the venv get nothing; remove that "
-                f"setting (or the copy: rm -r {where}/{dist}*) and deploy again")
-    return (f"{tool} put {dist} into {where}, outside the venv {venv} (sys.prefix {dist_state.get('prefix')}): a pip "
-            "configuration sent it there (install.target, install.prefix or install.root in a pip.conf, or "
-            "PIP_TARGET/PIP_PREFIX/PIP_ROOT in the login environment)")
-
-
-def reached(dist_state: dict[str, Any]) -> str:
-    """How a copy outside the venv (:data:`STATE_SCRIPT`'s ``dist``) is on the venv's sys.path:
-    ``is on sys.path through /v/lib/python3.11/site-packages/x.pth`` (its ``via``; Python's
-    ``site`` docs: a .pth line adds a folder), ``is the user site``, else ``is on sys.path``
-    (a ``--system-site-packages`` base, or a .pth line fleetctl could not tie to it)."""
-    if dist_state.get("via"):
-        return f"is on sys.path through {dist_state['via']}"
-    return "is the user site" if dist_state.get("user_site") else "is on sys.path"
-
-
-def outside_copy(dist_state: dict[str, Any], dist: str) -> str:
-    """Before an install: why a copy found first outside the venv is not the venv's install, one
-    line for ``decision["why"]``: the venv's own copy shadowed by it, ``installed outside the
-    venv (LOCATION)`` for the user site (where pip's ``install.user`` put an earlier install), or
-    ``none in the venv`` naming the copy Python imported (another environment's, reached through
-    a .pth file: never fleetctl's to remove)."""
-    where = dist_state.get("location")
-    if dist_state.get("venv_copy"):
-        return (f"the venv's copy in {dist_state['venv_copy']} is shadowed by the one in {where} "
-                f"({where} {reached(dist_state)})")
-    if dist_state.get("user_site"):
-        return f"installed outside the venv ({where})"
-    return f"none in the venv (Python imported the copy of {dist} in {where}, which {reached(dist_state)})"
-
-
-def outside_note(before: dict[str, Any], after: dict[str, Any], dist: str) -> str:
-    """After an install into the venv that Python now imports (``after``): the line about the copy
-    outside the venv found first before it (``before``). A user-site copy is a stray of an earlier
-    install (pip's ``install.user``): remove it. Any other is another environment's (a .pth file
-    or a ``--system-site-packages`` base): it now comes after the venv's own and is left alone."""
-    where = before.get("location")
-    if before.get("user_site"):
-        return (f"a copy of {dist} outside the venv remains in {where} (an earlier install there, e.g. by pip's "
-                "install.user = true): remove it")
-    return (f"Python now imports the copy of {dist} just installed in {after.get('location')}; the one in {where} "
-            f"({where} {reached(before)}, after the venv's site-packages) is not the venv's and was left as it is")

@@ -45,6 +45,8 @@ Exit 0 when every check passed, 1 otherwise.
 """
 
 import argparse
+import base64
+import hashlib
 import importlib.machinery
 import json
 import os
@@ -372,17 +374,36 @@ def _record_rows(dist_info):
         for line in fh:
             parts = line.rstrip("\n").rsplit(",", 2)
             if len(parts) == 3 and parts[0]:
-                rows.append((parts[0], int(parts[2]) if parts[2].isdigit() else None))
+                rows.append((parts[0], int(parts[2]) if parts[2].isdigit() else None, parts[1]))
     return rows
+
+
+def changed_in_place(path, hashed):
+    """Whether the file at ``path`` is not what RECORD's hash (``hashed``: PEP 376 / PEP 627,
+    ``sha256=<urlsafe base64 without padding>``) says: a file overwritten at its own size. False
+    when RECORD gives no hash (or one of an algorithm hashlib does not guarantee) or the file is
+    unreadable. Reads the file (a package's own files, ~11 MB for fp4_kernels)."""
+    algo, _, want = (hashed or "").partition("=")
+    if not want or algo not in hashlib.algorithms_guaranteed:
+        return False
+    h = hashlib.new(algo)
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        return False
+    return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode() != want
 
 
 def install_problem(package, sites):
     """Why the install of ``package`` in ``sites`` is incomplete, or None: a package folder with
     no ``.dist-info`` whose RECORD lists it and no ``__init__.py`` (pip writes the dist-info last,
     so an install cut short, by ENOSPC for one, has none; a package copied in by hand, whole, has
-    its ``__init__.py`` and is not judged), or files that RECORD lists missing or of another size
-    (a truncated ``.so``). Only sizes are compared (no hashing: the install's own
-    RECORD check is pip_install's). The fix named: ``fleetctl deploy --force``."""
+    its ``__init__.py`` and is not judged), or files that RECORD lists missing, of another size
+    (a truncated ``.so``) or, at RECORD's size, of another hash (bytes overwritten in place:
+    :func:`changed_in_place`; a size check alone said ok of such a host, operator trial). The fix
+    named: ``fleetctl deploy --force``."""
     top = package.split(".")[0]
     fix = "; fix: free space in the venv if it is full, then fleetctl deploy --force (reinstalls it)"
     for site in sites:
@@ -396,8 +417,8 @@ def install_problem(package, sites):
                 continue
             if not any(r[0].split("/")[0] in here for r in rows):
                 continue
-            bad = []
-            for rel, size in rows:
+            bad, changed = [], 0
+            for rel, size, hashed in rows:
                 if rel.endswith(".pyc"):  # byte code pip compiled: removing it harms nothing
                     continue
                 path = os.path.normpath(os.path.join(site, rel))
@@ -405,15 +426,50 @@ def install_problem(package, sites):
                     bad.append("%s missing" % rel)
                 elif size is not None and os.path.getsize(path) != size:
                     bad.append("%s %d of %d bytes" % (rel, os.path.getsize(path), size))
+                elif not rel.startswith("..") and changed_in_place(path, hashed):  # not bin/'s scripts
+                    changed += 1
+                    bad.append("%s changed in place (its %s is not RECORD's, same size)" % (rel, hashed.partition("=")[0]))
             if not bad:
                 return None
-            return ("%s in %s is incomplete: %d file(s) its %s/RECORD lists are missing or truncated (%s%s)%s"
-                    % (top, site, len(bad), name, "; ".join(bad[:3]), "; ..." if len(bad) > 3 else "", fix))
+            how = "missing, truncated or changed" if changed else "missing or truncated"
+            return ("%s in %s is incomplete: %d file(s) its %s/RECORD lists are %s (%s%s)%s"
+                    % (top, site, len(bad), name, how, "; ".join(bad[:3]), "; ..." if len(bad) > 3 else "", fix))
         if top in here and not os.path.exists(os.path.join(site, top, "__init__.py")):
             return ("%s in %s is incomplete: no .dist-info lists it and its __init__.py is missing (an install cut "
                     "short: pip writes the dist-info last)%s" % (top, site, fix))
         return None  # a whole package put there by hand, not by pip: not for this check to judge
     return None
+
+
+def stash_left(package, sites):
+    """The warning naming pip's uninstall stash of ``package`` left in a site folder, or None: pip
+    moves the installed folders aside before an install (``AdjacentTempDirectory``: the name with
+    its first characters replaced by ``~`` and ``-~.=%0-9``, same length: ``~p4_kernels``,
+    ``~p4_kernels-0.1.0.dist-info``) and removes them after; a removal that fails (a folder another
+    user owns, after a ``sudo pip install``) leaves them (operator trial). Python never imports
+    them: a warning, with its removal, not a failed check."""
+    import pwd
+    top, found = package.split(".")[0], []
+    for site in sites:
+        for n in sorted(os.listdir(site)):
+            core = n.lstrip("-~.=%0123456789")
+            k = len(n) - len(core)
+            if not n.startswith("~") or not core or k >= len(top):
+                continue
+            if (len(n) == len(top) and top.endswith(core)) or (
+                    n.endswith(".dist-info") and core.startswith(top[k:] + "-")):
+                path = os.path.join(site, n)
+                try:
+                    owner = pwd.getpwuid(os.stat(path).st_uid).pw_name
+                except (KeyError, OSError):
+                    owner = "another user"
+                found.append((path, owner))
+    if not found:
+        return None
+    me = pwd.getpwuid(os.geteuid()).pw_name if hasattr(os, "geteuid") else None
+    sudo = "sudo " if any(o != me for _, o in found) else ""
+    return ("pip's uninstall stash of %s remains from an install that failed half-way: %s; remove it: %srm -rf %s"
+            % (top, ", ".join("%s (owned by %s)" % f for f in found), sudo, " ".join(p for p, _ in found)))
 
 
 def main(argv=None):
@@ -560,6 +616,13 @@ def main(argv=None):
             for w in warned:
                 print("WARN login-import: %s" % w, flush=True)
 
+    try:
+        stash = stash_left(args.package, site_dirs())
+    except (OSError, KeyError):
+        stash = None
+    if stash:
+        summary["warnings"] = summary.get("warnings", []) + [stash]
+        print("WARN install: %s" % stash, flush=True)
     summary["checks"] = RESULTS
     summary["ok"] = all(r["ok"] for r in RESULTS)
     print(json.dumps(summary, default=str))

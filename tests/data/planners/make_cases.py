@@ -435,7 +435,7 @@ REC = {"sha256": SHA, "venv": "/venv", "kept": "/w/installed/w.whl", "record_sha
 PI = {"wheel": WHEEL}
 HP = {"facts": FACTS90, "files": {WHEEL: SHA}}
 STATE_ARGV = ["/venv/bin/python3", "-c", __import__("fleetctl.tasks.pip_install", fromlist=["_"]).STATE_SCRIPT,
-              "fp4_kernels", "/w/installed/fp4_kernels.json", f"{DEST}/.fleetctl-build.json"]
+              "fp4_kernels", "/w/installed/fp4_kernels.json", f"{DEST}/.fleetctl-build.json", "hash"]
 CLEAN_ENV = {"PYTHONPATH": None, "PYTHONHOME": None, "VIRTUAL_ENV": None, "CONDA_PREFIX": None, "CONDA_DEFAULT_ENV": None}
 PIP_ENV = {**CLEAN_ENV, "PIP_USER": "0"}  # a pip.conf's install.user = true must not send the install to ~/.local
 case("pip_install", "same-wheel-installed-is-skipped", args=PI, host=HP,
