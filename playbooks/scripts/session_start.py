@@ -245,6 +245,10 @@ def lock_refusal(path, exc):
         return ""
 
 
+#: Reads of a busy lock's record, 50 ms apart, before it is reported as it stands (1 s at most).
+BUSY_READS = 20
+
+
 def take_lock(path, record):
     """``(fd, info)``: the lock held (``fd``) and ``{"path", "locked": pid, "previous": text}``, or
     ``(None, {"path", "busy": text})`` when another process holds it."""
@@ -262,7 +266,16 @@ def take_lock(path, record):
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
+        # the holder writes its record just after its flock: read until two reads 50 ms apart agree
+        # on a record, so a holder between its flock and its write is never taken for a process
+        # that left none, nor for the run before it (its record is still there until truncated)
         text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+        for _ in range(BUSY_READS):
+            time.sleep(0.05)
+            again = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+            if again == text and text.strip():
+                break
+            text = again
         os.close(fd)
         return None, {"path": path, "busy": text}
     previous = os.pread(fd, 4096, 0).decode("utf-8", "replace")
