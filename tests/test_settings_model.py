@@ -108,6 +108,14 @@ class OldHostSettings(BaseModel):
             raise ValueError("relative")  # nor a relative one (no folder to take it against)
         return value
 
+    @field_validator("workdir", mode="before")
+    @classmethod
+    def _workdir_not_relative(cls, value):  # operator trial 11: a bare relative workdir is refused too;
+        if isinstance(value, str) and value and not value.startswith("/") \
+                and value != "~" and not value.startswith("~/"):  # ~ and ~/x name the home folder: kept
+            raise ValueError("relative")
+        return value
+
 
 PAIRS = [(SSHSettings, OldSSHSettings), (SlurmSettings, OldSlurmSettings), (HostSettings, OldHostSettings)]
 
