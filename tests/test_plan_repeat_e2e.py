@@ -113,7 +113,7 @@ def test_two_identical_plans_give_a_venv_shared_by_two_users_the_same_verdict(ss
     for name, h in started.items():  # y-other first, one at a time (--forks 1): it plans before x-owner
         write_fake_nvidia_smi(h.bin_dir, [H200])
         hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "venv": str(venv),
-                       "workdir": f".fleetctl-{name}-{tmp_path.name}"}
+                       "workdir": f"~/.fleetctl-{name}-{tmp_path.name}"}
     inv = write_inventory(tmp_path / "inv.yaml", {"fleet": hosts})
 
     def plan() -> dict:

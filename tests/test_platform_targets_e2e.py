@@ -210,7 +210,7 @@ def test_two_users_with_umask_077_sharing_one_venv_are_refused_and_an_unreadable
         for name, h in started.items():
             write_fake_nvidia_smi(h.bin_dir, [H200])
             hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "venv": str(shared),
-                           "workdir": f".fleetctl-{name}-{tmp_path.name}"}
+                           "workdir": f"~/.fleetctl-{name}-{tmp_path.name}"}
         inv = write_inventory(tmp_path / "inv.yaml", {"fleet": hosts})
 
         def plan(pattern: str):

@@ -157,7 +157,7 @@ def test_a_venv_whose_python_links_into_a_folder_the_login_user_cannot_enter_say
         target = os.readlink(venv / "bin" / "python3")
         assert target.startswith(str(root / "rootonly")), target
         inv = write_inventory(tmp_path / "inv.yaml", {"g": {"denied": {
-            **h.inventory_vars(sshd_farm.known_hosts), "workdir": f".fleetctl-{tmp_path.name}", "venv": str(venv)}}})
+            **h.inventory_vars(sshd_farm.known_hosts), "workdir": f"~/.fleetctl-{tmp_path.name}", "venv": str(venv)}}})
         plan = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", PLAYBOOK, "--plan", "--json",
                         home=tmp_path)
         assert plan.returncode == 1, plan.stdout + plan.stderr
