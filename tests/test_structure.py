@@ -183,3 +183,18 @@ def test_with_no_logging_set_up_the_warning_reaches_stderr_once_and_stdout_stays
     assert res.returncode == 0, res.stderr
     assert res.stdout == ""
     assert res.stderr == "fleetctl: warning: Broken stopped reporting: RuntimeError: bug\n"
+
+
+def test_no_plain_asyncio_wait_for_outside_within():
+    """``asyncio.wait_for`` before Python 3.12 drops a cancellation (Ctrl-C, SIGTERM) that comes in
+    the loop iteration where the awaited work completes (CPython gh-86296): every deadline in the
+    package goes through :func:`fleetctl.util.within.within`, which never loses one."""
+    root = Path(__file__).resolve().parents[1] / "fleetctl"
+    offenders = [
+        f"{path.relative_to(root)}:{n}"
+        for path in sorted(root.rglob("*.py"))
+        if path.name != "within.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "wait_for(" in line and not line.lstrip().startswith("#")
+    ]
+    assert offenders == []

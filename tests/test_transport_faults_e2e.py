@@ -62,7 +62,7 @@ def test_dead_hosts_listed_first_never_delay_the_live_ones(sshd_farm, tmp_path):
     out = json.loads(res.stdout)
     assert res.returncode == 1
     assert all(out[f"live{i}"]["stdout"] == "up\n" for i in range(4))
-    assert all("no TCP connection" in out[f"dead{i:02d}"]["error"] for i in range(16))
+    assert all("no TCP connection" in out[f"dead{i:02d}"]["error"] for i in range(16)), {h: out[h]["error"] for h in out}
     finished = [e["host"] for e in events(last_run(tmp_path)) if e["event"] == "host.finished"]
     # every live host was done before the first dead one gave up: no dead host held a slot they needed
     assert max(finished.index(f"live{i}") for i in range(4)) < min(finished.index(f"dead{i:02d}") for i in range(16))

@@ -133,7 +133,7 @@ class LocalConnection(Connection):
             if hold_stdin and proc.stdin is not None and isinstance(exc, asyncio.CancelledError):
                 proc.stdin.close()
                 try:
-                    await asyncio.wait_for(proc.wait(), 8)
+                    await within(proc.wait(), 8)
                 except asyncio.TimeoutError:
                     pass
             if proc.returncode is None:
@@ -204,7 +204,7 @@ async def _kill_group(proc: asyncio.subprocess.Process) -> None:
         except ProcessLookupError:
             return
         try:
-            await asyncio.wait_for(proc.wait(), wait_s)
+            await within(proc.wait(), wait_s)
             return
         except asyncio.TimeoutError:
             continue

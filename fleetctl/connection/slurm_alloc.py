@@ -28,6 +28,7 @@ from typing import Any
 
 from .slurm_client import SlurmClient, SlurmError, client_env, last_line, stop_process
 from .slurm_nodes import hostlist
+from ..util.within import within
 
 _GRANTED = re.compile(r"Granted job allocation (\d+)")
 _PENDING = re.compile(r"(?:Pending job allocation|job) (\d+)")
@@ -138,7 +139,7 @@ class Lifeline:
         except (BrokenPipeError, ConnectionResetError):
             pass
         try:
-            await asyncio.wait_for(self.proc.wait(), 5)
+            await within(self.proc.wait(), 5)
         except asyncio.TimeoutError:
             pass
 
@@ -220,7 +221,7 @@ async def allocate(client: SlurmClient, request: AllocationRequest, nodes: Seque
     shown_s = deadline_s if run_deadline_s is None else run_deadline_s
     proc = await client.spawn(argv)
     try:
-        _, err_bytes = await asyncio.wait_for(proc.communicate(), deadline_s + 10.0)
+        _, err_bytes = await within(proc.communicate(), deadline_s + 10.0)
     except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
         await asyncio.shield(_withdraw(client, proc, job_name))
         if isinstance(exc, asyncio.CancelledError):

@@ -209,7 +209,7 @@ async def stop_process(proc: asyncio.subprocess.Process, grace_s: float = 5.0) -
         except (ProcessLookupError, PermissionError):
             pass
         try:
-            await asyncio.wait_for(asyncio.shield(proc.wait()), grace_s)
+            await within(asyncio.shield(proc.wait()), grace_s)
             return
         except asyncio.TimeoutError:
             continue

@@ -65,6 +65,7 @@ from .base import OWN_DIR_MODE
 from .slurm_alloc import Allocation
 from .slurm_client import SlurmError
 from .slurm_transfer import upload
+from ..util.within import within
 
 #: Longest a put waits for other hosts to ask for the same file (seconds).
 WINDOW_S = 0.15
@@ -133,7 +134,7 @@ async def send(alloc: Allocation, local_path: str, dest: str, size: int, nodes: 
 async def _attempt(alloc: Allocation, local_path: str, dest: str, size: int, nodes: list[str],
                    modes: tuple[int | None, int | None], timeout_s: float) -> tuple[dict[str, str | None], set[str]]:
     try:
-        return await asyncio.wait_for(upload(alloc.client, alloc.job_id, nodes, local_path, dest, size=size,
+        return await within(upload(alloc.client, alloc.job_id, nodes, local_path, dest, size=size,
                                              mode=modes[0], dir_mode=modes[1]), timeout_s)
     except asyncio.TimeoutError:
         return {n: f"upload did not finish within {timeout_s:g} s" for n in nodes}, set(nodes)

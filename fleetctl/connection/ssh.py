@@ -288,7 +288,7 @@ class SSHConnection(SFTPFiles, Connection):
         if self._conn is not None:
             self._conn.close()
             with contextlib.suppress(asyncio.TimeoutError, OSError):
-                await asyncio.wait_for(self._conn.wait_closed(), 5)
+                await within(self._conn.wait_closed(), 5)
             self._conn = None
         if self._release_route is not None:
             self._release_route()

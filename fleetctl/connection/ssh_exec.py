@@ -195,7 +195,7 @@ async def stop_process(proc: asyncssh.SSHClientProcess, *, supervised: bool = Fa
     if supervised:
         try:
             proc.stdin.write_eof()
-            await asyncio.wait_for(proc.wait_closed(), 8)
+            await within(proc.wait_closed(), 8)
             return
         except (OSError, asyncssh.Error, asyncio.TimeoutError):
             pass
@@ -205,7 +205,7 @@ async def stop_process(proc: asyncssh.SSHClientProcess, *, supervised: bool = Fa
         except (OSError, asyncssh.Error):
             break
         try:
-            await asyncio.wait_for(proc.wait_closed(), 3)
+            await within(proc.wait_closed(), 3)
             return
         except asyncio.TimeoutError:
             continue

@@ -36,6 +36,7 @@ from .download import local_download, lost_error, read_error
 from .sftp_fallback import get_by_exec, part_name, put_by_exec, realpath_by_exec
 from .ssh_errors import is_lost, is_subsystem_refused, sftp_refused_note
 from .ssh_sessions import UseOverflow
+from ..util.within import within
 
 #: SFTP write requests in flight per upload.
 UPLOAD_REQUESTS = 4
@@ -59,7 +60,7 @@ class SFTPFiles:
         sftp, self._sftp = self._sftp, None
         sftp.exit()
         with contextlib.suppress(OSError, asyncssh.Error, asyncio.TimeoutError):
-            await asyncio.wait_for(sftp.wait_closed(), 5)
+            await within(sftp.wait_closed(), 5)
         self._sessions.in_use -= 1
         return True
 
@@ -284,7 +285,7 @@ class SFTPFiles:
         (a dead host must not hold up the exit); when it cannot be removed, the host's log names
         it (``on_note``: :data:`~fleetctl.connection.base.LEFT_ON_HOST`)."""
         try:
-            await asyncio.wait_for(asyncio.shield(sftp.remove(tmp)), PART_REMOVE_S)
+            await within(asyncio.shield(sftp.remove(tmp)), PART_REMOVE_S)
             return
         except asyncssh.SFTPNoSuchFile:
             return

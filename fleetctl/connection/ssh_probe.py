@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 import asyncssh
 
 from .ssh_proxy import ProxyProcess
+from ..util.within import within
 
 #: What a probe sends: an SSH client's identification string (RFC 4253 4.2).
 IDENT = b"SSH-2.0-fleetctl_probe\r\n"
@@ -36,7 +37,7 @@ async def peek_first_words(sock: socket.socket, timeout_s: float) -> bytes:
     ready = loop.create_future()
     loop.add_reader(sock.fileno(), lambda: ready.done() or ready.set_result(None))
     try:
-        await asyncio.wait_for(ready, timeout_s)
+        await within(ready, timeout_s)
         return sock.recv(256, socket.MSG_PEEK)
     except (asyncio.TimeoutError, TimeoutError, OSError):
         return b""
@@ -56,7 +57,7 @@ async def probe_answer(open_streams: Callable[[], Awaitable[Streams]], timeout_s
     data = b""
     writer = None
     try:
-        reader, writer = await asyncio.wait_for(open_streams(), timeout_s)
+        reader, writer = await within(open_streams(), timeout_s)
         writer.write(IDENT)
         async with asyncio.timeout(timeout_s):
             while len(data) < ANSWER_BYTES and (b"\n" not in data or data.lstrip().startswith(b"<")):

@@ -30,6 +30,8 @@ import socket
 import subprocess
 import time
 
+from ..util.within import within
+
 #: stderr lines of the command kept for the message.
 KEPT_LINES = 3
 
@@ -88,7 +90,7 @@ class ProxyProcess:
         """The command's exit status once it has ended (its stderr closed), or ``None`` while it
         still runs after ``timeout_s`` seconds."""
         try:
-            await asyncio.wait_for(asyncio.shield(self._eof), timeout_s)
+            await within(asyncio.shield(self._eof), timeout_s)
         except (asyncio.TimeoutError, TimeoutError):
             return self.proc.poll()
         deadline = time.monotonic() + max(0.0, timeout_s)

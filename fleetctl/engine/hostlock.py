@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from .aio import answer_or_end, drop_task
 from ..connection.base import Connection, OutputLine
 from ..errors import FleetError
+from ..util.within import within
 
 #: Seconds to wait for the lock script to answer.
 ACQUIRE_TIMEOUT_S = 60.0
@@ -178,7 +179,7 @@ class HostLock:
                 with contextlib.suppress(Exception):  # the host is gone, or slow: the record stays
                     await conn.run(["/bin/sh", "-c", RELEASE_SCRIPT, "fleetctl-unlock", self.path,
                                     str(self.remote_pid)], timeout_s=RELEASE_WAIT_S)
-                    await asyncio.wait_for(asyncio.shield(task), RELEASE_WAIT_S)
+                    await within(asyncio.shield(task), RELEASE_WAIT_S)
         finally:
             await drop_task(task)
             self._conn = None
