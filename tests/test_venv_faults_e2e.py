@@ -461,7 +461,8 @@ def test_a_torch_that_cannot_import_under_the_logins_ulimit_is_refused_and_the_c
     the login's limits) warn with the import's own line, --plan refuses the host; the limit taken
     away, the next --plan sees torch import, though its kept answers (facts-cache.json) were made
     under the limit: the limits are part of what the kept answer depends on (without them, the
-    second --plan repeats the first one's refusal)."""
+    second --plan repeats the first one's refusal). The lines name the limit as the cause, never a
+    reinstall of torch (:func:`fleetctl.facts.venv.address_space_cause`)."""
     h = sshd_farm.start("ulimit-v")  # the current user, bash: ~/.bashrc runs for every ssh command
     write_fake_nvidia_smi(h.bin_dir, [H200])
     venv = make_venv(tmp_path / "venv", "virtualenv", torch=False, build_tools=True)
@@ -476,15 +477,20 @@ def test_a_torch_that_cannot_import_under_the_logins_ulimit_is_refused_and_the_c
                                                                 "venv": venv, "workdir": str(tmp_path / "work"),
                                                                 "verify_device": "cpu"}}})
     line = f"torch 2.99.0+cu130 in {venv} does not import ({err}): fp4_kernels needs torch at run time"
+    # the cause is the login's limit (1500000 KiB = 1464 MiB), not torch: no reinstall is advised
+    limit = ("could be built and installed but never verified; this login's address-space limit (ulimit -v, "
+             "RLIMIT_AS) is 1464 MiB")
 
     facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
     assert facts.returncode == 0, facts.stdout + facts.stderr
     assert "lim: WARNING (below)" in facts.stdout and f"warning: {line}" in _flat(facts.stdout), facts.stdout
+    assert limit in _flat(facts.stdout) and "--force-reinstall" not in facts.stdout, facts.stdout
     time.sleep(2.0)  # the facts script keeps no answer about files younger than its RACY_S
     base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(REPO / "playbooks" / "fp4-kernels.yaml"))
     plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
     assert plan.returncode == 1, plan.stdout + plan.stderr
-    assert any(t["msg"].startswith("preflight: " + line) for t in json.loads(plan.stdout)["lim"]["tasks"]), plan.stdout
+    assert any(t["msg"].startswith("preflight: " + line) and limit in t["msg"]
+               for t in json.loads(plan.stdout)["lim"]["tasks"]), plan.stdout
 
     rc.write_text("")  # the limit taken away: torch imports, though the plan's kept answers were made under it
     again = fleetctl(*base, "--plan", "--json", home=tmp_path)

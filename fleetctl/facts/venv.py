@@ -33,6 +33,7 @@ The cases, from a new operator's trial, where facts said ok and ``--plan`` said 
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -136,6 +137,54 @@ def install_problem(facts: Mapping[str, Any], need_mib: int = VENV_MIN_FREE_MIB,
     return None
 
 
+#: What a failure says when a mapping or an allocation failed (ENOMEM), in the words of the tools
+#: that run under the login's limit: glibc's loader (``failed to map segment from shared object``,
+#: ``cannot allocate memory for thread-local data``), strerror(ENOMEM) (``Cannot allocate memory``,
+#: ``[Errno 12]``), Python (``MemoryError``), C++ (``std::bad_alloc``), torch's CPU allocator
+#: (``can't allocate memory ... Error code 12``), OpenBLAS (``Memory allocation still failed``,
+#: ``pthread_create failed``: a thread's stack is an mmap too) and CUDA (``out of memory``).
+_MEMORY_FAILURE = re.compile(r"failed to map segment|allocate memory|MemoryError|bad_alloc|out of memory|"
+                             r"memory allocation|pthread_create failed|ENOMEM|errno 12\b|error code 12\b", re.I)
+
+
+def address_space_cause(facts: Mapping[str, Any], failure: str | None = None) -> str | None:
+    """The words naming this login's address-space limit as the cause of a failure, or None: the
+    one wording ``fleetctl facts``, ``--plan`` (:func:`torch_problem`) and ``verify``
+    (:func:`fleetctl.tasks.verify.failure_line`) give it.
+
+    The rule: getrlimit(2): past ``RLIMIT_AS`` (bytes) mmap(2), mremap and brk fail with ENOMEM, so
+    the dynamic loader cannot map a shared object's segments (glibc: ``failed to map segment from
+    shared object``; torch's ``libtorch_cpu.so`` alone spans over 300 MiB) and allocators fail
+    (``MemoryError``, ``std::bad_alloc``, an abort); bash's ``ulimit -v`` sets it in KiB, pam_limits
+    from limits.conf(5)'s ``as`` item (KiB). The facts script reports the soft limit the login's
+    commands run under as ``rlimit_as_mib`` (MiB, floor; null: unlimited), so ``ulimit -v 400000``
+    in ``~/.bashrc`` reads 390. A torch that does not import there is no broken torch (operator
+    trial: facts advised ``pip install --force-reinstall torch``; verify died of SIGABRT after
+    ``symbols`` and named no cause).
+
+    Args:
+        facts: the host's facts (``rlimit_as_mib``).
+        failure: what the failure said; the limit is named only when it reads as a failed mapping
+            or allocation (:data:`_MEMORY_FAILURE`). None: the caller knows the failure is one the
+            limit causes (an ``import torch`` whose files are complete failed under it; an
+            interpreter that died of SIGABRT or SIGSEGV).
+
+    Returns:
+        ``"this login's address-space limit (ulimit -v, RLIMIT_AS) is N MiB: ...; it is usually set
+        in the login's rc files (...) or in /etc/security/limits.conf (...); fix: raise or remove it
+        for this login"``, or None (no limit in the facts, or a failure that is not one of memory).
+    """
+    mib = facts.get("rlimit_as_mib")
+    if not isinstance(mib, int) or isinstance(mib, bool) or mib < 0:
+        return None
+    if failure is not None and not _MEMORY_FAILURE.search(failure):
+        return None
+    return (f"this login's address-space limit (ulimit -v, RLIMIT_AS) is {mib} MiB, and under it the dynamic "
+            "loader's mmap of torch's libraries and the allocations of its runtime fail (ENOMEM): torch itself may "
+            "be fine; it is usually set in the login's rc files (e.g. ~/.bashrc or ~/.profile: ulimit -v, in KiB) "
+            "or in /etc/security/limits.conf (an 'as' line, pam_limits); fix: raise or remove it for this login")
+
+
 def torch_problem(facts: Mapping[str, Any], venv: str | None, python: str, package: str) -> str | None:
     """The one line refusing a venv whose torch does not import, or None: ``verify``'s preflight
     refuses the host with it (:func:`fleetctl.tasks.runtime_preflight.torch_runtime_problem`) and
@@ -156,7 +205,12 @@ def torch_problem(facts: Mapping[str, Any], venv: str | None, python: str, packa
         never installs it; install ... into the venv (CMD), or point the host var 'venv' at the venv
         that has it"``; for a torch that is there but does not import (a library of torch's own
         missing), ``"torch 2.13.0 in VENV does not import (ImportError: libtorch_cpu.so: ...): ..."``.
-        ``CMD`` is :func:`fleetctl.facts.install_hint.install_command`'s for this venv.
+        ``CMD`` is :func:`fleetctl.facts.install_hint.install_command`'s for this venv. When the
+        facts carry an address-space limit and the import itself failed (``torch_import.ok``
+        false: torch's files are complete) or said a mapping or an allocation failed, the limit
+        is the cause and the fix (:func:`address_space_cause`), never a reinstall of torch:
+        ``"torch 2.13.0 in VENV does not import (...): PACKAGE needs torch at run time, so it
+        could be built and installed but never verified; this login's address-space limit ..."``.
     """
     py = facts.get("python")
     if (not isinstance(py, Mapping) or (py.get("torch") and not py.get("torch_error")) or py.get("torch_probe_error")
@@ -167,6 +221,12 @@ def torch_problem(facts: Mapping[str, Any], venv: str | None, python: str, packa
     where = venv or posixpath.dirname(posixpath.dirname(python)) or python
     why = py.get("torch_error") or "not installed"
     if py.get("torch"):  # there, but broken: what the import says (facts read it from torch's files)
+        imported = py.get("torch_import")
+        limit = address_space_cause(facts, None if isinstance(imported, Mapping) and imported.get("ok") is False
+                                    else str(why))
+        if limit:  # torch's files are there; this login's limit stops the loader (operator trial)
+            return (f"torch {py['torch']} in {where} does not import ({why}): {package} needs torch at run time, so "
+                    f"it could be built and installed but never verified; {limit}")
         return (f"torch {py['torch']} in {where} does not import ({why}): {package} needs torch at run time, so it "
                 f"could be built and installed but never verified; repair torch in the venv "
                 f"({install_command(facts, python, '--force-reinstall torch==' + str(py['torch']))}, from the index "

@@ -23,11 +23,14 @@ import json
 import signal
 import posixpath
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, field_validator
 
 from ..connection.base import UNNAMED_SIGNAL, CommandResult
+from ..facts.venv import address_space_cause
 from ..status import Status
 from .argtypes import ActionArgs, is_template
 from .base import Action, HostView, Plan, TaskResult, first_error_line
@@ -194,10 +197,20 @@ def signal_of(res: CommandResult) -> tuple[str, str] | None:
     return sig.name.removeprefix("SIG"), f"exit status {rc}"
 
 
-def died_of(res: CommandResult, failed: list, package: str) -> str | None:
+#: Signals a process dies of when an allocation fails and nothing catches it (signal(7)): SIGABRT
+#: (an uncaught ``std::bad_alloc`` ends in std::terminate, glibc's ``cannot allocate memory for
+#: thread-local data: ABORT``, a CUDA runtime that cannot reserve its address space), SIGSEGV (a
+#: failed allocation used as if it had worked, a stack that cannot grow).
+_ALLOC_SIGNALS = {"ABRT", "SEGV"}
+
+
+def died_of(res: CommandResult, failed: list, package: str, facts: Mapping[str, Any] | None = None) -> str | None:
     """The line for a verify interpreter killed by a signal before it printed a failed check:
     which signal (and the exit status that said so), at which check, what usually causes it, and
-    the shared object the output names; None otherwise."""
+    the shared object the output names; None otherwise. Where the host's ``facts`` carry an
+    address-space limit and the signal is one a failed allocation ends in (:data:`_ALLOC_SIGNALS`)
+    or the output says a mapping or an allocation failed, the cause named is that limit
+    (:func:`fleetctl.facts.venv.address_space_cause`)."""
     got = signal_of(res)
     if got is None or failed:
         return None
@@ -205,7 +218,10 @@ def died_of(res: CommandResult, failed: list, package: str) -> str | None:
     done = [ln.split(":", 1)[0] for ln in res.stdout_text.splitlines() if ln.startswith(("PASS ", "FAIL "))]
     where = f"after {done[-1].split(' ', 1)[1]}" if done else "before its first check"
     hint = ""
-    if sig in _FILE_SIGNALS:
+    limit = address_space_cause(facts or {}, None if sig in _ALLOC_SIGNALS else res.stderr_text + "\n" + res.stdout_text)
+    if limit:
+        hint = f": {limit}"
+    elif sig in _FILE_SIGNALS:
         named = _SO_PATH.findall(res.stderr_text + "\n" + res.stdout_text)
         what = f"{named[-1]} (an installed file of {package} or of torch)" if named else \
             f"an installed file of {package} (or of torch), typically its extension's .so,"
@@ -213,6 +229,21 @@ def died_of(res: CommandResult, failed: list, package: str) -> str | None:
                 f"that shrinks kills its reader with SIGBUS); deploy again (an install whose files differ from "
                 f"their RECORD is reinstalled) or with --force")
     return f"the verify interpreter died of SIG{sig} ({how}) {where}{hint}"
+
+
+def failure_line(res: CommandResult, failed: list, package: str, facts: Mapping[str, Any]) -> str:
+    """Why a verify failed, one line: the failed checks (``name: detail``, ``; `` between them),
+    else the signal that killed the interpreter (:func:`died_of`), else the output's error line
+    (:func:`~fleetctl.tasks.base.first_error_line`). A failed check or an error line that says a
+    mapping or an allocation failed (``MemoryError``, ``Cannot allocate memory``...) on a host whose
+    ``facts`` carry an address-space limit ends with that limit as the cause
+    (:func:`fleetctl.facts.venv.address_space_cause`)."""
+    died = died_of(res, failed, package, facts)
+    if died:
+        return died
+    why = "; ".join(f"{c['name']}: {c['detail']}" for c in failed) or first_error_line(res)
+    limit = address_space_cause(facts, why)
+    return f"{why}; {limit}" if limit else why
 
 
 def plan(args: VerifyArgs, host: HostView) -> Plan:
@@ -244,8 +275,7 @@ def plan(args: VerifyArgs, host: HostView) -> Plan:
     summary = summary_of(res)
     failed = [c for c in summary.get("checks", []) if not c.get("ok")]
     if res.rc != 0 or not summary.get("ok"):
-        why = "; ".join(f"{c['name']}: {c['detail']}" for c in failed) or died_of(res, failed, args.package) \
-            or first_error_line(res)
+        why = failure_line(res, failed, args.package, host.facts)
         return TaskResult(Status.FAILED, rc=res.rc, msg=f"verify {args.package}: {why}", data=summary,
                           stdout=res.stdout_text, stderr=res.stderr_text)
     if summary.get("simulated"):
