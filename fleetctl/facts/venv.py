@@ -137,12 +137,8 @@ def install_problem(facts: Mapping[str, Any], need_mib: int = VENV_MIN_FREE_MIB,
     return None
 
 
-#: What a failure says when a mapping or an allocation failed (ENOMEM), in the words of the tools
-#: that run under the login's limit: glibc's loader (``failed to map segment from shared object``,
-#: ``cannot allocate memory for thread-local data``), strerror(ENOMEM) (``Cannot allocate memory``,
-#: ``[Errno 12]``), Python (``MemoryError``), C++ (``std::bad_alloc``), torch's CPU allocator
-#: (``can't allocate memory ... Error code 12``), OpenBLAS (``Memory allocation still failed``,
-#: ``pthread_create failed``: a thread's stack is an mmap too) and CUDA (``out of memory``).
+#: A failed mapping or allocation (ENOMEM) as glibc's loader, strerror(3), Python, C++, torch's CPU
+#: allocator, OpenBLAS (a thread's stack is an mmap too) and CUDA word it.
 _MEMORY_FAILURE = re.compile(r"failed to map segment|allocate memory|MemoryError|bad_alloc|out of memory|"
                              r"memory allocation|pthread_create failed|ENOMEM|errno 12\b|error code 12\b", re.I)
 
@@ -158,9 +154,7 @@ def address_space_cause(facts: Mapping[str, Any], failure: str | None = None) ->
     (``MemoryError``, ``std::bad_alloc``, an abort); bash's ``ulimit -v`` sets it in KiB, pam_limits
     from limits.conf(5)'s ``as`` item (KiB). The facts script reports the soft limit the login's
     commands run under as ``rlimit_as_mib`` (MiB, floor; null: unlimited), so ``ulimit -v 400000``
-    in ``~/.bashrc`` reads 390. A torch that does not import there is no broken torch (operator
-    trial: facts advised ``pip install --force-reinstall torch``; verify died of SIGABRT after
-    ``symbols`` and named no cause).
+    in ``~/.bashrc`` reads 390 (operator trial: facts advised a reinstall of a torch that was fine).
 
     Args:
         facts: the host's facts (``rlimit_as_mib``).

@@ -610,6 +610,26 @@ case("verify", "a-verify-killed-by-sigbus-under-a-shell-says-so-and-names-the-fi
      result={"status": "failed", "msg": "verify fp4_kernels: the verify interpreter died of SIGBUS (exit status 135) after torch: "
                                         "/venv/lib/python3.12/site-packages/fp4_kernels/_C.cpython-312-x86_64-linux-gnu.so "
                                         "(an installed file of fp4_kernels or of torch) is probably truncated"})
+LIMIT_WORDS = ("this login's address-space limit (ulimit -v, RLIMIT_AS) is 732 MiB, and under it the dynamic loader's "
+               "mmap of torch's libraries and the allocations of its runtime fail (ENOMEM): torch itself may be fine; it is "
+               "usually set in the login's rc files (e.g. ~/.bashrc or ~/.profile: ulimit -v, in KiB) or in "
+               "/etc/security/limits.conf (an 'as' line, pam_limits); fix: raise or remove it for this login")
+case("verify", "a-verify-killed-by-sigabrt-under-the-logins-ulimit-v-names-the-limit", args={"package": "fp4_kernels"},
+     host={"facts": {**FACTS90, "rlimit_as_mib": 732}},  # ulimit -v 750000 in ~/.bashrc (operator trial)
+     steps=[{"expect": {"type": "Put"}, "answer": None},
+            {"expect": {"type": "Run"}, "answer": {"rc": None, "signal": "ABRT", "stdout": (
+                "PASS torch: torch 2.11.0+cu130\nPASS cuda: torch sees 1 GPU(s)\nPASS import: x\n"
+                "PASS import-order: imports with or without torch first\nPASS location: x\nPASS symbols: 2 present\n")}}],
+     result={"status": "failed", "msg": "verify fp4_kernels: the verify interpreter died of SIGABRT (signal 6) after "
+                                        "symbols: " + LIMIT_WORDS})
+case("verify", "a-smoke-check-out-of-memory-under-the-logins-ulimit-v-names-the-limit", args={"package": "fp4_kernels"},
+     host={"facts": {**FACTS90, "rlimit_as_mib": 732}},
+     steps=[{"expect": {"type": "Put"}, "answer": None},
+            {"expect": {"type": "Run"}, "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "checks": [
+                {"name": "smoke", "ok": False, "detail": "cpu: 40 checks; failed: fused mm 19x300x384 (RuntimeError: "
+                 "DefaultCPUAllocator: can't allocate memory: you tried to allocate 921600 bytes. Error code 12 "
+                 "(Cannot allocate memory))"}]})}}],
+     result={"status": "failed", "msg": "Error code 12 (Cannot allocate memory)); " + LIMIT_WORDS})
 case("verify", "a-failed-check-is-named", args={"package": "sgl_kernel"}, host={"facts": FACTS90},
      steps=[{"expect": {"type": "Put"}, "answer": None},
             {"expect": {"type": "Run"}, "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "checks": [{"name": "import-order", "ok": False, "detail": "sgl_kernel imports only after torch (libc10.so: cannot open)"}]})}}],
