@@ -57,6 +57,10 @@ def test_without_a_limit_or_for_a_missing_library_the_old_words_stay():
     gone = "ImportError: libtorch_cpu.so: cannot open shared object file: No such file or directory"
     line = torch_problem(_facts(390, gone, imported=False), VENV, PY, "fp4_kernels")
     assert line and "RLIMIT_AS" not in line and "--force-reinstall" in line
+    # an import that failed for another reason under a limit (an undefined symbol): not the limit
+    symbol = "ImportError: libtorch_cpu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"
+    line = torch_problem(_facts(390, symbol), VENV, PY, "fp4_kernels")
+    assert line and "RLIMIT_AS" not in line and "--force-reinstall" in line
     # no torch at all: its install is the fix, whatever the limit
     none = {"rlimit_as_mib": 390, "python": {"exists": True, "torch": None,
                                              "torch_error": "ModuleNotFoundError: No module named 'torch'"}}

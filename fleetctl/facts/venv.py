@@ -200,9 +200,8 @@ def torch_problem(facts: Mapping[str, Any], venv: str | None, python: str, packa
         that has it"``; for a torch that is there but does not import (a library of torch's own
         missing), ``"torch 2.13.0 in VENV does not import (ImportError: libtorch_cpu.so: ...): ..."``.
         ``CMD`` is :func:`fleetctl.facts.install_hint.install_command`'s for this venv. When the
-        facts carry an address-space limit and the import itself failed (``torch_import.ok``
-        false: torch's files are complete) or said a mapping or an allocation failed, the limit
-        is the cause and the fix (:func:`address_space_cause`), never a reinstall of torch:
+        facts carry an address-space limit and the import said a mapping or an allocation failed
+        (an undefined symbol under a limit keeps the reinstall advice), the limit is the cause and the fix (:func:`address_space_cause`), never a reinstall of torch:
         ``"torch 2.13.0 in VENV does not import (...): PACKAGE needs torch at run time, so it
         could be built and installed but never verified; this login's address-space limit ..."``.
     """
@@ -215,9 +214,7 @@ def torch_problem(facts: Mapping[str, Any], venv: str | None, python: str, packa
     where = venv or posixpath.dirname(posixpath.dirname(python)) or python
     why = py.get("torch_error") or "not installed"
     if py.get("torch"):  # there, but broken: what the import says (facts read it from torch's files)
-        imported = py.get("torch_import")
-        limit = address_space_cause(facts, None if isinstance(imported, Mapping) and imported.get("ok") is False
-                                    else str(why))
+        limit = address_space_cause(facts, str(why))  # only a failure that reads as one of memory
         if limit:  # torch's files are there; this login's limit stops the loader (operator trial)
             return (f"torch {py['torch']} in {where} does not import ({why}): {package} needs torch at run time, so "
                     f"it could be built and installed but never verified; {limit}")
