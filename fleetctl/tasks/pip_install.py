@@ -316,7 +316,9 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         # a staged version (host.venv after venv_stage) gets its own record: it becomes the live
         # venv's only with the switch, and a failed staged deploy leaves the live record as it was
         into = host.venv if host.facts.get(STAGED_FACT) else ids["venv"][1]
-        mark.update({} if host.facts.get(STAGED_FACT) else record_folder(host.facts))  # a copy's is not its own
+        # the venv it is written for, so that a copy of the venv does not take it for its own (a staged
+        # version's facts are the live folder's: its record keeps none and counts wherever it is)
+        mark.update({} if host.facts.get(STAGED_FACT) else record_folder(host.facts))
         yield Put(data=json.dumps(mark).encode(), remote=posixpath.join(into, INSTALL_RECORD), mode=0o644,
                   reason="who installed into this venv, for hosts of other runs sharing it")
     version = re.sub(r"\.whl$", "", posixpath.basename(wheel))

@@ -109,11 +109,13 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     live_since, torch, torch_cuda}}, disk: {total_mib, versions: {N: {size_mib,
                     own_mib}}, measured}}``, read from the folder's ``envs.json`` (no walk).
 ``workdir``, ``hostname``, ``os`` (PRETTY_NAME of /etc/os-release), ``kernel``, ``machine``.
-``targets``         ``{venv: {path, id, error, unreadable, installed}, workdir: {...}}``: the real path of
-                    each folder this host builds or installs in and its id (:func:`target_id`): equal ids
+``targets``         ``{venv: {path, id, local, error, unreadable, installed, copied, installed_copied}, workdir: {...}}``:
+                    the real path of each folder this host builds or installs in and its id (:func:`target_id`): equal ids
                     on two hosts mean one shared folder; ``unreadable`` true: the id file is there but
                     this user cannot read it (``error`` says so, planners refuse the host); ``installed`` is fleetctl's last install
-                    there (``{host, archs, wheel, dist, sha256, record_sha256, inputs}``, :data:`TARGET_INSTALL_NAME`), or null.
+                    there (``{host, archs, wheel, dist, sha256, record_sha256, inputs, id, local}``, :data:`TARGET_INSTALL_NAME`), or null;
+                    ``copied``: one line when the id file was copied from another folder (it gets a fresh id), and
+                    ``installed_copied`` when the install record was written for another folder, else null.
 ``python.platform`` ``{machine, sysconfig: "linux-aarch64", libc: "glibc" | "musl" | null,
                     libc_version: "2.39", interp, host_platform_env, bits: 64}`` of the venv's
                     interpreter (:data:`PLATFORM_READER`): what pip there accepts is decided by it.
