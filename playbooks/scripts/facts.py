@@ -2450,8 +2450,7 @@ def target_id(folder, write=True):
     other = copied_from(claims, local) if ident else None
     if other is not None:
         out["copied"] = ("%s was written for another folder (inode %s on this boot; this folder is inode %s): "
-                         "copied with it, so this folder %s" % (final, other.split(":")[2], local.split(":")[2],
-                                                                "gets a fresh id" if write else "has no id until a deploy gives it one"))
+                         "copied with it, so this folder has an id of its own" % (final, other.split(":")[2], local.split(":")[2]))
     old = ident
     listed = local is not None and any(c.split(":")[0] == local.split(":")[0] for c in claims)
     if ident is not None and other is None and write and local and not listed:  # this boot's view, for a copy's sake
@@ -2470,6 +2469,8 @@ def target_id(folder, write=True):
             ident = None
     elif other is not None:
         ident = None
+    if other is not None and ident is None:
+        out["copied"] = out["copied"].replace("has an id of its own", "has no id until a deploy gives it one")
     out["id"] = ident
     out["installed_copied"] = record_copied(out["installed"], local, old if other is not None else None, ident)
     return out
