@@ -246,3 +246,20 @@ def test_a_member_receiving_its_class_wheel_is_refused_alike_before_the_push(fak
         if mode != "apply":
             assert actions(model) == {"n3": "push"}, (mode, actions(model))
     assert not wheels_put("n3") and not pip_installs("n3")
+
+
+def test_an_id_file_copied_into_another_folder_of_one_machine_does_not_make_them_one():
+    """Two folders of one kernel (one boot id) with two inodes are two folders whatever their
+    ``.fleetctl-id`` says: an older fleetctl's id file (the id alone, which the facts script cannot
+    tell from a copy) copied with ``cp -a ~/venv ~/venv-copy`` (operator trial: ``a and a2 share the
+    venv``). The same id on two boots (two NFS clients) or one inode is still one folder."""
+    from fleetctl.engine.targets import InstallTargets
+
+    def verdict(local_a: str, local_b: str) -> tuple:
+        targets = InstallTargets({"a": 0, "a2": 1})
+        targets.claim("a", {"venv": (f"9f1c local:{local_a}", "/home/t/venv")}, "9.0a", ("venv",))
+        return targets.claim("a2", {"venv": (f"9f1c local:{local_b}", "/home/t/venv-copy")}, "9.0a", ("venv",))
+
+    assert verdict("b00t:64769:1234", "b00t:64769:5678") == ()  # a copy on one machine
+    assert verdict("b00t:64769:1234", "b00t:51:1234")  # one folder, remounted (another device number)
+    assert verdict("b00t:64769:1234", "other:52:777")  # one NFS folder from two machines: the id tells

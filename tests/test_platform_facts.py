@@ -4,6 +4,7 @@ interpreter."""
 
 from __future__ import annotations
 
+import json
 import platform
 import subprocess
 import sys
@@ -80,7 +81,7 @@ def test_one_folder_read_by_two_hosts_at_once_has_one_id(tmp_path):
         runs = list(pool.map(lambda _: run_script("--workdir", tmp_path / "w", "--venv", shared)[0], range(4)))
     ids = {r["targets"]["venv"]["id"] for r in runs}
     assert len(ids) == 1 and None not in ids
-    assert (shared / ".fleetctl-id").read_text().strip() == ids.pop()
+    assert (shared / ".fleetctl-id").read_text().splitlines()[0] == ids.pop()  # then the "at" lines (target_id)
     assert sorted(p.name for p in shared.iterdir()) == [".fleetctl-id"]  # no temporary file left
     assert runs[0]["targets"]["venv"]["path"] == str(shared.resolve())
 
@@ -89,3 +90,41 @@ def test_a_folder_that_is_not_there_has_no_id_and_none_is_made(tmp_path):
     facts, _ = run_script("--workdir", tmp_path / "absent", "--venv", tmp_path / "no-venv")
     assert facts["targets"]["venv"]["id"] is None and facts["targets"]["workdir"]["id"] is None
     assert not (tmp_path / "absent").exists() and not (tmp_path / "no-venv").exists()
+
+
+def test_a_folder_copied_with_its_id_file_gets_its_own_id_and_the_copied_install_record_is_not_its(tmp_path):
+    """``cp -a ~/venv ~/venv-copy`` copies ``.fleetctl-id`` and ``.fleetctl-install.json``: the copy
+    was taken for the same folder (operator trial: ``a and a2 share the venv`` for the two, and
+    ``venv-copy holds a's install``). One kernel sees one folder as one inode, so the id file's line
+    for this boot naming another inode says it was copied; across boots and machines (NFS) and
+    across remounts (another device number, the same inode) one folder keeps its id."""
+    venv, work = tmp_path / "venv", tmp_path / "w"
+    venv.mkdir()
+    first = run_script("--workdir", work, "--venv", venv)[0]["targets"]["venv"]
+    assert first["id"] and first.get("copied") is None
+    # the install record pip_install writes: the venv's id and local id then (record_folder)
+    (venv / ".fleetctl-install.json").write_text(json.dumps({"host": "a", "archs": "9.0a", "id": first["id"],
+                                                             "local": first["local"]}))
+    subprocess.run(["cp", "-a", str(venv), str(tmp_path / "venv-copy")], check=True)
+    copy = tmp_path / "venv-copy"
+    looked = run_script("--workdir", work, "--venv", copy, "--read-only", "1")[0]["targets"]["venv"]
+    assert looked["id"] is None and "was written for another folder" in (looked.get("copied") or ""), looked  # a plan writes nothing
+    assert looked["installed"]["host"] == "a" and looked["installed_copied"], looked
+    assert (copy / ".fleetctl-id").read_text().splitlines()[0] == first["id"]
+    fresh = run_script("--workdir", work, "--venv", copy)[0]["targets"]["venv"]
+    assert fresh["id"] and fresh["id"] != first["id"] and fresh["installed_copied"], fresh
+    again = run_script("--workdir", work, "--venv", copy)[0]["targets"]["venv"]
+    assert again["id"] == fresh["id"] and again["copied"] is None and again["installed_copied"], again
+    orig = run_script("--workdir", work, "--venv", venv)[0]["targets"]["venv"]
+    assert orig["id"] == first["id"] and orig["copied"] is None and orig["installed_copied"] is None, orig
+    # one folder seen from another boot or machine (an NFS client: another boot id, device and
+    # inode), or remounted on this boot (another device number): one id still
+    boot, dev, ino = first["local"].split(":")
+    for line in (f"at 0f0f0f0f-0000-4000-8000-000000000000:{int(dev) + 7}:{int(ino) + 1}", f"at {boot}:{int(dev) + 7}:{ino}"):
+        (venv / ".fleetctl-id").write_text(f"{first['id']}\n{line}\n")
+        seen = run_script("--workdir", work, "--venv", venv, "--read-only", "1")[0]["targets"]["venv"]
+        assert seen["id"] == first["id"] and seen["copied"] is None, (line, seen)
+    # an id file of an older fleetctl (the id alone) is kept, and this boot's view is added for a later copy's sake
+    (venv / ".fleetctl-id").write_text(f"{first['id']}\n")
+    assert run_script("--workdir", work, "--venv", venv)[0]["targets"]["venv"]["id"] == first["id"]
+    assert (venv / ".fleetctl-id").read_text() == f"{first['id']}\nat {first['local']}\n"

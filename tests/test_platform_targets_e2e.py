@@ -307,3 +307,51 @@ def test_plan_and_dry_run_make_the_workdir_and_the_ids_as_the_readme_says(tmp_pa
         assert res.returncode in (0, 1), res.stderr  # 1: the plan says what would fail (this venv has no pip)
         assert (venv / ".fleetctl-id").is_file() and workdir.is_dir(), flag
         assert (workdir / "runs" / last_run(tmp_path).name).is_dir(), flag
+
+
+def test_a_venv_copied_with_cp_a_is_its_own_venv_not_one_shared_with_the_original(sshd_farm, tmp_path):
+    """Operator trial: host ``a`` deployed into ~/venv, then ``cp -a ~/venv ~/venv-copy`` on the host
+    and a second inventory host ``a2`` on the copy: ``deploy --hosts a,a2`` refused both (``a and a2
+    share the venv``: the copy carries ``.fleetctl-id``), and a2 alone was refused by the install
+    record copied with the venv (``venv-copy holds a's install``). Two folders: both are planned
+    and installed into, alike in --plan, --dry-run and the deploy."""
+    play = _setup(tmp_path)
+    h = sshd_farm.start("a")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = make_host_venv(tmp_path / "venv")
+    base = h.inventory_vars(sshd_farm.known_hosts)
+    hosts = {"a": {**base, "workdir": str(tmp_path / "work" / "a"), "venv": venv}}
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": hosts})
+    first = fleetctl("-i", str(inv), "deploy", "--hosts", "a", "--playbook", str(play), home=tmp_path, timeout_s=900)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    copy = f"{venv}-copy"
+    cp = fleetctl("-i", str(inv), "run", "--hosts", "a", "--", "cp", "-a", venv, copy, home=tmp_path, timeout_s=300)
+    assert cp.returncode == 0 and (Path(copy) / ".fleetctl-id").read_text() == (Path(venv) / ".fleetctl-id").read_text()
+    hosts["a2"] = {**base, "workdir": str(tmp_path / "work" / "a2"), "venv": copy}
+    write_inventory(inv, {"fleet": hosts})
+
+    def deploy(pattern: str, *extra: str):
+        return fleetctl("-i", str(inv), "deploy", "--hosts", pattern, "--playbook", str(play), *extra,
+                        home=tmp_path, timeout_s=900)
+
+    # a2 alone, for another SM: the record copied with the venv names a, whose install is in ~/venv
+    alone = deploy("a2", "-e", "archs=8.0+PTX", "--plan", "--json")  # lacks the 9.0a of a's install
+    assert alone.returncode == 0 and json.loads(alone.stdout)["a2"]["status"] != "failed", alone.stdout[-3000:]
+    archs = ("-e", "archs=9.0a;10.0a")  # a new wheel: both venvs are installed into
+    plan = deploy("fleet", *archs, "--plan", "--json")
+    dry = deploy("fleet", *archs, "--dry-run", "--json")
+    real = deploy("fleet", *archs, "--json")
+    assert plan.returncode == dry.returncode == real.returncode == 0, (plan.stdout + real.stdout + real.stderr)[-4000:]
+    record = json.loads((last_run(tmp_path) / "run.json").read_text())
+    assert "share the venv" not in plan.stdout + dry.stdout + real.stdout
+    planned = _actions(_plan_hosts(json.loads(plan.stdout)))
+    dried = _actions(json.loads(dry.stdout)["hosts"])
+    done = _actions(record["hosts"])
+    assert planned == dried == done and set(done) == {"a", "a2"} and "fail" not in done.values(), (planned, dried, done)
+    installs = {n: [t for t in r["tasks"] if t["action"] == "pip_install"][0]["status"] for n, r in record["hosts"].items()}
+    assert installs == {"a": "changed", "a2": "changed"}, installs
+    for folder in (venv, copy):  # each venv holds the new wheel
+        info = subprocess.run([f"{folder}/bin/python3", "-c", "import toyfp4; print(toyfp4.build_info()['archs'])"],
+                              capture_output=True, text=True)
+        assert info.stdout.strip() == "['sm_90a', 'sm_100a']", (folder, info)
+    assert (Path(copy) / ".fleetctl-id").read_text() != (Path(venv) / ".fleetctl-id").read_text()

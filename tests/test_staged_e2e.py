@@ -184,6 +184,15 @@ def test_staged_deploys_nightlies_and_rollbacks(sshd_farm, tmp_path):
     assert env["live"]["live_since"]
     assert imports(venv)["built"] == "2.0.0"
     assert verify()["status"] == "ok"
+    # ...holding the live folder's id, never where the live folder was: a version is no copy of a
+    # venv (facts would give it a fresh id, and its install record would stop counting)
+    first = (folder / "v1" / ".fleetctl-id").read_text().splitlines()[0]
+    assert (folder / "v2" / ".fleetctl-id").read_text().splitlines()[0] == first
+    facts = json.loads(run("facts", "--hosts", "gpus", "--json").stdout)
+    facts = facts.get("gpu01", facts.get("hosts", {}).get("gpu01"))
+    venv_target = (facts.get("facts", facts))["targets"]["venv"]
+    assert venv_target["copied"] is None and venv_target["installed_copied"] is None, venv_target
+    assert venv_target["id"] == first
 
     # 1b. the same --staged deploy again, nothing changed: no new version, v2 stays live (no switch
     # to restart for), in --plan and the deploy alike

@@ -14,6 +14,13 @@ again. A host of a later batch (``--serial``), of a later group of a batch large
 (:mod:`fleetctl.engine.runner`) or one that connected late sees the claims of those before it
 (the later host is the one refused), so ``--plan``, ``--dry-run`` and a deploy agree.
 
+A folder copied with its id file (``cp -a ~/venv ~/venv-copy``, rsync, a disk image) is not the
+folder it was copied from: the facts script gives the copy a fresh id when the file says it was
+written for another inode on this boot, and two claims whose local ids are of one boot and two
+inodes are never one folder here (:func:`_apart`; operator trial: ``a and a2 share the venv``
+for ``~/venv`` and its copy). Across machines and boots only the id file tells (an NFS folder's
+device number differs between clients and mounts), so there one id stays one folder.
+
 The hosts sharing a folder one of them writes (an install's venv, a build's workdir; builds that
 only read one venv are fine) are refused, not installed one after the other: one venv holds one
 wheel, so each host's install would replace the others' (only the last host's SM would be left),
@@ -33,6 +40,17 @@ from ..build.archs import parse_arch_list
 #: ``(kind, real path, every host claiming it in inventory order, the union of their arch lists
 #: such as "9.0a;12.0a" ("" when one is unknown))``: one shared folder.
 Shared = tuple[str, str, tuple[str, ...], str]
+
+
+def _apart(keys: frozenset[str], others: frozenset[str]) -> bool:
+    """Two folders' keys that meet only by an id file copied from one into the other: their local
+    ids (``local:<boot id>:<dev>:<inode>``) are of one boot and name two inodes (one kernel sees one
+    folder as one inode, bind mounts included). The facts script gives such a copy a fresh id
+    (``copied_from`` in playbooks/scripts/facts.py) once its id file says where it was written;
+    this also parts the copy of an id file an older fleetctl wrote (no such line), within a run."""
+    mine = [k.split(":") for k in keys if k.startswith("local:")]
+    theirs = [k.split(":") for k in others if k.startswith("local:")]
+    return any(len(a) == 4 == len(b) and a[1] == b[1] and a[3] != b[3] for a in mine for b in theirs)
 
 
 class InstallTargets:
@@ -61,7 +79,8 @@ class InstallTargets:
         out = []
         for kind, (keys, path) in sorted(self.claims.get(host, {}).items()):
             near = {h for k in keys for h in self._by_id.get(k, ())}
-            sharing = sorted((h for h in near if any(keys & ks for ks, _ in self.claims.get(h, {}).values())),
+            sharing = sorted((h for h in near if any(keys & ks and not _apart(keys, ks)
+                                                     for ks, _ in self.claims.get(h, {}).values())),
                              key=lambda h: self.order.get(h, 1 << 30))
             # only a folder one of them writes is a problem: builds may all read one venv
             if len(sharing) > 1 and any(keys & self.writes.get(h, set()) for h in sharing):

@@ -93,10 +93,16 @@ def dropped_by(host: str, venv: str, facts: Mapping[str, object], archs: str | N
     """Why installing a wheel for ``archs`` (``"10.0a"``) into ``venv`` must not happen (one
     line), or ``None``: the venv holds another inventory host's install (a run of its own, another
     controller: one run refuses hosts sharing a venv itself) whose archs the new wheel lacks, so
-    the install would take that host's SM away."""
+    the install would take that host's SM away. A record the facts script says was written for
+    another folder (``targets.venv.installed_copied``: it came with a copy of the venv, ``cp -a``,
+    rsync, a disk image) names a host whose install is elsewhere and never counts (operator trial:
+    ``~/venv-copy holds a's install``, a's install being in ``~/venv``)."""
     targets = facts.get("targets") or {}
-    rec = ((targets.get("venv") or {}) if isinstance(targets, Mapping) else {}).get("installed") or {}
+    venv_facts = (targets.get("venv") or {}) if isinstance(targets, Mapping) else {}
+    rec = venv_facts.get("installed") or {}
     if not isinstance(rec, Mapping) or not archs or not rec.get("host") or rec.get("host") == host:
+        return None
+    if venv_facts.get("installed_copied"):  # a record copied with the venv: its host installed elsewhere
         return None
     old, new = _archs(rec.get("archs")), _archs(archs)
     lost = [a for a in old if a not in new]
@@ -114,3 +120,14 @@ def dropped_by(host: str, venv: str, facts: Mapping[str, object], archs: str | N
 def _archs(value: object) -> list[str]:
     text = ";".join(value) if isinstance(value, (list, tuple)) else str(value or "")
     return [a for a in (x.strip() for x in text.replace(",", ";").replace(" ", ";").split(";")) if a]
+
+
+def record_folder(facts: Mapping[str, object]) -> dict[str, str]:
+    """What the install record (:data:`INSTALL_RECORD`) keeps of the venv it is written into:
+    ``{"id": its .fleetctl-id, "local": "<boot id>:<dev>:<inode>"}`` from facts'
+    ``targets.venv`` (only those known), so that the facts script tells a record copied into
+    another folder with the venv from this folder's own (``record_copied`` in
+    playbooks/scripts/facts.py)."""
+    targets = facts.get("targets") or {}
+    venv = (targets.get("venv") or {}) if isinstance(targets, Mapping) else {}
+    return {k: str(venv[k]) for k in ("id", "local") if isinstance(venv, Mapping) and venv.get(k)}

@@ -63,7 +63,7 @@ from .causes import install_cause
 from .build_keys import STAMP_NAME
 from .build_preflight import CLEAN_PYTHON_ENV
 from .venv_probe import PIP_INSTALL_ENV
-from .install_target import INSTALL_RECORD, dropped_by, shared_message, target_ids, unreadable_target
+from .install_target import INSTALL_RECORD, dropped_by, record_folder, shared_message, target_ids, unreadable_target
 from .envs import STAGED_FACT, installed_dir
 from .install_room import room_for
 from .pip_rollback import damaged_since_built, keep_wheel, roll_back
@@ -316,6 +316,9 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         # a staged version (host.venv after venv_stage) gets its own record: it becomes the live
         # venv's only with the switch, and a failed staged deploy leaves the live record as it was
         into = host.venv if host.facts.get(STAGED_FACT) else ids["venv"][1]
+        # the venv it is written for, so that a copy of the venv does not take it for its own (a staged
+        # version's facts are the live folder's: its record keeps none and counts wherever it is)
+        mark.update({} if host.facts.get(STAGED_FACT) else record_folder(host.facts))
         yield Put(data=json.dumps(mark).encode(), remote=posixpath.join(into, INSTALL_RECORD), mode=0o644,
                   reason="who installed into this venv, for hosts of other runs sharing it")
     version = re.sub(r"\.whl$", "", posixpath.basename(wheel))

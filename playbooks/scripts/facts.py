@@ -109,11 +109,13 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     live_since, torch, torch_cuda}}, disk: {total_mib, versions: {N: {size_mib,
                     own_mib}}, measured}}``, read from the folder's ``envs.json`` (no walk).
 ``workdir``, ``hostname``, ``os`` (PRETTY_NAME of /etc/os-release), ``kernel``, ``machine``.
-``targets``         ``{venv: {path, id, error, unreadable, installed}, workdir: {...}}``: the real path of
-                    each folder this host builds or installs in and its id (:func:`target_id`): equal ids
+``targets``         ``{venv: {path, id, local, error, unreadable, installed, copied, installed_copied}, workdir: {...}}``:
+                    the real path of each folder this host builds or installs in and its id (:func:`target_id`): equal ids
                     on two hosts mean one shared folder; ``unreadable`` true: the id file is there but
                     this user cannot read it (``error`` says so, planners refuse the host); ``installed`` is fleetctl's last install
-                    there (``{host, archs, wheel, dist, sha256, record_sha256, inputs}``, :data:`TARGET_INSTALL_NAME`), or null.
+                    there (``{host, archs, wheel, dist, sha256, record_sha256, inputs, id, local}``, :data:`TARGET_INSTALL_NAME`), or null;
+                    ``copied``: one line when the id file was copied from another folder (it gets a fresh id), and
+                    ``installed_copied`` when the install record was written for another folder, else null.
 ``python.platform`` ``{machine, sysconfig: "linux-aarch64", libc: "glibc" | "musl" | null,
                     libc_version: "2.39", interp, host_platform_env, bits: 64}`` of the venv's
                     interpreter (:data:`PLATFORM_READER`): what pip there accepts is decided by it.
@@ -2388,13 +2390,30 @@ TARGET_INSTALL_NAME = ".fleetctl-install.json"
 
 
 def target_id(folder, write=True):
-    """``{path, id, local, error, unreadable, installed}`` of a folder builds or installs write to: ``path``
-    its real path and ``id`` the random id in ``<folder>/.fleetctl-id``, written when absent (only
-    when ``write``: ``fleetctl facts`` reads, a deploy writes). Two inventory hosts that report one
-    id share the folder (an NFS home, one venv for a rack): an inode number alone does not say so
-    across machines, a file both read does; ``local`` (:func:`local_id`) tells one folder on one
+    """``{path, id, local, error, unreadable, installed, copied, installed_copied}`` of a folder builds or
+    installs write to: ``path`` its real path and ``id`` the random id in ``<folder>/.fleetctl-id``,
+    written when absent (only when ``write``: ``fleetctl facts`` reads, a deploy writes). Two inventory
+    hosts that report one id share the folder (an NFS home, one venv for a rack): an inode number alone
+    does not say so across machines, a file both read does; ``local`` (:func:`local_id`) tells one folder on one
     kernel without the file, so the verdict does not depend on whether an earlier run wrote it. The id is written to a unique temporary name and
     hard-linked into place (atomic on NFS too), so two hosts writing at once agree on one id.
+
+    The file's first line is the id; each further line (``at <boot id>:<dev>:<inode>``, the last
+    :data:`TARGET_ID_CLAIMS` boots) is the folder as the kernel that wrote the file, or read it on a
+    boot not yet listed, saw it (:func:`id_file_text`). A file copied with its folder (``cp -a``,
+    rsync, a disk image, copied by hand into another user's venv) keeps the id, so the copy was taken
+    for the same folder (operator trial: ``a and a2 share the venv`` for ``~/venv`` and
+    ``~/venv-copy``). On one kernel (one boot id) one folder has one inode, bind mounts and NFS
+    remounts included (the device number of an automounted NFS folder changes with each mount: it is
+    not compared), so a line of this boot naming another inode says the file was written for another
+    folder (:func:`copied_from`): ``copied`` says so in one line and the folder is given a fresh id
+    (replaced by a rename; with ``write`` false the id is null, as a deploy would write a new one).
+    Across machines (NFS clients) and reboots nothing is compared: one folder stays one.
+
+    ``installed`` is fleetctl's last install there (:data:`TARGET_INSTALL_NAME`); ``installed_copied``
+    (one line, else null) says it was written for another folder (:func:`record_copied`): it came
+    with a copy and names a host whose install is elsewhere, so no planner takes it as a host sharing
+    this venv (``fleetctl/tasks/install_target.py`` ``dropped_by``).
 
     The file is made mode 0644 whatever the umask (``os.open`` with the mode, then ``fchmod``: a
     umask of 077, common on hardened hosts and the one fleetctl's own first command runs under,
@@ -2404,21 +2423,23 @@ def target_id(folder, write=True):
     the cause: the planners refuse such a host (``fleetctl/tasks/install_target.py``), since
     whether another host shares the folder cannot be told. A folder that does not exist or cannot
     be written gives ``id`` null (``error`` says why when writing failed)."""
-    out = {"path": None, "id": None, "local": None, "error": None, "unreadable": False, "installed": None}
+    out = {"path": None, "id": None, "local": None, "error": None, "unreadable": False, "installed": None,
+           "copied": None, "installed_copied": None}
     if not folder:
         return out
     path = os.path.realpath(os.path.expanduser(folder))
     out["path"] = path
-    out["local"] = local_id(path)
+    out["local"] = local = local_id(path)
     try:  # who installed into it last (pip_install writes it): another run's host may share it
         with open(os.path.join(path, TARGET_INSTALL_NAME)) as fh:
             out["installed"] = json.load(fh)
     except (OSError, ValueError):
         pass
     final = os.path.join(path, TARGET_ID_NAME)
+    ident, claims = None, []
     try:
         with open(final) as fh:
-            out["id"] = fh.read().strip() or None
+            ident, claims = parse_id_file(fh.read())
     except FileNotFoundError:
         pass
     except OSError as exc:
@@ -2426,29 +2447,115 @@ def target_id(folder, write=True):
             out["unreadable"] = True
             out["error"] = unreadable_message(final, exc)
             return out
-    if out["id"] is None and write and os.path.isdir(path):
-        tmp = "%s.%s.%d" % (final, os.uname().nodename, os.getpid())
+    other = copied_from(claims, local) if ident else None
+    if other is not None:
+        out["copied"] = ("%s was written for another folder (inode %s on this boot; this folder is inode %s): "
+                         "copied with it, so this folder has an id of its own" % (final, other.split(":")[2], local.split(":")[2]))
+    old = ident
+    listed = local is not None and any(c.split(":")[0] == local.split(":")[0] for c in claims)
+    if ident is not None and other is None and write and local and not listed:  # this boot's view, for a copy's sake
+        _put_id(final, ident, claims + [local], replace=old)  # best effort: another user's file stays as it is
+    elif (ident is None or other is not None) and write and os.path.isdir(path):
+        error = _put_id(final, os.urandom(16).hex(), [local] if local else [], replace=old if other else None)
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, TARGET_ID_MODE)
-            try:
-                os.fchmod(fd, TARGET_ID_MODE)  # the umask took bits from the mode os.open was given
-                os.write(fd, (os.urandom(16).hex() + "\n").encode("ascii"))
-            finally:
-                os.close(fd)
+            with open(final) as fh:
+                ident = parse_id_file(fh.read())[0]
+        except OSError as exc:
+            error = error or "%s: %s" % (final, exc.strerror or exc)
+            ident = None
+        if error:
+            out["error"] = error
+        if ident == old and other is not None:  # the copy's id could not be replaced: not this folder's
+            ident = None
+    elif other is not None:
+        ident = None
+    if other is not None and ident is None:
+        out["copied"] = out["copied"].replace("has an id of its own", "has no id until a deploy gives it one")
+    out["id"] = ident
+    out["installed_copied"] = record_copied(out["installed"], local, old if other is not None else None, ident)
+    return out
+
+
+#: How many boots' views of the folder an id file keeps (one line each, the newest last).
+TARGET_ID_CLAIMS = 8
+
+
+def id_file_text(ident, claims):
+    """The id file's text: the id, then ``at <boot id>:<dev>:<inode>`` for the last
+    :data:`TARGET_ID_CLAIMS` of ``claims`` (local ids, :func:`local_id`)."""
+    return "".join([ident + "\n"] + ["at %s\n" % c for c in claims[-TARGET_ID_CLAIMS:]])
+
+
+def parse_id_file(text):
+    """``(id or None, [local id, ...])`` from an id file's text (:func:`id_file_text`; a file of one
+    line, written by fleetctl before the claims, is an id with none)."""
+    lines = text.splitlines()
+    ident = lines[0].strip() if lines else ""
+    claims = [ln[3:].strip() for ln in lines[1:] if ln.startswith("at ") and ln[3:].strip().count(":") == 2]
+    return (ident or None), claims
+
+
+def copied_from(claims, local):
+    """The claim (``<boot id>:<dev>:<inode>``) of ``claims`` that says the id file was written for
+    another folder than the one whose local id is ``local``, or None: a claim of this boot naming
+    another inode, when none of this boot names this one. The device is not compared (an NFS
+    folder automounted again on one boot gets another device number, the same inode)."""
+    if not local:
+        return None
+    boot, _, ino = local.split(":")
+    mine = [c for c in claims if c.split(":")[0] == boot]
+    if any(c.split(":")[2] == ino for c in mine):
+        return None
+    return mine[-1] if mine else None
+
+
+def record_copied(rec, local, copied_id, ident):
+    """One line when the install record ``rec`` (``<venv>/.fleetctl-install.json``) was written for
+    another folder, else None: its ``local`` (the venv's local id when pip_install wrote it) is of
+    this boot and another inode, or its ``id`` (the venv's id then) is the id of a copied id file
+    (``copied_id``) or not this folder's id ``ident``. A record without them (an older fleetctl's, a
+    staged version's) counts as this folder's."""
+    if not isinstance(rec, dict):
+        return None
+    at, rid = rec.get("local"), rec.get("id")
+    if isinstance(at, str) and at.count(":") == 2 and copied_from([at], local) is not None:
+        return "the install record was written for another folder (inode %s on this boot)" % at.split(":")[2]
+    if isinstance(rid, str) and rid and (rid == copied_id or (ident and rid != ident)):
+        return "the install record was written for another folder (id %s, this folder's is %s)" % (rid, ident)
+    return None
+
+
+def _put_id(final, ident, claims, replace=None):
+    """Write the id file ``final`` (:func:`id_file_text`) through a unique temporary name: hard-linked
+    into place when ``replace`` is None (the first writer's id stands), else renamed over the file
+    when it still holds the id ``replace`` (a refresh or a copy's fresh id never overwrites an id
+    another host wrote meanwhile). Returns None or the error (one line)."""
+    tmp = "%s.%s.%d" % (final, os.uname().nodename, os.getpid())
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, TARGET_ID_MODE)
+        try:
+            os.fchmod(fd, TARGET_ID_MODE)  # the umask took bits from the mode os.open was given
+            os.write(fd, id_file_text(ident, claims).encode("ascii"))
+        finally:
+            os.close(fd)
+        if replace is None:
             try:
                 os.link(tmp, final)
             except FileExistsError:
                 pass
+        else:
             with open(final) as fh:
-                out["id"] = fh.read().strip() or None
-        except OSError as exc:
-            out["error"] = "%s: %s" % (final, exc.strerror or exc)
-        finally:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-    return out
+                now = parse_id_file(fh.read())[0]
+            if now == replace:
+                os.rename(tmp, final)
+        return None
+    except OSError as exc:
+        return "%s: %s" % (final, exc.strerror or exc)
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def local_id(path):

@@ -483,7 +483,16 @@ class Linker:
             shutil.copystat(src, dst)
             self.rewritten += 1
             return
-        if os.path.basename(src) in OWN_FILES:  # the version's own id and install record, never shared
+        if os.path.basename(src) == OWN_FILES[0]:  # the id alone: the `at` lines say where the LIVE folder was
+            with open(src, encoding="ascii", errors="replace") as fh:  # (facts.py id_file_text); kept, they
+                first = fh.readline().strip()  # would read this version as a copy and give it a fresh id
+            with open(dst, "w", encoding="ascii") as fh:
+                fh.write(first + "\n")
+            shutil.copystat(src, dst)
+            self.copied += 1
+            self.copied_bytes += os.path.getsize(dst)
+            return
+        if os.path.basename(src) in OWN_FILES:  # the version's own install record, never shared
             shutil.copy2(src, dst)
             self.copied += 1
             self.copied_bytes += os.path.getsize(dst)
