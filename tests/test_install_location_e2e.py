@@ -75,7 +75,7 @@ def test_a_host_refused_while_planning_is_told_nothing_about_an_install_that_nev
     """Fresh operator's trial: a host refused while planning (a later task's preflight: no torch for
     verify) was also told ``Python now imports the copy of ... just installed in ...``: the install's
     note, said from the planning pass's simulated install. A note resting on a simulated step is
-    never said; the refusal is."""
+    never said; the refusal is. ``--plan`` says what the install would do, never "just installed"."""
     other = make_venv(tmp_path / "pv", torch=False)
     old = write_wheel(tmp_path / "old", "tiny_pth", "0.0.9", {"tiny_pth/__init__.py": "VALUE = 0\n"})
     subprocess.run([f"{other}/bin/python3", "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-cache-dir",
@@ -88,6 +88,12 @@ def test_a_host_refused_while_planning_is_told_nothing_about_an_install_that_nev
         "ansible_connection": "local", "workdir": str(tmp_path / "work"), "venv": venv, "wheel": str(wheel)}}})
     play = tmp_path / "install.yaml"
     play.write_text(PLAY + "  - name: verify\n    verify: {package: tiny_pth, smoke: false}\n")
+
+    plan = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--plan", "--json",
+                    home=tmp_path)
+    install = json.loads(plan.stdout)["box"]["tasks"][0]
+    assert "just installed" not in install["msg"] and "was left as it is" not in install["msg"], install
+    assert f"Python would import the copy of tiny_pth the install puts in {ours}" in install["msg"], install
 
     res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
     out = res.stdout + res.stderr
