@@ -127,6 +127,40 @@ class HostUnreachable(FleetError):
         super().__init__(f"{host}: unreachable: {cause}")
 
 
+class ConnectionLost(HostUnreachable):
+    """The connection to a host was lost while a command was at work on it (or between two of its
+    commands). The connection knows only the command (``what``: its ``argv[0]``, often a task's
+    ``/bin/sh``), so its ``cause`` names that; the engine, which knows the task, says the line with
+    the task in its place (:meth:`during`), so the operator reads which task the host was in.
+
+    Args:
+        host: the inventory host name.
+        what: the command at work (its ``argv[0]``).
+        reason: what the transport said (``disconnected: Connection lost``), or "".
+        waiting: the connection closed while the host waited between commands, before ``what``.
+    """
+
+    def __init__(self, host: str, what: str, reason: str = "", *, waiting: bool = False) -> None:
+        self.what, self.reason, self.waiting = what, reason, waiting
+        super().__init__(host, self._line(what))
+
+    def _line(self, what: str) -> str:
+        if self.waiting:
+            return (f"connection lost before {what} (it closed while the host waited between commands)"
+                    + (f": {self.reason}" if self.reason else ""))
+        return f"connection lost during {what}" + (f": {self.reason}" if self.reason else "")
+
+    def during(self, task: str) -> str:
+        """The line naming ``task`` (``task 'build kernels' (build_wheel)``) instead of the command:
+        ``connection lost during task 'build kernels' (build_wheel): disconnected: Connection lost``;
+        lost between two commands, ``... (build_wheel) (it closed while the host waited between
+        commands, before its command /bin/sh): REASON``."""
+        if self.waiting:
+            return (f"connection lost during {task} (it closed while the host waited between commands, before its "
+                    f"command {self.what})" + (f": {self.reason}" if self.reason else ""))
+        return f"connection lost during {task}" + (f": {self.reason}" if self.reason else "")
+
+
 class ClosedHere(asyncio.CancelledError):
     """A command (or transfer) was cut off because fleetctl itself closed its connection: the run
     is ending (Ctrl-C, SIGTERM, an error escaping the engine) and let go of the host while the

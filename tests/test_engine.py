@@ -123,6 +123,11 @@ def test_a_builder_lost_mid_build_hands_the_build_to_the_next_member(fake_kind, 
     fake.HOSTS["n2"].delay_s = 0.05  # n3 waits first; n2 (next in inventory order) still takes over
     model, ev = run(playbook(tmp_path), hosts)
     assert model.hosts["n1"].status == "unreachable"
+    # the host's line names the task it was lost in, not its command (fresh operator's trial:
+    # "connection lost during /bin/sh", the build task named only by `fleetctl logs`)
+    assert model.hosts["n1"].error == "connection lost during task 'build' (build_wheel)", model.hosts["n1"].error
+    assert [(t.name, t.status) for t in model.hosts["n1"].tasks][-2:] == [("upload", "changed"),
+                                                                        ("build", "unreachable")]
     assert model.hosts["n2"].status == model.hosts["n3"].status == "ok"
     assert [h for h in ("n2", "n3") if fake.HOSTS[h].ran("--wheel-dir")] == ["n2"]
     assert any(e.name == "class.builder_changed" and e.host == "n2" for e in ev.events)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -135,12 +136,17 @@ def test_no_banner_and_dropped_packets_fail_within_the_deadline_with_their_cause
 
 
 def test_dropped_connection_stops_the_remote_build_and_a_rerun_is_clean(sshd_farm, tmp_path):
+    """The host is unreachable naming the task it was lost in, not its command's ``sh``, and the
+    tasks column shows the tasks that ran: the one done and the one lost (fresh operator's trial:
+    ``hz: UNREACHABLE: connection lost during /bin/sh: ...`` with an empty tasks column, the build
+    task named only by ``fleetctl logs``)."""
     host = sshd_farm.start("drop")
     marker = f"fleetctl-drop-{os.getpid()}"
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"drop": host.inventory_vars(sshd_farm.known_hosts)}})
     play = tmp_path / "long.yaml"
     play.write_text("name: long build\nhosts: all\ngather_facts: false\ntasks:\n"
-                    f"  - name: build\n    command: {{argv: [sh, -c, 'echo started; exec sleep 600 # {marker}']}}\n")
+                    "  - name: prepare\n    command: {argv: ['true']}\n"
+                    f"  - name: build kernels\n    command: {{argv: [sh, -c, 'echo started; exec sleep 600 # {marker}']}}\n")
     proc = subprocess.Popen([sys.executable, "-m", "fleetctl", "-i", str(inv), "deploy", "--hosts", "g", "--playbook",
                              str(play)], cwd=Path(__file__).resolve().parents[1],
                             env={**os.environ, "FLEETCTL_HOME": str(tmp_path)}, stdout=subprocess.PIPE,
@@ -157,7 +163,12 @@ def test_dropped_connection_stops_the_remote_build_and_a_rerun_is_clean(sshd_far
     assert proc.returncode == 1
     record = json.loads((last_run(tmp_path) / "run.json").read_text())
     assert record["hosts"]["drop"]["status"] == "unreachable"
-    assert "connection lost" in record["hosts"]["drop"]["error"]
+    error = record["hosts"]["drop"]["error"]
+    assert error.startswith("connection lost during task 'build kernels' (command): "), error
+    assert [(t["name"], t["status"]) for t in record["hosts"]["drop"]["tasks"]] == [
+        ("prepare", "changed"), ("build kernels", "unreachable")], record["hosts"]["drop"]["tasks"]
+    assert re.search(r"│ drop\s+│ unreachable\s+│ CU\s+│", out), out[-3000:]  # the tasks that ran
+    assert f"drop: UNREACHABLE: {error}" in " ".join(out.split()), out[-3000:]
     assert b"started" in (last_run(tmp_path) / "logs" / "drop.log").read_bytes()
     # the remote build does not keep running unobserved: its process group was stopped
     assert wait_for(lambda: not [p for p in pids_with(marker) if b"sleep" in cmdline(p)], 15)

@@ -69,3 +69,37 @@ def test_a_copy_another_venv_puts_on_sys_path_is_named_truly_never_to_be_removed
                            "remove it or the .pth line"), task["msg"]
     assert (task["data"]["decision"]["why"] == f"the venv's copy in {ours} is shadowed by the one in {theirs} "
                                                 f"({theirs} is on sys.path through {pth})"), task["data"]["decision"]
+
+
+def test_a_host_refused_while_planning_is_told_nothing_about_an_install_that_never_ran(tmp_path):
+    """Fresh operator's trial: a host refused while planning (a later task's preflight: no torch for
+    verify) was also told ``Python now imports the copy of ... just installed in ...``: the install's
+    note, said from the planning pass's simulated install. A note resting on a simulated step is
+    never said; the refusal is. ``--plan`` says what the install would do, never "just installed"."""
+    other = make_venv(tmp_path / "pv", torch=False)
+    old = write_wheel(tmp_path / "old", "tiny_pth", "0.0.9", {"tiny_pth/__init__.py": "VALUE = 0\n"})
+    subprocess.run([f"{other}/bin/python3", "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-cache-dir",
+                    str(old)], check=True, env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
+    venv = make_venv(tmp_path / "venv", torch=False)
+    theirs, ours = site_packages(tmp_path / "pv"), site_packages(tmp_path / "venv")
+    (ours / "zz_pv.pth").write_text(f"{theirs}\n")
+    wheel = write_wheel(tmp_path / "wheels", "tiny_pth", "0.1.0", {"tiny_pth/__init__.py": "VALUE = 1\n"})
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"box": {
+        "ansible_connection": "local", "workdir": str(tmp_path / "work"), "venv": venv, "wheel": str(wheel)}}})
+    play = tmp_path / "install.yaml"
+    play.write_text(PLAY + "  - name: verify\n    verify: {package: tiny_pth, smoke: false}\n")
+
+    plan = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--plan", "--json",
+                    home=tmp_path)
+    install = json.loads(plan.stdout)["box"]["tasks"][0]
+    assert "just installed" not in install["msg"] and "was left as it is" not in install["msg"], install
+    assert f"Python would import the copy of tiny_pth the install puts in {ours}" in install["msg"], install
+
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), home=tmp_path)
+    out = res.stdout + res.stderr
+    assert res.returncode == 1 and "found while planning" in out, out[-3000:]
+    assert "torch does not import" in out, out[-3000:]
+    assert "just installed" not in out, out[-3000:]
+    events = (last_run(tmp_path) / "events.jsonl").read_text()
+    assert "just installed" not in events, [ln for ln in events.splitlines() if "just installed" in ln]
+    assert not (ours / "tiny_pth-0.1.0.dist-info").exists()  # nothing was installed

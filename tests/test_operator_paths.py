@@ -311,3 +311,31 @@ def test_the_nightly_dry_run_predicts_the_missing_sglang_checkout_as_the_real_ru
                 f"sglang there (git clone https://github.com/sgl-project/sglang {repo}), or give its folder with "
                 "-e sgl_repo=PATH") in flat, res.stdout
         assert "pull" not in flat and "CHANGED" not in flat, res.stdout
+
+
+def test_a_host_lost_mid_run_shows_the_tasks_that_ran_one_never_connected_none():
+    """Fresh operator's trial: a host lost during its build showed an empty tasks column although
+    facts and the upload were done. Its column shows the tasks that ran, the lost one ``U``; a host
+    that never connected (its connect outcome alone) still shows none."""
+    import io
+
+    from rich.console import Console
+
+    from fleetctl.reporting.tables import print_summary
+
+    lost = "connection lost during task 'build kernels' (build_wheel): disconnected: Connection lost"
+    results = {
+        "hz": {"status": "unreachable", "error": lost, "duration_s": 25.0, "tasks": [
+            {"name": "gather facts", "phase": "facts", "status": "ok"},
+            {"name": "upload", "phase": "upload", "status": "changed"},
+            {"name": "build kernels", "phase": "build", "status": "unreachable"}]},
+        "hx": {"status": "unreachable", "error": "connection refused by 127.0.0.1:1", "duration_s": 0.1, "tasks": [
+            {"name": "connect", "phase": "connect", "status": "unreachable"}]},
+    }
+    for fold in (False, True):
+        buf = io.StringIO()
+        print_summary(Console(file=buf, width=200, color_system=None), results, "r1", fold=fold)
+        rows = {line.split("│")[1].strip(): line.split("│")[3].strip() for line in buf.getvalue().splitlines()
+                if line.startswith("│")}
+        assert rows == {"hz": "OCU", "hx": ""}, buf.getvalue()
+        assert f"hz: UNREACHABLE: {lost}" in buf.getvalue()

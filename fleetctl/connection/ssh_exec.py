@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 
 import asyncssh
 
-from ..errors import CommandTimeout, HostUnreachable
+from ..errors import CommandTimeout, ConnectionLost, HostUnreachable
 from .base import CommandResult, LineCallback
 from .command import OwnWrapperStderr
 from .lifeline import beat
@@ -61,8 +61,7 @@ async def open_exec(conn: asyncssh.SSHClientConnection, command: str, sessions: 
     except asyncssh.ChannelOpenError as exc:
         if conn.is_closed():  # it went away while the host waited between commands (new-user
             # trial: an sshd killed while its host waited for a wheel read "MaxSessions?")
-            raise HostUnreachable(host, f"connection lost before {argv[0]} (it closed while the host waited "
-                                        f"between commands): {exc.reason}") from None
+            raise ConnectionLost(host, argv[0], exc.reason, waiting=True) from None
         raise HostUnreachable(host, f"cannot open a session (MaxSessions?): {exc.reason}") from None
     except (OSError, asyncssh.Error) as exc:
         raise HostUnreachable(host, describe_error(exc)) from None
@@ -142,8 +141,7 @@ class ExecChannel:
                 raise CommandTimeout(self.host, self.argv, timeout_s or 0, login_stall=stall) from None
             except (OSError, asyncssh.Error) as exc:
                 proc.close()
-                raise HostUnreachable(self.host, f"connection lost during {self.argv[0]}: {describe_error(exc)}") \
-                    from None
+                raise ConnectionLost(self.host, self.argv[0], describe_error(exc)) from None
         finally:
             login_watch.done(reader, stopped=stopped)
 
@@ -168,7 +166,7 @@ class ExecChannel:
         if rc is not None and rc < 0:
             rc = None
         if connection_closed and rc is None and sig is None:
-            raise HostUnreachable(self.host, f"connection lost during {self.argv[0]}")
+            raise ConnectionLost(self.host, self.argv[0])
         stdout, stdout_dropped = self._out.result()
         stderr, stderr_dropped = self._err.result()
         # what the login shell printed before it ended is no output of the command (it never ran)

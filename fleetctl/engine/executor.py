@@ -74,6 +74,9 @@ class StepRunner:
         self.planned: list[dict[str, Any]] = []
         #: a command was simulated (dry run): later probes of this host may see a stale state
         self.simulated_command = False
+        #: the planner was handed a simulated outcome (a change or a read after one): what it says
+        #: next rests on a fiction, so its notes are not said (see :meth:`_do_note`)
+        self.simulated_outcome = False
         self.changed = False
 
     @property
@@ -97,6 +100,7 @@ class StepRunner:
 
     def _simulate(self, step: S.Step) -> Any:
         desc = step.describe()
+        self.simulated_outcome = True
         if isinstance(step, S.Run):
             env = {**self.env, **step.env}
             if env:
@@ -234,6 +238,13 @@ class StepRunner:
     # -- notices ------------------------------------------------------------------------------
 
     async def _do_note(self, step: S.Note) -> None:
+        """Say ``step.message`` once in the host's run. Not said after the task's planner was
+        handed a simulated outcome (a planning pass, ``--dry-run``, a task outside ``--tags``): such
+        a note tells of a change that has not happened (fresh operator's trial: a host refused while
+        planning was told ``Python now imports the copy of fp4_kernels just installed``); the
+        applying pass says it when the change really ran."""
+        if self.simulated_outcome:
+            return
         if step.message in self.session.told:  # said in an earlier pass of this run
             return
         self.session.told.add(step.message)

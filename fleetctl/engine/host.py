@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..playbook import templating, unknown
-from ..errors import CommandTimeout, FleetError, HostUnreachable, PlaybookError, host_message
+from ..errors import CommandTimeout, ConnectionLost, FleetError, HostUnreachable, PlaybookError, host_message
 from ..util.paths import REPO_ROOT
 from ..status import Status
 from ..tasks import ACTIONS
@@ -170,8 +170,8 @@ async def _run_task(task: Any, session: HostSession, playbook: Any, *, apply: bo
         except (CommandTimeout, asyncio.TimeoutError) as exc:  # naming a login shell that never started it
             stall = exc.login_stall if isinstance(exc, CommandTimeout) else session.conn.login_stall()
             result = TaskResult(Status.FAILED, msg=timeout_message(session.name, exc, clock, stall))
-        except HostUnreachable as exc:
-            result = TaskResult(Status.UNREACHABLE, msg=exc.cause)
+        except HostUnreachable as exc:  # the line names the task, not its command's /bin/sh
+            result = TaskResult(Status.UNREACHABLE, msg=lost_in(exc, f"task '{name}' ({task.action})"))
         except FleetError as exc:
             result = TaskResult(Status.FAILED, msg=host_message(session.name, exc))
         except Exception as exc:  # noqa: BLE001 - a planner's own bug fails its host, never the run
@@ -185,6 +185,18 @@ async def _run_task(task: Any, session: HostSession, playbook: Any, *, apply: bo
         observers.emit("task.retrying", session.name, task=name, attempt=attempt + 1, msg=result.msg)
         await asyncio.sleep(task.delay_s)
     return result, (runner.planned if runner else []), bool(runner and runner.simulated_command)
+
+
+def lost_in(exc: HostUnreachable, task: str) -> str:
+    """The one line of a host lost while ``task`` (``task 'build kernels' (build_wheel)``) was at
+    work, for the task's outcome and the host's error (the run's summary): the connection names
+    only the command (``connection lost during /bin/sh: ...``), so a lost connection is said with
+    the task in its place (:meth:`~fleetctl.errors.ConnectionLost.during`); any other cause (a
+    Slurm job step that did not run) is followed by ``(in TASK)`` (fresh operator's trial: the
+    build task was named only by ``fleetctl logs``)."""
+    if isinstance(exc, ConnectionLost):
+        return exc.during(task)
+    return f"{exc.cause} (in {task})"
 
 
 async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], selected: set[int], *, apply: bool,

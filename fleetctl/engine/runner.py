@@ -314,7 +314,8 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                 result = HostPass(outcomes=[b.model_copy(update={"msg": f"{b.msg} (found while planning: "
                                                                         f"nothing was uploaded or run)"})],
                                   status=b.status if b.status == "unreachable" else "failed",
-                                  error=f"{b.name}: {b.msg}")
+                                  # an unreachable task's line names it already (host.lost_in)
+                                  error=b.msg if b.status == "unreachable" else f"{b.name}: {b.msg}")
                 observers.emit("task.finished", host.name, task=b.name, action=b.action, phase=b.phase,
                                status=b.status, rc=b.rc, duration_s=0.0, msg=result.outcomes[0].msg,
                                start_s=round(run.elapsed_s(), 3))

@@ -184,9 +184,8 @@ def print_summary(console: Console, results: dict[str, dict[str, Any]], run_id: 
 
     groups: dict[tuple, list[tuple[str, float]]] = {}
     for host, r in results.items():
-        marks = "".join(t["status"][0].upper() for t in r.get("tasks", []))
-        key = (r.get("status", "?"), marks if r.get("status") != "unreachable" else "", r.get("error") or "") \
-            if fold else (host,)
+        marks = "".join(t["status"][0].upper() for t in _ran(r))
+        key = (r.get("status", "?"), marks, r.get("error") or "") if fold else (host,)
         groups.setdefault(key, []).append((host, float(r.get("duration_s", 0) or 0)))
     rows = []
     causes: dict[tuple[str, str], list[str]] = {}
@@ -195,9 +194,8 @@ def print_summary(console: Console, results: dict[str, dict[str, Any]], run_id: 
         r = results[names[0]]
         status = r.get("status", "?")
         marks = Text()
-        if status != "unreachable":  # an unreachable host ran no task: no row of U's
-            for t in r.get("tasks", []):
-                marks.append(t["status"][0].upper(), style=STYLE.get(t["status"], ""))
+        for t in _ran(r):
+            marks.append(t["status"][0].upper(), style=STYLE.get(t["status"], ""))
         durations = [d for _, d in members]
         dur = f"{durations[0]:.1f}" if len(durations) == 1 else f"{min(durations):.1f}-{max(durations):.1f}"
         rows.append([fold_hosts(names) if fold else names[0], Text(status, style=STYLE.get(status, "")), marks, dur])
@@ -208,6 +206,25 @@ def print_summary(console: Console, results: dict[str, dict[str, Any]], run_id: 
     for (status, error), names in (causes.items() if causes_below else ()):
         print_long(console, Text(f"{fold_hosts(names)}: ", style="bold cyan").append(
             f"{status.upper()}: {error}", style=STYLE.get(status, "")), indent=0)
+
+
+def _ran(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tasks of a host's result (``host_json``) that its tasks column shows: every one, but for
+    an unreachable host only those that ran: not its connect outcome (no connection, no task ran),
+    and none after the first one lost (never a row of U's). A host lost mid-run shows the tasks
+    done and the lost one ``U`` (fresh operator's trial: a host lost during its build showed an
+    empty column, though facts and the upload were done)."""
+    tasks = result.get("tasks", [])
+    if result.get("status") != "unreachable":
+        return tasks
+    ran = []
+    for t in tasks:
+        if t.get("phase") == "connect":
+            continue
+        ran.append(t)
+        if t.get("status") == "unreachable":
+            break
+    return ran
 
 
 def build_classes(results: dict[str, dict[str, Any]]) -> list[str]:

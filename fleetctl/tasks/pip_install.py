@@ -272,8 +272,8 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                           data={"decision": decision})
     # simulated (--plan, --dry-run): the install lands in the venv's site-packages (facts) and comes first
     into = held.get("venv_copy") or (host.facts.get("python") or {}).get("site_packages") or host.venv
-    assume = {**before, "dist": {**held, "record_sha256": None, "in_venv": True, "user_site": False, "location": into,
-                                 "via": None}}
+    assume = {**before, "simulated": True, "dist": {**held, "record_sha256": None, "in_venv": True, "user_site": False,
+                                                    "location": into, "via": None}}
     after_res = yield Run(argv=state_argv, mutating=False, after_change=True, quiet=True, timeout_s=300,
                           env=CLEAN_PYTHON_ENV, cwd="/", reason="torch and the other distributions unchanged?",
                           assume=CommandResult(argv=[], rc=0, stdout=json.dumps(assume).encode()))
@@ -324,7 +324,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     version = re.sub(r"\.whl$", "", posixpath.basename(wheel))
     notes = []
     if held.get("in_venv") is False:  # the venv's copy now comes first on sys.path; the stray one stays
-        notes.append(outside_note(held, after.get("dist") or {}, dist))
+        notes.append(outside_note(held, after.get("dist") or {}, dist, done=not after.get("simulated")))
     if others:
         notes.append(f"the install also changed other packages: {', '.join(others)}")
     if new_problems:

@@ -64,15 +64,21 @@ def outside_copy(dist_state: dict[str, Any], dist: str) -> str:
     return f"none in the venv (Python imported the copy of {dist} in {where}, which {reached(dist_state)})"
 
 
-def outside_note(before: dict[str, Any], after: dict[str, Any], dist: str) -> str:
+def outside_note(before: dict[str, Any], after: dict[str, Any], dist: str, done: bool = True) -> str:
     """After an install into the venv that Python now imports (``after``): the line about the copy
     outside the venv found first before it (``before``). A user-site copy is a stray of an earlier
     install (pip's ``install.user``): remove it. Any other is another environment's (a .pth file
-    or a ``--system-site-packages`` base): it now comes after the venv's own and is left alone."""
+    or a ``--system-site-packages`` base): it now comes after the venv's own and is left alone.
+    ``done`` False: the install was only simulated (``--plan``, ``--dry-run``, a deploy's planning
+    pass), so the line says what would be, never "just installed" (fresh operator's trial)."""
     where = before.get("location")
     if before.get("user_site"):
         return (f"a copy of {dist} outside the venv remains in {where} (an earlier install there, e.g. by pip's "
                 "install.user = true): remove it")
+    if not done:
+        return (f"Python would import the copy of {dist} the install puts in {after.get('location')}; the one in "
+                f"{where} ({where} {reached(before)}, after the venv's site-packages) is not the venv's and would be "
+                "left as it is")
     return (f"Python now imports the copy of {dist} just installed in {after.get('location')}; the one in {where} "
             f"({where} {reached(before)}, after the venv's site-packages) is not the venv's and was left as it is")
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from fleetctl.connection.base import CommandResult, Connection, LineCallback, OutputLine
 from fleetctl.connection.registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRef, KindScope
-from fleetctl.errors import HostUnreachable, TransferError
+from fleetctl.errors import ConnectionLost, HostUnreachable, TransferError
 
 Handler = Callable[["FakeHost", list[str], dict[str, str], "str | None"], "tuple[int, str, str] | None"]
 
@@ -168,7 +168,7 @@ class FakeConnection(Connection):
                 await self.fake.first_wait()
             return await self._session_start(argv, box, on_line, hold_stdin)
         if self.fake.drop_after and any(self.fake.drop_after in a for a in argv):
-            raise HostUnreachable(self.host, f"connection lost during {argv[0]}")
+            raise ConnectionLost(self.host, argv[0])
         t0 = time.monotonic()
         if self.fake.answer_wait is not None:
             await self.fake.answer_wait(argv)
@@ -199,7 +199,7 @@ class FakeConnection(Connection):
         import posixpath
 
         if self.fake.drop_after and any(self.fake.drop_after in a for a in ["session_start", *argv]):
-            raise HostUnreachable(self.host, "connection lost during python3")
+            raise ConnectionLost(self.host, "python3")
         blocks = []
         rest = stdin.pop()
         for _ in range(3):  # the script, the facts script, the job
