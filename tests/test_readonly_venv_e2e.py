@@ -4,7 +4,7 @@ when the venv already holds exactly the wheel the deploy would install (same sha
 before it became read-only) the host is ok with nothing changed, in ``--plan`` and the deploy
 alike (operator trial: the host failed with ``... is on a read-only file system: pip cannot
 install there``); a read-only venv that lacks the install is still refused with that line while
-planning. Real sshd on loopback, real venvs, a real build of the toy package."""
+planning. ``--plan``, ``--dry-run`` and the deploy give one verdict. Real sshd on loopback, real venvs, a real build of the toy package."""
 
 from __future__ import annotations
 
@@ -76,9 +76,13 @@ def test_a_read_only_venv_holding_the_wheel_is_ok_and_one_lacking_it_is_refused(
     before = _tree(venv)
     with read_only(venv, bare):
         plan = deploy("t2:t3", "--plan", "--json")
+        dry = deploy("t2:t3", "--dry-run")
         real = deploy("t2:t3")
         record = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]
-    assert plan.returncode == 1 and real.returncode == 1, plan.stderr[-3000:] + real.stderr[-3000:]
+    assert plan.returncode == dry.returncode == real.returncode == 1, plan.stderr[-3000:] + real.stderr[-3000:]
+    out = dry.stdout + dry.stderr  # the dry run's verdicts are the plan's and the deploy's
+    assert "Install the toy wheel: toyfp4-0.1.0-py3-none-any.whl already installed (same sha256)" in out, out[-3000:]
+    assert REFUSED in out, out[-3000:]
     rows = json.loads(plan.stdout)
     install = next(t for t in rows["t2"]["tasks"] if t["action"] == "pip_install")
     assert install["decision"] == {"action": "skip"}, install
