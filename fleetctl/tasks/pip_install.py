@@ -32,8 +32,9 @@ said as what it is, where the install went and which copy Python imports, and le
 copies and the ``.pth`` (:func:`.venv_copies.outside_copy`, :func:`.venv_copies.misplaced`).
 
 A venv pip cannot write (not writable by the login user, read-only, full: facts'
-``python.site_packages_fs``) is refused while planning, before anything is built or installed
-(:func:`fleetctl.facts.venv.install_problem`, which ``fleetctl facts`` warns with); a wheel whose
+``python.site_packages_fs``) is refused while planning, before anything is built or installed, when
+an install is needed (:func:`.install_room.unwritable_venv`: a read-only venv already holding this
+wheel is ok; :func:`fleetctl.facts.venv.install_problem`, which ``fleetctl facts`` warns with); a wheel whose
 unpacked size does not fit the venv's free space is refused before pip runs: pip would stop with
 ENOSPC and leave a partial install. ``--plan``, ``--dry-run`` and the deploy use one estimate of
 that room (:func:`fleetctl.facts.venv.install_need_mib`); a wheel not on the host yet (``--plan``, a
@@ -56,7 +57,6 @@ from pydantic import field_validator
 from ..connection.base import CommandResult
 from ..status import Status
 from ..build.wheeltags import refusal
-from ..facts.venv import install_problem
 from .argtypes import ActionArgs, non_empty
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .causes import install_cause
@@ -65,7 +65,7 @@ from .build_preflight import CLEAN_PYTHON_ENV
 from .venv_probe import PIP_INSTALL_ENV
 from .install_target import INSTALL_RECORD, dropped_by, record_folder, shared_message, target_ids, unreadable_target
 from .envs import STAGED_FACT, installed_dir
-from .install_room import room_for
+from .install_room import room_for, unwritable_venv
 from .pip_rollback import damaged_since_built, keep_wheel, roll_back
 from .pytool import index_tool, pick_tool
 from .steps import Note, Put, Run, TargetClaim, probe
@@ -135,12 +135,6 @@ def _reinstall_argv(args: PipInstallArgs, python: str, uv: str | None):
 def plan(args: PipInstallArgs, host: HostView) -> Plan:
     """Install unless this exact wheel is what the venv holds; FAILED (and rolled back) if torch moved."""
     wheel = args.wheel
-    # facts alone: a venv pip cannot write stops the host while planning, before anything is built
-    # or installed; its free space is weighed against the one estimate of the wheel (_room_for)
-    full = install_problem(host.facts, need_mib=0) if host.venv else None
-    if full:
-        return TaskResult(Status.FAILED, msg=f"preflight: {full}", preflight=True,
-                          data={"decision": {"action": "fail"}, "preflight": [full]})
     if any(c in wheel for c in "*?["):
         known = [p for p in host.files if fnmatch.fnmatchcase(p, wheel)]
         if len(known) == 1:
@@ -238,6 +232,11 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
            "installed package differs from the wheel" if previous.get("sha256") == digest else
            "a new wheel")
     decision = {"action": "install", "why": why}
+    # only now that an install is needed: a read-only venv holding this wheel was ok above
+    full = unwritable_venv(host)  # facts alone: stops the host while planning, before the build
+    if full:
+        return TaskResult(Status.FAILED, msg=f"preflight: {full}", preflight=True,
+                          data={"decision": {**decision, "action": "fail"}, "preflight": [full]})
     locked = locked_line(held, dist) if held.get("in_venv") is not False else None
     if locked:  # pip would fail half-way, its stash left behind: stops the host while planning
         return TaskResult(Status.FAILED, msg=f"preflight: {locked}; nothing was installed", preflight=True,

@@ -442,6 +442,19 @@ case("pip_install", "same-wheel-installed-is-skipped", args=PI, host=HP,
      steps=[{"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV, "env": CLEAN_ENV, "cwd": "/"},
              "answer": STATE(REC, {"version": "0.1.0", "record_sha256": "r" * 64})}],
      result={"status": "ok", "decision": {"action": "skip"}})
+# a venv on a read-only file system (facts' site_packages_fs): holding this wheel needs no write,
+# so it is skipped; one that needs the install is refused while planning (install_room.unwritable_venv)
+RO_FS = {"path": "/venv/lib/python3.12/site-packages", "free_mib": 5000, "readonly": True, "writable": False}
+HP_RO = {**HP, "facts": {**FACTS90, "python": {**PY, "site_packages_fs": RO_FS}}}
+case("pip_install", "a-read-only-venv-holding-this-wheel-is-skipped", args=PI, host=HP_RO,
+     steps=[{"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV},
+             "answer": STATE(REC, {"version": "0.1.0", "record_sha256": "r" * 64})}],
+     result={"status": "ok", "msg": "already installed (same sha256)", "decision": {"action": "skip"}})
+case("pip_install", "a-read-only-venv-needing-the-install-is-refused-while-planning", args=PI, host=HP_RO,
+     steps=[{"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV}, "answer": STATE(REC, None)}],
+     result={"status": "failed", "preflight": True, "decision": {"action": "fail", "why": "nothing installed"},
+             "msg": "preflight: venv's site-packages /venv/lib/python3.12/site-packages is on a read-only file system: "
+                    "pip cannot install there; fix: point the host var 'venv' at a venv on a writable file system"})
 INSTALL_ARGV = ["/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall", "--no-deps", WHEEL]
 CHECK = {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-m", "pip", "check"], "mutating": False},
          "answer": {"rc": 0, "stdout": "No broken requirements found.\n"}}
