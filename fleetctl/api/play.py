@@ -131,11 +131,13 @@ def rollback_to(to: str | int, name: str = "to") -> str:
     argument as the message names it (the API's ``to``, the CLI's ``--to``).
 
     Raises:
-        InputError: anything else.
+        InputError: anything else (``0``, a negative number, a word).
     """
     text = str(to).strip()
     if not re.fullmatch(r"previous|v?[0-9]+", text):
         raise InputError(f"{name}: want 'previous' or a version number such as 2, got {text!r}")
+    if text != "previous" and int(text.lstrip("v")) < 1:  # versions are numbered from 1 (docs/staged.md)
+        raise InputError(f"{name}: versions are numbered from 1 (v1 the venv adopted at the first switch), got {text!r}")
     return text
 
 

@@ -149,10 +149,13 @@ def print_facts(console: Console, facts: dict[str, dict[str, Any]], *, lines_sho
         if envs.get("versions"):
             disk = envs.get("disk") or {}
             sizes = disk.get("versions") or {}
-            kept = ", ".join(f"v{k} ({v.get('state')}, torch {v.get('torch') or '?'}, own "
-                             f"{(sizes.get(k) or {}).get('own_mib', '?')} MiB)"
+            kept = ", ".join(f"v{k} ({v.get('state')}, " + ("MISSING: its folder is gone)" if v.get("missing") else
+                                                           f"torch {v.get('torch') or '?'}, own "
+                                                           f"{(sizes.get(k) or {}).get('own_mib', '?')} MiB)")
                              for k, v in sorted(envs["versions"].items(), key=lambda kv: int(kv[0])))
-            print_long(console, f"{host}: environments in {envs.get('versions_dir')}: live v{envs.get('live_version')}; "
+            live = (f"the live version v{envs.get('live_version')} is missing (its folder is gone: roll back to a kept "
+                    "one, fleetctl rollback --to N)" if envs.get("live_missing") else f"live v{envs.get('live_version')}")
+            print_long(console, f"{host}: environments in {envs.get('versions_dir')}: {live}; "
                        f"{kept}; {disk.get('total_mib', '?')} MiB together (measured {disk.get('measured', '?')})",
                        indent=0)
     for (state, error, *_), names in bad.items():

@@ -73,10 +73,12 @@ def script_argv(remote: str, command: str, *args: str) -> tuple[str, ...]:
     return ("python3", remote, command, *args)
 
 
-def status_probe(remote: str, venv: str, versions: str, workdir: str) -> Run:
-    """The read-only ``status`` of ``venv`` (see the host script)."""
+def status_probe(remote: str, venv: str, versions: str, workdir: str, to: str = "") -> Run:
+    """The read-only ``status`` of ``venv`` (see the host script); with ``to`` (``previous`` or a
+    version number), also the version a ``switch --to TO`` would make live and why it could not
+    (``to_version``, ``to_error``: the host script's own check, so a plan refuses what the switch would)."""
     return probe(script_argv(remote, "status", "--venv", venv, "--versions", versions,
-                             "--installed", installed_dir(workdir)),
+                             "--installed", installed_dir(workdir), *(("--to", to) if to else ())),
                  f"what {venv} is: a real folder, a staged environment, its versions", env=CLEAN_PYTHON_ENV, cwd="/")
 
 
@@ -138,19 +140,6 @@ def venv_facts(host: HostView, venv: str, assume: Mapping[str, Any]) -> Plan:
                 continue
             return {k: got[k] for k in VENV_FACT_KEYS if k in got}, None
     return {}, f"the facts script printed nothing for {venv}: {first_error_line(res)}"
-
-
-def previous_version(status: Mapping[str, Any]) -> int | None:
-    """The version ``switch --to previous`` picks, from the ``status`` answer (as the host script
-    does): the one the switch history says was live before the live one, else the newest other
-    version that was live; ``None`` when there is none (the switch then refuses)."""
-    current = status.get("live_version")
-    for h in reversed(status.get("history") or []):
-        if h.get("to") == current and h.get("from") is not None:
-            return h["from"]
-    older = [int(k) for k, v in (status.get("versions") or {}).items()
-             if (v or {}).get("state") == "was-live" and int(k) != current]
-    return max(older) if older else None
 
 
 def live_env(status: Mapping[str, Any]) -> dict[str, Any]:

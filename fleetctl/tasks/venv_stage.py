@@ -69,6 +69,10 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
         pass
     elif st.get("kind") == "missing":
         problem = f"venv {live} does not exist"
+    elif st.get("live_missing") is not None:
+        # the folder the venv path points to is gone (moved or deleted by hand): nothing to stage from
+        problem = (f"the live version v{st['live_missing']} of {live} is missing ({st.get('target')} is gone): "
+                   f"nothing to stage from; put it back, or roll back to a kept version first (fleetctl rollback --to N)")
     elif st.get("unmanaged_link"):
         problem = (f"venv {live} is a symlink to {st.get('target')} that fleetctl did not make: set the venv var to "
                    "the real folder, or make it one")

@@ -20,7 +20,7 @@ from ..status import Status
 from .argtypes import ActionArgs, is_template
 from .base import Action, HostView, Plan, TaskResult
 from .build_preflight import CLEAN_PYTHON_ENV
-from .envs import (STAGED_FACT, answer, controller_problem, installed_dir, live_env, previous_version, script_argv, simulated, status_probe,
+from .envs import (STAGED_FACT, answer, controller_problem, installed_dir, live_env, script_argv, simulated, status_probe,
                    upload, versions_dir)
 from .steps import Run
 
@@ -44,8 +44,8 @@ class VenvSwitchArgs(ActionArgs):
     def _to(cls, v: object) -> object:
         if isinstance(v, int) and not isinstance(v, bool):
             v = str(v)
-        if isinstance(v, str) and not is_template(v) and not re.fullmatch(r"staged|previous|v?[0-9]+", v.strip()):
-            raise ValueError(f"to must be staged, previous or a version number, got {v!r}")
+        if isinstance(v, str) and not is_template(v) and not re.fullmatch(r"staged|previous|v?0*[1-9][0-9]*", v.strip()):
+            raise ValueError(f"to must be staged, previous or a version number of 1 or more, got {v!r}")
         return v.strip() if isinstance(v, str) else v
 
 
@@ -76,18 +76,21 @@ def plan(args: VenvSwitchArgs, host: HostView) -> Plan:
         st = {"live": staged.get("live"), "live_version": staged.get("live_version")}
         path, target = staged.get("path"), staged.get("version")
     else:
-        st = answer((yield status_probe(remote, host.venv, versions_dir(host.venv), host.workdir)))
+        st = answer((yield status_probe(remote, host.venv, versions_dir(host.venv), host.workdir, to)))
         if not st.get("ok"):
             return TaskResult(Status.FAILED, msg=f"venv_switch: {st.get('error')}")
         if not st.get("versions"):
             return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}},
                               msg=f"{host.venv} has no staged environments to switch between (deploy with --staged "
                                   "first)")
-        # the version "previous" picks is named in --plan and --dry-run, not the word
-        path, target = host.venv, (previous_version(st) if to == "previous" else int(to.lstrip("v")))
-        if to == "previous" and target is None:
-            return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}},
-                              msg=f"no previous environment of {host.venv} to go back to (the switch history names none)")
+        # the version "previous" picks is named in --plan and --dry-run, not the word; a version
+        # the switch would refuse (pruned, its folder gone, never finished) is refused here, by the
+        # host script's own check (status --to), so --plan, --dry-run and the rollback agree
+        path, target = host.venv, st.get("to_version")
+        if st.get("to_error"):
+            return TaskResult(Status.FAILED, msg=f"switch: {st['to_error']}", data={
+                "decision": {"action": "fail", "from": st.get("live_version"), "to": target or to},
+                "live": live_env(st)})
     current = st.get("live_version")
     decision = {"action": "switch", "from": current if current is not None else "live folder", "to": target or to,
                 "keep": args.keep}
@@ -114,11 +117,13 @@ def plan(args: VenvSwitchArgs, host: HostView) -> Plan:
                           msg=f"v{data['decision']['to']} is already the live environment")
     removed = out.get("removed") or []
     torch = f" (torch {env.get('torch')})" if env.get("torch") else ""
+    gone = st.get("live_missing") if st.get("live_missing") is not None else out.get("live_missing")
     src = f"v{out.get('from')}" if out.get("from") is not None else "the live folder"
     return TaskResult(Status.CHANGED, data=data, environment=environment, venv=live, facts=facts,
                       msg=f"{live}: {src} -> v{data['decision']['to']}{torch}"
                           + (f"; adopted the old folder as v{out['adopted']}" if out.get("adopted") else "")
-                          + (f"; removed {', '.join(f'v{k}' for k in removed)}" if removed else ""))
+                          + (f"; removed {', '.join(f'v{k}' for k in removed)}" if removed else "")
+                          + (f"; the live version v{gone} is missing (its folder is gone)" if gone is not None else ""))
 
 
 #: What ``--plan`` shows for the task (the playbook reference prints it).

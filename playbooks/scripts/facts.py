@@ -106,8 +106,9 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     ``PYTHONUSERBASE``, ``TMPDIR``...). The probes of this script run without the stray ones.
 ``environments``    null, or, when ``--venv`` is a symlink into a versions folder fleetctl manages
                     (docs/staged.md): ``{versions_dir, live_version, versions: {N: {state, created,
-                    live_since, torch, torch_cuda}}, disk: {total_mib, versions: {N: {size_mib,
-                    own_mib}}, measured}}``, read from the folder's ``envs.json`` (no walk).
+                    live_since, torch, torch_cuda, missing}}, disk: {total_mib, versions: {N: {size_mib,
+                    own_mib}}, measured}, live_missing}``, read from the folder's ``envs.json`` (no walk);
+                    ``missing`` true: the version's folder is gone (``live_missing``: the live one's).
 ``workdir``, ``hostname``, ``os`` (PRETTY_NAME of /etc/os-release), ``kernel``, ``machine``.
 ``targets``         ``{venv: {path, id, local, error, unreadable, installed, copied, installed_copied}, workdir: {...}}``:
                     the real path of each folder this host builds or installs in and its id (:func:`target_id`): equal ids
@@ -2226,10 +2227,14 @@ def probe_environments(venv):
         return None
     match = re.match(r"^v([0-9]+)$", os.path.basename(target))
     keys = ("state", "created", "live_since", "torch", "torch_cuda", "adopted")
-    return {"versions_dir": folder, "live_version": int(match.group(1)) if match else None,
-            "versions": {k: {f: v.get(f) for f in keys if v.get(f) is not None}
-                         for k, v in (index.get("versions") or {}).items()},
-            "disk": index.get("disk")}
+    versions = {}
+    for k, v in (index.get("versions") or {}).items():
+        versions[k] = {f: v.get(f) for f in keys if v.get(f) is not None}
+        if not os.path.exists(os.path.join(folder, "v%s" % k, "bin", "python3")):
+            versions[k]["missing"] = True  # its folder gone (moved or deleted by hand): the disk use is stale
+    live = int(match.group(1)) if match else None
+    return {"versions_dir": folder, "live_version": live, "versions": versions, "disk": index.get("disk"),
+            "live_missing": not os.path.exists(target)}
 
 
 # -- host compilers (what nvcc compiles host code with, and the newest its toolkit accepts) ---------

@@ -337,6 +337,73 @@ def numbers(folder: str, index: dict) -> list:
     return sorted(found)
 
 
+def whole(folder: str, n: int) -> bool:
+    """Whether version ``n``'s folder is there with its interpreter (what a switch needs)."""
+    return os.path.exists(os.path.join(version_path(folder, n), "bin", "python3"))
+
+
+def kept_list(folder: str, index: dict) -> str:
+    """``v2 (was-live), v3 (live, missing)``: the versions the index keeps, a gone folder marked."""
+    return ", ".join("v%s (%s%s)" % (k, v.get("state"), "" if whole(folder, int(k)) else ", missing")
+                     for k, v in sorted(index["versions"].items(), key=lambda kv: int(kv[0]))) or "none"
+
+
+def resolve_target(folder: str, index: dict, current, to: str, staged=None):
+    """The version a switch ``--to TO`` makes live, and why it cannot (``(n, None)`` or
+    ``(n or None, message)``): ``staged`` the version ``staged`` (this run's), ``previous`` the one
+    the switch history says was live before ``current`` (else the newest other that was live),
+    else version number TO. The target must be in the index, whole (its ``bin/python3`` there)
+    and finished (not ``staging``). ``status --to`` answers the same, so a rollback's ``--plan``
+    and ``--dry-run`` refuse what the switch would."""
+    if to == "staged":
+        if staged is None:
+            return None, "not a staged version (no venv_stage ran for this host in this run)"
+        n = staged
+    elif to == "previous":
+        n = None
+        for h in reversed(index["history"]):
+            if h.get("to") == current and h.get("from") is not None:
+                n = h["from"]
+                break
+        if n is None:
+            older = [int(k) for k, v in index["versions"].items() if v.get("state") == "was-live" and int(k) != current]
+            n = max(older) if older else None
+        if n is None:
+            return None, "no previous environment to go back to in %s" % folder
+    else:
+        try:
+            n = int(str(to).lstrip("v"))
+        except ValueError:
+            return None, "--to wants staged, previous or a version number, got %r" % to
+        if n < 1:
+            return None, "--to wants a version number of 1 or more, got %r" % to
+    entry = index["versions"].get(str(n))
+    if entry is None or not whole(folder, n):
+        why = "" if entry is None else " (its folder %s is gone)" % version_path(folder, n)
+        return n, "no environment v%d in %s%s (there: %s)" % (n, folder, why, kept_list(folder, index))
+    if entry.get("state") == "staging":
+        return n, "v%d was never finished (a stage interrupted): it cannot go live" % n
+    return n, None
+
+
+def keep_ranked(index: dict, live: int, previous, keep: int) -> set:
+    """The versions a switch to ``live`` keeps: ``live``, ``previous`` (the one live until this
+    switch: the rollback target) whatever ``keep`` says, then the others that were live, the most
+    recently live first (by the switch history, then ``live_until``), ``keep`` in all. Not by
+    number: after a rollback to an old version and a new deploy, the old version is the one that
+    served until the switch, and the one a rollback goes back to."""
+    when = {}
+    for i, h in enumerate(index["history"]):
+        for k in (h.get("from"), h.get("to")):
+            if k is not None:
+                when[int(k)] = i
+    others = [int(k) for k, v in index["versions"].items()
+              if int(k) not in (live, previous) and v.get("state") == "was-live"]
+    others.sort(key=lambda k: (when.get(k, -1), index["versions"][str(k)].get("live_until") or "", k), reverse=True)
+    kept = {live} | ({previous} if previous is not None else set())
+    return kept | set(others[:max(0, keep - len(kept))])
+
+
 def disk_use(folder: str, index: dict) -> dict:
     """Disk use of the versions (MiB): ``size_mib`` of each (all its files), ``own_mib`` (files no
     other version shares: what removing it frees), ``total_mib`` (every inode once)."""
@@ -387,6 +454,15 @@ def status(args) -> dict:
             top = out["adopt_as"] = top + 1
         out["next"] = top + 1
         probe_at = existing_parent(folder)
+        if lkind == "symlink" and info.get("live_version") is not None and not whole(folder, info["live_version"]):
+            # the folder the venv path points to is gone (moved or deleted by hand): a rollback to
+            # a whole version still works, a stage (which copies the live venv) cannot
+            out["live_missing"] = info["live_version"]
+        if lkind == "symlink" and not os.path.exists(live):
+            lkind = "missing"
+        if args.to:
+            out["to_version"], out["to_error"] = resolve_target(folder, index, info.get("live_version"), args.to,
+                                                                info["staged_version"])
         if lkind != "missing":
             src = os.path.realpath(live)
             out["same_fs"] = os.stat(src).st_dev == os.stat(probe_at).st_dev
@@ -402,6 +478,8 @@ def status(args) -> dict:
             out["parent_writable"] = os.access(out["parent"], os.W_OK | os.X_OK)
             out["versions_probe"] = probe_at
             out["versions_writable"] = os.access(probe_at, os.W_OK | os.X_OK)
+    if lkind != "missing" and not os.path.exists(live):
+        lkind = "missing"
     if lkind != "missing":
         out["environment"] = describe(os.path.realpath(live), args.installed or "")
         since = None
@@ -688,35 +766,13 @@ def switch(args) -> dict:
     index = load_index(folder, live)
     lkind = "symlink" if os.path.islink(live) else "dir" if os.path.isdir(live) else "missing"
     current = info.get("live_version")
-    if args.to == "staged":
-        if info["staged_version"] is None:
-            fail("%s is not a staged version (no venv_stage ran for this host in this run)" % args.venv)
-        n = info["staged_version"]
-    elif args.to == "previous":
-        n = None
-        for h in reversed(index["history"]):
-            if h.get("to") == current and h.get("from") is not None:
-                n = h["from"]
-                break
-        if n is None:
-            older = [int(k) for k, v in index["versions"].items()
-                     if v.get("state") == "was-live" and int(k) != current]
-            n = max(older) if older else None
-        if n is None:
-            fail("no previous environment to go back to in %s" % folder)
-    else:
-        try:
-            n = int(str(args.to).lstrip("v"))
-        except ValueError:
-            fail("--to wants staged, previous or a version number, got %r" % args.to)
+    n, error = resolve_target(folder, index, current, args.to, info["staged_version"])
+    if error:
+        fail(("%s is " % args.venv + error) if args.to == "staged" and n is None else error)
     target = version_path(folder, n)
-    entry = index["versions"].get(str(n))
-    if not os.path.exists(os.path.join(target, "bin", "python3")) or entry is None:
-        have = ", ".join("v%s (%s)" % (k, v.get("state")) for k, v in sorted(index["versions"].items(),
-                                                                              key=lambda kv: int(kv[0])))
-        fail("no environment v%d in %s (there: %s)" % (n, folder, have or "none"))
-    if entry.get("state") in ("staging",):
-        fail("v%d was never finished (a stage interrupted): it cannot go live" % n)
+    entry = index["versions"][str(n)]
+    # the live version's folder gone (moved or deleted by hand): the switch away from it still works
+    live_missing = current if lkind == "symlink" and current is not None and not whole(folder, current) else None
     stamp = now()
     how = "symlink replaced"
     adopted = None
@@ -757,10 +813,8 @@ def switch(args) -> dict:
                              "how": how})
     index["history"] = index["history"][-100:]
     index["live_path"] = live
-    # prune: the live version and the newest others, `keep` in all
-    others = sorted((int(k) for k, v in index["versions"].items() if int(k) != n and v.get("state") == "was-live"),
-                    reverse=True)
-    keep = set([n] + others[:max(0, args.keep - 1)])
+    # prune: the live version, the one live until now, then the most recently live others
+    keep = keep_ranked(index, n, current, args.keep)
     removed = []
     for k in numbers(folder, index):
         if k not in keep:
@@ -770,7 +824,7 @@ def switch(args) -> dict:
     index["disk"] = disk_use(folder, index)
     write_json(os.path.join(folder, INDEX), index)
     return {"ok": True, "changed": True, "from": current, "to": n, "live": live, "path": target, "versions_dir": folder,
-            "how": how, "adopted": adopted, "removed": removed, "disk": index["disk"],
+            "how": how, "adopted": adopted, "removed": removed, "disk": index["disk"], "live_missing": live_missing,
             "environment": {**env, "version": n, "path": target, "live_since": stamp}}
 
 
@@ -780,6 +834,7 @@ def main(argv=None) -> int:
     p = sub.add_parser("status")
     p.add_argument("--venv", required=True)
     p.add_argument("--versions", default="")
+    p.add_argument("--to", default="")
     p.add_argument("--installed", default="")
     p = sub.add_parser("stage")
     p.add_argument("--venv", required=True)
@@ -801,6 +856,8 @@ def main(argv=None) -> int:
         out = {"status": status, "stage": stage, "switch": switch}[args.cmd](args)
     except SystemExit:
         raise
+    except FileNotFoundError as exc:  # a folder gone under the script (moved or deleted by hand)
+        fail("%s is missing (moved or deleted while fleetctl read it)" % (exc.filename or exc))
     except Exception as exc:  # one line for the operator, never a traceback alone
         # the planner names the command ("stage: ..."): not named here again
         fail("%s: %s" % (type(exc).__name__, exc))
