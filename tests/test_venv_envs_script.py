@@ -109,6 +109,33 @@ def test_failed_stages_are_cleared_numbers_never_reused_three_kept_and_rollback(
         v["size_mib"] for v in disk["versions"].values())  # shared files counted once
 
 
+def test_the_prune_keeps_the_version_live_before_the_switch_ranked_by_when_live_not_by_number(tmp_path):
+    """Operator trial: after ``rollback --to 1`` a new stage's switch removed v1 (the lowest number),
+    the version serving until that switch and the one a rollback goes back to. ``status --to``
+    checks a target as the switch does (what the planner asks, so --plan agrees)."""
+    live = venv_with_torch(tmp_path / "serve", tmp_path / "wheels", "venv")
+    folder = str(tmp_path / "envs")
+
+    def deploy(*keep: str) -> dict:
+        n = envs("stage", "--venv", live, "--versions", folder, "--run-id", "r")["version"]
+        return envs("switch", "--venv", f"{folder}/v{n}", "--to", "staged", *keep)
+
+    deploy()
+    deploy()  # v1 adopted, v2, v3 live
+    assert envs("switch", "--venv", live, "--to", "1", "--why", "rollback")["to"] == 1
+    assert deploy()["removed"] == [2]  # v4: v1 (live until now) and v3 (live before it) stay
+    assert sorted(os.listdir(folder)) == ["envs.json", "v1", "v3", "v4"]
+    st = envs("status", "--venv", live, "--to", "previous")
+    assert (st["to_version"], st["to_error"]) == (1, None)
+    st = envs("status", "--venv", live, "--to", "2")
+    assert st["to_error"] == f"no environment v2 in {folder} (there: v1 (was-live), v3 (was-live), v4 (live))"
+    assert envs("switch", "--venv", live, "--to", "2", ok=False)["error"] == st["to_error"]
+    # keep 1 still keeps the version live until the switch: the rollback target
+    assert deploy("--keep", "1")["removed"] == [1, 3]
+    assert sorted(os.listdir(folder)) == ["envs.json", "v4", "v5"]
+    assert envs("switch", "--venv", live, "--to", "previous")["to"] == 4
+
+
 def test_refusals_change_nothing(tmp_path):
     other = tmp_path / "elsewhere"
     other.mkdir()

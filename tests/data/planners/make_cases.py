@@ -742,27 +742,48 @@ case("venv_switch", "a-kept-live-venv-is-not-switched",
      steps=[], result={"status": "ok", "msg": "nothing to change: the live venv stays v2", "decision": {"action": "skip"}})
 case("venv_switch", "nothing-staged-fails-without-a-step", host={"facts": FACTS90}, steps=[],
      result={"status": "failed", "msg": "nothing staged"})
+def STATUS_TO(to):
+    return {"expect": {**STATUS_RUN["expect"], "argv": [*STATUS_RUN["expect"]["argv"], "--to", to]}}
 case("venv_switch", "rollback-to-the-previous-environment", args={"to": "previous", "why": "rollback"}, host={"facts": FACTS90},
-     steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(kind="symlink", live="/venv", live_version=3, versions_dir=VD,
-                                                  versions={"2": {"state": "was-live"}, "3": {"state": "live"}}, staged_version=None)},
+     steps=[UPLOAD, {**STATUS_TO("previous"), "answer": ENVS(kind="symlink", live="/venv", live_version=3, versions_dir=VD,
+                                                             versions={"2": {"state": "was-live"}, "3": {"state": "live"}},
+                                                             staged_version=None, to_version=2, to_error=None)},
             {"expect": {"type": "Run", "mutating": True, "argv": ["python3", SCRIPT, "switch", "--venv", "/venv", "--to", "previous",
                                                                  "--keep", "3", "--why", "rollback", "--run-id", "r1", "--installed", "/w/installed"]},
              "answer": ENVS(changed=True, **{"from": 3}, to=2, live="/venv", removed=[], environment={"version": 2, "torch": "2.11.0+cu130"})}],
      result={"status": "changed", "msg": "/venv: v3 -> v2 (torch 2.11.0+cu130)", "decision": {"action": "switch", "from": 3, "to": 2}})
 case("venv_switch", "previous-is-named-by-its-version-before-the-switch", args={"to": "previous", "why": "rollback"},
      host={"facts": FACTS90},
-     steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(kind="symlink", live="/venv", live_version=3, versions_dir=VD, staged_version=None,
-                                                  versions={"1": {"state": "was-live"}, "2": {"state": "was-live"}, "3": {"state": "live"}},
-                                                  history=[{"from": 2, "to": 1, "why": "rollback"}, {"from": 1, "to": 3, "why": "deploy"}])},
+     steps=[UPLOAD, {**STATUS_TO("previous"), "answer": ENVS(kind="symlink", live="/venv", live_version=3, versions_dir=VD, staged_version=None,
+                                                             versions={"1": {"state": "was-live"}, "2": {"state": "was-live"}, "3": {"state": "live"}},
+                                                             history=[{"from": 2, "to": 1, "why": "rollback"}, {"from": 1, "to": 3, "why": "deploy"}],
+                                                             to_version=1, to_error=None)},
             # what a dry run answers: the switch script did not run, so the version is the planner's
             {"expect": {"type": "Run", "mutating": True}, "answer": ENVS(changed=True, **{"from": 3}, live="/venv", removed=[], environment={})}],
      result={"status": "changed", "msg": "/venv: v3 -> v1", "decision": {"action": "switch", "from": 3, "to": 1}})
+# the host script's own check of the target (status --to): refused while planning, no switch step,
+# so --plan and --dry-run refuse what the rollback would (operator trial: they said "v7 -> v1")
 case("venv_switch", "a-pruned-version-is-refused-naming-what-is-kept", args={"to": "1", "why": "rollback"}, host={"facts": FACTS90},
-     steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(kind="symlink", live="/venv", live_version=3, versions_dir=VD,
-                                                  versions={"2": {}, "3": {}}, staged_version=None)},
+     steps=[UPLOAD, {**STATUS_TO("1"), "answer": ENVS(kind="symlink", live="/venv", live_version=3, versions_dir=VD,
+                                                      versions={"2": {}, "3": {}}, staged_version=None, to_version=1,
+                                                      to_error="no environment v1 in /w/envs (there: v2 (was-live), v3 (live))")}],
+     result={"status": "failed", "msg": "switch: no environment v1 in /w/envs (there: v2 (was-live), v3 (live))",
+             "decision": {"action": "fail", "from": 3, "to": 1}})
+case("venv_switch", "a-live-version-whose-folder-is-gone-is-switched-away-from-saying-so", args={"to": "1", "why": "rollback"},
+     host={"facts": FACTS90},
+     steps=[UPLOAD, {**STATUS_TO("1"), "answer": ENVS(kind="symlink", live="/venv", live_kind="symlink", live_version=3, live_missing=3,
+                                                      versions_dir=VD, versions={"1": {"state": "was-live"}, "3": {"state": "live"}},
+                                                      staged_version=None, to_version=1, to_error=None)},
             {"expect": {"type": "Run", "mutating": True},
-             "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "error": "no environment v1 in /w/envs (there: v2 (was-live), v3 (live))"}) + "\n"}}],
-     result={"status": "failed", "msg": "switch: no environment v1 in /w/envs (there: v2 (was-live), v3 (live))"})
+             "answer": ENVS(changed=True, **{"from": 3}, to=1, live="/venv", removed=[], live_missing=3, environment={"version": 1})}],
+     result={"status": "changed", "msg": "/venv: v3 -> v1; the live version v3 is missing (its folder is gone)",
+             "decision": {"action": "switch", "from": 3, "to": 1}})
+case("venv_stage", "a-live-version-whose-folder-is-gone-is-refused", host={"facts": FACTS90},
+     steps=[UPLOAD, {**STATUS_RUN, "answer": ENVS(kind="symlink", live="/venv", live_kind="symlink", target=f"{VD}/v3", live_version=3,
+                                                  live_missing=3, versions_dir=VD, versions={"3": {"state": "live"}}, next=4,
+                                                  staged_version=None)}],
+     result={"status": "failed", "msg": f"preflight: the live version v3 of /venv is missing ({VD}/v3 is gone)",
+             "decision": {"action": "fail"}})
 
 UP = {"packages": ["torch==2.12.0.dev20261128"], "pre": True, "pip_args": ["--no-index", "--find-links", "/wheels"]}
 def UPSTATE(torch, dists):
