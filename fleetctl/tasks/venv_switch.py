@@ -5,8 +5,10 @@ built into and verified: only reached when every task before it passed, so a fai
 stage leaves the live environment as it was. ``fleetctl rollback`` runs it with ``to: previous``
 or a version number. The inventory's ``venv`` becomes (or stays) a symlink to ``<versions>/vN``,
 replaced atomically by renaming a new symlink over it; on first use the real venv folder is moved
-into the versions folder as version 1 (not copied). Versions beyond ``keep`` (the live one always
-kept) are removed. The switch, the environment's contents (torch, its CUDA build, the kernels'
+into the versions folder as version 1 (not copied). Versions beyond ``keep`` are removed, the live
+one and the one live until the switch always kept, the others by when they were live. A rollback's
+target is checked while planning by the host script's own check (``status --to``): a pruned or
+moved-away version is refused in ``--plan`` and ``--dry-run`` as by the switch. The switch, the environment's contents (torch, its CUDA build, the kernels'
 sha256) and since when it is live go into the run record (the host's ``environment``).
 """
 
@@ -30,8 +32,10 @@ class VenvSwitchArgs(ActionArgs):
 
     Attributes:
         to: ``staged`` (the version ``venv_stage`` made in this run), ``previous`` (the one live
-            before the current one), or a version number (``3`` or ``v3``).
-        keep: versions kept after the switch, the live one included (older ones are removed).
+            before the current one), or a version number of 1 or more (``3`` or ``v3``).
+        keep: versions kept after the switch, the live one included; the one live until the switch
+            (the rollback target) is always kept too, then the most recently live others (never
+            ranked by number; docs/staged.md, "Kept"); the rest are removed.
         why: recorded in the switch history (``deploy``, ``rollback``...).
     """
 

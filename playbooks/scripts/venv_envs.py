@@ -13,9 +13,11 @@ Commands (each prints one JSON object on stdout; exit 0 when it did what was ask
 ``{"ok": false, "error": "..."}`` when it refused or failed, having changed nothing it had not
 undone):
 
-``status --venv PATH [--versions DIR]``
+``status --venv PATH [--versions DIR] [--to previous|N]``
     what PATH is (a real folder, a managed symlink, a staged version), the versions folder, its
-    versions, the next version number; read-only.
+    versions, the next version number, ``live_missing`` (the live version whose folder is gone);
+    with ``--to``, ``to_version`` and ``to_error``: what ``switch --to`` would make live and why it
+    would refuse (the same check); read-only.
 ``stage --venv LIVE --versions DIR --run-id ID [--uv UV] [--installed DIR]``
     make the next version: a new venv at ``DIR/vN`` (``uv venv`` when UV is given, else the
     base interpreter's ``-m venv``) whose files are hard links to the live venv's (so it costs
@@ -31,8 +33,10 @@ undone):
     replaced atomically with ``rename(2)`` of a new symlink over the old one. On first use the
     real venv folder is adopted as version 1 without copying: it is moved into the versions
     folder and the symlink takes its place in one ``renameat2(RENAME_EXCHANGE)`` (Linux >= 3.15),
-    else two renames microseconds apart. Then versions beyond the last K (default 3, the live
-    one always kept) are removed, and disk use is measured.
+    else two renames microseconds apart. Then versions beyond K (default 3) are removed: the live
+    one and the one live until this switch (the rollback target) always kept, then the others by
+    when they were live, most recent first (not by number); and disk use is measured. The live
+    version's folder may be gone (moved by hand): the switch away from it works and says so.
 
 Why hard links are safe here: a package manager replacing a file unlinks it first and writes a new
 inode (pip's wheel installer unlinks an existing destination before writing; uv links into a
