@@ -228,3 +228,12 @@ def test_an_interrupted_runs_exit_status_is_its_signals_and_older_records_keep_t
         shown[by] = (r.exit_status, r.exit_meaning)
     assert shown == {"SIGTERM": (143, "interrupted (SIGTERM)"), "SIGINT": (130, "interrupted (SIGINT)"),
                      None: (130, "interrupted (SIGINT 130 / SIGTERM 143)")}
+
+
+def test_a_cpu_torch_reads_cpu_in_the_environment_column_never_cuda_none():
+    """Fresh trial: the report's environment column read ``torch 2.13.0+cpu (CUDA None)``."""
+    from fleetctl.reporting.environments import contents
+
+    assert contents({"torch": "2.13.0+cpu", "torch_cuda": None}) == "torch 2.13.0+cpu (CPU)"
+    assert contents({"torch": "2.13.0+cpu", "torch_cuda": "None"}) == "torch 2.13.0+cpu (CPU)"  # as printed
+    assert contents({"torch": "2.11.0+cu130", "torch_cuda": "13.0"}) == "torch 2.11.0+cu130 (CUDA 13.0)"
