@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fleet import REPO, last_run, write_inventory
+from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
 from tests.test_faults_e2e import wait_for
 from tests.test_interrupt_cleanup_e2e import _running
 
@@ -89,6 +89,14 @@ def test_an_interrupted_run_json_prints_its_document_with_each_hosts_status(sshd
     assert doc["quick"]["rc"] == 0 and doc["quick"]["stdout"] == "quick-said-this\n", doc  # what it printed stays
     assert doc["slow"]["rc"] is None and doc["slow"]["error"] == "run interrupted", doc
     assert 'status="interrupted"' in (tmp_path / "m.prom").read_text()  # as before: the metrics say so too
+    # the record names the signal, so the report shows the exit status the process had (a fresh
+    # trial: SIGTERM exited 143, the HTML report said 130 for every interrupted run)
+    run_dir = last_run(tmp_path)
+    assert json.loads((run_dir / "run.json").read_text())["interrupted_by"] == sig.name
+    page = tmp_path / "report.html"
+    shown = fleetctl("report", run_dir.name, "--html", str(page), home=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert f"<b>{128 + sig}</b>: interrupted ({sig.name})" in page.read_text(), page.read_text()[:3000]
 
 
 def test_an_interrupted_deploy_json_says_the_run_and_each_host_status(sshd_farm, tmp_path):

@@ -339,3 +339,32 @@ def test_a_host_lost_mid_run_shows_the_tasks_that_ran_one_never_connected_none()
                 if line.startswith("│")}
         assert rows == {"hz": "OCU", "hx": ""}, buf.getvalue()
         assert f"hz: UNREACHABLE: {lost}" in buf.getvalue()
+
+
+def test_plan_dry_run_and_deploy_fail_a_tree_the_patch_script_cannot_patch_at_the_patch_step(tmp_path):
+    """Fresh trial: a tree with pyproject.toml and a CMakeLists.txt but no python/sgl_kernel/ passed
+    the checkout check; --plan and --dry-run assumed the patch would succeed and failed later at the
+    build's cutlass download, while the deploy failed at the patch. Now the patch script's own
+    read-only run fails all three at the patch step, in the script's words."""
+    from tests.support.fleet import REPO
+
+    kdir = tmp_path / "tree"
+    kdir.mkdir()
+    (kdir / "pyproject.toml").write_text("[build-system]\nrequires = ['scikit-build-core']\n")
+    (kdir / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.26)\nproject(sgl-kernel LANGUAGES CXX)\ninclude(FetchContent)\n"
+        "FetchContent_Declare(repo-cutlass GIT_REPOSITORY https://github.com/NVIDIA/cutlass GIT_TAG v3.9.2)\n"
+        "FetchContent_Populate(repo-cutlass)\n")
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"all:\n  hosts:\n    me: {{ansible_connection: local, workdir: {tmp_path}/w, "
+                   f"venv: {sys.prefix}}}\n")
+    expected = "Patch sgl-kernel (idempotent; files travel over SFTP, never inline): rc=2: " \
+               "patch_sgl_kernel: error: no sgl-kernel source tree found: expected CMakeLists.txt and python/sgl_kernel/"
+    for extra in (("--plan",), ("--dry-run",), ()):
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "me", "--playbook", str(REPO / "playbooks" / "sgl-kernel.yaml"),
+                       "-e", f"sgl_kernel_dir={kdir}", *extra, home=tmp_path, env={"COLUMNS": "1000"})
+        assert res.returncode == 1, (extra, res.stdout + res.stderr)
+        flat = " ".join(res.stdout.split())
+        assert expected in flat and ("failed" if extra == ("--plan",) else "me: FAILED: Patch") in flat, res.stdout
+        assert "cutlass" not in flat and "WOULD CHANGE Patch" not in flat, (extra, res.stdout)
+    assert not (kdir / "python").exists() and sorted(p.name for p in kdir.iterdir()) == ["CMakeLists.txt", "pyproject.toml"]

@@ -19,10 +19,12 @@ SHAPES = {
     "hosts-a-list": {"run_id": BAD, "status": "ok", "hosts": ["a", "b"]},
     "host-a-string": {"run_id": BAD, "status": "ok", "hosts": {"a": "ok"}},
     "not-an-object": ["a", "b"],
+    "cut-short": '{"run_id": "2026',  # written as it is: not JSON (a fresh trial: the line named no file)
 }
 WHY = {"hosts-a-list": "'hosts' is a list, not an object of host -> outcome",
        "host-a-string": "host 'a' is a str, not an object",
-       "not-an-object": "not a JSON object but list"}
+       "not-an-object": "not a JSON object but list",
+       "cut-short": "not JSON: Unterminated string starting at: line 1 column 12 (char 11)"}
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
@@ -34,7 +36,8 @@ def test_a_run_json_of_another_shape_is_one_line_never_a_traceback(tmp_path, sha
     (good / "logs" / "a.log").write_text("out| hello\n")
     bad = tmp_path / "runs" / BAD
     (bad / "logs").mkdir(parents=True)
-    (bad / "run.json").write_text(json.dumps(SHAPES[shape]))
+    text = SHAPES[shape]
+    (bad / "run.json").write_text(text if isinstance(text, str) else json.dumps(text))
     (bad / "logs" / "a.log").write_text("out| from the bad run\n")
     path = bad / "run.json"
 

@@ -209,3 +209,31 @@ def test_ticks_are_at_a_clocks_nice_steps_and_read_as_people_read_time():
         for _, label in ticks:
             number = label.split()[0]
             assert len(number.split(".")[-1]) <= 1 if "." in number else True, (axis, label)
+
+
+def test_an_interrupted_runs_exit_status_is_its_signals_and_older_records_keep_the_old_words(tmp_path):
+    """Fresh trial: a SIGTERM'd run exits 143, the report said 130 for every interrupted run; now the
+    record's ``interrupted_by`` decides, and a record without it reads as before."""
+    shown = {}
+    for by in ("SIGTERM", "SIGINT", None):
+        run = sample_run()
+        run.status, run.interrupted_by = "interrupted", by
+        doc = run.as_json()
+        if by is None:
+            del doc["interrupted_by"]  # written before the field was kept
+        d = tmp_path / str(by)
+        (d / "logs").mkdir(parents=True)
+        (d / "run.json").write_text(json.dumps(doc))
+        r = load_report(d)
+        shown[by] = (r.exit_status, r.exit_meaning)
+    assert shown == {"SIGTERM": (143, "interrupted (SIGTERM)"), "SIGINT": (130, "interrupted (SIGINT)"),
+                     None: (130, "interrupted (SIGINT 130 / SIGTERM 143)")}
+
+
+def test_a_cpu_torch_reads_cpu_in_the_environment_column_never_cuda_none():
+    """Fresh trial: the report's environment column read ``torch 2.13.0+cpu (CUDA None)``."""
+    from fleetctl.reporting.environments import contents
+
+    assert contents({"torch": "2.13.0+cpu", "torch_cuda": None}) == "torch 2.13.0+cpu (CPU)"
+    assert contents({"torch": "2.13.0+cpu", "torch_cuda": "None"}) == "torch 2.13.0+cpu (CPU)"  # as printed
+    assert contents({"torch": "2.11.0+cu130", "torch_cuda": "13.0"}) == "torch 2.11.0+cu130 (CUDA 13.0)"

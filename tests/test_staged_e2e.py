@@ -217,7 +217,7 @@ def test_staged_deploys_nightlies_and_rollbacks(sshd_farm, tmp_path):
     assert got == {**got, "torch": "2.1.0", "built": "2.1.0"} and "/v3/" in os.path.realpath(got["file"])
     rec = host_record(tmp_path)
     tasks = {t["action"]: t for t in rec["tasks"]}
-    assert "torch 2.0.0 (CUDA None) -> 2.1.0" in tasks["venv_upgrade"]["msg"]
+    assert "torch 2.0.0 (CPU) -> 2.1.0" in tasks["venv_upgrade"]["msg"]
     assert rec["environment"]["live"]["torch"] == "2.1.0" and rec["environment"]["previous"] == 2
     assert verify()["status"] == "ok"
 

@@ -106,7 +106,7 @@ FAKE_TORCH = '''
 import json, os
 __version__ = "2.99.0+fake"
 class version:
-    cuda = "13.0"
+    cuda = os.environ.get("FAKE_TORCH_CUDA", "13.0") or None  # "": a CPU-only torch (cuda None)
 _DEVS = json.loads(os.environ.get("FAKE_TORCH_GPUS", "[]"))
 _current = [0]
 class _Props:
@@ -199,6 +199,10 @@ def test_every_gpu_hidden_by_the_login_environment_fails_naming_the_variable(stu
     assert "install a CUDA build of torch" not in proc.stdout
     proc, _ = run_verify(stubs, [], FACTS_GPUS[:2])  # no variable: torch or the driver is the cause
     assert proc.returncode == 1 and "cannot see the host's GPUs: install a CUDA build of torch" in proc.stdout
+    assert "torch 2.99.0+fake (CUDA 13.0) cannot see" in proc.stdout, proc.stdout
+    proc, _ = run_verify(stubs, [], FACTS_GPUS[:2], FAKE_TORCH_CUDA="")  # a CPU torch: never "(CUDA None...)"
+    assert proc.returncode == 1 and "torch 2.99.0+fake (CPU-only build) cannot see the host's GPUs" in proc.stdout, \
+        proc.stdout
 
 
 def test_a_copy_imported_from_outside_the_venv_is_named_as_such(tmp_path):

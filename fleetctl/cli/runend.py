@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -63,6 +64,13 @@ def run_async(coro, ends: RunEnd | None = None):
     collect_as_usual()
     terminated = False
 
+    def mark(name: str) -> None:
+        """Say in the run's record which signal stopped it (``interrupted_by``): the exit status a
+        report shows. SIGINT wins (any Ctrl-C ends it 130), SIGTERM only when no SIGINT came first."""
+        run = ends.run if ends is not None else None
+        if run is not None and (name == "SIGINT" or run.interrupted_by is None):
+            run.interrupted_by = name
+
     async def main():
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
@@ -70,13 +78,26 @@ def run_async(coro, ends: RunEnd | None = None):
         def on_term() -> None:
             nonlocal terminated
             terminated = True
+            mark("SIGTERM")
             task.cancel()
 
+        # asyncio.run's own SIGINT handler (it cancels this task) stays in charge; this one only
+        # notes the signal first, and is put back before asyncio.run restores the default
+        runner_int = signal.getsignal(signal.SIGINT)
+        on_int = None
+        if callable(runner_int) and threading.current_thread() is threading.main_thread():
+            def on_int(signum, frame):
+                mark("SIGINT")
+                return runner_int(signum, frame)
+
+            signal.signal(signal.SIGINT, on_int)
         loop.add_signal_handler(signal.SIGTERM, on_term)
         try:
             return await coro
         finally:
             loop.remove_signal_handler(signal.SIGTERM)
+            if on_int is not None and signal.getsignal(signal.SIGINT) is on_int:
+                signal.signal(signal.SIGINT, runner_int)
 
     def stopped(line: str, code: int) -> "click.exceptions.Exit":
         click.echo(line, err=True)

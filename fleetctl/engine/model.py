@@ -256,6 +256,9 @@ class RunModel(_Model):
         record_cut: the run record could not be written in full (its file system full,
             :mod:`fleetctl.reporting.recordcut`): the command's error line (the cause, the runs
             folder and its free space, the cut host logs). Such a run is never ``ok``.
+        interrupted_by: the signal that interrupted the run, ``SIGINT`` (the command exits 130) or
+            ``SIGTERM`` (143), set by :func:`fleetctl.cli.runend.run_async`; None for a run no signal
+            stopped (and in records written before it was kept).
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -281,6 +284,7 @@ class RunModel(_Model):
     inventory: dict[str, Any] = field(default_factory=dict)
     tasks: list[str] = field(default_factory=list)
     record_cut: str | None = None
+    interrupted_by: Literal["SIGINT", "SIGTERM"] | None = None
 
     def __post_init__(self) -> None:
         #: Secrets found so far (see :mod:`fleetctl.util.redact`); every observer redacts through it.

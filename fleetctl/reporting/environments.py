@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..util.torchname import torch_label
+
 
 def _short(sha: str | None) -> str:
     return (sha or "")[:12]
 
 
 def contents(env: dict[str, Any]) -> str:
-    """``torch 2.11.0 (CUDA 13.0); fp4_kernels 0.1.0 (wheel 1a2b3c4d5e6f)``."""
+    """``torch 2.11.0 (CUDA 13.0); fp4_kernels 0.1.0 (wheel 1a2b3c4d5e6f)`` (a CPU torch: ``(CPU)``)."""
     parts = []
     if env.get("torch"):
-        parts.append(f"torch {env['torch']} (CUDA {env.get('torch_cuda')})")
+        parts.append(torch_label(env['torch'], env.get('torch_cuda')))
     for dist, k in sorted((env.get("kernels") or {}).items()):
         sha = k.get("wheel_sha256") or k.get("files_sha256")
         parts.append(f"{dist} {k.get('version')} ({'wheel' if k.get('wheel_sha256') else 'files'} {_short(sha)})")

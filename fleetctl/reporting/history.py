@@ -54,7 +54,10 @@ def read_record(path: Path) -> dict:
         OSError: it cannot be read.
         ValueError: it is not JSON, or not of that shape (names the path and what is wrong).
     """
-    record = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError: their words name no file
+        raise ValueError(f"{path}: not JSON: {exc}") from None
     if not isinstance(record, dict):
         raise ValueError(f"{path}: not a JSON object but {type(record).__name__}")
     hosts = record.get("hosts")

@@ -61,6 +61,9 @@ _EXIT = {"ok": (0, "every host succeeded"), "failed": (1, "one or more hosts fai
          "interrupted": (130, "interrupted (SIGINT 130 / SIGTERM 143)"), "running": (None, "still running"),
          "interrupted (controller gone)": (None, "the controller process is gone (killed, e.g. by SIGKILL or "
                                                  "a crash) without finishing the record")}
+#: An interrupted run's exit status by the signal its record names (``interrupted_by``; a record
+#: without it reads as ``_EXIT``'s ``interrupted``), from fleetctl.cli.runend.run_async.
+_EXIT_BY_SIGNAL = {"SIGINT": (130, "interrupted (SIGINT)"), "SIGTERM": (143, "interrupted (SIGTERM)")}
 
 
 def _fold(names: list[str]) -> str:
@@ -193,6 +196,8 @@ def summarise(run: dict[str, Any], logs: dict[str, LogInfo], events: list[dict[s
 
     status = shown_status(run)
     code, meaning = _EXIT.get(status, (None, status))
+    if status == "interrupted" and run.get("interrupted_by") in _EXIT_BY_SIGNAL:
+        code, meaning = _EXIT_BY_SIGNAL[run["interrupted_by"]]
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.status] = counts.get(r.status, 0) + 1

@@ -20,6 +20,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..util.torchname import torch_label
+
 #: The record file, next to the wheel in the build key's folder.
 RECORD_NAME = ".fleetctl-build-record.jsonl"
 #: The hooks: local script (``playbooks/scripts/``) -> its name in ``<run_dir>/scripts/build_hook/``
@@ -104,15 +106,15 @@ def torch_drift(record: Mapping[str, Any], runtime: Mapping[str, Any]) -> str | 
     where = runtime.get("torch_file") or "its site-packages"
     for t in record.get("torch") or []:
         if (t.get("torch"), t.get("torch_cuda")) != want:
-            return (f"torch drift: the build compiled against torch {t.get('torch')} (CUDA {t.get('torch_cuda')}) "
-                    f"from {t.get('torch_file')}, but the venv runs torch {want[0]} (CUDA {want[1]}) from {where}; "
+            return (f"torch drift: the build compiled against {torch_label(t.get('torch'), t.get('torch_cuda'))} "
+                    f"from {t.get('torch_file')}, but the venv runs {torch_label(*want)} from {where}; "
                     "build in the venv (no_build_isolation: true, the default) with the torch it runs")
     runtime_dir = posixpath.dirname(where) if runtime.get("torch_file") else None
     if runtime_dir and not record.get("torch"):
         other = [d for d in record.get("torch_dirs") or [] if d != runtime_dir]
         if other:
             return (f"torch drift: the build compiled against the torch in {other[0]} (an isolated build's own "
-                    f"torch), but the venv runs torch {want[0]} (CUDA {want[1]}) from {where}; build in the venv "
+                    f"torch), but the venv runs {torch_label(*want)} from {where}; build in the venv "
                     "(no_build_isolation: true, the default)")
     return None
 

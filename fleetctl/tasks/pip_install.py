@@ -73,6 +73,7 @@ from .venv_copies import locked_line, misplaced, outside_copy, outside_note, sta
 from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, norm_dist, parse_state,
                          state_failure)
 from .venv_state import record_path as venv_record
+from ..util.torchname import torch_label
 
 _MISSING = object()
 
@@ -197,9 +198,9 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     built = built_against(stamp)
     if built and before.get("torch") and (built[0], built[1]) != (before.get("torch"), before.get("cuda")):
         return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}},
-                          msg=f"torch drift: {posixpath.basename(wheel)} was built against torch {built[0]} (CUDA "
-                              f"{built[1]}, {built[2]}), but {host.venv} runs torch {before.get('torch')} (CUDA "
-                              f"{before.get('cuda')}): rebuild it for this torch (run its build_wheel task again); "
+                          msg=f"torch drift: {posixpath.basename(wheel)} was built against {torch_label(*built)}, "
+                              f"but {host.venv} runs {torch_label(before.get('torch'), before.get('cuda'))}: rebuild it "
+                              "for this torch (run its build_wheel task again); "
                               "nothing was installed")
     # defence in depth: a wheel whose tag (or build libc) pip on this host would refuse, or that
     # would not load, is never installed, whatever put it here

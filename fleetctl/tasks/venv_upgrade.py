@@ -27,6 +27,7 @@ from .envs import STAGED_FACT, staged_environment, venv_facts
 from .venv_state import STATE_SCRIPT, dist_changes, parse_state, state_failure
 from .steps import Run, probe
 from .pytool import index_tool, pick_tool
+from ..util.torchname import torch_label
 
 
 class VenvUpgradeArgs(ActionArgs):
@@ -112,8 +113,8 @@ def plan(args: VenvUpgradeArgs, host: HostView) -> Plan:
     if err:
         return TaskResult(Status.FAILED, msg=err)
     torch_moved = (before.get("torch"), before.get("cuda")) != (after.get("torch"), after.get("cuda"))
-    moved = [f"torch {before.get('torch')} (CUDA {before.get('cuda')}) -> {after.get('torch')} "
-             f"(CUDA {after.get('cuda')})"] if torch_moved else []
+    moved = [f"{torch_label(before.get('torch'), before.get('cuda'))} -> "
+             f"{torch_label(after.get('torch'), after.get('cuda')).removeprefix('torch ')}"] if torch_moved else []
     others = [c for c in changes if not c.startswith(("torch ", "added torch ", "removed torch "))]
     data = {"tool": tool, "changes": changes, "decision": {"action": "upgrade", "packages": names},
             "torch_before": {"torch": before.get("torch"), "cuda": before.get("cuda")},

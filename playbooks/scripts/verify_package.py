@@ -518,9 +518,10 @@ def main(argv=None):
                       "unset it (or list the GPUs) where the login shell or the job sets it"
                       % (_gpu_count(args.gpus), hidden))
         else:
-            detail = ("torch %s (CUDA %s%s) cannot see the host's GPUs: install a CUDA build of torch that "
-                      "matches the driver, or fix the driver" % (torch.__version__, torch.version.cuda,
-                                                                ": a CPU-only build" if torch.version.cuda is None else ""))
+            # "(CPU-only build)", never "(CUDA None)" (fleetctl/util/torchname.py's wording)
+            detail = ("torch %s (%s) cannot see the host's GPUs: install a CUDA build of torch that "
+                      "matches the driver, or fix the driver" % (torch.__version__, "CPU-only build" if torch.version.cuda
+                                                                 is None else "CUDA %s" % torch.version.cuda))
         check("cuda", seen, detail)
 
     incomplete = install_problem(args.package, site_dirs())

@@ -592,8 +592,8 @@ case("verify", "a-host-without-gpus-verifies-on-the-cpu", args={"package": "tiny
 case("verify", "a-cpu-torch-on-a-gpu-host-fails", args={"package": "fp4_kernels"}, host={"facts": FACTS90},
      steps=[{"expect": {"type": "Put"}, "answer": None},
             {"expect": {"type": "Run"}, "answer": {"rc": 1, "stdout": json.dumps({"ok": False, "checks": [
-                {"name": "cuda", "ok": False, "detail": "torch 2.13.0+cpu (CUDA None: a CPU-only build) cannot see the host's GPUs"}]})}}],
-     result={"status": "failed", "msg": "cuda: torch 2.13.0+cpu (CUDA None: a CPU-only build) cannot see the host's GPUs"})
+                {"name": "cuda", "ok": False, "detail": "torch 2.13.0+cpu (CPU-only build) cannot see the host's GPUs"}]})}}],
+     result={"status": "failed", "msg": "cuda: torch 2.13.0+cpu (CPU-only build) cannot see the host's GPUs"})
 case("verify", "a-cpu-only-torch-on-a-gpu-host-is-refused-while-planning", args={"package": "fp4_kernels"},
      host={"facts": {**FACTS90, "python": {**PY, "torch": "2.13.0+cpu", "torch_cuda": None}}}, steps=[],
      result={"status": "failed", "msg": "preflight: torch 2.13.0+cpu in /venv is a CPU-only build (its version.py says "
