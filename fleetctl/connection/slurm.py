@@ -10,11 +10,10 @@ A run's :class:`SlurmScope`:
    others are allocated with ``salloc --no-shell`` (:mod:`~fleetctl.connection.slurm_alloc`): one
    job for the idle nodes that share the same request (partition, account, QOS, time, reservation,
    GRES; at most :data:`MAX_NODES_PER_JOB` nodes a job, so no job runs out of steps), one job each
-   for nodes busy with other work, so a busy node never holds up idle ones. ``prepare`` waits for
-   the idle nodes' jobs only: a busy node's request (a job that may never end, a node whose dead
-   slurmd leaves it COMPLETING) goes on in the background, and only that host's connection waits
-   for it. An allocation not granted within the run's connect deadline fails its hosts only,
-   naming the node's state when Slurm holds it back (completing, not responding). One probe step
+   for nodes busy with other work, whose requests ``prepare`` does not wait for: they go on in the
+   background and only that host's connection waits (a node whose dead slurmd leaves it COMPLETING
+   never holds the others). An allocation not granted within the run's connect deadline fails its
+   hosts only, naming the node's state when Slurm holds it back. One probe step
    per allocation then learns each node's ``$HOME`` and proves that steps start there.
 2. ``connection(host)`` hands out a :class:`~fleetctl.connection.slurm_host.SlurmConnection`: ``run`` is a job step on the node
    (:mod:`~fleetctl.connection.slurm_step`), ``put`` an ``sbcast`` to the node's local disk,
@@ -45,8 +44,7 @@ from typing import Any
 from ..errors import FleetError, HostUnreachable, TransferError
 from .base import OWN_DIR_MODE
 from .registry import ConnectionKind, ConnectOptions, HostRef, KindScope
-from .slurm_alloc import (Allocation, AllocationError, AllocationRequest, allocate, not_granted_lines,
-                          refused_setting)
+from .slurm_alloc import Allocation, AllocationError, AllocationRequest, allocate, not_granted_lines, refused_setting
 from .slurm_client import SlurmClient, SlurmError, last_line
 from .slurm_fanout import PutCoalescer, send
 from .slurm_host import SlurmConnection, SlurmMember, resolve_remote
@@ -106,8 +104,7 @@ class SlurmScope(KindScope):
         """Release the allocations (all, or those whose every host is in ``hosts``: a finished
         batch). Never raises; when cancelled meanwhile, cancels the jobs synchronously first."""
         done = set(hosts) if hosts is not None else None
-        # requests still waiting for busy nodes are withdrawn first (salloc stopped, its job
-        # cancelled by name), so that one granted meanwhile is among the allocations released below
+        # busy nodes' requests still waiting are withdrawn first: one granted meanwhile is released below
         waits = [t for t, group in self._waiting if not t.done() and (
             done is None or all(m.ref.name in done for m in group))]
         for task in waits:
@@ -134,17 +131,12 @@ class SlurmScope(KindScope):
     async def prepare(self, hosts: Sequence[HostRef]) -> dict[str, str]:
         """Find drained/down nodes, allocate the rest, probe them. See :meth:`KindScope.prepare`.
 
-        Waits for the idle nodes' allocations and probes only: a node busy with other work
-        (allocated, completing) may wait up to the run's connect deadline, so its request goes on
-        in the background and its host's :meth:`member` waits for it (one stuck node never holds
-        the others' start).
-
         Returns:
             host name -> why it cannot be reached (Slurm's reason for a drained node, an
             allocation refused or not granted in time, a node where no step starts). A host whose
             request Slurm refused for a host var's value is not listed: it fails when connected
-            (:class:`SlurmRequestRefused`); nor is a host whose busy node's request still waits:
-            its connection says whether it was granted.
+            (:class:`SlurmRequestRefused`); nor is a host whose busy node's request still waits in
+            the background (:meth:`member` waits for it).
         """
         async with self._lock:
             fresh: list[SlurmMember] = []
@@ -197,7 +189,7 @@ class SlurmScope(KindScope):
                     left_s = deadline_at - loop.time()
                     if left_s < 1.0:
                         raise AllocationError(f"allocation of {hostlist(nodes)} not granted within {deadline_s:g} s "
-                                              f"(not requested: the deadline passed while other requests waited)",
+                                              "(not requested: the deadline passed while other requests waited)",
                                               waited_s=deadline_s)
                     alloc = await allocate(client, request, nodes, job_name=self.job_name(), deadline_s=left_s,
                                            run_deadline_s=deadline_s)
@@ -281,17 +273,17 @@ class SlurmScope(KindScope):
         return [m.ref.name for m in self.members.values() if m.allocation is alloc and not m.error]
 
     async def member(self, host: HostRef) -> SlurmMember:
-        """The host's member, prepared now if it is not yet.
+        """The host's member, prepared now if it is not yet, once its busy node's request ended.
 
         Raises:
-            HostUnreachable: with the reason prepare found.
+            HostUnreachable: with the reason prepare (or that request) found.
             SlurmRequestRefused: Slurm refused a host var's value (an unknown partition...).
         """
         if host.name not in self.members:
             await self.prepare([host])
         m = self.members[host.name]
-        if m.waiting is not None:  # its busy node's request (shared by the group: never cancelled here)
-            await asyncio.wait([m.waiting])
+        if m.waiting is not None:
+            await asyncio.wait([m.waiting])  # shared by the request's hosts: never cancelled here
             if not (m.allocation or m.error or m.refused):
                 m.error = f"allocation of Slurm node {m.node} withdrawn: the run released it before it was granted"
         if m.error:
@@ -365,7 +357,7 @@ class SlurmScope(KindScope):
 
 
 async def _settled(work: Any, group: list[SlurmMember]) -> None:
-    """Run a background request (``work``) to its end; an unexpected error becomes its hosts' line."""
+    """Run a background request (``work``) to its end; an unexpected error is its hosts' line."""
     try:
         await work
     except Exception as exc:  # noqa: BLE001 - a waiting host must get an answer, never hang or lose it
