@@ -289,11 +289,15 @@ def test_allocation_not_granted_in_time_fails_only_those_hosts(slurm_cluster):
             errors = await sc.prepare(refs(slurm_cluster, ["n1", "n3"]))
             took = time.monotonic() - started
             n3 = await (await opened(sc, refs(slurm_cluster, ["n3"])[0])).run(["hostname"])
+            # n1's request went on without holding n3: n1's own connection says it was not granted
+            with pytest.raises(HostUnreachable) as n1:
+                await opened(sc, refs(slurm_cluster, ["n1"])[0])
             pending = [j for j in slurm_cluster.jobs() if j[2] == "PENDING"]
-            return errors, took, n3, pending
+            return errors, took, n3, n1.value, pending
 
-    errors, took, n3, pending = asyncio.run(main())
-    assert list(errors) == ["n1"] and "not granted within 2 s" in errors["n1"]
+    errors, took, n3, n1, pending = asyncio.run(main())
+    assert errors == {}  # a busy node's request is not waited for by prepare
+    assert n1.host == "n1" and "not granted within 2 s" in n1.cause
     assert took < 15
     assert n3.stdout == b"n3\n"
     assert pending == []  # the request was withdrawn
@@ -303,18 +307,22 @@ def test_allocation_not_granted_in_time_fails_only_those_hosts(slurm_cluster):
 def test_cancel_while_the_allocation_waits_withdraws_it(slurm_cluster):
     slurm_cluster.client("salloc", "--no-shell", "--exclusive", "-w", "n1", "-J", "someone-else")
 
-    async def main():
+    async def run():  # a run whose only host waits for its busy node, cancelled meanwhile (Ctrl-C)
         async with scope(deadline_s=120, run_id="wait") as sc:
-            task = asyncio.ensure_future(sc.prepare(refs(slurm_cluster, ["n1"])))
-            deadline = time.monotonic() + 30
-            while not [j for j in slurm_cluster.jobs() if j[1].startswith("fleetctl-wait-")]:
-                assert time.monotonic() < deadline and not task.done()
-                await asyncio.sleep(0.05)
-            started = time.monotonic()
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            return time.monotonic() - started
+            await sc.prepare(refs(slurm_cluster, ["n1"]))
+            await opened(sc, refs(slurm_cluster, ["n1"])[0])
+
+    async def main():
+        task = asyncio.ensure_future(run())
+        deadline = time.monotonic() + 30
+        while not [j for j in slurm_cluster.jobs() if j[1].startswith("fleetctl-wait-")]:
+            assert time.monotonic() < deadline and not task.done()
+            await asyncio.sleep(0.05)
+        started = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic() - started
 
     took = asyncio.run(main())
     assert took < 15

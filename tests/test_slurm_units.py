@@ -12,7 +12,7 @@ from fleetctl.connection.registry import KINDS, load_kind
 from fleetctl.connection.slurm_settings import SlurmSettings
 from fleetctl.connection.slurm_alloc import AllocationRequest
 from fleetctl.connection.slurm_client import SlurmClient, client_env, parse_launcher
-from fleetctl.connection.slurm_nodes import gres_type, parse_sinfo, sinfo_argv, split_gres
+from fleetctl.connection.slurm_nodes import gres_type, holdup, parse_sinfo, sinfo_argv, split_gres
 from fleetctl.connection.slurm_end import (StepEnd, describe_end, end_from_job_state, job_expired,
                                            parse_job_record, read_step_end)
 from fleetctl.connection.slurm_step import LOGIN_ENV, StepOutcome, step_argv
@@ -52,6 +52,21 @@ def test_parse_sinfo_folds_partitions_and_keeps_reasons():
     assert b01.unavailable.startswith("Slurm node b01 is down*: Not responding")
     assert b02.states == ("idle", "drain") and "reboot to fix NVLink" in b02.unavailable
     assert c01.features == () and c01.gres == () and c01.base_state == "idle"
+
+
+def test_a_node_slurm_holds_back_is_named_by_its_state():
+    # sinfo's words for a node whose slurmd died under a job (seen on the test cluster), before and
+    # after slurmctld marks it not responding; a node busy with other work is held by nothing
+    nodes = parse_sinfo("n2|gpu*|completing|2|1000|sm_90|sm_90|gpu:h200:1|n2|Unknown|Unknown|none\n"
+                        "n4|gpu*|completing*|2|1000|sm_90|sm_90|gpu:h200:1|n4|Unknown|Unknown|none\n"
+                        "n3|gpu*|mixed|2|1000|sm_90|sm_90|gpu:h200:1|n3|Unknown|Unknown|none\n")
+    n2, n4, n3 = nodes["n2"], nodes["n4"], nodes["n3"]
+    assert n2.completing and not n2.idle and n2.unavailable is None
+    assert holdup(n2, ["7"]) == "Slurm node n2 is completing (COMPLETING: its slurmd has not finished job 7's cleanup)"
+    assert holdup(n2) == "Slurm node n2 is completing (COMPLETING: its slurmd has not finished a job's cleanup)"
+    assert holdup(n2, ["7", "9"]).endswith("not finished jobs 7, 9' cleanup)")
+    assert holdup(n4, ["7"]) == "Slurm node n4 is not responding (completing*)"
+    assert holdup(n3) is None and not n3.completing
 
 
 def test_node_view_is_json_ready():

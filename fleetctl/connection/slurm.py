@@ -10,8 +10,10 @@ A run's :class:`SlurmScope`:
    others are allocated with ``salloc --no-shell`` (:mod:`~fleetctl.connection.slurm_alloc`): one
    job for the idle nodes that share the same request (partition, account, QOS, time, reservation,
    GRES; at most :data:`MAX_NODES_PER_JOB` nodes a job, so no job runs out of steps), one job each
-   for nodes busy with other work, so a busy node never holds up idle ones.
-   An allocation not granted within the run's connect deadline fails its hosts only. One probe step
+   for nodes busy with other work, whose requests ``prepare`` does not wait for: they go on in the
+   background and only that host's connection waits (a node whose dead slurmd leaves it COMPLETING
+   never holds the others). An allocation not granted within the run's connect deadline fails its
+   hosts only, naming the node's state when Slurm holds it back. One probe step
    per allocation then learns each node's ``$HOME`` and proves that steps start there.
 2. ``connection(host)`` hands out a :class:`~fleetctl.connection.slurm_host.SlurmConnection`: ``run`` is a job step on the node
    (:mod:`~fleetctl.connection.slurm_step`), ``put`` an ``sbcast`` to the node's local disk,
@@ -37,11 +39,12 @@ import itertools
 import os
 import secrets
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import FleetError, HostUnreachable, TransferError
 from .base import OWN_DIR_MODE
 from .registry import ConnectionKind, ConnectOptions, HostRef, KindScope
-from .slurm_alloc import Allocation, AllocationError, AllocationRequest, allocate, refused_setting
+from .slurm_alloc import Allocation, AllocationError, AllocationRequest, allocate, not_granted_lines, refused_setting
 from .slurm_client import SlurmClient, SlurmError, last_line
 from .slurm_fanout import PutCoalescer, send
 from .slurm_host import SlurmConnection, SlurmMember, resolve_remote
@@ -84,6 +87,8 @@ class SlurmScope(KindScope):
         self._names = itertools.count(1)
         self._token = secrets.token_hex(3)
         self._lock = asyncio.Lock()
+        #: requests for busy nodes that prepare went on without, with their members
+        self._waiting: list[tuple[asyncio.Task, list[SlurmMember]]] = []
         #: puts of several hosts -> one sbcast (see :mod:`~fleetctl.connection.slurm_fanout`)
         self.fanout = PutCoalescer(self._live_hosts)
 
@@ -99,6 +104,13 @@ class SlurmScope(KindScope):
         """Release the allocations (all, or those whose every host is in ``hosts``: a finished
         batch). Never raises; when cancelled meanwhile, cancels the jobs synchronously first."""
         done = set(hosts) if hosts is not None else None
+        # busy nodes' requests still waiting are withdrawn first: one granted meanwhile is released below
+        waits = [t for t, group in self._waiting if not t.done() and (
+            done is None or all(m.ref.name in done for m in group))]
+        for task in waits:
+            task.cancel()
+        if waits:
+            await asyncio.shield(asyncio.gather(*waits, return_exceptions=True))
         chosen = [a for a in self.allocations if not a.released and (
             done is None or all(m.ref.name in done for m in self.members.values() if m.allocation is a))]
         if not chosen:
@@ -123,7 +135,8 @@ class SlurmScope(KindScope):
             host name -> why it cannot be reached (Slurm's reason for a drained node, an
             allocation refused or not granted in time, a node where no step starts). A host whose
             request Slurm refused for a host var's value is not listed: it fails when connected
-            (:class:`SlurmRequestRefused`).
+            (:class:`SlurmRequestRefused`); nor is a host whose busy node's request still waits in
+            the background (:meth:`member` waits for it).
         """
         async with self._lock:
             fresh: list[SlurmMember] = []
@@ -176,17 +189,19 @@ class SlurmScope(KindScope):
                     left_s = deadline_at - loop.time()
                     if left_s < 1.0:
                         raise AllocationError(f"allocation of {hostlist(nodes)} not granted within {deadline_s:g} s "
-                                              f"(not requested: the deadline passed while other requests waited)")
+                                              "(not requested: the deadline passed while other requests waited)",
+                                              waited_s=deadline_s)
                     alloc = await allocate(client, request, nodes, job_name=self.job_name(), deadline_s=left_s,
                                            run_deadline_s=deadline_s)
                 except SlurmError as exc:
                     cause = getattr(exc, "cause", "")
+                    lines = await not_granted_lines(client, nodes, exc) if isinstance(exc, AllocationError) else {}
                     for m in group:
                         refused = refused_setting(cause, request, m.info.partitions if m.info else ()) if cause else None
                         if refused:
                             m.refused = refused
                         else:
-                            m.error = str(exc)
+                            m.error = lines.get(m.node, str(exc))
                     return
             self.allocations.append(alloc)
             for m in group:
@@ -198,7 +213,14 @@ class SlurmScope(KindScope):
         # the idle ones back until the next scheduling cycle. At most MAX_NODES_PER_JOB a job.
         await asyncio.gather(*(one(req, part) for (req, kind), group in groups.items() if kind == "idle"
                                for part in _chunks(group, MAX_NODES_PER_JOB)))
-        await asyncio.gather(*(one(req, group) for (req, kind), group in groups.items() if kind != "idle"))
+        # A busy node's request may wait the whole deadline (a node whose slurmd died stays
+        # COMPLETING): it goes on in the background; only its own host waits for it (member()).
+        for (req, kind), group in groups.items():
+            if kind != "idle":
+                task = asyncio.ensure_future(_settled(one(req, group), group))
+                self._waiting.append((task, group))
+                for m in group:
+                    m.waiting = task
 
     async def _probe(self, alloc: Allocation, group: list[SlurmMember]) -> None:
         """One step on every node of ``alloc`` learns each node's $HOME. A launch that fails on one
@@ -251,15 +273,19 @@ class SlurmScope(KindScope):
         return [m.ref.name for m in self.members.values() if m.allocation is alloc and not m.error]
 
     async def member(self, host: HostRef) -> SlurmMember:
-        """The host's member, prepared now if it is not yet.
+        """The host's member, prepared now if it is not yet, once its busy node's request ended.
 
         Raises:
-            HostUnreachable: with the reason prepare found.
+            HostUnreachable: with the reason prepare (or that request) found.
             SlurmRequestRefused: Slurm refused a host var's value (an unknown partition...).
         """
         if host.name not in self.members:
             await self.prepare([host])
         m = self.members[host.name]
+        if m.waiting is not None:
+            await asyncio.wait([m.waiting])  # shared by the request's hosts: never cancelled here
+            if not (m.allocation or m.error or m.refused):
+                m.error = f"allocation of Slurm node {m.node} withdrawn: the run released it before it was granted"
         if m.error:
             raise HostUnreachable(host.name, m.error)
         if m.refused:
@@ -328,6 +354,16 @@ class SlurmScope(KindScope):
             why = status.get(m.node, "no answer from the upload step")
             out[m.ref.name] = None if why is None else f"upload {local_path} -> {dest} on node {m.node}: {why}"
         return out
+
+
+async def _settled(work: Any, group: list[SlurmMember]) -> None:
+    """Run a background request (``work``) to its end; an unexpected error is its hosts' line."""
+    try:
+        await work
+    except Exception as exc:  # noqa: BLE001 - a waiting host must get an answer, never hang or lose it
+        for m in group:
+            if not (m.allocation or m.error or m.refused):
+                m.error = f"allocation of Slurm node {m.node} failed: {exc}"
 
 
 def _chunks(members: list[SlurmMember], size: int) -> list[list[SlurmMember]]:

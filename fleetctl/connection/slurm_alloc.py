@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .slurm_client import SlurmClient, SlurmError, client_env, last_line, stop_process
-from .slurm_nodes import hostlist
+from .slurm_nodes import hostlist, query_holdups
 from ..util.within import within
 
 _GRANTED = re.compile(r"Granted job allocation (\d+)")
@@ -39,11 +39,14 @@ _LIFELINE = 'read -r line; [ "$line" = released ] || exec "$@" >/dev/null 2>&1'
 
 class AllocationError(SlurmError):
     """An allocation was refused or not granted within its deadline; ``str`` says which and why;
-    ``cause`` is salloc's own last line when it refused."""
+    ``cause`` is salloc's own last line when it refused; ``waited_s`` the deadline in seconds (the
+    run's) when it was not granted in time (``None`` when refused): then the nodes' own state
+    may say why (:func:`~fleetctl.connection.slurm_nodes.query_holdups`)."""
 
-    def __init__(self, message: str, cause: str = "") -> None:
+    def __init__(self, message: str, cause: str = "", *, waited_s: float | None = None) -> None:
         super().__init__(message)
         self.cause = cause
+        self.waited_s = waited_s
 
 
 #: slurmctld's words for a request option it refuses (Slurm 22.05 ``slurm_errno.c``) -> the host var
@@ -227,7 +230,7 @@ async def allocate(client: SlurmClient, request: AllocationRequest, nodes: Seque
         if isinstance(exc, asyncio.CancelledError):
             raise
         raise AllocationError(f"allocation of {hostlist(nodes)} not granted within {shown_s:g} s "
-                              f"(salloc did not answer; the request was withdrawn)") from None
+                              f"(salloc did not answer; the request was withdrawn)", waited_s=shown_s) from None
     err = err_bytes.decode("utf-8", "replace")
     granted = _GRANTED.search(err)
     if proc.returncode == 0 and granted:
@@ -247,8 +250,29 @@ async def allocate(client: SlurmClient, request: AllocationRequest, nodes: Seque
     cause = last_line(err) or f"salloc exited {proc.returncode}"
     if "timed out" in cause.lower() and pending:
         raise AllocationError(f"allocation of {hostlist(nodes)} not granted within {shown_s:g} s "
-                              f"(queued and waiting for resources; the request was withdrawn)")
+                              f"(queued and waiting for resources; the request was withdrawn)", waited_s=shown_s)
     raise AllocationError(f"allocation of {hostlist(nodes)} refused: {cause.removeprefix('salloc: error: ')}", cause)
+
+
+async def not_granted_lines(client: SlurmClient, nodes: Sequence[str], exc: AllocationError) -> dict[str, str]:
+    """Each node's line for a request that was not granted in time (``exc.waited_s`` set), naming
+    what Slurm says holds the node back (:func:`~fleetctl.connection.slurm_nodes.query_holdups`,
+    read from ``sinfo`` as a drained or not responding node is): ``Slurm node n2 is completing
+    (COMPLETING: its slurmd has not finished job 7's cleanup): allocation of n2 not granted within
+    30 s (the request was withdrawn)``; a node of the same request that nothing holds back gets the
+    request's words and the lines of the nodes that held it. Empty (use ``str(exc)``) when the
+    request was refused, nothing holds its nodes back (busy with other work), or Slurm cannot be asked.
+    """
+    if exc.waited_s is None:
+        return {}
+    try:
+        held = await query_holdups(client, nodes)
+    except SlurmError:
+        return {}
+    if not held:
+        return {}
+    return {n: (f"{held[n]}: allocation of {n} not granted within {exc.waited_s:g} s (the request was withdrawn)"
+                if n in held else f"{exc}: " + "; ".join(held.values())) for n in nodes}
 
 
 async def _withdraw(client: SlurmClient, proc: asyncio.subprocess.Process, job_name: str) -> None:

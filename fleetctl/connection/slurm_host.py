@@ -7,6 +7,7 @@ and its fan-out are :mod:`fleetctl.connection.slurm`."""
 
 from __future__ import annotations
 
+import asyncio
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,8 @@ class SlurmMember:
     """One host of a :class:`~fleetctl.connection.slurm.SlurmScope`: its node, and what
     ``prepare`` found (``info``: sinfo's answer; ``allocation``: its job; ``home``: the node's
     ``$HOME``; ``error``: why it cannot be reached, one line; ``refused``: why Slurm refused its
-    request's settings, one line)."""
+    request's settings, one line; ``waiting``: the request still waiting for the node, busy with
+    other work, that ``prepare`` went on without: the host's own connection waits for it)."""
 
     ref: HostRef
     node: str
@@ -43,6 +45,7 @@ class SlurmMember:
     #: the allocation was refused for a host var's value (``slurm_partition`` Slurm does not
     #: know...): the host *fails* with this line; it is not unreachable
     refused: str | None = None
+    waiting: asyncio.Task | None = None
 
 
 def resolve_remote(path: str, home: str) -> str:

@@ -14,7 +14,7 @@ by ``|``, which no node name, partition, state, feature or GRES contains, and th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,6 +140,14 @@ class SlurmNode:
         return f"Slurm node {self.name} is {text}"
 
     @property
+    def completing(self) -> bool:
+        """True while slurmctld waits for the node's slurmd to finish a job's cleanup (sinfo's
+        ``completing``, scontrol's ``IDLE+COMPLETING``; sinfo(1) "NODE STATE CODES"): no new job
+        starts there until it has. A node whose slurmd died under a job stays so until Slurm marks
+        it not responding (``completing*``, after ``SlurmdTimeout``)."""
+        return "completing" in self.states
+
+    @property
     def idle(self) -> bool:
         """True when no job runs on the node (an allocation can start at once)."""
         return self.base_state == "idle" and self.responding
@@ -210,6 +218,50 @@ async def query_nodes(client: "SlurmClient", names: Iterable[str] | None = None,
     argv = sinfo_argv(partition=partition, nodes=hostlist(names) if names else None)
     result = await client.call(argv, timeout_s=timeout_s)
     return parse_sinfo(result.stdout_text)
+
+
+def holdup(node: SlurmNode, completing_jobs: Sequence[str] = ()) -> str | None:
+    """Why Slurm gives ``node`` to no new job now, in one line with Slurm's state, or ``None`` when
+    it is only busy with other work (pure): the node's :attr:`SlurmNode.unavailable` line (drained,
+    down, not responding...), or for a node still completing a job
+    ``"Slurm node n2 is completing (COMPLETING: its slurmd has not finished job 7's cleanup)"``.
+
+    Args:
+        node: sinfo's view of the node.
+        completing_jobs: the ids of the jobs squeue lists completing on it (``squeue -t CG -w``).
+    """
+    if node.unavailable:
+        return node.unavailable
+    if node.completing:
+        jobs = ", ".join(completing_jobs)
+        which = (f"job {jobs}'s" if len(completing_jobs) == 1 else f"jobs {jobs}'" if completing_jobs
+                 else "a job's")
+        return f"Slurm node {node.name} is {node.state} (COMPLETING: its slurmd has not finished {which} cleanup)"
+    return None
+
+
+async def query_holdups(client: "SlurmClient", names: Sequence[str], *, timeout_s: float = 30.0) -> dict[str, str]:
+    """Ask ``sinfo`` (and, for a completing node, ``squeue -t CG``) why Slurm gives ``names`` to
+    no new job: node -> its :func:`holdup` line, for the nodes that have one.
+
+    Raises:
+        SlurmError: sinfo could not run or failed.
+    """
+    known = await query_nodes(client, names, timeout_s=timeout_s)
+    lines: dict[str, str] = {}
+    for name in names:
+        node = known.get(name)
+        if node is None:
+            continue
+        jobs: tuple[str, ...] = ()
+        if node.completing and not node.unavailable:
+            res = await client.call(["squeue", "-h", "-t", "CG", "-w", name, "-o", "%i"], timeout_s=timeout_s,
+                                    check=False)
+            jobs = tuple(res.stdout_text.split()) if res.rc == 0 else ()
+        line = holdup(node, jobs)
+        if line:
+            lines[name] = line
+    return lines
 
 
 def missing_nodes(names: Iterable[str], known: Mapping[str, SlurmNode]) -> list[str]:
