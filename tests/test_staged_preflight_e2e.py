@@ -81,8 +81,10 @@ def test_a_venv_in_a_folder_the_login_cannot_write_is_refused_while_planning(ssh
         want = (f"preflight: the venv's parent {parent} is not writable by {h.user}: --staged makes .venv-ve-versions "
                 f"beside the venv and renames a symlink over it; fix: give {h.user} write access to {parent}")
         for more in (("--plan",), ("--dry-run",), ()):
+            # a terminal wide enough for the line: at 80 columns the plan's table wraps it or not by
+            # the test user's name (its pid's digits), so the check passed or failed by the pid
             res = fleetctl("-i", str(inv), "deploy", "--hosts", "gpus", "--playbook", str(play), "--staged", *more,
-                           home=tmp_path, timeout_s=300)
+                           home=tmp_path, timeout_s=300, env={"COLUMNS": "1000"})
             out = res.stdout + res.stderr
             assert res.returncode == 1 and want in out, (more, out[-4000:])
             assert "PermissionError" not in out and "stage: stage:" not in out and "Traceback" not in out, out
