@@ -39,7 +39,6 @@ import itertools
 import os
 import secrets
 from collections.abc import Sequence
-from typing import Any
 
 from ..errors import FleetError, HostUnreachable, TransferError
 from .base import OWN_DIR_MODE
@@ -47,7 +46,7 @@ from .registry import ConnectionKind, ConnectOptions, HostRef, KindScope
 from .slurm_alloc import Allocation, AllocationError, AllocationRequest, allocate, not_granted_lines, refused_setting
 from .slurm_client import SlurmClient, SlurmError, last_line
 from .slurm_fanout import PutCoalescer, send
-from .slurm_host import SlurmConnection, SlurmMember, resolve_remote
+from .slurm_host import SlurmConnection, SlurmMember, member_chunks, resolve_remote, settle_request
 from .slurm_nodes import hostlist, query_nodes
 from .slurm_settings import SlurmSettings
 from .slurm_step import LAUNCH_FAILED as _LAUNCH_FAILED
@@ -212,12 +211,12 @@ class SlurmScope(KindScope):
         # priority waits in the partition, so a request for busy nodes, queued first, would hold
         # the idle ones back until the next scheduling cycle. At most MAX_NODES_PER_JOB a job.
         await asyncio.gather(*(one(req, part) for (req, kind), group in groups.items() if kind == "idle"
-                               for part in _chunks(group, MAX_NODES_PER_JOB)))
+                               for part in member_chunks(group, MAX_NODES_PER_JOB)))
         # A busy node's request may wait the whole deadline (a node whose slurmd died stays
         # COMPLETING): it goes on in the background; only its own host waits for it (member()).
         for (req, kind), group in groups.items():
             if kind != "idle":
-                task = asyncio.ensure_future(_settled(one(req, group), group))
+                task = asyncio.ensure_future(settle_request(one(req, group), group))
                 self._waiting.append((task, group))
                 for m in group:
                     m.waiting = task
@@ -354,23 +353,6 @@ class SlurmScope(KindScope):
             why = status.get(m.node, "no answer from the upload step")
             out[m.ref.name] = None if why is None else f"upload {local_path} -> {dest} on node {m.node}: {why}"
         return out
-
-
-async def _settled(work: Any, group: list[SlurmMember]) -> None:
-    """Run a background request (``work``) to its end; an unexpected error is its hosts' line."""
-    try:
-        await work
-    except Exception as exc:  # noqa: BLE001 - a waiting host must get an answer, never hang or lose it
-        for m in group:
-            if not (m.allocation or m.error or m.refused):
-                m.error = f"allocation of Slurm node {m.node} failed: {exc}"
-
-
-def _chunks(members: list[SlurmMember], size: int) -> list[list[SlurmMember]]:
-    """``members`` in node-name order, cut into parts of at most ``size`` (at least 1)."""
-    ordered = sorted(members, key=lambda m: m.node)
-    size = max(1, size)
-    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
 
 
 async def broadcast(scope: SlurmScope, local_path: str, remote_path: str, hosts: Sequence[str | HostRef], *,

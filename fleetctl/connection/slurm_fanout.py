@@ -38,9 +38,8 @@ Two ways in:
 So a lone put costs at most :data:`SETTLE_S` more when the other hosts are busy elsewhere (building,
 waiting for a wheel, in their own uploads) and at most :data:`WINDOW_S` when they run short steps
 right then, against ~150-300 ms for the put itself (a helper step and an sbcast, docs/slurm.md).
-Hosts that start a task together (a deploy applies every host's first task at once) ask within
-milliseconds of each other; once their puts went out together their results come back together,
-so their next puts arrive together again.
+Hosts that start a task together (a deploy applies every host's first task at once) ask within milliseconds
+of each other; once their puts went out together their results come back together, so their next puts do too.
 
 Each waiting put gets its own answer: ``None`` or why not, for its node. A put cancelled while it
 waits leaves its batch; a batch whose every put was cancelled is stopped (the helper step removes
@@ -135,7 +134,7 @@ async def _attempt(alloc: Allocation, local_path: str, dest: str, size: int, nod
                    modes: tuple[int | None, int | None], timeout_s: float) -> tuple[dict[str, str | None], set[str]]:
     try:
         return await within(upload(alloc.client, alloc.job_id, nodes, local_path, dest, size=size,
-                                             mode=modes[0], dir_mode=modes[1]), timeout_s)
+                                   mode=modes[0], dir_mode=modes[1]), timeout_s)
     except asyncio.TimeoutError:
         return {n: f"upload did not finish within {timeout_s:g} s" for n in nodes}, set(nodes)
     except (SlurmError, OSError) as exc:

@@ -206,3 +206,20 @@ class SlurmConnection(Connection):
         except TransferError:
             await self._learn_end(m, SUSPECTED)
             raise
+
+
+async def settle_request(work: Any, group: list[SlurmMember]) -> None:
+    """Run a background request (``work``) to its end; an unexpected error is its hosts' line."""
+    try:
+        await work
+    except Exception as exc:  # noqa: BLE001 - a waiting host must get an answer, never hang or lose it
+        for m in group:
+            if not (m.allocation or m.error or m.refused):
+                m.error = f"allocation of Slurm node {m.node} failed: {exc}"
+
+
+def member_chunks(members: list[SlurmMember], size: int) -> list[list[SlurmMember]]:
+    """``members`` in node-name order, cut into parts of at most ``size`` (at least 1)."""
+    ordered = sorted(members, key=lambda m: m.node)
+    size = max(1, size)
+    return [ordered[i:i + size] for i in range(0, len(ordered), size)]

@@ -176,7 +176,7 @@ def venv_install_mark(facts: Mapping[str, Any]) -> dict[str, Any] | None:
     else None. The per-venv records (``<workdir>/installed/``) are per inventory host, so a second
     name of a deployed venv (its own workdir) finds none there: without this mark its ``--plan``
     said ``nothing installed`` while the install's own planner (which reads it,
-    :func:`fleetctl.tasks.pip_install.venv_mark`) said ``already installed (same sha256)``."""
+    :func:`fleetctl.tasks.install_target.venv_mark`) said ``already installed (same sha256)``."""
     targets = facts.get("targets")
     rec = ((targets.get("venv") or {}) if isinstance(targets, Mapping) else {}).get("installed")
     if not isinstance(rec, Mapping) or not isinstance(rec.get("sha256"), str):

@@ -7,6 +7,7 @@ Pure helpers for :class:`~fleetctl.tasks.steps.TargetClaim` (the engine's side i
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from ..build.archs import parse_arch_list
 from ..facts.workdir import workdir_of
@@ -131,3 +132,34 @@ def record_folder(facts: Mapping[str, object]) -> dict[str, str]:
     targets = facts.get("targets") or {}
     venv = (targets.get("venv") or {}) if isinstance(targets, Mapping) else {}
     return {k: str(venv[k]) for k in ("id", "local") if isinstance(venv, Mapping) and venv.get(k)}
+
+
+def _venv_record(facts: Mapping[str, Any]) -> Any:
+    """The venv's own install record as facts read it (``targets.venv.installed``), or None."""
+    targets = facts.get("targets")
+    return ((targets.get("venv") or {}) if isinstance(targets, Mapping) else {}).get("installed")
+
+
+def recorded_dist(facts: Mapping[str, Any]) -> str | None:
+    """The distribution the venv's own install record names (facts' ``targets.venv.installed``),
+    or None: what a wheel this run's build has not written yet (``<built wheel>``) will replace.
+    Without it the plan asked the venv about a distribution named ``<built wheel>`` and said
+    ``none was installed before`` of a venv holding fp4_kernels (operator trial)."""
+    rec = _venv_record(facts)
+    dist = rec.get("dist") if isinstance(rec, Mapping) else None
+    return dist if isinstance(dist, str) and dist else None
+
+
+def venv_mark(facts: Mapping[str, Any], dist: str) -> dict[str, Any] | None:
+    """The install record the venv itself holds (``<venv>/.fleetctl-install.json``, read by facts as
+    ``targets.venv.installed``: who installed last, the wheel's ``sha256`` and the installed
+    ``RECORD``'s) as a ``previous`` record, when it is about ``dist`` and names a sha256; else None.
+    The per-venv records live under each inventory host's workdir, so two hosts reaching one venv
+    through different workdirs (one user's venv on two names) see each other's install only here
+    (operator trial: ``no install record of fleetctl's for this venv`` / ``nothing installed`` for
+    a venv holding the identical wheel another host had installed)."""
+    rec = _venv_record(facts)
+    if not isinstance(rec, Mapping) or not isinstance(rec.get("sha256"), str) or rec.get("dist") != dist:
+        return None
+    return {"dist": dist, "sha256": rec["sha256"], "record_sha256": rec.get("record_sha256"), "kept": None,
+            "by": rec.get("host"), "from": INSTALL_RECORD}

@@ -63,7 +63,8 @@ from .causes import install_cause
 from .build_keys import STAMP_NAME
 from .build_preflight import CLEAN_PYTHON_ENV
 from .venv_probe import PIP_INSTALL_ENV
-from .install_target import INSTALL_RECORD, dropped_by, record_folder, shared_message, target_ids, unreadable_target
+from .install_target import (INSTALL_RECORD, dropped_by, record_folder, recorded_dist, shared_message, target_ids,
+                             unreadable_target, venv_mark)
 from .envs import STAGED_FACT, installed_dir
 from .install_room import room_for, unwritable_venv
 from .pip_rollback import damaged_since_built, keep_wheel, roll_back
@@ -165,7 +166,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         tool = index_tool(args.tool, tool, host.facts)
     dist = dist_name(wheel)
     if dist.startswith("<"):  # this run's build has not written it yet (--plan, --dry-run): no name to read
-        dist = _recorded_dist(host.facts) or dist
+        dist = recorded_dist(host.facts) or dist
     record_base = posixpath.join(installed_dir(host.workdir), f"{dist}.json")  # the probe adds the venv's key
     stamp_path = posixpath.join(posixpath.dirname(wheel), STAMP_NAME)
     digest = host.files.get(wheel, _MISSING)
@@ -337,33 +338,6 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
                       msg=f"installed {version} ({tool}): {_as_done(why)}; "
                           + (f"torch {after['torch']} unchanged" if after.get("torch") else "no torch in the venv, none added")
                           + "".join(f"; {n}" for n in notes))
-
-
-def _recorded_dist(facts: Mapping[str, Any]) -> str | None:
-    """The distribution the venv's own install record names (facts' ``targets.venv.installed``),
-    or None: what a wheel this run's build has not written yet (``<built wheel>``) will replace.
-    Without it the plan asked the venv about a distribution named ``<built wheel>`` and said
-    ``none was installed before`` of a venv holding fp4_kernels (operator trial)."""
-    targets = facts.get("targets")
-    rec = ((targets.get("venv") or {}) if isinstance(targets, Mapping) else {}).get("installed")
-    dist = rec.get("dist") if isinstance(rec, Mapping) else None
-    return dist if isinstance(dist, str) and dist else None
-
-
-def venv_mark(facts: Mapping[str, Any], dist: str) -> dict[str, Any] | None:
-    """The install record the venv itself holds (``<venv>/.fleetctl-install.json``, read by facts as
-    ``targets.venv.installed``: who installed last, the wheel's ``sha256`` and the installed
-    ``RECORD``'s) as a ``previous`` record, when it is about ``dist`` and names a sha256; else None.
-    The per-venv records live under each inventory host's workdir, so two hosts reaching one venv
-    through different workdirs (one user's venv on two names) see each other's install only here
-    (operator trial: ``no install record of fleetctl's for this venv`` / ``nothing installed`` for
-    a venv holding the identical wheel another host had installed)."""
-    targets = facts.get("targets")
-    rec = ((targets.get("venv") or {}) if isinstance(targets, Mapping) else {}).get("installed")
-    if not isinstance(rec, Mapping) or not isinstance(rec.get("sha256"), str) or rec.get("dist") != dist:
-        return None
-    return {"dist": dist, "sha256": rec["sha256"], "record_sha256": rec.get("record_sha256"), "kept": None,
-            "by": rec.get("host"), "from": INSTALL_RECORD}
 
 
 def _as_done(why: str) -> str:
