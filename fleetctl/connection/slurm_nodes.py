@@ -247,21 +247,20 @@ async def query_holdups(client: "SlurmClient", names: Sequence[str], *, timeout_
     Raises:
         SlurmError: sinfo could not run or failed.
     """
+    from ClusterShell.NodeSet import NodeSet  # Slurm's hostlist syntax is ClusterShell's
+
     known = await query_nodes(client, names, timeout_s=timeout_s)
-    lines: dict[str, str] = {}
-    for name in names:
-        node = known.get(name)
-        if node is None:
-            continue
-        jobs: tuple[str, ...] = ()
-        if node.completing and not node.unavailable:
-            res = await client.call(["squeue", "-h", "-t", "CG", "-w", name, "-o", "%i"], timeout_s=timeout_s,
-                                    check=False)
-            jobs = tuple(res.stdout_text.split()) if res.rc == 0 else ()
-        line = holdup(node, jobs)
-        if line:
-            lines[name] = line
-    return lines
+    completing = [n for n in names if n in known and known[n].completing and not known[n].unavailable]
+    jobs: dict[str, list[str]] = {}
+    if completing:  # one squeue for all of them: job id and its nodes (a hostlist such as n[1-2])
+        res = await client.call(["squeue", "-h", "-t", "CG", "-w", hostlist(completing), "-o", "%i %N"],
+                                timeout_s=timeout_s, check=False)
+        for row in (res.stdout_text.splitlines() if res.rc == 0 else []):
+            job, _, nodes = row.strip().partition(" ")
+            for node in (NodeSet(nodes.strip()) if nodes.strip() else ()):
+                jobs.setdefault(str(node), []).append(job)
+    lines = {n: holdup(known[n], tuple(jobs.get(n, ()))) for n in names if n in known}
+    return {n: line for n, line in lines.items() if line}
 
 
 def missing_nodes(names: Iterable[str], known: Mapping[str, SlurmNode]) -> list[str]:
