@@ -112,6 +112,61 @@ def test_a_node_failing_mid_step_fails_the_host_naming_it(slurm_cluster, tmp_pat
     assert "scontrol show node n2" in msg
 
 
+SHARED = """\
+name: one job, two nodes
+hosts: all
+gather_facts: false
+tasks:
+  - name: build
+    command:
+      argv: [sh, -c, 'touch {local}/started; while [ ! -e {local}/go ]; do sleep 0.1; done; echo built on $SLURMD_NODENAME']
+    timeout: 120
+  - name: after
+    command:
+      argv: [sh, -c, 'echo after on $SLURMD_NODENAME']
+"""
+
+
+def test_a_node_failing_ends_only_its_own_host_in_a_shared_job(slurm_cluster, tmp_path):
+    """n1 and n2 share one job (same GRES); n2 goes down while both steps run: n1's step finishes
+    and its next step still starts (salloc --no-kill), and only n2 fails, naming itself."""
+    play = tmp_path / "play.yaml"
+    play.write_text(SHARED.format(local=slurm_cluster.local))
+    marks = {n: (slurm_cluster.node_disk(n) / "started", slurm_cluster.node_disk(n) / "go") for n in ("n1", "n2")}
+    for started, go in marks.values():
+        started.unlink(missing_ok=True)
+        go.unlink(missing_ok=True)
+    proc = start(tmp_path, slurm_cluster.launcher_text, "-i", "slurm:", "deploy", "--hosts", "n1,n2",
+                 "--playbook", str(play), "--json")
+    try:
+        deadline = time.monotonic() + 120
+        while (not all(s.exists() for s, _ in marks.values()) and time.monotonic() < deadline
+               and proc.poll() is None):
+            time.sleep(0.1)  # poll until both steps run
+        assert all(s.exists() for s, _ in marks.values()), proc.communicate(timeout=60)
+        assert len(slurm_cluster.jobs()) == 1  # one job holds both nodes
+        slurm_cluster.client("scontrol", "update", "nodename=n2", "state=down", "reason=PSU failed")
+        time.sleep(1)  # slurmctld has acted on the node failure; then n1's step finishes
+        marks["n1"][1].touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for started, go in marks.values():
+            started.unlink(missing_ok=True)
+            go.unlink(missing_ok=True)
+    assert proc.returncode == 1, out[-3000:] + err[-3000:]
+    run = last_run(tmp_path)
+    rec = json.loads((run / "run.json").read_text())
+    n1, n2 = rec["hosts"]["n1"], rec["hosts"]["n2"]
+    assert n1["status"] in ("ok", "changed"), n1  # n1 never failed: its build and the next task ran
+    assert "after on n1" in (run / "logs" / "n1.log").read_text()
+    assert n2["status"] == "failed", n2
+    msg = n2["tasks"][-1]["msg"]
+    assert "Slurm node n2 failed while this command ran" in msg, msg
+    assert "scontrol show node n2" in msg and "node n1" not in msg, msg
+
+
 @pytest.fixture(scope="module")
 def preempting_cluster():
     """A cluster of its own whose partition ``urgent`` preempts (cancels) jobs of the default one."""

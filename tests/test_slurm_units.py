@@ -145,7 +145,7 @@ def test_salloc_argv():
                             gres=("gpu:h200:8",))
     argv = req.salloc_argv(["gpu01", "gpu02", "gpu03", "gpu07"], job_name="fleetctl-r1", deadline_s=2.5)
     assert argv == ["salloc", "--no-shell", "--job-name=fleetctl-r1", "--nodelist=gpu[01-03,07]", "--nodes=4",
-                    "--immediate=3", "--partition=gpu", "--account=ops", "--qos=high", "--time=30", "--exclusive",
+                    "--immediate=3", "--no-kill", "--partition=gpu", "--account=ops", "--qos=high", "--time=30", "--exclusive",
                     "--gres=gpu:h200:8"]
     assert "--exclusive" not in AllocationRequest(exclusive=False).salloc_argv(["a"], job_name="j", deadline_s=1)
 
@@ -461,3 +461,59 @@ def test_a_running_job_past_its_time_limit_has_reached_it_and_one_within_it_has_
                                "TimeLimit": "UNLIMITED"})
     assert node is not None and node.kind == "node failure"
     assert duration_s("1-02:03:04") == 93784 and duration_s("05:06") == 306 and duration_s("Partition_Limit") is None
+
+
+# n1 and n2 in one job, n2 set down mid-step, on the test cluster (Slurm 22.05): without --no-kill
+# the job ends and n1's step is cancelled "DUE TO NODE FAILURE" on n1; with it the job runs on n1.
+JOB16 = ("JobId=16 JobName=fleetctl-r1 UserId=root(0) GroupId=root(0) JobState={state} Reason={reason} "
+         "Requeue=1 Restarts=0 BatchFlag=0 Reboot=0 ExitCode=0:0 RunTime=00:00:04 TimeLimit=UNLIMITED "
+         "Partition=gpu ReqNodeList=n[1-2] ExcNodeList=(null) NodeList=n1 BatchHost=n1 NumNodes=1 "
+         "TresPerNode=gres:gpu:h200:1\n")
+N1_CANCELLED = (STEPD.format(what="STEP 16.0", why=" DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS")
+                + "srun: Job step aborted: Waiting up to 4 seconds for job step to finish.\n"
+                  "srun: error: n1: task 0: Terminated\n")
+
+
+def test_a_node_failure_names_the_node_that_failed_never_the_healthy_one():
+    """Operator trial: n2 failed and n1, sharing its job, was told "Slurm node n1 failed"."""
+    import asyncio
+
+    from fleetctl.connection.slurm_end import learn_end
+    end = read_step_end(N1_CANCELLED.encode())
+    assert end is not None and end.kind == "node failure" and end.failed == ()  # the line names n1: no failure
+    job_ended = _Scontrol(JOB16.format(state="COMPLETING", reason="NodeDown"))
+    learnt, _ = asyncio.run(learn_end(job_ended, end, job_id="16", nodes=("n1", "n2")))
+    assert learnt.failed == ("n2",) and learnt.whole_job
+    line = describe_end(learnt, job_id="16", node="n1", slurm_time=None, time_limit=None)
+    assert line.startswith("Slurm node n2 failed while this command ran on n1, and Slurm ended job 16 with it "
+                           "(n1 itself did not fail"), line
+    assert "Slurm node n1 failed" not in line and "scontrol show node n2" in line
+    n2 = read_step_end(b"srun: error: Node failure on n2\n")
+    assert n2 is not None and n2.failed == ("n2",)
+    runs_on = _Scontrol(JOB16.format(state="RUNNING", reason="None"))  # --no-kill: the job goes on without n2
+    learnt, _ = asyncio.run(learn_end(runs_on, n2, job_id="16", nodes=("n1", "n2")))
+    assert learnt.failed == ("n2",) and not learnt.whole_job
+    line = describe_end(learnt, job_id="16", node="n2", slurm_time=None, time_limit=None)
+    assert line.startswith("Slurm node n2 failed while this command ran, and Slurm took it out of job 16 (the "
+                           "job's other nodes go on)"), line
+
+
+def test_a_failed_node_ends_only_its_own_hosts_commands():
+    import asyncio
+    from types import SimpleNamespace
+
+    from fleetctl.connection.slurm_end import SUSPECTED, SlurmJobEnded, learn_and_raise, raise_if_ended
+    alloc = SimpleNamespace(job_id="16", nodes=("n1", "n2"), request=SimpleNamespace(time=None), ended=None,
+                            lost={})
+    runs_on = _Scontrol(JOB16.format(state="RUNNING", reason="None"))
+    with pytest.raises(SlurmJobEnded, match="Slurm node n2 failed while this command ran, and Slurm took it"):
+        asyncio.run(learn_and_raise(alloc, runs_on, read_step_end(b"srun: error: Node failure on n2\n"), "b", "n2"))
+    assert alloc.ended is None and set(alloc.lost) == {"n2"}
+    raise_if_ended(alloc, "a", "n1")  # n1's next command runs
+    with pytest.raises(SlurmJobEnded, match="Slurm node n2 failed"):
+        raise_if_ended(alloc, "b", "n2")  # n2's next one fails at once, naming its node
+    asyncio.run(learn_and_raise(alloc, runs_on, SUSPECTED, "a", "n1"))  # n1's own transfer error stands
+    # a step refused on a node the job no longer holds (nothing learnt yet) is that node's failure
+    fresh = SimpleNamespace(**{**vars(alloc), "lost": {}})
+    with pytest.raises(SlurmJobEnded, match="Slurm node n2 failed"):
+        asyncio.run(learn_and_raise(fresh, runs_on, SUSPECTED, "b", "n2"))

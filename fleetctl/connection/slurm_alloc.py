@@ -23,7 +23,7 @@ import re
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .slurm_client import SlurmClient, SlurmError, client_env, last_line, stop_process
@@ -92,6 +92,10 @@ class AllocationRequest:
         exclusive: whole nodes (``--exclusive``), so builds see all of a node's CPUs and memory.
         gres: the GRES every node of the request gets (``("gpu:h200:8",)``), so the steps see the
             node's GPUs (a job step gets the job's GRES; an exclusive job's implicit ones it does not).
+
+    Every request carries ``--no-kill``: a node that fails ends only its own hosts' work, not the
+    job of the healthy nodes sharing it (salloc(1) ``-k, --no-kill``; see
+    :mod:`~fleetctl.connection.slurm_end`).
     """
 
     partition: str | None = None
@@ -105,7 +109,7 @@ class AllocationRequest:
     def salloc_argv(self, nodes: Sequence[str], *, job_name: str, deadline_s: float) -> list[str]:
         """The ``salloc`` argv for ``nodes`` (pure)."""
         argv = ["salloc", "--no-shell", f"--job-name={job_name}", f"--nodelist={hostlist(nodes)}",
-                f"--nodes={len(nodes)}", f"--immediate={max(1, math.ceil(deadline_s))}"]
+                f"--nodes={len(nodes)}", f"--immediate={max(1, math.ceil(deadline_s))}", "--no-kill"]
         for flag, value in (("--partition", self.partition), ("--account", self.account), ("--qos", self.qos),
                             ("--time", self.time), ("--reservation", self.reservation)):
             if value:
@@ -162,6 +166,9 @@ class Allocation:
     #: how Slurm ended the job under a step, once seen: ``(StepEnd, TimeLimit or None)``
     #: (:mod:`~fleetctl.connection.slurm_end`); every later command of its hosts fails with it at once
     ended: Any = None
+    #: nodes Slurm took out of the job (their node failed; the job goes on, ``--no-kill``) -> the
+    #: same ``(StepEnd, TimeLimit or None)``: every later command of their hosts fails with it at once
+    lost: dict[str, Any] = field(default_factory=dict)
 
     async def release(self, *, timeout_s: float = 30.0) -> None:
         """Cancel the job and wait (at most ``timeout_s`` seconds) until ``squeue`` lists it

@@ -21,10 +21,20 @@ Slurm 22.05 tells it in three places, as seen on the test cluster (tests/support
   seconds after the end; ``sacct`` needs accounting storage, which many sites and the test
   cluster lack).
 
-A time limit, a preemption, a node failure or a cancel ends the allocation: the host *fails* with
-the cause (it was reachable; Slurm took it away), never "unreachable". A step killed for memory is
-the command's result (signal KILL, so the build's own out-of-memory handling applies: retried once
-with half the jobs), with Slurm's line kept in its stderr.
+A time limit, a preemption or a cancel ends the allocation: the host *fails* with the cause (it
+was reachable; Slurm took it away), never "unreachable". A node failure ends only that node's part
+of it: allocations are made with ``salloc --no-kill`` (salloc(1): "Do not automatically terminate a
+job if one of the nodes it has been allocated fails ... the job allocation will not be revoked so
+the user may launch new job steps on the remaining nodes"). Seen on the test cluster (n1, n2 in one
+job, n2 set down mid-step): n2's step ends with ``srun: error: Node failure on n2`` (srun exit 0),
+n1's step runs to its end, the job stays ``JobState=RUNNING`` with ``NodeList=n1`` and a new step
+on n1 starts (one on n2 is refused: "Requested node configuration is not available"). So the
+failed node's host fails naming its node, and the others go on. Without ``--no-kill`` Slurm ends
+the whole job: n1's step gets ``*** STEP 1.0 ON n1 CANCELLED ... DUE TO NODE FAILURE ***`` although
+n1 is well; the failed node is then the one the job's ``NodeList`` no longer holds, and it is the
+one named (never the healthy node the line came from). A step killed for memory is the command's
+result (signal KILL, so the build's own out-of-memory handling applies: retried once with half the
+jobs), with Slurm's line kept in its stderr.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import FleetError
+from .slurm_nodes import expand_hostlist
 
 #: slurmstepd's own lines only (``slurmstepd-n1: error: ...`` at a line start), so a command that
 #: prints such text itself is not taken for Slurm
@@ -55,13 +66,15 @@ class StepEnd:
     """How Slurm ended a step: ``kind`` (``time limit``, ``preemption``, ``node failure``,
     ``cancelled``, ``out of memory``...), ``line`` (Slurm's own words), ``whole_job`` (the
     allocation is gone, not only this step), ``before_step`` (the job was over before the command's
-    step could start)."""
+    step could start), ``failed`` (for a node failure: the nodes that failed, when known; the node
+    a step ran on is not one of them when another node's failure ended it)."""
 
     kind: str
     line: str
     whole_job: bool = True
     #: Slurm ended it before the command started (srun refused the step), not under it
     before_step: bool = False
+    failed: tuple[str, ...] = ()
 
 
 def read_step_end(stderr: bytes) -> StepEnd | None:
@@ -72,10 +85,12 @@ def read_step_end(stderr: bytes) -> StepEnd | None:
         why = (m.group("why") or "").upper()
         kind = ("time limit" if "TIME LIMIT" in why else "preemption" if "PREEMPT" in why else
                 "node failure" if "NODE FAIL" in why else "cancelled" if not why else why.lower())
-        return StepEnd(kind, m.group(0))
-    m = _NODE_FAILURE.search(text)
-    if m:
-        return StepEnd("node failure", m.group(0))
+        # the node in slurmstepd's line is where the step was cancelled, not the one that failed
+        failed = tuple(n.group("node") for n in _NODE_FAILURE.finditer(text)) if kind == "node failure" else ()
+        return StepEnd(kind, m.group(0), failed=failed)
+    failed = tuple(n.group("node") for n in _NODE_FAILURE.finditer(text))
+    if failed:
+        return StepEnd("node failure", _NODE_FAILURE.search(text).group(0), failed=failed)  # type: ignore[union-attr]
     m = _OOM.search(text)
     if m:
         return StepEnd("out of memory", text[m.start():].split("\n", 1)[0].strip(), whole_job=False)
@@ -179,9 +194,16 @@ def describe_end(end: StepEnd, *, job_id: str, node: str, slurm_time: str | None
                 f"partition or QOS took the node; {said}): run again, or use a partition or QOS that is not "
                 f"preempted (slurm_partition, slurm_qos)")
     if end.kind == "node failure":
-        return (f"Slurm node {node} failed while this command ran, and job {job_id} ended with it ({said}): "
-                f"see `scontrol show node {node}` and slurmctld's log; run again once the node is back, or "
-                f"without it")
+        failed = ",".join(end.failed) if end.failed and node not in end.failed else node
+        fix = (f"see `scontrol show node {failed}` and slurmctld's log; run again once the node is back, or "
+               f"without it")
+        if failed != node:  # a healthy node's step ended with another node: name the one that failed
+            what = f"job {job_id}" if end.whole_job else "this command's step"
+            return (f"Slurm node {failed} failed while this command ran on {node}, and Slurm ended {what} with "
+                    f"it ({node} itself did not fail; {said}): {fix}")
+        how = (f"job {job_id} ended with it" if end.whole_job else
+               f"Slurm took it out of job {job_id} (the job's other nodes go on)")
+        return f"Slurm node {node} failed while this command ran, and {how} ({said}): {fix}"
     if end.kind == "cancelled":
         return (f"Slurm job {job_id} was cancelled while this command ran on {node} (scancel by someone, or an "
                 f"administrator; {said})")
@@ -195,12 +217,19 @@ def describe_end(end: StepEnd, *, job_id: str, node: str, slurm_time: str | None
     return f"Slurm job {job_id} ended ({end.kind}, JobState) while this command ran on {node} ({said})"
 
 
-async def learn_end(client, end: StepEnd, *, job_id: str) -> tuple[StepEnd, str | None]:
+async def learn_end(client, end: StepEnd, *, job_id: str,
+                    nodes: tuple[str, ...] = ()) -> tuple[StepEnd, str | None]:
     """``(end, TimeLimit)`` after asking ``scontrol show job -o`` (one call, only once the job
     ended) for the job's state and ``TimeLimit``: an end the step's stderr does not name (a later
     step of an expired job) is read from ``JobState``.
 
-    ``client``: a :class:`~fleetctl.connection.slurm_client.SlurmClient`. Never raises.
+    A node failure (or a suspected end while the job still runs) is read against the job's
+    ``NodeList``: the nodes of ``nodes`` it no longer holds are the ones that failed (``failed``),
+    and the end is the whole job's only when the job no longer runs (see the module docstring:
+    ``--no-kill`` keeps it running on its other nodes).
+
+    ``client``: a :class:`~fleetctl.connection.slurm_client.SlurmClient`; ``nodes``: the
+    allocation's nodes. Never raises.
     """
     record: dict[str, str] = {}
     try:
@@ -214,6 +243,14 @@ async def learn_end(client, end: StepEnd, *, job_id: str) -> tuple[StepEnd, str 
         if learnt is not None and end.kind == "ended":  # srun refused the step: the job ended before it
             learnt = StepEnd(learnt.kind, f"{end.line}; scontrol: {learnt.line}", learnt.whole_job, before_step=True)
         end = learnt or end
+    state = record.get("JobState", "")
+    lost = tuple(n for n in nodes if n not in expand_hostlist(record.get("NodeList", ""))) if state else ()
+    if end.kind == "suspected" and state == "RUNNING" and lost:  # a node left the job (node failure)
+        end = StepEnd("node failure", f"scontrol: JobState=RUNNING NodeList={record.get('NodeList')}",
+                      whole_job=False, failed=lost)
+    elif end.kind == "node failure" and state:
+        end = StepEnd(end.kind, end.line, whole_job=state != "RUNNING", before_step=end.before_step,
+                      failed=end.failed or lost)
     return end, record.get("TimeLimit")
 
 
@@ -223,23 +260,38 @@ SUSPECTED = StepEnd("suspected", "a transfer failed")
 
 def raise_if_ended(alloc, host: str, node: str) -> None:
     """Raise :class:`SlurmJobEnded` for ``host`` on ``node`` when Slurm already ended the job of
-    ``alloc`` (a :class:`~fleetctl.connection.slurm_alloc.Allocation`, or ``None``)."""
-    if alloc is not None and alloc.ended is not None:
-        end, time_limit = alloc.ended
+    ``alloc`` (a :class:`~fleetctl.connection.slurm_alloc.Allocation`, or ``None``), or took
+    ``node`` out of it (its node failed: ``alloc.lost``)."""
+    if alloc is None:
+        return
+    ended = alloc.ended if alloc.ended is not None else alloc.lost.get(node)
+    if ended is not None:
+        end, time_limit = ended
         raise SlurmJobEnded(host, describe_end(end, job_id=alloc.job_id, node=node, slurm_time=alloc.request.time,
                                                time_limit=time_limit), end)
 
 
 async def learn_and_raise(alloc, client, end: StepEnd, host: str, node: str) -> None:
-    """Slurm ended (or, for :data:`SUSPECTED`, may have ended) the job of ``alloc``: learn how
-    (:func:`learn_end`, once per job; its other hosts get the same cause) and raise
-    :class:`SlurmJobEnded`. Returns when only suspected and the job still runs (or is gone
-    without a trace)."""
+    """Slurm ended (or, for :data:`SUSPECTED`, may have ended) the job of ``alloc``, or ``node``'s
+    part of it: learn how (:func:`learn_end`, once per job, or per failed node) and raise
+    :class:`SlurmJobEnded`. A whole job's end is every host's from then on; a failed node's
+    only its own hosts' (``alloc.lost``). A step on a healthy node that another node's failure
+    ended raises naming that node (nothing is recorded for the healthy node). Returns when only
+    suspected and neither the job nor ``node`` is gone (or the job is gone without a trace)."""
     if alloc is None:
         return
-    if alloc.ended is None:
-        learnt, time_limit = await learn_end(client, end, job_id=alloc.job_id)
+    if alloc.ended is None and node not in alloc.lost:
+        learnt, time_limit = await learn_end(client, end, job_id=alloc.job_id, nodes=alloc.nodes)
         if learnt.kind == "suspected":
             return
-        alloc.ended = (learnt, time_limit)
+        if learnt.kind == "node failure" and not learnt.whole_job:
+            for failed in learnt.failed:
+                alloc.lost[failed] = (learnt, time_limit)
+            if node not in learnt.failed:
+                if end.kind == "suspected":  # a transfer of a healthy node failed: its own error stands
+                    return
+                raise SlurmJobEnded(host, describe_end(learnt, job_id=alloc.job_id, node=node,
+                                                       slurm_time=alloc.request.time, time_limit=time_limit), learnt)
+        else:
+            alloc.ended = (learnt, time_limit)
     raise_if_ended(alloc, host, node)

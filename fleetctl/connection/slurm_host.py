@@ -141,6 +141,9 @@ class SlurmConnection(Connection):
         except SlurmJobEnded as exc:
             await self._learn_end(m, exc.end)
             raise
+        except HostUnreachable:  # a step refused on a node Slurm took out of the job is its node failure
+            await self._learn_end(m, SUSPECTED)
+            raise
         if capture_bytes is not None:
             for name in ("stdout", "stderr"):
                 data = getattr(res, name)

@@ -207,6 +207,15 @@ def hostlist(names: Iterable[str]) -> str:
     return str(NodeSet.fromlist(list(names))) if names else ""
 
 
+def expand_hostlist(text: str) -> tuple[str, ...]:
+    """A Slurm hostlist (``n[1-2],gpu07``, as scontrol prints ``NodeList``) -> its node names;
+    empty for ``""`` and ``(null)``."""
+    from ClusterShell.NodeSet import NodeSet  # Slurm's hostlist syntax is ClusterShell's
+
+    text = text.strip()
+    return tuple(str(n) for n in NodeSet(text)) if text and text != "(null)" else ()
+
+
 async def query_nodes(client: "SlurmClient", names: Iterable[str] | None = None, *,
                       partition: str | None = None, timeout_s: float = 60.0) -> dict[str, SlurmNode]:
     """Ask ``sinfo`` (through ``client``) about ``names`` (all nodes when ``None``).
