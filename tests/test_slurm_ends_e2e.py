@@ -6,7 +6,10 @@
   TimeLimit; the host of the other job finishes;
 - a node failing mid-step (``scontrol update nodename=n2 state=down``): srun exits **0** and says
   "Node failure on n2" and "... DUE TO NODE FAILURE ..."; the host fails naming the node failure
-  (before, the task was "ok").
+  (before, the task was "ok");
+- a node failing while it shares one job with a healthy node (n1, n2: same GRES): only n2's host
+  fails, naming n2; n1's step finishes and its next one starts (``salloc --no-kill``; before, the
+  whole job ended and n1 was told "Slurm node n1 failed").
 
 - a preemption: on a cluster of its own whose partition ``urgent`` preempts the default one
   (``PreemptType=preempt/partition_prio``, ``PreemptMode=CANCEL``), an urgent ``salloc`` for the
