@@ -368,3 +368,46 @@ def test_plan_dry_run_and_deploy_fail_a_tree_the_patch_script_cannot_patch_at_th
         assert expected in flat and ("failed" if extra == ("--plan",) else "me: FAILED: Patch") in flat, res.stdout
         assert "cutlass" not in flat and "WOULD CHANGE Patch" not in flat, (extra, res.stdout)
     assert not (kdir / "python").exists() and sorted(p.name for p in kdir.iterdir()) == ["CMakeLists.txt", "pyproject.toml"]
+
+
+def test_retry_failed_warns_of_failed_hosts_gone_from_the_inventory_and_retries_the_rest(tmp_path):
+    """Operator trial: a failed host deleted from the inventory made ``--retry-failed`` refuse with
+    ``pattern 'novenv1' matches no host`` (a pattern the operator never typed) and retry nothing. As
+    Ansible's ``@.retry`` limit does: one warning naming the gone hosts and where the retry set came
+    from, and the rest retried; none left is one clear line (exit 2)."""
+    flag = tmp_path / "fixed"
+    inv = tmp_path / "inv.yaml"
+    hosts = {n: f"        {n}: {{ansible_connection: local, workdir: {tmp_path}/w{n}}}\n" for n in ("a1", "a2", "gone1")}
+
+    def write(*names):
+        inv.write_text("all:\n  children:\n    mine:\n      hosts:\n" + "".join(hosts[n] for n in names))
+
+    write("a1", "a2", "gone1")
+    play = tmp_path / "play.yaml"
+    play.write_text("name: deploy\nhosts: mine\ngather_facts: false\ntasks:\n  - name: needs the fix but on a1\n"
+                    "    command: {argv: [sh, -c, 'test \"$0\" = a1 || test -e \"$1\"', "
+                    "'{{ host }}', " + json.dumps(str(flag)) + "]}\n")
+    first = fleetctl("-i", str(inv), "deploy", "--playbook", str(play), home=tmp_path)
+    assert first.returncode == 1, first.stdout + first.stderr
+    first_id = last_run(tmp_path).name
+    assert sorted(json.loads((last_run(tmp_path) / "run.json").read_text())["failed_hosts"]) == ["a2", "gone1"]
+    write("a1", "a2")  # gone1 decommissioned
+    flag.touch()
+    retry = fleetctl("-i", str(inv), "deploy", "--playbook", str(play), "--retry-failed", home=tmp_path)
+    assert retry.returncode == 0, retry.stdout + retry.stderr
+    assert sorted(json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]) == ["a2"]
+    warned = [line for line in retry.stderr.splitlines() if "gone1" in line]
+    assert len(warned) == 1, retry.stderr
+    assert "no longer in the inventory" in warned[0] and str(tmp_path / "runs" / ".retry-") in warned[0], warned
+    assert "matches no host" not in retry.stderr
+    # none of the named run's failed hosts left: one line, exit 2, nothing run
+    write("a1")
+    runs_before = len(list((tmp_path / "runs").iterdir()))
+    none_left = fleetctl("-i", str(inv), "deploy", "--playbook", str(play), "--retry-failed", first_id,
+                         home=tmp_path)
+    assert none_left.returncode == 2, none_left.stdout + none_left.stderr
+    lines = none_left.stderr.strip().splitlines()
+    assert len(lines) == 1 and "a2" in lines[0] and "gone1" in lines[0], lines
+    assert "nothing to retry" in lines[0] and f"{first_id}/run.json" in lines[0] and str(inv) in lines[0], lines
+    assert "matches no host" not in lines[0]
+    assert len(list((tmp_path / "runs").iterdir())) == runs_before

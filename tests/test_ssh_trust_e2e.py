@@ -344,3 +344,21 @@ def test_an_unreadable_ssh_config_or_key_file_is_refused_before_any_host_is_touc
     res = fleetctl("-i", str(inv), "run", "--hosts", "ok", "-e", "ssh_config=/dev/null", "--", "true",
                    home=tmp_path, prefix=NO_READ_OVERRIDE)
     assert res.returncode == 0, res.stderr
+
+
+def test_a_revoked_host_key_names_the_revoked_line_not_the_hosts_own(sshd_farm, tmp_path):
+    """Operator trial: ``@revoked * KEY`` appended as line 3 after the host's own hashed line 1 was
+    reported as ``marked @revoked in known_hosts:1``; the line to act on is the ``@revoked`` one
+    (sshd(8), SSH_KNOWN_HOSTS FILE FORMAT: the marker is the line's first field)."""
+    from fleetctl.connection.ssh_hostkeys import hashed_name
+
+    host = sshd_farm.start("rev")
+    known = tmp_path / "known_hosts"
+    name, algo, blob = host.known_hosts_line.split()
+    known.write_text(f"{hashed_name(name)} {algo} {blob}\n# the next line revokes it\n@revoked * {algo} {blob}\n")
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"rev": host.inventory_vars(known)}})
+    res = fleetctl("-i", str(inv), "run", "--hosts", "rev", "--", "true", home=tmp_path, timeout_s=120)
+    shown = res.stdout + res.stderr
+    assert res.returncode == 1, shown
+    assert f"is marked @revoked in {known}:3;" in shown, shown
+    assert f"{known}:1" not in shown, shown

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import FleetError, InputError
+from ..errors import InputError
 from .inputs import arg_name, want_bool, want_extra_vars, want_forks, want_path
 from .lifecycle import finish_run, new_run
 from ..util.didyoumean import close_matches
+from .retry import NothingToRetry, retry_names
 from .playchecks import (check_become_vars, check_extra_var_args, check_local_sources, check_unread_build_vars,
                          extra_var_warnings)
 
@@ -28,14 +29,6 @@ _SPECIAL_TAGS = ("all", "always", "never", "tagged", "untagged")
 #: The playbook each kind runs when none is given (relative: the current folder's, else fleetctl's).
 DEFAULT_PLAYBOOKS = {"deploy": "playbooks/fp4-kernels.yaml", "verify": "playbooks/verify.yaml",
                      "rollback": "playbooks/rollback.yaml"}
-
-
-class NothingToRetry(FleetError):
-    """``retry_failed``: the run it names left no failed host (the CLI says so and exits 0)."""
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-        super().__init__(f"run {run_id} left no failed host: nothing to retry")
 
 
 def names(value: str | Iterable[str] | None) -> list[str]:
@@ -139,29 +132,6 @@ def rollback_to(to: str | int, name: str = "to") -> str:
     if text != "previous" and int(text.lstrip("v")) < 1:  # versions are numbered from 1 (docs/staged.md)
         raise InputError(f"{name}: versions are numbered from 1 (v1 the venv adopted at the first switch), got {text!r}")
     return text
-
-
-def retry_names(retry_failed: str, key: str, playbook: str, name: str = "retry_failed") -> list[str]:
-    """The hosts ``retry_failed`` selects: those the run (an id, or ``"last"``: the play's last)
-    left failed. ``name``: the argument as messages name it (the CLI's ``--retry-failed``).
-
-    Raises:
-        InputError: no such run, or no retry set of this play.
-        NothingToRetry: the run left no failed host.
-    """
-    from ..reporting.history import retry_hosts, runs_root
-
-    try:
-        from_run, hosts = retry_hosts(None if retry_failed == "last" else retry_failed, key=key)
-    except FileNotFoundError:
-        what = (f"no run of {playbook} on this inventory has left a retry set" if retry_failed == "last"
-                else f"no run {retry_failed!r}")
-        raise InputError(f"{name}: {what} in {runs_root()}") from None
-    except (OSError, ValueError, KeyError) as exc:
-        raise InputError(f"{name}: no retry set to read ({exc})") from None
-    if not hosts:
-        raise NothingToRetry(from_run)
-    return hosts
 
 
 @dataclass
@@ -284,7 +254,9 @@ def prepare_play(fleet: Any, playbook: str | Path | None, *, kind: str = "deploy
     if retry_failed is not None:
         # The failed run's hosts: within the pattern when given, else they are the selection (the
         # playbook's own `hosts` may not name them: that run may have had --hosts).
-        failed = ",".join(retry_names(retry_failed, key, play_file, shown("retry_failed")))
+        failed = ",".join(retry_names(retry_failed, key, play_file, shown("retry_failed"),
+                                      inventory_hosts=fleet.inventory.hosts, inventory_files=play_inventory,
+                                      on_warning=fleet.on_warning))
         if pattern is not None:
             limit = failed if limit is None else f"{limit}:&{failed}"
         else:

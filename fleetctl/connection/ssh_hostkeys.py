@@ -20,7 +20,7 @@ Outcomes, as OpenSSH with ``StrictHostKeyChecking yes`` (or ``accept-new`` when
   or one hashed line each). One line per (name, key), never a second: the file is re-read under a
   lock before it is written (:func:`record_known_host`), so inventory aliases of one HostName:port
   connecting at once, or two controllers, record the key once.
-- ``@revoked``: refused.
+- ``@revoked``: refused, naming the file and number of the ``@revoked`` line itself.
 - ``CheckHostIP`` (off by default since OpenSSH 8.5; never for loopback addresses, jump or proxy
   connections, or when the host is its address): a different key recorded for the address is
   refused; a missing one is added.
@@ -82,22 +82,34 @@ def _blob(key: asyncssh.SSHKey) -> str:
     return key.export_public_key("openssh").decode("ascii").split()[1]
 
 
-def _line_of(lines: list[str], key: asyncssh.SSHKey, name: str) -> int:
-    """The number (from 1) of the first line recording ``key`` for ``name``: a key recorded for
-    several names (a host's own line and its port-less or hashed one, a key shared by hosts) is on
-    several lines, and the line ``ssh-keygen -R`` removes is the one that matches the name; else the
-    first line holding the key; 0 if none."""
+#: which list of asyncssh's ``SSHKnownHosts.match`` a line's marker puts its key in (sshd(8),
+#: "SSH_KNOWN_HOSTS FILE FORMAT": an optional first field ``@cert-authority`` or ``@revoked``)
+_HOST, _CA, _REVOKED = 0, 1, 2
+_MARKERS = {_HOST: None, _CA: "@cert-authority", _REVOKED: "@revoked"}
+
+
+def _line_of(lines: list[str], key: asyncssh.SSHKey, name: str, kind: int = _HOST) -> int:
+    """The number (from 1) of the first line recording ``key`` for ``name`` as ``kind`` (a host key,
+    ``@cert-authority`` or ``@revoked``: one key may be on a plain line and a ``@revoked`` one, and
+    the line named must be the one that says what is reported). A key recorded for several names (a
+    host's own line and its port-less or hashed one, a key shared by hosts) is on several lines, and
+    the line ``ssh-keygen -R`` removes is the one that matches the name; else the first line holding
+    the key with that marker; 0 if none."""
     blob = _blob(key)
     first = 0
     for i, line in enumerate(lines, 1):
-        if blob not in line or line.lstrip().startswith("#"):
+        fields = line.split()
+        if blob not in fields or fields[0].startswith("#"):
+            continue
+        marker = fields[0].lower() if fields[0].startswith("@") else None
+        if marker != _MARKERS[kind]:
             continue
         first = first or i
         try:
             matched = asyncssh.import_known_hosts(line).match(name, "", None)[:3]
         except ValueError:
             continue
-        if any(k == key for keys in matched for k in keys):
+        if any(k == key for k in matched[kind]):
             return i
     return first
 
@@ -115,9 +127,9 @@ def lookup(files: tuple[str, ...], name: str) -> tuple[list[KnownKey], list[Know
         parsed, lines = got
         # port None and the name already in [host]:port form: an exact lookup, no fallback
         host_keys, ca_keys, revoked_keys = parsed.match(name, "", None)[:3]
-        hosts += [KnownKey(k, path, _line_of(lines, k, name)) for k in host_keys]
-        cas += [KnownKey(k, path, _line_of(lines, k, name)) for k in ca_keys]
-        revoked += [KnownKey(k, path, _line_of(lines, k, name)) for k in revoked_keys]
+        hosts += [KnownKey(k, path, _line_of(lines, k, name, _HOST)) for k in host_keys]
+        cas += [KnownKey(k, path, _line_of(lines, k, name, _CA)) for k in ca_keys]
+        revoked += [KnownKey(k, path, _line_of(lines, k, name, _REVOKED)) for k in revoked_keys]
     return hosts, cas, revoked
 
 

@@ -1,10 +1,9 @@
 """Keeping secrets out of every log, event, run record and terminal line.
 
 A variable is secret when it is declared so, ``NAME: {value: ..., secret: true}`` (in inventory
-host/group vars, play vars or ``-e``), or when its name looks like one: it contains ``password``,
-``passwd``, ``token``, ``secret``, ``api_key``, ``apikey``, ``private_key``, ``credential`` or
-``auth`` (case-insensitive), unless it names a file or path (``*_file``, ``*_path``), such as
-Ansible's ``ansible_ssh_private_key_file``.
+host/group vars, play vars or ``-e``), or when its name looks like one (:func:`is_secret_name`, the
+one rule every output path asks: run.json, events, host logs, reports, ``inventory --host/--list``,
+the terminal, a schedule's vars file).
 
 Structured data (run.json, events, the env of planned and failed commands) has the values of
 secret-named keys replaced by :data:`MASK`; free text (host output lines, messages) has every
@@ -21,20 +20,53 @@ from typing import Any
 
 MASK = "********"
 MIN_SECRET_CHARS = 4
-_SECRET_NAME = re.compile(r"pass(word|wd)|token|secret|api_?key|private_?key|credential|auth", re.I)
-_NOT_SECRET = re.compile(r"(_file|_path|_dir)$", re.I)
+#: anywhere in a name (case-insensitive), as before the rule took word parts
+_SECRET_SUBSTRING = re.compile(r"pass(word|wd|phrase)|token|secret|api_?key|private_?key|credential|auth", re.I)
+#: one word part of a name: Ansible's ``PASSWORD_MATCH`` (``pass``, ``password``, ``passwd``,
+#: ``passwrd``, ``passphrase``) and ``cred``/``creds``
+_SECRET_PART = re.compile(r"pass(word|phrase|wrd|wd)?|creds?")
+#: a last word part naming where a thing is, not the thing: such names stay visible
+_LOCATION_PARTS = frozenset({"file", "path", "dir", "url"})
+#: a ``*_key`` that is no secret
+_PUBLIC_KEY_PARTS = frozenset({"public", "pub"})
+_PART_SPLIT = re.compile(r"[^a-z0-9]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def is_secret_name(name: object) -> bool:
-    """True for names that look like secrets (see the module docstring)."""
+    """True for a variable (or environment variable, or mapping key) name that looks like a secret.
+
+    The name is cut into word parts at ``_``, ``-``, ``.``, spaces and lower-to-upper case changes
+    (``ansible_become_pass``, ``WANDB_API_KEY``, ``dbPass``). It is secret when
+
+    - a part is ``pass``, ``password``, ``passwd``, ``passwrd`` or ``passphrase``: the heuristic of
+      Ansible's ``PASSWORD_MATCH`` (ansible-core ``lib/ansible/module_utils/basic.py``; a module
+      parameter so named is logged as ``NOT_LOGGING_PASSWORD`` unless ``no_log`` says otherwise),
+      which is how Ansible names its own: ``ansible_pass``, ``ansible_ssh_pass``,
+      ``ansible_become_pass``; ``bypass`` or ``passenger`` are not;
+    - or it contains ``password``, ``passwd``, ``passphrase``, ``token``, ``secret``, ``api_key``,
+      ``apikey``, ``private_key``, ``credential`` or ``auth`` anywhere, or a part is ``cred``/``creds``;
+    - or its last part is ``key`` after some other part (``wandb_key``, ``ssh_key``), except a
+      public key (``ssh_public_key``, ``host_pub_key``);
+
+    unless its last part is ``file``, ``path``, ``dir`` or ``url``: a name for where a secret
+    lives (``ansible_ssh_private_key_file``, ``vault_password_file``, ``hf_token_path``,
+    ``auth_url``) stays visible, since operators need it. Case-insensitive; a non-str is never
+    secret.
+    """
     return isinstance(name, str) and _secret_str(name)
 
 
 @functools.lru_cache(maxsize=4096)
 def _secret_str(name: str) -> bool:
     # every event's keys are asked (a run of 500 hosts asks 160,000 times, of a few hundred names)
-    return bool(_SECRET_NAME.search(name)) and not _NOT_SECRET.search(name)
+    parts = [p for p in _PART_SPLIT.split(_CAMEL.sub("_", name).lower()) if p]
+    if not parts or parts[-1] in _LOCATION_PARTS:
+        return False
+    if _SECRET_SUBSTRING.search(name) or any(_SECRET_PART.fullmatch(p) for p in parts):
+        return True
+    return len(parts) > 1 and parts[-1] == "key" and parts[-2] not in _PUBLIC_KEY_PARTS
 
 
 def is_marked(value: object) -> bool:
