@@ -74,3 +74,12 @@ def test_the_api_reads_such_hosts_failed_with_their_warnings_and_calls_on_warnin
         hf = res.facts[name]
         assert hf.status == "failed" and cause in (hf.error or "") and any(cause in w for w in hf.warnings), hf
         assert any(line.startswith(f"{name}: warning: ") and cause in line for line in told), told
+
+
+@pytest.mark.sshd
+def test_verify_of_a_missing_venv_names_the_cause_in_facts_words_not_envs_raw_line(broken_fleet, tmp_path):
+    res = fleetctl("-i", str(broken_fleet), "verify", "--hosts", "novenv1", home=tmp_path / "state",
+                   env={"COLUMNS": "250"})
+    said = " ".join((res.stdout + res.stderr).replace("│", " ").split())
+    assert res.returncode == 1 and NOT_THERE in said, res.stdout + res.stderr
+    assert "/usr/bin/env:" not in said and "bin/python3': No such file" not in said, res.stdout + res.stderr
