@@ -103,7 +103,8 @@ class FactsLines:
     ``gpu03: WARNING (below): ...`` when a ``warning:`` note says what an operator must see that
     leaves the host ``ok`` (a builder-only problem: the notes at the end), or ``gpu02: FAILED`` /
     ``UNREACHABLE`` with the cause left to the end of the output (a host a deploy refuses, such as
-    a missing venv or a read-only workdir, is ``failed``: :mod:`fleetctl.facts.refusals`).
+    a missing venv or a read-only workdir, is ``failed``: :mod:`fleetctl.facts.refusals`; one
+    whose facts were gathered keeps its cells: ``gpu04: FAILED (the cause below): gpus ...``).
 
     Args:
         entry: ``(run, host) -> dict``, the host's ``fleetctl facts --json`` entry.
@@ -122,8 +123,11 @@ class FactsLines:
         if event.name != "host.finished" or event.host is None:
             return
         f = self.entry(run, event.host)
-        if facts_failed(f):
+        if facts_failed(f) and (not f.get("reachable", True) or "gpus" not in f or self.brief):
             text = f"{event.host}: {'UNREACHABLE' if not f.get('reachable', True) else 'FAILED'} (the cause below)"
+        elif facts_failed(f):  # gathered, then refused: its cells still say what was found (venv free 0 MiB)
+            text = f"{event.host}: FAILED (the cause below): " + "; ".join(
+                f"{k} {v}" for k, v in zip(FACTS_COLUMNS[1:], facts_row(event.host, f)[1:]))
         else:
             cells = facts_row(event.host, f)
             warned = any(str(n).startswith("warning: ") for n in (f.get("build") or {}).get("notes") or [])
