@@ -276,8 +276,10 @@ def test_facts_writes_nothing_on_a_fresh_host_and_reads_an_existing_id(sshd_farm
 
     def facts() -> dict:
         res = fleetctl("-i", str(inv), "facts", "--hosts", "ro", "--json", home=tmp_path, timeout_s=300)
-        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-        return json.loads(res.stdout)["ro"]
+        # a bare venv (no torch, no pip): a deploy refuses the host, so its facts are failed (exit 1)
+        got = json.loads(res.stdout)["ro"]
+        assert res.returncode == 1 and "torch does not import" in got["error"], res.stdout[-2000:] + res.stderr[-2000:]
+        return got
 
     before = _tree(home, venv)
     got = facts()
