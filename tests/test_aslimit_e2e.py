@@ -55,8 +55,9 @@ def test_a_logins_ulimit_v_is_named_as_the_cause_by_facts_plan_and_verify_not_a_
                                                                 "verify_device": "cpu"}}})
 
     facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path)
-    assert facts.returncode == 0, facts.stdout + facts.stderr
+    assert facts.returncode == 1, facts.stdout + facts.stderr  # a deploy refuses the host: failed, not ok
     got = json.loads(facts.stdout)["lim"]
+    assert got["status"] == "failed" and "does not import" in got["error"], got.get("error")
     assert got["rlimit_as_mib"] == 390 and got["python"]["torch_import"]["ok"] is False, got["python"]
     torch_line = [w for w in got["warnings"] if "does not import" in w]
     assert len(torch_line) == 1, got["warnings"]

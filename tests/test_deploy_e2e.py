@@ -187,13 +187,13 @@ def test_preflight_fails_in_seconds_with_the_cause(sshd_farm, tmp_path):
     assert "make one (python3 -m venv ~/venv, or uv venv ~/venv) and point the host var 'venv' at it" in \
         " ".join(res.stdout.replace("│", " ").split())
 
-    # facts: every host the deploy refused reads WARNING, never ok, with the deploy's own line, and
-    # --json lists it in warnings (one rule: the trial's cuda_home read "ok" with a bare note)
+    # facts: every host the deploy refused reads FAILED (exit 1), never ok, with the deploy's own line,
+    # and --json lists it in warnings (one rule: the trial's cuda_home read "ok" with a bare note)
     facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
-    assert facts.returncode == 0, facts.stdout + facts.stderr
+    assert facts.returncode == 1, facts.stdout + facts.stderr
     notes = " ".join(facts.stdout.split())
     for name in ("badvenv", "nonvcc", "notvenv"):
-        assert f"{name}: WARNING (below): gpus " in facts.stdout and f"{name}: ok" not in facts.stdout, facts.stdout
+        assert f"{name}: FAILED (the cause below)" in facts.stdout and f"{name}: ok" not in facts.stdout, facts.stdout
     # the fix names where the value was set: the inventory file and line (fresh operator's trial)
     assert re.search(rf"nonvcc: warning: cuda_home {re.escape(str(tmp_path / 'no-cuda'))} has no bin/nvcc \(fix the "
                      rf"inventory var 'cuda_home' \({re.escape(str(inv))}:\d+\)\); found ", notes), notes

@@ -230,15 +230,17 @@ def test_hanging_nvidia_smi_is_bounded_named_and_not_started_twice(sshd_farm, tm
 
 
 def test_facts_of_a_host_whose_venv_is_not_there_carries_a_warning(sshd_farm, tmp_path):
-    """The host var venv names a folder that is not on the host (moved away, a typo): facts still
-    ends ok (nothing is broken on the host itself), but with a warning line on screen and in the
-    record naming the venv (new-user trial: 'python / torch: - / torch -' and nothing else)."""
+    """The host var venv names a folder that is not on the host (moved away, a typo): a deploy
+    refuses the host, so its facts are failed (fresh operator trial: they read ok), with a warning
+    line on screen and in the record naming the venv (new-user trial: 'python / torch: - / torch -'
+    and nothing else)."""
     h, hv = _host(sshd_farm, "novenv", tmp_path, venv=str(tmp_path / "gone-venv"))
     write_fake_nvidia_smi(h.bin_dir, [H200])
     inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"novenv": hv}})
     res = fleetctl("-i", str(inv), "facts", "--hosts", "fleet", home=tmp_path, timeout_s=300)
-    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.returncode == 1, res.stdout + res.stderr  # a deploy refuses the host: failed, never ok
     want = f"warning: venv {tmp_path / 'gone-venv'}: {tmp_path / 'gone-venv'}/bin/python3: no such interpreter"
     assert want in res.stdout + res.stderr, res.stdout + res.stderr
     record = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["novenv"]
-    assert record["status"] == "ok" and [w for w in record["warnings"] if w.startswith(want)], record.get("warnings")
+    assert record["status"] == "failed" and record["error"].startswith(want[len("warning: "):]), record.get("error")
+    assert [w for w in record["warnings"] if w.startswith(want)], record.get("warnings")

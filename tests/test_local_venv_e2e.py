@@ -28,11 +28,13 @@ def test_a_missing_venv_on_the_local_host_fails_that_host_alone_worded_as_an_ssh
     res = fleetctl("-i", str(inv), "deploy", "--playbook", str(play), "--hosts", "all", home=tmp_path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     assert "localhost | hello" in res.stdout and "ssh1      | hello" in res.stdout, res.stdout
-    # facts: one warning, the same for both hosts (not an error naming the inventory's line)
+    # facts: both hosts failed (a deploy refuses them), one warning, the same for both hosts (not
+    # an error naming the inventory's line)
     res = fleetctl("-i", str(inv), "facts", "--hosts", "all", home=tmp_path)
-    assert res.returncode == 0 and "error" not in res.stderr, res.stdout + res.stderr
+    assert res.returncode == 1 and "error" not in res.stderr, res.stdout + res.stderr
     line = f"venv {missing}: {missing}/bin/python3: no such interpreter"
-    warned = [ln for ln in (res.stdout + res.stderr).splitlines() if line in ln]
+    assert all(f"{h}: FAILED: {line}" in res.stdout for h in ("localhost", "ssh1")), res.stdout
+    warned = [ln for ln in (res.stdout + res.stderr).splitlines() if line in ln and ": warning: " in ln]
     assert len(warned) == 1 and warned[0].startswith(("localhost,ssh1: warning: ", "ssh1,localhost: warning: ")), \
         res.stdout + res.stderr
     # the API's deploy and facts alike (they raised InputError)
@@ -40,7 +42,8 @@ def test_a_missing_venv_on_the_local_host_fails_that_host_alone_worded_as_an_ssh
     nodes = Fleet.from_inventory(inv).select("all")
     assert nodes.deploy(play).ok
     facts = nodes.facts()
-    assert facts.ok and {h: f.raw["python"]["error"] for h, f in facts.facts.items()} == {
+    assert not facts.ok and {h: f.status for h, f in facts.facts.items()} == {"localhost": "failed", "ssh1": "failed"}
+    assert {h: f.raw["python"]["error"] for h, f in facts.facts.items()} == {
         "localhost": f"{missing}/bin/python3: no such interpreter", "ssh1": f"{missing}/bin/python3: no such interpreter"}
     # the default deploy's plan fails each host with that line (one group: the same words for
     # both), a failure of those hosts (exit 1), not bad input (exit 2)

@@ -42,16 +42,18 @@ def test_many_aliases_of_one_host_fold_in_facts_plan_and_deploy(sshd_farm, tmp_p
     nodes = f"m[001-{N:03d}]"
 
     facts = fleetctl("-i", str(inv), "facts", "--hosts", "all", home=tmp_path, timeout_s=300)
-    assert facts.returncode == 0, facts.stdout[-3000:] + facts.stderr[-3000:]
+    assert facts.returncode == 1, facts.stdout[-3000:] + facts.stderr[-3000:]
     out = facts.stdout
     # identical hosts: one row under their node set and count, as run -b folds them
     assert f"{nodes} ({N})" in out, out
     assert not any(line.startswith("m001 ") or line.strip() == "m001" for line in out.splitlines()), out
-    # the live line per host names the host and its state (the venv is a bare folder: a warning);
-    # the columns are the table's, the warning is said once under the node set
+    # the live line per host names the host and its state (the venv is a bare folder: a deploy
+    # refuses it, so failed); the columns are the table's, the cause is said once under the node
+    # set as its failure and once as its warning note
     assert sorted(line for line in out.splitlines() if line.startswith("m0")) == sorted(
-        f"{n}: WARNING (below)" for n in names), out
-    assert out.count("no such interpreter") == 1 and f"\n{nodes}: warning: venv {venv}" in out, out
+        f"{n}: FAILED (the cause below)" for n in names), out
+    assert out.count("no such interpreter") == 2 and f"\n{nodes}: warning: venv {venv}" in out, out
+    assert f"\n{nodes}: FAILED: venv {venv}" in out, out
     assert len(out.splitlines()) < N + 20, out
     doc = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "all", "--json", home=tmp_path,
                               timeout_s=300).stdout)

@@ -178,7 +178,9 @@ def test_facts_never_run_a_script_from_another_users_workdir(sshd_farm, tmp_path
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"fb": {**bob.inventory_vars(sshd_farm.known_hosts),
                                                                 "workdir": str(theirs)}}})
     res = fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path)
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    assert json.loads(res.stdout)["fb"]["cpu_count"] >= 1
+    # the workdir is another user's: a deploy cannot make its run folder there, so facts fail the host
+    got = json.loads(res.stdout)["fb"]
+    assert res.returncode == 1 and got["error"].startswith("workdir "), res.stdout[-2000:] + res.stderr[-2000:]
+    assert got["cpu_count"] >= 1
     assert not marker.exists()
     assert sorted(p.name for p in theirs.iterdir()) == ["scripts"]  # and nothing was written there

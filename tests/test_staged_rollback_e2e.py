@@ -88,9 +88,10 @@ def test_rollback_rescues_a_host_whose_live_version_folder_is_gone(tmp_path):
     _run(tmp_path, inv, *deploy)  # v3 live
     shutil.move(str(folder / "v3"), str(tmp_path / "aside"))  # the live one, by hand
 
-    facts = json.loads(_run(tmp_path, inv, "facts", "--hosts", "me", "--json").stdout)["me"]["environments"]
+    # the venv's interpreter is gone with it: a deploy refuses the host, so facts fail it (exit 1)
+    facts = json.loads(_run(tmp_path, inv, "facts", "--hosts", "me", "--json", rc=1).stdout)["me"]["environments"]
     assert facts["live_version"] == 3 and facts["live_missing"] is True and facts["versions"]["3"]["missing"], facts
-    shown = _run(tmp_path, inv, "facts", "--hosts", "me").stdout
+    shown = _run(tmp_path, inv, "facts", "--hosts", "me", rc=1).stdout
     assert "the live version v3 is missing" in " ".join(shown.split()), shown
 
     # a staged deploy has nothing to stage from: refused while planning, in one line

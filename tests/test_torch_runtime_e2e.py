@@ -39,16 +39,16 @@ def test_a_venv_without_torch_fails_while_planning_in_plan_dry_run_and_deploy(ss
     base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", PLAYBOOK)
     line = _refusal(venv)
 
-    # facts, gathered fine (exit 0), show the host as WARNING with the line the deploy refuses it
-    # with, in the form of every such problem (fleetctl/facts/refusals.py); they said "ok" and
-    # nothing of torch
+    # facts, gathered fine, fail the host (exit 1) with the line the deploy refuses it with, in the
+    # form of every such problem (fleetctl/facts/refusals.py); they said "ok" and nothing of torch
     facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
     said = " ".join(facts.stdout.replace("│", " ").split())
-    assert facts.returncode == 0 and "notorch: WARNING (below)" in facts.stdout, facts.stdout + facts.stderr
+    assert facts.returncode == 1 and "notorch: FAILED (the cause below)" in facts.stdout, facts.stdout + facts.stderr
     warning = f"warning: {line[len('preflight: '):]}; a deploy refuses this host until it is fixed"
     assert warning in said, facts.stdout
     doc = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path).stdout)
     assert warning in doc["notorch"]["warnings"], doc["notorch"].get("warnings")
+    assert doc["notorch"]["status"] == "failed" and doc["notorch"]["error"] == warning[len("warning: "):], doc["notorch"]
 
     plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
     assert plan.returncode == 1, plan.stdout + plan.stderr

@@ -99,9 +99,10 @@ def test_a_venv_whose_python_links_to_a_base_interpreter_that_is_gone_is_named_s
     res = fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path)
     doc = json.loads(res.stdout)
     assert f"warning: {line}{TAIL}" in doc["dangling"]["warnings"], doc["dangling"].get("warnings")
-    # a warning, not a failure (docs/contracts.md, Facts): the facts were gathered, so the host is
-    # ok and facts exit 0; the deploy below refuses the host with the same line
-    assert res.returncode == 0 and doc["dangling"]["status"] == "ok", res.stdout + res.stderr
+    # a deploy refuses the host (below, with the same line), so its facts are failed, never ok
+    # (docs/contracts.md, Facts), and facts exit 1
+    assert res.returncode == 1 and doc["dangling"]["status"] == "failed", res.stdout + res.stderr
+    assert doc["dangling"]["error"] == f"{line}{TAIL}", doc["dangling"]["error"]
     plan = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", PLAYBOOK, "--plan", "--json", home=tmp_path)
     assert plan.returncode == 1, plan.stdout + plan.stderr
     msgs = " ".join(t.get("msg") or "" for t in json.loads(plan.stdout)["dangling"]["tasks"])
@@ -192,7 +193,7 @@ def test_facts_warn_of_a_cpu_only_torch_on_a_gpu_host_as_plan_refuses(sshd_farm,
     assert refusals and refusals[0].startswith("preflight: torch 2.13.0+cpu in "), refusals
     line = refusals[0][len("preflight: "):]
     facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
-    assert facts.returncode == 0 and "node03: WARNING (below)" in facts.stdout, facts.stdout + facts.stderr
+    assert facts.returncode == 1 and "node03: FAILED (the cause below)" in facts.stdout, facts.stdout + facts.stderr
     doc = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path).stdout)
     assert f"warning: {line}{TAIL}" in doc["node03"]["warnings"], doc["node03"].get("warnings")
     # a playbook of the operator's own that builds and installs, and never verifies: verify's

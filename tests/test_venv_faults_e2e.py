@@ -93,8 +93,8 @@ def test_a_venv_the_login_user_cannot_write_is_named_by_facts_plan_and_deploy(ss
             f"to the venv, or point the host var 'venv' at a venv {h.user} owns")
 
     facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
-    assert facts.returncode == 0, facts.stdout + facts.stderr
-    assert "rov: WARNING (below)" in facts.stdout, facts.stdout
+    assert facts.returncode == 1, facts.stdout + facts.stderr
+    assert "rov: FAILED (the cause below)" in facts.stdout, facts.stdout
     assert f"warning: {line}; a deploy refuses this host until it is fixed" in _flat(facts.stdout), facts.stdout
     base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play))
     plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
@@ -193,7 +193,8 @@ def test_a_venv_on_a_full_disk_is_refused_before_pip_runs(tmp_path):
         refused = (f"preflight: venv's site-packages {sp} has 0 MiB free; {wheel.name} (unpacked, with a margin) "
                    f"needs {need} MiB: pip would stop with ENOSPC")  # the one estimate, as above
         facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
-        assert "lh: WARNING (below)" in facts.stdout and "; venv free 0 MiB;" in facts.stdout, facts.stdout
+        assert facts.returncode == 1 and "lh: FAILED (the cause below)" in facts.stdout, facts.stdout
+        assert "; venv free 0 MiB;" in facts.stdout, facts.stdout
         assert f"warning: {full}; fix: free space on that file system, or point the host var 'venv' at a venv with " \
                "space; a deploy refuses this host until it is fixed" in _flat(facts.stdout), facts.stdout
         plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
@@ -232,7 +233,7 @@ def test_a_venv_without_room_for_the_wheel_to_build_is_refused_by_plan_and_befor
         # facts make --plan's check with --plan's number (operator trial: facts said ok, showing the
         # workdir's free GiB, where --plan refused), and show the venv's own free space
         facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
-        assert facts.returncode == 0 and "tv: WARNING (below)" in facts.stdout, facts.stdout
+        assert facts.returncode == 1 and "tv: FAILED (the cause below)" in facts.stdout, facts.stdout
         assert f"; venv free {free_mib} MiB;" in facts.stdout, facts.stdout
         assert f"warning: {line}{free_mib} MiB free; the fp4_kernels wheel {need}" in _flat(facts.stdout), facts.stdout
         plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
@@ -302,7 +303,8 @@ def test_the_room_check_counts_the_cached_class_wheels_real_size_not_the_unbuilt
                 f"MiB unpacked, with a margin) needs {-(-cached // 1048576) + 16} MiB: pip would stop")
         assert small.returncode == 1 and same in msg, msg
         facts = fleetctl("-i", str(inv), "facts", "--hosts", "n2", home=tmp_path, env={"COLUMNS": "250"})
-        assert "n2: WARNING (below)" in facts.stdout and same in _flat(facts.stdout), facts.stdout  # --plan's number
+        assert facts.returncode == 1 and "n2: FAILED (the cause below)" in facts.stdout, facts.stdout
+        assert same in _flat(facts.stdout), facts.stdout  # --plan's number
         (disk / "filler").write_bytes(b"\0" * (shutil.disk_usage(disk).free + 4 * 1048576 - 24 * 1048576))
         dep = fleetctl(*base, "--hosts", "n2", home=tmp_path, timeout_s=600)
         assert dep.returncode == 0, dep.stdout[-3000:]
@@ -414,11 +416,11 @@ def test_a_torch_missing_its_own_library_is_named_by_facts_and_refused_while_pla
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"lh": {"ansible_connection": "local", "venv": venv,
                                                                "workdir": str(work), "verify_device": "cpu"}}})
     facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
-    assert facts.returncode == 0, facts.stdout + facts.stderr
+    assert facts.returncode == 1, facts.stdout + facts.stderr
     line = f"preflight: torch {torch.__version__} in {venv} does not import ({err}): fp4_kernels needs torch at run time"
     # the deploy's own line, in the one form facts gives every problem a deploy refuses
     said = _flat(facts.stdout)
-    assert "lh: WARNING (below)" in facts.stdout and f"warning: {line[len('preflight: '):]}" in said, facts.stdout
+    assert "lh: FAILED (the cause below)" in facts.stdout and f"warning: {line[len('preflight: '):]}" in said, facts.stdout
     assert "or point the host var 'venv' at a venv whose torch imports; a deploy refuses this host until it is fixed" \
         in said, facts.stdout
     base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(REPO / "playbooks" / "fp4-kernels.yaml"))
@@ -482,8 +484,8 @@ def test_a_torch_that_cannot_import_under_the_logins_ulimit_is_refused_and_the_c
              "RLIMIT_AS) is 1464 MiB")
 
     facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
-    assert facts.returncode == 0, facts.stdout + facts.stderr
-    assert "lim: WARNING (below)" in facts.stdout and f"warning: {line}" in _flat(facts.stdout), facts.stdout
+    assert facts.returncode == 1, facts.stdout + facts.stderr
+    assert "lim: FAILED (the cause below)" in facts.stdout and f"warning: {line}" in _flat(facts.stdout), facts.stdout
     assert limit in _flat(facts.stdout) and "--force-reinstall" not in facts.stdout, facts.stdout
     time.sleep(2.0)  # the facts script keeps no answer about files younger than its RACY_S
     base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(REPO / "playbooks" / "fp4-kernels.yaml"))

@@ -113,8 +113,9 @@ def facts_entry(run: Any, host: str) -> dict[str, Any]:
     with facts has them beside; a host that is not ok has ``error`` (one that was reached, its
     facts gathered and then refused: a broken GPU stack, keeps the facts; an unreachable one has
     what its connection kind knows without reaching it). ``warnings``: the ``warning:`` notes, each
-    a problem a deploy refuses or an operator must see (the host's line reads ``WARNING``, not
-    ``ok``: :mod:`fleetctl.facts.refusals`). Not redacted."""
+    a problem a deploy refuses (then the host is ``failed``, ``error`` naming the first:
+    :mod:`fleetctl.facts.refusals`) or an operator must see (the host stays ``ok``; its line
+    reads ``WARNING``). Not redacted."""
     out = run.hosts[host]
     entry = {**(out.facts or {}), "reachable": bool(out.reachable), "status": facts_status(out),
              "warnings": list(out.warnings or [])}

@@ -36,8 +36,16 @@ class HostFacts(_Facts):
 
     Attributes:
         host: the inventory name.
-        status: ``ok``; ``failed`` (gathered, then refused: a broken GPU stack) or ``unreachable``.
-        error: for a failed or unreachable host, one line.
+        status: ``ok``; ``failed`` (gathered, then refused: a broken GPU stack, or a problem a
+            deploy refuses the host for, such as a venv that is not there or has no torch:
+            :func:`fleetctl.facts.refusals.refused_by_deploy`) or ``unreachable``. ``ok`` means
+            a deploy would not refuse the host for what its facts show.
+        error: for a failed or unreachable host, one line (for a refused one, its first
+            refusal: :func:`fleetctl.facts.refusals.refusal_error`).
+        warnings: every ``warning:`` line facts gave for the host (``fleetctl facts --json``'s
+            ``warnings``), those a deploy refuses the host for and benign ones alike (a
+            builder-only problem: the host may still receive its class's wheel); each also went
+            to the fleet's ``on_warning`` as ``HOST: LINE``.
         gpus: every GPU (empty on a host without an NVIDIA driver).
         driver_version: the NVIDIA driver's version (``"580.82.07"``), or None.
         cuda_version: the CUDA toolkit's (nvcc's) version (``"13.0"``), or None.
@@ -58,6 +66,7 @@ class HostFacts(_Facts):
     host: str
     status: str = "ok"
     error: str | None = None
+    warnings: tuple[str, ...] = ()
     gpus: tuple[Gpu, ...] = ()
     driver_version: str | None = None
     cuda_version: str | None = None
@@ -82,7 +91,7 @@ class HostFacts(_Facts):
         from .adhoc import facts_status
 
         status = facts_status(outcome)
-        return cls(host=host, status=status, error=outcome.error,
+        return cls(host=host, status=status, error=outcome.error, warnings=tuple(outcome.warnings or ()),
                    gpus=tuple(Gpu.model_validate(g) for g in raw.get("gpus") or () if isinstance(g, dict)),
                    driver_version=raw.get("driver_version"), cuda_version=cuda.get("version"),
                    cuda_home=cuda.get("home"), python=python.get("executable"), python_version=python.get("version"),

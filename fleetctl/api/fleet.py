@@ -45,8 +45,9 @@ class Fleet:
             (:func:`fleetctl.api.playchecks.extra_var_warnings`), and each extra var that ``run``,
             ``facts``, ``copy`` or ``fetch`` does not read: one that is no host setting, with the
             CLI's did-you-mean (:func:`fleetctl.api.playchecks.setting_var_warnings`: ``vnev`` ->
-            ``did you mean venv?``) (one line; default: ``fleetctl: warning: LINE`` on stderr, as
-            the CLI prints it).
+            ``did you mean venv?``), and each ``warning:`` line of a host's facts
+            (:meth:`~fleetctl.api.hosts.AsyncHosts.facts`: ``HOST: warning: ...``) (one line;
+            default: ``fleetctl: warning: LINE`` on stderr, as the CLI prints it).
 
     Raises:
         InputError: an argument of the wrong kind (:mod:`fleetctl.api.inputs`: a flag that is not

@@ -130,7 +130,11 @@ class AsyncHosts:
             The :class:`~fleetctl.api.results.RunResult`; ``result.facts`` is host ->
             :class:`~fleetctl.api.facts.HostFacts`, every host included (``result["h"].facts`` for
             one host): an unreachable host's has ``status="unreachable"``, its ``error`` and no
-            facts (empty ``gpus``, None elsewhere); a host refused after gathering ``"failed"``.
+            facts (empty ``gpus``, None elsewhere); a host refused after gathering ``"failed"``:
+            a broken GPU stack, or a problem a deploy refuses the host for (a venv that is not
+            there, no torch, a full or read-only site-packages: the result is not ``ok`` then).
+            Each host's ``warning:`` lines go to the fleet's ``on_warning`` as ``HOST: LINE``
+            and are in its :attr:`HostFacts.warnings <fleetctl.api.facts.HostFacts.warnings>`.
 
         Raises:
             InputError: bad forks, observers or ``phase_timeout`` (the line the CLI prints), or the
@@ -147,6 +151,9 @@ class AsyncHosts:
             verbose=self.fleet.verbose, forks=forks, connect_timeout_s=self.fleet.connect_timeout,
             accept_new_host_keys=self.fleet.accept_new_host_keys, ssh_options=self.fleet.ssh_options,
             phase_timeout=phase_timeout)
+        for name, out in run.hosts.items():  # as fleetctl facts prints them: a script sees them too
+            for line in out.warnings or ():
+                self.fleet.on_warning(f"{name}: {line}")
         return RunResult(run, record.dir)
 
     async def copy(self, src: str | Path, dest: str, *, timeout: float = 600.0, forks: int = 50,

@@ -32,7 +32,9 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     the hosts as that deploy will see them.
 
     Each host's line is printed as its facts come in; then the table, every failure's cause and
-    the build notes (with --json: one document at the end)."""
+    the build notes (with --json: one document at the end). A host whose facts show a problem a
+    deploy refuses it for (a venv that is not there, no torch, a full venv) is FAILED, and the
+    exit status is 1."""
     from ..api.adhoc import facts_document, facts_entry, gather_facts
     from ..api.inputs import CLI_FLAGS
     from ..reporting.lines import FactsLines, print_json

@@ -15,6 +15,7 @@ from ..connection.base import OutputLine
 from ..connection.command import not_found_on_path
 from ..connection.registry import ConnectOptions
 from ..errors import CommandTimeout, FleetError, HostUnreachable, host_message
+from ..facts.refusals import refusal_error
 from .deadlines import CONNECT_TIMEOUT_S, FACTS_TIMEOUT_S
 from .fanout import for_each_host
 from .model import RunModel, utc_now
@@ -99,7 +100,9 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
                          timeout_s: float = FACTS_TIMEOUT_S, connect_timeout_s: float = CONNECT_TIMEOUT_S,
                          accept_new_host_keys: bool = False, ssh_options: Sequence[str] = ()) -> RunModel:
     """Gather facts on every host (one command each: see :mod:`fleetctl.engine.session_start`);
-    each host's outcome holds ``facts`` or ``reachable: false`` with ``error``. ``timeout_s`` limits
+    each host's outcome holds ``facts`` or ``reachable: false`` with ``error``; its ``warnings``
+    are the facts' ``warning:`` notes, and one a deploy refuses the host for makes it ``failed``
+    with ``error`` naming it (:func:`fleetctl.facts.refusals.refusal_error`), facts kept. ``timeout_s`` limits
     each host's gathering, ``connect_timeout_s`` its connect and login, seconds (defaults:
     :mod:`fleetctl.engine.deadlines`)."""
     import contextlib
@@ -137,7 +140,10 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
                 notes = [str(n) for n in (facts.get("build") or {}).get("notes", [])]
                 for note in notes:
                     observers.emit("note.added", host.name, message=note)
-                out.warnings = [n for n in notes if n.startswith("warning: ")] or None  # ok, with what to look at
+                out.warnings = [n for n in notes if n.startswith("warning: ")] or None
+                refused = refusal_error(notes)  # a host a deploy refuses is never "ok" (facts/refusals.py)
+                if refused:
+                    out.status, out.error = "failed", refused
                 observers.emit("facts.gathered", host.name, gpus=len(facts.get("gpus") or []),
                                arch_list=(facts.get("build") or {}).get("torch_cuda_arch_list"))
             except HostUnreachable as exc:

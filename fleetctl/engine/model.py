@@ -201,7 +201,10 @@ class HostOutcome(_Model):
         warnings: warning lines the host's result carries beside its status, which an ``ok``
             does not clear: e.g. a node whose Slurm GRES gives it GPUs that facts did not find, run
             as a host without GPUs because ``verify_device: cpu`` says so; its deploy lock lost
-            during the run with no other run holding it (:mod:`fleetctl.engine.lockwatch`).
+            during the run with no other run holding it (:mod:`fleetctl.engine.lockwatch`). In a
+            facts run, the facts' ``warning:`` notes: one a deploy refuses the host for (a venv
+            that is not there, no torch, a full venv) makes its status ``failed`` with ``error``
+            naming it (:func:`fleetctl.facts.refusals.refused_by_deploy`); the others leave it ``ok``.
         log_cut: the host's log in the run record is incomplete (the record's file system was
             full, :mod:`fleetctl.reporting.recordcut`): what its ``==> log cut here: `` line says
             (the cause, the free space, the lines not kept). Such a host is never ``ok``: its

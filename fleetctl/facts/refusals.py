@@ -2,9 +2,19 @@
 with the line (:func:`fleetctl.tasks.build_preflight.facts_problems`, and the venv's:
 :mod:`fleetctl.facts.venv`), and ``fleetctl facts`` shows the same line in one form, whichever
 rule found it (:func:`warning`: ``warning: LINE; a deploy refuses this host until it is fixed``),
-so that such a host reads ``WARNING``, never ``ok``, and is in ``--json``'s ``warnings``
-(docs/contracts.md: one rule for both). ``fleetctl facts`` itself still exits 0: the facts were
-gathered; what they show is the host's problem, said where a deploy would stop.
+and is in ``--json``'s ``warnings`` (docs/contracts.md: one rule for both).
+
+A host with such a line is never ``ok`` (:func:`refused_by_deploy` tells those lines from benign
+ones): its facts run status is ``failed`` with ``error`` naming the first cause
+(:func:`refusal_error`), ``fleetctl facts`` exits 1 and the API's ``HostFacts.status`` reads
+``failed`` (fresh operator trial: ``Fleet.select(h).facts()`` gave ``ok`` for a host whose venv
+was gone, so a script checking ``r.ok`` went on to a deploy that refused it). Why failed and not
+a status of its own: the facts were gathered, but the question a facts run answers for a script
+is "can this host be deployed to", and docs/contracts.md's status words already have the one
+answer (``failed``: a reached host that is refused after gathering, as a broken GPU stack is);
+the facts stay beside the error. A line the deploy does not refuse the host for (a builder-only
+problem, :func:`builder_warning`: the host may still receive its class's wheel; a Slurm label
+that fits no GPU) leaves the host ``ok``, listed in ``warnings`` all the same.
 
 Each function takes facts (``python``: the venv interpreter's, ``playbooks/scripts/facts.py``) and
 returns one line (the cause and the fix) or None.
@@ -21,10 +31,39 @@ from ..build.cudacompat import ArchToken, driver_problem, predicted_binaries, un
 from .install_hint import UV_INSTALL, add_pip_hint, install_command, venv_has_pip
 
 
+#: What :func:`warning` ends with: the words that mark a line a deploy refuses the host for.
+REFUSAL_TAIL = "; a deploy refuses this host until it is fixed"
+
+
 def warning(problem: str) -> str:
     """The ``fleetctl facts`` note of a problem a deploy refuses: ``warning: PROBLEM; a deploy
     refuses this host until it is fixed``."""
-    return f"warning: {problem}; a deploy refuses this host until it is fixed"
+    return f"warning: {problem}{REFUSAL_TAIL}"
+
+
+def refused_by_deploy(note: str) -> bool:
+    """Whether a facts note (``build.notes``) is one a deploy refuses the host for, whatever its
+    role: a :func:`warning` (every rule of :func:`host_refusals`, the venv's install and verify
+    preflights: :func:`fleetctl.facts.venv.venv_warnings`, the workdir's room below a receiver's
+    floor), or a workdir the deploy cannot write (:func:`fleetctl.facts.workdir.workdir_warning`:
+    it fails making its run folder there). A :func:`builder_warning` is not one (the host may
+    receive its class's wheel), nor are the other ``warning:`` notes (a GPU stack's or a Slurm
+    label's remarks). The one rule that makes such a host's facts ``failed`` (the module docstring)."""
+    from .workdir import WORKDIR_WARNING_LEAD
+
+    return note.startswith("warning: ") and (note.endswith(REFUSAL_TAIL) or note.startswith(WORKDIR_WARNING_LEAD))
+
+
+def refusal_error(notes: Sequence[str]) -> str | None:
+    """The ``error`` of a host whose facts show problems a deploy refuses it for: the first such
+    note without its ``warning:`` lead (``venv /x: ...; a deploy refuses this host until it is
+    fixed``), and how many more there are (``(and 2 more: see warnings)``); None when no note
+    is one (:func:`refused_by_deploy`)."""
+    refused = [n for n in notes if refused_by_deploy(n)]
+    if not refused:
+        return None
+    more = f" (and {len(refused) - 1} more: see warnings)" if len(refused) > 1 else ""
+    return refused[0][len("warning: "):] + more
 
 
 #: What :func:`builder_warning` ends with: the deploy's arch-class roles

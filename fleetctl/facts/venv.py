@@ -6,7 +6,8 @@ planner that would fail on it, as a preflight that stops the host while planning
 is uploaded, built or installed (``pip_install``: :func:`install_problem`; ``verify``:
 :func:`torch_problem`), and by ``fleetctl facts`` as that line in the one form every problem a
 deploy refuses takes there (:func:`fleetctl.facts.refusals.warning`: ``warning: LINE; a deploy
-refuses this host until it is fixed``), so the host reads ``WARNING``, never ``ok``.
+refuses this host until it is fixed``), so the host's facts read ``failed``, never ``ok``
+(:func:`fleetctl.facts.refusals.refused_by_deploy`).
 
 The cases, from a new operator's trial, where facts said ok and ``--plan`` said push:
 

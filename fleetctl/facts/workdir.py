@@ -28,6 +28,9 @@ RECEIVER_MIN_FREE_DISK_MIB = 512
 
 #: The fix every "cannot write the workdir" line ends with.
 WORKDIR_FIX = "set the host var workdir to a writable folder with space"
+#: How :func:`workdir_warning`'s line starts (:func:`fleetctl.facts.refusals.refused_by_deploy`
+#: reads it: a deploy fails on such a host).
+WORKDIR_WARNING_LEAD = "warning: workdir "
 
 
 def workdir_of(folder: str) -> str:
@@ -57,7 +60,7 @@ def workdir_warning(facts: dict[str, Any]) -> str | None:
         why = f"the file system of {where} is full ({fs['free_mib']} MiB free)"
     else:
         return None
-    return (f"warning: workdir {folder}: {why}: a deploy (and --plan) cannot make its run folder, lock or "
+    return (f"{WORKDIR_WARNING_LEAD}{folder}: {why}: a deploy (and --plan) cannot make its run folder, lock or "
             f"build there; {WORKDIR_FIX}")
 
 

@@ -100,9 +100,11 @@ class FactsLines:
     """An observer printing one line per host as soon as that host's facts are in (as Ansible
     prints each host's result as it comes), so a host that hangs delays nobody else's:
     ``gpu01: ok: gpus NVIDIA H200 (9.0); arch list 9.0a; ...`` (the table's columns),
-    ``gpu03: WARNING (below): ...`` when a ``warning:`` note says what a deploy would fail on (a
-    read-only or full workdir, a missing venv: the notes at the end), or ``gpu02: FAILED`` /
-    ``UNREACHABLE`` with the cause left to the end of the output.
+    ``gpu03: WARNING (below): ...`` when a ``warning:`` note says what an operator must see that
+    leaves the host ``ok`` (a builder-only problem: the notes at the end), or ``gpu02: FAILED`` /
+    ``UNREACHABLE`` with the cause left to the end of the output (a host a deploy refuses, such as
+    a missing venv or a read-only workdir, is ``failed``: :mod:`fleetctl.facts.refusals`; one
+    whose facts were gathered keeps its cells: ``gpu04: FAILED (the cause below): gpus ...``).
 
     Args:
         entry: ``(run, host) -> dict``, the host's ``fleetctl facts --json`` entry.
@@ -121,12 +123,15 @@ class FactsLines:
         if event.name != "host.finished" or event.host is None:
             return
         f = self.entry(run, event.host)
-        if facts_failed(f):
+        if facts_failed(f) and (not f.get("reachable", True) or "gpus" not in f or self.brief):
             text = f"{event.host}: {'UNREACHABLE' if not f.get('reachable', True) else 'FAILED'} (the cause below)"
+        elif facts_failed(f):  # gathered, then refused: its cells still say what was found (venv free 0 MiB)
+            text = f"{event.host}: FAILED (the cause below): " + "; ".join(
+                f"{k} {v}" for k, v in zip(FACTS_COLUMNS[1:], facts_row(event.host, f)[1:]))
         else:
             cells = facts_row(event.host, f)
             warned = any(str(n).startswith("warning: ") for n in (f.get("build") or {}).get("notes") or [])
-            # gathered (exit 0), but a host a deploy would fail never reads as a healthy "ok"
+            # ok, but a warning an operator must see never reads as a healthy "ok"
             text = f"{event.host}: {'WARNING (below)' if warned else 'ok'}" + ("" if self.brief else ": " + "; ".join(
                 f"{k} {v}" for k, v in zip(FACTS_COLUMNS[1:], cells[1:])))
         self.stream.write(run.redactor.text(text.translate(_DROP)) + "\n")

@@ -113,8 +113,9 @@ def print_table(console: Console, title: str, columns: list[tuple[str, bool, str
 
 
 def print_facts(console: Console, facts: dict[str, dict[str, Any]], *, lines_shown: bool = False) -> None:
-    """One row per reachable host (GPUs and SMs, arch list, CUDA, Python/torch, cores, memory,
-    disk, max jobs); then one line per host that could not be reached or read, with its cause.
+    """One row per host whose facts were gathered (GPUs and SMs, arch list, CUDA, Python/torch,
+    cores, memory, disk, max jobs), a failed one's too; then one line per host that could not be
+    reached or read or was refused after gathering, with its cause.
     Above :data:`~fleetctl.reporting.terminal.FOLD_THRESHOLD` hosts (where the deploy summary
     folds), hosts with identical cells share one row under their node set and count
     (``m[001-120] (120)``, as ``fleetctl run -b``), and hosts failing alike share one line.
@@ -133,7 +134,8 @@ def print_facts(console: Console, facts: dict[str, dict[str, Any]], *, lines_sho
         if facts_failed(f):
             state = "UNREACHABLE" if not f.get("reachable", True) else "FAILED"
             bad.setdefault((state, str(f.get("error"))) if fold else (state, str(f.get("error")), host), []).append(host)
-            continue
+            if state == "UNREACHABLE" or "gpus" not in f:
+                continue  # gathered, then refused (a venv a deploy refuses): its row too, the cause below
         cells = facts_row(host, f)
         groups.setdefault(tuple(cells[1:]) if fold else (host,), []).append(host)
     rows = [[f"{fold_hosts(names)} ({len(names)})" if fold else names[0], *facts_row(names[0], facts[names[0]])[1:]]

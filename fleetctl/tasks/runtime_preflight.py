@@ -24,7 +24,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..facts.refusals import missing_python_problem, silent_python_problem
 from ..facts.venv import cpu_torch_problem, torch_problem
+
+
+def interpreter_problem(facts: Mapping[str, Any], venv: str | None) -> str | None:
+    """The one line refusing a venv whose interpreter cannot run anything, or None: not there
+    (:func:`fleetctl.facts.refusals.missing_python_problem`: the venv's folder removed, or its
+    base python gone) or silent at start (:func:`fleetctl.facts.refusals.silent_python_problem`),
+    the words ``fleetctl facts`` and the build's preflight use. ``verify`` refuses with it while
+    planning, before uploading its script (operator trial: verify of a removed venv printed the
+    host's raw ``/usr/bin/env: '/home/u/venv/bin/python3': No such file or directory`` where facts
+    and ``--plan`` named the cause)."""
+    return missing_python_problem(facts, venv) or silent_python_problem(facts, venv)
 
 
 def torch_runtime_problem(facts: Mapping[str, Any], venv: str | None, python: str, package: str) -> str | None:

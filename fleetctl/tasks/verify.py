@@ -35,7 +35,7 @@ from ..status import Status
 from .argtypes import ActionArgs, is_template
 from .base import Action, HostView, Plan, TaskResult, first_error_line
 from .build_preflight import CLEAN_PYTHON_ENV
-from .runtime_preflight import torch_cuda_problem, torch_runtime_problem
+from .runtime_preflight import interpreter_problem, torch_cuda_problem, torch_runtime_problem
 from .steps import Put, Run
 
 #: The verification script used when ``verify.script`` is not given, relative to the fleetctl
@@ -249,13 +249,16 @@ def failure_line(res: CommandResult, failed: list, package: str, facts: Mapping[
 def plan(args: VerifyArgs, host: HostView) -> Plan:
     """Upload the script, run it from ``<run_dir>/verify``; OK when every check passed. A venv
     whose torch does not import (facts) is refused first, as a preflight
-    (:func:`~fleetctl.tasks.runtime_preflight.torch_runtime_problem`)."""
-    if args.needs_torch is True and not is_template(args.package):
+    (:func:`~fleetctl.tasks.runtime_preflight.torch_runtime_problem`), and before it a venv whose
+    interpreter is not there or does not start
+    (:func:`~fleetctl.tasks.runtime_preflight.interpreter_problem`)."""
+    problem = interpreter_problem(host.facts, host.venv)
+    if problem is None and args.needs_torch is True and not is_template(args.package):
         problem = torch_runtime_problem(host.facts, host.venv, host.python, args.package) or torch_cuda_problem(
             host.facts, host.venv, host.python, args.package, verify_device(args, host.verify_device, host.gpu_caps))
-        if problem:
-            return TaskResult(Status.FAILED, msg=f"preflight: {problem}", preflight=True,
-                              data={"decision": {"action": "fail"}, "preflight": [problem]})
+    if problem:
+        return TaskResult(Status.FAILED, msg=f"preflight: {problem}", preflight=True,
+                          data={"decision": {"action": "fail"}, "preflight": [problem]})
     local = Path(args.script) if args.script else host.project_root / DEFAULT_VERIFY_SCRIPT
     if not local.is_absolute():
         local = host.local_path(str(local))
