@@ -226,7 +226,9 @@ def test_another_runs_install_in_the_shared_venv_is_refused_before_the_wheel_is_
 def test_a_member_receiving_its_class_wheel_is_refused_alike_before_the_push(fake_kind, tmp_path):
     """A host whose class's wheel comes from the controller's cache (built by another host) is
     planned as a push: the refusal for another run's install in its venv holds for it too, in
-    --plan and --dry-run, and the deploy pushes nothing to it."""
+    --plan and --dry-run, and the deploy pushes nothing to it. The dry run records the refusing
+    install alone, as the deploy does: one that showed the push as a change disagreed with it
+    (fresh operator trial, tests/test_mode_agreement_e2e.py); --plan shows the plan."""
     pb = playbook(tmp_path)
     hosts = make_hosts(["n2", "n3"])
     for name, ident in (("n2", "f" * 32), ("n3", "e" * 32)):
@@ -243,8 +245,11 @@ def test_a_member_receiving_its_class_wheel_is_refused_alike_before_the_push(fak
         model, _ = run(pb, hosts[1:], mode=mode)
         out = model.hosts["n3"]
         assert out.status == "failed" and line in out.error, (mode, out.status, out.error)
-        if mode != "apply":
+        if mode == "plan":  # the plan, refusal and all
             assert actions(model) == {"n3": "push"}, (mode, actions(model))
+        else:
+            assert [(t.action, t.status) for t in out.tasks if t.action != "facts"] == [("pip_install", "failed")], \
+                (mode, [(t.action, t.status) for t in out.tasks])
     assert not wheels_put("n3") and not pip_installs("n3")
 
 

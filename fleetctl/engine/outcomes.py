@@ -1,5 +1,6 @@
-"""What the runner writes into the run model as a host ends, and the observers of a deploy's
-planning pass (see :mod:`fleetctl.engine.runner`)."""
+"""What the runner writes into the run model as a host ends, the observers of a planning pass, and
+the one outcome of a host refused while planning, whichever the mode (see
+:mod:`fleetctl.engine.runner`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from ..util.shared import share
 from .host import HostPass, phase_spans
-from .model import PhaseSpan, RunModel
+from .model import PhaseSpan, RunModel, TaskOutcome
 from .observer import Observers
 
 
@@ -29,6 +30,57 @@ class MutedObservers:
 
     def line(self, host: str, line: Any, shown: bool = True) -> None:
         self.inner.line(host, line, False)
+
+
+class HeldObservers(MutedObservers):
+    """Observers for the planning pass ``--plan`` and ``--dry-run`` show: its task and step events
+    are held until the pass is known not to be refused (:meth:`flush` hands them on, in order);
+    one refused while planning drops them and ends as :func:`refused_pass` says, as the deploy
+    ends it. Without the hold a dry run showed the tasks planned before the refusal (the upload,
+    the wheel's push) as changes and failed only at the task that refused, where the deploy
+    uploaded nothing (fresh operator trial: ``OCCF`` against the deploy's ``OF``)."""
+
+    def __init__(self, inner: Observers) -> None:
+        super().__init__(inner)
+        self.held: list[tuple[str, str | None, dict[str, Any]]] = []
+
+    def emit(self, name: str, host: str | None = None, **data: Any) -> None:
+        if name in self.DROP:
+            self.held.append((name, host, data))
+        else:
+            self.inner.emit(name, host, **data)
+
+    def line(self, host: str, line: Any, shown: bool = True) -> None:
+        self.inner.line(host, line, shown)
+
+    def flush(self, refused: str | None = None) -> None:
+        """Hand the held events on, in the order they came; none is held after. ``refused``: the
+        name of the task that refused the host while planning: only its ``task.started`` (the live
+        ``[task N/M]`` line) is handed on, the other tasks' events are dropped."""
+        held, self.held = self.held, []
+        for name, host, data in held:
+            if refused is None or (name == "task.started" and data.get("task") == refused):
+                self.inner.emit(name, host, **data)
+
+
+def refused_pass(run: RunModel, observers: Observers, host: str, blocking: TaskOutcome) -> HostPass:
+    """The outcome of a host whose planning pass found ``blocking`` (:attr:`HostPass.blocking`: a
+    failure before any command would have changed the host, such as a preflight): that task alone,
+    told to ``observers`` as ``host.refused`` and the task's end, its line the planner's, which a
+    deploy (``run.mode`` apply) ends with ``(found while planning: nothing was uploaded or run)``.
+    The one form ``--dry-run`` and the deploy give it (README: they agree), so that neither shows
+    the tasks before it as done or to do; ``--plan`` shows the whole plan, the same task failing
+    with the same line."""
+    b = blocking
+    observers.emit("host.refused", host, task=b.name, msg=b.msg)
+    said = " (found while planning: nothing was uploaded or run)" if run.mode == "apply" else ""
+    result = HostPass(outcomes=[b.model_copy(update={"msg": f"{b.msg}{said}"})],
+                      status=b.status if b.status == "unreachable" else "failed",
+                      # an unreachable task's line names it already (host.lost_in)
+                      error=b.msg if b.status == "unreachable" else f"{b.name}: {b.msg}")
+    observers.emit("task.finished", host, task=b.name, action=b.action, phase=b.phase, status=b.status, rc=b.rc,
+                   duration_s=0.0, msg=result.outcomes[0].msg, start_s=round(run.elapsed_s(), 3))
+    return result
 
 
 def end_early(run: RunModel, observers: Observers, host: str, status: str, error: str, t0: float,

@@ -71,7 +71,8 @@ from .host import HostPass, PassOptions, plan_pass, run_pass
 from .lockwatch import settle as settle_lock
 from .model import PhaseSpan, RunModel, TaskOutcome, utc_now
 from .observer import Observers
-from .outcomes import MutedObservers, end_early, finish_host, interrupted, not_started, stopped
+from .outcomes import HeldObservers, MutedObservers, end_early, finish_host, interrupted, not_started, refused_pass
+from .outcomes import stopped
 from .probeplan import ProbeMemory
 from .reach import connect, first_command, record_connection
 from .scopes import enter_scopes, prepare_hosts
@@ -186,6 +187,11 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     # shows each host's final plan once (re-planned from its cached probes: no round trip); a
     # deploy shows what it applies.
     planning_observers: Any = MutedObservers(observers)
+    held: dict[str, HeldObservers] = {}  # the pass --plan/--dry-run show, held until known not refused
+
+    def shown(name: str) -> Any:  # a plan pass shown by --plan/--dry-run (a deploy shows its apply pass)
+        held[name] = HeldObservers(observers)
+        return planning_observers if apply else held[name]
     memory = ProbeMemory(playbook.path) if opts.remember_probes else None
     phases = frozenset(ACTIONS[t.action].phase for t in tasks if t.action in ACTIONS)
     order = {h.name: i for i, h in enumerate(batch)}
@@ -214,8 +220,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                 changed |= classes.assign(names)
         for h in names:
             if h in changed or not apply:
-                plans[h] = await plan_pass(sessions[h], playbook, tasks, selected, run,
-                                       planning_observers if apply else observers, classes, pass_opts)
+                plans[h] = await plan_pass(sessions[h], playbook, tasks, selected, run, shown(h), classes, pass_opts)
 
     def leave(name: str, g: Group) -> None:
         g.waiting.discard(name)
@@ -310,15 +315,7 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
         try:
             b, p = p.blocking, None  # the apply pass plans again from the cached probes: the plan is let go of
             if b is not None:
-                observers.emit("host.refused", host.name, task=b.name, msg=b.msg)
-                result = HostPass(outcomes=[b.model_copy(update={"msg": f"{b.msg} (found while planning: "
-                                                                        f"nothing was uploaded or run)"})],
-                                  status=b.status if b.status == "unreachable" else "failed",
-                                  # an unreachable task's line names it already (host.lost_in)
-                                  error=b.msg if b.status == "unreachable" else f"{b.name}: {b.msg}")
-                observers.emit("task.finished", host.name, task=b.name, action=b.action, phase=b.phase,
-                               status=b.status, rc=b.rc, duration_s=0.0, msg=result.outcomes[0].msg,
-                               start_s=round(run.elapsed_s(), 3))
+                result = refused_pass(run, observers, host.name, b)
             else:
                 result = await run_pass(session, playbook, tasks, selected, apply=True, run=run,
                                         observers=observers, classes=classes, opts=pass_opts)
@@ -366,12 +363,15 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
                 if refused_alone(plans[name]):
                     classes.withdraw(name)
                 if classes.assign([name]) or not apply:
-                    plans[name] = await plan_pass(sessions[name], playbook, tasks, selected, run,
-                                              planning_observers if apply else observers, classes, pass_opts)
-            if not apply:
-                planned = plans.pop(name)
+                    plans[name] = await plan_pass(sessions[name], playbook, tasks, selected, run, shown(name),
+                                                  classes, pass_opts)
+            if not apply:  # a dry run refused while planning ends as the deploy does (refused_pass)
+                planned, view = plans.pop(name), held.pop(name, None) or HeldObservers(observers)
+                refused = planned.blocking if opts.mode != "plan" else None  # --plan: the plan, refusal and all
+                view.flush(refused=refused.name if refused is not None else None)
                 if planned.blocking is not None:  # --plan's class line never names it as a builder
                     planned.blocking.data = {**planned.blocking.data, "refused_while_planning": True}
+                    planned = refused_pass(run, observers, name, planned.blocking) if refused else planned
                 finish_host(run, observers, name, planned, first.get(name, []),
                             stats=getattr(sessions[name].conn, "stats", None))
                 return
