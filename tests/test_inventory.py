@@ -776,3 +776,29 @@ def test_a_host_refused_for_its_own_values_keeps_its_place_and_refuses_where_sel
     inv.check_hosts(inv.select("b"))
     with pytest.raises(InventoryError, match=r":3: all.hosts.a.max_jobs: must be an integer of at least 1"):
         inv.check_hosts(inv.select("all"))
+
+
+@pytest.mark.parametrize("var", ["ansible_user", "ansible_ssh_user"])
+def test_a_local_host_naming_another_user_is_refused(tmp_path, var):
+    """Operator trial: ``me: {ansible_connection: local, ansible_user: fltestok}`` run by root ran
+    every command as root (``run -- id -un`` printed root) and a deploy left root-owned files in
+    fltestok's venv. A local host runs as the controller's user: another user is refused, as
+    ``ansible_become`` is (one line naming file, line, host and var); the controller's own name,
+    and the same var on an ssh host, pass."""
+    from fleetctl.inventory.ansible_support import controller_user
+
+    me = controller_user()
+    other = "fltestok" if me != "fltestok" else "fltestother"
+    path = write(tmp_path, "all:\n  hosts:\n"
+                           f"    me: {{ansible_connection: local, {var}: {other}, venv: /home/{other}/venv}}\n"
+                           f"    self: {{ansible_connection: local, {var}: {me}}}\n"
+                           f"    remote: {{ansible_host: 10.0.0.1, {var}: {other}}}\n")
+    inv = load_inventory(path)
+    inv.check_hosts(inv.select("self:remote"))
+    with pytest.raises(InventoryError) as info:
+        inv.check_hosts(inv.select("all"))
+    line = str(info.value)
+    assert line.startswith(f"{path}:3: all.hosts.me.{var}: host 'me' sets {var} = '{other}', which fleetctl does "
+                           f"not honour: a local host (ansible_connection: local) runs every command on this "
+                           f"controller as the user fleetctl runs as ({me}), never as another: "), line
+    assert "\n" not in line

@@ -347,7 +347,11 @@ def test_group_vars_and_host_vars_files_override_inventory_vars_as_ansible_does(
         assert json.loads(res.stdout) == {**common, **own}
     res = fleet(tmp_path, "-i", "inv", "hosts", "lab")
     assert (res.returncode, res.stdout, res.stderr) == (0, "  hosts (2):\n    nbash\n    n2\n", "")
-    res = fleet(tmp_path, "-i", "inv", "facts", "--hosts", "lab", "--json")
+    # a local host runs as the controller's user, and refuses an ansible_user naming another
+    # (test_run_and_deploy_refuse_a_local_host_with_another_user): -e names this one for the facts
+    from fleetctl.inventory.ansible_support import controller_user
+
+    res = fleet(tmp_path, "-i", "inv", "facts", "--hosts", "lab", "--json", "-e", f"ansible_user={controller_user()}")
     facts = json.loads(res.stdout)
     # the test's venv has no torch: a deploy refuses both hosts, so their facts are failed (exit 1)
     assert res.returncode == 1 and all("torch does not import" in facts[h]["error"] for h in ("nbash", "n2")), \
@@ -392,3 +396,23 @@ def test_commands_that_start_no_run_refuse_an_empty_string_variable_as_a_run_doe
             assert (res.returncode, res.stdout) == (2, ""), (name, args, res)
             assert res.stderr.startswith(f"fleetctl: error: {name}: set but empty: "), (name, args, res.stderr)
             assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
+
+
+def test_run_and_deploy_refuse_a_local_host_with_another_user(tmp_path):
+    """Operator trial: ``me: {ansible_connection: local, ansible_user: fltestok}`` run by root:
+    ``run --hosts me -- id -un`` printed root, and the deploy left root-owned files in fltestok's
+    venv. Refused before anything runs, exit 2, one line naming the file, line, host and var."""
+    from fleetctl.inventory.ansible_support import controller_user
+
+    other = "fltestok" if controller_user() != "fltestok" else "fltestother"
+    (tmp_path / "inventory.yaml").write_text(
+        f"all:\n  hosts:\n    me: {{ansible_connection: local, ansible_user: {other}, venv: {tmp_path}/venv}}\n")
+    for args in (("run", "--hosts", "me", "--", "id", "-un"), ("deploy", "--hosts", "me", "--plan"),
+                 ("facts", "--hosts", "me")):
+        res = fleet(tmp_path, "-i", str(tmp_path / "inventory.yaml"), *args)
+        assert res.returncode == 2, (args, res.stdout, res.stderr)
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(
+            f"fleetctl: error: {tmp_path / 'inventory.yaml'}:3: all.hosts.me.ansible_user: host 'me' sets ansible_user = "
+            f"'{other}', which fleetctl does not honour: a local host"), (args, res.stderr)
+        assert res.stdout == "", (args, res.stdout)

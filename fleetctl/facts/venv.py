@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 from .install_hint import existing_venv, install_command
 from .refusals import build_requirements_problem, no_front_end_problem, old_pip_problem
 from .refusals import builder_warning, warning as refusal_warning
+from .venv_locks import locked_line
 
 #: Free MiB (2**20 bytes) a venv's site-packages needs for any install: under it an install is
 #: refused before pip runs (pip cuts an install short on ENOSPC, leaving a partial package). A
@@ -352,7 +353,10 @@ def venv_warnings(facts: Mapping[str, Any], install_requirements: bool = False,
     cache, when there is one) or one not built yet; so facts warn with --plan's number (operator
     trial: facts said ok at 25 MiB free, --plan refused: ``needs 36 MiB``). A CPU-only torch
     where the shipped deploy verifies on the GPU (``verify_device``: the host var, resolved by
-    :func:`deployed_verify_device`) is :func:`cpu_torch_problem`'s warning."""
+    :func:`deployed_verify_device`) is :func:`cpu_torch_problem`'s warning. An installed
+    :data:`DEPLOYED_PACKAGE` whose folders the login cannot replace (the facts script's
+    ``python.installed_locks``) is warned with ``pip_install``'s preflight line
+    (:func:`fleetctl.facts.venv_locks.locked_line`)."""
     out = []
     py = facts.get("python")
     if not isinstance(py, Mapping):
@@ -362,6 +366,9 @@ def venv_warnings(facts: Mapping[str, Any], install_requirements: bool = False,
     problem = install_problem(facts, *install_need(name, cached_bytes=cached)) if venv else None
     if problem:  # only the host var's venv: without one, facts describe the system's python
         out.append(PhaseNote("install", refusal_warning(problem)))
+    locked = locked_line(py.get("installed_locks") or {}, DEPLOYED_PACKAGE) if venv and not problem else None
+    if locked:  # pip_install's preflight line (operator trial: facts said ok, --plan refused the host)
+        out.append(PhaseNote("install", refusal_warning(locked)))
     python = py.get("executable") or (posixpath.join(venv, "bin", "python3") if venv else "python3")
     torch = torch_problem(facts, venv, python, DEPLOYED_PACKAGE) if venv or py.get("torch") else None
     if torch:  # a missing torch only in the host var's venv: a build host's system python needs none

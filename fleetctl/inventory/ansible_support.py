@@ -11,6 +11,13 @@ bastion) or run as another user (``ansible_become``). A selected host that sets 
 before anything connects (:func:`unsupported`), naming the var and what to do instead. Ansible's
 defaults (``ansible_become: false``, an empty ``ansible_ssh_extra_args``) are not refused.
 
+Refused for a local host when it names another user (:data:`OTHER_USER_REFUSED`): the login user
+(``ansible_user``, ``ansible_ssh_user``, the names the ssh kind's ``user`` setting reads) on a host
+whose connection runs every command as this controller's own user, through subprocess
+(``ansible_connection: local``; Ansible's local connection plugin runs as the controller's user
+too). Ignoring it ran as root and left root-owned files in another user's venv, which that user's
+next deploy over SSH could not replace (operator trial); the controller's own name is fine.
+
 Refused where a task becomes (:data:`BECOME_REFUSED`, :func:`become_unsupported`): the vars that
 say as whom and how Ansible's become runs (``ansible_become_user`` and its sudo-plugin name
 ``ansible_sudo_user``, ``ansible_become_method``; ansible-core's ``sudo`` become plugin), set
@@ -31,7 +38,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["BECOME_REFUSED", "IGNORED", "REFUSED", "become_unsupported", "not_honoured", "unsupported"]
+__all__ = ["BECOME_REFUSED", "IGNORED", "OTHER_USER_REFUSED", "REFUSED", "become_unsupported", "controller_user",
+           "not_honoured", "unsupported"]
 
 _SSH_OPTIONS = ("fleetctl speaks SSH itself (asyncssh) and passes no ssh command-line options: put ProxyJump "
                 "and other ssh options in ~/.ssh/config, or in a file the host var ssh_config names (as ssh -F)")
@@ -61,6 +69,14 @@ REFUSED: Mapping[str, tuple[frozenset[str] | None, str]] = MappingProxyType({
                                                         "token's keys to ssh-agent (ssh-add -s PROVIDER)"),
     "ansible_become": (None, _BECOME),
 })
+
+#: var -> the connection kinds that run every command as this controller's user, and so refuse it
+#: naming another user (:func:`unsupported`)
+OTHER_USER_REFUSED: Mapping[str, frozenset[str]] = MappingProxyType({
+    name: frozenset({"local"}) for name in ("ansible_user", "ansible_ssh_user")})
+_OTHER_USER = ("a local host (ansible_connection: local) runs every command on this controller as the user "
+               "fleetctl runs as ({me}), never as another: run fleetctl as {user}, or reach the host over SSH as "
+               "{user} (ansible_connection: ssh, ansible_host: localhost)")
 
 #: var -> (Ansible's default, why refused where a task becomes and what to do instead)
 BECOME_REFUSED: Mapping[str, tuple[str, str]] = MappingProxyType({
@@ -130,8 +146,22 @@ def _in_effect(name: str, value: Any) -> bool:
     return True
 
 
-def unsupported(kind: str, variables: Mapping[str, Any]) -> tuple[str, str] | None:
-    """The first refused var in effect for a host of connection ``kind``: ``(var, message)``."""
+def controller_user() -> str:
+    """The name of the user this controller runs as (its effective uid's, else the uid), the user
+    a local host's commands run as."""
+    import os
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
+
+
+def unsupported(kind: str, variables: Mapping[str, Any], me: str | None = None) -> tuple[str, str] | None:
+    """The first refused var in effect for a host of connection ``kind``: ``(var, message)``:
+    one of :data:`REFUSED`, or one of :data:`OTHER_USER_REFUSED` naming a user other than ``me``
+    (default :func:`controller_user`)."""
     for name, (kinds, advice) in REFUSED.items():
         if (kinds is None or kind in kinds) and name in variables:
             value = variables[name]
@@ -139,6 +169,12 @@ def unsupported(kind: str, variables: Mapping[str, Any]) -> tuple[str, str] | No
                 value = value["value"]
             if _in_effect(name, value):
                 return name, advice
+    for name, kinds in OTHER_USER_REFUSED.items():
+        value = variables.get(name) if kind in kinds else None
+        if value is not None and value != "":
+            me = me or controller_user()
+            if str(value) != me:
+                return name, _OTHER_USER.format(me=me, user=value)
     return None
 
 

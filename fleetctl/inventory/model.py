@@ -265,7 +265,8 @@ class Inventory:
         - An Ansible connection or privilege var fleetctl does not honour, in effect
           (:data:`fleetctl.inventory.ansible_support.REFUSED`: ``ansible_ssh_common_args``,
           ``ansible_become: true``, a password...): ignoring it would connect another way or run
-          as another user.
+          as another user; on a local host, ``ansible_user`` naming another user than the
+          controller's (:data:`~fleetctl.inventory.ansible_support.OTHER_USER_REFUSED`).
         - A private key (``ansible_ssh_private_key_file``/``ansible_private_key_file``) or ``ssh_config``
           file this controller's user cannot read (not there, a folder, no read permission): bad input like ``venv: ~/x`` (``~`` resolved at
           load, as OpenSSH expands it in ``-i``/``IdentityFile``). Only the selected hosts' keys are

@@ -1,8 +1,9 @@
 """Where the installed copy of a distribution is, and what stands in the way of replacing it, as
 pip_install says it (one line each): a copy outside the venv (pip's configuration sent it there, or
 another environment's reached through a ``.pth``), an installed folder the login user cannot
-replace, and pip's uninstall stash left behind. Pure readings of :data:`.venv_state.STATE_SCRIPT`'s
-``dist`` answer; nothing here does I/O."""
+replace (:func:`fleetctl.facts.venv_locks.locked_line`, which ``fleetctl facts`` warns with too),
+and pip's uninstall stash left behind. Pure readings of :data:`.venv_state.STATE_SCRIPT`'s ``dist``
+answer; nothing here does I/O."""
 
 from __future__ import annotations
 
@@ -81,27 +82,6 @@ def outside_note(before: dict[str, Any], after: dict[str, Any], dist: str, done:
                 "left as it is")
     return (f"Python now imports the copy of {dist} just installed in {after.get('location')}; the one in {where} "
             f"({where} {reached(before)}, after the venv's site-packages) is not the venv's and was left as it is")
-
-
-def locked_line(dist_state: dict[str, Any], dist: str) -> str | None:
-    """Why pip cannot replace the installed ``dist`` (one line), or None: a folder of it
-    (:data:`.venv_state.STATE_SCRIPT`'s ``locked``: one holding a file its RECORD lists) that the
-    login user cannot write, as a ``sudo pip install`` leaves it. pip moves the package's folders
-    aside (its uninstall stash, ``~<name>``), installs the new files, then removes the stash: that
-    fails with Permission denied, the install "fails" though the new files are in place, and the
-    root-owned stash stays (operator trial). Named with its owner and the fix, as
-    :func:`fleetctl.facts.venv.install_problem` names a venv another user owns."""
-    locked = dist_state.get("locked") or []
-    if not locked:
-        return None
-    first, user = locked[0], dist_state.get("login_user") or "the login user"
-    owner = first.get("owner") or "another user"
-    more = f" (and {dist_state['n_locked'] - 1} more of its folders)" if dist_state.get("n_locked", 1) > 1 else ""
-    tops = " ".join(dist_state.get("locked_tops") or [first["path"]])
-    return (f"{first['path']}, a folder of the installed {dist}, is owned by {owner} and not writable by {user}"
-            f"{more}: pip must remove it to replace {dist}, and would fail in the middle of the install (Permission "
-            f"denied), leaving its stash (~...) behind; fix: sudo chown -R {user} {tops}, or deploy as {owner} "
-            "(ansible_user)")
 
 
 def stash_line(dist_state: dict[str, Any], dist: str) -> str | None:

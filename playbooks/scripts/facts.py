@@ -76,7 +76,9 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     loader's variables and these resource limits (:data:`IMPORT_RLIMITS`) unchanged.
                     ``site_packages_fs``: ``{path, free_mib, noexec, readonly, writable, owner,
                     user}`` of ``site_packages`` (``writable`` by this login ``user``; ``owner`` of the
-                    folder), where installs write.
+                    folder), where installs write. ``installed_locks``: ``{dist, locked, n_locked,
+                    locked_tops, login_user}`` of the installed ``fp4_kernels`` (the shipped deploy's
+                    package) in ``site_packages``, or null when not there (:func:`installed_locks`).
 ``cmake``           ``{path, version: "3.28.3", error}``; ``ninja`` ``{path, version}``; ``uv`` ``{path}``.
 ``cpu_count``       int: CPUs this process may run on (``os.sched_getaffinity``).
 ``cpu_quota``       float | null: the cgroup's CPU quota in CPUs (v2 ``cpu.max``, v1
@@ -1983,6 +1985,10 @@ def probe_python(venv, cache=None):
             py["site_packages_fs"] = site_packages_fs(py["site_packages"])
         except OSError as exc:
             log("python: site-packages: %s" % exc)
+        try:
+            py["installed_locks"] = installed_locks(py["site_packages"])
+        except (OSError, ValueError) as exc:
+            log("python: installed %s: %s" % (DEPLOYED_DIST, exc))
     if py["error"]:
         log("python: " + py["error"])
     if py["torch_error"]:
@@ -2089,6 +2095,55 @@ def site_packages_fs(path):
 
     info["owner"], info["user"] = name(os.stat(info["path"]).st_uid), name(os.geteuid())
     return info
+
+
+#: The distribution the shipped deploy installs (fleetctl.facts.venv.DEPLOYED_PACKAGE).
+DEPLOYED_DIST = "fp4_kernels"
+
+
+def installed_locks(site_packages, dist=DEPLOYED_DIST):
+    """The folders of the installed ``dist`` this login cannot replace, read as the install-state
+    probe reads them for ``pip_install``'s preflight (fleetctl.tasks.venv_state.STATE_SCRIPT's
+    ``locked``, ``n_locked``, ``locked_tops``, ``login_user``): every folder holding a file its
+    ``RECORD`` lists, up to ``site_packages``, that this user may not write and enter (pip moves
+    them aside to replace it; one a ``sudo pip install`` left owned by root stops it half-way).
+    ``{dist, locked: [{path, owner}] (the first 3), n_locked, locked_tops, login_user}``, or None
+    when no ``dist`` is installed in ``site_packages``."""
+    import pwd
+
+    def owner(path):
+        try:
+            return pwd.getpwuid(os.stat(path).st_uid).pw_name
+        except (KeyError, OSError):
+            return None
+    want = re.sub(r"[-_.]+", "_", dist).lower()
+    try:
+        infos = sorted(n for n in os.listdir(site_packages) if n.endswith(".dist-info")
+                       and re.sub(r"[-_.]+", "_", n[:-len(".dist-info")].split("-")[0]).lower() == want)
+    except OSError:
+        return None
+    if not infos:
+        return None
+    root = os.path.realpath(site_packages)
+    folders = set()
+    try:
+        record = _read(os.path.join(site_packages, infos[0], "RECORD"))
+    except OSError:
+        record = ""
+    for line in record.splitlines():
+        d = os.path.dirname(os.path.normpath(os.path.join(site_packages, line.rsplit(",", 2)[0])))
+        while os.path.realpath(d).startswith(root + os.sep) and d not in folders:
+            folders.add(d)
+            d = os.path.dirname(d)
+    locked = [{"path": d, "owner": owner(d)} for d in sorted(folders)
+              if os.path.isdir(d) and not os.access(d, os.W_OK | os.X_OK)]
+    try:
+        login = pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        login = str(os.geteuid())
+    tops = sorted({os.path.join(site_packages, os.path.relpath(l["path"], site_packages).split(os.sep)[0])
+                   for l in locked})
+    return {"dist": dist, "locked": locked[:3], "n_locked": len(locked), "locked_tops": tops, "login_user": login}
 
 
 def probe_cgroup(proc_cgroup="/proc/self/cgroup", mountinfo="/proc/self/mountinfo"):
