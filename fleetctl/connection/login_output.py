@@ -210,6 +210,9 @@ class SkipLogin:
             reader that gave up after :data:`MAX_LOGIN_BYTES` does not count: it cannot tell), so
             what it held was the login shell's (``nologin``'s "This account is currently not
             available."), kept in ``login_output`` and never passed on as the command's.
+        on_found: called with ``login_output`` the moment the marker is seen (None: not called), so
+            a command that lives for the whole run (the first command, which holds the deploy
+            lock) has its login output told while its host's run is still being recorded.
     """
 
     def __init__(self, reader: ByteReader, marker: str) -> None:
@@ -221,6 +224,7 @@ class SkipLogin:
         self.login_output = b""
         self.ended_early = False
         self.started = time.monotonic()
+        self.on_found: Callable[[bytes], None] | None = None
 
     @property
     def waiting(self) -> bool:
@@ -239,6 +243,8 @@ class SkipLogin:
             if at >= 0:
                 self._done = self.found = True
                 self.login_output = bytes(self._held[:at])
+                if self.on_found is not None:
+                    self.on_found(self.login_output)
                 rest = bytes(self._held[at + len(self._marker):])
                 self._held = bytearray()
                 if rest:

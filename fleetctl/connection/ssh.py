@@ -382,6 +382,7 @@ class SSHConnection(SFTPFiles, Connection):
                                   capture_bytes=capture_bytes, make_room=self._close_idle_sftp,
                                   overflow=lambda: not hold_stdin and self._saturated(),
                                   on_retry=lambda: self._count("channel_retries"))
+        channel.on_login_output(self._note_login_output)
         if hold_stdin:
             self._pinned += 1
         try:

@@ -93,6 +93,16 @@ class ExecChannel:
         self.err_reader = SkipLogin(proc.stderr, marker)
         self._out, self._err = OutputTail(capture_bytes), OutputTail(capture_bytes)
 
+    def on_login_output(self, tell: Callable[[bytes], None]) -> None:
+        """Call ``tell`` with the login shell's output (stdout's, then stderr's) the moment both
+        streams have passed their marker, while the command still runs: the first command lives
+        for the whole run, and a host refused while planning runs no other, so waiting for its
+        end would tell it after the host's record is closed."""
+        def found(_: bytes) -> None:
+            if not (self.reader.waiting or self.err_reader.waiting):
+                tell(self.reader.login_output + self.err_reader.login_output)
+        self.reader.on_found = self.err_reader.on_found = found
+
     async def drive(self, *, stdin: list[bytes], supervise: bool, hold_stdin: bool, timeout_s: float | None,
                     heartbeat_s: float, on_line: LineCallback | None, login_watch: LoginWatch,
                     stall_message: Callable[[float], str], on_note: Callable[[str], None]) -> None:
