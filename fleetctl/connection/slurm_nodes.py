@@ -256,8 +256,6 @@ async def query_holdups(client: "SlurmClient", names: Sequence[str], *, timeout_
     Raises:
         SlurmError: sinfo could not run or failed.
     """
-    from ClusterShell.NodeSet import NodeSet  # Slurm's hostlist syntax is ClusterShell's
-
     known = await query_nodes(client, names, timeout_s=timeout_s)
     completing = [n for n in names if n in known and known[n].completing and not known[n].unavailable]
     jobs: dict[str, list[str]] = {}
@@ -266,8 +264,8 @@ async def query_holdups(client: "SlurmClient", names: Sequence[str], *, timeout_
                                 timeout_s=timeout_s, check=False)
         for row in (res.stdout_text.splitlines() if res.rc == 0 else []):
             job, _, nodes = row.strip().partition(" ")
-            for node in (NodeSet(nodes.strip()) if nodes.strip() else ()):
-                jobs.setdefault(str(node), []).append(job)
+            for node in expand_hostlist(nodes):
+                jobs.setdefault(node, []).append(job)
     lines = {n: holdup(known[n], tuple(jobs.get(n, ()))) for n in names if n in known}
     return {n: line for n, line in lines.items() if line}
 
