@@ -190,8 +190,9 @@ async def _run_batch(batch: list[Any], playbook: Any, tasks: list[Any], selected
     held: dict[str, HeldObservers] = {}  # the pass --plan/--dry-run show, held until known not refused
 
     def shown(name: str) -> Any:  # a plan pass shown by --plan/--dry-run (a deploy shows its apply pass)
-        held[name] = HeldObservers(observers)
-        return planning_observers if apply else held[name]
+        if not apply:  # a deploy holds none; a pass planned again starts afresh
+            held[name] = HeldObservers(observers)
+        return held.get(name, planning_observers)
     memory = ProbeMemory(playbook.path) if opts.remember_probes else None
     phases = frozenset(ACTIONS[t.action].phase for t in tasks if t.action in ACTIONS)
     order = {h.name: i for i, h in enumerate(batch)}
