@@ -41,12 +41,20 @@ def test_an_explicit_inventory_that_is_not_there_is_refused_naming_it(tmp_path, 
 
 def test_the_default_still_falls_back_to_the_checkout_and_a_given_file_is_read_where_given(tmp_path):
     assert (REPO / "inventory.yaml").is_file()
-    res = cli("hosts", "all", cwd=tmp_path, home=tmp_path / "state")  # nothing given: fleetctl's own
-    assert res.returncode == 0 and "localhost" in res.stdout, res.stderr
+    # nothing given: fleetctl's own, and the operator is told so (once), as Ansible warns when it
+    # parses no inventory: its localhost is this controller
+    note = (f"fleetctl: warning: no inventory given (-i or FLEETCTL_INVENTORY) and no inventory.yaml in {tmp_path}: "
+            f"using fleetctl's embedded default {REPO / 'inventory.yaml'} (its 'local' group is this machine; "
+            f"'gpu-nodes' is an example fleet)\n")
+    for command in (["hosts", "all"], ["inventory", "--list"], ["run", "--hosts", "local", "--", "echo", "hi"]):
+        res = cli(*command, cwd=tmp_path, home=tmp_path / "state")
+        assert res.returncode == 0 and "localhost" in res.stdout + res.stderr, res.stderr
+        assert res.stderr.count(note) == 1, res.stderr
     (tmp_path / "inventory.yaml").write_text("all:\n  hosts:\n    mine: {ansible_connection: local}\n")
     for args in ([], ["-i", "inventory.yaml"], ["-i", str(tmp_path / "inventory.yaml")]):
         res = cli(*args, "hosts", "all", cwd=tmp_path, home=tmp_path / "state")
         assert res.returncode == 0 and "mine" in res.stdout and "localhost" not in res.stdout, res.stderr
+        assert "warning" not in res.stderr, res.stderr
 
 
 def test_the_api_refuses_a_given_inventory_that_is_not_there(tmp_path, monkeypatch):
@@ -59,6 +67,10 @@ def test_the_api_refuses_a_given_inventory_that_is_not_there(tmp_path, monkeypat
         Fleet(["x.yaml"]).select("all")
     with pytest.raises(InputError, match=r"^inventory.yaml: inventory file not found"):
         Fleet("inventory.yaml").inventory  # noqa: B018
-    assert "localhost" in Fleet().inventory.hosts and "localhost" in Fleet.from_inventory().inventory.hosts
+    told: list[str] = []
+    assert "localhost" in Fleet(on_warning=told.append).inventory.hosts
+    assert "localhost" in Fleet.from_inventory(on_warning=told.append).inventory.hosts
+    assert len(told) == 2 and all(f"no inventory.yaml in {tmp_path}: using fleetctl's embedded default" in t
+                                  for t in told), told
     monkeypatch.chdir(REPO)  # README's "From Python" runs from the checkout, where inventory.yaml is
     assert "localhost" in Fleet.from_inventory("inventory.yaml").inventory.hosts

@@ -155,6 +155,12 @@ class Fleet:
                 raise InventoryNotFound(exc.file, "Fleet.from_inventory(*sources) or Fleet(sources)") from None
             for warning in inv.warnings:
                 self.on_warning(warning)
+            if self.default_inventory:
+                from ..util.paths import default_inventory_note
+
+                note = default_inventory_note()
+                if note is not None:
+                    self.on_warning(note)
             self._inventory = inv
         return self._inventory
 

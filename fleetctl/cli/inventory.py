@@ -27,8 +27,11 @@ def _load(obj: Context):
     from ..util.envvars import check_strings
 
     check_strings()  # as a run: FLEETCTL_INVENTORY="" would read ./inventory.yaml, silently
+    from ..util.paths import default_inventory_note
+
     inv = load_inventory(obj.inventory_sources())
-    for warning in inv.warnings:
+    note = None if obj.inventory_given else default_inventory_note()
+    for warning in [*inv.warnings, *([note] if note else [])]:
         click.echo(f"fleetctl: warning: {warning}", err=True)
     return inv
 

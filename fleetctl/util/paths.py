@@ -41,6 +41,21 @@ def resolve_default(path: str | Path) -> Path:
     return alt if alt.exists() else p
 
 
+def default_inventory_note() -> str | None:
+    """The warning for a default inventory that falls back to the checkout's ``inventory.yaml``
+    (nothing given, and the current folder holds none), else None. An operator is told, as Ansible
+    warns "No inventory was parsed" rather than run quietly on an inventory nobody named: this one's
+    ``localhost`` is the controller and ``gpu-nodes`` an example fleet."""
+    if Path(DEFAULT_INVENTORY).exists():
+        return None
+    alt = REPO_ROOT / DEFAULT_INVENTORY
+    if not alt.exists():
+        return None
+    return (f"no inventory given (-i or FLEETCTL_INVENTORY) and no {DEFAULT_INVENTORY} in {os.getcwd()}: "
+            f"using fleetctl's embedded default {alt} (its 'local' group is this machine; 'gpu-nodes' is an "
+            f"example fleet)")
+
+
 def inventory_sources(sources: Sequence[str | os.PathLike[str]] | None) -> list[str]:
     """The inventory sources to load: ``sources`` as given (``~`` expanded; a path that is not
     there stays as given, so that loading it fails naming it), or, when None or empty (no ``-i``, no
