@@ -195,9 +195,9 @@ def test_preflight_fails_in_seconds_with_the_cause(sshd_farm, tmp_path):
     for name in ("badvenv", "nonvcc", "notvenv"):
         assert f"{name}: FAILED (the cause below)" in facts.stdout and f"{name}: ok" not in facts.stdout, facts.stdout
     # the fix names where the value was set: the inventory file and line (fresh operator's trial)
-    assert re.search(rf"nonvcc: warning: cuda_home {re.escape(str(tmp_path / 'no-cuda'))} has no bin/nvcc \(fix the "
+    assert re.search(rf"nonvcc: FAILED: cuda_home {re.escape(str(tmp_path / 'no-cuda'))} has no bin/nvcc \(fix the "
                      rf"inventory var 'cuda_home' \({re.escape(str(inv))}:\d+\)\); found ", notes), notes
-    assert f"notvenv: warning: venv {sys.base_prefix} is not a virtual environment" in notes, notes
+    assert f"notvenv: FAILED: venv {sys.base_prefix} is not a virtual environment" in notes, notes
     doc = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path).stdout)
     assert [w for w in doc["nonvcc"]["warnings"] if "has no bin/nvcc (fix the inventory var 'cuda_home' (" in w], doc["nonvcc"]
     nonvcc = [t for t in record["hosts"]["nonvcc"]["tasks"] if t["action"] == "build_wheel"][0]

@@ -44,8 +44,10 @@ def test_a_venv_without_torch_fails_while_planning_in_plan_dry_run_and_deploy(ss
     facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
     said = " ".join(facts.stdout.replace("│", " ").split())
     assert facts.returncode == 1 and "notorch: FAILED (the cause below)" in facts.stdout, facts.stdout + facts.stderr
-    warning = f"warning: {line[len('preflight: '):]}; a deploy refuses this host until it is fixed"
-    assert warning in said, facts.stdout
+    cause = f"{line[len('preflight: '):]}; a deploy refuses this host until it is fixed"
+    # the cause once: on the FAILED line, not again as a warning note after it
+    assert f"notorch: FAILED: {cause}" in said and f"warning: {cause}" not in said, facts.stdout
+    warning = f"warning: {cause}"
     doc = json.loads(fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path).stdout)
     assert warning in doc["notorch"]["warnings"], doc["notorch"].get("warnings")
     assert doc["notorch"]["status"] == "failed" and doc["notorch"]["error"] == warning[len("warning: "):], doc["notorch"]

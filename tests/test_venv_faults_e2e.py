@@ -95,7 +95,7 @@ def test_a_venv_the_login_user_cannot_write_is_named_by_facts_plan_and_deploy(ss
     facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
     assert facts.returncode == 1, facts.stdout + facts.stderr
     assert "rov: FAILED (the cause below)" in facts.stdout, facts.stdout
-    assert f"warning: {line}; a deploy refuses this host until it is fixed" in _flat(facts.stdout), facts.stdout
+    assert f"FAILED: {line}; a deploy refuses this host until it is fixed" in _flat(facts.stdout), facts.stdout
     base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play))
     plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
     assert plan.returncode == 1, plan.stdout + plan.stderr
@@ -195,7 +195,7 @@ def test_a_venv_on_a_full_disk_is_refused_before_pip_runs(tmp_path):
         facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
         assert facts.returncode == 1 and "lh: FAILED (the cause below)" in facts.stdout, facts.stdout
         assert "; venv free 0 MiB;" in facts.stdout, facts.stdout
-        assert f"warning: {full}; fix: free space on that file system, or point the host var 'venv' at a venv with " \
+        assert f"FAILED: {full}; fix: free space on that file system, or point the host var 'venv' at a venv with " \
                "space; a deploy refuses this host until it is fixed" in _flat(facts.stdout), facts.stdout
         plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
         assert plan.returncode == 1 and any(t["msg"].startswith(refused)
@@ -235,7 +235,7 @@ def test_a_venv_without_room_for_the_wheel_to_build_is_refused_by_plan_and_befor
         facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
         assert facts.returncode == 1 and "tv: FAILED (the cause below)" in facts.stdout, facts.stdout
         assert f"; venv free {free_mib} MiB;" in facts.stdout, facts.stdout
-        assert f"warning: {line}{free_mib} MiB free; the fp4_kernels wheel {need}" in _flat(facts.stdout), facts.stdout
+        assert f"FAILED: {line}{free_mib} MiB free; the fp4_kernels wheel {need}" in _flat(facts.stdout), facts.stdout
         plan = fleetctl(*base, "--plan", "--json", home=tmp_path)
         assert plan.returncode == 1, plan.stdout + plan.stderr
         msgs = [t["msg"] for t in json.loads(plan.stdout)["tv"]["tasks"] if t["action"] == "pip_install"]
@@ -420,7 +420,7 @@ def test_a_torch_missing_its_own_library_is_named_by_facts_and_refused_while_pla
     line = f"preflight: torch {torch.__version__} in {venv} does not import ({err}): fp4_kernels needs torch at run time"
     # the deploy's own line, in the one form facts gives every problem a deploy refuses
     said = _flat(facts.stdout)
-    assert "lh: FAILED (the cause below)" in facts.stdout and f"warning: {line[len('preflight: '):]}" in said, facts.stdout
+    assert "lh: FAILED (the cause below)" in facts.stdout and f"FAILED: {line[len('preflight: '):]}" in said, facts.stdout
     assert "or point the host var 'venv' at a venv whose torch imports; a deploy refuses this host until it is fixed" \
         in said, facts.stdout
     base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(REPO / "playbooks" / "fp4-kernels.yaml"))
@@ -485,7 +485,7 @@ def test_a_torch_that_cannot_import_under_the_logins_ulimit_is_refused_and_the_c
 
     facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
     assert facts.returncode == 1, facts.stdout + facts.stderr
-    assert "lim: FAILED (the cause below)" in facts.stdout and f"warning: {line}" in _flat(facts.stdout), facts.stdout
+    assert "lim: FAILED (the cause below)" in facts.stdout and f"FAILED: {line}" in _flat(facts.stdout), facts.stdout
     assert limit in _flat(facts.stdout) and "--force-reinstall" not in facts.stdout, facts.stdout
     time.sleep(2.0)  # the facts script keeps no answer about files younger than its RACY_S
     base = ("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(REPO / "playbooks" / "fp4-kernels.yaml"))

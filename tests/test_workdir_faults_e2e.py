@@ -37,9 +37,9 @@ def test_a_read_only_or_full_workdir_is_flagged_by_facts_and_named_with_its_fix(
     for name in ("h-ro", "h-full"):
         assert f"{name}: FAILED (the cause below)" in facts.stdout and f"{name}: ok" not in facts.stdout, facts.stdout
     notes = " ".join(facts.stdout.split())
-    assert f"h-ro: warning: workdir {ro}/wd: the file system of {ro}, its nearest existing folder, is mounted " \
+    assert f"h-ro: FAILED: workdir {ro}/wd: the file system of {ro}, its nearest existing folder, is mounted " \
            f"read-only: a deploy (and --plan) cannot make its run folder, lock or build there; {fix}" in notes, notes
-    assert f"h-full: warning: workdir {full}/wd: the file system of {full}/wd is full (0 MiB free): " in notes, notes
+    assert f"h-full: FAILED: workdir {full}/wd: the file system of {full}/wd is full (0 MiB free): " in notes, notes
     # --plan and deploy: the path, the cause and the fix, by one rule
     run_dir = f"{ro}/wd/runs/"
     for res in (plan, deploy):

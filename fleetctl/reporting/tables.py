@@ -166,15 +166,19 @@ def print_facts(console: Console, facts: dict[str, dict[str, Any]], *, lines_sho
 
 
 def folded_notes(facts: dict[str, dict[str, Any]], *, verbose: bool = False) -> list[str]:
-    """The facts' build notes, each once with its folded host set (``gpu[01-16]: no GPU found...``).
-    The ``max_jobs`` derivation is a detail (the table shows max jobs): shown with ``-v`` only."""
+    """The facts' build notes, each once with its folded host set (``gpu[01-16]: no GPU found...``),
+    less the warning a failed host's ``FAILED:`` line already gives as its cause. The ``max_jobs`` derivation is a detail (the table shows max jobs): shown with ``-v`` only."""
     from ..inventory import fold_hosts
 
     groups: dict[str, list[str]] = {}
     for host, f in facts.items():
+        error = str(f.get("error") or "")
         for note in (f.get("build") or {}).get("notes", []):
             if is_detail_note(note) and not verbose:
                 continue
+            cause = note[len("warning: "):] if note.startswith("warning: ") else None
+            if cause and error and (error == cause or error.startswith(f"{cause} (and ")):
+                continue  # the host's FAILED line gave it already (fleetctl.facts.refusals.refusal_error)
             groups.setdefault(fold_note(note), []).append(host)
     return [f"{fold_hosts(hosts)}: {note}" for note, hosts in groups.items()]
 
