@@ -39,7 +39,8 @@ def test_run_b_gathers_identical_outputs_under_the_folded_node_set(sshd_farm, tm
         h = sshd_farm.start(name)
         _greet(h, text, rc)
         hosts[name] = h.inventory_vars(sshd_farm.known_hosts)
-    hosts["gpu05"] = {"ansible_host": "127.0.0.1", "ansible_port": free_port(), "known_hosts": str(sshd_farm.known_hosts)}
+    dead = {"ansible_host": "127.0.0.1", "ansible_port": free_port(), "known_hosts": str(sshd_farm.known_hosts)}
+    hosts["gpu05"], hosts["gpu06"] = dead, dict(dead)
     inv = write_inventory(tmp_path / "inv.yaml", {"gpu": hosts})
     res = fleetctl("-i", str(inv), "run", "--hosts", "gpu", "-b", "--", "greet", home=tmp_path)
     assert res.returncode == 1, res.stderr
@@ -47,8 +48,10 @@ def test_run_b_gathers_identical_outputs_under_the_folded_node_set(sshd_farm, tm
     assert res.stdout == (f"{rule}\ngpu[01-02] (2)\n{rule}\nsame\nwarn\n"
                           f"{rule}\ngpu03 (1) rc=3\n{rule}\nsame\nwarn\n"
                           f"{rule}\ngpu04 (1)\n{rule}\nother\nwarn\n"), res.stdout
-    assert "gpu05: UNREACHABLE: " in res.stderr
-    assert res.stderr.splitlines()[-1] == "ok 3, failed 1, unreachable 1"
+    # the failures gathered too, as clush -b folds identical lines: one line for both dead hosts
+    assert "gpu[05-06]: UNREACHABLE: connection refused by 127.0.0.1:" in res.stderr, res.stderr
+    assert "gpu05: " not in res.stderr and "gpu03: FAILED: rc=3" in res.stderr, res.stderr
+    assert res.stderr.splitlines()[-1] == "ok 3, failed 1, unreachable 2"
     # without -b: each line prefixed as it comes, and the same summary line last on stderr
     plain = fleetctl("-i", str(inv), "run", "--hosts", "gpu01,gpu02", "--", "greet", home=tmp_path)
     assert plain.returncode == 0, plain.stderr

@@ -122,10 +122,19 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
             from ..reporting.terminal import make_console
 
             err = make_console(sys.stderr)
-            for h in not_ok:  # a terminal wraps them at words (print_long), a pipe gets whole lines
+            causes: dict[str, list[str]] = {}  # the line -> its hosts; -b folds identical ones (clush -b)
+            for h in not_ok:
                 o = run_.hosts[h]
                 state = "UNREACHABLE" if o.status == "unreachable" else "FAILED"
-                print_long(err, Text(f"{h}: {state}: {o.error}"), indent=0)
+                causes.setdefault(f"{state}: {o.error}", []).append(h)
+            if gather:
+                from ..inventory import fold_hosts
+
+                lines = [f"{fold_hosts(names)}: {cause}" for cause, names in causes.items()]
+            else:
+                lines = [f"{h}: {cause}" for cause, names in causes.items() for h in names]
+            for line in lines:  # a terminal wraps them at words (print_long), a pipe gets whole lines
+                print_long(err, Text(line), indent=0)
         reached = [h for h in bad if run_.hosts[h].status != "unreachable"]  # an unreachable host's log is empty
         if reached:
             click.echo(f"every line a host printed: fleetctl logs {run_.run_id} {reached[0]}", err=True)
