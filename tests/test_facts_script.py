@@ -262,6 +262,24 @@ def test_run_with_no_gpu_seen_by_an_installed_driver_is_broken(tmp_path, smi_dir
     assert "Xid" in facts["gpu_stack"]["fix"]
 
 
+def test_an_inforom_warning_with_rows_lists_the_gpus_and_without_rows_is_broken(tmp_path, smi_dir, light_venv):
+    # nvidia-smi -h, RETURN VALUE: 14 "infoROM is corrupted"; its WARNING line comes before the rows
+    write_fake_nvidia_smi(smi_dir, [H200], inforom_corrupt=(0,))
+    facts, _ = run_script("--workdir", tmp_path, path_dirs=[smi_dir], venv=light_venv)
+    assert [g["name"] for g in facts["gpus"]] == ["NVIDIA H200"] and facts["gpu_source"] == "nvidia-smi"
+    assert facts["gpu_stack"]["status"] == "ok"
+    assert facts["gpu_stack"]["warnings"][0].startswith(
+        "nvidia-smi (exit 14): infoROM is corrupted at gpu 00000000:17:00.0: the GPU still answers"), facts["gpu_stack"]
+    # the same status and line with no row after it: nothing listed, a broken stack naming the infoROM
+    smi = smi_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'WARNING: infoROM is corrupted at gpu 0000:B3:00.0'\nexit 14\n")
+    facts, _ = run_script("--workdir", tmp_path, path_dirs=[smi_dir], venv=light_venv)
+    stack = facts["gpu_stack"]
+    assert stack["status"] == "broken" and facts["gpus"] == [], stack
+    assert stack["reason"] == "nvidia-smi: exit 14: WARNING: infoROM is corrupted at gpu 0000:B3:00.0", stack
+    assert "contact NVIDIA support" in stack["fix"], stack
+
+
 @pytest.mark.parametrize("how", ["mode", "exec"])
 def test_run_with_an_nvidia_smi_that_may_not_be_executed_says_so_never_not_found(tmp_path, smi_dir, light_venv, how):
     """An nvidia-smi without its x bit (``shutil.which`` skips it) or whose exec fails with EACCES

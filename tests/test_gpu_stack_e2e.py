@@ -239,8 +239,30 @@ def test_facts_of_a_host_whose_venv_is_not_there_carries_a_warning(sshd_farm, tm
     inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"novenv": hv}})
     res = fleetctl("-i", str(inv), "facts", "--hosts", "fleet", home=tmp_path, timeout_s=300)
     assert res.returncode == 1, res.stdout + res.stderr  # a deploy refuses the host: failed, never ok
-    want = f"warning: venv {tmp_path / 'gone-venv'}: {tmp_path / 'gone-venv'}/bin/python3: no such interpreter"
-    assert want in res.stdout + res.stderr, res.stdout + res.stderr
+    want = f"venv {tmp_path / 'gone-venv'}: {tmp_path / 'gone-venv'}/bin/python3: no such interpreter"
+    assert f"novenv: FAILED: {want}" in res.stdout + res.stderr, res.stdout + res.stderr
     record = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"]["novenv"]
-    assert record["status"] == "failed" and record["error"].startswith(want[len("warning: "):]), record.get("error")
-    assert [w for w in record["warnings"] if w.startswith(want)], record.get("warnings")
+    assert record["status"] == "failed" and record["error"].startswith(want), record.get("error")
+    assert [w for w in record["warnings"] if w.startswith(f"warning: {want}")], record.get("warnings")
+
+
+def test_a_gpu_whose_inforom_is_corrupted_is_listed_and_warned_of_not_broken(sshd_farm, tmp_path):
+    """nvidia-smi on a board whose infoROM is corrupted prints ``WARNING: infoROM is corrupted at
+    gpu BUS`` before its rows and exits 14 (``nvidia-smi -h``, RETURN VALUE); the GPU answers and
+    runs work (NVIDIA/DCGM#2: the diagnostics pass). Facts list every GPU and warn of that board by
+    its bus id with NVIDIA's remedy; the host is not a broken stack (operator trial: it read
+    "GPU stack broken ... a stub or wrapper on PATH?")."""
+    h, hv = _host(sshd_farm, "inforom", tmp_path, verify_device="cpu")
+    write_fake_nvidia_smi(h.bin_dir, [H100, H100], inforom_corrupt=(1,))
+    hv["venv"] = make_host_venv(tmp_path / "venv")
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": {"inforom": hv}})
+    res = fleetctl("-i", str(inv), "facts", "--hosts", "fleet", "--json", home=tmp_path, timeout_s=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    f = json.loads(res.stdout)["inforom"]
+    assert f["status"] == "ok" and [g["pci_bus_id"] for g in f["gpus"]] == [fake_bus_id(0), fake_bus_id(1)], f
+    assert f["gpu_stack"]["status"] == "ok", f["gpu_stack"]
+    warned = [w for w in f["warnings"] if f"infoROM is corrupted at gpu {fake_bus_id(1)}" in w]
+    assert warned and "nvidia-smi (exit 14)" in warned[0] and "NVIDIA support" in warned[0], f["warnings"]
+    text = fleetctl("-i", str(inv), "facts", "--hosts", "fleet", home=tmp_path, timeout_s=300)
+    assert text.returncode == 0 and "inforom: WARNING (below)" in text.stdout, text.stdout + text.stderr
+    assert f"inforom: warning: nvidia-smi (exit 14): infoROM is corrupted at gpu {fake_bus_id(1)}" in text.stdout

@@ -842,6 +842,16 @@ SMI_TOO_OLD_FIX = ("update the NVIDIA driver to %s or newer (and at least what t
                    "CUDA release notes, minimum driver versions)" % COMPUTE_CAP_MIN_DRIVER)
 
 
+#: nvidia-smi's line for a GPU whose infoROM is corrupted, printed before its other output; the
+#: command then exits 14 (``nvidia-smi -h``, RETURN VALUE: "infoROM is corrupted") though the GPU
+#: answers and its rows follow.
+INFOROM_LINE = re.compile(r"^\s*WARNING: infoROM is corrupted at gpu (\S+)\s*$", re.M)
+
+INFOROM_FIX = ("the GPU still answers and runs work, but its infoROM (the board's stored configuration and its ECC "
+               "and retired-page records) is damaged, so ECC error counts and page retirement may be unreliable: "
+               "contact NVIDIA support (an infoROM update or an RMA of the board)")
+
+
 def smi_ended(rc):
     """How nvidia-smi ended, in words: ``exit 6``, or ``killed by SIGSEGV`` for a negative ``rc``
     (Python's subprocess: ``-N`` is death by signal N); ``None`` (no answer) is ``no answer``."""
@@ -903,6 +913,8 @@ def smi_failure(rc, text, timeout_s=None, loaded=None, err=""):
         return ("nvidia-smi: %s: %s" % (ended, first),
                 "a GPU that is lost (fallen off the bus, Xid 79) needs a GPU reset (nvidia-smi -r -i GPU) or a reboot "
                 "of the host; see dmesg for Xid")
+    if rc == 14 or "infoROM is corrupted" in text:
+        return ("nvidia-smi: %s: %s" % (ended, first), INFOROM_FIX)
     if rc == 6 or "No devices were found" in text:
         return ("nvidia-smi: %s: %s: the NVIDIA driver is installed but sees no GPU" % (ended, first),
                 "check lspci -d 10de: and dmesg for Xid errors (79: fallen off the bus); reset the GPU or reboot")
@@ -956,7 +968,7 @@ def probe_nvidia_smi(timeout_s=None, loaded=None):
 
     Returns:
         ``{"gpus": list | None, "driver": str | None, "error": str | None, "missing": bool,
-        "rc": int | None, "text": str, "hung": bool, "stuck": bool}``: ``gpus`` None when it
+        "rc": int | None, "text": str, "hung": bool, "stuck": bool, "inforom": [bus id]}``: ``gpus`` None when it
         failed; ``missing`` when nvidia-smi is not on PATH (and no file of that name is there
         or at :data:`SMI_PLACES`: one that this user may not execute is ``denied``, its ``error``
         :func:`smi_not_runnable`, as is one whose exec fails with EACCES). It asks :data:`GPU_QUERY_FIELDS` +
@@ -964,11 +976,13 @@ def probe_nvidia_smi(timeout_s=None, loaded=None):
         ("is not a valid field to query", exit 2), the base fields alone. A driver before R510
         whose nvidia-smi does not know ``compute_cap`` itself is ``too_old`` (its ``error``
         :func:`smi_too_old`, with the driver version asked alone), never a broken stack's
-        "exit 2".
+        "exit 2". A GPU whose infoROM is corrupted (:data:`INFOROM_LINE` before the rows, exit 14):
+        the rows are read, and ``inforom`` lists those GPUs' bus ids (a :func:`gpu_stack`
+        warning: the host is not broken); exit 14 without rows is a failure (:func:`smi_failure`).
     """
     timeout_s = GPU_PROBE_TIMEOUT_S if timeout_s is None else timeout_s
     out = {"gpus": None, "driver": None, "error": None, "missing": False, "denied": False, "path": None, "rc": None,
-           "text": "", "hung": False, "stuck": False, "too_old": False}
+           "text": "", "hung": False, "stuck": False, "too_old": False, "inforom": []}
     exe = find_nvidia_smi()
     out["path"] = exe
     if not exe:
@@ -998,11 +1012,14 @@ def probe_nvidia_smi(timeout_s=None, loaded=None):
             driver = _na(_first_line(ver["out"])) if ver["rc"] == 0 else None
             out.update(too_old=True, driver=driver, error=smi_too_old(driver))
             return out
-        if res["rc"] != 0:
+        inforom = INFOROM_LINE.findall(res["out"] + "\n" + res["err"])
+        rows = INFOROM_LINE.sub("", res["out"])
+        out["inforom"] = inforom
+        if res["rc"] != 0 and not (res["rc"] == 14 and inforom and rows.strip()):
             out["error"] = smi_failure(res["rc"], res["out"], loaded=loaded, err=res["err"])[0]
             return out
         try:
-            gpus, driver = parse_nvidia_smi_csv(res["out"], fields)
+            gpus, driver = parse_nvidia_smi_csv(rows, fields)
         except ValueError as exc:
             out["error"] = "nvidia-smi: unexpected output: %s" % exc
             return out
@@ -1218,6 +1235,8 @@ def gpu_stack(smi, nvml_gpus, nvml_error, traces, stuck, loaded=None, timeout_s=
     out = {"status": "ok", "reason": None, "fix": None, "traces": list(traces), "warnings": []}
     listed = (smi or {}).get("gpus") or nvml_gpus or []
     files = [t for t in traces if re.match(r"^/dev/nvidia\d+$", t)]
+    for bus in (smi or {}).get("inforom") or []:  # the GPU answers: a warning, not a broken stack
+        out["warnings"].append("nvidia-smi (exit 14): infoROM is corrupted at gpu %s: %s" % (bus, INFOROM_FIX))
     if listed and len(files) > len(listed):
         out["warnings"].append("%d GPU device files (%s) but %d GPU(s) listed: a GPU may be missing; see dmesg for Xid"
                                % (len(files), ", ".join(files), len(listed)))

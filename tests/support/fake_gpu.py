@@ -11,7 +11,9 @@ one, or one with no GPU. It answers the way the real tool does for what fleetctl
 * no GPU: ``No devices were found`` on stdout, exit 6, whatever was asked;
 * a GPU in an error state (``values``): the markers the real one prints in a field's place, exit 0,
   as in ``1, NVIDIA H100 80GB HBM3, [Unknown Error], [Unknown Error], 580.95.05, GPU-..., 00000000:3C:00.0,
-  [Unknown Error]`` (no `` MiB`` unit after a marker).
+  [Unknown Error]`` (no `` MiB`` unit after a marker);
+* a corrupted infoROM (``inforom_corrupt``): ``WARNING: infoROM is corrupted at gpu BUS_ID`` before
+  the rows, exit 14.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ FAKE_FIELDS = ("index", "name", "compute_cap", "memory.total", "driver_version",
 
 
 def _script(gpus: list[tuple[str, str, int]], driver: str, unknown_fields: tuple[str, ...] = (),
-            values: dict[int, dict[str, str]] | None = None) -> str:
+            values: dict[int, dict[str, str]] | None = None, inforom_corrupt: tuple[int, ...] = ()) -> str:
     q = shlex.quote
     if not gpus:
         return "#!/bin/sh\necho 'No devices were found'\nexit 6\n"
@@ -81,6 +83,7 @@ if [ -z "$query" ]; then
   echo "fake nvidia-smi: GPUs: {len(gpus)}, driver {driver}"
   exit 0
 fi
+{chr(10).join(f"echo {q(f'WARNING: infoROM is corrupted at gpu {fake_bus_id(i)}')}" for i in inforom_corrupt)}
 nounits=0; noheader=0
 case ",$format," in *,nounits,*) nounits=1 ;; esac
 case ",$format," in *,noheader,*) noheader=1 ;; esac
@@ -130,7 +133,7 @@ row() {{
   emit "$line"
 }}
 {chr(10).join(rows)}
-exit 0
+exit {14 if inforom_corrupt else 0}
 """
 
 
@@ -140,6 +143,7 @@ def write_fake_nvidia_smi(
     driver: str = "580.82.07",
     unknown_fields: tuple[str, ...] = (),
     values: dict[int, dict[str, str]] | None = None,
+    inforom_corrupt: tuple[int, ...] = (),
 ) -> Path:
     """Write an executable fake ``nvidia-smi`` into ``bin_dir`` (created if missing).
 
@@ -155,6 +159,9 @@ def write_fake_nvidia_smi(
         values: ``{index: {field: value}}``, what GPU ``index`` prints for a field instead
             (``{1: {"compute_cap": "[Unknown Error]"}}``: a GPU in an error state); a field of
             :data:`FAKE_FIELDS`.
+        inforom_corrupt: indexes of GPUs whose infoROM is corrupted: a query prints
+            ``WARNING: infoROM is corrupted at gpu BUS_ID`` for each before the rows, which it
+            still prints, and exits 14 (``nvidia-smi -h``, RETURN VALUE: "infoROM is corrupted").
 
     Returns:
         The script's path.
@@ -162,7 +169,7 @@ def write_fake_nvidia_smi(
     folder = Path(bin_dir)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "nvidia-smi"
-    path.write_text(_script(list(gpus), driver, tuple(unknown_fields), values))
+    path.write_text(_script(list(gpus), driver, tuple(unknown_fields), values, tuple(inforom_corrupt)))
     path.chmod(0o755)
     return path
 
