@@ -215,7 +215,23 @@ class TransferError(FleetError):
 
 class ControllerWriteError(TransferError):
     """A download's controller side failed: the local file or its folder cannot be written (a cache
-    folder that is a file, read-only or full); the host's file was fine."""
+    folder that is a file, read-only or full); the host's file was fine.
+
+    Args:
+        message: the whole line (host, paths, cause).
+        cause: the cause alone (``No space left on device``); defaults to ``message``.
+    """
+
+    def __init__(self, message: str, cause: str = "") -> None:
+        super().__init__(message)
+        self.cause = cause or message
+
+
+class ClassWheelUnstored(FleetError):
+    """An arch class's wheel was built, but the controller could keep it nowhere to pass it on (its
+    wheel cache and this run's temporary folder cannot be written: a full disk): the members that
+    were to receive it fail with this line, naming the controller's folder and cause, not their own
+    build preflight nor a lost builder (:meth:`fleetctl.engine.class_wheels.ClassWheels.unstored`)."""
 
 
 class TransferLost(TransferError):

@@ -108,3 +108,66 @@ def test_the_sass_check_reads_a_temporary_copy_when_the_cache_cannot_hold_one(ss
     assert f"the controller cannot make {sass}/" in out and "checked from a temporary copy" in out, out[-3000:]
     assert "a fault of fleetctl" not in out
     assert set(Path(tempfile.gettempdir()).glob("fleetctl-sass-*")) == before  # the copy is gone
+
+
+def test_a_full_wheel_cache_warns_its_builder_which_keeps_its_wheel_and_its_receivers_are_told_why(sshd_farm,
+                                                                                                    tmp_path):
+    """Finding 4 of a fresh operator's trial: ``XDG_CACHE_HOME`` on a full tmpfs failed the builder
+    ("built, but cannot fetch the wheel for the class: ... No space left on device"), the receiver
+    that cannot build "took over" as if the builder were lost and failed its own preflight, and the
+    next ``--plan`` found the builder's stamp gone. The controller's disk is no host's fault: the
+    builder keeps (installs) its wheel with a warning naming the cache, its free space and
+    ``XDG_CACHE_HOME``; the receiver is given the wheel from a folder of this run, and when that
+    folder (``TMPDIR``) is full too, it fails naming the controller's cache. A real full tmpfs, two
+    sshd hosts of one class (n2 lacks a build requirement: it can only receive), the toy package."""
+    from tests.support.tiny_ext import fill, site_packages, tmpfs
+    from tests.test_agreement_e2e import _plan_hosts, actions
+
+    src = tmp_path / "toy"
+    shutil.copytree(REPO / "tests" / "data" / "toy_kernels", src)
+    backend = src / "toy_backend.py"  # a 64 KiB wheel (stored, not compressed): more than the tmpfs below holds
+    backend.write_text(backend.read_text().replace('NAME + "/__init__.py": init,',
+                                                   'NAME + "/__init__.py": init, NAME + "/pad.txt": "x" * 65536,'))
+    play = tmp_path / "play.yaml"
+    play.write_text(textwrap.dedent(PLAY.format(src=src)).replace("required_build_packages: []",
+                                                                  "required_build_packages: [toyneed]"))
+    inv, venvs = one_class_fleet(sshd_farm, tmp_path)
+    (site_packages(venvs["n1"]) / "toyneed.py").write_text("")  # only n1 can build
+    cache = tmp_path / "cache"
+
+    def deploy(*extra: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict]:
+        res = fleetctl("-i", str(inv), "deploy", "--hosts", "fleet", "--playbook", str(play), *extra, home=tmp_path,
+                       env=env, timeout_s=600)
+        ran = json.loads((last_run(tmp_path) / "run.json").read_text())["hosts"] if "--plan" not in extra else {}
+        return res, {h: {t["action"]: t for t in r["tasks"]} for h, r in ran.items()}
+
+    with tmpfs(cache, "1m"):
+        fill(cache)
+        res, tasks = deploy()
+        out = res.stdout + res.stderr
+        assert res.returncode == 0, out[-4000:]
+        wheels = cache / "fleetctl" / "wheels"
+        assert f"the controller's wheel cache {wheels}/" in out and "No space left on device" in out, out[-3000:]
+        assert f"XDG_CACHE_HOME={cache}" in out and "free there" in out, out[-3000:]
+        assert tasks["n1"]["build_wheel"]["status"] == "changed", tasks["n1"]["build_wheel"]
+        assert tasks["n2"]["build_wheel"]["data"]["pushed_from"] == "n1", tasks["n2"]["build_wheel"]
+        assert "builder was lost" not in out and "build requirements missing" not in out, out[-3000:]
+        plan, _ = deploy("--plan", "--json")
+        assert plan.returncode == 0, plan.stdout[-2000:] + plan.stderr[-2000:]
+        assert actions(_plan_hosts(json.loads(plan.stdout))) == {"n1": "skip", "n2": "skip"}, plan.stdout[-2000:]
+
+        # this run's own folder cannot hold the wheel either (a file of 4 bytes fits: Python's
+        # tempfile takes TMPDIR only where it can write one)
+        with tmpfs(tmp_path / "tmp", "32k") as tmp:
+            res, tasks = deploy("--force", env={"TMPDIR": str(tmp)})
+        out = res.stdout + res.stderr
+        assert res.returncode == 1, out[-4000:]
+        assert tasks["n1"]["build_wheel"]["status"] == "changed", tasks["n1"]["build_wheel"]
+        assert tasks["n1"]["pip_install"]["status"] in ("changed", "ok"), tasks["n1"]
+        msg = tasks["n2"]["build_wheel"]["msg"]
+        assert msg.startswith(f"the class's wheel could not be stored in the controller's cache ({wheels}/"), msg
+        assert "No space left on device" in msg and "builder was lost" not in msg and "requirements missing" not in msg, msg
+    for name in ("n1", "n2"):  # nothing built was lost: each venv holds the toy wheel
+        show = subprocess.run([f"{venvs[name]}/bin/python3", "-m", "pip", "show", "toyfp4"],
+                              capture_output=True, text=True)
+        assert show.returncode == 0, (name, show.stdout, show.stderr)

@@ -47,7 +47,7 @@ def write_error(host: str, remote_path: str, local_path: str | Path, exc: OSErro
     """The error for a local write of ``local_path`` that failed with ``exc`` (its ``strerror``:
     ``No space left on device``, ``Read-only file system``, ``Permission denied``)."""
     return ControllerWriteError(f"{host}: get {remote_path}: could not be written here: {local_path}: "
-                                f"{exc.strerror or exc}")
+                                f"{exc.strerror or exc}", cause=str(exc.strerror or exc))
 
 
 def read_error(host: str, remote_path: str, exc: BaseException) -> TransferError:

@@ -14,10 +14,11 @@ import asyncio
 import contextlib
 import posixpath
 import secrets
+from pathlib import Path
 from typing import Any
 
 from ..build.wheeltags import PlatformMismatch, refusal
-from ..errors import FleetError, TransferError, host_message
+from ..errors import ClassWheelUnstored, ControllerWriteError, FleetError, TransferError, host_message
 from ..tasks import steps as S
 from .class_fanout import broadcast_once
 from .class_wheels import ClassBuildFailed
@@ -25,7 +26,7 @@ from .classes import ClassCoordinator
 from .deadlines import Clock
 from .observer import Observers
 from .session import HostSession
-from .wheelcache import BuiltWheel, run_scratch, store_wheel, unpacked_size, wheels_root
+from .wheelcache import BuiltWheel, cache_unwritable, run_scratch, store_wheel, unpacked_size, wheels_root
 
 __all__ = ["CLASS_STEPS", "ClassSteps"]
 
@@ -137,16 +138,24 @@ class ClassSteps:
         return self.classes.targets.claim(self.host, step.ids, step.archs, tuple(step.writes))
 
     async def _do_publish(self, step: S.Publish) -> FleetError | None:
+        """Fetch the built (or served) wheel into the controller's cache and hand it to the class.
+        A cache that cannot hold it (its folder a file, read-only, full: the controller's disk, never
+        the builder's fault) is a warning: the wheel goes through a folder of this run instead
+        (:meth:`_publish_scratch`), and the builder's own result stands (``None``). Only a failed
+        fetch (the connection, the host's file) or a wheel that is not its sha256 is an error."""
         name = posixpath.basename(step.wheel)
         folder = wheels_root() / step.key[:16]
         try:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:  # the cache is an optimisation: the wheel in hand goes on (run_scratch)
-            return await self._publish_scratch(step, name, f"the controller's wheel cache {folder} cannot be "
-                                                           f"written ({exc.strerror or exc})")
+            return await self._publish_scratch(step, name, folder, _cause(exc))
+        tmp = folder / f".{name}.{secrets.token_hex(4)}.part"
         try:
-            tmp = folder / f".{name}.{secrets.token_hex(4)}.part"
-            await self.session.conn.get(step.wheel, str(tmp))
+            try:
+                await self.session.conn.get(step.wheel, str(tmp))
+            except (ControllerWriteError, OSError) as exc:  # written here, the cache's side (a full disk: a
+                # fresh operator's trial failed the builder and had a receiver "take over" its build)
+                return await self._publish_scratch(step, name, folder, _cause(exc))
             from ..tasks.copy import sha256_of
 
             digest = await asyncio.to_thread(sha256_of, tmp)
@@ -160,8 +169,7 @@ class ClassSteps:
             except OSError as exc:
                 with contextlib.suppress(OSError):
                     tmp.unlink(missing_ok=True)
-                return await self._publish_scratch(step, name, f"the controller's wheel cache {folder} cannot be "
-                                                               f"written ({exc.strerror or exc})")
+                return await self._publish_scratch(step, name, folder, _cause(exc))
         except (FleetError, OSError) as exc:
             await self.classes.wheels.fail(step.key, f"{self.host}: cannot fetch the wheel: {exc}", retryable=True,
                                            host=self.host)
@@ -170,11 +178,15 @@ class ClassSteps:
         self.observers.emit("class.published", self.host, key=step.key[:16], wheel=name, sha256=digest)
         return None
 
-    async def _publish_scratch(self, step: S.Publish, name: str, why: str) -> FleetError | None:
+    async def _publish_scratch(self, step: S.Publish, name: str, folder: Path, cause: str) -> FleetError | None:
         """Publish the class's wheel from a folder of this run (:func:`run_scratch`, removed when
-        the controller exits) when the cache cannot hold it: one warning, and the members are
-        given the wheel all the same (it is not kept for the next run)."""
-        self.observers.emit("note.added", self.host, message=f"warning: {why}; the wheel is kept for this run only")
+        the controller exits) when the cache's ``folder`` cannot hold it (``cause``): one warning
+        (:func:`~fleetctl.engine.wheelcache.cache_unwritable`), and the members are given the wheel
+        all the same (it is not kept for the next run). When that folder cannot be written either,
+        the class's members fail naming the cache (:meth:`ClassWheels.unstored`), and this host,
+        which holds its wheel, keeps its result (``None``)."""
+        why = cache_unwritable(folder, cause)
+        local = None
         try:
             local = run_scratch() / step.key[:16] / name
             local.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -184,10 +196,20 @@ class ClassSteps:
             digest = await asyncio.to_thread(sha256_of, local)
             if step.sha256 and digest != step.sha256:
                 raise FleetError(f"fetched {name} does not match its sha256 {step.sha256[:12]}")
-        except (FleetError, OSError) as exc:
+        except (ControllerWriteError, OSError) as exc:  # the controller's disk again: no member can have it
+            where = f"{local.parent if local is not None else 'a temporary folder'}: {_cause(exc)}"
+            await self.classes.wheels.unstored(step.key, f"the class's wheel could not be stored in the controller's "
+                                                         f"cache ({folder}: {cause}) nor in a folder of this run "
+                                                         f"({where}); built on {self.host}")
+            self.observers.emit("note.added", self.host, message=f"warning: {why}, nor a folder of this run ({where}): "
+                                                                 "this host keeps its wheel; the rest of its arch "
+                                                                 "class are not given it")
+            return None
+        except FleetError as exc:
             await self.classes.wheels.fail(step.key, f"{self.host}: cannot fetch the wheel: {exc}", retryable=True,
                                            host=self.host)
-            return exc if isinstance(exc, FleetError) else FleetError(str(exc))
+            return exc
+        self.observers.emit("note.added", self.host, message=f"warning: {why}; the wheel is kept for this run only")
         builder = str(step.data.get("pushed_from") or self.host)
         await self.classes.wheels.publish(step.key, BuiltWheel(local=local, name=name, sha256=digest, builder=builder,
                                                                data=dict(step.data),
@@ -206,7 +228,7 @@ class ClassSteps:
         for attempt in range(2):
             try:
                 got = await self.classes.wheels.wait(self.host, key)
-            except ClassBuildFailed as exc:
+            except (ClassBuildFailed, ClassWheelUnstored) as exc:
                 return exc
             if got == "build":
                 return got
@@ -219,7 +241,7 @@ class ClassSteps:
 
     async def _do_fetch(self, step: S.Fetch) -> Any:
         got = await self._wheel_for(step.key)
-        if isinstance(got, ClassBuildFailed):
+        if isinstance(got, (ClassBuildFailed, ClassWheelUnstored)):
             return got
         if got == "build":
             self.observers.emit("class.builder_changed", self.host, key=step.key[:16])
@@ -243,3 +265,8 @@ class ClassSteps:
             return TransferError(host_message(self.host, exc))
         return S.ClassWheel(name=got.name, sha256=got.sha256, builder=got.builder, remote=remote, data=got.data,
                             unpacked_bytes=got.unpacked_bytes)
+
+
+def _cause(exc: BaseException) -> str:
+    """The cause alone of a controller-side write that failed (``No space left on device``)."""
+    return str(getattr(exc, "cause", None) or getattr(exc, "strerror", None) or exc)

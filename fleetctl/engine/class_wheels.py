@@ -16,7 +16,9 @@ this is what the applying hosts share once they have them:
   when that one fails too, or no member can build, the class fails with the builders' errors
   (:class:`ClassBuildFailed`): a real source error fails everywhere, after one retry per class;
 - the members waiting for the wheel (:meth:`ClassWheels.wait`), released when it is published
-  (:meth:`ClassWheels.publish`).
+  (:meth:`ClassWheels.publish`), or failed with the controller's cause when it was built but the
+  controller could keep it nowhere (:meth:`ClassWheels.unstored`: a full disk; no member builds it
+  again, and none blames its builder).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from ..errors import FleetError
+from ..errors import ClassWheelUnstored, FleetError
 from .aio import observe
 from .wheelcache import BuiltWheel, check_cached, sha256_problem
 
@@ -190,6 +192,17 @@ class ClassWheels:
             fut.set_exception(ClassBuildFailed(message))
             fut.exception()  # retrieved: nobody may be waiting
 
+    async def unstored(self, key: str, message: str) -> None:
+        """The class's wheel was built, but the controller could keep it nowhere (``message``: its
+        cache's folder and cause, :class:`~fleetctl.errors.ClassWheelUnstored`). No other member
+        builds it again (its wheel would meet the same disk); every member waiting for it fails
+        with ``message``, and the builder keeps its own result."""
+        async with self._lock:
+            fut = self._future(key)
+            if not fut.done():
+                fut.set_exception(ClassWheelUnstored(message))
+                fut.exception()  # retrieved: nobody may be waiting
+
     async def host_done(self, host: str) -> None:
         """``host`` finished its run: if it was to build or serve a class that it never published,
         the next waiting member takes over."""
@@ -204,6 +217,7 @@ class ClassWheels:
 
         Raises:
             ClassBuildFailed: the builder's build failed.
+            ClassWheelUnstored: it was built, but the controller could not keep it (:meth:`unstored`).
         """
         cached = self.givable(key)
         if cached is not None:

@@ -40,6 +40,7 @@ from typing import Any
 from ..errors import FleetError
 from ..tasks.copy import sha256_of
 from ..util.paths import cache_dir
+from ..util.sizes import human_bytes
 
 _WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+-]+\.whl$")
 RECORD = "record.json"
@@ -90,6 +91,24 @@ def run_scratch() -> Path:
         _SCRATCH.append(Path(tempfile.mkdtemp(prefix="fleetctl-wheels-")))
         atexit.register(shutil.rmtree, _SCRATCH[0], True)
     return _SCRATCH[0]
+
+
+def cache_unwritable(folder: Path, cause: str) -> str:
+    """One line for an operator when the wheel cache's ``folder`` cannot be written: the folder,
+    ``cause`` (``No space left on device``), the free space of the file system that holds it (its
+    nearest existing parent's ``statvfs``, :func:`shutil.disk_usage`) and where the cache's place
+    comes from (``XDG_CACHE_HOME``, :func:`fleetctl.util.paths.cache_dir`)."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = f"{human_bytes(shutil.disk_usage(probe).free)} free there"
+    except OSError:
+        free = "its free space unknown"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    origin = f"XDG_CACHE_HOME={xdg}" if os.path.isabs(xdg) else "XDG_CACHE_HOME not set: ~/.cache"
+    return (f"the controller's wheel cache {folder} cannot be written ({cause}; {free}; {origin}: point "
+            "XDG_CACHE_HOME at a folder with room)")
 
 
 def _stat(path: Path) -> tuple[int, int] | None:

@@ -40,7 +40,7 @@ import re
 from ..facts.workdir import BUILD_MIN_FREE_DISK_MIB
 from ..build.env import cmake_defines
 from ..build.cudacompat import parse_tokens, torch_arch_of, with_toolkit_for
-from ..errors import TransferError
+from ..errors import ClassWheelUnstored, TransferError
 from ..status import Status
 from ..build.wheeltags import PlatformMismatch, platform_label
 from .argtypes import ActionArgs, ARCH_TOKEN, CMAKE_NAME, VERSION_RE, env_mapping, is_template, non_empty, scalar_to_str
@@ -306,6 +306,8 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
             # was reported as "the build of this arch class failed on its builder")
             return with_class(failed(f"receiving this arch class's wheel failed: {got}", decision, role="push"),
                               key, inputs, target)
+        elif isinstance(got, ClassWheelUnstored):  # built, but the controller's disk could not pass it on
+            return with_class(failed(str(got), decision, role="push"), key, inputs, target)
         elif isinstance(got, BaseException):
             return with_class(failed(f"the build of this arch class failed on its builder: {got}", decision,
                                     role="push"), key, inputs, target)

@@ -240,7 +240,9 @@ class TargetClaim(Step):
 class Publish(Step):
     """This host built (or holds) the class's wheel at ``wheel``: fetch it into the controller's
     wheel cache (checked against ``sha256``) and hand it to the class; yields ``None`` or the
-    error (an instance). ``data`` is the builder's build record (archs, SASS, inputs)."""
+    error (an instance). ``data`` is the builder's build record (archs, SASS, inputs). A cache the
+    controller cannot write (full, read-only) is no error of this host: a warning, and ``None``
+    (:class:`fleetctl.engine.class_steps.ClassSteps`)."""
 
     key: str = ""
     wheel: str = ""
