@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from fleetctl.connection.base import OutputLine
 from fleetctl.engine.model import RunModel
 from fleetctl.engine.observer import Observers
+from fleetctl.playbook.secret_values import derived_secret_names, secret_renderings
 from fleetctl.util.redact import MASK
 from tests.support.fleet import fleetctl, last_run, write_inventory
 
@@ -104,3 +105,21 @@ def test_pieces_of_a_long_line_never_cut_a_secret(parts, data):
         observers.line("h", OutputLine("stdout", piece, partial=i < len(pieces) - 1 or data.draw(st.booleans())))
     observers.close()
     assert b"".join(seen.data) == run.redactor.bytes(text)
+
+
+def test_the_rule_for_rendered_secrets():
+    """Each ``{{ }}`` reading a secret gives its own rendering (guarded uses too), one reading none
+    gives nothing, a ``{% %}`` block reading one gives the whole text, play vars built from a secret
+    are secret through any chain; a template that fails gives nothing and raises nothing."""
+    ctx = {"hf_token": TOKEN, "user": "alice", "items": [1, 2]}
+    text = "a {{ hf_token | upper }} b {{ user | upper }} c {{ hf_token | default('none') | lower }}"
+    assert secret_renderings(text, ctx, {"hf_token"}) == {TOKEN.upper(), TOKEN.lower()}
+    assert secret_renderings("{{ user }} {% for i in items %}{{ i }}{% endfor %}", ctx, {"hf_token"}) == set()
+    looped = "<{% for c in [hf_token] %}{{ c | reverse | join }}{% endfor %}>"
+    assert secret_renderings(looped, ctx, {"hf_token"}) == {f"<{TOKEN[::-1]}>"}
+    assert secret_renderings({"k{{ hf_token[:5] }}": ["{{ [hf_token[1:], 'x'] }}"]}, ctx, {"hf_token"}) == {
+        TOKEN[:5], TOKEN[1:], "x", str([TOKEN[1:], "x"])}
+    assert secret_renderings("{{ hf_token | nosuchfilter }}", ctx, {"hf_token"}) == set()
+    assert secret_renderings("{{ nope.x }} {{ hf_token }}", ctx, {"hf_token"}) == {TOKEN}
+    play_vars = {"c": "{{ b }}!", "b": "{{ a | upper }}", "a": "x{{ hf_token }}", "d": "{{ user }}"}
+    assert derived_secret_names(play_vars, {"hf_token"}) == {"hf_token", "a", "b", "c"}

@@ -74,6 +74,14 @@ def is_marked(value: object) -> bool:
     return isinstance(value, Mapping) and set(value) == {"value", "secret"} and value.get("secret") is True
 
 
+def secret_names(variables: Mapping[str, Any]) -> set[str]:
+    """The names of the secret variables among ``variables``: those marked
+    ``{value: ..., secret: true}`` and those whose name looks like one (:func:`is_secret_name`),
+    whatever their value. What a template renders from them is secret too
+    (:mod:`fleetctl.playbook.secret_values`)."""
+    return {name for name, value in variables.items() if is_marked(value) or is_secret_name(name)}
+
+
 def unwrap(variables: Mapping[str, Any]) -> tuple[dict[str, Any], set[str]]:
     """Variables with ``{value, secret}`` markers replaced by their value, and the set of secret
     values (marked ones and those under secret-looking names), as strings."""
