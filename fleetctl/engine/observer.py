@@ -81,8 +81,10 @@ class Observers:
         redacts what it gets, and a secret cut in two by the 1 MiB split was redacted in neither
         half (operator trial: ``out| xxx...PLA`` then ``out+ YPWSECRET42``). None when nothing is
         left to pass on yet."""
+        if not line.partial and not self._held:  # the hot path: a whole line, nothing held
+            return line
         key = (host, line.stream)
-        held = self._held.pop(key, (b"", shown))[0]
+        held = self._held.pop(key, (b"",))[0]
         if not held and not line.partial:
             return line
         data = held + line.data
