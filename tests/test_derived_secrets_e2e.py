@@ -30,7 +30,7 @@ def test_values_rendered_from_a_secret_are_redacted(tmp_path):
     """A filter (``upper``, ``replace``), a slice, and play vars built from a secret: none of their
     rendered values reaches the terminal, ``--dry-run``, the host log or events.jsonl."""
     inv = write_inventory(tmp_path / "inv.yaml", {"lab": {"gpu01": {"ansible_connection": "local"}}},
-                          all_vars={"hf_token": TOKEN})
+                          all_vars={"hf_token": TOKEN, "blob": {"value": "BlobValue99", "secret": True}})
     play = tmp_path / "play.yaml"
     play.write_text(
         "name: derived secrets\ngather_facts: false\n"
@@ -41,8 +41,8 @@ def test_values_rendered_from_a_secret_are_redacted(tmp_path):
         "tasks:\n"
         "  - name: show {{ hf_token[3:] }}\n"
         "    shell: {cmd: 'echo \"{{ hdr }}\"; echo \"{{ url }}\"; echo \"{{ hf_token | replace(\"_\", \"-\") }}\";"
-        " echo \"{{ hf_token[3:] }}\"; echo \"{{ tail }}\"; echo plain-{{ \"visible\" | upper }}'}\n")
-    derived = [TOKEN.upper(), TOKEN.replace("_", "-"), TOKEN[3:], TOKEN.lower()[3:]]
+        " echo \"{{ hf_token[3:] }}\"; echo \"{{ tail }}\"; echo {{ blob | lower }}; echo plain-{{ \"visible\" | upper }}'}\n")
+    derived = [TOKEN.upper(), TOKEN.replace("_", "-"), TOKEN[3:], TOKEN.lower()[3:], "blobvalue99"]
     runs = [fleetctl("-i", str(inv), "deploy", "--hosts", "lab", "--playbook", str(play), *extra, home=tmp_path)
             for extra in ([], ["--dry-run"], ["--json"])]
     for res in runs:

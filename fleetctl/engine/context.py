@@ -52,8 +52,9 @@ def host_context(session: HostSession, playbook: Any, extra_vars: Mapping[str, A
                               for k, v in playbook.vars.items() if k in play_vars})
     redactor.add(play_secrets)
     context = {**base, **play_vars, **extra, **resolved, **session.registered}
-    secret = derived_secret_names(raw_play_vars, secret_names({**session.host.vars, **playbook.vars, **extra_vars,
-                                                               **session.registered}))
+    # a name secret in any layer stays secret (a plain play var over a marked inventory var errs toward hiding)
+    secret = derived_secret_names(raw_play_vars, set().union(*map(secret_names, (
+        session.host.vars, playbook.vars, extra_vars, session.registered))))
     derived = {k: v for k, v in raw_play_vars.items() if k in secret}
     redactor.add({s for k in derived for s in leaf_strings(play_vars[k])})
     redactor.add(secret_renderings(derived, context, secret))
