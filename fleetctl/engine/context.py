@@ -3,7 +3,9 @@
 Ansible's precedence, lowest first: inventory vars < play vars < extra vars (``-e``) < registered
 results, plus fleetctl's standard names (``facts``, ``host``, ``workdir``, ``run_id``, ``run_dir``,
 ``playbook_dir``, ``venv``, ``python``). Secret values found on the way (``{value, secret: true}``
-markers, secret-looking names) join the run's redactor before anything is rendered or run.
+markers, secret-looking names) join the run's redactor before anything is rendered or run, and so
+do the values templates render from them (play vars built from a secret, and the ``{{ ... }}`` of
+the task about to run that read one: :mod:`fleetctl.playbook.secret_values`).
 """
 
 from __future__ import annotations
@@ -11,14 +13,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..playbook.secret_values import derived_secret_names, leaf_strings, secret_renderings
 from ..playbook.variables import render_vars
-from ..util.redact import Redactor, is_marked, unwrap
+from ..util.redact import Redactor, is_marked, secret_names, unwrap
 from .session import HostSession
 
 
 def host_context(session: HostSession, playbook: Any, extra_vars: Mapping[str, Any],
-                 redactor: Redactor) -> dict[str, Any]:
-    """The context for ``session``'s host in ``playbook``, with ``extra_vars`` (``-e``).
+                 redactor: Redactor, task: Any = None) -> dict[str, Any]:
+    """The context for ``session``'s host in ``playbook``, with ``extra_vars`` (``-e``). With
+    ``task``, what its name, arguments and ``env`` render from secrets joins ``redactor`` too.
 
     Raises:
         RenderError: a play var's template fails for this host.
@@ -47,4 +51,13 @@ def host_context(session: HostSession, playbook: Any, extra_vars: Mapping[str, A
     _, play_secrets = unwrap({k: ({"value": play_vars[k], "secret": True} if is_marked(v) else play_vars[k])
                               for k, v in playbook.vars.items() if k in play_vars})
     redactor.add(play_secrets)
-    return {**base, **play_vars, **extra, **resolved, **session.registered}
+    context = {**base, **play_vars, **extra, **resolved, **session.registered}
+    # a name secret in any layer stays secret (a plain play var over a marked inventory var errs toward hiding)
+    secret = derived_secret_names(raw_play_vars, set().union(*map(secret_names, (
+        session.host.vars, playbook.vars, extra_vars, session.registered))))
+    derived = {k: v for k, v in raw_play_vars.items() if k in secret}
+    redactor.add({s for k in derived for s in leaf_strings(play_vars[k])})
+    redactor.add(secret_renderings(derived, context, secret))
+    if task is not None:
+        redactor.add(secret_renderings([task.name, task.raw_args, dict(task.env)], context, secret))
+    return context

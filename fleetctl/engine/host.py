@@ -229,7 +229,7 @@ async def run_pass(session: HostSession, playbook: Any, tasks: list[Any], select
         name = task.display_name  # until its template is rendered
         try:
             try:
-                ctx_vars = host_context(session, playbook, opts.extra_vars, run.redactor)
+                ctx_vars = host_context(session, playbook, opts.extra_vars, run.redactor, task)
             except templating.RenderError as exc:  # a play var, not this task: name the var
                 raise templating.RenderError(exc.message, file=str(playbook.path),
                                              key="vars." + ".".join(str(p) for p in exc.path) if exc.path else "vars") from exc

@@ -40,6 +40,8 @@ class Observers:
     def __init__(self, run: RunModel, observers: Iterable[Any] = ()) -> None:
         self.run = run
         self._all = [o for o in observers if o is not None]
+        #: (host, stream) -> the end of a line's piece held back, and whether it is shown (:meth:`_rejoined`)
+        self._held: dict[tuple[str, str], tuple[bytes, bool]] = {}
 
     def add(self, observer: Any) -> None:
         self._all.append(observer)
@@ -72,9 +74,37 @@ class Observers:
         """Tell every observer about an event (``noun.verb_past``)."""
         self._call("event", Event(name=name, host=host, data=data))
 
+    def _rejoined(self, host: str, line: OutputLine, shown: bool) -> OutputLine | None:
+        """``line`` with the bytes held back from the previous piece of its stream in front, and,
+        when it is a piece of a longer line (``partial``), its own end held back where a secret may
+        go on in the next piece (:meth:`~fleetctl.util.redact.Redactor.cut_point`): every observer
+        redacts what it gets, and a secret cut in two by the 1 MiB split was redacted in neither
+        half (operator trial: ``out| xxx...PLA`` then ``out+ YPWSECRET42``). None when nothing is
+        left to pass on yet."""
+        if not line.partial and not self._held:  # the hot path: a whole line, nothing held
+            return line
+        key = (host, line.stream)
+        held = self._held.pop(key, (b"",))[0]
+        if not held and not line.partial:
+            return line
+        data = held + line.data
+        if line.partial:
+            cut = self.run.redactor.cut_point(data)
+            if cut < len(data):
+                self._held[key] = (data[cut:], shown)
+            data = data[:cut]
+            if not data:
+                return None
+        return OutputLine(line.stream, data, line.partial, line.login)
+
     def line(self, host: str, line: OutputLine, shown: bool = True) -> None:
         """Tell every observer about one output line of ``host``; ``shown=False`` for a probe's
-        lines, which belong in the host's log but not on the terminal."""
+        lines, which belong in the host's log but not on the terminal. A piece of a line over 1 MiB
+        may pass on shorter, its end in front of the next piece (:meth:`_rejoined`)."""
+        joined = self._rejoined(host, line, shown)
+        if joined is None:
+            return
+        line = joined
         failed: list[tuple[Any, Exception]] = []
         for obs in self._all:
             fn = getattr(obs, "line", None)
@@ -87,5 +117,9 @@ class Observers:
             self._drop(obs, exc)
 
     def close(self) -> None:
-        """The run is over (its status set): flush and close."""
+        """The run is over (its status set): pass on what is held back of a line that never went
+        on (its stream ended on a piece's end), then flush and close."""
+        held, self._held = self._held, {}
+        for (host, stream), (data, shown) in held.items():
+            self.line(host, OutputLine(stream, data), shown)  # type: ignore[arg-type]
         self._call("close")

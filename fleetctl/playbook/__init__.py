@@ -30,7 +30,7 @@ files it includes.
 The package, bottom up (each module imports only those above it): :mod:`.messages` (locations and
 one-line messages), :mod:`.yamldoc` (one YAML file with lines, size limits), :mod:`.templating` (the
 Jinja environment, rendering, ``when``), :mod:`.variables` (which names a template needs, play vars in
-dependency order), :mod:`.model` (:class:`Task`, :class:`Playbook`, :func:`check_undefined`),
+dependency order), :mod:`.secret_values` (what templates render from secrets), :mod:`.model` (:class:`Task`, :class:`Playbook`, :func:`check_undefined`),
 :mod:`.task_parser` (task lists, includes) and :mod:`.parser` (:func:`load_playbook`).
 """
 

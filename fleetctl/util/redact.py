@@ -74,6 +74,14 @@ def is_marked(value: object) -> bool:
     return isinstance(value, Mapping) and set(value) == {"value", "secret"} and value.get("secret") is True
 
 
+def secret_names(variables: Mapping[str, Any]) -> set[str]:
+    """The names of the secret variables among ``variables``: those marked
+    ``{value: ..., secret: true}`` and those whose name looks like one (:func:`is_secret_name`),
+    whatever their value. What a template renders from them is secret too
+    (:mod:`fleetctl.playbook.secret_values`)."""
+    return {name for name, value in variables.items() if is_marked(value) or is_secret_name(name)}
+
+
 def unwrap(variables: Mapping[str, Any]) -> tuple[dict[str, Any], set[str]]:
     """Variables with ``{value, secret}`` markers replaced by their value, and the set of secret
     values (marked ones and those under secret-looking names), as strings."""
@@ -97,6 +105,8 @@ class Redactor:
         #: bumped whenever a secret is added (what was redacted before may need it again)
         self.version = 0
         self._values: set[str] = set()
+        #: the longest secret's length in UTF-8 bytes (0: none yet)
+        self._longest_bytes = 0
         self._text_re: re.Pattern[str] | None = None
         self._bytes_re: re.Pattern[bytes] | None = None
         self.add(secrets)
@@ -109,6 +119,7 @@ class Redactor:
             self._values |= new
             self.version += 1
             ordered = sorted(self._values, key=len, reverse=True)
+            self._longest_bytes = max(len(v.encode("utf-8")) for v in ordered)
             self._text_re = re.compile("|".join(re.escape(v) for v in ordered))
             self._bytes_re = re.compile(b"|".join(re.escape(v.encode("utf-8")) for v in ordered))
 
@@ -119,6 +130,25 @@ class Redactor:
     def bytes(self, value: bytes) -> bytes:
         rx = self._bytes_re
         return rx.sub(MASK.encode(), value) if rx is not None else value
+
+    def cut_point(self, data: bytes) -> int:
+        """Where to cut ``data``, a piece of a line that goes on in the next piece (a host line over
+        1 MiB arrives in pieces, :mod:`fleetctl.connection.streams`), so that no secret straddles
+        the cut: ``data[:cut]`` can be redacted on its own (a secret that starts before the cut ends
+        before it, or is whole inside ``data`` and the cut moves past it), while ``data[cut:]``, at
+        most the longest secret less one byte, must be joined to what follows before it is redacted.
+        ``len(data)`` when no secret is known. Never raises."""
+        with self._lock:
+            rx, longest = self._bytes_re, self._longest_bytes
+        if rx is None or longest <= 1:
+            return len(data)
+        cut = max(0, len(data) - (longest - 1))
+        for m in rx.finditer(data, max(0, cut - longest)):
+            if m.start() < cut < m.end():  # a whole secret over the cut: the head takes it
+                return m.end()
+            if m.start() >= cut:
+                break
+        return cut
 
     def obj(self, value: Any, key: object = None) -> Any:
         """A copy of ``value`` with secret-named keys masked and secret values replaced in strings.
