@@ -14,8 +14,9 @@ Unreachable hosts never delay reachable ones:
 - Names of one destination share one attempt's outcome. While a destination has not answered
   yet, its first login is its *probe*: the other names for it wait for the probe's end without
   holding a gate slot (:func:`_await_probe`). A probe that failed for the address's sake (TCP
-  connect timed out, refused, no route; the server accepted TCP but sent no SSH banner in time;
-  another protocol answered) is remembered for the destination for one connect timeout, so the
+  connect timed out, refused, no route; the server accepted TCP but sent no SSH banner in time,
+  or closed every handshake before its banner, as an sshd without host keys does; another
+  protocol answered) is remembered for the destination for one connect timeout, so the
   waiting names, and names that come later, fail at once with the same cause instead of each
   waiting out its own connect timeout, 8 at a time (a trial: 24 names of one hung address took
   3 connect timeouts). Any other end (logged in, a key refused, a host key mismatch, handshakes
@@ -337,8 +338,14 @@ async def login_hop(target: SSHTarget, opts: RouteOptions, label: str, tunnel: a
         conn = await attempts()
         answered = True
         return conn
-    except Exception:
+    except LoginFailed as exc:
+        if drops["n"] and not drops["banner"] and dest.failure is before:  # every handshake closed, no banner
+            said = str(exc)
+            dest.failure = (said[len(label):] if said.startswith(label) else said, time.monotonic())
         answered = dest.failure is before  # not the address's own failure: it answers
+        raise
+    except Exception:
+        answered = True
         raise
     finally:
         _end_probe(dest, answered)
