@@ -72,10 +72,31 @@ def test_a_full_runs_folder_cuts_the_record_where_it_says_so_and_fails_the_run(t
         assert "failed" in line and "controller gone" not in line and "no hosts" not in line, runs.stdout
         assert not (run / ".reserve").exists()
     notices = [ln for ln in (res.stdout + res.stderr).splitlines() if "not shown here" in ln]
-    for h in hosts:  # the display fell behind: told once per host, then counted at the end, naming the run
-        mine = [ln for ln in notices if f"fleetctl logs {run.name} {h})" in ln or f"fleetctl logs {run.name} {h} " in ln]
+    for h in hosts:  # the display fell behind: told once per host, naming the run, then counted at the end,
+        # where the log is not called whole: it was cut (trial 14: "all are in fleetctl logs" of a cut log)
+        mine = [ln for ln in notices if f" {h} " in ln or f" of {h} " in ln]
         assert 1 <= len(mine) <= 2 and "line(s)" in mine[-1], mine
+        assert "the host's log was cut too: " in mine[-1] and "all are in" not in mine[-1], mine[-1]
+        assert all(f"fleetctl logs {run.name} {h}" in ln for ln in mine[:-1]), mine
     assert len(notices) <= 4 and not any("logs RUN " in ln for ln in notices), notices[:5]
+    assert "every line a host printed" not in res.stdout + res.stderr  # both logs are cut: no such pointer
+
+
+def test_a_256_kib_runs_folder_points_to_no_cut_log_as_holding_every_line(tmp_path):
+    """Operator trial 14: ``FLEETCTL_HOME`` on a 256 KiB tmpfs, ``run -- seq 1 100000`` on two
+    hosts printed "... N line(s) of gpu01 not shown here (the display fell behind; all are in
+    fleetctl logs ...)" and "every line a host printed: fleetctl logs ..." of logs that were cut."""
+    hosts = {h: {"ansible_connection": "local", "workdir": str(tmp_path / h)} for h in ("gpu01", "gpu02")}
+    inv = write_inventory(tmp_path / "hosts.yaml", {"gpus": hosts})
+    with tmpfs(tmp_path / "state", "256k") as state:
+        res = fleetctl("-i", str(inv), "run", "--hosts", "gpu01:gpu02", "--", "seq", "1", "100000", home=state,
+                       env={"XDG_CACHE_HOME": str(tmp_path / "cache")}, timeout_s=120)
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert "run record incomplete: 2 host logs cut" in out, res.stderr[-3000:]
+    counts = [ln for ln in out.splitlines() if "line(s) of" in ln and "not shown here" in ln]
+    assert counts and all("the host's log was cut too: " in ln and "all are in" not in ln for ln in counts), counts
+    assert "every line a host printed" not in out, res.stderr[-3000:]
 
 
 def _follows_the_schema(doc: dict) -> None:

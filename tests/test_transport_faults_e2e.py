@@ -93,6 +93,37 @@ def test_a_host_that_never_sends_a_banner_delays_no_other_host_of_a_deploy(sshd_
     assert evs.index(("task.finished", "good")) < evs.index(("host.finished", "hung"))
 
 
+def test_names_of_one_hung_address_share_one_connect_attempt_and_its_cause(sshd_farm, tmp_path):
+    """12 names for one address that accepts TCP and never sends a banner: one connect attempt
+    waits out the connect timeout, the other names wait for it (holding no handshake slot) and
+    fail at once with its cause; the healthy host is not delayed. (A trial: 12 names took two
+    connect timeouts, 24 names three, each name printing its own timeout: one handshake slot of 8
+    per name, each attempt its own.)"""
+    hung = SilentServer()
+    try:
+        good = sshd_farm.start("good")
+        hosts = {f"hang{i:02d}": {"ansible_host": "127.0.0.1", "ansible_port": hung.port,
+                                  "known_hosts": str(sshd_farm.known_hosts)} for i in range(12)}
+        hosts["good"] = good.inventory_vars(sshd_farm.known_hosts)
+        inv = write_inventory(tmp_path / "inv.yaml", {"g": hosts})
+        started = time.monotonic()
+        res = fleetctl("-i", str(inv), "run", "--hosts", "g", "--json", "--connect-timeout", "3", "--forks", "20",
+                       "--", "echo", "up", home=tmp_path)
+        elapsed = time.monotonic() - started
+        accepted = len(hung.held)
+    finally:
+        hung.close()
+    out = json.loads(res.stdout)
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert out["good"]["stdout"] == "up\n"
+    errors = {out[f"hang{i:02d}"]["error"] for i in range(12)}
+    assert len(errors) == 1 and "sent no SSH banner" in next(iter(errors)), errors
+    assert accepted == 1  # one attempt for all 12 names
+    assert elapsed < 3 * 2  # one connect timeout (3 s), not two, plus slack
+    finished = [e["host"] for e in events(last_run(tmp_path)) if e["event"] == "host.finished"]
+    assert finished[0] == "good"
+
+
 # 200 MiB of 1000-byte lines on stdout, a 3 MiB line without a newline in it halfway, a little stderr.
 CHATTY = r"""
 import sys

@@ -202,3 +202,18 @@ def test_hashed_names_match_openssh(tmp_path, name):
     record_known_host(str(kh), [name], key, hashed=True)
     assert kh.read_text().startswith("|1|")
     assert subprocess.run(["ssh-keygen", "-F", name, "-f", str(kh)], capture_output=True).returncode == 0
+
+
+def test_overlapped_drops_before_the_banner_are_named_by_the_server_s_own_words():
+    """The wording for handshakes closed while other connections of this run to that sshd
+    overlapped (the keyless-sshd e2e test no longer overlaps: names share one attempt): what the
+    server said decides, never MaxStartups without 'Exceeded MaxStartups'."""
+    from fleetctl.connection.ssh_errors import drop_message
+
+    keyless = drop_message("h:22", 6, "Connection lost", alone=False, banner_seen=False, said=b"")
+    assert keyless.startswith("h:22 closed the connection before key exchange 6 times (Connection lost); "
+                              "it sent nothing before closing, not 'Exceeded MaxStartups'"), keyless
+    assert "sshd may have no host keys, or none it can read" in keyless and "MaxStartups (too many" not in keyless
+    crowded = drop_message("h:22", 6, "Connection lost", alone=False, banner_seen=False,
+                           said=b"Exceeded MaxStartups\r\n")
+    assert "saying 'Exceeded MaxStartups': sshd's MaxStartups (too many" in crowded, crowded

@@ -135,7 +135,8 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
                 lines = [f"{h}: {cause}" for cause, names in causes.items() for h in names]
             for line in lines:  # a terminal wraps them at words (print_long), a pipe gets whole lines
                 print_long(err, Text(line), indent=0)
-        reached = [h for h in bad if run_.hosts[h].status != "unreachable"]  # an unreachable host's log is empty
+        # an unreachable host's log is empty; a cut one (a full disk: recordcut) is not every line
+        reached = [h for h in bad if run_.hosts[h].status != "unreachable" and not run_.hosts[h].log_cut]
         if reached:
             click.echo(f"every line a host printed: fleetctl logs {run_.run_id} {reached[0]}", err=True)
     from ..reporting.gathered import summary_line

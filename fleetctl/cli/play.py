@@ -117,14 +117,16 @@ def run_play_command(obj: Context, playbook_path: str, *, kind: str, pattern: st
             for line in classes:
                 console.print(f"  {line}", markup=False, highlight=False)
         if bad:
-            failed_pointer(console, run.run_id, bad)
+            failed_pointer(console, run.run_id, [h for h in bad if not run.hosts[h].log_cut])
     cut = record_cut(_record)
     raise click.exceptions.Exit(EXIT_FAILED if bad or cut else 0)
 
 
-def failed_pointer(console, run_id: str, bad: list[str]) -> None:
-    """The end of a failed run: where every line of a failed host is, and the report."""
-    console.print(f"every line a host printed: fleetctl logs {run_id} {bad[0]}", markup=False, highlight=False)
+def failed_pointer(console, run_id: str, whole: list[str]) -> None:
+    """The end of a failed run: where every line of a failed host is (``whole``: the failed hosts
+    whose log is not cut, :mod:`fleetctl.reporting.recordcut`; none: no such line), and the report."""
+    if whole:
+        console.print(f"every line a host printed: fleetctl logs {run_id} {whole[0]}", markup=False, highlight=False)
     console.print(f"the run as one HTML page: fleetctl report {run_id} --html report.html", markup=False,
                   highlight=False)
 

@@ -12,8 +12,9 @@ plugin's option vars: a group's ``ansible_ssh_user`` beats a host's ``ansible_us
 Before a model sees them, values are checked the way people mistype them: a boolean where a number
 belongs (YAML's ``yes``), a template (``{{ ... }}``, not rendered in inventories), an empty string,
 whitespace in a user or address. Paths on the controller (:data:`PATH_VARS`) expand ``~`` and
-resolve against the folder of the file that set them. A ``{value: ..., secret: true}`` marker is
-read as its value.
+resolve against the folder of the file that set them; paths on the host (:data:`HOST_PATH_VARS`)
+are spelled one way, without resolving anything (``/x//serve/`` is ``/x/serve``:
+:func:`fleetctl.util.paths.tidy_path`). A ``{value: ..., secret: true}`` marker is read as its value.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from fleetctl.errors import InventoryError, InventoryErrors
+from fleetctl.util.paths import tidy_path
 from fleetctl.util.redact import is_marked
 from fleetctl.util.settingsmodel import Setting, Settings, SettingsError, setting
 
@@ -242,6 +244,8 @@ def _value_for(name: str, value: Any, src: VarSource | None) -> Any:
         value = value["value"]
     if name in SSH_EXPANDED_VARS and isinstance(value, str):  # as ssh(1) expands IdentityFile
         value = _BRACED.sub(lambda m: os.environ.get(m.group(1), m.group(0)), value)
+    if name in HOST_PATH_VARS and isinstance(value, str) and value.strip() and "{{" not in value:
+        value = tidy_path(value)  # one spelling for plan, dry run and deploy (trial: ``venv=.../serve/``)
     if name in PATH_VARS and isinstance(value, str) and value.strip() and "{{" not in value:
         base = src.base_dir if src is not None and src.base_dir else os.getcwd()
         value = os.path.normpath(os.path.join(base, os.path.expanduser(value)))

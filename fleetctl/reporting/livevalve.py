@@ -150,12 +150,16 @@ class LiveValve:
                 if spare > 0:
                     time.sleep(spare)  # the display's rate limit, on its own thread
 
-    def close(self) -> None:
-        """Print what is queued (and the drop markers), then stop the printer thread."""
+    def close(self, log_cut: Callable[[str], str | None] = lambda host: None) -> None:
+        """Print what is queued (and the drop markers), then stop the printer thread.
+        ``log_cut(host)``: what the run record's log of ``host`` lost (a full disk:
+        :mod:`fleetctl.reporting.recordcut`), or None when it is whole; a cut log is not pointed
+        to as holding every line (operator trial: "all are in fleetctl logs" of a cut log)."""
         with self._cond:
             for host, n in self._dropped.items():  # one count per host, at the end
-                self._notice(host, f"... {n} line(s) of {host} not shown here (the display fell behind; all are "
-                                   f"in {self.log_hint(host)})\n")
+                cut = log_cut(host)
+                where = (f"the host's log was cut too: {cut}" if cut else f"all are in {self.log_hint(host)}")
+                self._notice(host, f"... {n} line(s) of {host} not shown here (the display fell behind; {where})\n")
             self._dropped.clear()
             self._closing = True
             self._cond.notify_all()
@@ -189,6 +193,7 @@ class ValvedObserver:
             self.valve.call(self.inner.event, run, event)
 
     def close(self, run: Any) -> None:
-        self.valve.close()
+        hosts = getattr(run, "hosts", None) or {}  # the record, closed first, has settled its cut into them
+        self.valve.close(lambda h: getattr(hosts.get(h), "log_cut", None))
         if hasattr(self.inner, "close"):
             self.inner.close(run)

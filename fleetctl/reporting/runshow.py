@@ -93,9 +93,10 @@ def render(record: dict, shown_status: str) -> list[str]:
     warned = [(n, w) for n, h in hosts.items() for w in h.get("warnings") or []]
     if warned:  # the host's status stands, with these lines (a deploy lock lost during the run)
         lines += ["", "warnings:"] + [f"  {n}: {w}" for n, w in warned]
-    bad = [n for n, h in hosts.items() if h.get("status") != "ok"]
-    lines += ["", f"every line a host printed: fleetctl logs {run_id} {bad[0] if bad else next(iter(hosts))}",
-              f"all hosts: fleetctl logs {run_id}"]
+    whole = [n for n, h in hosts.items() if not h.get("log_cut")]  # a cut log is not every line (recordcut)
+    bad = [n for n in whole if hosts[n].get("status") != "ok"]
+    lines += [""] + ([f"every line a host printed: fleetctl logs {run_id} {(bad or whole)[0]}"] if whole else [])
+    lines += [f"all hosts: fleetctl logs {run_id}"]
     if kind in ("deploy", "verify", "rollback"):
         lines.append(f"the report: fleetctl report {run_id}")
     return lines

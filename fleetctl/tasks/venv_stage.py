@@ -16,6 +16,7 @@ import posixpath
 from typing import Literal
 
 from ..status import Status
+from ..util.paths import tidy_path
 from .argtypes import ActionArgs
 from .base import Action, HostView, Plan, TaskResult
 from .envs import STAGED_FACT, answer, controller_problem, installed_dir, live_env, staged_environment, moved_facts, script_argv, simulated, status_probe, upload, venv_facts, versions_dir
@@ -48,7 +49,7 @@ def plan(args: VenvStageArgs, host: HostView) -> Plan:
     own = controller_problem(host, host.venv)
     if own:  # before anything is uploaded or changed
         return TaskResult(Status.FAILED, msg=f"preflight: {own}", data={"decision": {"action": "fail"}})
-    folder = args.versions_dir or versions_dir(host.venv)
+    folder = tidy_path(args.versions_dir) if args.versions_dir else versions_dir(host.venv)  # one spelling (settings')
     remote = yield from upload(host)
     if remote.startswith("!"):
         return TaskResult(Status.FAILED, msg=f"venv_stage: {remote[1:]}")

@@ -263,3 +263,16 @@ def want_path(name: str, value: object, where: str = "here") -> str:
     if not isinstance(text, str) or not text or "\x00" in text:
         raise InputError(f"{name}: want a path {where} (a non-empty string without NUL bytes), got {value!r}")
     return text
+
+
+def tidy_path(path: str) -> str:
+    """``path`` with its spelling normalized and nothing resolved: repeated slashes, ``.``
+    components and a trailing slash dropped (``/a//b/./c/`` -> ``/a/b/c``; ``/`` stays ``/``,
+    ``~/x/`` becomes ``~/x``). ``..`` is kept and no symlink is followed, as the text is not the
+    file: ``serve/`` resolves through a symlink ``serve`` while ``serve`` is the link itself, and
+    ``a/link/..`` is not ``a`` (POSIX.1-2017 4.13 "Pathname Resolution"; ``posixpath.normpath``
+    folds ``..`` and keeps a leading ``//``)."""
+    if not path:
+        return path
+    lead = "/" if path.startswith("/") else ""
+    return lead + "/".join(p for p in path.split("/") if p not in ("", ".")) or lead or "."
