@@ -92,6 +92,27 @@ def test_an_extra_var_that_makes_a_task_argument_invalid_is_refused_before_anyth
     prepare_play(Fleet(INV), play, pattern="local", mode="plan", extra_vars={"archs": "12.0a;9.0a"})
 
 
+
+def test_an_extra_build_host_naming_no_host_is_refused_as_the_inventorys_is(tmp_path, monkeypatch):
+    """``build_host`` given as an extra var, the fleet's or the call's, is refused in one line
+    naming ``-e build_host`` when it names no inventory host, as the same value in the inventory
+    is at load (operator trial: ``-e build_host=gpu0l`` was taken without a word); one that names
+    a host passes."""
+    from fleetctl.api.play import prepare_play
+
+    monkeypatch.setenv("FLEETCTL_HOME", str(tmp_path / "state"))
+    play = REPO / "playbooks" / "verify.yaml"
+    refused = "-e build_host: build_host 'nosuch' is not a host in the inventory"
+    for call in (lambda: Fleet(INV, extra_vars={"build_host": "nosuch"}).select("local"),
+                 lambda: prepare_play(Fleet(INV), play, kind="verify", pattern="local", mode="plan",
+                                      extra_vars={"build_host": "nosuch"})):
+        with pytest.raises(InputError) as err:
+            call()
+        assert str(err.value) == refused
+    assert not (tmp_path / "state" / "runs").exists()
+    host = next(iter(Fleet(INV).inventory.hosts))
+    assert Fleet(INV, extra_vars={"build_host": host}).select("local").names
+
 # -- the new-user trial of docs/api.md: each wrong type one InputError line, before anything connects --
 
 def _nodes():

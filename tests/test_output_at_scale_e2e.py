@@ -59,8 +59,9 @@ def test_many_aliases_of_one_host_fold_in_facts_plan_and_deploy(sshd_farm, tmp_p
                               timeout_s=300).stdout)
     assert sorted(doc) == names and all(doc[n]["gpus"][0]["compute_cap"] == "9.0" for n in names), doc
 
-    cause = (f"{nodes} share the venv {venv} (one {venv}/.fleetctl-id): one venv holds one wheel, so each host's "
-             "install would replace the others' SM")
+    # aliases of one H200 build for one arch list: no SM to lose, their installs would collide
+    cause = (f"{nodes} share the venv {venv} (one {venv}/.fleetctl-id): all build for 9.0a, so one install serves "
+             "them all, but each host's deploy would install it into that venv at the same time as the others'")
     plan = fleetctl("-i", str(inv), "deploy", "--hosts", "all", "--playbook", str(play), "--plan", home=tmp_path,
                     timeout_s=300)
     assert plan.returncode == 1, plan.stdout[-3000:] + plan.stderr[-3000:]

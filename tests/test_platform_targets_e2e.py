@@ -362,3 +362,69 @@ def test_a_venv_copied_with_cp_a_is_its_own_venv_not_one_shared_with_the_origina
                               capture_output=True, text=True)
         assert info.stdout.strip() == "['sm_90a', 'sm_100a']", (folder, info)
     assert (Path(copy) / ".fleetctl-id").read_text() != (Path(venv) / ".fleetctl-id").read_text()
+
+
+def test_facts_fail_two_logins_of_one_arch_sharing_a_venv_with_the_line_plan_refuses_them_with(sshd_farm, tmp_path):
+    """Operator trial: two logins of one machine (bash and zsh users) on one group-writable venv,
+    both H200 (one arch list): ``facts`` said ``s1: ok``, ``s2: ok`` while ``--plan`` refused them,
+    and the refusal said each install would replace the others' SM, which one arch list cannot.
+    Facts now run the plan's cross-host rule on the hosts they gathered: both ``failed`` with the
+    line ``--plan`` gives, worded for hosts of one arch list."""
+    from tests.test_venv_faults_e2e import _wheel
+
+    started = {"s1": sshd_farm.start("s1", shell="bash"), "s2": sshd_farm.start("s2", shell="zsh")}
+    venv = sshd_farm.root / f"shared-venv-{tmp_path.name}"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run(["chmod", "-R", "a+rwX", str(venv)], check=True)  # both users may write it
+    wheel = _wheel(sshd_farm.root / f"wheels-{tmp_path.name}")
+    play = tmp_path / "install.yaml"
+    play.write_text(f"name: install\nhosts: all\ntasks:\n  - name: Install the wheel\n    pip_install: {{wheel: {wheel}}}\n")
+    hosts = {}
+    for name, h in started.items():
+        write_fake_nvidia_smi(h.bin_dir, [H200])
+        hosts[name] = {**h.inventory_vars(sshd_farm.known_hosts), "venv": str(venv),
+                       "workdir": f"~/.fleetctl-{name}-{tmp_path.name}"}
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": hosts})
+    line = (f"s1 and s2 share the venv {venv} (one {venv}/.fleetctl-id): all build for 9.0a, so one install serves "
+            "them all, but each host's deploy would install it into that venv at the same time as the others' (pip "
+            "does not lock a venv, so the installs would overwrite each other's files): give each host its own venv, "
+            "or deploy once to one of them (--hosts s1)")
+    try:
+        res = fleetctl("-i", str(inv), "facts", "--hosts", "fleet", "--json", home=tmp_path, timeout_s=300)
+        assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-2000:]
+        facts = json.loads(res.stdout)
+        for h in ("s1", "s2"):
+            assert facts[h]["status"] == "failed", facts[h]
+            assert f"warning: {line}; a deploy refuses this host until it is fixed" in facts[h]["warnings"], facts[h]
+        text = fleetctl("-i", str(inv), "facts", "--hosts", "fleet", home=tmp_path, timeout_s=300)
+        assert text.returncode == 1 and f"warning: s1 and s2 share the venv {venv}" in text.stdout, text.stdout
+        plan = fleetctl("-i", str(inv), "deploy", "--hosts", "fleet", "--playbook", str(play), "--plan", "--json",
+                        home=tmp_path, timeout_s=300)
+        assert plan.returncode == 1, plan.stdout[-2000:] + plan.stderr[-2000:]
+        planned = json.loads(plan.stdout)
+        assert [h for h in ("s1", "s2") if line in (planned[h].get("error") or "")], planned  # the same words
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)
+
+
+def test_facts_of_two_hosts_on_one_venv_otherwise_fine_are_failed_with_the_share_as_their_error(tmp_path):
+    """Two local hosts (the controller's user) on one venv with torch and pip: each alone is fine,
+    so facts said ``ok`` for both; the venv they share makes both ``failed``, the share their
+    error, and a third host on its own venv stays ``ok``. Hosts of two arch lists get the line
+    that names the SM each install would take away."""
+    venv = make_host_venv(tmp_path / "shared")
+    hosts = {name: {"ansible_connection": "local", "venv": venv, "workdir": str(tmp_path / "work" / name),
+                    "fallback_archs": archs} for name, archs in (("a", "9.0a"), ("b", "12.0a"))}
+    hosts["c"] = {"ansible_connection": "local", "venv": make_host_venv(tmp_path / "own"),
+                  "workdir": str(tmp_path / "work" / "c")}
+    inv = write_inventory(tmp_path / "inv.yaml", {"fleet": hosts})
+    res = fleetctl("-i", str(inv), "facts", "--hosts", "fleet", "--json", home=tmp_path / "home", timeout_s=300)
+    assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-2000:]
+    facts = json.loads(res.stdout)
+    line = (f"a and b share the venv {venv} (one {venv}/.fleetctl-id): one venv holds one wheel, so each host's "
+            f"install would replace the others' SM: give each host its own venv, or deploy once to one of them for "
+            "all their GPUs (--hosts a -e archs='9.0a;12.0a')")
+    for h in "ab":
+        assert (facts[h]["status"], facts[h]["error"]) == ("failed", f"{line}; a deploy refuses this host until it is "
+                                                                     "fixed"), facts[h]
+    assert facts["c"]["status"] == "ok", facts["c"]

@@ -271,12 +271,14 @@ def schedule(obj: Context, playbook_path: str, pattern: str | None, at: str, use
     if not pattern:
         raise InputError("--hosts: none given and the playbook sets no 'hosts'", file=str(playbook))
     inventory = _job_inventory(obj.inventory_sources())
-    _, hosts = obj.select(pattern)
-    known = set.intersection(*(set(h.vars) for h in hosts)) if hosts else set()
     given = _check_vars_files(files)
     # what the job's deploy gets: the -e items in the order given, each run of pairs as a vars file
     # (:class:`fleetctl.schedule.Job`); a later item wins, as in deploy
     job_vars = {k: v for kind, value in segments for k, v in (given[value] if kind == "file" else value).items()}
+    # the hosts as the job's deploy checks them: the host settings among its -e merged over the
+    # inventory's (-e build_host=TYPO, -e verify_device=gpu9 refused now, not at HH:MM)
+    _, hosts = obj.select(pattern, extra_vars=job_vars)
+    known = set.intersection(*(set(h.vars) for h in hosts)) if hosts else set()
     pb.check_undefined(known | set(job_vars))
     from ..api.playchecks import check_become_vars, check_extra_var_args, check_unread_build_vars, extra_var_warnings
 

@@ -161,8 +161,36 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
             observers.emit("host.finished", host.name, status=out.status, error=out.error, duration_s=out.duration_s)
 
         await for_each_host(hosts, one, forks=forks)
+    _refuse_shared_venvs(hosts, run, observers)
     run.failed_hosts = [h for h, o in run.hosts.items() if o.status != "ok"]
     return run
+
+
+def _refuse_shared_venvs(hosts: Sequence[Any], run: RunModel, observers: Observers) -> None:
+    """Hosts whose venv another gathered host shares are refused by a deploy while planning (one
+    venv, several installs: :mod:`fleetctl.engine.targets`); their facts say so with the
+    deploy's line, cross-host as that rule is: a :func:`~fleetctl.facts.refusals.warning` in
+    ``warnings`` and, on a host that was ``ok``, ``failed`` with the line as ``error`` (operator
+    trial: ``facts`` said ``s1: ok``, ``s2: ok`` for two logins on one venv that ``--plan``
+    refused). The note joins the host's ``build.notes`` too, as its other refusals do."""
+    from ..facts.refusals import warning
+    from ..tasks.install_target import shared_message
+    from .targets import shared_in_facts
+
+    gathered = {h.name: run.hosts[h.name].facts for h in hosts
+                if h.name in run.hosts and run.hosts[h.name].reachable and run.hosts[h.name].facts}
+    for name, shared in shared_in_facts(gathered).items():
+        out = run.hosts[name]
+        build = dict((out.facts or {}).get("build") or {})
+        notes = [str(n) for n in build.get("notes", [])]
+        before = refusal_error(notes)
+        note = warning(shared_message(name, shared))
+        build["notes"] = [*notes, note]
+        out.facts = {**(out.facts or {}), "build": build}
+        out.warnings = [*(out.warnings or []), note]
+        observers.emit("note.added", name, message=note)
+        if out.status == "ok" or (out.status == "failed" and out.error == before):  # refused: the first cause leads
+            out.status, out.error = "failed", refusal_error(build["notes"])
 
 
 def _exec_meaning(rc: int, argv: Sequence[str], stderr: str) -> str:

@@ -25,7 +25,10 @@ The hosts sharing a folder one of them writes (an install's venv, a build's work
 only read one venv are fine) are refused, not installed one after the other: one venv holds one
 wheel, so each host's install would replace the others' (only the last host's SM would be left),
 and two builds in one workdir overwrite each other's files. A lock does not help: the later
-install still replaces the earlier one. Hosts of different runs are kept apart by the record of
+install still replaces the earlier one. Hosts of one arch list build one wheel and lose no SM,
+but one run would install it into the venv once per host, at once (pip takes no lock): refused
+too, in words of their own (:func:`fleetctl.tasks.install_target.shared_message`). ``fleetctl
+facts`` applies the rule to the hosts it gathered (:func:`shared_in_facts`). Hosts of different runs are kept apart by the record of
 the last install in the venv (``pip_install``, :func:`fleetctl.tasks.install_target.dropped_by`).
 README ("Where fleetctl keeps things") says why this refuses rather than builds once for the
 union of the hosts' SMs; docs/reliability.md lists the cases and their tests.
@@ -38,8 +41,11 @@ from collections.abc import Mapping
 from ..build.archs import parse_arch_list
 
 #: ``(kind, real path, every host claiming it in inventory order, the union of their arch lists
-#: such as "9.0a;12.0a" ("" when one is unknown))``: one shared folder.
-Shared = tuple[str, str, tuple[str, ...], str]
+#: such as "9.0a;12.0a" ("" when one is unknown), whether they all build for one arch list)``:
+#: one shared folder. Hosts of one arch list build one wheel: installing it over each other
+#: takes no SM away, but their installs into one venv still run at once
+#: (:func:`fleetctl.tasks.install_target.shared_message` words each case).
+Shared = tuple[str, str, tuple[str, ...], str, bool]
 
 
 def _apart(keys: frozenset[str], others: frozenset[str]) -> bool:
@@ -84,8 +90,17 @@ class InstallTargets:
                              key=lambda h: self.order.get(h, 1 << 30))
             # only a folder one of them writes is a problem: builds may all read one venv
             if len(sharing) > 1 and any(keys & self.writes.get(h, set()) for h in sharing):
-                out.append((kind, path, tuple(sharing), self._union(sharing)))
+                out.append((kind, path, tuple(sharing), self._union(sharing), self._one_class(sharing)))
         return tuple(out)
+
+    def _one_class(self, hosts: list[str]) -> bool:
+        """Whether every one of ``hosts`` builds for one arch list (known for each): ``9.0a;12.0a``
+        and ``12.0a;9.0a`` are one."""
+        try:
+            lists = {tuple(sorted(parse_arch_list(self.archs[h]))) for h in hosts}
+        except (KeyError, ValueError):
+            return False
+        return len(lists) == 1
 
     def _union(self, hosts: list[str]) -> str:
         try:
@@ -130,3 +145,20 @@ class InstallTargets:
         """The hosts of ``hosts`` that share a folder with another host of the run (their planners
         refuse them, so they take no part in an arch class)."""
         return {h for h in hosts if self._answer(h)}
+
+
+def shared_in_facts(facts: Mapping[str, Mapping[str, object]]) -> dict[str, tuple[Shared, ...]]:
+    """The venvs hosts share, from gathered facts alone (``fleetctl facts``: host -> its facts, in
+    inventory order), by the rule a deploy's planners apply (:class:`InstallTargets`): each host
+    claims its venv (``targets.venv``, :func:`fleetctl.tasks.install_target.target_ids`) as one the
+    main playbook's install writes, building for its facts' arch list. Returns host -> the shared
+    venv's answer, for each host that shares one (a deploy refuses those hosts while planning with
+    :func:`~fleetctl.tasks.install_target.shared_message`'s line)."""
+    from ..tasks.install_target import target_ids
+
+    targets = InstallTargets({h: i for i, h in enumerate(facts)})
+    for host, f in facts.items():
+        ids = target_ids(f, ("venv",))
+        if ids:
+            targets.claim(host, ids, (f.get("build") or {}).get("torch_cuda_arch_list"), ("venv",))  # type: ignore[union-attr]
+    return {h: answer for h in facts if (answer := targets._answer(h))}

@@ -1,6 +1,6 @@
 """The per-host input checks of :meth:`fleetctl.inventory.model.Inventory.check_hosts`: Ansible
-variables fleetctl refuses and controller files a host's connection settings name that cannot be
-read; each raises :class:`~fleetctl.errors.InventoryError` naming where the value was set
+variables fleetctl refuses, controller files a host's connection settings name that cannot be
+read, and a ``build_host`` that names no inventory host; each raises :class:`~fleetctl.errors.InventoryError` naming where the value was set
 (``FILE:LINE: KEY`` or ``-e KEY``). A host's ``venv`` is not checked here, local or remote: one that
 is not there fails that host alone (see :meth:`~fleetctl.inventory.model.Inventory.check_hosts`)."""
 
@@ -9,7 +9,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from collections.abc import Collection
+
 from fleetctl.errors import InventoryError
+from fleetctl.util.didyoumean import close_matches
 from fleetctl.util.paths import unreadable_file
 
 from .ansible_support import become_unsupported, unsupported
@@ -83,3 +86,30 @@ def check_controller_files(host: Host) -> None:
         written = src.value if src is not None and isinstance(src.value, str) else path
         shown = repr(written) + ("" if written == path else f" ({path})")
         raise source_error(host, src, f"host {host.name!r}: {what} {shown} {why}")
+
+
+def build_host_problem(target: str | None, names: Collection[str]) -> str | None:
+    """Why ``build_host`` ``target`` cannot be used (it is none of the inventory's host ``names``,
+    with a did-you-mean), or None. The one rule for every place the value comes from: the
+    inventory at load (:func:`fleetctl.inventory.merge.finish`) and ``-e build_host``
+    (:func:`check_build_host`)."""
+    if target is None or target in names:
+        return None
+    close = close_matches(target, list(names), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"build_host {target!r} is not a host in the inventory{hint}"
+
+
+def check_build_host(host: Host, names: Collection[str]) -> None:
+    """Refuse ``host``'s ``build_host`` when it names none of the inventory's hosts ``names``. The
+    inventory's own values were refused at load; this catches the one ``-e build_host`` gave
+    (operator trial: ``-e build_host=gpu0l`` was taken without a word, while the same value in
+    the inventory was refused).
+
+    Raises:
+        InventoryError: one line naming where the value was set (``-e build_host: ...``, or
+            ``FILE:LINE: KEY: ...``).
+    """
+    problem = build_host_problem(host.settings.build_host, names)
+    if problem is not None:
+        raise source_error(host, host.sources.get("build_host"), problem)

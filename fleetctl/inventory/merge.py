@@ -32,12 +32,12 @@ from typing import Any
 from fleetctl.errors import InventoryError, InventoryErrors
 
 from .data import InventoryBuilder, VarsFiles
+from .host_checks import build_host_problem
 from .model import Group, Host, Inventory
 from .own_vars import own_var_names
 from .settings import CONTROLLER_PATH_VARS, HOST_PATH_VARS, HostSettings, aliases_of, typed_settings
 from .var_names import name_problem
 from .vars import VarConflict, VarSource, same
-from ..util.didyoumean import close_matches
 
 __all__ = ["finish"]
 
@@ -174,12 +174,10 @@ def _check_build_hosts(hosts: dict[str, Host], names: Iterable[str]) -> list[tup
     names = list(names)
     problems = []
     for h in hosts.values():
-        target = h.settings.build_host
-        if target is not None and target not in names:
+        problem = build_host_problem(h.settings.build_host, names)
+        if problem is not None:
             src = h.sources.get("build_host")
-            close = close_matches(target, names, n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            problems.append((InventoryError(f"build_host {target!r} is not a host in the inventory{hint}",
+            problems.append((InventoryError(problem,
                                             file=src.file if src else None, line=src.line if src else None,
                                             key=src.key if src else f"{h.name}.build_host"),
                              h.name if src is None or src.group is None else None))

@@ -16,7 +16,7 @@ from typing import Any
 from fleetctl.connection.registry import ConnectionSettings, HostRef
 from fleetctl.errors import InventoryError, InventoryErrors
 
-from .host_checks import check_ansible_vars, check_controller_files
+from .host_checks import check_ansible_vars, check_build_host, check_controller_files
 from .patterns import HostIndex, select_hosts
 from .settings import HostSettings, aliases_of, typed_settings
 from .vars import VarConflict, VarSource
@@ -273,6 +273,8 @@ class Inventory:
           checked: as Ansible fails only the hosts it connects to, a host the command does not
           touch never stops it. (A key file whose mode OpenSSH refuses is not input: that host
           fails when it connects, saying ``chmod 600``, the others run.)
+        - A ``build_host`` that names no inventory host (the inventory's were refused at load;
+          this is for ``-e build_host``, merged over the chosen hosts' vars before this check).
 
         A host's ``venv`` that is not a Python environment is not refused here, for a local host
         as for a remote one: it is that host's state, not input, and fails that host alone, with
@@ -295,6 +297,7 @@ class Inventory:
         for h in chosen.values():
             check_ansible_vars(h)
             check_controller_files(h)
+            check_build_host(h, self.hosts)
 
     def check_input(self, hosts: Iterable[Host]) -> None:
         """Refuse the inventory input of ``hosts`` found bad: :meth:`check_refused`, then

@@ -227,7 +227,15 @@ def kind_problem(value: Any, kinds: Mapping[str, str]) -> str:
 
 
 def _expectation(info: Setting) -> str:
-    """``an integer from 1 to 65535``: what a field accepts, from its type and bounds."""
+    """What a field accepts, from its kind and bounds, as a refusal says it after ``must be``:
+    ``an integer from 1 to 65535``, ``true or false`` (a bool), ``one of auto, cuda, cpu`` (a
+    ``Literal``: its choices, in declared order), ``a string or a list of strings`` (``"words"``)."""
+    if info.kind is bool:
+        return "true or false"
+    if info.kind == "literal":
+        return "one of " + ", ".join(str(c) for c in info.choices)
+    if info.kind == "words":
+        return "a string or a list of strings"
     kind = "an integer" if info.kind is int else "a number" if info.kind is float else "a string"
     bounds = info.bounds
     if "ge" in bounds and "le" in bounds:
@@ -291,7 +299,7 @@ def validate_settings(model: type[Settings], variables: Mapping[str, Any], sourc
         taken.add(fname)
         src = sources.get(name)
         value = _value_for(name, value, src)
-        problem = _form_problem(name, value, _expectation(model.model_fields[fname]), what)
+        problem = _form_problem(name, value, model.model_fields[fname], what)
         if problem:
             problems.append(var_error(problem, src, name, host))
         else:
@@ -306,11 +314,12 @@ def validate_settings(model: type[Settings], variables: Mapping[str, Any], sourc
     return settings
 
 
-def _form_problem(name: str, value: Any, expected: str, what: str) -> str | None:
-    """What is wrong with a value's form before its model sees it (a boolean for a number, a
-    template, an empty string, whitespace in a user or address), or None."""
-    if isinstance(value, bool) and expected != "a string":
-        return f"must be {expected}, not {describe(value)}"
+def _form_problem(name: str, value: Any, info: Setting, what: str) -> str | None:
+    """What is wrong with a value's form before its model sees it (a boolean for a number, which
+    pydantic's lax mode would take as 1 or 0; a template, an empty string, whitespace in a user or
+    address), or None."""
+    if isinstance(value, bool) and info.kind in (int, float):
+        return f"must be {_expectation(info)}, not {describe(value)}"
     if isinstance(value, str):
         if "{{" in value or "{%" in value:
             return (f"templated values ('{{{{ ... }}}}') are not supported in {what}: they are read as written, "

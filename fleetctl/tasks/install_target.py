@@ -12,8 +12,10 @@ from typing import Any
 from ..build.archs import parse_arch_list
 from ..facts.workdir import workdir_of
 
-#: ``(kind, real path, every host claiming it in inventory order, the union of their arch lists)``.
-Shared = tuple[str, str, tuple[str, ...], str]
+#: ``(kind, real path, every host claiming it in inventory order, the union of their arch lists,
+#: whether they all build for one arch list)`` (:data:`fleetctl.engine.targets.Shared`; a
+#: recorded answer of four items is taken as of several arch lists).
+Shared = tuple  # tuple[str, str, tuple[str, ...], str, bool], or its first four
 
 
 def shared_message(host: str, shared: tuple[Shared, ...]) -> str:
@@ -28,7 +30,7 @@ def shared_message(host: str, shared: tuple[Shared, ...]) -> str:
     from ..inventory.nodeset import fold_hosts
 
     parts, fixes = [], []
-    for kind, path, hosts, _ in shared:
+    for kind, path, hosts, *_ in shared:
         names = f"{hosts[0]} and {hosts[1]}" if len(hosts) == 2 else fold_hosts(hosts)
         # a deploy's workdir id is its run folder's, <workdir>/runs/<run_id>: named by its workdir
         folder = workdir_of(path) if kind == "workdir" else path
@@ -36,7 +38,14 @@ def shared_message(host: str, shared: tuple[Shared, ...]) -> str:
         parts.append(f"{names} share the {kind} {folder} ({one})")
     kinds = {s[0] for s in shared}
     venv = next((s for s in shared if s[0] == "venv"), None)
-    if venv is not None:
+    if venv is not None and len(venv) > 4 and venv[4]:
+        # one arch list: one wheel, so no SM is lost; but their installs would run at once into one
+        # venv (pip takes no lock: each removes and writes the other's files under its import)
+        fixes.append(f"all build for {venv[3]}, so one install serves them all, but each host's deploy would "
+                     "install it into that venv at the same time as the others' (pip does not lock a venv, so "
+                     "the installs would overwrite each other's files): give each host its own venv, or deploy "
+                     f"once to one of them (--hosts {venv[2][0]})")
+    elif venv is not None:
         union = f" -e archs='{venv[3]}'" if venv[3] else " -e archs=... (every SM of theirs)"
         fixes.append("one venv holds one wheel, so each host's install would replace the others' SM: give each host "
                      f"its own venv, or deploy once to one of them for all their GPUs (--hosts {venv[2][0]}{union})")
