@@ -24,7 +24,7 @@ from tests.support.tiny_ext import link_into, write_wheel
 
 pytestmark = pytest.mark.sshd
 
-PACKAGE = "tiny_modes"
+PACKAGE = "fp4_kernels"  # the shipped deploy's name: facts read its installed files
 PLAY = """\
 name: install a wheel and verify it
 hosts: all
@@ -33,7 +33,7 @@ tasks:
     pip_install: {wheel: "{{ wheel }}"}
     tags: [install]
   - name: verify
-    verify: {package: tiny_modes, smoke: false, needs_torch: false}
+    verify: {package: fp4_kernels, smoke: false, needs_torch: false}
     tags: [verify]
 """
 
@@ -119,13 +119,22 @@ def test_an_install_under_a_login_umask_077_is_readable_by_other_users_and_verif
         msg = tasks["verify"]["msg"]
         assert (f"modes: {PACKAGE} in {sp} is less readable than its site-packages (0755): {PACKAGE}/ 0700" in msg
                 and "other users of the venv cannot import it" in msg and "fix: fleetctl deploy" in msg), msg
+        facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path)
+        warned = [w for w in json.loads(facts.stdout)["umask077"].get("warnings") or [] if "less readable" in w]
+        named = (f"installed files of {PACKAGE} are less readable than their site-packages (0755): {PACKAGE}/ 0700, "
+                 f"{PACKAGE}-0.1.0.dist-info/ 0700, {PACKAGE}-0.1.0.dist-info/METADATA 0600 and ")
+        assert len(warned) == 1 and warned[0].startswith(f"warning: {named}") and warned[0].endswith(
+            "other users of the venv cannot import it; fix: fleetctl deploy (installs it again with site-packages' "
+            "modes)"), facts.stdout[-3000:]
         planned = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--plan", "--json",
                            home=tmp_path, timeout_s=300)
-        assert "less readable than their site-packages (0755)" in planned.stdout, planned.stdout[-3000:]
+        assert named in planned.stdout, planned.stdout[-3000:]  # --plan: the same words, as why it installs again
         tasks = deploy()
         assert tasks["pip_install"]["status"] == "changed", tasks["pip_install"]["msg"]
-        assert f"installed files of {PACKAGE} are less readable than their site-packages" in tasks["pip_install"]["msg"]
+        assert named in tasks["pip_install"]["msg"], tasks["pip_install"]["msg"]
         readable_as_site()
+        facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", "--json", home=tmp_path)
+        assert "less readable" not in facts.stdout, facts.stdout[-3000:]
 
         # --staged: the staged version's install likewise, and it is what the venv path runs
         tasks = deploy("--staged", "--force", "-e", f"venv_versions_dir={versions}")

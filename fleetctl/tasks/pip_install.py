@@ -70,9 +70,9 @@ from .install_room import room_for, unwritable_venv
 from .pip_rollback import damaged_since_built, keep_wheel, roll_back
 from .pytool import index_tool, pick_tool
 from .steps import Note, Put, Run, TargetClaim, probe
-from ..facts.venv_locks import locked_line
+from ..facts.venv_locks import locked_line, unreadable_line
 from .venv_copies import misplaced, outside_copy, outside_note, stash_line
-from .venv_modes import in_venv_modes, unreadable_line
+from .venv_modes import in_venv_modes
 from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, norm_dist, parse_state,
                          state_failure)
 from .venv_state import record_path as venv_record

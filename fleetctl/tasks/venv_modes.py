@@ -14,14 +14,14 @@ gives them, write bits only where both site-packages and the login's umask give 
 everything (a 0755 site-packages gets 0755 folders and 0644 files under any login umask; a 0700
 one keeps the install private). The verify script and the install-state probe name installed
 files less readable than their site-packages (:data:`fleetctl.tasks.venv_state.STATE_SCRIPT`'s
-``unreadable``; ``playbooks/scripts/verify_package.py``'s ``modes_problem``), so an install an
-older fleetctl made under such a umask is reinstalled by the next deploy, and failed by verify.
+``unreadable``, worded by :func:`fleetctl.facts.venv_locks.unreadable_line`, which ``fleetctl facts``
+warns with too; ``playbooks/scripts/verify_package.py``'s ``modes_problem``), so an install an older
+fleetctl made under such a umask is reinstalled by the next deploy, and failed by verify.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 #: Run by the venv's own python (``-I``: its sys.prefix, not the login's PYTHONPATH): sets the
 #: umask from the mode of the venv's purelib (``sysconfig``: its site-packages) as the module
@@ -44,14 +44,3 @@ def in_venv_modes(python: str, argv: Sequence[str]) -> list[str]:
     derives from that venv's site-packages mode (pure)."""
     return [python, "-I", "-c", VENV_MODES_SCRIPT, *argv]
 
-
-def unreadable_line(dist: str, held: dict[str, Any]) -> str | None:
-    """Why an install whose files are less readable than their site-packages is installed again
-    (the install-state probe's ``unreadable``: ``["fp4_kernels/ 0700", ...]``, ``n_unreadable``,
-    ``site_mode``), or None when there are none."""
-    shown = held.get("unreadable") or []
-    if not shown:
-        return None
-    more = int(held.get("n_unreadable") or len(shown)) - len(shown)
-    return (f"installed files of {dist} are less readable than their site-packages ({held.get('site_mode')}): "
-            f"{', '.join(shown)}{f' and {more} more' if more > 0 else ''}; other users of the venv cannot import it")

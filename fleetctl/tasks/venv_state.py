@@ -231,7 +231,7 @@ try:
             if os.path.isdir(d) and not os.access(d, os.W_OK | os.X_OK):
                 locked.append({"path": d, "owner": owner(d)})
             try:
-                if os.stat(d).st_mode & site_mode & 0o055 != site_mode & 0o055:
+                if "__pycache__" not in d and os.stat(d).st_mode & site_mode & 0o055 != site_mode & 0o055:
                     unreadable_dirs.append("%s/ %04o" % (os.path.relpath(d, location), os.stat(d).st_mode & 0o777))
             except OSError:
                 pass
