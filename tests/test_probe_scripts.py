@@ -49,7 +49,8 @@ def test_install_state_finds_each_distribution_as_importlib_metadata_does(tmp_pa
                                         check=True, capture_output=True, text=True, cwd=tmp_path).stdout.splitlines()[-1])
         where = ("in_venv", "user_site", "prefix", "venv_copy", "via")  # where it lies (read below), not importlib.metadata's
         # what stands in the way of replacing it (folders the login user cannot write, pip's stash): not importlib's
-        blocks = ("locked", "n_locked", "locked_tops", "login_user", "stash")
+        # and its files less readable than their site-packages (an install under umask 077): not importlib's either
+        blocks = ("locked", "n_locked", "locked_tops", "login_user", "stash", "unreadable", "n_unreadable", "site_mode")
         dist = got["dist"] and {k: v for k, v in got["dist"].items() if k not in ("damaged", "n_damaged", *where, *blocks)}
         assert dist == expected[name], name
         assert not (got["dist"] or {}).get("damaged"), got["dist"]  # this venv's installs are whole

@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 from .install_hint import existing_venv, install_command
 from .refusals import build_requirements_problem, no_front_end_problem, old_pip_problem
 from .refusals import builder_warning, warning as refusal_warning
-from .venv_locks import locked_line
+from .venv_locks import REINSTALL_FIX, locked_line, unreadable_line
 
 #: Free MiB (2**20 bytes) a venv's site-packages needs for any install: under it an install is
 #: refused before pip runs (pip cuts an install short on ENOSPC, leaving a partial package). A
@@ -356,7 +356,7 @@ def venv_warnings(facts: Mapping[str, Any], install_requirements: bool = False,
     :func:`deployed_verify_device`) is :func:`cpu_torch_problem`'s warning. An installed
     :data:`DEPLOYED_PACKAGE` whose folders the login cannot replace (the facts script's
     ``python.installed_locks``) is warned with ``pip_install``'s preflight line
-    (:func:`fleetctl.facts.venv_locks.locked_line`)."""
+    (:func:`fleetctl.facts.venv_locks.locked_line`); one others cannot read with its ``unreadable_line``."""
     out = []
     py = facts.get("python")
     if not isinstance(py, Mapping):
@@ -369,6 +369,9 @@ def venv_warnings(facts: Mapping[str, Any], install_requirements: bool = False,
     locked = locked_line(py.get("installed_locks") or {}, DEPLOYED_PACKAGE) if venv and not problem else None
     if locked:  # pip_install's preflight line (operator trial: facts said ok, --plan refused the host)
         out.append(PhaseNote("install", refusal_warning(locked)))
+    unreadable = unreadable_line(DEPLOYED_PACKAGE, py.get("installed_locks") or {}) if venv else None
+    if unreadable:  # an install under a login's umask 077: not a refusal, the next deploy installs it again
+        out.append(PhaseNote("install", f"warning: {unreadable}; {REINSTALL_FIX}"))
     python = py.get("executable") or (posixpath.join(venv, "bin", "python3") if venv else "python3")
     torch = torch_problem(facts, venv, python, DEPLOYED_PACKAGE) if venv or py.get("torch") else None
     if torch:  # a missing torch only in the host var's venv: a build host's system python needs none

@@ -1,8 +1,9 @@
-"""Whether the login user can replace an installed distribution: the one line ``pip_install``'s
-preflight refuses a host with and ``fleetctl facts`` warns with (:func:`fleetctl.facts.venv.venv_warnings`),
-from the same reading of the host (``locked``, ``n_locked``, ``locked_tops``, ``login_user``:
-:data:`fleetctl.tasks.venv_state.STATE_SCRIPT`'s ``dist`` for the plan, the facts script's
-``python.installed_locks`` for facts). Pure."""
+"""Whether the login user can replace an installed distribution, and whether other users can read
+it: the lines ``pip_install`` refuses a host with (or installs again with) and ``fleetctl facts``
+warns with (:func:`fleetctl.facts.venv.venv_warnings`), from the same reading of the host
+(``locked``, ``n_locked``, ``locked_tops``, ``login_user``; ``unreadable``, ``n_unreadable``,
+``site_mode``: :data:`fleetctl.tasks.venv_state.STATE_SCRIPT`'s ``dist`` for the plan, the facts
+script's ``python.installed_locks`` for facts). Pure."""
 
 from __future__ import annotations
 
@@ -28,3 +29,21 @@ def locked_line(dist_state: dict[str, Any], dist: str) -> str | None:
             f"{more}: pip must remove it to replace {dist}, and would fail in the middle of the install (Permission "
             f"denied), leaving its stash (~...) behind; fix: sudo chown -R {user} {tops}, or deploy as {owner} "
             "(ansible_user)")
+
+
+#: The fix for an install less readable than its site-packages (:func:`unreadable_line`).
+REINSTALL_FIX = "fix: fleetctl deploy (installs it again with site-packages' modes)"
+
+
+def unreadable_line(dist: str, held: dict[str, Any]) -> str | None:
+    """Why other users of the venv cannot import the installed ``dist`` (one line), or None: its
+    folders and files less readable than their site-packages (``unreadable``: ``["fp4_kernels/
+    0700", ...]``, ``n_unreadable``, ``site_mode``), as an install under a login's ``umask 077``
+    left them (:mod:`fleetctl.tasks.venv_modes`). ``pip_install`` installs such an install again
+    with this line as why; ``fleetctl facts`` warns with it."""
+    shown = held.get("unreadable") or []
+    if not shown:
+        return None
+    more = int(held.get("n_unreadable") or len(shown)) - len(shown)
+    return (f"installed files of {dist} are less readable than their site-packages ({held.get('site_mode')}): "
+            f"{', '.join(shown)}{f' and {more} more' if more > 0 else ''}; other users of the venv cannot import it")

@@ -44,6 +44,7 @@ from .build_meta import BuildMeta
 from .build_preflight import CLEAN_PYTHON_ENV, missing_tools
 from .causes import cause_line
 from .venv_probe import PIP_INSTALL_ENV
+from .venv_modes import in_venv_modes
 from .build_room import wrap as room_wrap
 from .build_record import HOOK_FILES, RECORD_NAME, compiler_mismatch, parse_record, torch_drift
 from .pytool import index_tool, pick_tool
@@ -266,7 +267,7 @@ def _build(args: Any, host: HostView, facts: Mapping[str, Any], target: Mapping[
         installer = index_tool(args.tool, tool, facts)  # from the index: the venv's pip reads pip.conf
         install = ((uv, "pip", "install", "--python", host.python) if installer == "uv" and uv
                    else (host.python, "-m", "pip", "install", "--no-input"))
-        res = yield Run(argv=(*install, *tools), env=PIP_INSTALL_ENV, cwd="/",
+        res = yield Run(argv=tuple(in_venv_modes(host.python, (*install, *tools))), env=PIP_INSTALL_ENV, cwd="/",
                         reason=f"install the missing build requirements {', '.join(tools)} ({installer})")
         if res.rc != 0:
             return (yield from fail(f"installing the build requirements {' '.join(tools)} failed ({installer}): "

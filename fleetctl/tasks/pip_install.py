@@ -70,8 +70,9 @@ from .install_room import room_for, unwritable_venv
 from .pip_rollback import damaged_since_built, keep_wheel, roll_back
 from .pytool import index_tool, pick_tool
 from .steps import Note, Put, Run, TargetClaim, probe
-from ..facts.venv_locks import locked_line
+from ..facts.venv_locks import locked_line, unreadable_line
 from .venv_copies import misplaced, outside_copy, outside_note, stash_line
+from .venv_modes import in_venv_modes
 from .venv_state import (STATE_SCRIPT, built_against, check_argv, check_problems, dist_changes, norm_dist, parse_state,
                          state_failure)
 from .venv_state import record_path as venv_record
@@ -131,8 +132,8 @@ def install_argv(tool: str, python: str, uv: str | None, wheel: str, args: PipIn
 
 def _reinstall_argv(args: PipInstallArgs, python: str, uv: str | None):
     """``(tool, wheel) -> argv`` of a ``--force-reinstall --no-deps`` install (the roll-back's)."""
-    return lambda tool, wheel: install_argv(tool, python, uv, wheel, PipInstallArgs(
-        wheel=wheel, force_reinstall=True, no_deps=True, tool=args.tool))
+    return lambda tool, wheel: in_venv_modes(python, install_argv(tool, python, uv, wheel, PipInstallArgs(
+        wheel=wheel, force_reinstall=True, no_deps=True, tool=args.tool)))
 
 
 def plan(args: PipInstallArgs, host: HostView) -> Plan:
@@ -216,9 +217,10 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
         return TaskResult(Status.FAILED, data={"decision": {"action": "fail"}}, msg=f"{lost}; nothing was installed",
                           preflight=True)
     damaged = held.get("damaged") or []
+    unreadable = unreadable_line(dist, held)  # made under a login's umask 077 by an older fleetctl
     same = (previous is not None and digest is not None and previous.get("sha256") == digest
             and held.get("record_sha256") and held.get("record_sha256") == previous.get("record_sha256")
-            and not damaged and held.get("in_venv") is not False)
+            and not damaged and not unreadable and held.get("in_venv") is not False)
     stash = stash_line(held, dist)
     if same and not host.force:
         if stash:
@@ -231,6 +233,7 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
            outside_copy(held, dist) if held.get("in_venv") is False else
            f"installed files differ from their RECORD ({'; '.join(damaged)}"
            f"{'...' if held.get('n_damaged', 0) > len(damaged) else ''})" if damaged else
+           unreadable if unreadable else
            "no install record of fleetctl's for this venv" if previous is None else
            "installed package differs from the wheel" if previous.get("sha256") == digest else
            "a new wheel")
@@ -260,7 +263,9 @@ def plan(args: PipInstallArgs, host: HostView) -> Plan:
     if full:  # facts and probes alone: stops the host while planning, before the build of the wheel
         return TaskResult(Status.FAILED, msg=f"preflight: {full}; nothing was installed", preflight=True,
                           data={"decision": {**decision, "action": "fail"}, "preflight": [full]})
-    res = yield Run(argv=tuple(install_argv(tool, host.python, uv, wheel, args, constraint)), env=env,
+    # under the umask of the venv's site-packages, not the login's (venv_modes: 077 locked others out)
+    argv = in_venv_modes(host.python, install_argv(tool, host.python, uv, wheel, args, constraint))
+    res = yield Run(argv=tuple(argv), env=env,
                     cwd="/", reason=f"install {posixpath.basename(wheel)} ({why})")
     if res.rc != 0:
         damaged_wheel = yield from damaged_since_built(wheel, digest, stamp_path)

@@ -169,6 +169,13 @@ try:
         # own size is found too
         damaged = []
         hashing = sys.argv[4:5] == ["hash"]
+        # the read (and, for folders, search) bits site-packages gives group and other that an
+        # installed file or folder lacks (fleetctl.tasks.venv_modes: an install under umask 077)
+        try:
+            site_mode = os.stat(location).st_mode & 0o777
+        except OSError:
+            site_mode = 0
+        unreadable, unreadable_dirs = [], []
         for line in lines:
             parts = line.rsplit(",", 2)
             if len(parts) != 3 or not parts[2].isdigit():
@@ -176,10 +183,13 @@ try:
             path = os.path.normpath(os.path.join(location, parts[0]))
             dep(path)
             try:
-                size = os.stat(path).st_size
+                st = os.stat(path)
+                size = st.st_size
             except OSError:
                 damaged.append("%s missing" % parts[0])
                 continue
+            if not parts[0].startswith("..") and st.st_mode & site_mode & 0o044 != site_mode & 0o044:
+                unreadable.append("%s %04o" % (parts[0], st.st_mode & 0o777))
             if size != int(parts[2]):
                 damaged.append("%s is %d bytes, RECORD says %s" % (parts[0], size, parts[2]))
             elif (hashing and "=" in parts[1] and parts[1].split("=", 1)[0] in hashlib.algorithms_guaranteed
@@ -220,6 +230,12 @@ try:
             dep(d)
             if os.path.isdir(d) and not os.access(d, os.W_OK | os.X_OK):
                 locked.append({"path": d, "owner": owner(d)})
+            try:
+                if "__pycache__" not in d and os.stat(d).st_mode & site_mode & 0o055 != site_mode & 0o055:
+                    unreadable_dirs.append("%s/ %04o" % (os.path.relpath(d, location), os.stat(d).st_mode & 0o777))
+            except OSError:
+                pass
+        unreadable = unreadable_dirs + unreadable
         tops = sorted({os.path.relpath(d, location).split(os.sep)[0] for d in folders})
         try:
             names = os.listdir(location)
@@ -242,6 +258,7 @@ try:
                        "in_venv": real == prefix or real.startswith(prefix.rstrip(os.sep) + os.sep),
                        "user_site": isinstance(user, str) and os.path.realpath(user) == real, "prefix": sys.prefix,
                        "locked": locked[:3], "n_locked": len(locked), "login_user": login,
+                       "unreadable": unreadable[:3], "n_unreadable": len(unreadable), "site_mode": "%04o" % site_mode,
                        "locked_tops": sorted({os.path.join(location, os.path.relpath(l["path"], location).split(os.sep)[0])
                                               for l in locked}),
                        "stash": [{"path": os.path.join(location, n), "owner": owner(os.path.join(location, n))}

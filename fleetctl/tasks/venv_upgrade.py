@@ -27,6 +27,7 @@ from .envs import STAGED_FACT, staged_environment, venv_facts
 from .venv_state import STATE_SCRIPT, dist_changes, parse_state, state_failure
 from .steps import Run, probe
 from .pytool import index_tool, pick_tool
+from .venv_modes import in_venv_modes
 from ..util.torchname import torch_label
 
 
@@ -98,7 +99,7 @@ def plan(args: VenvUpgradeArgs, host: HostView) -> Plan:
         return TaskResult(Status.FAILED, msg=problem or f"the venv {host.venv} has no pip")
     env = {**PIP_INSTALL_ENV, "TMPDIR": host.run_dir}
     names = _names(args.packages)
-    res = yield Run(argv=tuple(install_argv(tool, host.python, uv, args)), env=env, cwd="/",
+    res = yield Run(argv=tuple(in_venv_modes(host.python, install_argv(tool, host.python, uv, args))), env=env, cwd="/",
                     reason=f"{'upgrade' if args.upgrade else 'install'} {', '.join(args.packages)} in {host.venv}")
     if res.rc != 0:
         why = yield from install_cause(res, host, f"{host.venv} or the TMPDIR {host.run_dir}")

@@ -77,8 +77,9 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     ``site_packages_fs``: ``{path, free_mib, noexec, readonly, writable, owner,
                     user}`` of ``site_packages`` (``writable`` by this login ``user``; ``owner`` of the
                     folder), where installs write. ``installed_locks``: ``{dist, locked, n_locked,
-                    locked_tops, login_user}`` of the installed ``fp4_kernels`` (the shipped deploy's
-                    package) in ``site_packages``, or null when not there (:func:`installed_locks`).
+                    locked_tops, login_user, unreadable, n_unreadable, site_mode}`` of the installed
+                    ``fp4_kernels`` (the shipped deploy's package) in ``site_packages``, or null when
+                    not there (:func:`installed_locks`).
 ``cmake``           ``{path, version: "3.28.3", error}``; ``ninja`` ``{path, version}``; ``uv`` ``{path}``.
 ``cpu_count``       int: CPUs this process may run on (``os.sched_getaffinity``).
 ``cpu_quota``       float | null: the cgroup's CPU quota in CPUs (v2 ``cpu.max``, v1
@@ -2127,7 +2128,9 @@ def installed_locks(site_packages, dist=DEPLOYED_DIST):
     ``RECORD`` lists, up to ``site_packages``, that this user may not write and enter (pip moves
     them aside to replace it; one a ``sudo pip install`` left owned by root stops it half-way).
     ``{dist, locked: [{path, owner}] (the first 3), n_locked, locked_tops, login_user}``, or None
-    when no ``dist`` is installed in ``site_packages``."""
+    when no ``dist`` is installed in ``site_packages``; and, as the probe reads them too, its
+    folders and files (not ``__pycache__``) less readable than ``site_packages`` (``unreadable``:
+    ``"REL MODE"``, the first 3, folders first; ``n_unreadable``; ``site_mode``)."""
     import pwd
 
     def owner(path):
@@ -2156,13 +2159,32 @@ def installed_locks(site_packages, dist=DEPLOYED_DIST):
             d = os.path.dirname(d)
     locked = [{"path": d, "owner": owner(d)} for d in sorted(folders)
               if os.path.isdir(d) and not os.access(d, os.W_OK | os.X_OK)]
+    # folders and files lacking a read (folders: read or search) bit site-packages gives group or
+    # other: an install under a login's umask 077 (fleetctl.tasks.venv_modes), others cannot import it
+    site_mode = os.stat(site_packages).st_mode & 0o777
+    unreadable = []
+    for d in sorted(folders):
+        mode = os.stat(d).st_mode if os.path.isdir(d) and "__pycache__" not in d else site_mode
+        if mode & site_mode & 0o055 != site_mode & 0o055:
+            unreadable.append("%s/ %04o" % (os.path.relpath(d, site_packages), mode & 0o777))
+    skip = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD")  # the probe's order and files
+    for line in sorted(l for l in record.splitlines() if l and not l.split(",")[0].endswith(skip)):
+        rel = line.rsplit(",", 2)[0]
+        path = os.path.normpath(os.path.join(site_packages, rel))
+        try:
+            mode = os.stat(path).st_mode if not rel.startswith("..") and "__pycache__" not in rel else site_mode
+        except OSError:
+            continue
+        if mode & site_mode & 0o044 != site_mode & 0o044:
+            unreadable.append("%s %04o" % (rel, mode & 0o777))
     try:
         login = pwd.getpwuid(os.geteuid()).pw_name
     except KeyError:
         login = str(os.geteuid())
     tops = sorted({os.path.join(site_packages, os.path.relpath(l["path"], site_packages).split(os.sep)[0])
                    for l in locked})
-    return {"dist": dist, "locked": locked[:3], "n_locked": len(locked), "locked_tops": tops, "login_user": login}
+    return {"dist": dist, "locked": locked[:3], "n_locked": len(locked), "locked_tops": tops, "login_user": login,
+            "unreadable": unreadable[:3], "n_unreadable": len(unreadable), "site_mode": "%04o" % site_mode}
 
 
 def probe_cgroup(proc_cgroup="/proc/self/cgroup", mountinfo="/proc/self/mountinfo"):

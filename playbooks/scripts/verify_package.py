@@ -16,6 +16,9 @@ so the package is imported from the venv, never from a source checkout. Checks, 
   every file the ``.dist-info``'s RECORD lists there, with its size, or, with no dist-info, at
   least the package's ``__init__.py`` (:func:`install_problem`); an install cut short by a full
   disk leaves neither;
+- ``modes`` (only when it fails): no installed folder or file of the package is less readable
+  than its site-packages folder (:func:`modes_problem`): one made under a login's ``umask 077``
+  is the login user's alone, and other users' ``import`` finds an empty namespace package;
 - ``import``: the package imports (when it fails alone, once more after torch, as sgl-kernel-style
   extensions that need libtorch loaded would);
 - ``import-order``: the package imports in a fresh interpreter WITHOUT torch imported first (this
@@ -441,6 +444,54 @@ def install_problem(package, sites):
     return None
 
 
+def modes_problem(package, sites):
+    """Why other users of the venv cannot import the installed ``package``, or None: its folders
+    and files (the package, its modules, its ``.dist-info``; not ``__pycache__``, which Python
+    writes at import with the importer's umask and only reads when it may) lacking a read bit
+    (folders: read or search) that their site-packages folder gives group or other. An install
+    made under a login's ``umask 077`` (``~/.bashrc``) by an older fleetctl left ``drwx------``
+    folders in a 0755 site-packages: another user's ``import`` found an empty namespace package
+    and verify, run as the owner, said ok (operator trial; fleetctl.tasks.venv_modes). The fix
+    named: a deploy, which installs it again under site-packages' modes."""
+    top = package.split(".")[0]
+    for site in sites:
+        try:
+            want_file, want_dir = os.stat(site).st_mode & 0o044, os.stat(site).st_mode & 0o055
+            names = sorted(os.listdir(site))
+        except OSError:
+            continue
+        mine = [n for n in names if n == top or n.startswith(top + ".") and n.endswith((".py", ".so"))
+                or n.endswith(".dist-info") and n.split("-")[0].replace(".", "_").lower() == top.lower()]
+        if not mine:
+            continue
+        bad = []
+
+        def judge(path, want, slash=""):
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                return
+            if not os.path.islink(path) and mode & want != want:
+                bad.append("%s%s %04o" % (os.path.relpath(path, site), slash, mode & 0o777))
+        for name in mine:
+            path = os.path.join(site, name)
+            if not os.path.isdir(path) or os.path.islink(path):
+                judge(path, want_file)
+                continue
+            for folder, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+                judge(folder, want_dir, "/")
+                for f in sorted(files):
+                    judge(os.path.join(folder, f), want_file)
+        if not bad:
+            return None
+        return ("%s in %s is less readable than its site-packages (%04o): %s%s: other users of the venv cannot "
+                "import it (installed under a umask such as 077); fix: fleetctl deploy (installs it again with "
+                "site-packages' modes)" % (top, site, os.stat(site).st_mode & 0o777, ", ".join(bad[:3]),
+                                           " and %d more" % (len(bad) - 3) if len(bad) > 3 else ""))
+    return None
+
+
 def stash_left(package, sites):
     """The warning naming pip's uninstall stash of ``package`` left in a site folder, or None: pip
     moves the installed folders aside before an install (``AdjacentTempDirectory``: the name with
@@ -527,6 +578,9 @@ def main(argv=None):
     incomplete = install_problem(args.package, site_dirs())
     if incomplete:
         check("install", False, incomplete)
+    unreadable = modes_problem(args.package, site_dirs())
+    if unreadable:
+        check("modes", False, unreadable)
     after = " after torch" if torch is not None else ""
     module = alone_module
     try:

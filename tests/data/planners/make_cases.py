@@ -455,7 +455,9 @@ case("pip_install", "a-read-only-venv-needing-the-install-is-refused-while-plann
      result={"status": "failed", "preflight": True, "decision": {"action": "fail", "why": "nothing installed"},
              "msg": "preflight: venv's site-packages /venv/lib/python3.12/site-packages is on a read-only file system: "
                     "pip cannot install there; fix: point the host var 'venv' at a venv on a writable file system"})
-INSTALL_ARGV = ["/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall", "--no-deps", WHEEL]
+from fleetctl.tasks.venv_modes import VENV_MODES_SCRIPT  # noqa: E402 (installs run under site-packages' umask)
+MODES = ["/venv/bin/python3", "-I", "-c", VENV_MODES_SCRIPT]
+INSTALL_ARGV = [*MODES, "/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall", "--no-deps", WHEEL]
 CHECK = {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-m", "pip", "check"], "mutating": False},
          "answer": {"rc": 0, "stdout": "No broken requirements found.\n"}}
 from fleetctl.tasks.pip_rollback import KEEP_SCRIPT  # noqa: E402 (the kept wheel's folder is by content)
@@ -513,6 +515,22 @@ case("pip_install", "a-damaged-install-is-installed-again", args=PI, host=HP,
             {"expect": {"type": "Run"}, "answer": {"rc": 0}},
             {"expect": {"type": "Put", "remote": RECORD}, "answer": None}],
      result={"status": "changed", "decision": {"action": "install", "why": f"installed files differ from their RECORD ({DAMAGED[0]})"}})
+# an install made under a login's umask 077 (an older fleetctl): the same wheel, installed again
+# (venv_modes), --plan and the deploy saying why
+UNREADABLE = {"unreadable": ["fp4_kernels/ 0700", "fp4_kernels-0.1.0.dist-info/ 0700", "fp4_kernels/__init__.py 0600"],
+              "n_unreadable": 9, "site_mode": "0755"}
+case("pip_install", "an-install-less-readable-than-its-site-packages-is-installed-again", args=PI, host=HP,
+     steps=[{"expect": {"type": "Run", "mutating": False},
+             "answer": STATE(REC, {"version": "0.1.0", "record_sha256": "r" * 64, **UNREADABLE})}, CHECK,
+            {"expect": {"type": "Run", "argv": INSTALL_ARGV, "env": {**PIP_ENV, "TMPDIR": "/w/runs/r1"}, "cwd": "/"}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run", "mutating": False}, "answer": STATE(REC, {"record_sha256": "r" * 64})}, CHECK,
+            {"expect": {"type": "Run", "argv": ["mkdir", "-p", "-m", "0700", "/w/installed", f"/w/installed/{VKEY}"]}, "answer": {"rc": 0}},
+            {"expect": {"type": "Run"}, "answer": {"rc": 0}},
+            {"expect": {"type": "Put", "remote": RECORD}, "answer": None}],
+     result={"status": "changed", "decision": {"action": "install", "why": (
+         "installed files of fp4_kernels are less readable than their site-packages (0755): fp4_kernels/ 0700, "
+         "fp4_kernels-0.1.0.dist-info/ 0700, fp4_kernels/__init__.py 0600 and 6 more; other users of the venv cannot "
+         "import it")}})
 case("pip_install", "other-packages-the-install-changed-and-pip-check-problems-are-reported", args={**PI, "keep_previous": False},
      host=HP,
      steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None)}, CHECK,
@@ -527,9 +545,9 @@ case("pip_install", "an-install-that-moves-torch-fails-and-rolls-back", args=PI,
      steps=[{"expect": {"type": "Run"}, "answer": STATE(REC, {"record_sha256": "q" * 64, "version": "0.0.9"})}, CHECK,
             {"expect": {"type": "Run", "argv": INSTALL_ARGV}, "answer": {"rc": 0}},
             {"expect": {"type": "Run"}, "answer": STATE(REC, {"record_sha256": "x"}, torch="2.12.0+cu130")}, CHECK,
-            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall",
+            {"expect": {"type": "Run", "argv": [*MODES, "/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall",
                                                 "--no-deps", "/w/installed/w.whl"]}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall",
+            {"expect": {"type": "Run", "argv": [*MODES, "/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall",
                                                 "--no-deps", "torch==2.11.0+cu130"]},
              "answer": {"rc": 1, "stderr": "ERROR: Could not find a version that satisfies the requirement torch==2.11.0+cu130\n"}}],
      result={"status": "failed", "msg": "the install changed torch: 2.11.0+cu130 (cu 13.0) -> 2.12.0+cu130 (cu 13.0); rolled "
@@ -537,7 +555,7 @@ case("pip_install", "an-install-that-moves-torch-fails-and-rolls-back", args=PI,
 case("pip_install", "dependencies-allowed-torch-is-pinned", args={**PI, "no_deps": False, "keep_previous": False}, host=HP,
      steps=[{"expect": {"type": "Run"}, "answer": STATE(None, None)}, CHECK,
             {"expect": {"type": "Put", "remote": "/w/runs/r1/install-constraints.txt"}, "answer": None},
-            {"expect": {"type": "Run", "argv": ["/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall",
+            {"expect": {"type": "Run", "argv": [*MODES, "/venv/bin/python3", "-m", "pip", "install", "--no-input", "--force-reinstall",
                                                 "--constraint", "/w/runs/r1/install-constraints.txt", WHEEL]},
              "answer": {"rc": 1, "stderr": "ERROR: Cannot install fp4_kernels because these package versions have conflicting dependencies.\n"
                                            "The conflict is caused by: The user requested (constraint) torch==2.11.0+cu130\n"}},
@@ -791,7 +809,7 @@ def UPSTATE(torch, dists):
 UP_STATE_ARGV = ["/venv/bin/python3", "-c", STATE_ARGV[2], "torch", "/nonexistent", ""]
 case("venv_upgrade", "upgrades-torch-and-rereads-the-venv-facts", args=UP, host={"facts": FACTS_UV},
      steps=[{"expect": {"type": "Run", "mutating": False, "argv": UP_STATE_ARGV}, "answer": UPSTATE("2.11.0+cu130", {"pip": "25.2", "torch": "2.11.0+cu130"})},
-            {"expect": {"type": "Run", "mutating": True, "argv": ["/venv/bin/python3", "-m", "pip", "install", "--no-input", "--pre", "--upgrade",
+            {"expect": {"type": "Run", "mutating": True, "argv": [*MODES, "/venv/bin/python3", "-m", "pip", "install", "--no-input", "--pre", "--upgrade",
                                                                  "--no-index", "--find-links", "/wheels", "torch==2.12.0.dev20261128"]},
              "answer": {"rc": 0}},
             {"expect": {"type": "Run", "mutating": False}, "answer": UPSTATE("2.12.0.dev20261128", {"pip": "25.2", "torch": "2.12.0.dev20261128", "triton": "3.6.0"})},
@@ -800,7 +818,7 @@ case("venv_upgrade", "upgrades-torch-and-rereads-the-venv-facts", args=UP, host=
              "decision": {"action": "upgrade", "packages": ["torch"]}})
 case("venv_upgrade", "uv-where-the-venv-has-no-pip", args={**UP, "no_deps": True}, host={"facts": FACTS_UV},
      steps=[{"expect": {"type": "Run", "mutating": False}, "answer": UPSTATE("2.11.0+cu130", {"torch": "2.11.0+cu130"})},
-            {"expect": {"type": "Run", "argv": ["/usr/local/bin/uv", "pip", "install", "--python", "/venv/bin/python3", "--prerelease", "allow",
+            {"expect": {"type": "Run", "argv": [*MODES, "/usr/local/bin/uv", "pip", "install", "--python", "/venv/bin/python3", "--prerelease", "allow",
                                                 "--upgrade", "--no-deps", "--no-index", "--find-links", "/wheels", "torch==2.12.0.dev20261128"]},
              "answer": {"rc": 0}},
             {"expect": {"type": "Run", "mutating": False}, "answer": UPSTATE("2.11.0+cu130", {"torch": "2.11.0+cu130"})}, *FACTS_RUN],
@@ -830,7 +848,7 @@ case("pip_install", "a-venv-without-pip-installs-with-the-hosts-uv",
      args={**PI, "keep_previous": False}, host={"facts": {**FACTS_NO_PIP, "uv": {"path": "/usr/local/bin/uv"}}, "files": {WHEEL: SHA}},
      steps=[{"expect": {"type": "Run", "mutating": False, "argv": STATE_ARGV}, "answer": STATE(None, None)},
             {"expect": {"type": "Run", "argv": ["/usr/local/bin/uv", "pip", "check", "--python", "/venv/bin/python3"]}, "answer": {"rc": 0}},
-            {"expect": {"type": "Run", "mutating": True, "argv": ["/usr/local/bin/uv", "pip", "install", "--python", "/venv/bin/python3",
+            {"expect": {"type": "Run", "mutating": True, "argv": [*MODES, "/usr/local/bin/uv", "pip", "install", "--python", "/venv/bin/python3",
                                                                  "--no-cache", "--link-mode", "copy", "--force-reinstall", "--no-deps", WHEEL]}, "answer": {"rc": 0}},
             {"expect": {"type": "Run", "mutating": False}, "answer": STATE(None, {"version": "0.1.0", "record_sha256": "r"})},
             {"expect": {"type": "Run", "mutating": False}, "answer": {"rc": 0}}],
