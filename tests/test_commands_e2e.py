@@ -80,8 +80,12 @@ def test_run_b_says_when_a_block_is_the_end_of_a_longer_output(tmp_path):
 def test_piped_facts_say_each_host_once_and_a_wide_terminal_gets_the_table(tmp_path):
     """Operator trial 10: piped (80 columns), ``fleetctl facts`` printed each host's line as it
     came in, then the table's fallback: a block per host with the same cells again."""
-    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"l1": {"ansible_connection": "local"},
-                                                        "l2": {"ansible_connection": "local"}}})
+    from tests.support.hostvenv import make_venv
+
+    # two names of this machine, each with its own venv (two on one venv are refused, facts too)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {
+        "l1": {"ansible_connection": "local"},
+        "l2": {"ansible_connection": "local", "venv": make_venv(tmp_path / "venv2", "venv")}}})
     narrow = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "80"})
     assert narrow.returncode == 0, narrow.stdout + narrow.stderr
     lines = narrow.stdout.splitlines()

@@ -20,6 +20,7 @@ from fleetctl.engine.observer import Observers
 from fleetctl.engine.runner import PlayOptions, run_playbook
 from fleetctl.playbook import load_playbook
 from tests.support import fake_connection as fake
+from tests.support.fleet import unwrap_modes
 
 TOY = """
 name: toy
@@ -52,7 +53,7 @@ def fake_kind(monkeypatch, tmp_path):
 
 
 def pip_installs(name: str) -> list[list[str]]:
-    return [a for a in fake.HOSTS[name].commands() if a[1:4] == ["-m", "pip", "install"]]
+    return [u for a in fake.HOSTS[name].commands() if (u := unwrap_modes(a))[1:4] == ["-m", "pip", "install"]]
 
 
 def make_hosts(names, **vars_):
@@ -162,7 +163,7 @@ def test_a_dry_run_changes_nothing_and_lists_every_step(fake_kind, tmp_path):
     assert not fake.HOSTS["n1"].ran("--wheel-dir") and not pip_installs("n1")
     planned = [s for t in model.hosts["n1"].tasks for s in t.planned]
     assert any("--wheel-dir" in s.get("argv", []) for s in planned)
-    assert any(s.get("argv", [])[:4] == ["/venv/bin/python3", "-m", "pip", "install"] for s in planned)
+    assert any(unwrap_modes(s.get("argv", []))[:4] == ["/venv/bin/python3", "-m", "pip", "install"] for s in planned)
     assert any(e.name == "step.planned" for e in ev.events)
 
 

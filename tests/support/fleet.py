@@ -47,3 +47,12 @@ def last_run(home: Path) -> Path:
 
 def load_json(text: str) -> Any:
     return json.loads(text)
+
+
+def unwrap_modes(argv: Sequence[str]) -> list[str]:
+    """An install command as pip/uv gets it: ``argv`` less the venv-modes wrapper
+    (:func:`fleetctl.tasks.venv_modes.in_venv_modes`: ``PYTHON -I -c SCRIPT CMD...``) when it has it."""
+    from fleetctl.tasks.venv_modes import VENV_MODES_SCRIPT
+
+    argv = list(argv)
+    return argv[4:] if argv[1:4] == ["-I", "-c", VENV_MODES_SCRIPT] else argv
