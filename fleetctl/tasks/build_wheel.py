@@ -301,16 +301,14 @@ def plan(args: BuildWheelArgs, host: HostView) -> Plan:
             role, took_over = "build", True
         elif isinstance(got, PlatformMismatch):
             return failed(str(got), decision, role="push")
-        elif isinstance(got, TransferError):  # the class's wheel exists; sending it HERE failed (this
-            # host's disk, quota, connection): not the builder's fault (new-user trial: a full disk here
-            # was reported as "the build of this arch class failed on its builder")
-            return with_class(failed(f"receiving this arch class's wheel failed: {got}", decision, role="push"),
-                              key, inputs, target)
-        elif isinstance(got, ClassWheelUnstored):  # built, but the controller's disk could not pass it on
-            return with_class(failed(str(got), decision, role="push"), key, inputs, target)
         elif isinstance(got, BaseException):
-            return with_class(failed(f"the build of this arch class failed on its builder: {got}", decision,
-                                    role="push"), key, inputs, target)
+            # TransferError: the class's wheel exists, sending it HERE failed (this host's disk, quota,
+            # connection), not the builder's fault (new-user trial: a full disk here read "failed on its
+            # builder"); ClassWheelUnstored: built, but the controller's disk could not pass it on
+            why = (f"receiving this arch class's wheel failed: {got}" if isinstance(got, TransferError)
+                   else str(got) if isinstance(got, ClassWheelUnstored)
+                   else f"the build of this arch class failed on its builder: {got}")
+            return with_class(failed(why, decision, role="push"), key, inputs, target)
         else:
             # the stamp records the wheel as written here (its size and mtime: the next run's check)
             st = yield Run(argv=(*STAT_ARGV, got.remote), mutating=False, after_change=True, quiet=True,
