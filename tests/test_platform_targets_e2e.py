@@ -428,3 +428,13 @@ def test_facts_of_two_hosts_on_one_venv_otherwise_fine_are_failed_with_the_share
         assert (facts[h]["status"], facts[h]["error"]) == ("failed", f"{line}; a deploy refuses this host until it is "
                                                                      "fixed"), facts[h]
     assert facts["c"]["status"] == "ok", facts["c"]
+    # the live lines: the host that finishes second is failed at once; the first, whose line was out
+    # before the second's facts showed the share, gets a line correcting it (no "ok" left standing)
+    text = fleetctl("-i", str(inv), "facts", "--hosts", "fleet", home=tmp_path / "home", timeout_s=300)
+    assert text.returncode == 1, text.stdout[-2000:] + text.stderr[-2000:]
+    lines = text.stdout.splitlines()
+    for h in "ab":
+        said = [ln for ln in lines if ln.startswith((f"{h}: ok", f"{h}: WARNING (below)", f"{h}: FAILED ("))]
+        assert said and said[-1].startswith(f"{h}: FAILED ("), (h, said)
+    assert sum(1 for ln in lines if "FAILED (found after its line above; the cause below)" in ln) <= 1, lines
+    assert any(ln.startswith("c: ok: ") for ln in lines), lines

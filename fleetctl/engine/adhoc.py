@@ -115,6 +115,7 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
     async with contextlib.AsyncExitStack() as stack:
         scopes = await enter_scopes(stack, hosts, options, run=run, observers=observers)
         unavailable = await prepare_hosts(scopes, hosts)
+        shared = _SharedSoFar(hosts, run, observers)
 
         async def one(host: Any) -> None:
             out = run.host(host.name)
@@ -158,12 +159,49 @@ async def facts_on_hosts(hosts: Sequence[Any], *, run: RunModel, observers: Obse
                 if session is not None:
                     await session.conn.close()
             out.duration_s = round(time.monotonic() - t0, 3)
+            shared.host_done(host.name)
             observers.emit("host.finished", host.name, status=out.status, error=out.error, duration_s=out.duration_s)
 
         await for_each_host(hosts, one, forks=forks)
+    shared.restore()
     _refuse_shared_venvs(hosts, run, observers)
     run.failed_hosts = [h for h, o in run.hosts.items() if o.status != "ok"]
     return run
+
+
+class _SharedSoFar:
+    """The shared-venv rule (:func:`_refuse_shared_venvs`) applied as facts come in, so a host's
+    live line never reads ``ok`` for a venv a host gathered before it shares: the later host
+    finishes ``failed``; the earlier one, whose line was printed, gets ``host.refused`` (its
+    correction line). :meth:`restore` hands the end of the run back its states, whose notes and
+    final words :func:`_refuse_shared_venvs` writes from every host's facts."""
+
+    def __init__(self, hosts: Sequence[Any], run: RunModel, observers: Observers) -> None:
+        self.hosts, self.run, self.observers = hosts, run, observers
+        self.done: set[str] = set()
+        self.before: dict[str, tuple[str, str | None]] = {}  # host -> (status, error) before the rule
+
+    def host_done(self, name: str) -> None:
+        from ..facts.refusals import warning
+        from ..tasks.install_target import shared_message
+        from .targets import shared_in_facts
+
+        self.done.add(name)
+        outs = self.run.hosts
+        gathered = {h.name: outs[h.name].facts for h in self.hosts
+                    if h.name in self.done and outs[h.name].reachable and outs[h.name].facts}
+        for other, shared in shared_in_facts(gathered).items():
+            out = outs[other]
+            if other in self.before or out.status != "ok":
+                continue  # marked already, or its line said failed for a cause of its own
+            self.before[other] = (out.status, out.error)
+            out.status, out.error = "failed", refusal_error([warning(shared_message(other, shared))])
+            if other != name:  # its line is out: say it again
+                self.observers.emit("host.refused", other, task="facts", msg=out.error)
+
+    def restore(self) -> None:
+        for name, (status, error) in self.before.items():
+            self.run.hosts[name].status, self.run.hosts[name].error = status, error
 
 
 def _refuse_shared_venvs(hosts: Sequence[Any], run: RunModel, observers: Observers) -> None:

@@ -120,6 +120,11 @@ class FactsLines:
         self.brief = brief
 
     def event(self, run: Any, event: Any) -> None:
+        if event.name == "host.refused" and event.host is not None:  # after its line (a venv a later host shares)
+            text = f"{event.host}: FAILED (found after its line above; the cause below)"
+            self.stream.write(run.redactor.text(text.translate(_DROP)) + "\n")
+            self.stream.flush()
+            return
         if event.name != "host.finished" or event.host is None:
             return
         f = self.entry(run, event.host)
