@@ -71,3 +71,18 @@ def test_plan_at_80_columns_is_one_readable_block_per_host(tmp_path):
     rows = [line for line in wide.stdout.splitlines() if line.startswith("│ localhost")]
     assert len(rows) == 2 and names[0] in rows[0] and "hello operator, a long debug message it is" in rows[1], \
         wide.stdout
+
+
+def test_a_plan_with_a_failed_host_keeps_its_cause_on_one_line_when_piped(tmp_path):
+    """Operator trial: piped (a file, ``grep``), a plan whose host failed became a boxed table whose
+    cause wrapped at ~35 columns, where the ok plan was blocks: piped, the table only when each row
+    fits on a line; else blocks, each cause whole on its line."""
+    inv = tmp_path / "inv.yaml"
+    missing = tmp_path / "no-such-venv"
+    inv.write_text("all:\n  hosts:\n    good: {ansible_connection: local}\n"
+                   f"    bad: {{ansible_connection: local, venv: {missing}}}\n")
+    res = fleetctl("-i", str(inv), "deploy", "--hosts", "all", "--plan", home=tmp_path / "home")  # the main playbook
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "│" not in res.stdout, res.stdout
+    cause = next((ln for ln in res.stdout.splitlines() if f"{missing}/bin/python3: no such interpreter" in ln), "")
+    assert cause.endswith("create it, or fix the var"), res.stdout

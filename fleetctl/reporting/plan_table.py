@@ -211,4 +211,4 @@ def print_plan_table(console: Console, title: str, rows: dict[str, dict[str, Any
         row[0] = fold_hosts(names)
     cols = [("host", True, "left"), ("task", False, "left"), ("action", True, "left"), ("arch list", True, "left"),
             ("class", True, "left"), ("changed inputs / cause", False, "left")]
-    print_table(console, title, cols, out, nested=True)
+    print_table(console, title, cols, out, nested=True, whole_when_piped=True)

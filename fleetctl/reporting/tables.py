@@ -75,7 +75,7 @@ def print_long(console: Console, text: Text | str, *, indent: int = 2, continuat
 
 
 def print_table(console: Console, title: str, columns: list[tuple[str, bool, str]], rows: list[list[Any]], *,
-                nested: bool = False) -> None:
+                nested: bool = False, whole_when_piped: bool = False) -> None:
     """Print ``rows`` as a table when it is readable at the console's width (80 columns when piped;
     :func:`column_widths`), else as blocks: each row's first cell on a line of its own, then
     ``  column: value`` lines. Columns are ``(name, identifies, justify)``: a column that identifies
@@ -83,8 +83,13 @@ def print_table(console: Console, title: str, columns: list[tuple[str, bool, str
     wrap at words, never losing text. ``nested`` (rows of one host, as ``--plan``'s): rows whose
     first cell repeats share one head, and each row is a line ``  second: third`` (``Build the
     wheel: build``) with its other cells under it, indented: one block per host, as an operator
-    reads a plan top down, rather than the host's name repeated over each of its tasks."""
+    reads a plan top down, rather than the host's name repeated over each of its tasks.
+    ``whole_when_piped`` (``--plan``'s): piped, the table only when every row fits on one line,
+    else the blocks, whose lines are whole (operator trial: a plan with a failed host became a
+    table whose causes wrapped at 35 columns in a file, where ``grep`` finds half a cause)."""
     widths = column_widths(columns, rows, console.width)
+    if whole_when_piped and not console.is_terminal and widths != column_widths(columns, rows, 1 << 20):
+        widths = None
     if widths is not None:
         table = Table(title=title)
         for (name, _, justify), w in zip(columns, widths):  # a given width: rich wraps to it, never below
