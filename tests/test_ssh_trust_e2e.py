@@ -103,6 +103,49 @@ def test_host_behind_a_jump_host_is_checked_under_the_name_ssh_uses(jump_route, 
     assert again.returncode == 0 and json.loads(again.stdout)["gpu-alias"]["stdout"] == "again\n"
 
 
+def test_a_jump_hosts_key_is_checked_and_recorded_in_its_own_known_hosts_file(sshd_farm, tmp_path):
+    """Each Host block names its own UserKnownHostsFile: the bastion's key is looked up, refused and
+    recorded in the bastion's file, never the destination's (OpenSSH runs the hop as its own ``ssh -W``
+    with the hop's own block; operator trial: fleetctl read and wrote the destination's file)."""
+    bastion, behind = sshd_farm.start("bastion"), sshd_farm.start("behind")
+    hop_kh, dest_kh = tmp_path / "kh_bastion", tmp_path / "kh_behind"
+    hop_kh.write_text("")  # the bastion is not known yet: its own file is empty
+    dest_kh.write_text(behind.known_hosts_line + "\n")  # the destination's holds the destination's key only
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("".join(f"""\
+Host {name}
+  HostName 127.0.0.1
+  Port {host.port}
+  User {host.user}
+  IdentityFile {sshd_farm.client_key}
+  IdentitiesOnly yes
+  UserKnownHostsFile {kh}
+  GlobalKnownHostsFile /dev/null
+  StrictHostKeyChecking yes
+""" + extra for name, host, kh, extra in (("bastion", bastion, hop_kh, ""),
+                                          ("behind", behind, dest_kh, "  ProxyJump bastion\n"))))
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"behind": {"ssh_config": str(cfg)}}})
+    hop_name = f"[127.0.0.1]:{bastion.port}"
+
+    res = fleetctl("-i", str(inv), "run", "--hosts", "behind", "--json", "--", "echo", "hi", home=tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    err = json.loads(res.stdout)["behind"]["error"]
+    assert err.startswith(f"jump host bastion: host key unknown for {hop_name}: "), err
+    assert f"which is not in {hop_kh};" in err, err  # the hop's own file, not the destination's
+
+    res = fleetctl("-i", str(inv), "run", "--hosts", "behind", "--json", "--accept-new-host-keys", "--", "echo", "hi",
+                   home=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert json.loads(res.stdout)["behind"]["connection"]["recorded_host_keys"] == [hop_name]
+    assert keygen_find(hop_name, hop_kh) and not keygen_find(hop_name, dest_kh)
+    assert dest_kh.read_text() == behind.known_hosts_line + "\n"  # the destination's file untouched
+    # real ssh, StrictHostKeyChecking yes, trusts what fleetctl recorded where it looks; a plain run needs no flag
+    ssh = openssh(cfg, "behind", "echo", "from-openssh")
+    assert ssh.returncode == 0 and ssh.stdout == "from-openssh\n", ssh.stderr
+    again = fleetctl("-i", str(inv), "run", "--hosts", "behind", "--json", "--", "echo", "again", home=tmp_path)
+    assert again.returncode == 0 and json.loads(again.stdout)["behind"]["stdout"] == "again\n", again.stdout
+
+
 def _count(text: str, needle: str) -> int:
     return text.count(needle)
 

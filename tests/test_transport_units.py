@@ -12,7 +12,7 @@ import pytest
 
 from fleetctl.connection.base import OutputLine
 from fleetctl.connection.ssh_hostkeys import HostKeyPolicy, record_known_host, hashed_name
-from fleetctl.connection.ssh_target import host_port_name, resolve_target, split_jump
+from fleetctl.connection.ssh_target import host_port_name, resolve_jump, resolve_target, split_jump
 from fleetctl.connection.streams import OutputTail, pump_lines
 from fleetctl.reporting.livevalve import LiveValve
 from tests.support.agent import keygen
@@ -31,6 +31,23 @@ def test_inventory_settings_win_over_ssh_config_as_the_command_line_does(tmp_pat
     assert (t.port, t.user, t.host_key_name) == (22, "root", "gpu01.cluster")
     assert t.identity_files[0] == "/k_inv" and t.user_known_hosts == ("/kh_inv",)
     assert resolve_target("other", config_file=str(cfg)).host == "other"
+
+
+def test_a_jump_host_reads_its_own_host_block_for_its_known_hosts_files(tmp_path):
+    """OpenSSH runs each ProxyJump hop as its own ``ssh -W`` with the hop's Host block: its
+    UserKnownHostsFile, GlobalKnownHostsFile and HashKnownHosts, never the destination's, nor the
+    destination's inventory ``known_hosts`` (``ssh -o UserKnownHostsFile=`` reaches no hop either)."""
+    cfg = tmp_path / "config"
+    cfg.write_text("Host bastion\n  HostName 10.0.0.9\n  UserKnownHostsFile /kh_hop /kh_hop2\n"
+                   "  GlobalKnownHostsFile /gkh_hop\n  HashKnownHosts yes\n"
+                   "Host gpu01\n  ProxyJump bastion\n  UserKnownHostsFile /kh_dest\n  GlobalKnownHostsFile /gkh_dest\n")
+    for known_hosts in (None, "/kh_inv"):
+        target = resolve_target("gpu01", known_hosts=known_hosts, config_file=str(cfg))
+        assert target.user_known_hosts == ((known_hosts,) if known_hosts else ("/kh_dest",))
+        hop = resolve_jump("bastion", target)
+        assert (hop.host, hop.user_known_hosts, hop.global_known_hosts) == ("10.0.0.9", ("/kh_hop", "/kh_hop2"),
+                                                                            ("/gkh_hop",))
+        assert hop.hash_known_hosts and hop.known_hosts is None
 
 
 def test_jump_specs_parse_like_ssh():

@@ -78,8 +78,8 @@ class SSHConnection(SFTPFiles, Connection):
         user: login name; ``None`` lets ssh_config (or the local user) decide.
         key_file: private key offered first (``ssh -i``); ``None`` uses ``IdentityFile``, the
             agent and the default keys.
-        known_hosts: known_hosts file replacing ssh_config's ``UserKnownHostsFile``; ``None``
-            uses ssh_config's (default ``~/.ssh/known_hosts``).
+        known_hosts: known_hosts file replacing ``UserKnownHostsFile`` (not its ``ProxyJump`` hops':
+            each reads its own ``Host`` block); ``None`` uses ssh_config's (``~/.ssh/known_hosts``).
         accept_new_host_keys: record the key of a host that has none recorded (a changed key is
             refused regardless).
         connect_timeout_s: deadline for reaching the host, seconds: its TCP connect, SSH handshake

@@ -4,7 +4,8 @@ The name a key is looked up and recorded under is :attr:`SSHTarget.host_key_name
 if set, else the host after ``HostName`` in ``[host]:port`` form (plain ``host`` on port 22), for
 direct hosts, aliases and hosts behind jump hosts alike. Patterns, negations and hashed entries
 (``|1|...``) match as in OpenSSH (asyncssh's known_hosts matcher). The files are the target's
-``UserKnownHostsFile`` list (or the inventory's ``known_hosts``) plus ``GlobalKnownHostsFile``.
+``UserKnownHostsFile`` list (or the inventory's ``known_hosts``) plus ``GlobalKnownHostsFile``; a
+jump host's are those of its own ssh_config ``Host`` block (:func:`~fleetctl.connection.ssh_target.resolve_jump`).
 
 Outcomes, as OpenSSH with ``StrictHostKeyChecking yes`` (or ``accept-new`` when
 ``accept_new`` is set):

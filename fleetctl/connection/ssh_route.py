@@ -8,10 +8,11 @@ Each hop (a jump host, or the target) is reached by :func:`fleetctl.connection.s
 TCP or ``ProxyCommand``, per-sshd gates, retries of dropped handshakes and what their failures mean
 are there.
 
-Jump hosts (``ProxyJump``) are connected with the same rules (their own ssh_config, host key
-check and keys) and shared: every host behind one bastion in a run uses one connection to it. A
-route whose jump hosts failed is remembered for one connect timeout, so the hosts behind them fail
-at once with its cause.
+Jump hosts (``ProxyJump``) are connected with the same rules, each from its own ssh_config
+``Host`` block alone (its address, keys and known_hosts files, never the destination's:
+:func:`~fleetctl.connection.ssh_target.resolve_jump`), and shared: every host behind one bastion
+in a run uses one connection to it. A route whose jump hosts failed is remembered for one connect
+timeout, so the hosts behind them fail at once with its cause.
 """
 
 from __future__ import annotations
@@ -92,7 +93,9 @@ _jumps: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = weakref.W
 async def _jump(target: SSHTarget, opts: RouteOptions, stats: LoginStats):
     """The (shared) connection to the last jump host of ``target``'s ProxyJump chain."""
     hops = [resolve_jump(spec, target) for spec in target.proxy_jump]
-    key = (tuple(h.where for h in hops), tuple(hops[0].user_known_hosts), opts.accept_new, target.config_file)
+    # each hop's own known_hosts files (its Host block, resolve_jump) are part of what was checked
+    key = (tuple((h.where, h.user_known_hosts, h.global_known_hosts) for h in hops), opts.accept_new,
+           target.config_file)
     loop = asyncio.get_running_loop()
     jumps = _jumps.get(loop)
     if jumps is None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import getpass
 import os
 import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncssh
@@ -329,9 +329,17 @@ def resolve_target(name: str, *, port: int | None = None, user: str | None = Non
 
 
 def resolve_jump(spec: str, target: SSHTarget) -> SSHTarget:
-    """The :class:`SSHTarget` of one ``ProxyJump`` hop, through the same ssh_config files; it
-    checks host keys against ``target``'s known_hosts files (fleetctl's ``known_hosts`` var
-    applies to the whole route)."""
+    """The :class:`SSHTarget` of one ``ProxyJump`` hop (``[user@]host[:port]``), read from
+    ``target``'s ssh_config files alone, as OpenSSH runs each hop: its own ``ssh -W`` given only
+    ``-l``, ``-p`` (from the spec), ``-J`` (the hops before it) and ``-F`` (OpenSSH ssh.c, where
+    ``ProxyJump`` becomes a ``ProxyCommand``). So the hop's own ``Host`` block gives its
+    ``HostName``, keys and known_hosts files (``UserKnownHostsFile``, ``GlobalKnownHostsFile``,
+    ``HashKnownHosts``): its host key is checked against, and recorded in, the hop's files, never
+    the destination's; neither the destination's inventory settings (its ``known_hosts`` var, its
+    key) nor ``-o`` options reach a hop, as ``ssh -o`` reaches none.
+
+    Raises:
+        SSHConfigError: the spec's port is not a number, or the ssh_config is unreadable or invalid.
+    """
     user, host, port = split_jump(spec)
-    hop = resolve_target(host, port=port, user=user, config_file=target.config_file)
-    return replace(hop, user_known_hosts=target.user_known_hosts)
+    return resolve_target(host, port=port, user=user, config_file=target.config_file)
