@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from fleetctl.util.paths import host_folder, safe_name
+from fleetctl.util.paths import host_folder, host_of, safe_name
 from tests.support.fleet import fleetctl, last_run, write_inventory
 
 #: Names that read alike once their odd characters are dropped, and names on the edges of the rule.
@@ -26,6 +26,8 @@ def test_no_two_host_names_share_a_file_or_folder_name_and_safe_names_keep_their
         assert safe_name(kept) == kept and host_folder(kept) == kept  # earlier runs' files stay theirs
     assert [safe_name(n) for n in ("a@b", "x/y", "..", "", "a%40b")] == ["a%40b", "x%2Fy", "%2E%2E", "%", "a%2540b"]
     assert (host_folder("node:7"), host_folder("x/y"), host_folder("50%")) == ("node:7", "x%2Fy", "50%25")
+    assert [host_of(safe_name(n)) for n in ALIKE] == ALIKE  # a log file names its host (a live run's new host)
+    assert [host_of(p) for p in ("a_b", "50%zz", "%2f", "%C3")] == ["a_b", "50%zz", "%2f", "%C3"]  # no host's
 
 
 def test_a_run_gives_each_host_its_own_log_and_logs_shows_that_one(tmp_path: Path) -> None:

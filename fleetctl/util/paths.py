@@ -188,6 +188,21 @@ def safe_name(host: str) -> str:
                    "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass")) for c in host)
 
 
+def host_of(part: str) -> str:
+    """The host name :func:`safe_name` made the file name ``part`` from (``a%40b`` -> ``a@b``,
+    ``gpu01`` -> ``gpu01``); ``part`` itself when no host name makes it (a file some older
+    fleetctl named, ``a_b`` for ``a@b``), so a file is always named by something."""
+    from urllib.parse import unquote_to_bytes
+
+    if "%" not in part:
+        return part
+    try:
+        host = "" if part == "%" else unquote_to_bytes(part).decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return part
+    return host if safe_name(host) == part else part
+
+
 def host_folder(host: str) -> str:
     """A host name as one folder name on the host (the default workdir ``~/.fleetctl/<host>``):
     the name itself when it is one usable path component without ``%``, so that the folder of a
