@@ -17,8 +17,9 @@ def test_a_host_name_is_always_one_path_part() -> None:
     for name in (".", "..", "a/../../b", "", "../x", "a/b"):
         for part in (safe_name(name), host_folder(name)):
             assert part and "/" not in part and part not in (".", ".."), (name, part)
-    assert (safe_name(".."), safe_name("."), safe_name("..."), safe_name("a/../../b")) == ("__", "_", "...", "a_.._.._b")
-    assert (host_folder("gpu01"), host_folder("node:7"), host_folder("..")) == ("gpu01", "node:7", "__")
+    assert (safe_name(".."), safe_name("."), safe_name("..."), safe_name("a/../../b")) == (
+        "%2E%2E", "%2E", "...", "a%2F..%2F..%2Fb")
+    assert (host_folder("gpu01"), host_folder("node:7"), host_folder("..")) == ("gpu01", "node:7", "%2E%2E")
 
 
 @pytest.mark.sshd
@@ -31,8 +32,8 @@ def test_a_host_named_dot_dot_never_leads_fetch_or_copy_outside_dest(sshd_farm, 
     res = fleetctl("-i", str(inv), "fetch", "/etc/hostname", str(x / "out"), "--hosts", "..", home=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     assert not (x / "etc" / "hostname").exists()
-    assert (x / "out" / "__" / "etc" / "hostname").read_bytes() == Path("/etc/hostname").read_bytes()
-    assert [p.name for p in (x / "out").iterdir()] == ["__"]
+    assert (x / "out" / "%2E%2E" / "etc" / "hostname").read_bytes() == Path("/etc/hostname").read_bytes()
+    assert [p.name for p in (x / "out").iterdir()] == ["%2E%2E"]
 
     src = tmp_path / "hello.yaml"
     src.write_text("hello: 1\n")
@@ -44,7 +45,7 @@ def test_a_host_named_dot_dot_never_leads_fetch_or_copy_outside_dest(sshd_farm, 
                        home=tmp_path)
         assert res.returncode == 0, res.stdout + res.stderr
         assert not (y / "hello.yaml").exists() and not (y / "sub" / "hello.yaml").exists()
-        assert (y / "sub" / "__" / "hello.yaml").read_text() == "hello: 1\n"
-        assert (y / "sub" / "a_.._.._b" / "hello.yaml").read_text() == "hello: 1\n"
+        assert (y / "sub" / "%2E%2E" / "hello.yaml").read_text() == "hello: 1\n"
+        assert (y / "sub" / "a%2F..%2F..%2Fb" / "hello.yaml").read_text() == "hello: 1\n"
     finally:
         shutil.rmtree(y, ignore_errors=True)

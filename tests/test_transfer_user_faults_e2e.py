@@ -269,19 +269,26 @@ def test_fetch_from_two_hosts_of_one_path_lands_where_ansible_puts_it_and_host_i
         shutil.rmtree(shared, ignore_errors=True)
 
 
-def test_fetch_refuses_hosts_that_would_write_over_each_other_or_outside_dest(tmp_path):
+def test_fetch_keeps_hosts_of_alike_names_apart_and_refuses_a_src_outside_dest(tmp_path):
+    """``n@1`` and ``n_1`` were once one file name under DEST (``n_1``), refused (exit 2); the host
+    name's file name is one-to-one now (:func:`fleetctl.util.paths.safe_name`), so each host's
+    files land in a folder of its own."""
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"n@1": {"ansible_connection": "local"},
                                                         "n_1": {"ansible_connection": "local"}}})
     out = tmp_path / "out"
-    res = fleetctl("-i", str(inv), "fetch", "--hosts", "g", str(inv), str(out), home=tmp_path)
-    assert res.returncode == 2 and res.stdout == ""
-    assert res.stderr == ("fleetctl: error: fetch: hosts n@1 and n_1 are the same file name under DEST (n_1): one "
-                          "would overwrite the other's files; fetch them apart\n"), res.stderr
     res = fleetctl("-i", str(inv), "fetch", "--hosts", "n_1", "../x", str(out), home=tmp_path)
     assert res.returncode == 2
     assert res.stderr == ("fleetctl: error: fetch: SRC ../x climbs above the login folder ('..'): its files would "
                           "land outside DEST/<host>/; give the path without '..' (an absolute path)\n"), res.stderr
     assert not out.exists() and not (tmp_path / "runs").exists()  # refused before any host was touched
+    res = fleetctl("-i", str(inv), "fetch", "--hosts", "g", str(inv), str(out), home=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["n%401", "n_1"]
+    for folder in ("n%401", "n_1"):
+        assert (out / folder / str(inv).lstrip("/")).read_bytes() == inv.read_bytes()
+    res = fleetctl("-i", str(inv), "fetch", "--hosts", "g", str(inv), str(out / "{host}.yaml"), home=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (out / "n%401.yaml").read_bytes() == (out / "n_1.yaml").read_bytes() == inv.read_bytes()
 
 
 def test_copy_into_a_folder_the_user_cannot_write_leads_with_permission_denied_not_sftp(sshd_farm, tmp_path):

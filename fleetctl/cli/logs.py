@@ -80,12 +80,16 @@ def logs(run_id: str | None, host: str | None, host_opt: str | None, follow: boo
 def _cut(run_dir, host: str | None = None) -> None:
     """A cut log is never presented as whole (operator trial: a log cut by a full disk, rc 0): one
     line per cut log on stderr, ``run RUN: HOST: log cut: ...``, and exit 1."""
+    from ..reporting.logfollow import host_names, log_host
     from ..reporting.recordcut import cut_logs
     from ..util.paths import safe_name
 
     cut = cut_logs(run_dir)
     if host is not None:
         cut = {host: cut[safe_name(host)]} if safe_name(host) in cut else {}
+    else:
+        names = host_names(run_dir)
+        cut = {names.get(f"{stem}.log", log_host(stem)): what for stem, what in cut.items()}
     for name, what in cut.items():
         click.echo(f"run {run_dir.name}: {name}: log cut: {what}", err=True)
     if cut:

@@ -13,10 +13,10 @@ goes into under its own name; a flat DEST that is an existing folder without the
   (the login folder's) stays relative (``fetch logs/a.txt out`` -> ``out/gpu01/logs/a.txt``),
   ``~/x`` is the login user's ``$HOME/x`` (``out/gpu01/home/alice/x``). Hosts never overwrite
   each other's files, nor do two files of one host with the same name in different folders.
-- DEST holding ``{host}`` (fleetctl's way to name it, the host's name made safe as a file name:
-  :func:`fleetctl.util.paths.safe_name`): DEST is taken as given, as Ansible's ``flat: yes``
-  with ``{{ inventory_hostname }}`` in ``dest``: ``out/{host}/`` is a folder per host that gets
-  the file under its own name, ``out/{host}.log`` is the file itself.
+- DEST holding ``{host}`` (fleetctl's way to name it, the host's name made safe as a file name,
+  one file name per host: :func:`fleetctl.util.paths.safe_name`): DEST is taken as given, as
+  Ansible's ``flat: yes`` with ``{{ inventory_hostname }}`` in ``dest``: ``out/{host}/`` is a
+  folder per host that gets the file under its own name, ``out/{host}.log`` is the file itself.
 - ``flat`` (``fleetctl fetch --flat``) without ``{host}``: DEST as given, for one host only
   (several hosts would write the same file, which Ansible allows and fleetctl refuses).
 - ``{host}`` in SRC is the host's inventory name (Ansible's ``{{ inventory_hostname }}``):
@@ -109,9 +109,11 @@ def check_fetch(src: str, dest: str, hosts: Sequence[str], *, flat: bool = False
     Raises:
         InputError (exit 2, one line): a template in SRC or DEST other than ``{host}``
             (:func:`check_placeholders`); ``flat`` without ``{host}`` in DEST for more than one host;
-            two hosts whose names are the same file name (``a:b`` and ``a_b``); a mirrored SRC
-            that climbs above the login folder (``../x``: its place under ``DEST/<host>/`` would
-            be outside it); a DEST that cannot be made here (:func:`check_local_dest`).
+            a mirrored SRC that climbs above the login folder (``../x``: its place under
+            ``DEST/<host>/`` would be outside it); a DEST that cannot be made here
+            (:func:`check_local_dest`). Two hosts never meet in one ``DEST/<host>`` (nor one
+            ``{host}``): :func:`fleetctl.util.paths.safe_name` is one-to-one (``n@1`` -> ``n%401``,
+            ``n_1`` -> ``n_1``).
     """
     check_placeholders("fetch", "SRC", src)
     check_placeholders("fetch", "DEST", dest)
@@ -125,13 +127,6 @@ def check_fetch(src: str, dest: str, hosts: Sequence[str], *, flat: bool = False
         raise InputError(f"fetch: SRC {src} climbs above the login folder ('..'): its files would land outside "
                          f"DEST/<host>/; give the path without '..' (an absolute path)")
     check_local_dest(dest, hosts, flat=flat)
-    if not flat or HOST in dest:
-        seen: dict[str, str] = {}
-        for host in hosts:
-            other = seen.setdefault(safe_name(host), host)
-            if other != host:
-                raise InputError(f"fetch: hosts {other} and {host} are the same file name under DEST "
-                                 f"({safe_name(host)}): one would overwrite the other's files; fetch them apart")
 
 
 def check_local_dest(dest: str, hosts: Sequence[str], *, flat: bool = False) -> None:

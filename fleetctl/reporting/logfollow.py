@@ -94,7 +94,8 @@ def _record(run_dir: Path) -> dict:
 
 
 def host_names(run_dir: Path) -> dict[str, str]:
-    """log file name -> host name, from run.json (a host not there yet is named by its file)."""
+    """log file name -> host name, from run.json (a host not there yet is named by its file:
+    :func:`log_host`)."""
     from ..util.paths import safe_name
 
     try:
@@ -104,15 +105,23 @@ def host_names(run_dir: Path) -> dict[str, str]:
     return {f"{safe_name(h)}.log": h for h in hosts}
 
 
+def log_host(file_name: str) -> str:
+    """The host a ``logs/`` file is of, by its name alone (``a%40b.log`` -> ``a@b``:
+    :func:`fleetctl.util.paths.host_of`), for a host run.json does not name (yet)."""
+    from ..util.paths import host_of
+
+    return host_of(file_name[:-4] if file_name.endswith(".log") else file_name)
+
+
 def all_lines(run_dir: Path, only: str | None = None) -> Iterator[str]:
     """Every line of every host log of a finished (or running) run, host by host in name order;
     ``only``: that host's log only."""
     from ..util.paths import safe_name
 
     names = host_names(run_dir)
-    logs = sorted((run_dir / "logs").glob("*.log"), key=lambda p: names.get(p.name, p.stem))
+    logs = sorted((run_dir / "logs").glob("*.log"), key=lambda p: names.get(p.name, log_host(p.name)))
     for path in logs:
-        host = names.get(path.name, path.stem)
+        host = names.get(path.name, log_host(path.name))
         if only is not None and path.name != f"{safe_name(only)}.log":
             continue
         tail = LogTail(path, host)
@@ -222,7 +231,7 @@ def follow(run_dir: Path, emit: Callable[[str], None], *, only: str | None = Non
             if not name.endswith(".log") or (only is not None and name != f"{safe_name(only)}.log"):
                 continue
             if name not in tails:
-                tails[name] = LogTail(run_dir / "logs" / name, names.get(name, name[:-4]))
+                tails[name] = LogTail(run_dir / "logs" / name, names.get(name, log_host(name)))
             elif names.get(name) and tails[name].host != names[name]:
                 tails[name].host = names[name]
         for tail in tails.values():

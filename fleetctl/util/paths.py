@@ -152,26 +152,67 @@ def locks_dir() -> Path:
     return state_dir() / "locks"
 
 
+def _kept(c: str) -> bool:
+    """True for a character a host's name keeps as it is in a file name: a letter, a digit, ``-_.[]``."""
+    return c.isalnum() or c in "-_.[]"
+
+
 def safe_name(host: str) -> str:
     """A host name as one file name, the one rule wherever a host's name becomes a path part on
     the controller or a host (a host's log ``logs/<safe_name>.log``, fetch's ``DEST/<host>/`` and
-    ``{host}``, copy's ``{host}``, a controller cache or scratch folder): anything but letters,
-    digits and ``-_.[]`` becomes ``_`` (so ``/`` never splits it), ``"_"`` for an empty name, and a
-    name of dots alone that path resolution reads as a folder (``.`` this one, ``..`` its parent:
-    path_resolution(7)) has its dots made ``_`` (``..`` -> ``__``): an inventory may name a host
-    ``..`` (Ansible takes any name, and its fetch then writes ``dest/../<src>``, outside ``dest``),
-    and a path built from it must never leave the folder it is put under."""
-    name = "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in host) or "_"
-    return "_" * len(name) if name in (".", "..") else name
+    ``{host}``, copy's ``{host}``, a controller cache or scratch folder; the default workdir through
+    :func:`host_folder`). One-to-one: two host names never share a file (operator trial: ``a@b``
+    and ``a_b`` once both became ``logs/a_b.log``, each host's lines in one file).
+
+    - A name of letters, digits and ``-_.[]`` alone is its own file name (``gpu01``, ``a_b``,
+      ``node[01]``, ``...``): the files of earlier runs stay where they are.
+    - Any other name has each other character written as ``%XX``, one per byte of its UTF-8
+      (RFC 3986 percent-encoding, upper-case hex; ``%`` itself is ``%25``): ``a@b`` -> ``a%40b``,
+      ``x/y`` -> ``x%2Fy`` (so ``/`` never splits it); a name of dots alone, which path resolution
+      reads as a folder (``.`` this one, ``..`` its parent: path_resolution(7)), has its dots
+      written so too (``..`` -> ``%2E%2E``: an inventory may name a host ``..``, Ansible takes any
+      name, and a path built from it must never leave the folder it is put under); the empty name
+      is ``%``.
+
+    Why no two names meet: a name of the first kind has no ``%``, every name of the second has one,
+    and the second kind's names are read back one way (each ``%XX`` is a byte, anything else itself).
+    A lone surrogate (an undecodable byte of a file name, PEP 383) is written as its
+    ``surrogatepass`` bytes, which no real character's UTF-8 is.
+    """
+    if host and host not in (".", "..") and all(_kept(c) for c in host):
+        return host
+    if not host:
+        return "%"
+    dots = host in (".", "..")
+    return "".join(c if _kept(c) and not dots else
+                   "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass")) for c in host)
+
+
+def host_of(part: str) -> str:
+    """The host name :func:`safe_name` made the file name ``part`` from (``a%40b`` -> ``a@b``,
+    ``gpu01`` -> ``gpu01``); ``part`` itself when no host name makes it (a file some older
+    fleetctl named, ``a_b`` for ``a@b``), so a file is always named by something."""
+    from urllib.parse import unquote_to_bytes
+
+    if "%" not in part:
+        return part
+    try:
+        host = "" if part == "%" else unquote_to_bytes(part).decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return part
+    return host if safe_name(host) == part else part
 
 
 def host_folder(host: str) -> str:
     """A host name as one folder name on the host (the default workdir ``~/.fleetctl/<host>``):
-    the name itself when it is one usable path component, so that the folder of a host named
-    ``gpu01`` or ``node:7`` stays where earlier runs put it, else :func:`safe_name` (a name
-    holding ``/``, ``.``, ``..``, empty): ``.fleetctl/..`` is the home folder itself and
-    ``.fleetctl/a/../../b`` a folder beside it."""
-    return host if host and "/" not in host and "\x00" not in host and host not in (".", "..") else safe_name(host)
+    the name itself when it is one usable path component without ``%``, so that the folder of a
+    host named ``gpu01`` or ``node:7`` stays where earlier runs put it, else :func:`safe_name` (a
+    name holding ``/``, ``%``, NUL, ``.``, ``..``, empty): ``.fleetctl/..`` is the home folder
+    itself and ``.fleetctl/a/../../b`` a folder beside it. One-to-one as :func:`safe_name` is: a
+    name kept has no ``%`` and every name :func:`safe_name` changes gets one (``x/y`` -> ``x%2Fy``,
+    never the folder of a host named ``x_y``; ``50%`` -> ``50%25``)."""
+    usable = host and not any(c in host for c in "/%\x00") and host not in (".", "..")
+    return host if usable else safe_name(host)
 
 
 def keep_mode(path, mode: int) -> None:
