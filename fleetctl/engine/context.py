@@ -3,7 +3,7 @@
 Ansible's precedence, lowest first: inventory vars < play vars < extra vars (``-e``) < registered
 results, plus fleetctl's standard names (``facts``, ``host``, ``workdir``, ``run_id``, ``run_dir``,
 ``playbook_dir``, ``venv``, ``python``). Secret values found on the way (``{value, secret: true}``
-markers, secret-looking names) join the run's redactor before anything is rendered or run, and so
+markers, secret-looking names and keys, at any depth) join the run's redactor before anything is rendered or run, and so
 do the values templates render from them (play vars built from a secret, and the ``{{ ... }}`` of
 the task about to run that read one: :mod:`fleetctl.playbook.secret_values`).
 """

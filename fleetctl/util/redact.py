@@ -5,8 +5,10 @@ host/group vars, play vars or ``-e``), or when its name looks like one (:func:`i
 one rule every output path asks: run.json, events, host logs, reports, ``inventory --host/--list``,
 the terminal, a schedule's vars file).
 
-Structured data (run.json, events, the env of planned and failed commands) has the values of
-secret-named keys replaced by :data:`MASK`; free text (host output lines, messages) has every
+Values are found at any depth of a variable (a secret-looking key or a marker inside a dict or a
+list of dicts: :func:`unwrap`, :func:`secret_paths`). Structured data (run.json, events, the env of
+planned and failed commands) has the values of secret-named keys replaced by :data:`MASK` (and of
+secret ``NAME=VALUE`` words, the others kept); free text (host output lines, messages) has every
 occurrence of a secret value of at least :data:`MIN_SECRET_CHARS` characters replaced.
 """
 
