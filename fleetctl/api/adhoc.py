@@ -13,7 +13,8 @@ from .lifecycle import finish_run, guarded_async, new_run
 async def run_command(hosts: Sequence[Any], argv: Sequence[str], *, pattern: str, command: Sequence[str],
                       observers: Iterable[Any] = (), verbose: int = 0, forks: int = 50, timeout_s: float = 600.0,
                       connect_timeout_s: float = 30.0, accept_new_host_keys: bool = False,
-                      ssh_options: Sequence[str] = (), outputs: dict[str, tuple[str, str]] | None = None):
+                      ssh_options: Sequence[str] = (), outputs: dict[str, tuple[str, str]] | None = None,
+                      secrets: Iterable[str] = ()):
     """Run ``argv`` exactly as given (no shell) on every host and close the run's record.
 
     Args:
@@ -31,6 +32,9 @@ async def run_command(hosts: Sequence[Any], argv: Sequence[str], *, pattern: str
             (:func:`fleetctl.connection.ssh_options.parse_options`), as ``fleetctl -o``.
         outputs: a dict to fill with host -> ``(stdout, stderr)`` as each host finishes (None: a
             new one), which keeps what the finished hosts printed when the run is interrupted.
+        secrets: more secret values to mask wherever the run writes or prints them, from the
+            first line on: the CLI's ``-e`` secrets (:func:`fleetctl.util.redact.unwrap`), which the
+            recorded ``command`` holds.
 
     Returns:
         ``(run, record, outputs)``: the finished run model, its record, and host ->
@@ -47,7 +51,7 @@ async def run_command(hosts: Sequence[Any], argv: Sequence[str], *, pattern: str
     from ..engine.adhoc import run_on_hosts
     from ..util.redact import unwrap
 
-    run, record, obs = new_run("run", command=command, observers=observers, verbose=verbose)
+    run, record, obs = new_run("run", command=command, observers=observers, verbose=verbose, secrets=secrets)
     run.pattern = pattern
     run.redactor.add(set().union(*(unwrap(h.vars)[1] for h in hosts)))
     outputs = await guarded_async(run, obs, run_on_hosts(
@@ -62,7 +66,7 @@ async def gather_facts(hosts: Sequence[Any], *, pattern: str, command: Sequence[
                        verbose: int = 0, forks: int = 50, connect_timeout_s: float = 30.0,
                        accept_new_host_keys: bool = False, ssh_options: Sequence[str] = (),
                        phase_timeout: Mapping[str, float] | Iterable[str] | None = None,
-                       flags: Mapping[str, str] | None = None):
+                       flags: Mapping[str, str] | None = None, secrets: Iterable[str] = ()):
     """Gather every host's facts and close the run's record.
 
     Args:
@@ -72,6 +76,9 @@ async def gather_facts(hosts: Sequence[Any], *, pattern: str, command: Sequence[
             (default ``connect_timeout_s``); the other phases have no work here.
         flags: how messages name the arguments (:func:`fleetctl.api.inputs.arg_name`: the CLI
             passes its flags, ``--phase-timeout``; None: ``phase_timeout``).
+        secrets: more secret values to mask wherever the run writes or prints them, from the
+            first line on: the CLI's ``-e`` secrets (:func:`fleetctl.util.redact.unwrap`), which the
+            recorded ``command`` holds.
 
     Returns:
         ``(run, record)``; each host's outcome holds ``facts`` (a dict, for an unreachable host too) and
@@ -91,7 +98,7 @@ async def gather_facts(hosts: Sequence[Any], *, pattern: str, command: Sequence[
         deadlines = Deadlines(overrides=phase_timeouts(phase_timeout, arg_name(flags, "phase_timeout")),
                               connect_s=connect_timeout_s)
         limits = {"connect_timeout_s": deadlines.connect, "timeout_s": deadlines.facts}
-    run, record, obs = new_run("facts", command=command, observers=observers, verbose=verbose)
+    run, record, obs = new_run("facts", command=command, observers=observers, verbose=verbose, secrets=secrets)
     run.pattern = pattern
     await guarded_async(run, obs, facts_on_hosts(hosts, run=run, observers=obs, forks=forks,
                                                  **limits, accept_new_host_keys=accept_new_host_keys,

@@ -47,7 +47,8 @@ def diagnostics(verbose: int) -> Any:
     return Diagnostics(verbose)
 
 
-def new_run(kind: str, *, command: Sequence[str], observers: Iterable[Any] = (), verbose: int = 0):
+def new_run(kind: str, *, command: Sequence[str], observers: Iterable[Any] = (), verbose: int = 0,
+            secrets: Iterable[str] = ()):
     """A new run model with its record and the -v observer.
 
     Args:
@@ -55,6 +56,9 @@ def new_run(kind: str, *, command: Sequence[str], observers: Iterable[Any] = (),
         command: what started the run, as argv (the CLI's command line; ``["fleetctl.api", ...]``).
         observers: more observers (None entries are left out), after the record.
         verbose: the -v level (0: none).
+        secrets: more secret values to mask wherever the run writes or prints them, from the
+            first line on: the CLI's ``-e`` secrets (:func:`fleetctl.util.redact.unwrap`), which the
+            recorded ``command`` holds.
 
     Returns:
         ``(run, record, observers)``: the :class:`~fleetctl.engine.model.RunModel`, its
@@ -77,6 +81,7 @@ def new_run(kind: str, *, command: Sequence[str], observers: Iterable[Any] = (),
     max_handshakes()  # FLEETCTL_MAX_HANDSHAKES=0 would hold every SSH login forever
     check_strings()  # FLEETCTL_SLURM_LAUNCHER="" would run the Slurm tools here, silently
     run = RunModel(kind=kind, command=list(command), **who())
+    run.redactor.add(secrets)
     record = RunRecord(run)
     stamp(record.dir, record.dir.parent)  # its place in the order records are made (reporting.order)
     return run, record, Observers(run, [record, diagnostics(verbose), *observers])

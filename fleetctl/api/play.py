@@ -341,8 +341,10 @@ async def run_play(prep: PreparedPlay, *, command: Sequence[str], observers: Ite
     """
     from ..engine.runner import run_playbook
     from ..reporting.history import write_retry_set
+    from ..util.redact import unwrap
 
-    run, record, obs = new_run(prep.kind, command=command, observers=observers, verbose=verbose)
+    run, record, obs = new_run(prep.kind, command=command, observers=observers, verbose=verbose,
+                               secrets=unwrap(prep.extra_vars)[1])  # the command line's -e, from the first line
     run.mode, run.pattern = prep.mode, prep.pattern
     run.inventory = {"path": str(prep.inventory.path), "hosts": {h.name: dict(h.vars) for h in prep.hosts}}
     locks = take_locks(prep.hosts, run, obs) if prep.mode == "apply" else None

@@ -13,7 +13,8 @@ from .lifecycle import finish_run, guarded_async, new_run
 async def transfer_files(kind: str, hosts: Sequence[Any], src: str, dest: str, *, pattern: str,
                          command: Sequence[str], observers: Iterable[Any] = (), verbose: int = 0, forks: int = 50,
                          timeout_s: float = 600.0, connect_timeout_s: float = 30.0,
-                         accept_new_host_keys: bool = False, ssh_options: Sequence[str] = (), flat: bool = False):
+                         accept_new_host_keys: bool = False, ssh_options: Sequence[str] = (), flat: bool = False,
+                         secrets: Iterable[str] = ()):
     """Copy ``src`` to ``dest`` on every host (``kind="copy"``; ``dest`` may hold ``{host}``, each
     host's own DEST; paths as Ansible's copy module reads them: :mod:`fleetctl.engine.transfer`) or fetch ``src`` from every host to
     ``dest`` here (``kind="fetch"``: as Ansible's fetch, each file at ``dest/<host>/<its path on
@@ -35,6 +36,9 @@ async def transfer_files(kind: str, hosts: Sequence[Any], src: str, dest: str, *
         ssh_options: one-off ssh_config options, ``"Name=value"`` each (``fleetctl -o``).
         flat: (fetch only) Ansible's ``flat: yes``: ``dest`` is the file, or a folder when it
             ends in ``/``; without ``{host}`` in it, for one host only.
+        secrets: more secret values to mask wherever the run writes or prints them, from the
+            first line on: the CLI's ``-e`` secrets (:func:`fleetctl.util.redact.unwrap`), which the
+            recorded ``command`` holds.
 
     Returns:
         ``(run, record)``; each host's outcome holds ``files`` and ``bytes``.
@@ -59,7 +63,7 @@ async def transfer_files(kind: str, hosts: Sequence[Any], src: str, dest: str, *
         local_sources(src)  # a missing SRC is bad input before any host is touched
     else:  # hosts that would write over each other: bad input before any host is touched
         check_fetch(src, dest, [h.name for h in hosts], flat=flat)
-    run, record, obs = new_run(kind, command=command, observers=observers, verbose=verbose)
+    run, record, obs = new_run(kind, command=command, observers=observers, verbose=verbose, secrets=secrets)
     run.pattern = pattern
     options = ConnectOptions(accept_new_host_keys=accept_new_host_keys, connect_timeout_s=connect_timeout_s,
                              ssh_options=tuple(ssh_options))

@@ -38,9 +38,10 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     from ..api.adhoc import facts_document, facts_entry, gather_facts
     from ..api.inputs import CLI_FLAGS
     from ..reporting.lines import FactsLines, print_json
-    from .extravars import host_setting_vars
+    from .extravars import extra_secrets, host_setting_vars
 
-    _, hosts = obj.select(pattern, limit, forks=forks, extra_vars=host_setting_vars(extra, "facts"))
+    extra_vars = host_setting_vars(extra, "facts")
+    _, hosts = obj.select(pattern, limit, forks=forks, extra_vars=extra_vars)
     live = None
     if not as_json:  # --json stays off rich (tests/test_fast_paths.py)
         from ..reporting.terminal import FOLD_THRESHOLD
@@ -50,7 +51,8 @@ def facts(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bo
     run, record = run_async(gather_facts(hosts, pattern=pattern, command=command_line(), observers=[live, ends],
                                     verbose=obj.verbose, forks=forks, connect_timeout_s=connect_timeout,
                                     accept_new_host_keys=accept_new_host_keys, ssh_options=obj.ssh_options,
-                                    phase_timeout=phase_timeout, flags=CLI_FLAGS), ends)
+                                    phase_timeout=phase_timeout, flags=CLI_FLAGS,
+                                    secrets=extra_secrets(extra_vars)), ends)
     bad = run.failed_hosts
     if not as_json:  # --json: its document is written when the run ends (fleetctl.cli.runend)
         result = facts_document(run)
@@ -92,9 +94,10 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
     'ok N, failed N, unreachable N'."""
     from ..api.adhoc import run_command
     from ..reporting.lines import HostLines, print_json
-    from .extravars import host_setting_vars
+    from .extravars import extra_secrets, host_setting_vars
 
-    _, hosts = obj.select(pattern, limit, forks=forks, extra_vars=host_setting_vars(extra, "run"))
+    extra_vars = host_setting_vars(extra, "run")
+    _, hosts = obj.select(pattern, limit, forks=forks, extra_vars=extra_vars)
     metrics = metrics_observer(metrics_file)
     from ..reporting.livevalve import LiveValve, ValvedObserver
 
@@ -106,7 +109,8 @@ def run(obj: Context, pattern: str, limit: str | None, forks: int, as_json: bool
         hosts, list(argv), pattern=pattern, command=command_line(),
         observers=[None if gather and not as_json else live, metrics, ends], verbose=obj.verbose,
         forks=forks, timeout_s=timeout_s, connect_timeout_s=connect_timeout,
-        accept_new_host_keys=accept_new_host_keys, ssh_options=obj.ssh_options, outputs=outputs), ends)
+        accept_new_host_keys=accept_new_host_keys, ssh_options=obj.ssh_options, outputs=outputs,
+        secrets=extra_secrets(extra_vars)), ends)
     bad = run_.failed_hosts
     if not as_json:  # --json: its document is written when the run ends (fleetctl.cli.runend)
         if gather:

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 from pathlib import Path
 from typing import Any
 
 from ..api.inputs import is_variable_name
 from ..errors import InputError
+from ..util.kvwords import WORD, WORDS
 
 
 def load_vars_file(path: str) -> dict[str, Any]:
@@ -60,9 +60,8 @@ def load_vars_file(path: str) -> dict[str, Any]:
 FORMS = "NAME=VALUE, a JSON/YAML mapping ('{\"NAME\": VALUE}') or @FILE"
 
 
-#: a word of a key=value item: runs of non-space, '...' and "..." (a quoted part may hold spaces)
-_WORD = re.compile(r"""(?:[^\s'"]+|'[^']*'|"[^"]*")+""")
-_WORDS = re.compile(rf"\s*(?:{_WORD.pattern}\s*)*")
+#: a word of a key=value item, and a whole item of them (shared with the redactor: :mod:`fleetctl.util.kvwords`)
+_WORD, _WORDS = WORD, WORDS
 
 
 def _shown(item: str, limit: int = 80) -> str:
@@ -191,6 +190,14 @@ def host_setting_vars(items: tuple[str, ...] | list[str], command: str) -> dict[
     for line in setting_var_warnings(extra, command):  # the API's Hosts.facts/run/copy/fetch: the same lines
         warn(line)
     return extra
+
+
+def extra_secrets(extra_vars: dict[str, Any]) -> set[str]:
+    """The secret values among parsed ``-e`` vars, at any depth (:func:`fleetctl.util.redact.unwrap`),
+    for the run's redactor from its first line: the recorded command line holds them."""
+    from ..util.redact import unwrap
+
+    return unwrap(extra_vars)[1]
 
 
 def private_to_owner(path: Path) -> bool:

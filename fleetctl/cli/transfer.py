@@ -24,7 +24,7 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
     from ..engine.transfer_probes import skip_note
     from ..reporting.gathered import summary_line
     from ..reporting.lines import print_json
-    from .extravars import host_setting_vars
+    from .extravars import extra_secrets, host_setting_vars
 
     skipped: list[tuple[str, str]] = []
     if kind == "fetch":  # {{ }} or {hostname}: bad input (exit 2) before any host is touched
@@ -32,7 +32,8 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
     check_placeholders(kind, "DEST", dest)
     if kind == "copy":  # a missing SRC is bad input (exit 2) before any host is touched
         skipped = local_sources(src)[1]
-    _, hosts = obj.select(pattern, limit, forks=forks, extra_vars=host_setting_vars(extra, kind))
+    extra_vars = host_setting_vars(extra, kind)
+    _, hosts = obj.select(pattern, limit, forks=forks, extra_vars=extra_vars)
     def document(run, _) -> None:  # per host: interrupted / not started too when a signal ended the run
         print_json(run.redactor.obj({h: {"status": o.status, "files": o.files or [], "bytes": o.bytes or 0,
                                          **({"error": o.error} if o.error else {}),
@@ -43,7 +44,8 @@ def _transfer(obj: Context, kind: str, pattern: str, limit: str | None, forks: i
     run, _record = run_async(transfer_files(
         kind, hosts, src, dest, pattern=pattern, command=command_line(), verbose=obj.verbose, forks=forks,
         timeout_s=timeout_s, connect_timeout_s=connect_timeout, accept_new_host_keys=accept_new_host_keys,
-        ssh_options=obj.ssh_options, flat=flat, observers=[ends]), ends)
+        ssh_options=obj.ssh_options, flat=flat, observers=[ends],
+        secrets=extra_secrets(extra_vars)), ends)
     bad = run.failed_hosts
     if not as_json:  # --json: its document is written when the run ends (fleetctl.cli.runend)
         for h, o in run.hosts.items():

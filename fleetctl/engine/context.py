@@ -3,7 +3,7 @@
 Ansible's precedence, lowest first: inventory vars < play vars < extra vars (``-e``) < registered
 results, plus fleetctl's standard names (``facts``, ``host``, ``workdir``, ``run_id``, ``run_dir``,
 ``playbook_dir``, ``venv``, ``python``). Secret values found on the way (``{value, secret: true}``
-markers, secret-looking names) join the run's redactor before anything is rendered or run, and so
+markers, secret-looking names and keys, at any depth) join the run's redactor before anything is rendered or run, and so
 do the values templates render from them (play vars built from a secret, and the ``{{ ... }}`` of
 the task about to run that read one: :mod:`fleetctl.playbook.secret_values`).
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 from ..playbook.secret_values import derived_secret_names, leaf_strings, secret_renderings
 from ..playbook.variables import render_vars
-from ..util.redact import Redactor, is_marked, secret_names, unwrap
+from ..util.redact import Redactor, is_marked, secret_paths, unwrap
 from .session import HostSession
 
 
@@ -53,7 +53,8 @@ def host_context(session: HostSession, playbook: Any, extra_vars: Mapping[str, A
     redactor.add(play_secrets)
     context = {**base, **play_vars, **extra, **resolved, **session.registered}
     # a name secret in any layer stays secret (a plain play var over a marked inventory var errs toward hiding)
-    secret = derived_secret_names(raw_play_vars, set().union(*map(secret_names, (
+    # ... and so does a key at any depth (``registry.password``: the secret's path, not just its name)
+    secret = derived_secret_names(raw_play_vars, set().union(*map(secret_paths, (
         session.host.vars, playbook.vars, extra_vars, session.registered))))
     derived = {k: v for k, v in raw_play_vars.items() if k in secret}
     redactor.add({s for k in derived for s in leaf_strings(play_vars[k])})

@@ -5,8 +5,10 @@ host/group vars, play vars or ``-e``), or when its name looks like one (:func:`i
 one rule every output path asks: run.json, events, host logs, reports, ``inventory --host/--list``,
 the terminal, a schedule's vars file).
 
-Structured data (run.json, events, the env of planned and failed commands) has the values of
-secret-named keys replaced by :data:`MASK`; free text (host output lines, messages) has every
+Values are found at any depth of a variable (a secret-looking key or a marker inside a dict or a
+list of dicts: :func:`unwrap`, :func:`secret_paths`). Structured data (run.json, events, the env of
+planned and failed commands) has the values of secret-named keys replaced by :data:`MASK` (and of
+secret ``NAME=VALUE`` words, the others kept); free text (host output lines, messages) has every
 occurrence of a secret value of at least :data:`MIN_SECRET_CHARS` characters replaced.
 """
 
@@ -17,6 +19,8 @@ import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from .kvwords import WORD, WORDS
 
 MASK = "********"
 MIN_SECRET_CHARS = 4
@@ -82,19 +86,66 @@ def secret_names(variables: Mapping[str, Any]) -> set[str]:
     return {name for name, value in variables.items() if is_marked(value) or is_secret_name(name)}
 
 
-def unwrap(variables: Mapping[str, Any]) -> tuple[dict[str, Any], set[str]]:
-    """Variables with ``{value, secret}`` markers replaced by their value, and the set of secret
-    values (marked ones and those under secret-looking names), as strings."""
-    out: dict[str, Any] = {}
-    secrets: set[str] = set()
+#: a list index in a secret path (:func:`secret_paths`): any item of the list
+EVERY_ITEM = "[*]"
+
+
+def secret_paths(variables: Mapping[str, Any]) -> set[tuple[Any, ...]]:
+    """Where the secrets among ``variables`` are, as paths: ``(name,)`` for a secret variable
+    (:func:`secret_names`), ``(name, key, ...)`` for a secret-looking key or a marked value at any
+    depth of a variable's nested mappings and lists (``("registry", "password")``,
+    ``("mirrors", EVERY_ITEM, "token")``; a list's items are :data:`EVERY_ITEM`). What a template
+    renders from a path at or under one of these, or from a value holding one, is secret too
+    (:mod:`fleetctl.playbook.secret_values`)."""
+    out: set[tuple[Any, ...]] = {(name,) for name in secret_names(variables)}
     for name, value in variables.items():
-        if is_marked(value):
-            value = value["value"]
-            secrets.add(str(value))
-        elif is_secret_name(name) and isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            secrets.add(str(value))
-        out[name] = value
+        if (name,) not in out:
+            _nested_paths(value, (name,), out)
+    return out
+
+
+def _nested_paths(value: Any, path: tuple[Any, ...], out: set[tuple[Any, ...]]) -> None:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if is_secret_name(key) or is_marked(item):
+                out.add((*path, key))
+            else:
+                _nested_paths(item, (*path, key), out)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _nested_paths(item, (*path, EVERY_ITEM), out)
+
+
+def unwrap(variables: Mapping[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """Variables with ``{value, secret}`` markers replaced by their value, at any depth, and the set
+    of secret values, as strings.
+
+    Secret values are found at any depth of nested mappings and lists (Ansible's usual group_vars
+    layout, ``registry: {url: ..., password: ...}``; operator trial: a nested ``password`` was
+    masked by ``inventory --host`` but printed and stored in clear by a deploy): a marked value
+    (and each string or number inside it), and every string or number under a secret-looking
+    name (:func:`is_secret_name`), be it the variable's name or a key inside it. Booleans and
+    None are no secrets."""
+    secrets: set[str] = set()
+    out = {name: _unwrapped(value, is_secret_name(name), secrets) for name, value in variables.items()}
     return out, {s for s in secrets if s}
+
+
+def _unwrapped(value: Any, secret: bool, found: set[str]) -> Any:
+    """``value`` with its markers unwrapped; its secret values (all of them when ``secret``: it
+    sits under a secret-looking name) added to ``found``."""
+    if is_marked(value):
+        inner = value["value"]
+        if not isinstance(inner, (Mapping, list, tuple)):
+            found.add(str(inner))
+        return _unwrapped(inner, True, found)
+    if isinstance(value, Mapping):
+        return {k: _unwrapped(v, secret or is_secret_name(k), found) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_unwrapped(v, secret, found) for v in value]
+    if secret and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        found.add(str(value))
+    return value
 
 
 class Redactor:
@@ -164,9 +215,23 @@ class Redactor:
         if isinstance(value, (list, tuple)):
             return [self.obj(v) for v in value]
         if isinstance(value, str):
-            if "=" in value:
-                name = value.partition("=")[0]
-                if _ENV_NAME.fullmatch(name) and is_secret_name(name):
-                    return f"{name}={MASK}"
-            return self.text(value)
+            return self._pairs(value) if "=" in value else self.text(value)
         return value
+
+    def _pairs(self, value: str) -> str:
+        """``value`` with the value of each secret-named ``NAME=VALUE`` word masked, every other
+        word kept (redacted as text): ``x=1 api_token=C3`` is ``x=1 api_token=********``. The words
+        are those ``-e`` splits an item into (:mod:`fleetctl.util.kvwords`); an item that is not
+        all ``NAME=VALUE`` words is one pair, its value everything after the first ``=`` (as ``-e``
+        reads it). Operator trial: the rule kept the first name alone, dropping the rest."""
+        name = value.partition("=")[0]
+        if not _ENV_NAME.fullmatch(name):
+            return self.text(value)
+        words = WORD.findall(value) if WORDS.fullmatch(value) else []
+        if words and all(_ENV_NAME.fullmatch(w.partition("=")[0]) and "=" in w for w in words):
+            return WORD.sub(lambda m: self._pair(m.group(0)), value)
+        return self._pair(value)
+
+    def _pair(self, word: str) -> str:
+        name, _, rest = word.partition("=")
+        return f"{name}={MASK}" if is_secret_name(name) and rest else self.text(word)
