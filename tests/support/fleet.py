@@ -34,10 +34,15 @@ def fleetctl(*args: str, home: Path, timeout_s: float = 900, env: dict | None = 
     variable (e.g. FLEETCTL_HOME, so that XDG_STATE_HOME decides: set but empty is refused).
     ``prefix`` runs it under a command (:data:`NO_READ_OVERRIDE`: root that reads only what its
     file modes let it)."""
-    full = {**os.environ, "FLEETCTL_HOME": str(home), "XDG_CACHE_HOME": str(Path(home) / "cache"), **(env or {})}
-    full_env = {k: v for k, v in full.items() if v is not None}
     return subprocess.run([*prefix, sys.executable, "-m", "fleetctl", *args], capture_output=True, text=True,
-                          timeout=timeout_s, env=full_env, cwd=REPO)
+                          timeout=timeout_s, env=fleetctl_env(home, env), cwd=REPO)
+
+
+def fleetctl_env(home: Path, env: dict | None = None) -> dict[str, str]:
+    """The environment :func:`fleetctl` runs the CLI in: this one, FLEETCTL_HOME=home, the wheel
+    cache under it, then ``env`` (a None value unsets that variable)."""
+    full = {**os.environ, "FLEETCTL_HOME": str(home), "XDG_CACHE_HOME": str(Path(home) / "cache"), **(env or {})}
+    return {k: v for k, v in full.items() if v is not None}
 
 
 def last_run(home: Path) -> Path:
