@@ -144,7 +144,8 @@ class LiveValve:
 
     def _wait_for_room(self) -> None:
         """Back-pressure (called holding the lock): wait until half the queue is free (few
-        hand-overs between the threads), while the printer makes progress; after ``stall_s`` seconds without any, mark the sink stalled."""
+        hand-overs between the threads) while the printer makes progress; after ``stall_s``
+        seconds without any, mark the sink stalled and return (no exception)."""
         if self._stalled:
             return
         seen, deadline = self._printed, time.monotonic() + self.stall_s
