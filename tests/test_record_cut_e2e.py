@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from tests.support.fleet import REPO, fleetctl, last_run, write_inventory
+from tests.support.fleet import REPO, fleetctl, fleetctl_read_late, last_run, write_inventory
 from tests.support.tiny_ext import tmpfs
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs: needs root")
@@ -38,8 +38,9 @@ def test_a_full_runs_folder_cuts_the_record_where_it_says_so_and_fails_the_run(t
     inv = write_inventory(tmp_path / "hosts.yaml", {"gpus": hosts})
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     with tmpfs(tmp_path / "state", "3m") as state:
-        res = fleetctl("-i", str(inv), "run", "--hosts", "gpu-a,gpu-z", "--", "sh", "-c", CHATTY, home=state, env=env,
-                       timeout_s=120)
+        # a reader that stopped reading until the run ended: the display drops lines, and says so
+        res = fleetctl_read_late("-i", str(inv), "run", "--hosts", "gpu-a,gpu-z", "--", "sh", "-c", CHATTY,
+                                 home=state, env=env, timeout_s=120)
         err = res.stderr.splitlines()
         assert res.returncode == 1, res.stderr[-3000:]
         assert "stopped reporting" not in res.stderr
@@ -89,8 +90,9 @@ def test_a_256_kib_runs_folder_points_to_no_cut_log_as_holding_every_line(tmp_pa
     hosts = {h: {"ansible_connection": "local", "workdir": str(tmp_path / h)} for h in ("gpu01", "gpu02")}
     inv = write_inventory(tmp_path / "hosts.yaml", {"gpus": hosts})
     with tmpfs(tmp_path / "state", "256k") as state:
-        res = fleetctl("-i", str(inv), "run", "--hosts", "gpu01:gpu02", "--", "seq", "1", "100000", home=state,
-                       env={"XDG_CACHE_HOME": str(tmp_path / "cache")}, timeout_s=120)
+        # stdout read once the run ended (a reader that stopped reading): lines are dropped, and counted
+        res = fleetctl_read_late("-i", str(inv), "run", "--hosts", "gpu01:gpu02", "--", "seq", "1", "100000",
+                                 home=state, env={"XDG_CACHE_HOME": str(tmp_path / "cache")}, timeout_s=120)
     out = res.stdout + res.stderr
     assert res.returncode == 1, res.stderr[-3000:]
     assert "run record incomplete: 2 host logs cut" in out, res.stderr[-3000:]

@@ -139,8 +139,8 @@ def _terminal(hosts, stream, folded: bool, verbose: int = 0):
 
     names = [h.name for h in hosts]
     inner = FoldedOutput(names, stream, fold_hosts, verbose) if folded else LiveOutput(names, stream, verbose)
-    # printing goes through a valve: a chatty build is never slowed by the terminal (the log keeps
-    # every byte)
+    # printing goes through a valve: a thread prints every line the terminal takes; only one that
+    # takes none for a while loses lines from the display (the log keeps every byte)
     return ValvedObserver(inner, LiveValve())
 
 

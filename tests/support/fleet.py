@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,10 +35,44 @@ def fleetctl(*args: str, home: Path, timeout_s: float = 900, env: dict | None = 
     variable (e.g. FLEETCTL_HOME, so that XDG_STATE_HOME decides: set but empty is refused).
     ``prefix`` runs it under a command (:data:`NO_READ_OVERRIDE`: root that reads only what its
     file modes let it)."""
-    full = {**os.environ, "FLEETCTL_HOME": str(home), "XDG_CACHE_HOME": str(Path(home) / "cache"), **(env or {})}
-    full_env = {k: v for k, v in full.items() if v is not None}
     return subprocess.run([*prefix, sys.executable, "-m", "fleetctl", *args], capture_output=True, text=True,
-                          timeout=timeout_s, env=full_env, cwd=REPO)
+                          timeout=timeout_s, env=fleetctl_env(home, env), cwd=REPO)
+
+
+def fleetctl_env(home: Path, env: dict | None = None) -> dict[str, str]:
+    """The environment :func:`fleetctl` runs the CLI in: this one, FLEETCTL_HOME=home, the wheel
+    cache under it, then ``env`` (a None value unsets that variable)."""
+    full = {**os.environ, "FLEETCTL_HOME": str(home), "XDG_CACHE_HOME": str(Path(home) / "cache"), **(env or {})}
+    return {k: v for k, v in full.items() if v is not None}
+
+
+def fleetctl_read_late(*args: str, home: Path, timeout_s: float = 120,
+                       env: dict | None = None) -> subprocess.CompletedProcess:
+    """:func:`fleetctl` with a stdout nobody reads until the run has ended (its newest run.json
+    says a status other than ``running``): a pipe whose reader stopped reading, as ``less`` at a
+    full screen, which then reads it all. Polls every 50 ms; TimeoutError after ``timeout_s``."""
+    proc = subprocess.Popen([sys.executable, "-m", "fleetctl", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=fleetctl_env(home, env), cwd=REPO)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while proc.poll() is None and not _run_ended(Path(home)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no run ended in {timeout_s} s: {args}")
+            time.sleep(0.05)
+        out, err = proc.communicate(timeout=timeout_s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _run_ended(home: Path) -> bool:
+    """Whether the newest run under ``home`` wrote its final run.json."""
+    try:
+        return json.loads((last_run(home) / "run.json").read_text()).get("status") != "running"
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def last_run(home: Path) -> Path:
