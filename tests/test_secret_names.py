@@ -25,6 +25,8 @@ SECRET = [
     "db_passwd", "smtp_passwrd", "PASS", "dbPass", "pass-word", "hf_token", "HF_TOKEN", "WANDB_API_KEY",
     "api-key", "apikey", "client_secret", "registry_credential", "docker_creds", "ansible_ssh_private_key",
     "auth", "Passphrase",
+    # operator trial: a personal access token, a webhook's URL (its token is in it)
+    "github_pat", "GITLAB_PAT", "slack_webhook_url", "teams_webhook", "SLACK_WEBHOOK_URL",
 ]
 VISIBLE = [
     # where a secret lives, not the secret: operators need these
@@ -32,6 +34,7 @@ VISIBLE = [
     "vault_password_file", "hf_token_path", "token_dir", "registry_url", "auth_url", "model_path",
     # pass/key only inside another word, or a public key
     "bypass", "passenger_count", "compass", "ssh_public_key", "host_pub_key", "key", "sort_keys",
+    "path", "patch_dir", "pattern", "patches", "spatial", "slack_webhook_url_file", "github_pat_path",
     # fleetctl's and Ansible's ordinary connection vars
     "ansible_host", "ansible_user", "ansible_port", "venv", "cuda_home", "workdir", "known_hosts",
 ]

@@ -28,7 +28,10 @@ MIN_SECRET_CHARS = 4
 _SECRET_SUBSTRING = re.compile(r"pass(word|wd|phrase)|token|secret|api_?key|private_?key|credential|auth", re.I)
 #: one word part of a name: Ansible's ``PASSWORD_MATCH`` (``pass``, ``password``, ``passwd``,
 #: ``passwrd``, ``passphrase``) and ``cred``/``creds``
-_SECRET_PART = re.compile(r"pass(word|phrase|wrd|wd)?|creds?")
+_SECRET_PART = re.compile(r"pass(word|phrase|wrd|wd)?|creds?|pat")
+#: a word part naming a thing whose address is itself the secret (a Slack or Teams webhook's URL
+#: holds its token), so a location suffix does not make the name visible
+_SECRET_ADDRESS_PARTS = frozenset({"webhook", "webhooks"})
 #: a last word part naming where a thing is, not the thing: such names stay visible
 _LOCATION_PARTS = frozenset({"file", "path", "dir", "url"})
 #: a ``*_key`` that is no secret
@@ -50,7 +53,10 @@ def is_secret_name(name: object) -> bool:
       which is how Ansible names its own: ``ansible_pass``, ``ansible_ssh_pass``,
       ``ansible_become_pass``; ``bypass`` or ``passenger`` are not;
     - or it contains ``password``, ``passwd``, ``passphrase``, ``token``, ``secret``, ``api_key``,
-      ``apikey``, ``private_key``, ``credential`` or ``auth`` anywhere, or a part is ``cred``/``creds``;
+      ``apikey``, ``private_key``, ``credential`` or ``auth`` anywhere, or a part is ``cred``/``creds``
+      or ``pat`` (a personal access token: ``github_pat``, ``GITLAB_PAT``);
+    - or a part is ``webhook``: its URL is the secret (a Slack incoming webhook's URL carries its
+      token: ``slack_webhook_url``), so a ``*_url`` of one is secret too;
     - or its last part is ``key`` after some other part (``wandb_key``, ``ssh_key``), except a
       public key (``ssh_public_key``, ``host_pub_key``);
 
@@ -66,8 +72,11 @@ def is_secret_name(name: object) -> bool:
 def _secret_str(name: str) -> bool:
     # every event's keys are asked (a run of 500 hosts asks 160,000 times, of a few hundred names)
     parts = [p for p in _PART_SPLIT.split(_CAMEL.sub("_", name).lower()) if p]
-    if not parts or parts[-1] in _LOCATION_PARTS:
+    if not parts or (parts[-1] in _LOCATION_PARTS and not (
+            parts[-1] == "url" and any(p in _SECRET_ADDRESS_PARTS for p in parts))):
         return False
+    if any(p in _SECRET_ADDRESS_PARTS for p in parts):
+        return True
     if _SECRET_SUBSTRING.search(name) or any(_SECRET_PART.fullmatch(p) for p in parts):
         return True
     return len(parts) > 1 and parts[-1] == "key" and parts[-2] not in _PUBLIC_KEY_PARTS
