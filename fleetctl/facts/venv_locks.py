@@ -3,10 +3,12 @@ it: the lines ``pip_install`` refuses a host with (or installs again with) and `
 warns with (:func:`fleetctl.facts.venv.venv_warnings`), from the same reading of the host
 (``locked``, ``n_locked``, ``locked_tops``, ``login_user``; ``unreadable``, ``n_unreadable``,
 ``site_mode``: :data:`fleetctl.tasks.venv_state.STATE_SCRIPT`'s ``dist`` for the plan, the facts
-script's ``python.installed_locks`` for facts). Pure."""
+script's ``python.installed_locks`` for facts); and why the login user cannot install into the
+venv's site-packages at all, with the fix that applies (:func:`unwritable_line`). Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -47,3 +49,37 @@ def unreadable_line(dist: str, held: dict[str, Any]) -> str | None:
     more = int(held.get("n_unreadable") or len(shown)) - len(shown)
     return (f"installed files of {dist} are less readable than their site-packages ({held.get('site_mode')}): "
             f"{', '.join(shown)}{f' and {more} more' if more > 0 else ''}; other users of the venv cannot import it")
+
+
+def owner_lacks_write(fs: Mapping[str, Any]) -> bool:
+    """The login user owns the site-packages folder it cannot write, and its mode lacks the owner's
+    write bit (``chmod a-w``), as :func:`fleetctl.facts.venv.install_problem` reads the facts
+    script's ``python.site_packages_fs``: chmod(2) lets a file's owner change its mode, so ``chmod u+w`` is the
+    fix. From the facts script's ``owned`` (the login's uid is the folder's; older facts: the
+    ``owner`` and ``user`` names alike) and ``mode`` (octal; not known: taken as lacking it)."""
+    owned = fs.get("owned")
+    if owned is None:
+        owned = bool(fs.get("owner")) and fs.get("owner") == fs.get("user")
+    mode = fs.get("mode")
+    try:
+        has_write = isinstance(mode, str) and bool(int(mode, 8) & 0o200)
+    except ValueError:
+        has_write = False
+    return bool(owned) and not has_write
+
+
+def unwritable_line(where: str, fs: Mapping[str, Any]) -> str:
+    """Why pip cannot install into the venv's site-packages ``where`` (``venv's site-packages SP``)
+    that the login user cannot write (``fs``: the facts' ``python.site_packages_fs``), with the fix
+    that applies: ``chmod u+w SP`` when the login user owns it and its write bit is off
+    (:func:`owner_lacks_write`: "deploy as OWNER" is what it already does), else deploying as its
+    owner, write access, or another venv. For :func:`fleetctl.facts.venv.install_problem`."""
+    user, owner = fs.get("user") or "the login user", fs.get("owner") or "another user"
+    if owner_lacks_write(fs):
+        mode = f", mode {fs['mode']}" if fs.get("mode") else ""
+        return (f"{where} is not writable by {user}, who owns it (its write bit is off{mode}): "
+                f"pip would fail in the middle of the install (Permission denied); fix: chmod u+w {fs['path']} "
+                f"(as {user}: the owner may set its own write bit again), or point the host var 'venv' elsewhere")
+    return (f"{where} is not writable by {user} (owned by {owner}): pip would fail in the middle of the "
+            f"install (Permission denied); fix: deploy as {owner} (ansible_user), give {user} write access "
+            f"to the venv, or point the host var 'venv' at a venv {user} owns")
