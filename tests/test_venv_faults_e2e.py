@@ -128,9 +128,9 @@ def test_a_venv_the_login_user_owns_but_made_read_only_gets_the_chmod_fix_not_de
     work = Path(os.path.expanduser(f"~{h.user}")) / "fleetctl-work"
     inv = write_inventory(tmp_path / "inv.yaml", {"g": {"own": {**h.inventory_vars(sshd_farm.known_hosts),
                                                                 "venv": str(venv), "workdir": str(work)}}})
-    line = (f"venv's site-packages {sp} is not writable by {h.user}, who owns it (its write bit is off, mode 0555): "
+    line = (f"venv's site-packages {sp} is not writable by {h.user}, who owns it (the owner's w bit is off, mode 0555): "
             f"pip would fail in the middle of the install (Permission denied); fix: chmod u+w {sp} (as {h.user}: "
-            "the owner may set its own write bit again), or point the host var 'venv' elsewhere")
+            "the owner may set its own bits again), or point the host var 'venv' elsewhere")
     try:
         facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
         assert facts.returncode == 1, facts.stdout + facts.stderr
@@ -144,6 +144,23 @@ def test_a_venv_the_login_user_owns_but_made_read_only_gets_the_chmod_fix_not_de
         assert sorted(os.listdir(sp)) == before and os.stat(sp).st_mode & 0o777 == 0o555  # nothing installed or changed
     finally:
         os.chmod(sp, 0o755)
+
+
+def test_the_unwritable_venv_line_gives_the_fix_that_applies_to_who_owns_it():
+    """Pure: the owner's missing bits are restored with chmod; older facts (no ``owned``, no
+    ``mode``) compare the names; a mode that is complete names what else refuses; another owner
+    keeps "deploy as OWNER (ansible_user)"."""
+    from fleetctl.facts.venv import install_problem
+
+    def line(**fs):
+        return install_problem({"python": {"site_packages_fs": {"path": "/v/sp", "writable": False, **fs}}})
+
+    assert "fix: chmod u+w /v/sp " in line(owner="u", user="u", owned=True, mode="0555")
+    assert "the owner's wx bit is off, mode 0444" in line(owner="u", user="u", owned=True, mode="0444")
+    assert "fix: chmod u+w /v/sp " in line(owner="u", user="u")  # facts of an older script
+    assert "fix: look at lsattr -d /v/sp and getfacl /v/sp" in line(owner="u", user="u", owned=True, mode="0755")
+    other = line(owner="root", user="u", owned=False, mode="0755")
+    assert "fix: deploy as root (ansible_user), give u write access" in other and "chmod" not in other
 
 
 @pytest.mark.sshd
