@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from fleetctl.connection.command import is_portable
-from fleetctl.connection.login_output import MAX_LOGIN_BYTES, SkipLogin, marked_line, new_marker
+from fleetctl.connection.login_output import MAX_LOGIN_BYTES, SkipLogin, marked_line, new_marker, stdin_taken_message
 from fleetctl.connection.streams import OutputTail, pump_lines
 
 
@@ -108,3 +108,13 @@ def test_a_stall_is_forgotten_once_the_login_shell_starts_a_command_again():
 
     first, after = asyncio.run(go())
     assert first is not None and first >= 5 and after is None
+
+
+def test_an_upload_whose_stdin_the_login_shell_read_names_its_rc_files_and_quotes_what_it_printed():
+    said = stdin_taken_message("/bin/bash", printed_err=b"bashrc ate: FLEETCTL-PUT-HEAD-x\n")
+    assert said.startswith("the remote login shell (bash) read the upload's stdin before it ran the command")
+    assert "look at ~/.bashrc, /etc/bash.bashrc, ~/.ssh/rc, /etc/ssh/sshrc;" in said, said
+    assert said.endswith("; it printed: bashrc ate: FLEETCTL-PUT-HEAD-x"), said
+    # the shell not known yet (a connection's first transfer): every usual rc file; nothing printed: no quote
+    unknown = stdin_taken_message("")
+    assert unknown.startswith("the remote login shell read") and "~/.zshenv" in unknown and "printed" not in unknown

@@ -109,6 +109,61 @@ def test_a_venv_the_login_user_cannot_write_is_named_by_facts_plan_and_deploy(ss
 
 
 @pytest.mark.sshd
+def test_a_venv_the_login_user_owns_but_made_read_only_gets_the_chmod_fix_not_deploy_as_itself(sshd_farm, tmp_path):
+    """Operator trial: ``chmod a-w site-packages`` on a venv the login user owns; facts and
+    ``--plan`` said "fix: deploy as trial15bash (ansible_user)", which it already was. The owner
+    may set its own write bit again (chmod(2)): the fix is ``chmod u+w`` on the folder."""
+    h = sshd_farm.start("ro-own-venv", shell="bash")
+    write_fake_nvidia_smi(h.bin_dir, [H200])
+    venv = sshd_farm.root / "venv-of-login"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True)
+    sp = subprocess.run([str(venv / "bin" / "python3"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                        check=True, capture_output=True, text=True).stdout.strip()
+    subprocess.run(["chown", "-R", h.user, str(venv)], check=True)
+    os.chmod(sp, 0o555)  # chmod a-w, on the login user's own folder
+    before = sorted(os.listdir(sp))
+    wheel = _wheel(sshd_farm.root / "wheels")
+    play = tmp_path / "play.yaml"
+    play.write_text(INSTALL_PLAY.format(wheel=wheel))
+    work = Path(os.path.expanduser(f"~{h.user}")) / "fleetctl-work"
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"own": {**h.inventory_vars(sshd_farm.known_hosts),
+                                                                "venv": str(venv), "workdir": str(work)}}})
+    line = (f"venv's site-packages {sp} is not writable by {h.user}, who owns it (the owner's w bit is off, mode 0555): "
+            f"pip would fail in the middle of the install (Permission denied); fix: chmod u+w {sp} (as {h.user}: "
+            "the owner may set its own bits again), or point the host var 'venv' elsewhere")
+    try:
+        facts = fleetctl("-i", str(inv), "facts", "--hosts", "g", home=tmp_path, env={"COLUMNS": "250"})
+        assert facts.returncode == 1, facts.stdout + facts.stderr
+        assert f"FAILED: {line}; a deploy refuses this host until it is fixed" in _flat(facts.stdout), facts.stdout
+        assert "ansible_user" not in facts.stdout, facts.stdout
+        plan = fleetctl("-i", str(inv), "deploy", "--hosts", "g", "--playbook", str(play), "--plan", "--json",
+                        home=tmp_path)
+        assert plan.returncode == 1, plan.stdout + plan.stderr
+        tasks = json.loads(plan.stdout)["own"]["tasks"]
+        assert any(t["msg"] == f"preflight: {line}" for t in tasks), tasks
+        assert sorted(os.listdir(sp)) == before and os.stat(sp).st_mode & 0o777 == 0o555  # nothing installed or changed
+    finally:
+        os.chmod(sp, 0o755)
+
+
+def test_the_unwritable_venv_line_gives_the_fix_that_applies_to_who_owns_it():
+    """Pure: the owner's missing bits are restored with chmod; older facts (no ``owned``, no
+    ``mode``) compare the names; a mode that is complete names what else refuses; another owner
+    keeps "deploy as OWNER (ansible_user)"."""
+    from fleetctl.facts.venv import install_problem
+
+    def line(**fs):
+        return install_problem({"python": {"site_packages_fs": {"path": "/v/sp", "writable": False, **fs}}})
+
+    assert "fix: chmod u+w /v/sp " in line(owner="u", user="u", owned=True, mode="0555")
+    assert "the owner's wx bit is off, mode 0444" in line(owner="u", user="u", owned=True, mode="0444")
+    assert "fix: chmod u+w /v/sp " in line(owner="u", user="u")  # facts of an older script
+    assert "fix: look at lsattr -d /v/sp and getfacl /v/sp" in line(owner="u", user="u", owned=True, mode="0755")
+    other = line(owner="root", user="u", owned=False, mode="0755")
+    assert "fix: deploy as root (ansible_user), give u write access" in other and "chmod" not in other
+
+
+@pytest.mark.sshd
 def test_a_package_folder_another_user_owns_is_refused_while_planning_and_pips_stash_is_named(sshd_farm, tmp_path):
     """Operator trial: after a ``sudo pip install`` the package's folders in the login user's venv
     are root's. ``--plan`` said reinstall, the deploy's pip moved them aside, installed, then failed

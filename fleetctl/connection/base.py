@@ -73,6 +73,9 @@ class CommandResult:
         duration_s: wall time in seconds.
         stdout_dropped: bytes of stdout not kept (dropped from the front, whole lines).
         stderr_dropped: bytes of stderr not kept.
+        login_printed: ``(stdout, stderr)`` bytes the login shell's rc files printed before the
+            command started (no output of the command: :mod:`fleetctl.connection.login_output`);
+            empty where no login shell starts commands (local, Slurm job steps).
     """
 
     argv: list[str]
@@ -84,6 +87,7 @@ class CommandResult:
     extra: dict = field(default_factory=dict)
     stdout_dropped: int = 0
     stderr_dropped: int = 0
+    login_printed: tuple[bytes, bytes] = (b"", b"")
 
     @property
     def truncated(self) -> dict | None:
@@ -160,6 +164,7 @@ class Connection(abc.ABC):
     on_note: Callable[[str], None] | None = None
     #: Set by the engine: called with each line (``login=True``) that the login shell printed
     #: before it ended without running a command (:class:`~fleetctl.errors.CommandNotStarted`),
+    #: or before an upload whose stdin it read (:func:`fleetctl.connection.sftp_fallback.put_by_exec`),
     #: just before that is raised, so the host's log keeps every byte the host printed.
     on_login_line: Callable[[OutputLine], None] | None = None
     #: Set by the engine before it closes the connection (:func:`fleetctl.engine.session.

@@ -33,6 +33,11 @@ status says (``[ -z "$PS1" ] && exit 0`` in ``~/.bashrc``, ``exec true`` in ``~/
 ``nologin`` shell). ``false`` run there reports rc 0; so :attr:`SkipLogin.ended_early` makes the
 connection raise :class:`~fleetctl.errors.CommandNotStarted` (:func:`not_started_message`)
 instead of returning a result.
+
+And a file it reads may read stdin (``read line`` in ``~/.bashrc``, a program that reads its
+input): it takes the first bytes meant for the command, before the command runs. An upload through
+the shell (:func:`fleetctl.connection.sftp_fallback.put_by_exec`) sends a line of its own first and
+checks it, and says so (:func:`stdin_taken_message`) instead of a cut-off file.
 """
 
 from __future__ import annotations
@@ -139,6 +144,24 @@ def not_started_message(shell: str, ssh: str, *, rc: int | None, signal: str | N
     return (f"{who} {how} before running the command: a file it reads before every ssh command ends it "
             f"(an `exit`, `exec` or `logout` there; look at {', '.join(files)}), or the login shell does not run "
             f"commands (nologin); try: {ssh} echo ok" + (f"; it printed{said}" if said else ""))
+
+
+def stdin_taken_message(shell: str, *, printed: bytes = b"", printed_err: bytes = b"") -> str:
+    """Why an upload through the shell got short bytes: ``the remote login shell (bash) read the
+    upload's stdin before it ran the command: ...``, naming the files that can read it
+    (:data:`RC_FILES` for ``shell``, the path or name of the login shell, "" when not known: then
+    :data:`ANY_SHELL_RC_FILES`; then :data:`SSHD_RC_FILES`: sshd(8) runs ``~/.ssh/rc`` with the
+    session's stdin too), the fix, and what the login shell ``printed`` before the command
+    (stdout, ``printed_err`` stderr: :func:`quote_printed`, stderr first; an rc file's own words
+    often name it). The same file takes the first bytes of SFTP's session, which then never starts."""
+    name = posixpath.basename(shell)
+    files = RC_FILES.get(name, ()) if name else ANY_SHELL_RC_FILES
+    who = f"the remote login shell ({name})" if name else "the remote login shell"
+    said = quote_printed(printed, printed_err)
+    return (f"{who} read the upload's stdin before it ran the command, so the file's first bytes never reached "
+            f"it: a file it reads before every ssh command reads stdin (look at {', '.join((*files, *SSHD_RC_FILES))}"
+            "; make it read only in interactive shells: case $- in *i*) ... ;; esac)"
+            + (f"; it printed{said}" if said else ""))
 
 
 def quote_printed(out: bytes, err: bytes, limit: int = 200) -> str:

@@ -9,7 +9,11 @@ The SSH connection learns this once per connection and from then on sends every 
 Each transfer is one fixed ``/bin/sh`` script with the paths as positional parameters (no path is
 ever parsed by a shell), run through :meth:`Connection.run`:
 
-- put: the bytes go to the command's stdin; ``cat`` writes them to a part file beside the target
+- put: the bytes go to the command's stdin after a line of their own (:data:`PUT_HEAD` and
+  random hex digits), which the script reads and checks first: a login rc file that reads stdin
+  (``read line`` in ``~/.bashrc``) took the upload's first bytes before the script ran, and the
+  script then exits :data:`STDIN_TAKEN_RC` having written nothing (the failure names the login
+  shell and quotes what it printed, not a cut-off file); ``cat`` writes them to a part file beside the target
   that is this upload's own (:func:`part_name`: ``.NAME.<8 hex digits>.part``, SFTP's naming, made
   exclusively with the shell's ``set -C``, ``O_EXCL``), which is checked (its size is the size
   sent), ``chmod``-ed and renamed into place, so no partial file ever has the final name, and a
@@ -36,6 +40,7 @@ from pathlib import Path
 from ..errors import ControllerWriteError, TransferError
 from .base import Connection, OutputLine, folder_mode
 from .download import local_download
+from .login_output import stdin_taken_message
 
 #: Seconds one exec transfer may take (as long as a whole upload phase's default budget).
 TRANSFER_TIMEOUT_S = 600.0
@@ -49,7 +54,14 @@ PUT_MARK = "FLEETCTL-PUT-SIZE:"
 #: ``FLEETCTL-GET-DATA:-``, then a newline; whatever a login rc file printed before it is dropped.
 GET_MARK = b"FLEETCTL-GET-DATA:"
 
-_PUT = ('u=$(umask); umask 077; if [ -d "$1" ]; then echo "$1: Is a directory (a folder is there)" >&2; exit 21; fi; '
+#: The first line of a put's stdin: this and 16 random hex digits (:func:`put_by_exec`).
+PUT_HEAD = "FLEETCTL-PUT-HEAD-"
+#: The put script's exit status when its first line is not the one sent: the login shell read
+#: stdin before the script ran (nothing was written).
+STDIN_TAKEN_RC = 24
+
+_PUT = ('IFS= read -r h || :; if [ "$h" != "$6" ]; then exit ' + str(STDIN_TAKEN_RC) + '; fi; '
+        'u=$(umask); umask 077; if [ -d "$1" ]; then echo "$1: Is a directory (a folder is there)" >&2; exit 21; fi; '
         'd=$(dirname -- "$1"); t="$d/$5"; (umask "${3:-$u}" && mkdir -p -- "$d") || exit $?; '
         '(set -C && : > "$t") || exit $?; '
         'trap \'rm -f -- "$t"; exit 143\' TERM HUP INT PIPE; '
@@ -79,16 +91,29 @@ async def put_by_exec(conn: Connection, local_path: str, remote_path: str, mode:
             fleetctl's own folders: a full disk's advice never names the ``workdir`` host var.
 
     Raises:
-        TransferError: a folder is at ``remote_path``; the command failed (``HOST: upload SRC ->
+        TransferError: the login shell read the upload's stdin before the script ran (its first
+            line is not the one sent: :func:`~fleetctl.connection.login_output.stdin_taken_message`,
+            what the login shell printed also handed to the host's log, ``on_login_line``; nothing
+            was written); a folder is at ``remote_path``; the command failed (``HOST: upload SRC ->
             DEST: CAUSE``, the cause in the script's words, :func:`put_failure`, first, then, when
             ``why`` is given, why SFTP was not used: the real cause leads, never SFTP's); or what
             this upload wrote is not the file that was sent (naming both sizes).
     """
     data = Path(local_path).read_bytes()
     part = part_name(remote_path)
+    head = PUT_HEAD + secrets.token_hex(8)
     res = await conn.run(["/bin/sh", "-c", _PUT, "fleetctl-put", remote_path, f"{mode or 0o644:o}",
-                          _umask_arg(folder_mode(dir_mode, explicit_dest)), str(len(data)), part],
-                         stdin=data, timeout_s=TRANSFER_TIMEOUT_S)
+                          _umask_arg(folder_mode(dir_mode, explicit_dest)), str(len(data)), part, head],
+                         stdin=head.encode("ascii") + b"\n" + data, timeout_s=TRANSFER_TIMEOUT_S)
+    # why SFTP was not used (a chatty rc file, a missing subsystem) comes after the real cause
+    cause = why[len(conn.host) + 2:] if why.startswith(f"{conn.host}: ") else why
+    how = f" (sent through the shell, as SFTP could not be used: {cause})" if why else " (over an exec channel)"
+    if res.rc == STDIN_TAKEN_RC:
+        _tell_login_lines(conn, res.login_printed)
+        out, err = res.login_printed
+        raise TransferError(f"{conn.host}: upload {local_path} -> {remote_path}: "
+                            f"{stdin_taken_message(getattr(conn, 'login_shell', ''), printed=out, printed_err=err)}"
+                            f"; nothing was written{how}")
     if res.rc != 0:
         detail = put_failure(res.stderr_text, part) or f"exit status {res.rc}"
         from .storagefaults import name_write_error  # only for a failed write
@@ -97,16 +122,22 @@ async def put_by_exec(conn: Connection, local_path: str, remote_path: str, mode:
         if named:  # the disk, its quota or its mount, named with the path (no partial file is left)
             raise TransferError(f"{conn.host}: upload {local_path} -> {remote_path}: {named} (the partial file "
                                 "was removed)")
-        # the real cause first; why SFTP was not used (a chatty rc file, a missing subsystem) after it
-        cause = why[len(conn.host) + 2:] if why.startswith(f"{conn.host}: ") else why
-        raise TransferError(f"{conn.host}: upload {local_path} -> {remote_path}: {detail}"
-                            + (f" (sent through the shell, as SFTP could not be used: {cause})" if why
-                               else " (over an exec channel)"))
+        raise TransferError(f"{conn.host}: upload {local_path} -> {remote_path}: {detail}{how}")
     sizes = [ln[len(PUT_MARK):].strip() for ln in res.stdout_text.splitlines() if ln.startswith(PUT_MARK)]
     if not sizes or sizes[-1] != str(len(data)):
         got = f"{sizes[-1]} bytes" if sizes else "no answer"
         raise TransferError(f"{conn.host}: upload {local_path} -> {remote_path}: what this upload wrote there "
                             f"is not the file sent ({got}, {len(data)} bytes sent)")
+
+
+def _tell_login_lines(conn: Connection, printed: tuple[bytes, bytes]) -> None:
+    """Hand what the login shell printed before the command (``(stdout, stderr)``) to the
+    host's log, line by line (:attr:`Connection.on_login_line`), as a command it never started."""
+    if conn.on_login_line is None:
+        return
+    for stream, data in zip(("stdout", "stderr"), printed):
+        for piece in data.splitlines(keepends=True):
+            conn.on_login_line(OutputLine(stream, piece, login=True))
 
 
 def _umask_arg(dir_mode: int | None) -> str:

@@ -182,11 +182,12 @@ class ExecChannel:
         # what the login shell printed before it ended is no output of the command (it never ran)
         check_started(self.reader, self.host, self.argv, login_shell, rc=rc, signal=sig, ssh=ssh,
                       printed=self.reader.login_output, printed_err=self.err_reader.login_output + stderr)
-        if self.err_reader.ended_early and self.err_reader.login_output:  # the command ran: its stderr
-            stderr = self.err_reader.login_output + stderr
+        login_err = self.err_reader.login_output
+        if self.err_reader.ended_early and login_err:  # the command ran: its stderr
+            stderr, login_err = login_err + stderr, b""
         return CommandResult(argv=self.argv, rc=rc, stdout=stdout, stderr=stderr, signal=sig,
                              duration_s=time.monotonic() - self.started, stdout_dropped=stdout_dropped,
-                             stderr_dropped=stderr_dropped)
+                             stderr_dropped=stderr_dropped, login_printed=(self.reader.login_output, login_err))
 
 
 async def stop_process(proc: asyncssh.SSHClientProcess, *, supervised: bool = False, started: bool = True) -> None:

@@ -2,7 +2,7 @@
 fallback once SFTP cannot be used (:mod:`fleetctl.connection.sftp_fallback`).
 
 :class:`SFTPFiles` is the file half of :class:`fleetctl.connection.ssh.SSHConnection` (a mixin: it
-uses the connection's ``host``, ``stats``, ``on_note``, ``_sessions``, ``_sftp``, ``_sftp_users``,
+uses the connection's ``host``, ``stats``, ``on_note``, ``connect_timeout_s``, ``_sessions``, ``_sftp``, ``_sftp_users``,
 ``_sftp_lock``, ``_no_sftp``, ``_require()``, ``_count()``, ``_saturated()``, ``_second()`` and
 ``run()``).
 
@@ -92,11 +92,30 @@ class SFTPFiles:
                 await self._sessions.wake()
 
     async def _start_sftp(self) -> asyncssh.SFTPClient:
+        """Open the SFTP session, its server's first answer awaited at most ``connect_timeout_s``
+        seconds: sshd starts sftp-server through the login shell (``$SHELL -c sftp-server``), and a
+        login rc file that reads stdin takes SFTP's first packet (``read line`` in ``~/.bashrc``),
+        so sftp-server never answers (one that waits holds it as long). Past it, or when SFTP
+        breaks or is refused, SFTP is not used on this connection (:meth:`_learn_no_sftp`; the
+        unanswered channel stays open until the connection closes).
+
+        Raises:
+            _NoSFTP: naming why.
+        """
         conn = self._require()
+
+        async def start() -> asyncssh.SFTPClient:
+            return await within(conn.start_sftp_client(), self.connect_timeout_s)
         try:
-            return await self._sessions.open_channel(conn.start_sftp_client, overflow=self._saturated,
+            return await self._sessions.open_channel(start, overflow=self._saturated,
                                                      opened=is_subsystem_refused,
                                                      on_retry=lambda: self._count("channel_retries"))
+        except asyncio.TimeoutError:
+            why = (f"cannot start SFTP: sftp-server did not answer in {self.connect_timeout_s:g} s (a login rc file "
+                   "that reads stdin, such as ~/.bashrc, takes SFTP's first packet, and one that waits holds it: make "
+                   "it read and wait only in interactive shells)")
+            self._learn_no_sftp(f"{self.host}: {why}", note=f"{why}; every file goes over an exec channel (cat) instead")
+            raise _NoSFTP(self._no_sftp["why"]) from None
         except (OSError, asyncssh.Error) as exc:
             if is_subsystem_refused(exc):
                 self._learn_no_sftp(f"{self.host}: {sftp_refused_note()}", note=sftp_refused_note())

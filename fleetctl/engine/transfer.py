@@ -139,6 +139,8 @@ async def copy_to_hosts(hosts: Sequence[Any], src: str, dest: str, *, run: RunMo
                 conn_box.append(conn)
                 # what the connection learns on its own (a part file an interrupt left) goes to the record
                 conn.on_note = lambda message, name=host.name: observers.emit("note.added", name, message=message)
+                # and what its login shell printed before a command it never ran, or an upload whose stdin it read
+                conn.on_login_line = lambda ln, name=host.name: observers.line(name, ln, False)
                 await conn.open()
                 into = False
                 if ask_first:  # an existing folder gets the file, as cp/scp
@@ -278,6 +280,8 @@ async def fetch_from_hosts(hosts: Sequence[Any], src: str, dest_template: str, *
                 conn_box.append(conn)
                 # what the connection learns on its own (a part file an interrupt left) goes to the record
                 conn.on_note = lambda message, name=host.name: observers.emit("note.added", name, message=message)
+                # and what its login shell printed before a command it never ran, or an upload whose stdin it read
+                conn.on_login_line = lambda ln, name=host.name: observers.line(name, ln, False)
                 await conn.open()
                 mine = host_src(src, host.name)
                 kind, root, paths, skipped = await remote_sources(conn, host.name, mine, timeout_s)

@@ -38,6 +38,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from .venv_locks import unwritable_line
+
 from .install_hint import existing_venv, install_command
 from .refusals import build_requirements_problem, no_front_end_problem, old_pip_problem
 from .refusals import builder_warning, warning as refusal_warning
@@ -109,13 +111,14 @@ def install_problem(facts: Mapping[str, Any], need_mib: int = VENV_MIN_FREE_MIB,
 
     Args:
         facts: the host's facts (``python.site_packages_fs``: ``{path, free_mib, readonly,
-            writable, owner, user}``, measured as the login user).
+            writable, owner, user, owned, mode}``, measured as the login user).
         need_mib: the MiB the install needs in site-packages (:data:`VENV_MIN_FREE_MIB`, or a
             wheel's unpacked size).
         what: what needs them, named in the line (``"fp4_kernels-0.1.0-....whl (3 MiB unpacked)"``).
 
     Returns:
-        ``"venv's site-packages SP is not writable by USER (owned by OWNER): ...; fix: ..."``, the
+        ``"venv's site-packages SP is not writable by USER (owned by OWNER): ...; fix: ..."`` (``fix:
+        chmod u+w SP`` where USER owns it: :func:`~fleetctl.facts.venv_locks.unwritable_line`), the
         same for a read-only file system, or ``"venv's site-packages SP has N MiB free; WHAT needs
         M MiB: ...; fix: ..."``.
     """
@@ -127,10 +130,7 @@ def install_problem(facts: Mapping[str, Any], need_mib: int = VENV_MIN_FREE_MIB,
         return (f"{where} is on a read-only file system: pip cannot install there; fix: point the host var "
                 "'venv' at a venv on a writable file system")
     if fs.get("writable") is False:
-        user, owner = fs.get("user") or "the login user", fs.get("owner") or "another user"
-        return (f"{where} is not writable by {user} (owned by {owner}): pip would fail in the middle of the "
-                f"install (Permission denied); fix: deploy as {owner} (ansible_user), give {user} write access "
-                f"to the venv, or point the host var 'venv' at a venv {user} owns")
+        return unwritable_line(where, fs)
     free = fs.get("free_mib")
     if isinstance(free, int) and free < need_mib:
         return (f"{where} has {free} MiB free; {what} needs {need_mib} MiB: pip would stop with ENOSPC and leave "

@@ -3,10 +3,12 @@ it: the lines ``pip_install`` refuses a host with (or installs again with) and `
 warns with (:func:`fleetctl.facts.venv.venv_warnings`), from the same reading of the host
 (``locked``, ``n_locked``, ``locked_tops``, ``login_user``; ``unreadable``, ``n_unreadable``,
 ``site_mode``: :data:`fleetctl.tasks.venv_state.STATE_SCRIPT`'s ``dist`` for the plan, the facts
-script's ``python.installed_locks`` for facts). Pure."""
+script's ``python.installed_locks`` for facts); and why the login user cannot install into the
+venv's site-packages at all, with the fix that applies (:func:`unwritable_line`). Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -47,3 +49,45 @@ def unreadable_line(dist: str, held: dict[str, Any]) -> str | None:
     more = int(held.get("n_unreadable") or len(shown)) - len(shown)
     return (f"installed files of {dist} are less readable than their site-packages ({held.get('site_mode')}): "
             f"{', '.join(shown)}{f' and {more} more' if more > 0 else ''}; other users of the venv cannot import it")
+
+
+def owner_missing_bits(fs: Mapping[str, Any]) -> str | None:
+    """The owner bits (``"w"``, ``"x"``, ``"wx"``; ``""``: none) missing from the mode of the
+    site-packages folder when the login user owns it (the facts' ``python.site_packages_fs``:
+    ``owned``, its uid is the folder's; older facts: ``owner`` and ``user`` names alike; ``mode``
+    in octal, not known: taken as lacking ``w``); None when another user owns it. chmod(2) lets a
+    file's owner change its mode, so the owner restores them with ``chmod u+BITS``."""
+    owned = fs.get("owned")
+    if owned is None:
+        owned = bool(fs.get("owner")) and fs.get("owner") == fs.get("user")
+    if not owned:
+        return None
+    try:
+        bits = int(fs.get("mode") or "", 8)
+    except ValueError:
+        return "w"
+    return "".join(c for c, bit in (("w", 0o200), ("x", 0o100)) if not bits & bit)
+
+
+def unwritable_line(where: str, fs: Mapping[str, Any]) -> str:
+    """Why pip cannot install into the venv's site-packages ``where`` (``venv's site-packages SP``)
+    that the login user cannot write (``fs``: the facts' ``python.site_packages_fs``), with the fix
+    that applies: when the login user owns it, ``chmod u+w SP`` (the bits its mode lacks:
+    :func:`owner_missing_bits`; "deploy as OWNER" is what it already does), or, its mode complete,
+    what else refuses it; else deploying as its owner, write access, or another venv. For
+    :func:`fleetctl.facts.venv.install_problem`."""
+    user, owner = fs.get("user") or "the login user", fs.get("owner") or "another user"
+    missing = owner_missing_bits(fs)
+    mode = f"mode {fs['mode']}" if fs.get("mode") else "mode not known"
+    pip = "pip would fail in the middle of the install (Permission denied)"
+    if missing:
+        off = f"the owner's {missing} bit is off, {mode}" if fs.get("mode") else "its mode is not known"
+        return (f"{where} is not writable by {user}, who owns it ({off}): {pip}; "
+                f"fix: chmod u+{missing} {fs['path']} (as {user}: the owner may set its own bits again), or point the host "
+                "var 'venv' elsewhere")
+    if missing == "":
+        return (f"{where} is not writable by {user}, who owns it ({mode}: an ACL or the immutable attribute refuses "
+                f"it): {pip}; fix: look at lsattr -d {fs['path']} and getfacl {fs['path']}, or point the host var "
+                "'venv' elsewhere")
+    return (f"{where} is not writable by {user} (owned by {owner}): {pip}; fix: deploy as {owner} (ansible_user), "
+            f"give {user} write access to the venv, or point the host var 'venv' at a venv {user} owns")

@@ -75,8 +75,8 @@ Output keys (sizes in MiB = 2**20 bytes, durations in seconds):
                     failed to map segment from shared object``). Kept in ``--cache`` only with the
                     loader's variables and these resource limits (:data:`IMPORT_RLIMITS`) unchanged.
                     ``site_packages_fs``: ``{path, free_mib, noexec, readonly, writable, owner,
-                    user}`` of ``site_packages`` (``writable`` by this login ``user``; ``owner`` of the
-                    folder), where installs write. ``installed_locks``: ``{dist, locked, n_locked,
+                    user, owned, mode}`` of ``site_packages`` (``writable`` by this login ``user``;
+                    ``owner`` of the folder, ``owned`` by the login, its ``mode``), where installs write. ``installed_locks``: ``{dist, locked, n_locked,
                     locked_tops, login_user, unreadable, n_unreadable, site_mode}`` of the installed
                     ``fp4_kernels`` (the shipped deploy's package) in ``site_packages``, or null when
                     not there (:func:`installed_locks`).
@@ -2102,7 +2102,9 @@ def fs_info(path):
 
 def site_packages_fs(path):
     """:func:`fs_info` of a venv's site-packages, with its ``owner`` and this login ``user`` (names,
-    else uids): where pip writes an install, so a venv another user owns is named before one."""
+    else uids), ``owned`` (the login's uid is the folder's owner) and its ``mode`` (octal, ``"0555"``):
+    where pip writes an install, so a venv another user owns, or one its owner made read-only
+    (``chmod a-w``), is named before one, with the fix that applies."""
     import pwd
 
     info = fs_info(path)
@@ -2113,7 +2115,10 @@ def site_packages_fs(path):
         except KeyError:
             return str(uid)
 
-    info["owner"], info["user"] = name(os.stat(info["path"]).st_uid), name(os.geteuid())
+    st = os.stat(info["path"])
+    info["owner"], info["user"] = name(st.st_uid), name(os.geteuid())
+    # the login owns it: a folder it cannot write is one whose write bit it may set again itself
+    info["owned"], info["mode"] = st.st_uid == os.geteuid(), "%04o" % (st.st_mode & 0o7777)
     return info
 
 
