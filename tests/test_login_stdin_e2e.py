@@ -51,3 +51,24 @@ def test_an_upload_whose_stdin_the_login_shell_read_names_it_and_the_log_keeps_w
     finally:
         (home / ".bashrc").write_text("")
         dst.unlink(missing_ok=True)
+
+
+def test_facts_on_a_host_whose_login_shell_reads_stdin_name_it_not_a_python_error(sshd_farm, tmp_path):
+    """The same rc file takes the first line of the run's first command's stdin (the host script
+    fleetctl sends to ``python3 -c BOOT``): facts failed with "printed no JSON object (exit 1):
+    ValueError: invalid literal for int()", hiding the rc file. That line is a mark now: taken, the
+    command runs nothing and the failure names the login shell reading stdin, quoting what it printed."""
+    h = sshd_farm.start("eatfacts", shell="bash")
+    home = Path(pwd.getpwnam(h.user).pw_dir)
+    inv = write_inventory(tmp_path / "inv.yaml", {"g": {"n-bash": h.inventory_vars(sshd_farm.known_hosts)}})
+    (home / ".bashrc").write_text(EATER)
+    try:
+        res = fleetctl("-i", str(inv), "facts", "--hosts", "n-bash", home=tmp_path, timeout_s=60)
+        assert res.returncode == 1, res.stdout + res.stderr
+        said = " ".join((res.stdout + res.stderr).split())
+        assert "facts script did not run: the remote login shell read the command's stdin (the host script " \
+               "fleetctl sends) before it ran the command" in said, said
+        assert "~/.bashrc" in said and "bashrc ate: @@FLEETCTL_STDIN@@" in said, said
+        assert "invalid literal" not in said, said
+    finally:
+        (home / ".bashrc").write_text("")

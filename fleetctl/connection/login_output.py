@@ -146,20 +146,22 @@ def not_started_message(shell: str, ssh: str, *, rc: int | None, signal: str | N
             f"commands (nologin); try: {ssh} echo ok" + (f"; it printed{said}" if said else ""))
 
 
-def stdin_taken_message(shell: str, *, printed: bytes = b"", printed_err: bytes = b"") -> str:
+def stdin_taken_message(shell: str, *, printed: bytes = b"", printed_err: bytes = b"",
+                        what: str = "the upload's stdin", lost: str = "the file's first bytes never reached it") -> str:
     """Why an upload through the shell got short bytes: ``the remote login shell (bash) read the
     upload's stdin before it ran the command: ...``, naming the files that can read it
     (:data:`RC_FILES` for ``shell``, the path or name of the login shell, "" when not known: then
     :data:`ANY_SHELL_RC_FILES`; then :data:`SSHD_RC_FILES`: sshd(8) runs ``~/.ssh/rc`` with the
     session's stdin too), the fix, and what the login shell ``printed`` before the command
     (stdout, ``printed_err`` stderr: :func:`quote_printed`, stderr first; an rc file's own words
-    often name it). The same file takes the first bytes of SFTP's session, which then never starts."""
+    often name it). The same file takes the first bytes of SFTP's session, which then never starts.
+    ``what`` and ``lost`` name the stdin and what it lost (the run's first command: its host script's
+    first line, :data:`fleetctl.engine.session_start.STDIN_MARK`)."""
     name = posixpath.basename(shell)
     files = RC_FILES.get(name, ()) if name else ANY_SHELL_RC_FILES
     who = f"the remote login shell ({name})" if name else "the remote login shell"
     said = quote_printed(printed, printed_err)
-    return (f"{who} read the upload's stdin before it ran the command, so the file's first bytes never reached "
-            f"it: a file it reads before every ssh command reads stdin (look at {', '.join((*files, *SSHD_RC_FILES))}"
+    return (f"{who} read {what} before it ran the command, so {lost}: a file it reads before every ssh command reads stdin (look at {', '.join((*files, *SSHD_RC_FILES))}"
             "; make it read only in interactive shells: case $- in *i*) ... ;; esac)"
             + (f"; it printed{said}" if said else ""))
 

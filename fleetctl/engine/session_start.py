@@ -33,6 +33,8 @@ from typing import Any
 from .aio import answer_or_end, drop_task
 from ..connection.base import CommandResult, OutputLine
 from ..connection.lifeline import lifeline_s
+from ..connection.login_output import stdin_taken_message
+from ..connection.sftp_fallback import STDIN_TAKEN_RC
 from ..errors import HostUnreachable, TaskFailed
 from ..util.retention import RetentionPolicy, policy_from_env
 from ..facts.scripts import script_path
@@ -40,9 +42,17 @@ from .hostlock import HostLockBusy, HostLockError, controller_gone, holder_end, 
 from .probeplan import concrete, wanted
 from .session import HostSession
 
-#: What ``python3 -c`` runs: read a length-prefixed script from stdin and run it as ``__main__``.
-#: One line without backslash or ``!``, so that every login shell passes it through alike.
-BOOT = ("import sys,zlib;r=sys.stdin.buffer;n=int(r.readline());"
+#: The first line of the command's stdin: a login rc file that reads stdin (``read line`` in a
+#: ``~/.bashrc`` for every non-interactive shell) takes it, and :data:`BOOT` then exits
+#: :data:`~fleetctl.connection.sftp_fallback.STDIN_TAKEN_RC` having run nothing, which
+#: :func:`_no_result` words (operator trial: facts failed with "printed no JSON object" and the
+#: ``int()`` of the script's bytes, hiding the rc file).
+STDIN_MARK = b"@@FLEETCTL_STDIN@@"
+#: What ``python3 -c`` runs: check :data:`STDIN_MARK`, read a length-prefixed script from stdin and
+#: run it as ``__main__``. One line without backslash or ``!``, so that every login shell passes it
+#: through alike.
+BOOT = ("import sys,zlib;r=sys.stdin.buffer;r.readline().strip()==b'" + STDIN_MARK.decode() + "' or sys.exit("
+        + str(STDIN_TAKEN_RC) + ");n=int(r.readline());"
         "exec(compile(zlib.decompress(r.read(n)),'fleetctl-session-start','exec'),{'__name__':'__main__'})")
 MARK = "@@FLEETCTL_SESSION@@ "
 #: Bytes of stdout or stderr a probe may print and still be answered ahead.
@@ -129,14 +139,15 @@ def _script(name: str) -> bytes:
 
 
 def boot_stdin(job: dict[str, Any]) -> bytes:
-    """What the command reads: the script (compressed; :data:`BOOT` runs it), the facts script
+    """What the command reads: :data:`STDIN_MARK`, the script (compressed; :data:`BOOT` runs it), the facts script
     (compressed, empty without facts), the job (JSON); each block after a line holding its size."""
     from ..facts.gather import FACTS_SCRIPT
 
     src = _script("session_start.py")
     facts = _script(FACTS_SCRIPT) if job.get("facts") else b""
     data = json.dumps(job).encode()
-    return b"".join((b"%d\n" % len(src), src, b"%d\n" % len(facts), facts, b"%d\n" % len(data), data))
+    return b"".join((STDIN_MARK + b"\n", b"%d\n" % len(src), src, b"%d\n" % len(facts), facts, b"%d\n" % len(data),
+                     data))
 
 
 async def _exec(session: HostSession, job: dict[str, Any], *, hold: bool,
@@ -198,10 +209,14 @@ def _result(stdout: str) -> dict | None:
 def _no_result(session: HostSession, res: CommandResult | None, facts: bool) -> TaskFailed:
     """The command ended without its result line: what it said instead (``python3: not found``)."""
     rc = res.rc if res is not None else None
+    what = "facts script" if facts else "the run's first command"
+    if res is not None and rc == STDIN_TAKEN_RC and not res.stdout_text.strip():
+        return TaskFailed(session.name, f"{what} did not run: " + stdin_taken_message(
+            "", printed=res.login_printed[0], printed_err=res.login_printed[1] or res.stderr,
+            what="the command's stdin (the host script fleetctl sends)", lost="its first line never reached it"))
     text = (res.stderr_text + "\n" + res.stdout_text) if res is not None else ""
     cause = next((ln.strip() for ln in text.splitlines() if ln.strip()), "no output")
     status = f"exit {rc}" if rc is not None else "killed by a signal"
-    what = "facts script" if facts else "the run's first command"
     return TaskFailed(session.name, f"{what} printed no JSON object ({status}): {cause}")
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from fleetctl.connection.base import CommandResult, Connection, LineCallback, OutputLine
 from fleetctl.connection.registry import ConnectionKind, ConnectionSettings, ConnectOptions, HostRef, KindScope
 from fleetctl.errors import ConnectionLost, HostUnreachable, TransferError
+from fleetctl.engine.session_start import STDIN_MARK
 
 Handler = Callable[["FakeHost", list[str], dict[str, str], "str | None"], "tuple[int, str, str] | None"]
 
@@ -201,7 +202,8 @@ class FakeConnection(Connection):
         if self.fake.drop_after and any(self.fake.drop_after in a for a in ["session_start", *argv]):
             raise ConnectionLost(self.host, "python3")
         blocks = []
-        rest = stdin.pop()
+        mark, _, rest = stdin.pop().partition(b"\n")
+        assert mark == STDIN_MARK, mark  # the line a login rc file that reads stdin would take
         for _ in range(3):  # the script, the facts script, the job
             n, _, rest = rest.partition(b"\n")
             blocks.append(rest[:int(n)])
