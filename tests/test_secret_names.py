@@ -108,3 +108,21 @@ def test_pass_and_key_names_are_masked_in_run_json_report_and_inventory(tmp_path
     for value in ["LEAKME42", "HIDDEN42", *host_secrets.values()]:
         assert value not in everything, value
     assert "/keys/id_ed25519" in record
+
+
+def test_masking_a_line_with_an_unclosed_quote_ends_at_once():
+    """Every event string holding ``=`` is read as ``NAME=VALUE`` words; the word rule let a run of
+    plain characters split among its repetitions in many ways, so a line that is not all words (an
+    unclosed quote: ``login's``) tried every split, exponential in its words: ``fleetctl run`` of a
+    command missing from the login's PATH spun at 100% CPU on its own error line, ``rc=127: id
+    could not start on the host: not found on the login's PATH (...)``. Run apart, so a return of
+    the blow-up fails here instead of hanging the suite."""
+    import subprocess
+    import sys
+
+    line = ("rc=127: id could not start on the host: not found on the login's PATH "
+            "(/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/opt/a/b/c/d and some more words)")
+    code = ("import sys; from fleetctl.util.redact import Redactor; r = Redactor(['SECRETVAL']); "
+            "print(r.obj(sys.argv[1]) == sys.argv[1], r.obj('x=1 api_token=SECRETVAL y=2'))")
+    res = subprocess.run([sys.executable, "-c", code, line], capture_output=True, text=True, timeout=120)
+    assert res.stdout.split() == ["True", "x=1", "api_token=********", "y=2"], res.stdout + res.stderr

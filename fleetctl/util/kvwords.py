@@ -11,7 +11,11 @@ import re
 
 __all__ = ["WORD", "WORDS"]
 
-#: a word of a key=value item: runs of non-space, '...' and "..." (a quoted part may hold spaces)
-WORD = re.compile(r"""(?:[^\s'"]+|'[^']*'|"[^"]*")+""")
-#: a whole item of such words (no unclosed quote)
-WORDS = re.compile(rf"\s*(?:{WORD.pattern}\s*)*")
+#: a word of a key=value item: runs of non-space, '...' and "..." (a quoted part may hold spaces).
+#: Each repetition takes one character or one whole quoted part, so a text splits into words one
+#: way only: a run of plain characters that could be cut among repetitions in many ways made a
+#: failed match (an unclosed quote: ``login's PATH``) try them all, exponential in the words
+#: (``fleetctl run`` spun at 100% CPU redacting an error line holding ``rc=127`` and ``login's``).
+WORD = re.compile(r"""(?:[^\s'"]|'[^']*'|"[^"]*")+""")
+#: a whole item of such words (no unclosed quote), the words apart by whitespace
+WORDS = re.compile(rf"\s*(?:{WORD.pattern}(?:\s+{WORD.pattern})*)?\s*")
